@@ -1,0 +1,19 @@
+"""kvmem: exact KV-cache memory for real models and real inference engines.
+
+The public names of the contract (shared/spec/api.md), re-exported; no logic here.
+"""
+
+from .catalog import get_model, list_models
+from .configs import ConfigError
+from .dtypes import DType, dtype
+from .engines import Capacity, Estimate, capacity, estimate, list_engines
+from .formula import formula
+from .model import Layer, Model, RecurrentState
+from .units import format_bytes, parse_bytes, parse_tokens
+
+__all__ = [
+    "formula", "dtype", "DType", "parse_tokens", "parse_bytes", "format_bytes",
+    "Model", "Layer", "RecurrentState", "ConfigError", "get_model", "list_models",
+    "estimate", "capacity", "Estimate", "Capacity", "list_engines",
+]
+__version__ = "0.1.0"

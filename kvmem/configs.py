@@ -1,0 +1,321 @@
+"""Hugging Face ``config.json`` -> Model: field readers and each family's defaults.
+
+Real config files leave out what the transformers config class fills in by default
+(Gemma-3's ``text_config`` has no head counts, Qwen2 no ``head_dim``, old configs no
+``num_key_value_heads``). Those defaults are data, read from the transformers config
+classes into ``data/hf_defaults.json`` (``tools/hf_defaults.py``, version recorded there).
+The per-layer attention kinds follow the rules the config classes apply when
+``layer_types`` is absent (transformers 5.x ``configuration_<family>.py``):
+
+    gemma2                sliding if (i + 1) % 2                       (1:1)
+    gemma3_text, cohere2  sliding if (i + 1) % sliding_window_pattern  (6 -> 5:1; 4 -> 3:1)
+    gpt_oss               sliding if (i + 1) % 2, window 128
+    qwen2/qwen3/qwen3_moe sliding if use_sliding_window and i >= max_window_layers
+    gemma3n_text          full if (i + 1) % 5 == 0, else sliding
+    any other family      all sliding when ``sliding_window`` is set, else all chunked when
+                          ``attention_chunk_size`` is set, else all full (cache_utils.py
+                          get_layer_types_and_kwargs: Mistral-7B-v0.1, Phi-3-mini-4k)
+    llama4_text           chunked (attention_chunk_size) where no_rope_layers[i], else full;
+                          no_rope_layers[i] = (i + 1) % no_rope_layer_interval != 0
+    qwen3_next, qwen3_5   linear if (i + 1) % full_attention_interval, else full
+    jamba                 attention if i % attn_layer_period == attn_layer_offset, else mamba
+    nemotron_h            hybrid_override_pattern: "*" attention, "M" mamba2, "-"/"E" none
+    gemma3n_text          the last num_kv_shared_layers read the last earlier layer of
+                          the same type
+    deepseek_v2/v3, kimi  every layer MLA; deepseek_v32 adds the indexer key (index_head_dim)
+
+``head_dim`` from the config always wins over hidden_size / num_attention_heads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+
+from .model import (CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer, Model,
+                    RecurrentState)
+from .params import count_params
+
+__all__ = ["ConfigError", "model_from_config", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A config.json that cannot be read: the message names the field."""
+
+
+_MISSING = object()
+
+# Multimodal wrappers whose text model lives in text_config, and the type it has there.
+_TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "llama4": "llama4_text",
+                     "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+                     "mistral3": "mistral", "llava": "llama", "qwen2_5_vl": "qwen2_5_vl_text",
+                     "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
+
+_LAYER_TYPE_NAMES = {
+    "full_attention": FULL, "attention": FULL, "global": FULL, "full": FULL,
+    "sliding_attention": SLIDING, "sliding": SLIDING, "local": SLIDING,
+    "chunked_attention": CHUNKED,
+    "linear_attention": LINEAR, "mamba": LINEAR, "mamba2": LINEAR,
+    "indexed_attention": FULL,
+    "moe": NONE, "mlp": NONE, "dummy": NONE,
+}
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
+           "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+@lru_cache(maxsize=1)
+def _hf_defaults() -> dict:
+    text = resources.files("kvmem").joinpath("data/hf_defaults.json").read_text()
+    return json.loads(text)["defaults"]
+
+
+def load_config(cfg) -> dict:
+    """A config as a dict, from a dict, JSON text, or a path to a JSON file."""
+    if isinstance(cfg, dict):
+        return cfg
+    if isinstance(cfg, (str, os.PathLike)):
+        text = str(cfg)
+        if isinstance(cfg, os.PathLike) or not text.lstrip().startswith("{"):
+            try:
+                with open(cfg, encoding="utf-8") as handle:
+                    text = handle.read()
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {str(cfg)!r}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
+        return data
+    raise ConfigError(f"config must be a dict, JSON text or a path, got {type(cfg).__name__}")
+
+
+class Fields:
+    """Reads a config's fields, falling back to the family's transformers defaults."""
+
+    def __init__(self, cfg: dict, model_type: str):
+        self.cfg = cfg
+        self.model_type = model_type
+        self.defaults = _hf_defaults().get(model_type, {})
+
+    def has(self, name: str) -> bool:
+        return self.cfg.get(name) is not None
+
+    def get(self, *names: str, default=_MISSING):
+        """The first of ``names`` set in the config, else the family default.
+
+        A field the config sets to null stays null (``default``), as in the config class:
+        Mistral-7B-v0.3's ``"sliding_window": null`` is not the class default of 4096.
+        """
+        for name in names:
+            if self.cfg.get(name) is not None:
+                return self.cfg[name]
+        if any(name in self.cfg for name in names):
+            if default is not _MISSING:
+                return default
+            raise ConfigError(f"config field {names[0]!r} is null and model_type {self.model_type!r} needs it")
+        for name in names:
+            if self.defaults.get(name) is not None:
+                return self.defaults[name]
+        if default is not _MISSING:
+            return default
+        raise ConfigError(f"config field {names[0]!r} is missing"
+                          + (f" (also looked for {', '.join(map(repr, names[1:]))})" if len(names) > 1 else "")
+                          + f" and model_type {self.model_type!r} has no default for it")
+
+    def int(self, *names: str, default=_MISSING, minimum: int = 1) -> int:
+        value = self.get(*names, default=default)
+        if value is None:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"config field {names[0]!r} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+
+def _text_part(raw: dict) -> tuple[dict, str]:
+    """The text model's config and its model_type (multimodal configs nest it in text_config)."""
+    model_type = raw.get("model_type")
+    text = raw.get("text_config") or raw.get("llm_config")
+    if isinstance(text, dict) and "num_hidden_layers" not in raw:
+        merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
+        merged.update(text)
+        inner_type = text.get("model_type") or _TEXT_MODEL_TYPES.get(model_type, model_type)
+        return merged, inner_type
+    if not isinstance(model_type, str) or not model_type:
+        model_type = ""
+    return raw, model_type
+
+
+def _attention_shape(f: Fields) -> tuple[int, int, int, int]:
+    """(query heads, KV heads, K head dim, V head dim), checked against each other."""
+    heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads")
+    if f.model_type == "falcon":
+        if f.get("new_decoder_architecture", default=False):
+            kv_heads = f.int("num_kv_heads", default=heads)
+        else:
+            kv_heads = 1 if f.get("multi_query", default=True) else heads
+    else:
+        kv_heads = f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                         default=heads)
+    if heads % kv_heads:
+        raise ConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})")
+    head_dim = f.int("head_dim", "kv_channels", default=None)
+    if head_dim is None:
+        hidden = f.int("hidden_size", "n_embd", "d_model")
+        if hidden % heads:
+            raise ConfigError(f"hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}) "
+                              "and the config has no head_dim")
+        head_dim = hidden // heads
+    v_head_dim = f.int("v_head_dim", default=head_dim) if f.model_type not in _MLA_TYPES else head_dim
+    return heads, kv_heads, head_dim, v_head_dim
+
+
+_MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear"}
+
+
+def _layer_kinds(f: Fields, n_layers: int) -> list[str]:
+    """The attention kind of every layer: ``layer_types`` when given, else the family rule."""
+    t = f.model_type
+    given = f.get("layer_types", "layers_block_type", default=None)
+    if given is not None:
+        if not isinstance(given, list) or len(given) != n_layers:
+            raise ConfigError(f"layer_types must list one type per layer ({n_layers}), "
+                              f"got {len(given) if isinstance(given, list) else given!r}")
+        kinds = []
+        for i, name in enumerate(given):
+            if name not in _LAYER_TYPE_NAMES:
+                raise ConfigError(f"layer_types[{i}] is {name!r}; known types: {sorted(_LAYER_TYPE_NAMES)}")
+            kinds.append(_LAYER_TYPE_NAMES[name])
+        return kinds
+    if t == "nemotron_h":
+        pattern = f.get("hybrid_override_pattern")
+        if len(pattern) != n_layers:
+            raise ConfigError(f"hybrid_override_pattern has {len(pattern)} entries, num_hidden_layers is {n_layers}")
+        return [FULL if c == "*" else LINEAR if c == "M" else NONE for c in pattern]
+    if t == "jamba":
+        period, offset = f.int("attn_layer_period"), f.int("attn_layer_offset", minimum=0)
+        return [FULL if i % period == offset else LINEAR for i in range(n_layers)]
+    if t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        interval = f.int("full_attention_interval")
+        return [LINEAR if (i + 1) % interval else FULL for i in range(n_layers)]
+    if t == "llama4_text":
+        no_rope = f.get("no_rope_layers", default=None)
+        if not no_rope:
+            interval = f.int("no_rope_layer_interval", default=4)
+            no_rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+        chunked = f.get("attention_chunk_size", default=None)
+        return [CHUNKED if chunked and no_rope[i] else FULL for i in range(n_layers)]
+    if t == "gemma3n_text":
+        return [FULL if (i + 1) % 5 == 0 else SLIDING for i in range(n_layers)]
+    if f.get("sliding_window", default=None) is None:
+        chunked = f.get("attention_chunk_size", default=None)
+        return [CHUNKED if chunked else FULL] * n_layers
+    if t in ("gemma2", "gpt_oss"):
+        return [SLIDING if (i + 1) % 2 else FULL for i in range(n_layers)]
+    if t in ("gemma3_text", "cohere2"):
+        pattern = f.int("sliding_window_pattern", "_sliding_window_pattern")
+        return [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers)]
+    if t in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        if not f.get("use_sliding_window", default=False):
+            return [FULL] * n_layers
+        first = f.int("max_window_layers", minimum=0)
+        return [SLIDING if i >= first else FULL for i in range(n_layers)]
+    return [SLIDING] * n_layers
+
+
+def _recurrent_state(f: Fields) -> RecurrentState:
+    """The per-sequence state of a linear-attention or SSM layer of this family."""
+    t = f.model_type
+    if t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        k_heads, v_heads = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
+        k_dim, v_dim = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
+        conv = 2 * k_heads * k_dim + v_heads * v_dim
+        return RecurrentState(conv, f.int("linear_conv_kernel_dim"), v_heads * k_dim * v_dim, v_heads)
+    if t == "jamba":
+        inner = f.int("mamba_expand") * f.int("hidden_size")
+        return RecurrentState(inner, f.int("mamba_d_conv"), inner * f.int("mamba_d_state"), inner)
+    if t == "nemotron_h":
+        heads, head_dim = f.int("mamba_num_heads"), f.int("mamba_head_dim")
+        state, groups = f.int("ssm_state_size"), f.int("n_groups")
+        inner = heads * head_dim
+        return RecurrentState(inner + 2 * groups * state, f.int("conv_kernel"), inner * state, heads)
+    raise ConfigError(f"model_type {t!r} has linear/mamba layers but kvmem does not know its state "
+                      "layout; supported: qwen3_next, qwen3_5, jamba, nemotron_h")
+
+
+def _shared_sources(f: Fields, kinds: list[str]) -> dict[int, int]:
+    """Gemma-3n: layer index -> the earlier layer whose KV it reads."""
+    n_shared = f.int("num_kv_shared_layers", default=0, minimum=0)
+    if not n_shared:
+        return {}
+    first = len(kinds) - n_shared
+    if first < 1:
+        raise ConfigError(f"num_kv_shared_layers ({n_shared}) must be below num_hidden_layers ({len(kinds)})")
+    sources = {}
+    for i in range(first, len(kinds)):
+        earlier = [j for j in range(first) if kinds[j] == kinds[i]]
+        if not earlier:
+            raise ConfigError(f"layer {i} shares KV but no earlier layer has type {kinds[i]!r}")
+        sources[i] = earlier[-1]
+    return sources
+
+
+def _layers(f: Fields, n_layers: int, heads: int, kv_heads: int, head_dim: int, v_head_dim: int):
+    kinds = _layer_kinds(f, n_layers)
+    if f.model_type in _MLA_TYPES or f.has("kv_lora_rank"):
+        index_dim = f.int("index_head_dim", default=0, minimum=0) if f.model_type == "deepseek_v32" else 0
+        mla = Layer(MLA, kv_lora_rank=f.int("kv_lora_rank"),
+                    qk_rope_head_dim=f.int("qk_rope_head_dim"), index_head_dim=index_dim)
+        kinds = [MLA if k == FULL else k for k in kinds]
+    window = f.int("sliding_window", default=0, minimum=0) or 0
+    chunk = f.int("attention_chunk_size", default=0, minimum=0) or 0
+    state = _recurrent_state(f) if LINEAR in kinds else None
+    if SLIDING in kinds and window < 1:
+        raise ConfigError("layer_types has sliding_attention layers but sliding_window is not set")
+    sources = _shared_sources(f, kinds)
+    layers = []
+    for i, kind in enumerate(kinds):
+        if i in sources:
+            layers.append(Layer(SHARED, shared_with=sources[i]))
+        elif kind == MLA:
+            layers.append(mla)
+        elif kind == LINEAR:
+            layers.append(Layer(LINEAR, state=state))
+        elif kind == NONE:
+            layers.append(Layer(NONE))
+        else:
+            layers.append(Layer(kind, kv_heads=kv_heads, head_dim_k=head_dim, head_dim_v=v_head_dim,
+                                window=window if kind == SLIDING else chunk if kind == CHUNKED else 0))
+    return tuple(layers)
+
+
+def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
+                      source: str | None = None) -> Model:
+    """Build a Model from a Hugging Face config (dict, JSON text or path)."""
+    raw = load_config(cfg)
+    text, model_type = _text_part(raw)
+    f = Fields(text, model_type)
+    n_layers = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads, kv_heads, head_dim, v_head_dim = _attention_shape(f)
+    layers = _layers(f, n_layers, heads, kv_heads, head_dim, v_head_dim)
+    dtype_name = raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or text.get("dtype")
+    dtype = _DTYPES.get(str(dtype_name).lower().removeprefix("torch."), "bf16") if dtype_name else "bf16"
+    total, active, embedding = count_params(f, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                                            v_head_dim=v_head_dim)
+    return Model(
+        name=name or hf_id or raw.get("_name_or_path") or model_type or "custom",
+        layers=layers,
+        hidden_size=f.int("hidden_size", "n_embd", "d_model"),
+        num_attention_heads=heads,
+        dtype=dtype,
+        max_position_embeddings=f.int("max_position_embeddings", "n_positions", "seq_length",
+                                      "max_sequence_length", default=None),
+        params_total=total, params_active=active, params_embedding=embedding,
+        model_type=model_type, hf_id=hf_id, source=source,
+        mtp_layers=f.int("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0) or 0,
+        config=raw,
+    )

@@ -1,0 +1,77 @@
+"""estimate() and capacity(): one entry point, dispatched to each engine's own rules.
+
+Each engine mode lives in its own module with its rules and their sources in its
+docstring; this module only checks the common inputs and the options each mode takes.
+"""
+
+from __future__ import annotations
+
+from ..model import Model
+from ..units import parse_bytes, parse_tokens, require_positive_int
+from . import ideal
+from .base import Capacity, EngineSpec, Estimate, check_parallel
+
+__all__ = ["estimate", "capacity", "list_engines", "Estimate", "Capacity", "ENGINES"]
+
+ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (ideal.SPEC,)}
+_ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm",
+            "trt-llm": "trtllm", "hf": "hf-dynamic", "transformers": "hf-dynamic"}
+
+
+def list_engines() -> list[str]:
+    """The engine modes estimate() accepts."""
+    return list(ENGINES)
+
+
+def _spec(engine: str) -> EngineSpec:
+    key = str(engine).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")
+    return ENGINES[key]
+
+
+def _options(spec: EngineSpec, options: dict) -> dict:
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        valid = ", ".join(sorted(spec.options)) or "none"
+        raise ValueError(f"engine {spec.name!r} has no option {unknown[0]!r}; its options: {valid}")
+    return {**spec.options, **options}
+
+
+def _model(model) -> Model:
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        from ..catalog import get_model
+        return get_model(model)
+    if isinstance(model, dict):
+        return Model.from_hf_config(model)
+    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__}")
+
+
+def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1,
+             pp: int = 1, **options) -> Estimate:
+    """Cache bytes for ``batch`` sequences of ``tokens`` tokens under ``engine``'s rules."""
+    spec = _spec(engine)
+    model = _model(model)
+    tokens = parse_tokens(tokens)
+    batch = require_positive_int("batch", batch)
+    tp, pp = check_parallel(tp, pp)
+    return spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                         **_options(spec, options))
+
+
+def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,
+             max_model_len=None, **options) -> Capacity:
+    """What ``kv_memory`` bytes (one device's KV budget) hold under ``engine``'s rules."""
+    spec = _spec(engine)
+    if spec.capacity is None:
+        raise ValueError(f"engine {spec.name!r} has no capacity rule; engines with one: "
+                         + ", ".join(name for name, s in ENGINES.items() if s.capacity))
+    model = _model(model)
+    kv_memory = parse_bytes(kv_memory)
+    tp, pp = check_parallel(tp, pp)
+    max_model_len = parse_tokens(max_model_len) if max_model_len is not None else None
+    return spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                         max_model_len=max_model_len, **_options(spec, options))

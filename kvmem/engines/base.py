@@ -1,0 +1,177 @@
+"""What every engine mode shares: results, option checks, and how tp/pp split a model.
+
+Tensor parallelism splits KV heads: a rank holds kv_heads // tp heads, or one replicated
+head when tp >= kv_heads (tp must then be a multiple of kv_heads) — vLLM
+``get_num_kv_heads`` (vllm/config/model.py), SGLang and TensorRT-LLM likewise. MLA's latent
+has no heads and is replicated on every rank. Pipeline parallelism gives each stage a run
+of layers: n // pp each, the remainder one apiece to the stages before the last
+(vLLM ``get_pp_indices``, vllm/distributed/utils.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from ..dtypes import DType, dtype
+from ..model import MLA, Layer, Model
+from ..units import require_positive_int
+
+__all__ = ["Estimate", "Capacity", "EngineSpec", "kv_heads_per_rank", "pp_stages", "assemble",
+           "resolve_dtypes", "cdiv"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of integers: cdiv(17, 16) == 2."""
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Cache bytes of one workload under one engine's rules (ints, one device unless named)."""
+
+    model: str
+    engine: str
+    tokens: int
+    batch: int
+    kv_dtype: str
+    tp: int
+    pp: int
+    k_bytes: int
+    v_bytes: int
+    state_bytes: int
+    per_layer: tuple[int, ...]
+    kv_bytes_all_devices: int
+    peak_bytes: int
+    notes: tuple[str, ...] = ()
+    details: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def kv_bytes(self) -> int:
+        """K + V bytes on one device (the largest pipeline stage)."""
+        return self.k_bytes + self.v_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        """KV plus fixed recurrent state on one device."""
+        return self.kv_bytes + self.state_bytes
+
+    @property
+    def bytes_per_token(self) -> float:
+        """KV bytes per cached token of the batch (one device)."""
+        return self.kv_bytes / (self.tokens * self.batch)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["per_layer"] = list(self.per_layer)
+        data["notes"] = list(self.notes)
+        data.update(kv_bytes=self.kv_bytes, total_bytes=self.total_bytes)
+        return data
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a KV memory budget holds under one engine's rules."""
+
+    model: str
+    engine: str
+    kv_memory: int
+    blocks: int
+    tokens: int
+    max_concurrency: float | None
+    max_model_len: int | None
+    block_size: int = 1
+    notes: tuple[str, ...] = ()
+    details: dict = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """An engine mode: its name, its options with defaults, and its rules."""
+
+    name: str
+    options: dict
+    estimate: Callable
+    capacity: Callable | None = None
+    doc: str = ""
+
+
+def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
+    """KV heads one tensor-parallel rank holds: kv_heads // tp, or 1 (replicated) if tp >= kv_heads."""
+    if tp >= kv_heads:
+        if tp % kv_heads:
+            raise ValueError(f"tp={tp} must be a multiple of the {kv_heads} KV heads when it exceeds them")
+        return 1
+    if kv_heads % tp:
+        raise ValueError(f"tp={tp} must divide the {kv_heads} KV heads")
+    return kv_heads // tp
+
+
+def pp_stages(n_layers: int, pp: int) -> list[range]:
+    """Layer ranges per pipeline stage: n // pp each, the remainder to the stages before the last."""
+    if pp > n_layers:
+        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
+    sizes = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        sizes[-i] += 1
+    stages, start = [], 0
+    for size in sizes:
+        stages.append(range(start, start + size))
+        start += size
+    return stages
+
+
+def resolve_dtypes(model: Model, kv_dtype, type_k=None, type_v=None) -> tuple[DType, DType, DType]:
+    """(K dtype, V dtype, state dtype): "auto" is the model's dtype; states stay in it."""
+    k = dtype(type_k if type_k is not None else kv_dtype, model_dtype=model.dtype)
+    v = dtype(type_v if type_v is not None else kv_dtype, model_dtype=model.dtype)
+    return k, v, dtype(model.dtype)
+
+
+def check_parallel(tp, pp) -> tuple[int, int]:
+    return require_positive_int("tp", tp), require_positive_int("pp", pp)
+
+
+def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: str, tp: int, pp: int,
+             rows: list[tuple[int, int, int]], peak_extra: int = 0, notes=(), details=None) -> Estimate:
+    """An Estimate from per-layer (K, V, state) bytes on one rank of each layer's stage.
+
+    The reported device is the pipeline stage holding the most bytes; other stages'
+    layers show 0 in ``per_layer``. ``peak_extra`` is a transient above the steady KV.
+    """
+    stages = pp_stages(len(rows), pp)
+    stage_totals = [sum(sum(rows[i]) for i in stage) for stage in stages]
+    largest = stages[max(range(pp), key=lambda s: stage_totals[s])]
+    per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
+    k = sum(rows[i][0] for i in largest)
+    v = sum(rows[i][1] for i in largest)
+    state = sum(rows[i][2] for i in largest)
+    all_devices = tp * sum(r[0] + r[1] for r in rows)
+    return Estimate(model=model.name, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype,
+                    tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
+                    kv_bytes_all_devices=all_devices, peak_bytes=k + v + peak_extra,
+                    notes=tuple(notes), details=details or {})
+
+
+def layer_heads(layer: Layer, tp: int) -> int:
+    """KV heads of ``layer`` on one rank (MLA: its single latent 'head', never split)."""
+    if layer.kind == MLA or not layer.kv_heads:
+        return 1
+    return kv_heads_per_rank(layer.kv_heads, tp)
+
+
+def state_share(elements: int, heads: int, tp: int) -> int:
+    """A recurrent state's elements on one rank: split over its heads by tp."""
+    if tp > 1 and heads % tp:
+        raise ValueError(f"tp={tp} must divide the {heads} recurrent-state heads")
+    return elements // tp if tp > 1 else elements
+
+
+def finite_or_none(x: float) -> float | None:
+    return None if math.isinf(x) else x

@@ -1,0 +1,58 @@
+"""The textbook count: every cached element once, in exact bytes.
+
+Per layer and sequence of t tokens (kvmem.formula.ideal_layer_bytes):
+    full          t x kv_heads x (head_dim_k + head_dim_v) elements
+    sliding       min(t, window) x kv_heads x (head_dim_k + head_dim_v)
+    chunked       min(t, chunk) x kv_heads x (head_dim_k + head_dim_v)
+    mla           t x (kv_lora_rank + qk_rope_head_dim [+ index_head_dim]), one latent for K and V
+    linear/SSM    no per-token cache; a fixed state of (conv_kernel - 1) x conv_channels
+                  + recurrent elements per sequence, in the model's dtype
+    shared, none  nothing
+Element bytes from kvmem.dtypes (ggml blocks and group scales included). With tp the
+heads split as in kvmem.engines.base; with pp the largest stage is reported.
+For capacity, every token-caching layer is charged for every token (a pool view with
+no windows): tokens = kv_memory // bytes per token.
+"""
+
+from __future__ import annotations
+
+from ..formula import ideal_layer_bytes
+from ..model import Model
+from .base import Capacity, EngineSpec, assemble, layer_heads, resolve_dtypes, state_share
+
+
+def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):
+    """Per-layer (K, V, state) bytes on one tensor-parallel rank."""
+    k_dtype, v_dtype, state_dtype = resolve_dtypes(model, kv_dtype)
+    rows = []
+    for layer in model.layers:
+        k, v, _ = ideal_layer_bytes(layer, tokens=tokens, batch=batch, k_dtype=k_dtype,
+                                    v_dtype=v_dtype, state_dtype=state_dtype,
+                                    kv_heads=layer_heads(layer, tp))
+        state = 0
+        if layer.state:
+            per_seq = state_share(layer.state.elements(), layer.state.ssm_heads, tp)
+            state = batch * state_dtype.row_bytes(per_seq)
+        rows.append((k, v, state))
+    return rows, k_dtype
+
+
+def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int):
+    rows, k_dtype = layer_rows(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp)
+    return assemble(model, "ideal", tokens=tokens, batch=batch, kv_dtype=k_dtype.name, tp=tp, pp=pp,
+                    rows=rows)
+
+
+def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None):
+    one_token = estimate(model, tokens=1, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
+    per_token = sum(one_token.per_layer) - one_token.state_bytes
+    tokens = kv_memory // per_token if per_token else 0
+    concurrency = None
+    if max_model_len:
+        request = estimate(model, tokens=max_model_len, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
+        concurrency = kv_memory / request.total_bytes
+    return Capacity(model=model.name, engine="ideal", kv_memory=kv_memory, blocks=tokens, tokens=tokens,
+                    max_concurrency=concurrency, max_model_len=tokens, block_size=1)
+
+
+SPEC = EngineSpec("ideal", {}, estimate, capacity, __doc__)

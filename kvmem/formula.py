@@ -1,0 +1,67 @@
+"""The seed's textbook formula, and the ideal per-layer count it generalises.
+
+The seed notebook ("KV Caching", section Memory Tradeoff) gives
+
+    Memory = 2 x p x b x n_layers x n_heads x d_head x t
+
+bytes for K and V (the 2), p bytes per element, b sequences, t tokens each. With
+p=2, b=32, n_layers=32, n_heads=32, d_head=128, t=500 that is 8,388,608,000 bytes
+= 7.81 GiB (8.39 GB); the notebook's "≈ 6.65 GB" is an arithmetic slip.
+
+Real models differ layer by layer (GQA/MQA heads, K and V head dims, sliding windows,
+MLA latents, linear-attention state): ``ideal_layer_bytes`` counts every cached element
+once, per layer, in exact integers.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+from .dtypes import DType
+from .model import Layer
+
+__all__ = ["formula", "ideal_layer_bytes"]
+
+
+def formula(*, bytes_per_element, batch, layers, kv_heads, head_dim, tokens):
+    """2 * bytes_per_element * batch * layers * kv_heads * head_dim * tokens, nothing else.
+
+    An int when every input is an int (exact for any size); a float when
+    ``bytes_per_element`` is fractional (e.g. 0.5 for int4).
+    """
+    values = dict(bytes_per_element=bytes_per_element, batch=batch, layers=layers,
+                  kv_heads=kv_heads, head_dim=head_dim, tokens=tokens)
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, Real) or value < 0:
+            raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        if name != "bytes_per_element" and not float(value).is_integer():
+            raise ValueError(f"{name} must be a whole number, got {value!r}")
+    bpe = bytes_per_element
+    if isinstance(bpe, float) and bpe.is_integer():
+        bpe = int(bpe)
+    result = 2 * bpe
+    for name in ("batch", "layers", "kv_heads", "head_dim", "tokens"):
+        result *= int(values[name])
+    return result
+
+
+def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, v_dtype: DType,
+                      state_dtype: DType, kv_heads: int | None = None) -> tuple[int, int, int]:
+    """(K bytes, V bytes, state bytes) one layer holds for ``batch`` sequences of ``tokens``.
+
+    K = held tokens x rows of ``head_dim_k`` (one per KV head) in ``k_dtype``, likewise V;
+    MLA stores one row of kv_lora_rank + qk_rope_head_dim (+ indexer) per token, as K.
+    ``kv_heads`` overrides the layer's head count (one tensor-parallel rank's share).
+    """
+    held = layer.held_tokens(tokens)
+    heads = layer.kv_heads if kv_heads is None else kv_heads
+    if layer.kind == "mla":
+        k = batch * held * k_dtype.row_bytes(layer.k_width)
+        v = 0
+    elif layer.caches_tokens:
+        k = batch * held * heads * k_dtype.row_bytes(layer.head_dim_k)
+        v = batch * held * heads * v_dtype.row_bytes(layer.head_dim_v)
+    else:
+        k = v = 0
+    state = batch * state_dtype.row_bytes(layer.state.elements()) if layer.state else 0
+    return k, v, state

@@ -1,0 +1,183 @@
+"""Layer and Model: an immutable, per-layer description of what a model caches.
+
+Each layer has one attention kind:
+
+    full      K and V for every token:      kv_heads x (head_dim_k + head_dim_v) per token
+    sliding   the same, for the last ``window`` tokens only
+    chunked   the same, for the tokens of the current ``window``-sized chunk (Llama 4)
+    mla       one latent per token, shared by all heads: kv_lora_rank + qk_rope_head_dim
+              (DeepSeek-V2/V3, Kimi K2); DeepSeek-V3.2 adds an indexer key of index_head_dim
+    linear    no per-token cache; a fixed per-sequence state (linear attention / SSM)
+    shared    reads the cache of layer ``shared_with`` and holds none of its own (Gemma-3n)
+    none      no cache at all (an MLP-only block of a hybrid)
+
+A layer of any kind may also carry a recurrent ``state`` (a parallel hybrid such as
+Falcon-H1 has attention and an SSM in the same layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+__all__ = ["FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
+           "RecurrentState", "Layer", "Model"]
+
+FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = (
+    "full", "sliding", "chunked", "mla", "linear", "shared", "none")
+KINDS = (FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE)
+PER_HEAD_KINDS = (FULL, SLIDING, CHUNKED)
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    """A fixed per-sequence state: a causal-conv window and an SSM/linear-attention state.
+
+    ``conv_channels`` x ``conv_kernel`` is the convolution's input window (engines keep
+    kernel - 1 or kernel columns of it); ``ssm_elements`` is the recurrent state
+    (Mamba2: heads x head_dim x d_state; gated DeltaNet: v_heads x k_dim x v_dim).
+    ``ssm_heads`` is the head count the recurrent state splits over with tensor parallelism.
+    """
+
+    conv_channels: int = 0
+    conv_kernel: int = 0
+    ssm_elements: int = 0
+    ssm_heads: int = 1
+
+    def elements(self, conv_columns: int | None = None) -> int:
+        """Elements per sequence, with ``conv_columns`` (default kernel - 1) conv columns kept."""
+        columns = self.conv_kernel - 1 if conv_columns is None else conv_columns
+        return self.conv_channels * max(columns, 0) + self.ssm_elements
+
+
+@dataclass(frozen=True)
+class Layer:
+    """What one decoder layer caches."""
+
+    kind: str
+    kv_heads: int = 0
+    head_dim_k: int = 0
+    head_dim_v: int = 0
+    window: int = 0               # sliding window or attention chunk, in tokens
+    kv_lora_rank: int = 0         # MLA latent width
+    qk_rope_head_dim: int = 0     # MLA decoupled rope key width
+    index_head_dim: int = 0       # DeepSeek-V3.2 lightning-indexer key width
+    shared_with: int | None = None
+    state: RecurrentState | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"layer kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind in (SLIDING, CHUNKED) and self.window < 1:
+            raise ValueError(f"a {self.kind} layer needs a positive window, got {self.window!r}")
+        if self.kind in PER_HEAD_KINDS and min(self.kv_heads, self.head_dim_k, self.head_dim_v) < 1:
+            raise ValueError(f"a {self.kind} layer needs kv_heads, head_dim_k and head_dim_v >= 1")
+        if self.kind == MLA and self.kv_lora_rank < 1:
+            raise ValueError("an mla layer needs kv_lora_rank >= 1")
+        if self.kind == SHARED and self.shared_with is None:
+            raise ValueError("a shared layer needs shared_with (the layer whose cache it reads)")
+        if self.kind == LINEAR and self.state is None:
+            raise ValueError("a linear layer needs a recurrent state")
+
+    @property
+    def caches_tokens(self) -> bool:
+        """True when this layer stores something per token."""
+        return self.kind in PER_HEAD_KINDS or self.kind == MLA
+
+    @property
+    def k_width(self) -> int:
+        """Elements of K stored per token: kv_heads x head_dim_k, or the MLA latent + rope
+        (+ the V3.2 indexer key), which serves as both K and V."""
+        if self.kind in PER_HEAD_KINDS:
+            return self.kv_heads * self.head_dim_k
+        if self.kind == MLA:
+            return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
+        return 0
+
+    @property
+    def v_width(self) -> int:
+        """Elements of V stored per token (0 for MLA: the latent is counted once, in K)."""
+        return self.kv_heads * self.head_dim_v if self.kind in PER_HEAD_KINDS else 0
+
+    def held_tokens(self, tokens: int) -> int:
+        """Tokens this layer holds for a sequence of ``tokens``: min(tokens, window) for a
+        sliding layer, the current chunk for a chunked one, all of them for full/MLA."""
+        if self.kind == SLIDING:
+            return min(tokens, self.window)
+        if self.kind == CHUNKED:
+            return min(tokens, self.window)
+        return tokens if self.caches_tokens else 0
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model as kvmem sees it: its layers and the few whole-model facts sizing needs."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    hidden_size: int
+    num_attention_heads: int
+    dtype: str = "bf16"
+    max_position_embeddings: int | None = None
+    params_total: int | None = None
+    params_active: int | None = None
+    params_embedding: int = 0
+    model_type: str = ""
+    hf_id: str | None = None
+    source: str | None = None
+    mtp_layers: int = 0
+    config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        if not self.layers:
+            raise ValueError("a model needs at least one layer")
+        object.__setattr__(self, "layers", tuple(self.layers))
+
+    @classmethod
+    def from_hf_config(cls, cfg, *, name: str | None = None) -> "Model":
+        """Read a Hugging Face ``config.json``: a dict, JSON text, or a path to the file."""
+        from .configs import model_from_config
+        return model_from_config(cfg, name=name)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def count(self, kind: str) -> int:
+        return sum(layer.kind == kind for layer in self.layers)
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        """Layer count per attention kind, in KINDS order, zero counts left out."""
+        return {kind: self.count(kind) for kind in KINDS if self.count(kind)}
+
+    def with_layers(self, layers, **changes) -> "Model":
+        """A copy with other layers (and any other field changed): for what-if variants."""
+        return replace(self, layers=tuple(layers), **changes)
+
+    def describe(self) -> str:
+        """A short human summary: layers by kind, heads, head dims, windows, MLA ranks, params."""
+        parts = []
+        for kind, n in self.kinds.items():
+            sample = next(layer for layer in self.layers if layer.kind == kind)
+            if kind in PER_HEAD_KINDS:
+                dims = (f"head_dim {sample.head_dim_k}" if sample.head_dim_k == sample.head_dim_v
+                        else f"head_dim K {sample.head_dim_k} / V {sample.head_dim_v}")
+                text = f"{n} {kind} ({sample.kv_heads} KV heads, {dims}"
+                text += f", window {sample.window})" if kind != FULL else ")"
+            elif kind == MLA:
+                text = (f"{n} MLA (latent {sample.kv_lora_rank} + rope {sample.qk_rope_head_dim}"
+                        + (f" + indexer {sample.index_head_dim}" if sample.index_head_dim else "") + ")")
+            elif kind == LINEAR:
+                text = f"{n} linear/SSM (state {sample.state.elements():,} elements per sequence)"
+            elif kind == SHARED:
+                text = f"{n} sharing another layer's KV"
+            else:
+                text = f"{n} without cache"
+            parts.append(text)
+        heads = f"{self.num_attention_heads} query heads, hidden {self.hidden_size}"
+        params = ""
+        if self.params_total:
+            params = f", {self.params_total / 1e9:.2f}B params"
+            if self.params_active and self.params_active != self.params_total:
+                params += f" ({self.params_active / 1e9:.2f}B active)"
+        return f"{self.name}: {self.num_layers} layers — " + "; ".join(parts) + f"; {heads}{params}, {self.dtype}"

@@ -1,0 +1,164 @@
+"""Parameter counts from a config: embeddings, attention, MLP/MoE, norms; total and active.
+
+    embeddings  vocab x hidden (x 2 unless tie_word_embeddings), + learned positions (GPT-2)
+    attention   q: hidden x heads x head_dim; k, v: hidden x kv_heads x head_dim; o: heads x head_dim x hidden
+    MLA         q_a/q_b (or q), kv_a: hidden x (kv_lora_rank + rope), kv_b: kv_lora_rank x heads x
+                (nope + v_head_dim), o: heads x v_head_dim x hidden (DeepSeek-V2 paper, sec. 2.1)
+    gated MLP   3 x hidden x intermediate (gate, up, down); plain MLP 2 x hidden x intermediate
+    MoE layer   experts x expert MLP + shared experts + router (hidden x experts);
+                active per token counts top-k routed experts only
+    linear/SSM  Qwen3-Next gated DeltaNet, Mamba-1 (Jamba) and Mamba-2 (Nemotron-H) projections
+Norms and biases are counted where the family has them. DeepSeek's multi-token-prediction
+layers are not counted (published sizes such as DeepSeek-V3's 671B leave them out).
+Families with extra per-layer embeddings (Gemma-3n) return None: a guess would be silent.
+"""
+
+from __future__ import annotations
+
+from .model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING
+
+__all__ = ["count_params"]
+
+_PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
+_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text"}
+_UNSUPPORTED = {"gemma3n_text"}
+
+
+def _moe(f, n_layers: int):
+    """(is_moe(i), experts, top_k, expert_intermediate, shared_intermediate, dense_intermediate)."""
+    t = f.model_type
+    experts = f.get("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", default=None)
+    if not experts or experts <= 1:
+        return None
+    top_k = f.int("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", default=2)
+    expert_inter = f.get("moe_intermediate_size", default=None) or f.int("intermediate_size")
+    dense_inter = f.int("intermediate_size_mlp", "intermediate_size", default=0, minimum=0)
+    shared_inter = 0
+    if f.get("n_shared_experts", default=None):
+        shared_inter = f.int("n_shared_experts") * expert_inter
+    elif f.get("shared_expert_intermediate_size", default=None):
+        shared_inter = f.int("shared_expert_intermediate_size")
+    elif t == "llama4_text":
+        shared_inter = expert_inter
+    if t in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe"):
+        first_dense = f.int("first_k_dense_replace", default=0, minimum=0)
+        freq = f.int("moe_layer_freq", default=1)
+        is_moe = lambda i: i >= first_dense and i % freq == 0  # noqa: E731
+    elif t == "llama4_text":
+        step = f.int("interleave_moe_layer_step", default=1)
+        is_moe = lambda i: (i + 1) % step == 0  # noqa: E731
+    elif t == "jamba":
+        period, offset = f.int("expert_layer_period"), f.int("expert_layer_offset", minimum=0)
+        is_moe = lambda i: i % period == offset  # noqa: E731
+    elif t in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
+        step = f.int("decoder_sparse_step", default=1)
+        only_mlp = set(f.get("mlp_only_layers", default=[]) or [])
+        is_moe = lambda i: i not in only_mlp and (i + 1) % step == 0  # noqa: E731
+    else:
+        is_moe = lambda i: True  # noqa: E731
+    return is_moe, experts, top_k, expert_inter, shared_inter, dense_inter
+
+
+def _attention_params(f, layer, hidden, heads, head_dim, v_head_dim) -> int:
+    t = f.model_type
+    if layer.kind == MLA:
+        nope, rope = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim")
+        v_dim, rank = f.int("v_head_dim"), f.int("kv_lora_rank")
+        q_rank = f.get("q_lora_rank", default=None)
+        q = hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        n = q + hidden * (rank + rope) + rank + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+        if t == "deepseek_v32":
+            idx_heads, idx_dim = f.int("index_n_heads"), f.int("index_head_dim")
+            n += q_rank * idx_heads * idx_dim + hidden * idx_dim + 2 * idx_dim + hidden * idx_heads
+        return n
+    if layer.kind in (FULL, SLIDING, CHUNKED, SHARED):
+        kv = layer.kv_heads if layer.kind != SHARED else f.int("num_key_value_heads")
+        n = hidden * heads * head_dim + 2 * hidden * kv * head_dim + heads * head_dim * hidden
+        if f.get("attention_bias", "bias", default=False) or t in _QKV_BIAS:
+            n += heads * head_dim + 2 * kv * head_dim
+        if f.get("attention_bias", "bias", default=False) or t in ("gpt2", "gpt_neox"):
+            n += hidden
+        if t in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2", "qwen3_5_text"):
+            n += 2 * head_dim  # q_norm, k_norm
+        if t == "qwen3_next":
+            n += hidden * heads * head_dim  # output gate doubles q_proj
+        if t == "gpt_oss":
+            n += heads  # attention sinks
+        return n
+    if layer.kind == LINEAR:
+        s = layer.state
+        if t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+            k_dim = f.int("linear_num_key_heads") * f.int("linear_key_head_dim")
+            v_heads = f.int("linear_num_value_heads")
+            v_dim = v_heads * f.int("linear_value_head_dim")
+            return (hidden * (2 * k_dim + 2 * v_dim) + hidden * 2 * v_heads + s.conv_channels * s.conv_kernel
+                    + 2 * v_heads + f.int("linear_value_head_dim") + v_dim * hidden)
+        if t == "jamba":
+            inner, d_state = s.conv_channels, f.int("mamba_d_state")
+            dt_rank = f.get("mamba_dt_rank", default="auto")
+            dt_rank = -(-hidden // 16) if dt_rank == "auto" else dt_rank
+            return (hidden * 2 * inner + inner * s.conv_kernel + inner + inner * (dt_rank + 2 * d_state)
+                    + dt_rank * inner + inner + inner * d_state + inner + inner * hidden + dt_rank + 2 * d_state)
+        if t == "nemotron_h":
+            m_heads = s.ssm_heads
+            inner = m_heads * f.int("mamba_head_dim")
+            proj = 2 * inner + 2 * f.int("n_groups") * f.int("ssm_state_size") + m_heads
+            return (hidden * proj + s.conv_channels * (s.conv_kernel + 1) + 3 * m_heads + inner + inner * hidden)
+    return 0
+
+
+def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_dim: int):
+    """(total, active per token, embedding) parameters, or (None, None, 0) when unknown."""
+    t = f.model_type
+    if t in _UNSUPPORTED:
+        return None, None, 0
+    try:
+        hidden = f.int("hidden_size", "n_embd", "d_model")
+        vocab = f.int("vocab_size", "padded_vocab_size")
+    except ValueError:
+        return None, None, 0
+    n_layers = len(layers)
+    embedding = vocab * hidden
+    total = embedding
+    if not f.get("tie_word_embeddings", default=True):  # PretrainedConfig default
+        total += vocab * hidden
+    if t == "gpt2":
+        total += f.int("n_positions") * hidden
+    moe = _moe(f, n_layers)
+    gated = t not in _PLAIN_MLP
+    per_expert_mult = 3 if gated else 2
+    active = total
+    for i, layer in enumerate(layers):
+        attn = _attention_params(f, layer, hidden, heads, head_dim, v_head_dim)
+        norms = 2 * hidden if layer.kind != NONE else hidden
+        if t in ("gemma2", "gemma3_text"):
+            norms = 4 * hidden
+        mlp = mlp_active = 0
+        if t == "nemotron_h":
+            if layer.kind == NONE:
+                mlp = mlp_active = 2 * hidden * f.int("intermediate_size")
+            norms = hidden
+        elif moe and moe[0](i):
+            _, experts, top_k, inter, shared, _ = moe
+            router = hidden * experts
+            mlp = experts * per_expert_mult * hidden * inter + 3 * hidden * shared + router
+            mlp_active = top_k * per_expert_mult * hidden * inter + 3 * hidden * shared + router
+            if t == "gpt_oss":
+                bias = experts * (2 * inter + hidden) + experts
+                mlp += bias
+                mlp_active += top_k * (2 * inter + hidden) + experts
+            if f.get("shared_expert_intermediate_size", default=None):
+                mlp += hidden
+                mlp_active += hidden
+        elif t == "jamba" or layer.kind != NONE or t == "nemotron_h":
+            inter = (moe[5] if moe else 0) or f.int("intermediate_size", "n_inner", "ffn_hidden_size",
+                                                    default=4 * hidden)
+            mlp = mlp_active = (3 if gated else 2) * hidden * inter
+            if not gated and t in ("gpt2", "gpt_neox"):
+                mlp += inter + hidden
+                mlp_active += inter + hidden
+        total += attn + mlp + norms
+        active += attn + mlp_active + norms
+    total += hidden
+    active += hidden
+    return total, active, embedding

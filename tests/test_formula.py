@@ -1,0 +1,27 @@
+import pytest
+
+from kvmem import formula
+
+
+def test_seed_worked_example():
+    # The seed's LLaMA-2-7B example: 2 x 2 B x 32 batch x 32 layers x 32 heads x 128 x 500 tokens
+    assert formula(bytes_per_element=2, batch=32, layers=32, kv_heads=32, head_dim=128, tokens=500) == 8_388_608_000
+    assert formula(bytes_per_element=2, batch=1, layers=32, kv_heads=32, head_dim=128, tokens=500) == 262_144_000
+
+
+def test_fractional_element_size():
+    assert formula(bytes_per_element=0.5, batch=1, layers=1, kv_heads=1, head_dim=128, tokens=2) == 256
+
+
+def test_huge_values_stay_exact():
+    n = formula(bytes_per_element=2, batch=10**6, layers=10**3, kv_heads=10**3, head_dim=10**3, tokens=10**7)
+    assert n == 2 * 2 * 10**22 and isinstance(n, int)
+
+
+@pytest.mark.parametrize("field", ["batch", "layers", "kv_heads", "head_dim", "tokens"])
+def test_rejects_negative_and_fractional(field):
+    args = dict(bytes_per_element=2, batch=1, layers=1, kv_heads=1, head_dim=1, tokens=1)
+    with pytest.raises(ValueError, match=f"{field} must be a non-negative number"):
+        formula(**{**args, field: -1})
+    with pytest.raises(ValueError, match=f"{field} must be a whole number"):
+        formula(**{**args, field: 1.5})

@@ -1,0 +1,48 @@
+import pytest
+
+from kvmem import format_bytes, parse_bytes, parse_tokens
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("128k", 131072), ("32K", 32768), ("4096", 4096), ("1M", 1048576), ("1.5k", 1536),
+    (" 8k ", 8192), ("100_000", 100000), ("128,000", 128000), (4096, 4096), (2048.0, 2048),
+])
+def test_parse_tokens(text, tokens):
+    assert parse_tokens(text) == tokens
+
+
+@pytest.mark.parametrize("bad, message", [
+    (0, "tokens must be a positive integer, got 0"),
+    (-3, "tokens must be a positive integer, got -3"),
+    ("-3", "tokens: cannot read '-3'"),
+    (1.5, "tokens must be a whole number, got 1.5"),
+    ("1.0001k", "not a whole number"),
+    ("lots", "tokens: cannot read 'lots'"),
+    ("12q", "tokens: cannot read '12q'"),
+    (None, "tokens must be a positive integer or a string"),
+    (True, "tokens must be a positive integer or a string"),
+])
+def test_parse_tokens_rejects(bad, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_tokens(bad)
+
+
+@pytest.mark.parametrize("text, n", [
+    ("80GB", 80_000_000_000), ("80GiB", 80 * 2**30), ("512MiB", 512 * 2**20), ("1.5 TB", 1_500_000_000_000),
+    (12345, 12345), ("79.19GiB".replace("79.19", "79.25"), int(79.25 * 2**30)), ("4kib", 4096), ("7B", 7),
+])
+def test_parse_bytes(text, n):
+    assert parse_bytes(text) == n
+
+
+def test_parse_bytes_rejects_fractional_bytes():
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_bytes("0.3B")
+
+
+def test_format_bytes_seed_example():
+    assert format_bytes(8_388_608_000) == "7.81 GiB"
+    assert format_bytes(8_388_608_000, binary=False) == "8.39 GB"
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.50 KiB"
+    assert format_bytes(262_144_000) == "250.00 MiB"
