@@ -78,7 +78,7 @@ def load_config(cfg) -> dict:
         return cfg
     if isinstance(cfg, (str, os.PathLike)):
         text = str(cfg)
-        if isinstance(cfg, os.PathLike) or not text.lstrip().startswith("{"):
+        if isinstance(cfg, os.PathLike) or not text.lstrip().startswith(("{", "[")):
             try:
                 with open(cfg, encoding="utf-8") as handle:
                     text = handle.read()
@@ -136,9 +136,13 @@ class Fields:
         return value
 
 
+# Families published under their own model_type that transformers reads as another.
+_FAMILY_ALIASES = {"kimi_k2": "deepseek_v3"}
+
+
 def _text_part(raw: dict) -> tuple[dict, str]:
     """The text model's config and its model_type (multimodal configs nest it in text_config)."""
-    model_type = raw.get("model_type")
+    model_type = _FAMILY_ALIASES.get(raw.get("model_type"), raw.get("model_type"))
     text = raw.get("text_config") or raw.get("llm_config")
     if isinstance(text, dict) and "num_hidden_layers" not in raw:
         merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}

@@ -178,6 +178,6 @@ class Model:
         params = ""
         if self.params_total:
             params = f", {self.params_total / 1e9:.2f}B params"
-            if self.params_active and self.params_active != self.params_total:
+            if self.params_active and self.params_active < self.params_total - self.params_embedding:
                 params += f" ({self.params_active / 1e9:.2f}B active)"
         return f"{self.name}: {self.num_layers} layers — " + "; ".join(parts) + f"; {heads}{params}, {self.dtype}"

@@ -5,8 +5,12 @@
     MLA         q_a/q_b (or q), kv_a: hidden x (kv_lora_rank + rope), kv_b: kv_lora_rank x heads x
                 (nope + v_head_dim), o: heads x v_head_dim x hidden (DeepSeek-V2 paper, sec. 2.1)
     gated MLP   3 x hidden x intermediate (gate, up, down); plain MLP 2 x hidden x intermediate
-    MoE layer   experts x expert MLP + shared experts + router (hidden x experts);
-                active per token counts top-k routed experts only
+    MoE layer   experts x expert MLP + shared experts + router (hidden x experts)
+Active parameters are the weights one decoded token reads: every dense weight, the top-k
+routed experts, the output head — but not the input embedding table, of which a token
+reads one row (unless it is tied to the output head). This is the convention of
+DeepSeek-V3 (671B total, 37B active) and gpt-oss (116.8B, 5.1B); Qwen's model cards
+count the embedding table too (Qwen3-30B-A3B "3.3B activated").
     linear/SSM  Qwen3-Next gated DeltaNet, Mamba-1 (Jamba) and Mamba-2 (Nemotron-H) projections
 Norms and biases are counted where the family has them. DeepSeek's multi-token-prediction
 layers are not counted (published sizes such as DeepSeek-V3's 671B leave them out).
@@ -120,7 +124,8 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
     n_layers = len(layers)
     embedding = vocab * hidden
     total = embedding
-    if not f.get("tie_word_embeddings", default=True):  # PretrainedConfig default
+    tied = f.get("tie_word_embeddings", default=True)  # PretrainedConfig's default
+    if not tied:
         total += vocab * hidden
     if t == "gpt2":
         total += f.int("n_positions") * hidden
@@ -161,4 +166,6 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
         active += attn + mlp_active + norms
     total += hidden
     active += hidden
+    if not tied:
+        active -= embedding  # a token reads one row of the input table, not all of it
     return total, active, embedding

@@ -7,6 +7,7 @@ defaults it needs are read here, once, from the installed transformers and kept 
     .venv/bin/python tools/hf_defaults.py      # rewrites kvmem/data/hf_defaults.json
 """
 
+import dataclasses
 import json
 import pathlib
 
@@ -27,16 +28,20 @@ PRIVATE = {"_sliding_window_pattern": "sliding_window_pattern"}
 
 
 def defaults_of(model_type: str) -> dict:
-    config = CONFIG_MAPPING[model_type]()
+    """The declared defaults of the config class (not values derived in __post_init__,
+    such as Llama's head_dim = hidden_size // num_attention_heads)."""
+    cls = CONFIG_MAPPING[model_type]
     values = {}
-    for key, value in config.to_dict().items():
-        if key in SKIP or key.startswith("_"):
+    for field in dataclasses.fields(cls):
+        key, value = field.name, field.default
+        if key in SKIP or key.startswith("_") or value is dataclasses.MISSING:
             continue
         if isinstance(value, (bool, int, float, str)) or value is None:
             values[key] = value
     for private, public in PRIVATE.items():
-        if getattr(config, private, None) is not None and public not in values:
-            values[public] = getattr(config, private)
+        value = getattr(cls(), private, None)
+        if value is not None and public not in values:
+            values[public] = value
     return values
 
 

@@ -6,14 +6,30 @@ docstring; this module only checks the common inputs and the options each mode t
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from ..model import Model
 from ..units import parse_bytes, parse_tokens, require_positive_int
-from . import ideal
 from .base import Capacity, EngineSpec, Estimate, check_parallel
 
 __all__ = ["estimate", "capacity", "list_engines", "Estimate", "Capacity", "ENGINES"]
 
-ENGINES: dict[str, EngineSpec] = {spec.name: spec for spec in (ideal.SPEC,)}
+# Engine modules register themselves: every module in this package with a SPECS tuple.
+# Listed in this order first; a new module needs no edit here.
+_ORDER = ("ideal", "hf-dynamic", "hf-static", "hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")
+
+
+def _discover() -> dict[str, EngineSpec]:
+    specs = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        specs.extend(getattr(module, "SPECS", ()))
+    rank = {name: i for i, name in enumerate(_ORDER)}
+    return {spec.name: spec for spec in sorted(specs, key=lambda s: (rank.get(s.name, len(rank)), s.name))}
+
+
+ENGINES: dict[str, EngineSpec] = _discover()
 _ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm",
             "trt-llm": "trtllm", "hf": "hf-dynamic", "transformers": "hf-dynamic"}
 

@@ -55,4 +55,4 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                     max_concurrency=concurrency, max_model_len=tokens, block_size=1)
 
 
-SPEC = EngineSpec("ideal", {}, estimate, capacity, __doc__)
+SPECS = (EngineSpec("ideal", {}, estimate, capacity, __doc__),)

@@ -1,0 +1,68 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+import kvmem
+from kvmem.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_estimate_json_matches_library(capsys):
+    code, out, _ = run(capsys, "estimate", "llama-3.1-8b", "--tokens", "128k", "--batch", "4", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["kv_bytes"] == kvmem.estimate("llama-3.1-8b", tokens="128k", batch=4).kv_bytes == 68_719_476_736
+
+
+def test_estimate_text_states_units(capsys):
+    code, out, _ = run(capsys, "estimate", "llama-3.1-8b", "--tokens", "128k", "--batch", "4")
+    assert code == 0 and "68,719,476,736 B = 64.00 GiB (68.72 GB)" in out
+
+
+def test_estimate_from_a_config_file(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(kvmem.catalog.preset("qwen3-0.6b")["config"]))
+    code, out, _ = run(capsys, "estimate", str(path), "--tokens", "1", "--json")
+    assert code == 0 and json.loads(out)["kv_bytes"] == 114_688
+
+
+def test_models_lists_presets(capsys):
+    code, out, _ = run(capsys, "models", "--json")
+    assert code == 0 and {row["name"] for row in json.loads(out)} == set(kvmem.list_models())
+
+
+def test_capacity(capsys):
+    code, out, _ = run(capsys, "capacity", "llama-3.1-8b", "--engine", "ideal", "--kv-memory", "16GiB", "--json")
+    assert code == 0 and json.loads(out)["tokens"] == 16 * 2**30 // 131_072
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["estimate", "llama-3.1-8b", "--tokens", "0"], "tokens must be a positive integer, got 0"),
+    (["estimate", "llama-3.1-8b", "--tokens", "8k", "--engine", "nope"], "unknown engine 'nope'"),
+    (["estimate", "no-such-model", "--tokens", "8k"], "unknown model 'no-such-model'"),
+    (["estimate", "llama-3.1-8b", "--tokens", "8k", "-o", "bogus"], "--option takes NAME=VALUE"),
+])
+def test_errors_are_messages_not_tracebacks(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "kvmem", "estimate", "qwen3-0.6b", "--tokens", "1", "--json"],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout)["kv_bytes"] == 114_688
+
+
+def test_core_imports_no_third_party_modules():
+    code = ("import sys, kvmem; kvmem.estimate('llama-3.1-8b', tokens=8); "
+            "bad = [m for m in ('torch', 'pandas', 'plotly', 'streamlit', 'numpy', 'transformers') if m in sys.modules]; "
+            "print(bad)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"

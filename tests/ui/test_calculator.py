@@ -1,0 +1,47 @@
+"""The calculator page, headless (streamlit.testing AppTest): the numbers shown are the library's."""
+
+import pathlib
+
+import pytest
+
+import kvmem
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+APP = pathlib.Path(__file__).resolve().parents[2] / "app.py"
+
+
+@pytest.fixture
+def app():
+    return AppTest.from_file(str(APP), default_timeout=60).run()
+
+
+def metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_defaults_show_llama_8k(app):
+    assert not app.exception
+    expected = kvmem.estimate("llama-3.1-8b", tokens="8k")
+    assert metrics(app)["Total KV cache"] == kvmem.format_bytes(expected.total_bytes) == "1.00 GiB"
+    assert metrics(app)["Per token"] == "131,072 B"
+    assert f"{expected.total_bytes:,} bytes" in app.caption[-1].value
+    assert app.get("plotly_chart")
+
+
+def test_change_model_tokens_batch_dtype(app):
+    app.selectbox(key="model").set_value("deepseek-v3")
+    app.text_input(key="tokens").set_value("128k")
+    app.number_input(key="batch").set_value(4)
+    app.selectbox(key="kv_dtype").set_value("fp8")
+    app.run()
+    expected = kvmem.estimate("deepseek-v3", tokens="128k", batch=4, kv_dtype="fp8")
+    assert not app.exception
+    assert metrics(app)["Total KV cache"] == kvmem.format_bytes(expected.total_bytes)
+    assert metrics(app)["Per sequence"] == kvmem.format_bytes(expected.total_bytes // 4)
+
+
+@pytest.mark.parametrize("text", ["-3", "abc", "0", "1.5"])
+def test_bad_tokens_is_a_message(app, text):
+    app.text_input(key="tokens").set_value(text).run()
+    assert not app.exception
+    assert app.error and "tokens" in app.error[0].value
