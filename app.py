@@ -6,5 +6,10 @@ st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", lay
 
 pages = [
     st.Page("ui/calculator.py", title="Calculator", icon="🧮", default=True, url_path="calculator"),
+    st.Page("ui/compare.py", title="Compare", icon="📊", url_path="compare"),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+try:
+    page.run()
+except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working
+    st.error(f"Something went wrong on this page: {type(exc).__name__}: {exc}")

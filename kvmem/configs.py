@@ -323,3 +323,24 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
         mtp_layers=f.int("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0) or 0,
         config=raw,
     )
+
+
+def custom_config(*, layers: int, heads: int, kv_heads: int, head_dim: int, hidden_size: int | None = None,
+                  sliding_window: int = 0, full_every: int = 0, kv_lora_rank: int = 0,
+                  qk_rope_head_dim: int = 0, dtype: str = "bfloat16", name: str = "custom") -> dict:
+    """A config.json-shaped dict from a handful of fields, read by the same reader as real files.
+
+    ``sliding_window`` > 0 makes layers sliding; with ``full_every`` = n every n-th layer stays
+    full (Gemma-3: n=6). ``kv_lora_rank`` > 0 makes every layer MLA (DeepSeek layout).
+    """
+    cfg = {"model_type": "custom", "_name_or_path": name, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+           "hidden_size": hidden_size or heads * head_dim, "torch_dtype": dtype}
+    if kv_lora_rank:
+        cfg.update(kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim,
+                   qk_nope_head_dim=head_dim, v_head_dim=head_dim, q_lora_rank=None)
+    elif sliding_window:
+        cfg["sliding_window"] = sliding_window
+        cfg["layer_types"] = ["full_attention" if full_every and (i + 1) % full_every == 0 else "sliding_attention"
+                              for i in range(layers)]
+    return cfg

@@ -65,3 +65,27 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
         k = v = 0
     state = batch * state_dtype.row_bytes(layer.state.elements()) if layer.state else 0
     return k, v, state
+
+
+def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
+    """The seed formula's terms read naively off ``model``, and its result.
+
+    What a plain calculator does: every layer counted as full attention with the first
+    attention layer's KV heads and head_dim (MLA as one head of the latent width), the
+    element size of ``kv_dtype``. Comparing this with an engine's Estimate shows what
+    windows, MLA, linear layers, shared layers and padding change.
+    """
+    from .dtypes import dtype as _dtype
+
+    element = _dtype(kv_dtype, model_dtype=model.dtype)
+    first = next((layer for layer in model.layers if layer.caches_tokens), None)
+    if first is None:
+        raise ValueError(f"{model.name} has no attention layer that caches tokens")
+    heads = first.kv_heads if first.kind != "mla" else 1
+    head_dim = first.head_dim_k if first.kind != "mla" else first.k_width
+    bytes_per_element = element.bits / 8
+    if bytes_per_element.is_integer():
+        bytes_per_element = int(bytes_per_element)
+    terms = dict(bytes_per_element=bytes_per_element, batch=batch, layers=model.num_layers, kv_heads=heads,
+                 head_dim=head_dim, tokens=tokens)
+    return {**terms, "dtype": element.name, "bytes": formula(**terms)}

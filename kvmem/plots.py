@@ -1,12 +1,21 @@
-"""Plotly figures: DataFrames in, Figures out. No arithmetic beyond unit scaling for axes."""
+"""Plotly figures: DataFrames (from kvmem.tables) in, Figures out. Only unit scaling for axes."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-__all__ = ["kv_vs_context"]
+__all__ = ["kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
+           "compare_lines"]
 
 GIB = 2**30
+KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "mla": "#9467bd",
+               "linear": "#ff7f0e", "shared": "#7f7f7f", "none": "#c7c7c7"}
+
+
+def _layout(fig, title, x_title, y_title="GiB (2^30 bytes)", log_x=False):
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, xaxis_type="log" if log_x else "linear",
+                      margin={"l": 40, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    return fig
 
 
 def kv_vs_context(df, *, title: str = "KV cache vs context length", log_x: bool = True) -> go.Figure:
@@ -17,7 +26,57 @@ def kv_vs_context(df, *, title: str = "KV cache vs context length", log_x: bool 
     if (df["state_bytes"] > 0).any():
         fig.add_trace(go.Scatter(x=df["tokens"], y=df["total_bytes"] / GIB, mode="lines", name="KV + state",
                                  line={"dash": "dot"}))
-    fig.update_layout(title=title, xaxis_title="tokens per sequence", yaxis_title="GiB (2^30 bytes)",
-                      xaxis_type="log" if log_x else "linear", template="plotly_white",
-                      margin={"l": 40, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h"})
-    return fig
+    return _layout(fig, title, "tokens per sequence", log_x=log_x)
+
+
+def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs context") -> go.Figure:
+    """Stacked weights + KV (+ state) per device against context (log axis), GPU capacity lines,
+    and the region above the largest capacity shaded as out of memory."""
+    fig = go.Figure()
+    x = df["tokens"]
+    if (df["weights_bytes"] > 0).any():
+        fig.add_trace(go.Scatter(x=x, y=df["weights_bytes"] / GIB, stackgroup="mem", name="weights",
+                                 hovertemplate="%{y:.2f} GiB<extra>weights</extra>"))
+    fig.add_trace(go.Scatter(x=x, y=df["kv_bytes"] / GIB, stackgroup="mem", name="KV cache",
+                             hovertemplate="%{x:,} tokens<br>%{y:.2f} GiB<extra>KV</extra>"))
+    if (df["state_bytes"] > 0).any():
+        fig.add_trace(go.Scatter(x=x, y=df["state_bytes"] / GIB, stackgroup="mem", name="recurrent state"))
+    top = float(df["device_bytes"].max()) / GIB
+    for name, capacity_bytes in gpu_lines:
+        fig.add_hline(y=capacity_bytes / GIB, line_dash="dash", annotation_text=name, annotation_position="top left")
+    if gpu_lines:
+        limit = max(capacity for _, capacity in gpu_lines) / GIB
+        fig.add_hrect(y0=limit, y1=max(top, limit) * 1.15, fillcolor="red", opacity=0.08, line_width=0,
+                      annotation_text="out of memory", annotation_position="top right")
+    return _layout(fig, title, "tokens per sequence (log)", log_x=True)
+
+
+def per_layer_bars(df, *, title: str = "Cache bytes per layer") -> go.Figure:
+    """One bar per layer, coloured by attention kind."""
+    fig = go.Figure()
+    for kind, part in df.groupby("kind", sort=False):
+        fig.add_trace(go.Bar(x=part["layer"], y=part["bytes"] / 2**20, name=kind,
+                             marker_color=KIND_COLORS.get(kind)))
+    return _layout(fig, title, "layer", "MiB (2^20 bytes)")
+
+
+def k_vs_v(result, *, title: str = "K vs V") -> go.Figure:
+    """K, V and recurrent state bytes of one Estimate."""
+    labels = ["K", "V"] + (["state"] if result.state_bytes else [])
+    values = [result.k_bytes, result.v_bytes] + ([result.state_bytes] if result.state_bytes else [])
+    fig = go.Figure(go.Bar(x=labels, y=[v / GIB for v in values], text=[f"{v:,} B" for v in values]))
+    return _layout(fig, title, "", "GiB (2^30 bytes)")
+
+
+def bytes_per_token_bars(df, *, title: str = "KV bytes per token") -> go.Figure:
+    """Bytes per cached token for each compared row."""
+    fig = go.Figure(go.Bar(x=df["label"], y=df["bytes_per_token"], text=[f"{v:,.0f}" for v in df["bytes_per_token"]]))
+    return _layout(fig, title, "", "bytes per token")
+
+
+def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Figure:
+    """One KV-vs-context line per label: {label: context_sweep DataFrame}."""
+    fig = go.Figure()
+    for label, df in frames.items():
+        fig.add_trace(go.Scatter(x=df["tokens"], y=df["total_bytes"] / GIB, mode="lines+markers", name=label))
+    return _layout(fig, title, "tokens per sequence (log)", log_x=True)

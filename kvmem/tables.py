@@ -10,7 +10,7 @@ import pandas as pd
 from .engines import estimate
 from .units import format_bytes
 
-__all__ = ["context_points", "context_sweep", "estimate_summary"]
+__all__ = ["context_points", "context_sweep", "estimate_summary", "per_layer_frame", "compare_frame"]
 
 GIB = 2**30
 
@@ -27,17 +27,36 @@ def context_points(max_tokens: int, *, start: int = 256) -> list[int]:
 
 
 def context_sweep(model, *, contexts, batch: int = 1, kv_dtype="auto", engine: str = "ideal",
-                  tp: int = 1, pp: int = 1, **options) -> pd.DataFrame:
-    """One row per context length: KV, K, V and state bytes on one device, and GiB."""
+                  tp: int = 1, pp: int = 1, weights_bytes: int = 0, **options) -> pd.DataFrame:
+    """One row per context length: KV, K, V and state bytes on one device (+ weights), and GiB."""
     rows = []
     for tokens in contexts:
         result = estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
                           **options)
         rows.append({"tokens": tokens, "batch": batch, "kv_bytes": result.kv_bytes, "k_bytes": result.k_bytes,
                      "v_bytes": result.v_bytes, "state_bytes": result.state_bytes,
-                     "total_bytes": result.total_bytes, "kv_gib": result.kv_bytes / GIB,
-                     "total_gib": result.total_bytes / GIB})
+                     "total_bytes": result.total_bytes, "weights_bytes": weights_bytes,
+                     "device_bytes": weights_bytes + result.total_bytes,
+                     "kv_gib": result.kv_bytes / GIB, "total_gib": result.total_bytes / GIB})
     return pd.DataFrame(rows)
+
+
+def per_layer_frame(model, result) -> pd.DataFrame:
+    """One row per layer: index, attention kind, bytes on the reported device."""
+    return pd.DataFrame({"layer": range(model.num_layers), "kind": [layer.kind for layer in model.layers],
+                         "bytes": list(result.per_layer)})
+
+
+def compare_frame(rows) -> pd.DataFrame:
+    """Side-by-side estimates: rows of (label, Estimate) -> bytes per token, totals, GiB."""
+    data = []
+    for label, result in rows:
+        data.append({"label": label, "model": result.model, "engine": result.engine, "kv_dtype": result.kv_dtype,
+                     "tokens": result.tokens, "batch": result.batch, "kv_bytes": result.kv_bytes,
+                     "state_bytes": result.state_bytes, "total_bytes": result.total_bytes,
+                     "bytes_per_token": result.kv_bytes / (result.tokens * result.batch),
+                     "total_gib": result.total_bytes / GIB})
+    return pd.DataFrame(data)
 
 
 def estimate_summary(result) -> dict:

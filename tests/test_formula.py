@@ -25,3 +25,15 @@ def test_rejects_negative_and_fractional(field):
         formula(**{**args, field: -1})
     with pytest.raises(ValueError, match=f"{field} must be a whole number"):
         formula(**{**args, field: 1.5})
+
+
+def test_seed_terms_read_naively():
+    import kvmem
+    from kvmem.formula import seed_terms
+
+    terms = seed_terms(kvmem.get_model("llama-3.1-8b"), tokens=8192, batch=1)
+    assert terms == dict(bytes_per_element=2, batch=1, layers=32, kv_heads=8, head_dim=128, tokens=8192,
+                         dtype="bf16", bytes=1_073_741_824)
+    # Gemma-3-27B: the naive count treats all 62 layers as full -> far above the real cache at 128k
+    gemma = kvmem.get_model("gemma-3-27b")
+    assert seed_terms(gemma, tokens=131072, batch=1)["bytes"] > 5 * kvmem.estimate(gemma, tokens=131072).kv_bytes

@@ -1,45 +1,49 @@
-"""Calculator: a preset, tokens, batch and KV dtype -> exact KV bytes and the curve over context."""
+"""Calculator: any model, workload and engine -> exact KV bytes, why, and how they grow with context."""
 
 import streamlit as st
 
-import kvmem
-from kvmem import plots, tables
+from kvmem import explain, plots, tables
+from kvmem.formula import seed_terms
+from ui import inputs, common
 
 st.title("KV-cache calculator")
-st.caption("Bytes are exact integers from the library. GiB = 2³⁰ bytes, GB = 10⁹ bytes.")
+st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes, GB = 10⁹ bytes.")
 
-models = kvmem.list_models()
-default_model = models.index("llama-3.1-8b") if "llama-3.1-8b" in models else 0
-col_model, col_tokens, col_batch, col_dtype = st.columns([3, 2, 1, 1])
-model_name = col_model.selectbox("Model preset", models, index=default_model, key="model",
-                                 help="Presets are real config.json files; see `kvmem models` for sources.")
-tokens_text = col_tokens.text_input("Tokens per sequence", value="8k", key="tokens",
-                                    help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
-batch = col_batch.number_input("Batch", min_value=1, value=1, step=1, key="batch",
-                               help="Sequences held at once.")
-kv_dtype = col_dtype.selectbox("KV dtype", ["auto", "bf16", "fp16", "fp32", "fp8", "int8", "int4",
-                                            "q8_0", "q4_0"], key="kv_dtype",
-                               help="Element format of the cache; auto = the model's own dtype.")
-
-try:
-    tokens = kvmem.parse_tokens(tokens_text)
-    model = kvmem.get_model(model_name)
-    result = kvmem.estimate(model, tokens=tokens, batch=int(batch), kv_dtype=kv_dtype)
-except ValueError as exc:
-    st.error(str(exc))
-    st.stop()
-
+work = inputs.sidebar()
+model = work.model
+result = common.guard(work.estimate)
 summary = tables.estimate_summary(result)
+
 st.markdown(f"**{model.describe()}**")
 m1, m2, m3 = st.columns(3)
-m1.metric("Total KV cache", summary["total_gib"], help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']}")
+m1.metric("Total KV cache", summary["total_gib"],
+          help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine})")
 m2.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
 m3.metric("Per sequence", summary["per_sequence_gib"],
           help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
-st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)")
+st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)"
+           + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
-max_tokens = max(tokens, model.max_position_embeddings or tokens)
-sweep = tables.context_sweep(model, contexts=tables.context_points(max_tokens), batch=int(batch),
-                             kv_dtype=kv_dtype)
-st.plotly_chart(plots.kv_vs_context(sweep, title=f"{model.name}: KV cache vs context (batch {int(batch)})"),
-                key="kv_chart")
+with st.expander("The seed's formula with your numbers, and why the engine differs", expanded=True):
+    terms = common.guard(seed_terms, model, tokens=work.tokens, batch=work.batch, kv_dtype=work.kv_dtype)
+    st.latex(r"\text{Memory} = 2 \times p \times b \times n_{layers} \times n_{heads} \times d_{head} \times t")
+    st.latex(rf"= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
+             rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,}"
+             r"\ \text{bytes}".replace(",", "{,}"))
+    for line in common.guard(explain.reasons, model, result):
+        st.markdown(f"- {line}")
+
+max_tokens = max(work.tokens, model.max_position_embeddings or work.tokens)
+sweep = common.guard(tables.context_sweep, model, contexts=tables.context_points(max_tokens), batch=work.batch,
+                     kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp, **work.options)
+tab_ctx, tab_layers, tab_kv = st.tabs(["Memory vs context", "Per layer", "K vs V"])
+with tab_ctx:
+    st.plotly_chart(plots.kv_vs_context(sweep, title=f"{model.name}: KV cache vs context (batch {work.batch})"),
+                    key="kv_chart")
+    common.download(sweep, "kv_vs_context.csv", key="dl_sweep")
+with tab_layers:
+    layers = tables.per_layer_frame(model, result)
+    st.plotly_chart(plots.per_layer_bars(layers), key="layer_chart")
+    common.download(layers, "per_layer.csv", key="dl_layers")
+with tab_kv:
+    st.plotly_chart(plots.k_vs_v(result), key="kv_split_chart")

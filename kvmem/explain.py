@@ -1,0 +1,47 @@
+"""Why an engine's number differs from the seed's formula: plain-language reasons, from the model
+and the Estimate (no new arithmetic: every number here comes from estimate() or seed_terms())."""
+
+from __future__ import annotations
+
+from .engines import estimate as _estimate
+from .formula import seed_terms
+from .model import CHUNKED, LINEAR, MLA, NONE, SHARED, SLIDING
+from .units import format_bytes
+
+__all__ = ["reasons"]
+
+
+def reasons(model, result) -> list[str]:
+    """Sentences explaining the gap between the naive formula, the ideal count and ``result``."""
+    seed = seed_terms(model, tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype)
+    ideal = _estimate(model, engine="ideal", tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype,
+                      tp=result.tp, pp=result.pp)
+    out = [f"The seed formula with these numbers gives {format_bytes(seed['bytes'])}; every cached element "
+           f"counted once (ideal) is {format_bytes(ideal.total_bytes)}; {result.engine} holds "
+           f"{format_bytes(result.total_bytes)} on one device."]
+    kinds = model.kinds
+    first = next(layer for layer in model.layers if layer.caches_tokens)
+    if kinds.get(SLIDING):
+        window = next(layer.window for layer in model.layers if layer.kind == SLIDING)
+        out.append(f"{kinds[SLIDING]} of {model.num_layers} layers use a sliding window of {window:,} tokens and "
+                   f"hold at most that many, whatever the context.")
+    if kinds.get(CHUNKED):
+        out.append(f"{kinds[CHUNKED]} layers attend within chunks of "
+                   f"{next(l.window for l in model.layers if l.kind == CHUNKED):,} tokens.")
+    if kinds.get(MLA):
+        out.append(f"MLA: each layer caches one {first.k_width}-wide latent per token for all "
+                   f"{model.num_attention_heads} heads, not per-head K and V.")
+    if kinds.get(LINEAR):
+        out.append(f"{kinds[LINEAR]} linear-attention/SSM layers keep a fixed state per sequence "
+                   f"({format_bytes(result.state_bytes)} here) instead of a per-token cache.")
+    if kinds.get(SHARED):
+        out.append(f"{kinds[SHARED]} layers reuse another layer's KV and store none.")
+    if kinds.get(NONE):
+        out.append(f"{kinds[NONE]} layers (MLP/MoE blocks of a hybrid) cache nothing.")
+    if first.kind != MLA and first.kv_heads < model.num_attention_heads:
+        out.append(f"GQA: {first.kv_heads} KV heads serve {model.num_attention_heads} query heads "
+                   f"({model.num_attention_heads // first.kv_heads}x smaller than MHA).")
+    if result.tp > 1:
+        out.append(f"Tensor parallel {result.tp}: KV heads are split across devices; the number is one device's.")
+    out.extend(result.notes)
+    return out

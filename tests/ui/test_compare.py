@@ -1,0 +1,37 @@
+"""Compare page (AppTest): the rows shown equal kvmem.estimate for each model/dtype/engine."""
+
+import pathlib
+
+import pytest
+
+import kvmem
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "compare.py"
+
+
+@pytest.fixture
+def page():
+    return AppTest.from_file(str(PAGE), default_timeout=60).run()
+
+
+def test_default_rows_are_library_numbers(page):
+    assert not page.exception
+    frame = page.dataframe[0].value
+    for _, row in frame.iterrows():
+        expected = kvmem.estimate(row["model"], engine=row["engine"], tokens=8192, kv_dtype=row["kv_dtype"])
+        assert row["kv_bytes"] == expected.kv_bytes
+    assert set(frame["model"]) == {"llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"}
+
+
+def test_dtypes_multiply_rows(page):
+    page.multiselect(key="cmp_dtypes").set_value(["bf16", "fp8", "q4_0"]).run()
+    frame = page.dataframe[0].value
+    assert len(frame) == 4 * 3
+    llama = frame[frame["model"] == "llama-3.1-8b"].set_index("kv_dtype")["bytes_per_token"]
+    assert llama["bf16"] == 131072 and llama["fp8_e4m3"] == 65536 and llama["q4_0"] == 32 * 8 * 2 * (128 // 32) * 18
+
+
+def test_nothing_selected_is_a_hint(page):
+    page.multiselect(key="cmp_engines").set_value([]).run()
+    assert not page.exception and page.info

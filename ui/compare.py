@@ -1,0 +1,56 @@
+"""Compare: several models, KV dtypes or engines side by side, at the sidebar's workload."""
+
+import streamlit as st
+
+import kvmem
+from kvmem import plots, tables
+from kvmem.engines import ENGINES
+from ui import common, inputs
+
+st.title("Compare models, formats and engines")
+st.caption("Each row is one kvmem.estimate() at the sidebar's tokens, batch and parallelism. "
+           "GiB = 2³⁰ bytes.")
+
+work = inputs.sidebar()
+c1, c2, c3 = st.columns([3, 2, 2])
+models = c1.multiselect("Models", kvmem.list_models(), default=["llama-3.1-8b", "qwen3-8b", "gemma-3-27b",
+                                                                  "deepseek-v3"],
+                        key="cmp_models", bind="query-params",
+                        help="Presets to compare; the sidebar's model is always the first row.")
+dtypes = c2.multiselect("KV dtypes", inputs.KV_DTYPES, default=[work.kv_dtype], key="cmp_dtypes",
+                        bind="query-params", help="Element formats of the cache.")
+engines = c3.multiselect("Engines", list(ENGINES), default=[work.engine], key="cmp_engines", bind="query-params",
+                         help="Allocation rules; engine options are each engine's defaults here.")
+if not dtypes or not engines:
+    st.info("Choose at least one KV dtype and one engine.")
+    st.stop()
+
+candidates = [(work.model.name, work.model)] + [(name, kvmem.get_model(name)) for name in models
+                                                  if name != work.model.name]
+rows, sweeps, skipped = [], {}, []
+contexts = tables.context_points(max(work.tokens, 131072))
+for name, model in candidates:
+    for kv_dtype in dtypes:
+        for engine in engines:
+            label = " · ".join(part for part, many in ((name, True), (kv_dtype, len(dtypes) > 1),
+                                                        (engine, len(engines) > 1)) if many)
+            try:
+                result = kvmem.estimate(model, engine=engine, tokens=work.tokens, batch=work.batch,
+                                        kv_dtype=kv_dtype, tp=work.tp, pp=work.pp)
+                sweeps[label] = tables.context_sweep(model, contexts=contexts, batch=work.batch, kv_dtype=kv_dtype,
+                                                     engine=engine, tp=work.tp, pp=work.pp)
+            except ValueError as exc:
+                skipped.append(f"{label}: {exc}")
+                continue
+            rows.append((label, result))
+
+for message in skipped:
+    st.warning(message)
+if not rows:
+    st.stop()
+frame = tables.compare_frame(rows)
+st.plotly_chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
+                key="cmp_bars")
+st.plotly_chart(plots.compare_lines(sweeps, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
+st.dataframe(frame, hide_index=True)
+common.download(frame, "compare.csv", key="dl_compare")

@@ -1,0 +1,152 @@
+"""Shared inputs for every page: the model (four ways), the workload, the engine and its options.
+
+Widgets bind to URL query parameters (``bind="query-params"``), so a shared link reproduces
+the view. Nothing a user uploads or pastes is executed: it is parsed as JSON only, size-limited.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+import kvmem
+from kvmem.configs import custom_config, load_config
+from kvmem.engines import ENGINES
+
+MAX_CONFIG_BYTES = 1_000_000
+DEFAULT_MODEL = "llama-3.1-8b"
+KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
+             "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
+SOURCES = ["Preset", "Upload config.json", "Paste JSON", "Custom fields"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: kvmem.Model
+    tokens: int
+    batch: int
+    kv_dtype: str
+    engine: str
+    tp: int
+    pp: int
+    options: dict = field(default_factory=dict)
+
+    def estimate(self, **changes):
+        args = dict(engine=self.engine, tokens=self.tokens, batch=self.batch, kv_dtype=self.kv_dtype,
+                    tp=self.tp, pp=self.pp, **self.options)
+        args.update(changes)
+        return kvmem.estimate(self.model, **args)
+
+
+def _from_text(text: str, what: str) -> kvmem.Model:
+    if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
+        raise ValueError(f"{what} is larger than {MAX_CONFIG_BYTES:,} bytes; a config.json is a few KB")
+    cfg = load_config(text if text.lstrip().startswith(("{", "[")) else "{" + text + "}")
+    return kvmem.Model.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or what))
+
+
+def model_input(container=st.sidebar) -> kvmem.Model:
+    """The model chosen in the sidebar; raises ValueError with a message naming the problem."""
+    source = container.radio("Model from", SOURCES, key="source", horizontal=True, bind="query-params",
+                             help="A preset (real config.json files), your own config.json, or a few fields.")
+    if source == "Preset":
+        models = kvmem.list_models()
+        name = container.selectbox("Model preset", models, index=models.index(DEFAULT_MODEL), key="model",
+                                   bind="query-params",
+                                   help="Type to search. Presets are real config.json files with their sources.")
+        return kvmem.get_model(name)
+    if source == "Upload config.json":
+        upload = container.file_uploader("config.json", type=["json"], key="upload",
+                                         max_upload_size=1, help="Parsed as JSON only (1 MB max); never executed.")
+        if upload is None:
+            raise ValueError("upload a config.json, or choose another model source")
+        return _from_text(upload.getvalue().decode("utf-8", errors="replace"), upload.name)
+    if source == "Paste JSON":
+        text = container.text_area("config.json contents", key="pasted", height=160,
+                                   help="Paste a Hugging Face config.json; parsed as JSON only.")
+        if not text.strip():
+            raise ValueError("paste a config.json, or choose another model source")
+        return _from_text(text, "pasted config")
+    c1, c2 = container.columns(2)
+    fields = dict(
+        layers=c1.number_input("Layers", 1, 1000, 32, key="c_layers", bind="query-params", help="num_hidden_layers"),
+        heads=c2.number_input("Query heads", 1, 1024, 32, key="c_heads", bind="query-params",
+                              help="num_attention_heads"),
+        kv_heads=c1.number_input("KV heads", 1, 1024, 8, key="c_kv_heads", bind="query-params",
+                                 help="num_key_value_heads: = heads for MHA, 1 for MQA, between for GQA"),
+        head_dim=c2.number_input("Head dim", 1, 4096, 128, key="c_head_dim", bind="query-params", help="head_dim"),
+        sliding_window=c1.number_input("Sliding window (0 = none)", 0, 10**7, 0, key="c_window",
+                                       bind="query-params", help="sliding_window in tokens"),
+        full_every=c2.number_input("Every n-th layer full (0 = none)", 0, 1000, 0, key="c_full_every",
+                                   bind="query-params", help="Gemma-3: 6 (5 sliding : 1 full)"),
+        kv_lora_rank=c1.number_input("MLA kv_lora_rank (0 = no MLA)", 0, 65536, 0, key="c_mla_rank",
+                                     bind="query-params", help="DeepSeek-V3: 512"),
+        qk_rope_head_dim=c2.number_input("MLA qk_rope_head_dim", 0, 4096, 0, key="c_mla_rope",
+                                         bind="query-params", help="DeepSeek-V3: 64"),
+    )
+    return kvmem.Model.from_hf_config(custom_config(**{k: int(v) for k, v in fields.items()}), name="custom")
+
+
+def _option_widget(container, engine: str, name: str, default):
+    key = f"opt_{engine}_{name}".replace(".", "_").replace("-", "_")
+    label = name.replace("_", " ")
+    if isinstance(default, bool):
+        return container.checkbox(label, value=default, key=key, help=f"{engine} option {name}")
+    if isinstance(default, int):
+        return int(container.number_input(label, value=default, step=1, key=key, help=f"{engine} option {name}"))
+    if isinstance(default, float):
+        return float(container.number_input(label, value=default, key=key, help=f"{engine} option {name}"))
+    text = container.text_input(label, value="" if default is None else str(default), key=key,
+                                help=f"{engine} option {name}; empty = engine default")
+    if not text.strip():
+        return default
+    if name == "draft":
+        return kvmem.get_model(text.strip())
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text.strip()
+
+
+def workload_input(model: kvmem.Model, container=st.sidebar) -> Workload:
+    """Tokens, batch, KV dtype, engine (with its options) and parallelism from the sidebar."""
+    c1, c2 = container.columns(2)
+    tokens_text = c1.text_input("Tokens per sequence", "8k", key="tokens", bind="query-params",
+                                help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
+    batch = c2.number_input("Batch", 1, 10**6, 1, key="batch", bind="query-params", help="Sequences held at once.")
+    kv_dtype = c1.selectbox("KV dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kv_dtype",
+                            bind="query-params", help="Element format of the cache; auto = the model's dtype.")
+    engines = list(ENGINES)
+    engine = c2.selectbox("Engine", engines, index=engines.index("vllm") if "vllm" in engines else 0,
+                          key="engine", bind="query-params",
+                          help="Whose allocation rules: ideal = every cached element once.")
+    tp = c1.number_input("Tensor parallel", 1, 1024, 1, key="tp", bind="query-params", help="tp: splits KV heads")
+    pp = c2.number_input("Pipeline parallel", 1, 1024, 1, key="pp", bind="query-params", help="pp: splits layers")
+    options = {}
+    spec = ENGINES[engine]
+    if spec.options:
+        with container.expander(f"{engine} options"):
+            for name, default in spec.options.items():
+                value = _option_widget(st, engine, name, default)
+                if value != default:
+                    options[name] = value
+    return Workload(model=model, tokens=kvmem.parse_tokens(tokens_text), batch=int(batch), kv_dtype=kv_dtype,
+                    engine=engine, tp=int(tp), pp=int(pp), options=options)
+
+
+def sidebar() -> Workload:
+    """The whole shared sidebar; stops the page with a message when an input is invalid."""
+    st.sidebar.header("Model")
+    try:
+        model = model_input()
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
+    st.sidebar.header("Workload")
+    try:
+        return workload_input(model)
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
