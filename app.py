@@ -5,8 +5,8 @@ import streamlit as st
 st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", layout="wide")
 
 pages = [
-    st.Page("ui/calculator.py", title="Calculator", icon="🧮", default=True, url_path="calculator"),
-    st.Page("ui/compare.py", title="Compare", icon="📊", url_path="compare"),
+    st.Page("ui/calculator.py", title="Calculator", icon=":material/calculate:", default=True),
+    st.Page("ui/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
 ]
 page = st.navigation(pages)
 try:

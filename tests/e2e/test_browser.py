@@ -1,0 +1,82 @@
+"""Real-browser end-to-end tests: Debian chromium driven by playwright against `streamlit run app.py`.
+
+Each page loads without an exception, an input change updates its chart, and a screenshot is
+saved under test-output/screenshots/. Outside CI these skip (saying why) where chromium is absent;
+in CI (.ci/run installs chromium) a missing browser is a failure.
+"""
+
+import os
+import pathlib
+
+import pytest
+
+from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+
+pytestmark = pytest.mark.browser
+REASON = chromium_missing_reason()
+if REASON and os.environ.get("CI"):
+    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
+if REASON:
+    pytest.skip(REASON, allow_module_level=True)
+
+SHOTS = pathlib.Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+PAGES = {"calculator": "", "compare": "compare"}  # the default page is served at the root
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser() as instance:
+        yield instance
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def chart_title(page, index: int = 0) -> str:
+    return page.locator(".js-plotly-plot .gtitle").nth(index).text_content(timeout=60_000)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_page_loads_without_exception(page, app_url, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.goto(f"{app_url}/{PAGES[name]}")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.get_by_text("Page not found").count() == 0
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_calculator_input_change_updates_chart_and_url(page, app_url):
+    page.goto(f"{app_url}/")
+    wait_for_app(page)
+    assert "(batch 1)" in chart_title(page)
+    batch = page.get_by_role("spinbutton", name="Batch")
+    batch.fill("4")
+    batch.press("Enter")
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
+                           ".some(t => t.textContent.includes('(batch 4)'))", timeout=60_000)
+    metric = page.locator('[data-testid="stMetricValue"]').first.text_content()
+    assert metric.strip() == "4.00 GiB"
+    assert "batch=4" in page.url
+    page.screenshot(path=str(SHOTS / "calculator-batch4.png"), full_page=True)
+
+
+def test_shared_link_reproduces_the_view(page, app_url):
+    page.goto(f"{app_url}/?model=deepseek-v3&tokens=128k&batch=2")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    assert "deepseek-v3" in chart_title(page)
+    # 61 layers x 576 x 2 B x 131,072 tokens x 2 sequences = 17.16 GiB (vLLM rounds 128k to whole blocks)
+    assert page.locator('[data-testid="stMetricValue"]').first.text_content().strip() == "17.16 GiB"
