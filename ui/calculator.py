@@ -36,14 +36,15 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
 max_tokens = max(work.tokens, model.max_position_embeddings or work.tokens)
 sweep = common.guard(tables.context_sweep, model, contexts=tables.context_points(max_tokens), batch=work.batch,
                      kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp, **work.options)
-tab_ctx, tab_layers, tab_kv = st.tabs(["Memory vs context", "Per layer", "K vs V"])
-with tab_ctx:
+view = st.segmented_control("Chart", ["Memory vs context", "Per layer", "K vs V"], default="Memory vs context",
+                            key="view", bind="query-params", help="Only the chosen chart is drawn.")
+if view == "Per layer":
+    layers = tables.per_layer_frame(model, result)
+    st.plotly_chart(plots.per_layer_bars(layers, title=f"{model.name}: cache bytes per layer"), key="layer_chart")
+    common.download(layers, "per_layer.csv", key="dl_layers")
+elif view == "K vs V":
+    st.plotly_chart(plots.k_vs_v(result, title=f"{model.name}: K vs V"), key="kv_split_chart")
+else:
     st.plotly_chart(plots.kv_vs_context(sweep, title=f"{model.name}: KV cache vs context (batch {work.batch})"),
                     key="kv_chart")
     common.download(sweep, "kv_vs_context.csv", key="dl_sweep")
-with tab_layers:
-    layers = tables.per_layer_frame(model, result)
-    st.plotly_chart(plots.per_layer_bars(layers), key="layer_chart")
-    common.download(layers, "per_layer.csv", key="dl_layers")
-with tab_kv:
-    st.plotly_chart(plots.k_vs_v(result), key="kv_split_chart")

@@ -25,11 +25,20 @@ def test_default_rows_are_library_numbers(page):
 
 
 def test_dtypes_multiply_rows(page):
+    page.multiselect(key="cmp_engines").set_value(["ideal"])
     page.multiselect(key="cmp_dtypes").set_value(["bf16", "fp8", "q4_0"]).run()
     frame = page.dataframe[0].value
     assert len(frame) == 4 * 3
     llama = frame[frame["model"] == "llama-3.1-8b"].set_index("kv_dtype")["bytes_per_token"]
     assert llama["bf16"] == 131072 and llama["fp8_e4m3"] == 65536 and llama["q4_0"] == 32 * 8 * 2 * (128 // 32) * 18
+
+
+def test_a_format_an_engine_refuses_is_a_warning_not_an_error(page):
+    page.multiselect(key="cmp_engines").set_value(["vllm"])
+    page.multiselect(key="cmp_dtypes").set_value(["bf16", "q4_0"]).run()
+    assert not page.exception
+    assert page.warning and "q4_0" in page.warning[0].value
+    assert set(page.dataframe[0].value["kv_dtype"]) == {"bf16"}
 
 
 def test_nothing_selected_is_a_hint(page):
