@@ -1,0 +1,312 @@
+"""TensorRT-LLM: the paged KV cache of its KVCacheManager, in blocks of tokens_per_block.
+
+Read in NVIDIA/TensorRT-LLM (tensorrt_llm/_torch/pyexecutor/resource_manager.py at
+001541ba and a 2026 main; cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp; 2025 copies):
+
+1. Bytes per token, as allocated (KVCacheManager.__init__ / get_cache_bytes_per_token):
+       kv_factor x sum over the rank's layers of kv_heads_per_layer x head_dim, in the cache dtype
+   with kv_heads_per_layer = ceil(kv_heads / tp) (``(num_kv_heads + tp - 1) // tp``: one
+   replicated head when tp > kv_heads; tp is 1 under attention data parallelism), kv_factor 2
+   (K and V), and one head_dim for both K and V. MLA (DeepSeek, Kimi) caches K only
+   (CacheType SELFKONLY, kv_factor 1) with one "head" of kv_lora_rank + qk_rope_head_dim, not
+   split by tp. NVFP4 adds one fp8 scale per 16 values: ceil(x/2) + ceil(x/16) bytes
+   (kvmem.dtype("nvfp4")). Layers without attention (Mamba, MLP-only) hold no blocks.
+   DeepSeek-V3.2 (DSACacheManager) adds an indexer K cache, counted per token as
+   (index_head_dim + index_head_dim // 128 x 4) x 64 / tokens_per_block extra elements per
+   layer in the cache dtype -- TRT-LLM's own accounting, mirrored without verification.
+2. The pool size comes from a cheaper estimate (get_cache_size_per_token, used by
+   _util.py KvCacheCreator to turn memory into ``max_tokens``): MLA as above; otherwise
+   2 x layers x (head_dim x kv_heads // tp) x dtype bytes -- the product is floored, so when
+   tp > kv_heads it counts a fraction of a head and sizes the pool for fewer bytes than
+   rule 1 then allocates (kvmem notes it). fp8 1 byte, fp4 ceil(x/2) + ceil(x/16), any other
+   dtype 2 bytes. Layers: this rank's share of the attention layers, the first
+   ``n % pp`` ranks taking one more (Mapping.pp_layers: torch.tensor_split).
+3. Capacity. ``kv_memory`` is the memory TRT-LLM gives the cache on one rank: the PyTorch
+   backend prints it as "available KV cache memory when calculating max tokens" =
+   (device total - profiling peak + temporary KV) x free_gpu_memory_fraction (0.9); the
+   older C++ runtime as "available" x free_gpu_memory_fraction. Then
+       max_tokens = kv_memory // bytes_per_token (rule 2)        "kv size is N" prints the divisor
+       blocks     = ceil(max_tokens / tokens_per_block)          (block_rounding="ceil")
+   The C++ BaseKVCacheManager::calculateMaxNumBlocks and the Python calculate_max_num_blocks
+   of TRT-LLM <= 1.1 round up (observed: 0.13 engine logs, 1.1.0rc3 PyTorch logs); the
+   Python path on 2026 main floors (``int(max_tokens // tokens_per_block)``):
+   block_rounding="floor". Allocated: blocks x tokens_per_block tokens x rule-1 bytes
+   ("[MemUsageChange] Allocated X GiB for max tokens in paged KV cache (N)"). The longest
+   request that fits is blocks x tokens_per_block ("Attention window size W exceeds upper
+   bound U for available blocks").
+4. Windows. TRT-LLM caches every layer for the whole sequence unless
+   KvCacheConfig.max_attention_window is set: the default is [max_seq_len]
+   (KVCacheManager.__init__), so gpt-oss's sliding layers cost as much as its full ones
+   (1.1.0rc3 logs "kv size is 73728" = 36 layers x 2 x 8 x 64 x 2). ``max_attention_window``
+   takes that list (repeated over the layers as a pattern, each entry clamped to
+   max_seq_len) or "model" for the model's own sliding windows. A layer then holds
+   cdiv(min(tokens, window), tokens_per_block) blocks per sequence
+   (KVCacheManager::calculateMaxBlockRequirementsPerBeam). With several distinct windows
+   (VSWA) each window has its own pool: the memory is shared in proportion to
+   window x bytes-per-token of that window's layers (BlockManager::calculateWindowSizeToShare),
+   max_tokens_w = kv_memory x share_w / bytes_w, rounded to blocks as above. Which memory
+   the PyTorch backend hands to this split was not verified; kvmem gives it ``kv_memory``.
+   The share is computed in float32 there and exactly here: a count may differ by one.
+5. estimate(tokens, batch): every layer holds whole blocks per sequence (rule 4) of rule-1
+   bytes; Mamba/linear state is batch x the per-sequence state in the model dtype
+   (MambaHybridCacheManager; its dtype option was not verified). ``details`` keys block
+   counts by window, 0 standing for the whole sequence. Beam search, sink tokens and the
+   secondary (host) pool are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..dtypes import DType, dtype
+from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
+from ..units import require_positive_int
+from .base import Capacity, EngineSpec, Estimate, cdiv, kv_heads_per_rank, state_share
+
+__all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
+
+DEFAULTS = {
+    "tokens_per_block": 32,        # llmapi KvCacheConfig / PyTorch backend ("Number of tokens per block: 32.");
+                                   # TRT-engine (C++ runtime, Triton) deployments commonly ran 64
+    "max_attention_window": None,  # KvCacheConfig.max_attention_window; None -> [max_seq_len]
+    "block_rounding": "ceil",      # kvCacheManager.cpp calculateMaxNumBlocks: ceilDiv (Python main: "floor")
+}
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")  # get_cache_bytes_per_token's accepted types
+DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
+DSA_INDEXER_TOKENS_PER_BLOCK = 64
+
+
+@dataclass(frozen=True)
+class _LayerCache:
+    """One layer on one rank: what a token costs there, and its attention window."""
+
+    k_bytes: int      # per token (MLA: the latent; DSA adds the indexer share)
+    v_bytes: int      # per token (0 for MLA)
+    window: int       # tokens held per sequence at most (0 = the whole sequence)
+
+
+def pp_layers(n_layers: int, pp: int) -> list[range]:
+    """TRT-LLM's pipeline split (Mapping.pp_layers): n // pp each, the first n % pp one more."""
+    if pp > n_layers:
+        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
+    stages, start = [], 0
+    for rank in range(pp):
+        size = n_layers // pp + (rank < n_layers % pp)
+        stages.append(range(start, start + size))
+        start += size
+    return stages
+
+
+def _check(tokens_per_block, max_attention_window, block_rounding):
+    require_positive_int("tokens_per_block", tokens_per_block)
+    if block_rounding not in ("ceil", "floor"):
+        raise ValueError(f"block_rounding must be 'ceil' or 'floor', got {block_rounding!r}")
+    if max_attention_window is None or max_attention_window == "model":
+        return
+    if isinstance(max_attention_window, (str, bytes)) or not isinstance(max_attention_window, (list, tuple)) \
+            or not max_attention_window:
+        raise ValueError("max_attention_window must be None, 'model' or a non-empty list of positive "
+                         f"integers, got {max_attention_window!r}")
+    for w in max_attention_window:
+        require_positive_int("max_attention_window entries", w)
+
+
+def _kv_dtype(model: Model, kv_dtype) -> DType:
+    k = dtype(kv_dtype, model_dtype=model.dtype)
+    if k.name not in KV_DTYPES:
+        raise ValueError(f"kv_dtype: TensorRT-LLM caches auto, fp32, fp16, bf16, fp8 or nvfp4, got {kv_dtype!r}")
+    return k
+
+
+def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> list[int]:
+    """Per-layer window (0 = whole sequence), clamped to max_seq_len as KVCacheManager does."""
+    n = model.num_layers
+    if max_attention_window is None:
+        windows = [0] * n
+    elif max_attention_window == "model":
+        windows = [layer.window if layer.kind == SLIDING else 0 for layer in model.layers]
+    else:
+        pattern = list(max_attention_window)
+        windows = [pattern[i % len(pattern)] for i in range(n)]
+    if max_seq_len:
+        windows = [0 if w == 0 or w >= max_seq_len else w for w in windows]
+    return windows
+
+
+def _layers(model: Model, k_dtype: DType, tp: int, tokens_per_block: int, windows) -> list[_LayerCache | None]:
+    """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks)."""
+    out = []
+    for layer, window in zip(model.layers, windows):
+        if layer.kind == MLA:
+            elements = layer.kv_lora_rank + layer.qk_rope_head_dim
+            if layer.index_head_dim:
+                index = layer.index_head_dim + layer.index_head_dim // DSA_QUANT_BLOCK * 4
+                elements = Fraction(elements * tokens_per_block + index * DSA_INDEXER_TOKENS_PER_BLOCK,
+                                    tokens_per_block)
+            out.append(_LayerCache(k_dtype.row_bytes(-(-elements // 1)), 0, window))
+        elif layer.kind in PER_HEAD_KINDS:
+            if layer.head_dim_k != layer.head_dim_v:
+                raise ValueError(f"TensorRT-LLM's cache has one head_dim for K and V; layer has "
+                                 f"{layer.head_dim_k} and {layer.head_dim_v}")
+            heads = kv_heads_per_rank(layer.kv_heads, tp)  # = ceil(kv/tp) for every tp it accepts
+            row = k_dtype.row_bytes(heads * layer.head_dim_k)
+            out.append(_LayerCache(row, row, window))
+        else:
+            out.append(None)
+    return out
+
+
+def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int, tokens_per_block: int):
+    """Rule 2 (get_cache_size_per_token) on the first (largest) pipeline rank."""
+    attention = [layer for layer in model.layers if layer.kind in PER_HEAD_KINDS or layer.kind == MLA]
+    if not attention:
+        return 0
+    layers = len(pp_layers(len(attention), pp)[0])
+    first = attention[0]
+    if first.kind == MLA:
+        elements = 1 * layers * (first.kv_lora_rank + first.qk_rope_head_dim)
+    else:
+        kv_heads = Fraction(sum(l.kv_heads for l in attention), len(attention))
+        elements = 2 * layers * int(first.head_dim_k * kv_heads // tp)
+    if k_dtype.name == "fp8_e4m3":
+        size = elements
+    elif k_dtype.name == "nvfp4":
+        size = cdiv(elements, 2) + cdiv(elements, 16)
+    else:
+        size = 2 * elements
+    if first.kind == MLA and first.index_head_dim:
+        index = first.index_head_dim + first.index_head_dim // DSA_QUANT_BLOCK * 4
+        size = size * (1 + Fraction(index, first.kv_lora_rank + first.qk_rope_head_dim)
+                       * Fraction(DSA_INDEXER_TOKENS_PER_BLOCK, tokens_per_block))
+    return size
+
+
+def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
+                    tokens_per_block: int = DEFAULTS["tokens_per_block"], allocated: bool = False):
+    """TRT-LLM's bytes per token on the first pipeline rank: the estimate it sizes the pool
+    with ("kv size is N"; rule 2), or with ``allocated`` what each token then takes (rule 1)."""
+    require_positive_int("tokens_per_block", tokens_per_block)
+    k_dtype = _kv_dtype(model, kv_dtype)
+    if allocated:
+        caches = _layers(model, k_dtype, tp, tokens_per_block, [0] * model.num_layers)
+        stage = pp_layers(model.num_layers, pp)[0]
+        return sum(caches[i].k_bytes + caches[i].v_bytes for i in stage if caches[i])
+    return _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
+
+
+def _state(model: Model, i: int, tp: int) -> int:
+    state = model.layers[i].state
+    return dtype(model.dtype).row_bytes(state_share(state.elements(), state.ssm_heads, tp))
+
+
+def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
+    rows, blocks = [], {}
+    for i, cache in enumerate(caches):
+        if cache is None:
+            state = batch * _state(model, i, tp) if model.layers[i].kind == LINEAR else 0
+            rows.append((0, 0, state))
+            continue
+        held = min(tokens, cache.window) if cache.window else tokens
+        n = cdiv(held, tokens_per_block)
+        blocks[cache.window] = n
+        slots = batch * n * tokens_per_block
+        rows.append((slots * cache.k_bytes, slots * cache.v_bytes, 0))
+    return rows, blocks
+
+
+def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, tokens_per_block: int,
+             max_attention_window, block_rounding) -> Estimate:
+    """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5)."""
+    _check(tokens_per_block, max_attention_window, block_rounding)
+    k_dtype = _kv_dtype(model, kv_dtype)
+    windows = _windows(model, max_attention_window, None)
+    caches = _layers(model, k_dtype, tp, tokens_per_block, windows)
+    rows, blocks = _stage_rows(model, caches, tp, tokens, batch, tokens_per_block)
+    stages = pp_layers(model.num_layers, pp)
+    totals = [sum(sum(rows[i]) for i in s) for s in stages]
+    largest = stages[max(range(pp), key=lambda s: totals[s])]
+    per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
+    k = sum(rows[i][0] for i in largest)
+    v = sum(rows[i][1] for i in largest)
+    state = sum(rows[i][2] for i in largest)
+    real = sum(caches[i].k_bytes + caches[i].v_bytes for i in largest if caches[i])
+    static = _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
+    notes = []
+    if blocks and max(blocks.values()) * tokens_per_block != tokens:
+        notes.append(f"each sequence takes whole {tokens_per_block}-token blocks: {tokens:,} -> "
+                     f"{max(blocks.values()) * tokens_per_block:,} tokens")
+    windowed = sum(layer.kind != MLA and layer.window > 0 for layer in model.layers)
+    if windowed and max_attention_window is None:
+        notes.append(f"{windowed} sliding/chunked layers are cached at full length: TRT-LLM applies windows "
+                     "only when max_attention_window is set")
+    if any(layer.kind in PER_HEAD_KINDS and tp > layer.kv_heads for layer in model.layers):
+        notes.append(f"tp={tp} exceeds the KV heads: each rank holds ceil(kv_heads / tp) = 1 head")
+    if static != real and static:
+        notes.append(f"TRT-LLM sizes its pool with {float(static):,.0f} B/token but allocates {real:,} B/token "
+                     "on this rank")
+    details = {"tokens_per_block": tokens_per_block, "blocks_per_sequence": dict(sorted(blocks.items())),
+               "blocks": {w: batch * n for w, n in sorted(blocks.items())}, "bytes_per_token": real,
+               "bytes_per_token_estimate": static, "windows": sorted(set(windows))}
+    return Estimate(model=model.name, engine="trtllm", tokens=tokens, batch=batch, kv_dtype=k_dtype.name,
+                    tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
+                    kv_bytes_all_devices=tp * sum(r[0] + r[1] for r in rows), peak_bytes=k + v,
+                    notes=tuple(notes), details=details)
+
+
+def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
+    return cdiv(max_tokens, tokens_per_block) if rounding == "ceil" else max_tokens // tokens_per_block
+
+
+def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
+             tokens_per_block: int, max_attention_window, block_rounding) -> Capacity:
+    """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4)."""
+    _check(tokens_per_block, max_attention_window, block_rounding)
+    k_dtype = _kv_dtype(model, kv_dtype)
+    windows = _windows(model, max_attention_window, max_model_len)
+    caches = _layers(model, k_dtype, tp, tokens_per_block, windows)
+    stage = pp_layers(model.num_layers, pp)[0]
+    by_window: dict[int, int] = {}
+    for i in stage:
+        if caches[i] is not None:
+            by_window[caches[i].window] = by_window.get(caches[i].window, 0) + caches[i].k_bytes + caches[i].v_bytes
+    if not by_window:
+        raise ValueError(f"{model.name} has no attention layer for TensorRT-LLM's KV cache")
+    notes = []
+    static = _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
+    if len(by_window) == 1:
+        window, real = next(iter(by_window.items()))
+        pools = {window: int(kv_memory // static)}
+        if static != real:
+            notes.append(f"max_tokens uses TRT-LLM's estimate of {float(static):,.0f} B/token; the blocks "
+                         f"then take {real:,} B/token on this rank")
+    else:
+        # VSWA: window w's share of the memory is w x bytes_w / sum(w' x bytes_w') (rule 4).
+        if 0 in by_window and not max_model_len:
+            raise ValueError("max_model_len is needed to share memory between attention windows "
+                             "(TRT-LLM's full-attention window is max_seq_len)")
+        weight = {w: (w or max_model_len) * b for w, b in by_window.items()}
+        total = sum(weight.values())
+        pools = {w: kv_memory * weight[w] // total // by_window[w] for w in by_window}
+        notes.append("variable windows: each window has its own pool, sized by window x bytes per token "
+                     "(calculateWindowSizeToShare); the memory given to the split is not verified")
+    blocks = {w: _to_blocks(t, tokens_per_block, block_rounding) for w, t in pools.items()}
+    allocated = sum(blocks[w] * tokens_per_block * by_window[w] for w in blocks)
+    main = 0 if 0 in blocks else max(blocks)
+    longest_fit = blocks[main] * tokens_per_block
+    concurrency = None
+    if max_model_len:
+        need = {w: cdiv(min(max_model_len, w) if w else max_model_len, tokens_per_block) for w in blocks}
+        concurrency = min(blocks[w] / need[w] for w in blocks)
+    details = {"tokens_per_block": tokens_per_block, "bytes_per_token_estimate": static,
+               "bytes_per_token": sum(by_window.values()), "max_tokens": pools, "blocks_per_window": blocks,
+               "allocated_tokens": blocks[main] * tokens_per_block, "allocated_bytes": allocated,
+               "block_rounding": block_rounding}
+    if max_model_len:
+        details["max_blocks_per_sequence"] = cdiv(max_model_len, tokens_per_block)
+    return Capacity(model=model.name, engine="trtllm", kv_memory=kv_memory, blocks=blocks[main],
+                    tokens=pools[main], max_concurrency=concurrency, max_model_len=longest_fit,
+                    block_size=tokens_per_block, notes=tuple(notes), details=details)
+
+
+SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, __doc__),)
