@@ -66,3 +66,18 @@ def test_core_imports_no_third_party_modules():
             "print(bad)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_engine_options_on_the_command_line(capsys):
+    # vLLM with a draft model sharing the pool: Llama-3.2-1B's 16 layers x 8 heads x 64 x 2 x 2 B = 32,768 B
+    # per token join the target's 131,072
+    code, out, _ = run(capsys, "estimate", "llama-3.1-8b", "--tokens", "32k", "--engine", "vllm",
+                       "-o", "draft=llama-3.2-1b", "--json")
+    expected = kvmem.estimate("llama-3.1-8b", engine="vllm", tokens="32k", draft=kvmem.get_model("llama-3.2-1b"))
+    assert code == 0 and json.loads(out)["kv_bytes"] == expected.kv_bytes == (131_072 + 32_768) * 32_768
+    code, out, _ = run(capsys, "estimate", "gemma-3-27b", "--tokens", "32k", "--engine", "llama.cpp",
+                       "-o", "type_v=q8_0", "-o", "flash_attn=false")
+    assert code == 2
+    code, _, err = run(capsys, "capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "-o",
+                       "page_size=16")
+    assert code == 2 and "engine 'vllm' has no option 'page_size'; its options:" in err

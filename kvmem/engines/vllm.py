@@ -221,8 +221,11 @@ def _check_options(opts: dict) -> dict:
         raise ValueError(f"swap_space must be a non-negative number of GiB, got {swap!r}")
     out["release"] = _release(out["version"])
     draft = out["draft"]
-    if draft is not None and not isinstance(draft, Model) and draft != "mtp":
-        raise ValueError(f"draft must be a kvmem Model or 'mtp', got {type(draft).__name__}")
+    if isinstance(draft, str) and draft != "mtp":
+        from ..catalog import get_model
+        out["draft"] = get_model(draft)
+    elif draft is not None and not isinstance(draft, Model) and draft != "mtp":
+        raise ValueError(f"draft must be a kvmem Model, a preset name or 'mtp', got {type(draft).__name__}")
     return out
 
 
