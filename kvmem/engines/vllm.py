@@ -772,8 +772,16 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
                "groups": _group_details(plan, held), "blocks": blocks, "pool_bytes": pool,
                "padding_bytes": pool - real[largest], "uniform_type": plan.uniform_type}
-    return assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
-                    rows=rows, notes=notes, details=details)
+    result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
+                      rows=rows, notes=notes, details=details)
+    padding = pool - real[largest]
+    if not padding:
+        return result
+    # Padding layers' page slots are taken from the pool with every block: they count in the KV
+    # bytes of this device (half as K, half as V pages), though no model layer in per_layer owns them.
+    return replace(result, k_bytes=result.k_bytes + padding // 2, v_bytes=result.v_bytes + padding - padding // 2,
+                   peak_bytes=result.peak_bytes + padding,
+                   kv_bytes_all_devices=result.kv_bytes_all_devices + tp * padding)
 
 
 def _held(plan: _Plan, tokens: int, opts: dict) -> list[int]:

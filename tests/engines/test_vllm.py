@@ -524,13 +524,13 @@ def test_estimate_chunked_layers_hold_the_current_chunk():
     assert result.kv_bytes == (12 * 625 + 36 * 113) * 65_536
 
 
-def test_estimate_padding_slots_reported_not_per_layer():
-    # Gemma-3-27B groups of 10 with 8 padding layers in the last sliding group: their slots are in
-    # pool_bytes but in no layer.
+def test_estimate_padding_slots_count_in_kv_bytes_not_per_layer():
+    # Gemma-3-27B groups of 10 with 8 padding layers in the last sliding group: their slots come out of
+    # the pool with every block (kv_bytes = pool_bytes) but belong to no layer.
     result = estimate(kvmem.get_model("gemma-3-27b"), engine="vllm", tokens=2000)
     sliding = cdiv_(2000, 16) - (2000 - 1024) // 16
     assert result.details["padding_bytes"] == 8 * sliding * 131_072
-    assert result.details["pool_bytes"] == result.kv_bytes + result.details["padding_bytes"]
+    assert result.kv_bytes == result.details["pool_bytes"] == sum(result.per_layer) + result.details["padding_bytes"]
 
 
 def test_estimate_with_draft_and_lookahead():
