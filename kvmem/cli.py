@@ -99,6 +99,54 @@ def cmd_capacity(args) -> int:
     return 0
 
 
+def cmd_fit(args) -> int:
+    """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
+    from .sizing import FitError, fit
+    try:
+        result = fit(_model(args.model), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
+                     context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
+                     kv_dtype=args.kv_dtype, engine=args.engine,
+                     gpu_memory_utilization=args.gpu_memory_utilization, **_options(args.option))
+        error = None
+    except FitError as exc:
+        result, error = exc.fit, str(exc)
+    b = result.breakdown
+    lines = [f"{result.model} on {result.num_gpus} x {result.gpu} · {result.engine} · tp {result.tp} pp {result.pp}"
+             f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
+             f"fits: {'yes' if result.fits else 'no'} — {result.context:,} tokens x batch {result.batch or 1}",
+             "per device: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in b.items()),
+             f"max batch at {result.context:,} tokens: {result.max_batch}",
+             f"max context at batch {result.batch or 1}: {result.max_context:,}",
+             f"min GPUs: {result.min_gpus if result.min_gpus is not None else 'none up to tp 64'}"]
+    if result.decode_tokens_per_s is not None:
+        lines.append(f"decode bound: {result.decode_tokens_per_s:,.1f} tokens/s per sequence, "
+                     f"{result.decode_tokens_per_s_aggregate:,.0f} in all")
+    if result.kv_crossover_tokens is not None:
+        lines.append(f"KV reads pass weight reads from {result.kv_crossover_tokens:,} tokens per sequence")
+    if not result.fits and error is None:
+        lines.append(f"short by {format_bytes(result.shortfall_bytes)} per device; would fit: "
+                     + ("; ".join(result.suggestions) or "nothing tried"))
+    lines += [f"note: {note}" for note in result.notes]
+    data = result.to_dict()
+    if error:
+        data["error"] = error
+        if not args.json:
+            print(f"kvmem fit: {error}", file=sys.stderr)
+    _print(data, args.json, lines)
+    return 0 if result.fits else 1
+
+
+def cmd_gpus(args) -> int:
+    from .gpus import get_gpu, list_gpus
+    rows = [get_gpu(name).to_dict() for name in list_gpus()]
+    _print(rows, args.json, [
+        f"{r['name']:<22} {r['label'][:44]:<44} {format_bytes(r['memory_bytes']):>11} "
+        f"(usable {format_bytes(r['usable_memory_bytes'])})  "
+        + (f"{r['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s" if r['bandwidth_bytes_per_s'] else "")
+        for r in rows])
+    return 0
+
+
 def _add_workload(parser, *, tokens: bool):
     parser.add_argument("model", help="preset name, HF id, or path to a config.json")
     if tokens:
@@ -128,6 +176,25 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--kv-memory", required=True, help='KV bytes on one device: "20GiB", "16GB"')
     cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)
+    fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
+    fitp.add_argument("model", help="preset name, HF id, or path to a config.json")
+    fitp.add_argument("--gpu", required=True, help='catalog name (see "kvmem gpus") or "custom:80GiB:3.35TB/s"')
+    fitp.add_argument("--num-gpus", type=int, default=1, help="GPUs (default 1)")
+    fitp.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default: num_gpus / pp)")
+    fitp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    fitp.add_argument("--context", required=True, help='tokens per sequence: 8192, "32k", "128k"')
+    fitp.add_argument("--batch", type=int, default=None, help="sequences (default: report the most that fit)")
+    fitp.add_argument("--engine", default="vllm", help=f"engine mode: {', '.join(engines.list_engines())}")
+    fitp.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
+    fitp.add_argument("--kv-dtype", default="auto", help="KV element format (auto = model dtype)")
+    fitp.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")
+    fitp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
+                      help="an engine or sizing option, e.g. max_num_seqs=256 (repeatable)")
+    fitp.add_argument("--json", action="store_true", help="machine-readable output")
+    fitp.set_defaults(func=cmd_fit)
+    gpus = sub.add_parser("gpus", help="list the GPU catalog")
+    gpus.add_argument("--json", action="store_true")
+    gpus.set_defaults(func=cmd_gpus)
     return parser
 
 
