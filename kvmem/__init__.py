@@ -8,12 +8,18 @@ from .configs import ConfigError
 from .dtypes import DType, dtype
 from .engines import Capacity, Estimate, capacity, estimate, list_engines
 from .formula import formula
+from .gpus import GPU, get_gpu, list_gpus
 from .model import Layer, Model, RecurrentState
+from .sizing import Fit, FitError, fit
+from .strategies import Eviction, compare_strategies, preallocation_waste
 from .units import format_bytes, parse_bytes, parse_tokens
+from .weights import weight_bytes
 
 __all__ = [
     "formula", "dtype", "DType", "parse_tokens", "parse_bytes", "format_bytes",
     "Model", "Layer", "RecurrentState", "ConfigError", "get_model", "list_models",
     "estimate", "capacity", "Estimate", "Capacity", "list_engines",
+    "Eviction", "compare_strategies", "preallocation_waste",
+    "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
 ]
 __version__ = "0.1.0"

@@ -67,15 +67,25 @@ def _model(model) -> Model:
 
 
 def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1,
-             pp: int = 1, **options) -> Estimate:
-    """Cache bytes for ``batch`` sequences of ``tokens`` tokens under ``engine``'s rules."""
+             pp: int = 1, eviction=None, shared_prefix=0, offload=0.0, **options) -> Estimate:
+    """Cache bytes for ``batch`` sequences of ``tokens`` tokens under ``engine``'s rules.
+
+    ``eviction``, ``shared_prefix`` and ``offload`` are applied on top of any engine's
+    estimate by kvmem.strategies (see its docstring for the rules).
+    """
     spec = _spec(engine)
     model = _model(model)
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     tp, pp = check_parallel(tp, pp)
-    return spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
-                         **_options(spec, options))
+    options = _options(spec, options)
+    result = spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    if eviction is None and not shared_prefix and not offload:
+        return result
+    from ..strategies import apply_strategies
+    rerun = lambda t, b: spec.estimate(model, tokens=t, batch=b, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)  # noqa: E731
+    return apply_strategies(result, model=model, rerun=rerun, engine=spec.name, options=options,
+                            eviction=eviction, shared_prefix=shared_prefix, offload=offload)
 
 
 def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,
