@@ -7,6 +7,8 @@ st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", lay
 pages = [
     st.Page("ui/calculator.py", title="Calculator", icon=":material/calculate:", default=True),
     st.Page("ui/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
+    st.Page("ui/fit.py", title="Fit hardware", icon=":material/memory:", url_path="fit"),
+    st.Page("ui/strategies.py", title="Strategies", icon=":material/compress:", url_path="strategies"),
 ]
 page = st.navigation(pages)
 try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 __all__ = ["kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
-           "compare_lines"]
+           "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars"]
 
 GIB = 2**30
 KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "mla": "#9467bd",
@@ -80,3 +80,34 @@ def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Fig
     for label, df in frames.items():
         fig.add_trace(go.Scatter(x=df["tokens"], y=df["total_bytes"] / GIB, mode="lines+markers", name=label))
     return _layout(fig, title, "tokens per sequence (log)", log_x=True)
+
+
+def fit_heatmap(df, *, title: str = "Max batch that fits") -> go.Figure:
+    """Max batch over context (x) x GPU (y), from tables.fit_grid; 0 = does not fit."""
+    pivot = df.pivot(index="gpu", columns="context", values="max_batch")
+    fig = go.Figure(go.Heatmap(z=pivot.values, x=[f"{c:,}" for c in pivot.columns], y=list(pivot.index),
+                               text=pivot.values, texttemplate="%{text}", colorscale="Blues",
+                               hovertemplate="%{y}<br>%{x} tokens<br>max batch %{z}<extra></extra>"))
+    return _layout(fig, title, "context (tokens per sequence)", "GPU")
+
+
+def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device") -> go.Figure:
+    """One stacked bar of a Fit's breakdown (tables.breakdown_frame) against the device total."""
+    fig = go.Figure()
+    for _, row in df.iterrows():
+        if row["bytes"] > 0:
+            fig.add_trace(go.Bar(x=[row["gib"]], y=["device"], orientation="h", name=row["part"],
+                                 hovertemplate=f"{row['part']}: %{{x:.2f}} GiB<extra></extra>"))
+    fig.add_vline(x=total_bytes / GIB, line_dash="dash", annotation_text="device memory")
+    fig.update_layout(barmode="stack", height=260)
+    return _layout(fig, title, "GiB (2^30 bytes)", "")
+
+
+def labelled_bars(df, *, label: str, value: str, color: str | None = None, title: str = "",
+                  y_title: str = "GiB (2^30 bytes)", scale: float = GIB) -> go.Figure:
+    """Bars of ``value`` / ``scale`` per ``label``, one trace per ``color`` group."""
+    fig = go.Figure()
+    groups = df.groupby(color, sort=False) if color else [(None, df)]
+    for name, part in groups:
+        fig.add_trace(go.Bar(x=part[label], y=part[value] / scale, name=str(name) if name is not None else value))
+    return _layout(fig, title, "", y_title)

@@ -10,7 +10,8 @@ import pandas as pd
 from .engines import estimate
 from .units import format_bytes
 
-__all__ = ["context_points", "context_sweep", "estimate_summary", "per_layer_frame", "compare_frame"]
+__all__ = ["context_points", "context_sweep", "estimate_summary", "per_layer_frame", "compare_frame",
+           "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame"]
 
 GIB = 2**30
 
@@ -74,3 +75,56 @@ def estimate_summary(result) -> dict:
         "per_sequence_gib": format_bytes(per_sequence),
         "per_sequence_gb": format_bytes(per_sequence, binary=False),
     }
+
+
+def _fit_or_refusal(model, **kwargs):
+    """kvmem.fit, with a workload that does not fit at all returned as its (not fitting) Fit."""
+    from .sizing import FitError, fit
+
+    try:
+        return fit(model, **kwargs)
+    except FitError as exc:
+        return exc.fit
+
+
+def fit_grid(model, *, gpus, contexts, num_gpus: int = 1, batch: int | None = None, **kwargs) -> pd.DataFrame:
+    """One row per (GPU, context): fits, max batch, max context, fewest GPUs, decode bound."""
+    rows = []
+    for gpu in gpus:
+        for context in contexts:
+            result = _fit_or_refusal(model, gpu=gpu, num_gpus=num_gpus, context=context, batch=batch, **kwargs)
+            rows.append({"gpu": result.gpu, "context": context, "fits": result.fits, "max_batch": result.max_batch,
+                         "max_context": result.max_context, "min_gpus": result.min_gpus,
+                         "decode_tokens_per_s": result.decode_tokens_per_s,
+                         "decode_tokens_per_s_aggregate": result.decode_tokens_per_s_aggregate,
+                         "kv_memory_gib": result.kv_memory_bytes / GIB})
+    return pd.DataFrame(rows)
+
+
+def breakdown_frame(result) -> pd.DataFrame:
+    """A Fit's per-device memory breakdown as rows of (part, bytes, GiB)."""
+    parts = [(name, value) for name, value in result.breakdown.items() if name != "total"]
+    return pd.DataFrame({"part": [p for p, _ in parts], "bytes": [v for _, v in parts],
+                         "gib": [v / GIB for _, v in parts]})
+
+
+def eviction_curves(model, *, contexts, evictions: dict, batch: int = 1, engine: str = "ideal", kv_dtype="auto",
+                    **options) -> dict:
+    """{label: context_sweep frame} for the cache with each eviction policy (None = keep everything)."""
+    frames = {}
+    for label, eviction in evictions.items():
+        rows = []
+        for tokens in contexts:
+            result = estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, eviction=eviction,
+                              **options)
+            rows.append({"tokens": tokens, "kv_bytes": result.kv_bytes, "total_bytes": result.total_bytes})
+        frames[label] = pd.DataFrame(rows)
+    return frames
+
+
+def rows_frame(rows, *, drop=("model", "settings", "quality")) -> pd.DataFrame:
+    """A list of result dicts (compare_strategies, architecture_variants, ...) as a table, GiB added."""
+    frame = pd.DataFrame([{k: v for k, v in row.items() if k not in drop} for row in rows])
+    if "bytes" in frame:
+        frame["gib"] = frame["bytes"].map(lambda b: None if b is None or b != b else b / GIB)
+    return frame

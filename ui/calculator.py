@@ -2,9 +2,11 @@
 
 import streamlit as st
 
+import kvmem
 from kvmem import explain, plots, tables
 from kvmem.formula import seed_terms
-from ui import inputs, common
+from kvmem.weights import weights
+from ui import common, inputs
 
 st.title("KV-cache calculator")
 st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes, GB = 10⁹ bytes.")
@@ -15,12 +17,24 @@ result = common.guard(work.estimate)
 summary = tables.estimate_summary(result)
 
 st.markdown(f"**{model.describe()}**")
-m1, m2, m3 = st.columns(3)
+gpu = kvmem.get_gpu(work.gpu)
+try:
+    weights_bytes = weights(model, work.weight_dtype).per_device(tp=work.tp, pp=work.pp)
+except ValueError as exc:
+    weights_bytes = 0
+    st.info(f"Weights not counted: {exc}")
+device_bytes = weights_bytes + result.total_bytes
+m1, m2, m3, m4, m5 = st.columns(5)
 m1.metric("Total KV cache", summary["total_gib"],
           help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine})")
 m2.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
 m3.metric("Per sequence", summary["per_sequence_gib"],
           help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
+m4.metric("Weights per device", kvmem.format_bytes(weights_bytes),
+          help=f"{weights_bytes:,} bytes in {work.weight_dtype} (tp {work.tp}, pp {work.pp})")
+m5.metric(f"Weights + KV vs {gpu.name}", f"{100 * device_bytes / gpu.usable_memory_bytes:.0f}%",
+          help=f"{kvmem.format_bytes(device_bytes)} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
+               "(activations and engine overheads are on the Fit hardware page)")
 st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)"
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
@@ -35,7 +49,8 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
 
 max_tokens = max(work.tokens, model.max_position_embeddings or work.tokens)
 sweep = common.guard(tables.context_sweep, model, contexts=tables.context_points(max_tokens), batch=work.batch,
-                     kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp, **work.options)
+                     kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp,
+                     weights_bytes=weights_bytes, **work.options)
 view = st.segmented_control("Chart", ["Memory vs context", "Per layer", "K vs V"], default="Memory vs context",
                             key="view", bind="query-params", help="Only the chosen chart is drawn.")
 if view == "Per layer":
@@ -45,6 +60,8 @@ if view == "Per layer":
 elif view == "K vs V":
     st.plotly_chart(plots.k_vs_v(result, title=f"{model.name}: K vs V"), key="kv_split_chart")
 else:
-    st.plotly_chart(plots.kv_vs_context(sweep, title=f"{model.name}: KV cache vs context (batch {work.batch})"),
+    st.plotly_chart(plots.memory_vs_context(sweep, gpu_lines=[(gpu.name, gpu.usable_memory_bytes)],
+                                            title=f"{model.name}: weights + KV per device vs context "
+                                                  f"(batch {work.batch})"),
                     key="kv_chart")
     common.download(sweep, "kv_vs_context.csv", key="dl_sweep")

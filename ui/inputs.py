@@ -14,9 +14,11 @@ import streamlit as st
 import kvmem
 from kvmem.configs import custom_config, load_config
 from kvmem.engines import ENGINES
+from kvmem.weights import weight_formats
 
 MAX_CONFIG_BYTES = 1_000_000
 DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_GPU = "h100-sxm-80gb"
 KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
              "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 SOURCES = ["Preset", "Upload config.json", "Paste JSON", "Custom fields"]
@@ -32,6 +34,9 @@ class Workload:
     tp: int
     pp: int
     options: dict = field(default_factory=dict)
+    gpu: str = "h100-sxm-80gb"
+    num_gpus: int = 1
+    weight_dtype: str = "auto"
 
     def estimate(self, **changes):
         args = dict(engine=self.engine, tokens=self.tokens, batch=self.batch, kv_dtype=self.kv_dtype,
@@ -132,8 +137,17 @@ def workload_input(model: kvmem.Model, container=st.sidebar) -> Workload:
                 value = _option_widget(st, engine, name, default)
                 if value != default:
                     options[name] = value
+    gpus = kvmem.list_gpus()
+    gpu = c1.selectbox("GPU", gpus, index=gpus.index(DEFAULT_GPU), key="gpu", bind="query-params",
+                       help="Accelerator for weights + KV against memory (memory as the device reports it).")
+    num_gpus = c2.number_input("GPUs", 1, 1024, 1, key="num_gpus", bind="query-params",
+                               help="GPUs available; tp x pp of them hold one copy of the model.")
+    formats = ["auto", *weight_formats()]
+    weight_dtype = container.selectbox("Weight format", formats, key="weight_dtype", bind="query-params",
+                                       help="How the weights are stored: auto = the checkpoint's own format.")
     return Workload(model=model, tokens=kvmem.parse_tokens(tokens_text), batch=int(batch), kv_dtype=kv_dtype,
-                    engine=engine, tp=int(tp), pp=int(pp), options=options)
+                    engine=engine, tp=int(tp), pp=int(pp), options=options, gpu=gpu, num_gpus=int(num_gpus),
+                    weight_dtype=weight_dtype)
 
 
 def sidebar() -> Workload:
@@ -149,4 +163,24 @@ def sidebar() -> Workload:
         return workload_input(model)
     except ValueError as exc:
         st.error(str(exc))
+        st.stop()
+
+
+def parse_tokens_input(container, label: str, default: str, *, key: str, help: str) -> int:
+    """A token-count text box ("8k"); an unreadable value is shown as an error and stops the page."""
+    text = container.text_input(label, default, key=key, bind="query-params", help=help)
+    try:
+        return kvmem.parse_tokens(text)
+    except ValueError as exc:
+        st.error(f"{label}: {exc}")
+        st.stop()
+
+
+def parse_bytes_input(container, label: str, default: str, *, key: str, help: str) -> int:
+    """A byte-count text box ("20GiB", "16GB"); an unreadable value stops the page with a message."""
+    text = container.text_input(label, default, key=key, bind="query-params", help=help)
+    try:
+        return kvmem.parse_bytes(text)
+    except ValueError as exc:
+        st.error(f"{label}: {exc}")
         st.stop()

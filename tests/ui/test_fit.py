@@ -1,0 +1,53 @@
+"""Fit hardware page (AppTest): the metrics equal kvmem.fit, refusals are messages."""
+
+import pathlib
+
+import pytest
+
+import kvmem
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "fit.py"
+
+
+@pytest.fixture
+def page():
+    return AppTest.from_file(str(PAGE), default_timeout=60).run()
+
+
+def metrics(at):
+    return {m.label: m.value for m in at.metric}
+
+
+def test_defaults_equal_library_fit(page):
+    assert not page.exception
+    expected = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=8192, batch=1, kv_dtype="bf16")
+    assert metrics(page)["Max batch"] == f"{expected.max_batch:,}"
+    assert metrics(page)["Max context"] == f"{expected.max_context:,}"
+    assert metrics(page)["Decode bound"] == f"{expected.decode_tokens_per_s:,.1f} tok/s"
+    assert len(page.dataframe[0].value) == 4 * len(set(page.dataframe[0].value["context"]))
+
+
+def test_seventy_b_on_two_h100_in_fp8(page):
+    page.selectbox(key="model").set_value("llama-3.3-70b")
+    page.text_input(key="tokens").set_value("32k")
+    page.number_input(key="batch").set_value(16)
+    page.number_input(key="num_gpus").set_value(2)
+    page.number_input(key="tp").set_value(2)
+    page.selectbox(key="kv_dtype").set_value("fp8")
+    page.selectbox(key="weight_dtype").set_value("fp8")
+    page.run()
+    expected = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context="32k", batch=16,
+                         kv_dtype="fp8", weight_dtype="fp8")
+    assert not page.exception
+    assert metrics(page)["Max batch"] == f"{expected.max_batch:,}"
+    assert expected.fits is False and page.warning  # short by ... per device
+    assert any("would fit" in m.value for m in page.markdown)
+
+
+def test_model_too_big_is_a_message(page):
+    page.selectbox(key="model").set_value("deepseek-v3")
+    page.selectbox(key="gpu").set_value("rtx-3060-12gb")
+    page.run()
+    assert not page.exception and page.error
+    assert "does not fit" in page.error[0].value or "short" in page.error[0].value

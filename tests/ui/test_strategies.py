@@ -1,0 +1,40 @@
+"""Strategies page (AppTest): tables and metrics come from kvmem.strategies / kvmem.estimate."""
+
+import pathlib
+
+import pytest
+
+import kvmem
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "strategies.py"
+
+
+@pytest.fixture
+def page():
+    return AppTest.from_file(str(PAGE), default_timeout=60).run()
+
+
+def test_strategy_table_equals_library(page):
+    assert not page.exception
+    rows = kvmem.compare_strategies("llama-3.1-8b", tokens=8192, engine="vllm", kv_dtype="bf16", budget=1024,
+                                    residual_length=128, gpu="h100-sxm-80gb")
+    shown = page.dataframe[0].value
+    assert list(shown["strategy"]) == [r["strategy"] for r in rows]
+
+
+def test_offload_and_prefix(page):
+    page.number_input(key="batch").set_value(8)
+    page.number_input(key="prefix").set_value(4096)
+    page.slider(key="offload").set_value(0.5)
+    page.run()
+    expected = kvmem.estimate("llama-3.1-8b", engine="vllm", tokens=8192, batch=8, kv_dtype="bf16",
+                              shared_prefix=4096, offload=0.5)
+    values = {m.label: m.value for m in page.metric}
+    assert values["KV on the device"] == kvmem.format_bytes(expected.kv_bytes)
+    assert values["KV in host memory"] == kvmem.format_bytes(expected.details["host_kv_bytes"])
+
+
+def test_bad_budget_strings_are_messages(page):
+    page.text_input(key="kv_memory").set_value("lots").run()
+    assert not page.exception and "KV memory budget" in page.error[0].value

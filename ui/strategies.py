@@ -1,0 +1,81 @@
+"""Strategies: the seed's four families of KV-cache reductions as what-ifs, in numbers and plots."""
+
+import streamlit as st
+
+import kvmem
+from kvmem import plots, strategies, tables
+from ui import common, inputs
+
+st.title("Ways to shrink the KV cache")
+st.caption("The seed's families — quantisation, eviction, paged allocation and prefix sharing, offloading, "
+           "architecture variants — computed by kvmem.strategies at the sidebar's workload. GiB = 2³⁰ bytes.")
+
+work = inputs.sidebar()
+model = work.model
+run = dict(tokens=work.tokens, batch=work.batch, engine=work.engine, kv_dtype=work.kv_dtype, tp=work.tp, pp=work.pp)
+
+st.header("All strategies side by side")
+c1, c2 = st.columns(2)
+budget = c1.number_input("Eviction budget (tokens)", 1, 10**7, 1024, key="budget", bind="query-params",
+                         help="Tokens kept per layer by StreamingLLM / H2O / SnapKV.")
+residual = c2.number_input("Full-precision residual (tokens)", 0, 10**6, 128, key="residual", bind="query-params",
+                           help="KIVI / transformers QuantizedCache keep the newest tokens unquantised.")
+rows = common.guard(kvmem.compare_strategies, model, budget=int(budget), residual_length=int(residual),
+                    gpu=work.gpu, **run, **work.options)
+frame = tables.rows_frame(rows)
+st.plotly_chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes", color="family",
+                                    title=f"{model.name}: KV bytes per strategy at {work.tokens:,} tokens × "
+                                          f"{work.batch}"), key="strategy_bars")
+st.dataframe(frame[["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"]],
+             hide_index=True)
+common.download(frame, "strategies.csv", key="dl_strategies")
+
+st.header("Eviction: memory stays bounded")
+st.markdown("Evicted tokens are gone for good: if a dropped token matters later, the model cannot attend to it.")
+contexts = tables.context_points(max(work.tokens, 4 * int(budget)))
+policies = {"keep everything": None,
+            f"StreamingLLM 4 + {int(budget) - 4}": kvmem.Eviction("streaming", sink=4, window=max(int(budget) - 4, 1)),
+            f"H2O {int(budget)}": kvmem.Eviction("h2o", budget=int(budget), recent=int(budget) // 2)}
+curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies, batch=work.batch,
+                      engine=work.engine, kv_dtype=work.kv_dtype, **work.options)
+st.plotly_chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
+
+st.header("Paged vs contiguous allocation")
+c1, c2 = st.columns(2)
+max_len = inputs.parse_tokens_input(c1, "max_model_len", "8k", key="max_model_len",
+                                    help="Contiguous allocation reserves this much per request.")
+kv_memory = inputs.parse_bytes_input(c2, "KV memory budget", "20GiB", key="kv_memory",
+                                     help="Bytes the engine has for KV on one device.")
+sweep = common.guard(strategies.allocation_sweep, model, max_model_len=max_len, kv_memory=kv_memory, n=500,
+                     kv_dtype=work.kv_dtype)
+alloc = tables.rows_frame(sweep)
+st.plotly_chart(plots.labelled_bars(alloc, label="allocation", value="admitted", color="distribution", scale=1,
+                                    y_title="requests admitted", title="Requests that fit in the budget"),
+                key="alloc_bars")
+st.dataframe(alloc, hide_index=True)
+common.download(alloc, "allocation.csv", key="dl_alloc")
+
+st.header("Prefix sharing and offloading")
+c1, c2 = st.columns(2)
+prefix = c1.number_input("Shared prefix (tokens)", 0, 10**7, 0, key="prefix", bind="query-params",
+                         help="The batch's sequences share their first P tokens; paged engines share whole blocks.")
+offload = c2.slider("Offloaded to host memory", 0.0, 1.0, 0.0, 0.05, key="offload", bind="query-params",
+                    help="Fraction of the KV cache kept in host memory.")
+shared = common.guard(kvmem.estimate, model, shared_prefix=int(prefix), offload=offload, **run, **work.options)
+base = common.guard(kvmem.estimate, model, **run, **work.options)
+host = shared.details.get("host_kv_bytes", 0)
+m1, m2, m3 = st.columns(3)
+m1.metric("KV on the device", kvmem.format_bytes(shared.kv_bytes),
+          delta=f"-{kvmem.format_bytes(base.kv_bytes - shared.kv_bytes)}", delta_color="inverse")
+m2.metric("KV in host memory", kvmem.format_bytes(host))
+m3.metric("Host transfer per decode step (PCIe)",
+          f"{1000 * strategies.offload_transfer_seconds(host, gpu=work.gpu):.2f} ms",
+          help=f"reading {kvmem.format_bytes(host)} over {work.gpu}'s host link each step")
+
+st.header("Architecture variants (need retraining)")
+variants = common.guard(strategies.architecture_variants, model, tokens=work.tokens, batch=work.batch,
+                        engine=work.engine, kv_dtype=work.kv_dtype)
+var = tables.rows_frame(variants)
+st.plotly_chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
+                key="variant_bars")
+st.dataframe(var[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
