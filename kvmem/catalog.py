@@ -15,7 +15,7 @@ from importlib import resources
 from .configs import model_from_config
 from .model import Model
 
-__all__ = ["list_models", "get_model", "preset", "presets"]
+__all__ = ["list_models", "get_model", "preset", "presets", "as_model"]
 
 
 @lru_cache(maxsize=1)
@@ -64,3 +64,14 @@ def get_model(name: str) -> Model:
     data = preset(name)
     return model_from_config(data["config"], name=data["name"], hf_id=data.get("hf_id"),
                              source=data.get("source"))
+
+
+def as_model(model) -> Model:
+    """A Model from a Model, a preset name / HF id, or a config dict (what every entry point accepts)."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        return get_model(model)
+    if isinstance(model, dict):
+        return Model.from_hf_config(model)
+    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__}")

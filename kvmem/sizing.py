@@ -109,7 +109,8 @@ from .engines.base import Capacity
 from .gpus import GPU, get_gpu, list_gpus
 from .model import CHUNKED, FULL, MLA, SLIDING, Model
 from .units import format_bytes, parse_bytes, parse_tokens, require_positive_int
-from .weights import Weights, _as_model, _fields, _moe_shape, weights as _weights
+from .catalog import as_model
+from .weights import Weights, _fields, _moe_shape, weights as _weights
 
 __all__ = ["Fit", "FitError", "fit", "vllm_activation_bytes", "sglang_mem_fraction_static",
            "llamacpp_compute_bytes", "kv_crossover_tokens"]
@@ -226,7 +227,7 @@ def _forward_bytes_per_token(shape: _Shape, tp: int) -> int:
 
 def vllm_activation_bytes(model, *, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
     """vLLM's profiled activation peak: max(forward at the batched tokens, the dummy sampler run)."""
-    model = _as_model(model)
+    model = as_model(model)
     shape = _shape(model)
     forward = max_num_batched_tokens * _forward_bytes_per_token(shape, tp)
     sampler = min(max_num_seqs, max_num_batched_tokens) * shape.vocab * _SAMPLER_BYTES_PER_LOGIT
@@ -256,7 +257,7 @@ def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 
 def llamacpp_compute_bytes(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                            cells_per_stream: int | None = None) -> int:
     """llama.cpp's compute buffer on one device (see the module docstring)."""
-    model = _as_model(model)
+    model = as_model(model)
     shape = _shape(model)
     n_ub = min(n_ubatch, n_ctx)
     h = shape.hidden
@@ -568,7 +569,7 @@ def _split_options(engine: str, family: str, spec_options: dict, options: dict) 
 def _setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv_dtype, engine,
            gpu_memory_utilization, options) -> tuple[_Setup, list[str]]:
     notes = []
-    model = _as_model(model)
+    model = as_model(model)
     gpu = get_gpu(gpu)
     spec = _spec(engine)
     name = spec.name

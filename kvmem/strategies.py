@@ -75,7 +75,7 @@ from importlib import resources
 from numbers import Real
 
 from .dtypes import DType, dtype, dtype_names
-from .engines import _model as _as_model
+from .catalog import as_model
 from .engines import estimate as _estimate
 from .engines.base import Estimate, assemble, cdiv, layer_heads, resolve_dtypes, state_share
 from .formula import ideal_layer_bytes
@@ -394,7 +394,7 @@ def quantized_estimate(model, *, tokens, batch: int = 1, k_dtype="auto", v_dtype
     h - r in the quantised ones; MLA latents use ``k_dtype``. Formats are names or DTypes
     (``kvmem.dtype("int2", group_size=32, scale_dtype="fp16", zero_point=True)``).
     """
-    model = _as_model(model)
+    model = as_model(model)
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     residual_length = _count("residual_length", residual_length)
@@ -442,7 +442,7 @@ def quantization_options(model, *, tokens, batch: int = 1, formats=None, residua
     model's rows (ggml blocks of 32 with a head_dim not a multiple of 32) gets bytes None
     and the reason.
     """
-    model = _as_model(model)
+    model = as_model(model)
     if formats is None:
         formats = _canonical_formats() + [_kivi_dtype("kivi-4"), _kivi_dtype("kivi-2"),
                                           dtype("int4", group_size=64, scale_dtype="fp32", zero_point=True)]
@@ -560,7 +560,7 @@ def architecture_variants(model, *, tokens, batch: int = 1, engine: str = "ideal
     Sliding and chunked layers keep their windows; MLA layers become per-head layers only
     when the config gives qk_nope_head_dim, qk_rope_head_dim and v_head_dim.
     """
-    model = _as_model(model)
+    model = as_model(model)
     heads = model.num_attention_heads
     variants = [("as is", model, {}), ("MHA", _head_variant(model, heads), {"kv_heads": heads})]
     for g in gqa_groups or ():
@@ -625,7 +625,7 @@ class _Sizer:
     """Per-request KV bytes: exact, block-rounded per layer, and pre-allocated to max_model_len."""
 
     def __init__(self, model, kv_dtype, max_model_len: int, block_size: int):
-        self.per_layer = _layer_token_bytes(_as_model(model), kv_dtype)
+        self.per_layer = _layer_token_bytes(as_model(model), kv_dtype)
         self.block = require_positive_int("block_size", block_size)
         self.contiguous = self.used(max_model_len)
 
@@ -664,7 +664,7 @@ def preallocation_waste(model, *, lengths, max_model_len, block_size: int = 16, 
     contiguous = sizer.contiguous * len(lengths)
     frag_tokens = sum(cdiv(n, sizer.block) * sizer.block - n for n in lengths)
     result = {
-        "model": _as_model(model).name, "requests": len(lengths), "max_model_len": max_model_len,
+        "model": as_model(model).name, "requests": len(lengths), "max_model_len": max_model_len,
         "mean_length": sum(lengths) / len(lengths), "used_bytes": used,
         "contiguous": {"reserved_bytes": contiguous, "waste_bytes": contiguous - used,
                        "waste_fraction": (contiguous - used) / contiguous if contiguous else 0.0},
@@ -694,7 +694,7 @@ def simulate_admission(model, *, lengths, kv_memory, max_model_len, block_size: 
     admitted = {"contiguous": _admit([sizer.contiguous] * len(lengths), kv_memory),
                 "paged": _admit([sizer.paged(n) for n in lengths], kv_memory),
                 "exact": _admit([sizer.used(n) for n in lengths], kv_memory)}
-    return {"model": _as_model(model).name, "kv_memory": kv_memory, "requests": len(lengths), "block_size": sizer.block,
+    return {"model": as_model(model).name, "kv_memory": kv_memory, "requests": len(lengths), "block_size": sizer.block,
             "max_model_len": max_model_len, "admitted": admitted}
 
 
@@ -812,7 +812,7 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     the per-step transfer time when ``gpu`` is given); pre-allocation to ``max_model_len`` when
     given; the architecture variants when ``variants``.
     """
-    model = _as_model(model)
+    model = as_model(model)
     tokens = parse_tokens(tokens)
     run = lambda **kw: _estimate(model, engine=engine, tokens=kw.pop("tokens", tokens), batch=batch,  # noqa: E731
                                 kv_dtype=kw.pop("kv_dtype", kv_dtype), tp=tp, pp=pp, **options, **kw)

@@ -59,6 +59,7 @@ from fractions import Fraction
 
 from .configs import Fields, _text_part
 from .engines.base import cdiv, pp_stages
+from .catalog import as_model
 from .model import CHUNKED, FULL, MLA, SLIDING, Model
 
 __all__ = ["Weights", "weights", "weight_bytes", "weight_formats", "resolve_weight_dtype"]
@@ -272,20 +273,9 @@ def _parallel_facts(model: Model, f: Fields) -> tuple[list[tuple[int, int]], int
     return kv_proj, mla
 
 
-def _as_model(model) -> Model:
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, str):
-        from .catalog import get_model
-        return get_model(model)
-    if isinstance(model, dict):
-        return Model.from_hf_config(model)
-    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__}")
-
-
 def weights(model, weight_dtype="auto") -> Weights:
     """The weight bytes of ``model`` stored as ``weight_dtype`` (see the module docstring)."""
-    model = _as_model(model)
+    model = as_model(model)
     if not model.params_total:
         raise ValueError(f"model {model.name!r} has no parameter count (params_total is unknown for its "
                          "family); give the weight bytes directly, e.g. fit(..., weights_bytes=...)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..model import Model
+from ..catalog import as_model
 from ..units import parse_bytes, parse_tokens, require_positive_int
 from .base import Capacity, EngineSpec, Estimate, check_parallel
 
@@ -55,17 +55,6 @@ def _options(spec: EngineSpec, options: dict) -> dict:
     return {**spec.options, **options}
 
 
-def _model(model) -> Model:
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, str):
-        from ..catalog import get_model
-        return get_model(model)
-    if isinstance(model, dict):
-        return Model.from_hf_config(model)
-    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__}")
-
-
 def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1,
              pp: int = 1, eviction=None, shared_prefix=0, offload=0.0, **options) -> Estimate:
     """Cache bytes for ``batch`` sequences of ``tokens`` tokens under ``engine``'s rules.
@@ -74,7 +63,7 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     estimate by kvmem.strategies (see its docstring for the rules).
     """
     spec = _spec(engine)
-    model = _model(model)
+    model = as_model(model)
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     tp, pp = check_parallel(tp, pp)
@@ -95,7 +84,7 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
     if spec.capacity is None:
         raise ValueError(f"engine {spec.name!r} has no capacity rule; engines with one: "
                          + ", ".join(name for name, s in ENGINES.items() if s.capacity))
-    model = _model(model)
+    model = as_model(model)
     kv_memory = parse_bytes(kv_memory)
     tp, pp = check_parallel(tp, pp)
     max_model_len = parse_tokens(max_model_len) if max_model_len is not None else None
