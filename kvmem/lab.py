@@ -14,8 +14,8 @@ never change. Generating token t+1 therefore needs the new token's q, k, v and t
 k, v rows, which can be kept (the cache) instead of recomputed. Stacked layers keep the
 property: a layer's output for token i only depends on tokens <= i, so the next layer's
 k_i, v_i are fixed too. Without the mask, every past row would attend to the newcomer and
-change, and there would be nothing fixed to cache (``compare_single_head(causal=False)``
-shows the mismatch).
+change; the newest row alone would still agree, but the rows fed to the next layer (and
+so its K/V) would go stale: ``compare_single_head(causal=False)`` reports that drift.
 
 What is here
 ------------
@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from .engines import estimate
 from .formula import formula
@@ -55,15 +54,11 @@ from .model import FULL, Layer, Model
 __all__ = [
     "attention", "tensor_bytes", "KVCache", "DecoderCache", "AttentionHead", "DecoderConfig",
     "Decoder", "HeadComparison", "VariantResult", "MemoryCheck", "compare_single_head",
-    "compare_decoder", "compare_variants", "memory_check", "time_per_token", "VARIANTS",
+    "compare_decoder", "compare_variants", "memory_check", "time_per_token",
 ]
 
 # torch element types and the kvmem names of the same formats
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-
-# The side-by-side variants: name -> kv_heads as a function of n_heads.
-VARIANTS = {"MHA": lambda n_heads: n_heads, "GQA": lambda n_heads: max(n_heads // 4, 1),
-            "MQA": lambda n_heads: 1}
 
 
 def _positive_int(name: str, value) -> int:
@@ -176,15 +171,15 @@ class DecoderCache:
 class AttentionHead(nn.Module):
     """One attention head: Linear projections to q, k, v (created in that order) and attention."""
 
+    n_layers = 1   # for memory_check: one layer, one KV head
+    kv_heads = 1
+
     def __init__(self, d_model: int, d_head: int):
         super().__init__()
         self.d_model, self.d_head = _positive_int("d_model", d_model), _positive_int("d_head", d_head)
         self.Wq = nn.Linear(d_model, d_head)
         self.Wk = nn.Linear(d_model, d_head)
         self.Wv = nn.Linear(d_model, d_head)
-
-    n_layers = 1
-    kv_heads = 1
 
     @property
     def head_dim(self) -> int:
@@ -297,9 +292,10 @@ class Decoder(nn.Module):
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        # GPT-2's initialisation (as in nanoGPT model.py): weights N(0, 0.02), biases 0.
-        # It keeps the residual stream and logits at their usual scale (|logits| ~ 0.3
-        # here), where float32 rounding between the two paths stays near 1e-7.
+        # GPT-2's initialisation (nanoGPT model.py, _init_weights): weights N(0, 0.02),
+        # biases 0. The cached and uncached paths multiply matrices of different shapes
+        # (1 row vs t rows), so float32 sums are ordered differently and the logits differ
+        # by a few units in the last place; at this scale that is a few 1e-7.
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -368,6 +364,9 @@ class MemoryCheck:
 def memory_check(module, cache, *, batch: int = 1) -> MemoryCheck:
     """Compare the bytes ``cache`` holds with the formula and kvmem.estimate for ``module``.
 
+    The seed writes the formula with n_heads; what is cached is one K and one V per KV
+    head, so the count uses kv_heads (= n_heads for MHA only).
+
     ``module`` is an AttentionHead or a Decoder (anything with n_layers, kv_heads, head_dim
     and to_model()); ``cache`` the KVCache / DecoderCache it filled for ``batch`` sequences.
     """
@@ -376,7 +375,8 @@ def memory_check(module, cache, *, batch: int = 1) -> MemoryCheck:
         raise ValueError("cache must hold at least one token, got an empty cache")
     dtype_name = _DTYPE_NAMES.get(first.keys.dtype)
     if dtype_name is None:
-        raise ValueError(f"cache dtype must be one of {sorted(_DTYPE_NAMES.values())}, got {first.keys.dtype}")
+        raise ValueError(f"cache dtype must be one of {sorted(_DTYPE_NAMES.values())}, "
+                         f"got {first.keys.dtype}")
     tokens, element = len(cache), first.keys.element_size()
     predicted = formula(bytes_per_element=element, batch=batch, layers=module.n_layers,
                         kv_heads=module.kv_heads, head_dim=module.head_dim, tokens=tokens)
@@ -429,7 +429,9 @@ def compare_single_head(*, d_model: int = 12, d_head: int = 6, steps: int = 5, p
     Seeded as the seed notebook does: ``manual_seed(seed)``, the embeddings (uniform,
     ``steps`` x ``d_model``), ``manual_seed(seed)`` again, then the head. The global RNG
     state is restored afterwards. ``causal=False`` drops the mask from the uncached
-    baseline only, to show that the cache is then no longer equivalent.
+    baseline only: the newest row still matches (the last token sees everything either
+    way) but ``past_drift`` turns large, i.e. the earlier rows, which a cache would keep,
+    no longer equal a recomputation.
     """
     for name, value in (("steps", steps), ("prompt_tokens", prompt_tokens)):
         _positive_int(name, value)
@@ -462,7 +464,8 @@ def compare_single_head(*, d_model: int = 12, d_head: int = 6, steps: int = 5, p
 
     diffs = [max((out_rows[i] - out_full[i][-1]).abs().max().item(),
                  (w_rows[i] - w_full[i][-1]).abs().max().item()) for i in range(steps)]
-    drift = max([(out_full[i][:-1] - out_full[i - 1]).abs().max().item() for i in range(1, steps)], default=0.0)
+    drift = max([(out_full[i][:-1] - out_full[i - 1]).abs().max().item() for i in range(1, steps)],
+                default=0.0)
     return HeadComparison(
         d_model=d_model, d_head=d_head, steps=steps, prompt_tokens=prompt_tokens, causal=causal,
         outputs_uncached=[o.tolist() for o in out_full], outputs_cached=[o.tolist() for o in out_rows],
@@ -486,6 +489,7 @@ class VariantResult:
     batch: int
     max_abs_diff: list
     max_abs_diff_overall: float
+    max_abs_logit: float
     cache_tokens: int
     memory: MemoryCheck
 
@@ -511,7 +515,8 @@ def compare_decoder(config: DecoderConfig, *, steps: int = 24, prompt_tokens: in
     Both paths see the same tokens (teacher forcing, so a near-tie in a sampled token
     cannot make them diverge). Uncached: every step reruns the whole prefix and keeps the
     last position's logits. Cached: one masked pass over the first ``prompt_tokens``, then
-    one token per step. ``max_abs_diff[t-1]`` compares the logits for token t.
+    one token per step. ``max_abs_diff[t-1]`` compares the logits for token t; beside
+    ``max_abs_logit`` it is float32 rounding (the two paths sum in different orders).
     """
     for name, value in (("steps", steps), ("prompt_tokens", prompt_tokens), ("batch", batch)):
         _positive_int(name, value)
@@ -530,24 +535,27 @@ def compare_decoder(config: DecoderConfig, *, steps: int = 24, prompt_tokens: in
     return VariantResult(variant=config.variant, n_heads=config.n_heads, kv_heads=config.kv_heads,
                          head_dim=config.head_dim, layers=config.n_layers, d_model=config.d_model,
                          steps=steps, prompt_tokens=prompt_tokens, batch=batch, max_abs_diff=diffs,
-                         max_abs_diff_overall=max(diffs), cache_tokens=len(cache),
+                         max_abs_diff_overall=max(diffs),
+                         max_abs_logit=max(row.abs().max().item() for row in full), cache_tokens=len(cache),
                          memory=memory_check(model, cache, batch=batch))
 
 
-def compare_variants(*, d_model: int = 128, n_layers: int = 2, n_heads: int = 8, variants=None,
+def compare_variants(*, d_model: int = 64, n_layers: int = 2, n_heads: int = 8, kv_heads=None,
                      steps: int = 24, prompt_tokens: int = 8, batch: int = 1,
                      seed: int = 0) -> list[VariantResult]:
-    """MHA, GQA and MQA decoders of the same size side by side.
+    """MHA, GQA and MQA decoders of the same size side by side, one VariantResult each.
 
-    ``variants`` maps a label to kv_heads (default: MHA = n_heads, GQA = n_heads / 4,
-    MQA = 1). Each cache holds kv_heads/n_heads of the MHA bytes: the query heads of a
-    group read one shared K and V.
+    ``kv_heads``: the KV head counts to build; by default n_heads (MHA), n_heads / 4 (GQA,
+    when that is a whole number above 1) and 1 (MQA). Each cache holds kv_heads / n_heads
+    of the MHA bytes: the query heads of a group read one shared K and V. At the default
+    size (d_model 64, 2 layers) the logits are about 0.5 and the paths differ by ~3e-7.
     """
-    if variants is None:
-        variants = {name: rule(n_heads) for name, rule in VARIANTS.items()}
+    if kv_heads is None:
+        gqa = (n_heads // 4,) if n_heads % 4 == 0 and n_heads // 4 > 1 else ()
+        kv_heads = (n_heads, *gqa, 1) if n_heads > 1 else (1,)
     results = []
-    for kv_heads in variants.values():
-        config = DecoderConfig(d_model=d_model, n_layers=n_layers, n_heads=n_heads, kv_heads=kv_heads,
+    for kv in kv_heads:
+        config = DecoderConfig(d_model=d_model, n_layers=n_layers, n_heads=n_heads, kv_heads=kv,
                                max_tokens=max(steps, 1))
         results.append(compare_decoder(config, steps=steps, prompt_tokens=prompt_tokens, batch=batch,
                                        seed=seed))
@@ -569,8 +577,8 @@ def _median_ms(fn, *, repeats: int, warmup: int, before=None) -> float:
     return statistics.median(times)
 
 
-def time_per_token(*, lengths=(16, 64, 256, 1024), config: DecoderConfig | None = None, repeats: int = 7,
-                   warmup: int = 2, seed: int = 0) -> list[dict]:
+def time_per_token(*, lengths=(16, 64, 256, 512), config: DecoderConfig | None = None, repeats: int = 7,
+                   warmup: int = 2, seed: int = 0, threads: int | None = 1) -> list[dict]:
     """Wall time to generate the token at position ``tokens``, with and without a cache.
 
     Cached: one decode step, the new token's q/k/v against a cache of tokens - 1 (the cache
@@ -581,6 +589,9 @@ def time_per_token(*, lengths=(16, 64, 256, 1024), config: DecoderConfig | None 
     cost grows slowly with length (attention reads t cached rows), the uncached one about
     linearly (all t rows go through every projection and MLP), so the speedup grows with t.
     The numbers depend on the machine and its load; the shape of the curve is the point.
+    ``threads`` sets torch's intra-op threads for the measurement (restored afterwards;
+    None leaves them): these tensors are too small to gain from threads, and on a busy
+    machine threads waiting for each other can make each step 10-100x slower.
     """
     _positive_int("repeats", repeats)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
@@ -590,19 +601,32 @@ def time_per_token(*, lengths=(16, 64, 256, 1024), config: DecoderConfig | None 
         config = DecoderConfig(max_tokens=max(lengths))
     elif max(lengths) > config.max_tokens:
         raise ValueError(f"lengths must be at most max_tokens ({config.max_tokens}), got {max(lengths)}")
+    if threads is not None:
+        _positive_int("threads", threads)
     model = _model(config, seed)
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(config.vocab_size, (1, max(lengths)), generator=generator)
     rows = []
-    with torch.inference_mode():
-        for tokens in lengths:
-            prefix = ids[:, :tokens]
-            uncached = _median_ms(lambda: model(prefix), repeats=repeats, warmup=warmup)
-            cache = model.new_cache()
-            if tokens > 1:
-                model(prefix[:, :-1], cache)
-            cached = _median_ms(lambda: model(prefix[:, -1:], cache), repeats=repeats, warmup=warmup,
-                                before=lambda: cache.truncate(tokens - 1))
-            rows.append({"tokens": tokens, "ms_per_token_cached": cached, "ms_per_token_uncached": uncached,
-                         "speedup": uncached / cached})
+    saved_threads = torch.get_num_threads()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        with torch.inference_mode():
+            for tokens in lengths:
+                rows.append(_time_length(model, ids[:, :tokens], repeats=repeats, warmup=warmup))
+    finally:
+        torch.set_num_threads(saved_threads)
     return rows
+
+
+def _time_length(model: Decoder, prefix: torch.Tensor, *, repeats: int, warmup: int) -> dict:
+    """One row of time_per_token for the ``prefix`` (1, tokens)."""
+    tokens = prefix.shape[1]
+    uncached = _median_ms(lambda: model(prefix), repeats=repeats, warmup=warmup)
+    cache = model.new_cache()
+    if tokens > 1:
+        model(prefix[:, :-1], cache)
+    cached = _median_ms(lambda: model(prefix[:, -1:], cache), repeats=repeats, warmup=warmup,
+                        before=lambda: cache.truncate(tokens - 1))
+    return {"tokens": tokens, "ms_per_token_cached": cached, "ms_per_token_uncached": uncached,
+            "speedup": uncached / cached}
