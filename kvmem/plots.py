@@ -5,7 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 __all__ = ["kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
-           "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars"]
+           "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars", "attention_heatmap",
+           "speedup_lines"]
 
 GIB = 2**30
 KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "mla": "#9467bd",
@@ -111,3 +112,22 @@ def labelled_bars(df, *, label: str, value: str, color: str | None = None, title
     for name, part in groups:
         fig.add_trace(go.Bar(x=part[label], y=part[value] / scale, name=str(name) if name is not None else value))
     return _layout(fig, title, "", y_title)
+
+
+def attention_heatmap(matrix, *, title: str = "Attention weights", first_query: int = 1) -> go.Figure:
+    """A (query x key) attention-weight matrix; rows are the tokens asking (numbered from
+    ``first_query``), columns the tokens attended to."""
+    fig = go.Figure(go.Heatmap(z=matrix, x=[f"k{j + 1}" for j in range(len(matrix[0]))],
+                               y=[f"q{first_query + i}" for i in range(len(matrix))], colorscale="Viridis",
+                               zmin=0, zmax=1,
+                               text=[[f"{v:.3f}" for v in row] for row in matrix], texttemplate="%{text}"))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, title, "key (token attended to)", "query")
+
+
+def speedup_lines(df, *, title: str = "Time per generated token") -> go.Figure:
+    """Measured ms per token with and without the KV cache against sequence length (lab.time_per_token)."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=df["tokens"], y=df["ms_per_token_uncached"], mode="lines+markers", name="no cache"))
+    fig.add_trace(go.Scatter(x=df["tokens"], y=df["ms_per_token_cached"], mode="lines+markers", name="KV cache"))
+    return _layout(fig, title, "sequence length (tokens, log)", "ms per token", log_x=True)

@@ -1,0 +1,67 @@
+"""Learn: the seed notebook's lab, live — why caching K and V is exact, what it saves, what it costs."""
+
+import pandas as pd
+import streamlit as st
+
+from kvmem import lab, plots
+from ui import common
+
+st.title("How a KV cache works")
+st.markdown(
+    "A decoder generates one token at a time, and each new token attends to every earlier one. "
+    "Without a cache, every step recomputes the keys and values of the whole sequence. With causal masking, "
+    "a token's key and value depend only on the tokens before it — so they never change once computed. "
+    "Caching them and feeding in only the newest token gives the *same* outputs for a fraction of the work, "
+    "at the price of memory that grows with every token. Everything below is computed live with torch on "
+    "this machine (kvmem.lab).")
+
+st.header("1. Cached and uncached attention agree, step by step")
+c1, c2 = st.columns(2)
+steps = c1.slider("Generated steps", 2, 12, 5, key="lab_steps", bind="query-params",
+                  help="The seed uses 5 tokens, d_model 12, d_head 6, seed 42.")
+causal = c2.toggle("Causal masking", True, key="lab_causal", bind="query-params",
+                   help="Turn it off to see why caching needs it: earlier outputs then change every step.")
+head = common.guard(lab.compare_single_head, steps=steps, causal=causal)
+diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": head.max_abs_diff,
+                      "earlier rows changed by": head.past_drift, "tokens in cache (len)": head.cache_tokens})
+st.dataframe(diffs, hide_index=True)
+st.caption(f"Largest difference over all steps: {head.max_abs_diff_overall:.2e} (float32 rounding). "
+           "The seed's KVCache.__len__ returned keys.size(1) — the head dimension; kvmem.lab's returns tokens.")
+
+st.header("2. The attention matrix grows; the cache needs only its last row")
+step = st.slider("Show step", 1, steps, steps, key="lab_show_step", help="Which generation step to draw.")
+c1, c2 = st.columns(2)
+c1.plotly_chart(plots.attention_heatmap(head.weights_uncached[step - 1], title=f"No cache: {step}×{step} matrix"),
+                key="attn_full")
+c2.plotly_chart(plots.attention_heatmap([head.weights_cached[step - 1]], first_query=step,
+                                        title=f"KV cache: 1×{step} row"),
+                key="attn_row")
+
+st.header("3. What the cache costs in memory")
+memory = head.memory
+st.markdown(f"The cache holds **{memory.tensor_bytes:,} bytes** of tensors after {memory.tokens} tokens; the seed's "
+            f"formula 2 × {memory.bytes_per_element} B × {memory.batch} × {memory.layers} layer × "
+            f"{memory.kv_heads} head × {memory.head_dim} × {memory.tokens} gives **{memory.formula_bytes:,}**, and "
+            f"kvmem.estimate gives **{memory.estimate_bytes:,}**.")
+
+st.header("4. MHA, GQA and MQA side by side")
+st.markdown("A small decoder (2 layers, 8 query heads) with 8, 2 and 1 KV heads: the same equivalence, "
+            "a cache 4× and 8× smaller.")
+variants = common.guard(lab.compare_variants)
+table = pd.DataFrame([{"variant": v.variant, "kv_heads": v.kv_heads, "max |cached − uncached| (logits)":
+                       v.max_abs_diff_overall, "bytes per token": v.bytes_per_token,
+                       "cache bytes": v.memory.tensor_bytes, "formula bytes": v.memory.formula_bytes}
+                      for v in variants])
+st.dataframe(table, hide_index=True)
+common.download(table, "variants.csv", key="dl_variants")
+
+st.header("5. The speedup, measured here")
+st.markdown("Time per generated token with and without the cache. Without it, each step reprocesses the whole "
+            "sequence, so its cost grows with length; with it, each step processes one token.")
+if st.button("Measure (about 2 s)", key="lab_measure", help="Runs lab.time_per_token on this machine."):
+    st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
+if "lab_timing" in st.session_state:
+    timing = pd.DataFrame(st.session_state["lab_timing"])
+    st.plotly_chart(plots.speedup_lines(timing), key="speedup_chart")
+    st.dataframe(timing, hide_index=True)
+    common.download(timing, "speedup.csv", key="dl_speedup")
