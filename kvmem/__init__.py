@@ -9,6 +9,7 @@ from .dtypes import DType, dtype
 from .engines import Capacity, Estimate, capacity, estimate, list_engines
 from .formula import formula
 from .gpus import GPU, get_gpu, list_gpus
+from .measure import Measurement, measure
 from .model import Layer, Model, RecurrentState
 from .sizing import Fit, FitError, fit
 from .strategies import Eviction, compare_strategies, preallocation_waste
@@ -21,5 +22,6 @@ __all__ = [
     "estimate", "capacity", "Estimate", "Capacity", "list_engines",
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
+    "measure", "Measurement",
 ]
 __version__ = "0.1.0"

@@ -140,11 +140,46 @@ def cmd_gpus(args) -> int:
     from .gpus import get_gpu, list_gpus
     rows = [get_gpu(name).to_dict() for name in list_gpus()]
     _print(rows, args.json, [
-        f"{r['name']:<22} {r['label'][:44]:<44} {format_bytes(r['memory_bytes']):>11} "
+        f"{r['name']:<22} {r['label'].split(' (')[0][:36]:<36} {format_bytes(r['memory_bytes']):>11} "
         f"(usable {format_bytes(r['usable_memory_bytes'])})  "
         + (f"{r['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s" if r['bandwidth_bytes_per_s'] else "")
         for r in rows])
     return 0
+
+
+def cmd_validate(args) -> int:
+    """Build the suite's real caches with torch and compare them with kvmem's prediction."""
+    from .measure import ALLOCATOR_NOTE, validate
+
+    def progress(index, total, entry):
+        done = 24 * index // total
+        label = f"{entry['model']} {entry['engine']}" if entry else "done"
+        print(f"\r[{'#' * done}{'.' * (24 - done)}] {index}/{total} {label:<44}", end="" if entry else "\n",
+              file=sys.stderr, flush=True)
+
+    rows = validate(device=args.device, models=args.models, quick=args.quick, progress=progress)
+    cuda = any(str(r["device"]).startswith("cuda") for r in rows)
+    head = (f"{'model':<22} {'engine':<12} {'tokens':>6} {'batch':>5} {'predicted':>13} {'measured':>13} "
+            f"{'difference':>10} {'peak pred.':>13} {'peak meas.':>13}" + (f" {'reserved':>13}" if cuda else "")
+            + "  ok")
+    lines = [head]
+    for r in rows:
+        start = f"{r['model']:<22} {r['engine']:<12} {r['tokens']:>6} {r['batch']:>5}"
+        if r.get("skipped"):
+            lines.append(f"{start}  skipped: {r['skipped']}")
+            continue
+        reserved = f" {r['reserved_bytes']:>13,}" if cuda else ""
+        lines.append(f"{start} {r['predicted_bytes']:>13,} {r['tensor_bytes']:>13,} {r['difference_bytes']:>10,} "
+                     f"{r['predicted_peak_bytes']:>13,} {r['peak_bytes']:>13,}{reserved}  "
+                     + ("yes" if r["matches"] else "NO"))
+    failed = [r for r in rows if r["matches"] is False]
+    ran = [r for r in rows if not r.get("skipped")]
+    lines.append(f"{len(ran) - len(failed)} of {len(ran)} match on {rows[0]['device'] if rows else args.device}"
+                 + (f", {len(rows) - len(ran)} skipped" if len(rows) > len(ran) else "")
+                 + ". measured = unique storages the cache holds; peak = allocator high-water mark above the start.")
+    lines.append(ALLOCATOR_NOTE)
+    _print(rows, args.json, lines)
+    return 1 if failed else 0
 
 
 def _add_workload(parser, *, tokens: bool):
@@ -195,6 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
     gpus.add_argument("--json", action="store_true")
     gpus.set_defaults(func=cmd_gpus)
+    val = sub.add_parser("validate", help="build real transformers caches with torch and check kvmem's bytes")
+    val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
+    val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
+    val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
+    val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+    val.set_defaults(func=cmd_validate)
     return parser
 
 
