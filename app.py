@@ -9,6 +9,7 @@ pages = [
     st.Page("ui/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("ui/fit.py", title="Fit hardware", icon=":material/memory:", url_path="fit"),
     st.Page("ui/strategies.py", title="Strategies", icon=":material/compress:", url_path="strategies"),
+    st.Page("ui/validate.py", title="Validate", icon=":material/verified:", url_path="validate"),
     st.Page("ui/learn.py", title="Learn", icon=":material/school:", url_path="learn"),
 ]
 page = st.navigation(pages)

@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -497,10 +498,25 @@ def _build_cache(engine: str, config, *, tokens: int, options: dict):
                               residual_length=options.get("residual_length"))
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr():
+    """Silence what the profiler's C++ side (kineto) writes straight to file descriptor 2
+    ("USDT: ... profiler_start" lines) so the CLI's progress bar stays readable."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _run_cpu(drive) -> tuple[int, int, None, dict]:
     """(allocated, peak, reserved, CUDA stats): the profiler's CPU memory events of ``drive()``."""
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         drive()
     allocated, peak = _running(_cpu_allocations(prof))
     return allocated, peak, None, {}

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 __all__ = ["kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
            "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars", "attention_heatmap",
-           "speedup_lines"]
+           "speedup_lines", "predicted_vs_measured"]
 
 GIB = 2**30
 KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "mla": "#9467bd",
@@ -131,3 +131,15 @@ def speedup_lines(df, *, title: str = "Time per generated token") -> go.Figure:
     fig.add_trace(go.Scatter(x=df["tokens"], y=df["ms_per_token_uncached"], mode="lines+markers", name="no cache"))
     fig.add_trace(go.Scatter(x=df["tokens"], y=df["ms_per_token_cached"], mode="lines+markers", name="KV cache"))
     return _layout(fig, title, "sequence length (tokens, log)", "ms per token", log_x=True)
+
+
+def predicted_vs_measured(df, *, title: str = "Predicted vs measured") -> go.Figure:
+    """kvmem's prediction and the measured storages (and peaks) against tokens (measure rows)."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=df["tokens"], y=df["predicted_bytes"] / 2**20, mode="lines+markers",
+                             name="predicted"))
+    fig.add_trace(go.Scatter(x=df["tokens"], y=df["tensor_bytes"] / 2**20, mode="markers", name="measured storages",
+                             marker={"symbol": "x", "size": 12}))
+    fig.add_trace(go.Scatter(x=df["tokens"], y=df["peak_bytes"] / 2**20, mode="markers", name="measured peak",
+                             marker={"symbol": "triangle-up", "size": 10}))
+    return _layout(fig, title, "tokens per sequence", "MiB (2^20 bytes)")

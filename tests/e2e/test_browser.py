@@ -20,7 +20,7 @@ if REASON:
     pytest.skip(REASON, allow_module_level=True)
 
 SHOTS = pathlib.Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
-PAGES = {"calculator": "", "compare": "compare", "fit": "fit", "strategies": "strategies", "learn": "learn"}  # default page at the root
+PAGES = {"calculator": "", "compare": "compare", "fit": "fit", "strategies": "strategies", "learn": "learn", "validate": "validate"}  # default page at the root
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,47 @@
+"""Validate page (AppTest): a live measurement shows predicted == measured, errors are messages."""
+
+import pathlib
+
+import pytest
+
+import kvmem
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "validate.py"
+
+
+@pytest.fixture
+def page():
+    return AppTest.from_file(str(PAGE), default_timeout=90).run()
+
+
+def test_measure_llama_on_cpu(page):
+    page.text_input(key="val_tokens").set_value("8, 32")
+    page.selectbox(key="val_device").set_value("cpu")
+    page.button(key="val_run").click().run()
+    assert not page.exception
+    frame = page.dataframe[0].value
+    assert list(frame["tokens"]) == [8, 32] and frame["matches"].all()
+    # 32 layers x 8 KV heads x 128 x (K,V) x 2 B = 131,072 B per token
+    assert list(frame["tensor_bytes"]) == [8 * 131_072, 32 * 131_072]
+    assert list(frame["predicted_bytes"]) == [kvmem.estimate("llama-3.1-8b", engine="hf-dynamic", tokens=t,
+                                                              kv_dtype="bf16").kv_bytes for t in (8, 32)]
+    assert "2 of 2 match" in page.success[0].value
+
+
+def test_quantized_cache(page):
+    page.selectbox(key="model").set_value("llama-3.2-1b")
+    page.selectbox(key="val_engine").set_value("hf-quantized")
+    page.text_input(key="val_tokens").set_value("40")
+    page.button(key="val_run").click().run()
+    assert not page.exception and page.dataframe[0].value["matches"].all()
+
+
+def test_bad_tokens_and_refusals_are_messages(page):
+    page.text_input(key="val_tokens").set_value("8, lots").run()
+    assert not page.exception and "lots" in page.error[0].value
+    page.text_input(key="val_tokens").set_value("16").run()
+    page.selectbox(key="model").set_value("gemma-3-1b")
+    page.selectbox(key="val_engine").set_value("hf-quantized")
+    page.button(key="val_run").click().run()
+    assert not page.exception and page.error
