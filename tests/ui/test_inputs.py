@@ -1,0 +1,95 @@
+"""The shared sidebar's four model inputs (AppTest): preset, upload, paste, custom fields.
+Uploaded and pasted configs are parsed as JSON only; malformed input is a message naming the problem."""
+
+import json
+import pathlib
+
+import pytest
+
+import kvmem
+from kvmem.catalog import preset
+
+AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
+APP = pathlib.Path(__file__).resolve().parents[2] / "app.py"
+
+
+@pytest.fixture
+def app():
+    return AppTest.from_file(str(APP), default_timeout=60).run()
+
+
+def total(at) -> str:
+    return at.metric[0].value
+
+
+def test_upload_a_real_config(app):
+    app.radio(key="source").set_value("Upload config.json").run()
+    assert "upload a config.json" in app.error[0].value
+    cfg = json.dumps(preset("qwen3-0.6b")["config"]).encode()
+    app.file_uploader(key="upload").set_value(("config.json", cfg, "application/json")).run()
+    assert not app.exception and not app.error
+    expected = kvmem.estimate(kvmem.Model.from_hf_config(preset("qwen3-0.6b")["config"]), engine="vllm", tokens=8192,
+                              kv_dtype="bf16")
+    assert total(app) == kvmem.format_bytes(expected.total_bytes)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{not json", "not valid JSON"),
+    (b'{"model_type": "brand_new", "hidden_size": 64}', "'num_hidden_layers' is missing"),
+    (b'{"num_hidden_layers": 2, "num_attention_heads": 3, "num_key_value_heads": 2, "hidden_size": 6}',
+     "num_attention_heads (3) is not a multiple of num_key_value_heads (2)"),
+    (b"\x80\x81 binary", "not valid JSON"),
+])
+def test_malformed_upload_is_a_message(app, content, message):
+    app.radio(key="source").set_value("Upload config.json").run()
+    app.file_uploader(key="upload").set_value(("config.json", content, "application/json")).run()
+    assert not app.exception
+    assert message in app.error[0].value
+
+
+def test_oversized_upload_is_refused(app):
+    app.radio(key="source").set_value("Paste JSON").run()
+    app.text_area(key="pasted").set_value('{"x": "' + "a" * 1_000_100 + '"}').run()
+    assert not app.exception and "larger than 1,000,000 bytes" in app.error[0].value
+
+
+def test_paste_json(app):
+    app.radio(key="source").set_value("Paste JSON").run()
+    app.text_area(key="pasted").set_value(json.dumps(preset("deepseek-v3")["config"])).run()
+    assert not app.exception and not app.error
+    # MLA: 61 layers x 576 x 2 B = 70,272 B per token (vLLM, FlashMLA block 64)
+    assert app.metric[1].value == "70,272 B"
+
+
+def test_custom_fields_gqa_and_sliding(app):
+    app.radio(key="source").set_value("Custom fields").run()
+    app.number_input(key="c_layers").set_value(10)
+    app.number_input(key="c_kv_heads").set_value(4)
+    app.number_input(key="c_head_dim").set_value(64)
+    app.selectbox(key="engine").set_value("ideal")
+    app.run()
+    assert not app.exception
+    assert app.metric[1].value == f"{10 * 4 * 64 * 2 * 2:,} B"
+    app.number_input(key="c_window").set_value(1024)
+    app.number_input(key="c_full_every").set_value(5)
+    app.text_input(key="tokens").set_value("64k").run()
+    # 2 full layers hold 65,536 tokens, 8 sliding layers 1,024
+    assert total(app) == kvmem.format_bytes((2 * 65536 + 8 * 1024) * 4 * 64 * 2 * 2)
+
+
+def test_custom_mla(app):
+    app.radio(key="source").set_value("Custom fields").run()
+    app.number_input(key="c_mla_rank").set_value(512)
+    app.number_input(key="c_mla_rope").set_value(64)
+    app.selectbox(key="engine").set_value("ideal")
+    app.run()
+    assert not app.exception and app.metric[1].value == f"{32 * 576 * 2:,} B"
+
+
+def test_query_params_restore_the_view():
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update({"model": "gemma-3-27b", "tokens": "128k", "batch": "2", "engine": "ideal"})
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="model").value == "gemma-3-27b" and at.number_input(key="batch").value == 2
+    assert total(at) == kvmem.format_bytes(kvmem.estimate("gemma-3-27b", tokens="128k", batch=2).total_bytes)
