@@ -93,15 +93,25 @@ def fit_heatmap(df, *, title: str = "Max batch that fits") -> go.Figure:
 
 
 def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device") -> go.Figure:
-    """One stacked bar of a Fit's breakdown (tables.breakdown_frame) against the device total."""
+    """One stacked bar of a Fit's breakdown (tables.breakdown_frame) against the device total.
+
+    When the engine reserves a KV pool (``kv_pool``), the pool is drawn and the KV the workload
+    needs (``kv``) is marked inside it rather than stacked a second time."""
+    parts = df.set_index("part")["bytes"]
+    pooled = "kv_pool" in parts.index
     fig = go.Figure()
-    for _, row in df.iterrows():
-        if row["bytes"] > 0:
-            fig.add_trace(go.Bar(x=[row["gib"]], y=["device"], orientation="h", name=row["part"],
-                                 hovertemplate=f"{row['part']}: %{{x:.2f}} GiB<extra></extra>"))
+    for part, nbytes in parts.items():
+        if nbytes > 0 and not (pooled and part == "kv"):
+            fig.add_trace(go.Bar(x=[nbytes / GIB], y=["device"], orientation="h", name=part,
+                                 hovertemplate=f"{part}: %{{x:.2f}} GiB<extra></extra>"))
+    if pooled:
+        fig.add_vline(x=(parts.get("weights", 0) + parts["kv"]) / GIB, line_dash="dot",
+                      annotation_text="KV this workload needs", annotation_position="bottom right")
     fig.add_vline(x=total_bytes / GIB, line_dash="dash", annotation_text="device memory")
-    fig.update_layout(barmode="stack", height=260)
-    return _layout(fig, title, "GiB (2^30 bytes)", "")
+    fig.update_layout(barmode="stack", height=300)
+    _layout(fig, title, "GiB (2^30 bytes)", "")
+    fig.update_layout(legend={"orientation": "h", "y": 1.15})
+    return fig
 
 
 def labelled_bars(df, *, label: str, value: str, color: str | None = None, title: str = "",

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import kvmem
-from kvmem import plots, tables
+from kvmem import plots, strategies, tables
 from kvmem.engines import ENGINES
 from ui import common, inputs
 
@@ -46,11 +46,21 @@ for name, model in candidates:
 
 for message in skipped:
     st.warning(message)
-if not rows:
-    st.stop()
-frame = tables.compare_frame(rows)
-st.plotly_chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
-                key="cmp_bars")
-st.plotly_chart(plots.compare_lines(sweeps, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
-st.dataframe(frame, hide_index=True)
-common.download(frame, "compare.csv", key="dl_compare")
+if rows:
+    frame = tables.compare_frame(rows)
+    st.plotly_chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
+                    key="cmp_bars")
+    st.plotly_chart(plots.compare_lines(sweeps, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
+    st.dataframe(frame, hide_index=True)
+    common.download(frame, "compare.csv", key="dl_compare")
+
+st.header(f"{work.model.name} as MHA, GQA, MQA and MLA")
+st.caption("The same layers with other attention — what the cache would be had the model been trained so "
+           "(these variants need retraining; kvmem.strategies.architecture_variants).")
+variants = common.guard(strategies.architecture_variants, work.model, tokens=work.tokens, batch=work.batch,
+                        engine=work.engine, kv_dtype=work.kv_dtype, gqa_groups=(8, 4, 2))
+variant_frame = tables.rows_frame(variants)
+st.plotly_chart(plots.labelled_bars(variant_frame, label="variant", value="bytes",
+                                    title=f"KV cache at {work.tokens:,} tokens × {work.batch}"), key="cmp_variants")
+st.dataframe(variant_frame[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
+common.download(variant_frame, "variants.csv", key="dl_cmp_variants")

@@ -25,6 +25,7 @@ head = common.guard(lab.compare_single_head, steps=steps, causal=causal)
 diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": head.max_abs_diff,
                       "earlier rows changed by": head.past_drift, "tokens in cache (len)": head.cache_tokens})
 st.dataframe(diffs, hide_index=True)
+common.download(diffs, "cached_vs_uncached.csv", key="dl_diffs")
 st.caption(f"Largest difference over all steps: {head.max_abs_diff_overall:.2e} (float32 rounding). "
            "The seed's KVCache.__len__ returned keys.size(1) — the head dimension; kvmem.lab's returns tokens.")
 

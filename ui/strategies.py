@@ -79,3 +79,4 @@ var = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
                 key="variant_bars")
 st.dataframe(var[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
+common.download(var, "variants.csv", key="dl_variants")
