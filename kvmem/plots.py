@@ -14,8 +14,10 @@ KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "m
 
 
 def _layout(fig, title, x_title, y_title="GiB (2^30 bytes)", log_x=False):
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, xaxis_type="log" if log_x else "linear",
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title,
                       margin={"l": 40, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    if log_x:  # otherwise plotly picks the axis type: linear for numbers, category for labels
+        fig.update_xaxes(type="log")
     return fig
 
 

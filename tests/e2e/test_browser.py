@@ -58,6 +58,13 @@ def test_page_loads_without_exception(page, app_url, name):
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.get_by_text("Page not found").count() == 0
     assert page.get_by_text("Something went wrong").count() == 0
+    # every drawn chart shows marks with a size (a category axis forced to "linear" draws zero-width bars)
+    empty = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => {
+        const marks = [...p.querySelectorAll('.bars .point path, .scatterlayer .js-line, .scatterlayer .point path, '
+                                             + '.heatmaplayer image, .hm image')];
+        return !marks.some(m => { const b = m.getBBox(); return b.width > 0 || b.height > 0; });
+    }).length""")
+    assert empty == 0, f"{empty} chart(s) drawn without visible data on {name}"
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 

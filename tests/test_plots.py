@@ -1,0 +1,28 @@
+"""Figures carry the library's numbers, and label axes are categories (not forced linear)."""
+
+import kvmem
+from kvmem import plots, tables
+
+
+def test_bars_over_labels_use_a_category_axis():
+    rows = [(name, kvmem.estimate(name, tokens=8192)) for name in ("llama-3.1-8b", "deepseek-v3")]
+    fig = plots.bytes_per_token_bars(tables.compare_frame(rows))
+    assert fig.layout.xaxis.type is None  # plotly infers "category" for the labels
+    assert list(fig.data[0].x) == ["llama-3.1-8b", "deepseek-v3"]
+    assert list(fig.data[0].y) == [131072, 70272]
+
+
+def test_context_chart_is_log_and_in_gib():
+    model = kvmem.get_model("llama-3.1-8b")
+    sweep = tables.context_sweep(model, contexts=[1024, 131072])
+    fig = plots.kv_vs_context(sweep)
+    assert fig.layout.xaxis.type == "log"
+    assert list(fig.data[0].y) == [0.125, 16.0]  # 131,072 B/token x 1,024 and x 131,072 tokens, in GiB
+
+
+def test_memory_chart_stacks_weights_and_kv_and_shades_oom():
+    model = kvmem.get_model("llama-3.1-8b")
+    sweep = tables.context_sweep(model, contexts=[8192, 1048576], weights_bytes=16 * 2**30)
+    fig = plots.memory_vs_context(sweep, gpu_lines=[("h100", 80 * 2**30)])
+    assert [trace.name for trace in fig.data] == ["weights", "KV cache"]
+    assert fig.layout.shapes[-1].y0 == 80  # out-of-memory region starts at the GPU's memory
