@@ -118,12 +118,17 @@ def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device") -> 
 
 def labelled_bars(df, *, label: str, value: str, color: str | None = None, title: str = "",
                   y_title: str = "GiB (2^30 bytes)", scale: float = GIB) -> go.Figure:
-    """Bars of ``value`` / ``scale`` per ``label``, one trace per ``color`` group."""
+    """Horizontal bars of ``value`` / ``scale`` per ``label`` (long labels stay readable),
+    one trace per ``color`` group, in the frame's order from the top."""
     fig = go.Figure()
     groups = df.groupby(color, sort=False) if color else [(None, df)]
     for name, part in groups:
-        fig.add_trace(go.Bar(x=part[label], y=part[value] / scale, name=str(name) if name is not None else value))
-    return _layout(fig, title, "", y_title)
+        fig.add_trace(go.Bar(y=part[label].tolist(), x=(part[value] / scale).tolist(), orientation="h",
+                             name=str(name) if name is not None else value))
+    _layout(fig, title, y_title, "")
+    fig.update_yaxes(categoryorder="array", categoryarray=df[label].tolist()[::-1], automargin=True)
+    fig.update_layout(height=max(300, 28 * len(df) + 140), legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
+    return fig
 
 
 def attention_heatmap(matrix, *, title: str = "Attention weights", first_query: int = 1) -> go.Figure:
