@@ -32,7 +32,7 @@ m3.metric("Per sequence", summary["per_sequence_gib"],
           help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
 m4.metric("Weights per device", kvmem.format_bytes(weights_bytes),
           help=f"{weights_bytes:,} bytes in {work.weight_dtype} (tp {work.tp}, pp {work.pp})")
-m5.metric(f"Weights + KV vs {gpu.name}", f"{100 * device_bytes / gpu.usable_memory_bytes:.0f}%",
+m5.metric("Weights + KV / GPU", f"{100 * device_bytes / gpu.usable_memory_bytes:.0f}%",
           help=f"{kvmem.format_bytes(device_bytes)} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
                "(activations and engine overheads are on the Fit hardware page)")
 st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)"

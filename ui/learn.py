@@ -27,7 +27,7 @@ diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": 
 st.dataframe(diffs, hide_index=True)
 common.download(diffs, "cached_vs_uncached.csv", key="dl_diffs")
 st.caption(f"Largest difference over all steps: {head.max_abs_diff_overall:.2e} (float32 rounding). "
-           "The seed's KVCache.__len__ returned keys.size(1) — the head dimension; kvmem.lab's returns tokens.")
+           "The seed's `KVCache.__len__` returned `keys.size(1)` — the head dimension; kvmem.lab's returns tokens.")
 
 st.header("2. The attention matrix grows; the cache needs only its last row")
 step = st.slider("Show step", 1, steps, steps, key="lab_show_step", help="Which generation step to draw.")

@@ -7,6 +7,7 @@ in CI (.ci/run installs chromium) a missing browser is a failure.
 
 import os
 import pathlib
+import re
 
 import pytest
 
@@ -121,3 +122,25 @@ def test_shared_link_reproduces_the_view(page, app_url):
     assert "deepseek-v3" in chart_title(page)
     # 61 layers x 576 x 2 B x 131,072 tokens x 2 sequences = 17.16 GiB (vLLM rounds 128k to whole blocks)
     assert page.locator('[data-testid="stMetricValue"]').first.text_content().strip() == "17.16 GiB"
+
+
+def rgb(css: str) -> list[int]:
+    """[r, g, b] of a CSS colour such as 'rgb(14, 17, 23)' or 'rgba(250, 250, 250, 1)'."""
+    return [int(float(v)) for v in re.findall(r"[\d.]+", css)[:3]]
+
+
+def test_dark_theme_follows_the_system(chromium, app_url):
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    page = context.new_page()
+    try:
+        page.goto(f"{app_url}/")
+        wait_for_app(page)
+        wait_title(page, "(batch 1)")
+        background = page.evaluate("""() => getComputedStyle(document.querySelector('[data-testid="stApp"]'))
+                                          .backgroundColor""")
+        assert sum(rgb(background)) < 200, background  # a dark page
+        text = page.evaluate("""() => getComputedStyle(document.querySelector('h1')).color""")
+        assert sum(rgb(text)) > 500, text  # light headings
+        page.screenshot(path=str(SHOTS / "calculator-dark.png"), full_page=True)
+    finally:
+        context.close()
