@@ -14,10 +14,12 @@ KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "m
 
 
 def _layout(fig, title, x_title, y_title="GiB (2^30 bytes)", log_x=False):
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title,
-                      margin={"l": 40, "r": 20, "t": 50, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    # nested dicts, not "xaxis_title"-style paths: plotly parses those paths slowly on every rerun
+    xaxis = {"title": {"text": x_title}}
     if log_x:  # otherwise plotly picks the axis type: linear for numbers, category for labels
-        fig.update_xaxes(type="log")
+        xaxis["type"] = "log"
+    fig.update_layout({"title": {"text": title}, "xaxis": xaxis, "yaxis": {"title": {"text": y_title}},
+                       "margin": {"l": 40, "r": 20, "t": 50, "b": 40}, "legend": {"orientation": "h", "y": -0.2}})
     return fig
 
 
@@ -33,24 +35,33 @@ def kv_vs_context(df, *, title: str = "KV cache vs context length", log_x: bool 
 
 
 def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs context") -> go.Figure:
-    """Stacked weights + KV (+ state) per device against context (log axis), GPU capacity lines,
-    and the region above the largest capacity shaded as out of memory."""
+    """Weights, then weights + KV (+ state) per device against context (log axis), GPU capacity
+    lines, and the band above the largest capacity shaded as out of memory.
+
+    Drawn with plain traces (cumulative sums from tables.context_sweep, no stackgroups, shapes or
+    annotations), which plotly re-renders quickest when an input changes."""
+    x = df["tokens"].tolist()
+    weights = (df["weights_bytes"] / GIB).tolist()
+    kv_top = ((df["weights_bytes"] + df["kv_bytes"]) / GIB).tolist()
+    device = (df["device_bytes"] / GIB).tolist()
     fig = go.Figure()
-    x = df["tokens"]
-    if (df["weights_bytes"] > 0).any():
-        fig.add_trace(go.Scatter(x=x, y=df["weights_bytes"] / GIB, stackgroup="mem", name="weights",
+    if any(weights):
+        fig.add_trace(go.Scatter(x=x, y=weights, name="weights", mode="lines", fill="tozeroy",
                                  hovertemplate="%{y:.2f} GiB<extra>weights</extra>"))
-    fig.add_trace(go.Scatter(x=x, y=df["kv_bytes"] / GIB, stackgroup="mem", name="KV cache",
-                             hovertemplate="%{x:,} tokens<br>%{y:.2f} GiB<extra>KV</extra>"))
+    fig.add_trace(go.Scatter(x=x, y=kv_top, name="KV cache", mode="lines", fill="tonexty" if any(weights) else "tozeroy",
+                             hovertemplate="%{x:,} tokens<br>%{y:.2f} GiB<extra>weights + KV</extra>"))
     if (df["state_bytes"] > 0).any():
-        fig.add_trace(go.Scatter(x=x, y=df["state_bytes"] / GIB, stackgroup="mem", name="recurrent state"))
-    top = float(df["device_bytes"].max()) / GIB
-    for name, capacity_bytes in gpu_lines:
-        fig.add_hline(y=capacity_bytes / GIB, line_dash="dash", annotation_text=name, annotation_position="top left")
+        fig.add_trace(go.Scatter(x=x, y=device, name="recurrent state", mode="lines", fill="tonexty"))
     if gpu_lines:
+        for name, capacity_bytes in gpu_lines:
+            fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[capacity_bytes / GIB] * 2, name=name, mode="lines",
+                                     line={"dash": "dash", "color": "#444"}))
         limit = max(capacity for _, capacity in gpu_lines) / GIB
-        fig.add_hrect(y0=limit, y1=max(top, limit) * 1.15, fillcolor="red", opacity=0.08, line_width=0,
-                      annotation_text="out of memory", annotation_position="top right")
+        top = max(max(device), limit) * 1.15
+        fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[limit, limit], mode="lines", line={"width": 0},
+                                 showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=[x[0], x[-1]], y=[top, top], mode="lines", line={"width": 0}, fill="tonexty",
+                                 fillcolor="rgba(214, 39, 40, 0.12)", name="out of memory", hoverinfo="skip"))
     return _layout(fig, title, "tokens per sequence (log)", log_x=True)
 
 

@@ -24,5 +24,8 @@ def test_memory_chart_stacks_weights_and_kv_and_shades_oom():
     model = kvmem.get_model("llama-3.1-8b")
     sweep = tables.context_sweep(model, contexts=[8192, 1048576], weights_bytes=16 * 2**30)
     fig = plots.memory_vs_context(sweep, gpu_lines=[("h100", 80 * 2**30)])
-    assert [trace.name for trace in fig.data] == ["weights", "KV cache"]
-    assert fig.layout.shapes[-1].y0 == 80  # out-of-memory region starts at the GPU's memory
+    assert [trace.name for trace in fig.data][:3] == ["weights", "KV cache", "h100"]
+    assert list(fig.data[0].y) == [16.0, 16.0]
+    assert list(fig.data[1].y) == [17.0, 16.0 + 128.0]  # weights + 131,072 B/token x 8,192 and x 1,048,576
+    oom_floor, oom = fig.data[-2], fig.data[-1]
+    assert list(oom_floor.y) == [80, 80] and oom.name == "out of memory" and oom.fill == "tonexty"

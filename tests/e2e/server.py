@@ -41,10 +41,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout_s: float = 60.0):
-    """Yield the base URL of a fresh `streamlit run app.py`; stop it (by PID) afterwards."""
+def streamlit_server(timeout_s: float = 60.0, app: Path = ROOT / "app.py"):
+    """Yield the base URL of a fresh `streamlit run app.py` (or another ``app``); stop it (by PID) afterwards."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", "127.0.0.1",
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "127.0.0.1",
            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
