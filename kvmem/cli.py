@@ -53,6 +53,12 @@ def _print(data, as_json: bool, lines):
             print(line)
 
 
+def _engine_log(result) -> list[str]:
+    """The lines the engine itself would print for this result, where its mode renders them."""
+    log = result.details.get("log") or []
+    return [f"{result.engine} would log:"] + [f"  {line}" for line in log] if log else []
+
+
 def cmd_models(args) -> int:
     rows = []
     for name in catalog.list_models():
@@ -79,6 +85,7 @@ def cmd_estimate(args) -> int:
         lines.append(f"Transient peak: {format_bytes(result.peak_bytes)}")
     lines.append(f"All devices: {format_bytes(result.kv_bytes_all_devices)}")
     lines += [f"note: {note}" for note in result.notes]
+    lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)
     return 0
 
@@ -95,6 +102,7 @@ def cmd_capacity(args) -> int:
     if result.max_model_len is not None:
         lines.append(f"longest single request: {result.max_model_len:,} tokens")
     lines += [f"note: {note}" for note in result.notes]
+    lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)
     return 0
 

@@ -81,3 +81,17 @@ def test_engine_options_on_the_command_line(capsys):
     code, _, err = run(capsys, "capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "-o",
                        "page_size=16")
     assert code == 2 and "engine 'vllm' has no option 'page_size'; its options:" in err
+
+
+def test_engine_log_lines_are_printed(capsys):
+    # llama.cpp's own cache lines for Gemma-3-27B at 32k, q8_0: 10 global layers of 32,768 cells and
+    # 52 SWA layers of pad256(1024 + 512) = 1,536 cells; 16 KV heads x 128 = 2,048 values = 64 q8_0 blocks
+    code, out, _ = run(capsys, "estimate", "gemma-3-27b", "--tokens", "32k", "--engine", "llama.cpp",
+                       "-o", "type_k=q8_0", "-o", "type_v=q8_0", "-o", "flash_attn=true")
+    assert code == 0 and "llama.cpp would log:" in out
+    assert ("llama_kv_cache: size = 1360.00 MiB ( 32768 cells,  10 layers,  1/1 seqs), "
+            "K (q8_0):  680.00 MiB, V (q8_0):  680.00 MiB") in out
+    assert "(  1536 cells,  52 layers,  1/1 seqs)" in out
+    code, out, _ = run(capsys, "capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB",
+                       "--max-model-len", "32k")
+    assert "GPU KV cache size: 163,840 tokens" in out and "Maximum concurrency for 32,768 tokens per request: 5.00x" in out

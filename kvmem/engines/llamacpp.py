@@ -488,10 +488,12 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         type_k=s["type_k"], type_v=s["type_v"], mla=plan["mla"], n_rs_seq=s["n_rs_seq"],
         caches=plan["caches"], devices=devices)
     kv_dtype_name = s["type_k"] if s["type_k"] == s["type_v"] else f"{s['type_k']}/{s['type_v']}"
-    return Estimate(model=model.name, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype_name,
-                    tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=sum(rows[i][2] for i in held),
-                    per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
-                    peak_bytes=k + v, notes=tuple(plan["notes"]), details=details)
+    result = Estimate(model=model.name, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype_name,
+                      tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=sum(rows[i][2] for i in held),
+                      per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
+                      peak_bytes=k + v, notes=tuple(plan["notes"]), details=details)
+    details["log"] = log_lines(result)  # the lines llama.cpp itself prints for these caches
+    return result
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
