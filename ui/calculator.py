@@ -46,6 +46,9 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
              r"\ \text{bytes}".replace(",", "{,}"))
     for line in common.guard(explain.reasons, model, result):
         st.markdown(f"- {line}")
+    if result.details.get("log"):
+        st.caption(f"What {work.engine} itself logs for this cache:")
+        st.code("\n".join(result.details["log"]), language=None)
 
 max_tokens = max(work.tokens, model.max_position_embeddings or work.tokens)
 sweep = common.guard(tables.context_sweep, model, contexts=tables.context_points(max_tokens), batch=work.batch,

@@ -21,8 +21,12 @@ def metrics(at) -> dict:
 
 def test_defaults_show_llama_8k(app):
     assert not app.exception
-    expected = kvmem.estimate("llama-3.1-8b", tokens="8k")
+    # defaults: Llama-3.1-8B, 8k, batch 1, bf16, vLLM, H100
+    assert app.selectbox(key="engine").value == "vllm" and app.selectbox(key="gpu").value == "h100-sxm-80gb"
+    expected = kvmem.estimate("llama-3.1-8b", engine="vllm", tokens="8k", kv_dtype="bf16")
     assert metrics(app)["Total KV cache"] == kvmem.format_bytes(expected.total_bytes) == "1.00 GiB"
+    weights = kvmem.weights.weights("llama-3.1-8b").per_device()
+    assert metrics(app)["Weights per device"] == kvmem.format_bytes(weights) == "14.96 GiB"
     assert metrics(app)["Per token"] == "131,072 B"
     assert f"{expected.total_bytes:,} bytes" in app.caption[-1].value
     assert app.get("plotly_chart")
@@ -34,7 +38,7 @@ def test_change_model_tokens_batch_dtype(app):
     app.number_input(key="batch").set_value(4)
     app.selectbox(key="kv_dtype").set_value("fp8")
     app.run()
-    expected = kvmem.estimate("deepseek-v3", tokens="128k", batch=4, kv_dtype="fp8")
+    expected = kvmem.estimate("deepseek-v3", engine="vllm", tokens="128k", batch=4, kv_dtype="fp8")
     assert not app.exception
     assert metrics(app)["Total KV cache"] == kvmem.format_bytes(expected.total_bytes)
     assert metrics(app)["Per sequence"] == kvmem.format_bytes(expected.total_bytes // 4)
@@ -45,3 +49,9 @@ def test_bad_tokens_is_a_message(app, text):
     app.text_input(key="tokens").set_value(text).run()
     assert not app.exception
     assert app.error and "tokens" in app.error[0].value
+
+
+def test_llamacpp_log_lines_shown(app):
+    app.selectbox(key="engine").set_value("llama.cpp").run()
+    assert not app.exception
+    assert any("llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  1/1 seqs)" in c.value for c in app.code)
