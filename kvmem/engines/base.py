@@ -18,7 +18,7 @@ from ..dtypes import DType, dtype
 from ..model import MLA, Layer, Model
 from ..units import require_positive_int
 
-__all__ = ["Estimate", "Capacity", "EngineSpec", "kv_heads_per_rank", "pp_stages", "assemble",
+__all__ = ["Estimate", "Capacity", "EngineSpec", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv"]
 
 
@@ -138,16 +138,22 @@ def check_parallel(tp, pp) -> tuple[int, int]:
     return require_positive_int("tp", tp), require_positive_int("pp", pp)
 
 
+def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> range:
+    """The pipeline stage whose layers hold the most bytes (the device a report is about)."""
+    totals = [sum(sum(rows[i]) for i in stage) for stage in stages]
+    return stages[max(range(len(stages)), key=lambda s: totals[s])]
+
+
 def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: str, tp: int, pp: int,
-             rows: list[tuple[int, int, int]], peak_extra: int = 0, notes=(), details=None) -> Estimate:
+             rows: list[tuple[int, int, int]], peak_extra: int = 0, notes=(), details=None,
+             stages: list[range] | None = None) -> Estimate:
     """An Estimate from per-layer (K, V, state) bytes on one rank of each layer's stage.
 
-    The reported device is the pipeline stage holding the most bytes; other stages'
-    layers show 0 in ``per_layer``. ``peak_extra`` is a transient above the steady KV.
+    The reported device is the pipeline stage holding the most bytes (``stages``: the engine's
+    own split, vLLM's ``pp_stages`` by default); other stages' layers show 0 in ``per_layer``.
+    ``peak_extra`` is a transient above the steady KV.
     """
-    stages = pp_stages(len(rows), pp)
-    stage_totals = [sum(sum(rows[i]) for i in stage) for stage in stages]
-    largest = stages[max(range(pp), key=lambda s: stage_totals[s])]
+    largest = largest_stage(rows, stages or pp_stages(len(rows), pp))
     per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
     k = sum(rows[i][0] for i in largest)
     v = sum(rows[i][1] for i in largest)

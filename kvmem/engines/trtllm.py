@@ -62,7 +62,8 @@ from fractions import Fraction
 from ..dtypes import DType, dtype
 from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
 from ..units import require_positive_int
-from .base import Capacity, EngineSpec, Estimate, cdiv, kv_heads_per_rank, state_share
+from .base import (Capacity, EngineSpec, Estimate, assemble, cdiv, kv_heads_per_rank, largest_stage,
+                   state_share)
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
 
@@ -224,12 +225,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     caches = _layers(model, k_dtype, tp, tokens_per_block, windows)
     rows, blocks = _stage_rows(model, caches, tp, tokens, batch, tokens_per_block)
     stages = pp_layers(model.num_layers, pp)
-    totals = [sum(sum(rows[i]) for i in s) for s in stages]
-    largest = stages[max(range(pp), key=lambda s: totals[s])]
-    per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
-    k = sum(rows[i][0] for i in largest)
-    v = sum(rows[i][1] for i in largest)
-    state = sum(rows[i][2] for i in largest)
+    largest = largest_stage(rows, stages)
     real = sum(caches[i].k_bytes + caches[i].v_bytes for i in largest if caches[i])
     static = _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
     notes = []
@@ -248,10 +244,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     details = {"tokens_per_block": tokens_per_block, "blocks_per_sequence": dict(sorted(blocks.items())),
                "blocks": {w: batch * n for w, n in sorted(blocks.items())}, "bytes_per_token": real,
                "bytes_per_token_estimate": static, "windows": sorted(set(windows))}
-    return Estimate(model=model.name, engine="trtllm", tokens=tokens, batch=batch, kv_dtype=k_dtype.name,
-                    tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
-                    kv_bytes_all_devices=tp * sum(r[0] + r[1] for r in rows), peak_bytes=k + v,
-                    notes=tuple(notes), details=details)
+    return assemble(model, "trtllm", tokens=tokens, batch=batch, kv_dtype=k_dtype.name, tp=tp, pp=pp, rows=rows,
+                    notes=notes, details=details, stages=stages)
 
 
 def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
