@@ -36,27 +36,29 @@ def _line(x, y, name, **style) -> dict:
 
 
 def kv_vs_context(df, *, title: str = "KV cache vs context length", log_x: bool = True) -> go.Figure:
-    """KV (and recurrent state, when any) in GiB against tokens per sequence."""
-    traces = [_line(df["tokens"], df["kv_bytes"] / GIB, "KV cache", mode="lines+markers",
+    """KV (and recurrent state, when any) in GiB against tokens per sequence.
+    ``df``: a context sweep, as a DataFrame or as columns (tables.as_columns)."""
+    traces = [_line(df["tokens"], [b / GIB for b in df["kv_bytes"]], "KV cache", mode="lines+markers",
                     hovertemplate="%{x:,} tokens<br>%{y:.3f} GiB<extra>KV</extra>")]
-    if (df["state_bytes"] > 0).any():
-        traces.append(_line(df["tokens"], df["total_bytes"] / GIB, "KV + state", line={"dash": "dot"}))
+    if any(b > 0 for b in df["state_bytes"]):
+        traces.append(_line(df["tokens"], [b / GIB for b in df["total_bytes"]], "KV + state", line={"dash": "dot"}))
     return _figure(traces, title, "tokens per sequence", log_x=log_x)
 
 
 def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs context") -> go.Figure:
     """Weights, then weights + KV (+ state) per device against context (log axis), GPU capacity
-    lines, and the band above the largest capacity shaded as out of memory (plain filled traces)."""
-    x = df["tokens"].tolist()
-    weights = (df["weights_bytes"] / GIB).tolist()
-    device = (df["device_bytes"] / GIB).tolist()
+    lines, and the band above the largest capacity shaded as out of memory (plain filled traces).
+    ``df``: a context sweep, as a DataFrame or as columns (tables.as_columns)."""
+    x = list(df["tokens"])
+    weights = [b / GIB for b in df["weights_bytes"]]
+    device = [b / GIB for b in df["device_bytes"]]
+    kv_top = [(w + k) / GIB for w, k in zip(df["weights_bytes"], df["kv_bytes"])]
     traces = []
     if any(weights):
         traces.append(_line(x, weights, "weights", fill="tozeroy", hovertemplate="%{y:.2f} GiB<extra>weights</extra>"))
-    traces.append(_line(x, (df["weights_bytes"] + df["kv_bytes"]) / GIB, "KV cache",
-                        fill="tonexty" if any(weights) else "tozeroy",
+    traces.append(_line(x, kv_top, "KV cache", fill="tonexty" if any(weights) else "tozeroy",
                         hovertemplate="%{x:,} tokens<br>%{y:.2f} GiB<extra>weights + KV</extra>"))
-    if (df["state_bytes"] > 0).any():
+    if any(b > 0 for b in df["state_bytes"]):
         traces.append(_line(x, device, "recurrent state", fill="tonexty"))
     if gpu_lines:
         ends = [x[0], x[-1]]
@@ -94,8 +96,9 @@ def bytes_per_token_bars(df, *, title: str = "KV bytes per token") -> go.Figure:
 
 
 def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Figure:
-    """One KV-vs-context line per label: {label: context_sweep DataFrame}."""
-    traces = [_line(df["tokens"], df["total_bytes"] / GIB, label, mode="lines+markers") for label, df in frames.items()]
+    """One KV-vs-context line per label: {label: context sweep (DataFrame or columns)}."""
+    traces = [_line(df["tokens"], [b / GIB for b in df["total_bytes"]], label, mode="lines+markers")
+              for label, df in frames.items()]
     return _figure(traces, title, "tokens per sequence (log)", log_x=True)
 
 

@@ -1,19 +1,32 @@
-"""Sweeps over context, batch, models and formats -> pandas DataFrames (for tables and charts).
+"""Sweeps over context, batch, models and formats -> rows and pandas DataFrames (tables, charts).
 
-Every number comes from kvmem.estimate; this module only arranges them in rows.
+Every number comes from kvmem.estimate; this module only arranges them in rows. pandas is
+imported when a DataFrame is first built, so a page that only plots rows (the calculator)
+does not pay for importing it.
 """
 
 from __future__ import annotations
 
-import pandas as pd
 
 from .engines import estimate
 from .units import format_bytes
 
-__all__ = ["context_points", "context_sweep", "estimate_summary", "per_layer_frame", "compare_frame",
+__all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "per_layer_frame", "compare_frame",
            "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame"]
 
 GIB = 2**30
+
+
+def _frame(data):
+    """A pandas DataFrame of ``data`` (pandas imported on first use)."""
+    import pandas as pd
+
+    return pd.DataFrame(data)
+
+
+def as_columns(rows: list[dict]) -> dict[str, list]:
+    """Rows (dicts with the same keys) as columns: {key: [values...]}, for plotting without pandas."""
+    return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
 
 
 def context_points(max_tokens: int, *, start: int = 256) -> list[int]:
@@ -27,8 +40,8 @@ def context_points(max_tokens: int, *, start: int = 256) -> list[int]:
     return points
 
 
-def context_sweep(model, *, contexts, batch: int = 1, kv_dtype="auto", engine: str = "ideal",
-                  tp: int = 1, pp: int = 1, weights_bytes: int = 0, **options) -> pd.DataFrame:
+def context_rows(model, *, contexts, batch: int = 1, kv_dtype="auto", engine: str = "ideal",
+                 tp: int = 1, pp: int = 1, weights_bytes: int = 0, **options) -> list[dict]:
     """One row per context length: KV, K, V and state bytes on one device (+ weights), and GiB."""
     rows = []
     for tokens in contexts:
@@ -39,16 +52,21 @@ def context_sweep(model, *, contexts, batch: int = 1, kv_dtype="auto", engine: s
                      "total_bytes": result.total_bytes, "weights_bytes": weights_bytes,
                      "device_bytes": weights_bytes + result.total_bytes,
                      "kv_gib": result.kv_bytes / GIB, "total_gib": result.total_bytes / GIB})
-    return pd.DataFrame(rows)
+    return rows
 
 
-def per_layer_frame(model, result) -> pd.DataFrame:
+def context_sweep(model, **kwargs) -> "pd.DataFrame":
+    """context_rows as a DataFrame."""
+    return _frame(context_rows(model, **kwargs))
+
+
+def per_layer_frame(model, result) -> "pd.DataFrame":
     """One row per layer: index, attention kind, bytes on the reported device."""
-    return pd.DataFrame({"layer": range(model.num_layers), "kind": [layer.kind for layer in model.layers],
+    return _frame({"layer": range(model.num_layers), "kind": [layer.kind for layer in model.layers],
                          "bytes": list(result.per_layer)})
 
 
-def compare_frame(rows) -> pd.DataFrame:
+def compare_frame(rows) -> "pd.DataFrame":
     """Side-by-side estimates: rows of (label, Estimate) -> bytes per token, totals, GiB."""
     data = []
     for label, result in rows:
@@ -57,7 +75,7 @@ def compare_frame(rows) -> pd.DataFrame:
                      "state_bytes": result.state_bytes, "total_bytes": result.total_bytes,
                      "bytes_per_token": result.kv_bytes / (result.tokens * result.batch),
                      "total_gib": result.total_bytes / GIB})
-    return pd.DataFrame(data)
+    return _frame(data)
 
 
 def estimate_summary(result) -> dict:
@@ -87,7 +105,7 @@ def _fit_or_refusal(model, **kwargs):
         return exc.fit
 
 
-def fit_grid(model, *, gpus, contexts, num_gpus: int = 1, batch: int | None = None, **kwargs) -> pd.DataFrame:
+def fit_grid(model, *, gpus, contexts, num_gpus: int = 1, batch: int | None = None, **kwargs) -> "pd.DataFrame":
     """One row per (GPU, context): fits, max batch, max context, fewest GPUs, decode bound."""
     rows = []
     for gpu in gpus:
@@ -98,13 +116,13 @@ def fit_grid(model, *, gpus, contexts, num_gpus: int = 1, batch: int | None = No
                          "decode_tokens_per_s": result.decode_tokens_per_s,
                          "decode_tokens_per_s_aggregate": result.decode_tokens_per_s_aggregate,
                          "kv_memory_gib": result.kv_memory_bytes / GIB})
-    return pd.DataFrame(rows)
+    return _frame(rows)
 
 
-def breakdown_frame(result) -> pd.DataFrame:
+def breakdown_frame(result) -> "pd.DataFrame":
     """A Fit's per-device memory breakdown as rows of (part, bytes, GiB)."""
     parts = [(name, value) for name, value in result.breakdown.items() if name != "total"]
-    return pd.DataFrame({"part": [p for p, _ in parts], "bytes": [v for _, v in parts],
+    return _frame({"part": [p for p, _ in parts], "bytes": [v for _, v in parts],
                          "gib": [v / GIB for _, v in parts]})
 
 
@@ -118,13 +136,13 @@ def eviction_curves(model, *, contexts, evictions: dict, batch: int = 1, engine:
             result = estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, eviction=eviction,
                               **options)
             rows.append({"tokens": tokens, "kv_bytes": result.kv_bytes, "total_bytes": result.total_bytes})
-        frames[label] = pd.DataFrame(rows)
+        frames[label] = _frame(rows)
     return frames
 
 
-def rows_frame(rows, *, drop=("model", "settings", "quality")) -> pd.DataFrame:
+def rows_frame(rows, *, drop=("model", "settings", "quality")) -> "pd.DataFrame":
     """A list of result dicts (compare_strategies, architecture_variants, ...) as a table, GiB added."""
-    frame = pd.DataFrame([{k: v for k, v in row.items() if k not in drop} for row in rows])
+    frame = _frame([{k: v for k, v in row.items() if k not in drop} for row in rows])
     if "bytes" in frame:
         frame["gib"] = frame["bytes"].map(lambda b: None if b is None or b != b else b / GIB)
     return frame

@@ -51,7 +51,7 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
         st.code("\n".join(result.details["log"]), language=None)
 
 max_tokens = max(work.tokens, model.max_position_embeddings or work.tokens)
-sweep = common.guard(tables.context_sweep, model, contexts=tables.context_points(max_tokens), batch=work.batch,
+sweep = common.guard(tables.context_rows, model, contexts=tables.context_points(max_tokens), batch=work.batch,
                      kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp,
                      weights_bytes=weights_bytes, **work.options)
 view = st.segmented_control("Chart", ["Memory vs context", "Per layer", "K vs V"], default="Memory vs context",
@@ -63,7 +63,7 @@ if view == "Per layer":
 elif view == "K vs V":
     st.plotly_chart(plots.k_vs_v(result, title=f"{model.name}: K vs V"), key="kv_split_chart")
 else:
-    st.plotly_chart(plots.memory_vs_context(sweep, gpu_lines=[(gpu.name, gpu.usable_memory_bytes)],
+    st.plotly_chart(plots.memory_vs_context(tables.as_columns(sweep), gpu_lines=[(gpu.name, gpu.usable_memory_bytes)],
                                             title=f"{model.name}: weights + KV per device vs context "
                                                   f"(batch {work.batch})"),
                     key="kv_chart")

@@ -1,5 +1,8 @@
 """Small helpers every page uses: errors as messages, CSV downloads."""
 
+import csv
+import io
+
 import streamlit as st
 
 
@@ -12,5 +15,17 @@ def guard(fn, *args, **kwargs):
         st.stop()
 
 
-def download(df, filename: str, *, key: str, label: str = "Download CSV"):
-    st.download_button(label, df.to_csv(index=False).encode("utf-8"), file_name=filename, mime="text/csv", key=key)
+def csv_bytes(table) -> bytes:
+    """CSV of a DataFrame, or of a list of row dicts (no pandas needed)."""
+    if isinstance(table, list):
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(table[0]) if table else [], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(table)
+        return out.getvalue().encode("utf-8")
+    return table.to_csv(index=False).encode("utf-8")
+
+
+def download(table, filename: str, *, key: str, label: str = "Download CSV"):
+    """A CSV download button for a table (DataFrame or list of row dicts)."""
+    st.download_button(label, csv_bytes(table), file_name=filename, mime="text/csv", key=key)

@@ -55,3 +55,16 @@ def test_llamacpp_log_lines_shown(app):
     app.selectbox(key="engine").set_value("llama.cpp").run()
     assert not app.exception
     assert any("llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  1/1 seqs)" in c.value for c in app.code)
+
+
+def test_home_page_renders_without_importing_pandas():
+    # the first page a user opens plots rows directly; pandas (~0.5-0.8 s to import here) waits for
+    # the pages that show tables (see bench/README.md)
+    import subprocess
+    import sys
+
+    code = ("import sys; from streamlit.testing.v1 import AppTest; "
+            f"at = AppTest.from_file({str(APP)!r}, default_timeout=60).run(); "
+            "print(bool(at.exception), 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
