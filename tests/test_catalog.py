@@ -114,3 +114,15 @@ def test_unknown_model_suggests():
         kvmem.get_model("llama-3.1-9b")
     with pytest.raises(ValueError, match="model name must be a non-empty string"):
         kvmem.get_model("")
+
+
+def test_a_config_outside_the_catalog():
+    # SmolLM2-135M (tests/fixtures/configs): 30 layers x 3 KV heads x 64 x (K,V) x 2 B = 23,040 B per token
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "fixtures" / "configs" / "smollm2-135m.json"
+    model = kvmem.Model.from_hf_config(path)
+    assert kvmem.estimate(model, tokens=1).kv_bytes == 23_040
+    assert kvmem.estimate(model, engine="vllm", tokens=2048, batch=3).kv_bytes == 3 * 2048 * 23_040
+    # published as "135M": 49,152 x 576 tied embeddings + 30 layers of attention and SwiGLU
+    assert model.params_total == pytest.approx(135e6, rel=0.01)
