@@ -70,7 +70,7 @@ from fractions import Fraction
 from numbers import Real
 
 from ..dtypes import DType, dtype
-from ..model import CHUNKED, FULL, LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
+from ..model import CHUNKED, FULL, LINEAR, MLA, PER_HEAD_KINDS, SHARED, SLIDING, Model
 from ..units import require_positive_int
 from .base import Capacity, EngineSpec, assemble, cdiv, kv_heads_per_rank, pp_stages
 
@@ -207,6 +207,10 @@ def _layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_
             notes.append(f"{windowed} sliding/chunked layers are cached at full length: SGLang keeps a "
                          f"separate window pool only for {', '.join(sorted(HYBRID_SWA_ARCHITECTURES))}"
                          + (" (disabled here)" if disable_hybrid_swa_memory else ""))
+    shared = sum(layers[i].kind == SHARED for i in full)
+    if shared:
+        notes.append(f"{shared} KV-shared layers (Gemma-3n) are given pool buffers like every other layer: "
+                     "the pool has one buffer per model layer; whether SGLang skips shared layers is unverified")
     mla = [layers[i] for i in full if layers[i].kind == MLA]
     k_row, v_row, cell = {}, {}, {}
     index_row = window = 0
