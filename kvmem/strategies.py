@@ -190,6 +190,17 @@ class Eviction:
 
 # --------------------------------------------------------------------------- estimate() hooks
 
+def eviction_policies(budget: int, *, sink: int = 4) -> dict:
+    """The seed's eviction families at one token budget, for side-by-side curves: nothing evicted,
+    StreamingLLM (``sink`` sinks + the rest of the budget as the recent window) and H2O (half heavy
+    hitters, half recent tokens)."""
+    budget = _count("budget", budget, minimum=1)
+    window = max(budget - sink, 1)
+    return {"keep everything": None,
+            f"StreamingLLM {sink} + {window}": Eviction("streaming", sink=sink, window=window),
+            f"H2O {budget}": Eviction("h2o", budget=budget, recent=budget // 2)}
+
+
 def _check_prefix(shared_prefix, tokens: int) -> int:
     if shared_prefix is None or shared_prefix is False or shared_prefix == 0:
         return 0

@@ -29,8 +29,9 @@ def as_columns(rows: list[dict]) -> dict[str, list]:
     return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
 
 
-def context_points(max_tokens: int, *, start: int = 256) -> list[int]:
-    """Powers of two from ``start`` up to ``max_tokens``, and ``max_tokens`` itself."""
+def context_points(max_tokens: int, *, start: int = 256, at_least: int = 0) -> list[int]:
+    """Powers of two from ``start`` up to max(``max_tokens``, ``at_least``), and that end itself."""
+    max_tokens = max(max_tokens, at_least)
     points = []
     tokens = start
     while tokens < max_tokens:
@@ -78,11 +79,26 @@ def compare_frame(rows) -> "pd.DataFrame":
     return _frame(data)
 
 
-def estimate_summary(result) -> dict:
-    """Headline numbers of an Estimate: totals, per token and per sequence, in B, GiB and GB."""
+def eviction_contexts(tokens: int, budget: int) -> list[int]:
+    """Context points reaching four budgets past the start, so an eviction curve shows its plateau."""
+    return context_points(tokens, at_least=4 * budget)
+
+
+def model_contexts(model, tokens: int) -> list[int]:
+    """Context points for a model's chart: up to its max context (or ``tokens``, if longer)."""
+    return context_points(tokens, at_least=model.max_position_embeddings or 0)
+
+
+def estimate_summary(result, *, weights_bytes: int = 0, gpu_memory_bytes: int | None = None) -> dict:
+    """Headline numbers of an Estimate: totals, per token and per sequence, in B, GiB and GB; with
+    the weights on the same device, their sum and its share of the GPU's memory."""
     per_sequence = result.total_bytes // result.batch
     per_token = result.kv_bytes / (result.tokens * result.batch)
+    device_bytes = weights_bytes + result.total_bytes
     return {
+        "weights_bytes": weights_bytes,
+        "device_bytes": device_bytes,
+        "gpu_share": device_bytes / gpu_memory_bytes if gpu_memory_bytes else None,
         "total_bytes": result.total_bytes,
         "total_gib": format_bytes(result.total_bytes),
         "total_gb": format_bytes(result.total_bytes, binary=False),

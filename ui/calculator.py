@@ -14,7 +14,6 @@ st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes,
 work = inputs.sidebar()
 model = work.model
 result = common.guard(work.estimate)
-summary = tables.estimate_summary(result)
 
 st.markdown(f"**{model.describe()}**")
 gpu = kvmem.get_gpu(work.gpu)
@@ -23,7 +22,7 @@ try:
 except ValueError as exc:
     weights_bytes = 0
     st.info(f"Weights not counted: {exc}")
-device_bytes = weights_bytes + result.total_bytes
+summary = tables.estimate_summary(result, weights_bytes=weights_bytes, gpu_memory_bytes=gpu.usable_memory_bytes)
 m1, m2, m3, m4, m5 = st.columns(5)
 m1.metric("Total KV cache", summary["total_gib"],
           help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine})")
@@ -32,8 +31,8 @@ m3.metric("Per sequence", summary["per_sequence_gib"],
           help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
 m4.metric("Weights per device", kvmem.format_bytes(weights_bytes),
           help=f"{weights_bytes:,} bytes in {work.weight_dtype} (tp {work.tp}, pp {work.pp})")
-m5.metric("Weights + KV / GPU", f"{100 * device_bytes / gpu.usable_memory_bytes:.0f}%",
-          help=f"{kvmem.format_bytes(device_bytes)} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
+m5.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
+          help=f"{kvmem.format_bytes(summary['device_bytes'])} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
                "(activations and engine overheads are on the Fit hardware page)")
 st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)"
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
@@ -50,8 +49,7 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
         st.caption(f"What {work.engine} itself logs for this cache:")
         st.code("\n".join(result.details["log"]), language=None)
 
-max_tokens = max(work.tokens, model.max_position_embeddings or work.tokens)
-sweep = common.guard(tables.context_rows, model, contexts=tables.context_points(max_tokens), batch=work.batch,
+sweep = common.guard(tables.context_rows, model, contexts=tables.model_contexts(model, work.tokens), batch=work.batch,
                      kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp,
                      weights_bytes=weights_bytes, **work.options)
 view = st.segmented_control("Chart", ["Memory vs context", "Per layer", "K vs V"], default="Memory vs context",

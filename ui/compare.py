@@ -28,7 +28,7 @@ if not dtypes or not engines:
 candidates = [(work.model.name, work.model)] + [(name, kvmem.get_model(name)) for name in models
                                                   if name != work.model.name]
 rows, sweeps, skipped = [], {}, []
-contexts = tables.context_points(max(work.tokens, 131072))
+contexts = tables.context_points(work.tokens, at_least=131072)
 for name, model in candidates:
     for kv_dtype in dtypes:
         for engine in engines:

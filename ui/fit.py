@@ -60,7 +60,7 @@ choices = st.multiselect("GPUs to compare", kvmem.list_gpus(),
                          default=list(dict.fromkeys([work.gpu, "h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb",
                                                      "rtx-4090-24gb"])),
                          key="fit_gpus", bind="query-params", help="Each cell is one kvmem.fit().")
-contexts = tables.context_points(max(work.tokens, 32768), start=2048)
+contexts = tables.context_points(work.tokens, start=2048, at_least=32768)
 if choices:
     grid = common.guard(tables.fit_grid, model, gpus=choices, contexts=contexts, num_gpus=work.num_gpus,
                         **{k: v for k, v in kwargs.items() if k not in ("context", "batch")})

@@ -32,10 +32,8 @@ common.download(frame, "strategies.csv", key="dl_strategies")
 
 st.header("Eviction: memory stays bounded")
 st.markdown("Evicted tokens are gone for good: if a dropped token matters later, the model cannot attend to it.")
-contexts = tables.context_points(max(work.tokens, 4 * int(budget)))
-policies = {"keep everything": None,
-            f"StreamingLLM 4 + {int(budget) - 4}": kvmem.Eviction("streaming", sink=4, window=max(int(budget) - 4, 1)),
-            f"H2O {int(budget)}": kvmem.Eviction("h2o", budget=int(budget), recent=int(budget) // 2)}
+policies = common.guard(strategies.eviction_policies, int(budget))
+contexts = tables.eviction_contexts(work.tokens, int(budget))
 curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies, batch=work.batch,
                       engine=work.engine, kv_dtype=work.kv_dtype, **work.options)
 st.plotly_chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
