@@ -260,7 +260,8 @@ def _evict(base: Estimate, eviction: Eviction, rerun) -> Estimate:
                                                  "nothing evicted",), details={**base.details, "eviction": info})
     capped = rerun(held, base.batch)
     note = (f"{eviction.describe()}: each layer holds {held} of {base.tokens} tokens "
-            f"(sliding layers min(window, {held}))")
+            f"(sliding layers min(window, {held})); the K/V of the other {base.tokens - held:,} tokens are "
+            "discarded for good — if one of them matters later, the model can no longer attend to it")
     return replace(capped, tokens=base.tokens, notes=base.notes + (note,),
                    details={**base.details, **capped.details, "eviction": info})
 

@@ -434,3 +434,10 @@ def test_quality_entries_are_cited_and_consistent():
             assert round(statistics.fmean(e["baseline_scores"]), 4) == e["baseline"]
         if e["delta"] is not None:
             assert math.isclose(e["value"] - e["baseline"], e["delta"], abs_tol=1e-4)
+
+
+def test_eviction_note_says_what_is_lost():
+    result = kvmem.estimate("llama-3.1-8b", tokens="32k", eviction=kvmem.Eviction("streaming", sink=4, window=1020))
+    # 131,072 B per token x 1,024 kept tokens; the other 31,744 are gone
+    assert result.kv_bytes == 1024 * 131_072
+    assert "the other 31,744 tokens are discarded for good" in result.notes[-1]
