@@ -215,8 +215,9 @@ def _layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_
     k_row, v_row, cell = {}, {}, {}
     index_row = window = 0
     if mla:
-        if any(layers[i].kind in PER_HEAD_KINDS for i in full):
-            raise ValueError(f"SGLang's pool is either MLA or per-head; {model.name} mixes both")
+        if any(layers[i].kind in PER_HEAD_KINDS for i in full) or swa:
+            raise ValueError(f"SGLang's pool is either MLA or per-head (with or without a window pool); "
+                             f"{model.name} mixes both")
         first = mla[0]
         if any((l.kv_lora_rank, l.qk_rope_head_dim, l.index_head_dim)
                != (first.kv_lora_rank, first.qk_rope_head_dim, first.index_head_dim) for l in mla):

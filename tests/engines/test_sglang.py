@@ -286,3 +286,12 @@ def test_pool_holds_ideal_plus_page_tails_and_padding(tokens, batch, page):
 def test_pools_refuse_unknown_options():
     with pytest.raises(ValueError, match="SGLang has no option 'block_size'"):
         sglang.pools(dense(), num_tokens=10, block_size=16)
+
+
+def test_mla_with_a_window_pool_is_refused_not_a_crash():
+    # an MLA variant of gpt-oss keeps its sliding layers: SGLang has no MLA pool with a window pool
+    from kvmem import strategies
+
+    rows = strategies.architecture_variants("gpt-oss-20b", tokens=32768, engine="sglang")
+    mla = next(r for r in rows if r["variant"].startswith("MLA"))
+    assert mla["bytes"] is None and "mixes both" in mla["cost"]
