@@ -66,9 +66,12 @@ m1, m2, m3 = st.columns(3)
 m1.metric("KV on the device", kvmem.format_bytes(shared.kv_bytes),
           delta=f"-{kvmem.format_bytes(base.kv_bytes - shared.kv_bytes)}", delta_color="inverse")
 m2.metric("KV in host memory", kvmem.format_bytes(host))
-m3.metric("Host transfer per decode step (PCIe)",
-          f"{1000 * strategies.offload_transfer_seconds(host, gpu=work.gpu):.2f} ms",
-          help=f"reading {kvmem.format_bytes(host)} over {work.gpu}'s host link each step")
+try:
+    transfer_ms = f"{strategies.offload_transfer_seconds(host, gpu=work.gpu) * 1000:.2f} ms"
+    transfer_help = f"reading {kvmem.format_bytes(host)} over {work.gpu}'s host link each step"
+except ValueError as exc:  # the catalog has no host-link bandwidth for this GPU
+    transfer_ms, transfer_help = "—", str(exc)
+m3.metric("Host transfer per decode step (PCIe)", transfer_ms, help=transfer_help)
 
 st.header("Architecture variants (need retraining)")
 variants = common.guard(strategies.architecture_variants, model, tokens=work.tokens, batch=work.batch,

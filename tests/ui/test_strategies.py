@@ -38,3 +38,11 @@ def test_offload_and_prefix(page):
 def test_bad_budget_strings_are_messages(page):
     page.text_input(key="kv_memory").set_value("lots").run()
     assert not page.exception and "KV memory budget" in page.error[0].value
+
+
+def test_gpu_without_a_host_link_figure_is_a_dash_not_an_error(page):
+    page.selectbox(key="gpu").set_value("rtx-3090-24gb")
+    page.slider(key="offload").set_value(0.5)
+    page.run()
+    assert not page.exception
+    assert {m.label: m.value for m in page.metric}["Host transfer per decode step (PCIe)"] == "—"
