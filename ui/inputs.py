@@ -166,21 +166,21 @@ def sidebar() -> Workload:
         st.stop()
 
 
-def parse_tokens_input(container, label: str, default: str, *, key: str, help: str) -> int:
-    """A token-count text box ("8k"); an unreadable value is shown as an error and stops the page."""
+def _parsed_text_input(container, label: str, default: str, *, parse, key: str, help: str) -> int:
+    """A text box read by ``parse``; an unreadable value is shown as an error and stops the page."""
     text = container.text_input(label, default, key=key, bind="query-params", help=help)
     try:
-        return kvmem.parse_tokens(text)
+        return parse(text)
     except ValueError as exc:
         st.error(f"{label}: {exc}")
         st.stop()
+
+
+def parse_tokens_input(container, label: str, default: str, *, key: str, help: str) -> int:
+    """A token-count text box ("8k")."""
+    return _parsed_text_input(container, label, default, parse=kvmem.parse_tokens, key=key, help=help)
 
 
 def parse_bytes_input(container, label: str, default: str, *, key: str, help: str) -> int:
-    """A byte-count text box ("20GiB", "16GB"); an unreadable value stops the page with a message."""
-    text = container.text_input(label, default, key=key, bind="query-params", help=help)
-    try:
-        return kvmem.parse_bytes(text)
-    except ValueError as exc:
-        st.error(f"{label}: {exc}")
-        st.stop()
+    """A byte-count text box ("20GiB", "16GB")."""
+    return _parsed_text_input(container, label, default, parse=kvmem.parse_bytes, key=key, help=help)

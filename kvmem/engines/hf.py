@@ -260,6 +260,17 @@ class _Workload:
         # drops a long prefill buffer) are checked on their own.
         return sorted({0, min(1, self.steps), self.steps})
 
+    def rows(self, i: int) -> tuple[int, int, int]:
+        """(K, V, state) bytes layer ``i`` holds at the end: ``held_tokens`` tokens of K (+ indexer)
+        and V, or a linear layer's fixed states."""
+        slot = self.slots[i]
+        if slot.kind == "linear":
+            return 0, 0, sum(self.state(slot))
+        if slot.kind == "dummy":
+            return 0, 0, 0
+        tokens = self.held_tokens(slot)
+        return tokens * (self.k_token(slot) + self.i_token(slot)), tokens * self.v_token(slot), 0
+
 
 class _Dynamic(_Workload):
     def stored(self, slot: Slot, j: int) -> int:
@@ -294,14 +305,8 @@ class _Dynamic(_Workload):
             out += [new * self.i_token(slot), -old * self.i_token(slot)]
         return out
 
-    def rows(self, i: int) -> tuple[int, int, int]:
-        slot = self.slots[i]
-        if slot.kind == "linear":
-            return 0, 0, sum(self.state(slot))
-        if slot.kind == "dummy":
-            return 0, 0, 0
-        held = self.stored(slot, self.steps)
-        return held * (self.k_token(slot) + self.i_token(slot)), held * self.v_token(slot), 0
+    def held_tokens(self, slot: Slot) -> int:
+        return self.stored(slot, self.steps)
 
 
 class _Static(_Workload):
@@ -346,14 +351,8 @@ class _Static(_Workload):
             out += _positions(s)
         return out
 
-    def rows(self, i: int) -> tuple[int, int, int]:
-        slot = self.slots[i]
-        if slot.kind == "linear":
-            return 0, 0, sum(self.state(slot))
-        if slot.kind == "dummy":
-            return 0, 0, 0
-        length = self.length(slot)
-        return length * (self.k_token(slot) + self.i_token(slot)), length * self.v_token(slot), 0
+    def held_tokens(self, slot: Slot) -> int:
+        return self.length(slot)
 
 
 class _Quantized(_Workload):
