@@ -21,13 +21,13 @@ def reasons(model, result) -> list[str]:
            f"{format_bytes(result.total_bytes)} on one device."]
     kinds = model.kinds
     first = next(layer for layer in model.layers if layer.caches_tokens)
-    if kinds.get(SLIDING):
-        window = next(layer.window for layer in model.layers if layer.kind == SLIDING)
-        out.append(f"{kinds[SLIDING]} of {model.num_layers} layers use a sliding window of {window:,} tokens and "
-                   f"hold at most that many, whatever the context.")
-    if kinds.get(CHUNKED):
-        out.append(f"{kinds[CHUNKED]} layers attend within chunks of "
-                   f"{next(l.window for l in model.layers if l.kind == CHUNKED):,} tokens.")
+    windows = {kind: next(layer.window for layer in model.layers if layer.kind == kind)
+               for kind in (SLIDING, CHUNKED) if kinds.get(kind)}
+    if SLIDING in windows:
+        out.append(f"{kinds[SLIDING]} of {model.num_layers} layers use a sliding window of {windows[SLIDING]:,} "
+                   "tokens and hold at most that many, whatever the context.")
+    if CHUNKED in windows:
+        out.append(f"{kinds[CHUNKED]} layers attend within chunks of {windows[CHUNKED]:,} tokens.")
     if kinds.get(MLA):
         out.append(f"MLA: each layer caches one {first.k_width}-wide latent per token for all "
                    f"{model.num_attention_heads} heads, not per-head K and V.")

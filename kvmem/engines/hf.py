@@ -260,6 +260,16 @@ class _Workload:
         # drops a long prefill buffer) are checked on their own.
         return sorted({0, min(1, self.steps), self.steps})
 
+    def events(self, i: int, j: int) -> list[int]:
+        """Allocator deltas of layer ``i`` at step ``j``: a linear layer's states, nothing for a
+        dummy layer, else the cache type's own token_events."""
+        slot = self.slots[i]
+        if slot.kind == "linear":
+            return self.linear_events(slot, j)
+        if slot.kind == "dummy":
+            return []
+        return self.token_events(slot, j)
+
     def rows(self, i: int) -> tuple[int, int, int]:
         """(K, V, state) bytes layer ``i`` holds at the end: ``held_tokens`` tokens of K (+ indexer)
         and V, or a linear layer's fixed states."""
@@ -289,12 +299,7 @@ class _Dynamic(_Workload):
             return 0
         return self.stored(slot, j) * (self.k_token(slot) + self.v_token(slot) + self.i_token(slot))
 
-    def events(self, i: int, j: int) -> list[int]:
-        slot = self.slots[i]
-        if slot.kind == "linear":
-            return self.linear_events(slot, j)
-        if slot.kind == "dummy":
-            return []
+    def token_events(self, slot: Slot, j: int) -> list[int]:
         old, new = self.stored(slot, j - 1), self.stored(slot, j)
         k, v = self.k_token(slot), self.v_token(slot)
         if slot.kind == "sliding":
@@ -330,12 +335,7 @@ class _Static(_Workload):
         index = self.length(slot) * self.i_token(slot) + _INT64 if slot.index_dim else 0
         return self.length(slot) * (self.k_token(slot) + self.v_token(slot)) + index
 
-    def events(self, i: int, j: int) -> list[int]:
-        slot = self.slots[i]
-        if slot.kind == "linear":
-            return self.linear_events(slot, j)
-        if slot.kind == "dummy":
-            return []
+    def token_events(self, slot: Slot, j: int) -> list[int]:
         length = self.length(slot)
         k, v = length * self.k_token(slot), length * self.v_token(slot)
         s = self.prompt if j == 0 else 1

@@ -1,18 +1,14 @@
 """The calculator page, headless (streamlit.testing AppTest): the numbers shown are the library's."""
 
-import pathlib
-
 import pytest
 
 import kvmem
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-APP = pathlib.Path(__file__).resolve().parents[2] / "app.py"
+from tests.ui.apptest import APP, run
 
 
 @pytest.fixture
 def app():
-    return AppTest.from_file(str(APP), default_timeout=60).run()
+    return run("app.py")
 
 
 def metrics(at) -> dict:

@@ -1,18 +1,14 @@
 """Compare page (AppTest): the rows shown equal kvmem.estimate for each model/dtype/engine."""
 
-import pathlib
-
 import pytest
 
 import kvmem
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "compare.py"
+from tests.ui.apptest import run
 
 
 @pytest.fixture
 def page():
-    return AppTest.from_file(str(PAGE), default_timeout=60).run()
+    return run("ui/compare.py")
 
 
 def test_default_rows_are_library_numbers(page):

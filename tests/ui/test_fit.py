@@ -1,18 +1,14 @@
 """Fit hardware page (AppTest): the metrics equal kvmem.fit, refusals are messages."""
 
-import pathlib
-
 import pytest
 
 import kvmem
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "fit.py"
+from tests.ui.apptest import run
 
 
 @pytest.fixture
 def page():
-    return AppTest.from_file(str(PAGE), default_timeout=60).run()
+    return run("ui/fit.py")
 
 
 def metrics(at):

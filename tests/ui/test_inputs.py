@@ -2,20 +2,16 @@
 Uploaded and pasted configs are parsed as JSON only; malformed input is a message naming the problem."""
 
 import json
-import pathlib
-
 import pytest
 
 import kvmem
 from kvmem.catalog import preset
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-APP = pathlib.Path(__file__).resolve().parents[2] / "app.py"
+from tests.ui.apptest import load, run
 
 
 @pytest.fixture
 def app():
-    return AppTest.from_file(str(APP), default_timeout=60).run()
+    return run("app.py")
 
 
 def total(at) -> str:
@@ -87,7 +83,7 @@ def test_custom_mla(app):
 
 
 def test_query_params_restore_the_view():
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = load("app.py")
     at.query_params.update({"model": "gemma-3-27b", "tokens": "128k", "batch": "2", "engine": "ideal"})
     at.run()
     assert not at.exception

@@ -1,19 +1,15 @@
 """Learn page (AppTest): the lab's measured equivalence, bytes and speedup reach the page."""
 
-import pathlib
-
 import pytest
 
 from kvmem import lab
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "learn.py"
+from tests.ui.apptest import run
 
 
 @pytest.fixture(scope="module")
 def page():
     # one page for the module, driven in order: defaults, then measuring, then the mask turned off
-    return AppTest.from_file(str(PAGE), default_timeout=90).run()
+    return run("ui/learn.py")
 
 
 def test_equivalence_table_and_bytes(page):

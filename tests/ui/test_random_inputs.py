@@ -1,16 +1,13 @@
 """Property-style: random widget values on the calculator never raise — errors are messages."""
 
-import pathlib
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kvmem
 from kvmem.engines import ENGINES
+from tests.ui.apptest import run
 
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-APP = pathlib.Path(__file__).resolve().parents[2] / "app.py"
 
 TOKENS = st.one_of(st.integers(-5, 2_000_000).map(str), st.sampled_from(["128k", "1M", "1.5k", "abc", "", "0.5", "8k"]),
                    st.text(max_size=6))
@@ -18,7 +15,7 @@ TOKENS = st.one_of(st.integers(-5, 2_000_000).map(str), st.sampled_from(["128k",
 
 @pytest.fixture(scope="module")
 def app():
-    return AppTest.from_file(str(APP), default_timeout=60).run()
+    return run("app.py")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

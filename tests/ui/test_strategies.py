@@ -1,18 +1,14 @@
 """Strategies page (AppTest): tables and metrics come from kvmem.strategies / kvmem.estimate."""
 
-import pathlib
-
 import pytest
 
 import kvmem
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "strategies.py"
+from tests.ui.apptest import run
 
 
 @pytest.fixture
 def page():
-    return AppTest.from_file(str(PAGE), default_timeout=60).run()
+    return run("ui/strategies.py")
 
 
 def test_strategy_table_equals_library(page):

@@ -1,18 +1,14 @@
 """Validate page (AppTest): a live measurement shows predicted == measured, errors are messages."""
 
-import pathlib
-
 import pytest
 
 import kvmem
-
-AppTest = pytest.importorskip("streamlit.testing.v1").AppTest
-PAGE = pathlib.Path(__file__).resolve().parents[2] / "ui" / "validate.py"
+from tests.ui.apptest import run
 
 
 @pytest.fixture
 def page():
-    return AppTest.from_file(str(PAGE), default_timeout=90).run()
+    return run("ui/validate.py")
 
 
 def test_measure_llama_on_cpu(page):
