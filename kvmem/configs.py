@@ -34,9 +34,9 @@ import os
 from functools import lru_cache
 from importlib import resources
 
-from .model import (CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer, Model,
-                    RecurrentState)
-from .params import count_params
+from .model import (CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer, Model, ModelFacts, MoeShape,
+                    RecurrentState, SsmFacts)
+from .params import count_params, moe_shape
 
 __all__ = ["ConfigError", "model_from_config", "load_config"]
 
@@ -297,6 +297,57 @@ def _layers(f: Fields, n_layers: int, heads: int, kv_heads: int, head_dim: int, 
     return tuple(layers)
 
 
+def _dtype(raw: dict, text: dict) -> str:
+    """The checkpoint dtype: torch_dtype (or transformers 5's dtype); bf16 only when none is given."""
+    for part in (raw, text):
+        for key in ("torch_dtype", "dtype"):
+            value = part.get(key)
+            if value is None:
+                continue
+            name = str(value).lower().removeprefix("torch.")
+            if name not in _DTYPES:
+                raise ConfigError(f"config field {key!r} is {value!r}; kvmem reads "
+                                  f"{', '.join(sorted({'bfloat16', 'float16', 'float32'}))} (or omit it for bf16)")
+            return _DTYPES[name]
+    return "bf16"
+
+
+def _first(raw: dict, text: dict, name: str):
+    """A field the outer config sets first (architectures, quantization_config), else the text model's."""
+    value = raw.get(name)
+    if value is None and isinstance(raw.get("text_config"), dict):
+        value = raw["text_config"].get(name)
+    return value if value is not None else text.get(name)
+
+
+def _facts(raw: dict, f: Fields, moe: MoeShape | None, *, has_linear: bool) -> ModelFacts:
+    """The non-layer facts engines and sizing read, once (see ModelFacts)."""
+    text = f.cfg
+    architectures = _first(raw, text, "architectures") or ()
+    if isinstance(architectures, str) or not all(isinstance(a, str) for a in architectures):
+        raise ConfigError(f"config field 'architectures' must be a list of class names, got {architectures!r}")
+    qc = _first(raw, text, "quantization_config")
+    ssm = None
+    if has_linear:
+        ssm = SsmFacts(n_groups=f.int("n_groups", default=0, minimum=0) or 0,
+                       state_size=f.int("ssm_state_size", "mamba_d_state", default=0, minimum=0) or 0,
+                       chunk_size=f.int("chunk_size", "mamba_chunk_size", default=0, minimum=0) or 0,
+                       ssm_dtype=f.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype", default=None))
+    rotary = f.get("partial_rotary_factor", "rotary_pct", default=1) or 1
+    return ModelFacts(
+        architectures=tuple(architectures),
+        intermediate_size=f.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0) or 0,
+        vocab_size=f.int("vocab_size", "padded_vocab_size", default=0, minimum=0) or 0,
+        tie_word_embeddings=bool(f.get("tie_word_embeddings", default=True)),
+        q_lora_rank=f.int("q_lora_rank", default=0, minimum=0) or 0,
+        qk_nope_head_dim=f.int("qk_nope_head_dim", default=0, minimum=0) or 0,
+        v_head_dim=f.int("v_head_dim", default=0, minimum=0) or 0,
+        partial_rotary_factor=str(rotary),
+        new_decoder_architecture=bool(f.get("new_decoder_architecture", default=False)),
+        quantization_config=qc if isinstance(qc, dict) else None,
+        moe=moe, ssm=ssm)
+
+
 def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
                       source: str | None = None) -> Model:
     """Build a Model from a Hugging Face config (dict, JSON text or path)."""
@@ -306,10 +357,10 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     n_layers = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads, kv_heads, head_dim, v_head_dim = _attention_shape(f)
     layers = _layers(f, n_layers, heads, kv_heads, head_dim, v_head_dim)
-    dtype_name = raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or text.get("dtype")
-    dtype = _DTYPES.get(str(dtype_name).lower().removeprefix("torch."), "bf16") if dtype_name else "bf16"
+    dtype = _dtype(raw, text)
+    moe = moe_shape(f, n_layers)
     total, active, embedding = count_params(f, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                                            v_head_dim=v_head_dim)
+                                            v_head_dim=v_head_dim, moe=moe)
     return Model(
         name=name or hf_id or raw.get("_name_or_path") or model_type or "custom",
         layers=layers,
@@ -321,6 +372,7 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
         params_total=total, params_active=active, params_embedding=embedding,
         model_type=model_type, hf_id=hf_id, source=source,
         mtp_layers=f.int("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0) or 0,
+        facts=_facts(raw, f, moe, has_linear=any(layer.kind == LINEAR for layer in layers)),
         config=raw,
     )
 

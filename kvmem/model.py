@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 __all__ = ["FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
-           "RecurrentState", "Layer", "Model"]
+           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts"]
 
 FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = (
     "full", "sliding", "chunked", "mla", "linear", "shared", "none")
@@ -109,6 +109,58 @@ class Layer:
 
 
 @dataclass(frozen=True)
+class MoeShape:
+    """A mixture-of-experts MLP: routed experts, the experts each token reads, their widths.
+
+    ``moe_layers`` marks which layers route (DeepSeek's first_k_dense_replace, Llama 4's
+    interleave step, Jamba's expert period, Qwen's decoder_sparse_step / mlp_only_layers);
+    ``dense_intermediate_size`` is the MLP width of the other layers (0 when there are none).
+    """
+
+    experts: int
+    top_k: int
+    intermediate_size: int            # one routed expert's width
+    shared_intermediate_size: int     # the shared experts' width together (0: none)
+    dense_intermediate_size: int
+    moe_layers: tuple[bool, ...] = ()
+
+    def is_moe(self, layer: int) -> bool:
+        return self.moe_layers[layer] if self.moe_layers else True
+
+
+@dataclass(frozen=True)
+class SsmFacts:
+    """The config fields of a Mamba2-style SSM that engines lay their state out by."""
+
+    n_groups: int = 0
+    state_size: int = 0
+    chunk_size: int = 0
+    ssm_dtype: str | None = None       # the config's own state dtype (Qwen3.5 mamba_ssm_dtype,
+                                       # Nemotron-H mamba_ssm_cache_dtype), verbatim; None: unset
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """Every config fact an engine or sizing reads beyond the layers, read once (kvmem.configs).
+
+    A hand-built Model carries the empty facts: no MoE, vocabulary 0, no quantisation.
+    """
+
+    architectures: tuple[str, ...] = ()
+    intermediate_size: int = 0                  # the dense MLP width (0: not given)
+    vocab_size: int = 0
+    tie_word_embeddings: bool = True
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    partial_rotary_factor: str = "1"            # as written (rotary_pct for GPT-NeoX), exact
+    new_decoder_architecture: bool = False
+    quantization_config: dict | None = field(default=None, compare=False, hash=False)
+    moe: MoeShape | None = None
+    ssm: SsmFacts | None = None
+
+
+@dataclass(frozen=True)
 class Model:
     """A model as kvmem sees it: its layers and the few whole-model facts sizing needs."""
 
@@ -125,6 +177,7 @@ class Model:
     hf_id: str | None = None
     source: str | None = None
     mtp_layers: int = 0
+    facts: ModelFacts = field(default_factory=ModelFacts, compare=False)
     config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self):

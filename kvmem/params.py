@@ -19,7 +19,7 @@ Families with extra per-layer embeddings (Gemma-3n) return None: a guess would b
 
 from __future__ import annotations
 
-from .model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING
+from .model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
 
 __all__ = ["count_params"]
 
@@ -28,8 +28,8 @@ _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text"}
 _UNSUPPORTED = {"gemma3n_text"}
 
 
-def _moe(f, n_layers: int):
-    """(is_moe(i), experts, top_k, expert_intermediate, shared_intermediate, dense_intermediate)."""
+def moe_shape(f, n_layers: int) -> MoeShape | None:
+    """The MoE MLP of a config (None for a dense model): the one reader of these fields."""
     t = f.model_type
     experts = f.get("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", default=None)
     if not experts or experts <= 1:
@@ -44,7 +44,7 @@ def _moe(f, n_layers: int):
         shared_inter = f.int("shared_expert_intermediate_size")
     elif t == "llama4_text":
         shared_inter = expert_inter
-    if t in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe"):
+    if t in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite"):
         first_dense = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)
         is_moe = lambda i: i >= first_dense and i % freq == 0  # noqa: E731
@@ -60,7 +60,10 @@ def _moe(f, n_layers: int):
         is_moe = lambda i: i not in only_mlp and (i + 1) % step == 0  # noqa: E731
     else:
         is_moe = lambda i: True  # noqa: E731
-    return is_moe, experts, top_k, expert_inter, shared_inter, dense_inter
+    layers = tuple(is_moe(i) for i in range(n_layers))
+    return MoeShape(experts=experts, top_k=top_k, intermediate_size=expert_inter,
+                    shared_intermediate_size=shared_inter,
+                    dense_intermediate_size=dense_inter if not all(layers) else 0, moe_layers=layers)
 
 
 def _attention_params(f, layer, hidden, heads, head_dim, v_head_dim) -> int:
@@ -111,7 +114,8 @@ def _attention_params(f, layer, hidden, heads, head_dim, v_head_dim) -> int:
     return 0
 
 
-def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_dim: int):
+def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_dim: int,
+                 moe: MoeShape | None):
     """(total, active per token, embedding) parameters, or (None, None, 0) when unknown."""
     t = f.model_type
     if t in _UNSUPPORTED:
@@ -129,7 +133,6 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
         total += vocab * hidden
     if t == "gpt2":
         total += f.int("n_positions") * hidden
-    moe = _moe(f, n_layers)
     gated = t not in _PLAIN_MLP
     per_expert_mult = 3 if gated else 2
     active = total
@@ -143,8 +146,8 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
             if layer.kind == NONE:
                 mlp = mlp_active = 2 * hidden * f.int("intermediate_size")
             norms = hidden
-        elif moe and moe[0](i):
-            _, experts, top_k, inter, shared, _ = moe
+        elif moe and moe.is_moe(i):
+            experts, top_k, inter, shared = moe.experts, moe.top_k, moe.intermediate_size, moe.shared_intermediate_size
             router = hidden * experts
             mlp = experts * per_expert_mult * hidden * inter + 3 * hidden * shared + router
             mlp_active = top_k * per_expert_mult * hidden * inter + 3 * hidden * shared + router
@@ -156,7 +159,7 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
                 mlp += hidden
                 mlp_active += hidden
         elif t == "jamba" or layer.kind != NONE or t == "nemotron_h":
-            inter = (moe[5] if moe else 0) or f.int("intermediate_size", "n_inner", "ffn_hidden_size",
+            inter = (moe.dense_intermediate_size if moe else 0) or f.int("intermediate_size", "n_inner", "ffn_hidden_size",
                                                     default=4 * hidden)
             mlp = mlp_active = (3 if gated else 2) * hidden * inter
             if not gated and t in ("gpt2", "gpt_neox"):

@@ -76,9 +76,10 @@ from numbers import Real
 
 from .dtypes import DType, dtype, dtype_names
 from .catalog import as_model
-from .engines import estimate as _estimate
-from .engines.base import Estimate, assemble, cdiv, layer_heads, resolve_dtypes, state_share
+from .engines import engine_spec, estimate as _estimate
+from .engines.base import Estimate, PrefixSharing, assemble, cdiv, layer_heads, resolve_dtypes, state_share
 from .formula import ideal_layer_bytes
+from .gpus import get_gpu
 from .model import CHUNKED, FULL, MLA, SHARED, SLIDING, Layer, Model
 from .units import parse_bytes, parse_tokens, require_positive_int
 
@@ -96,7 +97,6 @@ _DEFAULT_OBSERVATION_WINDOW = 32  # SnapKV §5.3: observation window size 32
 _POLICY_FIELDS = {"streaming": ("sink", "window"), "h2o": ("budget", "recent"),
                   "snapkv": ("budget", "observation_window", "new_tokens")}
 # Engines that share a prefix in whole blocks: the option naming their block, in tokens.
-_SHARE_UNIT_OPTION = {"vllm": "block_size", "sglang": "page_size", "trtllm": "tokens_per_block"}
 _NVLINK_DIRECTIONS = 2  # gpus.json NVLink figures are NVIDIA's aggregate bidirectional numbers
 
 
@@ -266,16 +266,13 @@ def _evict(base: Estimate, eviction: Eviction, rerun) -> Estimate:
                    details={**base.details, **capped.details, "eviction": info})
 
 
-def _share_unit(engine: str, options: dict, est: Estimate) -> int:
-    name = _SHARE_UNIT_OPTION.get(engine)
-    if name is None:
-        return 1
-    value = options.get(name)
-    if value is None:
-        value = est.details.get(name, est.details.get("block_size"))
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _sharing(engine: str, options: dict, est: Estimate) -> PrefixSharing:
+    rule = engine_spec(engine).prefix(options, est)
+    unit = rule.unit_tokens
+    if isinstance(unit, bool) or not isinstance(unit, int) or unit < 1:
+        name = rule.unit_option or "block size"
         raise ValueError(f"cannot tell the {engine} {name} that sets which whole blocks are shared; pass {name}=")
-    return value
+    return rule
 
 
 def _same_stage(*estimates: Estimate) -> None:
@@ -286,19 +283,14 @@ def _same_stage(*estimates: Estimate) -> None:
 
 
 def _share(base: Estimate, prefix: int, rerun, engine: str, options: dict) -> Estimate:
-    unit = _share_unit(engine, options, base)
+    rule = _sharing(engine, options, base)
+    unit = rule.unit_tokens
     shared = prefix // unit * unit
     info = {"tokens": prefix, "shared_tokens": shared, "unit_tokens": unit, "saved_bytes": 0}
-    notes = list(base.notes)
-    if engine.startswith("hf"):
-        notes.append("transformers caches keep one row per sequence and share nothing: prefix sharing is a what-if")
-    if engine == "vllm" and options.get("enable_prefix_caching") is False:
-        notes.append("vLLM shares prefix blocks through prefix caching: counted as if enable_prefix_caching=True")
-    separate = engine == "llama.cpp" and base.details.get("kv_unified") is False
-    if base.batch == 1 or shared == 0 or separate:
+    notes = list(base.notes) + list(rule.notes)
+    if base.batch == 1 or shared == 0 or rule.refusal:
         why = ("batch=1 has no other sequence" if base.batch == 1 else
-               "llama.cpp keeps one cache stream per sequence unless kv_unified=True" if separate else
-               f"no whole {unit}-token block in {prefix} tokens")
+               rule.refusal or f"no whole {unit}-token block in {prefix} tokens")
         notes.append(f"shared prefix of {prefix} tokens saves nothing: {why}")
         return replace(base, notes=tuple(notes), details={**base.details, "shared_prefix": info})
     rest = rerun(base.tokens - shared, base.batch)
@@ -352,11 +344,6 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
                    details={**base.details, "offload": info, "host_kv_bytes": host})
 
 
-@lru_cache(maxsize=1)
-def _gpus() -> dict:
-    return json.loads(resources.files("kvmem").joinpath("data/gpus.json").read_text(encoding="utf-8"))
-
-
 def _link_bandwidth(gpu, link: str) -> float:
     if link not in ("pcie", "nvlink"):
         raise ValueError(f"link must be 'pcie' or 'nvlink', got {link!r}")
@@ -364,18 +351,10 @@ def _link_bandwidth(gpu, link: str) -> float:
         if gpu <= 0:
             raise ValueError(f"a link bandwidth must be positive bytes/s, got {gpu!r}")
         return float(gpu)
-    if isinstance(gpu, str):
-        key = gpu.strip().lower()
-        if key not in _gpus():
-            raise ValueError(f"unknown gpu {gpu!r}; gpus: {', '.join(_gpus())}")
-        spec, name = _gpus()[key], key
-    elif isinstance(gpu, dict):
-        spec, name = gpu, gpu.get("name", "custom gpu")
-    else:
-        raise ValueError(f"gpu must be a catalog name, a spec dict or a bandwidth in bytes/s, got {gpu!r}")
-    figure = (spec.get("interconnect") or {}).get(f"{link}_bytes_per_s")
+    device = get_gpu(gpu)
+    figure = device.nvlink_bytes_per_s if link == "nvlink" else device.pcie_bytes_per_s
     if not figure:
-        raise ValueError(f"gpu {name!r} has no {link} bandwidth in the catalog; pass the link bandwidth "
+        raise ValueError(f"gpu {device.name!r} has no {link} bandwidth in the catalog; pass the link bandwidth "
                          "in bytes/s as gpu=")
     return figure / _NVLINK_DIRECTIONS if link == "nvlink" else float(figure)
 
@@ -383,8 +362,8 @@ def _link_bandwidth(gpu, link: str) -> float:
 def offload_transfer_seconds(host_bytes, *, gpu, link: str = "pcie") -> float:
     """Seconds one decode step spends moving the offloaded KV to the GPU.
 
-    ``host_bytes``: bytes in host memory, or an Estimate made with ``offload=``. ``gpu``: a
-    name from kvmem/data/gpus.json, a spec dict with ``interconnect``, or the link's bytes/s.
+    ``host_bytes``: bytes in host memory, or an Estimate made with ``offload=``. ``gpu``: any
+    GPU kvmem.get_gpu takes (catalog names and aliases, "custom:...", a GPU), or the link's bytes/s.
     PCIe figures there are per direction; NVLink figures are aggregate bidirectional, so one
     direction gets half. A lower bound: it ignores latency and overlap with compute.
     """
@@ -514,16 +493,11 @@ def _quality_text(keys, limit: int = 2) -> str:
 
 # --------------------------------------------------------------------------- architecture variants
 
-def _config_value(model: Model, key: str):
-    cfg = model.config or {}
-    return cfg.get(key, (cfg.get("text_config") or {}).get(key))
-
-
 def _as_heads(model: Model, layer: Layer, kv_heads: int) -> Layer:
     if layer.kind in (FULL, SLIDING, CHUNKED):
         return replace(layer, kv_heads=kv_heads)
     if layer.kind == MLA:
-        nope, rope, v = (_config_value(model, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+        nope, rope, v = model.facts.qk_nope_head_dim, layer.qk_rope_head_dim, model.facts.v_head_dim
         if nope and rope and v:
             return Layer(FULL, kv_heads=kv_heads, head_dim_k=nope + rope, head_dim_v=v)
     return layer

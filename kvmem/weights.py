@@ -57,7 +57,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from .configs import Fields, _text_part
 from .engines.base import cdiv, pp_stages
 from .catalog import as_model
 from .model import CHUNKED, FULL, MLA, SLIDING, Model
@@ -131,14 +130,6 @@ def _lookup(name: str) -> _Format:
     return _FORMATS[key]
 
 
-def _quantization_config(model: Model) -> dict | None:
-    raw = model.config or {}
-    qc = raw.get("quantization_config")
-    if qc is None and isinstance(raw.get("text_config"), dict):
-        qc = raw["text_config"].get("quantization_config")
-    return qc if isinstance(qc, dict) else None
-
-
 def _from_quantization_config(qc: dict) -> str:
     method = str(qc.get("quant_method", "")).lower()
     if method == "fp8":
@@ -168,7 +159,7 @@ def resolve_weight_dtype(model: Model, weight_dtype="auto") -> tuple[str, str]:
         raise ValueError(f"weight_dtype must be a format name or 'auto', got {weight_dtype!r}")
     if weight_dtype.strip().lower() != "auto":
         return _lookup(weight_dtype).name, ""
-    qc = _quantization_config(model)
+    qc = model.facts.quantization_config
     if qc is not None:
         name = _from_quantization_config(qc)
         return name, f"weight_dtype auto = {name} from the config's quantization_config"
@@ -246,21 +237,7 @@ class Weights:
         return data
 
 
-def _fields(model: Model) -> Fields:
-    text, model_type = _text_part(model.config or {})
-    return Fields(text, model_type or model.model_type)
-
-
-def _moe_shape(f: Fields) -> tuple[int, int]:
-    """(routed experts, experts per token), (0, 0) for a dense model; config names as kvmem.params."""
-    experts = f.get("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", default=None)
-    if not experts or experts <= 1:
-        return 0, 0
-    top_k = f.int("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", default=2)
-    return experts, top_k
-
-
-def _parallel_facts(model: Model, f: Fields) -> tuple[list[tuple[int, int]], int]:
+def _parallel_facts(model: Model) -> tuple[list[tuple[int, int]], int]:
     """Per layer (K/V projection params per KV head, KV heads), and MLA params vLLM replicates."""
     hidden = model.hidden_size
     kv_proj, mla = [], 0
@@ -268,7 +245,7 @@ def _parallel_facts(model: Model, f: Fields) -> tuple[list[tuple[int, int]], int
         if layer.kind in (FULL, SLIDING, CHUNKED):
             kv_proj.append((hidden * (layer.head_dim_k + layer.head_dim_v), layer.kv_heads))
         elif layer.kind == MLA:
-            q_rank = f.get("q_lora_rank", default=None) or 0
+            q_rank = model.facts.q_lora_rank
             mla += hidden * q_rank + hidden * (layer.kv_lora_rank + layer.qk_rope_head_dim)
     return kv_proj, mla
 
@@ -281,16 +258,16 @@ def weights(model, weight_dtype="auto") -> Weights:
                          "family); give the weight bytes directly, e.g. fit(..., weights_bytes=...)")
     name, why = resolve_weight_dtype(model, weight_dtype)
     fmt = _FORMATS[name]
-    f = _fields(model)
     total, active, embedding = model.params_total, model.params_active or model.params_total, model.params_embedding
-    tied = bool(f.get("tie_word_embeddings", default=True))
+    tied = model.facts.tie_word_embeddings
     lm_head = 0 if tied else embedding
-    experts, top_k = _moe_shape(f)
+    moe = model.facts.moe
+    experts, top_k = (moe.experts, moe.top_k) if moe else (0, 0)
     expert_params = expert_bias = 0
     if experts:
         expert_params = (total - active - lm_head) * experts // (experts - top_k)
         if model.model_type == "gpt_oss":   # per-expert biases of gate_up (2 x inter) and down (hidden)
-            inter = f.int("intermediate_size")
+            inter = model.facts.intermediate_size
             expert_bias = model.num_layers * experts * (2 * inter + model.hidden_size)
     dense_params = total - embedding - lm_head - expert_params
     if dense_params < 0:
@@ -317,7 +294,7 @@ def weights(model, weight_dtype="auto") -> Weights:
     if name in GGUF_FORMATS and experts:
         notes.append("GGUF presets are measured on a dense model; MoE files land lower "
                      "(Mixtral Q4_K_M 4.53 BPW vs 4.89): expect up to ~8% less")
-    kv_proj, mla = _parallel_facts(model, f)
+    kv_proj, mla = _parallel_facts(model)
     return Weights(model=model.name, weight_dtype=name, params_total=total,
                    embedding_bytes=cost(embedding, emb_rate, False), lm_head_bytes=cost(lm_head, emb_rate, False),
                    dense_bytes=cost(dense_params, dense_rate, dense_rate == linear), expert_bytes=expert_bytes,

@@ -10,13 +10,15 @@ the printed count lies between them.
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import kvmem
 from kvmem import Fit, FitError, Layer, Model, fit
-from kvmem.sizing import (kv_crossover_tokens, llamacpp_compute_bytes, sglang_mem_fraction_static,
-                          vllm_activation_bytes)
+from kvmem.engines.llamacpp import llamacpp_compute_bytes
+from kvmem.engines.sglang import sglang_mem_fraction_static
+from kvmem.engines.vllm import vllm_activation_bytes
+from kvmem.sizing import kv_crossover_tokens
 
 GIB, MIB = 2**30, 2**20
 
@@ -434,6 +436,7 @@ def test_more_gpus_never_fit_less(model, tp, gpu, context):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=st.sampled_from(SMALL_MODELS), engine=st.sampled_from(["vllm", "sglang", "trtllm", "llama.cpp", "ideal"]),
        context=st.integers(128, 32768), longer=st.integers(1, 65536))
+@example(model="mistral-7b-v0.1", engine="vllm", context=4097, longer=15)   # found: 50 then 51 (window 4096)
 def test_longer_context_never_fits_more_sequences(model, engine, context, longer):
     kw = dict(PINNED) if engine == "vllm" else {"mem_fraction_static": 0.85} if engine == "sglang" else {}
     short = max_batch(model=model, gpu="l40s", engine=engine, context=context, **kw)

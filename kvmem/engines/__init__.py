@@ -13,7 +13,7 @@ from ..catalog import as_model
 from ..units import parse_bytes, parse_tokens, require_positive_int
 from .base import Capacity, EngineSpec, Estimate, check_parallel
 
-__all__ = ["estimate", "capacity", "list_engines", "Estimate", "Capacity", "ENGINES"]
+__all__ = ["estimate", "capacity", "list_engines", "engine_spec", "Estimate", "Capacity", "ENGINES"]
 
 # Engine modules register themselves: every module in this package with a SPECS tuple.
 # Listed in this order first; a new module needs no edit here.
@@ -39,7 +39,8 @@ def list_engines() -> list[str]:
     return list(ENGINES)
 
 
-def _spec(engine: str) -> EngineSpec:
+def engine_spec(engine: str) -> EngineSpec:
+    """The registered engine mode for a name or alias ("llamacpp" -> llama.cpp); a clear error otherwise."""
     key = str(engine).strip().lower()
     key = _ALIASES.get(key, key)
     if key not in ENGINES:
@@ -62,7 +63,7 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     ``eviction``, ``shared_prefix`` and ``offload`` are applied on top of any engine's
     estimate by kvmem.strategies (see its docstring for the rules).
     """
-    spec = _spec(engine)
+    spec = engine_spec(engine)
     model = as_model(model)
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
@@ -80,7 +81,7 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
 def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,
              max_model_len=None, **options) -> Capacity:
     """What ``kv_memory`` bytes (one device's KV budget) hold under ``engine``'s rules."""
-    spec = _spec(engine)
+    spec = engine_spec(engine)
     if spec.capacity is None:
         raise ValueError(f"engine {spec.name!r} has no capacity rule; engines with one: "
                          + ", ".join(name for name, s in ENGINES.items() if s.capacity))

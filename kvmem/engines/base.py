@@ -10,15 +10,17 @@ of layers: n // pp each, the remainder one apiece to the stages before the last
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Callable
 
 from ..dtypes import DType, dtype
 from ..model import MLA, Layer, Model
-from ..units import require_positive_int
+from ..units import parse_bytes, require_positive_int
 
-__all__ = ["Estimate", "Capacity", "EngineSpec", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
+__all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
+           "PrefixSharing", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS", "fraction_option", "byte_option",
+           "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv"]
 
 
@@ -92,14 +94,159 @@ class Capacity:
 
 
 @dataclass(frozen=True)
+class PrefixSharing:
+    """How an engine shares a batch's common prefix: whole units of ``unit_tokens`` tokens.
+
+    ``refusal``: why it shares nothing here (None when it shares); ``notes``: what the count
+    assumes. kvmem.strategies applies it; the engine module says what it is.
+    """
+
+    unit_tokens: int | None = 1
+    unit_option: str = ""            # the engine option that sets the unit (for the error when unknown)
+    refusal: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def share_every_token(options: dict, estimate: Estimate) -> PrefixSharing:
+    """The default: every token of the prefix is stored once (no block granularity)."""
+    return PrefixSharing()
+
+
+def share_whole_blocks(option: str, options: dict, estimate: Estimate, notes=()) -> PrefixSharing:
+    """Whole blocks only, of the ``option`` tokens given, else the size the Estimate was built with."""
+    unit = options.get(option)
+    if unit is None:
+        unit = estimate.details.get(option, estimate.details.get("block_size"))
+    return PrefixSharing(unit_tokens=unit, unit_option=option, notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class BudgetRequest:
+    """What sizing asks an engine's memory-budget rule: one device of one replica (bytes).
+
+    ``batch`` is the sequences the activations are sized for; ``engine_options`` are the
+    engine options the caller gave (not their defaults), ``sizing_options`` the engine's
+    sizing options with their defaults filled in; ``activation_bytes`` is None unless given.
+    """
+
+    model: Model
+    gpu: object                      # kvmem.gpus.GPU
+    tp: int
+    pp: int
+    context: int
+    batch: int
+    kv_dtype: object
+    utilization: Fraction
+    weights_bytes: int
+    non_torch_bytes: int
+    activation_bytes: int | None
+    engine_options: dict
+    sizing_options: dict
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One device's memory as an engine splits it: what it holds besides the KV, and the KV budget."""
+
+    total: int
+    weights: int
+    activations: int
+    overhead: int
+    kv_memory: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """Engine settings that depend on the device, with the values in force and why."""
+
+    engine: str
+    values: dict
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"engine": self.engine, **self.values, "reason": self.reason}
+
+
+SERVING_WEIGHT_FORMATS = ("fp8", "int8", "awq", "nvfp4")
+
+
+@dataclass(frozen=True)
+class SizingRules:
+    """What kvmem.sizing asks an engine (each engine module fills one in, with its sources).
+
+    budget(BudgetRequest) -> Budget      its memory split, activations and compute buffers included
+    options                              sizing options beside the engine's own, with defaults
+    non_torch_bytes                      its default CUDA context / library overhead per device
+    preallocates                         it reserves its whole KV budget at start-up
+    batch_dependent                      its activations grow with the batch (re-budget per batch)
+    max_sequences                        its limit on sequences per replica (None: none)
+    layer_split                          it splits layers over GPUs: num_gpus becomes pp, no tp
+    one_device                           one device per model copy (extra GPUs are replicas)
+    fraction_option                      its own memory-fraction option (gpu_memory_utilization
+                                         is taken only where ``takes_utilization``)
+    weights_extra(model) -> (bytes, notes)   memory it keeps beside the checkpoint's weights
+    weight_notes(weight_dtype) -> notes  what its loaders do to a weight format
+    defaults(gpu, context, tp, pp, engine_options, sizing_options) -> EngineDefaults | None
+                                         its settings that depend on the device
+    fixed_options                        engine options fit sets itself, with why
+    kv_smaller_dtype, weight_formats     what "would fit" suggests trying
+    loads_fp32_as_fp16                   its dtype "auto" serves an fp32 checkpoint in fp16
+    """
+
+    budget: Callable
+    options: dict = field(default_factory=dict)
+    non_torch_bytes: int = 512 << 20
+    preallocates: bool = False
+    batch_dependent: bool = False
+    max_sequences: int | None = None
+    layer_split: bool = False
+    one_device: bool = False
+    fraction_option: str | None = None
+    takes_utilization: bool = False
+    weights_extra: Callable | None = None
+    weight_notes: Callable | None = None
+    defaults: Callable | None = None
+    fixed_options: dict = field(default_factory=dict)
+    kv_smaller_dtype: str | None = "fp8"
+    weight_formats: tuple[str, ...] = SERVING_WEIGHT_FORMATS
+    loads_fp32_as_fp16: bool = False
+
+
+@dataclass(frozen=True)
 class EngineSpec:
-    """An engine mode: its name, its options with defaults, and its rules."""
+    """An engine mode: its name, its options with defaults, and its rules.
+
+    ``sizing``: what kvmem.sizing needs (None: fit does not size this engine); ``prefix``:
+    how it shares a common prefix (options, Estimate) -> PrefixSharing.
+    """
 
     name: str
     options: dict
     estimate: Callable
     capacity: Callable | None = None
-    doc: str = ""
+    sizing: SizingRules | None = None
+    prefix: Callable = share_every_token
+
+
+def fraction_option(name: str, value) -> Fraction:
+    """A memory fraction option in (0, 1], exact (0.9 is 9/10, not the nearest double)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    frac = Fraction(str(value)) if isinstance(value, float) else Fraction(value)
+    if not 0 < frac <= 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+    return frac
+
+
+def byte_option(name: str, value) -> int:
+    """A byte-count option: 0, an int, or a string such as '512MiB'."""
+    if value == 0:
+        return 0
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a byte count (an int or a string like '512MiB'), got {value!r}") from None
 
 
 def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
@@ -178,6 +325,3 @@ def state_share(elements: int, heads: int, tp: int) -> int:
         raise ValueError(f"tp={tp} must divide the {heads} recurrent-state heads")
     return elements // tp if tp > 1 else elements
 
-
-def finite_or_none(x: float) -> float | None:
-    return None if math.isinf(x) else x

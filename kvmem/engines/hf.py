@@ -67,7 +67,8 @@ from dataclasses import dataclass
 from ..dtypes import dtype as _dtype
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Model
 from ..units import require_positive_int
-from .base import EngineSpec, assemble, cdiv
+from ..activations import forward_bytes_per_token, forward_shape
+from .base import Budget, BudgetRequest, EngineSpec, PrefixSharing, SizingRules, assemble, cdiv
 
 __all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes"]
 
@@ -134,8 +135,7 @@ class Slot:
 
 def slots(model: Model) -> tuple[Slot, ...]:
     """Per layer, the K/V (or state) shapes transformers 5.24 caches for ``model``."""
-    cfg = model.config.get("text_config") or model.config
-    falcon_broadcast = model.model_type == "falcon" and bool(cfg.get("new_decoder_architecture"))
+    falcon_broadcast = model.model_type == "falcon" and model.facts.new_decoder_architecture
     out = []
     for layer in model.layers:
         if layer.kind in (FULL, SLIDING, CHUNKED):
@@ -467,8 +467,7 @@ def _finish(model: Model, engine: str, work: _Workload, *, tokens, batch, kv_nam
 
 def _common_notes(model: Model, found: tuple[Slot, ...]) -> list[str]:
     notes = []
-    cfg = model.config.get("text_config") or model.config
-    if model.model_type == "falcon" and cfg.get("new_decoder_architecture"):
+    if model.model_type == "falcon" and model.facts.new_decoder_architecture:
         kv_heads = next(layer.kv_heads for layer in model.layers if layer.kv_heads)
         notes.append(f"transformers caches Falcon's K/V broadcast to all {model.num_attention_heads} query heads, "
                      f"not its {kv_heads} KV heads (modeling_falcon.py)")
@@ -575,11 +574,45 @@ def estimate_quantized(model: Model, *, tokens: int, batch: int, kv_dtype, tp: i
                    details=details)
 
 
+# ---- sizing --------------------------------------------------------------------------------
+#
+# One device per model copy: weights + the cache (its transient peak: DynamicCache grows by
+# torch.cat) + activations + 512 MiB of CUDA context (a typical value). Activations: the prompt
+# runs at once, batch x context x the forward per token (kvmem.activations), plus the last
+# token's logits in fp32 and their softmax, batch x vocab x 8 B.
+
+NON_TORCH_BYTES = 512 << 20
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None}
+HF_WEIGHT_FORMATS = ("int8", "awq")
+
+
+def hf_activation_bytes(model: Model, *, batch: int, context: int) -> int:
+    """transformers' forward over the whole prompt plus the last-token logits and softmax."""
+    shape = forward_shape(model)
+    return batch * context * forward_bytes_per_token(shape, 1) + batch * shape.vocab * 8
+
+
+def _budget(req: BudgetRequest) -> Budget:
+    act = req.activation_bytes
+    if act is None:
+        act = hf_activation_bytes(req.model, batch=req.batch, context=req.context)
+    total = req.gpu.usable_memory_bytes
+    return Budget(total, req.weights_bytes, act, req.non_torch_bytes,
+                  total - req.weights_bytes - act - req.non_torch_bytes)
+
+
+def _prefix(options: dict, est) -> PrefixSharing:
+    return PrefixSharing(notes=("transformers caches keep one row per sequence and share nothing: "
+                                "prefix sharing is a what-if",))
+
+
+SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, batch_dependent=True,
+                     one_device=True, kv_smaller_dtype=None, weight_formats=HF_WEIGHT_FORMATS)
 SPECS = (
-    EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, __doc__),
+    EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING, _prefix),
     EngineSpec("hf-static", {"max_cache_len": DEFAULTS["max_cache_len"],
-                             "prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_static, None, __doc__),
+                             "prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_static, None, SIZING, _prefix),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
-               estimate_quantized, None, __doc__),
+               estimate_quantized, None, SIZING, _prefix),
 )

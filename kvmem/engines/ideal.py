@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..formula import ideal_layer_bytes
 from ..model import Model
-from .base import Capacity, EngineSpec, assemble, layer_heads, resolve_dtypes, state_share
+from .base import Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes, state_share
 
 
 def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):
@@ -55,4 +55,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                     max_concurrency=concurrency, max_model_len=tokens, block_size=1)
 
 
-SPECS = (EngineSpec("ideal", {}, estimate, capacity, __doc__),)
+def _budget(req: BudgetRequest) -> Budget:
+    """Sizing's textbook case: weights + KV, nothing else."""
+    total = req.gpu.usable_memory_bytes
+    return Budget(total, req.weights_bytes, 0, 0, total - req.weights_bytes)
+
+
+SIZING = SizingRules(budget=_budget, options={"weights_bytes": None}, non_torch_bytes=0)
+SPECS = (EngineSpec("ideal", {}, estimate, capacity, SIZING),)

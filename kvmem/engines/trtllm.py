@@ -61,8 +61,9 @@ from fractions import Fraction
 
 from ..dtypes import DType, dtype
 from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
+from ..activations import forward_bytes_per_token, forward_shape
 from ..units import require_positive_int
-from .base import (Capacity, EngineSpec, Estimate, assemble, cdiv, kv_heads_per_rank, largest_stage,
+from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, fraction_option, share_whole_blocks, assemble, cdiv, kv_heads_per_rank, largest_stage,
                    state_share)
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
@@ -303,4 +304,39 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                     block_size=tokens_per_block, notes=tuple(notes), details=details)
 
 
-SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, __doc__),)
+
+
+# ---- sizing ------------------------------------------------------------------------------------
+#
+# kv = (total - weights - activation peak - non-torch) x free_gpu_memory_fraction (0.9)
+# (tensorrt_llm/_torch/pyexecutor/_util.py KvCacheCreator: the fraction applies to what the
+# profiling peak leaves; checked: (119.70 - 113.65 + 0.56) x 0.9 = 5.95 GiB). The peak is the
+# forward at max_num_tokens (8192, the LLM API default; kvmem.activations); non-torch 1 GiB,
+# a typical value read off logs.
+
+NON_TORCH_BYTES = 1 << 30
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
+                  "free_gpu_memory_fraction": 0.9, "max_num_tokens": 8192}
+
+
+def _budget(req: BudgetRequest) -> Budget:
+    opts = req.sizing_options
+    fraction = fraction_option("free_gpu_memory_fraction", opts["free_gpu_memory_fraction"])
+    act = req.activation_bytes
+    if act is None:
+        act = require_positive_int("max_num_tokens", opts["max_num_tokens"]) * forward_bytes_per_token(
+            forward_shape(req.model), req.tp)
+    total = req.gpu.usable_memory_bytes
+    headroom = total - req.weights_bytes - act - req.non_torch_bytes
+    kv = headroom * fraction.numerator // fraction.denominator if headroom > 0 else headroom
+    return Budget(total, req.weights_bytes, act, req.non_torch_bytes, kv)
+
+
+def _prefix(options: dict, est: Estimate) -> PrefixSharing:
+    """Block reuse shares whole blocks of tokens_per_block tokens."""
+    return share_whole_blocks("tokens_per_block", options, est)
+
+
+SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
+                     fraction_option="free_gpu_memory_fraction", loads_fp32_as_fp16=True)
+SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, _prefix),)

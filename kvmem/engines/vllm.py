@@ -89,12 +89,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
+from ..activations import forward_bytes_per_token, forward_shape
 from ..model import CHUNKED, FULL, MLA, SLIDING, Layer, Model
-from ..units import require_positive_int
-from .base import Capacity, EngineSpec, assemble, cdiv, kv_heads_per_rank, pp_stages
+from ..units import format_bytes, parse_bytes, require_positive_int
+from .base import (Budget, BudgetRequest, Capacity, EngineDefaults, EngineSpec, PrefixSharing, SizingRules, assemble,
+                   byte_option, share_whole_blocks, cdiv, kv_heads_per_rank, pp_stages)
 
-__all__ = ["estimate", "capacity", "OPTIONS", "SPECS"]
+__all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
+           "rope_cache_bytes"]
 
 GIB = 1 << 30
 
@@ -343,6 +347,24 @@ class _Spec:
             return cdiv(tokens, bs)
         return (2 if mamba_mode == "align" else 1) + spec_blocks
 
+    def peak_blocks(self, tokens: int, lookahead: int, mamba_mode: str, spec_blocks: int) -> int:
+        """The most pages one sequence holds on its way to ``tokens`` tokens.
+
+        A window layer frees a page only once every token in it has left the window
+        (SlidingWindowManager / ChunkedLocalAttentionManager.remove_skipped_blocks,
+        vllm/v1/core/single_type_kv_cache_manager.py), so at n = window + m tokens it holds
+        cdiv(window + lookahead + m mod block_size, block_size) pages: one more at some lengths
+        than at longer ones. Past window + block_size - 1 tokens the peak is reached for good.
+        """
+        held = self.held_blocks(tokens, lookahead, mamba_mode, spec_blocks)
+        bs, w = self.block_size, self.window
+        if self.kind == "sliding" and tokens - w >= bs:
+            return max(held, cdiv(w + lookahead + bs - 1, bs))
+        if self.kind == "chunked":   # the end of each full chunk; its pages repeat within bs chunks
+            ends = (w * c for c in range(1, min(tokens // w, bs) + 1))
+            return max([held] + [self.held_blocks(n, lookahead, mamba_mode, spec_blocks) for n in ends])
+        return held
+
 
 def _nvfp4_dim(head_size: int) -> int:
     """Bytes of one nvfp4 head: packed fp4 values + one fp8 scale per 16 (nvfp4_kv_cache_full_dim)."""
@@ -381,10 +403,10 @@ def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]
     ssm_option = opts["mamba_ssm_cache_dtype"]
     if ssm_option != "auto":
         return conv, _STATE_DTYPES[ssm_option]
-    cfg = _text_config(model)
+    ssm_dtype = model.facts.ssm.ssm_dtype if model.facts.ssm else None
     if model.model_type in _QWEN35_TYPES:
         # Qwen3_5ForConditionalGenerationConfig: "auto" takes the config's mamba_ssm_dtype.
-        name = cfg.get("mamba_ssm_dtype")
+        name = ssm_dtype
         if name is None:
             notes.append("ssm state in float32: the published Qwen3.5 configs set mamba_ssm_dtype "
                          "float32 and this config does not say")
@@ -392,7 +414,7 @@ def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]
         return conv, _state_bytes_named("mamba_ssm_dtype", name)
     if model.model_type == "nemotron_h":
         # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32".
-        return conv, _state_bytes_named("mamba_ssm_cache_dtype", cfg.get("mamba_ssm_cache_dtype", "float32"))
+        return conv, _state_bytes_named("mamba_ssm_cache_dtype", ssm_dtype or "float32")
     return conv, conv
 
 
@@ -401,12 +423,6 @@ def _state_bytes_named(field: str, name) -> int:
     if key not in _STATE_DTYPES:
         raise ValueError(f"config {field} {name!r} is not float32, float16 or bfloat16")
     return _STATE_DTYPES[key]
-
-
-def _text_config(model: Model) -> dict:
-    cfg = model.config or {}
-    text = cfg.get("text_config")
-    return {**cfg, **text} if isinstance(text, dict) else cfg
 
 
 def _divide(what: str, value: int, tp: int) -> int:
@@ -424,9 +440,9 @@ def _state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple
         return inner * (state.conv_kernel - 1), _divide("mamba ssm elements", state.ssm_elements, tp)
     channels = state.conv_channels
     if kind == "nemotron_h":
-        cfg = _text_config(model)
-        groups, d_state = cfg.get("n_groups"), cfg.get("ssm_state_size")
-        if isinstance(groups, int) and isinstance(d_state, int) and groups % tp:
+        ssm = model.facts.ssm
+        groups, d_state = (ssm.n_groups, ssm.state_size) if ssm else (0, 0)
+        if groups and d_state and groups % tp:
             channels += 2 * (tp - groups) * d_state   # extra_groups_for_head_shards
     conv = _divide("conv channels", channels, tp) * (state.conv_kernel - 1 + num_spec)
     _divide("recurrent-state heads", state.ssm_heads, tp)
@@ -580,9 +596,8 @@ def _align_hybrid(model: Model, layer: Layer, fmt: _KVFormat, tp: int, block: in
     page_1 = one.page_bytes
     align = max(kernel_align, block)
     if opts["mamba_cache_mode"] == "all":
-        cfg = _text_config(model)
-        chunk = cfg.get("mamba_chunk_size") or cfg.get("chunk_size")
-        if not isinstance(chunk, int) or chunk < 1:
+        chunk = model.facts.ssm.chunk_size if model.facts.ssm else 0
+        if chunk < 1:
             raise ValueError("mamba_cache_mode 'all' needs the model's mamba chunk size (config "
                              "'mamba_chunk_size' or 'chunk_size'), which this config lacks")
         step = math.lcm(chunk, align)
@@ -750,6 +765,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     if opts["release"] is None:
         return _estimate_v0(model, plan, tokens=tokens, batch=batch, tp=tp, pp=pp, opts=opts)
     held = _held(plan, tokens, opts)
+    peak = _held(plan, tokens, opts, peak=True)
     rows = [(0, 0, 0)] * plan.n_layers
     for (owner, spec), blocks in zip(plan.units, held):
         k, v, s = spec.kv_split(blocks * batch)
@@ -766,8 +782,13 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         per_sequence = sum(held[group[0]] for group in plan.groups)
         pool = group_size * _page(plan) * batch * per_sequence
         blocks = batch * per_sequence
+    growth = _stage_pool(plan, peak, batch, members) - _stage_pool(plan, held, batch, members)
     notes = list(plan.notes)
     _explain(notes, plan, tokens, opts["num_speculative_tokens"], pool - real[largest])
+    if growth:
+        notes.append(f"on the way to {tokens:,} tokens a sequence holds up to {growth // batch:,} B more: a window "
+                     "layer frees a block only when all its tokens have left the window, so the peak_bytes "
+                     "(what fit sizes for) are the most any length up to this one holds")
     details = {"version": opts["version"], "block_size": plan.block_size,
                "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
                "groups": _group_details(plan, held), "blocks": blocks, "pool_bytes": pool,
@@ -775,6 +796,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
                       rows=rows, notes=notes, details=details)
     padding = pool - real[largest]
+    if growth:
+        result = replace(result, peak_bytes=result.peak_bytes + growth)
     if not padding:
         return result
     # Padding layers' page slots are taken from the pool with every block: they count in the KV
@@ -784,11 +807,20 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                    kv_bytes_all_devices=result.kv_bytes_all_devices + tp * padding)
 
 
-def _held(plan: _Plan, tokens: int, opts: dict) -> list[int]:
-    """Pages each unit holds for one sequence of ``tokens`` tokens."""
+def _held(plan: _Plan, tokens: int, opts: dict, *, peak: bool = False) -> list[int]:
+    """Pages each unit holds for one sequence of ``tokens`` tokens (``peak``: the most on the way there)."""
     spec_tokens = opts["num_speculative_tokens"]
-    return [spec.held_blocks(tokens, spec_tokens, opts["mamba_cache_mode"], spec_tokens)
+    return [(spec.peak_blocks if peak else spec.held_blocks)(tokens, spec_tokens, opts["mamba_cache_mode"],
+                                                               spec_tokens)
             for _, spec in plan.units]
+
+
+def _stage_pool(plan: _Plan, held: list[int], batch: int, members: set) -> int:
+    """Pool bytes of one stage's units for ``batch`` sequences holding ``held`` pages each."""
+    if plan.uniform_type:
+        return sum(held[i] * batch * plan.units[i][1].page_bytes for i in members)
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return group_size * _page(plan) * batch * sum(held[group[0]] for group in plan.groups)
 
 
 def _owners(plan: _Plan, members: set) -> set:
@@ -934,4 +966,138 @@ def _capacity_v0(model: Model, plan: _Plan, stages: list, kv_memory: int, length
                     notes=tuple(notes), details=details)
 
 
-SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, __doc__),)
+
+
+# ----------------------------------------------------------------------------- sizing: budget, activations, defaults
+#
+# The memory budget (vllm/v1/worker/gpu_worker.py determine_available_memory):
+#     kv = total x gpu_memory_utilization - weights - activation peak - non-torch - CUDA-graph estimate
+# (the graph estimate is subtracted from v0.21; the v0 engine has none); ``kv_cache_memory_bytes``
+# replaces all of it. Weights include the rotary cos/sin cache vLLM keeps beside them:
+# max_position_embeddings x rotary_dim x 2 B ("Loading model weights took 14.9888 GB" for
+# Llama-3.1-8B = 14.9575 GiB of checkpoint + 0.03125 GiB of cache).
+# The activation peak is what profile_run leaves: max(forward at max_num_batched_tokens, the dummy
+# sampler run), the forward from kvmem.activations; the sampler run holds
+# min(max_num_seqs, max_num_batched_tokens) x vocab x 28 B: its logits (bf16 2 + fp32 4), sort
+# values 4 + int64 indices 8, softmax 4, mask 1, scatter 4, +1 (Sampler with top-k/top-p in
+# vllm/v1/sample). Qwen2.5-7B-AWQ, 256 x 152,064 logits: 1.015 GiB predicted, 1.04 printed.
+# vLLM v0 logs: Llama-3.1-8B at 20,000 and 29,000 batched tokens 2.06 / 2.99 GiB predicted,
+# 2.07 / 2.99 printed; Qwen2.5-32B tp2 at 10,000: 1.15 vs 1.26.
+
+SAMPLER_BYTES_PER_LOGIT = 28
+NON_TORCH_BYTES = 256 << 20           # vLLM measures only the increase after start-up
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
+                  "max_num_seqs": None, "cudagraph_bytes": 512 << 20, "kv_cache_memory_bytes": None}
+# get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context:
+#     device_memory >= 70 GiB and "a100" not in the device name: 8192 tokens, 1024 sequences
+#     else: 2048 tokens, 256 sequences
+BIG_DEVICE_BYTES = 70 << 30
+BATCH_DEFAULTS = {"big": (8192, 1024), "small": (2048, 256)}
+V0_MIN_BATCHED_TOKENS = 2048          # v0 without chunked prefill: max(max_model_len, 2048)
+V0_MAX_NUM_SEQS = 256
+
+
+def vllm_activation_bytes(model, *, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """vLLM's profiled activation peak: max(forward at the batched tokens, the dummy sampler run)."""
+    from ..catalog import as_model
+    model = as_model(model)
+    shape = forward_shape(model)
+    forward = max_num_batched_tokens * forward_bytes_per_token(shape, tp)
+    sampler = min(max_num_seqs, max_num_batched_tokens) * shape.vocab * SAMPLER_BYTES_PER_LOGIT
+    return max(forward, sampler)
+
+
+def batch_defaults(gpu, *, context: int, version="latest", max_num_batched_tokens=None,
+                   max_num_seqs=None) -> EngineDefaults:
+    """vLLM's max_num_batched_tokens and max_num_seqs in force on ``gpu`` (a kvmem GPU), and why.
+
+    v1 (get_batch_defaults): the device's defaults, then min(seqs x context, tokens) tokens and
+    min(seqs, tokens) sequences. v0 without chunked prefill: max(context, 2048) tokens, 256 sequences.
+    """
+    seqs_given, tokens_given = max_num_seqs is not None, max_num_batched_tokens is not None
+    if _release(version) is None:
+        seqs = require_positive_int("max_num_seqs", max_num_seqs) if seqs_given else V0_MAX_NUM_SEQS
+        tokens = max_num_batched_tokens if tokens_given else max(context, V0_MIN_BATCHED_TOKENS)
+        why = ("the v0 engine without chunked prefill batches max(max_model_len, 2048) tokens "
+               f"and {V0_MAX_NUM_SEQS} sequences")
+    else:
+        device = f"{gpu.name} {gpu.label}".lower()
+        big = gpu.usable_memory_bytes >= BIG_DEVICE_BYTES and "a100" not in device
+        default_tokens, default_seqs = BATCH_DEFAULTS["big" if big else "small"]
+        seqs = require_positive_int("max_num_seqs", max_num_seqs) if seqs_given else default_seqs
+        tokens = max_num_batched_tokens if tokens_given else min(seqs * context, default_tokens)
+        rule = ("70 GiB or more and not an A100" if big else
+                "an A100" if "a100" in device and gpu.usable_memory_bytes >= BIG_DEVICE_BYTES else "under 70 GiB")
+        why = (f"vLLM's API-server batch defaults for {gpu.name} ({rule}; get_batch_defaults in "
+               f"vllm/engine/arg_utils.py): {default_tokens} tokens, {default_seqs} sequences")
+    seqs = min(seqs, tokens)
+    if tokens_given and seqs_given:
+        why = "max_num_batched_tokens and max_num_seqs given"
+    return EngineDefaults("vllm", {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}, why)
+
+
+def rope_cache_bytes(model: Model) -> int:
+    """vLLM's rotary cos/sin cache: max_position_embeddings x rotary_dim x 2 B, one per model."""
+    if not model.max_position_embeddings:
+        return 0
+    for layer in model.layers:
+        if layer.kind == MLA:
+            return model.max_position_embeddings * layer.qk_rope_head_dim * 2
+        if layer.kind in (FULL, SLIDING, CHUNKED):
+            factor = Fraction(model.facts.partial_rotary_factor)
+            return model.max_position_embeddings * int(layer.head_dim_k * factor) * 2
+    return 0
+
+
+def _weights_extra(model: Model) -> tuple[int, tuple[str, ...]]:
+    rope = rope_cache_bytes(model)
+    return rope, ((f"weights include vLLM's rotary cos/sin cache, {format_bytes(rope)}",) if rope else ())
+
+
+def _weight_notes(weight_dtype: str) -> tuple[str, ...]:
+    if weight_dtype != "mxfp4":
+        return ()
+    return ("vLLM's MXFP4 MoE kernels pad the expert weights: logs show 7-9% above the checkpoint "
+            "(gpt-oss-20b 13.72 GiB loaded vs 12.82 GiB file; gpt-oss-120b 65.97 GiB on H100); "
+            "pass weights_bytes= to use a measured figure",)
+
+
+def _defaults(gpu, *, context: int, tp: int, pp: int, engine_options: dict, sizing_options: dict):
+    return batch_defaults(gpu, context=context, version=engine_options.get("version", OPTIONS["version"]),
+                          max_num_batched_tokens=engine_options.get("max_num_batched_tokens"),
+                          max_num_seqs=sizing_options.get("max_num_seqs"))
+
+
+def _budget(req: BudgetRequest) -> Budget:
+    opts, notes = req.sizing_options, []
+    v0 = _release(req.engine_options.get("version", OPTIONS["version"])) is None
+    graphs = 0 if v0 else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
+    act = req.activation_bytes
+    if act is None:
+        defaults = _defaults(req.gpu, context=req.context, tp=req.tp, pp=req.pp,
+                             engine_options=req.engine_options, sizing_options=opts)
+        act = vllm_activation_bytes(req.model, tp=req.tp, **defaults.values)
+        notes.append(f"activations at max_num_batched_tokens={defaults.values['max_num_batched_tokens']:,}, "
+                     f"max_num_seqs={defaults.values['max_num_seqs']}: {defaults.reason}")
+    total = req.gpu.usable_memory_bytes
+    if opts.get("kv_cache_memory_bytes") is not None:
+        kv = parse_bytes(opts["kv_cache_memory_bytes"])
+        notes.append("kv_cache_memory_bytes given: vLLM skips profiling and gpu_memory_utilization")
+    else:
+        requested = total * req.utilization.numerator // req.utilization.denominator
+        kv = requested - req.weights_bytes - act - req.non_torch_bytes - graphs
+    return Budget(total, req.weights_bytes, act, req.non_torch_bytes + graphs, kv, tuple(notes))
+
+
+def _prefix(options: dict, est) -> PrefixSharing:
+    """Prefix caching shares whole blocks only (vLLM hashes full blocks, docs.vllm.ai design/prefix_caching)."""
+    notes = ()
+    if options.get("enable_prefix_caching") is False:
+        notes = ("vLLM shares prefix blocks through prefix caching: counted as if enable_prefix_caching=True",)
+    return share_whole_blocks("block_size", options, est, notes)
+
+
+SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
+                     takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
+                     defaults=_defaults, loads_fp32_as_fp16=True)
+SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, _prefix),)
