@@ -168,7 +168,12 @@ def _attention_shape(f: Fields) -> tuple[int, int, int, int]:
     if heads % kv_heads:
         raise ConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})")
     head_dim = f.int("head_dim", "kv_channels", default=None)
-    if head_dim is None:
+    mla = f.model_type in _MLA_TYPES or f.has("kv_lora_rank")
+    if head_dim is None and mla and f.has("qk_nope_head_dim"):
+        # MLA: a query/key head is qk_nope_head_dim + qk_rope_head_dim wide, whatever hidden / heads
+        # is (GLM-4.7-Flash: hidden 2048, 20 heads, 192 + 64); the cache holds the latent instead
+        head_dim = f.int("qk_nope_head_dim") + f.int("qk_rope_head_dim")
+    elif head_dim is None:
         hidden = f.int("hidden_size", "n_embd", "d_model")
         if hidden % heads:
             raise ConfigError(f"hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}) "
@@ -178,7 +183,7 @@ def _attention_shape(f: Fields) -> tuple[int, int, int, int]:
     return heads, kv_heads, head_dim, v_head_dim
 
 
-_MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear"}
+_MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_linear", "glm4_moe_lite"}
 
 
 def _layer_kinds(f: Fields, n_layers: int) -> list[str]:
