@@ -55,7 +55,7 @@ def _print(data, as_json: bool, lines):
 
 def _engine_log(result) -> list[str]:
     """The lines the engine itself would print for this result, where its mode renders them."""
-    log = result.details.get("log") or []
+    log = result.log_lines
     return [f"{result.engine} would log:"] + [f"  {line}" for line in log] if log else []
 
 

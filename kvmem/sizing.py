@@ -56,14 +56,35 @@ from .engines import ENGINES, capacity as _capacity, engine_spec, estimate as _e
 from .engines.base import Budget, BudgetRequest, Capacity, EngineDefaults, SizingRules, byte_option, fraction_option
 from .gpus import GPU, get_gpu, list_gpus
 from .model import Model
+from .records import Record
 from .units import format_bytes, parse_bytes, parse_tokens, require_positive_int
 from .weights import Weights, weights as _weights
 
-__all__ = ["Fit", "FitError", "fit", "kv_crossover_tokens", "engine_defaults"]
+__all__ = ["Fit", "FitError", "fit", "kv_crossover_tokens", "engine_defaults", "MemoryBreakdown"]
 
 _SEARCH_CAP = 1 << 24                # tokens / sequences searched at most when nothing else caps
 _COMMON_OPTIONS = ("weights_bytes", "activation_bytes", "non_torch_bytes")
 _DEFAULT_UTILIZATION = Fraction(9, 10)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown(Record):
+    """One device's memory under the engine's rules (bytes): what ``Fit.breakdown`` holds.
+
+    ``kv`` is what the workload's cache needs, ``kv_pool`` what the engine reserves for KV (the
+    whole budget for an engine that pre-allocates); ``free`` is what neither takes.
+    """
+
+    total_bytes: int
+    weights_bytes: int
+    kv_bytes: int
+    kv_pool_bytes: int
+    activations_bytes: int
+    overhead_bytes: int
+    free_bytes: int
+
+    KEYS = {"total": "total_bytes", "weights": "weights_bytes", "kv": "kv_bytes", "kv_pool": "kv_pool_bytes",
+            "activations": "activations_bytes", "overhead": "overhead_bytes", "free": "free_bytes"}
 
 
 class FitError(ValueError):
@@ -93,7 +114,7 @@ class Fit:
     max_batch: int
     max_context: int
     min_gpus: int | None
-    breakdown: dict
+    breakdown: MemoryBreakdown
     kv_memory_bytes: int
     kv_bytes_per_sequence: int
     shortfall_bytes: int
@@ -106,6 +127,7 @@ class Fit:
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        data["breakdown"] = self.breakdown.to_dict()
         data["capacity"] = self.capacity.to_dict() if self.capacity else None
         data["suggestions"] = list(self.suggestions)
         data["notes"] = list(self.notes)
@@ -468,10 +490,10 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     kv_work = _need(s, s.context, work_batch)
     shortfall = 0 if fits else max(_need(s, s.context, per_replica) - budget.kv_memory, 0)
     kv_pool = max(budget.kv_memory, 0) if s.rules.preallocates else kv_work
-    breakdown = {"total": budget.total, "weights": budget.weights, "kv": kv_work, "kv_pool": kv_pool,
-                 "activations": budget.activations, "overhead": budget.overhead}
-    breakdown["free"] = (budget.total - budget.weights - max(kv_pool, kv_work) - budget.activations
-                         - budget.overhead)
+    free = budget.total - budget.weights - max(kv_pool, kv_work) - budget.activations - budget.overhead
+    breakdown = MemoryBreakdown(total_bytes=budget.total, weights_bytes=budget.weights, kv_bytes=kv_work,
+                                kv_pool_bytes=kv_pool, activations_bytes=budget.activations,
+                                overhead_bytes=budget.overhead, free_bytes=free)
     speed = speed_all = crossover = None
     if s.gpu.bandwidth_bytes_per_s:
         step_bytes = (_active_weight_bytes(s, budget, work_batch) + _kv_read_bytes(s, s.context, work_batch))

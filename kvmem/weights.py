@@ -170,6 +170,21 @@ def resolve_weight_dtype(model: Model, weight_dtype="auto") -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
+class WeightLayout:
+    """What parallelism and decode reads need to know of the weights beyond their bytes."""
+
+    n_layers: int
+    experts: int = 0                 # routed experts (0: dense)
+    top_k: int = 0                   # experts each token reads
+    expert_params: int = 0
+    dense_params: int = 0
+    tied: bool = True
+    dense_rate: Fraction = Fraction(2)                         # bytes per dense parameter
+    kv_proj: tuple[tuple[int, int], ...] = ()                  # per layer (K/V params per KV head, KV heads)
+    mla_replicated: int = 0          # MLA down-projection params every tp rank keeps whole
+
+
+@dataclass(frozen=True)
 class Weights:
     """A model's weight bytes in one format (one copy of the model; ints unless named)."""
 
@@ -181,7 +196,12 @@ class Weights:
     dense_bytes: int
     expert_bytes: int
     notes: tuple[str, ...] = ()
-    details: dict = field(default_factory=dict, compare=False, repr=False)
+    layout: WeightLayout = field(default_factory=lambda: WeightLayout(n_layers=1), compare=False, repr=False)
+
+    @property
+    def details(self) -> dict:
+        """The layout as plain data (the keys it had as a dict)."""
+        return asdict(self.layout)
 
     @property
     def total_bytes(self) -> int:
@@ -194,7 +214,7 @@ class Weights:
     def active_bytes(self, batch: int = 1) -> int:
         """Weight bytes one decode step reads for ``batch`` sequences (see the module docstring)."""
         head = self.lm_head_bytes or self.embedding_bytes
-        experts, top_k = self.details.get("experts", 0), self.details.get("top_k", 0)
+        experts, top_k = self.layout.experts, self.layout.top_k
         if not self.expert_bytes or not experts:
             return self.dense_bytes + head
         touched = 1 - (1 - Fraction(top_k, experts)) ** min(batch, 4096)
@@ -202,7 +222,7 @@ class Weights:
 
     def per_device(self, *, tp: int = 1, pp: int = 1) -> int:
         """Bytes on the most loaded device with ``tp``-way tensor and ``pp``-way pipeline parallelism."""
-        n_layers = self.details["n_layers"]
+        n_layers = self.layout.n_layers
         decoder = self.dense_bytes + self.expert_bytes
         stages = pp_stages(n_layers, pp)
         largest = 0
@@ -220,17 +240,17 @@ class Weights:
         """Bytes per rank above an even split: replicated K/V heads and MLA down-projections."""
         if tp == 1:
             return 0
-        rate = self.details["dense_rate"]
+        rate = self.layout.dense_rate
         extra = Fraction(0)
-        for params_per_head, kv_heads in self.details["kv_proj"]:
+        for params_per_head, kv_heads in self.layout.kv_proj:
             if tp > kv_heads:
                 extra += params_per_head * (1 - Fraction(kv_heads, tp))
-        extra += self.details["mla_replicated"] * (1 - Fraction(1, tp))
+        extra += self.layout.mla_replicated * (1 - Fraction(1, tp))
         return int(extra * rate)
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data.pop("details")
+        data.pop("layout")
         data["notes"] = list(self.notes)
         data.update(total_bytes=self.total_bytes, bits_per_weight=self.bits_per_weight,
                     active_bytes=self.active_bytes())
@@ -299,9 +319,9 @@ def weights(model, weight_dtype="auto") -> Weights:
                    embedding_bytes=cost(embedding, emb_rate, False), lm_head_bytes=cost(lm_head, emb_rate, False),
                    dense_bytes=cost(dense_params, dense_rate, dense_rate == linear), expert_bytes=expert_bytes,
                    notes=tuple(notes),
-                   details={"n_layers": model.num_layers, "experts": experts, "top_k": top_k,
-                            "expert_params": expert_params, "dense_params": dense_params, "tied": tied,
-                            "dense_rate": dense_rate, "kv_proj": kv_proj, "mla_replicated": mla})
+                   layout=WeightLayout(n_layers=model.num_layers, experts=experts, top_k=top_k,
+                                       expert_params=expert_params, dense_params=dense_params, tied=tied,
+                                       dense_rate=dense_rate, kv_proj=tuple(kv_proj), mla_replicated=mla))
 
 
 def weight_bytes(model, weight_dtype="auto") -> int:

@@ -45,9 +45,9 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
              r"\ \text{bytes}".replace(",", "{,}"))
     for line in common.guard(explain.reasons, model, result):
         st.markdown(f"- {line}")
-    if result.details.get("log"):
+    if result.log_lines:
         st.caption(f"What {work.engine} itself logs for this cache:")
-        st.code("\n".join(result.details["log"]), language=None)
+        st.code("\n".join(result.log_lines), language=None)
 
 sweep = common.guard(tables.context_rows, model, contexts=tables.model_contexts(model, work.tokens), batch=work.batch,
                      kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp,

@@ -48,6 +48,8 @@ class Estimate:
     peak_bytes: int
     notes: tuple[str, ...] = ()
     details: dict = field(default_factory=dict, compare=False)
+    block_size: int = field(default=1, compare=False)          # tokens per block (page) the cache is cut in
+    log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
 
     @property
     def kv_bytes(self) -> int:
@@ -66,6 +68,7 @@ class Estimate:
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        del data["block_size"], data["log_lines"]      # in details too, under the engine's own names
         data["per_layer"] = list(self.per_layer)
         data["notes"] = list(self.notes)
         data.update(kv_bytes=self.kv_bytes, total_bytes=self.total_bytes)
@@ -86,9 +89,11 @@ class Capacity:
     block_size: int = 1
     notes: tuple[str, ...] = ()
     details: dict = field(default_factory=dict, compare=False)
+    log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
 
     def to_dict(self) -> dict:
         data = asdict(self)
+        del data["log_lines"]                           # in details["log"] too
         data["notes"] = list(self.notes)
         return data
 
@@ -293,7 +298,7 @@ def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> rang
 
 def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: str, tp: int, pp: int,
              rows: list[tuple[int, int, int]], peak_extra: int = 0, notes=(), details=None,
-             stages: list[range] | None = None) -> Estimate:
+             stages: list[range] | None = None, block_size: int = 1, log_lines=()) -> Estimate:
     """An Estimate from per-layer (K, V, state) bytes on one rank of each layer's stage.
 
     The reported device is the pipeline stage holding the most bytes (``stages``: the engine's
@@ -309,7 +314,8 @@ def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: st
     return Estimate(model=model.name, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype,
                     tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
                     kv_bytes_all_devices=all_devices, peak_bytes=k + v + peak_extra,
-                    notes=tuple(notes), details=details or {})
+                    notes=tuple(notes), details=details or {}, block_size=block_size,
+                    log_lines=tuple(log_lines))
 
 
 def layer_heads(layer: Layer, tp: int) -> int:

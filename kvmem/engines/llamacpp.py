@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+from dataclasses import replace
 
 from ..dtypes import dtype
 from ..model import CHUNKED, FULL, MLA, SLIDING, Model
@@ -487,7 +488,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                       per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
                       peak_bytes=k + v, notes=tuple(plan["notes"]), details=details)
     details["log"] = log_lines(result)  # the lines llama.cpp itself prints for these caches
-    return result
+    return replace(result, log_lines=tuple(details["log"]))
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,

@@ -387,7 +387,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                      f"state in {layout.ssm_dtype.name}) instead of tokens")
     rows_per_layer = _layer_rows(model, layout, tp, rows, batch)
     return assemble(model, "sglang", tokens=tokens, batch=batch, kv_dtype=layout.k_dtype.name, tp=tp,
-                    pp=pp, rows=rows_per_layer, notes=notes, details=details)
+                    pp=pp, rows=rows_per_layer, notes=notes, details=details, block_size=page)
 
 
 def _split_swa(layout: _Layout, stage: range, tokens: int, ratio) -> tuple[int, int]:
@@ -459,7 +459,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         details["log"] = [p.log_line() for p in allocated]
     return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=full // page, tokens=full,
                     max_concurrency=concurrency, max_model_len=full, block_size=page, notes=tuple(notes),
-                    details=details)
+                    details=details, log_lines=tuple(details.get("log", ())))
 
 
 

@@ -246,7 +246,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                "blocks": {w: batch * n for w, n in sorted(blocks.items())}, "bytes_per_token": real,
                "bytes_per_token_estimate": static, "windows": sorted(set(windows))}
     return assemble(model, "trtllm", tokens=tokens, batch=batch, kv_dtype=k_dtype.name, tp=tp, pp=pp, rows=rows,
-                    notes=notes, details=details, stages=stages)
+                    notes=notes, details=details, stages=stages, block_size=tokens_per_block)
 
 
 def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:

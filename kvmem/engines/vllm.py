@@ -794,7 +794,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                "groups": _group_details(plan, held), "blocks": blocks, "pool_bytes": pool,
                "padding_bytes": pool - real[largest], "uniform_type": plan.uniform_type}
     result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
-                      rows=rows, notes=notes, details=details)
+                      rows=rows, notes=notes, details=details, block_size=plan.block_size)
     padding = pool - real[largest]
     if growth:
         result = replace(result, peak_bytes=result.peak_bytes + growth)
@@ -879,7 +879,7 @@ def _estimate_v0(model: Model, plan: _Plan, *, tokens: int, batch: int, tp: int,
     details = {"version": "v0", "block_size": plan.block_size, "blocks": batch * blocks,
                "cache_block_bytes": max(_v0_block_bytes(plan, m) for m in _stage_units(plan, pp))}
     return assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
-                    rows=rows, notes=notes, details=details)
+                    rows=rows, notes=notes, details=details, block_size=plan.block_size)
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
@@ -930,7 +930,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                "uniform_type": plan.uniform_type, "request_bytes": needed, "log": log}
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
-                    notes=tuple(notes), details=details)
+                    notes=tuple(notes), details=details, log_lines=tuple(log))
 
 
 def _log_lines(release, num_blocks: int, tokens: int, concurrency: float, length: int) -> list[str]:
@@ -963,7 +963,7 @@ def _capacity_v0(model: Model, plan: _Plan, stages: list, kv_memory: int, length
                "cache_block_bytes": block_bytes, "log": log}
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
-                    notes=tuple(notes), details=details)
+                    notes=tuple(notes), details=details, log_lines=tuple(log))
 
 
 

@@ -1,0 +1,33 @@
+"""Frozen results that read like the dicts they replaced: ``result["kv"]``, ``.items()``, ``.to_dict()``.
+
+A subclass is a frozen dataclass whose fields carry units in their names (``kv_bytes``) and
+whose ``KEYS`` maps each plain-data key (``"kv"``) to its field; ``to_dict()`` gives those keys,
+in that order, so JSON and tables keep the names they had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["Record"]
+
+
+class Record(Mapping):
+    """Read access by the plain-data keys of ``KEYS`` (key -> field name)."""
+
+    KEYS: dict[str, str] = {}
+
+    def __getitem__(self, key: str):
+        try:
+            return getattr(self, self.KEYS[key])
+        except KeyError:
+            raise KeyError(f"{type(self).__name__} has no {key!r}; keys: {', '.join(self.KEYS)}") from None
+
+    def __iter__(self):
+        return iter(self.KEYS)
+
+    def __len__(self) -> int:
+        return len(self.KEYS)
+
+    def to_dict(self) -> dict:
+        return {key: getattr(self, name) for key, name in self.KEYS.items()}

@@ -1,0 +1,49 @@
+"""Typed results: frozen records with named *_bytes fields whose to_dict() keeps the plain keys."""
+
+import dataclasses
+
+import pytest
+
+import kvmem
+from kvmem.sizing import MemoryBreakdown
+from kvmem.weights import WeightLayout, weights
+
+
+def test_fit_breakdown_is_a_frozen_record_with_the_old_keys():
+    result = kvmem.fit("llama-3.1-8b", gpu="h100", context=8192)
+    b = result.breakdown
+    assert isinstance(b, MemoryBreakdown)
+    assert list(b.to_dict()) == ["total", "weights", "kv", "kv_pool", "activations", "overhead", "free"]
+    assert b["kv"] == b.kv_bytes and dict(b.items())["free"] == b.free_bytes
+    assert result.to_dict()["breakdown"] == b.to_dict()
+    # free = total - weights - max(kv_pool, kv) - activations - overhead
+    assert b.free_bytes == (b.total_bytes - b.weights_bytes - max(b.kv_pool_bytes, b.kv_bytes)
+                            - b.activations_bytes - b.overhead_bytes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.kv_bytes = 0
+    with pytest.raises(KeyError, match="MemoryBreakdown has no 'kv_cache'; keys: total, weights"):
+        b["kv_cache"]
+
+
+@pytest.mark.parametrize("engine, options, block", [
+    ("vllm", {}, 16), ("sglang", {"page_size": 64}, 64), ("trtllm", {}, 32), ("ideal", {}, 1),
+])
+def test_estimate_names_its_block_size(engine, options, block):
+    est = kvmem.estimate("llama-3.1-8b", engine=engine, tokens=1000, **options)
+    assert est.block_size == block
+    assert "block_size" not in est.to_dict() and "log_lines" not in est.to_dict()   # JSON keys unchanged
+
+
+def test_engine_log_lines_are_named_fields():
+    est = kvmem.estimate("llama-3.1-8b", engine="llama.cpp", tokens=4096)
+    assert est.log_lines and list(est.log_lines) == est.details["log"]
+    cap = kvmem.capacity("llama-3.1-8b", engine="vllm", kv_memory="8GiB", max_model_len=8192)
+    assert cap.log_lines and list(cap.log_lines) == cap.details["log"]
+    assert "log_lines" not in cap.to_dict()
+
+
+def test_weights_layout_is_typed():
+    w = weights("deepseek-v3", "fp8")
+    assert isinstance(w.layout, WeightLayout)
+    assert (w.layout.n_layers, w.layout.experts, w.layout.top_k) == (61, 256, 8)
+    assert w.details["experts"] == 256 and "layout" not in w.to_dict()
