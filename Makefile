@@ -1,12 +1,13 @@
 # Two commands do everything on a fresh machine:
 #   make run    create .venv if missing, install the pinned requirements, start the app on 127.0.0.1:8501
-#   make test   the same environment, the whole test suite (what .ci/run calls)
+#   make test   the same environment, ruff, then the whole test suite (what .ci/run calls)
+#   make test-fast  ruff and the tests without the browser, in parallel (pytest-xdist): the inner loop
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test test-fast lint bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +19,14 @@ run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port 8501 \
 		--server.headless true --browser.gatherUsageStats false
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint
 	$(BIN)/python -m pytest
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not browser" -n auto
 
 bench: $(STAMP)
 	$(BIN)/python bench/app_latency.py

@@ -273,7 +273,7 @@ def _shared_sources(f: Fields, kinds: list[str]) -> dict[int, int]:
     return sources
 
 
-def _layers(f: Fields, n_layers: int, heads: int, kv_heads: int, head_dim: int, v_head_dim: int):
+def _layers(f: Fields, n_layers: int, kv_heads: int, head_dim: int, v_head_dim: int):
     kinds = _layer_kinds(f, n_layers)
     if f.model_type in _MLA_TYPES or f.has("kv_lora_rank"):
         index_dim = f.int("index_head_dim", default=0, minimum=0) if f.model_type == "deepseek_v32" else 0
@@ -361,11 +361,10 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     f = Fields(text, model_type)
     n_layers = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads, kv_heads, head_dim, v_head_dim = _attention_shape(f)
-    layers = _layers(f, n_layers, heads, kv_heads, head_dim, v_head_dim)
+    layers = _layers(f, n_layers, kv_heads, head_dim, v_head_dim)
     dtype = _dtype(raw, text)
     moe = moe_shape(f, n_layers)
-    total, active, embedding = count_params(f, layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                                            v_head_dim=v_head_dim, moe=moe)
+    total, active, embedding = count_params(f, layers, heads=heads, head_dim=head_dim, moe=moe)
     return Model(
         name=name or hf_id or raw.get("_name_or_path") or model_type or "custom",
         layers=layers,

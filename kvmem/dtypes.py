@@ -105,7 +105,6 @@ _ALIASES = {
 
 _SIDE_DTYPES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "int8": 1}
 _GROUPED_BASES = {"int8", "int4", "int2"}
-_NBITS = {8: "int8", 4: "int4", 2: "int2"}
 
 
 def dtype_names() -> list[str]:
@@ -156,10 +155,3 @@ def dtype(name: object, *, model_dtype: str | None = None, group_size: int = 0,
     label = f"{key}-g{group_size}-{side}{'-zp' if zero_point else ''}"
     return DType(label, base.block_elements, base.block_bytes, group_size, scale,
                  scale if zero_point else 0)
-
-
-def int_dtype_for_bits(nbits: int) -> str:
-    """The integer format of ``nbits`` bits (8, 4 or 2)."""
-    if nbits not in _NBITS:
-        raise ValueError(f"nbits must be one of {sorted(_NBITS)}, got {nbits!r}")
-    return _NBITS[nbits]

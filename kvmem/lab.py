@@ -531,7 +531,7 @@ def compare_decoder(config: DecoderConfig, *, steps: int = 24, prompt_tokens: in
         prompt = model(ids[:, :prompt_tokens], cache)                            # (B, P, vocab)
         cached = [prompt[:, t] for t in range(prompt_tokens)]
         cached += [model(ids[:, t - 1:t], cache)[:, 0] for t in range(prompt_tokens + 1, steps + 1)]
-    diffs = [(a - b).abs().max().item() for a, b in zip(cached, full)]
+    diffs = [(a - b).abs().max().item() for a, b in zip(cached, full, strict=True)]
     return VariantResult(variant=config.variant, n_heads=config.n_heads, kv_heads=config.kv_heads,
                          head_dim=config.head_dim, layers=config.n_layers, d_model=config.d_model,
                          steps=steps, prompt_tokens=prompt_tokens, batch=batch, max_abs_diff=diffs,

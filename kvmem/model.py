@@ -100,7 +100,8 @@ class Layer:
 
     def held_tokens(self, tokens: int) -> int:
         """Tokens this layer holds for a sequence of ``tokens``: min(tokens, window) for a
-        sliding layer, the current chunk for a chunked one, all of them for full/MLA."""
+        sliding layer and for a chunked one (a whole chunk: the most the current chunk holds,
+        whatever position in it the sequence has reached), all of them for full/MLA."""
         if self.kind == SLIDING:
             return min(tokens, self.window)
         if self.kind == CHUNKED:

@@ -59,14 +59,14 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         only_mlp = set(f.get("mlp_only_layers", default=[]) or [])
         is_moe = lambda i: i not in only_mlp and (i + 1) % step == 0  # noqa: E731
     else:
-        is_moe = lambda i: True  # noqa: E731
+        is_moe = lambda _: True  # noqa: E731
     layers = tuple(is_moe(i) for i in range(n_layers))
     return MoeShape(experts=experts, top_k=top_k, intermediate_size=expert_inter,
                     shared_intermediate_size=shared_inter,
                     dense_intermediate_size=dense_inter if not all(layers) else 0, moe_layers=layers)
 
 
-def _attention_params(f, layer, hidden, heads, head_dim, v_head_dim) -> int:
+def _attention_params(f, layer, hidden, heads, head_dim) -> int:
     t = f.model_type
     if layer.kind == MLA:
         nope, rope = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim")
@@ -114,8 +114,7 @@ def _attention_params(f, layer, hidden, heads, head_dim, v_head_dim) -> int:
     return 0
 
 
-def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_dim: int,
-                 moe: MoeShape | None):
+def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
     """(total, active per token, embedding) parameters, or (None, None, 0) when unknown."""
     t = f.model_type
     if t in _UNSUPPORTED:
@@ -125,7 +124,6 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
         vocab = f.int("vocab_size", "padded_vocab_size")
     except ValueError:
         return None, None, 0
-    n_layers = len(layers)
     embedding = vocab * hidden
     total = embedding
     tied = f.get("tie_word_embeddings", default=True)  # PretrainedConfig's default
@@ -137,7 +135,7 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
     per_expert_mult = 3 if gated else 2
     active = total
     for i, layer in enumerate(layers):
-        attn = _attention_params(f, layer, hidden, heads, head_dim, v_head_dim)
+        attn = _attention_params(f, layer, hidden, heads, head_dim)
         norms = 2 * hidden if layer.kind != NONE else hidden
         if t in ("gemma2", "gemma3_text"):
             norms = 4 * hidden
@@ -159,8 +157,8 @@ def count_params(f, layers, *, heads: int, kv_heads: int, head_dim: int, v_head_
                 mlp += hidden
                 mlp_active += hidden
         elif t == "jamba" or layer.kind != NONE or t == "nemotron_h":
-            inter = (moe.dense_intermediate_size if moe else 0) or f.int("intermediate_size", "n_inner", "ffn_hidden_size",
-                                                    default=4 * hidden)
+            inter = (moe.dense_intermediate_size if moe else 0) or f.int(
+                "intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden)
             mlp = mlp_active = (3 if gated else 2) * hidden * inter
             if not gated and t in ("gpt2", "gpt_neox"):
                 mlp += inter + hidden

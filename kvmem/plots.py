@@ -52,7 +52,7 @@ def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs contex
     x = list(df["tokens"])
     weights = [b / GIB for b in df["weights_bytes"]]
     device = [b / GIB for b in df["device_bytes"]]
-    kv_top = [(w + k) / GIB for w, k in zip(df["weights_bytes"], df["kv_bytes"])]
+    kv_top = [(w + k) / GIB for w, k in zip(df["weights_bytes"], df["kv_bytes"], strict=True)]
     traces = []
     if any(weights):
         traces.append(_line(x, weights, "weights", fill="tozeroy", hovertemplate="%{y:.2f} GiB<extra>weights</extra>"))

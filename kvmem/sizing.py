@@ -283,8 +283,9 @@ def _setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv_dty
     if pp > model.num_layers:
         raise ValueError(f"pp={pp} exceeds the model's {model.num_layers} layers")
     engine_opts, sizing = _split_options(name, rules, spec.options, options)
-    if isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto" and sizing.get("weights_bytes") is None \
-            and model.params_total and rules.loads_fp32_as_fp16 and model.dtype == "fp32":
+    auto = isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto"
+    if auto and sizing.get("weights_bytes") is None and model.params_total and rules.loads_fp32_as_fp16 \
+            and model.dtype == "fp32":
         weight_dtype = "fp16"
         notes.append("fp32 checkpoint: serving engines load it in fp16 (dtype 'auto')")
     s = _Setup(model=model, gpu=gpu, engine=name, rules=rules, tp=tp, pp=pp, num_gpus=num_gpus, context=context,
@@ -303,8 +304,8 @@ def engine_defaults(engine: str, gpu, *, context, tp: int = 1, pp: int = 1, **op
     if rules.defaults is None:
         return None
     engine_opts, sizing = _split_options(name, rules, ENGINES[name].options, options)
-    return rules.defaults(get_gpu(gpu), context=parse_tokens(context), tp=require_positive_int("tp", tp),
-                          pp=require_positive_int("pp", pp), engine_options=engine_opts, sizing_options=sizing)
+    return rules.defaults(get_gpu(gpu), parse_tokens(context), require_positive_int("tp", tp),
+                          require_positive_int("pp", pp), engine_opts, sizing)
 
 
 # ----------------------------------------------------------------------------- search

@@ -300,7 +300,7 @@ def _share(base: Estimate, prefix: int, rerun, engine: str, options: dict) -> Es
     combine = lambda f: f(rest) + f(one) - f(one_rest)  # noqa: E731
     k = combine(lambda e: e.k_bytes)
     v = combine(lambda e: e.v_bytes)
-    per_layer = tuple(a + b - c for a, b, c in zip(rest.per_layer, one.per_layer, one_rest.per_layer))
+    per_layer = tuple(a + b - c for a, b, c in zip(rest.per_layer, one.per_layer, one_rest.per_layer, strict=True))
     all_devices = combine(lambda e: e.kv_bytes_all_devices)
     peak = k + v + max(0, rest.peak_bytes - rest.kv_bytes)
     info["saved_bytes"] = base.kv_bytes - (k + v)
@@ -332,7 +332,7 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
     caching = [i for i, layer in enumerate(model.layers) if layer.caches_tokens and i < len(base.per_layer)]
     moved = _apportion(host, [base.per_layer[i] for i in caching])
     per_layer = list(base.per_layer)
-    for i, m in zip(caching, moved):
+    for i, m in zip(caching, moved, strict=True):
         per_layer[i] -= m
     info = {"fraction": float(fraction), "host_kv_bytes": host, "host_kv_bytes_all_devices": host_all,
             "device_kv_bytes": base.kv_bytes - host}

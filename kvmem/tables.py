@@ -7,12 +7,16 @@ does not pay for importing it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from .engines import estimate
 from .units import format_bytes
 
-__all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "per_layer_frame", "compare_frame",
-           "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame"]
+__all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "per_layer_frame",
+           "compare_frame", "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame"]
+
+if TYPE_CHECKING:                 # pandas only where a DataFrame is built
+    import pandas as pd
 
 GIB = 2**30
 

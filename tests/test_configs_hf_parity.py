@@ -54,7 +54,7 @@ def hf_reading(cfg: dict) -> list[dict]:
     v_head_dim = getattr(text, "v_head_dim", None) or head_dim
     shared = getattr(text, "num_kv_shared_layers", 0) or 0
     rows = []
-    for i, (kind, kw) in enumerate(zip(kinds, kwargs)):
+    for i, (kind, kw) in enumerate(zip(kinds, kwargs, strict=True)):
         if shared and i >= len(kinds) - shared:
             rows.append({"kind": "shared"})
         elif getattr(text, "kv_lora_rank", None) and kind == "full":

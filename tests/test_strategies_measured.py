@@ -47,7 +47,7 @@ def test_dynamic_cache_baseline_grows_with_every_token():
     cfg = transformers.LlamaConfig(num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=KV_HEADS,
                                    hidden_size=4 * HEAD_DIM, head_dim=HEAD_DIM)
     cache, gen = transformers.DynamicCache(config=cfg), torch.Generator().manual_seed(0)
-    for step in range(1, 201):
+    for _step in range(1, 201):
         for layer in range(LAYERS):
             cache.update(*new_kv(gen), layer)
     held = [t for layer in cache.layers for t in (layer.keys, layer.values)]
@@ -144,7 +144,7 @@ def snapkv_compress(K, V, q_window, budget):
 def test_snapkv_compresses_the_prompt_then_grows():
     gen = torch.Generator().manual_seed(3)
     k_cache, v_cache = [], []
-    for layer in range(LAYERS):
+    for _layer in range(LAYERS):
         K, V = new_kv(gen, 300)
         q = torch.randn(BATCH, KV_HEADS, 16, HEAD_DIM, generator=gen, dtype=DTYPE)
         k, v = snapkv_compress(K, V, q, budget=64)

@@ -1,7 +1,8 @@
 """estimate() and capacity(): one entry point, dispatched to each engine's own rules.
 
 Each engine mode lives in its own module with its rules and their sources in its
-docstring; this module only checks the common inputs and the options each mode takes.
+docstring. This module finds those modules (their SPECS), checks the common inputs and the
+options each mode takes, and hands eviction / shared prefix / offload to kvmem.strategies.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from ..model import MLA, Layer, Model
 from ..units import parse_bytes, require_positive_int
 
 __all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
-           "PrefixSharing", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS", "fraction_option", "byte_option",
-           "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
+           "PrefixSharing", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS", "fraction_option",
+           "byte_option",            "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv"]
 
 
@@ -112,7 +112,7 @@ class PrefixSharing:
     notes: tuple[str, ...] = ()
 
 
-def share_every_token(options: dict, estimate: Estimate) -> PrefixSharing:
+def share_every_token(_options: dict, _estimate: Estimate) -> PrefixSharing:
     """The default: every token of the prefix is stored once (no block granularity)."""
     return PrefixSharing()
 
@@ -192,7 +192,7 @@ class SizingRules:
                                          is taken only where ``takes_utilization``)
     weights_extra(model) -> (bytes, notes)   memory it keeps beside the checkpoint's weights
     weight_notes(weight_dtype) -> notes  what its loaders do to a weight format
-    defaults(gpu, context, tp, pp, engine_options, sizing_options) -> EngineDefaults | None
+    defaults(gpu, context, tp, pp, engine_options, sizing_options) -> EngineDefaults (positional)
                                          its settings that depend on the device
     fixed_options                        engine options fit sets itself, with why
     kv_smaller_dtype, weight_formats     what "would fit" suggests trying

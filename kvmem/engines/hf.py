@@ -105,9 +105,9 @@ _INT64 = 8
 #   quanto dequantize (2e + 1) N: unpacked uint8, (data - shift), * scale
 _WORKING_SET = {
     ("hqq", "quantize"): lambda n, g, e: 32 * n + (0 if e == 4 else 4 * n) + 24 * g + 16,
-    ("hqq", "dequantize"): lambda n, g, e: 3 * e * n,
+    ("hqq", "dequantize"): lambda n, _g, e: 3 * e * n,
     ("quanto", "quantize"): lambda n, g, e: (2 * e + 1) * n + 2 * e * g,
-    ("quanto", "dequantize"): lambda n, g, e: (2 * e + 1) * n,
+    ("quanto", "dequantize"): lambda n, _g, e: (2 * e + 1) * n,
 }
 _HF_TYPE = {FULL: "full_attention", SLIDING: "sliding_attention", CHUNKED: "chunked_attention",
             LINEAR: "linear_attention", SHARED: "dummy", NONE: "dummy"}
@@ -601,7 +601,7 @@ def _budget(req: BudgetRequest) -> Budget:
                   total - req.weights_bytes - act - req.non_torch_bytes)
 
 
-def _prefix(options: dict, est) -> PrefixSharing:
+def _prefix(_options: dict, _est) -> PrefixSharing:
     return PrefixSharing(notes=("transformers caches keep one row per sequence and share nothing: "
                                 "prefix sharing is a what-if",))
 

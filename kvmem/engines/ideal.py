@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from ..formula import ideal_layer_bytes
 from ..model import Model
-from .base import Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes, state_share
+from .base import (Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes,
+                   state_share)
 
 
 def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):

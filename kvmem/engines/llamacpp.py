@@ -416,12 +416,13 @@ def _plan(model: Model, s: dict, pp: int) -> dict:
                                  rows * f32.row_bytes(state.ssm_elements))
         r = sum(r for r, _ in rows_per_layer.values())
         s_bytes = sum(x for _, x in rows_per_layer.values())
-        caches.append(dict(cache="recurrent", cells=cells, layers=model.num_layers + (model.mtp_layers if s["nextn"] else 0),
+        layers = model.num_layers + (model.mtp_layers if s["nextn"] else 0)
+        caches.append(dict(cache="recurrent", cells=cells, layers=layers,
                            seqs=s["n_seq"], rs_seq=s["n_rs_seq"], r_type="f32", s_type="f32", r_bytes=r,
                            s_bytes=s_bytes, size_mib=_printed(r + s_bytes), r_mib=_printed(r), s_mib=_printed(s_bytes)))
 
     rows = []
-    for i, layer in enumerate(model.layers):
+    for i in range(model.num_layers):
         k = v = 0
         if i in widths:
             cells = swa_cells if i in windowed else n_ctx_seq
@@ -585,7 +586,8 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
             rs = f" {c['rs_seq']:2d} rs_seq" if c["rs_seq"] is not None else ""
             lines.append(f"llama_memory_recurrent: size = {_mib(c['r_bytes'] + c['s_bytes']):7.2f} MiB "
                          f"({c['cells']:6d} cells, {c['layers']:3d} layers, {c['seqs']:2d} seqs{rs}), "
-                         f"R ({c['r_type']}): {_mib(c['r_bytes']):7.2f} MiB, S ({c['s_type']}): {_mib(c['s_bytes']):7.2f} MiB")
+                         f"R ({c['r_type']}): {_mib(c['r_bytes']):7.2f} MiB, "
+                         f"S ({c['s_type']}): {_mib(c['s_bytes']):7.2f} MiB")
     return lines
 
 
@@ -639,7 +641,7 @@ def _budget(req: BudgetRequest) -> Budget:
                   total - req.weights_bytes - act - req.non_torch_bytes)
 
 
-def _prefix(options: dict, est: Estimate) -> PrefixSharing:
+def _prefix(_options: dict, est: Estimate) -> PrefixSharing:
     """Sequences share cells only in a unified cache (-kvu): one stream per sequence shares nothing."""
     if est.details.get("kv_unified") is False:
         return PrefixSharing(refusal="llama.cpp keeps one cache stream per sequence unless kv_unified=True")

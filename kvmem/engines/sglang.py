@@ -220,8 +220,8 @@ def _layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_
             raise ValueError(f"SGLang's pool is either MLA or per-head (with or without a window pool); "
                              f"{model.name} mixes both")
         first = mla[0]
-        if any((l.kv_lora_rank, l.qk_rope_head_dim, l.index_head_dim)
-               != (first.kv_lora_rank, first.qk_rope_head_dim, first.index_head_dim) for l in mla):
+        if any((x.kv_lora_rank, x.qk_rope_head_dim, x.index_head_dim)
+               != (first.kv_lora_rank, first.qk_rope_head_dim, first.index_head_dim) for x in mla):
             raise ValueError(f"SGLang's MLA pool has one latent width; {model.name}'s layers differ")
         dim = first.kv_lora_rank + first.qk_rope_head_dim
         heads = 1
@@ -505,7 +505,7 @@ def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 
     return round(Fraction(gpu_mem - reserved) / gpu_mem, 3)
 
 
-def _defaults(gpu, *, context: int, tp: int, pp: int, engine_options: dict, sizing_options: dict):
+def _defaults(gpu, _context: int, tp: int, pp: int, _engine_options: dict, sizing_options: dict):
     if sizing_options.get("mem_fraction_static") is not None:
         return EngineDefaults("sglang", {"mem_fraction_static": sizing_options["mem_fraction_static"]},
                               "mem_fraction_static given")
@@ -517,8 +517,7 @@ def _defaults(gpu, *, context: int, tp: int, pp: int, engine_options: dict, sizi
 
 
 def _budget(req: BudgetRequest) -> Budget:
-    defaults = _defaults(req.gpu, context=req.context, tp=req.tp, pp=req.pp, engine_options=req.engine_options,
-                         sizing_options=req.sizing_options)
+    defaults = _defaults(req.gpu, req.context, req.tp, req.pp, req.engine_options, req.sizing_options)
     notes = () if req.sizing_options.get("mem_fraction_static") is not None else (defaults.reason,)
     mfs = fraction_option("mem_fraction_static", defaults.values["mem_fraction_static"])
     total = req.gpu.usable_memory_bytes

@@ -63,8 +63,8 @@ from ..dtypes import DType, dtype
 from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
 from ..activations import forward_bytes_per_token, forward_shape
 from ..units import require_positive_int
-from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, fraction_option, share_whole_blocks, assemble, cdiv, kv_heads_per_rank, largest_stage,
-                   state_share)
+from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble, cdiv,
+                   fraction_option, kv_heads_per_rank, largest_stage, share_whole_blocks, state_share)
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
 
@@ -139,7 +139,7 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
 def _layers(model: Model, k_dtype: DType, tp: int, tokens_per_block: int, windows) -> list[_LayerCache | None]:
     """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks)."""
     out = []
-    for layer, window in zip(model.layers, windows):
+    for layer, window in zip(model.layers, windows, strict=True):
         if layer.kind == MLA:
             elements = layer.kv_lora_rank + layer.qk_rope_head_dim
             if layer.index_head_dim:
@@ -169,7 +169,7 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int, toke
     if first.kind == MLA:
         elements = 1 * layers * (first.kv_lora_rank + first.qk_rope_head_dim)
     else:
-        kv_heads = Fraction(sum(l.kv_heads for l in attention), len(attention))
+        kv_heads = Fraction(sum(layer.kv_heads for layer in attention), len(attention))
         elements = 2 * layers * int(first.head_dim_k * kv_heads // tp)
     if k_dtype.name == "fp8_e4m3":
         size = elements

@@ -767,7 +767,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     held = _held(plan, tokens, opts)
     peak = _held(plan, tokens, opts, peak=True)
     rows = [(0, 0, 0)] * plan.n_layers
-    for (owner, spec), blocks in zip(plan.units, held):
+    for (owner, spec), blocks in zip(plan.units, held, strict=True):
         k, v, s = spec.kv_split(blocks * batch)
         rows[owner] = (rows[owner][0] + k, rows[owner][1] + v, rows[owner][2] + s)
     stages = _stage_units(plan, pp)
@@ -1062,7 +1062,7 @@ def _weight_notes(weight_dtype: str) -> tuple[str, ...]:
             "pass weights_bytes= to use a measured figure",)
 
 
-def _defaults(gpu, *, context: int, tp: int, pp: int, engine_options: dict, sizing_options: dict):
+def _defaults(gpu, context: int, _tp: int, _pp: int, engine_options: dict, sizing_options: dict):
     return batch_defaults(gpu, context=context, version=engine_options.get("version", OPTIONS["version"]),
                           max_num_batched_tokens=engine_options.get("max_num_batched_tokens"),
                           max_num_seqs=sizing_options.get("max_num_seqs"))
@@ -1074,8 +1074,7 @@ def _budget(req: BudgetRequest) -> Budget:
     graphs = 0 if v0 else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
     act = req.activation_bytes
     if act is None:
-        defaults = _defaults(req.gpu, context=req.context, tp=req.tp, pp=req.pp,
-                             engine_options=req.engine_options, sizing_options=opts)
+        defaults = _defaults(req.gpu, req.context, req.tp, req.pp, req.engine_options, opts)
         act = vllm_activation_bytes(req.model, tp=req.tp, **defaults.values)
         notes.append(f"activations at max_num_batched_tokens={defaults.values['max_num_batched_tokens']:,}, "
                      f"max_num_seqs={defaults.values['max_num_seqs']}: {defaults.reason}")

@@ -1,22 +1,45 @@
-"""Every engine mode on every preset: a number, or a ValueError that says why — never a crash."""
+"""Every engine mode on every preset: a number, or the refusal this file expects — never a crash.
+
+REFUSALS names each (preset, engine) that refuses and the reason it gives; any other
+ValueError fails, and so does an expected refusal that no longer happens.
+"""
 
 import pytest
 
 import kvmem
 from kvmem.engines import ENGINES
 
+_QUANTIZED_CACHE = "`QuantizedCache` is only supported for models with only full attention layers"
+REFUSALS = {
+    # transformers' QuantizedCache refuses any layer that is not full attention (cache_utils.py)
+    **{(name, "hf-quantized"): _QUANTIZED_CACHE for name in (
+        "deepseek-v3.2", "gemma-2-27b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-27b", "gemma-3-4b",
+        "gemma-3n-e2b", "gemma-3n-e4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-1.5-mini", "llama-4-maverick-17b-128e",
+        "llama-4-scout-17b-16e", "mistral-7b-v0.1", "nemotron-h-8b", "phi-3-medium-4k", "phi-3-mini-4k",
+        "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b")},
+    # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
+    ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",
+}
+
 
 @pytest.mark.parametrize("engine", list(ENGINES))
 @pytest.mark.parametrize("name", kvmem.list_models())
-def test_estimate_or_clear_refusal(name, engine):
-    try:
-        result = kvmem.estimate(name, engine=engine, tokens=4096, batch=2)
-    except ValueError as exc:
-        assert str(exc)
+def test_estimate_or_expected_refusal(name, engine):
+    expected = REFUSALS.get((name, engine))
+    if expected is not None:
+        with pytest.raises(ValueError) as refused:
+            kvmem.estimate(name, engine=engine, tokens=4096, batch=2)
+        assert expected in str(refused.value)
         return
+    result = kvmem.estimate(name, engine=engine, tokens=4096, batch=2)
     model = kvmem.get_model(name)
     assert result.kv_bytes > 0 or model.count("linear") == model.num_layers
     assert result.total_bytes == result.kv_bytes + result.state_bytes
     assert result.to_dict()["kv_bytes"] == result.kv_bytes
     assert len(result.per_layer) >= model.num_layers  # draft/MTP layers may follow the model's own
     assert result.kv_bytes_all_devices >= result.kv_bytes
+
+
+def test_the_allowlist_names_real_presets_and_engines():
+    assert {name for name, _ in REFUSALS} <= set(kvmem.list_models())
+    assert {engine for _, engine in REFUSALS} <= set(ENGINES)

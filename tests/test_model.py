@@ -1,0 +1,47 @@
+"""Layer and Model: what each kind needs, and the message that names what is missing."""
+
+import dataclasses
+
+import pytest
+
+from kvmem import Layer, Model, RecurrentState
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="dense"), "layer kind must be one of ('full', 'sliding', 'chunked', 'mla', 'linear', 'shared', "
+                         "'none'), got 'dense'"),
+    (dict(kind="sliding", kv_heads=8, head_dim_k=128, head_dim_v=128), "a sliding layer needs a positive window, got 0"),
+    (dict(kind="chunked", kv_heads=8, head_dim_k=128, head_dim_v=128, window=-1),
+     "a chunked layer needs a positive window, got -1"),
+    (dict(kind="full", kv_heads=8, head_dim_k=128), "a full layer needs kv_heads, head_dim_k and head_dim_v >= 1"),
+    (dict(kind="mla", qk_rope_head_dim=64), "an mla layer needs kv_lora_rank >= 1"),
+    (dict(kind="shared"), "a shared layer needs shared_with (the layer whose cache it reads)"),
+    (dict(kind="linear"), "a linear layer needs a recurrent state"),
+])
+def test_layer_validation_names_what_is_missing(kwargs, message):
+    with pytest.raises(ValueError) as refused:
+        Layer(**kwargs)
+    assert str(refused.value) == message
+
+
+def test_layer_widths_and_held_tokens():
+    full = Layer("full", kv_heads=8, head_dim_k=128, head_dim_v=64)
+    assert (full.k_width, full.v_width, full.held_tokens(5000)) == (8 * 128, 8 * 64, 5000)
+    sliding = Layer("sliding", kv_heads=8, head_dim_k=128, head_dim_v=128, window=4096)
+    assert sliding.held_tokens(1000) == 1000 and sliding.held_tokens(5000) == 4096
+    chunked = Layer("chunked", kv_heads=8, head_dim_k=128, head_dim_v=128, window=8192)
+    assert chunked.held_tokens(10_000) == 8192        # a whole chunk, wherever the sequence is in it
+    mla = Layer("mla", kv_lora_rank=512, qk_rope_head_dim=64)
+    assert (mla.k_width, mla.v_width) == (576, 0)      # one latent, counted in K
+    linear = Layer("linear", state=RecurrentState(conv_channels=10, conv_kernel=4, ssm_elements=100))
+    assert linear.held_tokens(5000) == 0 and linear.state.elements() == 10 * 3 + 100
+
+
+def test_model_needs_a_layer_and_is_frozen():
+    with pytest.raises(ValueError, match="a model needs at least one layer"):
+        Model(name="empty", layers=(), hidden_size=8, num_attention_heads=1)
+    model = Model(name="m", layers=[Layer("full", kv_heads=1, head_dim_k=8, head_dim_v=8)], hidden_size=8,
+                  num_attention_heads=1)
+    assert isinstance(model.layers, tuple) and model.kinds == {"full": 1}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.name = "other"
