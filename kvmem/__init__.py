@@ -6,13 +6,13 @@ The public names of the contract (shared/spec/api.md), re-exported; no logic her
 from .catalog import get_model, list_models
 from .configs import ConfigError
 from .dtypes import DType, dtype
-from .engines import Capacity, Estimate, capacity, estimate, list_engines
+from .engines import Capacity, Estimate, capacity, list_engines
 from .formula import formula
 from .gpus import GPU, get_gpu, list_gpus
 from .measure import Measurement, measure
 from .model import Layer, Model, RecurrentState
 from .sizing import Fit, FitError, fit
-from .strategies import Eviction, compare_strategies, preallocation_waste
+from .strategies import Eviction, compare_strategies, estimate, preallocation_waste
 from .units import format_bytes, parse_bytes, parse_tokens
 from .weights import weight_bytes
 

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 
 from . import catalog
 from .engines import estimate
-from .engines.hf import Slot, _Dynamic, _prompt
+from .engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from .model import FULL, Model
 from .units import format_bytes, parse_tokens, require_positive_int
 
@@ -447,7 +447,7 @@ def _prediction(model: Model, engine: str, *, tokens: int, batch: int, kv_name: 
         prompt = options.get("prompt_tokens") or tokens
         own = tuple(Slot("attention", "full_attention", layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
                     for layer in model.layers)
-        work = _Dynamic(own, batch=batch, prompt=min(prompt, tokens), tokens=tokens,
+        work = DynamicGrowth(own, batch=batch, prompt=min(prompt, tokens), tokens=tokens,
                         e={"fp32": 4, "fp16": 2, "bf16": 2}[kv_name])
         return ideal.total_bytes, max(work.peak(), ideal.total_bytes), ideal.per_layer, ()
     result = estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_name, **options)
@@ -584,7 +584,7 @@ def measure(model, *, engine: str = "hf-dynamic", tokens, batch: int = 1, kv_dty
             raise RuntimeError(problem)
     dev = _device(device)
     element = _torch_dtype(kv_name)
-    prompt = _prompt(tokens, options.get("prompt_tokens"))
+    prompt = prompt_tokens_of(tokens, options.get("prompt_tokens"))
 
     if name == "toy":
         cache = [[torch.empty((batch, p.k_shape[0], 0, p.k_shape[1]), dtype=element, device=dev),

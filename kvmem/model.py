@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 __all__ = ["FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
-           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts"]
+           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "register_config_reader"]
 
 FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = (
     "full", "sliding", "chunked", "mla", "linear", "shared", "none")
@@ -109,6 +109,14 @@ class Layer:
         return tokens if self.caches_tokens else 0
 
 
+_CONFIG_READER: list = []     # kvmem.configs.model_from_config, registered by that module (below this one)
+
+
+def register_config_reader(reader) -> None:
+    """Model.from_hf_config reads with ``reader`` (kvmem.configs registers its one reader at import)."""
+    _CONFIG_READER[:] = [reader]
+
+
 @dataclass(frozen=True)
 class MoeShape:
     """A mixture-of-experts MLP: routed experts, the experts each token reads, their widths.
@@ -188,9 +196,8 @@ class Model:
 
     @classmethod
     def from_hf_config(cls, cfg, *, name: str | None = None) -> "Model":
-        """Read a Hugging Face ``config.json``: a dict, JSON text, or a path to the file."""
-        from .configs import model_from_config
-        return model_from_config(cfg, name=name)
+        """Read a Hugging Face ``config.json``: a dict, JSON text, or a path to the file (kvmem.configs)."""
+        return _CONFIG_READER[0](cfg, name=name)
 
     @property
     def num_layers(self) -> int:

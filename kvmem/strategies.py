@@ -76,14 +76,14 @@ from numbers import Real
 
 from .dtypes import DType, dtype, dtype_names
 from .catalog import as_model
-from .engines import engine_spec, estimate as _estimate
+from .engines import engine_spec, estimate as _estimate, with_defaults
 from .engines.base import Estimate, PrefixSharing, assemble, cdiv, layer_heads, resolve_dtypes, state_share
 from .formula import ideal_layer_bytes
 from .gpus import get_gpu
 from .model import CHUNKED, FULL, MLA, SHARED, SLIDING, Layer, Model
 from .units import parse_bytes, parse_tokens, require_positive_int
 
-__all__ = ["Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",
+__all__ = ["estimate", "Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",
            "quantized_estimate", "quantization_options", "architecture_variants",
            "preallocation_waste", "simulate_admission", "allocation_sweep", "request_lengths",
            "compare_strategies", "quality_results", "REQUEST_DISTRIBUTIONS"]
@@ -225,6 +225,23 @@ def _check_offload(offload) -> Fraction:
     if not 0 <= fraction <= 1:
         raise ValueError(f"offload must be a fraction between 0 and 1, got {offload!r}")
     return fraction
+
+
+def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1, pp: int = 1,
+             eviction=None, shared_prefix=0, offload=0.0, **options) -> Estimate:
+    """kvmem.estimate: the engine's count (kvmem.engines.estimate), then eviction, a shared prefix
+    and offload applied on top of it (the rules in this module's docstring)."""
+    base = _estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    if eviction is None and not shared_prefix and not offload:
+        return base
+    spec = engine_spec(engine)
+
+    def rerun(t: int, b: int) -> Estimate:
+        return _estimate(model, engine=spec.name, tokens=t, batch=b, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+
+    return apply_strategies(base, model=as_model(model), rerun=rerun, engine=spec.name,
+                            options=with_defaults(spec, options), eviction=eviction, shared_prefix=shared_prefix,
+                            offload=offload)
 
 
 def apply_strategies(base: Estimate, *, model: Model, rerun, engine: str, options: dict,
@@ -800,7 +817,7 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     """
     model = as_model(model)
     tokens = parse_tokens(tokens)
-    run = lambda **kw: _estimate(model, engine=engine, tokens=kw.pop("tokens", tokens), batch=batch,  # noqa: E731
+    run = lambda **kw: estimate(model, engine=engine, tokens=kw.pop("tokens", tokens), batch=batch,  # noqa: E731
                                 kv_dtype=kw.pop("kv_dtype", kv_dtype), tp=tp, pp=pp, **options, **kw)
     baseline = run()
     base = baseline.total_bytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .engines import estimate
+from .strategies import estimate
 from .units import format_bytes
 
 __all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "per_layer_frame",

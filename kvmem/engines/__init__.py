@@ -2,7 +2,8 @@
 
 Each engine mode lives in its own module with its rules and their sources in its
 docstring. This module finds those modules (their SPECS), checks the common inputs and the
-options each mode takes, and hands eviction / shared prefix / offload to kvmem.strategies.
+options each mode takes. Eviction, a shared prefix and offload are what-ifs above the engines:
+kvmem.estimate (kvmem.strategies) applies them to this module's count.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..catalog import as_model
 from ..units import parse_bytes, parse_tokens, require_positive_int
 from .base import Capacity, EngineSpec, Estimate, check_parallel
 
-__all__ = ["estimate", "capacity", "list_engines", "engine_spec", "Estimate", "Capacity", "ENGINES"]
+__all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "Estimate", "Capacity", "ENGINES"]
 
 # Engine modules register themselves: every module in this package with a SPECS tuple.
 # Listed in this order first; a new module needs no edit here.
@@ -49,7 +50,8 @@ def engine_spec(engine: str) -> EngineSpec:
     return ENGINES[key]
 
 
-def _options(spec: EngineSpec, options: dict) -> dict:
+def with_defaults(spec: EngineSpec, options: dict) -> dict:
+    """``options`` checked against the engine's, its defaults filled in."""
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
         valid = ", ".join(sorted(spec.options)) or "none"
@@ -58,25 +60,19 @@ def _options(spec: EngineSpec, options: dict) -> dict:
 
 
 def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1,
-             pp: int = 1, eviction=None, shared_prefix=0, offload=0.0, **options) -> Estimate:
+             pp: int = 1, **options) -> Estimate:
     """Cache bytes for ``batch`` sequences of ``tokens`` tokens under ``engine``'s rules.
 
-    ``eviction``, ``shared_prefix`` and ``offload`` are applied on top of any engine's
-    estimate by kvmem.strategies (see its docstring for the rules).
+    The engine's count alone: kvmem.estimate (kvmem.strategies) applies eviction, a shared
+    prefix and offload on top of it.
     """
     spec = engine_spec(engine)
     model = as_model(model)
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     tp, pp = check_parallel(tp, pp)
-    options = _options(spec, options)
-    result = spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
-    if eviction is None and not shared_prefix and not offload:
-        return result
-    from ..strategies import apply_strategies
-    rerun = lambda t, b: spec.estimate(model, tokens=t, batch=b, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)  # noqa: E731
-    return apply_strategies(result, model=model, rerun=rerun, engine=spec.name, options=options,
-                            eviction=eviction, shared_prefix=shared_prefix, offload=offload)
+    options = with_defaults(spec, options)
+    return spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
 
 
 def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,
@@ -91,4 +87,4 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
     tp, pp = check_parallel(tp, pp)
     max_model_len = parse_tokens(max_model_len) if max_model_len is not None else None
     return spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
-                         max_model_len=max_model_len, **_options(spec, options))
+                         max_model_len=max_model_len, **with_defaults(spec, options))

@@ -70,7 +70,7 @@ from ..units import require_positive_int
 from ..activations import forward_bytes_per_token, forward_shape
 from .base import Budget, BudgetRequest, EngineSpec, PrefixSharing, SizingRules, assemble, cdiv
 
-__all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes"]
+__all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes", "DynamicGrowth", "prompt_tokens_of"]
 
 # Engine defaults, each with its source (transformers 5.24.0).
 DEFAULTS = {
@@ -191,7 +191,8 @@ def _single_device(engine: str, tp: int, pp: int) -> None:
                 "holds the per_layer bytes of its own layers)")
 
 
-def _prompt(tokens: int, prompt_tokens) -> int:
+def prompt_tokens_of(tokens: int, prompt_tokens) -> int:
+    """The prompt length (tokens when not given), checked to be at most ``tokens``."""
     if prompt_tokens is None:
         return tokens
     prompt = require_positive_int("prompt_tokens", prompt_tokens)
@@ -282,7 +283,9 @@ class _Workload:
         return tokens * (self.k_token(slot) + self.i_token(slot)), tokens * self.v_token(slot), 0
 
 
-class _Dynamic(_Workload):
+class DynamicGrowth(_Workload):
+    """A DynamicCache's storage step by step: torch.cat growth and sliding layers' trims (kvmem.measure)."""
+
     def stored(self, slot: Slot, j: int) -> int:
         """Tokens of storage a layer holds after step j."""
         if j < 0:
@@ -481,8 +484,8 @@ def estimate_dynamic(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     _single_device("hf-dynamic", tp, pp)
     kv_name, e = _compute_dtype(model, kv_dtype, "hf-dynamic")
     found = slots(model)
-    prompt = _prompt(tokens, prompt_tokens)
-    work = _Dynamic(found, batch=batch, prompt=prompt, tokens=tokens, e=e)
+    prompt = prompt_tokens_of(tokens, prompt_tokens)
+    work = DynamicGrowth(found, batch=batch, prompt=prompt, tokens=tokens, e=e)
     notes = _common_notes(model, found)
     pinned = [s.window for s in found if s.kind == "sliding" and prompt >= s.window and prompt == tokens]
     if pinned:
@@ -497,7 +500,7 @@ def estimate_static(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int,
     _single_device("hf-static", tp, pp)
     kv_name, e = _compute_dtype(model, kv_dtype, "hf-static")
     found = slots(model)
-    prompt = _prompt(tokens, prompt_tokens)
+    prompt = prompt_tokens_of(tokens, prompt_tokens)
     length = tokens if max_cache_len is None else require_positive_int("max_cache_len", max_cache_len)
     if length < tokens and any(s.kind == "attention" for s in found):
         raise ValueError(f"max_cache_len ({length}) must be at least tokens ({tokens}): a StaticCache "
@@ -558,7 +561,7 @@ def estimate_quantized(model: Model, *, tokens: int, batch: int, kv_dtype, tp: i
     _single_device("hf-quantized", tp, pp)
     kv_name, e = _compute_dtype(model, kv_dtype, "hf-quantized")
     found = slots(model)
-    prompt = _prompt(tokens, prompt_tokens)
+    prompt = prompt_tokens_of(tokens, prompt_tokens)
     nbits, group, residual = _check_quantized(model, found, backend, nbits, q_group_size, residual_length,
                                               prompt, tokens, batch)
     work = _Quantized(found, backend=backend, nbits=nbits, q_group_size=group, residual_length=residual,

@@ -285,7 +285,7 @@ layer_kinds = st.lists(st.sampled_from(["full", "sliding", "linear", "none"]), m
 def test_dynamic_and_static_replays_agree_with_held_bytes_and_brute_force(kinds, window, prompt, extra, batch):
     found = hf.slots(_toy_model(kinds, window))
     tokens = prompt + extra
-    cases = [hf._Dynamic(found, batch=batch, prompt=prompt, tokens=tokens, e=2),
+    cases = [hf.DynamicGrowth(found, batch=batch, prompt=prompt, tokens=tokens, e=2),
              hf._Static(found, max_cache_len=tokens + 2, batch=batch, prompt=prompt, tokens=tokens, e=2)]
     for work in cases:
         totals, best = _brute_force(work)

@@ -1,0 +1,88 @@
+"""The package's shape: no import cycle in kvmem/, no private name imported across modules,
+and the core importable with the standard library only."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+KVMEM = Path(__file__).resolve().parent.parent / "kvmem"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(KVMEM.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path):
+    """(imported kvmem module, names taken from it) for every import in the file, nested ones too."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "kvmem" or target.startswith("kvmem."):
+                yield target, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("kvmem"):
+                    yield alias.name, []
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in KVMEM.rglob("*.py")}
+    graph = {name: set() for name in modules}
+    for name, path in modules.items():
+        for target, names in _imports(path):
+            for imported in [f"{target}.{n}" for n in names if f"{target}.{n}" in modules] or [target]:
+                if imported in modules and imported != name:
+                    graph[name].add(imported)
+    return graph
+
+
+def _is_package_of(name: str, other: str) -> bool:
+    return other.startswith(name + ".")
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    # a package's __init__ re-exporting its own submodules is not a cycle with them
+    edges = {a: {b for b in bs if not _is_package_of(a, b) and not _is_package_of(b, a)} for a, bs in graph.items()}
+    seen, stack, cycles = set(), [], []
+
+    def visit(node):
+        if node in stack:
+            cycles.append(stack[stack.index(node):] + [node])
+            return
+        if node in seen:
+            return
+        seen.add(node)
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            visit(nxt)
+        stack.pop()
+
+    for node in sorted(edges):
+        visit(node)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_private_name_imported_across_modules():
+    offenders = []
+    for path in KVMEM.rglob("*.py"):
+        for target, names in _imports(path):
+            offenders += [f"{_module_name(path)} imports {target}.{n}" for n in names
+                          if n.startswith("_") and not n.startswith("__")]
+    assert not offenders, offenders
+
+
+def test_import_kvmem_loads_no_third_party_package():
+    code = ("import sys, kvmem; heavy = {'torch', 'pandas', 'plotly', 'streamlit', 'huggingface_hub', 'gguf', "
+            "'numpy', 'transformers'}; print(sorted(heavy & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
