@@ -1,0 +1,101 @@
+"""Architecture variants: the same model's cache as MHA, GQA, MQA, MLA, or cross-layer sharing (all retrain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..catalog import as_model
+from ..engines import estimate as _estimate
+from ..model import CHUNKED, FULL, MLA, SHARED, SLIDING, Layer, Model
+from .inputs import count
+
+
+def _as_heads(model: Model, layer: Layer, kv_heads: int) -> Layer:
+    if layer.kind in (FULL, SLIDING, CHUNKED):
+        return replace(layer, kv_heads=kv_heads)
+    if layer.kind == MLA:
+        nope, rope, v = model.facts.qk_nope_head_dim, layer.qk_rope_head_dim, model.facts.v_head_dim
+        if nope and rope and v:
+            return Layer(FULL, kv_heads=kv_heads, head_dim_k=nope + rope, head_dim_v=v)
+    return layer
+
+
+def _head_variant(model: Model, kv_heads: int) -> Model:
+    heads = model.num_attention_heads
+    if kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"GQA groups must divide the {heads} query heads, got {kv_heads}")
+    return model.with_layers([_as_heads(model, layer, kv_heads) for layer in model.layers])
+
+
+def _mla_variant(model: Model, rank: int, rope: int) -> Model:
+    rank = count("mla_rank", rank, minimum=1)
+    rope = count("mla_rope_dim", rope)
+    return model.with_layers([Layer(MLA, kv_lora_rank=rank, qk_rope_head_dim=rope, state=layer.state)
+                              if layer.kind == FULL else layer for layer in model.layers])
+
+
+def _cross_layer_variant(model: Model, every: int) -> Model:
+    every = count("share_every", every, minimum=1)
+    layers, seen, anchor = [], {}, {}
+    for i, layer in enumerate(model.layers):
+        if not layer.caches_tokens:
+            layers.append(layer)
+            continue
+        key = replace(layer, state=None)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        if n % every == 0:
+            anchor[key] = i
+            layers.append(layer)
+        else:
+            layers.append(Layer(SHARED, shared_with=anchor[key], state=layer.state))
+    return model.with_layers(layers)
+
+
+def architecture_variants(model, *, tokens, batch: int = 1, engine: str = "ideal", kv_dtype="auto",
+                          gqa_groups=(8,), mla_rank: int = 512, mla_rope_dim: int = 64, share_every: int = 2,
+                          tp: int = 1, pp: int = 1, **options) -> list[dict]:
+    """The model's cache as it is, as MHA, GQA with each of ``gqa_groups`` KV heads, MQA, MLA
+    (full layers to a ``mla_rank`` latent + ``mla_rope_dim`` rope key, DeepSeek-V2's 512 + 64
+    by default) and with cross-layer KV sharing (each run of ``share_every`` layers of the
+    same shape shares the first one's cache). Every variant but "as is" needs retraining.
+
+    Sliding and chunked layers keep their windows; MLA layers become per-head layers only
+    when the config gives qk_nope_head_dim, qk_rope_head_dim and v_head_dim.
+    """
+    model = as_model(model)
+    heads = model.num_attention_heads
+    variants = [("as is", model, {}), ("MHA", _head_variant(model, heads), {"kv_heads": heads})]
+    for g in gqa_groups or ():
+        if 1 < g < heads:
+            variants.append((f"GQA-{g}", _head_variant(model, g), {"kv_heads": g}))
+    variants.append(("MQA", _head_variant(model, 1), {"kv_heads": 1}))
+    variants.append((f"MLA (latent {mla_rank} + rope {mla_rope_dim})", _mla_variant(model, mla_rank, mla_rope_dim),
+                     {"kv_lora_rank": mla_rank, "qk_rope_head_dim": mla_rope_dim}))
+    variants.append((f"cross-layer KV sharing every {share_every}", _cross_layer_variant(model, share_every),
+                     {"share_every": share_every}))
+    base = None
+    rows = []
+    for name, variant, settings in variants:
+        try:
+            est = _estimate(variant, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                           **options)
+        except ValueError as exc:
+            if base is None:
+                raise
+            rows.append({"variant": name, "strategy": name, "family": "architecture", "bytes": None,
+                         "saving_bytes": None, "saving_fraction": None, "needs_retraining": True, "lossless": False,
+                         "settings": settings, "cost": f"not available in engine {engine!r}: {exc}",
+                         "model": variant})
+            continue
+        base = est.total_bytes if base is None else base
+        saving = base - est.total_bytes
+        rows.append({"variant": name, "strategy": name, "family": "architecture", "bytes": est.total_bytes,
+                     "saving_bytes": saving, "saving_fraction": saving / base if base else 0.0,
+                     "needs_retraining": name != "as is", "lossless": name == "as is", "settings": settings,
+                     "cost": "none (the model as trained)" if name == "as is" else
+                     "needs retraining: the attention layout is baked into the weights (pre-training or costly "
+                     "up-training); sharing heads or layers can cost capacity",
+                     "model": variant})
+    return rows
