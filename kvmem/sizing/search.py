@@ -1,0 +1,109 @@
+"""The searches: the most sequences, the longest context, for a monotone 'it fits' (gallop, then bisect).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Model
+from .setup import Setup, budget_for, need_bytes
+
+
+SEARCH_CAP = 1 << 24                # tokens / sequences searched at most when nothing else caps
+
+
+# ----------------------------------------------------------------------------- search
+
+def largest_fitting(fits, cap: int, guess: int = 1) -> int:
+    """The largest n in [0, cap] with fits(n), for a monotone ``fits`` (fits(0) is True).
+
+    Gallops from ``guess`` (a linear extrapolation lands within a few blocks), then bisects.
+    """
+    if cap < 1 or not fits(1):
+        return 0
+    guess = min(max(guess, 1), cap)
+    step = 1
+    if fits(guess):
+        lo, hi = guess, cap + 1
+        while lo + step <= cap:
+            if not fits(lo + step):
+                hi = lo + step
+                break
+            lo, step = lo + step, step * 2
+    else:
+        lo, hi = 1, guess
+        while hi - step > 1:
+            if fits(hi - step):
+                lo = hi - step
+                break
+            hi, step = hi - step, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def linear_guess(measure, target: int, probe: int) -> int:
+    """n with measure(n) ~ target, extrapolated from measure(probe)."""
+    at_probe = measure(probe)
+    return probe * target // at_probe if at_probe > 0 else probe
+
+
+def holds(s: Setup, tokens: int, batch: int, kv_memory: int) -> bool:
+    """Whether ``batch`` x ``tokens`` fits ``kv_memory``; a size the engine refuses (llama.cpp's
+    256 sequences, a StaticCache shorter than the sequence) does not fit."""
+    try:
+        return need_bytes(s, tokens, batch) <= kv_memory
+    except ValueError:
+        return False
+
+
+def batch_cap(s: Setup) -> int:
+    return s.rules.max_sequences or SEARCH_CAP
+
+
+def search_max_batch(s: Setup, kv_memory: int) -> int:
+    """Sequences of ``context`` one replica holds (``kv_memory``: the budget at batch 1)."""
+    per_seq = need_bytes(s, s.context, 1)
+    if kv_memory <= 0 or per_seq > kv_memory:
+        return 0
+    cap = batch_cap(s)
+    guess = kv_memory // per_seq if per_seq else cap
+    upper = largest_fitting(lambda b: holds(s, s.context, b, kv_memory), cap, guess)
+    if s.rules.batch_dependent:   # the batch-1 budget bounds it; activations only shrink it further
+        return largest_fitting(lambda b: holds(s, s.context, b, budget_for(s, b).kv_memory), upper, upper)
+    return upper
+
+
+def context_cap(model: Model) -> int:
+    return model.max_position_embeddings or SEARCH_CAP
+
+
+def search_max_context(s: Setup, kv_memory: int, batch: int) -> int:
+    if kv_memory <= 0 or batch > batch_cap(s):
+        return 0
+    cap = context_cap(s.model)
+
+    def need_or_zero(n: int) -> int:
+        try:
+            return need_bytes(s, n, batch)
+        except ValueError:
+            return 0
+
+    guess = linear_guess(need_or_zero, kv_memory, min(cap, s.context))
+    upper = largest_fitting(lambda n: holds(s, n, batch, kv_memory), cap, guess)
+    if s.rules.batch_dependent:
+        return largest_fitting(lambda n: holds(s, n, batch, budget_for(replace(s, context=n), batch).kv_memory),
+                        upper, upper)
+    return upper
+
+
+def replica_batch(s: Setup) -> int:
+    return -(-(s.batch or 1) // s.replicas)
+
+
+def workload_fits(s: Setup) -> bool:
+    """Whether the workload (batch, default 1, of ``context`` tokens) fits one replica."""
+    n = replica_batch(s)
+    kv_memory = budget_for(s, n).kv_memory
+    return kv_memory > 0 and holds(s, s.context, n, kv_memory)

@@ -1,0 +1,195 @@
+"""One sizing set-up: the inputs checked, the engine's sizing rules found, and its memory budget asked.
+
+The engine module answers (its SizingRules): this module only gathers what the rule needs
+(weights per device, what the engine keeps beside them, non-torch memory, given figures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..catalog import as_model
+from ..engines import ENGINES, engine_spec, estimate as _estimate
+from ..engines.base import Budget, BudgetRequest, EngineDefaults, SizingRules, byte_option, fraction_option
+from ..gpus import GPU, get_gpu
+from ..model import Model
+from ..units import parse_bytes, parse_tokens, require_positive_int
+from ..weights import Weights, weights as _weights
+
+
+DEFAULT_UTILIZATION = Fraction(9, 10)
+
+
+# ----------------------------------------------------------------------------- one set-up
+
+@dataclass(frozen=True)
+class Setup:
+    model: Model
+    gpu: GPU
+    engine: str
+    rules: SizingRules
+    tp: int
+    pp: int
+    num_gpus: int
+    context: int
+    batch: int | None
+    weight_dtype: str
+    kv_dtype: object
+    utilization: Fraction
+    engine_options: dict
+    sizing: dict
+
+    @property
+    def replicas(self) -> int:
+        return self.num_gpus // (self.tp * self.pp)
+
+
+@dataclass(frozen=True)
+class SetupBudget:
+    """The engine's Budget, with the Weights it was made from (None when weights_bytes was given)."""
+
+    budget: Budget
+    weights_obj: Weights | None
+    notes: tuple[str, ...]
+
+    def __getattr__(self, name):          # total, weights, activations, overhead, kv_memory
+        return getattr(self.budget, name)
+
+
+def engine_rules(engine: str) -> tuple[str, SizingRules]:
+    spec = engine_spec(engine)
+    if spec.sizing is None:
+        raise ValueError(f"fit has no memory budget rule for engine {spec.name!r}; it sizes: "
+                         + ", ".join(name for name, s in ENGINES.items() if s.sizing))
+    return spec.name, spec.sizing
+
+
+def need_bytes(s: Setup, tokens: int, batch: int) -> int:
+    """KV bytes one device needs for ``batch`` sequences of ``tokens`` tokens (transient peak included)."""
+    est = _estimate(s.model, engine=s.engine, tokens=tokens, batch=batch, kv_dtype=s.kv_dtype,
+                    tp=s.tp, pp=s.pp, **s.engine_options)
+    return max(est.total_bytes, est.peak_bytes)
+
+
+_WEIGHTS_CACHE: dict = {}
+
+
+def model_weights(model: Model, weight_dtype) -> Weights:
+    """kvmem.weights, remembered for the searches that re-budget a set-up many times."""
+    key = (id(model), weight_dtype)
+    hit = _WEIGHTS_CACHE.get(key)
+    if hit is None or hit[0] is not model:
+        if len(_WEIGHTS_CACHE) > 64:
+            _WEIGHTS_CACHE.clear()
+        hit = _WEIGHTS_CACHE[key] = (model, _weights(model, weight_dtype))
+    return hit[1]
+
+
+def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
+    opts, notes, rules = s.sizing, [], s.rules
+    weights_obj = None
+    if opts.get("weights_bytes") is not None:
+        weights_dev = parse_bytes(opts["weights_bytes"])
+    else:
+        weights_obj = model_weights(s.model, s.weight_dtype)
+        notes.extend(weights_obj.notes)
+        weights_dev = weights_obj.per_device(tp=s.tp, pp=s.pp)
+        if rules.weights_extra is not None:
+            extra, extra_notes = rules.weights_extra(s.model)
+            weights_dev += extra
+            notes.extend(extra_notes)
+        if rules.weight_notes is not None:
+            notes.extend(rules.weight_notes(weights_obj.weight_dtype))
+    non_torch = opts.get("non_torch_bytes")
+    non_torch = rules.non_torch_bytes if non_torch is None else byte_option("non_torch_bytes", non_torch)
+    act = opts.get("activation_bytes")
+    act = None if act is None else byte_option("activation_bytes", act)
+    request = BudgetRequest(model=s.model, gpu=s.gpu, tp=s.tp, pp=s.pp, context=s.context,
+                            batch=batch_for_activations, kv_dtype=s.kv_dtype, utilization=s.utilization,
+                            weights_bytes=weights_dev, non_torch_bytes=non_torch, activation_bytes=act,
+                            engine_options=s.engine_options, sizing_options=opts)
+    budget = rules.budget(request)
+    return SetupBudget(budget, weights_obj, tuple(notes) + budget.notes)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def split_options(engine: str, rules: SizingRules, spec_options: dict, options: dict) -> tuple[dict, dict]:
+    engine_opts, sizing = {}, dict(rules.options)
+    for name, value in options.items():
+        if name in rules.fixed_options:
+            how = ", ".join(rules.fixed_options.values())
+            raise ValueError(f"fit sets {engine}'s {name} itself ({how}); give context and batch instead")
+        if name in spec_options:
+            engine_opts[name] = value
+        elif name in sizing:
+            sizing[name] = value
+        else:
+            valid = sorted(set(spec_options) | set(sizing))
+            raise ValueError(f"engine {engine!r} has no option {name!r} for fit; its options: {', '.join(valid)}")
+    return engine_opts, sizing
+
+
+def make_setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv_dtype, engine,
+           gpu_memory_utilization, options) -> tuple[Setup, list[str]]:
+    notes = []
+    model = as_model(model)
+    gpu = get_gpu(gpu)
+    name, rules = engine_rules(engine)
+    spec = ENGINES[name]
+    num_gpus = require_positive_int("num_gpus", num_gpus)
+    pp = require_positive_int("pp", pp)
+    context = parse_tokens(context)
+    if batch is not None:
+        batch = require_positive_int("batch", batch)
+    utilization = fraction_option("gpu_memory_utilization", gpu_memory_utilization)
+    if not rules.takes_utilization and utilization != DEFAULT_UTILIZATION:
+        knob = rules.fraction_option
+        raise ValueError(f"gpu_memory_utilization is vLLM's setting; engine {name!r} "
+                         + (f"takes {knob}=..." if knob else "has no such fraction"))
+    if rules.layer_split:
+        if tp not in (None, 1):
+            raise ValueError(f"{name} splits layers across GPUs (-sm layer), not tensors: use pp, got tp={tp}")
+        tp = 1
+        if pp == 1 and num_gpus > 1:
+            pp = num_gpus
+            notes.append(f"{name} splits the layers over the {num_gpus} GPUs (pp={pp})")
+    elif rules.one_device and (tp not in (None, 1) or pp != 1):
+        raise ValueError(f"engine {name!r} sizes one device per model copy (tp and pp 1; extra GPUs "
+                         f"serve as replicas), got tp={tp}, pp={pp}")
+    if tp is None:
+        tp = 1 if rules.one_device else max(1, num_gpus // pp)
+    tp = require_positive_int("tp", tp)
+    if tp * pp > num_gpus:
+        raise ValueError(f"tp={tp} x pp={pp} needs {tp * pp} GPUs, but num_gpus={num_gpus}")
+    if num_gpus % (tp * pp):
+        notes.append(f"{num_gpus % (tp * pp)} of the {num_gpus} GPUs stay idle: replicas need tp x pp = {tp * pp}")
+    if model.num_attention_heads % tp:
+        raise ValueError(f"tp={tp} must divide the model's {model.num_attention_heads} attention heads")
+    if pp > model.num_layers:
+        raise ValueError(f"pp={pp} exceeds the model's {model.num_layers} layers")
+    engine_opts, sizing = split_options(name, rules, spec.options, options)
+    auto = isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto"
+    if auto and sizing.get("weights_bytes") is None and model.params_total and rules.loads_fp32_as_fp16 \
+            and model.dtype == "fp32":
+        weight_dtype = "fp16"
+        notes.append("fp32 checkpoint: serving engines load it in fp16 (dtype 'auto')")
+    s = Setup(model=model, gpu=gpu, engine=name, rules=rules, tp=tp, pp=pp, num_gpus=num_gpus, context=context,
+               batch=batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, utilization=utilization,
+               engine_options=engine_opts, sizing=sizing)
+    return s, notes
+
+
+def engine_defaults(engine: str, gpu, *, context, tp: int = 1, pp: int = 1, **options) -> EngineDefaults | None:
+    """The engine's settings in force on ``gpu`` that depend on the device, and why (None: it has none).
+
+    ``options`` are the engine and sizing options a fit would take: a value given is the one
+    in force. vLLM: max_num_batched_tokens and max_num_seqs; SGLang: mem_fraction_static.
+    """
+    name, rules = engine_rules(engine)
+    if rules.defaults is None:
+        return None
+    engine_opts, sizing = split_options(name, rules, ENGINES[name].options, options)
+    return rules.defaults(get_gpu(gpu), parse_tokens(context), require_positive_int("tp", tp),
+                          require_positive_int("pp", pp), engine_opts, sizing)
