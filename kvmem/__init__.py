@@ -7,7 +7,7 @@ from .catalog import get_model, list_models
 from .configs import ConfigError
 from .dtypes import DType, dtype
 from .engines import Capacity, Estimate, capacity, list_engines
-from .formula import formula
+from .textbook import formula
 from .gpus import GPU, get_gpu, list_gpus
 from .measure import Measurement, measure
 from .model import Layer, Model, RecurrentState

@@ -4,7 +4,7 @@ and the Estimate (no new arithmetic: every number here comes from estimate() or 
 from __future__ import annotations
 
 from .engines import estimate as _estimate
-from .formula import seed_terms
+from .textbook import seed_terms
 from .model import CHUNKED, LINEAR, MLA, NONE, SHARED, SLIDING
 from .units import format_bytes
 

@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from .engines import estimate
-from .formula import formula
+from .textbook import formula
 from .model import FULL, Layer, Model
 
 __all__ = [

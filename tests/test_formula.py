@@ -29,7 +29,7 @@ def test_rejects_negative_and_fractional(field):
 
 def test_seed_terms_read_naively():
     import kvmem
-    from kvmem.formula import seed_terms
+    from kvmem.textbook import seed_terms
 
     terms = seed_terms(kvmem.get_model("llama-3.1-8b"), tokens=8192, batch=1)
     assert terms == dict(bytes_per_element=2, batch=1, layers=32, kv_heads=8, head_dim=128, tokens=8192,

@@ -4,7 +4,7 @@ import streamlit as st
 
 import kvmem
 from kvmem import explain, plots, tables
-from kvmem.formula import seed_terms
+from kvmem.textbook import seed_terms
 from kvmem.weights import weights
 from ui import common, inputs
 

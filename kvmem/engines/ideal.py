@@ -1,6 +1,6 @@
 """The textbook count: every cached element once, in exact bytes.
 
-Per layer and sequence of t tokens (kvmem.formula.ideal_layer_bytes):
+Per layer and sequence of t tokens (kvmem.textbook.ideal_layer_bytes):
     full          t x kv_heads x (head_dim_k + head_dim_v) elements
     sliding       min(t, window) x kv_heads x (head_dim_k + head_dim_v)
     chunked       min(t, chunk) x kv_heads x (head_dim_k + head_dim_v)
@@ -16,7 +16,7 @@ no windows): tokens = kv_memory // bytes per token.
 
 from __future__ import annotations
 
-from ..formula import ideal_layer_bytes
+from ..textbook import ideal_layer_bytes
 from ..model import Model
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes,
                    state_share)

@@ -11,7 +11,7 @@ from importlib import resources
 
 from ..catalog import as_model
 from ..engines.base import cdiv, resolve_dtypes
-from ..formula import ideal_layer_bytes
+from ..textbook import ideal_layer_bytes
 from ..model import Layer, Model
 from .inputs import count
 from ..units import parse_bytes, parse_tokens, require_positive_int

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..catalog import as_model
 from ..dtypes import DType, dtype, dtype_names
 from ..engines.base import Estimate, assemble, layer_heads, resolve_dtypes, state_share
-from ..formula import ideal_layer_bytes
+from ..textbook import ideal_layer_bytes
 from .inputs import count
 from ..units import parse_tokens, require_positive_int
 from .quality import quality_text
