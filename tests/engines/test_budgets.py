@@ -16,7 +16,8 @@ GIB = 2**30
 def test_every_engine_fit_sizes_has_its_rules_in_its_own_module():
     for name, spec in ENGINES.items():
         assert spec.sizing is not None, name
-        assert spec.sizing.budget.__module__ == spec.estimate.__module__, name
+        home = ".".join(spec.estimate.__module__.split(".")[:3])        # kvmem.engines.<engine>
+        assert spec.sizing.budget.__module__.startswith(home), name
 
 
 @pytest.mark.parametrize("word", ["enabled", "on", True, "auto", None])

@@ -1,0 +1,100 @@
+"""vLLM's paged KV cache: pages per layer, groups of layers, blocks, and the numbers its logs print.
+
+Rules read in vllm-project/vllm (commit named where the index held one; release differences
+are in docs/research/engines_serving_rules.md, where each rule was checked against real logs):
+
+Page = one block of one layer (vllm/v1/kv_cache_interface.py @ 001cabc1)
+    full      block_size x kv_heads_per_rank x (head_size + head_size_v) x dtype_bytes
+    sliding, chunked (AttentionSpec base)   2 x block_size x kv_heads_per_rank x head_size x dtype_bytes
+    mla       block_size x (kv_lora_rank + qk_rope_head_dim) x dtype_bytes: one "head", no x2, the
+              same on every tensor-parallel rank; kv_cache_dtype fp8_ds_mla: block_size x 656
+    indexer   DeepSeek-V3.2's lightning-indexer key, its own MLAAttentionSpec of 1 head x
+              (index_head_dim + index_head_dim // 128 x 4) uint8 = 132 B per token
+              (DeepseekV32IndexerCache, vllm/model_executor/models/deepseek_v2.py)
+    mamba     sum of its state tensors, padded up to the attention page in a hybrid model
+    kv_cache_dtype fp8 / fp8_e4m3 / fp8_e5m2 / fp8_inc: 1 byte, per-tensor scales take no page space;
+    int8/fp8_per_token_head add 2 x block_size x heads x 4 B of scales per page; nvfp4 (full
+    layers only) stores head_size // 2 + head_size // 16 bytes per head; "auto" = the model dtype.
+Heads per rank: max(1, kv_heads // tp), a head replicated when tp > kv_heads; tp must divide the
+    attention heads ("Total number of attention heads (H) must be divisible by tensor parallel
+    size (T)." vllm/config/model.py verify_with_parallel_config). pp: a rank holds its stage's
+    layers (vllm/distributed/utils.py get_pp_indices, kvmem.engines.base.pp_stages).
+Block size: 16 (vllm/config/cache.py DEFAULT_BLOCK_SIZE). MLA backends force their own
+    (vllm/platforms/cuda.py check_and_update_config): FLASHMLA 64 (the Hopper default),
+    CUTLASS_MLA 128 (the Blackwell default), FLASHINFER_MLA 64 unless 32 or a multiple of 64,
+    FLASHMLA_SPARSE 64 (DeepSeek-V3.2); TRITON_MLA and FLASH_ATTN_MLA keep the block size.
+Hybrid Mamba/linear-attention models (vllm/platforms/interface.py _align_hybrid_block_size):
+    align = max(16 or the MLA block, block_size);  attention block =
+    align x cdiv(mamba_page, align x attention_page_of_one_token)  (mamba_cache_mode none/align;
+    "all": lcm(mamba chunk, align) x cdiv(cdiv(mamba_page, page_1), that)); the Mamba page is
+    padded to block x attention_page_of_one_token.
+State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator):
+    gated DeltaNet (Qwen3-Next, Qwen3.5)  conv (conv_dim/tp, kernel-1+num_spec), ssm (v_heads/tp, v_dim, k_dim)
+    mamba2 (Nemotron-H)  conv ((inner + 2 n_groups' d_state)/tp, kernel-1+num_spec), ssm (heads/tp, head_dim,
+                          d_state); n_groups' = n_groups, or tp when tp does not divide it
+    mamba1 (Jamba)       conv (inner/tp, kernel-1), ssm (inner/tp, d_state)
+    conv dtype = mamba_cache_dtype ("auto": model dtype); ssm dtype = mamba_ssm_cache_dtype, whose
+    "auto" is the conv dtype except where a model hook sets it (vllm/model_executor/models/config.py):
+    Qwen3.5 takes the config's mamba_ssm_dtype (float32 in the published checkpoints), Nemotron-H
+    defaults to float32.
+Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
+    hybrid_kv_cache_manager=False turns sliding/chunked layers into full ones when full layers
+    exist; one group when every layer has the same spec, or when all have one type (full+MLA, one
+    window, mamba) and block size (UniformTypeKVCacheSpecs: num_blocks = memory // sum of pages);
+    otherwise smaller pages get larger blocks until all pages are equal, layers are bucketed by
+    spec, group size = the smallest bucket (the largest when largest < 1.5 x smallest, from
+    v0.12, PR #29303), buckets split with stride layers[i::n] (contiguous slices before v0.12),
+    the last group of a bucket padded; num_blocks = memory // page // group_size. Ranks (tp, pp)
+    take the minimum; a pp rank projects the groups onto its own layers.
+Per-request worst case (max_memory_usage_bytes / page) with L = max_model_len,
+    T = max_num_batched_tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
+    chunked cdiv(min(chunk + T, L), bs);  mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
+    the mode prefix caching selects), cdiv(L, bs) ("all").
+    "Maximum concurrency for L tokens per request: X x" = num_blocks / sum over groups of those
+    (UniformType: the largest per layer). The longest request that fits is vLLM's binary search
+    over that worst case (_estimate_max_model_len_from_groups), padding layers included.
+"GPU KV cache size: N tokens" by release (see `version`):
+    v0 engine   "# GPU blocks: N, # CPU blocks: M", block = bs x sum(heads x head_size x 2 [MLA x1])
+                x dtype over the stage's attention layers, CPU blocks = swap_space // block
+                (vllm/worker/worker.py determine_num_available_blocks); concurrency
+                num_blocks x bs / L
+    < 0.8       "# GPU blocks: N", concurrency num_blocks x bs / L (early V1: sliding/chunked layers
+                beside full ones are cached as full, PR #14097)
+    0.8         N = num_blocks x bs, concurrency N / L (PR #13596)
+    0.9 - 0.20  N = num_blocks // number_of_groups x smallest block size, concurrency as above; groups
+                from the hybrid allocator (PR #17996, June 2025; kvmem applies it from 0.9, though
+                0.9.0 itself may predate it)
+    >= 0.21     N = int(concurrency x L). PRs #38364/#40694 proposed it after vllm#40691 (v0.19);
+                the release it landed in is not pinned: v0.21 is where vllm#43308 saw Gemma-4's
+                count jump ~10x at equal memory, and v0.24 logs print this form.
+estimate(tokens, batch) = the blocks really allocated for `batch` sequences of `tokens` tokens
+    (kv_cache_manager.allocate_slots; single_type_kv_cache_manager.py get_num_skipped_tokens):
+    full cdiv(t + k, bs); sliding the same minus max(0, t - window) // bs freed blocks; chunked
+    minus ((t - 1) // chunk x chunk) // bs; mamba as its worst case; k = num_speculative_tokens
+    lookahead slots. Padding-layer slots of those blocks are reported in details, not per layer;
+    draft layers follow the model's own in per_layer.
+
+Unverified here, stated where used: the release that moved the token formula to
+int(concurrency x L); the default of mamba_cache_mode "align" vs "none" (kvmem follows
+enable_prefix_caching, default off: the v0.19 Qwen3.5 log reproduces with "none");
+Mamba "align" blocks held in a running decode (kvmem counts the worst case, 2); releases
+around v0.11 aligned hybrid blocks to the Mamba chunk whenever prefix caching was on
+(mamba_cache_mode="all" models that); DeepSeek-V3.2 with kv "auto" is bf16 now, but older
+releases (models/config.py @ 0144dd5b) mapped it to fp8_ds_mla too (pass kv_dtype="fp8_ds_mla");
+draft layers with pp > 1 are refused (where vLLM puts them is not modelled).
+
+Modules: options (options, releases, KV formats), pages (a layer's page spec), layout
+(model -> specs -> groups), pool (pages per stage, a request's worst case, held pages), entry
+(estimate, capacity), v0 (the v0 engine), budget (what kvmem.sizing asks: the memory budget,
+activations, batch defaults by device).
+"""
+
+from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
+from .entry import capacity, estimate
+from .options import OPTIONS
+from ..base import EngineSpec
+
+__all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
+           "rope_cache_bytes"]
+
+SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing),)

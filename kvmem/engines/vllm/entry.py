@@ -1,0 +1,144 @@
+"""estimate() and capacity(): vLLM's blocks for a workload, and what a memory budget holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...model import Model
+from ..base import Capacity, assemble, cdiv
+from .layout import Plan, make_plan
+from .options import GIB, HYBRID_GROUPS, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY, check_options
+from .pool import (group_details, held_pages, longest_fitting, owners, pool_page_bytes, request_blocks, request_bytes,
+                   stage_blocks, stage_pool_bytes, stage_units)
+from .v0 import capacity_v0, estimate_v0
+
+
+
+def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
+    """Bytes of the blocks vLLM allocates for ``batch`` sequences of ``tokens`` tokens."""
+    opts = check_options(options)
+    plan = make_plan(model, kv_dtype, tp, pp, opts)
+    if opts["release"] is None:
+        return estimate_v0(model, plan, tokens=tokens, batch=batch, tp=tp, pp=pp, opts=opts)
+    held = held_pages(plan, tokens, opts)
+    peak = held_pages(plan, tokens, opts, peak=True)
+    rows = [(0, 0, 0)] * plan.n_layers
+    for (owner, spec), blocks in zip(plan.units, held, strict=True):
+        k, v, s = spec.kv_split(blocks * batch)
+        rows[owner] = (rows[owner][0] + k, rows[owner][1] + v, rows[owner][2] + s)
+    stages = stage_units(plan, pp)
+    real = [sum(sum(rows[owner]) for owner in owners(plan, members)) for members in stages]
+    largest = max(range(pp), key=lambda s: real[s])
+    members = stages[largest]
+    if plan.uniform_type:
+        pool = real[largest]
+        blocks = batch * max(held)
+    else:
+        group_size = max(sum(i in members for i in group) for group in plan.groups)
+        per_sequence = sum(held[group[0]] for group in plan.groups)
+        pool = group_size * pool_page_bytes(plan) * batch * per_sequence
+        blocks = batch * per_sequence
+    growth = stage_pool_bytes(plan, peak, batch, members) - stage_pool_bytes(plan, held, batch, members)
+    notes = list(plan.notes)
+    _explain(notes, plan, tokens, opts["num_speculative_tokens"], pool - real[largest])
+    if growth:
+        notes.append(f"on the way to {tokens:,} tokens a sequence holds up to {growth // batch:,} B more: a window "
+                     "layer frees a block only when all its tokens have left the window, so the peak_bytes "
+                     "(what fit sizes for) are the most any length up to this one holds")
+    details = {"version": opts["version"], "block_size": plan.block_size,
+               "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
+               "groups": group_details(plan, held), "blocks": blocks, "pool_bytes": pool,
+               "padding_bytes": pool - real[largest], "uniform_type": plan.uniform_type}
+    result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
+                      rows=rows, notes=notes, details=details, block_size=plan.block_size)
+    padding = pool - real[largest]
+    if growth:
+        result = replace(result, peak_bytes=result.peak_bytes + growth)
+    if not padding:
+        return result
+    # Padding layers' page slots are taken from the pool with every block: they count in the KV
+    # bytes of this device (half as K, half as V pages), though no model layer in per_layer owns them.
+    return replace(result, k_bytes=result.k_bytes + padding // 2, v_bytes=result.v_bytes + padding - padding // 2,
+                   peak_bytes=result.peak_bytes + padding,
+                   kv_bytes_all_devices=result.kv_bytes_all_devices + tp * padding)
+
+
+def _explain(notes: list, plan: Plan, tokens: int, lookahead: int, padding: int) -> None:
+    """Notes on where vLLM's bytes differ from the textbook count."""
+    kinds = {spec.kind for _, spec in plan.units}
+    bs = plan.block_size
+    slots = cdiv(tokens + lookahead, bs) * bs
+    if slots != tokens:
+        spare = f" ({lookahead} of them lookahead slots for speculative tokens)" if lookahead else ""
+        notes.append(f"whole blocks of {bs} tokens: {tokens:,} tokens take {slots:,} slots per sequence "
+                     f"and full-attention layer{spare}")
+    if "sliding" in kinds:
+        notes.append("sliding layers keep only the blocks holding the last `window` tokens, the partly "
+                     "used first block included")
+    if "chunked" in kinds:
+        notes.append("chunked layers keep only the blocks of the current attention chunk")
+    if "mamba" in kinds:
+        notes.append("Mamba/linear layers hold a fixed state page per sequence (state_bytes), not per token")
+    if padding:
+        notes.append(f"{padding:,} B of the blocks are the slots of padding layers")
+
+
+def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
+             **options) -> Capacity:
+    """What vLLM makes of ``kv_memory`` bytes per GPU: its block count and the lines it logs."""
+    opts = check_options(options)
+    plan = make_plan(model, kv_dtype, tp, pp, opts)
+    release = opts["release"]
+    length = max_model_len or model.max_position_embeddings
+    notes = list(plan.notes)
+    if max_model_len is None:
+        if length is None:
+            raise ValueError("max_model_len is needed: the model config gives no max_position_embeddings")
+        notes.append(f"max_model_len {length:,} (the model's max_position_embeddings)")
+    elif model.max_position_embeddings and max_model_len > model.max_position_embeddings:
+        notes.append(f"max_model_len {max_model_len:,} exceeds the model's {model.max_position_embeddings:,} "
+                     "positions; vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    stages = stage_units(plan, pp)
+    bs = plan.block_size
+    if release is None:
+        return capacity_v0(model, plan, stages, kv_memory, length, opts, notes)
+    per_stage = [stage_blocks(plan, members, kv_memory) for members in stages]
+    num_blocks = min(blocks for blocks in per_stage if blocks is not None)
+    request = request_blocks(plan, length, opts)
+    if release < HYBRID_GROUPS:
+        concurrency = num_blocks * bs / length
+    else:
+        concurrency = num_blocks / request
+    if release >= TOKENS_FROM_CONCURRENCY:
+        tokens = int(concurrency * length)
+    elif release >= HYBRID_GROUPS:
+        tokens = num_blocks // len(plan.groups) * bs
+    else:
+        tokens = num_blocks * bs
+    cap = model.max_position_embeddings
+    longest = longest_fitting(lambda n: max(request_bytes(plan, m, n, opts) for m in stages) <= kv_memory,
+                       cap)
+    needed = max(request_bytes(plan, m, length, opts) for m in stages)
+    if needed > kv_memory:
+        notes.append(f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
+                     f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
+                     f"fits is {longest:,}")
+    log = _log_lines(release, num_blocks, tokens, concurrency, length)
+    details = {"version": opts["version"], "num_blocks": num_blocks, "blocks_per_stage": per_stage,
+               "blocks_per_request": request, "groups": len(plan.groups), "group_layers":
+               [len(g) for g in plan.groups], "padding_layers": plan.padding_layers,
+               "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
+               "uniform_type": plan.uniform_type, "request_bytes": needed, "log": log}
+    return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
+                    max_concurrency=concurrency, max_model_len=longest, block_size=bs,
+                    notes=tuple(notes), details=details, log_lines=tuple(log))
+
+
+def _log_lines(release, num_blocks: int, tokens: int, concurrency: float, length: int) -> list[str]:
+    """The lines vLLM prints for this pool, in the release's own format."""
+    if release < TOKENS_FROM_BLOCKS:
+        return [f"# GPU blocks: {num_blocks}",
+                f"Maximum concurrency for {length} tokens per request: {concurrency:.2f}x"]
+    return [f"GPU KV cache size: {tokens:,} tokens",
+            f"Maximum concurrency for {length:,} tokens per request: {concurrency:.2f}x"]

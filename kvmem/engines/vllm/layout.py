@@ -1,0 +1,319 @@
+"""Model -> page specs -> groups: the hybrid layout of vLLM's KV cache manager.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
+from ..base import cdiv, kv_heads_per_rank, pp_stages
+from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
+                      QWEN35_TYPES, STATE_DTYPES, kv_format)
+from .pages import PageSpec
+
+
+
+def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
+    """The draft's cache-holding layers: a Model's layers, or the model's MTP layers."""
+    if draft is None:
+        return ()
+    if isinstance(draft, Model):
+        return draft.layers
+    if not model.mtp_layers:
+        raise ValueError(f"draft='mtp' needs MTP layers, but {model.name} has none "
+                         "(config num_nextn_predict_layers / mtp_num_hidden_layers)")
+    # An MTP block is one decoder layer of the target's own attention (DeepSeek MLA, Qwen full).
+    attention = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
+    if not attention:
+        raise ValueError(f"draft='mtp': {model.name} has no full-attention or MLA layer to copy")
+    return (replace(attention[-1], state=None),) * model.mtp_layers
+
+
+def _check_heads(model: Model, tp: int) -> None:
+    heads = model.num_attention_heads
+    if heads % tp:
+        raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor "
+                         f"parallel size ({tp}).")
+
+
+def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]:
+    """(conv state bytes, ssm state bytes) per element, with vLLM's per-model hooks."""
+    model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
+    conv = model_bytes if opts["mamba_cache_dtype"] == "auto" else STATE_DTYPES[opts["mamba_cache_dtype"]]
+    ssm_option = opts["mamba_ssm_cache_dtype"]
+    if ssm_option != "auto":
+        return conv, STATE_DTYPES[ssm_option]
+    ssm_dtype = model.facts.ssm.ssm_dtype if model.facts.ssm else None
+    if model.model_type in QWEN35_TYPES:
+        # Qwen3_5ForConditionalGenerationConfig: "auto" takes the config's mamba_ssm_dtype.
+        name = ssm_dtype
+        if name is None:
+            notes.append("ssm state in float32: the published Qwen3.5 configs set mamba_ssm_dtype "
+                         "float32 and this config does not say")
+            name = "float32"
+        return conv, _state_bytes_named("mamba_ssm_dtype", name)
+    if model.model_type == "nemotron_h":
+        # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32".
+        return conv, _state_bytes_named("mamba_ssm_cache_dtype", ssm_dtype or "float32")
+    return conv, conv
+
+
+def _state_bytes_named(field: str, name) -> int:
+    key = str(name).lower().removeprefix("torch.")
+    if key not in STATE_DTYPES:
+        raise ValueError(f"config {field} {name!r} is not float32, float16 or bfloat16")
+    return STATE_DTYPES[key]
+
+
+def _divide(what: str, value: int, tp: int) -> int:
+    if value % tp:
+        raise ValueError(f"tp={tp} must divide the {value} {what}")
+    return value // tp
+
+
+def state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple[int, int]:
+    """(conv elements, ssm elements) of one sequence's state on one tensor-parallel rank."""
+    state = layer.state
+    kind = model.model_type
+    if kind == "jamba":   # mamba1: no speculative conv columns
+        inner = _divide("mamba inner channels", state.conv_channels, tp)
+        return inner * (state.conv_kernel - 1), _divide("mamba ssm elements", state.ssm_elements, tp)
+    channels = state.conv_channels
+    if kind == "nemotron_h":
+        ssm = model.facts.ssm
+        groups, d_state = (ssm.n_groups, ssm.state_size) if ssm else (0, 0)
+        if groups and d_state and groups % tp:
+            channels += 2 * (tp - groups) * d_state   # extra_groups_for_head_shards
+    conv = _divide("conv channels", channels, tp) * (state.conv_kernel - 1 + num_spec)
+    _divide("recurrent-state heads", state.ssm_heads, tp)
+    return conv, state.ssm_elements // tp
+
+
+def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[PageSpec]:
+    if layer.kind == MLA:
+        if fmt.mode in ("nvfp4", "per_token_head"):
+            raise ValueError(f"kv_dtype {fmt.name} is not modelled for MLA layers")
+        main = PageSpec("mla", block, 1, layer.kv_lora_rank + layer.qk_rope_head_dim,
+                     layer.kv_lora_rank + layer.qk_rope_head_dim, fmt.nbytes, fmt.mode)
+        if not layer.index_head_dim:
+            return [main]
+        width = layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4
+        return [main, PageSpec("mla", block, 1, width, width, 1)]
+    heads = kv_heads_per_rank(layer.kv_heads, tp)
+    if layer.kind == FULL:
+        return [PageSpec("full", block, heads, layer.head_dim_k, layer.head_dim_v, fmt.nbytes, fmt.mode)]
+    if fmt.mode == "nvfp4":
+        raise ValueError("kv_dtype nvfp4 is modelled for full-attention layers only "
+                         "(vLLM's FullAttentionSpec); this model has sliding/chunked layers")
+    kind = "sliding" if layer.kind == SLIDING else "chunked"
+    return [PageSpec(kind, block, heads, layer.head_dim_k, layer.head_dim_k, fmt.nbytes, fmt.mode,
+                  layer.window)]
+
+
+@dataclass
+class Plan:
+    """How vLLM lays one model out: its specs per layer, groups, block size and notes."""
+
+    units: list                # (owner layer index, PageSpec)
+    groups: list               # lists of unit indices
+    uniform_type: bool         # one UniformTypeKVCacheSpecs group (per-layer pages)
+    n_layers: int              # target + draft layers (pp staging)
+    block_size: int
+    fmt: KVFormat
+    notes: list
+    padding_layers: int = 0
+
+
+def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
+    release = opts["release"]
+    _check_heads(model, tp)
+    fmt = kv_format(model, kv_dtype)
+    draft = draft_layers(model, opts["draft"])
+    if draft and isinstance(opts["draft"], Model):
+        _check_heads(opts["draft"], tp)
+    if draft and pp > 1:
+        raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
+                         "places the draft layers")
+    layers = model.layers + draft
+    pp_stages(len(model.layers), pp)
+    notes: list[str] = []
+    mla = any(layer.kind == MLA for layer in layers)
+    sparse = any(layer.kind == MLA and layer.index_head_dim for layer in layers)
+
+    block = opts["block_size"] or 16
+    backend = opts["attention_backend"]
+    kernel_align = 16
+    if backend in MLA_BACKENDS and not mla:
+        raise ValueError(f"attention_backend {backend!r} is an MLA backend; {model.name} has no MLA layers")
+    if mla:
+        if backend is not None and backend not in MLA_BACKENDS:
+            raise ValueError(f"attention_backend {backend!r} is not an MLA backend; MLA models run on "
+                             f"{', '.join(MLA_BACKENDS)}")
+        if sparse:
+            if backend not in (None, "FLASHMLA_SPARSE"):
+                notes.append(f"DeepSeek-V3.2's sparse MLA runs on FLASHMLA_SPARSE, not {backend}")
+            backend = "FLASHMLA_SPARSE"
+        backend = backend or "FLASHMLA"
+        forced = _mla_block(backend, block)
+        if forced != block and opts["block_size"] is not None:
+            notes.append(f"block size {forced}: the {backend} backend forces it (asked {block})")
+        elif forced != block:
+            notes.append(f"block size {forced}, the {backend} backend's")
+        block = forced
+        kernel_align = MLA_BACKENDS[backend] or 16
+
+    stateful = [layer for layer in layers if layer.state is not None]
+    attention = [layer for layer in layers if layer.caches_tokens]
+    if release is not None and release < HYBRID_GROUPS and stateful:
+        raise ValueError(f"vLLM {_show(release)}'s V1 engine has no Mamba/linear-attention layers; "
+                         "use version='v0' or a release from 0.9")
+    mamba_page = 0
+    spec_tokens = opts["num_speculative_tokens"]
+    if stateful:
+        conv_bytes, ssm_bytes = _state_dtype_bytes(model, opts, notes)
+        sizes = set()
+        for layer in stateful:
+            conv, ssm = state_elements(model, layer, tp, spec_tokens)
+            sizes.add(conv * conv_bytes + ssm * ssm_bytes)
+        if len(sizes) > 1:
+            raise ValueError("layers with different recurrent-state sizes are not supported")
+        mamba_page = sizes.pop()
+    mamba_padded = 0
+    if stateful and attention and release is not None:
+        block, mamba_padded = _align_hybrid(model, attention[0], fmt, tp, block, kernel_align,
+                                            mamba_page, opts, notes)
+
+    units = []
+    for index, layer in enumerate(layers):
+        if layer.caches_tokens:
+            for spec in _attention_spec(layer, fmt, tp, block):
+                units.append((index, spec))
+        if layer.state is not None:
+            units.append((index, PageSpec("mamba", block, state_bytes=mamba_page, padded=mamba_padded)))
+    if not units:
+        raise ValueError(f"{model.name} has no layer that vLLM gives a KV cache")
+    if release is None and mla:
+        notes.append("v0 with MLA: the latent cache of v0.7.1 and later; earlier v0 releases cached "
+                     "per-head K and V for DeepSeek models")
+    if any(layer.kind == CHUNKED for layer in layers) and opts["hybrid_kv_cache_manager"] and release:
+        notes.append("chunked-local layers in their own groups; releases that default "
+                     "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE to 0 (v0.12 did) cache them as "
+                     "full attention unless it is set: pass hybrid_kv_cache_manager=False for those")
+    if release is None:
+        return Plan(units, [list(range(len(units)))], False, len(layers), block, fmt, notes)
+    if not opts["hybrid_kv_cache_manager"] or release < HYBRID_GROUPS:
+        units = _unify_hybrid(units, notes, opts["hybrid_kv_cache_manager"])
+    units, groups, uniform_type, padding = _group(units, release, notes)
+    block = min(units[group[0]][1].block_size for group in groups)
+    return Plan(units, groups, uniform_type, len(layers), block, fmt, notes, padding)
+
+
+def _show(release) -> str:
+    return f"{release[0]}.{release[1]}"
+
+
+def _mla_block(backend: str, block: int) -> int:
+    """The block size an MLA backend runs with (vllm/platforms/cuda.py check_and_update_config)."""
+    if backend == "FLASHMLA":
+        return block if block % 64 == 0 else 64
+    if backend == "CUTLASS_MLA":
+        return block if block % 128 == 0 else 128
+    if backend == "FLASHINFER_MLA":
+        return block if block == 32 or block % 64 == 0 else 64
+    if backend == "FLASHMLA_SPARSE":
+        return 64
+    return block
+
+
+def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int, kernel_align: int,
+                  mamba_page: int, opts: dict, notes: list) -> tuple[int, int]:
+    """(attention block size, padded Mamba page) of a hybrid model (_align_hybrid_block_size)."""
+    if layer.kind == MLA:
+        one = _attention_spec(layer, fmt, tp, 1)[0]
+    else:   # FullAttentionSpec(head_size) of the model's attention shape: head_size_v = head_size
+        one = PageSpec("full", 1, kv_heads_per_rank(layer.kv_heads, tp), layer.head_dim_k, layer.head_dim_k,
+                    fmt.nbytes, "" if fmt.mode == "nvfp4" else fmt.mode)
+    page_1 = one.page_bytes
+    align = max(kernel_align, block)
+    if opts["mamba_cache_mode"] == "all":
+        chunk = model.facts.ssm.chunk_size if model.facts.ssm else 0
+        if chunk < 1:
+            raise ValueError("mamba_cache_mode 'all' needs the model's mamba chunk size (config "
+                             "'mamba_chunk_size' or 'chunk_size'), which this config lacks")
+        step = math.lcm(chunk, align)
+        needed = step * cdiv(cdiv(mamba_page, page_1), step)
+    else:
+        needed = align * cdiv(mamba_page, align * page_1)
+    if block < needed:
+        notes.append(f"attention block size {needed} tokens so that one attention page "
+                     f"({needed} x {page_1:,} B) holds a Mamba state of {mamba_page:,} B")
+        block = needed
+    attention_page = block * page_1
+    if attention_page == mamba_page:
+        return block, 0
+    notes.append(f"Mamba page padded from {mamba_page:,} B to {attention_page:,} B")
+    return block, attention_page
+
+
+def _unify_hybrid(units: list, notes: list, asked: bool) -> list:
+    """unify_hybrid_kv_cache_specs: sliding/chunked layers become full ones beside full layers."""
+    kinds = {spec.kind for _, spec in units}
+    if kinds & {"full", "mla"} and kinds & {"sliding", "chunked"}:
+        why = "hybrid_kv_cache_manager=False" if asked else "this release has no hybrid groups"
+        notes.append(f"sliding/chunked layers are cached as full attention ({why})")
+        units = [(owner, replace(spec, kind="full", window=0) if spec.kind in ("sliding", "chunked") else spec)
+                 for owner, spec in units]
+    specs = [spec for _, spec in units]
+    if not (len(set(specs)) == 1 or _uniform_type(specs)):
+        raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache "
+                         "specs to one unified type.")
+    return units
+
+
+def _uniform_type(specs: list) -> bool:
+    return len({s.block_size for s in specs}) == 1 and len({s.family for s in specs}) == 1
+
+
+def _group(units: list, release, notes: list) -> tuple[list, list, bool, int]:
+    """get_kv_cache_groups: one group, one UniformType group, or equal-size groups per spec."""
+    specs = [spec for _, spec in units]
+    everything = [list(range(len(units)))]
+    if len(set(specs)) == 1:
+        return units, everything, False, 0
+    if _uniform_type(specs):
+        return units, everything, True, 0
+    largest = max(s.page_bytes for s in specs)
+    unified = []
+    for owner, spec in units:
+        page = spec.page_bytes
+        if largest % page:
+            raise ValueError(f"vLLM cannot unify page sizes {page:,} B and {largest:,} B: The page size "
+                             "of the layer is not divisible by the maximum page size.")
+        if page != largest:
+            if spec.kind == "mamba":
+                raise ValueError(f"vLLM cannot grow a Mamba page of {page:,} B to the {largest:,} B "
+                                 "attention page (its page does not depend on the block size)")
+            ratio = largest // page
+            spec = replace(spec, block_size=spec.block_size * ratio)
+        unified.append((owner, spec))
+    units = unified
+    buckets: dict = {}
+    for index, (_, spec) in enumerate(units):
+        buckets.setdefault(spec, []).append(index)
+    counts = [len(b) for b in buckets.values()]
+    size = min(counts)
+    if release >= BALANCED_GROUPS and max(counts) < 1.5 * size:
+        size = max(counts)
+    groups, padding = [], 0
+    for members in buckets.values():
+        n = cdiv(len(members), size)
+        padding += n * size - len(members)
+        if release >= BALANCED_GROUPS:
+            groups.extend(members[i::n] for i in range(n))
+        else:
+            groups.extend(members[i * size:(i + 1) * size] for i in range(n))
+    if padding:
+        notes.append(f"{padding} padding layer(s) make every group {size} layers: their page slots are "
+                     "reserved but hold nothing")
+    return units, groups, False, padding

@@ -1,0 +1,175 @@
+"""vLLM's options, checked, with each default's source; the release table; the KV cache formats.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ...model import MLA, Model
+from ...units import require_positive_int
+
+
+
+GIB = 1 << 30
+
+# Engine defaults, one table, each with its source.
+OPTIONS = {
+    # vllm/config/cache.py DEFAULT_BLOCK_SIZE = 16; None = 16, or what the MLA backend / hybrid
+    # alignment forces (vllm/platforms/cuda.py, vllm/platforms/interface.py).
+    "block_size": None,
+    # vllm/engine/arg_utils.py get_batch_defaults: 8192 for the API server on >= 70 GiB GPUs
+    # (16384 for the LLM class; 2048 / 8192 on smaller GPUs). Only sliding/chunked layers use it.
+    "max_num_batched_tokens": 8192,
+    # --disable-hybrid-kv-cache-manager is off by default (vllm/config/scheduler.py); some
+    # releases turn it on for chunked-local models (Llama 4) and KV connectors.
+    "hybrid_kv_cache_manager": True,
+    # A kvmem Model (EAGLE drafter) or "mtp" (the model's own MTP layers) whose attention layers
+    # join the pool (vllm/v1/spec_decode; vllm#19996 reproduces only with the draft layer counted).
+    "draft": None,
+    # speculative_config.num_speculative_tokens: lookahead slots, Mamba conv columns and blocks.
+    "num_speculative_tokens": 0,
+    # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
+    "attention_backend": None,
+    # Mamba prefix caching selects mamba_cache_mode "align" (vllm/config/cache.py).
+    "enable_prefix_caching": False,
+    # --mamba-cache-mode: None = "align" with prefix caching, else "none".
+    "mamba_cache_mode": None,
+    # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm/config/cache.py, default "auto").
+    "mamba_cache_dtype": "auto",
+    "mamba_ssm_cache_dtype": "auto",
+    # Which release's log formulas: "latest", a release such as "0.19.0", or "v0" (the v0 engine).
+    "version": "latest",
+    # v0 engine only: --swap-space GiB of CPU blocks per GPU (vllm/config/cache.py, default 4).
+    "swap_space": 4,
+}
+
+# From which release each rule holds; older releases keep the rule before it.
+TOKENS_FROM_BLOCKS = (0, 8)          # PR #13596 "GPU KV cache size: N tokens"
+HYBRID_GROUPS = (0, 9)               # hybrid allocator (PR #17996): a group per attention type
+BALANCED_GROUPS = (0, 12)            # PR #29303 (merged 2025-11-24): the 1.5x rule, stride split
+TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
+LATEST = (0, 21)
+
+# --kv-cache-dtype values (vllm/config/cache.py CacheDType): bytes per element, quantisation mode.
+_KV_FORMATS = {
+    "float16": ("fp16", 2, ""), "fp16": ("fp16", 2, ""), "half": ("fp16", 2, ""),
+    "bfloat16": ("bf16", 2, ""), "bf16": ("bf16", 2, ""),
+    "fp8": ("fp8", 1, ""), "fp8_e4m3": ("fp8_e4m3", 1, ""), "fp8_e5m2": ("fp8_e5m2", 1, ""),
+    "fp8_inc": ("fp8_inc", 1, ""), "fp8_ds_mla": ("fp8_ds_mla", 1, "fp8_ds_mla"),
+    "int8_per_token_head": ("int8_per_token_head", 1, "per_token_head"),
+    "fp8_per_token_head": ("fp8_per_token_head", 1, "per_token_head"),
+    "nvfp4": ("nvfp4", 1, "nvfp4"),
+}
+MODEL_DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+STATE_DTYPES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
+
+# MLA backends: block size they force (vllm/platforms/cuda.py); None = keep the block size.
+MLA_BACKENDS = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64, "FLASHMLA_SPARSE": 64,
+                 "TRITON_MLA": None, "FLASH_ATTN_MLA": None}
+_OTHER_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
+FP8_DS_MLA_BYTES_PER_TOKEN = 656     # 512 fp8 latent + 16 B scales + 64 x 2 B rope
+INDEXER_QUANT_BLOCK = 128            # deepseek_v2.py Indexer: fp8 values + one fp32 scale per 128
+
+QWEN35_TYPES = ("qwen3_5_text", "qwen3_5_moe_text")
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def parse_release(version) -> tuple[int, int] | None:
+    """(major, minor) of a release, LATEST for "latest", None for the v0 engine."""
+    text = version.strip().lower() if isinstance(version, str) else None
+    if text == "v0":
+        return None
+    if text == "latest":
+        return LATEST
+    match = re.match(r"^v?(\d+)\.(\d+)", text or "")
+    if match is None:
+        raise ValueError(f"version must be 'latest', 'v0' (the v0 engine) or a vLLM release such as "
+                         f"'0.19.0', got {version!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_options(opts: dict) -> dict:
+    """Validated options, with every value in its working type."""
+    unknown = sorted(set(opts) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"engine 'vllm' has no option {unknown[0]!r}; its options: "
+                         f"{', '.join(sorted(OPTIONS))}")
+    out = {**OPTIONS, **opts}
+    if out["block_size"] is not None:
+        out["block_size"] = require_positive_int("block_size", out["block_size"])
+    out["max_num_batched_tokens"] = require_positive_int("max_num_batched_tokens",
+                                                         out["max_num_batched_tokens"])
+    out["hybrid_kv_cache_manager"] = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
+    out["enable_prefix_caching"] = _bool("enable_prefix_caching", out["enable_prefix_caching"])
+    spec = out["num_speculative_tokens"]
+    if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
+        raise ValueError(f"num_speculative_tokens must be a non-negative integer, got {spec!r}")
+    backend = out["attention_backend"]
+    if backend is not None:
+        name = str(backend).strip().upper() if isinstance(backend, str) else None
+        if name not in MLA_BACKENDS and name not in _OTHER_BACKENDS:
+            names = ", ".join([*MLA_BACKENDS, *_OTHER_BACKENDS])
+            raise ValueError(f"attention_backend must be one of {names}, got {backend!r}")
+        out["attention_backend"] = name
+    mode = out["mamba_cache_mode"]
+    if mode is None:
+        mode = "align" if out["enable_prefix_caching"] else "none"
+    if mode not in ("none", "align", "all"):
+        raise ValueError(f"mamba_cache_mode must be 'none', 'align' or 'all', got {mode!r}")
+    out["mamba_cache_mode"] = mode
+    for name in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
+        value = out[name]
+        key = value.strip().lower() if isinstance(value, str) else None
+        if key != "auto" and key not in STATE_DTYPES:
+            raise ValueError(f"{name} must be 'auto', 'float32', 'float16' or 'bfloat16', got {value!r}")
+        out[name] = key
+    swap = out["swap_space"]
+    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or swap < 0 or math.isinf(swap):
+        raise ValueError(f"swap_space must be a non-negative number of GiB, got {swap!r}")
+    out["release"] = parse_release(out["version"])
+    draft = out["draft"]
+    if isinstance(draft, str) and draft != "mtp":
+        from ...catalog import get_model
+        out["draft"] = get_model(draft)
+    elif draft is not None and not isinstance(draft, Model) and draft != "mtp":
+        raise ValueError(f"draft must be a kvmem Model, a preset name or 'mtp', got {type(draft).__name__}")
+    return out
+
+
+@dataclass(frozen=True)
+class KVFormat:
+    name: str
+    nbytes: int
+    mode: str          # "", "per_token_head", "nvfp4", "fp8_ds_mla"
+
+
+def kv_format(model: Model, kv_dtype) -> KVFormat:
+    """The attention cache format of --kv-cache-dtype ``kv_dtype`` ("auto" = the model dtype)."""
+    if isinstance(kv_dtype, str):
+        key = kv_dtype.strip().lower().replace("-", "_")
+    else:
+        key = getattr(kv_dtype, "name", None)
+    sparse = any(layer.kind == MLA and layer.index_head_dim for layer in model.layers)
+    if key == "auto":
+        name = model.dtype if model.dtype in MODEL_DTYPE_BYTES else "bf16"
+        return KVFormat(name, MODEL_DTYPE_BYTES[name], "")
+    if key not in _KV_FORMATS:
+        valid = ", ".join(["auto", *_KV_FORMATS])
+        raise ValueError(f"kv_dtype {kv_dtype!r} is not a vLLM --kv-cache-dtype; valid: {valid}")
+    name, nbytes, mode = _KV_FORMATS[key]
+    if sparse and name.startswith("fp8"):
+        # DeepseekV32ForCausalLM.verify_and_update_config: fp8 caches become "fp8_ds_mla".
+        return KVFormat("fp8_ds_mla", 1, "fp8_ds_mla")
+    if mode == "fp8_ds_mla":
+        raise ValueError("kv_dtype 'fp8_ds_mla' is DeepSeek-V3.2's sparse-MLA format; this model has no "
+                         "indexer (index_head_dim)")
+    return KVFormat(name, nbytes, mode)

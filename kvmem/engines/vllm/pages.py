@@ -1,0 +1,116 @@
+"""Page specs: one block of one layer, as vLLM's KVCacheSpec (vllm/v1/kv_cache_interface.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..base import cdiv
+from .options import FP8_DS_MLA_BYTES_PER_TOKEN
+
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """One layer's KV cache spec, as vLLM's KVCacheSpec: equal specs share a group."""
+
+    kind: str                  # "full", "mla", "sliding", "chunked", "mamba"
+    block_size: int
+    heads: int = 1
+    head_size: int = 0
+    head_size_v: int = 0
+    dtype_bytes: int = 0
+    mode: str = ""
+    window: int = 0
+    state_bytes: int = 0       # mamba: the real state bytes of one sequence
+    padded: int = 0            # mamba: the page it is padded to (0 = unpadded)
+
+    @property
+    def family(self) -> tuple:
+        """UniformTypeKVCacheSpecs.is_uniform_type: full and MLA are one type; windows must match."""
+        if self.kind in ("full", "mla"):
+            return ("full",)
+        return (self.kind, self.window)
+
+    @property
+    def page_bytes(self) -> int:
+        bs = self.block_size
+        if self.kind == "mamba":
+            return self.padded or self.state_bytes
+        if self.kind == "mla":
+            real = bs * FP8_DS_MLA_BYTES_PER_TOKEN if self.mode == "fp8_ds_mla" else (
+                bs * self.heads * self.head_size * self.dtype_bytes)
+        elif self.kind == "full" and self.mode == "nvfp4":
+            real = bs * self.heads * (_nvfp4_dim(self.head_size) + _nvfp4_dim(self.head_size_v))
+        elif self.kind == "full":
+            real = bs * self.heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+        else:
+            real = 2 * bs * self.heads * self.head_size * self.dtype_bytes
+        if self.mode == "per_token_head":
+            real += 2 * bs * self.heads * 4
+        return real
+
+    def kv_split(self, blocks: int) -> tuple[int, int, int]:
+        """(K, V, state) bytes of ``blocks`` pages of this spec."""
+        total = blocks * self.page_bytes
+        if self.kind == "mamba":
+            return 0, 0, total
+        if self.kind == "mla":
+            return total, 0, 0
+        v_dim = self.head_size_v if self.kind == "full" else self.head_size
+        if self.mode == "nvfp4":
+            k_share, v_share = _nvfp4_dim(self.head_size), _nvfp4_dim(v_dim)
+        else:
+            k_share, v_share = self.head_size, v_dim
+        k = total * k_share // (k_share + v_share)
+        return k, total - k, 0
+
+    def worst_blocks(self, max_model_len: int, batched: int, mamba_mode: str, spec_blocks: int) -> int:
+        """max_memory_usage_bytes // page: the pages one request of max_model_len may need."""
+        bs, length = self.block_size, max_model_len
+        if self.kind in ("full", "mla"):
+            return cdiv(length, bs)
+        if self.kind == "sliding":
+            return cdiv(min(self.window - 1 + batched, length), bs) + 1
+        if self.kind == "chunked":
+            return cdiv(min(self.window + batched, length), bs)
+        if mamba_mode == "all":
+            return cdiv(length, bs)
+        return (2 if mamba_mode == "align" else 1) + spec_blocks
+
+    def held_blocks(self, tokens: int, lookahead: int, mamba_mode: str, spec_blocks: int) -> int:
+        """Pages one sequence of ``tokens`` tokens holds (freed pages outside a window excluded)."""
+        bs = self.block_size
+        allocated = cdiv(tokens + lookahead, bs)
+        if self.kind in ("full", "mla"):
+            return allocated
+        if self.kind == "sliding":
+            return allocated - max(0, tokens - self.window) // bs
+        if self.kind == "chunked":
+            return allocated - (tokens - 1) // self.window * self.window // bs
+        if mamba_mode == "all":
+            return cdiv(tokens, bs)
+        return (2 if mamba_mode == "align" else 1) + spec_blocks
+
+    def peak_blocks(self, tokens: int, lookahead: int, mamba_mode: str, spec_blocks: int) -> int:
+        """The most pages one sequence holds on its way to ``tokens`` tokens.
+
+        A window layer frees a page only once every token in it has left the window
+        (SlidingWindowManager / ChunkedLocalAttentionManager.remove_skipped_blocks,
+        vllm/v1/core/single_type_kv_cache_manager.py), so at n = window + m tokens it holds
+        cdiv(window + lookahead + m mod block_size, block_size) pages: one more at some lengths
+        than at longer ones. Past window + block_size - 1 tokens the peak is reached for good.
+        """
+        held = self.held_blocks(tokens, lookahead, mamba_mode, spec_blocks)
+        bs, w = self.block_size, self.window
+        if self.kind == "sliding" and tokens - w >= bs:
+            return max(held, cdiv(w + lookahead + bs - 1, bs))
+        if self.kind == "chunked":   # the end of each full chunk; its pages repeat within bs chunks
+            ends = (w * c for c in range(1, min(tokens // w, bs) + 1))
+            return max([held] + [self.held_blocks(n, lookahead, mamba_mode, spec_blocks) for n in ends])
+        return held
+
+
+def _nvfp4_dim(head_size: int) -> int:
+    """Bytes of one nvfp4 head: packed fp4 values + one fp8 scale per 16 (nvfp4_kv_cache_full_dim)."""
+    return head_size // 2 + head_size // 16

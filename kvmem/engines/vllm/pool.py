@@ -1,0 +1,100 @@
+"""Pool arithmetic: pages per stage, a request's worst case, the pages a sequence holds.
+"""
+
+from __future__ import annotations
+
+from ..base import pp_stages
+from .layout import Plan
+
+
+
+def stage_units(plan: Plan, pp: int) -> list[set]:
+    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1)."""
+    stages = pp_stages(plan.n_layers, pp)
+    return [{i for i, (owner, _) in enumerate(plan.units) if owner in stage} for stage in stages]
+
+
+def pool_page_bytes(plan: Plan) -> int:
+    return plan.units[plan.groups[0][0]][1].page_bytes
+
+
+def stage_blocks(plan: Plan, members: set, kv_memory: int) -> int | None:
+    """num_blocks one rank's memory gives (get_kv_cache_config_from_groups); None without layers."""
+    if not members:
+        return None
+    if plan.uniform_type:
+        pages = sum(plan.units[i][1].page_bytes for i in members)
+        return kv_memory // pages
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return max(kv_memory // pool_page_bytes(plan) // group_size, 0)
+
+
+def _worst_args(max_model_len: int, opts: dict) -> tuple:
+    return (max_model_len, opts["max_num_batched_tokens"], opts["mamba_cache_mode"],
+            opts["num_speculative_tokens"])
+
+
+def request_blocks(plan: Plan, max_model_len: int, opts: dict) -> int:
+    """Pages one request of max_model_len needs (get_max_concurrency_for_kv_cache_config)."""
+    args = _worst_args(max_model_len, opts)
+    if plan.uniform_type:
+        return max(spec.worst_blocks(*args) for _, spec in plan.units)
+    return sum(plan.units[group[0]][1].worst_blocks(*args) for group in plan.groups)
+
+
+def request_bytes(plan: Plan, members: set, max_model_len: int, opts: dict) -> int:
+    """_max_memory_usage_bytes_from_groups on one rank: one request's worst case, padding included."""
+    args = _worst_args(max_model_len, opts)
+    if plan.uniform_type:
+        return sum(plan.units[i][1].worst_blocks(*args) * plan.units[i][1].page_bytes for i in members)
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return group_size * pool_page_bytes(plan) * request_blocks(plan, max_model_len, opts)
+
+
+def longest_fitting(fits, cap: int | None) -> int:
+    """The largest L >= 0 with fits(L), searched up to cap (or 2**40 without one)."""
+    high = cap or 1 << 40
+    if not fits(1):
+        return 0
+    if fits(high):
+        return high
+    low = 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def held_pages(plan: Plan, tokens: int, opts: dict, *, peak: bool = False) -> list[int]:
+    """Pages each unit holds for one sequence of ``tokens`` tokens (``peak``: the most on the way there)."""
+    spec_tokens = opts["num_speculative_tokens"]
+    return [(spec.peak_blocks if peak else spec.held_blocks)(tokens, spec_tokens, opts["mamba_cache_mode"],
+                                                               spec_tokens)
+            for _, spec in plan.units]
+
+
+def stage_pool_bytes(plan: Plan, held: list[int], batch: int, members: set) -> int:
+    """Pool bytes of one stage's units for ``batch`` sequences holding ``held`` pages each."""
+    if plan.uniform_type:
+        return sum(held[i] * batch * plan.units[i][1].page_bytes for i in members)
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return group_size * pool_page_bytes(plan) * batch * sum(held[group[0]] for group in plan.groups)
+
+
+def owners(plan: Plan, members: set) -> set:
+    return {plan.units[i][0] for i in members}
+
+
+def group_details(plan: Plan, held: list[int]) -> list[dict]:
+    out = []
+    for group in plan.groups:
+        specs = [plan.units[i][1] for i in group]
+        out.append({"kind": "+".join(sorted({s.kind for s in specs})), "layers": len(group),
+                    "block_size": specs[0].block_size,
+                    "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type
+                                   else specs[0].page_bytes),
+                    "blocks_per_sequence": max(held[i] for i in group)})
+    return out
