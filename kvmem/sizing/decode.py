@@ -1,5 +1,4 @@
-"""The decode bound: a step reads the active weights once and every sequence's KV (memory bandwidth only).
-"""
+"""The decode bound: a step reads the active weights once and every sequence's KV (memory bandwidth only)."""
 
 from __future__ import annotations
 

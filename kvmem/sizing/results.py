@@ -1,5 +1,4 @@
-"""What fit() returns: the Fit, its per-device MemoryBreakdown, and FitError.
-"""
+"""What fit() returns: the Fit, its per-device MemoryBreakdown, and FitError."""
 
 from __future__ import annotations
 

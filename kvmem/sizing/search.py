@@ -1,5 +1,4 @@
-"""The searches: the most sequences, the longest context, for a monotone 'it fits' (gallop, then bisect).
-"""
+"""The searches: the most sequences, the longest context, for a monotone 'it fits' (gallop, then bisect)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Paged vs contiguous: reserved against used bytes for request-length distributions.
-"""
+"""Paged vs contiguous: reserved against used bytes for request-length distributions."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""compare_strategies: one row per strategy, its saving and its cost, side by side.
-"""
+"""compare_strategies: one row per strategy, its saving and its cost, side by side."""
 
 from __future__ import annotations
 

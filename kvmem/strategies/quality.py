@@ -1,5 +1,4 @@
-"""The cited quality measurements of kvmem/data/quality.json, quoted beside a strategy's cost.
-"""
+"""The cited quality measurements of kvmem/data/quality.json, quoted beside a strategy's cost."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""KV quantisation what-ifs: every format of kvmem.dtypes, K and V apart, with a full-precision residual.
-"""
+"""KV quantisation what-ifs: every format of kvmem.dtypes, K and V apart, with a full-precision residual."""
 
 from __future__ import annotations
 

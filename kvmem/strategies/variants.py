@@ -1,5 +1,4 @@
-"""Architecture variants: the same model's cache as MHA, GQA, MQA, MLA, or cross-layer sharing (all retrain).
-"""
+"""Architecture variants: the same model's cache as MHA, GQA, MQA, MLA, or cross-layer sharing (all retrain)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""vLLM's memory budget for kvmem.sizing: profiling, activations, batch defaults by device, the rotary cache.
-"""
+"""vLLM's memory budget for kvmem.sizing: profiling, activations, batch defaults by device, the rotary cache."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from ...model import CHUNKED, FULL, MLA, Model, SLIDING
 from ...units import format_bytes, parse_bytes, require_positive_int
 from ..base import Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, byte_option, share_whole_blocks
 from .options import OPTIONS, parse_release
-
 
 
 # ----------------------------------------------------------------------------- sizing: budget, activations, defaults

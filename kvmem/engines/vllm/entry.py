@@ -1,5 +1,4 @@
-"""estimate() and capacity(): vLLM's blocks for a workload, and what a memory budget holds.
-"""
+"""estimate() and capacity(): vLLM's blocks for a workload, and what a memory budget holds."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from .options import GIB, HYBRID_GROUPS, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURR
 from .pool import (group_details, held_pages, longest_fitting, owners, pool_page_bytes, request_blocks, request_bytes,
                    stage_blocks, stage_pool_bytes, stage_units)
 from .v0 import capacity_v0, estimate_v0
-
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):

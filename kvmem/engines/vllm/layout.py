@@ -1,5 +1,4 @@
-"""Model -> page specs -> groups: the hybrid layout of vLLM's KV cache manager.
-"""
+"""Model -> page specs -> groups: the hybrid layout of vLLM's KV cache manager."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from ..base import cdiv, kv_heads_per_rank, pp_stages
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
                       QWEN35_TYPES, STATE_DTYPES, kv_format)
 from .pages import PageSpec
-
 
 
 def draft_layers(model: Model, draft) -> tuple[Layer, ...]:

@@ -1,5 +1,4 @@
-"""vLLM's options, checked, with each default's source; the release table; the KV cache formats.
-"""
+"""vLLM's options, checked, with each default's source; the release table; the KV cache formats."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from dataclasses import dataclass
 
 from ...model import MLA, Model
 from ...units import require_positive_int
-
 
 
 GIB = 1 << 30

@@ -1,5 +1,4 @@
-"""Page specs: one block of one layer, as vLLM's KVCacheSpec (vllm/v1/kv_cache_interface.py).
-"""
+"""Page specs: one block of one layer, as vLLM's KVCacheSpec (vllm/v1/kv_cache_interface.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ from dataclasses import dataclass
 
 from ..base import cdiv
 from .options import FP8_DS_MLA_BYTES_PER_TOKEN
-
 
 
 @dataclass(frozen=True)

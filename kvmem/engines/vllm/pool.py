@@ -1,11 +1,9 @@
-"""Pool arithmetic: pages per stage, a request's worst case, the pages a sequence holds.
-"""
+"""Pool arithmetic: pages per stage, a request's worst case, the pages a sequence holds."""
 
 from __future__ import annotations
 
 from ..base import pp_stages
 from .layout import Plan
-
 
 
 def stage_units(plan: Plan, pp: int) -> list[set]:

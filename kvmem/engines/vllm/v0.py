@@ -1,5 +1,4 @@
-"""The v0 engine: one block table for every layer (CacheEngine), its block counts and log lines.
-"""
+"""The v0 engine: one block table for every layer (CacheEngine), its block counts and log lines."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from ..base import Capacity, assemble, cdiv
 from .layout import Plan, draft_layers, state_elements
 from .options import GIB, MODEL_DTYPE_BYTES
 from .pool import stage_units
-
 
 
 def _v0_block_bytes(plan: Plan, members: set) -> int:
