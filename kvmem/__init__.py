@@ -9,7 +9,7 @@ from .dtypes import DType, dtype
 from .engines import Capacity, Estimate, capacity, list_engines
 from .textbook import formula
 from .gpus import GPU, get_gpu, list_gpus
-from .measure import Measurement, measure
+from .measurement import Measurement, measure
 from .model import Layer, Model, RecurrentState
 from .sizing import Fit, FitError, fit
 from .strategies import Eviction, compare_strategies, estimate, preallocation_waste

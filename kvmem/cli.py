@@ -157,7 +157,7 @@ def cmd_gpus(args) -> int:
 
 def cmd_validate(args) -> int:
     """Build the suite's real caches with torch and compare them with kvmem's prediction."""
-    from .measure import ALLOCATOR_NOTE, validate
+    from .validation import ALLOCATOR_NOTE, validate
 
     def progress(index, total, entry):
         done = 24 * index // total

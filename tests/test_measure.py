@@ -17,8 +17,9 @@ pytest.importorskip("transformers")
 import kvmem  # noqa: E402
 from kvmem import Measurement  # noqa: E402
 
-measure_module = importlib.import_module("kvmem.measure")  # kvmem.measure is the function
-QUICK = measure_module.suite(quick=True)
+measure_module = importlib.import_module("kvmem.measurement")  # kvmem.measure is the function
+validation = importlib.import_module("kvmem.validation")
+QUICK = validation.suite(quick=True)
 NO_GPU = "CUDA measurement needs a GPU; torch sees none on this machine"
 
 
@@ -30,7 +31,7 @@ def quick_suite():
 
 
 def test_suite_covers_the_attention_families():
-    models = {row["model"] for row in measure_module.SUITE}
+    models = {row["model"] for row in validation.SUITE}
     assert len(models) >= 12
     kinds = set()
     for name in models:
@@ -38,7 +39,7 @@ def test_suite_covers_the_attention_families():
     assert kinds == {"full", "sliding", "chunked", "mla", "linear", "shared", "none"}
     heads = {kvmem.get_model(name).layers[0].kv_heads for name in ("gpt2", "llama-3.1-8b", "falcon-7b")}
     assert heads == {12, 8, 1}  # MHA, GQA, MQA
-    engines = {(row["engine"], row.get("options", {}).get("backend")) for row in measure_module.SUITE}
+    engines = {(row["engine"], row.get("options", {}).get("backend")) for row in validation.SUITE}
     assert {("hf-quantized", "hqq"), ("hf-quantized", "quanto"), ("hf-static", None), ("toy", None)} <= engines
 
 

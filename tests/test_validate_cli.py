@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 from kvmem.cli import main  # noqa: E402
 
-measure_module = importlib.import_module("kvmem.measure")
+validation = importlib.import_module("kvmem.validation")  # where validate() finds measure
 KEYS = {"model", "engine", "tokens", "batch", "kv_dtype", "device", "predicted_bytes", "tensor_bytes",
         "allocated_bytes", "peak_bytes", "matches"}
 
@@ -50,13 +50,13 @@ def test_table_states_the_columns_and_the_allocator(capsys):
 
 
 def test_any_mismatch_exits_1(capsys, monkeypatch):
-    real = measure_module.measure
+    real = validation.measure
 
     def off_by_one(*args, **kwargs):
         result = real(*args, **kwargs)
         return dataclasses.replace(result, tensor_bytes=result.tensor_bytes + 1)
 
-    monkeypatch.setattr(measure_module, "measure", off_by_one)
+    monkeypatch.setattr(validation, "measure", off_by_one)
     code, out, _ = run(capsys, "validate", "--quick", "--device", "cpu", "--models", "falcon-7b")
     assert code == 1
     assert out.splitlines()[1].split()[4:7] == ["163,840", "163,841", "1"] and out.splitlines()[1].endswith("NO")
@@ -66,7 +66,7 @@ def test_any_mismatch_exits_1(capsys, monkeypatch):
 
 def test_a_backend_that_cannot_run_is_skipped_with_its_reason(capsys, monkeypatch):
     reason = "optimum-quanto's C++ extension (quanto_cpp) cannot be built or loaded on this machine"
-    monkeypatch.setattr(measure_module, "_backend_problem", lambda backend: reason if backend == "quanto" else None)
+    monkeypatch.setattr(validation, "backend_problem", lambda backend: reason if backend == "quanto" else None)
     code, out, _ = run(capsys, "validate", "--quick", "--json", "--device", "cpu", "--models", "qwen2.5-0.5b")
     rows = json.loads(out)
     assert code == 0 and rows[0]["matches"] is None and rows[0]["skipped"] == reason

@@ -9,7 +9,8 @@ import kvmem
 from kvmem import plots
 from ui import common, inputs
 
-measure = importlib.import_module("kvmem.measure")
+measure = importlib.import_module("kvmem.measurement")
+validation = importlib.import_module("kvmem.validation")
 
 st.title("Validate against real caches")
 st.caption("kvmem.measure drives the real transformers cache objects (and the seed's toy cache) with K/V "
@@ -61,4 +62,4 @@ if "val_rows" in st.session_state:
     if cuda:
         st.subheader("CUDA allocator")
         st.dataframe(pd.DataFrame(cuda), hide_index=True)
-    st.caption(measure.ALLOCATOR_NOTE)
+    st.caption(validation.ALLOCATOR_NOTE)

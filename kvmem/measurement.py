@@ -1,4 +1,4 @@
-"""Measured validation: build the real transformers cache objects with torch and count them.
+"""Measuring for real: build the real transformers cache objects with torch and count them.
 
 ``measure`` builds a transformers 5.24 cache (DynamicCache(config=...), StaticCache,
 QuantizedCache with the hqq, quanto or fp8 backend) -- or the seed's plain ``torch.cat``
@@ -51,6 +51,7 @@ rounding rules above are read from the allocator's source and have not been conf
 GPU by this project yet.
 
 torch and transformers are imported inside the functions: ``import kvmem`` never loads them.
+The validation suite that runs ``measure`` over the presets is kvmem.validation.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from .engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from .model import FULL, Model
 from .units import format_bytes, parse_tokens, require_positive_int
 
-__all__ = ["Measurement", "measure", "validate", "SUITE", "ENGINES", "MEMORY_FRACTION"]
+__all__ = ["Measurement", "measure", "ENGINES", "MEMORY_FRACTION", "resolve_device", "backend_problem"]
 
 ENGINES = ("hf-dynamic", "hf-static", "hf-quantized", "toy")
 MEMORY_FRACTION = 0.8  # refuse a run whose predicted peak exceeds this share of the free memory
@@ -137,7 +138,7 @@ class Measurement:
 # Inputs
 
 
-def _device(device: str):
+def resolve_device(device: str):
     import torch
     name = str(device).strip().lower()
     if name == "auto":
@@ -414,7 +415,7 @@ def _running(sizes: list[int]) -> tuple[int, int]:
     return running, peak
 
 
-def _backend_problem(backend: str) -> str | None:
+def backend_problem(backend: str) -> str | None:
     """Why a quantisation backend cannot run here, or None when it can."""
     try:
         with _quiet_transformers():
@@ -579,10 +580,10 @@ def measure(model, *, engine: str = "hf-dynamic", tokens, batch: int = 1, kv_dty
     predicted, predicted_peak, predicted_layers, notes = _prediction(
         model, name, tokens=tokens, batch=batch, kv_name=kv_name, options=options)
     if name == "hf-quantized":
-        problem = _backend_problem(options.get("backend", "quanto"))
+        problem = backend_problem(options.get("backend", "quanto"))
         if problem:
             raise RuntimeError(problem)
-    dev = _device(device)
+    dev = resolve_device(device)
     element = _torch_dtype(kv_name)
     prompt = prompt_tokens_of(tokens, options.get("prompt_tokens"))
 
@@ -618,103 +619,3 @@ def measure(model, *, engine: str = "hf-dynamic", tokens, batch: int = 1, kv_dty
         reserved_bytes=reserved, options=dict(options), storages=storages,
         predicted_per_layer=tuple(predicted_layers), measured_per_layer=per_layer, seconds=round(seconds, 3),
         cuda=cuda_stats, notes=tuple(notes))
-
-
-# ---------------------------------------------------------------------------------------------
-# The validation suite (kvmem validate)
-
-# Each entry: model, engine, batch, options, what it checks, and (tokens, prompt_tokens) for the
-# full run and for --quick. Token counts are small so that the whole suite runs in well under
-# two minutes on two CPU cores with every layer at its real shape; prompt < tokens adds decode
-# steps after the prefill (cat growth, residual flushes, sliding-window rolls).
-SUITE = (
-    dict(model="gpt2", engine="toy", batch=2, full=(64, 56), quick=(10, 8), about="MHA, the seed's cat-grown cache"),
-    dict(model="llama-2-7b", engine="hf-dynamic", batch=2, full=(40, 32), quick=(10, 8),
-         about="MHA, DynamicLayer cat growth"),
-    dict(model="llama-3.1-8b", engine="hf-dynamic", batch=2, full=(64, 56), quick=(10, 8), about="GQA (8 KV heads)"),
-    dict(model="falcon-7b", engine="hf-dynamic", batch=2, full=(64, 56), quick=(10, 8), about="MQA (1 KV head)"),
-    dict(model="deepseek-v2-lite", engine="hf-dynamic", batch=2, full=(64, 56), quick=(10, 8),
-         about="MLA: latent in the K slot, rope key in the V slot"),
-    dict(model="mistral-7b-v0.1", engine="hf-dynamic", batch=1, full=(48, 40), quick=(10, 8),
-         about="sliding-window class below its 4096 window"),
-    dict(model="gemma-3-1b", engine="hf-dynamic", batch=1, full=(524, 520), quick=(515, 513),
-         about="sliding window 512: the view pins the prefill, then window tokens"),
-    dict(model="gemma-3-1b", engine="hf-static", batch=1, options={"max_cache_len": 520}, full=(518, 510),
-         quick=(514, 511), about="static sliding layers roll once full"),
-    dict(model="llama-4-scout-17b-16e", engine="hf-dynamic", batch=1, full=(40, 32), quick=(10, 8),
-         about="chunked attention (3 of 4 layers)"),
-    dict(model="qwen3-next-80b-a3b", engine="hf-dynamic", batch=1, full=(32, 24), quick=(10, 8),
-         about="gated DeltaNet + attention hybrid: fixed states"),
-    dict(model="qwen3.5-27b", engine="hf-dynamic", batch=1, full=(6, 3), quick=(4, 3),
-         about="linear hybrid, prefill shorter than the conv kernel"),
-    dict(model="nemotron-h-8b", engine="hf-dynamic", batch=1, full=(32, 24), quick=(10, 8),
-         about="Mamba2 + attention + MLP-only blocks"),
-    dict(model="gemma-3n-e2b", engine="hf-dynamic", batch=1, full=(64, 56), quick=(10, 8),
-         about="KV shared by the last 10 layers"),
-    dict(model="llama-3.1-8b", engine="hf-static", batch=2, options={"max_cache_len": 96}, full=(64, 56),
-         quick=(10, 8), about="StaticCache preallocation"),
-    dict(model="gpt2", engine="hf-quantized", batch=1,
-         options={"backend": "hqq", "nbits": 4, "q_group_size": 64, "residual_length": 4},
-         full=(22, 16), quick=(11, 8), about="hqq int4: prefill, residual, re-quantisation"),
-    dict(model="qwen2.5-0.5b", engine="hf-quantized", batch=2,
-         options={"backend": "quanto", "nbits": 2, "q_group_size": 64, "residual_length": 4},
-         full=(29, 24), quick=(13, 8), about="quanto int2: prefill, residual, re-quantisation"),
-    dict(model="llama-3.2-1b", engine="hf-quantized", batch=2, options={"backend": "fp8"}, full=(40, 36),
-         quick=(10, 8), about="fp8 per-tensor, appended"),
-)
-
-
-def suite(*, models=None, quick: bool = False) -> list[dict]:
-    """The validation entries (model, engine, tokens, batch, options, about), filtered by model."""
-    wanted = {catalog.preset(m)["name"] for m in models} if models else None
-    entries = []
-    for row in SUITE:
-        if wanted is not None and row["model"] not in wanted:
-            continue
-        tokens, prompt = row["quick" if quick else "full"]
-        options = {**row.get("options", {}), "prompt_tokens": prompt}
-        entries.append({"model": row["model"], "engine": row["engine"], "tokens": tokens, "batch": row["batch"],
-                        "options": options, "about": row["about"]})
-    if models and not entries:
-        raise ValueError(f"no validation entry for {', '.join(models)}; suite models: "
-                         + ", ".join(sorted({row['model'] for row in SUITE})))
-    return entries
-
-
-def skipped(entry: dict, device: str, reason: str) -> dict:
-    """A result row for an entry that could not run here (JSON-shaped like Measurement.to_dict)."""
-    return {"model": entry["model"], "engine": entry["engine"], "tokens": entry["tokens"],
-            "batch": entry["batch"], "kv_dtype": "bf16", "device": device, "options": entry["options"],
-            "predicted_bytes": None, "tensor_bytes": None, "allocated_bytes": None, "peak_bytes": None,
-            "predicted_peak_bytes": None, "reserved_bytes": None, "matches": None, "skipped": reason}
-
-
-def validate(*, device="auto", models=None, quick: bool = False, progress=None) -> list[dict]:
-    """Run the suite; one dict per entry (Measurement.to_dict(), or a skip with its reason).
-
-    ``progress(index, total, entry)`` is called before each entry.
-    """
-    entries = suite(models=models, quick=quick)
-    dev = str(_device(device))
-    rows = []
-    for index, entry in enumerate(entries):
-        if progress:
-            progress(index, len(entries), entry)
-        backend = entry["options"].get("backend")
-        problem = _backend_problem(backend) if backend in ("quanto", "hqq") else None
-        if problem:
-            rows.append(skipped(entry, dev, problem))
-            continue
-        result = measure(entry["model"], engine=entry["engine"], tokens=entry["tokens"], batch=entry["batch"],
-                         kv_dtype="bf16", device=dev, **entry["options"])
-        rows.append({**result.to_dict(), "about": entry["about"]})
-    if progress:
-        progress(len(entries), len(entries), None)
-    return rows
-
-
-ALLOCATOR_NOTE = (
-    "CPU: allocated/peak are the profiler's memory events (bytes requested; the CPU allocator adds "
-    "no rounding). CUDA: the caching allocator rounds each request up to 512 B, carves requests up "
-    "to 1 MiB from 2 MiB segments and larger ones below 10 MiB from 20 MiB segments (bigger ones "
-    "rounded to 2 MiB); memory_allocated counts the rounded blocks, memory_reserved whole segments.")
