@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import datetime
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..dtypes import dtype
 from ..model import CHUNKED, FULL, MLA, SLIDING, Model
@@ -213,7 +213,45 @@ def _n_pad(build: datetime.date, flash_attn: bool) -> int:
     return 32 if build >= PR_4280 else 1
 
 
-def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, options: dict) -> dict:
+@dataclass(frozen=True)
+class Settings:
+    """Every option resolved and checked, as llama.cpp holds them before it builds the cache."""
+
+    build: datetime.date
+    type_k: str
+    type_v: str
+    flash_attn: bool
+    n_seq: int
+    n_ctx_requested: int
+    n_batch: int
+    n_ubatch: int
+    n_rs_seq: int | None
+    swa_full: bool
+    kv_unified: bool
+    nextn: bool
+    mla: str | None
+    n_pad: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The caches llama.cpp builds for these settings: cells, streams, per-layer rows and devices."""
+
+    n_ctx: int
+    n_ctx_seq: int
+    n_stream: int
+    unified: bool
+    mla: str | None
+    n_swa: int | None
+    swa_cells: int | None
+    caches: list            # the llama_kv_cache / llama_memory_recurrent buffers, as details show them
+    rows: list              # per layer (K, V, state) bytes
+    devices: list           # per layer, the device (-sm layer) that holds it
+    notes: list
+    windowed: set
+
+
+def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, options: dict) -> Settings:
     """Every option resolved and checked, as llama.cpp would before building the cache."""
     if tp > 1:
         raise ValueError(f"tp={tp}: llama.cpp does not split the KV cache by heads across tensor-parallel "
@@ -250,24 +288,24 @@ def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, optio
             raise ValueError(f"{name} must be True or False, got {options[name]!r}")
     if options["nextn"] and not model.mtp_layers:
         raise ValueError(f"nextn=True but {model.name} has no MTP/NextN layers")
-    return dict(build=build, type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_seq=n_seq,
-                n_ctx_requested=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_rs_seq=n_rs_seq,
-                swa_full=options["swa_full"], kv_unified=options["kv_unified"], nextn=options["nextn"],
-                mla=options["mla"], n_pad=_n_pad(build, flash_attn))
+    return Settings(build=build, type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_seq=n_seq,
+                    n_ctx_requested=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_rs_seq=n_rs_seq,
+                    swa_full=options["swa_full"], kv_unified=options["kv_unified"], nextn=options["nextn"],
+                    mla=options["mla"], n_pad=_n_pad(build, flash_attn))
 
 
 # ---- cells ----------------------------------------------------------------------------------
 
-def _cells(s: dict) -> tuple[int, int, int, bool, list[str]]:
+def _cells(s: Settings) -> tuple[int, int, int, bool, list[str]]:
     """(n_ctx, n_ctx_seq, n_stream, unified, notes) after llama.cpp's padding and split."""
-    requested, n_seq, build, n_pad = s["n_ctx_requested"], s["n_seq"], s["build"], s["n_pad"]
+    requested, n_seq, build, n_pad = s.n_ctx_requested, s.n_seq, s.build, s.n_pad
     notes = []
     if build < PR_14363:
-        if not s["kv_unified"] and n_seq > 1:
+        if not s.kv_unified and n_seq > 1:
             notes.append("builds before PR #14363 (2025-07-16) keep one buffer shared by all sequences")
         n_ctx = _pad(requested, n_pad)
         return n_ctx, n_ctx, 1, True, notes
-    if s["kv_unified"]:
+    if s.kv_unified:
         n_ctx = _pad(requested, n_pad)
         return n_ctx, n_ctx, 1, True, notes
     if build >= PR_17046:
@@ -283,29 +321,29 @@ def _cells(s: dict) -> tuple[int, int, int, bool, list[str]]:
     return n_ctx, n_ctx_seq, n_seq, False, notes
 
 
-def _swa_cells(s: dict, n_ctx_seq: int, n_swa: int, unified: bool) -> int:
+def _swa_cells(s: Settings, n_ctx_seq: int, n_swa: int, unified: bool) -> int:
     """Cells per stream of the sliding-window cache (llama_kv_cache_iswa constructor)."""
-    if s["swa_full"]:
+    if s.swa_full:
         return n_ctx_seq
-    n_seq, n_ubatch, build = s["n_seq"], s["n_ubatch"], s["build"]
+    n_seq, n_ubatch, build = s.n_seq, s.n_ubatch, s.build
     if build >= PR_17046:
         return _pad(min(n_ctx_seq, n_swa * (n_seq if unified else 1) + n_ubatch), 256)
     if build >= PR_14363:
-        return min(n_ctx_seq, _pad(n_swa * (n_seq if unified else 1) + n_ubatch, s["n_pad"]))
-    return min(n_ctx_seq, _pad(n_swa * n_seq + n_ubatch, s["n_pad"]))
+        return min(n_ctx_seq, _pad(n_swa * (n_seq if unified else 1) + n_ubatch, s.n_pad))
+    return min(n_ctx_seq, _pad(n_swa * n_seq + n_ubatch, s.n_pad))
 
 
 # ---- layers ---------------------------------------------------------------------------------
 
-def _mla_mode(model: Model, s: dict) -> str | None:
+def _mla_mode(model: Model, s: Settings) -> str | None:
     if not model.count(MLA):
-        if s["mla"] is not None:
+        if s.mla is not None:
             raise ValueError(f"mla applies to MLA models (DeepSeek-V2/V3, Kimi); {model.name} has no MLA layers")
         return None
     if any(layer.index_head_dim for layer in model.layers):
         raise ValueError(f"{model.name}: llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache "
                          "(llama_kv_cache_dsa) that kvmem does not model")
-    build, mode = s["build"], s["mla"]
+    build, mode = s.build, s.mla
     if mode is None:
         return "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent"
     if mode not in MLA_MODES:
@@ -337,7 +375,7 @@ def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:
     return heads * (nope + layer.qk_rope_head_dim), heads * v_dim
 
 
-def _windowed_split(model: Model, s: dict, notes: list) -> int | None:
+def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
     """n_swa when llama.cpp builds a separate sliding-window cache for this model, else None."""
     windowed = [layer for layer in model.layers if layer.kind in (SLIDING, CHUNKED)]
     if not windowed:
@@ -347,7 +385,7 @@ def _windowed_split(model: Model, s: dict, notes: list) -> int | None:
     if not full or model.model_type in _WINDOW_IGNORED:
         notes.append(f"llama.cpp does not use the sliding window of {model.name}: every layer holds n_ctx cells")
         return None
-    if s["build"] < PR_13194:
+    if s.build < PR_13194:
         notes.append("builds before PR #13194 (2025-05-20) have no SWA cache: windowed layers hold n_ctx cells")
         return None
     if len(windows) > 1 or len({layer.kind for layer in windowed}) > 1:
@@ -366,24 +404,24 @@ def _layer_devices(n_layer: int, pp: int) -> list[int]:
     return [min(sum(split <= _f32(il / act) for split in splits), pp - 1) for il in range(n_layer)]
 
 
-def _plan(model: Model, s: dict, pp: int) -> dict:
+def _plan(model: Model, s: Settings, pp: int) -> Plan:
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = _cells(s)
     notes += cell_notes
     mode = _mla_mode(model, s)
-    if mode is not None and s["mla"] is None:
+    if mode is not None and s.mla is None:
         notes.append(f"mla={mode!r}: the cache of an MLA GGUF on this build; GGUFs converted before "
                      "PR #12801 (April 2025) cache per-head K/V (mla='none')")
     n_swa = _windowed_split(model, s, notes)
     swa_cells = _swa_cells(s, n_ctx_seq, n_swa, unified) if n_swa is not None else None
-    if n_swa is not None and s["swa_full"]:
+    if n_swa is not None and s.swa_full:
         notes.append(_SWA_FULL_WARNING)
-    k_type, v_type = _kvmem_dtype(s["type_k"]), _kvmem_dtype(s["type_v"])
+    k_type, v_type = _kvmem_dtype(s.type_k), _kvmem_dtype(s.type_v)
 
     owners = [i for i, layer in enumerate(model.layers) if layer.caches_tokens]
     widths = {i: _widths(model, model.layers[i], mode) for i in owners}
     v_max = max((v for _, v in widths.values() if v is not None), default=0)
-    if not s["flash_attn"] and len({v for _, v in widths.values() if v is not None}) > 1:
+    if not s.flash_attn and len({v for _, v in widths.values() if v is not None}) > 1:
         notes.append("the V embeddings have different sizes across layers and FA is not enabled - "
                      f"padding V cache to {v_max}")
         widths = {i: (k, v_max if v is not None else None) for i, (k, v) in widths.items()}
@@ -394,7 +432,7 @@ def _plan(model: Model, s: dict, pp: int) -> dict:
         k = sum(k_type.row_bytes(widths[i][0]) for i in layer_ids) * cells * n_stream
         v = sum(v_type.row_bytes(widths[i][1]) for i in layer_ids if widths[i][1] is not None) * cells * n_stream
         caches.append(dict(cache=name, cells=cells, streams=n_stream, cells_total=cells * n_stream,
-                           layers=len(layer_ids), seqs=s["n_seq"], k_type=s["type_k"], v_type=s["type_v"],
+                           layers=len(layer_ids), seqs=s.n_seq, k_type=s.type_k, v_type=s.type_v,
                            k_bytes=k, v_bytes=v, size_mib=_printed(k + v), k_mib=_printed(k), v_mib=_printed(v)))
 
     windowed = {i for i in owners if n_swa is not None and model.layers[i].kind in (SLIDING, CHUNKED)}
@@ -407,8 +445,8 @@ def _plan(model: Model, s: dict, pp: int) -> dict:
     recurrent_ids = [i for i, layer in enumerate(model.layers) if layer.state is not None]
     rows_per_layer = {}
     if recurrent_ids:
-        cells = max(1, s["n_seq"])
-        rows = cells * (1 + (s["n_rs_seq"] or 0))
+        cells = max(1, s.n_seq)
+        rows = cells * (1 + (s.n_rs_seq or 0))
         f32 = dtype("fp32")
         for i in recurrent_ids:
             state = model.layers[i].state
@@ -416,9 +454,9 @@ def _plan(model: Model, s: dict, pp: int) -> dict:
                                  rows * f32.row_bytes(state.ssm_elements))
         r = sum(r for r, _ in rows_per_layer.values())
         s_bytes = sum(x for _, x in rows_per_layer.values())
-        layers = model.num_layers + (model.mtp_layers if s["nextn"] else 0)
+        layers = model.num_layers + (model.mtp_layers if s.nextn else 0)
         caches.append(dict(cache="recurrent", cells=cells, layers=layers,
-                           seqs=s["n_seq"], rs_seq=s["n_rs_seq"], r_type="f32", s_type="f32", r_bytes=r,
+                           seqs=s.n_seq, rs_seq=s.n_rs_seq, r_type="f32", s_type="f32", r_bytes=r,
                            s_bytes=s_bytes, size_mib=_printed(r + s_bytes), r_mib=_printed(r), s_mib=_printed(s_bytes)))
 
     rows = []
@@ -431,24 +469,24 @@ def _plan(model: Model, s: dict, pp: int) -> dict:
         rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
 
     devices = _layer_devices(model.num_layers, pp)
-    return dict(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=mode, n_swa=n_swa,
+    return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=mode, n_swa=n_swa,
                 swa_cells=swa_cells, caches=caches, rows=rows, devices=devices, notes=notes, windowed=windowed)
 
 
-def _device_table(plan: dict, pp: int) -> list[dict]:
+def _device_table(plan: Plan, pp: int) -> list[dict]:
     table = []
     for d in range(pp):
-        ids = [i for i, dev in enumerate(plan["devices"]) if dev == d]
+        ids = [i for i, dev in enumerate(plan.devices) if dev == d]
         buffers = {}
         for i in ids:
-            k, v, state = plan["rows"][i]
-            name = "kv_swa" if i in plan["windowed"] else "kv"
+            k, v, state = plan.rows[i]
+            name = "kv_swa" if i in plan.windowed else "kv"
             if k or v:
                 buffers[name] = buffers.get(name, 0) + k + v
             if state:
                 buffers["recurrent"] = buffers.get("recurrent", 0) + state
-        table.append(dict(device=d, layers=ids, kv_bytes=sum(plan["rows"][i][0] + plan["rows"][i][1] for i in ids),
-                          state_bytes=sum(plan["rows"][i][2] for i in ids), buffer_bytes=buffers,
+        table.append(dict(device=d, layers=ids, kv_bytes=sum(plan.rows[i][0] + plan.rows[i][1] for i in ids),
+                          state_bytes=sum(plan.rows[i][2] for i in ids), buffer_bytes=buffers,
                           buffer_mib={name: float(f"{b / 1048576.0:.2f}") for name, b in buffers.items()}))
     return table
 
@@ -463,31 +501,31 @@ def _run(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, o
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options) -> Estimate:
     s, plan, devices = _run(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options)
-    if plan["caches"] and plan["caches"][0]["cache"] == "kv":
-        need, room = (tokens * batch, plan["n_ctx_seq"]) if plan["unified"] else (tokens, plan["n_ctx_seq"])
+    if plan.caches and plan.caches[0]["cache"] == "kv":
+        need, room = (tokens * batch, plan.n_ctx_seq) if plan.unified else (tokens, plan.n_ctx_seq)
         if need > room:
-            where = "the shared cache" if plan["unified"] else "each sequence's stream"
+            where = "the shared cache" if plan.unified else "each sequence's stream"
             raise ValueError(f"n_ctx: {batch} sequence(s) of {tokens} tokens need {need} cells in {where}, "
-                             f"which holds {room} (n_ctx={plan['n_ctx']}, n_seq={s['n_seq']})")
+                             f"which holds {room} (n_ctx={plan.n_ctx}, n_seq={s.n_seq})")
     largest = max(devices, key=lambda d: d["kv_bytes"] + d["state_bytes"])
     held = set(largest["layers"])
-    rows = plan["rows"]
+    rows = plan.rows
     per_layer = tuple(sum(rows[i]) if i in held else 0 for i in range(len(rows)))
     k = sum(rows[i][0] for i in held)
     v = sum(rows[i][1] for i in held)
     details = dict(
-        build="current" if s["build"] == CURRENT else s["build"].isoformat(),
-        n_ctx=plan["n_ctx"], n_ctx_requested=s["n_ctx_requested"], n_ctx_seq=plan["n_ctx_seq"],
-        cells=plan["n_ctx_seq"], cells_total=plan["n_ctx"], swa_cells=plan["swa_cells"], n_swa=plan["n_swa"],
-        n_seq=s["n_seq"], n_stream=plan["n_stream"], kv_unified=plan["unified"], n_batch=s["n_batch"],
-        n_ubatch=s["n_ubatch"], n_pad=s["n_pad"], flash_attn=s["flash_attn"], swa_full=s["swa_full"],
-        type_k=s["type_k"], type_v=s["type_v"], mla=plan["mla"], n_rs_seq=s["n_rs_seq"],
-        caches=plan["caches"], devices=devices)
-    kv_dtype_name = s["type_k"] if s["type_k"] == s["type_v"] else f"{s['type_k']}/{s['type_v']}"
+        build="current" if s.build == CURRENT else s.build.isoformat(),
+        n_ctx=plan.n_ctx, n_ctx_requested=s.n_ctx_requested, n_ctx_seq=plan.n_ctx_seq,
+        cells=plan.n_ctx_seq, cells_total=plan.n_ctx, swa_cells=plan.swa_cells, n_swa=plan.n_swa,
+        n_seq=s.n_seq, n_stream=plan.n_stream, kv_unified=plan.unified, n_batch=s.n_batch,
+        n_ubatch=s.n_ubatch, n_pad=s.n_pad, flash_attn=s.flash_attn, swa_full=s.swa_full,
+        type_k=s.type_k, type_v=s.type_v, mla=plan.mla, n_rs_seq=s.n_rs_seq,
+        caches=plan.caches, devices=devices)
+    kv_dtype_name = s.type_k if s.type_k == s.type_v else f"{s.type_k}/{s.type_v}"
     result = Estimate(model=model.name, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype_name,
                       tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=sum(rows[i][2] for i in held),
                       per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
-                      peak_bytes=k + v, notes=tuple(plan["notes"]), details=details)
+                      peak_bytes=k + v, notes=tuple(plan.notes), details=details)
     details["log"] = log_lines(result)  # the lines llama.cpp itself prints for these caches
     return replace(result, log_lines=tuple(details["log"]))
 
@@ -499,8 +537,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         raise ValueError("capacity finds n_ctx itself; leave n_ctx unset")
     n_seq = _count("n_seq", options["n_seq"] if options["n_seq"] is not None else 1)
     probe = _settings(model, tokens=1, batch=1, kv_dtype=kv_dtype, tp=tp, options={**options, "n_seq": n_seq})
-    unified = probe["kv_unified"] or probe["build"] < PR_14363
-    step = probe["n_pad"] * (1 if unified else n_seq)
+    unified = probe.kv_unified or probe.build < PR_14363
+    step = probe.n_pad * (1 if unified else n_seq)
 
     def fits(units: int):
         s, plan, devices = _run(model, tokens=1, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp,
@@ -521,18 +559,18 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         mid = (low + high) // 2
         low, high = (mid, high) if fits(mid)[0] else (low, mid)
     plan = fits(low)[1]
-    cells, per_seq = plan["n_ctx"], plan["n_ctx_seq"]
+    cells, per_seq = plan.n_ctx, plan.n_ctx_seq
     concurrency = None
     if max_model_len:
-        if plan["unified"]:
+        if plan.unified:
             concurrency = min(float(n_seq), cells / max_model_len)
         else:
             concurrency = float(n_seq) if max_model_len <= per_seq else 0.0
     return Capacity(model=model.name, engine="llama.cpp", kv_memory=kv_memory, blocks=cells, tokens=cells,
                     max_concurrency=concurrency, max_model_len=per_seq, block_size=1,
-                    notes=tuple(plan["notes"]),
-                    details=dict(n_ctx=cells, n_ctx_seq=per_seq, n_seq=n_seq, kv_unified=plan["unified"],
-                                 pad=step, swa_cells=plan["swa_cells"], caches=plan["caches"]))
+                    notes=tuple(plan.notes),
+                    details=dict(n_ctx=cells, n_ctx_seq=per_seq, n_seq=n_seq, kv_unified=plan.unified,
+                                 pad=step, swa_cells=plan.swa_cells, caches=plan.caches))
 
 
 def _style(build: str, style: str | None) -> str:
@@ -634,7 +672,7 @@ def _budget(req: BudgetRequest) -> Budget:
         options = {**DEFAULTS, **req.engine_options, "n_ctx": None, "n_seq": None}
         s = _settings(req.model, tokens=req.context, batch=req.batch, kv_dtype=req.kv_dtype, tp=1, options=options)
         n_ctx, n_ctx_seq, _, _, _ = _cells(s)
-        act = llamacpp_compute_bytes(req.model, n_ctx=n_ctx, n_ubatch=s["n_ubatch"], flash_attn=s["flash_attn"],
+        act = llamacpp_compute_bytes(req.model, n_ctx=n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                      cells_per_stream=n_ctx_seq)
     total = req.gpu.usable_memory_bytes
     return Budget(total, req.weights_bytes, act, req.non_torch_bytes,
