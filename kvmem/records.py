@@ -2,12 +2,14 @@
 
 A subclass is a frozen dataclass whose fields carry units in their names (``kv_bytes``) and
 whose ``KEYS`` maps each plain-data key (``"kv"``) to its field; ``to_dict()`` gives those keys,
-in that order, so JSON and tables keep the names they had.
+in that order, so JSON and tables keep the names they had. Without ``KEYS`` the keys are the
+field names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 
 __all__ = ["Record"]
 
@@ -17,17 +19,21 @@ class Record(Mapping):
 
     KEYS: dict[str, str] = {}
 
+    def _keys(self) -> dict[str, str]:
+        return self.KEYS or {f.name: f.name for f in fields(self)}
+
     def __getitem__(self, key: str):
+        keys = self._keys()
         try:
-            return getattr(self, self.KEYS[key])
+            return getattr(self, keys[key])
         except KeyError:
-            raise KeyError(f"{type(self).__name__} has no {key!r}; keys: {', '.join(self.KEYS)}") from None
+            raise KeyError(f"{type(self).__name__} has no {key!r}; keys: {', '.join(keys)}") from None
 
     def __iter__(self):
-        return iter(self.KEYS)
+        return iter(self._keys())
 
     def __len__(self) -> int:
-        return len(self.KEYS)
+        return len(self._keys())
 
     def to_dict(self) -> dict:
-        return {key: getattr(self, name) for key, name in self.KEYS.items()}
+        return {key: getattr(self, name) for key, name in self._keys().items()}

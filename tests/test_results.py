@@ -47,3 +47,19 @@ def test_weights_layout_is_typed():
     assert isinstance(w.layout, WeightLayout)
     assert (w.layout.n_layers, w.layout.experts, w.layout.top_k) == (61, 256, 8)
     assert w.details["experts"] == 256 and "layout" not in w.to_dict()
+
+
+def test_engine_details_are_typed_and_keep_their_keys():
+    from kvmem.engines.trtllm import TrtllmDetails
+    from kvmem.engines.vllm.entry import VllmCapacityDetails, VllmDetails
+    # vLLM: 1000 tokens = 63 blocks of 16 per sequence, x 2 sequences
+    vllm = kvmem.estimate("llama-3.1-8b", engine="vllm", tokens=1000, batch=2)
+    assert isinstance(vllm.details, VllmDetails) and vllm.details.blocks == 126 == vllm.details["blocks"]
+    assert list(vllm.to_dict()["details"]) == ["version", "block_size", "page_bytes", "groups", "blocks",
+                                               "pool_bytes", "padding_bytes", "uniform_type"]
+    # TRT-LLM counts blocks per attention window: 1000 tokens = 32 blocks of 32, x 2 (window 0 = whole sequence)
+    trt = kvmem.estimate("llama-3.1-8b", engine="trtllm", tokens=1000, batch=2)
+    assert isinstance(trt.details, TrtllmDetails) and trt.details.blocks_by_window == {0: 64} == trt.details["blocks"]
+    assert "blocks" in trt.to_dict()["details"] and "blocks_by_window" not in trt.to_dict()["details"]
+    cap = kvmem.capacity("llama-3.1-8b", engine="vllm", kv_memory="8GiB", max_model_len=8192)
+    assert isinstance(cap.details, VllmCapacityDetails) and cap.to_dict()["details"]["num_blocks"] == cap.blocks

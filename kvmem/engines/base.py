@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..dtypes import DType, dtype
 from ..model import MLA, Layer, Model
+from ..records import Record
 from ..units import parse_bytes, require_positive_int
 
 __all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
@@ -47,7 +48,7 @@ class Estimate:
     kv_bytes_all_devices: int
     peak_bytes: int
     notes: tuple[str, ...] = ()
-    details: dict = field(default_factory=dict, compare=False)
+    details: dict | Record = field(default_factory=dict, compare=False)    # the engine's own, by its names
     block_size: int = field(default=1, compare=False)          # tokens per block (page) the cache is cut in
     log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
 
@@ -69,6 +70,8 @@ class Estimate:
     def to_dict(self) -> dict:
         data = asdict(self)
         del data["block_size"], data["log_lines"]      # in details too, under the engine's own names
+        if isinstance(self.details, Record):
+            data["details"] = self.details.to_dict()
         data["per_layer"] = list(self.per_layer)
         data["notes"] = list(self.notes)
         data.update(kv_bytes=self.kv_bytes, total_bytes=self.total_bytes)
@@ -94,6 +97,8 @@ class Capacity:
     def to_dict(self) -> dict:
         data = asdict(self)
         del data["log_lines"]                           # in details["log"] too
+        if isinstance(self.details, Record):
+            data["details"] = self.details.to_dict()
         data["notes"] = list(self.notes)
         return data
 

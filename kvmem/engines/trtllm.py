@@ -60,8 +60,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..dtypes import DType, dtype
-from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
 from ..activations import forward_bytes_per_token, forward_shape
+from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
+from ..records import Record
 from ..units import require_positive_int
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble, cdiv,
                    fraction_option, kv_heads_per_rank, largest_stage, share_whole_blocks, state_share)
@@ -217,6 +218,22 @@ def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
     return rows, blocks
 
 
+@dataclass(frozen=True)
+class TrtllmDetails(Record):
+    """Estimate.details: blocks per attention window (0 = the whole sequence), bytes per token."""
+
+    tokens_per_block: int
+    blocks_per_sequence: dict    # window -> blocks one sequence holds
+    blocks_by_window: dict       # window -> blocks the batch holds (key "blocks")
+    bytes_per_token: int         # rule 1, as allocated
+    bytes_per_token_estimate: Fraction   # rule 2, what the pool is sized with
+    windows: list
+
+    KEYS = {"tokens_per_block": "tokens_per_block", "blocks_per_sequence": "blocks_per_sequence",
+            "blocks": "blocks_by_window", "bytes_per_token": "bytes_per_token",
+            "bytes_per_token_estimate": "bytes_per_token_estimate", "windows": "windows"}
+
+
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, tokens_per_block: int,
              max_attention_window, block_rounding) -> Estimate:
     """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5)."""
@@ -242,9 +259,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     if static != real and static:
         notes.append(f"TRT-LLM sizes its pool with {float(static):,.0f} B/token but allocates {real:,} B/token "
                      "on this rank")
-    details = {"tokens_per_block": tokens_per_block, "blocks_per_sequence": dict(sorted(blocks.items())),
-               "blocks": {w: batch * n for w, n in sorted(blocks.items())}, "bytes_per_token": real,
-               "bytes_per_token_estimate": static, "windows": sorted(set(windows))}
+    details = TrtllmDetails(tokens_per_block=tokens_per_block, blocks_per_sequence=dict(sorted(blocks.items())),
+                            blocks_by_window={w: batch * n for w, n in sorted(blocks.items())},
+                            bytes_per_token=real, bytes_per_token_estimate=static, windows=sorted(set(windows)))
     return assemble(model, "trtllm", tokens=tokens, batch=batch, kv_dtype=k_dtype.name, tp=tp, pp=pp, rows=rows,
                     notes=notes, details=details, stages=stages, block_size=tokens_per_block)
 

@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...model import Model
+from ...records import Record
 from ..base import Capacity, assemble, cdiv
 from .layout import Plan, make_plan
 from .options import GIB, HYBRID_GROUPS, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY, check_options
 from .pool import (group_details, held_pages, longest_fitting, owners, pool_page_bytes, request_blocks, request_bytes,
                    stage_blocks, stage_pool_bytes, stage_units)
 from .v0 import capacity_v0, estimate_v0
+
+
+@dataclass(frozen=True)
+class VllmDetails(Record):
+    """Estimate.details: what the batch's blocks are made of (keys as the fields)."""
+
+    version: str
+    block_size: int              # tokens per block
+    page_bytes: list             # the distinct page sizes, bytes
+    groups: list                 # per KV cache group: kind, layers, block size, page bytes, blocks per sequence
+    blocks: int                  # blocks the batch holds
+    pool_bytes: int              # what those blocks take of the pool, padding layers' slots included
+    padding_bytes: int
+    uniform_type: bool
+
+
+@dataclass(frozen=True)
+class VllmCapacityDetails(Record):
+    """Capacity.details: the pool a budget makes and what vLLM logs for it."""
+
+    version: str
+    num_blocks: int
+    blocks_per_stage: list
+    blocks_per_request: int
+    groups: int
+    group_layers: list
+    padding_layers: int
+    page_bytes: list
+    uniform_type: bool
+    request_bytes: int           # one request of max_model_len, its worst case
+    log: list
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -44,10 +76,10 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append(f"on the way to {tokens:,} tokens a sequence holds up to {growth // batch:,} B more: a window "
                      "layer frees a block only when all its tokens have left the window, so the peak_bytes "
                      "(what fit sizes for) are the most any length up to this one holds")
-    details = {"version": opts["version"], "block_size": plan.block_size,
-               "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
-               "groups": group_details(plan, held), "blocks": blocks, "pool_bytes": pool,
-               "padding_bytes": pool - real[largest], "uniform_type": plan.uniform_type}
+    details = VllmDetails(version=opts["version"], block_size=plan.block_size,
+                          page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
+                          groups=group_details(plan, held), blocks=blocks, pool_bytes=pool,
+                          padding_bytes=pool - real[largest], uniform_type=plan.uniform_type)
     result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
                       rows=rows, notes=notes, details=details, block_size=plan.block_size)
     padding = pool - real[largest]
@@ -123,11 +155,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                      f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
                      f"fits is {longest:,}")
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
-    details = {"version": opts["version"], "num_blocks": num_blocks, "blocks_per_stage": per_stage,
-               "blocks_per_request": request, "groups": len(plan.groups), "group_layers":
-               [len(g) for g in plan.groups], "padding_layers": plan.padding_layers,
-               "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
-               "uniform_type": plan.uniform_type, "request_bytes": needed, "log": log}
+    details = VllmCapacityDetails(version=opts["version"], num_blocks=num_blocks, blocks_per_stage=per_stage,
+                                  blocks_per_request=request, groups=len(plan.groups),
+                                  group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
+                                  page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
+                                  uniform_type=plan.uniform_type, request_bytes=needed, log=log)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
                     notes=tuple(notes), details=details, log_lines=tuple(log))

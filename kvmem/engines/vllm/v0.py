@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...model import Model
+from ...records import Record
 from ..base import Capacity, assemble, cdiv
 from .layout import Plan, draft_layers, state_elements
 from .options import GIB, MODEL_DTYPE_BYTES
 from .pool import stage_units
+
+
+@dataclass(frozen=True)
+class VllmV0Details(Record):
+    """Estimate.details of the v0 engine: one block table for every layer."""
+
+    version: str
+    block_size: int
+    blocks: int                  # blocks the batch holds
+    cache_block_bytes: int       # CacheEngine.get_cache_block_size: one block of every layer
+
+
+@dataclass(frozen=True)
+class VllmV0CapacityDetails(Record):
+    """Capacity.details of the v0 engine: GPU and CPU (swap) blocks and the lines it logs."""
+
+    version: str
+    num_blocks: int
+    cpu_blocks: int
+    cache_block_bytes: int
+    log: list
 
 
 def _v0_block_bytes(plan: Plan, members: set) -> int:
@@ -42,8 +64,8 @@ def estimate_v0(model: Model, plan: Plan, *, tokens: int, batch: int, tp: int, p
     notes = list(plan.notes) + ["v0 engine: every attention layer holds cdiv(tokens, block_size) blocks "
                                 "(sliding windows not recycled in this count); Mamba states per sequence "
                                 "in the model dtype, outside the KV pool"]
-    details = {"version": "v0", "block_size": plan.block_size, "blocks": batch * blocks,
-               "cache_block_bytes": max(_v0_block_bytes(plan, m) for m in stage_units(plan, pp))}
+    details = VllmV0Details(version="v0", block_size=plan.block_size, blocks=batch * blocks,
+                            cache_block_bytes=max(_v0_block_bytes(plan, m) for m in stage_units(plan, pp)))
     return assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
                     rows=rows, notes=notes, details=details, block_size=plan.block_size)
 
@@ -65,8 +87,8 @@ def capacity_v0(model: Model, plan: Plan, stages: list, kv_memory: int, length: 
                      f"maximum number of tokens that can be stored in KV cache ({tokens}).")
     log = [f"# GPU blocks: {num_blocks}, # CPU blocks: {cpu_blocks}",
            f"Maximum concurrency for {length} tokens per request: {concurrency:.2f}x"]
-    details = {"version": "v0", "num_blocks": num_blocks, "cpu_blocks": cpu_blocks,
-               "cache_block_bytes": block_bytes, "log": log}
+    details = VllmV0CapacityDetails(version="v0", num_blocks=num_blocks, cpu_blocks=cpu_blocks,
+                                    cache_block_bytes=block_bytes, log=log)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
                     notes=tuple(notes), details=details, log_lines=tuple(log))
