@@ -1,0 +1,233 @@
+"""The caches llama.cpp builds: cells per stream, the SWA cache, per-layer widths, devices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dtypes import dtype
+from ...model import CHUNKED, FULL, MLA, Model, SLIDING
+from .settings import (MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067, SWA_FULL_WARNING, Settings,
+                       WINDOW_IGNORED, as_f32, kvmem_dtype, pad_to, printed_mib, resolve_settings)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The caches llama.cpp builds for these settings: cells, streams, per-layer rows and devices."""
+
+    n_ctx: int
+    n_ctx_seq: int
+    n_stream: int
+    unified: bool
+    mla: str | None
+    n_swa: int | None
+    swa_cells: int | None
+    caches: list            # the llama_kv_cache / llama_memory_recurrent buffers, as details show them
+    rows: list              # per layer (K, V, state) bytes
+    devices: list           # per layer, the device (-sm layer) that holds it
+    notes: list
+    windowed: set
+
+
+# ---- cells ----------------------------------------------------------------------------------
+
+def cells_of(s: Settings) -> tuple[int, int, int, bool, list[str]]:
+    """(n_ctx, n_ctx_seq, n_stream, unified, notes) after llama.cpp's padding and split."""
+    requested, n_seq, build, n_pad = s.n_ctx_requested, s.n_seq, s.build, s.n_pad
+    notes = []
+    if build < PR_14363:
+        if not s.kv_unified and n_seq > 1:
+            notes.append("builds before PR #14363 (2025-07-16) keep one buffer shared by all sequences")
+        n_ctx = pad_to(requested, n_pad)
+        return n_ctx, n_ctx, 1, True, notes
+    if s.kv_unified:
+        n_ctx = pad_to(requested, n_pad)
+        return n_ctx, n_ctx, 1, True, notes
+    if build >= PR_17046:
+        n_ctx = pad_to(requested, 256)
+        n_ctx_seq = pad_to(n_ctx // n_seq, 256)  # never 0: n_seq <= LLAMA_MAX_SEQ = 256 <= n_ctx
+    else:
+        n_ctx = requested
+        n_ctx_seq = pad_to(-(-requested // n_seq), n_pad)
+    if n_ctx_seq * n_seq != n_ctx:
+        n_ctx = n_ctx_seq * n_seq
+        if build >= PR_17046:
+            notes.append(f"n_ctx is not divisible by n_seq_max - rounding down to {n_ctx}")
+    return n_ctx, n_ctx_seq, n_seq, False, notes
+
+
+def _swa_cells(s: Settings, n_ctx_seq: int, n_swa: int, unified: bool) -> int:
+    """Cells per stream of the sliding-window cache (llama_kv_cache_iswa constructor)."""
+    if s.swa_full:
+        return n_ctx_seq
+    n_seq, n_ubatch, build = s.n_seq, s.n_ubatch, s.build
+    if build >= PR_17046:
+        return pad_to(min(n_ctx_seq, n_swa * (n_seq if unified else 1) + n_ubatch), 256)
+    if build >= PR_14363:
+        return min(n_ctx_seq, pad_to(n_swa * (n_seq if unified else 1) + n_ubatch, s.n_pad))
+    return min(n_ctx_seq, pad_to(n_swa * n_seq + n_ubatch, s.n_pad))
+
+
+# ---- layers ---------------------------------------------------------------------------------
+
+def _mla_mode(model: Model, s: Settings) -> str | None:
+    if not model.count(MLA):
+        if s.mla is not None:
+            raise ValueError(f"mla applies to MLA models (DeepSeek-V2/V3, Kimi); {model.name} has no MLA layers")
+        return None
+    if any(layer.index_head_dim for layer in model.layers):
+        raise ValueError(f"{model.name}: llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache "
+                         "(llama_kv_cache_dsa) that kvmem does not model")
+    build, mode = s.build, s.mla
+    if mode is None:
+        return "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent"
+    if mode not in MLA_MODES:
+        raise ValueError(f"mla must be one of {', '.join(MLA_MODES)}, got {mode!r}")
+    if mode != "none" and build < PR_12801:
+        raise ValueError(f"mla={mode!r}: MLA GGUFs need a build from April 2025 on (PR #12801); build {build} "
+                         "caches per-head K/V (mla='none')")
+    if mode == "latent" and build < PR_19067:
+        raise ValueError(f"mla='latent' (no V tensor) needs a build from 2026-01-24 on (PR #19067); "
+                         f"build {build} keeps V = kv_lora_rank (mla='latent+v')")
+    if mode == "latent+v" and build >= PR_19067:
+        raise ValueError("mla='latent+v': builds from 2026-01-24 on (PR #19067) keep no V tensor for MLA GGUFs; "
+                         "use mla='latent'")
+    return mode
+
+
+def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:
+    """(n_embd_k_gqa, n_embd_v_gqa) of a layer's cache row; V None when there is no V tensor."""
+    if layer.kind != MLA:
+        return layer.kv_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_v
+    if mode == "latent":
+        return layer.kv_lora_rank + layer.qk_rope_head_dim, None
+    if mode == "latent+v":
+        return layer.kv_lora_rank + layer.qk_rope_head_dim, layer.kv_lora_rank
+    nope, v_dim = model.facts.qk_nope_head_dim, model.facts.v_head_dim
+    if not nope or not v_dim:
+        raise ValueError(f"mla='none' needs qk_nope_head_dim and v_head_dim in {model.name}'s config")
+    heads = model.num_attention_heads
+    return heads * (nope + layer.qk_rope_head_dim), heads * v_dim
+
+
+def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
+    """n_swa when llama.cpp builds a separate sliding-window cache for this model, else None."""
+    windowed = [layer for layer in model.layers if layer.kind in (SLIDING, CHUNKED)]
+    if not windowed:
+        return None
+    full = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
+    windows = sorted({layer.window for layer in windowed})
+    if not full or model.model_type in WINDOW_IGNORED:
+        notes.append(f"llama.cpp does not use the sliding window of {model.name}: every layer holds n_ctx cells")
+        return None
+    if s.build < PR_13194:
+        notes.append("builds before PR #13194 (2025-05-20) have no SWA cache: windowed layers hold n_ctx cells")
+        return None
+    if len(windows) > 1 or len({layer.kind for layer in windowed}) > 1:
+        raise ValueError(f"{model.name} has windows {windows}; llama.cpp has one n_swa per model")
+    return windows[0]
+
+
+# ---- the plan: caches, per-layer bytes, devices ----------------------------------------------
+
+def _layer_devices(n_layer: int, pp: int) -> list[int]:
+    """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded."""
+    if pp > n_layer:
+        raise ValueError(f"pp={pp} exceeds the model's {n_layer} layers")
+    splits = [as_f32(as_f32(float(d + 1)) / as_f32(float(pp))) for d in range(pp)]
+    act = n_layer + 1  # act_gpu_layers = min(n_gpu_layers, n_layer + 1): the output layer counts
+    return [min(sum(split <= as_f32(il / act) for split in splits), pp - 1) for il in range(n_layer)]
+
+
+def _plan(model: Model, s: Settings, pp: int) -> Plan:
+    notes = []
+    n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
+    notes += cell_notes
+    mode = _mla_mode(model, s)
+    if mode is not None and s.mla is None:
+        notes.append(f"mla={mode!r}: the cache of an MLA GGUF on this build; GGUFs converted before "
+                     "PR #12801 (April 2025) cache per-head K/V (mla='none')")
+    n_swa = _windowed_split(model, s, notes)
+    swa_cells = _swa_cells(s, n_ctx_seq, n_swa, unified) if n_swa is not None else None
+    if n_swa is not None and s.swa_full:
+        notes.append(SWA_FULL_WARNING)
+    k_type, v_type = kvmem_dtype(s.type_k), kvmem_dtype(s.type_v)
+
+    owners = [i for i, layer in enumerate(model.layers) if layer.caches_tokens]
+    widths = {i: _widths(model, model.layers[i], mode) for i in owners}
+    v_max = max((v for _, v in widths.values() if v is not None), default=0)
+    if not s.flash_attn and len({v for _, v in widths.values() if v is not None}) > 1:
+        notes.append("the V embeddings have different sizes across layers and FA is not enabled - "
+                     f"padding V cache to {v_max}")
+        widths = {i: (k, v_max if v is not None else None) for i, (k, v) in widths.items()}
+
+    caches = []
+
+    def add_cache(name, layer_ids, cells):
+        k = sum(k_type.row_bytes(widths[i][0]) for i in layer_ids) * cells * n_stream
+        v = sum(v_type.row_bytes(widths[i][1]) for i in layer_ids if widths[i][1] is not None) * cells * n_stream
+        caches.append(dict(cache=name, cells=cells, streams=n_stream, cells_total=cells * n_stream,
+                           layers=len(layer_ids), seqs=s.n_seq, k_type=s.type_k, v_type=s.type_v,
+                           k_bytes=k, v_bytes=v, size_mib=printed_mib(k + v), k_mib=printed_mib(k),
+                           v_mib=printed_mib(v)))
+
+    windowed = {i for i in owners if n_swa is not None and model.layers[i].kind in (SLIDING, CHUNKED)}
+    base_ids = [i for i in owners if i not in windowed]
+    if owners:
+        add_cache("kv", base_ids, n_ctx_seq)
+    if windowed:
+        add_cache("kv_swa", sorted(windowed), swa_cells)
+
+    recurrent_ids = [i for i, layer in enumerate(model.layers) if layer.state is not None]
+    rows_per_layer = {}
+    if recurrent_ids:
+        cells = max(1, s.n_seq)
+        rows = cells * (1 + (s.n_rs_seq or 0))
+        f32 = dtype("fp32")
+        for i in recurrent_ids:
+            state = model.layers[i].state
+            rows_per_layer[i] = (rows * f32.row_bytes(state.conv_channels * max(state.conv_kernel - 1, 0)),
+                                 rows * f32.row_bytes(state.ssm_elements))
+        r = sum(r for r, _ in rows_per_layer.values())
+        s_bytes = sum(x for _, x in rows_per_layer.values())
+        layers = model.num_layers + (model.mtp_layers if s.nextn else 0)
+        caches.append(dict(cache="recurrent", cells=cells, layers=layers,
+                           seqs=s.n_seq, rs_seq=s.n_rs_seq, r_type="f32", s_type="f32", r_bytes=r,
+                           s_bytes=s_bytes, size_mib=printed_mib(r + s_bytes), r_mib=printed_mib(r),
+                           s_mib=printed_mib(s_bytes)))
+
+    rows = []
+    for i in range(model.num_layers):
+        k = v = 0
+        if i in widths:
+            cells = swa_cells if i in windowed else n_ctx_seq
+            k = k_type.row_bytes(widths[i][0]) * cells * n_stream
+            v = v_type.row_bytes(widths[i][1]) * cells * n_stream if widths[i][1] is not None else 0
+        rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
+
+    devices = _layer_devices(model.num_layers, pp)
+    return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=mode, n_swa=n_swa,
+                swa_cells=swa_cells, caches=caches, rows=rows, devices=devices, notes=notes, windowed=windowed)
+
+
+def _device_table(plan: Plan, pp: int) -> list[dict]:
+    table = []
+    for d in range(pp):
+        ids = [i for i, dev in enumerate(plan.devices) if dev == d]
+        buffers = {}
+        for i in ids:
+            k, v, state = plan.rows[i]
+            name = "kv_swa" if i in plan.windowed else "kv"
+            if k or v:
+                buffers[name] = buffers.get(name, 0) + k + v
+            if state:
+                buffers["recurrent"] = buffers.get("recurrent", 0) + state
+        table.append(dict(device=d, layers=ids, kv_bytes=sum(plan.rows[i][0] + plan.rows[i][1] for i in ids),
+                          state_bytes=sum(plan.rows[i][2] for i in ids), buffer_bytes=buffers,
+                          buffer_mib={name: float(f"{b / 1048576.0:.2f}") for name, b in buffers.items()}))
+    return table
+
+
+def run_plan(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, options: dict):
+    s = resolve_settings(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, options=options)
+    plan = _plan(model, s, pp)
+    return s, plan, _device_table(plan, pp)

@@ -1,0 +1,194 @@
+"""llama.cpp's options as its CLI sets them, the builds that changed a rule, and every option resolved."""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from dataclasses import dataclass
+
+from ...dtypes import dtype
+from ...model import Model
+from ...units import parse_tokens, require_positive_int
+
+
+# Engine defaults, each as llama.cpp's CLI (common/common.h, common/arg.cpp) sets it.
+DEFAULTS = {
+    "n_ctx": None,        # -c; None: tokens x n_seq (= tokens x batch when n_seq is unset)
+    "n_seq": None,        # -np; None: batch
+    "n_batch": 2048,      # -b, common_params.n_batch
+    "n_ubatch": 512,      # -ub, common_params.n_ubatch
+    "type_k": None,       # -ctk; None: kv_dtype; "auto": f16 (common_params.cache_type_k)
+    "type_v": None,       # -ctv; likewise (common_params.cache_type_v)
+    "flash_attn": None,   # -fa; None: "auto" from 2025-08-30, off before
+    "swa_full": False,    # --swa-full; common_params.swa_full = false
+    "kv_unified": False,  # -kvu; common_params.kv_unified = false (llama-server -np auto: true)
+    "mla": None,          # None: the build's mode for an MLA GGUF
+    "build": None,        # None: current; else the build's date "YYYY-MM-DD"
+    "n_rs_seq": None,     # recurrent rollback snapshots (2026 builds); None: builds without them
+    "nextn": False,       # MTP/NextN layers loaded (n_layer_all): counted in the recurrent line
+}
+
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
+MLA_MODES = ("latent", "latent+v", "none")
+LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
+
+_D = datetime.date
+PR_4280, PR_6438, PR_5021, PR_7257 = _D(2023, 12, 3), _D(2024, 4, 2), _D(2024, 4, 30), _D(2024, 5, 13)
+PR_12801, PR_13194, PR_14363 = _D(2025, 4, 15), _D(2025, 5, 20), _D(2025, 7, 16)
+FA_AUTO, PR_15467, PR_16812, PR_17046, PR_19067 = (
+    _D(2025, 8, 30), _D(2025, 8, 21), _D(2025, 10, 28), _D(2025, 11, 6), _D(2026, 1, 24))
+CURRENT = datetime.date.max
+
+
+# Families whose sliding window llama.cpp does not read: one full-size cache.
+WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
+                     "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
+
+
+def pad_to(n: int, multiple: int) -> int:
+    """GGML_PAD: n rounded up to a multiple."""
+    return -(-n // multiple) * multiple
+
+
+def as_f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def mib(nbytes: int) -> float:
+    """(float)bytes / (1024.0f * 1024.0f), as llama.cpp computes it before printing."""
+    return as_f32(float(nbytes)) / 1048576.0
+
+
+def printed_mib(nbytes: int) -> float:
+    """The MiB number the log prints ("%.2f" of the float32 value)."""
+    return float(f"{mib(nbytes):.2f}")
+
+
+# ---- inputs ---------------------------------------------------------------------------------
+
+def _build(value) -> datetime.date:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("current", "latest")):
+        return CURRENT
+    if isinstance(value, datetime.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"build must be the llama.cpp build's date as 'YYYY-MM-DD' or 'current', got {value!r}")
+
+
+def _cache_type(field: str, value) -> str:
+    """A ggml cache type name: "auto" is f16, llama.cpp's default for both K and V."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "f16"
+    try:
+        name = dtype(value).name
+    except ValueError:
+        name = None
+    name = {"fp32": "f32", "fp16": "f16"}.get(name, name)
+    if name not in CACHE_TYPES:
+        raise ValueError(f"{field} must be a llama.cpp cache type ({', '.join(CACHE_TYPES)}), got {value!r}")
+    return name
+
+
+def kvmem_dtype(ggml_name: str):
+    return dtype({"f32": "fp32", "f16": "fp16"}.get(ggml_name, ggml_name))
+
+
+def _flash_attn(value, build: datetime.date) -> bool:
+    """The flash-attention setting the cache is built with."""
+    words = {"on": True, "enabled": True, "off": False, "disabled": False, "auto": None}
+    if isinstance(value, str) and value.strip().lower() in words:
+        value = words[value.strip().lower()]
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"flash_attn must be True/'on', False/'off', 'auto' or None, got {value!r}")
+    if value is None:
+        return build >= FA_AUTO  # tri-state "auto" counts as on while the cache is created
+    if value and build < PR_5021:
+        raise ValueError(f"flash_attn: llama.cpp has flash attention from PR #5021 (2024-04-30), "
+                         f"build {build} has none")
+    return value
+
+
+def count_option(field: str, value, *, allow_zero: bool = False) -> int:
+    if allow_zero and value == 0 and not isinstance(value, bool):
+        return 0
+    return require_positive_int(field, value)
+
+
+def _n_pad(build: datetime.date, flash_attn: bool) -> int:
+    if build >= PR_17046:
+        return 256
+    if build >= PR_16812:
+        return 1
+    if build >= PR_7257:
+        return 256 if flash_attn else 32
+    if build >= PR_6438:
+        return 256
+    return 32 if build >= PR_4280 else 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option resolved and checked, as llama.cpp holds them before it builds the cache."""
+
+    build: datetime.date
+    type_k: str
+    type_v: str
+    flash_attn: bool
+    n_seq: int
+    n_ctx_requested: int
+    n_batch: int
+    n_ubatch: int
+    n_rs_seq: int | None
+    swa_full: bool
+    kv_unified: bool
+    nextn: bool
+    mla: str | None
+    n_pad: int
+
+
+def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, options: dict) -> Settings:
+    """Every option resolved and checked, as llama.cpp would before building the cache."""
+    if tp > 1:
+        raise ValueError(f"tp={tp}: llama.cpp does not split the KV cache by heads across tensor-parallel "
+                         "ranks (--split-mode row keeps the whole KV cache on the main GPU); use pp for "
+                         "--split-mode layer")
+    build = _build(options["build"])
+    type_k = _cache_type("type_k", options["type_k"] if options["type_k"] is not None else kv_dtype)
+    type_v = _cache_type("type_v", options["type_v"] if options["type_v"] is not None else kv_dtype)
+    flash_attn = _flash_attn(options["flash_attn"], build)
+    if type_v not in ("f32", "f16", "bf16") and not flash_attn:
+        if build < FA_AUTO:
+            raise ValueError(f"type_v={type_v}: V cache quantization requires flash_attn")
+        raise ValueError(f"type_v={type_v}: llama_init_from_model: quantized V cache requires flash_attn to be enabled")
+    n_seq = count_option("n_seq", options["n_seq"] if options["n_seq"] is not None else batch)
+    if n_seq > LLAMA_MAX_SEQ:
+        raise ValueError(f"n_seq={n_seq}: n_seq_max must be <= {LLAMA_MAX_SEQ}")
+    if batch > n_seq:
+        raise ValueError(f"batch={batch} sequences need n_seq >= {batch} (-np); got n_seq={n_seq}")
+    if options["n_ctx"] is None:
+        n_ctx = tokens * n_seq
+    else:
+        try:
+            n_ctx = parse_tokens(options["n_ctx"])
+        except ValueError:
+            raise ValueError(f"n_ctx must be a positive number of cells (-c), got {options['n_ctx']!r}") from None
+    n_batch = min(n_ctx, count_option("n_batch", options["n_batch"]))
+    n_ubatch = min(n_batch, count_option("n_ubatch", options["n_ubatch"]))
+    n_rs_seq = options["n_rs_seq"]
+    if n_rs_seq is not None:
+        n_rs_seq = count_option("n_rs_seq", n_rs_seq, allow_zero=True)
+        n_ubatch = max(n_ubatch, n_rs_seq + 2) if n_rs_seq else n_ubatch
+    for name in ("swa_full", "kv_unified", "nextn"):
+        if not isinstance(options[name], bool):
+            raise ValueError(f"{name} must be True or False, got {options[name]!r}")
+    if options["nextn"] and not model.mtp_layers:
+        raise ValueError(f"nextn=True but {model.name} has no MTP/NextN layers")
+    return Settings(build=build, type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_seq=n_seq,
+                    n_ctx_requested=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_rs_seq=n_rs_seq,
+                    swa_full=options["swa_full"], kv_unified=options["kv_unified"], nextn=options["nextn"],
+                    mla=options["mla"], n_pad=_n_pad(build, flash_attn))
