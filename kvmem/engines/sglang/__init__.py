@@ -1,0 +1,77 @@
+"""SGLang: the token pool it allocates, and how it sizes that pool from free memory.
+
+Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
+
+1. Heads per rank. ``ModelConfig.get_num_kv_heads`` (srt/configs/model_config.py) is
+   ``max(1, kv_heads // attn_tp)``: heads split by tensor parallelism, one replicated head
+   when tp > kv_heads. The attention layers require tp to divide the heads (or the heads
+   to divide tp), so other tp are refused (kvmem.engines.base.kv_heads_per_rank). The MLA
+   latent has no heads: every rank holds all of it.
+2. Buffers, per layer (srt/mem_cache/memory_pool.py; fp8 is stored as uint8, 1 byte):
+       MHA   K (size + page_size, heads, head_dim)  V (size + page_size, heads, v_head_dim)
+             -- MHATokenToKVPool._create_buffers; the extra page is slot 0, written by padded
+             tokens. fp4_e2m1 (kvmem "nvfp4"): K and V (size + page, heads, head_dim // 2) plus
+             one uint8 scale per 16 values, (size + page, heads * head_dim // 16) each
+             (MHATokenToKVPoolFP4; V uses head_dim too).
+       MLA   one buffer (size + page_size, 1, kv_lora_rank + qk_rope_head_dim)  (MLATokenToKVPool);
+             fp4: (size + page, 1, dim // 2) + (size + page, dim // 16)  (MLATokenToKVPoolFP4).
+       NSA   DeepSeek-V3.2 (NSATokenToKVPool): the latent with fp8 takes kv_lora_rank +
+             kv_lora_rank // 128 * 4 + qk_rope_head_dim * 2 = 656 B (fp8 latent, fp32 scales,
+             bf16 rope; ModelRunnerKVCacheMixin.calculate_mla_kv_cache_dim), otherwise
+             (rank + rope) elements; plus an indexer buffer of ((size + page + 1) // page)
+             pages x page x (index_head_dim + index_head_dim // 128 * 4) bytes. SGLang forces
+             page_size 64 for these models (server_args.py "Setting page size to 64 for
+             DeepSeek NSA."); kvmem does the same and says so in the notes.
+   Log (KVCache._finalize_allocation_log): "KV Cache is allocated. #tokens: {size}, K size:
+   {k/GB:.2f} GB, V size: {v/GB:.2f} GB" with GB = 2**30, or "..., KV size: X GB" for MLA/NSA
+   (one buffer; NSA includes the indexer). Builds before about Feb 2025 print
+   "KV Cache is allocated. K size: X GB, V size: Y GB." (no #tokens). ``pools()`` returns
+   these sizes for a given #tokens and ``Pool.log_line()`` prints the line.
+3. Which layers have buffers. Every decoder layer of the pipeline stage
+   (``num_effective_layers = end_layer - start_layer``): the sliding-window layers of
+   Gemma-2/3, Mistral-7B-v0.1, Phi-3 and every other model outside the list below are cached
+   at full length. Hybrid-SWA architectures (``is_hybrid_swa_model``: Llama4ForConditionalGeneration,
+   GptOssForCausalLM, MiMoV2Flash, Step3p5, Gemma4) get two pools (srt/mem_cache/swa_memory_pool.py
+   SWAKVPool): full layers in one, sliding/chunked layers in another, unless
+   ``disable_hybrid_swa_memory``. Linear/Mamba hybrids (Qwen3-Next, Qwen3.5, Jamba,
+   Nemotron-H) cache tokens only in their attention layers (HybridLinearKVPool) and keep a
+   per-request state (MambaPool): conv ``(conv_dim / tp, conv_kernel - 1)`` in the model dtype
+   and the recurrent state in ``mamba_ssm_dtype`` (float32 by default; srt/configs/mamba_utils.py).
+4. Capacity (ModelRunnerKVCacheMixin.profile_max_num_token / init_memory):
+       cell_size  = kv_heads_per_rank x (head_dim + v_head_dim) x layers x dtype_bytes  (MHA)
+                  = (kv_lora_rank + qk_rope_head_dim) x layers x dtype_bytes (+ 132 x layers, NSA)
+                  fp4: cell // 2 + one byte per 16 values (K only, x2 for MHA)
+                  hybrid SWA: (F x n_full + S x n_swa) x dtype_bytes
+       max_total_num_tokens = rest_bytes // cell_size, floored to a multiple of page_size
+   where ``rest`` (kvmem's ``kv_memory``) is what the sizing step left for the cache:
+   ``available_after_weights - free_before_weights x (1 - mem_fraction_static)``. Ranks of a
+   pipeline take the minimum. Linear hybrids first give the Mamba pool
+   ``rest x r / (1 + r)`` (r = mamba_full_memory_ratio, 0.9): ``max_mamba_cache_size =
+   that // state_per_request``, and the cells get the remainder (handle_max_mamba_cache).
+   Hybrid SWA then splits the tokens (set_num_tokens_hybrid_swa): full = int(T x (F n_f + S n_s)
+   / (F n_f + r S n_s)), swa = int(full x r), both floored to page_size, r =
+   swa_full_tokens_ratio (0.8). SGLang does these splits in float (GiB and ratios), and so
+   does kvmem, so the printed counts come out the same; bytes stay exact integers.
+   The NSA profile counts 576 latent bytes per token per layer even where the fp8 buffer
+   takes 656, so the allocated pool is larger than the budget by 80 B x tokens x layers.
+5. estimate(tokens, batch): the pool rows this workload occupies: each sequence takes
+   whole pages (cdiv(tokens, page_size)), plus the one padding page per layer. In hybrid-SWA
+   pools a sliding layer holds its window rounded up to whole pages: SGLang frees
+   out-of-window tokens lazily (``_evict_swa``, page-aligned, between steps), so the real
+   occupancy runs up to about a window and a page above this. Recurrent state is
+   ``batch`` x the per-request state (the pool's own extra slot is not counted).
+   Not modelled: speculative-decoding draft pools, data-parallel attention, host (HiCache) tiers.
+
+Modules: pools (the layout of the layers and the pools' bytes), entry (estimate, capacity),
+budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU).
+"""
+
+from ..base import EngineSpec
+from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
+from .entry import capacity, estimate
+from .pools import DEFAULTS, GB, Pool, cell_size, pools
+
+__all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "estimate", "capacity", "SPECS",
+           "sglang_mem_fraction_static"]
+
+SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing),)

@@ -1,0 +1,80 @@
+"""SGLang's memory for kvmem.sizing: mem_fraction_static of the free memory, and its default by GPU."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, fraction_option,
+                    share_whole_blocks)
+
+
+# ---- sizing: the memory budget and its default fraction ---------------------------------------
+#
+# kv = free_before_load x mem_fraction_static - weights, free_before_load = total - non-torch
+# (ModelRunner profile_max_num_token: rest = avail_after_load - free_before_load x (1 -
+# mem_fraction_static)). The default fraction (server_args.py _handle_gpu_memory_settings,
+# PR #10975, Oct 2025), from nvidia-smi's total in MiB (GPU.memory_bytes):
+#     chunked_prefill_size, cuda_graph_max_bs by memory: < 20 GiB 2048, 8; < 35 GiB 2048, 24
+#     (80 if tp >= 4); < 60 GiB 4096, 32 (160); < 90 GiB and < 160 GiB 8192, 256 (512); else 16384, 512
+#     reserved MiB = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2
+#                    + tp x pp / 8 x 1024, at least 10240 above 60 GiB
+#     mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
+# (earlier releases used 0.88 / 0.87 / 0.85 / 0.81 / 0.79 by tp: pass it.) Non-torch: 512 MiB
+# before SGLang loads weights (H100 log: 79.22 GiB total, "avail mem=78.81 GB"), a typical value.
+
+MIB = 1 << 20
+NON_TORCH_BYTES = 512 * MIB
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
+                  "mem_fraction_static": None, "chunked_prefill_size": None, "cuda_graph_max_bs": None}
+_MEMORY_BUCKETS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
+                   (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512))   # MiB, chunk, bs tp<4, bs tp>=4
+_LARGEST_BUCKET = (16384, 512)
+
+
+def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
+                               chunked_prefill_size: int | None = None,
+                               cuda_graph_max_bs: int | None = None) -> Fraction:
+    """SGLang's default mem_fraction_static for a GPU of ``gpu_memory_bytes`` (nvidia-smi total)."""
+    gpu_mem = gpu_memory_bytes // MIB
+    cps, bs = _LARGEST_BUCKET
+    for limit, chunk, small_tp, large_tp in _MEMORY_BUCKETS:
+        if gpu_mem < limit:
+            cps, bs = chunk, small_tp if tp < 4 else large_tp
+            break
+    cps = chunked_prefill_size if chunked_prefill_size is not None else cps
+    bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else bs
+    reserved = 512 + Fraction(3, 2) * max(cps, 2048) + 2 * bs + Fraction(tp * pp, 8) * 1024
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, Fraction(10 * 1024))
+    return round(Fraction(gpu_mem - reserved) / gpu_mem, 3)
+
+
+def _defaults(gpu, _context: int, tp: int, pp: int, _engine_options: dict, sizing_options: dict):
+    if sizing_options.get("mem_fraction_static") is not None:
+        return EngineDefaults("sglang", {"mem_fraction_static": sizing_options["mem_fraction_static"]},
+                              "mem_fraction_static given")
+    mfs = sglang_mem_fraction_static(gpu.memory_bytes, tp=tp, pp=pp,
+                                     chunked_prefill_size=sizing_options.get("chunked_prefill_size"),
+                                     cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"))
+    return EngineDefaults("sglang", {"mem_fraction_static": mfs},
+                          f"SGLang's default mem_fraction_static for this GPU: {float(mfs):.3f}")
+
+
+def _budget(req: BudgetRequest) -> Budget:
+    defaults = _defaults(req.gpu, req.context, req.tp, req.pp, req.engine_options, req.sizing_options)
+    notes = () if req.sizing_options.get("mem_fraction_static") is not None else (defaults.reason,)
+    mfs = fraction_option("mem_fraction_static", defaults.values["mem_fraction_static"])
+    total = req.gpu.usable_memory_bytes
+    free_before = total - req.non_torch_bytes
+    static = free_before * mfs.numerator // mfs.denominator
+    return Budget(total, req.weights_bytes, free_before - static, req.non_torch_bytes, static - req.weights_bytes,
+                  notes)
+
+
+def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
+    """The radix cache shares whole pages (page_size tokens)."""
+    return share_whole_blocks("page_size", options, est)
+
+
+SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
+                     fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True)

@@ -1,0 +1,108 @@
+"""estimate() and capacity(): SGLang's pools for a workload, and the #tokens a budget holds."""
+
+from __future__ import annotations
+
+from ...model import Model
+from ..base import Capacity, assemble, cdiv, pp_stages
+from .pools import GB, Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_bytes_of
+
+
+def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
+    """Bytes SGLang's pools hold for ``batch`` sequences of ``tokens`` (rule 5 above)."""
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options)
+    page = layout.page_size
+    pages = cdiv(tokens, page)
+    rows = {"full": batch * pages * page}
+    notes = list(layout.notes)
+    details = {"layout": layout.kind, "page_size": page, "pages_per_sequence": pages,
+               "pool_tokens": rows["full"], "padding_tokens_per_layer": page,
+               "kv_heads_per_rank": layout.heads,
+               "cell_bytes_per_token": cell_size(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)}
+    if layout.swa:
+        swa_pages = cdiv(min(tokens, layout.window), page)
+        rows["swa"] = batch * swa_pages * page
+        details.update(swa_window=layout.window, swa_pages_per_sequence=swa_pages, swa_pool_tokens=rows["swa"])
+        notes.append(f"sliding layers hold their {layout.window}-token window in whole pages; SGLang frees "
+                     "out-of-window tokens lazily, so between evictions they hold up to about one more "
+                     "window and a page")
+    if pages * page != tokens:
+        notes.append(f"each sequence takes whole {page}-token pages: {tokens:,} -> {pages * page:,} tokens")
+    notes.append(f"each pool layer has one extra {page}-token page (slot 0, written by padded tokens)")
+    if layout.linear:
+        notes.append("linear/Mamba layers keep a per-request state (conv in the model dtype, recurrent "
+                     f"state in {layout.ssm_dtype.name}) instead of tokens")
+    rows_per_layer = layer_rows(model, layout, tp, rows, batch)
+    return assemble(model, "sglang", tokens=tokens, batch=batch, kv_dtype=layout.k_dtype.name, tp=tp,
+                    pp=pp, rows=rows_per_layer, notes=notes, details=details, block_size=page)
+
+
+def _split_swa(layout: Layout, stage: range, tokens: int, ratio) -> tuple[int, int]:
+    """set_num_tokens_hybrid_swa: (full, swa) pool tokens from the profiled count (in float, as SGLang)."""
+    page = layout.page_size
+    n_full = sum(i in layout.full for i in stage)
+    n_swa = sum(i in layout.swa for i in stage)
+    if n_swa == 0:
+        return tokens, 0
+    if n_full == 0:
+        return 0, tokens // page * page
+    full_cell, swa_cell = layout.cell["full"] * n_full, layout.cell["swa"] * n_swa
+    total = tokens * (full_cell + swa_cell)
+    full = int(total / (full_cell + ratio * swa_cell))
+    swa = int(full * ratio)
+    return full // page * page, swa // page * page
+
+
+def _mamba_split(kv_memory: int, per_request: int, ratio) -> tuple[int, int]:
+    """handle_max_mamba_cache: (Mamba slots, bytes left for KV), in float GiB as SGLang does."""
+    rest_gib = kv_memory / GB
+    slots = int((rest_gib * ratio / (1 + ratio)) * GB // per_request)
+    return slots, int((rest_gib - slots * per_request / GB) * GB)
+
+
+def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
+             **options):
+    """Tokens (max_total_num_tokens) and pages a KV budget (SGLang's ``rest``) holds (rule 4)."""
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options)
+    page = layout.page_size
+    notes = list(layout.notes)
+    best = None
+    for stage in pp_stages(model.num_layers, pp):
+        cell = stage_cell(layout, stage)
+        if not cell:
+            continue
+        rest, slots = kv_memory, None
+        per_request = sum(state_bytes_of(model, layout, i, tp) for i in stage if i in layout.linear)
+        if per_request:
+            slots, rest = _mamba_split(kv_memory, per_request, options["mamba_full_memory_ratio"])
+        tokens = int(rest // cell) // page * page
+        if best is None or tokens < best[0]:
+            best = (tokens, stage, cell, slots, per_request)
+    tokens, stage, cell, slots, per_request = best
+    full, swa = _split_swa(layout, stage, tokens, options["swa_full_tokens_ratio"]) if layout.swa else (tokens, 0)
+    if not layout.full:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
+        full = swa
+    concurrency = None
+    if max_model_len:
+        need = cdiv(max_model_len, page) * page
+        concurrency = full / need
+        if layout.swa:
+            concurrency = min(concurrency, swa / (cdiv(min(max_model_len, layout.window), page) * page))
+        if slots is not None:
+            concurrency = min(concurrency, float(slots))
+    details = {"layout": layout.kind, "page_size": page, "cell_bytes_per_token": cell,
+               "max_total_num_tokens": tokens}
+    if layout.swa:
+        details.update(full_layer_tokens=full, swa_layer_tokens=swa)
+    if slots is not None:
+        details.update(max_mamba_cache_size=slots, mamba_bytes_per_request=per_request)
+        notes.append(f"{slots:,} Mamba state slots take {slots * per_request:,} B of the budget first "
+                     f"(mamba_full_memory_ratio {options['mamba_full_memory_ratio']})")
+    if full > 0:
+        allocated = pools(model, num_tokens=full, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                          swa_num_tokens=swa if layout.swa else None, **options)
+        details["pools"] = [p.to_dict() for p in allocated]
+        details["allocated_bytes"] = sum(p.kv_bytes for p in allocated)
+        details["log"] = [p.log_line() for p in allocated]
+    return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=full // page, tokens=full,
+                    max_concurrency=concurrency, max_model_len=full, block_size=page, notes=tuple(notes),
+                    details=details, log_lines=tuple(details.get("log", ())))

@@ -1,0 +1,295 @@
+"""SGLang's memory pools: the layout of a model's layers (full, SWA, MLA, NSA, Mamba) and their bytes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from numbers import Real
+
+from ...dtypes import DType, dtype
+from ...model import CHUNKED, FULL, LINEAR, MLA, Model, PER_HEAD_KINDS, SHARED, SLIDING
+from ...units import require_positive_int
+from ..base import kv_heads_per_rank, pp_stages
+
+
+GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)
+
+DEFAULTS = {
+    "page_size": 1,                      # server_args.py ServerArgs.page_size
+    "swa_full_tokens_ratio": 0.8,        # server_args.py ServerArgs.swa_full_tokens_ratio
+    "disable_hybrid_swa_memory": False,  # server_args.py ServerArgs.disable_hybrid_swa_memory
+    "mamba_full_memory_ratio": 0.9,      # server_args.py ServerArgs.mamba_full_memory_ratio
+    "mamba_ssm_dtype": "fp32",           # server_args.py ServerArgs.mamba_ssm_dtype = "float32"
+}
+NSA_PAGE_SIZE = 64      # server_args.py, DeepSeek NSA models
+NSA_QUANT_BLOCK = 128   # NSATokenToKVPool.quant_block_size: one fp32 scale per 128 values
+FP4_SCALE_BLOCK = 16    # MHATokenToKVPoolFP4 / MLATokenToKVPoolFP4 scale_block_size
+HYBRID_SWA_ARCHITECTURES = frozenset({   # model_config.py is_hybrid_swa_model
+    "Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2MTP",
+    "Step3p5ForCausalLM", "Step3p5MTP", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"})
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "nvfp4")  # --kv-cache-dtype (fp4_e2m1 = nvfp4)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One SGLang KV pool on one rank, as its "KV Cache is allocated" line reports it."""
+
+    role: str            # "full" or "swa"
+    layout: str          # "mha", "mla" or "nsa"
+    num_tokens: int      # #tokens: the pool's size, without the padding page
+    page_size: int
+    layers: tuple[int, ...]
+    k_bytes: int         # MLA/NSA: the whole buffer (latent + indexer)
+    v_bytes: int         # 0 for MLA/NSA
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.k_bytes + self.v_bytes
+
+    def log_line(self, legacy: bool = False) -> str:
+        """The line SGLang logs for this pool (``legacy``: the form without #tokens)."""
+        if self.layout != "mha":
+            return f"KV Cache is allocated. #tokens: {self.num_tokens}, KV size: {self.kv_bytes / GB:.2f} GB"
+        if legacy:
+            return f"KV Cache is allocated. K size: {self.k_bytes / GB:.2f} GB, V size: {self.v_bytes / GB:.2f} GB."
+        return (f"KV Cache is allocated. #tokens: {self.num_tokens}, K size: {self.k_bytes / GB:.2f} GB, "
+                f"V size: {self.v_bytes / GB:.2f} GB")
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["layers"] = list(self.layers)
+        return data
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How SGLang caches one model: pools, per-token bytes, and the profile's cell."""
+
+    kind: str                      # "mha", "mla", "nsa"
+    full: tuple[int, ...]          # model layer indices in the full pool
+    swa: tuple[int, ...]           # ... in the SWA pool (hybrid-SWA architectures)
+    linear: tuple[int, ...]        # layers with a Mamba/linear state instead
+    k_row: dict                    # role -> K bytes per token per layer (MLA/NSA: the latent)
+    v_row: dict                    # role -> V bytes per token per layer
+    cell: dict                     # role -> the profile's bytes per token per layer
+    index_row: int                 # NSA indexer bytes per token per layer
+    window: int                    # SWA pool's window (0 without one)
+    page_size: int
+    heads: int                     # KV heads per rank of the full pool (1 for MLA)
+    k_dtype: DType
+    conv_bytes: int                # model dtype bytes (Mamba conv state)
+    ssm_dtype: DType
+    notes: tuple[str, ...]
+
+
+def _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
+                   mamba_full_memory_ratio, mamba_ssm_dtype) -> DType:
+    require_positive_int("page_size", page_size)
+    for name, value in (("swa_full_tokens_ratio", swa_full_tokens_ratio),
+                        ("mamba_full_memory_ratio", mamba_full_memory_ratio)):
+        if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if not isinstance(disable_hybrid_swa_memory, bool):
+        raise ValueError(f"disable_hybrid_swa_memory must be True or False, got {disable_hybrid_swa_memory!r}")
+    ssm = dtype(mamba_ssm_dtype)
+    if ssm.name not in ("fp32", "bf16", "fp16"):
+        raise ValueError(f"mamba_ssm_dtype must be fp32, bf16 or fp16, got {mamba_ssm_dtype!r}")
+    return ssm
+
+
+def _kv_dtype(model: Model, kv_dtype) -> DType:
+    name = "nvfp4" if isinstance(kv_dtype, str) and kv_dtype.strip().lower() == "fp4_e2m1" else kv_dtype
+    k = dtype(name, model_dtype=model.dtype)
+    if k.name not in KV_DTYPES:
+        raise ValueError(f"kv_dtype: SGLang caches auto, fp32, fp16, bf16, fp8_e4m3, fp8_e5m2 or "
+                         f"fp4_e2m1 (nvfp4), got {kv_dtype!r}")
+    return k
+
+
+def _is_hybrid_swa(model: Model) -> bool:
+    return any(name in HYBRID_SWA_ARCHITECTURES for name in model.facts.architectures)
+
+
+def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
+    shapes = {(layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
+              for layer in (model.layers[i] for i in indices) if layer.kind in PER_HEAD_KINDS}
+    if len(shapes) != 1:
+        raise ValueError(f"SGLang's {role} pool has one head shape for all its layers; "
+                         f"{model.name} has {sorted(shapes) or 'none'}")
+    return shapes.pop()
+
+
+def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_ratio,
+            disable_hybrid_swa_memory: bool, mamba_full_memory_ratio, mamba_ssm_dtype) -> Layout:
+    ssm_dtype = _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
+                               mamba_full_memory_ratio, mamba_ssm_dtype)
+    k_dtype = _kv_dtype(model, kv_dtype)
+    layers = model.layers
+    notes = []
+    linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR)
+    hybrid_swa = (not linear and not disable_hybrid_swa_memory and _is_hybrid_swa(model)
+                  and any(layer.kind in (SLIDING, CHUNKED) for layer in layers))
+    if linear:
+        full = tuple(i for i, layer in enumerate(layers) if layer.kind in (FULL, MLA))
+        swa = ()
+    elif hybrid_swa:
+        swa = tuple(i for i, layer in enumerate(layers) if layer.kind in (SLIDING, CHUNKED))
+        full = tuple(i for i in range(len(layers)) if i not in swa)
+    else:
+        full, swa = tuple(range(len(layers))), ()
+        windowed = sum(layer.kind in (SLIDING, CHUNKED) for layer in layers)
+        if windowed:
+            notes.append(f"{windowed} sliding/chunked layers are cached at full length: SGLang keeps a "
+                         f"separate window pool only for {', '.join(sorted(HYBRID_SWA_ARCHITECTURES))}"
+                         + (" (disabled here)" if disable_hybrid_swa_memory else ""))
+    shared = sum(layers[i].kind == SHARED for i in full)
+    if shared:
+        notes.append(f"{shared} KV-shared layers (Gemma-3n) are given pool buffers like every other layer: "
+                     "the pool has one buffer per model layer; whether SGLang skips shared layers is unverified")
+    mla = [layers[i] for i in full if layers[i].kind == MLA]
+    k_row, v_row, cell = {}, {}, {}
+    index_row = window = 0
+    if mla:
+        if any(layers[i].kind in PER_HEAD_KINDS for i in full) or swa:
+            raise ValueError(f"SGLang's pool is either MLA or per-head (with or without a window pool); "
+                             f"{model.name} mixes both")
+        first = mla[0]
+        if any((x.kv_lora_rank, x.qk_rope_head_dim, x.index_head_dim)
+               != (first.kv_lora_rank, first.qk_rope_head_dim, first.index_head_dim) for x in mla):
+            raise ValueError(f"SGLang's MLA pool has one latent width; {model.name}'s layers differ")
+        dim = first.kv_lora_rank + first.qk_rope_head_dim
+        heads = 1
+        if first.index_head_dim:
+            kind = "nsa"
+            if k_dtype.name not in ("bf16", "fp8_e4m3"):
+                raise ValueError(f"kv_dtype: SGLang's NSA pool (DeepSeek-V3.2) holds bf16 or fp8_e4m3, "
+                                 f"got {kv_dtype!r}")
+            if page_size != NSA_PAGE_SIZE:
+                notes.append(f"page_size {page_size} -> {NSA_PAGE_SIZE}: SGLang forces 64-token pages "
+                             "for DeepSeek NSA models")
+                page_size = NSA_PAGE_SIZE
+            index_row = first.index_head_dim + first.index_head_dim // NSA_QUANT_BLOCK * 4
+            k_row["full"] = (first.kv_lora_rank + first.kv_lora_rank // NSA_QUANT_BLOCK * 4
+                             + first.qk_rope_head_dim * 2) if k_dtype.name == "fp8_e4m3" else k_dtype.row_bytes(dim)
+            cell["full"] = dim * k_dtype.block_bytes + index_row
+            if k_row["full"] != dim * k_dtype.block_bytes:
+                notes.append(f"the fp8 NSA latent takes {k_row['full']} B per token per layer but SGLang's "
+                             f"profile counts {dim}: the pool it allocates is larger than its budget")
+        else:
+            kind = "mla"
+            k_row["full"] = k_dtype.row_bytes(dim)
+            cell["full"] = k_row["full"]
+        v_row["full"] = 0
+    else:
+        kind = "mha"
+        heads = 0
+        for role, indices in (("full", full), ("swa", swa)):
+            if not indices:
+                continue
+            kv_heads, hd_k, hd_v = _head_shape(model, indices, role)
+            per_rank = kv_heads_per_rank(kv_heads, tp)
+            heads = heads or per_rank
+            if k_dtype.name == "nvfp4":
+                if swa:
+                    raise ValueError("kv_dtype: SGLang's hybrid SWA pool has no fp4_e2m1 (nvfp4) layout")
+                k_row[role] = v_row[role] = per_rank * (hd_k // 2 + hd_k // FP4_SCALE_BLOCK)
+                cell[role] = Fraction(per_rank * (hd_k + hd_v), 2) + Fraction(per_rank * hd_k * 2, FP4_SCALE_BLOCK)
+            else:
+                k_row[role] = per_rank * k_dtype.row_bytes(hd_k)
+                v_row[role] = per_rank * k_dtype.row_bytes(hd_v)
+                cell[role] = k_row[role] + v_row[role]
+            if tp > kv_heads:
+                notes.append(f"tp={tp} > {kv_heads} KV heads: each rank holds 1 replicated head ({role} pool)")
+        if swa:
+            window = max(layers[i].window for i in swa)
+    if not full and not swa:
+        raise ValueError(f"{model.name} has no attention layer for SGLang's KV pool")
+    for i in linear:
+        state = layers[i].state
+        if state.conv_channels % tp:
+            raise ValueError(f"tp={tp} must divide the {state.conv_channels} conv channels of layer {i}")
+        if state.ssm_heads % tp:
+            raise ValueError(f"tp={tp} must divide the {state.ssm_heads} recurrent-state heads of layer {i}")
+    return Layout(kind=kind, full=full, swa=swa, linear=linear, k_row=k_row, v_row=v_row, cell=cell,
+                   index_row=index_row, window=window, page_size=page_size, heads=heads, k_dtype=k_dtype,
+                   conv_bytes=dtype(model.dtype).block_bytes, ssm_dtype=ssm_dtype, notes=tuple(notes))
+
+
+def _with_defaults(options: dict) -> dict:
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"SGLang has no option {unknown[0]!r}; its options: {', '.join(sorted(DEFAULTS))}")
+    return {**DEFAULTS, **options}
+
+
+def state_bytes_of(model: Model, layout: Layout, i: int, tp: int) -> int:
+    """One request's Mamba/linear state in layer ``i`` on one rank (MambaPool shapes)."""
+    state = model.layers[i].state
+    conv = state.conv_channels // tp * max(state.conv_kernel - 1, 0) * layout.conv_bytes
+    return conv + layout.ssm_dtype.row_bytes(state.ssm_elements // tp)
+
+
+def _index_bytes(rows: int, page: int, index_row: int) -> int:
+    """NSA indexer buffer of one layer: ((rows + page + 1) // page) pages of page x index_row bytes."""
+    return (rows + page + 1) // page * page * index_row if index_row else 0
+
+
+def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
+    """Per-layer (K, V, state) bytes: pool layers hold ``rows[role]`` + one padding page."""
+    page = layout.page_size
+    out = []
+    for i in range(model.num_layers):
+        role = "full" if i in layout.full else "swa" if i in layout.swa else None
+        if role is not None:
+            n = rows[role] + page
+            out.append((n * layout.k_row[role] + _index_bytes(rows[role], page, layout.index_row),
+                        n * layout.v_row[role], 0))
+        elif i in layout.linear:
+            out.append((0, 0, batch * state_bytes_of(model, layout, i, tp)))
+        else:
+            out.append((0, 0, 0))
+    return out
+
+
+def stage_cell(layout: Layout, stage: range):
+    """The profile's cell_size for one pipeline stage's layers (bytes per pool token)."""
+    return (sum(layout.cell["full"] for i in stage if i in layout.full)
+            + sum(layout.cell["swa"] for i in stage if i in layout.swa))
+
+
+def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:
+    """SGLang's cell_size (profile_max_num_token) on the pipeline stage with the most layers:
+    bytes one token costs across the stage's pool layers, as the profile counts them."""
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **_with_defaults(options))
+    cells = [stage_cell(layout, stage) for stage in pp_stages(model.num_layers, pp)]
+    return int(max(cells))
+
+
+def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: int = 1,
+          swa_num_tokens: int | None = None, **options) -> tuple[Pool, ...]:
+    """The pools SGLang allocates on one rank for ``num_tokens`` (#tokens / max_total_num_tokens):
+    their K and V bytes as the "KV Cache is allocated" line prints them. Hybrid-SWA models
+    get the SWA pool first (it is created first), sized ``swa_num_tokens`` or, by default,
+    ``int(num_tokens x swa_full_tokens_ratio)`` floored to a page. With pp > 1, the stage
+    holding the most bytes."""
+    require_positive_int("num_tokens", num_tokens)
+    options = _with_defaults(options)
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options)
+    page = layout.page_size
+    if swa_num_tokens is None:
+        ratio = options["swa_full_tokens_ratio"] if layout.full else 1  # all-SWA models: one pool
+        swa_num_tokens = int(num_tokens * ratio) // page * page
+    elif layout.swa:
+        require_positive_int("swa_num_tokens", swa_num_tokens)
+    rows = {"full": num_tokens, "swa": swa_num_tokens}
+    per_layer = layer_rows(model, layout, tp, rows, batch=1)
+    stages = pp_stages(model.num_layers, pp)
+    stage = max(stages, key=lambda s: sum(per_layer[i][0] + per_layer[i][1] for i in s))
+    result = []
+    for role, indices in (("swa", layout.swa), ("full", layout.full)):
+        held = tuple(i for i in indices if i in stage)
+        if held:
+            result.append(Pool(role=role, layout=layout.kind, num_tokens=rows[role], page_size=page,
+                               layers=held, k_bytes=sum(per_layer[i][0] for i in held),
+                               v_bytes=sum(per_layer[i][1] for i in held)))
+    return tuple(result)
