@@ -1,0 +1,263 @@
+"""GGUF files, header only: llama.cpp's metadata -> a config.json-shaped dict -> kvmem.configs.
+
+A GGUF file (ggml docs/gguf.md) is a header — magic, version, tensor and key counts, the
+metadata key/values, one info record per tensor (name, dims, ggml type, offset) — then the
+aligned tensor data. The llama.cpp project's ``gguf`` reader (PyPI ``gguf``) parses it;
+``_HeaderReader`` keeps its parsing and replaces the two steps that would touch tensor data:
+it never builds the data views, and a read past the bytes it was given raises
+``HeaderTruncated`` (so a remote header is fetched by range requests until it parses).
+
+Weight bytes are exact from the tensor infos: elements / block size x type size per tensor
+(``gguf.GGML_QUANT_SIZES``, the table of ggml's ``ggml_type_traits``); a Q4_K_M file mixes
+Q4_K, Q6_K and F32 tensors and each is counted in its own type.
+
+Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_to_gguf.py):
+
+    <arch>.block_count                      num_hidden_layers
+    <arch>.embedding_length                 hidden_size
+    <arch>.attention.head_count             num_attention_heads
+    <arch>.attention.head_count_kv          num_key_value_heads (an array: one value per layer)
+    <arch>.attention.key_length / value_length   head_dim / v_head_dim
+    <arch>.attention.sliding_window         sliding_window
+    <arch>.attention.sliding_window_pattern layer_types (an int n: layer i slides unless
+                                            (i + 1) % n == 0; a bool array: per layer);
+                                            absent: llama.cpp's set_swa_pattern per arch:
+                                            gemma2 2, gemma3 6, cohere2 4, gpt-oss 2
+    <arch>.attention.kv_lora_rank, q_lora_rank, rope.dimension_count (qk_rope_head_dim),
+    key_length_mla / value_length_mla       DeepSeek-2/3 MLA (GGUFs converted before llama.cpp
+                                            PR #12801 have key_length = nope + rope instead)
+    <arch>.expert_count / expert_used_count / expert_feed_forward_length   MoE shape
+    <arch>.context_length                   max_position_embeddings
+    <arch>.vocab_size, else the tokenizer.ggml.tokens count, else token_embd.weight's dims
+                                            vocab_size; no output.weight = tied embeddings
+
+Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, gemma, gemma2,
+gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon. Others (mamba, jamba, nemotron_h,
+qwen3next, ...) are refused with a message saying to use the model's config.json.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from . import Checkpoint, SourceError, Tensor
+
+__all__ = ["HeaderTruncated", "GGUFHeader", "read_header", "header_from_bytes", "config_from_header",
+           "model_from_gguf"]
+
+
+class HeaderTruncated(Exception):
+    """The bytes given end inside the GGUF header: more are needed."""
+
+
+class GGUFHeader:
+    """A GGUF file's metadata (plain Python values) and tensor infos, with ``header_bytes``."""
+
+    def __init__(self, metadata: dict, tensors: tuple[Tensor, ...], header_bytes: int, source: str):
+        self.metadata, self.tensors, self.header_bytes, self.source = metadata, tensors, header_bytes, source
+
+    @property
+    def arch(self) -> str:
+        return str(self.metadata.get("general.architecture", ""))
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint("gguf", f"GGUF header of {self.source}", self.tensors)
+
+
+def _reader_class():
+    import gguf
+    import numpy as np
+
+    class _HeaderReader(gguf.GGUFReader):
+        """gguf.GGUFReader (gguf==0.19.0) that reads the header only."""
+
+        def _get(self, offset, dtype, count=1, override_order=None):
+            end = int(offset) + int(np.empty([], dtype=dtype).itemsize) * int(count)
+            if end > len(self.data):
+                raise HeaderTruncated(end)
+            return super()._get(offset, dtype, count, override_order)
+
+        def _build_tensors(self, start_offs, fields):
+            infos = []
+            for field in fields:
+                _len, name_data, _n_dims, dims, raw_type, _offset = field.parts
+                ggml_type = gguf.GGMLQuantizationType(int(raw_type[0]))
+                shape = tuple(int(d) for d in dims)
+                elements = 1
+                for d in shape:
+                    elements *= d
+                block, type_size = gguf.GGML_QUANT_SIZES[ggml_type]
+                if elements % block:
+                    raise SourceError(f"GGUF tensor {bytes(name_data).decode()!r}: {elements} elements are not "
+                                      f"whole {ggml_type.name} blocks of {block}")
+                infos.append(Tensor(bytes(name_data).decode("utf-8"), ggml_type.name, shape,
+                                    elements // block * type_size))
+            self.tensor_infos = tuple(infos)
+            self.tensors = []
+
+    return _HeaderReader
+
+
+def _plain(field):
+    value = field.contents()
+    if hasattr(value, "item"):
+        value = value.item()
+    return value
+
+
+def _parse(path: str, source: str) -> GGUFHeader:
+    reader_class = _reader_class()
+    try:
+        reader = reader_class(path)
+    except HeaderTruncated:
+        raise
+    except (ValueError, KeyError, IndexError) as exc:
+        raise SourceError(f"{source}: not a GGUF file the gguf reader can parse ({exc})") from None
+    metadata = {name: _plain(field) for name, field in reader.fields.items()}
+    return GGUFHeader(metadata, reader.tensor_infos, int(reader.data_offset), source)
+
+
+def read_header(path) -> GGUFHeader:
+    """The header of a local .gguf file. The reader memory-maps the file and touches only the
+    header's pages; a file cut short after its header reads the same."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise SourceError(f"GGUF file {path!r} does not exist")
+    try:
+        return _parse(path, os.path.basename(path))
+    except HeaderTruncated:
+        raise SourceError(f"{path}: the file ends inside its GGUF header (incomplete download?)") from None
+
+
+def header_from_bytes(prefix: bytes, source: str) -> GGUFHeader:
+    """The header from the first bytes of a file; HeaderTruncated when they end inside it."""
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as handle:
+        handle.write(prefix)
+        handle.flush()
+        return _parse(handle.name, source)
+
+
+# llama.cpp arch -> the Hugging Face model_type whose rules kvmem.configs applies.
+_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qwen3": "qwen3",
+                "qwen3moe": "qwen3_moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text",
+                "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
+                "falcon": "falcon"}
+# llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
+_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
+_FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}   # LlamaFileType ALL_F32, MOSTLY_F16/BF16
+
+
+def _per_layer(value, n_layers: int, key: str) -> int:
+    """A per-layer array with one value for every layer as that value (else an error)."""
+    if not isinstance(value, list):
+        return value
+    if len(set(value)) != 1:
+        raise SourceError(f"GGUF {key} differs per layer ({sorted(set(value))}); kvmem maps one value per model")
+    return value[0]
+
+
+def config_from_header(header: GGUFHeader) -> dict:
+    """A config.json-shaped dict (Hugging Face field names) from the GGUF metadata."""
+    arch, meta = header.arch, header.metadata
+    if arch not in _MODEL_TYPES:
+        raise SourceError(f"GGUF architecture {arch!r} is not mapped to a kvmem model; mapped: "
+                          f"{', '.join(sorted(_MODEL_TYPES))}. Use the model's config.json instead")
+
+    def key(name, default=SourceError):
+        full = f"{arch}.{name}"
+        if full in meta:
+            return meta[full]
+        if default is SourceError:
+            raise SourceError(f"GGUF metadata {full!r} is missing (architecture {arch})")
+        return default
+
+    n_layers = key("block_count")
+    heads = _per_layer(key("attention.head_count"), n_layers, f"{arch}.attention.head_count")
+    kv_heads = _per_layer(key("attention.head_count_kv", heads), n_layers, f"{arch}.attention.head_count_kv")
+    names = {t.name: t for t in header.tensors}
+    embed = names.get("token_embd.weight")
+    cfg = {"model_type": _MODEL_TYPES[arch], "architectures": [f"gguf:{arch}"],
+           "num_hidden_layers": n_layers, "hidden_size": key("embedding_length"),
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+           "tie_word_embeddings": "output.weight" not in names}
+    for gguf_name, hf_name in (("context_length", "max_position_embeddings"),
+                               ("feed_forward_length", "intermediate_size")):
+        value = key(gguf_name, None)
+        if value is not None:
+            cfg[hf_name] = _per_layer(value, n_layers, f"{arch}.{gguf_name}")
+    tokens = meta.get("tokenizer.ggml.tokens")
+    vocab = key("vocab_size", None) or (len(tokens) if isinstance(tokens, list) else None)
+    if vocab is None and embed is not None and len(embed.shape) == 2:
+        vocab = embed.shape[1]
+    if vocab is not None:
+        cfg["vocab_size"] = vocab
+    if meta.get("general.file_type") in _FILE_TYPE_DTYPES:
+        cfg["torch_dtype"] = _FILE_TYPE_DTYPES[meta["general.file_type"]]
+    key_length, value_length = key("attention.key_length", None), key("attention.value_length", None)
+    if arch == "deepseek2":
+        _deepseek(cfg, key, key_length, value_length, heads)
+    elif key_length is not None:
+        cfg["head_dim"] = key_length
+        if value_length is not None and value_length != key_length:
+            cfg["v_head_dim"] = value_length
+    if arch == "falcon":
+        cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
+    experts = key("expert_count", 0)
+    if experts:
+        cfg.update(num_experts=experts, num_local_experts=experts, n_routed_experts=experts,
+                   num_experts_per_tok=key("expert_used_count"))
+        ffn_exp = key("expert_feed_forward_length", None)
+        if ffn_exp is not None:
+            cfg["moe_intermediate_size"] = ffn_exp
+            if arch == "gpt-oss":
+                cfg["intermediate_size"] = ffn_exp
+    window = key("attention.sliding_window", None)
+    if window:
+        cfg["sliding_window"] = window
+        pattern = key("attention.sliding_window_pattern", _SWA_PATTERN.get(arch))
+        if isinstance(pattern, list):
+            swa = [bool(p) for p in pattern]
+        elif pattern:
+            swa = [(i + 1) % pattern != 0 for i in range(n_layers)]
+        else:
+            swa = None
+        if swa is not None:
+            if len(swa) != n_layers:
+                raise SourceError(f"GGUF {arch}.attention.sliding_window_pattern has {len(swa)} entries, "
+                                  f"block_count is {n_layers}")
+            cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
+    return cfg
+
+
+def _deepseek(cfg: dict, key, key_length, value_length, heads: int) -> None:
+    """DeepSeek-2/3 MLA fields; new MLA GGUFs (PR #12801) write head_count_kv 1 and the
+    per-head sizes as key_length_mla / value_length_mla."""
+    rope = key("rope.dimension_count")
+    nope_plus_rope = key("attention.key_length_mla", None) or key_length
+    cfg.update(num_key_value_heads=heads, kv_lora_rank=key("attention.kv_lora_rank"),
+               q_lora_rank=key("attention.q_lora_rank", None), qk_rope_head_dim=rope,
+               qk_nope_head_dim=nope_plus_rope - rope,
+               v_head_dim=key("attention.value_length_mla", None) or value_length,
+               first_k_dense_replace=key("leading_dense_block_count", 0),
+               n_shared_experts=key("expert_shared_count", 0))
+    gating = key("expert_gating_func", None)
+    if gating == 1:      # LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX: DeepSeek-V2
+        cfg["model_type"] = "deepseek_v2"
+
+
+def model_from_header(header: GGUFHeader, *, name: str):
+    """A kvmem Model from a GGUF header: its config through kvmem.configs, exact weights attached."""
+    from ..configs import ConfigError, model_from_config
+    cfg = config_from_header(header)
+    try:
+        model = model_from_config(cfg, name=name, source=f"GGUF header of {header.source}")
+    except ConfigError as exc:
+        raise SourceError(f"{header.source}: {exc}") from None
+    return model.with_checkpoint(header.checkpoint())
+
+
+def model_from_gguf(path):
+    """A Model from a local .gguf file's header (kvmem.Model.from_gguf)."""
+    header = read_header(path)
+    return model_from_header(header, name=os.path.basename(os.fspath(path)).removesuffix(".gguf"))
