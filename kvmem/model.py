@@ -126,6 +126,9 @@ class Model:
     source: str | None = None
     mtp_layers: int = 0
     config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    # The tensors its safetensors or GGUF headers list (kvmem.sources.Checkpoint), when read:
+    # kvmem.weights then counts exact bytes instead of the formula.
+    checkpoint: object | None = field(default=None, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         if not self.layers:
@@ -137,6 +140,17 @@ class Model:
         """Read a Hugging Face ``config.json``: a dict, JSON text, or a path to the file."""
         from .configs import model_from_config
         return model_from_config(cfg, name=name)
+
+    @classmethod
+    def from_gguf(cls, path) -> "Model":
+        """Read a GGUF file's header (never its tensor data): metadata -> layers, tensor infos ->
+        exact weight bytes. Needs the ``gguf`` package (kvmem[sources])."""
+        from .sources.gguf import model_from_gguf
+        return model_from_gguf(path)
+
+    def with_checkpoint(self, checkpoint) -> "Model":
+        """A copy that carries the checkpoint's tensor list (exact weight bytes)."""
+        return replace(self, checkpoint=checkpoint)
 
     @property
     def num_layers(self) -> int:
