@@ -28,6 +28,7 @@ Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_
                                             PR #12801 have key_length = nope + rope instead)
     <arch>.expert_count / expert_used_count / expert_feed_forward_length   MoE shape
     <arch>.context_length                   max_position_embeddings
+    <arch>.nextn_predict_layers             num_nextn_predict_layers (MTP layers)
     <arch>.vocab_size, else the tokenizer.ggml.tokens count, else token_embd.weight's dims
                                             vocab_size; no output.weight = tied embeddings
 
@@ -203,6 +204,9 @@ def config_from_header(header: GGUFHeader) -> dict:
             cfg["v_head_dim"] = value_length
     if arch == "falcon":
         cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
+    nextn = key("nextn_predict_layers", 0)
+    if nextn:
+        cfg["num_nextn_predict_layers"] = nextn
     experts = key("expert_count", 0)
     if experts:
         cfg.update(num_experts=experts, num_local_experts=experts, n_routed_experts=experts,
