@@ -45,7 +45,7 @@ import tempfile
 from . import Checkpoint, SourceError, Tensor
 
 __all__ = ["HeaderTruncated", "GGUFHeader", "read_header", "header_from_bytes", "config_from_header",
-           "model_from_gguf"]
+           "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
 
 
 class HeaderTruncated(Exception):
@@ -259,6 +259,16 @@ def model_from_header(header: GGUFHeader, *, name: str):
     except ConfigError as exc:
         raise SourceError(f"{header.source}: {exc}") from None
     return model.with_checkpoint(header.checkpoint())
+
+
+def model_from_gguf_bytes(data: bytes, *, name: str):
+    """A Model from the first bytes of a GGUF file (an upload of its header, or of all of it)."""
+    try:
+        header = header_from_bytes(data, name)
+    except HeaderTruncated:
+        raise SourceError(f"{name}: the {len(data):,} bytes given end inside the GGUF header; give more of the "
+                          "file (the header of an 8B model with its tokenizer is about 6 MB)") from None
+    return model_from_header(header, name=name.removesuffix(".gguf"))
 
 
 def model_from_gguf(path):
