@@ -19,7 +19,6 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from . import Checkpoint, SourceError
 from .safetensors import INDEX_FILE, SINGLE_FILE, checkpoint_from_headers, read_header, shard_names
@@ -188,19 +187,32 @@ class HubCheckpoint:
         return checkpoint_for(self.repo_id, revision=self.revision)
 
 
+_CHECKPOINTS: dict[tuple, Checkpoint] = {}    # headers read once per process (successes only)
+
+
 def checkpoint_for(repo_id: str, *, revision: str | None = None) -> tuple[Checkpoint | None, str]:
     """(the repository's safetensors checkpoint, "") or (None, why the formula is used instead)."""
     s = settings()
-    return _checkpoint_for(repo_id, revision, s)
+    key = (repo_id, revision, s.endpoint, s.cache_dir)
+    if key not in _CHECKPOINTS:
+        checkpoint, why = _checkpoint_for(repo_id, revision, s)
+        if checkpoint is None:
+            return None, why
+        _CHECKPOINTS[key] = checkpoint
+    return _CHECKPOINTS[key], ""
 
 
-@lru_cache(maxsize=64)
+def _read_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Checkpoint | None, str]:
     index = _cached(repo_id, INDEX_FILE, revision, s)
     single = _cached(repo_id, SINGLE_FILE, revision, s)
     if index:
         folder = os.path.dirname(index)
-        shards = shard_names(json.load(open(index, encoding="utf-8")), index)
+        shards = shard_names(_read_json(index), index)
         if all(os.path.isfile(os.path.join(folder, shard)) for shard in shards):
             headers = {shard: read_header(os.path.join(folder, shard)) for shard in shards}
             return checkpoint_from_headers(headers, f"safetensors headers of {repo_id} in the HF cache"), ""
@@ -218,7 +230,7 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     try:
         if INDEX_FILE in files:
             path = fetch_file(repo_id, INDEX_FILE, revision=revision)
-            shards = shard_names(json.load(open(path, encoding="utf-8")), INDEX_FILE)
+            shards = shard_names(_read_json(path), INDEX_FILE)
         elif SINGLE_FILE in files:
             shards = [SINGLE_FILE]
         else:
@@ -252,25 +264,25 @@ def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = No
                           "unset it to read the header from the Hub")
     url = hf_hub_url(repo_id, filename, revision=revision, endpoint=s.endpoint)
     headers = build_hf_headers(token=s.token)
-    data = b""
-    size = _GGUF_FIRST_RANGE
+    data, end = b"", _GGUF_FIRST_RANGE              # bytes read so far; the next range ends before `end`
     while True:
+        start = len(data)
         try:
-            response = get_session().get(url, headers={**headers, "Range": f"bytes={len(data)}-{size - 1}"},
+            response = get_session().get(url, headers={**headers, "Range": f"bytes={start}-{end - 1}"},
                                          follow_redirects=True)
             hf_raise_for_status(response)
         except Exception as exc:
             raise _explain(exc, repo_id, filename, revision, s) from None
-        chunk = response.content
-        if response.status_code != 206 and len(data):
+        if response.status_code != 206 and start:
             raise SourceError(f"{s.endpoint} ignored the Range header for {repo_id}/{filename}")
+        chunk = response.content
         data = data + chunk if response.status_code == 206 else chunk
         try:
             return header_from_bytes(data, f"{repo_id}/{filename}"), len(data)
         except HeaderTruncated:
-            if len(chunk) < size - (len(data) - len(chunk)) or size >= _GGUF_MAX_HEADER:
+            if len(chunk) < end - start or end >= _GGUF_MAX_HEADER:     # the file (or our patience) ended
                 raise SourceError(f"{repo_id}/{filename}: the file ends inside its GGUF header") from None
-            size *= 2
+            end *= 2
 
 
 def model_from_remote_gguf(repo_id: str, filename: str, *, revision: str | None = None):

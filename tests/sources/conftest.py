@@ -199,7 +199,7 @@ def hub(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     from kvmem.sources import hub as hub_source
-    hub_source._checkpoint_for.cache_clear()
+    hub_source._CHECKPOINTS.clear()
     yield state
     server.shutdown()
     server.server_close()
