@@ -83,6 +83,9 @@ def get_model(name: str, *, revision: str | None = None) -> Model:
         return _preset_model(key)
     from .sources.hub import is_repo_id
     if not is_repo_id(name):
+        if key is not None:
+            raise ValueError(f"revision={revision!r} applies to a Hugging Face id (org/name), not to the preset "
+                             f"name {name!r}")
         preset(name)              # raises "unknown model ..." with the closest preset names
     from .sources.hub import model_from_hub
     return model_from_hub(name.strip(), revision=revision)
@@ -114,5 +117,5 @@ def as_model(model, *, revision: str | None = None) -> Model:
             name = os.path.basename(os.path.dirname(os.path.abspath(model))) or model
             return model_from_config(model, name=name)
         return get_model(model, revision=revision)
-    raise ValueError("model must be a kvmem.Model, a preset name, an HF id, a config dict or a path to a "
-                     f"config.json, model folder or .gguf file, got {type(model).__name__}")
+    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__} "
+                     "(a name may also be an HF id, a path to a config.json, a model folder or a .gguf file)")
