@@ -32,9 +32,11 @@ Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_
     <arch>.vocab_size, else the tokenizer.ggml.tokens count, else token_embd.weight's dims
                                             vocab_size; no output.weight = tied embeddings
 
-Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, gemma, gemma2,
-gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon. Others (mamba, jamba, nemotron_h,
-qwen3next, ...) are refused with a message saying to use the model's config.json.
+    <arch>.full_attention_interval, ssm.*   Qwen3-Next gated DeltaNet layers (see _gated_deltanet)
+
+Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, qwen3next,
+gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon. Others (mamba, jamba,
+nemotron_h, ...) are refused with a message saying to use the model's config.json.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def header_from_bytes(prefix: bytes, source: str) -> GGUFHeader:
 _MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qwen3": "qwen3",
                 "qwen3moe": "qwen3_moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text",
                 "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
-                "falcon": "falcon"}
+                "falcon": "falcon", "qwen3next": "qwen3_next"}
 # llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
 _SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
 _FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}   # LlamaFileType ALL_F32, MOSTLY_F16/BF16
@@ -202,6 +204,8 @@ def config_from_header(header: GGUFHeader) -> dict:
         cfg["head_dim"] = key_length
         if value_length is not None and value_length != key_length:
             cfg["v_head_dim"] = value_length
+    if arch == "qwen3next":
+        _gated_deltanet(cfg, key)
     if arch == "falcon":
         cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
     nextn = key("nextn_predict_layers", 0)
@@ -232,6 +236,19 @@ def config_from_header(header: GGUFHeader) -> dict:
                                   f"block_count is {n_layers}")
             cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
     return cfg
+
+
+def _gated_deltanet(cfg: dict, key) -> None:
+    """Qwen3-Next's linear-attention layers (llama.cpp load_hparams for LLM_ARCH_QWEN3NEXT):
+    ssm.group_count = key heads, ssm.time_step_rank = value heads, ssm.state_size = key head dim,
+    ssm.inner_size = value heads x value head dim, ssm.conv_kernel; every full_attention_interval-th
+    layer is full attention."""
+    v_heads, inner = key("ssm.time_step_rank"), key("ssm.inner_size")
+    if inner % v_heads:
+        raise SourceError(f"GGUF ssm.inner_size ({inner}) is not a multiple of ssm.time_step_rank ({v_heads})")
+    cfg.update(full_attention_interval=key("full_attention_interval"), linear_num_key_heads=key("ssm.group_count"),
+               linear_num_value_heads=v_heads, linear_key_head_dim=key("ssm.state_size"),
+               linear_value_head_dim=inner // v_heads, linear_conv_kernel_dim=key("ssm.conv_kernel"))
 
 
 def _deepseek(cfg: dict, key, key_length, value_length, heads: int) -> None:

@@ -40,8 +40,17 @@ def test_gguf_gives_the_estimates_of_the_matching_config(tmp_path, name):
     assert model.layers == preset.layers
     for engine in ("ideal", "llama.cpp"):
         for tokens, batch in ((8192, 1), (32768, 4)):
-            assert (kvmem.estimate(model, engine=engine, tokens=tokens, batch=batch).kv_bytes
-                    == kvmem.estimate(preset, engine=engine, tokens=tokens, batch=batch).kv_bytes), (engine, tokens)
+            mine = kvmem.estimate(model, engine=engine, tokens=tokens, batch=batch)
+            theirs = kvmem.estimate(preset, engine=engine, tokens=tokens, batch=batch)
+            assert (mine.kv_bytes, mine.state_bytes) == (theirs.kv_bytes, theirs.state_bytes), (engine, tokens)
+
+
+def test_qwen3_next_linear_layers_keep_their_state(tmp_path):
+    gguf_models.write(tmp_path / "q.gguf", "qwen3-next-80b-a3b")
+    model = kvmem.Model.from_gguf(tmp_path / "q.gguf")
+    assert model.kinds == {"full": 12, "linear": 36}
+    # gated DeltaNet state per layer: 32 value heads x 128 x 128 + conv (2 x 16 x 128 + 32 x 128 = 8,192) x 3 columns
+    assert model.layers[0].state.elements() == 32 * 128 * 128 + 8192 * 3
 
 
 def test_llama_3_8b_and_gemma_3_numbers(tmp_path):
