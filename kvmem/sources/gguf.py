@@ -33,10 +33,11 @@ Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_
                                             vocab_size; no output.weight = tied embeddings
 
     <arch>.full_attention_interval, ssm.*   Qwen3-Next gated DeltaNet layers (see _gated_deltanet)
+    head_count_kv[i] == 0, ssm.*            Jamba / Nemotron-H Mamba layers (see _mamba_hybrid)
 
 Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, qwen3next,
-gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon. Others (mamba, jamba,
-nemotron_h, ...) are refused with a message saying to use the model's config.json.
+gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h. Others
+(mamba, rwkv, ...) are refused with a message saying to use the model's config.json.
 """
 
 from __future__ import annotations
@@ -145,7 +146,10 @@ def header_from_bytes(prefix: bytes, source: str) -> GGUFHeader:
 _MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qwen3": "qwen3",
                 "qwen3moe": "qwen3_moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text",
                 "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
-                "falcon": "falcon", "qwen3next": "qwen3_next"}
+                "falcon": "falcon", "qwen3next": "qwen3_next", "jamba": "jamba", "nemotron_h": "nemotron_h"}
+# Hybrids whose attention layers are the ones with head_count_kv > 0 (llama.cpp: recurrent_layer_arr[il]
+# = n_head_kv(il) == 0), the rest Mamba (and, for nemotron_h, MLP-only where feed_forward_length > 0).
+_HYBRIDS = ("jamba", "nemotron_h")
 # llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
 _SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
 _FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}   # LlamaFileType ALL_F32, MOSTLY_F16/BF16
@@ -177,7 +181,12 @@ def config_from_header(header: GGUFHeader) -> dict:
 
     n_layers = key("block_count")
     heads = _per_layer(key("attention.head_count"), n_layers, f"{arch}.attention.head_count")
-    kv_heads = _per_layer(key("attention.head_count_kv", heads), n_layers, f"{arch}.attention.head_count_kv")
+    kv_raw = key("attention.head_count_kv", heads)
+    if arch in _HYBRIDS:
+        kv_raw = kv_raw if isinstance(kv_raw, list) else [kv_raw] * n_layers
+        kv_heads = _per_layer([kv for kv in kv_raw if kv] or [heads], n_layers, f"{arch}.attention.head_count_kv")
+    else:
+        kv_heads = _per_layer(kv_raw, n_layers, f"{arch}.attention.head_count_kv")
     names = {t.name: t for t in header.tensors}
     embed = names.get("token_embd.weight")
     cfg = {"model_type": _MODEL_TYPES[arch], "architectures": [f"gguf:{arch}"],
@@ -187,6 +196,8 @@ def config_from_header(header: GGUFHeader) -> dict:
     for gguf_name, hf_name in (("context_length", "max_position_embeddings"),
                                ("feed_forward_length", "intermediate_size")):
         value = key(gguf_name, None)
+        if isinstance(value, list) and arch in _HYBRIDS:
+            value = max(value)
         if value is not None:
             cfg[hf_name] = _per_layer(value, n_layers, f"{arch}.{gguf_name}")
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -206,6 +217,8 @@ def config_from_header(header: GGUFHeader) -> dict:
             cfg["v_head_dim"] = value_length
     if arch == "qwen3next":
         _gated_deltanet(cfg, key)
+    if arch in _HYBRIDS:
+        _mamba_hybrid(cfg, key, arch, kv_raw, n_layers)
     if arch == "falcon":
         cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
     nextn = key("nextn_predict_layers", 0)
@@ -236,6 +249,28 @@ def config_from_header(header: GGUFHeader) -> dict:
                                   f"block_count is {n_layers}")
             cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
     return cfg
+
+
+def _mamba_hybrid(cfg: dict, key, arch: str, kv_per_layer: list, n_layers: int) -> None:
+    """Jamba / Nemotron-H: which layers attend, and the Mamba state (ssm.conv_kernel, state_size,
+    inner_size, time_step_rank, group_count), as their config.json fields."""
+    if len(kv_per_layer) != n_layers:
+        raise SourceError(f"GGUF {arch}.attention.head_count_kv has {len(kv_per_layer)} entries, "
+                          f"block_count is {n_layers}")
+    inner, conv, state = key("ssm.inner_size"), key("ssm.conv_kernel"), key("ssm.state_size")
+    if arch == "jamba":
+        hidden = cfg["hidden_size"]
+        if inner % hidden:
+            raise SourceError(f"GGUF jamba.ssm.inner_size ({inner}) is not a multiple of embedding_length ({hidden})")
+        cfg.update(layer_types=["attention" if kv else "mamba" for kv in kv_per_layer], mamba_expand=inner // hidden,
+                   mamba_d_conv=conv, mamba_d_state=state, mamba_dt_rank=key("ssm.time_step_rank"))
+        return
+    ffn = key("feed_forward_length", 0)
+    ffn = ffn if isinstance(ffn, list) else [ffn] * n_layers
+    heads = key("ssm.time_step_rank")
+    cfg.update(hybrid_override_pattern="".join("*" if kv else "-" if f else "M" for kv, f in zip(kv_per_layer, ffn)),
+               mamba_num_heads=heads, mamba_head_dim=inner // heads, ssm_state_size=state,
+               n_groups=key("ssm.group_count"), conv_kernel=conv)
 
 
 def _gated_deltanet(cfg: dict, key) -> None:
