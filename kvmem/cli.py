@@ -113,19 +113,20 @@ def cmd_capacity(args) -> int:
     return 0
 
 
-def _weights_line(used) -> str:
-    """Which weight bytes fit used: the checkpoint's headers (exact) or the formula (fallback)."""
-    if used.source == "formula":
-        return (f"weights from: the formula, {used.weight_dtype} x the config's parameter count "
-                f"({format_bytes(used.total_bytes)}; no safetensors or GGUF headers read)")
-    return (f"weights from: the {used.source} headers, exact: {used.total_bytes:,} B = "
-            f"{format_bytes(used.total_bytes)} in {len(used.details.get('by_dtype', {}))} storage types")
+def _weights_line(result) -> str:
+    """Which weight bytes fit used: a checkpoint's headers (exact), the formula (fallback), or given."""
+    per_device = format_bytes(result.breakdown.get("weights", 0))
+    if result.weight_dtype in ("safetensors", "gguf"):
+        return f"weights from: the {result.weight_dtype} headers, exact ({per_device} per device)"
+    if result.weight_dtype == "given":
+        return f"weights from: weights_bytes as given ({per_device} per device)"
+    return (f"weights from: the formula, {result.weight_dtype} x the config's parameter count ({per_device} per "
+            "device; no safetensors or GGUF headers used)")
 
 
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from .sizing import FitError, fit
-    from .weights import weights
     model = _model(args.model, args.revision)
     try:
         result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
@@ -153,10 +154,9 @@ def cmd_fit(args) -> int:
                      + ("; ".join(result.suggestions) or "nothing tried"))
     lines += [f"note: {note}" for note in result.notes]
     data = result.to_dict()
-    if "weights_bytes" not in _options(args.option):
-        used = weights(model, args.weight_dtype)
-        data["weights_source"] = used.source
-        lines.insert(3, _weights_line(used))
+    data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
+                              else "formula")
+    lines.insert(3, _weights_line(result))
     if error:
         data["error"] = error
         if not args.json:

@@ -146,7 +146,7 @@ def test_cli_takes_a_gguf_path(tmp_path, capsys):
     assert code == 0 and json.loads(capsys.readouterr().out)["kv_bytes"] == 131_072 * 8192
     code = main(["fit", str(path), "--gpu", "rtx-4090-24gb", "--context", "8192", "--engine", "llama.cpp"])
     out = capsys.readouterr().out
-    assert f"weights from: the gguf headers, exact: {real['weight_bytes']:,} B" in out
+    assert f"weights from: the gguf headers, exact ({kvmem.format_bytes(real['weight_bytes'])} per device)" in out
     code = main(["estimate", str(tmp_path / "missing.gguf"), "--tokens", "8"])
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
