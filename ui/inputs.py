@@ -72,7 +72,10 @@ def model_input(container=st.sidebar) -> kvmem.Model:
         if not repo_id.strip():
             raise ValueError("type a Hugging Face id (org/name), or choose another model source")
         with st.spinner(f"Reading {repo_id.strip()} config.json…"):
-            return kvmem.get_model(repo_id.strip())
+            model = kvmem.get_model(repo_id.strip())
+        with st.spinner("Reading its safetensors headers for the weight bytes…"):
+            _weights_caption(container, model)
+        return model
     if source == "Upload GGUF":
         upload = container.file_uploader("GGUF file (its header is enough)", type=["gguf"], key="gguf_upload",
                                          max_upload_size=MAX_GGUF_HEADER_MB,
@@ -85,6 +88,7 @@ def model_input(container=st.sidebar) -> kvmem.Model:
         model = model_from_gguf_bytes(upload.getvalue(), name=upload.name)
         container.caption(f"{upload.name}: the header only — metadata and {len(model.checkpoint.tensors):,} tensor "
                           "infos; tensor data is never read.")
+        _weights_caption(container, model)
         return model
     if source == "Upload config.json":
         upload = container.file_uploader("config.json", type=["json"], key="upload",
@@ -116,6 +120,22 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                                          bind="query-params", help="DeepSeek-V3: 64"),
     )
     return kvmem.Model.from_hf_config(custom_config(**{k: int(v) for k, v in fields.items()}), name="custom")
+
+
+def _weights_caption(container, model: kvmem.Model) -> None:
+    """Say where the weight bytes (weight format auto) come from: the headers, or the formula."""
+    from kvmem.weights import weights
+    try:
+        used = weights(model)
+    except ValueError as exc:
+        container.caption(f"Weights: not counted ({exc})")
+        return
+    if used.source == "formula":
+        why = next((n for n in used.notes if n.startswith("weights: formula")), "no headers read")
+        container.caption(f"Weights (format auto): the formula estimate, {kvmem.format_bytes(used.total_bytes)} — {why}")
+    else:
+        container.caption(f"Weights (format auto): exact from the {used.source} headers, "
+                          f"{kvmem.format_bytes(used.total_bytes)}")
 
 
 def _option_widget(container, engine: str, name: str, default):
