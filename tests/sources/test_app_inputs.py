@@ -25,6 +25,7 @@ def test_hugging_face_id_from_the_hub(hub, app):
     assert app.metric[0].value == kvmem.format_bytes(expected.total_bytes)
     # 36 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 147,456 B per token
     assert app.metric[1].value == "147,456 B"
+    assert any("Weights (format auto): the formula estimate" in c.value for c in app.sidebar.caption)
 
 
 def test_a_shared_link_with_an_id_restores_it(hub):
@@ -52,5 +53,6 @@ def test_gguf_upload_reads_the_header(tmp_path, app):
     assert not app.exception and not app.error
     assert app.metric[1].value == "131,072 B"                 # 32 x 8 x 128 x 2 x 2 B per token
     assert any("the header only" in c.value for c in app.sidebar.caption)
+    assert any("exact from the gguf headers, 4.58 GiB" in c.value for c in app.sidebar.caption)
     app.file_uploader(key="gguf_upload").set_value(("llama.gguf", header[:4000], "application/octet-stream")).run()
     assert not app.exception and "end inside the GGUF header" in app.error[0].value
