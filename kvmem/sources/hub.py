@@ -28,6 +28,7 @@ __all__ = ["Settings", "settings", "is_repo_id", "split_gguf_spec", "fetch_file"
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+MAX_CONFIG_BYTES = 10_000_000    # the largest config.json read (real ones: a few KB; Phi-3.5's 7 KB)
 _GGUF_FIRST_RANGE = 1 << 16       # first range request: 64 KiB, then doubling (a header <= 2x read)
 _GGUF_MAX_HEADER = 1 << 30        # give up past 1 GiB of header
 
@@ -166,6 +167,9 @@ def model_from_hub(repo_id: str, *, revision: str | None = None):
     from its safetensors headers when kvmem.weights asks (HubCheckpoint)."""
     from ..configs import ConfigError, model_from_config
     path = fetch_file(repo_id, "config.json", revision=revision)
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+        raise SourceError(f"{repo_id}: config.json is {os.path.getsize(path):,} bytes, above the "
+                          f"{MAX_CONFIG_BYTES:,} kvmem reads; a config.json is a few KB")
     commit = _commit_of(path)
     s = settings()
     try:

@@ -200,3 +200,9 @@ def test_importing_the_sources_package_loads_no_third_party_module():
             "print([m for m in ('huggingface_hub', 'gguf', 'numpy', 'safetensors', 'httpx') if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_an_oversized_config_is_refused(hub):
+    hub.add("someone/huge", {"config.json": b'{"pad": "' + b"a" * 10_000_001 + b'"}'})   # 9 + 10,000,001 + 2 B
+    with pytest.raises(SourceError, match="config.json is 10,000,012 bytes, above the 10,000,000"):
+        kvmem.get_model("someone/huge")

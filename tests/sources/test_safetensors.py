@@ -109,3 +109,20 @@ def test_offline_without_cached_headers_is_the_labelled_formula(hub, monkeypatch
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     w = weights(model)
     assert w.source == "formula" and any("HF_HUB_OFFLINE" in n for n in w.notes)
+
+
+def test_gpt_neox_names_its_embeddings_embed_in_and_embed_out(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+    folder = tmp_path / "pythia"
+    folder.mkdir()
+    cfg = {"model_type": "gpt_neox", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1,
+           "intermediate_size": 64, "vocab_size": 100, "tie_word_embeddings": False, "torch_dtype": "float16"}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    save_file({"gpt_neox.embed_in.weight": torch.zeros(100, 32, dtype=torch.float16),
+               "embed_out.weight": torch.zeros(100, 32, dtype=torch.float16),
+               "gpt_neox.layers.0.attention.query_key_value.weight": torch.zeros(96, 32, dtype=torch.float16)},
+              str(folder / "model.safetensors"))
+    w = weights(kvmem.catalog.as_model(str(folder)))
+    # 100 x 32 x 2 B = 6,400 B each; the fused QKV 96 x 32 x 2 B = 6,144 B is dense
+    assert (w.embedding_bytes, w.lm_head_bytes, w.dense_bytes) == (6_400, 6_400, 6_144)
