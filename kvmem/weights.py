@@ -50,7 +50,8 @@ embedding to the first stage and the lm_head to the last (both, when tied and pp
 Exact bytes (``Weights.source`` "safetensors" / "gguf"): for weight_dtype "auto" on a model that
 carries a checkpoint (kvmem.sources: a local folder's or a Hub repository's safetensors headers,
 a GGUF file's tensor infos), the bytes are the headers' own, tensor by tensor, grouped by name:
-embedding (embed_tokens, wte, word_embeddings, token_embd), lm_head (lm_head, GGUF output.weight),
+embedding (embed_tokens, wte, word_embeddings, embed_in, token_embd), lm_head (lm_head, embed_out,
+GGUF output.weight),
 experts (".experts." but not shared experts; GGUF *_exps) and dense (the rest, norms and any
 vision/MTP tensors the checkpoint stores included). Without headers the formula above is the
 fallback and says so (``source`` "formula", with the reason in the notes).
@@ -345,14 +346,15 @@ def weights(model, weight_dtype="auto") -> Weights:
                             "dense_rate": dense_rate, "kv_proj": kv_proj, "mla_replicated": mla})
 
 
-_EMBEDDING_NAMES = ("embed_tokens.", "wte.", "word_embeddings.", "tok_embeddings.", "token_embd.")
+_EMBEDDING_NAMES = ("embed_tokens.", "wte.", "word_embeddings.", "tok_embeddings.", "token_embd.", "embed_in.")
+_LM_HEAD_NAMES = ("lm_head.", "embed_out.")     # GPT-NeoX names its output projection embed_out
 
 
 def _group(name: str) -> str:
     """embedding / lm_head / experts / dense, from a safetensors or GGUF tensor name."""
     if any(part in name for part in _EMBEDDING_NAMES) and "embed_tokens_per_layer" not in name:
         return "embedding"
-    if name.startswith("lm_head.") or ".lm_head." in name or name == "output.weight":
+    if any(name.startswith(p) or f".{p}" in name for p in _LM_HEAD_NAMES) or name == "output.weight":
         return "lm_head"
     if (".experts." in name or "_exps." in name) and "shared_expert" not in name:
         return "experts"
