@@ -101,6 +101,9 @@ def as_model(model, *, revision: str | None = None) -> Model:
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
     if isinstance(model, str):
+        key = _index().get(model.strip().lower())
+        if key is not None and revision is None:
+            return _preset_model(key)
         from .sources import is_gguf, is_model_folder
         if is_gguf(model):
             if os.path.exists(model):
