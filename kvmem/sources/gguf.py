@@ -48,7 +48,7 @@ import tempfile
 from . import Checkpoint, SourceError, Tensor
 
 __all__ = ["HeaderTruncated", "GGUFHeader", "read_header", "header_from_bytes", "config_from_header",
-           "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
+           "header_from_stream", "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
 
 
 class HeaderTruncated(Exception):
@@ -313,14 +313,27 @@ def model_from_header(header: GGUFHeader, *, name: str):
     return model.with_checkpoint(header.checkpoint())
 
 
-def model_from_gguf_bytes(data: bytes, *, name: str):
-    """A Model from the first bytes of a GGUF file (an upload of its header, or of all of it)."""
-    try:
-        header = header_from_bytes(data, name)
-    except HeaderTruncated:
-        raise SourceError(f"{name}: the {len(data):,} bytes given end inside the GGUF header; give more of the "
-                          "file (the header of an 8B model with its tokenizer is about 6 MB)") from None
-    return model_from_header(header, name=name.removesuffix(".gguf"))
+def header_from_stream(stream, source: str, *, first: int = 1 << 16) -> GGUFHeader:
+    """The header from a readable binary stream (an upload), reading 64 KiB, then as much again,
+    until it parses: only the header's bytes (at most twice them) are read."""
+    data, want = b"", first
+    while True:
+        chunk = stream.read(want - len(data))
+        data += chunk
+        try:
+            return header_from_bytes(data, source)
+        except HeaderTruncated:
+            if len(data) < want:
+                raise SourceError(f"{source}: the {len(data):,} bytes given end inside the GGUF header; give more "
+                                  "of the file (the header of an 8B model with its tokenizer is about 6 MB)") from None
+            want *= 2
+
+
+def model_from_gguf_bytes(data, *, name: str):
+    """A Model from a GGUF file's first bytes (bytes, or a binary stream such as an upload)."""
+    import io
+    stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
+    return model_from_header(header_from_stream(stream, name), name=name.removesuffix(".gguf"))
 
 
 def model_from_gguf(path):

@@ -156,3 +156,24 @@ def test_importing_kvmem_does_not_import_gguf():
     code = "import sys, kvmem; kvmem.Model.from_gguf; print('gguf' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_a_stream_is_read_for_its_header_only(tmp_path):
+    from kvmem.sources.gguf import model_from_gguf_bytes
+    path = tmp_path / "g.gguf"
+    gguf_models.write(path, "gemma-3-27b", tiny=False)
+    header_bytes = read_header(path).header_bytes            # 48,768 B of a 16 GB file
+
+    class Counting:
+        def __init__(self, handle):
+            self.handle, self.read_bytes = handle, 0
+
+        def read(self, n):
+            data = self.handle.read(n)
+            self.read_bytes += len(data)
+            return data
+
+    with open(path, "rb") as handle:
+        stream = Counting(handle)
+        model = model_from_gguf_bytes(stream, name="g.gguf")
+    assert model.count("sliding") == 52 and header_bytes <= stream.read_bytes <= max(2 * header_bytes, 1 << 16)
