@@ -85,7 +85,7 @@ def model_input(container=st.sidebar) -> kvmem.Model:
         if upload is None:
             raise ValueError("upload a .gguf file or its first MBs, or choose another model source")
         from kvmem.sources.gguf import model_from_gguf_bytes
-        model = model_from_gguf_bytes(upload.getvalue(), name=upload.name)
+        model = model_from_gguf_bytes(upload, name=upload.name)      # reads the header's bytes only
         container.caption(f"{upload.name}: the header only — metadata and {len(model.checkpoint.tensors):,} tensor "
                           "infos; tensor data is never read.")
         _weights_caption(container, model)
