@@ -4,8 +4,9 @@ safetensors checkpoints.
     hub.py          huggingface_hub: config.json from the local cache, else the Hub (HF_ENDPOINT,
                     HF_TOKEN, HF_HUB_OFFLINE, a revision); safetensors headers; GGUF headers by
                     HTTP range requests. Never weights, never code, never trust_remote_code.
-    gguf.py         the llama.cpp project's ``gguf`` reader, header only: metadata -> a
-                    config.json-shaped dict for kvmem.configs, tensor infos -> exact bytes
+    gguf.py         the llama.cpp project's ``gguf`` reader, header only: tensor infos -> exact
+                    bytes; gguf_config.py maps its metadata to a config.json-shaped dict that
+                    kvmem.configs reads like any other
     safetensors.py  the 8-byte length + JSON header of each shard -> exact bytes per tensor
 
 This package's ``__init__`` is standard library only (the typed results below); the modules
