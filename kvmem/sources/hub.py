@@ -8,7 +8,8 @@ read at each call (huggingface_hub reads it once, at import).
 
 What is fetched: ``config.json``; with weights asked for, ``model.safetensors.index.json`` and
 each shard's header by HTTP range requests (8 bytes + the JSON header, huggingface_hub's
-parse_safetensors_file_metadata); for a GGUF, its header by range requests. Never the weights,
+parse_safetensors_file_metadata), kept in HF_HOME/kvmem/safetensors-headers for offline use;
+for a GGUF, its header by range requests. Never the weights,
 never code from the repository, never trust_remote_code: a config is parsed as JSON by
 kvmem.configs, the same reader as an uploaded file.
 """
@@ -41,14 +42,23 @@ class Settings:
     cache_dir: str
     token: str | None
     offline: bool
+    home: str = ""
 
 
 def settings() -> Settings:
     endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(os.path.expanduser(home), "hub")
+    home = os.path.expanduser(os.environ.get("HF_HOME") or os.path.join("~", ".cache", "huggingface"))
+    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
     offline = (os.environ.get("HF_HUB_OFFLINE") or "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-    return Settings(endpoint, cache, os.environ.get("HF_TOKEN") or None, offline)
+    return Settings(endpoint, cache, os.environ.get("HF_TOKEN") or None, offline, home)
+
+
+def _headers_file(repo_id: str, revision: str | None, s: Settings) -> str | None:
+    """Where the safetensors headers read from the Hub are kept for offline use:
+    HF_HOME/kvmem/safetensors-headers/<org>--<name>/<commit>.json (a commit pins them)."""
+    if not revision or not re.fullmatch(r"[0-9a-f]{40}", revision):
+        return None
+    return os.path.join(s.home, "kvmem", "safetensors-headers", repo_id.replace("/", "--"), f"{revision}.json")
 
 
 def is_repo_id(spec) -> bool:
@@ -223,6 +233,10 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     elif single:
         return checkpoint_from_headers({SINGLE_FILE: read_header(single)},
                                        f"safetensors header of {repo_id} in the HF cache"), ""
+    kept = _headers_file(repo_id, revision, s)
+    if kept and os.path.isfile(kept):
+        saved = _read_json(kept)
+        return checkpoint_from_headers(saved, f"safetensors headers of {repo_id} (read earlier, {kept})"), ""
     if s.offline:
         return None, "HF_HUB_OFFLINE is set and the safetensors headers are not in the cache"
     try:
@@ -249,7 +263,16 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     except Exception as exc:
         return None, str(_explain(exc, repo_id, "the safetensors headers", revision, s))
     count = f"{len(shards)} shards" if len(shards) > 1 else "one file"
-    return checkpoint_from_headers(headers, f"safetensors headers of {repo_id} ({count}, range requests)"), ""
+    checkpoint = checkpoint_from_headers(headers, f"safetensors headers of {repo_id} ({count}, range requests)")
+    if kept:
+        try:
+            os.makedirs(os.path.dirname(kept), exist_ok=True)
+            with open(kept + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump(headers, handle)
+            os.replace(kept + ".tmp", kept)
+        except OSError:
+            pass                 # a read-only HF_HOME: the headers are read again next time
+    return checkpoint, ""
 
 
 def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = None):

@@ -126,3 +126,17 @@ def test_gpt_neox_names_its_embeddings_embed_in_and_embed_out(tmp_path):
     w = weights(kvmem.catalog.as_model(str(folder)))
     # 100 x 32 x 2 B = 6,400 B each; the fused QKV 96 x 32 x 2 B = 6,144 B is dense
     assert (w.embedding_bytes, w.lm_head_bytes, w.dense_bytes) == (6_400, 6_400, 6_144)
+
+
+def test_headers_read_once_serve_offline(hub, tmp_path, monkeypatch):
+    from kvmem.sources import hub as hub_source
+    written = fx.write_folder(tmp_path / "m", sharded=True)
+    _serve_folder(hub, "org/tiny-moe", tmp_path / "m")
+    online = weights(kvmem.get_model("org/tiny-moe"))
+    hub_source._CHECKPOINTS.clear()                      # a new process
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = len(hub.requests)
+    offline = weights(kvmem.get_model("org/tiny-moe"))
+    assert offline.source == "safetensors" and offline.total_bytes == online.total_bytes
+    assert offline.total_bytes == sum(fx.nbytes(t) for t in written["tensors"].values())
+    assert len(hub.requests) == before and "read earlier" in offline.notes[0]
