@@ -141,8 +141,10 @@ def _repo_files(repo_id: str, revision: str | None, s: Settings) -> list[str]:
     return [sibling.rfilename for sibling in info.siblings or []]
 
 
-def fetch_file(repo_id: str, filename: str, *, revision: str | None = None) -> str:
-    """A local path to one small file of the repository: from the cache, else downloaded into it."""
+def fetch_file(repo_id: str, filename: str, *, revision: str | None = None,
+               max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """A local path to one small file of the repository: from the cache, else downloaded into it
+    (after a look at its size: nothing over ``max_bytes`` is downloaded)."""
     e = _errors()
     from huggingface_hub import hf_hub_download
     s = settings()
@@ -155,7 +157,14 @@ def fetch_file(repo_id: str, filename: str, *, revision: str | None = None) -> s
     except e.HFValidationError as exc:
         raise SourceError(f"{repo_id!r} is not a valid Hugging Face id: {exc}") from None
     try:
+        info = hf_hub_download(repo_id, filename, dry_run=True, **kwargs)
+        size = getattr(info, "file_size", None)
+        if size is not None and size > max_bytes:
+            raise SourceError(f"{repo_id}: {filename} is {size:,} bytes, above the {max_bytes:,} kvmem reads; "
+                              "a config.json is a few KB")
         return hf_hub_download(repo_id, filename, **kwargs)
+    except SourceError:
+        raise
     except Exception as exc:       # every huggingface_hub failure becomes one specific message
         raise _explain(exc, repo_id, filename, revision, s) from None
 
@@ -177,7 +186,7 @@ def model_from_hub(repo_id: str, *, revision: str | None = None):
     from its safetensors headers when kvmem.weights asks (HubCheckpoint)."""
     from ..configs import ConfigError, model_from_config
     path = fetch_file(repo_id, "config.json", revision=revision)
-    if os.path.getsize(path) > MAX_CONFIG_BYTES:
+    if os.path.getsize(path) > MAX_CONFIG_BYTES:         # a cached file is not looked at before
         raise SourceError(f"{repo_id}: config.json is {os.path.getsize(path):,} bytes, above the "
                           f"{MAX_CONFIG_BYTES:,} kvmem reads; a config.json is a few KB")
     commit = _commit_of(path)
@@ -247,7 +256,7 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     api = HfApi(endpoint=s.endpoint)
     try:
         if INDEX_FILE in files:
-            path = fetch_file(repo_id, INDEX_FILE, revision=revision)
+            path = fetch_file(repo_id, INDEX_FILE, revision=revision, max_bytes=10 * MAX_CONFIG_BYTES)
             shards = shard_names(_read_json(path), INDEX_FILE)
         elif SINGLE_FILE in files:
             shards = [SINGLE_FILE]

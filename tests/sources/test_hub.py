@@ -85,7 +85,9 @@ def test_estimate_by_id_from_the_hub_then_offline_from_the_cache(repo_id, hub, c
     code, data, err = _estimate_json(capsys, repo_id)
     assert code == 0, err
     assert data["kv_bytes"] == expected and data["model"] == repo_id
-    assert [c["path"].split("/resolve/")[1] for c in hub.calls("/resolve/")] == ["main/config.json"] * 2  # HEAD, GET
+    # a HEAD for its size, a HEAD and a GET to download it: config.json and nothing else
+    assert [(c["method"], c["path"].split("/resolve/")[1]) for c in hub.calls("/resolve/")] == [
+        ("HEAD", "main/config.json"), ("HEAD", "main/config.json"), ("GET", "main/config.json")]
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     before = len(hub.requests)
@@ -206,3 +208,4 @@ def test_an_oversized_config_is_refused(hub):
     hub.add("someone/huge", {"config.json": b'{"pad": "' + b"a" * 10_000_001 + b'"}'})   # 9 + 10,000,001 + 2 B
     with pytest.raises(SourceError, match="config.json is 10,000,012 bytes, above the 10,000,000"):
         kvmem.get_model("someone/huge")
+    assert [c["method"] for c in hub.calls("/resolve/")] == ["HEAD"]     # never downloaded
