@@ -1,6 +1,6 @@
 """kvmem: exact KV-cache memory for real models and real inference engines.
 
-The public names of the contract (shared/spec/api.md), re-exported; no logic here.
+The public names of the contract (docs/api.md), re-exported; no logic here.
 """
 
 from .catalog import get_model, list_models

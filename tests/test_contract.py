@@ -1,0 +1,57 @@
+"""docs/api.md, the public contract, against the code: every name, keyword and attribute it lists."""
+
+import inspect
+import pathlib
+import re
+
+import kvmem
+
+API = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+
+# Signatures as the contract writes them (``kvmem.name(a, *, b=1, **kw) -> Result``): name -> keywords.
+SIGNATURES = {
+    name: [part.split("=")[0].strip() for part in args.split(",")
+           if part.split("=")[0].strip().isidentifier()]
+    for name, args in re.findall(r"^kvmem\.(\w+)\(([^()]*)\) ->", API, flags=re.M)
+}
+
+
+def test_every_kvmem_name_in_the_contract_exists():
+    names = set(re.findall(r"kvmem\.([A-Za-z_]\w*)", API))
+    assert {"estimate", "capacity", "fit", "measure", "formula", "Model", "Eviction"} <= names
+    assert sorted(n for n in names if not hasattr(kvmem, n)) == []
+
+
+def test_signatures_take_the_contract_keywords():
+    assert {"formula", "estimate", "capacity", "fit", "measure", "compare_strategies"} <= set(SIGNATURES)
+    for name, keywords in SIGNATURES.items():
+        params = inspect.signature(getattr(kvmem, name)).parameters
+        missing = [k for k in keywords if k not in params]
+        assert missing == [], f"kvmem.{name} lacks {missing}"
+    strategies = re.search(r"kvmem\.estimate\(model, \.\.\., (.*?)\)", API).group(1)
+    assert {"eviction", "shared_prefix", "offload"} <= set(inspect.signature(kvmem.estimate).parameters)
+    assert strategies == "eviction=None, shared_prefix=0, offload=0.0"
+
+
+def test_result_attributes_of_the_contract_exist():
+    estimate = kvmem.estimate("llama-3.1-8b", tokens=16)
+    for attr in ("kv_bytes", "kv_bytes_all_devices", "k_bytes", "v_bytes", "state_bytes", "per_layer",
+                 "peak_bytes", "to_dict"):
+        assert hasattr(estimate, attr), attr
+    cap = kvmem.capacity("llama-3.1-8b", engine="vllm", kv_memory="1GiB", max_model_len=4096)
+    for attr in ("blocks", "tokens", "max_concurrency", "max_model_len"):
+        assert hasattr(cap, attr), attr
+    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=4096)
+    for attr in ("fits", "max_batch", "max_context", "min_gpus", "breakdown", "decode_tokens_per_s", "to_dict"):
+        assert hasattr(fit, attr), attr
+    for attr in ("predicted_bytes", "tensor_bytes", "allocated_bytes", "peak_bytes", "reserved_bytes", "device",
+                 "matches", "to_dict"):
+        assert attr in {f.name for f in kvmem.Measurement.__dataclass_fields__.values()} | set(dir(kvmem.Measurement)), attr
+
+
+def test_cli_subcommands_of_the_contract():
+    from kvmem.cli import build_parser
+    commands = set(re.search(r"sub-commands (.*?);", API, flags=re.S).group(1).replace("`", "").replace(",", " ").split())
+    parser_help = build_parser().format_help()
+    assert {"models", "estimate", "capacity", "fit", "validate", "gpus"} <= commands
+    assert all(c in parser_help for c in commands)
