@@ -1,4 +1,10 @@
-"""Model presets from kvmem/data/models/*.json: real config.json files, each with its source.
+"""Model presets from kvmem/data/models/*.json: real config.json files, each with its source;
+and where any other model comes from (kvmem.sources).
+
+Resolution of a name (get_model): a preset (name, HF id or alias); else an "org/name" id from
+the local Hugging Face cache, else from the Hub (kvmem.sources.hub: config.json only). as_model
+also takes a Model, a config dict, a path to a config.json, a local model folder (config.json +
+safetensors headers), a .gguf file, or "org/name/FILE.gguf" on the Hub (header by range requests).
 
 A preset file holds ``name``, ``hf_id``, ``aliases``, ``source`` (where the config was
 read), the ``config`` as published, and ``published`` facts (parameter counts,
@@ -9,13 +15,23 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from functools import lru_cache
 from importlib import resources
 
 from .configs import model_from_config
-from .model import Model
+from .model import Model, register_reader
 
 __all__ = ["list_models", "get_model", "preset", "presets", "as_model"]
+
+
+def _gguf_model(path) -> Model:
+    """Model.from_gguf: kvmem.sources.gguf reads the header (the gguf package, imported when used)."""
+    from .sources.gguf import model_from_gguf
+    return model_from_gguf(path)
+
+
+register_reader("gguf", _gguf_model)
 
 
 @lru_cache(maxsize=1)
@@ -59,19 +75,59 @@ def preset(name: str) -> dict:
 
 
 @lru_cache(maxsize=None)
-def get_model(name: str) -> Model:
-    """A preset Model by preset name ("llama-3.1-8b") or HF id ("meta-llama/Llama-3.1-8B-Instruct")."""
-    data = preset(name)
+def _preset_model(key: str) -> Model:
+    data = presets()[key]
     return model_from_config(data["config"], name=data["name"], hf_id=data.get("hf_id"),
                              source=data.get("source"))
 
 
-def as_model(model) -> Model:
-    """A Model from a Model, a preset name / HF id, or a config dict (what every entry point accepts)."""
+def get_model(name: str, *, revision: str | None = None) -> Model:
+    """A Model by preset name ("llama-3.1-8b") or HF id ("meta-llama/Llama-3.1-8B-Instruct"):
+    a preset first, else the id from the local Hugging Face cache, else the Hub (``revision``:
+    a branch, tag or commit). Needs huggingface_hub (kvmem[sources]) for ids that are not presets."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"model name must be a non-empty string, got {name!r}")
+    key = _index().get(name.strip().lower())
+    if key is not None and revision is None:
+        return _preset_model(key)
+    from .sources.hub import is_repo_id
+    if not is_repo_id(name):
+        if key is not None:
+            raise ValueError(f"revision={revision!r} applies to a Hugging Face id (org/name), not to the preset "
+                             f"name {name!r}")
+        preset(name)              # raises "unknown model ..." with the closest preset names
+    from .sources.hub import model_from_hub
+    return model_from_hub(name.strip(), revision=revision)
+
+
+def as_model(model, *, revision: str | None = None) -> Model:
+    """A Model from what every entry point accepts: a Model, a preset name or HF id, a config dict,
+    a path to a config.json, a local model folder, a .gguf file or "org/name/FILE.gguf"."""
     if isinstance(model, Model):
         return model
-    if isinstance(model, str):
-        return get_model(model)
     if isinstance(model, dict):
         return Model.from_hf_config(model)
-    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__}")
+    if isinstance(model, os.PathLike):
+        model = os.fspath(model)
+    if isinstance(model, str):
+        key = _index().get(model.strip().lower())
+        if key is not None and revision is None:
+            return _preset_model(key)
+        from .sources import is_gguf, is_model_folder
+        if is_gguf(model):
+            if os.path.exists(model):
+                return Model.from_gguf(model)
+            from .sources.hub import model_from_remote_gguf, split_gguf_spec
+            remote = split_gguf_spec(model)
+            if remote is None:
+                raise ValueError(f"GGUF file {model!r} does not exist (a Hub GGUF is org/name/FILE.gguf)")
+            return model_from_remote_gguf(*remote, revision=revision)
+        if is_model_folder(model):
+            from .sources.safetensors import model_from_folder
+            return model_from_folder(model)
+        if model.endswith(".json"):
+            name = os.path.basename(os.path.dirname(os.path.abspath(model))) or model
+            return model_from_config(model, name=name)
+        return get_model(model, revision=revision)
+    raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__} "
+                     "(a name may also be an HF id, a path to a config.json, a model folder or a .gguf file)")

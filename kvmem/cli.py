@@ -3,6 +3,8 @@
     kvmem models [--json]
     kvmem estimate llama-3.1-8b --tokens 128k --batch 8 --engine vllm --kv-dtype fp8 [--json]
     kvmem estimate ./config.json --tokens 32k --engine llama.cpp --option type_k=q8_0
+    kvmem estimate Qwen/Qwen3-4B --tokens 32k            # an HF id: the HF cache, else the Hub
+    kvmem estimate ./Meta-Llama-3-8B.Q4_K_M.gguf --tokens 8k --engine llama.cpp
     kvmem capacity llama-3.1-8b --kv-memory 20GiB --engine vllm --max-model-len 32k [--json]
 """
 
@@ -14,17 +16,21 @@ import os
 import sys
 
 from . import catalog, engines
-from .configs import model_from_config
 from .units import format_bytes
 
 __all__ = ["main"]
 
 
-def _model(spec: str):
-    """A preset name / HF id, or a path to a config.json."""
-    if spec.endswith(".json") or os.path.sep in spec and os.path.exists(spec):
-        return model_from_config(spec, name=os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec)
-    return catalog.get_model(spec)
+MODEL_HELP = ("preset name, HF id (org/name: the HF cache, else the Hub), a local model folder, "
+              "a config.json, a .gguf file, or org/name/FILE.gguf on the Hub")
+
+
+def _model(spec: str, revision: str | None = None):
+    """What every command accepts as a model (kvmem.catalog.as_model)."""
+    if os.path.isdir(spec) and not os.path.isfile(os.path.join(spec, "config.json")):
+        raise ValueError(f"folder {spec!r} has no config.json (a model folder holds config.json and its "
+                         "*.safetensors)")
+    return catalog.as_model(spec, revision=revision)
 
 
 def _value(text: str):
@@ -72,8 +78,9 @@ def cmd_models(args) -> int:
 
 
 def cmd_estimate(args) -> int:
-    result = engines.estimate(_model(args.model), engine=args.engine, tokens=args.tokens, batch=args.batch,
-                              kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp, **_options(args.option))
+    result = engines.estimate(_model(args.model, args.revision), engine=args.engine, tokens=args.tokens,
+                              batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
+                              **_options(args.option))
     lines = [f"{result.model} · {result.engine} · {result.tokens:,} tokens × batch {result.batch} · "
              f"KV {result.kv_dtype} · tp {result.tp} pp {result.pp}",
              f"KV cache per device: {result.kv_bytes:,} B = {format_bytes(result.kv_bytes)} "
@@ -91,7 +98,7 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_capacity(args) -> int:
-    result = engines.capacity(_model(args.model), engine=args.engine, kv_memory=args.kv_memory,
+    result = engines.capacity(_model(args.model, args.revision), engine=args.engine, kv_memory=args.kv_memory,
                               kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
                               max_model_len=args.max_model_len, **_options(args.option))
     lines = [f"{result.model} · {result.engine} · KV memory {format_bytes(result.kv_memory)}",
@@ -107,11 +114,23 @@ def cmd_capacity(args) -> int:
     return 0
 
 
+def _weights_line(result) -> str:
+    """Which weight bytes fit used: a checkpoint's headers (exact), the formula (fallback), or given."""
+    per_device = format_bytes(result.breakdown.get("weights", 0))
+    if result.weight_dtype in ("safetensors", "gguf"):
+        return f"weights from: the {result.weight_dtype} headers, exact ({per_device} per device)"
+    if result.weight_dtype == "given":
+        return f"weights from: weights_bytes as given ({per_device} per device)"
+    return (f"weights from: the formula, {result.weight_dtype} x the config's parameter count ({per_device} per "
+            "device; no safetensors or GGUF headers used)")
+
+
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from .sizing import FitError, fit
+    model = _model(args.model, args.revision)
     try:
-        result = fit(_model(args.model), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
+        result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                      context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
                      kv_dtype=args.kv_dtype, engine=args.engine,
                      gpu_memory_utilization=args.gpu_memory_utilization, **_options(args.option))
@@ -136,6 +155,9 @@ def cmd_fit(args) -> int:
                      + ("; ".join(result.suggestions) or "nothing tried"))
     lines += [f"note: {note}" for note in result.notes]
     data = result.to_dict()
+    data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
+                              else "formula")
+    lines.insert(3, _weights_line(result))
     if error:
         data["error"] = error
         if not args.json:
@@ -191,7 +213,8 @@ def cmd_validate(args) -> int:
 
 
 def _add_workload(parser, *, tokens: bool):
-    parser.add_argument("model", help="preset name, HF id, or path to a config.json")
+    parser.add_argument("model", help=MODEL_HELP)
+    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
     if tokens:
         parser.add_argument("--tokens", required=True, help='tokens per sequence: 4096, "32k", "128k", "1M"')
         parser.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
@@ -220,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)
     fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
-    fitp.add_argument("model", help="preset name, HF id, or path to a config.json")
+    fitp.add_argument("model", help=MODEL_HELP)
+    fitp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
     fitp.add_argument("--gpu", required=True, help='catalog name (see "kvmem gpus") or "custom:80GiB:3.35TB/s"')
     fitp.add_argument("--num-gpus", type=int, default=1, help="GPUs (default 1)")
     fitp.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default: num_gpus / pp)")

@@ -35,7 +35,7 @@ from functools import lru_cache
 from importlib import resources
 
 from .model import (CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer, Model, ModelFacts, MoeShape,
-                    RecurrentState, SsmFacts, register_config_reader)
+                    RecurrentState, SsmFacts, register_reader)
 from .params import count_params, moe_shape
 
 __all__ = ["ConfigError", "model_from_config", "load_config"]
@@ -381,7 +381,7 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     )
 
 
-register_config_reader(model_from_config)
+register_reader("hf_config", model_from_config)
 
 
 def custom_config(*, layers: int, heads: int, kv_heads: int, head_dim: int, hidden_size: int | None = None,

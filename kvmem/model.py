@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 __all__ = ["FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
-           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "register_config_reader"]
+           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "register_reader"]
 
 FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = (
     "full", "sliding", "chunked", "mla", "linear", "shared", "none")
@@ -109,12 +109,14 @@ class Layer:
         return tokens if self.caches_tokens else 0
 
 
-_CONFIG_READER: list = []     # kvmem.configs.model_from_config, registered by that module (below this one)
+# The readers Model's constructors hand to, registered by the modules above this one: "hf_config"
+# by kvmem.configs (its one config reader), "gguf" by kvmem.catalog (kvmem.sources.gguf, lazily).
+_READERS: dict = {}
 
 
-def register_config_reader(reader) -> None:
-    """Model.from_hf_config reads with ``reader`` (kvmem.configs registers its one reader at import)."""
-    _CONFIG_READER[:] = [reader]
+def register_reader(kind: str, reader) -> None:
+    """Model.from_hf_config ("hf_config") and Model.from_gguf ("gguf") read with ``reader``."""
+    _READERS[kind] = reader
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,9 @@ class Model:
     mtp_layers: int = 0
     facts: ModelFacts = field(default_factory=ModelFacts, compare=False)
     config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    # The tensors its safetensors or GGUF headers list (kvmem.sources.Checkpoint), when read:
+    # kvmem.weights then counts exact bytes instead of the formula.
+    checkpoint: object | None = field(default=None, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
         if not self.layers:
@@ -197,7 +202,17 @@ class Model:
     @classmethod
     def from_hf_config(cls, cfg, *, name: str | None = None) -> "Model":
         """Read a Hugging Face ``config.json``: a dict, JSON text, or a path to the file (kvmem.configs)."""
-        return _CONFIG_READER[0](cfg, name=name)
+        return _READERS["hf_config"](cfg, name=name)
+
+    @classmethod
+    def from_gguf(cls, path) -> "Model":
+        """Read a GGUF file's header (never its tensor data): metadata -> layers, tensor infos ->
+        exact weight bytes. Needs the ``gguf`` package (kvmem[sources])."""
+        return _READERS["gguf"](path)
+
+    def with_checkpoint(self, checkpoint) -> "Model":
+        """A copy that carries the checkpoint's tensor list (exact weight bytes)."""
+        return replace(self, checkpoint=checkpoint)
 
     @property
     def num_layers(self) -> int:

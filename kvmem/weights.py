@@ -47,6 +47,15 @@ Norms and routers, replicated too, are small and treated as split. Pipeline para
 each stage its layers' share of the decoder weights (layers taken as equal in size), the input
 embedding to the first stage and the lm_head to the last (both, when tied and pp > 1).
 
+Exact bytes (``Weights.source`` "safetensors" / "gguf"): for weight_dtype "auto" on a model that
+carries a checkpoint (kvmem.sources: a local folder's or a Hub repository's safetensors headers,
+a GGUF file's tensor infos), the bytes are the headers' own, tensor by tensor, grouped by name:
+embedding (embed_tokens, wte, word_embeddings, embed_in, token_embd), lm_head (lm_head, embed_out,
+GGUF output.weight),
+experts (".experts." but not shared experts; GGUF *_exps) and dense (the rest, norms and any
+vision/MTP tensors the checkpoint stores included). Without headers the formula above is the
+fallback and says so (``source`` "formula", with the reason in the notes).
+
 Active bytes (read per decoded token, for the bandwidth bound): dense + lm_head (the tied table
 when tied) + the experts a step touches: with b sequences routed uniformly, a layer reads
 E x (1 - (1 - k/E)^b) distinct experts on average; k of E at b = 1.
@@ -60,6 +69,7 @@ from fractions import Fraction
 from .engines.base import cdiv, pp_stages
 from .catalog import as_model
 from .model import CHUNKED, FULL, MLA, SLIDING, Model
+from .units import format_bytes
 
 __all__ = ["Weights", "weights", "weight_bytes", "weight_formats", "resolve_weight_dtype"]
 
@@ -182,6 +192,7 @@ class WeightLayout:
     dense_rate: Fraction = Fraction(2)                         # bytes per dense parameter
     kv_proj: tuple[tuple[int, int], ...] = ()                  # per layer (K/V params per KV head, KV heads)
     mla_replicated: int = 0          # MLA down-projection params every tp rank keeps whole
+    by_dtype: dict | None = None     # bytes per tensor dtype, when read from a checkpoint's headers
 
 
 @dataclass(frozen=True)
@@ -197,11 +208,15 @@ class Weights:
     expert_bytes: int
     notes: tuple[str, ...] = ()
     layout: WeightLayout = field(default_factory=lambda: WeightLayout(n_layers=1), compare=False, repr=False)
+    source: str = "formula"           # "formula", or "safetensors" / "gguf" when read from headers
 
     @property
     def details(self) -> dict:
         """The layout as plain data (the keys it had as a dict)."""
-        return asdict(self.layout)
+        data = asdict(self.layout)
+        if data["by_dtype"] is None:
+            del data["by_dtype"]
+        return data
 
     @property
     def total_bytes(self) -> int:
@@ -273,6 +288,12 @@ def _parallel_facts(model: Model) -> tuple[list[tuple[int, int]], int]:
 def weights(model, weight_dtype="auto") -> Weights:
     """The weight bytes of ``model`` stored as ``weight_dtype`` (see the module docstring)."""
     model = as_model(model)
+    fallback = ""
+    if isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto" and model.checkpoint is not None:
+        from .sources import load_checkpoint
+        checkpoint, fallback = load_checkpoint(model)
+        if checkpoint is not None:
+            return _exact(model, checkpoint)
     if not model.params_total:
         raise ValueError(f"model {model.name!r} has no parameter count (params_total is unknown for its "
                          "family); give the weight bytes directly, e.g. fit(..., weights_bytes=...)")
@@ -294,6 +315,8 @@ def weights(model, weight_dtype="auto") -> Weights:
         raise ValueError(f"model {model.name!r}: parameter groups do not add up (dense {dense_params})")
 
     notes = [why] if why else []
+    if fallback:
+        notes.append(f"weights: formula estimate from the config's parameter count ({fallback})")
     linear = fmt.linear
     if fmt.per_hidden:
         linear += Fraction(fmt.per_hidden, model.hidden_size)
@@ -322,6 +345,49 @@ def weights(model, weight_dtype="auto") -> Weights:
                    layout=WeightLayout(n_layers=model.num_layers, experts=experts, top_k=top_k,
                                        expert_params=expert_params, dense_params=dense_params, tied=tied,
                                        dense_rate=dense_rate, kv_proj=tuple(kv_proj), mla_replicated=mla))
+
+
+_EMBEDDING_NAMES = ("embed_tokens.", "wte.", "word_embeddings.", "tok_embeddings.", "token_embd.", "embed_in.")
+_LM_HEAD_NAMES = ("lm_head.", "embed_out.")     # GPT-NeoX names its output projection embed_out
+
+
+def _group(name: str) -> str:
+    """embedding / lm_head / experts / dense, from a safetensors or GGUF tensor name."""
+    if any(part in name for part in _EMBEDDING_NAMES) and "embed_tokens_per_layer" not in name:
+        return "embedding"
+    if any(name.startswith(p) or f".{p}" in name for p in _LM_HEAD_NAMES) or name == "output.weight":
+        return "lm_head"
+    if (".experts." in name or "_exps." in name) and "shared_expert" not in name:
+        return "experts"
+    return "dense"
+
+
+def _exact(model: Model, checkpoint) -> Weights:
+    """Weights whose bytes are the checkpoint's own (see the module docstring)."""
+    groups = {"embedding": [0, 0], "lm_head": [0, 0], "experts": [0, 0], "dense": [0, 0]}
+    for tensor in checkpoint.tensors:
+        group = groups[_group(tensor.name)]
+        group[0] += tensor.nbytes
+        group[1] += tensor.elements
+    moe = model.facts.moe
+    experts, top_k = (moe.experts, moe.top_k) if moe else (0, 0)
+    kv_proj, mla = _parallel_facts(model)
+    dense_bytes, dense_params = groups["dense"]
+    by_dtype = ", ".join(f"{name} {format_bytes(n)}" for name, n in checkpoint.bytes_by_dtype().items())
+    note = (f"weights: exact, {len(checkpoint.tensors):,} tensors from the {checkpoint.source} "
+            f"({by_dtype})")
+    packed = model.facts.quantization_config is not None and checkpoint.format == "safetensors"
+    params = (model.params_total or checkpoint.elements) if packed else checkpoint.elements  # I32 packs 8 int4
+    return Weights(model=model.name, weight_dtype=checkpoint.format, params_total=params,
+                   embedding_bytes=groups["embedding"][0], lm_head_bytes=groups["lm_head"][0],
+                   dense_bytes=dense_bytes, expert_bytes=groups["experts"][0], notes=(note,),
+                   layout=WeightLayout(n_layers=model.num_layers, experts=experts if groups["experts"][0] else 0,
+                                       top_k=top_k, expert_params=groups["experts"][1], dense_params=dense_params,
+                                       tied=not groups["lm_head"][0],
+                                       dense_rate=Fraction(dense_bytes, dense_params) if dense_params else Fraction(2),
+                                       kv_proj=tuple(kv_proj), mla_replicated=mla,
+                                       by_dtype=checkpoint.bytes_by_dtype()),
+                   source=checkpoint.format)
 
 
 def weight_bytes(model, weight_dtype="auto") -> int:

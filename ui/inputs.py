@@ -1,7 +1,9 @@
-"""Shared inputs for every page: the model (four ways), the workload, the engine and its options.
+"""Shared inputs for every page: the model (six ways), the workload, the engine and its options.
 
 Widgets bind to URL query parameters (``bind="query-params"``), so a shared link reproduces
 the view. Nothing a user uploads or pastes is executed: it is parsed as JSON only, size-limited.
+A Hugging Face id is resolved by kvmem (HF cache, else the Hub: config.json only); a GGUF upload
+is read for its header only (kvmem.sources.gguf).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from kvmem.engines import ENGINES
 from kvmem.weights import weight_formats
 
 MAX_CONFIG_BYTES = 1_000_000
+MAX_GGUF_HEADER_MB = 64
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU = "h100-sxm-80gb"
 KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
              "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
-SOURCES = ["Preset", "Upload config.json", "Paste JSON", "Custom fields"]
+SOURCES = ["Preset", "Hugging Face id", "Upload config.json", "Upload GGUF", "Paste JSON", "Custom fields"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,32 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                                    bind="query-params",
                                    help="Type to search. Presets are real config.json files with their sources.")
         return kvmem.get_model(name)
+    if source == "Hugging Face id":
+        repo_id = container.text_input("Hugging Face id", key="hf_id", bind="query-params", placeholder="Qwen/Qwen3-4B",
+                                       help="org/name: read from your Hugging Face cache, else the Hub (config.json "
+                                            "only; HF_TOKEN for gated models). Never weights, never code.")
+        if not repo_id.strip():
+            raise ValueError("type a Hugging Face id (org/name), or choose another model source")
+        with st.spinner(f"Reading {repo_id.strip()} config.json…"):
+            model = kvmem.get_model(repo_id.strip())
+        with st.spinner("Reading its safetensors headers for the weight bytes…"):
+            _weights_caption(container, model)
+        return model
+    if source == "Upload GGUF":
+        upload = container.file_uploader("GGUF file (its header is enough)", type=["gguf"], key="gguf_upload",
+                                         max_upload_size=MAX_GGUF_HEADER_MB,
+                                         help="Only the header is read (metadata and tensor list; "
+                                              f"{MAX_GGUF_HEADER_MB} "
+                                              "MB max). Upload the first MBs of a big file, e.g. "
+                                              "head -c 16M model.gguf > header.gguf.")
+        if upload is None:
+            raise ValueError("upload a .gguf file or its first MBs, or choose another model source")
+        from kvmem.sources.gguf import model_from_gguf_bytes
+        model = model_from_gguf_bytes(upload, name=upload.name)      # reads the header's bytes only
+        container.caption(f"{upload.name}: the header only — metadata and {len(model.checkpoint.tensors):,} tensor "
+                          "infos; tensor data is never read.")
+        _weights_caption(container, model)
+        return model
     if source == "Upload config.json":
         upload = container.file_uploader("config.json", type=["json"], key="upload",
                                          max_upload_size=1, help="Parsed as JSON only (1 MB max); never executed.")
@@ -92,6 +121,23 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                                          bind="query-params", help="DeepSeek-V3: 64"),
     )
     return kvmem.Model.from_hf_config(custom_config(**{k: int(v) for k, v in fields.items()}), name="custom")
+
+
+def _weights_caption(container, model: kvmem.Model) -> None:
+    """Say where the weight bytes (weight format auto) come from: the headers, or the formula."""
+    from kvmem.weights import weights
+    try:
+        used = weights(model)
+    except ValueError as exc:
+        container.caption(f"Weights: not counted ({exc})")
+        return
+    if used.source == "formula":
+        why = next((n for n in used.notes if n.startswith("weights: formula")), "no headers read")
+        container.caption(f"Weights (format auto): the formula estimate, {kvmem.format_bytes(used.total_bytes)} "
+                          f"— {why}")
+    else:
+        container.caption(f"Weights (format auto): exact from the {used.source} headers, "
+                          f"{kvmem.format_bytes(used.total_bytes)}")
 
 
 def _option_widget(container, engine: str, name: str, default):

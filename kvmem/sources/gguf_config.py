@@ -1,0 +1,198 @@
+"""llama.cpp GGUF metadata -> a config.json-shaped dict (Hugging Face field names), read by
+kvmem.configs like any config.json.
+
+Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_to_gguf.py):
+
+    <arch>.block_count                      num_hidden_layers
+    <arch>.embedding_length                 hidden_size
+    <arch>.attention.head_count             num_attention_heads
+    <arch>.attention.head_count_kv          num_key_value_heads (an array: one value per layer)
+    <arch>.attention.key_length / value_length   head_dim / v_head_dim
+    <arch>.attention.sliding_window         sliding_window
+    <arch>.attention.sliding_window_pattern layer_types (an int n: layer i slides unless
+                                            (i + 1) % n == 0; a bool array: per layer);
+                                            absent: llama.cpp's set_swa_pattern per arch:
+                                            gemma2 2, gemma3 6, cohere2 4, gpt-oss 2
+    <arch>.attention.kv_lora_rank, q_lora_rank, rope.dimension_count (qk_rope_head_dim),
+    key_length_mla / value_length_mla       DeepSeek-2/3 MLA (GGUFs converted before llama.cpp
+                                            PR #12801 have key_length = nope + rope instead)
+    <arch>.expert_count / expert_used_count / expert_feed_forward_length   MoE shape
+    <arch>.context_length                   max_position_embeddings
+    <arch>.nextn_predict_layers             num_nextn_predict_layers (MTP layers)
+    <arch>.vocab_size, else the tokenizer.ggml.tokens count, else token_embd.weight's dims
+                                            vocab_size; no output.weight = tied embeddings
+
+    <arch>.full_attention_interval, ssm.*   Qwen3-Next gated DeltaNet layers (see _gated_deltanet)
+    head_count_kv[i] == 0, ssm.*            Jamba / Nemotron-H Mamba layers (see _mamba_hybrid)
+
+Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, qwen3next,
+gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h. Others
+(mamba, rwkv, ...) are refused with a message saying to use the model's config.json.
+"""
+
+from __future__ import annotations
+
+from . import SourceError
+
+__all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
+
+# llama.cpp arch -> the Hugging Face model_type whose rules kvmem.configs applies.
+_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qwen3": "qwen3",
+                "qwen3moe": "qwen3_moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text",
+                "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
+                "falcon": "falcon", "qwen3next": "qwen3_next", "jamba": "jamba", "nemotron_h": "nemotron_h"}
+# Hybrids whose attention layers are the ones with head_count_kv > 0 (llama.cpp: recurrent_layer_arr[il]
+# = n_head_kv(il) == 0), the rest Mamba (and, for nemotron_h, MLP-only where feed_forward_length > 0).
+_HYBRIDS = ("jamba", "nemotron_h")
+MAPPED_ARCHITECTURES = tuple(sorted(_MODEL_TYPES))
+# llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
+_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
+_FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}   # LlamaFileType ALL_F32, MOSTLY_F16/BF16
+
+
+def _per_layer(value, key: str) -> int:
+    """A per-layer array with one value for every layer as that value (else an error)."""
+    if not isinstance(value, list):
+        return value
+    if len(set(value)) != 1:
+        raise SourceError(f"GGUF {key} differs per layer ({sorted(set(value))}); kvmem maps one value per model")
+    return value[0]
+
+
+def config_from_header(header) -> dict:
+    """A config.json-shaped dict (Hugging Face field names) from the GGUF metadata."""
+    arch, meta = header.arch, header.metadata
+    if arch not in _MODEL_TYPES:
+        raise SourceError(f"GGUF architecture {arch!r} is not mapped to a kvmem model; mapped: "
+                          f"{', '.join(sorted(_MODEL_TYPES))}. Use the model's config.json instead")
+
+    def key(name, default=SourceError):
+        full = f"{arch}.{name}"
+        if full in meta:
+            return meta[full]
+        if default is SourceError:
+            raise SourceError(f"GGUF metadata {full!r} is missing (architecture {arch})")
+        return default
+
+    n_layers = key("block_count")
+    heads = _per_layer(key("attention.head_count"), f"{arch}.attention.head_count")
+    kv_raw = key("attention.head_count_kv", heads)
+    if arch in _HYBRIDS:
+        kv_raw = kv_raw if isinstance(kv_raw, list) else [kv_raw] * n_layers
+        kv_heads = _per_layer([kv for kv in kv_raw if kv] or [heads], f"{arch}.attention.head_count_kv")
+    else:
+        kv_heads = _per_layer(kv_raw, f"{arch}.attention.head_count_kv")
+    names = {t.name: t for t in header.tensors}
+    embed = names.get("token_embd.weight")
+    cfg = {"model_type": _MODEL_TYPES[arch], "architectures": [f"gguf:{arch}"],
+           "num_hidden_layers": n_layers, "hidden_size": key("embedding_length"),
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+           "tie_word_embeddings": "output.weight" not in names}
+    for gguf_name, hf_name in (("context_length", "max_position_embeddings"),
+                               ("feed_forward_length", "intermediate_size")):
+        value = key(gguf_name, None)
+        if isinstance(value, list) and arch in _HYBRIDS:
+            value = max(value)
+        if value is not None:
+            cfg[hf_name] = _per_layer(value, f"{arch}.{gguf_name}")
+    tokens = meta.get("tokenizer.ggml.tokens")
+    vocab = key("vocab_size", None) or (len(tokens) if isinstance(tokens, list) else None)
+    if vocab is None and embed is not None and len(embed.shape) == 2:
+        vocab = embed.shape[1]
+    if vocab is not None:
+        cfg["vocab_size"] = vocab
+    if meta.get("general.file_type") in _FILE_TYPE_DTYPES:
+        cfg["torch_dtype"] = _FILE_TYPE_DTYPES[meta["general.file_type"]]
+    key_length, value_length = key("attention.key_length", None), key("attention.value_length", None)
+    if arch == "deepseek2":
+        _deepseek(cfg, key, key_length, value_length, heads)
+    elif key_length is not None:
+        cfg["head_dim"] = key_length
+        if value_length is not None and value_length != key_length:
+            cfg["v_head_dim"] = value_length
+    if arch == "qwen3next":
+        _gated_deltanet(cfg, key)
+    if arch in _HYBRIDS:
+        _mamba_hybrid(cfg, key, arch, kv_raw, n_layers)
+    if arch == "falcon":
+        cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
+    nextn = key("nextn_predict_layers", 0)
+    if nextn:
+        cfg["num_nextn_predict_layers"] = nextn
+    experts = key("expert_count", 0)
+    if experts:
+        cfg.update(num_experts=experts, num_local_experts=experts, n_routed_experts=experts,
+                   num_experts_per_tok=key("expert_used_count"))
+        ffn_exp = key("expert_feed_forward_length", None)
+        if ffn_exp is not None:
+            cfg["moe_intermediate_size"] = ffn_exp
+            if arch == "gpt-oss":
+                cfg["intermediate_size"] = ffn_exp
+    window = key("attention.sliding_window", None)
+    if window:
+        cfg["sliding_window"] = window
+        pattern = key("attention.sliding_window_pattern", _SWA_PATTERN.get(arch))
+        if isinstance(pattern, list):
+            swa = [bool(p) for p in pattern]
+        elif pattern:
+            swa = [(i + 1) % pattern != 0 for i in range(n_layers)]
+        else:
+            swa = None
+        if swa is not None:
+            if len(swa) != n_layers:
+                raise SourceError(f"GGUF {arch}.attention.sliding_window_pattern has {len(swa)} entries, "
+                                  f"block_count is {n_layers}")
+            cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
+    return cfg
+
+
+def _mamba_hybrid(cfg: dict, key, arch: str, kv_per_layer: list, n_layers: int) -> None:
+    """Jamba / Nemotron-H: which layers attend, and the Mamba state (ssm.conv_kernel, state_size,
+    inner_size, time_step_rank, group_count), as their config.json fields."""
+    if len(kv_per_layer) != n_layers:
+        raise SourceError(f"GGUF {arch}.attention.head_count_kv has {len(kv_per_layer)} entries, "
+                          f"block_count is {n_layers}")
+    inner, conv, state = key("ssm.inner_size"), key("ssm.conv_kernel"), key("ssm.state_size")
+    if arch == "jamba":
+        hidden = cfg["hidden_size"]
+        if inner % hidden:
+            raise SourceError(f"GGUF jamba.ssm.inner_size ({inner}) is not a multiple of embedding_length ({hidden})")
+        cfg.update(layer_types=["attention" if kv else "mamba" for kv in kv_per_layer], mamba_expand=inner // hidden,
+                   mamba_d_conv=conv, mamba_d_state=state, mamba_dt_rank=key("ssm.time_step_rank"))
+        return
+    ffn = key("feed_forward_length", 0)
+    ffn = ffn if isinstance(ffn, list) else [ffn] * n_layers
+    heads = key("ssm.time_step_rank")
+    pattern = "".join("*" if kv else "-" if f else "M" for kv, f in zip(kv_per_layer, ffn, strict=True))
+    cfg.update(hybrid_override_pattern=pattern,
+               mamba_num_heads=heads, mamba_head_dim=inner // heads, ssm_state_size=state,
+               n_groups=key("ssm.group_count"), conv_kernel=conv)
+
+
+def _gated_deltanet(cfg: dict, key) -> None:
+    """Qwen3-Next's linear-attention layers (llama.cpp load_hparams for LLM_ARCH_QWEN3NEXT):
+    ssm.group_count = key heads, ssm.time_step_rank = value heads, ssm.state_size = key head dim,
+    ssm.inner_size = value heads x value head dim, ssm.conv_kernel; every full_attention_interval-th
+    layer is full attention."""
+    v_heads, inner = key("ssm.time_step_rank"), key("ssm.inner_size")
+    if inner % v_heads:
+        raise SourceError(f"GGUF ssm.inner_size ({inner}) is not a multiple of ssm.time_step_rank ({v_heads})")
+    cfg.update(full_attention_interval=key("full_attention_interval"), linear_num_key_heads=key("ssm.group_count"),
+               linear_num_value_heads=v_heads, linear_key_head_dim=key("ssm.state_size"),
+               linear_value_head_dim=inner // v_heads, linear_conv_kernel_dim=key("ssm.conv_kernel"))
+
+
+def _deepseek(cfg: dict, key, key_length, value_length, heads: int) -> None:
+    """DeepSeek-2/3 MLA fields; new MLA GGUFs (PR #12801) write head_count_kv 1 and the
+    per-head sizes as key_length_mla / value_length_mla."""
+    rope = key("rope.dimension_count")
+    nope_plus_rope = key("attention.key_length_mla", None) or key_length
+    cfg.update(num_key_value_heads=heads, kv_lora_rank=key("attention.kv_lora_rank"),
+               q_lora_rank=key("attention.q_lora_rank", None), qk_rope_head_dim=rope,
+               qk_nope_head_dim=nope_plus_rope - rope,
+               v_head_dim=key("attention.value_length_mla", None) or value_length,
+               first_k_dense_replace=key("leading_dense_block_count", 0),
+               n_shared_experts=key("expert_shared_count", 0))
+    gating = key("expert_gating_func", None)
+    if gating == 1:      # LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX: DeepSeek-V2
+        cfg["model_type"] = "deepseek_v2"
