@@ -76,6 +76,7 @@ from numbers import Real
 
 from .dtypes import DType, dtype, dtype_names
 from .catalog import as_model
+from .engines import ENGINES
 from .engines import estimate as _estimate
 from .engines.base import Estimate, assemble, cdiv, layer_heads, resolve_dtypes, state_share
 from .formula import ideal_layer_bytes
@@ -826,6 +827,10 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     """
     model = as_model(model)
     tokens = parse_tokens(tokens)
+    if "residual_length" in getattr(ENGINES.get(str(engine).strip().lower()), "options", {}):
+        # hf-quantized's own option of that name is the same thing (QuantizedCache residual_length):
+        # one value for the baseline and the KIVI rows, so a caller passes it once
+        options = {**options, "residual_length": residual_length}
     run = lambda **kw: _estimate(model, engine=engine, tokens=kw.pop("tokens", tokens), batch=batch,  # noqa: E731
                                 kv_dtype=kw.pop("kv_dtype", kv_dtype), tp=tp, pp=pp, **options, **kw)
     baseline = run()

@@ -441,3 +441,13 @@ def test_eviction_note_says_what_is_lost():
     # 131,072 B per token x 1,024 kept tokens; the other 31,744 are gone
     assert result.kv_bytes == 1024 * 131_072
     assert "the other 31,744 tokens are discarded for good" in result.notes[-1]
+
+
+def test_compare_strategies_passes_residual_length_to_hf_quantized():
+    # issue 13: engine hf-quantized's own residual_length option and compare_strategies'
+    # residual_length are one setting; the baseline follows it (10,231,808 B at 32 vs
+    # 12,492,800 B at the default 128 for llama-3.2-1b, 1,100 tokens after a 1,000-token prompt)
+    for residual, expected in ((32, 10_231_808), (128, 12_492_800)):
+        rows = kvmem.compare_strategies("llama-3.2-1b", engine="hf-quantized", tokens=1100, prompt_tokens=1000,
+                                  residual_length=residual)
+        assert rows[0]["bytes"] == expected
