@@ -451,3 +451,18 @@ def test_compare_strategies_passes_residual_length_to_hf_quantized():
         rows = kvmem.compare_strategies("llama-3.2-1b", engine="hf-quantized", tokens=1100, prompt_tokens=1000,
                                   residual_length=residual)
         assert rows[0]["bytes"] == expected
+
+
+def test_paging_refusals_name_the_field():
+    # issue 13: TypeError and KeyError 'admitted' before
+    with pytest.raises(ValueError, match="lengths must be a list of request lengths in tokens, got 5"):
+        kvmem.preallocation_waste("llama-3.1-8b", lengths=5, max_model_len=100)
+    with pytest.raises(ValueError, match="kv_memory: bytes must be a positive integer"):
+        allocation_sweep("llama-3.1-8b", max_model_len=4096, kv_memory=None)
+
+
+def test_offload_of_a_third_keeps_all_devices_at_least_one_device():
+    # issue 13: Fraction(1, 3) floored the all-devices host share separately: one byte short
+    from fractions import Fraction
+    est = estimate("gemma-3-27b", tokens=1000, offload=Fraction(1, 3))
+    assert est.kv_bytes_all_devices == est.kv_bytes == 338_602_668

@@ -18,6 +18,8 @@ from ..dtypes import DType, dtype
 from ..model import MLA, Layer, Model
 from ..units import require_positive_int
 
+MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
+
 __all__ = ["Estimate", "Capacity", "EngineSpec", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv"]
 
@@ -135,7 +137,7 @@ def resolve_dtypes(model: Model, kv_dtype, type_k=None, type_v=None) -> tuple[DT
 
 
 def check_parallel(tp, pp) -> tuple[int, int]:
-    return require_positive_int("tp", tp), require_positive_int("pp", pp)
+    return require_positive_int("tp", tp, MAX_PARALLEL), require_positive_int("pp", pp, MAX_PARALLEL)
 
 
 def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> range:

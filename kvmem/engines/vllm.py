@@ -217,8 +217,8 @@ def _check_options(opts: dict) -> dict:
             raise ValueError(f"{name} must be 'auto', 'float32', 'float16' or 'bfloat16', got {value!r}")
         out[name] = key
     swap = out["swap_space"]
-    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or swap < 0 or math.isinf(swap):
-        raise ValueError(f"swap_space must be a non-negative number of GiB, got {swap!r}")
+    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or not 0 <= swap <= 2**40:
+        raise ValueError(f"swap_space must be a number of GiB from 0 to {2**40:,}, got {swap!r}")
     out["release"] = _release(out["version"])
     draft = out["draft"]
     if isinstance(draft, str) and draft != "mtp":
@@ -877,7 +877,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     else:
         concurrency = num_blocks / request
     if release >= _TOKENS_FROM_CONCURRENCY:
+        # vLLM: int(max_concurrency * max_model_len) in floats; past 2**53 floats lose whole
+        # tokens, so there the same quotient is taken exactly
         tokens = int(concurrency * length)
+        if tokens >= 2**53:
+            tokens = num_blocks * length // request
     elif release >= _HYBRID_GROUPS:
         tokens = num_blocks // len(plan.groups) * bs
     else:

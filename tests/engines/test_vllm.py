@@ -649,3 +649,9 @@ def test_uniform_type_draft_with_its_own_page():
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=8192, draft=draft)
     assert result.details["uniform_type"] and result.details["group_layers"] == [33]
     assert result.blocks == GIB // (32 * 65_536 + 32_768) and result.details["blocks_per_request"] == 512
+
+
+def test_capacity_of_a_huge_budget_is_blocks_times_block_size():
+    # issue 13: 10**30 bytes gave int(concurrency * max_model_len) rounded in floats
+    cap = capacity("llama-3.1-8b", kv_memory=10**30)
+    assert cap.tokens == cap.blocks * cap.block_size  # 131,072-token requests: 8,192 whole blocks each
