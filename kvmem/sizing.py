@@ -106,7 +106,7 @@ from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 
 from .engines import ENGINES, _spec, capacity as _capacity, estimate as _estimate
-from .engines.base import Capacity
+from .engines.base import Capacity, past_positions
 from .gpus import GPU, get_gpu, list_gpus
 from .model import CHUNKED, FULL, MLA, SLIDING, Model
 from .units import MAX_COUNT, format_bytes, parse_bytes, parse_tokens, require_positive_int
@@ -177,6 +177,8 @@ class Fit:
     capacity: Capacity | None = field(default=None, compare=False)
     breakdown_batch: int = 1       # sequences per replica the breakdown's "kv" is for
     breakdown_context: int = 0     # tokens per sequence the breakdown's "kv" is for
+    engine_refuses: str | None = None   # why the engine itself would not start (context past its positions)
+    engine_allows_with: str | None = None  # the setting that makes it start anyway
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -705,6 +707,9 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
     kv_work = _need(s, s.context, work_batch)
     shortfall = 0 if fits else max(_need(s, s.context, per_replica) - budget.kv_memory, 0)
+    past = past_positions(s.model, s.engine, s.context)
+    if past:
+        notes.append(past[0])
     if budget.kv_memory < 0:
         notes.append(f"no memory left for KV: weights, activations and overhead exceed the budget by "
                      f"{format_bytes(-budget.kv_memory)} per device")
@@ -733,7 +738,9 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
                  breakdown=breakdown, kv_memory_bytes=max(budget.kv_memory, 0), kv_bytes_per_sequence=kv_per_seq,
                  shortfall_bytes=shortfall, decode_tokens_per_s=speed, decode_tokens_per_s_aggregate=speed_all,
                  kv_crossover_tokens=crossover, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
-                 capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context)
+                 capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
+                 engine_refuses=past[1].get("engine_refuses") if past else None,
+                 engine_allows_with=past[1].get("engine_allows_with") if past else None)
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
     return result

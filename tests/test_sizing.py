@@ -505,3 +505,10 @@ def test_fit_says_which_workload_the_breakdown_is_for():
     assert free.to_dict()["breakdown_batch"] == free.max_batch > 1
     given_batch = fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=16384, batch=3)
     assert (given_batch.breakdown_batch, given_batch.breakdown_context) == (3, 16384)
+
+
+def test_fit_past_max_position_embeddings_names_the_engine_rule():
+    result = fit("qwen3-0.6b", gpu="h100-sxm-80gb", context="64k")  # 40,960 positions
+    assert result.fits and result.engine_allows_with == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    assert result.engine_refuses.startswith("65,536 tokens exceed the model's 40,960 positions")
+    assert result.to_dict()["engine_refuses"] == result.engine_refuses

@@ -11,7 +11,7 @@ import pkgutil
 
 from ..catalog import as_model
 from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int
-from .base import Capacity, EngineSpec, Estimate, check_parallel
+from .base import Capacity, EngineSpec, Estimate, check_parallel, past_positions, with_note
 
 __all__ = ["estimate", "capacity", "list_engines", "Estimate", "Capacity", "ENGINES"]
 
@@ -80,6 +80,9 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     options = _options(spec, options)
     result = spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     _check_query_heads(spec, model, tp)  # after the engine's own KV-head check, which names its rule
+    past = past_positions(model, spec.name, tokens)
+    if past:
+        result = with_note(result, *past)
     if eviction is None and not shared_prefix and not offload:
         return result
     from ..strategies import apply_strategies
@@ -102,4 +105,11 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
     result = spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
                            max_model_len=max_model_len, **_options(spec, options))
     _check_query_heads(spec, model, tp)
+    past = past_positions(model, spec.name, max_model_len) if max_model_len else None
+    if past:
+        note, details = past
+        if spec.name == "vllm" and any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in result.notes):
+            note = next(n for n in result.notes if "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n)
+            details = {**details, "engine_refuses": note}
+        result = with_note(result, note, details)
     return result
