@@ -4,27 +4,114 @@
     kvmem estimate llama-3.1-8b --tokens 128k --batch 8 --engine vllm --kv-dtype fp8 [--json]
     kvmem estimate ./config.json --tokens 32k --engine llama.cpp --option type_k=q8_0
     kvmem capacity llama-3.1-8b --kv-memory 20GiB --engine vllm --max-model-len 32k [--json]
+
+Exit status: 0 done; 1 the workload does not fit, does not match (validate), or the engine
+itself would refuse it (set the engine's override, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, where
+it has one); 2 a bad input (the message names it); 70 an internal error (KVMEM_DEBUG=1 shows
+the traceback); 130 interrupted (Ctrl-C); 141 the reader of stdout went away (``| head``).
+With --json an error is a JSON object on stdout too. Output that the terminal's encoding
+cannot show (PYTHONIOENCODING=ascii) is written with ASCII stand-ins (x for ×, - for ·).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
+import re
 import sys
+from decimal import Decimal
 
 from . import catalog, engines
-from .configs import model_from_config
-from .units import format_bytes
+from .configs import load_config, model_from_config
+from .units import format_bytes, parse_bytes
 
 __all__ = ["main"]
 
+_ASCII = {"·": "-", "×": "x", "—": "-", "–": "-", "≤": "<=", "≥": ">=", "…": "...", "→": "->", "≈": "~",
+          "µ": "u", "²": "^2", "’": "'", "“": '"', "”": '"'}
+
+
+def _ascii_standins(exc):
+    """Codec error handler: ASCII stand-ins for the few non-ASCII characters kvmem prints."""
+    if isinstance(exc, UnicodeEncodeError):
+        text = exc.object[exc.start:exc.end]
+        return "".join(_ASCII.get(ch, "?") for ch in text), exc.end
+    raise exc
+
+
+codecs.register_error("kvmem_ascii", _ascii_standins)
+
+
+def _safe_streams() -> None:
+    """Let stdout/stderr fall back to ASCII stand-ins where their encoding lacks a character."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "·×—".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="kvmem_ascii")
+
+
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--kv-memory -1GiB`` as ``--kv-memory=-1GiB``: argparse would read -1GiB as an option
+    and say only "expected one argument"; joined, the value reaches its parser, which says
+    "must be positive"."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"^-[0-9.]", arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
 
 def _model(spec: str):
-    """A preset name / HF id, or a path to a config.json."""
+    """A preset name / HF id, or a path to a config.json (named by its ``_name_or_path``, else
+    by its folder)."""
     if spec.endswith(".json") or os.path.sep in spec and os.path.exists(spec):
-        return model_from_config(spec, name=os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec)
+        cfg = load_config(spec)
+        folder = os.path.basename(os.path.dirname(os.path.abspath(spec)))
+        return model_from_config(cfg, name=None if cfg.get("_name_or_path") else folder or spec)
     return catalog.get_model(spec)
+
+
+def _kv_memory(text: str) -> int:
+    """--kv-memory: a byte count with a unit; a fractional byte count is rounded down, and said."""
+    if re.fullmatch(r"\s*[0-9][0-9_,]*(\.[0-9]*)?\s*", text):
+        raise ValueError(f"--kv-memory {text.strip()} has no unit: write {text.strip()}GiB, {text.strip()}GB "
+                         f"or {text.strip()}B (bytes)")
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        if "not a whole number" not in str(exc):
+            raise
+    exact = _exact_bytes(text)
+    whole = int(exact)
+    print(f"kvmem: --kv-memory {text} is {exact:,} B; rounded down to {whole:,} B", file=sys.stderr)
+    return parse_bytes(whole)
+
+
+def _exact_bytes(text: str) -> Decimal:
+    """The byte count ``text`` names, fractional part included (parse_bytes refuses fractions)."""
+    from .units import _BYTE_SUFFIXES, _NUMBER_WITH_SUFFIX
+    match = _NUMBER_WITH_SUFFIX.match(text)
+    return Decimal(match.group(1).replace("_", "").replace(",", "")) * _BYTE_SUFFIXES[match.group(2).lower()]
+
+
+def _engine_refusal(result, command: str) -> int:
+    """1 (and the reason on stderr) when the engine itself would refuse ``result``, else 0."""
+    reason = getattr(result, "engine_refuses", None)
+    if not reason:
+        return 0
+    allow = getattr(result, "engine_allows_with", None) or getattr(result, "details", {}).get("engine_allows_with")
+    if allow:
+        name, _, value = allow.partition("=")
+        if os.environ.get(name) == value:
+            return 0
+    print(f"kvmem {command}: the engine would refuse this: {reason}", file=sys.stderr)
+    return 1
 
 
 def _value(text: str):
@@ -59,6 +146,12 @@ def _engine_log(result) -> list[str]:
     return [f"{result.engine} would log:"] + [f"  {line}" for line in log] if log else []
 
 
+def _short_source(source: str | None) -> str:
+    """The first clause of a preset's source (where its config.json was read); --json has it all."""
+    text = (source or "unknown").split(", ")[0].split("; ")[0]
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
 def cmd_models(args) -> int:
     rows = []
     for name in catalog.list_models():
@@ -66,8 +159,12 @@ def cmd_models(args) -> int:
         model = catalog.get_model(name)
         rows.append({"name": name, "hf_id": data.get("hf_id"), "layers": model.num_layers,
                      "kinds": model.kinds, "params_total": model.params_total, "source": data.get("source")})
-    _print(rows, args.json, [f"{r['name']:<32} {r['hf_id'] or '':<48} {r['layers']:>4} layers  "
-                             + ", ".join(f"{n} {k}" for k, n in r["kinds"].items()) for r in rows])
+    lines = []
+    for r in rows:
+        lines.append(f"{r['name']:<32} {r['hf_id'] or '':<48} {r['layers']:>4} layers  "
+                     + ", ".join(f"{n} {k}" for k, n in r["kinds"].items()))
+        lines.append(f"{'':<4}source: {_short_source(r['source'])}")
+    _print(rows, args.json, lines)
     return 0
 
 
@@ -87,11 +184,11 @@ def cmd_estimate(args) -> int:
     lines += [f"note: {note}" for note in result.notes]
     lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)
-    return 0
+    return _engine_refusal(result, "estimate")
 
 
 def cmd_capacity(args) -> int:
-    result = engines.capacity(_model(args.model), engine=args.engine, kv_memory=args.kv_memory,
+    result = engines.capacity(_model(args.model), engine=args.engine, kv_memory=_kv_memory(args.kv_memory),
                               kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
                               max_model_len=args.max_model_len, **_options(args.option))
     lines = [f"{result.model} · {result.engine} · KV memory {format_bytes(result.kv_memory)}",
@@ -104,7 +201,7 @@ def cmd_capacity(args) -> int:
     lines += [f"note: {note}" for note in result.notes]
     lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)
-    return 0
+    return _engine_refusal(result, "capacity")
 
 
 def cmd_fit(args) -> int:
@@ -119,10 +216,14 @@ def cmd_fit(args) -> int:
     except FitError as exc:
         result, error = exc.fit, str(exc)
     b = result.breakdown
+    workload = (f"{result.context:,} tokens x batch {result.batch}" if result.batch is not None else
+                f"{result.context:,} tokens, up to {result.max_batch:,} sequences (no --batch given)")
+    replica = " per replica" if result.replicas > 1 else ""
     lines = [f"{result.model} on {result.num_gpus} x {result.gpu} · {result.engine} · tp {result.tp} pp {result.pp}"
              f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
-             f"fits: {'yes' if result.fits else 'no'} — {result.context:,} tokens x batch {result.batch or 1}",
-             "per device: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in b.items()),
+             f"fits: {'yes' if result.fits else 'no'} — {workload}",
+             f"per device, for {result.breakdown_batch:,} x {result.breakdown_context:,} tokens{replica}: "
+             + ", ".join(f"{k} {format_bytes(v)}" for k, v in b.items()),
              f"max batch at {result.context:,} tokens: {result.max_batch}",
              f"max context at batch {result.batch or 1}: {result.max_context:,}",
              f"min GPUs: {result.min_gpus if result.min_gpus is not None else 'none up to tp 64'}"]
@@ -141,7 +242,8 @@ def cmd_fit(args) -> int:
         if not args.json:
             print(f"kvmem fit: {error}", file=sys.stderr)
     _print(data, args.json, lines)
-    return 0 if result.fits else 1
+    refused = _engine_refusal(result, "fit")
+    return 0 if result.fits and not refused else 1
 
 
 def cmd_gpus(args) -> int:
@@ -159,11 +261,16 @@ def cmd_validate(args) -> int:
     """Build the suite's real caches with torch and compare them with kvmem's prediction."""
     from .measure import ALLOCATOR_NOTE, validate
 
+    tty = sys.stderr.isatty()
+
     def progress(index, total, entry):
         done = 24 * index // total
         label = f"{entry['model']} {entry['engine']}" if entry else "done"
-        print(f"\r[{'#' * done}{'.' * (24 - done)}] {index}/{total} {label:<44}", end="" if entry else "\n",
-              file=sys.stderr, flush=True)
+        if tty:  # a bar redrawn in place; elsewhere (a log, a pipe) one plain line per entry
+            print(f"\r[{'#' * done}{'.' * (24 - done)}] {index}/{total} {label:<44}", end="" if entry else "\n",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"[{index}/{total}] {label}", file=sys.stderr, flush=True)
 
     rows = validate(device=args.device, models=args.models, quick=args.quick, progress=progress)
     cuda = any(str(r["device"]).startswith("cuda") for r in rows)
@@ -247,14 +354,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(args, exc: BaseException, code: int, kind: str = "error", named: bool = False) -> int:
+    """Print the error on stderr (and as a JSON object on stdout with --json); return ``code``."""
+    message = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0] if exc.args else exc)
+    if named:
+        message = f"{type(exc).__name__}: {message}"
+    if code == 70:
+        message += " (a bug in kvmem; KVMEM_DEBUG=1 shows the traceback)"
+    print(f"kvmem {args.command}: {kind}: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message, "type": type(exc).__name__, "command": args.command,
+                          "exit_code": code}))
+    return code
+
+
 def main(argv=None) -> int:
+    _safe_streams()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = _join_negative_values(sys.argv[1:] if argv is None else list(argv))
     try:
-        return args.func(args)
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return 130
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader left (``kvmem models | head``): stop quietly, and let no flush at exit complain
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except (ValueError, KeyError) as exc:
-        print(f"kvmem {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(args, exc, 2)
+    except (OSError, RuntimeError, ImportError, MemoryError, RecursionError) as exc:
+        if os.environ.get("KVMEM_DEBUG"):
+            raise
+        return _error(args, exc, 2, named=True)
+    except Exception as exc:  # a bug: say so in one line rather than a traceback
+        if os.environ.get("KVMEM_DEBUG"):
+            raise
+        return _error(args, exc, 70, kind="internal error", named=True)
 
 
 if __name__ == "__main__":
