@@ -38,10 +38,10 @@ def formula(*, bytes_per_element, batch, layers, kv_heads, head_dim, tokens):
             raise ValueError(f"{name} must be a non-negative number, got {show_value(value)}")
         if not isinstance(value, int) and not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
-        if name != "bytes_per_element" and not float(value).is_integer():
+        if name != "bytes_per_element" and not isinstance(value, int) and value != math.floor(value):
             raise ValueError(f"{name} must be a whole number, got {value!r}")
     bpe = bytes_per_element
-    if isinstance(bpe, float) and bpe.is_integer():
+    if not isinstance(bpe, int) and bpe == math.floor(bpe):
         bpe = int(bpe)
     result = 2 * bpe
     for name in ("batch", "layers", "kv_heads", "head_dim", "tokens"):
