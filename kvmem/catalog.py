@@ -14,6 +14,7 @@ from importlib import resources
 
 from .configs import model_from_config
 from .model import Model
+from .units import show_value
 
 __all__ = ["list_models", "get_model", "preset", "presets", "as_model"]
 
@@ -52,15 +53,22 @@ def preset(name: str) -> dict:
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
     key = _index().get(name.strip().lower())
     if key is None:
-        close = difflib.get_close_matches(name.strip().lower(), list(presets()), n=5, cutoff=0.5)
+        close = (difflib.get_close_matches(name.strip().lower(), list(presets()), n=5, cutoff=0.5)
+                 if len(name) <= 200 else [])
         hint = f"; did you mean {', '.join(close)}?" if close else "; see kvmem.list_models()"
-        raise ValueError(f"unknown model {name!r}{hint}")
+        raise ValueError(f"unknown model {show_value(name)}{hint}")
     return presets()[key]
 
 
-@lru_cache(maxsize=None)
 def get_model(name: str) -> Model:
     """A preset Model by preset name ("llama-3.1-8b") or HF id ("meta-llama/Llama-3.1-8B-Instruct")."""
+    if not isinstance(name, str):  # (before the cache, which would raise TypeError on a list)
+        raise ValueError(f"model name must be a non-empty string, got {type(name).__name__}")
+    return _preset_model(name)
+
+
+@lru_cache(maxsize=None)
+def _preset_model(name: str) -> Model:
     data = preset(name)
     return model_from_config(data["config"], name=data["name"], hf_id=data.get("hf_id"),
                              source=data.get("source"))

@@ -323,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.set_defaults(func=cmd_estimate)
     cap = sub.add_parser("capacity", help="what a KV memory budget holds")
     _add_workload(cap, tokens=False)
-    cap.add_argument("--kv-memory", required=True, help='KV bytes on one device: "20GiB", "16GB"')
+    cap.add_argument("--kv-memory", required=True,
+                     help='KV bytes on one device, with a unit: "20GiB", "16GB" (fractional bytes rounded down)')
     cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)
     fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")

@@ -202,3 +202,26 @@ def test_paging(lengths, kv_memory, block):
     call(f"allocation_sweep(kv_memory={kv_memory!r:.20})",
          lambda: allocation_sweep("llama-3.1-8b", max_model_len=4096, kv_memory=kv_memory, n=20),
          names=["kv_memory", "bytes"])
+
+
+SMALL_ENTRY_POINTS = {
+    "get_model": (kvmem.get_model, ["model"]),
+    "dtype": (kvmem.dtype, ["dtype"]),
+    "get_gpu": (kvmem.get_gpu, ["gpu", "bytes", "bandwidth", "custom"]),
+    "Eviction": (kvmem.Eviction, ["eviction", "policy"]),
+    "Eviction budget": (lambda v: kvmem.Eviction("h2o", budget=v), ["budget"]),
+    "weight_bytes": (lambda v: kvmem.weight_bytes("llama-3.1-8b", weight_dtype=v), ["weight_dtype", "dtype"]),
+    "group_size": (lambda v: kvmem.dtype("int4", group_size=v), ["group_size"]),
+}
+
+
+@settings(max_examples=800, **SETTINGS)
+@given(entry=st.sampled_from(sorted(SMALL_ENTRY_POINTS)), value=st.one_of(
+    st.sampled_from([None, 5, 1.5, float("nan"), "", "x" * 10000, ["a"], {"a": 1}, b"x", "custom:", "custom:1:2:3",
+                     "custom:-1GiB:1TB/s", "custom:80GiB:nanTB/s", "custom:80GiB:3.35TB/s", "llama-3.1-8b", "fp8",
+                     "h100-sxm-80gb", "h2o", 0, -1, 2**64]),
+    st.text(max_size=10)))
+@example(entry="get_model", value=["a"])  # unhashable: TypeError from the preset cache before
+def test_small_entry_points(entry, value):
+    fn, names = SMALL_ENTRY_POINTS[entry]
+    call(f"{entry}({value!r:.30})", lambda: fn(value), names=names)
