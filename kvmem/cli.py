@@ -312,8 +312,18 @@ def _add_workload(parser, *, tokens: bool):
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, remembering its last usage error so that --json can report it as JSON too."""
+
+    last_error: str | None = None
+
+    def error(self, message):
+        _Parser.last_error = f"{self.prog}: {message}"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
+    parser = _Parser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
     sub = parser.add_subparsers(dest="command", required=True)
     models = sub.add_parser("models", help="list the model presets")
     models.add_argument("--json", action="store_true")
@@ -377,6 +387,11 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:  # a usage error (exit 2) or --help (exit 0)
+        if exc.code and "--json" in argv:
+            print(json.dumps({"error": _Parser.last_error or "invalid command line", "type": "UsageError",
+                              "command": argv[0] if argv else None, "exit_code": exc.code}))
+        raise
     try:
         code = args.func(args)
         sys.stdout.flush()

@@ -515,10 +515,10 @@ def _quiet_native_stderr():
             yield
         finally:
             os.dup2(saved, 2)
-            if was_enabled:
-                faulthandler.enable(file=sys.stderr, all_threads=True)
-            else:
-                faulthandler.disable()
+            faulthandler.disable()
+            if was_enabled:  # as before, on file descriptor 2 (sys.stderr may be a capture without one)
+                with contextlib.suppress(ValueError, OSError, AttributeError):
+                    faulthandler.enable(file=sys.__stderr__, all_threads=True)
             capture.seek(0)
             kept = [line for line in capture.read().decode("utf-8", "replace").splitlines()
                     if line.strip() and not line.lstrip().startswith(_PROFILER_NOISE)]

@@ -217,3 +217,11 @@ def test_hostile_config_files_are_messages(capsys, tmp_path, name, content):
     path.write_bytes(content)
     code, _, err = run(capsys, "estimate", str(path), "--tokens", "8")
     assert code == 2 and "error: config" in err and "Traceback" not in err
+
+
+def test_json_usage_errors_are_json_too(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "llama-3.1-8b", "--json"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and "the following arguments are required: --tokens" in err
+    assert json.loads(out)["error"] == "kvmem estimate: the following arguments are required: --tokens"

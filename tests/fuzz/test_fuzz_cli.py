@@ -79,7 +79,7 @@ def test_command_line(argv):
             return f"a traceback: {err[-300:]}"
         if code == 2 and not err.strip():
             return "exit 2 without a message"
-        if "--json" in argv and code in (0, 1, 2) and not (code == 2 and err.startswith("usage:")):
+        if "--json" in argv and code in (0, 1, 2):
             try:
                 json.loads(out)
             except json.JSONDecodeError:
