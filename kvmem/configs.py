@@ -56,8 +56,10 @@ MAX_CONFIG_BYTES = 4 * 2**20     # a config.json is a few KB; the largest real o
 MAX_NESTING = 32                 # JSON object/array depth (real configs: 3)
 _MAX_INT_DIGITS = 30
 _LIMIT_GROUPS = (
-    (4096, ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_kv_shared_layers",
-            "num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
+    # 1,024 layers (8x the deepest real model) keeps every call, fit's searches included, in
+    # about a second: their cost grows with the layer count
+    (1024, ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_kv_shared_layers")),
+    (4096, ("num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
             "n_head_kv", "multi_query_group_num", "linear_num_key_heads", "linear_num_value_heads",
             "mamba_num_heads", "n_groups", "index_n_heads", "linear_conv_kernel_dim", "mamba_d_conv",
             "conv_kernel", "mamba_expand", "num_nextn_predict_layers", "mtp_num_hidden_layers",

@@ -71,7 +71,7 @@ def test_sliding_layers_need_a_window():
 
 
 def test_wrong_type_of_value_is_named():
-    with pytest.raises(ConfigError, match=r"'num_hidden_layers' must be an integer from 1 to 4,096, got '32'"):
+    with pytest.raises(ConfigError, match=r"'num_hidden_layers' must be an integer from 1 to 1,024, got '32'"):
         Model.from_hf_config({**LLAMA_LIKE, "num_hidden_layers": "32"})
 
 
@@ -123,7 +123,7 @@ NEMOTRON_LIKE = {**LLAMA_LIKE, "model_type": "nemotron_h", "num_hidden_layers": 
     ({"model_type": "mixtral", "num_local_experts": 7.5}, "'num_local_experts' must be an integer .*got 7.5"),
     ({"model_type": "mixtral", "num_local_experts": -8}, "'num_local_experts' must be an integer .*got -8"),
     ({"model_type": "mixtral", "num_local_experts": float("nan")}, "'num_local_experts' .*got nan"),
-    ({"num_hidden_layers": 1_000_000}, "'num_hidden_layers' must be an integer from 1 to 4,096, got 1000000"),
+    ({"num_hidden_layers": 1_000_000}, "'num_hidden_layers' must be an integer from 1 to 1,024, got 1000000"),
     ({"head_dim": 10**30}, "'head_dim' must be an integer from 1 to 65,536, got a 100-bit integer"),
     ({"vocab_size": 10**9}, "'vocab_size' must be an integer from 1 to 16,777,216"),
     ({"sliding_window": 10**12}, "'sliding_window' must be an integer from 0 to 1,073,741,824"),

@@ -124,14 +124,14 @@ def test_special_files_are_refused():
 @settings(max_examples=12, **SETTINGS)
 @given(model=st.sampled_from(["gemma-3-27b", "llama-3.1-8b", "qwen3-next-80b-a3b", "deepseek-v3"]),
        engine=st.sampled_from(["vllm", "sglang", "llama.cpp", "trtllm", "hf-dynamic"]))
-@example(model="gemma-3-27b", engine="sglang")  # issue 13: per-layer lookups made this quadratic (9.9 s)
+@example(model="gemma-3-27b", engine="sglang")  # issue 13: per-layer lookups made this quadratic
 def test_the_largest_model_the_reader_admits(model, engine):
-    # 4,096 layers, the reader's bound: every call stays far from a hang (the tally counts any over 2 s)
+    # 1,024 layers, the reader's bound: every call stays far from a hang (the tally counts any over 2 s)
     cfg = json.loads(json.dumps(catalog.preset(model)["config"]))
     text = cfg["text_config"] if "num_hidden_layers" not in cfg else cfg
-    text["num_hidden_layers"] = 4096
+    text["num_hidden_layers"] = 1024
     text.pop("layer_types", None)
-    big = call(f"read {model} x 4096 layers", lambda: kvmem.Model.from_hf_config(cfg), names=["config"])
-    call(f"fit {model} x 4096 layers {engine}",
+    big = call(f"read {model} x 1024 layers", lambda: kvmem.Model.from_hf_config(cfg), names=["config"])
+    call(f"fit {model} x 1024 layers {engine}",
          lambda: kvmem.fit(big, gpu="custom:100TiB:3TB/s", context="32k", engine=engine),
          names=["tp", "engine", "context", "fit"])
