@@ -68,16 +68,18 @@ def engine_workloads(draw):
        engine_workload=engine_workloads())
 @example(model="llama-3.1-8b", kv_dtype="auto",
          engine_workload=("vllm", (dict(tokens="10M", batch=1, tp=1, pp=1, options={}), ENGINE_WORDS)))
-@example(model="llama-3.1-8b", kv_dtype="auto",
-         engine_workload=("ideal", (dict(tokens=100, batch=1, tp=64, pp=1, options={}), ENGINE_WORDS)))  # issue 13: tp > query heads
+@example(model="llama-3.1-8b", kv_dtype="auto",  # issue 13: tp > query heads was accepted
+         engine_workload=("ideal", (dict(tokens=100, batch=1, tp=64, pp=1, options={}), ENGINE_WORDS)))
 @example(model="llama-3.1-8b", kv_dtype="auto",
          engine_workload=("sglang", (dict(tokens=100, batch=1, tp=64, pp=1, options={}), ENGINE_WORDS)))
 @example(model="llama-3.1-8b", kv_dtype="auto",
          engine_workload=("trtllm", (dict(tokens=100, batch=1, tp=64, pp=1, options={}), ENGINE_WORDS)))
 @example(model="llama-3.1-8b", kv_dtype="auto",
-         engine_workload=("ideal", (dict(tokens="9" * 5000, batch=1, tp=1, pp=1, options={}), ENGINE_WORDS)))  # issue 13: Overflow
+         engine_workload=("ideal", (dict(tokens="9" * 5000, batch=1, tp=1, pp=1, options={}),  # issue 13: Overflow
+                                    ENGINE_WORDS)))
 @example(model="llama-3.1-8b", kv_dtype="auto",
-         engine_workload=("ideal", (dict(tokens="1,5k", batch=1, tp=1, pp=1, options={}), ENGINE_WORDS)))  # issue 13: 15,360
+         engine_workload=("ideal", (dict(tokens="1,5k", batch=1, tp=1, pp=1, options={}),  # issue 13: 15,360
+                                    ENGINE_WORDS)))
 @example(model="falcon-40b", kv_dtype="auto",
          engine_workload=("hf-dynamic", (dict(tokens=1024, batch=1, tp=1, pp=1, options={}), ENGINE_WORDS)))
 def test_estimate(model, kv_dtype, engine_workload):
