@@ -101,14 +101,15 @@ says by how much per device and what would fit, and its ``.fit`` holds the resul
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 
 from .engines import ENGINES, _spec, capacity as _capacity, estimate as _estimate
-from .engines.base import Capacity
+from .engines.base import Capacity, past_positions
 from .gpus import GPU, get_gpu, list_gpus
 from .model import CHUNKED, FULL, MLA, SLIDING, Model
-from .units import format_bytes, parse_bytes, parse_tokens, require_positive_int
+from .units import MAX_COUNT, format_bytes, parse_bytes, parse_tokens, require_positive_int
 from .catalog import as_model
 from .weights import Weights, _fields, _moe_shape, weights as _weights
 
@@ -174,6 +175,10 @@ class Fit:
     suggestions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     capacity: Capacity | None = field(default=None, compare=False)
+    breakdown_batch: int = 1       # sequences per replica the breakdown's "kv" is for
+    breakdown_context: int = 0     # tokens per sequence the breakdown's "kv" is for
+    engine_refuses: str | None = None   # why the engine itself would not start (context past its positions)
+    engine_allows_with: str | None = None  # the setting that makes it start anyway
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -428,7 +433,9 @@ def _vllm_batch_defaults(s: _Setup) -> tuple[int, int]:
     tokens = s.engine_options.get("max_num_batched_tokens")
     seqs = s.sizing.get("max_num_seqs")
     default_tokens, default_seqs = (8192, 1024) if big else (2048, 256)
-    seqs = default_seqs if seqs is None else require_positive_int("max_num_seqs", seqs)
+    seqs = default_seqs if seqs is None else require_positive_int("max_num_seqs", seqs, MAX_COUNT)
+    if tokens is not None:
+        tokens = require_positive_int("max_num_batched_tokens", tokens, MAX_COUNT)
     if tokens is None:
         tokens = min(seqs * s.context, default_tokens)
     return tokens, min(seqs, tokens)
@@ -542,6 +549,8 @@ def _bytes0(name: str, value) -> int:
 
 def _fraction(name: str, value) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
     frac = Fraction(str(value)) if isinstance(value, float) else Fraction(value)
     if not 0 < frac <= 1:
@@ -698,6 +707,12 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
     kv_work = _need(s, s.context, work_batch)
     shortfall = 0 if fits else max(_need(s, s.context, per_replica) - budget.kv_memory, 0)
+    past = past_positions(s.model, s.engine, s.context)
+    if past:
+        notes.append(past[0])
+    if budget.kv_memory < 0:
+        notes.append(f"no memory left for KV: weights, activations and overhead exceed the budget by "
+                     f"{format_bytes(-budget.kv_memory)} per device")
     kv_pool = max(budget.kv_memory, 0) if s.engine in _PREALLOCATING else kv_work
     breakdown = {"total": budget.total, "weights": budget.weights, "kv": kv_work, "kv_pool": kv_pool,
                  "activations": budget.activations, "overhead": budget.overhead}
@@ -720,10 +735,12 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     result = Fit(model=s.model.name, gpu=s.gpu.name, engine=s.engine, num_gpus=s.num_gpus, tp=s.tp, pp=s.pp,
                  replicas=s.replicas, context=s.context, batch=s.batch, weight_dtype=weight_name,
                  kv_dtype=est_dtype, fits=fits, max_batch=max_batch, max_context=max_context, min_gpus=min_gpus,
-                 breakdown=breakdown, kv_memory_bytes=budget.kv_memory, kv_bytes_per_sequence=kv_per_seq,
+                 breakdown=breakdown, kv_memory_bytes=max(budget.kv_memory, 0), kv_bytes_per_sequence=kv_per_seq,
                  shortfall_bytes=shortfall, decode_tokens_per_s=speed, decode_tokens_per_s_aggregate=speed_all,
                  kv_crossover_tokens=crossover, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
-                 capacity=cap)
+                 capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
+                 engine_refuses=past[1].get("engine_refuses") if past else None,
+                 engine_allows_with=past[1].get("engine_allows_with") if past else None)
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
     return result

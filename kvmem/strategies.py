@@ -76,11 +76,12 @@ from numbers import Real
 
 from .dtypes import DType, dtype, dtype_names
 from .catalog import as_model
+from .engines import ENGINES
 from .engines import estimate as _estimate
 from .engines.base import Estimate, assemble, cdiv, layer_heads, resolve_dtypes, state_share
 from .formula import ideal_layer_bytes
 from .model import CHUNKED, FULL, MLA, SHARED, SLIDING, Layer, Model
-from .units import parse_bytes, parse_tokens, require_positive_int
+from .units import parse_bytes, parse_tokens, require_positive_int, show_value
 
 __all__ = ["Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",
            "quantized_estimate", "quantization_options", "architecture_variants",
@@ -336,7 +337,11 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
     host_k = base.k_bytes * fraction.numerator // fraction.denominator
     host_v = base.v_bytes * fraction.numerator // fraction.denominator
     host = host_k + host_v
-    host_all = base.kv_bytes_all_devices * fraction.numerator // fraction.denominator
+    if base.kv_bytes_all_devices == base.tp * base.kv_bytes:
+        host_all = base.tp * host  # every rank holds the same: the same split on each
+    else:  # pipeline stages differ: the fraction of the sum, never more than leaves one device's share
+        host_all = min(base.kv_bytes_all_devices * fraction.numerator // fraction.denominator,
+                       base.kv_bytes_all_devices - (base.kv_bytes - host))
     caching = [i for i, layer in enumerate(model.layers) if layer.caches_tokens and i < len(base.per_layer)]
     moved = _apportion(host, [base.per_layer[i] for i in caching])
     per_layer = list(base.per_layer)
@@ -622,8 +627,15 @@ def _layer_token_bytes(model: Model, kv_dtype) -> list[tuple[Layer, int]]:
     return out
 
 
+_MAX_REQUESTS = 10**6  # request lengths one call sizes (the app samples 500)
+
+
 def _check_lengths(lengths, max_model_len: int) -> list[int]:
+    if isinstance(lengths, (str, bytes, dict)) or not hasattr(lengths, "__iter__"):
+        raise ValueError(f"lengths must be a list of request lengths in tokens, got {show_value(lengths)}")
     lengths = list(lengths)
+    if len(lengths) > _MAX_REQUESTS:
+        raise ValueError(f"lengths must hold at most {_MAX_REQUESTS:,} requests, got {len(lengths):,}")
     if not lengths:
         raise ValueError("lengths must hold at least one request length")
     for n in lengths:
@@ -778,6 +790,11 @@ def allocation_sweep(model, *, max_model_len, kv_memory, n: int = 1000, seed: in
     ones as in request_lengths, truncated to max_model_len.
     """
     max_model_len = parse_tokens(max_model_len)
+    try:
+        kv_memory = parse_bytes(kv_memory)
+    except ValueError as exc:
+        raise ValueError(f"kv_memory: {exc}") from None
+    n = require_positive_int("n", n, _MAX_REQUESTS)
     rows = []
     for dist in distributions:
         params = {"fixed": {"length": max(1, max_model_len // 2)}, "uniform": {"low": 1, "high": max_model_len}}
@@ -826,6 +843,10 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     """
     model = as_model(model)
     tokens = parse_tokens(tokens)
+    if "residual_length" in getattr(ENGINES.get(str(engine).strip().lower()), "options", {}):
+        # hf-quantized's own option of that name is the same thing (QuantizedCache residual_length):
+        # one value for the baseline and the KIVI rows, so a caller passes it once
+        options = {**options, "residual_length": residual_length}
     run = lambda **kw: _estimate(model, engine=engine, tokens=kw.pop("tokens", tokens), batch=batch,  # noqa: E731
                                 kv_dtype=kw.pop("kv_dtype", kv_dtype), tp=tp, pp=pp, **options, **kw)
     baseline = run()

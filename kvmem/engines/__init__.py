@@ -10,8 +10,8 @@ import importlib
 import pkgutil
 
 from ..catalog import as_model
-from ..units import parse_bytes, parse_tokens, require_positive_int
-from .base import Capacity, EngineSpec, Estimate, check_parallel
+from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int
+from .base import Capacity, EngineSpec, Estimate, check_parallel, past_positions, with_note
 
 __all__ = ["estimate", "capacity", "list_engines", "Estimate", "Capacity", "ENGINES"]
 
@@ -47,6 +47,16 @@ def _spec(engine: str) -> EngineSpec:
     return ENGINES[key]
 
 
+def _check_query_heads(spec: EngineSpec, model, tp: int) -> None:
+    """tp must divide the query heads: SGLang asserts ``total_num_heads % attn_tp_size == 0``
+    (python/sglang/srt/models/llama.py and the other model files), TensorRT-LLM
+    ``num_heads % tp_size == 0`` (tensorrt_llm/_torch/modules/attention.py); vLLM refuses it
+    in its own words (kvmem/engines/vllm.py), hf-* and llama.cpp take no tp at all."""
+    if tp > 1 and spec.name != "vllm" and model.num_attention_heads % tp:
+        raise ValueError(f"tp={tp} must divide the model's {model.num_attention_heads} query heads "
+                         "(num_attention_heads), as SGLang and TensorRT-LLM require")
+
+
 def _options(spec: EngineSpec, options: dict) -> dict:
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
@@ -65,10 +75,14 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     spec = _spec(engine)
     model = as_model(model)
     tokens = parse_tokens(tokens)
-    batch = require_positive_int("batch", batch)
+    batch = require_positive_int("batch", batch, MAX_COUNT)
     tp, pp = check_parallel(tp, pp)
     options = _options(spec, options)
     result = spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    _check_query_heads(spec, model, tp)  # after the engine's own KV-head check, which names its rule
+    past = past_positions(model, spec.name, tokens)
+    if past:
+        result = with_note(result, *past)
     if eviction is None and not shared_prefix and not offload:
         return result
     from ..strategies import apply_strategies
@@ -88,5 +102,14 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
     kv_memory = parse_bytes(kv_memory)
     tp, pp = check_parallel(tp, pp)
     max_model_len = parse_tokens(max_model_len) if max_model_len is not None else None
-    return spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
-                         max_model_len=max_model_len, **_options(spec, options))
+    result = spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                           max_model_len=max_model_len, **_options(spec, options))
+    _check_query_heads(spec, model, tp)
+    past = past_positions(model, spec.name, max_model_len) if max_model_len else None
+    if past:
+        note, details = past
+        if spec.name == "vllm" and any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in result.notes):
+            note = next(n for n in result.notes if "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n)
+            details = {**details, "engine_refuses": note}
+        result = with_note(result, note, details)
+    return result

@@ -11,12 +11,14 @@ of layers: n // pp each, the remainder one apiece to the stages before the last
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from ..dtypes import DType, dtype
 from ..model import MLA, Layer, Model
 from ..units import require_positive_int
+
+MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
 
 __all__ = ["Estimate", "Capacity", "EngineSpec", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv"]
@@ -58,6 +60,11 @@ class Estimate:
         return self.kv_bytes + self.state_bytes
 
     @property
+    def engine_refuses(self) -> str | None:
+        """Why the engine itself would refuse this workload (it would not start), or None."""
+        return self.details.get("engine_refuses")
+
+    @property
     def bytes_per_token(self) -> float:
         """KV bytes per cached token of the batch (one device)."""
         return self.kv_bytes / (self.tokens * self.batch)
@@ -85,10 +92,53 @@ class Capacity:
     notes: tuple[str, ...] = ()
     details: dict = field(default_factory=dict, compare=False)
 
+    @property
+    def engine_refuses(self) -> str | None:
+        """Why the engine itself would refuse this budget (it would not start), or None."""
+        return self.details.get("engine_refuses")
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["notes"] = list(self.notes)
         return data
+
+
+# What each engine does with a context past the model's max_position_embeddings:
+# (what it does, the environment setting that lets it run anyway, or None when it runs).
+_PAST_POSITIONS = {
+    # vllm/config/model.py _get_and_verify_max_len: a ValueError unless the variable is set
+    "vllm": ("vLLM refuses a max_model_len above it", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+    # python/sglang/srt/configs/model_config.py: a ValueError unless the variable is set
+    "sglang": ("SGLang refuses a context_length above it", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"),
+    # src/llama-context.cpp: "n_ctx_seq (N) > n_ctx_train (M) -- possible training context overflow";
+    # tools/server caps each slot at n_ctx_train ("exceeds the training context ... - capping")
+    "llama.cpp": ("llama.cpp warns \"possible training context overflow\" and runs; llama-server caps "
+                  "each slot at the training context", None),
+}
+
+
+def past_positions(model: Model, engine: str, tokens: int) -> tuple[str, dict] | None:
+    """(note, details) when ``tokens`` exceed the model's max_position_embeddings, else None.
+
+    ``details`` carries ``engine_refuses`` (the engine would not start) and
+    ``engine_allows_with`` (the setting that makes it start anyway) where the engine refuses.
+    """
+    limit = model.max_position_embeddings
+    if not limit or tokens <= limit:
+        return None
+    family = "hf" if engine.startswith("hf-") else engine
+    what, allow = _PAST_POSITIONS.get(family, (
+        "transformers does not check it" if family == "hf" else f"kvmem does not know what {engine} does", None))
+    note = (f"{tokens:,} tokens exceed the model's {limit:,} positions (max_position_embeddings): {what}"
+            + (f" unless {allow}" if allow else "") + "; positions past the trained range may lose quality")
+    details = {"engine_refuses": note, "engine_allows_with": allow} if allow else {}
+    return note, details
+
+
+def with_note(result, note: str, details: dict):
+    """``result`` (an Estimate or a Capacity) with one more note and details merged in."""
+    notes = result.notes if note in result.notes else result.notes + (note,)
+    return replace(result, notes=notes, details={**result.details, **details})
 
 
 @dataclass(frozen=True)
@@ -135,7 +185,7 @@ def resolve_dtypes(model: Model, kv_dtype, type_k=None, type_v=None) -> tuple[DT
 
 
 def check_parallel(tp, pp) -> tuple[int, int]:
-    return require_positive_int("tp", tp), require_positive_int("pp", pp)
+    return require_positive_int("tp", tp, MAX_PARALLEL), require_positive_int("pp", pp, MAX_PARALLEL)
 
 
 def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> range:

@@ -469,9 +469,11 @@ def _common_notes(model: Model, found: tuple[Slot, ...]) -> list[str]:
     notes = []
     cfg = model.config.get("text_config") or model.config
     if model.model_type == "falcon" and cfg.get("new_decoder_architecture"):
-        kv_heads = next(layer.kv_heads for layer in model.layers if layer.kv_heads)
-        notes.append(f"transformers caches Falcon's K/V broadcast to all {model.num_attention_heads} query heads, "
-                     f"not its {kv_heads} KV heads (modeling_falcon.py)")
+        # a what-if variant may have no per-head layer left (MLA, shared): no note then
+        kv_heads = next((layer.kv_heads for layer in model.layers if layer.kv_heads), None)
+        if kv_heads is not None:
+            notes.append(f"transformers caches Falcon's K/V broadcast to all {model.num_attention_heads} query "
+                         f"heads, not its {kv_heads} KV heads (modeling_falcon.py)")
     if any(s.kind == "linear" for s in found):
         notes.append("linear/SSM layers: conv state of the whole kernel in the compute dtype, recurrent "
                      "state in fp32 (transformers' torch paths)")

@@ -302,14 +302,15 @@ def _index_bytes(rows: int, page: int, index_row: int) -> int:
 def _layer_rows(model: Model, layout: _Layout, tp: int, rows: dict, batch: int):
     """Per-layer (K, V, state) bytes: pool layers hold ``rows[role]`` + one padding page."""
     page = layout.page_size
+    full, swa, linear = set(layout.full), set(layout.swa), set(layout.linear)  # O(1) lookups: O(layers) in all
     out = []
     for i in range(model.num_layers):
-        role = "full" if i in layout.full else "swa" if i in layout.swa else None
+        role = "full" if i in full else "swa" if i in swa else None
         if role is not None:
             n = rows[role] + page
             out.append((n * layout.k_row[role] + _index_bytes(rows[role], page, layout.index_row),
                         n * layout.v_row[role], 0))
-        elif i in layout.linear:
+        elif i in linear:
             out.append((0, 0, batch * _state_bytes(model, layout, i, tp)))
         else:
             out.append((0, 0, 0))
@@ -318,8 +319,9 @@ def _layer_rows(model: Model, layout: _Layout, tp: int, rows: dict, batch: int):
 
 def _stage_cell(layout: _Layout, stage: range):
     """The profile's cell_size for one pipeline stage's layers (bytes per pool token)."""
-    return (sum(layout.cell["full"] for i in stage if i in layout.full)
-            + sum(layout.cell["swa"] for i in stage if i in layout.swa))
+    full, swa = set(layout.full), set(layout.swa)
+    n_full, n_swa = sum(1 for i in stage if i in full), sum(1 for i in stage if i in swa)
+    return (layout.cell["full"] * n_full if n_full else 0) + (layout.cell["swa"] * n_swa if n_swa else 0)
 
 
 def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:
@@ -392,8 +394,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
 def _split_swa(layout: _Layout, stage: range, tokens: int, ratio) -> tuple[int, int]:
     """set_num_tokens_hybrid_swa: (full, swa) pool tokens from the profiled count (in float, as SGLang)."""
     page = layout.page_size
-    n_full = sum(i in layout.full for i in stage)
-    n_swa = sum(i in layout.swa for i in stage)
+    full, swa = set(layout.full), set(layout.swa)
+    n_full = sum(i in full for i in stage)
+    n_swa = sum(i in swa for i in stage)
     if n_swa == 0:
         return tokens, 0
     if n_full == 0:
@@ -424,7 +427,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         if not cell:
             continue
         rest, slots = kv_memory, None
-        per_request = sum(_state_bytes(model, layout, i, tp) for i in stage if i in layout.linear)
+        linear = set(layout.linear)
+        per_request = sum(_state_bytes(model, layout, i, tp) for i in stage if i in linear)
         if per_request:
             slots, rest = _mamba_split(kv_memory, per_request, options["mamba_full_memory_ratio"])
         tokens = int(rest // cell) // page * page

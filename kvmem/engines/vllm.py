@@ -217,8 +217,8 @@ def _check_options(opts: dict) -> dict:
             raise ValueError(f"{name} must be 'auto', 'float32', 'float16' or 'bfloat16', got {value!r}")
         out[name] = key
     swap = out["swap_space"]
-    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or swap < 0 or math.isinf(swap):
-        raise ValueError(f"swap_space must be a non-negative number of GiB, got {swap!r}")
+    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or not 0 <= swap <= 2**40:
+        raise ValueError(f"swap_space must be a number of GiB from 0 to {2**40:,}, got {swap!r}")
     out["release"] = _release(out["version"])
     draft = out["draft"]
     if isinstance(draft, str) and draft != "mtp":
@@ -877,7 +877,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     else:
         concurrency = num_blocks / request
     if release >= _TOKENS_FROM_CONCURRENCY:
+        # vLLM: int(max_concurrency * max_model_len) in floats; past 2**53 floats lose whole
+        # tokens, so there the same quotient is taken exactly
         tokens = int(concurrency * length)
+        if tokens >= 2**53:
+            tokens = num_blocks * length // request
     elif release >= _HYBRID_GROUPS:
         tokens = num_blocks // len(plan.groups) * bs
     else:
@@ -886,16 +890,20 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     longest = _longest(lambda n: max(_request_bytes(plan, m, n, opts) for m in stages) <= kv_memory,
                        cap)
     needed = max(_request_bytes(plan, m, length, opts) for m in stages)
+    refuses = None
     if needed > kv_memory:
-        notes.append(f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
-                     f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
-                     f"fits is {longest:,}")
+        refuses = (f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
+                   f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
+                   f"fits is {longest:,}")
+        notes.append(refuses)
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
     details = {"version": opts["version"], "num_blocks": num_blocks, "blocks_per_stage": per_stage,
                "blocks_per_request": request, "groups": len(plan.groups), "group_layers":
                [len(g) for g in plan.groups], "padding_layers": plan.padding_layers,
                "page_bytes": sorted({spec.page_bytes for _, spec in plan.units}),
                "uniform_type": plan.uniform_type, "request_bytes": needed, "log": log}
+    if refuses:
+        details["engine_refuses"] = refuses
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
                     notes=tuple(notes), details=details)
@@ -922,13 +930,17 @@ def _capacity_v0(model: Model, plan: _Plan, stages: list, kv_memory: int, length
     tokens = num_blocks * bs
     concurrency = tokens / length
     longest = min(tokens, model.max_position_embeddings) if model.max_position_embeddings else tokens
+    refuses = None
     if length > tokens:
-        notes.append(f"vLLM v0 refuses to start: The model's max seq len ({length}) is larger than the "
-                     f"maximum number of tokens that can be stored in KV cache ({tokens}).")
+        refuses = (f"vLLM v0 refuses to start: The model's max seq len ({length}) is larger than the "
+                   f"maximum number of tokens that can be stored in KV cache ({tokens}).")
+        notes.append(refuses)
     log = [f"# GPU blocks: {num_blocks}, # CPU blocks: {cpu_blocks}",
            f"Maximum concurrency for {length} tokens per request: {concurrency:.2f}x"]
     details = {"version": "v0", "num_blocks": num_blocks, "cpu_blocks": cpu_blocks,
                "cache_block_bytes": block_bytes, "log": log}
+    if refuses:
+        details["engine_refuses"] = refuses
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
                     notes=tuple(notes), details=details)
