@@ -19,8 +19,9 @@ import os
 from functools import lru_cache
 from importlib import resources
 
-from .configs import model_from_config
+from .configs import load_config, model_from_config
 from .model import Model, register_reader
+from .units import show_value
 
 __all__ = ["list_models", "get_model", "preset", "presets", "as_model"]
 
@@ -68,9 +69,10 @@ def preset(name: str) -> dict:
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
     key = _index().get(name.strip().lower())
     if key is None:
-        close = difflib.get_close_matches(name.strip().lower(), list(presets()), n=5, cutoff=0.5)
+        close = (difflib.get_close_matches(name.strip().lower(), list(presets()), n=5, cutoff=0.5)
+                 if len(name) <= 200 else [])
         hint = f"; did you mean {', '.join(close)}?" if close else "; see kvmem.list_models()"
-        raise ValueError(f"unknown model {name!r}{hint}")
+        raise ValueError(f"unknown model {show_value(name)}{hint}")
     return presets()[key]
 
 
@@ -126,8 +128,9 @@ def as_model(model, *, revision: str | None = None) -> Model:
             from .sources.safetensors import model_from_folder
             return model_from_folder(model)
         if model.endswith(".json"):
-            name = os.path.basename(os.path.dirname(os.path.abspath(model))) or model
-            return model_from_config(model, name=name)
+            cfg = load_config(model)    # named by its _name_or_path, else by its folder
+            folder = os.path.basename(os.path.dirname(os.path.abspath(model))) or model
+            return model_from_config(cfg, name=None if cfg.get("_name_or_path") else folder)
         return get_model(model, revision=revision)
     raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__} "
                      "(a name may also be an HF id, a path to a config.json, a model folder or a .gguf file)")

@@ -6,19 +6,66 @@
     kvmem estimate Qwen/Qwen3-4B --tokens 32k            # an HF id: the HF cache, else the Hub
     kvmem estimate ./Meta-Llama-3-8B.Q4_K_M.gguf --tokens 8k --engine llama.cpp
     kvmem capacity llama-3.1-8b --kv-memory 20GiB --engine vllm --max-model-len 32k [--json]
+
+Exit status: 0 done; 1 the workload does not fit, does not match (validate), or the engine
+itself would refuse it (set the engine's override, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, where
+it has one); 2 a bad input (the message names it); 70 an internal error (KVMEM_DEBUG=1 shows
+the traceback); 130 interrupted (Ctrl-C); 141 the reader of stdout went away (``| head``).
+With --json an error is a JSON object on stdout too. Output that the terminal's encoding
+cannot show (PYTHONIOENCODING=ascii) is written with ASCII stand-ins (x for ×, - for ·).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
+import re
 import sys
+from decimal import Decimal
 
 from . import catalog, engines
-from .units import format_bytes
+from .units import format_bytes, parse_bytes
 
 __all__ = ["main"]
+
+_ASCII = {"·": "-", "×": "x", "—": "-", "–": "-", "≤": "<=", "≥": ">=", "…": "...", "→": "->", "≈": "~",
+          "µ": "u", "²": "^2", "’": "'", "“": '"', "”": '"'}
+
+
+def _ascii_standins(exc):
+    """Codec error handler: ASCII stand-ins for the few non-ASCII characters kvmem prints."""
+    if isinstance(exc, UnicodeEncodeError):
+        text = exc.object[exc.start:exc.end]
+        return "".join(_ASCII.get(ch, "?") for ch in text), exc.end
+    raise exc
+
+
+codecs.register_error("kvmem_ascii", _ascii_standins)
+
+
+def _safe_streams() -> None:
+    """Let stdout/stderr fall back to ASCII stand-ins where their encoding lacks a character."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "·×—".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="kvmem_ascii")
+
+
+def _join_negative_values(argv: list[str]) -> list[str]:
+    """``--kv-memory -1GiB`` as ``--kv-memory=-1GiB``: argparse would read -1GiB as an option
+    and say only "expected one argument"; joined, the value reaches its parser, which says
+    "must be positive"."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and re.match(r"^-[0-9.]", arg):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
 
 
 MODEL_HELP = ("preset name, HF id (org/name: the HF cache, else the Hub), a local model folder, "
@@ -31,6 +78,42 @@ def _model(spec: str, revision: str | None = None):
         raise ValueError(f"folder {spec!r} has no config.json (a model folder holds config.json and its "
                          "*.safetensors)")
     return catalog.as_model(spec, revision=revision)
+
+
+def _kv_memory(text: str) -> int:
+    """--kv-memory: a byte count with a unit; a fractional byte count is rounded down, and said."""
+    if re.fullmatch(r"\s*[0-9][0-9_,]*(\.[0-9]*)?\s*", text):
+        raise ValueError(f"--kv-memory {text.strip()} has no unit: write {text.strip()}GiB, {text.strip()}GB "
+                         f"or {text.strip()}B (bytes)")
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        if "not a whole number" not in str(exc):
+            raise
+    exact = _exact_bytes(text)
+    whole = int(exact)
+    print(f"kvmem: --kv-memory {text} is {exact:,} B; rounded down to {whole:,} B", file=sys.stderr)
+    return parse_bytes(whole)
+
+
+def _exact_bytes(text: str) -> Decimal:
+    """The byte count ``text`` names, fractional part included (parse_bytes refuses fractions)."""
+    from .units import exact_bytes
+    return exact_bytes(text)
+
+
+def _engine_refusal(result, command: str) -> int:
+    """1 (and the reason on stderr) when the engine itself would refuse ``result``, else 0."""
+    reason = getattr(result, "engine_refuses", None)
+    if not reason:
+        return 0
+    allow = getattr(result, "engine_allows_with", None) or getattr(result, "details", {}).get("engine_allows_with")
+    if allow:
+        name, _, value = allow.partition("=")
+        if os.environ.get(name) == value:
+            return 0
+    print(f"kvmem {command}: the engine would refuse this: {reason}", file=sys.stderr)
+    return 1
 
 
 def _value(text: str):
@@ -65,6 +148,12 @@ def _engine_log(result) -> list[str]:
     return [f"{result.engine} would log:"] + [f"  {line}" for line in log] if log else []
 
 
+def _short_source(source: str | None) -> str:
+    """The first clause of a preset's source (where its config.json was read); --json has it all."""
+    text = (source or "unknown").split(", ")[0].split("; ")[0]
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
 def cmd_models(args) -> int:
     rows = []
     for name in catalog.list_models():
@@ -72,8 +161,12 @@ def cmd_models(args) -> int:
         model = catalog.get_model(name)
         rows.append({"name": name, "hf_id": data.get("hf_id"), "layers": model.num_layers,
                      "kinds": model.kinds, "params_total": model.params_total, "source": data.get("source")})
-    _print(rows, args.json, [f"{r['name']:<32} {r['hf_id'] or '':<48} {r['layers']:>4} layers  "
-                             + ", ".join(f"{n} {k}" for k, n in r["kinds"].items()) for r in rows])
+    lines = []
+    for r in rows:
+        lines.append(f"{r['name']:<32} {r['hf_id'] or '':<48} {r['layers']:>4} layers  "
+                     + ", ".join(f"{n} {k}" for k, n in r["kinds"].items()))
+        lines.append(f"{'':<4}source: {_short_source(r['source'])}")
+    _print(rows, args.json, lines)
     return 0
 
 
@@ -94,12 +187,12 @@ def cmd_estimate(args) -> int:
     lines += [f"note: {note}" for note in result.notes]
     lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)
-    return 0
+    return _engine_refusal(result, "estimate")
 
 
 def cmd_capacity(args) -> int:
-    result = engines.capacity(_model(args.model, args.revision), engine=args.engine, kv_memory=args.kv_memory,
-                              kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
+    result = engines.capacity(_model(args.model, args.revision), engine=args.engine,
+                              kv_memory=_kv_memory(args.kv_memory), kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
                               max_model_len=args.max_model_len, **_options(args.option))
     lines = [f"{result.model} · {result.engine} · KV memory {format_bytes(result.kv_memory)}",
              f"blocks: {result.blocks:,} (block size {result.block_size})",
@@ -111,7 +204,7 @@ def cmd_capacity(args) -> int:
     lines += [f"note: {note}" for note in result.notes]
     lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)
-    return 0
+    return _engine_refusal(result, "capacity")
 
 
 def _weights_line(result) -> str:
@@ -138,10 +231,14 @@ def cmd_fit(args) -> int:
     except FitError as exc:
         result, error = exc.fit, str(exc)
     b = result.breakdown
+    workload = (f"{result.context:,} tokens x batch {result.batch}" if result.batch is not None else
+                f"{result.context:,} tokens, up to {result.max_batch:,} sequences (no --batch given)")
+    replica = " per replica" if result.replicas > 1 else ""
     lines = [f"{result.model} on {result.num_gpus} x {result.gpu} · {result.engine} · tp {result.tp} pp {result.pp}"
              f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
-             f"fits: {'yes' if result.fits else 'no'} — {result.context:,} tokens x batch {result.batch or 1}",
-             "per device: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in b.items()),
+             f"fits: {'yes' if result.fits else 'no'} — {workload}",
+             f"per device, for {result.breakdown_batch:,} x {result.breakdown_context:,} tokens{replica}: "
+             + ", ".join(f"{k} {format_bytes(v)}" for k, v in b.items()),
              f"max batch at {result.context:,} tokens: {result.max_batch}",
              f"max context at batch {result.batch or 1}: {result.max_context:,}",
              f"min GPUs: {result.min_gpus if result.min_gpus is not None else 'none up to tp 64'}"]
@@ -163,7 +260,8 @@ def cmd_fit(args) -> int:
         if not args.json:
             print(f"kvmem fit: {error}", file=sys.stderr)
     _print(data, args.json, lines)
-    return 0 if result.fits else 1
+    refused = _engine_refusal(result, "fit")
+    return 0 if result.fits and not refused else 1
 
 
 def cmd_gpus(args) -> int:
@@ -181,11 +279,16 @@ def cmd_validate(args) -> int:
     """Build the suite's real caches with torch and compare them with kvmem's prediction."""
     from .validation import ALLOCATOR_NOTE, validate
 
+    tty = sys.stderr.isatty()
+
     def progress(index, total, entry):
         done = 24 * index // total
         label = f"{entry['model']} {entry['engine']}" if entry else "done"
-        print(f"\r[{'#' * done}{'.' * (24 - done)}] {index}/{total} {label:<44}", end="" if entry else "\n",
-              file=sys.stderr, flush=True)
+        if tty:  # a bar redrawn in place; elsewhere (a log, a pipe) one plain line per entry
+            print(f"\r[{'#' * done}{'.' * (24 - done)}] {index}/{total} {label:<44}", end="" if entry else "\n",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"[{index}/{total}] {label}", file=sys.stderr, flush=True)
 
     rows = validate(device=args.device, models=args.models, quick=args.quick, progress=progress)
     cuda = any(str(r["device"]).startswith("cuda") for r in rows)
@@ -228,8 +331,18 @@ def _add_workload(parser, *, tokens: bool):
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, remembering its last usage error so that --json can report it as JSON too."""
+
+    last_error: str | None = None
+
+    def error(self, message):
+        _Parser.last_error = f"{self.prog}: {message}"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
+    parser = _Parser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
     sub = parser.add_subparsers(dest="command", required=True)
     models = sub.add_parser("models", help="list the model presets")
     models.add_argument("--json", action="store_true")
@@ -239,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.set_defaults(func=cmd_estimate)
     cap = sub.add_parser("capacity", help="what a KV memory budget holds")
     _add_workload(cap, tokens=False)
-    cap.add_argument("--kv-memory", required=True, help='KV bytes on one device: "20GiB", "16GB"')
+    cap.add_argument("--kv-memory", required=True,
+                     help='KV bytes on one device, with a unit: "20GiB", "16GB" (fractional bytes rounded down)')
     cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)
     fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
@@ -271,14 +385,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(args, exc: BaseException, code: int, kind: str = "error", named: bool = False) -> int:
+    """Print the error on stderr (and as a JSON object on stdout with --json); return ``code``."""
+    message = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0] if exc.args else exc)
+    if named:
+        message = f"{type(exc).__name__}: {message}"
+    if code == 70:
+        message += " (a bug in kvmem; KVMEM_DEBUG=1 shows the traceback)"
+    print(f"kvmem {args.command}: {kind}: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message, "type": type(exc).__name__, "command": args.command,
+                          "exit_code": code}))
+    return code
+
+
 def main(argv=None) -> int:
+    _safe_streams()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = _join_negative_values(sys.argv[1:] if argv is None else list(argv))
     try:
-        return args.func(args)
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # a usage error (exit 2) or --help (exit 0)
+        if exc.code and "--json" in argv:
+            print(json.dumps({"error": _Parser.last_error or "invalid command line", "type": "UsageError",
+                              "command": argv[0] if argv else None, "exit_code": exc.code}))
+        raise
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader left (``kvmem models | head``): stop quietly, and let no flush at exit complain
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except (ValueError, KeyError) as exc:
-        print(f"kvmem {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(args, exc, 2)
+    except (OSError, RuntimeError, ImportError, MemoryError, RecursionError) as exc:
+        if os.environ.get("KVMEM_DEBUG"):
+            raise
+        return _error(args, exc, 2, named=True)
+    except Exception as exc:  # a bug: say so in one line rather than a traceback
+        if os.environ.get("KVMEM_DEBUG"):
+            raise
+        return _error(args, exc, 70, kind="internal error", named=True)
 
 
 if __name__ == "__main__":

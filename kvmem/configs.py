@@ -31,21 +31,105 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from functools import lru_cache
 from importlib import resources
 
+from .errors import ConfigError
 from .model import (CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer, Model, ModelFacts, MoeShape,
                     RecurrentState, SsmFacts, register_reader)
 from .params import count_params, moe_shape
+from .units import show_value
 
 __all__ = ["ConfigError", "model_from_config", "load_config"]
 
 
-class ConfigError(ValueError):
-    """A config.json that cannot be read: the message names the field."""
-
-
 _MISSING = object()
+
+# Bounds on what a config may say, generously above every real model (largest today: 126
+# layers, 128 heads, head_dim 576 with MLA, hidden 16,384, vocab 262,144, 384 experts, a
+# 10M-token context), so that a hostile file cannot make kvmem loop or allocate without end.
+MAX_CONFIG_BYTES = 4 * 2**20     # a config.json is a few KB; the largest real ones ~100 KB
+MAX_NESTING = 32                 # JSON object/array depth (real configs: 3)
+_MAX_INT_DIGITS = 30
+_LIMIT_GROUPS = (
+    # 1,024 layers (8x the deepest real model) keeps every call, fit's searches included, in
+    # about a second: their cost grows with the layer count
+    (1024, ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_kv_shared_layers")),
+    (4096, ("num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
+            "n_head_kv", "multi_query_group_num", "linear_num_key_heads", "linear_num_value_heads",
+            "mamba_num_heads", "n_groups", "index_n_heads", "linear_conv_kernel_dim", "mamba_d_conv",
+            "conv_kernel", "mamba_expand", "num_nextn_predict_layers", "mtp_num_hidden_layers",
+            "sliding_window_pattern", "_sliding_window_pattern", "full_attention_interval",
+            "attn_layer_period", "attn_layer_offset", "no_rope_layer_interval", "interleave_moe_layer_step",
+            "decoder_sparse_step", "moe_layer_freq", "expert_layer_period", "expert_layer_offset",
+            "n_shared_experts")),
+    (65536, ("head_dim", "kv_channels", "v_head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank",
+             "q_lora_rank", "index_head_dim", "linear_key_head_dim", "linear_value_head_dim", "mamba_head_dim",
+             "mamba_d_state", "ssm_state_size", "mamba_dt_rank", "n_routed_experts", "num_local_experts",
+             "num_experts", "moe_num_experts", "num_experts_per_tok", "num_experts_per_token", "moe_top_k",
+             "top_k")),
+    (2**20, ("hidden_size", "n_embd", "d_model")),
+    (2**24, ("vocab_size", "padded_vocab_size", "intermediate_size", "moe_intermediate_size",
+             "intermediate_size_mlp", "shared_expert_intermediate_size", "n_inner", "ffn_hidden_size")),
+    (2**30, ("sliding_window", "attention_chunk_size")),
+)
+FIELD_LIMITS = {name: limit for limit, names in _LIMIT_GROUPS for name in names}
+DEFAULT_FIELD_LIMIT = 2**40      # any other integer field (max_position_embeddings, ...)
+
+
+class _LongNumber:
+    """A JSON number too long to read (Python refuses ints past 4300 digits): kept as a
+    marker so that the field reader names the field that holds it."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self) -> str:
+        return f"a {self.digits:,}-digit number"
+
+
+def _parse_int(text: str):
+    return int(text) if len(text) <= _MAX_INT_DIGITS else _LongNumber(text)
+
+
+def _check_nesting(data) -> None:
+    """Refuse JSON nested deeper than MAX_NESTING (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise ConfigError(f"config is nested deeper than {MAX_NESTING} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
+def _read_file(path) -> str:
+    """A config file's text: a regular file only, at most MAX_CONFIG_BYTES, UTF-8."""
+    name = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {name!r}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"config file {name!r} is not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {name!r}: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {name!r} is larger than {MAX_CONFIG_BYTES:,} bytes")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(f"config file {name!r} is UTF-16 text; config.json must be UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {name!r} is not UTF-8 text (byte {data[exc.start]:#04x} at "
+                          f"offset {exc.start})") from None
 
 # Multimodal wrappers whose text model lives in text_config, and the type it has there.
 _TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "llama4": "llama4_text",
@@ -62,6 +146,9 @@ _LAYER_TYPE_NAMES = {
     "moe": NONE, "mlp": NONE, "dummy": NONE,
 }
 
+# modeling_nemotron_h.py: "*" attention, "M" mamba2, "-" MLP, "E" MoE (no cache).
+_NEMOTRON_BLOCKS = {"*": FULL, "M": LINEAR, "-": NONE, "E": NONE}
+
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
 
@@ -73,23 +160,34 @@ def _hf_defaults() -> dict:
 
 
 def load_config(cfg) -> dict:
-    """A config as a dict, from a dict, JSON text, or a path to a JSON file."""
+    """A config as a dict, from a dict, JSON text, or a path to a JSON file.
+
+    Files: regular files only, at most MAX_CONFIG_BYTES, UTF-8; JSON nested at most
+    MAX_NESTING deep; a number of more than 30 digits is kept as a marker that the field
+    reader refuses by name.
+    """
     if isinstance(cfg, dict):
+        _check_nesting(cfg)
         return cfg
+    if isinstance(cfg, bytes):
+        raise ConfigError("config must be a dict, JSON text or a path, got bytes")
     if isinstance(cfg, (str, os.PathLike)):
         text = str(cfg)
         if isinstance(cfg, os.PathLike) or not text.lstrip().startswith(("{", "[")):
-            try:
-                with open(cfg, encoding="utf-8") as handle:
-                    text = handle.read()
-            except OSError as exc:
-                raise ConfigError(f"cannot read config file {str(cfg)!r}: {exc.strerror}") from None
+            if "\x00" in text:
+                raise ConfigError("config path contains a NUL character")
+            text = _read_file(cfg)
+        if len(text) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config text is longer than {MAX_CONFIG_BYTES:,} characters")
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_int=_parse_int)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"config is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except RecursionError:
+            raise ConfigError(f"config is nested deeper than {MAX_NESTING} levels") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
+        _check_nesting(data)
         return data
     raise ConfigError(f"config must be a dict, JSON text or a path, got {type(cfg).__name__}")
 
@@ -128,11 +226,15 @@ class Fields:
                           + f" and model_type {self.model_type!r} has no default for it")
 
     def int(self, *names: str, default=_MISSING, minimum: int = 1) -> int:
+        """An integer field in [minimum, its FIELD_LIMITS bound]; the message names both."""
         value = self.get(*names, default=default)
         if value is None:
             return value
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"config field {names[0]!r} must be an integer >= {minimum}, got {value!r}")
+        field = next((n for n in names if self.cfg.get(n) is not None), names[0])
+        limit = FIELD_LIMITS.get(field, FIELD_LIMITS.get(names[0], DEFAULT_FIELD_LIMIT))
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= limit:
+            raise ConfigError(f"config field {field!r} must be an integer from {minimum} to {limit:,}, "
+                              f"got {show_value(value)}")
         return value
 
 
@@ -142,12 +244,19 @@ _FAMILY_ALIASES = {"kimi_k2": "deepseek_v3"}
 
 def _text_part(raw: dict) -> tuple[dict, str]:
     """The text model's config and its model_type (multimodal configs nest it in text_config)."""
-    model_type = _FAMILY_ALIASES.get(raw.get("model_type"), raw.get("model_type"))
+    model_type = raw.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError(f"config field 'model_type' must be a string, got {type(model_type).__name__}")
+    model_type = _FAMILY_ALIASES.get(model_type, model_type)
     text = raw.get("text_config") or raw.get("llm_config")
     if isinstance(text, dict) and "num_hidden_layers" not in raw:
         merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
         merged.update(text)
-        inner_type = text.get("model_type") or _TEXT_MODEL_TYPES.get(model_type, model_type)
+        inner_type = text.get("model_type")
+        if inner_type is not None and not isinstance(inner_type, str):
+            raise ConfigError(f"config field 'text_config.model_type' must be a string, "
+                              f"got {type(inner_type).__name__}")
+        inner_type = inner_type or _TEXT_MODEL_TYPES.get(model_type, model_type)
         return merged, inner_type
     if not isinstance(model_type, str) or not model_type:
         model_type = ""
@@ -196,15 +305,22 @@ def _layer_kinds(f: Fields, n_layers: int) -> list[str]:
                               f"got {len(given) if isinstance(given, list) else given!r}")
         kinds = []
         for i, name in enumerate(given):
-            if name not in _LAYER_TYPE_NAMES:
+            if not isinstance(name, str) or name not in _LAYER_TYPE_NAMES:
                 raise ConfigError(f"layer_types[{i}] is {name!r}; known types: {sorted(_LAYER_TYPE_NAMES)}")
             kinds.append(_LAYER_TYPE_NAMES[name])
         return kinds
     if t == "nemotron_h":
         pattern = f.get("hybrid_override_pattern")
+        if not isinstance(pattern, str):
+            raise ConfigError(f"config field 'hybrid_override_pattern' must be a string of '*', 'M', '-', 'E', "
+                              f"got {show_value(pattern)}")
         if len(pattern) != n_layers:
             raise ConfigError(f"hybrid_override_pattern has {len(pattern)} entries, num_hidden_layers is {n_layers}")
-        return [FULL if c == "*" else LINEAR if c == "M" else NONE for c in pattern]
+        unknown = sorted(set(pattern) - set(_NEMOTRON_BLOCKS))
+        if unknown:
+            raise ConfigError(f"hybrid_override_pattern has unknown block {unknown[0]!r}; known: "
+                              "'*' attention, 'M' mamba2, '-' MLP, 'E' MoE")
+        return [_NEMOTRON_BLOCKS[c] for c in pattern]
     if t == "jamba":
         period, offset = f.int("attn_layer_period"), f.int("attn_layer_offset", minimum=0)
         return [FULL if i % period == offset else LINEAR for i in range(n_layers)]
@@ -213,6 +329,10 @@ def _layer_kinds(f: Fields, n_layers: int) -> list[str]:
         return [LINEAR if (i + 1) % interval else FULL for i in range(n_layers)]
     if t == "llama4_text":
         no_rope = f.get("no_rope_layers", default=None)
+        if no_rope and (not isinstance(no_rope, list) or len(no_rope) != n_layers
+                        or any(v not in (0, 1) or isinstance(v, float) for v in no_rope)):
+            raise ConfigError(f"config field 'no_rope_layers' must list 0 or 1 for each of the {n_layers} layers, "
+                              f"got {show_value(no_rope)}")
         if not no_rope:
             interval = f.int("no_rope_layer_interval", default=4)
             no_rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
@@ -365,8 +485,11 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     dtype = _dtype(raw, text)
     moe = moe_shape(f, n_layers)
     total, active, embedding = count_params(f, layers, heads=heads, head_dim=head_dim, moe=moe)
+    given_name = raw.get("_name_or_path")
+    if given_name is not None and not isinstance(given_name, str):
+        raise ConfigError(f"config field '_name_or_path' must be a string, got {type(given_name).__name__}")
     return Model(
-        name=name or hf_id or raw.get("_name_or_path") or model_type or "custom",
+        name=name or hf_id or given_name or model_type or "custom",
         layers=layers,
         hidden_size=f.int("hidden_size", "n_embd", "d_model"),
         num_attention_heads=heads,

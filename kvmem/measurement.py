@@ -42,8 +42,11 @@ each CUDA measurement so that the reserved delta is this cache's own.
 
 A run is refused before any K/V is allocated (a transformers cache object is empty until its
 first update) when its predicted peak plus the input buffer exceeds 80 % of the device's free
-memory (CPU: MemAvailable in /proc/meminfo; CUDA: ``torch.cuda.mem_get_info``); the message
-says how many tokens fit at this batch.
+memory (CPU: the least of MemAvailable, the cgroup's limit and RLIMIT_AS; CUDA:
+``torch.cuda.mem_get_info``; less what runs already admitted hold -- kvmem.admission); the
+message says how many tokens fit at this batch. Measurements run one at a time per process,
+imports included (the torch profiler is not safe in two threads: kvmem.admission); a caller
+queued behind another is told so through ``on_wait``.
 
 The CUDA path is the same drive with the allocator's counters instead of the profiler; its
 test (tests/test_measure.py::test_cuda_allocator_view) runs where torch sees a GPU. The
@@ -64,7 +67,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from . import catalog
+from . import admission, catalog
 from .engines import estimate
 from .engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from .model import FULL, Model
@@ -73,7 +76,7 @@ from .units import format_bytes, parse_tokens, require_positive_int
 __all__ = ["Measurement", "measure", "ENGINES", "MEMORY_FRACTION", "resolve_device", "backend_problem"]
 
 ENGINES = ("hf-dynamic", "hf-static", "hf-quantized", "toy")
-MEMORY_FRACTION = 0.8  # refuse a run whose predicted peak exceeds this share of the free memory
+MEMORY_FRACTION = admission.MEMORY_FRACTION  # refuse a run whose need exceeds this share of the free memory
 # Published model_types transformers reads with another family's config class.
 _SAME_AS = {"kimi_k2": "deepseek_v3"}
 _QUANTIZED_PEAK_TOLERANCE = 0.01  # hqq/quanto working sets on CPU (see the module docstring)
@@ -154,18 +157,9 @@ def resolve_device(device: str):
 
 
 def _free_memory_bytes(device) -> int:
-    """Free memory of ``device`` now: CPU MemAvailable (/proc/meminfo), CUDA mem_get_info."""
-    if device.type == "cuda":
-        import torch
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    """Memory a run may take on ``device`` now (kvmem.admission.free_bytes: process limits and
+    the ledger of admitted runs included)."""
+    return admission.free_bytes(device)
 
 
 def _torch_dtype(name: str):
@@ -456,11 +450,12 @@ def _prediction(model: Model, engine: str, *, tokens: int, batch: int, kv_name: 
 
 
 def _guard(model: Model, engine: str, device, *, tokens: int, batch: int, kv_name: str, options: dict,
-           plans) -> None:
+           plans) -> int:
+    """The bytes the run needs, when they fit the budget; else a ValueError saying what fits."""
     budget = int(_free_memory_bytes(device) * MEMORY_FRACTION)
     need = _need_bytes(model, engine, tokens=tokens, batch=batch, kv_name=kv_name, options=options, plans=plans)
     if need <= budget:
-        return
+        return need
 
     def fits(t: int) -> bool:
         opts = dict(options)
@@ -499,19 +494,39 @@ def _build_cache(engine: str, config, *, tokens: int, options: dict):
                               residual_length=options.get("residual_length"))
 
 
+_PROFILER_NOISE = ("USDT:", "STAGE:")  # kineto's own lines ("USDT: ... profiler_start", stage markers)
+
+
 @contextlib.contextmanager
 def _quiet_native_stderr():
-    """Silence what the profiler's C++ side (kineto) writes straight to file descriptor 2
-    ("USDT: ... profiler_start" lines) so the CLI's progress bar stays readable."""
+    """Keep what the profiler's C++ side (kineto) writes straight to file descriptor 2 out of
+    the CLI's progress bar, without losing a real error: fd 2 goes to a temporary file whose
+    lines other than kineto's own are written back afterwards, and a fatal signal meanwhile
+    (a segfault) is still reported on the real stderr by faulthandler."""
+    import faulthandler
+    import tempfile
     sys.stderr.flush()
     saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
+    real = os.fdopen(saved, "w", closefd=False)
+    was_enabled = faulthandler.is_enabled()
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        faulthandler.enable(file=real, all_threads=True)
+        try:
             yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        finally:
+            os.dup2(saved, 2)
+            faulthandler.disable()
+            if was_enabled:  # as before, on file descriptor 2 (sys.stderr may be a capture without one)
+                with contextlib.suppress(ValueError, OSError, AttributeError):
+                    faulthandler.enable(file=sys.__stderr__, all_threads=True)
+            capture.seek(0)
+            kept = [line for line in capture.read().decode("utf-8", "replace").splitlines()
+                    if line.strip() and not line.lstrip().startswith(_PROFILER_NOISE)]
+            real.close()
+            os.close(saved)
+            if kept:
+                print("\n".join(kept), file=sys.stderr, flush=True)
 
 
 def _run_cpu(drive) -> tuple[int, int, None, dict]:
@@ -557,12 +572,19 @@ def _peak_tolerance(engine: str, options: dict, device, predicted_peak: int, lay
 
 
 def measure(model, *, engine: str = "hf-dynamic", tokens, batch: int = 1, kv_dtype="bf16", device="auto",
-            **options) -> Measurement:
+            on_wait=None, **options) -> Measurement:
     """Build ``engine``'s real cache for ``batch`` sequences of ``tokens`` with torch on ``device``.
 
     ``engine`` is "hf-dynamic", "hf-static", "hf-quantized" (options as in kvmem.estimate) or
-    "toy" (the seed's cat-grown per-layer K/V list; option ``prompt_tokens``).
+    "toy" (the seed's cat-grown per-layer K/V list; option ``prompt_tokens``). One measurement
+    runs at a time per process; ``on_wait(message)`` is called if this one has to queue.
     """
+    with admission.serialised(on_wait):
+        return _measure(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, device=device,
+                        **options)
+
+
+def _measure(model, *, engine: str, tokens, batch: int, kv_dtype, device, **options) -> Measurement:
     import torch
     from .dtypes import dtype as _dtype
     model = catalog.as_model(model)
@@ -594,8 +616,17 @@ def measure(model, *, engine: str = "hf-dynamic", tokens, batch: int = 1, kv_dty
         config = _hf_config(model)
         cache = _build_cache(name, config, tokens=tokens, options=options)
         plans = _plan(config, cache)
-    _guard(model, name, dev, tokens=tokens, batch=batch, kv_name=kv_name, options=options, plans=plans)
+    need = _guard(model, name, dev, tokens=tokens, batch=batch, kv_name=kv_name, options=options, plans=plans)
+    with admission.reserve(str(dev), need):
+        return _run(model, name, dev, cache, plans, tokens=tokens, batch=batch, kv_name=kv_name, element=element,
+                    prompt=prompt, options=options, predicted=predicted, predicted_peak=predicted_peak,
+                    predicted_layers=predicted_layers, notes=notes)
 
+
+def _run(model, name, dev, cache, plans, *, tokens, batch, kv_name, element, prompt, options, predicted,
+         predicted_peak, predicted_layers, notes) -> Measurement:
+    """Drive the cache, count it, and compare (the admitted part of a measurement)."""
+    import torch
     compute, state = _buffer_elements(plans, batch=batch, prompt=prompt)
     generator = torch.Generator(device="cpu").manual_seed(0)
     inputs = _Inputs(torch.randn(max(compute, 1), generator=generator).to(dev, element),

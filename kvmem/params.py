@@ -19,7 +19,9 @@ Families with extra per-layer embeddings (Gemma-3n) return None: a guess would b
 
 from __future__ import annotations
 
+from .errors import ConfigError
 from .model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
+from .units import show_value
 
 __all__ = ["count_params"]
 
@@ -31,11 +33,12 @@ _UNSUPPORTED = {"gemma3n_text"}
 def moe_shape(f, n_layers: int) -> MoeShape | None:
     """The MoE MLP of a config (None for a dense model): the one reader of these fields."""
     t = f.model_type
-    experts = f.get("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", default=None)
+    experts = f.int("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", default=None,
+                    minimum=0)
     if not experts or experts <= 1:
         return None
     top_k = f.int("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", default=2)
-    expert_inter = f.get("moe_intermediate_size", default=None) or f.int("intermediate_size")
+    expert_inter = f.int("moe_intermediate_size", default=None) or f.int("intermediate_size")
     dense_inter = f.int("intermediate_size_mlp", "intermediate_size", default=0, minimum=0)
     shared_inter = 0
     if f.get("n_shared_experts", default=None):
@@ -56,7 +59,10 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         is_moe = lambda i: i % period == offset  # noqa: E731
     elif t in ("qwen2_moe", "qwen3_moe", "qwen3_next"):
         step = f.int("decoder_sparse_step", default=1)
-        only_mlp = set(f.get("mlp_only_layers", default=[]) or [])
+        only_mlp = f.get("mlp_only_layers", default=[]) or []
+        if not isinstance(only_mlp, list) or not all(isinstance(i, int) for i in only_mlp):
+            raise ConfigError(f"config field 'mlp_only_layers' must list layer indices, got {show_value(only_mlp)}")
+        only_mlp = set(only_mlp)
         is_moe = lambda i: i not in only_mlp and (i + 1) % step == 0  # noqa: E731
     else:
         is_moe = lambda _: True  # noqa: E731
@@ -71,7 +77,7 @@ def _attention_params(f, layer, hidden, heads, head_dim) -> int:
     if layer.kind == MLA:
         nope, rope = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim")
         v_dim, rank = f.int("v_head_dim"), f.int("kv_lora_rank")
-        q_rank = f.get("q_lora_rank", default=None)
+        q_rank = f.int("q_lora_rank", default=None)
         q = hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
         n = q + hidden * (rank + rope) + rank + rank * heads * (nope + v_dim) + heads * v_dim * hidden
         if t == "deepseek_v32":
@@ -103,7 +109,7 @@ def _attention_params(f, layer, hidden, heads, head_dim) -> int:
         if t == "jamba":
             inner, d_state = s.conv_channels, f.int("mamba_d_state")
             dt_rank = f.get("mamba_dt_rank", default="auto")
-            dt_rank = -(-hidden // 16) if dt_rank == "auto" else dt_rank
+            dt_rank = -(-hidden // 16) if dt_rank == "auto" else f.int("mamba_dt_rank")
             return (hidden * 2 * inner + inner * s.conv_kernel + inner + inner * (dt_rank + 2 * d_state)
                     + dt_rank * inner + inner + inner * d_state + inner + inner * hidden + dt_rank + 2 * d_state)
         if t == "nemotron_h":
@@ -119,11 +125,10 @@ def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
     t = f.model_type
     if t in _UNSUPPORTED:
         return None, None, 0
-    try:
-        hidden = f.int("hidden_size", "n_embd", "d_model")
-        vocab = f.int("vocab_size", "padded_vocab_size")
-    except ValueError:
-        return None, None, 0
+    if f.get("vocab_size", "padded_vocab_size", default=None) is None:
+        return None, None, 0  # unknown: no guess (a vocab_size that is set but wrong is refused below)
+    hidden = f.int("hidden_size", "n_embd", "d_model")
+    vocab = f.int("vocab_size", "padded_vocab_size")
     embedding = vocab * hidden
     total = embedding
     tied = f.get("tie_word_embeddings", default=True)  # PretrainedConfig's default

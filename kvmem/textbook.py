@@ -15,10 +15,12 @@ once, per layer, in exact integers.
 
 from __future__ import annotations
 
+import math
 from numbers import Real
 
 from .dtypes import DType
 from .model import Layer
+from .units import show_value
 
 __all__ = ["formula", "ideal_layer_bytes"]
 
@@ -32,12 +34,14 @@ def formula(*, bytes_per_element, batch, layers, kv_heads, head_dim, tokens):
     values = dict(bytes_per_element=bytes_per_element, batch=batch, layers=layers,
                   kv_heads=kv_heads, head_dim=head_dim, tokens=tokens)
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, Real) or value < 0:
-            raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-        if name != "bytes_per_element" and not float(value).is_integer():
+        if isinstance(value, bool) or not isinstance(value, Real) or not value >= 0:
+            raise ValueError(f"{name} must be a non-negative number, got {show_value(value)}")
+        if not isinstance(value, int) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if name != "bytes_per_element" and not isinstance(value, int) and value != math.floor(value):
             raise ValueError(f"{name} must be a whole number, got {value!r}")
     bpe = bytes_per_element
-    if isinstance(bpe, float) and bpe.is_integer():
+    if not isinstance(bpe, int) and bpe == math.floor(bpe):
         bpe = int(bpe)
     result = 2 * bpe
     for name in ("batch", "layers", "kv_heads", "head_dim", "tokens"):

@@ -7,7 +7,7 @@ was skipped) and returns plain rows for the CLI, the app and docs/validation.
 
 from __future__ import annotations
 
-from . import catalog
+from . import admission, catalog
 from .measurement import backend_problem, measure, resolve_device
 
 __all__ = ["SUITE", "suite", "skipped", "validate", "ALLOCATOR_NOTE"]
@@ -84,6 +84,11 @@ def validate(*, device="auto", models=None, quick: bool = False, progress=None) 
 
     ``progress(index, total, entry)`` is called before each entry.
     """
+    with admission.serialised():
+        return _validate(device=device, models=models, quick=quick, progress=progress)
+
+
+def _validate(*, device, models, quick: bool, progress) -> list[dict]:
     entries = suite(models=models, quick=quick)
     dev = str(resolve_device(device))
     rows = []

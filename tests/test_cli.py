@@ -95,3 +95,133 @@ def test_engine_log_lines_are_printed(capsys):
     code, out, _ = run(capsys, "capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB",
                        "--max-model-len", "32k")
     assert "GPU KV cache size: 163,840 tokens" in out and "Maximum concurrency for 32,768 tokens per request: 5.00x" in out
+
+
+# issue 13 item 8 and issue 14 items 4, 6, 15, 16: the CLI under its environment
+def _kvmem(*argv, env=None, **kw):
+    import os
+    return subprocess.run([sys.executable, "-m", "kvmem", *argv], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+def test_ctrl_c_exits_130_quietly(capsys, monkeypatch):
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(kvmem.cli, "cmd_models", interrupted)
+    code, out, err = run(capsys, "models")
+    assert code == 130 and out == "" and err == ""
+
+
+def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch):
+    def broken(args):
+        raise AttributeError("boom")
+    monkeypatch.setattr(kvmem.cli, "cmd_models", broken)
+    code, out, err = run(capsys, "models", "--json")
+    assert code == 70 and "internal error: AttributeError: boom" in err and "Traceback" not in err
+    assert json.loads(out) == {"error": "AttributeError: boom (a bug in kvmem; KVMEM_DEBUG=1 shows the traceback)",
+                               "type": "AttributeError", "command": "models", "exit_code": 70}
+
+
+def test_json_errors_are_json_on_stdout(capsys):
+    code, out, err = run(capsys, "estimate", "llama-3.1-8b", "--tokens", "-5", "--json")
+    assert code == 2 and "tokens must be positive, got '-5'" in err
+    assert json.loads(out)["error"] == "tokens must be positive, got '-5'"
+
+
+def test_a_closed_pipe_ends_quietly():
+    import os
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line (as `| head` after its lines)
+    proc = subprocess.run([sys.executable, "-m", "kvmem", "models"], stdout=write, stderr=subprocess.PIPE,
+                          text=True)
+    os.close(write)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr and proc.stderr == ""
+
+
+def test_ascii_terminal_gets_ascii_standins():
+    proc = _kvmem("estimate", "llama-3.1-8b", "--tokens", "8k", env={"PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("llama-3.1-8b - ideal - 8,192 tokens x batch 1 - KV bf16")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("20", "--kv-memory 20 has no unit: write 20GiB, 20GB or 20B (bytes)"),
+    ("-1GiB", "bytes must be positive, got '-1GiB'"),
+])
+def test_kv_memory_needs_a_unit_and_a_positive_value(capsys, value, message):
+    code, _, err = run(capsys, "capacity", "llama-3.1-8b", "--engine", "ideal", "--kv-memory", value)
+    assert code == 2 and message in err and "usage:" not in err
+
+
+def test_kv_memory_with_fractional_bytes_is_rounded_down_and_said(capsys):
+    # 3.98 GiB = 4,273,492,459.52 B, as kvmem itself prints such figures
+    code, out, err = run(capsys, "capacity", "llama-3.1-8b", "--engine", "ideal", "--kv-memory", "3.98GiB",
+                         "--json")
+    assert code == 0 and json.loads(out)["kv_memory"] == 4_273_492_459
+    assert "rounded down to 4,273,492,459 B" in err
+
+
+def test_engine_refusal_exits_non_zero_unless_overridden():
+    # 10M tokens on llama-3.1-8b's 131,072 positions: vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    refused = _kvmem("estimate", "llama-3.1-8b", "--tokens", "10M", "--engine", "vllm",
+                     env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0"})
+    assert refused.returncode == 1 and "the engine would refuse this" in refused.stderr
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in refused.stdout
+    allowed = _kvmem("estimate", "llama-3.1-8b", "--tokens", "10M", "--engine", "vllm",
+                     env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert allowed.returncode == 0
+    # "vLLM refuses to start" (one 131,072-token request needs 16 GiB): no override exists
+    code = main(["capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "1GiB"])
+    assert code == 1
+
+
+def test_fit_without_batch_labels_the_breakdown(capsys):
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "16k")
+    result = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="16k")
+    assert code == 0
+    assert f"fits: yes — 16,384 tokens, up to {result.max_batch:,} sequences (no --batch given)" in out
+    assert f"per device, for {result.breakdown_batch:,} x 16,384 tokens:" in out
+    code, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "16k", "--json")
+    assert json.loads(out)["breakdown_batch"] == result.max_batch
+
+
+def test_fit_option_of_the_wrong_type_is_named(capsys):
+    code, _, err = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "16k",
+                       "-o", "max_num_batched_tokens=abc")
+    assert code == 2 and "max_num_batched_tokens must be a positive integer, got 'abc'" in err
+
+
+def test_config_in_a_folder_named_configs_is_named_by_name_or_path(capsys, tmp_path):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    cfg = dict(kvmem.catalog.preset("qwen3-0.6b")["config"], _name_or_path="Qwen/Qwen3-0.6B")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = run(capsys, "estimate", str(folder / "config.json"), "--tokens", "1", "--json")
+    assert code == 0 and json.loads(out)["model"] == "Qwen/Qwen3-0.6B"
+
+
+def test_models_shows_each_source(capsys):
+    code, out, _ = run(capsys, "models")
+    lines = out.splitlines()
+    assert code == 0 and len([line for line in lines if line.startswith("    source: ")]) == len(kvmem.list_models())
+
+
+@pytest.mark.parametrize("name, content", [
+    ("utf16.json", '{"model_type": "llama"}'.encode("utf-16")),
+    ("deep.json", b'{"a": ' + b"[" * 10000 + b"]" * 10000 + b"}"),
+    ("long.json", b'{"model_type": "llama", "num_hidden_layers": ' + b"9" * 5000 + b"}"),
+    ("list_type.json", b'{"model_type": ["llama"], "num_hidden_layers": 2}'),
+])
+def test_hostile_config_files_are_messages(capsys, tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, _, err = run(capsys, "estimate", str(path), "--tokens", "8")
+    assert code == 2 and "error: config" in err and "Traceback" not in err
+
+
+def test_json_usage_errors_are_json_too(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "llama-3.1-8b", "--json"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and "the following arguments are required: --tokens" in err
+    assert json.loads(out)["error"] == "kvmem estimate: the following arguments are required: --tokens"

@@ -71,7 +71,7 @@ def test_sliding_layers_need_a_window():
 
 
 def test_wrong_type_of_value_is_named():
-    with pytest.raises(ConfigError, match=r"'num_hidden_layers' must be an integer >= 1, got '32'"):
+    with pytest.raises(ConfigError, match=r"'num_hidden_layers' must be an integer from 1 to 1,024, got '32'"):
         Model.from_hf_config({**LLAMA_LIKE, "num_hidden_layers": "32"})
 
 
@@ -106,3 +106,67 @@ def test_models_are_immutable():
         model.name = "x"
     with pytest.raises(AttributeError):
         model.layers[0].kv_heads = 1
+
+
+# issue 13: hostile and malformed configs give a ConfigError that names the field (each a repro)
+NEMOTRON_LIKE = {**LLAMA_LIKE, "model_type": "nemotron_h", "num_hidden_layers": 2, "mamba_num_heads": 8,
+                 "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"model_type": ["llama"]}, "'model_type' must be a string, got list"),
+    ({"model_type": {"a": 1}}, "'model_type' must be a string, got dict"),
+    ({"num_hidden_layers": 2, "sliding_window": 4, "layer_types": [["x"], {}]}, r"layer_types\[0\] is \['x'\]"),
+    ({"model_type": "llama4_text", "num_hidden_layers": 2, "no_rope_layers": [1], "attention_chunk_size": 8},
+     "'no_rope_layers' must list 0 or 1 for each of the 2 layers"),
+    ({"model_type": "mixtral", "num_local_experts": "8"}, "'num_local_experts' must be an integer from 0 to 65,536"),
+    ({"model_type": "mixtral", "num_local_experts": 7.5}, "'num_local_experts' must be an integer .*got 7.5"),
+    ({"model_type": "mixtral", "num_local_experts": -8}, "'num_local_experts' must be an integer .*got -8"),
+    ({"model_type": "mixtral", "num_local_experts": float("nan")}, "'num_local_experts' .*got nan"),
+    ({"num_hidden_layers": 1_000_000}, "'num_hidden_layers' must be an integer from 1 to 1,024, got 1000000"),
+    ({"head_dim": 10**30}, "'head_dim' must be an integer from 1 to 65,536, got a 100-bit integer"),
+    ({"vocab_size": 10**9}, "'vocab_size' must be an integer from 1 to 16,777,216"),
+    ({"sliding_window": 10**12}, "'sliding_window' must be an integer from 0 to 1,073,741,824"),
+    ({"_name_or_path": 5}, "'_name_or_path' must be a string, got int"),
+])
+def test_malformed_fields_are_named(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        Model.from_hf_config({**LLAMA_LIKE, **changes})
+
+
+@pytest.mark.parametrize("pattern, message", [
+    (5, "'hybrid_override_pattern' must be a string"),               # was TypeError
+    ("*x", "hybrid_override_pattern has unknown block 'x'"),        # was 0 bytes for every layer
+])
+def test_nemotron_pattern_is_checked(pattern, message):
+    with pytest.raises(ConfigError, match=message):
+        Model.from_hf_config({**NEMOTRON_LIKE, "hybrid_override_pattern": pattern})
+
+
+def test_json_text_hazards():
+    with pytest.raises(ConfigError, match="nested deeper than 32 levels"):  # was RecursionError
+        Model.from_hf_config('{"a": ' + "[" * 10_000 + "]" * 10_000 + "}")
+    text = json.dumps(LLAMA_LIKE).replace('"num_hidden_layers": 32', '"num_hidden_layers": ' + "9" * 5000)
+    with pytest.raises(ConfigError, match="'num_hidden_layers' must be .*got a 5,000-digit number"):
+        Model.from_hf_config(text)  # Python refuses int("9" * 5000): was a bare ValueError
+
+
+def test_config_files_are_regular_utf8_and_bounded(tmp_path):
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        Model.from_hf_config(tmp_path)  # a directory; a symlink to /dev/zero is refused the same way
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        Model.from_hf_config(str(link))
+    utf16 = tmp_path / "utf16.json"
+    utf16.write_text(json.dumps(LLAMA_LIKE), encoding="utf-16")
+    with pytest.raises(ConfigError, match="is UTF-16 text"):
+        Model.from_hf_config(str(utf16))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"model_type": "caf\xe9"}')
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text \(byte 0xe9 at offset 19\)"):
+        Model.from_hf_config(str(latin))
+    big = tmp_path / "big.json"
+    big.write_text('{"pad": "' + "x" * (4 * 2**20) + '"}')
+    with pytest.raises(ConfigError, match="larger than 4,194,304 bytes"):
+        Model.from_hf_config(str(big))

@@ -37,3 +37,13 @@ def test_seed_terms_read_naively():
     # Gemma-3-27B: the naive count treats all 62 layers as full -> far above the real cache at 128k
     gemma = kvmem.get_model("gemma-3-27b")
     assert seed_terms(gemma, tokens=131072, batch=1)["bytes"] > 5 * kvmem.estimate(gemma, tokens=131072).kv_bytes
+
+
+@pytest.mark.parametrize("bad, message", [(float("nan"), "must be a non-negative number, got nan"),
+                                          (float("inf"), "must be a finite number, got inf")])
+def test_rejects_nan_and_inf(bad, message):
+    # issue 13: formula(bytes_per_element=nan) returned nan, and inf returned inf
+    args = dict(bytes_per_element=2, batch=1, layers=1, kv_heads=1, head_dim=1, tokens=1)
+    for field in args:
+        with pytest.raises(ValueError, match=f"{field} {message}"):
+            formula(**{**args, field: bad})

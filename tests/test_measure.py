@@ -180,3 +180,45 @@ def test_cuda_allocator_view(model, engine, options):
     assert m.reserved_bytes >= m.allocated_bytes and m.reserved_bytes % (2 * 2**20) == 0
     assert m.predicted_peak_bytes <= m.peak_bytes <= m.predicted_peak_bytes + m.peak_tolerance_bytes
     assert m.cuda["segments"] >= 1 and m.cuda["peak_reserved_bytes"] >= m.reserved_bytes
+
+
+def test_two_threads_measuring_at_once_do_not_crash_the_process():
+    # issue 13: after one warm-up, two threads each measuring llama-3.2-1b at 2,048 tokens crashed
+    # the process (segfault in the torch profiler's __exit__), 3 times out of 3. Run in a child
+    # process, so that a crash fails this test rather than ending the test run.
+    import subprocess
+    import sys
+    code = """
+import threading, kvmem
+from kvmem import admission
+kvmem.measure("llama-3.2-1b", engine="hf-dynamic", tokens=2048, device="cpu")
+results, told = [], []
+def run():
+    results.append(kvmem.measure("llama-3.2-1b", engine="hf-dynamic", tokens=2048, device="cpu",
+                                 on_wait=told.append))
+threads = [threading.Thread(target=run) for _ in range(2)]
+with admission.serialised():       # hold the lock until both are queued: they must run in turn
+    for t in threads:
+        t.start()
+    while admission.waiting() < 2:
+        threading.Event().wait(0.01)
+for t in threads:
+    t.join()
+assert len(results) == 2 and all(r.matches for r in results), results
+assert len(told) == 2 and told[0].startswith("waiting for another measurement"), told
+print("ok", results[0].tensor_bytes)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # 16 layers x 8 KV heads x 64 x 2 (K, V) x 2 B x 2,048 tokens = 67,108,864 B
+    assert proc.stdout.split() == ["ok", "67108864"]
+
+
+def test_native_stderr_keeps_real_errors_and_drops_profiler_noise(capfd):
+    import os
+
+    from kvmem.measurement import _quiet_native_stderr
+    with _quiet_native_stderr():
+        os.write(2, b"USDT: profiler_start\nSTAGE:2026 ActivityProfilerController.cpp\nFATAL: a real error\n")
+    err = capfd.readouterr().err
+    assert "FATAL: a real error" in err and "USDT" not in err and "STAGE" not in err

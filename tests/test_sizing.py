@@ -479,3 +479,39 @@ def test_cli_fit_options_and_errors(capsys):
     assert code == 0 and data["engine"] == "sglang"
     code = main(["fit", "llama-3.1-8b", "--gpu", "h100-sxm-81gb", "--context", "4096"])
     assert code == 2 and "did you mean h100-sxm-80gb" in capsys.readouterr().err
+
+
+# issue 13: refusals that name the field; no negative KV memory when nothing fits
+@pytest.mark.parametrize("kwargs, message", [
+    ({"gpu_memory_utilization": float("nan")}, r"gpu_memory_utilization must be a number in \(0, 1\], got nan"),
+    ({"swap_space": float("nan")}, "swap_space must be a number of GiB from 0 to"),
+    ({"max_num_batched_tokens": "abc"}, "max_num_batched_tokens must be a positive integer, got 'abc'"),
+])
+def test_fit_refuses_bad_numbers_by_name(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=1000, **kwargs)
+
+
+def test_fit_kv_memory_is_never_negative():
+    # 70B in bf16 (131.45 GiB of weights) on one 24 GB card: nothing is left for the KV
+    with pytest.raises(FitError) as info:
+        fit("llama-3.1-70b", gpu="rtx-4090-24gb", context=1000)
+    result = info.value.fit
+    assert result.kv_memory_bytes == 0
+    assert any(note.startswith("no memory left for KV") for note in result.notes)
+
+
+def test_fit_says_which_workload_the_breakdown_is_for():
+    # issue 14: without batch the breakdown is for the largest batch that fits; with it, for it
+    free = fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=16384)
+    assert (free.breakdown_batch, free.breakdown_context) == (free.max_batch, 16384)
+    assert free.to_dict()["breakdown_batch"] == free.max_batch > 1
+    given_batch = fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=16384, batch=3)
+    assert (given_batch.breakdown_batch, given_batch.breakdown_context) == (3, 16384)
+
+
+def test_fit_past_max_position_embeddings_names_the_engine_rule():
+    result = fit("qwen3-0.6b", gpu="h100-sxm-80gb", context="64k")  # 40,960 positions
+    assert result.fits and result.engine_allows_with == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    assert result.engine_refuses.startswith("65,536 tokens exceed the model's 40,960 positions")
+    assert result.to_dict()["engine_refuses"] == result.engine_refuses

@@ -441,3 +441,28 @@ def test_eviction_note_says_what_is_lost():
     # 131,072 B per token x 1,024 kept tokens; the other 31,744 are gone
     assert result.kv_bytes == 1024 * 131_072
     assert "the other 31,744 tokens are discarded for good" in result.notes[-1]
+
+
+def test_compare_strategies_passes_residual_length_to_hf_quantized():
+    # issue 13: engine hf-quantized's own residual_length option and compare_strategies'
+    # residual_length are one setting; the baseline follows it (10,231,808 B at 32 vs
+    # 12,492,800 B at the default 128 for llama-3.2-1b, 1,100 tokens after a 1,000-token prompt)
+    for residual, expected in ((32, 10_231_808), (128, 12_492_800)):
+        rows = kvmem.compare_strategies("llama-3.2-1b", engine="hf-quantized", tokens=1100, prompt_tokens=1000,
+                                  residual_length=residual)
+        assert rows[0]["bytes"] == expected
+
+
+def test_paging_refusals_name_the_field():
+    # issue 13: TypeError and KeyError 'admitted' before
+    with pytest.raises(ValueError, match="lengths must be a list of request lengths in tokens, got 5"):
+        kvmem.preallocation_waste("llama-3.1-8b", lengths=5, max_model_len=100)
+    with pytest.raises(ValueError, match="kv_memory: bytes must be a positive integer"):
+        allocation_sweep("llama-3.1-8b", max_model_len=4096, kv_memory=None)
+
+
+def test_offload_of_a_third_keeps_all_devices_at_least_one_device():
+    # issue 13: Fraction(1, 3) floored the all-devices host share separately: one byte short
+    from fractions import Fraction
+    est = estimate("gemma-3-27b", tokens=1000, offload=Fraction(1, 3))
+    assert est.kv_bytes_all_devices == est.kv_bytes == 338_602_668

@@ -14,7 +14,11 @@ def test_parse_tokens(text, tokens):
 @pytest.mark.parametrize("bad, message", [
     (0, "tokens must be a positive integer, got 0"),
     (-3, "tokens must be a positive integer, got -3"),
-    ("-3", "tokens: cannot read '-3'"),
+    ("-3", "tokens must be positive, got '-3'"),
+    ("1,5k", "tokens: cannot read '1,5k'"),  # a decimal comma is not a thousands separator (not 15k)
+    ("9" * 5000, "tokens: a 5,000-character value is too long"),
+    (2**41, "tokens must be at most 1,099,511,627,776"),
+    (float("nan"), "tokens must be a finite number"),
     (1.5, "tokens must be a whole number, got 1.5"),
     ("1.0001k", "not a whole number"),
     ("lots", "tokens: cannot read 'lots'"),
@@ -46,3 +50,24 @@ def test_format_bytes_seed_example():
     assert format_bytes(512) == "512 B"
     assert format_bytes(1536) == "1.50 KiB"
     assert format_bytes(262_144_000) == "250.00 MiB"
+
+
+def test_parse_bytes_reads_commas_only_as_thousands():
+    assert parse_bytes("1,500GB") == 1_500_000_000_000
+    with pytest.raises(ValueError, match="commas only as thousands separators"):
+        parse_bytes("1,5GB")  # not 15 GB
+
+
+def test_parse_bytes_refuses_negative_and_absurd():
+    with pytest.raises(ValueError, match="bytes must be positive, got '-1GiB'"):
+        parse_bytes("-1GiB")
+    with pytest.raises(ValueError, match="bytes must be at most"):
+        parse_bytes(10**31)
+
+
+def test_format_bytes_refuses_nan_and_inf_and_reads_huge_ints_exactly():
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ValueError, match="bytes must be a finite number"):
+            format_bytes(bad)
+    assert format_bytes(10**400) == "8.88e+384 PiB"  # 10**400 / 1024**5 = 8.88e384, no float overflow
+    assert format_bytes(2**60) == "1024.00 PiB"

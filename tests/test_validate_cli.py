@@ -33,7 +33,8 @@ def test_json_is_one_array_with_the_contract_keys(capsys):
         assert row["predicted_bytes"] == row["tensor_bytes"] == row["allocated_bytes"]
     # falcon-7b, 10 tokens x batch 2: 32 layers x 1 KV head x 64 x 2 (K, V) x 2 B x 10 x 2
     assert rows[1]["tensor_bytes"] == 32 * 64 * 2 * 2 * 10 * 2 == 163_840
-    assert "[########################] 3/3 done" in err and "1/3 falcon-7b hf-dynamic" in err
+    # stderr is not a terminal here: one plain line per entry, no \r redraws (issue 13)
+    assert "[1/3] falcon-7b hf-dynamic\n" in err and "[3/3] done\n" in err and "\r" not in err
 
 
 def test_table_states_the_columns_and_the_allocator(capsys):

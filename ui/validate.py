@@ -41,7 +41,8 @@ if st.button("Measure", key="val_run", type="primary", help="Runs kvmem.measure 
     rows = []
     for i, tokens in enumerate(token_list):
         result = common.guard(measure.measure, model, engine=engine, tokens=tokens, batch=work.batch,
-                              kv_dtype=kv_dtype, device=device)
+                              kv_dtype=kv_dtype, device=device,
+                              on_wait=lambda message, i=i: bar.progress(i / len(token_list), text=message))
         rows.append(result.to_dict())
         bar.progress((i + 1) / len(token_list), text=f"{i + 1}/{len(token_list)}: {tokens:,} tokens")
     st.session_state["val_rows"] = rows

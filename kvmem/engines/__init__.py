@@ -12,8 +12,8 @@ import importlib
 import pkgutil
 
 from ..catalog import as_model
-from ..units import parse_bytes, parse_tokens, require_positive_int
-from .base import Capacity, EngineSpec, Estimate, check_parallel
+from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int
+from .base import Capacity, EngineSpec, Estimate, check_parallel, check_query_heads, past_positions, with_note
 
 __all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "Estimate", "Capacity", "ENGINES"]
 
@@ -69,10 +69,13 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     spec = engine_spec(engine)
     model = as_model(model)
     tokens = parse_tokens(tokens)
-    batch = require_positive_int("batch", batch)
+    batch = require_positive_int("batch", batch, MAX_COUNT)
     tp, pp = check_parallel(tp, pp)
     options = with_defaults(spec, options)
-    return spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    result = spec.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    check_query_heads(spec, model, tp)  # after the engine's own KV-head check, which names its rule
+    past = past_positions(model, spec, tokens)
+    return with_note(result, *past) if past else result
 
 
 def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,
@@ -86,5 +89,15 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
     kv_memory = parse_bytes(kv_memory)
     tp, pp = check_parallel(tp, pp)
     max_model_len = parse_tokens(max_model_len) if max_model_len is not None else None
-    return spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
-                         max_model_len=max_model_len, **with_defaults(spec, options))
+    result = spec.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                           max_model_len=max_model_len, **with_defaults(spec, options))
+    check_query_heads(spec, model, tp)
+    past = past_positions(model, spec, max_model_len) if max_model_len else None
+    if past:
+        note, details = past
+        setting = (spec.positions.allow_with or "").partition("=")[0] if spec.positions else ""
+        own = [n for n in result.notes if setting and setting in n]
+        if own:                          # the engine's own refusal already says it: that note is the one
+            note, details = own[0], {**details, "engine_refuses": own[0]}
+        result = with_note(result, note, details)
+    return result

@@ -10,7 +10,8 @@ of layers: n // pp each, the remainder one apiece to the stages before the last
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -19,10 +20,12 @@ from ..model import MLA, Layer, Model
 from ..records import Record
 from ..units import parse_bytes, require_positive_int
 
+MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
+
 __all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
-           "PrefixSharing", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS", "fraction_option",
-           "byte_option",            "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
-           "resolve_dtypes", "cdiv"]
+           "PrefixSharing", "PastPositions", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
+           "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
+           "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -63,6 +66,11 @@ class Estimate:
         return self.kv_bytes + self.state_bytes
 
     @property
+    def engine_refuses(self) -> str | None:
+        """Why the engine itself would refuse this workload (it would not start), or None."""
+        return self.details.get("engine_refuses")
+
+    @property
     def bytes_per_token(self) -> float:
         """KV bytes per cached token of the batch (one device)."""
         return self.kv_bytes / (self.tokens * self.batch)
@@ -94,6 +102,11 @@ class Capacity:
     details: dict = field(default_factory=dict, compare=False)
     log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
 
+    @property
+    def engine_refuses(self) -> str | None:
+        """Why the engine itself would refuse this budget (it would not start), or None."""
+        return self.details.get("engine_refuses")
+
     def to_dict(self) -> dict:
         data = asdict(self)
         del data["log_lines"]                           # in details["log"] too
@@ -101,6 +114,46 @@ class Capacity:
             data["details"] = self.details.to_dict()
         data["notes"] = list(self.notes)
         return data
+
+
+@dataclass(frozen=True)
+class PastPositions:
+    """What an engine does with a context past the model's max_position_embeddings (its module
+    gives the source): ``what`` it does, and the setting that makes it start anyway where it
+    refuses (None: it runs)."""
+
+    what: str
+    allow_with: str | None = None
+
+
+def past_positions(model: Model, spec: "EngineSpec", tokens: int) -> tuple[str, dict] | None:
+    """(note, details) when ``tokens`` exceed the model's max_position_embeddings, else None.
+
+    ``details`` carries ``engine_refuses`` (the engine would not start) and
+    ``engine_allows_with`` (the setting that makes it start anyway) where the engine refuses.
+    """
+    limit = model.max_position_embeddings
+    if not limit or tokens <= limit:
+        return None
+    rule = spec.positions or PastPositions(f"kvmem does not know what {spec.name} does")
+    note = (f"{tokens:,} tokens exceed the model's {limit:,} positions (max_position_embeddings): {rule.what}"
+            + (f" unless {rule.allow_with}" if rule.allow_with else "")
+            + "; positions past the trained range may lose quality")
+    details = {"engine_refuses": note, "engine_allows_with": rule.allow_with} if rule.allow_with else {}
+    return note, details
+
+
+def check_query_heads(spec: "EngineSpec", model: Model, tp: int) -> None:
+    """tp must divide the query heads where the engine's module says its engine asserts it."""
+    if tp > 1 and spec.query_heads_rule and model.num_attention_heads % tp:
+        raise ValueError(f"tp={tp} must divide the model's {model.num_attention_heads} query heads "
+                         f"(num_attention_heads): {spec.query_heads_rule}")
+
+
+def with_note(result, note: str, details: dict):
+    """``result`` (an Estimate or a Capacity) with one more note and details merged in."""
+    notes = result.notes if note in result.notes else result.notes + (note,)
+    return replace(result, notes=notes, details={**result.details, **details})
 
 
 @dataclass(frozen=True)
@@ -228,7 +281,9 @@ class EngineSpec:
     """An engine mode: its name, its options with defaults, and its rules.
 
     ``sizing``: what kvmem.sizing needs (None: fit does not size this engine); ``prefix``:
-    how it shares a common prefix (options, Estimate) -> PrefixSharing.
+    how it shares a common prefix (options, Estimate) -> PrefixSharing; ``positions``: what it
+    does past the model's positions; ``query_heads_rule``: its assertion that tp divides the
+    query heads, where it has one.
     """
 
     name: str
@@ -237,11 +292,15 @@ class EngineSpec:
     capacity: Callable | None = None
     sizing: SizingRules | None = None
     prefix: Callable = share_every_token
+    positions: PastPositions | None = None       # a context past max_position_embeddings
+    query_heads_rule: str | None = None          # the engine asserts tp divides the query heads (and where)
 
 
 def fraction_option(name: str, value) -> Fraction:
     """A memory fraction option in (0, 1], exact (0.9 is 9/10, not the nearest double)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
     frac = Fraction(str(value)) if isinstance(value, float) else Fraction(value)
     if not 0 < frac <= 1:
@@ -292,7 +351,7 @@ def resolve_dtypes(model: Model, kv_dtype, type_k=None, type_v=None) -> tuple[DT
 
 
 def check_parallel(tp, pp) -> tuple[int, int]:
-    return require_positive_int("tp", tp), require_positive_int("pp", pp)
+    return require_positive_int("tp", tp, MAX_PARALLEL), require_positive_int("pp", pp, MAX_PARALLEL)
 
 
 def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> range:

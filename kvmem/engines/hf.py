@@ -68,7 +68,7 @@ from ..dtypes import dtype as _dtype
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Model
 from ..units import require_positive_int
 from ..activations import forward_bytes_per_token, forward_shape
-from .base import Budget, BudgetRequest, EngineSpec, PrefixSharing, SizingRules, assemble, cdiv
+from .base import Budget, BudgetRequest, EngineSpec, PastPositions, PrefixSharing, SizingRules, assemble, cdiv
 
 __all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes", "DynamicGrowth", "prompt_tokens_of"]
 
@@ -471,9 +471,11 @@ def _finish(model: Model, engine: str, work: _Workload, *, tokens, batch, kv_nam
 def _common_notes(model: Model, found: tuple[Slot, ...]) -> list[str]:
     notes = []
     if model.model_type == "falcon" and model.facts.new_decoder_architecture:
-        kv_heads = next(layer.kv_heads for layer in model.layers if layer.kv_heads)
-        notes.append(f"transformers caches Falcon's K/V broadcast to all {model.num_attention_heads} query heads, "
-                     f"not its {kv_heads} KV heads (modeling_falcon.py)")
+        # a what-if variant may have no per-head layer left (MLA, shared): no note then
+        kv_heads = next((layer.kv_heads for layer in model.layers if layer.kv_heads), None)
+        if kv_heads is not None:
+            notes.append(f"transformers caches Falcon's K/V broadcast to all {model.num_attention_heads} query "
+                         f"heads, not its {kv_heads} KV heads (modeling_falcon.py)")
     if any(s.kind == "linear" for s in found):
         notes.append("linear/SSM layers: conv state of the whole kernel in the compute dtype, recurrent "
                      "state in fp32 (transformers' torch paths)")
@@ -611,11 +613,14 @@ def _prefix(_options: dict, _est) -> PrefixSharing:
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, batch_dependent=True,
                      one_device=True, kv_smaller_dtype=None, weight_formats=HF_WEIGHT_FORMATS)
+POSITIONS = PastPositions("transformers does not check it")   # the caches take any length
 SPECS = (
-    EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING, _prefix),
+    EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING, _prefix,
+               POSITIONS),
     EngineSpec("hf-static", {"max_cache_len": DEFAULTS["max_cache_len"],
-                             "prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_static, None, SIZING, _prefix),
+                             "prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_static, None, SIZING, _prefix,
+               POSITIONS),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
-               estimate_quantized, None, SIZING, _prefix),
+               estimate_quantized, None, SIZING, _prefix, POSITIONS),
 )

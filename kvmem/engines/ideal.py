@@ -63,4 +63,5 @@ def _budget(req: BudgetRequest) -> Budget:
 
 
 SIZING = SizingRules(budget=_budget, options={"weights_bytes": None}, non_torch_bytes=0)
-SPECS = (EngineSpec("ideal", {}, estimate, capacity, SIZING),)
+QUERY_HEADS = "the ideal count splits the query heads evenly over the ranks, as SGLang and TensorRT-LLM assert"
+SPECS = (EngineSpec("ideal", {}, estimate, capacity, SIZING, query_heads_rule=QUERY_HEADS),)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..engines import ENGINES, capacity as _capacity, estimate as _estimate
+from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..units import format_bytes
 from ..weights import weights as _weights
@@ -51,6 +52,12 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
     kv_work = need_bytes(s, s.context, work_batch)
     shortfall = 0 if fits else max(need_bytes(s, s.context, per_replica) - budget.kv_memory, 0)
+    past = past_positions(s.model, ENGINES[s.engine], s.context)
+    if past:
+        notes.append(past[0])
+    if budget.kv_memory < 0:
+        notes.append(f"no memory left for KV: weights, activations and overhead exceed the budget by "
+                     f"{format_bytes(-budget.kv_memory)} per device")
     kv_pool = max(budget.kv_memory, 0) if s.rules.preallocates else kv_work
     free = budget.total - budget.weights - max(kv_pool, kv_work) - budget.activations - budget.overhead
     breakdown = MemoryBreakdown(total_bytes=budget.total, weights_bytes=budget.weights, kv_bytes=kv_work,
@@ -73,10 +80,12 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     result = Fit(model=s.model.name, gpu=s.gpu.name, engine=s.engine, num_gpus=s.num_gpus, tp=s.tp, pp=s.pp,
                  replicas=s.replicas, context=s.context, batch=s.batch, weight_dtype=weight_name,
                  kv_dtype=est_dtype, fits=fits, max_batch=max_batch, max_context=max_context, min_gpus=min_gpus,
-                 breakdown=breakdown, kv_memory_bytes=budget.kv_memory, kv_bytes_per_sequence=kv_per_seq,
+                 breakdown=breakdown, kv_memory_bytes=max(budget.kv_memory, 0), kv_bytes_per_sequence=kv_per_seq,
                  shortfall_bytes=shortfall, decode_tokens_per_s=speed, decode_tokens_per_s_aggregate=speed_all,
                  kv_crossover_tokens=crossover, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
-                 capacity=cap)
+                 capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
+                 engine_refuses=past[1].get("engine_refuses") if past else None,
+                 engine_allows_with=past[1].get("engine_allows_with") if past else None)
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
     return result

@@ -65,6 +65,10 @@ class Fit:
     suggestions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     capacity: Capacity | None = field(default=None, compare=False)
+    breakdown_batch: int = 1       # sequences per replica the breakdown's "kv" is for
+    breakdown_context: int = 0     # tokens per sequence the breakdown's "kv" is for
+    engine_refuses: str | None = None   # why the engine itself would not start (context past its positions)
+    engine_allows_with: str | None = None  # the setting that makes it start anyway
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -13,7 +13,7 @@ from ..engines.base import cdiv, resolve_dtypes
 from ..textbook import ideal_layer_bytes
 from ..model import Layer, Model
 from .inputs import count
-from ..units import parse_bytes, parse_tokens, require_positive_int
+from ..units import parse_bytes, parse_tokens, require_positive_int, show_value
 
 
 def _layer_token_bytes(model: Model, kv_dtype) -> list[tuple[Layer, int]]:
@@ -27,8 +27,15 @@ def _layer_token_bytes(model: Model, kv_dtype) -> list[tuple[Layer, int]]:
     return out
 
 
+_MAX_REQUESTS = 10**6  # request lengths one call sizes (the app samples 500)
+
+
 def _check_lengths(lengths, max_model_len: int) -> list[int]:
+    if isinstance(lengths, (str, bytes, dict)) or not hasattr(lengths, "__iter__"):
+        raise ValueError(f"lengths must be a list of request lengths in tokens, got {show_value(lengths)}")
     lengths = list(lengths)
+    if len(lengths) > _MAX_REQUESTS:
+        raise ValueError(f"lengths must hold at most {_MAX_REQUESTS:,} requests, got {len(lengths):,}")
     if not lengths:
         raise ValueError("lengths must hold at least one request length")
     for n in lengths:
@@ -183,6 +190,11 @@ def allocation_sweep(model, *, max_model_len, kv_memory, n: int = 1000, seed: in
     ones as in request_lengths, truncated to max_model_len.
     """
     max_model_len = parse_tokens(max_model_len)
+    try:
+        kv_memory = parse_bytes(kv_memory)
+    except ValueError as exc:
+        raise ValueError(f"kv_memory: {exc}") from None
+    n = require_positive_int("n", n, _MAX_REQUESTS)
     rows = []
     for dist in distributions:
         params = {"fixed": {"length": max(1, max_model_len // 2)}, "uniform": {"low": 1, "high": max_model_len}}

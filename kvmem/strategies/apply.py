@@ -166,7 +166,11 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
     host_k = base.k_bytes * fraction.numerator // fraction.denominator
     host_v = base.v_bytes * fraction.numerator // fraction.denominator
     host = host_k + host_v
-    host_all = base.kv_bytes_all_devices * fraction.numerator // fraction.denominator
+    if base.kv_bytes_all_devices == base.tp * base.kv_bytes:
+        host_all = base.tp * host  # every rank holds the same: the same split on each
+    else:  # pipeline stages differ: the fraction of the sum, never more than leaves one device's share
+        host_all = min(base.kv_bytes_all_devices * fraction.numerator // fraction.denominator,
+                       base.kv_bytes_all_devices - (base.kv_bytes - host))
     caching = [i for i, layer in enumerate(model.layers) if layer.caches_tokens and i < len(base.per_layer)]
     moved = _apportion(host, [base.per_layer[i] for i in caching])
     per_layer = list(base.per_layer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..catalog import as_model
 from ..dtypes import dtype
+from ..engines import ENGINES
 from ..engines.base import Estimate
 from ..units import parse_tokens, require_positive_int
 from .apply import estimate, offload_transfer_seconds
@@ -41,6 +42,10 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     """
     model = as_model(model)
     tokens = parse_tokens(tokens)
+    if "residual_length" in getattr(ENGINES.get(str(engine).strip().lower()), "options", {}):
+        # hf-quantized's own option of that name is the same thing (QuantizedCache residual_length):
+        # one value for the baseline and the KIVI rows, so a caller passes it once
+        options = {**options, "residual_length": residual_length}
     run = lambda **kw: estimate(model, engine=engine, tokens=kw.pop("tokens", tokens), batch=batch,  # noqa: E731
                                 kv_dtype=kw.pop("kv_dtype", kv_dtype), tp=tp, pp=pp, **options, **kw)
     baseline = run()

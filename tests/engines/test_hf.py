@@ -304,3 +304,11 @@ def test_quantized_replay_agrees_with_held_bytes_and_brute_force(backend, prompt
     totals, best = _brute_force(work)
     assert totals == [sum(work.held(i, j) for i in range(layers)) for j in range(work.steps + 1)]
     assert work.peak() == best
+
+
+@pytest.mark.parametrize("engine", ["hf-dynamic", "hf-static", "hf-quantized"])
+def test_falcon_40b_strategies_with_every_hf_engine(engine):
+    # issue 13: the MLA/shared what-if variants of falcon-40b have no per-head layer; the Falcon
+    # note's next() raised StopIteration ("Something went wrong" on Compare and Strategies)
+    rows = kvmem.compare_strategies("falcon-40b", engine=engine, tokens=1024)
+    assert rows[0]["strategy"].startswith(f"baseline ({engine}")

@@ -136,8 +136,9 @@ def test_mqa_replicates_its_one_head():
     model = kvmem.get_model("falcon-7b")  # 32 layers, 1 KV head of 64
     assert sglang.cell_size(model) == 1 * 128 * 32 * 2 == 8192
     assert sglang.cell_size(model, tp=2) == 8192  # max(1, 1 // 2): each rank keeps the head
-    result = kvmem.estimate(model, engine="sglang", tokens=100, tp=2)
-    assert result.kv_bytes_all_devices == 2 * result.kv_bytes
+    # tp must divide the 71 query heads (SGLang asserts total_num_heads % attn_tp_size == 0): tp=71
+    result = kvmem.estimate(model, engine="sglang", tokens=100, tp=71)
+    assert result.kv_bytes_all_devices == 71 * result.kv_bytes
 
 
 def test_tp_splits_heads_and_replicates_past_them():
@@ -295,3 +296,10 @@ def test_mla_with_a_window_pool_is_refused_not_a_crash():
     rows = strategies.architecture_variants("gpt-oss-20b", tokens=32768, engine="sglang")
     mla = next(r for r in rows if r["variant"].startswith("MLA"))
     assert mla["bytes"] is None and "mixes both" in mla["cost"]
+
+
+@pytest.mark.parametrize("engine", ["ideal", "sglang", "trtllm"])
+def test_tp_must_divide_the_query_heads(engine):
+    # issue 13: tp=64 on 32 query heads was accepted; SGLang and TensorRT-LLM assert it divides them
+    with pytest.raises(ValueError, match="tp=64 must divide the model's 32 query heads"):
+        kvmem.estimate("llama-3.1-8b", engine=engine, tokens=100, tp=64)

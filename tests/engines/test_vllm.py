@@ -649,3 +649,27 @@ def test_uniform_type_draft_with_its_own_page():
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=8192, draft=draft)
     assert result.details["uniform_type"] and result.details["group_layers"] == [33]
     assert result.blocks == GIB // (32 * 65_536 + 32_768) and result.details["blocks_per_request"] == 512
+
+
+def test_capacity_of_a_huge_budget_is_blocks_times_block_size():
+    # issue 13: 10**30 bytes gave int(concurrency * max_model_len) rounded in floats
+    cap = capacity("llama-3.1-8b", kv_memory=10**30)
+    assert cap.tokens == cap.blocks * cap.block_size  # 131,072-token requests: 8,192 whole blocks each
+
+
+def test_tokens_past_max_position_embeddings_say_what_vllm_does():
+    # issue 14: 10M tokens on llama-3.1-8b (131,072 positions) printed 1.25 TiB silently
+    est = estimate("llama-3.1-8b", engine="vllm", tokens="10M")
+    assert est.engine_refuses.startswith("10,485,760 tokens exceed the model's 131,072 positions")
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in est.notes[-1]
+    assert est.details["engine_allows_with"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    assert estimate("llama-3.1-8b", engine="vllm", tokens=131072).engine_refuses is None
+    cap = capacity("llama-3.1-8b", kv_memory="20GiB", max_model_len="1M")
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in cap.engine_refuses
+    llama = estimate("llama-3.1-8b", engine="llama.cpp", tokens="10M")
+    assert llama.engine_refuses is None and "possible training context overflow" in llama.notes[-1]
+
+
+def test_capacity_that_vllm_refuses_to_start_says_so():
+    cap = capacity("llama-3.1-8b", kv_memory="1GiB")  # 131,072 tokens need 16 GiB
+    assert cap.engine_refuses.startswith("vLLM refuses to start: one request of 131,072 tokens needs 16.00 GiB")

@@ -78,7 +78,7 @@ per-layer rows, devices), entry (estimate, capacity), logs (the lines each build
 budget (what kvmem.sizing asks: weights + KV + compute buffer).
 """
 
-from ..base import EngineSpec
+from ..base import EngineSpec, PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
 from .entry import capacity, estimate
 from .logs import LOG_STYLES, log_lines
@@ -87,4 +87,8 @@ from .settings import CACHE_TYPES, DEFAULTS, LLAMA_MAX_SEQ, MLA_MODES
 __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "MLA_MODES", "SPECS",
            "llamacpp_compute_bytes", "DEFAULTS", "LLAMA_MAX_SEQ"]
 
-SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing),)
+# src/llama-context.cpp: "n_ctx_seq (N) > n_ctx_train (M) -- possible training context overflow";
+# tools/server caps each slot at n_ctx_train ("exceeds the training context ... - capping")
+POSITIONS = PastPositions("llama.cpp warns \"possible training context overflow\" and runs; llama-server caps "
+                          "each slot at the training context")
+SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS),)

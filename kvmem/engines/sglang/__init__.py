@@ -66,7 +66,7 @@ Modules: pools (the layout of the layers and the pools' bytes), entry (estimate,
 budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU).
 """
 
-from ..base import EngineSpec
+from ..base import EngineSpec, PastPositions
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .entry import capacity, estimate
 from .pools import DEFAULTS, GB, Pool, cell_size, pools
@@ -74,4 +74,8 @@ from .pools import DEFAULTS, GB, Pool, cell_size, pools
 __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "estimate", "capacity", "SPECS",
            "sglang_mem_fraction_static"]
 
-SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing),)
+# python/sglang/srt/configs/model_config.py: a ValueError unless the variable is set
+POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
+               "other model files)")
+SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, POSITIONS, QUERY_HEADS),)

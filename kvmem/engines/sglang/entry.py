@@ -39,8 +39,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
 def _split_swa(layout: Layout, stage: range, tokens: int, ratio) -> tuple[int, int]:
     """set_num_tokens_hybrid_swa: (full, swa) pool tokens from the profiled count (in float, as SGLang)."""
     page = layout.page_size
-    n_full = sum(i in layout.full for i in stage)
-    n_swa = sum(i in layout.swa for i in stage)
+    full, swa = set(layout.full), set(layout.swa)
+    n_full = sum(i in full for i in stage)
+    n_swa = sum(i in swa for i in stage)
     if n_swa == 0:
         return tokens, 0
     if n_full == 0:
@@ -71,7 +72,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         if not cell:
             continue
         rest, slots = kv_memory, None
-        per_request = sum(state_bytes_of(model, layout, i, tp) for i in stage if i in layout.linear)
+        linear = set(layout.linear)
+        per_request = sum(state_bytes_of(model, layout, i, tp) for i in stage if i in linear)
         if per_request:
             slots, rest = _mamba_split(kv_memory, per_request, options["mamba_full_memory_ratio"])
         tokens = int(rest // cell) // page * page

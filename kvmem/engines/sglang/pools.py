@@ -237,14 +237,15 @@ def _index_bytes(rows: int, page: int, index_row: int) -> int:
 def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
     """Per-layer (K, V, state) bytes: pool layers hold ``rows[role]`` + one padding page."""
     page = layout.page_size
+    full, swa, linear = set(layout.full), set(layout.swa), set(layout.linear)  # O(1) lookups: O(layers) in all
     out = []
     for i in range(model.num_layers):
-        role = "full" if i in layout.full else "swa" if i in layout.swa else None
+        role = "full" if i in full else "swa" if i in swa else None
         if role is not None:
             n = rows[role] + page
             out.append((n * layout.k_row[role] + _index_bytes(rows[role], page, layout.index_row),
                         n * layout.v_row[role], 0))
-        elif i in layout.linear:
+        elif i in linear:
             out.append((0, 0, batch * state_bytes_of(model, layout, i, tp)))
         else:
             out.append((0, 0, 0))
@@ -253,8 +254,9 @@ def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
 
 def stage_cell(layout: Layout, stage: range):
     """The profile's cell_size for one pipeline stage's layers (bytes per pool token)."""
-    return (sum(layout.cell["full"] for i in stage if i in layout.full)
-            + sum(layout.cell["swa"] for i in stage if i in layout.swa))
+    full, swa = set(layout.full), set(layout.swa)
+    n_full, n_swa = sum(1 for i in stage if i in full), sum(1 for i in stage if i in swa)
+    return (layout.cell["full"] * n_full if n_full else 0) + (layout.cell["swa"] * n_swa if n_swa else 0)
 
 
 def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:

@@ -92,9 +92,11 @@ activations, batch defaults by device).
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
 from .options import OPTIONS
-from ..base import EngineSpec
+from ..base import EngineSpec, PastPositions
 
 __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
            "rope_cache_bytes"]
 
-SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing),)
+# vllm/config/model.py _get_and_verify_max_len: a ValueError unless the variable is set
+POSITIONS = PastPositions("vLLM refuses a max_model_len above it", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS),)

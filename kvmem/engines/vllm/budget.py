@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from ...activations import forward_bytes_per_token, forward_shape
 from ...model import CHUNKED, FULL, MLA, Model, SLIDING
-from ...units import format_bytes, parse_bytes, require_positive_int
+from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
 from ..base import Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, byte_option, share_whole_blocks
 from .options import OPTIONS, parse_release
 
@@ -58,8 +58,10 @@ def batch_defaults(gpu, *, context: int, version="latest", max_num_batched_token
     min(seqs, tokens) sequences. v0 without chunked prefill: max(context, 2048) tokens, 256 sequences.
     """
     seqs_given, tokens_given = max_num_seqs is not None, max_num_batched_tokens is not None
+    if tokens_given:
+        max_num_batched_tokens = require_positive_int("max_num_batched_tokens", max_num_batched_tokens, MAX_COUNT)
     if parse_release(version) is None:
-        seqs = require_positive_int("max_num_seqs", max_num_seqs) if seqs_given else V0_MAX_NUM_SEQS
+        seqs = require_positive_int("max_num_seqs", max_num_seqs, MAX_COUNT) if seqs_given else V0_MAX_NUM_SEQS
         tokens = max_num_batched_tokens if tokens_given else max(context, V0_MIN_BATCHED_TOKENS)
         why = ("the v0 engine without chunked prefill batches max(max_model_len, 2048) tokens "
                f"and {V0_MAX_NUM_SEQS} sequences")
@@ -67,7 +69,7 @@ def batch_defaults(gpu, *, context: int, version="latest", max_num_batched_token
         device = f"{gpu.name} {gpu.label}".lower()
         big = gpu.usable_memory_bytes >= BIG_DEVICE_BYTES and "a100" not in device
         default_tokens, default_seqs = BATCH_DEFAULTS["big" if big else "small"]
-        seqs = require_positive_int("max_num_seqs", max_num_seqs) if seqs_given else default_seqs
+        seqs = require_positive_int("max_num_seqs", max_num_seqs, MAX_COUNT) if seqs_given else default_seqs
         tokens = max_num_batched_tokens if tokens_given else min(seqs * context, default_tokens)
         rule = ("70 GiB or more and not an A100" if big else
                 "an A100" if "a100" in device and gpu.usable_memory_bytes >= BIG_DEVICE_BYTES else "under 70 GiB")

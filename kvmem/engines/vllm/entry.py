@@ -43,6 +43,9 @@ class VllmCapacityDetails(Record):
     uniform_type: bool
     request_bytes: int           # one request of max_model_len, its worst case
     log: list
+    engine_refuses: str | None = None    # why vLLM would not start (a key only when it would not)
+
+    OPTIONAL = ("engine_refuses",)
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -141,7 +144,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     else:
         concurrency = num_blocks / request
     if release >= TOKENS_FROM_CONCURRENCY:
+        # vLLM: int(max_concurrency * max_model_len) in floats; past 2**53 floats lose whole
+        # tokens, so there the same quotient is taken exactly
         tokens = int(concurrency * length)
+        if tokens >= 2**53:
+            tokens = num_blocks * length // request
     elif release >= HYBRID_GROUPS:
         tokens = num_blocks // len(plan.groups) * bs
     else:
@@ -150,16 +157,19 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     longest = longest_fitting(lambda n: max(request_bytes(plan, m, n, opts) for m in stages) <= kv_memory,
                        cap)
     needed = max(request_bytes(plan, m, length, opts) for m in stages)
+    refuses = None
     if needed > kv_memory:
-        notes.append(f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
-                     f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
-                     f"fits is {longest:,}")
+        refuses = (f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
+                   f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
+                   f"fits is {longest:,}")
+        notes.append(refuses)
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
     details = VllmCapacityDetails(version=opts["version"], num_blocks=num_blocks, blocks_per_stage=per_stage,
                                   blocks_per_request=request, groups=len(plan.groups),
                                   group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
                                   page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
-                                  uniform_type=plan.uniform_type, request_bytes=needed, log=log)
+                                  uniform_type=plan.uniform_type, request_bytes=needed, log=log,
+                                  engine_refuses=refuses)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
                     notes=tuple(notes), details=details, log_lines=tuple(log))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -131,8 +130,8 @@ def check_options(opts: dict) -> dict:
             raise ValueError(f"{name} must be 'auto', 'float32', 'float16' or 'bfloat16', got {value!r}")
         out[name] = key
     swap = out["swap_space"]
-    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or swap < 0 or math.isinf(swap):
-        raise ValueError(f"swap_space must be a non-negative number of GiB, got {swap!r}")
+    if isinstance(swap, bool) or not isinstance(swap, (int, float)) or not 0 <= swap <= 2**40:
+        raise ValueError(f"swap_space must be a number of GiB from 0 to {2**40:,}, got {swap!r}")
     out["release"] = parse_release(out["version"])
     draft = out["draft"]
     if isinstance(draft, str) and draft != "mtp":

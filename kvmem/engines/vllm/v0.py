@@ -31,6 +31,9 @@ class VllmV0CapacityDetails(Record):
     cpu_blocks: int
     cache_block_bytes: int
     log: list
+    engine_refuses: str | None = None    # why vLLM v0 would not start (a key only when it would not)
+
+    OPTIONAL = ("engine_refuses",)
 
 
 def _v0_block_bytes(plan: Plan, members: set) -> int:
@@ -82,13 +85,15 @@ def capacity_v0(model: Model, plan: Plan, stages: list, kv_memory: int, length: 
     tokens = num_blocks * bs
     concurrency = tokens / length
     longest = min(tokens, model.max_position_embeddings) if model.max_position_embeddings else tokens
+    refuses = None
     if length > tokens:
-        notes.append(f"vLLM v0 refuses to start: The model's max seq len ({length}) is larger than the "
-                     f"maximum number of tokens that can be stored in KV cache ({tokens}).")
+        refuses = (f"vLLM v0 refuses to start: The model's max seq len ({length}) is larger than the "
+                   f"maximum number of tokens that can be stored in KV cache ({tokens}).")
+        notes.append(refuses)
     log = [f"# GPU blocks: {num_blocks}, # CPU blocks: {cpu_blocks}",
            f"Maximum concurrency for {length} tokens per request: {concurrency:.2f}x"]
     details = VllmV0CapacityDetails(version="v0", num_blocks=num_blocks, cpu_blocks=cpu_blocks,
-                                    cache_block_bytes=block_bytes, log=log)
+                                    cache_block_bytes=block_bytes, log=log, engine_refuses=refuses)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, max_model_len=longest, block_size=bs,
                     notes=tuple(notes), details=details, log_lines=tuple(log))
