@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from ui import inputs, urlparams
+
 st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", layout="wide")
 
 pages = [
@@ -13,6 +15,10 @@ pages = [
     st.Page("ui/learn.py", title="Learn", icon=":material/school:", url_path="learn"),
 ]
 page = st.navigation(pages)
+# The shared sidebar belongs to this script, not to a page: its values and URL parameters
+# survive page switches, and Back/Forward restore them.
+inputs.build_sidebar()
+urlparams.show_refusals()
 try:
     page.run()
 except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working

@@ -13,14 +13,15 @@ st.caption("Each row is one kvmem.estimate() at the sidebar's tokens, batch and 
 
 work = inputs.sidebar()
 c1, c2, c3 = st.columns([3, 2, 2])
-models = c1.multiselect("Models", kvmem.list_models(), default=["llama-3.1-8b", "qwen3-8b", "gemma-3-27b",
-                                                                  "deepseek-v3"],
-                        key="cmp_models", bind="query-params",
-                        help="Presets to compare; the sidebar's model is always the first row.")
-dtypes = c2.multiselect("KV dtypes", inputs.KV_DTYPES, default=[work.kv_dtype], key="cmp_dtypes",
-                        bind="query-params", help="Element formats of the cache.")
-engines = c3.multiselect("Engines", list(ENGINES), default=[work.engine], key="cmp_engines", bind="query-params",
-                         help="Allocation rules; engine options are each engine's defaults here.")
+models = inputs.multiselect(c1, "Models", kvmem.list_models(),
+                            default=["llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"], key="cmp_models",
+                            help="Presets to compare; the sidebar's model is always the first row.")
+dtypes = inputs.multiselect(c2, "KV dtypes", inputs.KV_DTYPES, default=[work.kv_dtype], key="cmp_dtypes",
+                            help="Element formats of the cache.")
+engines = inputs.multiselect(c3, "Engines", list(ENGINES), default=[work.engine], key="cmp_engines",
+                             help="Allocation rules; the sidebar's engine runs with the sidebar's options, "
+                                  "the others with their defaults.")
+inputs.not_used("gpu", "num_gpus", "weight_dtype", why="KV only; hardware is on Fit hardware")
 if not dtypes or not engines:
     st.info("Choose at least one KV dtype and one engine.")
     st.stop()
@@ -34,11 +35,11 @@ for name, model in candidates:
         for engine in engines:
             label = " · ".join(part for part, many in ((name, True), (kv_dtype, len(dtypes) > 1),
                                                         (engine, len(engines) > 1)) if many)
+            run = work.engine_kwargs(kv_dtype=kv_dtype) if engine == work.engine else dict(
+                engine=engine, kv_dtype=kv_dtype, tp=work.tp, pp=work.pp)
             try:
-                result = kvmem.estimate(model, engine=engine, tokens=work.tokens, batch=work.batch,
-                                        kv_dtype=kv_dtype, tp=work.tp, pp=work.pp)
-                sweeps[label] = tables.context_sweep(model, contexts=contexts, batch=work.batch, kv_dtype=kv_dtype,
-                                                     engine=engine, tp=work.tp, pp=work.pp)
+                result = kvmem.estimate(model, tokens=work.tokens, batch=work.batch, **run)
+                sweeps[label] = tables.context_sweep(model, contexts=contexts, batch=work.batch, **run)
             except ValueError as exc:
                 skipped.append(f"{label}: {exc}")
                 continue
@@ -54,11 +55,11 @@ if rows:
     st.dataframe(frame, hide_index=True)
     common.download(frame, "compare.csv", key="dl_compare")
 
-st.header(f"{work.model.name} as MHA, GQA, MQA and MLA")
+st.header(f"{common.plain(work.model.name)} as MHA, GQA, MQA and MLA")
 st.caption("The same layers with other attention — what the cache would be had the model been trained so "
            "(these variants need retraining; kvmem.strategies.architecture_variants).")
 variants = common.guard(strategies.architecture_variants, work.model, tokens=work.tokens, batch=work.batch,
-                        engine=work.engine, kv_dtype=work.kv_dtype, gqa_groups=(8, 4, 2))
+                        gqa_groups=(8, 4, 2), **work.engine_kwargs())
 variant_frame = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(variant_frame, label="variant", value="bytes",
                                     title=f"KV cache at {work.tokens:,} tokens × {work.batch}"), key="cmp_variants")

@@ -13,15 +13,15 @@ st.caption("Weights, KV cache and each engine's own memory budget per device (kv
 
 work = inputs.sidebar()
 model = work.model
-util = st.number_input("gpu_memory_utilization (vLLM)", 0.05, 1.0, 0.9, 0.01, key="util", bind="query-params",
-                       help="vLLM budgets this share of the device's total memory.") if work.engine == "vllm" else 0.9
-kwargs = dict(context=work.tokens, batch=work.batch, weight_dtype=work.weight_dtype, kv_dtype=work.kv_dtype,
-              engine=work.engine, tp=work.tp if work.tp > 1 else None, pp=work.pp)
+page_args = {}
 if work.engine == "vllm":
-    kwargs["gpu_memory_utilization"] = util
+    page_args["gpu_memory_utilization"] = inputs.number(
+        st, "gpu_memory_utilization (vLLM)", 0.05, 1.0, 0.9, key="util", step=0.01,
+        help="vLLM budgets this share of the device's total memory.")
+kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
 
 try:
-    result = kvmem.fit(model, gpu=work.gpu, num_gpus=work.num_gpus, **kwargs)
+    result = kvmem.fit(model, **kwargs)
 except FitError as exc:
     result = exc.fit
     st.error(str(exc))
@@ -30,7 +30,7 @@ except ValueError as exc:
     st.stop()
 
 verdict = "fits" if result.fits else "does not fit"
-st.subheader(f"{model.name} on {result.num_gpus} × {result.gpu}: {verdict}")
+st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu}: {verdict}")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens per replica")
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
@@ -56,15 +56,15 @@ with st.expander("Notes"):
         st.markdown(f"- {note}")
 
 st.subheader("Max batch over context and GPU")
-choices = st.multiselect("GPUs to compare", kvmem.list_gpus(),
-                         default=list(dict.fromkeys([work.gpu, "h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb",
-                                                     "rtx-4090-24gb"])),
-                         key="fit_gpus", bind="query-params", help="Each cell is one kvmem.fit().")
+choices = inputs.multiselect(st, "GPUs to compare", kvmem.list_gpus(),
+                            default=list(dict.fromkeys([work.gpu, "h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb",
+                                                        "rtx-4090-24gb"])),
+                            key="fit_gpus", help="Each cell is one kvmem.fit().")
 contexts = tables.context_points(work.tokens, start=2048, at_least=32768)
 if choices:
-    grid = common.guard(tables.fit_grid, model, gpus=choices, contexts=contexts, num_gpus=work.num_gpus,
-                        **{k: v for k, v in kwargs.items() if k not in ("context", "batch")})
-    st.plotly_chart(plots.fit_heatmap(grid, title=f"{model.name}: max batch ({work.num_gpus} GPU(s) each)"),
+    grid = common.guard(tables.fit_grid, model, gpus=choices, contexts=contexts,
+                        **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
+    st.plotly_chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                     key="fit_heatmap")
     st.dataframe(grid, hide_index=True)
     common.download(grid, "fit_grid.csv", key="dl_fit")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from kvmem import lab, plots
-from ui import common
+from ui import common, inputs, urlparams
 
 st.title("How a KV cache works")
 st.markdown(
@@ -15,10 +15,13 @@ st.markdown(
     "at the price of memory that grows with every token. Everything below is computed live with torch on "
     "this machine (kvmem.lab).")
 
+inputs.not_used(*inputs.LABELS, why="this page runs the seed's own small decoder, not the sidebar's model")
+
 st.header("1. Cached and uncached attention agree, step by step")
 c1, c2 = st.columns(2)
-steps = c1.slider("Generated steps", 2, 12, 5, key="lab_steps", bind="query-params",
-                  help="The seed uses 5 tokens, d_model 12, d_head 6, seed 42.")
+steps = inputs.slider(c1, "Generated steps", 2, 12, 5, key="lab_steps",
+                      help="The seed uses 5 tokens, d_model 12, d_head 6, seed 42.")
+urlparams.check_choice("lab_causal", ["true", "false", "True", "False"])
 causal = c2.toggle("Causal masking", True, key="lab_causal", bind="query-params",
                    help="Turn it off to see why caching needs it: earlier outputs then change every step.")
 head = common.guard(lab.compare_single_head, steps=steps, causal=causal)

@@ -12,19 +12,23 @@ st.caption("The seed's families — quantisation, eviction, paged allocation and
 
 work = inputs.sidebar()
 model = work.model
-run = dict(tokens=work.tokens, batch=work.batch, engine=work.engine, kv_dtype=work.kv_dtype, tp=work.tp, pp=work.pp)
+run = work.engine_kwargs(tokens=work.tokens, batch=work.batch)  # every sidebar input, engine options included
+inputs.not_used("num_gpus", "weight_dtype", why="KV only; the GPU gives the host-link bandwidth for offloading")
 
 st.header("All strategies side by side")
 c1, c2 = st.columns(2)
-budget = c1.number_input("Eviction budget (tokens)", 1, 10**7, 1024, key="budget", bind="query-params",
-                         help="Tokens kept per layer by StreamingLLM / H2O / SnapKV.")
-residual = c2.number_input("Full-precision residual (tokens)", 0, 10**6, 128, key="residual", bind="query-params",
-                           help="KIVI / transformers QuantizedCache keep the newest tokens unquantised.")
-rows = common.guard(kvmem.compare_strategies, model, budget=int(budget), residual_length=int(residual),
-                    gpu=work.gpu, **run, **work.options)
+budget = inputs.number(c1, "Eviction budget (tokens)", 1, 10**7, 1024, key="budget",
+                       help="Tokens kept per layer by StreamingLLM / H2O / SnapKV.")
+residual = inputs.number(c2, "Full-precision residual (tokens)", 0, 10**6, 128, key="residual",
+                         help="KIVI / transformers QuantizedCache keep the newest tokens unquantised.")
+if "residual_length" in work.options:  # the engine option (hf-quantized) is the one in force
+    residual = work.options["residual_length"]
+    st.caption(f"Full-precision residual: {residual:,} tokens, from the hf-quantized options in the sidebar.")
+rows = common.guard(kvmem.compare_strategies, model, budget=budget, gpu=work.gpu,
+                    **{**run, "residual_length": residual})
 frame = tables.rows_frame(rows)
 st.plotly_chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes", color="family",
-                                    title=f"{model.name}: KV bytes per strategy at {work.tokens:,} tokens × "
+                                    title=f"{common.chart_text(model.name)}: KV bytes per strategy at {work.tokens:,} tokens × "
                                           f"{work.batch}"), key="strategy_bars")
 st.dataframe(frame[["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"]],
              hide_index=True)
@@ -32,10 +36,10 @@ common.download(frame, "strategies.csv", key="dl_strategies")
 
 st.header("Eviction: memory stays bounded")
 st.markdown("Evicted tokens are gone for good: if a dropped token matters later, the model cannot attend to it.")
-policies = common.guard(strategies.eviction_policies, int(budget))
-contexts = tables.eviction_contexts(work.tokens, int(budget))
+policies = common.guard(strategies.eviction_policies, budget)
+contexts = tables.eviction_contexts(work.tokens, budget)
 curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies, batch=work.batch,
-                      engine=work.engine, kv_dtype=work.kv_dtype, **work.options)
+                      **work.engine_kwargs())
 st.plotly_chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
 
 st.header("Paged vs contiguous allocation")
@@ -55,12 +59,12 @@ common.download(alloc, "allocation.csv", key="dl_alloc")
 
 st.header("Prefix sharing and offloading")
 c1, c2 = st.columns(2)
-prefix = c1.number_input("Shared prefix (tokens)", 0, 10**7, 0, key="prefix", bind="query-params",
-                         help="The batch's sequences share their first P tokens; paged engines share whole blocks.")
-offload = c2.slider("Offloaded to host memory", 0.0, 1.0, 0.0, 0.05, key="offload", bind="query-params",
-                    help="Fraction of the KV cache kept in host memory.")
-shared = common.guard(kvmem.estimate, model, shared_prefix=int(prefix), offload=offload, **run, **work.options)
-base = common.guard(kvmem.estimate, model, **run, **work.options)
+prefix = inputs.number(c1, "Shared prefix (tokens)", 0, 10**7, 0, key="prefix",
+                       help="The batch's sequences share their first P tokens; paged engines share whole blocks.")
+offload = inputs.slider(c2, "Offloaded to host memory", 0.0, 1.0, 0.0, key="offload", step=0.05,
+                        help="Fraction of the KV cache kept in host memory.")
+shared = common.guard(kvmem.estimate, model, shared_prefix=prefix, offload=offload, **run)
+base = common.guard(kvmem.estimate, model, **run)
 host = shared.details.get("host_kv_bytes", 0)
 m1, m2, m3 = st.columns(3)
 m1.metric("KV on the device", kvmem.format_bytes(shared.kv_bytes),
@@ -74,8 +78,7 @@ except ValueError as exc:  # the catalog has no host-link bandwidth for this GPU
 m3.metric("Host transfer per decode step (PCIe)", transfer_ms, help=transfer_help)
 
 st.header("Architecture variants (need retraining)")
-variants = common.guard(strategies.architecture_variants, model, tokens=work.tokens, batch=work.batch,
-                        engine=work.engine, kv_dtype=work.kv_dtype)
+variants = common.guard(strategies.architecture_variants, model, **run)
 var = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
                 key="variant_bars")

@@ -7,7 +7,7 @@ import streamlit as st
 
 import kvmem
 from kvmem import plots
-from ui import common, inputs
+from ui import common, inputs, urlparams
 
 measure = importlib.import_module("kvmem.measure")
 
@@ -19,14 +19,17 @@ st.caption("kvmem.measure drives the real transformers cache objects (and the se
 work = inputs.sidebar()
 model = work.model
 c1, c2, c3 = st.columns(3)
-engine = c1.selectbox("Cache", list(measure.ENGINES), key="val_engine", bind="query-params",
-                      help="hf-dynamic / hf-static / hf-quantized: transformers 5.x caches; toy: the seed's cache.")
+engine = inputs.select(c1, "Cache", list(measure.ENGINES), key="val_engine",
+                       help="hf-dynamic / hf-static / hf-quantized: transformers 5.x caches; toy: the seed's cache.")
+urlparams.check_text("val_tokens", lambda text: [inputs.parse_tokens(p) for p in text.split(",") if p.strip()])
 token_text = c2.text_input("Tokens (comma-separated)", "16, 64, 256", key="val_tokens", bind="query-params",
                            help="Each value is one measurement; keep them small on a CPU.")
-device = c3.selectbox("Device", ["auto", "cpu", "cuda"], key="val_device", bind="query-params",
-                      help="auto = CUDA when a GPU is present, else CPU.")
+device = inputs.select(c3, "Device", ["auto", "cpu", "cuda"], key="val_device",
+                       help="auto = CUDA when a GPU is present, else CPU.")
+inputs.not_used("tokens", "engine", "options", "tp", "pp", "gpu", "num_gpus", "weight_dtype",
+                why="the boxes above pick the cache and the token counts; one device, no weights. The model, batch and KV dtype apply when you press Measure")
 try:
-    token_list = [kvmem.parse_tokens(part) for part in token_text.split(",") if part.strip()]
+    token_list = [inputs.parse_tokens(part) for part in token_text.split(",") if part.strip()]
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
