@@ -16,6 +16,7 @@ model = work.model
 result = common.guard(work.estimate)
 
 st.markdown(f"**{common.plain(model.describe())}**")
+inputs.not_used("num_gpus", why="one device's share is shown here; GPU counts are on Fit hardware")
 gpu = kvmem.get_gpu(work.gpu)
 try:
     weights_bytes = weights(model, work.weight_dtype).per_device(tp=work.tp, pp=work.pp)
