@@ -239,7 +239,8 @@ def _option_widget(container, engine: str, name: str, default):
         return float(number(container, label, 0.0, 1e9, default, key=key, help=help_text))
     urlparams.check_text(key, str)
     text = container.text_input(label, value="" if default is None else str(default), key=key,
-                                bind="query-params", help=help_text + "; empty = engine default")
+                                bind="query-params", help=help_text + "; empty = engine default",
+                                placeholder="engine default")
     if not text.strip():
         return default
     if name == "draft":
@@ -250,16 +251,41 @@ def _option_widget(container, engine: str, name: str, default):
         return text.strip()
 
 
-def engine_options(engine: str, container=st.sidebar) -> dict:
-    """The options the user changed from the engine's defaults (only those are passed)."""
+def defaults_in_force(engine: str, gpu: str, tokens_text: str, tp: int, pp: int, options: dict):
+    """The engine's device-dependent defaults on ``gpu`` (kvmem.sizing.engine_defaults, where the
+    library has it), or None."""
+    from kvmem import sizing
+
+    hook = getattr(sizing, "engine_defaults", None)
+    if hook is None:
+        return None
+    try:
+        return hook(engine, gpu, context=parse_tokens(tokens_text), tp=tp, pp=pp, **options)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def engine_options(engine: str, container=st.sidebar, *, in_force=None) -> dict:
+    """The options the user changed from the engine's defaults (only those are passed).
+    ``in_force(options)``: an EngineDefaults (the values in force on this device, and why), or
+    None; shown at the top of the panel, since the options panel cannot show a device's default
+    as its own."""
     options = {}
     spec = ENGINES[engine]
-    if spec.options:
-        with container.expander(f"{engine} options"):
-            for name, default in spec.options.items():
-                value = _option_widget(st, engine, name, default)
-                if value != default:
-                    options[name] = value
+    if not spec.options:
+        return options
+    with container.expander(f"{engine} options"):
+        slot = st.empty()
+        for name, default in spec.options.items():
+            value = _option_widget(st, engine, name, default)
+            if value != default:
+                options[name] = value
+    forced = in_force(options) if in_force else None
+    values = dict(getattr(forced, "values", None) or {})
+    if values:
+        shown = ", ".join(f"{k} = {v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k} = {v}"
+                          for k, v in values.items())
+        slot.caption(f"In force here: {shown} ({getattr(forced, 'reason', '')}).")
     return options
 
 
@@ -280,7 +306,6 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
                     help="Whose allocation rules: ideal = every cached element once.")
     tp = number(c1, "Tensor parallel", 1, 1024, 1, key="tp", help="tp: splits KV heads")
     pp = number(c2, "Pipeline parallel", 1, 1024, 1, key="pp", help="pp: splits layers")
-    options = engine_options(engine, container)
     c1, c2 = container.columns(2)
     gpu = select(c1, "GPU", kvmem.list_gpus(), default=DEFAULT_GPU, key="gpu",
                  help="Accelerator for weights + KV against memory (memory as the device reports it).")
@@ -288,6 +313,8 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
                       help="GPUs available; tp x pp of them hold one copy of the model.")
     weight_dtype = select(container, "Weight format", ["auto", *weight_formats()], key="weight_dtype",
                           help="How the weights are stored: auto = the checkpoint's own format.")
+    options = engine_options(engine, container,
+                             in_force=lambda given: defaults_in_force(engine, gpu, tokens_text, tp, pp, given))
     try:  # read after every widget is drawn, so that a bad value leaves the rest of the sidebar in place
         tokens = parse_tokens(tokens_text)
     except ValueError as exc:

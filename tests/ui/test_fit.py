@@ -47,3 +47,27 @@ def test_model_too_big_is_a_message(page):
     page.run()
     assert not page.exception and page.error
     assert "does not fit" in page.error[0].value or "short" in page.error[0].value
+
+
+def test_the_options_panel_shows_the_device_defaults_in_force(monkeypatch):
+    # the library's hook (kvmem.sizing.engine_defaults) names the values in force on this GPU and why
+    from types import SimpleNamespace
+
+    from kvmem import sizing
+    from tests.ui.apptest import load
+
+    calls = []
+
+    def engine_defaults(engine, gpu, *, context, tp=1, pp=1, **options):
+        calls.append((engine, gpu, context, tp, pp, options))
+        return SimpleNamespace(values={"max_num_batched_tokens": 2048, "max_num_seqs": 256},
+                               reason="a100-sxm-80gb is an A100: the 70 GiB step does not apply")
+
+    monkeypatch.setattr(sizing, "engine_defaults", engine_defaults, raising=False)
+    at = load("ui/fit.py")
+    at.query_params.update({"gpu": "a100-sxm-80gb", "tokens": "32k"})
+    at.run()
+    assert not at.exception
+    assert calls[-1][:5] == ("vllm", "a100-sxm-80gb", 32768, 1, 1)
+    assert any("In force here: max_num_batched_tokens = 2,048, max_num_seqs = 256 (a100-sxm-80gb is an A100"
+               in c.value for c in at.caption)
