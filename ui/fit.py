@@ -11,6 +11,26 @@ st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
            "GiB = 2³⁰ bytes. Decode speed is a memory-bandwidth upper bound.")
 
+RAISED_UTILIZATION = 0.95
+# Each breakdown part in people's words; "free" is what the engine's budget leaves out.
+_FREE = {"vllm": "reserve outside vLLM's budget (1 − gpu_memory_utilization)",
+         "sglang": "outside SGLang's budget (1 − mem_fraction_static)",
+         "trtllm": "outside TRT-LLM's budget (1 − free_gpu_memory_fraction)"}
+
+
+def part_names(engine: str) -> dict:
+    return {"weights": "weights", "kv": "KV this workload needs", "kv_pool": "KV pool the engine reserves",
+            "activations": "activation peak", "overhead": "engine overhead (non-torch, CUDA graphs)",
+            "free": _FREE.get(engine, "unused")}
+
+
+def _fit_or_none(model, **kwargs):
+    try:
+        return kvmem.fit(model, **kwargs)
+    except ValueError:
+        return None
+
+
 work = inputs.sidebar()
 model = work.model
 page_args = {}
@@ -44,16 +64,26 @@ if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
 if not result.fits and result.shortfall_bytes:
     st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device.")
-for line in result.suggestions:
+suggestions = list(result.suggestions)
+if not result.fits and work.engine == "vllm" and kwargs.get("gpu_memory_utilization", 0.9) < RAISED_UTILIZATION:
+    # the cheapest fix is often vLLM's own knob: ask the library whether a raised budget fits
+    raised = _fit_or_none(model, **{**kwargs, "gpu_memory_utilization": RAISED_UTILIZATION})
+    if raised is not None and raised.fits:
+        suggestions.insert(0, f"gpu_memory_utilization={RAISED_UTILIZATION} (max batch {raised.max_batch:,})")
+for line in suggestions:
     st.markdown(f"- would fit: {line}")
 
 breakdown = tables.breakdown_frame(result)
-st.plotly_chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"],
-                                    title=f"Per device ({result.engine}, tp {result.tp} × pp {result.pp})"),
+batch_for = getattr(result, "breakdown_batch", None)
+context_for = getattr(result, "breakdown_context", None)
+shown_for = (f"{batch_for:,} × {context_for:,} tokens, " if batch_for and context_for else "")
+st.plotly_chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"], names=part_names(work.engine),
+                                    title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}"),
                 key="fit_breakdown")
-with st.expander("Notes"):
-    for note in result.notes:
-        st.markdown(f"- {note}")
+if result.notes:
+    with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
+        for note in result.notes:
+            st.markdown(f"- {note}")
 
 st.subheader("Max batch over context and GPU")
 choices = inputs.multiselect(st, "GPUs to compare", kvmem.list_gpus(),
