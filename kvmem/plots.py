@@ -95,11 +95,21 @@ def bytes_per_token_bars(df, *, title: str = "KV bytes per token") -> go.Figure:
     return _figure([trace], title, "", "bytes per token")
 
 
+_DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
+
+
 def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Figure:
-    """One KV-vs-context line per label: {label: context sweep (DataFrame or columns)}."""
-    traces = [_line(df["tokens"], [b / GIB for b in df["total_bytes"]], label, mode="lines+markers")
-              for label, df in frames.items()]
-    return _figure(traces, title, "tokens per sequence (log)", log_x=True)
+    """One KV-vs-context line per label: {label: context sweep (DataFrame or columns)}.
+
+    Line i gets plotly's colour i mod 10 and dash (i + i // 10) mod 5: the first 50 lines differ
+    in colour or dash, and neighbours always differ in dash, so a line drawn exactly over
+    another (StreamingLLM's 4 + 1020 over H2O's 1024) still shows. The legend sits to the right,
+    clear of the axis title."""
+    traces = [_line(df["tokens"], [b / GIB for b in df["total_bytes"]], label, mode="lines+markers",
+                    line={"dash": _DASHES[(i + i // 10) % len(_DASHES)], "width": 3 if i % 2 == 0 else 2})
+              for i, (label, df) in enumerate(frames.items())]
+    return _figure(traces, title, "tokens per sequence (log)", log_x=True,
+                   legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left"})
 
 
 def fit_heatmap(df, *, title: str = "Max batch that fits") -> go.Figure:
@@ -147,7 +157,7 @@ def labelled_bars(df, *, label: str, value: str, color: str | None = None, title
                "name": str(name)} for name, part in groups]
     return _figure(traces, title, y_title, "", height=max(300, 28 * len(df) + 140),
                    yaxis={"categoryorder": "array", "categoryarray": df[label].tolist()[::-1], "automargin": True},
-                   legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
+                   legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left"})  # beside: clear of the title
 
 
 def attention_heatmap(matrix, *, title: str = "Attention weights", first_query: int = 1) -> go.Figure:
