@@ -32,6 +32,47 @@ def chart_text(text) -> str:
     return html.escape(" ".join(str(text).split()), quote=False)
 
 
+# Column headings in people's words; the data (and the CSV download) keep the field names.
+HEADINGS = {
+    "gpu": "GPU", "context": "Context (tokens)", "fits": "Fits", "max_batch": "Max batch",
+    "max_context": "Max context (tokens)", "min_gpus": "Fewest GPUs",
+    "decode_tokens_per_s": "Decode tokens/s per sequence", "decode_tokens_per_s_aggregate": "Decode tokens/s, whole batch",
+    "kv_memory_gib": "KV memory (GiB)", "kv_pool": "KV pool", "strategy": "Strategy", "family": "Family",
+    "gib": "GiB", "bytes": "Bytes", "saving_bytes": "Saved (bytes)", "saving_fraction": "Saved",
+    "lossless": "Lossless", "needs_retraining": "Needs retraining", "cost": "Cited quality cost",
+    "variant": "Attention", "label": "Series", "model": "Model", "engine": "Engine", "kv_dtype": "KV dtype",
+    "tokens": "Tokens", "batch": "Batch", "kv_bytes": "KV (bytes)", "state_bytes": "State (bytes)",
+    "total_bytes": "Total (bytes)", "bytes_per_token": "Bytes per token", "total_gib": "Total (GiB)",
+    "distribution": "Request lengths", "allocation": "Allocation", "block_size": "Block (tokens)",
+    "admitted": "Requests admitted", "waste_fraction": "Reserved but unused", "mean_length": "Mean length (tokens)",
+    "device": "Device", "predicted_bytes": "Predicted (bytes)", "tensor_bytes": "Tensors held (bytes)",
+    "allocated_bytes": "Allocator (bytes)", "peak_bytes": "Peak (bytes)", "predicted_peak_bytes": "Predicted peak (bytes)",
+    "reserved_bytes": "Reserved (bytes)", "difference_bytes": "Difference (bytes)", "matches": "Matches",
+}
+_WIDE = {"cost", "strategy", "variant", "allocation"}
+
+
+def table(frame, columns=None, **kwargs):
+    """st.dataframe with people's headings (HEADINGS); text columns such as the cited cost get room."""
+    shown = frame if columns is None else frame[list(columns)]
+    config = {}
+    for name in shown.columns:
+        heading = HEADINGS.get(name, str(name).replace("_", " "))
+        if name in ("saving_fraction", "waste_fraction"):
+            config[name] = st.column_config.NumberColumn(heading, format="percent")
+        elif name in _WIDE:
+            config[name] = st.column_config.TextColumn(heading, width="large")
+        else:
+            config[name] = st.column_config.Column(heading)
+    st.dataframe(shown, hide_index=True, column_config=config, **kwargs)
+
+
+def gqa_groups(model, offered=(8, 4, 2)) -> tuple:
+    """GQA variants worth showing: not the KV-head counts the model already has."""
+    own = {layer.kv_heads for layer in model.layers if layer.caches_tokens}
+    return tuple(g for g in offered if g not in own)
+
+
 def csv_bytes(table) -> bytes:
     """CSV of a DataFrame, or of a list of row dicts (no pandas needed)."""
     if isinstance(table, list):

@@ -33,35 +33,44 @@ contexts = tables.context_points(work.tokens, at_least=131072)
 for name, model in candidates:
     for kv_dtype in dtypes:
         for engine in engines:
-            label = " · ".join(part for part, many in ((name, True), (kv_dtype, len(dtypes) > 1),
-                                                        (engine, len(engines) > 1)) if many)
             run = work.engine_kwargs(kv_dtype=kv_dtype) if engine == work.engine else dict(
                 engine=engine, kv_dtype=kv_dtype, tp=work.tp, pp=work.pp)
             try:
                 result = kvmem.estimate(model, tokens=work.tokens, batch=work.batch, **run)
-                sweeps[label] = tables.context_sweep(model, contexts=contexts, batch=work.batch, **run)
-            except ValueError as exc:
-                skipped.append(f"{label}: {exc}")
+                sweep = tables.context_sweep(model, contexts=contexts, batch=work.batch, **run)
+            except (ValueError, OverflowError) as exc:
+                skipped.append(f"{name} · {kvmem.dtype(kv_dtype, model_dtype=model.dtype).name} · {engine}: {exc}")
                 continue
+            # one spelling per format: the element format in force, as the result names it
+            label = " · ".join(part for part, many in ((name, True), (result.kv_dtype, len(dtypes) > 1),
+                                                        (engine, len(engines) > 1)) if many)
             rows.append((label, result))
+            sweeps.setdefault(name, {})[label] = sweep
 
-for message in skipped:
-    st.warning(message)
+if skipped:
+    with st.expander(f"{len(skipped)} combination(s) skipped: the engine refuses them", icon=":material/warning:"):
+        for message in skipped:
+            st.markdown(f"- {common.plain(message)}")
 if rows:
     frame = tables.compare_frame(rows)
     st.plotly_chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
                     key="cmp_bars")
-    st.plotly_chart(plots.compare_lines(sweeps, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
-    st.dataframe(frame, hide_index=True)
+    lines = {label: sweep for per_model in sweeps.values() for label, sweep in per_model.items()}
+    if len(lines) > 10:  # one model at a time keeps every line distinguishable
+        shown = inputs.select(st, "Lines for", list(sweeps), key="cmp_lines_model",
+                              help="More than 10 lines: the chart shows one model's formats and engines.")
+        lines = sweeps[shown]
+    st.plotly_chart(plots.compare_lines(lines, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
+    common.table(frame)
     common.download(frame, "compare.csv", key="dl_compare")
 
 st.header(f"{common.plain(work.model.name)} as MHA, GQA, MQA and MLA")
 st.caption("The same layers with other attention — what the cache would be had the model been trained so "
            "(these variants need retraining; kvmem.strategies.architecture_variants).")
 variants = common.guard(strategies.architecture_variants, work.model, tokens=work.tokens, batch=work.batch,
-                        gqa_groups=(8, 4, 2), **work.engine_kwargs())
+                        gqa_groups=common.gqa_groups(work.model), **work.engine_kwargs())
 variant_frame = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(variant_frame, label="variant", value="bytes",
                                     title=f"KV cache at {work.tokens:,} tokens × {work.batch}"), key="cmp_variants")
-st.dataframe(variant_frame[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
+common.table(variant_frame, ["variant", "gib", "saving_fraction", "needs_retraining", "cost"])
 common.download(variant_frame, "variants.csv", key="dl_cmp_variants")

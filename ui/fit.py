@@ -96,5 +96,5 @@ if choices:
                         **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
     st.plotly_chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                     key="fit_heatmap")
-    st.dataframe(grid, hide_index=True)
+    common.table(grid)
     common.download(grid, "fit_grid.csv", key="dl_fit")

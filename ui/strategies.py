@@ -30,8 +30,7 @@ frame = tables.rows_frame(rows)
 st.plotly_chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes", color="family",
                                     title=f"{common.chart_text(model.name)}: KV bytes per strategy at {work.tokens:,} tokens × "
                                           f"{work.batch}"), key="strategy_bars")
-st.dataframe(frame[["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"]],
-             hide_index=True)
+common.table(frame, ["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"])
 common.download(frame, "strategies.csv", key="dl_strategies")
 
 st.header("Eviction: memory stays bounded")
@@ -48,13 +47,20 @@ max_len = inputs.parse_tokens_input(c1, "max_model_len", "8k", key="max_model_le
                                     help="Contiguous allocation reserves this much per request.")
 kv_memory = inputs.parse_bytes_input(c2, "KV memory budget", "20GiB", key="kv_memory",
                                      help="Bytes the engine has for KV on one device.")
-sweep = common.guard(strategies.allocation_sweep, model, max_model_len=max_len, kv_memory=kv_memory, n=500,
+SAMPLE = 500
+sweep = common.guard(strategies.allocation_sweep, model, max_model_len=max_len, kv_memory=kv_memory, n=SAMPLE,
                      kv_dtype=work.kv_dtype)
 alloc = tables.rows_frame(sweep)
+st.caption(f"Each distribution is a reproducible sample of {SAMPLE:,} request lengths (prompt + output, "
+           "kvmem.strategies.request_lengths, seed 0). **fixed**: every request max_model_len / 2 tokens. "
+           "**uniform**: 1 to max_model_len tokens, equally likely. **sharegpt**: prompt and output lengths "
+           "with the means of ShareGPT conversations (the vLLM paper's Figure 11). Contiguous allocation "
+           "reserves max_model_len per request; paged allocation reserves whole blocks. *Requests admitted* "
+           "is how many of the sample fit in the budget, one after another.")
 st.plotly_chart(plots.labelled_bars(alloc, label="allocation", value="admitted", color="distribution", scale=1,
                                     y_title="requests admitted", title="Requests that fit in the budget"),
                 key="alloc_bars")
-st.dataframe(alloc, hide_index=True)
+common.table(alloc, ["distribution", "allocation", "admitted", "waste_fraction", "mean_length"])
 common.download(alloc, "allocation.csv", key="dl_alloc")
 
 st.header("Prefix sharing and offloading")
@@ -67,8 +73,10 @@ shared = common.guard(kvmem.estimate, model, shared_prefix=prefix, offload=offlo
 base = common.guard(kvmem.estimate, model, **run)
 host = shared.details.get("host_kv_bytes", 0)
 m1, m2, m3 = st.columns(3)
+saved = base.kv_bytes - shared.kv_bytes  # the library's two results, compared (no new arithmetic on them)
 m1.metric("KV on the device", kvmem.format_bytes(shared.kv_bytes),
-          delta=f"-{kvmem.format_bytes(base.kv_bytes - shared.kv_bytes)}", delta_color="inverse")
+          delta=None if saved == 0 else f"-{kvmem.format_bytes(saved)}", delta_color="inverse",
+          help="Against the same workload without prefix sharing or offloading.")
 m2.metric("KV in host memory", kvmem.format_bytes(host))
 try:
     transfer_ms = f"{strategies.offload_transfer_seconds(host, gpu=work.gpu) * 1000:.2f} ms"
@@ -78,9 +86,9 @@ except ValueError as exc:  # the catalog has no host-link bandwidth for this GPU
 m3.metric("Host transfer per decode step (PCIe)", transfer_ms, help=transfer_help)
 
 st.header("Architecture variants (need retraining)")
-variants = common.guard(strategies.architecture_variants, model, **run)
+variants = common.guard(strategies.architecture_variants, model, gqa_groups=common.gqa_groups(model), **run)
 var = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
                 key="variant_bars")
-st.dataframe(var[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
+common.table(var, ["variant", "gib", "saving_fraction", "needs_retraining", "cost"])
 common.download(var, "variants.csv", key="dl_variants")

@@ -58,7 +58,7 @@ if "val_rows" in st.session_state:
                                                        "the storages the cache holds.")
     st.plotly_chart(plots.predicted_vs_measured(frame, title=f"{rows[0]['model']} · {rows[0]['engine']}"),
                     key="val_chart")
-    st.dataframe(frame, hide_index=True)
+    common.table(frame)
     common.download(frame, "validation.csv", key="dl_validation")
     cuda = [r["cuda"] for r in rows if r["cuda"]]
     if cuda:
