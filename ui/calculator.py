@@ -6,7 +6,7 @@ import kvmem
 from kvmem import explain, plots, tables
 from kvmem.formula import seed_terms
 from kvmem.weights import weights
-from ui import common, inputs
+from ui import common, inputs, urlparams
 
 st.title("KV-cache calculator")
 st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes, GB = 10⁹ bytes.")
@@ -41,6 +41,8 @@ st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (G
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
 with st.expander("The seed's formula with your numbers, and why the engine differs", expanded=True):
+    st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this repository); "
+               "its formula is the textbook count below, read naively off the model's config.")
     # the element format in force: an engine option (llama.cpp type_k / type_v) overrides the KV dtype
     terms = common.guard(seed_terms, model, tokens=work.tokens, batch=work.batch, kv_dtype=result.kv_dtype)
     st.caption(f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
@@ -57,12 +59,20 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
 
 sweep = common.guard(tables.context_rows, model, contexts=tables.model_contexts(model, work.tokens), batch=work.batch,
                      weights_bytes=weights_bytes, **work.engine_kwargs())
-view = st.segmented_control("Chart", ["Memory vs context", "Per layer", "K vs V"], default="Memory vs context",
-                            key="view", bind="query-params", help="Only the chosen chart is drawn.")
+VIEWS = ["Memory vs context", "KV only vs context", "Per layer", "K vs V"]
+urlparams.check_choice("view", VIEWS)
+view = st.segmented_control("Chart", VIEWS, default="Memory vs context", key="view", bind="query-params",
+                            help="Only the chosen chart is drawn. KV only: the cache alone, legible where the "
+                                 "weights dwarf it (DeepSeek-V3).")
 if view == "Per layer":
     layers = tables.per_layer_frame(model, result)
     st.plotly_chart(plots.per_layer_bars(layers, title=f"{common.chart_text(model.name)}: cache bytes per layer"), key="layer_chart")
     common.download(layers, "per_layer.csv", key="dl_layers")
+elif view == "KV only vs context":
+    st.plotly_chart(plots.kv_vs_context(tables.as_columns(sweep), title=f"{common.chart_text(model.name)}: KV cache "
+                                                                          f"per device vs context (batch {work.batch})"),
+                    key="kv_only_chart")
+    common.download(sweep, "kv_vs_context.csv", key="dl_sweep_kv")
 elif view == "K vs V":
     st.plotly_chart(plots.k_vs_v(result, title=f"{common.chart_text(model.name)}: K vs V"), key="kv_split_chart")
 else:

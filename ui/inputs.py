@@ -208,7 +208,24 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                             help="DeepSeek-V3: 512"),
         qk_rope_head_dim=number(c2, "MLA qk_rope_head_dim", 0, 4096, 0, key="c_mla_rope", help="DeepSeek-V3: 64"),
     )
-    return kvmem.Model.from_hf_config(custom_config(**fields), name="custom")
+    try:
+        return kvmem.Model.from_hf_config(custom_config(**fields), name="custom")
+    except ValueError as exc:  # say it with the sidebar's own boxes, not config fields it has no box for
+        raise ValueError(custom_fields_message(str(exc))) from None
+
+
+CUSTOM_LABELS = {"num_attention_heads": "Query heads", "num_key_value_heads": "KV heads",
+                 "num_hidden_layers": "Layers", "head_dim": "Head dim", "sliding_window": "Sliding window",
+                 "kv_lora_rank": "MLA kv_lora_rank", "qk_rope_head_dim": "MLA qk_rope_head_dim"}
+
+
+def custom_fields_message(message: str) -> str:
+    """A config reader's message about a custom model, in the sidebar's labels."""
+    import re
+
+    named = [label for field_name, label in CUSTOM_LABELS.items() if re.search(rf"\b{field_name}\b", message)]
+    boxes = f" Change {' / '.join(dict.fromkeys(named))} in the sidebar." if named else ""
+    return f"Custom fields: {message}.{boxes}"
 
 
 # ----------------------------------------------------------------------------- engine options
@@ -306,10 +323,9 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
                     help="Whose allocation rules: ideal = every cached element once.")
     tp = number(c1, "Tensor parallel", 1, 1024, 1, key="tp", help="tp: splits KV heads")
     pp = number(c2, "Pipeline parallel", 1, 1024, 1, key="pp", help="pp: splits layers")
-    c1, c2 = container.columns(2)
-    gpu = select(c1, "GPU", kvmem.list_gpus(), default=DEFAULT_GPU, key="gpu",
+    gpu = select(container, "GPU", kvmem.list_gpus(), default=DEFAULT_GPU, key="gpu",  # full width: names uncut
                  help="Accelerator for weights + KV against memory (memory as the device reports it).")
-    num_gpus = number(c2, "GPUs", 1, 1024, 1, key="num_gpus",
+    num_gpus = number(container, "GPUs", 1, 1024, 1, key="num_gpus",
                       help="GPUs available; tp x pp of them hold one copy of the model.")
     weight_dtype = select(container, "Weight format", ["auto", *weight_formats()], key="weight_dtype",
                           help="How the weights are stored: auto = the checkpoint's own format.")

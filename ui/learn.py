@@ -13,14 +13,16 @@ st.markdown(
     "a token's key and value depend only on the tokens before it — so they never change once computed. "
     "Caching them and feeding in only the newest token gives the *same* outputs for a fraction of the work, "
     "at the price of memory that grows with every token. Everything below is computed live with torch on "
-    "this machine (kvmem.lab).")
+    "this machine (kvmem.lab). *The seed* is the tutorial notebook this project started from (not in this "
+    "repository): its toy decoder, its KVCache class and its memory formula are reproduced here.")
 
 inputs.not_used(*inputs.LABELS, why="this page runs the seed's own small decoder, not the sidebar's model")
 
 st.header("1. Cached and uncached attention agree, step by step")
 c1, c2 = st.columns(2)
 steps = inputs.slider(c1, "Generated steps", 2, 12, 5, key="lab_steps",
-                      help="The seed uses 5 tokens, d_model 12, d_head 6, seed 42.")
+                      help="The seed (the tutorial notebook kvmem started from) uses 5 tokens, d_model 12, d_head 6 and "
+                           "random seed 42.")
 urlparams.check_choice("lab_causal", ["true", "false", "True", "False"])
 causal = c2.toggle("Causal masking", True, key="lab_causal", bind="query-params",
                    help="Turn it off to see why caching needs it: earlier outputs then change every step.")
