@@ -5,7 +5,7 @@ import streamlit as st
 import kvmem
 from kvmem import plots, tables
 from kvmem.sizing import FitError
-from ui import common, inputs
+from ui import cache, common, inputs
 
 st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
@@ -92,8 +92,9 @@ choices = inputs.multiselect(st, "GPUs to compare", kvmem.list_gpus(),
                             key="fit_gpus", help="Each cell is one kvmem.fit().")
 contexts = tables.context_points(work.tokens, start=2048, at_least=32768)
 if choices:
-    grid = common.guard(tables.fit_grid, model, gpus=choices, contexts=contexts,
-                        **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
+    with st.spinner(f"Sizing {len(choices) * len(contexts)} GPU × context cells…"):
+        grid = common.guard(cache.fit_grid, model, gpus=choices, contexts=contexts,
+                            **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
     st.plotly_chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                     key="fit_heatmap")
     common.table(grid)

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from kvmem import lab, plots
-from ui import common, inputs, urlparams
+from kvmem import plots
+from ui import cache, common, inputs, urlparams
 
 st.title("How a KV cache works")
 st.markdown(
@@ -26,7 +26,8 @@ steps = inputs.slider(c1, "Generated steps", 2, 12, 5, key="lab_steps",
 urlparams.check_choice("lab_causal", ["true", "false", "True", "False"])
 causal = c2.toggle("Causal masking", True, key="lab_causal", bind="query-params",
                    help="Turn it off to see why caching needs it: earlier outputs then change every step.")
-head = common.guard(lab.compare_single_head, steps=steps, causal=causal)
+with st.spinner("Running the seed's decoder with and without a cache (torch)…"):
+    head = common.guard(cache.single_head, steps, causal)
 diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": head.max_abs_diff,
                       "earlier rows changed by": head.past_drift, "tokens in cache (len)": head.cache_tokens})
 st.dataframe(diffs, hide_index=True)
@@ -53,7 +54,9 @@ st.markdown(f"The cache holds **{memory.tensor_bytes:,} bytes** of tensors after
 st.header("4. MHA, GQA and MQA side by side")
 st.markdown("A small decoder (2 layers, 8 query heads) with 8, 2 and 1 KV heads: the same equivalence, "
             "a cache 4× and 8× smaller.")
-variants = common.guard(lab.compare_variants)
+with st.spinner("Running three small decoders (MHA, GQA, MQA) with torch: about 10 s the first time, "
+                "then cached for every session…"):
+    variants = common.guard(cache.variants)
 table = pd.DataFrame([{"variant": v.variant, "kv_heads": v.kv_heads, "max |cached − uncached| (logits)":
                        v.max_abs_diff_overall, "bytes per token": v.bytes_per_token,
                        "cache bytes": v.memory.tensor_bytes, "formula bytes": v.memory.formula_bytes}
@@ -65,7 +68,10 @@ st.header("5. The speedup, measured here")
 st.markdown("Time per generated token with and without the cache. Without it, each step reprocesses the whole "
             "sequence, so its cost grows with length; with it, each step processes one token.")
 if st.button("Measure (about 2 s)", key="lab_measure", help="Runs lab.time_per_token on this machine."):
-    st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
+    from kvmem import lab  # torch: imported when used, after the page's text is on screen
+
+    with st.spinner("Timing generation with and without the cache…"):
+        st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
 if "lab_timing" in st.session_state:
     timing = pd.DataFrame(st.session_state["lab_timing"])
     st.plotly_chart(plots.speedup_lines(timing), key="speedup_chart")

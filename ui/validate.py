@@ -39,13 +39,14 @@ if not token_list:
 
 kv_dtype = "bf16" if work.kv_dtype == "auto" else work.kv_dtype
 if st.button("Measure", key="val_run", type="primary", help="Runs kvmem.measure for each token count."):
-    bar = st.progress(0.0, text="measuring…")
     rows = []
-    for i, tokens in enumerate(token_list):
-        result = common.guard(measure.measure, model, engine=engine, tokens=tokens, batch=work.batch,
-                              kv_dtype=kv_dtype, device=device)
-        rows.append(result.to_dict())
-        bar.progress((i + 1) / len(token_list), text=f"{i + 1}/{len(token_list)}: {tokens:,} tokens")
+    with st.status(f"Measuring {len(token_list)} cache(s) with torch…", expanded=True) as status:
+        for i, tokens in enumerate(token_list):
+            st.write(f"{i + 1}/{len(token_list)}: {tokens:,} tokens")
+            result = common.guard(measure.measure, model, engine=engine, tokens=tokens, batch=work.batch,
+                                  kv_dtype=kv_dtype, device=device)
+            rows.append(result.to_dict())
+        status.update(label=f"Measured {len(rows)} cache(s)", state="complete", expanded=False)
     st.session_state["val_rows"] = rows
 if "val_rows" in st.session_state:
     rows = st.session_state["val_rows"]
