@@ -49,7 +49,7 @@ def session(url: str, seconds: float, start_at: float, first: int, out: list, er
                 page.wait_for_function(TITLE_HAS, arg=n, timeout=120_000)
                 out.append(time.perf_counter() - begin)
             page.close()
-    except Exception as exc:  # a benchmark reports failures, it does not stop
+    except Exception as exc:  # noqa: BLE001  (a benchmark reports failures, it does not stop)
         errors.append(f"{type(exc).__name__}: {exc}"[:200])
 
 

@@ -21,9 +21,10 @@ from kvmem.configs import custom_config, load_config
 from kvmem.engines import ENGINES, llamacpp
 from kvmem.weights import weight_formats
 from ui import urlparams
+from ui.widgets import (MAX_TOKENS, multiselect, number, parse_bytes_input, parse_tokens,  # noqa: F401
+                        parse_tokens_input, radio, select, slider)
 
 MAX_CONFIG_BYTES = 1_000_000
-MAX_TOKENS = 1 << 40  # 1,099,511,627,776 tokens: 10^4 x the longest real context; bounds the sweeps
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU = "h100-sxm-80gb"
 KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
@@ -98,70 +99,6 @@ def not_used(*names: str, why: str = "") -> None:
     """Say which sidebar inputs this page does not use (and why), so no input is silently ignored."""
     labels = ", ".join(LABELS[n] for n in names)
     st.caption(f"Not used on this page: {labels}" + (f" ({why})." if why else "."))
-
-
-# ----------------------------------------------------------------------------- checked widgets
-
-def select(container, label: str, options, *, key: str, help: str, default=None, **kw):
-    """A selectbox bound to the URL; a URL value that is not an option is refused by name."""
-    options = list(options)
-    urlparams.check_choice(key, options)
-    index = options.index(default) if default is not None else 0
-    return container.selectbox(label, options, index=index, key=key, bind="query-params", help=help, **kw)
-
-
-def radio(container, label: str, options, *, key: str, help: str, **kw):
-    urlparams.check_choice(key, options)
-    return container.radio(label, options, key=key, bind="query-params", help=help, **kw)
-
-
-def multiselect(container, label: str, options, *, default, key: str, help: str):
-    urlparams.check_choices(key, options)
-    return container.multiselect(label, options, default=default, key=key, bind="query-params", help=help)
-
-
-def number(container, label: str, low, high, default, *, key: str, help: str, step=None):
-    """A number_input bound to the URL: whole numbers where ``default`` is an int."""
-    integer = isinstance(default, int)
-    urlparams.check_number(key, low, high, integer=integer)
-    value = container.number_input(label, low, high, default, step, key=key, bind="query-params", help=help)
-    return int(value) if integer else value
-
-
-def slider(container, label: str, low, high, default, *, key: str, help: str, step=None):
-    urlparams.check_number(key, low, high, integer=isinstance(default, int))
-    return container.slider(label, low, high, default, step, key=key, bind="query-params", help=help)
-
-
-def parse_tokens(text) -> int:
-    """kvmem.parse_tokens, bounded by MAX_TOKENS so that every sweep stays finite."""
-    if isinstance(text, str) and len(text) > 40:
-        raise ValueError(f"tokens: {len(text)} characters is not a token count; at most {MAX_TOKENS:,}")
-    tokens = kvmem.parse_tokens(text)
-    if tokens > MAX_TOKENS:
-        raise ValueError(f"tokens must be at most {MAX_TOKENS:,} (2^40), got {tokens:,}")
-    return tokens
-
-
-def _parsed_text_input(container, label: str, default: str, *, parse, key: str, help: str) -> int:
-    """A text box read by ``parse``; an unreadable value is shown as an error and stops the page."""
-    urlparams.check_text(key, parse)
-    text = container.text_input(label, default, key=key, bind="query-params", help=help)
-    try:
-        return parse(text)
-    except (ValueError, OverflowError) as exc:
-        st.error(f"{label}: {exc}")
-        st.stop()
-
-
-def parse_tokens_input(container, label: str, default: str, *, key: str, help: str) -> int:
-    """A token-count text box ("8k")."""
-    return _parsed_text_input(container, label, default, parse=parse_tokens, key=key, help=help)
-
-
-def parse_bytes_input(container, label: str, default: str, *, key: str, help: str) -> int:
-    """A byte-count text box ("20GiB", "16GB")."""
-    return _parsed_text_input(container, label, default, parse=kvmem.parse_bytes, key=key, help=help)
 
 
 # ----------------------------------------------------------------------------- the model
