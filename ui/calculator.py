@@ -14,6 +14,7 @@ st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes,
 work = inputs.sidebar()
 model = work.model
 result = common.guard(work.estimate)
+common.engine_refusal(result)
 
 st.markdown(f"**{common.plain(model.describe())}**")
 inputs.not_used("num_gpus", why="one device's share is shown here; GPU counts are on Fit hardware")

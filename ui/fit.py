@@ -49,6 +49,7 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 
+common.engine_refusal(result)
 verdict = "fits" if result.fits else "does not fit"
 st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu}: {verdict}")
 m1, m2, m3, m4 = st.columns(4)

@@ -88,3 +88,17 @@ def test_formula_bytes_are_whole_and_use_the_type_in_force(app):
     # 2 x 1.0625 x 62 layers x 16 heads x 128 x 8,192 tokens = 2,210,398,208 bytes, a whole number
     assert r"1.0625 \times" in latex and "2{,}210{,}398{,}208\\ " in latex
     assert any("KV in q8_0" in c.value for c in app.caption)
+
+
+def test_a_workload_the_engine_refuses_is_said_above_the_numbers():
+    # Qwen3-32B has 40,960 positions; vLLM refuses max_model_len 1M unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    from kvmem.engines.base import Estimate
+    from tests.ui.apptest import load
+
+    if not hasattr(Estimate, "engine_refuses"):
+        pytest.skip("the library does not yet say when the engine refuses (Estimate.engine_refuses)")
+    at = load("app.py")
+    at.query_params.update({"model": "qwen3-32b", "tokens": "1M"})
+    at.run()
+    assert not at.exception
+    assert any(w.value.startswith("The engine would refuse this") for w in at.warning)
