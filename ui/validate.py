@@ -2,19 +2,17 @@
 
 import importlib
 
-import pandas as pd
 import streamlit as st
 
 import kvmem
-from kvmem import plots
 from ui import common, inputs, urlparams
-
-measure = importlib.import_module("kvmem.measure")
 
 st.title("Validate against real caches")
 st.caption("kvmem.measure drives the real transformers cache objects (and the seed's toy cache) with K/V "
            "tensors of the model's real per-layer shapes — no weights — and counts what they hold: unique "
            "tensor storages, allocator/profiler bytes and the transient peak.")
+# imported after the title is on screen: the measuring module (torch waits until Measure is pressed)
+measure = importlib.import_module("kvmem.measure")
 
 work = inputs.sidebar()
 model = work.model
@@ -49,6 +47,10 @@ if st.button("Measure", key="val_run", type="primary", help="Runs kvmem.measure 
         status.update(label=f"Measured {len(rows)} cache(s)", state="complete", expanded=False)
     st.session_state["val_rows"] = rows
 if "val_rows" in st.session_state:
+    import pandas as pd
+
+    from kvmem import plots
+
     rows = st.session_state["val_rows"]
     frame = pd.DataFrame([{k: r[k] for k in ("model", "engine", "tokens", "batch", "kv_dtype", "device",
                                             "predicted_bytes", "tensor_bytes", "allocated_bytes", "peak_bytes",
