@@ -4,7 +4,6 @@ import importlib
 
 import streamlit as st
 
-import kvmem
 from ui import common, inputs, urlparams
 
 st.title("Validate against real caches")
