@@ -16,7 +16,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port 8501 \
-		--server.headless true --browser.gatherUsageStats false
+		--server.headless true --browser.gatherUsageStats false --server.fileWatcherType none
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
