@@ -47,8 +47,11 @@ Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
     the last group of a bucket padded; num_blocks = memory // page // group_size. Ranks (tp, pp)
     take the minimum; a pp rank projects the groups onto its own layers.
 Per-request worst case (max_memory_usage_bytes / page) with L = max_model_len,
-    T = max_num_batched_tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
-    chunked cdiv(min(chunk + T, L), bs);  mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
+    T = in-flight tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
+    chunked cdiv(min(chunk + T, L), bs);  from v0.26 T = VllmConfig.max_in_flight_tokens =
+    max_concurrent_batches x max_num_batched_tokens, max_concurrent_batches = pp + 1 with async
+    scheduling (the default; model runner V2, the CUDA default), pp without (vllm/config/vllm.py;
+    PR #47728, vllm#49878 saw the jump from v0.25.1 to v0.26); before v0.26 T = max_num_batched_tokens;  mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
     the mode prefix caching selects), cdiv(L, bs) ("all").
     "Maximum concurrency for L tokens per request: X x" = num_blocks / sum over groups of those
     (UniformType: the largest per layer). The longest request that fits is vLLM's binary search
@@ -112,6 +115,9 @@ OPTIONS = {
     # A kvmem Model (EAGLE drafter) or "mtp" (the model's own MTP layers) whose attention layers
     # join the pool (vllm/v1/spec_decode; vllm#19996 reproduces only with the draft layer counted).
     "draft": None,
+    # --async-scheduling is on by default (vllm/config/vllm.py, VllmConfig.__post_init__); with it
+    # sliding/chunked layers reserve one more batch of in-flight tokens per request (from v0.26).
+    "async_scheduling": True,
     # speculative_config.num_speculative_tokens: lookahead slots, Mamba conv columns and blocks.
     "num_speculative_tokens": 0,
     # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
@@ -134,7 +140,8 @@ _TOKENS_FROM_BLOCKS = (0, 8)          # PR #13596 "GPU KV cache size: N tokens"
 _HYBRID_GROUPS = (0, 9)               # hybrid allocator (PR #17996): a group per attention type
 _BALANCED_GROUPS = (0, 12)            # PR #29303 (merged 2025-11-24): the 1.5x rule, stride split
 _TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
-_LATEST = (0, 21)
+_IN_FLIGHT_BATCHES = (0, 26)          # PR #47728: windows reserve max_concurrent_batches x T
+_LATEST = (0, 33)                     # the release kvmem was last checked against (vLLM 0.33.0)
 
 # --kv-cache-dtype values (vllm/config/cache.py CacheDType): bytes per element, quantisation mode.
 _KV_FORMATS = {
@@ -194,6 +201,7 @@ def _check_options(opts: dict) -> dict:
                                                          out["max_num_batched_tokens"])
     out["hybrid_kv_cache_manager"] = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
     out["enable_prefix_caching"] = _bool("enable_prefix_caching", out["enable_prefix_caching"])
+    out["async_scheduling"] = _bool("async_scheduling", out["async_scheduling"])
     spec = out["num_speculative_tokens"]
     if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
         raise ValueError(f"num_speculative_tokens must be a non-negative integer, got {spec!r}")
@@ -686,8 +694,20 @@ def _stage_blocks(plan: _Plan, members: set, kv_memory: int) -> int | None:
     return max(kv_memory // _page(plan) // group_size, 0)
 
 
+def _in_flight_tokens(opts: dict, pp: int) -> int:
+    """Tokens scheduled but not yet settled that a window reserves (VllmConfig.max_in_flight_tokens).
+
+    From v0.26: max_concurrent_batches x max_num_batched_tokens, with max_concurrent_batches =
+    pp + 1 under async scheduling (model runner V2), else pp. Before: max_num_batched_tokens.
+    """
+    batched = opts["max_num_batched_tokens"]
+    if opts["release"] < _IN_FLIGHT_BATCHES:
+        return batched
+    return (pp + 1 if opts["async_scheduling"] else pp) * batched
+
+
 def _worst_args(max_model_len: int, opts: dict) -> tuple:
-    return (max_model_len, opts["max_num_batched_tokens"], opts["mamba_cache_mode"],
+    return (max_model_len, opts["in_flight_tokens"], opts["mamba_cache_mode"],
             opts["num_speculative_tokens"])
 
 
@@ -856,6 +876,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     opts = _check_options(options)
     plan = _plan(model, kv_dtype, tp, pp, opts)
     release = opts["release"]
+    if release is not None:
+        opts["in_flight_tokens"] = _in_flight_tokens(opts, pp)
     length = max_model_len or model.max_position_embeddings
     notes = list(plan.notes)
     if max_model_len is None:
