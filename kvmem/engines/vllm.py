@@ -56,6 +56,12 @@ Per-request worst case (max_memory_usage_bytes / page) with L = max_model_len,
     "Maximum concurrency for L tokens per request: X x" = num_blocks / sum over groups of those
     (UniformType: the largest per layer). The longest request that fits is vLLM's binary search
     over that worst case (_estimate_max_model_len_from_groups), padding layers included.
+The null block: BlockPool holds one block back for good, so auto-fit, the refusal ("To serve at
+    least one request ...") and the longest request that fits are checked against
+    available - bytes_per_block (one block of every layer of the rank, padding included); the
+    pool itself still gets available // bytes_per_block blocks (get_kv_cache_configs and
+    check_enough_kv_cache_memory, vllm/v1/core/kv_cache_planning.py in 0.33.0; PR #47272, merged
+    2026-08-20, taken as from v0.28: the first release after it is not pinned here).
 "GPU KV cache size: N tokens" by release (see `version`):
     v0 engine   "# GPU blocks: N, # CPU blocks: M", block = bs x sum(heads x head_size x 2 [MLA x1])
                 x dtype over the stage's attention layers, CPU blocks = swap_space // block
@@ -141,6 +147,7 @@ _HYBRID_GROUPS = (0, 9)               # hybrid allocator (PR #17996): a group pe
 _BALANCED_GROUPS = (0, 12)            # PR #29303 (merged 2025-11-24): the 1.5x rule, stride split
 _TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
 _IN_FLIGHT_BATCHES = (0, 26)          # PR #47728: windows reserve max_concurrent_batches x T
+_NULL_BLOCK = (0, 28)                 # PR #47272 (merged 2026-08-20): checks leave out the null block
 _LATEST = (0, 33)                     # the release kvmem was last checked against (vLLM 0.33.0)
 
 # --kv-cache-dtype values (vllm/config/cache.py CacheDType): bytes per element, quantisation mode.
@@ -728,6 +735,21 @@ def _request_bytes(plan: _Plan, members: set, max_model_len: int, opts: dict) ->
     return group_size * _page(plan) * _request_blocks(plan, max_model_len, opts)
 
 
+def _block_bytes(plan: _Plan, members: set) -> int:
+    """_pool_bytes_per_block on one rank: one block of every layer it holds, padding layers included."""
+    if plan.uniform_type:
+        return sum(plan.units[i][1].page_bytes for i in members)
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return group_size * _page(plan)
+
+
+def _check_memory(plan: _Plan, members: set, kv_memory: int, release) -> int:
+    """The memory vLLM's admission check and auto-fit plan against: less the null block from v0.28."""
+    if release < _NULL_BLOCK or not members:
+        return kv_memory
+    return kv_memory - _block_bytes(plan, members)
+
+
 def _longest(fits, cap: int | None) -> int:
     """The largest L >= 0 with fits(L), searched up to cap (or 2**40 without one)."""
     high = cap or 1 << 40
@@ -905,13 +927,18 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     else:
         tokens = num_blocks * bs
     cap = model.max_position_embeddings
-    longest = _longest(lambda n: max(_request_bytes(plan, m, n, opts) for m in stages) <= kv_memory,
-                       cap)
+    usable = {i: _check_memory(plan, m, kv_memory, release) for i, m in enumerate(stages)}
+    longest = _longest(lambda n: all(_request_bytes(plan, m, n, opts) <= usable[i]
+                                     for i, m in enumerate(stages) if m), cap)
+    short = [(i, _request_bytes(plan, m, length, opts)) for i, m in enumerate(stages) if m]
+    short = [(i, need) for i, need in short if need > usable[i]]
     needed = max(_request_bytes(plan, m, length, opts) for m in stages)
-    if needed > kv_memory:
-        notes.append(f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
-                     f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
-                     f"fits is {longest:,}")
+    if short:
+        stage, need = short[0]
+        null = " (the null block left out)" if release >= _NULL_BLOCK else ""
+        notes.append(f"vLLM refuses to start: one request of {length:,} tokens needs {need / GIB:.2f} GiB "
+                     f"of KV cache, more than the {usable[stage] / GIB:.2f} GiB available{null}; the "
+                     f"longest that fits is {longest:,}")
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
     details = {"version": opts["version"], "num_blocks": num_blocks, "blocks_per_stage": per_stage,
                "blocks_per_request": request, "groups": len(plan.groups), "group_layers":

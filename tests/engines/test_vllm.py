@@ -580,10 +580,30 @@ def test_capacity_never_shrinks_with_memory(memory, extra):
 
 
 def test_longest_request_is_vllms_binary_search():
-    # 1000 blocks of 32 layers: the worst case of one request is cdiv(L, 16) blocks, so L = 16,000 fits.
+    # 1000 blocks of 32 layers: the worst case of one request is cdiv(L, 16) blocks. From v0.28 the
+    # null block is held back first (PR #47272), so 999 usable blocks: L = 15,984; before, 16,000.
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=1000 * 32 * 65_536, max_model_len=131072)
-    assert result.max_model_len == 16_000
-    assert any("the longest that fits is 16,000" in note for note in result.notes)
+    assert result.max_model_len == 15_984 and result.blocks == 1000
+    assert any("the longest that fits is 15,984" in note for note in result.notes)
+    assert any("(the null block left out)" in note for note in result.notes)
+    old = capacity(LLAMA_8B, engine="vllm", kv_memory=1000 * 32 * 65_536, max_model_len=131072,
+                   version="0.27.0")
+    assert old.max_model_len == 16_000
+    assert any("the longest that fits is 16,000" in note for note in old.notes)
+
+
+def test_null_block_held_back_before_auto_fit_and_refusal():
+    # vLLM 0.33.0 get_kv_cache_configs: check_memory = available - bytes_per_block (one block of every
+    # layer). qwen3-8b, 3 GiB: 36 layers x 16 x 8 x (128 + 128) x 2 B = 2,359,296 B a block; 1365 blocks, 1364
+    # usable x 16 = 21,824 tokens (vLLM's auto-fit); 21,840 without the null block.
+    qwen = kvmem.get_model("qwen3-8b")
+    assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960).max_model_len == 21_824
+    assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960,
+                    version="0.27").max_model_len == 21_840
+    # An exact fit of max_model_len is refused: 2048 blocks hold 32,768 tokens, one is the null block.
+    exact = capacity(LLAMA_8B, engine="vllm", kv_memory=2048 * 32 * 65_536, max_model_len=32768)
+    assert exact.max_model_len == 32_752
+    assert any(note.startswith("vLLM refuses to start: one request of 32,768 tokens") for note in exact.notes)
 
 
 # ------------------------------------------------------------------ bad input
