@@ -12,6 +12,8 @@ Page = one block of one layer (vllm/v1/kv_cache_interface.py @ 001cabc1)
               (index_head_dim + index_head_dim // 128 x 4) uint8 = 132 B per token
               (DeepseekV32IndexerCache, vllm/model_executor/models/deepseek_v2.py)
     mamba     sum of its state tensors, padded up to the attention page in a hybrid model
+    kv_cache_dtype "auto" = the model dtype, float32 checkpoints downcast to bfloat16 (the CUDA
+    platform's first supported dtype, vllm/config/model.py _resolve_auto_dtype);
     kv_cache_dtype fp8 / fp8_e4m3 / fp8_e5m2 / fp8_inc: 1 byte, per-tensor scales take no page space;
     int8/fp8_per_token_head add 2 x block_size x heads x 4 B of scales per page; nvfp4 (full
     layers only) stores head_size // 2 + head_size // 16 bytes per head; "auto" = the model dtype.
@@ -259,7 +261,9 @@ def _kv_format(model: Model, kv_dtype) -> _KVFormat:
         key = getattr(kv_dtype, "name", None)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in model.layers)
     if key == "auto":
-        name = model.dtype if model.dtype in _MODEL_DTYPE_BYTES else "bf16"
+        # vllm/config/model.py _resolve_auto_dtype: float32 checkpoints are downcast to the platform's
+        # first supported dtype, bfloat16 on CUDA (sm80+); fp16/bf16 checkpoints keep theirs.
+        name = model.dtype if model.dtype in ("fp16", "bf16") else "bf16"
         return _KVFormat(name, _MODEL_DTYPE_BYTES[name], "")
     if key not in _KV_FORMATS:
         valid = ", ".join(["auto", *_KV_FORMATS])

@@ -427,6 +427,15 @@ def test_sliding_hybrid_groups_and_padding():
     assert any("8 padding layer(s)" in note for note in result.notes)
 
 
+def test_float32_checkpoint_caches_in_bfloat16():
+    # vllm/config/model.py _resolve_auto_dtype downcasts a float32 config to bfloat16 (CUDA's first
+    # supported dtype): gpt-neox-20b (torch_dtype float32), 44 layers x 16 x 64 heads x (96 + 96) x 2 B.
+    model = kvmem.get_model("gpt-neox-20b")
+    assert model.dtype == "fp32"
+    result = capacity(model, engine="vllm", kv_memory=3 * GIB, max_model_len=2048)
+    assert result.details["page_bytes"] == [16 * 64 * 192 * 2] and result.blocks == 3 * GIB // (393_216 * 44)
+
+
 def test_in_flight_tokens_double_with_async_scheduling_from_v026():
     # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (vllm/config/vllm.py,
     # PR #47728): 2 batches with async scheduling at pp 1, pp + 1 with pp, 1 x pp without async; v0.25
