@@ -50,6 +50,11 @@ Recurrent state (llama-memory-recurrent.cpp). Linear/SSM layers keep, per sequen
     Hybrid models put their attention layers in an ordinary cache under the rules above.
 Layers without a cache of their own (Gemma-3n KV-sharing layers, MLP-only blocks) hold none
     and are not counted.
+MLA cache types. An MLA GGUF (the split cache, hparams.is_mla()) refuses type_k != type_v:
+    "model does not support different K (q8_0) and V (f16) cache types", checked first
+    (src/llama-context.cpp llama_init_from_model, build 0c1e57098 vendored by llama-cpp-python
+    0.3.36). The build that added it is not pinned: kvmem applies it with mla="latent" (builds
+    from 2026-01-24); GGUFs without the split (mla="none") take mixed types.
 Flash attention. A quantised V cache needs it: builds before the tri-state -fa (2025-08-30)
     refuse with "V cache quantization requires flash_attn"; later ones with
     "quantized V cache requires flash_attn to be enabled" for -fa off, and turn "auto" on
@@ -220,6 +225,13 @@ def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, optio
     type_k = _cache_type("type_k", options["type_k"] if options["type_k"] is not None else kv_dtype)
     type_v = _cache_type("type_v", options["type_v"] if options["type_v"] is not None else kv_dtype)
     flash_attn = _flash_attn(options["flash_attn"], build)
+    mla_default = None if not model.count(MLA) else (
+        "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent")
+    if (options["mla"] or mla_default) == "latent" and type_k != type_v:
+        # llama_init_from_model, before every other cache-type check: hparams.is_mla() (a GGUF with the
+        # MLA split cache) refuses different K and V types
+        raise ValueError(f"type_k={type_k}, type_v={type_v}: llama_init_from_model: model does not support "
+                         f"different K ({type_k}) and V ({type_v}) cache types")
     if type_v not in ("f32", "f16", "bf16") and not flash_attn:
         if build < FA_AUTO:
             raise ValueError(f"type_v={type_v}: V cache quantization requires flash_attn")

@@ -462,6 +462,19 @@ def test_quantised_v_needs_flash_attention_with_llama_cpp_words():
     assert llama("llama-3.1-8b", type_k="q8_0", flash_attn=False).details["type_k"] == "q8_0"
 
 
+def test_mla_gguf_refuses_different_k_and_v_types():
+    # src/llama-context.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098): hparams.is_mla() and
+    # type_k != type_v -> "model does not support different K (q8_0) and V (f16) cache types", checked
+    # before the quantised-V rule, so it wins even with flash attention off.
+    with pytest.raises(ValueError, match=r"model does not support different K \(q8_0\) and V \(f16\) cache types"):
+        llama("deepseek-v2-lite", tokens=4096, type_k="q8_0", type_v="f16")
+    with pytest.raises(ValueError, match=r"different K \(f16\) and V \(q8_0\)"):
+        llama("deepseek-v2-lite", tokens=4096, type_k="f16", type_v="q8_0", flash_attn=False)
+    # same types pass; a GGUF without the MLA split (mla="none") is not is_mla() and takes mixed types
+    assert llama("deepseek-v2-lite", tokens=4096, kv_dtype="q8_0").details["type_k"] == "q8_0"
+    assert llama("deepseek-v2-lite", tokens=4096, type_k="q8_0", type_v="f16", mla="none").k_bytes > 0
+
+
 def test_unknown_mla_mode_lists_the_valid_ones():
     with pytest.raises(ValueError, match="mla must be one of latent, latent\\+v, none, got 'compressed'"):
         llama("deepseek-v3", mla="compressed")
