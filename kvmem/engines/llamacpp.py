@@ -55,6 +55,10 @@ MLA cache types. An MLA GGUF (the split cache, hparams.is_mla()) refuses type_k 
     (src/llama-context.cpp llama_init_from_model, build 0c1e57098 vendored by llama-cpp-python
     0.3.36). The build that added it is not pinned: kvmem applies it with mla="latent" (builds
     from 2026-01-24); GGUFs without the split (mla="none") take mixed types.
+Blocks per head. With flash attention on or auto, a quantised type_k (type_v) needs its 32-value
+    block to divide n_embd_head_k (n_embd_head_v) of every layer, not only the whole row: "K cache
+    type q8_0 with block size 32 does not divide n_embd_head_k=80" (src/llama-context.cpp, same
+    build; checked after the quantised-V rule). With flash attention off only the row counts.
 Flash attention. A quantised V cache needs it: builds before the tri-state -fa (2025-08-30)
     refuse with "V cache quantization requires flash_attn"; later ones with
     "quantized V cache requires flash_attn to be enabled" for -fa off, and turn "auto" on
@@ -111,6 +115,7 @@ DEFAULTS = {
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 MLA_MODES = ("latent", "latent+v", "none")
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
+_QUANT_BLOCK = 32    # ggml_blck_size of q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl (ggml/src/ggml.c type traits)
 
 _D = datetime.date
 PR_4280, PR_6438, PR_5021, PR_7257 = _D(2023, 12, 3), _D(2024, 4, 2), _D(2024, 4, 30), _D(2024, 5, 13)
@@ -236,6 +241,8 @@ def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, optio
         if build < FA_AUTO:
             raise ValueError(f"type_v={type_v}: V cache quantization requires flash_attn")
         raise ValueError(f"type_v={type_v}: llama_init_from_model: quantized V cache requires flash_attn to be enabled")
+    if flash_attn:
+        _check_blocks_divide_heads(model, type_k, type_v, options["mla"] or mla_default)
     n_seq = _count("n_seq", options["n_seq"] if options["n_seq"] is not None else batch)
     if n_seq > LLAMA_MAX_SEQ:
         raise ValueError(f"n_seq={n_seq}: n_seq_max must be <= {LLAMA_MAX_SEQ}")
@@ -263,6 +270,29 @@ def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, optio
                 n_ctx_requested=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_rs_seq=n_rs_seq,
                 swa_full=options["swa_full"], kv_unified=options["kv_unified"], nextn=options["nextn"],
                 mla=options["mla"], n_pad=_n_pad(build, flash_attn))
+
+
+def _head_dims(model: Model, layer, mla_mode: str | None) -> tuple[int, int]:
+    """(n_embd_head_k, n_embd_head_v) of a layer as llama.cpp's hparams hold them."""
+    if layer.kind != MLA:
+        return layer.head_dim_k, layer.head_dim_v
+    if mla_mode == "none":
+        return (_config_field(model, "qk_nope_head_dim") or 0) + layer.qk_rope_head_dim, \
+            _config_field(model, "v_head_dim") or 0
+    return layer.kv_lora_rank + layer.qk_rope_head_dim, layer.kv_lora_rank
+
+
+def _check_blocks_divide_heads(model: Model, type_k: str, type_v: str, mla_mode: str | None) -> None:
+    """Flash attention on or auto: a quantised type's 32-value block must divide every head."""
+    for field, name, side in (("type_k", type_k, 0), ("type_v", type_v, 1)):
+        if name in ("f32", "f16", "bf16"):
+            continue
+        for layer in model.layers:
+            head = _head_dims(model, layer, mla_mode)[side]
+            if head and head % _QUANT_BLOCK:
+                which = "K" if side == 0 else "V"
+                raise ValueError(f"{field}={name}: llama_init_from_model: {which} cache type {name} with block "
+                                 f"size {_QUANT_BLOCK} does not divide n_embd_head_{which.lower()}={head}")
 
 
 # ---- cells ----------------------------------------------------------------------------------

@@ -475,6 +475,21 @@ def test_mla_gguf_refuses_different_k_and_v_types():
     assert llama("deepseek-v2-lite", tokens=4096, type_k="q8_0", type_v="f16", mla="none").k_bytes > 0
 
 
+def test_quantised_block_must_divide_each_head_with_flash_attention():
+    # src/llama-context.cpp (llama.cpp 0c1e57098): flash attention on or auto and a quantised type: the
+    # 32-value block must divide the per-head dim. phi-3-medium has head_dim 5120 / 40 = 128: fine; a
+    # head of 80 (phi-2 style) is refused although its row of 32 x 80 = 2560 values is whole blocks.
+    model = Model.from_hf_config({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 2560,
+                                  "num_attention_heads": 32, "num_key_value_heads": 32,
+                                  "max_position_embeddings": 4096})
+    with pytest.raises(ValueError, match="K cache type q8_0 with block size 32 does not divide n_embd_head_k=80"):
+        llama(model, tokens=4096, kv_dtype="q8_0")                   # flash attention auto
+    with pytest.raises(ValueError, match="V cache type q4_0 with block size 32 does not divide n_embd_head_v=80"):
+        llama(model, tokens=4096, type_v="q4_0", flash_attn=True)
+    # flash attention off: only the row must be whole blocks; 2560 q8_0 values = 80 blocks x 34 B
+    assert llama(model, tokens=4096, type_k="q8_0", flash_attn=False).k_bytes == 2 * 4096 * 80 * 34
+
+
 def test_unknown_mla_mode_lists_the_valid_ones():
     with pytest.raises(ValueError, match="mla must be one of latent, latent\\+v, none, got 'compressed'"):
         llama("deepseek-v3", mla="compressed")
