@@ -36,7 +36,9 @@ Sliding windows (llama-kv-cache-iswa.cpp). Models with both windowed and full la
     default is swa_full = false; llama_context_default_params() has swa_full = true.
     Models whose every attention layer is windowed (Mistral-7B-v0.1, Phi-3) and the Qwen2/3
     families get one full-size cache: llama.cpp does not read their window (Phi-3's SWA is
-    disabled, PR #13676).
+    disabled, PR #13676). Gemma-2/3 always get the two caches (swa_type is set for the
+    architecture): with fewer layers than the pattern, every layer is windowed and the non-SWA
+    cache is empty, "0 layers", 0.00 MiB, beside a window-sized SWA cache (llama.cpp 0c1e57098).
 MLA (DeepSeek-V2/V3, Kimi). ``mla`` = "latent": one row of kv_lora_rank + rope (576) per token
     as K and no V tensor (builds from 2026-01-24, PR #19067, print "V (f16): 0.00 MiB");
     "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from April 2025, PR #12801, until
@@ -131,6 +133,9 @@ _KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13),
 
 # Families whose sliding window llama.cpp does not read: one full-size cache.
 _WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+# Architectures llama.cpp always gives the two-cache iSWA memory (hparams.swa_type set in
+# llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern.
+_ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
 _SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
                      "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
 
@@ -391,7 +396,7 @@ def _windowed_split(model: Model, s: dict, notes: list) -> int | None:
         return None
     full = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
     windows = sorted({layer.window for layer in windowed})
-    if not full or model.model_type in _WINDOW_IGNORED:
+    if model.model_type in _WINDOW_IGNORED or (not full and model.model_type not in _ALWAYS_ISWA):
         notes.append(f"llama.cpp does not use the sliding window of {model.name}: every layer holds n_ctx cells")
         return None
     if s["build"] < PR_13194:

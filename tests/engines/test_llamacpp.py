@@ -177,6 +177,28 @@ def test_gemma3_270m_parallel_slots(n_seq, n_ctx, base_cells, swa_cells, total_m
     assert result.kv_bytes == n_seq * (3 * base_cells + 15 * swa_cells) * 1024 == int(total_mib * MiB)
 
 
+def test_gemma3_with_fewer_layers_than_the_pattern_keeps_two_caches():
+    # llama.cpp 0c1e57098 (llama-cpp-python 0.3.36), a 3-layer gemma3 GGUF, window 512, n_ctx 32113:
+    # every layer is sliding (pattern 6), yet iSWA builds an empty non-SWA cache of pad256(32113) =
+    # 32256 cells and, with n_ubatch 256, an SWA cache of pad256(min(32256, 512 + 256)) = 768 cells:
+    # 3 layers x 1 head x 256 x 2 (K, V) x 2 B x 768 = 2,359,296 B = 2.25 MiB.
+    model = toy("gemma-3-tiny", [Layer("sliding", 1, 256, 256, window=512)] * 3, heads=4, hidden=640,
+                model_type="gemma3_text")
+    result = llama(model, n_ctx=32113, n_ubatch=256)
+    assert result.details["log"] == [
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32256 cells",
+        "llama_kv_cache: size =    0.00 MiB ( 32256 cells,   0 layers,  1/1 seqs), K (f16):    0.00 MiB, "
+        "V (f16):    0.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
+        "llama_kv_cache: size =    2.25 MiB (   768 cells,   3 layers,  1/1 seqs), K (f16):    1.12 MiB, "
+        "V (f16):    1.12 MiB"]
+    assert result.kv_bytes == 2_359_296
+    # Mistral-style all-sliding llama models keep one full cache: llama.cpp does not read that window
+    mistral = toy("mistral-tiny", [Layer("sliding", 8, 128, 128, window=4096)] * 2, heads=32, hidden=4096,
+                  model_type="mistral")
+    assert len(llama(mistral, n_ctx=8192).details["log"]) == 1
+
+
 @pytest.mark.parametrize("n_seq, cells_total, mib", [(3, 1536, 27.0), (4, 1024, 18.0)])
 def test_gemma3_270m_three_slots_round_the_total_up(n_seq, cells_total, mib):
     # https://github.com/unslothai/unsloth/pull/7530 (danielhanchen, 2026-07-28), b10107.
