@@ -43,7 +43,7 @@ _ERROR = re.compile(r"^llama_init_from_model: (.*)$")
 
 def version() -> str:
     import llama_cpp
-    return f"llama-cpp-python {llama_cpp.__version__}"
+    return f"(llama-cpp-python {llama_cpp.__version__})"
 
 
 @functools.cache
