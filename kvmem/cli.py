@@ -4,6 +4,7 @@
     kvmem estimate llama-3.1-8b --tokens 128k --batch 8 --engine vllm --kv-dtype fp8 [--json]
     kvmem estimate ./config.json --tokens 32k --engine llama.cpp --option type_k=q8_0
     kvmem capacity llama-3.1-8b --kv-memory 20GiB --engine vllm --max-model-len 32k [--json]
+    kvmem validate --engine vllm --cases 500 --seed 7 [--json]   (against the installed engine)
 """
 
 from __future__ import annotations
@@ -157,6 +158,9 @@ def cmd_gpus(args) -> int:
 
 def cmd_validate(args) -> int:
     """Build the suite's real caches with torch and compare them with kvmem's prediction."""
+    if args.engine:   # kvmem against an installed engine's own code (kvmem/oracles/)
+        from .oracles.command import run
+        return run(args)
     from .measure import ALLOCATOR_NOTE, validate
 
     def progress(index, total, entry):
@@ -243,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
     val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
     val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+    from .oracles.command import add_arguments
+    add_arguments(val)
     val.set_defaults(func=cmd_validate)
     return parser
 

@@ -30,7 +30,7 @@ from .architectures import random_config
 from .gguf_files import ARCHES, write_gguf
 from .report import Check
 
-__all__ = ["version", "directed_cases", "random_cases", "run_case"]
+__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
@@ -92,18 +92,20 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        family = FAMILIES[i % len(FAMILIES)]
-        model = Model.from_hf_config(random_config(family, rng))
-        type_k = rng.choice(tuple(_GGML_TYPES))
-        setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
-                       type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),
-                       flash_attn=rng.choice(("auto", True, False)), swa_full=rng.random() < 0.2,
-                       kv_unified=rng.random() < 0.3, n_ubatch=rng.choice((512, 512, 256, 64)))
-        out.append((f"random-{seed}-{i}-{family}", model, setting))
-    return out
+    """``n`` random architectures from ``seed``, the families in turn."""
+    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+
+
+def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
+    """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    model = Model.from_hf_config(random_config(family, rng))
+    type_k = rng.choice(tuple(_GGML_TYPES))
+    setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
+                   type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),
+                   flash_attn=rng.choice(("auto", True, False)), swa_full=rng.random() < 0.2,
+                   kv_unified=rng.random() < 0.3, n_ubatch=rng.choice((512, 512, 256, 64)))
+    return f"random-{seed}-{i}-{family}", model, setting
 
 
 def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:

@@ -31,7 +31,7 @@ from ..model import FULL, MLA, SLIDING, Model
 from .architectures import random_config
 from .report import Check
 
-__all__ = ["version", "directed_cases", "random_cases", "run_case", "NOTES"]
+__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case", "NOTES"]
 
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "mistral", "deepseek_v2")
 NOTES = ("SGLang capacity sizing (pool_configurator.py) is not run: it reads a GPU's free memory",)
@@ -117,15 +117,17 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        family = FAMILIES[i % len(FAMILIES)]
-        model = Model.from_hf_config(random_config(family, rng))
-        out.append((f"random-{seed}-{i}-{family}", model,
-                    dict(num_tokens=rng.randint(1, 4096), kv_dtype=rng.choice(tuple(_DTYPES)),
-                         page_size=rng.choice((1, 1, 16, 32, 64)))))
-    return out
+    """``n`` random architectures from ``seed``, the families in turn."""
+    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+
+
+def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
+    """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    model = Model.from_hf_config(random_config(family, rng))
+    setting = dict(num_tokens=rng.randint(1, 4096), kv_dtype=rng.choice(tuple(_DTYPES)),
+                   page_size=rng.choice((1, 1, 16, 32, 64)))
+    return f"random-{seed}-{i}-{family}", model, setting
 
 
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:

@@ -34,7 +34,7 @@ from ..model import CHUNKED, FULL, MLA, SLIDING, Model
 from .architectures import random_config
 from .report import Check
 
-__all__ = ["version", "directed_cases", "random_cases", "run_case"]
+__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
 GIB = 1 << 30
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2")
@@ -121,18 +121,20 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        family = FAMILIES[i % len(FAMILIES)]
-        model = Model.from_hf_config(random_config(family, rng))
-        setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16, 64)),
-                       max_model_len=rng.choice((None, 2048, 8192, model.max_position_embeddings)),
-                       max_num_batched_tokens=rng.choice((512, 2048, 8192, 16384)),
-                       block_size=rng.choice((16, 32, 64)) if family != "deepseek_v2" else 64,
-                       hybrid_kv_cache_manager=rng.random() < 0.8)
-        out.append((f"random-{seed}-{i}-{family}", model, setting))
-    return out
+    """``n`` random architectures from ``seed``, the families in turn."""
+    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+
+
+def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
+    """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    model = Model.from_hf_config(random_config(family, rng))
+    setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16, 64)),
+                   max_model_len=rng.choice((None, 2048, 8192, model.max_position_embeddings)),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192, 16384)),
+                   block_size=rng.choice((16, 32, 64)) if family != "deepseek_v2" else 64,
+                   hybrid_kv_cache_manager=rng.random() < 0.8)
+    return f"random-{seed}-{i}-{family}", model, setting
 
 
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
