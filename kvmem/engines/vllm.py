@@ -137,7 +137,8 @@ OPTIONS = {
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm/config/cache.py, default "auto").
     "mamba_cache_dtype": "auto",
     "mamba_ssm_cache_dtype": "auto",
-    # Which release's log formulas: "latest", a release such as "0.19.0", or "v0" (the v0 engine).
+    # Which release's rules: "latest" (= 0.33, the release checked by kvmem validate --engine vllm),
+    # a release such as "0.19.0", or "v0" (the v0 engine).
     "version": "latest",
     # v0 engine only: --swap-space GiB of CPU blocks per GPU (vllm/config/cache.py, default 4).
     "swap_space": 4,
