@@ -36,7 +36,9 @@ Sliding windows (llama-kv-cache-iswa.cpp). Models with both windowed and full la
     default is swa_full = false; llama_context_default_params() has swa_full = true.
     Models whose every attention layer is windowed (Mistral-7B-v0.1, Phi-3) and the Qwen2/3
     families get one full-size cache: llama.cpp does not read their window (Phi-3's SWA is
-    disabled, PR #13676).
+    disabled, PR #13676). Gemma-2/3 always get the two caches (swa_type is set for the
+    architecture): with fewer layers than the pattern, every layer is windowed and the non-SWA
+    cache is empty, "0 layers", 0.00 MiB, beside a window-sized SWA cache (llama.cpp 0c1e57098).
 MLA (DeepSeek-V2/V3, Kimi). ``mla`` = "latent": one row of kv_lora_rank + rope (576) per token
     as K and no V tensor (builds from 2026-01-24, PR #19067, print "V (f16): 0.00 MiB");
     "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from April 2025, PR #12801, until
@@ -50,6 +52,15 @@ Recurrent state (llama-memory-recurrent.cpp). Linear/SSM layers keep, per sequen
     Hybrid models put their attention layers in an ordinary cache under the rules above.
 Layers without a cache of their own (Gemma-3n KV-sharing layers, MLP-only blocks) hold none
     and are not counted.
+MLA cache types. An MLA GGUF (the split cache, hparams.is_mla()) refuses type_k != type_v:
+    "model does not support different K (q8_0) and V (f16) cache types", checked first
+    (src/llama-context.cpp llama_init_from_model, build 0c1e57098 vendored by llama-cpp-python
+    0.3.36). The build that added it is not pinned: kvmem applies it with mla="latent" (builds
+    from 2026-01-24); GGUFs without the split (mla="none") take mixed types.
+Blocks per head. With flash attention on or auto, a quantised type_k (type_v) needs its 32-value
+    block to divide n_embd_head_k (n_embd_head_v) of every layer, not only the whole row: "K cache
+    type q8_0 with block size 32 does not divide n_embd_head_k=80" (src/llama-context.cpp, same
+    build; checked after the quantised-V rule). With flash attention off only the row counts.
 Flash attention. A quantised V cache needs it: builds before the tri-state -fa (2025-08-30)
     refuse with "V cache quantization requires flash_attn"; later ones with
     "quantized V cache requires flash_attn to be enabled" for -fa off, and turn "auto" on
@@ -106,6 +117,7 @@ DEFAULTS = {
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 MLA_MODES = ("latent", "latent+v", "none")
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
+_QUANT_BLOCK = 32    # ggml_blck_size of q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl (ggml/src/ggml.c type traits)
 
 _D = datetime.date
 PR_4280, PR_6438, PR_5021, PR_7257 = _D(2023, 12, 3), _D(2024, 4, 2), _D(2024, 4, 30), _D(2024, 5, 13)
@@ -121,6 +133,9 @@ _KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13),
 
 # Families whose sliding window llama.cpp does not read: one full-size cache.
 _WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+# Architectures llama.cpp always gives the two-cache iSWA memory (hparams.swa_type set in
+# llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern.
+_ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
 _SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
                      "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
 
@@ -220,10 +235,19 @@ def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, optio
     type_k = _cache_type("type_k", options["type_k"] if options["type_k"] is not None else kv_dtype)
     type_v = _cache_type("type_v", options["type_v"] if options["type_v"] is not None else kv_dtype)
     flash_attn = _flash_attn(options["flash_attn"], build)
+    mla_default = None if not model.count(MLA) else (
+        "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent")
+    if (options["mla"] or mla_default) == "latent" and type_k != type_v:
+        # llama_init_from_model, before every other cache-type check: hparams.is_mla() (a GGUF with the
+        # MLA split cache) refuses different K and V types
+        raise ValueError(f"type_k={type_k}, type_v={type_v}: llama_init_from_model: model does not support "
+                         f"different K ({type_k}) and V ({type_v}) cache types")
     if type_v not in ("f32", "f16", "bf16") and not flash_attn:
         if build < FA_AUTO:
             raise ValueError(f"type_v={type_v}: V cache quantization requires flash_attn")
         raise ValueError(f"type_v={type_v}: llama_init_from_model: quantized V cache requires flash_attn to be enabled")
+    if flash_attn:
+        _check_blocks_divide_heads(model, type_k, type_v, options["mla"] or mla_default)
     n_seq = _count("n_seq", options["n_seq"] if options["n_seq"] is not None else batch)
     if n_seq > LLAMA_MAX_SEQ:
         raise ValueError(f"n_seq={n_seq}: n_seq_max must be <= {LLAMA_MAX_SEQ}")
@@ -251,6 +275,29 @@ def _settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, optio
                 n_ctx_requested=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_rs_seq=n_rs_seq,
                 swa_full=options["swa_full"], kv_unified=options["kv_unified"], nextn=options["nextn"],
                 mla=options["mla"], n_pad=_n_pad(build, flash_attn))
+
+
+def _head_dims(model: Model, layer, mla_mode: str | None) -> tuple[int, int]:
+    """(n_embd_head_k, n_embd_head_v) of a layer as llama.cpp's hparams hold them."""
+    if layer.kind != MLA:
+        return layer.head_dim_k, layer.head_dim_v
+    if mla_mode == "none":
+        return (_config_field(model, "qk_nope_head_dim") or 0) + layer.qk_rope_head_dim, \
+            _config_field(model, "v_head_dim") or 0
+    return layer.kv_lora_rank + layer.qk_rope_head_dim, layer.kv_lora_rank
+
+
+def _check_blocks_divide_heads(model: Model, type_k: str, type_v: str, mla_mode: str | None) -> None:
+    """Flash attention on or auto: a quantised type's 32-value block must divide every head."""
+    for field, name, side in (("type_k", type_k, 0), ("type_v", type_v, 1)):
+        if name in ("f32", "f16", "bf16"):
+            continue
+        for layer in model.layers:
+            head = _head_dims(model, layer, mla_mode)[side]
+            if head and head % _QUANT_BLOCK:
+                which = "K" if side == 0 else "V"
+                raise ValueError(f"{field}={name}: llama_init_from_model: {which} cache type {name} with block "
+                                 f"size {_QUANT_BLOCK} does not divide n_embd_head_{which.lower()}={head}")
 
 
 # ---- cells ----------------------------------------------------------------------------------
@@ -349,7 +396,7 @@ def _windowed_split(model: Model, s: dict, notes: list) -> int | None:
         return None
     full = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
     windows = sorted({layer.window for layer in windowed})
-    if not full or model.model_type in _WINDOW_IGNORED:
+    if model.model_type in _WINDOW_IGNORED or (not full and model.model_type not in _ALWAYS_ISWA):
         notes.append(f"llama.cpp does not use the sliding window of {model.name}: every layer holds n_ctx cells")
         return None
     if s["build"] < PR_13194:

@@ -12,6 +12,8 @@ Page = one block of one layer (vllm/v1/kv_cache_interface.py @ 001cabc1)
               (index_head_dim + index_head_dim // 128 x 4) uint8 = 132 B per token
               (DeepseekV32IndexerCache, vllm/model_executor/models/deepseek_v2.py)
     mamba     sum of its state tensors, padded up to the attention page in a hybrid model
+    kv_cache_dtype "auto" = the model dtype, float32 checkpoints downcast to bfloat16 (the CUDA
+    platform's first supported dtype, vllm/config/model.py _resolve_auto_dtype);
     kv_cache_dtype fp8 / fp8_e4m3 / fp8_e5m2 / fp8_inc: 1 byte, per-tensor scales take no page space;
     int8/fp8_per_token_head add 2 x block_size x heads x 4 B of scales per page; nvfp4 (full
     layers only) stores head_size // 2 + head_size // 16 bytes per head; "auto" = the model dtype.
@@ -47,12 +49,21 @@ Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
     the last group of a bucket padded; num_blocks = memory // page // group_size. Ranks (tp, pp)
     take the minimum; a pp rank projects the groups onto its own layers.
 Per-request worst case (max_memory_usage_bytes / page) with L = max_model_len,
-    T = max_num_batched_tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
-    chunked cdiv(min(chunk + T, L), bs);  mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
+    T = in-flight tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
+    chunked cdiv(min(chunk + T, L), bs);  from v0.26 T = VllmConfig.max_in_flight_tokens =
+    max_concurrent_batches x max_num_batched_tokens, max_concurrent_batches = pp + 1 with async
+    scheduling (the default; model runner V2, the CUDA default), pp without (vllm/config/vllm.py;
+    PR #47728, vllm#49878 saw the jump from v0.25.1 to v0.26); before v0.26 T = max_num_batched_tokens;  mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
     the mode prefix caching selects), cdiv(L, bs) ("all").
     "Maximum concurrency for L tokens per request: X x" = num_blocks / sum over groups of those
     (UniformType: the largest per layer). The longest request that fits is vLLM's binary search
     over that worst case (_estimate_max_model_len_from_groups), padding layers included.
+The null block: BlockPool holds one block back for good, so auto-fit, the refusal ("To serve at
+    least one request ...") and the longest request that fits are checked against
+    available - bytes_per_block (one block of every layer of the rank, padding included); the
+    pool itself still gets available // bytes_per_block blocks (get_kv_cache_configs and
+    check_enough_kv_cache_memory, vllm/v1/core/kv_cache_planning.py in 0.33.0; PR #47272, merged
+    2026-08-20, taken as from v0.28: the first release after it is not pinned here).
 "GPU KV cache size: N tokens" by release (see `version`):
     v0 engine   "# GPU blocks: N, # CPU blocks: M", block = bs x sum(heads x head_size x 2 [MLA x1])
                 x dtype over the stage's attention layers, CPU blocks = swap_space // block
@@ -112,6 +123,9 @@ OPTIONS = {
     # A kvmem Model (EAGLE drafter) or "mtp" (the model's own MTP layers) whose attention layers
     # join the pool (vllm/v1/spec_decode; vllm#19996 reproduces only with the draft layer counted).
     "draft": None,
+    # --async-scheduling is on by default (vllm/config/vllm.py, VllmConfig.__post_init__); with it
+    # sliding/chunked layers reserve one more batch of in-flight tokens per request (from v0.26).
+    "async_scheduling": True,
     # speculative_config.num_speculative_tokens: lookahead slots, Mamba conv columns and blocks.
     "num_speculative_tokens": 0,
     # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
@@ -123,7 +137,8 @@ OPTIONS = {
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm/config/cache.py, default "auto").
     "mamba_cache_dtype": "auto",
     "mamba_ssm_cache_dtype": "auto",
-    # Which release's log formulas: "latest", a release such as "0.19.0", or "v0" (the v0 engine).
+    # Which release's rules: "latest" (= 0.33, the release checked by kvmem validate --engine vllm),
+    # a release such as "0.19.0", or "v0" (the v0 engine).
     "version": "latest",
     # v0 engine only: --swap-space GiB of CPU blocks per GPU (vllm/config/cache.py, default 4).
     "swap_space": 4,
@@ -134,7 +149,9 @@ _TOKENS_FROM_BLOCKS = (0, 8)          # PR #13596 "GPU KV cache size: N tokens"
 _HYBRID_GROUPS = (0, 9)               # hybrid allocator (PR #17996): a group per attention type
 _BALANCED_GROUPS = (0, 12)            # PR #29303 (merged 2025-11-24): the 1.5x rule, stride split
 _TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
-_LATEST = (0, 21)
+_IN_FLIGHT_BATCHES = (0, 26)          # PR #47728: windows reserve max_concurrent_batches x T
+_NULL_BLOCK = (0, 28)                 # PR #47272 (merged 2026-08-20): checks leave out the null block
+_LATEST = (0, 33)                     # the release kvmem was last checked against (vLLM 0.33.0)
 
 # --kv-cache-dtype values (vllm/config/cache.py CacheDType): bytes per element, quantisation mode.
 _KV_FORMATS = {
@@ -194,6 +211,7 @@ def _check_options(opts: dict) -> dict:
                                                          out["max_num_batched_tokens"])
     out["hybrid_kv_cache_manager"] = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
     out["enable_prefix_caching"] = _bool("enable_prefix_caching", out["enable_prefix_caching"])
+    out["async_scheduling"] = _bool("async_scheduling", out["async_scheduling"])
     spec = out["num_speculative_tokens"]
     if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
         raise ValueError(f"num_speculative_tokens must be a non-negative integer, got {spec!r}")
@@ -244,7 +262,9 @@ def _kv_format(model: Model, kv_dtype) -> _KVFormat:
         key = getattr(kv_dtype, "name", None)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in model.layers)
     if key == "auto":
-        name = model.dtype if model.dtype in _MODEL_DTYPE_BYTES else "bf16"
+        # vllm/config/model.py _resolve_auto_dtype: float32 checkpoints are downcast to the platform's
+        # first supported dtype, bfloat16 on CUDA (sm80+); fp16/bf16 checkpoints keep theirs.
+        name = model.dtype if model.dtype in ("fp16", "bf16") else "bf16"
         return _KVFormat(name, _MODEL_DTYPE_BYTES[name], "")
     if key not in _KV_FORMATS:
         valid = ", ".join(["auto", *_KV_FORMATS])
@@ -686,8 +706,20 @@ def _stage_blocks(plan: _Plan, members: set, kv_memory: int) -> int | None:
     return max(kv_memory // _page(plan) // group_size, 0)
 
 
+def _in_flight_tokens(opts: dict, pp: int) -> int:
+    """Tokens scheduled but not yet settled that a window reserves (VllmConfig.max_in_flight_tokens).
+
+    From v0.26: max_concurrent_batches x max_num_batched_tokens, with max_concurrent_batches =
+    pp + 1 under async scheduling (model runner V2), else pp. Before: max_num_batched_tokens.
+    """
+    batched = opts["max_num_batched_tokens"]
+    if opts["release"] < _IN_FLIGHT_BATCHES:
+        return batched
+    return (pp + 1 if opts["async_scheduling"] else pp) * batched
+
+
 def _worst_args(max_model_len: int, opts: dict) -> tuple:
-    return (max_model_len, opts["max_num_batched_tokens"], opts["mamba_cache_mode"],
+    return (max_model_len, opts["in_flight_tokens"], opts["mamba_cache_mode"],
             opts["num_speculative_tokens"])
 
 
@@ -706,6 +738,21 @@ def _request_bytes(plan: _Plan, members: set, max_model_len: int, opts: dict) ->
         return sum(plan.units[i][1].worst_blocks(*args) * plan.units[i][1].page_bytes for i in members)
     group_size = max(sum(i in members for i in group) for group in plan.groups)
     return group_size * _page(plan) * _request_blocks(plan, max_model_len, opts)
+
+
+def _block_bytes(plan: _Plan, members: set) -> int:
+    """_pool_bytes_per_block on one rank: one block of every layer it holds, padding layers included."""
+    if plan.uniform_type:
+        return sum(plan.units[i][1].page_bytes for i in members)
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return group_size * _page(plan)
+
+
+def _check_memory(plan: _Plan, members: set, kv_memory: int, release) -> int:
+    """The memory vLLM's admission check and auto-fit plan against: less the null block from v0.28."""
+    if release < _NULL_BLOCK or not members:
+        return kv_memory
+    return kv_memory - _block_bytes(plan, members)
 
 
 def _longest(fits, cap: int | None) -> int:
@@ -856,6 +903,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     opts = _check_options(options)
     plan = _plan(model, kv_dtype, tp, pp, opts)
     release = opts["release"]
+    if release is not None:
+        opts["in_flight_tokens"] = _in_flight_tokens(opts, pp)
     length = max_model_len or model.max_position_embeddings
     notes = list(plan.notes)
     if max_model_len is None:
@@ -887,14 +936,19 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     else:
         tokens = num_blocks * bs
     cap = model.max_position_embeddings
-    longest = _longest(lambda n: max(_request_bytes(plan, m, n, opts) for m in stages) <= kv_memory,
-                       cap)
+    usable = {i: _check_memory(plan, m, kv_memory, release) for i, m in enumerate(stages)}
+    longest = _longest(lambda n: all(_request_bytes(plan, m, n, opts) <= usable[i]
+                                     for i, m in enumerate(stages) if m), cap)
+    short = [(i, _request_bytes(plan, m, length, opts)) for i, m in enumerate(stages) if m]
+    short = [(i, need) for i, need in short if need > usable[i]]
     needed = max(_request_bytes(plan, m, length, opts) for m in stages)
     refuses = None
-    if needed > kv_memory:
-        refuses = (f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
-                   f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
-                   f"fits is {longest:,}")
+    if short:
+        stage, need = short[0]
+        null = " (the null block left out)" if release >= _NULL_BLOCK else ""
+        refuses = (f"vLLM refuses to start: one request of {length:,} tokens needs {need / GIB:.2f} GiB "
+                   f"of KV cache, more than the {usable[stage] / GIB:.2f} GiB available{null}; the "
+                   f"longest that fits is {longest:,}")
         notes.append(refuses)
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
     details = {"version": opts["version"], "num_blocks": num_blocks, "blocks_per_stage": per_stage,
