@@ -1,13 +1,18 @@
 # Two commands do everything on a fresh machine:
 #   make run    create .venv if missing, install the pinned requirements, start the app on 127.0.0.1:8501
-#   make test   the same environment, ruff, then the whole test suite (what .ci/run calls)
+#   make test   the same environment, ruff, then the whole test suite (what .ci/run calls); then, when
+#               .venv-oracles exists, tests/oracles again with the engines installed
 #   make test-fast  ruff and the tests without the browser, in parallel (pytest-xdist): the inner loop
+#   make oracles  .venv-oracles: vLLM, SGLang, llama.cpp (llama-cpp-python) and kvmem, the engines
+#               whose own code judges kvmem (requirements-oracles.txt; once 25-35 min, then instant)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+ORACLES := .venv-oracles
+ORACLES_STAMP := $(ORACLES)/.installed
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-fast lint bench clean oracles
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,13 +22,26 @@ $(STAMP): requirements.txt pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port 8501 \
-		--server.headless true --browser.gatherUsageStats false
+		--server.headless true --browser.gatherUsageStats false --server.fileWatcherType none
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
 	$(BIN)/python -m pytest
+	@if [ -x $(ORACLES)/bin/python ]; then \
+		$(ORACLES)/bin/python -m pytest -p no:cacheprovider -p no:faulthandler tests/oracles; \
+	else \
+		echo "oracle tests (tests/oracles) skipped: run \`make oracles\` to install the engines"; \
+	fi
+
+$(ORACLES_STAMP): requirements-oracles.txt pyproject.toml
+	test -x $(ORACLES)/bin/python || $(PYTHON) -m venv $(ORACLES)
+	$(ORACLES)/bin/python -m pip install --quiet --no-deps -r requirements-oracles.txt
+	$(ORACLES)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(ORACLES_STAMP)
+
+oracles: $(ORACLES_STAMP)
 
 test-fast: lint
 	$(BIN)/python -m pytest -q -m "not browser" -n auto
@@ -32,4 +50,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/app_latency.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(ORACLES) .pytest_cache .hypothesis

@@ -1,6 +1,18 @@
 """kvmem in the browser: `make run` (or `streamlit run app.py`). Pages live in ui/."""
 
+import gc
+
 import streamlit as st
+
+import kvmem.plots  # noqa: F401  (plotly: loaded once, before the freeze below)
+from ui import inputs, urlparams
+
+if not getattr(inputs, "gc_frozen", False):
+    # Move everything imported so far out of the collector's reach, once per server process:
+    # Streamlit's post-script gc.collect(2) then scans this session's objects only, not
+    # Streamlit's and plotly's ~90k (45-60 ms of every rerun here; bench/README.md).
+    gc.freeze()
+    inputs.gc_frozen = True
 
 st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", layout="wide")
 
@@ -13,6 +25,10 @@ pages = [
     st.Page("ui/learn.py", title="Learn", icon=":material/school:", url_path="learn"),
 ]
 page = st.navigation(pages)
+# The shared sidebar belongs to this script, not to a page: its values and URL parameters
+# survive page switches, and Back/Forward restore them.
+inputs.build_sidebar()
+urlparams.show_refusals()
 try:
     page.run()
 except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working

@@ -6,6 +6,7 @@
     kvmem estimate Qwen/Qwen3-4B --tokens 32k            # an HF id: the HF cache, else the Hub
     kvmem estimate ./Meta-Llama-3-8B.Q4_K_M.gguf --tokens 8k --engine llama.cpp
     kvmem capacity llama-3.1-8b --kv-memory 20GiB --engine vllm --max-model-len 32k [--json]
+    kvmem validate --engine vllm --cases 500 --seed 7 [--json]   (against the installed engine)
 
 Exit status: 0 done; 1 the workload does not fit, does not match (validate), or the engine
 itself would refuse it (set the engine's override, e.g. VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, where
@@ -277,6 +278,9 @@ def cmd_gpus(args) -> int:
 
 def cmd_validate(args) -> int:
     """Build the suite's real caches with torch and compare them with kvmem's prediction."""
+    if args.engine:   # kvmem against an installed engine's own code (kvmem/oracles/)
+        from .oracles.command import run
+        return run(args)
     from .validation import ALLOCATOR_NOTE, validate
 
     tty = sys.stderr.isatty()
@@ -381,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
     val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
     val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+    from .oracles.command import add_arguments
+    add_arguments(val)
     val.set_defaults(func=cmd_validate)
     return parser
 

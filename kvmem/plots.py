@@ -95,11 +95,21 @@ def bytes_per_token_bars(df, *, title: str = "KV bytes per token") -> go.Figure:
     return _figure([trace], title, "", "bytes per token")
 
 
+_DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
+
+
 def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Figure:
-    """One KV-vs-context line per label: {label: context sweep (DataFrame or columns)}."""
-    traces = [_line(df["tokens"], [b / GIB for b in df["total_bytes"]], label, mode="lines+markers")
-              for label, df in frames.items()]
-    return _figure(traces, title, "tokens per sequence (log)", log_x=True)
+    """One KV-vs-context line per label: {label: context sweep (DataFrame or columns)}.
+
+    Line i gets plotly's colour i mod 10 and dash (i + i // 10) mod 5: the first 50 lines differ
+    in colour or dash, and neighbours always differ in dash, so a line drawn exactly over
+    another (StreamingLLM's 4 + 1020 over H2O's 1024) still shows. The legend sits to the right,
+    clear of the axis title."""
+    traces = [_line(df["tokens"], [b / GIB for b in df["total_bytes"]], label, mode="lines+markers",
+                    line={"dash": _DASHES[(i + i // 10) % len(_DASHES)], "width": 3 if i % 2 == 0 else 2})
+              for i, (label, df) in enumerate(frames.items())]
+    return _figure(traces, title, "tokens per sequence (log)", log_x=True,
+                   legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left"})
 
 
 def fit_heatmap(df, *, title: str = "Max batch that fits") -> go.Figure:
@@ -112,25 +122,30 @@ def fit_heatmap(df, *, title: str = "Max batch that fits") -> go.Figure:
     return _figure([trace], title, "context (tokens per sequence)", "GPU")
 
 
-def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device") -> go.Figure:
+def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device", names: dict | None = None) -> go.Figure:
     """One stacked bar of a Fit's breakdown (tables.breakdown_frame) against the device total.
 
     When the engine reserves a KV pool (``kv_pool``), the pool is drawn and the KV the workload
-    needs (``kv``) is marked inside it rather than stacked a second time."""
+    needs (``kv``) is marked inside it rather than stacked a second time. ``names`` gives each
+    part the words a person reads (e.g. ``free`` -> vLLM's 1 - gpu_memory_utilization reserve).
+    The two marks' labels sit on two rows above the bar, so they never overlap."""
+    names = names or {}
     parts = df.set_index("part")["bytes"]
     pooled = "kv_pool" in parts.index
-    traces = [{"type": "bar", "x": [nbytes / GIB], "y": ["device"], "orientation": "h", "name": part,
-               "hovertemplate": f"{part}: %{{x:.2f}} GiB<extra></extra>"}
+    traces = [{"type": "bar", "x": [nbytes / GIB], "y": ["device"], "orientation": "h",
+               "name": names.get(part, part),
+               "hovertemplate": f"{names.get(part, part)}: %{{x:.2f}} GiB<extra></extra>"}
               for part, nbytes in parts.items() if nbytes > 0 and not (pooled and part == "kv")]
-    marks = [((total_bytes) / GIB, "device memory", "dash")]
+    marks = [((total_bytes) / GIB, "device memory", "dash", 1.0)]
     if pooled:
-        marks.append(((parts.get("weights", 0) + parts["kv"]) / GIB, "KV this workload needs", "dot"))
-    shapes = [{"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "yref": "paper", "line": {"dash": dash}}
-              for x, _, dash in marks]
-    notes = [{"x": x, "y": 1, "yref": "paper", "text": text, "showarrow": False, "yanchor": "bottom"}
-             for x, text, _ in marks]
-    return _figure(traces, title, "GiB (2^30 bytes)", "", barmode="stack", height=300, shapes=shapes,
-                   annotations=notes, legend={"orientation": "h", "y": -0.45})
+        marks.append(((parts.get("weights", 0) + parts["kv"]) / GIB, "KV this workload needs", "dot", 1.16))
+    shapes = [{"type": "line", "x0": x, "x1": x, "y0": 0, "y1": row, "yref": "paper", "line": {"dash": dash}}
+              for x, _, dash, row in marks]
+    notes = [{"x": x, "y": row, "yref": "paper", "text": text, "showarrow": False, "yanchor": "bottom",
+              "xanchor": "right"} for x, text, _, row in marks]
+    return _figure(traces, title, "GiB (2^30 bytes)", "", barmode="stack", height=320, shapes=shapes,
+                   annotations=notes, legend={"orientation": "h", "y": -0.45},
+                   margin={"l": 60, "r": 20, "t": 90, "b": 40})
 
 
 def labelled_bars(df, *, label: str, value: str, color: str | None = None, title: str = "",
@@ -142,7 +157,7 @@ def labelled_bars(df, *, label: str, value: str, color: str | None = None, title
                "name": str(name)} for name, part in groups]
     return _figure(traces, title, y_title, "", height=max(300, 28 * len(df) + 140),
                    yaxis={"categoryorder": "array", "categoryarray": df[label].tolist()[::-1], "automargin": True},
-                   legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"})
+                   legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left"})  # beside: clear of the title
 
 
 def attention_heatmap(matrix, *, title: str = "Attention weights", first_query: int = 1) -> go.Figure:

@@ -77,19 +77,24 @@ def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
     What a plain calculator does: every layer counted as full attention with the first
     attention layer's KV heads and head_dim (MLA as one head of the latent width), the
     element size of ``kv_dtype``. Comparing this with an engine's Estimate shows what
-    windows, MLA, linear layers, shared layers and padding change.
+    windows, MLA, linear layers, shared layers and padding change. ``kv_dtype`` may be an
+    Estimate's "K/V" pair ("q8_0/f16", llama.cpp's type_k/type_v): p is then the mean of the
+    two element sizes, since the formula's 2·p counts one K and one V element.
     """
     from .dtypes import dtype as _dtype
 
-    element = _dtype(kv_dtype, model_dtype=model.dtype)
+    k_name, _, v_name = str(kv_dtype).partition("/")
+    k_type = _dtype(k_name, model_dtype=model.dtype)
+    v_type = _dtype(v_name or k_name, model_dtype=model.dtype)
     first = next((layer for layer in model.layers if layer.caches_tokens), None)
     if first is None:
         raise ValueError(f"{model.name} has no attention layer that caches tokens")
     heads = first.kv_heads if first.kind != "mla" else 1
     head_dim = first.head_dim_k if first.kind != "mla" else first.k_width
-    bytes_per_element = element.bits / 8
+    bytes_per_element = (k_type.bits + v_type.bits) / 16
     if bytes_per_element.is_integer():
         bytes_per_element = int(bytes_per_element)
     terms = dict(bytes_per_element=bytes_per_element, batch=batch, layers=model.num_layers, kv_heads=heads,
                  head_dim=head_dim, tokens=tokens)
-    return {**terms, "dtype": element.name, "bytes": formula(**terms)}
+    name = k_type.name if k_type.name == v_type.name else f"{k_type.name}/{v_type.name}"
+    return {**terms, "dtype": name, "bytes": formula(**terms)}

@@ -47,3 +47,16 @@ def test_rejects_nan_and_inf(bad, message):
     for field in args:
         with pytest.raises(ValueError, match=f"{field} {message}"):
             formula(**{**args, field: bad})
+
+
+def test_seed_terms_take_an_estimates_k_v_pair():
+    # llama.cpp with type_k=q8_0, type_v=f16 reports kv_dtype "q8_0/f16": p = (8.5 + 16) / 2 / 8 B = 1.53125 B
+    import kvmem
+    from kvmem.formula import seed_terms
+
+    gemma = kvmem.get_model("gemma-3-27b")
+    terms = seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0/f16")
+    assert terms["bytes_per_element"] == 1.53125 and terms["dtype"] == "q8_0/fp16"
+    # 2 x 1.53125 x 62 layers x 16 heads x 128 x 32,768 = 12,742,295,552
+    assert terms["bytes"] == 12_742_295_552
+    assert seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0")["bytes"] == 8_841_592_832

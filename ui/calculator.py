@@ -6,7 +6,7 @@ import kvmem
 from kvmem import explain, plots, tables
 from kvmem.textbook import seed_terms
 from kvmem.weights import weights
-from ui import common, inputs
+from ui import common, inputs, urlparams
 
 st.title("KV-cache calculator")
 st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes, GB = 10⁹ bytes.")
@@ -14,8 +14,10 @@ st.caption("Bytes are exact integers from the kvmem library. GiB = 2³⁰ bytes,
 work = inputs.sidebar()
 model = work.model
 result = common.guard(work.estimate)
+common.engine_refusal(result)
 
-st.markdown(f"**{model.describe()}**")
+st.markdown(f"**{common.plain(model.describe())}**")
+inputs.not_used("num_gpus", why="one device's share is shown here; GPU counts are on Fit hardware")
 gpu = kvmem.get_gpu(work.gpu)
 try:
     weights_bytes = weights(model, work.weight_dtype).per_device(tp=work.tp, pp=work.pp)
@@ -24,8 +26,10 @@ except ValueError as exc:
     st.info(f"Weights not counted: {exc}")
 summary = tables.estimate_summary(result, weights_bytes=weights_bytes, gpu_memory_bytes=gpu.usable_memory_bytes)
 m1, m2, m3, m4, m5 = st.columns(5)
+kv_type = inputs.kv_type_text(result)
 m1.metric("Total KV cache", summary["total_gib"],
-          help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine})")
+          help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine}, "
+               f"KV in {kv_type})")
 m2.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
 m3.metric("Per sequence", summary["per_sequence_gib"],
           help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
@@ -38,10 +42,15 @@ st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (G
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
 with st.expander("The seed's formula with your numbers, and why the engine differs", expanded=True):
-    terms = common.guard(seed_terms, model, tokens=work.tokens, batch=work.batch, kv_dtype=work.kv_dtype)
+    st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this repository); "
+               "its formula is the textbook count below, read naively off the model's config.")
+    # the element format in force: an engine option (llama.cpp type_k / type_v) overrides the KV dtype
+    terms = common.guard(seed_terms, model, tokens=work.tokens, batch=work.batch, kv_dtype=result.kv_dtype)
+    st.caption(f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
+               + (" (the mean of K's and V's element sizes)" if "/" in terms["dtype"] else ""))
     st.latex(r"\text{Memory} = 2 \times p \times b \times n_{layers} \times n_{heads} \times d_{head} \times t")
     st.latex(rf"= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
-             rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,}"
+             rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
              r"\ \text{bytes}".replace(",", "{,}"))
     for line in common.guard(explain.reasons, model, result):
         st.markdown(f"- {line}")
@@ -50,19 +59,26 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
         st.code("\n".join(result.log_lines), language=None)
 
 sweep = common.guard(tables.context_rows, model, contexts=tables.model_contexts(model, work.tokens), batch=work.batch,
-                     kv_dtype=work.kv_dtype, engine=work.engine, tp=work.tp, pp=work.pp,
-                     weights_bytes=weights_bytes, **work.options)
-view = st.segmented_control("Chart", ["Memory vs context", "Per layer", "K vs V"], default="Memory vs context",
-                            key="view", bind="query-params", help="Only the chosen chart is drawn.")
+                     weights_bytes=weights_bytes, **work.engine_kwargs())
+VIEWS = ["Memory vs context", "KV only vs context", "Per layer", "K vs V"]
+urlparams.check_choice("view", VIEWS)
+view = st.segmented_control("Chart", VIEWS, default="Memory vs context", key="view", bind="query-params",
+                            help="Only the chosen chart is drawn. KV only: the cache alone, legible where the "
+                                 "weights dwarf it (DeepSeek-V3).")
 if view == "Per layer":
     layers = tables.per_layer_frame(model, result)
-    st.plotly_chart(plots.per_layer_bars(layers, title=f"{model.name}: cache bytes per layer"), key="layer_chart")
+    st.plotly_chart(plots.per_layer_bars(layers, title=f"{common.chart_text(model.name)}: cache bytes per layer"), key="layer_chart")
     common.download(layers, "per_layer.csv", key="dl_layers")
+elif view == "KV only vs context":
+    st.plotly_chart(plots.kv_vs_context(tables.as_columns(sweep), title=f"{common.chart_text(model.name)}: KV cache "
+                                                                          f"per device vs context (batch {work.batch})"),
+                    key="kv_only_chart")
+    common.download(sweep, "kv_vs_context.csv", key="dl_sweep_kv")
 elif view == "K vs V":
-    st.plotly_chart(plots.k_vs_v(result, title=f"{model.name}: K vs V"), key="kv_split_chart")
+    st.plotly_chart(plots.k_vs_v(result, title=f"{common.chart_text(model.name)}: K vs V"), key="kv_split_chart")
 else:
     st.plotly_chart(plots.memory_vs_context(tables.as_columns(sweep), gpu_lines=[(gpu.name, gpu.usable_memory_bytes)],
-                                            title=f"{model.name}: weights + KV per device vs context "
+                                            title=f"{common.chart_text(model.name)}: weights + KV per device vs context "
                                                   f"(batch {work.batch})"),
                     key="kv_chart")
     common.download(sweep, "kv_vs_context.csv", key="dl_sweep")

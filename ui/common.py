@@ -1,18 +1,86 @@
-"""Small helpers every page uses: errors as messages, CSV downloads."""
+"""Small helpers every page uses: errors as messages, plain text, CSV downloads."""
 
 import csv
+import html
 import io
+import re
 
 import streamlit as st
 
 
 def guard(fn, *args, **kwargs):
-    """Call the library; show a ValueError as a message and stop the page (never a traceback)."""
+    """Call the library; show a ValueError (or an overflow) as a message and stop the page."""
     try:
         return fn(*args, **kwargs)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         st.error(str(exc))
         st.stop()
+
+
+def engine_refusal(result) -> None:
+    """Say, above the numbers, when the engine itself would refuse this workload (the library's
+    ``engine_refuses``, e.g. vLLM past max_position_embeddings) and what lets it start."""
+    why = getattr(result, "engine_refuses", None)
+    if why:
+        allow = getattr(result, "engine_allows_with", None)
+        st.warning(f"The engine would refuse this: {why}" + (f" (it starts with {allow})" if allow else "")
+                   + ". The numbers below are what it would take if it ran.", icon=":material/block:")
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def plain(text) -> str:
+    """``text`` (a model name from a user's config) escaped for st.markdown: every ASCII punctuation
+    mark backslash-escaped (CommonMark), so no emphasis, link, image, LaTeX ($) or colour
+    directive (:red[...]) can come from it; line breaks become spaces."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def chart_text(text) -> str:
+    """``text`` escaped for a plotly title or legend, which render a subset of HTML (<a href>, <b>, <span style>)."""
+    return html.escape(" ".join(str(text).split()), quote=False)
+
+
+# Column headings in people's words; the data (and the CSV download) keep the field names.
+HEADINGS = {
+    "gpu": "GPU", "context": "Context (tokens)", "fits": "Fits", "max_batch": "Max batch",
+    "max_context": "Max context (tokens)", "min_gpus": "Fewest GPUs",
+    "decode_tokens_per_s": "Decode tokens/s per sequence", "decode_tokens_per_s_aggregate": "Decode tokens/s, whole batch",
+    "kv_memory_gib": "KV memory (GiB)", "kv_pool": "KV pool", "strategy": "Strategy", "family": "Family",
+    "gib": "GiB", "bytes": "Bytes", "saving_bytes": "Saved (bytes)", "saving_fraction": "Saved",
+    "lossless": "Lossless", "needs_retraining": "Needs retraining", "cost": "Cited quality cost",
+    "variant": "Attention", "label": "Series", "model": "Model", "engine": "Engine", "kv_dtype": "KV dtype",
+    "tokens": "Tokens", "batch": "Batch", "kv_bytes": "KV (bytes)", "state_bytes": "State (bytes)",
+    "total_bytes": "Total (bytes)", "bytes_per_token": "Bytes per token", "total_gib": "Total (GiB)",
+    "distribution": "Request lengths", "allocation": "Allocation", "block_size": "Block (tokens)",
+    "admitted": "Requests admitted", "waste_fraction": "Reserved but unused", "mean_length": "Mean length (tokens)",
+    "device": "Device", "predicted_bytes": "Predicted (bytes)", "tensor_bytes": "Tensors held (bytes)",
+    "allocated_bytes": "Allocator (bytes)", "peak_bytes": "Peak (bytes)", "predicted_peak_bytes": "Predicted peak (bytes)",
+    "reserved_bytes": "Reserved (bytes)", "difference_bytes": "Difference (bytes)", "matches": "Matches",
+}
+_WIDE = {"cost", "strategy", "variant", "allocation"}
+
+
+def table(frame, columns=None, **kwargs):
+    """st.dataframe with people's headings (HEADINGS); text columns such as the cited cost get room."""
+    shown = frame if columns is None else frame[list(columns)]
+    config = {}
+    for name in shown.columns:
+        heading = HEADINGS.get(name, str(name).replace("_", " "))
+        if name in ("saving_fraction", "waste_fraction"):
+            config[name] = st.column_config.NumberColumn(heading, format="percent")
+        elif name in _WIDE:
+            config[name] = st.column_config.TextColumn(heading, width="large")
+        else:
+            config[name] = st.column_config.Column(heading)
+    st.dataframe(shown, hide_index=True, column_config=config, **kwargs)
+
+
+def gqa_groups(model, offered=(8, 4, 2)) -> tuple:
+    """GQA variants worth showing: not the KV-head counts the model already has."""
+    own = {layer.kv_heads for layer in model.layers if layer.caches_tokens}
+    return tuple(g for g in offered if g not in own)
 
 
 def csv_bytes(table) -> bytes:

@@ -13,14 +13,15 @@ st.caption("Each row is one kvmem.estimate() at the sidebar's tokens, batch and 
 
 work = inputs.sidebar()
 c1, c2, c3 = st.columns([3, 2, 2])
-models = c1.multiselect("Models", kvmem.list_models(), default=["llama-3.1-8b", "qwen3-8b", "gemma-3-27b",
-                                                                  "deepseek-v3"],
-                        key="cmp_models", bind="query-params",
-                        help="Presets to compare; the sidebar's model is always the first row.")
-dtypes = c2.multiselect("KV dtypes", inputs.KV_DTYPES, default=[work.kv_dtype], key="cmp_dtypes",
-                        bind="query-params", help="Element formats of the cache.")
-engines = c3.multiselect("Engines", list(ENGINES), default=[work.engine], key="cmp_engines", bind="query-params",
-                         help="Allocation rules; engine options are each engine's defaults here.")
+models = inputs.multiselect(c1, "Models", kvmem.list_models(),
+                            default=["llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"], key="cmp_models",
+                            help="Presets to compare; the sidebar's model is always the first row.")
+dtypes = inputs.multiselect(c2, "KV dtypes", inputs.KV_DTYPES, default=[work.kv_dtype], key="cmp_dtypes",
+                            help="Element formats of the cache.")
+engines = inputs.multiselect(c3, "Engines", list(ENGINES), default=[work.engine], key="cmp_engines",
+                             help="Allocation rules; the sidebar's engine runs with the sidebar's options, "
+                                  "the others with their defaults.")
+inputs.not_used("gpu", "num_gpus", "weight_dtype", why="KV only; hardware is on Fit hardware")
 if not dtypes or not engines:
     st.info("Choose at least one KV dtype and one engine.")
     st.stop()
@@ -32,35 +33,44 @@ contexts = tables.context_points(work.tokens, at_least=131072)
 for name, model in candidates:
     for kv_dtype in dtypes:
         for engine in engines:
-            label = " · ".join(part for part, many in ((name, True), (kv_dtype, len(dtypes) > 1),
-                                                        (engine, len(engines) > 1)) if many)
+            run = work.engine_kwargs(kv_dtype=kv_dtype) if engine == work.engine else dict(
+                engine=engine, kv_dtype=kv_dtype, tp=work.tp, pp=work.pp)
             try:
-                result = kvmem.estimate(model, engine=engine, tokens=work.tokens, batch=work.batch,
-                                        kv_dtype=kv_dtype, tp=work.tp, pp=work.pp)
-                sweeps[label] = tables.context_sweep(model, contexts=contexts, batch=work.batch, kv_dtype=kv_dtype,
-                                                     engine=engine, tp=work.tp, pp=work.pp)
-            except ValueError as exc:
-                skipped.append(f"{label}: {exc}")
+                result = kvmem.estimate(model, tokens=work.tokens, batch=work.batch, **run)
+                sweep = tables.context_sweep(model, contexts=contexts, batch=work.batch, **run)
+            except (ValueError, OverflowError) as exc:
+                skipped.append(f"{name} · {kvmem.dtype(kv_dtype, model_dtype=model.dtype).name} · {engine}: {exc}")
                 continue
+            # one spelling per format: the element format in force, as the result names it
+            label = " · ".join(part for part, many in ((name, True), (result.kv_dtype, len(dtypes) > 1),
+                                                        (engine, len(engines) > 1)) if many)
             rows.append((label, result))
+            sweeps.setdefault(name, {})[label] = sweep
 
-for message in skipped:
-    st.warning(message)
+if skipped:
+    with st.expander(f"{len(skipped)} combination(s) skipped: the engine refuses them", icon=":material/warning:"):
+        for message in skipped:
+            st.markdown(f"- {common.plain(message)}")
 if rows:
     frame = tables.compare_frame(rows)
     st.plotly_chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
                     key="cmp_bars")
-    st.plotly_chart(plots.compare_lines(sweeps, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
-    st.dataframe(frame, hide_index=True)
+    lines = {label: sweep for per_model in sweeps.values() for label, sweep in per_model.items()}
+    if len(lines) > 10:  # one model at a time keeps every line distinguishable
+        shown = inputs.select(st, "Lines for", list(sweeps), key="cmp_lines_model",
+                              help="More than 10 lines: the chart shows one model's formats and engines.")
+        lines = sweeps[shown]
+    st.plotly_chart(plots.compare_lines(lines, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
+    common.table(frame)
     common.download(frame, "compare.csv", key="dl_compare")
 
-st.header(f"{work.model.name} as MHA, GQA, MQA and MLA")
+st.header(f"{common.plain(work.model.name)} as MHA, GQA, MQA and MLA")
 st.caption("The same layers with other attention — what the cache would be had the model been trained so "
            "(these variants need retraining; kvmem.strategies.architecture_variants).")
 variants = common.guard(strategies.architecture_variants, work.model, tokens=work.tokens, batch=work.batch,
-                        engine=work.engine, kv_dtype=work.kv_dtype, gqa_groups=(8, 4, 2))
+                        gqa_groups=common.gqa_groups(work.model), **work.engine_kwargs())
 variant_frame = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(variant_frame, label="variant", value="bytes",
                                     title=f"KV cache at {work.tokens:,} tokens × {work.batch}"), key="cmp_variants")
-st.dataframe(variant_frame[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
+common.table(variant_frame, ["variant", "gib", "saving_fraction", "needs_retraining", "cost"])
 common.download(variant_frame, "variants.csv", key="dl_cmp_variants")

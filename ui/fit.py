@@ -5,23 +5,43 @@ import streamlit as st
 import kvmem
 from kvmem import plots, tables
 from kvmem.sizing import FitError
-from ui import common, inputs
+from ui import cache, common, inputs
 
 st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
            "GiB = 2³⁰ bytes. Decode speed is a memory-bandwidth upper bound.")
 
+RAISED_UTILIZATION = 0.95
+# Each breakdown part in people's words; "free" is what the engine's budget leaves out.
+_FREE = {"vllm": "reserve outside vLLM's budget (1 − gpu_memory_utilization)",
+         "sglang": "outside SGLang's budget (1 − mem_fraction_static)",
+         "trtllm": "outside TRT-LLM's budget (1 − free_gpu_memory_fraction)"}
+
+
+def part_names(engine: str) -> dict:
+    return {"weights": "weights", "kv": "KV this workload needs", "kv_pool": "KV pool the engine reserves",
+            "activations": "activation peak", "overhead": "engine overhead (non-torch, CUDA graphs)",
+            "free": _FREE.get(engine, "unused")}
+
+
+def _fit_or_none(model, **kwargs):
+    try:
+        return kvmem.fit(model, **kwargs)
+    except ValueError:
+        return None
+
+
 work = inputs.sidebar()
 model = work.model
-util = st.number_input("gpu_memory_utilization (vLLM)", 0.05, 1.0, 0.9, 0.01, key="util", bind="query-params",
-                       help="vLLM budgets this share of the device's total memory.") if work.engine == "vllm" else 0.9
-kwargs = dict(context=work.tokens, batch=work.batch, weight_dtype=work.weight_dtype, kv_dtype=work.kv_dtype,
-              engine=work.engine, tp=work.tp if work.tp > 1 else None, pp=work.pp)
+page_args = {}
 if work.engine == "vllm":
-    kwargs["gpu_memory_utilization"] = util
+    page_args["gpu_memory_utilization"] = inputs.number(
+        st, "gpu_memory_utilization (vLLM)", 0.05, 1.0, 0.9, key="util", step=0.01,
+        help="vLLM budgets this share of the device's total memory.")
+kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
 
 try:
-    result = kvmem.fit(model, gpu=work.gpu, num_gpus=work.num_gpus, **kwargs)
+    result = kvmem.fit(model, **kwargs)
 except FitError as exc:
     result = exc.fit
     st.error(str(exc))
@@ -29,8 +49,9 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 
+common.engine_refusal(result)
 verdict = "fits" if result.fits else "does not fit"
-st.subheader(f"{model.name} on {result.num_gpus} × {result.gpu}: {verdict}")
+st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu}: {verdict}")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens per replica")
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
@@ -44,27 +65,38 @@ if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
 if not result.fits and result.shortfall_bytes:
     st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device.")
-for line in result.suggestions:
+suggestions = list(result.suggestions)
+if not result.fits and work.engine == "vllm" and kwargs.get("gpu_memory_utilization", 0.9) < RAISED_UTILIZATION:
+    # the cheapest fix is often vLLM's own knob: ask the library whether a raised budget fits
+    raised = _fit_or_none(model, **{**kwargs, "gpu_memory_utilization": RAISED_UTILIZATION})
+    if raised is not None and raised.fits:
+        suggestions.insert(0, f"gpu_memory_utilization={RAISED_UTILIZATION} (max batch {raised.max_batch:,})")
+for line in suggestions:
     st.markdown(f"- would fit: {line}")
 
 breakdown = tables.breakdown_frame(result)
-st.plotly_chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"],
-                                    title=f"Per device ({result.engine}, tp {result.tp} × pp {result.pp})"),
+batch_for = getattr(result, "breakdown_batch", None)
+context_for = getattr(result, "breakdown_context", None)
+shown_for = (f"{batch_for:,} × {context_for:,} tokens, " if batch_for and context_for else "")
+st.plotly_chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"], names=part_names(work.engine),
+                                    title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}"),
                 key="fit_breakdown")
-with st.expander("Notes"):
-    for note in result.notes:
-        st.markdown(f"- {note}")
+if result.notes:
+    with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
+        for note in result.notes:
+            st.markdown(f"- {note}")
 
 st.subheader("Max batch over context and GPU")
-choices = st.multiselect("GPUs to compare", kvmem.list_gpus(),
-                         default=list(dict.fromkeys([work.gpu, "h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb",
-                                                     "rtx-4090-24gb"])),
-                         key="fit_gpus", bind="query-params", help="Each cell is one kvmem.fit().")
+choices = inputs.multiselect(st, "GPUs to compare", kvmem.list_gpus(),
+                            default=list(dict.fromkeys([work.gpu, "h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb",
+                                                        "rtx-4090-24gb"])),
+                            key="fit_gpus", help="Each cell is one kvmem.fit().")
 contexts = tables.context_points(work.tokens, start=2048, at_least=32768)
 if choices:
-    grid = common.guard(tables.fit_grid, model, gpus=choices, contexts=contexts, num_gpus=work.num_gpus,
-                        **{k: v for k, v in kwargs.items() if k not in ("context", "batch")})
-    st.plotly_chart(plots.fit_heatmap(grid, title=f"{model.name}: max batch ({work.num_gpus} GPU(s) each)"),
+    with st.spinner(f"Sizing {len(choices) * len(contexts)} GPU × context cells…"):
+        grid = common.guard(cache.fit_grid, model, gpus=choices, contexts=contexts,
+                            **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
+    st.plotly_chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                     key="fit_heatmap")
-    st.dataframe(grid, hide_index=True)
+    common.table(grid)
     common.download(grid, "fit_grid.csv", key="dl_fit")

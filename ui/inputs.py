@@ -1,7 +1,12 @@
 """Shared inputs for every page: the model (six ways), the workload, the engine and its options.
 
-Widgets bind to URL query parameters (``bind="query-params"``), so a shared link reproduces
-the view. Nothing a user uploads or pastes is executed: it is parsed as JSON only, size-limited.
+One ``Workload`` carries every sidebar input, engine options included, to every page's library
+call (``work.estimate()``, ``work.fit()``, ``work.engine_kwargs()``), so no page can forget one.
+app.py builds the sidebar once per run, before the page, so its widgets belong to the main
+script: their values and their URL parameters survive page switches, and Back/Forward restore
+them (Streamlit's ``bind="query-params"``). Every URL parameter is checked before its widget
+reads it (ui/urlparams.py). Nothing a user uploads or pastes is executed: it is parsed as JSON
+only, size-limited, and its text is shown as plain text.
 A Hugging Face id is resolved by kvmem (HF cache, else the Hub: config.json only); a GGUF upload
 is read for its header only (kvmem.sources.gguf).
 """
@@ -15,8 +20,11 @@ import streamlit as st
 
 import kvmem
 from kvmem.configs import custom_config, load_config
-from kvmem.engines import ENGINES
+from kvmem.engines import ENGINES, llamacpp
 from kvmem.weights import weight_formats
+from ui import urlparams
+from ui.widgets import (MAX_TOKENS, multiselect, number, parse_bytes_input, parse_tokens,  # noqa: F401
+                        parse_tokens_input, radio, select, slider)
 
 MAX_CONFIG_BYTES = 1_000_000
 MAX_GGUF_HEADER_MB = 64
@@ -25,10 +33,29 @@ DEFAULT_GPU = "h100-sxm-80gb"
 KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
              "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 SOURCES = ["Preset", "Hugging Face id", "Upload config.json", "Upload GGUF", "Paste JSON", "Custom fields"]
+ENGINE_DEFAULT = "(engine default)"
+# Options with a fixed set of values, as each engine's module accepts them.
+OPTION_CHOICES = {
+    ("llama.cpp", "type_k"): llamacpp.CACHE_TYPES,          # common/arg.cpp kv_cache_types
+    ("llama.cpp", "type_v"): llamacpp.CACHE_TYPES,
+    ("llama.cpp", "flash_attn"): ("on", "off", "auto"),      # -fa on|off|auto
+    ("llama.cpp", "mla"): llamacpp.MLA_MODES,
+    ("hf-quantized", "backend"): ("quanto", "hqq", "fp8"),
+    ("hf-quantized", "nbits"): (1, 2, 3, 4, 8),
+    ("vllm", "mamba_cache_mode"): ("none", "align", "all"),
+    ("trtllm", "block_rounding"): ("ceil", "floor"),
+}
+# The sidebar's inputs, as a page names them when one does not apply to it.
+LABELS = {"model": "model", "tokens": "tokens", "batch": "batch", "kv_dtype": "KV dtype", "engine": "engine",
+          "options": "engine options", "tp": "tensor parallel", "pp": "pipeline parallel", "gpu": "GPU",
+          "num_gpus": "GPUs", "weight_dtype": "weight format"}
+_BUILT = "_kvmem_sidebar"
 
 
 @dataclass(frozen=True)
 class Workload:
+    """Every sidebar input; pages pass all of it to the library through the methods below."""
+
     model: kvmem.Model
     tokens: int
     batch: int
@@ -37,16 +64,47 @@ class Workload:
     tp: int
     pp: int
     options: dict = field(default_factory=dict)
-    gpu: str = "h100-sxm-80gb"
+    gpu: str = DEFAULT_GPU
     num_gpus: int = 1
     weight_dtype: str = "auto"
 
-    def estimate(self, **changes):
-        args = dict(engine=self.engine, tokens=self.tokens, batch=self.batch, kv_dtype=self.kv_dtype,
-                    tp=self.tp, pp=self.pp, **self.options)
-        args.update(changes)
-        return kvmem.estimate(self.model, **args)
+    def engine_kwargs(self, **changes) -> dict:
+        """engine, kv_dtype, tp, pp and the engine's options, as kvmem.estimate takes them."""
+        return {**dict(engine=self.engine, kv_dtype=self.kv_dtype, tp=self.tp, pp=self.pp, **self.options),
+                **changes}
 
+    def estimate(self, **changes):
+        return kvmem.estimate(self.model, **self.engine_kwargs(tokens=self.tokens, batch=self.batch, **changes))
+
+    def fit_kwargs(self, **changes) -> dict:
+        """kvmem.fit's arguments: tp=None (search) at tp 1, the sidebar's GPU, weights and options."""
+        args = self.engine_kwargs(context=self.tokens, batch=self.batch, weight_dtype=self.weight_dtype,
+                                  gpu=self.gpu, num_gpus=self.num_gpus)
+        args["tp"] = self.tp if self.tp > 1 else None
+        return {**args, **changes}
+
+    def fit(self, **changes):
+        return kvmem.fit(self.model, **self.fit_kwargs(**changes))
+
+
+def kv_types(result) -> tuple[str, str]:
+    """The effective K and V element formats of an Estimate ("q8_0/f16" -> ("q8_0", "f16"))."""
+    parts = str(result.kv_dtype).split("/")
+    return parts[0], parts[-1]
+
+
+def kv_type_text(result) -> str:
+    k, v = kv_types(result)
+    return k if k == v else f"K {k}, V {v}"
+
+
+def not_used(*names: str, why: str = "") -> None:
+    """Say which sidebar inputs this page does not use (and why), so no input is silently ignored."""
+    labels = ", ".join(LABELS[n] for n in names)
+    st.caption(f"Not used on this page: {labels}" + (f" ({why})." if why else "."))
+
+
+# ----------------------------------------------------------------------------- the model
 
 def _from_text(text: str, what: str) -> kvmem.Model:
     if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
@@ -57,13 +115,11 @@ def _from_text(text: str, what: str) -> kvmem.Model:
 
 def model_input(container=st.sidebar) -> kvmem.Model:
     """The model chosen in the sidebar; raises ValueError with a message naming the problem."""
-    source = container.radio("Model from", SOURCES, key="source", horizontal=True, bind="query-params",
-                             help="A preset (real config.json files), your own config.json, or a few fields.")
+    source = radio(container, "Model from", SOURCES, key="source", horizontal=True,
+                   help="A preset (real config.json files), your own config.json, or a few fields.")
     if source == "Preset":
-        models = kvmem.list_models()
-        name = container.selectbox("Model preset", models, index=models.index(DEFAULT_MODEL), key="model",
-                                   bind="query-params",
-                                   help="Type to search. Presets are real config.json files with their sources.")
+        name = select(container, "Model preset", kvmem.list_models(), default=DEFAULT_MODEL, key="model",
+                      help="Type to search. Presets are real config.json files with their sources.")
         return kvmem.get_model(name)
     if source == "Hugging Face id":
         repo_id = container.text_input("Hugging Face id", key="hf_id", bind="query-params", placeholder="Qwen/Qwen3-4B",
@@ -105,22 +161,43 @@ def model_input(container=st.sidebar) -> kvmem.Model:
         return _from_text(text, "pasted config")
     c1, c2 = container.columns(2)
     fields = dict(
-        layers=c1.number_input("Layers", 1, 1000, 32, key="c_layers", bind="query-params", help="num_hidden_layers"),
-        heads=c2.number_input("Query heads", 1, 1024, 32, key="c_heads", bind="query-params",
-                              help="num_attention_heads"),
-        kv_heads=c1.number_input("KV heads", 1, 1024, 8, key="c_kv_heads", bind="query-params",
-                                 help="num_key_value_heads: = heads for MHA, 1 for MQA, between for GQA"),
-        head_dim=c2.number_input("Head dim", 1, 4096, 128, key="c_head_dim", bind="query-params", help="head_dim"),
-        sliding_window=c1.number_input("Sliding window (0 = none)", 0, 10**7, 0, key="c_window",
-                                       bind="query-params", help="sliding_window in tokens"),
-        full_every=c2.number_input("Every n-th layer full (0 = none)", 0, 1000, 0, key="c_full_every",
-                                   bind="query-params", help="Gemma-3: 6 (5 sliding : 1 full)"),
-        kv_lora_rank=c1.number_input("MLA kv_lora_rank (0 = no MLA)", 0, 65536, 0, key="c_mla_rank",
-                                     bind="query-params", help="DeepSeek-V3: 512"),
-        qk_rope_head_dim=c2.number_input("MLA qk_rope_head_dim", 0, 4096, 0, key="c_mla_rope",
-                                         bind="query-params", help="DeepSeek-V3: 64"),
+        layers=number(c1, "Layers", 1, 1000, 32, key="c_layers", help="num_hidden_layers"),
+        heads=number(c2, "Query heads", 1, 1024, 32, key="c_heads", help="num_attention_heads"),
+        kv_heads=number(c1, "KV heads", 1, 1024, 8, key="c_kv_heads",
+                        help="num_key_value_heads: = heads for MHA, 1 for MQA, between for GQA"),
+        head_dim=number(c2, "Head dim", 1, 4096, 128, key="c_head_dim", help="head_dim"),
+        sliding_window=number(c1, "Sliding window (0 = none)", 0, 10**7, 0, key="c_window",
+                              help="sliding_window in tokens"),
+        full_every=number(c2, "Every n-th layer full (0 = none)", 0, 1000, 0, key="c_full_every",
+                          help="Gemma-3: 6 (5 sliding : 1 full)"),
+        kv_lora_rank=number(c1, "MLA kv_lora_rank (0 = no MLA)", 0, 65536, 0, key="c_mla_rank",
+                            help="DeepSeek-V3: 512"),
+        qk_rope_head_dim=number(c2, "MLA qk_rope_head_dim", 0, 4096, 0, key="c_mla_rope", help="DeepSeek-V3: 64"),
     )
-    return kvmem.Model.from_hf_config(custom_config(**{k: int(v) for k, v in fields.items()}), name="custom")
+    try:
+        return kvmem.Model.from_hf_config(custom_config(**fields), name="custom")
+    except ValueError as exc:  # say it with the sidebar's own boxes, not config fields it has no box for
+        raise ValueError(custom_fields_message(str(exc))) from None
+
+
+CUSTOM_LABELS = {"num_attention_heads": "Query heads", "num_key_value_heads": "KV heads",
+                 "num_hidden_layers": "Layers", "head_dim": "Head dim", "sliding_window": "Sliding window",
+                 "kv_lora_rank": "MLA kv_lora_rank", "qk_rope_head_dim": "MLA qk_rope_head_dim"}
+
+
+def custom_fields_message(message: str) -> str:
+    """A config reader's message about a custom model, in the sidebar's labels."""
+    import re
+
+    named = [label for field_name, label in CUSTOM_LABELS.items() if re.search(rf"\b{field_name}\b", message)]
+    boxes = f" Change {' / '.join(dict.fromkeys(named))} in the sidebar." if named else ""
+    return f"Custom fields: {message}.{boxes}"
+
+
+# ----------------------------------------------------------------------------- engine options
+
+def option_key(engine: str, name: str) -> str:
+    return f"opt_{engine}_{name}".replace(".", "_").replace("-", "_")
 
 
 def _weights_caption(container, model: kvmem.Model) -> None:
@@ -141,16 +218,29 @@ def _weights_caption(container, model: kvmem.Model) -> None:
 
 
 def _option_widget(container, engine: str, name: str, default):
-    key = f"opt_{engine}_{name}".replace(".", "_").replace("-", "_")
+    """One engine option, bound to the URL; returns the value to pass (``default`` = not passed)."""
+    key = option_key(engine, name)
     label = name.replace("_", " ")
+    help_text = f"{engine} option `{name}`"
+    choices = OPTION_CHOICES.get((engine, name))
+    if choices is not None:
+        options = [ENGINE_DEFAULT if default is None else default,
+                   *[c for c in choices if c != default]]
+        shown = [str(o) for o in options]
+        picked = select(container, label, shown, key=key, help=help_text + "; (engine default) = not passed")
+        value = options[shown.index(picked)]
+        return default if value == ENGINE_DEFAULT else value
     if isinstance(default, bool):
-        return container.checkbox(label, value=default, key=key, help=f"{engine} option {name}")
+        urlparams.check_choice(key, ["true", "false", "True", "False"])
+        return container.checkbox(label, value=default, key=key, bind="query-params", help=help_text)
     if isinstance(default, int):
-        return int(container.number_input(label, value=default, step=1, key=key, help=f"{engine} option {name}"))
+        return number(container, label, 0, 10**9, default, key=key, help=help_text, step=1)
     if isinstance(default, float):
-        return float(container.number_input(label, value=default, key=key, help=f"{engine} option {name}"))
+        return float(number(container, label, 0.0, 1e9, default, key=key, help=help_text))
+    urlparams.check_text(key, str)
     text = container.text_input(label, value="" if default is None else str(default), key=key,
-                                help=f"{engine} option {name}; empty = engine default")
+                                bind="query-params", help=help_text + "; empty = engine default",
+                                placeholder="engine default")
     if not text.strip():
         return default
     if name == "draft":
@@ -161,72 +251,106 @@ def _option_widget(container, engine: str, name: str, default):
         return text.strip()
 
 
-def workload_input(model: kvmem.Model, container=st.sidebar) -> Workload:
-    """Tokens, batch, KV dtype, engine (with its options) and parallelism from the sidebar."""
-    c1, c2 = container.columns(2)
-    tokens_text = c1.text_input("Tokens per sequence", "8k", key="tokens", bind="query-params",
-                                help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
-    batch = c2.number_input("Batch", 1, 10**6, 1, key="batch", bind="query-params", help="Sequences held at once.")
-    kv_dtype = c1.selectbox("KV dtype", KV_DTYPES, index=KV_DTYPES.index("bf16"), key="kv_dtype",
-                            bind="query-params", help="Element format of the cache; auto = the model's dtype.")
-    engines = list(ENGINES)
-    engine = c2.selectbox("Engine", engines, index=engines.index("vllm") if "vllm" in engines else 0,
-                          key="engine", bind="query-params",
-                          help="Whose allocation rules: ideal = every cached element once.")
-    tp = c1.number_input("Tensor parallel", 1, 1024, 1, key="tp", bind="query-params", help="tp: splits KV heads")
-    pp = c2.number_input("Pipeline parallel", 1, 1024, 1, key="pp", bind="query-params", help="pp: splits layers")
+def defaults_in_force(engine: str, gpu: str, tokens_text: str, tp: int, pp: int, options: dict):
+    """The engine's device-dependent defaults on ``gpu`` (kvmem.sizing.engine_defaults, where the
+    library has it), or None."""
+    from kvmem import sizing
+
+    hook = getattr(sizing, "engine_defaults", None)
+    if hook is None:
+        return None
+    try:
+        return hook(engine, gpu, context=parse_tokens(tokens_text), tp=tp, pp=pp, **options)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def engine_options(engine: str, container=st.sidebar, *, in_force=None) -> dict:
+    """The options the user changed from the engine's defaults (only those are passed).
+    ``in_force(options)``: an EngineDefaults (the values in force on this device, and why), or
+    None; shown at the top of the panel, since the options panel cannot show a device's default
+    as its own."""
     options = {}
     spec = ENGINES[engine]
-    if spec.options:
-        with container.expander(f"{engine} options"):
-            for name, default in spec.options.items():
-                value = _option_widget(st, engine, name, default)
-                if value != default:
-                    options[name] = value
-    gpus = kvmem.list_gpus()
-    gpu = c1.selectbox("GPU", gpus, index=gpus.index(DEFAULT_GPU), key="gpu", bind="query-params",
-                       help="Accelerator for weights + KV against memory (memory as the device reports it).")
-    num_gpus = c2.number_input("GPUs", 1, 1024, 1, key="num_gpus", bind="query-params",
-                               help="GPUs available; tp x pp of them hold one copy of the model.")
-    formats = ["auto", *weight_formats()]
-    weight_dtype = container.selectbox("Weight format", formats, key="weight_dtype", bind="query-params",
-                                       help="How the weights are stored: auto = the checkpoint's own format.")
-    return Workload(model=model, tokens=kvmem.parse_tokens(tokens_text), batch=int(batch), kv_dtype=kv_dtype,
-                    engine=engine, tp=int(tp), pp=int(pp), options=options, gpu=gpu, num_gpus=int(num_gpus),
-                    weight_dtype=weight_dtype)
+    if not spec.options:
+        return options
+    with container.expander(f"{engine} options"):
+        slot = st.empty()
+        for name, default in spec.options.items():
+            value = _option_widget(st, engine, name, default)
+            if value != default:
+                options[name] = value
+    forced = in_force(options) if in_force else None
+    values = dict(getattr(forced, "values", None) or {})
+    if values:
+        shown = ", ".join(f"{k} = {v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k} = {v}"
+                          for k, v in values.items())
+        slot.caption(f"In force here: {shown} ({getattr(forced, 'reason', '')}).")
+    return options
+
+
+# ----------------------------------------------------------------------------- the workload
+
+def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
+    """Tokens, batch, KV dtype, engine (with its options), parallelism and hardware from the sidebar."""
+    c1, c2 = container.columns(2)
+    urlparams.check_text("tokens", parse_tokens)
+    tokens_text = c1.text_input("Tokens per sequence", "8k", key="tokens", bind="query-params",
+                                help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
+    batch = number(c2, "Batch", 1, 10**6, 1, key="batch", help="Sequences held at once.")
+    kv_dtype = select(c1, "KV dtype", KV_DTYPES, default="bf16", key="kv_dtype",
+                      help="Element format of the cache; auto = the model's dtype. Engine options "
+                           "(llama.cpp type k / type v) override it; the pages show the type in force.")
+    engines = list(ENGINES)
+    engine = select(c2, "Engine", engines, default="vllm", key="engine",
+                    help="Whose allocation rules: ideal = every cached element once.")
+    tp = number(c1, "Tensor parallel", 1, 1024, 1, key="tp", help="tp: splits KV heads")
+    pp = number(c2, "Pipeline parallel", 1, 1024, 1, key="pp", help="pp: splits layers")
+    gpu = select(container, "GPU", kvmem.list_gpus(), default=DEFAULT_GPU, key="gpu",  # full width: names uncut
+                 help="Accelerator for weights + KV against memory (memory as the device reports it).")
+    num_gpus = number(container, "GPUs", 1, 1024, 1, key="num_gpus",
+                      help="GPUs available; tp x pp of them hold one copy of the model.")
+    weight_dtype = select(container, "Weight format", ["auto", *weight_formats()], key="weight_dtype",
+                          help="How the weights are stored: auto = the checkpoint's own format.")
+    options = engine_options(engine, container,
+                             in_force=lambda given: defaults_in_force(engine, gpu, tokens_text, tp, pp, given))
+    try:  # read after every widget is drawn, so that a bad value leaves the rest of the sidebar in place
+        tokens = parse_tokens(tokens_text)
+    except ValueError as exc:
+        raise ValueError(f"Tokens per sequence: {exc}") from None
+    return Workload(model=model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
+                    options=options, gpu=gpu, num_gpus=num_gpus, weight_dtype=weight_dtype)
+
+
+def build_sidebar() -> None:
+    """Draw the shared sidebar (app.py calls this before the page) and keep its Workload for the page."""
+    st.session_state[_BUILT] = _build()
+
+
+def _build() -> Workload | str:
+    """The Workload, or the message naming the input that is invalid. Every widget is drawn
+    either way, so that one bad input does not lose the others' values."""
+    st.sidebar.header("Model")
+    try:
+        model, model_error = model_input(), None
+    except (ValueError, OverflowError) as exc:
+        model, model_error = None, str(exc)
+    st.sidebar.header("Workload")
+    try:
+        work = workload_input(model)
+    except (ValueError, OverflowError) as exc:
+        return model_error or str(exc)
+    return model_error or work
 
 
 def sidebar() -> Workload:
-    """The whole shared sidebar; stops the page with a message when an input is invalid."""
-    st.sidebar.header("Model")
-    try:
-        model = model_input()
-    except ValueError as exc:
-        st.error(str(exc))
+    """The shared sidebar's Workload (built by app.py, or here when a page runs alone); an invalid
+    input stops the page with a message naming it."""
+    built = st.session_state.pop(_BUILT, None)
+    if built is None:
+        built = _build()
+        urlparams.show_refusals()
+    if isinstance(built, str):
+        st.error(built)
         st.stop()
-    st.sidebar.header("Workload")
-    try:
-        return workload_input(model)
-    except ValueError as exc:
-        st.error(str(exc))
-        st.stop()
-
-
-def _parsed_text_input(container, label: str, default: str, *, parse, key: str, help: str) -> int:
-    """A text box read by ``parse``; an unreadable value is shown as an error and stops the page."""
-    text = container.text_input(label, default, key=key, bind="query-params", help=help)
-    try:
-        return parse(text)
-    except ValueError as exc:
-        st.error(f"{label}: {exc}")
-        st.stop()
-
-
-def parse_tokens_input(container, label: str, default: str, *, key: str, help: str) -> int:
-    """A token-count text box ("8k")."""
-    return _parsed_text_input(container, label, default, parse=kvmem.parse_tokens, key=key, help=help)
-
-
-def parse_bytes_input(container, label: str, default: str, *, key: str, help: str) -> int:
-    """A byte-count text box ("20GiB", "16GB")."""
-    return _parsed_text_input(container, label, default, parse=kvmem.parse_bytes, key=key, help=help)
+    return built

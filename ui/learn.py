@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from kvmem import lab, plots
-from ui import common
+from kvmem import plots
+from ui import cache, common, inputs, urlparams
 
 st.title("How a KV cache works")
 st.markdown(
@@ -13,15 +13,21 @@ st.markdown(
     "a token's key and value depend only on the tokens before it — so they never change once computed. "
     "Caching them and feeding in only the newest token gives the *same* outputs for a fraction of the work, "
     "at the price of memory that grows with every token. Everything below is computed live with torch on "
-    "this machine (kvmem.lab).")
+    "this machine (kvmem.lab). *The seed* is the tutorial notebook this project started from (not in this "
+    "repository): its toy decoder, its KVCache class and its memory formula are reproduced here.")
+
+inputs.not_used(*inputs.LABELS, why="this page runs the seed's own small decoder, not the sidebar's model")
 
 st.header("1. Cached and uncached attention agree, step by step")
 c1, c2 = st.columns(2)
-steps = c1.slider("Generated steps", 2, 12, 5, key="lab_steps", bind="query-params",
-                  help="The seed uses 5 tokens, d_model 12, d_head 6, seed 42.")
+steps = inputs.slider(c1, "Generated steps", 2, 12, 5, key="lab_steps",
+                      help="The seed (the tutorial notebook kvmem started from) uses 5 tokens, d_model 12, d_head 6 and "
+                           "random seed 42.")
+urlparams.check_choice("lab_causal", ["true", "false", "True", "False"])
 causal = c2.toggle("Causal masking", True, key="lab_causal", bind="query-params",
                    help="Turn it off to see why caching needs it: earlier outputs then change every step.")
-head = common.guard(lab.compare_single_head, steps=steps, causal=causal)
+with st.spinner("Running the seed's decoder with and without a cache (torch)…"):
+    head = common.guard(cache.single_head, steps, causal)
 diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": head.max_abs_diff,
                       "earlier rows changed by": head.past_drift, "tokens in cache (len)": head.cache_tokens})
 st.dataframe(diffs, hide_index=True)
@@ -48,7 +54,9 @@ st.markdown(f"The cache holds **{memory.tensor_bytes:,} bytes** of tensors after
 st.header("4. MHA, GQA and MQA side by side")
 st.markdown("A small decoder (2 layers, 8 query heads) with 8, 2 and 1 KV heads: the same equivalence, "
             "a cache 4× and 8× smaller.")
-variants = common.guard(lab.compare_variants)
+with st.spinner("Running three small decoders (MHA, GQA, MQA) with torch: about 10 s the first time, "
+                "then cached for every session…"):
+    variants = common.guard(cache.variants)
 table = pd.DataFrame([{"variant": v.variant, "kv_heads": v.kv_heads, "max |cached − uncached| (logits)":
                        v.max_abs_diff_overall, "bytes per token": v.bytes_per_token,
                        "cache bytes": v.memory.tensor_bytes, "formula bytes": v.memory.formula_bytes}
@@ -60,7 +68,10 @@ st.header("5. The speedup, measured here")
 st.markdown("Time per generated token with and without the cache. Without it, each step reprocesses the whole "
             "sequence, so its cost grows with length; with it, each step processes one token.")
 if st.button("Measure (about 2 s)", key="lab_measure", help="Runs lab.time_per_token on this machine."):
-    st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
+    from kvmem import lab  # torch: imported when used, after the page's text is on screen
+
+    with st.spinner("Timing generation with and without the cache…"):
+        st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
 if "lab_timing" in st.session_state:
     timing = pd.DataFrame(st.session_state["lab_timing"])
     st.plotly_chart(plots.speedup_lines(timing), key="speedup_chart")

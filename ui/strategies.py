@@ -12,30 +12,33 @@ st.caption("The seed's families — quantisation, eviction, paged allocation and
 
 work = inputs.sidebar()
 model = work.model
-run = dict(tokens=work.tokens, batch=work.batch, engine=work.engine, kv_dtype=work.kv_dtype, tp=work.tp, pp=work.pp)
+run = work.engine_kwargs(tokens=work.tokens, batch=work.batch)  # every sidebar input, engine options included
+inputs.not_used("num_gpus", "weight_dtype", why="KV only; the GPU gives the host-link bandwidth for offloading")
 
 st.header("All strategies side by side")
 c1, c2 = st.columns(2)
-budget = c1.number_input("Eviction budget (tokens)", 1, 10**7, 1024, key="budget", bind="query-params",
-                         help="Tokens kept per layer by StreamingLLM / H2O / SnapKV.")
-residual = c2.number_input("Full-precision residual (tokens)", 0, 10**6, 128, key="residual", bind="query-params",
-                           help="KIVI / transformers QuantizedCache keep the newest tokens unquantised.")
-rows = common.guard(kvmem.compare_strategies, model, budget=int(budget), residual_length=int(residual),
-                    gpu=work.gpu, **run, **work.options)
+budget = inputs.number(c1, "Eviction budget (tokens)", 1, 10**7, 1024, key="budget",
+                       help="Tokens kept per layer by StreamingLLM / H2O / SnapKV.")
+residual = inputs.number(c2, "Full-precision residual (tokens)", 0, 10**6, 128, key="residual",
+                         help="KIVI / transformers QuantizedCache keep the newest tokens unquantised.")
+if "residual_length" in work.options:  # the engine option (hf-quantized) is the one in force
+    residual = work.options["residual_length"]
+    st.caption(f"Full-precision residual: {residual:,} tokens, from the hf-quantized options in the sidebar.")
+rows = common.guard(kvmem.compare_strategies, model, budget=budget, gpu=work.gpu,
+                    **{**run, "residual_length": residual})
 frame = tables.rows_frame(rows)
 st.plotly_chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes", color="family",
-                                    title=f"{model.name}: KV bytes per strategy at {work.tokens:,} tokens × "
+                                    title=f"{common.chart_text(model.name)}: KV bytes per strategy at {work.tokens:,} tokens × "
                                           f"{work.batch}"), key="strategy_bars")
-st.dataframe(frame[["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"]],
-             hide_index=True)
+common.table(frame, ["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"])
 common.download(frame, "strategies.csv", key="dl_strategies")
 
 st.header("Eviction: memory stays bounded")
 st.markdown("Evicted tokens are gone for good: if a dropped token matters later, the model cannot attend to it.")
-policies = common.guard(strategies.eviction_policies, int(budget))
-contexts = tables.eviction_contexts(work.tokens, int(budget))
+policies = common.guard(strategies.eviction_policies, budget)
+contexts = tables.eviction_contexts(work.tokens, budget)
 curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies, batch=work.batch,
-                      engine=work.engine, kv_dtype=work.kv_dtype, **work.options)
+                      **work.engine_kwargs())
 st.plotly_chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
 
 st.header("Paged vs contiguous allocation")
@@ -44,27 +47,36 @@ max_len = inputs.parse_tokens_input(c1, "max_model_len", "8k", key="max_model_le
                                     help="Contiguous allocation reserves this much per request.")
 kv_memory = inputs.parse_bytes_input(c2, "KV memory budget", "20GiB", key="kv_memory",
                                      help="Bytes the engine has for KV on one device.")
-sweep = common.guard(strategies.allocation_sweep, model, max_model_len=max_len, kv_memory=kv_memory, n=500,
+SAMPLE = 500
+sweep = common.guard(strategies.allocation_sweep, model, max_model_len=max_len, kv_memory=kv_memory, n=SAMPLE,
                      kv_dtype=work.kv_dtype)
 alloc = tables.rows_frame(sweep)
+st.caption(f"Each distribution is a reproducible sample of {SAMPLE:,} request lengths (prompt + output, "
+           "kvmem.strategies.request_lengths, seed 0). **fixed**: every request max_model_len / 2 tokens. "
+           "**uniform**: 1 to max_model_len tokens, equally likely. **sharegpt**: prompt and output lengths "
+           "with the means of ShareGPT conversations (the vLLM paper's Figure 11). Contiguous allocation "
+           "reserves max_model_len per request; paged allocation reserves whole blocks. *Requests admitted* "
+           "is how many of the sample fit in the budget, one after another.")
 st.plotly_chart(plots.labelled_bars(alloc, label="allocation", value="admitted", color="distribution", scale=1,
                                     y_title="requests admitted", title="Requests that fit in the budget"),
                 key="alloc_bars")
-st.dataframe(alloc, hide_index=True)
+common.table(alloc, ["distribution", "allocation", "admitted", "waste_fraction", "mean_length"])
 common.download(alloc, "allocation.csv", key="dl_alloc")
 
 st.header("Prefix sharing and offloading")
 c1, c2 = st.columns(2)
-prefix = c1.number_input("Shared prefix (tokens)", 0, 10**7, 0, key="prefix", bind="query-params",
-                         help="The batch's sequences share their first P tokens; paged engines share whole blocks.")
-offload = c2.slider("Offloaded to host memory", 0.0, 1.0, 0.0, 0.05, key="offload", bind="query-params",
-                    help="Fraction of the KV cache kept in host memory.")
-shared = common.guard(kvmem.estimate, model, shared_prefix=int(prefix), offload=offload, **run, **work.options)
-base = common.guard(kvmem.estimate, model, **run, **work.options)
+prefix = inputs.number(c1, "Shared prefix (tokens)", 0, 10**7, 0, key="prefix",
+                       help="The batch's sequences share their first P tokens; paged engines share whole blocks.")
+offload = inputs.slider(c2, "Offloaded to host memory", 0.0, 1.0, 0.0, key="offload", step=0.05,
+                        help="Fraction of the KV cache kept in host memory.")
+shared = common.guard(kvmem.estimate, model, shared_prefix=prefix, offload=offload, **run)
+base = common.guard(kvmem.estimate, model, **run)
 host = shared.details.get("host_kv_bytes", 0)
 m1, m2, m3 = st.columns(3)
+saved = base.kv_bytes - shared.kv_bytes  # the library's two results, compared (no new arithmetic on them)
 m1.metric("KV on the device", kvmem.format_bytes(shared.kv_bytes),
-          delta=f"-{kvmem.format_bytes(base.kv_bytes - shared.kv_bytes)}", delta_color="inverse")
+          delta=None if saved == 0 else f"-{kvmem.format_bytes(saved)}", delta_color="inverse",
+          help="Against the same workload without prefix sharing or offloading.")
 m2.metric("KV in host memory", kvmem.format_bytes(host))
 try:
     transfer_ms = f"{strategies.offload_transfer_seconds(host, gpu=work.gpu) * 1000:.2f} ms"
@@ -74,10 +86,9 @@ except ValueError as exc:  # the catalog has no host-link bandwidth for this GPU
 m3.metric("Host transfer per decode step (PCIe)", transfer_ms, help=transfer_help)
 
 st.header("Architecture variants (need retraining)")
-variants = common.guard(strategies.architecture_variants, model, tokens=work.tokens, batch=work.batch,
-                        engine=work.engine, kv_dtype=work.kv_dtype)
+variants = common.guard(strategies.architecture_variants, model, gqa_groups=common.gqa_groups(model), **run)
 var = tables.rows_frame(variants)
 st.plotly_chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
                 key="variant_bars")
-st.dataframe(var[["variant", "gib", "saving_fraction", "needs_retraining", "cost"]], hide_index=True)
+common.table(var, ["variant", "gib", "saving_fraction", "needs_retraining", "cost"])
 common.download(var, "variants.csv", key="dl_variants")

@@ -2,32 +2,31 @@
 
 import importlib
 
-import pandas as pd
 import streamlit as st
 
-import kvmem
-from kvmem import plots
-from ui import common, inputs
-
-measure = importlib.import_module("kvmem.measurement")
-validation = importlib.import_module("kvmem.validation")
+from ui import common, inputs, urlparams
 
 st.title("Validate against real caches")
 st.caption("kvmem.measure drives the real transformers cache objects (and the seed's toy cache) with K/V "
            "tensors of the model's real per-layer shapes — no weights — and counts what they hold: unique "
            "tensor storages, allocator/profiler bytes and the transient peak.")
+# imported after the title is on screen: the measuring module (torch waits until Measure is pressed)
+measure = importlib.import_module("kvmem.measurement")
 
 work = inputs.sidebar()
 model = work.model
 c1, c2, c3 = st.columns(3)
-engine = c1.selectbox("Cache", list(measure.ENGINES), key="val_engine", bind="query-params",
-                      help="hf-dynamic / hf-static / hf-quantized: transformers 5.x caches; toy: the seed's cache.")
+engine = inputs.select(c1, "Cache", list(measure.ENGINES), key="val_engine",
+                       help="hf-dynamic / hf-static / hf-quantized: transformers 5.x caches; toy: the seed's cache.")
+urlparams.check_text("val_tokens", lambda text: [inputs.parse_tokens(p) for p in text.split(",") if p.strip()])
 token_text = c2.text_input("Tokens (comma-separated)", "16, 64, 256", key="val_tokens", bind="query-params",
                            help="Each value is one measurement; keep them small on a CPU.")
-device = c3.selectbox("Device", ["auto", "cpu", "cuda"], key="val_device", bind="query-params",
-                      help="auto = CUDA when a GPU is present, else CPU.")
+device = inputs.select(c3, "Device", ["auto", "cpu", "cuda"], key="val_device",
+                       help="auto = CUDA when a GPU is present, else CPU.")
+inputs.not_used("tokens", "engine", "options", "tp", "pp", "gpu", "num_gpus", "weight_dtype",
+                why="the boxes above pick the cache and the token counts; one device, no weights. The model, batch and KV dtype apply when you press Measure")
 try:
-    token_list = [kvmem.parse_tokens(part) for part in token_text.split(",") if part.strip()]
+    token_list = [inputs.parse_tokens(part) for part in token_text.split(",") if part.strip()]
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
@@ -37,16 +36,21 @@ if not token_list:
 
 kv_dtype = "bf16" if work.kv_dtype == "auto" else work.kv_dtype
 if st.button("Measure", key="val_run", type="primary", help="Runs kvmem.measure for each token count."):
-    bar = st.progress(0.0, text="measuring…")
     rows = []
-    for i, tokens in enumerate(token_list):
-        result = common.guard(measure.measure, model, engine=engine, tokens=tokens, batch=work.batch,
-                              kv_dtype=kv_dtype, device=device,
-                              on_wait=lambda message, i=i: bar.progress(i / len(token_list), text=message))
-        rows.append(result.to_dict())
-        bar.progress((i + 1) / len(token_list), text=f"{i + 1}/{len(token_list)}: {tokens:,} tokens")
+    with st.status(f"Measuring {len(token_list)} cache(s) with torch…", expanded=True) as status:
+        for i, tokens in enumerate(token_list):
+            st.write(f"{i + 1}/{len(token_list)}: {tokens:,} tokens")
+            result = common.guard(measure.measure, model, engine=engine, tokens=tokens, batch=work.batch,
+                                  kv_dtype=kv_dtype, device=device,
+                                  on_wait=lambda message: status.update(label=message))
+            rows.append(result.to_dict())
+        status.update(label=f"Measured {len(rows)} cache(s)", state="complete", expanded=False)
     st.session_state["val_rows"] = rows
 if "val_rows" in st.session_state:
+    import pandas as pd
+
+    from kvmem import plots
+
     rows = st.session_state["val_rows"]
     frame = pd.DataFrame([{k: r[k] for k in ("model", "engine", "tokens", "batch", "kv_dtype", "device",
                                             "predicted_bytes", "tensor_bytes", "allocated_bytes", "peak_bytes",
@@ -57,10 +61,10 @@ if "val_rows" in st.session_state:
                                                        "the storages the cache holds.")
     st.plotly_chart(plots.predicted_vs_measured(frame, title=f"{rows[0]['model']} · {rows[0]['engine']}"),
                     key="val_chart")
-    st.dataframe(frame, hide_index=True)
+    common.table(frame)
     common.download(frame, "validation.csv", key="dl_validation")
     cuda = [r["cuda"] for r in rows if r["cuda"]]
     if cuda:
         st.subheader("CUDA allocator")
         st.dataframe(pd.DataFrame(cuda), hide_index=True)
-    st.caption(validation.ALLOCATOR_NOTE)
+    st.caption(importlib.import_module("kvmem.validation").ALLOCATOR_NOTE)

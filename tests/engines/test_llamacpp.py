@@ -177,6 +177,28 @@ def test_gemma3_270m_parallel_slots(n_seq, n_ctx, base_cells, swa_cells, total_m
     assert result.kv_bytes == n_seq * (3 * base_cells + 15 * swa_cells) * 1024 == int(total_mib * MiB)
 
 
+def test_gemma3_with_fewer_layers_than_the_pattern_keeps_two_caches():
+    # llama.cpp 0c1e57098 (llama-cpp-python 0.3.36), a 3-layer gemma3 GGUF, window 512, n_ctx 32113:
+    # every layer is sliding (pattern 6), yet iSWA builds an empty non-SWA cache of pad256(32113) =
+    # 32256 cells and, with n_ubatch 256, an SWA cache of pad256(min(32256, 512 + 256)) = 768 cells:
+    # 3 layers x 1 head x 256 x 2 (K, V) x 2 B x 768 = 2,359,296 B = 2.25 MiB.
+    model = toy("gemma-3-tiny", [Layer("sliding", 1, 256, 256, window=512)] * 3, heads=4, hidden=640,
+                model_type="gemma3_text")
+    result = llama(model, n_ctx=32113, n_ubatch=256)
+    assert result.details["log"] == [
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32256 cells",
+        "llama_kv_cache: size =    0.00 MiB ( 32256 cells,   0 layers,  1/1 seqs), K (f16):    0.00 MiB, "
+        "V (f16):    0.00 MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
+        "llama_kv_cache: size =    2.25 MiB (   768 cells,   3 layers,  1/1 seqs), K (f16):    1.12 MiB, "
+        "V (f16):    1.12 MiB"]
+    assert result.kv_bytes == 2_359_296
+    # Mistral-style all-sliding llama models keep one full cache: llama.cpp does not read that window
+    mistral = toy("mistral-tiny", [Layer("sliding", 8, 128, 128, window=4096)] * 2, heads=32, hidden=4096,
+                  model_type="mistral")
+    assert len(llama(mistral, n_ctx=8192).details["log"]) == 1
+
+
 @pytest.mark.parametrize("n_seq, cells_total, mib", [(3, 1536, 27.0), (4, 1024, 18.0)])
 def test_gemma3_270m_three_slots_round_the_total_up(n_seq, cells_total, mib):
     # https://github.com/unslothai/unsloth/pull/7530 (danielhanchen, 2026-07-28), b10107.
@@ -460,6 +482,34 @@ def test_quantised_v_needs_flash_attention_with_llama_cpp_words():
     with pytest.raises(ValueError, match="V cache quantization requires flash_attn"):
         llama("llama-3.1-8b", kv_dtype="q8_0", build="2025-03-01")
     assert llama("llama-3.1-8b", type_k="q8_0", flash_attn=False).details["type_k"] == "q8_0"
+
+
+def test_mla_gguf_refuses_different_k_and_v_types():
+    # src/llama-context.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098): hparams.is_mla() and
+    # type_k != type_v -> "model does not support different K (q8_0) and V (f16) cache types", checked
+    # before the quantised-V rule, so it wins even with flash attention off.
+    with pytest.raises(ValueError, match=r"model does not support different K \(q8_0\) and V \(f16\) cache types"):
+        llama("deepseek-v2-lite", tokens=4096, type_k="q8_0", type_v="f16")
+    with pytest.raises(ValueError, match=r"different K \(f16\) and V \(q8_0\)"):
+        llama("deepseek-v2-lite", tokens=4096, type_k="f16", type_v="q8_0", flash_attn=False)
+    # same types pass; a GGUF without the MLA split (mla="none") is not is_mla() and takes mixed types
+    assert llama("deepseek-v2-lite", tokens=4096, kv_dtype="q8_0").details["type_k"] == "q8_0"
+    assert llama("deepseek-v2-lite", tokens=4096, type_k="q8_0", type_v="f16", mla="none").k_bytes > 0
+
+
+def test_quantised_block_must_divide_each_head_with_flash_attention():
+    # src/llama-context.cpp (llama.cpp 0c1e57098): flash attention on or auto and a quantised type: the
+    # 32-value block must divide the per-head dim. phi-3-medium has head_dim 5120 / 40 = 128: fine; a
+    # head of 80 (phi-2 style) is refused although its row of 32 x 80 = 2560 values is whole blocks.
+    model = Model.from_hf_config({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 2560,
+                                  "num_attention_heads": 32, "num_key_value_heads": 32,
+                                  "max_position_embeddings": 4096})
+    with pytest.raises(ValueError, match="K cache type q8_0 with block size 32 does not divide n_embd_head_k=80"):
+        llama(model, tokens=4096, kv_dtype="q8_0")                   # flash attention auto
+    with pytest.raises(ValueError, match="V cache type q4_0 with block size 32 does not divide n_embd_head_v=80"):
+        llama(model, tokens=4096, type_v="q4_0", flash_attn=True)
+    # flash attention off: only the row must be whole blocks; 2560 q8_0 values = 80 blocks x 34 B
+    assert llama(model, tokens=4096, type_k="q8_0", flash_attn=False).k_bytes == 2 * 4096 * 80 * 34
 
 
 def test_unknown_mla_mode_lists_the_valid_ones():

@@ -45,7 +45,7 @@ def test_qwen3_235b_tp4_one_replicated_head():
     (pool,) = sglang.pools(model, num_tokens=367_404, tp=4)
     assert pool.k_bytes == pool.v_bytes == 367_405 * 94 * 128 * 2 == 8_841_233_920
     assert gib2(pool.k_bytes) == 8.23
-    assert pool.log_line() == "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"
+    assert pool.log_line(version="0.4.9") == "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB"
 
 
 def test_llama31_8b_pr4760_line_and_token_count():
@@ -56,7 +56,7 @@ def test_llama31_8b_pr4760_line_and_token_count():
     (pool,) = sglang.pools(model, num_tokens=442_750)
     # K = 442,751 x 32 layers x 8 heads x 128 x 2 B = 29,016,064,000 B = 27.023 GiB
     assert pool.k_bytes == 442_751 * 32 * 8 * 128 * 2
-    assert pool.log_line() == "KV Cache is allocated. #tokens: 442750, K size: 27.02 GB, V size: 27.02 GB"
+    assert pool.log_line(version="0.4.4") == "KV Cache is allocated. #tokens: 442750, K size: 27.02 GB, V size: 27.02 GB"
     # rest = after - before x (1 - 0.88), before = after + usage:
     #   = after x 0.88 - usage x 0.12 = 54.049 GiB; / 131,072 B per token = 442,771
     # after and usage are printed to 0.01: the bracket is 82 tokens wide.
@@ -89,7 +89,7 @@ def test_qwq_32b_tp4_two_heads_per_rank():
     (pool,) = sglang.pools(model, num_tokens=46_611, tp=4)
     # 8 KV heads / tp 4 = 2 per rank; K = 46,612 x 64 layers x 2 x 128 x 2 B = 1.4225 GiB
     assert pool.k_bytes == 46_612 * 64 * 2 * 128 * 2
-    assert pool.log_line() == "KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB"
+    assert pool.log_line(version="0.4.4") == "KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB"
     # default mem_fraction_static for tp >= 4 in that era: 0.85 (server_args.py)
     # rest = 6.09 - 21.63 x 0.15 = 2.8455 GiB; cell = 2 x 256 x 64 x 2 = 65,536 B -> 46,621
     assert sglang.cell_size(model, tp=4) == 65_536
@@ -107,7 +107,7 @@ def test_llama31_8b_24gb_card_line():
     model = kvmem.get_model("llama-3.1-8b")
     (pool,) = sglang.pools(model, num_tokens=38_141)
     assert pool.k_bytes == 38_142 * 65_536
-    assert pool.log_line() == "KV Cache is allocated. #tokens: 38141, K size: 2.33 GB, V size: 2.33 GB"
+    assert pool.log_line(version="0.4.9") == "KV Cache is allocated. #tokens: 38141, K size: 2.33 GB, V size: 2.33 GB"
 
 
 # ---- the rules ------------------------------------------------------------------------------
@@ -155,8 +155,26 @@ def test_mla_one_latent_not_split_and_kv_size_line():
     (pool,) = sglang.pools(model, num_tokens=100_000, tp=8)
     assert pool.layout == "mla" and pool.v_bytes == 0
     assert pool.k_bytes == 100_001 * 61 * 576 * 2
-    assert pool.log_line() == f"KV Cache is allocated. #tokens: 100000, KV size: {pool.k_bytes / GiB:.2f} GB"
-    assert pool.log_line() == "KV Cache is allocated. #tokens: 100000, KV size: 6.54 GB"
+    assert pool.log_line(version="0.5.0") == (
+        f"KV Cache is allocated. #tokens: 100000, KV size: {pool.k_bytes / GiB:.2f} GB")
+    assert pool.log_line(version="0.5.0") == "KV Cache is allocated. #tokens: 100000, KV size: 6.54 GB"
+    # SGLang 0.5.23 names the cache dtype first (memory_pool.py KVCache._finalize_allocation_log)
+    assert pool.log_line() == "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, KV size: 6.54 GB"
+
+
+def test_log_line_names_the_dtype_from_0_5_23():
+    # sglang 0.5.23 srt/mem_cache/memory_pool.py: "KV Cache is allocated. dtype: {self.dtype}, #tokens: ..."
+    model = kvmem.get_model("llama-3.1-8b")
+    (bf16,) = sglang.pools(model, num_tokens=442750)
+    assert bf16.log_line() == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 442750, "
+                               "K size: 27.02 GB, V size: 27.02 GB")
+    assert bf16.log_line(version="0.5.22").startswith("KV Cache is allocated. #tokens: 442750")
+    (fp8,) = sglang.pools(model, num_tokens=442750, kv_dtype="fp8_e4m3")
+    assert fp8.log_line().startswith("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 442750")
+    result = kvmem.capacity(model, engine="sglang", kv_memory=GiB, version="0.4.4")
+    assert all("dtype" not in line for line in result.details["log"])
+    with pytest.raises(ValueError, match="version must be 'latest' or an SGLang release"):
+        sglang.pools(model, num_tokens=10, version="newest")
 
 
 def test_nsa_fp8_latent_indexer_and_forced_pages():

@@ -421,9 +421,34 @@ def test_sliding_hybrid_groups_and_padding():
     # Layer 0 is sliding, so its bucket comes first; stride split: members[i::6] -> 9, 9, 9, 9, 8, 8.
     assert result.details["group_layers"] == [9, 9, 9, 9, 8, 8, 10]
     assert result.details["padding_layers"] == 8 and result.blocks == 1000
-    # Per request: 2048 full blocks + 6 x (cdiv(1023 + 8192, 16) + 1 = 577) sliding blocks.
-    assert result.details["blocks_per_request"] == 2048 + 6 * 577
+    # Per request (v0.26+, async scheduling: 2 x 8192 in-flight tokens): 2048 full blocks
+    # + 6 x (cdiv(1023 + 16384, 16) + 1 = 1089) sliding blocks.
+    assert result.details["blocks_per_request"] == 2048 + 6 * 1089
     assert any("8 padding layer(s)" in note for note in result.notes)
+
+
+def test_float32_checkpoint_caches_in_bfloat16():
+    # vllm/config/model.py _resolve_auto_dtype downcasts a float32 config to bfloat16 (CUDA's first
+    # supported dtype): gpt-neox-20b (torch_dtype float32), 44 layers x 16 x 64 heads x (96 + 96) x 2 B.
+    model = kvmem.get_model("gpt-neox-20b")
+    assert model.dtype == "fp32"
+    result = capacity(model, engine="vllm", kv_memory=3 * GIB, max_model_len=2048)
+    assert result.details["page_bytes"] == [16 * 64 * 192 * 2] and result.blocks == 3 * GIB // (393_216 * 44)
+
+
+def test_in_flight_tokens_double_with_async_scheduling_from_v026():
+    # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (vllm/config/vllm.py,
+    # PR #47728): 2 batches with async scheduling at pp 1, pp + 1 with pp, 1 x pp without async; v0.25
+    # and before reserve one batch. gpt-oss-20b sliding window 128, block 16, T = 8192:
+    model = kvmem.get_model("gpt-oss-20b")
+    def sliding(**kw):   # the sliding group's share of one request's blocks (the full group: 8192)
+        return capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072, **kw).details[
+            "blocks_per_request"] - 8192
+    assert sliding() == 1033                              # cdiv(127 + 16384, 16) + 1
+    assert sliding(async_scheduling=False) == 521         # cdiv(127 + 8192, 16) + 1
+    assert sliding(version="0.25.1") == 521
+    assert sliding(pp=2) == 1545                          # cdiv(127 + 3 x 8192, 16) + 1
+    assert sliding(pp=2, async_scheduling=False) == 1033  # 2 x 8192: one batch per stage
 
 
 def test_eagle_on_gpt_oss_uses_the_larger_group_from_v012():
@@ -444,8 +469,8 @@ def test_hybrid_manager_off_treats_sliding_as_full():
     model = kvmem.get_model("gpt-oss-20b")
     on = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072)
     off = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072, hybrid_kv_cache_manager=False)
-    # on: 2 groups of 12, per request 8192 + (cdiv(127 + 8192, 16) + 1 = 521); off: 1 group of 24, 8192.
-    assert (on.blocks, on.details["blocks_per_request"]) == (GIB // 32_768 // 12, 8192 + 521)
+    # on: 2 groups of 12, per request 8192 + (cdiv(127 + 2 x 8192, 16) + 1 = 1033); off: 1 group of 24, 8192.
+    assert (on.blocks, on.details["blocks_per_request"]) == (GIB // 32_768 // 12, 8192 + 1033)
     assert (off.blocks, off.details["blocks_per_request"]) == (GIB // 32_768 // 24, 8192)
     assert any("cached as full attention" in note for note in off.notes)
     with pytest.raises(ValueError, match="Hybrid KV cache manager is disabled but failed to convert"):
@@ -564,10 +589,30 @@ def test_capacity_never_shrinks_with_memory(memory, extra):
 
 
 def test_longest_request_is_vllms_binary_search():
-    # 1000 blocks of 32 layers: the worst case of one request is cdiv(L, 16) blocks, so L = 16,000 fits.
+    # 1000 blocks of 32 layers: the worst case of one request is cdiv(L, 16) blocks. From v0.28 the
+    # null block is held back first (PR #47272), so 999 usable blocks: L = 15,984; before, 16,000.
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=1000 * 32 * 65_536, max_model_len=131072)
-    assert result.max_model_len == 16_000
-    assert any("the longest that fits is 16,000" in note for note in result.notes)
+    assert result.max_model_len == 15_984 and result.blocks == 1000
+    assert any("the longest that fits is 15,984" in note for note in result.notes)
+    assert any("(the null block left out)" in note for note in result.notes)
+    old = capacity(LLAMA_8B, engine="vllm", kv_memory=1000 * 32 * 65_536, max_model_len=131072,
+                   version="0.27.0")
+    assert old.max_model_len == 16_000
+    assert any("the longest that fits is 16,000" in note for note in old.notes)
+
+
+def test_null_block_held_back_before_auto_fit_and_refusal():
+    # vLLM 0.33.0 get_kv_cache_configs: check_memory = available - bytes_per_block (one block of every
+    # layer). qwen3-8b, 3 GiB: 36 layers x 16 x 8 x (128 + 128) x 2 B = 2,359,296 B a block; 1365 blocks, 1364
+    # usable x 16 = 21,824 tokens (vLLM's auto-fit); 21,840 without the null block.
+    qwen = kvmem.get_model("qwen3-8b")
+    assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960).max_model_len == 21_824
+    assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960,
+                    version="0.27").max_model_len == 21_840
+    # An exact fit of max_model_len is refused: 2048 blocks hold 32,768 tokens, one is the null block.
+    exact = capacity(LLAMA_8B, engine="vllm", kv_memory=2048 * 32 * 65_536, max_model_len=32768)
+    assert exact.max_model_len == 32_752
+    assert any(note.startswith("vLLM refuses to start: one request of 32,768 tokens") for note in exact.notes)
 
 
 # ------------------------------------------------------------------ bad input
@@ -579,7 +624,7 @@ def test_longest_request_is_vllms_binary_search():
     (dict(block_size=2.5), "block_size must be a positive integer, got 2.5"),
     (dict(block_size=True), "block_size must be a positive integer, got True"),
     (dict(max_num_batched_tokens=-1), "max_num_batched_tokens must be a positive integer"),
-    (dict(page_size=16), "engine 'vllm' has no option 'page_size'; its options: attention_backend, block_size"),
+    (dict(page_size=16), "engine 'vllm' has no option 'page_size'; its options: async_scheduling, attention_backend"),
     (dict(kv_dtype="q4_0"), "kv_dtype 'q4_0' is not a vLLM --kv-cache-dtype; valid: auto, float16"),
     (dict(version="latest-ish"), "version must be 'latest', 'v0'"),
     (dict(attention_backend="FLASHMLA"), "is an MLA backend; llama-3.1-8b has no MLA layers"),

@@ -47,3 +47,44 @@ def test_model_too_big_is_a_message(page):
     page.run()
     assert not page.exception and page.error
     assert "does not fit" in page.error[0].value or "short" in page.error[0].value
+
+
+def test_the_options_panel_shows_the_device_defaults_in_force(monkeypatch):
+    # the library's hook (kvmem.sizing.engine_defaults) names the values in force on this GPU and why
+    from types import SimpleNamespace
+
+    from kvmem import sizing
+    from tests.ui.apptest import load
+
+    calls = []
+
+    def engine_defaults(engine, gpu, *, context, tp=1, pp=1, **options):
+        calls.append((engine, gpu, context, tp, pp, options))
+        return SimpleNamespace(values={"max_num_batched_tokens": 2048, "max_num_seqs": 256},
+                               reason="a100-sxm-80gb is an A100: the 70 GiB step does not apply")
+
+    monkeypatch.setattr(sizing, "engine_defaults", engine_defaults, raising=False)
+    at = load("ui/fit.py")
+    at.query_params.update({"gpu": "a100-sxm-80gb", "tokens": "32k"})
+    at.run()
+    assert not at.exception
+    assert calls[-1][:5] == ("vllm", "a100-sxm-80gb", 32768, 1, 1)
+    assert any("In force here: max_num_batched_tokens = 2,048, max_num_seqs = 256 (a100-sxm-80gb is an A100"
+               in c.value for c in at.caption)
+
+
+def test_not_fitting_names_the_reserve_and_suggests_raising_the_budget():
+    # Llama-3.3-70B bf16 on 2 x A100 80 GB at 32k: 3.98 GiB left for 5.00 GiB of KV at 0.9;
+    # at gpu_memory_utilization 0.95 one sequence fits (issue 14 item 7)
+    from tests.ui.apptest import load
+
+    at = load("ui/fit.py")
+    at.query_params.update({"model": "llama-3.3-70b", "gpu": "a100-sxm-80gb", "num_gpus": "2", "tokens": "32k"})
+    at.run()
+    assert not at.exception
+    assert kvmem.fit("llama-3.3-70b", gpu="a100-sxm-80gb", num_gpus=2, context="32k", batch=1,
+                     gpu_memory_utilization=0.95).fits
+    lines = [m.value for m in at.markdown if m.value.startswith("- would fit")]
+    assert lines[0] == "- would fit: gpu_memory_utilization=0.95 (max batch 1)"
+    legend = [trace["name"] for trace in __import__("json").loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert "reserve outside vLLM's budget (1 − gpu_memory_utilization)" in legend and "free" not in legend

@@ -36,7 +36,9 @@ Sliding windows (llama-kv-cache-iswa.cpp). Models with both windowed and full la
     default is swa_full = false; llama_context_default_params() has swa_full = true.
     Models whose every attention layer is windowed (Mistral-7B-v0.1, Phi-3) and the Qwen2/3
     families get one full-size cache: llama.cpp does not read their window (Phi-3's SWA is
-    disabled, PR #13676).
+    disabled, PR #13676). Gemma-2/3 always get the two caches (swa_type is set for the
+    architecture): with fewer layers than the pattern, every layer is windowed and the non-SWA
+    cache is empty, "0 layers", 0.00 MiB, beside a window-sized SWA cache (llama.cpp 0c1e57098).
 MLA (DeepSeek-V2/V3, Kimi). ``mla`` = "latent": one row of kv_lora_rank + rope (576) per token
     as K and no V tensor (builds from 2026-01-24, PR #19067, print "V (f16): 0.00 MiB");
     "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from April 2025, PR #12801, until
@@ -50,6 +52,15 @@ Recurrent state (llama-memory-recurrent.cpp). Linear/SSM layers keep, per sequen
     Hybrid models put their attention layers in an ordinary cache under the rules above.
 Layers without a cache of their own (Gemma-3n KV-sharing layers, MLP-only blocks) hold none
     and are not counted.
+MLA cache types. An MLA GGUF (the split cache, hparams.is_mla()) refuses type_k != type_v:
+    "model does not support different K (q8_0) and V (f16) cache types", checked first
+    (src/llama-context.cpp llama_init_from_model, build 0c1e57098 vendored by llama-cpp-python
+    0.3.36). The build that added it is not pinned: kvmem applies it with mla="latent" (builds
+    from 2026-01-24); GGUFs without the split (mla="none") take mixed types.
+Blocks per head. With flash attention on or auto, a quantised type_k (type_v) needs its 32-value
+    block to divide n_embd_head_k (n_embd_head_v) of every layer, not only the whole row: "K cache
+    type q8_0 with block size 32 does not divide n_embd_head_k=80" (src/llama-context.cpp, same
+    build; checked after the quantised-V rule). With flash attention off only the row counts.
 Flash attention. A quantised V cache needs it: builds before the tri-state -fa (2025-08-30)
     refuse with "V cache quantization requires flash_attn"; later ones with
     "quantized V cache requires flash_attn to be enabled" for -fa off, and turn "auto" on

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype
 from ...model import CHUNKED, FULL, MLA, Model, SLIDING
-from .settings import (MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067, SWA_FULL_WARNING, Settings,
-                       WINDOW_IGNORED, as_f32, kvmem_dtype, pad_to, printed_mib, resolve_settings)
+from .settings import (ALWAYS_ISWA, MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067, SWA_FULL_WARNING,
+                       WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib, resolve_settings)
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
         return None
     full = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
     windows = sorted({layer.window for layer in windowed})
-    if not full or model.model_type in WINDOW_IGNORED:
+    if model.model_type in WINDOW_IGNORED or (not full and model.model_type not in ALWAYS_ISWA):
         notes.append(f"llama.cpp does not use the sliding window of {model.name}: every layer holds n_ctx cells")
         return None
     if s.build < PR_13194:

@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass
 
 from ...dtypes import dtype
-from ...model import Model
+from ...model import MLA, Model
 from ...units import parse_tokens, require_positive_int
 
 
@@ -31,6 +31,7 @@ DEFAULTS = {
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 MLA_MODES = ("latent", "latent+v", "none")
 LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
+_QUANT_BLOCK = 32    # ggml_blck_size of q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl (ggml/src/ggml.c type traits)
 
 _D = datetime.date
 PR_4280, PR_6438, PR_5021, PR_7257 = _D(2023, 12, 3), _D(2024, 4, 2), _D(2024, 4, 30), _D(2024, 5, 13)
@@ -42,6 +43,9 @@ CURRENT = datetime.date.max
 
 # Families whose sliding window llama.cpp does not read: one full-size cache.
 WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+# Architectures llama.cpp always gives the two-cache iSWA memory (hparams.swa_type set in
+# llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern.
+ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
 SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
                      "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
 
@@ -161,10 +165,19 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     type_k = _cache_type("type_k", options["type_k"] if options["type_k"] is not None else kv_dtype)
     type_v = _cache_type("type_v", options["type_v"] if options["type_v"] is not None else kv_dtype)
     flash_attn = _flash_attn(options["flash_attn"], build)
+    mla_default = None if not model.count(MLA) else (
+        "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent")
+    if (options["mla"] or mla_default) == "latent" and type_k != type_v:
+        # llama_init_from_model, before every other cache-type check: hparams.is_mla() (a GGUF with the
+        # MLA split cache) refuses different K and V types
+        raise ValueError(f"type_k={type_k}, type_v={type_v}: llama_init_from_model: model does not support "
+                         f"different K ({type_k}) and V ({type_v}) cache types")
     if type_v not in ("f32", "f16", "bf16") and not flash_attn:
         if build < FA_AUTO:
             raise ValueError(f"type_v={type_v}: V cache quantization requires flash_attn")
         raise ValueError(f"type_v={type_v}: llama_init_from_model: quantized V cache requires flash_attn to be enabled")
+    if flash_attn:
+        _check_blocks_divide_heads(model, type_k, type_v, options["mla"] or mla_default)
     n_seq = count_option("n_seq", options["n_seq"] if options["n_seq"] is not None else batch)
     if n_seq > LLAMA_MAX_SEQ:
         raise ValueError(f"n_seq={n_seq}: n_seq_max must be <= {LLAMA_MAX_SEQ}")
@@ -192,3 +205,25 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
                     n_ctx_requested=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_rs_seq=n_rs_seq,
                     swa_full=options["swa_full"], kv_unified=options["kv_unified"], nextn=options["nextn"],
                     mla=options["mla"], n_pad=_n_pad(build, flash_attn))
+
+
+def _head_dims(model: Model, layer, mla_mode: str | None) -> tuple[int, int]:
+    """(n_embd_head_k, n_embd_head_v) of a layer as llama.cpp's hparams hold them."""
+    if layer.kind != MLA:
+        return layer.head_dim_k, layer.head_dim_v
+    if mla_mode == "none":
+        return model.facts.qk_nope_head_dim + layer.qk_rope_head_dim, model.facts.v_head_dim
+    return layer.kv_lora_rank + layer.qk_rope_head_dim, layer.kv_lora_rank
+
+
+def _check_blocks_divide_heads(model: Model, type_k: str, type_v: str, mla_mode: str | None) -> None:
+    """Flash attention on or auto: a quantised type's 32-value block must divide every head."""
+    for field, name, side in (("type_k", type_k, 0), ("type_v", type_v, 1)):
+        if name in ("f32", "f16", "bf16"):
+            continue
+        for layer in model.layers:
+            head = _head_dims(model, layer, mla_mode)[side]
+            if head and head % _QUANT_BLOCK:
+                which = "K" if side == 0 else "V"
+                raise ValueError(f"{field}={name}: llama_init_from_model: {which} cache type {name} with block "
+                                 f"size {_QUANT_BLOCK} does not divide n_embd_head_{which.lower()}={head}")

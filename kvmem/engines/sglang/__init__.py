@@ -22,8 +22,9 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
              pages x page x (index_head_dim + index_head_dim // 128 * 4) bytes. SGLang forces
              page_size 64 for these models (server_args.py "Setting page size to 64 for
              DeepSeek NSA."); kvmem does the same and says so in the notes.
-   Log (KVCache._finalize_allocation_log): "KV Cache is allocated. #tokens: {size}, K size:
-   {k/GB:.2f} GB, V size: {v/GB:.2f} GB" with GB = 2**30, or "..., KV size: X GB" for MLA/NSA
+   Log (KVCache._finalize_allocation_log): "KV Cache is allocated. dtype: {torch dtype}, #tokens:
+   {size}, K size: {k/GB:.2f} GB, V size: {v/GB:.2f} GB" with GB = 2**30 (0.5.23; earlier releases,
+   ``version``, have no dtype field), or "..., KV size: X GB" for MLA/NSA
    (one buffer; NSA includes the indexer). Builds before about Feb 2025 print
    "KV Cache is allocated. K size: X GB, V size: Y GB." (no #tokens). ``pools()`` returns
    these sizes for a given #tokens and ``Pool.log_line()`` prints the line.
@@ -69,9 +70,9 @@ budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU).
 from ..base import EngineSpec, PastPositions
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .entry import capacity, estimate
-from .pools import DEFAULTS, GB, Pool, cell_size, pools
+from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
 
-__all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "estimate", "capacity", "SPECS",
+__all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "estimate", "capacity", "SPECS",
            "sglang_mem_fraction_static"]
 
 # python/sglang/srt/configs/model_config.py: a ValueError unless the variable is set

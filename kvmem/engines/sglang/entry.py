@@ -104,7 +104,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                           swa_num_tokens=swa if layout.swa else None, **options)
         details["pools"] = [p.to_dict() for p in allocated]
         details["allocated_bytes"] = sum(p.kv_bytes for p in allocated)
-        details["log"] = [p.log_line() for p in allocated]
+        details["log"] = [p.log_line(version=options.get("version", "latest")) for p in allocated]
     return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=full // page, tokens=full,
                     max_concurrency=concurrency, max_model_len=full, block_size=page, notes=tuple(notes),
                     details=details, log_lines=tuple(details.get("log", ())))

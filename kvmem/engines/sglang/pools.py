@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from numbers import Real
@@ -20,7 +22,15 @@ DEFAULTS = {
     "disable_hybrid_swa_memory": False,  # server_args.py ServerArgs.disable_hybrid_swa_memory
     "mamba_full_memory_ratio": 0.9,      # server_args.py ServerArgs.mamba_full_memory_ratio
     "mamba_ssm_dtype": "fp32",           # server_args.py ServerArgs.mamba_ssm_dtype = "float32"
+    # Which release's log line: "latest" (0.5.23, with "dtype: torch.bfloat16, ") or an earlier
+    # release such as "0.5.0" (no dtype field). The release that added the field is not pinned.
+    "version": "latest",
 }
+_DTYPE_IN_LOG = (0, 5, 23)   # srt/mem_cache/memory_pool.py KVCache._finalize_allocation_log (0.5.23)
+# KVCache.dtype as SGLang prints it (torch dtype of the cache; fp4_e2m1 packs two values a byte)
+TORCH_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16",
+                "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2",
+                "nvfp4": "torch.float4_e2m1fn_x2"}
 NSA_PAGE_SIZE = 64      # server_args.py, DeepSeek NSA models
 NSA_QUANT_BLOCK = 128   # NSATokenToKVPool.quant_block_size: one fp32 scale per 128 values
 FP4_SCALE_BLOCK = 16    # MHATokenToKVPoolFP4 / MLATokenToKVPoolFP4 scale_block_size
@@ -41,24 +51,39 @@ class Pool:
     layers: tuple[int, ...]
     k_bytes: int         # MLA/NSA: the whole buffer (latent + indexer)
     v_bytes: int         # 0 for MLA/NSA
+    dtype: str = "torch.bfloat16"   # KVCache.dtype, printed by 0.5.23
 
     @property
     def kv_bytes(self) -> int:
         return self.k_bytes + self.v_bytes
 
-    def log_line(self, legacy: bool = False) -> str:
-        """The line SGLang logs for this pool (``legacy``: the form without #tokens)."""
+    def log_line(self, legacy: bool = False, version: str = "latest") -> str:
+        """The line SGLang logs for this pool: from 0.5.23 "KV Cache is allocated. dtype: torch.bfloat16,
+        #tokens: N, K size: X GB, V size: Y GB"; ``version`` before it, without the dtype field;
+        ``legacy``: the older form without #tokens."""
+        field = f"dtype: {self.dtype}, " if _release(version) >= _DTYPE_IN_LOG else ""
         if self.layout != "mha":
-            return f"KV Cache is allocated. #tokens: {self.num_tokens}, KV size: {self.kv_bytes / GB:.2f} GB"
+            return f"KV Cache is allocated. {field}#tokens: {self.num_tokens}, KV size: {self.kv_bytes / GB:.2f} GB"
         if legacy:
             return f"KV Cache is allocated. K size: {self.k_bytes / GB:.2f} GB, V size: {self.v_bytes / GB:.2f} GB."
-        return (f"KV Cache is allocated. #tokens: {self.num_tokens}, K size: {self.k_bytes / GB:.2f} GB, "
+        return (f"KV Cache is allocated. {field}#tokens: {self.num_tokens}, K size: {self.k_bytes / GB:.2f} GB, "
                 f"V size: {self.v_bytes / GB:.2f} GB")
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["layers"] = list(self.layers)
         return data
+
+
+def _release(version) -> tuple[int, ...]:
+    """(major, minor, patch) of an SGLang release; "latest" is the release checked, 0.5.23."""
+    text = version.strip().lower() if isinstance(version, str) else ""
+    if text == "latest":
+        return _DTYPE_IN_LOG
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if match is None:
+        raise ValueError(f"version must be 'latest' or an SGLang release such as '0.5.23', got {version!r}")
+    return tuple(int(part or 0) for part in match.groups())
 
 
 @dataclass(frozen=True)
@@ -106,7 +131,7 @@ def _kv_dtype(model: Model, kv_dtype) -> DType:
     return k
 
 
-def _is_hybrid_swa(model: Model) -> bool:
+def is_hybrid_swa(model: Model) -> bool:
     return any(name in HYBRID_SWA_ARCHITECTURES for name in model.facts.architectures)
 
 
@@ -120,14 +145,16 @@ def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
 
 
 def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_ratio,
-            disable_hybrid_swa_memory: bool, mamba_full_memory_ratio, mamba_ssm_dtype) -> Layout:
+                disable_hybrid_swa_memory: bool, mamba_full_memory_ratio, mamba_ssm_dtype,
+                version="latest") -> Layout:
+    _release(version)   # checked here; it changes only the log line
     ssm_dtype = _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
                                mamba_full_memory_ratio, mamba_ssm_dtype)
     k_dtype = _kv_dtype(model, kv_dtype)
     layers = model.layers
     notes = []
     linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR)
-    hybrid_swa = (not linear and not disable_hybrid_swa_memory and _is_hybrid_swa(model)
+    hybrid_swa = (not linear and not disable_hybrid_swa_memory and is_hybrid_swa(model)
                   and any(layer.kind in (SLIDING, CHUNKED) for layer in layers))
     if linear:
         full = tuple(i for i, layer in enumerate(layers) if layer.kind in (FULL, MLA))
@@ -293,5 +320,6 @@ def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: in
         if held:
             result.append(Pool(role=role, layout=layout.kind, num_tokens=rows[role], page_size=page,
                                layers=held, k_bytes=sum(per_layer[i][0] for i in held),
-                               v_bytes=sum(per_layer[i][1] for i in held)))
+                               v_bytes=sum(per_layer[i][1] for i in held),
+                               dtype=TORCH_DTYPES[layout.k_dtype.name]))
     return tuple(result)

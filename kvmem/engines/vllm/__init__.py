@@ -12,6 +12,8 @@ Page = one block of one layer (vllm/v1/kv_cache_interface.py @ 001cabc1)
               (index_head_dim + index_head_dim // 128 x 4) uint8 = 132 B per token
               (DeepseekV32IndexerCache, vllm/model_executor/models/deepseek_v2.py)
     mamba     sum of its state tensors, padded up to the attention page in a hybrid model
+    kv_cache_dtype "auto" = the model dtype, float32 checkpoints downcast to bfloat16 (the CUDA
+    platform's first supported dtype, vllm/config/model.py _resolve_auto_dtype);
     kv_cache_dtype fp8 / fp8_e4m3 / fp8_e5m2 / fp8_inc: 1 byte, per-tensor scales take no page space;
     int8/fp8_per_token_head add 2 x block_size x heads x 4 B of scales per page; nvfp4 (full
     layers only) stores head_size // 2 + head_size // 16 bytes per head; "auto" = the model dtype.
@@ -47,12 +49,22 @@ Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
     the last group of a bucket padded; num_blocks = memory // page // group_size. Ranks (tp, pp)
     take the minimum; a pp rank projects the groups onto its own layers.
 Per-request worst case (max_memory_usage_bytes / page) with L = max_model_len,
-    T = max_num_batched_tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
-    chunked cdiv(min(chunk + T, L), bs);  mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
+    T = in-flight tokens:  full, mla cdiv(L, bs);  sliding cdiv(min(window - 1 + T, L), bs) + 1;
+    chunked cdiv(min(chunk + T, L), bs);  from v0.26 T = VllmConfig.max_in_flight_tokens =
+    max_concurrent_batches x max_num_batched_tokens, max_concurrent_batches = pp + 1 with async
+    scheduling (the default; model runner V2, the CUDA default), pp without (vllm/config/vllm.py;
+    PR #47728, vllm#49878 saw the jump from v0.25.1 to v0.26); before v0.26 T = max_num_batched_tokens;
+    mamba 1 + spec blocks ("none"), 2 + spec blocks ("align",
     the mode prefix caching selects), cdiv(L, bs) ("all").
     "Maximum concurrency for L tokens per request: X x" = num_blocks / sum over groups of those
     (UniformType: the largest per layer). The longest request that fits is vLLM's binary search
     over that worst case (_estimate_max_model_len_from_groups), padding layers included.
+The null block: BlockPool holds one block back for good, so auto-fit, the refusal ("To serve at
+    least one request ...") and the longest request that fits are checked against
+    available - bytes_per_block (one block of every layer of the rank, padding included); the
+    pool itself still gets available // bytes_per_block blocks (get_kv_cache_configs and
+    check_enough_kv_cache_memory, vllm/v1/core/kv_cache_planning.py in 0.33.0; PR #47272, merged
+    2026-08-20, taken as from v0.28: the first release after it is not pinned here).
 "GPU KV cache size: N tokens" by release (see `version`):
     v0 engine   "# GPU blocks: N, # CPU blocks: M", block = bs x sum(heads x head_size x 2 [MLA x1])
                 x dtype over the stage's attention layers, CPU blocks = swap_space // block

@@ -8,9 +8,9 @@ from ...model import Model
 from ...records import Record
 from ..base import Capacity, assemble, cdiv
 from .layout import Plan, make_plan
-from .options import GIB, HYBRID_GROUPS, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY, check_options
-from .pool import (group_details, held_pages, longest_fitting, owners, pool_page_bytes, request_blocks, request_bytes,
-                   stage_blocks, stage_pool_bytes, stage_units)
+from .options import GIB, HYBRID_GROUPS, NULL_BLOCK, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY, check_options
+from .pool import (check_memory, group_details, held_pages, in_flight_tokens, longest_fitting, owners,
+                   pool_page_bytes, request_blocks, request_bytes, stage_blocks, stage_pool_bytes, stage_units)
 from .v0 import capacity_v0, estimate_v0
 
 
@@ -123,6 +123,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     opts = check_options(options)
     plan = make_plan(model, kv_dtype, tp, pp, opts)
     release = opts["release"]
+    if release is not None:
+        opts["in_flight_tokens"] = in_flight_tokens(opts, pp)
     length = max_model_len or model.max_position_embeddings
     notes = list(plan.notes)
     if max_model_len is None:
@@ -154,14 +156,19 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     else:
         tokens = num_blocks * bs
     cap = model.max_position_embeddings
-    longest = longest_fitting(lambda n: max(request_bytes(plan, m, n, opts) for m in stages) <= kv_memory,
-                       cap)
+    usable = {i: check_memory(plan, m, kv_memory, release) for i, m in enumerate(stages)}
+    longest = longest_fitting(lambda n: all(request_bytes(plan, m, n, opts) <= usable[i]
+                                            for i, m in enumerate(stages) if m), cap)
+    short = [(i, request_bytes(plan, m, length, opts)) for i, m in enumerate(stages) if m]
+    short = [(i, need) for i, need in short if need > usable[i]]
     needed = max(request_bytes(plan, m, length, opts) for m in stages)
     refuses = None
-    if needed > kv_memory:
-        refuses = (f"vLLM refuses to start: one request of {length:,} tokens needs {needed / GIB:.2f} GiB "
-                   f"of KV cache, more than the {kv_memory / GIB:.2f} GiB available; the longest that "
-                   f"fits is {longest:,}")
+    if short:
+        stage, need = short[0]
+        null = " (the null block left out)" if release >= NULL_BLOCK else ""
+        refuses = (f"vLLM refuses to start: one request of {length:,} tokens needs {need / GIB:.2f} GiB "
+                   f"of KV cache, more than the {usable[stage] / GIB:.2f} GiB available{null}; the "
+                   f"longest that fits is {longest:,}")
         notes.append(refuses)
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
     details = VllmCapacityDetails(version=opts["version"], num_blocks=num_blocks, blocks_per_stage=per_stage,

@@ -25,6 +25,9 @@ OPTIONS = {
     # A kvmem Model (EAGLE drafter) or "mtp" (the model's own MTP layers) whose attention layers
     # join the pool (vllm/v1/spec_decode; vllm#19996 reproduces only with the draft layer counted).
     "draft": None,
+    # --async-scheduling is on by default (vllm/config/vllm.py, VllmConfig.__post_init__); with it
+    # sliding/chunked layers reserve one more batch of in-flight tokens per request (from v0.26).
+    "async_scheduling": True,
     # speculative_config.num_speculative_tokens: lookahead slots, Mamba conv columns and blocks.
     "num_speculative_tokens": 0,
     # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
@@ -36,7 +39,8 @@ OPTIONS = {
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm/config/cache.py, default "auto").
     "mamba_cache_dtype": "auto",
     "mamba_ssm_cache_dtype": "auto",
-    # Which release's log formulas: "latest", a release such as "0.19.0", or "v0" (the v0 engine).
+    # Which release's rules: "latest" (= 0.33, the release checked by kvmem validate --engine vllm),
+    # a release such as "0.19.0", or "v0" (the v0 engine).
     "version": "latest",
     # v0 engine only: --swap-space GiB of CPU blocks per GPU (vllm/config/cache.py, default 4).
     "swap_space": 4,
@@ -47,7 +51,9 @@ TOKENS_FROM_BLOCKS = (0, 8)          # PR #13596 "GPU KV cache size: N tokens"
 HYBRID_GROUPS = (0, 9)               # hybrid allocator (PR #17996): a group per attention type
 BALANCED_GROUPS = (0, 12)            # PR #29303 (merged 2025-11-24): the 1.5x rule, stride split
 TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
-LATEST = (0, 21)
+IN_FLIGHT_BATCHES = (0, 26)           # PR #47728: windows reserve max_concurrent_batches x T
+NULL_BLOCK = (0, 28)                  # PR #47272 (merged 2026-08-20): checks leave out the null block
+LATEST = (0, 33)                      # the release kvmem was last checked against (vLLM 0.33.0)
 
 # --kv-cache-dtype values (vllm/config/cache.py CacheDType): bytes per element, quantisation mode.
 _KV_FORMATS = {
@@ -107,6 +113,7 @@ def check_options(opts: dict) -> dict:
                                                          out["max_num_batched_tokens"])
     out["hybrid_kv_cache_manager"] = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
     out["enable_prefix_caching"] = _bool("enable_prefix_caching", out["enable_prefix_caching"])
+    out["async_scheduling"] = _bool("async_scheduling", out["async_scheduling"])
     spec = out["num_speculative_tokens"]
     if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
         raise ValueError(f"num_speculative_tokens must be a non-negative integer, got {spec!r}")
@@ -157,7 +164,9 @@ def kv_format(model: Model, kv_dtype) -> KVFormat:
         key = getattr(kv_dtype, "name", None)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in model.layers)
     if key == "auto":
-        name = model.dtype if model.dtype in MODEL_DTYPE_BYTES else "bf16"
+        # vllm/config/model.py _resolve_auto_dtype: float32 checkpoints are downcast to the platform's
+        # first supported dtype, bfloat16 on CUDA (sm80+); fp16/bf16 checkpoints keep theirs.
+        name = model.dtype if model.dtype in ("fp16", "bf16") else "bf16"
         return KVFormat(name, MODEL_DTYPE_BYTES[name], "")
     if key not in _KV_FORMATS:
         valid = ", ".join(["auto", *_KV_FORMATS])

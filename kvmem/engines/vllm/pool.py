@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..base import pp_stages
 from .layout import Plan
+from .options import IN_FLIGHT_BATCHES, NULL_BLOCK
 
 
 def stage_units(plan: Plan, pp: int) -> list[set]:
@@ -27,8 +28,20 @@ def stage_blocks(plan: Plan, members: set, kv_memory: int) -> int | None:
     return max(kv_memory // pool_page_bytes(plan) // group_size, 0)
 
 
+def in_flight_tokens(opts: dict, pp: int) -> int:
+    """Tokens scheduled but not yet settled that a window reserves (VllmConfig.max_in_flight_tokens).
+
+    From v0.26: max_concurrent_batches x max_num_batched_tokens, with max_concurrent_batches =
+    pp + 1 under async scheduling (model runner V2), else pp. Before: max_num_batched_tokens.
+    """
+    batched = opts["max_num_batched_tokens"]
+    if opts["release"] < IN_FLIGHT_BATCHES:
+        return batched
+    return (pp + 1 if opts["async_scheduling"] else pp) * batched
+
+
 def _worst_args(max_model_len: int, opts: dict) -> tuple:
-    return (max_model_len, opts["max_num_batched_tokens"], opts["mamba_cache_mode"],
+    return (max_model_len, opts["in_flight_tokens"], opts["mamba_cache_mode"],
             opts["num_speculative_tokens"])
 
 
@@ -47,6 +60,21 @@ def request_bytes(plan: Plan, members: set, max_model_len: int, opts: dict) -> i
         return sum(plan.units[i][1].worst_blocks(*args) * plan.units[i][1].page_bytes for i in members)
     group_size = max(sum(i in members for i in group) for group in plan.groups)
     return group_size * pool_page_bytes(plan) * request_blocks(plan, max_model_len, opts)
+
+
+def block_bytes(plan: Plan, members: set) -> int:
+    """_pool_bytes_per_block on one rank: one block of every layer it holds, padding layers included."""
+    if plan.uniform_type:
+        return sum(plan.units[i][1].page_bytes for i in members)
+    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    return group_size * pool_page_bytes(plan)
+
+
+def check_memory(plan: Plan, members: set, kv_memory: int, release) -> int:
+    """The memory vLLM's admission check and auto-fit plan against: less the null block from v0.28."""
+    if release < NULL_BLOCK or not members:
+        return kv_memory
+    return kv_memory - block_bytes(plan, members)
 
 
 def longest_fitting(fits, cap: int | None) -> int:

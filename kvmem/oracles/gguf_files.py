@@ -1,0 +1,164 @@
+"""Tiny GGUF files with a model's real attention shapes, for llama.cpp to load with no_alloc.
+
+Written with the ``gguf`` package (gguf-py, the writer llama.cpp's own converter uses): the
+hyper-parameters llama.cpp reads for the architecture (llama-arch.cpp LLM_KV names), every
+tensor its loader requires (llama-model.cpp load_tensors) with the true attention shapes, a
+tiny vocabulary and FFN, and a sparse data section (the file is truncated to its size, so
+nothing is written: llama.cpp with no_alloc reads only the header).
+"""
+
+from __future__ import annotations
+
+from ..model import SLIDING, Model
+
+__all__ = ["ARCHES", "write_gguf"]
+
+# kvmem model_type -> llama.cpp architecture name (llama-arch.cpp LLM_ARCH_NAMES)
+ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
+          "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
+_N_VOCAB = 32
+_N_FF = 32
+
+
+def _field(model: Model, name: str, default=None):
+    cfg = model.config or {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    return cfg.get(name, text.get(name, default))
+
+
+def write_gguf(model: Model, path: str) -> str:
+    """Write ``model``'s llama.cpp GGUF (architecture from ARCHES) to ``path``; returns the arch."""
+    import numpy as np
+    import gguf
+
+    arch = ARCHES.get(model.model_type)
+    if arch is None:
+        raise ValueError(f"no llama.cpp architecture for model_type {model.model_type!r}; known: "
+                         f"{', '.join(sorted(ARCHES))}")
+    layers = model.layers
+    n_layer, n_embd = len(layers), model.hidden_size
+    n_head = model.num_attention_heads
+    writer = gguf.GGUFWriter(path, arch)
+    w = writer
+    w.add_context_length(model.max_position_embeddings or 4096)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(_N_FF)
+    w.add_head_count(n_head)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_vocab_size(_N_VOCAB)
+    w.add_tokenizer_model("none")
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+
+    tensors = []   # (name, ggml ne) ; F32 for 1-D, F16 otherwise
+
+    def t(name, *ne):
+        tensors.append((name, ne))
+
+    t("token_embd.weight", n_embd, _N_VOCAB)
+    t("output_norm.weight", n_embd)
+    if arch != "gemma2":   # gemma2 ties its output to token_embd and loads no output.weight
+        t("output.weight", n_embd, _N_VOCAB)
+    if arch == "deepseek2":
+        first = layers[0]
+        nope, rope = _field(model, "qk_nope_head_dim"), first.qk_rope_head_dim
+        v_dim, rank = _field(model, "v_head_dim"), first.kv_lora_rank
+        w.add_head_count_kv(1)
+        w.add_key_length(rank + rope)            # the MLA split cache: K = latent + rope
+        w.add_value_length(rank)
+        w.add_key_length_mla(nope + rope)
+        w.add_value_length_mla(v_dim)
+        w.add_kv_lora_rank(rank)
+        w.add_rope_dimension_count(rope)
+        w.add_leading_dense_block_count(n_layer)
+        w.add_expert_count(4)
+        w.add_expert_used_count(2)
+        w.add_expert_shared_count(1)
+        w.add_expert_feed_forward_length(_N_FF)
+        w.add_expert_weights_scale(1.0)
+        # llama-model.cpp: 26- and 27-layer deepseek2 GGUFs are "lite" (a plain attn_q); the others
+        # read q_lora_rank and its three tensors (the query path holds no cache: 32 when absent)
+        lite = n_layer in (26, 27)
+        q_lora = _field(model, "q_lora_rank") or 32
+        if not lite:
+            w.add_q_lora_rank(q_lora)
+        for i in range(n_layer):
+            b = f"blk.{i}."
+            t(b + "attn_norm.weight", n_embd)
+            if lite:
+                t(b + "attn_q.weight", n_embd, n_head * (nope + rope))
+            else:
+                t(b + "attn_q_a.weight", n_embd, q_lora)
+                t(b + "attn_q_a_norm.weight", q_lora)
+                t(b + "attn_q_b.weight", q_lora, n_head * (nope + rope))
+            t(b + "attn_kv_a_mqa.weight", n_embd, rank + rope)
+            t(b + "attn_kv_a_norm.weight", rank)
+            t(b + "attn_k_b.weight", nope, rank, n_head)
+            t(b + "attn_v_b.weight", rank, v_dim, n_head)
+            t(b + "attn_output.weight", n_head * v_dim, n_embd)
+            _ffn(t, b, n_embd)
+    else:
+        kv = {layer.kv_heads for layer in layers}
+        head_k = {layer.head_dim_k for layer in layers}
+        head_v = {layer.head_dim_v for layer in layers}
+        if len(kv) != 1 or len(head_k) != 1 or len(head_v) != 1:
+            raise ValueError(f"{model.name}: per-layer KV heads or head dims differ; the GGUF writer here "
+                             "takes one value per model")
+        n_head_kv, dk, dv = kv.pop(), head_k.pop(), head_v.pop()
+        w.add_head_count_kv(n_head_kv)
+        w.add_key_length(dk)
+        w.add_value_length(dv)
+        w.add_rope_dimension_count(dk)
+        windows = {layer.window for layer in layers if layer.kind == SLIDING}
+        if arch in ("gemma2", "gemma3") and windows:
+            w.add_sliding_window(windows.pop())
+        if arch == "gemma3":
+            pattern = _field(model, "sliding_window_pattern", 6)
+            w.add_sliding_window_pattern(pattern)
+        if arch == "gemma2":
+            w.add_attn_logit_softcapping(50.0)
+            w.add_final_logit_softcapping(30.0)
+        for i in range(n_layer):
+            b = f"blk.{i}."
+            t(b + "attn_norm.weight", n_embd)
+            t(b + "attn_q.weight", n_embd, n_head * dk)
+            t(b + "attn_k.weight", n_embd, n_head_kv * dk)
+            t(b + "attn_v.weight", n_embd, n_head_kv * dv)
+            t(b + "attn_output.weight", n_head * dv, n_embd)
+            if arch == "qwen2":
+                t(b + "attn_q.bias", n_head * dk)
+                t(b + "attn_k.bias", n_head_kv * dk)
+                t(b + "attn_v.bias", n_head_kv * dv)
+            if arch in ("qwen3", "gemma3"):
+                t(b + "attn_q_norm.weight", dk)
+                t(b + "attn_k_norm.weight", dk)
+            if arch in ("gemma2", "gemma3"):
+                t(b + "post_attention_norm.weight", n_embd)
+                t(b + "post_ffw_norm.weight", n_embd)
+            _ffn(t, b, n_embd)
+    for name, ne in tensors:
+        shape = tuple(reversed(ne))
+        if len(ne) == 1:
+            w.add_tensor_info(name, shape, np.dtype(np.float32), 4 * ne[0])
+        else:
+            count = 1
+            for x in ne:
+                count *= x
+            w.add_tensor_info(name, shape, np.dtype(np.float16), 2 * count)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    fout.flush()
+    start = -(-fout.tell() // w.data_alignment) * w.data_alignment
+    size = sum(-(-ti.nbytes // w.data_alignment) * w.data_alignment for ti in w.tensors[0].values())
+    fout.truncate(start + size)   # sparse: llama.cpp checks the size, no_alloc never reads the data
+    w.close()
+    return arch
+
+
+def _ffn(t, b: str, n_embd: int) -> None:
+    t(b + "ffn_norm.weight", n_embd)
+    t(b + "ffn_gate.weight", n_embd, _N_FF)
+    t(b + "ffn_up.weight", n_embd, _N_FF)
+    t(b + "ffn_down.weight", _N_FF, n_embd)

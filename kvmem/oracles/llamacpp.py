@@ -1,0 +1,200 @@
+"""llama.cpp's own code as the judge of kvmem's ``llama.cpp`` mode (through llama-cpp-python).
+
+Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
+with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
+no extra CPU buffer types (``use_extra_bufts=False``: with them deepseek2 aborts in graph
+reserve), creates a context with the case's n_ctx, n_seq_max, n_ubatch, type_k, type_v,
+flash_attn_type, swa_full and kv_unified (all passed explicitly: llama_context_default_params()
+has swa_full = true, the command line false), and captures llama.cpp's own log. Compared:
+its "llama_kv_cache[_iswa]: ..." cache lines, line for line, against kvmem's
+``details["log"]``; and a refusal (NULL context) against kvmem's ValueError, reason for reason
+(llama.cpp's error text must appear in kvmem's message). Each context is created in a forked
+child: where llama.cpp refuses by aborting (GGML_ASSERT, e.g. a quantised row that is not whole
+32-value blocks, which kvmem refuses with a ValueError) the child dies and the case counts as a
+refusal on llama.cpp's side.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import random
+import re
+import tempfile
+
+from ..catalog import get_model, list_models
+from ..engines import estimate
+from ..model import FULL, MLA, SLIDING, Model
+from .architectures import random_config
+from .gguf_files import ARCHES, write_gguf
+from .report import Check
+
+__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
+
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2")
+_GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
+               "bf16": 30}
+_FA = {"auto": -1, False: 0, True: 1}
+_CACHE_LINE = re.compile(r"^llama_kv_cache(_iswa)?: (size =|creating)")
+_LOG_ERROR = 4   # ggml.h GGML_LOG_LEVEL_ERROR
+_ERROR = re.compile(r"^llama_init_from_model: (.*)$")
+
+
+def version() -> str:
+    import llama_cpp
+    return f"(llama-cpp-python {llama_cpp.__version__})"
+
+
+@functools.cache
+def _lib():
+    import llama_cpp as lib
+    lines = []
+
+    @lib.llama_log_callback
+    def capture(level, text, _user_data):
+        lines.append((level, text.decode("utf-8", errors="replace")))
+
+    lib.llama_log_set(capture, ctypes.c_void_p(0))
+    lib.llama_backend_init()
+    return lib, lines, capture
+
+
+def _supported(model: Model) -> bool:
+    if model.model_type not in ARCHES or any(layer.index_head_dim for layer in model.layers):
+        return False
+    if any(layer.kind not in (FULL, SLIDING, MLA) for layer in model.layers):
+        return False
+    per_head = [layer for layer in model.layers if layer.kind != MLA]
+    return len({(layer.kv_heads, layer.head_dim_k, layer.head_dim_v) for layer in per_head}) <= 1
+
+
+_SETTINGS = (
+    dict(n_ctx=4096, n_seq=1, type_k="f16", type_v="f16", flash_attn="auto"),
+    dict(n_ctx=32113, n_seq=1, type_k="q8_0", type_v="q8_0", flash_attn="auto"),
+    dict(n_ctx=32768, n_seq=4, type_k="q4_0", type_v="f16", flash_attn=False),
+    dict(n_ctx=16384, n_seq=4, type_k="f16", type_v="f16", flash_attn=True, kv_unified=True),
+    dict(n_ctx=8192, n_seq=2, type_k="bf16", type_v="bf16", flash_attn=False, swa_full=True),
+    dict(n_ctx=8192, n_seq=1, type_k="q8_0", type_v="q4_0", flash_attn=False),
+    dict(n_ctx=65536, n_seq=1, type_k="q5_1", type_v="q5_1", flash_attn=True, n_ubatch=128),
+    dict(n_ctx=100, n_seq=3, type_k="iq4_nl", type_v="f16", flash_attn="auto", n_ubatch=64),
+)
+
+
+def directed_cases() -> list[tuple[str, Model, dict]]:
+    """Every preset of an architecture the GGUF writer knows, across the settings above."""
+    out = []
+    for name in list_models():
+        model = get_model(name)
+        if _supported(model):
+            out.extend((f"{name}#{i}", model, s) for i, s in enumerate(_SETTINGS))
+    return out
+
+
+def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
+    """``n`` random architectures from ``seed``, the families in turn."""
+    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+
+
+def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
+    """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    model = Model.from_hf_config(random_config(family, rng))
+    type_k = rng.choice(tuple(_GGML_TYPES))
+    setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
+                   type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),
+                   flash_attn=rng.choice(("auto", True, False)), swa_full=rng.random() < 0.2,
+                   kv_unified=rng.random() < 0.3, n_ubatch=rng.choice((512, 512, 256, 64)))
+    return f"random-{seed}-{i}-{family}", model, setting
+
+
+def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:
+    try:
+        result = estimate(model, engine="llama.cpp", tokens=1, n_ctx=s["n_ctx"], n_seq=s["n_seq"],
+                          type_k=s["type_k"], type_v=s["type_v"], flash_attn=s["flash_attn"],
+                          swa_full=s.get("swa_full", False), kv_unified=s.get("kv_unified", False),
+                          n_ubatch=s.get("n_ubatch", 512), n_batch=s.get("n_batch", 2048))
+    except ValueError as error:
+        return None, str(error)
+    return result.details["log"], None
+
+
+def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:
+    lib, lines, _ = _lib()
+    del lines[:]
+    params = lib.llama_model_default_params()
+    params.no_alloc = True
+    params.use_extra_bufts = False
+    params.load_mode = lib.LLAMA_LOAD_MODE_NONE   # no mmap: with no_alloc nothing is mapped
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(c for _, c in lines[-20:]))
+    try:
+        cparams = lib.llama_context_default_params()
+        cparams.n_ctx = s["n_ctx"]
+        cparams.n_seq_max = s["n_seq"]
+        cparams.n_batch = s.get("n_batch", 2048)
+        cparams.n_ubatch = s.get("n_ubatch", 512)
+        cparams.type_k = _GGML_TYPES[s["type_k"]]
+        cparams.type_v = _GGML_TYPES[s["type_v"]]
+        cparams.flash_attn_type = _FA[s["flash_attn"]]
+        cparams.swa_full = s.get("swa_full", False)
+        cparams.kv_unified = s.get("kv_unified", False)
+        ctx = lib.llama_init_from_model(model, cparams)
+        text = "".join(chunk for _, chunk in lines).splitlines()
+        if not ctx:   # the refusal is llama.cpp's GGML_LOG_LEVEL_ERROR line
+            errors = [m.group(1).strip() for level, chunk in lines if level == _LOG_ERROR
+                      for line in chunk.splitlines() if (m := _ERROR.match(line.strip()))]
+            return None, errors[0] if errors else "NULL context"
+        lib.llama_free(ctx)
+        return [line.rstrip() for line in text if _CACHE_LINE.match(line)], None
+    finally:
+        lib.llama_model_free(model)
+
+
+def _engine_in_child(model: Model, setting: dict) -> tuple:
+    """_engine_side in a forked child: a GGML_ASSERT abort ends the child, not this process."""
+    import multiprocessing
+
+    def child(conn):
+        os.environ["GGML_NO_BACKTRACE"] = "1"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.gguf")
+            write_gguf(model, path)
+            try:
+                conn.send(("ok",) + _engine_side(path, setting))
+            except RuntimeError as error:
+                conn.send(("load", str(error).splitlines()[-2:]))
+        conn.close()
+
+    parent, sent = multiprocessing.get_context("fork").Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(target=child, args=(sent,))
+    process.start()
+    sent.close()
+    try:
+        reply = parent.recv()
+    except EOFError:
+        reply = ("abort", f"llama.cpp aborted (exit code {process.join() or process.exitcode})")
+    process.join()
+    return reply
+
+
+def run_case(name: str, model: Model, setting: dict) -> list[Check]:
+    """kvmem's llama.cpp log lines (or refusal) beside llama.cpp's own for one case."""
+    ours, our_error = _kvmem_side(model, setting)
+    reply = _engine_in_child(model, setting)
+    if reply[0] == "load":      # a GGUF this writer got wrong: reported, never skipped
+        return [Check(name, "llama.cpp loads the GGUF", True, reply[1])]
+    if reply[0] == "abort":    # llama.cpp refuses by aborting: a quantised row that is not whole blocks
+        return [Check(name, "refuses", our_error is not None, True),
+                Check(name, "refusal (llama.cpp aborts)", "a refusal" if our_error else "a context", "a refusal")]
+    theirs, their_error = reply[1], reply[2]
+    checks = [Check(name, "refuses", our_error is not None, their_error is not None)]
+    if our_error is not None and their_error is not None:
+        checks.append(Check(name, "refusal reason", their_error if their_error in our_error else our_error,
+                            their_error))
+    elif our_error is None and their_error is None:
+        checks.append(Check(name, "cache lines", ours, theirs))
+    else:
+        checks.append(Check(name, "refusal", our_error, their_error))
+    return checks

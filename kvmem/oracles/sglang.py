@@ -1,0 +1,154 @@
+"""SGLang's own KV pools as the judge of kvmem's ``sglang`` pools.
+
+Each case builds SGLang's real MHATokenToKVPool or MLATokenToKVPool
+(python/sglang/srt/mem_cache/memory_pool.py) on ``device="cpu"`` for #tokens N, page size,
+cache dtype and the per-rank head count, and compares its buffer bytes
+(``get_kv_size_bytes()``) and its own "KV Cache is allocated" log line with
+``kvmem.engines.sglang.pools``. The per-rank heads are kvmem's max(1, kv_heads // tp)
+(SGLang's ModelConfig.get_num_kv_heads needs the model's files). Capacity sizing
+(model_executor/pool_configurator.py) is not run: it reads the GPU's free memory.
+
+Importing SGLang on this machine: its config package imports torchvision for InternVL's image
+transforms, and the PyPI torchvision wheel links CUDA libtorch and cannot load beside CPU
+torch. So the oracle first lets transformers record torchvision as absent, then installs an
+inert stand-in module (``_torchvision_stand_in``) that holds only the names those imports
+bind; nothing in the KV pools uses it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import random
+import sys
+import types
+
+from ..catalog import get_model, list_models
+from ..engines import sglang as rules
+from ..engines.base import kv_heads_per_rank
+from ..model import FULL, MLA, SLIDING, Model
+from .architectures import random_config
+from .report import Check
+
+__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case", "NOTES"]
+
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "mistral", "deepseek_v2")
+NOTES = ("SGLang capacity sizing (pool_configurator.py) is not run: it reads a GPU's free memory",)
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8_e4m3": "float8_e4m3fn",
+           "fp8_e5m2": "float8_e5m2"}
+
+
+def _torchvision_stand_in() -> None:
+    import importlib.machinery
+    if "torchvision" in sys.modules:
+        return
+    import transformers.utils.import_utils as hf_imports
+    hf_imports.is_torchvision_available()   # cached False before the stand-in exists
+
+    class InterpolationMode(enum.Enum):
+        NEAREST = "nearest"
+        BILINEAR = "bilinear"
+        BICUBIC = "bicubic"
+
+    package = types.ModuleType("torchvision")
+    package.__path__ = []
+    package.__spec__ = importlib.machinery.ModuleSpec("torchvision", None)
+    transforms = types.ModuleType("torchvision.transforms")
+    transforms.__path__ = []
+    functional = types.ModuleType("torchvision.transforms.functional")
+    functional.InterpolationMode = transforms.InterpolationMode = InterpolationMode
+    transforms.functional, package.transforms = functional, transforms
+    sys.modules.update({"torchvision": package, "torchvision.transforms": transforms,
+                        "torchvision.transforms.functional": functional})
+
+
+@functools.cache
+def _sglang():
+    _torchvision_stand_in()
+    import torch
+    import sglang
+    from sglang.srt.mem_cache import memory_pool
+    lines = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger(memory_pool.__name__)
+    logger.addHandler(Capture())
+    logger.setLevel(logging.INFO)
+    return types.SimpleNamespace(torch=torch, sglang=sglang, pool=memory_pool, lines=lines)
+
+
+def version() -> str:
+    return _sglang().sglang.__version__
+
+
+def _supported(model: Model) -> bool:
+    if rules.is_hybrid_swa(model) or any(layer.index_head_dim for layer in model.layers):
+        return False
+    kinds = {layer.kind for layer in model.layers}
+    if kinds == {MLA}:
+        return True
+    if not kinds <= {FULL, SLIDING}:
+        return False
+    return len({(layer.kv_heads, layer.head_dim_k, layer.head_dim_v) for layer in model.layers}) == 1
+
+
+def directed_cases() -> list[tuple[str, Model, dict]]:
+    settings = [dict(num_tokens=1000, kv_dtype="bf16", page_size=1), dict(num_tokens=4096, kv_dtype="fp8_e4m3",
+                page_size=16), dict(num_tokens=777, kv_dtype="fp16", page_size=64, tp=2),
+                dict(num_tokens=300, kv_dtype="fp32", page_size=1), dict(num_tokens=2048, kv_dtype="fp8_e5m2",
+                page_size=32)]
+    out = []
+    for name in list_models():
+        model = get_model(name)
+        if not _supported(model):
+            continue
+        for i, setting in enumerate(settings):
+            tp = setting.get("tp", 1)
+            if tp > 1 and model.layers[0].kind != MLA:
+                heads = model.layers[0].kv_heads
+                if (heads % tp if tp < heads else tp % heads):
+                    continue
+            out.append((f"{name}#{i}", model, setting))
+    return out
+
+
+def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
+    """``n`` random architectures from ``seed``, the families in turn."""
+    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+
+
+def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
+    """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    model = Model.from_hf_config(random_config(family, rng))
+    setting = dict(num_tokens=rng.randint(1, 4096), kv_dtype=rng.choice(tuple(_DTYPES)),
+                   page_size=rng.choice((1, 1, 16, 32, 64)))
+    return f"random-{seed}-{i}-{family}", model, setting
+
+
+def run_case(name: str, model: Model, setting: dict) -> list[Check]:
+    """kvmem's pool bytes and log line beside SGLang's real pool, built on the CPU."""
+    s = _sglang()
+    tp, page, tokens = setting.get("tp", 1), setting["page_size"], setting["num_tokens"]
+    (ours,) = rules.pools(model, num_tokens=tokens, kv_dtype=setting["kv_dtype"], tp=tp, page_size=page)
+    dtype = getattr(s.torch, _DTYPES[setting["kv_dtype"]])
+    first = model.layers[0]
+    common = dict(size=tokens, page_size=page, dtype=dtype, layer_num=model.num_layers, device="cpu",
+                  enable_memory_saver=False)
+    del s.lines[:]
+    if first.kind == MLA:
+        pool = s.pool.MLATokenToKVPool(kv_lora_rank=first.kv_lora_rank, qk_rope_head_dim=first.qk_rope_head_dim,
+                                       **common)
+        k, v = int(pool.get_kv_size_bytes()), 0
+    else:
+        pool = s.pool.MHATokenToKVPool(head_num=kv_heads_per_rank(first.kv_heads, tp), head_dim=first.head_dim_k,
+                                       v_head_dim=first.head_dim_v, **common)
+        k, v = (int(x) for x in pool.get_kv_size_bytes())
+    line = next((text for text in s.lines if text.startswith("KV Cache is allocated")), None)
+    del pool
+    return [Check(name, "K bytes", ours.k_bytes, k), Check(name, "V bytes", ours.v_bytes, v),
+            Check(name, "log line", ours.log_line(), line)]

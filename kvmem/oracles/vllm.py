@@ -1,0 +1,180 @@
+"""vLLM's own planning code as the judge of kvmem's ``vllm`` mode.
+
+For each case, the layer specs kvmem's Model implies are built from vLLM's real classes
+(vllm/v1/kv_cache_interface.py: FullAttentionSpec, SlidingWindowSpec,
+ChunkedLocalAttentionSpec, MLAAttentionSpec, what each attention layer's get_kv_cache_spec
+returns), grouped and sized by vLLM's real planning (vllm/v1/core/kv_cache_planning.py
+get_global_kv_cache_groups, get_kv_cache_configs; vllm/v1/core/kv_cache_utils.py
+get_kv_cache_capacity), under a real VllmConfig. Compared, per case: num_blocks, the
+"KV cache size: N tokens" and "Maximum concurrency ... X.XXx" of the log line, auto-fit's
+max_model_len (``--max-model-len auto``), and the refusal with its estimated maximum length.
+
+The VllmConfig is built for device "cpu" (this machine has no GPU), then set to what vLLM
+decides on CUDA: the hybrid KV cache manager on unless asked off (the CPU platform turns it
+off: support_hybrid_kv_cache), model runner V2 (VLLM_USE_V2_MODEL_RUNNER=1, the CUDA default
+with Triton), async scheduling as VllmConfig.__post_init__ resolves it (on), and the KV cache
+layout resolved by vLLM's resolve_kv_cache_layout from the default preference. model_config is
+a stand-in holding max_model_len, original_max_model_len and supports_kv_cache_grouping=False
+(building a real ModelConfig needs the model's files). Models with Mamba/linear layers,
+shared-KV layers or an indexer are left to the unit tests (their specs need vLLM's model code).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import re
+import types
+
+from ..catalog import get_model, list_models
+from ..engines import capacity
+from ..engines.base import kv_heads_per_rank
+from ..model import CHUNKED, FULL, MLA, SLIDING, Model
+from .architectures import random_config
+from .report import Check
+
+__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
+
+GIB = 1 << 30
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2")
+_KINDS = {FULL, SLIDING, CHUNKED, MLA}
+_MAX_LEN_RE = re.compile(r"estimated maximum model length is (\d+)")
+
+
+def version() -> str:
+    import vllm
+    return vllm.__version__
+
+
+def _supported(model: Model) -> bool:
+    return all(layer.kind in _KINDS and not layer.index_head_dim for layer in model.layers)
+
+
+@functools.cache
+def _vllm():
+    os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    return types.SimpleNamespace(**locals())
+
+
+def _specs(v, model: Model, block_size: int, tp: int) -> dict:
+    """{layer name: KVCacheSpec} as vLLM's attention layers build them (bf16 cache)."""
+    specs = {}
+    dtype = v.torch.bfloat16
+    for i, layer in enumerate(model.layers):
+        name = f"model.layers.{i}.self_attn.attn"
+        if layer.kind == MLA:
+            specs[name] = v.MLAAttentionSpec(block_size=block_size, num_kv_heads=1, dtype=dtype,
+                                             head_size=layer.kv_lora_rank + layer.qk_rope_head_dim)
+            continue
+        common = dict(block_size=block_size, num_kv_heads=kv_heads_per_rank(layer.kv_heads, tp),
+                      head_size=layer.head_dim_k, dtype=dtype)
+        if layer.kind == FULL:
+            specs[name] = v.FullAttentionSpec(head_size_v=layer.head_dim_v, **common)
+        elif layer.kind == SLIDING:
+            specs[name] = v.SlidingWindowSpec(sliding_window=layer.window, **common)
+        else:
+            specs[name] = v.ChunkedLocalAttentionSpec(attention_chunk_size=layer.window, **common)
+    return specs
+
+
+def _config(v, *, max_model_len: int, auto: bool, batched: int, block_size: int, hybrid: bool, tp: int):
+    config = v.VllmConfig(
+        device_config=v.DeviceConfig(device="cpu"),
+        scheduler_config=v.SchedulerConfig(max_num_batched_tokens=batched, max_model_len=max_model_len,
+                                           is_encoder_decoder=False),
+        cache_config=v.CacheConfig(block_size=block_size),
+        parallel_config=v.ParallelConfig(tensor_parallel_size=tp))
+    config.scheduler_config.disable_hybrid_kv_cache_manager = not hybrid
+    stand_in = types.SimpleNamespace(max_model_len=max_model_len, supports_kv_cache_grouping=False,
+                                     original_max_model_len=-1 if auto else max_model_len)
+    object.__setattr__(config, "model_config", stand_in)
+    return config
+
+
+def directed_cases() -> list[tuple[str, Model, dict]]:
+    """Every attention-only preset across memory, max_model_len (auto too), block size, T, hybrid on/off, tp."""
+    out = []
+    settings = [dict(kv_memory=3 * GIB, max_model_len=None), dict(kv_memory=20 * GIB, max_model_len=32768),
+                dict(kv_memory=8 * GIB, max_model_len=131072, max_num_batched_tokens=2048),
+                dict(kv_memory=40 * GIB, max_model_len=None, block_size=32, hybrid_kv_cache_manager=False),
+                dict(kv_memory=GIB, max_model_len=8192, tp=2)]
+    for name in list_models():
+        model = get_model(name)
+        if not _supported(model):
+            continue
+        for i, setting in enumerate(settings):
+            tp = setting.get("tp", 1)
+            if model.num_attention_heads % tp or any(
+                    layer.kind != MLA and tp > layer.kv_heads and tp % layer.kv_heads for layer in model.layers):
+                continue
+            out.append((f"{name}#{i}", model, setting))
+    return out
+
+
+def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
+    """``n`` random architectures from ``seed``, the families in turn."""
+    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+
+
+def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
+    """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    model = Model.from_hf_config(random_config(family, rng))
+    setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16, 64)),
+                   max_model_len=rng.choice((None, 2048, 8192, model.max_position_embeddings)),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192, 16384)),
+                   block_size=rng.choice((16, 32, 64)) if family != "deepseek_v2" else 64,
+                   hybrid_kv_cache_manager=rng.random() < 0.8)
+    return f"random-{seed}-{i}-{family}", model, setting
+
+
+def run_case(name: str, model: Model, setting: dict) -> list[Check]:
+    """kvmem.capacity(engine='vllm') beside vLLM's own planning for one case."""
+    v = _vllm()
+    tp = setting.get("tp", 1)
+    block_size = setting.get("block_size", 64 if any(layer.kind == MLA for layer in model.layers) else 16)
+    batched = setting.get("max_num_batched_tokens", 8192)
+    hybrid = setting.get("hybrid_kv_cache_manager", True)
+    memory = setting["kv_memory"]
+    auto = setting["max_model_len"] is None
+    # vLLM refuses a max_model_len above the model's own (ModelConfig), so no case asks for one
+    length = min(setting["max_model_len"] or model.max_position_embeddings, model.max_position_embeddings)
+    ours = capacity(model, engine="vllm", kv_memory=memory, max_model_len=length, tp=tp,
+                    block_size=block_size, max_num_batched_tokens=batched, hybrid_kv_cache_manager=hybrid)
+    # the MLA backend's forced block size is CUDA platform code (vllm/platforms/cuda.py): kvmem's
+    block_size = ours.block_size
+    config = _config(v, max_model_len=length, auto=auto, batched=batched, block_size=block_size,
+                     hybrid=hybrid, tp=tp)
+    specs = _specs(v, model, block_size, tp)
+    v.resolve_kv_cache_layout(config, [[layout.name for layout in v.get_supported_kv_cache_layouts([])]],
+                              specs.values())
+    refused = next((n for n in ours.notes if n.startswith("vLLM refuses to start")), None)
+    if auto:   # auto-fit shortens max_model_len instead; it refuses only when not one token fits
+        refused = refused if ours.max_model_len == 0 else None
+    checks = []
+    try:
+        groups = v.get_global_kv_cache_groups(config, [specs])
+        kv_config = v.get_kv_cache_configs(config, [specs], [memory], groups)[0]
+    except ValueError as error:
+        match = _MAX_LEN_RE.search(str(error))
+        checks.append(Check(name, "refuses to start", refused is not None, True))
+        checks.append(Check(name, "estimated maximum model length", ours.max_model_len,
+                            int(match.group(1)) if match else 0))
+        return checks
+    checks.append(Check(name, "refuses to start", refused is not None, False))
+    if auto:
+        fitted = config.model_config.max_model_len
+        # vLLM serves the longest that fits, or the model's own length when that fits
+        checks.append(Check(name, "auto-fit max_model_len", min(ours.max_model_len, length), fitted))
+        if fitted != length:   # vLLM now serves `fitted` tokens a request; so does kvmem
+            ours = capacity(model, engine="vllm", kv_memory=memory, max_model_len=fitted, tp=tp,
+                            block_size=block_size, max_num_batched_tokens=batched,
+                            hybrid_kv_cache_manager=hybrid)
+    tokens, concurrency = v.get_kv_cache_capacity(config, kv_config)
+    checks.append(Check(name, "num_blocks", ours.blocks, kv_config.num_blocks))
+    checks.append(Check(name, "KV cache size tokens", ours.tokens, tokens))
+    checks.append(Check(name, "maximum concurrency (log, 2 decimals)", f"{ours.max_concurrency:.2f}",
+                        f"{concurrency:.2f}"))
+    return checks

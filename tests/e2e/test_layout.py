@@ -1,0 +1,56 @@
+"""Real browser: labels that must not overlap (issue 14 items 7 and 11)."""
+
+import os
+
+import pytest
+
+from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+
+pytestmark = pytest.mark.browser
+REASON = chromium_missing_reason()
+if REASON and os.environ.get("CI"):
+    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
+if REASON:
+    pytest.skip(REASON, allow_module_level=True)
+
+OVERLAPS = """(texts) => {
+    const boxes = [...document.querySelectorAll('.js-plotly-plot .annotation-text, .js-plotly-plot .gtitle,'
+                                               + ' .js-plotly-plot .legendtext')]
+        .filter(e => texts.some(t => e.textContent.includes(t))).map(e => e.getBoundingClientRect());
+    const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    let n = 0;
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) if (hit(boxes[i], boxes[j])) n++;
+    return [boxes.length, n];
+}"""
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture
+def page(app_url):
+    with browser() as instance:
+        context = instance.new_context(viewport={"width": 1400, "height": 1000})
+        yield context.new_page()
+        context.close()
+
+
+def test_fit_marks_do_not_overlap(page, app_url):
+    # the KV pool mark and the device total sit close together on an 8B model at 8k
+    page.goto(f"{app_url}/fit")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot .annotation-text", timeout=90_000)
+    found, overlapping = page.evaluate(OVERLAPS, ["device memory", "KV this workload needs"])
+    assert found == 2 and overlapping == 0
+
+
+def test_strategies_chart_title_clear_of_its_legend(page, app_url):
+    page.goto(f"{app_url}/strategies")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot .gtitle", timeout=90_000)
+    found, overlapping = page.evaluate(OVERLAPS, ["KV bytes per strategy", "quantisation", "eviction",
+                                                  "architecture", "baseline"])
+    assert found >= 2 and overlapping == 0

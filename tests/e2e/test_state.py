@@ -1,0 +1,111 @@
+"""Real browser: every input, engine options included, lives in the URL, survives page switches,
+and the browser's Back/Forward restore it (issue 14 item 2)."""
+
+import os
+
+import pytest
+
+import kvmem
+from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+
+pytestmark = pytest.mark.browser
+REASON = chromium_missing_reason()
+if REASON and os.environ.get("CI"):
+    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
+if REASON:
+    pytest.skip(REASON, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture
+def page(app_url):
+    with browser() as instance:
+        context = instance.new_context(viewport={"width": 1400, "height": 1000})
+        yield context.new_page()
+        context.close()
+
+
+def metric(page, index: int = 0) -> str:
+    return page.locator('[data-testid="stMetricValue"]').nth(index).text_content(timeout=60_000).strip()
+
+
+def wait_metric(page, index: int, text: str):
+    page.wait_for_function("([i, t]) => { const m = document.querySelectorAll('[data-testid=\"stMetricValue\"]')[i];"
+                           " return m && m.textContent.trim() === t; }", arg=[index, text], timeout=60_000)
+
+
+def choose(page, label: str, option: str):
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def test_options_in_the_url_survive_a_page_switch_and_back_forward(page, app_url):
+    page.goto(f"{app_url}/?model=gemma-3-27b&engine=llama.cpp&tokens=32k")
+    wait_for_app(page)
+    wait_metric(page, 0, "3.11 GiB")  # f16 K and V
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    page.get_by_text("llama.cpp options").click()
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="type k").wait_for(timeout=30_000)
+    choose(page, "type k", "q8_0")
+    page.wait_for_url("**opt_llama_cpp_type_k=q8_0**", timeout=30_000)
+    choose(page, "type v", "q8_0")
+    page.wait_for_url("**opt_llama_cpp_type_v=q8_0**", timeout=30_000)
+    wait_metric(page, 0, "1.65 GiB")
+
+    page.get_by_role("link", name="Fit hardware").click()
+    page.wait_for_url("**/fit?**", timeout=30_000)
+    wait_for_app(page)
+    assert "opt_llama_cpp_type_k=q8_0" in page.url and "model=gemma-3-27b" in page.url
+    fit = kvmem.fit("gemma-3-27b", gpu="h100-sxm-80gb", engine="llama.cpp", context="32k", batch=1,
+                    type_k="q8_0", type_v="q8_0")
+    wait_metric(page, 1, f"{fit.max_context:,}")  # the options reached Fit's library call
+
+    page.go_back()
+    page.wait_for_url(lambda url: "/fit" not in url, timeout=30_000)
+    wait_for_app(page)
+    wait_metric(page, 0, "1.65 GiB")
+    assert "opt_llama_cpp_type_v=q8_0" in page.url
+    page.go_forward()
+    page.wait_for_url("**/fit?**", timeout=30_000)
+    wait_for_app(page)
+    wait_metric(page, 1, f"{fit.max_context:,}")
+
+
+def test_an_input_survives_a_page_switch_and_back(page, app_url):
+    # Calculator (batch 4) -> Compare -> Back: the calculator still has batch 4. A widget change
+    # replaces the URL (Streamlit's replaceState); a page switch is a history entry.
+    page.goto(f"{app_url}/")
+    wait_for_app(page)
+    wait_metric(page, 0, "1.00 GiB")
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    box = page.get_by_role("spinbutton", name="Batch")
+    box.fill("4")
+    box.press("Enter")
+    page.wait_for_url("**batch=4**", timeout=30_000)
+    wait_metric(page, 0, "4.00 GiB")
+    page.get_by_role("link", name="Compare").click()
+    page.wait_for_url("**/compare?**batch=4**", timeout=30_000)
+    wait_for_app(page)
+    assert page.get_by_role("spinbutton", name="Batch").input_value(timeout=60_000) == "4"
+    page.go_back()
+    page.wait_for_url(lambda url: "/compare" not in url and "batch=4" in url, timeout=30_000)
+    wait_for_app(page)
+    wait_metric(page, 0, "4.00 GiB")
+    page.go_forward()
+    page.wait_for_url("**/compare?**batch=4**", timeout=30_000)
+    wait_for_app(page)
+    assert page.get_by_role("spinbutton", name="Batch").input_value(timeout=60_000) == "4"
+
+
+def test_a_refused_link_parameter_is_named_on_the_page(page, app_url):
+    page.goto(f"{app_url}/?model=llama-9&batch=2")
+    wait_for_app(page)
+    page.get_by_text("model=llama-9").wait_for(timeout=60_000)
+    wait_metric(page, 0, "2.00 GiB")  # batch 2 kept, the default model
+    assert "batch=2" in page.url and "llama-9" not in page.url

@@ -1,0 +1,37 @@
+"""Pure library calls cached across sessions (st.cache_data, keyed by their inputs).
+
+Only calls whose result depends on nothing but their arguments are here, and only those that
+cost enough to matter: a fit grid is ~30 kvmem.fit calls (0.7 s for DeepSeek-V3 here), the
+Learn page's MHA/GQA/MQA comparison runs a torch decoder three ways (~12 s on two cores).
+Results come back as copies, so no session can change another's. A Model is keyed by its
+name and its (frozen dataclass) hash.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from kvmem.model import Model
+
+_KEYS = {Model: lambda model: (model.name, hash(model))}
+
+
+@st.cache_data(max_entries=128, show_spinner=False, hash_funcs=_KEYS)
+def fit_grid(model, **kwargs):
+    from kvmem import tables
+
+    return tables.fit_grid(model, **kwargs)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def single_head(steps: int, causal: bool):
+    from kvmem import lab
+
+    return lab.compare_single_head(steps=steps, causal=causal)
+
+
+@st.cache_data(max_entries=1, show_spinner=False)
+def variants():
+    from kvmem import lab
+
+    return lab.compare_variants()
