@@ -52,7 +52,7 @@ def test_rejects_nan_and_inf(bad, message):
 def test_seed_terms_take_an_estimates_k_v_pair():
     # llama.cpp with type_k=q8_0, type_v=f16 reports kv_dtype "q8_0/f16": p = (8.5 + 16) / 2 / 8 B = 1.53125 B
     import kvmem
-    from kvmem.formula import seed_terms
+    from kvmem.textbook import seed_terms
 
     gemma = kvmem.get_model("gemma-3-27b")
     terms = seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0/f16")
