@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh machine:
 #   make run    create .venv if missing, install the pinned requirements, start the app on 127.0.0.1:8501
-#   make test   the same environment, ruff, then the whole test suite (what .ci/run calls); then, when
-#               .venv-oracles exists, tests/oracles again with the engines installed
+#   make test   the same environment and .venv-oracles, ruff, the whole test suite, then
+#               tests/oracles again with the engines installed (what .ci/run calls)
 #   make test-fast  ruff and the tests without the browser, in parallel (pytest-xdist): the inner loop
 #   make oracles  .venv-oracles: vLLM, SGLang, llama.cpp (llama-cpp-python) and kvmem, the engines
 #               whose own code judges kvmem (requirements-oracles.txt; once 25-35 min, then instant)
@@ -27,13 +27,9 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint
+test: lint $(ORACLES_STAMP)
 	$(BIN)/python -m pytest
-	@if [ -x $(ORACLES)/bin/python ]; then \
-		$(ORACLES)/bin/python -m pytest -p no:cacheprovider -p no:faulthandler tests/oracles; \
-	else \
-		echo "oracle tests (tests/oracles) skipped: run \`make oracles\` to install the engines"; \
-	fi
+	$(ORACLES)/bin/python -m pytest -p no:cacheprovider -p no:faulthandler tests/oracles
 
 $(ORACLES_STAMP): requirements-oracles.txt pyproject.toml
 	test -x $(ORACLES)/bin/python || $(PYTHON) -m venv $(ORACLES)
