@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["FAMILIES", "random_config"]
+from ..model import Model
+
+__all__ = ["FAMILIES", "random_config", "random_model", "in_turn"]
 
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2")
 
@@ -73,3 +75,15 @@ def random_config(family: str, rng: random.Random) -> dict:
                    num_experts_per_tok=2, moe_intermediate_size=64, first_k_dense_replace=layers,
                    n_shared_experts=1, moe_layer_freq=1, hidden_size=rng.choice((256, 512, 1024)))
     return cfg
+
+
+def random_model(seed: int, i: int, family: str) -> tuple[random.Random, Model]:
+    """Draw ``i`` of ``seed`` for ``family``: its own random.Random (so each case can be drawn
+    alone) and the Model of the config it drew first; the caller draws the engine settings next."""
+    rng = random.Random(f"{seed}/{i}/{family}")
+    return rng, Model.from_hf_config(random_config(family, rng))
+
+
+def in_turn(random_case, families: tuple[str, ...], n: int, seed: int) -> list:
+    """``n`` cases of ``random_case(seed, i, family)``, the families in turn."""
+    return [random_case(seed, i, families[i % len(families)]) for i in range(n)]

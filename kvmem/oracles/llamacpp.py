@@ -19,14 +19,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import random
 import re
 import tempfile
 
 from ..catalog import get_model, list_models
 from ..engines import estimate
 from ..model import FULL, MLA, SLIDING, Model
-from .architectures import random_config
+from .architectures import in_turn, random_model
 from .gguf_files import ARCHES, write_gguf
 from .report import Check
 
@@ -93,13 +92,12 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
     """``n`` random architectures from ``seed``, the families in turn."""
-    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+    return in_turn(random_case, FAMILIES, n, seed)
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
     """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
-    rng = random.Random(f"{seed}/{i}/{family}")
-    model = Model.from_hf_config(random_config(family, rng))
+    rng, model = random_model(seed, i, family)
     type_k = rng.choice(tuple(_GGML_TYPES))
     setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
                    type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),

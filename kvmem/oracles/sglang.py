@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-import random
 import sys
 import types
 
@@ -28,7 +27,7 @@ from ..catalog import get_model, list_models
 from ..engines import sglang as rules
 from ..engines.base import kv_heads_per_rank
 from ..model import FULL, MLA, SLIDING, Model
-from .architectures import random_config
+from .architectures import in_turn, random_model
 from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case", "NOTES"]
@@ -118,13 +117,12 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
     """``n`` random architectures from ``seed``, the families in turn."""
-    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+    return in_turn(random_case, FAMILIES, n, seed)
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
     """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
-    rng = random.Random(f"{seed}/{i}/{family}")
-    model = Model.from_hf_config(random_config(family, rng))
+    rng, model = random_model(seed, i, family)
     setting = dict(num_tokens=rng.randint(1, 4096), kv_dtype=rng.choice(tuple(_DTYPES)),
                    page_size=rng.choice((1, 1, 16, 32, 64)))
     return f"random-{seed}-{i}-{family}", model, setting

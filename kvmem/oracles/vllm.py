@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 import re
 import types
 
@@ -31,7 +30,7 @@ from ..catalog import get_model, list_models
 from ..engines import capacity
 from ..engines.base import kv_heads_per_rank
 from ..model import CHUNKED, FULL, MLA, SLIDING, Model
-from .architectures import random_config
+from .architectures import in_turn, random_model
 from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
@@ -124,13 +123,12 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
     """``n`` random architectures from ``seed``, the families in turn."""
-    return [random_case(seed, i, FAMILIES[i % len(FAMILIES)]) for i in range(n)]
+    return in_turn(random_case, FAMILIES, n, seed)
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
     """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
-    rng = random.Random(f"{seed}/{i}/{family}")
-    model = Model.from_hf_config(random_config(family, rng))
+    rng, model = random_model(seed, i, family)
     setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16, 64)),
                    max_model_len=rng.choice((None, 2048, 8192, model.max_position_embeddings)),
                    max_num_batched_tokens=rng.choice((512, 2048, 8192, 16384)),
