@@ -39,9 +39,23 @@ def wait_metric(page, index: int, text: str):
                            " return m && m.textContent.trim() === t; }", arg=[index, text], timeout=60_000)
 
 
-def choose(page, label: str, option: str):
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).click()
-    page.get_by_role("option", name=option, exact=True).click()
+def choose(page, label: str, option: str, attempts: int = 4):
+    """Pick `option` in the selectbox labelled `label`. A rerun that lands while the list is open
+    redraws it under the pointer (CI saw "element was detached from the DOM"), so wait for the
+    app to go idle, and if the click still misses, close the list and open it again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label)
+    for attempt in range(attempts):
+        wait_for_app(page)
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
     wait_for_app(page)
 
 
