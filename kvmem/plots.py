@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-__all__ = ["kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
+__all__ = ["template", "kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
            "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars", "attention_heatmap",
            "speedup_lines", "predicted_vs_measured"]
 
@@ -17,6 +17,27 @@ GIB = 2**30
 MIB = 2**20
 KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "mla": "#9467bd",
                "linear": "#ff7f0e", "shared": "#7f7f7f", "none": "#c7c7c7"}
+
+
+# Plotly's default colours, in its order: compare_lines relies on "colour i mod 10".
+COLORWAY = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF",
+            "#FECB52")
+# Text and grid colours that read on Streamlit's light (#FFFFFF) and dark (#0E1117) backgrounds.
+_INK = {False: "#31333F", True: "#FAFAFA"}
+_GRID = {False: "#E6EAF1", True: "#31333F"}
+
+
+def template(*, dark: bool = False) -> dict:
+    """A small plotly template for a light or dark page: transparent backgrounds (the page's own
+    colour shows), readable text and grid lines, plotly's colours.
+
+    The app draws with it and ``theme=None`` instead of Streamlit's plotly theme, which the
+    browser re-applies to every figure on every rerun (about 55 ms of each rerun on the bench
+    machine; bench/README.md), and instead of plotly's default template (6 KB per figure)."""
+    axis = {"gridcolor": _GRID[dark], "zerolinecolor": _GRID[dark], "linecolor": _GRID[dark]}
+    return {"layout": {"paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)", "colorway": list(COLORWAY),
+                       "font": {"family": '"Source Sans", "Source Sans Pro", sans-serif', "color": _INK[dark]},
+                       "xaxis": axis, "yaxis": axis}}
 
 
 def _figure(traces, title, x_title, y_title="GiB (2^30 bytes)", *, log_x=False, **layout) -> go.Figure:
@@ -63,7 +84,7 @@ def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs contex
     if gpu_lines:
         ends = [x[0], x[-1]]
         for name, capacity_bytes in gpu_lines:
-            traces.append(_line(ends, [capacity_bytes / GIB] * 2, name, line={"dash": "dash", "color": "#444"}))
+            traces.append(_line(ends, [capacity_bytes / GIB] * 2, name, line={"dash": "dash", "color": "#7f7f7f"}))
         limit = max(capacity for _, capacity in gpu_lines) / GIB
         top = max(max(device), limit) * 1.15
         traces.append(_line(ends, [limit, limit], "", line={"width": 0}, showlegend=False, hoverinfo="skip"))

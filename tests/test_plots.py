@@ -29,3 +29,17 @@ def test_memory_chart_stacks_weights_and_kv_and_shades_oom():
     assert list(fig.data[1].y) == [17.0, 16.0 + 128.0]  # weights + 131,072 B/token x 8,192 and x 1,048,576
     oom_floor, oom = fig.data[-2], fig.data[-1]
     assert list(oom_floor.y) == [80, 80] and oom.name == "out of memory" and oom.fill == "tonexty"
+
+
+def test_template_reads_on_light_and_dark_pages_with_plotlys_colours():
+    import plotly.colors
+
+    light, dark = plots.template(dark=False)["layout"], plots.template(dark=True)["layout"]
+    assert light["colorway"] == dark["colorway"] == plotly.colors.qualitative.Plotly  # "colour i mod 10"
+    assert light["paper_bgcolor"] == light["plot_bgcolor"] == "rgba(0,0,0,0)"  # the page's colour shows
+
+    def brightness(color: str) -> int:
+        return sum(int(color[i:i + 2], 16) for i in (1, 3, 5))
+
+    assert brightness(light["font"]["color"]) < 200 and brightness(dark["font"]["color"]) > 600
+    assert brightness(dark["xaxis"]["gridcolor"]) < brightness(light["xaxis"]["gridcolor"])

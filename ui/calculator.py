@@ -52,8 +52,7 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
     st.latex(rf"= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
              rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
              r"\ \text{bytes}".replace(",", "{,}"))
-    for line in common.guard(explain.reasons, model, result):
-        st.markdown(f"- {line}")
+    st.markdown("\n".join(f"- {line}" for line in common.guard(explain.reasons, model, result)))
     if result.log_lines:
         st.caption(f"What {work.engine} itself logs for this cache:")
         st.code("\n".join(result.log_lines), language=None)
@@ -67,18 +66,18 @@ view = st.segmented_control("Chart", VIEWS, default="Memory vs context", key="vi
                                  "weights dwarf it (DeepSeek-V3).")
 if view == "Per layer":
     layers = tables.per_layer_frame(model, result)
-    st.plotly_chart(plots.per_layer_bars(layers, title=f"{common.chart_text(model.name)}: cache bytes per layer"), key="layer_chart")
+    common.chart(plots.per_layer_bars(layers, title=f"{common.chart_text(model.name)}: cache bytes per layer"), key="layer_chart")
     common.download(layers, "per_layer.csv", key="dl_layers")
 elif view == "KV only vs context":
-    st.plotly_chart(plots.kv_vs_context(tables.as_columns(sweep), title=f"{common.chart_text(model.name)}: KV cache "
-                                                                          f"per device vs context (batch {work.batch})"),
-                    key="kv_only_chart")
+    common.chart(plots.kv_vs_context(tables.as_columns(sweep), title=f"{common.chart_text(model.name)}: KV cache "
+                                                                       f"per device vs context (batch {work.batch})"),
+                 key="kv_only_chart")
     common.download(sweep, "kv_vs_context.csv", key="dl_sweep_kv")
 elif view == "K vs V":
-    st.plotly_chart(plots.k_vs_v(result, title=f"{common.chart_text(model.name)}: K vs V"), key="kv_split_chart")
+    common.chart(plots.k_vs_v(result, title=f"{common.chart_text(model.name)}: K vs V"), key="kv_split_chart")
 else:
-    st.plotly_chart(plots.memory_vs_context(tables.as_columns(sweep), gpu_lines=[(gpu.name, gpu.usable_memory_bytes)],
-                                            title=f"{common.chart_text(model.name)}: weights + KV per device vs context "
-                                                  f"(batch {work.batch})"),
-                    key="kv_chart")
+    common.chart(plots.memory_vs_context(tables.as_columns(sweep), gpu_lines=[(gpu.name, gpu.usable_memory_bytes)],
+                                         title=f"{common.chart_text(model.name)}: weights + KV per device vs context "
+                                               f"(batch {work.batch})"),
+                 key="kv_chart")
     common.download(sweep, "kv_vs_context.csv", key="dl_sweep")

@@ -7,6 +7,8 @@ import re
 
 import streamlit as st
 
+from kvmem import plots
+
 
 def guard(fn, *args, **kwargs):
     """Call the library; show a ValueError (or an overflow) as a message and stop the page."""
@@ -60,6 +62,15 @@ HEADINGS = {
     "reserved_bytes": "Reserved (bytes)", "difference_bytes": "Difference (bytes)", "matches": "Matches",
 }
 _WIDE = {"cost", "strategy", "variant", "allocation"}
+
+
+def chart(figure, *, key: str, where=None, **kwargs) -> None:
+    """Draw a plotly figure with kvmem's template for the viewer's light or dark theme
+    (``plots.template``) and ``theme=None``: Streamlit's own plotly theme is re-applied in the
+    browser on every rerun and cost most of the rerun latency over the floor (bench/README.md).
+    ``where``: a column or container (default: the page)."""
+    figure.layout.template = plots.template(dark=st.context.theme.type == "dark")
+    (where or st).plotly_chart(figure, key=key, theme=None, **kwargs)
 
 
 def table(frame, columns=None, **kwargs):

@@ -53,14 +53,14 @@ if skipped:
             st.markdown(f"- {common.plain(message)}")
 if rows:
     frame = tables.compare_frame(rows)
-    st.plotly_chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
-                    key="cmp_bars")
+    common.chart(plots.bytes_per_token_bars(frame, title=f"KV bytes per token at {work.tokens:,} tokens"),
+                 key="cmp_bars")
     lines = {label: sweep for per_model in sweeps.values() for label, sweep in per_model.items()}
     if len(lines) > 10:  # one model at a time keeps every line distinguishable
         shown = inputs.select(st, "Lines for", list(sweeps), key="cmp_lines_model",
                               help="More than 10 lines: the chart shows one model's formats and engines.")
         lines = sweeps[shown]
-    st.plotly_chart(plots.compare_lines(lines, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
+    common.chart(plots.compare_lines(lines, title=f"KV cache vs context (batch {work.batch})"), key="cmp_lines")
     common.table(frame)
     common.download(frame, "compare.csv", key="dl_compare")
 
@@ -70,7 +70,7 @@ st.caption("The same layers with other attention — what the cache would be had
 variants = common.guard(strategies.architecture_variants, work.model, tokens=work.tokens, batch=work.batch,
                         gqa_groups=common.gqa_groups(work.model), **work.engine_kwargs())
 variant_frame = tables.rows_frame(variants)
-st.plotly_chart(plots.labelled_bars(variant_frame, label="variant", value="bytes",
-                                    title=f"KV cache at {work.tokens:,} tokens × {work.batch}"), key="cmp_variants")
+common.chart(plots.labelled_bars(variant_frame, label="variant", value="bytes",
+                                 title=f"KV cache at {work.tokens:,} tokens × {work.batch}"), key="cmp_variants")
 common.table(variant_frame, ["variant", "gib", "saving_fraction", "needs_retraining", "cost"])
 common.download(variant_frame, "variants.csv", key="dl_cmp_variants")

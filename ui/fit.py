@@ -78,9 +78,9 @@ breakdown = tables.breakdown_frame(result)
 batch_for = getattr(result, "breakdown_batch", None)
 context_for = getattr(result, "breakdown_context", None)
 shown_for = (f"{batch_for:,} × {context_for:,} tokens, " if batch_for and context_for else "")
-st.plotly_chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"], names=part_names(work.engine),
-                                    title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}"),
-                key="fit_breakdown")
+common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"], names=part_names(work.engine),
+                                 title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}"),
+             key="fit_breakdown")
 if result.notes:
     with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
         for note in result.notes:
@@ -96,7 +96,7 @@ if choices:
     with st.spinner(f"Sizing {len(choices) * len(contexts)} GPU × context cells…"):
         grid = common.guard(cache.fit_grid, model, gpus=choices, contexts=contexts,
                             **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
-    st.plotly_chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
-                    key="fit_heatmap")
+    common.chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
+                 key="fit_heatmap")
     common.table(grid)
     common.download(grid, "fit_grid.csv", key="dl_fit")

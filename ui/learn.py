@@ -38,11 +38,11 @@ st.caption(f"Largest difference over all steps: {head.max_abs_diff_overall:.2e} 
 st.header("2. The attention matrix grows; the cache needs only its last row")
 step = st.slider("Show step", 1, steps, steps, key="lab_show_step", help="Which generation step to draw.")
 c1, c2 = st.columns(2)
-c1.plotly_chart(plots.attention_heatmap(head.weights_uncached[step - 1], title=f"No cache: {step}×{step} matrix"),
-                key="attn_full")
-c2.plotly_chart(plots.attention_heatmap([head.weights_cached[step - 1]], first_query=step,
-                                        title=f"KV cache: 1×{step} row"),
-                key="attn_row")
+common.chart(plots.attention_heatmap(head.weights_uncached[step - 1], title=f"No cache: {step}×{step} matrix"),
+             key="attn_full", where=c1)
+common.chart(plots.attention_heatmap([head.weights_cached[step - 1]], first_query=step,
+                                     title=f"KV cache: 1×{step} row"),
+             key="attn_row", where=c2)
 
 st.header("3. What the cache costs in memory")
 memory = head.memory
@@ -74,6 +74,6 @@ if st.button("Measure (about 2 s)", key="lab_measure", help="Runs lab.time_per_t
         st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
 if "lab_timing" in st.session_state:
     timing = pd.DataFrame(st.session_state["lab_timing"])
-    st.plotly_chart(plots.speedup_lines(timing), key="speedup_chart")
+    common.chart(plots.speedup_lines(timing), key="speedup_chart")
     st.dataframe(timing, hide_index=True)
     common.download(timing, "speedup.csv", key="dl_speedup")

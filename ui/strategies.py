@@ -27,9 +27,9 @@ if "residual_length" in work.options:  # the engine option (hf-quantized) is the
 rows = common.guard(kvmem.compare_strategies, model, budget=budget, gpu=work.gpu,
                     **{**run, "residual_length": residual})
 frame = tables.rows_frame(rows)
-st.plotly_chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes", color="family",
-                                    title=f"{common.chart_text(model.name)}: KV bytes per strategy at {work.tokens:,} tokens × "
-                                          f"{work.batch}"), key="strategy_bars")
+common.chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes", color="family",
+                                 title=f"{common.chart_text(model.name)}: KV bytes per strategy at {work.tokens:,} tokens × "
+                                       f"{work.batch}"), key="strategy_bars")
 common.table(frame, ["strategy", "family", "gib", "saving_fraction", "lossless", "needs_retraining", "cost"])
 common.download(frame, "strategies.csv", key="dl_strategies")
 
@@ -39,7 +39,7 @@ policies = common.guard(strategies.eviction_policies, budget)
 contexts = tables.eviction_contexts(work.tokens, budget)
 curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies, batch=work.batch,
                       **work.engine_kwargs())
-st.plotly_chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
+common.chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
 
 st.header("Paged vs contiguous allocation")
 c1, c2 = st.columns(2)
@@ -57,9 +57,9 @@ st.caption(f"Each distribution is a reproducible sample of {SAMPLE:,} request le
            "with the means of ShareGPT conversations (the vLLM paper's Figure 11). Contiguous allocation "
            "reserves max_model_len per request; paged allocation reserves whole blocks. *Requests admitted* "
            "is how many of the sample fit in the budget, one after another.")
-st.plotly_chart(plots.labelled_bars(alloc, label="allocation", value="admitted", color="distribution", scale=1,
-                                    y_title="requests admitted", title="Requests that fit in the budget"),
-                key="alloc_bars")
+common.chart(plots.labelled_bars(alloc, label="allocation", value="admitted", color="distribution", scale=1,
+                                 y_title="requests admitted", title="Requests that fit in the budget"),
+             key="alloc_bars")
 common.table(alloc, ["distribution", "allocation", "admitted", "waste_fraction", "mean_length"])
 common.download(alloc, "allocation.csv", key="dl_alloc")
 
@@ -88,7 +88,7 @@ m3.metric("Host transfer per decode step (PCIe)", transfer_ms, help=transfer_hel
 st.header("Architecture variants (need retraining)")
 variants = common.guard(strategies.architecture_variants, model, gqa_groups=common.gqa_groups(model), **run)
 var = tables.rows_frame(variants)
-st.plotly_chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
-                key="variant_bars")
+common.chart(plots.labelled_bars(var, label="variant", value="bytes", title="The same model, other attention"),
+             key="variant_bars")
 common.table(var, ["variant", "gib", "saving_fraction", "needs_retraining", "cost"])
 common.download(var, "variants.csv", key="dl_variants")

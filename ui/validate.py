@@ -59,8 +59,8 @@ if "val_rows" in st.session_state:
     matched = int(frame["matches"].sum())
     (st.success if matched == len(frame) else st.error)(f"{matched} of {len(frame)} match: predicted bytes equal "
                                                        "the storages the cache holds.")
-    st.plotly_chart(plots.predicted_vs_measured(frame, title=f"{rows[0]['model']} · {rows[0]['engine']}"),
-                    key="val_chart")
+    common.chart(plots.predicted_vs_measured(frame, title=f"{rows[0]['model']} · {rows[0]['engine']}"),
+                 key="val_chart")
     common.table(frame)
     common.download(frame, "validation.csv", key="dl_validation")
     cuda = [r["cuda"] for r in rows if r["cuda"]]

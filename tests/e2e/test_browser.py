@@ -141,6 +141,8 @@ def test_dark_theme_follows_the_system(chromium, app_url):
         assert sum(rgb(background)) < 200, background  # a dark page
         text = page.evaluate("""() => getComputedStyle(document.querySelector('h1')).color""")
         assert sum(rgb(text)) > 500, text  # light headings
+        title = page.evaluate("() => getComputedStyle(document.querySelector('.js-plotly-plot .gtitle')).fill")
+        assert sum(rgb(title)) > 500, title  # the chart follows: plots.template(dark=True)
         page.screenshot(path=str(SHOTS / "calculator-dark.png"), full_page=True)
     finally:
         context.close()

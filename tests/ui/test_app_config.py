@@ -20,3 +20,22 @@ def test_make_run_starts_without_a_file_watcher():
     makefile = (ROOT / "Makefile").read_text()
     run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
     assert "--server.fileWatcherType none" in run and "--server.address 127.0.0.1" in run
+
+
+def test_every_chart_is_drawn_with_kvmems_template_not_streamlits_theme():
+    # Streamlit's plotly theme is re-applied in the browser on every rerun (bench/README.md): the
+    # pages draw through ui.common.chart, with theme=None and plots.template for the viewer's theme.
+    import json
+
+    from kvmem import plots
+    from tests.ui.apptest import run
+
+    at = run("app.py")
+    charts = at.get("plotly_chart")
+    assert charts
+    for chart in charts:
+        assert chart.proto.theme == ""  # theme=None
+        assert json.loads(chart.proto.spec)["layout"]["template"] == plots.template(dark=False)
+    direct = [path.name for path in (ROOT / "ui").glob("*.py")
+              if path.name != "common.py" and "plotly_chart(" in path.read_text()]
+    assert direct == []
