@@ -217,8 +217,20 @@ def _weights_caption(container, model: kvmem.Model) -> None:
                           f"{kvmem.format_bytes(used.total_bytes)}")
 
 
-def _option_widget(container, engine: str, name: str, default):
-    """One engine option, bound to the URL; returns the value to pass (``default`` = not passed)."""
+def _follow_default(key: str, shown_default) -> None:
+    """Let a box whose default depends on the device follow it: when the device default moves
+    (A100 -> H100) and the box still holds the old one, it takes the new one. A value the user
+    typed stays. (A keyed widget keeps its value when only its default changes.)"""
+    memo = f"_default_{key}"
+    previous = st.session_state.get(memo)
+    if previous is not None and previous != shown_default and st.session_state.get(key) == previous:
+        st.session_state[key] = shown_default
+    st.session_state[memo] = shown_default
+
+
+def _option_widget(container, engine: str, name: str, default, shown_default):
+    """One engine option, bound to the URL. ``shown_default`` is the value in force on this device,
+    which the box shows. Returns the value to pass (``shown_default`` = not passed)."""
     key = option_key(engine, name)
     label = name.replace("_", " ")
     help_text = f"{engine} option `{name}`"
@@ -232,11 +244,14 @@ def _option_widget(container, engine: str, name: str, default):
         return default if value == ENGINE_DEFAULT else value
     if isinstance(default, bool):
         urlparams.check_choice(key, ["true", "false", "True", "False"])
-        return container.checkbox(label, value=default, key=key, bind="query-params", help=help_text)
+        _follow_default(key, shown_default)
+        return container.checkbox(label, value=shown_default, key=key, bind="query-params", help=help_text)
     if isinstance(default, int):
-        return number(container, label, 0, 10**9, default, key=key, help=help_text, step=1)
+        _follow_default(key, shown_default)
+        return number(container, label, 0, 10**9, shown_default, key=key, help=help_text, step=1)
     if isinstance(default, float):
-        return float(number(container, label, 0.0, 1e9, default, key=key, help=help_text))
+        _follow_default(key, shown_default)
+        return float(number(container, label, 0.0, 1e9, shown_default, key=key, help=help_text))
     urlparams.check_text(key, str)
     text = container.text_input(label, value="" if default is None else str(default), key=key,
                                 bind="query-params", help=help_text + "; empty = engine default",
@@ -266,21 +281,26 @@ def defaults_in_force(engine: str, gpu: str, tokens_text: str, tp: int, pp: int,
 
 
 def engine_options(engine: str, container=st.sidebar, *, in_force=None) -> dict:
-    """The options the user changed from the engine's defaults (only those are passed).
-    ``in_force(options)``: an EngineDefaults (the values in force on this device, and why), or
-    None; shown at the top of the panel, since the options panel cannot show a device's default
-    as its own."""
+    """The options the user changed from the values in force (only those are passed).
+
+    ``in_force(options)``: an EngineDefaults (the device-dependent values in force on this
+    device, and why), or None. An option whose default depends on the device shows the value in
+    force in its box (vLLM's max_num_batched_tokens: 2048 on an A100, 8192 on an H100), and the
+    top of the panel names every such value and why (max_num_seqs has no box of its own).
+    """
     options = {}
     spec = ENGINES[engine]
     if not spec.options:
         return options
+    device = dict(getattr(in_force({}) if in_force else None, "values", None) or {})
     with container.expander(f"{engine} options"):
         slot = st.empty()
         for name, default in spec.options.items():
-            value = _option_widget(st, engine, name, default)
-            if value != default:
+            shown_default = device.get(name, default)
+            value = _option_widget(st, engine, name, default, shown_default)
+            if value != shown_default:
                 options[name] = value
-    forced = in_force(options) if in_force else None
+    forced = in_force(options) if in_force and device else None
     values = dict(getattr(forced, "values", None) or {})
     if values:
         shown = ", ".join(f"{k} = {v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k} = {v}"

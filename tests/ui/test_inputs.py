@@ -89,3 +89,27 @@ def test_query_params_restore_the_view():
     assert not at.exception
     assert at.selectbox(key="model").value == "gemma-3-27b" and at.number_input(key="batch").value == 2
     assert total(at) == kvmem.format_bytes(kvmem.estimate("gemma-3-27b", tokens="128k", batch=2).total_bytes)
+
+
+def test_a_device_dependent_option_shows_the_value_in_force_and_follows_the_gpu():
+    # issue 14 item 8: vLLM's max_num_batched_tokens is 2048 on an A100 80 GB and 8192 on an H100
+    # (get_batch_defaults): the box shows the value in force, follows a GPU change, and keeps a
+    # value the user typed
+    from kvmem.sizing import engine_defaults
+
+    def box(at):
+        return at.number_input(key="opt_vllm_max_num_batched_tokens").value
+
+    at = load("app.py")
+    at.query_params.update({"gpu": "a100-sxm-80gb"})
+    at.run()
+    a100 = engine_defaults("vllm", "a100-sxm-80gb", context=8192).values["max_num_batched_tokens"]
+    h100 = engine_defaults("vllm", "h100-sxm-80gb", context=8192).values["max_num_batched_tokens"]
+    assert box(at) == a100 == 2048
+    at.selectbox(key="gpu").set_value("h100-sxm-80gb").run()
+    assert box(at) == h100 == 8192
+    at.selectbox(key="gpu").set_value("a100-sxm-80gb").run()
+    assert box(at) == 2048
+    at.number_input(key="opt_vllm_max_num_batched_tokens").set_value(4096).run()
+    at.selectbox(key="gpu").set_value("h100-sxm-80gb").run()
+    assert box(at) == 4096 and not at.exception
