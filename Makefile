@@ -44,6 +44,7 @@ test-fast: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/app_latency.py
+	$(BIN)/python bench/page_loads.py
 
 clean:
 	rm -rf $(VENV) $(ORACLES) .pytest_cache .hypothesis

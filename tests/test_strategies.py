@@ -328,6 +328,18 @@ def test_sliding_layers_round_their_window_to_blocks():
         100 * 128, 128 * 128, 100 * 128)
 
 
+def test_a_hybrid_models_layers_are_each_held_as_their_kind_says():
+    # gemma-3-27b: 52 sliding layers (window 1024) and 10 full ones, 16 KV heads x 128, bf16:
+    # 2 x 16 x 128 x 2 B = 8,192 B per token per layer. Requests of 100 and 5,000 tokens, blocks of 16.
+    model = kvmem.get_model("gemma-3-27b")
+    w = kvmem.preallocation_waste(model, lengths=[100, 5000], max_model_len=8192, block_size=16, kv_dtype="bf16")
+    used = 62 * 100 + 10 * 5000 + 52 * 1024          # the sliding layers keep their last 1,024 tokens
+    paged = 62 * 112 + 10 * 5008 + 52 * 1024         # 100 -> 7 blocks, 5,000 -> 313 blocks, 1,024 -> 64
+    contiguous = 2 * (10 * 8192 + 52 * 1024)         # max_model_len per request, the window on sliding layers
+    assert (w["used_bytes"], w["paged"]["reserved_bytes"], w["contiguous"]["reserved_bytes"]) == (
+        used * 8192, paged * 8192, contiguous * 8192) == (896_598_016, 903_348_224, 2_214_592_512)
+
+
 def test_request_length_distributions_are_seeded():
     assert request_lengths("sharegpt", 50, seed=7) == request_lengths("sharegpt", 50, seed=7)
     assert request_lengths("fixed", 3, length="1k") == [1024] * 3
