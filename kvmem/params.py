@@ -33,6 +33,11 @@ _UNSUPPORTED = {"gemma3n_text"}
 def moe_shape(f, n_layers: int) -> MoeShape | None:
     """The MoE MLP of a config (None for a dense model): the one reader of these fields."""
     t = f.model_type
+    if t == "nemotron_h" and "E" not in str(f.get("hybrid_override_pattern", default="")):
+        # transformers' NemotronHConfig carries MoE defaults (n_routed_experts=8, for the MoE
+        # Nemotron-H models) that a dense checkpoint's config.json never overrides: only "E"
+        # blocks of hybrid_override_pattern are MoE.
+        return None
     experts = f.int("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", default=None,
                     minimum=0)
     if not experts or experts <= 1:
@@ -54,6 +59,9 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     elif t == "llama4_text":
         step = f.int("interleave_moe_layer_step", default=1)
         is_moe = lambda i: (i + 1) % step == 0  # noqa: E731
+    elif t == "nemotron_h":
+        pattern = str(f.get("hybrid_override_pattern"))
+        is_moe = lambda i: pattern[i] == "E"  # noqa: E731
     elif t == "jamba":
         period, offset = f.int("expert_layer_period"), f.int("expert_layer_offset", minimum=0)
         is_moe = lambda i: i % period == offset  # noqa: E731

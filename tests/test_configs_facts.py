@@ -6,6 +6,7 @@ import pytest
 
 import kvmem
 from kvmem import ConfigError, Model
+from kvmem.activations import forward_shape
 from kvmem.model import ModelFacts, MoeShape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
@@ -88,6 +89,22 @@ def test_moe_shape_of_deepseek_v3_and_llama4():
     scout = kvmem.get_model("llama-4-scout-17b-16e").facts.moe
     assert (scout.experts, scout.top_k, scout.shared_intermediate_size) == (16, 1, scout.intermediate_size)
     assert kvmem.get_model("llama-3.1-8b").facts.moe is None
+
+
+def test_nemotron_h_is_moe_only_where_its_pattern_says_e():
+    # transformers' NemotronHConfig defaults n_routed_experts=8, num_experts_per_tok=2 (for the MoE
+    # Nemotron-H models); the dense Nemotron-H-8B's config.json has no "E" block, so it is dense:
+    # the activation peak uses its MLP width, 21,504, not a phantom 8-expert MoE
+    dense = kvmem.get_model("nemotron-h-8b")
+    assert dense.facts.moe is None
+    assert (forward_shape(dense).intermediate, forward_shape(dense).top_k) == (21504, 0)
+    moe_cfg = {"model_type": "nemotron_h", "num_hidden_layers": 4, "hybrid_override_pattern": "M*EE",
+               "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+               "intermediate_size": 512, "vocab_size": 1000, "mamba_num_heads": 8, "mamba_head_dim": 32,
+               "ssm_state_size": 16, "n_groups": 1, "conv_kernel": 4, "n_routed_experts": 16,
+               "num_experts_per_tok": 4, "moe_intermediate_size": 128}
+    moe = Model.from_hf_config(moe_cfg, name="nemotron-moe").facts.moe
+    assert (moe.experts, moe.top_k, moe.intermediate_size, moe.moe_layers) == (16, 4, 128, (False, False, True, True))
 
 
 def test_architectures_must_be_a_list_of_names():
