@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 from ..dtypes import dtype as _dtype
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Model
+from ..records import Record
 from ..units import require_positive_int
 from ..activations import forward_bytes_per_token, forward_shape
 from .base import Budget, BudgetRequest, EngineSpec, PastPositions, PrefixSharing, SizingRules, assemble, cdiv
@@ -457,13 +458,42 @@ class _Quantized(_Workload):
 # The three engine modes
 
 
-def _finish(model: Model, engine: str, work: _Workload, *, tokens, batch, kv_name, notes, details):
+@dataclass(frozen=True)
+class HfDetails(Record):
+    """Estimate.details of hf-dynamic: the prefill, the decode steps, each layer's cache class."""
+
+    prompt_tokens: int
+    decode_steps: int
+    cache_layers: list           # transformers' cache layer class per layer
+
+
+@dataclass(frozen=True)
+class HfStaticDetails(HfDetails):
+    """hf-static adds the StaticCache length."""
+
+    max_cache_len: int
+
+
+@dataclass(frozen=True)
+class HfQuantizedDetails(HfDetails):
+    """hf-quantized adds the quantiser and how many tokens it holds quantised vs in the residual."""
+
+    backend: str
+    nbits: int | None
+    q_group_size: int | None
+    residual_length: int
+    quantized_tokens: int
+    residual_tokens: int
+
+
+def _finish(model: Model, engine: str, work: _Workload, *, tokens, batch, kv_name, notes, kind=HfDetails,
+            **details):
     rows = [work.rows(i) for i in range(len(work.slots))]
     steady = sum(sum(row) for row in rows)
     kv = sum(row[0] + row[1] for row in rows)
     peak = max(work.peak(), steady)
-    details = {"prompt_tokens": work.prompt, "decode_steps": work.steps,
-               "cache_layers": [s.hf_type for s in work.slots], **details}
+    details = kind(prompt_tokens=work.prompt, decode_steps=work.steps,
+                   cache_layers=[s.hf_type for s in work.slots], **details)
     return assemble(model, engine, tokens=tokens, batch=batch, kv_dtype=kv_name, tp=1, pp=1, rows=rows,
                     peak_extra=peak - kv, notes=notes, details=details)
 
@@ -493,8 +523,7 @@ def estimate_dynamic(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     if pinned:
         notes.append(f"sliding layers keep a view of the last window - 1 tokens, which pins the whole "
                      f"{prompt}-token prefill buffer until the next decode step (DynamicSlidingWindowLayer)")
-    return _finish(model, "hf-dynamic", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes,
-                   details={})
+    return _finish(model, "hf-dynamic", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes)
 
 
 def estimate_static(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int,
@@ -509,7 +538,7 @@ def estimate_static(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int,
                          "full-attention layer holds at most max_cache_len tokens")
     work = _Static(found, max_cache_len=length, batch=batch, prompt=prompt, tokens=tokens, e=e)
     return _finish(model, "hf-static", work, tokens=tokens, batch=batch, kv_name=kv_name,
-                   notes=_common_notes(model, found), details={"max_cache_len": length})
+                   notes=_common_notes(model, found), kind=HfStaticDetails, max_cache_len=length)
 
 
 def _check_quantized(model: Model, found: tuple[Slot, ...], backend: str, nbits, q_group_size,
@@ -573,10 +602,9 @@ def estimate_quantized(model: Model, *, tokens: int, batch: int, kv_dtype, tp: i
     notes = _common_notes(model, found)
     notes.append(f"{label}: {quantised} tokens quantised, {held_residual} in the {kv_name} residual; "
                  f"scales in {'fp32' if backend == 'fp8' else kv_name}")
-    details = {"backend": backend, "nbits": nbits, "q_group_size": group, "residual_length": residual,
-               "quantized_tokens": quantised, "residual_tokens": held_residual}
     return _finish(model, "hf-quantized", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes,
-                   details=details)
+                   kind=HfQuantizedDetails, backend=backend, nbits=nbits, q_group_size=group,
+                   residual_length=residual, quantized_tokens=quantised, residual_tokens=held_residual)
 
 
 # ---- sizing --------------------------------------------------------------------------------

@@ -2,13 +2,57 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...model import Model
+from ...records import Record
 from ..base import Capacity, Estimate
 from .logs import log_lines
 from .plan import run_plan
 from .settings import CURRENT, PR_14363, count_option, resolve_settings
+
+
+@dataclass(frozen=True)
+class LlamacppDetails(Record):
+    """Estimate.details: the context llama.cpp builds, its settings, caches and devices, and the
+    lines it logs for them (keys as the fields)."""
+
+    build: str
+    n_ctx: int
+    n_ctx_requested: int | None
+    n_ctx_seq: int
+    cells: int                  # cells per stream (n_ctx_seq)
+    cells_total: int            # n_ctx
+    swa_cells: int | None
+    n_swa: int | None
+    n_seq: int
+    n_stream: int
+    kv_unified: bool
+    n_batch: int
+    n_ubatch: int
+    n_pad: int
+    flash_attn: object
+    swa_full: bool
+    type_k: str
+    type_v: str
+    mla: object
+    n_rs_seq: int | None
+    caches: list
+    devices: list
+    log: list = ()
+
+
+@dataclass(frozen=True)
+class LlamacppCapacityDetails(Record):
+    """Capacity.details: the largest n_ctx that fits, in whole pads per stream."""
+
+    n_ctx: int
+    n_ctx_seq: int
+    n_seq: int
+    kv_unified: bool
+    pad: int
+    swa_cells: int | None
+    caches: list
 
 
 # ---- public ---------------------------------------------------------------------------------
@@ -27,7 +71,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     per_layer = tuple(sum(rows[i]) if i in held else 0 for i in range(len(rows)))
     k = sum(rows[i][0] for i in held)
     v = sum(rows[i][1] for i in held)
-    details = dict(
+    details = LlamacppDetails(
         build="current" if s.build == CURRENT else s.build.isoformat(),
         n_ctx=plan.n_ctx, n_ctx_requested=s.n_ctx_requested, n_ctx_seq=plan.n_ctx_seq,
         cells=plan.n_ctx_seq, cells_total=plan.n_ctx, swa_cells=plan.swa_cells, n_swa=plan.n_swa,
@@ -40,8 +84,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                       tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=sum(rows[i][2] for i in held),
                       per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
                       peak_bytes=k + v, notes=tuple(plan.notes), details=details)
-    details["log"] = log_lines(result)  # the lines llama.cpp itself prints for these caches
-    return replace(result, log_lines=tuple(details["log"]))
+    log = log_lines(result)  # the lines llama.cpp itself prints for these caches
+    return replace(result, details=replace(details, log=log), log_lines=tuple(log))
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
@@ -83,5 +127,6 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     return Capacity(model=model.name, engine="llama.cpp", kv_memory=kv_memory, blocks=cells, tokens=cells,
                     max_concurrency=concurrency, max_model_len=per_seq, block_size=1,
                     notes=tuple(plan.notes),
-                    details=dict(n_ctx=cells, n_ctx_seq=per_seq, n_seq=n_seq, kv_unified=plan.unified,
-                                 pad=step, swa_cells=plan.swa_cells, caches=plan.caches))
+                    details=LlamacppCapacityDetails(n_ctx=cells, n_ctx_seq=per_seq, n_seq=n_seq,
+                                                    kv_unified=plan.unified, pad=step, swa_cells=plan.swa_cells,
+                                                    caches=plan.caches))

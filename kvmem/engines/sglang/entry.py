@@ -2,9 +2,51 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...model import Model
+from ...records import Record
 from ..base import Capacity, assemble, cdiv, pp_stages
 from .pools import GB, Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_bytes_of
+
+
+@dataclass(frozen=True)
+class SglangDetails(Record):
+    """Estimate.details: the pages the batch holds (keys as the fields; the swa_* keys only with SWA)."""
+
+    layout: str
+    page_size: int                  # tokens per page
+    pages_per_sequence: int
+    pool_tokens: int                # the full-attention pool's tokens for the batch
+    padding_tokens_per_layer: int   # slot 0's page, written by padded tokens
+    kv_heads_per_rank: int
+    cell_bytes_per_token: int
+    swa_window: int | None = None
+    swa_pages_per_sequence: int | None = None
+    swa_pool_tokens: int | None = None
+
+    OPTIONAL = ("swa_window", "swa_pages_per_sequence", "swa_pool_tokens")
+
+
+@dataclass(frozen=True)
+class SglangCapacityDetails(Record):
+    """Capacity.details: the pools a budget makes and what SGLang logs for them (optional keys
+    only where they apply: SWA, Mamba, an allocated pool)."""
+
+    layout: str
+    page_size: int
+    cell_bytes_per_token: int
+    max_total_num_tokens: int
+    full_layer_tokens: int | None = None
+    swa_layer_tokens: int | None = None
+    max_mamba_cache_size: int | None = None
+    mamba_bytes_per_request: int | None = None
+    pools: list | None = None
+    allocated_bytes: int | None = None
+    log: list | None = None
+
+    OPTIONAL = ("full_layer_tokens", "swa_layer_tokens", "max_mamba_cache_size", "mamba_bytes_per_request",
+                "pools", "allocated_bytes", "log")
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -14,14 +56,11 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     pages = cdiv(tokens, page)
     rows = {"full": batch * pages * page}
     notes = list(layout.notes)
-    details = {"layout": layout.kind, "page_size": page, "pages_per_sequence": pages,
-               "pool_tokens": rows["full"], "padding_tokens_per_layer": page,
-               "kv_heads_per_rank": layout.heads,
-               "cell_bytes_per_token": cell_size(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)}
+    swa = {}
     if layout.swa:
         swa_pages = cdiv(min(tokens, layout.window), page)
         rows["swa"] = batch * swa_pages * page
-        details.update(swa_window=layout.window, swa_pages_per_sequence=swa_pages, swa_pool_tokens=rows["swa"])
+        swa = {"swa_window": layout.window, "swa_pages_per_sequence": swa_pages, "swa_pool_tokens": rows["swa"]}
         notes.append(f"sliding layers hold their {layout.window}-token window in whole pages; SGLang frees "
                      "out-of-window tokens lazily, so between evictions they hold up to about one more "
                      "window and a page")
@@ -32,6 +71,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append("linear/Mamba layers keep a per-request state (conv in the model dtype, recurrent "
                      f"state in {layout.ssm_dtype.name}) instead of tokens")
     rows_per_layer = layer_rows(model, layout, tp, rows, batch)
+    details = SglangDetails(layout=layout.kind, page_size=page, pages_per_sequence=pages, pool_tokens=rows["full"],
+                            padding_tokens_per_layer=page, kv_heads_per_rank=layout.heads,
+                            cell_bytes_per_token=cell_size(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options), **swa)
     return assemble(model, "sglang", tokens=tokens, batch=batch, kv_dtype=layout.k_dtype.name, tp=tp,
                     pp=pp, rows=rows_per_layer, notes=notes, details=details, block_size=page)
 
@@ -91,20 +133,20 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             concurrency = min(concurrency, swa / (cdiv(min(max_model_len, layout.window), page) * page))
         if slots is not None:
             concurrency = min(concurrency, float(slots))
-    details = {"layout": layout.kind, "page_size": page, "cell_bytes_per_token": cell,
-               "max_total_num_tokens": tokens}
+    extra = {}
     if layout.swa:
-        details.update(full_layer_tokens=full, swa_layer_tokens=swa)
+        extra.update(full_layer_tokens=full, swa_layer_tokens=swa)
     if slots is not None:
-        details.update(max_mamba_cache_size=slots, mamba_bytes_per_request=per_request)
+        extra.update(max_mamba_cache_size=slots, mamba_bytes_per_request=per_request)
         notes.append(f"{slots:,} Mamba state slots take {slots * per_request:,} B of the budget first "
                      f"(mamba_full_memory_ratio {options['mamba_full_memory_ratio']})")
     if full > 0:
         allocated = pools(model, num_tokens=full, kv_dtype=kv_dtype, tp=tp, pp=pp,
                           swa_num_tokens=swa if layout.swa else None, **options)
-        details["pools"] = [p.to_dict() for p in allocated]
-        details["allocated_bytes"] = sum(p.kv_bytes for p in allocated)
-        details["log"] = [p.log_line(version=options.get("version", "latest")) for p in allocated]
+        extra.update(pools=[p.to_dict() for p in allocated], allocated_bytes=sum(p.kv_bytes for p in allocated),
+                     log=[p.log_line(version=options.get("version", "latest")) for p in allocated])
+    details = SglangCapacityDetails(layout=layout.kind, page_size=page, cell_bytes_per_token=cell,
+                                    max_total_num_tokens=tokens, **extra)
     return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=full // page, tokens=full,
                     max_concurrency=concurrency, max_model_len=full, block_size=page, notes=tuple(notes),
-                    details=details, log_lines=tuple(details.get("log", ())))
+                    details=details, log_lines=tuple(details.log or ()))
