@@ -23,7 +23,7 @@ What is compared:
   requested, so the net equals ``tensor_bytes`` (plus the int64 counter a DeepSeek-V3.2 static
   layer creates lazily). The peak must equal the estimate's ``peak_bytes`` to the byte for
   hf-dynamic, hf-static and toy; for hqq and quanto it depends on their working sets (counted
-  in kvmem/engines/hf.py; exact on torch 2.13 CPU) and is allowed 1 %. CUDA:
+  in kvmem/engines/hf/quantized.py; exact on torch 2.13 CPU) and is allowed 1 %. CUDA:
   ``torch.cuda.memory_allocated`` / ``max_memory_allocated`` deltas after ``synchronize``,
   with the rounding slack below. The incoming K/V of each step are views of one buffer
   allocated before the start, so the step's own activations are not counted (the estimate
