@@ -52,14 +52,14 @@ def test_measured_bytes_equal_the_prediction(quick_suite, index):
     # CPU allocator: the profiler reports requested bytes, so the net allocation is the storages
     assert m.allocated_bytes == m.tensor_bytes
     if m.engine == "hf-quantized" and m.options.get("backend") in ("hqq", "quanto"):
-        assert m.peak_matches  # within 1 %: the quantisers' own working sets (see kvmem/engines/hf.py)
+        assert m.peak_matches  # within 1 %: the quantisers' own working sets (see kvmem/engines/hf/quantized.py)
     else:
         assert m.peak_bytes == m.predicted_peak_bytes  # the allocation replay to the byte
     assert m.matches and m.reserved_bytes is None
 
 
 def test_quantised_peaks_are_exact_on_this_build(quick_suite):
-    # The hqq/quanto working-set counts in kvmem/engines/hf.py were read off torch 2.13 on CPU;
+    # The hqq/quanto working-set counts in kvmem/engines/hf/quantized.py were read off torch 2.13 on CPU;
     # here they reproduce the measured high-water mark to the byte, not just within 1 %.
     quantized = [m for m in quick_suite.values() if m.engine == "hf-quantized"]
     assert {m.options["backend"] for m in quantized} == {"hqq", "quanto", "fp8"}

@@ -175,8 +175,6 @@ def test_shared_prefix_with_the_paged_engines(engine, options, shared_tokens):
 
 
 def test_transformers_prefix_sharing_is_flagged_as_a_what_if():
-    if "hf-dynamic" not in ENGINES:
-        pytest.skip("kvmem/engines/hf.py is not in this tree")
     result = estimate(LLAMA, engine="hf-dynamic", tokens=1000, batch=8, shared_prefix=600)
     assert result.kv_bytes == (600 + 8 * 400) * PER_TOKEN
     assert "transformers caches keep one row per sequence and share nothing" in " ".join(result.notes)

@@ -4,7 +4,7 @@ and how far apart the peaks may be.
 ``tensor_bytes`` (kvmem.measurement.storages) must equal ``predicted_bytes`` (K + V + recurrent
 state of the estimate) to the byte. ``peak_bytes`` (kvmem.measurement.allocators) must equal the
 estimate's ``peak_bytes`` to the byte on the CPU for hf-dynamic, hf-static and toy; for hqq and
-quanto it depends on their working sets (counted in kvmem/engines/hf.py; exact on torch 2.13
+quanto it depends on their working sets (counted in kvmem/engines/hf/quantized.py; exact on torch 2.13
 CPU) and is allowed 1 %; for fp8, 64 B per layer (its scale's 0-dim temporaries). On CUDA the
 allocator's rounding is allowed for: up to 1 MiB of unsplit block per K and per V of each layer,
 plus half the predicted peak for a quantized cache.

@@ -2,7 +2,7 @@
 
 Every number here is also what tests/test_measure.py finds in the real cache objects
 (kvmem validate); the arithmetic is written out beside each assertion. Sources are the
-installed transformers 5.24.0 cache_utils.py and modeling files named in kvmem/engines/hf.py.
+installed transformers 5.24.0 cache_utils.py and modeling files named in kvmem/engines/hf/.
 """
 
 import pytest
@@ -286,7 +286,7 @@ def test_dynamic_and_static_replays_agree_with_held_bytes_and_brute_force(kinds,
     found = hf.slots(_toy_model(kinds, window))
     tokens = prompt + extra
     cases = [hf.DynamicGrowth(found, batch=batch, prompt=prompt, tokens=tokens, e=2),
-             hf._Static(found, max_cache_len=tokens + 2, batch=batch, prompt=prompt, tokens=tokens, e=2)]
+             hf.StaticGrowth(found, max_cache_len=tokens + 2, batch=batch, prompt=prompt, tokens=tokens, e=2)]
     for work in cases:
         totals, best = _brute_force(work)
         assert totals == [sum(work.held(i, j) for i in range(len(found))) for j in range(work.steps + 1)]
@@ -299,8 +299,8 @@ def test_dynamic_and_static_replays_agree_with_held_bytes_and_brute_force(kinds,
 def test_quantized_replay_agrees_with_held_bytes_and_brute_force(backend, prompt, extra, residual, layers):
     found = hf.slots(_toy_model(["full"] * layers, 0))
     nbits = 8 if backend == "fp8" else 4
-    work = hf._Quantized(found, backend=backend, nbits=nbits, q_group_size=1, residual_length=residual,
-                         batch=2, prompt=prompt, tokens=prompt + extra, e=2)
+    work = hf.QuantizedGrowth(found, backend=backend, nbits=nbits, q_group_size=1, residual_length=residual,
+                              batch=2, prompt=prompt, tokens=prompt + extra, e=2)
     totals, best = _brute_force(work)
     assert totals == [sum(work.held(i, j) for i in range(layers)) for j in range(work.steps + 1)]
     assert work.peak() == best

@@ -1,0 +1,166 @@
+"""estimate_dynamic, estimate_static and estimate_quantized: the common checks, notes and Estimate.details.
+
+Each entry point checks the inputs transformers would refuse (a non-float compute dtype, tp or
+pp above 1, a prompt longer than ``tokens``), replays its cache (kvmem.engines.hf.growth,
+kvmem.engines.hf.quantized) and assembles the Estimate with its details Record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...dtypes import dtype as _dtype
+from ...model import Model
+from ...records import Record
+from ...units import require_positive_int
+from ..base import assemble
+from .growth import DynamicGrowth, StaticGrowth, Workload
+from .quantized import QuantizedGrowth, check_quantized
+from .slots import Slot, slots
+
+# Engine defaults, each with its source (transformers 5.24.0).
+DEFAULTS = {
+    # kvmem's workload: one prefill of every token (no decode steps).
+    "prompt_tokens": None,
+    # StaticCache(config, max_cache_len): kvmem sizes it to hold `tokens`; generate() uses
+    # prompt + max_new_tokens - 1 (generation/utils.py, _prepare_cache_for_generation).
+    "max_cache_len": None,
+    # generation/utils.py _prepare_cache_for_generation: cache_config.pop("backend", "quanto").
+    "backend": "quanto",
+    # QuantizedLayer.__init__: nbits=4, q_group_size=64, residual_length=128 (None = these).
+    "nbits": None,
+    "q_group_size": None,
+    "residual_length": None,
+}
+_FLOAT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+def _compute_dtype(model: Model, kv_dtype, engine: str) -> tuple[str, int]:
+    name = _dtype(kv_dtype, model_dtype=model.dtype).name
+    if name not in _FLOAT_BYTES:
+        hint = "; for a quantised cache use engine='hf-quantized'" if engine != "hf-quantized" else ""
+        raise ValueError(f"kv_dtype for {engine} is the model's compute dtype (fp32, fp16 or bf16): "
+                         f"transformers caches K/V as the attention layer computes them, got {name!r}{hint}")
+    return name, _FLOAT_BYTES[name]
+
+
+def _single_device(engine: str, tp: int, pp: int) -> None:
+    for field_name, value in (("tp", tp), ("pp", pp)):
+        if value != 1:
+            raise ValueError(
+                f"{field_name} must be 1 for {engine}, got {value}: transformers builds the cache on the "
+                "device of each layer and kvmem models one device (with a device_map split, each GPU "
+                "holds the per_layer bytes of its own layers)")
+
+
+def prompt_tokens_of(tokens: int, prompt_tokens) -> int:
+    """The prompt length (tokens when not given), checked to be at most ``tokens``."""
+    if prompt_tokens is None:
+        return tokens
+    prompt = require_positive_int("prompt_tokens", prompt_tokens)
+    if prompt > tokens:
+        raise ValueError(f"prompt_tokens must be at most tokens ({tokens}), got {prompt}")
+    return prompt
+
+
+@dataclass(frozen=True)
+class HfDetails(Record):
+    """Estimate.details of hf-dynamic: the prefill, the decode steps, each layer's cache class."""
+
+    prompt_tokens: int
+    decode_steps: int
+    cache_layers: list           # transformers' cache layer class per layer
+
+
+@dataclass(frozen=True)
+class HfStaticDetails(HfDetails):
+    """hf-static adds the StaticCache length."""
+
+    max_cache_len: int
+
+
+@dataclass(frozen=True)
+class HfQuantizedDetails(HfDetails):
+    """hf-quantized adds the quantiser and how many tokens it holds quantised vs in the residual."""
+
+    backend: str
+    nbits: int | None
+    q_group_size: int | None
+    residual_length: int
+    quantized_tokens: int
+    residual_tokens: int
+
+
+def _finish(model: Model, engine: str, work: Workload, *, tokens, batch, kv_name, notes, kind=HfDetails,
+            **details):
+    rows = [work.rows(i) for i in range(len(work.slots))]
+    steady = sum(sum(row) for row in rows)
+    kv = sum(row[0] + row[1] for row in rows)
+    peak = max(work.peak(), steady)
+    details = kind(prompt_tokens=work.prompt, decode_steps=work.steps,
+                   cache_layers=[s.hf_type for s in work.slots], **details)
+    return assemble(model, engine, tokens=tokens, batch=batch, kv_dtype=kv_name, tp=1, pp=1, rows=rows,
+                    peak_extra=peak - kv, notes=notes, details=details)
+
+
+def _common_notes(model: Model, found: tuple[Slot, ...]) -> list[str]:
+    notes = []
+    if model.model_type == "falcon" and model.facts.new_decoder_architecture:
+        # a what-if variant may have no per-head layer left (MLA, shared): no note then
+        kv_heads = next((layer.kv_heads for layer in model.layers if layer.kv_heads), None)
+        if kv_heads is not None:
+            notes.append(f"transformers caches Falcon's K/V broadcast to all {model.num_attention_heads} query "
+                         f"heads, not its {kv_heads} KV heads (modeling_falcon.py)")
+    if any(s.kind == "linear" for s in found):
+        notes.append("linear/SSM layers: conv state of the whole kernel in the compute dtype, recurrent "
+                     "state in fp32 (transformers' torch paths)")
+    return notes
+
+
+def estimate_dynamic(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, prompt_tokens=None):
+    _single_device("hf-dynamic", tp, pp)
+    kv_name, e = _compute_dtype(model, kv_dtype, "hf-dynamic")
+    found = slots(model)
+    prompt = prompt_tokens_of(tokens, prompt_tokens)
+    work = DynamicGrowth(found, batch=batch, prompt=prompt, tokens=tokens, e=e)
+    notes = _common_notes(model, found)
+    pinned = [s.window for s in found if s.kind == "sliding" and prompt >= s.window and prompt == tokens]
+    if pinned:
+        notes.append(f"sliding layers keep a view of the last window - 1 tokens, which pins the whole "
+                     f"{prompt}-token prefill buffer until the next decode step (DynamicSlidingWindowLayer)")
+    return _finish(model, "hf-dynamic", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes)
+
+
+def estimate_static(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int,
+                    max_cache_len=None, prompt_tokens=None):
+    _single_device("hf-static", tp, pp)
+    kv_name, e = _compute_dtype(model, kv_dtype, "hf-static")
+    found = slots(model)
+    prompt = prompt_tokens_of(tokens, prompt_tokens)
+    length = tokens if max_cache_len is None else require_positive_int("max_cache_len", max_cache_len)
+    if length < tokens and any(s.kind == "attention" for s in found):
+        raise ValueError(f"max_cache_len ({length}) must be at least tokens ({tokens}): a StaticCache "
+                         "full-attention layer holds at most max_cache_len tokens")
+    work = StaticGrowth(found, max_cache_len=length, batch=batch, prompt=prompt, tokens=tokens, e=e)
+    return _finish(model, "hf-static", work, tokens=tokens, batch=batch, kv_name=kv_name,
+                   notes=_common_notes(model, found), kind=HfStaticDetails, max_cache_len=length)
+
+
+def estimate_quantized(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, backend="quanto",
+                       nbits=None, q_group_size=None, residual_length=None, prompt_tokens=None):
+    _single_device("hf-quantized", tp, pp)
+    kv_name, e = _compute_dtype(model, kv_dtype, "hf-quantized")
+    found = slots(model)
+    prompt = prompt_tokens_of(tokens, prompt_tokens)
+    nbits, group, residual = check_quantized(model, found, backend, nbits, q_group_size, residual_length,
+                                             prompt, tokens, batch)
+    work = QuantizedGrowth(found, backend=backend, nbits=nbits, q_group_size=group, residual_length=residual,
+                           batch=batch, prompt=prompt, tokens=tokens, e=e)
+    quantised, held_residual = work.split(work.steps)
+    label = "fp8_e4m3 per-tensor" if backend == "fp8" else f"{backend} int{nbits} g{group}"
+    notes = _common_notes(model, found)
+    notes.append(f"{label}: {quantised} tokens quantised, {held_residual} in the {kv_name} residual; "
+                 f"scales in {'fp32' if backend == 'fp8' else kv_name}")
+    return _finish(model, "hf-quantized", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes,
+                   kind=HfQuantizedDetails, backend=backend, nbits=nbits, q_group_size=group,
+                   residual_length=residual, quantized_tokens=quantised, residual_tokens=held_residual)

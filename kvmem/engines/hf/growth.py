@@ -1,0 +1,174 @@
+"""DynamicCache and StaticCache step by step: the bytes each layer holds and each update allocates.
+
+``Workload`` is the replay shared by every cache (kvmem.engines.hf.quantized adds QuantizedCache):
+a prefill, then one token per decode step, every layer updated in order; ``peak()`` runs the
+allocations and reports the highest total. The rules (DynamicLayer's torch.cat, the sliding
+layers' trim, StaticLayer's zeros and index_copy_ positions, StaticSlidingWindowLayer's roll) and
+their transformers 5.24.0 sources are in kvmem.engines.hf's docstring.
+"""
+
+from __future__ import annotations
+
+from .slots import Slot
+
+_RECURRENT_STATE_BYTES = 4  # fp32 (torch_chunk_gated_delta_rule, mamba(2) torch scans)
+_INT64 = 8
+
+
+def _positions(s: int) -> list[int]:
+    """StaticLayer.update: arange(s) + cumulative_length, then cumulative_length.add_(s)."""
+    return [_INT64 * s, _INT64 * s, -_INT64 * s, _INT64, -_INT64, -_INT64 * s]
+
+
+class Workload:
+    """Per-layer held bytes after each step and the allocations of each update.
+
+    Step 0 is the prefill of ``prompt`` tokens; step j >= 1 is the j-th decode token.
+    Subclasses give ``held(i, j)`` (bytes layer i holds after step j, bookkeeping included),
+    ``events(i, j)`` (signed allocation sizes of layer i's update at step j) and ``rows(i)``
+    (the final (K, V, state) data bytes of layer i).
+    """
+
+    def __init__(self, slots_: tuple[Slot, ...], *, batch: int, prompt: int, tokens: int, e: int):
+        self.slots, self.batch, self.prompt, self.e = slots_, batch, prompt, e
+        self.steps = tokens - prompt
+
+    def k_token(self, slot: Slot) -> int:
+        return self.batch * slot.heads * slot.k_dim * self.e
+
+    def v_token(self, slot: Slot) -> int:
+        return self.batch * slot.heads * slot.v_dim * self.e
+
+    def i_token(self, slot: Slot) -> int:
+        return self.batch * slot.index_dim * self.e
+
+    def state(self, slot: Slot) -> tuple[int, int]:
+        """(conv, recurrent) bytes of a linear layer."""
+        conv = self.batch * slot.conv_channels * slot.conv_kernel * self.e
+        return conv, self.batch * slot.recurrent_elements * _RECURRENT_STATE_BYTES
+
+    def linear_events(self, slot: Slot, j: int) -> list[int]:
+        """LinearAttentionLayer: zeros for both states at the prefill; the prefill's conv input
+        is left-padded to the kernel when shorter (F.pad, freed after); decode updates in place."""
+        if j:
+            return []
+        conv, recurrent = self.state(slot)
+        pad = [conv, -conv] if self.prompt < slot.conv_kernel else []
+        return [conv, *pad, recurrent]
+
+    def peak(self) -> int:
+        """The highest running total over the steps where it can occur (see _peak_steps)."""
+        best = 0
+        n = len(self.slots)
+        for j in self._peak_steps():
+            running = sum(self.held(i, j - 1) for i in range(n)) if j else 0
+            best = max(best, running)
+            for i in range(n):
+                for delta in self.events(i, j):
+                    running += delta
+                    best = max(best, running)
+        return best
+
+    def _peak_steps(self) -> list[int]:
+        # From decode step 2 on every layer's bytes and transients grow (or stay) with j, so the
+        # last step bounds them; the prefill and the first decode step (where a sliding layer
+        # drops a long prefill buffer) are checked on their own.
+        return sorted({0, min(1, self.steps), self.steps})
+
+    def events(self, i: int, j: int) -> list[int]:
+        """Allocator deltas of layer ``i`` at step ``j``: a linear layer's states, nothing for a
+        dummy layer, else the cache type's own token_events."""
+        slot = self.slots[i]
+        if slot.kind == "linear":
+            return self.linear_events(slot, j)
+        if slot.kind == "dummy":
+            return []
+        return self.token_events(slot, j)
+
+    def rows(self, i: int) -> tuple[int, int, int]:
+        """(K, V, state) bytes layer ``i`` holds at the end: ``held_tokens`` tokens of K (+ indexer)
+        and V, or a linear layer's fixed states."""
+        slot = self.slots[i]
+        if slot.kind == "linear":
+            return 0, 0, sum(self.state(slot))
+        if slot.kind == "dummy":
+            return 0, 0, 0
+        tokens = self.held_tokens(slot)
+        return tokens * (self.k_token(slot) + self.i_token(slot)), tokens * self.v_token(slot), 0
+
+
+class DynamicGrowth(Workload):
+    """A DynamicCache's storage step by step: torch.cat growth and sliding layers' trims (kvmem.measure)."""
+
+    def stored(self, slot: Slot, j: int) -> int:
+        """Tokens of storage a layer holds after step j."""
+        if j < 0:
+            return 0
+        if slot.kind == "sliding" and j > 0 and slot.window > 1:
+            return min(self.prompt + j - 1, slot.window - 1) + 1
+        return self.prompt + j
+
+    def held(self, i: int, j: int) -> int:
+        slot = self.slots[i]
+        if slot.kind == "linear":
+            return sum(self.state(slot)) if j >= 0 else 0
+        if slot.kind == "dummy":
+            return 0
+        return self.stored(slot, j) * (self.k_token(slot) + self.v_token(slot) + self.i_token(slot))
+
+    def token_events(self, slot: Slot, j: int) -> list[int]:
+        old, new = self.stored(slot, j - 1), self.stored(slot, j)
+        k, v = self.k_token(slot), self.v_token(slot)
+        if slot.kind == "sliding":
+            out = [new * k, new * v, -old * k, -old * v]
+        else:
+            out = [new * k, -old * k, new * v, -old * v]
+        if slot.index_dim:
+            out += [new * self.i_token(slot), -old * self.i_token(slot)]
+        return out
+
+    def held_tokens(self, slot: Slot) -> int:
+        return self.stored(slot, self.steps)
+
+
+class StaticGrowth(Workload):
+    """A StaticCache's storage step by step: max_cache_len zeros, int64 positions, sliding layers' roll."""
+
+    def __init__(self, slots_, *, max_cache_len: int, **kw):
+        super().__init__(slots_, **kw)
+        self.max_cache_len = max_cache_len
+
+    def length(self, slot: Slot) -> int:
+        if slot.kind == "sliding":
+            return min(slot.window, self.max_cache_len)
+        return self.max_cache_len
+
+    def held(self, i: int, j: int) -> int:
+        if j < 0:
+            return 0
+        slot = self.slots[i]
+        if slot.kind == "linear":
+            return sum(self.state(slot))
+        if slot.kind == "dummy":
+            return 0
+        index = self.length(slot) * self.i_token(slot) + _INT64 if slot.index_dim else 0
+        return self.length(slot) * (self.k_token(slot) + self.v_token(slot)) + index
+
+    def token_events(self, slot: Slot, j: int) -> list[int]:
+        length = self.length(slot)
+        k, v = length * self.k_token(slot), length * self.v_token(slot)
+        s = self.prompt if j == 0 else 1
+        before = 0 if j == 0 else self.prompt + j - 1
+        out = [k, v] if j == 0 else []
+        if slot.kind == "sliding" and before >= length:
+            out += [k, v, _INT64, -k, -v, -_INT64]  # roll(-1) copies of K and V, index tensor([-1])
+        elif not (slot.kind == "sliding" and before + s > length):
+            out += _positions(s)
+        if slot.index_dim:
+            if j == 0:
+                out += [length * self.i_token(slot), _INT64]  # indexer keys + their int64 counter
+            out += _positions(s)
+        return out
+
+    def held_tokens(self, slot: Slot) -> int:
+        return self.length(slot)

@@ -1,0 +1,56 @@
+"""The cache layer ("slot") each decoder layer gets in transformers 5.24 and the shapes it hands to it.
+
+The shapes per layer kind (attention, MLA, linear/SSM, shared/none) and their sources are in
+kvmem.engines.hf's docstring; ``slots(model)`` reads them off kvmem's layer list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Model
+
+_HF_TYPE = {FULL: "full_attention", SLIDING: "sliding_attention", CHUNKED: "chunked_attention",
+            LINEAR: "linear_attention", SHARED: "dummy", NONE: "dummy"}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What one decoder layer hands to its transformers cache layer (per sequence).
+
+    ``kind``: "attention" (DynamicLayer / StaticLayer), "sliding" (the sliding-window classes,
+    also used for chunked layers), "linear" (LinearAttentionLayer) or "dummy" (DummyLayer).
+    """
+
+    kind: str
+    hf_type: str
+    heads: int = 0
+    k_dim: int = 0
+    v_dim: int = 0
+    window: int = 0
+    index_dim: int = 0
+    conv_channels: int = 0
+    conv_kernel: int = 0
+    recurrent_elements: int = 0
+
+
+def slots(model: Model) -> tuple[Slot, ...]:
+    """Per layer, the K/V (or state) shapes transformers 5.24 caches for ``model``."""
+    falcon_broadcast = model.model_type == "falcon" and model.facts.new_decoder_architecture
+    out = []
+    for layer in model.layers:
+        if layer.kind in (FULL, SLIDING, CHUNKED):
+            heads = model.num_attention_heads if falcon_broadcast else layer.kv_heads
+            kind = "attention" if layer.kind == FULL else "sliding"
+            out.append(Slot(kind, _HF_TYPE[layer.kind], heads, layer.head_dim_k, layer.head_dim_v,
+                            window=layer.window))
+        elif layer.kind == MLA:
+            out.append(Slot("attention", "indexed_attention" if layer.index_head_dim else "full_attention",
+                            1, layer.kv_lora_rank, layer.qk_rope_head_dim, index_dim=layer.index_head_dim))
+        elif layer.kind == LINEAR:
+            state = layer.state
+            out.append(Slot("linear", "linear_attention", conv_channels=state.conv_channels,
+                            conv_kernel=state.conv_kernel, recurrent_elements=state.ssm_elements))
+        else:
+            out.append(Slot("dummy", "dummy"))
+    return tuple(out)
