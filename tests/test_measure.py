@@ -76,7 +76,7 @@ def test_a_sliding_view_counts_the_whole_buffer_it_pins():
 
 
 def test_falcon_40b_layer_shape_is_broadcast_to_query_heads():
-    # one token: 60 layers x 128 heads x 64 x 2 (K, V) x 2 B -- the config reader in measure.py
+    # one token: 60 layers x 128 heads x 64 x 2 (K, V) x 2 B -- kvmem.measurement.plans
     # derives 128 from the transformers FalconConfig independently of kvmem's reader
     m = kvmem.measure("falcon-40b", tokens=1, device="cpu")
     assert m.tensor_bytes == m.predicted_bytes == 1_966_080
@@ -217,8 +217,8 @@ print("ok", results[0].tensor_bytes)
 def test_native_stderr_keeps_real_errors_and_drops_profiler_noise(capfd):
     import os
 
-    from kvmem.measurement import _quiet_native_stderr
-    with _quiet_native_stderr():
+    from kvmem.measurement.allocators import quiet_native_stderr
+    with quiet_native_stderr():
         os.write(2, b"USDT: profiler_start\nSTAGE:2026 ActivityProfilerController.cpp\nFATAL: a real error\n")
     err = capfd.readouterr().err
     assert "FATAL: a real error" in err and "USDT" not in err and "STAGE" not in err

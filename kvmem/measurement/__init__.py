@@ -45,7 +45,6 @@ from ..engines import estimate
 from ..engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from ..model import Model
 from ..units import format_bytes, parse_tokens, require_positive_int
-from .allocators import quiet_native_stderr as _quiet_native_stderr  # noqa: F401 (tests import it from here)
 from .allocators import run_cpu, run_cuda
 from .caches import backend_problem, build_cache, build_toy_cache, hf_config, resolve_device, torch_dtype
 from .driving import Inputs
