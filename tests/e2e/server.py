@@ -34,6 +34,18 @@ def chromium_missing_reason() -> str | None:
     return None
 
 
+def require_browser() -> None:
+    """Call at the top of a browser test module: the tests must run in CI, so there a missing
+    browser fails them; elsewhere they are skipped, saying why."""
+    import pytest
+
+    reason = chromium_missing_reason()
+    if reason and os.environ.get("CI"):
+        pytest.fail(f"browser tests must run in CI: {reason}", pytrace=False)
+    if reason:
+        pytest.skip(reason, allow_module_level=True)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

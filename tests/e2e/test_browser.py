@@ -5,20 +5,15 @@ saved under test-output/screenshots/. Outside CI these skip (saying why) where c
 in CI (.ci/run installs chromium) a missing browser is a failure.
 """
 
-import os
 import pathlib
 import re
 
 import pytest
 
-from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+from tests.e2e.server import browser, require_browser, streamlit_server, wait_for_app
 
 pytestmark = pytest.mark.browser
-REASON = chromium_missing_reason()
-if REASON and os.environ.get("CI"):
-    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
-if REASON:
-    pytest.skip(REASON, allow_module_level=True)
+require_browser()
 
 SHOTS = pathlib.Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 PAGES = {"calculator": "", "compare": "compare", "fit": "fit", "strategies": "strategies", "learn": "learn", "validate": "validate"}  # default page at the root

@@ -5,19 +5,14 @@ segfault in libtorch_cpu.so (the torch profiler is not safe in two threads). kvm
 runs one measurement at a time per process; the second session shows that it waits.
 """
 
-import os
 import urllib.request
 
 import pytest
 
-from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+from tests.e2e.server import browser, require_browser, streamlit_server, wait_for_app
 
 pytestmark = pytest.mark.browser
-REASON = chromium_missing_reason()
-if REASON and os.environ.get("CI"):
-    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
-if REASON:
-    pytest.skip(REASON, allow_module_level=True)
+require_browser()
 
 URL = "/validate?val_tokens=2048,2048,2048&model=llama-3.2-1b"
 

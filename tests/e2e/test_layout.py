@@ -1,17 +1,11 @@
 """Real browser: labels that must not overlap (issue 14 items 7 and 11)."""
 
-import os
-
 import pytest
 
-from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+from tests.e2e.server import browser, require_browser, streamlit_server, wait_for_app
 
 pytestmark = pytest.mark.browser
-REASON = chromium_missing_reason()
-if REASON and os.environ.get("CI"):
-    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
-if REASON:
-    pytest.skip(REASON, allow_module_level=True)
+require_browser()
 
 OVERLAPS = """(texts) => {
     const boxes = [...document.querySelectorAll('.js-plotly-plot .annotation-text, .js-plotly-plot .gtitle,'

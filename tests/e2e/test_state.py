@@ -1,19 +1,13 @@
 """Real browser: every input, engine options included, lives in the URL, survives page switches,
 and the browser's Back/Forward restore it (issue 14 item 2)."""
 
-import os
-
 import pytest
 
 import kvmem
-from tests.e2e.server import browser, chromium_missing_reason, streamlit_server, wait_for_app
+from tests.e2e.server import browser, require_browser, streamlit_server, wait_for_app
 
 pytestmark = pytest.mark.browser
-REASON = chromium_missing_reason()
-if REASON and os.environ.get("CI"):
-    pytest.fail(f"browser tests must run in CI: {REASON}", pytrace=False)
-if REASON:
-    pytest.skip(REASON, allow_module_level=True)
+require_browser()
 
 
 @pytest.fixture(scope="module")

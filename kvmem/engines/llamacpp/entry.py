@@ -39,7 +39,7 @@ class LlamacppDetails(Record):
     n_rs_seq: int | None
     caches: list
     devices: list
-    log: list = ()
+    log: tuple | list = ()     # filled in from the estimate itself (logs.log_lines)
 
 
 @dataclass(frozen=True)
