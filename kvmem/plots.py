@@ -7,11 +7,16 @@ validates a whole spec about ten times faster than it applies ``add_trace`` /
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import plotly.graph_objects as go
 
-__all__ = ["template", "kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v", "bytes_per_token_bars",
-           "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars", "attention_heatmap",
-           "speedup_lines", "predicted_vs_measured"]
+from .units import format_tokens
+
+__all__ = ["template", "token_ticks", "kv_vs_context", "memory_vs_context", "per_layer_bars", "k_vs_v",
+           "bytes_per_token_bars", "compare_lines", "fit_heatmap", "breakdown_bar", "labelled_bars",
+           "attention_heatmap", "speedup_lines", "predicted_vs_measured"]
 
 GIB = 2**30
 MIB = 2**20
@@ -40,12 +45,31 @@ def template(*, dark: bool = False) -> dict:
                        "xaxis": axis, "yaxis": axis}}
 
 
+def token_ticks(values, most: int = 9) -> dict:
+    """Ticks for a log axis of token counts: the powers of two in the values' range, labelled as
+    people type them ("1k", "128k", "1M"; k = 1024), every second or fourth one when there would
+    be more than ``most``. Plotly's own log ticks label every digit of every decade (2 3 ... 9
+    1000 2 3 ...): harder to read, and measuring their ~30 labels cost about 45 ms of each
+    rerun in the browser (bench/README.md). Empty when there is no positive value."""
+    positive = [v for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 1]
+    if not positive:
+        return {}
+    low, high = math.ceil(math.log2(min(positive))), math.floor(math.log2(max(positive)))
+    exponents = list(range(low, high + 1))
+    step = 1
+    while len(exponents[::step]) > most:
+        step *= 2
+    picked = [2**e for e in exponents if (e - exponents[-1]) % step == 0] if exponents else []
+    return {"tickmode": "array", "tickvals": picked, "ticktext": [format_tokens(v) for v in picked]}
+
+
 def _figure(traces, title, x_title, y_title="GiB (2^30 bytes)", *, log_x=False, **layout) -> go.Figure:
-    """A Figure from trace dicts; the x axis is log when asked, else plotly infers it
-    (linear for numbers, category for labels)."""
+    """A Figure from trace dicts; the x axis is log when asked (token counts: ``token_ticks``),
+    else plotly infers it (linear for numbers, category for labels)."""
     xaxis = {"title": {"text": x_title}, **layout.pop("xaxis", {})}
     if log_x:
         xaxis["type"] = "log"
+        xaxis = {**token_ticks([x for trace in traces for x in trace.get("x", ())]), **xaxis}
     spec = {"title": {"text": title}, "xaxis": xaxis, "yaxis": {"title": {"text": y_title}, **layout.pop("yaxis", {})},
             "margin": {"l": 40, "r": 20, "t": 50, "b": 40}, "legend": {"orientation": "h", "y": -0.2}}
     spec.update(layout)

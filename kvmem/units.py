@@ -100,6 +100,16 @@ def parse_tokens(value: object) -> int:
     return _parse("tokens", value, _TOKEN_SUFFIXES, '"4096", "128k" or "1M"', MAX_COUNT)
 
 
+def format_tokens(n: int) -> str:
+    """A token count as people type it, the inverse of parse_tokens for exact multiples:
+    131072 -> "128k", 1048576 -> "1M", 40960 -> "40k", 1000 -> "1000" (k = 1024)."""
+    n = require_positive_int("tokens", n)
+    for suffix, size in (("G", 1024**3), ("M", 1024**2), ("k", 1024)):
+        if n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
 def parse_bytes(value: object) -> int:
     """Byte count from an int or a string: "80GB" (80e9), "80GiB" (80 * 2**30), "512MiB"."""
     return _parse("bytes", value, _BYTE_SUFFIXES, '"80GB", "80GiB" or "512MiB"', MAX_BYTES)

@@ -20,6 +20,25 @@ def test_context_chart_is_log_and_in_gib():
     assert list(fig.data[0].y) == [0.125, 16.0]  # 131,072 B/token x 1,024 and x 131,072 tokens, in GiB
 
 
+def test_token_axes_tick_at_powers_of_two_labelled_as_typed():
+    model = kvmem.get_model("llama-3.1-8b")
+    sweep = tables.context_sweep(model, contexts=tables.model_contexts(model, 8192))  # 256 ... 128k
+    axis = plots.kv_vs_context(sweep).layout.xaxis
+    # ten powers of two (2^8 ... 2^17) are more than nine ticks: every second one, ending at the top
+    assert list(axis.tickvals) == [512, 2048, 8192, 32768, 131072]
+    assert list(axis.ticktext) == ["512", "2k", "8k", "32k", "128k"]
+    assert all(kvmem.parse_tokens(text) == value for text, value in zip(axis.ticktext, axis.tickvals, strict=True))
+
+
+def test_token_ticks_range_and_step():
+    assert plots.token_ticks([256, 40960])["tickvals"] == [2**e for e in range(8, 16)]  # 8 ticks: all
+    long = plots.token_ticks([256, 10_000_000])  # 2^8 ... 2^23: 16 powers -> every second one
+    assert long["ticktext"] == ["512", "2k", "8k", "32k", "128k", "512k", "2M", "8M"]
+    assert plots.token_ticks([256, 2**40])["tickvals"] == [2**e for e in range(8, 41, 4)]  # 33 powers -> every 4th
+    assert plots.token_ticks([1000, 1500])["tickvals"] == [1024]
+    assert plots.token_ticks([]) == {} and plots.token_ticks([0.5]) == {}
+
+
 def test_memory_chart_stacks_weights_and_kv_and_shades_oom():
     model = kvmem.get_model("llama-3.1-8b")
     sweep = tables.context_sweep(model, contexts=[8192, 1048576], weights_bytes=16 * 2**30)

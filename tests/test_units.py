@@ -1,6 +1,7 @@
 import pytest
 
 from kvmem import format_bytes, parse_bytes, parse_tokens
+from kvmem.units import format_tokens
 
 
 @pytest.mark.parametrize("text, tokens", [
@@ -71,3 +72,16 @@ def test_format_bytes_refuses_nan_and_inf_and_reads_huge_ints_exactly():
             format_bytes(bad)
     assert format_bytes(10**400) == "8.88e+384 PiB"  # 10**400 / 1024**5 = 8.88e384, no float overflow
     assert format_bytes(2**60) == "1024.00 PiB"
+
+
+@pytest.mark.parametrize("tokens, text", [(131072, "128k"), (1048576, "1M"), (40960, "40k"), (2**30, "1G"),
+                                          (1536, "1536"), (1000, "1000"), (256, "256")])
+def test_format_tokens_is_parse_tokens_inverse(tokens, text):
+    assert format_tokens(tokens) == text
+    assert parse_tokens(text) == tokens
+
+
+def test_format_tokens_refuses_non_counts():
+    for bad in (0, -4, 1.5, True):
+        with pytest.raises(ValueError, match="tokens must be a positive integer"):
+            format_tokens(bad)

@@ -25,33 +25,34 @@ except ValueError as exc:
     weights_bytes = 0
     st.info(f"Weights not counted: {exc}")
 summary = tables.estimate_summary(result, weights_bytes=weights_bytes, gpu_memory_bytes=gpu.usable_memory_bytes)
-m1, m2, m3, m4, m5 = st.columns(5)
+metrics = st.container(horizontal=True, horizontal_alignment="distribute")  # one block, not 5 columns
 kv_type = inputs.kv_type_text(result)
-m1.metric("Total KV cache", summary["total_gib"],
-          help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine}, "
+metrics.metric("Total KV cache", summary["total_gib"],
+               help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine}, "
                f"KV in {kv_type})")
-m2.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
-m3.metric("Per sequence", summary["per_sequence_gib"],
-          help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
-m4.metric("Weights per device", kvmem.format_bytes(weights_bytes),
-          help=f"{weights_bytes:,} bytes in {work.weight_dtype} (tp {work.tp}, pp {work.pp})")
-m5.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
-          help=f"{kvmem.format_bytes(summary['device_bytes'])} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
+metrics.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
+metrics.metric("Per sequence", summary["per_sequence_gib"],
+               help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
+metrics.metric("Weights per device", kvmem.format_bytes(weights_bytes),
+               help=f"{weights_bytes:,} bytes in {work.weight_dtype} (tp {work.tp}, pp {work.pp})")
+metrics.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
+               help=f"{kvmem.format_bytes(summary['device_bytes'])} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
                "(activations and engine overheads are on the Fit hardware page)")
 st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)"
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
 with st.expander("The seed's formula with your numbers, and why the engine differs", expanded=True):
-    st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this repository); "
-               "its formula is the textbook count below, read naively off the model's config.")
     # the element format in force: an engine option (llama.cpp type_k / type_v) overrides the KV dtype
     terms = common.guard(seed_terms, model, tokens=work.tokens, batch=work.batch, kv_dtype=result.kv_dtype)
-    st.caption(f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
+    st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this repository); "
+               "its formula is the textbook count below, read naively off the model's config.  \n"
+               f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
                + (" (the mean of K's and V's element sizes)" if "/" in terms["dtype"] else ""))
-    st.latex(r"\text{Memory} = 2 \times p \times b \times n_{layers} \times n_{heads} \times d_{head} \times t")
-    st.latex(rf"= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
+    st.latex(r"\begin{aligned}\text{Memory} &= 2 \times p \times b \times n_{layers} \times n_{heads} \times "
+             r"d_{head} \times t \\"
+             rf"&= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
              rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
-             r"\ \text{bytes}".replace(",", "{,}"))
+             r"\ \text{bytes}\end{aligned}".replace(",", "{,}"))
     st.markdown("\n".join(f"- {line}" for line in common.guard(explain.reasons, model, result)))
     if result.log_lines:
         st.caption(f"What {work.engine} itself logs for this cache:")
