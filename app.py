@@ -1,18 +1,11 @@
 """kvmem in the browser: `make run` (or `streamlit run app.py`). Pages live in ui/."""
 
-import gc
-
 import streamlit as st
 
-import kvmem.plots  # noqa: F401  (plotly: loaded once, before the freeze below)
-from ui import inputs, urlparams
+import kvmem.plots  # noqa: F401  (plotly: loaded before the first freeze below)
+from ui import inputs, urlparams, warm
 
-if not getattr(inputs, "gc_frozen", False):
-    # Move everything imported so far out of the collector's reach, once per server process:
-    # Streamlit's post-script gc.collect(2) then scans this session's objects only, not
-    # Streamlit's and plotly's ~90k (45-60 ms of every rerun here; bench/README.md).
-    gc.freeze()
-    inputs.gc_frozen = True
+warm.freeze_new_imports()  # the collector skips imported modules: 45-60 ms of every rerun (ui/warm.py)
 
 st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", layout="wide")
 
@@ -33,3 +26,4 @@ try:
     page.run()
 except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working
     st.error(f"Something went wrong on this page: {type(exc).__name__}: {exc}")
+warm.warm_later()  # torch for Learn and Validate, in the background once the first page is served
