@@ -91,8 +91,10 @@ def kv_vs_context(df, *, title: str = "KV cache vs context length", log_x: bool 
 
 
 def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs context") -> go.Figure:
-    """Weights, then weights + KV (+ state) per device against context (log axis), GPU capacity
-    lines, and the band above the largest capacity shaded as out of memory (plain filled traces).
+    """Weights, then weights + KV (+ state) per device against context (log axis); each GPU's
+    capacity a dashed line, and the band above the largest capacity shaded as out of memory.
+    The lines and the band are layout shapes with legend entries, not traces: the browser
+    redraws three fewer traces on every rerun (bench/README.md).
     ``df``: a context sweep, as a DataFrame or as columns (tables.as_columns)."""
     x = list(df["tokens"])
     weights = [b / GIB for b in df["weights_bytes"]]
@@ -105,16 +107,17 @@ def memory_vs_context(df, *, gpu_lines=(), title: str = "Device memory vs contex
                         hovertemplate="%{x:,} tokens<br>%{y:.2f} GiB<extra>weights + KV</extra>"))
     if any(b > 0 for b in df["state_bytes"]):
         traces.append(_line(x, device, "recurrent state", fill="tonexty"))
+    shapes = []
     if gpu_lines:
-        ends = [x[0], x[-1]]
+        across = {"xref": "paper", "x0": 0, "x1": 1, "yref": "y", "showlegend": True}
         for name, capacity_bytes in gpu_lines:
-            traces.append(_line(ends, [capacity_bytes / GIB] * 2, name, line={"dash": "dash", "color": "#7f7f7f"}))
+            shapes.append({"type": "line", "name": name, "y0": capacity_bytes / GIB, "y1": capacity_bytes / GIB,
+                           "line": {"dash": "dash", "color": "#7f7f7f"}, **across})
         limit = max(capacity for _, capacity in gpu_lines) / GIB
         top = max(max(device), limit) * 1.15
-        traces.append(_line(ends, [limit, limit], "", line={"width": 0}, showlegend=False, hoverinfo="skip"))
-        traces.append(_line(ends, [top, top], "out of memory", line={"width": 0}, fill="tonexty",
-                            fillcolor="rgba(214, 39, 40, 0.12)", hoverinfo="skip"))
-    return _figure(traces, title, "tokens per sequence (log)", log_x=True)
+        shapes.append({"type": "rect", "name": "out of memory", "y0": limit, "y1": top, "layer": "below",
+                       "fillcolor": "rgba(214, 39, 40, 0.12)", "line": {"width": 0}, **across})
+    return _figure(traces, title, "tokens per sequence (log)", log_x=True, shapes=shapes)
 
 
 def per_layer_bars(df, *, title: str = "Cache bytes per layer") -> go.Figure:

@@ -43,11 +43,14 @@ def test_memory_chart_stacks_weights_and_kv_and_shades_oom():
     model = kvmem.get_model("llama-3.1-8b")
     sweep = tables.context_sweep(model, contexts=[8192, 1048576], weights_bytes=16 * 2**30)
     fig = plots.memory_vs_context(sweep, gpu_lines=[("h100", 80 * 2**30)])
-    assert [trace.name for trace in fig.data][:3] == ["weights", "KV cache", "h100"]
+    assert [trace.name for trace in fig.data] == ["weights", "KV cache"]
     assert list(fig.data[0].y) == [16.0, 16.0]
     assert list(fig.data[1].y) == [17.0, 16.0 + 128.0]  # weights + 131,072 B/token x 8,192 and x 1,048,576
-    oom_floor, oom = fig.data[-2], fig.data[-1]
-    assert list(oom_floor.y) == [80, 80] and oom.name == "out of memory" and oom.fill == "tonexty"
+    gpu, oom = fig.layout.shapes  # shapes, with their own legend entries
+    assert (gpu.name, gpu.type, gpu.y0, gpu.y1, gpu.line.dash, gpu.showlegend) == ("h100", "line", 80, 80, "dash", True)
+    assert (oom.name, oom.type, oom.y0, oom.showlegend) == ("out of memory", "rect", 80, True)
+    assert oom.y1 == 144 * 1.15  # above the highest point (144 GiB), so autorange shows the band
+    assert (gpu.xref, gpu.x0, gpu.x1) == (oom.xref, oom.x0, oom.x1) == ("paper", 0, 1)  # across the whole plot
 
 
 def test_template_reads_on_light_and_dark_pages_with_plotlys_colours():
