@@ -26,4 +26,3 @@ try:
     page.run()
 except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working
     st.error(f"Something went wrong on this page: {type(exc).__name__}: {exc}")
-warm.warm_later()  # torch for Learn and Validate, in the background once the first page is served

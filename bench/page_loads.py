@@ -5,7 +5,8 @@
 For each page of the app, and for the floor page (bench/floor_app.py: one input, one chart),
 a new browser session opens the page and the time is taken from navigation start to the
 page's last DOM change, once the page has been still for a second with no script running
-and no spinner on screen: the moment its content is complete. The first visit to each page
+and no spinner or placeholder (a skeleton, while an element's code loads) on screen: the moment
+its content is complete. The first visit to each page
 on a fresh server pays for what the server caches (st.cache_data, e.g. the Learn page's torch
 runs); the later visits are new sessions on a warm server. Target (issue 14): every page's
 content complete within 2x the floor's first chart, measured in the same run. Results go to
@@ -36,6 +37,7 @@ new MutationObserver(() => { window.__lastChange = performance.now(); })
 """
 STILL = """() => !document.querySelector('[data-testid="stStatusWidget"]')
   && !document.querySelector('[data-testid="stSpinner"]')
+  && !document.querySelector('[data-testid="stSkeleton"], [data-testid="stSkeletonElement"]')
   && document.querySelector('[data-testid="stMain"]')
   && performance.now() - window.__lastChange > 1000"""
 
