@@ -9,9 +9,11 @@ of each run, when the previous run's garbage has been collected; reference count
 frees frozen objects.
 
 Importing torch in the background instead, so that the Learn page's first visit would not wait
-for it, was tried and not kept: a half-imported module sits in ``sys.modules`` where plotly
-looks for pandas ("partially initialized module 'pandas' has no attribute 'Series'"), and
-keeping page runs out of the way of the imports stalled whichever page came next by ~3 s.
+for it, was tried twice and not kept. A module being imported sits half-initialised in
+``sys.modules``, where plotly looks for optional packages while it draws: a chart drawn at the
+same moment failed with "partially initialized module 'numpy' has no attribute 'ndarray'"
+(torch imports numpy, which the calculator does not otherwise load), or the same for pandas.
+Holding page runs back while the imports ran stalled whichever page came next by ~3 s.
 """
 
 from __future__ import annotations
