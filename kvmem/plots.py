@@ -50,16 +50,19 @@ def token_ticks(values, most: int = 9) -> dict:
     people type them ("1k", "128k", "1M"; k = 1024), every second or fourth one when there would
     be more than ``most``. Plotly's own log ticks label every digit of every decade (2 3 ... 9
     1000 2 3 ...): harder to read, and measuring their ~30 labels cost about 45 ms of each
-    rerun in the browser (bench/README.md). Empty when there is no positive value."""
+    rerun in the browser (bench/README.md). Empty (plotly's own ticks) when no power of two lies
+    in the range."""
     positive = [v for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 1]
     if not positive:
         return {}
     low, high = math.ceil(math.log2(min(positive))), math.floor(math.log2(max(positive)))
     exponents = list(range(low, high + 1))
+    if not exponents:  # no power of two in the range (1100 ... 1500): plotly's own ticks
+        return {}
     step = 1
     while len(exponents[::step]) > most:
         step *= 2
-    picked = [2**e for e in exponents if (e - exponents[-1]) % step == 0] if exponents else []
+    picked = [2**e for e in exponents if (e - exponents[-1]) % step == 0]
     return {"tickmode": "array", "tickvals": picked, "ticktext": [format_tokens(v) for v in picked]}
 
 

@@ -37,6 +37,7 @@ def test_token_ticks_range_and_step():
     assert plots.token_ticks([256, 2**40])["tickvals"] == [2**e for e in range(8, 41, 4)]  # 33 powers -> every 4th
     assert plots.token_ticks([1000, 1500])["tickvals"] == [1024]
     assert plots.token_ticks([]) == {} and plots.token_ticks([0.5]) == {}
+    assert plots.token_ticks([1100, 1500]) == {}  # no power of two between: plotly's ticks, not none
 
 
 def test_memory_chart_stacks_weights_and_kv_and_shades_oom():
