@@ -4,7 +4,7 @@ import numpy  # noqa: F401  (see below)
 import streamlit as st
 
 import kvmem.plots  # noqa: F401  (plotly: loaded before the first freeze below)
-from ui import collector, inputs, urlparams
+from ui import collector, inputs, preload, urlparams
 
 # numpy is imported before any page draws (0.1 s, once): torch and pandas import it, and while
 # a module is being imported it sits half-initialised in sys.modules, where plotly looks for
@@ -28,6 +28,8 @@ page = st.navigation(pages)
 inputs.build_sidebar()
 urlparams.show_refusals()
 try:
-    page.run()
+    with preload.page_run():  # one page at a time until pandas is imported (ui/preload.py)
+        page.run()
 except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working
     st.error(f"Something went wrong on this page: {type(exc).__name__}: {exc}")
+preload.start()  # once the first page is drawn: pandas, torch and kvmem.lab, in the background

@@ -2,10 +2,16 @@
 
 Derandomised (examples follow from each test's own code) and without an example database,
 so a failure found once does not silently become a local-only failure: it is kept as an
-explicit ``@example`` in the test instead.
+explicit ``@example`` in the test instead. The app's background imports are off here.
 """
 
+import os
+
 from hypothesis import settings
+
+# No background imports in the test process (ui/preload.py): a half-imported pandas could break a
+# test that draws a figure directly. The browser tests' servers turn it back on.
+os.environ["KVMEM_PRELOAD"] = "0"
 
 settings.register_profile("kvmem", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.load_profile("kvmem")

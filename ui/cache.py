@@ -2,7 +2,8 @@
 
 Only calls whose result depends on nothing but their arguments are here, and only those that
 cost enough to matter: a fit grid is ~30 kvmem.fit calls (0.7 s for DeepSeek-V3 here), the
-Learn page's MHA/GQA/MQA comparison runs a torch decoder three ways (~12 s on two cores).
+Learn page's MHA/GQA/MQA comparison runs a torch decoder three ways (0.15 s on one torch thread,
+ui/preload.py).
 Results come back as copies, so no session can change another's. A Model is keyed by its
 name and its (frozen dataclass) hash.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kvmem.model import Model
+from ui import preload
 
 _KEYS = {Model: lambda model: (model.name, hash(model))}
 
@@ -25,13 +27,9 @@ def fit_grid(model, **kwargs):
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def single_head(steps: int, causal: bool):
-    from kvmem import lab
-
-    return lab.compare_single_head(steps=steps, causal=causal)
+    return preload.lab().compare_single_head(steps=steps, causal=causal)
 
 
 @st.cache_data(max_entries=1, show_spinner=False)
 def variants():
-    from kvmem import lab
-
-    return lab.compare_variants()
+    return preload.lab().compare_variants()
