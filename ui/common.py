@@ -3,6 +3,8 @@
 import csv
 import html
 import io
+import math
+import numbers
 import re
 
 import streamlit as st
@@ -56,12 +58,13 @@ HEADINGS = {
     "tokens": "Tokens", "batch": "Batch", "kv_bytes": "KV (bytes)", "state_bytes": "State (bytes)",
     "total_bytes": "Total (bytes)", "bytes_per_token": "Bytes per token", "total_gib": "Total (GiB)",
     "distribution": "Request lengths", "allocation": "Allocation", "block_size": "Block (tokens)",
-    "admitted": "Requests admitted", "waste_fraction": "Reserved but unused", "mean_length": "Mean length (tokens)",
+    "admitted": "Requests admitted", "ms_per_token_cached": "With cache (ms per token)",
+    "ms_per_token_uncached": "Without cache (ms per token)", "speedup": "Speedup", "kv_heads": "KV heads", "waste_fraction": "Reserved but unused", "mean_length": "Mean length (tokens)",
     "device": "Device", "predicted_bytes": "Predicted (bytes)", "tensor_bytes": "Tensors held (bytes)",
     "allocated_bytes": "Allocator (bytes)", "peak_bytes": "Peak (bytes)", "predicted_peak_bytes": "Predicted peak (bytes)",
     "reserved_bytes": "Reserved (bytes)", "difference_bytes": "Difference (bytes)", "matches": "Matches",
 }
-_WIDE = {"cost", "strategy", "variant", "allocation"}
+_PERCENT = {"saving_fraction", "waste_fraction"}
 
 
 def chart(figure, *, key: str, where=None, **kwargs) -> None:
@@ -73,19 +76,63 @@ def chart(figure, *, key: str, where=None, **kwargs) -> None:
     (where or st).plotly_chart(figure, key=key, theme=None, **kwargs)
 
 
-def table(frame, columns=None, **kwargs):
-    """st.dataframe with people's headings (HEADINGS); text columns such as the cited cost get room."""
+def table(frame, columns=None) -> None:
+    """A static table (st.table) with people's headings (HEADINGS) and numbers written to be read.
+
+    Static, not st.dataframe: these tables are a few dozen rows, they show whole cells (the cited
+    quality cost wraps instead of being cut off), and the page needs no data-grid code: a new
+    session's Strategies page was complete ~0.6 s sooner here (bench/README.md). The data keep
+    their values and the CSV download its field names; only the display is formatted (cell).
+    """
     shown = frame if columns is None else frame[list(columns)]
-    config = {}
-    for name in shown.columns:
-        heading = HEADINGS.get(name, str(name).replace("_", " "))
-        if name in ("saving_fraction", "waste_fraction"):
-            config[name] = st.column_config.NumberColumn(heading, format="percent")
-        elif name in _WIDE:
-            config[name] = st.column_config.TextColumn(heading, width="large")
-        else:
-            config[name] = st.column_config.Column(heading)
-    st.dataframe(shown, hide_index=True, column_config=config, **kwargs)
+    headings = {name: HEADINGS.get(name, str(name).replace("_", " ")) for name in shown.columns}
+    formats = {headings[name]: (percent if name in _PERCENT else column_format(shown[name])) for name in shown.columns}
+    styled = shown.rename(columns=headings).style.format(formats)
+    st.table(styled, hide_index=True)
+
+
+def percent(value) -> str:
+    """A fraction as a percentage with one decimal ("28.6%"); "—" when missing."""
+    return "—" if _missing(value) else f"{value:.1%}"
+
+
+def column_format(values):
+    """How to write one column's cells: ``cell``, except that a column of numbers that are not all
+    whole gets one number of decimals for every row, from its largest value (0 from 100 up, 2
+    from 1, 3 below; e-notation below 0.001), so that its digits line up."""
+    present = [v for v in values if not _missing(v)]
+    if not present or not all(_real(v) for v in present) or all(float(v).is_integer() for v in present):
+        return cell
+    top = max(abs(float(v)) for v in present)
+    pattern = "{:,.0f}" if top >= 100 else "{:,.2f}" if top >= 1 else "{:.3f}" if top >= 1e-3 else "{:.2e}"
+    return lambda value: "—" if _missing(value) else pattern.format(float(value))
+
+
+def cell(value) -> str:
+    """One table cell as text: whole numbers with thousands separators, other numbers to three
+    significant digits (e-notation below 0.001), yes/no for booleans, "—" when missing."""
+    if _missing(value):
+        return "—"
+    if _boolean(value):
+        return "yes" if value else "no"
+    if _real(value):
+        number = float(value)
+        if number.is_integer() and abs(number) < 1e15:
+            return f"{int(number):,}"
+        return f"{number:,.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
+    return str(value)
+
+
+def _boolean(value) -> bool:
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b"
+
+
+def _real(value) -> bool:
+    return isinstance(value, numbers.Real) and not _boolean(value)
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, numbers.Real) and math.isnan(value))
 
 
 def gqa_groups(model, offered=(8, 4, 2)) -> tuple:

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from kvmem import plots
-from ui import cache, common, inputs, urlparams
+from ui import cache, common, inputs, preload, urlparams
 
 st.title("How a KV cache works")
 st.markdown(
@@ -30,7 +30,7 @@ with st.spinner("Running the seed's decoder with and without a cache (torch)…"
     head = common.guard(cache.single_head, steps, causal)
 diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": head.max_abs_diff,
                       "earlier rows changed by": head.past_drift, "tokens in cache (len)": head.cache_tokens})
-st.dataframe(diffs, hide_index=True)
+common.table(diffs)
 common.download(diffs, "cached_vs_uncached.csv", key="dl_diffs")
 st.caption(f"Largest difference over all steps: {head.max_abs_diff_overall:.2e} (float32 rounding). "
            "The seed's `KVCache.__len__` returned `keys.size(1)` — the head dimension; kvmem.lab's returns tokens.")
@@ -54,26 +54,23 @@ st.markdown(f"The cache holds **{memory.tensor_bytes:,} bytes** of tensors after
 st.header("4. MHA, GQA and MQA side by side")
 st.markdown("A small decoder (2 layers, 8 query heads) with 8, 2 and 1 KV heads: the same equivalence, "
             "a cache 4× and 8× smaller.")
-with st.spinner("Running three small decoders (MHA, GQA, MQA) with torch: about 10 s the first time, "
-                "then cached for every session…"):
+with st.spinner("Running three small decoders (MHA, GQA, MQA) with torch; the result is then kept for every session…"):
     variants = common.guard(cache.variants)
 table = pd.DataFrame([{"variant": v.variant, "kv_heads": v.kv_heads, "max |cached − uncached| (logits)":
                        v.max_abs_diff_overall, "bytes per token": v.bytes_per_token,
                        "cache bytes": v.memory.tensor_bytes, "formula bytes": v.memory.formula_bytes}
                       for v in variants])
-st.dataframe(table, hide_index=True)
+common.table(table)
 common.download(table, "variants.csv", key="dl_variants")
 
 st.header("5. The speedup, measured here")
 st.markdown("Time per generated token with and without the cache. Without it, each step reprocesses the whole "
             "sequence, so its cost grows with length; with it, each step processes one token.")
 if st.button("Measure (about 2 s)", key="lab_measure", help="Runs lab.time_per_token on this machine."):
-    from kvmem import lab  # torch: imported when used, after the page's text is on screen
-
     with st.spinner("Timing generation with and without the cache…"):
-        st.session_state["lab_timing"] = lab.time_per_token(lengths=(16, 64, 256, 512))
+        st.session_state["lab_timing"] = preload.lab().time_per_token(lengths=(16, 64, 256, 512))
 if "lab_timing" in st.session_state:
     timing = pd.DataFrame(st.session_state["lab_timing"])
     common.chart(plots.speedup_lines(timing), key="speedup_chart")
-    st.dataframe(timing, hide_index=True)
+    common.table(timing)
     common.download(timing, "speedup.csv", key="dl_speedup")

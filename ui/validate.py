@@ -66,5 +66,5 @@ if "val_rows" in st.session_state:
     cuda = [r["cuda"] for r in rows if r["cuda"]]
     if cuda:
         st.subheader("CUDA allocator")
-        st.dataframe(pd.DataFrame(cuda), hide_index=True)
+        common.table(pd.DataFrame(cuda))
     st.caption(importlib.import_module("kvmem.validation").ALLOCATOR_NOTE)

@@ -13,19 +13,19 @@ def page():
 
 def test_default_rows_are_library_numbers(page):
     assert not page.exception
-    frame = page.dataframe[0].value
+    frame = page.table[0].value
     for _, row in frame.iterrows():
-        expected = kvmem.estimate(row["model"], engine=row["engine"], tokens=8192, kv_dtype=row["kv_dtype"])
-        assert row["kv_bytes"] == expected.kv_bytes
-    assert set(frame["model"]) == {"llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"}
+        expected = kvmem.estimate(row["Model"], engine=row["Engine"], tokens=8192, kv_dtype=row["KV dtype"])
+        assert row["KV (bytes)"] == expected.kv_bytes
+    assert set(frame["Model"]) == {"llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"}
 
 
 def test_dtypes_multiply_rows(page):
     page.multiselect(key="cmp_engines").set_value(["ideal"])
     page.multiselect(key="cmp_dtypes").set_value(["bf16", "fp8", "q4_0"]).run()
-    frame = page.dataframe[0].value
+    frame = page.table[0].value
     assert len(frame) == 4 * 3
-    llama = frame[frame["model"] == "llama-3.1-8b"].set_index("kv_dtype")["bytes_per_token"]
+    llama = frame[frame["Model"] == "llama-3.1-8b"].set_index("KV dtype")["Bytes per token"]
     assert llama["bf16"] == 131072 and llama["fp8_e4m3"] == 65536 and llama["q4_0"] == 32 * 8 * 2 * (128 // 32) * 18
 
 
@@ -37,7 +37,7 @@ def test_a_format_an_engine_refuses_is_a_warning_not_an_error(page):
     skipped = [e for e in page.expander if "skipped" in e.label]
     assert len(skipped) == 1 and skipped[0].label.startswith("4 combination(s) skipped")
     assert any("q4\\_0" in m.value for m in skipped[0].markdown)  # shown as plain text
-    assert set(page.dataframe[0].value["kv_dtype"]) == {"bf16"}
+    assert set(page.table[0].value["KV dtype"]) == {"bf16"}
 
 
 def test_many_series_stay_distinguishable(page):

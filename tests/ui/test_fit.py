@@ -21,7 +21,7 @@ def test_defaults_equal_library_fit(page):
     assert metrics(page)["Max batch"] == f"{expected.max_batch:,}"
     assert metrics(page)["Max context"] == f"{expected.max_context:,}"
     assert metrics(page)["Decode bound"] == f"{expected.decode_tokens_per_s:,.1f} tok/s"
-    assert len(page.dataframe[0].value) == 4 * len(set(page.dataframe[0].value["context"]))
+    assert len(page.table[0].value) == 4 * len(set(page.table[0].value["Context (tokens)"]))
 
 
 def test_seventy_b_on_two_h100_in_fp8(page):

@@ -14,23 +14,23 @@ def page():
 
 def test_equivalence_table_and_bytes(page):
     assert not page.exception
-    diffs = page.dataframe[0].value
+    diffs = page.table[0].value
     assert list(diffs["tokens in cache (len)"]) == [1, 2, 3, 4, 5]
     assert diffs["max |cached − uncached|"].max() < 1e-6
     assert any("240 bytes" in m.value.replace("**", "") for m in page.markdown)  # 2 x 4 B x 6 x 5 tokens
-    variants = page.dataframe[1].value.set_index("variant")
+    variants = page.table[1].value.set_index("Attention")
     assert list(variants["bytes per token"]) == [v.bytes_per_token for v in lab.compare_variants()]
     assert (variants["cache bytes"] == variants["formula bytes"]).all()
 
 
 def test_measure_speedup(page):
     page.button(key="lab_measure").click().run()
-    timing = page.dataframe[2].value
-    assert list(timing["tokens"]) == [16, 64, 256, 512]
-    assert (timing["ms_per_token_cached"] > 0).all() and timing["speedup"].iloc[-1] > 1
+    timing = page.table[2].value
+    assert list(timing["Tokens"]) == [16, 64, 256, 512]
+    assert (timing["With cache (ms per token)"] > 0).all() and timing["Speedup"].iloc[-1] > 1
 
 
 def test_without_causal_mask_earlier_rows_change(page):
     page.toggle(key="lab_causal").set_value(False).run()
     assert not page.exception
-    assert page.dataframe[0].value["earlier rows changed by"].max() > 1e-2
+    assert page.table[0].value["earlier rows changed by"].max() > 1e-2

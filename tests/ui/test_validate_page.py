@@ -16,11 +16,11 @@ def test_measure_llama_on_cpu(page):
     page.selectbox(key="val_device").set_value("cpu")
     page.button(key="val_run").click().run()
     assert not page.exception
-    frame = page.dataframe[0].value
-    assert list(frame["tokens"]) == [8, 32] and frame["matches"].all()
+    frame = page.table[0].value
+    assert list(frame["Tokens"]) == [8, 32] and frame["Matches"].all()
     # 32 layers x 8 KV heads x 128 x (K,V) x 2 B = 131,072 B per token
-    assert list(frame["tensor_bytes"]) == [8 * 131_072, 32 * 131_072]
-    assert list(frame["predicted_bytes"]) == [kvmem.estimate("llama-3.1-8b", engine="hf-dynamic", tokens=t,
+    assert list(frame["Tensors held (bytes)"]) == [8 * 131_072, 32 * 131_072]
+    assert list(frame["Predicted (bytes)"]) == [kvmem.estimate("llama-3.1-8b", engine="hf-dynamic", tokens=t,
                                                               kv_dtype="bf16").kv_bytes for t in (8, 32)]
     assert "2 of 2 match" in page.success[0].value
 
@@ -30,7 +30,7 @@ def test_quantized_cache(page):
     page.selectbox(key="val_engine").set_value("hf-quantized")
     page.text_input(key="val_tokens").set_value("40")
     page.button(key="val_run").click().run()
-    assert not page.exception and page.dataframe[0].value["matches"].all()
+    assert not page.exception and page.table[0].value["Matches"].all()
 
 
 def test_bad_tokens_and_refusals_are_messages(page):
