@@ -164,13 +164,15 @@ def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Fig
 
 
 def fit_heatmap(df, *, title: str = "Max batch that fits") -> go.Figure:
-    """Max batch over context (x) x GPU (y), from tables.fit_grid; 0 = does not fit."""
+    """Max batch over context (x) x GPU (y), from tables.fit_grid; 0 = does not fit. One column per
+    context, equally wide (a category axis), and room for the GPUs' whole names."""
     pivot = df.pivot(index="gpu", columns="context", values="max_batch")
     values = pivot.values.tolist()
     trace = {"type": "heatmap", "z": values, "x": [f"{c:,}" for c in pivot.columns], "y": list(pivot.index),
              "text": values, "texttemplate": "%{text}", "colorscale": "Blues",
              "hovertemplate": "%{y}<br>%{x} tokens<br>max batch %{z}<extra></extra>"}
-    return _figure([trace], title, "context (tokens per sequence)", "GPU")
+    return _figure([trace], title, "context (tokens per sequence)", "GPU", xaxis={"type": "category"},
+                   yaxis={"automargin": True})
 
 
 def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device", names: dict | None = None) -> go.Figure:

@@ -66,3 +66,11 @@ def test_template_reads_on_light_and_dark_pages_with_plotlys_colours():
 
     assert brightness(light["font"]["color"]) < 200 and brightness(dark["font"]["color"]) > 600
     assert brightness(dark["xaxis"]["gridcolor"]) < brightness(light["xaxis"]["gridcolor"])
+
+
+def test_fit_heatmap_has_a_column_per_context_and_room_for_gpu_names():
+    grid = tables.fit_grid("llama-3.1-8b", gpus=["h100-sxm-80gb", "rtx-4090-24gb"], contexts=[2048, 8192, 32768])
+    figure = plots.fit_heatmap(grid)
+    assert figure.layout.xaxis.type == "category" and figure.layout.yaxis.automargin is True
+    assert list(figure.data[0].x) == ["2,048", "8,192", "32,768"]
+    assert set(figure.data[0].y) == {"h100-sxm-80gb", "rtx-4090-24gb"}

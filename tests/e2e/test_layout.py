@@ -1,4 +1,4 @@
-"""Real browser: labels that must not overlap (issue 14 items 7 and 11)."""
+"""Real browser: labels that must not overlap or be cut off (issue 14 items 7, 11 and 12)."""
 
 import pytest
 
@@ -48,3 +48,17 @@ def test_strategies_chart_title_clear_of_its_legend(page, app_url):
     found, overlapping = page.evaluate(OVERLAPS, ["KV bytes per strategy", "quantisation", "eviction",
                                                   "architecture", "baseline"])
     assert found >= 2 and overlapping == 0
+
+
+def test_fit_heatmap_shows_whole_gpu_names(page, app_url):
+    # issue 14 item 12: "GPU names are not cut off"; the heatmap's axis cut them at the left edge
+    page.goto(f"{app_url}/fit")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot .heatmaplayer", timeout=90_000)
+    names, clipped = page.evaluate("""() => {
+        const plot = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.querySelector('.heatmaplayer'));
+        const edge = plot.getBoundingClientRect().left;
+        const labels = [...plot.querySelectorAll('.ytick text')];
+        return [labels.map(t => t.textContent), labels.filter(t => t.getBoundingClientRect().left < edge).length];
+    }""")
+    assert "rtx-4090-24gb" in names and clipped == 0
