@@ -98,10 +98,10 @@ def kv_type_text(result) -> str:
     return k if k == v else f"K {k}, V {v}"
 
 
-def not_used(*names: str, why: str = "") -> None:
-    """Say which sidebar inputs this page does not use (and why), so no input is silently ignored."""
+def not_used(*names: str, why: str = "", where: str = "page") -> None:
+    """Say which sidebar inputs this page (or tab) does not use, and why, so no input is silently ignored."""
     labels = ", ".join(LABELS[n] for n in names)
-    st.caption(f"Not used on this page: {labels}" + (f" ({why})." if why else "."))
+    st.caption(f"Not used on this {where}: {labels}" + (f" ({why})." if why else "."))
 
 
 # ----------------------------------------------------------------------------- the model

@@ -117,3 +117,24 @@ def test_a_refused_link_parameter_is_named_on_the_page(page, app_url):
     page.get_by_text("model=llama-9").wait_for(timeout=60_000)
     wait_metric(page, 0, "2.00 GiB")  # batch 2 kept, the default model
     assert "batch=2" in page.url and "llama-9" not in page.url
+
+
+def test_a_strategies_tab_keeps_the_other_tabs_inputs_and_lives_in_the_url(page, app_url):
+    # Strategies computes only the open tab; a value set on one tab survives opening another,
+    # and both the tab and the value are in the URL.
+    page.goto(f"{app_url}/strategies?strategy_view=Prefix+sharing+and+offloading")
+    wait_for_app(page)
+    box = page.get_by_role("spinbutton", name="Shared prefix (tokens)")
+    box.fill("4096")
+    box.press("Enter")
+    page.wait_for_url("**prefix=4096**", timeout=30_000)
+    wait_for_app(page)
+    page.get_by_role("tab", name="Eviction").click()
+    page.wait_for_url("**strategy_view=Eviction**", timeout=30_000)
+    wait_for_app(page)
+    page.locator(".js-plotly-plot .gtitle").filter(has_text="KV cache vs tokens generated").wait_for(timeout=60_000)
+    assert "prefix=4096" in page.url
+    page.get_by_role("tab", name="Prefix sharing and offloading").click()
+    wait_for_app(page)
+    assert page.get_by_role("spinbutton", name="Shared prefix (tokens)").input_value(timeout=60_000) == "4096"
+    assert page.locator('[data-testid="stMetricLabel"]').filter(has_text="KV on the device").count() == 1

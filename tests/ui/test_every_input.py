@@ -4,9 +4,13 @@ or the page says that the input does not apply to it. A page that silently ignor
 
 import pytest
 
-from tests.ui.apptest import run
+from tests.ui.apptest import load
 
-PAGES = ["ui/calculator.py", "ui/compare.py", "ui/fit.py", "ui/strategies.py"]
+# Strategies computes one tab at a time: each tab is its own page here.
+STRATEGY_TABS = ["Side by side", "Eviction", "Paged vs contiguous", "Prefix sharing and offloading",
+                 "Architecture variants"]
+PAGES = ["ui/calculator.py", "ui/compare.py", "ui/fit.py"] + [f"ui/strategies.py?strategy_view={tab}"
+                                                              for tab in STRATEGY_TABS]
 # input -> (widget kind, key, new value, label the page uses when it says the input is not used)
 CHANGES = {
     "model": ("selectbox", "model", "qwen3-8b", "model"),
@@ -25,13 +29,22 @@ CHANGES = {
 def shown(at) -> tuple:
     """What a person sees as the page's result: metrics, tables, charts, headings and text."""
     charts = tuple(c.proto.spec for c in at.get("plotly_chart"))
-    tables = tuple(d.value.to_csv() for d in at.dataframe)
+    tables = tuple(d.value.to_csv() for d in at.table)
     return (tuple(m.value for m in at.metric), tables, charts, tuple(m.value for m in at.markdown),
             tuple(s.value for s in at.subheader), tuple(e.value for e in at.error))
 
 
 def not_used_caption(at) -> str:
-    return " ".join(c.value for c in at.caption if c.value.startswith("Not used on this page"))
+    return " ".join(c.value for c in at.caption if c.value.startswith(("Not used on this page", "Not used on this tab")))
+
+
+def run(page):
+    """Run ``page`` ("path" or "path?param=value") once."""
+    path, _, query = page.partition("?")
+    at = load(path)
+    if query:
+        at.query_params.update(dict([query.split("=", 1)]))
+    return at.run()
 
 
 def changed(page, kind, key, value, setup=()):

@@ -1,9 +1,12 @@
-"""Strategies page (AppTest): tables and metrics come from kvmem.strategies / kvmem.estimate."""
+"""Strategies page (AppTest): tables and metrics come from kvmem.strategies / kvmem.estimate;
+one tab's results at a time, every tab's inputs always in the session and the URL."""
 
 import pytest
 
 import kvmem
-from tests.ui.apptest import run
+from tests.ui.apptest import load, run
+
+SHARING = "Prefix sharing and offloading"
 
 
 @pytest.fixture
@@ -11,15 +14,51 @@ def page():
     return run("ui/strategies.py")
 
 
+def tab(view: str, query=None):
+    """The page with tab ``view`` open, as a link with ``?strategy_view=...`` opens it."""
+    at = load("ui/strategies.py")
+    at.query_params.update({"strategy_view": view, **(query or {})})
+    return at.run()
+
+
+def test_only_the_open_tab_is_computed_and_drawn(page):
+    assert len(page.get("plotly_chart")) == 1 and len(page.table) == 1  # Side by side
+    assert not page.metric
+    eviction = tab("Eviction")
+    charts = eviction.get("plotly_chart")
+    assert len(charts) == 1 and "KV cache vs tokens generated" in charts[0].proto.spec and not eviction.table
+    sharing = tab(SHARING)
+    assert not sharing.get("plotly_chart") and [m.label for m in sharing.metric][0] == "KV on the device"
+
+
+def test_every_tab_keeps_its_inputs_while_another_is_open():
+    # (switching tabs in the browser: tests/e2e/test_state.py)
+    at = tab("Eviction", {"prefix": "4096", "max_model_len": "16k"})
+    assert not at.exception and "KV cache vs tokens generated" in at.get("plotly_chart")[0].proto.spec
+    assert at.number_input(key="prefix").value == 4096 and at.text_input(key="max_model_len").value == "16k"
+    assert at.query_params["prefix"] == "4096" and at.query_params["max_model_len"] == "16k"
+
+
+def test_a_tab_name_the_page_does_not_have_is_refused():
+    at = load("ui/strategies.py")
+    at.query_params.update({"strategy_view": "Paging"})
+    at.run()
+    at.run()
+    message = " ".join(w.value for w in at.warning)
+    assert "`strategy_view=Paging` refused: not one of the choices (Side by side, Eviction" in message
+    assert len(at.get("plotly_chart")) == 1  # the first tab instead
+
+
 def test_strategy_table_equals_library(page):
     assert not page.exception
     rows = kvmem.compare_strategies("llama-3.1-8b", tokens=8192, engine="vllm", kv_dtype="bf16", budget=1024,
                                     residual_length=128, gpu="h100-sxm-80gb")
-    shown = page.dataframe[0].value
-    assert list(shown["strategy"]) == [r["strategy"] for r in rows]
+    shown = page.table[0].value
+    assert list(shown["Strategy"]) == [r["strategy"] for r in rows]
 
 
-def test_offload_and_prefix(page):
+def test_offload_and_prefix():
+    page = tab(SHARING)
     page.number_input(key="batch").set_value(8)
     page.number_input(key="prefix").set_value(4096)
     page.slider(key="offload").set_value(0.5)
@@ -31,12 +70,14 @@ def test_offload_and_prefix(page):
     assert values["KV in host memory"] == kvmem.format_bytes(expected.details["host_kv_bytes"])
 
 
-def test_bad_budget_strings_are_messages(page):
+def test_bad_budget_strings_are_messages():
+    page = tab("Paged vs contiguous")
     page.text_input(key="kv_memory").set_value("lots").run()
     assert not page.exception and "KV memory budget" in page.error[0].value
 
 
-def test_gpu_without_a_host_link_figure_is_a_dash_not_an_error(page):
+def test_gpu_without_a_host_link_figure_is_a_dash_not_an_error():
+    page = tab(SHARING)
     page.selectbox(key="gpu").set_value("rtx-3090-24gb")
     page.slider(key="offload").set_value(0.5)
     page.run()
@@ -45,17 +86,16 @@ def test_gpu_without_a_host_link_figure_is_a_dash_not_an_error(page):
 
 
 def test_strategies_page_explains_itself():
-    from tests.ui.apptest import run as run_page
-
-    at = run_page("ui/strategies.py")
+    at = tab("Paged vs contiguous")
     assert not at.exception
     captions = " ".join(c.value for c in at.caption)
     assert "sample of 500 request lengths" in captions and "**sharegpt**" in captions and "**fixed**" in captions
+    assert "Not used on this tab: tokens, batch, engine, engine options" in captions
     # Llama-3.1-8B already has 8 KV heads: no "GQA-8" variant that would need retraining for nothing
-    variants = at.dataframe[-1].value
-    assert "GQA-8" not in set(variants["variant"]) and "GQA-4" in set(variants["variant"])
+    variants = tab("Architecture variants").table[-1].value
+    assert "GQA-8" not in set(variants["Attention"]) and "GQA-4" in set(variants["Attention"])
     # no prefix sharing and no offloading: no "↓ -0 B" delta
-    device = next(m for m in at.metric if m.label == "KV on the device")
+    device = next(m for m in tab(SHARING).metric if m.label == "KV on the device")
     assert device.delta in (None, "")
 
 
@@ -74,5 +114,5 @@ def test_tables_show_words_not_field_names():
     from tests.ui.apptest import run as run_page
 
     at = run_page("ui/strategies.py")
-    config = at.dataframe[0].proto.columns  # column_config as JSON
-    assert "Cited quality cost" in config and "Needs retraining" in config
+    headings = list(at.table[0].value.columns)
+    assert "Cited quality cost" in headings and "Needs retraining" in headings and "saving_fraction" not in headings
