@@ -8,12 +8,8 @@ every rerun here, and torch's (once the Learn or Validate page has imported it) 
 of each run, when the previous run's garbage has been collected; reference counting still
 frees frozen objects.
 
-Importing torch in the background instead, so that the Learn page's first visit would not wait
-for it, was tried twice and not kept. A module being imported sits half-initialised in
-``sys.modules``, where plotly looks for optional packages while it draws: a chart drawn at the
-same moment failed with "partially initialized module 'numpy' has no attribute 'ndarray'"
-(torch imports numpy, which the calculator does not otherwise load), or the same for pandas.
-Holding page runs back while the imports ran stalled whichever page came next by ~3 s.
+The imports that ui/preload.py runs in the background after the first page are frozen the same
+way, at the start of the next run.
 """
 
 from __future__ import annotations
