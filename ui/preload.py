@@ -4,7 +4,9 @@ A new server imports only what the calculator needs. The Learn page's first visi
 for torch and kvmem.lab (~2.2 s here) and for pandas (~0.45 s; Compare, Fit, Strategies and
 Validate import it for their tables) before its content was complete: 2.0-2.5x the floor page's
 first chart (bench/README.md). app.py calls ``start`` after every run; the first call starts one
-daemon thread that imports them while the user reads the first page.
+daemon thread that imports them while the user reads the first page: 4 s after it, at the
+lowest CPU priority (Linux: this thread only). A browser on the same two-core machine was still
+drawing that page, or the next one, and importing beside it made that page ~1 s slower to complete.
 
 A module being imported sits half-initialised in ``sys.modules``, so two rules keep this safe:
 
@@ -36,9 +38,11 @@ import logging
 import os
 import sys
 import threading
+import time
 
 _pandas_alone = threading.Lock()
 _started = threading.Lock()
+AFTER_FIRST_PAGE_S = 4.0  # between the first page's run and the imports (see above)
 
 
 def enabled() -> bool:
@@ -73,15 +77,18 @@ def lab():
     return kvmem_lab
 
 
-def start() -> bool:
-    """Start the preloading thread, once per process; True if this call started it."""
+def start(delay_s: float = AFTER_FIRST_PAGE_S) -> bool:
+    """Start the preloading thread, once per process, importing after ``delay_s``; True if this call started it."""
     if not enabled() or not _started.acquire(blocking=False):
         return False
-    threading.Thread(target=_preload, name="kvmem-preload", daemon=True).start()
+    threading.Thread(target=_preload, args=(delay_s,), name="kvmem-preload", daemon=True).start()
     return True
 
 
-def _preload() -> None:
+def _preload(delay_s: float) -> None:
+    with contextlib.suppress(AttributeError, OSError):  # Linux: this thread only, the lowest priority
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    time.sleep(delay_s)
     try:
         with _pandas_alone:
             import pandas  # noqa: F401

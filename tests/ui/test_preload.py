@@ -68,7 +68,7 @@ def test_start_imports_pandas_alone_then_torch_on_one_thread():
         import sys, threading, time
         from ui import preload
         preload._pandas_alone.acquire()  # a page is running
-        assert preload.start() and not preload.start()  # once per process
+        assert preload.start(delay_s=0) and not preload.start()  # once per process
         time.sleep(0.5)
         print("pandas while a page runs:", "pandas" in sys.modules)
         preload._pandas_alone.release()
