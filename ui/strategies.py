@@ -29,6 +29,7 @@ if "residual_length" in work.options:  # the engine option (hf-quantized) is the
 urlparams.check_choice("strategy_view", VIEWS)
 side, eviction, paged, sharing, variants_tab = st.tabs(VIEWS, key="strategy_view", bind="query-params")
 NO_GPU = "the GPU only gives the host-link bandwidth, on the Prefix sharing and offloading tab"
+SAMPLE = 500  # request lengths per distribution on the Paged vs contiguous tab
 
 with side:
     if side.open:
@@ -64,7 +65,6 @@ with paged:
                         why="a sample of request lengths, max_model_len and the budget above stand for the workload, "
                             "and block sizes of 1 to 128 tokens are compared; the model and KV dtype apply",
                         where="tab")
-        SAMPLE = 500
         sweep = common.guard(strategies.allocation_sweep, model, max_model_len=max_len, kv_memory=kv_memory,
                              n=SAMPLE, kv_dtype=work.kv_dtype)
         alloc = tables.rows_frame(sweep)
