@@ -22,13 +22,13 @@ A module being imported sits half-initialised in ``sys.modules``, so two rules k
   still initialising, and a page's own ``import`` waits on that module's import lock.
 
 torch runs the lab's decoders on one intra-op thread here (``lab``): they are tiny (d_model 12
-and 64), and beside a busy core torch's two threads wait for each other. ``compare_variants``
-took 0.52-0.88 s with two threads against 0.15 s with one while another process held a core,
-and 2.7 s in the server while the browser drew the page.
+and 64, 128 for the timing), and beside a busy core torch's two threads wait for each other.
+``compare_variants`` took 0.52-0.88 s with two threads against 0.15 s with one while another
+process held a core, and 2.7 s in the server while the browser drew the page.
 
-``KVMEM_PRELOAD=0`` turns the thread off (it saves torch's ~300 MB when no one opens Learn or
-Validate). The test suite sets it, so that no background import can race a test that draws a
-figure directly; the browser tests' servers turn it back on.
+``KVMEM_PRELOAD=0`` turns the thread off (it saves the ~260 MB these imports take when no one
+opens Learn or Validate). The test suite sets it, so that no background import can race a test
+that draws a figure directly; the browser tests' servers turn it back on.
 """
 
 from __future__ import annotations
