@@ -9,7 +9,7 @@ from ui import collector, inputs, preload, urlparams
 # numpy is imported before any page draws (0.1 s, once): torch and pandas import it, and while
 # a module is being imported it sits half-initialised in sys.modules, where plotly looks for
 # numpy as it builds a figure. torch imported in one thread while another drew a chart broke
-# the chart ("partially initialized module 'numpy' has no attribute 'ndarray'"; ui/collector.py).
+# the chart ("partially initialized module 'numpy' has no attribute 'ndarray'"; ui/preload.py).
 collector.freeze_new_imports()  # the collector skips imported modules: 45-60 ms of every rerun (ui/collector.py)
 
 st.set_page_config(page_title="kvmem — KV-cache memory", page_icon="🧮", layout="wide")

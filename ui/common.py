@@ -58,8 +58,9 @@ HEADINGS = {
     "tokens": "Tokens", "batch": "Batch", "kv_bytes": "KV (bytes)", "state_bytes": "State (bytes)",
     "total_bytes": "Total (bytes)", "bytes_per_token": "Bytes per token", "total_gib": "Total (GiB)",
     "distribution": "Request lengths", "allocation": "Allocation", "block_size": "Block (tokens)",
-    "admitted": "Requests admitted", "ms_per_token_cached": "With cache (ms per token)",
-    "ms_per_token_uncached": "Without cache (ms per token)", "speedup": "Speedup", "kv_heads": "KV heads", "waste_fraction": "Reserved but unused", "mean_length": "Mean length (tokens)",
+    "admitted": "Requests admitted", "waste_fraction": "Reserved but unused", "mean_length": "Mean length (tokens)",
+    "ms_per_token_cached": "With cache (ms per token)", "ms_per_token_uncached": "Without cache (ms per token)",
+    "speedup": "Speedup", "kv_heads": "KV heads",
     "device": "Device", "predicted_bytes": "Predicted (bytes)", "tensor_bytes": "Tensors held (bytes)",
     "allocated_bytes": "Allocator (bytes)", "peak_bytes": "Peak (bytes)", "predicted_peak_bytes": "Predicted peak (bytes)",
     "reserved_bytes": "Reserved (bytes)", "difference_bytes": "Difference (bytes)", "matches": "Matches",
@@ -82,7 +83,8 @@ def table(frame, columns=None) -> None:
     Static, not st.dataframe: these tables are a few dozen rows, they show whole cells (the cited
     quality cost wraps instead of being cut off), and the page needs no data-grid code: a new
     session's Strategies page was complete ~0.6 s sooner here (bench/README.md). The data keep
-    their values and the CSV download its field names; only the display is formatted (cell).
+    their values and the CSV download its field names; only the display is formatted
+    (``column_format``, ``percent``).
     """
     shown = frame if columns is None else frame[list(columns)]
     headings = {name: HEADINGS.get(name, str(name).replace("_", " ")) for name in shown.columns}

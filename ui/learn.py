@@ -54,7 +54,8 @@ st.markdown(f"The cache holds **{memory.tensor_bytes:,} bytes** of tensors after
 st.header("4. MHA, GQA and MQA side by side")
 st.markdown("A small decoder (2 layers, 8 query heads) with 8, 2 and 1 KV heads: the same equivalence, "
             "a cache 4× and 8× smaller.")
-with st.spinner("Running three small decoders (MHA, GQA, MQA) with torch; the result is then kept for every session…"):
+with st.spinner("Running three small decoders (MHA, GQA, MQA) with torch; the result is then kept "
+                "for every session…"):
     variants = common.guard(cache.variants)
 table = pd.DataFrame([{"variant": v.variant, "kv_heads": v.kv_heads, "max |cached − uncached| (logits)":
                        v.max_abs_diff_overall, "bytes per token": v.bytes_per_token,

@@ -6,6 +6,18 @@ import kvmem
 from kvmem import plots, strategies, tables
 from ui import common, inputs, urlparams
 
+# One tab's results are computed and drawn at a time (the open tab is in the URL); every input
+# is drawn on every run, so all of them stay in the URL and in the session.
+VIEWS = ["Side by side", "Eviction", "Paged vs contiguous", "Prefix sharing and offloading", "Architecture variants"]
+SAMPLE = 500  # request lengths per distribution on the Paged vs contiguous tab
+
+
+def kv_only_tab():
+    """The tabs that compute KV on one device and nothing else say so."""
+    inputs.not_used("gpu", "num_gpus", "weight_dtype", where="tab",
+                    why="KV only; the GPU only gives the host-link bandwidth, on the Prefix sharing and offloading tab")
+
+
 st.title("Ways to shrink the KV cache")
 st.caption("The seed's families — quantisation, eviction, paged allocation and prefix sharing, offloading, "
            "architecture variants — computed by kvmem.strategies at the sidebar's workload, one tab at a time. "
@@ -15,9 +27,6 @@ work = inputs.sidebar()
 model = work.model
 run = work.engine_kwargs(tokens=work.tokens, batch=work.batch)  # every sidebar input, engine options included
 
-# One tab's results are computed and drawn at a time (the open tab is in the URL); every input
-# is drawn on every run, so all of them stay in the URL and in the session.
-VIEWS = ["Side by side", "Eviction", "Paged vs contiguous", "Prefix sharing and offloading", "Architecture variants"]
 c1, c2 = st.columns(2)
 budget = inputs.number(c1, "Eviction budget (tokens)", 1, 10**7, 1024, key="budget",
                        help="Tokens kept per layer by StreamingLLM / H2O / SnapKV (Side by side and Eviction).")
@@ -28,12 +37,10 @@ if "residual_length" in work.options:  # the engine option (hf-quantized) is the
     st.caption(f"Full-precision residual: {residual:,} tokens, from the hf-quantized options in the sidebar.")
 urlparams.check_choice("strategy_view", VIEWS)
 side, eviction, paged, sharing, variants_tab = st.tabs(VIEWS, key="strategy_view", bind="query-params")
-NO_GPU = "the GPU only gives the host-link bandwidth, on the Prefix sharing and offloading tab"
-SAMPLE = 500  # request lengths per distribution on the Paged vs contiguous tab
 
 with side:
     if side.open:
-        inputs.not_used("gpu", "num_gpus", "weight_dtype", why=f"KV only; {NO_GPU}", where="tab")
+        kv_only_tab()
         rows = common.guard(kvmem.compare_strategies, model, budget=budget, **{**run, "residual_length": residual})
         frame = tables.rows_frame(rows)
         common.chart(plots.labelled_bars(frame.dropna(subset=["bytes"]), label="strategy", value="bytes",
@@ -45,7 +52,7 @@ with side:
 
 with eviction:
     if eviction.open:
-        inputs.not_used("gpu", "num_gpus", "weight_dtype", why=f"KV only; {NO_GPU}", where="tab")
+        kv_only_tab()
         st.markdown("Memory stays bounded. Evicted tokens are gone for good: if a dropped token matters later, "
                     "the model cannot attend to it.")
         policies = common.guard(strategies.eviction_policies, budget)
@@ -108,7 +115,7 @@ with sharing:
 
 with variants_tab:
     if variants_tab.open:
-        inputs.not_used("gpu", "num_gpus", "weight_dtype", why=f"KV only; {NO_GPU}", where="tab")
+        kv_only_tab()
         st.markdown("The same model with other attention: every variant but *as is* needs retraining.")
         variants = common.guard(strategies.architecture_variants, model, gqa_groups=common.gqa_groups(model), **run)
         var = tables.rows_frame(variants)
