@@ -23,7 +23,7 @@ def test_report_lists_each_mismatch_with_both_sides():
 
 
 def test_bad_inputs_name_the_field():
-    with pytest.raises(ValueError, match="engine must be one of llama.cpp, vllm, sglang, got 'trt'"):
+    with pytest.raises(ValueError, match="engine must be one of llama.cpp, vllm, sglang, transformers, got 'trt'"):
         validate_engine("trt")
     with pytest.raises(ValueError, match="cases must be a non-negative integer, got -1"):
         validate_engine("vllm", cases=-1)
