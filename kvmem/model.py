@@ -36,12 +36,16 @@ class RecurrentState:
     kernel - 1 or kernel columns of it); ``ssm_elements`` is the recurrent state
     (Mamba2: heads x head_dim x d_state; gated DeltaNet: v_heads x k_dim x v_dim).
     ``ssm_heads`` is the head count the recurrent state splits over with tensor parallelism.
+    ``ssm_dtype`` is the dtype the model keeps its recurrent state in where its config or its
+    modeling code fixes one (Qwen3.5 ``mamba_ssm_dtype``, Nemotron-H ``mamba_ssm_cache_dtype``,
+    Kimi-Linear's KDA in float32); None: the model's own dtype.
     """
 
     conv_channels: int = 0
     conv_kernel: int = 0
     ssm_elements: int = 0
     ssm_heads: int = 1
+    ssm_dtype: str | None = None
 
     def elements(self, conv_columns: int | None = None) -> int:
         """Elements per sequence, with ``conv_columns`` (default kernel - 1) conv columns kept."""
@@ -231,20 +235,25 @@ class Model:
         return replace(self, layers=tuple(layers), **changes)
 
     def describe(self) -> str:
-        """A short human summary: layers by kind, heads, head dims, windows, MLA ranks, params."""
+        """A short human summary: layers by kind and shape (heads, head dims, windows, MLA ranks,
+        states), query heads, params."""
+        groups: dict[tuple, int] = {}
+        for layer in self.layers:
+            shape = (layer.kind, layer.kv_heads, layer.head_dim_k, layer.head_dim_v, layer.window,
+                     layer.kv_lora_rank, layer.qk_rope_head_dim, layer.index_head_dim,
+                     layer.state.elements() if layer.state else 0)
+            groups[shape] = groups.get(shape, 0) + 1
         parts = []
-        for kind, n in self.kinds.items():
-            sample = next(layer for layer in self.layers if layer.kind == kind)
+        for (kind, kv_heads, dim_k, dim_v, window, rank, rope, index, state), n in sorted(
+                groups.items(), key=lambda item: KINDS.index(item[0][0])):
             if kind in PER_HEAD_KINDS:
-                dims = (f"head_dim {sample.head_dim_k}" if sample.head_dim_k == sample.head_dim_v
-                        else f"head_dim K {sample.head_dim_k} / V {sample.head_dim_v}")
-                text = f"{n} {kind} ({sample.kv_heads} KV heads, {dims}"
-                text += f", window {sample.window})" if kind != FULL else ")"
+                dims = f"head_dim {dim_k}" if dim_k == dim_v else f"head_dim K {dim_k} / V {dim_v}"
+                text = f"{n} {kind} ({kv_heads} KV heads, {dims}"
+                text += f", window {window})" if kind != FULL else ")"
             elif kind == MLA:
-                text = (f"{n} MLA (latent {sample.kv_lora_rank} + rope {sample.qk_rope_head_dim}"
-                        + (f" + indexer {sample.index_head_dim}" if sample.index_head_dim else "") + ")")
+                text = f"{n} MLA (latent {rank} + rope {rope}" + (f" + indexer {index}" if index else "") + ")"
             elif kind == LINEAR:
-                text = f"{n} linear/SSM (state {sample.state.elements():,} elements per sequence)"
+                text = f"{n} linear/SSM (state {state:,} elements per sequence)"
             elif kind == SHARED:
                 text = f"{n} sharing another layer's KV"
             else:

@@ -50,8 +50,9 @@ def formula(*, bytes_per_element, batch, layers, kv_heads, head_dim, tokens):
 
 
 def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, v_dtype: DType,
-                      state_dtype: DType, kv_heads: int | None = None) -> tuple[int, int, int]:
-    """(K bytes, V bytes, state bytes) one layer holds for ``batch`` sequences of ``tokens``.
+                      kv_heads: int | None = None) -> tuple[int, int]:
+    """(K bytes, V bytes) one layer holds for ``batch`` sequences of ``tokens`` (a recurrent
+    state is per sequence: kvmem.engines.base.state_bytes).
 
     K = held tokens x rows of ``head_dim_k`` (one per KV head) in ``k_dtype``, likewise V;
     MLA stores one row of kv_lora_rank + qk_rope_head_dim (+ indexer) per token, as K.
@@ -67,8 +68,7 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
         v = batch * held * heads * v_dtype.row_bytes(layer.head_dim_v)
     else:
         k = v = 0
-    state = batch * state_dtype.row_bytes(layer.state.elements()) if layer.state else 0
-    return k, v, state
+    return k, v
 
 
 def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:

@@ -14,23 +14,31 @@ import pathlib
 import transformers
 from transformers import CONFIG_MAPPING
 
-MODEL_TYPES = [
-    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
-    "qwen3_5_text", "qwen3_5_moe_text", "gemma", "gemma2", "gemma3_text", "gemma3n_text", "phi3",
-    "phi", "falcon", "gpt2", "gpt_neox", "gpt_oss", "deepseek_v2", "deepseek_v3", "deepseek_v32",
-    "llama4_text", "glm4", "glm4_moe", "cohere", "cohere2", "jamba", "nemotron_h", "starcoder2",
-    "olmo2", "falcon_h1", "granite", "exaone4", "minimax", "ministral",
-]
+from kvmem.configs.families import FAMILIES  # the families kvmem reads
+
 SKIP = {"layer_types", "no_rope_layers", "moe_layers", "mlp_layer_types", "architectures",
         "id2label", "label2id", "rope_parameters", "rope_scaling", "mtp_layers_block_type",
         "transformers_version", "dtype", "torch_dtype"}
 PRIVATE = {"_sliding_window_pattern": "sliding_window_pattern"}
 
 
-def defaults_of(model_type: str) -> dict:
+def text_config_classes() -> dict:
+    """model_type -> config class, for every decoder config transformers defines: the classes of
+    CONFIG_MAPPING and the text-model classes nested in them (``text_config``)."""
+    classes = {}
+    for model_type, cls in CONFIG_MAPPING.items():
+        classes.setdefault(model_type, cls)
+        try:
+            text = cls().get_text_config(decoder=True)
+        except Exception:  # a config class that cannot be built with its defaults: its text part unknown
+            continue
+        classes.setdefault(text.model_type, type(text))
+    return classes
+
+
+def defaults_of(cls) -> dict:
     """The declared defaults of the config class (not values derived in __post_init__,
     such as Llama's head_dim = hidden_size // num_attention_heads)."""
-    cls = CONFIG_MAPPING[model_type]
     values = {}
     for field in dataclasses.fields(cls):
         key, value = field.name, field.default
@@ -49,9 +57,10 @@ def main():
     out = {"source": f"transformers {transformers.__version__}, defaults of each "
                      "configuration_<model_type>.py config class (tools/hf_defaults.py)",
            "defaults": {}}
-    for model_type in MODEL_TYPES:
-        if model_type in CONFIG_MAPPING:
-            out["defaults"][model_type] = defaults_of(model_type)
+    classes = text_config_classes()
+    for model_type in sorted(FAMILIES):
+        if model_type in classes:
+            out["defaults"][model_type] = defaults_of(classes[model_type])
     path = pathlib.Path(__file__).resolve().parent.parent / "kvmem" / "data" / "hf_defaults.json"
     path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(f"wrote {len(out['defaults'])} model types to {path}")

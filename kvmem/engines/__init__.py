@@ -12,10 +12,12 @@ import importlib
 import pkgutil
 
 from ..catalog import as_model
+from ..configs.families import FAMILIES
 from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int
 from .base import Capacity, EngineSpec, Estimate, check_parallel, check_query_heads, past_positions, with_note
 
-__all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "Estimate", "Capacity", "ENGINES"]
+__all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family", "Estimate",
+           "Capacity", "ENGINES"]
 
 # Engine modules register themselves: every module in this package with a SPECS tuple.
 # Listed in this order first; a new module needs no edit here.
@@ -50,6 +52,15 @@ def engine_spec(engine: str) -> EngineSpec:
     return ENGINES[key]
 
 
+def check_family(spec: EngineSpec, model) -> None:
+    """Refuse a model family this engine mode has not been checked for (kvmem.configs.families)."""
+    family = FAMILIES.get(model.model_type)
+    if family is not None and family.engines is not None and spec.name not in family.engines:
+        raise ValueError(f"engine {spec.name!r}: kvmem does not size model_type {model.model_type!r} the way this "
+                         f"engine does yet (its rules for this family are not checked against the engine's code); "
+                         f"engines that size it: {', '.join(family.engines)}")
+
+
 def with_defaults(spec: EngineSpec, options: dict) -> dict:
     """``options`` checked against the engine's, its defaults filled in."""
     unknown = sorted(set(options) - set(spec.options))
@@ -68,6 +79,7 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     """
     spec = engine_spec(engine)
     model = as_model(model)
+    check_family(spec, model)
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch, MAX_COUNT)
     tp, pp = check_parallel(tp, pp)
@@ -86,6 +98,7 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
         raise ValueError(f"engine {spec.name!r} has no capacity rule; engines with one: "
                          + ", ".join(name for name, s in ENGINES.items() if s.capacity))
     model = as_model(model)
+    check_family(spec, model)
     kv_memory = parse_bytes(kv_memory)
     tp, pp = check_parallel(tp, pp)
     max_model_len = parse_tokens(max_model_len) if max_model_len is not None else None

@@ -5,8 +5,9 @@ Per layer and sequence of t tokens (kvmem.textbook.ideal_layer_bytes):
     sliding       min(t, window) x kv_heads x (head_dim_k + head_dim_v)
     chunked       min(t, chunk) x kv_heads x (head_dim_k + head_dim_v)
     mla           t x (kv_lora_rank + qk_rope_head_dim [+ index_head_dim]), one latent for K and V
-    linear/SSM    no per-token cache; a fixed state of (conv_kernel - 1) x conv_channels
-                  + recurrent elements per sequence, in the model's dtype
+    linear/SSM    no per-token cache; a fixed state per sequence: (conv_kernel - 1) x conv_channels
+                  in the model's dtype + the recurrent elements in the state's own dtype (the
+                  config's mamba_ssm_dtype where it names one; kvmem.engines.base.state_bytes)
     shared, none  nothing
 Element bytes from kvmem.dtypes (ggml blocks and group scales included). With tp the
 heads split as in kvmem.engines.base; with pp the largest stage is reported.
@@ -19,21 +20,17 @@ from __future__ import annotations
 from ..textbook import ideal_layer_bytes
 from ..model import Model
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes,
-                   state_share)
+                   state_bytes)
 
 
 def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):
     """Per-layer (K, V, state) bytes on one tensor-parallel rank."""
-    k_dtype, v_dtype, state_dtype = resolve_dtypes(model, kv_dtype)
+    k_dtype, v_dtype, _ = resolve_dtypes(model, kv_dtype)
     rows = []
     for layer in model.layers:
-        k, v, _ = ideal_layer_bytes(layer, tokens=tokens, batch=batch, k_dtype=k_dtype,
-                                    v_dtype=v_dtype, state_dtype=state_dtype,
-                                    kv_heads=layer_heads(layer, tp))
-        state = 0
-        if layer.state:
-            per_seq = state_share(layer.state.elements(), layer.state.ssm_heads, tp)
-            state = batch * state_dtype.row_bytes(per_seq)
+        k, v = ideal_layer_bytes(layer, tokens=tokens, batch=batch, k_dtype=k_dtype, v_dtype=v_dtype,
+                                 kv_heads=layer_heads(layer, tp))
+        state = batch * state_bytes(layer.state, model.dtype, tp) if layer.state else 0
         rows.append((k, v, state))
     return rows, k_dtype
 

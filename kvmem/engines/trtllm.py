@@ -65,7 +65,7 @@ from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
 from ..records import Record
 from ..units import require_positive_int
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble, cdiv,
-                   fraction_option, kv_heads_per_rank, largest_stage, share_whole_blocks, state_share)
+                   fraction_option, kv_heads_per_rank, largest_stage, share_whole_blocks, state_bytes)
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
 
@@ -199,8 +199,8 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
 
 
 def _state(model: Model, i: int, tp: int) -> int:
-    state = model.layers[i].state
-    return dtype(model.dtype).row_bytes(state_share(state.elements(), state.ssm_heads, tp))
+    # the whole state in the model's dtype (a config's mamba_ssm_dtype is not checked against TRT-LLM)
+    return state_bytes(model.layers[i].state, model.dtype, tp, ssm_dtype=model.dtype)
 
 
 def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):

@@ -17,12 +17,11 @@ from ..units import parse_bytes, parse_tokens, require_positive_int, show_value
 
 
 def _layer_token_bytes(model: Model, kv_dtype) -> list[tuple[Layer, int]]:
-    k_dtype, v_dtype, state_dtype = resolve_dtypes(model, kv_dtype)
+    k_dtype, v_dtype, _ = resolve_dtypes(model, kv_dtype)
     out = []
     for layer in model.layers:
         if layer.caches_tokens:
-            k, v, _ = ideal_layer_bytes(layer, tokens=1, batch=1, k_dtype=k_dtype, v_dtype=v_dtype,
-                                        state_dtype=state_dtype)
+            k, v = ideal_layer_bytes(layer, tokens=1, batch=1, k_dtype=k_dtype, v_dtype=v_dtype)
             out.append((layer, k + v))
     return out
 

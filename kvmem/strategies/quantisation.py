@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..catalog import as_model
 from ..dtypes import DType, dtype, dtype_names
-from ..engines.base import Estimate, assemble, layer_heads, resolve_dtypes, state_share
+from ..engines.base import Estimate, assemble, layer_heads, resolve_dtypes, state_bytes
 from ..textbook import ideal_layer_bytes
 from .inputs import count
 from ..units import parse_tokens, require_positive_int
@@ -24,20 +24,17 @@ def quantized_estimate(model, *, tokens, batch: int = 1, k_dtype="auto", v_dtype
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     residual_length = count("residual_length", residual_length)
-    k_fmt, v_fmt, state_dtype = resolve_dtypes(model, k_dtype, type_v=v_dtype if v_dtype is not None else k_dtype)
+    k_fmt, v_fmt, _ = resolve_dtypes(model, k_dtype, type_v=v_dtype if v_dtype is not None else k_dtype)
     res = dtype(residual_dtype, model_dtype=model.dtype)
     rows = []
     for layer in model.layers:
         held = layer.held_tokens(tokens)
         full = min(held, residual_length)
         heads = layer_heads(layer, tp)
-        kq, vq, _ = ideal_layer_bytes(layer, tokens=held - full, batch=batch, k_dtype=k_fmt, v_dtype=v_fmt,
-                                          state_dtype=state_dtype, kv_heads=heads)
-        kr, vr, _ = ideal_layer_bytes(layer, tokens=full, batch=batch, k_dtype=res, v_dtype=res,
-                                      state_dtype=state_dtype, kv_heads=heads)
-        state = 0
-        if layer.state:
-            state = batch * state_dtype.row_bytes(state_share(layer.state.elements(), layer.state.ssm_heads, tp))
+        kq, vq = ideal_layer_bytes(layer, tokens=held - full, batch=batch, k_dtype=k_fmt, v_dtype=v_fmt,
+                                    kv_heads=heads)
+        kr, vr = ideal_layer_bytes(layer, tokens=full, batch=batch, k_dtype=res, v_dtype=res, kv_heads=heads)
+        state = batch * state_bytes(layer.state, model.dtype, tp) if layer.state else 0
         rows.append((kq + kr, vq + vr, state))
     label = k_fmt.name if k_fmt.name == v_fmt.name else f"K {k_fmt.name} / V {v_fmt.name}"
     notes = [f"{residual_length} most recent tokens per layer in {res.name}"] if residual_length else []

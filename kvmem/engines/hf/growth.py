@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .slots import Slot
 
-_RECURRENT_STATE_BYTES = 4  # fp32 (torch_chunk_gated_delta_rule, mamba(2) torch scans)
+_RECURRENT_STATE_BYTES = 4  # fp32 (torch_chunk_gated_delta_rule, mamba(2) torch scans, Kimi's KDA)
 _INT64 = 8
 
 
@@ -45,7 +45,8 @@ class Workload:
     def state(self, slot: Slot) -> tuple[int, int]:
         """(conv, recurrent) bytes of a linear layer."""
         conv = self.batch * slot.conv_channels * slot.conv_kernel * self.e
-        return conv, self.batch * slot.recurrent_elements * _RECURRENT_STATE_BYTES
+        element = self.e if slot.recurrent_in_compute_dtype else _RECURRENT_STATE_BYTES
+        return conv, self.batch * slot.recurrent_elements * element
 
     def linear_events(self, slot: Slot, j: int) -> list[int]:
         """LinearAttentionLayer: zeros for both states at the prefill; the prefill's conv input

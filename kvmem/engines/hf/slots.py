@@ -32,6 +32,13 @@ class Slot:
     conv_channels: int = 0
     conv_kernel: int = 0
     recurrent_elements: int = 0
+    recurrent_in_compute_dtype: bool = False
+
+
+# Families whose recurrent state transformers keeps in the compute dtype, not fp32: MiniMax's
+# lightning attention allocates it as zeros(..., dtype=value_states.dtype) (modeling_minimax.py
+# MiniMaxLightningAttention.forward).
+_STATE_IN_COMPUTE_DTYPE = {"minimax"}
 
 
 def slots(model: Model) -> tuple[Slot, ...]:
@@ -50,7 +57,8 @@ def slots(model: Model) -> tuple[Slot, ...]:
         elif layer.kind == LINEAR:
             state = layer.state
             out.append(Slot("linear", "linear_attention", conv_channels=state.conv_channels,
-                            conv_kernel=state.conv_kernel, recurrent_elements=state.ssm_elements))
+                            conv_kernel=state.conv_kernel, recurrent_elements=state.ssm_elements,
+                            recurrent_in_compute_dtype=model.model_type in _STATE_IN_COMPUTE_DTYPE))
         else:
             out.append(Slot("dummy", "dummy"))
     return tuple(out)

@@ -1,0 +1,19 @@
+"""Hugging Face ``config.json`` -> Model, refusing what it does not fully understand.
+
+    files      the file's text, read within bounds (size, nesting, number length)
+    fields     one field: the first spelling set, else the transformers class default
+    families   the model_types kvmem reads and how; everything else refused by name
+    layers     each layer's kind and cache shape, by its family's layout rule
+    states     linear-attention / SSM states per sequence
+    build      the Model: layers, dtype, parameters, facts
+"""
+
+from ..errors import ConfigError
+from .build import custom_config, model_from_config
+from .families import CACHE_FIELDS, FAMILIES, Family, family_of
+from .fields import DEFAULT_FIELD_LIMIT, FIELD_LIMITS, Fields
+from .files import MAX_CONFIG_BYTES, MAX_NESTING, load_config
+
+__all__ = ["ConfigError", "model_from_config", "load_config", "custom_config", "Fields", "FIELD_LIMITS",
+           "DEFAULT_FIELD_LIMIT", "MAX_CONFIG_BYTES", "MAX_NESTING", "FAMILIES", "Family", "family_of",
+           "CACHE_FIELDS"]

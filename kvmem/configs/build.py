@@ -1,0 +1,156 @@
+"""Hugging Face ``config.json`` -> Model: the one reader of config fields.
+
+The text model's part of the file (multimodal configs nest it in ``text_config``), its family
+(kvmem.configs.families: unknown families and unread cache fields are refused), the layers
+(kvmem.configs.layers), and the facts engines and sizing read beyond them (ModelFacts).
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..model import LINEAR, Model, ModelFacts, MoeShape, SsmFacts, register_reader
+from ..params import count_params, moe_shape
+from .families import ALIASES, check_fields, family_of
+from .fields import Fields
+from .files import load_config
+from .layers import attention_shape, layer_count, layers_of
+
+__all__ = ["model_from_config", "custom_config"]
+
+# Multimodal wrappers whose text model lives in text_config, and the type it has there.
+_TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
+                     "llama4": "llama4_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+                     "mistral3": "mistral", "llava": "llama", "qwen2_5_vl": "qwen2_5_vl_text",
+                     "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
+           "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+def _text_part(raw: dict) -> tuple[dict, str]:
+    """The text model's config and its model_type (multimodal configs nest it in text_config)."""
+    model_type = raw.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise ConfigError(f"config field 'model_type' must be a string, got {type(model_type).__name__}")
+    model_type = ALIASES.get(model_type, model_type)
+    text = raw.get("text_config") or raw.get("llm_config")
+    if isinstance(text, dict) and "num_hidden_layers" not in raw:
+        merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
+        merged.update(text)
+        inner_type = text.get("model_type")
+        if inner_type is not None and not isinstance(inner_type, str):
+            raise ConfigError(f"config field 'text_config.model_type' must be a string, "
+                              f"got {type(inner_type).__name__}")
+        inner_type = inner_type or _TEXT_MODEL_TYPES.get(model_type, model_type)
+        return merged, ALIASES.get(inner_type, inner_type)
+    if not isinstance(model_type, str) or not model_type:
+        model_type = ""
+    return raw, model_type
+
+
+def _dtype(raw: dict, text: dict) -> str:
+    """The checkpoint dtype: torch_dtype (or transformers 5's dtype); bf16 only when none is given."""
+    for part in (raw, text):
+        for key in ("torch_dtype", "dtype"):
+            value = part.get(key)
+            if value is None:
+                continue
+            name = str(value).lower().removeprefix("torch.")
+            if name not in _DTYPES:
+                raise ConfigError(f"config field {key!r} is {value!r}; kvmem reads "
+                                  f"{', '.join(sorted({'bfloat16', 'float16', 'float32'}))} (or omit it for bf16)")
+            return _DTYPES[name]
+    return "bf16"
+
+
+def _first(raw: dict, text: dict, name: str):
+    """A field the outer config sets first (architectures, quantization_config), else the text model's."""
+    value = raw.get(name)
+    if value is None and isinstance(raw.get("text_config"), dict):
+        value = raw["text_config"].get(name)
+    return value if value is not None else text.get(name)
+
+
+def _facts(raw: dict, f: Fields, moe: MoeShape | None, *, has_linear: bool) -> ModelFacts:
+    """The non-layer facts engines and sizing read, once (see ModelFacts)."""
+    text = f.cfg
+    architectures = _first(raw, text, "architectures") or ()
+    if isinstance(architectures, str) or not all(isinstance(a, str) for a in architectures):
+        raise ConfigError(f"config field 'architectures' must be a list of class names, got {architectures!r}")
+    qc = _first(raw, text, "quantization_config")
+    ssm = None
+    if has_linear:
+        ssm = SsmFacts(n_groups=f.int("n_groups", default=0, minimum=0) or 0,
+                       state_size=f.int("ssm_state_size", "mamba_d_state", default=0, minimum=0) or 0,
+                       chunk_size=f.int("chunk_size", "mamba_chunk_size", default=0, minimum=0) or 0,
+                       ssm_dtype=f.get("mamba_ssm_dtype", "mamba_ssm_cache_dtype", default=None))
+    rotary = f.get("partial_rotary_factor", "rotary_pct", default=1) or 1
+    return ModelFacts(
+        architectures=tuple(architectures),
+        intermediate_size=f.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0) or 0,
+        vocab_size=f.int("vocab_size", "padded_vocab_size", default=0, minimum=0) or 0,
+        tie_word_embeddings=bool(f.get("tie_word_embeddings", default=True)),
+        q_lora_rank=f.int("q_lora_rank", default=0, minimum=0) or 0,
+        qk_nope_head_dim=f.int("qk_nope_head_dim", default=0, minimum=0) or 0,
+        v_head_dim=f.int("v_head_dim", default=0, minimum=0) or 0,
+        partial_rotary_factor=str(rotary),
+        new_decoder_architecture=bool(f.get("new_decoder_architecture", default=False)),
+        quantization_config=qc if isinstance(qc, dict) else None,
+        moe=moe, ssm=ssm)
+
+
+def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
+                      source: str | None = None) -> Model:
+    """Build a Model from a Hugging Face config (dict, JSON text or path)."""
+    raw = load_config(cfg)
+    text, model_type = _text_part(raw)
+    family = family_of(model_type)
+    check_fields(text, model_type, family)
+    f = Fields(text, model_type)
+    n_layers = layer_count(f)
+    heads, kv_heads, head_dim, v_head_dim = attention_shape(f, family)
+    layers = layers_of(f, family, n_layers, kv_heads, head_dim, v_head_dim)
+    dtype = _dtype(raw, text)
+    moe = moe_shape(f, n_layers)
+    total, active, embedding = count_params(f, layers, heads=heads, head_dim=head_dim, moe=moe)
+    given_name = raw.get("_name_or_path")
+    if given_name is not None and not isinstance(given_name, str):
+        raise ConfigError(f"config field '_name_or_path' must be a string, got {type(given_name).__name__}")
+    return Model(
+        name=name or hf_id or given_name or model_type or "custom",
+        layers=layers,
+        hidden_size=f.int("hidden_size", "n_embd", "d_model"),
+        num_attention_heads=heads,
+        dtype=dtype,
+        max_position_embeddings=f.int("max_position_embeddings", "n_positions", "seq_length",
+                                      "max_sequence_length", default=None),
+        params_total=total, params_active=active, params_embedding=embedding,
+        model_type=model_type, hf_id=hf_id, source=source,
+        mtp_layers=f.int("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0) or 0,
+        facts=_facts(raw, f, moe, has_linear=any(layer.kind == LINEAR for layer in layers)),
+        config=raw,
+    )
+
+
+register_reader("hf_config", model_from_config)
+
+
+def custom_config(*, layers: int, heads: int, kv_heads: int, head_dim: int, hidden_size: int | None = None,
+                  sliding_window: int = 0, full_every: int = 0, kv_lora_rank: int = 0,
+                  qk_rope_head_dim: int = 0, dtype: str = "bfloat16", name: str = "custom") -> dict:
+    """A config.json-shaped dict from a handful of fields, read by the same reader as real files.
+
+    ``sliding_window`` > 0 makes layers sliding; with ``full_every`` = n every n-th layer stays
+    full (Gemma-3: n=6). ``kv_lora_rank`` > 0 makes every layer MLA (DeepSeek layout).
+    """
+    cfg = {"model_type": "custom_mla" if kv_lora_rank else "custom", "_name_or_path": name, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+           "hidden_size": hidden_size or heads * head_dim, "torch_dtype": dtype}
+    if kv_lora_rank:
+        cfg.update(kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim,
+                   qk_nope_head_dim=head_dim, v_head_dim=head_dim, q_lora_rank=None)
+    elif sliding_window:
+        cfg["sliding_window"] = sliding_window
+        cfg["layer_types"] = ["full_attention" if full_every and (i + 1) % full_every == 0 else "sliding_attention"
+                              for i in range(layers)]
+    return cfg

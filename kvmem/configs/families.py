@@ -1,0 +1,207 @@
+"""The families kvmem reads, one entry per model_type, and the refusal of everything else.
+
+A config is sized only when every field that shapes its cache is understood:
+
+* its ``model_type`` must be listed here (FAMILIES): an unknown one is refused with a
+  ConfigError naming it and the closest supported families, never read by a generic rule;
+* a field of CACHE_FIELDS that the config sets (to anything but null, false, 0 or an empty
+  value) must be one its family's layout reads; any other is refused by name. A llama config
+  that carries ``block_configs`` (DeciLM) or ``kv_lora_rank`` is not a llama.
+
+Each family names its layout (kvmem.configs.layers), whether its attention layers cache an
+MLA latent, and the transformers file whose rules it follows. GENERIC lists the families
+whose config class and modeling code keep the rule of transformers' cache_utils.py
+``get_layer_types_and_kwargs``: ``layer_types`` when given, else every layer sliding when
+``sliding_window`` is set, else chunked when ``attention_chunk_size`` is set, else full --
+checked for each of them against transformers' own modeling code (kvmem validate --engine
+transformers, tests/oracles/test_transformers_oracle.py) and config classes
+(tests/test_configs_hf_parity.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+__all__ = ["Family", "FAMILIES", "CACHE_FIELDS", "family_of", "check_fields"]
+
+
+# The engine modes whose rules were checked against their engines before a family was added;
+# a family read later lists the modes checked for it (kvmem.engines refuses the others by name).
+ALL_ENGINES = None
+NEW_FAMILY_ENGINES = ("ideal", "hf-dynamic", "hf-static")
+
+
+@dataclass(frozen=True)
+class Family:
+    """How kvmem reads one model_type: its layout rule, MLA or per-head, its source, and the
+    engine modes that size it (None: every mode)."""
+
+    layout: str = "generic"
+    mla: bool = False
+    source: str = ""
+    engines: tuple[str, ...] | None = ALL_ENGINES
+
+
+# The fields every layout reads: the layer count, heads and head dims.
+_COMMON = frozenset({"layer_types", "sliding_window", "attention_chunk_size", "head_dim", "v_head_dim",
+                     "kv_channels", "multi_query_group_num", "num_key_value_heads", "num_kv_heads", "n_head_kv"})
+
+# Fields each layout (and MLA) reads beyond _COMMON.
+LAYOUT_READS = {
+    "generic": frozenset(),
+    "alternate": frozenset(),
+    "pattern": frozenset({"sliding_window_pattern", "_sliding_window_pattern"}),
+    "qwen2": frozenset({"use_sliding_window", "max_window_layers"}),
+    "gemma3n": frozenset({"num_kv_shared_layers"}),
+    "gemma4": frozenset({"num_kv_shared_layers", "per_layer_config", "global_head_dim",
+                         "num_global_key_value_heads", "attention_k_eq_v"}),
+    "llama4": frozenset({"no_rope_layers", "no_rope_layer_interval"}),
+    "interval": frozenset({"full_attention_interval", "linear_num_key_heads", "linear_num_value_heads",
+                           "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+                           "mamba_ssm_dtype"}),
+    "jamba": frozenset({"attn_layer_period", "attn_layer_offset", "mamba_d_state", "mamba_d_conv",
+                        "mamba_expand", "mamba_dt_rank"}),
+    "nemotron_h": frozenset({"hybrid_override_pattern", "layers_block_type", "mamba_num_heads", "mamba_head_dim",
+                             "ssm_state_size", "n_groups", "conv_kernel", "mamba_ssm_cache_dtype", "chunk_size",
+                             "expand", "mtp_layers_block_type", "attention_head_dim"}),
+    "falcon": frozenset({"new_decoder_architecture", "multi_query"}),
+    "multi_query": frozenset({"multi_query"}),
+    "dbrx": frozenset({"attn_config"}),
+    "mimo": frozenset({"hybrid_layer_pattern", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim",
+                       "sliding_window_size", "swa_num_attention_heads"}),
+    "kimi_linear": frozenset({"linear_attn_config", "linear_num_heads", "linear_head_dim", "linear_conv_kernel_dim",
+                              "kda_layers", "full_attn_layers"}),
+    "minimax": frozenset({"attn_type_list"}),
+    "lfm2": frozenset({"full_attn_idxs", "conv_L_cache"}),
+    "decilm": frozenset({"block_configs"}),
+}
+_MLA_READS = frozenset({"kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank",
+                        "index_head_dim", "index_topk", "index_n_heads", "indexer_types", "index_topk_pattern",
+                        "index_topk_freq", "index_skip_topk_offset"})
+
+# Every config field that changes what a layer caches, in any family transformers 5.24 defines
+# (gathered from its configuration_*.py classes). A family reads some of them; a config that
+# sets one its family does not read is refused.
+CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
+    # per-layer shapes and layer maps in other spellings
+    "block_configs", "attn_config", "attn_type_list", "linear_attn_config", "hybrid_layer_pattern",
+    "swa_head_dim", "swa_v_head_dim", "swa_num_key_value_heads", "swa_num_attention_heads", "sliding_window_size",
+    "compress_ratios", "compress_rates", "kda_layers", "full_attn_layers", "full_attn_idxs", "conv_L_cache",
+    "block_types", "attention_window_size", "attn_layer_indices", "hybrid_layer_ids", "kv_source_layers",
+    "num_attention_heads_per_layer", "num_sliding_attention_heads", "local_layer_ids", "cross_attention_layers",
+    "attention_layers", "attention_types", "window_size", "local_attention", "global_attn_every_n_layers",
+    "prefix_dense_sliding_window_pattern", "loop_layer_index_start", "loop_layer_index_end",
+    "number_of_conv_states", "recurrent_kv_cache_mode", "mem_len", "attn_type", "layer_group_size",
+    "short_conv_kernel_size", "mtp_per_layer_config", "use_bidirectional_attention",
+    # sparse-attention indexers and compressed caches
+    "index_block_size", "index_local_blocks", "index_topk_blocks", "indexer_types", "index_kpool",
+    "indexer_n_heads", "indexer_head_dim", "indexer_kv_heads", "indexer_compress_ratio", "indexer_budget",
+    # linear attention, SSM and convolution states
+    "linear_num_heads", "linear_head_dim", "state_size", "mamba_n_heads", "mamba_d_head", "mamba_n_groups",
+    "mamba_headdim", "mamba_ngroups", "mamba_d_ssm", "n_mamba_heads", "num_mem_blocks", "attention_head_dim",
+    "attention_hidden_size", "num_query_groups", "time_step_rank", "conv_kernel_size", "conv1d_width",
+    "lru_width", "linear_attn_type",
+})
+
+# BERT-style encoders (bert, roberta, electra, ...) are in transformers' causal-LM table too, but they
+# cache nothing unless configured as decoders (is_decoder): they are not listed, so refused.
+_GENERIC = (
+    "apertus", "apertus1p5_text", "arcee", "aria_text", "beam", "biogpt", "bitnet", "blip_text_model", "bloom",
+    "chameleon", "codegen", "cohere", "cohere_compass_text", "cosmos3_edge_text", "cpmant", "ctrl", "cwm",
+    "deepseek_ocr2_text", "diffllama", "doge", "emu3_text_model", "ernie4_5", "ernie4_5_moe",
+    "ernie4_5_vl_moe_text", "evolla", "exaone", "flex_olmo", "flint", "gemma", "git", "glm", "glm4", "glm4_moe",
+    "glm4v_text", "glm_ocr_text", "gpt2", "gpt_neox", "gpt_neox_japanese", "gptj", "granite",
+    "granite4_vision_text", "granite_docling_text", "granite_swa", "granitemoe", "granitemoe_swa",
+    "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text", "hy_v3",
+    "hyperclovax", "idefics", "internlm3", "iquestcoder", "jais2", "jetmoe", "kolibri1", "llama", "mellum",
+    "minimax_m2", "ministral", "ministral3", "mistral", "mixtral", "molmo2_text", "moshi", "muse_glimmer_text",
+    "muse_spark_text", "nanochat", "nemotron", "olmo", "olmo2", "olmo3", "olmoe", "openai-gpt", "opt",
+    "paddleocr_vl_text", "persimmon", "phi", "phi3", "phi4_multimodal", "phimoe", "pix2struct_text_model",
+    "qwen3_vl_moe_text", "qwen3_vl_text", "sarvam_moe", "seed_oss", "solar_open", "stablelm", "starcoder2",
+    "udop", "vaultgemma",
+)
+
+_SPECIAL = {
+    "gemma2": Family("alternate", source="configuration_gemma2.py: sliding if (i + 1) % 2"),
+    "gpt_oss": Family("alternate", source="configuration_gpt_oss.py: sliding if (i + 1) % 2"),
+    "gemma3_text": Family("pattern", source="configuration_gemma3.py: sliding if (i + 1) % sliding_window_pattern"),
+    "cohere2": Family("pattern", source="configuration_cohere2.py: sliding if (i + 1) % sliding_window_pattern"),
+    "qwen2": Family("qwen2", source="configuration_qwen2.py: sliding if use_sliding_window and i >= max_window_layers"),
+    "qwen2_moe": Family("qwen2", source="configuration_qwen2_moe.py"),
+    "qwen3": Family("qwen2", source="configuration_qwen3.py"),
+    "qwen3_moe": Family("qwen2", source="configuration_qwen3_moe.py"),
+    "gemma3n_text": Family("gemma3n", source="configuration_gemma3n.py; modeling_gemma3n.py kv sharing"),
+    "gemma4_text": Family("gemma4", source="configuration_gemma4.py (per_layer_config, kv_sharing_modes); "
+                                           "modeling_gemma4.py Gemma4TextAttention", engines=NEW_FAMILY_ENGINES),
+    "mimo_v2_flash": Family("mimo", source="configuration_mimo_v2_flash.py, modeling_mimo_v2_flash.py",
+                            engines=NEW_FAMILY_ENGINES),
+    "kimi_linear": Family("kimi_linear", mla=True, source="configuration_kimi_linear.py, modeling_kimi_linear.py",
+                          engines=NEW_FAMILY_ENGINES),
+    "minimax": Family("minimax", source="configuration_minimax.py, modeling_minimax.py", engines=NEW_FAMILY_ENGINES),
+    "lfm2": Family("lfm2", source="configuration_lfm2.py, modeling_lfm2.py", engines=NEW_FAMILY_ENGINES),
+    "lfm2_moe": Family("lfm2", source="configuration_lfm2_moe.py", engines=NEW_FAMILY_ENGINES),
+    "glm_moe_dsa": Family(mla=True, source="configuration_glm_moe_dsa.py (indexer_types), cache_utils.py "
+                                           "DynamicIndexedLayer", engines=NEW_FAMILY_ENGINES),
+    "dbrx": Family("dbrx", source="modeling_dbrx.py DbrxAttention: kv heads = attn_config.kv_n_heads",
+                   engines=NEW_FAMILY_ENGINES),
+    "nemotron-nas": Family("decilm", source="vllm/model_executor/models/nemotron_nas.py (block_configs); "
+                                            "transformers has no class for it", engines=("ideal",)),
+    "gpt_bigcode": Family("multi_query", source="modeling_gpt_bigcode.py: one K/V head when multi_query",
+                          engines=NEW_FAMILY_ENGINES),
+    "llama4_text": Family("llama4", source="configuration_llama4.py: chunked where no_rope_layers[i]"),
+    "qwen3_next": Family("interval", source="configuration_qwen3_next.py: linear if (i + 1) % full_attention_interval"),
+    "qwen3_5_text": Family("interval", source="configuration_qwen3_5.py"),
+    "qwen3_5_moe_text": Family("interval", source="configuration_qwen3_5_moe.py"),
+    "jamba": Family("jamba", source="configuration_jamba.py: attention if i % attn_layer_period == attn_layer_offset"),
+    "nemotron_h": Family("nemotron_h", source="configuration_nemotron_h.py: hybrid_override_pattern / "
+                                              "layers_block_type"),
+    "falcon": Family("falcon", source="modeling_falcon.py FalconAttention: K/V heads by new_decoder_architecture"),
+    "deepseek_v2": Family(mla=True, source="modeling_deepseek_v2.py DeepseekV2Attention"),
+    "deepseek_v3": Family(mla=True, source="modeling_deepseek_v3.py DeepseekV3Attention"),
+    "deepseek_v32": Family(mla=True, source="modeling_deepseek_v32.py: latent + rope key + indexer key"),
+    "glm4_moe_lite": Family(mla=True, source="modeling_glm4_moe_lite.py"),
+    # kvmem's own spelled-out form (kvmem.configs.custom_config): every field it writes is read
+    "custom": Family(source="kvmem.configs.custom_config"),
+    "custom_mla": Family(mla=True, source="kvmem.configs.custom_config"),
+}
+
+# Published model_types that transformers reads with another family's class.
+ALIASES = {"kimi_k2": "deepseek_v3",
+           # MiniMax's published remote-code types: the geometry of transformers' minimax, with
+           # attn_type_list (MiniMax-M1 config.json; transformers' own config class ignores the list)
+           "minimax_m1": "minimax", "minimax_text_01": "minimax"}
+
+FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in _GENERIC}, **_SPECIAL}
+
+
+def family_of(model_type: str) -> Family:
+    """The family of ``model_type``, or a ConfigError naming it and the closest supported ones."""
+    if not model_type:
+        raise ConfigError("config has no 'model_type'; kvmem sizes only the families it reads exactly "
+                          "(`kvmem models` lists presets; set model_type, e.g. \"llama\")")
+    family = FAMILIES.get(ALIASES.get(model_type, model_type))
+    if family is None:
+        close = difflib.get_close_matches(model_type, list(FAMILIES), n=3, cutoff=0.6)
+        hint = f"; closest supported: {', '.join(close)}" if close else ""
+        raise ConfigError(f"model_type {model_type[:100]!r} is not a family kvmem reads: it is refused rather than "
+                          f"sized by a rule it may not follow{hint}. Use a preset, or a config of a supported "
+                          "family (kvmem.configs.FAMILIES)")
+    return family
+
+
+def reads(family: Family) -> frozenset:
+    """The cache fields ``family``'s layout reads."""
+    return _COMMON | LAYOUT_READS[family.layout] | (_MLA_READS if family.mla else frozenset())
+
+
+def check_fields(cfg: dict, model_type: str, family: Family) -> None:
+    """Refuse a config that sets a cache field its family does not read (named in the message)."""
+    unread = sorted(name for name in CACHE_FIELDS - reads(family) if cfg.get(name) not in (None, False, 0, "", [], {}))
+    if unread:
+        raise ConfigError(f"config field{'s' if len(unread) > 1 else ''} {', '.join(map(repr, unread[:6]))} "
+                          f"shape{'' if len(unread) > 1 else 's'} the cache, and kvmem's reading of model_type "
+                          f"{model_type!r} does not use {'them' if len(unread) > 1 else 'it'}: refused rather than "
+                          "sized without them")

@@ -1,0 +1,77 @@
+"""The per-sequence state of a linear-attention or SSM layer, by family (modeling files named).
+
+    interval (qwen3_next, qwen3_5)  gated DeltaNet: conv over 2 x key_dim + value_dim channels,
+                                    recurrent [v_heads, k_dim, v_dim] (modeling_qwen3_next.py) in
+                                    mamba_ssm_dtype where the config names it (Qwen3.5: float32)
+    jamba                           Mamba: conv over inner = mamba_expand x hidden, recurrent
+                                    [inner, mamba_d_state] (modeling_jamba.py JambaMambaMixer)
+    nemotron_h                      Mamba2: conv over inner + 2 x n_groups x ssm_state_size,
+                                    recurrent [heads, head_dim, ssm_state_size]
+                                    (modeling_nemotron_h.py NemotronHMamba2Mixer) in
+                                    mamba_ssm_cache_dtype (float32 by default)
+    kimi_linear                     KDA: conv over 3 x heads x head_dim channels, recurrent
+                                    [heads, head_dim, head_dim] (modeling_kimi_linear.py
+                                    KimiLinearDeltaAttention; linear_attn_config names them), fp32
+    minimax                         lightning attention: no conv, recurrent [heads, head_dim,
+                                    head_dim] (modeling_minimax.py MiniMaxLightningAttention)
+    lfm2                            short convolution: conv over hidden_size channels, kernel
+                                    conv_L_cache, no recurrent state (modeling_lfm2.py)
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..model import RecurrentState
+from .families import Family
+from .fields import Fields, check_int
+
+__all__ = ["recurrent_state"]
+
+_STATE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _ssm_dtype(f: Fields, *names: str) -> str | None:
+    """The recurrent state's dtype the config names (``mamba_ssm_dtype`` ...), or None."""
+    value = f.get(*names, default=None)
+    if value is None:
+        return None
+    name = str(value).removeprefix("torch.")
+    if name not in _STATE_DTYPES:
+        raise ConfigError(f"config field {names[0]!r} is {value!r}; kvmem reads {', '.join(_STATE_DTYPES)}")
+    return _STATE_DTYPES[name]
+
+
+def recurrent_state(f: Fields, family: Family) -> RecurrentState:
+    """The per-sequence state of this family's linear-attention or SSM layers."""
+    if family.layout == "interval":
+        k_heads, v_heads = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
+        k_dim, v_dim = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
+        conv = 2 * k_heads * k_dim + v_heads * v_dim
+        return RecurrentState(conv, f.int("linear_conv_kernel_dim"), v_heads * k_dim * v_dim, v_heads,
+                              _ssm_dtype(f, "mamba_ssm_dtype"))
+    if family.layout == "jamba":
+        inner = f.int("mamba_expand") * f.int("hidden_size")
+        return RecurrentState(inner, f.int("mamba_d_conv"), inner * f.int("mamba_d_state"), inner)
+    if family.layout == "nemotron_h":
+        heads, head_dim = f.int("mamba_num_heads"), f.int("mamba_head_dim")
+        state, groups = f.int("ssm_state_size"), f.int("n_groups")
+        inner = heads * head_dim
+        return RecurrentState(inner + 2 * groups * state, f.int("conv_kernel"), inner * state, heads,
+                              _ssm_dtype(f, "mamba_ssm_cache_dtype"))
+    if family.layout == "kimi_linear":
+        lac = f.get("linear_attn_config", default=None) or {}
+        heads = check_int("linear_attn_config.num_heads", lac.get("num_heads", f.get("linear_num_heads", default=None)))
+        dim = check_int("linear_attn_config.head_dim", lac.get("head_dim", f.get("linear_head_dim", default=None)))
+        kernel = check_int("linear_attn_config.short_conv_kernel_size",
+                           lac.get("short_conv_kernel_size", f.get("linear_conv_kernel_dim", default=None)))
+        # modeling_kimi_linear.py: update_recurrent_state(last_recurrent_state.to(torch.float32))
+        return RecurrentState(3 * heads * dim, kernel, heads * dim * dim, heads, "fp32")
+    if family.layout == "minimax":
+        heads = f.int("num_attention_heads")
+        dim = f.int("head_dim", default=None) or f.int("hidden_size") // heads
+        return RecurrentState(0, 0, heads * dim * dim, heads)
+    if family.layout == "lfm2":
+        return RecurrentState(f.int("hidden_size"), f.int("conv_L_cache"), 0, 1)
+    raise ConfigError(f"model_type {f.model_type!r} has linear/mamba layers but kvmem does not know its state "
+                      "layout; it reads the states of qwen3_next, qwen3_5, jamba, nemotron_h, kimi_linear, "
+                      "minimax and lfm2")
