@@ -172,7 +172,10 @@ _SPECIAL = {
 ALIASES = {"kimi_k2": "deepseek_v3",
            # MiniMax's published remote-code types: the geometry of transformers' minimax, with
            # attn_type_list (MiniMax-M1 config.json; transformers' own config class ignores the list)
-           "minimax_m1": "minimax", "minimax_text_01": "minimax"}
+           "minimax_m1": "minimax", "minimax_text_01": "minimax",
+           # phi-1/1.5/2's remote-code MixFormerSequentialConfig (n_layer, n_head, n_embd; MHA): the
+           # model transformers reads as phi
+           "mixformer-sequential": "phi"}
 
 FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in _GENERIC}, **_SPECIAL}
 

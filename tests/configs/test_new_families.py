@@ -167,3 +167,22 @@ def test_dbrx_kv_heads_from_attn_config():
     cfg = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
            "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000}}
     assert ideal(Model.from_hf_config(cfg), K)[0] == 163_840 * K == 167_772_160
+
+
+def test_nemotron_nas_block_configs():
+    # vllm nemotron_nas.py: no cache where attention.no_op or replace_with_linear, else
+    # num_attention_heads // n_heads_in_group KV heads: 64 // 8 = 8 and 64 // 16 = 4, head_dim 8192 / 64 = 128
+    # (8 + 4) x (128 + 128) x 2 B = 6,144 B/token
+    blocks = [{"attention": {"no_op": False, "n_heads_in_group": 8, "replace_with_linear": False}},
+              {"attention": {"no_op": True, "n_heads_in_group": None}},
+              {"attention": {"replace_with_linear": True}},
+              {"attention": {"n_heads_in_group": 16}}]
+    cfg = {"model_type": "nemotron-nas", "num_hidden_layers": 4, "num_attention_heads": 64, "hidden_size": 8192,
+           "num_key_value_heads": None, "block_configs": blocks}
+    model = Model.from_hf_config(cfg)
+    assert [(layer.kind, layer.kv_heads) for layer in model.layers] == [("full", 8), ("none", 0), ("none", 0),
+                                                                          ("full", 4)]
+    assert ideal(model, K)[0] == 6_144 * K
+    blocks[0]["attention"]["window_length"] = 4096
+    with pytest.raises(ConfigError, match=r"block_configs\[0\].attention sets 'window_length'"):
+        Model.from_hf_config(cfg)

@@ -31,9 +31,10 @@ def test_upload_a_real_config(app):
 
 @pytest.mark.parametrize("content, message", [
     (b"{not json", "not valid JSON"),
-    (b'{"model_type": "brand_new", "hidden_size": 64}', "'num_hidden_layers' is missing"),
-    (b'{"num_hidden_layers": 2, "num_attention_heads": 3, "num_key_value_heads": 2, "hidden_size": 6}',
-     "num_attention_heads (3) is not a multiple of num_key_value_heads (2)"),
+    (b'{"model_type": "brand_new", "hidden_size": 64}', "model_type 'brand_new' is not a family kvmem reads"),
+    (b'{"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}', "config has no 'model_type'"),
+    (b'{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 3, "num_key_value_heads": 2, '
+     b'"hidden_size": 6}', "num_attention_heads (3) is not a multiple of num_key_value_heads (2)"),
     (b"\x80\x81 binary", "not valid JSON"),
 ])
 def test_malformed_upload_is_a_message(app, content, message):
