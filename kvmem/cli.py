@@ -172,7 +172,8 @@ def cmd_models(args) -> int:
 
 
 def cmd_estimate(args) -> int:
-    result = engines.estimate(_model(args.model, args.revision), engine=args.engine, tokens=args.tokens,
+    model = _model(args.model, args.revision)
+    result = engines.estimate(model, engine=args.engine, tokens=args.tokens,
                               batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
                               **_options(args.option))
     lines = [f"{result.model} · {result.engine} · {result.tokens:,} tokens × batch {result.batch} · "
@@ -185,6 +186,8 @@ def cmd_estimate(args) -> int:
     if result.peak_bytes != result.kv_bytes:
         lines.append(f"Transient peak: {format_bytes(result.peak_bytes)}")
     lines.append(f"All devices: {format_bytes(result.kv_bytes_all_devices)}")
+    lines.append(f"model: {model.describe()}")
+    lines += [f"config: {line}" for line in (model.reading.lines() if model.reading else ())]
     lines += [f"note: {note}" for note in result.notes]
     lines += _engine_log(result)
     _print(result.to_dict(), args.json, lines)

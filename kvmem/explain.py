@@ -43,5 +43,7 @@ def reasons(model, result) -> list[str]:
                    f"({model.num_attention_heads // first.kv_heads}x smaller than MHA).")
     if result.tp > 1:
         out.append(f"Tensor parallel {result.tp}: KV heads are split across devices; the number is one device's.")
+    if model.reading:
+        out.extend(model.reading.lines())
     out.extend(result.notes)
     return out

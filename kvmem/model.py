@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 __all__ = ["FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
-           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "register_reader"]
+           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
+           "register_reader"]
 
 FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = (
     "full", "sliding", "chunked", "mla", "linear", "shared", "none")
@@ -176,6 +177,25 @@ class ModelFacts:
 
 
 @dataclass(frozen=True)
+class ConfigReading:
+    """How a config.json was read: its family and the rule it follows, the fields taken from the
+    file, and those the file left out that came from transformers' config-class defaults."""
+
+    model_type: str
+    rule: str
+    from_config: tuple[str, ...] = ()
+    from_defaults: tuple[tuple[str, object], ...] = ()
+
+    def lines(self) -> list[str]:
+        """Plain sentences for the CLI, the app and explanations."""
+        out = [f"Read as {self.model_type} ({self.rule}); fields read: {', '.join(self.from_config) or 'none'}."]
+        if self.from_defaults:
+            out.append("Not in the file, taken from transformers' defaults for this family: "
+                       + ", ".join(f"{name} = {value!r}" for name, value in self.from_defaults) + ".")
+        return out
+
+
+@dataclass(frozen=True)
 class Model:
     """A model as kvmem sees it: its layers and the few whole-model facts sizing needs."""
 
@@ -194,6 +214,7 @@ class Model:
     mtp_layers: int = 0
     facts: ModelFacts = field(default_factory=ModelFacts, compare=False)
     config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    reading: ConfigReading | None = field(default=None, repr=False, compare=False, hash=False)
     # The tensors its safetensors or GGUF headers list (kvmem.sources.Checkpoint), when read:
     # kvmem.weights then counts exact bytes instead of the formula.
     checkpoint: object | None = field(default=None, repr=False, compare=False, hash=False)

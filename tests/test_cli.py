@@ -33,6 +33,19 @@ def test_estimate_from_a_config_file(capsys, tmp_path):
     assert code == 0 and json.loads(out)["kv_bytes"] == 114_688
 
 
+def test_estimate_says_how_the_config_was_read_and_refuses_an_unknown_family(capsys, tmp_path):
+    code, out, _ = run(capsys, "estimate", "gemma-3-27b", "--tokens", "32k")
+    assert code == 0
+    assert "model: gemma-3-27b: 62 layers — 10 full (16 KV heads, head_dim 128); 52 sliding" in out
+    assert "config: Read as gemma3_text (configuration_gemma3.py: sliding if (i + 1) % sliding_window_pattern)" in out
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "kimi_k9", "num_hidden_layers": 4, "num_attention_heads": 8,
+                                "hidden_size": 512}))
+    code, out, err = run(capsys, "estimate", str(path), "--tokens", "1k")
+    assert code == 2 and out == ""
+    assert "model_type 'kimi_k9' is not a family kvmem reads" in err and "Traceback" not in err
+
+
 def test_models_lists_presets(capsys):
     code, out, _ = run(capsys, "models", "--json")
     assert code == 0 and {row["name"] for row in json.loads(out)} == set(kvmem.list_models())

@@ -14,6 +14,16 @@ def test_reasons_for_a_gqa_model_on_vllm():
                       "(ideal) is 250.00 MiB; vllm holds 252.00 MiB on one device.")
     assert "GQA: 8 KV heads serve 32 query heads (4x smaller than MHA)." in out
     assert out[-len(result.notes):] == list(result.notes)
+    assert out[-len(result.notes) - 1].startswith("Read as llama (configuration_llama.py, generic rule); fields read: "
+                                                  "num_hidden_layers, num_attention_heads, num_key_value_heads")
+
+
+def test_reasons_say_which_fields_came_from_defaults():
+    # a sparse config is filled from LlamaConfig's defaults: say so, field by field
+    model = kvmem.Model.from_hf_config({"model_type": "llama", "hidden_size": 4096})
+    out = reasons(model, kvmem.estimate(model, tokens=16))
+    assert ("Not in the file, taken from transformers' defaults for this family: num_hidden_layers = 32, "
+            "num_attention_heads = 32") in out[-1]
 
 
 def test_reasons_name_windows_latents_states_and_tensor_parallel():

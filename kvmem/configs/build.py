@@ -8,7 +8,7 @@ The text model's part of the file (multimodal configs nest it in ``text_config``
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import LINEAR, Model, ModelFacts, MoeShape, SsmFacts, register_reader
+from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts, register_reader
 from ..params import count_params, moe_shape
 from .families import ALIASES, check_fields, family_of
 from .fields import Fields
@@ -116,6 +116,8 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     given_name = raw.get("_name_or_path")
     if given_name is not None and not isinstance(given_name, str):
         raise ConfigError(f"config field '_name_or_path' must be a string, got {type(given_name).__name__}")
+    facts = _facts(raw, f, moe, has_linear=any(layer.kind == LINEAR for layer in layers))
+    reading = ConfigReading(model_type, family.source, tuple(f.from_config), tuple(f.from_defaults.items()))
     return Model(
         name=name or hf_id or given_name or model_type or "custom",
         layers=layers,
@@ -127,8 +129,9 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
         params_total=total, params_active=active, params_embedding=embedding,
         model_type=model_type, hf_id=hf_id, source=source,
         mtp_layers=f.int("num_nextn_predict_layers", "mtp_num_hidden_layers", default=0, minimum=0) or 0,
-        facts=_facts(raw, f, moe, has_linear=any(layer.kind == LINEAR for layer in layers)),
+        facts=facts,
         config=raw,
+        reading=reading,
     )
 
 

@@ -57,12 +57,16 @@ def hf_defaults() -> dict:
 
 
 class Fields:
-    """Reads a config's fields, falling back to the family's transformers defaults."""
+    """Reads a config's fields, falling back to the family's transformers defaults, and keeps
+    which fields it took from the file (``from_config``) and which from the defaults
+    (``from_defaults``, with their values) for Model.reading."""
 
     def __init__(self, cfg: dict, model_type: str, *, defaults_type: str | None = None):
         self.cfg = cfg
         self.model_type = model_type
         self.defaults = hf_defaults().get(defaults_type or model_type, {})
+        self.from_config: dict[str, None] = {}
+        self.from_defaults: dict[str, object] = {}
 
     def has(self, name: str) -> bool:
         return self.cfg.get(name) is not None
@@ -75,6 +79,7 @@ class Fields:
         """
         for name in names:
             if self.cfg.get(name) is not None:
+                self.from_config[name] = None
                 return self.cfg[name]
         if any(name in self.cfg for name in names):
             if default is not MISSING:
@@ -82,6 +87,7 @@ class Fields:
             raise ConfigError(f"config field {names[0]!r} is null and model_type {self.model_type!r} needs it")
         for name in names:
             if self.defaults.get(name) is not None:
+                self.from_defaults[name] = self.defaults[name]
                 return self.defaults[name]
         if default is not MISSING:
             return default
