@@ -56,8 +56,9 @@ def check_family(spec: EngineSpec, model) -> None:
     """Refuse a model family this engine mode has not been checked for (kvmem.configs.families)."""
     family = FAMILIES.get(model.model_type)
     if family is not None and family.engines is not None and spec.name not in family.engines:
-        raise ValueError(f"engine {spec.name!r}: kvmem does not size model_type {model.model_type!r} the way this "
-                         f"engine does yet (its rules for this family are not checked against the engine's code); "
+        engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
+        raise ValueError(f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine "
+                         f"does yet (its rules for this family are not checked against the engine's code); "
                          f"engines that size it: {', '.join(family.engines)}")
 
 

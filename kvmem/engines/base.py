@@ -294,6 +294,7 @@ class EngineSpec:
     prefix: Callable = share_every_token
     positions: PastPositions | None = None       # a context past max_position_embeddings
     query_heads_rule: str | None = None          # the engine asserts tp divides the query heads (and where)
+    pinned: str = ""                             # the engine release whose code the rules follow
 
 
 def fraction_option(name: str, value) -> Fraction:

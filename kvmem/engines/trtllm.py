@@ -357,4 +357,5 @@ def _prefix(options: dict, est: Estimate) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      fraction_option="free_gpu_memory_fraction", loads_fp32_as_fp16=True)
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
-SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, _prefix, query_heads_rule=QUERY_HEADS),)
+SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, _prefix, query_heads_rule=QUERY_HEADS,
+                    pinned="TensorRT-LLM (resource_manager.py @ 001541ba)"),)

@@ -82,10 +82,10 @@ __all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes", "DynamicGrowth", "pro
 POSITIONS = PastPositions("transformers does not check it")   # the caches take any length
 SPECS = (
     EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING,
-               prefix_sharing, POSITIONS),
+               prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
     EngineSpec("hf-static", {"max_cache_len": DEFAULTS["max_cache_len"], "prompt_tokens": DEFAULTS["prompt_tokens"]},
-               estimate_static, None, SIZING, prefix_sharing, POSITIONS),
+               estimate_static, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
-               estimate_quantized, None, SIZING, prefix_sharing, POSITIONS),
+               estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
 )

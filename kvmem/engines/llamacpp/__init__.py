@@ -102,4 +102,5 @@ __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "ML
 # tools/server caps each slot at n_ctx_train ("exceeds the training context ... - capping")
 POSITIONS = PastPositions("llama.cpp warns \"possible training context overflow\" and runs; llama-server caps "
                           "each slot at the training context")
-SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS),)
+SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
+                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"),)

@@ -79,4 +79,5 @@ __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "est
 POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
                "other model files)")
-SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, POSITIONS, QUERY_HEADS),)
+SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, POSITIONS, QUERY_HEADS,
+                    pinned="SGLang 0.5.23"),)

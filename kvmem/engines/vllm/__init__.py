@@ -111,4 +111,4 @@ __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", 
 
 # vllm/config/model.py _get_and_verify_max_len: a ValueError unless the variable is set
 POSITIONS = PastPositions("vLLM refuses a max_model_len above it", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS),)
+SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0"),)
