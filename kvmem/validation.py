@@ -7,10 +7,16 @@ was skipped) and returns plain rows for the CLI, the app and docs/validation.
 
 from __future__ import annotations
 
+import pathlib
+
 from . import admission, catalog
 from .measurement import backend_problem, measure, resolve_device
 
-__all__ = ["SUITE", "suite", "skipped", "validate", "ALLOCATOR_NOTE"]
+__all__ = ["SUITE", "suite", "skipped", "validate", "ALLOCATOR_NOTE", "CUDA_REPORT"]
+
+# The committed GPU run (in a source checkout): tools/cuda_validate.sh's cuda.md, which the app's
+# Validate page shows beside its live measurements; absent until a session with a GPU records one.
+CUDA_REPORT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "validation" / "cuda.md"
 
 
 # Each entry: model, engine, batch, options, what it checks, and (tokens, prompt_tokens) for the

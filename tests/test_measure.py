@@ -180,6 +180,26 @@ def test_cuda_allocator_view(model, engine, options):
     assert m.reserved_bytes >= m.allocated_bytes and m.reserved_bytes % (2 * 2**20) == 0
     assert m.predicted_peak_bytes <= m.peak_bytes <= m.predicted_peak_bytes + m.peak_tolerance_bytes
     assert m.cuda["segments"] >= 1 and m.cuda["peak_reserved_bytes"] >= m.reserved_bytes
+    assert m.cuda["rounded_bytes"] <= m.allocated_bytes and m.cuda["storage_sizes"] == m.storages
+    assert m.cuda["max_memory_allocated"] - m.cuda["base_allocated_bytes"] == m.peak_bytes
+
+
+def test_cuda_rounding_rules_read_from_the_allocator_source():
+    from kvmem.measurement.allocators import (cuda_block_model, cuda_fresh_block_size, cuda_round_size,
+                                              cuda_segment_size)
+    MiB = 2**20
+    assert [cuda_round_size(n) for n in (1, 512, 513, 2048)] == [512, 512, 1024, 2048]
+    assert [cuda_segment_size(n) for n in (4096, MiB, MiB + 1, 10 * MiB - 512, 10 * MiB - 1, 11 * MiB + 5)] == \
+        [2 * MiB, 2 * MiB, 20 * MiB, 20 * MiB, 10 * MiB, 12 * MiB]  # 10 MiB - 1 rounds to 10 MiB
+    # small pool: split whenever >= 512 B remain; large pool: only when more than 1 MiB remains
+    assert cuda_fresh_block_size(1000) == 1024 and cuda_fresh_block_size(MiB) == MiB
+    assert cuda_fresh_block_size(11 * MiB + 5) == 12 * MiB          # 0.99 MiB left: not split
+    assert cuda_fresh_block_size(10 * MiB + 5) == 10 * MiB + 512    # 1.99 MiB left: split
+    # the seed's cache at b=32, t=500 (LLaMA-2-7B): 64 storages of 131,072,000 B, each in a
+    # 126 MiB segment with exactly 1 MiB left over, which is not split off
+    seed = cuda_block_model([131_072_000] * 64)
+    assert seed["rounded_bytes"] == 8_388_608_000 and seed["fresh_block_bytes"] == 64 * 126 * MiB
+    assert cuda_block_model([0, 7])["storage_sizes"] == 1
 
 
 def test_two_threads_measuring_at_once_do_not_crash_the_process():

@@ -12,6 +12,22 @@ st.caption("kvmem.measure drives the real transformers cache objects (and the se
            "tensor storages, allocator/profiler bytes and the transient peak.")
 # imported after the title is on screen: the measuring module (torch waits until Measure is pressed)
 measure = importlib.import_module("kvmem.measurement")
+validation = importlib.import_module("kvmem.validation")
+
+# The committed GPU run beside the live measurement below (which runs on this machine, a CPU here).
+st.subheader("Recorded on a GPU (CUDA)")
+if validation.CUDA_REPORT.is_file():
+    cuda_text = validation.CUDA_REPORT.read_text()
+    summary = next((line for line in cuda_text.splitlines() if line.startswith("**")), "")
+    st.caption("docs/validation/cuda.md: the committed run of `bash tools/cuda_validate.sh` on a CUDA machine "
+               "(torch.cuda's allocator counters against kvmem's prediction). " + summary.replace("**", ""))
+    with st.expander("The CUDA report (machine, every case, every figure)", expanded=False):
+        st.markdown(cuda_text)
+else:
+    st.info("No GPU run has been recorded yet (docs/validation/cuda.md does not exist): every measurement so far "
+            "ran on a CPU. To record one, run `bash tools/cuda_validate.sh` on a CUDA machine and commit the "
+            "cuda.md it writes under $OUT as docs/validation/cuda.md.")
+st.subheader("Live on this machine")
 
 work = inputs.sidebar()
 model = work.model
@@ -67,4 +83,4 @@ if "val_rows" in st.session_state:
     if cuda:
         st.subheader("CUDA allocator")
         common.table(pd.DataFrame(cuda))
-    st.caption(importlib.import_module("kvmem.validation").ALLOCATOR_NOTE)
+    st.caption(validation.ALLOCATOR_NOTE)

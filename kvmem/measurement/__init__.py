@@ -45,13 +45,13 @@ from ..engines import estimate
 from ..engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from ..model import Model
 from ..units import format_bytes, parse_tokens, require_positive_int
-from .allocators import run_cpu, run_cuda
+from .allocators import cuda_block_model, run_cpu, run_cuda
 from .caches import backend_problem, build_cache, build_toy_cache, hf_config, resolve_device, torch_dtype
 from .driving import Inputs
 from .driving import drive as _drive  # called through this module's name: tests patch kvmem.measurement._drive
 from .plans import buffer_elements, plan, toy_plan
 from .result import Measurement, peak_tolerance
-from .storages import count_storages
+from .storages import count_storages, storage_sizes
 
 __all__ = ["Measurement", "measure", "ENGINES", "MEMORY_FRACTION", "resolve_device", "backend_problem"]
 
@@ -190,7 +190,10 @@ def _run(model, name, dev, cache, plans, *, tokens, batch, kv_name, element, pro
     else:
         allocated, peak, reserved, cuda_stats = run_cpu(drive)
     seconds = time.perf_counter() - started
-    tensor_bytes, storages, per_layer = count_storages(cache if name == "toy" else cache.layers, dev)
+    held = cache if name == "toy" else cache.layers
+    tensor_bytes, storages, per_layer = count_storages(held, dev)
+    if dev.type == "cuda":  # the caching allocator's rounding rules applied to what the cache holds
+        cuda_stats = {**cuda_stats, **cuda_block_model(n for layer in storage_sizes(held, dev) for n in layer)}
     return Measurement(
         model=model.name, engine=name, tokens=tokens, batch=batch, kv_dtype=kv_name, device=str(dev),
         predicted_bytes=predicted, tensor_bytes=tensor_bytes, allocated_bytes=allocated, peak_bytes=peak,

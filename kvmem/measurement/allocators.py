@@ -95,22 +95,81 @@ def run_cpu(drive) -> tuple[int, int, None, dict]:
 
 
 def run_cuda(drive, device) -> tuple[int, int, int, dict]:
-    """(allocated, peak, reserved, CUDA stats): the caching allocator's counters around ``drive()``."""
+    """(allocated, peak, reserved, CUDA stats): the caching allocator's counters around ``drive()``.
+
+    The stats keep the raw counters too: ``memory_allocated`` / ``max_memory_allocated`` /
+    ``memory_reserved`` / ``max_memory_reserved`` as torch reports them (absolute, this process),
+    the baseline they are taken above, the segments and allocation requests added, and the bytes
+    of inactive split blocks (free pieces of segments that still hold live blocks: fragmentation).
+    """
     import torch
     gc.collect()  # free any unreachable tensors of an earlier run before the baseline
     torch.cuda.synchronize(device)
     torch.cuda.empty_cache()
     base_allocated = torch.cuda.memory_allocated(device)
     base_reserved = torch.cuda.memory_reserved(device)
-    base_segments = torch.cuda.memory_stats(device).get("segment.all.current", 0)
+    base = torch.cuda.memory_stats(device)
     torch.cuda.reset_peak_memory_stats(device)
     drive()
     torch.cuda.synchronize(device)
     stats = torch.cuda.memory_stats(device)
-    return (torch.cuda.memory_allocated(device) - base_allocated,
-            torch.cuda.max_memory_allocated(device) - base_allocated,
-            torch.cuda.memory_reserved(device) - base_reserved,
-            {"peak_reserved_bytes": torch.cuda.max_memory_reserved(device) - base_reserved,
-             "segments": stats.get("segment.all.current", 0) - base_segments,
+    allocated, peak = torch.cuda.memory_allocated(device), torch.cuda.max_memory_allocated(device)
+    reserved, peak_reserved = torch.cuda.memory_reserved(device), torch.cuda.max_memory_reserved(device)
+    return (allocated - base_allocated, peak - base_allocated, reserved - base_reserved,
+            {"peak_reserved_bytes": peak_reserved - base_reserved,
+             "segments": stats.get("segment.all.current", 0) - base.get("segment.all.current", 0),
+             "alloc_requests": (stats.get("allocation.all.allocated", 0)
+                                - base.get("allocation.all.allocated", 0)),
+             "inactive_split_bytes": stats.get("inactive_split_bytes.all.current", 0),
+             "base_allocated_bytes": base_allocated, "base_reserved_bytes": base_reserved,
+             "memory_allocated": allocated, "max_memory_allocated": peak,
+             "memory_reserved": reserved, "max_memory_reserved": peak_reserved,
              "device_name": torch.cuda.get_device_name(device)})
+
+
+# The caching allocator's constants (c10/cuda/CUDACachingAllocator.cpp, defaults: no
+# roundup_power2_divisions, no max_split_size, expandable segments off).
+CUDA_MIN_BLOCK = 512            # kMinBlockSize: every request rounded up to a multiple of this
+CUDA_SMALL_SIZE = 2**20         # kSmallSize: requests up to this come from the small pool
+CUDA_SMALL_BUFFER = 2 * 2**20   # kSmallBuffer: a small-pool segment
+CUDA_LARGE_BUFFER = 20 * 2**20  # kLargeBuffer: the segment for requests below kMinLargeAlloc
+CUDA_MIN_LARGE_ALLOC = 10 * 2**20  # kMinLargeAlloc
+CUDA_ROUND_LARGE = 2 * 2**20    # kRoundLarge: larger segments are rounded up to this
+
+
+def cuda_round_size(size: int) -> int:
+    """round_size: the request rounded up to 512 B (512 B at least)."""
+    return max(CUDA_MIN_BLOCK, -(-size // CUDA_MIN_BLOCK) * CUDA_MIN_BLOCK)
+
+
+def cuda_segment_size(size: int) -> int:
+    """get_allocation_size: the segment cudaMalloc'd for a request no cached block can serve."""
+    rounded = cuda_round_size(size)
+    if rounded <= CUDA_SMALL_SIZE:
+        return CUDA_SMALL_BUFFER
+    if rounded < CUDA_MIN_LARGE_ALLOC:
+        return CUDA_LARGE_BUFFER
+    return -(-rounded // CUDA_ROUND_LARGE) * CUDA_ROUND_LARGE
+
+
+def cuda_fresh_block_size(size: int) -> int:
+    """The block a request gets from a fresh segment: the rounded size when the allocator splits
+    the remainder off (should_split: >= 512 B left in the small pool, > 1 MiB in the large
+    one), else the whole segment -- which ``memory_allocated`` then counts."""
+    rounded = cuda_round_size(size)
+    remaining = cuda_segment_size(size) - rounded
+    small = rounded <= CUDA_SMALL_SIZE
+    split = remaining >= CUDA_MIN_BLOCK if small else remaining > CUDA_SMALL_SIZE
+    return rounded if split else rounded + remaining
+
+
+def cuda_block_model(sizes) -> dict:
+    """What the rounding rules predict for storages of ``sizes`` bytes (non-zero ones): the sum
+    rounded to 512 B (the least ``memory_allocated`` can count), the blocks each would get from a
+    fresh segment (what it counts when no cached block is reused), and those segments."""
+    sizes = [n for n in sizes if n > 0]
+    return {"storage_sizes": len(sizes),
+            "rounded_bytes": sum(cuda_round_size(n) for n in sizes),
+            "fresh_block_bytes": sum(cuda_fresh_block_size(n) for n in sizes),
+            "fresh_segment_bytes": sum(cuda_segment_size(n) for n in sizes)}
 

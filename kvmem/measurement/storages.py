@@ -35,12 +35,13 @@ def _layer_tensors(layer):
         yield from _leaves(getattr(layer, name, None))
 
 
-def count_storages(layers, device) -> tuple[int, int, tuple[int, ...]]:
-    """(unique storage bytes, storage count, bytes per layer) of the tensors the cache holds."""
+def storage_sizes(layers, device) -> list[list[int]]:
+    """Per layer, the byte sizes of the unique non-empty storages the cache holds there (a
+    storage shared with an earlier layer is counted in the first)."""
     seen = set()
     per_layer = []
     for layer in layers:
-        total = 0
+        sizes = []
         tensors = layer if isinstance(layer, list) else _layer_tensors(layer)
         for t in tensors:
             storage = t.untyped_storage()
@@ -50,6 +51,13 @@ def count_storages(layers, device) -> tuple[int, int, tuple[int, ...]]:
             if t.device.type != device.type:
                 raise RuntimeError(f"a cache tensor is on {t.device}, not on {device}")
             seen.add(key)
-            total += storage.nbytes()
-        per_layer.append(total)
-    return sum(per_layer), len(seen), tuple(per_layer)
+            sizes.append(storage.nbytes())
+        per_layer.append(sizes)
+    return per_layer
+
+
+def count_storages(layers, device) -> tuple[int, int, tuple[int, ...]]:
+    """(unique storage bytes, storage count, bytes per layer) of the tensors the cache holds."""
+    sizes = storage_sizes(layers, device)
+    per_layer = tuple(sum(layer) for layer in sizes)
+    return sum(per_layer), sum(len(layer) for layer in sizes), per_layer

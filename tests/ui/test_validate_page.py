@@ -41,3 +41,32 @@ def test_bad_tokens_and_refusals_are_messages(page):
     page.selectbox(key="val_engine").set_value("hf-quantized")
     page.button(key="val_run").click().run()
     assert not page.exception and page.error
+
+
+def cuda_expanders(page):
+    return [e for e in page.expander if e.label.startswith("The CUDA report")]
+
+
+def test_no_gpu_run_recorded_says_how_to_make_one(monkeypatch, tmp_path):
+    import kvmem.validation
+    monkeypatch.setattr(kvmem.validation, "CUDA_REPORT", tmp_path / "cuda.md")
+    page = run("ui/validate.py")
+    assert not page.exception and not cuda_expanders(page)
+    text = " ".join(i.value for i in page.info)
+    assert "No GPU run has been recorded yet" in text and "bash tools/cuda_validate.sh" in text
+
+
+def test_recorded_cuda_report_is_shown_beside_the_live_one(monkeypatch, tmp_path):
+    import kvmem.validation
+    report = tmp_path / "cuda.md"  # a stand-in written here, with this test's own words
+    report.write_text("# Measured validation on CUDA\n\n**3 of 3 cases match** (stand-in)\n\n"
+                      "| case | predicted |\n|---|---|\n| stand-in row | 123 |\n")
+    monkeypatch.setattr(kvmem.validation, "CUDA_REPORT", report)
+    page = run("ui/validate.py")
+    assert not page.exception and not page.info
+    assert "3 of 3 cases match (stand-in)" in " ".join(c.value for c in page.caption)
+    assert any("stand-in row" in m.value for m in cuda_expanders(page)[0].markdown)
+    page.text_input(key="val_tokens").set_value("8")
+    page.selectbox(key="val_device").set_value("cpu")
+    page.button(key="val_run").click().run()
+    assert not page.exception and page.table[0].value["Matches"].all() and cuda_expanders(page)
