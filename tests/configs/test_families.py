@@ -120,7 +120,7 @@ def test_the_families_read_today_and_the_count():
     ({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64,
       "kv_lora_rank": 512}, "'kv_lora_rank' shapes the cache, and kvmem's reading of model_type 'llama'"),
     ({"model_type": "nemotron-nas", "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 64},
-     "config field 'block_configs' must list one block per layer"),
+     "config field 'block_configs' is missing and model_type 'nemotron-nas' has no default"),
     ({"model_type": "deepseek_v4", "num_hidden_layers": 2}, "model_type 'deepseek_v4' is not a family"),
 ])
 def test_what_kvmem_cannot_read_is_refused_by_name(cfg, message):
