@@ -14,7 +14,10 @@ count the embedding table too (Qwen3-30B-A3B "3.3B activated").
     linear/SSM  Qwen3-Next gated DeltaNet, Mamba-1 (Jamba) and Mamba-2 (Nemotron-H) projections
 Norms and biases are counted where the family has them. DeepSeek's multi-token-prediction
 layers are not counted (published sizes such as DeepSeek-V3's 671B leave them out).
-Families with extra per-layer embeddings (Gemma-3n) return None: a guess would be silent.
+Families with extra per-layer embeddings (Gemma-3n) return None: a guess would be silent, and so
+do the families whose parameter layout has not been checked against a published total (the
+newest: per-layer head shapes, linear-attention variants, sparse-attention indexers); fit then
+asks for the weight bytes, or reads them exactly from the checkpoint's headers.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text"}
-_UNSUPPORTED = {"gemma3n_text"}
+_UNSUPPORTED = {"gemma3n_text", "gemma4_text", "mimo_v2_flash", "kimi_linear", "minimax", "lfm2", "lfm2_moe",
+                "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas"}
 
 
 def moe_shape(f, n_layers: int) -> MoeShape | None:
@@ -46,7 +50,9 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     expert_inter = f.int("moe_intermediate_size", default=None) or f.int("intermediate_size")
     dense_inter = f.int("intermediate_size_mlp", "intermediate_size", default=0, minimum=0)
     shared_inter = 0
-    if f.get("n_shared_experts", default=None):
+    if t == "nemotron_h" and f.get("moe_shared_expert_intermediate_size", default=None):
+        shared_inter = f.int("moe_shared_expert_intermediate_size")   # one shared expert of its own width
+    elif f.get("n_shared_experts", default=None):
         shared_inter = f.int("n_shared_experts") * expert_inter
     elif f.get("shared_expert_intermediate_size", default=None):
         shared_inter = f.int("shared_expert_intermediate_size")
@@ -154,7 +160,13 @@ def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
             norms = 4 * hidden
         mlp = mlp_active = 0
         if t == "nemotron_h":
-            if layer.kind == NONE:
+            if layer.kind == NONE and moe and moe.is_moe(i):
+                # "E" blocks (modeling_nemotron_h.py NemotronHMoE): relu2 experts (up, down), one shared
+                # expert of moe_shared_expert_intermediate_size, a router
+                routed = 2 * hidden * moe.intermediate_size
+                shared = 2 * hidden * moe.shared_intermediate_size + hidden * moe.experts
+                mlp, mlp_active = moe.experts * routed + shared, moe.top_k * routed + shared
+            elif layer.kind == NONE:
                 mlp = mlp_active = 2 * hidden * f.int("intermediate_size")
             norms = hidden
         elif moe and moe.is_moe(i):

@@ -186,3 +186,20 @@ def test_nemotron_nas_block_configs():
     blocks[0]["attention"]["window_length"] = 4096
     with pytest.raises(ConfigError, match=r"block_configs\[0\].attention sets 'window_length'"):
         Model.from_hf_config(cfg)
+
+
+def test_nemotron_3_moe_blocks_count_their_experts():
+    # 23 "E" blocks: 128 relu2 experts x (up + down) x 2,688 x 1,856 + one shared expert 2 x 2,688 x 3,712
+    # + router 2,688 x 128; 23 Mamba2 blocks, 6 attention blocks, untied 131,072 x 2,688 embeddings:
+    # 31.58B in all, 3.23B read per token (6 experts): the model card's "31.6B total, 3.2B active"
+    model = Model.from_hf_config(NEW / "nemotron-3-nano-30b-a3b.json")
+    assert model.facts.moe.shared_intermediate_size == 3712
+    assert model.params_total == 31_577_937_344 and model.params_active == 3_227_751_872
+
+
+def test_new_families_have_no_parameter_count_until_one_is_checked():
+    # fit then asks for the weight bytes (or reads them from the checkpoint's headers)
+    model = Model.from_hf_config(NEW / "minimax-m1.json")
+    assert model.params_total is None
+    with pytest.raises(ValueError, match="has no parameter count"):
+        kvmem.fit(model, gpu="h100-sxm-80gb", context=4096, engine="ideal")
