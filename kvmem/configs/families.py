@@ -49,6 +49,9 @@ class Family:
 _COMMON = frozenset({"layer_types", "sliding_window", "attention_chunk_size", "head_dim", "v_head_dim",
                      "kv_channels", "multi_query_group_num", "num_key_value_heads", "num_kv_heads", "n_head_kv"})
 
+_MAMBA2 = frozenset({"mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
+                     "mamba_expand", "mamba_chunk_size"})
+
 # Fields each layout (and MLA) reads beyond _COMMON.
 LAYOUT_READS = {
     "generic": frozenset(),
@@ -77,6 +80,9 @@ LAYOUT_READS = {
     "minimax": frozenset({"attn_type_list"}),
     "lfm2": frozenset({"full_attn_idxs", "conv_L_cache"}),
     "decilm": frozenset({"block_configs"}),
+    "granite_hybrid": frozenset({"layers_block_type"}) | _MAMBA2,
+    "bamba": frozenset({"layers_block_type", "attn_layer_indices"}) | _MAMBA2,
+    "falcon_h1": frozenset({"mamba_d_ssm"}) | _MAMBA2,
 }
 _MLA_READS = frozenset({"kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank",
                         "index_head_dim", "index_topk", "index_n_heads", "indexer_types", "index_topk_pattern",
@@ -147,6 +153,12 @@ _SPECIAL = {
                                            "DynamicIndexedLayer", engines=NEW_FAMILY_ENGINES),
     "dbrx": Family("dbrx", source="modeling_dbrx.py DbrxAttention: kv heads = attn_config.kv_n_heads",
                    engines=NEW_FAMILY_ENGINES),
+    "granitemoehybrid": Family("granite_hybrid", source="configuration_granitemoehybrid.py, "
+                                                        "modeling_granitemoehybrid.py", engines=NEW_FAMILY_ENGINES),
+    "bamba": Family("bamba", source="configuration_bamba.py (attn_layer_indices), modeling_bamba.py",
+                    engines=NEW_FAMILY_ENGINES),
+    "falcon_h1": Family("falcon_h1", source="configuration_falcon_h1.py (every layer hybrid), modeling_falcon_h1.py",
+                        engines=NEW_FAMILY_ENGINES),
     "nemotron-nas": Family("decilm", source="vllm/model_executor/models/nemotron_nas.py (block_configs); "
                                             "transformers has no class for it", engines=("ideal",)),
     "gpt_bigcode": Family("multi_query", source="modeling_gpt_bigcode.py: one K/V head when multi_query",

@@ -30,6 +30,11 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
     minimax      attn_type_list (1 full, 0 lightning), else full if (i + 1) % 2
                  (configuration_minimax.py; the published MiniMax-M1/Text-01 files give the list)
     lfm2         layer_types ("conv" short convolutions), else full_attn_idxs (configuration_lfm2.py)
+    granite_hybrid  layer_types / layers_block_type ("mamba", "attention"), else all Mamba2
+                 (configuration_granitemoehybrid.py)
+    bamba        attention at attn_layer_indices, else Mamba2 (configuration_bamba.py)
+    falcon_h1    every layer "hybrid": attention and a Mamba2 mixer side by side, both cached
+                 (cache_utils.py LinearAttentionAndFullAttentionLayer)
     decilm       Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): block_configs[i].attention; no cache
                  where no_op or replace_with_linear, else num_attention_heads // n_heads_in_group
                  KV heads (vllm/model_executor/models/nemotron_nas.py; no transformers class)
@@ -57,13 +62,13 @@ LAYER_TYPE_NAMES = {
     "sliding_attention": SLIDING, "sliding": SLIDING, "local": SLIDING,
     "chunked_attention": CHUNKED,
     "linear_attention": LINEAR, "mamba": LINEAR, "mamba2": LINEAR, "conv": LINEAR,
+    "hybrid": "hybrid",          # attention and a Mamba2 mixer side by side in one layer (Falcon-H1)
     "indexed_attention": FULL,   # DeepSeek sparse attention: a full layer whose indexer picks the keys
     "moe": NONE, "mlp": NONE, "dummy": NONE,
 }
 
 # modeling_nemotron_h.py: "*" attention, "M" mamba2, "-" MLP, "E" MoE (no cache).
 _NEMOTRON_BLOCKS = {"*": FULL, "M": LINEAR, "-": NONE, "E": NONE}
-_NEMOTRON_NAMES = {"attention": "*", "mamba": "M", "mlp": "-", "moe": "E"}
 
 
 def layer_count(f: Fields) -> int:
@@ -116,29 +121,28 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
     return heads, kv_heads, head_dim, v_head_dim
 
 
-def _named_kinds(f: Fields, n_layers: int) -> list[str] | None:
+# Layouts whose config classes also spell the layer map ``layers_block_type``.
+_BLOCK_TYPE_LAYOUTS = ("nemotron_h", "granite_hybrid", "bamba")
+
+
+def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[str] | None:
     """``layer_types`` (or ``layers_block_type``) read name by name; None when absent."""
+    field = "layer_types"
     given = f.get("layer_types", default=None)
-    if given is None and f.model_type == "nemotron_h":
-        given = f.get("layers_block_type", default=None)
-        if given is not None:
-            if not isinstance(given, list) or not all(isinstance(n, str) and n in _NEMOTRON_NAMES for n in given):
-                raise ConfigError(f"config field 'layers_block_type' must list {', '.join(_NEMOTRON_NAMES)} "
-                                  f"for each layer, got {show_value(given)}")
-            if len(given) != n_layers:
-                raise ConfigError(f"layers_block_type lists {len(given)} blocks, num_hidden_layers is {n_layers}")
-            return [_NEMOTRON_BLOCKS[_NEMOTRON_NAMES[n]] for n in given]
+    if given is None and layout in _BLOCK_TYPE_LAYOUTS:
+        field, given = "layers_block_type", f.get("layers_block_type", default=None)
     if given is None:
         return None
     if not isinstance(given, list) or len(given) != n_layers:
-        raise ConfigError(f"layer_types must list one type per layer ({n_layers}), "
+        raise ConfigError(f"{field} must list one type per layer ({n_layers}), "
                           f"got {len(given) if isinstance(given, list) else show_value(given)}")
     kinds = []
     for i, name in enumerate(given):
-        if not isinstance(name, str) or name not in LAYER_TYPE_NAMES:
-            raise ConfigError(f"layer_types[{i}] is {show_value(name)}: a layer type kvmem does not read for "
-                              f"model_type {f.model_type!r} (it reads {', '.join(sorted(LAYER_TYPE_NAMES))})")
-        kinds.append(LAYER_TYPE_NAMES[name])
+        kind = LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
+        if kind is None or (kind == "hybrid") != (layout == "falcon_h1"):
+            raise ConfigError(f"{field}[{i}] is {show_value(name)}: a layer type kvmem does not read for "
+                              f"model_type {f.model_type!r}")
+        kinds.append(kind)
     return kinds
 
 
@@ -187,6 +191,14 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return [FULL if v else LINEAR for v in _flags("attn_type_list", types, n_layers)]
     if layout == "kimi_linear":
         return _kimi_kinds(f, n_layers)
+    if layout == "granite_hybrid":
+        return [LINEAR] * n_layers
+    if layout == "bamba":
+        attention = set(_indices("attn_layer_indices", f.get("attn_layer_indices", default=[]) or [], n_layers,
+                                 first=0))
+        return [FULL if i in attention else LINEAR for i in range(n_layers)]
+    if layout == "falcon_h1":
+        return ["hybrid"] * n_layers
     if layout == "decilm":
         return [FULL if heads else NONE for heads in _decilm_groups(f, n_layers)]
     if layout == "lfm2":
@@ -276,7 +288,7 @@ def _kimi_kinds(f: Fields, n_layers: int) -> list[str]:
 
 
 def _kinds(f: Fields, family: Family, n_layers: int) -> list[str]:
-    kinds = _named_kinds(f, n_layers)
+    kinds = _named_kinds(f, family.layout, n_layers)
     if kinds is None:
         kinds = _layout_kinds(f, family.layout, n_layers)
     if family.layout == "gemma4" and kinds[-1] != FULL:
@@ -416,7 +428,7 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
         shapes = {i: (heads // group, head_dim, v_head_dim) for i, group in enumerate(groups) if group}
     window = _window(f, family)
     chunk = f.int("attention_chunk_size", default=0, minimum=0) or 0
-    state = recurrent_state(f, family) if LINEAR in kinds else None
+    state = recurrent_state(f, family) if LINEAR in kinds or "hybrid" in kinds else None
     if SLIDING in kinds and window < 1:
         raise ConfigError("layer_types has sliding_attention layers but sliding_window is not set")
     if CHUNKED in kinds and chunk < 1:
@@ -431,6 +443,8 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
             layers.append(_mla_layer(f, indexers[i]))
         elif kind == LINEAR:
             layers.append(Layer(LINEAR, state=state))
+        elif kind == "hybrid":
+            layers.append(Layer(FULL, kv_heads=kv_heads, head_dim_k=head_dim, head_dim_v=v_head_dim, state=state))
         elif kind == NONE:
             layers.append(Layer(NONE))
         else:

@@ -14,6 +14,10 @@
                                     KimiLinearDeltaAttention; linear_attn_config names them), fp32
     minimax                         lightning attention: no conv, recurrent [heads, head_dim,
                                     head_dim] (modeling_minimax.py MiniMaxLightningAttention)
+    granite_hybrid, bamba, falcon_h1  Mamba2: conv over inner + 2 x mamba_n_groups x mamba_d_state,
+                                    inner = mamba_expand x hidden (Falcon-H1: mamba_d_ssm when set),
+                                    recurrent [mamba_n_heads, mamba_d_head, mamba_d_state]
+                                    (modeling_granitemoehybrid.py, modeling_bamba.py, modeling_falcon_h1.py)
     lfm2                            short convolution: conv over hidden_size channels, kernel
                                     conv_L_cache, no recurrent state (modeling_lfm2.py)
 """
@@ -39,6 +43,14 @@ def _ssm_dtype(f: Fields, *names: str) -> str | None:
     if name not in _STATE_DTYPES:
         raise ConfigError(f"config field {names[0]!r} is {value!r}; kvmem reads {', '.join(_STATE_DTYPES)}")
     return _STATE_DTYPES[name]
+
+
+def _expand(f: Fields) -> int:
+    """mamba_expand, a whole number in every published config."""
+    expand = f.get("mamba_expand")
+    if isinstance(expand, float) and expand.is_integer():
+        expand = int(expand)
+    return check_int("mamba_expand", expand)
 
 
 def recurrent_state(f: Fields, family: Family) -> RecurrentState:
@@ -70,6 +82,17 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
         heads = f.int("num_attention_heads")
         dim = f.int("head_dim", default=None) or f.int("hidden_size") // heads
         return RecurrentState(0, 0, heads * dim * dim, heads)
+    if family.layout in ("granite_hybrid", "bamba", "falcon_h1"):
+        hidden, heads = f.int("hidden_size"), f.int("mamba_n_heads")
+        inner = f.int("mamba_d_ssm", default=None) if family.layout == "falcon_h1" else None
+        inner = inner or _expand(f) * hidden
+        head_dim = f.get("mamba_d_head", default="auto")
+        head_dim = inner // heads if head_dim == "auto" else f.int("mamba_d_head")
+        if heads * head_dim != inner:
+            raise ConfigError(f"mamba_n_heads ({heads}) x mamba_d_head ({head_dim}) must equal the mixer's "
+                              f"inner width ({inner})")
+        groups, d_state = f.int("mamba_n_groups"), f.int("mamba_d_state")
+        return RecurrentState(inner + 2 * groups * d_state, f.int("mamba_d_conv"), inner * d_state, heads)
     if family.layout == "lfm2":
         return RecurrentState(f.int("hidden_size"), f.int("conv_L_cache"), 0, 1)
     raise ConfigError(f"model_type {f.model_type!r} has linear/mamba layers but kvmem does not know its state "

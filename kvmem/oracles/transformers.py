@@ -143,10 +143,18 @@ def decoder_types() -> list[str]:
     return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
 
 
+# Families whose class defaults build a model transformers itself cannot run: every layer Mamba2
+# (GraniteMoeHybrid's layer_types, Bamba's attn_layer_indices default to no attention layer, and
+# get_seq_length then fails). One attention layer is set, as every published checkpoint has.
+DEFAULT_OVERRIDES = {"granitemoehybrid": {"layer_types": ["attention"] + ["mamba"] * 31},
+                     "bamba": {"attn_layer_indices": [1]}}
+
+
 def default_config(model_type: str):
-    """The config class's defaults: ``CONFIG_MAPPING[model_type]()`` (configuration_auto.py)."""
+    """The config class's defaults: ``CONFIG_MAPPING[model_type]()`` (configuration_auto.py), with
+    DEFAULT_OVERRIDES where those defaults do not run."""
     from transformers import CONFIG_MAPPING
-    return CONFIG_MAPPING[model_type]()
+    return CONFIG_MAPPING[model_type](**DEFAULT_OVERRIDES.get(model_type, {}))
 
 
 # ----------------------------------------------------------------------------- shrinking

@@ -23,7 +23,10 @@ from kvmem.oracles import validate_engine  # noqa: E402
 # (vision) configs whose text decoder is built; these must match. BERT run as a decoder and Qwen2-VL
 # may be refused instead (the config reader refuses families it does not fully understand).
 MUST_MATCH = ("llama", "gpt2", "falcon", "mistral", "gemma2", "gemma3", "cohere2", "llama4_text", "deepseek_v3",
-              "qwen3_next", "jamba", "qwen3_vl", "gpt_oss", "phi3", "qwen2")
+              "qwen3_next", "jamba", "qwen3_vl", "gpt_oss", "phi3", "qwen2",
+              # the families issue 19 added: per-layer shapes, layer maps, indexers, states
+              "gemma4_text", "mimo_v2_flash", "glm_moe_dsa", "kimi_linear", "minimax", "lfm2", "gpt_bigcode",
+              "nemotron_h", "falcon_h1", "bamba", "granitemoehybrid")
 MATCH_OR_REFUSED = ("bert", "qwen2_vl")
 SUBSET = MUST_MATCH + MATCH_OR_REFUSED
 
@@ -38,7 +41,8 @@ def test_no_type_is_wrong_and_each_ends_in_one_class(report):
     assert all(r.outcome in oracle.OUTCOMES for r in report.results)
     wrong = [f"{r.case or r.model_type}: kvmem {r.predicted}, measured {r.measured} {r.message}" for r in report.wrong]
     assert not wrong, "\n".join(wrong)
-    assert report.passed and sum(report.counts().values()) == len(SUBSET) + 4
+    variations = [r for r in report.results if r.case]
+    assert report.passed and len(variations) >= 3 and sum(report.counts().values()) == len(SUBSET) + len(variations)
 
 
 def test_the_subset_matches_with_real_bytes(report):
@@ -63,7 +67,8 @@ def test_the_subset_matches_with_real_bytes(report):
 def test_variations_are_seeded(report):
     variations = [r for r in report.results if r.case]
     pool = sorted(r.model_type for r in report.results[:len(SUBSET)] if r.outcome in ("match", "wrong"))
-    assert [r.case for r in variations] == [f"{t}#{i}" for i, t in enumerate(pool[:4])]
+    # draw i varies pool[i]; a draw its config class rejects is skipped
+    assert {r.case for r in variations} <= {f"{t}#{i}" for i, t in enumerate(pool[:4])}
     again = oracle.random_jobs(report.results[:len(SUBSET)], 4, 0)
     assert [case for _, _, case in again] == [r.case for r in variations]
     assert [c.to_dict() for _, c, _ in again] == [c.to_dict() for _, c, _ in oracle.random_jobs(

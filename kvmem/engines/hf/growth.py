@@ -78,13 +78,14 @@ class Workload:
 
     def events(self, i: int, j: int) -> list[int]:
         """Allocator deltas of layer ``i`` at step ``j``: a linear layer's states, nothing for a
-        dummy layer, else the cache type's own token_events."""
+        dummy layer, else the cache type's own token_events (after the Mamba mixer's states where
+        the layer has both: LinearAttentionAndFullAttentionLayer)."""
         slot = self.slots[i]
         if slot.kind == "linear":
             return self.linear_events(slot, j)
         if slot.kind == "dummy":
             return []
-        return self.token_events(slot, j)
+        return (self.linear_events(slot, j) if slot.has_state else []) + self.token_events(slot, j)
 
     def rows(self, i: int) -> tuple[int, int, int]:
         """(K, V, state) bytes layer ``i`` holds at the end: ``held_tokens`` tokens of K (+ indexer)
@@ -95,7 +96,8 @@ class Workload:
         if slot.kind == "dummy":
             return 0, 0, 0
         tokens = self.held_tokens(slot)
-        return tokens * (self.k_token(slot) + self.i_token(slot)), tokens * self.v_token(slot), 0
+        state = sum(self.state(slot)) if slot.has_state else 0
+        return tokens * (self.k_token(slot) + self.i_token(slot)), tokens * self.v_token(slot), state
 
 
 class DynamicGrowth(Workload):
@@ -115,7 +117,8 @@ class DynamicGrowth(Workload):
             return sum(self.state(slot)) if j >= 0 else 0
         if slot.kind == "dummy":
             return 0
-        return self.stored(slot, j) * (self.k_token(slot) + self.v_token(slot) + self.i_token(slot))
+        state = sum(self.state(slot)) if slot.has_state and j >= 0 else 0
+        return self.stored(slot, j) * (self.k_token(slot) + self.v_token(slot) + self.i_token(slot)) + state
 
     def token_events(self, slot: Slot, j: int) -> list[int]:
         old, new = self.stored(slot, j - 1), self.stored(slot, j)
@@ -153,7 +156,8 @@ class StaticGrowth(Workload):
         if slot.kind == "dummy":
             return 0
         index = self.length(slot) * self.i_token(slot) + _INT64 if slot.index_dim else 0
-        return self.length(slot) * (self.k_token(slot) + self.v_token(slot)) + index
+        state = sum(self.state(slot)) if slot.has_state else 0
+        return self.length(slot) * (self.k_token(slot) + self.v_token(slot)) + index + state
 
     def token_events(self, slot: Slot, j: int) -> list[int]:
         length = self.length(slot)

@@ -34,6 +34,11 @@ class Slot:
     recurrent_elements: int = 0
     recurrent_in_compute_dtype: bool = False
 
+    @property
+    def has_state(self) -> bool:
+        """An attention layer that also keeps a Mamba mixer's states (LinearAttentionAndFullAttentionLayer)."""
+        return self.kind != "linear" and bool(self.conv_kernel or self.recurrent_elements)
+
 
 # Families whose recurrent state transformers keeps in the compute dtype, not fp32: MiniMax's
 # lightning attention allocates it as zeros(..., dtype=value_states.dtype) (modeling_minimax.py
@@ -49,8 +54,11 @@ def slots(model: Model) -> tuple[Slot, ...]:
         if layer.kind in (FULL, SLIDING, CHUNKED):
             heads = model.num_attention_heads if falcon_broadcast else layer.kv_heads
             kind = "attention" if layer.kind == FULL else "sliding"
+            state = layer.state     # Falcon-H1: a Mamba2 mixer beside the attention, in the same layer
             out.append(Slot(kind, _HF_TYPE[layer.kind], heads, layer.head_dim_k, layer.head_dim_v,
-                            window=layer.window))
+                            window=layer.window, conv_channels=state.conv_channels if state else 0,
+                            conv_kernel=state.conv_kernel if state else 0,
+                            recurrent_elements=state.ssm_elements if state else 0))
         elif layer.kind == MLA:
             out.append(Slot("attention", "indexed_attention" if layer.index_head_dim else "full_attention",
                             1, layer.kv_lora_rank, layer.qk_rope_head_dim, index_dim=layer.index_head_dim))
