@@ -36,13 +36,15 @@ NEW_FAMILY_ENGINES = ("ideal", "hf-dynamic", "hf-static")
 
 @dataclass(frozen=True)
 class Family:
-    """How kvmem reads one model_type: its layout rule, MLA or per-head, its source, and the
-    engine modes that size it (None: every mode)."""
+    """How kvmem reads one model_type: its layout rule, MLA or per-head, its source, the engine
+    modes that size it (None: every mode), and the cache fields its modeling code leaves
+    without effect on the cache (``ignores``: SmolLM3's no_rope_layers only drop RoPE)."""
 
     layout: str = "generic"
     mla: bool = False
     source: str = ""
     engines: tuple[str, ...] | None = ALL_ENGINES
+    ignores: frozenset = frozenset()
 
 
 # The fields every layout reads: the layer count, heads and head dims.
@@ -56,7 +58,7 @@ _MAMBA2 = frozenset({"mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d
 LAYOUT_READS = {
     "generic": frozenset(),
     "alternate": frozenset(),
-    "pattern": frozenset({"sliding_window_pattern", "_sliding_window_pattern"}),
+    "pattern": frozenset({"sliding_window_pattern", "_sliding_window_pattern", "global_attn_every_n_layers"}),
     "qwen2": frozenset({"use_sliding_window", "max_window_layers"}),
     "gemma3n": frozenset({"num_kv_shared_layers"}),
     "gemma4": frozenset({"num_kv_shared_layers", "per_layer_config", "global_head_dim",
@@ -80,6 +82,8 @@ LAYOUT_READS = {
     "minimax": frozenset({"attn_type_list"}),
     "lfm2": frozenset({"full_attn_idxs", "conv_L_cache"}),
     "decilm": frozenset({"block_configs"}),
+    "decoder": frozenset({"is_decoder"}),
+    "mpt": frozenset({"attn_config"}),
     "granite_hybrid": frozenset({"layers_block_type"}) | _MAMBA2,
     "bamba": frozenset({"layers_block_type", "attn_layer_indices"}) | _MAMBA2,
     "falcon_h1": frozenset({"mamba_d_ssm"}) | _MAMBA2,
@@ -111,9 +115,10 @@ CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
     "attention_hidden_size", "num_query_groups", "time_step_rank", "conv_kernel_size", "conv1d_width",
     "lru_width", "linear_attn_type",
 })
+# is_decoder is read where it decides whether anything is cached (BERT-style encoders); a decoder's
+# own config may say true without meaning more.
+CACHE_FIELDS = CACHE_FIELDS - {"is_decoder"}
 
-# BERT-style encoders (bert, roberta, electra, ...) are in transformers' causal-LM table too, but they
-# cache nothing unless configured as decoders (is_decoder): they are not listed, so refused.
 _GENERIC = (
     "apertus", "apertus1p5_text", "arcee", "aria_text", "beam", "biogpt", "bitnet", "blip_text_model", "bloom",
     "chameleon", "codegen", "cohere", "cohere_compass_text", "cosmos3_edge_text", "cpmant", "ctrl", "cwm",
@@ -139,6 +144,20 @@ _SPECIAL = {
     "qwen2_moe": Family("qwen2", source="configuration_qwen2_moe.py"),
     "qwen3": Family("qwen2", source="configuration_qwen3.py"),
     "qwen3_moe": Family("qwen2", source="configuration_qwen3_moe.py"),
+    "qwen2_vl_text": Family("qwen2", source="configuration_qwen2_vl.py", engines=NEW_FAMILY_ENGINES),
+    "qwen2_5_vl_text": Family("qwen2", source="configuration_qwen2_5_vl.py", engines=NEW_FAMILY_ENGINES),
+    "dots1": Family("qwen2", source="configuration_dots1.py", engines=NEW_FAMILY_ENGINES),
+    "exaone4": Family("pattern", source="configuration_exaone4.py: sliding if (i + 1) % sliding_window_pattern",
+                      engines=NEW_FAMILY_ENGINES),
+    "exaone_moe": Family("pattern", source="configuration_exaone_moe.py", engines=NEW_FAMILY_ENGINES),
+    "afmoe": Family("pattern", source="configuration_afmoe.py: sliding if (i + 1) % global_attn_every_n_layers",
+                    engines=NEW_FAMILY_ENGINES),
+    "smollm3": Family(source="modeling_smollm3.py: no_rope_layers drop RoPE, the cache is every layer's",
+                      engines=NEW_FAMILY_ENGINES, ignores=frozenset({"no_rope_layers", "no_rope_layer_interval"})),
+    "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", engines=NEW_FAMILY_ENGINES),
+    "mpt": Family("mpt", source="modeling_mpt.py MptAttention: one K/V head per query head",
+                  engines=NEW_FAMILY_ENGINES),
+
     "gemma3n_text": Family("gemma3n", source="configuration_gemma3n.py; modeling_gemma3n.py kv sharing"),
     "gemma4_text": Family("gemma4", source="configuration_gemma4.py (per_layer_config, kv_sharing_modes); "
                                            "modeling_gemma4.py Gemma4TextAttention", engines=NEW_FAMILY_ENGINES),
@@ -175,6 +194,8 @@ _SPECIAL = {
     "deepseek_v3": Family(mla=True, source="modeling_deepseek_v3.py DeepseekV3Attention"),
     "deepseek_v32": Family(mla=True, source="modeling_deepseek_v32.py: latent + rope key + indexer key"),
     "glm4_moe_lite": Family(mla=True, source="modeling_glm4_moe_lite.py"),
+    **{t: Family(mla=True, source=f"modeling_{t}.py: latent + rope key, one head", engines=NEW_FAMILY_ENGINES)
+       for t in ("minicpm3", "mistral4", "youtu", "sarvam_mla", "axk1", "axk2", "hy_v4", "hy_v4_vl_text")},
     # kvmem's own spelled-out form (kvmem.configs.custom_config): every field it writes is read
     "custom": Family(source="kvmem.configs.custom_config"),
     "custom_mla": Family(mla=True, source="kvmem.configs.custom_config"),
@@ -189,7 +210,19 @@ ALIASES = {"kimi_k2": "deepseek_v3",
            # model transformers reads as phi
            "mixformer-sequential": "phi"}
 
-FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in _GENERIC}, **_SPECIAL}
+# BERT-style encoders run as decoders (is_decoder true) cache like any generic decoder; as encoders
+# (the default) they cache nothing, and are refused.
+_DECODERS = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
+             "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl",
+             "xmod")
+
+FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in _GENERIC},
+            **{t: Family("decoder", source=f"modeling_{t.replace('-', '_')}.py as a decoder (is_decoder)",
+                         engines=NEW_FAMILY_ENGINES) for t in _DECODERS},
+            **_SPECIAL}
+# Gemma's use_bidirectional_attention lets image tokens see each other (PaliGemma): a mask, not the cache.
+FAMILIES["gemma"] = Family(source="configuration_gemma.py, generic rule",
+                           ignores=frozenset({"use_bidirectional_attention"}))
 
 
 def family_of(model_type: str) -> Family:
@@ -208,8 +241,8 @@ def family_of(model_type: str) -> Family:
 
 
 def reads(family: Family) -> frozenset:
-    """The cache fields ``family``'s layout reads."""
-    return _COMMON | LAYOUT_READS[family.layout] | (_MLA_READS if family.mla else frozenset())
+    """The cache fields ``family``'s layout reads (or knows to have no effect on the cache)."""
+    return _COMMON | LAYOUT_READS[family.layout] | (_MLA_READS if family.mla else frozenset()) | family.ignores
 
 
 def check_fields(cfg: dict, model_type: str, family: Family) -> None:

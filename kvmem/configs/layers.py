@@ -82,7 +82,7 @@ def layer_count(f: Fields) -> int:
 
 def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
     """(query heads, KV heads, K head dim, V head dim) of the model's usual attention layer."""
-    heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads")
+    heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
     if family.layout == "falcon":
         if f.get("new_decoder_architecture", default=False):
             kv_heads = f.int("num_kv_heads", default=heads)
@@ -91,6 +91,13 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
     elif family.layout == "multi_query":
         # modeling_gpt_bigcode.py: one K/V head when multi_query, else one per query head
         kv_heads = 1 if f.flag("multi_query", default=True) else heads
+    elif family.layout == "mpt":
+        # modeling_mpt.py MptAttention: K and V have all n_heads heads (attn_config sets none of its own)
+        attn = f.get("attn_config", default={}) or {}
+        if not isinstance(attn, dict) or attn.get("kv_n_heads") not in (None, heads):
+            raise ConfigError(f"config field 'attn_config' must be an object without a kv_n_heads of its own, "
+                              f"got {show_value(attn)}")
+        kv_heads = heads
     elif family.layout == "dbrx":
         # modeling_dbrx.py DbrxAttention: num_key_value_heads = attn_config.kv_n_heads
         attn = f.get("attn_config", default={}) or {}
@@ -191,6 +198,9 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return [FULL if v else LINEAR for v in _flags("attn_type_list", types, n_layers)]
     if layout == "kimi_linear":
         return _kimi_kinds(f, n_layers)
+    if layout == "decoder" and not f.flag("is_decoder"):
+        raise ConfigError(f"config field 'is_decoder' is false: a {f.model_type} encoder caches nothing (kvmem sizes "
+                          "it run as a decoder, is_decoder true)")
     if layout == "granite_hybrid":
         return [LINEAR] * n_layers
     if layout == "bamba":
@@ -215,7 +225,7 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
     if layout == "alternate":
         return [SLIDING if (i + 1) % 2 else FULL for i in range(n_layers)]
     if layout == "pattern":
-        pattern = f.int("sliding_window_pattern", "_sliding_window_pattern")
+        pattern = f.int("sliding_window_pattern", "_sliding_window_pattern", "global_attn_every_n_layers")
         return [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers)]
     if layout == "qwen2":
         if not f.get("use_sliding_window", default=False):

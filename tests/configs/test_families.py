@@ -28,7 +28,7 @@ from transformers.utils import logging  # noqa: E402
 DECODER_TYPES = sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
 HF_KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
            "indexed_attention": "full", "linear_attention": "linear", "conv": "linear", "dummy": "none",
-           "moe": "none", "mlp": "none"}
+           "moe": "none", "mlp": "none", "hybrid": "full"}   # hybrid: attention beside a Mamba mixer (its state apart)
 # Where transformers' modeling code caches another shape than the config's head shapes say, the
 # family's rule follows the modeling code (checked by building the model, tests/oracles):
 # MiMo-V2-Flash's sliding layers hold 2 x num_key_value_heads (MiMoV2FlashAttention); Falcon, GPT-BigCode
