@@ -16,7 +16,11 @@ REFUSALS = {
         "deepseek-v3.2", "gemma-2-27b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-27b", "gemma-3-4b",
         "gemma-3n-e2b", "gemma-3n-e4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-1.5-mini", "llama-4-maverick-17b-128e",
         "llama-4-scout-17b-16e", "mistral-7b-v0.1", "nemotron-h-8b", "phi-3-medium-4k", "phi-3-mini-4k",
-        "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b")},
+        "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b", "nemotron-3-nano-30b-a3b")},
+    # the newest families: sized by the ideal and transformers modes until each engine's rules are checked
+    **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
+       for name, family in (("kimi-linear-48b-a3b", "kimi_linear"), ("minimax-m1", "minimax"))
+       for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")},
     # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
     ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",
 }
