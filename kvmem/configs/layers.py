@@ -18,6 +18,8 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
     llama4       chunked (attention_chunk_size) where no_rope_layers[i], else full;
                  no_rope_layers[i] = (i + 1) % no_rope_layer_interval != 0
     interval     qwen3_next, qwen3_5: linear if (i + 1) % full_attention_interval, else full
+    cohere2_moe  the first_k_dense_replace layers sliding if (i + 1) % prefix_dense_sliding_window_pattern,
+                 the rest if (i + 1) % sliding_window_pattern
     jamba        attention if i % attn_layer_period == attn_layer_offset, else mamba
     nemotron_h   hybrid_override_pattern (or layers_block_type): "*" attention, "M" mamba2,
                  "-"/"E" no cache
@@ -201,6 +203,11 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
     if layout == "decoder" and not f.flag("is_decoder"):
         raise ConfigError(f"config field 'is_decoder' is false: a {f.model_type} encoder caches nothing (kvmem sizes "
                           "it run as a decoder, is_decoder true)")
+    if layout == "cohere2_moe":
+        dense = f.int("first_k_dense_replace", default=0, minimum=0)
+        prefix, pattern = f.int("prefix_dense_sliding_window_pattern"), f.int("sliding_window_pattern")
+        return ([SLIDING if (i + 1) % prefix else FULL for i in range(min(dense, n_layers))]
+                + [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers - min(dense, n_layers))])
     if layout == "granite_hybrid":
         return [LINEAR] * n_layers
     if layout == "bamba":
@@ -379,10 +386,19 @@ def _mimo_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int,
 
 def _window(f: Fields, family: Family) -> int:
     """The sliding window in tokens held (0: none). MiMo-V2-Flash's sliding_window_size counts the
-    tokens before the query: configuration_mimo_v2_flash.py sets sliding_window to it + 1."""
+    tokens before the query: configuration_mimo_v2_flash.py sets sliding_window to it + 1. Gemma 4
+    with use_bidirectional_attention "all" holds sliding_window // 2 + 1 (configuration_gemma4.py)."""
     if family.layout == "mimo" and f.has("sliding_window_size"):
         return f.int("sliding_window_size") + 1
-    return f.int("sliding_window", default=0, minimum=0) or 0
+    window = f.int("sliding_window", default=0, minimum=0) or 0
+    if family.layout == "gemma4" and window:
+        bidirectional = f.get("use_bidirectional_attention", default=None)
+        if bidirectional not in (None, "all", "vision"):
+            raise ConfigError(f"config field 'use_bidirectional_attention' must be null, 'vision' or 'all', "
+                              f"got {show_value(bidirectional)}")
+        if bidirectional == "all":
+            return window // 2 + 1    # Gemma4TextConfig.__post_init__: exclusive bounds for flash attention
+    return window
 
 
 def _indexer_layers(f: Fields, n_layers: int) -> list[bool]:

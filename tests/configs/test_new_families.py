@@ -203,3 +203,13 @@ def test_new_families_have_no_parameter_count_until_one_is_checked():
     assert model.params_total is None
     with pytest.raises(ValueError, match="has no parameter count"):
         kvmem.fit(model, gpu="h100-sxm-80gb", context=4096, engine="ideal")
+
+
+def test_gemma_4_bidirectional_all_halves_the_window():
+    # configuration_gemma4.py: use_bidirectional_attention "all" -> sliding_window // 2 + 1 (512 -> 257);
+    # "vision" only unmasks image tokens
+    cfg = gemma4(6, 8, 2, 512)
+    cfg["text_config"]["use_bidirectional_attention"] = "all"
+    assert Model.from_hf_config(cfg).layers[0].window == 257
+    cfg["text_config"]["use_bidirectional_attention"] = "vision"
+    assert Model.from_hf_config(cfg).layers[0].window == 512
