@@ -3,7 +3,8 @@
     files      the file's text, read within bounds (size, nesting, number length)
     fields     one field: the first spelling set, else the transformers class default
     families   the model_types kvmem reads and how; everything else refused by name
-    layers     each layer's kind and cache shape, by its family's layout rule
+    kinds      each layer's attention kind, by its family's layout rule
+    layers     each layer's cache shape: heads, widths, window, latent, shared source, state
     states     linear-attention / SSM states per sequence
     build      the Model: layers, dtype, parameters, facts
 """

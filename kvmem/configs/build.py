@@ -13,7 +13,8 @@ from ..params import count_params, moe_shape
 from .families import ALIASES, check_fields, family_of
 from .fields import Fields
 from .files import load_config
-from .layers import attention_shape, layer_count, layers_of
+from .kinds import layer_count
+from .layers import attention_shape, layers_of
 
 __all__ = ["model_from_config", "custom_config"]
 

@@ -1,0 +1,255 @@
+"""Each layer's attention kind, by the layout rule of its family (kvmem.configs.layers gives the shapes).
+
+The kinds follow the rules the transformers 5.x config classes apply when ``layer_types``
+is absent (``configuration_<family>.py``; kvmem.configs.families names each family's):
+
+    generic      all sliding when ``sliding_window`` is set, else all chunked when
+                 ``attention_chunk_size`` is set, else all full (cache_utils.py
+                 get_layer_types_and_kwargs: Mistral-7B-v0.1, Phi-3-mini-4k)
+    alternate    gemma2, gpt_oss: sliding if (i + 1) % 2
+    pattern      gemma3_text, cohere2: sliding if (i + 1) % sliding_window_pattern (6 -> 5:1)
+    qwen2        sliding if use_sliding_window and i >= max_window_layers
+    gemma3n      full if (i + 1) % 5 == 0, else sliding; the last num_kv_shared_layers read the
+                 last earlier layer of the same type
+    gemma4       sliding if (i + 1) % 6, the last layer always full; kv sharing as gemma3n
+                 (configuration_gemma4.py kv_sharing_modes)
+    llama4       chunked (attention_chunk_size) where no_rope_layers[i], else full;
+                 no_rope_layers[i] = (i + 1) % no_rope_layer_interval != 0
+    interval     qwen3_next, qwen3_5: linear if (i + 1) % full_attention_interval, else full
+    cohere2_moe  the first_k_dense_replace layers sliding if (i + 1) %
+                 prefix_dense_sliding_window_pattern, the rest if (i + 1) % sliding_window_pattern
+    jamba        attention if i % attn_layer_period == attn_layer_offset, else mamba
+    nemotron_h   hybrid_override_pattern (or layers_block_type): "*" attention, "M" mamba2,
+                 "-"/"E" no cache
+    mimo         MiMo-V2-Flash: hybrid_layer_pattern (1 sliding, 0 full), else full at layer 0
+                 and every 6th (configuration_mimo_v2_flash.py)
+    kimi_linear  linear_attn_config: full_attn_layers MLA, kda_layers KDA (1-indexed), else full
+                 where i and i % 4 == 0 (configuration_kimi_linear.py)
+    minimax      attn_type_list (1 full, 0 lightning), else full if (i + 1) % 2
+                 (configuration_minimax.py; the published MiniMax-M1/Text-01 files give the list)
+    lfm2         layer_types ("conv" short convolutions), else full_attn_idxs (configuration_lfm2.py)
+    granite_hybrid  layer_types / layers_block_type ("mamba", "attention"), else all Mamba2
+                 (configuration_granitemoehybrid.py)
+    bamba        attention at attn_layer_indices, else Mamba2 (configuration_bamba.py)
+    falcon_h1    every layer "hybrid": attention and a Mamba2 mixer side by side, both cached
+                 (cache_utils.py LinearAttentionAndFullAttentionLayer)
+    decilm       Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): block_configs[i].attention; no cache
+                 where no_op or replace_with_linear (vllm/model_executor/models/nemotron_nas.py;
+                 transformers has no class for it)
+    MLA families every full layer caches the latent instead (kvmem.configs.layers)
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..model import CHUNKED, FULL, LINEAR, NONE, SLIDING
+from ..units import show_value
+from .families import Family
+from .fields import Fields, check_int
+
+__all__ = ["LAYER_TYPE_NAMES", "layer_count", "kinds_of", "decilm_groups"]
+
+LAYER_TYPE_NAMES = {
+    "full_attention": FULL, "attention": FULL, "global": FULL, "full": FULL,
+    "sliding_attention": SLIDING, "sliding": SLIDING, "local": SLIDING,
+    "chunked_attention": CHUNKED,
+    "linear_attention": LINEAR, "mamba": LINEAR, "mamba2": LINEAR, "conv": LINEAR,
+    "hybrid": "hybrid",          # attention and a Mamba2 mixer side by side in one layer (Falcon-H1)
+    "indexed_attention": FULL,   # DeepSeek sparse attention: a full layer whose indexer picks the keys
+    "moe": NONE, "mlp": NONE, "dummy": NONE,
+}
+
+# modeling_nemotron_h.py: "*" attention, "M" mamba2, "-" MLP, "E" MoE (no cache).
+_NEMOTRON_BLOCKS = {"*": FULL, "M": LINEAR, "-": NONE, "E": NONE}
+
+
+def layer_count(f: Fields) -> int:
+    """num_hidden_layers (or its spellings); Nemotron-3 configs give only ``layers_block_type``."""
+    if f.model_type == "nemotron_h" and not any(f.has(n) for n in ("num_hidden_layers", "n_layer")):
+        blocks = f.cfg.get("layers_block_type")
+        if isinstance(blocks, list):
+            return check_int("num_hidden_layers", len(blocks))
+    return f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+_BLOCK_TYPE_LAYOUTS = ("nemotron_h", "granite_hybrid", "bamba")
+
+
+def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[str] | None:
+    """``layer_types`` (or ``layers_block_type``) read name by name; None when absent."""
+    field = "layer_types"
+    given = f.get("layer_types", default=None)
+    if given is None and layout in _BLOCK_TYPE_LAYOUTS:
+        field, given = "layers_block_type", f.get("layers_block_type", default=None)
+    if given is None:
+        return None
+    if not isinstance(given, list) or len(given) != n_layers:
+        raise ConfigError(f"{field} must list one type per layer ({n_layers}), "
+                          f"got {len(given) if isinstance(given, list) else show_value(given)}")
+    kinds = []
+    for i, name in enumerate(given):
+        kind = LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
+        if kind is None or (kind == "hybrid") != (layout == "falcon_h1"):
+            raise ConfigError(f"{field}[{i}] is {show_value(name)}: a layer type kvmem does not read for "
+                              f"model_type {f.model_type!r}")
+        kinds.append(kind)
+    return kinds
+
+
+def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
+    """The family rule, for configs without ``layer_types``."""
+    if layout == "nemotron_h":
+        pattern = f.get("hybrid_override_pattern")
+        if not isinstance(pattern, str):
+            raise ConfigError(f"config field 'hybrid_override_pattern' must be a string of '*', 'M', '-', 'E', "
+                              f"got {show_value(pattern)}")
+        if len(pattern) != n_layers:
+            raise ConfigError(f"hybrid_override_pattern has {len(pattern)} entries, num_hidden_layers is {n_layers}")
+        unknown = sorted(set(pattern) - set(_NEMOTRON_BLOCKS))
+        if unknown:
+            raise ConfigError(f"hybrid_override_pattern has unknown block {unknown[0]!r}; known: "
+                              "'*' attention, 'M' mamba2, '-' MLP, 'E' MoE")
+        return [_NEMOTRON_BLOCKS[c] for c in pattern]
+    if layout == "jamba":
+        period, offset = f.int("attn_layer_period"), f.int("attn_layer_offset", minimum=0)
+        return [FULL if i % period == offset else LINEAR for i in range(n_layers)]
+    if layout == "interval":
+        interval = f.int("full_attention_interval")
+        return [LINEAR if (i + 1) % interval else FULL for i in range(n_layers)]
+    if layout == "llama4":
+        no_rope = f.get("no_rope_layers", default=None)
+        if no_rope and (not isinstance(no_rope, list) or len(no_rope) != n_layers
+                        or any(v not in (0, 1) or isinstance(v, float) for v in no_rope)):
+            raise ConfigError(f"config field 'no_rope_layers' must list 0 or 1 for each of the {n_layers} layers, "
+                              f"got {show_value(no_rope)}")
+        if not no_rope:
+            interval = f.int("no_rope_layer_interval", default=4)
+            no_rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+        chunked = f.get("attention_chunk_size", default=None)
+        return [CHUNKED if chunked and no_rope[i] else FULL for i in range(n_layers)]
+    if layout == "gemma3n":
+        return [FULL if (i + 1) % 5 == 0 else SLIDING for i in range(n_layers)]
+    if layout == "mimo":
+        pattern = f.get("hybrid_layer_pattern", default=None)
+        if pattern is None:
+            return [FULL if i == 0 or not (i + 1) % 6 else SLIDING for i in range(n_layers)]
+        return [SLIDING if v else FULL for v in _flags("hybrid_layer_pattern", pattern, n_layers)]
+    if layout == "minimax":
+        types = f.get("attn_type_list", default=None)
+        if types is None:
+            return [FULL if (i + 1) % 2 else LINEAR for i in range(n_layers)]
+        return [FULL if v else LINEAR for v in _flags("attn_type_list", types, n_layers)]
+    if layout == "kimi_linear":
+        return _kimi_kinds(f, n_layers)
+    if layout == "decoder" and not f.flag("is_decoder"):
+        raise ConfigError(f"config field 'is_decoder' is false: a {f.model_type} encoder caches nothing (kvmem sizes "
+                          "it run as a decoder, is_decoder true)")
+    if layout == "cohere2_moe":
+        dense = f.int("first_k_dense_replace", default=0, minimum=0)
+        prefix, pattern = f.int("prefix_dense_sliding_window_pattern"), f.int("sliding_window_pattern")
+        return ([SLIDING if (i + 1) % prefix else FULL for i in range(min(dense, n_layers))]
+                + [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers - min(dense, n_layers))])
+    if layout == "granite_hybrid":
+        return [LINEAR] * n_layers
+    if layout == "bamba":
+        attention = set(_indices("attn_layer_indices", f.get("attn_layer_indices", default=[]) or [], n_layers,
+                                 first=0))
+        return [FULL if i in attention else LINEAR for i in range(n_layers)]
+    if layout == "falcon_h1":
+        return ["hybrid"] * n_layers
+    if layout == "decilm":
+        return [FULL if heads else NONE for heads in decilm_groups(f, n_layers)]
+    if layout == "lfm2":
+        full = f.get("full_attn_idxs", default=None)
+        if full is None:
+            raise ConfigError(f"model_type {f.model_type!r} needs layer_types or full_attn_idxs")
+        full = set(_indices("full_attn_idxs", full, n_layers, first=0))
+        return [FULL if i in full else LINEAR for i in range(n_layers)]
+    if layout == "gemma4":
+        return [SLIDING if (i + 1) % 6 else FULL for i in range(n_layers)]
+    if f.get("sliding_window", default=None) is None:
+        chunked = f.get("attention_chunk_size", default=None)
+        return [CHUNKED if chunked else FULL] * n_layers
+    if layout == "alternate":
+        return [SLIDING if (i + 1) % 2 else FULL for i in range(n_layers)]
+    if layout == "pattern":
+        pattern = f.int("sliding_window_pattern", "_sliding_window_pattern", "global_attn_every_n_layers")
+        return [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers)]
+    if layout == "qwen2":
+        if not f.get("use_sliding_window", default=False):
+            return [FULL] * n_layers
+        first = f.int("max_window_layers", minimum=0)
+        return [SLIDING if i >= first else FULL for i in range(n_layers)]
+    return [SLIDING] * n_layers
+
+
+def _flags(field: str, values, n_layers: int) -> list[int]:
+    """A per-layer list of 0/1 flags, one per layer."""
+    if not isinstance(values, list) or len(values) != n_layers or any(v not in (0, 1) or isinstance(v, (bool, float))
+                                                                      for v in values):
+        raise ConfigError(f"config field {field!r} must list 0 or 1 for each of the {n_layers} layers, "
+                          f"got {show_value(values)}")
+    return values
+
+
+def _indices(field: str, values, n_layers: int, *, first: int) -> list[int]:
+    """Layer indices (0- or 1-based as ``first`` says) as 0-based indices, each in range once."""
+    if not isinstance(values, list) or any(isinstance(v, bool) or not isinstance(v, int)
+                                           or not first <= v < n_layers + first for v in values):
+        raise ConfigError(f"config field {field!r} must list layer numbers from {first} to {n_layers - 1 + first}, "
+                          f"got {show_value(values)}")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"config field {field!r} lists a layer twice: {show_value(values)}")
+    return [v - first for v in values]
+
+
+_DECILM_UNREAD = ("window_length", "num_sink_tokens", "sparsify", "unshifted_sink",
+                  "use_prefill_window_in_sink_attention")
+
+
+def decilm_groups(f: Fields, n_layers: int) -> list[int]:
+    """Nemotron-NAS: per layer its n_heads_in_group (0: the block has no attention cache)."""
+    blocks = f.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != n_layers:
+        raise ConfigError(f"config field 'block_configs' must list one block per layer ({n_layers}), "
+                          f"got {show_value(blocks)}")
+    groups = []
+    for i, block in enumerate(blocks):
+        attention = block.get("attention") if isinstance(block, dict) else None
+        if not isinstance(attention, dict):
+            raise ConfigError(f"block_configs[{i}].attention must be an object, got {show_value(attention)}")
+        unread = [name for name in _DECILM_UNREAD if attention.get(name) not in (None, False, 0, [], {})]
+        if unread:
+            raise ConfigError(f"block_configs[{i}].attention sets {', '.join(map(repr, unread))}, which kvmem "
+                              "does not read")
+        if attention.get("no_op") or attention.get("replace_with_linear"):
+            groups.append(0)
+        else:
+            groups.append(check_int(f"block_configs[{i}].attention.n_heads_in_group",
+                                    attention.get("n_heads_in_group")))
+    return groups
+
+
+def _kimi_kinds(f: Fields, n_layers: int) -> list[str]:
+    """Kimi-Linear: linear_attn_config's full_attn_layers / kda_layers, 1-indexed, cover every layer."""
+    lac = f.get("linear_attn_config", default=None)
+    if lac is None:
+        return [FULL if i and i % 4 == 0 else LINEAR for i in range(n_layers)]
+    if not isinstance(lac, dict):
+        raise ConfigError(f"config field 'linear_attn_config' must be an object, got {show_value(lac)}")
+    full = set(_indices("linear_attn_config.full_attn_layers", lac.get("full_attn_layers", []), n_layers, first=1))
+    kda = set(_indices("linear_attn_config.kda_layers", lac.get("kda_layers", []), n_layers, first=1))
+    if full & kda or len(full | kda) != n_layers:
+        raise ConfigError(f"linear_attn_config's full_attn_layers and kda_layers must name each of the {n_layers} "
+                          "layers exactly once")
+    return [FULL if i in full else LINEAR for i in range(n_layers)]
+
+
+def kinds_of(f: Fields, family: Family, n_layers: int) -> list[str]:
+    """Every layer's kind: ``layer_types`` (or ``layers_block_type``) when given, else the family rule."""
+    kinds = _named_kinds(f, family.layout, n_layers)
+    if kinds is None:
+        kinds = _layout_kinds(f, family.layout, n_layers)
+    if family.layout == "gemma4" and kinds[-1] != FULL:
+        kinds[-1] = FULL   # Gemma4TextConfig.__post_init__: "Last layer must use full_attention"
+    return kinds
