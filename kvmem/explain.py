@@ -13,6 +13,10 @@ __all__ = ["reasons"]
 
 def reasons(model, result) -> list[str]:
     """Sentences explaining the gap between the naive formula, the ideal count and ``result``."""
+    if not any(layer.caches_tokens for layer in model.layers):
+        return [f"{model.name} is attention-free: no layer caches tokens; each sequence keeps a fixed state "
+                f"({format_bytes(result.state_bytes)} here) whatever the context, so the seed's formula does "
+                "not apply.", *(model.reading.lines() if model.reading else ()), *result.notes]
     seed = seed_terms(model, tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype)
     ideal = _estimate(model, engine="ideal", tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype,
                       tp=result.tp, pp=result.pp)

@@ -31,7 +31,8 @@ __all__ = ["count_params"]
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text"}
 _UNSUPPORTED = {"gemma3n_text", "gemma4_text", "mimo_v2_flash", "kimi_linear", "minimax", "lfm2", "lfm2_moe",
-                "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas", "granitemoehybrid", "bamba", "falcon_h1"}
+                "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas", "granitemoehybrid", "bamba", "falcon_h1",
+                "mamba", "falcon_mamba", "mamba2"}
 
 
 def moe_shape(f, n_layers: int) -> MoeShape | None:

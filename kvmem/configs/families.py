@@ -88,6 +88,8 @@ LAYOUT_READS = {
     "granite_hybrid": frozenset({"layers_block_type"}) | _MAMBA2,
     "bamba": frozenset({"layers_block_type", "attn_layer_indices"}) | _MAMBA2,
     "falcon_h1": frozenset({"mamba_d_ssm"}) | _MAMBA2,
+    "mamba": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank"}),
+    "mamba2": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank", "n_groups", "chunk_size"}),
 }
 _MLA_READS = frozenset({"kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank",
                         "index_head_dim", "index_topk", "index_n_heads", "indexer_types", "index_topk_pattern",
@@ -189,6 +191,9 @@ _SPECIAL = {
                     engines=NEW_FAMILY_ENGINES),
     "falcon_h1": Family("falcon_h1", source="configuration_falcon_h1.py (every layer hybrid), modeling_falcon_h1.py",
                         engines=NEW_FAMILY_ENGINES),
+    "mamba": Family("mamba", source="modeling_mamba.py MambaMixer: attention-free", engines=NEW_FAMILY_ENGINES),
+    "falcon_mamba": Family("mamba", source="modeling_falcon_mamba.py: attention-free", engines=NEW_FAMILY_ENGINES),
+    "mamba2": Family("mamba2", source="modeling_mamba2.py Mamba2Mixer: attention-free", engines=NEW_FAMILY_ENGINES),
     "nemotron-nas": Family("decilm", source="vllm/model_executor/models/nemotron_nas.py (block_configs); "
                                             "transformers has no class for it", engines=("ideal",)),
     "gpt_bigcode": Family("multi_query", source="modeling_gpt_bigcode.py: one K/V head when multi_query",

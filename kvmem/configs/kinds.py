@@ -31,6 +31,7 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
     granite_hybrid  layer_types / layers_block_type ("mamba", "attention"), else all Mamba2
                  (configuration_granitemoehybrid.py)
     bamba        attention at attn_layer_indices, else Mamba2 (configuration_bamba.py)
+    mamba, mamba2  attention-free: every layer a Mamba (Mamba2) mixer
     falcon_h1    every layer "hybrid": attention and a Mamba2 mixer side by side, both cached
                  (cache_utils.py LinearAttentionAndFullAttentionLayer)
     decilm       Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): block_configs[i].attention; no cache
@@ -149,7 +150,7 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         prefix, pattern = f.int("prefix_dense_sliding_window_pattern"), f.int("sliding_window_pattern")
         return ([SLIDING if (i + 1) % prefix else FULL for i in range(min(dense, n_layers))]
                 + [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers - min(dense, n_layers))])
-    if layout == "granite_hybrid":
+    if layout in ("granite_hybrid", "mamba", "mamba2"):
         return [LINEAR] * n_layers
     if layout == "bamba":
         attention = set(_indices("attn_layer_indices", f.get("attn_layer_indices", default=[]) or [], n_layers,

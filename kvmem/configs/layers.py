@@ -33,8 +33,14 @@ from .states import recurrent_state
 __all__ = ["attention_shape", "layers_of"]
 
 
+ATTENTION_FREE = ("mamba", "mamba2")
+
+
 def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
-    """(query heads, KV heads, K head dim, V head dim) of the model's usual attention layer."""
+    """(query heads, KV heads, K head dim, V head dim) of the model's usual attention layer
+    (all 0 for an attention-free family: Mamba2's num_heads / head_dim are its SSM's)."""
+    if family.layout in ATTENTION_FREE:
+        return 0, 0, 0, 0
     heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads", "attention_heads")
     if family.layout == "falcon":
         if f.get("new_decoder_architecture", default=False):

@@ -18,6 +18,10 @@
                                     inner = mamba_expand x hidden (Falcon-H1: mamba_d_ssm when set),
                                     recurrent [mamba_n_heads, mamba_d_head, mamba_d_state]
                                     (modeling_granitemoehybrid.py, modeling_bamba.py, modeling_falcon_h1.py)
+    mamba (falcon_mamba)            Mamba: conv over inner = expand x hidden, recurrent [inner, state_size]
+                                    (modeling_mamba.py MambaMixer)
+    mamba2                          Mamba2: conv over inner + 2 x n_groups x state_size, recurrent
+                                    [num_heads, head_dim, state_size] (modeling_mamba2.py Mamba2Mixer)
     lfm2                            short convolution: conv over hidden_size channels, kernel
                                     conv_L_cache, no recurrent state (modeling_lfm2.py)
 """
@@ -45,12 +49,12 @@ def _ssm_dtype(f: Fields, *names: str) -> str | None:
     return _STATE_DTYPES[name]
 
 
-def _expand(f: Fields) -> int:
-    """mamba_expand, a whole number in every published config."""
-    expand = f.get("mamba_expand")
+def _whole(f: Fields, name: str) -> int:
+    """An expansion factor (mamba_expand, expand): a whole number in every published config."""
+    expand = f.get(name)
     if isinstance(expand, float) and expand.is_integer():
         expand = int(expand)
-    return check_int("mamba_expand", expand)
+    return check_int(name, expand)
 
 
 def recurrent_state(f: Fields, family: Family) -> RecurrentState:
@@ -85,7 +89,7 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
     if family.layout in ("granite_hybrid", "bamba", "falcon_h1"):
         hidden, heads = f.int("hidden_size"), f.int("mamba_n_heads")
         inner = f.int("mamba_d_ssm", default=None) if family.layout == "falcon_h1" else None
-        inner = inner or _expand(f) * hidden
+        inner = inner or _whole(f, "mamba_expand") * hidden
         head_dim = f.get("mamba_d_head", default="auto")
         head_dim = inner // heads if head_dim == "auto" else f.int("mamba_d_head")
         if heads * head_dim != inner:
@@ -93,6 +97,15 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
                               f"inner width ({inner})")
         groups, d_state = f.int("mamba_n_groups"), f.int("mamba_d_state")
         return RecurrentState(inner + 2 * groups * d_state, f.int("mamba_d_conv"), inner * d_state, heads)
+    if family.layout == "mamba":
+        inner = _whole(f, "expand") * f.int("hidden_size")
+        return RecurrentState(inner, f.int("conv_kernel"), inner * f.int("state_size"), inner)
+    if family.layout == "mamba2":
+        heads, head_dim, d_state = f.int("num_heads"), f.int("head_dim"), f.int("state_size")
+        inner = _whole(f, "expand") * f.int("hidden_size")
+        if heads * head_dim != inner:
+            raise ConfigError(f"num_heads ({heads}) x head_dim ({head_dim}) must equal expand x hidden_size ({inner})")
+        return RecurrentState(inner + 2 * f.int("n_groups") * d_state, f.int("conv_kernel"), inner * d_state, heads)
     if family.layout == "lfm2":
         return RecurrentState(f.int("hidden_size"), f.int("conv_L_cache"), 0, 1)
     raise ConfigError(f"model_type {f.model_type!r} has linear/mamba layers but kvmem does not know its state "

@@ -108,7 +108,7 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
         rows.append(_row(f"contiguous pre-allocation to max_model_len={parse_tokens(max_model_len)}",
                          "memory allocation", est, base, "what paging avoids: reserved but unused memory",
                          lossless=True, settings={"max_model_len": parse_tokens(max_model_len)}))
-    if variants:
+    if variants and any(layer.caches_tokens for layer in model.layers):
         for v in architecture_variants(model, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype,
                                        tp=tp, pp=pp, **options)[1:]:
             if v["model"].layers == model.layers:

@@ -65,6 +65,9 @@ def architecture_variants(model, *, tokens, batch: int = 1, engine: str = "ideal
     """
     model = as_model(model)
     heads = model.num_attention_heads
+    if not any(layer.caches_tokens for layer in model.layers):
+        raise ValueError(f"{model.name} is attention-free (every layer a fixed-state mixer): it has no KV heads "
+                         "to regroup, so no architecture variant applies")
     variants = [("as is", model, {}), ("MHA", _head_variant(model, heads), {"kv_heads": heads})]
     for g in gqa_groups or ():
         if 1 < g < heads:

@@ -47,7 +47,8 @@ def hf_reading(config) -> list[tuple]:
     """Per layer (kind, KV heads, head dim, window) as transformers' config reading gives them."""
     text = config.get_text_config(decoder=True)
     kinds, kwargs = get_layer_types_and_kwargs(text)
-    heads, dims = get_head_shapes(text)
+    attention_free = not hasattr(text, "num_attention_heads")       # Mamba, Mamba2: no head shapes
+    heads, dims = (0, 0) if attention_free else get_head_shapes(text)
     n = len(kinds)
     heads = heads if isinstance(heads, list) else [heads] * n
     dims = dims if isinstance(dims, list) else [dims] * n

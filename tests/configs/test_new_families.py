@@ -213,3 +213,17 @@ def test_gemma_4_bidirectional_all_halves_the_window():
     assert Model.from_hf_config(cfg).layers[0].window == 257
     cfg["text_config"]["use_bidirectional_attention"] = "vision"
     assert Model.from_hf_config(cfg).layers[0].window == 512
+
+
+def test_mamba2_is_attention_free():
+    # MambaConfig defaults of transformers' Mamba2 (Codestral-Mamba-like): 64 layers, 128 heads x 64 = 8,192
+    # inner, 8 groups, state 128, conv 4 (modeling_mamba2.py Mamba2Mixer):
+    # conv (8,192 + 2 x 8 x 128 = 10,240 channels) x 3 x 2 B = 61,440 B + ssm 128 x 64 x 128 x 2 B = 2,097,152 B
+    # -> 2,158,592 B x 64 layers; transformers keeps 4 conv columns and an fp32 state: 4,276,224 B x 64
+    cfg = {"model_type": "mamba2", "num_hidden_layers": 64, "hidden_size": 4096, "num_heads": 128, "head_dim": 64,
+           "expand": 2, "n_groups": 8, "state_size": 128, "conv_kernel": 4, "vocab_size": 32768}
+    model = Model.from_hf_config(cfg)
+    assert model.kinds == {"linear": 64} and model.num_attention_heads == 0
+    assert ideal(model, K) == (0, 2_158_592 * 64) == ideal(model, M)
+    assert kvmem.estimate(model, engine="hf-dynamic", tokens=K, kv_dtype="bf16").state_bytes == 4_276_224 * 64
+    assert kvmem.compare_strategies(model, tokens=K)        # no architecture variant, no crash

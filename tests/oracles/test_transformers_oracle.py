@@ -26,7 +26,7 @@ MUST_MATCH = ("llama", "gpt2", "falcon", "mistral", "gemma2", "gemma3", "cohere2
               "qwen3_next", "jamba", "qwen3_vl", "gpt_oss", "phi3", "qwen2",
               # the families issue 19 added: per-layer shapes, layer maps, indexers, states
               "gemma4_text", "mimo_v2_flash", "glm_moe_dsa", "kimi_linear", "minimax", "lfm2", "gpt_bigcode",
-              "nemotron_h", "falcon_h1", "bamba", "granitemoehybrid")
+              "nemotron_h", "falcon_h1", "bamba", "granitemoehybrid", "mamba2", "olmo_hybrid", "cohere2_moe")
 MATCH_OR_REFUSED = ("bert", "qwen2_vl")
 SUBSET = MUST_MATCH + MATCH_OR_REFUSED
 
