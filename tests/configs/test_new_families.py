@@ -227,3 +227,15 @@ def test_mamba2_is_attention_free():
     assert ideal(model, K) == (0, 2_158_592 * 64) == ideal(model, M)
     assert kvmem.estimate(model, engine="hf-dynamic", tokens=K, kv_dtype="bf16").state_bytes == 4_276_224 * 64
     assert kvmem.compare_strategies(model, tokens=K)        # no architecture variant, no crash
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-27b", "nemotron-h-8b", "nemotron-3-nano-30b-a3b"])
+def test_the_default_mode_keeps_the_state_in_the_dtype_the_config_names_as_sglang_does(name):
+    # mamba_ssm_dtype / mamba_ssm_cache_dtype float32: the recurrent state in fp32, the conv window
+    # (kernel - 1 columns) in bf16 -- what SGLang's MambaPool allocates (its mamba_ssm_dtype float32)
+    ideal_state = kvmem.estimate(name, tokens=4096).state_bytes
+    assert ideal_state == kvmem.estimate(name, engine="sglang", tokens=4096).state_bytes
+    model = kvmem.get_model(name)
+    state = next(layer.state for layer in model.layers if layer.state)
+    per_layer = state.conv_channels * (state.conv_kernel - 1) * 2 + state.ssm_elements * 4
+    assert state.ssm_dtype == "fp32" and ideal_state == per_layer * model.count("linear")
