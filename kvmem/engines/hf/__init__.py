@@ -17,7 +17,12 @@ updated in order, as a forward pass does. What each layer hands to ``cache.updat
     linear/SSM  conv state [batch, conv_channels, conv_kernel] in the compute dtype (the whole
                 kernel, not kernel - 1) and a recurrent state in fp32 (the torch paths compute it
                 in fp32): gated DeltaNet [batch, v_heads, k_dim, v_dim], Mamba [batch, inner,
-                d_state], Mamba2 [batch, heads, head_dim, d_state] (LinearAttentionLayer)
+                d_state], Mamba2 [batch, heads, head_dim, d_state], Kimi's KDA [batch, heads,
+                head_dim, head_dim] (LinearAttentionLayer); MiniMax's lightning attention keeps
+                [batch, heads, head_dim, head_dim] in the compute dtype and no conv state
+                (modeling_minimax.py); LFM2's short convolution a conv state only
+    hybrid      Falcon-H1: attention and a Mamba2 mixer in one layer, both cached
+                (LinearAttentionAndFullAttentionLayer)
     shared/none DummyLayer: nothing (Gemma-3n kv-sharing consumers, Nemotron-H MLP blocks)
 
 hf-dynamic (DynamicCache(config=...)):
