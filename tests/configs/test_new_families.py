@@ -76,6 +76,7 @@ def test_gemma_4_last_layer_is_always_full_and_per_layer_config_overrides():
 def test_gemma_4_is_refused_by_engines_not_checked_for_it():
     model = Model.from_hf_config(gemma4(6, 8, 2, 128))
     assert kvmem.estimate(model, engine="hf-dynamic", tokens=64).kv_bytes > 0
+    assert kvmem.estimate(model, engine="llama.cpp", tokens=64).kv_bytes > 0   # checked against llama.cpp's logs
     with pytest.raises(ValueError, match=r"engine 'vllm' \(vLLM 0.33.0\): kvmem does not size model_type 'gemma4"):
         kvmem.estimate(model, engine="vllm", tokens=64)
 
