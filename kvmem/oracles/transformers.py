@@ -49,11 +49,26 @@ VOCAB, FFN, EXPERTS, TOP_K = 128, 64, 4, 2
 MAX_WIDTH = 1024     # hidden size the attention width is scaled down to, keeping the GQA ratio
 TIME_LIMIT = 60.0
 
-_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+# The first found is the count; another one equal to it is cut with it (T5's num_decoder_layers,
+# an encoder's as deep as its decoder). "layers": Kosmos-2's text decoder.
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
+                 "num_decoder_layers", "encoder_layers", "layers")
+# Other names of hidden_size and num_attention_heads (GPT-2/GPT-J's n_embd / n_head, BART's and
+# T5's d_model, Kosmos-2's embed_dim / attention_heads, GPT-Neo's num_heads, ...): the first
+# found is the one; the other head counts present (an encoder's beside the decoder's, SWA layers'
+# own, swa_num_attention_heads) are divided by the same factor.
+_HIDDENS = ("hidden_size", "n_embd", "d_model", "embed_dim")
+_HIDDEN_TWINS = _HIDDENS + ("embedding_dim",)
+_HEADS = ("num_attention_heads", "n_head", "num_heads", "attention_heads", "decoder_attention_heads",
+          "encoder_attention_heads")
+# Ranks of the query / output low-rank projections (DeepSeek MLA's q_lora_rank, DeepSeek-V4's
+# o_lora_rank): they shape no cache (kv_lora_rank, the cached latent, is kept).
+_LORA_RANKS = ("q_lora_rank", "o_lora_rank")
+LORA_RANK = 64
 _WINDOWS = ("sliding_window", "attention_chunk_size", "sliding_window_size", "attention_window_size",
             "local_attention_window_len", "window_size", "local_window_size")
 _EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-_TOP_KS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "n_shared_experts")
+_TOP_KS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "n_shared_experts", "moe_k")
 _GROUPS = ("n_group", "topk_group", "num_expert_group")
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "num_query_groups")
 _FFN_WORDS = ("intermediate_size", "ffn_dim", "ffn_hidden_size", "d_ff", "n_inner", "dim_ff",
@@ -146,8 +161,16 @@ def decoder_types() -> list[str]:
 # Families whose class defaults build a model transformers itself cannot run: every layer Mamba2
 # (GraniteMoeHybrid's layer_types, Bamba's attn_layer_indices default to no attention layer, and
 # get_seq_length then fails). One attention layer is set, as every published checkpoint has.
+# MinistralConfig and HunYuan's default head_dim is None and their attention reads
+# ``config.head_dim`` as is (``self.head_dim ** -0.5`` fails): hidden_size / heads (4096 / 32) is
+# set, the usual meaning of an absent head_dim. NemotronConfig's default num_key_value_heads is
+# None and its attention divides by it: the heads (48), the usual meaning of an absent one (MHA).
 DEFAULT_OVERRIDES = {"granitemoehybrid": {"layer_types": ["attention"] + ["mamba"] * 31},
-                     "bamba": {"attn_layer_indices": [1]}}
+                     "bamba": {"attn_layer_indices": [1]},
+                     "ministral": {"head_dim": 128},
+                     "hunyuan_v1_dense": {"head_dim": 128},
+                     "hunyuan_v1_moe": {"head_dim": 128},
+                     "nemotron": {"num_key_value_heads": 48}}
 
 
 def default_config(model_type: str):
@@ -198,6 +221,8 @@ def kept_layers(d: dict) -> int:
     layers = found[1]
     need = 2
     for key in _per_layer_lists(d, layers):
+        if d[key] == list(range(layers)):   # layer i -> i (kv_source_layers, rope_scaling_layers): no kinds
+            continue
         values = [repr(v) for v in d[key]]
         kinds, seen = set(values), set()
         for i, v in enumerate(values):
@@ -254,11 +279,14 @@ def shrink_sizes(d: dict, model_type: str) -> None:
     for key in _GROUPS:
         if _is_int(d.get(key)) and d[key] > 1:
             d[key] = 1
+    for key in _LORA_RANKS:
+        if _is_int(d.get(key)) and d[key] > LORA_RANK:
+            d[key] = LORA_RANK
 
 
 def shrink_vocab(d: dict) -> None:
     for key, value in list(d.items()):
-        if "vocab_size" in key and _is_int(value) and value > VOCAB:
+        if "vocab" in key and _is_int(value) and value > VOCAB:   # vocab_size, BLT's *_group_vocab
             d[key] = VOCAB
     if _is_int(d.get("pad_token_id")) and d["pad_token_id"] >= VOCAB:
         d["pad_token_id"] = 0
@@ -283,17 +311,38 @@ def _kv_heads(d: dict, heads: int) -> int | None:
     return heads
 
 
+def _first(d: dict, keys) -> str | None:
+    return next((k for k in keys if _is_int(d.get(k))), None)
+
+
+def _head_keys(d: dict) -> list[str]:
+    """Every head count of one (text) dict: the query heads under any of their names, the KV heads,
+    and per-kind ones (``swa_num_attention_heads``, ``swa_num_key_value_heads``)."""
+    return [k for k, v in d.items() if _is_int(v) and (k in _HEADS or k in _KV_HEADS or
+            k.endswith(("_num_attention_heads", "_num_key_value_heads")))]
+
+
 def width_factor(d: dict) -> int:
-    """The factor heads, KV heads and hidden_size are divided by: the smallest divisor of
-    gcd(heads, kv_heads) that brings hidden_size to MAX_WIDTH or less. head_dim is unchanged:
-    explicit, or hidden / heads before and after; the GQA ratio is unchanged."""
-    hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
-    if not (_is_int(hidden) and _is_int(heads)) or hidden <= MAX_WIDTH or heads <= 0:
+    """The factor heads, KV heads and hidden_size are divided by: the smallest divisor of the gcd
+    of every head count (query, KV, per-kind, per-layer overrides) that brings hidden_size to
+    MAX_WIDTH or less. head_dim is unchanged: explicit, or hidden / heads before and after; every
+    GQA ratio is unchanged (a single KV head, MQA, is never divided: no shrinking then)."""
+    hidden_key, heads_key = _first(d, _HIDDENS), _first(d, _HEADS)
+    if hidden_key is None or heads_key is None:
+        return 1
+    hidden, heads = d[hidden_key], d[heads_key]
+    if hidden <= MAX_WIDTH or heads <= 0:
         return 1
     kv = _kv_heads(d, heads)
     if not _is_int(kv) or kv <= 0:
         return 1
-    g, best = math.gcd(heads, kv), 1
+    counts = [heads, kv] + [d[k] for k in _head_keys(d)]
+    for key in _layer_keyed(d):
+        counts += [v for layer in d[key].values() if isinstance(layer, dict)
+                   for v in (layer.get(k) for k in layer if k in _HEADS or k in _KV_HEADS) if _is_int(v)]
+    if any(c <= 0 for c in counts):
+        return 1
+    g, best = math.gcd(*counts), 1
     for f in range(2, g + 1):
         if g % f or hidden % f:
             continue
@@ -303,33 +352,82 @@ def width_factor(d: dict) -> int:
     return best
 
 
-def shrink_width(d: dict) -> None:
+def shrink_width(d: dict) -> int:
+    """Hidden size and every head count divided by ``width_factor``; returns (old, new) hidden or None."""
     f = width_factor(d)
     if f == 1:
-        return
-    d["hidden_size"] //= f
-    d["num_attention_heads"] //= f
-    for key in _KV_HEADS:
-        if _is_int(d.get(key)) and d[key] > 1:
-            d[key] //= f
+        return None
+    hidden_key = _first(d, _HIDDENS)
+    old = d[hidden_key]
+    for key in _HIDDEN_TWINS:            # xLSTM's embedding_dim, equal to hidden_size
+        if d.get(key) == old:
+            d[key] = old // f
+    for key in _head_keys(d):
+        d[key] //= f
+    for key in _layer_keyed(d):
+        for layer in d[key].values():
+            if isinstance(layer, dict):
+                for k in layer:
+                    if (k in _HEADS or k in _KV_HEADS) and _is_int(layer[k]):
+                        layer[k] //= f
+    return old, old // f
 
 
-def shrink_tower(d: dict) -> None:
-    """A vision or audio tower: one layer (its per-layer lists cut too), small FFN; its cache, if
-    any, is not the one judged."""
-    for key in ("depth", "encoder_layers"):
+def shrink_tower(d: dict, steps=()) -> None:
+    """A vision or audio tower: one layer (its per-layer lists cut too, a Conformer's num_blocks),
+    small FFN; with "tower_width" in ``steps`` its width too (heads kept whole, as for the text).
+    A text model nested in it (an encoder's or a VLM's ``text_config``) is shrunk as a text, the
+    same as the decoder's (T5Gemma2 needs them balanced); other nested configs as towers. Its
+    cache, if any, is not the one judged."""
+    for key in ("depth", "encoder_layers", "num_blocks"):
         if _is_int(d.get(key)) and d[key] > 1:
             d[key] = 1
     cut_layers(d, 1)
     for key, value in list(d.items()):
         if any(w in key for w in _FFN_WORDS) and _is_int(value) and value > FFN:
             d[key] = FFN
+    if "tower_width" in steps:
+        shrink_width(d)
+    for key, value in d.items():
+        if isinstance(value, dict) and "model_type" in value:
+            if key in _SUB:
+                shrink_text(value, value.get("model_type") or "", steps, decoder=False)
+            else:
+                shrink_tower(value, steps)
+
+
+def _feature_layers(d: dict) -> None:
+    """Which tower layers a projector reads (``vision_feature_layer`` [24, 18], ``feature_layer``):
+    a layer index past the one layer kept becomes 0, a negative one (from the end) stays."""
+    for key, value in list(d.items()):
+        if "feature_layer" not in key:
+            continue
+        if _is_int(value) and value > 0:
+            d[key] = 0
+        elif isinstance(value, list) and all(_is_int(x) for x in value):
+            d[key] = [0 if x > 0 else x for x in value]
+
+
+def _follow_width(d: dict, old: int, new: int, *, top: dict | None = None) -> None:
+    """Fields of the towers and the top level that must equal the text's hidden size (a projector's
+    ``out_hidden_size``, ``text_hidden_size``, ``adapter_out_dim``) follow its shrinking; a tower's
+    own width (hidden_size, d_model, embed_dim) does not. ``top``: the dict written to (``d`` is a
+    view of it without the text)."""
+    target = d if top is None else top
+    for key, value in d.items():
+        if isinstance(value, dict) and "model_type" in value:
+            _follow_width(value, old, new)
+        elif (value == old and _is_int(value) and key not in _HIDDEN_TWINS
+              and ("hidden" in key or "dim" in key)):
+            target[key] = new
 
 
 # Each rung of the ladder: the shrinking steps applied. A config class that rejects one rung
 # (a tower whose width must equal the text's, an audio-token range beyond the vocabulary, a layer
-# count that must equal a sum of others) gets the next, less shrunk, one.
-LADDER = (("vocab", "sizes", "windows", "width", "layers", "towers"),
+# count that must equal a sum of others), or a model that fails to build or run with it, gets
+# the next, less shrunk, one.
+LADDER = (("vocab", "sizes", "windows", "width", "layers", "towers", "tower_width"),
+          ("vocab", "sizes", "windows", "width", "layers", "towers"),
           ("vocab", "sizes", "windows", "layers", "towers"),
           ("vocab", "sizes", "windows", "layers"),
           ("vocab", "sizes", "windows"),
@@ -337,39 +435,51 @@ LADDER = (("vocab", "sizes", "windows", "width", "layers", "towers"),
 MAX_PARAMETERS = 300_000_000   # a rung whose model is larger (counted on the meta device) is not built
 
 
-def shrink_text(d: dict, model_type: str, steps=LADDER[0]) -> dict:
-    """A text (decoder) config dict, shrunk where no cache is shaped; returns the same dict."""
+def shrink_text(d: dict, model_type: str, steps=LADDER[0], *, decoder: bool = True):
+    """A text (decoder) config dict, shrunk where no cache is shaped (in place); returns the
+    (old, new) hidden size when its width was shrunk, else None."""
     if "vocab" in steps:
         shrink_vocab(d)
     if "sizes" in steps:
         shrink_sizes(d, model_type)
     if "windows" in steps:
         shrink_windows(d)
-    if "width" in steps and not _layer_keyed(d):
-        shrink_width(d)
+    widths = shrink_width(d) if "width" in steps else None
     if "layers" in steps:
         cut_layers(d)
-    d["use_cache"] = True
-    d["is_decoder"] = True   # BERT-like encoders in the causal-LM mapping cache only as decoders
-    return d
+    if decoder:
+        d["use_cache"] = True
+        d["is_decoder"] = True   # BERT-like encoders in the causal-LM mapping cache only as decoders
+    return widths
 
 
 _SUB = ("text_config", "decoder_config", "language_config", "llm_config", "text_model_config")
 
 
 def _shrunk_dict(config, steps) -> dict:
+    """The config's dict shrunk: its text decoder's dict by ``shrink_text`` -- a sub-config's, or
+    the whole dict's when the text config is the config itself or a flat encoder-decoder's view of
+    it (BART, Blenderbot, T5-like: ``get_text_config(decoder=True)`` is then a modified copy, not
+    a sub-config) -- and every other sub-config by ``shrink_tower``."""
     d = config.to_dict()
     text = config.get_text_config(decoder=True)
-    if text is config:
-        shrink_text(d, config.model_type, steps)
+    subs = [key for key, value in d.items() if isinstance(value, dict) and "model_type" in value]
+    texts = [key for key in subs if text is not config and
+             (d[key].get("model_type") == text.model_type or key in _SUB)]
+    widths = None
+    if texts:
+        for key in texts:
+            widths = shrink_text(d[key], text.model_type, steps) or widths
     else:
-        for key, value in d.items():
-            if not (isinstance(value, dict) and "model_type" in value):
-                continue
-            if value.get("model_type") == text.model_type or key in _SUB:
-                shrink_text(value, text.model_type, steps)
-            elif "towers" in steps:
-                shrink_tower(value)
+        widths = shrink_text(d, config.model_type, steps)
+    if "towers" in steps:
+        for key in subs:
+            if key not in texts:
+                shrink_tower(d[key], steps)
+                _feature_layers(d[key])
+        _feature_layers(d)
+    if widths and texts:
+        _follow_width({k: v for k, v in d.items() if k not in texts}, *widths, top=d)
     d["dtype"] = "float32"
     return d
 
@@ -400,13 +510,25 @@ def _class_name(mapping, model_type):
     return name[0] if isinstance(name, (tuple, list)) else name
 
 
+def _text_config(config):
+    """``get_text_config(decoder=True)`` where it is a sub-config; the config itself for a flat
+    encoder-decoder (BART, Blenderbot, ...), whose "text config" is a copy with the decoder_* fields
+    renamed -- and, as the dataclass cannot delete them, decoder_layers / decoder_ffn_dim back at
+    the class defaults (configuration_utils.py), so that a decoder built from it is not the
+    shrunk one; its *ForCausalLM reads the decoder_* fields of the config itself."""
+    text = config.get_text_config(decoder=True)
+    if text is config or any(getattr(config, name, None) is text for name in ("decoder", "generator", "text_config")):
+        return text
+    return config
+
+
 def model_class(config):
     """(class, config it is built from): the text decoder's causal-LM class for a composite config
     whose text config has one, else the type's own causal-LM (or image-text-to-text) class."""
     import transformers
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
-    text = config.get_text_config(decoder=True)
+    text = _text_config(config)
     if text is not config and text.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return getattr(transformers, _class_name(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, text.model_type)), text
     mapping = (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
