@@ -18,15 +18,56 @@ Falcon-H1 has attention and an SSM in the same layer).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
-__all__ = ["FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
+__all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
            "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
            "register_reader"]
 
-FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = (
-    "full", "sliding", "chunked", "mla", "linear", "shared", "none")
-KINDS = (FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE)
-PER_HEAD_KINDS = (FULL, SLIDING, CHUNKED)
+
+class Kind(StrEnum):
+    """A layer's attention kind, and what it stores: one vocabulary for the reader and the engines.
+
+    A member is its name as a string ("full" == Kind.FULL), so results and JSON keep plain names.
+    """
+
+    FULL = "full"
+    SLIDING = "sliding"
+    CHUNKED = "chunked"
+    MLA = "mla"
+    LINEAR = "linear"
+    SHARED = "shared"
+    NONE = "none"
+
+    @property
+    def per_head(self) -> bool:
+        """K and V rows per KV head, per token (full, sliding, chunked)."""
+        return self in (Kind.FULL, Kind.SLIDING, Kind.CHUNKED)
+
+    @property
+    def latent(self) -> bool:
+        """One latent row per token, shared by every head (MLA)."""
+        return self is Kind.MLA
+
+    @property
+    def windowed(self) -> bool:
+        """It holds at most ``window`` tokens (a sliding window or an attention chunk)."""
+        return self in (Kind.SLIDING, Kind.CHUNKED)
+
+    @property
+    def caches_tokens(self) -> bool:
+        """It stores something per token."""
+        return self.per_head or self.latent
+
+    @property
+    def has_state(self) -> bool:
+        """Its cache is a fixed per-sequence state (linear attention / SSM) instead of tokens."""
+        return self is Kind.LINEAR
+
+
+FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = tuple(Kind)
+KINDS = tuple(Kind)
+PER_HEAD_KINDS = tuple(kind for kind in Kind if kind.per_head)
 
 
 @dataclass(frozen=True)
@@ -58,7 +99,7 @@ class RecurrentState:
 class Layer:
     """What one decoder layer caches."""
 
-    kind: str
+    kind: Kind
     kv_heads: int = 0
     head_dim_k: int = 0
     head_dim_v: int = 0
@@ -71,10 +112,11 @@ class Layer:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"layer kind must be one of {KINDS}, got {self.kind!r}")
-        if self.kind in (SLIDING, CHUNKED) and self.window < 1:
+            raise ValueError(f"layer kind must be one of {tuple(map(str, KINDS))}, got {self.kind!r}")
+        object.__setattr__(self, "kind", Kind(self.kind))
+        if self.kind.windowed and self.window < 1:
             raise ValueError(f"a {self.kind} layer needs a positive window, got {self.window!r}")
-        if self.kind in PER_HEAD_KINDS and min(self.kv_heads, self.head_dim_k, self.head_dim_v) < 1:
+        if self.kind.per_head and min(self.kv_heads, self.head_dim_k, self.head_dim_v) < 1:
             raise ValueError(f"a {self.kind} layer needs kv_heads, head_dim_k and head_dim_v >= 1")
         if self.kind == MLA and self.kv_lora_rank < 1:
             raise ValueError("an mla layer needs kv_lora_rank >= 1")
@@ -86,30 +128,28 @@ class Layer:
     @property
     def caches_tokens(self) -> bool:
         """True when this layer stores something per token."""
-        return self.kind in PER_HEAD_KINDS or self.kind == MLA
+        return self.kind.caches_tokens
 
     @property
     def k_width(self) -> int:
         """Elements of K stored per token: kv_heads x head_dim_k, or the MLA latent + rope
         (+ the V3.2 indexer key), which serves as both K and V."""
-        if self.kind in PER_HEAD_KINDS:
+        if self.kind.per_head:
             return self.kv_heads * self.head_dim_k
-        if self.kind == MLA:
+        if self.kind.latent:
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
 
     @property
     def v_width(self) -> int:
         """Elements of V stored per token (0 for MLA: the latent is counted once, in K)."""
-        return self.kv_heads * self.head_dim_v if self.kind in PER_HEAD_KINDS else 0
+        return self.kv_heads * self.head_dim_v if self.kind.per_head else 0
 
     def held_tokens(self, tokens: int) -> int:
         """Tokens this layer holds for a sequence of ``tokens``: min(tokens, window) for a
         sliding layer and for a chunked one (a whole chunk: the most the current chunk holds,
         whatever position in it the sequence has reached), all of them for full/MLA."""
-        if self.kind == SLIDING:
-            return min(tokens, self.window)
-        if self.kind == CHUNKED:
+        if self.kind.windowed:
             return min(tokens, self.window)
         return tokens if self.caches_tokens else 0
 
@@ -267,7 +307,7 @@ class Model:
         parts = []
         for (kind, kv_heads, dim_k, dim_v, window, rank, rope, index, state), n in sorted(
                 groups.items(), key=lambda item: KINDS.index(item[0][0])):
-            if kind in PER_HEAD_KINDS:
+            if kind.per_head:
                 dims = f"head_dim {dim_k}" if dim_k == dim_v else f"head_dim K {dim_k} / V {dim_v}"
                 text = f"{n} {kind} ({kv_heads} KV heads, {dims}"
                 text += f", window {window})" if kind != FULL else ")"

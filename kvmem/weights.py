@@ -68,7 +68,7 @@ from fractions import Fraction
 
 from .engines.base import cdiv, pp_stages
 from .catalog import as_model
-from .model import CHUNKED, FULL, MLA, SLIDING, Model
+from .model import MLA, Model
 from .units import format_bytes
 
 __all__ = ["Weights", "weights", "weight_bytes", "weight_formats", "resolve_weight_dtype"]
@@ -277,7 +277,7 @@ def _parallel_facts(model: Model) -> tuple[list[tuple[int, int]], int]:
     hidden = model.hidden_size
     kv_proj, mla = [], 0
     for layer in model.layers:
-        if layer.kind in (FULL, SLIDING, CHUNKED):
+        if layer.kind.per_head:
             kv_proj.append((hidden * (layer.head_dim_k + layer.head_dim_v), layer.kv_heads))
         elif layer.kind == MLA:
             q_rank = model.facts.q_lora_rank

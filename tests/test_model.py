@@ -45,3 +45,15 @@ def test_model_needs_a_layer_and_is_frozen():
     assert isinstance(model.layers, tuple) and model.kinds == {"full": 1}
     with pytest.raises(dataclasses.FrozenInstanceError):
         model.name = "other"
+
+
+def test_kinds_are_one_vocabulary_with_capabilities():
+    from kvmem.model import Kind
+    assert [kind for kind in Kind if kind.per_head] == ["full", "sliding", "chunked"]
+    assert [kind for kind in Kind if kind.windowed] == ["sliding", "chunked"]
+    assert [kind for kind in Kind if kind.caches_tokens] == ["full", "sliding", "chunked", "mla"]
+    assert Kind.MLA.latent and Kind.LINEAR.has_state and not Kind.SHARED.caches_tokens
+    layer = Layer("sliding", kv_heads=2, head_dim_k=8, head_dim_v=8, window=4)
+    assert layer.kind is Kind.SLIDING and layer.kind == "sliding" and f"{layer.kind}" == "sliding"
+    with pytest.raises(ValueError, match="layer kind must be one of"):
+        Layer("hybrid")

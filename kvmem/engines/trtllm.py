@@ -61,7 +61,7 @@ from fractions import Fraction
 
 from ..dtypes import DType, dtype
 from ..activations import forward_bytes_per_token, forward_shape
-from ..model import LINEAR, MLA, PER_HEAD_KINDS, SLIDING, Model
+from ..model import LINEAR, MLA, SLIDING, Model
 from ..records import Record
 from ..units import require_positive_int
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble, cdiv,
@@ -148,7 +148,7 @@ def _layers(model: Model, k_dtype: DType, tp: int, tokens_per_block: int, window
                 elements = Fraction(elements * tokens_per_block + index * DSA_INDEXER_TOKENS_PER_BLOCK,
                                     tokens_per_block)
             out.append(_LayerCache(k_dtype.row_bytes(-(-elements // 1)), 0, window))
-        elif layer.kind in PER_HEAD_KINDS:
+        elif layer.kind.per_head:
             if layer.head_dim_k != layer.head_dim_v:
                 raise ValueError(f"TensorRT-LLM's cache has one head_dim for K and V; layer has "
                                  f"{layer.head_dim_k} and {layer.head_dim_v}")
@@ -162,7 +162,7 @@ def _layers(model: Model, k_dtype: DType, tp: int, tokens_per_block: int, window
 
 def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int, tokens_per_block: int):
     """Rule 2 (get_cache_size_per_token) on the first (largest) pipeline rank."""
-    attention = [layer for layer in model.layers if layer.kind in PER_HEAD_KINDS or layer.kind == MLA]
+    attention = [layer for layer in model.layers if layer.caches_tokens]
     if not attention:
         return 0
     layers = len(pp_layers(len(attention), pp)[0])
@@ -254,7 +254,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     if windowed and max_attention_window is None:
         notes.append(f"{windowed} sliding/chunked layers are cached at full length: TRT-LLM applies windows "
                      "only when max_attention_window is set")
-    if any(layer.kind in PER_HEAD_KINDS and tp > layer.kv_heads for layer in model.layers):
+    if any(layer.kind.per_head and tp > layer.kv_heads for layer in model.layers):
         notes.append(f"tp={tp} exceeds the KV heads: each rank holds ceil(kv_heads / tp) = 1 head")
     if static != real and static:
         notes.append(f"TRT-LLM sizes its pool with {float(static):,.0f} B/token but allocates {real:,} B/token "

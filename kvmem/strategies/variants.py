@@ -6,12 +6,12 @@ from dataclasses import replace
 
 from ..catalog import as_model
 from ..engines import estimate as _estimate
-from ..model import CHUNKED, FULL, MLA, SHARED, SLIDING, Layer, Model
+from ..model import FULL, MLA, SHARED, Layer, Model
 from .inputs import count
 
 
 def _as_heads(model: Model, layer: Layer, kv_heads: int) -> Layer:
-    if layer.kind in (FULL, SLIDING, CHUNKED):
+    if layer.kind.per_head:
         return replace(layer, kv_heads=kv_heads)
     if layer.kind == MLA:
         nope, rope, v = model.facts.qk_nope_head_dim, layer.qk_rope_head_dim, model.facts.v_head_dim

@@ -51,7 +51,7 @@ def slots(model: Model) -> tuple[Slot, ...]:
     falcon_broadcast = model.model_type == "falcon" and model.facts.new_decoder_architecture
     out = []
     for layer in model.layers:
-        if layer.kind in (FULL, SLIDING, CHUNKED):
+        if layer.kind.per_head:
             heads = model.num_attention_heads if falcon_broadcast else layer.kv_heads
             kind = "attention" if layer.kind == FULL else "sliding"
             state = layer.state     # Falcon-H1: a Mamba2 mixer beside the attention, in the same layer

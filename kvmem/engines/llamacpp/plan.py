@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import dtype
-from ...model import CHUNKED, FULL, MLA, Model, SLIDING
+from ...model import FULL, MLA, Model
 from .settings import (ALWAYS_ISWA, MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067, SWA_FULL_WARNING,
                        WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib, resolve_settings)
 
@@ -111,7 +111,7 @@ def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:
 
 def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
     """n_swa when llama.cpp builds a separate sliding-window cache for this model, else None."""
-    windowed = [layer for layer in model.layers if layer.kind in (SLIDING, CHUNKED)]
+    windowed = [layer for layer in model.layers if layer.kind.windowed]
     if not windowed:
         return None
     full = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
@@ -170,7 +170,7 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
                            k_bytes=k, v_bytes=v, size_mib=printed_mib(k + v), k_mib=printed_mib(k),
                            v_mib=printed_mib(v)))
 
-    windowed = {i for i in owners if n_swa is not None and model.layers[i].kind in (SLIDING, CHUNKED)}
+    windowed = {i for i in owners if n_swa is not None and model.layers[i].kind.windowed}
     base_ids = [i for i in owners if i not in windowed]
     if owners:
         add_cache("kv", base_ids, n_ctx_seq)

@@ -9,7 +9,7 @@ from fractions import Fraction
 from numbers import Real
 
 from ...dtypes import DType, dtype
-from ...model import CHUNKED, FULL, LINEAR, MLA, Model, PER_HEAD_KINDS, SHARED, SLIDING
+from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
 from ..base import kv_heads_per_rank, pp_stages
 
@@ -137,7 +137,7 @@ def is_hybrid_swa(model: Model) -> bool:
 
 def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
     shapes = {(layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
-              for layer in (model.layers[i] for i in indices) if layer.kind in PER_HEAD_KINDS}
+              for layer in (model.layers[i] for i in indices) if layer.kind.per_head}
     if len(shapes) != 1:
         raise ValueError(f"SGLang's {role} pool has one head shape for all its layers; "
                          f"{model.name} has {sorted(shapes) or 'none'}")
@@ -155,16 +155,16 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
     notes = []
     linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR)
     hybrid_swa = (not linear and not disable_hybrid_swa_memory and is_hybrid_swa(model)
-                  and any(layer.kind in (SLIDING, CHUNKED) for layer in layers))
+                  and any(layer.kind.windowed for layer in layers))
     if linear:
         full = tuple(i for i, layer in enumerate(layers) if layer.kind in (FULL, MLA))
         swa = ()
     elif hybrid_swa:
-        swa = tuple(i for i, layer in enumerate(layers) if layer.kind in (SLIDING, CHUNKED))
+        swa = tuple(i for i, layer in enumerate(layers) if layer.kind.windowed)
         full = tuple(i for i in range(len(layers)) if i not in swa)
     else:
         full, swa = tuple(range(len(layers))), ()
-        windowed = sum(layer.kind in (SLIDING, CHUNKED) for layer in layers)
+        windowed = sum(layer.kind.windowed for layer in layers)
         if windowed:
             notes.append(f"{windowed} sliding/chunked layers are cached at full length: SGLang keeps a "
                          f"separate window pool only for {', '.join(sorted(HYBRID_SWA_ARCHITECTURES))}"
@@ -177,7 +177,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
     k_row, v_row, cell = {}, {}, {}
     index_row = window = 0
     if mla:
-        if any(layers[i].kind in PER_HEAD_KINDS for i in full) or swa:
+        if any(layers[i].kind.per_head for i in full) or swa:
             raise ValueError(f"SGLang's pool is either MLA or per-head (with or without a window pool); "
                              f"{model.name} mixes both")
         first = mla[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ...activations import forward_bytes_per_token, forward_shape
-from ...model import CHUNKED, FULL, MLA, Model, SLIDING
+from ...model import MLA, Model
 from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
 from ..base import Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, byte_option, share_whole_blocks
 from .options import OPTIONS, parse_release
@@ -88,7 +88,7 @@ def rope_cache_bytes(model: Model) -> int:
     for layer in model.layers:
         if layer.kind == MLA:
             return model.max_position_embeddings * layer.qk_rope_head_dim * 2
-        if layer.kind in (FULL, SLIDING, CHUNKED):
+        if layer.kind.per_head:
             factor = Fraction(model.facts.partial_rotary_factor)
             return model.max_position_embeddings * int(layer.head_dim_k * factor) * 2
     return 0
