@@ -164,3 +164,10 @@ def test_config_files_are_regular_utf8_and_bounded(tmp_path):
     big.write_text('{"pad": "' + "x" * (4 * 2**20) + '"}')
     with pytest.raises(ConfigError, match="larger than 4,194,304 bytes"):
         Model.from_hf_config(str(big))
+
+
+@pytest.mark.parametrize("value", [3.5, "LlamaForCausalLM", {"a": 1}, [1, 2]])
+def test_architectures_of_another_type_is_named(value):
+    # issue 20: a float here was a TypeError (exit 70), not a refusal
+    with pytest.raises(ConfigError, match="config field 'architectures' must be a list of class names"):
+        Model.from_hf_config({**LLAMA_LIKE, "architectures": value})

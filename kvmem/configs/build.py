@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts, register_reader
 from ..params import count_params, moe_shape
+from ..units import show_value
 from .families import ALIASES, check_fields, family_of
 from .fields import Fields
 from .files import load_config
@@ -76,8 +77,9 @@ def _facts(raw: dict, f: Fields, moe: MoeShape | None, *, has_linear: bool) -> M
     """The non-layer facts engines and sizing read, once (see ModelFacts)."""
     text = f.cfg
     architectures = _first(raw, text, "architectures") or ()
-    if isinstance(architectures, str) or not all(isinstance(a, str) for a in architectures):
-        raise ConfigError(f"config field 'architectures' must be a list of class names, got {architectures!r}")
+    if not isinstance(architectures, (list, tuple)) or not all(isinstance(a, str) for a in architectures):
+        raise ConfigError(f"config field 'architectures' must be a list of class names, "
+                          f"got {show_value(architectures)}")
     qc = _first(raw, text, "quantization_config")
     ssm = None
     if has_linear:
