@@ -167,10 +167,11 @@ _SPECIAL = {
 
     "gemma3n_text": Family("gemma3n", source="configuration_gemma3n.py; modeling_gemma3n.py kv sharing"),
     # llama.cpp's Gemma 4 (per-layer head_count_kv and key_length from its GGUF) reproduces published logs
-    # (tests/engines/test_llamacpp.py)
+    # (tests/engines/test_llamacpp.py); vLLM 0.33's gemma4.py takes each layer's head_dim and KV heads from
+    # per_layer_config as kvmem does, and its planning agrees on Gemma-4-shaped models (kvmem/oracles/vllm.py)
     "gemma4_text": Family("gemma4", source="configuration_gemma4.py (per_layer_config, kv_sharing_modes); "
                                            "modeling_gemma4.py Gemma4TextAttention",
-                          engines=(*NEW_FAMILY_ENGINES, "llama.cpp")),
+                          engines=(*NEW_FAMILY_ENGINES, "llama.cpp", "vllm")),
     "mimo_v2_flash": Family("mimo", source="configuration_mimo_v2_flash.py, modeling_mimo_v2_flash.py",
                             engines=NEW_FAMILY_ENGINES),
     "kimi_linear": Family("kimi_linear", mla=True, source="configuration_kimi_linear.py, modeling_kimi_linear.py",

@@ -1,9 +1,10 @@
 """Random model architectures for the oracles: HF config dicts with real attention shapes.
 
 Each family draws the fields its HF config really has (llama, qwen2, qwen3, gemma2, gemma3,
-mistral with a window, gpt-oss, llama4, deepseek_v2); ``kvmem.Model.from_hf_config`` reads
-them, and the llama.cpp oracle writes the same facts into a GGUF. Deterministic for a seed
-(``random.Random(seed)``); the case name carries the family and the draw index.
+mistral with a window, gpt-oss, llama4, deepseek_v2, gemma4 with its global layers' own
+shape); ``kvmem.Model.from_hf_config`` reads them, and the llama.cpp oracle writes the same
+facts into a GGUF. Deterministic for a seed (``random.Random(seed)``); the case name carries
+the family and the draw index.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..model import Model
 
 __all__ = ["FAMILIES", "random_config", "random_model", "in_turn"]
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2", "gemma4")
 
 _HEAD_DIMS = (32, 48, 64, 80, 96, 112, 128, 192, 256)
 
@@ -66,6 +67,16 @@ def random_config(family: str, rng: random.Random) -> dict:
                    attention_chunk_size=rng.choice((1024, 2048, 8192)),
                    no_rope_layers=[int((i + 1) % interval != 0) for i in range(layers)],
                    num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=1)
+    elif family == "gemma4":
+        # full layers: global_head_dim, num_global_key_value_heads with attention_k_eq_v (configuration_gemma4.py)
+        k_eq_v = rng.random() < 0.5
+        head_dim = rng.choice((128, 256))     # Gemma 4's: sliding 256, global 512 (pages that vLLM can unify)
+        cfg.update(model_type="gemma4_text", architectures=["Gemma4ForCausalLM"], head_dim=head_dim,
+                   global_head_dim=rng.choice((head_dim, 2 * head_dim)), attention_k_eq_v=k_eq_v,
+                   num_global_key_value_heads=rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0]),
+                   sliding_window=rng.choice((128, 512, 1024)), hidden_size=rng.choice((256, 512, 1024)),
+                   layer_types=["full_attention" if (i + 1) % 6 == 0 or i == layers - 1 else "sliding_attention"
+                                for i in range(layers)])
     else:
         rope = rng.choice((32, 64))
         cfg.update(model_type="deepseek_v2", architectures=["DeepseekV2ForCausalLM"],

@@ -36,7 +36,7 @@ from .report import Check
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
 GIB = 1 << 30
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "mistral", "gpt_oss", "llama4", "deepseek_v2", "gemma4")
 _KINDS = {FULL, SLIDING, CHUNKED, MLA}
 _MAX_LEN_RE = re.compile(r"estimated maximum model length is (\d+)")
 
