@@ -117,16 +117,14 @@ CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
     "mamba_headdim", "mamba_ngroups", "mamba_d_ssm", "n_mamba_heads", "num_mem_blocks", "attention_head_dim",
     "attention_hidden_size", "num_query_groups", "time_step_rank", "conv_kernel_size", "conv1d_width",
     "lru_width", "linear_attn_type",
-})
-# is_decoder is read where it decides whether anything is cached (BERT-style encoders); a decoder's
-# own config may say true without meaning more.
-CACHE_FIELDS = CACHE_FIELDS - {"is_decoder"}
+}) - {"is_decoder"}   # read where it decides whether anything is cached (BERT-style encoders); a
+                      # decoder's own config may say true without meaning more
 
 _GENERIC = (
     "apertus", "apertus1p5_text", "arcee", "aria_text", "beam", "biogpt", "bitnet", "blip_text_model", "bloom",
     "chameleon", "codegen", "cohere", "cohere_compass_text", "cosmos3_edge_text", "cpmant", "ctrl", "cwm",
     "deepseek_ocr2_text", "diffllama", "doge", "emu3_text_model", "ernie4_5", "ernie4_5_moe",
-    "ernie4_5_vl_moe_text", "evolla", "exaone", "flex_olmo", "flint", "gemma", "git", "glm", "glm4", "glm4_moe",
+    "ernie4_5_vl_moe_text", "evolla", "exaone", "flex_olmo", "flint", "git", "glm", "glm4", "glm4_moe",
     "glm4v_text", "glm_ocr_text", "gpt2", "gpt_neox", "gpt_neox_japanese", "gptj", "granite",
     "granite4_vision_text", "granite_docling_text", "granite_swa", "granitemoe", "granitemoe_swa",
     "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text", "hy_v3",
@@ -164,7 +162,8 @@ _SPECIAL = {
     "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", engines=NEW_FAMILY_ENGINES),
     "mpt": Family("mpt", source="modeling_mpt.py MptAttention: one K/V head per query head",
                   engines=NEW_FAMILY_ENGINES),
-
+    # use_bidirectional_attention lets image tokens see each other (PaliGemma): a mask, not the cache
+    "gemma": Family(source="configuration_gemma.py, generic rule", ignores=frozenset({"use_bidirectional_attention"})),
     "gemma3n_text": Family("gemma3n", source="configuration_gemma3n.py; modeling_gemma3n.py kv sharing"),
     # llama.cpp's Gemma 4 (per-layer head_count_kv and key_length from its GGUF) reproduces published logs
     # (tests/engines/test_llamacpp.py); vLLM 0.33's gemma4.py takes each layer's head_dim and KV heads from
@@ -240,17 +239,15 @@ FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in 
             **{t: Family("decoder", source=f"modeling_{t.replace('-', '_')}.py as a decoder (is_decoder)",
                          engines=NEW_FAMILY_ENGINES) for t in _DECODERS},
             **_SPECIAL}
-# Gemma's use_bidirectional_attention lets image tokens see each other (PaliGemma): a mask, not the cache.
-FAMILIES["gemma"] = Family(source="configuration_gemma.py, generic rule",
-                           ignores=frozenset({"use_bidirectional_attention"}))
 
 
 def family_of(model_type: str) -> Family:
-    """The family of ``model_type``, or a ConfigError naming it and the closest supported ones."""
+    """The family of ``model_type`` (ALIASES already resolved), or a ConfigError naming it and the
+    closest supported ones."""
     if not model_type:
         raise ConfigError("config has no 'model_type'; kvmem sizes only the families it reads exactly "
                           "(`kvmem models` lists presets; set model_type, e.g. \"llama\")")
-    family = FAMILIES.get(ALIASES.get(model_type, model_type))
+    family = FAMILIES.get(model_type)
     if family is None:
         close = difflib.get_close_matches(model_type, list(FAMILIES), n=3, cutoff=0.6)
         hint = f"; closest supported: {', '.join(close)}" if close else ""

@@ -36,6 +36,14 @@ __all__ = ["attention_shape", "layers_of"]
 ATTENTION_FREE = ("mamba", "mamba2")
 
 
+def _attn_config(f: Fields) -> dict:
+    """MPT's and DBRX's nested attn_config (an object, or absent)."""
+    attn = f.get("attn_config", default={}) or {}
+    if not isinstance(attn, dict):
+        raise ConfigError(f"config field 'attn_config' must be an object, got {show_value(attn)}")
+    return attn
+
+
 def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
     """(query heads, KV heads, K head dim, V head dim) of the model's usual attention layer
     (all 0 for an attention-free family: Mamba2's num_heads / head_dim are its SSM's)."""
@@ -52,17 +60,13 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
         kv_heads = 1 if f.flag("multi_query", default=True) else heads
     elif family.layout == "mpt":
         # modeling_mpt.py MptAttention: K and V have all n_heads heads (attn_config sets none of its own)
-        attn = f.get("attn_config", default={}) or {}
-        if not isinstance(attn, dict) or attn.get("kv_n_heads") not in (None, heads):
-            raise ConfigError(f"config field 'attn_config' must be an object without a kv_n_heads of its own, "
-                              f"got {show_value(attn)}")
+        if _attn_config(f).get("kv_n_heads") not in (None, heads):
+            raise ConfigError(f"config field 'attn_config.kv_n_heads' is not read for model_type 'mpt' (its K and "
+                              f"V have all {heads} heads), got {show_value(_attn_config(f)['kv_n_heads'])}")
         kv_heads = heads
     elif family.layout == "dbrx":
         # modeling_dbrx.py DbrxAttention: num_key_value_heads = attn_config.kv_n_heads
-        attn = f.get("attn_config", default={}) or {}
-        if not isinstance(attn, dict):
-            raise ConfigError(f"config field 'attn_config' must be an object, got {show_value(attn)}")
-        kv_heads = check_int("attn_config.kv_n_heads", attn.get("kv_n_heads", 1))
+        kv_heads = check_int("attn_config.kv_n_heads", _attn_config(f).get("kv_n_heads", 1))
     else:
         kv_heads = f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
                          default=heads)
@@ -85,9 +89,6 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
                           f"head_dim ({head_dim}) for model_type 'nemotron_h'")
     v_head_dim = head_dim if family.mla else f.int("v_head_dim", default=head_dim)
     return heads, kv_heads, head_dim, v_head_dim
-
-
-# Layouts whose config classes also spell the layer map ``layers_block_type``.
 
 
 def _shared_sources(f: Fields, kinds: list[str]) -> dict[int, int]:
