@@ -108,7 +108,7 @@ def _engine_refusal(result, command: str) -> int:
     reason = getattr(result, "engine_refuses", None)
     if not reason:
         return 0
-    allow = getattr(result, "engine_allows_with", None) or getattr(result, "details", {}).get("engine_allows_with")
+    allow = getattr(result, "engine_allows_with", None)
     if allow:
         name, _, value = allow.partition("=")
         if os.environ.get(name) == value:

@@ -17,12 +17,15 @@ def reasons(model, result) -> list[str]:
         return [f"{model.name} is attention-free: no layer caches tokens; each sequence keeps a fixed state "
                 f"({format_bytes(result.state_bytes)} here) whatever the context, so the seed's formula does "
                 "not apply.", *(model.reading.lines() if model.reading else ()), *result.notes]
-    seed = seed_terms(model, tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype)
+    try:
+        seed = seed_terms(model, tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype)
+        naive = f"The seed formula with these numbers gives {format_bytes(seed['bytes'])}"
+    except ValueError as exc:  # an MLA model whose config lacks the per-head widths
+        naive = f"The seed formula has no naive reading here ({exc})"
     ideal = _estimate(model, engine="ideal", tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype,
                       tp=result.tp, pp=result.pp)
-    out = [f"The seed formula with these numbers gives {format_bytes(seed['bytes'])}; every cached element "
-           f"counted once (ideal) is {format_bytes(ideal.total_bytes)}; {result.engine} holds "
-           f"{format_bytes(result.total_bytes)} on one device."]
+    out = [f"{naive}; every cached element counted once (ideal) is {format_bytes(ideal.total_bytes)}; "
+           f"{result.engine} holds {format_bytes(result.total_bytes)} on one device."]
     kinds = model.kinds
     first = next(layer for layer in model.layers if layer.caches_tokens)
     windows = {kind: next(layer.window for layer in model.layers if layer.kind == kind)

@@ -75,11 +75,15 @@ def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
     """The seed formula's terms read naively off ``model``, and its result.
 
     What a plain calculator does: every layer counted as full attention with the first
-    attention layer's KV heads and head_dim (MLA as one head of the latent width), the
-    element size of ``kv_dtype``. Comparing this with an engine's Estimate shows what
-    windows, MLA, linear layers, shared layers and padding change. ``kv_dtype`` may be an
-    Estimate's "K/V" pair ("q8_0/f16", llama.cpp's type_k/type_v): p is then the mean of the
-    two element sizes, since the formula's 2·p counts one K and one V element.
+    attention layer's KV heads and head dims, the element size of ``kv_dtype``. An MLA model
+    is read per head, as its config's fields name them: num_key_value_heads (else
+    num_attention_heads) heads, K qk_nope_head_dim + qk_rope_head_dim wide, V v_head_dim wide
+    (DeepSeek-V3: 128 x (192 + 128) x 61 x 2 B = 4,997,120 B per token, 71x its 70,272-byte
+    latent). Where K and V widths differ, ``head_dim`` is their mean, so that the formula's
+    2 x d_head is d_k + d_v. Comparing this with an engine's Estimate shows what windows, MLA,
+    linear layers, shared layers and padding change. ``kv_dtype`` may be an Estimate's "K/V"
+    pair ("q8_0/f16", llama.cpp's type_k/type_v): p is then the mean of the two element
+    sizes, since the formula's 2·p counts one K and one V element.
     """
     from .dtypes import dtype as _dtype
 
@@ -89,12 +93,29 @@ def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
     first = next((layer for layer in model.layers if layer.caches_tokens), None)
     if first is None:
         raise ValueError(f"{model.name} has no attention layer that caches tokens")
-    heads = first.kv_heads if first.kind != "mla" else 1
-    head_dim = first.head_dim_k if first.kind != "mla" else first.k_width
-    bytes_per_element = (k_type.bits + v_type.bits) / 16
-    if bytes_per_element.is_integer():
-        bytes_per_element = int(bytes_per_element)
+    heads, head_dim_k, head_dim_v = _naive_heads(model, first)
+    bytes_per_element = _whole((k_type.bits + v_type.bits) / 16)
     terms = dict(bytes_per_element=bytes_per_element, batch=batch, layers=model.num_layers, kv_heads=heads,
-                 head_dim=head_dim, tokens=tokens)
+                 head_dim=_whole((head_dim_k + head_dim_v) / 2), tokens=tokens)
+    # 2 x p x ... x (d_k + d_v) / 2 x t, exact: the product with d_k + d_v is even
+    both = formula(**{**terms, "head_dim": head_dim_k + head_dim_v})
     name = k_type.name if k_type.name == v_type.name else f"{k_type.name}/{v_type.name}"
-    return {**terms, "dtype": name, "bytes": formula(**terms)}
+    return {**terms, "head_dim_k": head_dim_k, "head_dim_v": head_dim_v, "dtype": name,
+            "bytes": both // 2 if isinstance(both, int) else both / 2}
+
+
+def _whole(value: float):
+    """``value`` as an int when it is whole."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _naive_heads(model, first: Layer) -> tuple[int, int, int]:
+    """(KV heads, K head dim, V head dim) as a plain calculator reads them off the config."""
+    if not first.kind.latent:
+        return first.kv_heads, first.head_dim_k, first.head_dim_v
+    nope, v_dim = model.facts.qk_nope_head_dim, model.facts.v_head_dim
+    if not nope or not v_dim:
+        raise ValueError(f"{model.name}: the per-head reading of MLA needs qk_nope_head_dim and v_head_dim, "
+                         f"which this model does not give (qk_nope_head_dim={nope}, v_head_dim={v_dim})")
+    heads = int(model.config.get("num_key_value_heads") or model.num_attention_heads)
+    return heads, nope + first.qk_rope_head_dim, v_dim

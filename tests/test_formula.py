@@ -33,10 +33,22 @@ def test_seed_terms_read_naively():
 
     terms = seed_terms(kvmem.get_model("llama-3.1-8b"), tokens=8192, batch=1)
     assert terms == dict(bytes_per_element=2, batch=1, layers=32, kv_heads=8, head_dim=128, tokens=8192,
-                         dtype="bf16", bytes=1_073_741_824)
+                         head_dim_k=128, head_dim_v=128, dtype="bf16", bytes=1_073_741_824)
     # Gemma-3-27B: the naive count treats all 62 layers as full -> far above the real cache at 128k
     gemma = kvmem.get_model("gemma-3-27b")
     assert seed_terms(gemma, tokens=131072, batch=1)["bytes"] > 5 * kvmem.estimate(gemma, tokens=131072).kv_bytes
+
+
+def test_seed_terms_read_mla_per_head():
+    # issue 23 item 2: DeepSeek-V3 read naively is 128 KV heads x (K 128 + 64, V 128), not one 576-wide head:
+    # 61 layers x 128 x (192 + 128) x 2 B = 4,997,120 B per token, 71x the 70,272-byte latent
+    import kvmem
+    from kvmem.textbook import seed_terms
+
+    terms = seed_terms(kvmem.get_model("deepseek-v3"), tokens=1, batch=1)
+    assert (terms["kv_heads"], terms["head_dim_k"], terms["head_dim_v"], terms["head_dim"]) == (128, 192, 128, 160)
+    assert terms["bytes"] == 4_997_120
+    assert terms["bytes"] // kvmem.estimate("deepseek-v3", tokens=1).kv_bytes == 71
 
 
 @pytest.mark.parametrize("bad, message", [(float("nan"), "must be a non-negative number, got nan"),

@@ -38,21 +38,29 @@ metrics.metric("Weights per device", kvmem.format_bytes(weights_bytes),
 metrics.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
                help=f"{kvmem.format_bytes(summary['device_bytes'])} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
                "(activations and engine overheads are on the Fit hardware page)")
-st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (GiB) = {summary['total_gb']} (GB)"
+st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (binary) = {summary['total_gb']} (decimal)"
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
 with st.expander("The seed's formula with your numbers, and why the engine differs", expanded=True):
     # the element format in force: an engine option (llama.cpp type_k / type_v) overrides the KV dtype
-    terms = common.guard(seed_terms, model, tokens=work.tokens, batch=work.batch, kv_dtype=result.kv_dtype)
-    st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this repository); "
-               "its formula is the textbook count below, read naively off the model's config.  \n"
-               f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
-               + (" (the mean of K's and V's element sizes)" if "/" in terms["dtype"] else ""))
-    st.latex(r"\begin{aligned}\text{Memory} &= 2 \times p \times b \times n_{layers} \times n_{heads} \times "
-             r"d_{head} \times t \\"
-             rf"&= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
-             rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
-             r"\ \text{bytes}\end{aligned}".replace(",", "{,}"))
+    try:
+        terms = seed_terms(model, tokens=work.tokens, batch=work.batch, kv_dtype=result.kv_dtype)
+    except ValueError as exc:  # MLA without the per-head widths in its config
+        terms = None
+        st.info(f"No naive reading of the seed's formula: {exc}")
+    if terms:
+        widths = ("" if terms["head_dim_k"] == terms["head_dim_v"] else
+                  f"; d_head = ({terms['head_dim_k']} + {terms['head_dim_v']}) / 2, the mean of K's and V's head "
+                  "widths as the config gives them")
+        st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this "
+                   "repository); its formula is the textbook count below, read naively off the model's config.  \n"
+                   f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
+                   + (" (the mean of K's and V's element sizes)" if "/" in terms["dtype"] else "") + widths)
+        st.latex(r"\begin{aligned}\text{Memory} &= 2 \times p \times b \times n_{layers} \times n_{heads} \times "
+                 r"d_{head} \times t \\"
+                 rf"&= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
+                 rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
+                 r"\ \text{bytes}\end{aligned}".replace(",", "{,}"))
     st.markdown("\n".join(f"- {line}" for line in common.guard(explain.reasons, model, result)))
     if result.log_lines:
         st.caption(f"What {work.engine} itself logs for this cache:")

@@ -71,6 +71,11 @@ class Estimate:
         return self.details.get("engine_refuses")
 
     @property
+    def engine_allows_with(self) -> str | None:
+        """The setting that makes the engine start anyway ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"), or None."""
+        return self.details.get("engine_allows_with")
+
+    @property
     def bytes_per_token(self) -> float:
         """KV bytes per cached token of the batch (one device)."""
         return self.kv_bytes / (self.tokens * self.batch)
@@ -106,6 +111,11 @@ class Capacity:
     def engine_refuses(self) -> str | None:
         """Why the engine itself would refuse this budget (it would not start), or None."""
         return self.details.get("engine_refuses")
+
+    @property
+    def engine_allows_with(self) -> str | None:
+        """The setting that makes the engine start anyway ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"), or None."""
+        return self.details.get("engine_allows_with")
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -103,3 +103,22 @@ def test_a_workload_the_engine_refuses_is_said_above_the_numbers():
     at.run()
     assert not at.exception
     assert any(w.value.startswith("The engine would refuse this") for w in at.warning)
+    # issue 23 item 6: and what lets it start (Estimate keeps it in details; the page read only a field)
+    assert any("(it starts with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)" in w.value for w in at.warning)
+
+
+def test_mla_naive_formula_is_per_head_and_total_names_its_units():
+    # issue 23 item 2: DeepSeek-V3 read naively off its config is 128 KV heads x (K 192, V 128) per layer:
+    # 2 x 2 B x 1 x 61 layers x 128 x 160 (the mean of 192 and 128) x 1 token = 4,997,120 bytes, 71x the latent
+    from tests.ui.apptest import load
+
+    at = load("app.py")
+    at.query_params.update({"model": "deepseek-v3", "tokens": "1", "engine": "ideal"})
+    at.run()
+    assert not at.exception
+    latex = " ".join(e.value for e in at.latex)
+    assert r"61 \times 128 \times 160 \times 1 = 4{,}997{,}120" in latex
+    assert any("d_head = (192 + 128) / 2" in c.value for c in at.caption)
+    # issue 23 item 9: KiB beside "(GiB)" read as a wrong unit
+    total = next(c.value for c in at.caption if c.value.startswith("Total:"))
+    assert total == "Total: 70,272 bytes = 68.62 KiB (binary) = 70.27 KB (decimal)"
