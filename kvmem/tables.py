@@ -160,6 +160,17 @@ def eviction_curves(model, *, contexts, evictions: dict, batch: int = 1, engine:
     return frames
 
 
+def saving_text(fraction) -> str:
+    """A saving as people say it: "50.0%" when smaller, "71× larger" when the variant is bigger
+    (a saving of -7011% is 71x the baseline); "—" when missing."""
+    if fraction is None or fraction != fraction:
+        return "—"
+    if fraction >= 0:
+        return f"{fraction:.1%}"
+    ratio = 1 - fraction
+    return (f"{ratio:,.0f}" if ratio >= 10 else f"{ratio:.2g}") + "× larger"
+
+
 def rows_frame(rows, *, drop=("model", "settings", "quality")) -> "pd.DataFrame":
     """A list of result dicts (compare_strategies, architecture_variants, ...) as a table, GiB added."""
     frame = _frame([{k: v for k, v in row.items() if k not in drop} for row in rows])

@@ -9,7 +9,7 @@ import re
 
 import streamlit as st
 
-from kvmem import plots
+from kvmem import plots, tables
 
 
 def guard(fn, *args, **kwargs):
@@ -65,7 +65,8 @@ HEADINGS = {
     "allocated_bytes": "Allocator (bytes)", "peak_bytes": "Peak (bytes)", "predicted_peak_bytes": "Predicted peak (bytes)",
     "reserved_bytes": "Reserved (bytes)", "difference_bytes": "Difference (bytes)", "matches": "Matches",
 }
-_PERCENT = {"saving_fraction", "waste_fraction"}
+_PERCENT = {"waste_fraction"}
+_SAVING = {"saving_fraction"}  # "50.0%", or "71× larger" for a variant bigger than the baseline
 
 
 def chart(figure, *, key: str, where=None, **kwargs) -> None:
@@ -88,7 +89,8 @@ def table(frame, columns=None) -> None:
     """
     shown = frame if columns is None else frame[list(columns)]
     headings = {name: HEADINGS.get(name, str(name).replace("_", " ")) for name in shown.columns}
-    formats = {headings[name]: (percent if name in _PERCENT else column_format(shown[name])) for name in shown.columns}
+    formats = {headings[name]: (percent if name in _PERCENT else tables.saving_text if name in _SAVING
+                                else column_format(shown[name])) for name in shown.columns}
     styled = shown.rename(columns=headings).style.format(formats)
     st.table(styled, hide_index=True)
 
@@ -100,13 +102,19 @@ def percent(value) -> str:
 
 def column_format(values):
     """How to write one column's cells: ``cell``, except that a column of numbers that are not all
-    whole gets one number of decimals for every row, from its largest value (0 from 100 up, 2
-    from 1, 3 below; e-notation below 0.001), so that its digits line up."""
+    whole gets one number of decimals for every row, so that its digits line up: enough for two
+    significant digits of its smallest non-zero value (0 from 10 up, 1 from 1, 2 from 0.1, 3
+    below; e-notation below 0.001). A large row never costs a small one its digits: DeepSeek-V3
+    as MHA (hundreds of GiB) beside MQA's 0.95 GiB keeps the 0.95."""
     present = [v for v in values if not _missing(v)]
     if not present or not all(_real(v) for v in present) or all(float(v).is_integer() for v in present):
         return cell
-    top = max(abs(float(v)) for v in present)
-    pattern = "{:,.0f}" if top >= 100 else "{:,.2f}" if top >= 1 else "{:.3f}" if top >= 1e-3 else "{:.2e}"
+    smallest = min((abs(float(v)) for v in present if v), default=0.0)
+    if smallest and smallest < 1e-3:
+        pattern = "{:.2e}"
+    else:
+        decimals = 0 if smallest >= 10 else 1 if smallest >= 1 else 2 if smallest >= 0.1 else 3
+        pattern = f"{{:,.{decimals}f}}"
     return lambda value: "—" if _missing(value) else pattern.format(float(value))
 
 

@@ -9,19 +9,19 @@ from ..engines.base import Estimate
 from ..units import parse_tokens, require_positive_int
 from .apply import estimate, offload_transfer_seconds
 from .eviction import DEFAULT_SINK, Eviction
-from .quality import quality_entries, quality_text
+from .quality import no_quality_text, quality_entries, quality_text, quotable
 from .quantisation import kivi_dtype, quant_cost, quantized_estimate
 from .variants import architecture_variants
 
 
 def _row(strategy: str, family: str, est_or_bytes, base: int, cost: str, *, lossless: bool,
-         needs_retraining: bool = False, settings=None, quality=()) -> dict:
+         needs_retraining: bool = False, settings=None, quality=(), budget: int | None = None) -> dict:
     total = est_or_bytes.total_bytes if isinstance(est_or_bytes, Estimate) else est_or_bytes
     saving = None if total is None else base - total
     return {"strategy": strategy, "family": family, "bytes": total, "saving_bytes": saving,
             "saving_fraction": None if saving is None else (saving / base if base else 0.0),
             "cost": cost, "lossless": lossless, "needs_retraining": needs_retraining,
-            "settings": settings or {}, "quality": [e["id"] for e in quality_entries(quality)]}
+            "settings": settings or {}, "quality": [e["id"] for e in quality_entries(quality) if quotable(e, budget)]}
 
 
 def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", kv_dtype="auto", tp: int = 1,
@@ -85,9 +85,9 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
         est = run(eviction=ev)
         cost = ("irreversible context loss: evicted tokens cannot be attended again; " + (
             "scores attention every step" if ev.policy != "streaming" else "no scoring overhead")
-            + "; " + (quality_text({ev.policy}) or "no measured quality delta recorded"))
+            + "; " + (quality_text({ev.policy}, budget=budget) or no_quality_text({ev.policy}, budget)))
         rows.append(_row(ev.describe(), "eviction", est, base, cost, lossless=False, settings=ev.to_dict(),
-                         quality={ev.policy}))
+                         quality={ev.policy}, budget=budget))
     if shared_prefix:
         est = run(shared_prefix=shared_prefix)
         cost = "lossless; only when the requests really share the prefix (copy-on-write blocks)"

@@ -23,6 +23,7 @@ def test_cells_are_written_to_be_read(value, text):
     ([4.0, 0.281, math.nan], ["4.00", "0.28", "—"]),
     ([250.7, 12.0], ["251", "12"]), ([0.5, 0.0123], ["0.500", "0.012"]), ([2.98e-08, 0.0], ["2.98e-08", "0.00e+00"]),
     ([131072.0, 65536.0], ["131,072", "65,536"]),              # whole numbers stay whole
+    ([152.5, 2.3828125, 0.95], ["152.50", "2.38", "0.95"]),    # issue 23 item 4: a large row keeps small ones legible
     (["q4_0", 1.5], ["q4_0", "1.5"]), ([True, False], ["yes", "no"]),
 ])
 def test_a_column_of_numbers_lines_up(values, texts):

@@ -3,7 +3,7 @@
 import pytest
 
 import kvmem
-from tests.ui.apptest import run
+from tests.ui.apptest import load, run
 
 
 @pytest.fixture
@@ -61,3 +61,29 @@ def test_many_series_stay_distinguishable(page):
 def test_nothing_selected_is_a_hint(page):
     page.multiselect(key="cmp_engines").set_value([]).run()
     assert not page.exception and page.info
+
+
+def _variants(model: str) -> tuple:
+    at = load("ui/compare.py")
+    at.query_params.update({"model": model, "tokens": "32k", "engine": "ideal"})
+    at.run()
+    assert not at.exception
+    table = at.table[-1]
+    return table.value, table.proto.arrow_data.styler.display_values.decode("utf-8", errors="replace")
+
+
+def test_variants_keep_small_rows_legible_and_say_larger():
+    # issue 23 item 4: DeepSeek-V3 as MHA (152.5 GiB) beside GQA-2's 2.38 and MQA's 1.19 GiB showed "2" and "1";
+    # item 17: MHA's "Saved -7011.1%" is 128 heads x (192 + 128) x 2 / 576 = 71x the latent
+    frame, shown = _variants("deepseek-v3")
+    gib = dict(zip(frame["Attention"], frame["GiB"]))
+    assert gib["GQA-2"] == 2.3828125 and gib["MQA"] == 1.19140625
+    assert "152.52.4" not in shown and "2.41.2" in shown  # GQA-2 then MQA, one decimal each (the smallest is 1.09)
+    assert "71× larger" in shown and "-7011" not in shown
+
+
+def test_a_windowed_model_shows_what_its_windows_save():
+    # issue 23 item 27: Gemma-3-27B at 32k, every layer full: 62 x 16 x 128 x 2 x 2 B x 32,768 = 16,642,998,272 B
+    frame, shown = _variants("gemma-3-27b")
+    row = frame[frame["Attention"] == "no sliding window"]
+    assert list(row["GiB"]) == [16_642_998_272 / 2**30] and "5.3× larger" in shown

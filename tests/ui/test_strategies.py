@@ -116,3 +116,15 @@ def test_tables_show_words_not_field_names():
     at = run_page("ui/strategies.py")
     headings = list(at.table[0].value.columns)
     assert "Cited quality cost" in headings and "Needs retraining" in headings and "saving_fraction" not in headings
+
+
+def test_cited_costs_quote_only_the_right_comparison(page):
+    # issue 23 item 3: at the default 1,024-token budget, StreamingLLM's "5158.07 -> 5.4" (against window
+    # attention past the training window) and H2O's 4,096-token result are not its cost; SnapKV's 1,024 one is
+    costs = dict(zip(page.table[0].value["Strategy"], page.table[0].value["Cited quality cost"]))
+    streaming = costs["StreamingLLM: 4 sink + 1020 recent tokens"]
+    assert "5158" not in streaming and "not with the full cache" in streaming
+    h2o = next(text for name, text in costs.items() if name.startswith("H2O"))
+    assert "40.445" not in h2o and "cited measurements are at 4,096 tokens" in h2o
+    snapkv = next(text for name, text in costs.items() if name.startswith("SnapKV"))
+    assert "42.5637 -> 41.455" in snapkv and "42.3775" not in snapkv
