@@ -76,7 +76,7 @@ def test_variants_keep_small_rows_legible_and_say_larger():
     # issue 23 item 4: DeepSeek-V3 as MHA (152.5 GiB) beside GQA-2's 2.38 and MQA's 1.19 GiB showed "2" and "1";
     # item 17: MHA's "Saved -7011.1%" is 128 heads x (192 + 128) x 2 / 576 = 71x the latent
     frame, shown = _variants("deepseek-v3")
-    gib = dict(zip(frame["Attention"], frame["GiB"]))
+    gib = dict(zip(frame["Attention"], frame["GiB"], strict=True))
     assert gib["GQA-2"] == 2.3828125 and gib["MQA"] == 1.19140625
     assert "152.52.4" not in shown and "2.41.2" in shown  # GQA-2 then MQA, one decimal each (the smallest is 1.09)
     assert "71× larger" in shown and "-7011" not in shown

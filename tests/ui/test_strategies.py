@@ -121,7 +121,7 @@ def test_tables_show_words_not_field_names():
 def test_cited_costs_quote_only_the_right_comparison(page):
     # issue 23 item 3: at the default 1,024-token budget, StreamingLLM's "5158.07 -> 5.4" (against window
     # attention past the training window) and H2O's 4,096-token result are not its cost; SnapKV's 1,024 one is
-    costs = dict(zip(page.table[0].value["Strategy"], page.table[0].value["Cited quality cost"]))
+    costs = dict(zip(page.table[0].value["Strategy"], page.table[0].value["Cited quality cost"], strict=True))
     streaming = costs["StreamingLLM: 4 sink + 1020 recent tokens"]
     assert "5158" not in streaming and "not with the full cache" in streaming
     h2o = next(text for name, text in costs.items() if name.startswith("H2O"))
