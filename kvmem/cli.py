@@ -222,6 +222,25 @@ def _weights_line(result) -> str:
             "device; no safetensors or GGUF headers used)")
 
 
+def _breakdown_text(result) -> str:
+    """The per-device parts; the engine's reserve and the KV it lacks named as such (kvmem.sizing.part_names)."""
+    from .sizing import part_names
+    names = {**{k: k for k in result.breakdown}, "free": part_names(result.engine)["free"],
+             "shortfall": part_names(result.engine)["shortfall"]}
+    return ", ".join(f"{names[k]} {format_bytes(v)}" for k, v in result.breakdown.items()
+                     if k != "shortfall" or v)
+
+
+def _engine_numbers_lines(numbers) -> list[str]:
+    """What the engine itself reports for the fit (kvmem.sizing.numbers), and the lines it logs."""
+    if numbers is None:
+        return []
+    text = f"{numbers.engine} reports: {numbers.tokens_label} {numbers.tokens:,}"
+    if numbers.max_concurrency is not None:
+        text += f"; concurrency {numbers.max_concurrency:.2f}x for {numbers.context:,} tokens per request"
+    return [text] + [f"  {line}" for line in numbers.lines]
+
+
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from .sizing import FitError, fit
@@ -234,7 +253,6 @@ def cmd_fit(args) -> int:
         error = None
     except FitError as exc:
         result, error = exc.fit, str(exc)
-    b = result.breakdown
     workload = (f"{result.context:,} tokens x batch {result.batch}" if result.batch is not None else
                 f"{result.context:,} tokens, up to {result.max_batch:,} sequences (no --batch given)")
     replica = " per replica" if result.replicas > 1 else ""
@@ -242,7 +260,7 @@ def cmd_fit(args) -> int:
              f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
              f"fits: {'yes' if result.fits else 'no'} — {workload}",
              f"per device, for {result.breakdown_batch:,} x {result.breakdown_context:,} tokens{replica}: "
-             + ", ".join(f"{k} {format_bytes(v)}" for k, v in b.items()),
+             + _breakdown_text(result),
              f"max batch at {result.context:,} tokens: {result.max_batch}",
              f"max context at batch {result.batch or 1}: {result.max_context:,}",
              f"min GPUs: {result.min_gpus if result.min_gpus is not None else 'none up to tp 64'}"]
@@ -251,6 +269,7 @@ def cmd_fit(args) -> int:
                      f"{result.decode_tokens_per_s_aggregate:,.0f} in all")
     if result.kv_crossover_tokens is not None:
         lines.append(f"KV reads pass weight reads from {result.kv_crossover_tokens:,} tokens per sequence")
+    lines += _engine_numbers_lines(result.engine_numbers)
     if not result.fits and error is None:
         lines.append(f"short by {format_bytes(result.shortfall_bytes)} per device; would fit: "
                      + ("; ".join(result.suggestions) or "nothing tried"))

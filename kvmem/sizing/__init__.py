@@ -46,13 +46,18 @@ fit() raises FitError (a ValueError) when not one sequence of ``context`` fits; 
 says by how much per device and what would fit, and its ``.fit`` holds the result.
 
 Modules: setup (inputs, the engine's rules, its budget), search (the most sequences, the
-longest context), decode (the bandwidth bound, the KV/weights crossover), fit (the answer,
-the fewest GPUs, what would fit), results (Fit, MemoryBreakdown, FitError).
+longest context), decode (the bandwidth bound, the KV/weights crossover), suggest (the fewest
+GPUs, what would fit: the one answer of the CLI, the app and FitError), numbers (what the
+engine itself prints: vLLM's GPU KV cache size and Maximum concurrency, SGLang's
+max_total_num_tokens, llama.cpp's cells, TRT-LLM's max_tokens), fit (the answer), results
+(Fit, MemoryBreakdown, FitError, part_names). A workload that does not fit has no decode bound.
 """
 
 from .decode import kv_crossover_tokens
 from .fit import fit
-from .results import Fit, FitError, MemoryBreakdown
+from .numbers import EngineNumbers
+from .results import Fit, FitError, MemoryBreakdown, part_names
 from .setup import engine_defaults
 
-__all__ = ["Fit", "FitError", "fit", "kv_crossover_tokens", "engine_defaults", "MemoryBreakdown"]
+__all__ = ["Fit", "FitError", "fit", "kv_crossover_tokens", "engine_defaults", "MemoryBreakdown", "EngineNumbers",
+           "part_names"]

@@ -4,17 +4,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..engines import ENGINES, capacity as _capacity, estimate as _estimate
 from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..units import format_bytes
-from ..weights import weights as _weights
 from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
 from .results import Fit, FitError, MemoryBreakdown
-from .search import context_cap, replica_batch, search_max_batch, search_max_context, workload_fits
+from .numbers import from_capacity as numbers_from_capacity, from_estimate as numbers_from_estimate
+from .search import context_cap, replica_batch, search_max_batch, search_max_context
 from .setup import Setup, SetupBudget, budget_for, make_setup, need_bytes
+from .suggest import min_gpus as _min_gpus, what_would_fit
 
 
 # ----------------------------------------------------------------------------- fit
@@ -58,13 +57,16 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     if budget.kv_memory < 0:
         notes.append(f"no memory left for KV: weights, activations and overhead exceed the budget by "
                      f"{format_bytes(-budget.kv_memory)} per device")
-    kv_pool = max(budget.kv_memory, 0) if s.rules.preallocates else kv_work
-    free = budget.total - budget.weights - max(kv_pool, kv_work) - budget.activations - budget.overhead
+    # The pool the engine holds, and what its budget leaves out (vLLM: total x (1 - utilization)),
+    # drawn as they are whether the workload fits or not; the KV it lacks is its own part.
+    budget_kv = max(budget.kv_memory, 0)
+    kv_pool = budget_kv if s.rules.preallocates else min(kv_work, budget_kv)
+    free = max(budget.total - budget.weights - kv_pool - budget.activations - budget.overhead, 0)
     breakdown = MemoryBreakdown(total_bytes=budget.total, weights_bytes=budget.weights, kv_bytes=kv_work,
                                 kv_pool_bytes=kv_pool, activations_bytes=budget.activations,
-                                overhead_bytes=budget.overhead, free_bytes=free)
+                                overhead_bytes=budget.overhead, free_bytes=free, shortfall_bytes=shortfall)
     speed = speed_all = crossover = None
-    if s.gpu.bandwidth_bytes_per_s:
+    if s.gpu.bandwidth_bytes_per_s and fits:   # no decode bound for a workload that does not run
         step_bytes = (active_weight_bytes(s, budget, work_batch) + kv_read_bytes(s, s.context, work_batch))
         speed = s.gpu.bandwidth_bytes_per_s * s.tp / step_bytes
         speed_all = speed * work_batch * s.replicas
@@ -73,10 +75,11 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     if ENGINES[s.engine].capacity is not None and budget.kv_memory > 0:
         cap = _capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
                         pp=s.pp, max_model_len=s.context, **s.engine_options)
+    numbers = _engine_numbers(s, cap, work_batch)
     est_dtype = _estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
                           **s.engine_options).kv_dtype
     weight_name = budget.weights_obj.weight_dtype if budget.weights_obj else "given"
-    suggestions = () if fits else tuple(_suggest(s, budget, max_context, per_replica_max, min_gpus))
+    suggestions = () if fits else what_would_fit(s, budget, max_context, per_replica_max, min_gpus)
     result = Fit(model=s.model.name, gpu=s.gpu.name, engine=s.engine, num_gpus=s.num_gpus, tp=s.tp, pp=s.pp,
                  replicas=s.replicas, context=s.context, batch=s.batch, weight_dtype=weight_name,
                  kv_dtype=est_dtype, fits=fits, max_batch=max_batch, max_context=max_context, min_gpus=min_gpus,
@@ -85,76 +88,24 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
                  kv_crossover_tokens=crossover, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
                  capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
                  engine_refuses=past[1].get("engine_refuses") if past else None,
-                 engine_allows_with=past[1].get("engine_allows_with") if past else None)
+                 engine_allows_with=past[1].get("engine_allows_with") if past else None,
+                 engine_numbers=numbers)
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
     return result
 
 
-def _tp_candidates(s: Setup) -> list[int]:
-    heads = s.model.num_attention_heads
-    return [tp for tp in (1, 2, 4, 8, 16, 32, 64) if heads % tp == 0]
-
-
-def _min_gpus(s: Setup) -> int | None:
-    """The fewest GPUs (one replica: tp x pp) that fit the workload."""
-    wanted = s.batch or 1
-    if s.rules.one_device:
-        return 1 if workload_fits(replace(s, num_gpus=1, batch=wanted)) else None
-    if s.rules.layer_split:
-        for pp in range(1, min(64, s.model.num_layers) + 1):
-            trial = replace(s, pp=pp, num_gpus=pp, batch=wanted)
-            if workload_fits(trial):
-                return pp
-        return None
-    for tp in _tp_candidates(s):
-        trial = replace(s, tp=tp, num_gpus=tp * s.pp, batch=wanted)
+def _engine_numbers(s: Setup, cap, work_batch: int):
+    """What the engine prints for this fit (kvmem.sizing.numbers): its pool's tokens and concurrency,
+    or for llama.cpp the cells -c makes for the breakdown's sequences."""
+    if s.engine == "llama.cpp":
         try:
-            if workload_fits(trial):
-                return tp * s.pp
-        except ValueError:       # tp not allowed for this model's KV heads or state
-            continue
-    return None
-
-
-def _suggest(s: Setup, budget: SetupBudget, max_context: int, per_replica_max: int,
-             min_gpus: int | None) -> list[str]:
-    out = []
-    gpus_per_replica = s.tp * s.pp
-    if min_gpus and min_gpus > gpus_per_replica:
-        how = f"pp={min_gpus}" if s.rules.layer_split or s.rules.one_device else f"tp={min_gpus // s.pp}"
-        out.append(f"{min_gpus} GPUs per replica ({how})")
-    if s.batch and per_replica_max:
-        replicas = -(-s.batch // per_replica_max)
-        if replicas > s.replicas:
-            out.append(f"{replicas * gpus_per_replica} GPUs as {replicas} replicas of tp={s.tp} x pp={s.pp} "
-                       f"({per_replica_max} sequences each)")
-    current = budget.weights_obj.weight_dtype if budget.weights_obj else None
-    if current and s.sizing.get("weights_bytes") is None:
-        current_bytes = budget.weights_obj.total_bytes
-        for name in s.rules.weight_formats:
-            try:
-                smaller = _weights(s.model, name).total_bytes < current_bytes
-                if smaller and workload_fits(replace(s, weight_dtype=name)):
-                    out.append(f"weight_dtype={name!r}")
-                    break
-            except ValueError:
-                continue
-    kv_alt = s.rules.kv_smaller_dtype
-    if kv_alt is not None:
-        try:
-            here = _estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
-                             **s.engine_options)
-            if here.kv_dtype in ("bf16", "fp16", "fp32", "f16") and workload_fits(replace(s, kv_dtype=kv_alt)):
-                out.append(f"kv_dtype={kv_alt!r}")
+            est = _estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
+                            tp=s.tp, pp=s.pp, **s.engine_options)
         except ValueError:
-            pass
-    if 0 < max_context < s.context:
-        out.append(f"context <= {max_context:,} tokens" + (f" at batch {s.batch}" if s.batch else ""))
-    max_batch = per_replica_max * s.replicas
-    if s.batch and 0 < max_batch < s.batch:
-        out.append(f"batch <= {max_batch} at {s.context:,} tokens")
-    return out
+            return None
+        return numbers_from_estimate(est, s.context)
+    return numbers_from_capacity(s.engine, cap, s.context)
 
 
 def _not_fitting_message(s: Setup, budget: SetupBudget, result: Fit) -> str:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..engines.base import Capacity
 from ..records import Record
+from .numbers import EngineNumbers
 
 
 @dataclass(frozen=True)
@@ -13,7 +14,10 @@ class MemoryBreakdown(Record):
     """One device's memory under the engine's rules (bytes): what ``Fit.breakdown`` holds.
 
     ``kv`` is what the workload's cache needs, ``kv_pool`` what the engine reserves for KV (the
-    whole budget for an engine that pre-allocates); ``free`` is what neither takes.
+    whole budget for an engine that pre-allocates; at most the budget for one that does not);
+    ``free`` is what neither takes: for vLLM its reserve, total x (1 - gpu_memory_utilization),
+    whether the workload fits or not. ``shortfall`` is the KV the workload needs beyond the
+    engine's budget (0 when it fits): drawn past the device line, never taken out of ``free``.
     """
 
     total_bytes: int
@@ -23,9 +27,24 @@ class MemoryBreakdown(Record):
     activations_bytes: int
     overhead_bytes: int
     free_bytes: int
+    shortfall_bytes: int = 0
 
     KEYS = {"total": "total_bytes", "weights": "weights_bytes", "kv": "kv_bytes", "kv_pool": "kv_pool_bytes",
-            "activations": "activations_bytes", "overhead": "overhead_bytes", "free": "free_bytes"}
+            "activations": "activations_bytes", "overhead": "overhead_bytes", "free": "free_bytes",
+            "shortfall": "shortfall_bytes"}
+
+
+# What "free" is under each engine's budget, in people's words (the CLI and the Fit page).
+_FREE_NAMES = {"vllm": "reserve outside vLLM's budget (1 − gpu_memory_utilization)",
+               "sglang": "outside SGLang's budget (1 − mem_fraction_static)",
+               "trtllm": "outside TRT-LLM's budget (1 − free_gpu_memory_fraction)"}
+
+
+def part_names(engine: str) -> dict:
+    """Each breakdown part of a Fit under ``engine``, as a person reads it."""
+    return {"weights": "weights", "kv": "KV this workload needs", "kv_pool": "KV pool the engine reserves",
+            "activations": "activation peak", "overhead": "engine overhead (non-torch, CUDA graphs)",
+            "free": _FREE_NAMES.get(engine, "unused"), "shortfall": f"short of {engine}'s KV budget"}
 
 
 class FitError(ValueError):
@@ -69,11 +88,13 @@ class Fit:
     breakdown_context: int = 0     # tokens per sequence the breakdown's "kv" is for
     engine_refuses: str | None = None   # why the engine itself would not start (context past its positions)
     engine_allows_with: str | None = None  # the setting that makes it start anyway
+    engine_numbers: EngineNumbers | None = field(default=None, compare=False)  # what the engine prints
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["breakdown"] = self.breakdown.to_dict()
         data["capacity"] = self.capacity.to_dict() if self.capacity else None
+        data["engine_numbers"] = self.engine_numbers.to_dict() if self.engine_numbers else None
         data["suggestions"] = list(self.suggestions)
         data["notes"] = list(self.notes)
         return data

@@ -1,0 +1,61 @@
+"""The numbers the engine itself prints for a fit, in its own words (Fit.engine_numbers).
+
+What each engine reports at start-up, as its module already computes it (kvmem.capacity for the
+engines that size a pool from memory, kvmem.estimate for llama.cpp, whose pool is what -c asks):
+
+    vllm     "GPU KV cache size: N tokens" and "Maximum concurrency for L tokens per request: X"
+             (vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py _report_kv_cache_config: N from
+             num_blocks // num_groups x block_size, X = num_blocks / the blocks one request of
+             max_model_len needs; kvmem.engines.vllm.pool)
+    sglang   max_total_num_tokens (sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py; printed in
+             "KV Cache is allocated. ... #tokens: N" and the scheduler's "max_total_num_tokens=N")
+    llama.cpp  KV cells: n_ctx padded to 256 ("llama_kv_cache: size = ... (C cells, ...)",
+             src/llama-kv-cache.cpp), for -c = context x sequences
+    trtllm   max_tokens of the KV cache manager (tensorrt_llm/_torch/pyexecutor/resource_manager.py,
+             "[MemUsageChange] Allocated ... for max tokens in paged KV cache (N)")
+Concurrency is the requests of ``context`` tokens the pool holds (vLLM's own figure; SGLang and
+TRT-LLM: pool tokens / whole pages of one request). Engines with no such report (transformers) give None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..records import Record
+
+# The engine's own name for the token count it prints.
+TOKENS_LABEL = {"vllm": "GPU KV cache size (tokens)", "sglang": "max_total_num_tokens",
+                "llama.cpp": "KV cells (n_ctx)", "trtllm": "max_tokens (paged KV cache)"}
+
+
+@dataclass(frozen=True)
+class EngineNumbers(Record):
+    """What the engine prints at start-up for this fit: its token count, its concurrency, its lines."""
+
+    engine: str
+    tokens: int                      # the count the engine prints (see TOKENS_LABEL)
+    tokens_label: str
+    context: int                     # tokens per request the concurrency is for
+    max_concurrency: float | None    # requests of ``context`` tokens the pool holds
+    lines: tuple[str, ...] = ()      # the lines the engine logs, where kvmem renders them
+
+    def to_dict(self) -> dict:
+        data = dict(self.items())
+        data["lines"] = list(self.lines)
+        return data
+
+
+def from_capacity(engine: str, capacity, context: int) -> EngineNumbers | None:
+    """The numbers of an engine that sizes its pool from memory (vllm, sglang, trtllm)."""
+    if capacity is None or engine not in TOKENS_LABEL:
+        return None
+    return EngineNumbers(engine=engine, tokens=capacity.tokens, tokens_label=TOKENS_LABEL[engine], context=context,
+                         max_concurrency=capacity.max_concurrency, lines=tuple(capacity.log_lines))
+
+
+def from_estimate(estimate, context: int) -> EngineNumbers:
+    """llama.cpp: the cells -c makes (all streams), and the lines it prints for them."""
+    cells = estimate.details["cells_total"]
+    n_seq = estimate.details["n_seq"]
+    return EngineNumbers(engine="llama.cpp", tokens=cells, tokens_label=TOKENS_LABEL["llama.cpp"], context=context,
+                         max_concurrency=float(n_seq), lines=tuple(estimate.log_lines))
