@@ -26,7 +26,7 @@ import re
 import sys
 from decimal import Decimal
 
-from . import catalog, engines
+from . import catalog, defaults, engines
 from .units import format_bytes, parse_bytes
 
 __all__ = ["main"]
@@ -347,9 +347,11 @@ def _add_workload(parser, *, tokens: bool):
     if tokens:
         parser.add_argument("--tokens", required=True, help='tokens per sequence: 4096, "32k", "128k", "1M"')
         parser.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
-    parser.add_argument("--engine", default="ideal" if tokens else "vllm",
-                        help=f"engine mode: {', '.join(engines.list_engines())}")
-    parser.add_argument("--kv-dtype", default="auto", help="KV element format (auto = model dtype)")
+    parser.add_argument("--engine", default=defaults.ENGINE,
+                        help=f"engine mode: {', '.join(engines.list_engines())} "
+                             f"(default {defaults.ENGINE}, as in the app)")
+    parser.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
+                        help=f"KV element format (default {defaults.KV_DTYPE} = the model's dtype, as in the app)")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
     parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
     parser.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
@@ -391,9 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
     fitp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
     fitp.add_argument("--context", required=True, help='tokens per sequence: 8192, "32k", "128k"')
     fitp.add_argument("--batch", type=int, default=None, help="sequences (default: report the most that fit)")
-    fitp.add_argument("--engine", default="vllm", help=f"engine mode: {', '.join(engines.list_engines())}")
+    fitp.add_argument("--engine", default=defaults.ENGINE,
+                      help=f"engine mode: {', '.join(engines.list_engines())} (default {defaults.ENGINE})")
     fitp.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
-    fitp.add_argument("--kv-dtype", default="auto", help="KV element format (auto = model dtype)")
+    fitp.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
+                      help=f"KV element format (default {defaults.KV_DTYPE} = the model's dtype)")
     fitp.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")
     fitp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
                       help="an engine or sizing option, e.g. max_num_seqs=256 (repeatable)")

@@ -29,7 +29,7 @@ def test_estimate_text_states_units(capsys):
 def test_estimate_from_a_config_file(capsys, tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(kvmem.catalog.preset("qwen3-0.6b")["config"]))
-    code, out, _ = run(capsys, "estimate", str(path), "--tokens", "1", "--json")
+    code, out, _ = run(capsys, "estimate", str(path), "--tokens", "1", "--engine", "ideal", "--json")
     assert code == 0 and json.loads(out)["kv_bytes"] == 114_688
 
 
@@ -68,8 +68,8 @@ def test_errors_are_messages_not_tracebacks(capsys, argv, message):
 
 
 def test_python_dash_m_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "kvmem", "estimate", "qwen3-0.6b", "--tokens", "1", "--json"],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-m", "kvmem", "estimate", "qwen3-0.6b", "--tokens", "1", "--engine", "ideal",
+                           "--json"], capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout)["kv_bytes"] == 114_688
 
 
@@ -154,7 +154,7 @@ def test_a_closed_pipe_ends_quietly():
 def test_ascii_terminal_gets_ascii_standins():
     proc = _kvmem("estimate", "llama-3.1-8b", "--tokens", "8k", env={"PYTHONIOENCODING": "ascii"})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("llama-3.1-8b - ideal - 8,192 tokens x batch 1 - KV bf16")
+    assert proc.stdout.startswith("llama-3.1-8b - vllm - 8,192 tokens x batch 1 - KV bf16")
 
 
 @pytest.mark.parametrize("value, message", [
@@ -238,3 +238,16 @@ def test_json_usage_errors_are_json_too(capsys):
     out, err = capsys.readouterr()
     assert info.value.code == 2 and "the following arguments are required: --tokens" in err
     assert json.loads(out)["error"] == "kvmem estimate: the following arguments are required: --tokens"
+
+
+def test_cli_and_app_share_one_default_engine_and_kv_dtype():
+    # issue 23 item 16: the seed's workload gave 7.81 GiB in the CLI (ideal) and 8.00 GiB in the app (vLLM);
+    # both now start from kvmem.defaults: vLLM holds 32 blocks of 16 = 512 tokens per 500-token sequence,
+    # 2 x 2 B x 32 layers x 32 heads x 128 x 512 x 32 sequences = 8,589,934,592 B
+    from kvmem import defaults
+
+    proc = subprocess.run([sys.executable, "-m", "kvmem", "estimate", "llama-2-7b", "--tokens", "500", "--batch", "32"],
+                          capture_output=True, text=True, check=True)
+    assert (defaults.ENGINE, defaults.KV_DTYPE) == ("vllm", "auto")
+    assert proc.stdout.startswith("llama-2-7b · vllm · 500 tokens × batch 32 · KV fp16")
+    assert "8,589,934,592 B = 8.00 GiB" in proc.stdout

@@ -39,3 +39,21 @@ def test_seed_numbers_in_readme_match_the_formula():
                                                      head_dim=128, tokens=500) == 262_144_000
     assert f"`kvmem/data/models/*.json`, {len(kvmem.list_models())})" in README
     assert f"`kvmem/data/gpus.json`, {len(kvmem.list_gpus())})" in README
+
+
+def test_readme_says_what_the_seed_is_and_which_config_limit_applies_where():
+    # issue 23 item 24
+    import kvmem.configs.files as files
+    import ui.inputs
+
+    assert "*The seed* is the tutorial notebook kvmem started from" in README
+    assert files.MAX_CONFIG_BYTES == 4 * 2**20 and "read (API and CLI) from a regular UTF-8 file of at most 4 MiB" in README
+    assert ui.inputs.MAX_CONFIG_BYTES == 1_000_000 and "in the app is at most 1 MB (1,000,000 bytes" in README
+    # item 16: the defaults the README names are the code's
+    assert "engine `vllm` and KV dtype `auto`" in README and (kvmem_defaults().ENGINE, kvmem_defaults().KV_DTYPE) == (
+        "vllm", "auto")
+
+
+def kvmem_defaults():
+    from kvmem import defaults
+    return defaults

@@ -64,7 +64,7 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
     st.markdown("\n".join(f"- {line}" for line in common.guard(explain.reasons, model, result)))
     if result.log_lines:
         st.caption(f"What {work.engine} itself logs for this cache:")
-        st.code("\n".join(result.log_lines), language=None)
+        st.code("\n".join(result.log_lines), language=None, wrap_lines=True)  # whole lines, none cut off
 
 sweep = common.guard(tables.context_rows, model, contexts=tables.model_contexts(model, work.tokens), batch=work.batch,
                      weights_bytes=weights_bytes, **work.engine_kwargs())

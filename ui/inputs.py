@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 import kvmem
+from kvmem import defaults
 from kvmem.configs import custom_config, load_config
 from kvmem.engines import ENGINES, llamacpp
 from kvmem.weights import weight_formats
@@ -318,11 +319,11 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
     tokens_text = c1.text_input("Tokens per sequence", "8k", key="tokens", bind="query-params",
                                 help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
     batch = number(c2, "Batch", 1, 10**6, 1, key="batch", help="Sequences held at once.")
-    kv_dtype = select(c1, "KV dtype", KV_DTYPES, default="bf16", key="kv_dtype",
+    kv_dtype = select(c1, "KV dtype", KV_DTYPES, default=defaults.KV_DTYPE, key="kv_dtype",
                       help="Element format of the cache; auto = the model's dtype. Engine options "
                            "(llama.cpp type k / type v) override it; the pages show the type in force.")
     engines = list(ENGINES)
-    engine = select(c2, "Engine", engines, default="vllm", key="engine",
+    engine = select(c2, "Engine", engines, default=defaults.ENGINE, key="engine",
                     help="Whose allocation rules: ideal = every cached element once.")
     tp = number(c1, "Tensor parallel", 1, 1024, 1, key="tp", help="tp: splits KV heads")
     pp = number(c2, "Pipeline parallel", 1, 1024, 1, key="pp", help="pp: splits layers")

@@ -19,7 +19,7 @@ def test_defaults_show_llama_8k(app):
     assert not app.exception
     # defaults: Llama-3.1-8B, 8k, batch 1, bf16, vLLM, H100
     assert app.selectbox(key="engine").value == "vllm" and app.selectbox(key="gpu").value == "h100-sxm-80gb"
-    expected = kvmem.estimate("llama-3.1-8b", engine="vllm", tokens="8k", kv_dtype="bf16")
+    expected = kvmem.estimate("llama-3.1-8b", engine="vllm", tokens="8k", kv_dtype="auto")
     assert metrics(app)["Total KV cache"] == kvmem.format_bytes(expected.total_bytes) == "1.00 GiB"
     weights = kvmem.weights.weights("llama-3.1-8b").per_device()
     assert metrics(app)["Weights per device"] == kvmem.format_bytes(weights) == "14.96 GiB"
@@ -51,6 +51,12 @@ def test_llamacpp_log_lines_shown(app):
     app.selectbox(key="engine").set_value("llama.cpp").run()
     assert not app.exception
     assert any("llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  1/1 seqs)" in c.value for c in app.code)
+    # issue 23 items 5 and 16: the app's default KV dtype is the CLI's (auto), so llama.cpp takes its own
+    # default f16 and logs "K (f16)" as the CLI does; the block wraps instead of being cut off
+    assert app.selectbox(key="kv_dtype").value == kvmem.defaults.KV_DTYPE == "auto"
+    assert app.selectbox(key="engine").value == "llama.cpp"
+    block = next(c for c in app.code if "llama_kv_cache" in c.value)
+    assert "K (f16):  512.00 MiB, V (f16):  512.00 MiB" in block.value and block.proto.wrap_lines
 
 
 def test_home_page_renders_without_importing_pandas_but_with_numpy_loaded():
