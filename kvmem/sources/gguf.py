@@ -1,11 +1,19 @@
 """GGUF files, header only: llama.cpp's metadata -> a config.json-shaped dict -> kvmem.configs.
 
-A GGUF file (ggml docs/gguf.md) is a header — magic, version, tensor and key counts, the
-metadata key/values, one info record per tensor (name, dims, ggml type, offset) — then the
-aligned tensor data. The llama.cpp project's ``gguf`` reader (PyPI ``gguf``) parses it;
-``_HeaderReader`` keeps its parsing and replaces the two steps that would touch tensor data:
-it never builds the data views, and a read past the bytes it was given raises
-``HeaderTruncated`` (so a remote header is fetched by range requests until it parses).
+A GGUF file (ggml docs/gguf.md) is a header — magic "GGUF", version (2 or 3), tensor and key
+counts (u64), the metadata key/values (key string, u32 type, value; strings are a u64 length
+and UTF-8 bytes, arrays a u32 item type, a u64 count and the items), one info record per tensor
+(name, u32 n_dims, u64 dims, u32 ggml type, u64 offset) — then the tensor data, aligned to
+``general.alignment`` (default 32). ``_parse`` reads the header once, front to back, pulling
+bytes from its source as it needs them (a file, an upload, HTTP ranges): a remote header is
+fetched in growing ranges and never parsed twice; the tensor data is never read.
+
+Budgets (issue 20; kvmem/sources/bounded.py): the header is at most MAX_GGUF_HEADER_BYTES; every
+count (keys, tensors, array items, string lengths) is checked against the bytes that could hold
+it before anything is allocated; at most MAX_KEYS keys and MAX_TENSORS tensors (llama.cpp writes
+~300 keys and ~1,100 tensors for its largest models); an array of more than MAX_KEPT_ITEMS items
+(a tokenizer's 262k tokens) is walked, not kept: ``Skipped`` holds its type and length; at most
+4 dims per tensor (GGML_MAX_DIMS).
 
 Weight bytes are exact from the tensor infos: elements / block size x type size per tensor
 (``gguf.GGML_QUANT_SIZES``, the table of ggml's ``ggml_type_traits``); a Q4_K_M file mixes
@@ -17,17 +25,40 @@ The metadata -> config.json mapping is kvmem/sources/gguf_config.py.
 from __future__ import annotations
 
 import os
-import tempfile
+import struct
+from dataclasses import dataclass
 
 from . import Checkpoint, SourceError, Tensor
+from .bounded import MAX_GGUF_HEADER_BYTES, check_count, quote
 from .gguf_config import config_from_header
 
-__all__ = ["HeaderTruncated", "GGUFHeader", "read_header", "header_from_bytes", "config_from_header",
+__all__ = ["HeaderTruncated", "GGUFHeader", "Skipped", "read_header", "header_from_bytes", "config_from_header",
            "header_from_stream", "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
+
+MAX_KEYS = 65_536
+MAX_TENSORS = 65_536
+MAX_KEPT_ITEMS = 65_536
+_MAX_DIMS = 4                       # ggml.h GGML_MAX_DIMS
+_CHUNK = 1 << 20
+# GGUFValueType -> struct format of one item (8 STRING and 9 ARRAY are read by hand)
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+_MIN_ITEM = {**{t: struct.calcsize(f) for t, f in _SCALARS.items()}, _STRING: 8, _ARRAY: 12}
 
 
 class HeaderTruncated(Exception):
     """The bytes given end inside the GGUF header: more are needed."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A metadata array too long to keep (a tokenizer's vocabulary): its item type and length."""
+
+    item_type: int
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
 
 
 class GGUFHeader:
@@ -44,77 +75,158 @@ class GGUFHeader:
         return Checkpoint("gguf", f"GGUF header of {self.source}", self.tensors)
 
 
-def _reader_class():
-    import gguf
-    import numpy as np
+class _Source:
+    """Bytes pulled from ``stream`` on demand, at most ``limit`` of them in all."""
 
-    class _HeaderReader(gguf.GGUFReader):
-        """gguf.GGUFReader (gguf==0.19.0) that reads the header only."""
+    def __init__(self, stream, limit: int, where: str):
+        self.stream, self.limit, self.where = stream, limit, where
+        self.buf, self.at, self.base = b"", 0, 0        # buffered bytes, position in them, file offset of buf[0]
 
-        def _get(self, offset, dtype, count=1, override_order=None):
-            end = int(offset) + int(np.empty([], dtype=dtype).itemsize) * int(count)
-            if end > len(self.data):
-                raise HeaderTruncated(end)
-            return super()._get(offset, dtype, count, override_order)
+    @property
+    def pos(self) -> int:
+        return self.base + self.at
 
-        def _build_tensors(self, _start_offs, fields):   # GGUFReader's signature; offsets unused here
-            infos = []
-            for field in fields:
-                _len, name_data, _n_dims, dims, raw_type, _offset = field.parts
-                ggml_type = gguf.GGMLQuantizationType(int(raw_type[0]))
-                shape = tuple(int(d) for d in dims)
-                elements = 1
-                for d in shape:
-                    elements *= d
-                block, type_size = gguf.GGML_QUANT_SIZES[ggml_type]
-                if elements % block:
-                    raise SourceError(f"GGUF tensor {bytes(name_data).decode()!r}: {elements} elements are not "
-                                      f"whole {ggml_type.name} blocks of {block}")
-                infos.append(Tensor(bytes(name_data).decode("utf-8"), ggml_type.name, shape,
-                                    elements // block * type_size))
-            self.tensor_infos = tuple(infos)
-            self.tensors = []
+    def left(self) -> int:
+        return self.limit - self.pos
 
-    return _HeaderReader
+    def take(self, n: int) -> bytes:
+        while self.at + n > len(self.buf):
+            self._pull(self.at + n - len(self.buf))
+        out = self.buf[self.at:self.at + n]
+        self.at += n
+        return out
 
+    def _pull(self, need: int) -> None:
+        have = self.base + len(self.buf)
+        if have + need > self.limit:
+            if self.limit >= MAX_GGUF_HEADER_BYTES:
+                raise SourceError(f"{self.where}: the GGUF header is longer than {MAX_GGUF_HEADER_BYTES:,} bytes, "
+                                  "the most kvmem reads (a corrupt or hostile file)")
+            raise HeaderTruncated(have + need)
+        want = max(need, min(max(have, 1 << 16), _CHUNK))      # 64 KiB, then as much again, up to 1 MiB
+        chunk = self.stream.read(min(want, self.limit - have))
+        if not chunk:
+            raise HeaderTruncated(have + need)
+        self.base += self.at
+        self.buf, self.at = self.buf[self.at:] + chunk, 0
 
-def _plain(field):
-    value = field.contents()
-    if hasattr(value, "item"):
-        value = value.item()
-    return value
+    def unpack(self, fmt: str):
+        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
 
 
-def _parse(path: str, source: str) -> GGUFHeader:
-    reader_class = _reader_class()
+def _string(src: _Source, what: str) -> str:
+    n = src.unpack("Q")
+    if n > src.left():
+        raise SourceError(f"{src.where}: {what} claims a string of {n:,} bytes, past the header's end")
     try:
-        reader = reader_class(path)
-    except HeaderTruncated:
-        raise
-    except (ValueError, KeyError, IndexError) as exc:
-        raise SourceError(f"{source}: not a GGUF file the gguf reader can parse ({exc})") from None
-    metadata = {name: _plain(field) for name, field in reader.fields.items()}
-    return GGUFHeader(metadata, reader.tensor_infos, int(reader.data_offset), source)
+        return src.take(n).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SourceError(f"{src.where}: {what} is not UTF-8 text") from None
+
+
+def _value(src: _Source, vtype: int, key: str, depth: int = 0):
+    if vtype in _SCALARS:
+        return src.unpack(_SCALARS[vtype])
+    if vtype == _STRING:
+        return _string(src, f"metadata {quote(key)}")
+    if vtype != _ARRAY or depth:
+        raise SourceError(f"{src.where}: metadata {quote(key)} has value type {vtype}, not a GGUF type"
+                          + (" (nested arrays are not read)" if vtype == _ARRAY else ""))
+    item_type, count = src.unpack("I"), src.unpack("Q")
+    if item_type not in _MIN_ITEM or item_type == _ARRAY:
+        raise SourceError(f"{src.where}: metadata {quote(key)} is an array of type {item_type}, not a GGUF type")
+    check_count(count, _MIN_ITEM[item_type], src.left(), f"{src.where}: metadata array {quote(key)}")
+    if item_type in _SCALARS:
+        fmt = _SCALARS[item_type]
+        size = struct.calcsize(fmt) * count
+        if count > MAX_KEPT_ITEMS:
+            while size:                       # walked in chunks, never held
+                size -= len(src.take(min(size, _CHUNK)))
+            return Skipped(item_type, count)
+        return list(struct.unpack(f"<{count}{fmt}", src.take(size)))
+    if count > MAX_KEPT_ITEMS:
+        for _ in range(count):
+            n = src.unpack("Q")
+            if n > src.left():
+                raise SourceError(f"{src.where}: metadata array {quote(key)} claims a string of {n:,} bytes")
+            src.take(n)
+        return Skipped(item_type, count)
+    return [_string(src, f"metadata array {quote(key)}") for _ in range(count)]
+
+
+def _tensor(src: _Source, sizes: dict) -> Tensor:
+    name = _string(src, "a tensor name")
+    n_dims = src.unpack("I")
+    if not 1 <= n_dims <= _MAX_DIMS:
+        raise SourceError(f"{src.where}: tensor {quote(name)} has {n_dims} dims; GGUF allows 1 to {_MAX_DIMS}")
+    shape = tuple(src.unpack("Q") for _ in range(n_dims))
+    raw_type = src.unpack("I")
+    src.unpack("Q")                                          # offset into the data: unused
+    if raw_type not in sizes:
+        raise SourceError(f"{src.where}: tensor {quote(name)} has ggml type {raw_type}, not one the gguf "
+                          "package knows")
+    type_name, (block, type_size) = sizes[raw_type]
+    elements = 1
+    for d in shape:
+        elements *= d
+    if elements % block:
+        raise SourceError(f"{src.where}: GGUF tensor {quote(name)}: {elements} elements are not whole "
+                          f"{type_name} blocks of {block}")
+    return Tensor(name, type_name, shape, elements // block * type_size)
+
+
+def _quant_sizes() -> dict:
+    import gguf
+    return {int(t): (t.name, gguf.GGML_QUANT_SIZES[t]) for t in gguf.GGMLQuantizationType
+            if t in gguf.GGML_QUANT_SIZES}
+
+
+def _parse(stream, source: str, limit: int = MAX_GGUF_HEADER_BYTES) -> GGUFHeader:
+    """The header, read once from ``stream``; HeaderTruncated when the stream ends inside it."""
+    src = _Source(stream, min(limit, MAX_GGUF_HEADER_BYTES), source)
+    if src.take(4) != b"GGUF":
+        raise SourceError(f"{source}: not a GGUF file (it does not start with the magic 'GGUF')")
+    version = src.unpack("I")
+    if version not in (2, 3):
+        raise SourceError(f"{source}: GGUF version {version} is not read (2 and 3 are; a big-endian file "
+                          "shows a byte-swapped version)")
+    n_tensors, n_kv = src.unpack("Q"), src.unpack("Q")
+    for count, most, what in ((n_kv, MAX_KEYS, "metadata keys"), (n_tensors, MAX_TENSORS, "tensors")):
+        if count > most:
+            raise SourceError(f"{source}: the GGUF header claims {count:,} {what}; kvmem reads at most {most:,}")
+    check_count(n_kv * 13 + n_tensors * 24, 1, src.left(), f"{source}: {n_kv:,} keys and {n_tensors:,} tensors")
+    metadata = {}
+    for _ in range(n_kv):
+        key = _string(src, "a metadata key")
+        metadata[key] = _value(src, src.unpack("I"), key)
+    sizes = _quant_sizes()
+    tensors = tuple(_tensor(src, sizes) for _ in range(n_tensors))
+    alignment = metadata.get("general.alignment", 32)
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or not 1 <= alignment <= 1 << 20:
+        raise SourceError(f"{source}: general.alignment is {quote(alignment)}, not a whole number of bytes")
+    offset = src.pos
+    return GGUFHeader(metadata, tensors, offset + (-offset) % alignment, source)
 
 
 def read_header(path) -> GGUFHeader:
-    """The header of a local .gguf file. The reader memory-maps the file and touches only the
-    header's pages; a file cut short after its header reads the same."""
+    """The header of a local .gguf file (its first bytes only; a file cut short after its header
+    reads the same)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise SourceError(f"GGUF file {path!r} does not exist")
+        raise SourceError(f"GGUF file {quote(path)} does not exist")
     try:
-        return _parse(path, os.path.basename(path))
+        with open(path, "rb") as handle:
+            return _parse(handle, os.path.basename(path), os.fstat(handle.fileno()).st_size)
     except HeaderTruncated:
         raise SourceError(f"{path}: the file ends inside its GGUF header (incomplete download?)") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {quote(path)}: {exc.strerror}") from None
 
 
 def header_from_bytes(prefix: bytes, source: str) -> GGUFHeader:
     """The header from the first bytes of a file; HeaderTruncated when they end inside it."""
-    with tempfile.NamedTemporaryFile(suffix=".gguf") as handle:
-        handle.write(prefix)
-        handle.flush()
-        return _parse(handle.name, source)
+    import io
+    return _parse(io.BytesIO(prefix), source)
 
 
 def model_from_header(header: GGUFHeader, *, name: str):
@@ -128,20 +240,14 @@ def model_from_header(header: GGUFHeader, *, name: str):
     return model.with_checkpoint(header.checkpoint())
 
 
-def header_from_stream(stream, source: str, *, first: int = 1 << 16) -> GGUFHeader:
-    """The header from a readable binary stream (an upload), reading 64 KiB, then as much again,
-    until it parses: only the header's bytes (at most twice them) are read."""
-    data, want = b"", first
-    while True:
-        chunk = stream.read(want - len(data))
-        data += chunk
-        try:
-            return header_from_bytes(data, source)
-        except HeaderTruncated:
-            if len(data) < want:
-                raise SourceError(f"{source}: the {len(data):,} bytes given end inside the GGUF header; give more "
-                                  "of the file (the header of an 8B model with its tokenizer is about 6 MB)") from None
-            want *= 2
+def header_from_stream(stream, source: str) -> GGUFHeader:
+    """The header from a readable binary stream (an upload, an HTTP body), read once, front to
+    back: only the header's bytes (and at most one more 1 MiB chunk) are read."""
+    try:
+        return _parse(stream, source)
+    except HeaderTruncated:
+        raise SourceError(f"{source}: the bytes given end inside the GGUF header; give more of the file (the "
+                          "header of an 8B model with its tokenizer is about 6 MB)") from None
 
 
 def model_from_gguf_bytes(data, *, name: str):

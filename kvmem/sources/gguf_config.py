@@ -48,6 +48,31 @@ MAPPED_ARCHITECTURES = tuple(sorted(_MODEL_TYPES))
 # llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
 _SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
 _FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}   # LlamaFileType ALL_F32, MOSTLY_F16/BF16
+MAX_LAYERS = 1024       # kvmem.configs refuses deeper models (8x the deepest real one); checked before lists
+
+
+def _quote(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:100] + "..."
+
+
+def _counts(value, key: str):
+    """A numeric GGUF field as kvmem reads it: a whole number >= 0, or a per-layer array of them
+    (bools for a sliding-window pattern) of at most MAX_LAYERS entries; text, floats and longer
+    arrays are refused by name."""
+    items = value if isinstance(value, list) else [value]
+    if (not isinstance(value, (list, int)) or len(items) > MAX_LAYERS
+            or not all(isinstance(v, int) and v >= 0 for v in items)):
+        raise SourceError(f"GGUF metadata {key!r} is {_quote(value)}; expected a whole number >= 0 "
+                          f"(or one per layer, at most {MAX_LAYERS:,})")
+    return value
+
+
+def _positive(value, key: str) -> int:
+    """A GGUF field kvmem divides by: at least 1."""
+    if isinstance(value, list) or value < 1:
+        raise SourceError(f"GGUF metadata {key!r} is {_quote(value)}; it must be at least 1")
+    return value
 
 
 def _per_layer(value, key: str) -> int:
@@ -69,12 +94,14 @@ def config_from_header(header) -> dict:
     def key(name, default=SourceError):
         full = f"{arch}.{name}"
         if full in meta:
-            return meta[full]
+            return _counts(meta[full], full)
         if default is SourceError:
             raise SourceError(f"GGUF metadata {full!r} is missing (architecture {arch})")
         return default
 
     n_layers = key("block_count")
+    if isinstance(n_layers, list) or not 1 <= n_layers <= MAX_LAYERS:
+        raise SourceError(f"GGUF {arch}.block_count is {_quote(n_layers)}; kvmem reads 1 to {MAX_LAYERS:,} layers")
     heads = _per_layer(key("attention.head_count"), f"{arch}.attention.head_count")
     kv_raw = key("attention.head_count_kv", heads)
     if arch in _HYBRIDS:
@@ -96,12 +123,13 @@ def config_from_header(header) -> dict:
         if value is not None:
             cfg[hf_name] = _per_layer(value, f"{arch}.{gguf_name}")
     tokens = meta.get("tokenizer.ggml.tokens")
-    vocab = key("vocab_size", None) or (len(tokens) if isinstance(tokens, list) else None)
+    vocab = key("vocab_size", None) or (len(tokens) if hasattr(tokens, "__len__") and not isinstance(tokens, str)
+                                        else None)
     if vocab is None and embed is not None and len(embed.shape) == 2:
         vocab = embed.shape[1]
     if vocab is not None:
         cfg["vocab_size"] = vocab
-    if meta.get("general.file_type") in _FILE_TYPE_DTYPES:
+    if isinstance(meta.get("general.file_type"), int) and meta["general.file_type"] in _FILE_TYPE_DTYPES:
         cfg["torch_dtype"] = _FILE_TYPE_DTYPES[meta["general.file_type"]]
     key_length, value_length = key("attention.key_length", None), key("attention.value_length", None)
     if arch == "deepseek2":
@@ -154,7 +182,7 @@ def _mamba_hybrid(cfg: dict, key, arch: str, kv_per_layer: list, n_layers: int) 
                           f"block_count is {n_layers}")
     inner, conv, state = key("ssm.inner_size"), key("ssm.conv_kernel"), key("ssm.state_size")
     if arch == "jamba":
-        hidden = cfg["hidden_size"]
+        hidden = _positive(cfg["hidden_size"], f"{arch}.embedding_length")
         if inner % hidden:
             raise SourceError(f"GGUF jamba.ssm.inner_size ({inner}) is not a multiple of embedding_length ({hidden})")
         cfg.update(layer_types=["attention" if kv else "mamba" for kv in kv_per_layer], mamba_expand=inner // hidden,
@@ -162,7 +190,7 @@ def _mamba_hybrid(cfg: dict, key, arch: str, kv_per_layer: list, n_layers: int) 
         return
     ffn = key("feed_forward_length", 0)
     ffn = ffn if isinstance(ffn, list) else [ffn] * n_layers
-    heads = key("ssm.time_step_rank")
+    heads = _positive(key("ssm.time_step_rank"), f"{arch}.ssm.time_step_rank")
     pattern = "".join("*" if kv else "-" if f else "M" for kv, f in zip(kv_per_layer, ffn, strict=True))
     cfg.update(hybrid_override_pattern=pattern,
                mamba_num_heads=heads, mamba_head_dim=inner // heads, ssm_state_size=state,
@@ -174,7 +202,7 @@ def _gated_deltanet(cfg: dict, key) -> None:
     ssm.group_count = key heads, ssm.time_step_rank = value heads, ssm.state_size = key head dim,
     ssm.inner_size = value heads x value head dim, ssm.conv_kernel; every full_attention_interval-th
     layer is full attention."""
-    v_heads, inner = key("ssm.time_step_rank"), key("ssm.inner_size")
+    v_heads, inner = _positive(key("ssm.time_step_rank"), "qwen3next.ssm.time_step_rank"), key("ssm.inner_size")
     if inner % v_heads:
         raise SourceError(f"GGUF ssm.inner_size ({inner}) is not a multiple of ssm.time_step_rank ({v_heads})")
     cfg.update(full_attention_interval=key("full_attention_interval"), linear_num_key_heads=key("ssm.group_count"),
@@ -187,6 +215,9 @@ def _deepseek(cfg: dict, key, key_length, value_length, heads: int) -> None:
     per-head sizes as key_length_mla / value_length_mla."""
     rope = key("rope.dimension_count")
     nope_plus_rope = key("attention.key_length_mla", None) or key_length
+    if not isinstance(nope_plus_rope, int) or isinstance(rope, list) or nope_plus_rope < rope:
+        raise SourceError(f"GGUF deepseek2.attention.key_length(_mla) is {_quote(nope_plus_rope)}; expected the "
+                          f"per-head key size, at least rope.dimension_count ({_quote(rope)})")
     cfg.update(num_key_value_heads=heads, kv_lora_rank=key("attention.kv_lora_rank"),
                q_lora_rank=key("attention.q_lora_rank", None), qk_rope_head_dim=rope,
                qk_nope_head_dim=nope_plus_rope - rope,

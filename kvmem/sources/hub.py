@@ -1,4 +1,4 @@
-"""Models by Hugging Face id, through huggingface_hub: the local cache first, then the Hub.
+"""Models by Hugging Face id: the local cache first, then the Hub, every request bounded.
 
 Resolution (kvmem.catalog.get_model): a preset; else the local Hugging Face cache (HF_HUB_CACHE,
 or HF_HOME/hub, as huggingface_hub lays it out: models--org--name/{refs,blobs,snapshots}), so a
@@ -6,32 +6,46 @@ model downloaded once works offline; else the Hub at HF_ENDPOINT (default https:
 with HF_TOKEN for gated or private repositories, unless HF_HUB_OFFLINE is set. The environment is
 read at each call (huggingface_hub reads it once, at import).
 
-What is fetched: ``config.json``; with weights asked for, ``model.safetensors.index.json`` and
-each shard's header by HTTP range requests (8 bytes + the JSON header, huggingface_hub's
-parse_safetensors_file_metadata), kept in HF_HOME/kvmem/safetensors-headers for offline use;
-for a GGUF, its header by range requests. Never the weights,
+What is fetched: ``config.json`` (written into the cache in huggingface_hub's layout); with
+weights asked for, ``model.safetensors.index.json`` and each shard's header by HTTP range
+requests (8 bytes + the JSON header), kept in HF_HOME/kvmem/safetensors-headers for offline use;
+for a GGUF, its header by growing range requests parsed once as they arrive. Never the weights,
 never code from the repository, never trust_remote_code: a config is parsed as JSON by
 kvmem.configs, the same reader as an uploaded file.
+
+Every request goes through kvmem/sources/http.py (timeouts, a deadline, byte budgets, verified
+ranges); every file name from a repository resolves inside its snapshot (bounded.confined); a
+failure to reach the Hub is remembered for the process, so the same id fails at once the next
+time. huggingface_hub is used only to read its cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from urllib.parse import quote as url_quote
 
 from . import Checkpoint, SourceError
-from .safetensors import INDEX_FILE, SINGLE_FILE, checkpoint_from_headers, read_header, shard_names
+from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, confined, plain_name, quote,
+                      read_json_file)
+from .http import HTTPStatusError, Unreachable, deadline_s, get, open_body
+from .safetensors import INDEX_FILE, MAX_HEADER_BYTES, SINGLE_FILE, checkpoint_from_headers, parse_header, shard_names
 
 __all__ = ["Settings", "settings", "is_repo_id", "split_gguf_spec", "fetch_file", "model_from_hub",
            "checkpoint_for", "remote_gguf_header", "model_from_remote_gguf"]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-MAX_CONFIG_BYTES = 10_000_000    # the largest config.json read (real ones: a few KB; Phi-3.5's 7 KB)
-_GGUF_FIRST_RANGE = 1 << 16       # first range request: 64 KiB, then doubling (a header <= 2x read)
-_GGUF_MAX_HEADER = 1 << 30        # give up past 1 GiB of header
+_REVISION = re.compile(r"^[\w.\-/]{1,200}$")
+MAX_CONFIG_BYTES = MAX_JSON_BYTES   # the largest config.json read (real ones: a few KB; Phi-3.5's 7 KB)
+MAX_HEADERS_TOTAL = 256 << 20      # every shard header of one model together (DeepSeek-V3's 163: ~14 MB)
+_GGUF_FIRST_RANGE = 1 << 16         # first range request: 64 KiB, then each as long as all before it
+_SHARD_WORKERS = 8                  # shard headers fetched at once
+_FAILED: dict[tuple, SourceError] = {}   # (endpoint, repo, revision, token?) -> the failure, for this process
 
 
 @dataclass(frozen=True)
@@ -74,50 +88,58 @@ def split_gguf_spec(spec: str) -> tuple[str, str] | None:
     return None
 
 
-def _errors():
+def _check_revision(revision) -> str | None:
+    if revision is None:
+        return None
+    if not isinstance(revision, str) or not _REVISION.match(revision) or ".." in revision:
+        raise SourceError(f"revision must be a branch, tag or commit (text), got {quote(revision)}")
+    return revision
+
+
+def _hf():
+    """huggingface_hub, for reading its cache (imported when a Hub id is asked for)."""
     try:
-        from huggingface_hub import errors
+        import huggingface_hub
     except ImportError:
         raise SourceError("reading a model from the Hugging Face Hub or its cache needs huggingface_hub: "
                           "pip install 'kvmem[sources]'") from None
-    return errors
+    return huggingface_hub
 
 
-def _explain(exc: Exception, repo_id: str, filename: str, revision: str | None, s: Settings) -> SourceError:
-    """The specific case behind a huggingface_hub error, and what to do about it."""
-    e = _errors()
+def _explain(exc: SourceError, repo_id: str, filename: str, revision: str | None, s: Settings) -> SourceError:
+    """The specific case behind a failed request, and what to do about it."""
     where = f"{s.endpoint}/{repo_id}"
-    if isinstance(exc, e.GatedRepoError):
+    if isinstance(exc, Unreachable):
+        return SourceError(f"{repo_id}: cannot reach {s.endpoint} for {filename} ({str(exc)[:160]}), and it is not "
+                           f"in the Hugging Face cache ({s.cache_dir}): check the connection or HF_ENDPOINT; with no "
+                           "network, set HF_HUB_OFFLINE=1 and use a cached model, or upload the model's config.json")
+    if not isinstance(exc, HTTPStatusError):
+        return SourceError(f"{repo_id}: {filename}: {exc}")
+    status, code = exc.status, exc.code or ""
+    if code == "GatedRepo" or (status == 403 and "gated" in code.lower()):
         if s.token:
             return SourceError(f"{repo_id} is gated and the token in HF_TOKEN has no access: accept the "
                                f"model's licence at {where} with that account, then retry")
         return SourceError(f"{repo_id} is gated: accept its licence at {where}, then set HF_TOKEN to a token "
                            "of that account (or run `hf auth login`)")
-    if isinstance(exc, e.RepositoryNotFoundError):
-        status = getattr(getattr(exc, "response", None), "status_code", None)
+    if code == "RepoNotFound" or (status == 401 and not code):
         if status == 401 and not s.token:
             return SourceError(f"{repo_id} was not found on {s.endpoint} or needs a token: check the id; for "
                                "a private or gated repository set HF_TOKEN")
         return SourceError(f"{repo_id} was not found on {s.endpoint}: check the id (org/name) or pick a preset "
                            "(kvmem models)")
-    if isinstance(exc, e.RevisionNotFoundError):
-        return SourceError(f"{repo_id} has no revision {revision!r} on {s.endpoint}: give a branch, tag or commit")
-    if isinstance(exc, e.RemoteEntryNotFoundError):
+    if code == "RevisionNotFound":
+        return SourceError(f"{repo_id} has no revision {quote(revision)} on {s.endpoint}: give a branch, tag or "
+                           "commit")
+    if code == "EntryNotFound" or (status == 404 and filename != "the file list"):
         if filename == "config.json":
             return SourceError(f"{repo_id} has no config.json{_gguf_hint(repo_id, revision, s)}")
-        return SourceError(f"{repo_id} has no file {filename!r}")
-    if isinstance(exc, (e.LocalEntryNotFoundError, e.OfflineModeIsEnabled)):
-        if s.offline:
-            return SourceError(f"{repo_id}: {filename} is not in the Hugging Face cache ({s.cache_dir}) and "
-                               "HF_HUB_OFFLINE is set: unset it to fetch the file once, or set HF_HOME / "
-                               "HF_HUB_CACHE to the cache that has it")
-        return SourceError(f"{repo_id}: cannot reach {s.endpoint} and {filename} is not in the Hugging Face "
-                           f"cache ({s.cache_dir}): check the connection or HF_ENDPOINT")
-    if isinstance(exc, e.HfHubHTTPError):
-        status = getattr(getattr(exc, "response", None), "status_code", "?")
-        return SourceError(f"{repo_id}: {s.endpoint} answered HTTP {status} for {filename}"
-                           + ("" if s.token else "; if the repository is private set HF_TOKEN"))
-    return SourceError(f"{repo_id}: cannot fetch {filename}: {type(exc).__name__}: {exc}".splitlines()[0])
+        return SourceError(f"{repo_id} has no file {quote(filename)}")
+    what = {401: "unauthorised", 403: "forbidden", 404: "not found", 429: "too many requests: rate-limited, "
+            "retry later"}.get(status, "a server error, retry later" if status >= 500 else "refused")
+    return SourceError(f"{repo_id}: {s.endpoint} answered HTTP {status} ({what}) for {filename}"
+                       + ("" if s.token or status >= 500 or status == 429
+                          else "; if the repository is private set HF_TOKEN"))
 
 
 def _gguf_hint(repo_id: str, revision: str | None, s: Settings) -> str:
@@ -125,8 +147,8 @@ def _gguf_hint(repo_id: str, revision: str | None, s: Settings) -> str:
     if s.offline:
         return ": kvmem needs a config.json, or a GGUF file (org/name/FILE.gguf)"
     try:
-        files = _repo_files(repo_id, revision, s)
-    except Exception:
+        files = _repo_files(repo_id, revision, s, Deadline.after(min(deadline_s(), 15.0), f"{repo_id} file list"))
+    except SourceError:
         files = []
     ggufs = [f for f in files if f.lower().endswith(".gguf")]
     if ggufs:
@@ -135,44 +157,116 @@ def _gguf_hint(repo_id: str, revision: str | None, s: Settings) -> str:
     return ": kvmem needs a config.json, or a GGUF file (org/name/FILE.gguf)"
 
 
-def _repo_files(repo_id: str, revision: str | None, s: Settings) -> list[str]:
-    from huggingface_hub import HfApi
-    info = HfApi(endpoint=s.endpoint).model_info(repo_id, revision=revision, token=s.token or None)
-    return [sibling.rfilename for sibling in info.siblings or []]
+def _auth(s: Settings) -> dict:
+    return {"Authorization": f"Bearer {s.token}"} if s.token else {}
+
+
+def _url(s: Settings, repo_id: str, revision: str | None, filename: str) -> str:
+    rev = url_quote(revision or "main", safe="")
+    return f"{s.endpoint}/{repo_id}/resolve/{rev}/{url_quote(filename)}"
+
+
+def _repo_files(repo_id: str, revision: str | None, s: Settings, deadline: Deadline) -> list[str]:
+    """The repository's file names (the Hub's model API, ``siblings``)."""
+    url = f"{s.endpoint}/api/models/{repo_id}" + (f"/revision/{url_quote(revision, safe='')}" if revision else "")
+    body, _ = get(url, what=f"{repo_id}: the file list", limit=MAX_JSON_BYTES, deadline=deadline, headers=_auth(s))
+    try:
+        info = json.loads(body.decode("utf-8"))
+        return [str(f["rfilename"]) for f in info.get("siblings") or []]
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError, RecursionError):
+        raise SourceError(f"{repo_id}: the Hub's file list is not the JSON the model API sends") from None
+
+
+def _remembered(key: tuple) -> None:
+    if key in _FAILED:
+        raise SourceError(f"{_FAILED[key]} (remembered from an earlier try in this process)")
 
 
 def fetch_file(repo_id: str, filename: str, *, revision: str | None = None,
                max_bytes: int = MAX_CONFIG_BYTES) -> str:
     """A local path to one small file of the repository: from the cache, else downloaded into it
-    (after a look at its size: nothing over ``max_bytes`` is downloaded)."""
-    e = _errors()
-    from huggingface_hub import hf_hub_download
+    (nothing over ``max_bytes`` is read, whatever the server announces or sends)."""
+    revision = _check_revision(revision)
     s = settings()
-    kwargs = dict(revision=revision, cache_dir=s.cache_dir, endpoint=s.endpoint, token=s.token)
+    local = _cached(repo_id, filename, revision, s)
+    if local:
+        return local
+    if s.offline:
+        raise SourceError(f"{repo_id}: {filename} is not in the Hugging Face cache ({s.cache_dir}) and "
+                          "HF_HUB_OFFLINE is set: unset it to fetch the file once, or set HF_HOME / "
+                          "HF_HUB_CACHE to the cache that has it")
+    key = (s.endpoint, repo_id, revision, bool(s.token))
+    _remembered(key)
+    deadline = Deadline.after(deadline_s(), f"{repo_id}: {filename}")
     try:
-        return hf_hub_download(repo_id, filename, local_files_only=True, **kwargs)
-    except e.LocalEntryNotFoundError as exc:
-        if s.offline:
-            raise _explain(exc, repo_id, filename, revision, s) from None
-    except e.HFValidationError as exc:
-        raise SourceError(f"{repo_id!r} is not a valid Hugging Face id: {exc}") from None
+        body, headers = get(_url(s, repo_id, revision, filename), what=f"{repo_id}: {filename}", limit=max_bytes,
+                            deadline=deadline, headers=_auth(s))
+    except SourceError as exc:
+        explained = _explain(exc, repo_id, filename, revision, s)
+        if isinstance(exc, Unreachable) or "deadline" in str(exc):
+            _FAILED[key] = explained
+        raise explained from None
+    return _store(repo_id, filename, revision, body, headers, s)
+
+
+def _store(repo_id: str, filename: str, revision: str | None, body: bytes, headers: dict, s: Settings) -> str:
+    """Write a fetched file into the cache as huggingface_hub lays it out, so that it and
+    HF_HUB_OFFLINE find it: blobs/<etag>, snapshots/<commit>/<file> -> the blob, refs/<revision>."""
+    commit = (headers.get("x-repo-commit") or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        if revision and re.fullmatch(r"[0-9a-f]{40}", revision):
+            commit = revision
+        else:
+            raise SourceError(f"{repo_id}: {s.endpoint} sent {filename} without its commit (X-Repo-Commit)")
+    etag = (headers.get("x-linked-etag") or headers.get("etag") or "").strip().removeprefix("W/").strip('"')
+    if not re.fullmatch(r"[0-9A-Za-z_-]{1,128}", etag):
+        etag = hashlib.sha256(body).hexdigest()
+    folder = os.path.join(s.cache_dir, "models--" + repo_id.replace("/", "--"))
+    snapshot = os.path.join(folder, "snapshots", commit)
+    target = confined(snapshot, filename, f"{repo_id}: {filename}") if os.path.isdir(snapshot) else None
     try:
-        info = hf_hub_download(repo_id, filename, dry_run=True, **kwargs)
-        size = getattr(info, "file_size", None)
-        if size is not None and size > max_bytes:
-            raise SourceError(f"{repo_id}: {filename} is {size:,} bytes, above the {max_bytes:,} kvmem reads; "
-                              "a config.json is a few KB")
-        return hf_hub_download(repo_id, filename, **kwargs)
-    except SourceError:
-        raise
-    except Exception as exc:       # every huggingface_hub failure becomes one specific message
-        raise _explain(exc, repo_id, filename, revision, s) from None
+        os.makedirs(os.path.join(folder, "blobs"), exist_ok=True)
+        blob = os.path.join(folder, "blobs", etag)
+        with open(blob + ".incomplete", "wb") as handle:
+            handle.write(body)
+        os.replace(blob + ".incomplete", blob)
+        os.makedirs(snapshot, exist_ok=True)
+        target = target or confined(snapshot, filename, f"{repo_id}: {filename}")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.lexists(target):
+            os.remove(target)
+        try:
+            os.symlink(os.path.relpath(blob, os.path.dirname(target)), target)
+        except OSError:
+            with open(target, "wb") as handle:
+                handle.write(body)
+        if revision != commit:
+            os.makedirs(os.path.join(folder, "refs"), exist_ok=True)
+            ref = confined(os.path.join(folder, "refs"), revision or "main", f"{repo_id}: revision")
+            os.makedirs(os.path.dirname(ref), exist_ok=True)
+            with open(ref, "w", encoding="utf-8") as handle:
+                handle.write(commit)
+    except OSError as exc:
+        raise SourceError(f"{repo_id}: cannot write {filename} into the Hugging Face cache ({s.cache_dir}): "
+                          f"{exc.strerror}") from None
+    return target
 
 
 def _cached(repo_id: str, filename: str, revision: str | None, s: Settings) -> str | None:
-    from huggingface_hub import try_to_load_from_cache
-    path = try_to_load_from_cache(repo_id, filename, cache_dir=s.cache_dir, revision=revision)
-    return path if isinstance(path, str) else None
+    """The file's path in the cache, when it is there and inside its snapshot; None otherwise."""
+    hf = _hf()
+    plain_name(filename, f"{repo_id}: {filename}")
+    try:
+        path = hf.try_to_load_from_cache(repo_id, filename, cache_dir=s.cache_dir, revision=revision)
+    except Exception as exc:        # noqa: BLE001 - huggingface_hub's validation of an id or revision
+        raise SourceError(f"{quote(repo_id)} (revision {quote(revision)}) is not a valid Hugging Face id: "
+                          f"{str(exc)[:100]}") from None
+    if not isinstance(path, str):
+        return None
+    snapshot = os.path.dirname(path)
+    for _ in filename.split("/")[1:]:
+        snapshot = os.path.dirname(snapshot)
+    return confined(snapshot, filename, f"{repo_id}: {filename}")
 
 
 def _commit_of(path: str) -> str:
@@ -185,14 +279,13 @@ def model_from_hub(repo_id: str, *, revision: str | None = None):
     """The Model of a Hub repository from its config.json (cache first); exact weights are read
     from its safetensors headers when kvmem.weights asks (HubCheckpoint)."""
     from ..configs import ConfigError, model_from_config
+    revision = _check_revision(revision)
     path = fetch_file(repo_id, "config.json", revision=revision)
-    if os.path.getsize(path) > MAX_CONFIG_BYTES:         # a cached file is not looked at before
-        raise SourceError(f"{repo_id}: config.json is {os.path.getsize(path):,} bytes, above the "
-                          f"{MAX_CONFIG_BYTES:,} kvmem reads; a config.json is a few KB")
     commit = _commit_of(path)
     s = settings()
+    cfg = read_json_file(path, MAX_CONFIG_BYTES, f"{repo_id}: config.json")
     try:
-        model = model_from_config(path, name=repo_id, hf_id=repo_id,
+        model = model_from_config(cfg, name=repo_id, hf_id=repo_id,
                                   source=f"{s.endpoint}/{repo_id}/blob/{commit}/config.json")
     except ConfigError as exc:
         raise ConfigError(f"{repo_id} config.json: {exc}") from None
@@ -218,59 +311,59 @@ def checkpoint_for(repo_id: str, *, revision: str | None = None) -> tuple[Checkp
     s = settings()
     key = (repo_id, revision, s.endpoint, s.cache_dir)
     if key not in _CHECKPOINTS:
-        checkpoint, why = _checkpoint_for(repo_id, revision, s)
+        try:
+            checkpoint, why = _checkpoint_for(repo_id, _check_revision(revision), s)
+        except SourceError as exc:
+            return None, str(exc)
         if checkpoint is None:
             return None, why
         _CHECKPOINTS[key] = checkpoint
     return _CHECKPOINTS[key], ""
 
 
-def _read_json(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
 def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Checkpoint | None, str]:
     index = _cached(repo_id, INDEX_FILE, revision, s)
     single = _cached(repo_id, SINGLE_FILE, revision, s)
+    from .safetensors import read_header
     if index:
         folder = os.path.dirname(index)
-        shards = shard_names(_read_json(index), index)
-        if all(os.path.isfile(os.path.join(folder, shard)) for shard in shards):
-            headers = {shard: read_header(os.path.join(folder, shard)) for shard in shards}
+        shards = shard_names(read_json_file(index, MAX_INDEX_BYTES), index)
+        paths = {shard: confined(folder, shard, f"{repo_id}: {INDEX_FILE}") for shard in shards}
+        if all(os.path.isfile(p) for p in paths.values()):
+            headers = {shard: read_header(p) for shard, p in paths.items()}
             return checkpoint_from_headers(headers, f"safetensors headers of {repo_id} in the HF cache"), ""
     elif single:
         return checkpoint_from_headers({SINGLE_FILE: read_header(single)},
                                        f"safetensors header of {repo_id} in the HF cache"), ""
     kept = _headers_file(repo_id, revision, s)
     if kept and os.path.isfile(kept):
-        saved = _read_json(kept)
+        saved = read_json_file(kept, MAX_HEADERS_TOTAL * 2)
+        if not isinstance(saved, dict):
+            return None, f"{kept} is not the headers kvmem keeps"
         return checkpoint_from_headers(saved, f"safetensors headers of {repo_id} (read earlier, {kept})"), ""
     if s.offline:
         return None, "HF_HUB_OFFLINE is set and the safetensors headers are not in the cache"
+    failed = (s.endpoint, repo_id, revision, bool(s.token))
+    if failed in _FAILED:
+        return None, f"{_FAILED[failed]} (remembered from an earlier try in this process)"
+    deadline = Deadline.after(deadline_s(), f"{repo_id}: the safetensors headers")
     try:
-        files = _repo_files(repo_id, revision, s)
-    except Exception as exc:
-        return None, str(_explain(exc, repo_id, "the file list", revision, s))
-    from huggingface_hub import HfApi
-    api = HfApi(endpoint=s.endpoint)
-    try:
+        files = _repo_files(repo_id, revision, s, deadline)
         if INDEX_FILE in files:
-            path = fetch_file(repo_id, INDEX_FILE, revision=revision, max_bytes=10 * MAX_CONFIG_BYTES)
-            shards = shard_names(_read_json(path), INDEX_FILE)
+            path = fetch_file(repo_id, INDEX_FILE, revision=revision, max_bytes=MAX_INDEX_BYTES)
+            shards = shard_names(read_json_file(path, MAX_INDEX_BYTES), INDEX_FILE)
         elif SINGLE_FILE in files:
             shards = [SINGLE_FILE]
         else:
             return None, f"{repo_id} has no safetensors checkpoint ({SINGLE_FILE} or {INDEX_FILE})"
-        headers = {}
         for shard in shards:
-            meta = api.parse_safetensors_file_metadata(repo_id, shard, revision=revision, token=s.token)
-            headers[shard] = {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)}
-                              for name, t in meta.tensors.items()}
+            plain_name(shard, f"{repo_id}: {INDEX_FILE}")
+        headers = _remote_headers(repo_id, revision, shards, s, deadline)
     except SourceError as exc:
-        return None, str(exc)
-    except Exception as exc:
-        return None, str(_explain(exc, repo_id, "the safetensors headers", revision, s))
+        explained = _explain(exc, repo_id, "the safetensors headers", revision, s)
+        if isinstance(exc, Unreachable) or "deadline" in str(exc):
+            _FAILED[failed] = explained
+        return None, str(explained if isinstance(exc, (Unreachable, HTTPStatusError)) else exc)
     count = f"{len(shards)} shards" if len(shards) > 1 else "one file"
     checkpoint = checkpoint_from_headers(headers, f"safetensors headers of {repo_id} ({count}, range requests)")
     if kept:
@@ -284,12 +377,89 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     return checkpoint, ""
 
 
+def _remote_headers(repo_id: str, revision: str | None, shards: list[str], s: Settings,
+                    deadline: Deadline) -> dict[str, dict]:
+    """Each shard's header by two range requests (8 bytes, then the JSON), _SHARD_WORKERS at
+    once, all within ``deadline`` and MAX_HEADERS_TOTAL bytes together."""
+    def one(shard: str) -> tuple[str, bytes]:
+        url, what = _url(s, repo_id, revision, shard), f"{repo_id}: {shard}"
+        first, _ = get(url, what=what, limit=8, deadline=deadline, headers=_auth(s), byte_range=(0, 7))
+        if len(first) < 8:
+            raise SourceError(f"{what}: not a safetensors file (shorter than its 8-byte header length)")
+        size = int.from_bytes(first, "little")
+        if size > MAX_HEADER_BYTES:
+            raise SourceError(f"{what}: safetensors header length {size:,} exceeds {MAX_HEADER_BYTES:,} bytes")
+        raw, _ = get(url, what=what, limit=size, deadline=deadline, headers=_auth(s), byte_range=(8, 7 + size))
+        if len(raw) < size:
+            raise SourceError(f"{what}: safetensors header truncated ({len(raw):,} of {size:,} bytes)")
+        return shard, raw
+
+    pool = ThreadPoolExecutor(max_workers=_SHARD_WORKERS)
+    try:
+        futures = [pool.submit(one, shard) for shard in shards]
+        done, pending = wait(futures, timeout=max(deadline.at - _now(), 0), return_when="FIRST_EXCEPTION")
+        for future in done:
+            if future.exception() is not None:
+                raise future.exception()
+        if pending:
+            deadline.left()
+        headers, total = {}, 0
+        for future in futures:
+            shard, raw = future.result()
+            total += len(raw)
+            if total > MAX_HEADERS_TOTAL:
+                raise SourceError(f"{repo_id}: the safetensors headers are over {MAX_HEADERS_TOTAL:,} bytes together")
+            headers[shard] = parse_header(raw, f"{repo_id}: {shard}")
+        return headers
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _now() -> float:
+    import time
+    return time.monotonic()
+
+
+class _Ranges:
+    """A remote file's first bytes as one stream (``read``): each read beyond the bytes fetched
+    asks the next range, as long as all before it, so a header is fetched in growing ranges and
+    parsed once. A server that answers the first range with the whole file (HTTP 200) is read as
+    that one stream, up to MAX_GGUF_HEADER_BYTES."""
+
+    def __init__(self, url: str, what: str, headers: dict, deadline: Deadline):
+        self.url, self.what, self.headers, self.deadline = url, what, headers, deadline
+        self.pos, self.body, self.whole = 0, None, False
+
+    def read(self, n: int) -> bytes:
+        while True:
+            if self.body is None:
+                if self.pos >= MAX_GGUF_HEADER_BYTES:
+                    return b""
+                size = max(n, self.pos, _GGUF_FIRST_RANGE)
+                end = min(self.pos + size, MAX_GGUF_HEADER_BYTES) - 1
+                self.body = open_body(self.url, what=self.what, limit=MAX_GGUF_HEADER_BYTES, deadline=self.deadline,
+                                      headers=self.headers, byte_range=(self.pos, end))
+                self.whole = self.body.status == 200
+                self.asked_end = end
+            chunk = self.body.read1(n)
+            if chunk:
+                self.pos += len(chunk)
+                return chunk
+            self.body.close()
+            self.body = None
+            if self.whole or self.pos <= self.asked_end:       # the file (or the server's answer) ended
+                return b""
+
+    def close(self) -> None:
+        if self.body is not None:
+            self.body.close()
+
+
 def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = None):
     """(GGUFHeader, bytes transferred) of a GGUF file on the Hub, read by HTTP range requests:
-    64 KiB, then each next range as long as all before it, until the header parses."""
-    from huggingface_hub import hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-    from .gguf import HeaderTruncated, header_from_bytes
+    64 KiB, then each next range as long as all before it, parsed once as the bytes arrive."""
+    from .gguf import HeaderTruncated, _parse
+    revision = _check_revision(revision)
     s = settings()
     local = _cached(repo_id, filename, revision, s)
     if local:
@@ -298,27 +468,23 @@ def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = No
     if s.offline:
         raise SourceError(f"{repo_id}/{filename} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: "
                           "unset it to read the header from the Hub")
-    url = hf_hub_url(repo_id, filename, revision=revision, endpoint=s.endpoint)
-    headers = build_hf_headers(token=s.token)
-    data, end = b"", _GGUF_FIRST_RANGE              # bytes read so far; the next range ends before `end`
-    while True:
-        start = len(data)
-        try:
-            response = get_session().get(url, headers={**headers, "Range": f"bytes={start}-{end - 1}"},
-                                         follow_redirects=True)
-            hf_raise_for_status(response)
-        except Exception as exc:
-            raise _explain(exc, repo_id, filename, revision, s) from None
-        if response.status_code != 206 and start:
-            raise SourceError(f"{s.endpoint} ignored the Range header for {repo_id}/{filename}")
-        chunk = response.content
-        data = data + chunk if response.status_code == 206 else chunk
-        try:
-            return header_from_bytes(data, f"{repo_id}/{filename}"), len(data)
-        except HeaderTruncated:
-            if len(chunk) < end - start or end >= _GGUF_MAX_HEADER:     # the file (or our patience) ended
-                raise SourceError(f"{repo_id}/{filename}: the file ends inside its GGUF header") from None
-            end *= 2
+    key = (s.endpoint, repo_id, revision, bool(s.token))
+    _remembered(key)
+    where = f"{repo_id}/{filename}"
+    stream = _Ranges(_url(s, repo_id, revision, filename), where, _auth(s),
+                     Deadline.after(deadline_s(), f"{where}: the GGUF header"))
+    try:
+        return _parse(stream, where), stream.pos
+    except HeaderTruncated:
+        raise SourceError(f"{where}: the file ends inside its GGUF header") from None
+    except SourceError as exc:
+        explained = _explain(exc, repo_id, filename, revision, s) if isinstance(exc, (Unreachable, HTTPStatusError)) \
+            else exc
+        if isinstance(exc, Unreachable) or "deadline" in str(exc):
+            _FAILED[key] = explained
+        raise explained from None
+    finally:
+        stream.close()
 
 
 def model_from_remote_gguf(repo_id: str, filename: str, *, revision: str | None = None):

@@ -17,7 +17,10 @@ import json
 import os
 import struct
 
+from dataclasses import dataclass
+
 from . import Checkpoint, SourceError, Tensor
+from .bounded import MAX_INDEX_BYTES, MAX_SHARDS, confined, quote, read_json_file, read_prefix
 
 __all__ = ["SINGLE_FILE", "INDEX_FILE", "read_header", "tensors_from_header", "checkpoint_from_folder",
            "checkpoint_from_headers"]
@@ -37,7 +40,7 @@ def read_header(path) -> dict:
             (size,) = struct.unpack("<Q", size_bytes)
             if size > MAX_HEADER_BYTES:
                 raise SourceError(f"{path}: safetensors header length {size:,} exceeds {MAX_HEADER_BYTES:,} bytes")
-            raw = handle.read(size)
+            raw = read_prefix(handle, size)
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror}") from None
     return parse_header(raw, str(path), size)
@@ -48,12 +51,24 @@ def parse_header(raw: bytes, where: str, size: int | None = None) -> dict:
     if size is not None and len(raw) < size:
         raise SourceError(f"{where}: safetensors header truncated ({len(raw):,} of {size:,} bytes)")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SourceError(f"{where}: safetensors header is not JSON ({exc})") from None
+        header = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise SourceError(f"{where}: safetensors header is not JSON ({str(exc)[:100]})") from None
     if not isinstance(header, dict):
         raise SourceError(f"{where}: safetensors header must be a JSON object")
     return header
+
+
+def _no_constant(name: str):
+    """JSON's NaN / Infinity are not numbers a header may hold (data_offsets, shape)."""
+    raise ValueError(f"{name} is not a number a safetensors header may hold")
+
+
+def _whole(value) -> int:
+    """A non-negative JSON integer (a shape entry, an offset); a bool, float or text is refused."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >= 1 << 64:
+        raise ValueError(value)
+    return value
 
 
 def tensors_from_header(header: dict, where: str) -> list[Tensor]:
@@ -64,12 +79,14 @@ def tensors_from_header(header: dict, where: str) -> list[Tensor]:
             continue
         try:
             begin, end = info["data_offsets"]
-            tensor = Tensor(name, str(info["dtype"]), tuple(int(d) for d in info["shape"]), int(end) - int(begin))
+            tensor = Tensor(str(name), str(info["dtype"])[:32], tuple(_whole(d) for d in info["shape"]),
+                            _whole(end) - _whole(begin))
         except (KeyError, TypeError, ValueError):
-            raise SourceError(f"{where}: tensor {name!r} needs dtype, shape and data_offsets [begin, end], "
-                              f"got {info!r}") from None
+            raise SourceError(f"{where}: tensor {quote(name)} needs dtype, shape and data_offsets [begin, end] "
+                              f"(non-negative integers), got {quote(info)}") from None
         if tensor.nbytes < 0:
-            raise SourceError(f"{where}: tensor {name!r} has data_offsets {info['data_offsets']} (end < begin)")
+            raise SourceError(f"{where}: tensor {quote(name)} has data_offsets {quote(info['data_offsets'])} "
+                              "(end < begin)")
         tensors.append(tensor)
     return tensors
 
@@ -87,26 +104,45 @@ def shard_names(index: dict, where: str) -> list[str]:
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise SourceError(f"{where}: {INDEX_FILE} has no weight_map")
-    return sorted(set(map(str, weight_map.values())))
+    names = set()
+    for value in weight_map.values():
+        if not isinstance(value, str):
+            raise SourceError(f"{where}: weight_map names a shard {quote(value)} that is not a file name")
+        names.add(value)
+        if len(names) > MAX_SHARDS:
+            raise SourceError(f"{where}: weight_map names more than {MAX_SHARDS:,} shards, the most kvmem reads")
+    return sorted(names)
 
 
 def checkpoint_from_folder(folder) -> Checkpoint | None:
     """The checkpoint of a local model folder (model.safetensors, or the index and its shards);
-    None when the folder has neither (the formula estimate is then the fallback)."""
+    None when the folder has neither (the formula estimate is then the fallback). Every file
+    read is inside the folder: an index entry or a link leading out is refused before opening."""
     folder = str(folder)
-    single, index_path = os.path.join(folder, SINGLE_FILE), os.path.join(folder, INDEX_FILE)
+    single = confined(folder, SINGLE_FILE, folder)
+    index_path = confined(folder, INDEX_FILE, folder)
     if os.path.isfile(index_path):
-        with open(index_path, encoding="utf-8") as handle:
-            index = json.load(handle)
-        shards = shard_names(index, index_path)
-        missing = [s for s in shards if not os.path.isfile(os.path.join(folder, s))]
-        if missing:
+        shards = shard_names(read_json_file(index_path, MAX_INDEX_BYTES), index_path)
+        paths = {s: confined(folder, s, index_path) for s in shards}
+        if not all(os.path.isfile(p) for p in paths.values()):
             return None
-        headers = {s: read_header(os.path.join(folder, s)) for s in shards}
+        headers = {s: read_header(p) for s, p in paths.items()}
         return checkpoint_from_headers(headers, f"safetensors headers of {len(shards)} shards in {folder}")
     if os.path.isfile(single):
         return checkpoint_from_headers({SINGLE_FILE: read_header(single)}, f"safetensors header of {single}")
     return None
+
+
+@dataclass(frozen=True)
+class FolderCheckpoint:
+    """A local folder's safetensors headers, read when the weights are asked for (``load``): an
+    estimate of the KV cache never reads them."""
+
+    folder: str
+
+    def load(self) -> tuple[Checkpoint | None, str]:
+        checkpoint = checkpoint_from_folder(self.folder)     # a bad header of the user's own folder: refused
+        return checkpoint, "" if checkpoint is not None else f"{self.folder} has no complete safetensors checkpoint"
 
 
 def model_from_folder(folder):
@@ -115,6 +151,6 @@ def model_from_folder(folder):
     from ..configs import model_from_config
     folder = os.path.abspath(os.fspath(folder))
     name = os.path.basename(folder.rstrip(os.sep)) or folder
-    model = model_from_config(os.path.join(folder, "config.json"), name=name, source=folder)
-    checkpoint = checkpoint_from_folder(folder)
-    return model.with_checkpoint(checkpoint) if checkpoint is not None else model
+    model = model_from_config(confined(folder, "config.json", folder), name=name, source=folder)
+    has_weights = any(os.path.isfile(os.path.join(folder, f)) for f in (SINGLE_FILE, INDEX_FILE))
+    return model.with_checkpoint(FolderCheckpoint(folder)) if has_weights else model

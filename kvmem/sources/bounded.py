@@ -1,0 +1,155 @@
+"""Every byte from outside, bounded: files, uploads and HTTP bodies go through this module.
+
+Rules (issue 20, "hostile model sources"):
+
+- a read has a byte budget and refuses, naming the file and the unit, one byte past it
+  (``read_at_most``); a count read from a file is checked against the bytes that could hold it
+  before anything of that size is allocated (``check_count``);
+- an operation has a deadline (``Deadline``); a read past it is refused, naming what it waited for;
+- a file name that comes from a repository or a folder (an index entry, a GGUF name) resolves
+  inside that repository's snapshot or that folder, else it is refused before it is opened
+  (``confined``): no absolute path, no ``..``, no symlink out;
+- a message quotes at most ``QUOTE_CHARS`` characters of the input (``quote``).
+
+The limits are the module's constants; docs/sources.md lists them and where each applies.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from . import SourceError
+
+__all__ = ["MAX_JSON_BYTES", "MAX_INDEX_BYTES", "MAX_SHARDS", "MAX_GGUF_HEADER_BYTES", "QUOTE_CHARS",
+           "Deadline", "quote", "check_count", "read_at_most", "read_prefix", "read_json_file", "plain_name",
+           "confined"]
+
+MAX_JSON_BYTES = 10_000_000          # a config.json (real ones: a few KB; Phi-3.5's 7 KB)
+MAX_INDEX_BYTES = 100_000_000        # a model.safetensors.index.json (DeepSeek-V3's: 9 MB)
+MAX_SHARDS = 2_000                   # shards one index may name (the largest real checkpoints: ~200)
+MAX_GGUF_HEADER_BYTES = 256 << 20    # a GGUF header (an 8B model with its tokenizer: ~6 MB; 262k-vocab Gemma: ~12 MB)
+QUOTE_CHARS = 100                    # the most of an input a message repeats
+_CHUNK = 1 << 16
+
+
+def quote(value, limit: int = QUOTE_CHARS) -> str:
+    """repr(value), cut to ``limit`` characters with the length said when longer."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The moment (time.monotonic) an operation must end by, and what it is, for the message."""
+
+    at: float
+    what: str
+
+    @classmethod
+    def after(cls, seconds: float, what: str) -> Deadline:
+        return cls(time.monotonic() + seconds, what)
+
+    def left(self) -> float:
+        """Seconds left; SourceError once none are."""
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise SourceError(f"{self.what}: gave up after the deadline (no answer in time); "
+                              "retry later, or set KVMEM_HUB_TIMEOUT (seconds) higher")
+        return left
+
+
+def check_count(count: int, item_bytes: int, available: int, what: str) -> int:
+    """``count`` items of at least ``item_bytes`` each must fit in the ``available`` bytes that
+    could hold them; checked before a list of ``count`` items is allocated."""
+    if count < 0 or count * item_bytes > available:
+        raise SourceError(f"{what}: {count:,} entries of at least {item_bytes} bytes cannot fit in the "
+                          f"{max(available, 0):,} bytes left (a corrupt or hostile file)")
+    return count
+
+
+def read_at_most(stream, limit: int, what: str, deadline: Deadline | None = None) -> bytes:
+    """All of ``stream`` (a binary file, an upload, an HTTP body), refused one byte past ``limit``."""
+    parts, size = [], 0
+    while True:
+        if deadline is not None:
+            deadline.left()
+        chunk = _read_some(stream, min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > limit:
+            raise SourceError(f"{what} is over {limit:,} bytes, the most kvmem reads of it")
+        parts.append(chunk)
+
+
+def read_prefix(stream, n: int, deadline: Deadline | None = None) -> bytes:
+    """The next ``n`` bytes of ``stream`` (fewer where it ends), read in chunks: never more."""
+    parts, size = [], 0
+    while size < n:
+        if deadline is not None:
+            deadline.left()
+        chunk = _read_some(stream, min(_CHUNK, n - size))
+        if not chunk:
+            break
+        size += len(chunk)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _read_some(stream, n: int) -> bytes:
+    read1 = getattr(stream, "read1", None)
+    return read1(n) if read1 is not None else stream.read(n)
+
+
+def read_json_file(path, limit: int, what: str | None = None):
+    """A JSON file of at most ``limit`` bytes, parsed; errors name the file."""
+    import json
+    what = what or os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = read_at_most(handle, limit, what)
+    except OSError as exc:
+        raise SourceError(f"cannot read {what}: {exc.strerror}") from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise SourceError(f"{what} is not valid JSON: {str(exc)[:QUOTE_CHARS]}") from None
+
+
+def plain_name(name, what: str) -> str:
+    """``name`` when it is a plain relative file name ("a/b.json"): no absolute path, no empty,
+    "." or ".." part, no backslash or NUL; refused by name otherwise."""
+    if not isinstance(name, str) or not name or "\0" in name or "\\" in name or len(name) > 1000:
+        raise SourceError(f"{what}: file name {quote(name)} is not a plain relative path inside the repository")
+    parts = name.split("/")
+    if name.startswith("/") or os.path.isabs(name) or any(p in ("", ".", "..") for p in parts):
+        raise SourceError(f"{what}: file name {quote(name)} leads outside the repository (absolute, empty "
+                          "or '..' parts); kvmem reads only files inside it")
+    return name
+
+
+def confined(root, name, what: str) -> str:
+    """The path of ``name`` inside the folder ``root``: refused, before anything opens it, when it
+    is not a plain relative name or when it (or a symlink on the way) leads outside ``root``."""
+    parts = plain_name(name, what).split("/")
+    root = os.path.realpath(os.fspath(root))
+    path = os.path.join(root, *parts)
+    real = os.path.realpath(path)
+    if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+        if not _inside_hf_blobs(root, real):
+            raise SourceError(f"{what}: {quote(name)} is a link to {quote(real)}, outside {quote(root)}; "
+                              "kvmem reads only files inside the folder")
+    return path
+
+
+def _inside_hf_blobs(snapshot: str, real: str) -> bool:
+    """huggingface_hub's cache links snapshots/<commit>/<file> to ../../blobs/<hash>: a file of the
+    same repository folder (models--org--name/blobs), so inside the snapshot's repository."""
+    parent = os.path.dirname(snapshot)
+    if os.path.basename(parent) != "snapshots":
+        return False
+    blobs = os.path.join(os.path.dirname(parent), "blobs") + os.sep
+    return real.startswith(blobs) and os.sep not in real[len(blobs):]
