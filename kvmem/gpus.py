@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
+from numbers import Real
 
 from .units import parse_bytes
 
@@ -67,8 +68,9 @@ class GPU:
         for field in ("bandwidth_bytes_per_s", "cuda_total_memory_bytes"):
             if getattr(self, field) is not None:
                 _positive_int(field, getattr(self, field))
-        if self.gpu_share is not None and not 0 < self.gpu_share <= 1:
-            raise ValueError(f"gpu_share must be in (0, 1], got {self.gpu_share!r}")
+        if self.gpu_share is not None and (isinstance(self.gpu_share, bool) or not isinstance(self.gpu_share, Real)
+                                           or not 0 < self.gpu_share <= 1):
+            raise ValueError(f"gpu_share must be in (0, 1], got {self.gpu_share!r:.100}")
 
     @property
     def usable_memory_bytes(self) -> int:

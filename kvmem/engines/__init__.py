@@ -13,7 +13,7 @@ import pkgutil
 
 from ..catalog import as_model
 from ..configs.families import FAMILIES
-from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int
+from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int, show_value
 from .base import Capacity, EngineSpec, Estimate, check_parallel, check_query_heads, past_positions, with_note
 
 __all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family", "Estimate",
@@ -62,12 +62,36 @@ def check_family(spec: EngineSpec, model) -> None:
                          f"engines that size it: {', '.join(family.engines)}")
 
 
+# Bounds every option value meets before its engine reads it (issue 20): counts (block sizes, token
+# budgets, sequences) at most MAX_COUNT, byte amounts ("*_bytes") at most MAX_OPTION_BYTES, numbers
+# finite, text at most MAX_OPTION_CHARS; each engine then checks its own allowed values.
+MAX_OPTION_BYTES = 2**60            # 1 EiB
+MAX_OPTION_CHARS = 100
+
+
+def _bounded_option(engine: str, name: str, value) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    most = MAX_OPTION_BYTES if name.endswith("_bytes") else MAX_COUNT
+    if isinstance(value, int) and abs(value) > most:
+        raise ValueError(f"engine {engine!r} option {name}: {show_value(value)} is past the most kvmem takes "
+                         f"({most:,})")
+    if isinstance(value, float) and (value != value or abs(value) > most):
+        raise ValueError(f"engine {engine!r} option {name} must be a finite number at most {most:,}, "
+                         f"got {show_value(value)}")
+    if isinstance(value, str) and len(value) > MAX_OPTION_CHARS:
+        raise ValueError(f"engine {engine!r} option {name}: a {len(value):,}-character value is too long "
+                         f"(at most {MAX_OPTION_CHARS})")
+
+
 def with_defaults(spec: EngineSpec, options: dict) -> dict:
-    """``options`` checked against the engine's, its defaults filled in."""
+    """``options`` checked against the engine's (and the bounds above), its defaults filled in."""
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
         valid = ", ".join(sorted(spec.options)) or "none"
-        raise ValueError(f"engine {spec.name!r} has no option {unknown[0]!r}; its options: {valid}")
+        raise ValueError(f"engine {spec.name!r} has no option {show_value(unknown[0])}; its options: {valid}")
+    for name, value in options.items():
+        _bounded_option(spec.name, name, value)
     return {**spec.options, **options}
 
 

@@ -286,6 +286,9 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         raise ValueError(f"{model.name} has no attention layer for TensorRT-LLM's KV cache")
     notes = []
     static = _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
+    if not static:
+        raise ValueError(f"tp={tp}: {model.name} has no KV bytes per token left on a rank (more ranks than KV "
+                         "heads to split); TensorRT-LLM needs tp <= the model's KV heads")
     if len(by_window) == 1:
         window, real = next(iter(by_window.items()))
         pools = {window: int(kv_memory // static)}

@@ -15,7 +15,7 @@ from ..engines import engine_spec, estimate as _estimate, with_defaults
 from ..engines.base import Estimate, PrefixSharing
 from ..gpus import get_gpu
 from ..model import Model
-from ..units import parse_tokens
+from ..units import parse_tokens, show_value
 from .eviction import EVICTION_POLICIES, Eviction
 
 
@@ -40,11 +40,12 @@ def _check_prefix(shared_prefix, tokens: int) -> int:
 def _check_offload(offload) -> Fraction:
     if offload is None or offload is False:
         return Fraction(0)
-    if isinstance(offload, bool) or not isinstance(offload, Real) or not math.isfinite(float(offload)):
-        raise ValueError(f"offload must be a fraction between 0 and 1, got {offload!r}")
+    if (isinstance(offload, bool) or not isinstance(offload, Real)
+            or (isinstance(offload, float) and not math.isfinite(offload))):
+        raise ValueError(f"offload must be a fraction between 0 and 1, got {show_value(offload)}")
     fraction = Fraction(str(offload)) if isinstance(offload, float) else Fraction(offload)
     if not 0 <= fraction <= 1:
-        raise ValueError(f"offload must be a fraction between 0 and 1, got {offload!r}")
+        raise ValueError(f"offload must be a fraction between 0 and 1, got {show_value(offload)}")
     return fraction
 
 
@@ -171,7 +172,10 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
     else:  # pipeline stages differ: the fraction of the sum, never more than leaves one device's share
         host_all = min(base.kv_bytes_all_devices * fraction.numerator // fraction.denominator,
                        base.kv_bytes_all_devices - (base.kv_bytes - host))
-    caching = [i for i, layer in enumerate(model.layers) if layer.caches_tokens and i < len(base.per_layer)]
+    # the layers whose bytes are KV: their own, or a shared layer's where the engine allocates it (SGLang,
+    # Gemma-3n); the split is over what each holds, so no layer's entry goes below 0
+    caching = [i for i, layer in enumerate(model.layers)
+               if (layer.caches_tokens or layer.kind == "shared") and i < len(base.per_layer)]
     moved = _apportion(host, [base.per_layer[i] for i in caching])
     per_layer = list(base.per_layer)
     for i, m in zip(caching, moved, strict=True):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype
 from ...model import MLA, Model
-from ...units import parse_tokens, require_positive_int
+from ...units import MAX_COUNT, parse_tokens, require_positive_int
 
 
 # Engine defaults, each as llama.cpp's CLI (common/common.h, common/arg.cpp) sets it.
@@ -120,7 +120,7 @@ def _flash_attn(value, build: datetime.date) -> bool:
 def count_option(field: str, value, *, allow_zero: bool = False) -> int:
     if allow_zero and value == 0 and not isinstance(value, bool):
         return 0
-    return require_positive_int(field, value)
+    return require_positive_int(field, value, MAX_COUNT)
 
 
 def _n_pad(build: datetime.date, flash_attn: bool) -> int:
