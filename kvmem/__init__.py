@@ -12,6 +12,7 @@ from .gpus import GPU, get_gpu, list_gpus
 from .measurement import Measurement, measure
 from .model import Layer, Model, RecurrentState
 from .oracles import OracleReport, validate_engine
+from .launch import Plan, PlanRefused, plan
 from .sizing import Fit, FitError, fit
 from .strategies import Eviction, compare_strategies, estimate, preallocation_waste
 from .units import format_bytes, parse_bytes, parse_tokens
@@ -23,6 +24,6 @@ __all__ = [
     "estimate", "capacity", "Estimate", "Capacity", "list_engines",
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
-    "measure", "Measurement", "validate_engine", "OracleReport",
+    "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
 ]
 __version__ = "0.1.0"

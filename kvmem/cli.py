@@ -1,4 +1,4 @@
-"""The ``kvmem`` command line: models, estimate, capacity (and fit, gpus, validate).
+"""The ``kvmem`` command line: models, estimate, capacity (and fit, plan, gpus, validate).
 
     kvmem models [--json]
     kvmem estimate llama-3.1-8b --tokens 128k --batch 8 --engine vllm --kv-dtype fp8 [--json]
@@ -287,6 +287,29 @@ def cmd_fit(args) -> int:
     return 0 if result.fits and not refused else 1
 
 
+def cmd_plan(args) -> int:
+    """Exit 0 with the command; 1 when there is none (the workload does not fit, or a setting has no flag)."""
+    from .launch import PlanRefused, plan
+    try:
+        result = plan(_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp,
+                      pp=args.pp, context=args.context, batch=args.batch, target=args.target,
+                      weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, engine=args.engine,
+                      gpu_memory_utilization=args.gpu_memory_utilization, **_options(args.option))
+    except PlanRefused as exc:
+        print(f"kvmem plan: refused: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(exc), "type": "PlanRefused", "command": "plan", "exit_code": 1}))
+        return 1
+    lines = [f"# {result.release}: {result.batch:,} x {result.context:,} tokens ({result.target})", result.command, ""]
+    width = max(len(" ".join(f.argv)) for f in result.flags)
+    lines += [f"  {' '.join(f.argv):<{width}}  # {f.reason}" for f in result.flags]
+    for name, text in result.files.items():
+        lines += ["", f"# {name}:"] + text.rstrip("\n").split("\n")
+    lines += _engine_numbers_lines(result.fit.engine_numbers)
+    _print(result.to_dict(), args.json, lines)
+    return 0
+
+
 def cmd_gpus(args) -> int:
     from .gpus import get_gpu, list_gpus
     rows = [get_gpu(name).to_dict() for name in list_gpus()]
@@ -369,6 +392,27 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+def _add_fit_arguments(parser) -> None:
+    """The workload, hardware and engine arguments `kvmem fit` and `kvmem plan` share."""
+    parser.add_argument("model", help=MODEL_HELP)
+    parser.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
+    parser.add_argument("--gpu", required=True, help='catalog name (see "kvmem gpus") or "custom:80GiB:3.35TB/s"')
+    parser.add_argument("--num-gpus", type=int, default=1, help="GPUs (default 1)")
+    parser.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default: num_gpus / pp)")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    parser.add_argument("--context", required=True, help='tokens per sequence: 8192, "32k", "128k"')
+    parser.add_argument("--batch", type=int, default=None, help="sequences (default: report the most that fit)")
+    parser.add_argument("--engine", default=defaults.ENGINE,
+                      help=f"engine mode: {', '.join(engines.list_engines())} (default {defaults.ENGINE})")
+    parser.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
+    parser.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
+                      help=f"KV element format (default {defaults.KV_DTYPE} = the model's dtype)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")
+    parser.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
+                      help="an engine or sizing option, e.g. max_num_seqs=256 (repeatable)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -385,24 +429,15 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)
     fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
-    fitp.add_argument("model", help=MODEL_HELP)
-    fitp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
-    fitp.add_argument("--gpu", required=True, help='catalog name (see "kvmem gpus") or "custom:80GiB:3.35TB/s"')
-    fitp.add_argument("--num-gpus", type=int, default=1, help="GPUs (default 1)")
-    fitp.add_argument("--tp", type=int, default=None, help="tensor-parallel size (default: num_gpus / pp)")
-    fitp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
-    fitp.add_argument("--context", required=True, help='tokens per sequence: 8192, "32k", "128k"')
-    fitp.add_argument("--batch", type=int, default=None, help="sequences (default: report the most that fit)")
-    fitp.add_argument("--engine", default=defaults.ENGINE,
-                      help=f"engine mode: {', '.join(engines.list_engines())} (default {defaults.ENGINE})")
-    fitp.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
-    fitp.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
-                      help=f"KV element format (default {defaults.KV_DTYPE} = the model's dtype)")
-    fitp.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")
-    fitp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
-                      help="an engine or sizing option, e.g. max_num_seqs=256 (repeatable)")
-    fitp.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_fit_arguments(fitp)
     fitp.set_defaults(func=cmd_fit)
+    planp = sub.add_parser("plan", help="the launch command (vllm serve, sglang, llama-server, trtllm-serve) that "
+                           "realises a fitting workload")
+    _add_fit_arguments(planp)
+    planp.add_argument("--target", default="workload", choices=("workload", "max_batch", "max_context"),
+                       help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
+                            "--context; max_context: the longest context for --batch")
+    planp.set_defaults(func=cmd_plan)
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
     gpus.add_argument("--json", action="store_true")
     gpus.set_defaults(func=cmd_gpus)

@@ -31,6 +31,15 @@ _MEMORY_BUCKETS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 102
 _LARGEST_BUCKET = (16384, 512)
 
 
+def sglang_chunked_prefill_size(gpu_memory_bytes: int) -> int:
+    """SGLang's default chunked_prefill_size for a GPU of ``gpu_memory_bytes`` (the buckets above)."""
+    gpu_mem = gpu_memory_bytes // MIB
+    for limit, chunk, _small_tp, _large_tp in _MEMORY_BUCKETS:
+        if gpu_mem < limit:
+            return chunk
+    return _LARGEST_BUCKET[0]
+
+
 def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
                                chunked_prefill_size: int | None = None,
                                cuda_graph_max_bs: int | None = None) -> Fraction:

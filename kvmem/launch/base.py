@@ -1,0 +1,92 @@
+"""What a launch plan is: flags with their reasons, the argv, files beside it, and the refusal."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from ..records import Record
+
+
+class PlanRefused(ValueError):
+    """No command: the workload does not fit, or a setting has no flag in that engine's release.
+    ``.fit`` holds the Fit when sizing got that far (None otherwise)."""
+
+    def __init__(self, message: str, fit=None):
+        super().__init__(message)
+        self.fit = fit
+
+
+@dataclass(frozen=True)
+class Flag(Record):
+    """One argument of the command: its spelling, its value ("" for a switch) and why it is there."""
+
+    flag: str           # "--max-model-len"; a positional argument has flag ""
+    value: str
+    reason: str
+
+    @property
+    def argv(self) -> list[str]:
+        return [part for part in (self.flag, self.value) if part != ""]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a command builder reads: the final Fit, its set-up, and the engine settings in force."""
+
+    model: object                 # kvmem.Model
+    fit: object                   # kvmem.Fit (it fits)
+    setup: object                 # kvmem.sizing.setup.Setup
+    options: dict                 # engine and sizing options as given
+    defaults: dict                # the engine's device-dependent settings in force (engine_defaults)
+    batch: int                    # sequences per replica the command admits
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A launch command for the pinned release of one engine, with every flag that realises a fit."""
+
+    engine: str
+    release: str                   # the engine release whose argument names the command uses
+    program: tuple[str, ...]       # ("vllm", "serve"), ("python", "-m", "sglang.launch_server"), ...
+    flags: tuple[Flag, ...]
+    target: str                    # "workload", "max_batch" or "max_context"
+    context: int                   # tokens per sequence the command allows
+    batch: int                     # sequences the command admits (all replicas)
+    fit: object = field(compare=False, default=None)     # the Fit it realises
+    files: dict = field(default_factory=dict)            # file name -> text, written beside the command
+    notes: tuple[str, ...] = ()
+
+    @property
+    def argv(self) -> list[str]:
+        out = list(self.program)
+        for f in self.flags:
+            out += f.argv
+        return out
+
+    @property
+    def command(self) -> str:
+        """The command as one shell line (each argument quoted where it needs to be)."""
+        return " ".join(shlex.quote(part) for part in self.argv)
+
+    def to_dict(self) -> dict:
+        return {"engine": self.engine, "release": self.release, "target": self.target, "context": self.context,
+                "batch": self.batch, "argv": self.argv, "command": self.command,
+                "flags": [f.to_dict() for f in self.flags], "files": dict(self.files), "notes": list(self.notes),
+                "engine_numbers": self.fit.engine_numbers.to_dict() if self.fit and self.fit.engine_numbers else None}
+
+
+def refuse_options(engine: str, options: dict, expressible: set, sizing_only: set) -> None:
+    """A setting the command cannot carry is refused by name, never dropped."""
+    for name, value in options.items():
+        if name in expressible or name in sizing_only or value is None:
+            continue
+        raise PlanRefused(f"{engine}: kvmem has no launch flag for option {name}={value!r}; "
+                          f"a command without it would not run the planned setup")
+
+
+def model_argument(model) -> tuple[str, str]:
+    """The model as the serving engines take it (an HF id), and why."""
+    if model.hf_id:
+        return model.hf_id, "the checkpoint kvmem sized (its Hugging Face id; a local path works too)"
+    return model.name, "kvmem knows no Hugging Face id for this model: put its checkpoint's path here"

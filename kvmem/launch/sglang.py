@@ -1,0 +1,82 @@
+"""`python -m sglang.launch_server` for SGLang 0.5.23: the flags that realise a fit.
+
+Argument names as SGLang 0.5.23 declares them (python/sglang/srt/server_args.py
+ServerArgs.add_cli_args; tests/oracles/test_plan_roundtrip.py parses the command with it):
+    --model-path, --tp-size, --pp-size, --dp-size   the checkpoint and the parallel layout
+                               (0.5.23 has no "--tp" of its own: argparse takes it only as an
+                               abbreviation, so the command spells the full name)
+    --context-length           the context planned
+    --mem-fraction-static      the fraction kvmem sized with, pinned: SGLang's default depends on
+                               the GPU, tp and pp (server_args.py _handle_gpu_memory_settings)
+    --kv-cache-dtype           auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4 (its choices in 0.5.23)
+    --max-running-requests     the sequences planned per replica
+    --page-size                tokens per page (default 1)
+    --chunked-prefill-size     the prefill chunk the reserve was sized for
+Engine options with a flag: swa_full_tokens_ratio, disable_hybrid_swa_memory,
+mamba_full_memory_ratio, mamba_ssm_dtype; a release other than 0.5.23 is refused by name.
+"""
+
+from __future__ import annotations
+
+from ..engines import estimate as _estimate
+from ..engines.sglang import DEFAULTS
+from ..engines.sglang.budget import sglang_chunked_prefill_size
+from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options
+
+RELEASE = "SGLang 0.5.23"
+PROGRAM = ("python", "-m", "sglang.launch_server")
+KV_CACHE_DTYPE = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2",
+                  "nvfp4": "nvfp4"}                    # server_args.py --kv-cache-dtype choices
+SSM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}   # --mamba-ssm-dtype
+_VALUED = {"swa_full_tokens_ratio": "--swa-full-tokens-ratio", "mamba_full_memory_ratio": "--mamba-full-memory-ratio"}
+_SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "mem_fraction_static", "chunked_prefill_size",
+                "cuda_graph_max_bs", "page_size", "version"}
+
+
+def kv_cache_dtype(inp: Inputs) -> str:
+    s = inp.setup
+    name = inp.fit.kv_dtype
+    auto = _estimate(s.model, engine="sglang", tokens=1, kv_dtype="auto", tp=s.tp, pp=s.pp,
+                     **s.engine_options).kv_dtype
+    if name == auto:
+        return "auto"
+    if name not in KV_CACHE_DTYPE:
+        raise PlanRefused(f"sglang: --kv-cache-dtype has no {name!r} other than the model's own "
+                          f"({auto}); SGLang 0.5.23 takes auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4")
+    return KV_CACHE_DTYPE[name]
+
+
+def flags(inp: Inputs) -> tuple[Flag, ...]:
+    s, fit, opts = inp.setup, inp.fit, inp.options
+    if str(opts.get("version", "latest")).lower() not in ("latest", "0.5.23", "v0.5.23"):
+        raise PlanRefused(f"sglang: the command is for {RELEASE}; version={opts['version']!r} has other flags")
+    refuse_options("sglang", opts, set(_VALUED) | {"disable_hybrid_swa_memory", "mamba_ssm_dtype"}, _SIZING_ONLY)
+    model, why = model_argument(inp.model)
+    mfs = inp.defaults["mem_fraction_static"]
+    chunk = opts.get("chunked_prefill_size") or sglang_chunked_prefill_size(s.gpu.memory_bytes)
+    out = [Flag("--model-path", model, why),
+           Flag("--tp-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
+           Flag("--pp-size", str(s.pp), f"pp={s.pp}: each stage holds its run of layers")]
+    if s.replicas > 1:
+        out.append(Flag("--dp-size", str(s.replicas), f"{s.replicas} replicas, each with its own pool"))
+    out += [Flag("--context-length", str(fit.context), "the context planned"),
+            Flag("--mem-fraction-static", f"{float(mfs):g}", "the fraction kvmem sized the pool with, pinned "
+                 "(SGLang's default depends on the GPU, tp and pp)"),
+            Flag("--kv-cache-dtype", kv_cache_dtype(inp), f"KV elements in {fit.kv_dtype}, as planned"),
+            Flag("--max-running-requests", str(inp.batch), f"{inp.batch} sequences per replica, the batch planned"),
+            Flag("--page-size", str(opts.get("page_size") or DEFAULTS["page_size"]), "tokens per page, as planned"),
+            Flag("--chunked-prefill-size", str(chunk), "the prefill chunk the reserve was sized for")]
+    if fit.weight_dtype == "fp8" and fit.weight_dtype != inp.model.dtype and not inp.model.facts.quantization_config:
+        out.append(Flag("--quantization", "fp8", "weights planned in fp8: SGLang quantises the checkpoint at load"))
+    elif fit.weight_dtype not in ("given", "safetensors", inp.model.dtype) and not inp.model.facts.quantization_config:
+        raise PlanRefused(f"sglang: weights planned as {fit.weight_dtype!r} need a checkpoint already in that format; "
+                          f"give that checkpoint instead of {inp.model.name!r}")
+    for name, flag in _VALUED.items():
+        if opts.get(name) is not None and opts[name] != DEFAULTS[name]:
+            out.append(Flag(flag, f"{opts[name]:g}", f"{name}={opts[name]} as planned"))
+    if opts.get("disable_hybrid_swa_memory"):
+        out.append(Flag("--disable-hybrid-swa-memory", "", "sliding layers cached at full length, as planned"))
+    ssm = opts.get("mamba_ssm_dtype")
+    if ssm is not None and ssm != DEFAULTS["mamba_ssm_dtype"]:
+        out.append(Flag("--mamba-ssm-dtype", SSM_DTYPE[str(ssm)], f"recurrent state in {ssm}, as planned"))
+    return tuple(out)

@@ -1,0 +1,108 @@
+"""`vllm serve` for vLLM 0.33.0: the flags that realise a fit.
+
+Argument names as vLLM 0.33.0 declares them (vllm/engine/arg_utils.py EngineArgs.add_cli_args;
+checked by tests/oracles/test_plan_roundtrip.py, which parses the command with that parser):
+    --tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size   the parallel layout
+    --max-model-len            the context planned (vLLM's per-request worst case uses it)
+    --gpu-memory-utilization   the share of the device's total vLLM budgets (or
+    --kv-cache-memory-bytes    the KV budget itself, when the plan was given one)
+    --kv-cache-dtype           vllm/config/cache.py CacheDType: auto, bfloat16, float16, fp8, fp8_e4m3, ...
+    --max-num-seqs             the sequences planned per replica; the sampler's profile peak
+                               (min(max_num_seqs, max_num_batched_tokens) x vocab) is sized for it
+    --max-num-batched-tokens   the tokens per step the activation peak was sized for
+    --block-size               only when the plan set one (default 16, or the MLA backend's)
+    --quantization fp8         weights planned in fp8 from a 16-bit checkpoint (vLLM's online fp8)
+Engine options with a flag: hybrid_kv_cache_manager, enable_prefix_caching, async_scheduling,
+attention_backend, mamba_cache_mode, mamba_cache_dtype, mamba_ssm_cache_dtype. A draft model,
+speculative tokens, a release other than 0.33 or the v0 engine are refused by name.
+"""
+
+from __future__ import annotations
+
+from ..engines import estimate as _estimate
+from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options
+
+RELEASE = "vLLM 0.33.0"
+PROGRAM = ("vllm", "serve")
+# kvmem's element format -> vLLM's --kv-cache-dtype value (vllm/config/cache.py CacheDType)
+KV_CACHE_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
+                  "fp8_e5m2": "fp8_e5m2", "fp8_inc": "fp8_inc", "fp8_ds_mla": "fp8_ds_mla",
+                  "int8_per_token_head": "int8_per_token_head", "fp8_per_token_head": "fp8_per_token_head",
+                  "nvfp4": "nvfp4"}
+_SWITCHES = {  # option -> (flag when the value differs from vLLM's default, the default)
+    "hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager", True),
+    "enable_prefix_caching": ("--enable-prefix-caching", False),
+    "async_scheduling": ("--no-async-scheduling", True),
+}
+_VALUED = {"attention_backend": "--attention-backend", "mamba_cache_mode": "--mamba-cache-mode",
+           "mamba_cache_dtype": "--mamba-cache-dtype", "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype"}
+_SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "max_num_seqs",
+                "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space"}
+
+
+def kv_cache_dtype(inp: Inputs) -> str:
+    s = inp.setup
+    name = inp.fit.kv_dtype
+    auto = _estimate(s.model, engine="vllm", tokens=1, kv_dtype="auto", tp=s.tp, pp=s.pp, **s.engine_options).kv_dtype
+    if name == auto:
+        return "auto"
+    if name not in KV_CACHE_DTYPE:
+        raise PlanRefused(f"vllm: --kv-cache-dtype has no {name!r} (vLLM 0.33 caches "
+                          + ", ".join(sorted(set(KV_CACHE_DTYPE.values()))) + ")")
+    return KV_CACHE_DTYPE[name]
+
+
+def quantization(inp: Inputs) -> Flag | None:
+    weights = inp.fit.weight_dtype
+    model = inp.model
+    if weights in ("given", "safetensors", model.dtype) or model.facts.quantization_config:
+        return None
+    if weights == "fp8":
+        return Flag("--quantization", "fp8", "weights planned in fp8: vLLM quantises the 16-bit checkpoint at load")
+    raise PlanRefused(f"vllm: weights planned as {weights!r} need a checkpoint already in that format (vLLM reads "
+                      f"it from the checkpoint's config); give that checkpoint instead of {model.name!r}")
+
+
+def flags(inp: Inputs) -> tuple[Flag, ...]:
+    s, fit, opts = inp.setup, inp.fit, inp.options
+    version = str(opts.get("version", "latest")).lower()
+    if version not in ("latest", "0.33", "0.33.0", "v0.33.0"):
+        raise PlanRefused(f"vllm: the command is for {RELEASE}; version={opts['version']!r} has other flags")
+    for name in ("draft", "num_speculative_tokens"):
+        if opts.get(name):
+            raise PlanRefused(f"vllm: kvmem does not write --speculative-config; option {name}={opts[name]!r} "
+                              "has no flag here")
+    refuse_options("vllm", opts, set(_SWITCHES) | set(_VALUED) | {"draft", "num_speculative_tokens"}, _SIZING_ONLY)
+    model, why = model_argument(inp.model)
+    out = [Flag("", model, why),
+           Flag("--tensor-parallel-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
+           Flag("--pipeline-parallel-size", str(s.pp), f"pp={s.pp}: each stage holds its run of layers")]
+    if s.replicas > 1:
+        out.append(Flag("--data-parallel-size", str(s.replicas),
+                        f"{s.replicas} replicas of tp x pp = {s.tp * s.pp} GPUs, each with its own KV pool"))
+    out.append(Flag("--max-model-len", str(fit.context), "the context planned; vLLM admits a request only if its "
+                    "worst case fits"))
+    if opts.get("kv_cache_memory_bytes") is not None:
+        out.append(Flag("--kv-cache-memory-bytes", str(fit.kv_memory_bytes),
+                        "the KV budget planned per device, given instead of a utilization"))
+    else:
+        out.append(Flag("--gpu-memory-utilization", f"{float(s.utilization):g}",
+                        f"vLLM budgets this share of the device's {s.gpu.name} memory; the KV pool is what "
+                        "weights, activations and overhead leave of it"))
+    out.append(Flag("--kv-cache-dtype", kv_cache_dtype(inp), f"KV elements in {fit.kv_dtype}, as planned"))
+    out.append(Flag("--max-num-seqs", str(inp.batch), f"{inp.batch} sequences per replica, the batch planned; the "
+                    "sampler's profile peak is sized for it"))
+    out.append(Flag("--max-num-batched-tokens", str(inp.defaults["max_num_batched_tokens"]),
+                    "tokens per step the activation peak was sized for"))
+    if opts.get("block_size") is not None:
+        out.append(Flag("--block-size", str(opts["block_size"]), "the block size planned (vLLM's default: 16)"))
+    quant = quantization(inp)
+    if quant:
+        out.append(quant)
+    for name, (flag, default) in _SWITCHES.items():
+        if name in opts and opts[name] is not None and opts[name] != default:
+            out.append(Flag(flag, "", f"{name}={opts[name]} as planned"))
+    for name, flag in _VALUED.items():
+        if opts.get(name) not in (None, "auto"):
+            out.append(Flag(flag, str(opts[name]), f"{name}={opts[name]} as planned"))
+    return tuple(out)

@@ -1,0 +1,85 @@
+"""kvmem.plan and `kvmem plan`: the launch command of each engine's pinned release (issue #21 item 1)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import kvmem
+from kvmem import PlanRefused
+
+
+def flags_of(p) -> dict:
+    return {f.flag: f.value for f in p.flags}
+
+
+def test_vllm_largest_batch_for_the_issues_example():
+    # Llama-3.3-70B on 2 x H100, fp8 weights and KV, 32k: 13 sequences fit (kvmem.fit), so --max-num-seqs 13.
+    p = kvmem.plan("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", kv_dtype="fp8",
+                   weight_dtype="fp8", target="max_batch")
+    assert p.argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.3-70B-Instruct"]
+    f = flags_of(p)
+    assert f == {"": "meta-llama/Llama-3.3-70B-Instruct", "--tensor-parallel-size": "2",
+                 "--pipeline-parallel-size": "1", "--max-model-len": "32768", "--gpu-memory-utilization": "0.9",
+                 "--kv-cache-dtype": "fp8", "--max-num-seqs": "13", "--max-num-batched-tokens": "8192",
+                 "--quantization": "fp8"}
+    assert all(flag.reason for flag in p.flags)
+    # with --max-num-seqs 13 the sampler's profile peak shrinks: vLLM will print 465,664 tokens (14.21x)
+    assert p.fit.engine_numbers.lines == ("GPU KV cache size: 465,664 tokens",
+                                          "Maximum concurrency for 32,768 tokens per request: 14.21x")
+    assert p.to_dict()["argv"] == p.argv and p.batch == 13
+
+
+def test_largest_context_and_the_exact_workload():
+    p = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", batch=8, target="max_context")
+    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", batch=8, max_num_seqs=8)
+    assert flags_of(p)["--max-model-len"] == str(p.context) and p.context == fit.max_context == 56_016
+    q = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", batch=4, block_size=32,
+                   enable_prefix_caching=True)
+    assert flags_of(q)["--block-size"] == "32" and "--enable-prefix-caching" in q.argv
+    assert flags_of(q)["--max-num-seqs"] == "4"
+
+
+def test_sglang_llamacpp_and_trtllm_commands():
+    s = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="sglang", batch=4, kv_dtype="fp8")
+    assert s.argv[:3] == ["python", "-m", "sglang.launch_server"]
+    assert flags_of(s) == {"--model-path": "meta-llama/Llama-3.1-8B-Instruct", "--tp-size": "1", "--pp-size": "1",
+                           "--context-length": "32768", "--mem-fraction-static": "0.835",
+                           "--kv-cache-dtype": "fp8_e4m3", "--max-running-requests": "4", "--page-size": "1",
+                           "--chunked-prefill-size": "8192"}
+    c = kvmem.plan("llama-3.1-8b", gpu="rtx-4090-24gb", context="16k", engine="llama.cpp", batch=2)
+    assert c.command == ("llama-server -m llama-3.1-8b.gguf -c 32768 -np 2 -ngl 999 -fa on -ctk f16 -ctv f16 "
+                         "-ub 512")
+    t = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="trtllm", batch=4, kv_dtype="fp8")
+    assert flags_of(t)["--max_batch_size"] == "4" and flags_of(t)["--max_seq_len"] == "32768"
+    assert t.files == {"kvmem-extra-llm-api-options.yaml": "kv_cache_config:\n  dtype: fp8\n"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_gpus=2, model="llama-3.3-70b"), "no command: llama-3.3-70b does not fit"),
+    (dict(engine="hf-dynamic"), "engine 'hf-dynamic' has no server command"),
+    (dict(engine="sglang", kv_dtype="fp16"), "sglang: --kv-cache-dtype has no 'fp16'"),
+    (dict(engine="vllm", num_speculative_tokens=2), "kvmem does not write --speculative-config"),
+    (dict(engine="vllm", weight_dtype="awq"), "need a checkpoint already in that format"),
+    (dict(engine="trtllm", tokens_per_block=64), "trtllm: kvmem writes no flag for tokens_per_block=64"),
+])
+def test_refusals_name_why(kwargs, message):
+    args = dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", context="32k") | kwargs
+    with pytest.raises(PlanRefused, match=message.replace("(", r"\(").replace("[", r"\[")):
+        kvmem.plan(args.pop("model"), **args)
+
+
+def test_cli_plan_text_json_and_refusal():
+    run = [sys.executable, "-m", "kvmem", "plan", "llama-3.3-70b", "--gpu", "h100-sxm-80gb", "--num-gpus", "2",
+           "--context", "32k", "--engine", "vllm"]
+    out = subprocess.run(run + ["--kv-dtype", "fp8", "--weight-dtype", "fp8", "--target", "max_batch", "--json"],
+                         capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    assert out.returncode == 0 and data["argv"][:2] == ["vllm", "serve"] and "--max-num-seqs" in data["argv"]
+    assert data["engine_numbers"]["tokens"] == 465_664
+    text = subprocess.run(run + ["--kv-dtype", "fp8", "--weight-dtype", "fp8", "--batch", "4"],
+                          capture_output=True, text=True).stdout
+    assert "--max-num-seqs 4" in text and "# 4 sequences per replica" in text
+    refused = subprocess.run(run, capture_output=True, text=True)
+    assert refused.returncode == 1 and "kvmem plan: refused: no command:" in refused.stderr
