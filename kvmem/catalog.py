@@ -128,9 +128,12 @@ def as_model(model, *, revision: str | None = None) -> Model:
             from .sources.safetensors import model_from_folder
             return model_from_folder(model)
         if model.endswith(".json"):
-            cfg = load_config(model)    # named by its _name_or_path, else by its folder
-            folder = os.path.basename(os.path.dirname(os.path.abspath(model))) or model
-            return model_from_config(cfg, name=None if cfg.get("_name_or_path") else folder)
+            # named by its _name_or_path, else a config.json by its folder and any other file by its own name
+            cfg = load_config(model)
+            path = os.path.abspath(model)
+            own = os.path.splitext(os.path.basename(path))[0]
+            name = (os.path.basename(os.path.dirname(path)) or own) if own == "config" else own
+            return model_from_config(cfg, name=None if cfg.get("_name_or_path") else name)
         return get_model(model, revision=revision)
     raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__} "
                      "(a name may also be an HF id, a path to a config.json, a model folder or a .gguf file)")

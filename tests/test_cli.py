@@ -251,3 +251,15 @@ def test_cli_and_app_share_one_default_engine_and_kv_dtype():
     assert (defaults.ENGINE, defaults.KV_DTYPE) == ("vllm", "auto")
     assert proc.stdout.startswith("llama-2-7b · vllm · 500 tokens × batch 32 · KV fp16")
     assert "8,589,934,592 B = 8.00 GiB" in proc.stdout
+
+
+def test_a_bare_config_file_is_named_after_itself_and_its_defaults_are_said(tmp_path):
+    # issue 23 item 14: models/sparse.json was named "models"; a config.json keeps its folder's name
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "sparse.json").write_text('{"model_type": "llama", "hidden_size": 4096}')
+    proc = _kvmem("estimate", str(folder / "sparse.json"), "--tokens", "1k", "--engine", "ideal")
+    assert proc.stdout.startswith("sparse · ideal · 1,024 tokens")
+    assert "taken from transformers' defaults for this family: num_hidden_layers = 32" in proc.stdout
+    (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": 4096}')
+    assert _kvmem("estimate", str(folder / "config.json"), "--tokens", "1k").stdout.startswith("models · vllm")

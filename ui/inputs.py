@@ -22,6 +22,7 @@ import kvmem
 from kvmem import defaults
 from kvmem.configs import custom_config, load_config
 from kvmem.engines import ENGINES, llamacpp
+from kvmem.units import require_positive_int
 from kvmem.weights import weight_formats
 from ui import urlparams
 from ui.widgets import (MAX_TOKENS, multiselect, number, parse_bytes_input, parse_tokens,  # noqa: F401
@@ -107,11 +108,49 @@ def not_used(*names: str, why: str = "", where: str = "page") -> None:
 
 # ----------------------------------------------------------------------------- the model
 
-def _from_text(text: str, what: str) -> kvmem.Model:
+def _from_text(text: str, what: str, container=st.sidebar) -> kvmem.Model:
+    """A config from text; fields without their braces are read as an object ("model_type": ...).
+    An error's line and column are those of the text as given (the braces added are not counted)."""
     if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
         raise ValueError(f"{what} is larger than {MAX_CONFIG_BYTES:,} bytes; a config.json is a few KB")
-    cfg = load_config(text if text.lstrip().startswith(("{", "[")) else "{" + text + "}")
-    return kvmem.Model.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or what))
+    bare = not text.lstrip().startswith(("{", "["))
+    try:
+        cfg = load_config("{\n" + text + "\n}" if bare else text)  # the braces on lines of their own
+    except ValueError as exc:
+        if not bare:
+            raise
+        raise ValueError(_user_position(str(exc), text)) from None
+    model = kvmem.Model.from_hf_config(cfg, name=str(cfg.get("_name_or_path") or what))
+    _defaults_note(container, model)
+    return model
+
+
+def _user_position(message: str, text: str) -> str:
+    """A JSON error message about "{\n" + text + "\n}" told in ``text``'s own lines: the line the
+    message names is one line further down in the wrapped text."""
+    import re
+
+    lines = text.split("\n")
+
+    def own(match):
+        wrapped = int(match.group(1))
+        if wrapped == 1:
+            return "before the first line of the text (read as a JSON object)"
+        if wrapped - 1 > len(lines):
+            return "after the last line of the text (read as a JSON object)"
+        return f"line {wrapped - 1} column {match.group(2)}"
+
+    return re.sub(r"line (\d+) column (\d+)", own, message)
+
+
+def _defaults_note(container, model: kvmem.Model) -> None:
+    """Say which fields a config left out and transformers' defaults filled in (Model.reading)."""
+    reading = model.reading
+    if reading is not None and reading.from_defaults:
+        container.warning("Not in this config, taken from transformers' defaults for "
+                          f"{reading.model_type}: " + ", ".join(f"{name} = {value!r}"
+                                                                for name, value in reading.from_defaults)
+                          + ". Add them to the config if the model differs.", icon=":material/rule:")
 
 
 def model_input(container=st.sidebar) -> kvmem.Model:
@@ -153,13 +192,13 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                                          max_upload_size=1, help="Parsed as JSON only (1 MB max); never executed.")
         if upload is None:
             raise ValueError("upload a config.json, or choose another model source")
-        return _from_text(upload.getvalue().decode("utf-8", errors="replace"), upload.name)
+        return _from_text(upload.getvalue().decode("utf-8", errors="replace"), upload.name, container)
     if source == "Paste JSON":
         text = container.text_area("config.json contents", key="pasted", height=160,
                                    help="Paste a Hugging Face config.json; parsed as JSON only.")
         if not text.strip():
             raise ValueError("paste a config.json, or choose another model source")
-        return _from_text(text, "pasted config")
+        return _from_text(text, "pasted config", container)
     c1, c2 = container.columns(2)
     fields = dict(
         layers=number(c1, "Layers", 1, 1000, 32, key="c_layers", help="num_hidden_layers"),
@@ -318,18 +357,18 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
     urlparams.check_text("tokens", parse_tokens)
     tokens_text = c1.text_input("Tokens per sequence", "8k", key="tokens", bind="query-params",
                                 help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
-    batch = number(c2, "Batch", 1, 10**6, 1, key="batch", help="Sequences held at once.")
+    batch = number(c2, "Batch", 1, 10**6, 1, key="batch", help="Sequences held at once.", typed_low=0)
     kv_dtype = select(c1, "KV dtype", KV_DTYPES, default=defaults.KV_DTYPE, key="kv_dtype",
                       help="Element format of the cache; auto = the model's dtype. Engine options "
                            "(llama.cpp type k / type v) override it; the pages show the type in force.")
     engines = list(ENGINES)
     engine = select(c2, "Engine", engines, default=defaults.ENGINE, key="engine",
                     help="Whose allocation rules: ideal = every cached element once.")
-    tp = number(c1, "Tensor parallel", 1, 1024, 1, key="tp", help="tp: splits KV heads")
-    pp = number(c2, "Pipeline parallel", 1, 1024, 1, key="pp", help="pp: splits layers")
+    tp = number(c1, "Tensor parallel", 1, 1024, 1, key="tp", help="tp: splits KV heads", typed_low=0)
+    pp = number(c2, "Pipeline parallel", 1, 1024, 1, key="pp", help="pp: splits layers", typed_low=0)
     gpu = select(container, "GPU", kvmem.list_gpus(), default=DEFAULT_GPU, key="gpu",  # full width: names uncut
                  help="Accelerator for weights + KV against memory (memory as the device reports it).")
-    num_gpus = number(container, "GPUs", 1, 1024, 1, key="num_gpus",
+    num_gpus = number(container, "GPUs", 1, 1024, 1, key="num_gpus", typed_low=0,
                       help="GPUs available; tp x pp of them hold one copy of the model.")
     weight_dtype = select(container, "Weight format", ["auto", *weight_formats()], key="weight_dtype",
                           help="How the weights are stored: auto = the checkpoint's own format.")
@@ -339,6 +378,12 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
         tokens = parse_tokens(tokens_text)
     except ValueError as exc:
         raise ValueError(f"Tokens per sequence: {exc}") from None
+    for label, name, value in (("Batch", "batch", batch), ("Tensor parallel", "tp", tp),
+                               ("Pipeline parallel", "pp", pp), ("GPUs", "num_gpus", num_gpus)):
+        try:
+            require_positive_int(name, value)
+        except ValueError as exc:
+            raise ValueError(f"{label}: {exc}") from None
     return Workload(model=model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
                     options=options, gpu=gpu, num_gpus=num_gpus, weight_dtype=weight_dtype)
 
@@ -361,7 +406,31 @@ def _build() -> Workload | str:
         work = workload_input(model)
     except (ValueError, OverflowError) as exc:
         return model_error or str(exc)
-    return model_error or work
+    if model_error:
+        return model_error
+    _refuse_link_options(work)
+    return work
+
+
+def _refuse_link_options(work: Workload) -> None:
+    """An engine option a link set and the engine refuses (``opt_vllm_block_size=-1``) is refused
+    as a link parameter by name, and the page reruns with the engine's default, as for any other
+    bad link parameter; an option the user typed keeps its message on the page."""
+    linked = {name: option_key(work.engine, name) for name in work.options
+              if urlparams.from_link(option_key(work.engine, name))}
+    if not linked:
+        return
+    try:
+        work.estimate()
+    except (ValueError, OverflowError) as exc:
+        import re
+
+        named = [name for name in linked if re.search(rf"\b{name}\b", str(exc))]
+        if named:
+            key = linked[named[0]]
+            urlparams.refuse(key, st.query_params.get(key, ""), str(exc))
+            del st.session_state[key]  # the box takes the engine's default on the rerun
+            st.rerun()
 
 
 def sidebar() -> Workload:

@@ -5,7 +5,9 @@ drops the parameter silently (or, for ``batch=1e400``, raises OverflowError). Ea
 builder here checks its parameter first: a value it refuses is removed from the URL (so the
 widget shows its default), and the refusal is kept for the session and shown as one message
 that names the parameter, says why, and suggests the nearest valid value. The other
-parameters are kept.
+parameters are kept. Only a link's parameters are checked so: a value the user typed is also
+in the URL (the widget writes it there), and a bad one is the page's input error, not a
+refused link; changing a refused parameter's widget, or a valid link value, clears its refusal.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import streamlit as st
 
 REFUSED_KEY = "_url_refused"
+LINKED_KEY = "_url_linked"  # parameter -> the value a link gave it, while the widget still holds it
 
 
 def _raw(key: str) -> list[str]:
@@ -43,6 +46,49 @@ def refuse(key: str, value: str, why: str, nearest=None) -> None:
         message += f"; nearest valid value: `{nearest}`"
     st.session_state.setdefault(REFUSED_KEY, {})[key] = message
     _forget(key)
+
+
+def _typed(key: str, values: list[str]) -> bool:
+    """True when the URL holds what the widget ``key`` already holds: the user typed or chose it
+    (a bound widget writes its value to the URL), so it is an input, not a link parameter."""
+    if key not in st.session_state:
+        return False
+    held = st.session_state[key]
+    if isinstance(held, (list, tuple)):
+        return [str(v) for v in held] == [v for v in values if v]
+    text = values[-1]
+    if isinstance(held, bool):
+        return text.lower() == str(held).lower()
+    if isinstance(held, (int, float)):
+        try:
+            return float(text) == float(held)
+        except ValueError:
+            return False
+    return text == str(held)
+
+
+def _link_values(key: str) -> list[str]:
+    """The URL's values of ``key`` when they came from a link (not from the widget itself), else [].
+    A parameter the user has since changed in its widget clears that parameter's refusal."""
+    values = _raw(key)
+    if values and _typed(key, values):
+        st.session_state.get(REFUSED_KEY, {}).pop(key, None)
+        return []
+    return values
+
+
+def from_link(key: str) -> bool:
+    """True when ``key``'s value is still the one a link gave it (checked and accepted), not one
+    the user has typed since."""
+    values = _raw(key)
+    return bool(values) and st.session_state.get(LINKED_KEY, {}).get(key) == values[-1]
+
+
+def _accepted(key: str) -> None:
+    """A link value that passed its check: any earlier refusal of ``key`` no longer applies, and
+    the value is remembered as the link's (``from_link``)."""
+    st.session_state.get(REFUSED_KEY, {}).pop(key, None)
+    st.session_state.setdefault(LINKED_KEY, {})[key] = _raw(key)[-1]
 
 
 def refusals() -> list[str]:
@@ -73,23 +119,28 @@ def _not_a_choice(names: list[str]) -> str:
 
 def check_choice(key: str, options) -> None:
     """A selectbox/radio parameter must be one of ``options``."""
-    values = _raw(key)
+    values = _link_values(key)
     names = [str(o) for o in options]
     if values and values[-1] not in names:
         refuse(key, values[-1], _not_a_choice(names), nearest_choice(values[-1], names))
+    elif values:
+        _accepted(key)
 
 
 def check_choices(key: str, options) -> None:
     """A multiselect parameter: every value must be one of ``options``."""
     names = [str(o) for o in options]
-    bad = [v for v in _raw(key) if v and v not in names]
+    values = _link_values(key)
+    bad = [v for v in values if v and v not in names]
     if bad:
         refuse(key, ",".join(bad), f"{', '.join(bad)} not among the choices", nearest_choice(bad[0], names))
+    elif values:
+        _accepted(key)
 
 
 def check_number(key: str, low, high, *, integer: bool) -> None:
     """A number_input/slider parameter: a finite number in [low, high] (whole where ``integer``)."""
-    values = _raw(key)
+    values = _link_values(key)
     if not values:
         return
     text = values[-1]
@@ -107,11 +158,13 @@ def check_number(key: str, low, high, *, integer: bool) -> None:
     if not low <= number <= high:
         bound = low if number < low else high
         refuse(key, text, f"must be from {low:,} to {high:,}", bound)
+        return
+    _accepted(key)
 
 
 def check_text(key: str, parse, max_chars: int = 200) -> None:
     """A text parameter read by ``parse`` (which raises ValueError on a bad value)."""
-    values = _raw(key)
+    values = _link_values(key)
     if not values:
         return
     text = values[-1]
@@ -122,3 +175,5 @@ def check_text(key: str, parse, max_chars: int = 200) -> None:
         parse(text)
     except (ValueError, OverflowError) as exc:
         refuse(key, text, str(exc))
+        return
+    _accepted(key)

@@ -114,3 +114,26 @@ def test_a_device_dependent_option_shows_the_value_in_force_and_follows_the_gpu(
     at.number_input(key="opt_vllm_max_num_batched_tokens").set_value(4096).run()
     at.selectbox(key="gpu").set_value("h100-sxm-80gb").run()
     assert box(at) == 4096 and not at.exception
+
+
+def test_batch_zero_is_a_message_not_a_kept_batch_of_one(app):
+    # issue 23 item 11: the box refused 0 behind a red icon (message on hover) and the page kept batch 1
+    app.number_input(key="batch").set_value(0).run()
+    assert [e.value for e in app.error] == ["Batch: batch must be a positive integer, got 0"] and not app.metric
+
+
+def test_a_paste_error_is_placed_in_the_text_as_pasted(app):
+    # issue 23 item 13: "hello world }{" was reported at column 2, a column of the text the app wrapped in {}
+    app.radio(key="source").set_value("Paste JSON").run()
+    app.text_area(key="pasted").set_value("hello world }{").run()
+    assert app.error[0].value.endswith("at line 1 column 1")
+    app.text_area(key="pasted").set_value('"model_type": "llama",\n"hidden_size": 4096,\n"num_hidden_layers": }').run()
+    assert app.error[0].value.endswith("at line 3 column 22")
+
+
+def test_fields_a_sparse_config_leaves_out_are_named(app):
+    # issue 23 item 14: {"model_type": "llama", "hidden_size": 4096} was sized as 32 layers x 32 heads without a word
+    app.radio(key="source").set_value("Paste JSON").run()
+    app.text_area(key="pasted").set_value('{"model_type": "llama", "hidden_size": 4096}').run()
+    note = next(w.value for w in app.sidebar.warning if "transformers' defaults" in w.value)
+    assert "num_hidden_layers = 32, num_attention_heads = 32" in note

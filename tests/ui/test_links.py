@@ -94,3 +94,25 @@ def test_page_parameters_are_checked_too():
     assert not at.exception
     at.run()
     assert "`util=7` refused: must be from 0.05 to 1.0" in refusals(at)
+
+
+def test_typed_input_is_not_a_refused_link_and_a_corrected_one_clears_its_refusal():
+    # issue 23 item 10. A bound widget writes what is typed to the URL: a bad typed value is the page's input
+    # error, not a "link parameter refused" banner
+    at = opened({})
+    at.query_params["tokens"] = "abc"
+    at.text_input(key="tokens").set_value("abc").run()
+    assert not refusals(at) and at.error[0].value.startswith("Tokens per sequence: tokens: cannot read 'abc'")
+    # a link's bad value is refused; typing a good one (the widget writes it to the URL) clears the banner
+    at = opened({"tokens": "abc"})
+    assert "`tokens=abc` refused" in refusals(at)
+    at.query_params["tokens"] = "16k"
+    at.text_input(key="tokens").set_value("16k").run()
+    assert not refusals(at) and at.metric[0].value == "2.00 GiB"  # llama-3.1-8b, 16,384 x 131,072 B
+
+
+def test_an_engine_option_the_engine_refuses_is_a_refused_link_and_the_page_stays():
+    # issue 23 item 12: /?engine=vllm&opt_vllm_block_size=-1 stopped the page with the engine's message
+    at = opened({"engine": "vllm", "opt_vllm_block_size": "-1"})
+    assert "`opt_vllm_block_size=-1` refused: block_size must be a positive integer, got -1" in refusals(at)
+    assert not at.error and at.metric[0].value == "1.00 GiB" and at.text_input(key="opt_vllm_block_size").value == ""
