@@ -4,32 +4,12 @@ import streamlit as st
 
 import kvmem
 from kvmem import plots, tables
-from kvmem.sizing import FitError
-from ui import cache, common, inputs
+from kvmem.sizing import FitError, part_names
+from ui import cache, common, deploy, inputs
 
 st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
            "GiB = 2³⁰ bytes. Decode speed is a memory-bandwidth upper bound.")
-
-RAISED_UTILIZATION = 0.95
-# Each breakdown part in people's words; "free" is what the engine's budget leaves out.
-_FREE = {"vllm": "reserve outside vLLM's budget (1 − gpu_memory_utilization)",
-         "sglang": "outside SGLang's budget (1 − mem_fraction_static)",
-         "trtllm": "outside TRT-LLM's budget (1 − free_gpu_memory_fraction)"}
-
-
-def part_names(engine: str) -> dict:
-    return {"weights": "weights", "kv": "KV this workload needs", "kv_pool": "KV pool the engine reserves",
-            "activations": "activation peak", "overhead": "engine overhead (non-torch, CUDA graphs)",
-            "free": _FREE.get(engine, "unused")}
-
-
-def _fit_or_none(model, **kwargs):
-    try:
-        return kvmem.fit(model, **kwargs)
-    except ValueError:
-        return None
-
 
 work = inputs.sidebar()
 model = work.model
@@ -51,7 +31,8 @@ except ValueError as exc:
 
 common.engine_refusal(result)
 verdict = "fits" if result.fits else "does not fit"
-st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu}: {verdict}")
+formats = f"KV {result.kv_dtype}, weights {result.weight_dtype}"
+st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu} ({formats}): {verdict}")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens per replica")
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
@@ -63,15 +44,19 @@ m4.metric("Decode bound", "—" if result.decode_tokens_per_s is None else f"{re
                   else f"; {result.decode_tokens_per_s_aggregate:,.0f} tok/s over the batch"))
 if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
+numbers = result.engine_numbers
+if numbers is not None:
+    e1, e2 = st.columns(2)
+    e1.metric(numbers.tokens_label, f"{numbers.tokens:,}", help=f"what {numbers.engine} prints at start-up "
+              "for this budget (kvmem.fit(...).engine_numbers)")
+    if numbers.max_concurrency is not None:
+        e2.metric(f"Concurrency at {numbers.context:,} tokens", f"{numbers.max_concurrency:.2f}x",
+                  help="requests of this many tokens the pool holds at once (vLLM: its 'Maximum concurrency')")
+    if numbers.lines:
+        st.code("\n".join(numbers.lines), language=None)
 if not result.fits and result.shortfall_bytes:
     st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device.")
-suggestions = list(result.suggestions)
-if not result.fits and work.engine == "vllm" and kwargs.get("gpu_memory_utilization", 0.9) < RAISED_UTILIZATION:
-    # the cheapest fix is often vLLM's own knob: ask the library whether a raised budget fits
-    raised = _fit_or_none(model, **{**kwargs, "gpu_memory_utilization": RAISED_UTILIZATION})
-    if raised is not None and raised.fits:
-        suggestions.insert(0, f"gpu_memory_utilization={RAISED_UTILIZATION} (max batch {raised.max_batch:,})")
-for line in suggestions:
+for line in result.suggestions:   # one answer for the app, kvmem fit and FitError (kvmem.sizing.suggest)
     st.markdown(f"- would fit: {line}")
 
 breakdown = tables.breakdown_frame(result)
@@ -79,8 +64,10 @@ batch_for = getattr(result, "breakdown_batch", None)
 context_for = getattr(result, "breakdown_context", None)
 shown_for = (f"{batch_for:,} × {context_for:,} tokens, " if batch_for and context_for else "")
 common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"], names=part_names(work.engine),
-                                 title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}"),
+                                 title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}, "
+                                       f"{formats}"),
              key="fit_breakdown")
+deploy.panel(model, kwargs)
 if result.notes:
     with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
         for note in result.notes:

@@ -1,9 +1,9 @@
 """What would fit: the one answer the CLI (`kvmem fit`), the Fit page and FitError's message share.
 
 For a workload that does not fit, each change below is tried on its own, in this order, and
-named when the workload fits with it: more GPUs per replica (the fewest, tp from 1, 2, 4 ...
-64, or pp for an engine that splits layers), more replicas, vLLM's own budget raised to
-gpu_memory_utilization=0.95 (its knob, for the engine that takes it), a smaller weight format
+named when the workload fits with it: vLLM's own budget raised to gpu_memory_utilization=0.95
+(its knob, for the engine that takes it: the cheapest change), more GPUs per replica (the
+fewest, tp from 1, 2, 4 ... 64, or pp for an engine that splits layers), more replicas, a smaller weight format
 (the engine's serving formats, smallest first that fits), fp8 KV for a 16/32-bit cache, and
 the longest context or largest batch that fits as given.
 """
@@ -63,6 +63,9 @@ def what_would_fit(s: Setup, budget: SetupBudget, max_context: int, per_replica_
                    fewest_gpus: int | None) -> tuple[str, ...]:
     """The changes that each make the workload fit (the module docstring), as short phrases."""
     out = []
+    raised = _raised_budget(s)      # the cheapest change first: the engine's own knob
+    if raised:
+        out.append(raised)
     gpus_per_replica = s.tp * s.pp
     if fewest_gpus and fewest_gpus > gpus_per_replica:
         how = f"pp={fewest_gpus}" if s.rules.layer_split or s.rules.one_device else f"tp={fewest_gpus // s.pp}"
@@ -72,9 +75,6 @@ def what_would_fit(s: Setup, budget: SetupBudget, max_context: int, per_replica_
         if replicas > s.replicas:
             out.append(f"{replicas * gpus_per_replica} GPUs as {replicas} replicas of tp={s.tp} x pp={s.pp} "
                        f"({per_replica_max} sequences each)")
-    raised = _raised_budget(s)
-    if raised:
-        out.append(raised)
     current = budget.weights_obj.weight_dtype if budget.weights_obj else None
     if current and s.sizing.get("weights_bytes") is None:
         current_bytes = budget.weights_obj.total_bytes

@@ -1,0 +1,36 @@
+"""The Fit page's Deploy panel: the launch command kvmem.plan writes for the sidebar's workload.
+
+Thin: the target is a URL-bound radio (a shared link keeps it), the library writes the command and
+the reasons, and this draws them (st.code has a copy button); a refusal is shown as the library says it.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import kvmem
+from ui import inputs
+
+TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "largest context": "max_context"}
+
+
+def panel(model, fit_kwargs: dict) -> None:
+    st.subheader("Deploy")
+    label = inputs.radio(st, "Plan for", list(TARGETS), key="deploy_target", horizontal=True,
+                         help="The workload as given, the most sequences of this context, or the longest context "
+                              "for this batch (kvmem.plan).")
+    try:
+        plan = kvmem.plan(model, target=TARGETS[label], **fit_kwargs)
+    except ValueError as exc:   # PlanRefused, or an input the engine has no flag for
+        st.info(f"No command: {exc}")
+        return
+    st.caption(f"{plan.release}: {plan.batch:,} sequence(s) × {plan.context:,} tokens.")
+    st.code(plan.command, language="bash")
+    for name, text in plan.files.items():
+        st.caption(f"Beside it, {name}:")
+        st.code(text, language="yaml")
+    st.markdown("\n".join(f"- `{' '.join(f.argv)}` — {f.reason}" for f in plan.flags))
+    numbers = plan.fit.engine_numbers
+    if numbers is not None and numbers.lines:
+        st.caption(f"{numbers.engine} will print:")
+        st.code("\n".join(numbers.lines), language=None)
