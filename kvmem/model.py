@@ -80,7 +80,8 @@ class RecurrentState:
     ``ssm_heads`` is the head count the recurrent state splits over with tensor parallelism.
     ``ssm_dtype`` is the dtype the model keeps its recurrent state in where its config or its
     modeling code fixes one (Qwen3.5 ``mamba_ssm_dtype``, Nemotron-H ``mamba_ssm_cache_dtype``,
-    Kimi-Linear's KDA in float32); None: the model's own dtype.
+    Kimi-Linear's KDA in float32); None: the model's own dtype. ``conv_dtype`` likewise for the
+    conv window (Inkling's short convolutions run and keep their state in float32).
     """
 
     conv_channels: int = 0
@@ -88,6 +89,7 @@ class RecurrentState:
     ssm_elements: int = 0
     ssm_heads: int = 1
     ssm_dtype: str | None = None
+    conv_dtype: str | None = None
 
     def elements(self, conv_columns: int | None = None) -> int:
         """Elements per sequence, with ``conv_columns`` (default kernel - 1) conv columns kept."""
@@ -309,8 +311,8 @@ class Model:
                 groups.items(), key=lambda item: KINDS.index(item[0][0])):
             if kind.per_head:
                 dims = f"head_dim {dim_k}" if dim_k == dim_v else f"head_dim K {dim_k} / V {dim_v}"
-                text = f"{n} {kind} ({kv_heads} KV heads, {dims}"
-                text += f", window {window})" if kind != FULL else ")"
+                text = f"{n} {kind} ({kv_heads} KV heads, {dims}" + (f", window {window}" if kind != FULL else "")
+                text += f", beside a state of {state:,} elements per sequence)" if state else ")"
             elif kind == MLA:
                 text = f"{n} MLA (latent {rank} + rope {rope}" + (f" + indexer {index}" if index else "") + ")"
             elif kind == LINEAR:

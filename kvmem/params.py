@@ -32,12 +32,20 @@ _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", 
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text"}
 _UNSUPPORTED = {"gemma3n_text", "gemma4_text", "mimo_v2_flash", "kimi_linear", "minimax", "lfm2", "lfm2_moe",
                 "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas", "granitemoehybrid", "bamba", "falcon_h1",
-                "mamba", "falcon_mamba", "mamba2"}
+                "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text", "gpt_neo", "laguna", "modernbert-decoder",
+                "kosmos_2_5_text_model", "minimax_m3_vl_text", "inkling_text", "zaya", "longcat_flash",
+                "mistral_large4_text", "bailing_hybrid", "inkling2_text", "inkling2_loop_text"}
+# MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
+# their MoE shape): Ernie-4.5-VL lists [text, vision] experts in moe_num_experts / moe_intermediate_size;
+# LongCat-Flash adds zero-computation experts (zero_expert_num) of expert_ffn_hidden_size
+_UNREAD_MOE = {"ernie4_5_vl_moe_text", "longcat_flash"}
 
 
 def moe_shape(f, n_layers: int) -> MoeShape | None:
     """The MoE MLP of a config (None for a dense model): the one reader of these fields."""
     t = f.model_type
+    if t in _UNREAD_MOE:
+        return None
     if t == "nemotron_h" and "E" not in str(f.get("hybrid_override_pattern", default="")):
         # transformers' NemotronHConfig carries MoE defaults (n_routed_experts=8, for the MoE
         # Nemotron-H models) that a dense checkpoint's config.json never overrides: only "E"

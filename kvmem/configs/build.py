@@ -124,7 +124,7 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     return Model(
         name=name or hf_id or given_name or model_type or "custom",
         layers=layers,
-        hidden_size=f.int("hidden_size", "n_embd", "d_model"),
+        hidden_size=f.int("hidden_size", "n_embd", "d_model", "embed_dim"),
         num_attention_heads=heads,
         dtype=dtype,
         max_position_embeddings=f.int("max_position_embeddings", "n_positions", "seq_length",

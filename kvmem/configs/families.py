@@ -90,7 +90,18 @@ LAYOUT_READS = {
     "falcon_h1": frozenset({"mamba_d_ssm"}) | _MAMBA2,
     "mamba": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank"}),
     "mamba2": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank", "n_groups", "chunk_size"}),
+    "modernbert": frozenset({"local_attention", "global_attn_every_n_layers"}),
+    "listed": frozenset(),
+    "inkling": frozenset({"swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim", "sliding_window_size",
+                          "local_layer_ids", "conv_kernel_size", "sconv_kernel_size", "number_of_conv_states"}),
+    "zaya": frozenset({"cca_time0", "cca_time1"}),
+    "bailing": frozenset({"layer_group_size", "short_conv_kernel_size", "linear_head_dim", "linear_num_heads",
+                          "linear_conv_kernel_dim"}),
+    # no_rope_layers: which layers rotate the shared rope key, not what is cached
+    "mistral_large4": frozenset({"kv_source_layers", "no_rope_layers", "no_rope_layer_interval"}),
 }
+LAYOUT_READS["inkling_loop"] = LAYOUT_READS["inkling"] | {"loop_layer_index_start", "loop_layer_index_end",
+                                                         "loop_num_passes", "loop_config"}
 _MLA_READS = frozenset({"kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "q_lora_rank",
                         "index_head_dim", "index_topk", "index_n_heads", "indexer_types", "index_topk_pattern",
                         "index_topk_freq", "index_skip_topk_offset"})
@@ -111,6 +122,7 @@ CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
     "short_conv_kernel_size", "mtp_per_layer_config", "use_bidirectional_attention",
     # sparse-attention indexers and compressed caches
     "index_block_size", "index_local_blocks", "index_topk_blocks", "indexer_types", "index_kpool",
+    "sparse_attention_config",
     "indexer_n_heads", "indexer_head_dim", "indexer_kv_heads", "indexer_compress_ratio", "indexer_budget",
     # linear attention, SSM and convolution states
     "linear_num_heads", "linear_head_dim", "state_size", "mamba_n_heads", "mamba_d_head", "mamba_n_groups",
@@ -123,17 +135,16 @@ CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
 _GENERIC = (
     "apertus", "apertus1p5_text", "arcee", "aria_text", "beam", "biogpt", "bitnet", "blip_text_model", "bloom",
     "chameleon", "codegen", "cohere", "cohere_compass_text", "cosmos3_edge_text", "cpmant", "ctrl", "cwm",
-    "deepseek_ocr2_text", "diffllama", "doge", "emu3_text_model", "ernie4_5", "ernie4_5_moe",
-    "ernie4_5_vl_moe_text", "evolla", "exaone", "flex_olmo", "flint", "git", "glm", "glm4", "glm4_moe",
-    "glm4v_text", "glm_ocr_text", "gpt2", "gpt_neox", "gpt_neox_japanese", "gptj", "granite",
-    "granite4_vision_text", "granite_docling_text", "granite_swa", "granitemoe", "granitemoe_swa",
-    "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text", "hy_v3",
-    "hyperclovax", "idefics", "internlm3", "iquestcoder", "jais2", "jetmoe", "kolibri1", "llama", "mellum",
-    "minimax_m2", "ministral", "ministral3", "mistral", "mixtral", "molmo2_text", "moshi", "muse_glimmer_text",
-    "muse_spark_text", "nanochat", "nemotron", "olmo", "olmo2", "olmo3", "olmoe", "openai-gpt", "opt",
-    "paddleocr_vl_text", "persimmon", "phi", "phi3", "phi4_multimodal", "phimoe", "pix2struct_text_model",
-    "qwen3_vl_moe_text", "qwen3_vl_text", "sarvam_moe", "seed_oss", "solar_open", "stablelm", "starcoder2",
-    "udop", "vaultgemma",
+    "deepseek_ocr2_text", "diffllama", "doge", "emu3_text_model", "ernie4_5", "ernie4_5_moe", "evolla", "exaone",
+    "flex_olmo", "flint", "git", "glm", "glm4", "glm4_moe", "glm4v_text", "glm_ocr_text", "gpt2", "gpt_neox",
+    "gpt_neox_japanese", "gptj", "granite", "granite4_vision_text", "granite_docling_text", "granite_swa",
+    "granitemoe", "granitemoe_swa", "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense", "hunyuan_v1_moe",
+    "hunyuan_vl_text", "hy_v3", "hyperclovax", "idefics", "internlm3", "iquestcoder", "jais2", "jetmoe", "kolibri1",
+    "llama", "mellum", "minimax_m2", "ministral", "ministral3", "mistral", "mixtral", "molmo2_text", "moshi",
+    "muse_glimmer_text", "muse_spark_text", "nanochat", "nemotron", "olmo", "olmo2", "olmo3", "olmoe", "openai-gpt",
+    "opt", "paddleocr_vl_text", "persimmon", "phi", "phi3", "phi4_multimodal", "phimoe", "pix2struct_text_model",
+    "qwen3_vl_moe_text", "qwen3_vl_text", "sarvam_moe", "seed_oss", "solar_open", "stablelm", "starcoder2", "udop",
+    "vaultgemma",
 )
 
 _SPECIAL = {
@@ -215,6 +226,54 @@ _SPECIAL = {
     "glm4_moe_lite": Family(mla=True, source="modeling_glm4_moe_lite.py"),
     **{t: Family(mla=True, source=f"modeling_{t}.py: latent + rope key, one head", engines=NEW_FAMILY_ENGINES)
        for t in ("minicpm3", "mistral4", "youtu", "sarvam_mla", "axk1", "axk2", "hy_v4", "hy_v4_vl_text")},
+    # Ernie-4.5-VL's text model: the attention of ernie4_5_moe; its MoE lists text and vision experts
+    # (moe_num_experts, moe_intermediate_size as [text, vision]), which kvmem's parameter count does not read
+    "ernie4_5_vl_moe_text": Family(source="configuration_ernie4_5_vl_moe.py, generic rule", engines=NEW_FAMILY_ENGINES),
+    # modeling_gpt_neo.py builds DynamicCache(config=...) from a config without layer_types or sliding_window:
+    # every layer is cached whole, the local layers' window_size only masks; engines that keep the window
+    # (none is checked) would differ, so only transformers' modes size it
+    "gpt_neo": Family(source="modeling_gpt_neo.py: every layer cached whole, window_size a mask",
+                      engines=("hf-dynamic", "hf-static"),
+                      ignores=frozenset({"attention_types", "attention_layers", "window_size"})),
+    # modeling_laguna.py LagunaAttention: num_attention_heads_per_layer sets the query heads; K and V keep
+    # num_key_value_heads in every layer
+    "laguna": Family("listed", source="configuration_laguna.py layer_types (else all full); modeling_laguna.py "
+                                      "LagunaAttention",
+                     engines=NEW_FAMILY_ENGINES, ignores=frozenset({"num_attention_heads_per_layer"})),
+    "modernbert-decoder": Family("modernbert", source="configuration_modernbert_decoder.py: sliding unless i % "
+                                                      "global_attn_every_n_layers == 0, window local_attention // 2",
+                                 engines=NEW_FAMILY_ENGINES),
+    "kosmos_2_5_text_model": Family(source="configuration_kosmos2_5.py (layers, attention_heads, embed_dim), "
+                                           "generic rule", engines=NEW_FAMILY_ENGINES),
+    # MiniMax-M3: full layers as any decoder's; its "minimax_m3_sparse" layers (sparse_attention_config)
+    # also cache an indexer key and are refused by name, so the index_* fields shape nothing kvmem sizes
+    "minimax_m3_vl_text": Family("listed", source="configuration_minimax_m3_vl.py layer_types (else all full), "
+                                                  "modeling_minimax_m3_vl.py MiniMaxM3VLAttention",
+                                 engines=NEW_FAMILY_ENGINES,
+                                 ignores=frozenset({"index_n_heads", "index_head_dim", "index_block_size",
+                                                    "index_topk_blocks", "index_local_blocks"})),
+    "inkling_text": Family("inkling", source="configuration_inkling.py (layer_types hybrid / hybrid_sliding), "
+                                             "modeling_inkling.py InklingAttention, InklingShortConvolution",
+                           engines=NEW_FAMILY_ENGINES),
+    "inkling2_text": Family("inkling", source="configuration_inkling2.py, modeling_inkling2.py (its dynamic "
+                                              "short convolutions keep the same fp32 state)",
+                            engines=NEW_FAMILY_ENGINES),
+    "inkling2_loop_text": Family("inkling_loop", source="configuration_inkling2_loop.py, modeling_inkling2_loop.py: "
+                                                        "each pass after the first over layers loop_layer_index_start"
+                                                        " to loop_layer_index_end - 1 caches in copies of them",
+                                 engines=NEW_FAMILY_ENGINES),
+    "zaya": Family("zaya", source="configuration_zaya.py (layer_types hybrid / hybrid_sliding), modeling_zaya.py "
+                                  "ZayaCCAProjection", engines=NEW_FAMILY_ENGINES),
+    "mistral_large4_text": Family("mistral_large4", mla=True,
+                                  source="configuration_mistral_large4.py (kv_source_layers, indexer_types), "
+                                         "modeling_mistral_large4.py MistralLarge4Attention",
+                                  engines=NEW_FAMILY_ENGINES),
+    "bailing_hybrid": Family("bailing", mla=True, source="configuration_bailing_hybrid.py (layer_group_size), "
+                                                         "modeling_bailing_hybrid.py BailingHybridDeltaAttention",
+                             engines=NEW_FAMILY_ENGINES),
+    "longcat_flash": Family(mla=True, source="configuration_longcat_flash.py (num_hidden_layers = 2 x num_layers), "
+                                             "modeling_longcat_flash.py LongcatFlashMLA: two per decoder layer",
+                            engines=NEW_FAMILY_ENGINES),
     # kvmem's own spelled-out form (kvmem.configs.custom_config): every field it writes is read
     "custom": Family(source="kvmem.configs.custom_config"),
     "custom_mla": Family(mla=True, source="kvmem.configs.custom_config"),

@@ -25,7 +25,7 @@ MISSING = object()
 _LIMIT_GROUPS = (
     # 1,024 layers (8x the deepest real model) keeps every call, fit's searches included, in
     # about a second: their cost grows with the layer count
-    (1024, ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_kv_shared_layers")),
+    (1024, ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "layers", "num_kv_shared_layers")),
     (4096, ("num_attention_heads", "n_head", "num_heads", "n_heads", "num_key_value_heads", "num_kv_heads",
             "n_head_kv", "multi_query_group_num", "linear_num_key_heads", "linear_num_value_heads",
             "mamba_num_heads", "n_groups", "index_n_heads", "linear_conv_kernel_dim", "mamba_d_conv",
@@ -34,16 +34,17 @@ _LIMIT_GROUPS = (
             "attn_layer_period", "attn_layer_offset", "no_rope_layer_interval", "interleave_moe_layer_step",
             "decoder_sparse_step", "moe_layer_freq", "expert_layer_period", "expert_layer_offset",
             "n_shared_experts", "num_global_key_value_heads", "swa_num_key_value_heads",
-            "swa_num_attention_heads", "linear_num_heads", "conv_L_cache", "kv_n_heads")),
+            "swa_num_attention_heads", "linear_num_heads", "conv_L_cache", "kv_n_heads", "conv_kernel_size",
+            "sconv_kernel_size", "cca_time0", "cca_time1", "global_attn_every_n_layers", "number_of_conv_states")),
     (65536, ("head_dim", "kv_channels", "v_head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "kv_lora_rank",
              "q_lora_rank", "index_head_dim", "linear_key_head_dim", "linear_value_head_dim", "mamba_head_dim",
              "mamba_d_state", "ssm_state_size", "mamba_dt_rank", "n_routed_experts", "num_local_experts",
              "num_experts", "moe_num_experts", "num_experts_per_tok", "num_experts_per_token", "moe_top_k",
              "top_k", "global_head_dim", "swa_head_dim", "swa_v_head_dim", "linear_head_dim")),
-    (2**20, ("hidden_size", "n_embd", "d_model")),
+    (2**20, ("hidden_size", "n_embd", "d_model", "embed_dim")),
     (2**24, ("vocab_size", "padded_vocab_size", "intermediate_size", "moe_intermediate_size",
              "intermediate_size_mlp", "shared_expert_intermediate_size", "n_inner", "ffn_hidden_size")),
-    (2**30, ("sliding_window", "attention_chunk_size", "index_topk")),
+    (2**30, ("sliding_window", "attention_chunk_size", "index_topk", "sliding_window_size", "local_attention")),
 )
 FIELD_LIMITS = {name: limit for limit, names in _LIMIT_GROUPS for name in names}
 DEFAULT_FIELD_LIMIT = 2**40      # any other integer field (max_position_embeddings, ...)

@@ -34,6 +34,15 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
     mamba, mamba2  attention-free: every layer a Mamba (Mamba2) mixer
     falcon_h1    every layer "hybrid": attention and a Mamba2 mixer side by side, both cached
                  (cache_utils.py LinearAttentionAndFullAttentionLayer)
+    inkling      layer_types "hybrid" / "hybrid_sliding" (attention, full or sliding, beside short
+                 convolutions), else sliding at local_layer_ids, else where (i + 1) % 6
+                 (configuration_inkling.py)
+    zaya         layer_types "hybrid" / "hybrid_sliding", else every layer "hybrid" (configuration_zaya.py)
+    listed       layer_types, else every layer full whatever sliding_window says (laguna,
+                 minimax_m3_vl_text: their config classes fill layer_types with full_attention)
+    bailing      linear (KDA) unless (i + 1) % layer_group_size == 0 (configuration_bailing_hybrid.py)
+    modernbert   sliding unless i % global_attn_every_n_layers == 0 (3 by default)
+                 (configuration_modernbert_decoder.py)
     decilm       Nemotron-NAS (Llama-3.3-Nemotron-Super-49B): block_configs[i].attention; no cache
                  where no_op or replace_with_linear (vllm/model_executor/models/nemotron_nas.py;
                  transformers has no class for it)
@@ -48,14 +57,15 @@ from ..units import show_value
 from .families import Family
 from .fields import Fields, check_int
 
-__all__ = ["LAYER_TYPE_NAMES", "layer_count", "kinds_of", "decilm_groups"]
+__all__ = ["LAYER_TYPE_NAMES", "layer_count", "kinds_of", "decilm_groups", "rope_layers"]
 
 LAYER_TYPE_NAMES = {
     "full_attention": FULL, "attention": FULL, "global": FULL, "full": FULL,
     "sliding_attention": SLIDING, "sliding": SLIDING, "local": SLIDING,
     "chunked_attention": CHUNKED,
     "linear_attention": LINEAR, "mamba": LINEAR, "mamba2": LINEAR, "conv": LINEAR,
-    "hybrid": "hybrid",          # attention and a Mamba2 mixer side by side in one layer (Falcon-H1)
+    "hybrid": "hybrid",          # attention with a state beside it in one layer (Falcon-H1, Inkling, ZAYA)
+    "hybrid_sliding": "hybrid_sliding",   # sliding attention with a state beside it (Inkling, ZAYA)
     "indexed_attention": FULL,   # DeepSeek sparse attention: a full layer whose indexer picks the keys
     "moe": NONE, "mlp": NONE, "dummy": NONE,
 }
@@ -66,14 +76,34 @@ _NEMOTRON_BLOCKS = {"*": FULL, "M": LINEAR, "-": NONE, "E": NONE}
 
 def layer_count(f: Fields) -> int:
     """num_hidden_layers (or its spellings); Nemotron-3 configs give only ``layers_block_type``."""
+    if f.model_type == "longcat_flash":
+        return _longcat_layers(f)
     if f.model_type == "nemotron_h" and not any(f.has(n) for n in ("num_hidden_layers", "n_layer")):
         blocks = f.cfg.get("layers_block_type")
         if isinstance(blocks, list):
             return check_int("num_hidden_layers", len(blocks))
-    return f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    return f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", "layers")
+
+
+def _longcat_layers(f: Fields) -> int:
+    """LongCat-Flash: two MLA attentions per decoder layer, each its own cache layer
+    (modeling_longcat_flash.py: layer_idx * 2 + i); configuration_longcat_flash.py derives
+    num_hidden_layers = 2 x num_layers, and a num_hidden_layers the file gives sets num_layers to half."""
+    if f.has("num_hidden_layers"):
+        given = f.int("num_hidden_layers")
+        if given % 2 or (f.has("num_layers") and f.int("num_layers") * 2 != given):
+            raise ConfigError(f"config field 'num_hidden_layers' ({given}) must be twice 'num_layers' "
+                              f"({f.get('num_layers', default=None)}) for model_type 'longcat_flash': two "
+                              "attention layers per decoder layer")
+        return given
+    return 2 * f.int("num_layers")
 
 
 _BLOCK_TYPE_LAYOUTS = ("nemotron_h", "granite_hybrid", "bamba")
+
+# The layouts whose layers all keep a state beside their attention, and the hybrid kinds each reads.
+HYBRID_KINDS = {"falcon_h1": {"hybrid"}, "inkling": {"hybrid", "hybrid_sliding"},
+                "inkling_loop": {"hybrid", "hybrid_sliding"}, "zaya": {"hybrid", "hybrid_sliding"}}
 
 
 def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[str] | None:
@@ -90,7 +120,8 @@ def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[str] | None:
     kinds = []
     for i, name in enumerate(given):
         kind = LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
-        if kind is None or (kind == "hybrid") != (layout == "falcon_h1"):
+        hybrid = HYBRID_KINDS.get(layout)
+        if kind is None or (kind not in hybrid if hybrid else kind in ("hybrid", "hybrid_sliding")):
             raise ConfigError(f"{field}[{i}] is {show_value(name)}: a layer type kvmem does not read for "
                               f"model_type {f.model_type!r}")
         kinds.append(kind)
@@ -118,16 +149,9 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         interval = f.int("full_attention_interval")
         return [LINEAR if (i + 1) % interval else FULL for i in range(n_layers)]
     if layout == "llama4":
-        no_rope = f.get("no_rope_layers", default=None)
-        if no_rope and (not isinstance(no_rope, list) or len(no_rope) != n_layers
-                        or any(v not in (0, 1) or isinstance(v, float) for v in no_rope)):
-            raise ConfigError(f"config field 'no_rope_layers' must list 0 or 1 for each of the {n_layers} layers, "
-                              f"got {show_value(no_rope)}")
-        if not no_rope:
-            interval = f.int("no_rope_layer_interval", default=4)
-            no_rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+        rope = rope_layers(f, n_layers)
         chunked = f.get("attention_chunk_size", default=None)
-        return [CHUNKED if chunked and no_rope[i] else FULL for i in range(n_layers)]
+        return [CHUNKED if chunked and rope[i] else FULL for i in range(n_layers)]
     if layout == "gemma3n":
         return [FULL if (i + 1) % 5 == 0 else SLIDING for i in range(n_layers)]
     if layout == "mimo":
@@ -142,6 +166,9 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return [FULL if v else LINEAR for v in _flags("attn_type_list", types, n_layers)]
     if layout == "kimi_linear":
         return _kimi_kinds(f, n_layers)
+    if layout == "bailing":
+        group = f.int("layer_group_size")
+        return [FULL if (i + 1) % group == 0 else LINEAR for i in range(n_layers)]
     if layout == "decoder" and not f.flag("is_decoder"):
         raise ConfigError(f"config field 'is_decoder' is false: a {f.model_type} encoder caches nothing (kvmem sizes "
                           "it run as a decoder, is_decoder true)")
@@ -156,8 +183,18 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         attention = set(_indices("attn_layer_indices", f.get("attn_layer_indices", default=[]) or [], n_layers,
                                  first=0))
         return [FULL if i in attention else LINEAR for i in range(n_layers)]
-    if layout == "falcon_h1":
+    if layout in ("falcon_h1", "zaya"):
         return ["hybrid"] * n_layers
+    if layout in ("inkling", "inkling_loop"):
+        local = f.get("local_layer_ids", default=None)
+        local = set(range(n_layers)) - {i for i in range(n_layers) if not (i + 1) % 6} if local is None else \
+            set(_indices("local_layer_ids", local, n_layers, first=0))
+        return ["hybrid_sliding" if i in local else "hybrid" for i in range(n_layers)]
+    if layout == "listed":
+        return [FULL] * n_layers
+    if layout == "modernbert":
+        every = f.int("global_attn_every_n_layers", default=3)
+        return [SLIDING if i % every else FULL for i in range(n_layers)]
     if layout == "decilm":
         return [FULL if heads else NONE for heads in decilm_groups(f, n_layers)]
     if layout == "lfm2":
@@ -182,6 +219,21 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         first = f.int("max_window_layers", minimum=0)
         return [SLIDING if i >= first else FULL for i in range(n_layers)]
     return [SLIDING] * n_layers
+
+
+def rope_layers(f: Fields, n_layers: int) -> list[int]:
+    """Per layer 1 where it uses RoPE: ``no_rope_layers`` (despite its name, 1 = RoPE), else every
+    layer but each no_rope_layer_interval-th (4 by default; configuration_llama4.py,
+    configuration_mistral_large4.py)."""
+    rope = f.get("no_rope_layers", default=None)
+    if rope and (not isinstance(rope, list) or len(rope) != n_layers
+                 or any(v not in (0, 1) or isinstance(v, float) for v in rope)):
+        raise ConfigError(f"config field 'no_rope_layers' must list 0 or 1 for each of the {n_layers} layers, "
+                          f"got {show_value(rope)}")
+    if not rope:
+        interval = f.int("no_rope_layer_interval", default=4)
+        rope = [int((i + 1) % interval != 0) for i in range(n_layers)]
+    return rope
 
 
 def _flags(field: str, values, n_layers: int) -> list[int]:

@@ -10,8 +10,17 @@ Per-layer shapes where a family's layers differ (the kinds come from kvmem.confi
                  2 x num_key_value_heads), swa_head_dim / swa_v_head_dim, a window of
                  sliding_window_size + 1 (configuration_mimo_v2_flash.py)
     decilm       num_attention_heads // n_heads_in_group KV heads per layer (nemotron_nas.py)
+    mistral_large4  MLA; a NoPE layer (no_rope_layers 0) caches the latent without the rope key, a
+                 layer whose kv_source_layers entry is an earlier layer reads that layer's cache
+                 (modeling_mistral_large4.py MistralLarge4Attention)
     gemma3n, gemma4  the last num_kv_shared_layers read the last earlier layer of the same type
     falcon_h1    every layer attention with a Mamba2 state beside it
+    inkling      sliding ("hybrid_sliding") layers: swa_num_key_value_heads x swa_head_dim for K and V
+                 (modeling_inkling.py InklingAttention), a window of sliding_window_size; every
+                 layer short convolutions beside its attention (kvmem.configs.states)
+    inkling_loop as inkling, plus a copy of the looped layers for every pass after the first
+    zaya         every layer attention with ZAYA's convolution and delayed-value state beside it
+    modernbert   a window of sliding_window, else local_attention // 2 (configuration_modernbert_decoder.py)
     MLA families every attention layer caches the latent; an indexer key of index_head_dim
                  where the config sets index_topk (DeepSeek sparse attention, as vLLM keys it), on
                  the layers whose indexer_types entry is "full" (configuration_glm_moe_dsa.py:
@@ -27,13 +36,14 @@ from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer
 from ..units import show_value
 from .families import Family
 from .fields import Fields, check_int
-from .kinds import decilm_groups, kinds_of
-from .states import recurrent_state
+from .kinds import decilm_groups, kinds_of, rope_layers
+from .states import hybrid_state, recurrent_state
 
 __all__ = ["attention_shape", "layers_of"]
 
 
 ATTENTION_FREE = ("mamba", "mamba2")
+INKLING = ("inkling", "inkling_loop")
 
 
 def _attn_config(f: Fields) -> dict:
@@ -78,7 +88,7 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
         # is (GLM-4.7-Flash: hidden 2048, 20 heads, 192 + 64); the cache holds the latent instead
         head_dim = f.int("qk_nope_head_dim") + f.int("qk_rope_head_dim")
     elif head_dim is None:
-        hidden = f.int("hidden_size", "n_embd", "d_model")
+        hidden = f.int("hidden_size", "n_embd", "d_model", "embed_dim")
         if hidden % heads:
             raise ConfigError(f"hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}) "
                               "and the config has no head_dim")
@@ -105,6 +115,29 @@ def _shared_sources(f: Fields, kinds: list[str]) -> dict[int, int]:
         if not earlier:
             raise ConfigError(f"layer {i} shares KV but no earlier layer has type {kinds[i]!r}")
         sources[i] = earlier[-1]
+    return sources
+
+
+def _kv_sources(f: Fields, n_layers: int, indexers: list[bool]) -> dict[int, int]:
+    """Mistral Large 4: layer index -> the earlier layer whose latent it reads (kv_source_layers).
+
+    configuration_mistral_large4.py kv_sharing_modes: a layer that reads another's latent and
+    runs its own indexer ("reuse_but_indexer") still caches an indexer key of its own, which
+    kvmem does not size alone: refused by name.
+    """
+    given = f.get("kv_source_layers", default=None)
+    if given is None:
+        return {}
+    if not isinstance(given, list) or len(given) != n_layers or any(
+            isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= i or given[s] != s
+            for i, s in enumerate(given)):
+        raise ConfigError(f"config field 'kv_source_layers' must list, for each of the {n_layers} layers, itself or "
+                          f"an earlier layer that is its own source, got {show_value(given)}")
+    sources = {i: s for i, s in enumerate(given) if s != i}
+    with_indexer = [i for i in sources if indexers[i]]
+    if with_indexer:
+        raise ConfigError(f"layer {with_indexer[0]} reads layer {sources[with_indexer[0]]}'s latent but runs its own "
+                          "indexer (indexer_types 'full'): it caches an indexer key alone, which kvmem does not size")
     return sources
 
 
@@ -162,12 +195,27 @@ def _mimo_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int,
     return {i: (heads, k_dim, v_dim) for i, kind in enumerate(kinds) if kind == SLIDING}
 
 
+def _inkling_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int) -> dict[int, tuple[int, int, int]]:
+    """Inkling: sliding layer -> (KV heads, K dim, V dim); modeling_inkling.py InklingAttention takes
+    swa_num_key_value_heads and swa_head_dim for K and V where layer_types says "hybrid_sliding"."""
+    heads, dim = f.int("swa_num_key_value_heads", default=kv_heads), f.int("swa_head_dim", default=head_dim)
+    return {i: (heads, dim, dim) for i, kind in enumerate(kinds) if kind == "hybrid_sliding"}
+
+
 def _window(f: Fields, family: Family) -> int:
     """The sliding window in tokens held (0: none). MiMo-V2-Flash's sliding_window_size counts the
     tokens before the query: configuration_mimo_v2_flash.py sets sliding_window to it + 1. Gemma 4
     with use_bidirectional_attention "all" holds sliding_window // 2 + 1 (configuration_gemma4.py)."""
     if family.layout == "mimo" and f.has("sliding_window_size"):
         return f.int("sliding_window_size") + 1
+    if family.layout in INKLING:
+        # configuration_inkling.py attribute_map: sliding_window is sliding_window_size
+        return f.int("sliding_window_size", "sliding_window", default=0, minimum=0) or 0
+    if family.layout == "modernbert" and not f.has("sliding_window"):
+        # ModernBertDecoderConfig.__post_init__ sets sliding_window = local_attention // 2, then a
+        # sliding_window the file gives (a kwarg, set after it) replaces it
+        local = f.int("local_attention", default=0, minimum=0) or 0
+        return local // 2
     window = f.int("sliding_window", default=0, minimum=0) or 0
     if family.layout == "gemma4" and window:
         bidirectional = f.get("use_bidirectional_attention", default=None)
@@ -200,14 +248,14 @@ def _indexer_layers(f: Fields, n_layers: int) -> list[bool]:
     return [t == "full" for t in types]
 
 
-def _mla_layer(f: Fields, indexer: bool) -> Layer:
+def _mla_layer(f: Fields, indexer: bool, rope: bool = True) -> Layer:
     """The latent of an MLA layer, with the sparse-attention indexer key where it keeps one.
 
     vLLM keys the indexer cache on the config's index_topk (vllm/model_executor/models/
     deepseek_v2.py: is_v32 = hasattr(config, "index_topk")); transformers' DSA families cache it
     beside the latent ([batch, seq, index_head_dim], cache_utils.py DynamicIndexedLayer).
     """
-    return Layer(MLA, kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=f.int("qk_rope_head_dim"),
+    return Layer(MLA, kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=f.int("qk_rope_head_dim") if rope else 0,
                  index_head_dim=f.int("index_head_dim") if indexer else 0)
 
 
@@ -222,6 +270,8 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
         shapes = {i: (heads, dim, dim) for i, (heads, dim) in _gemma4_shapes(f, kinds, kv_heads, head_dim).items()}
     elif family.layout == "mimo":
         shapes = _mimo_shapes(f, kinds, kv_heads, head_dim, v_head_dim)
+    elif family.layout in INKLING:
+        shapes = _inkling_shapes(f, kinds, kv_heads, head_dim)
     elif family.layout == "decilm":
         heads = f.int("num_attention_heads")
         groups = decilm_groups(f, n_layers)
@@ -232,27 +282,58 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
         shapes = {i: (heads // group, head_dim, v_head_dim) for i, group in enumerate(groups) if group}
     window = _window(f, family)
     chunk = f.int("attention_chunk_size", default=0, minimum=0) or 0
-    state = recurrent_state(f, family) if LINEAR in kinds or "hybrid" in kinds else None
-    if SLIDING in kinds and window < 1:
+    hybrid = {"hybrid", "hybrid_sliding"} & set(kinds)
+    state = recurrent_state(f, family) if LINEAR in kinds or (hybrid and family.layout not in INKLING) else None
+    if (SLIDING in kinds or "hybrid_sliding" in kinds) and window < 1:
         raise ConfigError("layer_types has sliding_attention layers but sliding_window is not set")
     if CHUNKED in kinds and chunk < 1:
         raise ConfigError("layer_types has chunked_attention layers but attention_chunk_size is not set")
     sources = _shared_sources(f, kinds) if family.layout in ("gemma3n", "gemma4") else {}
     indexers = _indexer_layers(f, n_layers) if MLA in kinds else ()
+    rope = [1] * n_layers
+    if family.layout == "mistral_large4":
+        sources = _kv_sources(f, n_layers, indexers)
+        rope = rope_layers(f, n_layers)     # modeling_mistral_large4.py: a NoPE layer caches no rope key
     layers = []
     for i, kind in enumerate(kinds):
         if i in sources:
             layers.append(Layer(SHARED, shared_with=sources[i]))
         elif kind == MLA:
-            layers.append(_mla_layer(f, indexers[i]))
+            layers.append(_mla_layer(f, indexers[i], bool(rope[i])))
         elif kind == LINEAR:
             layers.append(Layer(LINEAR, state=state))
-        elif kind == "hybrid":
-            layers.append(Layer(FULL, kv_heads=kv_heads, head_dim_k=head_dim, head_dim_v=v_head_dim, state=state))
+        elif kind in ("hybrid", "hybrid_sliding"):
+            heads, k_dim, v_dim = shapes.get(i, (kv_heads, head_dim, v_head_dim))
+            sliding = kind == "hybrid_sliding"
+            layers.append(Layer(SLIDING if sliding else FULL, kv_heads=heads, head_dim_k=k_dim, head_dim_v=v_dim,
+                                window=window if sliding else 0,
+                                state=hybrid_state(f, heads, k_dim) if family.layout in INKLING else state))
         elif kind == NONE:
             layers.append(Layer(NONE))
         else:
             heads, k_dim, v_dim = shapes.get(i, (kv_heads, head_dim, v_head_dim))
             layers.append(Layer(kind, kv_heads=heads, head_dim_k=k_dim, head_dim_v=v_dim,
                                 window=window if kind == SLIDING else chunk if kind == CHUNKED else 0))
+    if family.layout == "inkling_loop":
+        layers += _loop_copies(f, layers)
     return tuple(layers)
+
+
+def _loop_copies(f: Fields, layers: list[Layer]) -> list[Layer]:
+    """Inkling-2-Loop: each pass after the first over layers [start, end) caches in its own copies of
+    them, appended after the model's layers (modeling_inkling2_loop.py Inkling2LoopTextModel.forward);
+    loop_config's core_start, core_end and num_passes replace the loop_* fields
+    (configuration_inkling2_loop.py)."""
+    loop = f.get("loop_config", default=None) or {}
+    if not isinstance(loop, dict):
+        raise ConfigError(f"config field 'loop_config' must be an object, got {show_value(loop)}")
+    start = check_int("loop_config.core_start", loop.get("core_start", f.int("loop_layer_index_start")))
+    end = check_int("loop_config.core_end", loop.get("core_end", f.int("loop_layer_index_end")))
+    passes = check_int("loop_config.num_passes", loop.get("num_passes", f.int("loop_num_passes")))
+    if not 0 < start <= end:
+        raise ConfigError(f"the looped layers [{start}, {end}) must start after layer 0 and not end before they "
+                          "start (configuration_inkling2_loop.py)")
+    # as the modeling code slices them: cache.layers[start:end], empty past the last layer
+    if passes > 64:
+        raise ConfigError(f"loop_num_passes ({passes}) must be at most 64")
+    return layers[start:end] * (passes - 1)

@@ -24,6 +24,18 @@
                                     [num_heads, head_dim, state_size] (modeling_mamba2.py Mamba2Mixer)
     lfm2                            short convolution: conv over hidden_size channels, kernel
                                     conv_L_cache, no recurrent state (modeling_lfm2.py)
+    inkling (per layer)             four short convolutions beside the attention, kernel
+                                    conv_kernel_size: over K and V (that layer's KV heads x head dim
+                                    each) and over the attention's and the MLP's outputs (hidden_size
+                                    each), kept in float32 (modeling_inkling.py InklingShortConvolution
+                                    runs in fp32); no recurrent state
+    bailing (bailing_hybrid)        KDA as kimi_linear: conv over 3 x linear_num_heads x linear_head_dim,
+                                    recurrent [heads, head_dim, head_dim] in fp32
+                                    (modeling_bailing_hybrid.py BailingHybridDeltaAttention)
+    zaya                            CCA: conv over (num_attention_heads + num_key_value_heads) x
+                                    head_dim channels, a receptive field of cca_time0 + cca_time1 - 1
+                                    tokens; recurrent: the previous token's delayed value projection,
+                                    num_key_value_heads x head_dim / 2 (modeling_zaya.py ZayaCCAProjection)
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ from ..model import RecurrentState
 from .families import Family
 from .fields import Fields, check_int
 
-__all__ = ["recurrent_state"]
+__all__ = ["recurrent_state", "hybrid_state"]
 
 _STATE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
@@ -82,6 +94,14 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
                            lac.get("short_conv_kernel_size", f.get("linear_conv_kernel_dim", default=None)))
         # modeling_kimi_linear.py: update_recurrent_state(last_recurrent_state.to(torch.float32))
         return RecurrentState(3 * heads * dim, kernel, heads * dim * dim, heads, "fp32")
+    if family.layout == "bailing":
+        # BailingHybridConfig.__post_init__: linear_num_heads = num_attention_heads, linear_head_dim =
+        # head_dim, linear_conv_kernel_dim = short_conv_kernel_size, unless the file names them
+        heads = f.int("linear_num_heads" if f.has("linear_num_heads") else "num_attention_heads")
+        dim = f.int("linear_head_dim" if f.has("linear_head_dim") else "head_dim")
+        kernel = f.int("linear_conv_kernel_dim" if f.has("linear_conv_kernel_dim") else "short_conv_kernel_size")
+        # modeling_bailing_hybrid.py: update_recurrent_state(last_recurrent_state.to(torch.float32))
+        return RecurrentState(3 * heads * dim, kernel, heads * dim * dim, heads, "fp32")
     if family.layout == "minimax":
         heads = f.int("num_attention_heads")
         dim = f.int("head_dim", default=None) or f.int("hidden_size") // heads
@@ -108,6 +128,25 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
         return RecurrentState(inner + 2 * f.int("n_groups") * d_state, f.int("conv_kernel"), inner * d_state, heads)
     if family.layout == "lfm2":
         return RecurrentState(f.int("hidden_size"), f.int("conv_L_cache"), 0, 1)
+    if family.layout == "zaya":
+        q_heads, kv_heads, head_dim = f.int("num_attention_heads"), f.int("num_key_value_heads"), f.int("head_dim")
+        field = f.int("cca_time0") + f.int("cca_time1") - 1
+        return RecurrentState((q_heads + kv_heads) * head_dim, field, kv_heads * head_dim // 2, kv_heads)
     raise ConfigError(f"model_type {f.model_type!r} has linear/mamba layers but kvmem does not know its state "
                       "layout; it reads the states of qwen3_next, qwen3_5, jamba, nemotron_h, kimi_linear, "
                       "minimax and lfm2")
+
+
+def hybrid_state(f: Fields, kv_heads: int, head_dim: int) -> RecurrentState:
+    """Inkling: the short convolutions beside one layer's attention of ``kv_heads`` x ``head_dim``."""
+    kernel = f.int("conv_kernel_size", default=None)
+    alias = f.int("sconv_kernel_size", default=None)
+    if kernel and alias and kernel != alias:
+        raise ConfigError(f"config fields 'conv_kernel_size' ({kernel}) and 'sconv_kernel_size' ({alias}) name one "
+                          f"setting (configuration_inkling.py attribute_map) and disagree")
+    states = f.int("number_of_conv_states", default=4)
+    if states != 4:
+        raise ConfigError(f"config field 'number_of_conv_states' is {states}; model_type {f.model_type!r} keeps 4 "
+                          "(K, V, attention output, MLP output)")
+    channels = 2 * kv_heads * head_dim + 2 * f.int("hidden_size")
+    return RecurrentState(channels, kernel or alias, 0, kv_heads, conv_dtype="fp32")

@@ -401,12 +401,13 @@ def layer_heads(layer: Layer, tp: int) -> int:
 
 
 def state_bytes(state, model_dtype: str, tp: int = 1, *, ssm_dtype: str | None = None) -> int:
-    """One sequence's recurrent state on one rank: the conv window (kernel - 1 columns) in the
-    model's dtype, the recurrent state in ``ssm_dtype``, else its own (RecurrentState.ssm_dtype),
-    else the model's."""
+    """One sequence's recurrent state on one rank: the conv window (kernel - 1 columns) in its own
+    dtype (RecurrentState.conv_dtype) else the model's, the recurrent state in ``ssm_dtype``, else
+    its own (RecurrentState.ssm_dtype), else the model's."""
     conv = state_share(state.conv_channels * max(state.conv_kernel - 1, 0), state.ssm_heads, tp)
     ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
-    return dtype(model_dtype).row_bytes(conv) + dtype(ssm_dtype or state.ssm_dtype or model_dtype).row_bytes(ssm)
+    return (dtype(state.conv_dtype or model_dtype).row_bytes(conv)
+            + dtype(ssm_dtype or state.ssm_dtype or model_dtype).row_bytes(ssm))
 
 
 def state_share(elements: int, heads: int, tp: int) -> int:

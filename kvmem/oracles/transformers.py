@@ -165,7 +165,10 @@ def decoder_types() -> list[str]:
 # ``config.head_dim`` as is (``self.head_dim ** -0.5`` fails): hidden_size / heads (4096 / 32) is
 # set, the usual meaning of an absent head_dim. NemotronConfig's default num_key_value_heads is
 # None and its attention divides by it: the heads (48), the usual meaning of an absent one (MHA).
-DEFAULT_OVERRIDES = {"granitemoehybrid": {"layer_types": ["attention"] + ["mamba"] * 31},
+# Glm4MoeConfig's defaults (hidden 4096, 96 heads, no head_dim) leave hidden / heads fractional,
+# which kvmem refuses; GLM-4.5 and GLM-4.5-Air's config.json set head_dim 128.
+DEFAULT_OVERRIDES = {"glm4_moe": {"head_dim": 128},
+                     "granitemoehybrid": {"layer_types": ["attention"] + ["mamba"] * 31},
                      "bamba": {"attn_layer_indices": [1]},
                      "ministral": {"head_dim": 128},
                      "hunyuan_v1_dense": {"head_dim": 128},

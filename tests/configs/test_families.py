@@ -28,12 +28,16 @@ from transformers.utils import logging  # noqa: E402
 DECODER_TYPES = sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
 HF_KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
            "indexed_attention": "full", "linear_attention": "linear", "conv": "linear", "dummy": "none",
-           "moe": "none", "mlp": "none", "hybrid": "full"}   # hybrid: attention beside a Mamba mixer (its state apart)
+           "moe": "none", "mlp": "none", "hybrid": "full",   # hybrid: attention beside a state (kept apart)
+           "hybrid_sliding": "sliding"}
 # Where transformers' modeling code caches another shape than the config's head shapes say, the
 # family's rule follows the modeling code (checked by building the model, tests/oracles):
 # MiMo-V2-Flash's sliding layers hold 2 x num_key_value_heads (MiMoV2FlashAttention); Falcon, GPT-BigCode
-# and DBRX take their K/V heads from multi_query / new_decoder_architecture / attn_config.
-MODELING_SHAPES = {"mimo_v2_flash", "falcon", "gpt_bigcode", "dbrx"}
+# and DBRX take their K/V heads from multi_query / new_decoder_architecture / attn_config;
+# Inkling's sliding layers take swa_num_key_value_heads (InklingAttention), and Inkling-2-Loop's
+# forward appends copies of its looped layers' caches.
+MODELING_SHAPES = {"mimo_v2_flash", "falcon", "gpt_bigcode", "dbrx", "inkling_text", "inkling2_text",
+                   "inkling2_loop_text"}
 
 
 def default_config(model_type: str):

@@ -26,7 +26,11 @@ MUST_MATCH = ("llama", "gpt2", "falcon", "mistral", "gemma2", "gemma3", "cohere2
               "qwen3_next", "jamba", "qwen3_vl", "gpt_oss", "phi3", "qwen2",
               # the families issue 19 added: per-layer shapes, layer maps, indexers, states
               "gemma4_text", "mimo_v2_flash", "glm_moe_dsa", "kimi_linear", "minimax", "lfm2", "gpt_bigcode",
-              "nemotron_h", "falcon_h1", "bamba", "granitemoehybrid", "mamba2", "olmo_hybrid", "cohere2_moe")
+              "nemotron_h", "falcon_h1", "bamba", "granitemoehybrid", "mamba2", "olmo_hybrid", "cohere2_moe",
+              # and those read since: attention beside fp32 convolutions (Inkling), beside CCA state (ZAYA),
+              # KDA + MLA (Ling), two MLA caches per layer, NoPE latents, ModernBERT's window, GPT-Neo
+              "inkling_text", "zaya", "bailing_hybrid", "longcat_flash", "mistral_large4", "modernbert-decoder",
+              "gpt_neo")
 MATCH_OR_REFUSED = ("bert", "qwen2_vl")
 SUBSET = MUST_MATCH + MATCH_OR_REFUSED
 

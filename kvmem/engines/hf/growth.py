@@ -44,7 +44,7 @@ class Workload:
 
     def state(self, slot: Slot) -> tuple[int, int]:
         """(conv, recurrent) bytes of a linear layer."""
-        conv = self.batch * slot.conv_channels * slot.conv_kernel * self.e
+        conv = self.batch * slot.conv_channels * slot.conv_kernel * (slot.conv_element_bytes or self.e)
         element = self.e if slot.recurrent_in_compute_dtype else _RECURRENT_STATE_BYTES
         return conv, self.batch * slot.recurrent_elements * element
 

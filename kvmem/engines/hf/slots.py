@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...dtypes import dtype
 from ...model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Model
 
 _HF_TYPE = {FULL: "full_attention", SLIDING: "sliding_attention", CHUNKED: "chunked_attention",
@@ -33,6 +34,7 @@ class Slot:
     conv_kernel: int = 0
     recurrent_elements: int = 0
     recurrent_in_compute_dtype: bool = False
+    conv_element_bytes: int = 0     # 0: the compute dtype's
 
     @property
     def has_state(self) -> bool:
@@ -43,7 +45,25 @@ class Slot:
 # Families whose recurrent state transformers keeps in the compute dtype, not fp32: MiniMax's
 # lightning attention allocates it as zeros(..., dtype=value_states.dtype) (modeling_minimax.py
 # MiniMaxLightningAttention.forward).
-_STATE_IN_COMPUTE_DTYPE = {"minimax"}
+# ZAYA's delayed-value state likewise (modeling_zaya.py: update_recurrent_state(delayed_v_state[:, -1, :]),
+# a projection's output).
+_STATE_IN_COMPUTE_DTYPE = {"minimax", "zaya"}
+
+# Families whose conv state holds kernel - 1 columns where transformers' LinearAttentionLayer
+# otherwise keeps the whole kernel: modeling_zaya.py ZayaCCAProjection pads the state it hands over
+# to (cca_time0 - 1) + (cca_time1 - 1) columns, the receptive field of its two convolutions less one.
+_CONV_KEEPS_KERNEL_LESS_ONE = {"zaya"}
+
+
+def _state_fields(model: Model, state) -> dict:
+    """A layer's state as Slot fields (none for a layer without one)."""
+    if state is None:
+        return {}
+    less_one = model.model_type in _CONV_KEEPS_KERNEL_LESS_ONE
+    return dict(conv_channels=state.conv_channels, conv_kernel=state.conv_kernel - less_one,
+                recurrent_elements=state.ssm_elements,
+                recurrent_in_compute_dtype=model.model_type in _STATE_IN_COMPUTE_DTYPE,
+                conv_element_bytes=dtype(state.conv_dtype).row_bytes(1) if state.conv_dtype else 0)
 
 
 def slots(model: Model) -> tuple[Slot, ...]:
@@ -54,19 +74,14 @@ def slots(model: Model) -> tuple[Slot, ...]:
         if layer.kind.per_head:
             heads = model.num_attention_heads if falcon_broadcast else layer.kv_heads
             kind = "attention" if layer.kind == FULL else "sliding"
-            state = layer.state     # Falcon-H1: a Mamba2 mixer beside the attention, in the same layer
+            # Falcon-H1, Inkling, ZAYA: a state beside the attention, in the same layer
             out.append(Slot(kind, _HF_TYPE[layer.kind], heads, layer.head_dim_k, layer.head_dim_v,
-                            window=layer.window, conv_channels=state.conv_channels if state else 0,
-                            conv_kernel=state.conv_kernel if state else 0,
-                            recurrent_elements=state.ssm_elements if state else 0))
+                            window=layer.window, **_state_fields(model, layer.state)))
         elif layer.kind == MLA:
             out.append(Slot("attention", "indexed_attention" if layer.index_head_dim else "full_attention",
                             1, layer.kv_lora_rank, layer.qk_rope_head_dim, index_dim=layer.index_head_dim))
         elif layer.kind == LINEAR:
-            state = layer.state
-            out.append(Slot("linear", "linear_attention", conv_channels=state.conv_channels,
-                            conv_kernel=state.conv_kernel, recurrent_elements=state.ssm_elements,
-                            recurrent_in_compute_dtype=model.model_type in _STATE_IN_COMPUTE_DTYPE))
+            out.append(Slot("linear", "linear_attention", **_state_fields(model, layer.state)))
         else:
             out.append(Slot("dummy", "dummy"))
     return tuple(out)
