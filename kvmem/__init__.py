@@ -1,22 +1,30 @@
 """kvmem: exact KV-cache memory for real models and real inference engines.
 
-The public names of the contract (docs/api.md), re-exported; no logic here.
+The public names of the contract (docs/api.md), re-exported; no logic here. Each is imported
+on first use (PEP 562), so that ``import kvmem`` and a ``kvmem`` command load only the modules
+they use: ``kvmem estimate`` never imports the sizing, measurement or oracle modules.
 """
 
-from .catalog import get_model, list_models
-from .configs import ConfigError
-from .dtypes import DType, dtype
-from .engines import Capacity, Estimate, capacity, list_engines
-from .textbook import formula
-from .gpus import GPU, get_gpu, list_gpus
-from .measurement import Measurement, measure
-from .model import Layer, Model, RecurrentState
-from .oracles import OracleReport, validate_engine
-from .launch import Plan, PlanRefused, plan
-from .sizing import Fit, FitError, fit
-from .strategies import Eviction, compare_strategies, estimate, preallocation_waste
-from .units import format_bytes, parse_bytes, parse_tokens
-from .weights import weight_bytes
+from importlib import import_module
+
+# public name -> the module that defines it
+_HOME = {
+    "get_model": ".catalog", "list_models": ".catalog",
+    "ConfigError": ".errors",
+    "DType": ".dtypes", "dtype": ".dtypes",
+    "Capacity": ".engines", "Estimate": ".engines", "capacity": ".engines", "list_engines": ".engines",
+    "formula": ".textbook",
+    "GPU": ".gpus", "get_gpu": ".gpus", "list_gpus": ".gpus",
+    "Measurement": ".measurement", "measure": ".measurement",
+    "Layer": ".model", "Model": ".model", "RecurrentState": ".model",
+    "OracleReport": ".oracles", "validate_engine": ".oracles",
+    "Fit": ".sizing", "FitError": ".sizing", "fit": ".sizing",
+    "Plan": ".launch", "PlanRefused": ".launch", "plan": ".launch",
+    "Eviction": ".strategies", "compare_strategies": ".strategies", "estimate": ".strategies",
+    "preallocation_waste": ".strategies",
+    "format_bytes": ".units", "parse_bytes": ".units", "parse_tokens": ".units",
+    "weight_bytes": ".weights",
+}
 
 __all__ = [
     "formula", "dtype", "DType", "parse_tokens", "parse_bytes", "format_bytes",
@@ -27,3 +35,22 @@ __all__ = [
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """A public name (imported from its module on first use, then kept here), or a submodule."""
+    home = _HOME.get(name)
+    if home is None:
+        try:
+            return import_module(f".{name}", __name__)   # kvmem.tables, kvmem.weights, ...
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'kvmem' has no attribute {name!r}") from None
+    value = getattr(import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -382,10 +382,28 @@ def _add_workload(parser, *, tokens: bool):
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, asking the terminal its width once per run: argparse makes one per
+    argument it adds, and each asked (68 asks, ~8 ms of every command here)."""
+
+    _width: int | None = None
+
+    def __init__(self, prog, **kwargs):
+        if _Formatter._width is None:
+            import shutil
+            _Formatter._width = shutil.get_terminal_size().columns - 2
+        kwargs.setdefault("width", _Formatter._width)
+        super().__init__(prog, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, remembering its last usage error so that --json can report it as JSON too."""
 
     last_error: str | None = None
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         _Parser.last_error = f"{self.prog}: {message}"
@@ -413,23 +431,31 @@ def _add_fit_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command``, every sub-command is listed but only that one
+    takes its arguments (a run parses one command: the others' arguments, and the modules that
+    declare them, are not needed)."""
     parser = _Parser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
     sub = parser.add_subparsers(dest="command", required=True)
+    def wanted(name: str) -> bool:
+        return command is None or name == command
     models = sub.add_parser("models", help="list the model presets")
     models.add_argument("--json", action="store_true")
     models.set_defaults(func=cmd_models)
     est = sub.add_parser("estimate", help="KV-cache bytes of one workload")
-    _add_workload(est, tokens=True)
+    if wanted("estimate"):
+        _add_workload(est, tokens=True)
     est.set_defaults(func=cmd_estimate)
     cap = sub.add_parser("capacity", help="what a KV memory budget holds")
-    _add_workload(cap, tokens=False)
-    cap.add_argument("--kv-memory", required=True,
-                     help='KV bytes on one device, with a unit: "20GiB", "16GB" (fractional bytes rounded down)')
-    cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
+    if wanted("capacity"):
+        _add_workload(cap, tokens=False)
+        cap.add_argument("--kv-memory", required=True,
+                         help='KV bytes on one device, with a unit: "20GiB", "16GB" (fractional bytes rounded down)')
+        cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)
     fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
-    _add_fit_arguments(fitp)
+    if wanted("fit"):
+        _add_fit_arguments(fitp)
     fitp.set_defaults(func=cmd_fit)
     planp = sub.add_parser("plan", help="the launch command (vllm serve, sglang, llama-server, trtllm-serve) that "
                            "realises a fitting workload")
@@ -442,13 +468,14 @@ def build_parser() -> argparse.ArgumentParser:
     gpus.add_argument("--json", action="store_true")
     gpus.set_defaults(func=cmd_gpus)
     val = sub.add_parser("validate", help="build real transformers caches with torch and check kvmem's bytes")
-    val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
-    val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
-    val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
-    val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
-    from .oracles.command import add_arguments
-    add_arguments(val)
     val.set_defaults(func=cmd_validate)
+    if wanted("validate"):
+        val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
+        val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
+        val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
+        val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+        from .oracles.command import add_arguments
+        add_arguments(val)
     return parser
 
 
@@ -468,8 +495,8 @@ def _error(args, exc: BaseException, code: int, kind: str = "error", named: bool
 
 def main(argv=None) -> int:
     _safe_streams()
-    parser = build_parser()
     argv = _join_negative_values(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), None))
     try:
         args = parser.parse_args(argv)
     except KeyboardInterrupt:

@@ -263,3 +263,28 @@ def test_a_bare_config_file_is_named_after_itself_and_its_defaults_are_said(tmp_
     assert "taken from transformers' defaults for this family: num_hidden_layers = 32" in proc.stdout
     (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": 4096}')
     assert _kvmem("estimate", str(folder / "config.json"), "--tokens", "1k").stdout.startswith("models · vllm")
+
+
+def test_a_command_imports_only_what_it_uses():
+    # issue 23 item 22: `import kvmem` imported every engine, sizing, measurement and the oracles (~9x a bare
+    # python's start); now estimate with vLLM loads vLLM's rules alone (bench/cli_startup.py times it)
+    code = ("import contextlib, io, sys\n"
+            "from kvmem.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['estimate', 'llama-3.1-8b', '--tokens', '8k', '--engine', 'vllm'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kvmem.') and m.count('.') <= 2))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                       check=True).stdout.replace("'", '"'))
+    assert "kvmem.engines.vllm" in loaded
+    for unused in ("kvmem.engines.sglang", "kvmem.engines.llamacpp", "kvmem.engines.hf", "kvmem.engines.trtllm",
+                   "kvmem.sizing", "kvmem.measurement", "kvmem.oracles", "kvmem.strategies", "kvmem.weights"):
+        assert unused not in loaded
+
+
+def test_the_package_keeps_every_public_name():
+    import kvmem as package
+
+    for name in package.__all__:
+        assert getattr(package, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        package.no_such_name  # noqa: B018

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import MutableMapping
 
 from ..catalog import as_model
 from ..configs.families import FAMILIES
@@ -19,21 +20,59 @@ from .base import Capacity, EngineSpec, Estimate, check_parallel, check_query_he
 __all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family", "Estimate",
            "Capacity", "ENGINES"]
 
-# Engine modules register themselves: every module in this package with a SPECS tuple.
-# Listed in this order first; a new module needs no edit here.
-_ORDER = ("ideal", "hf-dynamic", "hf-static", "hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")
+# Engine modules register themselves: every module in this package with a SPECS tuple. These
+# are listed here, in this order, with the module each lives in, so that a command imports only
+# the engine it uses; a new module needs no edit here (it is found, and imported, on first listing).
+_ORDER = {"ideal": "ideal", "hf-dynamic": "hf", "hf-static": "hf", "hf-quantized": "hf", "vllm": "vllm",
+          "sglang": "sglang", "llama.cpp": "llamacpp", "trtllm": "trtllm"}
+_NOT_ENGINES = {"base"}
 
 
-def _discover() -> dict[str, EngineSpec]:
-    specs = []
-    for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        specs.extend(getattr(module, "SPECS", ()))
-    rank = {name: i for i, name in enumerate(_ORDER)}
-    return {spec.name: spec for spec in sorted(specs, key=lambda s: (rank.get(s.name, len(rank)), s.name))}
+class _Engines(MutableMapping):
+    """Engine name -> EngineSpec, in _ORDER and then by name; an engine's module is imported the
+    first time its spec is asked for."""
+
+    def __init__(self):
+        self._specs: dict[str, EngineSpec] = {}
+        self._extra: list[str] | None = None     # names from modules _ORDER does not list
+
+    def _load(self, module: str) -> None:
+        for spec in getattr(importlib.import_module(f"{__name__}.{module}"), "SPECS", ()):
+            self._specs.setdefault(spec.name, spec)
+
+    def _names(self) -> list[str]:
+        if self._extra is None:
+            known = set(_ORDER.values()) | _NOT_ENGINES
+            before = set(self._specs)
+            for info in pkgutil.iter_modules(__path__):
+                if info.name not in known:
+                    self._load(info.name)
+            self._extra = sorted(set(self._specs) - before - set(_ORDER))
+        added = sorted(set(self._specs) - set(_ORDER) - set(self._extra))  # registered by hand (tests)
+        return [*_ORDER, *self._extra, *added]
+
+    def __getitem__(self, name: str) -> EngineSpec:
+        if name not in self._specs and name in _ORDER:
+            self._load(_ORDER[name])
+        return self._specs[name]
+
+    def __setitem__(self, name: str, spec: EngineSpec) -> None:
+        self._specs[name] = spec
+
+    def __delitem__(self, name: str) -> None:
+        del self._specs[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._specs or name in _ORDER or name in self._names()
+
+    def __iter__(self):
+        return iter([name for name in self._names() if name in self._specs or name in _ORDER])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
 
 
-ENGINES: dict[str, EngineSpec] = _discover()
+ENGINES: MutableMapping[str, EngineSpec] = _Engines()
 _ALIASES = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp", "tensorrt-llm": "trtllm",
             "trt-llm": "trtllm", "hf": "hf-dynamic", "transformers": "hf-dynamic"}
 
