@@ -68,6 +68,8 @@ def plan(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, c
     final_options = dict(options)
     if name == "vllm" and options.get("max_num_seqs") is None:
         final_options["max_num_seqs"] = per_replica   # the command sets it: size the sampler's peak for it too
+    if name == "sglang" and options.get("max_running_requests") is None:
+        final_options["max_running_requests"] = per_replica   # --max-running-requests, as the command sets it
     result = _fit_or_refuse(model, engine=name, context=final_context, batch=total_batch, **base, **final_options)
     if not result.fits:
         raise PlanRefused(f"no command: {result.model} does not fit at {final_context:,} x {total_batch}", result)

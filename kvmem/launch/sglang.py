@@ -13,7 +13,12 @@ ServerArgs.add_cli_args; tests/oracles/test_plan_roundtrip.py parses the command
     --page-size                tokens per page (default 1)
     --chunked-prefill-size     the prefill chunk the reserve was sized for
 Engine options with a flag: swa_full_tokens_ratio, disable_hybrid_swa_memory,
-mamba_full_memory_ratio, mamba_ssm_dtype; a release other than 0.5.23 is refused by name.
+mamba_full_memory_ratio, mamba_ssm_dtype, max_mamba_cache_size, disable_radix_cache,
+disable_overlap_schedule; for a linear/Mamba hybrid the command pins --mamba-radix-cache-strategy
+(extra_buffer with mamba_extra_buffer, else no_buffer: 0.5.23's "auto" picks by backend,
+srt/arg_groups/overrides.py) and is refused when the state slots admit fewer requests than the
+batch (slots // 3, or // 5 with the extra buffer and overlap: kvmem.engines.sglang.mamba).
+A release other than 0.5.23 is refused by name.
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ KV_CACHE_DTYPE = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp
 SSM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}   # --mamba-ssm-dtype
 _VALUED = {"swa_full_tokens_ratio": "--swa-full-tokens-ratio", "mamba_full_memory_ratio": "--mamba-full-memory-ratio"}
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "mem_fraction_static", "chunked_prefill_size",
-                "cuda_graph_max_bs", "page_size", "version"}
+                "cuda_graph_max_bs", "page_size", "version", "max_running_requests", "mamba_extra_buffer"}
+_SWITCHES = {"disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sliding layers cached at full length"),
+             "disable_radix_cache": ("--disable-radix-cache", "no prefix cache: one state slot per request"),
+             "disable_overlap_schedule": ("--disable-overlap-schedule", "no overlap scheduling")}
 
 
 def kv_cache_dtype(inp: Inputs) -> str:
@@ -50,7 +58,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     s, fit, opts = inp.setup, inp.fit, inp.options
     if str(opts.get("version", "latest")).lower() not in ("latest", "0.5.23", "v0.5.23"):
         raise PlanRefused(f"sglang: the command is for {RELEASE}; version={opts['version']!r} has other flags")
-    refuse_options("sglang", opts, set(_VALUED) | {"disable_hybrid_swa_memory", "mamba_ssm_dtype"}, _SIZING_ONLY)
+    refuse_options("sglang", opts, set(_VALUED) | set(_SWITCHES) | {"mamba_ssm_dtype", "max_mamba_cache_size"},
+                   _SIZING_ONLY)
     model, why = model_argument(inp.model)
     mfs = inp.defaults["mem_fraction_static"]
     chunk = opts.get("chunked_prefill_size") or sglang_chunked_prefill_size(s.gpu.memory_bytes)
@@ -74,8 +83,20 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     for name, flag in _VALUED.items():
         if opts.get(name) is not None and opts[name] != DEFAULTS[name]:
             out.append(Flag(flag, f"{opts[name]:g}", f"{name}={opts[name]} as planned"))
-    if opts.get("disable_hybrid_swa_memory"):
-        out.append(Flag("--disable-hybrid-swa-memory", "", "sliding layers cached at full length, as planned"))
+    for name, (flag, why) in _SWITCHES.items():
+        if opts.get(name):
+            out.append(Flag(flag, "", f"{why}, as planned"))
+    details = fit.capacity.details if fit.capacity else {}
+    if details.get("max_mamba_cache_size") is not None:
+        admitted = details["max_running_requests"]
+        if admitted < inp.batch:
+            raise PlanRefused(f"sglang: the state pool's {details['max_mamba_cache_size']} slots admit only "
+                              f"{admitted} requests at once, fewer than the {inp.batch} planned")
+        strategy = "extra_buffer" if opts.get("mamba_extra_buffer") else "no_buffer"
+        out.append(Flag("--mamba-radix-cache-strategy", strategy, f"state slots per request as planned "
+                        f"({details['max_mamba_cache_size']} slots admit {admitted} requests)"))
+        if opts.get("max_mamba_cache_size") is not None:
+            out.append(Flag("--max-mamba-cache-size", str(opts["max_mamba_cache_size"]), "the state slots planned"))
     ssm = opts.get("mamba_ssm_dtype")
     if ssm is not None and ssm != DEFAULTS["mamba_ssm_dtype"]:
         out.append(Flag("--mamba-ssm-dtype", SSM_DTYPE[str(ssm)], f"recurrent state in {ssm}, as planned"))

@@ -162,13 +162,15 @@ def test_mla_one_latent_not_split_and_kv_size_line():
     assert pool.log_line() == "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, KV size: 6.54 GB"
 
 
-def test_log_line_names_the_dtype_from_0_5_23():
-    # sglang 0.5.23 srt/mem_cache/memory_pool.py: "KV Cache is allocated. dtype: {self.dtype}, #tokens: ..."
+def test_log_line_names_the_dtype_from_0_5_13():
+    # srt/mem_cache/memory_pool.py: "KV Cache is allocated. dtype: {self.dtype}, #tokens: ...", printed by
+    # SGLang 0.5.13 (held-out log) and 0.5.23; not by the April 2026 main build (its Qwen3.5-9B log, below)
     model = kvmem.get_model("llama-3.1-8b")
     (bf16,) = sglang.pools(model, num_tokens=442750)
     assert bf16.log_line() == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 442750, "
                                "K size: 27.02 GB, V size: 27.02 GB")
-    assert bf16.log_line(version="0.5.22").startswith("KV Cache is allocated. #tokens: 442750")
+    assert bf16.log_line(version="0.5.13") == bf16.log_line(version="0.5.22") == bf16.log_line()
+    assert bf16.log_line(version="0.5.12").startswith("KV Cache is allocated. #tokens: 442750")
     (fp8,) = sglang.pools(model, num_tokens=442750, kv_dtype="fp8_e4m3")
     assert fp8.log_line().startswith("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 442750")
     result = kvmem.capacity(model, engine="sglang", kv_memory=GiB, version="0.4.4")
@@ -245,9 +247,55 @@ def test_linear_hybrid_pools_only_attention_layers_and_splits_mamba_memory():
     assert result.state_bytes == 4 * 36 * (4096 * 3 * 2 + 262_144 * 4)
     cap = kvmem.capacity(model, engine="sglang", kv_memory=30 * GiB, tp=2)
     per_request = 36 * (4096 * 3 * 2 + 262_144 * 4)
-    slots = int((30 * 0.9 / 1.9) * GiB // per_request)
+    # 0.5.23's joint solve: one slot fewer than the ratio split (the pool's padding slot), and the
+    # KV cells get what the slots + 1 entries leave
+    slots = int((30 * 0.9 / 1.9 * GiB - per_request) // per_request)
+    assert slots == int((30 * 0.9 / 1.9) * GiB // per_request) - 1
     assert cap.details["max_mamba_cache_size"] == slots
-    assert cap.tokens == (30 * GiB - slots * per_request) // (12 * 1024)
+    assert cap.tokens == (30 * GiB - (slots + 1) * per_request) // (12 * 1024)
+    assert cap.details["max_running_requests"] == slots // 3
+
+
+def qwen35_9b():
+    """Qwen/Qwen3.5-9B (config.json as the held-out log's author quotes it): 32 layers, every 4th full
+    attention (4 KV heads x 256), the rest gated DeltaNet (16 key / 32 value heads of 128, conv kernel 4)."""
+    from kvmem.model import Layer, Model, RecurrentState
+    state = RecurrentState(conv_channels=2 * 16 * 128 + 32 * 128, conv_kernel=4, ssm_elements=32 * 128 * 128,
+                           ssm_heads=32)
+    layers = [Layer("full", kv_heads=4, head_dim_k=256, head_dim_v=256) if (i + 1) % 4 == 0
+              else Layer("linear", state=state) for i in range(32)]
+    return Model(name="qwen3.5-9b", layers=tuple(layers), hidden_size=4096, num_attention_heads=16,
+                 model_type="qwen3_5_text", max_position_embeddings=262144)
+
+
+def test_qwen35_9b_tp2_held_out_log_186_slots_62_requests_327310_tokens():
+    # Held-out SGLang log (main build 0.0.0.dev11582+g4df60434d, 2026-04-14; --tp-size 2
+    # --mem-fraction-static 0.8 --context-length 262144): "Mamba Cache is allocated. max_mamba_cache_size: 186,
+    # conv_state size: 0.10GB, ssm_state size: 4.38GB", "KV Cache is allocated. #tokens: 327310, K size: 2.50 GB,
+    # V size: 2.50 GB", "max_total_num_tokens=327310, ... max_running_requests=62".
+    # Per request on one of 2 ranks: 24 layers x (conv 8192/2 x 3 x 2 B + SSM 16 x 128 x 128 x 4 B) = 25,755,648 B.
+    # Cell: 8 full layers x 2 heads x (256 + 256) x 2 B = 16,384 B per token.
+    # rest = 327,310 x 16,384 + (186 + 1) x 25,755,648 = 10,178,953,216 B (9.480 GiB; the log's
+    # 14.08 - 0.2 x 22.93 GB = 9.494 GiB is rounded and measured at other instants)
+    per_request, cell = 24 * (4096 * 3 * 2 + 16 * 128 * 128 * 4), 8 * 2 * 512 * 2
+    rest = 327_310 * cell + 187 * per_request
+    cap = kvmem.capacity(qwen35_9b(), engine="sglang", kv_memory=rest, tp=2, max_model_len=262144, version="0.5.12")
+    assert cap.tokens == 327_310
+    assert cap.details["max_mamba_cache_size"] == 186          # the ratio split alone gives 187
+    assert int(rest / GiB * 0.9 / 1.9 * GiB // per_request) == 187
+    assert cap.details["max_running_requests"] == 62           # 186 // 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+    assert cap.log_lines == ("Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB, "
+                             "ssm_state size: 4.38GB ",
+                             "KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: 2.50 GB")
+    # with the extra buffer's ping-pong slots and overlap scheduling, a request holds 3 + 2 slots: 186 // 5
+    extra = kvmem.capacity(qwen35_9b(), engine="sglang", kv_memory=rest, tp=2, max_model_len=262144,
+                           mamba_extra_buffer=True)
+    assert extra.details["max_running_requests"] == 37
+    # --disable-radix-cache --max-running-requests 62: the pool is sized from the requests (62 slots)
+    sized = kvmem.capacity(qwen35_9b(), engine="sglang", kv_memory=rest, tp=2, max_model_len=262144,
+                           disable_radix_cache=True, max_running_requests=62)
+    assert sized.details["max_mamba_cache_size"] == 62 and sized.details["max_running_requests"] == 62
+    assert sized.tokens == (rest - 63 * per_request) // cell
 
 
 def test_pipeline_stage_with_most_layers():

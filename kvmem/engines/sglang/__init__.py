@@ -23,7 +23,7 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
              page_size 64 for these models (server_args.py "Setting page size to 64 for
              DeepSeek NSA."); kvmem does the same and says so in the notes.
    Log (KVCache._finalize_allocation_log): "KV Cache is allocated. dtype: {torch dtype}, #tokens:
-   {size}, K size: {k/GB:.2f} GB, V size: {v/GB:.2f} GB" with GB = 2**30 (0.5.23; earlier releases,
+   {size}, K size: {k/GB:.2f} GB, V size: {v/GB:.2f} GB" with GB = 2**30 (from 0.5.13; earlier releases,
    ``version``, have no dtype field), or "..., KV size: X GB" for MLA/NSA
    (one buffer; NSA includes the indexer). Builds before about Feb 2025 print
    "KV Cache is allocated. K size: X GB, V size: Y GB." (no #tokens). ``pools()`` returns
@@ -46,9 +46,10 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
        max_total_num_tokens = rest_bytes // cell_size, floored to a multiple of page_size
    where ``rest`` (kvmem's ``kv_memory``) is what the sizing step left for the cache:
    ``available_after_weights - free_before_weights x (1 - mem_fraction_static)``. Ranks of a
-   pipeline take the minimum. Linear hybrids first give the Mamba pool
-   ``rest x r / (1 + r)`` (r = mamba_full_memory_ratio, 0.9): ``max_mamba_cache_size =
-   that // state_per_request``, and the cells get the remainder (handle_max_mamba_cache).
+   pipeline take the minimum. Linear hybrids first give the Mamba pool its slots from
+   ``rest x r / (1 + r)`` (r = mamba_full_memory_ratio, 0.9) less one padding slot, or from
+   --max-mamba-cache-size / --max-running-requests, and cap the requests at slots // 3 (+2 with the
+   extra buffer and overlap scheduling); the cells get the remainder (module mamba, 0.5.23).
    Hybrid SWA then splits the tokens (set_num_tokens_hybrid_swa): full = int(T x (F n_f + S n_s)
    / (F n_f + r S n_s)), swa = int(full x r), both floored to page_size, r =
    swa_full_tokens_ratio (0.8). SGLang does these splits in float (GiB and ratios), and so
@@ -63,7 +64,8 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
    ``batch`` x the per-request state (the pool's own extra slot is not counted).
    Not modelled: speculative-decoding draft pools, data-parallel attention, host (HiCache) tiers.
 
-Modules: pools (the layout of the layers and the pools' bytes), entry (estimate, capacity),
+Modules: pools (the layout of the layers and the pools' bytes), mamba (a hybrid's state pool and
+request cap), entry (estimate, capacity),
 budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU).
 """
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from ...model import Model
 from ...records import Record
 from ..base import Capacity, assemble, cdiv, pp_stages
-from .pools import GB, Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_bytes_of
+from . import mamba
+from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,13 @@ class SglangCapacityDetails(Record):
     swa_layer_tokens: int | None = None
     max_mamba_cache_size: int | None = None
     mamba_bytes_per_request: int | None = None
+    max_running_requests: int | None = None
     pools: list | None = None
     allocated_bytes: int | None = None
     log: list | None = None
 
     OPTIONAL = ("full_layer_tokens", "swa_layer_tokens", "max_mamba_cache_size", "mamba_bytes_per_request",
-                "pools", "allocated_bytes", "log")
+                "max_running_requests", "pools", "allocated_bytes", "log")
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -95,13 +97,6 @@ def _split_swa(layout: Layout, stage: range, tokens: int, ratio) -> tuple[int, i
     return full // page * page, swa // page * page
 
 
-def _mamba_split(kv_memory: int, per_request: int, ratio) -> tuple[int, int]:
-    """handle_max_mamba_cache: (Mamba slots, bytes left for KV), in float GiB as SGLang does."""
-    rest_gib = kv_memory / GB
-    slots = int((rest_gib * ratio / (1 + ratio)) * GB // per_request)
-    return slots, int((rest_gib - slots * per_request / GB) * GB)
-
-
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              **options):
     """Tokens (max_total_num_tokens) and pages a KV budget (SGLang's ``rest``) holds (rule 4)."""
@@ -113,15 +108,22 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         cell = stage_cell(layout, stage)
         if not cell:
             continue
-        rest, slots = kv_memory, None
+        rest, state = kv_memory, None
         linear = set(layout.linear)
-        per_request = sum(state_bytes_of(model, layout, i, tp) for i in stage if i in linear)
-        if per_request:
-            slots, rest = _mamba_split(kv_memory, per_request, options["mamba_full_memory_ratio"])
+        parts = [state_parts_of(model, layout, i, tp) for i in stage if i in linear]
+        if parts:   # the state pool first (kvmem.engines.sglang.mamba)
+            state = mamba.state_pool(kv_memory, sum(c for c, _ in parts), sum(m for _, m in parts),
+                                     memory_ratio=options["mamba_full_memory_ratio"],
+                                     max_mamba_cache_size=options.get("max_mamba_cache_size"),
+                                     max_running_requests=options.get("max_running_requests"),
+                                     disable_radix_cache=options.get("disable_radix_cache", False))
+            rest = state.rest_bytes
         tokens = int(rest // cell) // page * page
         if best is None or tokens < best[0]:
-            best = (tokens, stage, cell, slots, per_request)
-    tokens, stage, cell, slots, per_request = best
+            best = (tokens, stage, cell, state)
+    tokens, stage, cell, state = best
+    slots = state.slots if state else None
+    per_request = (state.conv_bytes + state.ssm_bytes) // (state.slots + 1) if state else None
     full, swa = _split_swa(layout, stage, tokens, options["swa_full_tokens_ratio"]) if layout.swa else (tokens, 0)
     if not layout.full:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
         full = swa
@@ -131,20 +133,29 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         concurrency = full / need
         if layout.swa:
             concurrency = min(concurrency, swa / (cdiv(min(max_model_len, layout.window), page) * page))
-        if slots is not None:
-            concurrency = min(concurrency, float(slots))
-    extra = {}
+    requests = mamba.max_running_requests(
+        full, max_model_len or model.max_position_embeddings or full, slots,
+        mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
+                    mamba_extra_buffer=options.get("mamba_extra_buffer", False),
+                    disable_overlap_schedule=options.get("disable_overlap_schedule", False)),
+        options.get("max_running_requests")) if full > 0 else 0
+    if concurrency is not None and slots is not None:
+        concurrency = min(concurrency, float(requests))
+    extra = {"max_running_requests": requests}
     if layout.swa:
         extra.update(full_layer_tokens=full, swa_layer_tokens=swa)
     if slots is not None:
         extra.update(max_mamba_cache_size=slots, mamba_bytes_per_request=per_request)
-        notes.append(f"{slots:,} Mamba state slots take {slots * per_request:,} B of the budget first "
-                     f"(mamba_full_memory_ratio {options['mamba_full_memory_ratio']})")
+        notes.append(f"{slots:,} Mamba state slots (and a padding slot) take "
+                     f"{state.conv_bytes + state.ssm_bytes:,} B of the budget first "
+                     f"(mamba_full_memory_ratio {options['mamba_full_memory_ratio']}); SGLang admits "
+                     f"{requests:,} requests at once (max_running_requests)")
     if full > 0:
         allocated = pools(model, num_tokens=full, kv_dtype=kv_dtype, tp=tp, pp=pp,
                           swa_num_tokens=swa if layout.swa else None, **options)
         extra.update(pools=[p.to_dict() for p in allocated], allocated_bytes=sum(p.kv_bytes for p in allocated),
-                     log=[p.log_line(version=options.get("version", "latest")) for p in allocated])
+                     log=([state.log_line()] if state else [])
+                     + [p.log_line(version=options.get("version", "latest")) for p in allocated])
     details = SglangCapacityDetails(layout=layout.kind, page_size=page, cell_bytes_per_token=cell,
                                     max_total_num_tokens=tokens, **extra)
     return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=full // page, tokens=full,

@@ -22,11 +22,21 @@ DEFAULTS = {
     "disable_hybrid_swa_memory": False,  # server_args.py ServerArgs.disable_hybrid_swa_memory
     "mamba_full_memory_ratio": 0.9,      # server_args.py ServerArgs.mamba_full_memory_ratio
     "mamba_ssm_dtype": "fp32",           # server_args.py ServerArgs.mamba_ssm_dtype = "float32"
-    # Which release's log line: "latest" (0.5.23, with "dtype: torch.bfloat16, ") or an earlier
-    # release such as "0.5.0" (no dtype field). The release that added the field is not pinned.
+    # Which release's log line: "latest" (0.5.23) or an earlier release such as "0.5.12" (no
+    # "dtype: torch.bfloat16, " field before 0.5.13).
     "version": "latest",
+    # The scheduler's settings that size a hybrid's state pool and cap its requests (kvmem.engines.sglang.mamba):
+    "max_running_requests": None,        # server_args.py --max-running-requests (None: SGLang's estimate)
+    "max_mamba_cache_size": None,        # --max-mamba-cache-size (None: from mamba_full_memory_ratio)
+    "disable_radix_cache": False,        # --disable-radix-cache
+    "mamba_extra_buffer": False,         # --mamba-scheduler-strategy extra_buffer (ping-pong tracking slots)
+    "disable_overlap_schedule": False,   # --disable-overlap-schedule
 }
-_DTYPE_IN_LOG = (0, 5, 23)   # srt/mem_cache/memory_pool.py KVCache._finalize_allocation_log (0.5.23)
+# "dtype: {torch dtype}, " in "KV Cache is allocated" (srt/mem_cache/memory_pool.py
+# KVCache._finalize_allocation_log, sgl-project/sglang@14c3feee): printed by SGLang 0.5.13 (a held-out
+# 0.5.13 log), absent from the April 2026 main build 0.0.0.dev11582+g4df60434d (its Qwen3.5-9B log).
+_DTYPE_IN_LOG = (0, 5, 13)
+_LATEST = (0, 5, 23)
 # KVCache.dtype as SGLang prints it (torch dtype of the cache; fp4_e2m1 packs two values a byte)
 TORCH_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16",
                 "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2",
@@ -51,14 +61,14 @@ class Pool:
     layers: tuple[int, ...]
     k_bytes: int         # MLA/NSA: the whole buffer (latent + indexer)
     v_bytes: int         # 0 for MLA/NSA
-    dtype: str = "torch.bfloat16"   # KVCache.dtype, printed by 0.5.23
+    dtype: str = "torch.bfloat16"   # KVCache.dtype, printed from 0.5.13
 
     @property
     def kv_bytes(self) -> int:
         return self.k_bytes + self.v_bytes
 
     def log_line(self, legacy: bool = False, version: str = "latest") -> str:
-        """The line SGLang logs for this pool: from 0.5.23 "KV Cache is allocated. dtype: torch.bfloat16,
+        """The line SGLang logs for this pool: from 0.5.13 "KV Cache is allocated. dtype: torch.bfloat16,
         #tokens: N, K size: X GB, V size: Y GB"; ``version`` before it, without the dtype field;
         ``legacy``: the older form without #tokens."""
         field = f"dtype: {self.dtype}, " if _release(version) >= _DTYPE_IN_LOG else ""
@@ -79,7 +89,7 @@ def _release(version) -> tuple[int, ...]:
     """(major, minor, patch) of an SGLang release; "latest" is the release checked, 0.5.23."""
     text = version.strip().lower() if isinstance(version, str) else ""
     if text == "latest":
-        return _DTYPE_IN_LOG
+        return _LATEST
     match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text)
     if match is None:
         raise ValueError(f"version must be 'latest' or an SGLang release such as '0.5.23', got {version!r}")
@@ -122,6 +132,17 @@ def _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
     return ssm
 
 
+def check_scheduling(options: dict) -> dict:
+    """max_running_requests, max_mamba_cache_size (None or a positive int) and the three switches."""
+    for name in ("max_running_requests", "max_mamba_cache_size"):
+        if options.get(name) is not None:
+            require_positive_int(name, options[name])
+    for name in ("disable_radix_cache", "mamba_extra_buffer", "disable_overlap_schedule"):
+        if not isinstance(options.get(name, False), bool):
+            raise ValueError(f"{name} must be True or False, got {options[name]!r}")
+    return options
+
+
 def _kv_dtype(model: Model, kv_dtype) -> DType:
     name = "nvfp4" if isinstance(kv_dtype, str) and kv_dtype.strip().lower() == "fp4_e2m1" else kv_dtype
     k = dtype(name, model_dtype=model.dtype)
@@ -146,8 +167,9 @@ def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
 
 def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_ratio,
                 disable_hybrid_swa_memory: bool, mamba_full_memory_ratio, mamba_ssm_dtype,
-                version="latest") -> Layout:
+                version="latest", **scheduling) -> Layout:
     _release(version)   # checked here; it changes only the log line
+    check_scheduling(scheduling)   # the state pool's settings: read by capacity (kvmem.engines.sglang.mamba)
     ssm_dtype = _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
                                mamba_full_memory_ratio, mamba_ssm_dtype)
     k_dtype = _kv_dtype(model, kv_dtype)
@@ -249,11 +271,16 @@ def _with_defaults(options: dict) -> dict:
     return {**DEFAULTS, **options}
 
 
-def state_bytes_of(model: Model, layout: Layout, i: int, tp: int) -> int:
-    """One request's Mamba/linear state in layer ``i`` on one rank (MambaPool shapes)."""
+def state_parts_of(model: Model, layout: Layout, i: int, tp: int) -> tuple[int, int]:
+    """One request's (conv, SSM) state bytes in layer ``i`` on one rank (MambaPool shapes)."""
     state = model.layers[i].state
     conv = state.conv_channels // tp * max(state.conv_kernel - 1, 0) * layout.conv_bytes
-    return conv + layout.ssm_dtype.row_bytes(state.ssm_elements // tp)
+    return conv, layout.ssm_dtype.row_bytes(state.ssm_elements // tp)
+
+
+def state_bytes_of(model: Model, layout: Layout, i: int, tp: int) -> int:
+    """One request's Mamba/linear state in layer ``i`` on one rank."""
+    return sum(state_parts_of(model, layout, i, tp))
 
 
 def _index_bytes(rows: int, page: int, index_row: int) -> int:

@@ -1,0 +1,89 @@
+"""SGLang's state pool for linear/Mamba hybrids (Qwen3-Next, Qwen3.5, Jamba, Nemotron-H) and the
+request cap it sets, as SGLang 0.5.23 sizes them (python/sglang/srt/mem_cache/kv_cache_configurator.py).
+
+Slots (``max_mamba_cache_size``, _handle_max_mamba_cache), per_request = one request's conv + SSM
+state on this rank:
+    --max-mamba-cache-size N                         N
+    --disable-radix-cache and --max-running-requests R   R
+    otherwise (the default)      budget = rest x r / (1 + r)   (r = mamba_full_memory_ratio, 0.9)
+                                 slots  = int((budget - per_request) // per_request)
+    The pool allocates slots + 1 entries (a padding slot, memory_pool.py MambaPool), and the KV
+    cells get rest - (slots + 1) x per_request ("+1 accounts for each pool's padding slot").
+    The joint solve with the padding slot is why SGLang prints one slot fewer than
+    int(budget // per_request): the held-out Qwen3.5-9B TP2 log (Apr 2026 build) prints 186 where
+    the plain ratio split gives 187.
+Requests (resolve_max_num_reqs): R = --max-running-requests, else int(tokens / context_len x 512)
+    clamped to [2048, 4096]; then min(R, tokens // 2) and, for a hybrid, min(R, slots // ratio) with
+    ratio (_calculate_mamba_ratio) = 1 with --disable-radix-cache, else 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_
+    REQUESTS_RATIO) plus the extra buffer's ping-pong slots: 2 with overlap scheduling (the default),
+    1 without (get_mamba_tracking_slots, srt/mem_cache/allocation_sizing.py). 186 slots // 3 = 62,
+    the log's max_running_requests.
+Log (MambaPool): "Mamba Cache is allocated. max_mamba_cache_size: N, conv_state size: X GB, ssm_state
+    size: Y GB " with the slots + 1 entries' bytes in GB = 2**30.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GB = 1 << 30
+BASE_RATIO = 3                 # MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
+EXTRA_BUFFER_OVERLAP = 2       # ping-pong tracking slots with overlap scheduling
+EXTRA_BUFFER_NO_OVERLAP = 1
+ESTIMATE_PER_CONTEXT = 512     # resolve_max_num_reqs: int(tokens / context_len x 512)
+REQUESTS_FLOOR, REQUESTS_CEILING = 2048, 4096
+
+
+@dataclass(frozen=True)
+class StatePool:
+    """The state pool one rank allocates: its slots, the bytes it takes, and the rest left for KV."""
+
+    slots: int                 # max_mamba_cache_size as printed
+    conv_bytes: int            # (slots + 1) x conv state
+    ssm_bytes: int             # (slots + 1) x SSM state
+    rest_bytes: int            # what the KV cells get
+
+    def log_line(self) -> str:
+        return (f"Mamba Cache is allocated. max_mamba_cache_size: {self.slots}, conv_state size: "
+                f"{self.conv_bytes / GB:.2f}GB, ssm_state size: {self.ssm_bytes / GB:.2f}GB ")
+
+
+def ratio(*, disable_radix_cache: bool, mamba_extra_buffer: bool, disable_overlap_schedule: bool) -> int:
+    """State slots one running request may hold (_calculate_mamba_ratio)."""
+    if disable_radix_cache:
+        return 1
+    if not mamba_extra_buffer:
+        return BASE_RATIO
+    return BASE_RATIO + (EXTRA_BUFFER_NO_OVERLAP if disable_overlap_schedule else EXTRA_BUFFER_OVERLAP)
+
+
+def state_pool(kv_memory: int, conv_per_request: int, ssm_per_request: int, *, memory_ratio,
+               max_mamba_cache_size: int | None, max_running_requests: int | None,
+               disable_radix_cache: bool) -> StatePool:
+    """The slots and the rest for KV (_handle_max_mamba_cache), in float GiB as SGLang does."""
+    per_request = conv_per_request + ssm_per_request
+    rest_gib = kv_memory / GB
+    if max_mamba_cache_size is not None:
+        slots = max_mamba_cache_size
+    elif disable_radix_cache and max_running_requests is not None:
+        slots = max_running_requests
+    else:
+        budget_bytes = rest_gib * memory_ratio / (1 + memory_ratio) * GB
+        slots = int((budget_bytes - per_request) // per_request)
+    entries = slots + 1
+    rest = int((rest_gib - entries * per_request / GB) * GB)
+    return StatePool(slots=slots, conv_bytes=entries * conv_per_request, ssm_bytes=entries * ssm_per_request,
+                     rest_bytes=rest)
+
+
+def max_running_requests(tokens: int, context_len: int, slots: int | None, slot_ratio: int,
+                         requested: int | None) -> int:
+    """resolve_max_num_reqs: the requests SGLang admits at once."""
+    if requested is not None:
+        cap = min(max(1, requested), tokens // 2)
+    else:
+        estimated = int(tokens / context_len * ESTIMATE_PER_CONTEXT)
+        cap = min(max(min(estimated, REQUESTS_CEILING), REQUESTS_FLOOR), tokens // 2)
+    if slots is not None:
+        cap = min(cap, slots // slot_ratio)
+    return cap
