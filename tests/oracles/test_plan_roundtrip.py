@@ -1,0 +1,108 @@
+"""kvmem.plan's commands parsed by the engines' own argument parsers (issue #21 item 6).
+
+For 50 seeded random fits per engine, the `vllm serve` command goes through vLLM 0.33.0's own
+parser (EngineArgs.add_cli_args, EngineArgs.from_cli_args, CacheConfig validating the cache dtype)
+and the `sglang.launch_server` command through SGLang 0.5.23's (ServerArgs.add_cli_args): each
+must give back the settings kvmem sized with (parallel layout, context, memory fraction, KV dtype,
+sequences, batched tokens, block/page size, chunk). Fits that do not fit are refused, not parsed.
+"""
+
+import argparse
+import os
+import random
+
+import pytest
+
+from tests.oracles.conftest import require
+
+require("vllm")
+require("sglang")
+
+import kvmem  # noqa: E402
+from kvmem import PlanRefused  # noqa: E402
+
+CASES = 50
+MODELS = ["llama-3.1-8b", "llama-3.3-70b", "qwen3-8b", "qwen2.5-7b", "mistral-7b", "gemma-3-27b", "qwen3.5-27b",
+          "qwen3-0.6b", "qwen3-30b-a3b", "gpt-oss-20b"]
+GPUS = ["h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb", "rtx-4090-24gb", "h200-141gb"]
+CONTEXTS = [2048, 4096, 8192, 32768, 131072]
+
+
+def random_plans(engine: str, kv_dtypes: list, seed: int):
+    """(plan, kwargs) for CASES seeded random workloads that fit; the refusals are counted."""
+    rng = random.Random(seed)
+    names = [m for m in MODELS if m in kvmem.list_models()]
+    gpus = [g for g in GPUS if g in kvmem.list_gpus()]
+    plans, refused = [], 0
+    while len(plans) < CASES:
+        kwargs = dict(gpu=rng.choice(gpus), num_gpus=rng.choice([1, 1, 2, 4, 8]), context=rng.choice(CONTEXTS),
+                      batch=rng.choice([1, 2, 4, 16, 64]), kv_dtype=rng.choice(kv_dtypes), engine=engine,
+                      target=rng.choice(["workload", "max_batch", "max_context"]), tp=rng.choice([None, None, 1]))
+        if engine == "vllm" and rng.random() < 0.3:
+            kwargs["block_size"] = rng.choice([16, 32])
+        if engine == "vllm":
+            kwargs["gpu_memory_utilization"] = rng.choice([0.85, 0.9, 0.95])
+        model = rng.choice(names)
+        try:
+            plans.append((kvmem.plan(model, **kwargs), kwargs))
+        except (PlanRefused, ValueError):
+            refused += 1
+            assert refused < 20 * CASES, "almost every random workload was refused"
+    return plans
+
+
+@pytest.fixture(scope="module")
+def vllm_parser():
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    parser = FlexibleArgumentParser()
+    EngineArgs.add_cli_args(parser)
+    return parser, EngineArgs
+
+
+def test_vllm_parses_every_command_into_the_planned_settings(vllm_parser):
+    from vllm.config import CacheConfig
+    parser, EngineArgs = vllm_parser
+    for plan, kwargs in random_plans("vllm", ["auto", "fp8", "fp8_e5m2", "bf16"], seed=21):
+        argv = plan.argv
+        assert argv[:2] == ["vllm", "serve"]
+        args = EngineArgs.from_cli_args(parser.parse_args(["--model", argv[2], *argv[3:]]))
+        fit = plan.fit
+        assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (fit.tp, fit.pp), plan.command
+        assert args.data_parallel_size == fit.replicas
+        assert args.max_model_len == plan.context == fit.context
+        assert args.gpu_memory_utilization == kwargs["gpu_memory_utilization"]
+        assert args.max_num_seqs == -(-plan.batch // fit.replicas)
+        in_force = kvmem.sizing.engine_defaults("vllm", kwargs["gpu"], context=plan.context, tp=fit.tp, pp=fit.pp,
+                                                max_num_seqs=args.max_num_seqs)
+        assert args.max_num_batched_tokens == in_force.values["max_num_batched_tokens"]
+        assert args.block_size == kwargs.get("block_size")
+        cache = CacheConfig(block_size=args.block_size or 16, gpu_memory_utilization=args.gpu_memory_utilization,
+                            cache_dtype=args.kv_cache_dtype)   # vLLM's own check of the dtype's name
+        expected = "auto" if fit.kv_dtype == kvmem.get_model(fit.model).dtype else fit.kv_dtype
+        assert cache.cache_dtype == {"bf16": "bfloat16", "fp16": "float16"}.get(expected, expected)
+
+
+def test_sglang_parses_every_command_into_the_planned_settings():
+    from sglang.srt.server_args import ServerArgs
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    for plan, kwargs in random_plans("sglang", ["auto", "fp8_e4m3", "fp8_e5m2"], seed=23):
+        argv = plan.argv
+        assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+        ns = parser.parse_args(argv[3:])   # an unknown flag or a value outside its choices exits here
+        fit = plan.fit
+        assert ns.model_path == kvmem.get_model(fit.model).hf_id
+        assert (ns.tp_size, ns.pp_size) == (fit.tp, fit.pp), plan.command
+        assert ns.context_length == plan.context
+        defaults = kvmem.sizing.engine_defaults("sglang", kwargs["gpu"], context=plan.context, tp=fit.tp, pp=fit.pp)
+        assert ns.mem_fraction_static == float(defaults.values["mem_fraction_static"])
+        assert ns.max_running_requests == -(-plan.batch // fit.replicas)
+        assert ns.dp_size == fit.replicas
+        assert ns.page_size == 1
+        assert ns.kv_cache_dtype == ("auto" if fit.kv_dtype == kvmem.get_model(fit.model).dtype else fit.kv_dtype)
+        if fit.capacity and fit.capacity.details.get("max_mamba_cache_size") is not None:
+            assert ns.mamba_radix_cache_strategy == "no_buffer"
+            assert fit.capacity.details["max_running_requests"] >= ns.max_running_requests
