@@ -76,8 +76,9 @@ def deadline_s() -> float:
 class Body:
     """A response body read through the budget and the deadline (``read1``/``read``, ``close``)."""
 
-    def __init__(self, conn, response, limit: int, deadline: Deadline, what: str, inflate: str | None,
+    def __init__(self, conn, sock, response, limit: int, deadline: Deadline, what: str, inflate: str | None,
                  raw_cap: int):
+        self._sock = sock                         # the response reads it even after conn lets go (Connection: close)
         self._conn, self._response, self._limit, self._deadline, self._what = conn, response, limit, deadline, what
         self._raw, self._raw_cap = 0, raw_cap     # bytes off the wire, and the most read (one past a budget)
         self._out = 0
@@ -88,10 +89,11 @@ class Body:
     def _raw_read(self, n: int) -> bytes:
         if self._raw >= self._raw_cap:
             return b""
-        self._conn.sock.settimeout(min(timeout_s(), self._deadline.left()))
+        self._sock.settimeout(min(timeout_s(), self._deadline.left()))
         try:
             chunk = self._response.read1(min(n, self._raw_cap - self._raw))
         except (TimeoutError, socket.timeout):
+            self._deadline.left()                # past the deadline: say so, not "stopped sending"
             raise Unreachable(f"{self._what}: the server stopped sending (no byte for {timeout_s():g} s)") from None
         except (OSError, http.client.HTTPException) as exc:
             raise Unreachable(f"{self._what}: the connection broke ({type(exc).__name__})") from None
@@ -120,6 +122,7 @@ class Body:
     read = read1
 
     def close(self) -> None:
+        self._response.close()
         self._conn.close()
 
     def __enter__(self):
@@ -153,9 +156,11 @@ def open_body(url: str, *, what: str, limit: int, deadline: Deadline, headers: d
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
             conn.request("GET", target, headers=send)
+            sock = conn.sock
             response = conn.getresponse()
         except (TimeoutError, socket.timeout):
             conn.close()
+            deadline.left()
             raise Unreachable(f"{what}: no answer from {parts.hostname} within {timeout_s():g} s") from None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
@@ -168,11 +173,11 @@ def open_body(url: str, *, what: str, limit: int, deadline: Deadline, headers: d
             if urlsplit(url).hostname != host:
                 send.pop("Authorization", None)
             continue
-        return _checked(conn, response, what, limit, deadline, byte_range)
+        return _checked(conn, sock, response, what, limit, deadline, byte_range)
     raise SourceError(f"{what}: more than {_MAX_REDIRECTS} redirects")
 
 
-def _checked(conn, response, what: str, limit: int, deadline: Deadline, byte_range) -> Body:
+def _checked(conn, sock, response, what: str, limit: int, deadline: Deadline, byte_range) -> Body:
     status = response.status
     if status >= 400:
         code = response.getheader("X-Error-Code")
@@ -211,7 +216,7 @@ def _checked(conn, response, what: str, limit: int, deadline: Deadline, byte_ran
         raw_cap = min(limit, byte_range[1] - byte_range[0] + 1)
     else:
         raw_cap = limit
-    return Body(conn, response, limit, deadline, what, None if encoding == "identity" else encoding, raw_cap)
+    return Body(conn, sock, response, limit, deadline, what, None if encoding == "identity" else encoding, raw_cap)
 
 
 def get(url: str, *, what: str, limit: int, deadline: Deadline, headers: dict | None = None,

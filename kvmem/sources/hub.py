@@ -387,6 +387,8 @@ def _remote_headers(repo_id: str, revision: str | None, shards: list[str], s: Se
         if len(first) < 8:
             raise SourceError(f"{what}: not a safetensors file (shorter than its 8-byte header length)")
         size = int.from_bytes(first, "little")
+        if size < 2:
+            raise SourceError(f"{what}: safetensors header length {size} is too short for a JSON header")
         if size > MAX_HEADER_BYTES:
             raise SourceError(f"{what}: safetensors header length {size:,} exceeds {MAX_HEADER_BYTES:,} bytes")
         raw, _ = get(url, what=what, limit=size, deadline=deadline, headers=_auth(s), byte_range=(8, 7 + size))

@@ -10,6 +10,10 @@ and answers like the Hub when something is wrong (huggingface_hub reads X-Error-
 a missing repository 404 RepoNotFound; a gated one 401 GatedRepo without a token, 403 with a
 token that has no access; an unknown revision 404 RevisionNotFound; a missing file 404
 EntryNotFound with X-Repo-Commit. It records every request and the body bytes it sent.
+``hub.behave[path_part] = act`` makes it misbehave for requests whose path contains
+``path_part``: ``act(handler, head)`` answers instead (tests/sources/test_hostile_sources.py:
+a stall, an ignored Range, a lying length, a gzip bomb), or returns False to let the request
+be answered as usual; a stalling act waits on ``hub.stop``, set when the test ends.
 
 HF_ENDPOINT points at it, HF_HOME is a fresh temporary folder, HF_TOKEN and HF_HUB_OFFLINE are
 unset; and every socket connection to anything but 127.0.0.1 fails the test (no test here may
@@ -57,6 +61,8 @@ class LoopbackHub:
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[dict] = field(default_factory=list)
     url: str = ""
+    behave: dict = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def add(self, repo_id: str, files: dict[str, bytes | str | dict | Path], *, gated: bool = False,
             revisions: dict[str, dict] | None = None) -> Repo:
@@ -129,6 +135,9 @@ def _handler(hub: LoopbackHub):
             hub.requests.append({"method": self.command, "path": self.path,
                                  "range": self.headers.get("Range"), "sent": 0})
             path = self.path.split("?", 1)[0]
+            for part, act in list(hub.behave.items()):
+                if part in path and act(self, head) is not False:      # False: answer as usual after all
+                    return
             if m := _API.match(path):
                 repo = hub.repos.get(m["repo"])
                 if not self._access(repo, m["repo"], head):
@@ -199,7 +208,9 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     from kvmem.sources import hub as hub_source
     hub_source._CHECKPOINTS.clear()
+    hub_source._FAILED.clear()
     yield state
+    state.stop.set()
     server.shutdown()
     server.server_close()
 
