@@ -515,3 +515,22 @@ def test_fit_past_max_position_embeddings_names_the_engine_rule():
     assert result.fits and result.engine_allows_with == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
     assert result.engine_refuses.startswith("65,536 tokens exceed the model's 40,960 positions")
     assert result.to_dict()["engine_refuses"] == result.engine_refuses
+
+
+def test_a_fit_asks_the_engine_once_per_workload(monkeypatch):
+    # issue 23 item 23: the searches asked for the same (tokens, batch) again (33 estimates, 22 workloads here)
+    import collections
+
+    import kvmem.sizing.setup as setup
+
+    asked = collections.Counter()
+    real = setup._estimate
+
+    def counted(model, **kw):
+        asked[(kw["tokens"], kw["batch"], kw["tp"], kw["pp"])] += 1
+        return real(model, **kw)
+
+    monkeypatch.setattr(setup, "_estimate", counted)
+    fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=4, context="32k", batch=16, kv_dtype="fp8", weight_dtype="fp8")
+    # once per set-up: only "min GPUs", trying the same tp in a set-up of its own, asks one workload again
+    assert asked and sum(asked.values()) <= len(asked) + 1

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from ..engines import estimate as _estimate
 from .search import SEARCH_CAP, largest_fitting, linear_guess
-from .setup import Setup, SetupBudget, budget_for, make_setup
+from .setup import Setup, SetupBudget, budget_for, make_setup, setup_estimate
 
 
 # ----------------------------------------------------------------------------- decode speed
 
 def kv_read_bytes(s: Setup, tokens: int, batch: int) -> int:
     """KV (+ state) bytes one decode step reads, summed over the tp ranks and pp stages of a replica."""
-    est = _estimate(s.model, engine=s.engine, tokens=tokens, batch=batch, kv_dtype=s.kv_dtype,
-                    tp=s.tp, pp=s.pp, **s.engine_options)
+    est = setup_estimate(s, tokens, batch)
     return est.kv_bytes_all_devices + est.state_bytes * s.tp * s.pp
 
 

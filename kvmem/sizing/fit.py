@@ -12,7 +12,7 @@ from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
 from .results import Fit, FitError, MemoryBreakdown
 from .numbers import from_capacity as numbers_from_capacity, from_estimate as numbers_from_estimate
 from .search import context_cap, replica_batch, search_max_batch, search_max_context
-from .setup import Setup, SetupBudget, budget_for, make_setup, need_bytes
+from .setup import Setup, SetupBudget, budget_for, make_setup, need_bytes, setup_estimate
 from .suggest import min_gpus as _min_gpus, what_would_fit
 
 
@@ -42,8 +42,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         notes.append(f"max_batch stops at {s.engine}'s limit of {per_replica_max} sequences per replica")
     min_gpus = _min_gpus(s)
     kv_per_seq = need_bytes(s, s.context, 1)
-    one = _estimate(s.model, engine=s.engine, tokens=s.context, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
-                    **s.engine_options)
+    one = setup_estimate(s, s.context, 1)
     if one.peak_bytes > one.total_bytes:
         notes.append(f"sized for the engine's peak: one sequence holds up to {format_bytes(one.peak_bytes)} of KV "
                      f"while it is built, {format_bytes(one.peak_bytes - one.total_bytes)} above the "
@@ -76,8 +75,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         cap = _capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
                         pp=s.pp, max_model_len=s.context, **s.engine_options)
     numbers = _engine_numbers(s, cap, work_batch)
-    est_dtype = _estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
-                          **s.engine_options).kv_dtype
+    est_dtype = setup_estimate(s, 1, 1).kv_dtype
     weight_name = budget.weights_obj.weight_dtype if budget.weights_obj else "given"
     suggestions = () if fits else what_would_fit(s, budget, max_context, per_replica_max, min_gpus)
     result = Fit(model=s.model.name, gpu=s.gpu.name, engine=s.engine, num_gpus=s.num_gpus, tp=s.tp, pp=s.pp,

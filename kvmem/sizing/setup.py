@@ -6,7 +6,7 @@ The engine module answers (its SizingRules): this module only gathers what the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..catalog import as_model
@@ -39,6 +39,9 @@ class Setup:
     utilization: Fraction
     engine_options: dict
     sizing: dict
+    # (tokens, batch) -> the engine's Estimate for this set-up: a fit's searches ask the same workloads again;
+    # a set-up made from it by replace() (another tp, pp, GPU count) starts with its own, empty
+    estimates: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # not copied by replace()
 
     @property
     def replicas(self) -> int:
@@ -65,10 +68,21 @@ def engine_rules(engine: str) -> tuple[str, SizingRules]:
     return spec.name, spec.sizing
 
 
+def setup_estimate(s: Setup, tokens: int, batch: int):
+    """The engine's Estimate for ``batch`` sequences of ``tokens`` tokens under this set-up, computed
+    once per set-up (a 70B fit asks ~32 times for ~21 workloads). For the sizing's own use: the
+    Estimate is shared, so no caller changes it."""
+    key = (tokens, batch)
+    est = s.estimates.get(key)
+    if est is None:
+        est = s.estimates[key] = _estimate(s.model, engine=s.engine, tokens=tokens, batch=batch,
+                                           kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp, **s.engine_options)
+    return est
+
+
 def need_bytes(s: Setup, tokens: int, batch: int) -> int:
     """KV bytes one device needs for ``batch`` sequences of ``tokens`` tokens (transient peak included)."""
-    est = _estimate(s.model, engine=s.engine, tokens=tokens, batch=batch, kv_dtype=s.kv_dtype,
-                    tp=s.tp, pp=s.pp, **s.engine_options)
+    est = setup_estimate(s, tokens, batch)
     return max(est.total_bytes, est.peak_bytes)
 
 

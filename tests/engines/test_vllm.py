@@ -718,3 +718,32 @@ def test_tokens_past_max_position_embeddings_say_what_vllm_does():
 def test_capacity_that_vllm_refuses_to_start_says_so():
     cap = capacity("llama-3.1-8b", kv_memory="1GiB")  # 131,072 tokens need 16 GiB
     assert cap.engine_refuses.startswith("vLLM refuses to start: one request of 131,072 tokens needs 16.00 GiB")
+
+
+def test_a_fit_builds_each_vllm_layout_once(monkeypatch):
+    # issue 23 item 23: a vLLM 70B fit rebuilt the layout ~33 times (once per estimate); now once per
+    # model, KV format and parallelism (tp 2 here, and the tp 4 / pp 2 set-ups "min GPUs" tries)
+    import kvmem.engines.vllm.entry as entry
+
+    built = []
+    real = entry._make_plan
+    monkeypatch.setattr(entry, "_make_plan", lambda *a: built.append(a[2:4]) or real(*a))
+    monkeypatch.setattr(entry, "_PLANS", {})
+    first = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", batch=16, kv_dtype="fp8",
+                      weight_dtype="fp8")
+    assert len(built) == len(set(built)) <= 4 and (2, 1) in built
+    again = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", batch=16, kv_dtype="fp8",
+                      weight_dtype="fp8")
+    assert again == first and (first.fits, first.max_batch) == (False, 13)  # the README's figures
+
+
+def test_a_shared_layout_gives_the_numbers_a_fresh_one_gives(monkeypatch):
+    import kvmem.engines.vllm.entry as entry
+
+    cases = [("gemma-3-27b", 40_000, 3), ("qwen3-next-80b-a3b", 9_000, 2), ("deepseek-v3", 5_000, 1)]
+    cached = [kvmem.estimate(m, engine="vllm", tokens=t, batch=b, tp=tp) for m, t, b in cases for tp in (1, 2)]
+    cached_again = [kvmem.estimate(m, engine="vllm", tokens=t, batch=b, tp=tp) for m, t, b in cases for tp in (1, 2)]
+    monkeypatch.setattr(entry, "make_plan", lambda model, kv_dtype, tp, pp, opts: entry._make_plan(model, kv_dtype,
+                                                                                                    tp, pp, opts))
+    fresh = [kvmem.estimate(m, engine="vllm", tokens=t, batch=b, tp=tp) for m, t, b in cases for tp in (1, 2)]
+    assert [e.to_dict() for e in cached] == [e.to_dict() for e in cached_again] == [e.to_dict() for e in fresh]

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 from ...model import Model
 from ...records import Record
 from ..base import Capacity, assemble, cdiv
-from .layout import Plan, make_plan
+from .layout import Plan, make_plan as _make_plan
 from .options import GIB, HYBRID_GROUPS, NULL_BLOCK, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY, check_options
-from .pool import (check_memory, group_details, held_pages, in_flight_tokens, longest_fitting, owners,
+from .pool import (stage_group_size, check_memory, group_details, held_pages, in_flight_tokens, longest_fitting, owners,
                    pool_page_bytes, request_blocks, request_bytes, stage_blocks, stage_pool_bytes, stage_units)
 from .v0 import capacity_v0, estimate_v0
 
@@ -48,6 +48,34 @@ class VllmCapacityDetails(Record):
     OPTIONAL = ("engine_refuses",)
 
 
+def _plan_once(model: Model, kv_dtype, tp: int, pp: int, options: dict) -> Plan:
+    plan = _make_plan(model, kv_dtype, tp, pp, options)
+    one: dict = {}                    # equal specs as one object, so per-spec work is done once per estimate
+    return replace(plan, units=[(owner, one.setdefault(spec, spec)) for owner, spec in plan.units])
+
+
+def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
+    """The model's vLLM layout (layout.make_plan), built once per model, KV format, parallelism and
+    options: a fit or a sweep asks for the same layout at many lengths and batches (a 70B fit
+    built it ~35 times). A Plan is shared, so no caller changes it (estimate copies its notes)."""
+    try:
+        key = (id(model), kv_dtype, tp, pp, tuple(sorted(opts.items())))
+        hash(key)
+    except TypeError:                       # an unhashable option value: build it each time
+        return _make_plan(model, kv_dtype, tp, pp, opts)
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not model:  # the model is kept, so its id is not reused meanwhile
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        hit = _PLANS[key] = (model, _plan_once(model, kv_dtype, tp, pp, opts))
+    return hit[1]
+
+
+# (id(model), kv_dtype, tp, pp, options) -> (model, Plan): keyed by identity, as hashing a Model
+# hashes every layer (a 70B fit would spend more on the key than on the estimate)
+_PLANS: dict = {}
+
+
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
     """Bytes of the blocks vLLM allocates for ``batch`` sequences of ``tokens`` tokens."""
     opts = check_options(options)
@@ -56,19 +84,32 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         return estimate_v0(model, plan, tokens=tokens, batch=batch, tp=tp, pp=pp, opts=opts)
     held = held_pages(plan, tokens, opts)
     peak = held_pages(plan, tokens, opts, peak=True)
-    rows = [(0, 0, 0)] * plan.n_layers
-    for (owner, spec), blocks in zip(plan.units, held, strict=True):
-        k, v, s = spec.kv_split(blocks * batch)
-        rows[owner] = (rows[owner][0] + k, rows[owner][1] + v, rows[owner][2] + s)
+    split: dict = {}                  # (spec, blocks) -> (K, V, state): equal layers are split once
+
+    def part(spec, blocks):
+        key = (id(spec), blocks)
+        hit = split.get(key)
+        if hit is None:
+            hit = split[key] = spec.kv_split(blocks * batch)
+        return hit
+
+    if _memo(plan, "one_unit_per_layer", lambda: [owner for owner, _ in plan.units] == list(range(plan.n_layers))):
+        rows = [part(spec, blocks) for (_, spec), blocks in zip(plan.units, held, strict=True)]
+    else:
+        rows = [(0, 0, 0)] * plan.n_layers
+        for (owner, spec), blocks in zip(plan.units, held, strict=True):
+            k, v, s = part(spec, blocks)
+            rows[owner] = (rows[owner][0] + k, rows[owner][1] + v, rows[owner][2] + s)
     stages = stage_units(plan, pp)
-    real = [sum(sum(rows[owner]) for owner in owners(plan, members)) for members in stages]
+    real = [sum(sum(rows[owner]) for owner in _memo(plan, ("owners", pp, i), lambda m=members: owners(plan, m)))
+            for i, members in enumerate(stages)]
     largest = max(range(pp), key=lambda s: real[s])
     members = stages[largest]
     if plan.uniform_type:
         pool = real[largest]
         blocks = batch * max(held)
     else:
-        group_size = max(sum(i in members for i in group) for group in plan.groups)
+        group_size = stage_group_size(plan, members)
         per_sequence = sum(held[group[0]] for group in plan.groups)
         pool = group_size * pool_page_bytes(plan) * batch * per_sequence
         blocks = batch * per_sequence
@@ -80,7 +121,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                      "layer frees a block only when all its tokens have left the window, so the peak_bytes "
                      "(what fit sizes for) are the most any length up to this one holds")
     details = VllmDetails(version=opts["version"], block_size=plan.block_size,
-                          page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
+                          page_bytes=list(_memo(plan, "page_bytes",
+                                                lambda: sorted({spec.page_bytes for _, spec in plan.units}))),
                           groups=group_details(plan, held), blocks=blocks, pool_bytes=pool,
                           padding_bytes=pool - real[largest], uniform_type=plan.uniform_type)
     result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
@@ -97,9 +139,16 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                    kv_bytes_all_devices=result.kv_bytes_all_devices + tp * padding)
 
 
+def _memo(plan: Plan, key, make):
+    """What ``make()`` derives from the plan's layout alone, made once per plan (``plan.memo``)."""
+    if key not in plan.memo:
+        plan.memo[key] = make()
+    return plan.memo[key]
+
+
 def _explain(notes: list, plan: Plan, tokens: int, lookahead: int, padding: int) -> None:
     """Notes on where vLLM's bytes differ from the textbook count."""
-    kinds = {spec.kind for _, spec in plan.units}
+    kinds = _memo(plan, "kinds", lambda: {spec.kind for _, spec in plan.units})
     bs = plan.block_size
     slots = cdiv(tokens + lookahead, bs) * bs
     if slots != tokens:
@@ -174,7 +223,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     details = VllmCapacityDetails(version=opts["version"], num_blocks=num_blocks, blocks_per_stage=per_stage,
                                   blocks_per_request=request, groups=len(plan.groups),
                                   group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
-                                  page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
+                                  page_bytes=list(_memo(plan, "page_bytes",
+                                                lambda: sorted({spec.page_bytes for _, spec in plan.units}))),
                                   uniform_type=plan.uniform_type, request_bytes=needed, log=log,
                                   engine_refuses=refuses)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ..base import cdiv, kv_heads_per_rank, pp_stages
@@ -121,6 +121,8 @@ class Plan:
     fmt: KVFormat
     notes: list
     padding_layers: int = 0
+    # what kvmem.engines.vllm.pool derives from the layout alone (stages, group sizes), kept with it
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..base import cdiv
 from .options import FP8_DS_MLA_BYTES_PER_TOKEN
@@ -30,7 +31,7 @@ class PageSpec:
             return ("full",)
         return (self.kind, self.window)
 
-    @property
+    @cached_property  # read per layer on every estimate; a frozen spec's page never changes
     def page_bytes(self) -> int:
         bs = self.block_size
         if self.kind == "mamba":

@@ -8,9 +8,22 @@ from .options import IN_FLIGHT_BATCHES, NULL_BLOCK
 
 
 def stage_units(plan: Plan, pp: int) -> list[set]:
-    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1)."""
-    stages = pp_stages(plan.n_layers, pp)
-    return [{i for i, (owner, _) in enumerate(plan.units) if owner in stage} for stage in stages]
+    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1); the same sets
+    for every estimate of a plan (kept in ``plan.memo``; no caller changes them)."""
+    key = ("stages", pp)
+    if key not in plan.memo:
+        stages = pp_stages(plan.n_layers, pp)
+        plan.memo[key] = [{i for i, (owner, _) in enumerate(plan.units) if owner in stage} for stage in stages]
+    return plan.memo[key]
+
+
+def stage_group_size(plan: Plan, members: set) -> int:
+    """The most units of one group a stage holds: the pages one block takes on this rank."""
+    key = ("group_size", id(members))
+    hit = plan.memo.get(key)
+    if hit is None or hit[0] is not members:      # the set is kept, so its id is not reused meanwhile
+        hit = plan.memo[key] = (members, max(sum(i in members for i in group) for group in plan.groups))
+    return hit[1]
 
 
 def pool_page_bytes(plan: Plan) -> int:
@@ -24,7 +37,7 @@ def stage_blocks(plan: Plan, members: set, kv_memory: int) -> int | None:
     if plan.uniform_type:
         pages = sum(plan.units[i][1].page_bytes for i in members)
         return kv_memory // pages
-    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    group_size = stage_group_size(plan, members)
     return max(kv_memory // pool_page_bytes(plan) // group_size, 0)
 
 
@@ -58,7 +71,7 @@ def request_bytes(plan: Plan, members: set, max_model_len: int, opts: dict) -> i
     args = _worst_args(max_model_len, opts)
     if plan.uniform_type:
         return sum(plan.units[i][1].worst_blocks(*args) * plan.units[i][1].page_bytes for i in members)
-    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    group_size = stage_group_size(plan, members)
     return group_size * pool_page_bytes(plan) * request_blocks(plan, max_model_len, opts)
 
 
@@ -66,7 +79,7 @@ def block_bytes(plan: Plan, members: set) -> int:
     """_pool_bytes_per_block on one rank: one block of every layer it holds, padding layers included."""
     if plan.uniform_type:
         return sum(plan.units[i][1].page_bytes for i in members)
-    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    group_size = stage_group_size(plan, members)
     return group_size * pool_page_bytes(plan)
 
 
@@ -96,17 +109,23 @@ def longest_fitting(fits, cap: int | None) -> int:
 
 def held_pages(plan: Plan, tokens: int, opts: dict, *, peak: bool = False) -> list[int]:
     """Pages each unit holds for one sequence of ``tokens`` tokens (``peak``: the most on the way there)."""
-    spec_tokens = opts["num_speculative_tokens"]
-    return [(spec.peak_blocks if peak else spec.held_blocks)(tokens, spec_tokens, opts["mamba_cache_mode"],
-                                                               spec_tokens)
-            for _, spec in plan.units]
+    spec_tokens, mode = opts["num_speculative_tokens"], opts["mamba_cache_mode"]
+    blocks: dict[int, int] = {}      # per spec object: a plan's equal specs are one object (entry.make_plan)
+    out = []
+    for _, spec in plan.units:
+        held = blocks.get(id(spec))
+        if held is None:
+            held = blocks[id(spec)] = (spec.peak_blocks if peak else spec.held_blocks)(tokens, spec_tokens, mode,
+                                                                                       spec_tokens)
+        out.append(held)
+    return out
 
 
 def stage_pool_bytes(plan: Plan, held: list[int], batch: int, members: set) -> int:
     """Pool bytes of one stage's units for ``batch`` sequences holding ``held`` pages each."""
     if plan.uniform_type:
         return sum(held[i] * batch * plan.units[i][1].page_bytes for i in members)
-    group_size = max(sum(i in members for i in group) for group in plan.groups)
+    group_size = stage_group_size(plan, members)
     return group_size * pool_page_bytes(plan) * batch * sum(held[group[0]] for group in plan.groups)
 
 
@@ -115,12 +134,14 @@ def owners(plan: Plan, members: set) -> set:
 
 
 def group_details(plan: Plan, held: list[int]) -> list[dict]:
-    out = []
-    for group in plan.groups:
-        specs = [plan.units[i][1] for i in group]
-        out.append({"kind": "+".join(sorted({s.kind for s in specs})), "layers": len(group),
-                    "block_size": specs[0].block_size,
-                    "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type
-                                   else specs[0].page_bytes),
-                    "blocks_per_sequence": max(held[i] for i in group)})
-    return out
+    if "groups" not in plan.memo:     # what does not depend on the workload, once per plan
+        shapes = []
+        for group in plan.groups:
+            specs = [plan.units[i][1] for i in group]
+            shapes.append({"kind": "+".join(sorted({s.kind for s in specs})), "layers": len(group),
+                           "block_size": specs[0].block_size,
+                           "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type
+                                          else specs[0].page_bytes)})
+        plan.memo["groups"] = shapes
+    return [{**shape, "blocks_per_sequence": max(held[i] for i in group)}
+            for shape, group in zip(plan.memo["groups"], plan.groups, strict=True)]
