@@ -380,12 +380,18 @@ def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: st
     own split, vLLM's ``pp_stages`` by default); other stages' layers show 0 in ``per_layer``.
     ``peak_extra`` is a transient above the steady KV.
     """
-    largest = largest_stage(rows, stages or pp_stages(len(rows), pp))
-    per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
-    k = sum(rows[i][0] for i in largest)
-    v = sum(rows[i][1] for i in largest)
-    state = sum(rows[i][2] for i in largest)
-    all_devices = tp * sum(r[0] + r[1] for r in rows)
+    stages = stages or pp_stages(len(rows), pp)
+    largest = stages[0] if len(stages) == 1 else largest_stage(rows, stages)
+    ks, vs, ss = zip(*rows) if rows else ((), (), ())     # columns, summed at C speed (a fit asks ~25 times)
+    if largest == range(len(rows)):
+        per_layer = tuple(map(sum, rows))
+        k, v, state = sum(ks), sum(vs), sum(ss)
+    else:
+        per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
+        k = sum(ks[i] for i in largest)
+        v = sum(vs[i] for i in largest)
+        state = sum(ss[i] for i in largest)
+    all_devices = tp * (sum(ks) + sum(vs))
     return Estimate(model=model.name, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype,
                     tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
                     kv_bytes_all_devices=all_devices, peak_bytes=k + v + peak_extra,
