@@ -90,3 +90,22 @@ def model_argument(model) -> tuple[str, str]:
     if model.hf_id:
         return model.hf_id, "the checkpoint kvmem sized (its Hugging Face id; a local path works too)"
     return model.name, "kvmem knows no Hugging Face id for this model: put its checkpoint's path here"
+
+
+TORCH_DTYPE_FLAG = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}   # --dtype (vLLM and SGLang)
+
+
+def weight_flags(engine: str, model, weights: str) -> list[Flag]:
+    """--dtype or --quantization fp8 for the weight format planned (vLLM and SGLang read the rest
+    from the checkpoint's config); a format the engine cannot make at load is refused by name."""
+    if weights in ("given", "safetensors", model.dtype) or model.facts.quantization_config:
+        return []
+    if weights in TORCH_DTYPE_FLAG:
+        return [Flag("--dtype", TORCH_DTYPE_FLAG[weights], f"weights in {weights}, as planned "
+                     f"(the checkpoint is {model.dtype})")]
+    if weights == "fp8":
+        return [Flag("--quantization", "fp8", f"weights planned in fp8: {engine} quantises the {model.dtype} "
+                     "checkpoint at load")]
+    raise PlanRefused(f"{engine}: weights planned as {weights!r} need a checkpoint already in that format "
+                      f"({engine} reads it from the checkpoint's config); give that checkpoint instead of "
+                      f"{model.name!r}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..engines import estimate as _estimate
 from ..engines.sglang import DEFAULTS
 from ..engines.sglang.budget import sglang_chunked_prefill_size
-from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options
+from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options, weight_flags
 
 RELEASE = "SGLang 0.5.23"
 PROGRAM = ("python", "-m", "sglang.launch_server")
@@ -75,11 +75,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
             Flag("--max-running-requests", str(inp.batch), f"{inp.batch} sequences per replica, the batch planned"),
             Flag("--page-size", str(opts.get("page_size") or DEFAULTS["page_size"]), "tokens per page, as planned"),
             Flag("--chunked-prefill-size", str(chunk), "the prefill chunk the reserve was sized for")]
-    if fit.weight_dtype == "fp8" and fit.weight_dtype != inp.model.dtype and not inp.model.facts.quantization_config:
-        out.append(Flag("--quantization", "fp8", "weights planned in fp8: SGLang quantises the checkpoint at load"))
-    elif fit.weight_dtype not in ("given", "safetensors", inp.model.dtype) and not inp.model.facts.quantization_config:
-        raise PlanRefused(f"sglang: weights planned as {fit.weight_dtype!r} need a checkpoint already in that format; "
-                          f"give that checkpoint instead of {inp.model.name!r}")
+    out += weight_flags("sglang", inp.model, fit.weight_dtype)
     for name, flag in _VALUED.items():
         if opts.get(name) is not None and opts[name] != DEFAULTS[name]:
             out.append(Flag(flag, f"{opts[name]:g}", f"{name}={opts[name]} as planned"))

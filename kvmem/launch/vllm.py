@@ -12,6 +12,7 @@ checked by tests/oracles/test_plan_roundtrip.py, which parses the command with t
     --max-num-batched-tokens   the tokens per step the activation peak was sized for
     --block-size               only when the plan set one (default 16, or the MLA backend's)
     --quantization fp8         weights planned in fp8 from a 16-bit checkpoint (vLLM's online fp8)
+    --dtype                    weights planned in another 16/32-bit format than the checkpoint's
 Engine options with a flag: hybrid_kv_cache_manager, enable_prefix_caching, async_scheduling,
 attention_backend, mamba_cache_mode, mamba_cache_dtype, mamba_ssm_cache_dtype. A draft model,
 speculative tokens, a release other than 0.33 or the v0 engine are refused by name.
@@ -20,7 +21,7 @@ speculative tokens, a release other than 0.33 or the v0 engine are refused by na
 from __future__ import annotations
 
 from ..engines import estimate as _estimate
-from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options
+from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options, weight_flags
 
 RELEASE = "vLLM 0.33.0"
 PROGRAM = ("vllm", "serve")
@@ -50,17 +51,6 @@ def kv_cache_dtype(inp: Inputs) -> str:
         raise PlanRefused(f"vllm: --kv-cache-dtype has no {name!r} (vLLM 0.33 caches "
                           + ", ".join(sorted(set(KV_CACHE_DTYPE.values()))) + ")")
     return KV_CACHE_DTYPE[name]
-
-
-def quantization(inp: Inputs) -> Flag | None:
-    weights = inp.fit.weight_dtype
-    model = inp.model
-    if weights in ("given", "safetensors", model.dtype) or model.facts.quantization_config:
-        return None
-    if weights == "fp8":
-        return Flag("--quantization", "fp8", "weights planned in fp8: vLLM quantises the 16-bit checkpoint at load")
-    raise PlanRefused(f"vllm: weights planned as {weights!r} need a checkpoint already in that format (vLLM reads "
-                      f"it from the checkpoint's config); give that checkpoint instead of {model.name!r}")
 
 
 def flags(inp: Inputs) -> tuple[Flag, ...]:
@@ -96,9 +86,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
                     "tokens per step the activation peak was sized for"))
     if opts.get("block_size") is not None:
         out.append(Flag("--block-size", str(opts["block_size"]), "the block size planned (vLLM's default: 16)"))
-    quant = quantization(inp)
-    if quant:
-        out.append(quant)
+    out += weight_flags("vllm", inp.model, fit.weight_dtype)
     for name, (flag, default) in _SWITCHES.items():
         if name in opts and opts[name] is not None and opts[name] != default:
             out.append(Flag(flag, "", f"{name}={opts[name]} as planned"))

@@ -61,7 +61,7 @@ def test_sglang_llamacpp_and_trtllm_commands():
     (dict(engine="hf-dynamic"), "engine 'hf-dynamic' has no server command"),
     (dict(engine="sglang", kv_dtype="fp16"), "sglang: --kv-cache-dtype has no 'fp16'"),
     (dict(engine="vllm", num_speculative_tokens=2), "kvmem does not write --speculative-config"),
-    (dict(engine="vllm", weight_dtype="awq"), "need a checkpoint already in that format"),
+    (dict(engine="vllm", weight_dtype="awq"), "vllm: weights planned as 'awq' need a checkpoint already in that format"),
     (dict(engine="trtllm", tokens_per_block=64), "trtllm: kvmem writes no flag for tokens_per_block=64"),
 ])
 def test_refusals_name_why(kwargs, message):
@@ -83,3 +83,12 @@ def test_cli_plan_text_json_and_refusal():
     assert "--max-num-seqs 4" in text and "# 4 sequences per replica" in text
     refused = subprocess.run(run, capture_output=True, text=True)
     assert refused.returncode == 1 and "kvmem plan: refused: no command:" in refused.stderr
+
+
+def test_weights_in_another_16_bit_format_are_a_dtype_flag():
+    # bf16 checkpoint served in fp16: --dtype float16 (vLLM and SGLang); fp8: --quantization fp8 (online)
+    for engine in ("vllm", "sglang"):
+        p = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", weight_dtype="fp16", engine=engine)
+        assert flags_of(p)["--dtype"] == "float16" and "--quantization" not in p.argv
+        q = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", weight_dtype="fp8", engine=engine)
+        assert flags_of(q)["--quantization"] == "fp8" and "--dtype" not in q.argv

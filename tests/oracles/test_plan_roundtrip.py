@@ -37,7 +37,8 @@ def random_plans(engine: str, kv_dtypes: list, seed: int):
     while len(plans) < CASES:
         kwargs = dict(gpu=rng.choice(gpus), num_gpus=rng.choice([1, 1, 2, 4, 8]), context=rng.choice(CONTEXTS),
                       batch=rng.choice([1, 2, 4, 16, 64]), kv_dtype=rng.choice(kv_dtypes), engine=engine,
-                      target=rng.choice(["workload", "max_batch", "max_context"]), tp=rng.choice([None, None, 1]))
+                      target=rng.choice(["workload", "max_batch", "max_context"]), tp=rng.choice([None, None, 1]),
+                      weight_dtype=rng.choice(["auto", "auto", "fp8", "fp16"]))
         if engine == "vllm" and rng.random() < 0.3:
             kwargs["block_size"] = rng.choice([16, 32])
         if engine == "vllm":
@@ -49,6 +50,17 @@ def random_plans(engine: str, kv_dtypes: list, seed: int):
             refused += 1
             assert refused < 20 * CASES, "almost every random workload was refused"
     return plans
+
+
+def assert_weights(dtype, quantization, fit):
+    """--dtype / --quantization as the weight format kvmem sized (the checkpoint's own: neither)."""
+    native = kvmem.get_model(fit.model).dtype
+    if fit.weight_dtype == native:
+        assert (dtype, quantization) == ("auto", None)
+    elif fit.weight_dtype == "fp8":
+        assert (dtype, quantization) == ("auto", "fp8")
+    else:
+        assert (dtype, quantization) == ({"fp16": "float16", "bf16": "bfloat16"}[fit.weight_dtype], None)
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +91,7 @@ def test_vllm_parses_every_command_into_the_planned_settings(vllm_parser):
                                                 max_num_seqs=args.max_num_seqs)
         assert args.max_num_batched_tokens == in_force.values["max_num_batched_tokens"]
         assert args.block_size == kwargs.get("block_size")
+        assert_weights(args.dtype, args.quantization, fit)
         cache = CacheConfig(block_size=args.block_size or 16, gpu_memory_utilization=args.gpu_memory_utilization,
                             cache_dtype=args.kv_cache_dtype)   # vLLM's own check of the dtype's name
         expected = "auto" if fit.kv_dtype == kvmem.get_model(fit.model).dtype else fit.kv_dtype
@@ -102,6 +115,7 @@ def test_sglang_parses_every_command_into_the_planned_settings():
         assert ns.max_running_requests == -(-plan.batch // fit.replicas)
         assert ns.dp_size == fit.replicas
         assert ns.page_size == 1
+        assert_weights(ns.dtype, ns.quantization, fit)
         assert ns.kv_cache_dtype == ("auto" if fit.kv_dtype == kvmem.get_model(fit.model).dtype else fit.kv_dtype)
         if fit.capacity and fit.capacity.details.get("max_mamba_cache_size") is not None:
             assert ns.mamba_radix_cache_strategy == "no_buffer"
