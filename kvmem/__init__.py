@@ -20,6 +20,7 @@ _HOME = {
     "OracleReport": ".oracles", "validate_engine": ".oracles",
     "Fit": ".sizing", "FitError": ".sizing", "fit": ".sizing",
     "Plan": ".launch", "PlanRefused": ".launch", "plan": ".launch",
+    "check_log": ".logcheck", "LogCheck": ".logcheck",
     "Eviction": ".strategies", "compare_strategies": ".strategies", "estimate": ".strategies",
     "preallocation_waste": ".strategies",
     "format_bytes": ".units", "parse_bytes": ".units", "parse_tokens": ".units",
@@ -33,6 +34,7 @@ __all__ = [
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
+    "check_log", "LogCheck",
 ]
 __version__ = "0.1.0"
 

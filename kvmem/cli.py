@@ -1,4 +1,4 @@
-"""The ``kvmem`` command line: models, estimate, capacity (and fit, plan, gpus, validate).
+"""The ``kvmem`` command line: models, estimate, capacity (and fit, plan, check-log, gpus, validate).
 
     kvmem models [--json]
     kvmem estimate llama-3.1-8b --tokens 128k --batch 8 --engine vllm --kv-dtype fp8 [--json]
@@ -27,7 +27,7 @@ import sys
 from decimal import Decimal
 
 from . import catalog, defaults, engines
-from .units import format_bytes, parse_bytes
+from .units import format_bytes, parse_bytes, parse_tokens
 
 __all__ = ["main"]
 
@@ -310,6 +310,27 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_check_log(args) -> int:
+    """Exit 0 when every KV line checked matches; 1 when one differs or nothing could be checked."""
+    from .logcheck import check_log
+    text = sys.stdin.read() if args.log == "-" else open(args.log, encoding="utf-8", errors="replace").read()
+    options = _options(args.option)
+    if args.max_model_len:
+        options["max_model_len"] = parse_tokens(args.max_model_len)
+    if args.plan_kv_memory:
+        options["expected_kv_memory"] = _kv_memory(args.plan_kv_memory)
+    result = check_log(text, _model(args.model, args.revision), engine=args.engine, kv_dtype=args.kv_dtype,
+                       tp=args.tp, pp=args.pp, **options)
+    lines = [f"{result.model} · {result.engine or 'engine not recognised'} · "
+             + ", ".join(f"{k} {v}" for k, v in result.settings.items())]
+    for c in result.checks:
+        lines.append(f"line {c.line}: {c.quantity}: " + ("matches" if c.matches else
+                     f"logged {c.logged}, kvmem {c.kvmem} — {c.cause}"))
+    lines += [f"note: {note}" for note in result.notes]
+    _print(result.to_dict(), args.json, lines)
+    return 0 if result.matches else 1
+
+
 def cmd_gpus(args) -> int:
     from .gpus import get_gpu, list_gpus
     rows = [get_gpu(name).to_dict() for name in list_gpus()]
@@ -459,11 +480,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     fitp.set_defaults(func=cmd_fit)
     planp = sub.add_parser("plan", help="the launch command (vllm serve, sglang, llama-server, trtllm-serve) that "
                            "realises a fitting workload")
-    _add_fit_arguments(planp)
-    planp.add_argument("--target", default="workload", choices=("workload", "max_batch", "max_context"),
-                       help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
-                            "--context; max_context: the longest context for --batch")
+    if wanted("plan"):
+        _add_fit_arguments(planp)
+        planp.add_argument("--target", default="workload", choices=("workload", "max_batch", "max_context"),
+                           help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
+                                "--context; max_context: the longest context for --batch")
     planp.set_defaults(func=cmd_plan)
+    logp = sub.add_parser("check-log", help="check an engine's startup log (vLLM, SGLang) against kvmem")
+    if wanted("check-log"):
+        logp.add_argument("log", help="the log file, or - for standard input")
+        logp.add_argument("--model", required=True, help=MODEL_HELP)
+        logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
+        logp.add_argument("--engine", default=None, choices=("vllm", "sglang"), help="default: from the log's lines")
+        logp.add_argument("--kv-dtype", default="auto", help="KV element format the server used (default auto)")
+        logp.add_argument("--tp", type=int, default=1, help="tensor-parallel size the server used")
+        logp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size the server used")
+        logp.add_argument("--max-model-len", default=None, help="vLLM's max_model_len when the log does not state it")
+        logp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
+                          help="an engine option the server used, e.g. block_size=32 (repeatable)")
+        logp.add_argument("--plan-kv-memory", default=None,
+                          help="the plan's KV budget per device (kvmem fit's kv_memory_bytes), to compare vLLM's "
+                               "'Available KV cache memory' with")
+        logp.add_argument("--json", action="store_true", help="machine-readable output")
+    logp.set_defaults(func=cmd_check_log)
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
     gpus.add_argument("--json", action="store_true")
     gpus.set_defaults(func=cmd_gpus)

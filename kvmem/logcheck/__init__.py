@@ -1,0 +1,56 @@
+"""Check a real startup log against kvmem: kvmem.check_log(text, model, ...) -> LogCheck.
+
+The log's KV lines are found by their text (engine/logcheck modules: vllm, sglang), the settings
+they state are recovered, the rest are taken from the arguments (tp, pp, kv_dtype, engine options),
+and each line is compared with what kvmem computes: it matches, or the check names the difference
+and its likely cause. Lines kvmem does not know are ignored, never misread; a log with nothing
+kvmem can check says so. vLLM V1 ("Available KV cache memory", "GPU KV cache size") and SGLang
+("KV Cache is allocated", "Mamba Cache is allocated") are read; llama.cpp and TRT-LLM logs are
+not yet (their lines are counted as ignored, and the notes say so).
+"""
+
+from __future__ import annotations
+
+from ..catalog import as_model
+from . import sglang, vllm
+from .base import LineCheck, LogCheck
+
+__all__ = ["check_log", "LogCheck", "LineCheck"]
+READERS = {"vllm": vllm, "sglang": sglang}
+_UNREAD = {"llama.cpp": "llama_kv_cache", "trtllm": "paged KV cache"}
+
+
+def _engine_of(found: dict) -> str | None:
+    if found["sglang"]["kv"]:
+        return "sglang"
+    if found["vllm"]:
+        return "vllm"
+    return None
+
+
+def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", tp: int = 1, pp: int = 1,
+              expected_kv_memory: int | None = None, **options) -> LogCheck:
+    """Every KV line of ``text`` kvmem can check, for ``model`` under the settings given (module docstring).
+    ``expected_kv_memory``: the plan's KV budget per device (kvmem.fit(...).kv_memory_bytes), for vLLM."""
+    model = as_model(model)
+    lines = text.splitlines()
+    found = {name: reader.read(lines) for name, reader in READERS.items()}
+    engine = engine or _engine_of(found)
+    notes = []
+    if engine is None or engine not in READERS:
+        known = [name for name, marker in _UNREAD.items() if marker in text]
+        if known or engine in _UNREAD:
+            notes.append(f"{engine or known[0]} logs are not read by check-log yet; nothing was checked")
+        else:
+            notes.append("no line kvmem can check: it reads vLLM's 'Available KV cache memory' / 'GPU KV cache "
+                         "size' and SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated'")
+        return LogCheck(engine=engine, model=model.name, settings={}, notes=tuple(notes), ignored=len(lines))
+    extra = {"expected_kv_memory": expected_kv_memory} if engine == "vllm" else {}
+    settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=kv_dtype, tp=tp, pp=pp,
+                                                   **extra, **options)
+    notes += more
+    if not checks:
+        notes.append("no line kvmem can check for this engine in the log")
+    in_order = tuple(sorted(checks, key=lambda c: c.line))
+    return LogCheck(engine=engine, model=model.name, settings=settings, checks=in_order, notes=tuple(notes),
+                    ignored=len(lines) - len({c.line for c in checks}))

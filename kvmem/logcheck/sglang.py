@@ -1,0 +1,66 @@
+"""SGLang's startup lines, checked (srt/mem_cache/memory_pool.py; kvmem.engines.sglang).
+
+    "KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB"  (or "KV size" for MLA)
+    "Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: A GB, ssm_state size: B GB"
+Given the #tokens (and the slots) the log states, kvmem's pools must print the same line: the
+sizes follow from the settings alone (exact). A "dtype:" field dates the release (from 0.5.13).
+Different K/V sizes mean other bytes per token: the KV dtype (--kv-cache-dtype), the heads per
+rank (--tp-size) or the layers per rank (--pp-size) differ from those given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..engines.sglang import mamba
+from ..engines.sglang.pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
+from ..model import LINEAR
+from .base import LineCheck, strip_prefix
+
+KV_LINE = re.compile(r"KV Cache is allocated\. (dtype: (\S+), )?#tokens: (\d+), ")
+MAMBA_LINE = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+),")
+_CAUSE = ("the K/V bytes per token differ: the KV dtype (--kv-cache-dtype), heads per rank (--tp-size) or "
+          "layers per rank (--pp-size) differ from the ones given")
+
+
+def read(lines: list[str]) -> dict:
+    found = {"kv": [], "mamba": None}
+    for n, line in enumerate(lines, 1):
+        if m := KV_LINE.search(line):
+            text = strip_prefix(line, "KV Cache is allocated")
+            if all(text != seen for _, seen, _, _ in found["kv"]):   # every rank prints it: read it once
+                found["kv"].append((n, text, int(m.group(3)), m.group(1) is not None))
+        elif (m := MAMBA_LINE.search(line)) and found["mamba"] is None:
+            found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), int(m.group(1)))
+    return found
+
+
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
+    settings, checks, notes = {}, [], []
+    options.pop("max_model_len", None)
+    if not found["kv"]:
+        return settings, checks, notes
+    version = options.pop("version", None) or ("latest" if found["kv"][0][3] else "0.5.12")
+    settings["dtype_in_log"] = found["kv"][0][3]
+    tokens = [t for _, _, t, _ in found["kv"]]
+    settings["tokens"] = tokens
+    full, swa = (tokens[-1], tokens[0]) if len(tokens) > 1 else (tokens[0], None)
+    made = make_pools(model, num_tokens=full, swa_num_tokens=swa, kv_dtype=kv_dtype, tp=tp, pp=pp, version=version,
+                      **options)
+    for (n, text, _, _), pool in zip(found["kv"], made, strict=False):
+        expected = pool.log_line(version=version)
+        ok = expected == text
+        checks.append(LineCheck(n, text, "KV Cache is allocated", text, expected, ok, "" if ok else _CAUSE))
+    if found["mamba"] is not None:
+        n, text, slots = found["mamba"]
+        settings["max_mamba_cache_size"] = slots
+        layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **{**DEFAULTS, **options, "version": version})
+        parts = [state_parts_of(model, layout, i, tp) for i, layer in enumerate(model.layers)
+                 if layer.kind == LINEAR]
+        pool = mamba.StatePool(slots=slots, conv_bytes=(slots + 1) * sum(c for c, _ in parts),
+                               ssm_bytes=(slots + 1) * sum(s for _, s in parts), rest_bytes=0)
+        expected = pool.log_line().rstrip()
+        ok = expected == text.rstrip()
+        checks.append(LineCheck(n, text, "Mamba Cache is allocated", text, expected, ok, "" if ok else (
+            "the state bytes per request differ: --mamba-ssm-dtype, the model dtype or tp differ from the ones given")))
+    return settings, checks, notes

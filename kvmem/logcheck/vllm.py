@@ -1,0 +1,80 @@
+"""vLLM's startup lines, checked (V1: vllm/v1/worker/gpu_worker.py, vllm/v1/core/kv_cache_utils.py).
+
+    "Available KV cache memory: X GiB"    the budget (printed to 0.01 GiB: a range of +-0.005 GiB)
+    "GPU KV cache size: N tokens"          (from v0.8; one line with the next from PR #50462, 2026-07-30)
+    "Maximum concurrency for L tokens per request: C x"   L is max_model_len
+With the budget and N, kvmem's capacity over the budget's range must hold N tokens. A budget below
+the plan's (``expected_kv_memory``) is the activation peak, non-torch memory or CUDA graphs above
+kvmem's estimate: that part is estimated, not exact. Fewer tokens than kvmem finds for the memory
+mean a setting differs (KV dtype, block size, tp, a draft model, the hybrid manager); more mean a
+smaller KV format or fewer layers per rank than given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..engines import capacity as _capacity
+from ..units import format_bytes
+from .base import GIB, LineCheck, strip_prefix
+
+AVAILABLE = re.compile(r"Available KV cache memory: ([0-9.]+) GiB")
+TOKENS = re.compile(r"(?:GPU )?KV cache size: ([0-9,]+) tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
+HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
+
+
+def read(lines: list[str]) -> dict:
+    found = {}
+    for n, line in enumerate(lines, 1):
+        if m := AVAILABLE.search(line):
+            found.setdefault("available", (n, strip_prefix(line, "Available"), float(m.group(1))))
+        if m := TOKENS.search(line):
+            found.setdefault("tokens", (n, strip_prefix(line, "GPU KV" if "GPU KV" in line else "KV cache"),
+                                        int(m.group(1).replace(",", ""))))
+        if m := CONCURRENCY.search(line):
+            found.setdefault("concurrency", (n, strip_prefix(line, "Maximum"), int(m.group(1).replace(",", "")),
+                                             float(m.group(2))))
+    return found
+
+
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory: int | None = None,
+          **options) -> tuple[dict, list[LineCheck], list[str]]:
+    settings, checks, notes = {}, [], []
+    length = found["concurrency"][2] if "concurrency" in found else options.pop("max_model_len", None)
+    options.pop("max_model_len", None)
+    if length:
+        settings["max_model_len"] = length
+    if "available" in found:
+        n, text, gib = found["available"]
+        settings["available_kv_cache_memory_gib"] = gib
+        if expected_kv_memory is not None:
+            logged = round(gib * GIB)
+            ok = abs(logged - expected_kv_memory) <= HALF_CENT
+            diff = logged - expected_kv_memory
+            cause = "" if ok else (
+                f"Available KV cache memory is {format_bytes(abs(diff))} {'below' if diff < 0 else 'above'} the "
+                "plan: the profile run's peak (activations, CUDA graphs, non-torch memory) was "
+                f"{'higher' if diff < 0 else 'lower'} than kvmem estimated, or the weights differ")
+            checks.append(LineCheck(n, text, "Available KV cache memory", f"{gib:.2f} GiB",
+                                    f"{expected_kv_memory / GIB:.2f} GiB (the plan)", ok, cause))
+    if "tokens" in found and "available" in found and length:
+        n, text, tokens = found["tokens"]
+        gib = found["available"][2]
+        settings["gpu_kv_cache_tokens"] = tokens
+        centre = round(gib * GIB)
+        lo, hi = (_capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=length,
+                            **options).tokens for m in (centre - HALF_CENT, centre + HALF_CENT))
+        ok = lo <= tokens <= hi
+        shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+        cause = "" if ok else (
+            "fewer tokens than kvmem finds for this memory: a setting differs from the ones given (KV dtype, "
+            "block size, tp/pp, a draft model, the hybrid KV cache manager), or the memory printed is another "
+            "rank's" if tokens < lo else
+            "more tokens than kvmem finds for this memory: a smaller KV format or fewer layers per rank than given "
+            "(KV dtype, tp/pp), or a window kvmem counts at full length")
+        checks.append(LineCheck(n, text, "GPU KV cache size", f"{tokens:,} tokens", f"{shown} tokens", ok, cause))
+    elif "tokens" in found:
+        notes.append("GPU KV cache size is logged without 'Available KV cache memory' (or max_model_len): "
+                     "nothing to compare it with")
+    return settings, checks, notes

@@ -1,0 +1,87 @@
+"""kvmem.check_log and `kvmem check-log`: real startup logs against kvmem, with the cause of a difference
+(issue #21 item 3: vLLM V1 and SGLang; llama.cpp and TRT-LLM are not read yet)."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import kvmem
+from kvmem.logcheck import check_log
+from tests.engines.test_sglang import qwen35_9b
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SERVING = json.loads((ROOT / "docs/research/engine_logs_serving.json").read_text())
+# Qwen2.5-7B-AWQ on a 16 GB card (tests/engines/test_vllm.py test_qwen25_7b_awq_format_gib): 8.0 GiB -> 149,712
+VLLM_LOG = ("INFO 05-02 10:00:01 [gpu_worker.py:232] Available KV cache memory: 8.0 GiB\n"
+            "INFO 05-02 10:00:01 [kv_cache_utils.py:566] GPU KV cache size: 149,712 tokens\n"
+            "INFO 05-02 10:00:01 [kv_cache_utils.py:569] Maximum concurrency for 32,768 tokens per request: 4.57x\n")
+# The held-out SGLang Qwen3.5-9B TP2 log (tests/engines/test_sglang.py), both ranks' lines
+QWEN35_LOG = """[2026-04-14 16:08:49 TP0] Load weight end. elapsed=5.54 s, type=Qwen3_5ForConditionalGeneration, avail mem=14.08 GB
+[2026-04-14 16:08:49 TP0] Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB, ssm_state size: 4.38GB 
+[2026-04-14 16:08:49 TP1] Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB, ssm_state size: 4.38GB 
+[2026-04-14 16:08:49 TP0] KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: 2.50 GB
+[2026-04-14 16:08:49 TP1] KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: 2.50 GB
+"""  # noqa: W291  (SGLang's Mamba line ends with a space)
+
+
+def test_vllm_v1_log_matches_and_states_its_settings():
+    r = check_log(VLLM_LOG, "qwen2.5-7b")
+    assert r.engine == "vllm" and r.matches
+    assert r.settings == {"max_model_len": 32768, "available_kv_cache_memory_gib": 8.0, "gpu_kv_cache_tokens": 149712}
+    # 7.995..8.005 GiB // 917,504 B per block = 9,356..9,368 blocks of 16 tokens (57,344 B/token)
+    assert r.checks[0].kvmem == "149,696 to 149,888 tokens"
+
+
+def test_vllm_a_setting_the_log_did_not_have_is_named():
+    # given fp8 KV, kvmem holds twice the tokens in the same memory: the log's server ran another KV dtype
+    r = check_log(VLLM_LOG, "qwen2.5-7b", kv_dtype="fp8")
+    (c,) = r.checks
+    assert not c.matches and c.cause.startswith("fewer tokens than kvmem finds for this memory: a setting differs")
+
+
+def test_vllm_available_memory_below_the_plan_is_the_profile_peak():
+    r = check_log(VLLM_LOG, "qwen2.5-7b", expected_kv_memory=int(8.4 * (1 << 30)))
+    c = r.checks[0]
+    assert c.quantity == "Available KV cache memory" and not c.matches
+    assert c.cause.startswith("Available KV cache memory is 409.60 MiB below the plan: the profile run's peak")
+
+
+def test_vllm_rank_memory_case_from_the_repository_is_named():
+    # docs/research: Qwen3-235B-A22B-FP8 tp 4 prints one rank's 'Available' (8.11 GiB) beside 178,880 tokens
+    r = check_log(SERVING[7]["log"], "qwen3-235b-a22b", tp=4, max_model_len=40960)
+    assert not r.matches and "another rank's" in r.checks[0].cause
+
+
+def test_sglang_logs_from_the_repository_match():
+    for i in (16, 19):   # Llama-3.1-8B, SGLang ~v0.4.4 and mid-2025 (no dtype field)
+        r = check_log(SERVING[i]["log"], "llama-3.1-8b")
+        assert r.engine == "sglang" and r.matches, r.to_dict()
+        assert r.settings["dtype_in_log"] is False
+
+
+def test_sglang_hybrid_log_matches_once_per_line_and_tp_mismatch_is_named():
+    r = check_log(QWEN35_LOG, qwen35_9b(), tp=2)
+    assert r.matches and [c.quantity for c in r.checks] == ["Mamba Cache is allocated", "KV Cache is allocated"]
+    assert r.settings["max_mamba_cache_size"] == 186 and r.settings["tokens"] == [327310]
+    wrong = check_log(QWEN35_LOG, qwen35_9b(), tp=1)
+    assert not wrong.matches and any("--tp-size" in c.cause for c in wrong.checks)
+
+
+def test_nothing_to_check_says_so_and_unknown_engines_are_not_misread():
+    r = check_log("hello\nGPU memory: 80 GiB\n", "llama-3.1-8b")
+    assert not r.checks and not r.matches and r.notes[0].startswith("no line kvmem can check")
+    llama = check_log("llama_kv_cache: size = 1024.00 MiB ( 8192 cells, 32 layers, 1/1 seqs)", "llama-3.1-8b")
+    assert not llama.checks and "llama.cpp logs are not read by check-log yet" in llama.notes[0]
+
+
+def test_cli_check_log(tmp_path):
+    path = tmp_path / "vllm.log"
+    path.write_text(VLLM_LOG)
+    ok = subprocess.run([sys.executable, "-m", "kvmem", "check-log", str(path), "--model", "qwen2.5-7b", "--json"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["matches"] is True
+    bad = subprocess.run([sys.executable, "-m", "kvmem", "check-log", "-", "--model", "qwen2.5-7b", "--kv-dtype", "fp8"],
+                         input=VLLM_LOG, capture_output=True, text=True)
+    assert bad.returncode == 1 and "line 2: GPU KV cache size: logged 149,712 tokens" in bad.stdout
+    assert kvmem.check_log is check_log
