@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from importlib import import_module
 
 __all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
            "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
@@ -108,7 +109,7 @@ class Layer:
     window: int = 0               # sliding window or attention chunk, in tokens
     kv_lora_rank: int = 0         # MLA latent width
     qk_rope_head_dim: int = 0     # MLA decoupled rope key width
-    index_head_dim: int = 0       # DeepSeek-V3.2 lightning-indexer key width
+    index_head_dim: int = 0       # a lightning-indexer key per token (DeepSeek-V3.2, MiniMax-M3 sparse layers)
     shared_with: int | None = None
     state: RecurrentState | None = None
 
@@ -134,10 +135,10 @@ class Layer:
 
     @property
     def k_width(self) -> int:
-        """Elements of K stored per token: kv_heads x head_dim_k, or the MLA latent + rope
-        (+ the V3.2 indexer key), which serves as both K and V."""
+        """Elements of K stored per token: kv_heads x head_dim_k (+ MiniMax-M3's one-head indexer
+        key), or the MLA latent + rope (+ the V3.2 indexer key), which serves as both K and V."""
         if self.kind.per_head:
-            return self.kv_heads * self.head_dim_k
+            return self.kv_heads * self.head_dim_k + self.index_head_dim
         if self.kind.latent:
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
         return 0
@@ -158,12 +159,21 @@ class Layer:
 
 # The readers Model's constructors hand to, registered by the modules above this one: "hf_config"
 # by kvmem.configs (its one config reader), "gguf" by kvmem.catalog (kvmem.sources.gguf, lazily).
+# ``import kvmem`` loads neither until a name needs it, so a constructor imports its registrar.
 _READERS: dict = {}
+_REGISTRARS = {"hf_config": "kvmem.configs", "gguf": "kvmem.catalog"}
 
 
 def register_reader(kind: str, reader) -> None:
     """Model.from_hf_config ("hf_config") and Model.from_gguf ("gguf") read with ``reader``."""
     _READERS[kind] = reader
+
+
+def _reader(kind: str):
+    """The registered reader of ``kind``, importing the module that registers it on first use."""
+    if kind not in _READERS:
+        import_module(_REGISTRARS[kind])
+    return _READERS[kind]
 
 
 @dataclass(frozen=True)
@@ -269,13 +279,13 @@ class Model:
     @classmethod
     def from_hf_config(cls, cfg, *, name: str | None = None) -> "Model":
         """Read a Hugging Face ``config.json``: a dict, JSON text, or a path to the file (kvmem.configs)."""
-        return _READERS["hf_config"](cfg, name=name)
+        return _reader("hf_config")(cfg, name=name)
 
     @classmethod
     def from_gguf(cls, path) -> "Model":
         """Read a GGUF file's header (never its tensor data): metadata -> layers, tensor infos ->
         exact weight bytes. Needs the ``gguf`` package (kvmem[sources])."""
-        return _READERS["gguf"](path)
+        return _reader("gguf")(path)
 
     def with_checkpoint(self, checkpoint) -> "Model":
         """A copy that carries the checkpoint's tensor list (exact weight bytes)."""
@@ -312,6 +322,7 @@ class Model:
             if kind.per_head:
                 dims = f"head_dim {dim_k}" if dim_k == dim_v else f"head_dim K {dim_k} / V {dim_v}"
                 text = f"{n} {kind} ({kv_heads} KV heads, {dims}" + (f", window {window}" if kind != FULL else "")
+                text += f", indexer {index}" if index else ""
                 text += f", beside a state of {state:,} elements per sequence)" if state else ")"
             elif kind == MLA:
                 text = f"{n} MLA (latent {rank} + rope {rope}" + (f" + indexer {index}" if index else "") + ")"

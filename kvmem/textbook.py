@@ -55,7 +55,8 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
     state is per sequence: kvmem.engines.base.state_bytes).
 
     K = held tokens x rows of ``head_dim_k`` (one per KV head) in ``k_dtype``, likewise V;
-    MLA stores one row of kv_lora_rank + qk_rope_head_dim (+ indexer) per token, as K.
+    MLA stores one row of kv_lora_rank + qk_rope_head_dim (+ indexer) per token, as K; a per-head
+    layer with an indexer (MiniMax-M3's sparse layers) one index_head_dim row beside its K rows.
     ``kv_heads`` overrides the layer's head count (one tensor-parallel rank's share).
     """
     held = layer.held_tokens(tokens)
@@ -64,7 +65,7 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
         k = batch * held * k_dtype.row_bytes(layer.k_width)
         v = 0
     elif layer.caches_tokens:
-        k = batch * held * heads * k_dtype.row_bytes(layer.head_dim_k)
+        k = batch * held * (heads * k_dtype.row_bytes(layer.head_dim_k) + k_dtype.row_bytes(layer.index_head_dim))
         v = batch * held * heads * v_dtype.row_bytes(layer.head_dim_v)
     else:
         k = v = 0

@@ -92,6 +92,9 @@ LAYOUT_READS = {
     "mamba2": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank", "n_groups", "chunk_size"}),
     "modernbert": frozenset({"local_attention", "global_attn_every_n_layers"}),
     "listed": frozenset(),
+    # the indexer's heads, blocks and top-k choose keys; only its key width is cached
+    "minimax_m3": frozenset({"sparse_attention_config", "index_head_dim", "index_n_heads", "index_block_size",
+                             "index_topk_blocks", "index_local_blocks"}),
     "inkling": frozenset({"swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim", "sliding_window_size",
                           "local_layer_ids", "conv_kernel_size", "sconv_kernel_size", "number_of_conv_states"}),
     "zaya": frozenset({"cca_time0", "cca_time1"}),
@@ -245,13 +248,11 @@ _SPECIAL = {
                                  engines=NEW_FAMILY_ENGINES),
     "kosmos_2_5_text_model": Family(source="configuration_kosmos2_5.py (layers, attention_heads, embed_dim), "
                                            "generic rule", engines=NEW_FAMILY_ENGINES),
-    # MiniMax-M3: full layers as any decoder's; its "minimax_m3_sparse" layers (sparse_attention_config)
-    # also cache an indexer key and are refused by name, so the index_* fields shape nothing kvmem sizes
-    "minimax_m3_vl_text": Family("listed", source="configuration_minimax_m3_vl.py layer_types (else all full), "
-                                                  "modeling_minimax_m3_vl.py MiniMaxM3VLAttention",
-                                 engines=NEW_FAMILY_ENGINES,
-                                 ignores=frozenset({"index_n_heads", "index_head_dim", "index_block_size",
-                                                    "index_topk_blocks", "index_local_blocks"})),
+    # MiniMax-M3: its "minimax_m3_sparse" layers keep a one-head indexer key of index_head_dim beside K and V
+    "minimax_m3_vl_text": Family("minimax_m3", source="configuration_minimax_m3_vl.py (layer_types, "
+                                                      "sparse_attention_config), modeling_minimax_m3_vl.py "
+                                                      "MiniMaxM3VLSparseCacheLayer",
+                                 engines=NEW_FAMILY_ENGINES),
     "inkling_text": Family("inkling", source="configuration_inkling.py (layer_types hybrid / hybrid_sliding), "
                                              "modeling_inkling.py InklingAttention, InklingShortConvolution",
                            engines=NEW_FAMILY_ENGINES),

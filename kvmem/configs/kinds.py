@@ -38,8 +38,11 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
                  convolutions), else sliding at local_layer_ids, else where (i + 1) % 6
                  (configuration_inkling.py)
     zaya         layer_types "hybrid" / "hybrid_sliding", else every layer "hybrid" (configuration_zaya.py)
-    listed       layer_types, else every layer full whatever sliding_window says (laguna,
-                 minimax_m3_vl_text: their config classes fill layer_types with full_attention)
+    listed       layer_types, else every layer full whatever sliding_window says (laguna: its
+                 config class fills layer_types with full_attention)
+    minimax_m3   layer_types ("minimax_m3_sparse": a full layer with an indexer key), else
+                 sparse_attention_config.sparse_attention_freq (1 sparse), else all full
+                 (configuration_minimax_m3_vl.py)
     bailing      linear (KDA) unless (i + 1) % layer_group_size == 0 (configuration_bailing_hybrid.py)
     modernbert   sliding unless i % global_attn_every_n_layers == 0 (3 by default)
                  (configuration_modernbert_decoder.py)
@@ -120,6 +123,8 @@ def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[str] | None:
     kinds = []
     for i, name in enumerate(given):
         kind = LAYER_TYPE_NAMES.get(name) if isinstance(name, str) else None
+        if layout == "minimax_m3" and name == "minimax_m3_sparse":
+            kind = "sparse"     # a full layer that also keeps an indexer key (modeling_minimax_m3_vl.py)
         hybrid = HYBRID_KINDS.get(layout)
         if kind is None or (kind not in hybrid if hybrid else kind in ("hybrid", "hybrid_sliding")):
             raise ConfigError(f"{field}[{i}] is {show_value(name)}: a layer type kvmem does not read for "
@@ -192,6 +197,18 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return ["hybrid_sliding" if i in local else "hybrid" for i in range(n_layers)]
     if layout == "listed":
         return [FULL] * n_layers
+    if layout == "minimax_m3":
+        sparse = f.get("sparse_attention_config", default=None) or {}
+        if not isinstance(sparse, dict):
+            raise ConfigError(f"config field 'sparse_attention_config' must be an object, got {show_value(sparse)}")
+        freq = sparse.get("sparse_attention_freq")
+        if freq is None:
+            return [FULL] * n_layers
+        if not isinstance(freq, list) or len(freq) != n_layers or any(v not in (0, 1) or isinstance(v, float)
+                                                                       for v in freq):
+            raise ConfigError(f"config field 'sparse_attention_config.sparse_attention_freq' must list 0 or 1 (or "
+                              f"false / true) for each of the {n_layers} layers, got {show_value(freq)}")
+        return ["sparse" if v else FULL for v in freq]
     if layout == "modernbert":
         every = f.int("global_attn_every_n_layers", default=3)
         return [SLIDING if i % every else FULL for i in range(n_layers)]

@@ -20,6 +20,7 @@ Per-layer shapes where a family's layers differ (the kinds come from kvmem.confi
                  layer short convolutions beside its attention (kvmem.configs.states)
     inkling_loop as inkling, plus a copy of the looped layers for every pass after the first
     zaya         every layer attention with ZAYA's convolution and delayed-value state beside it
+    minimax_m3   sparse layers: K and V as the full layers', and one indexer key of index_head_dim
     modernbert   a window of sliding_window, else local_attention // 2 (configuration_modernbert_decoder.py)
     MLA families every attention layer caches the latent; an indexer key of index_head_dim
                  where the config sets index_topk (DeepSeek sparse attention, as vLLM keys it), on
@@ -116,6 +117,16 @@ def _shared_sources(f: Fields, kinds: list[str]) -> dict[int, int]:
             raise ConfigError(f"layer {i} shares KV but no earlier layer has type {kinds[i]!r}")
         sources[i] = earlier[-1]
     return sources
+
+
+def _minimax_m3_index_dim(f: Fields) -> int:
+    """MiniMax-M3's indexer key width: sparse_attention_config.sparse_index_dim, else index_head_dim
+    (configuration_minimax_m3_vl.py maps the legacy name over the flat one); MiniMaxM3VLIndexer
+    caches one head of it per token ([batch, 1, seq, index_head_dim])."""
+    sparse = f.get("sparse_attention_config", default=None) or {}
+    if "sparse_index_dim" in sparse:
+        return check_int("sparse_attention_config.sparse_index_dim", sparse["sparse_index_dim"])
+    return f.int("index_head_dim")
 
 
 def _kv_sources(f: Fields, n_layers: int, indexers: list[bool]) -> dict[int, int]:
@@ -310,6 +321,9 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
                                 state=hybrid_state(f, heads, k_dim) if family.layout in INKLING else state))
         elif kind == NONE:
             layers.append(Layer(NONE))
+        elif kind == "sparse":
+            layers.append(Layer(FULL, kv_heads=kv_heads, head_dim_k=head_dim, head_dim_v=v_head_dim,
+                                index_head_dim=_minimax_m3_index_dim(f)))
         else:
             heads, k_dim, v_dim = shapes.get(i, (kv_heads, head_dim, v_head_dim))
             layers.append(Layer(kind, kv_heads=heads, head_dim_k=k_dim, head_dim_v=v_dim,

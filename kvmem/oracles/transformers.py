@@ -167,7 +167,11 @@ def decoder_types() -> list[str]:
 # None and its attention divides by it: the heads (48), the usual meaning of an absent one (MHA).
 # Glm4MoeConfig's defaults (hidden 4096, 96 heads, no head_dim) leave hidden / heads fractional,
 # which kvmem refuses; GLM-4.5 and GLM-4.5-Air's config.json set head_dim 128.
+# MiniMax-M3's class default has no sparse layer (layer_types all full); the published configs make
+# most layers sparse (sparse_attention_config): every other layer is, so the shrunk model has both.
+_M3_LAYERS = {"layer_types": ["full_attention", "minimax_m3_sparse"] * 30}
 DEFAULT_OVERRIDES = {"glm4_moe": {"head_dim": 128},
+                     "minimax_m3_vl_text": _M3_LAYERS, "minimax_m3_vl": {"text_config": _M3_LAYERS},
                      "granitemoehybrid": {"layer_types": ["attention"] + ["mamba"] * 31},
                      "bamba": {"attn_layer_indices": [1]},
                      "ministral": {"head_dim": 128},
@@ -216,8 +220,9 @@ def _layer_keyed(d: dict) -> list[str]:
 
 def kept_layers(d: dict) -> int:
     """Layers kept: the first n that hold every kind of each per-layer list (one period of the
-    pattern), every ``*_offset`` layer (Jamba's attn_layer_offset), the first listed index and the
-    first per-layer override; at least 2."""
+    pattern), every ``*_offset`` layer (Jamba's attn_layer_offset), every layer up to an
+    ``*_index_end`` (a looped block), the first listed index and the first per-layer override; at
+    least 2."""
     found = _layer_count(d)
     if not found:
         return 0
@@ -236,6 +241,8 @@ def kept_layers(d: dict) -> int:
     for key, value in d.items():
         if key.endswith("_offset") and _is_int(value) and 0 < value < layers:
             need = max(need, value + 1)
+        if key.endswith("_index_end") and _is_int(value) and 0 < value <= layers:
+            need = max(need, value)     # a looped block (Inkling-2-Loop's loop_layer_index_end) kept whole
     for key in _index_lists(d, layers):
         need = max(need, min(d[key]) + 1)
     for key in _layer_keyed(d):

@@ -1,5 +1,5 @@
 """More families read right: Inkling, ZAYA, Ling (bailing_hybrid), LongCat-Flash, Mistral Large 4,
-ModernBERT as a decoder, GPT-Neo, Laguna, Kosmos-2.5's text model and MiniMax-M3.
+ModernBERT as a decoder, GPT-Neo, Laguna, Kosmos-2.5's text model and MiniMax-M3's sparse layers.
 
 Hand-derived bytes, bf16, batch 1, kvmem's default (ideal) mode unless named; each derivation
 cites the transformers 5.24 modeling code it follows. The configs carry the class defaults of
@@ -157,15 +157,28 @@ def test_kosmos_2_5_text_model_spells_its_sizes_its_own_way():
     assert (len(model.layers), model.layers[0].kv_heads, model.layers[0].head_dim_k) == (24, 16, 96)
 
 
-def test_minimax_m3_sparse_layers_are_refused_by_name():
-    # modeling_minimax_m3_vl.py MiniMaxM3VLSparseCacheLayer keeps an indexer key beside K and V
-    cfg = {"model_type": "minimax_m3_vl_text", "num_hidden_layers": 2, "hidden_size": 6144,
-           "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128}
-    assert ideal(Model.from_hf_config(cfg), K)[0] == 2 * 4 * 128 * 2 * 2 * K
-    with pytest.raises(ConfigError, match="minimax_m3_sparse"):
-        Model.from_hf_config(dict(cfg, layer_types=["full_attention", "minimax_m3_sparse"]))
-    with pytest.raises(ConfigError, match="sparse_attention_config"):
+def test_minimax_m3_sparse_layers_keep_an_indexer_key_beside_k_and_v():
+    # modeling_minimax_m3_vl.py: a "minimax_m3_sparse" layer (sparse_attention_freq 1) caches K and V as a full
+    # layer does and MiniMaxM3VLIndexer's key, one head of sparse_index_dim, in MiniMaxM3VLSparseCacheLayer.
+    #   full   2 x 4 x 128 x 2 (K, V) x 2 B = 4,096 B/token;  sparse 2 x (2,048 + 128 x 2 B) = 4,608 B/token
+    cfg = {"model_type": "minimax_m3_vl_text", "num_hidden_layers": 4, "hidden_size": 6144,
+           "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+           "sparse_attention_config": {"use_sparse_attention": True, "sparse_index_dim": 128,
+                                       "sparse_num_index_heads": 4, "sparse_attention_freq": [0, 0, 1, 1]}}
+    model = Model.from_hf_config(cfg)
+    assert [layer.index_head_dim for layer in model.layers] == [0, 0, 128, 128]
+    assert ideal(model, K) == (8_704 * K, 0)
+    assert kvmem.estimate(model, engine="hf-dynamic", tokens=K, kv_dtype="bf16").kv_bytes == 8_704 * K
+    # layer_types names them the same way; without either, every layer is full
+    named = dict(cfg, layer_types=["full_attention", "full_attention", "minimax_m3_sparse", "minimax_m3_sparse"])
+    del named["sparse_attention_config"]
+    assert Model.from_hf_config(named).layers == model.layers
+    plain = {k: v for k, v in cfg.items() if k != "sparse_attention_config"}
+    assert ideal(Model.from_hf_config(plain), K)[0] == 8_192 * K
+    with pytest.raises(ConfigError, match="sparse_attention_freq"):
         Model.from_hf_config(dict(cfg, sparse_attention_config={"sparse_attention_freq": [0, 1]}))
+    with pytest.raises(ValueError, match="minimax_m3_vl_text"):
+        kvmem.estimate(model, engine="vllm", tokens=K)
 
 
 def test_inkling_2_loop_caches_each_extra_pass_in_copies_of_the_looped_layers():

@@ -22,7 +22,11 @@ updated in order, as a forward pass does. What each layer hands to ``cache.updat
                 [batch, heads, head_dim, head_dim] in the compute dtype and no conv state
                 (modeling_minimax.py); LFM2's short convolution a conv state only
     hybrid      Falcon-H1: attention and a Mamba2 mixer in one layer, both cached
-                (LinearAttentionAndFullAttentionLayer)
+                (LinearAttentionAndFullAttentionLayer); Inkling: attention (full or sliding)
+                beside four short convolutions whose state is fp32 (modeling_inkling.py runs
+                them in fp32); ZAYA: attention beside a conv state of kernel - 1 columns (its
+                receptive field less one, as ZayaCCAProjection pads it) and the last token's
+                delayed value in the compute dtype (modeling_zaya.py)
     shared/none DummyLayer: nothing (Gemma-3n kv-sharing consumers, Nemotron-H MLP blocks)
 
 hf-dynamic (DynamicCache(config=...)):

@@ -75,8 +75,10 @@ def slots(model: Model) -> tuple[Slot, ...]:
             heads = model.num_attention_heads if falcon_broadcast else layer.kv_heads
             kind = "attention" if layer.kind == FULL else "sliding"
             # Falcon-H1, Inkling, ZAYA: a state beside the attention, in the same layer
-            out.append(Slot(kind, _HF_TYPE[layer.kind], heads, layer.head_dim_k, layer.head_dim_v,
-                            window=layer.window, **_state_fields(model, layer.state)))
+            # MiniMax-M3's sparse layers: MiniMaxM3VLSparseCacheLayer keeps idx_keys [batch, 1, seq, index_dim]
+            hf_type = "minimax_m3_sparse" if layer.index_head_dim else _HF_TYPE[layer.kind]
+            out.append(Slot(kind, hf_type, heads, layer.head_dim_k, layer.head_dim_v, window=layer.window,
+                            index_dim=layer.index_head_dim, **_state_fields(model, layer.state)))
         elif layer.kind == MLA:
             out.append(Slot("attention", "indexed_attention" if layer.index_head_dim else "full_attention",
                             1, layer.kv_lora_rank, layer.qk_rope_head_dim, index_dim=layer.index_head_dim))
