@@ -28,9 +28,10 @@ MUST_MATCH = ("llama", "gpt2", "falcon", "mistral", "gemma2", "gemma3", "cohere2
               "gemma4_text", "mimo_v2_flash", "glm_moe_dsa", "kimi_linear", "minimax", "lfm2", "gpt_bigcode",
               "nemotron_h", "falcon_h1", "bamba", "granitemoehybrid", "mamba2", "olmo_hybrid", "cohere2_moe",
               # and those read since: attention beside fp32 convolutions (Inkling), beside CCA state (ZAYA),
-              # KDA + MLA (Ling), two MLA caches per layer, NoPE latents, ModernBERT's window, GPT-Neo
+              # KDA + MLA (Ling), two MLA caches per layer, NoPE latents, ModernBERT's window, GPT-Neo,
+              # a per-head layer with an indexer key (MiniMax-M3)
               "inkling_text", "zaya", "bailing_hybrid", "longcat_flash", "mistral_large4", "modernbert-decoder",
-              "gpt_neo")
+              "gpt_neo", "minimax_m3_vl_text")
 MATCH_OR_REFUSED = ("bert", "qwen2_vl")
 SUBSET = MUST_MATCH + MATCH_OR_REFUSED
 
