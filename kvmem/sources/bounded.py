@@ -114,9 +114,20 @@ def read_json_file(path, limit: int, what: str | None = None):
     except OSError as exc:
         raise SourceError(f"cannot read {what}: {exc.strerror}") from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), parse_int=_json_int, parse_constant=_json_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SourceError(f"{what} is not valid JSON: {str(exc)[:QUOTE_CHARS]}") from None
+
+
+def _json_int(text: str) -> int:
+    """A JSON integer of at most 30 digits (Python's own refusal past 4,300 names no field)."""
+    if len(text) > 30:
+        raise ValueError(f"a {len(text):,}-digit number")
+    return int(text)
+
+
+def _json_constant(name: str):
+    raise ValueError(f"{name} is not a number kvmem reads")
 
 
 def plain_name(name, what: str) -> str:

@@ -283,9 +283,8 @@ def model_from_hub(repo_id: str, *, revision: str | None = None):
     path = fetch_file(repo_id, "config.json", revision=revision)
     commit = _commit_of(path)
     s = settings()
-    cfg = read_json_file(path, MAX_CONFIG_BYTES, f"{repo_id}: config.json")
-    try:
-        model = model_from_config(cfg, name=repo_id, hf_id=repo_id,
+    try:                           # kvmem.configs reads the file, bounded, like any config.json
+        model = model_from_config(path, name=repo_id, hf_id=repo_id,
                                   source=f"{s.endpoint}/{repo_id}/blob/{commit}/config.json")
     except ConfigError as exc:
         raise ConfigError(f"{repo_id} config.json: {exc}") from None

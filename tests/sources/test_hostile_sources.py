@@ -253,8 +253,9 @@ resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 sys.argv = ["kvmem", "estimate", sys.argv[1], "--tokens", "8"]
 try:
     runpy.run_module("kvmem", run_name="__main__")
-finally:
-    sys.stderr.write(f"\\nPEAK_KB {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n")
+finally:       # VmHWM: this program's peak resident memory (ru_maxrss would count the forking parent's)
+    peak = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
+    sys.stderr.write(f"\\nPEAK_KB {peak}\\n")
 """
 
 
@@ -290,7 +291,7 @@ def test_a_hostile_gguf_file_is_refused_fast_and_small(tmp_path, case):
     path = _sparse(tmp_path / f"{case}.gguf", build(), size)
     code, message, peak_kb = _cli_limited(path)
     assert code == 2 and word in message and "Traceback" not in message, message
-    assert peak_kb < 300_000, peak_kb                           # well under 500 MB
+    assert peak_kb < 200_000, peak_kb                           # well under 500 MB (about 20 MB here)
 
 
 def test_a_hostile_gguf_upload_is_refused_fast():
@@ -466,7 +467,7 @@ def test_a_lying_or_missing_length_stops_at_the_budget(hub, length):
     hub.add("org/liar", {"config.json": fx.CONFIG})
     hub.behave["config.json"] = lying
     error, seconds = within(10, lambda: kvmem.get_model("org/liar"))
-    assert isinstance(error, SourceError) and "config.json" in str(error), error
+    assert isinstance(error, ValueError) and "config.json" in str(error), error
     assert ("not valid JSON" if length else "over 10,000,000 bytes") in str(error)
     assert _tree_bytes(os.environ["HF_HOME"]) < 1 << 20       # nothing of the 1 GB written
     assert hub.sent("config.json") < 64 << 20

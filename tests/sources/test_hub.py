@@ -59,7 +59,7 @@ TOKENS = 8192
 
 
 def _estimate_json(capsys, *args) -> tuple[int, dict | None, str]:
-    code = main(["estimate", *args, "--tokens", str(TOKENS), "--kv-dtype", "bf16", "--json"])
+    code = main(["estimate", *args, "--engine", "ideal", "--tokens", str(TOKENS), "--kv-dtype", "bf16", "--json"])
     out = capsys.readouterr()
     return code, (json.loads(out.out) if code == 0 else None), out.err
 
@@ -180,7 +180,8 @@ def test_revision_picks_the_config_of_that_revision(hub, capsys):
     hub.add("Qwen/Qwen3-4B", {"config.json": CONFIGS["Qwen/Qwen3-4B"]}, revisions={"v0.1": {"config.json": old}})
     assert kvmem.get_model("Qwen/Qwen3-4B", revision="v0.1").num_layers == 30
     assert kvmem.get_model("Qwen/Qwen3-4B").num_layers == 36
-    code = main(["estimate", "Qwen/Qwen3-4B", "--revision", "v0.1", "--tokens", "1", "--kv-dtype", "bf16", "--json"])
+    code = main(["estimate", "Qwen/Qwen3-4B", "--revision", "v0.1", "--engine", "ideal", "--tokens", "1", "--kv-dtype",
+                 "bf16", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["kv_bytes"] == 2 * 2 * 30 * 8 * 128
     with pytest.raises(SourceError, match="has no revision 'v9'"):
         kvmem.get_model("Qwen/Qwen3-4B", revision="v9")
