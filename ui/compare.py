@@ -12,10 +12,12 @@ st.caption("Each row is one kvmem.estimate() at the sidebar's tokens, batch and 
            "GiB = 2³⁰ bytes.")
 
 work = inputs.sidebar()
-c1, c2, c3 = st.columns([3, 2, 2])
-models = inputs.multiselect(c1, "Models", kvmem.list_models(),
+# the models on a row of their own: four default names fit whole there (in a third of the row the
+# fourth chip was cut off)
+models = inputs.multiselect(st, "Models", kvmem.list_models(),
                             default=["llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"], key="cmp_models",
                             help="Presets to compare; the sidebar's model is always the first row.")
+c2, c3 = st.columns(2)
 dtypes = inputs.multiselect(c2, "KV dtypes", inputs.KV_DTYPES, default=[work.kv_dtype], key="cmp_dtypes",
                             help="Element formats of the cache.")
 engines = inputs.multiselect(c3, "Engines", list(ENGINES), default=[work.engine], key="cmp_engines",

@@ -62,3 +62,21 @@ def test_fit_heatmap_shows_whole_gpu_names(page, app_url):
         return [labels.map(t => t.textContent), labels.filter(t => t.getBoundingClientRect().left < edge).length];
     }""")
     assert "rtx-4090-24gb" in names and clipped == 0
+
+
+def test_compare_default_model_chips_are_whole(page, app_url):
+    # issue 23 item 17: in a third of the row the 4th default model chip ("deepseek-v3") was cut off
+    page.goto(f"{app_url}/compare")
+    wait_for_app(page)
+    page.wait_for_selector('[data-testid="stMultiSelect"] [data-tag]', timeout=90_000)
+    chips = page.evaluate("""() => {
+        const box = [...document.querySelectorAll('[data-testid="stMultiSelect"]')]
+            .find(b => b.querySelector('label').textContent.includes('Models'));
+        const edge = box.getBoundingClientRect().right;
+        return [...box.querySelectorAll('[data-tag]')].map(tag => {
+            const text = tag.querySelector('span[title]');
+            return [text.title, text.scrollWidth <= text.clientWidth && tag.getBoundingClientRect().right <= edge];
+        });
+    }""")
+    assert [name for name, _ in chips] == ["llama-3.1-8b", "qwen3-8b", "gemma-3-27b", "deepseek-v3"]
+    assert all(whole for _, whole in chips), chips
