@@ -659,7 +659,7 @@ def test_bad_capacity_input():
 def test_default_max_model_len_and_version_strings():
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=64 * GIB)
     expected = f"Maximum concurrency for 131,072 tokens per request: {result.max_concurrency:.2f}x"
-    assert result.details["log"][1] == expected
+    assert result.details["log"][-1].endswith(expected)
     assert any("max_position_embeddings" in note for note in result.notes)
     for version in ("0.19.0", "v0.19.0", "0.19.1rc1.dev301+g60995c05b", "latest"):
         result = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=4096, version=version)
@@ -747,3 +747,13 @@ def test_a_shared_layout_gives_the_numbers_a_fresh_one_gives(monkeypatch):
                                                                                                     tp, pp, opts))
     fresh = [kvmem.estimate(m, engine="vllm", tokens=t, batch=b, tp=tp) for m, t, b in cases for tp in (1, 2)]
     assert [e.to_dict() for e in cached] == [e.to_dict() for e in cached_again] == [e.to_dict() for e in fresh]
+
+
+def test_one_log_line_from_pr_50462():
+    # vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py update_kv_cache_capacity: one logger.info_once with both
+    # figures (PR #50462, merged 2026-07-30); 0.19 printed two lines (vllm#40691)
+    result = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=4096)
+    assert result.log_lines == ("GPU KV cache size: 8,192 tokens, Maximum concurrency for 4,096 tokens per request: "
+                                "2.00x",)
+    old = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=4096, version="0.26")
+    assert old.log_lines == ("GPU KV cache size: 8,192 tokens", "Maximum concurrency for 4,096 tokens per request: 2.00x")

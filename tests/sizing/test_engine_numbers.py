@@ -28,7 +28,7 @@ def test_vllm_fit_carries_gpu_kv_cache_size_and_maximum_concurrency():
     n = r.engine_numbers
     assert (n.engine, n.tokens, n.context) == ("vllm", 435_936, 32_768)
     assert n.max_concurrency == 27_246 / 2_048
-    assert n.lines == ("GPU KV cache size: 435,936 tokens", "Maximum concurrency for 32,768 tokens per request: 13.30x")
+    assert n.lines == ("GPU KV cache size: 435,936 tokens, Maximum concurrency for 32,768 tokens per request: 13.30x",)
     assert r.to_dict()["engine_numbers"]["tokens"] == 435_936
 
 

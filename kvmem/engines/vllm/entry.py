@@ -8,7 +8,8 @@ from ...model import Model
 from ...records import Record
 from ..base import Capacity, assemble, cdiv
 from .layout import Plan, make_plan as _make_plan
-from .options import GIB, HYBRID_GROUPS, NULL_BLOCK, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY, check_options
+from .options import (GIB, HYBRID_GROUPS, NULL_BLOCK, ONE_LOG_LINE, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY,
+                      check_options)
 from .pool import (stage_group_size, check_memory, group_details, held_pages, in_flight_tokens, longest_fitting, owners,
                    pool_page_bytes, request_blocks, request_bytes, stage_blocks, stage_pool_bytes, stage_units)
 from .v0 import capacity_v0, estimate_v0
@@ -237,5 +238,6 @@ def _log_lines(release, num_blocks: int, tokens: int, concurrency: float, length
     if release < TOKENS_FROM_BLOCKS:
         return [f"# GPU blocks: {num_blocks}",
                 f"Maximum concurrency for {length} tokens per request: {concurrency:.2f}x"]
-    return [f"GPU KV cache size: {tokens:,} tokens",
-            f"Maximum concurrency for {length:,} tokens per request: {concurrency:.2f}x"]
+    size = f"GPU KV cache size: {tokens:,} tokens"
+    most = f"Maximum concurrency for {length:,} tokens per request: {concurrency:.2f}x"
+    return [f"{size}, {most}"] if release >= ONE_LOG_LINE else [size, most]
