@@ -209,3 +209,13 @@ def test_errors_name_the_field():
         lab.memory_check(model, model.new_cache())
     with pytest.raises(ValueError, match=r"lengths must be at most max_tokens \(4\), got 8"):
         lab.time_per_token(lengths=(8,), config=model.config)
+
+
+def test_past_drift_is_per_step():
+    # issue 23 item 18: step 1 has no earlier rows; each later step's change is its own
+    from kvmem.lab import compare_single_head
+
+    causal = compare_single_head(steps=4)
+    assert causal.past_drift_steps[0] is None and max(causal.past_drift_steps[1:]) < 1e-6
+    loose = compare_single_head(steps=4, causal=False)
+    assert loose.past_drift == max(loose.past_drift_steps[1:]) and len(set(loose.past_drift_steps[1:])) == 3

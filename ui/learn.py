@@ -29,7 +29,7 @@ causal = c2.toggle("Causal masking", True, key="lab_causal", bind="query-params"
 with st.spinner("Running the seed's decoder with and without a cache (torch)…"):
     head = common.guard(cache.single_head, steps, causal)
 diffs = pd.DataFrame({"step": range(1, steps + 1), "max |cached − uncached|": head.max_abs_diff,
-                      "earlier rows changed by": head.past_drift, "tokens in cache (len)": head.cache_tokens})
+                      "earlier rows changed by": head.past_drift_steps, "tokens in cache (len)": head.cache_tokens})
 common.table(diffs)
 common.download(diffs, "cached_vs_uncached.csv", key="dl_diffs")
 st.caption(f"Largest difference over all steps: {head.max_abs_diff_overall:.2e} (float32 rounding). "

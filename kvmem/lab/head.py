@@ -9,7 +9,7 @@ five ``torch.rand(1, 12)`` embeddings; ``torch.manual_seed(42)``; Linear q, k, v
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
@@ -66,8 +66,10 @@ class HeadComparison:
     weights_uncached[t-1]  the growing (t x t) attention matrix
     weights_cached[t-1]    the newest token's row of t weights
     max_abs_diff[t-1]      max |cached row - last uncached row|, outputs and weights together
-    past_drift             max change of already-computed uncached rows from one step to the
-                           next: 0 with the causal mask, which is why past K/V can be kept
+    past_drift_steps[t-1]  max change of the t - 1 uncached rows already computed at step t - 1,
+                           from step t - 1 to step t (None at step 1: no earlier rows); 0 with
+                           the causal mask, which is why past K/V can be kept
+    past_drift             the largest of them (0.0 with a single step)
     cache_tokens[t-1]      len(cache) after step t
     With prompt_tokens = P > 1 the cached path fills steps 1..P from one masked prompt pass;
     each of those weight rows is cut to its t visible entries (the masked rest is 0).
@@ -87,6 +89,7 @@ class HeadComparison:
     past_drift: float
     cache_tokens: list
     memory: MemoryCheck
+    past_drift_steps: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "memory": self.memory.to_dict()}
@@ -134,12 +137,12 @@ def compare_single_head(*, d_model: int = 12, d_head: int = 6, steps: int = 5, p
 
     diffs = [max((out_rows[i] - out_full[i][-1]).abs().max().item(),
                  (w_rows[i] - w_full[i][-1]).abs().max().item()) for i in range(steps)]
-    drift = max([(out_full[i][:-1] - out_full[i - 1]).abs().max().item() for i in range(1, steps)],
-                default=0.0)
+    drift_steps = [None] + [(out_full[i][:-1] - out_full[i - 1]).abs().max().item() for i in range(1, steps)]
+    drift = max(drift_steps[1:], default=0.0)
     return HeadComparison(
         d_model=d_model, d_head=d_head, steps=steps, prompt_tokens=prompt_tokens, causal=causal,
         outputs_uncached=[o.tolist() for o in out_full], outputs_cached=[o.tolist() for o in out_rows],
         weights_uncached=[w.tolist() for w in w_full], weights_cached=[w.tolist() for w in w_rows],
         max_abs_diff=diffs, max_abs_diff_overall=max(diffs), past_drift=drift, cache_tokens=cached_tokens,
-        memory=memory_check(head, cache))
+        memory=memory_check(head, cache), past_drift_steps=drift_steps)
 
