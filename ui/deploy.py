@@ -14,8 +14,13 @@ from ui import inputs
 TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "largest context": "max_context"}
 
 
-def panel(model, fit_kwargs: dict) -> None:
+def panel(model, fit_kwargs: dict, engine_options: dict) -> None:
     st.subheader("Deploy")
+    _command(model, fit_kwargs)
+    _log_box(model, fit_kwargs, engine_options)
+
+
+def _command(model, fit_kwargs: dict) -> None:
     label = inputs.radio(st, "Plan for", list(TARGETS), key="deploy_target", horizontal=True,
                          help="The workload as given, the most sequences of this context, or the longest context "
                               "for this batch (kvmem.plan).")
@@ -34,3 +39,26 @@ def panel(model, fit_kwargs: dict) -> None:
     if numbers is not None and numbers.lines:
         st.caption(f"{numbers.engine} will print:")
         st.code("\n".join(numbers.lines), language=None)
+
+
+def _log_box(model, fit_kwargs: dict, engine_options: dict) -> None:
+    """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings."""
+    with st.expander("Check a startup log (vLLM, SGLang)"):
+        text = st.text_area("Paste the server's startup log", key="deploy_log", height=160,
+                            help="Its KV lines are compared with kvmem's under the sidebar's model, engine, tp, pp "
+                                 "and KV dtype; other lines are ignored. Nothing is stored or sent anywhere.")
+        if not text.strip():
+            return
+        try:
+            result = kvmem.check_log(text, model, engine=None, kv_dtype=fit_kwargs["kv_dtype"],
+                                     tp=fit_kwargs.get("tp") or 1, pp=fit_kwargs.get("pp", 1), **engine_options)
+        except ValueError as exc:
+            st.error(f"The log could not be checked: {exc}")
+            return
+        for c in result.checks:
+            if c.matches:
+                st.success(f"Line {c.line}, {c.quantity}: matches ({c.logged}).")
+            else:
+                st.warning(f"Line {c.line}, {c.quantity}: logged {c.logged}, kvmem {c.kvmem}. {c.cause}.")
+        for note in result.notes:
+            st.info(note)

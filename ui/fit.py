@@ -67,7 +67,7 @@ common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"
                                  title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}, "
                                        f"{formats}"),
              key="fit_breakdown")
-deploy.panel(model, kwargs)
+deploy.panel(model, kwargs, work.options)
 if result.notes:
     with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
         for note in result.notes:

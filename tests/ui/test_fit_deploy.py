@@ -41,3 +41,17 @@ def test_not_fitting_has_no_command_no_decode_bound_and_draws_the_shortfall_apar
     by_name = {t["name"]: t["x"][0] for t in traces}
     assert round(by_name["reserve outside vLLM's budget (1 − gpu_memory_utilization)"], 2) == 7.92
     assert round(by_name["short of vllm's KV budget"], 2) == 3.62
+
+
+def test_a_pasted_log_is_checked_under_the_sidebars_settings():
+    # 8 GiB for Llama-3.1-8B bf16 (131,072 B/token): 65,536 tokens; the same log read with fp8 KV is named
+    log = ("INFO [gpu_worker.py:232] Available KV cache memory: 8.00 GiB\n"
+           "INFO [kv_cache_utils.py:1149] GPU KV cache size: 65,536 tokens, Maximum concurrency for 8,192 tokens "
+           "per request: 8.00x\n")
+    at = load("ui/fit.py").run()
+    at.text_area(key="deploy_log").set_value(log).run()
+    assert not at.exception and [s.value for s in at.success] == ["Line 2, GPU KV cache size: matches (65,536 tokens)."]
+    at.selectbox(key="kv_dtype").set_value("fp8").run()
+    # fp8: 65,536 B/token, 7.995..8.005 GiB -> 130,976..131,152 tokens in blocks of 16
+    assert any(w.value.startswith("Line 2, GPU KV cache size: logged 65,536 tokens, kvmem 130,976 to 131,152 tokens. "
+                                  "fewer tokens than kvmem finds") for w in at.warning)
