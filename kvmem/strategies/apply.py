@@ -176,7 +176,8 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
     # Gemma-3n); the split is over what each holds, so no layer's entry goes below 0
     caching = [i for i, layer in enumerate(model.layers)
                if (layer.caches_tokens or layer.kind == "shared") and i < len(base.per_layer)]
-    moved = _apportion(host, [base.per_layer[i] for i in caching])
+    held = [base.per_layer[i] for i in caching]
+    moved = _apportion(min(host, sum(held)), held)   # vLLM's padding slots belong to no layer: none goes below 0
     per_layer = list(base.per_layer)
     for i, m in zip(caching, moved, strict=True):
         per_layer[i] -= m
