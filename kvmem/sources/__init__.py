@@ -1,9 +1,13 @@
 """Where a model comes from besides the presets: the Hugging Face Hub and its cache, GGUF files,
 safetensors checkpoints.
 
-    hub.py          huggingface_hub: config.json from the local cache, else the Hub (HF_ENDPOINT,
+    hub.py          config.json from the local Hugging Face cache, else the Hub (HF_ENDPOINT,
                     HF_TOKEN, HF_HUB_OFFLINE, a revision); safetensors headers; GGUF headers by
                     HTTP range requests. Never weights, never code, never trust_remote_code.
+    bounded.py      the one bounded reader: byte budgets, counts checked before allocation,
+                    deadlines, file names confined to their snapshot or folder (issue 20)
+    http.py         kvmem's own HTTP GET for the Hub: timeouts, a deadline, verified ranges,
+                    bounded inflation (docs/sources.md lists every limit)
     gguf.py         the llama.cpp project's ``gguf`` reader, header only: tensor infos -> exact
                     bytes; gguf_config.py maps its metadata to a config.json-shaped dict that
                     kvmem.configs reads like any other
