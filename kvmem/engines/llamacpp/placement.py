@@ -1,0 +1,325 @@
+"""Where llama.cpp puts each tensor and each layer's KV cache: -ngl, -ts, --n-cpu-moe, -ot, -nkvo.
+
+Rules, as llama.cpp 0c1e57098 (vendored by llama-cpp-python 0.3.36) and current master hold them:
+
+Layers (src/llama-model.cpp llama_model::load_tensors, "calculate the split points"):
+    i_gpu_start    = max(n_layer + 1 - n_gpu_layers, 0)
+    act_gpu_layers = min(n_gpu_layers, n_layer + 1)          (0 with no GPU)
+    layer il in 0..n_layer (il == n_layer is the output layer) is on the CPU when
+    il < i_gpu_start or il - i_gpu_start >= act_gpu_layers, else on GPU
+    upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers), splits the float32 prefix
+    sums of -ts normalised by their total (all zero / unset: each device's free memory).
+    So -ngl 1 offloads only the output layer, -ngl n_layer the output and layers 1..n-1, and
+    -ngl n_layer + 1 (or more) every layer ("offloaded N/n_layer+1 layers to GPU").
+Input layer ("assign the input layer ... always keep it on the CPU"): token_embd and the
+    other input tensors are on the host whatever -ngl says.
+Output layer: output.weight and output_norm follow layer n_layer. A GGUF without output.weight
+    (tied embeddings) loads token_embd a second time as the output (TENSOR_DUPLICATED): a copy on
+    the output layer's device when that is not the host; on the host it is the same tensor
+    (llama-model-loader.cpp create_tensor returns the context's existing tensor of that name).
+Per-layer duplicates: llama's rope_freqs.weight is created for every layer (TENSOR_DUPLICATED for
+    il > 0): one copy per device that holds a layer.
+Overrides (common/arg.cpp): --n-cpu-moe N adds, for il < N, the pattern
+    "blk\\.{il}\\.ffn_(up|down|gate|gate_up)_(ch|)exps" -> CPU; --cpu-moe the same without the
+    layer (every layer); -ot PATTERN=DEVICE in general. The first pattern that regex_search-es a
+    tensor's name wins (llama-model-loader.cpp create_tensor, tensor_buft_overrides loop).
+KV (src/llama-kv-cache.cpp constructor): layer il's K and V live on dev_layer(il) when
+    offload_kqv (the default), on the host with --no-kv-offload (-nkvo).
+Buffer bytes (ggml/src/ggml-alloc.c ggml_backend_alloc_ctx_tensors_from_buft_impl): per buffer
+    type, the sum over its tensors of GGML_PAD(get_alloc_size, alignment).
+    CPU: alloc_size = ggml_nbytes, alignment 32 (ggml-backend.cpp TENSOR_ALIGNMENT).
+    CUDA (and CUDA_Host): alignment 128; a quantised tensor whose ne0 is not a multiple of
+    MATRIX_ROW_PADDING (512) gets ggml_row_size(type, 512 - ne0 % 512) more bytes
+    (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size).
+    Host tensors with mmap on (the default) are not copied: "CPU_Mapped model buffer size" is the
+    file span from the first to the last byte of the host tensors (llama-model-loader.cpp
+    get_mapping_range: min offs .. max offs + ggml_nbytes), GPU tensors lying between them
+    included. Tensor offsets are the GGUF writer's: each tensor's data starts at the previous
+    one's end padded to general.alignment (gguf-py GGUFWriter, llama.cpp gguf_add_tensor).
+    With --no-mmap the host tensors are allocated: "CPU model buffer size" (a CUDA build puts
+    them in pinned "CUDA_Host" memory, with CUDA's padding rules).
+
+Groups (per tensor name, for the per-group table): embeddings (token_embd*, the input layer),
+    output (output*, output_norm), and per layer: attention (attn_*), ffn (dense ffn_gate/up/down
+    and ffn_norm), experts (routed *_exps, *_chexps), shared_experts (*_shexp), other (routers,
+    extra norms, SSM and everything else under blk.N).
+
+Not modelled, refused by name: --split-mode row; tensors outside blk.N that are not input or
+    output tensors (multimodal towers: give the mmproj file separately); CPU_REPACK (builds that
+    repack Q4_0/Q4_K/IQ4_NL/Q8_0 weights for the host CPU move those host tensors from
+    CPU_Mapped to a "CPU_REPACK" buffer: the same bytes, another line; kvmem prints the
+    --no-repack layout).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+__all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
+           "layer_devices", "cuda_alloc_bytes", "pad"]
+
+GROUPS = ("embeddings", "attention", "ffn", "experts", "shared_experts", "other", "output")
+CPU = "CPU"
+CPU_ALIGNMENT = 32          # ggml-backend.cpp / ggml-impl.h TENSOR_ALIGNMENT
+CUDA_ALIGNMENT = 128        # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
+MATRIX_ROW_PADDING = 512    # ggml-cuda/common.cuh
+# ggml_type_traits (ggml/src/ggml.c): name -> (block size, bytes per block); the quantised ones
+# are those with a block size > 1 (ggml_is_quantized)
+GGML_TYPES = {
+    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "F64": (1, 8), "I8": (1, 1), "I16": (1, 2), "I32": (1, 4),
+    "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
+    "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210),
+    "IQ2_XXS": (256, 66), "IQ2_XS": (256, 74), "IQ3_XXS": (256, 98), "IQ1_S": (256, 50), "IQ4_NL": (32, 18),
+    "IQ3_S": (256, 110), "IQ2_S": (256, 82), "IQ4_XS": (256, 136), "IQ1_M": (256, 56), "TQ1_0": (256, 54),
+    "TQ2_0": (256, 66), "MXFP4": (32, 17),
+}
+_QUANTISED = {name for name, (block, _) in GGML_TYPES.items() if block > 1}
+# common/arg.cpp LLM_FFN_EXPS_REGEX (--cpu-moe), and per layer for --n-cpu-moe
+EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+_INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd", "per_layer_model_proj",
+          "per_layer_proj_norm")
+_OUTPUT = ("output", "output_norm", "cls", "cls_out")
+_LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+def pad(n: int, multiple: int) -> int:
+    """GGML_PAD: n rounded up to a multiple."""
+    return -(-n // multiple) * multiple
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@dataclass(frozen=True)
+class PlacedTensor:
+    """One weight tensor as llama.cpp loads it: GGUF name, ggml type, ne (ne0 first), bytes, file
+    offset, group, layer (None for input/output tensors) and the device that holds it."""
+
+    name: str
+    type: str
+    ne: tuple
+    nbytes: int
+    offset: int
+    group: str
+    layer: int | None
+    device: str
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's buffers: model weights (by group), KV, and the printed model buffer."""
+
+    device: str
+    model_bytes: int                 # the model buffer llama.cpp prints for this device
+    group_bytes: dict                # group -> sum of ggml_nbytes of the tensors placed here
+    kv_bytes: int
+    layers: tuple                    # repeating layers whose tensors/KV are here
+    buffer_name: str                 # "CUDA0", "CPU_Mapped", "CPU", "CUDA_Host"
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "buffer": self.buffer_name, "model_bytes": self.model_bytes,
+                "group_bytes": dict(self.group_bytes), "kv_bytes": self.kv_bytes, "layers": list(self.layers)}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Every tensor's device and each device's buffers for one set of llama.cpp options."""
+
+    n_layer: int
+    n_gpu_layers: int
+    gpus: tuple                      # device names, main GPU first: ("CUDA0", "CUDA1")
+    tensor_split: tuple
+    mmap: bool
+    kv_offload: bool
+    tensors: tuple = field(repr=False)
+    layer_device: tuple = ()         # device of each repeating layer
+    output_device: str = CPU
+    devices: tuple = ()              # DeviceMemory per GPU, then the host
+    notes: tuple = ()
+
+    def device(self, name: str) -> DeviceMemory:
+        for d in self.devices:
+            if d.device == name:
+                return d
+        raise KeyError(name)
+
+    @property
+    def host(self) -> DeviceMemory:
+        return self.devices[-1]
+
+    @property
+    def offloaded_layers(self) -> int:
+        """llama.cpp's "offloaded N/n_layer+1 layers to GPU" N."""
+        return sum(d != CPU for d in self.layer_device) + (self.output_device != CPU)
+
+    def to_dict(self) -> dict:
+        return {"n_layer": self.n_layer, "n_gpu_layers": self.n_gpu_layers, "gpus": list(self.gpus),
+                "tensor_split": list(self.tensor_split), "mmap": self.mmap, "kv_offload": self.kv_offload,
+                "offloaded_layers": self.offloaded_layers, "devices": [d.to_dict() for d in self.devices],
+                "notes": list(self.notes)}
+
+
+def tensor_group(name: str) -> tuple[str, int | None]:
+    """(group, layer) of a GGUF tensor name; a name llama.cpp would not place here is refused."""
+    m = _LAYER.match(name)
+    if m is None:
+        base = name.rsplit(".", 1)[0]
+        if base in _INPUT:
+            return "embeddings", None
+        if base in _OUTPUT:
+            return "output", None
+        if base == "rope_freqs":
+            return "other", -1      # one copy per layer (TENSOR_DUPLICATED)
+        raise ValueError(f"tensor {name!r}: kvmem does not know which llama.cpp layer loads it "
+                         "(not token_embd*, output*, rope_freqs or blk.N.*); a multimodal projector "
+                         "belongs in its own --mmproj file")
+    layer, rest = int(m.group(1)), m.group(2)
+    base = rest.rsplit(".", 1)[0]
+    if "exps" in base and "shexp" not in base:
+        return "experts", layer
+    if "shexp" in base:
+        return "shared_experts", layer
+    if base.startswith("attn_"):
+        return "attention", layer
+    if base in ("ffn_gate", "ffn_up", "ffn_down", "ffn_norm", "ffn_gate_up"):
+        return "ffn", layer
+    return "other", layer
+
+
+def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split) -> list[int | None]:
+    """GPU index (into tensor_split) of layers 0..n_layer (the last is the output layer), None on the
+    host: llama_model::load_tensors get_layer_buft_list, float32 as llama.cpp computes it."""
+    n_dev = len(tensor_split)
+    if n_dev == 0:
+        return [None] * (n_layer + 1)
+    sums, total = [], _f32(0.0)
+    for x in tensor_split:
+        total = _f32(total + _f32(float(x)))
+        sums.append(total)
+    if total <= 0:
+        raise ValueError(f"tensor_split {list(tensor_split)!r} must have a positive sum")
+    splits = [_f32(s / total) for s in sums]
+    i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
+    act = min(n_gpu_layers, n_layer + 1)
+    out = []
+    for il in range(n_layer + 1):
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            out.append(None)
+            continue
+        x = _f32(_f32(float(il - i_gpu_start)) / _f32(float(act)))
+        out.append(min(sum(s <= x for s in splits), n_dev - 1))   # upper_bound; .at() never past the end
+    return out
+
+
+def cuda_alloc_bytes(t: PlacedTensor) -> int:
+    """ggml_backend_cuda_buffer_type_get_alloc_size, padded to CUDA's 128-byte alignment."""
+    size = t.nbytes
+    if t.type in _QUANTISED and t.ne[0] % MATRIX_ROW_PADDING:
+        block, block_bytes = GGML_TYPES[t.type]
+        size += (MATRIX_ROW_PADDING - t.ne[0] % MATRIX_ROW_PADDING) // block * block_bytes
+    return pad(size, CUDA_ALIGNMENT)
+
+
+def _offsets(tensors, alignment: int) -> list[int]:
+    out, at = [], 0
+    for t in tensors:
+        out.append(at)
+        at += pad(t.nbytes, alignment)
+    return out
+
+
+def _overrides(n_cpu_moe: int, cpu_moe: bool, override_tensor) -> list[tuple[re.Pattern, str]]:
+    rules = []
+    for pattern, target in override_tensor or ():
+        rules.append((re.compile(pattern), target))
+    if cpu_moe:
+        rules.append((re.compile(EXPS_REGEX), CPU))
+    for il in range(n_cpu_moe):
+        rules.append((re.compile(rf"blk\.{il}{EXPS_REGEX}"), CPU))
+    return rules
+
+
+def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=None, n_cpu_moe: int = 0,
+          cpu_moe: bool = False, override_tensor=(), mmap: bool = True, kv_offload: bool = True,
+          kv_per_layer=(), alignment: int = 32, tied_output: bool | None = None,
+          gpu_backend: str = "CUDA") -> Placement:
+    """Each tensor's device and each device's buffers.
+
+    ``tensors``: the GGUF's tensor infos in file order (objects with name, dtype (ggml type name),
+    shape (ne0 first) and nbytes: kvmem.sources.Tensor); ``gpus``: device names ("CUDA0", ...);
+    ``tensor_split``: -ts, one weight per GPU (default: equal); ``kv_per_layer``: K+V bytes of each
+    repeating layer (plan.rows); ``alignment``: the GGUF's general.alignment.
+    """
+    gpus = tuple(gpus)
+    if tensor_split is None:
+        tensor_split = (1.0,) * len(gpus)
+    tensor_split = tuple(tensor_split)
+    if len(tensor_split) != len(gpus):
+        raise ValueError(f"tensor_split has {len(tensor_split)} values for {len(gpus)} GPUs")
+    if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int) or n_gpu_layers < 0:
+        raise ValueError(f"n_gpu_layers must be a whole number >= 0, got {n_gpu_layers!r}")
+    if isinstance(n_cpu_moe, bool) or not isinstance(n_cpu_moe, int) or n_cpu_moe < 0:
+        raise ValueError(f"n_cpu_moe must be a whole number >= 0, got {n_cpu_moe!r}")
+    for _, target in override_tensor or ():
+        if target != CPU and target not in gpus:
+            raise ValueError(f"override_tensor target {target!r} is neither CPU nor one of {list(gpus)}")
+    gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split) if gpus else [None] * (n_layer + 1)
+    dev = [CPU if g is None else gpus[g] for g in gpu_of]
+    rules = _overrides(n_cpu_moe, cpu_moe, override_tensor)
+    tensors = list(tensors)
+    offsets = _offsets(tensors, alignment)
+    names = {t.name for t in tensors}
+    if tied_output is None:
+        tied_output = "output.weight" not in names
+    placed, held = [], set()
+
+    def put(t, offset, group, layer, device, name=None):
+        for pattern, target in rules:
+            if pattern.search(t.name):
+                device = target
+                break
+        if (t.name, device) in held:     # a duplicate on a device that has the tensor already is that tensor
+            return
+        held.add((t.name, device))
+        placed.append(PlacedTensor(name or t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer, device))
+
+    for t, offset in zip(tensors, offsets, strict=True):
+        group, layer = tensor_group(t.name)
+        if t.dtype not in GGML_TYPES:
+            raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
+        if layer == -1:         # rope_freqs: a copy in every layer
+            for il in range(n_layer):
+                put(t, offset, group, il, dev[il], name=f"{t.name}#{il}")
+            continue
+        if layer is not None and layer >= n_layer:
+            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
+        device = CPU if layer is None and group == "embeddings" else dev[n_layer] if layer is None else dev[layer]
+        put(t, offset, group, layer, device)
+        if tied_output and t.name == "token_embd.weight":
+            put(t, offset, "output", None, dev[n_layer], name="output.weight(token_embd)")
+
+    kv = list(kv_per_layer) + [0] * (n_layer - len(kv_per_layer))
+    devices = []
+    for name in gpus + (CPU,):
+        mine = [p for p in placed if p.device == name]
+        groups = {g: sum(p.nbytes for p in mine if p.group == g) for g in GROUPS}
+        if name != CPU:
+            model_bytes, buffer = sum(cuda_alloc_bytes(p) for p in mine), name
+        elif mmap:
+            # duplicated tensors (rope_freqs, a tied output) point into the same file bytes
+            first = min((p.offset for p in mine), default=0)
+            last = max((p.offset + p.nbytes for p in mine), default=0)
+            model_bytes, buffer = last - first, "CPU_Mapped"
+        elif gpus:
+            model_bytes, buffer = sum(cuda_alloc_bytes(p) for p in mine), f"{gpu_backend}_Host"
+        else:
+            model_bytes, buffer = sum(pad(p.nbytes, CPU_ALIGNMENT) for p in mine), CPU
+        layers = tuple(il for il in range(n_layer) if dev[il] == name)
+        kv_here = sum(kv[il] for il in range(n_layer) if (dev[il] if kv_offload else CPU) == name)
+        devices.append(DeviceMemory(name, model_bytes, groups, kv_here, layers, buffer))
+    return Placement(n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split, mmap=mmap,
+                     kv_offload=kv_offload, tensors=tuple(placed), layer_device=tuple(dev[:n_layer]),
+                     output_device=dev[n_layer], devices=tuple(devices))

@@ -1,0 +1,187 @@
+"""llama.cpp's own model, KV and compute buffers as the judge of kvmem.engines.llamacpp.placement.
+
+Each case writes a small GGUF of random shape (llama dense or qwen3moe MoE; layers, widths, heads,
+experts, ggml types per tensor, tied or untied output all drawn from a seeded random.Random),
+sparse on disk, loads it for real (no ``no_alloc``: llama.cpp's dry run prints 0.00 MiB for every
+buffer) on this CPU-only build with mmap on or off and no extra CPU buffer types
+(``use_extra_bufts=False``, the --no-repack layout), creates a context, and reads the lines
+llama.cpp prints: "CPU_Mapped model buffer size" (mmap) or "CPU model buffer size" (--no-mmap),
+"CPU KV buffer size" and "CPU compute buffer size". The machine has no GPU, so every tensor is on
+the host: what this judges is each tensor's bytes, the mmap span, duplicated tensors (a tied
+output) and the buffer alignment; the GPU rules are judged against published logs.
+
+Each case runs in a forked child, so an abort in llama.cpp ends the child, not the test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import random
+import re
+
+__all__ = ["random_spec", "write_spec", "run_spec", "BUFFER_LINE"]
+
+BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
+_WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q2_K",
+                 "Q3_K", "IQ4_XS", "IQ4_NL")
+_GGML = {"f32": 0, "f16": 1, "q8_0": 8, "q4_0": 2, "bf16": 30}
+
+
+def random_spec(seed: int) -> dict:
+    """A random model: arch, shape, one ggml type per tensor, tied or not; all from ``seed``."""
+    rng = random.Random(seed)
+    moe = rng.random() < 0.5
+    n_embd = 256 * rng.randint(1, 4)
+    head_dim = rng.choice((64, 128))
+    n_head = rng.choice((2, 4, 8))
+    n_head_kv = rng.choice([h for h in (1, 2, 4, 8) if n_head % h == 0])
+    spec = dict(arch="qwen3moe" if moe else "llama", n_layer=rng.randint(1, 6), n_embd=n_embd, head_dim=head_dim,
+                n_head=n_head, n_head_kv=n_head_kv, n_vocab=rng.choice((256, 512, 1000, 2048)),
+                n_ff=256 * rng.randint(1, 6), tied=rng.random() < 0.3,
+                n_expert=rng.choice((4, 8, 16)) if moe else 0, n_ff_exp=256 * rng.randint(1, 2))
+    spec["n_expert_used"] = rng.choice((1, 2)) if moe else 0
+    spec["tensors"] = _tensors(spec, rng)
+    spec["context"] = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((32, 128, 512)),
+                           flash_attn=rng.choice((0, 1)), type_k=rng.choice(("f16", "q8_0", "f32")),
+                           mmap=rng.random() < 0.5)
+    spec["context"]["type_v"] = spec["context"]["type_k"] if spec["context"]["flash_attn"] else "f16"
+    return spec
+
+
+def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
+    """(name, ne, ggml type) in the order convert_hf_to_gguf.py writes them."""
+    def w(ne):   # a 2-D/3-D weight: a type whose block divides ne0
+        choices = [t for t in _WEIGHT_TYPES if ne[0] % (256 if t.endswith("_K") or t == "IQ4_XS" else 32) == 0]
+        return rng.choice(choices)
+    e, hd = s["n_embd"], s["head_dim"]
+    out = [("token_embd.weight", (e, s["n_vocab"]))]
+    for i in range(s["n_layer"]):
+        b = f"blk.{i}."
+        out += [(b + "attn_norm.weight", (e,)), (b + "attn_q.weight", (e, s["n_head"] * hd)),
+                (b + "attn_k.weight", (e, s["n_head_kv"] * hd)), (b + "attn_v.weight", (e, s["n_head_kv"] * hd)),
+                (b + "attn_output.weight", (s["n_head"] * hd, e)), (b + "ffn_norm.weight", (e,))]
+        if s["arch"] == "qwen3moe":
+            n, f = s["n_expert"], s["n_ff_exp"]
+            out += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,)),
+                    (b + "ffn_gate_inp.weight", (e, n)), (b + "ffn_gate_exps.weight", (e, f, n)),
+                    (b + "ffn_down_exps.weight", (f, e, n)), (b + "ffn_up_exps.weight", (e, f, n))]
+        else:
+            f = s["n_ff"]
+            out += [(b + "ffn_gate.weight", (e, f)), (b + "ffn_down.weight", (f, e)), (b + "ffn_up.weight", (e, f))]
+    out.append(("output_norm.weight", (e,)))
+    if not s["tied"]:
+        out.append(("output.weight", (e, s["n_vocab"])))
+    return [(name, ne, "F32" if len(ne) == 1 else w(ne)) for name, ne in out]
+
+
+def write_spec(spec: dict, path: str) -> None:
+    """The GGUF of ``spec``: real metadata, sparse (all-zero) data."""
+    import gguf
+    import numpy as np
+    arch = spec["arch"]
+    writer = gguf.GGUFWriter(path, arch)
+    writer.add_context_length(8192)
+    writer.add_embedding_length(spec["n_embd"])
+    writer.add_block_count(spec["n_layer"])
+    writer.add_feed_forward_length(spec["n_ff"])
+    writer.add_head_count(spec["n_head"])
+    writer.add_head_count_kv(spec["n_head_kv"])
+    writer.add_key_length(spec["head_dim"])
+    writer.add_value_length(spec["head_dim"])
+    writer.add_rope_dimension_count(spec["head_dim"])
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_vocab_size(spec["n_vocab"])
+    writer.add_tokenizer_model("none")
+    if arch == "qwen3moe":
+        writer.add_expert_count(spec["n_expert"])
+        writer.add_expert_used_count(spec["n_expert_used"])
+        writer.add_expert_feed_forward_length(spec["n_ff_exp"])
+    for name, ne, type_name in spec["tensors"]:
+        qtype = gguf.GGMLQuantizationType[type_name]
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        count = 1
+        for x in ne:
+            count *= x
+        writer.add_tensor_info(name, tuple(reversed(ne)), np.dtype(np.float32), count // block * size,
+                               raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    fout = writer.fout[0]
+    fout.flush()
+    align = writer.data_alignment
+    start = -(-fout.tell() // align) * align
+    fout.truncate(start + sum(-(-ti.nbytes // align) * align for ti in writer.tensors[0].values()))
+    writer.close()
+
+
+@functools.cache
+def _lib():
+    import llama_cpp as lib
+    lines = []
+
+    @lib.llama_log_callback
+    def capture(_level, text, _user_data):
+        lines.append(text.decode("utf-8", errors="replace"))
+
+    lib.llama_log_set(capture, ctypes.c_void_p(0))
+    lib.llama_backend_init()
+    return lib, lines, capture
+
+
+def _load(path: str, ctx: dict) -> dict:
+    lib, lines, _ = _lib()
+    del lines[:]
+    params = lib.llama_model_default_params()
+    params.use_extra_bufts = False
+    params.load_mode = lib.LLAMA_LOAD_MODE_MMAP if ctx["mmap"] else lib.LLAMA_LOAD_MODE_NONE
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(lines[-20:]))
+    try:
+        cparams = lib.llama_context_default_params()
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = ctx["n_ctx"], ctx["n_ctx"], ctx["n_ubatch"]
+        cparams.n_seq_max = 1
+        cparams.type_k, cparams.type_v = _GGML[ctx["type_k"]], _GGML[ctx["type_v"]]
+        cparams.flash_attn_type = ctx["flash_attn"]
+        context = lib.llama_init_from_model(model, cparams)
+        if context:
+            lib.llama_free(context)
+    finally:
+        lib.llama_model_free(model)
+    out = {}
+    for line in "".join(lines).splitlines():
+        m = BUFFER_LINE.match(line.strip())
+        if m:
+            out[f"{m.group(1)} {m.group(2)}"] = float(m.group(3))
+    return out
+
+
+def run_spec(spec: dict, path: str) -> dict:
+    """llama.cpp's printed buffers for ``spec`` written at ``path`` ({"CPU_Mapped model": MiB,
+    "CPU KV": ..., "CPU compute": ...}), from a forked child."""
+    import multiprocessing
+    context = multiprocessing.get_context("fork")
+
+    def child(conn):
+        os.environ["GGML_NO_BACKTRACE"] = "1"
+        try:
+            conn.send(("ok", _load(path, spec["context"])))
+        except RuntimeError as error:
+            conn.send(("load", str(error)))
+        conn.close()
+
+    parent, sent = context.Pipe(duplex=False)
+    process = context.Process(target=child, args=(sent,))
+    process.start()
+    sent.close()
+    try:
+        reply = parent.recv()
+    except EOFError:
+        reply = ("abort", process.exitcode)
+    process.join()
+    if reply[0] != "ok":
+        raise RuntimeError(f"llama.cpp failed on {spec['arch']} spec: {reply}")
+    return reply[1]

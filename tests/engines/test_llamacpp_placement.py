@@ -1,0 +1,106 @@
+"""kvmem.engines.llamacpp.placement: which device llama.cpp loads each tensor on.
+
+The GGUF is Qwen3-30B-A3B's real tensor list (tests/fixtures/gguf_models.py, a Q4_K_M mix, header
+only): 48 layers, hidden 2048, 128 experts of 768, vocab 151936.
+"""
+
+import pytest
+
+from kvmem.engines.llamacpp.placement import PlacedTensor, cuda_alloc_bytes, layer_devices, place, tensor_group
+from kvmem.sources.gguf import read_header
+from tests.fixtures import gguf_models
+
+
+@pytest.fixture(scope="module")
+def qwen3_moe(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gguf") / "qwen3-30b-a3b.gguf"
+    gguf_models.write(path, "qwen3-30b-a3b", tiny=False)
+    return read_header(path).tensors
+
+
+# token_embd Q4_K: 2048 x 151936 / 256 x 144 B = 175,030,272 B; output Q6_K: x 210 = 255,252,480 B
+# + output_norm 8,192 B = 255,260,672 B
+EMBD, OUTPUT = 175_030_272, 255_260_672
+
+
+def test_ngl_0_keeps_everything_on_the_host(qwen3_moe):
+    p = place(qwen3_moe, n_layer=48, n_gpu_layers=0, gpus=("CUDA0",))
+    assert p.offloaded_layers == 0 and p.device("CUDA0").model_bytes == 0
+    assert p.host.buffer_name == "CPU_Mapped"
+    assert p.host.model_bytes == 19_802_863_616        # the file's whole tensor span
+    assert p.host.group_bytes["experts"] == 18_798_870_528
+
+
+def test_ngl_1_offloads_only_the_output_layer(qwen3_moe):
+    # i_gpu_start = 48 + 1 - 1 = 48: only il = 48, the output layer, is on the GPU
+    p = place(qwen3_moe, n_layer=48, n_gpu_layers=1, gpus=("CUDA0",))
+    assert p.offloaded_layers == 1 and p.output_device == "CUDA0"
+    assert set(p.layer_device) == {"CPU"}
+    assert p.device("CUDA0").group_bytes["output"] == OUTPUT
+
+
+def test_ngl_n_layer_leaves_layer_0_on_the_host(qwen3_moe):
+    p = place(qwen3_moe, n_layer=48, n_gpu_layers=48, gpus=("CUDA0",))
+    assert p.layer_device[0] == "CPU" and set(p.layer_device[1:]) == {"CUDA0"}
+    assert p.offloaded_layers == 48
+    full = place(qwen3_moe, n_layer=48, n_gpu_layers=99, gpus=("CUDA0",))
+    assert full.offloaded_layers == 49 and full.host.model_bytes == EMBD and full.host.layers == ()
+
+
+def test_tensor_split_3_1(qwen3_moe):
+    # splits [0.75, 1.0]; layer il goes to CUDA0 while il / 49 < 0.75: il <= 36
+    p = place(qwen3_moe, n_layer=48, n_gpu_layers=99, gpus=("CUDA0", "CUDA1"), tensor_split=(3, 1))
+    assert p.device("CUDA0").layers == tuple(range(37))
+    assert p.device("CUDA1").layers == tuple(range(37, 48)) and p.output_device == "CUDA1"
+    assert layer_devices(4, 99, (1, 1)) == [0, 0, 0, 1, 1]     # 0/5, 1/5, 2/5 < 0.5 <= 3/5, 4/5
+
+
+def test_n_cpu_moe_moves_experts_of_the_first_layers(qwen3_moe):
+    p = place(qwen3_moe, n_layer=48, n_gpu_layers=99, gpus=("CUDA0",), n_cpu_moe=10)
+    # per layer: gate + up 2 x 113,246,208 (Q4_K) + down 165,150,720 (Q6_K) = 391,643,136 B
+    assert p.host.group_bytes["experts"] == 10 * 391_643_136
+    assert p.device("CUDA0").group_bytes["experts"] == 38 * 391_643_136
+    # the mapped span runs from token_embd to blk.9's last expert tensor, attention of 0..9 included
+    assert p.host.model_bytes == 4_210_982_912
+    assert p.host.group_bytes["attention"] == 0
+    every = place(qwen3_moe, n_layer=48, n_gpu_layers=99, gpus=("CUDA0",), cpu_moe=True)
+    assert every.host.group_bytes["experts"] == 48 * 391_643_136
+    ot = place(qwen3_moe, n_layer=48, n_gpu_layers=99, gpus=("CUDA0",),
+               override_tensor=[(r"blk\.(4[0-7])\.ffn_.*_exps", "CPU")])
+    assert ot.host.group_bytes["experts"] == 8 * 391_643_136
+
+
+def test_no_kv_offload_keeps_kv_on_the_host(qwen3_moe):
+    kv = [1000] * 48
+    on = place(qwen3_moe, n_layer=48, n_gpu_layers=30, gpus=("CUDA0",), kv_per_layer=kv)
+    assert on.device("CUDA0").kv_bytes == 29 * 1000 and on.host.kv_bytes == 19 * 1000   # layers 19..47 on the GPU
+    off = place(qwen3_moe, n_layer=48, n_gpu_layers=30, gpus=("CUDA0",), kv_per_layer=kv, kv_offload=False)
+    assert off.host.kv_bytes == 48_000 and off.device("CUDA0").kv_bytes == 0
+
+
+def test_cuda_pads_quantised_rows_to_512_and_aligns_to_128():
+    # ffn_down_exps Q6_K, ne0 = 768: 768 % 512 = 256 more values = one 210-byte block
+    t = PlacedTensor("blk.0.ffn_down_exps.weight", "Q6_K", (768, 2048, 128), 165_150_720, 0, "experts", 0, "CUDA0")
+    assert cuda_alloc_bytes(t) == 165_150_976        # 165,150,720 + 210 = 165,150,930, padded to 128
+    norm = PlacedTensor("blk.0.attn_norm.weight", "F32", (2880,), 11_520, 0, "attention", 0, "CUDA0")
+    assert cuda_alloc_bytes(norm) == 11_520                      # not quantised: no row padding
+
+
+def test_tied_output_is_a_copy_on_the_gpu_only(tmp_path):
+    path = tmp_path / "gemma.gguf"
+    gguf_models.write(path, "gemma-3-27b", tiny=False)
+    tensors = read_header(path).tensors
+    # token_embd Q4_K 5376 x 262208 / 256 x 144 = 792,916,992 B
+    gpu = place(tensors, n_layer=62, n_gpu_layers=63, gpus=("CUDA0",))
+    assert gpu.device("CUDA0").group_bytes["output"] == 792_916_992 + 5376 * 4
+    host = place(tensors, n_layer=62, n_gpu_layers=0, gpus=("CUDA0",))
+    assert host.host.group_bytes["output"] == 5376 * 4      # output_norm only: the tied table is token_embd
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match="mmproj"):
+        tensor_group("v.blk.0.attn_q.weight")
+    with pytest.raises(ValueError, match="tensor_split has 1 values for 2 GPUs"):
+        place([], n_layer=1, n_gpu_layers=1, gpus=("CUDA0", "CUDA1"), tensor_split=(1,))
+    with pytest.raises(ValueError, match="n_cpu_moe"):
+        place([], n_layer=1, n_gpu_layers=1, n_cpu_moe=-1)

@@ -1,0 +1,41 @@
+"""kvmem's llama.cpp model and KV buffers against llama.cpp's own load (llama-cpp-python 0.3.36).
+
+40 random GGUFs (llama dense / qwen3moe MoE, random widths, layers, experts, a random ggml type
+per weight, tied or untied output, mmap on or off), each loaded for real on this CPU-only build:
+the "CPU_Mapped model buffer size" / "CPU model buffer size" and "CPU KV buffer size" lines must
+equal kvmem's bytes printed the same way. About 15 s.
+"""
+
+from tests.oracles.conftest import require
+
+require("llama_cpp")
+
+import pytest  # noqa: E402
+
+import kvmem  # noqa: E402
+from kvmem.engines.llamacpp.placement import place  # noqa: E402
+from kvmem.engines.llamacpp.settings import printed_mib  # noqa: E402
+from kvmem.oracles.llamacpp_buffers import random_spec, run_spec, write_spec  # noqa: E402
+from kvmem.sources.gguf import model_from_header, read_header  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_model_and_kv_buffers_equal_llamacpp(seed, tmp_path):
+    spec = random_spec(seed)
+    ctx = spec["context"]
+    path = str(tmp_path / "model.gguf")
+    write_spec(spec, path)
+    header = read_header(path)
+    model = model_from_header(header, name=f"random-{seed}")
+    placement = place(header.tensors, n_layer=spec["n_layer"], n_gpu_layers=0, mmap=ctx["mmap"],
+                      alignment=header.metadata.get("general.alignment", 32))
+    kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=ctx["n_ctx"], n_seq=1, type_k=ctx["type_k"],
+                        type_v=ctx["type_v"], flash_attn=bool(ctx["flash_attn"]), n_ubatch=ctx["n_ubatch"],
+                        n_batch=ctx["n_ctx"])
+    printed = run_spec(spec, path)
+    buffer = "CPU_Mapped" if ctx["mmap"] else "CPU"
+    assert placement.host.buffer_name == buffer
+    assert printed[f"{buffer} model"] == printed_mib(placement.host.model_bytes)
+    assert printed["CPU KV"] == printed_mib(kv.k_bytes + kv.v_bytes)
+    # every tensor counted once in its group: the groups add up to the tensors' bytes
+    assert sum(placement.host.group_bytes.values()) == sum(t.nbytes for t in header.tensors)
