@@ -4,25 +4,28 @@ The log's KV lines are found by their text (engine/logcheck modules: vllm, sglan
 they state are recovered, the rest are taken from the arguments (tp, pp, kv_dtype, engine options),
 and each line is compared with what kvmem computes: it matches, or the check names the difference
 and its likely cause. Lines kvmem does not know are ignored, never misread; a log with nothing
-kvmem can check says so. vLLM V1 ("Available KV cache memory", "GPU KV cache size") and SGLang
-("KV Cache is allocated", "Mamba Cache is allocated") are read; llama.cpp and TRT-LLM logs are
-not yet (their lines are counted as ignored, and the notes say so).
+kvmem can check says so. vLLM V1 ("Available KV cache memory", "GPU KV cache size"), SGLang
+("KV Cache is allocated", "Mamba Cache is allocated") and llama.cpp ("llama_kv_cache[_unified]:
+size = ...", iSWA pairs, "llama_memory_recurrent: size = ...", with the llama_context lines that
+state n_ctx, n_seq_max, kv_unified) are read; TRT-LLM logs are not yet (the notes say so).
 """
 
 from __future__ import annotations
 
 from ..catalog import as_model
-from . import sglang, vllm
+from . import llamacpp, sglang, vllm
 from .base import LineCheck, LogCheck
 
 __all__ = ["check_log", "LogCheck", "LineCheck"]
-READERS = {"vllm": vllm, "sglang": sglang}
-_UNREAD = {"llama.cpp": "llama_kv_cache", "trtllm": "paged KV cache"}
+READERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp}
+_UNREAD = {"trtllm": "paged KV cache"}
 
 
 def _engine_of(found: dict) -> str | None:
     if found["sglang"]["kv"]:
         return "sglang"
+    if found["llama.cpp"]["sizes"]:
+        return "llama.cpp"
     if found["vllm"]:
         return "vllm"
     return None
@@ -43,7 +46,8 @@ def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", t
             notes.append(f"{engine or known[0]} logs are not read by check-log yet; nothing was checked")
         else:
             notes.append("no line kvmem can check: it reads vLLM's 'Available KV cache memory' / 'GPU KV cache "
-                         "size' and SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated'")
+                         "size', SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated' and llama.cpp's "
+                         "cache size lines")
         return LogCheck(engine=engine, model=model.name, settings={}, notes=tuple(notes), ignored=len(lines))
     extra = {"expected_kv_memory": expected_kv_memory} if engine == "vllm" else {}
     settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=kv_dtype, tp=tp, pp=pp,

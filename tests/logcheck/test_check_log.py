@@ -1,5 +1,5 @@
 """kvmem.check_log and `kvmem check-log`: real startup logs against kvmem, with the cause of a difference
-(issue #21 item 3: vLLM V1 and SGLang; llama.cpp and TRT-LLM are not read yet)."""
+(issue #21 item 3: vLLM V1, SGLang, llama.cpp; TRT-LLM is not read yet)."""
 
 import json
 import pathlib
@@ -71,8 +71,9 @@ def test_sglang_hybrid_log_matches_once_per_line_and_tp_mismatch_is_named():
 def test_nothing_to_check_says_so_and_unknown_engines_are_not_misread():
     r = check_log("hello\nGPU memory: 80 GiB\n", "llama-3.1-8b")
     assert not r.checks and not r.matches and r.notes[0].startswith("no line kvmem can check")
-    llama = check_log("llama_kv_cache: size = 1024.00 MiB ( 8192 cells, 32 layers, 1/1 seqs)", "llama-3.1-8b")
-    assert not llama.checks and "llama.cpp logs are not read by check-log yet" in llama.notes[0]
+    trt = check_log("[TensorRT-LLM][INFO] Allocated 30.00 GiB for max tokens in paged KV cache (245760).",
+                    "llama-3.1-8b")
+    assert not trt.checks and "trtllm logs are not read by check-log yet" in trt.notes[0]
 
 
 def test_cli_check_log(tmp_path):
@@ -85,3 +86,25 @@ def test_cli_check_log(tmp_path):
                          input=VLLM_LOG, capture_output=True, text=True)
     assert bad.returncode == 1 and "line 2: GPU KV cache size: logged 149,712 tokens" in bad.stdout
     assert kvmem.check_log is check_log
+
+
+LLAMACPP = json.loads((ROOT / "docs/research/engine_logs_llamacpp.json").read_text())
+
+
+def test_llamacpp_logs_from_the_repository_match():
+    from tests.engines.test_llamacpp import gemma4_12b
+    # Gemma-4-12B iSWA, -c 8192 -np 2: two streams of 4,096 full and 1,536 SWA cells (the log states the types)
+    r = check_log(LLAMACPP[21]["log"], gemma4_12b())
+    assert r.engine == "llama.cpp" and r.matches and len(r.checks) == 2
+    assert r.settings == {"kv_unified": False, "n_seq": 2, "n_ctx": 8192, "type_k": "f16", "type_v": "f16"}
+    # --parallel auto (4 slots, unified): "4/1 seqs", lines without their K/V part; q8_0 given as the server had it
+    u = check_log(LLAMACPP[22]["log"], gemma4_12b(), type_k="q8_0", type_v="q8_0")
+    assert u.matches and u.settings["kv_unified"] is True and u.settings["n_seq"] == 4
+    # Qwen3.5-27B, 16 attention layers, q4_0: the KV line alone (its recurrent line is not in the excerpt)
+    assert check_log(LLAMACPP[19]["log"], "qwen3.5-27b").matches
+
+
+def test_llamacpp_another_cache_type_is_named():
+    from tests.engines.test_llamacpp import gemma4_12b
+    r = check_log(LLAMACPP[21]["log"], gemma4_12b(), type_k="q8_0")
+    assert not r.matches and all(c.cause.startswith("other bytes: another cache type") for c in r.checks)

@@ -1,0 +1,98 @@
+"""llama.cpp's cache lines, checked (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp,
+src/llama-memory-recurrent.cpp; kvmem.engines.llamacpp renders the same lines).
+
+Settings are recovered from the log: "llama_context: n_ctx = N", "n_seq_max = S", "kv_unified =
+true", "n_ubatch = U" and "flash_attn" where it prints them; otherwise from the first size line
+"llama_kv_cache: size = X MiB ( C cells, L layers, s/t seqs), K (tk): ..., V (tv): ..." (t streams
+of C cells: n_ctx = C x t; one stream holding s sequences: unified). The cache types come from the
+size line. kvmem's estimate under those settings must print the same size lines (exact: the bytes
+follow from the settings alone). A difference in cells means another -c / -np / --kv-unified /
+-ub (or a padding rule of another build); in bytes, another cache type or other layers (the GGUF's
+architecture, an MLA split cache) than the model given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..engines import estimate as _estimate
+from .base import LineCheck, strip_prefix
+
+SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
+                  r"layers, +(\d+)(?:/ *(\d+))? seqs")
+TYPES = re.compile(r"K \((\w+)\): .*V \((\w+)\):")
+CONTEXT = {"n_ctx": re.compile(r"llama_context: n_ctx += (\d+)"),
+           "n_seq": re.compile(r"llama_context: n_seq_max += (\d+)"),
+           "n_ubatch": re.compile(r"llama_context: n_ubatch += (\d+)")}
+UNIFIED = re.compile(r"kv_unified += (true|false|1|0)")
+FLASH = re.compile(r"llama_context: flash_attn += (\w+)")
+
+
+def read(lines: list[str]) -> dict:
+    found = {"sizes": [], "context": {}}
+    for n, line in enumerate(lines, 1):
+        if m := SIZE.search(line):
+            text = strip_prefix(line, m.group(1))
+            if all(text != seen for _, seen, _ in found["sizes"]):
+                found["sizes"].append((n, text, m))
+        for name, pattern in CONTEXT.items():
+            if (m := pattern.search(line)) and name not in found["context"]:
+                found["context"][name] = int(m.group(1))
+        if (m := UNIFIED.search(line)) and "kv_unified" not in found["context"]:
+            found["context"]["kv_unified"] = m.group(1) in ("true", "1")
+        if (m := FLASH.search(line)) and "flash_attn" not in found["context"]:
+            found["context"]["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on")
+    return found
+
+
+def _settings(found: dict) -> dict:
+    ctx = dict(found["context"])
+    first = next((m for _, _, m in found["sizes"] if m.group(1) != "llama_memory_recurrent"), None)
+    if first is not None:
+        cells, seqs, streams = int(first.group(2)), int(first.group(4)), int(first.group(5) or 1)
+        ctx.setdefault("kv_unified", streams == 1 and seqs > 1)
+        ctx.setdefault("n_seq", seqs)
+        ctx.setdefault("n_ctx", cells * streams)
+        types = TYPES.search(found["sizes"][0][1])
+        if types:
+            ctx.setdefault("type_k", types.group(1))
+            ctx.setdefault("type_v", types.group(2))
+    return ctx
+
+
+def _same(a: str, b: str) -> bool:
+    """Equal but for the widths of llama.cpp's padded fields."""
+    return "".join(a.split()) == "".join(b.split())
+
+
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
+    del tp                                    # llama.cpp splits layers (pp), never tensors
+    checks, notes = [], []
+    options.pop("max_model_len", None)
+    if not found["sizes"]:
+        return {}, checks, notes
+    settings = _settings(found)
+    if "n_ctx" not in settings:
+        notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
+                     "line with")
+        return settings, checks, notes
+    given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn")
+             if k in settings}
+    est = _estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp, **{**given, **options})
+    ours = [line for line in est.log_lines if SIZE.search(line)]
+    for kind in ("kv", "recurrent"):           # pair the log's lines with kvmem's of the same cache, in order
+        logged = [(n, t, m) for n, t, m in found["sizes"] if (m.group(1) == "llama_memory_recurrent") == (kind != "kv")]
+        mine = [line for line in ours if line.startswith("llama_memory_recurrent") == (kind != "kv")]
+        for (n, text, m), expected in zip(logged, mine, strict=False):
+            if text.endswith("seqs)"):         # a line printed without its K/V part: compare what it has
+                expected = expected[:expected.index("seqs)") + len("seqs)")]
+            ok = _same(expected, text)
+            cause = "" if ok else (
+                "other cells: another -c, -np, --kv-unified or -ub than the log states, or another build's padding"
+                if SIZE.search(expected).group(2) != m.group(2) else
+                "other bytes: another cache type (-ctk/-ctv, or --type-k/--type-v given here), or other layers "
+                "(the GGUF's architecture, an MLA split cache) than the model given")
+            checks.append(LineCheck(n, text, m.group(1), text, expected, ok, cause))
+        if len(logged) != len(mine) and logged:
+            notes.append(f"the log has {len(logged)} {kind} cache size line(s), kvmem {len(mine)} for these settings")
+    return settings, checks, notes
