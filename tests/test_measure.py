@@ -242,3 +242,22 @@ def test_native_stderr_keeps_real_errors_and_drops_profiler_noise(capfd):
         os.write(2, b"USDT: profiler_start\nSTAGE:2026 ActivityProfilerController.cpp\nFATAL: a real error\n")
     err = capfd.readouterr().err
     assert "FATAL: a real error" in err and "USDT" not in err and "STAGE" not in err
+
+
+def test_measuring_in_another_thread_than_torch_was_imported_in_is_quiet():
+    # issue 23 item 21: the app imports torch in a background thread and measures in the page's thread;
+    # kineto then printed "ERROR: External init callback must run in same thread as registerClient"
+    # after every measurement, though the bytes are the same
+    import subprocess
+    import sys
+
+    code = ("import threading, kvmem\n"
+            "t = threading.Thread(target=lambda: __import__('torch.profiler')); t.start(); t.join()\n"
+            "out = []\n"
+            "t = threading.Thread(target=lambda: out.append(kvmem.measure('qwen3-0.6b', tokens=8, device='cpu')))\n"
+            "t.start(); t.join()\n"
+            "print(out[0].matches, out[0].allocated_bytes)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    # 28 layers x 8 KV heads x 128 x 2 (K, V) x 2 B x 8 tokens = 917,504 B
+    assert proc.stdout.split() == ["True", "917504"], proc.stderr
+    assert "External init callback" not in proc.stderr

@@ -50,7 +50,10 @@ def _running(sizes: list[int]) -> tuple[int, int]:
     return running, peak
 
 
-_PROFILER_NOISE = ("USDT:", "STAGE:")  # kineto's own lines ("USDT: ... profiler_start", stage markers)
+# kineto's own lines: "USDT: ... profiler_start", stage markers, and its notice that the profiler
+# started in another thread than the one that imported torch (the app imports torch in a background
+# thread and measures in the page's; the memory events, and so every measured byte, are the same)
+_PROFILER_NOISE = ("USDT:", "STAGE:", "ERROR: External init callback must run in same thread as registerClient")
 
 
 @contextlib.contextmanager
