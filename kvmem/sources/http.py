@@ -132,15 +132,38 @@ class Body:
         self.close()
 
 
+def _proxy(parts) -> str | None:
+    """The proxy for this URL from HTTP(S)_PROXY / NO_PROXY, as huggingface_hub's client honours
+    them; never for the loopback host."""
+    import urllib.request
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        return None
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
 def _connect(url: str, deadline: Deadline, what: str):
+    """(connection, the request target): to the host, or through a proxy (a CONNECT tunnel for https)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SourceError(f"{what}: {url[:100]!r} is not an http(s) URL")
     timeout = min(timeout_s(), deadline.left())
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy = _proxy(parts)
+    if proxy:
+        via = urlsplit(proxy)
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(via.hostname, via.port or 80, timeout=timeout,
+                                               context=ssl.create_default_context())
+            conn.set_tunnel(parts.hostname, parts.port or 443)
+            return conn, target
+        return http.client.HTTPConnection(via.hostname, via.port or 80, timeout=timeout), url
     if parts.scheme == "https":
         return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
-                                           context=ssl.create_default_context())
-    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+                                           context=ssl.create_default_context()), target
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout), target
 
 
 def open_body(url: str, *, what: str, limit: int, deadline: Deadline, headers: dict | None = None,
@@ -151,9 +174,8 @@ def open_body(url: str, *, what: str, limit: int, deadline: Deadline, headers: d
         send["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
     host = urlsplit(url).hostname
     for _ in range(_MAX_REDIRECTS + 1):
-        conn = _connect(url, deadline, what)
+        conn, target = _connect(url, deadline, what)
         parts = urlsplit(url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
             conn.request("GET", target, headers=send)
             sock = conn.sock

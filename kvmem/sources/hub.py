@@ -134,6 +134,8 @@ def _explain(exc: SourceError, repo_id: str, filename: str, revision: str | None
     if code == "EntryNotFound" or (status == 404 and filename != "the file list"):
         if filename == "config.json":
             return SourceError(f"{repo_id} has no config.json{_gguf_hint(repo_id, revision, s)}")
+        if filename.startswith("the "):                 # a shard of "the safetensors headers": the message names it
+            return SourceError(f"{exc}: the repository lists a file it does not serve")
         return SourceError(f"{repo_id} has no file {quote(filename)}")
     what = {401: "unauthorised", 403: "forbidden", 404: "not found", 429: "too many requests: rate-limited, "
             "retry later"}.get(status, "a server error, retry later" if status >= 500 else "refused")
