@@ -14,11 +14,14 @@ ORACLES_STAMP := $(ORACLES)/.installed
 
 .PHONY: run test test-fast lint bench clean oracles
 
+# pip shows what it collects and downloads: a fresh clone installs for a few minutes, and says so
 $(STAMP): requirements.txt pyproject.toml
+	@echo "==> $(VENV): installing requirements.txt (a fresh clone takes a few minutes; pip's progress follows)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --progress-bar on -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+	@echo "==> $(VENV) ready"
 
 run: $(STAMP)
 	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.port 8501 \
@@ -32,8 +35,9 @@ test: lint $(ORACLES_STAMP)
 	$(ORACLES)/bin/python -m pytest -p no:cacheprovider -p no:faulthandler tests/oracles
 
 $(ORACLES_STAMP): requirements-oracles.txt pyproject.toml
+	@echo "==> $(ORACLES): installing the engines (once 25-35 min: llama-cpp-python compiles; pip's progress follows)"
 	test -x $(ORACLES)/bin/python || $(PYTHON) -m venv $(ORACLES)
-	$(ORACLES)/bin/python -m pip install --quiet --no-deps -r requirements-oracles.txt
+	$(ORACLES)/bin/python -m pip install --progress-bar on --no-deps -r requirements-oracles.txt
 	$(ORACLES)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(ORACLES_STAMP)
 
