@@ -238,7 +238,8 @@ def _engine_numbers_lines(numbers) -> list[str]:
     text = f"{numbers.engine} reports: {numbers.tokens_label} {numbers.tokens:,}"
     if numbers.max_concurrency is not None:
         text += f"; concurrency {numbers.max_concurrency:.2f}x for {numbers.context:,} tokens per request"
-    return [text] + [f"  {line}" for line in numbers.lines]
+    how = ("exact: it follows from " if numbers.exact else "estimated: it depends on ") + numbers.depends_on
+    return [text, f"  ({how})"] + [f"  {line}" for line in numbers.lines]
 
 
 def cmd_fit(args) -> int:

@@ -54,6 +54,7 @@ if numbers is not None:
                   help="requests of this many tokens the pool holds at once (vLLM: its 'Maximum concurrency')")
     if numbers.lines:
         st.code("\n".join(numbers.lines), language=None)
+    st.caption(("Exact: it follows from " if numbers.exact else "Estimated: it depends on ") + numbers.depends_on + ".")
 if not result.fits and result.shortfall_bytes:
     st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device.")
 for line in result.suggestions:   # one answer for the app, kvmem fit and FitError (kvmem.sizing.suggest)

@@ -15,6 +15,14 @@ engines that size a pool from memory, kvmem.estimate for llama.cpp, whose pool i
              "[MemUsageChange] Allocated ... for max tokens in paged KV cache (N)")
 Concurrency is the requests of ``context`` tokens the pool holds (vLLM's own figure; SGLang and
 TRT-LLM: pool tokens / whole pages of one request). Engines with no such report (transformers) give None.
+
+Exact or estimated: llama.cpp's lines follow from -c, -np, the cache types and the model alone
+(exact). vLLM's, SGLang's and TRT-LLM's pool is what the device's memory leaves after the weights
+and a profiling run (activations, CUDA graphs, non-torch memory) that kvmem estimates: their
+numbers are estimated (``depends_on`` says on what); given the memory the engine reports, the
+tokens follow exactly (kvmem.capacity, kvmem check-log). vLLM's lines start with the
+"Available KV cache memory: X GiB" it will print (vllm@v0.33.0 vllm/v1/worker/gpu_worker.py,
+format_gib: round(bytes / 2**30, 2)).
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ class EngineNumbers(Record):
     context: int                     # tokens per request the concurrency is for
     max_concurrency: float | None    # requests of ``context`` tokens the pool holds
     lines: tuple[str, ...] = ()      # the lines the engine logs, where kvmem renders them
+    exact: bool = False              # follows from the settings alone (else from an estimated memory budget)
+    depends_on: str = ""             # what an estimated number depends on
 
     def to_dict(self) -> dict:
         data = dict(self.items())
@@ -45,12 +55,23 @@ class EngineNumbers(Record):
         return data
 
 
+# What the memory an engine's pool gets depends on, beyond the settings (the estimated part)
+DEPENDS_ON = {"vllm": "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
+              "sglang": "the free memory SGLang measures before and after loading the weights, which kvmem estimates",
+              "trtllm": "the free memory after TRT-LLM's profiling run, which kvmem estimates"}
+GIB = 1 << 30
+
+
 def from_capacity(engine: str, capacity, context: int) -> EngineNumbers | None:
-    """The numbers of an engine that sizes its pool from memory (vllm, sglang, trtllm)."""
+    """The numbers of an engine that sizes its pool from memory (vllm, sglang, trtllm): estimated."""
     if capacity is None or engine not in TOKENS_LABEL:
         return None
+    lines = tuple(capacity.log_lines)
+    if engine == "vllm":
+        lines = (f"Available KV cache memory: {round(capacity.kv_memory / GIB, 2)} GiB",) + lines
     return EngineNumbers(engine=engine, tokens=capacity.tokens, tokens_label=TOKENS_LABEL[engine], context=context,
-                         max_concurrency=capacity.max_concurrency, lines=tuple(capacity.log_lines))
+                         max_concurrency=capacity.max_concurrency, lines=lines, exact=False,
+                         depends_on=DEPENDS_ON[engine])
 
 
 def from_estimate(estimate, context: int) -> EngineNumbers:
@@ -58,4 +79,5 @@ def from_estimate(estimate, context: int) -> EngineNumbers:
     cells = estimate.details["cells_total"]
     n_seq = estimate.details["n_seq"]
     return EngineNumbers(engine="llama.cpp", tokens=cells, tokens_label=TOKENS_LABEL["llama.cpp"], context=context,
-                         max_concurrency=float(n_seq), lines=tuple(estimate.log_lines))
+                         max_concurrency=float(n_seq), lines=tuple(estimate.log_lines), exact=True,
+                         depends_on="-c, -np, the cache types and the model alone")

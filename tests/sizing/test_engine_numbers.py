@@ -28,7 +28,10 @@ def test_vllm_fit_carries_gpu_kv_cache_size_and_maximum_concurrency():
     n = r.engine_numbers
     assert (n.engine, n.tokens, n.context) == ("vllm", 435_936, 32_768)
     assert n.max_concurrency == 27_246 / 2_048
-    assert n.lines == ("GPU KV cache size: 435,936 tokens, Maximum concurrency for 32,768 tokens per request: 13.30x",)
+    # the budget is what weights, the profile peak and overhead leave: 35,711,901,335 B = 33.26 GiB (estimated)
+    assert n.lines == ("Available KV cache memory: 33.26 GiB",
+                       "GPU KV cache size: 435,936 tokens, Maximum concurrency for 32,768 tokens per request: 13.30x")
+    assert not n.exact and n.depends_on.startswith("the profile run's peak")
     assert r.to_dict()["engine_numbers"]["tokens"] == 435_936
 
 
@@ -40,7 +43,7 @@ def test_sglang_trtllm_and_llamacpp_numbers():
     assert t.tokens == 460_200 and t.max_concurrency == pytest.approx(14.0449, abs=1e-4)
     # llama.cpp: -c 65,536 (2 x 32k) -np 2: 2 streams of 32,768 cells
     c = kvmem.fit("llama-3.1-8b", gpu="rtx-4090-24gb", context="32k", engine="llama.cpp", batch=2).engine_numbers
-    assert (c.tokens, c.max_concurrency) == (65_536, 2.0)
+    assert (c.tokens, c.max_concurrency, c.exact) == (65_536, 2.0, True)
     assert "( 32768 cells,  32 layers,  2/2 seqs)" in c.lines[0]
 
 

@@ -22,6 +22,7 @@ def test_engine_numbers_formats_and_the_deploy_command():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["GPU KV cache size (tokens)"] == "435,936"
     assert metrics["Concurrency at 32,768 tokens"] == "13.30x"
+    assert any(c.value.startswith("Estimated: it depends on the profile run's peak") for c in at.caption)
     assert at.subheader[0].value.replace("\\", "") == "llama-3.3-70b on 2 × h100-sxm-80gb (KV fp8, weights fp8): fits"
     title = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
     assert "KV fp8, weights fp8" in title
