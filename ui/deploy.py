@@ -16,11 +16,12 @@ TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "lar
 
 def panel(model, fit_kwargs: dict, engine_options: dict) -> None:
     st.subheader("Deploy")
-    _command(model, fit_kwargs)
-    _log_box(model, fit_kwargs, engine_options)
+    plan = _command(model, fit_kwargs)
+    _log_box(model, fit_kwargs, engine_options, plan)
 
 
-def _command(model, fit_kwargs: dict) -> None:
+def _command(model, fit_kwargs: dict):
+    """The launch command and its reasons; the Plan, or None when there is none."""
     label = inputs.radio(st, "Plan for", list(TARGETS), key="deploy_target", horizontal=True,
                          help="The workload as given, the most sequences of this context, or the longest context "
                               "for this batch (kvmem.plan).")
@@ -28,7 +29,7 @@ def _command(model, fit_kwargs: dict) -> None:
         plan = kvmem.plan(model, target=TARGETS[label], **fit_kwargs)
     except ValueError as exc:   # PlanRefused, or an input the engine has no flag for
         st.info(f"No command: {exc}")
-        return
+        return None
     st.caption(f"{plan.release}: {plan.batch:,} sequence(s) × {plan.context:,} tokens.")
     st.code(plan.command, language="bash")
     for name, text in plan.files.items():
@@ -39,10 +40,12 @@ def _command(model, fit_kwargs: dict) -> None:
     if numbers is not None and numbers.lines:
         st.caption(f"{numbers.engine} will print:")
         st.code("\n".join(numbers.lines), language=None)
+    return plan
 
 
-def _log_box(model, fit_kwargs: dict, engine_options: dict) -> None:
-    """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings."""
+def _log_box(model, fit_kwargs: dict, engine_options: dict, plan) -> None:
+    """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings (and, for
+    vLLM, compares its "Available KV cache memory" with the plan's budget)."""
     with st.expander("Check a startup log (vLLM, SGLang, llama.cpp)"):
         text = st.text_area("Paste the server's startup log", key="deploy_log", height=160,
                             help="Its KV lines are compared with kvmem's under the sidebar's model, engine, tp, pp "
@@ -50,8 +53,10 @@ def _log_box(model, fit_kwargs: dict, engine_options: dict) -> None:
         if not text.strip():
             return
         try:
+            planned = plan.fit.kv_memory_bytes if plan is not None and plan.engine == "vllm" else None
             result = kvmem.check_log(text, model, engine=None, kv_dtype=fit_kwargs["kv_dtype"],
-                                     tp=fit_kwargs.get("tp") or 1, pp=fit_kwargs.get("pp", 1), **engine_options)
+                                     tp=plan.fit.tp if plan else fit_kwargs.get("tp") or 1,
+                                     pp=fit_kwargs.get("pp", 1), expected_kv_memory=planned, **engine_options)
         except ValueError as exc:
             st.error(f"The log could not be checked: {exc}")
             return

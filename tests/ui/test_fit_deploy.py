@@ -52,6 +52,11 @@ def test_a_pasted_log_is_checked_under_the_sidebars_settings():
     at = load("ui/fit.py").run()
     at.text_area(key="deploy_log").set_value(log).run()
     assert not at.exception and [s.value for s in at.success] == ["Line 2, GPU KV cache size: matches (65,536 tokens)."]
+    # the plan (Llama-3.1-8B, 8k x 1 on an H100) budgets 54.72 GiB: a server that reports 8 GiB had a higher peak
+    assert [w.value for w in at.warning] == [
+        "Line 1, Available KV cache memory: logged 8.00 GiB, kvmem 54.72 GiB (the plan). Available KV cache memory "
+        "is 46.72 GiB below the plan: the profile run's peak (activations, CUDA graphs, non-torch memory) was "
+        "higher than kvmem estimated, or the weights differ."]
     at.selectbox(key="kv_dtype").set_value("fp8").run()
     # fp8: 65,536 B/token, 7.995..8.005 GiB -> 130,976..131,152 tokens in blocks of 16
     assert any(w.value.startswith("Line 2, GPU KV cache size: logged 65,536 tokens, kvmem 130,976 to 131,152 tokens. "
