@@ -13,12 +13,13 @@ def test_fit_breakdown_is_a_frozen_record_with_the_old_keys():
     result = kvmem.fit("llama-3.1-8b", gpu="h100", context=8192)
     b = result.breakdown
     assert isinstance(b, MemoryBreakdown)
-    assert list(b.to_dict()) == ["total", "weights", "kv", "kv_pool", "activations", "overhead", "free"]
+    assert list(b.to_dict()) == ["total", "weights", "kv", "kv_pool", "activations", "overhead", "free", "shortfall"]
     assert b["kv"] == b.kv_bytes and dict(b.items())["free"] == b.free_bytes
     assert result.to_dict()["breakdown"] == b.to_dict()
-    # free = total - weights - max(kv_pool, kv) - activations - overhead
-    assert b.free_bytes == (b.total_bytes - b.weights_bytes - max(b.kv_pool_bytes, b.kv_bytes)
-                            - b.activations_bytes - b.overhead_bytes)
+    # free = total - weights - kv_pool - activations - overhead (the engine's reserve, fits or not);
+    # shortfall = the KV beyond the budget, 0 here
+    assert b.free_bytes == (b.total_bytes - b.weights_bytes - b.kv_pool_bytes - b.activations_bytes - b.overhead_bytes)
+    assert b.kv_pool_bytes >= b.kv_bytes and b.shortfall_bytes == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.kv_bytes = 0
     with pytest.raises(KeyError, match="MemoryBreakdown has no 'kv_cache'; keys: total, weights"):
