@@ -79,8 +79,8 @@ def test_sglang_llamacpp_and_hf_details_are_typed_and_keep_their_keys():
                                                 "padding_tokens_per_layer", "kv_heads_per_rank", "cell_bytes_per_token"]
     cap = kvmem.capacity("llama-3.1-8b", engine="sglang", kv_memory="8GiB")
     assert isinstance(cap.details, SglangCapacityDetails)
-    assert list(cap.details) == ["layout", "page_size", "cell_bytes_per_token", "max_total_num_tokens", "pools",
-                                 "allocated_bytes", "log"]
+    assert list(cap.details) == ["layout", "page_size", "cell_bytes_per_token", "max_total_num_tokens",
+                                 "max_running_requests", "pools", "allocated_bytes", "log"]
     assert tuple(cap.details["log"]) == cap.log_lines and cap.details.max_total_num_tokens == cap.tokens
     # llama.cpp: the log lines it prints are a key, as before
     llama = kvmem.estimate("llama-3.1-8b", engine="llama.cpp", tokens=1000)
