@@ -25,6 +25,7 @@ _HOME = {
     "preallocation_waste": ".strategies",
     "format_bytes": ".units", "parse_bytes": ".units", "parse_tokens": ".units",
     "weight_bytes": ".weights",
+    "llamacpp_offload": ".engines.llamacpp.offload", "OffloadPlan": ".engines.llamacpp.offload",
 }
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
-    "check_log", "LogCheck",
+    "check_log", "LogCheck", "llamacpp_offload", "OffloadPlan",
 ]
 __version__ = "0.1.0"
 

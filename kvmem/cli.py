@@ -242,10 +242,36 @@ def _engine_numbers_lines(numbers) -> list[str]:
     return [text, f"  ({how})"] + [f"  {line}" for line in numbers.lines]
 
 
+def _offload_lines(model, args) -> tuple[list[str], dict]:
+    """llama.cpp: the placement that keeps the most on the GPUs, --fit on's, both commands."""
+    from .engines.llamacpp.offload import llamacpp_offload
+    opts = _options(args.option)
+    keep = {k: opts[k] for k in ("type_k", "type_v", "flash_attn", "n_ubatch") if k in opts}
+    p = llamacpp_offload(model, gpus=args.gpu, context=args.context, weight_dtype=args.weight_dtype,
+                         host_memory=args.host_memory, kv_dtype=args.kv_dtype, **keep)
+    lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
+    for label, lay, tps, cmd in (("kvmem", p.best, p.decode_best, p.command_best),
+                                 ("--fit on", p.fit, p.decode_fit, p.command_fit)):
+        if lay is None:
+            lines.append(f"  {label}: nothing fits")
+            continue
+        mib = ", ".join(f"{d} {lay.total_bytes[d] / 2**20:,.0f} MiB" for d in lay.total_bytes)
+        speed = f"{tps:,.1f} tokens/s" if tps else "needs --host-memory (and GPU bandwidth)"
+        lines += [f"  {label}: {lay.placement.offloaded_layers}/{lay.placement.n_layer + 1} layers on the GPUs, "
+                  f"n_ctx {lay.n_ctx:,}; {mib}; decode bound {speed}", f"    {cmd}"]
+    lines.append(f"  how --fit on chose: {p.fit_note}")
+    lines += [f"  note: {note}" for note in p.notes]
+    return lines, p.to_dict()
+
+
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from .sizing import FitError, fit
     model = _model(args.model, args.revision)
+    if args.engine == "llama.cpp" and "," in args.gpu:     # mixed cards: llama.cpp's layer split only
+        lines, data = _offload_lines(model, args)
+        _print({"llamacpp_offload": data}, args.json, lines)
+        return 0 if data["best"] else 1
     try:
         result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                      context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
@@ -279,6 +305,9 @@ def cmd_fit(args) -> int:
     data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
                               else "formula")
     lines.insert(3, _weights_line(result))
+    if args.engine == "llama.cpp" and not result.fits:
+        more, data["llamacpp_offload"] = _offload_lines(model, args)
+        lines += more
     if error:
         data["error"] = error
         if not args.json:
@@ -478,6 +507,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
     if wanted("fit"):
         _add_fit_arguments(fitp)
+        fitp.add_argument("--host-memory", default=None,
+                          help="llama.cpp offload: host RAM bandwidth for the decode bound, a preset "
+                               "(ddr5-5600-2ch, epyc-9004-12ch-ddr5-4800, ...) or '89.6GB/s'; --gpu A,B gives "
+                               "mixed cards")
     fitp.set_defaults(func=cmd_fit)
     planp = sub.add_parser("plan", help="the launch command (vllm serve, sglang, llama-server, trtllm-serve) that "
                            "realises a fitting workload")

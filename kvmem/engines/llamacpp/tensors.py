@@ -1,0 +1,131 @@
+"""The tensor list of a llama.cpp GGUF: the file's own, or one written from a config and a weight format.
+
+A model read from a GGUF (kvmem.sources.gguf) carries the file's tensor infos: those are used as
+they are. For a config without a file, the tensors llama.cpp's converter writes are laid out
+(llama-arch.cpp tensor names; ne0 first, a Linear of out x in is [in, out]) and each gets the
+ggml type llama.cpp's quantiser gives it for the weight format (src/llama-quant.cpp
+llama_tensor_get_type, the main rules only):
+
+    q4_k_m / q5_k_m  Q4_K / Q5_K; Q6_K for output.weight, and for attn_v and ffn_down
+                     (ffn_down_exps too) on the layers use_more_bits() picks (the first and last
+                     eighth, and every third in between)
+    q6_k, q8_0       Q6_K, Q8_0 for every weight matrix
+    f16, bf16        F16, BF16
+    norms, routers (ffn_gate_inp) and other 1-D tensors F32.
+
+This is a model of a file, not a file: real Q4_K_M GGUFs differ (the quantiser's other rules,
+imatrix choices, per-uploader overrides) by a few percent; the result says so in its notes.
+Refused by name: MLA, linear-attention and SSM layers (their tensors are not laid out here;
+give the GGUF itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...model import FULL, SLIDING, Model
+from .placement import GGML_TYPES
+
+__all__ = ["GGUFTensor", "FORMATS", "tensors_for", "synthesised_tensors"]
+
+FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16")
+_BASE = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q6_k": "Q6_K", "q8_0": "Q8_0", "f16": "F16", "bf16": "BF16"}
+_QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
+_POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor info as a GGUF holds it (the fields placement reads: name, dtype, shape, nbytes)."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    nbytes: int
+
+
+def _tensor(name: str, ne: tuple, ggml_type: str) -> GGUFTensor:
+    block, size = GGML_TYPES[ggml_type]
+    if ne[0] % block:
+        # llama-quant.cpp falls back to another type when ne0 is not whole blocks
+        ggml_type, (block, size) = "F16", GGML_TYPES["F16"]
+    count = 1
+    for x in ne:
+        count *= x
+    return GGUFTensor(name, ggml_type, tuple(ne), count // block * size)
+
+
+def _use_more_bits(i: int, n: int) -> bool:
+    """llama-quant.cpp use_more_bits(i_layer, n_layers)."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, ...]:
+    """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` would hold (see the module doc)."""
+    fmt = str(weight_format).lower().replace("-", "_")
+    if fmt not in _BASE:
+        raise ValueError(f"weight_format must be one of {', '.join(FORMATS)} for a llama.cpp layout without a "
+                         f"GGUF file, got {weight_format!r}")
+    bad = [i for i, layer in enumerate(model.layers) if layer.kind not in (FULL, SLIDING)]
+    if bad:
+        raise ValueError(f"{model.name}: layer {bad[0]} is {model.layers[bad[0]].kind!r}; kvmem lays out llama.cpp "
+                         "tensors only for full/sliding attention layers: give the GGUF file itself")
+    base = _BASE[fmt]
+    mixed = fmt in ("q4_k_m", "q5_k_m")
+    facts = model.facts
+    h, n, vocab = model.hidden_size, model.num_layers, facts.vocab_size
+    if not vocab:
+        raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
+    moe = facts.moe
+    out = [_tensor("token_embd.weight", (h, vocab), base)]
+    for i, layer in enumerate(model.layers):
+        b = f"blk.{i}."
+        more = "Q6_K" if mixed and _use_more_bits(i, n) else base
+        q, kv_k, kv_v = model.num_attention_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_k, \
+            layer.kv_heads * layer.head_dim_v
+        out += [_tensor(b + "attn_norm.weight", (h,), "F32"), _tensor(b + "attn_q.weight", (h, q), base),
+                _tensor(b + "attn_k.weight", (h, kv_k), base), _tensor(b + "attn_v.weight", (h, kv_v), more),
+                _tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), base)]
+        if model.model_type in _QK_NORM:
+            out += [_tensor(b + "attn_q_norm.weight", (layer.head_dim_k,), "F32"),
+                    _tensor(b + "attn_k_norm.weight", (layer.head_dim_k,), "F32")]
+        if model.model_type in _POST_NORMS:
+            out += [_tensor(b + "post_attention_norm.weight", (h,), "F32"),
+                    _tensor(b + "post_ffw_norm.weight", (h,), "F32")]
+        out.append(_tensor(b + "ffn_norm.weight", (h,), "F32"))
+        routed = moe is not None and (not moe.moe_layers or moe.moe_layers[i])
+        if routed:
+            e, f = moe.experts, moe.intermediate_size
+            out += [_tensor(b + "ffn_gate_inp.weight", (h, e), "F32"),
+                    _tensor(b + "ffn_gate_exps.weight", (h, f, e), base),
+                    _tensor(b + "ffn_up_exps.weight", (h, f, e), base),
+                    _tensor(b + "ffn_down_exps.weight", (f, h, e), more)]
+            if moe.shared_intermediate_size:
+                s = moe.shared_intermediate_size
+                out += [_tensor(b + "ffn_gate_shexp.weight", (h, s), base),
+                        _tensor(b + "ffn_up_shexp.weight", (h, s), base),
+                        _tensor(b + "ffn_down_shexp.weight", (s, h), more)]
+        else:
+            f = moe.dense_intermediate_size if moe is not None else facts.intermediate_size
+            if not f:
+                raise ValueError(f"{model.name}: intermediate_size is unknown; the FFN tensors cannot be sized")
+            out += [_tensor(b + "ffn_gate.weight", (h, f), base), _tensor(b + "ffn_up.weight", (h, f), base),
+                    _tensor(b + "ffn_down.weight", (f, h), more)]
+    out.append(_tensor("output_norm.weight", (h,), "F32"))
+    if not facts.tie_word_embeddings:
+        out.append(_tensor("output.weight", (h, vocab), "Q6_K" if mixed else base))
+    return tuple(out)
+
+
+def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
+    """(tensors, source): the GGUF's own tensor infos when ``model`` was read from one (and
+    weight_format is None or "auto"), else the synthesised layout."""
+    checkpoint = model.checkpoint
+    if checkpoint is not None and getattr(checkpoint, "format", None) == "gguf" and weight_format in (None, "auto"):
+        return tuple(checkpoint.tensors), f"the GGUF's own tensor infos ({checkpoint.source})"
+    if weight_format in (None, "auto"):
+        raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
+                         f"({', '.join(FORMATS)})")
+    return synthesised_tensors(model, weight_format), (
+        f"laid out from the config with llama.cpp's {weight_format} mix (src/llama-quant.cpp main rules); a real "
+        "GGUF differs by a few percent: give the file for exact bytes")

@@ -1,0 +1,89 @@
+"""kvmem.engines.llamacpp.offload: the placement that keeps the most on the GPUs, --fit on's, the
+decode bound, and the three workloads of issue 22 (configs laid out with the Q4_K_M mix)."""
+
+import json
+
+import pytest
+
+from kvmem.cli import main
+from kvmem.engines.llamacpp.offload import (CUDA_CONTEXT_BYTES, FIT_MARGIN_BYTES, host_bandwidth,
+                                            host_memory_presets, llamacpp_offload)
+
+
+def test_qwen3_30b_a3b_32k_on_a_12gb_card():
+    p = llamacpp_offload("qwen3-30b-a3b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
+                         host_memory="ddr5-5600-2ch")
+    best = p.best
+    # every layer offloaded; the experts of the first 27 layers on the host (--n-cpu-moe 27)
+    assert best.flags() == ["-ngl", "49", "--n-cpu-moe", "27"]
+    assert p.command_best == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27"
+    assert best.total_bytes["CUDA0"] <= 12 * 2**30 < p.best.total_bytes["CUDA0"] + 391_643_136
+    # 27 layers x (gate + up Q4_K 113,246,208 B each + down 113,246,208 (Q4_K) or 165,150,720 (Q6_K))
+    assert best.placement.host.group_bytes["experts"] == 9_847_701_504
+    # decode: GPU bytes / 360 GB/s + host bytes / 89.6 GB/s, routed experts at 8/128
+    assert best.decode_bytes == {"CUDA0": 4_525_340_672, "CPU": 615_481_344}
+    assert p.decode_best == pytest.approx(1 / (4_525_340_672 / 360e9 + 615_481_344 / 89.6e9))
+    # --fit keeps 1 GiB free: fewer experts on the GPU, those of the LAST layers on the host
+    fit = p.fit
+    assert fit.total_bytes["CUDA0"] - CUDA_CONTEXT_BYTES <= 12 * 2**30 - CUDA_CONTEXT_BYTES - FIT_MARGIN_BYTES
+    assert fit.override_tensor[0] == (r"blk\.18\.ffn_down.*", "CPU")          # one layer split: only ffn_down
+    assert fit.override_tensor[1][0].startswith(r"blk\.(19|20|") and "|47)" in fit.override_tensor[1][0]
+    assert p.command_fit == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit on"
+
+
+def test_gemma_3_27b_32k_on_an_l4_fits_whole():
+    p = llamacpp_offload("gemma-3-27b", gpus="l4-24gb", context="32k", weight_dtype="q4_k_m")
+    assert p.best.flags() == ["-ngl", "63"] and p.best.placement.offloaded_layers == 63
+    assert p.fit_note == "it fits at full offload: --fit changes nothing"
+    assert p.best.placement.host.group_bytes["embeddings"] == 792_916_992   # 5376 x 262208 Q4_K stays on the host
+    # the tied output is a copy of token_embd on the GPU
+    assert p.best.placement.device("CUDA0").group_bytes["output"] == 792_916_992 + 5376 * 4
+
+
+def test_llama_70b_on_24_plus_12_gb():
+    p = llamacpp_offload("llama-3.3-70b", gpus=["rtx-3090-24gb", "rtx-3060-12gb"], context="32k",
+                         weight_dtype="q4_k_m", host_memory="ddr5-5600-2ch")
+    assert p.best.flags() == ["-ngl", "56", "-ts", "39,17"]
+    assert p.best.placement.device("CUDA0").layers == tuple(range(25, 64))
+    assert p.best.placement.device("CUDA1").layers == tuple(range(64, 80))    # + the output layer
+    assert p.fit.flags() == ["-ngl", "53", "-ts", "37,16"]
+    assert p.decode_best > p.decode_fit > 3.0
+
+
+def test_fit_lowers_an_unset_context_and_stops_at_fit_ctx():
+    p = llamacpp_offload("gemma-3-27b", gpus="rtx-4060-ti-16gb", context="128k", weight_dtype="q4_k_m",
+                         context_set=False)
+    assert p.fit.n_ctx == 4096 and p.fit.flags() == ["-ngl", "55"]
+    assert p.command_fit.endswith("--fit on --fit-ctx 4096")
+
+
+def test_host_memory_presets_and_refusals():
+    presets = host_memory_presets()
+    assert presets["ddr5-5600-2ch"]["bandwidth_bytes_per_s"] == 2 * 8 * 5600 * 10**6
+    assert all(e["source"] for e in presets.values())
+    assert host_bandwidth("100GB/s") == 100 * 10**9
+    with pytest.raises(ValueError, match="host_bandwidth must be a preset"):
+        host_bandwidth("fast")
+    with pytest.raises(ValueError, match="weight_format must be one of"):
+        llamacpp_offload("llama-3.3-70b", gpus="l4-24gb", context="8k", weight_dtype="awq")
+    with pytest.raises(ValueError, match="no GGUF file was read"):
+        llamacpp_offload("llama-3.3-70b", gpus="l4-24gb", context="8k")
+    with pytest.raises(ValueError, match="only for full/sliding attention layers"):
+        llamacpp_offload("deepseek-v3", gpus="l4-24gb", context="8k", weight_dtype="q4_k_m")
+
+
+def test_cli_fit_mixed_gpus(capsys):
+    code = main(["fit", "llama-3.3-70b", "--gpu", "rtx-3090-24gb,rtx-3060-12gb", "--context", "32k", "--engine",
+                 "llama.cpp", "--weight-dtype", "q4_k_m", "--host-memory", "ddr5-5600-2ch", "--json"])
+    data = json.loads(capsys.readouterr().out)["llamacpp_offload"]
+    assert code == 0
+    assert data["command_best"] == "llama-server -m llama-3.3-70b-q4_k_m.gguf -c 32768 --fit off -ngl 56 -ts 39,17"
+
+
+def test_cli_fit_does_not_fit_shows_the_offload(capsys):
+    code = main(["fit", "qwen3-30b-a3b", "--gpu", "rtx-3060-12gb", "--context", "32k", "--batch", "1", "--engine",
+                 "llama.cpp", "--weight-dtype", "q4_k_m", "--host-memory", "ddr5-5600-2ch"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27" in out
+    assert "decode bound 51.4 tokens/s" in out
