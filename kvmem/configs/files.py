@@ -87,17 +87,17 @@ def load_config(cfg) -> dict:
         if isinstance(cfg, os.PathLike) or not text.lstrip().startswith(("{", "[")):
             if "\x00" in text:
                 raise ConfigError("config path contains a NUL character")
-            where = f"{os.path.basename(text)[:100]!r}: "       # a file's errors name it
+            where = f" {os.path.basename(text)[:100]!r}"        # a file's errors name it
             text = _read_file(cfg)
         if len(text) > MAX_CONFIG_BYTES:
             raise ConfigError(f"config text is longer than {MAX_CONFIG_BYTES:,} characters")
         try:
             data = json.loads(text, parse_int=_parse_int)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}config is not valid JSON: {exc.msg} at line {exc.lineno} column "
+            raise ConfigError(f"config{where} is not valid JSON: {exc.msg} at line {exc.lineno} column "
                               f"{exc.colno}") from None
         except RecursionError:
-            raise ConfigError(f"{where}config is nested deeper than {MAX_NESTING} levels") from None
+            raise ConfigError(f"config{where} is nested deeper than {MAX_NESTING} levels") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
         _check_nesting(data)
