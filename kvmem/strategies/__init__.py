@@ -56,8 +56,9 @@ Paged vs contiguous — ``preallocation_waste``, ``simulate_admission``, ``alloc
     a median) under pre-allocation to max_model_len and under blocks of several sizes.
 
 Architecture variants — ``architecture_variants``: the same model's cache as MHA, GQA with g
-    groups, MQA, MLA with a latent rank, and cross-layer sharing every k layers. All need
-    (re)training.
+    groups, MQA, MLA with a latent rank, and cross-layer sharing every k layers; for a model
+    with windows or a hybrid, the same without its sliding windows or its linear/SSM layers
+    (what those save). All need (re)training; each row cites its own source.
 
 ``compare_strategies`` puts one row per strategy side by side with its saving and its cost,
 quoting the measured quality deltas of kvmem/data/quality.json where they exist.
