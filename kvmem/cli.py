@@ -520,12 +520,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                            help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
                                 "--context; max_context: the longest context for --batch")
     planp.set_defaults(func=cmd_plan)
-    logp = sub.add_parser("check-log", help="check an engine's startup log (vLLM, SGLang, llama.cpp) against kvmem")
+    logp = sub.add_parser("check-log", help="check an engine's startup log (vLLM, SGLang, llama.cpp, TRT-LLM) "
+                          "against kvmem")
     if wanted("check-log"):
         logp.add_argument("log", help="the log file, or - for standard input")
         logp.add_argument("--model", required=True, help=MODEL_HELP)
         logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
-        logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp"),
+        logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),
                           help="default: from the log's lines")
         logp.add_argument("--kv-dtype", default="auto", help="KV element format the server used (default auto)")
         logp.add_argument("--tp", type=int, default=1, help="tensor-parallel size the server used")

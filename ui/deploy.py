@@ -46,7 +46,7 @@ def _command(model, fit_kwargs: dict):
 def _log_box(model, fit_kwargs: dict, engine_options: dict, plan) -> None:
     """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings (and, for
     vLLM, compares its "Available KV cache memory" with the plan's budget)."""
-    with st.expander("Check a startup log (vLLM, SGLang, llama.cpp)"):
+    with st.expander("Check a startup log (vLLM, SGLang, llama.cpp, TRT-LLM)"):
         text = st.text_area("Paste the server's startup log", key="deploy_log", height=160,
                             help="Its KV lines are compared with kvmem's under the sidebar's model, engine, tp, pp "
                                  "and KV dtype; other lines are ignored. Nothing is stored or sent anywhere.")

@@ -7,18 +7,19 @@ and its likely cause. Lines kvmem does not know are ignored, never misread; a lo
 kvmem can check says so. vLLM V1 ("Available KV cache memory", "GPU KV cache size"), SGLang
 ("KV Cache is allocated", "Mamba Cache is allocated") and llama.cpp ("llama_kv_cache[_unified]:
 size = ...", iSWA pairs, "llama_memory_recurrent: size = ...", with the llama_context lines that
-state n_ctx, n_seq_max, kv_unified) are read; TRT-LLM logs are not yet (the notes say so).
+state n_ctx, n_seq_max, kv_unified) and TRT-LLM ("available: A GiB" with the primary pool's blocks,
+"Allocated X GiB for max tokens in paged KV cache (N)") are read.
 """
 
 from __future__ import annotations
 
 from ..catalog import as_model
-from . import llamacpp, sglang, vllm
+from . import llamacpp, sglang, trtllm, vllm
 from .base import LineCheck, LogCheck
 
 __all__ = ["check_log", "LogCheck", "LineCheck"]
-READERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp}
-_UNREAD = {"trtllm": "paged KV cache"}
+READERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp, "trtllm": trtllm}
+_UNREAD: dict = {}
 
 
 def _engine_of(found: dict) -> str | None:
@@ -26,6 +27,8 @@ def _engine_of(found: dict) -> str | None:
         return "sglang"
     if found["llama.cpp"]["sizes"]:
         return "llama.cpp"
+    if found["trtllm"]:
+        return "trtllm"
     if found["vllm"]:
         return "vllm"
     return None
@@ -46,8 +49,8 @@ def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", t
             notes.append(f"{engine or known[0]} logs are not read by check-log yet; nothing was checked")
         else:
             notes.append("no line kvmem can check: it reads vLLM's 'Available KV cache memory' / 'GPU KV cache "
-                         "size', SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated' and llama.cpp's "
-                         "cache size lines")
+                         "size', SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated', llama.cpp's "
+                         "cache size lines and TRT-LLM's paged KV cache lines")
         return LogCheck(engine=engine, model=model.name, settings={}, notes=tuple(notes), ignored=len(lines))
     extra = {"expected_kv_memory": expected_kv_memory} if engine == "vllm" else {}
     settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=kv_dtype, tp=tp, pp=pp,

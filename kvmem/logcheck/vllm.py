@@ -3,6 +3,8 @@
     "Available KV cache memory: X GiB"    the budget (printed to 0.01 GiB: a range of +-0.005 GiB)
     "GPU KV cache size: N tokens"          (from v0.8; one line with the next from PR #50462, 2026-07-30)
     "Maximum concurrency for L tokens per request: C x"   L is max_model_len
+V0 (vllm/worker/worker.py): "Memory profiling results: ... kv_cache_size=X GiB ..." and
+    "# GPU blocks: B, # CPU blocks: M" (the blocks checked over the budget's range, version "v0")
 With the budget and N, kvmem's capacity over the budget's range must hold N tokens. A budget below
 the plan's (``expected_kv_memory``) is the activation peak, non-torch memory or CUDA graphs above
 kvmem's estimate: that part is estimated, not exact. Fewer tokens than kvmem finds for the memory
@@ -21,6 +23,8 @@ from .base import GIB, LineCheck, strip_prefix
 AVAILABLE = re.compile(r"Available KV cache memory: ([0-9.]+) GiB")
 TOKENS = re.compile(r"(?:GPU )?KV cache size: ([0-9,]+) tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
+V0_MEMORY = re.compile(r"Memory profiling results: .*kv_cache_size=([0-9.]+)GiB")
+V0_BLOCKS = re.compile(r"(?:# )?GPU blocks: (\d+)")
 HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
 
 
@@ -32,6 +36,10 @@ def read(lines: list[str]) -> dict:
         if m := TOKENS.search(line):
             found.setdefault("tokens", (n, strip_prefix(line, "GPU KV" if "GPU KV" in line else "KV cache"),
                                         int(m.group(1).replace(",", ""))))
+        if m := V0_MEMORY.search(line):
+            found.setdefault("v0_memory", (n, strip_prefix(line, "Memory profiling"), float(m.group(1))))
+        if m := V0_BLOCKS.search(line):
+            found.setdefault("v0_blocks", (n, strip_prefix(line, m.group(0)[:3]), int(m.group(1))))
         if m := CONCURRENCY.search(line):
             found.setdefault("concurrency", (n, strip_prefix(line, "Maximum"), int(m.group(1).replace(",", "")),
                                              float(m.group(2))))
@@ -74,6 +82,19 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
             "more tokens than kvmem finds for this memory: a smaller KV format or fewer layers per rank than given "
             "(KV dtype, tp/pp), or a window kvmem counts at full length")
         checks.append(LineCheck(n, text, "GPU KV cache size", f"{tokens:,} tokens", f"{shown} tokens", ok, cause))
+    elif "v0_blocks" in found and "v0_memory" in found and length:
+        n, text, blocks = found["v0_blocks"]
+        gib = found["v0_memory"][2]
+        settings.update(kv_cache_size_gib=gib, num_gpu_blocks=blocks)
+        centre = round(gib * GIB)
+        lo, hi = (_capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=length,
+                            **{**options, "version": "v0"}).blocks for m in (centre - HALF_CENT, centre + HALF_CENT))
+        ok = lo <= blocks <= hi
+        shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+        cause = "" if ok else (
+            "fewer blocks than kvmem finds for this memory: a setting differs (KV dtype, block size, tp/pp)"
+            if blocks < lo else "more blocks than kvmem finds: a smaller KV format or fewer layers per rank than given")
+        checks.append(LineCheck(n, text, "# GPU blocks (v0)", f"{blocks:,}", shown, ok, cause))
     elif "tokens" in found:
         notes.append("GPU KV cache size is logged without 'Available KV cache memory' (or max_model_len): "
                      "nothing to compare it with")

@@ -1,5 +1,5 @@
 """kvmem.check_log and `kvmem check-log`: real startup logs against kvmem, with the cause of a difference
-(issue #21 item 3: vLLM V1, SGLang, llama.cpp; TRT-LLM is not read yet)."""
+(issue #21 item 3: vLLM V0 and V1, SGLang, llama.cpp, TRT-LLM)."""
 
 import json
 import pathlib
@@ -71,9 +71,10 @@ def test_sglang_hybrid_log_matches_once_per_line_and_tp_mismatch_is_named():
 def test_nothing_to_check_says_so_and_unknown_engines_are_not_misread():
     r = check_log("hello\nGPU memory: 80 GiB\n", "llama-3.1-8b")
     assert not r.checks and not r.matches and r.notes[0].startswith("no line kvmem can check")
-    trt = check_log("[TensorRT-LLM][INFO] Allocated 30.00 GiB for max tokens in paged KV cache (245760).",
-                    "llama-3.1-8b")
-    assert not trt.checks and "trtllm logs are not read by check-log yet" in trt.notes[0]
+    # TRT-LLM v0.5 states the tokens alone (docs/research): nothing to compare them with, and it says so
+    trt = check_log(SERVING[21]["log"], "llama-2-7b")
+    assert trt.engine == "trtllm" and not trt.checks and trt.settings == {"tokens": 10718}
+    assert trt.notes[0].startswith("TRT-LLM lines without the memory")
 
 
 def test_cli_check_log(tmp_path):
@@ -108,3 +109,25 @@ def test_llamacpp_another_cache_type_is_named():
     from tests.engines.test_llamacpp import gemma4_12b
     r = check_log(LLAMACPP[21]["log"], gemma4_12b(), type_k="q8_0")
     assert not r.matches and all(c.cause.startswith("other bytes: another cache type") for c in r.checks)
+
+
+def test_vllm_v0_logs_from_the_repository_match():
+    # Llama-3.1-8B on an RTX 3090, v0: kv_cache_size=3.81 / 2.89 GiB -> 1,952 / 1,478 blocks (both spellings)
+    for i, blocks in ((0, 1952), (1, 1478)):
+        r = check_log(SERVING[i]["log"], "llama-3.1-8b")
+        assert r.matches and r.settings["num_gpu_blocks"] == blocks and r.checks[0].quantity == "# GPU blocks (v0)"
+
+
+def test_trtllm_logs_match_and_another_kv_dtype_is_named():
+    from kvmem import Model
+    from tests.engines.test_trtllm import QWEN15_7B
+    # TRT-LLM issue 2268: available 21.89 GiB x 0.9 -> 631 blocks of 64 tokens (fp16 cache)
+    qwen = Model.from_hf_config(QWEN15_7B, name="qwen1.5-7b")
+    assert check_log(SERVING[20]["log"], qwen, kv_dtype="fp16", tokens_per_block=64).matches
+    docs = ("[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: 79.10 GiB, "
+            "available: 70.48 GiB\n[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4060\n"
+            "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 63.44 GiB for max tokens in paged KV cache (259840).\n")
+    r = check_log(docs, "llama-2-7b", kv_dtype="fp8", tokens_per_block=64)
+    assert r.matches and [c.kvmem for c in r.checks] == ["4,060", "63.44 GiB"]
+    wrong = check_log(docs, "llama-2-7b", kv_dtype="fp16", tokens_per_block=64)
+    assert not wrong.matches and all(c.cause.startswith("a setting differs") for c in wrong.checks)
