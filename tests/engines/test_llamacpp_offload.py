@@ -35,9 +35,10 @@ def test_gemma_3_27b_32k_on_an_l4_fits_whole():
     p = llamacpp_offload("gemma-3-27b", gpus="l4-24gb", context="32k", weight_dtype="q4_k_m")
     assert p.best.flags() == ["-ngl", "63"] and p.best.placement.offloaded_layers == 63
     assert p.fit_note == "it fits at full offload: --fit changes nothing"
-    assert p.best.placement.host.group_bytes["embeddings"] == 792_916_992   # 5376 x 262208 Q4_K stays on the host
-    # the tied output is a copy of token_embd on the GPU
-    assert p.best.placement.device("CUDA0").group_bytes["output"] == 792_916_992 + 5376 * 4
+    # token_embd, tied to the output, takes the output's Q6_K: 5376 x 262208 / 256 x 210 B; it stays on the host
+    assert p.best.placement.host.group_bytes["embeddings"] == 1_156_337_280
+    # and the tied output is a copy of it on the GPU, with output_norm
+    assert p.best.placement.device("CUDA0").group_bytes["output"] == 1_156_337_280 + 5376 * 4
 
 
 def test_llama_70b_on_24_plus_12_gb():
@@ -53,7 +54,7 @@ def test_llama_70b_on_24_plus_12_gb():
 def test_fit_lowers_an_unset_context_and_stops_at_fit_ctx():
     p = llamacpp_offload("gemma-3-27b", gpus="rtx-4060-ti-16gb", context="128k", weight_dtype="q4_k_m",
                          context_set=False)
-    assert p.fit.n_ctx == 4096 and p.fit.flags() == ["-ngl", "55"]
+    assert p.fit.n_ctx == 4096 and p.fit.flags() == ["-ngl", "53"]
     assert p.command_fit.endswith("--fit on --fit-ctx 4096")
 
 

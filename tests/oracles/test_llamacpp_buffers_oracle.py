@@ -13,8 +13,7 @@ require("llama_cpp")
 import pytest  # noqa: E402
 
 import kvmem  # noqa: E402
-from kvmem.engines.llamacpp.placement import place  # noqa: E402
-from kvmem.engines.llamacpp.settings import printed_mib  # noqa: E402
+from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import random_spec, run_spec, write_spec  # noqa: E402
 from kvmem.sources.gguf import model_from_header, read_header  # noqa: E402
 
@@ -35,7 +34,7 @@ def test_model_and_kv_buffers_equal_llamacpp(seed, tmp_path):
     printed = run_spec(spec, path)
     buffer = "CPU_Mapped" if ctx["mmap"] else "CPU"
     assert placement.host.buffer_name == buffer
-    assert printed[f"{buffer} model"] == printed_mib(placement.host.model_bytes)
-    assert printed["CPU KV"] == printed_mib(kv.k_bytes + kv.v_bytes)
+    assert printed[f"{buffer} model"] == buffer_mib(placement.host.model_bytes)
+    assert printed["CPU KV"] == buffer_mib(kv.k_bytes + kv.v_bytes)
     # every tensor counted once in its group: the groups add up to the tensors' bytes
     assert sum(placement.host.group_bytes.values()) == sum(t.nbytes for t in header.tensors)

@@ -2,7 +2,8 @@
 
 Rules, as llama.cpp 0c1e57098 (vendored by llama-cpp-python 0.3.36) and current master hold them:
 
-Layers (src/llama-model.cpp llama_model::load_tensors, "calculate the split points"):
+Layers (src/llama-model.cpp llama_model::load_tensors, "calculate the split points"), builds from
+PR #18148 ("llama: offload output layer to GPU first", 2025-12-17; ``build`` None or later):
     i_gpu_start    = max(n_layer + 1 - n_gpu_layers, 0)
     act_gpu_layers = min(n_gpu_layers, n_layer + 1)          (0 with no GPU)
     layer il in 0..n_layer (il == n_layer is the output layer) is on the CPU when
@@ -11,6 +12,8 @@ Layers (src/llama-model.cpp llama_model::load_tensors, "calculate the split poin
     sums of -ts normalised by their total (all zero / unset: each device's free memory).
     So -ngl 1 offloads only the output layer, -ngl n_layer the output and layers 1..n-1, and
     -ngl n_layer + 1 (or more) every layer ("offloaded N/n_layer+1 layers to GPU").
+    Builds before PR #18148: i_gpu_start = max(n_layer - n_gpu_layers, 0), the same act_gpu_layers:
+    -ngl N offloads the last N repeating layers, and the output layer only from -ngl n_layer + 1.
 Input layer ("assign the input layer ... always keep it on the CPU"): token_embd and the
     other input tensors are on the host whatever -ngl says.
 Output layer: output.weight and output_norm follow layer n_layer. A GGUF without output.weight
@@ -53,12 +56,15 @@ Not modelled, refused by name: --split-mode row; tensors outside blk.N that are 
 
 from __future__ import annotations
 
+import datetime
 import re
 import struct
 from dataclasses import dataclass, field
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
-           "layer_devices", "cuda_alloc_bytes", "pad"]
+           "layer_devices", "cuda_alloc_bytes", "pad", "buffer_mib", "PR_18148"]
+
+PR_18148 = datetime.date(2025, 12, 17)   # the output layer offloaded first
 
 GROUPS = ("embeddings", "attention", "ffn", "experts", "shared_experts", "other", "output")
 CPU = "CPU"
@@ -87,6 +93,12 @@ _LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
 def pad(n: int, multiple: int) -> int:
     """GGML_PAD: n rounded up to a multiple."""
     return -(-n // multiple) * multiple
+
+
+def buffer_mib(nbytes: int) -> float:
+    """A "... buffer size = %8.2f MiB" figure: ggml_backend_buffer_get_size / 1024.0 / 1024.0, in
+    double (llama-model.cpp load_tensors, llama-kv-cache.cpp, llama-context.cpp)."""
+    return float(f"{nbytes / 1048576.0:.2f}")
 
 
 def _f32(x: float) -> float:
@@ -189,7 +201,7 @@ def tensor_group(name: str) -> tuple[str, int | None]:
     return "other", layer
 
 
-def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split) -> list[int | None]:
+def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split, build: datetime.date | None = None) -> list:
     """GPU index (into tensor_split) of layers 0..n_layer (the last is the output layer), None on the
     host: llama_model::load_tensors get_layer_buft_list, float32 as llama.cpp computes it."""
     n_dev = len(tensor_split)
@@ -202,7 +214,8 @@ def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split) -> list[int | N
     if total <= 0:
         raise ValueError(f"tensor_split {list(tensor_split)!r} must have a positive sum")
     splits = [_f32(s / total) for s in sums]
-    i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
+    before = build is not None and build < PR_18148
+    i_gpu_start = max(n_layer - n_gpu_layers if before else n_layer + 1 - n_gpu_layers, 0)
     act = min(n_gpu_layers, n_layer + 1)
     out = []
     for il in range(n_layer + 1):
@@ -245,13 +258,14 @@ def _overrides(n_cpu_moe: int, cpu_moe: bool, override_tensor) -> list[tuple[re.
 def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=None, n_cpu_moe: int = 0,
           cpu_moe: bool = False, override_tensor=(), mmap: bool = True, kv_offload: bool = True,
           kv_per_layer=(), alignment: int = 32, tied_output: bool | None = None,
-          gpu_backend: str = "CUDA") -> Placement:
+          gpu_backend: str = "CUDA", build: datetime.date | None = None) -> Placement:
     """Each tensor's device and each device's buffers.
 
     ``tensors``: the GGUF's tensor infos in file order (objects with name, dtype (ggml type name),
     shape (ne0 first) and nbytes: kvmem.sources.Tensor); ``gpus``: device names ("CUDA0", ...);
     ``tensor_split``: -ts, one weight per GPU (default: equal); ``kv_per_layer``: K+V bytes of each
-    repeating layer (plan.rows); ``alignment``: the GGUF's general.alignment.
+    repeating layer (plan.rows); ``alignment``: the GGUF's general.alignment; ``build``: the
+    llama.cpp build's date (None: current).
     """
     gpus = tuple(gpus)
     if tensor_split is None:
@@ -266,7 +280,7 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     for _, target in override_tensor or ():
         if target != CPU and target not in gpus:
             raise ValueError(f"override_tensor target {target!r} is neither CPU nor one of {list(gpus)}")
-    gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split) if gpus else [None] * (n_layer + 1)
+    gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_layer + 1)
     dev = [CPU if g is None else gpus[g] for g in gpu_of]
     rules = _overrides(n_cpu_moe, cpu_moe, override_tensor)
     tensors = list(tensors)

@@ -6,12 +6,20 @@ they are. For a config without a file, the tensors llama.cpp's converter writes 
 ggml type llama.cpp's quantiser gives it for the weight format (src/llama-quant.cpp
 llama_tensor_get_type, the main rules only):
 
-    q4_k_m / q5_k_m  Q4_K / Q5_K; Q6_K for output.weight, and for attn_v and ffn_down
-                     (ffn_down_exps too) on the layers use_more_bits() picks (the first and last
-                     eighth, and every third in between)
+    q4_k_m / q5_k_m  Q4_K / Q5_K; Q6_K for output.weight (token_embd when the output is tied to
+                     it), and for attn_v and ffn_down (ffn_down_exps too) on the layers
+                     use_more_bits() picks (the first and last eighth, and every third in between);
+                     a 70B llama (80 layers) gets Q5_K on its other attn_v; an 8-expert model Q8_0
+                     on every attn_v
     q6_k, q8_0       Q6_K, Q8_0 for every weight matrix
     f16, bf16        F16, BF16
-    norms, routers (ffn_gate_inp) and other 1-D tensors F32.
+    norms, routers (ffn_gate_inp) and other 1-D tensors F32; a K-quant whose ne0 is not whole
+    256-blocks falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwen3-30B-A3B log of
+    llama.cpp issue #13729 shows it (its CPU_Mapped span holds output, token_embd and the first
+    layers and nothing else). Checked: Qwen3-30B-A3B Q4_K_M, 241 f32 + 289 q4_K + 49 q6_K tensors,
+    17.28 GiB (issue #14235); Llama-3-8B Q4_K_M, 65 + 193 + 33 tensors, 4403.49 + 281.81 MiB
+    (tests/engines/test_llamacpp_logs.py).
 
 This is a model of a file, not a file: real Q4_K_M GGUFs differ (the quantiser's other rules,
 imatrix choices, per-uploader overrides) by a few percent; the result says so in its notes.
@@ -32,6 +40,7 @@ FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16")
 _BASE = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q6_k": "Q6_K", "q8_0": "Q8_0", "f16": "F16", "bf16": "BF16"}
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+_FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
 
 @dataclass(frozen=True)
@@ -47,8 +56,9 @@ class GGUFTensor:
 def _tensor(name: str, ne: tuple, ggml_type: str) -> GGUFTensor:
     block, size = GGML_TYPES[ggml_type]
     if ne[0] % block:
-        # llama-quant.cpp falls back to another type when ne0 is not whole blocks
-        ggml_type, (block, size) = "F16", GGML_TYPES["F16"]
+        # llama-quant.cpp: "tensor cols are not divisible by 256, required for <type> - using fallback"
+        ggml_type = _FALLBACK.get(ggml_type, "F16")
+        block, size = GGML_TYPES[ggml_type]
     count = 1
     for x in ne:
         count *= x
@@ -77,14 +87,24 @@ def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, .
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
     moe = facts.moe
-    out = [_tensor("token_embd.weight", (h, vocab), base)]
+    head = "Q6_K" if mixed else base            # the output rule: Q6_K unless Q8_0
+    out = []
+    if not facts.tie_word_embeddings:
+        out.append(_tensor("output.weight", (h, vocab), head))
+    out += [_tensor("output_norm.weight", (h,), "F32"),
+            _tensor("token_embd.weight", (h, vocab), base if not facts.tie_word_embeddings else head)]
     for i, layer in enumerate(model.layers):
         b = f"blk.{i}."
         more = "Q6_K" if mixed and _use_more_bits(i, n) else base
+        attn_v = more
+        if mixed and attn_v == base and model.model_type == "llama" and n == 80:
+            attn_v = "Q5_K"                      # LLM_TYPE_70B: attn_v one step up
+        if mixed and moe is not None and moe.experts == 8:
+            attn_v = "Q8_0"
         q, kv_k, kv_v = model.num_attention_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_k, \
             layer.kv_heads * layer.head_dim_v
         out += [_tensor(b + "attn_norm.weight", (h,), "F32"), _tensor(b + "attn_q.weight", (h, q), base),
-                _tensor(b + "attn_k.weight", (h, kv_k), base), _tensor(b + "attn_v.weight", (h, kv_v), more),
+                _tensor(b + "attn_k.weight", (h, kv_k), base), _tensor(b + "attn_v.weight", (h, kv_v), attn_v),
                 _tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), base)]
         if model.model_type in _QK_NORM:
             out += [_tensor(b + "attn_q_norm.weight", (layer.head_dim_k,), "F32"),
@@ -111,9 +131,6 @@ def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, .
                 raise ValueError(f"{model.name}: intermediate_size is unknown; the FFN tensors cannot be sized")
             out += [_tensor(b + "ffn_gate.weight", (h, f), base), _tensor(b + "ffn_up.weight", (h, f), base),
                     _tensor(b + "ffn_down.weight", (f, h), more)]
-    out.append(_tensor("output_norm.weight", (h,), "F32"))
-    if not facts.tie_word_embeddings:
-        out.append(_tensor("output.weight", (h, vocab), "Q6_K" if mixed else base))
     return tuple(out)
 
 

@@ -1,0 +1,66 @@
+"""Published llama.cpp logs (docs/research/llamacpp_offload_logs.json): model and KV buffers per
+device reproduced to the printed MiB by kvmem.engines.llamacpp.placement, with the tensors laid
+out from the preset's config in the file's weight format (tensors.synthesised_tensors)."""
+
+import datetime
+import json
+from collections import Counter
+from pathlib import Path
+
+import kvmem
+from kvmem.engines.llamacpp.placement import buffer_mib, place
+from kvmem.engines.llamacpp.plan import run_plan
+from kvmem.engines.llamacpp.settings import DEFAULTS
+from kvmem.engines.llamacpp.tensors import synthesised_tensors
+
+LOGS = {e["id"]: e for e in json.loads((Path(__file__).parents[2] / "docs/research/llamacpp_offload_logs.json")
+                                       .read_text())}
+
+
+def _placed(entry):
+    model = kvmem.get_model(entry["preset"])
+    s = entry["settings"]
+    build = datetime.date.fromisoformat(s["build"]) if "build" in s else datetime.date(2024, 7, 1)
+    return place(synthesised_tensors(model, entry["weight_format"]), n_layer=model.num_layers,
+                 n_gpu_layers=s["n_gpu_layers"], gpus=tuple(s["gpus"]), mmap=s["mmap"], build=build)
+
+
+def test_llama3_8b_full_offload():
+    entry = LOGS["llama3-8b-q4km-full-offload"]
+    p = _placed(entry)
+    # token_embd Q4_K: 4096 x 128256 / 256 x 144 B = 295,501,824 B = 281.81 MiB, the only host tensor
+    assert {d.device: buffer_mib(d.model_bytes) for d in p.devices} == entry["printed"]["model_mib"]
+    assert dict(Counter(t.type for t in p.tensors)) == {"F32": 65, "Q4_K": 193, "Q6_K": 33}   # the loader's counts
+
+
+def test_qwen3_30b_a3b_ngl_30_before_pr_18148():
+    entry = LOGS["qwen3-30b-a3b-q4km-ngl30"]
+    p = _placed(entry)
+    assert p.offloaded_layers == 30 and p.output_device == "CPU" and p.layer_device[18] == "CUDA0"
+    printed = {("CPU_Mapped" if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices}
+    assert printed == entry["printed"]["model_mib"]
+
+
+def test_qwen3_30b_a3b_q4km_file_mix():
+    entry = LOGS["qwen3-30b-a3b-q4km-file"]
+    tensors = synthesised_tensors(kvmem.get_model("qwen3-30b-a3b"), "q4_k_m")
+    assert dict(Counter(t.dtype for t in tensors)) == entry["printed"]["file_types"]
+    assert round(sum(t.nbytes for t in tensors) / 2**30, 2) == entry["printed"]["file_size_gib"]
+
+
+def test_gpt_oss_20b_kv_per_device():
+    entry = LOGS["gpt-oss-20b-4-devices-kv"]
+    s = entry["settings"]
+    model = kvmem.get_model("gpt-oss-20b")
+    options = {**DEFAULTS, "n_ctx": s["n_ctx"], "n_seq": 1, "n_ubatch": s["n_ubatch"], "type_k": "q8_0",
+               "type_v": "q8_0", "flash_attn": True}
+    _, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
+    rows = [k + v for k, v, _ in plan.rows]
+    full = [r if i not in plan.windowed else 0 for i, r in enumerate(rows)]
+    swa = [r if i in plan.windowed else 0 for i, r in enumerate(rows)]
+    gpus = tuple(s["gpus"])
+    # layers 0-6, 7-12, 13-18, 19-23 (+ the output layer) on the four devices
+    on_full = place([], n_layer=24, n_gpu_layers=99, gpus=gpus, kv_per_layer=full)
+    on_swa = place([], n_layer=24, n_gpu_layers=99, gpus=gpus, kv_per_layer=swa)
+    assert {g: buffer_mib(on_full.device(g).kv_bytes) for g in gpus} == entry["printed"]["kv_mib"]
+    assert {g: buffer_mib(on_swa.device(g).kv_bytes) for g in gpus} == entry["printed"]["kv_swa_mib"]
