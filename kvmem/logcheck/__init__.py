@@ -23,7 +23,7 @@ _UNREAD: dict = {}
 
 
 def _engine_of(found: dict) -> str | None:
-    if found["sglang"]["kv"]:
+    if found["sglang"]["kv"] or found["sglang"]["legacy"]:
         return "sglang"
     if found["llama.cpp"]["sizes"]:
         return "llama.cpp"

@@ -1,6 +1,8 @@
 """SGLang's startup lines, checked (srt/mem_cache/memory_pool.py; kvmem.engines.sglang).
 
     "KV Cache is allocated. [dtype: D, ]#tokens: N, K size: X GB, V size: Y GB"  (or "KV size" for MLA)
+    "KV Cache is allocated. K size: X GB, V size: Y GB."  (builds before about Feb 2025: #tokens from the
+                                                           scheduler's "max_total_num_tokens=N")
     "Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: A GB, ssm_state size: B GB"
 Given the #tokens (and the slots) the log states, kvmem's pools must print the same line: the
 sizes follow from the settings alone (exact). A "dtype:" field dates the release (from 0.5.13).
@@ -18,18 +20,24 @@ from ..model import LINEAR
 from .base import LineCheck, strip_prefix
 
 KV_LINE = re.compile(r"KV Cache is allocated\. (dtype: (\S+), )?#tokens: (\d+), ")
+LEGACY_LINE = re.compile(r"KV Cache is allocated\. K size: [0-9.]+ GB, V size: [0-9.]+ GB\.")   # before ~Feb 2025
+TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
 MAMBA_LINE = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+),")
 _CAUSE = ("the K/V bytes per token differ: the KV dtype (--kv-cache-dtype), heads per rank (--tp-size) or "
           "layers per rank (--pp-size) differ from the ones given")
 
 
 def read(lines: list[str]) -> dict:
-    found = {"kv": [], "mamba": None}
+    found = {"kv": [], "mamba": None, "legacy": None, "total": None}
     for n, line in enumerate(lines, 1):
         if m := KV_LINE.search(line):
             text = strip_prefix(line, "KV Cache is allocated")
             if all(text != seen for _, seen, _, _ in found["kv"]):   # every rank prints it: read it once
                 found["kv"].append((n, text, int(m.group(3)), m.group(1) is not None))
+        elif LEGACY_LINE.search(line) and found["legacy"] is None:
+            found["legacy"] = (n, strip_prefix(line, "KV Cache is allocated"))
+        elif (m := TOTAL.search(line)) and found["total"] is None:
+            found["total"] = int(m.group(1))
         elif (m := MAMBA_LINE.search(line)) and found["mamba"] is None:
             found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), int(m.group(1)))
     return found
@@ -38,6 +46,16 @@ def read(lines: list[str]) -> dict:
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
+    if not found["kv"] and found["legacy"] and found["total"]:
+        # the old line has no #tokens: the scheduler's "max_total_num_tokens=N" gives them
+        n, text = found["legacy"]
+        settings["tokens"] = [found["total"]]
+        (pool,) = make_pools(model, num_tokens=found["total"], kv_dtype=kv_dtype, tp=tp, pp=pp,
+                             **{k: v for k, v in options.items() if k != "version"})[-1:]
+        expected = pool.log_line(legacy=True)
+        ok = expected == text
+        checks.append(LineCheck(n, text, "KV Cache is allocated", text, expected, ok, "" if ok else _CAUSE))
+        return settings, checks, notes
     if not found["kv"]:
         return settings, checks, notes
     version = options.pop("version", None) or ("latest" if found["kv"][0][3] else "0.5.12")

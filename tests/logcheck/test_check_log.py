@@ -131,3 +131,30 @@ def test_trtllm_logs_match_and_another_kv_dtype_is_named():
     assert r.matches and [c.kvmem for c in r.checks] == ["4,060", "63.44 GiB"]
     wrong = check_log(docs, "llama-2-7b", kv_dtype="fp16", tokens_per_block=64)
     assert not wrong.matches and all(c.cause.startswith("a setting differs") for c in wrong.checks)
+
+
+# Every serving log in docs/research whose model kvmem has (a preset, or the shape its test builds), with the
+# settings the log's source states: what check-log makes of each. None: nothing in the log to compare with
+# (a block count without memory, tokens without memory); False: a known difference, its cause named.
+REPOSITORY = [
+    (0, "llama-3.1-8b", {}, True), (1, "llama-3.1-8b", {}, True),                        # vLLM v0
+    (2, "llama-2-7b", {}, None), (3, "llama-2-70b", dict(tp=4), None),                    # blocks only
+    (5, "deepseek-v3", {}, None), (11, "qwen3.5-27b", {}, None), (13, "deepseek-v3.2", dict(tp=8, pp=4), None),
+    (7, "qwen3-235b-a22b", dict(tp=4, max_model_len=40960), False),   # one rank's memory (the source says so)
+    (8, "qwen3-235b-a22b", dict(tp=4), False),                        # 0.3% unexplained in the source
+    (10, "qwen2.5-7b", {}, True),                                                         # vLLM V1
+    (15, "qwen3-235b-a22b", dict(tp=4), True), (16, "llama-3.1-8b", {}, True),            # SGLang
+    (17, "llama-3.1-8b", {}, True), (19, "llama-3.1-8b", {}, True),                       # SGLang, old line
+    (21, "llama-2-7b", {}, None),                                                         # TRT-LLM v0.5
+    (22, "llama-2-7b", dict(kv_dtype="fp8", tokens_per_block=64), True),
+]
+
+
+def test_the_repositorys_serving_logs():
+    for index, model, kwargs, expected in REPOSITORY:
+        r = check_log(SERVING[index]["log"], model, **kwargs)
+        if expected is None:
+            assert not r.checks and r.notes, (index, r.to_dict())
+        else:
+            assert r.matches is expected, (index, r.to_dict())
+            assert expected or all(c.cause for c in r.checks if not c.matches)
