@@ -653,9 +653,9 @@ def describe_cache(cache) -> str:
     return type(cache).__name__ + (" [" + ", ".join(f"{n} x{c}" for n, c in kinds) + "]" if kinds else "")
 
 
-def build(config):
-    """The real model, fp32, seeded random weights, eval mode; first counted on the meta device,
-    and refused (a MemoryError) above MAX_PARAMETERS."""
+def build(config, dtype: str = "float32"):
+    """The real model in ``dtype`` (fp32 unless asked), seeded random weights, eval mode; first
+    counted on the meta device, and refused (a MemoryError) above MAX_PARAMETERS."""
     import torch
     cls, own = model_class(config)
     with torch.device("meta"):
@@ -663,10 +663,10 @@ def build(config):
     if count > MAX_PARAMETERS:
         raise MemoryError(f"{count:,} parameters even shrunk (more than {MAX_PARAMETERS:,})")
     torch.manual_seed(0)
-    return cls._from_config(own, dtype=torch.float32).eval(), own
+    return cls._from_config(own, dtype=getattr(torch, dtype)).eval(), own
 
 
-def measured(model_type: str, config=None, *, batch: int = BATCH):
+def measured(model_type: str, config=None, *, batch: int = BATCH, dtype: str = "float32"):
     """(config, bytes after the prefill, bytes at the end, per layer, bookkeeping, cache description).
 
     ``config`` None: the type's default config down the LADDER, the first rung that transformers
@@ -681,7 +681,7 @@ def measured(model_type: str, config=None, *, batch: int = BATCH):
             rejected = rejected or error
             continue
         try:
-            model, own = build(chosen)
+            model, own = build(chosen, dtype)
             prefill, cache = run_model(model, own, batch=batch)
             total, per_layer, bookkeeping = held_bytes(cache)
             return chosen, prefill, total, per_layer, bookkeeping, describe_cache(cache)
@@ -692,13 +692,19 @@ def measured(model_type: str, config=None, *, batch: int = BATCH):
 
 # ----------------------------------------------------------------------------- kvmem's side
 
-def predict(config_dict: dict, *, batch: int = BATCH, prompt: int = PROMPT, steps: int = STEPS):
-    """(bytes after the prefill, bytes at the end, per layer at the end) from kvmem's hf-dynamic mode."""
+_KV_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def predict(config_dict: dict, *, batch: int = BATCH, prompt: int = PROMPT, steps: int = STEPS,
+            dtype: str = "float32"):
+    """(bytes after the prefill, bytes at the end, per layer at the end) from kvmem's hf-dynamic mode,
+    for the model run in ``dtype`` (the config's torch_dtype, and its K/V elements)."""
     import kvmem
-    model = kvmem.Model.from_hf_config(config_dict)
-    first = kvmem.estimate(model, engine="hf-dynamic", tokens=prompt, batch=batch, kv_dtype="fp32",
+    model = kvmem.Model.from_hf_config({**config_dict, "torch_dtype": dtype, "dtype": dtype})
+    kv = _KV_DTYPES[dtype]
+    first = kvmem.estimate(model, engine="hf-dynamic", tokens=prompt, batch=batch, kv_dtype=kv,
                            prompt_tokens=prompt)
-    last = kvmem.estimate(model, engine="hf-dynamic", tokens=prompt + steps, batch=batch, kv_dtype="fp32",
+    last = kvmem.estimate(model, engine="hf-dynamic", tokens=prompt + steps, batch=batch, kv_dtype=kv,
                           prompt_tokens=prompt)
     return first.total_bytes, last.total_bytes, tuple(last.per_layer)
 
@@ -714,8 +720,10 @@ def _layer_differences(predicted: tuple, measured: tuple) -> tuple:
     return tuple((i, p, m) for i, (p, m) in enumerate(zip(predicted, measured, strict=True)) if p != m)
 
 
-def judge(model_type: str, config=None, *, case: str = "", batch: int = BATCH) -> TypeResult:
-    """One type (or one variation ``config`` of it) through transformers and kvmem: its class."""
+def judge(model_type: str, config=None, *, case: str = "", batch: int = BATCH,
+          dtype: str = "float32") -> TypeResult:
+    """One type (or one variation ``config`` of it) through transformers and kvmem: its class.
+    ``dtype`` bfloat16 checks the states a model keeps in its own dtype or in fp32."""
     from ..errors import ConfigError
     started = time.perf_counter()
 
@@ -723,11 +731,12 @@ def judge(model_type: str, config=None, *, case: str = "", batch: int = BATCH) -
         return TypeResult(model_type, outcome, case=case, seconds=round(time.perf_counter() - started, 2), **kw)
 
     try:
-        config, prefill, total, measured_layers, bookkeeping, described = measured(model_type, config, batch=batch)
+        config, prefill, total, measured_layers, bookkeeping, described = measured(model_type, config, batch=batch,
+                                                                                   dtype=dtype)
     except Exception as error:  # transformers itself could not build or run it
         return done("cannot-build", message=_first_line(error))
     try:
-        first, last, layers = predict(config.to_dict(), batch=batch)
+        first, last, layers = predict(config.to_dict(), batch=batch, dtype=dtype)
     except (ConfigError, ValueError) as error:
         return done("refused", measured=total, prefill_measured=prefill, message=_first_line(error),
                     cache=described)

@@ -69,6 +69,32 @@ def test_the_subset_matches_with_real_bytes(report):
     assert "LinearAttentionLayer x3" in by_type["qwen3_next"].cache
 
 
+# States whose dtype is not the model's (Inkling's fp32 convolutions, the fp32 recurrent states of
+# gated DeltaNet and KDA) or is (ZAYA, MiniMax's lightning attention, LFM2's convolution): an fp32
+# run cannot tell them apart, so these run in bf16.
+STATE_DTYPES = ("inkling_text", "zaya", "minimax", "qwen3_next", "bailing_hybrid", "falcon_h1", "lfm2", "nemotron_h")
+
+
+@pytest.mark.parametrize("model_type", STATE_DTYPES)
+def test_states_in_their_own_dtype_match_in_bf16(model_type):
+    result = oracle.judge(model_type, dtype="bfloat16")
+    assert result.outcome == "match", f"{model_type}: kvmem {result.predicted}, measured {result.measured} {result.message}"
+    assert result.measured == result.predicted > 0 and result.prefill_measured == result.prefill_predicted
+
+
+def test_inkling_keeps_its_convolutions_in_fp32_in_a_bf16_model():
+    # shrunk Inkling: 6 layers (5 sliding, 1 full), hidden 1,024; four conv states per layer of
+    # (2 x kv x 128 + 2 x 1,024) channels x 4 columns x 4 B (fp32), batch 2; K/V in bf16
+    result = oracle.judge("inkling_text", dtype="bfloat16")
+    config = oracle.shrink(oracle.default_config("inkling_text"))
+    hidden, kernel = config.hidden_size, config.conv_kernel_size
+    conv = sum(2 * (2 * heads * 128 + 2 * hidden) * kernel * 4
+               for heads in [config.swa_num_key_value_heads] * 5 + [config.num_key_value_heads])
+    window = oracle.WINDOW - 1 + 1     # a sliding layer pins its last cat: window - 1 kept + the new token
+    kv = 2 * 2 * 2 * 128 * (5 * config.swa_num_key_value_heads * window + config.num_key_value_heads * 51)
+    assert result.measured == conv + kv
+
+
 def test_variations_are_seeded(report):
     variations = [r for r in report.results if r.case]
     pool = sorted(r.model_type for r in report.results[:len(SUBSET)] if r.outcome in ("match", "wrong"))
