@@ -30,7 +30,7 @@ __all__ = ["MAX_JSON_BYTES", "MAX_INDEX_BYTES", "MAX_SHARDS", "MAX_GGUF_HEADER_B
 MAX_JSON_BYTES = 10_000_000          # a config.json (real ones: a few KB; Phi-3.5's 7 KB)
 MAX_INDEX_BYTES = 100_000_000        # a model.safetensors.index.json (DeepSeek-V3's: 9 MB)
 MAX_SHARDS = 2_000                   # shards one index may name (the largest real checkpoints: ~200)
-MAX_GGUF_HEADER_BYTES = 256 << 20    # a GGUF header (an 8B model with its tokenizer: ~6 MB; 262k-vocab Gemma: ~12 MB)
+MAX_GGUF_HEADER_BYTES = 64 << 20     # a GGUF header (an 8B model with its tokenizer: ~6 MB; 262k-vocab Gemma: ~12 MB)
 QUOTE_CHARS = 100                    # the most of an input a message repeats
 _CHUNK = 1 << 16
 

@@ -12,8 +12,9 @@ Budgets (issue 20; kvmem/sources/bounded.py): the header is at most MAX_GGUF_HEA
 count (keys, tensors, array items, string lengths) is checked against the bytes that could hold
 it before anything is allocated; at most MAX_KEYS keys and MAX_TENSORS tensors (llama.cpp writes
 ~300 keys and ~1,100 tensors for its largest models); an array of more than MAX_KEPT_ITEMS items
-(a tokenizer's 262k tokens) is walked, not kept: ``Skipped`` holds its type and length; at most
-4 dims per tensor (GGML_MAX_DIMS).
+(a tokenizer's vocabulary: kvmem reads only its length), or past MAX_KEPT_TOTAL items kept in
+all, is walked, not kept: ``Skipped`` holds its type and length (kvmem reads per-layer arrays,
+at most 1,024 entries); at most 4 dims per tensor (GGML_MAX_DIMS).
 
 Weight bytes are exact from the tensor infos: elements / block size x type size per tensor
 (``gguf.GGML_QUANT_SIZES``, the table of ggml's ``ggml_type_traits``); a Q4_K_M file mixes
@@ -37,7 +38,8 @@ __all__ = ["HeaderTruncated", "GGUFHeader", "Skipped", "read_header", "header_fr
 
 MAX_KEYS = 65_536
 MAX_TENSORS = 65_536
-MAX_KEPT_ITEMS = 65_536
+MAX_KEPT_ITEMS = 4_096
+MAX_KEPT_TOTAL = 1 << 18
 _MAX_DIMS = 4                       # ggml.h GGML_MAX_DIMS
 _CHUNK = 1 << 20
 # GGUFValueType -> struct format of one item (8 STRING and 9 ARRAY are read by hand)
@@ -81,6 +83,7 @@ class _Source:
     def __init__(self, stream, limit: int, where: str):
         self.stream, self.limit, self.where = stream, limit, where
         self.buf, self.at, self.base = b"", 0, 0        # buffered bytes, position in them, file offset of buf[0]
+        self.kept = 0                                   # array items kept so far (MAX_KEPT_TOTAL)
 
     @property
     def pos(self) -> int:
@@ -136,15 +139,17 @@ def _value(src: _Source, vtype: int, key: str, depth: int = 0):
     if item_type not in _MIN_ITEM or item_type == _ARRAY:
         raise SourceError(f"{src.where}: metadata {quote(key)} is an array of type {item_type}, not a GGUF type")
     check_count(count, _MIN_ITEM[item_type], src.left(), f"{src.where}: metadata array {quote(key)}")
+    keep = count <= MAX_KEPT_ITEMS and src.kept + count <= MAX_KEPT_TOTAL
+    src.kept += count if keep else 0
     if item_type in _SCALARS:
         fmt = _SCALARS[item_type]
         size = struct.calcsize(fmt) * count
-        if count > MAX_KEPT_ITEMS:
+        if not keep:
             while size:                       # walked in chunks, never held
                 size -= len(src.take(min(size, _CHUNK)))
             return Skipped(item_type, count)
         return list(struct.unpack(f"<{count}{fmt}", src.take(size)))
-    if count > MAX_KEPT_ITEMS:
+    if not keep:
         for _ in range(count):
             n = src.unpack("Q")
             if n > src.left():

@@ -458,6 +458,31 @@ def test_a_hub_that_ignores_range_on_a_gguf_is_read_as_one_stream_up_to_the_head
     assert hub.sent(".gguf") < 32 << 20 and len(hub.calls(".gguf")) == 1
 
 
+def test_a_remote_gguf_header_is_parsed_once_as_its_ranges_arrive(hub, tmp_path, monkeypatch):
+    """A 5 MB header (300,000 tokens) in growing ranges: one parse (the issue: 8 MB re-parsed at every
+    doubling took 160 s), the tokens counted, not kept."""
+    from kvmem.sources import gguf as gguf_source
+    path = tmp_path / "vocab.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    gguf_models._add_metadata(writer, "llama", {k: v for k, v in gguf_models.SPECS["llama-3-8b"]["metadata"].items()
+                                                if k != "vocab_size"})
+    writer.add_token_list([f"t{i:07d}" for i in range(300_000)])              # 16 B each: ~4.8 MB
+    writer.add_tensor("token_embd.weight", gguf_models.np.zeros((4, 8), dtype=gguf_models.np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    hub.add("org/vocab", {"vocab.gguf": path})
+    parses, real_parse = [], gguf_source._parse
+    monkeypatch.setattr(gguf_source, "_parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    model, seconds = within(10, lambda: kvmem.catalog.as_model("org/vocab/vocab.gguf"))
+    assert not isinstance(model, BaseException), model
+    assert parses == [1] and model.num_layers == 32 and model.facts.vocab_size == 300_000
+    header_bytes = gguf_source.read_header(path).header_bytes
+    assert header_bytes > 4_800_000 and hub.sent(".gguf") < 2 * header_bytes + (1 << 20)
+    assert 6 <= len(hub.calls(".gguf")) <= 9                   # 64 KiB, 64 KiB, 128 KiB, ... up to ~5 MB
+
+
 @pytest.mark.parametrize("length", ["500", None])
 def test_a_lying_or_missing_length_stops_at_the_budget(hub, length):
     """A config.json announced as 500 bytes (or not at all) and streamed for 1 GB."""
