@@ -1,14 +1,17 @@
 """llama.cpp's cache lines, checked (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp,
 src/llama-memory-recurrent.cpp; kvmem.engines.llamacpp renders the same lines).
 
-Settings are recovered from the log: "llama_context: n_ctx = N", "n_seq_max = S", "kv_unified =
-true", "n_ubatch = U" and "flash_attn" where it prints them; otherwise from the first size line
-"llama_kv_cache: size = X MiB ( C cells, L layers, s/t seqs), K (tk): ..., V (tv): ..." (t streams
-of C cells: n_ctx = C x t; one stream holding s sequences: unified). The cache types come from the
-size line. kvmem's estimate under those settings must print the same size lines (exact: the bytes
-follow from the settings alone). A difference in cells means another -c / -np / --kv-unified /
--ub (or a padding rule of another build); in bytes, another cache type or other layers (the GGUF's
-architecture, an MLA split cache) than the model given.
+The line format dates the build (llama_kv_cache_unified with "N seqs": about May to mid-July
+2025; with "s/t seqs": to Aug 21, 2025; llama_kv_cache: later), and kvmem renders that build's
+rules (option ``build`` overrides). Settings come from the log: "llama_context: n_ctx = N",
+"n_seq_max = S", "kv_unified = true", "n_ubatch = U" and "flash_attn" where it prints them;
+otherwise from the first size line "llama_kv_cache: size = X MiB ( C cells, L layers, s/t
+seqs), K (tk): ..., V (tv): ..." (t streams of C cells: n_ctx = C x t; one stream holding s
+sequences: unified). The cache types come from the size line. kvmem's estimate under those
+settings must print the same size lines (exact: the bytes follow from the settings alone). A
+difference in cells means another -c / -np / --kv-unified / -ub (or another build's padding);
+in bytes, another cache type or other layers (the GGUF's architecture, an MLA split cache) than
+the model given.
 """
 
 from __future__ import annotations
@@ -45,8 +48,17 @@ def read(lines: list[str]) -> dict:
     return found
 
 
+# A build of the era whose line format the log shows (kvmem.engines.llamacpp.logs): the format dates the build
+_ERA = (("llama_kv_cache_unified", False, "2025-06-01"),   # "N seqs": May - mid-July 2025
+        ("llama_kv_cache_unified", True, "2025-08-01"))    # "s/t seqs": mid-July - Aug 21, 2025 (PR 15467)
+
+
 def _settings(found: dict) -> dict:
     ctx = dict(found["context"])
+    name, first_line = found["sizes"][0][2].group(1), found["sizes"][0][2]
+    for era_name, streams_shown, build in _ERA:
+        if name == era_name and (first_line.group(5) is not None) == streams_shown:
+            ctx["build"] = build
     first = next((m for _, _, m in found["sizes"] if m.group(1) != "llama_memory_recurrent"), None)
     if first is not None:
         cells, seqs, streams = int(first.group(2)), int(first.group(4)), int(first.group(5) or 1)
@@ -76,8 +88,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
                      "line with")
         return settings, checks, notes
-    given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn")
-             if k in settings}
+    given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn",
+                                      "build") if k in settings}
     est = _estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp, **{**given, **options})
     ours = [line for line in est.log_lines if SIZE.search(line)]
     for kind in ("kv", "recurrent"):           # pair the log's lines with kvmem's of the same cache, in order

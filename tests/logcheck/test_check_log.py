@@ -158,3 +158,23 @@ def test_the_repositorys_serving_logs():
         else:
             assert r.matches is expected, (index, r.to_dict())
             assert expected or all(c.cause for c in r.checks if not c.matches)
+
+
+# The repository's llama.cpp logs whose model is a preset: each matches, the settings the log does not
+# print given as the source states them (n_ubatch from --batch-size 128; n_rs_seq; flash attention on).
+LLAMACPP_REPOSITORY = [
+    (0, "gpt-oss-20b", dict(n_ubatch=128)),            # iSWA, q8_0, 4 devices
+    (1, "qwen2.5-0.5b", {}),                           # llama_kv_cache_unified, "s/t seqs" era, unified
+    (14, "llama-3.3-70b", {}), (17, "qwen3-8b", {}),   # "s/t seqs" era
+    (15, "llama-3.2-1b", {}), (16, "phi-3-mini-4k", {}),   # "N seqs" era
+    (18, "deepseek-r1", dict(flash_attn=True)),        # MLA split cache, K 576 + V 512, q4_0
+    (19, "qwen3.5-27b", {}), (20, "qwen3.5-27b", dict(n_rs_seq=4)),   # hybrid: KV and recurrent lines
+    (23, "qwen3-32b", {}),
+]
+
+
+def test_the_repositorys_llamacpp_logs():
+    for index, model, kwargs in LLAMACPP_REPOSITORY:
+        r = check_log(LLAMACPP[index]["log"], model, **kwargs)
+        assert r.engine == "llama.cpp" and r.matches, (index, r.to_dict())
+    assert check_log(LLAMACPP[15]["log"], "llama-3.2-1b").settings["build"] == "2025-06-01"
