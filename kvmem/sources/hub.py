@@ -257,6 +257,8 @@ def _store(repo_id: str, filename: str, revision: str | None, body: bytes, heade
 def _cached(repo_id: str, filename: str, revision: str | None, s: Settings) -> str | None:
     """The file's path in the cache, when it is there and inside its snapshot; None otherwise."""
     hf = _hf()
+    if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
+        raise SourceError(f"{quote(repo_id)} is not a Hugging Face id (org/name)")
     plain_name(filename, f"{repo_id}: {filename}")
     try:
         path = hf.try_to_load_from_cache(repo_id, filename, cache_dir=s.cache_dir, revision=revision)
