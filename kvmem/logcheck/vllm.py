@@ -77,8 +77,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         cause = "" if ok else (
             "fewer tokens than kvmem finds for this memory: a setting differs from the ones given (KV dtype, "
-            "block size, tp/pp, a draft model, the hybrid KV cache manager), or the memory printed is another "
-            "rank's" if tokens < lo else
+            "block size, tp/pp, a draft model, the hybrid KV cache manager, prefix caching for a Mamba hybrid), "
+            "or the memory printed is another rank's" if tokens < lo else
             "more tokens than kvmem finds for this memory: a smaller KV format or fewer layers per rank than given "
             "(KV dtype, tp/pp), or a window kvmem counts at full length")
         checks.append(LineCheck(n, text, "GPU KV cache size", f"{tokens:,} tokens", f"{shown} tokens", ok, cause))

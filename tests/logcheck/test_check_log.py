@@ -178,3 +178,9 @@ def test_the_repositorys_llamacpp_logs():
         r = check_log(LLAMACPP[index]["log"], model, **kwargs)
         assert r.engine == "llama.cpp" and r.matches, (index, r.to_dict())
     assert check_log(LLAMACPP[15]["log"], "llama-3.2-1b").settings["build"] == "2025-06-01"
+
+
+def test_llamacpp_other_cells_are_named():
+    # Qwen3-32B, -c 8192: read as if the server had -c 16384, the cells differ
+    r = check_log(LLAMACPP[23]["log"], "qwen3-32b", n_ctx=16384)
+    assert not r.matches and r.checks[0].cause.startswith("other cells: another -c, -np, --kv-unified or -ub")
