@@ -247,8 +247,11 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     from .engines.llamacpp.offload import llamacpp_offload
     opts = _options(args.option)
     keep = {k: opts[k] for k in ("type_k", "type_v", "flash_attn", "n_ubatch") if k in opts}
-    p = llamacpp_offload(model, gpus=args.gpu, context=args.context, weight_dtype=args.weight_dtype,
-                         host_memory=args.host_memory, kv_dtype=args.kv_dtype, **keep)
+    try:
+        p = llamacpp_offload(model, gpus=args.gpu, context=args.context, weight_dtype=args.weight_dtype,
+                             host_memory=args.host_memory, kv_dtype=args.kv_dtype, **keep)
+    except ValueError as exc:
+        return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
     lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
     for label, lay, tps, cmd in (("kvmem", p.best, p.decode_best, p.command_best),
                                  ("--fit on", p.fit, p.decode_fit, p.command_fit)):
@@ -259,6 +262,8 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
         speed = f"{tps:,.1f} tokens/s" if tps else "needs --host-memory (and GPU bandwidth)"
         lines += [f"  {label}: {lay.placement.offloaded_layers}/{lay.placement.n_layer + 1} layers on the GPUs, "
                   f"n_ctx {lay.n_ctx:,}; {mib}; decode bound {speed}", f"    {cmd}"]
+        if label != "kvmem":
+            lines.append(f"    (it chooses {' '.join(lay.flags())})")
     lines.append(f"  how --fit on chose: {p.fit_note}")
     lines += [f"  note: {note}" for note in p.notes]
     return lines, p.to_dict()
@@ -271,7 +276,7 @@ def cmd_fit(args) -> int:
     if args.engine == "llama.cpp" and "," in args.gpu:     # mixed cards: llama.cpp's layer split only
         lines, data = _offload_lines(model, args)
         _print({"llamacpp_offload": data}, args.json, lines)
-        return 0 if data["best"] else 1
+        return 0 if data.get("best") else 1
     try:
         result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                      context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
@@ -305,7 +310,7 @@ def cmd_fit(args) -> int:
     data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
                               else "formula")
     lines.insert(3, _weights_line(result))
-    if args.engine == "llama.cpp" and not result.fits:
+    if args.engine == "llama.cpp":
         more, data["llamacpp_offload"] = _offload_lines(model, args)
         lines += more
     if error:

@@ -5,7 +5,7 @@ import streamlit as st
 import kvmem
 from kvmem import plots, tables
 from kvmem.sizing import FitError, part_names
-from ui import cache, common, deploy, inputs
+from ui import cache, common, deploy, inputs, offload
 
 st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
@@ -69,6 +69,8 @@ common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"
                                        f"{formats}"),
              key="fit_breakdown")
 deploy.panel(model, kwargs, work.options)
+if work.engine == "llama.cpp":
+    offload.panel(model, kwargs)
 if result.notes:
     with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
         for note in result.notes:

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
+import kvmem
 from kvmem.cli import main
 from kvmem.engines.llamacpp.offload import (CUDA_CONTEXT_BYTES, FIT_MARGIN_BYTES, host_bandwidth,
                                             host_memory_presets, llamacpp_offload)
+from kvmem.engines.llamacpp.tensors import tensors_for
 
 
 def test_qwen3_30b_a3b_32k_on_a_12gb_card():
@@ -68,7 +70,10 @@ def test_host_memory_presets_and_refusals():
     with pytest.raises(ValueError, match="weight_format must be one of"):
         llamacpp_offload("llama-3.3-70b", gpus="l4-24gb", context="8k", weight_dtype="awq")
     with pytest.raises(ValueError, match="no GGUF file was read"):
-        llamacpp_offload("llama-3.3-70b", gpus="l4-24gb", context="8k")
+        tensors_for(kvmem.get_model("llama-3.3-70b"), None)
+    # weight_dtype "auto" without a GGUF: the config's own dtype, bf16
+    assert llamacpp_offload("llama-3.1-8b", gpus="l4-24gb", context="8k").command_best == \
+        "llama-server -m llama-3.1-8b-bf16.gguf -c 8192 --fit off -ngl 33"
     with pytest.raises(ValueError, match="only for full/sliding attention layers"):
         llamacpp_offload("deepseek-v3", gpus="l4-24gb", context="8k", weight_dtype="q4_k_m")
 
@@ -88,3 +93,4 @@ def test_cli_fit_does_not_fit_shows_the_offload(capsys):
     assert code == 1
     assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27" in out
     assert "decode bound 51.4 tokens/s" in out
+    assert "(it chooses -ngl 49 -ot blk\\.18\\.ffn_down.*=CPU -ot blk\\.(19|20|" in out

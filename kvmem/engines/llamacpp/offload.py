@@ -410,6 +410,7 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
                      mmap: bool = True, kv_offload: bool = True, context_set: bool = True,
                      model_path: str | None = None) -> OffloadPlan:
     """kvmem.llamacpp_offload: the llama.cpp placement that keeps the most on ``gpus`` (a GPU name,
+    ``weight_dtype`` "auto": the GGUF's own tensors, else the config's dtype (f16/bf16);
     a list of them — mixed cards allowed — or kvmem.GPU values) at ``context`` tokens, what
     ``--fit on`` would choose, MiB per device and on the host, the decode bound with
     ``host_memory`` (a preset of data/host_memory.json, bytes/s or "NGB/s") and both commands."""
@@ -426,8 +427,12 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
         raise ValueError("gpus: give at least one GPU")
     context = parse_tokens(context)
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
-    path = model_path or (model.name if model.name.endswith(".gguf") else f"{model.name}-{weight_dtype}.gguf")
-    return offload(model, gpus=gpus, context=context, weight_format=None if weight_dtype == "auto" else weight_dtype,
+    checkpoint = model.checkpoint
+    fmt = None if weight_dtype in (None, "auto") else weight_dtype
+    if fmt is None and getattr(checkpoint, "format", None) != "gguf":
+        fmt = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16"}.get(model.dtype, model.dtype)  # the config's dtype
+    path = model_path or (model.name if model.name.endswith(".gguf") else f"{model.name}-{fmt or 'gguf'}.gguf")
+    return offload(model, gpus=gpus, context=context, weight_format=fmt,
                    host_bandwidth_bytes_per_s=host_bandwidth(host_memory), n_ubatch=n_ubatch,
                    type_k=type_k or cache, type_v=type_v or cache, flash_attn=flash_attn, mmap=mmap,
                    kv_offload=kv_offload, n_seq=n_seq, context_set=context_set, model_path=path)

@@ -1,0 +1,16 @@
+"""Fit page, llama.cpp: the offload panel (kvmem.llamacpp_offload) for a MoE model that does not fit."""
+
+from tests.ui.apptest import load
+
+
+def test_offload_panel_for_qwen3_30b_a3b_on_a_12gb_card():
+    at = load("ui/fit.py")
+    at.query_params.update({"model": "qwen3-30b-a3b", "gpu": "rtx-3060-12gb", "tokens": "32k", "engine": "llama.cpp",
+                            "weight_dtype": "q4_k_m"})
+    at = at.run()
+    assert not at.exception
+    codes = [c.value for c in at.code]
+    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27" in codes
+    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit on" in codes
+    panel = [m.value for m in at.markdown if m.value.startswith("**kvmem: the most on the GPUs**")]
+    assert panel and "49/49 layers on the GPUs" in panel[0] and "decode bound 51.4 tok/s" in panel[0]

@@ -1,0 +1,41 @@
+"""The Fit page's llama.cpp offload panel: the flags that keep the most on the GPUs, --fit on's, the
+memory per device and on the host, the decode bound and both llama-server commands.
+
+Thin: kvmem.llamacpp_offload computes everything; this draws it (st.code has a copy button).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import kvmem
+from kvmem.engines.llamacpp.offload import host_memory_presets
+
+_KEEP = ("type_k", "type_v", "flash_attn", "n_ubatch")
+
+
+def panel(model, fit_kwargs: dict) -> None:
+    st.subheader("llama.cpp: layers and experts on the GPUs")
+    presets = list(host_memory_presets())
+    host = st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
+                        help="For the decode bound: bytes read per token from host RAM over this bandwidth "
+                             "(kvmem/data/host_memory.json, each with its source).")
+    options = {k: v for k, v in fit_kwargs.items() if k in _KEEP}
+    try:
+        plan = kvmem.llamacpp_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
+                                      context=fit_kwargs["context"], weight_dtype=fit_kwargs["weight_dtype"],
+                                      kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, **options)
+    except ValueError as exc:
+        st.info(f"Not placed: {exc}")
+        return
+    for label, lay, speed, command in (("kvmem: the most on the GPUs", plan.best, plan.decode_best, plan.command_best),
+                                       ("--fit on", plan.fit, plan.decode_fit, plan.command_fit)):
+        if lay is None:
+            st.warning(f"{label}: nothing fits")
+            continue
+        memory = ", ".join(f"{device} {kvmem.format_bytes(n)}" for device, n in lay.total_bytes.items())
+        bound = "—" if speed is None else f"{speed:,.1f} tok/s"
+        st.markdown(f"**{label}**: {lay.placement.offloaded_layers}/{lay.placement.n_layer + 1} layers on the GPUs, "
+                    f"context {lay.n_ctx:,}; {memory}; decode bound {bound}")
+        st.code(command, language="bash")
+    st.caption(f"--fit on: {plan.fit_note}. " + " ".join(plan.notes))
