@@ -6,11 +6,11 @@ Memory of one set of flags (``layout``), per GPU and on the host:
     KV        plan.rows per layer on the layer's device (host with kv_offload=False)
     compute   an estimate: budget.llamacpp_compute_bytes on every GPU that holds a layer and on
               the host when no GPU does; else 3 x n_ubatch x hidden x 4 B on the host (the
-              "CUDA_Host compute buffer"). Not exact: on the CPU the formula is 0.28x to 1.14x
-              of llama.cpp's printed "CPU compute buffer size" over the oracle's 40 tiny random
-              models (kvmem/oracles/llamacpp_buffers.py; absolute error up to 3.9 MiB; worst with
-              flash attention over f32/q8_0 caches); on CUDA it matches two Llama/Mistral logs
-              (budget.py).
+              "CUDA_Host compute buffer"). Not exact: on the CPU the formula stays within 0.25x to
+              1.2x of llama.cpp's printed "CPU compute buffer size" over the oracle's 200 tiny
+              random models (kvmem/oracles/llamacpp_buffers.py; 0.28x..1.14x on the first 40, with
+              absolute errors up to 3.9 MiB; worst with flash attention over f32/q8_0 caches); on
+              CUDA it matches two Llama/Mistral logs (budget.py).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 kvmem's placement (``offload``): the most on the GPUs at the given context. MoE: every layer
