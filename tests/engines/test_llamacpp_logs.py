@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import kvmem
+from kvmem.engines.llamacpp.offload import layout
 from kvmem.engines.llamacpp.placement import buffer_mib, place
 from kvmem.engines.llamacpp.plan import run_plan
 from kvmem.engines.llamacpp.settings import DEFAULTS
@@ -31,6 +32,13 @@ def test_llama3_8b_full_offload():
     # token_embd Q4_K: 4096 x 128256 / 256 x 144 B = 295,501,824 B = 281.81 MiB, the only host tensor
     assert {d.device: buffer_mib(d.model_bytes) for d in p.devices} == entry["printed"]["model_mib"]
     assert dict(Counter(t.type for t in p.tensors)) == {"F32": 65, "Q4_K": 193, "Q6_K": 33}   # the loader's counts
+    s = entry["settings"]
+    lay = layout(kvmem.get_model("llama-3-8b"), synthesised_tensors(kvmem.get_model("llama-3-8b"), "q4_k_m"),
+                 gpus=("CUDA0",), n_gpu_layers=33, n_ctx=s["n_ctx"], n_ubatch=s["n_ubatch"], flash_attn=False)
+    assert buffer_mib(lay.placement.device("CUDA0").kv_bytes) == entry["printed"]["kv_mib"]["CUDA0"]     # 64.00
+    assert buffer_mib(lay.compute_bytes["CUDA0"]) == entry["printed"]["compute_mib"]["CUDA0"]           # 258.50
+    # the host's compute buffer is an estimate: 8.00 MiB (the input embeddings) against 9.01 printed
+    assert buffer_mib(lay.compute_bytes["CPU"]) == 8.0 and entry["printed"]["compute_mib"]["CUDA_Host"] == 9.01
 
 
 def test_qwen3_30b_a3b_ngl_30_before_pr_18148():

@@ -5,12 +5,14 @@ Memory of one set of flags (``layout``), per GPU and on the host:
     model     placement.place: the GGUF's tensors (or tensors.synthesised_tensors) on their devices
     KV        plan.rows per layer on the layer's device (host with kv_offload=False)
     compute   an estimate: budget.llamacpp_compute_bytes on every GPU that holds a layer and on
-              the host when no GPU does; else 3 x n_ubatch x hidden x 4 B on the host (the
-              "CUDA_Host compute buffer"). Not exact: on the CPU the formula stays within 0.25x to
-              1.2x of llama.cpp's printed "CPU compute buffer size" over the oracle's 200 tiny
-              random models (kvmem/oracles/llamacpp_buffers.py; 0.28x..1.14x on the first 40, with
-              absolute errors up to 3.9 MiB; worst with flash attention over f32/q8_0 caches); on
-              CUDA it matches two Llama/Mistral logs (budget.py).
+              the host when no GPU does; else n_ubatch x hidden x 4 B on the host (the input
+              embeddings the host looks up: the "CUDA_Host compute buffer", 8.00 MiB against the
+              9.01 printed for Llama-3-8B at n_ubatch 512, docs/research/llamacpp_offload_logs.json).
+              Not exact: on the CPU the formula stays within 0.25x to 1.2x of llama.cpp's printed
+              "CPU compute buffer size" over the oracle's 200 tiny random models
+              (kvmem/oracles/llamacpp_buffers.py; 0.28x..1.14x on the first 40, absolute errors up
+              to 3.9 MiB; worst with flash attention over f32/q8_0 caches); on CUDA it matches two
+              Llama/Mistral logs (budget.py).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 kvmem's placement (``offload``): the most on the GPUs at the given context. MoE: every layer
@@ -186,7 +188,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     any_gpu = p.offloaded_layers > 0
     for d in p.devices:
         if d.device == CPU:
-            compute[d.device] = 3 * s.n_ubatch * model.hidden_size * 4 if any_gpu else full
+            compute[d.device] = s.n_ubatch * model.hidden_size * 4 if any_gpu else full
             # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
             # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
             total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
