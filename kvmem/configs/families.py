@@ -188,7 +188,7 @@ _SPECIAL = {
     "mimo_v2_flash": Family("mimo", source="configuration_mimo_v2_flash.py, modeling_mimo_v2_flash.py",
                             engines=NEW_FAMILY_ENGINES),
     "kimi_linear": Family("kimi_linear", mla=True, source="configuration_kimi_linear.py, modeling_kimi_linear.py",
-                          engines=NEW_FAMILY_ENGINES),
+                          engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "minimax": Family("minimax", source="configuration_minimax.py, modeling_minimax.py", engines=NEW_FAMILY_ENGINES),
     "lfm2": Family("lfm2", source="configuration_lfm2.py, modeling_lfm2.py", engines=NEW_FAMILY_ENGINES),
     "lfm2_moe": Family("lfm2", source="configuration_lfm2_moe.py", engines=NEW_FAMILY_ENGINES),

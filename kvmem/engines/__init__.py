@@ -96,6 +96,10 @@ def check_family(spec: EngineSpec, model) -> None:
     family = FAMILIES.get(model.model_type)
     if family is not None and family.engines is not None and spec.name not in family.engines:
         engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
+        why = spec.refusals.get(model.model_type)
+        if why:
+            raise ValueError(f"engine {engine} does not size model_type {model.model_type!r}: {why}; engines that "
+                             f"size it: {', '.join(family.engines)}")
         raise ValueError(f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine "
                          f"does yet (its rules for this family are not checked against the engine's code); "
                          f"engines that size it: {', '.join(family.engines)}")

@@ -305,6 +305,7 @@ class EngineSpec:
     positions: PastPositions | None = None       # a context past max_position_embeddings
     query_heads_rule: str | None = None          # the engine asserts tp divides the query heads (and where)
     pinned: str = ""                             # the engine release whose code the rules follow
+    refusals: dict = field(default_factory=dict)  # model_type -> why this engine's pinned code cannot size it
 
 
 def fraction_option(name: str, value) -> Fraction:

@@ -20,7 +20,10 @@ REFUSALS = {
     # the newest families: sized by the ideal and transformers modes until each engine's rules are checked
     **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
        for name, family in (("kimi-linear-48b-a3b", "kimi_linear"), ("minimax-m1", "minimax"))
-       for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")},
+       for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")
+       if (family, engine) != ("kimi_linear", "vllm") and (family, engine) != ("minimax", "vllm")},
+    # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
+    ("minimax-m1", "vllm"): "vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM",
     # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
     ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",
 }

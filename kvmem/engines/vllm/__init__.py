@@ -26,7 +26,8 @@ Block size: 16 (vllm/config/cache.py DEFAULT_BLOCK_SIZE). MLA backends force the
     CUTLASS_MLA 128 (the Blackwell default), FLASHINFER_MLA 64 unless 32 or a multiple of 64,
     FLASHMLA_SPARSE 64 (DeepSeek-V3.2); TRITON_MLA and FLASH_ATTN_MLA keep the block size.
 Hybrid Mamba/linear-attention models (vllm/platforms/interface.py _align_hybrid_block_size):
-    align = max(16 or the MLA block, block_size);  attention block =
+    align = max(16 or the MLA block, block_size), at least 128 when the attention is MLA
+    (Kimi-Linear: "make the manager block size a multiple of 128", vllm@v0.33.0);  attention block =
     align x cdiv(mamba_page, align x attention_page_of_one_token)  (mamba_cache_mode none/align;
     "all": lcm(mamba chunk, align) x cdiv(cdiv(mamba_page, page_1), that)); the Mamba page is
     padded to block x attention_page_of_one_token.
@@ -35,10 +36,17 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
     mamba2 (Nemotron-H)  conv ((inner + 2 n_groups' d_state)/tp, kernel-1+num_spec), ssm (heads/tp, head_dim,
                           d_state); n_groups' = n_groups, or tp when tp does not divide it
     mamba1 (Jamba)       conv (inner/tp, kernel-1), ssm (inner/tp, d_state)
+    KDA (Kimi-Linear)    conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, head_dim)
+                         from linear_attn_config (vllm/models/kimi_k3/nvidia/model.py
+                         KimiLinearForCausalLM.get_mamba_state_shape_from_config, mamba_utils.py
+                         kda_state_shape); its MLA layers cache kv_lora_rank + qk_rope_head_dim, one head
     conv dtype = mamba_cache_dtype ("auto": model dtype); ssm dtype = mamba_ssm_cache_dtype, whose
     "auto" is the conv dtype except where a model hook sets it (vllm/model_executor/models/config.py):
     Qwen3.5 takes the config's mamba_ssm_dtype (float32 in the published checkpoints), Nemotron-H
-    defaults to float32.
+    defaults to float32; KDA's "auto" is float32 (kda_state_dtype), and its layers keep float32
+    whatever the option says (kimi_gdn_linear_attn.py get_state_dtype), so kvmem refuses another.
+Families refused by name (REFUSALS): those whose architecture vLLM 0.33.0 no longer has
+    (registry.py _PREVIOUSLY_SUPPORTED_MODELS: MiniMax-Text-01/M1 and Bamba after 0.23.0, ...).
 Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
     hybrid_kv_cache_manager=False turns sliding/chunked layers into full ones when full layers
     exist; one group when every layer has the same spec, or when all have one type (full+MLA, one
@@ -111,4 +119,14 @@ __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", 
 
 # vllm/config/model.py _get_and_verify_max_len: a ValueError unless the variable is set
 POSITIONS = PastPositions("vLLM refuses a max_model_len above it", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0"),)
+# Families kvmem reads that vLLM 0.33.0 cannot load: their architectures are in
+# vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS (last release that had them).
+_REMOVED = "vLLM 0.33.0 has no {arch} (registry.py _PREVIOUSLY_SUPPORTED_MODELS: last in {last})"
+REFUSALS = {
+    "minimax": _REMOVED.format(arch="MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM", last="0.23.0"),
+    "bamba": _REMOVED.format(arch="BambaForCausalLM", last="0.23.0"),
+    "dots1": _REMOVED.format(arch="Dots1ForCausalLM", last="0.23.0"),
+    "mpt": _REMOVED.format(arch="MPTForCausalLM", last="0.28.0"),
+}
+SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
+                    refusals=REFUSALS),)

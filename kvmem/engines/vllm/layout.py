@@ -40,6 +40,12 @@ def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]
     model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
     conv = model_bytes if opts["mamba_cache_dtype"] == "auto" else STATE_DTYPES[opts["mamba_cache_dtype"]]
     ssm_option = opts["mamba_ssm_cache_dtype"]
+    if model.model_type == "kimi_linear" and ssm_option not in ("auto", "float32", "fp32"):
+        # kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention.get_state_dtype passes no
+        # mamba_ssm_cache_dtype (its layers keep float32) while the block alignment reads it
+        raise ValueError(f"mamba_ssm_cache_dtype {ssm_option!r} for kimi_linear: vLLM 0.33.0's KDA layers keep "
+                         "their recurrent state in float32 whatever it says, while its block alignment "
+                         "(get_mamba_state_dtype_from_config) takes it; kvmem sizes only 'auto' or 'float32'")
     if ssm_option != "auto":
         return conv, STATE_DTYPES[ssm_option]
     ssm_dtype = model.facts.ssm.ssm_dtype if model.facts.ssm else None
@@ -54,6 +60,9 @@ def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]
     if model.model_type == "nemotron_h":
         # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32".
         return conv, _state_bytes_named("mamba_ssm_cache_dtype", ssm_dtype or "float32")
+    if model.model_type == "kimi_linear":
+        # vllm@v0.33.0 mamba_utils.py MambaStateDtypeCalculator.kda_state_dtype: "auto" = float32
+        return conv, STATE_DTYPES["float32"]
     return conv, conv
 
 
@@ -62,6 +71,41 @@ def _state_bytes_named(field: str, name) -> int:
     if key not in STATE_DTYPES:
         raise ValueError(f"config {field} {name!r} is not float32, float16 or bfloat16")
     return STATE_DTYPES[key]
+
+
+# vllm@v0.33.0 mamba_utils.py MambaStateShapeCalculator: which shape rule each family's model file calls
+MAMBA1_TYPES = ("jamba", "mamba", "falcon_mamba")          # mamba1_state_shape (jamba.py, mamba.py)
+# mamba2_state_shape (nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py): the config fields
+# holding (n_groups, d_state) as each model file reads them
+MAMBA2_TYPES = {"nemotron_h": ("n_groups", "ssm_state_size"), "granitemoehybrid": ("mamba_n_groups", "mamba_d_state"),
+                "falcon_h1": ("mamba_n_groups", "mamba_d_state"), "mamba2": ("n_groups", "state_size")}
+SHORT_CONV_TYPES = ("lfm2", "lfm2_moe")                     # short_conv_state_shape (lfm2.py, lfm2_moe.py)
+
+
+def _config_int(model: Model, name: str) -> int:
+    value = model.config.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"vLLM 0.33.0's {model.model_type} model reads config field {name!r}, which this "
+                         f"config lacks or sets to {value!r}")
+    return value
+
+
+def _mamba2_groups(model: Model) -> tuple[int, int]:
+    """(n_groups, d_state) of a Mamba2 mixer, from the config fields its vLLM model file reads."""
+    if model.model_type == "nemotron_h":   # read as before: the facts kvmem.configs gathered
+        ssm = model.facts.ssm
+        return (ssm.n_groups, ssm.state_size) if ssm and ssm.n_groups and ssm.state_size else (0, 0)
+    groups, d_state = MAMBA2_TYPES[model.model_type]
+    return _config_int(model, groups), _config_int(model, d_state)
+
+
+def _short_conv_dim(model: Model) -> int:
+    """The short convolution's channels: lfm2.py Lfm2ForCausalLM.get_mamba_state_shape_from_config
+    reads config.conv_dim (the published LFM2 files set it to hidden_size; transformers' Lfm2Config
+    has no default for it), lfm2_moe.py reads hidden_size."""
+    if model.model_type == "lfm2":
+        return _config_int(model, "conv_dim")
+    return model.hidden_size
 
 
 def _divide(what: str, value: int, tp: int) -> int:
@@ -74,15 +118,21 @@ def state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple[
     """(conv elements, ssm elements) of one sequence's state on one tensor-parallel rank."""
     state = layer.state
     kind = model.model_type
-    if kind == "jamba":   # mamba1: no speculative conv columns
+    if kind in MAMBA1_TYPES:   # mamba1_state_shape: no speculative conv columns
         inner = _divide("mamba inner channels", state.conv_channels, tp)
         return inner * (state.conv_kernel - 1), _divide("mamba ssm elements", state.ssm_elements, tp)
     channels = state.conv_channels
-    if kind == "nemotron_h":
-        ssm = model.facts.ssm
-        groups, d_state = (ssm.n_groups, ssm.state_size) if ssm else (0, 0)
-        if groups and d_state and groups % tp:
+    if kind in MAMBA2_TYPES:
+        groups, d_state = _mamba2_groups(model)
+        if groups % tp:
             channels += 2 * (tp - groups) * d_state   # extra_groups_for_head_shards
+    if kind in SHORT_CONV_TYPES:   # short_conv_state_shape: one conv tensor, no recurrent state
+        if num_spec:
+            raise ValueError(f"num_speculative_tokens with {kind}: vLLM 0.33.0's short-conv layers keep "
+                             "kernel - 1 + num_spec conv columns (short_conv.py get_state_shape) but its block "
+                             "alignment sizes the state without them (get_mamba_state_shape_from_config); "
+                             "kvmem does not size that mismatch")
+        return _divide("conv channels", _short_conv_dim(model), tp) * (state.conv_kernel - 1), 0
     conv = _divide("conv channels", channels, tp) * (state.conv_kernel - 1 + num_spec)
     _divide("recurrent-state heads", state.ssm_heads, tp)
     return conv, state.ssm_elements // tp
@@ -236,6 +286,10 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
                     fmt.nbytes, "" if fmt.mode == "nvfp4" else fmt.mode)
     page_1 = one.page_bytes
     align = max(kernel_align, block)
+    if layer.kind == MLA:
+        # vllm@v0.33.0 vllm/platforms/interface.py _align_hybrid_block_size: "For hybrid MLA/Mamba
+        # models, make the manager block size a multiple of 128" (TRTLLM/FlashInfer MLA decode)
+        align = max(align, 128)
     if opts["mamba_cache_mode"] == "all":
         chunk = model.facts.ssm.chunk_size if model.facts.ssm else 0
         if chunk < 1:
