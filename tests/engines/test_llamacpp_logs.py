@@ -23,7 +23,8 @@ def _placed(entry):
     s = entry["settings"]
     build = datetime.date.fromisoformat(s["build"]) if "build" in s else datetime.date(2024, 7, 1)
     return place(synthesised_tensors(model, entry["weight_format"]), n_layer=model.num_layers,
-                 n_gpu_layers=s["n_gpu_layers"], gpus=tuple(s["gpus"]), mmap=s["mmap"], build=build)
+                 n_gpu_layers=s["n_gpu_layers"], gpus=tuple(s["gpus"]), tensor_split=s.get("tensor_split"),
+                 mmap=s["mmap"], build=build)
 
 
 def test_llama3_8b_full_offload():
@@ -72,3 +73,12 @@ def test_gpt_oss_20b_kv_per_device():
     on_swa = place([], n_layer=24, n_gpu_layers=99, gpus=gpus, kv_per_layer=swa)
     assert {g: buffer_mib(on_full.device(g).kv_bytes) for g in gpus} == entry["printed"]["kv_mib"]
     assert {g: buffer_mib(on_swa.device(g).kv_bytes) for g in gpus} == entry["printed"]["kv_swa_mib"]
+
+
+def test_llama_70b_q8_0_on_two_gpus():
+    entry = LOGS["llama-70b-q8_0-two-gpus"]
+    p = _placed(entry)
+    # split 28:53 of 81: layers 0-27 on CUDA0 (28 x 909,180,928 B = 24277.75 MiB), 28-79 and the output on CUDA2
+    assert p.device("CUDA0").layers == tuple(range(28)) and p.output_device == "CUDA2"
+    printed = {("CPU_Mapped" if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices}
+    assert printed == entry["printed"]["model_mib"]

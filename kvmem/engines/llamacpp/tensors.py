@@ -15,10 +15,13 @@ llama_tensor_get_type, the main rules only):
     f16, bf16        F16, BF16
     norms, routers (ffn_gate_inp) and other 1-D tensors F32; a K-quant whose ne0 is not whole
     256-blocks falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+Llama 3.1+ configs (rope_scaling llama3) also get rope_freqs.weight (head_dim / 2 floats), which
+llama.cpp loads once per layer.
 Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwen3-30B-A3B log of
     llama.cpp issue #13729 shows it (its CPU_Mapped span holds output, token_embd and the first
     layers and nothing else). Checked: Qwen3-30B-A3B Q4_K_M, 241 f32 + 289 q4_K + 49 q6_K tensors,
-    17.28 GiB (issue #14235); Llama-3-8B Q4_K_M, 65 + 193 + 33 tensors, 4403.49 + 281.81 MiB
+    17.28 GiB (issue #14235); Llama-3-8B Q4_K_M, 65 + 193 + 33 tensors, 4403.49 + 281.81 MiB;
+    Llama-3.x-70B Q8_0 on two GPUs, 24277.75 + 46151.91 + 1064.62 MiB (ollama issue #11986)
     (tests/engines/test_llamacpp_logs.py).
 
 This is a model of a file, not a file: real Q4_K_M GGUFs differ (the quantiser's other rules,
@@ -93,6 +96,9 @@ def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, .
         out.append(_tensor("output.weight", (h, vocab), head))
     out += [_tensor("output_norm.weight", (h,), "F32"),
             _tensor("token_embd.weight", (h, vocab), base if not facts.tie_word_embeddings else head)]
+    rope = (model.config or {}).get("rope_scaling") or {}
+    if model.model_type == "llama" and rope.get("rope_type") == "llama3":   # convert_hf_to_gguf: the llama3 factors
+        out.append(_tensor("rope_freqs.weight", (model.layers[0].head_dim_k // 2,), "F32"))
     for i, layer in enumerate(model.layers):
         b = f"blk.{i}."
         more = "Q6_K" if mixed and _use_more_bits(i, n) else base
