@@ -26,6 +26,7 @@ _HOME = {
     "format_bytes": ".units", "parse_bytes": ".units", "parse_tokens": ".units",
     "weight_bytes": ".weights",
     "llamacpp_offload": ".engines.llamacpp.offload", "OffloadPlan": ".engines.llamacpp.offload",
+    "llamacpp_decode_curve": ".engines.llamacpp.offload",
 }
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
-    "check_log", "LogCheck", "llamacpp_offload", "OffloadPlan",
+    "check_log", "LogCheck", "llamacpp_offload", "OffloadPlan", "llamacpp_decode_curve",
 ]
 __version__ = "0.1.0"
 

@@ -39,3 +39,11 @@ def panel(model, fit_kwargs: dict) -> None:
                     f"context {lay.n_ctx:,}; {memory}; decode bound {bound}")
         st.code(command, language="bash")
     st.caption(f"--fit on: {plan.fit_note}. " + " ".join(plan.notes))
+    with st.expander("Decode bound at each step of offload"):
+        rows = kvmem.llamacpp_decode_curve(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
+                                           context=fit_kwargs["context"], weight_dtype=fit_kwargs["weight_dtype"],
+                                           kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, **options)
+        st.dataframe([{"flag": f"{r['flag']} {r['value']}", "fits": r["fits"],
+                       "tokens/s (bound)": "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.1f}",
+                       **{device: kvmem.format_bytes(n) for device, n in r["total_bytes"].items()}} for r in rows],
+                     hide_index=True)

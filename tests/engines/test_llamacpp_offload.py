@@ -94,3 +94,27 @@ def test_cli_fit_does_not_fit_shows_the_offload(capsys):
     assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27" in out
     assert "decode bound 51.4 tokens/s" in out
     assert "(it chooses -ngl 49 -ot blk\\.18\\.ffn_down.*=CPU -ot blk\\.(19|20|" in out
+
+
+def test_decode_curve_over_n_cpu_moe():
+    rows = kvmem.llamacpp_decode_curve("qwen3-30b-a3b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
+                                       host_memory="ddr5-5600-2ch")
+    assert [r["value"] for r in rows] == list(range(48, -1, -1)) and {r["flag"] for r in rows} == {"--n-cpu-moe"}
+    speeds = [r["tokens_per_s"] for r in rows]
+    assert speeds == sorted(speeds)                    # fewer experts on the host, faster
+    fitting = [r["value"] for r in rows if r["fits"]]
+    assert min(fitting) == 27                          # the best placement's --n-cpu-moe
+    assert rows[48 - 27]["tokens_per_s"] == pytest.approx(
+        llamacpp_offload("qwen3-30b-a3b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
+                         host_memory="ddr5-5600-2ch").decode_best)
+
+
+def test_mmproj_is_counted_on_the_first_gpu_and_in_the_command():
+    base = llamacpp_offload("gemma-3-27b", gpus="l4-24gb", context="32k", weight_dtype="q4_k_m")
+    p = llamacpp_offload("gemma-3-27b", gpus="l4-24gb", context="32k", weight_dtype="q4_k_m", mmproj=858_000_000)
+    assert p.best.total_bytes["CUDA0"] == base.best.total_bytes["CUDA0"] + 858_000_000
+    assert "--mmproj mmproj.gguf" in p.command_best
+    host = llamacpp_offload("gemma-3-27b", gpus="l4-24gb", context="32k", weight_dtype="q4_k_m", mmproj=858_000_000,
+                            mmproj_offload=False)
+    assert host.best.total_bytes["CPU"] == base.best.total_bytes["CPU"] + 858_000_000
+    assert "--no-mmproj-offload" in host.command_best

@@ -52,8 +52,9 @@ from .plan import run_plan
 from .settings import DEFAULTS
 from .tensors import tensors_for
 
-__all__ = ["Layout", "OffloadPlan", "layout", "offload", "fit_on", "llamacpp_offload", "host_memory_presets",
-           "host_bandwidth", "FIT_MARGIN_BYTES", "FIT_CTX", "CUDA_CONTEXT_BYTES"]
+__all__ = ["Layout", "OffloadPlan", "layout", "offload", "fit_on", "llamacpp_offload", "decode_curve",
+           "llamacpp_decode_curve", "host_memory_presets", "host_bandwidth", "FIT_MARGIN_BYTES", "FIT_CTX",
+           "CUDA_CONTEXT_BYTES"]
 
 FIT_MARGIN_BYTES = 1 << 30      # common/arg.cpp --fit-target: 1024 MiB per device
 FIT_CTX = 4096                  # common/arg.cpp --fit-ctx
@@ -170,7 +171,8 @@ def host_bandwidth(value) -> int | None:
 
 def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, tensor_split=None,
            n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
-           flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1) -> Layout:
+           flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
+           mmproj_offload: bool = True) -> Layout:
     """Memory per device for one set of llama.cpp flags (see the module doc)."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
                "flash_attn": flash_attn}
@@ -202,6 +204,9 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 continue            # token_embd: one row per token (GET_ROWS)
             weights += t.nbytes * share[0] // share[1] if t.group == "experts" else t.nbytes
         decode[d.device] = weights + d.kv_bytes
+    if mmproj_bytes:    # the projector's weights (its compute buffer is not counted)
+        where = gpus[0] if gpus and mmproj_offload else CPU
+        total[where] += mmproj_bytes
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
                   total_bytes=total, decode_bytes=decode)
@@ -365,6 +370,8 @@ def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, f
         parts += ["-ctv", kw["type_v"]]
     if kw.get("flash_attn") is True:
         parts += ["-fa", "on"]
+    if kw.get("mmproj"):
+        parts += ["--mmproj", kw["mmproj"]] + ([] if kw.get("mmproj_offload", True) else ["--no-mmproj-offload"])
     if fit:
         return " ".join(parts + ["--fit", "on"] + ([] if n_ctx is not None else ["--fit-ctx", str(FIT_CTX)]))
     if lay is None:
@@ -376,7 +383,8 @@ def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, f
 def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwidth_bytes_per_s=None,
             n_ubatch: int = 512, type_k="f16", type_v="f16", flash_attn=None, mmap: bool = True,
             kv_offload: bool = True, n_seq: int = 1, context_set: bool = True,
-            model_path: str = "model.gguf") -> OffloadPlan:
+            model_path: str = "model.gguf", mmproj_bytes: int = 0, mmproj_offload: bool = True,
+            mmproj_path: str | None = None) -> OffloadPlan:
     """kvmem's placement and --fit's for ``model`` on ``gpus`` (kvmem.gpus.GPU values) at ``context``
     tokens (-c); ``context_set`` False lets --fit lower it as it does when -c is not given."""
     tensors, source = tensors_for(model, weight_format)
@@ -384,7 +392,7 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
     usable = {n: g.usable_memory_bytes for n, g in zip(names, gpus, strict=True)}
     budgets = dict(usable)
     kw = dict(n_ctx=context, n_ubatch=n_ubatch, type_k=type_k, type_v=type_v, flash_attn=flash_attn, mmap=mmap,
-              kv_offload=kv_offload, n_seq=n_seq)
+              kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mmproj_bytes, mmproj_offload=mmproj_offload)
     split = tuple(usable[n] - CUDA_CONTEXT_BYTES for n in names) if len(names) > 1 else None
     free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
@@ -402,20 +410,23 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
                        context=context, best=best, fit=fit, fit_note=fit_note,
                        decode_best=best.decode_tokens_per_s(bws, host_bandwidth_bytes_per_s) if best else None,
                        decode_fit=fit.decode_tokens_per_s(bws, host_bandwidth_bytes_per_s) if fit else None,
-                       command_best=_command(model_path, best, context, kw, fit=False),
-                       command_fit=_command(model_path, fit, context if context_set else None, kw, fit=True),
+                       command_best=_command(model_path, best, context, {**kw, "mmproj": mmproj_path}, fit=False),
+                       command_fit=_command(model_path, fit, context if context_set else None,
+                                            {**kw, "mmproj": mmproj_path}, fit=True),
                        notes=notes)
 
 
 def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto",
                      type_k=None, type_v=None, flash_attn=None, n_ubatch: int = 512, n_seq: int = 1,
                      mmap: bool = True, kv_offload: bool = True, context_set: bool = True,
-                     model_path: str | None = None) -> OffloadPlan:
+                     model_path: str | None = None, mmproj=None, mmproj_offload: bool = True) -> OffloadPlan:
     """kvmem.llamacpp_offload: the llama.cpp placement that keeps the most on ``gpus`` (a GPU name,
-    ``weight_dtype`` "auto": the GGUF's own tensors, else the config's dtype (f16/bf16);
     a list of them — mixed cards allowed — or kvmem.GPU values) at ``context`` tokens, what
     ``--fit on`` would choose, MiB per device and on the host, the decode bound with
-    ``host_memory`` (a preset of data/host_memory.json, bytes/s or "NGB/s") and both commands."""
+    ``host_memory`` (a preset of data/host_memory.json, bytes/s or "NGB/s") and both commands.
+    ``weight_dtype`` "auto": the GGUF's own tensors, else the config's dtype (f16/bf16).
+    ``mmproj``: a multimodal projector GGUF (path) or its bytes, loaded on the first GPU
+    (mtmd's default; --no-mmproj-offload keeps it on the host: ``mmproj_offload=False``)."""
     from ...catalog import as_model
     from ...gpus import get_gpu
     from ...units import parse_tokens
@@ -437,4 +448,55 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     return offload(model, gpus=gpus, context=context, weight_format=fmt,
                    host_bandwidth_bytes_per_s=host_bandwidth(host_memory), n_ubatch=n_ubatch,
                    type_k=type_k or cache, type_v=type_v or cache, flash_attn=flash_attn, mmap=mmap,
-                   kv_offload=kv_offload, n_seq=n_seq, context_set=context_set, model_path=path)
+                   kv_offload=kv_offload, n_seq=n_seq, context_set=context_set, model_path=path,
+                   mmproj_bytes=_mmproj_bytes(mmproj), mmproj_offload=mmproj_offload,
+                   mmproj_path=mmproj if isinstance(mmproj, str) else ("mmproj.gguf" if mmproj else None))
+
+
+def _mmproj_bytes(mmproj) -> int:
+    """The projector's weight bytes: a GGUF file's tensor infos, or a byte count."""
+    if mmproj is None:
+        return 0
+    if isinstance(mmproj, int) and not isinstance(mmproj, bool) and mmproj >= 0:
+        return mmproj
+    if isinstance(mmproj, str):
+        from ...sources.gguf import read_header
+        return sum(t.nbytes for t in read_header(mmproj).tensors)
+    raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")
+
+
+def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto", type_k=None,
+                 type_v=None, flash_attn=None, n_ubatch: int = 512, n_seq: int = 1, mmap: bool = True,
+                 kv_offload: bool = True) -> list[dict]:
+    """kvmem.llamacpp_decode_curve: the decode bound and memory at each step of offload, one row per
+    -ngl (dense: 0 .. n_layer + 1) or per --n-cpu-moe (MoE, every layer offloaded: n_layer .. 0),
+    each saying whether it fits the GPUs: {"flag", "value", "fits", "tokens_per_s", "total_bytes"}."""
+    from ...catalog import as_model
+    from ...gpus import get_gpu
+    from ...units import parse_tokens
+    model = as_model(model)
+    gpu_list = [get_gpu(g) for g in ([x.strip() for x in gpus.split(",")] if isinstance(gpus, str) else gpus)]
+    names = tuple(f"CUDA{i}" for i in range(len(gpu_list)))
+    fmt = None if weight_dtype in (None, "auto") else weight_dtype
+    if fmt is None and getattr(model.checkpoint, "format", None) != "gguf":
+        fmt = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16"}.get(model.dtype, model.dtype)
+    tensors, _ = tensors_for(model, fmt)
+    cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
+    kw = dict(n_ctx=parse_tokens(context), n_ubatch=n_ubatch, type_k=type_k or cache, type_v=type_v or cache,
+              flash_attn=flash_attn, mmap=mmap, kv_offload=kv_offload, n_seq=n_seq)
+    split = tuple(g.usable_memory_bytes - CUDA_CONTEXT_BYTES for g in gpu_list) if len(names) > 1 else None
+    budgets = {n: g.usable_memory_bytes for n, g in zip(names, gpu_list, strict=True)}
+    bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpu_list, strict=True)}
+    host = host_bandwidth(host_memory)
+    n = model.num_layers
+    steps = [("--n-cpu-moe", k, dict(n_gpu_layers=n + 1, n_cpu_moe=k)) for k in range(n, -1, -1)] \
+        if model.facts.moe is not None else [("-ngl", g, dict(n_gpu_layers=g)) for g in range(n + 2)]
+    rows = []
+    for flag, value, flags in steps:
+        lay = layout(model, tensors, gpus=names, tensor_split=split, **flags, **kw)
+        rows.append({"flag": flag, "value": value, "fits": lay.fits(budgets),
+                     "tokens_per_s": lay.decode_tokens_per_s(bws, host), "total_bytes": dict(lay.total_bytes)})
+    return rows
+
+
+llamacpp_decode_curve = decode_curve
