@@ -42,6 +42,11 @@ Buffer bytes (ggml/src/ggml-alloc.c ggml_backend_alloc_ctx_tensors_from_buft_imp
     With --no-mmap the host tensors are allocated: "CPU model buffer size" (a CUDA build puts
     them in pinned "CUDA_Host" memory, with CUDA's padding rules).
 
+Checked: llama.cpp's own load of 200 random GGUFs on this CPU-only build (tests/oracles/
+    test_llamacpp_buffers_oracle.py: "CPU_Mapped" / "CPU model buffer size" and "CPU KV buffer
+    size" to the printed MiB), and published CUDA logs (docs/research/llamacpp_offload_logs.json:
+    full and partial offload, two GPUs with a split, KV on four devices) to the printed MiB.
+
 Groups (per tensor name, for the per-group table): embeddings (token_embd*, the input layer),
     output (output*, output_norm), and per layer: attention (attn_*), ffn (dense ffn_gate/up/down
     and ffn_norm), experts (routed *_exps, *_chexps), shared_experts (*_shexp), other (routers,
