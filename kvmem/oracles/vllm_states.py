@@ -20,17 +20,24 @@ import os
 import random
 import types
 
-from ..catalog import get_model
 from ..configs import model_from_config
 from ..engines.vllm.layout import make_plan
 from ..engines.vllm.options import check_options
-from ..model import MLA, Model
+from ..model import Model
 from .report import Check
 
 __all__ = ["CLASSES", "run_case", "random_config"]
 
 # model_type -> (module, class) of vLLM 0.33.0's model (registry.py _TEXT_GENERATION_MODELS)
-CLASSES = {"kimi_linear": ("vllm.models.kimi_k3", "KimiLinearForCausalLM")}
+_MODELS = "vllm.model_executor.models."
+CLASSES = {"kimi_linear": ("vllm.models.kimi_k3", "KimiLinearForCausalLM"),
+           "granitemoehybrid": (_MODELS + "granitemoehybrid", "GraniteMoeHybridForCausalLM"),
+           "falcon_h1": (_MODELS + "falcon_h1", "FalconH1ForCausalLM"),
+           "mamba": (_MODELS + "mamba", "MambaForCausalLM"),
+           "falcon_mamba": (_MODELS + "mamba", "MambaForCausalLM"),
+           "mamba2": (_MODELS + "mamba2", "Mamba2ForCausalLM"),
+           "lfm2": (_MODELS + "lfm2", "Lfm2ForCausalLM"),
+           "lfm2_moe": (_MODELS + "lfm2_moe", "Lfm2MoeForCausalLM")}
 
 # the kernel block of the backend kvmem assumes (the smallest get_supported_kernel_block_sizes)
 _KERNEL_BLOCK = {"mla": 64, "full": 16}
@@ -77,17 +84,33 @@ class _Backend:
         return spec
 
 
+def _dtype(v, model: Model):
+    """The model dtype vLLM runs (float32 checkpoints as bfloat16, as kvmem's vllm mode assumes)."""
+    return v.torch.float16 if model.dtype == "fp16" else v.torch.bfloat16
+
+
+def _attention_shape(model: Model, hf_config, tp: int) -> tuple[bool, int, int]:
+    """(MLA, head size, KV heads per rank) as the family's vLLM attention takes them from its config."""
+    if model.model_type == "kimi_linear":    # kimi_k3/nvidia/mla.py: one latent head
+        return True, hf_config.kv_lora_rank + hf_config.qk_rope_head_dim, 1
+    heads = getattr(hf_config, "num_attention_heads", 0)
+    if not heads or model.model_type in ("mamba", "falcon_mamba", "mamba2"):
+        return False, 0, 0
+    if model.model_type == "falcon_h1":      # falcon_h1.py FalconH1AttentionDecoderLayer
+        dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // heads
+    else:                                    # granitemoehybrid.py, lfm2.py, lfm2_moe.py
+        dim = hf_config.hidden_size // heads
+    return False, dim, max(1, hf_config.num_key_value_heads // tp)
+
+
 def _vllm_config(v, model: Model, hf_config, *, tp: int, block_size: int, num_spec: int):
     config = v.VllmConfig(device_config=v.DeviceConfig(device="cpu"),
                           cache_config=v.CacheConfig(block_size=block_size),
                           parallel_config=v.ParallelConfig(tensor_parallel_size=tp))
-    mla = any(layer.kind == MLA for layer in model.layers)
+    mla, head_size, kv_heads = _attention_shape(model, hf_config, tp)
     attention = next((layer for layer in model.layers if layer.caches_tokens), None)
-    head_size = (attention.kv_lora_rank + attention.qk_rope_head_dim if mla else attention.head_dim_k) \
-        if attention else 0
-    kv_heads = 1 if mla else max(1, attention.kv_heads // tp) if attention else 0
     stand_in = types.SimpleNamespace(
-        hf_config=hf_config, hf_text_config=hf_config, dtype=v.torch.bfloat16, use_mla=mla,
+        hf_config=hf_config, hf_text_config=hf_config, dtype=_dtype(v, model), use_mla=mla,
         architecture=model.config["architectures"][0], architectures=model.config["architectures"],
         max_model_len=4096, is_hybrid=attention is not None, model_impl="auto", convert_type="none",
         get_num_kv_heads=lambda _parallel_config: kv_heads, get_head_size=lambda: head_size)
@@ -104,9 +127,9 @@ def run_case(name: str, model: Model, tp: int, num_spec: int = 0) -> list[Check]
     cls = _model_class(model.model_type)
     plan = make_plan(model, "auto", tp, 1, check_options({"num_speculative_tokens": num_spec}))
     ours_state = {spec.state_bytes for _, spec in plan.units if spec.kind == "mamba"}
-    mla = any(layer.kind == MLA for layer in model.layers)
-    first = 64 if mla else 16
     hf_config = _hf_config(model)
+    mla, head_size, kv_heads = _attention_shape(model, hf_config, tp)
+    first = 64 if mla else 16
     config = _vllm_config(v, model, hf_config, tp=tp, block_size=first, num_spec=num_spec)
     shapes = cls.get_mamba_state_shape_from_config(config)
     dtypes = cls.get_mamba_state_dtype_from_config(config)
@@ -122,36 +145,59 @@ def run_case(name: str, model: Model, tp: int, num_spec: int = 0) -> list[Check]
     checks.append(Check(name, "attention block size", plan.block_size, block))
     ours_padded = {spec.page_bytes for _, spec in plan.units if spec.kind == "mamba"}
     checks.append(Check(name, "padded Mamba page", sorted(ours_padded), [padded]))
-    layer = next(layer for layer in model.layers if layer.caches_tokens)
-    if mla:
-        page = v.MLAAttentionSpec(block_size=block, num_kv_heads=1, dtype=v.torch.bfloat16,
-                                  head_size=layer.kv_lora_rank + layer.qk_rope_head_dim).page_size_bytes
-    else:
-        page = v.FullAttentionSpec(block_size=block, num_kv_heads=max(1, layer.kv_heads // tp), dtype=v.torch.bfloat16,
-                                   head_size=layer.head_dim_k, head_size_v=layer.head_dim_v).page_size_bytes
+    spec = v.MLAAttentionSpec if mla else v.FullAttentionSpec
+    page = spec(block_size=block, num_kv_heads=kv_heads, dtype=_dtype(v, model), head_size=head_size).page_size_bytes
     checks.append(Check(name, "attention page", sorted({spec.page_bytes for spec in attention}), [page]))
     return checks
 
 
-def preset(name: str) -> Model:
-    return get_model(name)
-
-
 def random_config(model_type: str, seed: int) -> Model:
-    """A seeded random config of ``model_type`` (shapes only; MoE and vocabulary kept small)."""
+    """A seeded random config of ``model_type``: the cache-shaping fields drawn, tp 1, 2 and 4 valid."""
     rng = random.Random(f"{model_type}-{seed}")
+    n_layers = rng.randint(2, 10)
+    heads = rng.choice((8, 16, 32))
+    hidden = heads * rng.choice((32, 64, 128))
+    attention = dict(num_attention_heads=heads, num_key_value_heads=rng.choice((1, 2, 4, 8)), hidden_size=hidden,
+                     num_hidden_layers=n_layers, intermediate_size=128, vocab_size=512,
+                     torch_dtype=rng.choice(("bfloat16", "float16")))
+    both = [rng.choice((0, 1)) for _ in range(n_layers)]
+    both[rng.randrange(n_layers)], both[rng.randrange(n_layers)] = 0, 1    # at least one of each, mostly
+    mamba2 = dict(mamba_n_heads=rng.choice((8, 16, 32)), mamba_n_groups=rng.choice((1, 2, 4, 8)),
+                  mamba_d_state=rng.choice((16, 64, 128)), mamba_d_conv=rng.choice((2, 4)), mamba_expand=2)
     if model_type == "kimi_linear":
-        n_layers = rng.randint(2, 12)
         full = sorted(rng.sample(range(1, n_layers + 1), rng.randint(1, n_layers - 1)))
-        heads = rng.choice((4, 8, 16, 32))
-        cfg = dict(architectures=["KimiLinearForCausalLM"], model_type="kimi_linear", hidden_size=heads * 64,
-                   num_attention_heads=heads, num_key_value_heads=heads, num_hidden_layers=n_layers,
-                   intermediate_size=256, vocab_size=1024, kv_lora_rank=rng.choice((128, 256, 512)),
-                   qk_rope_head_dim=rng.choice((32, 64)), qk_nope_head_dim=128, v_head_dim=128, mla_use_nope=True,
+        cfg = dict(attention, architectures=["KimiLinearForCausalLM"], num_key_value_heads=heads,
+                   kv_lora_rank=rng.choice((128, 256, 512)), qk_rope_head_dim=rng.choice((32, 64)),
+                   qk_nope_head_dim=128, v_head_dim=128, mla_use_nope=True,
                    linear_attn_config=dict(num_heads=heads, head_dim=rng.choice((64, 128)),
-                                           short_conv_kernel_size=rng.choice((2, 3, 4)),
-                                           full_attn_layers=full,
-                                           kda_layers=[i for i in range(1, n_layers + 1) if i not in full]),
-                   torch_dtype="bfloat16")
-        return model_from_config(cfg, name=f"random-kimi-{seed}")
-    raise ValueError(f"no random configs for {model_type!r}")
+                                           short_conv_kernel_size=rng.choice((2, 3, 4)), full_attn_layers=full,
+                                           kda_layers=[i for i in range(1, n_layers + 1) if i not in full]))
+    elif model_type == "granitemoehybrid":
+        cfg = dict(attention, **mamba2, architectures=["GraniteMoeHybridForCausalLM"],
+                   layer_types=["attention" if b else "mamba" for b in both])
+    elif model_type == "falcon_h1":
+        cfg = dict(attention, **mamba2, architectures=["FalconH1ForCausalLM"],
+                   head_dim=rng.choice((None, 64, 128)), mamba_d_ssm=rng.choice((None, hidden, 2 * hidden)))
+        cfg = {k: v for k, v in cfg.items() if v is not None or k == "mamba_d_ssm"}
+    elif model_type in ("mamba", "falcon_mamba"):
+        arch = "FalconMambaForCausalLM" if model_type == "falcon_mamba" else "MambaForCausalLM"
+        cfg = dict(hidden_size=hidden, num_hidden_layers=n_layers, vocab_size=512, architectures=[arch],
+                   expand=2, state_size=rng.choice((8, 16)), conv_kernel=rng.choice((2, 4)),
+                   torch_dtype=attention["torch_dtype"])
+    elif model_type == "mamba2":
+        head_dim = rng.choice((32, 64))
+        cfg = dict(hidden_size=hidden, num_hidden_layers=n_layers, vocab_size=512, architectures=["Mamba2ForCausalLM"],
+                   expand=2, num_heads=2 * hidden // head_dim, head_dim=head_dim, n_groups=rng.choice((1, 2, 8)),
+                   state_size=rng.choice((16, 64, 128)), conv_kernel=rng.choice((2, 4)),
+                   torch_dtype=attention["torch_dtype"])
+    elif model_type in ("lfm2", "lfm2_moe"):
+        arch = "Lfm2MoeForCausalLM" if model_type == "lfm2_moe" else "Lfm2ForCausalLM"
+        cfg = dict(attention, architectures=[arch], conv_L_cache=rng.choice((2, 3, 4)),
+                   layer_types=["full_attention" if b else "conv" for b in both])
+        if model_type == "lfm2":
+            cfg["conv_dim"] = hidden                 # the published LFM2 files set it to hidden_size
+        else:
+            cfg.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, num_dense_layers=1)
+    else:
+        raise ValueError(f"no random configs for {model_type!r}")
+    return model_from_config({**cfg, "model_type": model_type}, name=f"random-{model_type}-{seed}")

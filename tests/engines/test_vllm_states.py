@@ -6,6 +6,9 @@ vllm/platforms/interface.py _align_hybrid_block_size; vllm/v1/kv_cache_interface
 MLAAttentionSpec. The same numbers against vLLM's own code: tests/oracles/test_vllm_states_oracle.py.
 """
 
+import json
+from pathlib import Path
+
 import pytest
 
 import kvmem
@@ -61,3 +64,94 @@ def test_minimax_is_refused_naming_vllm_and_why():
     with pytest.raises(ValueError, match=r"engine 'vllm' \(vLLM 0.33.0\) does not size model_type 'minimax': "
                                          r"vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM"):
         kvmem.estimate("minimax-m1", engine="vllm", tokens=1024)
+
+
+def _model(**cfg):
+    return kvmem.Model.from_hf_config({"torch_dtype": "bfloat16", "vocab_size": 1024, "intermediate_size": 256, **cfg})
+
+
+GRANITE = dict(model_type="granitemoehybrid", architectures=["GraniteMoeHybridForCausalLM"], hidden_size=2048,
+               num_attention_heads=16, num_key_value_heads=4, num_hidden_layers=4, mamba_n_heads=64,
+               mamba_n_groups=1, mamba_d_state=128, mamba_d_conv=4, mamba_expand=2,
+               layer_types=["mamba", "mamba", "mamba", "attention"])
+
+
+def test_granitemoehybrid_mamba2_state_and_block():
+    # granitemoehybrid.py get_mamba_state_shape_from_config -> mamba2_state_shape: inner = mamba_expand x
+    # hidden = 4,096; conv (4,096 + 2 x 1 group x 128) x (4 - 1) x 2 B = 26,112 B; ssm 64 x 64 x 128 x 2 B
+    # = 1,048,576 B -> 1,074,688 B. Attention (GraniteMoeHybridAttention: head_dim = 2,048 / 16 = 128)
+    # 4 x 128 x 2 x 2 B = 2,048 B per token: block 16 x cdiv(1,074,688, 16 x 2,048) = 528 tokens,
+    # page 528 x 2,048 = 1,081,344 B, the Mamba page padded to it.
+    result = kvmem.estimate(_model(**GRANITE), engine="vllm", tokens=1024)
+    assert result.per_layer == (1_081_344,) * 3 + (2 * 1_081_344,)      # cdiv(1,024, 528) = 2 pages
+    assert result.state_bytes == 3 * 1_081_344
+
+
+def test_granitemoehybrid_tp2_replicates_the_group():
+    # extra_groups_for_head_shards: 1 group % tp 2 -> 2 groups; conv (4,096 + 2 x 2 x 128) / 2 x 3 x 2 B
+    # = 13,824 B; ssm 32 x 64 x 128 x 2 B = 524,288 B -> 538,112 B; attention 2 heads: 1,024 B per token,
+    # block 16 x cdiv(538,112, 16,384) = 528, page 540,672 B
+    result = kvmem.estimate(_model(**GRANITE), engine="vllm", tokens=1024, tp=2)
+    assert result.per_layer[0] == 540_672
+    assert result.per_layer[3] == 2 * 540_672
+
+
+def test_granitemoehybrid_head_dim_other_than_hidden_over_heads_is_refused():
+    with pytest.raises(ValueError, match="head_dim = hidden_size // num_attention_heads = 128"):
+        kvmem.estimate(_model(**GRANITE, head_dim=64), engine="vllm", tokens=1024)
+
+
+def test_falcon_h1_every_layer_attention_and_mamba2():
+    # falcon_h1.py: inner = mamba_d_ssm 1,536; conv (1,536 + 2 x 128) x 3 x 2 B = 10,752 B; ssm
+    # 24 x 64 x 128 x 2 B = 393,216 B -> 403,968 B; attention head_dim 64 (config), 2 KV heads:
+    # 512 B per token; block 16 x cdiv(403,968, 8,192) = 800, page 409,600 B
+    model = _model(model_type="falcon_h1", architectures=["FalconH1ForCausalLM"], hidden_size=1024,
+                   num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_hidden_layers=2, mamba_d_ssm=1536,
+                   mamba_n_heads=24, mamba_n_groups=1, mamba_d_state=128, mamba_d_conv=4, mamba_expand=2)
+    result = kvmem.estimate(model, engine="vllm", tokens=1024)
+    assert result.per_layer == (3 * 409_600,) * 2   # cdiv(1,024, 800) = 2 attention pages + 1 state page each
+    assert result.state_bytes == 2 * 409_600
+
+
+def test_mamba_and_falcon_mamba_attention_free():
+    # mamba.py -> mamba1_state_shape(intermediate_size = 2 x 768): conv 1,536 x (4 - 1) x 2 B = 9,216 B,
+    # ssm 1,536 x 16 x 2 B = 49,152 B -> 58,368 B per layer and sequence, no speculative columns
+    for model_type in ("mamba", "falcon_mamba"):
+        model = _model(model_type=model_type, hidden_size=768, num_hidden_layers=3, expand=2, state_size=16,
+                       conv_kernel=4)
+        result = kvmem.estimate(model, engine="vllm", tokens=4096, batch=2)
+        assert result.kv_bytes == 0
+        assert result.state_bytes == 2 * 3 * 58_368
+
+
+def test_mamba2_attention_free():
+    # mamba2.py -> mamba2_state_shape: conv (8,192 + 2 x 8 x 128) x 3 x 2 B = 61,440 B, ssm 128 x 64 x 128
+    # x 2 B = 2,097,152 B -> 2,158,592 B; at tp 4 (8 groups divide): conv 2,560 x 3 x 2 = 15,360, ssm
+    # 32 x 64 x 128 x 2 = 524,288 -> 539,648 B
+    model = _model(model_type="mamba2", hidden_size=4096, num_hidden_layers=2, expand=2, num_heads=128, head_dim=64,
+                   n_groups=8, state_size=128, conv_kernel=4)
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).state_bytes == 2 * 2_158_592
+    assert kvmem.estimate(model, engine="vllm", tokens=1024, tp=4).state_bytes == 2 * 539_648
+
+
+LFM2 = Path(__file__).parent.parent / "fixtures" / "configs" / "new" / "lfm2.5-1.2b-finetune.json"
+
+
+def test_lfm2_short_conv_from_conv_dim():
+    # lfm2.py get_mamba_state_shape_from_config -> short_conv_state_shape(conv_dim 2,048, conv_L_cache 3):
+    # 2,048 x 2 x 2 B (float16) = 8,192 B; attention head_dim 2,048 / 32 = 64, 8 KV heads: 2,048 B per
+    # token; block 16 (16 x 2,048 = 32,768 >= 8,192), the conv page padded to 32,768 B.
+    # 10 conv layers, 6 attention layers
+    result = kvmem.estimate(kvmem.Model.from_hf_config(LFM2), engine="vllm", tokens=1024)
+    assert result.per_layer[0] == 32_768
+    assert result.per_layer[2] == 64 * 32_768                  # cdiv(1,024, 16) = 64 pages
+    assert result.state_bytes == 10 * 32_768
+
+
+def test_lfm2_refusals():
+    config = json.loads(LFM2.read_text())
+    del config["conv_dim"]
+    with pytest.raises(ValueError, match="reads config field 'conv_dim'"):
+        kvmem.estimate(kvmem.Model.from_hf_config(config), engine="vllm", tokens=1024)
+    with pytest.raises(ValueError, match="num_speculative_tokens with lfm2"):
+        kvmem.estimate(kvmem.Model.from_hf_config(LFM2), engine="vllm", tokens=1024, num_speculative_tokens=1)

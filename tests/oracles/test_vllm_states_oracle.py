@@ -8,11 +8,18 @@ from tests.oracles.conftest import require
 
 require("vllm")
 
+from pathlib import Path  # noqa: E402
+
 from kvmem.catalog import get_model  # noqa: E402
+from kvmem.configs import model_from_config  # noqa: E402
 from kvmem.oracles import vllm_states as oracle  # noqa: E402
 
-PRESETS = {"kimi_linear": ("kimi-linear-48b-a3b",)}
-SEEDS = range(8)
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs" / "new"
+# presets, and verbatim published configs (tests/fixtures/configs/new/SOURCES.md)
+PRESETS = {"kimi-linear-48b-a3b": lambda: get_model("kimi-linear-48b-a3b"),
+           "lfm2.5-1.2b": lambda: model_from_config(FIXTURES / "lfm2.5-1.2b-finetune.json")}
+FAMILIES = ("kimi_linear", "granitemoehybrid", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "lfm2", "lfm2_moe")
+SEEDS = range(6)
 
 
 def assert_agrees(name, model, tp, num_spec=0):
@@ -23,10 +30,11 @@ def assert_agrees(name, model, tp, num_spec=0):
 
 
 @pytest.mark.parametrize("tp", (1, 2, 4))
-@pytest.mark.parametrize("name", [n for names in PRESETS.values() for n in names])
+@pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets(name, tp):
-    checks = assert_agrees(name, get_model(name), tp)
-    assert {c.quantity for c in checks} >= {"state bytes of one sequence"}
+    checks = assert_agrees(name, PRESETS[name](), tp)
+    assert {c.quantity for c in checks} == {"state bytes of one sequence", "attention block size",
+                                            "padded Mamba page", "attention page"}
 
 
 def test_kimi_linear_preset_numbers_and_speculative_columns():
@@ -37,9 +45,19 @@ def test_kimi_linear_preset_numbers_and_speculative_columns():
     assert checks["attention block size"] == 2048
 
 
-@pytest.mark.parametrize("model_type", sorted(PRESETS))
+def test_lfm2_preset_numbers():
+    # conv_dim 2,048 / tp x (conv_L_cache 3 - 1) x 2 B (float16) = 8,192 B; attention 8 heads x 64 x 2 x 2 B
+    # = 2,048 B per token: block 16 x cdiv(8,192, 16 x 2,048) = 16, page 32,768 B
+    checks = {c.quantity: c.engine for c in assert_agrees("lfm2", PRESETS["lfm2.5-1.2b"](), 1)}
+    assert checks["state bytes of one sequence"] == [8_192]
+    assert checks["attention page"] == [32_768]
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
 def test_seeded_random_configs(model_type):
     for seed in SEEDS:
         model = oracle.random_config(model_type, seed)
         for tp in (1, 2, 4):
-            assert_agrees(f"{model_type}-{seed}-tp{tp}", model, tp, num_spec=seed % 3)
+            # lfm2's short convs with speculative tokens are refused (tests/engines/test_vllm_states.py)
+            spec = 0 if model_type.startswith("lfm2") else seed % 3
+            assert_agrees(f"{model_type}-{seed}-tp{tp}", model, tp, num_spec=spec)

@@ -33,9 +33,19 @@ Hybrid Mamba/linear-attention models (vllm/platforms/interface.py _align_hybrid_
     padded to block x attention_page_of_one_token.
 State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator):
     gated DeltaNet (Qwen3-Next, Qwen3.5)  conv (conv_dim/tp, kernel-1+num_spec), ssm (v_heads/tp, v_dim, k_dim)
-    mamba2 (Nemotron-H)  conv ((inner + 2 n_groups' d_state)/tp, kernel-1+num_spec), ssm (heads/tp, head_dim,
-                          d_state); n_groups' = n_groups, or tp when tp does not divide it
-    mamba1 (Jamba)       conv (inner/tp, kernel-1), ssm (inner/tp, d_state)
+    mamba2 (Nemotron-H, Granite-4.0-H granitemoehybrid.py, Falcon-H1 falcon_h1.py, Mamba2 mamba2.py)
+                         conv ((inner + 2 n_groups' d_state)/tp, kernel-1+num_spec), ssm (heads/tp, head_dim,
+                          d_state); n_groups' = n_groups, or tp when tp does not divide it; inner =
+                          mamba_expand x hidden (Falcon-H1: mamba_d_ssm when set), n_groups and d_state from
+                          mamba_n_groups / mamba_d_state (n_groups / state_size for mamba2), the config
+                          class's default where the file omits them
+    mamba1 (Jamba, Mamba, Falcon-Mamba mamba.py)  conv (inner/tp, kernel-1), ssm (inner/tp, d_state)
+    short conv (LFM2 lfm2.py, LFM2-MoE lfm2_moe.py)  conv (conv_dim/tp, conv_L_cache-1), no ssm; LFM2 reads
+                         config.conv_dim (refused without it), LFM2-MoE hidden_size; with speculative
+                         tokens the layers keep num_spec more columns than the block alignment sizes
+                         (short_conv.py get_state_shape): refused
+    Granite-4.0-H and LFM2 attention: head_dim = hidden_size // num_attention_heads whatever the config
+    says (granitemoehybrid.py, lfm2.py): a contradicting head_dim is refused
     KDA (Kimi-Linear)    conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, head_dim)
                          from linear_attn_config (vllm/models/kimi_k3/nvidia/model.py
                          KimiLinearForCausalLM.get_mamba_state_shape_from_config, mamba_utils.py

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from ...configs.fields import Fields
+from ...errors import ConfigError
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ..base import cdiv, kv_heads_per_rank, pp_stages
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
@@ -33,6 +35,16 @@ def _check_heads(model: Model, tp: int) -> None:
     if heads % tp:
         raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor "
                          f"parallel size ({tp}).")
+    if model.model_type in HIDDEN_HEAD_DIM_TYPES:
+        dim = model.hidden_size // heads
+        if any(layer.caches_tokens and (layer.head_dim_k, layer.head_dim_v) != (dim, dim) for layer in model.layers):
+            raise ValueError(f"vLLM 0.33.0's {model.model_type} attention takes head_dim = hidden_size // "
+                             f"num_attention_heads = {dim}, which this config's head_dim contradicts")
+
+
+# Model files whose attention takes head_dim = hidden_size // num_attention_heads whatever the config
+# says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py)
+HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe")
 
 
 def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]:
@@ -83,11 +95,12 @@ SHORT_CONV_TYPES = ("lfm2", "lfm2_moe")                     # short_conv_state_s
 
 
 def _config_int(model: Model, name: str) -> int:
-    value = model.config.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"vLLM 0.33.0's {model.model_type} model reads config field {name!r}, which this "
-                         f"config lacks or sets to {value!r}")
-    return value
+    """A config field as vLLM's model file reads it from the transformers config object: the file's
+    value, else the config class's default (kvmem.configs.fields)."""
+    try:
+        return Fields(model.config, model.model_type).int(name)
+    except ConfigError as error:
+        raise ValueError(f"vLLM 0.33.0's {model.model_type} model reads config field {name!r}: {error}") from None
 
 
 def _mamba2_groups(model: Model) -> tuple[int, int]:
