@@ -118,3 +118,13 @@ def test_mmproj_is_counted_on_the_first_gpu_and_in_the_command():
                             mmproj_offload=False)
     assert host.best.total_bytes["CPU"] == base.best.total_bytes["CPU"] + 858_000_000
     assert "--no-mmproj-offload" in host.command_best
+
+
+def test_a_gguf_missing_layers_is_refused_by_name():
+    from kvmem.engines.llamacpp.tensors import GGUFTensor
+    from kvmem.sources import Checkpoint
+    model = kvmem.get_model("llama-3-8b")
+    part = Checkpoint("gguf", "part-00001-of-00002.gguf", (GGUFTensor("token_embd.weight", "Q4_K", (4096, 128256), 1),
+                                                            GGUFTensor("blk.0.attn_q.weight", "Q4_K", (4096, 4096), 1)))
+    with pytest.raises(ValueError, match="lacks layers 1..31 .one part of a split GGUF"):
+        tensors_for(model.with_checkpoint(part), None)

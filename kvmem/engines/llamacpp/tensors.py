@@ -27,7 +27,8 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
 This is a model of a file, not a file: real Q4_K_M GGUFs differ (the quantiser's other rules,
 imatrix choices, per-uploader overrides) by a few percent; the result says so in its notes.
 Refused by name: MLA, linear-attention and SSM layers (their tensors are not laid out here;
-give the GGUF itself).
+give the GGUF itself); a GGUF whose tensor list lacks layers or token_embd (one part of a split
+GGUF: placement needs every tensor).
 """
 
 from __future__ import annotations
@@ -145,7 +146,16 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
     weight_format is None or "auto"), else the synthesised layout."""
     checkpoint = model.checkpoint
     if checkpoint is not None and getattr(checkpoint, "format", None) == "gguf" and weight_format in (None, "auto"):
-        return tuple(checkpoint.tensors), f"the GGUF's own tensor infos ({checkpoint.source})"
+        tensors = tuple(checkpoint.tensors)
+        parts = [t.name.split(".") for t in tensors]
+        layers = {int(p[1]) for p in parts if p[0] == "blk" and len(p) > 1 and p[1].isdigit()}
+        missing = sorted(set(range(model.num_layers)) - layers)
+        if missing or not any(t.name == "token_embd.weight" for t in tensors):
+            raise ValueError(f"{checkpoint.source}: the GGUF's tensor list lacks "
+                             + (f"layers {missing[0]}..{missing[-1]}" if missing else "token_embd.weight")
+                             + " (one part of a split GGUF?): placement needs every tensor; merge the parts "
+                               "(llama-gguf-split --merge) or give a weight format")
+        return tensors, f"the GGUF's own tensor infos ({checkpoint.source})"
     if weight_format in (None, "auto"):
         raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
                          f"({', '.join(FORMATS)})")
