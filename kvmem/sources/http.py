@@ -122,8 +122,7 @@ class Body:
     read = read1
 
     def close(self) -> None:
-        self._response.close()
-        self._conn.close()
+        _close(self._conn, self._sock, self._response)
 
     def __enter__(self):
         return self
@@ -190,7 +189,7 @@ def open_body(url: str, *, what: str, limit: int, deadline: Deadline, headers: d
                               f"({type(exc).__name__}: {str(exc)[:100]})") from None
         location = response.getheader("Location")
         if response.status in (301, 302, 303, 307, 308) and location:
-            conn.close()
+            _close(conn, sock, response)
             url = urljoin(url, location)
             if urlsplit(url).hostname != host:
                 send.pop("Authorization", None)
@@ -199,36 +198,45 @@ def open_body(url: str, *, what: str, limit: int, deadline: Deadline, headers: d
     raise SourceError(f"{what}: more than {_MAX_REDIRECTS} redirects")
 
 
+def _close(conn, sock, response) -> None:
+    """Close the response, the connection and the socket itself (after a Connection: close answer the
+    connection lets go of its socket, and an unread one would keep the server writing)."""
+    response.close()
+    conn.close()
+    if sock is not None:
+        sock.close()
+
+
 def _checked(conn, sock, response, what: str, limit: int, deadline: Deadline, byte_range) -> Body:
     status = response.status
     if status >= 400:
         code = response.getheader("X-Error-Code")
         headers = {k.lower(): v for k, v in response.getheaders()}
-        conn.close()
+        _close(conn, sock, response)
         raise HTTPStatusError(f"{what}: the server answered HTTP {status}" + (f" ({code[:60]})" if code else ""),
                               status, code, headers)
     if status not in (200, 206):
-        conn.close()
+        _close(conn, sock, response)
         raise SourceError(f"{what}: unexpected HTTP {status}")
     encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate") or (encoding != "identity" and byte_range is not None):
-        conn.close()
+        _close(conn, sock, response)
         raise SourceError(f"{what}: the server sent a {encoding[:40]!r}-encoded body kvmem does not read")
     if byte_range is not None:
         start, end = byte_range
         if status == 206:
             found = _CONTENT_RANGE.match((response.getheader("Content-Range") or "").strip())
             if not found or int(found[1]) != start or int(found[2]) > end or int(found[2]) < start:
-                conn.close()
+                _close(conn, sock, response)
                 raise SourceError(f"{what}: the server answered the range {start}-{end} with Content-Range "
                                   f"{(response.getheader('Content-Range') or 'missing')[:60]!r}")
         elif start:
-            conn.close()
+            _close(conn, sock, response)
             raise SourceError(f"{what}: the server ignored the Range header (HTTP 200 for bytes {start}-{end})")
     elif encoding == "identity":
         length = response.getheader("Content-Length")
         if length and length.isdigit() and int(length) > limit:
-            conn.close()
+            _close(conn, sock, response)
             raise SourceError(f"{what} is {int(length):,} bytes, over the {limit:,} kvmem reads of it")
     # a 206 is read to the range's end and no further; a 200 to a range from 0 up to ``limit`` (the
     # caller's most, a stream it stops reading); any other body one byte past the budget, to refuse it

@@ -86,6 +86,15 @@ class LoopbackHub:
     def calls(self, path_part: str = "") -> list[dict]:
         return [r for r in self.requests if path_part in r["path"]]
 
+    def settle(self, path_part: str, timeout: float = 5.0) -> None:
+        """Wait until every request whose path contains ``path_part`` has been answered in full (or
+        its client went away), so that ``sent`` counts what the server really wrote."""
+        import time
+        end = time.monotonic() + timeout
+        while any(not r.get("done") for r in self.calls(path_part)) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert all(r.get("done") for r in self.calls(path_part)), f"requests for {path_part} still being answered"
+
 
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+?)(?:/revision/(?P<rev>[^/]+))?/?$")
@@ -105,10 +114,10 @@ def _handler(hub: LoopbackHub):
             if "Content-Length" not in (headers or {}):
                 self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.record["status"] = status          # before the body: a client done reading sees it
             if not head and body:
                 self.wfile.write(body)
-            hub.requests[-1]["sent"] = 0 if head else len(body)
-            hub.requests[-1]["status"] = status
+            self.record.update(sent=0 if head else len(body), done=True)
 
         def _error(self, status: int, code: str, message: str, head: bool, extra: dict | None = None):
             body = json.dumps({"error": message}).encode()
@@ -132,8 +141,8 @@ def _handler(hub: LoopbackHub):
             return True
 
         def _serve(self, head: bool):
-            hub.requests.append({"method": self.command, "path": self.path,
-                                 "range": self.headers.get("Range"), "sent": 0})
+            self.record = {"method": self.command, "path": self.path, "range": self.headers.get("Range"), "sent": 0}
+            hub.requests.append(self.record)        # this request's own record, whatever runs beside it
             path = self.path.split("?", 1)[0]
             for part, act in list(hub.behave.items()):
                 if part in path and act(self, head) is not False:      # False: answer as usual after all

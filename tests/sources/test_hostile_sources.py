@@ -100,8 +100,7 @@ def _send(handler, status: int, headers: dict, chunks=(), *, head: bool = False,
                 sent += len(chunk)
     except OSError:
         pass                                  # the client closed the connection: what a bounded reader does
-    if hub is not None:
-        hub.requests[-1].update(sent=sent, status=status)
+    handler.record.update(sent=sent, status=status, done=True)
     handler.close_connection = True
 
 
@@ -437,6 +436,7 @@ def test_a_hub_that_ignores_range_on_a_safetensors_header_is_not_read_past_it(hu
     hub.behave["model.safetensors"] = whole
     w, seconds = within(10, lambda: weights(model))
     assert w.source == "formula" and any("ignored the Range header" in n for n in w.notes), w.notes
+    hub.settle("model.safetensors")
     assert hub.sent("model.safetensors") < 32 << 20           # not the 1 GB
 
 
@@ -455,6 +455,7 @@ def test_a_hub_that_ignores_range_on_a_gguf_is_read_as_one_stream_up_to_the_head
     hub.behave[".gguf"] = whole
     model, seconds = within(10, lambda: kvmem.catalog.as_model("org/ggufnorange/m.gguf"))
     assert weights(model).total_bytes == real["weight_bytes"]
+    hub.settle(".gguf")
     assert hub.sent(".gguf") < 32 << 20 and len(hub.calls(".gguf")) == 1
 
 
@@ -479,6 +480,7 @@ def test_a_remote_gguf_header_is_parsed_once_as_its_ranges_arrive(hub, tmp_path,
     assert not isinstance(model, BaseException), model
     assert parses == [1] and model.num_layers == 32 and model.facts.vocab_size == 300_000
     header_bytes = gguf_source.read_header(path).header_bytes
+    hub.settle(".gguf")
     assert header_bytes > 4_800_000 and hub.sent(".gguf") < 2 * header_bytes + (1 << 20)
     assert 6 <= len(hub.calls(".gguf")) <= 9                   # 64 KiB, 64 KiB, 128 KiB, ... up to ~5 MB
 
@@ -495,6 +497,7 @@ def test_a_lying_or_missing_length_stops_at_the_budget(hub, length):
     assert isinstance(error, ValueError) and "config.json" in str(error), error
     assert ("not valid JSON" if length else "over 10,000,000 bytes") in str(error)
     assert _tree_bytes(os.environ["HF_HOME"]) < 1 << 20       # nothing of the 1 GB written
+    hub.settle("config.json")
     assert hub.sent("config.json") < 64 << 20
 
 

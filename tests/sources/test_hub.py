@@ -137,7 +137,7 @@ def test_gated_repository_without_then_with_a_token(hub, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     model = kvmem.get_model(repo_id)
     assert model.name == repo_id and model.num_layers == 22
-    assert hub.requests[-1]["status"] == 200
+    assert hub.requests[-1]["status"] == 200 and hub.requests[-1]["path"].endswith("/config.json")
 
 
 def test_missing_repository_and_missing_config(hub):
