@@ -143,6 +143,33 @@ def _proxy(parts) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"
 
 
+def _resolve(host: str, timeout: float, what: str) -> None:
+    """Look the host name up within ``timeout`` (getaddrinfo has no timeout of its own: without a
+    network it can wait for the resolver's retries); Unreachable when it fails or takes longer."""
+    import ipaddress
+    import threading
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    box: dict = {}
+
+    def look():
+        try:
+            socket.getaddrinfo(host, None)
+        except OSError as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=look, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise Unreachable(f"{what}: cannot resolve {host[:100]} within {timeout:g} s (no network?)")
+    if "error" in box:
+        raise Unreachable(f"{what}: cannot resolve {host[:100]} ({str(box['error'])[:100]}; no network?)")
+
+
 def _connect(url: str, deadline: Deadline, what: str):
     """(connection, the request target): to the host, or through a proxy (a CONNECT tunnel for https)."""
     parts = urlsplit(url)
@@ -151,6 +178,7 @@ def _connect(url: str, deadline: Deadline, what: str):
     timeout = min(timeout_s(), deadline.left())
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     proxy = _proxy(parts)
+    _resolve(urlsplit(proxy).hostname or "" if proxy else parts.hostname, timeout, what)
     if proxy:
         via = urlsplit(proxy)
         if parts.scheme == "https":
