@@ -107,7 +107,8 @@ def check_family(spec: EngineSpec, model) -> None:
 
 # Bounds every option value meets before its engine reads it (issue 20): counts (block sizes, token
 # budgets, sequences) at most MAX_COUNT, byte amounts ("*_bytes") at most MAX_OPTION_BYTES, numbers
-# finite, text at most MAX_OPTION_CHARS; each engine then checks its own allowed values.
+# no larger (NaN is left to the engine's own check, which names its rule), text at most
+# MAX_OPTION_CHARS; each engine then checks its own allowed values.
 MAX_OPTION_BYTES = 2**60            # 1 EiB
 MAX_OPTION_CHARS = 100
 
