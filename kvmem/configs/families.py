@@ -199,7 +199,7 @@ _SPECIAL = {
     "lara_mini": Family("interval", source="configuration_lara_mini.py layer_types; gated DeltaNet state",
                         engines=NEW_FAMILY_ENGINES),
     "glm_moe_dsa": Family(mla=True, source="configuration_glm_moe_dsa.py (indexer_types), cache_utils.py "
-                                           "DynamicIndexedLayer", engines=NEW_FAMILY_ENGINES),
+                                           "DynamicIndexedLayer", engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "dbrx": Family("dbrx", source="modeling_dbrx.py DbrxAttention: kv heads = attn_config.kv_n_heads",
                    engines=NEW_FAMILY_ENGINES),
     "granitemoehybrid": Family("granite_hybrid", source="configuration_granitemoehybrid.py, "

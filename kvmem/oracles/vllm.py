@@ -16,7 +16,10 @@ with Triton), async scheduling as VllmConfig.__post_init__ resolves it (on), and
 layout resolved by vLLM's resolve_kv_cache_layout from the default preference. model_config is
 a stand-in holding max_model_len, original_max_model_len and supports_kv_cache_grouping=False
 (building a real ModelConfig needs the model's files). Models with Mamba/linear layers,
-shared-KV layers or an indexer are left to the unit tests (their specs need vLLM's model code).
+or shared-KV layers are left to kvmem/oracles/vllm_states.py and the unit tests; an MLA layer's
+sparse-attention indexer key (DeepSeek-V3.2, GLM-5) is the spec DeepseekV32IndexerCache.get_kv_cache_spec
+builds (vllm/model_executor/models/deepseek_v2.py): one head of index_head_dim + 4 B per 128, uint8,
+cache role INDEXER.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def version() -> str:
 
 
 def _supported(model: Model) -> bool:
-    return all(layer.kind in _KINDS and not layer.index_head_dim for layer in model.layers)
+    return all(layer.kind in _KINDS and (layer.kind == MLA or not layer.index_head_dim) for layer in model.layers)
 
 
 @functools.cache
@@ -62,7 +65,7 @@ def _vllm():
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs  # noqa: F401
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity  # noqa: F401
     from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, FullAttentionSpec,  # noqa: F401
-                                            MLAAttentionSpec, SlidingWindowSpec)
+                                            MLAAttentionSpec, SlidingWindowSpec, SparseCacheRole)
     return types.SimpleNamespace(**locals())
 
 
@@ -75,6 +78,11 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
         if layer.kind == MLA:
             specs[name] = v.MLAAttentionSpec(block_size=block_size, num_kv_heads=1, dtype=dtype,
                                              head_size=layer.kv_lora_rank + layer.qk_rope_head_dim)
+            if layer.index_head_dim:   # deepseek_v2.py DeepseekV32IndexerCache.get_kv_cache_spec
+                specs[f"model.layers.{i}.self_attn.indexer.k_cache"] = v.MLAAttentionSpec(
+                    block_size=block_size, num_kv_heads=1, max_tp_shards=1, dtype=v.torch.uint8,
+                    head_size=layer.index_head_dim + layer.index_head_dim // 128 * 4,
+                    cache_role=v.SparseCacheRole.INDEXER)
             continue
         common = dict(block_size=block_size, num_kv_heads=kv_heads_per_rank(layer.kv_heads, tp),
                       head_size=layer.head_dim_k, dtype=dtype)
@@ -135,6 +143,30 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
                    block_size=rng.choice((16, 32, 64)) if family != "deepseek_v2" else 64,
                    hybrid_kv_cache_manager=rng.random() < 0.8)
     return f"random-{seed}-{i}-{family}", model, setting
+
+
+def random_glm_dsa_case(seed: int) -> tuple[str, Model, dict]:
+    """A seeded GLM-5-shaped model (glm_moe_dsa: MLA + an indexer key on the layers vLLM keeps one,
+    by index_topk_pattern or index_topk_freq / index_skip_topk_offset) and engine settings."""
+    import random
+    rng = random.Random(f"glm_moe_dsa/{seed}")
+    n_layers = rng.randint(2, 12)
+    cfg = {"model_type": "glm_moe_dsa", "architectures": ["GlmMoeDsaForCausalLM"], "num_hidden_layers": n_layers,
+           "num_attention_heads": 64, "num_key_value_heads": 64, "hidden_size": 1024, "q_lora_rank": 256,
+           "kv_lora_rank": rng.choice((256, 512)), "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+           "v_head_dim": 128, "index_head_dim": rng.choice((64, 128, 256)), "index_n_heads": 8, "index_topk": 256,
+           "max_position_embeddings": rng.choice((32768, 202752)), "vocab_size": 1000, "intermediate_size": 100,
+           "torch_dtype": "bfloat16"}
+    schedule = rng.choice(("all", "freq", "pattern"))
+    if schedule == "freq":
+        cfg.update(index_topk_freq=rng.randint(2, 4), index_skip_topk_offset=rng.randint(0, 3))
+    elif schedule == "pattern":
+        cfg["index_topk_pattern"] = "".join(rng.choice("FS") for _ in range(n_layers))
+    setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16)),
+                   max_model_len=rng.choice((None, 2048, 8192, cfg["max_position_embeddings"])),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=rng.choice((1, 2, 4)),
+                   hybrid_kv_cache_manager=rng.random() < 0.8)
+    return f"random-glm_moe_dsa-{seed}", Model.from_hf_config(cfg), setting
 
 
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:

@@ -10,7 +10,12 @@ Page = one block of one layer (vllm/v1/kv_cache_interface.py @ 001cabc1)
               same on every tensor-parallel rank; kv_cache_dtype fp8_ds_mla: block_size x 656
     indexer   DeepSeek-V3.2's lightning-indexer key, its own MLAAttentionSpec of 1 head x
               (index_head_dim + index_head_dim // 128 x 4) uint8 = 132 B per token
-              (DeepseekV32IndexerCache, vllm/model_executor/models/deepseek_v2.py)
+              (DeepseekV32IndexerCache, vllm/model_executor/models/deepseek_v2.py), keyed on index_topk;
+              GLM-5 (glm_moe_dsa, vllm/models/deepseek_v32/attention.py) keeps it where
+              index_topk_pattern[i] != "S", else where max(i - index_skip_topk_offset + 1, 0) %
+              index_topk_freq == 0 (transformers' indexer_types is not read: a config it contradicts is
+              refused); an MTP layer always keeps one. On Blackwell GLM-5's kv "auto" is fp8_e4m3
+              (models/config.py GlmMoeDsaForCausalLM): kvmem assumes Hopper and says so in a note.
     mamba     sum of its state tensors, padded up to the attention page in a hybrid model
     kv_cache_dtype "auto" = the model dtype, float32 checkpoints downcast to bfloat16 (the CUDA
     platform's first supported dtype, vllm/config/model.py _resolve_auto_dtype);

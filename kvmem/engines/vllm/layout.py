@@ -27,7 +27,42 @@ def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
     attention = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
     if not attention:
         raise ValueError(f"draft='mtp': {model.name} has no full-attention or MLA layer to copy")
-    return (replace(attention[-1], state=None),) * model.mtp_layers
+    layer = replace(attention[-1], state=None)
+    indexed = [other.index_head_dim for other in attention if other.kind == MLA and other.index_head_dim]
+    if layer.kind == MLA and indexed and not layer.index_head_dim:
+        # deepseek_v2.py DeepseekV2MLAAttention: an MTP layer always keeps its indexer (is_mtp_layer)
+        layer = replace(layer, index_head_dim=indexed[0])
+    return (layer,) * model.mtp_layers
+
+
+def _check_indexers(model: Model, notes: list) -> None:
+    """GLM-5: the layers that keep an indexer key as vLLM decides them.
+
+    vllm@v0.33.0 vllm/models/deepseek_v32/attention.py (and deepseek_v2.py): a layer skips its
+    indexer where index_topk_pattern[i] == "S", else (no pattern) where max(i - offset + 1, 0) %
+    index_topk_freq != 0 (offset index_skip_topk_offset, default 2; freq default 1); it does not read
+    transformers' indexer_types, so a config whose indexer_types disagrees is refused.
+    """
+    if model.model_type != "glm_moe_dsa":
+        return
+    cfg = model.config
+    pattern = cfg.get("index_topk_pattern")
+    freq, offset = cfg.get("index_topk_freq", 1), cfg.get("index_skip_topk_offset", 2)
+    ours = [bool(layer.index_head_dim) for layer in model.layers]
+    if pattern is not None:
+        theirs = [i >= len(pattern) or pattern[i] != "S" for i in range(len(ours))]
+    elif isinstance(freq, int) and isinstance(offset, int) and freq > 0:
+        theirs = [max(i - offset + 1, 0) % freq == 0 for i in range(len(ours))]
+    else:
+        raise ValueError(f"index_topk_freq {freq!r} / index_skip_topk_offset {offset!r}: not the integers vLLM "
+                         "0.33.0's DSA attention reads")
+    if ours != theirs:
+        first = next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
+        raise ValueError(f"layer {first}: the config's indexer_types say it {'keeps' if ours[first] else 'skips'} "
+                         "an indexer key, but vLLM 0.33.0 reads index_topk_pattern / index_topk_freq / "
+                         f"index_skip_topk_offset (not indexer_types) and {'keeps' if theirs[first] else 'skips'} it")
+    notes.append("GLM-5 on Blackwell (SM10x): vLLM makes kv_cache_dtype 'auto' fp8_e4m3 "
+                 "(vllm/model_executor/models/config.py GlmMoeDsaForCausalLM); pass kv_dtype='fp8' for that GPU")
 
 
 def _check_heads(model: Model, tp: int) -> None:
@@ -201,6 +236,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
     layers = model.layers + draft
     pp_stages(len(model.layers), pp)
     notes: list[str] = []
+    _check_indexers(model, notes)
     mla = any(layer.kind == MLA for layer in layers)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in layers)
 
