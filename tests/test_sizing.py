@@ -534,3 +534,14 @@ def test_a_fit_asks_the_engine_once_per_workload(monkeypatch):
     fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=4, context="32k", batch=16, kv_dtype="fp8", weight_dtype="fp8")
     # once per set-up: only "min GPUs", trying the same tp in a set-up of its own, asks one workload again
     assert asked and sum(asked.values()) <= len(asked) + 1
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp", "trtllm", "ideal"])
+def test_a_context_past_the_positions_that_fits_is_not_contradicted_by_max_context(engine):
+    # DeepSeek-V2-Lite has 163,840 positions; 1M tokens of its 27 x 576-wide latent fit an H100's memory.
+    # The fit says so, max_context is at least the context asked, and the engine's refusal is said apart.
+    f = kvmem.fit("deepseek-v2-lite", gpu="h100-sxm-80gb", engine=engine, context=1_048_576, batch=1)
+    assert f.fits and f.max_context >= 1_048_576
+    assert kvmem.fit("deepseek-v2-lite", gpu="h100-sxm-80gb", engine=engine, context=32_768).max_context == 163_840
+    if engine == "vllm":
+        assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in f.engine_allows_with

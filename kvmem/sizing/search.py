@@ -81,7 +81,9 @@ def context_cap(model: Model) -> int:
 def search_max_context(s: Setup, kv_memory: int, batch: int) -> int:
     if kv_memory <= 0 or batch > batch_cap(s):
         return 0
-    cap = context_cap(s.model)
+    # up to the model's positions, or the context asked when it is longer (the engine's refusal of a
+    # context past the positions, and its way out, is said apart: Fit.engine_refuses)
+    cap = max(context_cap(s.model), s.context)
 
     def need_or_zero(n: int) -> int:
         try:
