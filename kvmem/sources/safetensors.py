@@ -27,7 +27,10 @@ __all__ = ["SINGLE_FILE", "INDEX_FILE", "read_header", "tensors_from_header", "c
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-MAX_HEADER_BYTES = 100_000_000   # the safetensors crate refuses larger headers (N_MAX_HEADER_SIZE)
+# One header's JSON: about 290,000 tensors (a real shard's header is a few MB at most); parsing 32 MB of
+# it peaks near 230 MB of Python objects, within the 500 MB a hostile source may take (issue 20). The
+# safetensors crate itself accepts up to 100,000,000 bytes (N_MAX_HEADER_SIZE).
+MAX_HEADER_BYTES = 32_000_000
 
 
 def read_header(path) -> dict:

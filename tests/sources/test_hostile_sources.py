@@ -345,6 +345,18 @@ def test_infinity_in_a_safetensors_header_is_refused_by_name(tmp_path, field):
     assert "Infinity" in str(error.value) and len(str(error.value)) < 400
 
 
+def test_a_safetensors_header_past_the_cap_is_refused_before_it_is_read(tmp_path):
+    """A header that claims 40 MB (the crate's 100 MB limit parsed to ~660 MB of objects) is refused
+    from its 8-byte length, in a sparse file, without reading the JSON."""
+    folder = tmp_path / "m"
+    fx.write_folder(folder)
+    with open(folder / "model.safetensors", "wb") as handle:
+        handle.write(struct.pack("<Q", 40_000_000))
+        handle.truncate(8 + 40_000_000)
+    with pytest.raises(SourceError, match="header length 40,000,000 exceeds 32,000,000 bytes"):
+        weights(kvmem.catalog.as_model(str(folder)))
+
+
 def test_estimate_never_reads_a_safetensors_header_it_does_not_need(tmp_path, opened):
     """A 10^5-tensor header (6 MB; the issue's 10^6 took estimate 27 s and 707 MB): estimate opens it never."""
     folder = tmp_path / "m"
