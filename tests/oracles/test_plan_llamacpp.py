@@ -1,6 +1,6 @@
 """The llama-server command kvmem.plan writes, given to llama.cpp itself (issue #21 item 6).
 
-For 30 seeded random fits of presets the GGUF writer knows (kvmem.oracles.llamacpp), the command's
+For 50 seeded random fits of presets the GGUF writer knows (kvmem.oracles.llamacpp), the command's
 -c, -np, -ub, -fa, -ctk, -ctv, --swa-full and --kv-unified become llama.cpp's context parameters
 (vendored by llama-cpp-python 0.3.36): llama.cpp must print exactly the cache lines the plan
 predicts (Plan.fit.engine_numbers.lines).
@@ -16,7 +16,7 @@ import kvmem  # noqa: E402
 from kvmem import PlanRefused  # noqa: E402
 from kvmem.oracles import llamacpp as oracle  # noqa: E402
 
-CASES = 30
+CASES = 50
 VALUED = {"-c": "n_ctx", "-np": "n_seq", "-ub": "n_ubatch", "-ctk": "type_k", "-ctv": "type_v"}
 
 
