@@ -18,7 +18,7 @@ _HOME = {
     "Measurement": ".measurement", "measure": ".measurement",
     "Layer": ".model", "Model": ".model", "RecurrentState": ".model",
     "OracleReport": ".oracles", "validate_engine": ".oracles",
-    "Fit": ".sizing", "FitError": ".sizing", "fit": ".sizing",
+    "Fit": ".sizing", "FitError": ".sizing", "fit": ".sizing", "sweep": ".sizing", "SweepCell": ".sizing",
     "Plan": ".launch", "PlanRefused": ".launch", "plan": ".launch",
     "check_log": ".logcheck", "LogCheck": ".logcheck",
     "Eviction": ".strategies", "compare_strategies": ".strategies", "estimate": ".strategies",
@@ -34,7 +34,7 @@ __all__ = [
     "Model", "Layer", "RecurrentState", "ConfigError", "get_model", "list_models",
     "estimate", "capacity", "Estimate", "Capacity", "list_engines",
     "Eviction", "compare_strategies", "preallocation_waste",
-    "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "weight_bytes",
+    "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "sweep", "SweepCell", "weight_bytes",
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
     "check_log", "LogCheck", "llamacpp_offload", "OffloadPlan", "llamacpp_decode_curve",
 ]

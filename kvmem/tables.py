@@ -13,7 +13,8 @@ from .strategies import estimate
 from .units import format_bytes
 
 __all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "per_layer_frame",
-           "compare_frame", "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame"]
+           "compare_frame", "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame", "sweep_frame",
+           "sweep_matrix", "write_sweep", "SWEEP_SHOWS", "SWEEP_FORMATS"]
 
 if TYPE_CHECKING:                 # pandas only where a DataFrame is built
     import pandas as pd
@@ -177,3 +178,57 @@ def rows_frame(rows, *, drop=("model", "settings", "quality")) -> "pd.DataFrame"
     if "bytes" in frame:
         frame["gib"] = frame["bytes"].map(lambda b: None if b is None or b != b else b / GIB)
     return frame
+
+
+# ----------------------------------------------------------------------------- the overview (kvmem.sweep)
+
+SWEEP_SHOWS = {"fits": "fits", "max_batch": "max batch", "max_context": "max context",
+               "max_concurrency": "max concurrency"}
+SWEEP_FORMATS = ("csv", "json", "parquet")
+
+
+def sweep_frame(cells) -> "pd.DataFrame":
+    """kvmem.sweep's cells, one row each, with pandas' nullable types: a refused cell's numbers are
+    missing (empty in CSV, null in JSON), never 0, and whole numbers stay whole."""
+    return _frame([cell.to_dict() for cell in cells]).convert_dtypes()
+
+
+def _matrix_text(cell, show: str) -> str:
+    if cell.refused:
+        return f"refused: {cell.refused}"
+    value = getattr(cell, show)
+    if show == "fits":
+        return "yes" if value else "no"
+    if show == "max_concurrency":
+        return "—" if value is None else f"{value:,.2f}x"
+    return f"{value:,}"
+
+
+def sweep_matrix(cells, *, show: str = "max_batch") -> "pd.DataFrame":
+    """Models (rows) x GPUs (columns) of one engine and one context: each cell's ``show`` value as
+    text, or "refused: <reason>" where kvmem or the engine refuses the workload (never a number)."""
+    if show not in SWEEP_SHOWS:
+        raise ValueError(f"show must be one of {', '.join(SWEEP_SHOWS)}, got {show!r}")
+    cells = list(cells)
+    for name in ("engine", "context", "num_gpus"):
+        values = {getattr(c, name) for c in cells}
+        if len(values) > 1:
+            raise ValueError(f"a matrix is one {name}; these cells have {len(values)}: choose one first")
+    models = list(dict.fromkeys(c.model for c in cells))
+    gpus = list(dict.fromkeys(c.gpu for c in cells))
+    text = {(c.model, c.gpu): _matrix_text(c, show) for c in cells}
+    return _frame({"model": models, **{gpu: [text.get((m, gpu), "") for m in models] for gpu in gpus}})
+
+
+def write_sweep(cells, target, fmt: str) -> None:
+    """The sweep's rows (sweep_frame) as CSV, JSON (one array of objects) or Parquet into ``target``
+    (a path or a writable file object; Parquet needs a binary one and pyarrow)."""
+    if fmt not in SWEEP_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(SWEEP_FORMATS)}, got {fmt!r}")
+    frame = sweep_frame(cells)
+    if fmt == "csv":
+        frame.to_csv(target, index=False)
+    elif fmt == "json":
+        frame.to_json(target, orient="records", indent=2)
+    else:
+        frame.to_parquet(target, index=False)

@@ -50,7 +50,9 @@ longest context), decode (the bandwidth bound, the KV/weights crossover), sugges
 GPUs, what would fit: the one answer of the CLI, the app and FitError), numbers (what the
 engine itself prints: vLLM's GPU KV cache size and Maximum concurrency, SGLang's
 max_total_num_tokens, llama.cpp's cells, TRT-LLM's max_tokens), fit (the answer), results
-(Fit, MemoryBreakdown, FitError, part_names). A workload that does not fit has no decode bound.
+(Fit, MemoryBreakdown, FitError, part_names), sweep (the overview: models x GPUs x contexts x
+engines with fit's numbers and nothing else, kvmem.sweep). A workload that does not fit has no
+decode bound.
 """
 
 from .decode import kv_crossover_tokens
@@ -58,6 +60,7 @@ from .fit import fit
 from .numbers import EngineNumbers
 from .results import Fit, FitError, MemoryBreakdown, part_names
 from .setup import engine_defaults
+from .sweep import SweepCell, sweep
 
 __all__ = ["Fit", "FitError", "fit", "kv_crossover_tokens", "engine_defaults", "MemoryBreakdown", "EngineNumbers",
-           "part_names"]
+           "part_names", "sweep", "SweepCell"]
