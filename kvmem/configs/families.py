@@ -186,7 +186,7 @@ _SPECIAL = {
                                            "modeling_gemma4.py Gemma4TextAttention",
                           engines=(*NEW_FAMILY_ENGINES, "llama.cpp", "vllm")),
     "mimo_v2_flash": Family("mimo", source="configuration_mimo_v2_flash.py, modeling_mimo_v2_flash.py",
-                            engines=NEW_FAMILY_ENGINES),
+                            engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "kimi_linear": Family("kimi_linear", mla=True, source="configuration_kimi_linear.py, modeling_kimi_linear.py",
                           engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "minimax": Family("minimax", source="configuration_minimax.py, modeling_minimax.py", engines=NEW_FAMILY_ENGINES),

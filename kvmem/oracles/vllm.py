@@ -69,8 +69,31 @@ def _vllm():
     return types.SimpleNamespace(**locals())
 
 
+def _mimo_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
+    """MiMo-V2-Flash's specs read from its config as vLLM's mimo_v2.py MiMoV2DecoderLayer /
+    MiMoV2Attention and Attention.get_kv_cache_spec build them (sliding layers at the primary block
+    size: the backends' MultipleOf(16) kernel blocks fit it, _largest_kernel_block_within)."""
+    specs = {}
+    for i, sliding in enumerate(cfg["hybrid_layer_pattern"]):
+        name = f"model.layers.{i}.self_attn.attn"
+        if sliding:
+            k_dim = cfg["swa_head_dim"]
+            specs[name] = v.SlidingWindowSpec(block_size=block_size, dtype=v.torch.bfloat16,
+                                              num_kv_heads=max(1, cfg["swa_num_key_value_heads"] // tp),
+                                              head_size=k_dim, head_size_v=cfg.get("swa_v_head_dim") or k_dim,
+                                              sliding_window=cfg["sliding_window_size"])
+        else:
+            specs[name] = v.FullAttentionSpec(block_size=block_size, dtype=v.torch.bfloat16,
+                                              num_kv_heads=max(1, cfg["num_key_value_heads"] // tp),
+                                              head_size=cfg["head_dim"],
+                                              head_size_v=cfg.get("v_head_dim") or cfg["head_dim"])
+    return specs
+
+
 def _specs(v, model: Model, block_size: int, tp: int) -> dict:
     """{layer name: KVCacheSpec} as vLLM's attention layers build them (bf16 cache)."""
+    if model.model_type == "mimo_v2_flash":
+        return _mimo_specs(v, model.config, block_size, tp)
     specs = {}
     dtype = v.torch.bfloat16
     for i, layer in enumerate(model.layers):
@@ -89,7 +112,7 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
         if layer.kind == FULL:
             specs[name] = v.FullAttentionSpec(head_size_v=layer.head_dim_v, **common)
         elif layer.kind == SLIDING:
-            specs[name] = v.SlidingWindowSpec(sliding_window=layer.window, **common)
+            specs[name] = v.SlidingWindowSpec(sliding_window=layer.window, head_size_v=layer.head_dim_v, **common)
         else:
             specs[name] = v.ChunkedLocalAttentionSpec(attention_chunk_size=layer.window, **common)
     return specs
@@ -143,6 +166,31 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
                    block_size=rng.choice((16, 32, 64)) if family != "deepseek_v2" else 64,
                    hybrid_kv_cache_manager=rng.random() < 0.8)
     return f"random-{seed}-{i}-{family}", model, setting
+
+
+def random_mimo_case(seed: int) -> tuple[str, Model, dict]:
+    """A seeded MiMo-V2-Flash-shaped model (its own sliding-layer heads, dims and window) and settings."""
+    import random
+    rng = random.Random(f"mimo_v2_flash/{seed}")
+    n_layers = rng.randint(2, 16)
+    pattern = [rng.choice((0, 1, 1, 1)) for _ in range(n_layers)]
+    pattern[0] = 0
+    head_dim = rng.choice((64, 128, 192))
+    swa_dim = rng.choice((64, 128, 192))
+    cfg = {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], "num_hidden_layers": n_layers,
+           "hidden_size": 1024, "num_attention_heads": 32, "num_key_value_heads": rng.choice((2, 4, 8)),
+           "head_dim": head_dim, "v_head_dim": rng.choice((head_dim, 128)), "swa_num_attention_heads": 32,
+           "swa_num_key_value_heads": rng.choice((4, 8, 16)), "swa_head_dim": swa_dim,
+           "sliding_window_size": rng.choice((64, 128, 1000)), "hybrid_layer_pattern": pattern,
+           "max_position_embeddings": rng.choice((32768, 262144)), "vocab_size": 1000, "intermediate_size": 100,
+           "torch_dtype": "bfloat16"}
+    if rng.random() < 0.7:
+        cfg["swa_v_head_dim"] = rng.choice((swa_dim, 128))
+    setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16)),
+                   max_model_len=rng.choice((None, 2048, 8192, cfg["max_position_embeddings"])),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=rng.choice((1, 2, 4)),
+                   block_size=rng.choice((16, 32)), hybrid_kv_cache_manager=rng.random() < 0.8)
+    return f"random-mimo_v2_flash-{seed}", Model.from_hf_config(cfg), setting
 
 
 def random_glm_dsa_case(seed: int) -> tuple[str, Model, dict]:

@@ -683,7 +683,12 @@ def test_unequal_pages_get_larger_blocks():
     odd = Layer("sliding", kv_heads=3, head_dim_k=128, head_dim_v=128, window=512)
     bad = model.with_layers((odd, full) * 4, num_attention_heads=24)
     with pytest.raises(ValueError, match="The page size of the layer is not divisible by the maximum page size"):
-        capacity(bad, engine="vllm", kv_memory=GIB, max_model_len=4096)
+        capacity(bad, engine="vllm", kv_memory=GIB, max_model_len=4096, version="0.19")
+    # 0.33 (kv_cache_planning.py unify_kv_cache_spec_page_size) pads the 16 x 3 x 256 x 2 = 24,576 B
+    # sliding page to the 65,536 B full page instead, its block size kept
+    padded = capacity(bad, engine="vllm", kv_memory=GIB, max_model_len=4096)
+    assert padded.details["page_bytes"] == [65_536] and padded.block_size == 16
+    assert any("padded to 65,536 B" in note for note in padded.notes)
 
 
 def test_uniform_type_draft_with_its_own_page():

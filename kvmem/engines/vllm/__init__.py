@@ -5,7 +5,8 @@ are in docs/research/engines_serving_rules.md, where each rule was checked again
 
 Page = one block of one layer (vllm/v1/kv_cache_interface.py @ 001cabc1)
     full      block_size x kv_heads_per_rank x (head_size + head_size_v) x dtype_bytes
-    sliding, chunked (AttentionSpec base)   2 x block_size x kv_heads_per_rank x head_size x dtype_bytes
+    sliding, chunked (AttentionSpec base)   block_size x kv_heads_per_rank x (head_size + head_size_v) x
+              dtype_bytes (head_size_v = head_size but for MiMo-V2-Flash's sliding layers, vllm@v0.33.0)
     mla       block_size x (kv_lora_rank + qk_rope_head_dim) x dtype_bytes: one "head", no x2, the
               same on every tensor-parallel rank; kv_cache_dtype fp8_ds_mla: block_size x 656
     indexer   DeepSeek-V3.2's lightning-indexer key, its own MLAAttentionSpec of 1 head x
@@ -30,6 +31,10 @@ Block size: 16 (vllm/config/cache.py DEFAULT_BLOCK_SIZE). MLA backends force the
     (vllm/platforms/cuda.py check_and_update_config): FLASHMLA 64 (the Hopper default),
     CUTLASS_MLA 128 (the Blackwell default), FLASHINFER_MLA 64 unless 32 or a multiple of 64,
     FLASHMLA_SPARSE 64 (DeepSeek-V3.2); TRITON_MLA and FLASH_ATTN_MLA keep the block size.
+MiMo-V2-Flash (mimo_v2.py MiMoV2DecoderLayer): sliding layers (hybrid_layer_pattern 1) take
+    swa_num_key_value_heads x swa_head_dim K and swa_v_head_dim V (else swa_head_dim) and a window of
+    sliding_window_size (one token less than transformers' sliding_window); tp must divide
+    swa_num_attention_heads too; a file without these fields is refused (vLLM reads them as given).
 Hybrid Mamba/linear-attention models (vllm/platforms/interface.py _align_hybrid_block_size):
     align = max(16 or the MLA block, block_size), at least 128 when the attention is MLA
     (Kimi-Linear: "make the manager block size a multiple of 128", vllm@v0.33.0);  attention block =
@@ -66,7 +71,9 @@ Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
     hybrid_kv_cache_manager=False turns sliding/chunked layers into full ones when full layers
     exist; one group when every layer has the same spec, or when all have one type (full+MLA, one
     window, mamba) and block size (UniformTypeKVCacheSpecs: num_blocks = memory // sum of pages);
-    otherwise smaller pages get larger blocks until all pages are equal, layers are bucketed by
+    otherwise smaller pages get larger blocks until all pages are equal (0.33: a non-MLA attention
+    page that does not divide the largest is padded to it instead, kv_cache_planning.py
+    unify_kv_cache_spec_page_size; earlier releases refuse), layers are bucketed by
     spec, group size = the smallest bucket (the largest when largest < 1.5 x smallest, from
     v0.12, PR #29303), buckets split with stride layers[i::n] (contiguous slices before v0.12),
     the last group of a bucket padded; num_blocks = memory // page // group_size. Ranks (tp, pp)

@@ -65,6 +65,26 @@ def _check_indexers(model: Model, notes: list) -> None:
                  "(vllm/model_executor/models/config.py GlmMoeDsaForCausalLM); pass kv_dtype='fp8' for that GPU")
 
 
+def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
+    """MiMo-V2-Flash's layers as vLLM builds their attention (vllm@v0.33.0 mimo_v2.py MiMoV2DecoderLayer).
+
+    Sliding layers (hybrid_layer_pattern 1): swa_num_key_value_heads x swa_head_dim K and
+    swa_v_head_dim V (swa_head_dim when absent), a window of sliding_window_size itself (transformers
+    holds sliding_window_size + 1); full layers: num_key_value_heads x head_dim, V v_head_dim. The
+    swa_* fields and sliding_window_size are read from the file (no config-class default: vLLM fails
+    without them, kvmem refuses).
+    """
+    swa_heads = _config_int(model, "swa_num_attention_heads")
+    if swa_heads % tp:
+        raise ValueError(f"Total number of attention heads ({swa_heads}, the sliding layers' "
+                         f"swa_num_attention_heads) must be divisible by tensor parallel size ({tp}).")
+    k_dim = _config_int(model, "swa_head_dim")
+    sliding = dict(kv_heads=_config_int(model, "swa_num_key_value_heads"), head_dim_k=k_dim,
+                   head_dim_v=_config_int(model, "swa_v_head_dim") if model.config.get("swa_v_head_dim") else k_dim,
+                   window=_config_int(model, "sliding_window_size"))
+    return tuple(replace(layer, **sliding) if layer.kind == SLIDING else layer for layer in model.layers)
+
+
 def _check_heads(model: Model, tp: int) -> None:
     heads = model.num_attention_heads
     if heads % tp:
@@ -203,7 +223,7 @@ def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[Pa
         raise ValueError("kv_dtype nvfp4 is modelled for full-attention layers only "
                          "(vLLM's FullAttentionSpec); this model has sliding/chunked layers")
     kind = "sliding" if layer.kind == SLIDING else "chunked"
-    return [PageSpec(kind, block, heads, layer.head_dim_k, layer.head_dim_k, fmt.nbytes, fmt.mode,
+    return [PageSpec(kind, block, heads, layer.head_dim_k, layer.head_dim_v, fmt.nbytes, fmt.mode,
                   layer.window)]
 
 
@@ -233,7 +253,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
     if draft and pp > 1:
         raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
                          "places the draft layers")
-    layers = model.layers + draft
+    layers = (_mimo_layers(model, tp) if model.model_type == "mimo_v2_flash" else model.layers) + draft
     pp_stages(len(model.layers), pp)
     notes: list[str] = []
     _check_indexers(model, notes)
@@ -374,6 +394,11 @@ def _unify_hybrid(units: list, notes: list, asked: bool) -> list:
     return units
 
 
+# The release whose unify_kv_cache_spec_page_size pads non-dividing attention pages (0.33.0 does; the
+# release it landed in is not pinned here, so earlier releases keep the refusal)
+PADDED_ATTENTION_PAGES = (0, 33)
+
+
 def _uniform_type(specs: list) -> bool:
     return len({s.block_size for s in specs}) == 1 and len({s.family for s in specs}) == 1
 
@@ -387,9 +412,15 @@ def _group(units: list, release, notes: list) -> tuple[list, list, bool, int]:
     if _uniform_type(specs):
         return units, everything, True, 0
     largest = max(s.page_bytes for s in specs)
-    unified = []
+    unified, padded = [], set()
     for owner, spec in units:
         page = spec.page_bytes
+        if largest % page and spec.kind in ("full", "sliding", "chunked") and release >= PADDED_ATTENTION_PAGES:
+            # vllm@v0.33.0 kv_cache_planning.py unify_kv_cache_spec_page_size: a non-MLA attention page
+            # that does not divide the largest is padded to it (its block size kept)
+            padded.add((page, largest))
+            unified.append((owner, replace(spec, padded=largest)))
+            continue
         if largest % page:
             raise ValueError(f"vLLM cannot unify page sizes {page:,} B and {largest:,} B: The page size "
                              "of the layer is not divisible by the maximum page size.")
@@ -400,6 +431,8 @@ def _group(units: list, release, notes: list) -> tuple[list, list, bool, int]:
             ratio = largest // page
             spec = replace(spec, block_size=spec.block_size * ratio)
         unified.append((owner, spec))
+    for page, largest_page in sorted(padded):
+        notes.append(f"attention pages of {page:,} B padded to {largest_page:,} B: they do not divide it")
     units = unified
     buckets: dict = {}
     for index, (_, spec) in enumerate(units):

@@ -22,7 +22,7 @@ class PageSpec:
     mode: str = ""
     window: int = 0
     state_bytes: int = 0       # mamba: the real state bytes of one sequence
-    padded: int = 0            # mamba: the page it is padded to (0 = unpadded)
+    padded: int = 0            # the page it is padded to (0 = unpadded): Mamba, or attention from 0.33
 
     @property
     def family(self) -> tuple:
@@ -36,6 +36,8 @@ class PageSpec:
         bs = self.block_size
         if self.kind == "mamba":
             return self.padded or self.state_bytes
+        if self.padded:
+            return self.padded
         if self.kind == "mla":
             real = bs * FP8_DS_MLA_BYTES_PER_TOKEN if self.mode == "fp8_ds_mla" else (
                 bs * self.heads * self.head_size * self.dtype_bytes)
@@ -43,8 +45,8 @@ class PageSpec:
             real = bs * self.heads * (_nvfp4_dim(self.head_size) + _nvfp4_dim(self.head_size_v))
         elif self.kind == "full":
             real = bs * self.heads * (self.head_size + self.head_size_v) * self.dtype_bytes
-        else:
-            real = 2 * bs * self.heads * self.head_size * self.dtype_bytes
+        else:   # AttentionSpec: (head_size + head_size_v) per head (vllm@v0.33.0 kv_cache_interface.py)
+            real = bs * self.heads * (self.head_size + self.head_size_v) * self.dtype_bytes
         if self.mode == "per_token_head":
             real += 2 * bs * self.heads * 4
         return real
@@ -56,7 +58,7 @@ class PageSpec:
             return 0, 0, total
         if self.kind == "mla":
             return total, 0, 0
-        v_dim = self.head_size_v if self.kind == "full" else self.head_size
+        v_dim = self.head_size_v
         if self.mode == "nvfp4":
             k_share, v_share = _nvfp4_dim(self.head_size), _nvfp4_dim(v_dim)
         else:
