@@ -20,6 +20,7 @@ _HOME = {
     "OracleReport": ".oracles", "validate_engine": ".oracles",
     "Fit": ".sizing", "FitError": ".sizing", "fit": ".sizing", "sweep": ".sizing", "SweepCell": ".sizing",
     "Plan": ".launch", "PlanRefused": ".launch", "plan": ".launch",
+    "Report": ".export", "report": ".export", "rerun_report": ".export",
     "check_log": ".logcheck", "LogCheck": ".logcheck",
     "Eviction": ".strategies", "compare_strategies": ".strategies", "estimate": ".strategies",
     "preallocation_waste": ".strategies",
@@ -36,6 +37,7 @@ __all__ = [
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "sweep", "SweepCell", "weight_bytes",
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",
+    "report", "Report", "rerun_report",
     "check_log", "LogCheck", "llamacpp_offload", "OffloadPlan", "llamacpp_decode_curve",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The ``kvmem`` command line: models, estimate, capacity (and fit, plan, sweep, check-log, gpus, validate).
+"""The ``kvmem`` command line: models, estimate, capacity (and fit, plan, report, sweep, check-log, gpus, validate).
 
     kvmem models [--json]
     kvmem estimate llama-3.1-8b --tokens 128k --batch 8 --engine vllm --kv-dtype fp8 [--json]
@@ -345,6 +345,23 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    """The whole plan as Markdown or JSON (kvmem.report); exit 0 when the workload fits, 1 when it does not."""
+    from .export import report
+    fmt = "json" if args.json else args.format or ("json" if (args.output or "").endswith(".json") else "md")
+    result = report(_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
+                    context=args.context, batch=args.batch, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                    engine=args.engine, gpu_memory_utilization=args.gpu_memory_utilization, **_options(args.option))
+    text = result.to_json() if fmt == "json" else result.to_markdown()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(f"kvmem report: {fmt} report written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0 if result.fit.fits and not _engine_refusal(result.fit, "report") else 1
+
+
 def cmd_sweep(args) -> int:
     """Every model x GPU x context x engine (kvmem.sweep) as CSV, JSON or Parquet; exit 0, refusals are rows."""
     from . import tables
@@ -545,6 +562,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                            help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
                                 "--context; max_context: the longest context for --batch")
     planp.set_defaults(func=cmd_plan)
+    rep = sub.add_parser("report", help="the whole plan (inputs, results, engine lines, launch command, sources) as "
+                         "Markdown or JSON")
+    if wanted("report"):
+        _add_fit_arguments(rep)
+        rep.add_argument("--format", default=None, choices=("md", "json"),
+                         help="md (default) or json (the document kvmem.rerun_report runs again); default json "
+                              "for an --output ending in .json")
+        rep.add_argument("--output", default=None, help="write to this file (default: standard output)")
+    rep.set_defaults(func=cmd_report)
     swp = sub.add_parser("sweep", help="the overview: models x GPUs x contexts x engines (fits, max batch, max "
                          "context, the engine's concurrency) as CSV, JSON or Parquet")
     if wanted("sweep"):

@@ -1,0 +1,187 @@
+"""A Report: kvmem.fit of one workload, kvmem.plan's command where it fits, and where the entries come from.
+
+The JSON's ``inputs`` are kvmem.fit's arguments as plain data, enough to run it again:
+    model    {"preset": name} for a preset; else {"name", "config"} (the config.json as read; a model
+             read from a checkpoint's headers also {"hf_id"}, re-read from the HF cache or the Hub,
+             as the headers give its exact weight bytes); a model with neither cannot be re-run
+             (rerun_report refuses it by name: pass ``model=``)
+    gpu      a catalog name, or the custom GPU's fields (memory_bytes, bandwidth_bytes_per_s, ...)
+    the rest as fit takes them (context in tokens), engine options under ``options``
+The other sections are what those inputs gave: ``fit`` (Fit.to_dict()), ``engine_lines`` (what the
+engine prints at start-up, Fit.engine_numbers: for the launch command where there is one, else for
+the fit's breakdown; ``engine_lines_for`` says which), ``plan`` (Plan.to_dict(): the launch command) or
+``plan_refused`` (why there is none), ``sources`` (the preset's and the GPU's own sources).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+
+from ..catalog import as_model, list_models, preset
+from ..gpus import GPU, get_gpu
+from ..model import Model
+from ..units import parse_tokens
+
+FORMAT = "kvmem-report/1"
+_GPU_FIELDS = ("name", "memory_bytes", "bandwidth_bytes_per_s", "cuda_total_memory_bytes", "gpu_share")
+
+
+@dataclass(frozen=True)
+class Report:
+    """One workload's plan; ``to_dict()`` is the JSON document (module docstring)."""
+
+    inputs: dict
+    fit: object                  # kvmem.Fit
+    plan: object | None          # kvmem.Plan, where the workload fits and the engine has a command
+    plan_refused: str | None     # why there is no command
+    sources: dict
+    kvmem_version: str
+
+    def to_dict(self) -> dict:
+        numbers = (self.plan.fit if self.plan else self.fit).engine_numbers   # the command's, where there is one
+        lines_for = ("the launch command" if self.plan else
+                     f"{self.fit.breakdown_batch:,} x {self.fit.breakdown_context:,} tokens per replica")
+        data = {"format": FORMAT, "kvmem_version": self.kvmem_version, "inputs": self.inputs,
+                "fit": self.fit.to_dict(), "engine_lines": list(numbers.lines) if numbers else [],
+                "engine_lines_for": lines_for,
+                "plan": self.plan.to_dict() if self.plan else None, "plan_refused": self.plan_refused,
+                "sources": self.sources}
+        return json.loads(json.dumps(data, default=_plain))     # plain JSON data: lists, no tuples
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        from .markdown import markdown
+        return markdown(self.to_dict())
+
+
+def _plain(value):
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, Model):
+        return value.name
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def report(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, context, batch: int | None = None,
+           weight_dtype="auto", kv_dtype="auto", engine: str = "vllm", gpu_memory_utilization=0.9,
+           **options) -> Report:
+    """kvmem.fit of this workload, kvmem.plan's command for it (target "workload") where it fits,
+    and the sources of its model and GPU entries; the same arguments as kvmem.fit."""
+    from .. import __version__
+    from ..launch import PlanRefused, plan
+    from ..sizing import FitError, fit
+
+    model, gpu = as_model(model), get_gpu(gpu)
+    context = parse_tokens(context)
+    kwargs = dict(gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, context=context, batch=batch, weight_dtype=weight_dtype,
+                  kv_dtype=kv_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization, **options)
+    inputs = {"model": _model_input(model), "gpu": _gpu_input(gpu),
+              **{k: v for k, v in kwargs.items() if k not in ("gpu", *options)}, "options": dict(options)}
+    try:
+        result = fit(model, **kwargs)
+    except FitError as exc:
+        result = exc.fit
+    the_plan, refused = None, None
+    try:
+        the_plan = plan(model, target="workload", **kwargs)
+    except PlanRefused as exc:
+        refused = str(exc)
+    return Report(inputs=inputs, fit=result, plan=the_plan, plan_refused=refused, sources=_sources(model, gpu),
+                  kvmem_version=__version__)
+
+
+def rerun_report(data, *, model=None) -> Report:
+    """The report of a JSON document's inputs, run again (``data``: its text, the dict or a path).
+    ``model`` replaces the document's model (one it cannot re-read: a hand-built Model, a local file)."""
+    if isinstance(data, (str, os.PathLike)) and not str(data).lstrip().startswith("{"):
+        with open(data, encoding="utf-8") as handle:
+            data = handle.read()
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"report: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"report: format must be {FORMAT!r}, got {got!r}")
+    inputs = data.get("inputs")
+    if not isinstance(inputs, dict):
+        raise ValueError("report: inputs missing (a JSON object of kvmem.fit's arguments)")
+    args = {k: v for k, v in inputs.items() if k not in ("model", "gpu", "options")}
+    options = inputs.get("options") or {}
+    if not isinstance(options, dict):
+        raise ValueError(f"report: inputs.options must be an object, got {options!r}")
+    return report(model if model is not None else _model_back(inputs.get("model")), gpu=_gpu_back(inputs.get("gpu")),
+                  **args, **options)
+
+
+def _model_input(model: Model) -> dict:
+    if model.name in list_models() and model == as_model(model.name):
+        return {"preset": model.name}
+    out = {"name": model.name}
+    if model.checkpoint is not None and model.hf_id:
+        out["hf_id"] = model.hf_id          # its weights came from the headers: read them again
+    if model.config:
+        out["config"] = model.config
+    return out
+
+
+def _model_back(spec) -> Model:
+    if not isinstance(spec, dict):
+        raise ValueError(f"report: inputs.model must be an object, got {spec!r}")
+    if "preset" in spec:
+        return as_model(spec["preset"])
+    if "hf_id" in spec:
+        return as_model(spec["hf_id"])
+    if spec.get("config"):
+        return Model.from_hf_config(spec["config"], name=spec.get("name"))
+    raise ValueError(f"report: inputs.model {spec.get('name')!r} has no preset, hf_id or config to re-read; "
+                     "pass model= to rerun_report")
+
+
+def _gpu_input(gpu: GPU):
+    try:
+        if get_gpu(gpu.name) == gpu:
+            return gpu.name
+    except ValueError:
+        pass
+    return {field: getattr(gpu, field) for field in _GPU_FIELDS if getattr(gpu, field) is not None}
+
+
+def _gpu_back(spec) -> GPU:
+    if isinstance(spec, (str, dict)):
+        return get_gpu(spec)
+    raise ValueError(f"report: inputs.gpu must be a catalog name or an object, got {spec!r}")
+
+
+def _sources(model: Model, gpu: GPU) -> dict:
+    """Where the model's config and published facts, and the GPU's figures, were read."""
+    out = {"model": {"name": model.name, "hf_id": model.hf_id, "config": model.source}}
+    if {"preset": model.name} == _model_input(model):
+        published = preset(model.name).get("published") or {}
+        out["model"]["published"] = published
+    else:
+        out["model"]["config"] = model.source or "given by the user (not a preset)"
+    entry = _gpu_entries().get(gpu.name) if _gpu_input(gpu) == gpu.name else None
+    out["gpu"] = {"name": gpu.name, "label": gpu.label, "memory_bytes": gpu.memory_bytes,
+                  "usable_memory_bytes": gpu.usable_memory_bytes, "usable_memory_source": gpu.usable_memory_source,
+                  "bandwidth_bytes_per_s": gpu.bandwidth_bytes_per_s}
+    if entry is None:
+        out["gpu"]["source"] = "given by the user (not a catalog entry)"
+    else:
+        out["gpu"].update({key: entry[key] for key in ("memory_source", "cuda_total_memory_source", "spec_source")
+                           if entry.get(key)})
+    return out
+
+
+@lru_cache(maxsize=1)
+def _gpu_entries() -> dict:
+    """kvmem/data/gpus.json as written: each figure's own source (kvmem.gpus keeps the memory's only)."""
+    return json.loads(resources.files("kvmem").joinpath("data/gpus.json").read_text(encoding="utf-8"))
