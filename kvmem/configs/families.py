@@ -158,7 +158,7 @@ _SPECIAL = {
     "cohere2_moe": Family("cohere2_moe", source="configuration_cohere2_moe.py: the first_k_dense_replace layers "
                                                 "by prefix_dense_sliding_window_pattern, the rest by "
                                                 "sliding_window_pattern",
-                          engines=NEW_FAMILY_ENGINES),
+                          engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "qwen2": Family("qwen2", source="configuration_qwen2.py: sliding if use_sliding_window and i >= max_window_layers"),
     "qwen2_moe": Family("qwen2", source="configuration_qwen2_moe.py"),
     "qwen3": Family("qwen2", source="configuration_qwen3.py"),
@@ -167,10 +167,10 @@ _SPECIAL = {
     "qwen2_5_vl_text": Family("qwen2", source="configuration_qwen2_5_vl.py", engines=NEW_FAMILY_ENGINES),
     "dots1": Family("qwen2", source="configuration_dots1.py", engines=NEW_FAMILY_ENGINES),
     "exaone4": Family("pattern", source="configuration_exaone4.py: sliding if (i + 1) % sliding_window_pattern",
-                      engines=NEW_FAMILY_ENGINES),
+                      engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "exaone_moe": Family("pattern", source="configuration_exaone_moe.py", engines=NEW_FAMILY_ENGINES),
     "afmoe": Family("pattern", source="configuration_afmoe.py: sliding if (i + 1) % global_attn_every_n_layers",
-                    engines=NEW_FAMILY_ENGINES),
+                    engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "smollm3": Family(source="modeling_smollm3.py: no_rope_layers drop RoPE, the cache is every layer's",
                       engines=NEW_FAMILY_ENGINES, ignores=frozenset({"no_rope_layers", "no_rope_layer_interval"})),
     "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", engines=NEW_FAMILY_ENGINES),
@@ -201,7 +201,7 @@ _SPECIAL = {
     "glm_moe_dsa": Family(mla=True, source="configuration_glm_moe_dsa.py (indexer_types), cache_utils.py "
                                            "DynamicIndexedLayer", engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "dbrx": Family("dbrx", source="modeling_dbrx.py DbrxAttention: kv heads = attn_config.kv_n_heads",
-                   engines=NEW_FAMILY_ENGINES),
+                   engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "granitemoehybrid": Family("granite_hybrid", source="configuration_granitemoehybrid.py, "
                                                         "modeling_granitemoehybrid.py",
                                engines=(*NEW_FAMILY_ENGINES, "vllm")),

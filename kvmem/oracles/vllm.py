@@ -112,7 +112,9 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
         if layer.kind == FULL:
             specs[name] = v.FullAttentionSpec(head_size_v=layer.head_dim_v, **common)
         elif layer.kind == SLIDING:
-            specs[name] = v.SlidingWindowSpec(sliding_window=layer.window, head_size_v=layer.head_dim_v, **common)
+            # commandr.py / cohere2_moe.py pass sliding_window + 1 (vLLM's window, not transformers')
+            window = layer.window + (model.model_type in ("cohere2", "cohere2_moe"))
+            specs[name] = v.SlidingWindowSpec(sliding_window=window, head_size_v=layer.head_dim_v, **common)
         else:
             specs[name] = v.ChunkedLocalAttentionSpec(attention_chunk_size=layer.window, **common)
     return specs
@@ -166,6 +168,43 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
                    block_size=rng.choice((16, 32, 64)) if family != "deepseek_v2" else 64,
                    hybrid_kv_cache_manager=rng.random() < 0.8)
     return f"random-{seed}-{i}-{family}", model, setting
+
+
+def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]:
+    """A seeded model of an attention-only family the vllm mode reads beyond FAMILIES (exaone4,
+    afmoe, cohere2, cohere2_moe, dbrx), with engine settings. Its specs are kvmem's layers, so this
+    checks vLLM's planning of them; the model files' rules (window + 1, head_dim) are in the unit tests."""
+    import random
+    rng = random.Random(f"{model_type}/{seed}")
+    n_layers = rng.randint(2, 16)
+    heads, kv_heads = rng.choice((16, 32)), rng.choice((1, 2, 4, 8))
+    cfg = {"model_type": model_type, "num_hidden_layers": n_layers, "hidden_size": heads * 64, "vocab_size": 1000,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "intermediate_size": 100,
+           "max_position_embeddings": rng.choice((8192, 131072)), "torch_dtype": "bfloat16"}
+    window = rng.choice((128, 129, 512, 513, 4096))   # w = 1 mod 16: vLLM's +1 crosses a block
+    if model_type == "exaone4":
+        cfg.update(architectures=["Exaone4ForCausalLM"], sliding_window=window,
+                   sliding_window_pattern=rng.choice((2, 4)), head_dim=rng.choice((64, 128)))
+    elif model_type == "afmoe":
+        cfg.update(architectures=["AfmoeForCausalLM"], sliding_window=window,
+                   global_attn_every_n_layers=rng.choice((2, 4)), head_dim=rng.choice((64, 128)))
+    elif model_type in ("cohere2", "cohere2_moe"):
+        cfg.update(architectures=["Cohere2ForCausalLM" if model_type == "cohere2" else "Cohere2MoeForCausalLM"],
+                   sliding_window=window, sliding_window_pattern=rng.choice((2, 4)))
+        if model_type == "cohere2_moe":
+            cfg.update(first_k_dense_replace=rng.randint(0, 3), prefix_dense_sliding_window_pattern=1)
+    elif model_type == "dbrx":
+        cfg = {k: v for k, v in cfg.items() if k not in ("num_key_value_heads", "num_attention_heads",
+                                                         "num_hidden_layers", "hidden_size")}
+        cfg.update(architectures=["DbrxForCausalLM"], d_model=heads * 64, n_heads=heads, n_layers=n_layers,
+                   attn_config={"kv_n_heads": kv_heads})
+    else:
+        raise ValueError(f"no random configs for {model_type!r}")
+    setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16)),
+                   max_model_len=rng.choice((None, 2048, 8192, cfg["max_position_embeddings"])),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=rng.choice((1, 2, 4)),
+                   block_size=rng.choice((16, 32)), hybrid_kv_cache_manager=rng.random() < 0.8)
+    return f"random-{model_type}-{seed}", Model.from_hf_config(cfg), setting
 
 
 def random_mimo_case(seed: int) -> tuple[str, Model, dict]:

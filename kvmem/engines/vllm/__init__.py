@@ -31,6 +31,10 @@ Block size: 16 (vllm/config/cache.py DEFAULT_BLOCK_SIZE). MLA backends force the
     (vllm/platforms/cuda.py check_and_update_config): FLASHMLA 64 (the Hopper default),
     CUTLASS_MLA 128 (the Blackwell default), FLASHINFER_MLA 64 unless 32 or a multiple of 64,
     FLASHMLA_SPARSE 64 (DeepSeek-V3.2); TRITON_MLA and FLASH_ATTN_MLA keep the block size.
+Cohere2 and Cohere2-MoE (commandr.py, cohere2_moe.py): a sliding layer's window is sliding_window + 1
+    ("cohere swa layer sees [pos - sliding_window, pos]"), from 0.33 (the release it landed in is not
+    pinned; earlier releases keep sliding_window). DBRX (dbrx.py): head_dim = d_model // n_heads, KV
+    heads attn_config.kv_n_heads; EXAONE 4, AFMoE: the config class's layer_types and sliding_window.
 MiMo-V2-Flash (mimo_v2.py MiMoV2DecoderLayer): sliding layers (hybrid_layer_pattern 1) take
     swa_num_key_value_heads x swa_head_dim K and swa_v_head_dim V (else swa_head_dim) and a window of
     sliding_window_size (one token less than transformers' sliding_window); tp must divide

@@ -85,6 +85,24 @@ def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     return tuple(replace(layer, **sliding) if layer.kind == SLIDING else layer for layer in model.layers)
 
 
+# Model files that pass sliding_window + 1 as the layer's window ("cohere swa layer sees [pos -
+# sliding_window, pos]"; vllm@v0.33.0 commandr.py CohereAttention, cohere2_moe.py); the release it
+# landed in is not pinned here, so earlier releases keep the config's window
+WINDOW_PLUS_ONE = ("cohere2", "cohere2_moe")
+WINDOW_PLUS_ONE_FROM = (0, 33)
+
+
+def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
+    """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
+    reading of the config (which follows transformers)."""
+    if model.model_type == "mimo_v2_flash":
+        return _mimo_layers(model, tp)
+    if model.model_type in WINDOW_PLUS_ONE and release is not None and release >= WINDOW_PLUS_ONE_FROM:
+        return tuple(replace(layer, window=layer.window + 1) if layer.kind == SLIDING else layer
+                     for layer in model.layers)
+    return model.layers
+
+
 def _check_heads(model: Model, tp: int) -> None:
     heads = model.num_attention_heads
     if heads % tp:
@@ -98,8 +116,9 @@ def _check_heads(model: Model, tp: int) -> None:
 
 
 # Model files whose attention takes head_dim = hidden_size // num_attention_heads whatever the config
-# says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py)
-HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe")
+# says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py,
+# dbrx.py DbrxAttention: d_model // n_heads)
+HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx")
 
 
 def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]:
@@ -253,7 +272,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
     if draft and pp > 1:
         raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
                          "places the draft layers")
-    layers = (_mimo_layers(model, tp) if model.model_type == "mimo_v2_flash" else model.layers) + draft
+    layers = _vllm_layers(model, tp, release) + draft
     pp_stages(len(model.layers), pp)
     notes: list[str] = []
     _check_indexers(model, notes)

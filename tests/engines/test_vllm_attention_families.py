@@ -1,0 +1,58 @@
+"""kvmem's vllm mode on attention-only families added after the first engine checks, bytes derived by
+hand from vLLM 0.33.0's model files (vllm/model_executor/models/<file>.py, cited per test); page =
+block x KV heads per rank x (head_size + head_size_v) x 2 B (kv_cache_interface.py AttentionSpec).
+Checked against vLLM's planning: tests/oracles/test_vllm_attention_families_oracle.py."""
+
+import pytest
+
+import kvmem
+
+
+def _model(**cfg):
+    return kvmem.Model.from_hf_config({"torch_dtype": "bfloat16", "vocab_size": 1000, "intermediate_size": 100,
+                                       "max_position_embeddings": 131072, **cfg})
+
+
+@pytest.mark.parametrize("model_type,pattern_field", (("exaone4", "sliding_window_pattern"),
+                                                      ("afmoe", "global_attn_every_n_layers")))
+def test_exaone4_and_afmoe_sliding_layers_from_layer_types(model_type, pattern_field):
+    # exaone4.py Exaone4Attention / afmoe.py AfmoeAttention: sliding_window = config.sliding_window where
+    # config.layer_types[i] == "sliding_attention" (the config class: sliding unless (i + 1) % 4 == 0),
+    # head_dim = config.head_dim. 8 KV heads x (64 + 64) x 2 B = 2,048 B/token, blocks of 16 (32,768 B).
+    # 8,192 tokens: full 512 blocks = 16,777,216 B; sliding (4,096) 512 - (8,192 - 4,096) // 16 = 256 blocks
+    model = _model(model_type=model_type, num_hidden_layers=4, hidden_size=2048, num_attention_heads=32,
+                   num_key_value_heads=8, head_dim=64, sliding_window=4096, **{pattern_field: 4})
+    result = kvmem.estimate(model, engine="vllm", tokens=8192)
+    assert result.per_layer == (8_388_608,) * 3 + (16_777_216,)
+
+
+def test_cohere2_and_cohere2_moe_windows_are_one_token_longer_in_vllm():
+    # commandr.py CohereAttention / cohere2_moe.py: "cohere swa layer sees [pos - sliding_window, pos]",
+    # so the layer's window is sliding_window + 1 = 4,097 (transformers holds 4,096). 8 KV heads x 128 x
+    # 2 x 2 B = 4,096 B/token, pages of 65,536 B. At 4,112 tokens: cdiv(4,112, 16) = 257 blocks allocated,
+    # (4,112 - 4,097) // 16 = 0 freed -> 257 blocks = 16,842,752 B (a window of 4,096 would free one)
+    for model_type in ("cohere2", "cohere2_moe"):
+        model = _model(model_type=model_type, num_hidden_layers=4, hidden_size=4096, num_attention_heads=32,
+                       num_key_value_heads=8, sliding_window=4096, sliding_window_pattern=4)
+        result = kvmem.estimate(model, engine="vllm", tokens=4112)
+        assert result.per_layer[0] == 257 * 65_536
+        assert result.per_layer[3] == 257 * 65_536                       # the full layer
+        older = kvmem.estimate(model, engine="vllm", tokens=4112, version="0.20.0")
+        assert older.per_layer[0] == 256 * 65_536                        # releases before the +1: 4,096
+
+
+def test_dbrx_kv_heads_from_attn_config():
+    # dbrx.py DbrxAttention: head_dim = d_model // n_heads = 6,144 / 48 = 128, KV heads
+    # attn_config.kv_n_heads = 8: 8 x 128 x 2 x 2 B = 4,096 B/token; 1,024 tokens = 64 blocks x 65,536 B
+    # = 4,194,304 B per layer, x 40 layers; tp 4: 2 heads per rank, a quarter of it
+    model = _model(model_type="dbrx", architectures=["DbrxForCausalLM"], d_model=6144, n_heads=48, n_layers=40,
+                   attn_config={"kv_n_heads": 8})
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).kv_bytes == 40 * 4_194_304
+    assert kvmem.estimate(model, engine="vllm", tokens=1024, tp=4).kv_bytes == 40 * 4_194_304 // 4
+
+
+def test_dbrx_head_dim_other_than_d_model_over_heads_is_refused():
+    model = _model(model_type="dbrx", d_model=6144, n_heads=48, n_layers=2, head_dim=64,
+                   attn_config={"kv_n_heads": 8})
+    with pytest.raises(ValueError, match="head_dim = hidden_size // num_attention_heads = 128"):
+        kvmem.estimate(model, engine="vllm", tokens=1024)

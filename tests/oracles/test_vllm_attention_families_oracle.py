@@ -1,0 +1,18 @@
+"""kvmem's vllm mode on attention-only families read beyond kvmem/oracles/vllm.py FAMILIES (EXAONE 4,
+AFMoE, Cohere2 and Cohere2-MoE with vLLM's sliding_window + 1, DBRX) against vLLM 0.33.0's planning."""
+
+import pytest
+
+from tests.oracles.conftest import require
+
+require("vllm")
+
+from kvmem.oracles import vllm as oracle  # noqa: E402
+
+
+@pytest.mark.parametrize("model_type", ("exaone4", "afmoe", "cohere2", "cohere2_moe", "dbrx"))
+def test_seeded_shapes(model_type):
+    for seed in range(20):
+        case = oracle.random_attention_case(model_type, seed)
+        bad = [c for c in oracle.run_case(*case) if not c.matches]
+        assert not bad, "\n".join(f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, vLLM {c.engine!r}" for c in bad)
