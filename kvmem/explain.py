@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .engines import estimate as _estimate
 from .textbook import seed_terms
-from .model import CHUNKED, LINEAR, MLA, NONE, SHARED, SLIDING
+from .model import CHUNKED, COMPRESSED, LINEAR, MLA, NONE, SHARED, SLIDING
 from .units import format_bytes
 
 __all__ = ["reasons"]
@@ -41,11 +41,19 @@ def reasons(model, result) -> list[str]:
     if kinds.get(LINEAR):
         out.append(f"{kinds[LINEAR]} linear-attention/SSM layers keep a fixed state per sequence "
                    f"({format_bytes(result.state_bytes)} here) instead of a per-token cache.")
+    if kinds.get(COMPRESSED):
+        comp = [layer.compressor for layer in model.layers if layer.compressor]
+        rates = sorted({c.rate for c in comp})
+        out.append(f"{kinds[COMPRESSED]} layers keep one {first.k_width}-wide row per token (shared by K, V and "
+                   f"all {model.num_attention_heads} heads) for the last {first.window:,} tokens"
+                   + (f"; {len(comp)} of them also one compressed row per "
+                      f"{' or '.join(f'{r:,}' for r in rates)} tokens, and a small buffer of the tokens not yet "
+                      "compressed (DeepSeek-V4's compressed sparse attention)" if comp else "") + ".")
     if kinds.get(SHARED):
         out.append(f"{kinds[SHARED]} layers reuse another layer's KV and store none.")
     if kinds.get(NONE):
         out.append(f"{kinds[NONE]} layers (MLP/MoE blocks of a hybrid) cache nothing.")
-    if first.kind != MLA and first.kv_heads < model.num_attention_heads:
+    if first.kind not in (MLA, COMPRESSED) and first.kv_heads < model.num_attention_heads:
         out.append(f"GQA: {first.kv_heads} KV heads serve {model.num_attention_heads} query heads "
                    f"({model.num_attention_heads // first.kv_heads}x smaller than MHA).")
     if result.tp > 1:

@@ -10,6 +10,9 @@ Each layer has one attention kind:
     linear    no per-token cache; a fixed per-sequence state (linear attention / SSM)
     shared    reads the cache of layer ``shared_with`` and holds none of its own (Gemma-3n)
     none      no cache at all (an MLP-only block of a hybrid)
+    compressed  DeepSeek-V4: one row of head_dim shared by K, V and every head for the last
+              ``window`` tokens, and with a ``compressor`` one compressed row per compress_rate
+              tokens (+ an indexer key row) and the compressor's per-sequence buffers (Compressor)
 
 A layer of any kind may also carry a recurrent ``state`` (a parallel hybrid such as
 Falcon-H1 has attention and an SSM in the same layer).
@@ -21,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from importlib import import_module
 
-__all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "KINDS",
-           "RecurrentState", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
+__all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "COMPRESSED", "KINDS",
+           "RecurrentState", "Compressor", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
            "register_reader"]
 
 
@@ -39,6 +42,7 @@ class Kind(StrEnum):
     LINEAR = "linear"
     SHARED = "shared"
     NONE = "none"
+    COMPRESSED = "compressed"
 
     @property
     def per_head(self) -> bool:
@@ -56,9 +60,14 @@ class Kind(StrEnum):
         return self in (Kind.SLIDING, Kind.CHUNKED)
 
     @property
+    def compressed(self) -> bool:
+        """Extra rows beyond its window: one compressed row per compress_rate tokens (DeepSeek-V4)."""
+        return self is Kind.COMPRESSED
+
+    @property
     def caches_tokens(self) -> bool:
         """It stores something per token."""
-        return self.per_head or self.latent
+        return self.per_head or self.latent or self.compressed
 
     @property
     def has_state(self) -> bool:
@@ -66,7 +75,7 @@ class Kind(StrEnum):
         return self is Kind.LINEAR
 
 
-FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE = tuple(Kind)
+FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE, COMPRESSED = tuple(Kind)
 KINDS = tuple(Kind)
 PER_HEAD_KINDS = tuple(kind for kind in Kind if kind.per_head)
 
@@ -99,6 +108,68 @@ class RecurrentState:
 
 
 @dataclass(frozen=True)
+class Compressor:
+    """DeepSeek-V4's compressor of one layer: what it keeps per sequence of t tokens.
+
+    Source: transformers 5.24 modeling_deepseek_v4.py, DeepseekV4HCACache (HCA: ``overlap``
+    False, no indexer) and DeepseekV4CSACache (CSA: ``overlap`` True, an indexer of
+    ``index_head_dim``), fed by DeepseekV4HCACompressor / DeepseekV4CSACompressor /
+    DeepseekV4Indexer. Per sequence, ``w = head_dim + index_head_dim``:
+
+        compressed rows   floor(t / rate) x w          (compressed_kv: one entry per closed window
+                                                         of ``rate`` tokens, + the indexer's keys)
+        buffer            (t mod rate) x b, kv and gate (buffer_kv / buffer_gate: the projected
+                          tokens of the open window; b = 2w with overlap -- the Ca and Cb series --
+                          else w)
+        overlap           rate x w kv, rate x w gate    (overlap_kv / overlap_gate: the last closed
+                          window's Ca slice, once a window has closed; CSA only)
+
+    The compressed rows, the buffer and overlap_kv are in the model's dtype; the overlap gate is
+    ``gate_dtype``: the gate plus the fp32 ``position_bias`` (kept fp32 by
+    ``_keep_in_fp32_modules_strict``) promotes to fp32.
+    """
+
+    rate: int                   # compress_rate: tokens per compressed row
+    head_dim: int               # the compressed K=V row (the attention's head_dim)
+    index_head_dim: int = 0     # the lightning indexer's compressed key row (CSA); 0: none
+    overlap: bool = False       # two series per token, the previous window's Ca slice kept (CSA)
+    gate_dtype: str = "fp32"
+
+    def __post_init__(self):
+        if min(self.rate, self.head_dim) < 1 or self.index_head_dim < 0:
+            raise ValueError(f"a compressor needs rate and head_dim >= 1, got rate {self.rate!r}, "
+                             f"head_dim {self.head_dim!r}")
+
+    @property
+    def row_width(self) -> int:
+        """Elements of one compressed row: the K=V entry and the indexer's key."""
+        return self.head_dim + self.index_head_dim
+
+    @property
+    def buffer_width(self) -> int:
+        """Elements one buffered token keeps, in kv and again in gate (Ca and Cb with overlap)."""
+        return (2 if self.overlap else 1) * self.row_width
+
+    def compressed_rows(self, tokens: int) -> int:
+        """Compressed rows for a sequence of ``tokens``: floor(tokens / rate)."""
+        return tokens // self.rate
+
+    def buffered_tokens(self, tokens: int) -> int:
+        """Tokens of the open window, projected and waiting: tokens mod rate."""
+        return tokens % self.rate
+
+    def overlap_tokens(self, tokens: int) -> int:
+        """Rows of the kept Ca slice: rate once a window has closed (with overlap), else 0."""
+        return self.rate if self.overlap and tokens >= self.rate else 0
+
+    def state_elements(self, tokens: int) -> tuple[int, int]:
+        """(elements in the model's dtype, elements in ``gate_dtype``) of the buffer and overlap
+        state one sequence of ``tokens`` keeps; the compressed rows are its KV."""
+        overlap = self.overlap_tokens(tokens) * self.row_width
+        return 2 * self.buffered_tokens(tokens) * self.buffer_width + overlap, overlap
+
+
+@dataclass(frozen=True)
 class Layer:
     """What one decoder layer caches."""
 
@@ -112,12 +183,13 @@ class Layer:
     index_head_dim: int = 0       # a lightning-indexer key per token (DeepSeek-V3.2, MiniMax-M3 sparse layers)
     shared_with: int | None = None
     state: RecurrentState | None = None
+    compressor: Compressor | None = None   # a compressed layer's compressor (None: its window only)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"layer kind must be one of {tuple(map(str, KINDS))}, got {self.kind!r}")
         object.__setattr__(self, "kind", Kind(self.kind))
-        if self.kind.windowed and self.window < 1:
+        if (self.kind.windowed or self.kind.compressed) and self.window < 1:
             raise ValueError(f"a {self.kind} layer needs a positive window, got {self.window!r}")
         if self.kind.per_head and min(self.kv_heads, self.head_dim_k, self.head_dim_v) < 1:
             raise ValueError(f"a {self.kind} layer needs kv_heads, head_dim_k and head_dim_v >= 1")
@@ -127,6 +199,11 @@ class Layer:
             raise ValueError("a shared layer needs shared_with (the layer whose cache it reads)")
         if self.kind == LINEAR and self.state is None:
             raise ValueError("a linear layer needs a recurrent state")
+        if self.kind == COMPRESSED and (self.kv_heads != 1 or self.head_dim_k < 1 or self.head_dim_v):
+            raise ValueError("a compressed layer caches one row shared by K and V: kv_heads 1, head_dim_k >= 1, "
+                             "head_dim_v 0")
+        if self.compressor is not None and self.kind != COMPRESSED:
+            raise ValueError(f"only a compressed layer has a compressor, not a {self.kind} layer")
 
     @property
     def caches_tokens(self) -> bool:
@@ -136,11 +213,14 @@ class Layer:
     @property
     def k_width(self) -> int:
         """Elements of K stored per token: kv_heads x head_dim_k (+ MiniMax-M3's one-head indexer
-        key), or the MLA latent + rope (+ the V3.2 indexer key), which serves as both K and V."""
+        key), or the MLA latent + rope (+ the V3.2 indexer key), which serves as both K and V, or
+        a compressed layer's window row (K = V; its compressed rows are the compressor's)."""
         if self.kind.per_head:
             return self.kv_heads * self.head_dim_k + self.index_head_dim
         if self.kind.latent:
             return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
+        if self.kind.compressed:
+            return self.head_dim_k
         return 0
 
     @property
@@ -151,8 +231,9 @@ class Layer:
     def held_tokens(self, tokens: int) -> int:
         """Tokens this layer holds for a sequence of ``tokens``: min(tokens, window) for a
         sliding layer and for a chunked one (a whole chunk: the most the current chunk holds,
-        whatever position in it the sequence has reached), all of them for full/MLA."""
-        if self.kind.windowed:
+        whatever position in it the sequence has reached), all of them for full/MLA; a
+        compressed layer's window rows (min(tokens, window); Compressor counts the rest)."""
+        if self.kind.windowed or self.kind.compressed:
             return min(tokens, self.window)
         return tokens if self.caches_tokens else 0
 
@@ -314,10 +395,10 @@ class Model:
         for layer in self.layers:
             shape = (layer.kind, layer.kv_heads, layer.head_dim_k, layer.head_dim_v, layer.window,
                      layer.kv_lora_rank, layer.qk_rope_head_dim, layer.index_head_dim,
-                     layer.state.elements() if layer.state else 0)
+                     layer.state.elements() if layer.state else 0, layer.compressor)
             groups[shape] = groups.get(shape, 0) + 1
         parts = []
-        for (kind, kv_heads, dim_k, dim_v, window, rank, rope, index, state), n in sorted(
+        for (kind, kv_heads, dim_k, dim_v, window, rank, rope, index, state, comp), n in sorted(
                 groups.items(), key=lambda item: KINDS.index(item[0][0])):
             if kind.per_head:
                 dims = f"head_dim {dim_k}" if dim_k == dim_v else f"head_dim K {dim_k} / V {dim_v}"
@@ -328,6 +409,12 @@ class Model:
                 text = f"{n} MLA (latent {rank} + rope {rope}" + (f" + indexer {index}" if index else "") + ")"
             elif kind == LINEAR:
                 text = f"{n} linear/SSM (state {state:,} elements per sequence)"
+            elif kind == COMPRESSED:
+                text = f"{n} compressed ({dim_k}-wide K=V rows, window {window}"
+                if comp:
+                    text += f", + 1 row per {comp.rate} tokens" + (f" + indexer {comp.index_head_dim}"
+                                                                    if comp.index_head_dim else "")
+                text += ")"
             elif kind == SHARED:
                 text = f"{n} sharing another layer's KV"
             else:

@@ -34,7 +34,7 @@ _UNSUPPORTED = {"gemma3n_text", "gemma4_text", "mimo_v2_flash", "kimi_linear", "
                 "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas", "granitemoehybrid", "bamba", "falcon_h1",
                 "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text", "gpt_neo", "laguna", "modernbert-decoder",
                 "kosmos_2_5_text_model", "minimax_m3_vl_text", "inkling_text", "zaya", "longcat_flash",
-                "mistral_large4_text", "bailing_hybrid", "inkling2_text", "inkling2_loop_text"}
+                "mistral_large4_text", "bailing_hybrid", "inkling2_text", "inkling2_loop_text", "deepseek_v4"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
 # their MoE shape): Ernie-4.5-VL lists [text, vision] experts in moe_num_experts / moe_intermediate_size;
 # LongCat-Flash adds zero-computation experts (zero_expert_num) of expert_ffn_hidden_size

@@ -21,7 +21,8 @@ __all__ = ["template", "token_ticks", "kv_vs_context", "memory_vs_context", "per
 GIB = 2**30
 MIB = 2**20
 KIND_COLORS = {"full": "#1f77b4", "sliding": "#2ca02c", "chunked": "#17becf", "mla": "#9467bd",
-               "linear": "#ff7f0e", "shared": "#7f7f7f", "none": "#c7c7c7"}
+               "linear": "#ff7f0e", "shared": "#7f7f7f", "none": "#c7c7c7",
+               "compressed": "#d62728"}
 
 
 # Plotly's default colours, in its order: compare_lines relies on "colour i mod 10".

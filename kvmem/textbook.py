@@ -56,13 +56,23 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
 
     K = held tokens x rows of ``head_dim_k`` (one per KV head) in ``k_dtype``, likewise V;
     MLA stores one row of kv_lora_rank + qk_rope_head_dim (+ indexer) per token, as K; a per-head
-    layer with an indexer (MiniMax-M3's sparse layers) one index_head_dim row beside its K rows.
+    layer with an indexer (MiniMax-M3's sparse layers) one index_head_dim row beside its K rows;
+    a compressed layer (DeepSeek-V4) one head_dim row shared by K and V per window token, plus
+    floor(tokens / compress_rate) compressed rows and indexer keys, as K (its buffers are state:
+    kvmem.engines.ideal).
     ``kv_heads`` overrides the layer's head count (one tensor-parallel rank's share).
     """
     held = layer.held_tokens(tokens)
     heads = layer.kv_heads if kv_heads is None else kv_heads
     if layer.kind == "mla":
         k = batch * held * k_dtype.row_bytes(layer.k_width)
+        v = 0
+    elif layer.kind == "compressed":
+        k = batch * held * k_dtype.row_bytes(layer.head_dim_k)
+        if layer.compressor:
+            c = layer.compressor
+            row = k_dtype.row_bytes(c.head_dim) + k_dtype.row_bytes(c.index_head_dim)
+            k += batch * c.compressed_rows(tokens) * row
         v = 0
     elif layer.caches_tokens:
         k = batch * held * (heads * k_dtype.row_bytes(layer.head_dim_k) + k_dtype.row_bytes(layer.index_head_dim))
@@ -112,6 +122,8 @@ def _whole(value: float):
 
 def _naive_heads(model, first: Layer) -> tuple[int, int, int]:
     """(KV heads, K head dim, V head dim) as a plain calculator reads them off the config."""
+    if first.kind.compressed:   # DeepSeek-V4's config: num_key_value_heads 1, head_dim for K and for V
+        return first.kv_heads, first.head_dim_k, first.head_dim_k
     if not first.kind.latent:
         return first.kv_heads, first.head_dim_k, first.head_dim_v
     nope, v_dim = model.facts.qk_nope_head_dim, model.facts.v_head_dim

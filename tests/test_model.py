@@ -5,11 +5,14 @@ import dataclasses
 import pytest
 
 from kvmem import Layer, Model, RecurrentState
+from kvmem.model import Compressor
+
+ONE_ROW = "a compressed layer caches one row shared by K and V: kv_heads 1, head_dim_k >= 1, head_dim_v 0"
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(kind="dense"), "layer kind must be one of ('full', 'sliding', 'chunked', 'mla', 'linear', 'shared', "
-                         "'none'), got 'dense'"),
+                         "'none', 'compressed'), got 'dense'"),
     (dict(kind="sliding", kv_heads=8, head_dim_k=128, head_dim_v=128), "a sliding layer needs a positive window, got 0"),
     (dict(kind="chunked", kv_heads=8, head_dim_k=128, head_dim_v=128, window=-1),
      "a chunked layer needs a positive window, got -1"),
@@ -17,6 +20,11 @@ from kvmem import Layer, Model, RecurrentState
     (dict(kind="mla", qk_rope_head_dim=64), "an mla layer needs kv_lora_rank >= 1"),
     (dict(kind="shared"), "a shared layer needs shared_with (the layer whose cache it reads)"),
     (dict(kind="linear"), "a linear layer needs a recurrent state"),
+    (dict(kind="compressed", kv_heads=1, head_dim_k=512), "a compressed layer needs a positive window, got 0"),
+    (dict(kind="compressed", kv_heads=2, head_dim_k=512, window=128), ONE_ROW),
+    (dict(kind="compressed", kv_heads=1, head_dim_k=512, head_dim_v=512, window=128), ONE_ROW),
+    (dict(kind="sliding", kv_heads=1, head_dim_k=512, head_dim_v=512, window=128, compressor=Compressor(4, 512)),
+     "only a compressed layer has a compressor, not a sliding layer"),
 ])
 def test_layer_validation_names_what_is_missing(kwargs, message):
     with pytest.raises(ValueError) as refused:
@@ -51,9 +59,34 @@ def test_kinds_are_one_vocabulary_with_capabilities():
     from kvmem.model import Kind
     assert [kind for kind in Kind if kind.per_head] == ["full", "sliding", "chunked"]
     assert [kind for kind in Kind if kind.windowed] == ["sliding", "chunked"]
-    assert [kind for kind in Kind if kind.caches_tokens] == ["full", "sliding", "chunked", "mla"]
+    assert [kind for kind in Kind if kind.caches_tokens] == ["full", "sliding", "chunked", "mla", "compressed"]
+    assert [kind for kind in Kind if kind.compressed] == ["compressed"]
     assert Kind.MLA.latent and Kind.LINEAR.has_state and not Kind.SHARED.caches_tokens
     layer = Layer("sliding", kv_heads=2, head_dim_k=8, head_dim_v=8, window=4)
     assert layer.kind is Kind.SLIDING and layer.kind == "sliding" and f"{layer.kind}" == "sliding"
     with pytest.raises(ValueError, match="layer kind must be one of"):
         Layer("hybrid")
+
+
+def test_a_compressor_keeps_rows_buffers_and_overlap_as_deepseek_v4_does():
+    # modeling_deepseek_v4.py DeepseekV4CSACache at compress rate 4, head_dim 512, indexer 128, t = 1,026:
+    # floor(1026 / 4) = 256 rows of 512 + 128; 1026 mod 4 = 2 buffered tokens of 2 x 640 (Ca, Cb) in kv
+    # and again in gate; a window has closed, so 4 x 640 of Ca kept in kv and in the (fp32) gate
+    csa = Compressor(4, 512, 128, overlap=True)
+    assert (csa.row_width, csa.buffer_width) == (640, 1280)
+    assert (csa.compressed_rows(1026), csa.buffered_tokens(1026), csa.overlap_tokens(1026)) == (256, 2, 4)
+    assert csa.state_elements(1026) == (2 * 2 * 1280 + 4 * 640, 4 * 640)
+    assert csa.overlap_tokens(3) == 0                       # no window closed yet: no overlap state
+    # DeepseekV4HCACache at 128: no indexer, no overlap; 1026 = 8 x 128 + 2
+    hca = Compressor(128, 512)
+    assert (hca.compressed_rows(1026), hca.state_elements(1026)) == (8, (2 * 2 * 512, 0))
+    with pytest.raises(ValueError, match="a compressor needs rate and head_dim >= 1"):
+        Compressor(0, 512)
+
+
+def test_a_compressed_layer_holds_its_window_and_describes_its_compressor():
+    layer = Layer("compressed", kv_heads=1, head_dim_k=512, window=128, compressor=Compressor(128, 512))
+    assert (layer.k_width, layer.v_width, layer.held_tokens(1000), layer.held_tokens(100)) == (512, 0, 128, 100)
+    assert layer.caches_tokens and not layer.kind.windowed and layer.kind.compressed
+    model = Model("v4", (layer,), hidden_size=4096, num_attention_heads=64)
+    assert "1 compressed (512-wide K=V rows, window 128, + 1 row per 128 tokens)" in model.describe()

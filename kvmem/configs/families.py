@@ -102,6 +102,10 @@ LAYOUT_READS = {
                           "linear_conv_kernel_dim"}),
     # no_rope_layers: which layers rotate the shared rope key, not what is cached
     "mistral_large4": frozenset({"kv_source_layers", "no_rope_layers", "no_rope_layer_interval"}),
+    # kvmem.configs.compressed; the indexer's heads and top-k choose compressed rows, q_lora_rank is the
+    # query's rank and qk_rope_head_dim the rotated part of each head_dim row: none shapes the cache
+    "deepseek_v4": frozenset({"compress_ratios", "compress_rates", "compress_rate_csa", "compress_rate_hca",
+                              "index_head_dim", "index_n_heads", "index_topk", "q_lora_rank", "qk_rope_head_dim"}),
 }
 LAYOUT_READS["inkling_loop"] = LAYOUT_READS["inkling"] | {"loop_layer_index_start", "loop_layer_index_end",
                                                          "loop_num_passes", "loop_config"}
@@ -116,6 +120,7 @@ CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
     # per-layer shapes and layer maps in other spellings
     "block_configs", "attn_config", "attn_type_list", "linear_attn_config", "hybrid_layer_pattern",
     "swa_head_dim", "swa_v_head_dim", "swa_num_key_value_heads", "swa_num_attention_heads", "sliding_window_size",
+    "compress_rate_csa", "compress_rate_hca",
     "compress_ratios", "compress_rates", "kda_layers", "full_attn_layers", "full_attn_idxs", "conv_L_cache",
     "block_types", "attention_window_size", "attn_layer_indices", "hybrid_layer_ids", "kv_source_layers",
     "num_attention_heads_per_layer", "num_sliding_attention_heads", "local_layer_ids", "cross_attention_layers",
@@ -276,6 +281,12 @@ _SPECIAL = {
     "bailing_hybrid": Family("bailing", mla=True, source="configuration_bailing_hybrid.py (layer_group_size), "
                                                          "modeling_bailing_hybrid.py BailingHybridDeltaAttention",
                              engines=NEW_FAMILY_ENGINES),
+    # DeepSeek-V4: every layer a sliding window of K=V rows, CSA / HCA layers compressed rows beside it;
+    # transformers' StaticCache has no layer class for the compressed types (hf-static refuses it by name)
+    "deepseek_v4": Family("deepseek_v4", source="configuration_deepseek_v4.py (layer_types, compress_ratios, "
+                                                 "compress_rates), modeling_deepseek_v4.py DeepseekV4HCACache, "
+                                                 "DeepseekV4CSACache",
+                          engines=("ideal", "hf-dynamic")),
     "longcat_flash": Family(mla=True, source="configuration_longcat_flash.py (num_hidden_layers = 2 x num_layers), "
                                              "modeling_longcat_flash.py LongcatFlashMLA: two per decoder layer",
                             engines=NEW_FAMILY_ENGINES),

@@ -22,6 +22,8 @@ Per-layer shapes where a family's layers differ (the kinds come from kvmem.confi
     zaya         every layer attention with ZAYA's convolution and delayed-value state beside it
     minimax_m3   sparse layers: K and V as the full layers', and one indexer key of index_head_dim
     modernbert   a window of sliding_window, else local_attention // 2 (configuration_modernbert_decoder.py)
+    deepseek_v4  compressed layers: K=V rows in a sliding window, compressed rows on CSA / HCA
+                 layers (kvmem.configs.compressed)
     MLA families every attention layer caches the latent; an indexer key of index_head_dim
                  where the config sets index_topk (DeepSeek sparse attention, as vLLM keys it), on
                  the layers whose indexer_types entry is "full" (configuration_glm_moe_dsa.py:
@@ -35,6 +37,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer
 from ..units import show_value
+from .compressed import compressed_layers
 from .families import Family
 from .fields import Fields, check_int
 from .kinds import decilm_groups, kinds_of, rope_layers
@@ -273,6 +276,8 @@ def _mla_layer(f: Fields, indexer: bool, rope: bool = True) -> Layer:
 def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim: int,
               v_head_dim: int) -> tuple[Layer, ...]:
     """Every layer's Layer: kind, heads and widths, window, shared source, state."""
+    if family.layout == "deepseek_v4":
+        return compressed_layers(f, n_layers)
     kinds = kinds_of(f, family, n_layers)
     if family.mla:
         kinds = [MLA if k == FULL else k for k in kinds]

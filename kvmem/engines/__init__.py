@@ -91,8 +91,14 @@ def engine_spec(engine: str) -> EngineSpec:
     return ENGINES[key]
 
 
+# The engine modes that size compressed layers (DeepSeek-V4's CSA / HCA, kvmem.model.Compressor),
+# whatever model carries them: the others have no rule for their compressed rows and buffers.
+COMPRESSED_ENGINES = ("ideal", "hf-dynamic")
+
+
 def check_family(spec: EngineSpec, model) -> None:
-    """Refuse a model family this engine mode has not been checked for (kvmem.configs.families)."""
+    """Refuse a model family this engine mode has not been checked for (kvmem.configs.families),
+    and compressed layers in an engine mode without a rule for them."""
     family = FAMILIES.get(model.model_type)
     if family is not None and family.engines is not None and spec.name not in family.engines:
         engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
@@ -103,6 +109,9 @@ def check_family(spec: EngineSpec, model) -> None:
         raise ValueError(f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine "
                          f"does yet (its rules for this family are not checked against the engine's code); "
                          f"engines that size it: {', '.join(family.engines)}")
+    if spec.name not in COMPRESSED_ENGINES and any(layer.kind == "compressed" for layer in model.layers):
+        raise ValueError(f"engine {spec.name!r} does not size compressed layers (DeepSeek-V4's compressed sparse "
+                         f"attention); engines that size them: {', '.join(COMPRESSED_ENGINES)}")
 
 
 # Bounds every option value meets before its engine reads it (issue 20): counts (block sizes, token

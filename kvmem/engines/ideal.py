@@ -8,6 +8,12 @@ Per layer and sequence of t tokens (kvmem.textbook.ideal_layer_bytes):
     linear/SSM    no per-token cache; a fixed state per sequence: (conv_kernel - 1) x conv_channels
                   in the model's dtype + the recurrent elements in the state's own dtype (the
                   config's mamba_ssm_dtype where it names one; kvmem.engines.base.state_bytes)
+    compressed    DeepSeek-V4: min(t, window) x head_dim (one row for K and V) + floor(t / rate) x
+                  (head_dim + index_head_dim) compressed rows, as K; state: the open window's
+                  projected tokens, (t mod rate) x buffer_width kv + gate in the model's dtype,
+                  and once a window has closed (CSA) its Ca slice, rate x (head_dim +
+                  index_head_dim) in the model's dtype + the same in fp32 for the gate
+                  (kvmem.model.Compressor; modeling_deepseek_v4.py DeepseekV4HCACache/CSACache)
     shared, none  nothing
 Element bytes from kvmem.dtypes (ggml blocks and group scales included). With tp the
 heads split as in kvmem.engines.base; with pp the largest stage is reported.
@@ -17,8 +23,9 @@ no windows): tokens = kv_memory // bytes per token.
 
 from __future__ import annotations
 
+from ..dtypes import dtype
+from ..model import Compressor, Model
 from ..textbook import ideal_layer_bytes
-from ..model import Model
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes,
                    state_bytes)
 
@@ -31,8 +38,17 @@ def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):
         k, v = ideal_layer_bytes(layer, tokens=tokens, batch=batch, k_dtype=k_dtype, v_dtype=v_dtype,
                                  kv_heads=layer_heads(layer, tp))
         state = batch * state_bytes(layer.state, model.dtype, tp) if layer.state else 0
+        if layer.compressor:
+            state += batch * compressor_state_bytes(layer.compressor, tokens, model.dtype)
         rows.append((k, v, state))
     return rows, k_dtype
+
+
+def compressor_state_bytes(compressor: Compressor, tokens: int, model_dtype: str) -> int:
+    """One sequence's compressor buffers and overlap state (Compressor.state_elements): the
+    projections in the model's dtype, the overlap gate in the compressor's gate_dtype (fp32)."""
+    own, gate = compressor.state_elements(tokens)
+    return dtype(model_dtype).row_bytes(own) + dtype(compressor.gate_dtype).row_bytes(gate)
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int):

@@ -170,7 +170,14 @@ def decoder_types() -> list[str]:
 # MiniMax-M3's class default has no sparse layer (layer_types all full); the published configs make
 # most layers sparse (sparse_attention_config): every other layer is, so the shrunk model has both.
 _M3_LAYERS = {"layer_types": ["full_attention", "minimax_m3_sparse"] * 30}
-DEFAULT_OVERRIDES = {"glm4_moe": {"head_dim": 128},
+# DeepSeek-V4's class default has no sliding_attention layer (2 HCA, then HCA and CSA alternating) and
+# compresses HCA layers every 128 tokens, which no window closes in at 48: every layer type is set, as the
+# published compress_ratios mix them (0, 4, 128), and HCA compresses every 20 tokens, so that at 48 and 51
+# tokens two windows have closed and 8 and 11 tokens wait in the buffer (CSA keeps its 4).
+_V4_LAYERS = {"layer_types": ["sliding_attention", "compressed_sparse_attention",
+                              "heavily_compressed_attention"] * 14 + ["sliding_attention"],
+              "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 20}}
+DEFAULT_OVERRIDES = {"glm4_moe": {"head_dim": 128}, "deepseek_v4": _V4_LAYERS,
                      "minimax_m3_vl_text": _M3_LAYERS, "minimax_m3_vl": {"text_config": _M3_LAYERS},
                      "granitemoehybrid": {"layer_types": ["attention"] + ["mamba"] * 31},
                      "bamba": {"attn_layer_indices": [1]},

@@ -35,9 +35,10 @@ HF_KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_at
 # MiMo-V2-Flash's sliding layers hold 2 x num_key_value_heads (MiMoV2FlashAttention); Falcon, GPT-BigCode
 # and DBRX take their K/V heads from multi_query / new_decoder_architecture / attn_config;
 # Inkling's sliding layers take swa_num_key_value_heads (InklingAttention), and Inkling-2-Loop's
-# forward appends copies of its looped layers' caches.
+# forward appends copies of its looped layers' caches. DeepSeek-V4's layers are compressed ones (one K=V
+# row in the window, compressed rows: DeepseekV4HCACache / DeepseekV4CSACache), tests/configs/test_deepseek_v4.py.
 MODELING_SHAPES = {"mimo_v2_flash", "falcon", "gpt_bigcode", "dbrx", "inkling_text", "inkling2_text",
-                   "inkling2_loop_text"}
+                   "inkling2_loop_text", "deepseek_v4"}
 
 
 def default_config(model_type: str):
@@ -126,7 +127,8 @@ def test_the_families_the_issue_names_are_read():
       "kv_lora_rank": 512}, "'kv_lora_rank' shapes the cache, and kvmem's reading of model_type 'llama'"),
     ({"model_type": "nemotron-nas", "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 64},
      "config field 'block_configs' is missing and model_type 'nemotron-nas' has no default"),
-    ({"model_type": "deepseek_v4", "num_hidden_layers": 2}, "model_type 'deepseek_v4' is not a family"),
+    ({"model_type": "deepseek_v4", "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 64,
+      "sliding_window": 8, "num_key_value_heads": 2}, "'num_key_value_heads' is 2: DeepSeek-V4 caches one row"),
 ])
 def test_what_kvmem_cannot_read_is_refused_by_name(cfg, message):
     with pytest.raises(ConfigError, match=message):

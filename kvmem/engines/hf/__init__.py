@@ -28,6 +28,11 @@ updated in order, as a forward pass does. What each layer hands to ``cache.updat
                 receptive field less one, as ZayaCCAProjection pads it) and the last token's
                 delayed value in the compute dtype (modeling_zaya.py)
     shared/none DummyLayer: nothing (Gemma-3n kv-sharing consumers, Nemotron-H MLP blocks)
+    compressed  DeepSeek-V4 (modeling_deepseek_v4.py): every layer one K=V row [batch, 1, seq,
+                head_dim]; a sliding_attention layer hands it as K and as V to a
+                DynamicSlidingWindowLayer (two copies), DeepseekV4HCACache / CSACache keep one
+                (values = keys) beside the compressor's compressed rows, buffers and overlap state
+                (kvmem.model.Compressor; the buffers pin their last projection, growth.py)
 
 hf-dynamic (DynamicCache(config=...)):
     DynamicLayer             keys = cat([keys, new]): the old K is freed before V is concatenated
@@ -89,11 +94,17 @@ __all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes", "DynamicGrowth", "pro
            "HF_WEIGHT_FORMATS", "SIZING", "POSITIONS", "SPECS"]
 
 POSITIONS = PastPositions("transformers does not check it")   # the caches take any length
+# StaticCache(config) builds STATIC_LAYER_TYPE_MAPPING[layer_type] for each layer (cache_utils.py);
+# modeling_deepseek_v4.py registers its compressed layer types as dynamic layers only
+STATIC_REFUSALS = {"deepseek_v4": "transformers' StaticCache has no layer class for compressed_sparse_attention or "
+                                  "heavily_compressed_attention (modeling_deepseek_v4.py registers only "
+                                  "DynamicCache layers for them)"}
 SPECS = (
     EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING,
                prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
     EngineSpec("hf-static", {"max_cache_len": DEFAULTS["max_cache_len"], "prompt_tokens": DEFAULTS["prompt_tokens"]},
-               estimate_static, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
+               estimate_static, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",
+               refusals=STATIC_REFUSALS),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
                estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),

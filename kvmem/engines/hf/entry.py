@@ -128,6 +128,10 @@ def estimate_dynamic(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     if pinned:
         notes.append(f"sliding layers keep a view of the last window - 1 tokens, which pins the whole "
                      f"{prompt}-token prefill buffer until the next decode step (DynamicSlidingWindowLayer)")
+    if any(s.compressor for s in found):
+        notes.append("compressed layers (DeepSeek-V4): the compressor's buffers are views that pin the step's "
+                     "whole projection (the prompt's after the prefill); the overlap gate is fp32 "
+                     "(modeling_deepseek_v4.py)")
     return _finish(model, "hf-dynamic", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes)
 
 

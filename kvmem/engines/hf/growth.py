@@ -9,6 +9,7 @@ their transformers 5.24.0 sources are in kvmem.engines.hf's docstring.
 
 from __future__ import annotations
 
+from ...dtypes import dtype
 from .slots import Slot
 
 _RECURRENT_STATE_BYTES = 4  # fp32 (torch_chunk_gated_delta_rule, mamba(2) torch scans, Kimi's KDA)
@@ -118,7 +119,28 @@ class DynamicGrowth(Workload):
         if slot.kind == "dummy":
             return 0
         state = sum(self.state(slot)) if slot.has_state and j >= 0 else 0
-        return self.stored(slot, j) * (self.k_token(slot) + self.v_token(slot) + self.i_token(slot)) + state
+        return (self.stored(slot, j) * (self.k_token(slot) + self.v_token(slot) + self.i_token(slot)) + state
+                + sum(self.compressor_bytes(slot, j)))
+
+    def compressor_bytes(self, slot: Slot, j: int) -> tuple[int, int]:
+        """(compressed rows, buffers + overlap state) bytes of a DeepSeek-V4 compressor after step j.
+
+        modeling_deepseek_v4.py DeepseekV4HCACache.store_compression_weights keeps buffer_kv and
+        buffer_gate as the views kv[:, usable:] of the step's projection, concatenated with the old
+        buffer when that was not empty: each pins t - rate x floor(t_prev / rate) tokens (the whole
+        prompt after the prefill, rate tokens after a decode step that closes a window), not
+        t mod rate. The compressed rows (cat) and the overlap slices (clones) are exact; the
+        overlap gate is fp32 (Compressor.gate_dtype).
+        """
+        c = slot.compressor
+        if c is None or j < 0:
+            return 0, 0
+        tokens = self.prompt + j
+        before = self.prompt + j - 1 if j else 0
+        pinned = tokens - c.rate * (before // c.rate)
+        rows = self.batch * c.compressed_rows(tokens) * c.row_width * self.e
+        overlap = self.batch * c.overlap_tokens(tokens) * c.row_width * (self.e + dtype(c.gate_dtype).row_bytes(1))
+        return rows, self.batch * 2 * pinned * c.buffer_width * self.e + overlap
 
     def token_events(self, slot: Slot, j: int) -> list[int]:
         old, new = self.stored(slot, j - 1), self.stored(slot, j)
@@ -129,7 +151,16 @@ class DynamicGrowth(Workload):
             out = [new * k, -old * k, new * v, -old * v]
         if slot.index_dim:
             out += [new * self.i_token(slot), -old * self.i_token(slot)]
+        if slot.compressor:
+            # the new buffers, rows and overlap slices are made before the old ones are let go
+            out += [sum(self.compressor_bytes(slot, j)), -sum(self.compressor_bytes(slot, j - 1))]
         return out
+
+    def rows(self, i: int) -> tuple[int, int, int]:
+        """Workload.rows, plus a compressor's rows (as K) and its buffers and overlap (as state)."""
+        k, v, state = super().rows(i)
+        rows, buffers = self.compressor_bytes(self.slots[i], self.steps)
+        return k + rows, v, state + buffers
 
     def held_tokens(self, slot: Slot) -> int:
         return self.stored(slot, self.steps)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import dtype
-from ...model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Model
+from ...model import CHUNKED, COMPRESSED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Compressor, Model
 
 _HF_TYPE = {FULL: "full_attention", SLIDING: "sliding_attention", CHUNKED: "chunked_attention",
             LINEAR: "linear_attention", SHARED: "dummy", NONE: "dummy"}
@@ -35,6 +35,7 @@ class Slot:
     recurrent_elements: int = 0
     recurrent_in_compute_dtype: bool = False
     conv_element_bytes: int = 0     # 0: the compute dtype's
+    compressor: Compressor | None = None   # DeepSeek-V4's CSA / HCA compressor beside the window
 
     @property
     def has_state(self) -> bool:
@@ -82,6 +83,15 @@ def slots(model: Model) -> tuple[Slot, ...]:
         elif layer.kind == MLA:
             out.append(Slot("attention", "indexed_attention" if layer.index_head_dim else "full_attention",
                             1, layer.kv_lora_rank, layer.qk_rope_head_dim, index_dim=layer.index_head_dim))
+        elif layer.kind == COMPRESSED and layer.compressor is None:
+            # modeling_deepseek_v4.py: a sliding_attention layer hands kv as both K and V to a
+            # DynamicSlidingWindowLayer, which concatenates each: two copies of the one row
+            out.append(Slot("sliding", "sliding_attention", 1, layer.head_dim_k, layer.head_dim_k, window=layer.window))
+        elif layer.kind == COMPRESSED:
+            # DeepseekV4HCACache / DeepseekV4CSACache: one cat, values = keys, and the compressor's state
+            hf_type = "compressed_sparse_attention" if layer.compressor.overlap else "heavily_compressed_attention"
+            out.append(Slot("sliding", hf_type, 1, layer.head_dim_k, 0, window=layer.window,
+                            compressor=layer.compressor))
         elif layer.kind == LINEAR:
             out.append(Slot("linear", "linear_attention", **_state_fields(model, layer.state)))
         else:
