@@ -4,7 +4,7 @@ import numpy  # noqa: F401  (see below)
 import streamlit as st
 
 import kvmem.plots  # noqa: F401  (plotly: loaded before the first freeze below)
-from ui import collector, inputs, preload, urlparams
+from ui import collector, export, inputs, preload, urlparams
 
 # numpy is imported before any page draws (0.1 s, once): torch and pandas import it, and while
 # a module is being imported it sits half-initialised in sys.modules, where plotly looks for
@@ -18,6 +18,7 @@ pages = [
     st.Page("ui/calculator.py", title="Calculator", icon=":material/calculate:", default=True),
     st.Page("ui/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("ui/fit.py", title="Fit hardware", icon=":material/memory:", url_path="fit"),
+    st.Page("ui/overview.py", title="Overview", icon=":material/grid_view:", url_path="overview"),
     st.Page("ui/strategies.py", title="Strategies", icon=":material/compress:", url_path="strategies"),
     st.Page("ui/validate.py", title="Validate", icon=":material/verified:", url_path="validate"),
     st.Page("ui/learn.py", title="Learn", icon=":material/school:", url_path="learn"),
@@ -25,7 +26,8 @@ pages = [
 page = st.navigation(pages)
 # The shared sidebar belongs to this script, not to a page: its values and URL parameters
 # survive page switches, and Back/Forward restore them.
-inputs.build_sidebar()
+work = inputs.build_sidebar()
+export.sidebar_buttons(work)  # the whole plan as JSON / Markdown, from any page (written on click)
 urlparams.show_refusals()
 try:
     with preload.page_run():  # one page at a time until pandas is imported (ui/preload.py)

@@ -182,7 +182,7 @@ def rows_frame(rows, *, drop=("model", "settings", "quality")) -> "pd.DataFrame"
 
 # ----------------------------------------------------------------------------- the overview (kvmem.sweep)
 
-SWEEP_SHOWS = {"fits": "fits", "max_batch": "max batch", "max_context": "max context",
+SWEEP_SHOWS = {"max_batch": "max batch", "fits": "fits", "max_context": "max context",
                "max_concurrency": "max concurrency"}
 SWEEP_FORMATS = ("csv", "json", "parquet")
 

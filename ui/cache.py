@@ -33,3 +33,11 @@ def single_head(steps: int, causal: bool):
 @st.cache_data(max_entries=1, show_spinner=False)
 def variants():
     return preload.lab().compare_variants()
+
+
+@st.cache_data(max_entries=32, show_spinner=False, hash_funcs=_KEYS)
+def sweep(models, gpus, **kwargs):
+    """kvmem.sweep (the Overview page's matrix: every preset x every GPU is ~0.6 s under vLLM)."""
+    import kvmem
+
+    return kvmem.sweep(models, gpus, **kwargs)

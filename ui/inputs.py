@@ -388,9 +388,11 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
                     options=options, gpu=gpu, num_gpus=num_gpus, weight_dtype=weight_dtype)
 
 
-def build_sidebar() -> None:
-    """Draw the shared sidebar (app.py calls this before the page) and keep its Workload for the page."""
-    st.session_state[_BUILT] = _build()
+def build_sidebar() -> Workload | str:
+    """Draw the shared sidebar (app.py calls this before the page) and keep its Workload for the page;
+    returns it too (or the message naming an invalid input)."""
+    built = st.session_state[_BUILT] = _build()
+    return built
 
 
 def _build() -> Workload | str:

@@ -11,6 +11,7 @@ STRATEGY_TABS = ["Side by side", "Eviction", "Paged vs contiguous", "Prefix shar
                  "Architecture variants"]
 PAGES = ["ui/calculator.py", "ui/compare.py", "ui/fit.py"] + [f"ui/strategies.py?strategy_view={tab}"
                                                               for tab in STRATEGY_TABS]
+PAGES.append("ui/overview.py?ov_gpus=rtx-4090-24gb")   # the sidebar's GPU and one more column: every preset's row
 # input -> (widget kind, key, new value, label the page uses when it says the input is not used)
 CHANGES = {
     "model": ("selectbox", "model", "qwen3-8b", "model"),
