@@ -172,8 +172,9 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 
 def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]:
     """A seeded model of an attention-only family the vllm mode reads beyond FAMILIES (exaone4,
-    afmoe, cohere2, cohere2_moe, dbrx), with engine settings. Its specs are kvmem's layers, so this
-    checks vLLM's planning of them; the model files' rules (window + 1, head_dim) are in the unit tests."""
+    afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text), with engine settings. Its
+    specs are kvmem's layers (the cohere window + 1 as vLLM's), so this checks vLLM's planning of
+    them; the model files' rules (window + 1, head_dim) are in the unit tests."""
     import random
     rng = random.Random(f"{model_type}/{seed}")
     n_layers = rng.randint(2, 16)
@@ -193,6 +194,8 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
                    sliding_window=window, sliding_window_pattern=rng.choice((2, 4)))
         if model_type == "cohere2_moe":
             cfg.update(first_k_dense_replace=rng.randint(0, 3), prefix_dense_sliding_window_pattern=1)
+    elif model_type in ("qwen2_vl_text", "qwen2_5_vl_text"):   # qwen2_vl.py: Qwen2ForCausalLM, no window
+        cfg.update(architectures=["Qwen2ForCausalLM"], use_sliding_window=False)
     elif model_type == "dbrx":
         cfg = {k: v for k, v in cfg.items() if k not in ("num_key_value_heads", "num_attention_heads",
                                                          "num_hidden_layers", "hidden_size")}

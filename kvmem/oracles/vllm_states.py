@@ -37,7 +37,8 @@ CLASSES = {"kimi_linear": ("vllm.models.kimi_k3", "KimiLinearForCausalLM"),
            "falcon_mamba": (_MODELS + "mamba", "MambaForCausalLM"),
            "mamba2": (_MODELS + "mamba2", "Mamba2ForCausalLM"),
            "lfm2": (_MODELS + "lfm2", "Lfm2ForCausalLM"),
-           "lfm2_moe": (_MODELS + "lfm2_moe", "Lfm2MoeForCausalLM")}
+           "lfm2_moe": (_MODELS + "lfm2_moe", "Lfm2MoeForCausalLM"),
+           "olmo_hybrid": (_MODELS + "olmo_hybrid", "OlmoHybridForCausalLM")}
 
 # the kernel block of the backend kvmem assumes (the smallest get_supported_kernel_block_sizes)
 _KERNEL_BLOCK = {"mla": 64, "full": 16}
@@ -98,7 +99,7 @@ def _attention_shape(model: Model, hf_config, tp: int) -> tuple[bool, int, int]:
         return False, 0, 0
     if model.model_type == "falcon_h1":      # falcon_h1.py FalconH1AttentionDecoderLayer
         dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // heads
-    else:                                    # granitemoehybrid.py, lfm2.py, lfm2_moe.py
+    else:                                    # granitemoehybrid.py, lfm2.py, lfm2_moe.py, olmo_hybrid.py
         dim = hf_config.hidden_size // heads
     return False, dim, max(1, hf_config.num_key_value_heads // tp)
 
@@ -198,6 +199,12 @@ def random_config(model_type: str, seed: int) -> Model:
             cfg["conv_dim"] = hidden                 # the published LFM2 files set it to hidden_size
         else:
             cfg.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, num_dense_layers=1)
+    elif model_type == "olmo_hybrid":
+        k_heads = rng.choice((4, 8, 16))
+        cfg = dict(attention, architectures=["OlmoHybridForCausalLM"], linear_num_key_heads=k_heads,
+                   linear_num_value_heads=k_heads * rng.choice((1, 2)), linear_key_head_dim=rng.choice((64, 128)),
+                   linear_value_head_dim=rng.choice((64, 128)), linear_conv_kernel_dim=rng.choice((2, 4)),
+                   layer_types=["full_attention" if b else "linear_attention" for b in both])
     else:
         raise ValueError(f"no random configs for {model_type!r}")
     return model_from_config({**cfg, "model_type": model_type}, name=f"random-{model_type}-{seed}")

@@ -56,3 +56,13 @@ def test_dbrx_head_dim_other_than_d_model_over_heads_is_refused():
                    attn_config={"kv_n_heads": 8})
     with pytest.raises(ValueError, match="head_dim = hidden_size // num_attention_heads = 128"):
         kvmem.estimate(model, engine="vllm", tokens=1024)
+
+
+def test_qwen2_vl_text_model_is_qwen2():
+    # qwen2_vl.py / qwen2_5_vl.py: the language model is Qwen2ForCausalLM on the text config (qwen2.py);
+    # Qwen2.5-VL-7B's text: 28 layers x 4 KV heads x 128 x 2 x 2 B = 57,344 B/token; 1,024 tokens
+    # = 64 blocks of 16 -> 28 x 64 x 16 x 2,048 B = 58,720,256 B
+    for model_type in ("qwen2_vl_text", "qwen2_5_vl_text"):
+        model = _model(model_type=model_type, num_hidden_layers=28, hidden_size=3584, num_attention_heads=28,
+                       num_key_value_heads=4, use_sliding_window=False, sliding_window=32768)
+        assert kvmem.estimate(model, engine="vllm", tokens=1024).kv_bytes == 58_720_256

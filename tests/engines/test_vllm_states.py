@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
+from kvmem.engines.base import cdiv
 
 KIMI = "kimi-linear-48b-a3b"
 
@@ -155,3 +156,19 @@ def test_lfm2_refusals():
         kvmem.estimate(kvmem.Model.from_hf_config(config), engine="vllm", tokens=1024)
     with pytest.raises(ValueError, match="num_speculative_tokens with lfm2"):
         kvmem.estimate(kvmem.Model.from_hf_config(LFM2), engine="vllm", tokens=1024, num_speculative_tokens=1)
+
+
+def test_olmo_hybrid_gated_deltanet_state():
+    # olmo_hybrid.py get_mamba_state_shape_from_config -> gated_delta_net_state_shape: conv (2 x 8 x 128
+    # + 16 x 128 = 4,096 channels) x (4 - 1) x 2 B = 24,576 B; ssm 16 x 128 x 128 x 2 B (no ssm-dtype hook:
+    # the conv dtype) = 524,288 B -> 548,864 B. Attention head_dim = hidden // heads = 4,096 / 32 = 128
+    # (OlmoHybridAttention), 8 KV heads: 4,096 B/token; block 16 x cdiv(548,864, 65,536) = 144, page
+    # 144 x 4,096 = 589,824 B
+    model = _model(model_type="olmo_hybrid", architectures=["OlmoHybridForCausalLM"], hidden_size=4096,
+                   num_attention_heads=32, num_key_value_heads=8, num_hidden_layers=4, linear_num_key_heads=8,
+                   linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+                   linear_conv_kernel_dim=4,
+                   layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
+    result = kvmem.estimate(model, engine="vllm", tokens=1024)
+    assert result.per_layer == (589_824,) * 3 + (cdiv(1024, 144) * 589_824,)
+    assert result.state_bytes == 3 * 589_824

@@ -18,7 +18,8 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs" / "new"
 # presets, and verbatim published configs (tests/fixtures/configs/new/SOURCES.md)
 PRESETS = {"kimi-linear-48b-a3b": lambda: get_model("kimi-linear-48b-a3b"),
            "lfm2.5-1.2b": lambda: model_from_config(FIXTURES / "lfm2.5-1.2b-finetune.json")}
-FAMILIES = ("kimi_linear", "granitemoehybrid", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "lfm2", "lfm2_moe")
+FAMILIES = ("kimi_linear", "granitemoehybrid", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "lfm2", "lfm2_moe",
+            "olmo_hybrid")
 SEEDS = range(6)
 
 

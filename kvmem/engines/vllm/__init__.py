@@ -46,7 +46,8 @@ Hybrid Mamba/linear-attention models (vllm/platforms/interface.py _align_hybrid_
     "all": lcm(mamba chunk, align) x cdiv(cdiv(mamba_page, page_1), that)); the Mamba page is
     padded to block x attention_page_of_one_token.
 State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator):
-    gated DeltaNet (Qwen3-Next, Qwen3.5)  conv (conv_dim/tp, kernel-1+num_spec), ssm (v_heads/tp, v_dim, k_dim)
+    gated DeltaNet (Qwen3-Next, Qwen3.5, OLMo-Hybrid olmo_hybrid.py)
+                         conv (conv_dim/tp, kernel-1+num_spec), ssm (v_heads/tp, v_dim, k_dim)
     mamba2 (Nemotron-H, Granite-4.0-H granitemoehybrid.py, Falcon-H1 falcon_h1.py, Mamba2 mamba2.py)
                          conv ((inner + 2 n_groups' d_state)/tp, kernel-1+num_spec), ssm (heads/tp, head_dim,
                           d_state); n_groups' = n_groups, or tp when tp does not divide it; inner =
@@ -58,8 +59,9 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
                          config.conv_dim (refused without it), LFM2-MoE hidden_size; with speculative
                          tokens the layers keep num_spec more columns than the block alignment sizes
                          (short_conv.py get_state_shape): refused
-    Granite-4.0-H and LFM2 attention: head_dim = hidden_size // num_attention_heads whatever the config
-    says (granitemoehybrid.py, lfm2.py): a contradicting head_dim is refused
+    Granite-4.0-H, LFM2, OLMo-Hybrid and DBRX attention: head_dim = hidden_size // num_attention_heads
+    whatever the config says (granitemoehybrid.py, lfm2.py, olmo_hybrid.py, dbrx.py): a contradicting
+    head_dim is refused. Qwen2-VL / Qwen2.5-VL: the text model is Qwen2ForCausalLM (qwen2_vl.py).
     KDA (Kimi-Linear)    conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, head_dim)
                          from linear_attn_config (vllm/models/kimi_k3/nvidia/model.py
                          KimiLinearForCausalLM.get_mamba_state_shape_from_config, mamba_utils.py

@@ -117,8 +117,8 @@ def _check_heads(model: Model, tp: int) -> None:
 
 # Model files whose attention takes head_dim = hidden_size // num_attention_heads whatever the config
 # says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py,
-# dbrx.py DbrxAttention: d_model // n_heads)
-HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx")
+# dbrx.py DbrxAttention: d_model // n_heads, olmo_hybrid.py OlmoHybridAttention)
+HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx", "olmo_hybrid")
 
 
 def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]:
