@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.e2e.server import browser, chromium_missing_reason, streamlit_server  # noqa: E402
 
-PAGES = {"calculator": "", "compare": "compare", "fit": "fit", "strategies": "strategies",
+PAGES = {"calculator": "", "compare": "compare", "fit": "fit", "overview": "overview", "strategies": "strategies",
          "validate": "validate", "learn": "learn"}
 FLOOR = ROOT / "bench" / "floor_app.py"
 # The time (ms from navigation start) of the page's last DOM change.
