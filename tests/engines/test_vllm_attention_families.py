@@ -66,3 +66,14 @@ def test_qwen2_vl_text_model_is_qwen2():
         model = _model(model_type=model_type, num_hidden_layers=28, hidden_size=3584, num_attention_heads=28,
                        num_key_value_heads=4, use_sliding_window=False, sliding_window=32768)
         assert kvmem.estimate(model, engine="vllm", tokens=1024).kv_bytes == 58_720_256
+
+
+def test_families_vllm_cannot_load_are_refused_with_the_reason():
+    from kvmem.configs.families import FAMILIES
+    from kvmem.engines.vllm import REFUSALS
+    assert set(REFUSALS) <= set(FAMILIES)
+    assert not [t for t in REFUSALS if "vllm" in (FAMILIES[t].engines or ("vllm",))]
+    model = _model(model_type="xglm", num_layers=2, attention_heads=4, d_model=64)
+    with pytest.raises(ValueError, match=r"engine 'vllm' \(vLLM 0.33.0\) does not size model_type 'xglm': vLLM "
+                                         r"0.33.0's model registry .* has no architecture for it"):
+        kvmem.estimate(model, engine="vllm", tokens=64)

@@ -72,7 +72,8 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
     defaults to float32; KDA's "auto" is float32 (kda_state_dtype), and its layers keep float32
     whatever the option says (kimi_gdn_linear_attn.py get_state_dtype), so kvmem refuses another.
 Families refused by name (REFUSALS): those whose architecture vLLM 0.33.0 no longer has
-    (registry.py _PREVIOUSLY_SUPPORTED_MODELS: MiniMax-Text-01/M1 and Bamba after 0.23.0, ...).
+    (registry.py _PREVIOUSLY_SUPPORTED_MODELS: MiniMax-Text-01/M1 and Bamba after 0.23.0, ...), those
+    its registry never had (XGLM, LFM3, ZAYA, ...), and BERT-style encoders run as decoders.
 Groups (vllm/v1/core/kv_cache_utils.py get_kv_cache_groups @ 001cabc1):
     hybrid_kv_cache_manager=False turns sliding/chunked layers into full ones when full layers
     exist; one group when every layer has the same spec, or when all have one type (full+MLA, one
@@ -155,6 +156,16 @@ REFUSALS = {
     "bamba": _REMOVED.format(arch="BambaForCausalLM", last="0.23.0"),
     "dots1": _REMOVED.format(arch="Dots1ForCausalLM", last="0.23.0"),
     "mpt": _REMOVED.format(arch="MPTForCausalLM", last="0.28.0"),
+    # Families transformers 5.24 defines whose architecture vLLM 0.33.0's registry (registry.py) lacks
+    **{t: "vLLM 0.33.0's model registry (vllm/model_executor/models/registry.py) has no architecture for it"
+       for t in ("xglm", "lfm3", "lara_mini", "youtu", "axk2", "kosmos_2_5_text_model", "modernbert-decoder", "zaya",
+                 "mistral4", "mistral_large4_text")},
+    # BERT-style encoders run as decoders (is_decoder): vLLM has no decoder class for them
+    **{t: "vLLM 0.33.0 has no decoder (is_decoder) architecture for it; where it has the family at all, it "
+          "runs it as an encoder or pooling model, with no KV cache"
+       for t in ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie",
+                 "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
+                 "xlm-roberta-xl", "xmod")},
 }
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
                     refusals=REFUSALS),)
