@@ -64,8 +64,6 @@ class Report:
 def _plain(value):
     if isinstance(value, Fraction):
         return float(value)
-    if isinstance(value, Model):
-        return value.name
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
@@ -80,6 +78,7 @@ def report(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1,
 
     model, gpu = as_model(model), get_gpu(gpu)
     context = parse_tokens(context)
+    options = {name: _option_value(name, value) for name, value in options.items()}
     kwargs = dict(gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, context=context, batch=batch, weight_dtype=weight_dtype,
                   kv_dtype=kv_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization, **options)
     inputs = {"model": _model_input(model), "gpu": _gpu_input(gpu),
@@ -95,6 +94,17 @@ def report(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1,
         refused = str(exc)
     return Report(inputs=inputs, fit=result, plan=the_plan, plan_refused=refused, sources=_sources(model, gpu),
                   kvmem_version=__version__)
+
+
+def _option_value(name: str, value):
+    """An engine option as JSON data: a Model (vLLM's draft) by its preset name, which the engines take too."""
+    if not isinstance(value, Model):
+        return value
+    spec = _model_input(value)
+    if "preset" not in spec:
+        raise ValueError(f"options: {name} is a model that is not a preset ({value.name!r}); a report can name "
+                         "only a preset there")
+    return spec["preset"]
 
 
 def rerun_report(data, *, model=None) -> Report:

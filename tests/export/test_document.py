@@ -89,3 +89,13 @@ def test_bad_documents_are_refused_by_field():
     with pytest.raises(ValueError, match="inputs.model 'hand-built' has no preset, hf_id or config"):
         kvmem.rerun_report(doc)
     assert kvmem.rerun_report(doc, model="llama-3.1-8b").fit.max_batch == 104
+
+
+def test_a_draft_model_option_is_written_by_its_preset_name():
+    first = kvmem.report("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", draft=kvmem.get_model("llama-3.2-1b"))
+    doc = first.to_dict()
+    assert doc["inputs"]["options"] == {"draft": "llama-3.2-1b"}
+    assert kvmem.rerun_report(doc).to_dict() == doc
+    mine = kvmem.Model.from_hf_config(catalog.preset("llama-3.2-1b")["config"], name="my-draft")
+    with pytest.raises(ValueError, match="options: draft is a model that is not a preset"):
+        kvmem.report("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", draft=mine)

@@ -69,6 +69,11 @@ def test_every_preset_and_gpu_by_default_and_bad_input_named():
         kvmem.sweep(["llama-3.1-8b"], ["h100-sxm-80gb"], engines=["vlm"])
     with pytest.raises(ValueError, match="contexts: give at least one"):
         kvmem.sweep(["llama-3.1-8b"], ["h100-sxm-80gb"], contexts="")
+    with pytest.raises(ValueError, match="option 'block_sizee': none of the engines vllm, sglang takes it"):
+        kvmem.sweep(["llama-3.1-8b"], ["h100-sxm-80gb"], engines="vllm,sglang", block_sizee=32)
+    (cell,) = kvmem.sweep(["llama-3.1-8b"], ["h100-sxm-80gb"], engines="sglang", mem_fraction_static=0.8)
+    assert cell.max_batch == kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", engine="sglang",
+                                       mem_fraction_static=0.8).max_batch
     with pytest.raises(ValueError, match="unknown GPU|gpu"):
         kvmem.sweep(["llama-3.1-8b"], ["h200-nonexistent"])
 
