@@ -95,6 +95,42 @@ def test_inkling_keeps_its_convolutions_in_fp32_in_a_bf16_model():
     assert result.measured == conv + kv
 
 
+# DeepSeek-V4 shrunk (DEFAULT_OVERRIDES): layers sliding, CSA (rate 4, indexer 128), HCA (rate 20), sliding;
+# head_dim 512, one K=V head, window 16, batch 2 (modeling_deepseek_v4.py; kvmem.model.Compressor). At 51
+# tokens, per sequence, in elements of the model's dtype (and fp32 for CSA's overlap gate):
+#   sliding      K and V apart, each the 16-token cat the kept 15-token view pins: 2 x 16 x 512
+#   CSA          16 x 512 window; floor(51 / 4) = 12 rows of 512 + 128; the buffers (kv, gate) pin the
+#                step's cat of 51 - 4 x floor(50 / 4) = 3 tokens of 2 x 640; the Ca slice 4 x 640, + 4 x 640 fp32
+#   HCA          16 x 512 window; floor(51 / 20) = 2 rows of 512; 51 - 20 x floor(50 / 20) = 11 tokens of 512, x 2
+def _v4_end_bytes(e: int) -> int:
+    sliding = 2 * 16 * 512 * e
+    csa = (16 * 512 + 12 * 640 + 2 * 3 * 1280 + 4 * 640) * e + 4 * 640 * 4
+    hca = (16 * 512 + 2 * 512 + 2 * 11 * 512) * e
+    return 2 * (2 * sliding + csa + hca)
+
+
+def test_deepseek_v4_matches_in_bf16_with_its_fp32_overlap_gate():
+    result = oracle.judge("deepseek_v4", dtype="bfloat16")
+    assert result.outcome == "match", f"kvmem {result.predicted}, measured {result.measured} {result.message}"
+    assert result.cache == ("DynamicCache [DynamicSlidingWindowLayer x1, DeepseekV4CSACache x1, "
+                            "DeepseekV4HCACache x1, DynamicSlidingWindowLayer x1]")
+    assert result.measured == result.predicted == _v4_end_bytes(2) == 337_920
+    assert result.prefill_measured == result.prefill_predicted
+
+
+def test_deepseek_v4_around_its_compress_rate_boundaries():
+    # fp32, the judge's run (48 + 3), and prompts just before, at and past a CSA (4) or HCA (20) boundary,
+    # then decode steps that close windows
+    config = oracle.shrink(oracle.default_config("deepseek_v4"))
+    model, own = oracle.build(config)
+    for prompt, steps in ((48, 3), (3, 2), (19, 2), (47, 1), (64, 1), (65, 4)):
+        prefill, cache = oracle.run_model(model, own, prompt=prompt, steps=steps)
+        first, last, _ = oracle.predict(config.to_dict(), prompt=prompt, steps=steps)
+        assert (first, last) == (prefill, oracle.held_bytes(cache)[0]), f"prompt {prompt}, {steps} steps"
+        if prompt == 48:
+            assert last == _v4_end_bytes(4) == 655_360
+
+
 def test_variations_are_seeded(report):
     variations = [r for r in report.results if r.case]
     pool = sorted(r.model_type for r in report.results[:len(SUBSET)] if r.outcome in ("match", "wrong"))
