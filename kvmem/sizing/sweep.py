@@ -11,8 +11,8 @@ bound are not computed: ask kvmem.fit for the one cell you care about.
 
 The numbers are fit's own: the same set-up, budget and searches (kvmem.sizing.setup, search),
 checked cell for cell against kvmem.fit by the tests. What is cached: the engine's estimate of
-each (tokens, batch) workload is shared by every GPU of the same model, engine, KV format,
-parallelism and options (it does not depend on the device); weights per model and format
+each (tokens, batch) workload is shared by every GPU and context of the same model, engine, KV
+format, parallelism and options (it depends on neither); weights per model and format
 (kvmem.sizing.setup.model_weights) and each engine's own layout caches are kvmem's usual ones.
 A workload that kvmem or the engine refuses (an engine that does not size the family, tp not
 dividing the heads, no parameter count for the weights) is a cell with ``refused`` set to the
@@ -91,8 +91,8 @@ def sweep(models=None, gpus=None, *, contexts=("8k",), engines=("vllm",), num_gp
     cells = []
     for model in model_list:
         for engine in engine_list:
+            shared: dict = {}          # the engine's estimates: the same on every GPU and at every context
             for context in context_list:
-                shared: dict = {}      # the engine's estimates, the same on every GPU
                 for gpu in gpu_list:
                     cells.append(_cell(model, gpu, engine, context, shared, num_gpus=num_gpus, batch=batch,
                                        weight_dtype=weight_dtype, kv_dtype=kv_dtype,
