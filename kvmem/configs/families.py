@@ -236,7 +236,8 @@ _SPECIAL = {
     "deepseek_v3": Family(mla=True, source="modeling_deepseek_v3.py DeepseekV3Attention"),
     "deepseek_v32": Family(mla=True, source="modeling_deepseek_v32.py: latent + rope key + indexer key"),
     "glm4_moe_lite": Family(mla=True, source="modeling_glm4_moe_lite.py"),
-    **{t: Family(mla=True, source=f"modeling_{t}.py: latent + rope key, one head", engines=NEW_FAMILY_ENGINES)
+    **{t: Family(mla=True, source=f"modeling_{t}.py: latent + rope key, one head",
+                 engines=(*NEW_FAMILY_ENGINES, "vllm") if t == "minicpm3" else NEW_FAMILY_ENGINES)
        for t in ("minicpm3", "mistral4", "youtu", "sarvam_mla", "axk1", "axk2", "hy_v4", "hy_v4_vl_text")},
     # Ernie-4.5-VL's text model: the attention of ernie4_5_moe; its MoE lists text and vision experts
     # (moe_num_experts, moe_intermediate_size as [text, vision]), which kvmem's parameter count does not read
@@ -289,7 +290,7 @@ _SPECIAL = {
                           engines=("ideal", "hf-dynamic")),
     "longcat_flash": Family(mla=True, source="configuration_longcat_flash.py (num_hidden_layers = 2 x num_layers), "
                                              "modeling_longcat_flash.py LongcatFlashMLA: two per decoder layer",
-                            engines=NEW_FAMILY_ENGINES),
+                            engines=(*NEW_FAMILY_ENGINES, "vllm")),
     # kvmem's own spelled-out form (kvmem.configs.custom_config): every field it writes is read
     "custom": Family(source="kvmem.configs.custom_config"),
     "custom_mla": Family(mla=True, source="kvmem.configs.custom_config"),

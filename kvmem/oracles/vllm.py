@@ -94,6 +94,12 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
     """{layer name: KVCacheSpec} as vLLM's attention layers build them (bf16 cache)."""
     if model.model_type == "mimo_v2_flash":
         return _mimo_specs(v, model.config, block_size, tp)
+    if model.model_type == "minicpm3":   # minicpm3.py: Attention(local heads, qk_head_dim), per-head K and V
+        cfg = model.config
+        return {f"model.layers.{i}.self_attn.attn": v.FullAttentionSpec(
+                    block_size=block_size, num_kv_heads=cfg["num_attention_heads"] // tp, dtype=v.torch.bfloat16,
+                    head_size=cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+                for i in range(cfg["num_hidden_layers"])}
     specs = {}
     dtype = v.torch.bfloat16
     for i, layer in enumerate(model.layers):
@@ -172,7 +178,8 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 
 def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]:
     """A seeded model of an attention-only family the vllm mode reads beyond FAMILIES (exaone4,
-    afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text), with engine settings. Its
+    afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text, minicpm3, longcat_flash), with
+    engine settings. Its
     specs are kvmem's layers (the cohere window + 1 as vLLM's), so this checks vLLM's planning of
     them; the model files' rules (window + 1, head_dim) are in the unit tests."""
     import random
@@ -196,6 +203,15 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
             cfg.update(first_k_dense_replace=rng.randint(0, 3), prefix_dense_sliding_window_pattern=1)
     elif model_type in ("qwen2_vl_text", "qwen2_5_vl_text"):   # qwen2_vl.py: Qwen2ForCausalLM, no window
         cfg.update(architectures=["Qwen2ForCausalLM"], use_sliding_window=False)
+    elif model_type == "minicpm3":
+        cfg.update(architectures=["MiniCPM3ForCausalLM"], num_key_value_heads=heads, q_lora_rank=256,
+                   kv_lora_rank=rng.choice((128, 256)), qk_nope_head_dim=rng.choice((32, 64)),
+                   qk_rope_head_dim=rng.choice((16, 32)), v_head_dim=64)
+    elif model_type == "longcat_flash":   # two MLA attentions per decoder layer (num_layers)
+        cfg = {k: v for k, v in cfg.items() if k != "num_hidden_layers"}
+        cfg.update(architectures=["LongcatFlashForCausalLM"], num_layers=n_layers // 2 + 1, num_key_value_heads=heads,
+                   q_lora_rank=256, kv_lora_rank=rng.choice((256, 512)), qk_nope_head_dim=128,
+                   qk_rope_head_dim=64, v_head_dim=128)
     elif model_type == "dbrx":
         cfg = {k: v for k, v in cfg.items() if k not in ("num_key_value_heads", "num_attention_heads",
                                                          "num_hidden_layers", "hidden_size")}

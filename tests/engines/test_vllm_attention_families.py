@@ -77,3 +77,27 @@ def test_families_vllm_cannot_load_are_refused_with_the_reason():
     with pytest.raises(ValueError, match=r"engine 'vllm' \(vLLM 0.33.0\) does not size model_type 'xglm': vLLM "
                                          r"0.33.0's model registry .* has no architecture for it"):
         kvmem.estimate(model, engine="vllm", tokens=64)
+
+
+def test_minicpm3_caches_per_head_k_and_v_not_the_latent():
+    # minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads):
+    # MiniCPM3-4B 40 heads x (64 + 32 = 96) for K and for V x 2 B = 15,360 B/token per layer (the latent
+    # would be (256 + 32) x 2 = 576); blocks of 16 (minicpm3 is not an MLA model to vLLM's
+    # model_arch_config_convertor.py): 1,024 tokens = 64 blocks -> 15,728,640 B per layer x 62
+    model = _model(model_type="minicpm3", architectures=["MiniCPM3ForCausalLM"], hidden_size=2560,
+                   num_attention_heads=40, num_key_value_heads=40, num_hidden_layers=62, q_lora_rank=768,
+                   kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64)
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).kv_bytes == 62 * 15_728_640
+    assert kvmem.estimate(model, engine="vllm", tokens=1024, tp=2).kv_bytes == 62 * 15_728_640 // 2
+
+
+def test_longcat_flash_two_mla_attentions_per_layer():
+    # longcat_flash.py: DeepseekV2MLAAttention for i in range(2) per decoder layer: 28 layers -> 56
+    # latents of (512 + 64) x 2 B = 1,152 B/token; FlashMLA blocks of 64: 1,024 tokens = 16 blocks
+    # -> 56 x 16 x 64 x 1,152 B
+    model = _model(model_type="longcat_flash", architectures=["LongcatFlashForCausalLM"], hidden_size=6144,
+                   num_attention_heads=64, num_key_value_heads=64, num_layers=28, q_lora_rank=1536,
+                   kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).kv_bytes == 56 * 16 * 64 * 1_152
+    with pytest.raises(ValueError, match="pp > 1 with longcat_flash"):
+        kvmem.estimate(model, engine="vllm", tokens=1024, pp=2)

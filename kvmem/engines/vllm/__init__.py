@@ -62,6 +62,10 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
     Granite-4.0-H, LFM2, OLMo-Hybrid and DBRX attention: head_dim = hidden_size // num_attention_heads
     whatever the config says (granitemoehybrid.py, lfm2.py, olmo_hybrid.py, dbrx.py): a contradicting
     head_dim is refused. Qwen2-VL / Qwen2.5-VL: the text model is Qwen2ForCausalLM (qwen2_vl.py).
+    MiniCPM3 (minicpm3.py): per-head K and V of qk_nope_head_dim + qk_rope_head_dim on every head, not
+    the latent (it is not in model_arch_config_convertor.py is_deepseek_mla: blocks of 16).
+    LongCat-Flash (longcat_flash.py): two MLA attentions per decoder layer; pp > 1 refused (vLLM stages
+    decoder layers, kvmem's pp_stages attentions).
     KDA (Kimi-Linear)    conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, head_dim)
                          from linear_attn_config (vllm/models/kimi_k3/nvidia/model.py
                          KimiLinearForCausalLM.get_mamba_state_shape_from_config, mamba_utils.py

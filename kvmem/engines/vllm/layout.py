@@ -97,6 +97,16 @@ def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
     reading of the config (which follows transformers)."""
     if model.model_type == "mimo_v2_flash":
         return _mimo_layers(model, tp)
+    if model.model_type == "minicpm3":
+        # minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim, num_kv_heads=
+        # num_local_heads): per-head K and V of qk_nope_head_dim + qk_rope_head_dim each, not the latent
+        # (minicpm3 is not in model_arch_config_convertor.py is_deepseek_mla)
+        qk = model.facts.qk_nope_head_dim
+        if not qk:
+            raise ValueError("vLLM 0.33.0's minicpm3 attention reads qk_nope_head_dim, which this config lacks")
+        return tuple(Layer(FULL, kv_heads=model.num_attention_heads, head_dim_k=qk + layer.qk_rope_head_dim,
+                           head_dim_v=qk + layer.qk_rope_head_dim) if layer.kind == MLA else layer
+                     for layer in model.layers)
     if model.model_type in WINDOW_PLUS_ONE and release is not None and release >= WINDOW_PLUS_ONE_FROM:
         return tuple(replace(layer, window=layer.window + 1) if layer.kind == SLIDING else layer
                      for layer in model.layers)
@@ -273,6 +283,11 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
         raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
                          "places the draft layers")
     layers = _vllm_layers(model, tp, release) + draft
+    if model.model_type == "longcat_flash" and pp > 1:
+        # longcat_flash.py: two MLA attentions per decoder layer; vLLM splits the decoder layers across
+        # stages (get_pp_indices over num_layers), kvmem's pp_stages the attentions
+        raise ValueError("pp > 1 with longcat_flash: vLLM stages its decoder layers (two attentions each), "
+                         "which kvmem does not model")
     pp_stages(len(model.layers), pp)
     notes: list[str] = []
     _check_indexers(model, notes)
