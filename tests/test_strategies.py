@@ -511,3 +511,26 @@ def test_offload_of_a_third_keeps_all_devices_at_least_one_device():
     from fractions import Fraction
     est = estimate("gemma-3-27b", tokens=1000, offload=Fraction(1, 3))
     assert est.kv_bytes_all_devices == est.kv_bytes == 338_602_668
+
+
+def _deepseek_v4_like() -> Model:
+    from kvmem.model import Compressor
+    window = Layer("compressed", kv_heads=1, head_dim_k=512, window=128)
+    csa = Layer("compressed", kv_heads=1, head_dim_k=512, window=128, compressor=Compressor(4, 512, 128, overlap=True))
+    return Model("v4-like", (window, csa), hidden_size=4096, num_attention_heads=64)
+
+
+def test_what_ifs_that_count_held_tokens_refuse_compressed_layers():
+    # their rows are one per compress_rate tokens beside the window: held tokens x bytes per token misses them
+    model = _deepseek_v4_like()
+    with pytest.raises(ValueError, match="eviction is not sized for compressed layers"):
+        estimate(model, tokens=4096, eviction=Eviction("streaming", sink=4, window=1020))
+    with pytest.raises(ValueError, match="per-request allocation is not sized for compressed layers"):
+        kvmem.preallocation_waste(model, lengths=[100, 2000], max_model_len=4096)
+    rows = {r["strategy"].split(" (")[0].split(":")[0]: r for r in kvmem.compare_strategies(model, tokens=4096)}
+    assert rows["KIVI-4"]["bytes"] is None and rows["KIVI-4"]["cost"].startswith("not available: a KIVI-style")
+    assert rows["StreamingLLM"]["bytes"] is None
+    # fp8 halves the rows (window 2 x 128 x 512 + CSA 1,024 x 640 elements), not the bf16 buffers and fp32 gate
+    state = 4 * 640 * (2 + 4)
+    assert rows["baseline"]["bytes"] == (2 * 128 * 512 + 1024 * 640) * 2 + state
+    assert rows["KV fp8_e4m3"]["bytes"] == (2 * 128 * 512 + 1024 * 640) + state

@@ -58,6 +58,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None):
+    if any(layer.compressor for layer in model.layers):
+        raise ValueError("the ideal capacity charges every layer a fixed number of bytes per token; a compressed "
+                         "layer's rows (one per compress_rate tokens, DeepSeek-V4) have none: estimate() sizes them")
     one_token = estimate(model, tokens=1, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
     per_token = sum(one_token.per_layer) - one_token.state_bytes
     tokens = kv_memory // per_token if per_token else 0

@@ -12,7 +12,7 @@ from ..catalog import as_model
 from ..engines.base import cdiv, resolve_dtypes
 from ..textbook import ideal_layer_bytes
 from ..model import Layer, Model
-from .inputs import count
+from .inputs import count, refuse_compressed
 from ..units import parse_bytes, parse_tokens, require_positive_int, show_value
 
 
@@ -60,7 +60,9 @@ class _Sizer:
     """Per-request KV bytes: exact, block-rounded per layer, and pre-allocated to max_model_len."""
 
     def __init__(self, model, kv_dtype, max_model_len: int, block_size: int):
-        self.per_layer = _hold_alike(_layer_token_bytes(as_model(model), kv_dtype))
+        model = as_model(model)
+        refuse_compressed(model, "per-request allocation")
+        self.per_layer = _hold_alike(_layer_token_bytes(model, kv_dtype))
         self.block = require_positive_int("block_size", block_size)
         self.contiguous = self.used(max_model_len)
 

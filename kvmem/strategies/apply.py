@@ -17,6 +17,7 @@ from ..gpus import get_gpu
 from ..model import Model
 from ..units import parse_tokens, show_value
 from .eviction import EVICTION_POLICIES, Eviction
+from .inputs import refuse_compressed
 
 
 _NVLINK_DIRECTIONS = 2  # gpus.json NVLink figures are NVIDIA's aggregate bidirectional numbers
@@ -83,6 +84,7 @@ def apply_strategies(base: Estimate, *, model: Model, rerun, engine: str, option
                          "tokens, so the evicted caches are no longer shared")
     result = base
     if eviction is not None:
+        refuse_compressed(model, "eviction")
         result = _evict(result, eviction, rerun)
     if prefix:
         result = _share(result, prefix, rerun, engine, options)

@@ -75,14 +75,24 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
                              "KIVI-style cache; compare with engine='ideal'", lossless=False, settings=settings,
                              quality={name}))
             continue
-        est = quantized_estimate(model, tokens=tokens, batch=batch, k_dtype=fmt, residual_length=residual_length,
-                                 tp=tp, pp=pp)
+        try:
+            est = quantized_estimate(model, tokens=tokens, batch=batch, k_dtype=fmt,
+                                     residual_length=residual_length, tp=tp, pp=pp)
+        except ValueError as exc:
+            rows.append(_row(label, "quantization", None, base, f"not available: {exc}", lossless=False,
+                             settings=settings, quality={name}))
+            continue
         rows.append(_row(label, "quantization", est, base, quant_cost(fmt, fmt) + "; needs a KIVI-style kernel",
                          lossless=False, settings=settings, quality={name}))
     budget = require_positive_int("budget", budget)
     for ev in (Eviction("streaming", sink=min(sink, budget), window=budget - min(sink, budget)),
                Eviction("h2o", budget=budget), Eviction("snapkv", budget=budget)):
-        est = run(eviction=ev)
+        try:
+            est = run(eviction=ev)
+        except ValueError as exc:
+            rows.append(_row(ev.describe(), "eviction", None, base, f"not available: {exc}", lossless=False,
+                             settings=ev.to_dict(), quality={ev.policy}, budget=budget))
+            continue
         cost = ("irreversible context loss: evicted tokens cannot be attended again; " + (
             "scores attention every step" if ev.policy != "streaming" else "no scoring overhead")
             + "; " + (quality_text({ev.policy}, budget=budget) or no_quality_text({ev.policy}, budget)))

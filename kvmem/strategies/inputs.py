@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["count"]
+__all__ = ["count", "refuse_compressed"]
 
 
 def count(name: str, value, *, minimum: int = 0) -> int:
@@ -11,3 +11,11 @@ def count(name: str, value, *, minimum: int = 0) -> int:
         kind = "a positive integer" if minimum == 1 else "a non-negative integer"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
     return value
+
+
+def refuse_compressed(model, what: str) -> None:
+    """A ValueError when ``model`` has compressed layers (DeepSeek-V4): ``what`` counts tokens per layer
+    (held tokens x bytes per token), which misses their compressed rows and buffers."""
+    if any(layer.kind == "compressed" for layer in model.layers):
+        raise ValueError(f"{what} is not sized for compressed layers (DeepSeek-V4's compressed sparse attention: "
+                         "one compressed row per compress_rate tokens beside a window); estimate() sizes them")

@@ -6,7 +6,7 @@ from ..catalog import as_model
 from ..dtypes import DType, dtype, dtype_names
 from ..engines.base import Estimate, assemble, layer_heads, resolve_dtypes, state_bytes
 from ..textbook import ideal_layer_bytes
-from .inputs import count
+from .inputs import count, refuse_compressed
 from ..units import parse_tokens, require_positive_int
 from .quality import quality_text
 
@@ -21,6 +21,7 @@ def quantized_estimate(model, *, tokens, batch: int = 1, k_dtype="auto", v_dtype
     (``kvmem.dtype("int2", group_size=32, scale_dtype="fp16", zero_point=True)``).
     """
     model = as_model(model)
+    refuse_compressed(model, "a KIVI-style quantised cache")
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     residual_length = count("residual_length", residual_length)

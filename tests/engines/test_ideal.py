@@ -109,3 +109,11 @@ def test_huge_workloads_stay_exact_ints():
 def test_bad_input(bad, message):
     with pytest.raises(ValueError, match=message):
         estimate(dense(), **bad)
+
+
+def test_the_ideal_capacity_refuses_compressed_rows():
+    from kvmem.model import Compressor
+    layer = Layer("compressed", kv_heads=1, head_dim_k=512, window=128, compressor=Compressor(128, 512))
+    model = Model("v4-like", (layer,), hidden_size=4096, num_attention_heads=64)
+    with pytest.raises(ValueError, match="a compressed layer's rows"):
+        kvmem.capacity(model, engine="ideal", kv_memory="1GiB")
