@@ -1,10 +1,11 @@
 """A Report: kvmem.fit of one workload, kvmem.plan's command where it fits, and where the entries come from.
 
 The JSON's ``inputs`` are kvmem.fit's arguments as plain data, enough to run it again:
-    model    {"preset": name} for a preset; else {"name", "config"} (the config.json as read; a model
-             read from a checkpoint's headers also {"hf_id"}, re-read from the HF cache or the Hub,
-             as the headers give its exact weight bytes); a model with neither cannot be re-run
-             (rerun_report refuses it by name: pass ``model=``)
+    model    {"preset": name} for a preset; else {"name", "config"} (the config.json as read). A model
+             read from a checkpoint's headers (exact weight bytes) adds its "hf_id", re-read from the
+             HF cache or the Hub, or, from local files, "checkpoint": rerun_report then refuses it by
+             name (its config alone would give the formula's weights): pass ``model=``. A model with
+             no config either cannot be re-run without ``model=``
     gpu      a catalog name, or the custom GPU's fields (memory_bytes, bandwidth_bytes_per_s, ...)
     the rest as fit takes them (context in tokens), engine options under ``options``
 The other sections are what those inputs gave: ``fit`` (Fit.to_dict()), ``engine_lines`` (what the
@@ -136,8 +137,11 @@ def _model_input(model: Model) -> dict:
     if model.name in list_models() and model == as_model(model.name):
         return {"preset": model.name}
     out = {"name": model.name}
-    if model.checkpoint is not None and model.hf_id:
-        out["hf_id"] = model.hf_id          # its weights came from the headers: read them again
+    if model.checkpoint is not None:        # its weights came from the headers: only they give the same bytes
+        if model.hf_id:
+            out["hf_id"] = model.hf_id
+        else:
+            out["checkpoint"] = "local files (a model folder or a GGUF): rerun_report needs model="
     if model.config:
         out["config"] = model.config
     return out
@@ -150,6 +154,9 @@ def _model_back(spec) -> Model:
         return as_model(spec["preset"])
     if "hf_id" in spec:
         return as_model(spec["hf_id"])
+    if "checkpoint" in spec:                # its config alone would give the formula's weights, not the headers'
+        raise ValueError(f"report: inputs.model {spec.get('name')!r} was read from a checkpoint's headers in "
+                         "local files; pass model= (the same folder or GGUF) to rerun_report")
     if spec.get("config"):
         return Model.from_hf_config(spec["config"], name=spec.get("name"))
     raise ValueError(f"report: inputs.model {spec.get('name')!r} has no preset, hf_id or config to re-read; "

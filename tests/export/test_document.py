@@ -99,3 +99,18 @@ def test_a_draft_model_option_is_written_by_its_preset_name():
     mine = kvmem.Model.from_hf_config(catalog.preset("llama-3.2-1b")["config"], name="my-draft")
     with pytest.raises(ValueError, match="options: draft is a model that is not a preset"):
         kvmem.report("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", draft=mine)
+
+
+def test_a_model_read_from_local_headers_is_not_re_read_from_its_config(tmp_path):
+    pytest.importorskip("gguf")
+    from tests.fixtures.gguf_models import write
+
+    path = tmp_path / "llama-3-8b-q4_k_m.gguf"
+    written = write(path, "llama-3-8b", tiny=False)
+    doc = kvmem.report(str(path), gpu="rtx-4090-24gb", context="8k", engine="llama.cpp").to_dict()
+    assert doc["fit"]["weight_dtype"] == "gguf"          # exact bytes from the tensor list, not the formula
+    assert doc["fit"]["breakdown"]["weights"] >= written["weight_bytes"]
+    assert "checkpoint" in doc["inputs"]["model"]
+    with pytest.raises(ValueError, match="was read from a checkpoint's headers in local files; pass model="):
+        kvmem.rerun_report(doc)
+    assert kvmem.rerun_report(doc, model=str(path)).to_dict() == doc
