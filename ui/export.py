@@ -13,6 +13,8 @@ import streamlit as st
 import kvmem
 
 FORMATS = {"json": ("Plan as JSON", "application/json"), "md": ("Plan as Markdown", "text/markdown")}
+HELP = ("The whole plan for the sidebar's workload: inputs, kvmem.fit's results, what the engine prints, the "
+        "launch command and the sources (kvmem.report). The JSON runs again with kvmem.rerun_report.")
 
 
 def document(model, fit_kwargs: dict, fmt: str) -> str:
@@ -29,13 +31,11 @@ def sidebar_buttons(work) -> None:
     """The two download buttons, for the Workload the sidebar built (nothing when an input is invalid)."""
     if not hasattr(work, "fit_kwargs"):       # the message naming an invalid input (a str): no plan
         return
-    st.sidebar.header("Export")
-    st.sidebar.caption("The whole plan for the sidebar's workload: inputs, kvmem.fit's results, what the engine "
-                       "prints, the launch command and the sources. The JSON runs again with kvmem.rerun_report.")
     kwargs = work.fit_kwargs()
     if work.engine == "vllm" and st.session_state.get("util") is not None:
         kwargs["gpu_memory_utilization"] = st.session_state["util"]   # the Fit page's own box (ui/fit.py)
-    cols = st.sidebar.columns(2)
-    for col, (fmt, (label, mime)) in zip(cols, FORMATS.items(), strict=True):
-        col.download_button(label, data=lambda fmt=fmt: document(work.model, kwargs, fmt),
-                            file_name=f"kvmem-plan.{fmt}", mime=mime, key=f"export_{fmt}", on_click="ignore")
+    row = st.sidebar.container(horizontal=True)   # one block, two buttons: each element costs every rerun
+    for fmt, (label, mime) in FORMATS.items():
+        row.download_button(label, data=lambda fmt=fmt: document(work.model, kwargs, fmt),
+                            file_name=f"kvmem-plan.{fmt}", mime=mime, key=f"export_{fmt}", on_click="ignore",
+                            icon=":material/download:", help=HELP)
