@@ -52,6 +52,9 @@ def hf_reading(cfg: dict) -> list[dict]:
     """Per layer: kind, KV heads, K/V head dims, window as transformers sees them."""
     text = hf_text_config(cfg)
     kinds, kwargs = get_layer_types_and_kwargs(text)
+    if text.model_type == "deepseek_v4":   # every layer a window of K=V rows, CSA / HCA ones compressed too
+        return [{"kind": "compressed", "window": text.sliding_window, "rate": text.compress_rates.get(kind)}
+                for kind in kinds]
     kinds = [HF_KIND[k] for k in kinds]
     heads = text.num_attention_heads
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
@@ -84,6 +87,9 @@ def kvmem_reading(cfg: dict) -> list[dict]:
         elif layer.kind in ("full", "sliding", "chunked"):
             rows.append({"kind": layer.kind, "kv_heads": layer.kv_heads, "head_dim_k": layer.head_dim_k,
                          "head_dim_v": layer.head_dim_v, "window": layer.window})
+        elif layer.kind == "compressed":
+            rows.append({"kind": "compressed", "window": layer.window,
+                         "rate": layer.compressor.rate if layer.compressor else None})
         else:
             rows.append({"kind": layer.kind})
     return rows

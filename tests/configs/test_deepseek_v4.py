@@ -153,3 +153,13 @@ def test_transformers_reads_the_same_layer_types():
     kinds = {"sliding_attention": None, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
     assert [kinds[t] for t in hf.layer_types] == rates(Model.from_hf_config(FLASH))
     assert hf.compress_rates == {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+
+def test_the_preset_is_the_verbatim_file(flash):
+    import json
+
+    from kvmem.catalog import preset as read_preset
+    preset = read_preset("deepseek-v4-flash")
+    assert preset["config"] == json.loads(FLASH.read_text()) and preset["hf_id"] == "deepseek-ai/DeepSeek-V4-Flash"
+    assert kvmem.get_model("deepseek-ai/DeepSeek-V4-Flash").layers == flash.layers
+    assert kvmem.estimate("deepseek-v4-flash", tokens="128k").kv_bytes == 907_411_456

@@ -24,6 +24,10 @@ REFUSALS = {
        if (family, engine) != ("kimi_linear", "vllm") and (family, engine) != ("minimax", "vllm")},
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
     ("minimax-m1", "vllm"): "vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM",
+    # DeepSeek-V4's compressed sparse attention: ideal and hf-dynamic only (StaticCache has no layer class for it)
+    ("deepseek-v4-flash", "hf-static"): "StaticCache has no layer class for compressed_sparse_attention",
+    **{("deepseek-v4-flash", engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
+       for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")},
     # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
     ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",
 }
