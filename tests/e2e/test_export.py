@@ -23,13 +23,13 @@ def test_overview_matrix_and_both_exports_download():
         assert "refused: past the model's 4,096 positions" in table   # llama-2-7b at 8k under vLLM
         assert page.locator('[data-testid="stException"]').count() == 0
         with page.expect_download(timeout=60_000) as json_file:
-            page.get_by_text("Plan as JSON").click()
+            page.get_by_role("button", name="Plan as JSON").click()
         doc = json.loads(open(json_file.value.path(), encoding="utf-8").read())
         assert json_file.value.suggested_filename == "kvmem-plan.json"
         assert doc["inputs"]["model"] == {"preset": "llama-3.1-8b"} and doc["fit"]["max_batch"] == 52
         assert kvmem.rerun_report(doc).to_dict() == doc
         with page.expect_download(timeout=60_000) as md_file:
-            page.get_by_text("Plan as Markdown").click()
+            page.get_by_role("button", name="Plan as Markdown").click()
         text = open(md_file.value.path(), encoding="utf-8").read()
         assert text.startswith("# kvmem plan: llama-3.1-8b on 1 × h100-sxm-80gb (vllm): fits")
         context.close()
