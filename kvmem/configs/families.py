@@ -173,7 +173,7 @@ _SPECIAL = {
     "dots1": Family("qwen2", source="configuration_dots1.py", engines=NEW_FAMILY_ENGINES),
     "exaone4": Family("pattern", source="configuration_exaone4.py: sliding if (i + 1) % sliding_window_pattern",
                       engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "exaone_moe": Family("pattern", source="configuration_exaone_moe.py", engines=NEW_FAMILY_ENGINES),
+    "exaone_moe": Family("pattern", source="configuration_exaone_moe.py", engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "afmoe": Family("pattern", source="configuration_afmoe.py: sliding if (i + 1) % global_attn_every_n_layers",
                     engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "smollm3": Family(source="modeling_smollm3.py: no_rope_layers drop RoPE, the cache is every layer's",
@@ -252,7 +252,7 @@ _SPECIAL = {
     # num_key_value_heads in every layer
     "laguna": Family("listed", source="configuration_laguna.py layer_types (else all full); modeling_laguna.py "
                                       "LagunaAttention",
-                     engines=NEW_FAMILY_ENGINES, ignores=frozenset({"num_attention_heads_per_layer"})),
+                     engines=(*NEW_FAMILY_ENGINES, "vllm"), ignores=frozenset({"num_attention_heads_per_layer"})),
     "modernbert-decoder": Family("modernbert", source="configuration_modernbert_decoder.py: sliding unless i % "
                                                       "global_attn_every_n_layers == 0, window local_attention // 2",
                                  engines=NEW_FAMILY_ENGINES),

@@ -90,10 +90,34 @@ def _mimo_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
     return specs
 
 
+def _listed_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
+    """Laguna's and K-EXAONE's specs read from the config as laguna.py LagunaDecoderLayer /
+    exaone_moe.py ExaoneMoeAttention build them: config.layer_types; a sliding layer's window
+    sliding_windows[i] (K-EXAONE) or sliding_window; head_dim the config's, else hidden_size // the
+    layer's query heads (num_attention_heads_per_layer[i], Laguna)."""
+    from transformers import AutoConfig
+    hf_config = AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "architectures"})
+    specs = {}
+    per_layer = cfg.get("num_attention_heads_per_layer") or [cfg["num_attention_heads"]] * cfg["num_hidden_layers"]
+    for i, kind in enumerate(cfg["layer_types"]):
+        dim = getattr(hf_config, "head_dim", None) or cfg["hidden_size"] // per_layer[i]
+        common = dict(block_size=block_size, num_kv_heads=max(1, cfg["num_key_value_heads"] // tp),
+                      head_size=dim, dtype=v.torch.bfloat16)
+        name = f"model.layers.{i}.self_attn.attn"
+        if kind == "sliding_attention":
+            window = (cfg.get("sliding_windows") or [cfg["sliding_window"]] * len(per_layer))[i]
+            specs[name] = v.SlidingWindowSpec(sliding_window=window, **common)
+        else:
+            specs[name] = v.FullAttentionSpec(**common)
+    return specs
+
+
 def _specs(v, model: Model, block_size: int, tp: int) -> dict:
     """{layer name: KVCacheSpec} as vLLM's attention layers build them (bf16 cache)."""
     if model.model_type == "mimo_v2_flash":
         return _mimo_specs(v, model.config, block_size, tp)
+    if model.model_type in ("laguna", "exaone_moe"):
+        return _listed_specs(v, model.config, block_size, tp)
     if model.model_type == "minicpm3":   # minicpm3.py: Attention(local heads, qk_head_dim), per-head K and V
         cfg = model.config
         return {f"model.layers.{i}.self_attn.attn": v.FullAttentionSpec(
@@ -178,7 +202,8 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 
 def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]:
     """A seeded model of an attention-only family the vllm mode reads beyond FAMILIES (exaone4,
-    afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text, minicpm3, longcat_flash), with
+    afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text, minicpm3, longcat_flash, laguna,
+    exaone_moe), with
     engine settings. Its
     specs are kvmem's layers (the cohere window + 1 as vLLM's), so this checks vLLM's planning of
     them; the model files' rules (window + 1, head_dim) are in the unit tests."""
@@ -190,6 +215,7 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "intermediate_size": 100,
            "max_position_embeddings": rng.choice((8192, 131072)), "torch_dtype": "bfloat16"}
     window = rng.choice((128, 129, 512, 513, 4096))   # w = 1 mod 16: vLLM's +1 crosses a block
+    hybrid_off_refused = False
     if model_type == "exaone4":
         cfg.update(architectures=["Exaone4ForCausalLM"], sliding_window=window,
                    sliding_window_pattern=rng.choice((2, 4)), head_dim=rng.choice((64, 128)))
@@ -203,6 +229,18 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
             cfg.update(first_k_dense_replace=rng.randint(0, 3), prefix_dense_sliding_window_pattern=1)
     elif model_type in ("qwen2_vl_text", "qwen2_5_vl_text"):   # qwen2_vl.py: Qwen2ForCausalLM, no window
         cfg.update(architectures=["Qwen2ForCausalLM"], use_sliding_window=False)
+    elif model_type in ("laguna", "exaone_moe"):
+        types = [rng.choice(("sliding_attention", "full_attention")) for _ in range(n_layers)]
+        cfg.update(architectures=["LagunaForCausalLM" if model_type == "laguna" else "ExaoneMoeForCausalLM"],
+                   layer_types=types, sliding_window=window)
+        if model_type == "laguna" and rng.random() < 0.7:
+            cfg["num_attention_heads_per_layer"] = [rng.choice((heads, heads // 2)) for _ in range(n_layers)]
+        elif model_type == "exaone_moe" and rng.random() < 0.7:
+            cfg["sliding_windows"] = [rng.choice((128, 513, 4096)) if t == "sliding_attention" else None
+                                      for t in types]
+            hybrid_off_refused = True   # several windows with the hybrid manager off: vLLM fails (unit test)
+        if rng.random() < 0.5:
+            cfg["head_dim"] = rng.choice((64, 128))
     elif model_type == "minicpm3":
         cfg.update(architectures=["MiniCPM3ForCausalLM"], num_key_value_heads=heads, q_lora_rank=256,
                    kv_lora_rank=rng.choice((128, 256)), qk_nope_head_dim=rng.choice((32, 64)),
@@ -222,7 +260,7 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
     setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16)),
                    max_model_len=rng.choice((None, 2048, 8192, cfg["max_position_embeddings"])),
                    max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=rng.choice((1, 2, 4)),
-                   block_size=rng.choice((16, 32)), hybrid_kv_cache_manager=rng.random() < 0.8)
+                   block_size=rng.choice((16, 32)), hybrid_kv_cache_manager=rng.random() < 0.8 or hybrid_off_refused)
     return f"random-{model_type}-{seed}", Model.from_hf_config(cfg), setting
 
 

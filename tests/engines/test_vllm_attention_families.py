@@ -101,3 +101,31 @@ def test_longcat_flash_two_mla_attentions_per_layer():
     assert kvmem.estimate(model, engine="vllm", tokens=1024).kv_bytes == 56 * 16 * 64 * 1_152
     with pytest.raises(ValueError, match="pp > 1 with longcat_flash"):
         kvmem.estimate(model, engine="vllm", tokens=1024, pp=2)
+
+
+def test_k_exaone_per_layer_windows():
+    # exaone_moe.py ExaoneMoeAttention: a sliding layer's window is sliding_windows[i] where the config
+    # lists them. 2 KV heads x (64 + 64) x 2 B = 512 B/token, pages of 8,192 B. At 8,192 tokens: window
+    # 128 -> 512 - (8,192 - 128) // 16 = 8 blocks; window 4,096 -> 512 - 256 = 256 blocks; full 512
+    model = _model(model_type="exaone_moe", architectures=["ExaoneMoeForCausalLM"], num_hidden_layers=3,
+                   hidden_size=1024, num_attention_heads=16, num_key_value_heads=2, head_dim=64, sliding_window=4096,
+                   layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                   sliding_windows=[128, 4096, None])
+    result = kvmem.estimate(model, engine="vllm", tokens=8192)
+    assert result.per_layer == (8 * 8_192, 256 * 8_192, 512 * 8_192)
+    # with the hybrid manager off, vLLM promotes both windows into one group and refuses
+    # (FullAttentionSpec.merge_window_sizes, kv_cache_interface.py)
+    with pytest.raises(ValueError, match="must have the same window size"):
+        kvmem.estimate(model, engine="vllm", tokens=8192, hybrid_kv_cache_manager=False)
+
+
+def test_laguna_per_layer_heads_set_head_dim_without_a_config_head_dim():
+    # laguna.py LagunaAttention: head_dim = config.head_dim or hidden_size // that layer's query heads
+    # (num_attention_heads_per_layer); K and V keep num_key_value_heads. With head_dim given (the
+    # published files): 2 KV heads x (128 + 128) x 2 B = 1,024 B/token on every layer
+    config = dict(model_type="laguna", architectures=["LagunaForCausalLM"], num_hidden_layers=2, hidden_size=2048,
+                  num_attention_heads=32, num_key_value_heads=2, num_attention_heads_per_layer=[32, 16],
+                  layer_types=["full_attention", "full_attention"])
+    assert kvmem.estimate(_model(**config, head_dim=128), engine="vllm", tokens=1024).per_layer == (64 * 16_384,) * 2
+    with pytest.raises(ValueError, match=r"Total number of attention heads \(16, a layer's"):
+        kvmem.estimate(_model(**config, head_dim=128), engine="vllm", tokens=1024, tp=32)

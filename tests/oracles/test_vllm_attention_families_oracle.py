@@ -1,6 +1,7 @@
 """kvmem's vllm mode on attention-only families read beyond kvmem/oracles/vllm.py FAMILIES (EXAONE 4,
 AFMoE, Cohere2 and Cohere2-MoE with vLLM's sliding_window + 1, DBRX, Qwen2-VL / Qwen2.5-VL's text model,
-MiniCPM3 with per-head K and V, LongCat-Flash's two MLA attentions per layer) against vLLM 0.33.0's planning."""
+MiniCPM3 with per-head K and V, LongCat-Flash's two MLA attentions per layer, Laguna's per-layer heads,
+K-EXAONE's per-layer windows) against vLLM 0.33.0's planning."""
 
 import pytest
 
@@ -12,7 +13,7 @@ from kvmem.oracles import vllm as oracle  # noqa: E402
 
 
 @pytest.mark.parametrize("model_type", ("exaone4", "afmoe", "cohere2", "cohere2_moe", "dbrx", "qwen2_vl_text",
-                                        "qwen2_5_vl_text", "minicpm3", "longcat_flash"))
+                                        "qwen2_5_vl_text", "minicpm3", "longcat_flash", "laguna", "exaone_moe"))
 def test_seeded_shapes(model_type):
     for seed in range(20):
         case = oracle.random_attention_case(model_type, seed)

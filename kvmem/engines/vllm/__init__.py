@@ -65,7 +65,11 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
     MiniCPM3 (minicpm3.py): per-head K and V of qk_nope_head_dim + qk_rope_head_dim on every head, not
     the latent (it is not in model_arch_config_convertor.py is_deepseek_mla: blocks of 16).
     LongCat-Flash (longcat_flash.py): two MLA attentions per decoder layer; pp > 1 refused (vLLM stages
-    decoder layers, kvmem's pp_stages attentions).
+    decoder layers, kvmem's pp_stages attentions). K-EXAONE (exaone_moe.py): a sliding layer's window
+    is sliding_windows[i] where listed. Laguna (laguna.py): tp divides each layer's
+    num_attention_heads_per_layer; head_dim the config's, else hidden_size // that layer's heads.
+    With the hybrid manager off, sliding layers of different windows make vLLM 0.33 refuse
+    (_promote_local_kv_cache_specs keeps each window; FullAttentionSpec.merge_window_sizes).
     KDA (Kimi-Linear)    conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, head_dim)
                          from linear_attn_config (vllm/models/kimi_k3/nvidia/model.py
                          KimiLinearForCausalLM.get_mamba_state_shape_from_config, mamba_utils.py

@@ -92,6 +92,48 @@ WINDOW_PLUS_ONE = ("cohere2", "cohere2_moe")
 WINDOW_PLUS_ONE_FROM = (0, 33)
 
 
+def _exaone_moe_layers(model: Model) -> tuple[Layer, ...]:
+    """K-EXAONE: a sliding layer's window is sliding_windows[i] where the config lists them, else
+    sliding_window (vllm@v0.33.0 exaone_moe.py ExaoneMoeAttention)."""
+    windows = model.config.get("sliding_windows")
+    if windows is None:
+        return model.layers
+    if not isinstance(windows, list) or len(windows) != len(model.layers):
+        raise ValueError(f"config field 'sliding_windows' must list one window per layer ({len(model.layers)}) "
+                         "as vLLM 0.33.0's exaone_moe.py reads it")
+    out = []
+    for i, layer in enumerate(model.layers):
+        if layer.kind == SLIDING:
+            window = windows[i]
+            if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+                raise ValueError(f"config field 'sliding_windows'[{i}] is {window!r}, for a sliding layer")
+            layer = replace(layer, window=window)
+        out.append(layer)
+    return tuple(out)
+
+
+def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
+    """Laguna: each layer's query heads from num_attention_heads_per_layer; its head_dim is the config's
+    head_dim, else hidden_size // that layer's query heads (vllm@v0.33.0 laguna.py LagunaAttention)."""
+    per_layer = model.config.get("num_attention_heads_per_layer")
+    if per_layer is None:
+        return model.layers
+    if not isinstance(per_layer, list) or len(per_layer) != len(model.layers) or any(
+            isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in per_layer):
+        raise ValueError(f"config field 'num_attention_heads_per_layer' must list one head count per layer "
+                         f"({len(model.layers)}) as vLLM 0.33.0's laguna.py reads it")
+    head_dim = Fields(model.config, model.model_type).get("head_dim", default=None)   # the config class's default
+    out = []
+    for layer, heads in zip(model.layers, per_layer, strict=True):
+        if heads % tp:
+            raise ValueError(f"Total number of attention heads ({heads}, a layer's num_attention_heads_per_layer) "
+                             f"must be divisible by tensor parallel size ({tp}).")
+        if layer.caches_tokens and not head_dim:
+            layer = replace(layer, head_dim_k=model.hidden_size // heads, head_dim_v=model.hidden_size // heads)
+        out.append(layer)
+    return tuple(out)
+
+
 def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
     """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
     reading of the config (which follows transformers)."""
@@ -107,6 +149,10 @@ def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
         return tuple(Layer(FULL, kv_heads=model.num_attention_heads, head_dim_k=qk + layer.qk_rope_head_dim,
                            head_dim_v=qk + layer.qk_rope_head_dim) if layer.kind == MLA else layer
                      for layer in model.layers)
+    if model.model_type == "exaone_moe":
+        return _exaone_moe_layers(model)
+    if model.model_type == "laguna":
+        return _laguna_layers(model, tp)
     if model.model_type in WINDOW_PLUS_ONE and release is not None and release >= WINDOW_PLUS_ONE_FROM:
         return tuple(replace(layer, window=layer.window + 1) if layer.kind == SLIDING else layer
                      for layer in model.layers)
@@ -356,7 +402,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
     if release is None:
         return Plan(units, [list(range(len(units)))], False, len(layers), block, fmt, notes)
     if not opts["hybrid_kv_cache_manager"] or release < HYBRID_GROUPS:
-        units = _unify_hybrid(units, notes, opts["hybrid_kv_cache_manager"])
+        units = _unify_hybrid(units, notes, opts["hybrid_kv_cache_manager"], release)
     units, groups, uniform_type, padding = _group(units, release, notes)
     block = min(units[group[0]][1].block_size for group in groups)
     return Plan(units, groups, uniform_type, len(layers), block, fmt, notes, padding)
@@ -413,11 +459,17 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
     return block, attention_page
 
 
-def _unify_hybrid(units: list, notes: list, asked: bool) -> list:
+def _unify_hybrid(units: list, notes: list, asked: bool, release=None) -> list:
     """unify_hybrid_kv_cache_specs: sliding/chunked layers become full ones beside full layers."""
     kinds = {spec.kind for _, spec in units}
+    windows = {spec.window for _, spec in units if spec.kind in ("sliding", "chunked")}
+    if len(windows) > 1 and release is not None and release >= PADDED_ATTENTION_PAGES:
+        # vllm@v0.33.0 kv_cache_planning.py _promote_local_kv_cache_specs keeps each promoted spec's window,
+        # and FullAttentionSpec.merge_window_sizes refuses more than one (kv_cache_interface.py)
+        raise ValueError("All attention layers in the same KV cache group must have the same window size. "
+                         f"(vLLM 0.33.0 with the hybrid KV cache manager off, windows {sorted(windows)})")
     if kinds & {"full", "mla"} and kinds & {"sliding", "chunked"}:
-        why = "hybrid_kv_cache_manager=False" if asked else "this release has no hybrid groups"
+        why = "hybrid_kv_cache_manager=False" if not asked else "this release has no hybrid groups"
         notes.append(f"sliding/chunked layers are cached as full attention ({why})")
         units = [(owner, replace(spec, kind="full", window=0) if spec.kind in ("sliding", "chunked") else spec)
                  for owner, spec in units]
