@@ -143,6 +143,12 @@ def _measure(model, *, engine: str, tokens, batch: int, kv_dtype, device, **opti
         raise ValueError(f"engine for measure must be one of {', '.join(ENGINES)}, got {engine!r}")
     if name == "toy" and set(options) - {"prompt_tokens"}:
         raise ValueError(f"engine 'toy' has only the option 'prompt_tokens', got {sorted(options)}")
+    if any(layer.kind == "compressed" for layer in model.layers):
+        # modeling_deepseek_v4.py writes the compressor's rows and buffers from its attention, not through
+        # cache.update, which is all measure drives
+        raise ValueError("measure drives each cache layer's update() only; DeepSeek-V4's compressed layers are "
+                         "filled by its modeling code: `kvmem validate --engine transformers --types deepseek_v4` "
+                         "runs the model itself")
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     plans = toy_plan(model) if name == "toy" else None
