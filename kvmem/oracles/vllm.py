@@ -32,7 +32,7 @@ import types
 from ..catalog import get_model, list_models
 from ..engines import capacity
 from ..engines.base import kv_heads_per_rank
-from ..model import CHUNKED, FULL, MLA, SLIDING, Model
+from ..model import CHUNKED, FULL, MLA, NONE, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check
 
@@ -128,6 +128,8 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
     dtype = v.torch.bfloat16
     for i, layer in enumerate(model.layers):
         name = f"model.layers.{i}.self_attn.attn"
+        if layer.kind == NONE:   # no attention module, no spec (nemotron_nas.py no_op blocks)
+            continue
         if layer.kind == MLA:
             specs[name] = v.MLAAttentionSpec(block_size=block_size, num_kv_heads=1, dtype=dtype,
                                              head_size=layer.kv_lora_rank + layer.qk_rope_head_dim)
@@ -203,7 +205,7 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]:
     """A seeded model of an attention-only family the vllm mode reads beyond FAMILIES (exaone4,
     afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text, minicpm3, longcat_flash, laguna,
-    exaone_moe), with
+    exaone_moe, nemotron-nas), with
     engine settings. Its
     specs are kvmem's layers (the cohere window + 1 as vLLM's), so this checks vLLM's planning of
     them; the model files' rules (window + 1, head_dim) are in the unit tests."""
@@ -250,6 +252,11 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
         cfg.update(architectures=["LongcatFlashForCausalLM"], num_layers=n_layers // 2 + 1, num_key_value_heads=heads,
                    q_lora_rank=256, kv_lora_rank=rng.choice((256, 512)), qk_nope_head_dim=128,
                    qk_rope_head_dim=64, v_head_dim=128)
+    elif model_type == "nemotron-nas":
+        blocks = [{"attention": {"no_op": True, "n_heads_in_group": None}} if rng.random() < 0.3 else
+                  {"attention": {"no_op": False, "n_heads_in_group": rng.choice((2, 4, 8))}} for _ in range(n_layers)]
+        blocks[0] = {"attention": {"no_op": False, "n_heads_in_group": 4}}
+        cfg.update(architectures=["DeciLMForCausalLM"], num_key_value_heads=None, block_configs=blocks)
     elif model_type == "dbrx":
         cfg = {k: v for k, v in cfg.items() if k not in ("num_key_value_heads", "num_attention_heads",
                                                          "num_hidden_layers", "hidden_size")}

@@ -129,3 +129,24 @@ def test_laguna_per_layer_heads_set_head_dim_without_a_config_head_dim():
     assert kvmem.estimate(_model(**config, head_dim=128), engine="vllm", tokens=1024).per_layer == (64 * 16_384,) * 2
     with pytest.raises(ValueError, match=r"Total number of attention heads \(16, a layer's"):
         kvmem.estimate(_model(**config, head_dim=128), engine="vllm", tokens=1024, tp=32)
+
+
+NAS_BLOCKS = [{"attention": {"no_op": False, "n_heads_in_group": 8}}, {"attention": {"no_op": True}},
+              {"attention": {"no_op": False, "n_heads_in_group": 16}}]
+
+
+def test_nemotron_nas_per_block_kv_heads():
+    # nemotron_nas.py DeciLMDecoderLayer: 64 // 8 = 8 and 64 // 16 = 4 KV heads, head_dim 8,192 / 64 = 128,
+    # no attention (no spec) on a no_op block: 8 x 256 x 2 B = 4,096 B/token (pages of 65,536 B) and
+    # 2,048 B/token (blocks of 32 to match). 1,024 tokens: 64 and cdiv(1,024, 32) = 32 pages of 65,536 B
+    model = _model(model_type="nemotron-nas", architectures=["DeciLMForCausalLM"], num_hidden_layers=3,
+                   num_attention_heads=64, hidden_size=8192, num_key_value_heads=None, block_configs=NAS_BLOCKS)
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).per_layer == (64 * 65_536, 0, 32 * 65_536)
+
+
+def test_nemotron_nas_replace_with_linear_is_refused():
+    blocks = [*NAS_BLOCKS[:2], {"attention": {"replace_with_linear": True}}]
+    model = _model(model_type="nemotron-nas", num_hidden_layers=3, num_attention_heads=64, hidden_size=8192,
+                   num_key_value_heads=None, block_configs=blocks)
+    with pytest.raises(ValueError, match=r"block_configs\[2\].attention.replace_with_linear: vLLM 0.33.0"):
+        kvmem.estimate(model, engine="vllm", tokens=1024)

@@ -151,6 +151,18 @@ def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
                      for layer in model.layers)
     if model.model_type == "exaone_moe":
         return _exaone_moe_layers(model)
+    if model.model_type == "nemotron-nas":
+        # nemotron_nas.py DeciLMDecoderLayer: attention (num_attention_heads // n_heads_in_group KV heads)
+        # unless block_configs[i].attention.no_op; it does not read replace_with_linear
+        blocks = model.config.get("block_configs") or []
+        linear = [i for i, block in enumerate(blocks) if isinstance(block, dict)
+                  and (block.get("attention") or {}).get("replace_with_linear")
+                  and not (block.get("attention") or {}).get("no_op")]
+        if linear:
+            raise ValueError(f"block_configs[{linear[0]}].attention.replace_with_linear: vLLM 0.33.0's nemotron_nas.py "
+                             "does not read it and builds an attention layer there (needing n_heads_in_group); "
+                             "kvmem does not size that")
+        return model.layers
     if model.model_type == "laguna":
         return _laguna_layers(model, tp)
     if model.model_type in WINDOW_PLUS_ONE and release is not None and release >= WINDOW_PLUS_ONE_FROM:
