@@ -36,14 +36,15 @@ _DEFAULT_RATES = {CSA: 4, HCA: 128}
 
 
 def _layer_types(f: Fields, n_layers: int) -> list[str]:
-    """layer_types, else compress_ratios (its first num_hidden_layers entries), else the default."""
+    """layer_types, else compress_ratios, else the default; DeepseekV4Config.__post_init__ keeps the
+    first num_hidden_layers entries of either (the published compress_ratios name the MTP layer too)."""
     given = f.get("layer_types", default=None)
     if given is not None:
-        if not isinstance(given, list) or len(given) != n_layers or any(t not in _RATIO_TYPES.values()
-                                                                        for t in given):
+        if not isinstance(given, list) or len(given) < n_layers or any(t not in _RATIO_TYPES.values()
+                                                                       for t in given):
             raise ConfigError(f"config field 'layer_types' must list one of {', '.join(_RATIO_TYPES.values())} for "
                               f"each of the {n_layers} layers of model_type 'deepseek_v4', got {show_value(given)}")
-        return list(given)
+        return list(given[:n_layers])
     ratios = f.get("compress_ratios", default=None)
     if ratios is not None:
         if not isinstance(ratios, list) or len(ratios) < n_layers or any(

@@ -120,6 +120,7 @@ def test_layer_types_win_over_compress_ratios_and_the_class_default_fills_in():
                                "sliding_attention"], compress_ratios=[4, 4, 4, 4])
     assert rates(typed) == [None, 128, 4, None]
     assert rates(small(compress_ratios=[4, 128, 0, 0, 4])) == [4, 128, None, None]   # the 5th: MTP
+    assert rates(small(layer_types=["sliding_attention"] * 5)) == [None] * 4             # as transformers cuts it
     # DeepseekV4Config.__post_init__: 2 HCA, then HCA and CSA alternating
     assert rates(small()) == [128, 128, 128, 4]
 
@@ -135,6 +136,7 @@ def test_compress_rates_and_their_legacy_spellings():
     ({"compress_ratios": [0, 4, 64, 128]}, "'compress_ratios' must list 0, 4 or 128 for each of the 4"),
     ({"compress_ratios": [0, 4, 128]}, "'compress_ratios' must list 0, 4 or 128 for each of the 4"),
     ({"layer_types": ["full_attention"] * 4}, "'layer_types' must list one of sliding_attention"),
+    ({"layer_types": ["sliding_attention"] * 3}, "'layer_types' must list one of sliding_attention"),
     ({"compress_rates": {"compressed_sparse_attention": 4}}, "'compress_rates' must give a rate for exactly"),
     ({"compress_rates": {"compressed_sparse_attention": 0, "heavily_compressed_attention": 128}},
      "'compress_rates.compressed_sparse_attention' must be an integer from 1"),
