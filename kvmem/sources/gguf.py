@@ -33,8 +33,8 @@ from . import Checkpoint, SourceError, Tensor
 from .bounded import MAX_GGUF_HEADER_BYTES, check_count, quote
 from .gguf_config import config_from_header
 
-__all__ = ["HeaderTruncated", "GGUFHeader", "Skipped", "read_header", "header_from_bytes", "config_from_header",
-           "header_from_stream", "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
+__all__ = ["HeaderTruncated", "GGUFHeader", "Skipped", "read_header", "parse_stream", "header_from_bytes",
+           "config_from_header", "header_from_stream", "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
 
 MAX_KEYS = 65_536
 MAX_TENSORS = 65_536
@@ -186,7 +186,7 @@ def _quant_sizes() -> dict:
             if t in gguf.GGML_QUANT_SIZES}
 
 
-def _parse(stream, source: str, limit: int = MAX_GGUF_HEADER_BYTES) -> GGUFHeader:
+def parse_stream(stream, source: str, limit: int = MAX_GGUF_HEADER_BYTES) -> GGUFHeader:
     """The header, read once from ``stream``; HeaderTruncated when the stream ends inside it."""
     src = _Source(stream, min(limit, MAX_GGUF_HEADER_BYTES), source)
     if src.take(4) != b"GGUF":
@@ -221,7 +221,7 @@ def read_header(path) -> GGUFHeader:
         raise SourceError(f"GGUF file {quote(path)} does not exist")
     try:
         with open(path, "rb") as handle:
-            return _parse(handle, os.path.basename(path), os.fstat(handle.fileno()).st_size)
+            return parse_stream(handle, os.path.basename(path), os.fstat(handle.fileno()).st_size)
     except HeaderTruncated:
         raise SourceError(f"{path}: the file ends inside its GGUF header (incomplete download?)") from None
     except OSError as exc:
@@ -231,7 +231,7 @@ def read_header(path) -> GGUFHeader:
 def header_from_bytes(prefix: bytes, source: str) -> GGUFHeader:
     """The header from the first bytes of a file; HeaderTruncated when they end inside it."""
     import io
-    return _parse(io.BytesIO(prefix), source)
+    return parse_stream(io.BytesIO(prefix), source)
 
 
 def model_from_header(header: GGUFHeader, *, name: str):
@@ -249,7 +249,7 @@ def header_from_stream(stream, source: str) -> GGUFHeader:
     """The header from a readable binary stream (an upload, an HTTP body), read once, front to
     back: only the header's bytes (and at most one more 1 MiB chunk) are read."""
     try:
-        return _parse(stream, source)
+        return parse_stream(stream, source)
     except HeaderTruncated:
         raise SourceError(f"{source}: the bytes given end inside the GGUF header; give more of the file (the "
                           "header of an 8B model with its tokenizer is about 6 MB)") from None

@@ -463,7 +463,7 @@ class _Ranges:
 def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = None):
     """(GGUFHeader, bytes transferred) of a GGUF file on the Hub, read by HTTP range requests:
     64 KiB, then each next range as long as all before it, parsed once as the bytes arrive."""
-    from .gguf import HeaderTruncated, _parse
+    from .gguf import HeaderTruncated, parse_stream
     revision = _check_revision(revision)
     s = settings()
     local = _cached(repo_id, filename, revision, s)
@@ -479,7 +479,7 @@ def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = No
     stream = _Ranges(_url(s, repo_id, revision, filename), where, _auth(s),
                      Deadline.after(deadline_s(), f"{where}: the GGUF header"))
     try:
-        return _parse(stream, where), stream.pos
+        return parse_stream(stream, where), stream.pos
     except HeaderTruncated:
         raise SourceError(f"{where}: the file ends inside its GGUF header") from None
     except SourceError as exc:

@@ -486,8 +486,8 @@ def test_a_remote_gguf_header_is_parsed_once_as_its_ranges_arrive(hub, tmp_path,
     writer.write_tensors_to_file()
     writer.close()
     hub.add("org/vocab", {"vocab.gguf": path})
-    parses, real_parse = [], gguf_source._parse
-    monkeypatch.setattr(gguf_source, "_parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    parses, real_parse = [], gguf_source.parse_stream
+    monkeypatch.setattr(gguf_source, "parse_stream", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
     model, seconds = within(10, lambda: kvmem.catalog.as_model("org/vocab/vocab.gguf"))
     assert not isinstance(model, BaseException), model
     assert parses == [1] and model.num_layers == 32 and model.facts.vocab_size == 300_000
