@@ -383,7 +383,7 @@ def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: st
     """
     stages = stages or pp_stages(len(rows), pp)
     largest = stages[0] if len(stages) == 1 else largest_stage(rows, stages)
-    ks, vs, ss = zip(*rows) if rows else ((), (), ())     # columns, summed at C speed (a fit asks ~25 times)
+    ks, vs, ss = zip(*rows, strict=True) if rows else ((), (), ())  # columns, summed at C speed (a fit asks ~25 times)
     if largest == range(len(rows)):
         per_layer = tuple(map(sum, rows))
         k, v, state = sum(ks), sum(vs), sum(ss)
