@@ -527,6 +527,9 @@ def test_what_ifs_that_count_held_tokens_refuse_compressed_layers():
         estimate(model, tokens=4096, eviction=Eviction("streaming", sink=4, window=1020))
     with pytest.raises(ValueError, match="per-request allocation is not sized for compressed layers"):
         kvmem.preallocation_waste(model, lengths=[100, 2000], max_model_len=4096)
+    # a shared prefix shares the compressed rows but not each sequence's window and buffers
+    with pytest.raises(ValueError, match="shared-prefix sizing is not sized for compressed layers"):
+        estimate(model, tokens=4096, batch=4, shared_prefix=2048)
     rows = {r["strategy"].split(" (")[0].split(":")[0]: r for r in kvmem.compare_strategies(model, tokens=4096)}
     assert rows["KIVI-4"]["bytes"] is None and rows["KIVI-4"]["cost"].startswith("not available: a KIVI-style")
     assert rows["StreamingLLM"]["bytes"] is None

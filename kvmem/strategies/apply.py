@@ -87,6 +87,7 @@ def apply_strategies(base: Estimate, *, model: Model, rerun, engine: str, option
         refuse_compressed(model, "eviction")
         result = _evict(result, eviction, rerun)
     if prefix:
+        refuse_compressed(model, "shared-prefix sizing")   # a window and buffers per sequence beside shared rows
         result = _share(result, prefix, rerun, engine, options)
     if fraction:
         result = _offload(result, fraction, model)
