@@ -150,3 +150,18 @@ def test_nemotron_nas_replace_with_linear_is_refused():
                    num_key_value_heads=None, block_configs=blocks)
     with pytest.raises(ValueError, match=r"block_configs\[2\].attention.replace_with_linear: vLLM 0.33.0"):
         kvmem.estimate(model, engine="vllm", tokens=1024)
+
+
+def test_gemma4_unified_text_is_sized_as_gemma4():
+    # gemma4_unified.py Gemma4UnifiedForConditionalGeneration: the language model is Gemma4ForCausalLM on
+    # config.text_config (gemma4.py, the rules kvmem's vllm mode already follows for gemma4_text; the
+    # Gemma4Config hook of models/config.py covers both): the same config, the same pages
+    config = dict(num_hidden_layers=12, hidden_size=2048, num_attention_heads=8, num_key_value_heads=4,
+                  head_dim=256, global_head_dim=512, sliding_window=512)
+    unified = kvmem.estimate(_model(model_type="gemma4_unified_text", **config), engine="vllm", tokens=4096)
+    text = kvmem.estimate(_model(model_type="gemma4_text", **config), engine="vllm", tokens=4096)
+    assert unified.per_layer == text.per_layer and unified.kv_bytes == text.kv_bytes > 0
+    # sliding: 4 x (256 + 256) x 2 B = 4,096 B/token; full (global_head_dim 512): 8,192 B/token, pages of
+    # 16 x 8,192 = 131,072 B, so sliding layers take blocks of 32: cdiv(4,096, 32) - (4,096 - 512) // 32
+    # = 16 blocks of 131,072 B
+    assert unified.per_layer[0] == 16 * 131_072
