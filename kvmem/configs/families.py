@@ -242,7 +242,8 @@ _SPECIAL = {
        for t in ("minicpm3", "mistral4", "youtu", "sarvam_mla", "axk1", "axk2", "hy_v4", "hy_v4_vl_text")},
     # Ernie-4.5-VL's text model: the attention of ernie4_5_moe; its MoE lists text and vision experts
     # (moe_num_experts, moe_intermediate_size as [text, vision]), which kvmem's parameter count does not read
-    "ernie4_5_vl_moe_text": Family(source="configuration_ernie4_5_vl_moe.py, generic rule", engines=NEW_FAMILY_ENGINES),
+    "ernie4_5_vl_moe_text": Family(source="configuration_ernie4_5_vl_moe.py, generic rule",
+                                   engines=(*NEW_FAMILY_ENGINES, "vllm")),
     # modeling_gpt_neo.py builds DynamicCache(config=...) from a config without layer_types or sliding_window:
     # every layer is cached whole, the local layers' window_size only masks; engines that keep the window
     # (none is checked) would differ, so only transformers' modes size it

@@ -205,7 +205,7 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]:
     """A seeded model of an attention-only family the vllm mode reads beyond FAMILIES (exaone4,
     afmoe, cohere2, cohere2_moe, dbrx, qwen2_vl_text, qwen2_5_vl_text, minicpm3, longcat_flash, laguna,
-    exaone_moe, nemotron-nas), with
+    exaone_moe, nemotron-nas, ernie4_5_vl_moe_text), with
     engine settings. Its
     specs are kvmem's layers (the cohere window + 1 as vLLM's), so this checks vLLM's planning of
     them; the model files' rules (window + 1, head_dim) are in the unit tests."""
@@ -229,6 +229,9 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
                    sliding_window=window, sliding_window_pattern=rng.choice((2, 4)))
         if model_type == "cohere2_moe":
             cfg.update(first_k_dense_replace=rng.randint(0, 3), prefix_dense_sliding_window_pattern=1)
+    elif model_type == "ernie4_5_vl_moe_text":   # ernie45_vl_moe.py: full attention, head_dim or hidden // heads
+        cfg.update(architectures=["Ernie4_5_VLMoeForConditionalGeneration"], head_dim=rng.choice((None, 64, 128)))
+        cfg = {k: v for k, v in cfg.items() if v is not None}
     elif model_type in ("qwen2_vl_text", "qwen2_5_vl_text"):   # qwen2_vl.py: Qwen2ForCausalLM, no window
         cfg.update(architectures=["Qwen2ForCausalLM"], use_sliding_window=False)
     elif model_type in ("laguna", "exaone_moe"):

@@ -165,3 +165,14 @@ def test_gemma4_unified_text_is_sized_as_gemma4():
     # 16 x 8,192 = 131,072 B, so sliding layers take blocks of 32: cdiv(4,096, 32) - (4,096 - 512) // 32
     # = 16 blocks of 131,072 B
     assert unified.per_layer[0] == 16 * 131_072
+
+
+def test_ernie_4_5_vl_text_model_full_attention():
+    # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: head_dim = config.head_dim or hidden // heads, KV heads
+    # num_key_value_heads, no window: 4 x (128 + 128) x 2 B = 2,048 B/token; 1,024 tokens = 64 pages of
+    # 32,768 B per layer
+    config = dict(model_type="ernie4_5_vl_moe_text", num_hidden_layers=2, hidden_size=2560, num_attention_heads=20,
+                  num_key_value_heads=4, head_dim=128)
+    assert kvmem.estimate(_model(**config), engine="vllm", tokens=1024).per_layer == (64 * 32_768,) * 2
+    with pytest.raises(ValueError, match="gives every layer full attention"):
+        kvmem.estimate(_model(**config, sliding_window=4096), engine="vllm", tokens=1024)

@@ -14,7 +14,7 @@ from kvmem.oracles import vllm as oracle  # noqa: E402
 
 @pytest.mark.parametrize("model_type", ("exaone4", "afmoe", "cohere2", "cohere2_moe", "dbrx", "qwen2_vl_text",
                                         "qwen2_5_vl_text", "minicpm3", "longcat_flash", "laguna", "exaone_moe",
-                                        "nemotron-nas"))
+                                        "nemotron-nas", "ernie4_5_vl_moe_text"))
 def test_seeded_shapes(model_type):
     for seed in range(20):
         case = oracle.random_attention_case(model_type, seed)

@@ -69,6 +69,7 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
     is sliding_windows[i] where listed. Laguna (laguna.py): tp divides each layer's
     num_attention_heads_per_layer; head_dim the config's, else hidden_size // that layer's heads.
     Gemma-4-Unified (gemma4_unified.py): its language model is gemma4.py's Gemma4ForCausalLM.
+    Ernie-4.5-VL (ernie45_vl_moe.py): full attention on every layer (a config window is refused).
     Nemotron-NAS (nemotron_nas.py DeciLMDecoderLayer): num_attention_heads // n_heads_in_group KV heads,
     no attention on a no_op block; replace_with_linear is not read by vLLM: refused.
     With the hybrid manager off, sliding layers of different windows make vLLM 0.33 refuse

@@ -151,6 +151,10 @@ def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
                      for layer in model.layers)
     if model.model_type == "exaone_moe":
         return _exaone_moe_layers(model)
+    if model.model_type == "ernie4_5_vl_moe_text" and any(layer.kind in (SLIDING, CHUNKED) for layer in model.layers):
+        # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: no per-layer window, every layer full attention
+        raise ValueError("vLLM 0.33.0's ernie45_vl_moe.py gives every layer full attention, but this config sets a "
+                         "sliding window or chunk (kvmem's reading follows transformers' generic rule): refused")
     if model.model_type == "nemotron-nas":
         # nemotron_nas.py DeciLMDecoderLayer: attention (num_attention_heads // n_heads_in_group KV heads)
         # unless block_configs[i].attention.no_op; it does not read replace_with_linear
