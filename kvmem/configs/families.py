@@ -92,6 +92,8 @@ LAYOUT_READS = {
     "mamba2": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank", "n_groups", "chunk_size"}),
     "modernbert": frozenset({"local_attention", "global_attn_every_n_layers"}),
     "listed": frozenset(),
+    "smollm3": frozenset({"use_sliding_window", "no_rope_layers", "no_rope_layer_interval"}),
+    "exaone_moe": frozenset({"sliding_window_pattern", "_sliding_window_pattern", "sliding_windows"}),
     # the indexer's heads, blocks and top-k choose keys; only its key width is cached
     "minimax_m3": frozenset({"sparse_attention_config", "index_head_dim", "index_n_heads", "index_block_size",
                              "index_topk_blocks", "index_local_blocks"}),
@@ -173,11 +175,14 @@ _SPECIAL = {
     "dots1": Family("qwen2", source="configuration_dots1.py", engines=NEW_FAMILY_ENGINES),
     "exaone4": Family("pattern", source="configuration_exaone4.py: sliding if (i + 1) % sliding_window_pattern",
                       engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "exaone_moe": Family("pattern", source="configuration_exaone_moe.py", engines=(*NEW_FAMILY_ENGINES, "vllm")),
+    "exaone_moe": Family("exaone_moe", source="configuration_exaone_moe.py; sliding_windows per layer as the "
+                                              "published K-EXAONE files give them (vLLM 0.33 exaone_moe.py)",
+                         engines=(*NEW_FAMILY_ENGINES, "vllm")),
     "afmoe": Family("pattern", source="configuration_afmoe.py: sliding if (i + 1) % global_attn_every_n_layers",
                     engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "smollm3": Family(source="modeling_smollm3.py: no_rope_layers drop RoPE, the cache is every layer's",
-                      engines=NEW_FAMILY_ENGINES, ignores=frozenset({"no_rope_layers", "no_rope_layer_interval"})),
+    "smollm3": Family("smollm3", source="configuration_smollm3.py: layer_types, else sliding on the NoPE layers "
+                                        "(no_rope_layers 0) when use_sliding_window and sliding_window",
+                      engines=NEW_FAMILY_ENGINES),
     "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", engines=NEW_FAMILY_ENGINES),
     "mpt": Family("mpt", source="modeling_mpt.py MptAttention: one K/V head per query head",
                   engines=NEW_FAMILY_ENGINES),

@@ -38,6 +38,8 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
                  convolutions), else sliding at local_layer_ids, else where (i + 1) % 6
                  (configuration_inkling.py)
     zaya         layer_types "hybrid" / "hybrid_sliding", else every layer "hybrid" (configuration_zaya.py)
+    smollm3      layer_types, else sliding on the NoPE layers (no_rope_layers 0) when use_sliding_window
+                 and sliding_window are set, else full (configuration_smollm3.py)
     listed       layer_types, else every layer full whatever sliding_window says (laguna: its
                  config class fills layer_types with full_attention)
     minimax_m3   layer_types ("minimax_m3_sparse": a full layer with an indexer key), else
@@ -197,6 +199,10 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return ["hybrid_sliding" if i in local else "hybrid" for i in range(n_layers)]
     if layout == "listed":
         return [FULL] * n_layers
+    if layout == "smollm3":
+        if not (f.flag("use_sliding_window") and f.get("sliding_window", default=None) is not None):
+            return [FULL] * n_layers
+        return [FULL if rope else SLIDING for rope in rope_layers(f, n_layers)]
     if layout == "minimax_m3":
         sparse = f.get("sparse_attention_config", default=None) or {}
         if not isinstance(sparse, dict):
@@ -227,7 +233,7 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return [CHUNKED if chunked else FULL] * n_layers
     if layout == "alternate":
         return [SLIDING if (i + 1) % 2 else FULL for i in range(n_layers)]
-    if layout == "pattern":
+    if layout in ("pattern", "exaone_moe"):
         pattern = f.int("sliding_window_pattern", "_sliding_window_pattern", "global_attn_every_n_layers")
         return [SLIDING if (i + 1) % pattern else FULL for i in range(n_layers)]
     if layout == "qwen2":

@@ -18,6 +18,7 @@ Per-layer shapes where a family's layers differ (the kinds come from kvmem.confi
     inkling      sliding ("hybrid_sliding") layers: swa_num_key_value_heads x swa_head_dim for K and V
                  (modeling_inkling.py InklingAttention), a window of sliding_window_size; every
                  layer short convolutions beside its attention (kvmem.configs.states)
+    exaone_moe   a sliding layer's window is sliding_windows[i] where the file lists them (K-EXAONE)
     inkling_loop as inkling, plus a copy of the looped layers for every pass after the first
     zaya         every layer attention with ZAYA's convolution and delayed-value state beside it
     minimax_m3   sparse layers: K and V as the full layers', and one indexer key of index_head_dim
@@ -216,6 +217,23 @@ def _inkling_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int) -
     return {i: (heads, dim, dim) for i, kind in enumerate(kinds) if kind == "hybrid_sliding"}
 
 
+def _layer_windows(f: Fields, kinds: list[str]) -> dict[int, int]:
+    """K-EXAONE: sliding layer -> its own window from ``sliding_windows`` (one entry per layer, null on
+    full layers), as the published files give them and vLLM 0.33's exaone_moe.py reads them
+    (transformers 5.24's ExaoneMoe reads the one sliding_window: its modes refuse windows that differ)."""
+    given = f.get("sliding_windows", default=None)
+    if given is None:
+        return {}
+    if not isinstance(given, list) or len(given) != len(kinds):
+        raise ConfigError(f"config field 'sliding_windows' must list one window per layer ({len(kinds)}), "
+                          f"got {show_value(given)}")
+    windows = {}
+    for i, (kind, window) in enumerate(zip(kinds, given, strict=True)):
+        if kind == SLIDING:
+            windows[i] = check_int(f"sliding_windows[{i}]", window)
+    return windows
+
+
 def _window(f: Fields, family: Family) -> int:
     """The sliding window in tokens held (0: none). MiMo-V2-Flash's sliding_window_size counts the
     tokens before the query: configuration_mimo_v2_flash.py sets sliding_window to it + 1. Gemma 4
@@ -298,6 +316,7 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
         shapes = {i: (heads // group, head_dim, v_head_dim) for i, group in enumerate(groups) if group}
     window = _window(f, family)
     chunk = f.int("attention_chunk_size", default=0, minimum=0) or 0
+    windows = _layer_windows(f, kinds) if family.layout == "exaone_moe" else {}
     hybrid = {"hybrid", "hybrid_sliding"} & set(kinds)
     state = recurrent_state(f, family) if LINEAR in kinds or (hybrid and family.layout not in INKLING) else None
     if (SLIDING in kinds or "hybrid_sliding" in kinds) and window < 1:
@@ -332,7 +351,7 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
         else:
             heads, k_dim, v_dim = shapes.get(i, (kv_heads, head_dim, v_head_dim))
             layers.append(Layer(kind, kv_heads=heads, head_dim_k=k_dim, head_dim_v=v_dim,
-                                window=window if kind == SLIDING else chunk if kind == CHUNKED else 0))
+                                window=windows.get(i, window) if kind == SLIDING else chunk if kind == CHUNKED else 0))
     if family.layout == "inkling_loop":
         layers += _loop_copies(f, layers)
     return tuple(layers)

@@ -190,3 +190,35 @@ def test_inkling_2_loop_caches_each_extra_pass_in_copies_of_the_looped_layers():
     assert len(model.layers) == 24 and model.kinds == {"full": 4, "sliding": 20}
     assert model.layers[12:18] == model.layers[6:12]
     assert len(Model.from_hf_config(dict(cfg, loop_config={"num_passes": 2})).layers) == 18
+
+
+def test_k_exaone_per_layer_windows_are_read_and_the_hf_modes_refuse_them():
+    # K-EXAONE's published files list sliding_windows per layer (null on full layers); vLLM 0.33's
+    # exaone_moe.py reads them; transformers 5.24 gives every sliding layer the one sliding_window.
+    # 2 KV heads x 64 x 2 (K, V) x 2 B = 512 B/token: windows 128 and 4,096, then a full layer
+    cfg = {"model_type": "exaone_moe", "num_hidden_layers": 3, "hidden_size": 1024, "num_attention_heads": 16,
+           "num_key_value_heads": 2, "head_dim": 64, "sliding_window": 4096,
+           "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+           "sliding_windows": [128, 4096, None]}
+    model = Model.from_hf_config(cfg)
+    assert [layer.window for layer in model.layers] == [128, 4096, 0]
+    assert ideal(model, 8192)[0] == 512 * (128 + 4096 + 8192)
+    with pytest.raises(ValueError, match="sliding_windows lists others \\(128\\)"):
+        kvmem.estimate(model, engine="hf-dynamic", tokens=8192)
+    # windows equal to sliding_window: transformers' own cache (a one-token decode after 8,191 of prompt:
+    # the sliding layers keep their window's last cat, 4,096 tokens)
+    same = dict(cfg, sliding_windows=[4096, 4096, None])
+    hf = kvmem.estimate(same, engine="hf-dynamic", tokens=8192, prompt_tokens=8191, kv_dtype="bf16")
+    assert hf.kv_bytes == 512 * (4096 * 2 + 8192)
+    with pytest.raises(ConfigError, match="sliding_windows"):
+        Model.from_hf_config(dict(cfg, sliding_windows=[128, None, None]))
+
+
+def test_smollm3_slides_only_its_nope_layers_and_only_when_asked():
+    # configuration_smollm3.py: without layer_types, a layer slides when use_sliding_window and sliding_window
+    # are set and it is a NoPE layer (no_rope_layers 0: every 4th by default); a sliding_window alone does nothing
+    cfg = {"model_type": "smollm3", "num_hidden_layers": 8, "hidden_size": 2048, "num_attention_heads": 16,
+           "num_key_value_heads": 4, "head_dim": 128, "sliding_window": 4096, "use_sliding_window": False}
+    assert Model.from_hf_config(cfg).kinds == {"full": 8}
+    kinds = [layer.kind for layer in Model.from_hf_config(dict(cfg, use_sliding_window=True)).layers]
+    assert kinds == ["full", "full", "full", "sliding"] * 2

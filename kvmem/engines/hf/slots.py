@@ -67,8 +67,24 @@ def _state_fields(model: Model, state) -> dict:
                 conv_element_bytes=dtype(state.conv_dtype).row_bytes(1) if state.conv_dtype else 0)
 
 
+def _check_windows(model: Model) -> None:
+    """transformers 5.24's ExaoneMoe gives every sliding layer the one ``sliding_window``
+    (cache_utils.py get_layer_types_and_kwargs); a K-EXAONE file's per-layer ``sliding_windows``
+    (which the model's own reading, and vLLM, follow) that differ from it are refused here."""
+    if model.model_type != "exaone_moe" or model.config.get("sliding_windows") is None:
+        return
+    from ...configs.fields import Fields
+    scalar = Fields(model.config, model.model_type).get("sliding_window", default=None)
+    differ = sorted({layer.window for layer in model.layers if layer.kind == SLIDING} - {scalar})
+    if differ:
+        raise ValueError(f"transformers 5.24's exaone_moe gives every sliding layer sliding_window ({scalar}); this "
+                         f"config's sliding_windows lists others ({', '.join(map(str, differ[:4]))}), which the "
+                         "ideal and vllm modes follow: refused in the hf modes")
+
+
 def slots(model: Model) -> tuple[Slot, ...]:
     """Per layer, the K/V (or state) shapes transformers 5.24 caches for ``model``."""
+    _check_windows(model)
     falcon_broadcast = model.model_type == "falcon" and model.facts.new_decoder_architecture
     out = []
     for layer in model.layers:

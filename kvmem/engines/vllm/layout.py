@@ -92,26 +92,6 @@ WINDOW_PLUS_ONE = ("cohere2", "cohere2_moe")
 WINDOW_PLUS_ONE_FROM = (0, 33)
 
 
-def _exaone_moe_layers(model: Model) -> tuple[Layer, ...]:
-    """K-EXAONE: a sliding layer's window is sliding_windows[i] where the config lists them, else
-    sliding_window (vllm@v0.33.0 exaone_moe.py ExaoneMoeAttention)."""
-    windows = model.config.get("sliding_windows")
-    if windows is None:
-        return model.layers
-    if not isinstance(windows, list) or len(windows) != len(model.layers):
-        raise ValueError(f"config field 'sliding_windows' must list one window per layer ({len(model.layers)}) "
-                         "as vLLM 0.33.0's exaone_moe.py reads it")
-    out = []
-    for i, layer in enumerate(model.layers):
-        if layer.kind == SLIDING:
-            window = windows[i]
-            if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-                raise ValueError(f"config field 'sliding_windows'[{i}] is {window!r}, for a sliding layer")
-            layer = replace(layer, window=window)
-        out.append(layer)
-    return tuple(out)
-
-
 def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     """Laguna: each layer's query heads from num_attention_heads_per_layer; its head_dim is the config's
     head_dim, else hidden_size // that layer's query heads (vllm@v0.33.0 laguna.py LagunaAttention)."""
@@ -149,8 +129,6 @@ def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
         return tuple(Layer(FULL, kv_heads=model.num_attention_heads, head_dim_k=qk + layer.qk_rope_head_dim,
                            head_dim_v=qk + layer.qk_rope_head_dim) if layer.kind == MLA else layer
                      for layer in model.layers)
-    if model.model_type == "exaone_moe":
-        return _exaone_moe_layers(model)
     if model.model_type == "ernie4_5_vl_moe_text" and any(layer.kind in (SLIDING, CHUNKED) for layer in model.layers):
         # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: no per-layer window, every layer full attention
         raise ValueError("vLLM 0.33.0's ernie45_vl_moe.py gives every layer full attention, but this config sets a "
