@@ -30,9 +30,11 @@ def test_kimi_linear_kda_state_and_mla_pages():
         result = kvmem.estimate(KIMI, engine="vllm", tokens=tokens)
         assert result.per_layer[3] == mla_pages * 2_211_840     # layer 4 (1-indexed) is MLA
         assert result.per_layer[0] == 2_211_840                 # a KDA layer: one padded state page
-        assert result.state_bytes == 20 * 2_211_840
-    # 7 MLA layers; grouped by 7, the 20 KDA layers take 3 groups and one padding layer of slots
-    assert kvmem.estimate(KIMI, engine="vllm", tokens=131072).kv_bytes == 7 * 69 * 2_211_840 + 2_211_840
+        # 20 KDA layers' pages and, grouped by 7 (the MLA layers), a third KDA group's padding slot
+        assert result.state_bytes == (20 + 1) * 2_211_840
+    # 7 MLA layers; the padding slot is a state page, so K (the latent) is the MLA pages alone and V none
+    long = kvmem.estimate(KIMI, engine="vllm", tokens=131072)
+    assert (long.k_bytes, long.v_bytes) == (7 * 69 * 2_211_840, 0)
 
 
 def test_kimi_linear_at_tp2():
@@ -41,7 +43,7 @@ def test_kimi_linear_at_tp2():
     # latent head on every rank)
     result = kvmem.estimate(KIMI, engine="vllm", tokens=1024, tp=2)
     assert result.per_layer[0] == result.per_layer[3] == 1_179_648
-    assert result.state_bytes == 20 * 1_179_648
+    assert result.state_bytes == (20 + 1) * 1_179_648       # with the padding slot of the third KDA group
 
 
 def test_kimi_linear_speculative_conv_columns():
@@ -146,7 +148,9 @@ def test_lfm2_short_conv_from_conv_dim():
     result = kvmem.estimate(kvmem.Model.from_hf_config(LFM2), engine="vllm", tokens=1024)
     assert result.per_layer[0] == 32_768
     assert result.per_layer[2] == 64 * 32_768                  # cdiv(1,024, 16) = 64 pages
-    assert result.state_bytes == 10 * 32_768
+    # 10 conv layers' pages, and 2 padding slots: grouped by 6 (the attention layers), the conv layers
+    # take 2 groups of 6
+    assert result.state_bytes == (10 + 2) * 32_768
 
 
 def test_lfm2_refusals():

@@ -133,11 +133,31 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         result = replace(result, peak_bytes=result.peak_bytes + growth)
     if not padding:
         return result
-    # Padding layers' page slots are taken from the pool with every block: they count in the KV
-    # bytes of this device (half as K, half as V pages), though no model layer in per_layer owns them.
-    return replace(result, k_bytes=result.k_bytes + padding // 2, v_bytes=result.v_bytes + padding - padding // 2,
-                   peak_bytes=result.peak_bytes + padding,
+    # Padding layers' page slots are taken from the pool with every block: they count in this device's
+    # bytes, as K, V or state as the groups they pad hold them, though no model layer in per_layer owns them.
+    k, v, state = _padding_split(plan, members, padding)
+    return replace(result, k_bytes=result.k_bytes + k, v_bytes=result.v_bytes + v,
+                   state_bytes=result.state_bytes + state, peak_bytes=result.peak_bytes + padding,
                    kv_bytes_all_devices=result.kv_bytes_all_devices + tp * padding)
+
+
+def _padding_split(plan: Plan, members, padding: int) -> tuple[int, int, int]:
+    """``padding`` bytes as (K, V, state) in the proportions of the groups a stage holds fewer units
+    of than the group size (a Mamba group's padding is state, an MLA group's the latent: K); half K,
+    half V when no group is short (pages padded to the largest)."""
+    if plan.uniform_type:
+        weights = [1, 1, 0]
+    else:
+        size, weights = stage_group_size(plan, members), [0, 0, 0]
+        for group in plan.groups:
+            short = size - sum(i in members for i in group)
+            if short > 0:
+                for j, part in enumerate(plan.units[group[0]][1].kv_split(1)):
+                    weights[j] += short * part
+        weights = weights if any(weights) else [1, 1, 0]
+    parts = [padding * w // sum(weights) for w in weights]
+    parts[weights.index(max(weights))] += padding - sum(parts)
+    return parts[0], parts[1], parts[2]
 
 
 def _memo(plan: Plan, key, make):
