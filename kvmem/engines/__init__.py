@@ -15,7 +15,8 @@ from collections.abc import MutableMapping
 from ..catalog import as_model
 from ..configs.families import FAMILIES
 from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int, show_value
-from .base import Capacity, EngineSpec, Estimate, check_parallel, check_query_heads, past_positions, with_note
+from .base import Capacity, EngineSpec, Estimate, check_query_heads, past_positions, with_note
+from ..parallel import check_parallel
 
 __all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family", "Estimate",
            "Capacity", "ENGINES"]

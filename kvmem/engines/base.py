@@ -1,129 +1,28 @@
-"""What every engine mode shares: results, option checks, and how tp/pp split a model.
+"""What every engine mode declares: its spec (EngineSpec), the rules kvmem.sizing asks of it
+(SizingRules, BudgetRequest -> Budget, EngineDefaults), how it shares a prefix and what it
+does past the model's positions, and the option parsers the engines share.
 
-Tensor parallelism splits KV heads: a rank holds kv_heads // tp heads, or one replicated
-head when tp >= kv_heads (tp must then be a multiple of kv_heads) — vLLM
-``get_num_kv_heads`` (vllm/config/model.py), SGLang and TensorRT-LLM likewise. MLA's latent
-has no heads and is replicated on every rank. Pipeline parallelism gives each stage a run
-of layers: n // pp each, the remainder one apiece to the stages before the last
-(vLLM ``get_pp_indices``, vllm/distributed/utils.py).
+The results (Estimate, Capacity, assemble) live in results.py and the parallelism rules in
+kvmem/parallel.py; both are re-exported here, where the engines have always taken them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
 from ..dtypes import DType, dtype
-from ..model import MLA, Layer, Model
-from ..records import Record
-from ..units import parse_bytes, require_positive_int
-
-MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
+from ..model import Model
+from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, state_share
+from ..units import parse_bytes
+from .results import Capacity, Estimate, assemble, with_note
 
 __all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
            "PrefixSharing", "PastPositions", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
            "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
-           "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads"]
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of integers: cdiv(17, 16) == 2."""
-    return -(-a // b)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Cache bytes of one workload under one engine's rules (ints, one device unless named)."""
-
-    model: str
-    engine: str
-    tokens: int
-    batch: int
-    kv_dtype: str
-    tp: int
-    pp: int
-    k_bytes: int
-    v_bytes: int
-    state_bytes: int
-    per_layer: tuple[int, ...]
-    kv_bytes_all_devices: int
-    peak_bytes: int
-    notes: tuple[str, ...] = ()
-    details: dict | Record = field(default_factory=dict, compare=False)    # the engine's own, by its names
-    block_size: int = field(default=1, compare=False)          # tokens per block (page) the cache is cut in
-    log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
-
-    @property
-    def kv_bytes(self) -> int:
-        """K + V bytes on one device (the largest pipeline stage)."""
-        return self.k_bytes + self.v_bytes
-
-    @property
-    def total_bytes(self) -> int:
-        """KV plus fixed recurrent state on one device."""
-        return self.kv_bytes + self.state_bytes
-
-    @property
-    def engine_refuses(self) -> str | None:
-        """Why the engine itself would refuse this workload (it would not start), or None."""
-        return self.details.get("engine_refuses")
-
-    @property
-    def engine_allows_with(self) -> str | None:
-        """The setting that makes the engine start anyway ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"), or None."""
-        return self.details.get("engine_allows_with")
-
-    @property
-    def bytes_per_token(self) -> float:
-        """KV bytes per cached token of the batch (one device)."""
-        return self.kv_bytes / (self.tokens * self.batch)
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        del data["block_size"], data["log_lines"]      # in details too, under the engine's own names
-        if isinstance(self.details, Record):
-            data["details"] = self.details.to_dict()
-        data["per_layer"] = list(self.per_layer)
-        data["notes"] = list(self.notes)
-        data.update(kv_bytes=self.kv_bytes, total_bytes=self.total_bytes)
-        return data
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """What a KV memory budget holds under one engine's rules."""
-
-    model: str
-    engine: str
-    kv_memory: int
-    blocks: int
-    tokens: int
-    max_concurrency: float | None
-    max_model_len: int | None
-    block_size: int = 1
-    notes: tuple[str, ...] = ()
-    details: dict = field(default_factory=dict, compare=False)
-    log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
-
-    @property
-    def engine_refuses(self) -> str | None:
-        """Why the engine itself would refuse this budget (it would not start), or None."""
-        return self.details.get("engine_refuses")
-
-    @property
-    def engine_allows_with(self) -> str | None:
-        """The setting that makes the engine start anyway ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"), or None."""
-        return self.details.get("engine_allows_with")
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        del data["log_lines"]                           # in details["log"] too
-        if isinstance(self.details, Record):
-            data["details"] = self.details.to_dict()
-        data["notes"] = list(self.notes)
-        return data
+           "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes"]
 
 
 @dataclass(frozen=True)
@@ -158,12 +57,6 @@ def check_query_heads(spec: "EngineSpec", model: Model, tp: int) -> None:
     if tp > 1 and spec.query_heads_rule and model.num_attention_heads % tp:
         raise ValueError(f"tp={tp} must divide the model's {model.num_attention_heads} query heads "
                          f"(num_attention_heads): {spec.query_heads_rule}")
-
-
-def with_note(result, note: str, details: dict):
-    """``result`` (an Estimate or a Capacity) with one more note and details merged in."""
-    notes = result.notes if note in result.notes else result.notes + (note,)
-    return replace(result, notes=notes, details={**result.details, **details})
 
 
 @dataclass(frozen=True)
@@ -330,81 +223,11 @@ def byte_option(name: str, value) -> int:
         raise ValueError(f"{name} must be a byte count (an int or a string like '512MiB'), got {value!r}") from None
 
 
-def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
-    """KV heads one tensor-parallel rank holds: kv_heads // tp, or 1 (replicated) if tp >= kv_heads."""
-    if tp >= kv_heads:
-        if tp % kv_heads:
-            raise ValueError(f"tp={tp} must be a multiple of the {kv_heads} KV heads when it exceeds them")
-        return 1
-    if kv_heads % tp:
-        raise ValueError(f"tp={tp} must divide the {kv_heads} KV heads")
-    return kv_heads // tp
-
-
-def pp_stages(n_layers: int, pp: int) -> list[range]:
-    """Layer ranges per pipeline stage: n // pp each, the remainder to the stages before the last."""
-    if pp > n_layers:
-        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
-    sizes = [n_layers // pp] * pp
-    for i in range(2, n_layers % pp + 2):
-        sizes[-i] += 1
-    stages, start = [], 0
-    for size in sizes:
-        stages.append(range(start, start + size))
-        start += size
-    return stages
-
-
 def resolve_dtypes(model: Model, kv_dtype, type_k=None, type_v=None) -> tuple[DType, DType, DType]:
     """(K dtype, V dtype, state dtype): "auto" is the model's dtype; states stay in it."""
     k = dtype(type_k if type_k is not None else kv_dtype, model_dtype=model.dtype)
     v = dtype(type_v if type_v is not None else kv_dtype, model_dtype=model.dtype)
     return k, v, dtype(model.dtype)
-
-
-def check_parallel(tp, pp) -> tuple[int, int]:
-    return require_positive_int("tp", tp, MAX_PARALLEL), require_positive_int("pp", pp, MAX_PARALLEL)
-
-
-def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> range:
-    """The pipeline stage whose layers hold the most bytes (the device a report is about)."""
-    totals = [sum(sum(rows[i]) for i in stage) for stage in stages]
-    return stages[max(range(len(stages)), key=lambda s: totals[s])]
-
-
-def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: str, tp: int, pp: int,
-             rows: list[tuple[int, int, int]], peak_extra: int = 0, notes=(), details=None,
-             stages: list[range] | None = None, block_size: int = 1, log_lines=()) -> Estimate:
-    """An Estimate from per-layer (K, V, state) bytes on one rank of each layer's stage.
-
-    The reported device is the pipeline stage holding the most bytes (``stages``: the engine's
-    own split, vLLM's ``pp_stages`` by default); other stages' layers show 0 in ``per_layer``.
-    ``peak_extra`` is a transient above the steady KV.
-    """
-    stages = stages or pp_stages(len(rows), pp)
-    largest = stages[0] if len(stages) == 1 else largest_stage(rows, stages)
-    ks, vs, ss = zip(*rows, strict=True) if rows else ((), (), ())  # columns, summed at C speed (a fit asks ~25 times)
-    if largest == range(len(rows)):
-        per_layer = tuple(map(sum, rows))
-        k, v, state = sum(ks), sum(vs), sum(ss)
-    else:
-        per_layer = tuple(sum(rows[i]) if i in largest else 0 for i in range(len(rows)))
-        k = sum(ks[i] for i in largest)
-        v = sum(vs[i] for i in largest)
-        state = sum(ss[i] for i in largest)
-    all_devices = tp * (sum(ks) + sum(vs))
-    return Estimate(model=model.name, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype,
-                    tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
-                    kv_bytes_all_devices=all_devices, peak_bytes=k + v + peak_extra,
-                    notes=tuple(notes), details=details or {}, block_size=block_size,
-                    log_lines=tuple(log_lines))
-
-
-def layer_heads(layer: Layer, tp: int) -> int:
-    """KV heads of ``layer`` on one rank (MLA: its single latent 'head', never split)."""
-    if layer.kind == MLA or not layer.kv_heads:
-        return 1
-    return kv_heads_per_rank(layer.kv_heads, tp)
 
 
 def state_bytes(state, model_dtype: str, tp: int = 1, *, ssm_dtype: str | None = None) -> int:
@@ -415,11 +238,3 @@ def state_bytes(state, model_dtype: str, tp: int = 1, *, ssm_dtype: str | None =
     ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
     return (dtype(state.conv_dtype or model_dtype).row_bytes(conv)
             + dtype(ssm_dtype or state.ssm_dtype or model_dtype).row_bytes(ssm))
-
-
-def state_share(elements: int, heads: int, tp: int) -> int:
-    """A recurrent state's elements on one rank: split over its heads by tp."""
-    if tp > 1 and heads % tp:
-        raise ValueError(f"tp={tp} must divide the {heads} recurrent-state heads")
-    return elements // tp if tp > 1 else elements
-

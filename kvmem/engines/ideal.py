@@ -26,8 +26,8 @@ from __future__ import annotations
 from ..dtypes import dtype
 from ..model import Compressor, Model
 from ..textbook import ideal_layer_bytes
-from .base import (Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, layer_heads, resolve_dtypes,
-                   state_bytes)
+from .base import Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, resolve_dtypes, state_bytes
+from ..parallel import layer_heads
 
 
 def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):

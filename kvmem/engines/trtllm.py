@@ -64,8 +64,9 @@ from ..activations import forward_bytes_per_token, forward_shape
 from ..model import LINEAR, MLA, SLIDING, Model
 from ..records import Record
 from ..units import require_positive_int
-from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble, cdiv,
-                   fraction_option, kv_heads_per_rank, largest_stage, share_whole_blocks, state_bytes)
+from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble,
+                   fraction_option, share_whole_blocks, state_bytes)
+from ..parallel import cdiv, kv_heads_per_rank, largest_stage
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
 

@@ -25,7 +25,7 @@ import types
 
 from ..catalog import get_model, list_models
 from ..engines import sglang as rules
-from ..engines.base import kv_heads_per_rank
+from ..parallel import kv_heads_per_rank
 from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check

@@ -31,7 +31,7 @@ import types
 
 from ..catalog import get_model, list_models
 from ..engines import capacity
-from ..engines.base import kv_heads_per_rank
+from ..parallel import kv_heads_per_rank
 from ..model import CHUNKED, FULL, MLA, NONE, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check

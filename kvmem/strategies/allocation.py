@@ -9,7 +9,8 @@ from functools import lru_cache
 from importlib import resources
 
 from ..catalog import as_model
-from ..engines.base import cdiv, resolve_dtypes
+from ..engines.base import resolve_dtypes
+from ..parallel import cdiv
 from ..textbook import ideal_layer_bytes
 from ..model import Layer, Model
 from .inputs import count, refuse_compressed

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..catalog import as_model
 from ..dtypes import DType, dtype, dtype_names
-from ..engines.base import Estimate, assemble, layer_heads, resolve_dtypes, state_bytes
+from ..engines.base import Estimate, assemble, resolve_dtypes, state_bytes
+from ..parallel import layer_heads
 from ..textbook import ideal_layer_bytes
 from .inputs import count, refuse_compressed
 from ..units import parse_tokens, require_positive_int

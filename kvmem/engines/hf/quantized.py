@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...model import Model
 from ...units import require_positive_int
-from ..base import cdiv
+from ...parallel import cdiv
 from .growth import Workload
 from .slots import Slot
 

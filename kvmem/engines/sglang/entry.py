@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, assemble, cdiv, pp_stages
+from ..base import Capacity, assemble
+from ...parallel import cdiv, pp_stages
 from . import mamba
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 

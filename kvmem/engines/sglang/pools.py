@@ -11,7 +11,7 @@ from numbers import Real
 from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
-from ..base import kv_heads_per_rank, pp_stages
+from ...parallel import kv_heads_per_rank, pp_stages
 
 
 GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)

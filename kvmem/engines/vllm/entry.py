@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, assemble, cdiv
+from ..base import Capacity, assemble
+from ...parallel import cdiv
 from .layout import Plan, make_plan as _make_plan
 from .options import (GIB, HYBRID_GROUPS, NULL_BLOCK, ONE_LOG_LINE, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY,
                       check_options)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ...configs.fields import Fields
 from ...errors import ConfigError
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
-from ..base import cdiv, kv_heads_per_rank, pp_stages
+from ...parallel import cdiv, kv_heads_per_rank, pp_stages
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
                       QWEN35_TYPES, STATE_DTYPES, kv_format)
 from .pages import PageSpec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import pp_stages
+from ...parallel import pp_stages
 from .layout import Plan
 from .options import IN_FLIGHT_BATCHES, NULL_BLOCK
 

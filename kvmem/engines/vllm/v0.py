@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, assemble, cdiv
+from ..base import Capacity, assemble
+from ...parallel import cdiv
 from .layout import Plan, draft_layers, state_elements
 from .options import GIB, MODEL_DTYPE_BYTES
 from .pool import stage_units

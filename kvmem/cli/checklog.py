@@ -1,0 +1,51 @@
+"""``kvmem check-log``: an engine's startup log checked line by line against kvmem."""
+
+from __future__ import annotations
+
+import sys
+
+from ..units import parse_tokens
+from .common import MODEL_HELP, emit, engine_options, parse_kv_memory, read_model
+
+
+def cmd_check_log(args) -> int:
+    """Exit 0 when every KV line checked matches; 1 when one differs or nothing could be checked."""
+    from ..logcheck import check_log
+    text = sys.stdin.read() if args.log == "-" else open(args.log, encoding="utf-8", errors="replace").read()
+    options = engine_options(args.option)
+    if args.max_model_len:
+        options["max_model_len"] = parse_tokens(args.max_model_len)
+    if args.plan_kv_memory:
+        options["expected_kv_memory"] = parse_kv_memory(args.plan_kv_memory)
+    result = check_log(text, read_model(args.model, args.revision), engine=args.engine, kv_dtype=args.kv_dtype,
+                       tp=args.tp, pp=args.pp, **options)
+    lines = [f"{result.model} · {result.engine or 'engine not recognised'} · "
+             + ", ".join(f"{k} {v}" for k, v in result.settings.items())]
+    for c in result.checks:
+        lines.append(f"line {c.line}: {c.quantity}: " + ("matches" if c.matches else
+                     f"logged {c.logged}, kvmem {c.kvmem} — {c.cause}"))
+    lines += [f"note: {note}" for note in result.notes]
+    emit(result.to_dict(), args.json, lines)
+    return 0 if result.matches else 1
+
+
+def register(sub, wanted) -> None:
+    logp = sub.add_parser("check-log", help="check an engine's startup log (vLLM, SGLang, llama.cpp, TRT-LLM) "
+                          "against kvmem")
+    if wanted("check-log"):
+        logp.add_argument("log", help="the log file, or - for standard input")
+        logp.add_argument("--model", required=True, help=MODEL_HELP)
+        logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
+        logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),
+                          help="default: from the log's lines")
+        logp.add_argument("--kv-dtype", default="auto", help="KV element format the server used (default auto)")
+        logp.add_argument("--tp", type=int, default=1, help="tensor-parallel size the server used")
+        logp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size the server used")
+        logp.add_argument("--max-model-len", default=None, help="vLLM's max_model_len when the log does not state it")
+        logp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
+                          help="an engine option the server used, e.g. block_size=32 (repeatable)")
+        logp.add_argument("--plan-kv-memory", default=None,
+                          help="the plan's KV budget per device (kvmem fit's kv_memory_bytes), to compare vLLM's "
+                               "'Available KV cache memory' with")
+        logp.add_argument("--json", action="store_true", help="machine-readable output")
+    logp.set_defaults(func=cmd_check_log)

@@ -1,0 +1,120 @@
+"""``kvmem fit``: does a workload fit on these GPUs, how fast can it decode; llama.cpp's layer
+offload on mixed cards."""
+
+from __future__ import annotations
+
+import sys
+
+from ..units import format_bytes
+from .common import add_fit_arguments, emit, engine_numbers_lines, engine_options, engine_refusal, read_model
+
+
+def _weights_line(result) -> str:
+    """Which weight bytes fit used: a checkpoint's headers (exact), the formula (fallback), or given."""
+    per_device = format_bytes(result.breakdown.get("weights", 0))
+    if result.weight_dtype in ("safetensors", "gguf"):
+        return f"weights from: the {result.weight_dtype} headers, exact ({per_device} per device)"
+    if result.weight_dtype == "given":
+        return f"weights from: weights_bytes as given ({per_device} per device)"
+    return (f"weights from: the formula, {result.weight_dtype} x the config's parameter count ({per_device} per "
+            "device; no safetensors or GGUF headers used)")
+
+
+def _breakdown_text(result) -> str:
+    """The per-device parts; the engine's reserve and the KV it lacks named as such (kvmem.sizing.part_names)."""
+    from ..sizing import part_names
+    names = {**{k: k for k in result.breakdown}, "free": part_names(result.engine)["free"],
+             "shortfall": part_names(result.engine)["shortfall"]}
+    return ", ".join(f"{names[k]} {format_bytes(v)}" for k, v in result.breakdown.items()
+                     if k != "shortfall" or v)
+
+
+def _offload_lines(model, args) -> tuple[list[str], dict]:
+    """llama.cpp: the placement that keeps the most on the GPUs, --fit on's, both commands."""
+    from ..engines.llamacpp.offload import llamacpp_offload
+    opts = engine_options(args.option)
+    keep = {k: opts[k] for k in ("type_k", "type_v", "flash_attn", "n_ubatch") if k in opts}
+    try:
+        p = llamacpp_offload(model, gpus=args.gpu, context=args.context, weight_dtype=args.weight_dtype,
+                             host_memory=args.host_memory, kv_dtype=args.kv_dtype, **keep)
+    except ValueError as exc:
+        return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
+    lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
+    for label, lay, tps, cmd in (("kvmem", p.best, p.decode_best, p.command_best),
+                                 ("--fit on", p.fit, p.decode_fit, p.command_fit)):
+        if lay is None:
+            lines.append(f"  {label}: nothing fits")
+            continue
+        mib = ", ".join(f"{d} {lay.total_bytes[d] / 2**20:,.0f} MiB" for d in lay.total_bytes)
+        speed = f"{tps:,.1f} tokens/s" if tps else "needs --host-memory (and GPU bandwidth)"
+        lines += [f"  {label}: {lay.placement.offloaded_layers}/{lay.placement.n_layer + 1} layers on the GPUs, "
+                  f"n_ctx {lay.n_ctx:,}; {mib}; decode bound {speed}", f"    {cmd}"]
+        if label != "kvmem":
+            lines.append(f"    (it chooses {' '.join(lay.flags())})")
+    lines.append(f"  how --fit on chose: {p.fit_note}")
+    lines += [f"  note: {note}" for note in p.notes]
+    return lines, p.to_dict()
+
+
+def cmd_fit(args) -> int:
+    """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
+    from ..sizing import FitError, fit
+    model = read_model(args.model, args.revision)
+    if args.engine == "llama.cpp" and "," in args.gpu:     # mixed cards: llama.cpp's layer split only
+        lines, data = _offload_lines(model, args)
+        emit({"llamacpp_offload": data}, args.json, lines)
+        return 0 if data.get("best") else 1
+    try:
+        result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
+                     context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
+                     kv_dtype=args.kv_dtype, engine=args.engine,
+                     gpu_memory_utilization=args.gpu_memory_utilization, **engine_options(args.option))
+        error = None
+    except FitError as exc:
+        result, error = exc.fit, str(exc)
+    workload = (f"{result.context:,} tokens x batch {result.batch}" if result.batch is not None else
+                f"{result.context:,} tokens, up to {result.max_batch:,} sequences (no --batch given)")
+    replica = " per replica" if result.replicas > 1 else ""
+    lines = [f"{result.model} on {result.num_gpus} x {result.gpu} · {result.engine} · tp {result.tp} pp {result.pp}"
+             f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
+             f"fits: {'yes' if result.fits else 'no'} — {workload}",
+             f"per device, for {result.breakdown_batch:,} x {result.breakdown_context:,} tokens{replica}: "
+             + _breakdown_text(result),
+             f"max batch at {result.context:,} tokens: {result.max_batch}",
+             f"max context at batch {result.batch or 1}: {result.max_context:,}",
+             f"min GPUs: {result.min_gpus if result.min_gpus is not None else 'none up to tp 64'}"]
+    if result.decode_tokens_per_s is not None:
+        lines.append(f"decode bound: {result.decode_tokens_per_s:,.1f} tokens/s per sequence, "
+                     f"{result.decode_tokens_per_s_aggregate:,.0f} in all")
+    if result.kv_crossover_tokens is not None:
+        lines.append(f"KV reads pass weight reads from {result.kv_crossover_tokens:,} tokens per sequence")
+    lines += engine_numbers_lines(result.engine_numbers)
+    if not result.fits and error is None:
+        lines.append(f"short by {format_bytes(result.shortfall_bytes)} per device; would fit: "
+                     + ("; ".join(result.suggestions) or "nothing tried"))
+    lines += [f"note: {note}" for note in result.notes]
+    data = result.to_dict()
+    data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
+                              else "formula")
+    lines.insert(3, _weights_line(result))
+    if args.engine == "llama.cpp":
+        more, data["llamacpp_offload"] = _offload_lines(model, args)
+        lines += more
+    if error:
+        data["error"] = error
+        if not args.json:
+            print(f"kvmem fit: {error}", file=sys.stderr)
+    emit(data, args.json, lines)
+    refused = engine_refusal(result, "fit")
+    return 0 if result.fits and not refused else 1
+
+
+def register(sub, wanted) -> None:
+    fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
+    if wanted("fit"):
+        add_fit_arguments(fitp)
+        fitp.add_argument("--host-memory", default=None,
+                          help="llama.cpp offload: host RAM bandwidth for the decode bound, a preset "
+                               "(ddr5-5600-2ch, epyc-9004-12ch-ddr5-4800, ...) or '89.6GB/s'; --gpu A,B gives "
+                               "mixed cards")
+    fitp.set_defaults(func=cmd_fit)

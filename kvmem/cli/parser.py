@@ -1,0 +1,109 @@
+"""The whole command line: one sub-command per module of this package, registered in the order
+``kvmem --help`` lists them, and ``main``, which maps what a command raises to its exit status
+(see the package docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from . import checklog, fit, lists, plan, sweep, validate, workload
+from .common import join_negative_values, safe_streams
+
+# each module registers its sub-command(s), in the order --help lists them
+_COMMANDS = (lists.register_models, workload.register_estimate, workload.register_capacity, fit.register,
+             plan.register_plan, plan.register_report, sweep.register, checklog.register, lists.register_gpus,
+             validate.register)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, asking the terminal its width once per run: argparse makes one per
+    argument it adds, and each asked (68 asks, ~8 ms of every command here)."""
+
+    _width: int | None = None
+
+    def __init__(self, prog, **kwargs):
+        if _Formatter._width is None:
+            import shutil
+            _Formatter._width = shutil.get_terminal_size().columns - 2
+        kwargs.setdefault("width", _Formatter._width)
+        super().__init__(prog, **kwargs)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, remembering its last usage error so that --json can report it as JSON too."""
+
+    last_error: str | None = None
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        Parser.last_error = f"{self.prog}: {message}"
+        super().error(message)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command``, every sub-command is listed but only that one
+    takes its arguments (a run parses one command: the others' arguments, and the modules that
+    declare them, are not needed)."""
+    parser = Parser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    def wanted(name: str) -> bool:
+        return command is None or name == command
+    for register in _COMMANDS:
+        register(sub, wanted)
+    return parser
+
+
+def _error(args, exc: BaseException, code: int, kind: str = "error", named: bool = False) -> int:
+    """Print the error on stderr (and as a JSON object on stdout with --json); return ``code``."""
+    message = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0] if exc.args else exc)
+    if named:
+        message = f"{type(exc).__name__}: {message}"
+    if code == 70:
+        message += " (a bug in kvmem; KVMEM_DEBUG=1 shows the traceback)"
+    print(f"kvmem {args.command}: {kind}: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message, "type": type(exc).__name__, "command": args.command,
+                          "exit_code": code}))
+    return code
+
+
+def main(argv=None) -> int:
+    safe_streams()
+    argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), None))
+    try:
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # a usage error (exit 2) or --help (exit 0)
+        if exc.code and "--json" in argv:
+            print(json.dumps({"error": Parser.last_error or "invalid command line", "type": "UsageError",
+                              "command": argv[0] if argv else None, "exit_code": exc.code}))
+        raise
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader left (``kvmem models | head``): stop quietly, and let no flush at exit complain
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except (ValueError, KeyError) as exc:
+        return _error(args, exc, 2)
+    except (OSError, RuntimeError, ImportError, MemoryError, RecursionError) as exc:
+        if os.environ.get("KVMEM_DEBUG"):
+            raise
+        return _error(args, exc, 2, named=True)
+    except Exception as exc:  # a bug: say so in one line rather than a traceback
+        if os.environ.get("KVMEM_DEBUG"):
+            raise
+        return _error(args, exc, 70, kind="internal error", named=True)

@@ -1,0 +1,63 @@
+"""``kvmem validate``: real transformers caches built with torch against kvmem's bytes, or
+(``--engine``) kvmem against an installed engine's own code (kvmem/oracles/)."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import emit
+
+
+def cmd_validate(args) -> int:
+    """Build the suite's real caches with torch and compare them with kvmem's prediction."""
+    if args.engine:   # kvmem against an installed engine's own code (kvmem/oracles/)
+        from ..oracles.command import run
+        return run(args)
+    from ..validation import ALLOCATOR_NOTE, validate
+
+    tty = sys.stderr.isatty()
+
+    def progress(index, total, entry):
+        done = 24 * index // total
+        label = f"{entry['model']} {entry['engine']}" if entry else "done"
+        if tty:  # a bar redrawn in place; elsewhere (a log, a pipe) one plain line per entry
+            print(f"\r[{'#' * done}{'.' * (24 - done)}] {index}/{total} {label:<44}", end="" if entry else "\n",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"[{index}/{total}] {label}", file=sys.stderr, flush=True)
+
+    rows = validate(device=args.device, models=args.models, quick=args.quick, progress=progress)
+    cuda = any(str(r["device"]).startswith("cuda") for r in rows)
+    head = (f"{'model':<22} {'engine':<12} {'tokens':>6} {'batch':>5} {'predicted':>13} {'measured':>13} "
+            f"{'difference':>10} {'peak pred.':>13} {'peak meas.':>13}" + (f" {'reserved':>13}" if cuda else "")
+            + "  ok")
+    lines = [head]
+    for r in rows:
+        start = f"{r['model']:<22} {r['engine']:<12} {r['tokens']:>6} {r['batch']:>5}"
+        if r.get("skipped"):
+            lines.append(f"{start}  skipped: {r['skipped']}")
+            continue
+        reserved = f" {r['reserved_bytes']:>13,}" if cuda else ""
+        lines.append(f"{start} {r['predicted_bytes']:>13,} {r['tensor_bytes']:>13,} {r['difference_bytes']:>10,} "
+                     f"{r['predicted_peak_bytes']:>13,} {r['peak_bytes']:>13,}{reserved}  "
+                     + ("yes" if r["matches"] else "NO"))
+    failed = [r for r in rows if r["matches"] is False]
+    ran = [r for r in rows if not r.get("skipped")]
+    lines.append(f"{len(ran) - len(failed)} of {len(ran)} match on {rows[0]['device'] if rows else args.device}"
+                 + (f", {len(rows) - len(ran)} skipped" if len(rows) > len(ran) else "")
+                 + ". measured = unique storages the cache holds; peak = allocator high-water mark above the start.")
+    lines.append(ALLOCATOR_NOTE)
+    emit(rows, args.json, lines)
+    return 1 if failed else 0
+
+
+def register(sub, wanted) -> None:
+    val = sub.add_parser("validate", help="build real transformers caches with torch and check kvmem's bytes")
+    val.set_defaults(func=cmd_validate)
+    if wanted("validate"):
+        val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
+        val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
+        val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
+        val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+        from ..oracles.command import add_arguments
+        add_arguments(val)

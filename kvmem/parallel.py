@@ -1,0 +1,74 @@
+"""How tensor and pipeline parallelism split a model: the one home of these rules.
+
+Tensor parallelism splits KV heads: a rank holds kv_heads // tp heads, or one replicated
+head when tp >= kv_heads (tp must then be a multiple of kv_heads) — vLLM
+``get_num_kv_heads`` (vllm/config/model.py), SGLang and TensorRT-LLM likewise. MLA's latent
+has no heads and is replicated on every rank; a recurrent state splits over its heads.
+Pipeline parallelism gives each stage a run of layers, so pp may not exceed them: n // pp
+each, the remainder one apiece to the stages before the last (vLLM ``get_pp_indices``,
+vllm/distributed/utils.py).
+"""
+
+from __future__ import annotations
+
+from .model import MLA, Layer
+from .units import require_positive_int
+
+MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
+
+__all__ = ["MAX_PARALLEL", "check_parallel", "kv_heads_per_rank", "pp_stages", "largest_stage", "layer_heads",
+           "state_share", "cdiv"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of integers: cdiv(17, 16) == 2."""
+    return -(-a // b)
+
+
+def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
+    """KV heads one tensor-parallel rank holds: kv_heads // tp, or 1 (replicated) if tp >= kv_heads."""
+    if tp >= kv_heads:
+        if tp % kv_heads:
+            raise ValueError(f"tp={tp} must be a multiple of the {kv_heads} KV heads when it exceeds them")
+        return 1
+    if kv_heads % tp:
+        raise ValueError(f"tp={tp} must divide the {kv_heads} KV heads")
+    return kv_heads // tp
+
+
+def pp_stages(n_layers: int, pp: int) -> list[range]:
+    """Layer ranges per pipeline stage: n // pp each, the remainder to the stages before the last."""
+    if pp > n_layers:
+        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
+    sizes = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        sizes[-i] += 1
+    stages, start = [], 0
+    for size in sizes:
+        stages.append(range(start, start + size))
+        start += size
+    return stages
+
+
+def check_parallel(tp, pp) -> tuple[int, int]:
+    return require_positive_int("tp", tp, MAX_PARALLEL), require_positive_int("pp", pp, MAX_PARALLEL)
+
+
+def largest_stage(rows: list[tuple[int, int, int]], stages: list[range]) -> range:
+    """The pipeline stage whose layers hold the most bytes (the device a report is about)."""
+    totals = [sum(sum(rows[i]) for i in stage) for stage in stages]
+    return stages[max(range(len(stages)), key=lambda s: totals[s])]
+
+
+def layer_heads(layer: Layer, tp: int) -> int:
+    """KV heads of ``layer`` on one rank (MLA: its single latent 'head', never split)."""
+    if layer.kind == MLA or not layer.kv_heads:
+        return 1
+    return kv_heads_per_rank(layer.kv_heads, tp)
+
+
+def state_share(elements: int, heads: int, tp: int) -> int:
+    """A recurrent state's elements on one rank: split over its heads by tp."""
+    if tp > 1 and heads % tp:
+        raise ValueError(f"tp={tp} must divide the {heads} recurrent-state heads")
+    return elements // tp if tp > 1 else elements

@@ -1,0 +1,126 @@
+"""Weight storage formats: bytes per weight of each group a format quantises, and "auto" read
+from the config.
+
+Formats (bytes per weight of the groups they quantise; docs/research/weight_formats.md):
+
+"auto" is the checkpoint's own format: ``quantization_config`` when the config has one
+(fp8 with weight_block_size -> fp8-block; mxfp4; awq; gptq; compressed-tensors int8/fp8/int4;
+modelopt FP8/NVFP4), else the published checkpoints of gpt-oss (MXFP4 experts, model card)
+and DeepSeek-V3/V3.2/R1 and Kimi K2 (block FP8, DeepSeek README_WEIGHTS), else the config dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..model import Model
+
+EMBED_16 = Fraction(2)
+
+
+@dataclass(frozen=True)
+class _Format:
+    name: str
+    linear: Fraction                  # bytes per weight of dense linears (and experts, unless set)
+    embedding: Fraction = EMBED_16   # bytes per weight of the embedding and lm_head
+    experts: Fraction | None = None   # bytes per routed-expert weight, when it differs
+    experts_only: bool = False        # mxfp4: only experts quantised in MoE models
+    per_hidden: int = 0               # + this many bytes per output channel / input row (/ hidden)
+    block_scale: int = 0              # fp8-block: + 4 B per block of this many weights
+    note: str = ""
+
+
+def _gguf(name: str, bpw: str) -> _Format:
+    rate = Fraction(bpw) / 8
+    return _Format(name, rate, rate, note=f"GGUF {name.upper()} at {bpw} bits per weight, measured on Llama-3.1-8B")
+
+
+FORMATS = {
+    "fp32": _Format("fp32", Fraction(4), Fraction(4)),
+    "bf16": _Format("bf16", Fraction(2)),
+    "fp16": _Format("fp16", Fraction(2)),
+    "fp8": _Format("fp8", Fraction(1)),
+    "fp8-block": _Format("fp8-block", Fraction(1), block_scale=128 * 128),
+    "int8": _Format("int8", Fraction(1), per_hidden=4),
+    "awq": _Format("awq", Fraction(133, 256)),
+    "gptq": _Format("gptq", Fraction(133, 256), per_hidden=4),
+    "nvfp4": _Format("nvfp4", Fraction(9, 16)),
+    "mxfp4": _Format("mxfp4", Fraction(17, 32), experts_only=True),
+    "q8_0": _gguf("q8_0", "8.5008"), "q6_k": _gguf("q6_k", "6.5633"),
+    "q5_k_m": _gguf("q5_k_m", "5.7036"), "q5_k_s": _gguf("q5_k_s", "5.5704"),
+    "q4_k_m": _gguf("q4_k_m", "4.8944"), "q4_k_s": _gguf("q4_k_s", "4.6672"),
+    "q3_k_l": _gguf("q3_k_l", "4.2979"), "q3_k_m": _gguf("q3_k_m", "4.00"),
+    "q3_k_s": _gguf("q3_k_s", "3.6429"), "q2_k": _gguf("q2_k", "3.1593"),
+}
+
+
+GGUF_FORMATS = tuple(name for name in FORMATS if name.startswith("q"))
+
+
+_ALIASES = {
+    "float32": "fp32", "f32": "fp32", "bfloat16": "bf16", "float16": "fp16", "f16": "fp16", "half": "fp16",
+    "fp8_e4m3": "fp8", "fp8-e4m3": "fp8", "float8": "fp8", "fbgemm_fp8": "fp8",
+    "fp8_block": "fp8-block", "fp8-128x128": "fp8-block", "block-fp8": "fp8-block",
+    "w8a8": "int8", "int8-w8a8": "int8",
+    "int4": "awq", "awq-int4": "awq", "int4-awq": "awq", "w4a16": "awq", "awq_marlin": "awq",
+    "gptq-int4": "gptq", "gptq_marlin": "gptq", "fp4": "nvfp4",
+}
+
+
+# Published checkpoints stored quantised although their config carries no quantization_config.
+_NATIVE = {"gpt_oss": ("mxfp4", "gpt-oss is published with MXFP4 MoE weights (OpenAI model card)"),
+           "deepseek_v3": ("fp8-block", "DeepSeek-V3/R1 and Kimi K2 are published in block FP8 (README_WEIGHTS)"),
+           "deepseek_v32": ("fp8-block", "DeepSeek-V3.2 is published in block FP8")}
+
+
+def weight_formats() -> list[str]:
+    """Every weight format name weights()/fit() accept (besides "auto" and the aliases)."""
+    return list(FORMATS)
+
+
+def _lookup(name: str) -> _Format:
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in FORMATS:
+        raise ValueError(f"unknown weight_dtype {name!r}; formats: auto, {', '.join(FORMATS)}")
+    return FORMATS[key]
+
+
+def _from_quantization_config(qc: dict) -> str:
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "fp8":
+        return "fp8-block" if qc.get("weight_block_size") else "fp8"
+    if method in ("fbgemm_fp8", "mxfp4", "awq", "gptq"):
+        return _ALIASES.get(method, method)
+    if method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        if algo in ("FP8", "NVFP4"):
+            return algo.lower()
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        for group in groups.values():
+            w = (group or {}).get("weights") or {}
+            bits, kind = w.get("num_bits"), w.get("type")
+            if bits == 8:
+                return "fp8" if kind == "float" else "int8"
+            if bits == 4 and kind == "int":
+                return "awq"
+    raise ValueError(f"quantization_config.quant_method {qc.get('quant_method')!r} is not a format kvmem "
+                     f"sizes; pass weight_dtype= one of: {', '.join(FORMATS)}")
+
+
+def resolve_weight_dtype(model: Model, weight_dtype="auto") -> tuple[str, str]:
+    """(format name, why): "auto" resolved from the config, aliases to canonical names."""
+    if not isinstance(weight_dtype, str) or not weight_dtype.strip():
+        raise ValueError(f"weight_dtype must be a format name or 'auto', got {weight_dtype!r}")
+    if weight_dtype.strip().lower() != "auto":
+        return _lookup(weight_dtype).name, ""
+    qc = model.facts.quantization_config
+    if qc is not None:
+        name = _from_quantization_config(qc)
+        return name, f"weight_dtype auto = {name} from the config's quantization_config"
+    if model.model_type in _NATIVE:
+        name, why = _NATIVE[model.model_type]
+        return name, f"weight_dtype auto = {name}: {why}"
+    return _lookup(model.dtype).name, ""
