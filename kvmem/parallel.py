@@ -3,7 +3,11 @@
 Tensor parallelism splits KV heads: a rank holds kv_heads // tp heads, or one replicated
 head when tp >= kv_heads (tp must then be a multiple of kv_heads) — vLLM
 ``get_num_kv_heads`` (vllm/config/model.py), SGLang and TensorRT-LLM likewise. MLA's latent
-has no heads and is replicated on every rank; a recurrent state splits over its heads.
+has no heads and is replicated on every rank; a recurrent state splits over its heads. A
+rank above the KV heads keeps whole replicated heads, weights included: 1 - heads/tp of their
+K/V projections beyond an even share (vLLM QKVParallelLinear; MLA's down-projections as one head).
+Where tp must split a count (heads, channels, groups) evenly, ``divides`` is the test and
+``require_divides`` the error; an engine whose own message kvmem mirrors raises it itself.
 Pipeline parallelism gives each stage a run of layers, so pp may not exceed them: n // pp
 each, the remainder one apiece to the stages before the last (vLLM ``get_pp_indices``,
 vllm/distributed/utils.py).
@@ -11,13 +15,16 @@ vllm/distributed/utils.py).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from .model import MLA, Layer
 from .units import require_positive_int
 
 MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
 
 __all__ = ["MAX_PARALLEL", "check_parallel", "kv_heads_per_rank", "pp_stages", "largest_stage", "layer_heads",
-           "state_share", "cdiv"]
+           "state_share", "cdiv", "divides", "require_divides", "kv_heads_split", "check_pp_layers",
+           "replicated_excess"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -25,21 +32,47 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def divides(tp: int, count: int) -> bool:
+    """``tp`` splits ``count`` (heads, channels, groups) evenly over its ranks."""
+    return count % tp == 0
+
+
+def require_divides(tp: int, count: int, what: str, *, owner: str = "", why: str = "") -> None:
+    """tp must split ``count`` ``what`` evenly: "tp=8 must divide the model's 28 attention heads"."""
+    if not divides(tp, count):
+        raise ValueError(f"tp={tp} must divide the {owner}{count} {what}" + (f": {why}" if why else ""))
+
+
+def kv_heads_split(kv_heads: int, tp: int) -> bool:
+    """tp splits the KV heads evenly, or (tp above them) is a multiple of them, one replicated head a rank."""
+    return divides(tp, kv_heads) if tp < kv_heads else divides(kv_heads, tp)
+
+
 def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
     """KV heads one tensor-parallel rank holds: kv_heads // tp, or 1 (replicated) if tp >= kv_heads."""
     if tp >= kv_heads:
-        if tp % kv_heads:
+        if not divides(kv_heads, tp):
             raise ValueError(f"tp={tp} must be a multiple of the {kv_heads} KV heads when it exceeds them")
         return 1
-    if kv_heads % tp:
-        raise ValueError(f"tp={tp} must divide the {kv_heads} KV heads")
+    require_divides(tp, kv_heads, "KV heads")
     return kv_heads // tp
+
+
+def replicated_excess(heads: int, tp: int) -> Fraction:
+    """What a rank holds of ``heads`` heads' weights beyond an even 1/tp share: 1 - heads/tp when tp
+    exceeds them (each rank keeps a whole replicated head), else 0. MLA's latent is one head."""
+    return 1 - Fraction(heads, tp) if tp > heads else Fraction(0)
+
+
+def check_pp_layers(pp: int, n_layers: int) -> None:
+    """Every pipeline stage holds at least one layer: pp may not exceed the layers."""
+    if pp > n_layers:
+        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
 
 
 def pp_stages(n_layers: int, pp: int) -> list[range]:
     """Layer ranges per pipeline stage: n // pp each, the remainder to the stages before the last."""
-    if pp > n_layers:
-        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
+    check_pp_layers(pp, n_layers)
     sizes = [n_layers // pp] * pp
     for i in range(2, n_layers % pp + 2):
         sizes[-i] += 1
@@ -69,6 +102,6 @@ def layer_heads(layer: Layer, tp: int) -> int:
 
 def state_share(elements: int, heads: int, tp: int) -> int:
     """A recurrent state's elements on one rank: split over its heads by tp."""
-    if tp > 1 and heads % tp:
-        raise ValueError(f"tp={tp} must divide the {heads} recurrent-state heads")
+    if tp > 1:
+        require_divides(tp, heads, "recurrent-state heads")
     return elements // tp if tp > 1 else elements

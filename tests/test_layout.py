@@ -86,3 +86,24 @@ def test_import_kvmem_loads_no_third_party_package():
             "'numpy', 'transformers'}; print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# issue 24 items 3 and 5: each rule has one home, found by its spelling
+ONE_HOME = {
+    # tp splitting a count evenly ("x % tp"), and its message
+    "tp divides": (r"%\s*tp\b|\btp\s*%|tp=\{tp\} must divide", "kvmem/parallel.py"),
+    # every pipeline stage holds a layer: pp <= layers
+    "pp <= layers": (r"pp=\{pp\} exceeds|pp > n_layers?\b|pp > model\.num_layers", "kvmem/parallel.py"),
+    # a rank above the KV heads keeps a whole replicated head
+    "replicated heads": (r"1 - Fraction\(\w+, tp\)", "kvmem/parallel.py"),
+    # the KV budget: what the weights (and the rest) leave of a fraction of memory
+    "kv budget": (r"\.numerator // \w+\.denominator - |- req\.weights_bytes", "kvmem/engines/budget.py"),
+}
+
+
+def test_each_parallelism_and_budget_rule_has_one_home():
+    import re
+    sources = {p.relative_to(KVMEM.parent).as_posix(): p.read_text(encoding="utf-8") for p in KVMEM.rglob("*.py")}
+    for rule, (pattern, home) in ONE_HOME.items():
+        homes = sorted(path for path, text in sources.items() if re.search(pattern, text))
+        assert homes == [home], f"{rule}: {homes}"

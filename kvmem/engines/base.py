@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..dtypes import DType, dtype
 from ..model import Model
-from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, state_share
+from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, require_divides, state_share
 from ..units import parse_bytes
 from .results import Capacity, Estimate, assemble, with_note
 
@@ -54,9 +54,9 @@ def past_positions(model: Model, spec: "EngineSpec", tokens: int) -> tuple[str, 
 
 def check_query_heads(spec: "EngineSpec", model: Model, tp: int) -> None:
     """tp must divide the query heads where the engine's module says its engine asserts it."""
-    if tp > 1 and spec.query_heads_rule and model.num_attention_heads % tp:
-        raise ValueError(f"tp={tp} must divide the model's {model.num_attention_heads} query heads "
-                         f"(num_attention_heads): {spec.query_heads_rule}")
+    if tp > 1 and spec.query_heads_rule:
+        require_divides(tp, model.num_attention_heads, "query heads (num_attention_heads)", owner="model's ",
+                        why=spec.query_heads_rule)
 
 
 @dataclass(frozen=True)

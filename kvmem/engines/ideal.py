@@ -27,6 +27,7 @@ from ..dtypes import dtype
 from ..model import Compressor, Model
 from ..textbook import ideal_layer_bytes
 from .base import Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, resolve_dtypes, state_bytes
+from .budget import kv_budget
 from ..parallel import layer_heads
 
 
@@ -75,7 +76,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
 def _budget(req: BudgetRequest) -> Budget:
     """Sizing's textbook case: weights + KV, nothing else."""
     total = req.gpu.usable_memory_bytes
-    return Budget(total, req.weights_bytes, 0, 0, total - req.weights_bytes)
+    # reserve: the textbook case keeps no fraction back; all that the weights leave holds KV
+    return Budget(total, req.weights_bytes, 0, 0, kv_budget("reserve", total=total, weights=req.weights_bytes))
 
 
 SIZING = SizingRules(budget=_budget, options={"weights_bytes": None}, non_torch_bytes=0)

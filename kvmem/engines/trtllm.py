@@ -66,7 +66,8 @@ from ..records import Record
 from ..units import require_positive_int
 from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble,
                    fraction_option, share_whole_blocks, state_bytes)
-from ..parallel import cdiv, kv_heads_per_rank, largest_stage
+from .budget import kv_budget
+from ..parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS"]
 
@@ -92,8 +93,7 @@ class _LayerCache:
 
 def pp_layers(n_layers: int, pp: int) -> list[range]:
     """TRT-LLM's pipeline split (Mapping.pp_layers): n // pp each, the first n % pp one more."""
-    if pp > n_layers:
-        raise ValueError(f"pp={pp} exceeds the model's {n_layers} layers")
+    check_pp_layers(pp, n_layers)
     stages, start = [], 0
     for rank in range(pp):
         size = n_layers // pp + (rank < n_layers % pp)
@@ -348,8 +348,10 @@ def _budget(req: BudgetRequest) -> Budget:
         act = require_positive_int("max_num_tokens", opts["max_num_tokens"]) * forward_bytes_per_token(
             forward_shape(req.model), req.tp)
     total = req.gpu.usable_memory_bytes
-    headroom = total - req.weights_bytes - act - req.non_torch_bytes
-    kv = headroom * fraction.numerator // fraction.denominator if headroom > 0 else headroom
+    # of free: TRT-LLM gives the KV cache free_gpu_memory_fraction of the memory free after loading
+    # the weights and profiling the activations (tensorrt_llm/_torch/pyexecutor/_util.py)
+    kv = kv_budget("of_free", total=total, weights=req.weights_bytes, activations=act,
+                   overhead=req.non_torch_bytes, fraction=fraction)
     return Budget(total, req.weights_bytes, act, req.non_torch_bytes, kv)
 
 

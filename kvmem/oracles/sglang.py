@@ -25,7 +25,7 @@ import types
 
 from ..catalog import get_model, list_models
 from ..engines import sglang as rules
-from ..parallel import kv_heads_per_rank
+from ..parallel import kv_heads_per_rank, kv_heads_split
 from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check
@@ -109,7 +109,7 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
             tp = setting.get("tp", 1)
             if tp > 1 and model.layers[0].kind != MLA:
                 heads = model.layers[0].kv_heads
-                if (heads % tp if tp < heads else tp % heads):
+                if not kv_heads_split(heads, tp):
                     continue
             out.append((f"{name}#{i}", model, setting))
     return out

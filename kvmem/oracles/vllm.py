@@ -31,7 +31,7 @@ import types
 
 from ..catalog import get_model, list_models
 from ..engines import capacity
-from ..parallel import kv_heads_per_rank
+from ..parallel import divides, kv_heads_per_rank
 from ..model import CHUNKED, FULL, MLA, NONE, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check
@@ -179,8 +179,9 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
             continue
         for i, setting in enumerate(settings):
             tp = setting.get("tp", 1)
-            if model.num_attention_heads % tp or any(
-                    layer.kind != MLA and tp > layer.kv_heads and tp % layer.kv_heads for layer in model.layers):
+            if not divides(tp, model.num_attention_heads) or any(
+                    layer.kind != MLA and tp > layer.kv_heads and not divides(layer.kv_heads, tp)
+                    for layer in model.layers):
                 continue
             out.append((f"{name}#{i}", model, setting))
     return out

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from ..catalog import as_model
 from ..engines import ENGINES, engine_spec, estimate as _estimate
+from ..parallel import check_pp_layers, require_divides
 from ..engines.base import Budget, BudgetRequest, EngineDefaults, SizingRules, byte_option, fraction_option
 from ..gpus import GPU, get_gpu
 from ..model import Model
@@ -179,10 +180,8 @@ def make_setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv
         raise ValueError(f"tp={tp} x pp={pp} needs {tp * pp} GPUs, but num_gpus={num_gpus}")
     if num_gpus % (tp * pp):
         notes.append(f"{num_gpus % (tp * pp)} of the {num_gpus} GPUs stay idle: replicas need tp x pp = {tp * pp}")
-    if model.num_attention_heads % tp:
-        raise ValueError(f"tp={tp} must divide the model's {model.num_attention_heads} attention heads")
-    if pp > model.num_layers:
-        raise ValueError(f"pp={pp} exceeds the model's {model.num_layers} layers")
+    require_divides(tp, model.num_attention_heads, "attention heads", owner="model's ")
+    check_pp_layers(pp, model.num_layers)
     engine_opts, sizing = split_options(name, rules, spec.options, options)
     auto = isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto"
     if auto and sizing.get("weights_bytes") is None and model.params_total and rules.loads_fp32_as_fp16 \

@@ -14,6 +14,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from ..engines import estimate as _estimate
+from ..parallel import divides
 from ..weights import weights as _weights
 from .search import replica_batch, search_max_batch, workload_fits
 from .setup import Setup, SetupBudget, budget_for
@@ -23,7 +24,7 @@ RAISED_UTILIZATION = Fraction(95, 100)   # vLLM's budget raised: what users try 
 
 def _tp_candidates(s: Setup) -> list[int]:
     heads = s.model.num_attention_heads
-    return [tp for tp in (1, 2, 4, 8, 16, 32, 64) if heads % tp == 0]
+    return [tp for tp in (1, 2, 4, 8, 16, 32, 64) if divides(tp, heads)]
 
 
 def min_gpus(s: Setup) -> int | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from ..parallel import cdiv, pp_stages
+from ..parallel import cdiv, pp_stages, replicated_excess
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,8 @@ class Weights:
         rate = self.layout.dense_rate
         extra = Fraction(0)
         for params_per_head, kv_heads in self.layout.kv_proj:
-            if tp > kv_heads:
-                extra += params_per_head * (1 - Fraction(kv_heads, tp))
-        extra += self.layout.mla_replicated * (1 - Fraction(1, tp))
+            extra += params_per_head * replicated_excess(kv_heads, tp)
+        extra += self.layout.mla_replicated * replicated_excess(1, tp)
         return int(extra * rate)
 
     def to_dict(self) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ...activations import forward_bytes_per_token, forward_shape
 from ...model import Model
+from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, PrefixSharing, SizingRules
 
 NON_TORCH_BYTES = 512 << 20
@@ -28,8 +29,11 @@ def _budget(req: BudgetRequest) -> Budget:
     if act is None:
         act = hf_activation_bytes(req.model, batch=req.batch, context=req.context)
     total = req.gpu.usable_memory_bytes
+    # reserve: transformers allocates the cache as it grows, no fraction held back: all that the
+    # weights, the forward's activations and the CUDA context leave can hold KV
     return Budget(total, req.weights_bytes, act, req.non_torch_bytes,
-                  total - req.weights_bytes - act - req.non_torch_bytes)
+                  kv_budget("reserve", total=total, weights=req.weights_bytes, activations=act,
+                            overhead=req.non_torch_bytes))
 
 
 def prefix_sharing(_options: dict, _est) -> PrefixSharing:

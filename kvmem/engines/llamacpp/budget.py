@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...activations import forward_shape
+from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules
 from .plan import cells_of
 from .settings import DEFAULTS, LLAMA_MAX_SEQ, pad_to, resolve_settings
@@ -53,8 +54,11 @@ def _budget(req: BudgetRequest) -> Budget:
         act = llamacpp_compute_bytes(req.model, n_ctx=n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                      cells_per_stream=n_ctx_seq)
     total = req.gpu.usable_memory_bytes
+    # reserve: llama.cpp takes no memory fraction; the cache is sized by n_ctx and must fit in
+    # what the weights, the compute buffers and the CUDA context leave
     return Budget(total, req.weights_bytes, act, req.non_torch_bytes,
-                  total - req.weights_bytes - act - req.non_torch_bytes)
+                  kv_budget("reserve", total=total, weights=req.weights_bytes, activations=act,
+                            overhead=req.non_torch_bytes))
 
 
 def prefix_sharing(_options: dict, est: Estimate) -> PrefixSharing:

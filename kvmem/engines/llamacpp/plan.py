@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
+from ...parallel import check_pp_layers
 from .settings import (ALWAYS_ISWA, MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067, SWA_FULL_WARNING,
                        WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib, resolve_settings)
 
@@ -131,8 +132,7 @@ def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
 
 def _layer_devices(n_layer: int, pp: int) -> list[int]:
     """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded."""
-    if pp > n_layer:
-        raise ValueError(f"pp={pp} exceeds the model's {n_layer} layers")
+    check_pp_layers(pp, n_layer)
     splits = [as_f32(as_f32(float(d + 1)) / as_f32(float(pp))) for d in range(pp)]
     act = n_layer + 1  # act_gpu_layers = min(n_gpu_layers, n_layer + 1): the output layer counts
     return [min(sum(split <= as_f32(il / act) for split in splits), pp - 1) for il in range(n_layer)]

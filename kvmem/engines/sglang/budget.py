@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, fraction_option,
                     share_whole_blocks)
 
@@ -75,9 +76,10 @@ def _budget(req: BudgetRequest) -> Budget:
     mfs = fraction_option("mem_fraction_static", defaults.values["mem_fraction_static"])
     total = req.gpu.usable_memory_bytes
     free_before = total - req.non_torch_bytes
-    static = free_before * mfs.numerator // mfs.denominator
-    return Budget(total, req.weights_bytes, free_before - static, req.non_torch_bytes, static - req.weights_bytes,
-                  notes)
+    # of total: SGLang's static pool (weights + KV) is mem_fraction_static of the memory free
+    # before it loads anything, i.e. of the device less its CUDA context; the rest is activations
+    kv = kv_budget("of_total", total=free_before, weights=req.weights_bytes, fraction=mfs)
+    return Budget(total, req.weights_bytes, free_before - (kv + req.weights_bytes), req.non_torch_bytes, kv, notes)
 
 
 def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:

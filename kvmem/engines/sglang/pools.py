@@ -11,7 +11,7 @@ from numbers import Real
 from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
-from ...parallel import kv_heads_per_rank, pp_stages
+from ...parallel import kv_heads_per_rank, pp_stages, require_divides
 
 
 GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)
@@ -255,10 +255,8 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
         raise ValueError(f"{model.name} has no attention layer for SGLang's KV pool")
     for i in linear:
         state = layers[i].state
-        if state.conv_channels % tp:
-            raise ValueError(f"tp={tp} must divide the {state.conv_channels} conv channels of layer {i}")
-        if state.ssm_heads % tp:
-            raise ValueError(f"tp={tp} must divide the {state.ssm_heads} recurrent-state heads of layer {i}")
+        require_divides(tp, state.conv_channels, f"conv channels of layer {i}")
+        require_divides(tp, state.ssm_heads, f"recurrent-state heads of layer {i}")
     return Layout(kind=kind, full=full, swa=swa, linear=linear, k_row=k_row, v_row=v_row, cell=cell,
                    index_row=index_row, window=window, page_size=page_size, heads=heads, k_dtype=k_dtype,
                    conv_bytes=dtype(model.dtype).block_bytes, ssm_dtype=ssm_dtype, notes=tuple(notes))

@@ -7,6 +7,7 @@ from fractions import Fraction
 from ...activations import forward_bytes_per_token, forward_shape
 from ...model import MLA, Model
 from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
+from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, byte_option, share_whole_blocks
 from .options import OPTIONS, parse_release
 
@@ -128,8 +129,10 @@ def _budget(req: BudgetRequest) -> Budget:
         kv = parse_bytes(opts["kv_cache_memory_bytes"])
         notes.append("kv_cache_memory_bytes given: vLLM skips profiling and gpu_memory_utilization")
     else:
-        requested = total * req.utilization.numerator // req.utilization.denominator
-        kv = requested - req.weights_bytes - act - req.non_torch_bytes - graphs
+        # of total: vLLM requests gpu_memory_utilization of the whole device and gives the KV cache
+        # what the weights, the profiled activations, non-torch memory and CUDA graphs leave of it
+        kv = kv_budget("of_total", total=total, weights=req.weights_bytes, activations=act,
+                       overhead=req.non_torch_bytes + graphs, fraction=req.utilization)
     return Budget(total, req.weights_bytes, act, req.non_torch_bytes + graphs, kv, tuple(notes))
 
 

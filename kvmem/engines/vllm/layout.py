@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ...configs.fields import Fields
 from ...errors import ConfigError
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
-from ...parallel import cdiv, kv_heads_per_rank, pp_stages
+from ...parallel import cdiv, divides, kv_heads_per_rank, pp_stages, require_divides
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
                       QWEN35_TYPES, STATE_DTYPES, kv_format)
 from .pages import PageSpec
@@ -75,7 +75,7 @@ def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     without them, kvmem refuses).
     """
     swa_heads = _config_int(model, "swa_num_attention_heads")
-    if swa_heads % tp:
+    if not divides(tp, swa_heads):
         raise ValueError(f"Total number of attention heads ({swa_heads}, the sliding layers' "
                          f"swa_num_attention_heads) must be divisible by tensor parallel size ({tp}).")
     k_dim = _config_int(model, "swa_head_dim")
@@ -105,7 +105,7 @@ def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     head_dim = Fields(model.config, model.model_type).get("head_dim", default=None)   # the config class's default
     out = []
     for layer, heads in zip(model.layers, per_layer, strict=True):
-        if heads % tp:
+        if not divides(tp, heads):
             raise ValueError(f"Total number of attention heads ({heads}, a layer's num_attention_heads_per_layer) "
                              f"must be divisible by tensor parallel size ({tp}).")
         if layer.caches_tokens and not head_dim:
@@ -155,7 +155,7 @@ def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
 
 def _check_heads(model: Model, tp: int) -> None:
     heads = model.num_attention_heads
-    if heads % tp:
+    if not divides(tp, heads):
         raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor "
                          f"parallel size ({tp}).")
     if model.model_type in HIDDEN_HEAD_DIM_TYPES:
@@ -246,8 +246,7 @@ def _short_conv_dim(model: Model) -> int:
 
 
 def _divide(what: str, value: int, tp: int) -> int:
-    if value % tp:
-        raise ValueError(f"tp={tp} must divide the {value} {what}")
+    require_divides(tp, value, what)
     return value // tp
 
 
@@ -261,7 +260,7 @@ def state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple[
     channels = state.conv_channels
     if kind in MAMBA2_TYPES:
         groups, d_state = _mamba2_groups(model)
-        if groups % tp:
+        if not divides(tp, groups):
             channels += 2 * (tp - groups) * d_state   # extra_groups_for_head_shards
     if kind in SHORT_CONV_TYPES:   # short_conv_state_shape: one conv tensor, no recurrent state
         if num_spec:
