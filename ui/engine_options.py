@@ -1,6 +1,7 @@
 """The sidebar's engine options: one box per option of the engine chosen, bound to the URL, showing
 the value in force on the device where it depends on it; only the options the user changed
-are passed to the library."""
+are passed to the library. Each box, its URL parameter and its help follow the engine's own
+declaration (EngineSpec.option_specs, kvmem.engines.declared): this module names no engine."""
 
 from __future__ import annotations
 
@@ -9,22 +10,17 @@ import json
 import streamlit as st
 
 import kvmem
-from kvmem.engines import ENGINES, llamacpp
+from kvmem.engines import ENGINES
 from ui import urlparams
 from ui.widgets import number, parse_tokens, select
 
 ENGINE_DEFAULT = "(engine default)"
-# Options with a fixed set of values, as each engine's module accepts them.
-OPTION_CHOICES = {
-    ("llama.cpp", "type_k"): llamacpp.CACHE_TYPES,          # common/arg.cpp kv_cache_types
-    ("llama.cpp", "type_v"): llamacpp.CACHE_TYPES,
-    ("llama.cpp", "flash_attn"): ("on", "off", "auto"),      # -fa on|off|auto
-    ("llama.cpp", "mla"): llamacpp.MLA_MODES,
-    ("hf-quantized", "backend"): ("quanto", "hqq", "fp8"),
-    ("hf-quantized", "nbits"): (1, 2, 3, 4, 8),
-    ("vllm", "mamba_cache_mode"): ("none", "align", "all"),
-    ("trtllm", "block_rounding"): ("ceil", "floor"),
-}
+
+
+def takes_utilization(engine: str) -> bool:
+    """The engine budgets a share of the device's memory by gpu_memory_utilization (its SizingRules say so)."""
+    rules = ENGINES[engine].sizing
+    return bool(rules and rules.takes_utilization)
 
 
 def option_key(engine: str, name: str) -> str:
@@ -42,28 +38,29 @@ def _follow_default(key: str, shown_default) -> None:
     st.session_state[memo] = shown_default
 
 
-def _option_widget(container, engine: str, name: str, default, shown_default):
-    """One engine option, bound to the URL. ``shown_default`` is the value in force on this device,
-    which the box shows. Returns the value to pass (``shown_default`` = not passed)."""
+def _option_widget(container, engine: str, option, shown_default):
+    """One engine option (a kvmem.engines.declared.Option), bound to the URL. ``shown_default`` is
+    the value in force on this device, which the box shows. Returns the value to pass
+    (``shown_default`` = not passed)."""
+    name, default, choices = option.name, option.default, option.choices
     key = option_key(engine, name)
     label = name.replace("_", " ")
-    help_text = f"{engine} option `{name}`"
-    choices = OPTION_CHOICES.get((engine, name))
-    if choices is not None:
+    help_text = f"{engine} option `{name}`" + (f": {option.help}" if option.help else "")
+    if option.kind == "choice":
         options = [ENGINE_DEFAULT if default is None else default,
                    *[c for c in choices if c != default]]
         shown = [str(o) for o in options]
         picked = select(container, label, shown, key=key, help=help_text + "; (engine default) = not passed")
         value = options[shown.index(picked)]
         return default if value == ENGINE_DEFAULT else value
-    if isinstance(default, bool):
+    if option.kind == "bool":
         urlparams.check_choice(key, ["true", "false", "True", "False"])
         _follow_default(key, shown_default)
         return container.checkbox(label, value=shown_default, key=key, bind="query-params", help=help_text)
-    if isinstance(default, int):
+    if option.kind == "int":
         _follow_default(key, shown_default)
         return number(container, label, 0, 10**9, shown_default, key=key, help=help_text, step=1)
-    if isinstance(default, float):
+    if option.kind == "float":
         _follow_default(key, shown_default)
         return float(number(container, label, 0.0, 1e9, shown_default, key=key, help=help_text))
     urlparams.check_text(key, str)
@@ -72,7 +69,7 @@ def _option_widget(container, engine: str, name: str, default, shown_default):
                                 placeholder="engine default")
     if not text.strip():
         return default
-    if name == "draft":
+    if option.kind == "model":
         return kvmem.get_model(text.strip())
     try:
         return json.loads(text)
@@ -109,11 +106,11 @@ def engine_options(engine: str, container=st.sidebar, *, in_force=None) -> dict:
     device = dict(getattr(in_force({}) if in_force else None, "values", None) or {})
     with container.expander(f"{engine} options"):
         slot = st.empty()
-        for name, default in spec.options.items():
-            shown_default = device.get(name, default)
-            value = _option_widget(st, engine, name, default, shown_default)
+        for option in spec.option_specs():
+            shown_default = device.get(option.name, option.default)
+            value = _option_widget(st, engine, option, shown_default)
             if value != shown_default:
-                options[name] = value
+                options[option.name] = value
     forced = in_force(options) if in_force and device else None
     values = dict(getattr(forced, "values", None) or {})
     if values:

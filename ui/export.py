@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 import kvmem
+from ui.engine_options import takes_utilization
 
 FORMATS = {"json": ("Plan as JSON", "application/json"), "md": ("Plan as Markdown", "text/markdown")}
 HELP = ("The whole plan for the sidebar's workload: inputs, kvmem.fit's results, what the engine prints, the "
@@ -32,7 +33,7 @@ def sidebar_buttons(work) -> None:
     if not hasattr(work, "fit_kwargs"):       # the message naming an invalid input (a str): no plan
         return
     kwargs = work.fit_kwargs()
-    if work.engine == "vllm" and st.session_state.get("util") is not None:
+    if takes_utilization(work.engine) and st.session_state.get("util") is not None:
         kwargs["gpu_memory_utilization"] = st.session_state["util"]   # the Fit page's own box (ui/fit.py)
     row = st.sidebar.container(horizontal=True)   # one block, two buttons: each element costs every rerun
     for fmt, (label, mime) in FORMATS.items():

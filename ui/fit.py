@@ -6,6 +6,7 @@ import kvmem
 from kvmem import plots, tables
 from kvmem.sizing import FitError, part_names
 from ui import cache, common, deploy, inputs, offload
+from ui.engine_options import takes_utilization
 
 st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
@@ -14,7 +15,7 @@ st.caption("Weights, KV cache and each engine's own memory budget per device (kv
 work = inputs.sidebar()
 model = work.model
 page_args = {}
-if work.engine == "vllm":
+if takes_utilization(work.engine):
     page_args["gpu_memory_utilization"] = inputs.number(
         st, "gpu_memory_utilization (vLLM)", 0.05, 1.0, 0.9, key="util", step=0.01,
         help="vLLM budgets this share of the device's total memory.")

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from .. import engines
 from . import checklog, fit, lists, plan, sweep, validate, workload
 from .common import join_negative_values, safe_streams
 
@@ -32,6 +33,27 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, **kwargs)
 
 
+class _EpilogFormatter(_Formatter):
+    """Keeps the epilog's own lines (the engine options, one a line)."""
+
+    def _fill_text(self, text, _width, indent):
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
+# the commands that take -o NAME=VALUE: their --help lists every engine's options
+_TAKE_OPTIONS = ("estimate", "capacity", "fit", "plan", "report", "sweep", "check-log")
+
+
+def engine_options_help() -> str:
+    """Every engine's options as it declares them (EngineSpec.option_specs), one a line."""
+    lines = ["engine options (-o NAME=VALUE; the engine's default where none is given):"]
+    for name in engines.list_engines():
+        specs = engines.ENGINES[name].option_specs()
+        lines.append(f"  {name}:" + ("" if specs else " none"))
+        lines += [f"    {option.describe()}" for option in specs]
+    return "\n".join(lines)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, remembering its last usage error so that --json can report it as JSON too."""
 
@@ -46,16 +68,23 @@ class Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, *, engine_help: bool | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``command``, every sub-command is listed but only that one
     takes its arguments (a run parses one command: the others' arguments, and the modules that
-    declare them, are not needed)."""
+    declare them, are not needed). ``engine_help`` (default: no ``command``, the whole line) adds
+    every engine's options to the --help of the commands that take them; it loads every engine."""
     parser = Parser(prog="kvmem", description="Exact KV-cache memory for real models and engines.")
     sub = parser.add_subparsers(dest="command", required=True)
     def wanted(name: str) -> bool:
         return command is None or name == command
     for register in _COMMANDS:
         register(sub, wanted)
+    if command is None if engine_help is None else engine_help:
+        epilog = engine_options_help()
+        for name in _TAKE_OPTIONS:
+            if wanted(name):
+                sub.choices[name].epilog = epilog
+                sub.choices[name].formatter_class = _EpilogFormatter
     return parser
 
 
@@ -76,7 +105,8 @@ def _error(args, exc: BaseException, code: int, kind: str = "error", named: bool
 def main(argv=None) -> int:
     safe_streams()
     argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))
-    parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), None))
+    parser = build_parser(next((arg for arg in argv if not arg.startswith("-")), None),
+                          engine_help="-h" in argv or "--help" in argv)
     try:
         args = parser.parse_args(argv)
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ kvmem/parallel.py; both are re-exported here, where the engines have always take
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -17,12 +17,13 @@ from ..dtypes import DType, dtype
 from ..model import Model
 from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, require_divides, state_share
 from ..units import parse_bytes
+from .declared import Option
 from .results import Capacity, Estimate, assemble, with_note
 
 __all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
            "PrefixSharing", "PastPositions", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
            "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
-           "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes"]
+           "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ class SizingRules:
 class EngineSpec:
     """An engine mode: its name, its options with defaults, and its rules.
 
+    ``declared``: options typed beyond their default (kvmem.engines.declared.Option);
     ``sizing``: what kvmem.sizing needs (None: fit does not size this engine); ``prefix``:
     how it shares a common prefix (options, Estimate) -> PrefixSharing; ``positions``: what it
     does past the model's positions; ``query_heads_rule``: its assertion that tp divides the
@@ -199,6 +201,16 @@ class EngineSpec:
     query_heads_rule: str | None = None          # the engine asserts tp divides the query heads (and where)
     pinned: str = ""                             # the engine release whose code the rules follow
     refusals: dict = field(default_factory=dict)  # model_type -> why this engine's pinned code cannot size it
+    declared: tuple[Option, ...] = ()            # options typed beyond their default (choices, help)
+
+    def option_specs(self) -> tuple[Option, ...]:
+        """Every option of ``options``, typed: as declared (its default from ``options``), else from its default."""
+        declared = {option.name: option for option in self.declared}
+        unknown = sorted(set(declared) - set(self.options))
+        if unknown:
+            raise ValueError(f"engine {self.name!r} declares {unknown[0]!r}, which is not one of its options")
+        return tuple(replace(declared[name], default=default) if name in declared else Option(name, default)
+                     for name, default in self.options.items())
 
 
 def fraction_option(name: str, value) -> Fraction:

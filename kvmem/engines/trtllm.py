@@ -64,7 +64,7 @@ from ..activations import forward_bytes_per_token, forward_shape
 from ..model import LINEAR, MLA, SLIDING, Model
 from ..records import Record
 from ..units import require_positive_int
-from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, PrefixSharing, SizingRules, assemble,
+from .base import (Budget, BudgetRequest, Capacity, EngineSpec, Estimate, Option, PrefixSharing, SizingRules, assemble,
                    fraction_option, share_whole_blocks, state_bytes)
 from .budget import kv_budget
 from ..parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage
@@ -364,4 +364,6 @@ SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON
                      fraction_option="free_gpu_memory_fraction", loads_fp32_as_fp16=True)
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, _prefix, query_heads_rule=QUERY_HEADS,
-                    pinned="TensorRT-LLM (resource_manager.py @ 001541ba)"),)
+                    pinned="TensorRT-LLM (resource_manager.py @ 001541ba)",
+                    declared=(Option("block_rounding", choices=("ceil", "floor"),
+                                     help="how tokens round to whole blocks"),)),)

@@ -79,7 +79,7 @@ growth), entry (the three estimate_* and their details Records), sizing (what kv
 the budget of one device, prefix sharing).
 """
 
-from ..base import EngineSpec, PastPositions
+from ..base import EngineSpec, Option, PastPositions
 from .entry import (DEFAULTS, HfDetails, HfQuantizedDetails, HfStaticDetails, estimate_dynamic, estimate_quantized,
                     estimate_static, prompt_tokens_of)
 from .growth import DynamicGrowth, StaticGrowth
@@ -107,5 +107,7 @@ SPECS = (
                refusals=STATIC_REFUSALS),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
-               estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
+               estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",
+               declared=(Option("backend", choices=("quanto", "hqq", "fp8"), help="QuantizedCache backend"),
+                         Option("nbits", choices=(1, 2, 3, 4, 8), help="bits per quantised element"))),
 )

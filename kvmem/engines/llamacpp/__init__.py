@@ -89,7 +89,7 @@ per-layer rows, devices), entry (estimate, capacity), logs (the lines each build
 budget (what kvmem.sizing asks: weights + KV + compute buffer).
 """
 
-from ..base import EngineSpec, PastPositions
+from ..base import EngineSpec, Option, PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
 from .entry import capacity, estimate
 from .logs import LOG_STYLES, log_lines
@@ -102,5 +102,10 @@ __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "ML
 # tools/server caps each slot at n_ctx_train ("exceeds the training context ... - capping")
 POSITIONS = PastPositions("llama.cpp warns \"possible training context overflow\" and runs; llama-server caps "
                           "each slot at the training context")
+# Options with a fixed set of values (common/arg.cpp)
+DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (common/arg.cpp kv_cache_types)"),
+            Option("type_v", choices=CACHE_TYPES, help="-ctv: the V cache type (common/arg.cpp kv_cache_types)"),
+            Option("flash_attn", choices=("on", "off", "auto"), help="-fa on|off|auto"),
+            Option("mla", choices=MLA_MODES, help="what an MLA model caches: latent, latent+v or full K/V"))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
-                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"),)
+                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED),)

@@ -153,7 +153,7 @@ activations, batch defaults by device).
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
 from .options import OPTIONS
-from ..base import EngineSpec, PastPositions
+from ..base import EngineSpec, Option, PastPositions
 
 __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
            "rope_cache_bytes"]
@@ -179,5 +179,8 @@ REFUSALS = {
                  "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
                  "xlm-roberta-xl", "xmod")},
 }
+DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
+            Option("draft", model=True,
+                   help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
-                    refusals=REFUSALS),)
+                    refusals=REFUSALS, declared=DECLARED),)
