@@ -13,8 +13,22 @@ from ..records import Record
 __all__ = ["Estimate", "Capacity", "with_note", "assemble"]
 
 
+class EngineVerdict:
+    """What the engine itself says of a result, read from its details: ``engine_refuses`` (why it would
+    not start, or None) and ``engine_allows_with`` (the setting that starts it anyway, e.g.
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", or None)."""
+
+    @property
+    def engine_refuses(self) -> str | None:
+        return self.details.get("engine_refuses")
+
+    @property
+    def engine_allows_with(self) -> str | None:
+        return self.details.get("engine_allows_with")
+
+
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(EngineVerdict):
     """Cache bytes of one workload under one engine's rules (ints, one device unless named)."""
 
     model: str
@@ -46,16 +60,6 @@ class Estimate:
         return self.kv_bytes + self.state_bytes
 
     @property
-    def engine_refuses(self) -> str | None:
-        """Why the engine itself would refuse this workload (it would not start), or None."""
-        return self.details.get("engine_refuses")
-
-    @property
-    def engine_allows_with(self) -> str | None:
-        """The setting that makes the engine start anyway ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"), or None."""
-        return self.details.get("engine_allows_with")
-
-    @property
     def bytes_per_token(self) -> float:
         """KV bytes per cached token of the batch (one device)."""
         return self.kv_bytes / (self.tokens * self.batch)
@@ -72,7 +76,7 @@ class Estimate:
 
 
 @dataclass(frozen=True)
-class Capacity:
+class Capacity(EngineVerdict):
     """What a KV memory budget holds under one engine's rules."""
 
     model: str
@@ -86,16 +90,6 @@ class Capacity:
     notes: tuple[str, ...] = ()
     details: dict = field(default_factory=dict, compare=False)
     log_lines: tuple[str, ...] = field(default=(), compare=False)   # what the engine itself prints
-
-    @property
-    def engine_refuses(self) -> str | None:
-        """Why the engine itself would refuse this budget (it would not start), or None."""
-        return self.details.get("engine_refuses")
-
-    @property
-    def engine_allows_with(self) -> str | None:
-        """The setting that makes the engine start anyway ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"), or None."""
-        return self.details.get("engine_allows_with")
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -109,3 +109,11 @@ def weight_flags(engine: str, model, weights: str) -> list[Flag]:
     raise PlanRefused(f"{engine}: weights planned as {weights!r} need a checkpoint already in that format "
                       f"({engine} reads it from the checkpoint's config); give that checkpoint instead of "
                       f"{model.name!r}")
+
+
+def native_kv_dtype(engine: str, setup) -> str:
+    """The KV format ``engine`` picks by itself for ``setup`` ("auto": the model's dtype as the engine
+    resolves it); a plan in it needs no KV dtype flag."""
+    from ..engines import estimate
+    return estimate(setup.model, engine=engine, tokens=1, kv_dtype="auto", tp=setup.tp, pp=setup.pp,
+                    **setup.engine_options).kv_dtype

@@ -23,10 +23,9 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
-from ..engines import estimate as _estimate
 from ..engines.sglang import DEFAULTS
 from ..engines.sglang.budget import sglang_chunked_prefill_size
-from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options, weight_flags
+from .base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
 
 RELEASE = "SGLang 0.5.23"
 PROGRAM = ("python", "-m", "sglang.launch_server")
@@ -44,8 +43,7 @@ _SWITCHES = {"disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "slidi
 def kv_cache_dtype(inp: Inputs) -> str:
     s = inp.setup
     name = inp.fit.kv_dtype
-    auto = _estimate(s.model, engine="sglang", tokens=1, kv_dtype="auto", tp=s.tp, pp=s.pp,
-                     **s.engine_options).kv_dtype
+    auto = native_kv_dtype("sglang", s)
     if name == auto:
         return "auto"
     if name not in KV_CACHE_DTYPE:

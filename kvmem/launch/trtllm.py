@@ -9,9 +9,8 @@ LLM API arguments: ``kv_cache_config: {dtype: ...}`` sets the KV element format 
 
 from __future__ import annotations
 
-from ..engines import estimate as _estimate
 from ..engines.trtllm import DEFAULTS
-from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options
+from .base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options
 
 RELEASE = "TensorRT-LLM (trtllm-serve, PyTorch backend)"
 PROGRAM = ("trtllm-serve",)
@@ -24,7 +23,7 @@ _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "free_gp
 def kv_cache_dtype(inp: Inputs) -> str:
     s = inp.setup
     name = inp.fit.kv_dtype
-    auto = _estimate(s.model, engine="trtllm", tokens=1, kv_dtype="auto", tp=s.tp, pp=s.pp, **s.engine_options).kv_dtype
+    auto = native_kv_dtype("trtllm", s)
     if name == auto:
         return "auto"
     if name not in KV_CACHE_DTYPE:

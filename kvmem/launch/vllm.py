@@ -20,8 +20,7 @@ speculative tokens, a release other than 0.33 or the v0 engine are refused by na
 
 from __future__ import annotations
 
-from ..engines import estimate as _estimate
-from .base import Flag, Inputs, PlanRefused, model_argument, refuse_options, weight_flags
+from .base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
 
 RELEASE = "vLLM 0.33.0"
 PROGRAM = ("vllm", "serve")
@@ -44,7 +43,7 @@ _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagra
 def kv_cache_dtype(inp: Inputs) -> str:
     s = inp.setup
     name = inp.fit.kv_dtype
-    auto = _estimate(s.model, engine="vllm", tokens=1, kv_dtype="auto", tp=s.tp, pp=s.pp, **s.engine_options).kv_dtype
+    auto = native_kv_dtype("vllm", s)
     if name == auto:
         return "auto"
     if name not in KV_CACHE_DTYPE:

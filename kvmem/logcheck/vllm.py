@@ -70,11 +70,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         n, text, tokens = found["tokens"]
         gib = found["available"][2]
         settings["gpu_kv_cache_tokens"] = tokens
-        centre = round(gib * GIB)
-        lo, hi = (_capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=length,
-                            **options).tokens for m in (centre - HALF_CENT, centre + HALF_CENT))
+        lo, hi, shown = _bracket(gib, "tokens", model, kv_dtype, tp, pp, length, options)
         ok = lo <= tokens <= hi
-        shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         cause = "" if ok else (
             "fewer tokens than kvmem finds for this memory: a setting differs from the ones given (KV dtype, "
             "block size, tp/pp, a draft model, the hybrid KV cache manager, prefix caching for a Mamba hybrid), "
@@ -86,11 +83,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         n, text, blocks = found["v0_blocks"]
         gib = found["v0_memory"][2]
         settings.update(kv_cache_size_gib=gib, num_gpu_blocks=blocks)
-        centre = round(gib * GIB)
-        lo, hi = (_capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=length,
-                            **{**options, "version": "v0"}).blocks for m in (centre - HALF_CENT, centre + HALF_CENT))
+        lo, hi, shown = _bracket(gib, "blocks", model, kv_dtype, tp, pp, length, {**options, "version": "v0"})
         ok = lo <= blocks <= hi
-        shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         cause = "" if ok else (
             "fewer blocks than kvmem finds for this memory: a setting differs (KV dtype, block size, tp/pp)"
             if blocks < lo else "more blocks than kvmem finds: a smaller KV format or fewer layers per rank than given")
@@ -99,3 +93,13 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         notes.append("GPU KV cache size is logged without 'Available KV cache memory' (or max_model_len): "
                      "nothing to compare it with")
     return settings, checks, notes
+
+
+def _bracket(gib: float, what: str, model, kv_dtype, tp: int, pp: int, length: int, options: dict):
+    """(low, high, shown) of kvmem's ``what`` (tokens or blocks) for the memory a log prints to two
+    decimals of a GiB: every value that rounds to it lies within half a hundredth either side."""
+    centre = round(gib * GIB)
+    lo, hi = (getattr(_capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                                max_model_len=length, **options), what)
+              for m in (centre - HALF_CENT, centre + HALF_CENT))
+    return lo, hi, f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
