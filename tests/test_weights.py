@@ -101,9 +101,10 @@ def test_per_device_tensor_and_pipeline_split():
     result = weights("llama-3.1-8b")
     total = result.total_bytes
     assert result.per_device(tp=2) == total // 2
-    # tp 16 > 8 KV heads: each rank keeps a whole K and V head: 32 layers x 4096 x 256 params x
-    # (1 - 8/16) x 2 B = 33,554,432 B above an even split
-    assert result.per_device(tp=16) == -(-total // 16) + 33_554_432
+    # tp 16 > 8 KV heads, where the engine replicates: each rank keeps a whole K and V head: 32 layers
+    # x 4096 x 256 params x (1 - 8/16) x 2 B = 33,554,432 B above an even split
+    assert result.per_device(tp=16, replicated=True) == -(-total // 16) + 33_554_432
+    assert result.per_device(tp=16) == -(-total // 16)
     # pp 2: 16 layers each; the first stage adds embed_tokens, the last lm_head (both 1,050,673,152 B)
     decoder = result.dense_bytes
     assert result.per_device(pp=2) == decoder * 16 // 32 + 1_050_673_152
@@ -141,3 +142,17 @@ def test_every_format_is_smaller_than_bf16_and_named():
 def test_errors_name_the_problem(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+@pytest.mark.parametrize("engine, replicates", [("ideal", False), ("vllm", True), ("sglang", True), ("trtllm", True)])
+def test_replicated_kv_weights_are_the_engines_rule(engine, replicates):
+    """Only engines whose code keeps a whole K/V head per rank (vLLM and SGLang QKVParallelLinear,
+    TensorRT-LLM duplicate_kv_weight) are charged for it; the ideal count splits every weight evenly
+    (before issue 24 it was charged too: 33,554,432 B more per device here)."""
+    from kvmem.engines import ENGINES
+    assert ENGINES[engine].sizing.replicates_kv_weights is replicates
+    even = -(-weights("llama-3.1-8b").total_bytes // 16)
+    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=16, tp=16, context="8k", batch=1, engine=engine,
+                    weight_dtype="bf16")
+    rope = 131_072 * 128 * 2 if engine == "vllm" else 0     # vLLM's rotary cache beside the weights
+    assert fit.breakdown["weights"] == even + rope + (33_554_432 if replicates else 0)

@@ -4,6 +4,7 @@ import streamlit as st
 
 import kvmem
 from kvmem import explain, plots, tables
+from kvmem.engines import ENGINES
 from kvmem.textbook import seed_terms
 from kvmem.weights import weights
 from ui import common, inputs, urlparams
@@ -20,7 +21,9 @@ st.markdown(f"**{common.plain(model.describe())}**")
 inputs.not_used("num_gpus", why="one device's share is shown here; GPU counts are on Fit hardware")
 gpu = kvmem.get_gpu(work.gpu)
 try:
-    weights_bytes = weights(model, work.weight_dtype).per_device(tp=work.tp, pp=work.pp)
+    rules = ENGINES[work.engine].sizing   # whether this engine keeps replicated K/V heads' weights
+    weights_bytes = weights(model, work.weight_dtype).per_device(
+        tp=work.tp, pp=work.pp, replicated=bool(rules and rules.replicates_kv_weights))
 except ValueError as exc:
     weights_bytes = 0
     st.info(f"Weights not counted: {exc}")

@@ -159,6 +159,9 @@ class SizingRules:
     fixed_options                        engine options fit sets itself, with why
     kv_smaller_dtype, weight_formats     what "would fit" suggests trying
     loads_fp32_as_fp16                   its dtype "auto" serves an fp32 checkpoint in fp16
+    replicates_kv_weights                tp above the KV heads keeps a whole K/V head's projections
+                                         on every rank, and MLA's down-projections whole (its module
+                                         cites the code); else every weight splits evenly
     """
 
     budget: Callable
@@ -178,6 +181,7 @@ class SizingRules:
     kv_smaller_dtype: str | None = "fp8"
     weight_formats: tuple[str, ...] = SERVING_WEIGHT_FORMATS
     loads_fp32_as_fp16: bool = False
+    replicates_kv_weights: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,9 @@ class EngineSpec:
     ``sizing``: what kvmem.sizing needs (None: fit does not size this engine); ``prefix``:
     how it shares a common prefix (options, Estimate) -> PrefixSharing; ``positions``: what it
     does past the model's positions; ``query_heads_rule``: its assertion that tp divides the
-    query heads, where it has one.
+    query heads, where it has one; ``panels``: the Fit page panels it has beside the common ones
+    ("offload": layers and experts placed on the GPUs and the host); ``logs_kv_budget``: its
+    startup log states the KV budget it computed, which check_log compares with a plan's.
     """
 
     name: str
@@ -202,6 +208,8 @@ class EngineSpec:
     pinned: str = ""                             # the engine release whose code the rules follow
     refusals: dict = field(default_factory=dict)  # model_type -> why this engine's pinned code cannot size it
     declared: tuple[Option, ...] = ()            # options typed beyond their default (choices, help)
+    panels: tuple[str, ...] = ()                 # Fit page panels of its own ("offload")
+    logs_kv_budget: bool = False                 # its startup log states its KV budget
 
     def option_specs(self) -> tuple[Option, ...]:
         """Every option of ``options``, typed: as declared (its default from ``options``), else from its default."""

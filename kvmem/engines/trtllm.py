@@ -360,8 +360,12 @@ def _prefix(options: dict, est: Estimate) -> PrefixSharing:
     return share_whole_blocks("tokens_per_block", options, est)
 
 
+# Replicated weights: duplicate_kv_weight (tensorrt_llm/_torch/models/modeling_utils.py) repeats each
+# K/V head tp // kv_heads times when tp exceeds them, a whole head per rank; MLA's kv_a_proj_with_mqa
+# is a Linear without a tensor-parallel mode (tensorrt_llm/_torch/modules/attention.py): whole on each rank.
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
-                     fraction_option="free_gpu_memory_fraction", loads_fp32_as_fp16=True)
+                     fraction_option="free_gpu_memory_fraction", loads_fp32_as_fp16=True,
+                     replicates_kv_weights=True)
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, _prefix, query_heads_rule=QUERY_HEADS,
                     pinned="TensorRT-LLM (resource_manager.py @ 001541ba)",

@@ -109,7 +109,7 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
     else:
         weights_obj = model_weights(s.model, s.weight_dtype)
         notes.extend(weights_obj.notes)
-        weights_dev = weights_obj.per_device(tp=s.tp, pp=s.pp)
+        weights_dev = weights_obj.per_device(tp=s.tp, pp=s.pp, replicated=rules.replicates_kv_weights)
         if rules.weights_extra is not None:
             extra, extra_notes = rules.weights_extra(s.model)
             weights_dev += extra

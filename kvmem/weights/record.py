@@ -1,8 +1,9 @@
 """The weight record: a model's weight bytes in one format, per group, and what one device holds.
 
 Per device: tensor parallelism splits every group (vocab-parallel embedding and lm_head,
-column/row-parallel linears, experts by TP or EP); what vLLM replicates is added back: K/V
-projections when tp exceeds the KV heads (one head per rank) and MLA's q_a/kv_a projections.
+column/row-parallel linears, experts by TP or EP). An engine that replicates (its
+SizingRules.replicates_kv_weights, with its source) gets it added back: K/V projections when tp
+exceeds the KV heads (one head per rank) and MLA's q_a/kv_a projections.
 Norms and routers, replicated too, are small and treated as split. Pipeline parallelism gives
 each stage its layers' share of the decoder weights (layers taken as equal in size), the input
 embedding to the first stage and the lm_head to the last (both, when tied and pp > 1).
@@ -77,8 +78,9 @@ class Weights:
         touched = 1 - (1 - Fraction(top_k, experts)) ** min(batch, 4096)
         return self.dense_bytes + head + round(self.expert_bytes * touched)
 
-    def per_device(self, *, tp: int = 1, pp: int = 1) -> int:
-        """Bytes on the most loaded device with ``tp``-way tensor and ``pp``-way pipeline parallelism."""
+    def per_device(self, *, tp: int = 1, pp: int = 1, replicated: bool = False) -> int:
+        """Bytes on the most loaded device with ``tp``-way tensor and ``pp``-way pipeline parallelism;
+        ``replicated``: the engine keeps whole K/V heads and MLA down-projections on every rank."""
         n_layers = self.layout.n_layers
         decoder = self.dense_bytes + self.expert_bytes
         stages = pp_stages(n_layers, pp)
@@ -89,7 +91,7 @@ class Weights:
                 size += self.embedding_bytes
             if i == pp - 1:
                 size += self.lm_head_bytes or (self.embedding_bytes if pp > 1 else 0)
-            extra = self._replicated_extra(tp) * len(stage) // n_layers
+            extra = self._replicated_extra(tp) * len(stage) // n_layers if replicated else 0
             largest = max(largest, cdiv(size, tp) + extra)
         return largest
 

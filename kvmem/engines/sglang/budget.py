@@ -22,6 +22,9 @@ from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixShari
 #     mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
 # (earlier releases used 0.88 / 0.87 / 0.85 / 0.81 / 0.79 by tp: pass it.) Non-torch: 512 MiB
 # before SGLang loads weights (H100 log: 79.22 GiB total, "avail mem=78.81 GB"), a typical value.
+# Replicated weights, as vLLM's: QKVParallelLinear (python/sglang/srt/layers/linear.py, adapted from
+# vLLM) keeps num_kv_heads = 1 and num_kv_head_replicas = tp // kv_heads per rank when tp >= kv_heads;
+# MLA's fused_qkv_a_proj_with_mqa is a ReplicatedLinear (python/sglang/srt/models/deepseek_v2.py).
 
 MIB = 1 << 20
 NON_TORCH_BYTES = 512 * MIB
@@ -88,4 +91,5 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
-                     fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True)
+                     fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True,
+                     replicates_kv_weights=True)

@@ -27,6 +27,10 @@ from .options import OPTIONS, parse_release
 # vllm/v1/sample). Qwen2.5-7B-AWQ, 256 x 152,064 logits: 1.015 GiB predicted, 1.04 printed.
 # vLLM v0 logs: Llama-3.1-8B at 20,000 and 29,000 batched tokens 2.06 / 2.99 GiB predicted,
 # 2.07 / 2.99 printed; Qwen2.5-32B tp2 at 10,000: 1.15 vs 1.26.
+# Replicated weights: QKVParallelLinear (vllm/model_executor/layers/linear.py) gives each rank
+# num_kv_heads = 1 and num_kv_head_replicas = tp // kv_heads when tp >= kv_heads, so a rank keeps a
+# whole K and V head's projections; MLA's fused_qkv_a_proj / kv_a_proj_with_mqa are ReplicatedLinear
+# (vllm/model_executor/models/deepseek_v2.py): whole on every rank.
 
 SAMPLER_BYTES_PER_LOGIT = 28
 NON_TORCH_BYTES = 256 << 20           # vLLM measures only the increase after start-up
@@ -146,4 +150,4 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
-                     defaults=_defaults, loads_fp32_as_fp16=True)
+                     defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True)
