@@ -7,6 +7,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import kvmem
 from kvmem.engines.llamacpp.offload import layout
 from kvmem.engines.llamacpp.placement import buffer_mib, place
@@ -82,3 +84,49 @@ def test_llama_70b_q8_0_on_two_gpus():
     assert p.device("CUDA0").layers == tuple(range(28)) and p.output_device == "CUDA2"
     printed = {("CPU_Mapped" if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices}
     assert printed == entry["printed"]["model_mib"]
+
+
+# --- every entry with a preset, a weight format and settings: model and KV buffers per device ---
+
+_HOST = ("CPU_Mapped", "CPU", "CUDA_Host")
+
+
+def reproduce(entry) -> dict:
+    """kvmem's model and KV MiB per device for one log entry, named as the log names them (the host
+    buffer as "CPU_Mapped", old logs' "CPU", or "CUDA_Host" with --no-mmap; a host KV buffer as "CPU")."""
+    model = kvmem.get_model(entry["preset"])
+    s = entry["settings"]
+    build = datetime.date.fromisoformat(s["build"]) if "build" in s else None
+    kv = ()
+    if "n_ctx" in s:
+        options = {**DEFAULTS, "n_ctx": s["n_ctx"], "n_seq": s.get("n_seq", 1), "n_ubatch": s.get("n_ubatch", 512),
+                   "type_k": s.get("type_k", "f16"), "type_v": s.get("type_v", "f16"),
+                   "flash_attn": s.get("flash_attn", False), "build": s.get("build")}
+        _, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
+        kv = [k + v for k, v, _ in plan.rows]
+    p = place(synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)),
+              n_layer=model.num_layers, n_gpu_layers=s["n_gpu_layers"], gpus=tuple(s["gpus"]),
+              tensor_split=s.get("tensor_split"), n_cpu_moe=s.get("n_cpu_moe", 0),
+              override_tensor=[tuple(o) for o in s.get("override_tensor", ())], mmap=s["mmap"],
+              kv_offload=s.get("kv_offload", True), kv_per_layer=kv, build=build)
+    printed = entry["printed"].get("model_mib", {})
+    host = next((k for k in printed if k in _HOST), "CPU_Mapped")
+    out = {"model_mib": {(host if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices},
+           "kv_mib": {d.device: buffer_mib(d.kv_bytes) for d in p.devices if d.kv_bytes}}
+    return out
+
+
+REPRODUCED = [e for e in LOGS.values() if "weight_format" in e and "settings" in e and "not_reproduced" not in e]
+
+
+@pytest.mark.parametrize("entry", REPRODUCED, ids=[e["id"] for e in REPRODUCED])
+def test_published_log_model_and_kv_buffers(entry):
+    got = reproduce(entry)
+    for kind in ("model_mib", "kv_mib"):
+        printed = entry["printed"].get(kind, {})
+        assert {d: got[kind].get(d, 0.0) for d in printed} == printed, kind
+
+
+def test_enough_logs_reproduce():
+    # issue 22: at least 20 published logs, with -ngl, -ts, -ot / --n-cpu-moe and MoE models among them
+    assert len(REPRODUCED) >= len([e for e in LOGS.values() if "not_reproduced" not in e]) - 2

@@ -9,12 +9,22 @@ llama_tensor_get_type, the main rules only):
     q4_k_m / q5_k_m  Q4_K / Q5_K; Q6_K for output.weight (token_embd when the output is tied to
                      it), and for attn_v and ffn_down (ffn_down_exps too) on the layers
                      use_more_bits() picks (the first and last eighth, and every third in between);
-                     a 70B llama (80 layers) gets Q5_K on its other attn_v; an 8-expert model Q8_0
-                     on every attn_v
+                     an LLM_TYPE_70B model (80 layers: llama with GQA, qwen2) gets Q5_K on its
+                     other attn_v
+    q4_0             Q4_0; Q6_K for output.weight (token_embd when tied) ("else if (new_type !=
+                     GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K"); quantised with an importance
+                     matrix (imatrix=True), Q4_1 for ffn_down on the first eighth of the layers
+                     ("qs.has_imatrix && i_layer < n_layer/8")
     q6_k, q8_0       Q6_K, Q8_0 for every weight matrix
     f16, bf16        F16, BF16
-    norms, routers (ffn_gate_inp) and other 1-D tensors F32; a K-quant whose ne0 is not whole
-    256-blocks falls back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+    an 8-expert model (Mixtral): Q8_0 on every attn_k and attn_v whatever the format
+                     ("hparams.n_expert == 8 ... bumping this to Q8_0 trades just ~128MB"), and with
+                     q4_k_m Q5_K on attn_output (the ATTENTION_OUTPUT rule for n_expert == 8)
+    norms, routers (ffn_gate_inp), biases (qwen2's attn_q/k/v.bias) and other 1-D tensors F32
+    (tensor_allows_quantization: "quantize only 2D and 3D tensors"); the output rule gives
+    Q8_0 when ne0 is not whole blocks of the format ("nx % qk_k != 0"); a K-quant whose ne0 is
+    not whole 256-blocks falls back (tensor_type_fallback: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+Rules as src/llama-quant.cpp llama_tensor_get_type_impl holds them in llama.cpp 0c1e57098.
 Llama 3.1+ configs (rope_scaling llama3) also get rope_freqs.weight (head_dim / 2 floats), which
 llama.cpp loads once per layer.
 Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwen3-30B-A3B log of
@@ -40,8 +50,10 @@ from .placement import GGML_TYPES
 
 __all__ = ["GGUFTensor", "FORMATS", "tensors_for", "synthesised_tensors"]
 
-FORMATS = ("q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16", "bf16")
-_BASE = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q6_k": "Q6_K", "q8_0": "Q8_0", "f16": "F16", "bf16": "BF16"}
+FORMATS = ("q4_k_m", "q5_k_m", "q4_0", "q6_k", "q8_0", "f16", "bf16")
+_BASE = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q4_0": "Q4_0", "q6_k": "Q6_K", "q8_0": "Q8_0", "f16": "F16",
+         "bf16": "BF16"}
+_QKV_BIAS = {"qwen2", "qwen2_moe"}           # convert_hf_to_gguf writes attn_q/k/v.bias
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
@@ -74,8 +86,9 @@ def _use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, ...]:
-    """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` would hold (see the module doc)."""
+def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = False) -> tuple[GGUFTensor, ...]:
+    """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` would hold (see the module doc);
+    ``imatrix``: the file was quantised with an importance matrix (only q4_0's ffn_down rule reads it)."""
     fmt = str(weight_format).lower().replace("-", "_")
     if fmt not in _BASE:
         raise ValueError(f"weight_format must be one of {', '.join(FORMATS)} for a llama.cpp layout without a "
@@ -91,7 +104,14 @@ def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, .
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
     moe = facts.moe
-    head = "Q6_K" if mixed else base            # the output rule: Q6_K unless Q8_0
+    quantised = GGML_TYPES[base][0] > 1
+    head = "Q6_K" if quantised and base != "Q8_0" else base     # the output rule: Q6_K unless Q8_0
+    if quantised and h % GGML_TYPES[base][0]:
+        head = "Q8_0"                            # "nx % qk_k != 0": Q8_0
+    eight = moe is not None and moe.experts == 8 and quantised
+    # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
+    seventy = n == 80 and (model.model_type == "qwen2" or (model.model_type == "llama"
+                                                          and model.layers[0].kv_heads != model.num_attention_heads))
     out = []
     if not facts.tie_word_embeddings:
         out.append(_tensor("output.weight", (h, vocab), head))
@@ -103,16 +123,23 @@ def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, .
     for i, layer in enumerate(model.layers):
         b = f"blk.{i}."
         more = "Q6_K" if mixed and _use_more_bits(i, n) else base
+        # q4_0 with an imatrix: "qs.has_imatrix && i_layer < n_layer/8" -> Q4_1 ffn_down
+        down = "Q4_1" if fmt == "q4_0" and imatrix and i < n // 8 else more
         attn_v = more
-        if mixed and attn_v == base and model.model_type == "llama" and n == 80:
-            attn_v = "Q5_K"                      # LLM_TYPE_70B: attn_v one step up
-        if mixed and moe is not None and moe.experts == 8:
-            attn_v = "Q8_0"
+        if mixed and attn_v == "Q4_K" and seventy:
+            attn_v = "Q5_K"                      # LLM_TYPE_70B: a Q4_K attn_v one step up
+        attn_k, attn_o = base, base
+        if eight:                                # n_expert == 8: attn_k and attn_v Q8_0
+            attn_k = attn_v = "Q8_0"
+            attn_o = "Q5_K" if fmt == "q4_k_m" else base
         q, kv_k, kv_v = model.num_attention_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_k, \
             layer.kv_heads * layer.head_dim_v
         out += [_tensor(b + "attn_norm.weight", (h,), "F32"), _tensor(b + "attn_q.weight", (h, q), base),
-                _tensor(b + "attn_k.weight", (h, kv_k), base), _tensor(b + "attn_v.weight", (h, kv_v), attn_v),
-                _tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), base)]
+                _tensor(b + "attn_k.weight", (h, kv_k), attn_k), _tensor(b + "attn_v.weight", (h, kv_v), attn_v),
+                _tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), attn_o)]
+        if model.model_type in _QKV_BIAS:
+            out += [_tensor(b + "attn_q.bias", (q,), "F32"), _tensor(b + "attn_k.bias", (kv_k,), "F32"),
+                    _tensor(b + "attn_v.bias", (kv_v,), "F32")]
         if model.model_type in _QK_NORM:
             out += [_tensor(b + "attn_q_norm.weight", (layer.head_dim_k,), "F32"),
                     _tensor(b + "attn_k_norm.weight", (layer.head_dim_k,), "F32")]
@@ -126,18 +153,18 @@ def synthesised_tensors(model: Model, weight_format: str) -> tuple[GGUFTensor, .
             out += [_tensor(b + "ffn_gate_inp.weight", (h, e), "F32"),
                     _tensor(b + "ffn_gate_exps.weight", (h, f, e), base),
                     _tensor(b + "ffn_up_exps.weight", (h, f, e), base),
-                    _tensor(b + "ffn_down_exps.weight", (f, h, e), more)]
+                    _tensor(b + "ffn_down_exps.weight", (f, h, e), down)]
             if moe.shared_intermediate_size:
                 s = moe.shared_intermediate_size
                 out += [_tensor(b + "ffn_gate_shexp.weight", (h, s), base),
                         _tensor(b + "ffn_up_shexp.weight", (h, s), base),
-                        _tensor(b + "ffn_down_shexp.weight", (s, h), more)]
+                        _tensor(b + "ffn_down_shexp.weight", (s, h), down)]
         else:
             f = moe.dense_intermediate_size if moe is not None else facts.intermediate_size
             if not f:
                 raise ValueError(f"{model.name}: intermediate_size is unknown; the FFN tensors cannot be sized")
             out += [_tensor(b + "ffn_gate.weight", (h, f), base), _tensor(b + "ffn_up.weight", (h, f), base),
-                    _tensor(b + "ffn_down.weight", (f, h), more)]
+                    _tensor(b + "ffn_down.weight", (f, h), down)]
     return tuple(out)
 
 
