@@ -107,3 +107,59 @@ def test_each_parallelism_and_budget_rule_has_one_home():
     for rule, (pattern, home) in ONE_HOME.items():
         homes = sorted(path for path, text in sources.items() if re.search(pattern, text))
         assert homes == [home], f"{rule}: {homes}"
+
+
+# issue 24 item 1: outside kvmem/engines/ no module names an engine or one of its options (a string
+# equal to one, or a keyword argument named as one). What stays, and why:
+REFERENCE = {"ideal"}   # kvmem's own textbook count, the reference every comparison is against
+VOCABULARY = {          # option names that are also kvmem's own words (a kind, a result field, a config field)
+    "mla", "block_size", "version", "backend", "build", "prompt_tokens", "mamba_ssm_dtype", "mamba_ssm_cache_dtype",
+    "residual_length", "page_size", "n_ctx", "tokens_per_block"}
+NAMES_ENGINES = {
+    "kvmem/launch/": "kvmem.plan's commands: one module per engine's own flags",
+    "kvmem/logcheck/": "check_log's readers: one module per engine's own log lines",
+    "kvmem/oracles/": "each oracle runs one engine's own code as the judge",
+    "kvmem/measurement/": "builds transformers' caches with torch: what the hf modes size",
+    "kvmem/validation.py": "kvmem validate: measured caches against the hf modes",
+    "kvmem/defaults.py": "the default engine of the CLI and the app, declared once",
+    "kvmem/cli/checklog.py": "--engine's choices, literal so that --help does not import the log readers",
+    "kvmem/cli/fit.py": "the llama.cpp offload report, printed where the engine declares the offload panel",
+    "kvmem/strategies/quantisation.py": "the quantisation strategy's note names llama.cpp's type_v; left (issue 24)",
+    "kvmem/configs/families.py": "Family.engines: the engines whose rules were checked against each family; "
+                                 "left (issue 24): to be declared by the engines",
+    "kvmem/sizing/numbers.py": "what each engine prints at start-up, keyed by engine; left (issue 24): to EngineSpec",
+    "kvmem/sizing/results.py": "each engine's name for the memory outside its budget; left (issue 24): to SizingRules",
+    "kvmem/sizing/fit.py": "llama.cpp's numbers come from its estimate, not a pool; left (issue 24): to SizingRules",
+    "kvmem/sizing/sweep.py": "the same rule as sizing/fit.py; left (issue 24)",
+}
+
+
+def _names_engines(path: Path, names: set[str], options: set[str]) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names | options:
+            found.add(node.value)
+        elif isinstance(node, ast.keyword) and node.arg in options:
+            found.add(node.arg)
+    return found
+
+
+def test_no_module_outside_the_engines_names_an_engine_or_its_options():
+    from kvmem.engines import ENGINES
+    root = KVMEM.parent
+    names = set(ENGINES) - REFERENCE
+    options = {name for spec in ENGINES.values() for name in spec.options} - VOCABULARY
+    paths = [*KVMEM.rglob("*.py"), *(root / "ui").glob("*.py"), root / "app.py"]
+    offenders = {}
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("kvmem/engines/") or any(rel.startswith(allowed) for allowed in NAMES_ENGINES):
+            continue
+        found = _names_engines(path, names, options)
+        if found:
+            offenders[rel] = sorted(found)
+    assert offenders == {}
+    stale = [allowed for allowed in NAMES_ENGINES
+             if not any(_names_engines(p, names, options) for p in paths
+                        if p.relative_to(root).as_posix().startswith(allowed))]
+    assert stale == [], "allowed but naming no engine: drop from NAMES_ENGINES"

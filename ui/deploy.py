@@ -9,6 +9,8 @@ from __future__ import annotations
 import streamlit as st
 
 import kvmem
+from kvmem.engines import ENGINES
+from kvmem.logcheck import READERS
 from ui import inputs
 
 TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "largest context": "max_context"}
@@ -44,16 +46,16 @@ def _command(model, fit_kwargs: dict):
 
 
 def _log_box(model, fit_kwargs: dict, engine_options: dict, plan) -> None:
-    """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings (and, for
-    vLLM, compares its "Available KV cache memory" with the plan's budget)."""
-    with st.expander("Check a startup log (vLLM, SGLang, llama.cpp, TRT-LLM)"):
+    """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings (and, for an
+    engine whose log states its KV budget (EngineSpec.logs_kv_budget), compares it with the plan's)."""
+    with st.expander(f"Check a startup log ({', '.join(READERS)})"):
         text = st.text_area("Paste the server's startup log", key="deploy_log", height=160,
                             help="Its KV lines are compared with kvmem's under the sidebar's model, engine, tp, pp "
                                  "and KV dtype; other lines are ignored. Nothing is stored or sent anywhere.")
         if not text.strip():
             return
         try:
-            planned = plan.fit.kv_memory_bytes if plan is not None and plan.engine == "vllm" else None
+            planned = plan.fit.kv_memory_bytes if plan is not None and ENGINES[plan.engine].logs_kv_budget else None
             result = kvmem.check_log(text, model, engine=None, kv_dtype=fit_kwargs["kv_dtype"],
                                      tp=plan.fit.tp if plan else fit_kwargs.get("tp") or 1,
                                      pp=fit_kwargs.get("pp", 1), expected_kv_memory=planned, **engine_options)

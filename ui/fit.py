@@ -4,6 +4,7 @@ import streamlit as st
 
 import kvmem
 from kvmem import plots, tables
+from kvmem.engines import ENGINES
 from kvmem.sizing import FitError, part_names
 from ui import cache, common, deploy, inputs, offload
 from ui.engine_options import takes_utilization
@@ -17,8 +18,8 @@ model = work.model
 page_args = {}
 if takes_utilization(work.engine):
     page_args["gpu_memory_utilization"] = inputs.number(
-        st, "gpu_memory_utilization (vLLM)", 0.05, 1.0, 0.9, key="util", step=0.01,
-        help="vLLM budgets this share of the device's total memory.")
+        st, f"gpu_memory_utilization ({work.engine})", 0.05, 1.0, 0.9, key="util", step=0.01,
+        help=f"{work.engine} budgets this share of the device's total memory.")
 kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
 
 try:
@@ -52,7 +53,7 @@ if numbers is not None:
               "for this budget (kvmem.fit(...).engine_numbers)")
     if numbers.max_concurrency is not None:
         e2.metric(f"Concurrency at {numbers.context:,} tokens", f"{numbers.max_concurrency:.2f}x",
-                  help="requests of this many tokens the pool holds at once (vLLM: its 'Maximum concurrency')")
+                  help="requests of this many tokens the pool holds at once (the engine's 'Maximum concurrency')")
     if numbers.lines:
         st.code("\n".join(numbers.lines), language=None)
     st.caption(("Exact: it follows from " if numbers.exact else "Estimated: it depends on ") + numbers.depends_on + ".")
@@ -70,7 +71,7 @@ common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"
                                        f"{formats}"),
              key="fit_breakdown")
 deploy.panel(model, kwargs, work.options)
-if work.engine == "llama.cpp":
+if "offload" in ENGINES[work.engine].panels:   # the engine says it has this panel
     offload.panel(model, kwargs)
 if result.notes:
     with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):

@@ -6,12 +6,14 @@ Thin: kvmem.llamacpp_offload computes everything; this draws it (st.code has a c
 
 from __future__ import annotations
 
+import inspect
+
 import streamlit as st
 
 import kvmem
 from kvmem.engines.llamacpp.offload import host_memory_presets
 
-_KEEP = ("type_k", "type_v", "flash_attn", "n_ubatch")
+_PLACED = {"gpus", "context", "weight_dtype", "kv_dtype", "host_memory"}   # given below, from the sidebar
 
 
 def panel(model, fit_kwargs: dict) -> None:
@@ -20,7 +22,8 @@ def panel(model, fit_kwargs: dict) -> None:
     host = st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
                         help="For the decode bound: bytes read per token from host RAM over this bandwidth "
                              "(kvmem/data/host_memory.json, each with its source).")
-    options = {k: v for k, v in fit_kwargs.items() if k in _KEEP}
+    takes = set(inspect.signature(kvmem.llamacpp_offload).parameters) - _PLACED   # the engine options it reads
+    options = {k: v for k, v in fit_kwargs.items() if k in takes}
     try:
         plan = kvmem.llamacpp_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
                                       context=fit_kwargs["context"], weight_dtype=fit_kwargs["weight_dtype"],

@@ -58,9 +58,11 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
 
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
+    from ..engines import engine_spec
     from ..sizing import FitError, fit
     model = read_model(args.model, args.revision)
-    if args.engine == "llama.cpp" and "," in args.gpu:     # mixed cards: llama.cpp's layer split only
+    offload = "offload" in engine_spec(args.engine).panels   # the engine places layers on GPUs and host
+    if offload and "," in args.gpu:     # mixed cards: the offload placement only
         lines, data = _offload_lines(model, args)
         emit({"llamacpp_offload": data}, args.json, lines)
         return 0 if data.get("best") else 1
@@ -97,7 +99,7 @@ def cmd_fit(args) -> int:
     data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
                               else "formula")
     lines.insert(3, _weights_line(result))
-    if args.engine == "llama.cpp":
+    if offload:
         more, data["llamacpp_offload"] = _offload_lines(model, args)
         lines += more
     if error:
@@ -109,12 +111,10 @@ def cmd_fit(args) -> int:
     return 0 if result.fits and not refused else 1
 
 
-def register(sub, wanted) -> None:
-    fitp = sub.add_parser("fit", help="does a workload fit on these GPUs, and how fast can it decode")
-    if wanted("fit"):
-        add_fit_arguments(fitp)
-        fitp.add_argument("--host-memory", default=None,
-                          help="llama.cpp offload: host RAM bandwidth for the decode bound, a preset "
-                               "(ddr5-5600-2ch, epyc-9004-12ch-ddr5-4800, ...) or '89.6GB/s'; --gpu A,B gives "
-                               "mixed cards")
+def configure(fitp) -> None:
+    add_fit_arguments(fitp)
+    fitp.add_argument("--host-memory", default=None,
+                      help="llama.cpp offload: host RAM bandwidth for the decode bound, a preset "
+                           "(ddr5-5600-2ch, epyc-9004-12ch-ddr5-4800, ...) or '89.6GB/s'; --gpu A,B gives "
+                           "mixed cards")
     fitp.set_defaults(func=cmd_fit)

@@ -21,9 +21,10 @@ import os
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from importlib import resources
 
 from ..catalog import as_model, list_models, preset
+from ..datafiles import read_json
+from ..defaults import ENGINE
 from ..gpus import GPU, get_gpu
 from ..model import Model
 from ..units import parse_tokens
@@ -69,7 +70,7 @@ def _plain(value):
 
 
 def report(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, context, batch: int | None = None,
-           weight_dtype="auto", kv_dtype="auto", engine: str = "vllm", gpu_memory_utilization=0.9,
+           weight_dtype="auto", kv_dtype="auto", engine: str = ENGINE, gpu_memory_utilization=0.9,
            **options) -> Report:
     """kvmem.fit of this workload, kvmem.plan's command for it (target "workload") where it fits,
     and the sources of its model and GPU entries; the same arguments as kvmem.fit."""
@@ -201,4 +202,4 @@ def _sources(model: Model, gpu: GPU) -> dict:
 @lru_cache(maxsize=1)
 def _gpu_entries() -> dict:
     """kvmem/data/gpus.json as written: each figure's own source (kvmem.gpus keeps the memory's only)."""
-    return json.loads(resources.files("kvmem").joinpath("data/gpus.json").read_text(encoding="utf-8"))
+    return read_json("gpus.json")

@@ -14,6 +14,7 @@ state n_ctx, n_seq_max, kv_unified) and TRT-LLM ("available: A GiB" with the pri
 from __future__ import annotations
 
 from ..catalog import as_model
+from ..engines import ENGINES
 from . import llamacpp, sglang, trtllm, vllm
 from .base import LineCheck, LogCheck
 
@@ -37,7 +38,8 @@ def _engine_of(found: dict) -> str | None:
 def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", tp: int = 1, pp: int = 1,
               expected_kv_memory: int | None = None, **options) -> LogCheck:
     """Every KV line of ``text`` kvmem can check, for ``model`` under the settings given (module docstring).
-    ``expected_kv_memory``: the plan's KV budget per device (kvmem.fit(...).kv_memory_bytes), for vLLM."""
+    ``expected_kv_memory``: the plan's KV budget per device (kvmem.fit(...).kv_memory_bytes), for an
+    engine whose log states its own (EngineSpec.logs_kv_budget)."""
     model = as_model(model)
     lines = text.splitlines()
     found = {name: reader.read(lines) for name, reader in READERS.items()}
@@ -52,7 +54,7 @@ def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", t
                          "size', SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated', llama.cpp's "
                          "cache size lines and TRT-LLM's paged KV cache lines")
         return LogCheck(engine=engine, model=model.name, settings={}, notes=tuple(notes), ignored=len(lines))
-    extra = {"expected_kv_memory": expected_kv_memory} if engine == "vllm" else {}
+    extra = {"expected_kv_memory": expected_kv_memory} if ENGINES[engine].logs_kv_budget else {}
     settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=kv_dtype, tp=tp, pp=pp,
                                                    **extra, **options)
     notes += more

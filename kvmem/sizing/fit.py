@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..defaults import ENGINE
 from ..engines import ENGINES, capacity as _capacity, estimate as _estimate
 from ..engines.base import past_positions
 from ..gpus import list_gpus
@@ -19,7 +20,7 @@ from .suggest import min_gpus as _min_gpus, what_would_fit
 # ----------------------------------------------------------------------------- fit
 
 def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, context, batch: int | None = None,
-        weight_dtype="auto", kv_dtype="auto", engine: str = "vllm", gpu_memory_utilization=0.9,
+        weight_dtype="auto", kv_dtype="auto", engine: str = ENGINE, gpu_memory_utilization=0.9,
         **options) -> Fit:
     """Does ``batch`` x ``context`` fit on ``num_gpus`` x ``gpu`` under ``engine``? (module docstring)"""
     s, notes = make_setup(model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, context=context, batch=batch,

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from ..catalog import as_model
+from ..defaults import ENGINE
 from ..engines import ENGINES, capacity as _capacity, estimate as _estimate
 from ..engines.base import past_positions
 from ..gpus import get_gpu, list_gpus
@@ -72,7 +73,7 @@ def short_reason(message: str, model: str = "") -> str:
     return text if len(text) <= 60 else text[:57].rstrip() + "..."
 
 
-def sweep(models=None, gpus=None, *, contexts=("8k",), engines=("vllm",), num_gpus: int = 1, batch: int | None = None,
+def sweep(models=None, gpus=None, *, contexts=("8k",), engines=(ENGINE,), num_gpus: int = 1, batch: int | None = None,
           weight_dtype="auto", kv_dtype="auto", gpu_memory_utilization=0.9, **options) -> list[SweepCell]:
     """Every model x GPU x context x engine (module docstring); ``models`` / ``gpus`` None = every
     preset / every catalog GPU. Options are kvmem.fit's, given to every engine that takes them."""

@@ -108,4 +108,5 @@ DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (
             Option("flash_attn", choices=("on", "off", "auto"), help="-fa on|off|auto"),
             Option("mla", choices=MLA_MODES, help="what an MLA model caches: latent, latent+v or full K/V"))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
-                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED),)
+                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
+                    panels=("offload",)),)
