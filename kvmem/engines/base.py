@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Callable
+from collections.abc import Callable
 
 from ..dtypes import DType, dtype
 from ..model import Model
