@@ -94,7 +94,9 @@ _HOST = ("CPU_Mapped", "CPU", "CUDA_Host")
 def reproduce(entry) -> dict:
     """kvmem's model and KV MiB per device for one log entry, named as the log names them (the host
     buffer as "CPU_Mapped", old logs' "CPU", or "CUDA_Host" with --no-mmap; a host KV buffer as "CPU")."""
-    model = kvmem.get_model(entry["preset"])
+    # a model without a preset: the entry carries its published config.json (and says where from)
+    model = kvmem.Model.from_hf_config(entry["config"], name=entry["id"]) if entry.get("config") else \
+        kvmem.get_model(entry["preset"])
     s = entry["settings"]
     build = datetime.date.fromisoformat(s["build"]) if "build" in s else None
     kv = ()
