@@ -762,3 +762,17 @@ def test_one_log_line_from_pr_50462():
                                 "2.00x",)
     old = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=4096, version="0.26")
     assert old.log_lines == ("GPU KV cache size: 8,192 tokens", "Maximum concurrency for 4,096 tokens per request: 2.00x")
+
+
+def test_options_resolve_once_into_a_frozen_record():
+    """check_options gives a frozen record (issue 24 item 1): nothing downstream changes the options,
+    and the budget reads the release it parsed instead of parsing version again."""
+    import dataclasses
+    import inspect
+    from kvmem.engines.vllm import budget
+    from kvmem.engines.vllm.options import check_options
+    opts = check_options({"version": "0.19.0", "draft": "mtp", "enable_prefix_caching": True})
+    assert (opts.release, opts.mamba_cache_mode, opts.block_size) == ((0, 19), "align", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.block_size = 32
+    assert "version" not in inspect.getsource(budget._budget) + inspect.getsource(budget._defaults_of)

@@ -9,7 +9,7 @@ from ...model import MLA, Model
 from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
 from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, byte_option, share_whole_blocks
-from .options import OPTIONS, parse_release
+from .options import VllmOptions, check_options, parse_release
 
 
 # ----------------------------------------------------------------------------- sizing: budget, activations, defaults
@@ -62,10 +62,15 @@ def batch_defaults(gpu, *, context: int, version="latest", max_num_batched_token
     v1 (get_batch_defaults): the device's defaults, then min(seqs x context, tokens) tokens and
     min(seqs, tokens) sequences. v0 without chunked prefill: max(context, 2048) tokens, 256 sequences.
     """
+    return _batch_defaults(gpu, context, parse_release(version), max_num_batched_tokens, max_num_seqs)
+
+
+def _batch_defaults(gpu, context: int, release, max_num_batched_tokens, max_num_seqs) -> EngineDefaults:
+    """batch_defaults for a release already parsed (None: the v0 engine)."""
     seqs_given, tokens_given = max_num_seqs is not None, max_num_batched_tokens is not None
     if tokens_given:
         max_num_batched_tokens = require_positive_int("max_num_batched_tokens", max_num_batched_tokens, MAX_COUNT)
-    if parse_release(version) is None:
+    if release is None:
         seqs = require_positive_int("max_num_seqs", max_num_seqs, MAX_COUNT) if seqs_given else V0_MAX_NUM_SEQS
         tokens = max_num_batched_tokens if tokens_given else max(context, V0_MIN_BATCHED_TOKENS)
         why = ("the v0 engine without chunked prefill batches max(max_model_len, 2048) tokens "
@@ -113,23 +118,28 @@ def _weight_notes(weight_dtype: str) -> tuple[str, ...]:
 
 
 def _defaults(gpu, context: int, _tp: int, _pp: int, engine_options: dict, sizing_options: dict):
-    return batch_defaults(gpu, context=context, version=engine_options.get("version", OPTIONS["version"]),
-                          max_num_batched_tokens=engine_options.get("max_num_batched_tokens"),
-                          max_num_seqs=sizing_options.get("max_num_seqs"))
+    return _defaults_of(gpu, context, check_options(engine_options), engine_options, sizing_options)
+
+
+def _defaults_of(gpu, context: int, resolved: VllmOptions, engine_options: dict, sizing_options: dict):
+    """The batch defaults under options resolved once; max_num_batched_tokens counts as given only
+    when the caller gave it (``engine_options`` holds just those), else the device's default rules."""
+    given = resolved.max_num_batched_tokens if "max_num_batched_tokens" in engine_options else None
+    return _batch_defaults(gpu, context, resolved.release, given, sizing_options["max_num_seqs"])
 
 
 def _budget(req: BudgetRequest) -> Budget:
     opts, notes = req.sizing_options, []
-    v0 = parse_release(req.engine_options.get("version", OPTIONS["version"])) is None
-    graphs = 0 if v0 else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
+    resolved = check_options(req.engine_options)
+    graphs = 0 if resolved.release is None else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
     act = req.activation_bytes
     if act is None:
-        defaults = _defaults(req.gpu, req.context, req.tp, req.pp, req.engine_options, opts)
+        defaults = _defaults_of(req.gpu, req.context, resolved, req.engine_options, opts)
         act = vllm_activation_bytes(req.model, tp=req.tp, **defaults.values)
         notes.append(f"activations at max_num_batched_tokens={defaults.values['max_num_batched_tokens']:,}, "
                      f"max_num_seqs={defaults.values['max_num_seqs']}: {defaults.reason}")
     total = req.gpu.usable_memory_bytes
-    if opts.get("kv_cache_memory_bytes") is not None:
+    if opts["kv_cache_memory_bytes"] is not None:
         kv = parse_bytes(opts["kv_cache_memory_bytes"])
         notes.append("kv_cache_memory_bytes given: vLLM skips profiling and gpu_memory_utilization")
     else:

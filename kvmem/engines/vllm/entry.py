@@ -10,7 +10,7 @@ from ..base import Capacity, assemble
 from ...parallel import cdiv
 from .layout import Plan, make_plan as _make_plan
 from .options import (GIB, HYBRID_GROUPS, NULL_BLOCK, ONE_LOG_LINE, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY,
-                      check_options)
+                      VllmOptions, check_options)
 from .pool import (stage_group_size, check_memory, group_details, held_pages, in_flight_tokens, longest_fitting, owners,
                    pool_page_bytes, request_blocks, request_bytes, stage_blocks, stage_pool_bytes, stage_units)
 from .v0 import capacity_v0, estimate_v0
@@ -56,12 +56,12 @@ def _plan_once(model: Model, kv_dtype, tp: int, pp: int, options: dict) -> Plan:
     return replace(plan, units=[(owner, one.setdefault(spec, spec)) for owner, spec in plan.units])
 
 
-def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
+def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Plan:
     """The model's vLLM layout (layout.make_plan), built once per model, KV format, parallelism and
     options: a fit or a sweep asks for the same layout at many lengths and batches (a 70B fit
     built it ~35 times). A Plan is shared, so no caller changes it (estimate copies its notes)."""
     try:
-        key = (id(model), kv_dtype, tp, pp, tuple(sorted(opts.items())))
+        key = (id(model), kv_dtype, tp, pp, opts)
         hash(key)
     except TypeError:                       # an unhashable option value: build it each time
         return _make_plan(model, kv_dtype, tp, pp, opts)
@@ -82,7 +82,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     """Bytes of the blocks vLLM allocates for ``batch`` sequences of ``tokens`` tokens."""
     opts = check_options(options)
     plan = make_plan(model, kv_dtype, tp, pp, opts)
-    if opts["release"] is None:
+    if opts.release is None:
         return estimate_v0(model, plan, tokens=tokens, batch=batch, tp=tp, pp=pp, opts=opts)
     held = held_pages(plan, tokens, opts)
     peak = held_pages(plan, tokens, opts, peak=True)
@@ -117,12 +117,12 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         blocks = batch * per_sequence
     growth = stage_pool_bytes(plan, peak, batch, members) - stage_pool_bytes(plan, held, batch, members)
     notes = list(plan.notes)
-    _explain(notes, plan, tokens, opts["num_speculative_tokens"], pool - real[largest])
+    _explain(notes, plan, tokens, opts.num_speculative_tokens, pool - real[largest])
     if growth:
         notes.append(f"on the way to {tokens:,} tokens a sequence holds up to {growth // batch:,} B more: a window "
                      "layer frees a block only when all its tokens have left the window, so the peak_bytes "
                      "(what fit sizes for) are the most any length up to this one holds")
-    details = VllmDetails(version=opts["version"], block_size=plan.block_size,
+    details = VllmDetails(version=opts.version, block_size=plan.block_size,
                           page_bytes=list(_memo(plan, "page_bytes",
                                                 lambda: sorted({spec.page_bytes for _, spec in plan.units}))),
                           groups=group_details(plan, held), blocks=blocks, pool_bytes=pool,
@@ -193,9 +193,9 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     """What vLLM makes of ``kv_memory`` bytes per GPU: its block count and the lines it logs."""
     opts = check_options(options)
     plan = make_plan(model, kv_dtype, tp, pp, opts)
-    release = opts["release"]
+    release = opts.release
     if release is not None:
-        opts["in_flight_tokens"] = in_flight_tokens(opts, pp)
+        opts = replace(opts, in_flight_tokens=in_flight_tokens(opts, pp))
     length = max_model_len or model.max_position_embeddings
     notes = list(plan.notes)
     if max_model_len is None:
@@ -242,7 +242,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                    f"longest that fits is {longest:,}")
         notes.append(refuses)
     log = _log_lines(release, num_blocks, tokens, concurrency, length)
-    details = VllmCapacityDetails(version=opts["version"], num_blocks=num_blocks, blocks_per_stage=per_stage,
+    details = VllmCapacityDetails(version=opts.version, num_blocks=num_blocks, blocks_per_stage=per_stage,
                                   blocks_per_request=request, groups=len(plan.groups),
                                   group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
                                   page_bytes=list(_memo(plan, "page_bytes",

@@ -10,7 +10,7 @@ from ...errors import ConfigError
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ...parallel import cdiv, divides, kv_heads_per_rank, pp_stages, require_divides
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
-                      QWEN35_TYPES, STATE_DTYPES, kv_format)
+                      QWEN35_TYPES, STATE_DTYPES, VllmOptions, kv_format)
 from .pages import PageSpec
 
 
@@ -171,11 +171,11 @@ def _check_heads(model: Model, tp: int) -> None:
 HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx", "olmo_hybrid")
 
 
-def _state_dtype_bytes(model: Model, opts: dict, notes: list) -> tuple[int, int]:
+def _state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int, int]:
     """(conv state bytes, ssm state bytes) per element, with vLLM's per-model hooks."""
     model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
-    conv = model_bytes if opts["mamba_cache_dtype"] == "auto" else STATE_DTYPES[opts["mamba_cache_dtype"]]
-    ssm_option = opts["mamba_ssm_cache_dtype"]
+    conv = model_bytes if opts.mamba_cache_dtype == "auto" else STATE_DTYPES[opts.mamba_cache_dtype]
+    ssm_option = opts.mamba_ssm_cache_dtype
     if model.model_type == "kimi_linear" and ssm_option not in ("auto", "float32", "fp32"):
         # kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention.get_state_dtype passes no
         # mamba_ssm_cache_dtype (its layers keep float32) while the block alignment reads it
@@ -311,13 +311,13 @@ class Plan:
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
-def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
-    release = opts["release"]
+def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Plan:
+    release = opts.release
     _check_heads(model, tp)
     fmt = kv_format(model, kv_dtype)
-    draft = draft_layers(model, opts["draft"])
-    if draft and isinstance(opts["draft"], Model):
-        _check_heads(opts["draft"], tp)
+    draft = draft_layers(model, opts.draft)
+    if draft and isinstance(opts.draft, Model):
+        _check_heads(opts.draft, tp)
     if draft and pp > 1:
         raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
                          "places the draft layers")
@@ -333,8 +333,8 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
     mla = any(layer.kind == MLA for layer in layers)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in layers)
 
-    block = opts["block_size"] or 16
-    backend = opts["attention_backend"]
+    block = opts.block_size or 16
+    backend = opts.attention_backend
     kernel_align = 16
     if backend in MLA_BACKENDS and not mla:
         raise ValueError(f"attention_backend {backend!r} is an MLA backend; {model.name} has no MLA layers")
@@ -348,7 +348,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
             backend = "FLASHMLA_SPARSE"
         backend = backend or "FLASHMLA"
         forced = _mla_block(backend, block)
-        if forced != block and opts["block_size"] is not None:
+        if forced != block and opts.block_size is not None:
             notes.append(f"block size {forced}: the {backend} backend forces it (asked {block})")
         elif forced != block:
             notes.append(f"block size {forced}, the {backend} backend's")
@@ -361,7 +361,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
         raise ValueError(f"vLLM {_show(release)}'s V1 engine has no Mamba/linear-attention layers; "
                          "use version='v0' or a release from 0.9")
     mamba_page = 0
-    spec_tokens = opts["num_speculative_tokens"]
+    spec_tokens = opts.num_speculative_tokens
     if stateful:
         conv_bytes, ssm_bytes = _state_dtype_bytes(model, opts, notes)
         sizes = set()
@@ -388,14 +388,14 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: dict) -> Plan:
     if release is None and mla:
         notes.append("v0 with MLA: the latent cache of v0.7.1 and later; earlier v0 releases cached "
                      "per-head K and V for DeepSeek models")
-    if any(layer.kind == CHUNKED for layer in layers) and opts["hybrid_kv_cache_manager"] and release:
+    if any(layer.kind == CHUNKED for layer in layers) and opts.hybrid_kv_cache_manager and release:
         notes.append("chunked-local layers in their own groups; releases that default "
                      "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE to 0 (v0.12 did) cache them as "
                      "full attention unless it is set: pass hybrid_kv_cache_manager=False for those")
     if release is None:
         return Plan(units, [list(range(len(units)))], False, len(layers), block, fmt, notes)
-    if not opts["hybrid_kv_cache_manager"] or release < HYBRID_GROUPS:
-        units = _unify_hybrid(units, notes, opts["hybrid_kv_cache_manager"], release)
+    if not opts.hybrid_kv_cache_manager or release < HYBRID_GROUPS:
+        units = _unify_hybrid(units, notes, opts.hybrid_kv_cache_manager, release)
     units, groups, uniform_type, padding = _group(units, release, notes)
     block = min(units[group[0]][1].block_size for group in groups)
     return Plan(units, groups, uniform_type, len(layers), block, fmt, notes, padding)
@@ -419,7 +419,7 @@ def _mla_block(backend: str, block: int) -> int:
 
 
 def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int, kernel_align: int,
-                  mamba_page: int, opts: dict, notes: list) -> tuple[int, int]:
+                  mamba_page: int, opts: VllmOptions, notes: list) -> tuple[int, int]:
     """(attention block size, padded Mamba page) of a hybrid model (_align_hybrid_block_size)."""
     if layer.kind == MLA:
         one = _attention_spec(layer, fmt, tp, 1)[0]
@@ -432,7 +432,7 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
         # vllm@v0.33.0 vllm/platforms/interface.py _align_hybrid_block_size: "For hybrid MLA/Mamba
         # models, make the manager block size a multiple of 128" (TRTLLM/FlashInfer MLA decode)
         align = max(align, 128)
-    if opts["mamba_cache_mode"] == "all":
+    if opts.mamba_cache_mode == "all":
         chunk = model.facts.ssm.chunk_size if model.facts.ssm else 0
         if chunk < 1:
             raise ValueError("mamba_cache_mode 'all' needs the model's mamba chunk size (config "

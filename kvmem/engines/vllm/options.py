@@ -104,17 +104,41 @@ def _bool(name: str, value) -> bool:
     return value
 
 
-def check_options(opts: dict) -> dict:
-    """Validated options, with every value in its working type (their names are checked once, by
-    kvmem.engines.with_defaults, before the engine is called)."""
+@dataclass(frozen=True)
+class VllmOptions:
+    """The options resolved once by check_options: every value in its working type, the defaults of
+    OPTIONS filled in, ``release`` parsed from ``version``, ``draft`` read as a Model. Frozen: what
+    depends on more than the options (the in-flight tokens, which depend on pp) is a new record
+    made by ``dataclasses.replace``."""
+
+    block_size: int | None
+    max_num_batched_tokens: int
+    hybrid_kv_cache_manager: bool
+    draft: object                      # None, "mtp" or a kvmem Model
+    async_scheduling: bool
+    num_speculative_tokens: int
+    attention_backend: str | None
+    enable_prefix_caching: bool
+    mamba_cache_mode: str
+    mamba_cache_dtype: str
+    mamba_ssm_cache_dtype: str
+    version: str
+    swap_space: float
+    release: tuple[int, int] | None    # parse_release(version): None for the v0 engine
+    in_flight_tokens: int = 0          # tokens a window reserves in flight (pool.in_flight_tokens; capacity sets it)
+
+
+def check_options(opts: dict) -> VllmOptions:
+    """The options validated and resolved (their names are checked once, by kvmem.engines.with_defaults,
+    before the engine is called)."""
     out = {**OPTIONS, **opts}
-    if out["block_size"] is not None:
-        out["block_size"] = require_positive_int("block_size", out["block_size"])
-    out["max_num_batched_tokens"] = require_positive_int("max_num_batched_tokens",
-                                                         out["max_num_batched_tokens"])
-    out["hybrid_kv_cache_manager"] = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
-    out["enable_prefix_caching"] = _bool("enable_prefix_caching", out["enable_prefix_caching"])
-    out["async_scheduling"] = _bool("async_scheduling", out["async_scheduling"])
+    block_size = out["block_size"]
+    if block_size is not None:
+        block_size = require_positive_int("block_size", block_size)
+    batched = require_positive_int("max_num_batched_tokens", out["max_num_batched_tokens"])
+    hybrid = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
+    prefix_caching = _bool("enable_prefix_caching", out["enable_prefix_caching"])
+    async_scheduling = _bool("async_scheduling", out["async_scheduling"])
     spec = out["num_speculative_tokens"]
     if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
         raise ValueError(f"num_speculative_tokens must be a non-negative integer, got {spec!r}")
@@ -124,30 +148,33 @@ def check_options(opts: dict) -> dict:
         if name not in MLA_BACKENDS and name not in _OTHER_BACKENDS:
             names = ", ".join([*MLA_BACKENDS, *_OTHER_BACKENDS])
             raise ValueError(f"attention_backend must be one of {names}, got {backend!r}")
-        out["attention_backend"] = name
+        backend = name
     mode = out["mamba_cache_mode"]
     if mode is None:
-        mode = "align" if out["enable_prefix_caching"] else "none"
+        mode = "align" if prefix_caching else "none"
     if mode not in ("none", "align", "all"):
         raise ValueError(f"mamba_cache_mode must be 'none', 'align' or 'all', got {mode!r}")
-    out["mamba_cache_mode"] = mode
+    state_dtypes = {}
     for name in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
         value = out[name]
         key = value.strip().lower() if isinstance(value, str) else None
         if key != "auto" and key not in STATE_DTYPES:
             raise ValueError(f"{name} must be 'auto', 'float32', 'float16' or 'bfloat16', got {value!r}")
-        out[name] = key
+        state_dtypes[name] = key
     swap = out["swap_space"]
     if isinstance(swap, bool) or not isinstance(swap, (int, float)) or not 0 <= swap <= 2**40:
         raise ValueError(f"swap_space must be a number of GiB from 0 to {2**40:,}, got {swap!r}")
-    out["release"] = parse_release(out["version"])
+    release = parse_release(out["version"])
     draft = out["draft"]
     if isinstance(draft, str) and draft != "mtp":
         from ...catalog import get_model
-        out["draft"] = get_model(draft)
+        draft = get_model(draft)
     elif draft is not None and not isinstance(draft, Model) and draft != "mtp":
         raise ValueError(f"draft must be a kvmem Model, a preset name or 'mtp', got {type(draft).__name__}")
-    return out
+    return VllmOptions(block_size=block_size, max_num_batched_tokens=batched, hybrid_kv_cache_manager=hybrid,
+                       draft=draft, async_scheduling=async_scheduling, num_speculative_tokens=spec,
+                       attention_backend=backend, enable_prefix_caching=prefix_caching, mamba_cache_mode=mode,
+                       **state_dtypes, version=out["version"], swap_space=swap, release=release)
 
 
 @dataclass(frozen=True)

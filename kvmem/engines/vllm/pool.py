@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...parallel import pp_stages
 from .layout import Plan
-from .options import IN_FLIGHT_BATCHES, NULL_BLOCK
+from .options import IN_FLIGHT_BATCHES, NULL_BLOCK, VllmOptions
 
 
 def stage_units(plan: Plan, pp: int) -> list[set]:
@@ -41,24 +41,24 @@ def stage_blocks(plan: Plan, members: set, kv_memory: int) -> int | None:
     return max(kv_memory // pool_page_bytes(plan) // group_size, 0)
 
 
-def in_flight_tokens(opts: dict, pp: int) -> int:
+def in_flight_tokens(opts: VllmOptions, pp: int) -> int:
     """Tokens scheduled but not yet settled that a window reserves (VllmConfig.max_in_flight_tokens).
 
     From v0.26: max_concurrent_batches x max_num_batched_tokens, with max_concurrent_batches =
     pp + 1 under async scheduling (model runner V2), else pp. Before: max_num_batched_tokens.
     """
-    batched = opts["max_num_batched_tokens"]
-    if opts["release"] < IN_FLIGHT_BATCHES:
+    batched = opts.max_num_batched_tokens
+    if opts.release < IN_FLIGHT_BATCHES:
         return batched
-    return (pp + 1 if opts["async_scheduling"] else pp) * batched
+    return (pp + 1 if opts.async_scheduling else pp) * batched
 
 
-def _worst_args(max_model_len: int, opts: dict) -> tuple:
-    return (max_model_len, opts["in_flight_tokens"], opts["mamba_cache_mode"],
-            opts["num_speculative_tokens"])
+def _worst_args(max_model_len: int, opts: VllmOptions) -> tuple:
+    return (max_model_len, opts.in_flight_tokens, opts.mamba_cache_mode,
+            opts.num_speculative_tokens)
 
 
-def request_blocks(plan: Plan, max_model_len: int, opts: dict) -> int:
+def request_blocks(plan: Plan, max_model_len: int, opts: VllmOptions) -> int:
     """Pages one request of max_model_len needs (get_max_concurrency_for_kv_cache_config)."""
     args = _worst_args(max_model_len, opts)
     if plan.uniform_type:
@@ -66,7 +66,7 @@ def request_blocks(plan: Plan, max_model_len: int, opts: dict) -> int:
     return sum(plan.units[group[0]][1].worst_blocks(*args) for group in plan.groups)
 
 
-def request_bytes(plan: Plan, members: set, max_model_len: int, opts: dict) -> int:
+def request_bytes(plan: Plan, members: set, max_model_len: int, opts: VllmOptions) -> int:
     """_max_memory_usage_bytes_from_groups on one rank: one request's worst case, padding included."""
     args = _worst_args(max_model_len, opts)
     if plan.uniform_type:
@@ -107,9 +107,9 @@ def longest_fitting(fits, cap: int | None) -> int:
     return low
 
 
-def held_pages(plan: Plan, tokens: int, opts: dict, *, peak: bool = False) -> list[int]:
+def held_pages(plan: Plan, tokens: int, opts: VllmOptions, *, peak: bool = False) -> list[int]:
     """Pages each unit holds for one sequence of ``tokens`` tokens (``peak``: the most on the way there)."""
-    spec_tokens, mode = opts["num_speculative_tokens"], opts["mamba_cache_mode"]
+    spec_tokens, mode = opts.num_speculative_tokens, opts.mamba_cache_mode
     blocks: dict[int, int] = {}      # per spec object: a plan's equal specs are one object (entry.make_plan)
     out = []
     for _, spec in plan.units:

@@ -9,7 +9,7 @@ from ...records import Record
 from ..base import Capacity, assemble
 from ...parallel import cdiv
 from .layout import Plan, draft_layers, state_elements
-from .options import GIB, MODEL_DTYPE_BYTES
+from .options import GIB, MODEL_DTYPE_BYTES, VllmOptions
 from .pool import stage_units
 
 
@@ -51,9 +51,9 @@ def _v0_block_bytes(plan: Plan, members: set) -> int:
     return total
 
 
-def estimate_v0(model: Model, plan: Plan, *, tokens: int, batch: int, tp: int, pp: int, opts: dict):
+def estimate_v0(model: Model, plan: Plan, *, tokens: int, batch: int, tp: int, pp: int, opts: VllmOptions):
     """v0: one block table for every layer; a block holds block_size tokens of each layer."""
-    layers = model.layers + draft_layers(model, opts["draft"])
+    layers = model.layers + draft_layers(model, opts.draft)
     rows = [(0, 0, 0)] * plan.n_layers
     blocks = cdiv(tokens, plan.block_size)
     state_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
@@ -74,7 +74,7 @@ def estimate_v0(model: Model, plan: Plan, *, tokens: int, batch: int, tp: int, p
                     rows=rows, notes=notes, details=details, block_size=plan.block_size)
 
 
-def capacity_v0(model: Model, plan: Plan, stages: list, kv_memory: int, length: int, opts: dict,
+def capacity_v0(model: Model, plan: Plan, stages: list, kv_memory: int, length: int, opts: VllmOptions,
                  notes: list) -> Capacity:
     """v0: num_gpu_blocks = memory // cache block, CPU blocks = swap_space // cache block."""
     block_bytes = max(_v0_block_bytes(plan, members) for members in stages)
@@ -82,7 +82,7 @@ def capacity_v0(model: Model, plan: Plan, stages: list, kv_memory: int, length: 
         raise ValueError(f"{model.name} has no attention layer for the v0 engine's KV cache")
     bs = plan.block_size
     num_blocks = kv_memory // block_bytes
-    cpu_blocks = int(opts["swap_space"] * GIB) // block_bytes
+    cpu_blocks = int(opts.swap_space * GIB) // block_bytes
     tokens = num_blocks * bs
     concurrency = tokens / length
     longest = min(tokens, model.max_position_embeddings) if model.max_position_embeddings else tokens
