@@ -132,3 +132,13 @@ def test_published_log_model_and_kv_buffers(entry):
 def test_enough_logs_reproduce():
     # issue 22: at least 20 published logs, with -ngl, -ts, -ot / --n-cpu-moe and MoE models among them
     assert len(REPRODUCED) >= len([e for e in LOGS.values() if "not_reproduced" not in e]) - 2
+
+
+def test_loader_type_counts_where_printed():
+    # "llama_model_loader: - type q4_K: N tensors": the synthesised mix has the file's counts
+    for entry in REPRODUCED:
+        counts = entry["printed"].get("file_types")
+        if counts:
+            tensors = synthesised_tensors(kvmem.get_model(entry["preset"]), entry["weight_format"],
+                                          imatrix=entry.get("imatrix", False))
+            assert dict(Counter(t.dtype for t in tensors)) == counts, entry["id"]

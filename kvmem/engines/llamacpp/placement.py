@@ -31,7 +31,7 @@ KV (src/llama-kv-cache.cpp constructor): layer il's K and V live on dev_layer(il
 Buffer bytes (ggml/src/ggml-alloc.c ggml_backend_alloc_ctx_tensors_from_buft_impl): per buffer
     type, the sum over its tensors of GGML_PAD(get_alloc_size, alignment).
     CPU: alloc_size = ggml_nbytes, alignment 32 (ggml-backend.cpp TENSOR_ALIGNMENT).
-    CUDA (and CUDA_Host): alignment 128; a quantised tensor whose ne0 is not a multiple of
+    CUDA: alignment 128; a quantised tensor whose ne0 is not a multiple of
     MATRIX_ROW_PADDING (512) gets ggml_row_size(type, 512 - ne0 % 512) more bytes
     (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size).
     Host tensors with mmap on (the default) are not copied: "CPU_Mapped model buffer size" is the
@@ -40,7 +40,10 @@ Buffer bytes (ggml/src/ggml-alloc.c ggml_backend_alloc_ctx_tensors_from_buft_imp
     included. Tensor offsets are the GGUF writer's: each tensor's data starts at the previous
     one's end padded to general.alignment (gguf-py GGUFWriter, llama.cpp gguf_add_tensor).
     With --no-mmap the host tensors are allocated: "CPU model buffer size" (a CUDA build puts
-    them in pinned "CUDA_Host" memory, with CUDA's padding rules).
+    them in pinned "CUDA_Host" memory, which takes the CPU buffer type's alignment and alloc size:
+    ggml-cuda.cu ggml_backend_cuda_host_buffer_type, get_alignment / get_alloc_size =
+    ggml_backend_cpu_buffer_type()'s; checked: Qwen2-72B Q4_K_M, 13/81 layers, "CUDA_Host buffer
+    size = 37738.62 MiB", ollama issue #5540).
 
 Checked: llama.cpp's own load of 200 random GGUFs on this CPU-only build (tests/oracles/
     test_llamacpp_buffers_oracle.py: "CPU_Mapped" / "CPU model buffer size" and "CPU KV buffer
@@ -332,8 +335,8 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
             first = min((p.offset for p in mine), default=0)
             last = max((p.offset + p.nbytes for p in mine), default=0)
             model_bytes, buffer = last - first, "CPU_Mapped"
-        elif gpus:
-            model_bytes, buffer = sum(cuda_alloc_bytes(p) for p in mine), f"{gpu_backend}_Host"
+        elif gpus:    # pinned host memory with the CPU buffer type's alignment and sizes
+            model_bytes, buffer = sum(pad(p.nbytes, CPU_ALIGNMENT) for p in mine), f"{gpu_backend}_Host"
         else:
             model_bytes, buffer = sum(pad(p.nbytes, CPU_ALIGNMENT) for p in mine), CPU
         layers = tuple(il for il in range(n_layer) if dev[il] == name)
