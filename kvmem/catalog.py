@@ -13,13 +13,11 @@ checkpoint sizes) with their own sources. Names and HF ids match case-insensitiv
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 from functools import lru_cache
-from importlib import resources
 
 from .configs import load_config, model_from_config
+from .datafiles import has_json, json_names, read_json
 from .model import Model, register_reader
 from .units import show_value
 
@@ -38,13 +36,22 @@ register_reader("gguf", _gguf_model)
 @lru_cache(maxsize=1)
 def presets() -> dict[str, dict]:
     """Every preset's data, by preset name."""
-    folder = resources.files("kvmem").joinpath("data/models")
-    entries = {}
-    for item in sorted(folder.iterdir(), key=lambda p: p.name):
-        if item.name.endswith(".json"):
-            data = json.loads(item.read_text(encoding="utf-8"))
-            entries[data["name"]] = data
-    return entries
+    return {name: _preset_file(name) for name in json_names("models")}
+
+
+@lru_cache(maxsize=None)
+def _preset_file(name: str) -> dict:
+    """kvmem/data/models/NAME.json: a preset's file is named after its ``name`` (a test checks)."""
+    return read_json(f"models/{name}.json")
+
+
+def _preset_key(name: str) -> str | None:
+    """The preset a name, HF id or alias means (any case), or None. A preset's own name is
+    looked up by its file, without reading every preset (what one command needs)."""
+    lowered = name.strip().lower()
+    if lowered and "/" not in lowered and not lowered.startswith(".") and has_json(f"models/{lowered}.json"):
+        return lowered
+    return _index().get(lowered)
 
 
 @lru_cache(maxsize=1)
@@ -67,18 +74,19 @@ def preset(name: str) -> dict:
     """The raw preset data for a preset name or HF id."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
-    key = _index().get(name.strip().lower())
+    key = _preset_key(name)
     if key is None:
+        import difflib
         close = (difflib.get_close_matches(name.strip().lower(), list(presets()), n=5, cutoff=0.5)
                  if len(name) <= 200 else [])
         hint = f"; did you mean {', '.join(close)}?" if close else "; see kvmem.list_models()"
         raise ValueError(f"unknown model {show_value(name)}{hint}")
-    return presets()[key]
+    return _preset_file(key)
 
 
 @lru_cache(maxsize=None)
 def _preset_model(key: str) -> Model:
-    data = presets()[key]
+    data = _preset_file(key)
     return model_from_config(data["config"], name=data["name"], hf_id=data.get("hf_id"),
                              source=data.get("source"))
 
@@ -89,7 +97,7 @@ def get_model(name: str, *, revision: str | None = None) -> Model:
     a branch, tag or commit). Needs huggingface_hub (kvmem[sources]) for ids that are not presets."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
-    key = _index().get(name.strip().lower())
+    key = _preset_key(name)
     if key is not None and revision is None:
         return _preset_model(key)
     from .sources.hub import is_repo_id
@@ -112,7 +120,7 @@ def as_model(model, *, revision: str | None = None) -> Model:
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
     if isinstance(model, str):
-        key = _index().get(model.strip().lower())
+        key = _preset_key(model)
         if key is not None and revision is None:
             return _preset_model(key)
         from .sources import is_gguf, is_model_folder

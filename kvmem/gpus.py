@@ -31,14 +31,12 @@ Bandwidth is needed only for the decode-speed bound; without it that bound is No
 
 from __future__ import annotations
 
-import difflib
-import json
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
-from importlib import resources
 from numbers import Real
 
+from .datafiles import read_json
 from .units import parse_bytes
 
 __all__ = ["GPU", "list_gpus", "get_gpu"]
@@ -103,9 +101,8 @@ def _positive_int(field: str, value) -> None:
 
 @lru_cache(maxsize=1)
 def _catalog() -> dict[str, GPU]:
-    text = resources.files("kvmem").joinpath("data/gpus.json").read_text(encoding="utf-8")
     gpus = {}
-    for key, entry in json.loads(text).items():
+    for key, entry in read_json("gpus.json").items():
         links = entry.get("interconnect") or {}
         gpus[key] = GPU(
             name=key, memory_bytes=entry["memory_bytes"],
@@ -205,6 +202,7 @@ def get_gpu(name) -> GPU:
         return _custom(name.strip())
     key = _index().get(_normal(name))
     if key is None:
+        import difflib
         close = difflib.get_close_matches(_normal(name), list(_index()), n=5, cutoff=0.4)
         close = list(dict.fromkeys(_index()[c] for c in close))
         hint = (f"; did you mean {', '.join(close)}?" if close

@@ -109,6 +109,29 @@ def test_lookup_by_hf_id_alias_and_case():
     assert kvmem.get_model("Llama-3.1-8B-Instruct").name == "llama-3.1-8b"
 
 
+def test_a_preset_file_is_named_after_its_lower_case_name():
+    # a preset's own name is looked up by its file (catalog._preset_key), without reading all 58
+    from kvmem.datafiles import json_names, read_json
+    for stem in json_names("models"):
+        assert read_json(f"models/{stem}.json")["name"] == stem == stem.lower()
+
+
+def test_a_preset_name_reads_one_file_and_no_path_escapes(monkeypatch):
+    from kvmem import catalog
+    read = []
+    monkeypatch.setattr(catalog, "read_json", lambda name: read.append(name) or {"name": "x"})
+    catalog._preset_file.cache_clear()
+    try:
+        assert catalog._preset_key(" Gemma-3-27B ") == "gemma-3-27b"
+        catalog.preset("gemma-3-27b")
+        assert read == ["models/gemma-3-27b.json"]
+    finally:
+        catalog._preset_file.cache_clear()
+    # names that could lead out of the folder are not file names: they go to the index, and miss
+    for name in ("../gpus", "./llama-3.1-8b", "models/llama-3.1-8b", "a" * 5000, "x\x00y"):
+        assert catalog._preset_key(name) is None
+
+
 def test_unknown_model_suggests():
     with pytest.raises(ValueError, match="unknown model 'llama-3.1-9b'; did you mean llama-3.1-8b"):
         kvmem.get_model("llama-3.1-9b")

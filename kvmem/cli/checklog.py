@@ -29,23 +29,20 @@ def cmd_check_log(args) -> int:
     return 0 if result.matches else 1
 
 
-def register(sub, wanted) -> None:
-    logp = sub.add_parser("check-log", help="check an engine's startup log (vLLM, SGLang, llama.cpp, TRT-LLM) "
-                          "against kvmem")
-    if wanted("check-log"):
-        logp.add_argument("log", help="the log file, or - for standard input")
-        logp.add_argument("--model", required=True, help=MODEL_HELP)
-        logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
-        logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),
-                          help="default: from the log's lines")
-        logp.add_argument("--kv-dtype", default="auto", help="KV element format the server used (default auto)")
-        logp.add_argument("--tp", type=int, default=1, help="tensor-parallel size the server used")
-        logp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size the server used")
-        logp.add_argument("--max-model-len", default=None, help="vLLM's max_model_len when the log does not state it")
-        logp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
-                          help="an engine option the server used, e.g. block_size=32 (repeatable)")
-        logp.add_argument("--plan-kv-memory", default=None,
-                          help="the plan's KV budget per device (kvmem fit's kv_memory_bytes), to compare vLLM's "
-                               "'Available KV cache memory' with")
-        logp.add_argument("--json", action="store_true", help="machine-readable output")
+def configure(logp) -> None:
+    logp.add_argument("log", help="the log file, or - for standard input")
+    logp.add_argument("--model", required=True, help=MODEL_HELP)
+    logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
+    logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),
+                      help="default: from the log's lines")
+    logp.add_argument("--kv-dtype", default="auto", help="KV element format the server used (default auto)")
+    logp.add_argument("--tp", type=int, default=1, help="tensor-parallel size the server used")
+    logp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size the server used")
+    logp.add_argument("--max-model-len", default=None, help="vLLM's max_model_len when the log does not state it")
+    logp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
+                      help="an engine option the server used, e.g. block_size=32 (repeatable)")
+    logp.add_argument("--plan-kv-memory", default=None,
+                      help="the plan's KV budget per device (kvmem fit's kv_memory_bytes), to compare vLLM's "
+                           "'Available KV cache memory' with")
+    logp.add_argument("--json", action="store_true", help="machine-readable output")
     logp.set_defaults(func=cmd_check_log)

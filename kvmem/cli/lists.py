@@ -40,13 +40,11 @@ def cmd_gpus(args) -> int:
     return 0
 
 
-def register_models(sub, _wanted) -> None:
-    models = sub.add_parser("models", help="list the model presets")
+def configure_models(models) -> None:
     models.add_argument("--json", action="store_true")
     models.set_defaults(func=cmd_models)
 
 
-def register_gpus(sub, _wanted) -> None:
-    gpus = sub.add_parser("gpus", help="list the GPU catalog")
+def configure_gpus(gpus) -> None:
     gpus.add_argument("--json", action="store_true")
     gpus.set_defaults(func=cmd_gpus)

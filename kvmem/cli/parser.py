@@ -1,22 +1,50 @@
-"""The whole command line: one sub-command per module of this package, registered in the order
-``kvmem --help`` lists them, and ``main``, which maps what a command raises to its exit status
-(see the package docstring)."""
+"""The whole command line: one sub-command per module of this package, listed in the order
+``kvmem --help`` shows them, and ``main``, which maps what a command raises to its exit status
+(see the package docstring). A run imports the module of its own command only."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 
-from .. import engines
-from . import checklog, fit, lists, plan, sweep, validate, workload
 from .common import join_negative_values, safe_streams
 
-# each module registers its sub-command(s), in the order --help lists them
-_COMMANDS = (lists.register_models, workload.register_estimate, workload.register_capacity, fit.register,
-             plan.register_plan, plan.register_report, sweep.register, checklog.register, lists.register_gpus,
-             validate.register)
+# (command, its module in this package, the function there that adds its arguments, one line of
+# help), in the order --help lists them
+_COMMANDS = (
+    ("models", "lists", "configure_models", "list the model presets"),
+    ("estimate", "workload", "configure_estimate", "KV-cache bytes of one workload"),
+    ("capacity", "workload", "configure_capacity", "what a KV memory budget holds"),
+    ("fit", "fit", "configure", "does a workload fit on these GPUs, and how fast can it decode"),
+    ("plan", "plan", "configure_plan",
+     "the launch command (vllm serve, sglang, llama-server, trtllm-serve) that realises a fitting workload"),
+    ("report", "plan", "configure_report",
+     "the whole plan (inputs, results, engine lines, launch command, sources) as Markdown or JSON"),
+    ("sweep", "sweep", "configure", "the overview: models x GPUs x contexts x engines (fits, max batch, max "
+     "context, the engine's concurrency) as CSV, JSON or Parquet"),
+    ("check-log", "checklog", "configure",
+     "check an engine's startup log (vLLM, SGLang, llama.cpp, TRT-LLM) against kvmem"),
+    ("gpus", "lists", "configure_gpus", "list the GPU catalog"),
+    ("validate", "validate", "configure", "build real transformers caches with torch and check kvmem's bytes"),
+)
+
+
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size()'s columns (COLUMNS, else the terminal of stdout, else 80), without
+    importing shutil, which imports bz2 and lzma (~3 ms of every command)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", 0))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -27,8 +55,7 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog, **kwargs):
         if _Formatter._width is None:
-            import shutil
-            _Formatter._width = shutil.get_terminal_size().columns - 2
+            _Formatter._width = _terminal_columns() - 2
         kwargs.setdefault("width", _Formatter._width)
         super().__init__(prog, **kwargs)
 
@@ -46,6 +73,7 @@ _TAKE_OPTIONS = ("estimate", "capacity", "fit", "plan", "report", "sweep", "chec
 
 def engine_options_help() -> str:
     """Every engine's options as it declares them (EngineSpec.option_specs), one a line."""
+    from .. import engines
     lines = ["engine options (-o NAME=VALUE; the engine's default where none is given):"]
     for name in engines.list_engines():
         specs = engines.ENGINES[name].option_specs()
@@ -77,8 +105,10 @@ def build_parser(command: str | None = None, *, engine_help: bool | None = None)
     sub = parser.add_subparsers(dest="command", required=True)
     def wanted(name: str) -> bool:
         return command is None or name == command
-    for register in _COMMANDS:
-        register(sub, wanted)
+    for name, module, configure, help_line in _COMMANDS:
+        command_parser = sub.add_parser(name, help=help_line)
+        if wanted(name):
+            getattr(importlib.import_module(f"{__package__}.{module}"), configure)(command_parser)
     if command is None if engine_help is None else engine_help:
         epilog = engine_options_help()
         for name in _TAKE_OPTIONS:

@@ -50,24 +50,18 @@ def cmd_report(args) -> int:
     return 0 if result.fit.fits and not engine_refusal(result.fit, "report") else 1
 
 
-def register_plan(sub, wanted) -> None:
-    planp = sub.add_parser("plan", help="the launch command (vllm serve, sglang, llama-server, trtllm-serve) that "
-                           "realises a fitting workload")
-    if wanted("plan"):
-        add_fit_arguments(planp)
-        planp.add_argument("--target", default="workload", choices=("workload", "max_batch", "max_context"),
-                           help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
-                                "--context; max_context: the longest context for --batch")
+def configure_plan(planp) -> None:
+    add_fit_arguments(planp)
+    planp.add_argument("--target", default="workload", choices=("workload", "max_batch", "max_context"),
+                       help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
+                            "--context; max_context: the longest context for --batch")
     planp.set_defaults(func=cmd_plan)
 
 
-def register_report(sub, wanted) -> None:
-    rep = sub.add_parser("report", help="the whole plan (inputs, results, engine lines, launch command, sources) as "
-                         "Markdown or JSON")
-    if wanted("report"):
-        add_fit_arguments(rep)
-        rep.add_argument("--format", default=None, choices=("md", "json"),
-                         help="md (default) or json (the document kvmem.rerun_report runs again); default json "
-                              "for an --output ending in .json")
-        rep.add_argument("--output", default=None, help="write to this file (default: standard output)")
+def configure_report(rep) -> None:
+    add_fit_arguments(rep)
+    rep.add_argument("--format", default=None, choices=("md", "json"),
+                     help="md (default) or json (the document kvmem.rerun_report runs again); default json "
+                          "for an --output ending in .json")
+    rep.add_argument("--output", default=None, help="write to this file (default: standard output)")
     rep.set_defaults(func=cmd_report)

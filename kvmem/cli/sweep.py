@@ -28,28 +28,25 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def register(sub, wanted) -> None:
-    swp = sub.add_parser("sweep", help="the overview: models x GPUs x contexts x engines (fits, max batch, max "
-                         "context, the engine's concurrency) as CSV, JSON or Parquet")
-    if wanted("sweep"):
-        swp.add_argument("--models", default="all", help="presets, comma-separated (or any model kvmem fit takes); "
-                                                         "all = every preset (default)")
-        swp.add_argument("--gpus", default="all",
-                         help="catalog GPUs, comma-separated; all = the whole catalog (default)")
-        swp.add_argument("--contexts", default="8k", help='tokens per sequence, comma-separated: "8k,32k" (default 8k)')
-        swp.add_argument("--engines", default=defaults.ENGINE,
-                         help=f"engine modes, comma-separated (default {defaults.ENGINE}); "
-                              f"of {', '.join(engines.list_engines())}")
-        swp.add_argument("--num-gpus", type=int, default=1, help="GPUs per cell, tp = num_gpus (default 1)")
-        swp.add_argument("--batch", type=int, default=None, help="sequences a cell must hold to fit (default 1)")
-        swp.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
-        swp.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
-                         help=f"KV element format (default {defaults.KV_DTYPE} = each model's dtype)")
-        swp.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")
-        swp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
-                         help="an engine or sizing option, given to each engine that takes it (repeatable)")
-        swp.add_argument("--format", default="csv", choices=("csv", "json", "parquet"),
-                         help="csv (default), json (one array) or parquet (needs --output)")
-        swp.add_argument("--output", default=None, help="write to this file (default: standard output)")
-        swp.add_argument("--json", action="store_true", help="the same as --format json")
+def configure(swp) -> None:
+    swp.add_argument("--models", default="all", help="presets, comma-separated (or any model kvmem fit takes); "
+                                                     "all = every preset (default)")
+    swp.add_argument("--gpus", default="all",
+                     help="catalog GPUs, comma-separated; all = the whole catalog (default)")
+    swp.add_argument("--contexts", default="8k", help='tokens per sequence, comma-separated: "8k,32k" (default 8k)')
+    swp.add_argument("--engines", default=defaults.ENGINE,
+                     help=f"engine modes, comma-separated (default {defaults.ENGINE}); "
+                          f"of {', '.join(engines.list_engines())}")
+    swp.add_argument("--num-gpus", type=int, default=1, help="GPUs per cell, tp = num_gpus (default 1)")
+    swp.add_argument("--batch", type=int, default=None, help="sequences a cell must hold to fit (default 1)")
+    swp.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
+    swp.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
+                     help=f"KV element format (default {defaults.KV_DTYPE} = each model's dtype)")
+    swp.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")
+    swp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
+                     help="an engine or sizing option, given to each engine that takes it (repeatable)")
+    swp.add_argument("--format", default="csv", choices=("csv", "json", "parquet"),
+                     help="csv (default), json (one array) or parquet (needs --output)")
+    swp.add_argument("--output", default=None, help="write to this file (default: standard output)")
+    swp.add_argument("--json", action="store_true", help="the same as --format json")
     swp.set_defaults(func=cmd_sweep)

@@ -51,13 +51,11 @@ def cmd_validate(args) -> int:
     return 1 if failed else 0
 
 
-def register(sub, wanted) -> None:
-    val = sub.add_parser("validate", help="build real transformers caches with torch and check kvmem's bytes")
+def configure(val) -> None:
     val.set_defaults(func=cmd_validate)
-    if wanted("validate"):
-        val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
-        val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
-        val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
-        val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
-        from ..oracles.command import add_arguments
-        add_arguments(val)
+    val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
+    val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
+    val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
+    val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+    from ..oracles.command import add_arguments
+    add_arguments(val)

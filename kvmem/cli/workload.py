@@ -65,18 +65,14 @@ def add_workload(parser, *, tokens: bool):
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def register_estimate(sub, wanted) -> None:
-    est = sub.add_parser("estimate", help="KV-cache bytes of one workload")
-    if wanted("estimate"):
-        add_workload(est, tokens=True)
+def configure_estimate(est) -> None:
+    add_workload(est, tokens=True)
     est.set_defaults(func=cmd_estimate)
 
 
-def register_capacity(sub, wanted) -> None:
-    cap = sub.add_parser("capacity", help="what a KV memory budget holds")
-    if wanted("capacity"):
-        add_workload(cap, tokens=False)
-        cap.add_argument("--kv-memory", required=True,
-                         help='KV bytes on one device, with a unit: "20GiB", "16GB" (fractional bytes rounded down)')
-        cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
+def configure_capacity(cap) -> None:
+    add_workload(cap, tokens=False)
+    cap.add_argument("--kv-memory", required=True,
+                     help='KV bytes on one device, with a unit: "20GiB", "16GB" (fractional bytes rounded down)')
+    cap.add_argument("--max-model-len", default=None, help="request length for the concurrency figure")
     cap.set_defaults(func=cmd_capacity)

@@ -20,7 +20,6 @@ transformers, tests/oracles/test_transformers_oracle.py) and config classes
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from ..errors import ConfigError
@@ -332,6 +331,7 @@ def family_of(model_type: str) -> Family:
                           "(`kvmem models` lists presets; set model_type, e.g. \"llama\")")
     family = FAMILIES.get(model_type)
     if family is None:
+        import difflib
         close = difflib.get_close_matches(model_type, list(FAMILIES), n=3, cutoff=0.6)
         hint = f"; closest supported: {', '.join(close)}" if close else ""
         raise ConfigError(f"model_type {model_type[:100]!r} is not a family kvmem reads: it is refused rather than "

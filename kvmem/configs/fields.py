@@ -11,10 +11,9 @@ Every integer is bounded (FIELD_LIMITS), generously above every real model (larg
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from importlib import resources
 
+from ..datafiles import read_json
 from ..errors import ConfigError
 from ..units import show_value
 
@@ -53,8 +52,7 @@ DEFAULT_FIELD_LIMIT = 2**40      # any other integer field (max_position_embeddi
 @lru_cache(maxsize=1)
 def hf_defaults() -> dict:
     """model_type -> the defaults its transformers config class declares (data/hf_defaults.json)."""
-    text = resources.files("kvmem").joinpath("data/hf_defaults.json").read_text()
-    return json.loads(text)["defaults"]
+    return read_json("hf_defaults.json")["defaults"]
 
 
 class Fields:

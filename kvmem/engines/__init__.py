@@ -9,7 +9,7 @@ kvmem.estimate (kvmem.strategies) applies them to this module's count.
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 from collections.abc import MutableMapping
 
 from ..catalog import as_model
@@ -29,6 +29,19 @@ _ORDER = {"ideal": "ideal", "hf-dynamic": "hf", "hf-static": "hf", "hf-quantized
 _NOT_ENGINES = {"base"}
 
 
+def _modules_here() -> list[str]:
+    """The modules and sub-packages of this package, by name (what pkgutil.iter_modules lists,
+    without importing pkgutil: the engine choices are listed in every command's help)."""
+    folder = os.path.dirname(__file__)
+    names = []
+    for entry in sorted(os.listdir(folder)):
+        stem, suffix = os.path.splitext(entry)
+        if (suffix == ".py" and stem != "__init__") or (
+                not suffix and os.path.isfile(os.path.join(folder, entry, "__init__.py"))):
+            names.append(stem)
+    return names
+
+
 class _Engines(MutableMapping):
     """Engine name -> EngineSpec, in _ORDER and then by name; an engine's module is imported the
     first time its spec is asked for."""
@@ -45,9 +58,9 @@ class _Engines(MutableMapping):
         if self._extra is None:
             known = set(_ORDER.values()) | _NOT_ENGINES
             before = set(self._specs)
-            for info in pkgutil.iter_modules(__path__):
-                if info.name not in known:
-                    self._load(info.name)
+            for name in _modules_here():
+                if name not in known:
+                    self._load(name)
             self._extra = sorted(set(self._specs) - before - set(_ORDER))
         added = sorted(set(self._specs) - set(_ORDER) - set(self._extra))  # registered by hand (tests)
         return [*_ORDER, *self._extra, *added]
