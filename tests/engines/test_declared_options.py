@@ -63,3 +63,12 @@ def test_the_toy_engine_options_are_widgets_bound_to_the_url(toy):
     assert at.selectbox(key="opt_toy_mode").value == "double"
     assert at.selectbox(key="opt_toy_mode").options == ["single", "double"]
     assert at.number_input(key="opt_toy_window").value == 1024
+
+
+def test_the_options_doc_is_the_one_the_declarations_give():
+    """docs/engine_options.md is generated (kvmem.engines.declared.options_markdown): the committed file
+    equals what the engines declare now; after a change, regenerate it with declared.REGENERATE."""
+    from pathlib import Path
+    from kvmem.engines.declared import REGENERATE, options_markdown
+    doc = Path(__file__).resolve().parents[2] / "docs" / "engine_options.md"
+    assert doc.read_text(encoding="utf-8") == options_markdown(engines.ENGINES.values()), REGENERATE
