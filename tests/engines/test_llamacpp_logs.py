@@ -113,11 +113,12 @@ def reproduce(entry) -> dict:
               tensor_split=s.get("tensor_split"), n_cpu_moe=s.get("n_cpu_moe", 0),
               override_tensor=[tuple(o) for o in s.get("override_tensor", ())], mmap=s["mmap"],
               kv_offload=s.get("kv_offload", True), kv_per_layer=kv, build=build)
-    printed = entry["printed"].get("model_mib", {})
-    host = next((k for k in printed if k in _HOST), "CPU_Mapped")
-    out = {"model_mib": {(host if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices},
-           "kv_mib": {d.device: buffer_mib(d.kv_bytes) for d in p.devices if d.kv_bytes}}
-    return out
+    printed = entry["printed"]
+    host = next((k for k in printed.get("model_mib", {}) if k in _HOST), "CPU_Mapped")
+    host_kv = next((k for k in printed.get("kv_mib", {}) if k in _HOST), "CPU")   # -nkvo: pinned CUDA_Host, or CPU
+    return {"model_mib": {(host if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices},
+            "kv_mib": {(host_kv if d.device == "CPU" else d.device): buffer_mib(d.kv_bytes) for d in p.devices
+                       if d.kv_bytes}}
 
 
 # the two-cache (iSWA) KV log has its own test above; every other entry with settings goes through reproduce()
