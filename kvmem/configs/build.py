@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts, register_reader
-from ..params import count_params, moe_shape
+from .params import count_params, moe_shape
 from ..units import show_value
-from .families import ALIASES, check_fields, family_of
+from .families import ALIASES, family_of
+from .reads import check_fields
 from .fields import Fields
 from .files import load_config
 from .kinds import layer_count

@@ -52,6 +52,9 @@ is absent (``configuration_<family>.py``; kvmem.configs.families names each fami
                  where no_op or replace_with_linear (vllm/model_executor/models/nemotron_nas.py;
                  transformers has no class for it)
     MLA families every full layer caches the latent instead (kvmem.configs.layers)
+
+Over 300 lines by design: this table and _layout_kinds, one branch per layout in the same order,
+read together; a new layout adds one line here and one branch there.
 """
 
 from __future__ import annotations

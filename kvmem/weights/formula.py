@@ -1,7 +1,7 @@
-"""Weight bytes from the config's parameter count (kvmem.params), for a format, or exact from the
+"""Weight bytes from the config's parameter count (kvmem.configs.params), for a format, or exact from the
 checkpoint's headers when weight_dtype is "auto" and the model carries one.
 
-The parameter count comes from the config (kvmem.params: ``params_total``, ``params_active``,
+The parameter count comes from the config (kvmem.configs.params: ``params_total``, ``params_active``,
 ``params_embedding``), split into four groups that formats treat differently:
 
     embedding  the input table, vocab x hidden

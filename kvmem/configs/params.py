@@ -22,9 +22,9 @@ asks for the weight bytes, or reads them exactly from the checkpoint's headers.
 
 from __future__ import annotations
 
-from .errors import ConfigError
-from .model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
-from .units import show_value
+from ..errors import ConfigError
+from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
+from ..units import show_value
 
 __all__ = ["count_params"]
 
