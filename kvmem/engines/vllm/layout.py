@@ -5,273 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from ...configs.fields import Fields
-from ...errors import ConfigError
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
-from ...parallel import cdiv, divides, kv_heads_per_rank, pp_stages, require_divides
-from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, MODEL_DTYPE_BYTES,
-                      QWEN35_TYPES, STATE_DTYPES, VllmOptions, kv_format)
+from ...parallel import cdiv, kv_heads_per_rank, pp_stages
+from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, VllmOptions,
+                      kv_format)
+from .models import check_heads, check_indexers, draft_layers, vllm_layers
 from .pages import PageSpec
-
-
-def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
-    """The draft's cache-holding layers: a Model's layers, or the model's MTP layers."""
-    if draft is None:
-        return ()
-    if isinstance(draft, Model):
-        return draft.layers
-    if not model.mtp_layers:
-        raise ValueError(f"draft='mtp' needs MTP layers, but {model.name} has none "
-                         "(config num_nextn_predict_layers / mtp_num_hidden_layers)")
-    # An MTP block is one decoder layer of the target's own attention (DeepSeek MLA, Qwen full).
-    attention = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
-    if not attention:
-        raise ValueError(f"draft='mtp': {model.name} has no full-attention or MLA layer to copy")
-    layer = replace(attention[-1], state=None)
-    indexed = [other.index_head_dim for other in attention if other.kind == MLA and other.index_head_dim]
-    if layer.kind == MLA and indexed and not layer.index_head_dim:
-        # deepseek_v2.py DeepseekV2MLAAttention: an MTP layer always keeps its indexer (is_mtp_layer)
-        layer = replace(layer, index_head_dim=indexed[0])
-    return (layer,) * model.mtp_layers
-
-
-def _check_indexers(model: Model, notes: list) -> None:
-    """GLM-5: the layers that keep an indexer key as vLLM decides them.
-
-    vllm@v0.33.0 vllm/models/deepseek_v32/attention.py (and deepseek_v2.py): a layer skips its
-    indexer where index_topk_pattern[i] == "S", else (no pattern) where max(i - offset + 1, 0) %
-    index_topk_freq != 0 (offset index_skip_topk_offset, default 2; freq default 1); it does not read
-    transformers' indexer_types, so a config whose indexer_types disagrees is refused.
-    """
-    if model.model_type != "glm_moe_dsa":
-        return
-    cfg = model.config
-    pattern = cfg.get("index_topk_pattern")
-    freq, offset = cfg.get("index_topk_freq", 1), cfg.get("index_skip_topk_offset", 2)
-    ours = [bool(layer.index_head_dim) for layer in model.layers]
-    if pattern is not None:
-        theirs = [i >= len(pattern) or pattern[i] != "S" for i in range(len(ours))]
-    elif isinstance(freq, int) and isinstance(offset, int) and freq > 0:
-        theirs = [max(i - offset + 1, 0) % freq == 0 for i in range(len(ours))]
-    else:
-        raise ValueError(f"index_topk_freq {freq!r} / index_skip_topk_offset {offset!r}: not the integers vLLM "
-                         "0.33.0's DSA attention reads")
-    if ours != theirs:
-        first = next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
-        raise ValueError(f"layer {first}: the config's indexer_types say it {'keeps' if ours[first] else 'skips'} "
-                         "an indexer key, but vLLM 0.33.0 reads index_topk_pattern / index_topk_freq / "
-                         f"index_skip_topk_offset (not indexer_types) and {'keeps' if theirs[first] else 'skips'} it")
-    notes.append("GLM-5 on Blackwell (SM10x): vLLM makes kv_cache_dtype 'auto' fp8_e4m3 "
-                 "(vllm/model_executor/models/config.py GlmMoeDsaForCausalLM); pass kv_dtype='fp8' for that GPU")
-
-
-def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
-    """MiMo-V2-Flash's layers as vLLM builds their attention (vllm@v0.33.0 mimo_v2.py MiMoV2DecoderLayer).
-
-    Sliding layers (hybrid_layer_pattern 1): swa_num_key_value_heads x swa_head_dim K and
-    swa_v_head_dim V (swa_head_dim when absent), a window of sliding_window_size itself (transformers
-    holds sliding_window_size + 1); full layers: num_key_value_heads x head_dim, V v_head_dim. The
-    swa_* fields and sliding_window_size are read from the file (no config-class default: vLLM fails
-    without them, kvmem refuses).
-    """
-    swa_heads = _config_int(model, "swa_num_attention_heads")
-    if not divides(tp, swa_heads):
-        raise ValueError(f"Total number of attention heads ({swa_heads}, the sliding layers' "
-                         f"swa_num_attention_heads) must be divisible by tensor parallel size ({tp}).")
-    k_dim = _config_int(model, "swa_head_dim")
-    sliding = dict(kv_heads=_config_int(model, "swa_num_key_value_heads"), head_dim_k=k_dim,
-                   head_dim_v=_config_int(model, "swa_v_head_dim") if model.config.get("swa_v_head_dim") else k_dim,
-                   window=_config_int(model, "sliding_window_size"))
-    return tuple(replace(layer, **sliding) if layer.kind == SLIDING else layer for layer in model.layers)
-
-
-# Model files that pass sliding_window + 1 as the layer's window ("cohere swa layer sees [pos -
-# sliding_window, pos]"; vllm@v0.33.0 commandr.py CohereAttention, cohere2_moe.py); the release it
-# landed in is not pinned here, so earlier releases keep the config's window
-WINDOW_PLUS_ONE = ("cohere2", "cohere2_moe")
-WINDOW_PLUS_ONE_FROM = (0, 33)
-
-
-def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
-    """Laguna: each layer's query heads from num_attention_heads_per_layer; its head_dim is the config's
-    head_dim, else hidden_size // that layer's query heads (vllm@v0.33.0 laguna.py LagunaAttention)."""
-    per_layer = model.config.get("num_attention_heads_per_layer")
-    if per_layer is None:
-        return model.layers
-    if not isinstance(per_layer, list) or len(per_layer) != len(model.layers) or any(
-            isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in per_layer):
-        raise ValueError(f"config field 'num_attention_heads_per_layer' must list one head count per layer "
-                         f"({len(model.layers)}) as vLLM 0.33.0's laguna.py reads it")
-    head_dim = Fields(model.config, model.model_type).get("head_dim", default=None)   # the config class's default
-    out = []
-    for layer, heads in zip(model.layers, per_layer, strict=True):
-        if not divides(tp, heads):
-            raise ValueError(f"Total number of attention heads ({heads}, a layer's num_attention_heads_per_layer) "
-                             f"must be divisible by tensor parallel size ({tp}).")
-        if layer.caches_tokens and not head_dim:
-            layer = replace(layer, head_dim_k=model.hidden_size // heads, head_dim_v=model.hidden_size // heads)
-        out.append(layer)
-    return tuple(out)
-
-
-def _vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
-    """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
-    reading of the config (which follows transformers)."""
-    if model.model_type == "mimo_v2_flash":
-        return _mimo_layers(model, tp)
-    if model.model_type == "minicpm3":
-        # minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim, num_kv_heads=
-        # num_local_heads): per-head K and V of qk_nope_head_dim + qk_rope_head_dim each, not the latent
-        # (minicpm3 is not in model_arch_config_convertor.py is_deepseek_mla)
-        qk = model.facts.qk_nope_head_dim
-        if not qk:
-            raise ValueError("vLLM 0.33.0's minicpm3 attention reads qk_nope_head_dim, which this config lacks")
-        return tuple(Layer(FULL, kv_heads=model.num_attention_heads, head_dim_k=qk + layer.qk_rope_head_dim,
-                           head_dim_v=qk + layer.qk_rope_head_dim) if layer.kind == MLA else layer
-                     for layer in model.layers)
-    if model.model_type == "ernie4_5_vl_moe_text" and any(layer.kind in (SLIDING, CHUNKED) for layer in model.layers):
-        # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: no per-layer window, every layer full attention
-        raise ValueError("vLLM 0.33.0's ernie45_vl_moe.py gives every layer full attention, but this config sets a "
-                         "sliding window or chunk (kvmem's reading follows transformers' generic rule): refused")
-    if model.model_type == "nemotron-nas":
-        # nemotron_nas.py DeciLMDecoderLayer: attention (num_attention_heads // n_heads_in_group KV heads)
-        # unless block_configs[i].attention.no_op; it does not read replace_with_linear
-        blocks = model.config.get("block_configs") or []
-        linear = [i for i, block in enumerate(blocks) if isinstance(block, dict)
-                  and (block.get("attention") or {}).get("replace_with_linear")
-                  and not (block.get("attention") or {}).get("no_op")]
-        if linear:
-            raise ValueError(f"block_configs[{linear[0]}].attention.replace_with_linear: vLLM 0.33.0's nemotron_nas.py "
-                             "does not read it and builds an attention layer there (needing n_heads_in_group); "
-                             "kvmem does not size that")
-        return model.layers
-    if model.model_type == "laguna":
-        return _laguna_layers(model, tp)
-    if model.model_type in WINDOW_PLUS_ONE and release is not None and release >= WINDOW_PLUS_ONE_FROM:
-        return tuple(replace(layer, window=layer.window + 1) if layer.kind == SLIDING else layer
-                     for layer in model.layers)
-    return model.layers
-
-
-def _check_heads(model: Model, tp: int) -> None:
-    heads = model.num_attention_heads
-    if not divides(tp, heads):
-        raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor "
-                         f"parallel size ({tp}).")
-    if model.model_type in HIDDEN_HEAD_DIM_TYPES:
-        dim = model.hidden_size // heads
-        if any(layer.caches_tokens and (layer.head_dim_k, layer.head_dim_v) != (dim, dim) for layer in model.layers):
-            raise ValueError(f"vLLM 0.33.0's {model.model_type} attention takes head_dim = hidden_size // "
-                             f"num_attention_heads = {dim}, which this config's head_dim contradicts")
-
-
-# Model files whose attention takes head_dim = hidden_size // num_attention_heads whatever the config
-# says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py,
-# dbrx.py DbrxAttention: d_model // n_heads, olmo_hybrid.py OlmoHybridAttention)
-HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx", "olmo_hybrid")
-
-
-def _state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int, int]:
-    """(conv state bytes, ssm state bytes) per element, with vLLM's per-model hooks."""
-    model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
-    conv = model_bytes if opts.mamba_cache_dtype == "auto" else STATE_DTYPES[opts.mamba_cache_dtype]
-    ssm_option = opts.mamba_ssm_cache_dtype
-    if model.model_type == "kimi_linear" and ssm_option not in ("auto", "float32", "fp32"):
-        # kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention.get_state_dtype passes no
-        # mamba_ssm_cache_dtype (its layers keep float32) while the block alignment reads it
-        raise ValueError(f"mamba_ssm_cache_dtype {ssm_option!r} for kimi_linear: vLLM 0.33.0's KDA layers keep "
-                         "their recurrent state in float32 whatever it says, while its block alignment "
-                         "(get_mamba_state_dtype_from_config) takes it; kvmem sizes only 'auto' or 'float32'")
-    if ssm_option != "auto":
-        return conv, STATE_DTYPES[ssm_option]
-    ssm_dtype = model.facts.ssm.ssm_dtype if model.facts.ssm else None
-    if model.model_type in QWEN35_TYPES:
-        # Qwen3_5ForConditionalGenerationConfig: "auto" takes the config's mamba_ssm_dtype.
-        name = ssm_dtype
-        if name is None:
-            notes.append("ssm state in float32: the published Qwen3.5 configs set mamba_ssm_dtype "
-                         "float32 and this config does not say")
-            name = "float32"
-        return conv, _state_bytes_named("mamba_ssm_dtype", name)
-    if model.model_type == "nemotron_h":
-        # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32".
-        return conv, _state_bytes_named("mamba_ssm_cache_dtype", ssm_dtype or "float32")
-    if model.model_type == "kimi_linear":
-        # vllm@v0.33.0 mamba_utils.py MambaStateDtypeCalculator.kda_state_dtype: "auto" = float32
-        return conv, STATE_DTYPES["float32"]
-    return conv, conv
-
-
-def _state_bytes_named(field: str, name) -> int:
-    key = str(name).lower().removeprefix("torch.")
-    if key not in STATE_DTYPES:
-        raise ValueError(f"config {field} {name!r} is not float32, float16 or bfloat16")
-    return STATE_DTYPES[key]
-
-
-# vllm@v0.33.0 mamba_utils.py MambaStateShapeCalculator: which shape rule each family's model file calls
-MAMBA1_TYPES = ("jamba", "mamba", "falcon_mamba")          # mamba1_state_shape (jamba.py, mamba.py)
-# mamba2_state_shape (nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py): the config fields
-# holding (n_groups, d_state) as each model file reads them
-MAMBA2_TYPES = {"nemotron_h": ("n_groups", "ssm_state_size"), "granitemoehybrid": ("mamba_n_groups", "mamba_d_state"),
-                "falcon_h1": ("mamba_n_groups", "mamba_d_state"), "mamba2": ("n_groups", "state_size")}
-SHORT_CONV_TYPES = ("lfm2", "lfm2_moe")                     # short_conv_state_shape (lfm2.py, lfm2_moe.py)
-
-
-def _config_int(model: Model, name: str) -> int:
-    """A config field as vLLM's model file reads it from the transformers config object: the file's
-    value, else the config class's default (kvmem.configs.fields)."""
-    try:
-        return Fields(model.config, model.model_type).int(name)
-    except ConfigError as error:
-        raise ValueError(f"vLLM 0.33.0's {model.model_type} model reads config field {name!r}: {error}") from None
-
-
-def _mamba2_groups(model: Model) -> tuple[int, int]:
-    """(n_groups, d_state) of a Mamba2 mixer, from the config fields its vLLM model file reads."""
-    if model.model_type == "nemotron_h":   # read as before: the facts kvmem.configs gathered
-        ssm = model.facts.ssm
-        return (ssm.n_groups, ssm.state_size) if ssm and ssm.n_groups and ssm.state_size else (0, 0)
-    groups, d_state = MAMBA2_TYPES[model.model_type]
-    return _config_int(model, groups), _config_int(model, d_state)
-
-
-def _short_conv_dim(model: Model) -> int:
-    """The short convolution's channels: lfm2.py Lfm2ForCausalLM.get_mamba_state_shape_from_config
-    reads config.conv_dim (the published LFM2 files set it to hidden_size; transformers' Lfm2Config
-    has no default for it), lfm2_moe.py reads hidden_size."""
-    if model.model_type == "lfm2":
-        return _config_int(model, "conv_dim")
-    return model.hidden_size
-
-
-def _divide(what: str, value: int, tp: int) -> int:
-    require_divides(tp, value, what)
-    return value // tp
-
-
-def state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple[int, int]:
-    """(conv elements, ssm elements) of one sequence's state on one tensor-parallel rank."""
-    state = layer.state
-    kind = model.model_type
-    if kind in MAMBA1_TYPES:   # mamba1_state_shape: no speculative conv columns
-        inner = _divide("mamba inner channels", state.conv_channels, tp)
-        return inner * (state.conv_kernel - 1), _divide("mamba ssm elements", state.ssm_elements, tp)
-    channels = state.conv_channels
-    if kind in MAMBA2_TYPES:
-        groups, d_state = _mamba2_groups(model)
-        if not divides(tp, groups):
-            channels += 2 * (tp - groups) * d_state   # extra_groups_for_head_shards
-    if kind in SHORT_CONV_TYPES:   # short_conv_state_shape: one conv tensor, no recurrent state
-        if num_spec:
-            raise ValueError(f"num_speculative_tokens with {kind}: vLLM 0.33.0's short-conv layers keep "
-                             "kernel - 1 + num_spec conv columns (short_conv.py get_state_shape) but its block "
-                             "alignment sizes the state without them (get_mamba_state_shape_from_config); "
-                             "kvmem does not size that mismatch")
-        return _divide("conv channels", _short_conv_dim(model), tp) * (state.conv_kernel - 1), 0
-    conv = _divide("conv channels", channels, tp) * (state.conv_kernel - 1 + num_spec)
-    _divide("recurrent-state heads", state.ssm_heads, tp)
-    return conv, state.ssm_elements // tp
+from .states import state_dtype_bytes, state_elements
 
 
 def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[PageSpec]:
@@ -313,15 +53,15 @@ class Plan:
 
 def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Plan:
     release = opts.release
-    _check_heads(model, tp)
+    check_heads(model, tp)
     fmt = kv_format(model, kv_dtype)
     draft = draft_layers(model, opts.draft)
     if draft and isinstance(opts.draft, Model):
-        _check_heads(opts.draft, tp)
+        check_heads(opts.draft, tp)
     if draft and pp > 1:
         raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
                          "places the draft layers")
-    layers = _vllm_layers(model, tp, release) + draft
+    layers = vllm_layers(model, tp, release) + draft
     if model.model_type == "longcat_flash" and pp > 1:
         # longcat_flash.py: two MLA attentions per decoder layer; vLLM splits the decoder layers across
         # stages (get_pp_indices over num_layers), kvmem's pp_stages the attentions
@@ -329,7 +69,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
                          "which kvmem does not model")
     pp_stages(len(model.layers), pp)
     notes: list[str] = []
-    _check_indexers(model, notes)
+    check_indexers(model, notes)
     mla = any(layer.kind == MLA for layer in layers)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in layers)
 
@@ -363,7 +103,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
     mamba_page = 0
     spec_tokens = opts.num_speculative_tokens
     if stateful:
-        conv_bytes, ssm_bytes = _state_dtype_bytes(model, opts, notes)
+        conv_bytes, ssm_bytes = state_dtype_bytes(model, opts, notes)
         sizes = set()
         for layer in stateful:
             conv, ssm = state_elements(model, layer, tp, spec_tokens)

@@ -1,0 +1,171 @@
+"""The layers vLLM builds for a model: its model files' own shapes where they differ from kvmem's
+reading of the config (which follows transformers), the draft's layers, and the checks those files
+make (heads divisible by tp, head_dim, sparse-attention indexers)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...configs.fields import Fields
+from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
+from ...parallel import divides
+from .states import config_int
+
+__all__ = ["draft_layers", "check_indexers", "vllm_layers", "check_heads", "HIDDEN_HEAD_DIM_TYPES"]
+
+
+def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
+    """The draft's cache-holding layers: a Model's layers, or the model's MTP layers."""
+    if draft is None:
+        return ()
+    if isinstance(draft, Model):
+        return draft.layers
+    if not model.mtp_layers:
+        raise ValueError(f"draft='mtp' needs MTP layers, but {model.name} has none "
+                         "(config num_nextn_predict_layers / mtp_num_hidden_layers)")
+    # An MTP block is one decoder layer of the target's own attention (DeepSeek MLA, Qwen full).
+    attention = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
+    if not attention:
+        raise ValueError(f"draft='mtp': {model.name} has no full-attention or MLA layer to copy")
+    layer = replace(attention[-1], state=None)
+    indexed = [other.index_head_dim for other in attention if other.kind == MLA and other.index_head_dim]
+    if layer.kind == MLA and indexed and not layer.index_head_dim:
+        # deepseek_v2.py DeepseekV2MLAAttention: an MTP layer always keeps its indexer (is_mtp_layer)
+        layer = replace(layer, index_head_dim=indexed[0])
+    return (layer,) * model.mtp_layers
+
+
+def check_indexers(model: Model, notes: list) -> None:
+    """GLM-5: the layers that keep an indexer key as vLLM decides them.
+
+    vllm@v0.33.0 vllm/models/deepseek_v32/attention.py (and deepseek_v2.py): a layer skips its
+    indexer where index_topk_pattern[i] == "S", else (no pattern) where max(i - offset + 1, 0) %
+    index_topk_freq != 0 (offset index_skip_topk_offset, default 2; freq default 1); it does not read
+    transformers' indexer_types, so a config whose indexer_types disagrees is refused.
+    """
+    if model.model_type != "glm_moe_dsa":
+        return
+    cfg = model.config
+    pattern = cfg.get("index_topk_pattern")
+    freq, offset = cfg.get("index_topk_freq", 1), cfg.get("index_skip_topk_offset", 2)
+    ours = [bool(layer.index_head_dim) for layer in model.layers]
+    if pattern is not None:
+        theirs = [i >= len(pattern) or pattern[i] != "S" for i in range(len(ours))]
+    elif isinstance(freq, int) and isinstance(offset, int) and freq > 0:
+        theirs = [max(i - offset + 1, 0) % freq == 0 for i in range(len(ours))]
+    else:
+        raise ValueError(f"index_topk_freq {freq!r} / index_skip_topk_offset {offset!r}: not the integers vLLM "
+                         "0.33.0's DSA attention reads")
+    if ours != theirs:
+        first = next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
+        raise ValueError(f"layer {first}: the config's indexer_types say it {'keeps' if ours[first] else 'skips'} "
+                         "an indexer key, but vLLM 0.33.0 reads index_topk_pattern / index_topk_freq / "
+                         f"index_skip_topk_offset (not indexer_types) and {'keeps' if theirs[first] else 'skips'} it")
+    notes.append("GLM-5 on Blackwell (SM10x): vLLM makes kv_cache_dtype 'auto' fp8_e4m3 "
+                 "(vllm/model_executor/models/config.py GlmMoeDsaForCausalLM); pass kv_dtype='fp8' for that GPU")
+
+
+def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
+    """MiMo-V2-Flash's layers as vLLM builds their attention (vllm@v0.33.0 mimo_v2.py MiMoV2DecoderLayer).
+
+    Sliding layers (hybrid_layer_pattern 1): swa_num_key_value_heads x swa_head_dim K and
+    swa_v_head_dim V (swa_head_dim when absent), a window of sliding_window_size itself (transformers
+    holds sliding_window_size + 1); full layers: num_key_value_heads x head_dim, V v_head_dim. The
+    swa_* fields and sliding_window_size are read from the file (no config-class default: vLLM fails
+    without them, kvmem refuses).
+    """
+    swa_heads = config_int(model, "swa_num_attention_heads")
+    if not divides(tp, swa_heads):
+        raise ValueError(f"Total number of attention heads ({swa_heads}, the sliding layers' "
+                         f"swa_num_attention_heads) must be divisible by tensor parallel size ({tp}).")
+    k_dim = config_int(model, "swa_head_dim")
+    sliding = dict(kv_heads=config_int(model, "swa_num_key_value_heads"), head_dim_k=k_dim,
+                   head_dim_v=config_int(model, "swa_v_head_dim") if model.config.get("swa_v_head_dim") else k_dim,
+                   window=config_int(model, "sliding_window_size"))
+    return tuple(replace(layer, **sliding) if layer.kind == SLIDING else layer for layer in model.layers)
+
+
+# Model files that pass sliding_window + 1 as the layer's window ("cohere swa layer sees [pos -
+# sliding_window, pos]"; vllm@v0.33.0 commandr.py CohereAttention, cohere2_moe.py); the release it
+# landed in is not pinned here, so earlier releases keep the config's window
+WINDOW_PLUS_ONE = ("cohere2", "cohere2_moe")
+WINDOW_PLUS_ONE_FROM = (0, 33)
+
+
+def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
+    """Laguna: each layer's query heads from num_attention_heads_per_layer; its head_dim is the config's
+    head_dim, else hidden_size // that layer's query heads (vllm@v0.33.0 laguna.py LagunaAttention)."""
+    per_layer = model.config.get("num_attention_heads_per_layer")
+    if per_layer is None:
+        return model.layers
+    if not isinstance(per_layer, list) or len(per_layer) != len(model.layers) or any(
+            isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in per_layer):
+        raise ValueError(f"config field 'num_attention_heads_per_layer' must list one head count per layer "
+                         f"({len(model.layers)}) as vLLM 0.33.0's laguna.py reads it")
+    head_dim = Fields(model.config, model.model_type).get("head_dim", default=None)   # the config class's default
+    out = []
+    for layer, heads in zip(model.layers, per_layer, strict=True):
+        if not divides(tp, heads):
+            raise ValueError(f"Total number of attention heads ({heads}, a layer's num_attention_heads_per_layer) "
+                             f"must be divisible by tensor parallel size ({tp}).")
+        if layer.caches_tokens and not head_dim:
+            layer = replace(layer, head_dim_k=model.hidden_size // heads, head_dim_v=model.hidden_size // heads)
+        out.append(layer)
+    return tuple(out)
+
+
+def vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
+    """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
+    reading of the config (which follows transformers)."""
+    if model.model_type == "mimo_v2_flash":
+        return _mimo_layers(model, tp)
+    if model.model_type == "minicpm3":
+        # minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim, num_kv_heads=
+        # num_local_heads): per-head K and V of qk_nope_head_dim + qk_rope_head_dim each, not the latent
+        # (minicpm3 is not in model_arch_config_convertor.py is_deepseek_mla)
+        qk = model.facts.qk_nope_head_dim
+        if not qk:
+            raise ValueError("vLLM 0.33.0's minicpm3 attention reads qk_nope_head_dim, which this config lacks")
+        return tuple(Layer(FULL, kv_heads=model.num_attention_heads, head_dim_k=qk + layer.qk_rope_head_dim,
+                           head_dim_v=qk + layer.qk_rope_head_dim) if layer.kind == MLA else layer
+                     for layer in model.layers)
+    if model.model_type == "ernie4_5_vl_moe_text" and any(layer.kind in (SLIDING, CHUNKED) for layer in model.layers):
+        # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: no per-layer window, every layer full attention
+        raise ValueError("vLLM 0.33.0's ernie45_vl_moe.py gives every layer full attention, but this config sets a "
+                         "sliding window or chunk (kvmem's reading follows transformers' generic rule): refused")
+    if model.model_type == "nemotron-nas":
+        # nemotron_nas.py DeciLMDecoderLayer: attention (num_attention_heads // n_heads_in_group KV heads)
+        # unless block_configs[i].attention.no_op; it does not read replace_with_linear
+        blocks = model.config.get("block_configs") or []
+        linear = [i for i, block in enumerate(blocks) if isinstance(block, dict)
+                  and (block.get("attention") or {}).get("replace_with_linear")
+                  and not (block.get("attention") or {}).get("no_op")]
+        if linear:
+            raise ValueError(f"block_configs[{linear[0]}].attention.replace_with_linear: vLLM 0.33.0's nemotron_nas.py "
+                             "does not read it and builds an attention layer there (needing n_heads_in_group); "
+                             "kvmem does not size that")
+        return model.layers
+    if model.model_type == "laguna":
+        return _laguna_layers(model, tp)
+    if model.model_type in WINDOW_PLUS_ONE and release is not None and release >= WINDOW_PLUS_ONE_FROM:
+        return tuple(replace(layer, window=layer.window + 1) if layer.kind == SLIDING else layer
+                     for layer in model.layers)
+    return model.layers
+
+
+def check_heads(model: Model, tp: int) -> None:
+    heads = model.num_attention_heads
+    if not divides(tp, heads):
+        raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor "
+                         f"parallel size ({tp}).")
+    if model.model_type in HIDDEN_HEAD_DIM_TYPES:
+        dim = model.hidden_size // heads
+        if any(layer.caches_tokens and (layer.head_dim_k, layer.head_dim_v) != (dim, dim) for layer in model.layers):
+            raise ValueError(f"vLLM 0.33.0's {model.model_type} attention takes head_dim = hidden_size // "
+                             f"num_attention_heads = {dim}, which this config's head_dim contradicts")
+
+
+# Model files whose attention takes head_dim = hidden_size // num_attention_heads whatever the config
+# says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py,
+# dbrx.py DbrxAttention: d_model // n_heads, olmo_hybrid.py OlmoHybridAttention)
+HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx", "olmo_hybrid")

@@ -1,0 +1,117 @@
+"""One sequence's recurrent state as vLLM sizes it: the element counts of its conv and SSM tensors
+per tensor-parallel rank (mamba_utils.py MambaStateShapeCalculator, by family) and their dtypes
+(mamba_cache_dtype, mamba_ssm_cache_dtype and each model's own hooks)."""
+
+from __future__ import annotations
+
+from ...configs.fields import Fields
+from ...errors import ConfigError
+from ...model import Layer, Model
+from ...parallel import divides, require_divides
+from .options import (MODEL_DTYPE_BYTES,
+                      QWEN35_TYPES, STATE_DTYPES, VllmOptions)
+
+__all__ = ["state_dtype_bytes", "state_elements", "config_int"]
+
+
+def state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int, int]:
+    """(conv state bytes, ssm state bytes) per element, with vLLM's per-model hooks."""
+    model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
+    conv = model_bytes if opts.mamba_cache_dtype == "auto" else STATE_DTYPES[opts.mamba_cache_dtype]
+    ssm_option = opts.mamba_ssm_cache_dtype
+    if model.model_type == "kimi_linear" and ssm_option not in ("auto", "float32", "fp32"):
+        # kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention.get_state_dtype passes no
+        # mamba_ssm_cache_dtype (its layers keep float32) while the block alignment reads it
+        raise ValueError(f"mamba_ssm_cache_dtype {ssm_option!r} for kimi_linear: vLLM 0.33.0's KDA layers keep "
+                         "their recurrent state in float32 whatever it says, while its block alignment "
+                         "(get_mamba_state_dtype_from_config) takes it; kvmem sizes only 'auto' or 'float32'")
+    if ssm_option != "auto":
+        return conv, STATE_DTYPES[ssm_option]
+    ssm_dtype = model.facts.ssm.ssm_dtype if model.facts.ssm else None
+    if model.model_type in QWEN35_TYPES:
+        # Qwen3_5ForConditionalGenerationConfig: "auto" takes the config's mamba_ssm_dtype.
+        name = ssm_dtype
+        if name is None:
+            notes.append("ssm state in float32: the published Qwen3.5 configs set mamba_ssm_dtype "
+                         "float32 and this config does not say")
+            name = "float32"
+        return conv, _state_bytes_named("mamba_ssm_dtype", name)
+    if model.model_type == "nemotron_h":
+        # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32".
+        return conv, _state_bytes_named("mamba_ssm_cache_dtype", ssm_dtype or "float32")
+    if model.model_type == "kimi_linear":
+        # vllm@v0.33.0 mamba_utils.py MambaStateDtypeCalculator.kda_state_dtype: "auto" = float32
+        return conv, STATE_DTYPES["float32"]
+    return conv, conv
+
+
+def _state_bytes_named(field: str, name) -> int:
+    key = str(name).lower().removeprefix("torch.")
+    if key not in STATE_DTYPES:
+        raise ValueError(f"config {field} {name!r} is not float32, float16 or bfloat16")
+    return STATE_DTYPES[key]
+
+
+# vllm@v0.33.0 mamba_utils.py MambaStateShapeCalculator: which shape rule each family's model file calls
+MAMBA1_TYPES = ("jamba", "mamba", "falcon_mamba")          # mamba1_state_shape (jamba.py, mamba.py)
+# mamba2_state_shape (nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py): the config fields
+# holding (n_groups, d_state) as each model file reads them
+MAMBA2_TYPES = {"nemotron_h": ("n_groups", "ssm_state_size"), "granitemoehybrid": ("mamba_n_groups", "mamba_d_state"),
+                "falcon_h1": ("mamba_n_groups", "mamba_d_state"), "mamba2": ("n_groups", "state_size")}
+SHORT_CONV_TYPES = ("lfm2", "lfm2_moe")                     # short_conv_state_shape (lfm2.py, lfm2_moe.py)
+
+
+def config_int(model: Model, name: str) -> int:
+    """A config field as vLLM's model file reads it from the transformers config object: the file's
+    value, else the config class's default (kvmem.configs.fields)."""
+    try:
+        return Fields(model.config, model.model_type).int(name)
+    except ConfigError as error:
+        raise ValueError(f"vLLM 0.33.0's {model.model_type} model reads config field {name!r}: {error}") from None
+
+
+def _mamba2_groups(model: Model) -> tuple[int, int]:
+    """(n_groups, d_state) of a Mamba2 mixer, from the config fields its vLLM model file reads."""
+    if model.model_type == "nemotron_h":   # read as before: the facts kvmem.configs gathered
+        ssm = model.facts.ssm
+        return (ssm.n_groups, ssm.state_size) if ssm and ssm.n_groups and ssm.state_size else (0, 0)
+    groups, d_state = MAMBA2_TYPES[model.model_type]
+    return config_int(model, groups), config_int(model, d_state)
+
+
+def _short_conv_dim(model: Model) -> int:
+    """The short convolution's channels: lfm2.py Lfm2ForCausalLM.get_mamba_state_shape_from_config
+    reads config.conv_dim (the published LFM2 files set it to hidden_size; transformers' Lfm2Config
+    has no default for it), lfm2_moe.py reads hidden_size."""
+    if model.model_type == "lfm2":
+        return config_int(model, "conv_dim")
+    return model.hidden_size
+
+
+def _divide(what: str, value: int, tp: int) -> int:
+    require_divides(tp, value, what)
+    return value // tp
+
+
+def state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple[int, int]:
+    """(conv elements, ssm elements) of one sequence's state on one tensor-parallel rank."""
+    state = layer.state
+    kind = model.model_type
+    if kind in MAMBA1_TYPES:   # mamba1_state_shape: no speculative conv columns
+        inner = _divide("mamba inner channels", state.conv_channels, tp)
+        return inner * (state.conv_kernel - 1), _divide("mamba ssm elements", state.ssm_elements, tp)
+    channels = state.conv_channels
+    if kind in MAMBA2_TYPES:
+        groups, d_state = _mamba2_groups(model)
+        if not divides(tp, groups):
+            channels += 2 * (tp - groups) * d_state   # extra_groups_for_head_shards
+    if kind in SHORT_CONV_TYPES:   # short_conv_state_shape: one conv tensor, no recurrent state
+        if num_spec:
+            raise ValueError(f"num_speculative_tokens with {kind}: vLLM 0.33.0's short-conv layers keep "
+                             "kernel - 1 + num_spec conv columns (short_conv.py get_state_shape) but its block "
+                             "alignment sizes the state without them (get_mamba_state_shape_from_config); "
+                             "kvmem does not size that mismatch")
+        return _divide("conv channels", _short_conv_dim(model), tp) * (state.conv_kernel - 1), 0
+    conv = _divide("conv channels", channels, tp) * (state.conv_kernel - 1 + num_spec)
+    _divide("recurrent-state heads", state.ssm_heads, tp)
+    return conv, state.ssm_elements // tp
