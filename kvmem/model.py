@@ -16,6 +16,9 @@ Each layer has one attention kind:
 
 A layer of any kind may also carry a recurrent ``state`` (a parallel hybrid such as
 Falcon-H1 has attention and an SSM in the same layer).
+
+Over 300 lines by design: the cache's vocabulary (Kind, Layer, its states) and the Model made of
+it, one home for both, as every other module reads them together.
 """
 
 from __future__ import annotations

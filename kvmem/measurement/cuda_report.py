@@ -19,6 +19,9 @@ own time limit, so that a phase that hangs costs only itself), and assembles
 ``--dry`` runs the same phases on the CPU at reduced sizes (tiny seed shapes, 2k context), with
 the same report format: tests/test_cuda_report.py runs it. torch is imported inside the
 functions only.
+
+Over 300 lines by design: the phases of one GPU run and the report they fill, in the one file the
+script runs phase by phase.
 """
 
 from __future__ import annotations

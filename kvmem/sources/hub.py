@@ -17,6 +17,9 @@ Every request goes through kvmem/sources/http.py (timeouts, a deadline, byte bud
 ranges); every file name from a repository resolves inside its snapshot (bounded.confined); a
 failure to reach the Hub is remembered for the process, so the same id fails at once the next
 time. huggingface_hub is used only to read its cache.
+
+Over 300 lines by design: the cache and the Hub are one resolution order (config, index, headers,
+GGUF), each step's fallback beside it.
 """
 
 from __future__ import annotations
