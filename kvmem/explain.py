@@ -3,7 +3,7 @@ and the Estimate (no new arithmetic: every number here comes from estimate() or 
 
 from __future__ import annotations
 
-from .engines import estimate as _estimate
+from .engines import engine_estimate
 from .textbook import seed_terms
 from .model import CHUNKED, COMPRESSED, LINEAR, MLA, NONE, SHARED, SLIDING
 from .units import format_bytes
@@ -22,7 +22,7 @@ def reasons(model, result) -> list[str]:
         naive = f"The seed formula with these numbers gives {format_bytes(seed['bytes'])}"
     except ValueError as exc:  # an MLA model whose config lacks the per-head widths
         naive = f"The seed formula has no naive reading here ({exc})"
-    ideal = _estimate(model, engine="ideal", tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype,
+    ideal = engine_estimate(model, engine="ideal", tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype,
                       tp=result.tp, pp=result.pp)
     out = [f"{naive}; every cached element counted once (ideal) is {format_bytes(ideal.total_bytes)}; "
            f"{result.engine} holds {format_bytes(result.total_bytes)} on one device."]

@@ -4,6 +4,8 @@ import inspect
 import pathlib
 import re
 
+import pytest
+
 import kvmem
 
 API = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
@@ -39,8 +41,10 @@ def test_result_attributes_of_the_contract_exist():
                  "peak_bytes", "to_dict"):
         assert hasattr(estimate, attr), attr
     cap = kvmem.capacity("llama-3.1-8b", engine="vllm", kv_memory="1GiB", max_model_len=4096)
-    for attr in ("blocks", "tokens", "max_concurrency", "max_model_len"):
+    for attr in ("blocks", "tokens", "max_concurrency", "longest_request_tokens", "refusal", "k_dtype", "v_dtype"):
         assert hasattr(cap, attr), attr
+    with pytest.deprecated_call():                   # the name it had: kept, deprecated
+        assert cap.max_model_len == cap.longest_request_tokens
     fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=4096)
     for attr in ("fits", "max_batch", "max_context", "min_gpus", "breakdown", "decode_tokens_per_s", "to_dict"):
         assert hasattr(fit, attr), attr

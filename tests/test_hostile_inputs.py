@@ -59,6 +59,6 @@ def test_sglang_gemma_3n_offload_leaves_no_negative_layer(fraction):
     moved = kvmem.estimate("gemma-3n-e4b", engine="sglang", tokens=1000, offload=fraction)
     assert base.per_layer == (2_050_048,) * 35
     assert min(moved.per_layer) >= 0 and sum(moved.per_layer) == moved.kv_bytes
-    host = moved.details["host_kv_bytes"]
+    host = moved.offload.host_kv_bytes
     assert moved.kv_bytes == base.kv_bytes - host
     assert host == {0.6: 43_051_008, 0.7: 50_226_176, 1: 71_751_680}[fraction]   # of K and V, 35,875,840 B each

@@ -524,13 +524,13 @@ def test_a_fit_asks_the_engine_once_per_workload(monkeypatch):
     import kvmem.sizing.setup as setup
 
     asked = collections.Counter()
-    real = setup._estimate
+    real = setup.engine_estimate
 
     def counted(model, **kw):
         asked[(kw["tokens"], kw["batch"], kw["tp"], kw["pp"])] += 1
         return real(model, **kw)
 
-    monkeypatch.setattr(setup, "_estimate", counted)
+    monkeypatch.setattr(setup, "engine_estimate", counted)
     fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=4, context="32k", batch=16, kv_dtype="fp8", weight_dtype="fp8")
     # once per set-up: only "min GPUs", trying the same tp in a set-up of its own, asks one workload again
     assert asked and sum(asked.values()) <= len(asked) + 1

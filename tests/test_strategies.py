@@ -69,7 +69,7 @@ def test_snapkv_new_tokens_cannot_exceed_tokens():
 def test_streaming_caps_every_layer():
     result = estimate(LLAMA, tokens=8192, batch=2, eviction=Eviction("streaming", sink=4, window=1020))
     assert result.kv_bytes == 2 * 1024 * PER_TOKEN == 268_435_456
-    assert result.tokens == 8192 and result.details["eviction"]["held_tokens"] == 1024
+    assert result.tokens == 8192 and result.eviction.held_tokens == 1024
     assert estimate(LLAMA, tokens=8192, batch=2).kv_bytes == 8 * result.kv_bytes
 
 
@@ -118,7 +118,7 @@ def test_shared_prefix_stored_once():
     # 8 sequences of 1000 tokens sharing 600: 600 once + 8 x 400 private = 3,800 token-rows
     result = estimate(LLAMA, tokens=1000, batch=8, shared_prefix=600)
     assert result.kv_bytes == (600 + 8 * 400) * PER_TOKEN == 498_073_600
-    assert result.details["shared_prefix"]["saved_bytes"] == 7 * 600 * PER_TOKEN
+    assert result.shared_prefix.saved_bytes == 7 * 600 * PER_TOKEN
     assert sum(result.per_layer) == result.total_bytes
     assert estimate(LLAMA, tokens=1000, batch=8, shared_prefix="0.5k").kv_bytes == (512 + 8 * 488) * PER_TOKEN
 
@@ -147,7 +147,7 @@ def test_paged_engines_share_whole_blocks_only():
     shared = apply_strategies(base, model=LLAMA, rerun=run, engine="vllm", options={"block_size": 16},
                               shared_prefix=600)
     # 1000 tokens = 63 blocks; 600 tokens hold 37 whole blocks (592 tokens), the 38th is private
-    assert shared.details["shared_prefix"]["shared_tokens"] == 592
+    assert shared.shared_prefix.shared_tokens == 592
     assert shared.kv_bytes == (37 + 8 * (63 - 37)) * 16 * PER_TOKEN
     tiny = apply_strategies(base, model=LLAMA, rerun=run, engine="sglang", options={"page_size": 64},
                             shared_prefix=50)
@@ -168,7 +168,7 @@ def test_shared_prefix_with_the_paged_engines(engine, options, shared_tokens):
     base = estimate(LLAMA, engine=engine, tokens=1000, batch=8, **options)
     shared = estimate(LLAMA, engine=engine, tokens=1000, batch=8, shared_prefix=600, **options)
     # 7 of the 8 sequences stop holding their own copy of the shared whole blocks
-    assert shared.details["shared_prefix"]["shared_tokens"] == shared_tokens
+    assert shared.shared_prefix.shared_tokens == shared_tokens
     assert base.kv_bytes - shared.kv_bytes == 7 * shared_tokens * PER_TOKEN
     evicted = estimate(LLAMA, engine=engine, tokens=8192, batch=2, eviction=Eviction("h2o", budget=1024), **options)
     assert evicted.kv_bytes == estimate(LLAMA, engine=engine, tokens=1024, batch=2, **options).kv_bytes
@@ -214,11 +214,11 @@ def test_batch_of_one_shares_nothing():
 def test_offload_moves_a_fraction_to_host():
     result = estimate(LLAMA, tokens=1000, batch=8, offload=0.25)
     # 8,000 token-rows x 131,072 B = 1,048,576,000 B; a quarter lives in host memory
-    assert result.details["host_kv_bytes"] == 262_144_000
+    assert result.offload.host_kv_bytes == 262_144_000
     assert result.kv_bytes == 786_432_000 and sum(result.per_layer) == result.total_bytes
     assert estimate(LLAMA, tokens=1000, offload=1.0).kv_bytes == 0
     third = estimate(LLAMA, tokens=999, offload=0.3)
-    assert third.details["host_kv_bytes"] == 2 * (999 * PER_TOKEN // 2 * 3 // 10)  # floor per K and V
+    assert third.offload.host_kv_bytes == 2 * (999 * PER_TOKEN // 2 * 3 // 10)  # floor per K and V
 
 
 def test_offload_keeps_recurrent_state_on_device():

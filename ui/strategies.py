@@ -97,7 +97,7 @@ with sharing:
         inputs.not_used("num_gpus", "weight_dtype", why="KV only", where="tab")
         shared = common.guard(kvmem.estimate, model, shared_prefix=prefix, offload=offload, **run)
         base = common.guard(kvmem.estimate, model, **run)
-        host = shared.details.get("host_kv_bytes", 0)
+        host = shared.offload.host_kv_bytes if shared.offload else 0
         st.markdown(f"Without prefix sharing or offloading, {base.engine} holds **{kvmem.format_bytes(base.kv_bytes)}** "
                     f"of KV for {work.tokens:,} tokens × {work.batch} on one device.")
         m1, m2, m3 = st.columns(3)

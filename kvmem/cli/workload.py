@@ -9,9 +9,9 @@ from .common import MODEL_HELP, emit, engine_log, engine_options, engine_refusal
 
 def cmd_estimate(args) -> int:
     model = read_model(args.model, args.revision)
-    result = engines.estimate(model, engine=args.engine, tokens=args.tokens,
-                              batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
-                              **engine_options(args.option))
+    result = engines.engine_estimate(model, engine=args.engine, tokens=args.tokens,
+                                     batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp,
+                                     **engine_options(args.option))
     lines = [f"{result.model} · {result.engine} · {result.tokens:,} tokens × batch {result.batch} · "
              f"KV {result.kv_dtype} · tp {result.tp} pp {result.pp}",
              f"KV cache per device: {result.kv_bytes:,} B = {format_bytes(result.kv_bytes)} "
@@ -39,8 +39,8 @@ def cmd_capacity(args) -> int:
              f"tokens: {result.tokens:,}"]
     if result.max_concurrency is not None:
         lines.append(f"maximum concurrency: {result.max_concurrency:.2f}x")
-    if result.max_model_len is not None:
-        lines.append(f"longest single request: {result.max_model_len:,} tokens")
+    if result.longest_request_tokens is not None:
+        lines.append(f"longest single request: {result.longest_request_tokens:,} tokens")
     lines += [f"note: {note}" for note in result.notes]
     lines += engine_log(result)
     emit(result.to_dict(), args.json, lines)

@@ -1,25 +1,27 @@
-"""estimate() and capacity(): one entry point, dispatched to each engine's own rules.
+"""engine_estimate() and capacity(): one entry point, dispatched to each engine's own rules.
 
 Each engine mode lives in its own module with its rules and their sources in its
 docstring. This module finds those modules (their SPECS), checks the common inputs and the
 options each mode takes. Eviction, a shared prefix and offload are what-ifs above the engines:
-kvmem.estimate (kvmem.strategies) applies them to this module's count.
+kvmem.estimate (kvmem.strategies) applies them to this module's count. ``estimate``, the name
+engine_estimate had, is kept as a deprecated alias.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from collections.abc import MutableMapping
 
 from ..catalog import as_model
 from ..configs.families import FAMILIES
 from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int, show_value
-from .base import Capacity, EngineSpec, Estimate, check_query_heads, past_positions, with_note
+from .base import Capacity, EngineSpec, Estimate, Refusal, check_query_heads, past_positions, with_note
 from ..parallel import check_parallel
 
-__all__ = ["estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family", "Estimate",
-           "Capacity", "ENGINES"]
+__all__ = ["engine_estimate", "estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family",
+           "Estimate", "Capacity", "ENGINES"]
 
 # Engine modules register themselves: every module in this package with a SPECS tuple. These
 # are listed here, in this order, with the module each lives in, so that a command imports only
@@ -161,8 +163,8 @@ def with_defaults(spec: EngineSpec, options: dict) -> dict:
     return {**spec.options, **options}
 
 
-def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1,
-             pp: int = 1, **options) -> Estimate:
+def engine_estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1,
+                    pp: int = 1, **options) -> Estimate:
     """Cache bytes for ``batch`` sequences of ``tokens`` tokens under ``engine``'s rules.
 
     The engine's count alone: kvmem.estimate (kvmem.strategies) applies eviction, a shared
@@ -179,6 +181,13 @@ def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="
     check_query_heads(spec, model, tp)  # after the engine's own KV-head check, which names its rule
     past = past_positions(model, spec, tokens)
     return with_note(result, *past) if past else result
+
+
+def estimate(model, **kwargs) -> Estimate:
+    """Deprecated: engine_estimate (kvmem.estimate is the one with eviction, prefix and offload)."""
+    warnings.warn("kvmem.engines.estimate is deprecated: kvmem.engines.engine_estimate is the engine's count, "
+                  "kvmem.estimate the same with the strategies", DeprecationWarning, stacklevel=2)
+    return engine_estimate(model, **kwargs)
 
 
 def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,
@@ -198,10 +207,11 @@ def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int
     check_query_heads(spec, model, tp)
     past = past_positions(model, spec, max_model_len) if max_model_len else None
     if past:
-        note, details = past
+        note, refusal = past
         setting = (spec.positions.allow_with or "").partition("=")[0] if spec.positions else ""
         own = [n for n in result.notes if setting and setting in n]
         if own:                          # the engine's own refusal already says it: that note is the one
-            note, details = own[0], {**details, "engine_refuses": own[0]}
-        result = with_note(result, note, details)
+            note = own[0]
+            refusal = Refusal(own[0], refusal.allow_with if refusal else None)
+        result = with_note(result, note, refusal)
     return result

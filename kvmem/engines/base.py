@@ -18,10 +18,11 @@ from ..model import Model
 from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, require_divides, state_share
 from ..units import parse_bytes
 from .declared import Option
-from .results import Capacity, Estimate, assemble, with_note
+from .results import Capacity, Estimate, IdealDetails, Refusal, assemble, with_note
 
-__all__ = ["Estimate", "Capacity", "EngineSpec", "SizingRules", "Budget", "BudgetRequest", "EngineDefaults",
-           "PrefixSharing", "PastPositions", "share_every_token", "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
+__all__ = ["Estimate", "Capacity", "Refusal", "IdealDetails", "EngineSpec", "SizingRules", "Budget", "BudgetRequest",
+           "EngineDefaults", "PrefixSharing", "PastPositions", "share_every_token", "share_whole_blocks",
+           "SERVING_WEIGHT_FORMATS",
            "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
 
@@ -36,11 +37,11 @@ class PastPositions:
     allow_with: str | None = None
 
 
-def past_positions(model: Model, spec: "EngineSpec", tokens: int) -> tuple[str, dict] | None:
-    """(note, details) when ``tokens`` exceed the model's max_position_embeddings, else None.
+def past_positions(model: Model, spec: "EngineSpec", tokens: int) -> tuple[str, Refusal | None] | None:
+    """(note, refusal) when ``tokens`` exceed the model's max_position_embeddings, else None.
 
-    ``details`` carries ``engine_refuses`` (the engine would not start) and
-    ``engine_allows_with`` (the setting that makes it start anyway) where the engine refuses.
+    ``refusal`` (None where the engine runs) holds the note as the reason the engine would not
+    start and the setting that makes it start anyway.
     """
     limit = model.max_position_embeddings
     if not limit or tokens <= limit:
@@ -49,8 +50,7 @@ def past_positions(model: Model, spec: "EngineSpec", tokens: int) -> tuple[str, 
     note = (f"{tokens:,} tokens exceed the model's {limit:,} positions (max_position_embeddings): {rule.what}"
             + (f" unless {rule.allow_with}" if rule.allow_with else "")
             + "; positions past the trained range may lose quality")
-    details = {"engine_refuses": note, "engine_allows_with": rule.allow_with} if rule.allow_with else {}
-    return note, details
+    return note, Refusal(note, rule.allow_with) if rule.allow_with else None
 
 
 def check_query_heads(spec: "EngineSpec", model: Model, tp: int) -> None:

@@ -70,7 +70,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         request = estimate(model, tokens=max_model_len, batch=1, kv_dtype=kv_dtype, tp=tp, pp=pp)
         concurrency = kv_memory / request.total_bytes
     return Capacity(model=model.name, engine="ideal", kv_memory=kv_memory, blocks=tokens, tokens=tokens,
-                    max_concurrency=concurrency, max_model_len=tokens, block_size=1)
+                    max_concurrency=concurrency, longest_request_tokens=tokens, block_size=1,
+                    k_dtype=one_token.k_dtype, v_dtype=one_token.v_dtype)
 
 
 def _budget(req: BudgetRequest) -> Budget:

@@ -267,6 +267,23 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                     notes=notes, details=details, stages=stages, block_size=tokens_per_block)
 
 
+@dataclass(frozen=True)
+class TrtllmCapacityDetails(Record):
+    """Capacity.details: the pools a budget makes, per attention window (0 = the whole sequence)."""
+
+    tokens_per_block: int
+    bytes_per_token_estimate: Fraction   # rule 2, what the pool is sized with
+    bytes_per_token: int                 # rule 1, as allocated
+    max_tokens: dict                     # window -> tokens its pool holds
+    blocks_per_window: dict
+    allocated_tokens: int
+    allocated_bytes: int
+    block_rounding: str
+    max_blocks_per_sequence: int | None = None   # a key only with max_model_len
+
+    OPTIONAL = ("max_blocks_per_sequence",)
+
+
 def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
     return cdiv(max_tokens, tokens_per_block) if rounding == "ceil" else max_tokens // tokens_per_block
 
@@ -314,15 +331,15 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if max_model_len:
         need = {w: cdiv(min(max_model_len, w) if w else max_model_len, tokens_per_block) for w in blocks}
         concurrency = min(blocks[w] / need[w] for w in blocks)
-    details = {"tokens_per_block": tokens_per_block, "bytes_per_token_estimate": static,
-               "bytes_per_token": sum(by_window.values()), "max_tokens": pools, "blocks_per_window": blocks,
-               "allocated_tokens": blocks[main] * tokens_per_block, "allocated_bytes": allocated,
-               "block_rounding": block_rounding}
-    if max_model_len:
-        details["max_blocks_per_sequence"] = cdiv(max_model_len, tokens_per_block)
+    details = TrtllmCapacityDetails(
+        tokens_per_block=tokens_per_block, bytes_per_token_estimate=static, bytes_per_token=sum(by_window.values()),
+        max_tokens=pools, blocks_per_window=blocks, allocated_tokens=blocks[main] * tokens_per_block,
+        allocated_bytes=allocated, block_rounding=block_rounding,
+        max_blocks_per_sequence=cdiv(max_model_len, tokens_per_block) if max_model_len else None)
     return Capacity(model=model.name, engine="trtllm", kv_memory=kv_memory, blocks=blocks[main],
-                    tokens=pools[main], max_concurrency=concurrency, max_model_len=longest_fit,
-                    block_size=tokens_per_block, notes=tuple(notes), details=details)
+                    tokens=pools[main], max_concurrency=concurrency, longest_request_tokens=longest_fit,
+                    block_size=tokens_per_block, notes=tuple(notes), details=details, k_dtype=k_dtype.name,
+                    v_dtype=k_dtype.name)
 
 
 

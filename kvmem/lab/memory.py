@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..engines import estimate
+from ..engines import engine_estimate
 from ..textbook import formula
 from .cache import DTYPE_NAMES, KVCache
 
@@ -54,7 +54,7 @@ def memory_check(module, cache, *, batch: int = 1) -> MemoryCheck:
     tokens, element = len(cache), first.keys.element_size()
     predicted = formula(bytes_per_element=element, batch=batch, layers=module.n_layers,
                         kv_heads=module.kv_heads, head_dim=module.head_dim, tokens=tokens)
-    ideal = estimate(module.to_model(dtype_name), engine="ideal", tokens=tokens, batch=batch,
+    ideal = engine_estimate(module.to_model(dtype_name), engine="ideal", tokens=tokens, batch=batch,
                      kv_dtype=dtype_name)
     return MemoryCheck(tokens=tokens, batch=batch, layers=module.n_layers, kv_heads=module.kv_heads,
                        head_dim=module.head_dim, bytes_per_element=element, tensor_bytes=cache.nbytes,

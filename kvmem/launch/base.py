@@ -114,6 +114,6 @@ def weight_flags(engine: str, model, weights: str) -> list[Flag]:
 def native_kv_dtype(engine: str, setup) -> str:
     """The KV format ``engine`` picks by itself for ``setup`` ("auto": the model's dtype as the engine
     resolves it); a plan in it needs no KV dtype flag."""
-    from ..engines import estimate
-    return estimate(setup.model, engine=engine, tokens=1, kv_dtype="auto", tp=setup.tp, pp=setup.pp,
+    from ..engines import engine_estimate
+    return engine_estimate(setup.model, engine=engine, tokens=1, kv_dtype="auto", tp=setup.tp, pp=setup.pp,
                     **setup.engine_options).kv_dtype

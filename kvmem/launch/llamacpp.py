@@ -16,7 +16,7 @@ not a flag) are refused by name.
 
 from __future__ import annotations
 
-from ..engines import estimate as _estimate
+from ..engines import engine_estimate
 from .base import Flag, Inputs, PlanRefused, refuse_options
 
 RELEASE = "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"
@@ -31,8 +31,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if opts.get("build") not in (None, "current"):
         raise PlanRefused(f"llama.cpp: the command is for {RELEASE}; build={opts['build']!r} has other flags")
     refuse_options("llama.cpp", opts, set(), _SIZING_ONLY)
-    est = _estimate(s.model, engine="llama.cpp", tokens=fit.context, batch=inp.batch, kv_dtype=s.kv_dtype, tp=s.tp,
-                    pp=s.pp, **s.engine_options)
+    est = engine_estimate(s.model, engine="llama.cpp", tokens=fit.context, batch=inp.batch, kv_dtype=s.kv_dtype,
+                          tp=s.tp, pp=s.pp, **s.engine_options)
     d = est.details
     if s.replicas > 1:
         raise PlanRefused(f"llama.cpp: one llama-server holds one copy of the model; {s.replicas} replicas need "

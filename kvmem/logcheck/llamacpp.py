@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines import estimate as _estimate
+from ..engines import engine_estimate
 from .base import LineCheck, strip_prefix
 
 SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
@@ -90,7 +90,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         return settings, checks, notes
     given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn",
                                       "build") if k in settings}
-    est = _estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp, **{**given, **options})
+    est = engine_estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp,
+                          **{**given, **options})
     ours = [line for line in est.log_lines if SIZE.search(line)]
     for kind in ("kv", "recurrent"):           # pair the log's lines with kvmem's of the same cache, in order
         logged = [(n, t, m) for n, t, m in found["sizes"] if (m.group(1) == "llama_memory_recurrent") == (kind != "kv")]

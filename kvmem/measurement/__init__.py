@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 
 from .. import admission, catalog
-from ..engines import estimate
+from ..engines import engine_estimate
 from ..engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from ..model import Model
 from ..units import format_bytes, parse_tokens, require_positive_int
@@ -78,14 +78,14 @@ def _need_bytes(model: Model, engine: str, *, tokens: int, batch: int, kv_name: 
 def _prediction(model: Model, engine: str, *, tokens: int, batch: int, kv_name: str, options: dict):
     """(predicted bytes, predicted peak, per layer, notes) from kvmem.estimate."""
     if engine == "toy":
-        ideal = estimate(model, engine="ideal", tokens=tokens, batch=batch, kv_dtype=kv_name)
+        ideal = engine_estimate(model, engine="ideal", tokens=tokens, batch=batch, kv_dtype=kv_name)
         prompt = options.get("prompt_tokens") or tokens
         own = tuple(Slot("attention", "full_attention", layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
                     for layer in model.layers)
         work = DynamicGrowth(own, batch=batch, prompt=min(prompt, tokens), tokens=tokens,
                         e={"fp32": 4, "fp16": 2, "bf16": 2}[kv_name])
         return ideal.total_bytes, max(work.peak(), ideal.total_bytes), ideal.per_layer, ()
-    result = estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_name, **options)
+    result = engine_estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_name, **options)
     return result.total_bytes, result.peak_bytes, result.per_layer, result.notes
 
 

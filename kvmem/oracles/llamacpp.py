@@ -23,7 +23,7 @@ import re
 import tempfile
 
 from ..catalog import get_model, list_models
-from ..engines import estimate
+from ..engines import engine_estimate
 from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .gguf_files import ARCHES, write_gguf
@@ -108,7 +108,7 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 
 def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:
     try:
-        result = estimate(model, engine="llama.cpp", tokens=1, n_ctx=s["n_ctx"], n_seq=s["n_seq"],
+        result = engine_estimate(model, engine="llama.cpp", tokens=1, n_ctx=s["n_ctx"], n_seq=s["n_seq"],
                           type_k=s["type_k"], type_v=s["type_v"], flash_attn=s["flash_attn"],
                           swa_full=s.get("swa_full", False), kv_unified=s.get("kv_unified", False),
                           n_ubatch=s.get("n_ubatch", 512), n_batch=s.get("n_batch", 2048))

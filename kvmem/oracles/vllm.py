@@ -346,7 +346,7 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
                               specs.values())
     refused = next((n for n in ours.notes if n.startswith("vLLM refuses to start")), None)
     if auto:   # auto-fit shortens max_model_len instead; it refuses only when not one token fits
-        refused = refused if ours.max_model_len == 0 else None
+        refused = refused if ours.longest_request_tokens == 0 else None
     checks = []
     try:
         groups = v.get_global_kv_cache_groups(config, [specs])
@@ -354,14 +354,14 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     except ValueError as error:
         match = _MAX_LEN_RE.search(str(error))
         checks.append(Check(name, "refuses to start", refused is not None, True))
-        checks.append(Check(name, "estimated maximum model length", ours.max_model_len,
+        checks.append(Check(name, "estimated maximum model length", ours.longest_request_tokens,
                             int(match.group(1)) if match else 0))
         return checks
     checks.append(Check(name, "refuses to start", refused is not None, False))
     if auto:
         fitted = config.model_config.max_model_len
         # vLLM serves the longest that fits, or the model's own length when that fits
-        checks.append(Check(name, "auto-fit max_model_len", min(ours.max_model_len, length), fitted))
+        checks.append(Check(name, "auto-fit max_model_len", min(ours.longest_request_tokens, length), fitted))
         if fitted != length:   # vLLM now serves `fitted` tokens a request; so does kvmem
             ours = capacity(model, engine="vllm", kv_memory=memory, max_model_len=fitted, tp=tp,
                             block_size=block_size, max_num_batched_tokens=batched,

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ..defaults import ENGINE
-from ..engines import ENGINES, capacity as _capacity, estimate as _estimate
+from ..engines import ENGINES, capacity as _capacity, engine_estimate
 from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..units import format_bytes
@@ -86,8 +86,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
                  shortfall_bytes=shortfall, decode_tokens_per_s=speed, decode_tokens_per_s_aggregate=speed_all,
                  kv_crossover_tokens=crossover, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
                  capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
-                 engine_refuses=past[1].get("engine_refuses") if past else None,
-                 engine_allows_with=past[1].get("engine_allows_with") if past else None,
+                 refusal=past[1] if past else None,
                  engine_numbers=numbers)
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
@@ -99,7 +98,7 @@ def _engine_numbers(s: Setup, cap, work_batch: int):
     or for llama.cpp the cells -c makes for the breakdown's sequences."""
     if s.engine == "llama.cpp":
         try:
-            est = _estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
+            est = engine_estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
                             tp=s.tp, pp=s.pp, **s.engine_options)
         except ValueError:
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..engines.base import Capacity
+from ..engines.results import EngineVerdict, Refusal
 from ..records import Record
 from .numbers import EngineNumbers
 
@@ -56,7 +57,7 @@ class FitError(ValueError):
 
 
 @dataclass(frozen=True)
-class Fit:
+class Fit(EngineVerdict):
     """Whether a workload fits on a set of GPUs under one engine's rules (bytes per device)."""
 
     model: str
@@ -86,12 +87,13 @@ class Fit:
     capacity: Capacity | None = field(default=None, compare=False)
     breakdown_batch: int = 1       # sequences per replica the breakdown's "kv" is for
     breakdown_context: int = 0     # tokens per sequence the breakdown's "kv" is for
-    engine_refuses: str | None = None   # why the engine itself would not start (context past its positions)
-    engine_allows_with: str | None = None  # the setting that makes it start anyway
+    refusal: Refusal | None = None      # why the engine itself would not start (context past its positions)
     engine_numbers: EngineNumbers | None = field(default=None, compare=False)  # what the engine prints
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = {}
+        for key, value in asdict(self).items():    # the refusal as the two keys Fit has always had
+            data.update(self._refusal_dict() if key == "refusal" else {key: value})
         data["breakdown"] = self.breakdown.to_dict()
         data["capacity"] = self.capacity.to_dict() if self.capacity else None
         data["engine_numbers"] = self.engine_numbers.to_dict() if self.engine_numbers else None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ..catalog import as_model
-from ..engines import ENGINES, engine_spec, estimate as _estimate
+from ..engines import ENGINES, engine_spec, engine_estimate
 from ..parallel import check_pp_layers, require_divides
 from ..engines.base import Budget, BudgetRequest, EngineDefaults, SizingRules, byte_option, fraction_option
 from ..gpus import GPU, get_gpu
@@ -76,7 +76,7 @@ def setup_estimate(s: Setup, tokens: int, batch: int):
     key = (tokens, batch)
     est = s.estimates.get(key)
     if est is None:
-        est = s.estimates[key] = _estimate(s.model, engine=s.engine, tokens=tokens, batch=batch,
+        est = s.estimates[key] = engine_estimate(s.model, engine=s.engine, tokens=tokens, batch=batch,
                                            kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp, **s.engine_options)
     return est
 

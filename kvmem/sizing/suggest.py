@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
-from ..engines import estimate as _estimate
+from ..engines import engine_estimate
 from ..parallel import divides
 from ..weights import weights as _weights
 from .search import replica_batch, search_max_batch, workload_fits
@@ -90,7 +90,7 @@ def what_would_fit(s: Setup, budget: SetupBudget, max_context: int, per_replica_
     kv_alt = s.rules.kv_smaller_dtype
     if kv_alt is not None:
         try:
-            here = _estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
+            here = engine_estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
                              **s.engine_options)
             if here.kv_dtype in ("bf16", "fp16", "fp32", "f16") and workload_fits(replace(s, kv_dtype=kv_alt)):
                 out.append(f"kv_dtype={kv_alt!r}")

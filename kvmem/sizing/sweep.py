@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..catalog import as_model
 from ..defaults import ENGINE
-from ..engines import ENGINES, capacity as _capacity, estimate as _estimate
+from ..engines import ENGINES, capacity as _capacity, engine_estimate
 from ..engines.base import past_positions
 from ..gpus import get_gpu, list_gpus
 from ..records import Record
@@ -121,9 +121,9 @@ def _cell(model, gpu, engine: str, context: int, shared: dict, *, options: dict,
         key = (s.tp, s.pp, repr(sorted(s.engine_options.items())))
         object.__setattr__(s, "estimates", shared.setdefault(key, {}))  # per-set-up cache, shared across GPUs
         past = past_positions(s.model, ENGINES[engine], context)
-        if past and past[1].get("engine_refuses"):       # the engine would not start (fit's engine_refuses)
+        if past and past[1]:                             # the engine would not start (fit's refusal)
             limit = s.model.max_position_embeddings
-            return _refused(head, f"past the model's {limit:,} positions", past[1]["engine_refuses"])
+            return _refused(head, f"past the model's {limit:,} positions", past[1].reason)
         return _numbers(s, head)
     except (ValueError, OverflowError) as exc:
         return _refused(head, short_reason(str(exc), model.name), str(exc))
@@ -154,7 +154,7 @@ def _numbers(s: Setup, head: dict) -> SweepCell:
     if s.engine == "llama.cpp":
         work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
         try:
-            est = _estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
+            est = engine_estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
                             tp=s.tp, pp=s.pp, **s.engine_options)
             concurrency = from_estimate(est, s.context).max_concurrency
         except ValueError:

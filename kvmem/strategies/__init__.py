@@ -39,7 +39,7 @@ Shared prefix (copy-on-write) — ``shared_prefix=P``: the batch's sequences sta
 
 Offload — ``offload=f``: the fraction f of the KV lives in host memory. On the device K and V
     each shrink by floor(bytes x f) (f read as its decimal value); recurrent state stays.
-    ``details["host_kv_bytes"]`` holds what moved; ``per_layer`` spreads it over the caching
+    ``Estimate.offload.host_kv_bytes`` holds what moved; ``per_layer`` spreads it over the caching
     layers in proportion to their bytes (whole bytes, largest remainder; a layer holding both
     KV and a recurrent state counts its state in that weight). Every decode step attends to all tokens,
     so the host part crosses the host link once per step: ``offload_transfer_seconds``
@@ -64,7 +64,8 @@ Architecture variants — ``architecture_variants``: the same model's cache as M
 quoting the measured quality deltas of kvmem/data/quality.json where they exist.
 
 Modules: eviction (the policies), apply (kvmem.estimate and the rules above applied to an
-Estimate), quantisation, quality (the cited data), variants, allocation (paged vs
+Estimate), records (what each did, attached to the Estimate: ``.eviction``, ``.shared_prefix``,
+``.offload``), quantisation, quality (the cited data), variants, allocation (paged vs
 contiguous), compare. They are built on kvmem.engines and name no engine: what an engine
 shares of a prefix is its own rule (EngineSpec.prefix).
 """
@@ -76,9 +77,11 @@ from .compare import compare_strategies
 from .eviction import EVICTION_POLICIES, Eviction, eviction_policies
 from .quality import quality_results
 from .quantisation import KIVI, quantization_options, quantized_estimate
+from .records import EvictionApplied, Offloaded, PrefixShared
 from .variants import architecture_variants
 
 __all__ = ["estimate", "Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",
            "quantized_estimate", "quantization_options", "architecture_variants",
            "preallocation_waste", "simulate_admission", "allocation_sweep", "request_lengths",
-           "compare_strategies", "quality_results", "REQUEST_DISTRIBUTIONS", "eviction_policies", "KIVI"]
+           "compare_strategies", "quality_results", "REQUEST_DISTRIBUTIONS", "eviction_policies", "KIVI",
+           "EvictionApplied", "PrefixShared", "Offloaded"]

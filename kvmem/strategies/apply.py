@@ -11,13 +11,14 @@ from fractions import Fraction
 from numbers import Real
 
 from ..catalog import as_model
-from ..engines import engine_spec, estimate as _estimate, with_defaults
+from ..engines import engine_estimate, engine_spec, with_defaults
 from ..engines.base import Estimate, PrefixSharing
 from ..gpus import get_gpu
 from ..model import Model
 from ..units import parse_tokens, show_value
 from .eviction import EVICTION_POLICIES, Eviction
 from .inputs import refuse_compressed
+from .records import EvictionApplied, Offloaded, PrefixShared
 
 
 _NVLINK_DIRECTIONS = 2  # gpus.json NVLink figures are NVIDIA's aggregate bidirectional numbers
@@ -52,15 +53,15 @@ def _check_offload(offload) -> Fraction:
 
 def estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_dtype="auto", tp: int = 1, pp: int = 1,
              eviction=None, shared_prefix=0, offload=0.0, **options) -> Estimate:
-    """kvmem.estimate: the engine's count (kvmem.engines.estimate), then eviction, a shared prefix
-    and offload applied on top of it (the rules in this module's docstring)."""
-    base = _estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    """kvmem.estimate: the engine's count (kvmem.engines.engine_estimate), then eviction, a shared
+    prefix and offload applied on top of it (the rules in this module's docstring)."""
+    base = engine_estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     if eviction is None and not shared_prefix and not offload:
         return base
     spec = engine_spec(engine)
 
     def rerun(t: int, b: int) -> Estimate:
-        return _estimate(model, engine=spec.name, tokens=t, batch=b, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+        return engine_estimate(model, engine=spec.name, tokens=t, batch=b, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
 
     return apply_strategies(base, model=as_model(model), rerun=rerun, engine=spec.name,
                             options=with_defaults(spec, options), eviction=eviction, shared_prefix=shared_prefix,
@@ -96,16 +97,16 @@ def apply_strategies(base: Estimate, *, model: Model, rerun, engine: str, option
 
 def _evict(base: Estimate, eviction: Eviction, rerun) -> Estimate:
     held = eviction.held_tokens(base.tokens)
-    info = {**eviction.to_dict(), "held_tokens": held}
+    info = EvictionApplied(policy=eviction, held_tokens=held)
     if held >= base.tokens:
         return replace(base, notes=base.notes + (f"{eviction.describe()}: all {base.tokens} tokens fit, "
-                                                 "nothing evicted",), details={**base.details, "eviction": info})
+                                                 "nothing evicted",), eviction=info)
     capped = rerun(held, base.batch)
     note = (f"{eviction.describe()}: each layer holds {held} of {base.tokens} tokens "
             f"(sliding layers min(window, {held})); the K/V of the other {base.tokens - held:,} tokens are "
             "discarded for good — if one of them matters later, the model can no longer attend to it")
-    return replace(capped, tokens=base.tokens, notes=base.notes + (note,),
-                   details={**base.details, **capped.details, "eviction": info})
+    return replace(capped, tokens=base.tokens, notes=base.notes + (note,), eviction=info,
+                   refusal=capped.refusal or base.refusal)
 
 
 def _sharing(engine: str, options: dict, est: Estimate) -> PrefixSharing:
@@ -128,13 +129,12 @@ def _share(base: Estimate, prefix: int, rerun, engine: str, options: dict) -> Es
     rule = _sharing(engine, options, base)
     unit = rule.unit_tokens
     shared = prefix // unit * unit
-    info = {"tokens": prefix, "shared_tokens": shared, "unit_tokens": unit, "saved_bytes": 0}
     notes = list(base.notes) + list(rule.notes)
     if base.batch == 1 or shared == 0 or rule.refusal:
         why = ("batch=1 has no other sequence" if base.batch == 1 else
                rule.refusal or f"no whole {unit}-token block in {prefix} tokens")
         notes.append(f"shared prefix of {prefix} tokens saves nothing: {why}")
-        return replace(base, notes=tuple(notes), details={**base.details, "shared_prefix": info})
+        return replace(base, notes=tuple(notes), shared_prefix=PrefixShared(prefix, shared, unit, saved_bytes=0))
     rest = rerun(base.tokens - shared, base.batch)
     one = rerun(base.tokens, 1)
     one_rest = rerun(base.tokens - shared, 1)
@@ -145,13 +145,13 @@ def _share(base: Estimate, prefix: int, rerun, engine: str, options: dict) -> Es
     per_layer = tuple(a + b - c for a, b, c in zip(rest.per_layer, one.per_layer, one_rest.per_layer, strict=True))
     all_devices = combine(lambda e: e.kv_bytes_all_devices)
     peak = k + v + max(0, rest.peak_bytes - rest.kv_bytes)
-    info["saved_bytes"] = base.kv_bytes - (k + v)
+    info = PrefixShared(prefix, shared, unit, saved_bytes=base.kv_bytes - (k + v))
     notes.append(f"{base.batch} sequences share their first {shared} tokens"
                  + (f" ({shared // unit} whole {unit}-token blocks of {prefix})" if unit > 1 else "")
                  + ", stored once"
-                 + ("" if info["saved_bytes"] > 0 else "; the engine's pre-allocated cache does not shrink"))
+                 + ("" if info.saved_bytes > 0 else "; the engine's pre-allocated cache does not shrink"))
     return replace(base, k_bytes=k, v_bytes=v, per_layer=per_layer, kv_bytes_all_devices=all_devices,
-                   peak_bytes=peak, notes=tuple(notes), details={**base.details, "shared_prefix": info})
+                   peak_bytes=peak, notes=tuple(notes), shared_prefix=info)
 
 
 def _apportion(total: int, weights: list[int]) -> list[int]:
@@ -184,14 +184,14 @@ def _offload(base: Estimate, fraction: Fraction, model: Model) -> Estimate:
     per_layer = list(base.per_layer)
     for i, m in zip(caching, moved, strict=True):
         per_layer[i] -= m
-    info = {"fraction": float(fraction), "host_kv_bytes": host, "host_kv_bytes_all_devices": host_all,
-            "device_kv_bytes": base.kv_bytes - host}
+    info = Offloaded(fraction=float(fraction), host_kv_bytes=host, host_kv_bytes_all_devices=host_all,
+                     device_kv_bytes=base.kv_bytes - host)
     note = (f"offload: {float(fraction):g} of the KV ({host:,} bytes) in host memory; every decode step "
             "reads it over the host link")
     return replace(base, k_bytes=base.k_bytes - host_k, v_bytes=base.v_bytes - host_v, per_layer=tuple(per_layer),
                    kv_bytes_all_devices=base.kv_bytes_all_devices - host_all,
                    peak_bytes=max(base.peak_bytes - host, base.kv_bytes - host), notes=base.notes + (note,),
-                   details={**base.details, "offload": info, "host_kv_bytes": host})
+                   offload=info)
 
 
 def _link_bandwidth(gpu, link: str) -> float:
@@ -218,7 +218,7 @@ def offload_transfer_seconds(host_bytes, *, gpu, link: str = "pcie") -> float:
     direction gets half. A lower bound: it ignores latency and overlap with compute.
     """
     if isinstance(host_bytes, Estimate):
-        host_bytes = host_bytes.details.get("host_kv_bytes", 0)
+        host_bytes = host_bytes.offload.host_kv_bytes if host_bytes.offload else 0
     if isinstance(host_bytes, bool) or not isinstance(host_bytes, int) or host_bytes < 0:
         raise ValueError(f"host_bytes must be a non-negative integer, got {host_bytes!r}")
     return host_bytes / _link_bandwidth(gpu, link)

@@ -101,13 +101,13 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     if shared_prefix:
         est = run(shared_prefix=shared_prefix)
         cost = "lossless; only when the requests really share the prefix (copy-on-write blocks)"
-        if est.details["shared_prefix"]["saved_bytes"] <= 0:
+        if est.shared_prefix.saved_bytes <= 0:
             cost += "; " + est.notes[-1]
         rows.append(_row(f"shared prefix of {parse_tokens(shared_prefix)} tokens", "memory allocation", est, base,
-                         cost, lossless=True, settings=est.details["shared_prefix"]))
+                         cost, lossless=True, settings=est.shared_prefix.to_dict()))
     if offload:
         est = run(offload=offload)
-        host = est.details["host_kv_bytes"]
+        host = est.offload.host_kv_bytes
         cost = f"lossless; {host:,} bytes in host memory cross the host link every decode step"
         if gpu is not None:
             cost += f" ({offload_transfer_seconds(host, gpu=gpu, link=link) * 1000:.3g} ms per step over {link})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..catalog import as_model
 from ..dtypes import DType, dtype, dtype_names
-from ..engines.base import Estimate, assemble, resolve_dtypes, state_bytes
+from ..engines.base import Estimate, IdealDetails, assemble, resolve_dtypes, state_bytes
 from ..parallel import layer_heads
 from ..textbook import ideal_layer_bytes
 from .inputs import count, refuse_compressed
@@ -41,8 +41,8 @@ def quantized_estimate(model, *, tokens, batch: int = 1, k_dtype="auto", v_dtype
     label = k_fmt.name if k_fmt.name == v_fmt.name else f"K {k_fmt.name} / V {v_fmt.name}"
     notes = [f"{residual_length} most recent tokens per layer in {res.name}"] if residual_length else []
     return assemble(model, "ideal", tokens=tokens, batch=batch, kv_dtype=label, tp=tp, pp=pp, rows=rows,
-                    notes=notes, details={"k_dtype": k_fmt.name, "v_dtype": v_fmt.name,
-                                          "residual_length": residual_length, "residual_dtype": res.name})
+                    notes=notes, details=IdealDetails(residual_length=residual_length, residual_dtype=res.name),
+                    k_dtype=k_fmt.name, v_dtype=v_fmt.name)
 
 
 def _canonical_formats() -> list[str]:

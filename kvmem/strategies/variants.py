@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..catalog import as_model
-from ..engines import estimate as _estimate
+from ..engines import engine_estimate
 from ..model import FULL, MLA, SHARED, Layer, Model
 from .inputs import count
 
@@ -127,7 +127,7 @@ def architecture_variants(model, *, tokens, batch: int = 1, engine: str = "ideal
     rows = []
     for name, variant, settings, cost in variants:
         try:
-            est = _estimate(variant, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
+            est = engine_estimate(variant, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
                            **options)
         except ValueError as exc:
             if base is None:

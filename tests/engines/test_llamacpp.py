@@ -468,7 +468,7 @@ def test_capacity_counts_cells_in_whole_pads():
     just_under = capacity("llama-3.1-8b", engine="llama.cpp", kv_memory=16 * 2**30 - 1, max_model_len=8192)
     assert (just_under.blocks, just_under.block_size, just_under.max_concurrency) == (130816, 1, 1.0)
     four = capacity("llama-3.1-8b", engine="llama.cpp", kv_memory="16GiB", n_seq=4, max_model_len=8192)
-    assert (four.tokens, four.max_model_len, four.max_concurrency) == (131072, 32768, 4.0)
+    assert (four.tokens, four.longest_request_tokens, four.max_concurrency) == (131072, 32768, 4.0)
     hybrid = capacity("qwen3.5-27b", engine="llama.cpp", kv_memory="1GiB")
     state = 48 * (30720 + 786432) * 4
     assert hybrid.tokens == (2**30 - state) // (16 * 1024 * 2 * 2) // 256 * 256

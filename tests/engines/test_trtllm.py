@@ -63,7 +63,7 @@ def test_gpt_oss_120b_pytorch_backend_1_1_0rc3():
     exact = cap(model, 86_711 * 73_728, max_model_len=131_072)
     # blocks = ceil(86,711 / 32) = 2,710 -> 86,720 tokens x 73,728 B = 5.9546 GiB
     assert (exact.tokens, exact.blocks) == (86_711, 2_710)
-    assert exact.details["allocated_tokens"] == exact.max_model_len == 86_720
+    assert exact.details["allocated_tokens"] == exact.longest_request_tokens == 86_720
     assert gib2(exact.details["allocated_bytes"]) == 5.95
     # the estimation pass first allocated max_num_tokens + 32 = 8,224 tokens:
     # "[MemUsageChange] Allocated 0.56 GiB for max tokens in paged KV cache (8224)." (8,224 x 73,728 B)

@@ -81,7 +81,7 @@ def test_v0_llama31_8b_rtx3090_29k_does_not_fit():
     assert low.tokens <= 23648 <= high.tokens
     assert "0.82" in concurrencies(LLAMA_8B, "2.89", max_model_len=29000, version="v0")
     exact = capacity(LLAMA_8B, engine="vllm", kv_memory=1478 * 2**21, max_model_len=29000, version="v0")
-    assert exact.tokens == exact.max_model_len == 23648
+    assert exact.tokens == exact.longest_request_tokens == 23648
     assert any("(29000) is larger than the maximum number of tokens that can be stored in KV cache (23648)" in n
                for n in exact.notes)
 
@@ -585,19 +585,19 @@ def test_capacity_never_shrinks_with_memory(memory, extra):
     model = kvmem.get_model("gemma-3-27b")
     small = capacity(model, engine="vllm", kv_memory=memory, max_model_len=32768)
     large = capacity(model, engine="vllm", kv_memory=memory + extra, max_model_len=32768)
-    assert small.blocks <= large.blocks and small.max_model_len <= large.max_model_len
+    assert small.blocks <= large.blocks and small.longest_request_tokens <= large.longest_request_tokens
 
 
 def test_longest_request_is_vllms_binary_search():
     # 1000 blocks of 32 layers: the worst case of one request is cdiv(L, 16) blocks. From v0.28 the
     # null block is held back first (PR #47272), so 999 usable blocks: L = 15,984; before, 16,000.
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=1000 * 32 * 65_536, max_model_len=131072)
-    assert result.max_model_len == 15_984 and result.blocks == 1000
+    assert result.longest_request_tokens == 15_984 and result.blocks == 1000
     assert any("the longest that fits is 15,984" in note for note in result.notes)
     assert any("(the null block left out)" in note for note in result.notes)
     old = capacity(LLAMA_8B, engine="vllm", kv_memory=1000 * 32 * 65_536, max_model_len=131072,
                    version="0.27.0")
-    assert old.max_model_len == 16_000
+    assert old.longest_request_tokens == 16_000
     assert any("the longest that fits is 16,000" in note for note in old.notes)
 
 
@@ -606,12 +606,12 @@ def test_null_block_held_back_before_auto_fit_and_refusal():
     # layer). qwen3-8b, 3 GiB: 36 layers x 16 x 8 x (128 + 128) x 2 B = 2,359,296 B a block; 1365 blocks, 1364
     # usable x 16 = 21,824 tokens (vLLM's auto-fit); 21,840 without the null block.
     qwen = kvmem.get_model("qwen3-8b")
-    assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960).max_model_len == 21_824
+    assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960).longest_request_tokens == 21_824
     assert capacity(qwen, engine="vllm", kv_memory=3 * GIB, max_model_len=40960,
-                    version="0.27").max_model_len == 21_840
+                    version="0.27").longest_request_tokens == 21_840
     # An exact fit of max_model_len is refused: 2048 blocks hold 32,768 tokens, one is the null block.
     exact = capacity(LLAMA_8B, engine="vllm", kv_memory=2048 * 32 * 65_536, max_model_len=32768)
-    assert exact.max_model_len == 32_752
+    assert exact.longest_request_tokens == 32_752
     assert any(note.startswith("vLLM refuses to start: one request of 32,768 tokens") for note in exact.notes)
 
 
@@ -712,7 +712,7 @@ def test_tokens_past_max_position_embeddings_say_what_vllm_does():
     est = estimate("llama-3.1-8b", engine="vllm", tokens="10M")
     assert est.engine_refuses.startswith("10,485,760 tokens exceed the model's 131,072 positions")
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in est.notes[-1]
-    assert est.details["engine_allows_with"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    assert est.refusal.allow_with == est.engine_allows_with == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
     assert estimate("llama-3.1-8b", engine="vllm", tokens=131072).engine_refuses is None
     cap = capacity("llama-3.1-8b", kv_memory="20GiB", max_model_len="1M")
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in cap.engine_refuses

@@ -105,8 +105,8 @@ def check_capacity(cap) -> str | None:
             return problem
     if cap.max_concurrency is not None and not (math.isfinite(cap.max_concurrency) and cap.max_concurrency >= 0):
         return f"max_concurrency is {cap.max_concurrency!r}"
-    if cap.max_model_len is not None and _bytes("max_model_len", cap.max_model_len):
-        return _bytes("max_model_len", cap.max_model_len)
+    if cap.longest_request_tokens is not None and _bytes("longest_request_tokens", cap.longest_request_tokens):
+        return _bytes("longest_request_tokens", cap.longest_request_tokens)
     return None
 
 

@@ -67,7 +67,7 @@ def test_offload_and_prefix():
                               shared_prefix=4096, offload=0.5)
     values = {m.label: m.value for m in page.metric}
     assert values["KV on the device"] == kvmem.format_bytes(expected.kv_bytes)
-    assert values["KV in host memory"] == kvmem.format_bytes(expected.details["host_kv_bytes"])
+    assert values["KV in host memory"] == kvmem.format_bytes(expected.offload.host_kv_bytes)
 
 
 def test_bad_budget_strings_are_messages():

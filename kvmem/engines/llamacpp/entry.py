@@ -83,7 +83,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     result = Estimate(model=model.name, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype_name,
                       tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=sum(rows[i][2] for i in held),
                       per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
-                      peak_bytes=k + v, notes=tuple(plan.notes), details=details)
+                      peak_bytes=k + v, notes=tuple(plan.notes), details=details, k_dtype=s.type_k,
+                      v_dtype=s.type_v)
     log = log_lines(result)  # the lines llama.cpp itself prints for these caches
     return replace(result, details=replace(details, log=log), log_lines=tuple(log))
 
@@ -106,8 +107,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     ok, plan = fits(1)
     if not ok:
         return Capacity(model=model.name, engine="llama.cpp", kv_memory=kv_memory, blocks=0, tokens=0,
-                        max_concurrency=0.0 if max_model_len else None, max_model_len=0, block_size=1,
-                        notes=(f"not even {step} cells fit in {kv_memory} bytes",))
+                        max_concurrency=0.0 if max_model_len else None, longest_request_tokens=0, block_size=1,
+                        notes=(f"not even {step} cells fit in {kv_memory} bytes",),
+                        details=LlamacppCapacityDetails(n_ctx=0, n_ctx_seq=0, n_seq=n_seq, kv_unified=unified,
+                                                        pad=step, swa_cells=None, caches=[]),
+                        k_dtype=probe.type_k, v_dtype=probe.type_v)
     low, high = 1, 2
     while fits(high)[0]:
         low, high = high, high * 2
@@ -125,8 +129,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         else:
             concurrency = float(n_seq) if max_model_len <= per_seq else 0.0
     return Capacity(model=model.name, engine="llama.cpp", kv_memory=kv_memory, blocks=cells, tokens=cells,
-                    max_concurrency=concurrency, max_model_len=per_seq, block_size=1,
-                    notes=tuple(plan.notes),
+                    max_concurrency=concurrency, longest_request_tokens=per_seq, block_size=1,
+                    notes=tuple(plan.notes), k_dtype=probe.type_k, v_dtype=probe.type_v,
                     details=LlamacppCapacityDetails(n_ctx=cells, n_ctx_seq=per_seq, n_seq=n_seq,
                                                     kv_unified=plan.unified, pad=step, swa_cells=plan.swa_cells,
                                                     caches=plan.caches))

@@ -160,5 +160,6 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     details = SglangCapacityDetails(layout=layout.kind, page_size=page, cell_bytes_per_token=cell,
                                     max_total_num_tokens=tokens, **extra)
     return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=full // page, tokens=full,
-                    max_concurrency=concurrency, max_model_len=full, block_size=page, notes=tuple(notes),
-                    details=details, log_lines=tuple(details.log or ()))
+                    max_concurrency=concurrency, longest_request_tokens=full, block_size=page, notes=tuple(notes),
+                    details=details, log_lines=tuple(details.log or ()), k_dtype=layout.k_dtype.name,
+                    v_dtype=layout.k_dtype.name)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, assemble
+from ..base import Capacity, Refusal, assemble
 from ...parallel import cdiv
 from .layout import Plan, make_plan as _make_plan
 from .options import (GIB, HYBRID_GROUPS, NULL_BLOCK, ONE_LOG_LINE, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY,
@@ -45,9 +45,6 @@ class VllmCapacityDetails(Record):
     uniform_type: bool
     request_bytes: int           # one request of max_model_len, its worst case
     log: list
-    engine_refuses: str | None = None    # why vLLM would not start (a key only when it would not)
-
-    OPTIONAL = ("engine_refuses",)
 
 
 def _plan_once(model: Model, kv_dtype, tp: int, pp: int, options: dict) -> Plan:
@@ -247,11 +244,11 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                                   group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
                                   page_bytes=list(_memo(plan, "page_bytes",
                                                 lambda: sorted({spec.page_bytes for _, spec in plan.units}))),
-                                  uniform_type=plan.uniform_type, request_bytes=needed, log=log,
-                                  engine_refuses=refuses)
+                                  uniform_type=plan.uniform_type, request_bytes=needed, log=log)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
-                    max_concurrency=concurrency, max_model_len=longest, block_size=bs,
-                    notes=tuple(notes), details=details, log_lines=tuple(log))
+                    max_concurrency=concurrency, longest_request_tokens=longest, block_size=bs,
+                    notes=tuple(notes), details=details, log_lines=tuple(log), k_dtype=plan.fmt.name,
+                    v_dtype=plan.fmt.name, refusal=Refusal(refuses) if refuses else None)
 
 
 def _log_lines(release, num_blocks: int, tokens: int, concurrency: float, length: int) -> list[str]:

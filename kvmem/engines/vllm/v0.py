@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, assemble
+from ..base import Capacity, Refusal, assemble
 from ...parallel import cdiv
 from .layout import Plan, draft_layers, state_elements
 from .options import GIB, MODEL_DTYPE_BYTES, VllmOptions
@@ -32,9 +32,6 @@ class VllmV0CapacityDetails(Record):
     cpu_blocks: int
     cache_block_bytes: int
     log: list
-    engine_refuses: str | None = None    # why vLLM v0 would not start (a key only when it would not)
-
-    OPTIONAL = ("engine_refuses",)
 
 
 def _v0_block_bytes(plan: Plan, members: set) -> int:
@@ -94,7 +91,8 @@ def capacity_v0(model: Model, plan: Plan, stages: list, kv_memory: int, length: 
     log = [f"# GPU blocks: {num_blocks}, # CPU blocks: {cpu_blocks}",
            f"Maximum concurrency for {length} tokens per request: {concurrency:.2f}x"]
     details = VllmV0CapacityDetails(version="v0", num_blocks=num_blocks, cpu_blocks=cpu_blocks,
-                                    cache_block_bytes=block_bytes, log=log, engine_refuses=refuses)
+                                    cache_block_bytes=block_bytes, log=log)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
-                    max_concurrency=concurrency, max_model_len=longest, block_size=bs,
-                    notes=tuple(notes), details=details, log_lines=tuple(log))
+                    max_concurrency=concurrency, longest_request_tokens=longest, block_size=bs,
+                    notes=tuple(notes), details=details, log_lines=tuple(log), k_dtype=plan.fmt.name,
+                    v_dtype=plan.fmt.name, refusal=Refusal(refuses) if refuses else None)
