@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DType", "dtype", "dtype_names"]
+__all__ = ["DType", "dtype", "dtype_names", "float_bytes", "FLOAT_NAMES"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class DType:
 
     @property
     def is_quantized(self) -> bool:
-        return self.name not in _FLOAT_NAMES
+        return self.name not in FLOAT_NAMES
 
     def row_bytes(self, n: int) -> int:
         """Exact bytes of a row of ``n`` elements: whole blocks, plus group scales/zeros."""
@@ -73,7 +73,7 @@ class DType:
         return self.name
 
 
-_FLOAT_NAMES = {"fp32", "fp16", "bf16"}
+FLOAT_NAMES = ("fp32", "fp16", "bf16")     # the compute formats; the one table of their bytes is _FORMATS
 
 _FORMATS = {
     "fp32": DType("fp32", 1, 4),
@@ -103,8 +103,17 @@ _ALIASES = {
     "uint8": "int8", "i8": "int8", "uint4": "int4", "int4_packed": "int4",
 }
 
-_SIDE_DTYPES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "int8": 1}
+_SIDE_DTYPES = {name: _FORMATS[name].block_bytes for name in (*FLOAT_NAMES, "fp8_e4m3", "int8")}
 _GROUPED_BASES = {"int8", "int4", "int2"}
+
+
+def float_bytes(name) -> int | None:
+    """Bytes per element of a compute format (fp32 4, fp16 and bf16 2, by any of their names), else None."""
+    try:
+        key = _canonical(name)
+    except ValueError:
+        return None
+    return _FORMATS[key].block_bytes if key in FLOAT_NAMES else None
 
 
 def dtype_names() -> list[str]:

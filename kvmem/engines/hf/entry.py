@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...dtypes import dtype as _dtype
+from ...dtypes import dtype as _dtype, float_bytes
 from ...model import Model
 from ...records import Record
 from ...units import require_positive_int
@@ -32,16 +32,15 @@ DEFAULTS = {
     "q_group_size": None,
     "residual_length": None,
 }
-_FLOAT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 def _compute_dtype(model: Model, kv_dtype, engine: str) -> tuple[str, int]:
     name = _dtype(kv_dtype, model_dtype=model.dtype).name
-    if name not in _FLOAT_BYTES:
+    if float_bytes(name) is None:
         hint = "; for a quantised cache use engine='hf-quantized'" if engine != "hf-quantized" else ""
         raise ValueError(f"kv_dtype for {engine} is the model's compute dtype (fp32, fp16 or bf16): "
                          f"transformers caches K/V as the attention layer computes them, got {name!r}{hint}")
-    return name, _FLOAT_BYTES[name]
+    return name, float_bytes(name)
 
 
 def _single_device(engine: str, tp: int, pp: int) -> None:

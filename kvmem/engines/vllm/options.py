@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...dtypes import FLOAT_NAMES, float_bytes
 from ...model import MLA, Model
 from ...units import require_positive_int
 
@@ -69,8 +70,9 @@ _KV_FORMATS = {
     "fp8_per_token_head": ("fp8_per_token_head", 1, "per_token_head"),
     "nvfp4": ("nvfp4", 1, "nvfp4"),
 }
-MODEL_DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-STATE_DTYPES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2}
+MODEL_DTYPE_BYTES = {name: float_bytes(name) for name in FLOAT_NAMES}
+# --mamba-cache-dtype / --mamba-ssm-cache-dtype values and the config spellings kvmem takes, with their bytes
+STATE_DTYPES = {name: float_bytes(name) for name in ("float32", "fp32", "float16", "fp16", "bfloat16", "bf16")}
 
 # MLA backends: block size they force (vllm/platforms/cuda.py); None = keep the block size.
 MLA_BACKENDS = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64, "FLASHMLA_SPARSE": 64,
