@@ -7,12 +7,15 @@ does not pay for importing it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .records import Record
 from .strategies import estimate
 from .units import format_bytes
 
-__all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "per_layer_frame",
+__all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "EstimateSummary",
+           "per_layer_frame",
            "compare_frame", "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame", "sweep_frame",
            "sweep_matrix", "write_sweep", "SWEEP_SHOWS", "SWEEP_FORMATS"]
 
@@ -94,26 +97,38 @@ def model_contexts(model, tokens: int) -> list[int]:
     return context_points(tokens, at_least=model.max_position_embeddings or 0)
 
 
-def estimate_summary(result, *, weights_bytes: int = 0, gpu_memory_bytes: int | None = None) -> dict:
+@dataclass(frozen=True, eq=False)
+class EstimateSummary(Record):
+    """estimate_summary's headline numbers, read like the dict they were (``summary["total_gib"]``,
+    equal to it): bytes, and the same as text in GiB and GB."""
+
+    weights_bytes: int
+    device_bytes: int
+    gpu_share: float | None
+    total_bytes: int
+    total_gib: str
+    total_gb: str
+    kv_bytes: int
+    state_bytes: int
+    per_token_bytes: float
+    per_sequence_bytes: int
+    per_sequence_gib: str
+    per_sequence_gb: str
+
+
+def estimate_summary(result, *, weights_bytes: int = 0, gpu_memory_bytes: int | None = None) -> EstimateSummary:
     """Headline numbers of an Estimate: totals, per token and per sequence, in B, GiB and GB; with
     the weights on the same device, their sum and its share of the GPU's memory."""
     per_sequence = result.total_bytes // result.batch
     per_token = result.kv_bytes / (result.tokens * result.batch)
     device_bytes = weights_bytes + result.total_bytes
-    return {
-        "weights_bytes": weights_bytes,
-        "device_bytes": device_bytes,
-        "gpu_share": device_bytes / gpu_memory_bytes if gpu_memory_bytes else None,
-        "total_bytes": result.total_bytes,
-        "total_gib": format_bytes(result.total_bytes),
-        "total_gb": format_bytes(result.total_bytes, binary=False),
-        "kv_bytes": result.kv_bytes,
-        "state_bytes": result.state_bytes,
-        "per_token_bytes": per_token,
-        "per_sequence_bytes": per_sequence,
-        "per_sequence_gib": format_bytes(per_sequence),
-        "per_sequence_gb": format_bytes(per_sequence, binary=False),
-    }
+    return EstimateSummary(
+        weights_bytes=weights_bytes, device_bytes=device_bytes,
+        gpu_share=device_bytes / gpu_memory_bytes if gpu_memory_bytes else None,
+        total_bytes=result.total_bytes, total_gib=format_bytes(result.total_bytes),
+        total_gb=format_bytes(result.total_bytes, binary=False), kv_bytes=result.kv_bytes,
+        state_bytes=result.state_bytes, per_token_bytes=per_token, per_sequence_bytes=per_sequence,
+        per_sequence_gib=format_bytes(per_sequence), per_sequence_gb=format_bytes(per_sequence, binary=False))
 
 
 def _fit_or_refusal(model, **kwargs):
@@ -173,7 +188,8 @@ def saving_text(fraction) -> str:
 
 
 def rows_frame(rows, *, drop=("model", "settings", "quality")) -> "pd.DataFrame":
-    """A list of result dicts (compare_strategies, architecture_variants, ...) as a table, GiB added."""
+    """A list of result rows (compare_strategies, architecture_variants, ...; dicts or records) as a
+    table, GiB added."""
     frame = _frame([{k: v for k, v in row.items() if k not in drop} for row in rows])
     if "bytes" in frame:
         frame["gib"] = frame["bytes"].map(lambda b: None if b is None or b != b else b / GIB)

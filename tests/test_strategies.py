@@ -537,3 +537,27 @@ def test_what_ifs_that_count_held_tokens_refuse_compressed_layers():
     state = 4 * 640 * (2 + 4)
     assert rows["baseline"]["bytes"] == (2 * 128 * 512 + 1024 * 640) * 2 + state
     assert rows["KV fp8_e4m3"]["bytes"] == (2 * 128 * 512 + 1024 * 640) + state
+
+
+def test_results_are_frozen_records_that_read_like_their_dicts():
+    # issue 24 item 2: the dict results became frozen records; dict access, equality and to_dict() stay
+    import dataclasses
+
+    from kvmem.strategies import AllocationRow, AllocationWaste, StrategyRow, VariantRow
+
+    rows = kvmem.compare_strategies(LLAMA, tokens=1000, variants=False)
+    assert all(type(r) is StrategyRow for r in rows)
+    assert rows[0].total_bytes == rows[0]["bytes"] == 1000 * PER_TOKEN and rows[0].to_dict() == dict(rows[0])
+    assert list(rows[0]) == ["strategy", "family", "bytes", "saving_bytes", "saving_fraction", "cost", "lossless",
+                             "needs_retraining", "settings", "quality"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rows[0].cost = "free"
+    variants = architecture_variants(LLAMA, tokens=10)
+    assert type(variants[0]) is VariantRow and variants[0]["model"] is variants[0].model
+    w = kvmem.preallocation_waste(LLAMA, lengths=[100, 1000], max_model_len=2048, kv_memory=10**12)
+    assert type(w) is AllocationWaste and w.paged.block_size == w["paged"]["block_size"] == 16
+    assert w.to_dict()["admitted"] == {"contiguous": 2, "paged": 2, "exact": 2} == w.admitted
+    assert "block_size" not in w.contiguous and w.to_dict()["contiguous"]["reserved_bytes"] == 2 * 2048 * PER_TOKEN
+    sweep = allocation_sweep(LLAMA, max_model_len=2048, kv_memory="1GiB", n=10,
+                             distributions=("fixed",), block_sizes=(16,))
+    assert [type(r) for r in sweep] == [AllocationRow, AllocationRow] and sweep[0]["block_size"] is None

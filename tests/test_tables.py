@@ -36,3 +36,9 @@ def test_eviction_policies():
     assert policies["H2O 1024"].recent == 512
     with pytest.raises(ValueError, match="budget"):
         strategies.eviction_policies(0)
+
+
+def test_summary_is_a_frozen_record():
+    summary = tables.estimate_summary(kvmem.estimate("llama-3.1-8b", tokens=16))
+    assert type(summary) is tables.EstimateSummary and summary.total_bytes == summary["total_bytes"] == 16 * 131072
+    assert summary == summary.to_dict() and summary.gpu_share is None

@@ -65,9 +65,10 @@ quoting the measured quality deltas of kvmem/data/quality.json where they exist.
 
 Modules: eviction (the policies), apply (kvmem.estimate and the rules above applied to an
 Estimate), records (what each did, attached to the Estimate: ``.eviction``, ``.shared_prefix``,
-``.offload``), quantisation, quality (the cited data), variants, allocation (paged vs
-contiguous), compare. They are built on kvmem.engines and name no engine: what an engine
-shares of a prefix is its own rule (EngineSpec.prefix).
+``.offload``), rows (the records compare, variants and allocation return), quantisation,
+quality (the cited data), variants, allocation (paged vs contiguous), compare. They are built
+on kvmem.engines and name no engine: what an engine shares of a prefix is its own rule
+(EngineSpec.prefix).
 """
 
 from .allocation import (REQUEST_DISTRIBUTIONS, allocation_sweep, preallocation_waste, request_lengths,
@@ -78,10 +79,12 @@ from .eviction import EVICTION_POLICIES, Eviction, eviction_policies
 from .quality import quality_results
 from .quantisation import KIVI, quantization_options, quantized_estimate
 from .records import EvictionApplied, Offloaded, PrefixShared
+from .rows import Admission, Admitted, AllocationRow, AllocationWaste, Reservation, StrategyRow, VariantRow
 from .variants import architecture_variants
 
 __all__ = ["estimate", "Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",
            "quantized_estimate", "quantization_options", "architecture_variants",
            "preallocation_waste", "simulate_admission", "allocation_sweep", "request_lengths",
            "compare_strategies", "quality_results", "REQUEST_DISTRIBUTIONS", "eviction_policies", "KIVI",
-           "EvictionApplied", "PrefixShared", "Offloaded"]
+           "EvictionApplied", "PrefixShared", "Offloaded", "StrategyRow", "VariantRow", "AllocationWaste",
+           "Reservation", "Admitted", "Admission", "AllocationRow"]

@@ -13,6 +13,7 @@ from ..engines.base import resolve_dtypes
 from ..parallel import cdiv
 from ..textbook import ideal_layer_bytes
 from ..model import Layer, Model
+from .rows import Admission, Admitted, AllocationRow, AllocationWaste, Reservation
 from .inputs import count, refuse_compressed
 from ..units import parse_bytes, parse_tokens, require_positive_int, show_value
 
@@ -85,14 +86,14 @@ def _admit(sizes, kv_memory: int) -> int:
 
 
 def preallocation_waste(model, *, lengths, max_model_len, block_size: int = 16, kv_dtype="auto",
-                        kv_memory=None) -> dict:
+                        kv_memory=None) -> AllocationWaste:
     """Reserved vs used KV bytes for requests of ``lengths`` tokens (final lengths, prompt +
     output): pre-allocating max_model_len per request (contiguous) against whole blocks of
     ``block_size`` tokens per layer (paged, PagedAttention). Waste = reserved - used; the
     paged waste is internal fragmentation, under one block per layer and request.
 
     Sliding layers hold min(length, window) and round that up to blocks. With ``kv_memory``
-    the dict also counts the requests admitted in arrival order (see simulate_admission).
+    the result also counts the requests admitted in arrival order (see simulate_admission).
     """
     max_model_len = parse_tokens(max_model_len)
     lengths = _check_lengths(lengths, max_model_len)
@@ -101,24 +102,23 @@ def preallocation_waste(model, *, lengths, max_model_len, block_size: int = 16, 
     paged = sum(sizer.paged(n) for n in lengths)
     contiguous = sizer.contiguous * len(lengths)
     frag_tokens = sum(cdiv(n, sizer.block) * sizer.block - n for n in lengths)
-    result = {
-        "model": as_model(model).name, "requests": len(lengths), "max_model_len": max_model_len,
-        "mean_length": sum(lengths) / len(lengths), "used_bytes": used,
-        "contiguous": {"reserved_bytes": contiguous, "waste_bytes": contiguous - used,
-                       "waste_fraction": (contiguous - used) / contiguous if contiguous else 0.0},
-        "paged": {"block_size": sizer.block, "reserved_bytes": paged, "waste_bytes": paged - used,
-                  "waste_fraction": (paged - used) / paged if paged else 0.0,
-                  "internal_fragmentation_tokens": frag_tokens},
-    }
+    admitted = None
     if kv_memory is not None:
-        result["admitted"] = simulate_admission(model, lengths=lengths, kv_memory=kv_memory,
-                                                max_model_len=max_model_len, block_size=sizer.block,
-                                                kv_dtype=kv_dtype)["admitted"]
-    return result
+        admitted = simulate_admission(model, lengths=lengths, kv_memory=kv_memory, max_model_len=max_model_len,
+                                      block_size=sizer.block, kv_dtype=kv_dtype).admitted
+    return AllocationWaste(
+        model=as_model(model).name, requests=len(lengths), max_model_len=max_model_len,
+        mean_length=sum(lengths) / len(lengths), used_bytes=used,
+        contiguous=Reservation(reserved_bytes=contiguous, waste_bytes=contiguous - used,
+                               waste_fraction=(contiguous - used) / contiguous if contiguous else 0.0),
+        paged=Reservation(block_size=sizer.block, reserved_bytes=paged, waste_bytes=paged - used,
+                          waste_fraction=(paged - used) / paged if paged else 0.0,
+                          internal_fragmentation_tokens=frag_tokens),
+        admitted=admitted)
 
 
 def simulate_admission(model, *, lengths, kv_memory, max_model_len, block_size: int = 16,
-                       kv_dtype="auto") -> dict:
+                       kv_dtype="auto") -> Admission:
     """How many of the requests fit in ``kv_memory`` bytes, admitted first come first served
     (the first request that does not fit stops admission, as a FCFS scheduler waits on its
     head), when each reserves: max_model_len (contiguous), its blocks (paged) or its exact
@@ -129,11 +129,11 @@ def simulate_admission(model, *, lengths, kv_memory, max_model_len, block_size: 
     lengths = _check_lengths(lengths, max_model_len)
     kv_memory = parse_bytes(kv_memory)
     sizer = _Sizer(model, kv_dtype, max_model_len, block_size)
-    admitted = {"contiguous": _admit([sizer.contiguous] * len(lengths), kv_memory),
-                "paged": _admit([sizer.paged(n) for n in lengths], kv_memory),
-                "exact": _admit([sizer.used(n) for n in lengths], kv_memory)}
-    return {"model": as_model(model).name, "kv_memory": kv_memory, "requests": len(lengths), "block_size": sizer.block,
-            "max_model_len": max_model_len, "admitted": admitted}
+    admitted = Admitted(contiguous=_admit([sizer.contiguous] * len(lengths), kv_memory),
+                        paged=_admit([sizer.paged(n) for n in lengths], kv_memory),
+                        exact=_admit([sizer.used(n) for n in lengths], kv_memory))
+    return Admission(model=as_model(model).name, kv_memory=kv_memory, requests=len(lengths), block_size=sizer.block,
+                     max_model_len=max_model_len, admitted=admitted)
 
 
 REQUEST_DISTRIBUTIONS = ("fixed", "uniform", "sharegpt", "alpaca", "lognormal")
@@ -196,7 +196,7 @@ def request_lengths(distribution: str, n: int, *, seed: int = 0, max_model_len=N
 
 def allocation_sweep(model, *, max_model_len, kv_memory, n: int = 1000, seed: int = 0,
                      block_sizes=(1, 16, 32, 64, 128), distributions=("fixed", "uniform", "sharegpt"),
-                     kv_dtype="auto") -> list[dict]:
+                     kv_dtype="auto") -> list[AllocationRow]:
     """Contiguous pre-allocation against paged blocks of several sizes, for several length
     distributions: reserved, used, waste and requests admitted into ``kv_memory``.
 
@@ -217,11 +217,9 @@ def allocation_sweep(model, *, max_model_len, kv_memory, n: int = 1000, seed: in
             w = preallocation_waste(model, lengths=lengths, max_model_len=max_model_len, block_size=bs,
                                     kv_dtype=kv_dtype, kv_memory=kv_memory)
             if i == 0:
-                rows.append({"distribution": dist, "allocation": "contiguous (max_model_len)", "block_size": None,
-                             "used_bytes": w["used_bytes"], **{k: v for k, v in w["contiguous"].items()},
-                             "admitted": w["admitted"]["contiguous"], "mean_length": w["mean_length"]})
-            rows.append({"distribution": dist, "allocation": f"paged, block {bs}", "block_size": bs,
-                         "used_bytes": w["used_bytes"], "reserved_bytes": w["paged"]["reserved_bytes"],
-                         "waste_bytes": w["paged"]["waste_bytes"], "waste_fraction": w["paged"]["waste_fraction"],
-                         "admitted": w["admitted"]["paged"], "mean_length": w["mean_length"]})
+                rows.append(AllocationRow(dist, "contiguous (max_model_len)", None, w.used_bytes,
+                                          w.contiguous.reserved_bytes, w.contiguous.waste_bytes,
+                                          w.contiguous.waste_fraction, w.admitted.contiguous, w.mean_length))
+            rows.append(AllocationRow(dist, f"paged, block {bs}", bs, w.used_bytes, w.paged.reserved_bytes,
+                                      w.paged.waste_bytes, w.paged.waste_fraction, w.admitted.paged, w.mean_length))
     return rows

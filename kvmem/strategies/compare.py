@@ -11,25 +11,27 @@ from .apply import estimate, offload_transfer_seconds
 from .eviction import DEFAULT_SINK, Eviction
 from .quality import no_quality_text, quality_entries, quality_text, quotable
 from .quantisation import kivi_dtype, quant_cost, quantized_estimate
+from .rows import StrategyRow
 from .variants import architecture_variants
 
 
 def _row(strategy: str, family: str, est_or_bytes, base: int, cost: str, *, lossless: bool,
-         needs_retraining: bool = False, settings=None, quality=(), budget: int | None = None) -> dict:
+         needs_retraining: bool = False, settings=None, quality=(), budget: int | None = None) -> StrategyRow:
     total = est_or_bytes.total_bytes if isinstance(est_or_bytes, Estimate) else est_or_bytes
     saving = None if total is None else base - total
-    return {"strategy": strategy, "family": family, "bytes": total, "saving_bytes": saving,
-            "saving_fraction": None if saving is None else (saving / base if base else 0.0),
-            "cost": cost, "lossless": lossless, "needs_retraining": needs_retraining,
-            "settings": settings or {}, "quality": [e["id"] for e in quality_entries(quality) if quotable(e, budget)]}
+    return StrategyRow(strategy=strategy, family=family, total_bytes=total, saving_bytes=saving,
+                       saving_fraction=None if saving is None else (saving / base if base else 0.0),
+                       cost=cost, lossless=lossless, needs_retraining=needs_retraining,
+                       settings=dict(settings or {}),
+                       quality=[e["id"] for e in quality_entries(quality) if quotable(e, budget)])
 
 
 def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", kv_dtype="auto", tp: int = 1,
                        pp: int = 1, budget: int = 1024, sink: int = DEFAULT_SINK, shared_prefix=0, offload=0.0,
                        gpu=None, link: str = "pcie", max_model_len=None, residual_length: int = 128,
-                       variants: bool = True, **options) -> list[dict]:
-    """One row per strategy: ``bytes`` (KV + state on one device), ``saving_bytes`` and
-    ``saving_fraction`` against the engine's baseline, ``cost`` (text, with the measured
+                       variants: bool = True, **options) -> list[StrategyRow]:
+    """One row per strategy, a StrategyRow read as a dict: ``row["bytes"]`` (KV + state on one
+    device), ``saving_bytes`` and ``saving_fraction`` against the engine's baseline, ``cost`` (text, with the measured
     quality delta where kvmem/data/quality.json has one), ``lossless``, ``needs_retraining``,
     ``settings`` and ``quality`` (ids of the cited measurements).
 
@@ -121,8 +123,8 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
     if variants and any(layer.caches_tokens for layer in model.layers):
         for v in architecture_variants(model, tokens=tokens, batch=batch, engine=engine, kv_dtype=kv_dtype,
                                        tp=tp, pp=pp, **options)[1:]:
-            if v["model"].layers == model.layers:
+            if v.model.layers == model.layers:
                 continue  # the model already has this layout (e.g. GQA-8 of an 8-KV-head model)
-            rows.append(_row(v["variant"], "architecture", v["bytes"], base, v["cost"], lossless=False,
-                             needs_retraining=True, settings=v["settings"]))
+            rows.append(_row(v.variant, "architecture", v.total_bytes, base, v.cost, lossless=False,
+                             needs_retraining=True, settings=v.settings))
     return rows

@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..catalog import as_model
 from ..engines import engine_estimate
 from ..model import FULL, MLA, SHARED, Layer, Model
+from .rows import VariantRow
 from .inputs import count
 
 
@@ -90,7 +91,7 @@ _COSTS = {
 
 def architecture_variants(model, *, tokens, batch: int = 1, engine: str = "ideal", kv_dtype="auto",
                           gqa_groups=(8,), mla_rank: int = 512, mla_rope_dim: int = 64, share_every: int = 2,
-                          tp: int = 1, pp: int = 1, **options) -> list[dict]:
+                          tp: int = 1, pp: int = 1, **options) -> list[VariantRow]:
     """The model's cache as it is, as MHA, GQA with each of ``gqa_groups`` KV heads, MQA, MLA
     (full layers to a ``mla_rank`` latent + ``mla_rope_dim`` rope key, DeepSeek-V2's 512 + 64
     by default) and with cross-layer KV sharing (each run of ``share_every`` layers of the
@@ -132,15 +133,15 @@ def architecture_variants(model, *, tokens, batch: int = 1, engine: str = "ideal
         except ValueError as exc:
             if base is None:
                 raise
-            rows.append({"variant": name, "strategy": name, "family": "architecture", "bytes": None,
-                         "saving_bytes": None, "saving_fraction": None, "needs_retraining": True, "lossless": False,
-                         "settings": settings, "cost": f"not available in engine {engine!r}: {exc}",
-                         "model": variant})
+            rows.append(VariantRow(variant=name, strategy=name, family="architecture", total_bytes=None,
+                                   saving_bytes=None, saving_fraction=None, needs_retraining=True, lossless=False,
+                                   settings=settings, cost=f"not available in engine {engine!r}: {exc}",
+                                   model=variant))
             continue
         base = est.total_bytes if base is None else base
         saving = base - est.total_bytes
-        rows.append({"variant": name, "strategy": name, "family": "architecture", "bytes": est.total_bytes,
-                     "saving_bytes": saving, "saving_fraction": saving / base if base else 0.0,
-                     "needs_retraining": name != "as is", "lossless": name == "as is", "settings": settings,
-                     "cost": cost, "model": variant})
+        rows.append(VariantRow(variant=name, strategy=name, family="architecture", total_bytes=est.total_bytes,
+                               saving_bytes=saving, saving_fraction=saving / base if base else 0.0,
+                               needs_retraining=name != "as is", lossless=name == "as is", settings=settings,
+                               cost=cost, model=variant))
     return rows

@@ -1,0 +1,142 @@
+"""The strategies' results that were dicts: frozen records that still read like them
+(``row["bytes"]``, ``w["paged"]["reserved_bytes"]``, ``.items()``) and compare equal to them
+(kvmem.records.Record, without a dataclass __eq__), with ``to_dict()`` for plain data.
+
+StrategyRow (compare_strategies), VariantRow (architecture_variants), AllocationWaste with its
+Reservation and Admitted (preallocation_waste), Admission (simulate_admission), AllocationRow
+(allocation_sweep).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import Model
+from ..records import Record
+
+__all__ = ["StrategyRow", "VariantRow", "Reservation", "Admitted", "AllocationWaste", "Admission", "AllocationRow"]
+
+
+@dataclass(frozen=True, eq=False)
+class StrategyRow(Record):
+    """One row of compare_strategies, read like the dict it was (``row["bytes"]``, equal to that
+    dict): ``total_bytes`` (key "bytes": KV + state on one device; None where the strategy is not
+    available), its saving against the baseline, the cost in words, ``settings`` and ``quality``
+    (ids of the cited measurements)."""
+
+    strategy: str
+    family: str
+    total_bytes: int | None
+    saving_bytes: int | None
+    saving_fraction: float | None
+    cost: str
+    lossless: bool
+    needs_retraining: bool
+    settings: dict
+    quality: list
+
+    KEYS = {"strategy": "strategy", "family": "family", "bytes": "total_bytes", "saving_bytes": "saving_bytes",
+            "saving_fraction": "saving_fraction", "cost": "cost", "lossless": "lossless",
+            "needs_retraining": "needs_retraining", "settings": "settings", "quality": "quality"}
+
+
+@dataclass(frozen=True, eq=False)
+class VariantRow(Record):
+    """One row of architecture_variants, read like the dict it was (``row["bytes"]``, equal to
+    that dict): the variant's name (also as ``strategy``), its cache's ``total_bytes`` (key
+    "bytes"; None where the engine cannot size it), the saving against "as is", the cost with its
+    source, ``settings`` and the variant ``model`` itself."""
+
+    variant: str
+    strategy: str
+    family: str
+    total_bytes: int | None
+    saving_bytes: int | None
+    saving_fraction: float | None
+    needs_retraining: bool
+    lossless: bool
+    settings: dict
+    cost: str
+    model: Model
+
+    KEYS = {"variant": "variant", "strategy": "strategy", "family": "family", "bytes": "total_bytes",
+            "saving_bytes": "saving_bytes", "saving_fraction": "saving_fraction",
+            "needs_retraining": "needs_retraining", "lossless": "lossless", "settings": "settings", "cost": "cost",
+            "model": "model"}
+
+
+@dataclass(frozen=True, eq=False)
+class Reservation(Record):
+    """What one way of allocating reserves for the requests: bytes reserved and wasted (reserved -
+    used); paged allocation also its ``block_size`` and the tokens left empty in last blocks."""
+
+    reserved_bytes: int
+    waste_bytes: int
+    waste_fraction: float
+    block_size: int | None = None
+    internal_fragmentation_tokens: int | None = None
+
+    KEYS = {"block_size": "block_size", "reserved_bytes": "reserved_bytes", "waste_bytes": "waste_bytes",
+            "waste_fraction": "waste_fraction", "internal_fragmentation_tokens": "internal_fragmentation_tokens"}
+    OPTIONAL = ("block_size", "internal_fragmentation_tokens")
+
+
+@dataclass(frozen=True, eq=False)
+class Admitted(Record):
+    """Requests admitted first come first served when each reserves max_model_len (contiguous),
+    its blocks (paged) or its exact bytes."""
+
+    contiguous: int
+    paged: int
+    exact: int
+
+
+@dataclass(frozen=True, eq=False)
+class AllocationWaste(Record):
+    """preallocation_waste: used bytes against contiguous and paged reservations (``admitted``:
+    a key only with kv_memory)."""
+
+    model: str
+    requests: int
+    max_model_len: int
+    mean_length: float
+    used_bytes: int
+    contiguous: Reservation
+    paged: Reservation
+    admitted: Admitted | None = None
+
+    OPTIONAL = ("admitted",)
+
+    def to_dict(self) -> dict:
+        return {key: value.to_dict() if isinstance(value, Record) else value for key, value in self.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class Admission(Record):
+    """simulate_admission: the requests ``kv_memory`` admits under each way of allocating."""
+
+    model: str
+    kv_memory: int
+    requests: int
+    block_size: int
+    max_model_len: int
+    admitted: Admitted
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "admitted": self.admitted.to_dict()}
+
+
+@dataclass(frozen=True, eq=False)
+class AllocationRow(Record):
+    """One row of allocation_sweep: a distribution under one allocation (``block_size`` None:
+    contiguous), its used, reserved and wasted bytes and the requests admitted."""
+
+    distribution: str
+    allocation: str
+    block_size: int | None
+    used_bytes: int
+    reserved_bytes: int
+    waste_bytes: int
+    waste_fraction: float
+    admitted: int
+    mean_length: float
