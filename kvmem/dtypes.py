@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DType", "dtype", "dtype_names", "float_bytes", "FLOAT_NAMES"]
+__all__ = ["DType", "dtype", "dtype_names", "float_bytes", "FLOAT_NAMES", "kv_pair"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,19 @@ def float_bytes(name) -> int | None:
     except ValueError:
         return None
     return _FORMATS[key].block_bytes if key in FLOAT_NAMES else None
+
+
+def kv_pair(kv_dtype) -> tuple[str, str]:
+    """(K, V) format names of a KV dtype as results spell it: one name for both ("bf16"), llama.cpp's
+    type_k/type_v pair ("q8_0/f16") or a quantisation strategy's label ("K int4 / V int2")."""
+    text = str(kv_dtype).strip()
+    k, slash, v = text.partition("/")
+    if not slash:
+        return text, text
+    k, v = k.strip(), v.strip()
+    if k[:2] == "K " and v[:2] == "V ":
+        k, v = k[2:].strip(), v[2:].strip()
+    return k, v or k
 
 
 def dtype_names() -> list[str]:

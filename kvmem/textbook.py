@@ -93,14 +93,14 @@ def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
     latent). Where K and V widths differ, ``head_dim`` is their mean, so that the formula's
     2 x d_head is d_k + d_v. Comparing this with an engine's Estimate shows what windows, MLA,
     linear layers, shared layers and padding change. ``kv_dtype`` may be an Estimate's "K/V"
-    pair ("q8_0/f16", llama.cpp's type_k/type_v): p is then the mean of the two element
+    pair ("q8_0/f16", llama.cpp's type_k/type_v; kvmem.dtypes.kv_pair): p is then the mean of the two element
     sizes, since the formula's 2·p counts one K and one V element.
     """
-    from .dtypes import dtype as _dtype
+    from .dtypes import dtype as _dtype, kv_pair
 
-    k_name, _, v_name = str(kv_dtype).partition("/")
+    k_name, v_name = kv_pair(kv_dtype)
     k_type = _dtype(k_name, model_dtype=model.dtype)
-    v_type = _dtype(v_name or k_name, model_dtype=model.dtype)
+    v_type = _dtype(v_name, model_dtype=model.dtype)
     first = next((layer for layer in model.layers if layer.caches_tokens), None)
     if first is None:
         raise ValueError(f"{model.name} has no attention layer that caches tokens")

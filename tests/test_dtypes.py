@@ -63,3 +63,11 @@ def test_group_size_only_for_integer_formats():
 def test_every_listed_name_resolves():
     for name in dtype_names():
         assert dtype(name).row_bytes(64) > 0
+
+
+@pytest.mark.parametrize("text, pair", [("bf16", ("bf16", "bf16")), ("q8_0/f16", ("q8_0", "f16")),
+                                        ("K int4 / V int2", ("int4", "int2")), ("fp8", ("fp8", "fp8"))])
+def test_one_parser_reads_both_spellings_of_a_kv_pair(text, pair):
+    """issue 24: the composite KV dtypes results carry, read in one place (the app and textbook.py ask it)."""
+    from kvmem.dtypes import kv_pair
+    assert kv_pair(text) == pair

@@ -88,7 +88,7 @@ def test_import_kvmem_loads_no_third_party_package():
     assert out.strip() == "[]"
 
 
-# issue 24 items 3 and 5: each rule has one home, found by its spelling
+# issue 24 items 3 and 5 and the smaller ones: each rule has one home, found by its spelling
 ONE_HOME = {
     # tp splitting a count evenly ("x % tp"), and its message
     "tp divides": (r"%\s*tp\b|\btp\s*%|tp=\{tp\} must divide", "kvmem/parallel.py"),
@@ -98,12 +98,19 @@ ONE_HOME = {
     "replicated heads": (r"1 - Fraction\(\w+, tp\)", "kvmem/parallel.py"),
     # the KV budget: what the weights (and the rest) leave of a fraction of memory
     "kv budget": (r"\.numerator // \w+\.denominator - |- req\.weights_bytes", "kvmem/engines/budget.py"),
+    # a float format's bytes per element: written once, in the format table
+    "float bytes": (r'DType\("bf16", 1, 2\)|["\'](?:bf16|bfloat16|fp16|float16|fp32|float32)["\']\s*:\s*[24]\b',
+                    "kvmem/dtypes.py"),
+    # a composite KV dtype ("q8_0/f16", "K int4 / V int2") read into its K and V: kvmem.dtypes.kv_pair
+    "kv pair": (r'\.partition\("/"\)|kv_dtype\)?\.split\("/"\)', "kvmem/dtypes.py"),
 }
 
 
-def test_each_parallelism_and_budget_rule_has_one_home():
+def test_each_rule_has_one_home():
     import re
-    sources = {p.relative_to(KVMEM.parent).as_posix(): p.read_text(encoding="utf-8") for p in KVMEM.rglob("*.py")}
+    root = KVMEM.parent
+    paths = [*KVMEM.rglob("*.py"), *(root / "ui").glob("*.py"), root / "app.py"]
+    sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8") for p in paths}
     for rule, (pattern, home) in ONE_HOME.items():
         homes = sorted(path for path, text in sources.items() if re.search(pattern, text))
         assert homes == [home], f"{rule}: {homes}"

@@ -17,6 +17,7 @@ import streamlit as st
 
 import kvmem
 from kvmem import defaults
+from kvmem.dtypes import kv_pair
 from kvmem.engines import ENGINES
 from kvmem.units import require_positive_int
 from kvmem.weights import weight_formats
@@ -73,8 +74,7 @@ class Workload:
 
 def kv_types(result) -> tuple[str, str]:
     """The effective K and V element formats of an Estimate ("q8_0/f16" -> ("q8_0", "f16"))."""
-    parts = str(result.kv_dtype).split("/")
-    return parts[0], parts[-1]
+    return kv_pair(result.kv_dtype)
 
 
 def kv_type_text(result) -> str:

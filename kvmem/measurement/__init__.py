@@ -41,6 +41,7 @@ from __future__ import annotations
 import time
 
 from .. import admission, catalog
+from ..dtypes import FLOAT_NAMES, float_bytes
 from ..engines import engine_estimate
 from ..engines.hf import DynamicGrowth, Slot, prompt_tokens_of
 from ..model import Model
@@ -71,7 +72,7 @@ def _need_bytes(model: Model, engine: str, *, tokens: int, batch: int, kv_name: 
     peak = _prediction(model, engine, tokens=tokens, batch=batch, kv_name=kv_name, options=options)[1]
     prompt = min(options.get("prompt_tokens") or tokens, tokens)
     compute, state = buffer_elements(plans, batch=batch, prompt=prompt)
-    element = {"fp32": 4, "fp16": 2, "bf16": 2}[kv_name]
+    element = float_bytes(kv_name)
     return peak + compute * element + state * 4
 
 
@@ -83,7 +84,7 @@ def _prediction(model: Model, engine: str, *, tokens: int, batch: int, kv_name: 
         own = tuple(Slot("attention", "full_attention", layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
                     for layer in model.layers)
         work = DynamicGrowth(own, batch=batch, prompt=min(prompt, tokens), tokens=tokens,
-                        e={"fp32": 4, "fp16": 2, "bf16": 2}[kv_name])
+                        e=float_bytes(kv_name))
         return ideal.total_bytes, max(work.peak(), ideal.total_bytes), ideal.per_layer, ()
     result = engine_estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_name, **options)
     return result.total_bytes, result.peak_bytes, result.per_layer, result.notes
@@ -153,7 +154,7 @@ def _measure(model, *, engine: str, tokens, batch: int, kv_dtype, device, **opti
     batch = require_positive_int("batch", batch)
     plans = toy_plan(model) if name == "toy" else None
     kv_name = _dtype(kv_dtype, model_dtype=model.dtype).name
-    if kv_name not in ("fp32", "fp16", "bf16"):
+    if kv_name not in FLOAT_NAMES:
         raise ValueError(f"kv_dtype for measure is the compute dtype (fp32, fp16 or bf16), got {kv_name!r}")
     predicted, predicted_peak, predicted_layers, notes = _prediction(
         model, name, tokens=tokens, batch=batch, kv_name=kv_name, options=options)
