@@ -179,3 +179,17 @@ def test_loader_file_size_and_tensor_count(entry):
         assert round(size / 2**30, 2) == printed["file_size_gib"]
     if "file_size_mib" in printed:
         assert round(size / 2**20, 2) == printed["file_size_mib"]
+
+
+FIT = [e for e in LOGS.values() if "fit_projected_mib" in e["printed"]]
+
+
+@pytest.mark.parametrize("entry", FIT, ids=[e["id"] for e in FIT])
+def test_fit_projection_is_model_kv_and_compute(entry):
+    # --fit (common_params_fit_impl) "projected to use N MiB of device memory": per device, the model, KV and
+    # compute buffers it then allocates; kvmem's model and KV plus the printed compute give the printed MiB
+    got = reproduce(entry)
+    printed = entry["printed"]
+    for dev, projected in printed["fit_projected_mib"].items():
+        total = got["model_mib"][dev] + got["kv_mib"].get(dev, 0.0) + printed["compute_mib"][dev]
+        assert int(total) == projected, dev
