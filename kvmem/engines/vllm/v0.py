@@ -8,9 +8,11 @@ from ...model import Model
 from ...records import Record
 from ..base import Capacity, Refusal, assemble
 from ...parallel import cdiv
-from .layout import Plan, draft_layers, state_elements
+from .layout import Plan
+from .models import draft_layers
 from .options import GIB, MODEL_DTYPE_BYTES, VllmOptions
 from .pool import stage_units
+from .states import state_elements
 
 
 @dataclass(frozen=True)
