@@ -38,7 +38,8 @@ def test_signatures_take_the_contract_keywords():
 def test_result_attributes_of_the_contract_exist():
     estimate = kvmem.estimate("llama-3.1-8b", tokens=16)
     for attr in ("kv_bytes", "kv_bytes_all_devices", "k_bytes", "v_bytes", "state_bytes", "per_layer",
-                 "peak_bytes", "to_dict"):
+                 "peak_bytes", "to_dict", "kv_dtype", "k_dtype", "v_dtype", "refusal", "engine_refuses",
+                 "engine_allows_with", "details", "eviction", "shared_prefix", "offload"):
         assert hasattr(estimate, attr), attr
     cap = kvmem.capacity("llama-3.1-8b", engine="vllm", kv_memory="1GiB", max_model_len=4096)
     for attr in ("blocks", "tokens", "max_concurrency", "longest_request_tokens", "refusal", "k_dtype", "v_dtype"):
@@ -46,7 +47,8 @@ def test_result_attributes_of_the_contract_exist():
     with pytest.deprecated_call():                   # the name it had: kept, deprecated
         assert cap.max_model_len == cap.longest_request_tokens
     fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=4096)
-    for attr in ("fits", "max_batch", "max_context", "min_gpus", "breakdown", "decode_tokens_per_s", "to_dict"):
+    for attr in ("fits", "max_batch", "max_context", "min_gpus", "breakdown", "decode_tokens_per_s", "refusal",
+                 "to_dict"):
         assert hasattr(fit, attr), attr
     for attr in ("predicted_bytes", "tensor_bytes", "allocated_bytes", "peak_bytes", "reserved_bytes", "device",
                  "matches", "to_dict"):
