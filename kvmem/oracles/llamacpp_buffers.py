@@ -6,9 +6,12 @@ sparse on disk, loads it for real (no ``no_alloc``: llama.cpp's dry run prints 0
 buffer) on this CPU-only build with mmap on or off and no extra CPU buffer types
 (``use_extra_bufts=False``, the --no-repack layout), creates a context, and reads the lines
 llama.cpp prints: "CPU_Mapped model buffer size" (mmap) or "CPU model buffer size" (--no-mmap),
-"CPU KV buffer size" and "CPU compute buffer size". The machine has no GPU, so every tensor is on
-the host: what this judges is each tensor's bytes, the mmap span, duplicated tensors (a tied
-output) and the buffer alignment; the GPU rules are judged against published logs.
+"CPU KV buffer size" and "CPU compute buffer size" (also to four decimals, "CPU compute 4dp",
+from the debug line ~llama_context prints when the context is freed). The machine has no GPU, so
+every tensor is on the host: what this judges is each tensor's bytes, the mmap span, duplicated
+tensors (a tied output), the buffer alignment and the compute graphs; the GPU rules are judged
+against published logs. Caches: K f16, q8_0, f32 or q4_0; V the same choice with flash
+attention, f16 without (a quantised V cache needs flash attention).
 
 Each case runs in a forked child, so an abort in llama.cpp ends the child, not the test.
 """
@@ -24,9 +27,12 @@ import re
 __all__ = ["random_spec", "write_spec", "run_spec", "BUFFER_LINE"]
 
 BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
+# ~llama_context, at debug level: "<buft> compute buffer size is %8.4f MiB, matches expectation ..."
+COMPUTE_CHECK_LINE = re.compile(r"^\S+: +(\S+) compute buffer size is +([0-9.]+) MiB")
 _WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q2_K",
                  "Q3_K", "IQ4_XS", "IQ4_NL")
 _GGML = {"f32": 0, "f16": 1, "q8_0": 8, "q4_0": 2, "bf16": 30}
+_CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0")
 
 
 def random_spec(seed: int) -> dict:
@@ -44,9 +50,10 @@ def random_spec(seed: int) -> dict:
     spec["n_expert_used"] = rng.choice((1, 2)) if moe else 0
     spec["tensors"] = _tensors(spec, rng)
     spec["context"] = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((32, 128, 512)),
-                           flash_attn=rng.choice((0, 1)), type_k=rng.choice(("f16", "q8_0", "f32")),
+                           flash_attn=rng.choice((0, 1)), type_k=rng.choice(_CACHE_TYPES),
                            mmap=rng.random() < 0.5)
-    spec["context"]["type_v"] = spec["context"]["type_k"] if spec["context"]["flash_attn"] else "f16"
+    # a quantised V cache needs flash attention (llama_init_from_model)
+    spec["context"]["type_v"] = rng.choice(_CACHE_TYPES) if spec["context"]["flash_attn"] else "f16"
     return spec
 
 
@@ -156,12 +163,15 @@ def _load(path: str, ctx: dict) -> dict:
         m = BUFFER_LINE.match(line.strip())
         if m:
             out[f"{m.group(1)} {m.group(2)}"] = float(m.group(3))
+        m = COMPUTE_CHECK_LINE.match(line.strip())
+        if m:
+            out[f"{m.group(1)} compute 4dp"] = m.group(2)
     return out
 
 
 def run_spec(spec: dict, path: str) -> dict:
     """llama.cpp's printed buffers for ``spec`` written at ``path`` ({"CPU_Mapped model": MiB,
-    "CPU KV": ..., "CPU compute": ...}), from a forked child."""
+    "CPU KV": ..., "CPU compute": ..., "CPU compute 4dp": "%.4f" text}), from a forked child."""
     import multiprocessing
     context = multiprocessing.get_context("fork")
 

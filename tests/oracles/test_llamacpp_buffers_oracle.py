@@ -1,12 +1,13 @@
 """kvmem's llama.cpp model and KV buffers against llama.cpp's own load (llama-cpp-python 0.3.36).
 
 200 random GGUFs (llama dense / qwen3moe MoE, random widths, layers, experts, a random ggml type
-per weight, tied or untied output, mmap on or off), each loaded for real on this CPU-only build:
-the "CPU_Mapped model buffer size" / "CPU model buffer size" and "CPU KV buffer size" lines must
-equal kvmem's bytes printed the same way. The "CPU compute buffer size" is NOT reproduced exactly:
-kvmem's estimate (budget.llamacpp_compute_bytes) stays within the band measured here, 0.25x to
-1.2x of llama.cpp's (worst: flash attention with f32 / q8_0 caches, whose f16 copies of K and V
-the formula leaves out). About 60 s.
+per weight, tied or untied output, mmap on or off; n_ctx, n_ubatch, flash attention on or off,
+K/V caches f16, f32, q8_0, q4_0), each loaded for real on this CPU-only build: the
+"CPU_Mapped model buffer size" / "CPU model buffer size", "CPU KV buffer size" and
+"CPU compute buffer size" lines must equal kvmem's bytes printed the same way, and the compute
+buffer also to the four decimals llama.cpp prints when the context is freed
+(kvmem.engines.llamacpp.compute: llama.cpp's graphs allocated as ggml-alloc allocates them).
+About 60 s.
 """
 
 from tests.oracles.conftest import require
@@ -16,14 +17,14 @@ require("llama_cpp")
 import pytest  # noqa: E402
 
 import kvmem  # noqa: E402
-from kvmem.engines.llamacpp import llamacpp_compute_bytes  # noqa: E402
+from kvmem.engines.llamacpp.compute import llamacpp_compute_buffer  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import random_spec, run_spec, write_spec  # noqa: E402
 from kvmem.sources.gguf import model_from_header, read_header  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", range(200))
-def test_model_and_kv_buffers_equal_llamacpp(seed, tmp_path):
+def test_model_kv_and_compute_buffers_equal_llamacpp(seed, tmp_path):
     spec = random_spec(seed)
     ctx = spec["context"]
     path = str(tmp_path / "model.gguf")
@@ -42,6 +43,9 @@ def test_model_and_kv_buffers_equal_llamacpp(seed, tmp_path):
     assert printed["CPU KV"] == buffer_mib(kv.k_bytes + kv.v_bytes)
     # every tensor counted once in its group: the groups add up to the tensors' bytes
     assert sum(placement.host.group_bytes.values()) == sum(t.nbytes for t in header.tensors)
-    compute = llamacpp_compute_bytes(model, n_ctx=ctx["n_ctx"], n_ubatch=ctx["n_ubatch"],
-                                     flash_attn=bool(ctx["flash_attn"])) / 2**20
-    assert 0.25 <= compute / printed["CPU compute"] <= 1.2      # an estimate: the measured band, not equality
+    compute = llamacpp_compute_buffer(model, n_ctx=ctx["n_ctx"], n_ubatch=ctx["n_ubatch"],
+                                      flash_attn=bool(ctx["flash_attn"]), type_k=ctx["type_k"], type_v=ctx["type_v"],
+                                      backend="cpu")
+    assert compute.exact
+    assert buffer_mib(compute.bytes) == printed["CPU compute"]
+    assert f"{compute.bytes / 1048576.0:.4f}" == printed["CPU compute 4dp"]

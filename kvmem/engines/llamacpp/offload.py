@@ -4,15 +4,17 @@ keep the most on the GPUs, what ``--fit on`` picks, the llama-server commands an
 Memory of one set of flags (``layout``), per GPU and on the host:
     model     placement.place: the GGUF's tensors (or tensors.synthesised_tensors) on their devices
     KV        plan.rows per layer on the layer's device (host with kv_offload=False)
-    compute   an estimate: budget.llamacpp_compute_bytes on every GPU that holds a layer and on
-              the host when no GPU does; else n_ubatch x hidden x 4 B on the host (the input
-              embeddings the host looks up: the "CUDA_Host compute buffer", 8.00 MiB against the
-              9.01 printed for Llama-3-8B at n_ubatch 512, docs/research/llamacpp_offload_logs.json).
-              Not exact: on the CPU the formula stays within 0.25x to 1.2x of llama.cpp's printed
-              "CPU compute buffer size" over the oracle's 200 tiny random models
-              (kvmem/oracles/llamacpp_buffers.py; 0.28x..1.14x on the first 40, absolute errors up
-              to 3.9 MiB; worst with flash attention over f32/q8_0 caches); on CUDA it matches two
-              Llama/Mistral logs (budget.py).
+    compute   compute.llamacpp_compute_buffer. Host only (no GPU holds a layer): the CPU buffer,
+              llama.cpp's own prompt and one-token graphs allocated as ggml-alloc allocates them,
+              equal to the printed "CPU compute buffer size" for llama / mistral / mixtral /
+              qwen3_moe (200 random GGUFs in tests/oracles/test_llamacpp_buffers_oracle.py);
+              other families and older builds get the estimate, marked in ``compute_exact``.
+              GPUs: an estimate on every GPU that holds a layer, the formula that reproduces the
+              published CUDA logs (Llama-3-8B, Mistral-7B; tests/engines/test_llamacpp_logs.py),
+              and n_ubatch x hidden x 4 B on the host (the input embeddings the host looks up:
+              the "CUDA_Host compute buffer", 8.00 MiB against the 9.01 printed for Llama-3-8B at
+              n_ubatch 512, docs/research/llamacpp_offload_logs.json); the CUDA graph is not
+              transcribed.
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 kvmem's placement (``offload``): the most on the GPUs at the given context. MoE: every layer
@@ -42,14 +44,14 @@ Decode bound: one token reads every weight it uses once (routed experts: top_k o
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 from ...model import Model
-from .budget import llamacpp_compute_bytes
+from .compute import llamacpp_compute_buffer, llamacpp_compute_bytes
 from .placement import CPU, Placement, place
 from .plan import run_plan
-from .settings import DEFAULTS
+from .settings import CURRENT, DEFAULTS
 from .tensors import tensors_for
 
 __all__ = ["Layout", "OffloadPlan", "layout", "offload", "fit_on", "llamacpp_offload", "decode_curve",
@@ -72,9 +74,10 @@ class Layout:
     override_tensor: tuple
     n_ctx: int
     placement: Placement
-    compute_bytes: dict           # device -> estimated compute buffer
+    compute_bytes: dict           # device -> compute buffer (llama.cpp's own where compute_exact)
     total_bytes: dict             # device -> model + KV + compute (+ CUDA context on GPUs; host: resident tensors)
     decode_bytes: dict            # device -> bytes read per decoded token
+    compute_exact: dict = field(default_factory=dict)   # device -> compute_bytes is llama.cpp's own (not an estimate)
 
     def fits(self, budgets: dict) -> bool:
         return all(self.total_bytes[d] <= b for d, b in budgets.items())
@@ -108,6 +111,7 @@ class Layout:
         return {"flags": self.flags(), "n_ctx": self.n_ctx, "n_gpu_layers": self.n_gpu_layers,
                 "offloaded_layers": self.placement.offloaded_layers, "n_cpu_moe": self.n_cpu_moe,
                 "devices": [{**d.to_dict(), "compute_bytes": self.compute_bytes[d.device],
+                             "compute_exact": self.compute_exact.get(d.device, False),
                              "total_bytes": self.total_bytes[d.device],
                              "decode_bytes": self.decode_bytes[d.device]} for d in self.placement.devices]}
 
@@ -184,13 +188,19 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               kv_per_layer=kv_rows)
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    compute, total, decode = {}, {}, {}
+    compute, total, decode, exact = {}, {}, {}, {}
     moe = model.facts.moe
     share = (moe.top_k, moe.experts) if moe else (1, 1)
     any_gpu = p.offloaded_layers > 0
     for d in p.devices:
         if d.device == CPU:
-            compute[d.device] = s.n_ubatch * model.hidden_size * 4 if any_gpu else full
+            if any_gpu:
+                compute[d.device] = s.n_ubatch * model.hidden_size * 4
+            else:
+                host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
+                                               cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
+                                               backend="cpu")
+                compute[d.device], exact[d.device] = host.bytes, host.exact and s.build == CURRENT
             # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
             # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
             total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
@@ -209,7 +219,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
         total[where] += mmproj_bytes
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
-                  total_bytes=total, decode_bytes=decode)
+                  total_bytes=total, decode_bytes=decode, compute_exact=exact)
 
 
 # ---- kvmem's placement ------------------------------------------------------------------------
@@ -404,8 +414,8 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
     fit, fit_note = fit_on(model, tensors, names, free, n_ctx=context if context_set else None, kw=kw_fit)
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
     notes = (f"tensors: {source}",
-             "compute buffers are estimates (see kvmem/engines/llamacpp/offload.py); model and KV bytes are exact "
-             "for the tensors given")
+             "compute buffers on GPUs are estimates (see kvmem/engines/llamacpp/offload.py); model and KV bytes "
+             "are exact for the tensors given")
     return OffloadPlan(model=model.name, tensors_source=source, gpus=tuple(g.name for g in gpus), budgets=budgets,
                        context=context, best=best, fit=fit, fit_note=fit_note,
                        decode_best=best.decode_tokens_per_s(bws, host_bandwidth_bytes_per_s) if best else None,

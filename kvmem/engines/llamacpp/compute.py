@@ -1,0 +1,350 @@
+"""llama.cpp's compute buffer: the graphs llama.cpp reserves, allocated as ggml-alloc allocates them.
+
+llama.cpp sizes its compute buffer once, at context creation (src/llama-context.cpp
+llama_context::sched_reserve): it builds the prompt graph (n_tokens = min(n_ctx, n_ubatch),
+n_outputs = min(n_tokens, n_outputs_max = n_batch)) and reserves it, then the one-token graph
+(n_tokens = n_outputs = 1), then the prompt graph again; ggml_gallocr_reserve_n_impl grows the
+buffer only when a graph needs more, so the buffer is the larger of the two graphs' high-water
+marks. Both graphs see the whole cache: n_kv = the cells of one stream (llama_kv_cache_context
+for init_full: n_kv = kv->get_size()). Printed as "<buffer type> compute buffer size".
+
+This module rebuilds those two graphs node by node (kvmem.engines.llamacpp.ggml_graph: ggml's
+shapes, its depth-first graph order and ggml-alloc's allocator) for the families whose graph it
+transcribes, and returns the bytes the allocator reserves:
+
+    llama (llama, mistral; mixtral's experts) src/models/llama.cpp llama_model_llama::graph
+    qwen3moe (qwen3_moe)                      src/models/qwen3moe.cpp llama_model_qwen3moe::graph
+with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
+unused inp_embd input, both kept by ggml_build_forward_select), build_inp_out_ids (always built,
+even when every token is an output), build_norm, build_qkv (separate Q/K/V), build_ffn (SiLU,
+parallel gate: ggml_swiglu_split), build_moe_ffn (softmax gating, argsort top-k, normalised
+weights, ggml_mul_mat_id for up/gate/down, the experts' views added one by one), build_attn
+(KV path) and build_attn_mha: flash attention ggml_flash_attn_ext over permuted views, with
+ggml_cast of an f32 K/V cache to f16; without it KQ = mul_mat(K, Q), ggml_soft_max_ext with the
+f32 mask, V transposed in the cache, KQV, permute, ggml_cont_2d; build_attn_inp_kq_mask (f16 mask
+with flash attention, f32 without: n_kv x n_tokens); src/llama-kv-cache.cpp cpy_k/cpy_v
+(ggml_set_rows into the cache: views), get_k/get_v, build_input_k_idxs/v_idxs (i64; V of a
+transposed cache one index per element), build_input_k_rot/v_rot (a quantised cache and head
+size % 64 == 0: Hadamard rotations, src/llama-impl.h llama_mul_mat_hadamard, n x n f32 inputs,
+n the largest power of two >= 64 dividing the K head size, 64 for V); the outputs (result_norm,
+result_output) are never freed (llm_graph_result::set_outputs).
+
+Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "CPU compute
+buffer size" and to the four decimals ~llama_context prints, for
+  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, ~35 s): llama
+    dense and qwen3moe, 1-6 layers, n_ctx 256-4096, n_ubatch 32-512, flash attention on (107) and
+    off (93), K f16/f32/q8_0/q4_0, V the same choices with flash attention: 200 of 200;
+  - 300 more with n_ubatch 1-2048, n_ctx 256-8192 (not multiples of 256 too), up to 12 layers,
+    8 of 32 experts: 300 of 300; 31 llama-architecture MoE GGUFs (Mixtral's graph): 31 of 31;
+  - Llama-3-8B and Qwen3-30B-A3B shapes at n_ctx 512-32768, n_ubatch 512/2048, f16/q8_0 caches
+    (tests/engines/test_llamacpp_compute.py pins these and seven of the random cases).
+The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
+
+Not covered, so not exact: other families (gemma, sliding-window or chunked caches, MLA,
+recurrent layers, qwen2/qwen3 dense, per-layer widths, shared experts, bias tensors) get
+``estimate_bytes``, returned with ``exact=False`` and a note saying it is an estimate; so does
+every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
+``llamacpp_compute_bytes``, kept because it reproduces the published CUDA logs; the CUDA graph
+is not transcribed: its inputs stay on the host, and ggml-cuda.cu's buffer type aligns to 128
+bytes and sizes a flash-attention output with ggml_cuda_flash_attn_ext_get_alloc_size). The graphs are this
+build's (llama.cpp 0c1e57098); older builds' graphs differ (the unused inp_embd input came with
+ggml-org/llama.cpp PR #18550, cited at build_inp_embd): the published CUDA logs of Llama-3-8B,
+from older builds, are 8.00 MiB (n_ctx 512) and 12.01 MiB (8192) below this build's CPU graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ggml_graph import OUTPUT, TYPES, Graph, gallocr_size
+
+__all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
+           "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
+
+CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
+QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
+# kvmem model_type -> llama.cpp graph (GGUF arch)
+FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe"}
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """The widths llama.cpp's llama / qwen3moe graphs are built from (GGUF hparams)."""
+
+    arch: str               # "llama" or "qwen3moe"
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int               # dense FFN width (0: every layer routes)
+    n_vocab: int
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+
+
+@dataclass(frozen=True)
+class ComputeBuffer:
+    """One device's compute buffer: its bytes, and whether they are llama.cpp's own (exact) or
+    the estimate kept for families this module does not transcribe."""
+
+    bytes: int
+    exact: bool
+    note: str = ""
+
+
+def graph_shape(model) -> GraphShape | None:
+    """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
+    arch = FAMILIES.get(model.model_type)
+    layers = model.layers
+    if arch is None or not layers or any(str(layer.kind) != "full" or layer.window for layer in layers):
+        return None
+    first = layers[0]
+    if any((layer.kv_heads, layer.head_dim_k, layer.head_dim_v) != (first.kv_heads, first.head_dim_k,
+                                                                        first.head_dim_k) for layer in layers):
+        return None
+    facts = model.facts
+    moe = facts.moe
+    if moe is not None and (moe.shared_intermediate_size or moe.dense_intermediate_size
+                            or (moe.moe_layers and not all(moe.moe_layers))):
+        return None
+    if (moe is None and arch == "qwen3moe") or not facts.vocab_size:
+        return None
+    config = model.config or {}
+    tensors = getattr(model.checkpoint, "tensors", None) or ()
+    if config.get("attention_bias") or config.get("mlp_bias") or any(t.name.endswith(".bias") for t in tensors):
+        return None         # bias adds (build_qkv, build_ffn, build_attn wo_b) are not transcribed
+    return GraphShape(arch=arch, n_layer=len(layers), n_embd=model.hidden_size, n_head=model.num_attention_heads,
+                      n_head_kv=first.kv_heads, head_dim=first.head_dim_k,
+                      n_ff=0 if moe else facts.intermediate_size, n_vocab=facts.vocab_size,
+                      n_expert=moe.experts if moe else 0, n_expert_used=moe.top_k if moe else 0,
+                      n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0)
+
+
+def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16",
+                type_v: str = "f16", n_outputs: int | None = None, alignment: int = CPU_ALIGNMENT) -> int:
+    """The compute buffer llama_context::sched_reserve keeps: the larger of the prompt graph
+    (``n_ubatch`` tokens, ``n_outputs`` of them output, all by default) and the one-token graph,
+    both over ``n_kv`` cache cells."""
+    n_outputs = n_ubatch if n_outputs is None else n_outputs
+    pp = _graph(shape, n_ubatch, n_outputs, n_kv, flash_attn, type_k, type_v)
+    tg = _graph(shape, 1, 1, n_kv, flash_attn, type_k, type_v)
+    return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
+
+
+def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
+                   n_outputs: int | None = None, alignment: int = CPU_ALIGNMENT) -> ComputeBuffer:
+    """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate."""
+    shape = graph_shape(model)
+    type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
+    if shape is not None and type_k in TYPES and type_v in TYPES:
+        return ComputeBuffer(graph_bytes(shape, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k,
+                                         type_v=type_v, n_outputs=n_outputs, alignment=alignment), True)
+    return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
+                         f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
+                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral and qwen3_moe)")
+
+
+def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
+                            cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
+                            n_outputs: int | None = None, backend: str = "cuda") -> ComputeBuffer:
+    """llama.cpp's compute buffer on one device for a context of ``n_ctx`` cells (one stream of
+    ``cells_per_stream``, n_ctx rounded up to 256 by default): ``backend="cpu"`` the CPU buffer,
+    exact for the transcribed families (``compute_buffer``); ``backend="cuda"`` the estimate
+    (``estimate_bytes``), which reproduces the published CUDA logs tests/test_sizing.py and
+    tests/engines/test_llamacpp_logs.py check (Llama-3-8B n_ctx 512 / 8192: 258.50 / 560.00 MiB,
+    Mistral-7B 2048 / 32768: 164.00 / 2144.00 MiB, flash attention off). The CUDA graph is not
+    transcribed: those logs come from older builds than the vendored one (this build's CPU graph
+    gives 266.50 / 572.01 MiB for the two Llama-3-8B cases: its unused inp_embd input alone is
+    8 MiB), so the CUDA figure stays an estimate (``exact=False``)."""
+    from ...catalog import as_model
+    model = as_model(model)
+    n_ub = min(n_ubatch, n_ctx)
+    n_kv = cells_per_stream if cells_per_stream is not None else -(-n_ctx // 256) * 256
+    if backend == "cpu":
+        return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
+                              n_outputs=n_outputs)
+    if backend != "cuda":
+        raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+    return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn), False,
+                         "an estimate: the CUDA graph is not transcribed (kvmem.engines.llamacpp.compute)")
+
+
+def llamacpp_compute_bytes(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
+                           cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
+                           n_outputs: int | None = None, backend: str = "cuda") -> int:
+    """The bytes of ``llamacpp_compute_buffer``."""
+    return llamacpp_compute_buffer(model, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn,
+                                   cells_per_stream=cells_per_stream, type_k=type_k, type_v=type_v,
+                                   n_outputs=n_outputs, backend=backend).bytes
+
+
+def estimate_bytes(model, *, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
+    """The former estimate, for families whose graph is not transcribed: the largest of
+        output    n_ub x (vocab + H)                  logits + the final norm
+        attention n_ub x (n_kv x (heads + 1) + 4 H)   flash attention off: KQ, the f32 mask
+                  n_ub x (n_kv / 2 + 4 H)             flash attention on: the f16 mask
+        ffn       n_ub x (3 I + 2 H)                  gate, up, their product
+    x 4 B. Within 0.25x to 1.2x of llama.cpp's CPU buffer on the llama/qwen3moe oracle before
+    the graphs were transcribed; not checked on other families."""
+    from ...activations import forward_shape
+    shape = forward_shape(model)
+    h = shape.hidden
+    ffn = 3 * shape.intermediate if shape.intermediate else 3 * shape.top_k * shape.moe_intermediate
+    attention = n_kv // 2 + 4 * h if flash_attn else n_kv * (shape.heads + 1) + 4 * h
+    return 4 * n_ubatch * max(shape.vocab + h, ffn + 2 * h, attention)
+
+
+def _ggml_type(name) -> str:
+    name = str(name).lower()
+    return {"float16": "f16", "fp16": "f16", "float32": "f32", "fp32": "f32", "bfloat16": "bf16"}.get(name, name)
+
+
+# ---- the graphs --------------------------------------------------------------------------------
+
+def _hadamard(g: Graph, cur, rot):
+    """src/llama-impl.h llama_mul_mat_hadamard."""
+    n = rot.ne[0]
+    res = g.cont(cur, n, cur.nelements() // n) if not cur.is_contiguous() else g.reshape(cur, n, cur.nelements() // n)
+    return g.reshape(g.mul_mat(rot, res), *cur.ne)
+
+
+def _rot_size(head_dim: int) -> int:
+    """llama_kv_cache::build_input_k_rot: the largest power of two (>= 64) dividing the head size."""
+    nrot = 64
+    while True:
+        nrot *= 2
+        if head_dim % nrot:
+            return nrot // 2
+
+
+def _graph(s: GraphShape, n_tokens: int, n_outputs: int, n_kv: int, fa: bool, type_k: str, type_v: str) -> Graph:
+    g = Graph()
+    hd, n_head, n_head_kv = s.head_dim, s.n_head, s.n_head_kv
+    n_gqa = hd * n_head_kv
+    # inputs (build_inp_embd, build_inp_pos, build_attn_inp_kv, build_inp_out_ids)
+    tokens = g.input("i32", n_tokens)
+    embd = g.input("f32", s.n_embd, n_tokens)
+    pos = g.input("i32", n_tokens)
+    k_idxs = g.input("i64", n_tokens)
+    v_idxs = g.input("i64", n_tokens if fa else n_tokens * n_gqa)
+    mask = g.input("f16" if fa else "f32", n_kv, n_tokens, 1, 1)
+    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if type_k in QUANTISED and hd % 64 == 0 else None
+    v_rot = g.input("f32", 64, 64) if type_v in QUANTISED and hd % 64 == 0 else None
+    out_ids = g.input("i32", n_outputs)
+
+    inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
+    g.expand(inp)
+    g.expand(embd)
+    inp_l = inp
+    for il in range(s.n_layer):
+        inp_sa = inp_l
+        cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
+        q = g.reshape(g.mul_mat(g.weight(s.n_embd, n_head * hd), cur), hd, n_head, n_tokens)
+        k = g.reshape(g.mul_mat(g.weight(s.n_embd, n_gqa), cur), hd, n_head_kv, n_tokens)
+        v = g.reshape(g.mul_mat(g.weight(s.n_embd, n_gqa), cur), hd, n_head_kv, n_tokens)
+        if s.arch == "qwen3moe":
+            q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd))
+        q = g.dup("ROPE", q, pos)
+        if s.arch == "qwen3moe":
+            k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
+        k = g.dup("ROPE", k, pos)
+        cur = _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, fa, type_k, type_v, s)
+        cur = g.mul_mat(g.weight(n_head * hd, s.n_embd), cur)
+        if il == s.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_sa = g.get_rows(inp_sa, out_ids)
+        ffn_inp = g.dup("ADD", cur, inp_sa)
+        cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd))
+        cur = _moe(g, cur, s) if s.n_expert else _ffn(g, cur, s)
+        inp_l = g.dup("ADD", cur, ffn_inp)
+    norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
+    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), norm)
+    norm.flags |= OUTPUT
+    logits.flags |= OUTPUT
+    g.expand(logits)
+    return g
+
+
+def _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, fa, type_k, type_v, s):
+    """build_attn (KV cache) and build_attn_mha, one stream."""
+    hd, n_head_kv = s.head_dim, s.n_head_kv
+    n_gqa = hd * n_head_kv
+    if k_rot is not None:
+        q, k = _hadamard(g, q, k_rot), _hadamard(g, k, k_rot)
+    if v_rot is not None:
+        v = _hadamard(g, v, v_rot)
+    g.expand(q)
+    g.expand(v)
+    g.expand(k)
+    k_cache, v_cache = g.weight(n_gqa, n_kv, 1, type_=type_k), g.weight(n_gqa, n_kv, 1, type_=type_v)
+    g.expand(g.set_rows(k_cache, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
+    if fa:
+        g.expand(g.set_rows(v_cache, g.view(v, (n_gqa, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
+    else:
+        v_cur = g.reshape(g.reshape(v, n_gqa, n_tokens), 1, n_gqa * n_tokens)
+        g.expand(g.set_rows(g.reshape(v_cache, 1, v_cache.nelements()), v_cur, v_idxs))
+    rk, rv = _row(type_k), _row(type_v)
+    kv = g.view(k_cache, (hd, n_head_kv, n_kv, 1), (TYPES[type_k][1], rk(hd), rk(n_gqa), rk(n_gqa * n_kv)))
+    if fa:
+        vv = g.view(v_cache, (hd, n_head_kv, n_kv, 1), (TYPES[type_v][1], rv(hd), rv(n_gqa), rv(n_gqa * n_kv)))
+    else:
+        vv = g.view(v_cache, (n_kv, n_head_kv, hd, 1), (TYPES[type_v][1], rv(n_kv * hd), rv(n_kv), rv(n_kv * n_gqa)))
+    qv = g.view(q, q.ne, q.nb)
+    qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(kv, 0, 2, 1, 3), g.permute(vv, 0, 2, 1, 3)
+    if fa:
+        if kp.type == "f32":
+            kp = g.cast(kp, "f16")
+        if vp.type == "f32":
+            vp = g.cast(vp, "f16")
+        cur = g.flash_attn_ext(qp, kp, vp, mask)
+        cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+    else:
+        kq = g.dup("SOFT_MAX", g.mul_mat(kp, qp), mask)
+        kqv = g.mul_mat(vp, kq)
+        cur = g.permute(kqv, 0, 2, 1, 3)
+        cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+    g.expand(cur)
+    if v_rot is not None:
+        cur = _hadamard(g, cur, v_rot)
+    return cur
+
+
+def _row(type_):
+    block, size = TYPES[type_]
+    return lambda n: size * n // block
+
+
+def _ffn(g, cur, s):
+    """build_ffn: SiLU with a parallel gate."""
+    up = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
+    gate = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
+    return g.mul_mat(g.weight(s.n_ff, s.n_embd), g.dup("GLU", gate, up))
+
+
+def _moe(g, cur, s):
+    """build_moe_ffn: softmax gating, normalised top-k weights, no shared experts."""
+    n_embd, n_tokens, n_exp, n_used = s.n_embd, cur.ne[1], s.n_expert, s.n_expert_used
+    logits = g.mul_mat(g.weight(n_embd, n_exp), cur)
+    probs = g.dup("SOFT_MAX", logits)
+    selected = g.argsort_top_k(probs, n_used)
+    weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
+    weights = g.reshape(weights, n_used, n_tokens)
+    wsum = g.dup("CLAMP", g.sum_rows(weights))
+    weights = g.reshape(g.dup("DIV", weights, wsum), 1, n_used, n_tokens)
+    g.expand(weights)
+    cur = g.reshape(cur, n_embd, 1, n_tokens)
+    up = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp), cur, selected)
+    gate = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp), cur, selected)
+    experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp), g.dup("GLU", gate, up), selected)
+    experts = g.dup("MUL", experts, weights)
+    g.expand(experts)
+    views = [g.view(experts, (n_embd, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]
+    for view in views:
+        g.expand(view)
+    out = views[0]
+    for view in views[1:]:
+        out = g.dup("ADD", out, view)
+        g.expand(out)
+    return g.cont(out) if n_used == 1 else out

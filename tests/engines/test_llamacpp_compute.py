@@ -1,0 +1,121 @@
+"""kvmem.engines.llamacpp.compute: llama.cpp's CPU compute buffer, pinned to values llama.cpp itself
+printed (llama-cpp-python 0.3.36, "CPU compute buffer size is %.4f MiB" when the context is freed;
+the GGUFs as kvmem/oracles/llamacpp_buffers.py writes them, sparse, Q4_0 weights for the two real
+shapes). The oracle (tests/oracles/test_llamacpp_buffers_oracle.py) checks 200 random GGUFs."""
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes,
+                                            llamacpp_compute_buffer, llamacpp_compute_bytes)
+from kvmem.engines.llamacpp.ggml_graph import OUTPUT, Graph, gallocr_size
+from kvmem.engines.llamacpp.offload import layout
+from kvmem.engines.llamacpp.tensors import tensors_for
+
+LLAMA3_8B = GraphShape("llama", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336,
+                       n_vocab=128256)
+QWEN3_30B_A3B = GraphShape("qwen3moe", n_layer=48, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_ff=0,
+                           n_vocab=151936, n_expert=128, n_expert_used=8, n_ff_exp=768)
+
+
+def mib4(nbytes: int) -> str:
+    return f"{nbytes / 1048576.0:.4f}"
+
+
+@pytest.mark.parametrize("shape, n_ctx, n_ubatch, flash_attn, cache, nbytes, printed", [
+    # flash attention off: the n_kv x n_ubatch x heads f32 KQ of one layer beside the f32 mask
+    (LLAMA3_8B, 512, 512, False, "f16", 279_447_552, "266.5020"),
+    (LLAMA3_8B, 8192, 512, False, "f16", 599_795_712, "572.0098"),
+    # flash attention on: the logits (512 x 128,256 f32) win
+    (LLAMA3_8B, 8192, 512, True, "f16", 279_447_552, "266.5020"),
+    # q8_0 cache: the Hadamard rotations of Q, K, V and the attention output add 8 MiB
+    (LLAMA3_8B, 32768, 512, True, "q8_0", 287_836_160, "274.5020"),
+    (LLAMA3_8B, 4096, 2048, True, "f16", 1_117_790_208, "1066.0078"),
+    (QWEN3_30B_A3B, 512, 512, False, "f16", 319_555_584, "304.7520"),
+    (QWEN3_30B_A3B, 8192, 512, False, "f16", 585_115_648, "558.0098"),
+    (QWEN3_30B_A3B, 32768, 512, True, "q8_0", 319_555_584, "304.7520"),
+    (QWEN3_30B_A3B, 4096, 2048, True, "f16", 1_278_222_336, "1219.0078"),
+])
+def test_real_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, cache, nbytes, printed):
+    got = graph_bytes(shape, n_kv=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=cache, type_v=cache)
+    assert got == nbytes and mib4(got) == printed
+
+
+@pytest.mark.parametrize("shape, n_ctx, n_ubatch, flash_attn, type_k, type_v, nbytes, printed", [
+    # oracle seed 0: flash attention, f32 K (cast to f16 per layer), q8_0 V (rotated)
+    (GraphShape("llama", 4, 1024, 4, 4, 64, 768, 2048), 256, 128, True, "f32", "q8_0", 2_706_944, "2.5815"),
+    # seed 1: MoE, 2 of 4 experts, flash attention off over 4096 cells
+    (GraphShape("qwen3moe", 4, 256, 2, 2, 128, 0, 2048, 4, 2, 256), 4096, 128, False, "f32", "f16",
+     7_211_520, "6.8774"),
+    # seed 7: one expert per token (the experts' view made contiguous), q4_0 K rotated in 128 x 128
+    (GraphShape("qwen3moe", 1, 512, 8, 1, 128, 0, 256, 16, 1, 256), 256, 32, False, "q4_0", "f16",
+     721_536, "0.6881"),
+    # seed 12: q4_0 K and V, head size 64
+    (GraphShape("qwen3moe", 3, 768, 4, 1, 64, 0, 2048, 8, 1, 256), 512, 32, True, "q4_0", "q4_0",
+     557_184, "0.5314"),
+    # seed 33 and seed 101 (n_ctx 512 -> 512 cells)
+    (GraphShape("llama", 5, 512, 4, 4, 128, 1536, 512), 256, 512, True, "f16", "q8_0", 6_970_368, "6.6475"),
+    (GraphShape("llama", 6, 512, 4, 1, 128, 1280, 512), 512, 128, False, "q4_0", "f16", 3_213_824, "3.0649"),
+    # llama architecture with experts (Mixtral's graph): seeds 57 and 59 written as "llama" GGUFs
+    (GraphShape("llama", 4, 256, 8, 4, 64, 0, 1000, 8, 1, 256), 1000, 512, False, "q8_0", "f16",
+     22_571_008, "21.5254"),
+    (GraphShape("llama", 6, 1024, 2, 2, 64, 0, 256, 8, 2, 512), 1000, 512, True, "f32", "q8_0",
+     13_924_352, "13.2793"),
+])
+def test_random_gguf_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, type_k, type_v, nbytes, printed):
+    n_kv = -(-n_ctx // 256) * 256
+    got = graph_bytes(shape, n_kv=n_kv, n_ubatch=min(n_ubatch, n_ctx), flash_attn=flash_attn, type_k=type_k,
+                      type_v=type_v)
+    assert got == nbytes and mib4(got) == printed
+
+
+def test_presets_map_to_the_transcribed_graphs():
+    # llama-3-8b's config gives the same graph as the Llama-3-8B GGUF shape above
+    cpu = llamacpp_compute_buffer("llama-3-8b", n_ctx=8192, flash_attn=False, backend="cpu")
+    assert cpu.exact and cpu.bytes == 599_795_712
+    moe = llamacpp_compute_buffer("qwen3-30b-a3b", n_ctx=512, flash_attn=False, backend="cpu")
+    assert moe.exact and moe.bytes == 319_555_584
+
+
+def test_cuda_keeps_the_estimate_that_reproduces_the_published_logs():
+    # "CUDA0 compute buffer size = 258.50 MiB" (Llama-3-8B, n_ctx 512, flash attention off, an older
+    # build): the estimate; this build's CPU graph is 8 MiB larger (its unused inp_embd input)
+    cuda = llamacpp_compute_buffer("llama-3-8b", n_ctx=512, flash_attn=False)
+    assert not cuda.exact and cuda.bytes == 4 * 512 * (128_256 + 4_096) == round(258.50 * 2**20)
+    assert llamacpp_compute_bytes("llama-3-8b", n_ctx=512, flash_attn=False) == cuda.bytes
+
+
+def test_families_not_transcribed_get_the_estimate_marked_as_such():
+    model = kvmem.get_model("gemma-3-27b")
+    got = compute_buffer(model, n_kv=4096, n_ubatch=512, flash_attn=True)
+    assert not got.exact and "estimate" in got.note
+    assert got.bytes == estimate_bytes(model, n_kv=4096, n_ubatch=512, flash_attn=True)
+
+
+def test_host_only_layout_takes_the_exact_cpu_buffer():
+    model = kvmem.get_model("llama-3-8b")
+    tensors, _ = tensors_for(model, "q4_k_m")
+    lay = layout(model, tensors, n_gpu_layers=0, n_ctx=8192, flash_attn=False)
+    assert lay.compute_bytes["CPU"] == 599_795_712 and lay.compute_exact["CPU"] is True
+    assert lay.to_dict()["devices"][0]["compute_exact"] is True
+
+
+def test_allocator_reuses_a_single_child_source_in_place():
+    # RMS_NORM may run in place: the 32 B input's memory becomes the norm's, the product takes 64 B
+    g = Graph()
+    x = g.input("f32", 8)
+    y = g.mul_mat(g.weight(8, 16), g.dup("RMS_NORM", x))
+    y.flags |= OUTPUT
+    g.expand(y)
+    assert gallocr_size(g) == 32 + 64
+
+
+def test_allocator_keeps_a_source_that_has_another_child():
+    # x feeds the norm and the add: the norm takes new memory; the add, x's last child, takes x's
+    g = Graph()
+    x = g.input("f32", 8)
+    out = g.dup("ADD", x, g.dup("RMS_NORM", x))
+    out.flags |= OUTPUT
+    g.expand(out)
+    assert gallocr_size(g) == 64
+    assert gallocr_size(g, alignment=128) == 256
