@@ -176,7 +176,6 @@ def test_no_module_outside_the_engines_names_an_engine_or_its_options():
 # says why ("Over 300 lines by design: ..."). Left, with why:
 LONG_LEFT = {
     "kvmem/engines/llamacpp/offload.py": "llama.cpp's placement, being changed by its own work in flight",
-    "kvmem/oracles/vllm.py": "vLLM's oracle; to split with its draws and its checks apart",
 }
 
 

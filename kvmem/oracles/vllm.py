@@ -20,6 +20,9 @@ or shared-KV layers are left to kvmem/oracles/vllm_states.py and the unit tests;
 sparse-attention indexer key (DeepSeek-V3.2, GLM-5) is the spec DeepseekV32IndexerCache.get_kv_cache_spec
 builds (vllm/model_executor/models/deepseek_v2.py): one head of index_head_dim + 4 B per 128, uint8,
 cache role INDEXER.
+
+Over 300 lines by design: the cases it draws and the run that judges them, beside the vLLM classes
+both build on; a tool of ``kvmem validate --engine vllm``, never imported by ``import kvmem``.
 """
 
 from __future__ import annotations
