@@ -230,3 +230,8 @@ def test_compute_exclusions_say_why():
     assert {e["id"] for e in printed} == {e["id"] for e in COMPUTE} | {e["id"] for e in printed
                                                                         if e.get("compute_not_modelled")}
     assert len(COMPUTE) >= 3
+
+
+def test_every_log_is_in_the_docs_table():
+    doc = (Path(__file__).parents[2] / "docs/research/llamacpp_offload_logs.md").read_text()
+    assert all(f"| {i} |" in doc for i in LOGS)
