@@ -17,6 +17,10 @@ llama_tensor_get_type, the main rules only):
                      ("qs.has_imatrix && i_layer < n_layer/8")
     q6_k, q8_0       Q6_K, Q8_0 for every weight matrix
     f16, bf16        F16, BF16
+    phi3 (Phi-3, Phi-4)  one attn_qkv per layer (Q5_K under q4_k_m, Q6_K under q5_k_m: the
+                     ATTENTION_QKV rule) and one ffn_up holding gate and up (2 x n_ff), as
+                     convert_hf_to_gguf writes Phi-3's qkv_proj and gate_up_proj (models/phi3.cpp:
+                     ffn_up "{ n_embd, 2 * n_ff }"); checked on ollama's phi4 (issue #13552)
     an 8-expert model (Mixtral): Q8_0 on every attn_k and attn_v whatever the format
                      ("hparams.n_expert == 8 ... bumping this to Q8_0 trades just ~128MB"), and with
                      q4_k_m Q5_K on attn_output (the ATTENTION_OUTPUT rule for n_expert == 8)
@@ -56,6 +60,7 @@ _BASE = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q4_0": "Q4_0", "q6_k": "Q6_K", "q8
 _QKV_BIAS = {"qwen2", "qwen2_moe"}           # convert_hf_to_gguf writes attn_q/k/v.bias
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
+_FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: attn_qkv, and ffn_up = gate|up
 _FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
 
@@ -112,6 +117,7 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
     seventy = n == 80 and (model.model_type == "qwen2" or (model.model_type == "llama"
                                                           and model.layers[0].kv_heads != model.num_attention_heads))
+    fused = model.model_type in _FUSED
     out = []
     if not facts.tie_word_embeddings:
         out.append(_tensor("output.weight", (h, vocab), head))
@@ -134,9 +140,14 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
             attn_o = "Q5_K" if fmt == "q4_k_m" else base
         q, kv_k, kv_v = model.num_attention_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_k, \
             layer.kv_heads * layer.head_dim_v
-        out += [_tensor(b + "attn_norm.weight", (h,), "F32"), _tensor(b + "attn_q.weight", (h, q), base),
-                _tensor(b + "attn_k.weight", (h, kv_k), attn_k), _tensor(b + "attn_v.weight", (h, kv_v), attn_v),
-                _tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), attn_o)]
+        out.append(_tensor(b + "attn_norm.weight", (h,), "F32"))
+        if fused:                                # ATTENTION_QKV: Q4_K_M -> Q5_K, Q5_K_M -> Q6_K
+            qkv = {"q4_k_m": "Q5_K", "q5_k_m": "Q6_K"}.get(fmt, base)
+            out.append(_tensor(b + "attn_qkv.weight", (h, q + kv_k + kv_v), qkv))
+        else:
+            out += [_tensor(b + "attn_q.weight", (h, q), base), _tensor(b + "attn_k.weight", (h, kv_k), attn_k),
+                    _tensor(b + "attn_v.weight", (h, kv_v), attn_v)]
+        out.append(_tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), attn_o))
         if model.model_type in _QKV_BIAS:
             out += [_tensor(b + "attn_q.bias", (q,), "F32"), _tensor(b + "attn_k.bias", (kv_k,), "F32"),
                     _tensor(b + "attn_v.bias", (kv_v,), "F32")]
@@ -163,8 +174,9 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
             f = moe.dense_intermediate_size if moe is not None else facts.intermediate_size
             if not f:
                 raise ValueError(f"{model.name}: intermediate_size is unknown; the FFN tensors cannot be sized")
-            out += [_tensor(b + "ffn_gate.weight", (h, f), base), _tensor(b + "ffn_up.weight", (h, f), base),
-                    _tensor(b + "ffn_down.weight", (f, h), down)]
+            gate_up = [_tensor(b + "ffn_up.weight", (h, 2 * f), base)] if fused else \
+                [_tensor(b + "ffn_gate.weight", (h, f), base), _tensor(b + "ffn_up.weight", (h, f), base)]
+            out += gate_up + [_tensor(b + "ffn_down.weight", (f, h), down)]
     return tuple(out)
 
 
