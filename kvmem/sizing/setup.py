@@ -25,6 +25,22 @@ DEFAULT_UTILIZATION = Fraction(9, 10)
 # ----------------------------------------------------------------------------- one set-up
 
 @dataclass(frozen=True)
+class Given:
+    """The measured figures a caller may give instead of kvmem's estimates (the sizing options every
+    engine's SizingRules.options may take), parsed once: bytes, or None where not given."""
+
+    weights_bytes: int | None = None       # per device, replacing the weight formula
+    non_torch_bytes: int | None = None     # replacing the engine's default non-torch memory
+    activation_bytes: int | None = None    # replacing the activation estimate
+
+    @classmethod
+    def of(cls, sizing: dict) -> "Given":
+        figures = {name: sizing.get(name) for name in ("weights_bytes", "non_torch_bytes", "activation_bytes")}
+        return cls(*(None if value is None else parse_bytes(value) if name == "weights_bytes"
+                     else byte_option(name, value) for name, value in figures.items()))
+
+
+@dataclass(frozen=True)
 class Setup:
     model: Model
     gpu: GPU
@@ -40,6 +56,7 @@ class Setup:
     utilization: Fraction
     engine_options: dict
     sizing: dict
+    given: Given
     # (tokens, batch) -> the engine's Estimate for this set-up: a fit's searches ask the same workloads again;
     # a set-up made from it by replace() (another tp, pp, GPU count) starts with its own, empty
     estimates: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # not copied by replace()
@@ -102,10 +119,10 @@ def model_weights(model: Model, weight_dtype) -> Weights:
 
 
 def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
-    opts, notes, rules = s.sizing, [], s.rules
+    opts, notes, rules, given = s.sizing, [], s.rules, s.given
     weights_obj = None
-    if opts.get("weights_bytes") is not None:
-        weights_dev = parse_bytes(opts["weights_bytes"])
+    if given.weights_bytes is not None:
+        weights_dev = given.weights_bytes
     else:
         weights_obj = model_weights(s.model, s.weight_dtype)
         notes.extend(weights_obj.notes)
@@ -116,14 +133,12 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
             notes.extend(extra_notes)
         if rules.weight_notes is not None:
             notes.extend(rules.weight_notes(weights_obj.weight_dtype))
-    non_torch = opts.get("non_torch_bytes")
-    non_torch = rules.non_torch_bytes if non_torch is None else byte_option("non_torch_bytes", non_torch)
-    act = opts.get("activation_bytes")
-    act = None if act is None else byte_option("activation_bytes", act)
+    non_torch = rules.non_torch_bytes if given.non_torch_bytes is None else given.non_torch_bytes
     request = BudgetRequest(model=s.model, gpu=s.gpu, tp=s.tp, pp=s.pp, context=s.context,
                             batch=batch_for_activations, kv_dtype=s.kv_dtype, utilization=s.utilization,
-                            weights_bytes=weights_dev, non_torch_bytes=non_torch, activation_bytes=act,
-                            engine_options=s.engine_options, sizing_options=opts)
+                            weights_bytes=weights_dev, non_torch_bytes=non_torch,
+                            activation_bytes=given.activation_bytes, engine_options=s.engine_options,
+                            sizing_options=opts)
     budget = rules.budget(request)
     return SetupBudget(budget, weights_obj, tuple(notes) + budget.notes)
 
@@ -183,14 +198,15 @@ def make_setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv
     require_divides(tp, model.num_attention_heads, "attention heads", owner="model's ")
     check_pp_layers(pp, model.num_layers)
     engine_opts, sizing = split_options(name, rules, spec.options, options)
+    given = Given.of(sizing)
     auto = isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto"
-    if auto and sizing.get("weights_bytes") is None and model.params_total and rules.loads_fp32_as_fp16 \
+    if auto and given.weights_bytes is None and model.params_total and rules.loads_fp32_as_fp16 \
             and model.dtype == "fp32":
         weight_dtype = "fp16"
         notes.append("fp32 checkpoint: serving engines load it in fp16 (dtype 'auto')")
     s = Setup(model=model, gpu=gpu, engine=name, rules=rules, tp=tp, pp=pp, num_gpus=num_gpus, context=context,
                batch=batch, weight_dtype=weight_dtype, kv_dtype=kv_dtype, utilization=utilization,
-               engine_options=engine_opts, sizing=sizing)
+               engine_options=engine_opts, sizing=sizing, given=given)
     return s, notes
 
 

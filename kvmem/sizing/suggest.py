@@ -77,7 +77,7 @@ def what_would_fit(s: Setup, budget: SetupBudget, max_context: int, per_replica_
             out.append(f"{replicas * gpus_per_replica} GPUs as {replicas} replicas of tp={s.tp} x pp={s.pp} "
                        f"({per_replica_max} sequences each)")
     current = budget.weights_obj.weight_dtype if budget.weights_obj else None
-    if current and s.sizing.get("weights_bytes") is None:
+    if current and s.given.weights_bytes is None:
         current_bytes = budget.weights_obj.total_bytes
         for name in s.rules.weight_formats:
             try:
