@@ -13,6 +13,7 @@ _HOME = {
     "ConfigError": ".errors",
     "DType": ".dtypes", "dtype": ".dtypes",
     "Capacity": ".engines", "Estimate": ".engines", "capacity": ".engines", "list_engines": ".engines",
+    "Refusal": ".engines.results",
     "formula": ".textbook",
     "GPU": ".gpus", "get_gpu": ".gpus", "list_gpus": ".gpus",
     "Measurement": ".measurement", "measure": ".measurement",
@@ -33,7 +34,7 @@ _HOME = {
 __all__ = [
     "formula", "dtype", "DType", "parse_tokens", "parse_bytes", "format_bytes",
     "Model", "Layer", "RecurrentState", "ConfigError", "get_model", "list_models",
-    "estimate", "capacity", "Estimate", "Capacity", "list_engines",
+    "estimate", "capacity", "Estimate", "Capacity", "Refusal", "list_engines",
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "sweep", "SweepCell", "weight_bytes",
     "measure", "Measurement", "validate_engine", "OracleReport", "plan", "Plan", "PlanRefused",

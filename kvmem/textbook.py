@@ -16,13 +16,15 @@ once, per layer, in exact integers.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Real
 
 from .dtypes import DType
 from .model import Layer
+from .records import Record
 from .units import show_value
 
-__all__ = ["formula", "ideal_layer_bytes"]
+__all__ = ["formula", "ideal_layer_bytes", "seed_terms", "SeedTerms"]
 
 
 def formula(*, bytes_per_element, batch, layers, kv_heads, head_dim, tokens):
@@ -82,7 +84,29 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
     return k, v
 
 
-def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
+@dataclass(frozen=True, eq=False)
+class SeedTerms(Record):
+    """seed_terms' result, read like the dict it was (``terms["bytes"]``, equal to it): the
+    formula's six terms, K's and V's head widths, the element format(s) and ``formula_bytes``
+    (key "bytes")."""
+
+    bytes_per_element: int | float
+    batch: int
+    layers: int
+    kv_heads: int
+    head_dim: int | float
+    tokens: int
+    head_dim_k: int
+    head_dim_v: int
+    dtype: str
+    formula_bytes: int | float
+
+    KEYS = {"bytes_per_element": "bytes_per_element", "batch": "batch", "layers": "layers", "kv_heads": "kv_heads",
+            "head_dim": "head_dim", "tokens": "tokens", "head_dim_k": "head_dim_k", "head_dim_v": "head_dim_v",
+            "dtype": "dtype", "bytes": "formula_bytes"}
+
+
+def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> SeedTerms:
     """The seed formula's terms read naively off ``model``, and its result.
 
     What a plain calculator does: every layer counted as full attention with the first
@@ -111,8 +135,8 @@ def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> dict:
     # 2 x p x ... x (d_k + d_v) / 2 x t, exact: the product with d_k + d_v is even
     both = formula(**{**terms, "head_dim": head_dim_k + head_dim_v})
     name = k_type.name if k_type.name == v_type.name else f"{k_type.name}/{v_type.name}"
-    return {**terms, "head_dim_k": head_dim_k, "head_dim_v": head_dim_v, "dtype": name,
-            "bytes": both // 2 if isinstance(both, int) else both / 2}
+    return SeedTerms(**terms, head_dim_k=head_dim_k, head_dim_v=head_dim_v, dtype=name,
+                     formula_bytes=both // 2 if isinstance(both, int) else both / 2)
 
 
 def _whole(value: float):

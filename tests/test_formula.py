@@ -72,3 +72,12 @@ def test_seed_terms_take_an_estimates_k_v_pair():
     # 2 x 1.53125 x 62 layers x 16 heads x 128 x 32,768 = 12,742,295,552
     assert terms["bytes"] == 12_742_295_552
     assert seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0")["bytes"] == 8_841_592_832
+
+
+def test_seed_terms_are_a_frozen_record():
+    import kvmem
+    from kvmem.textbook import SeedTerms, seed_terms
+
+    terms = seed_terms(kvmem.get_model("llama-3.1-8b"), tokens=8, batch=1)
+    assert type(terms) is SeedTerms and terms.formula_bytes == terms["bytes"] == 8 * 131_072
+    assert terms.to_dict() == terms and list(terms)[-1] == "bytes"
