@@ -1,0 +1,370 @@
+"""llama.cpp's own quantiser, loader and context as the judge of kvmem's llama.cpp layout of the presets.
+
+The presets' real GGUF files cannot be downloaded here, so each is built: for a preset whose llama.cpp
+tensors kvmem lays out (kvmem.engines.llamacpp.tensors.synthesised_tensors), a sparse GGUF with the
+preset's real shapes (hidden size, layers, heads, head dims, FFN and expert widths, vocabulary) and
+the metadata convert_hf_to_gguf.py writes for the architecture (conversion/*.py set_gguf_parameters;
+the keys the architecture's load_arch_hparams reads, src/models/<arch>.cpp), all-zero data (the file
+is truncated to its size: nothing is written). Three runs of llama.cpp 0c1e57098 (llama-cpp-python
+0.3.36, CPU-only build), each in a forked child:
+
+1. ``quantise_types``: the source GGUF as convert_hf_to_gguf.py writes it (2-D and 3-D weights F16;
+   1-D tensors, norms and routers F32: TextModel.prepare_tensors "Some tensor types are always in
+   float32") goes through ``llama_model_quantize`` with ``dry_run`` (llama-quantize --dry-run,
+   src/llama-quant.cpp: every tensor's target type from llama_tensor_get_type, nothing quantised,
+   no data read). Judged by llama.cpp's code: the ggml type of every tensor in the format
+   (q4_k_m, q8_0, ...), i.e. kvmem's transcription of the quantiser's rules.
+2. ``load``: the quantised GGUF written from kvmem's own tensor list (names, shapes, types, file
+   order) is loaded with mmap on, no extra CPU buffer types (the --no-repack layout), and a context
+   is created (n_ctx 4096, one sequence, f16 cache, flash attention on, swa_full off as on the
+   command line). Judged by llama.cpp's code:
+   - the tensor set: llama_model_loader creates every tensor the architecture's load_arch_tensors
+     asks for, checks each shape ("tensor ... has wrong shape") and that no tensor is left over
+     ("done_getting_tensors: wrong number of tensors"): a tensor kvmem lays out that llama.cpp
+     does not load (or the reverse) fails the load;
+   - ``llama_model_size``: the sum of ggml_nbytes over the loaded tensors, to the byte;
+   - "CPU_Mapped model buffer size": the mmap span of the host tensors, to the printed MiB;
+   - the KV caches: the "llama_kv_cache: layer N: dev = CPU" / "filtered" debug lines give the
+     layers of each cache (the SWA cache of gemma and gpt-oss separately), "creating [non-]SWA KV
+     cache, size = N cells" its cells, "CPU KV buffer size" its bytes (printed MiB);
+   - "CPU compute buffer size" and, at debug level, its four-decimal figure.
+3. ``tensor_bytes``: every tensor of the written file read back with ggml's own GGUF reader
+   (libggml-base gguf_init_from_file, no_alloc) and sized with ``ggml_nbytes``: name, ggml type,
+   ne and bytes as ggml computes them, to the byte.
+
+What is only self-consistency: the grouping (kvmem.engines.llamacpp.placement.tensor_group puts
+each name in attention / ffn / experts / shared_experts / other / embeddings / output and a
+layer); the per-group and per-layer sums are llama.cpp's bytes (3) of llama.cpp's types (1) of the
+tensors llama.cpp loads (2), grouped by kvmem. Per layer, the KV bytes of a layer are its cache's
+bytes divided by the layers llama.cpp puts in that cache (every layer of a preset's cache has the
+same width, as llama.cpp's log shows it). Not judged here: the GPU rules (no GPU), file order of
+real uploads (the quantiser keeps the source order; kvmem's order is the one tensors.py states),
+and imatrix choices.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+
+from ..catalog import get_model, list_models
+from ..model import Model
+
+__all__ = ["ARCH", "FTYPES", "SKIPPED", "preset_cases", "write_gguf", "quantise_types", "load", "tensor_bytes",
+           "in_child"]
+
+# kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES); convert_hf_to_gguf.py
+# writes Mistral (MistralForCausalLM) and Mixtral as "llama" (conversion/llama.py LlamaModel)
+ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+        "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3": "gemma3", "gemma3_text": "gemma3", "phi3": "phi3"}
+# include/llama.h llama_ftype
+FTYPES = {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18, "q8_0": 7, "q4_0": 2}
+_GGML_TYPE_NAMES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0",
+                    "q5_1": "Q5_1", "q8_0": "Q8_0", "q2_K": "Q2_K", "q3_K": "Q3_K", "q4_K": "Q4_K", "q5_K": "Q5_K",
+                    "q6_K": "Q6_K", "mxfp4": "MXFP4"}
+# presets kvmem lays out whose layout is not the one llama.cpp loads, and why (the loader's error)
+SKIPPED = {
+    "gpt_neox": "llama.cpp's gptneox (src/models/gptneox.cpp) loads a fused attn_qkv with biases, LayerNorm "
+                "biases and an ungated ffn_up/ffn_down; kvmem lays out llama's separate q/k/v and gated FFN",
+    "gpt_oss": "llama.cpp's gpt-oss (src/models/openai-moe.cpp) loads attn_sinks, q/k/v/o and expert biases and "
+               "MXFP4 experts; kvmem lays out neither",
+    "glm4_moe": "llama.cpp's glm4moe (src/models/glm4-moe.cpp) loads leading dense layers, shared experts, "
+                "exp_probs_b, attention biases and the NextN layer; kvmem lays out none of them",
+}
+BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
+COMPUTE_CHECK_LINE = re.compile(r"^\S+: +(\S+) compute buffer size is +([0-9.]+) MiB")
+KV_LAYER_LINE = re.compile(r"^llama_kv_cache: layer +(\d+): (dev = \S+|filtered|does not have KV cache)")
+KV_CREATE_LINE = re.compile(r"^llama_kv_cache_iswa: creating +(non-SWA|SWA) KV cache, size = (\d+) cells")
+KV_SIZE_LINE = re.compile(r"^llama_kv_cache: size = +([0-9.]+) MiB \( *(\d+) cells")
+DRY_RUN_LINE = re.compile(r"^\[ *\d+/ *\d+\] (\S+) +- \[([0-9, ]+)\], type = +(\S+), size = +[0-9.]+ MiB"
+                          r"(?: -> +[0-9.]+ MiB \((\S+)\))?")
+
+
+def preset_cases() -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """([(preset, weight format)], {preset: why skipped}): q4_k_m for every preset kvmem lays out for
+    an architecture written here, q8_0 as well for the smaller ones of each family."""
+    from ..engines.llamacpp.tensors import synthesised_tensors
+    cases, skipped = [], {}
+    q8 = {"llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma-3-1b", "gemma-2-2b", "phi-3-mini-4k", "mixtral-8x7b",
+          "qwen3-30b-a3b"}
+    for name in list_models():
+        model = get_model(name)
+        try:
+            synthesised_tensors(model, "q4_k_m")
+        except ValueError as error:
+            skipped[name] = f"kvmem refuses: {error}"
+            continue
+        if model.model_type in SKIPPED:
+            skipped[name] = SKIPPED[model.model_type]
+            continue
+        if model.model_type not in ARCH:
+            skipped[name] = f"no llama.cpp GGUF writer here for model_type {model.model_type!r}"
+            continue
+        cases.append((name, "q4_k_m"))
+        if name in q8:
+            cases.append((name, "q8_0"))
+    return cases, skipped
+
+
+def _field(model: Model, name: str, default=None):
+    cfg = model.config or {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    value = cfg.get(name, text.get(name))
+    return default if value is None else value
+
+
+def _source_type(name: str, ne: tuple) -> str:
+    """The type convert_hf_to_gguf.py writes a tensor in with --outtype f16: F32 for 1-D tensors and
+    norms, and for the router (FFN_GATE_INP is in the "always in float32" list); F16 otherwise."""
+    if len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp." in name:
+        return "F32"
+    return "F16"
+
+
+def write_gguf(model: Model, weight_format: str, path: str, *, source: bool = False) -> list:
+    """Write ``model``'s GGUF in ``weight_format`` (kvmem's tensor list and types; ``source``: the
+    F16/F32 file convert_hf_to_gguf.py writes, for the quantiser) to ``path``; returns the tensors."""
+    import gguf
+    import numpy as np
+    from ..engines.llamacpp.tensors import synthesised_tensors
+
+    arch = ARCH[model.model_type]
+    tensors = synthesised_tensors(model, weight_format)
+    first = model.layers[0]
+    facts = model.facts
+    moe = facts.moe
+    w = gguf.GGUFWriter(path, arch)
+    w.add_context_length(model.max_position_embeddings or 4096)
+    w.add_embedding_length(model.hidden_size)
+    w.add_block_count(model.num_layers)
+    w.add_feed_forward_length(facts.intermediate_size or (moe.intermediate_size if moe else 0))
+    w.add_head_count(model.num_attention_heads)
+    w.add_head_count_kv(first.kv_heads)
+    w.add_key_length(first.head_dim_k)
+    w.add_value_length(first.head_dim_v)
+    w.add_rope_dimension_count(first.head_dim_k)
+    w.add_rope_freq_base(float(_field(model, "rope_theta", 10000.0)))
+    w.add_layer_norm_rms_eps(float(_field(model, "rms_norm_eps", 1e-6)))
+    w.add_vocab_size(facts.vocab_size)
+    w.add_tokenizer_model("none")
+    w.add_file_type(1 if source else FTYPES.get(weight_format, 1))
+    if moe is not None:
+        w.add_expert_count(moe.experts)
+        w.add_expert_used_count(moe.top_k)
+        if arch in ("qwen3moe", "gpt-oss", "glm4moe"):
+            w.add_expert_feed_forward_length(moe.intermediate_size)
+        if arch == "glm4moe":             # conversion/glm.py Glm4MoeModel
+            w.add_expert_shared_count(int(_field(model, "n_shared_experts", 1)))
+            w.add_leading_dense_block_count(int(_field(model, "first_k_dense_replace", 1)))
+    if arch == "gptneox":                 # conversion/gptneox.py
+        w.add_layer_norm_eps(float(_field(model, "layer_norm_eps", 1e-5)))
+        w.add_parallel_residual(bool(_field(model, "use_parallel_residual", True)))
+    windows = {layer.window for layer in model.layers if layer.window}
+    if arch in ("gemma2", "gemma3", "gpt-oss") and windows:
+        w.add_sliding_window(windows.pop())       # conversion/gemma.py: add_sliding_window
+    if arch == "phi3" and _field(model, "sliding_window"):
+        w.add_sliding_window(_field(model, "sliding_window"))   # conversion/phi.py; llama.cpp disables it
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(float(_field(model, "attn_logit_softcapping", 50.0)))
+        w.add_final_logit_softcapping(float(_field(model, "final_logit_softcapping", 30.0)))
+    for t in tensors:
+        type_name = _source_type(t.name, t.shape) if source else t.dtype
+        qtype = gguf.GGMLQuantizationType[type_name]
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        count = 1
+        for x in t.shape:
+            count *= x
+        w.add_tensor_info(t.name, tuple(reversed(t.shape)), np.dtype(np.float32), count // block * size,
+                          raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    fout.flush()
+    align = w.data_alignment
+    start = -(-fout.tell() // align) * align
+    fout.truncate(start + sum(-(-ti.nbytes // align) * align for ti in w.tensors[0].values()))
+    w.close()
+    return list(tensors)
+
+
+@functools.cache
+def _lib():
+    import llama_cpp as lib
+    lines = []
+
+    @lib.llama_log_callback
+    def capture(_level, text, _user_data):
+        lines.append(text.decode("utf-8", errors="replace"))
+
+    lib.llama_log_set(capture, ctypes.c_void_p(0))
+    lib.llama_backend_init()
+    return lib, lines, capture
+
+
+def quantise_types(source_path: str, weight_format: str) -> dict[str, tuple[str, tuple]]:
+    """{tensor name: (ggml type name, ne)} as llama.cpp's quantiser assigns them to the F16 source
+    GGUF at ``source_path`` (llama_model_quantize, dry_run)."""
+    lib, lines, _ = _lib()
+    del lines[:]
+    params = lib.llama_model_quantize_default_params()
+    params.ftype = FTYPES[weight_format]
+    params.dry_run = True
+    params.nthread = 1
+    rc = lib.llama_model_quantize(source_path.encode(), os.devnull.encode(), ctypes.byref(params))
+    text = "".join(lines)
+    if rc != 0:
+        raise RuntimeError("llama_model_quantize (dry run) failed:\n" + text[-2000:])
+    out = {}
+    for line in text.splitlines():
+        m = DRY_RUN_LINE.match(line.strip())
+        if m:
+            name, ne, cur, new = m.groups()
+            out[name] = (_GGML_TYPE_NAMES.get(new or cur, (new or cur).upper()),
+                         tuple(int(x) for x in ne.split(",")))
+    return out
+
+
+def load(path: str, *, no_alloc: bool = False, n_ctx: int = 4096, n_ubatch: int = 512, flash_attn: bool = True) -> dict:
+    """llama.cpp's load of ``path`` (mmap on) and a context: {"size": llama_model_size, "buffers":
+    {"CPU_Mapped model": MiB, "CPU KV": [MiB per cache], "CPU compute": MiB, "CPU compute 4dp": str},
+    "caches": [{"cache": "kv" | "non-SWA" | "SWA", "cells": N, "layers": [...], "size_mib": "%.2f"
+    text of its "llama_kv_cache: size =" line}, ...] in llama.cpp's order}."""
+    lib, lines, _ = _lib()
+    del lines[:]
+    lib.llama_log_set(_lib()[2], ctypes.c_void_p(0))
+    params = lib.llama_model_default_params()
+    params.use_extra_bufts = False
+    params.no_alloc = no_alloc
+    params.load_mode = lib.LLAMA_LOAD_MODE_NONE if no_alloc else lib.LLAMA_LOAD_MODE_MMAP
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(lines)[-3000:])
+    try:
+        size = lib.llama_model_size(model)
+        cparams = lib.llama_context_default_params()
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, n_ctx, n_ubatch
+        cparams.n_seq_max = 1
+        cparams.type_k = cparams.type_v = 1
+        cparams.flash_attn_type = int(flash_attn)
+        cparams.swa_full = False
+        cparams.kv_unified = False
+        context = lib.llama_init_from_model(model, cparams)
+        if not context:
+            raise RuntimeError("llama.cpp could not create the context:\n" + "".join(lines)[-3000:])
+        lib.llama_free(context)
+    finally:
+        lib.llama_model_free(model)
+    out = {"size": int(size), "buffers": {"CPU KV": []}, "caches": []}
+    cache = None
+    for line in "".join(lines).splitlines():
+        line = line.strip()
+        m = BUFFER_LINE.match(line)
+        if m:
+            key = f"{m.group(1)} {m.group(2)}"
+            if m.group(2) == "KV":
+                out["buffers"][key].append(float(m.group(3)))
+            else:
+                out["buffers"][key] = float(m.group(3))
+        m = COMPUTE_CHECK_LINE.match(line)
+        if m:
+            out["buffers"][f"{m.group(1)} compute 4dp"] = m.group(2)
+        m = KV_CREATE_LINE.match(line)
+        if m:
+            cache = {"cache": m.group(1), "cells": int(m.group(2)), "layers": []}
+            out["caches"].append(cache)
+        m = KV_LAYER_LINE.match(line)
+        if m:
+            if cache is None:                 # one cache: no "creating" line
+                cache = {"cache": "kv", "cells": None, "layers": []}
+                out["caches"].append(cache)
+            if m.group(2).startswith("dev"):
+                cache["layers"].append(int(m.group(1)))
+        m = KV_SIZE_LINE.match(line)
+        if m and cache is not None:
+            cache["size_mib"], cells = m.group(1), int(m.group(2))
+            if cache["cells"] is None:
+                cache["cells"] = cells
+            cache = None
+    return out
+
+
+@functools.cache
+def _ggml():
+    import llama_cpp
+    base = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
+
+    class InitParams(ctypes.Structure):       # ggml/include/gguf.h gguf_init_params
+        _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.POINTER(ctypes.c_void_p))]
+
+    base.gguf_init_from_file.restype = ctypes.c_void_p
+    base.gguf_init_from_file.argtypes = [ctypes.c_char_p, InitParams]
+    base.gguf_free.argtypes = [ctypes.c_void_p]
+    base.ggml_free.argtypes = [ctypes.c_void_p]
+    base.ggml_get_first_tensor.restype = ctypes.c_void_p
+    base.ggml_get_first_tensor.argtypes = [ctypes.c_void_p]
+    base.ggml_get_next_tensor.restype = ctypes.c_void_p
+    base.ggml_get_next_tensor.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    base.ggml_get_name.restype = ctypes.c_char_p
+    base.ggml_get_name.argtypes = [ctypes.c_void_p]
+    base.ggml_nbytes.restype = ctypes.c_size_t
+    base.ggml_nbytes.argtypes = [ctypes.c_void_p]
+    base.ggml_type_name.restype = ctypes.c_char_p
+    base.ggml_type_name.argtypes = [ctypes.c_int]
+    base.ggml_n_dims.restype = ctypes.c_int
+    base.ggml_n_dims.argtypes = [ctypes.c_void_p]
+    return base, InitParams
+
+
+def tensor_bytes(path: str) -> dict[str, tuple[str, tuple, int]]:
+    """{name: (ggml type name, ne, ggml_nbytes)} of every tensor in ``path``, read with ggml's own
+    GGUF reader (gguf_init_from_file with no_alloc: metadata only) and sized by ggml_nbytes."""
+    base, InitParams = _ggml()
+    ctx = ctypes.c_void_p()
+    gctx = base.gguf_init_from_file(path.encode(), InitParams(True, ctypes.pointer(ctx)))
+    if not gctx:
+        raise RuntimeError(f"ggml could not read {path}")
+    out = {}
+    try:
+        t = base.ggml_get_first_tensor(ctx)
+        while t:
+            # struct ggml_tensor: enum ggml_type type (4 B, padded to 8), buffer pointer, int64_t ne[4]
+            type_id = ctypes.c_int.from_address(t).value
+            ne = tuple((ctypes.c_int64 * 4).from_address(t + 16))[:base.ggml_n_dims(t)]
+            name = base.ggml_get_name(t).decode()
+            out[name] = (_GGML_TYPE_NAMES.get(base.ggml_type_name(type_id).decode(),
+                                              base.ggml_type_name(type_id).decode().upper()), ne, base.ggml_nbytes(t))
+            t = base.ggml_get_next_tensor(ctx, t)
+    finally:
+        base.ggml_free(ctx)
+        base.gguf_free(gctx)
+    return out
+
+
+def in_child(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a forked child (an abort in llama.cpp ends the child, not the caller)."""
+    import multiprocessing
+    context = multiprocessing.get_context("fork")
+
+    def child(conn):
+        os.environ["GGML_NO_BACKTRACE"] = "1"
+        try:
+            conn.send(("ok", fn(*args, **kwargs)))
+        except Exception as error:     # sent back whole: the test shows llama.cpp's own message
+            conn.send(("error", f"{type(error).__name__}: {error}"))
+        conn.close()
+
+    parent, sent = context.Pipe(duplex=False)
+    process = context.Process(target=child, args=(sent,))
+    process.start()
+    sent.close()
+    try:
+        reply = parent.recv()
+    except EOFError:
+        reply = ("abort", f"exit code {process.join() or process.exitcode}")
+    process.join()
+    if reply[0] != "ok":
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)} failed in llama.cpp: {reply[1]}")
+    return reply[1]
