@@ -22,11 +22,11 @@ def guard(fn, *args, **kwargs):
 
 
 def engine_refusal(result) -> None:
-    """Say, above the numbers, when the engine itself would refuse this workload (the library's
-    ``engine_refuses``, e.g. vLLM past max_position_embeddings) and what lets it start."""
-    why = getattr(result, "engine_refuses", None)
-    if why:
-        allow = getattr(result, "engine_allows_with", None)
+    """Say, above the numbers, when the engine itself would refuse this workload (the result's
+    ``refusal``, e.g. vLLM past max_position_embeddings) and what lets it start."""
+    refusal = getattr(result, "refusal", None)
+    if refusal:
+        why, allow = refusal.reason, refusal.allow_with
         st.warning(f"The engine would refuse this: {why}" + (f" (it starts with {allow})" if allow else "")
                    + ". The numbers below are what it would take if it ran.", icon=":material/block:")
 

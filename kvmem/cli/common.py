@@ -87,16 +87,16 @@ def _exact_bytes(text: str) -> Decimal:
 
 
 def engine_refusal(result, command: str) -> int:
-    """1 (and the reason on stderr) when the engine itself would refuse ``result``, else 0."""
-    reason = getattr(result, "engine_refuses", None)
-    if not reason:
+    """1 (and the reason on stderr) when the engine itself would refuse ``result`` (its ``refusal``),
+    else 0; 0 too where the setting that lets it start is in the environment."""
+    refusal = getattr(result, "refusal", None)
+    if not refusal:
         return 0
-    allow = getattr(result, "engine_allows_with", None)
-    if allow:
-        name, _, value = allow.partition("=")
+    if refusal.allow_with:
+        name, _, value = refusal.allow_with.partition("=")
         if os.environ.get(name) == value:
             return 0
-    print(f"kvmem {command}: the engine would refuse this: {reason}", file=sys.stderr)
+    print(f"kvmem {command}: the engine would refuse this: {refusal.reason}", file=sys.stderr)
     return 1
 
 

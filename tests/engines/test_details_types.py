@@ -93,3 +93,17 @@ def test_the_engine_level_estimate_has_its_own_name():
     plain = engines.engine_estimate("llama-3.1-8b", tokens=64)
     with pytest.deprecated_call():
         assert engines.estimate("llama-3.1-8b", tokens=64) == plain
+
+
+def test_no_module_takes_the_old_name_or_merges_into_details():
+    # issue 24 item 6: kvmem.estimate and the engines' estimate shared a name and six modules aliased one;
+    # item 2: details turned into a plain dict wherever a strategy or a note was merged in
+    import re
+    from pathlib import Path
+
+    root = Path(kvmem.__file__).parent
+    old_name = re.compile(r"from \.+engines import [^\n]*\bestimate\b|engines\.estimate\(|estimate as _estimate")
+    merged = re.compile(r"details=\{\*\*|details\[\"(eviction|shared_prefix|offload|host_kv_bytes|engine_refuses)")
+    found = [f"{path.relative_to(root)}: {m.group(0)}" for path in sorted(root.rglob("*.py"))
+             for pattern in (old_name, merged) for m in pattern.finditer(path.read_text(encoding="utf-8"))]
+    assert found == []
