@@ -134,9 +134,9 @@ NAMES_ENGINES = {
     "kvmem/strategies/quantisation.py": "the quantisation strategy's note names llama.cpp's type_v; left (issue 24)",
     "kvmem/configs/families.py": "Family.engines: the engines whose rules were checked against each family; "
                                  "left (issue 24): to be declared by the engines",
-    "kvmem/sizing/numbers.py": "what each engine prints at start-up, keyed by engine; left (issue 24): to EngineSpec",
-    "kvmem/sizing/results.py": "each engine's name for the memory outside its budget; left (issue 24): to SizingRules",
-    "kvmem/sizing/fit.py": "llama.cpp's numbers come from its estimate, not a pool; left (issue 24): to SizingRules",
+    "kvmem/sizing/numbers.py": "llama.cpp's cells, read from its estimate, not a pool; left (issue 24): to its "
+                               "SizingRules once llama.cpp's change in flight lands",
+    "kvmem/sizing/fit.py": "llama.cpp's numbers come from its estimate, not a pool; left (issue 24), as numbers.py",
     "kvmem/sizing/sweep.py": "the same rule as sizing/fit.py; left (issue 24)",
 }
 

@@ -21,8 +21,8 @@ from .declared import Option
 from .results import Capacity, Estimate, IdealDetails, Refusal, assemble, with_note
 
 __all__ = ["Estimate", "Capacity", "Refusal", "IdealDetails", "EngineSpec", "SizingRules", "Budget", "BudgetRequest",
-           "EngineDefaults", "PrefixSharing", "PastPositions", "share_every_token", "share_whole_blocks",
-           "SERVING_WEIGHT_FORMATS",
+           "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "share_every_token",
+           "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
            "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
 
@@ -139,6 +139,19 @@ SERVING_WEIGHT_FORMATS = ("fp8", "int8", "awq", "nvfp4")
 
 
 @dataclass(frozen=True)
+class StartupNumbers:
+    """What an engine that sizes its pool from memory prints at start-up, in its own words
+    (kvmem.sizing.numbers): the name of the token count it prints, what the memory its pool gets
+    depends on beyond the settings (the part kvmem estimates), what the memory outside its budget
+    is, and the line stating its KV budget where it prints one ({gib}: GiB to 2 decimals)."""
+
+    tokens_label: str
+    depends_on: str
+    outside_budget: str = "unused"
+    budget_line: str = ""
+
+
+@dataclass(frozen=True)
 class SizingRules:
     """What kvmem.sizing asks an engine (each engine module fills one in, with its sources).
 
@@ -162,6 +175,8 @@ class SizingRules:
     replicates_kv_weights                tp above the KV heads keeps a whole K/V head's projections
                                          on every rank, and MLA's down-projections whole (its module
                                          cites the code); else every weight splits evenly
+    startup                              what it prints at start-up for a pool sized from memory
+                                         (StartupNumbers; None: it prints no such pool)
     """
 
     budget: Callable
@@ -182,6 +197,7 @@ class SizingRules:
     weight_formats: tuple[str, ...] = SERVING_WEIGHT_FORMATS
     loads_fp32_as_fp16: bool = False
     replicates_kv_weights: bool = False
+    startup: StartupNumbers | None = None
 
 
 @dataclass(frozen=True)
@@ -194,7 +210,8 @@ class EngineSpec:
     does past the model's positions; ``query_heads_rule``: its assertion that tp divides the
     query heads, where it has one; ``panels``: the Fit page panels it has beside the common ones
     ("offload": layers and experts placed on the GPUs and the host); ``logs_kv_budget``: its
-    startup log states the KV budget it computed, which check_log compares with a plan's.
+    startup log states the KV budget it computed (SizingRules.startup.budget_line), which
+    check_log compares with a plan's.
     """
 
     name: str
@@ -209,7 +226,10 @@ class EngineSpec:
     refusals: dict = field(default_factory=dict)  # model_type -> why this engine's pinned code cannot size it
     declared: tuple[Option, ...] = ()            # options typed beyond their default (choices, help)
     panels: tuple[str, ...] = ()                 # Fit page panels of its own ("offload")
-    logs_kv_budget: bool = False                 # its startup log states its KV budget
+
+    @property
+    def logs_kv_budget(self) -> bool:
+        return bool(self.sizing and self.sizing.startup and self.sizing.startup.budget_line)
 
     def option_specs(self) -> tuple[Option, ...]:
         """Every option of ``options``, typed: as declared (its default from ``options``), else from its default."""

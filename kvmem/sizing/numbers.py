@@ -29,11 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engines import ENGINES
 from ..records import Record
 
-# The engine's own name for the token count it prints.
-TOKENS_LABEL = {"vllm": "GPU KV cache size (tokens)", "sglang": "max_total_num_tokens",
-                "llama.cpp": "KV cells (n_ctx)", "trtllm": "max_tokens (paged KV cache)"}
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,7 @@ class EngineNumbers(Record):
     """What the engine prints at start-up for this fit: its token count, its concurrency, its lines."""
 
     engine: str
-    tokens: int                      # the count the engine prints (see TOKENS_LABEL)
+    tokens: int                      # the count the engine prints (SizingRules.startup.tokens_label)
     tokens_label: str
     context: int                     # tokens per request the concurrency is for
     max_concurrency: float | None    # requests of ``context`` tokens the pool holds
@@ -55,29 +53,27 @@ class EngineNumbers(Record):
         return data
 
 
-# What the memory an engine's pool gets depends on, beyond the settings (the estimated part)
-DEPENDS_ON = {"vllm": "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
-              "sglang": "the free memory SGLang measures before and after loading the weights, which kvmem estimates",
-              "trtllm": "the free memory after TRT-LLM's profiling run, which kvmem estimates"}
 GIB = 1 << 30
 
 
 def from_capacity(engine: str, capacity, context: int) -> EngineNumbers | None:
-    """The numbers of an engine that sizes its pool from memory (vllm, sglang, trtllm): estimated."""
-    if capacity is None or engine not in TOKENS_LABEL:
+    """The numbers of an engine that sizes its pool from memory (its SizingRules.startup): estimated."""
+    rules = ENGINES[engine].sizing
+    startup = rules.startup if rules else None
+    if capacity is None or startup is None:
         return None
     lines = tuple(capacity.log_lines)
-    if engine == "vllm":
-        lines = (f"Available KV cache memory: {round(capacity.kv_memory / GIB, 2)} GiB",) + lines
-    return EngineNumbers(engine=engine, tokens=capacity.tokens, tokens_label=TOKENS_LABEL[engine], context=context,
+    if startup.budget_line:
+        lines = (startup.budget_line.format(gib=round(capacity.kv_memory / GIB, 2)),) + lines
+    return EngineNumbers(engine=engine, tokens=capacity.tokens, tokens_label=startup.tokens_label, context=context,
                          max_concurrency=capacity.max_concurrency, lines=lines, exact=False,
-                         depends_on=DEPENDS_ON[engine])
+                         depends_on=startup.depends_on)
 
 
 def from_estimate(estimate, context: int) -> EngineNumbers:
     """llama.cpp: the cells -c makes (all streams), and the lines it prints for them."""
     cells = estimate.details["cells_total"]
     n_seq = estimate.details["n_seq"]
-    return EngineNumbers(engine="llama.cpp", tokens=cells, tokens_label=TOKENS_LABEL["llama.cpp"], context=context,
+    return EngineNumbers(engine="llama.cpp", tokens=cells, tokens_label="KV cells (n_ctx)", context=context,
                          max_concurrency=float(n_seq), lines=tuple(estimate.log_lines), exact=True,
                          depends_on="-c, -np, the cache types and the model alone")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..engines import ENGINES
 from ..engines.base import Capacity
 from ..engines.results import EngineVerdict, Refusal
 from ..records import Record
@@ -35,17 +36,14 @@ class MemoryBreakdown(Record):
             "shortfall": "shortfall_bytes"}
 
 
-# What "free" is under each engine's budget, in people's words (the CLI and the Fit page).
-_FREE_NAMES = {"vllm": "reserve outside vLLM's budget (1 − gpu_memory_utilization)",
-               "sglang": "outside SGLang's budget (1 − mem_fraction_static)",
-               "trtllm": "outside TRT-LLM's budget (1 − free_gpu_memory_fraction)"}
-
-
 def part_names(engine: str) -> dict:
-    """Each breakdown part of a Fit under ``engine``, as a person reads it."""
+    """Each breakdown part of a Fit under ``engine``, as a person reads it ("free": what the memory
+    outside its budget is, in its own words: SizingRules.startup.outside_budget)."""
+    spec = ENGINES.get(engine)
+    startup = spec.sizing.startup if spec and spec.sizing else None
     return {"weights": "weights", "kv": "KV this workload needs", "kv_pool": "KV pool the engine reserves",
             "activations": "activation peak", "overhead": "engine overhead (non-torch, CUDA graphs)",
-            "free": _FREE_NAMES.get(engine, "unused"), "shortfall": f"short of {engine}'s KV budget"}
+            "free": startup.outside_budget if startup else "unused", "shortfall": f"short of {engine}'s KV budget"}
 
 
 class FitError(ValueError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..budget import kv_budget
-from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, fraction_option,
-                    share_whole_blocks)
+from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, StartupNumbers,
+                    fraction_option, share_whole_blocks)
 
 
 # ---- sizing: the memory budget and its default fraction ---------------------------------------
@@ -92,4 +92,8 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True,
-                     replicates_kv_weights=True)
+                     replicates_kv_weights=True,
+                     startup=StartupNumbers(
+                         "max_total_num_tokens",
+                         "the free memory SGLang measures before and after loading the weights, which kvmem estimates",
+                         "outside SGLang's budget (1 − mem_fraction_static)"))

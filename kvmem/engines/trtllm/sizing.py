@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...activations import forward_bytes_per_token, forward_shape
 from ...units import require_positive_int
-from ..base import Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules, fraction_option, share_whole_blocks
+from ..base import (Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
+                    share_whole_blocks)
 from ..budget import kv_budget
 
 __all__ = ["SIZING", "prefix_sharing"]
@@ -46,4 +47,7 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 # is a Linear without a tensor-parallel mode (tensorrt_llm/_torch/modules/attention.py): whole on each rank.
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      fraction_option="free_gpu_memory_fraction", loads_fp32_as_fp16=True,
-                     replicates_kv_weights=True)
+                     replicates_kv_weights=True,
+                     startup=StartupNumbers("max_tokens (paged KV cache)",
+                                            "the free memory after TRT-LLM's profiling run, which kvmem estimates",
+                                            "outside TRT-LLM's budget (1 − free_gpu_memory_fraction)"))

@@ -183,4 +183,4 @@ DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="-
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
-                    refusals=REFUSALS, declared=DECLARED, logs_kv_budget=True),)
+                    refusals=REFUSALS, declared=DECLARED),)

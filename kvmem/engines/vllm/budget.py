@@ -8,7 +8,8 @@ from ...activations import forward_bytes_per_token, forward_shape
 from ...model import MLA, Model
 from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
 from ..budget import kv_budget
-from ..base import Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, byte_option, share_whole_blocks
+from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, byte_option,
+                    share_whole_blocks)
 from .options import VllmOptions, check_options, parse_release
 
 
@@ -160,4 +161,9 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
-                     defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True)
+                     defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
+                     startup=StartupNumbers(
+                         "GPU KV cache size (tokens)",
+                         "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
+                         "reserve outside vLLM's budget (1 − gpu_memory_utilization)",
+                         "Available KV cache memory: {gib} GiB"))
