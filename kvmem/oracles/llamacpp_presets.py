@@ -52,7 +52,7 @@ import re
 from ..catalog import get_model, list_models
 from ..model import Model
 
-__all__ = ["ARCH", "FTYPES", "SKIPPED", "preset_cases", "write_gguf", "quantise_types", "load", "tensor_bytes",
+__all__ = ["ARCH", "FTYPES", "preset_cases", "write_gguf", "quantise_types", "load", "tensor_bytes",
            "in_child"]
 
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES); convert_hf_to_gguf.py
@@ -64,15 +64,6 @@ FTYPES = {"q4_k_m": 15, "q5_k_m": 17, "q6_k": 18, "q8_0": 7, "q4_0": 2}
 _GGML_TYPE_NAMES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0",
                     "q5_1": "Q5_1", "q8_0": "Q8_0", "q2_K": "Q2_K", "q3_K": "Q3_K", "q4_K": "Q4_K", "q5_K": "Q5_K",
                     "q6_K": "Q6_K", "mxfp4": "MXFP4"}
-# presets kvmem lays out whose layout is not the one llama.cpp loads, and why (the loader's error)
-SKIPPED = {
-    "gpt_neox": "llama.cpp's gptneox (src/models/gptneox.cpp) loads a fused attn_qkv with biases, LayerNorm "
-                "biases and an ungated ffn_up/ffn_down; kvmem lays out llama's separate q/k/v and gated FFN",
-    "gpt_oss": "llama.cpp's gpt-oss (src/models/openai-moe.cpp) loads attn_sinks, q/k/v/o and expert biases and "
-               "MXFP4 experts; kvmem lays out neither",
-    "glm4_moe": "llama.cpp's glm4moe (src/models/glm4-moe.cpp) loads leading dense layers, shared experts, "
-                "exp_probs_b, attention biases and the NextN layer; kvmem lays out none of them",
-}
 BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
 COMPUTE_CHECK_LINE = re.compile(r"^\S+: +(\S+) compute buffer size is +([0-9.]+) MiB")
 KV_LAYER_LINE = re.compile(r"^llama_kv_cache: layer +(\d+): (dev = \S+|filtered|does not have KV cache)")
@@ -84,7 +75,9 @@ DRY_RUN_LINE = re.compile(r"^\[ *\d+/ *\d+\] (\S+) +- \[([0-9, ]+)\], type = +(\
 
 def preset_cases() -> tuple[list[tuple[str, str]], dict[str, str]]:
     """([(preset, weight format)], {preset: why skipped}): q4_k_m for every preset kvmem lays out for
-    an architecture written here, q8_0 as well for the smaller ones of each family."""
+    an architecture written here, q8_0 as well for the smaller ones of each family. Skipped: what
+    synthesised_tensors refuses (MLA, linear/SSM, shared-KV and chunked layers, no FFN width, and
+    gpt_neox / gpt_oss / glm4_moe, whose llama-style layout llama.cpp's loader refused here)."""
     from ..engines.llamacpp.tensors import synthesised_tensors
     cases, skipped = [], {}
     q8 = {"llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma-3-1b", "gemma-2-2b", "phi-3-mini-4k", "mixtral-8x7b",
@@ -95,9 +88,6 @@ def preset_cases() -> tuple[list[tuple[str, str]], dict[str, str]]:
             synthesised_tensors(model, "q4_k_m")
         except ValueError as error:
             skipped[name] = f"kvmem refuses: {error}"
-            continue
-        if model.model_type in SKIPPED:
-            skipped[name] = SKIPPED[model.model_type]
             continue
         if model.model_type not in ARCH:
             skipped[name] = f"no llama.cpp GGUF writer here for model_type {model.model_type!r}"

@@ -40,7 +40,11 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
 
 This is a model of a file, not a file: real Q4_K_M GGUFs differ (the quantiser's other rules,
 imatrix choices, per-uploader overrides) by a few percent; the result says so in its notes.
-Refused by name: MLA, linear-attention and SSM layers (their tensors are not laid out here;
+Refused by name: gpt_neox, gpt_oss and glm4_moe, whose llama.cpp tensors are not llama's (llama.cpp
+0c1e57098 refuses kvmem's llama-style layout of them: "check_tensor_dims: tensor 'output_norm.bias' not
+found" for gptneox, models/gptneox.cpp; "tensor 'blk.0.post_attention_norm.weight' not found" for
+gpt-oss, models/openai-moe.cpp, and glm4moe, models/glm4-moe.cpp; tests/oracles/
+test_llamacpp_presets_oracle.py); MLA, linear-attention and SSM layers (their tensors are not laid out here;
 give the GGUF itself); a GGUF whose tensor list lacks layers or token_embd (one part of a split
 GGUF: placement needs every tensor).
 """
@@ -61,6 +65,10 @@ _QKV_BIAS = {"qwen2", "qwen2_moe"}           # convert_hf_to_gguf writes attn_q/
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: attn_qkv, and ffn_up = gate|up
+# llama.cpp's own tensors for these (src/models/*.cpp load_arch_tensors), which kvmem does not write
+_NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN",
+                 "gpt_oss": "attn_sinks, post_attention_norm, biases, MXFP4 experts",
+                 "glm4_moe": "leading dense layers, shared experts, exp_probs_b, biases, the NextN layer"}
 _FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
 
@@ -98,6 +106,9 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     if fmt not in _BASE:
         raise ValueError(f"weight_format must be one of {', '.join(FORMATS)} for a llama.cpp layout without a "
                          f"GGUF file, got {weight_format!r}")
+    if model.model_type in _NOT_LAID_OUT:
+        raise ValueError(f"{model.name}: kvmem does not lay out llama.cpp's {model.model_type} tensors "
+                         f"({_NOT_LAID_OUT[model.model_type]}): give the GGUF file itself")
     bad = [i for i, layer in enumerate(model.layers) if layer.kind not in (FULL, SLIDING)]
     if bad:
         raise ValueError(f"{model.name}: layer {bad[0]} is {model.layers[bad[0]].kind!r}; kvmem lays out llama.cpp "
