@@ -1,10 +1,11 @@
 """llama.cpp's own model, KV and compute buffers as the judge of kvmem.engines.llamacpp.placement.
 
-Each case writes a small GGUF of random shape (llama dense or qwen3moe MoE; layers, widths, heads,
-experts, ggml types per tensor, tied or untied output all drawn from a seeded random.Random),
-sparse on disk, loads it for real (no ``no_alloc``: llama.cpp's dry run prints 0.00 MiB for every
-buffer) on this CPU-only build with mmap on or off and no extra CPU buffer types
-(``use_extra_bufts=False``, the --no-repack layout), creates a context, and reads the lines
+Each case writes a small GGUF of random shape (llama dense, llama with experts as Mixtral's GGUFs,
+qwen3 dense, qwen3moe; layers, widths, heads, experts, ggml types per tensor, tied or untied
+output all drawn from a seeded random.Random), sparse on disk, loads it for real (no
+``no_alloc``: llama.cpp's dry run prints 0.00 MiB for every buffer) on this CPU-only build with
+mmap on or off and no extra CPU buffer types (``use_extra_bufts=False``, the --no-repack
+layout), creates a context, and reads the lines
 llama.cpp prints: "CPU_Mapped model buffer size" (mmap) or "CPU model buffer size" (--no-mmap),
 "CPU KV buffer size" and "CPU compute buffer size" (also to four decimals, "CPU compute 4dp",
 from the debug line ~llama_context prints when the context is freed). The machine has no GPU, so
@@ -33,20 +34,25 @@ _WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "
                  "Q3_K", "IQ4_XS", "IQ4_NL")
 _GGML = {"f32": 0, "f16": 1, "q8_0": 8, "q4_0": 2, "bf16": 30}
 _CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0")
+# llama dense, llama with experts (Mixtral's GGUFs), qwen3 dense (Q/K norms), qwen3moe
+_KINDS = ("llama", "llama-moe", "qwen3", "qwen3moe")
 
 
 def random_spec(seed: int) -> dict:
     """A random model: arch, shape, one ggml type per tensor, tied or not; all from ``seed``."""
     rng = random.Random(seed)
-    moe = rng.random() < 0.5
+    kind = rng.choice(_KINDS)
+    moe = kind in ("qwen3moe", "llama-moe")
     n_embd = 256 * rng.randint(1, 4)
     head_dim = rng.choice((64, 128))
     n_head = rng.choice((2, 4, 8))
     n_head_kv = rng.choice([h for h in (1, 2, 4, 8) if n_head % h == 0])
-    spec = dict(arch="qwen3moe" if moe else "llama", n_layer=rng.randint(1, 6), n_embd=n_embd, head_dim=head_dim,
-                n_head=n_head, n_head_kv=n_head_kv, n_vocab=rng.choice((256, 512, 1000, 2048)),
+    spec = dict(arch="llama" if kind == "llama-moe" else kind, n_layer=rng.randint(1, 6), n_embd=n_embd,
+                head_dim=head_dim, n_head=n_head, n_head_kv=n_head_kv, n_vocab=rng.choice((256, 512, 1000, 2048)),
                 n_ff=256 * rng.randint(1, 6), tied=rng.random() < 0.3,
                 n_expert=rng.choice((4, 8, 16)) if moe else 0, n_ff_exp=256 * rng.randint(1, 2))
+    if kind == "llama-moe":     # llama's experts are feed_forward_length wide (llama_model_llama::load_arch_tensors)
+        spec["n_ff"] = spec["n_ff_exp"]
     spec["n_expert_used"] = rng.choice((1, 2)) if moe else 0
     spec["tensors"] = _tensors(spec, rng)
     spec["context"] = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((32, 128, 512)),
@@ -69,10 +75,11 @@ def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
         out += [(b + "attn_norm.weight", (e,)), (b + "attn_q.weight", (e, s["n_head"] * hd)),
                 (b + "attn_k.weight", (e, s["n_head_kv"] * hd)), (b + "attn_v.weight", (e, s["n_head_kv"] * hd)),
                 (b + "attn_output.weight", (s["n_head"] * hd, e)), (b + "ffn_norm.weight", (e,))]
-        if s["arch"] == "qwen3moe":
+        if s["arch"] in ("qwen3", "qwen3moe"):
+            out += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
+        if s["n_expert"]:
             n, f = s["n_expert"], s["n_ff_exp"]
-            out += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,)),
-                    (b + "ffn_gate_inp.weight", (e, n)), (b + "ffn_gate_exps.weight", (e, f, n)),
+            out += [(b + "ffn_gate_inp.weight", (e, n)), (b + "ffn_gate_exps.weight", (e, f, n)),
                     (b + "ffn_down_exps.weight", (f, e, n)), (b + "ffn_up_exps.weight", (e, f, n))]
         else:
             f = s["n_ff"]
@@ -101,7 +108,7 @@ def write_spec(spec: dict, path: str) -> None:
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_vocab_size(spec["n_vocab"])
     writer.add_tokenizer_model("none")
-    if arch == "qwen3moe":
+    if spec["n_expert"]:
         writer.add_expert_count(spec["n_expert"])
         writer.add_expert_used_count(spec["n_expert_used"])
         writer.add_expert_feed_forward_length(spec["n_ff_exp"])

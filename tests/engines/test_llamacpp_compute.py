@@ -42,25 +42,29 @@ def test_real_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, cache, n
 
 
 @pytest.mark.parametrize("shape, n_ctx, n_ubatch, flash_attn, type_k, type_v, nbytes, printed", [
-    # oracle seed 0: flash attention, f32 K (cast to f16 per layer), q8_0 V (rotated)
+    # each measured on a random GGUF written by kvmem/oracles/llamacpp_buffers.py write_spec
+    # flash attention, f32 K (cast to f16 per layer), q8_0 V (rotated)
     (GraphShape("llama", 4, 1024, 4, 4, 64, 768, 2048), 256, 128, True, "f32", "q8_0", 2_706_944, "2.5815"),
-    # seed 1: MoE, 2 of 4 experts, flash attention off over 4096 cells
+    # MoE, 2 of 4 experts, flash attention off over 4096 cells
     (GraphShape("qwen3moe", 4, 256, 2, 2, 128, 0, 2048, 4, 2, 256), 4096, 128, False, "f32", "f16",
      7_211_520, "6.8774"),
-    # seed 7: one expert per token (the experts' view made contiguous), q4_0 K rotated in 128 x 128
+    # one expert per token (the experts' view made contiguous), q4_0 K rotated in 128 x 128
     (GraphShape("qwen3moe", 1, 512, 8, 1, 128, 0, 256, 16, 1, 256), 256, 32, False, "q4_0", "f16",
      721_536, "0.6881"),
-    # seed 12: q4_0 K and V, head size 64
+    # q4_0 K and V, head size 64
     (GraphShape("qwen3moe", 3, 768, 4, 1, 64, 0, 2048, 8, 1, 256), 512, 32, True, "q4_0", "q4_0",
      557_184, "0.5314"),
-    # seed 33 and seed 101 (n_ctx 512 -> 512 cells)
+    # llama, flash attention on and off
     (GraphShape("llama", 5, 512, 4, 4, 128, 1536, 512), 256, 512, True, "f16", "q8_0", 6_970_368, "6.6475"),
     (GraphShape("llama", 6, 512, 4, 1, 128, 1280, 512), 512, 128, False, "q4_0", "f16", 3_213_824, "3.0649"),
-    # llama architecture with experts (Mixtral's graph): seeds 57 and 59 written as "llama" GGUFs
+    # llama architecture with experts (Mixtral's GGUFs), n_ctx 1000 -> 1024 cells
     (GraphShape("llama", 4, 256, 8, 4, 64, 0, 1000, 8, 1, 256), 1000, 512, False, "q8_0", "f16",
      22_571_008, "21.5254"),
     (GraphShape("llama", 6, 1024, 2, 2, 64, 0, 256, 8, 2, 512), 1000, 512, True, "f32", "q8_0",
      13_924_352, "13.2793"),
+    # qwen3 dense: RMS-normed Q and K
+    (GraphShape("qwen3", 1, 512, 8, 1, 128, 768, 256), 256, 512, False, "q8_0", "f16", 5_313_536, "5.0674"),
+    (GraphShape("qwen3", 6, 768, 8, 2, 64, 512, 512), 4096, 512, True, "f16", "f32", 11_024_384, "10.5137"),
 ])
 def test_random_gguf_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, type_k, type_v, nbytes, printed):
     n_kv = -(-n_ctx // 256) * 256
@@ -69,12 +73,22 @@ def test_random_gguf_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, t
     assert got == nbytes and mib4(got) == printed
 
 
-def test_presets_map_to_the_transcribed_graphs():
-    # llama-3-8b's config gives the same graph as the Llama-3-8B GGUF shape above
-    cpu = llamacpp_compute_buffer("llama-3-8b", n_ctx=8192, flash_attn=False, backend="cpu")
-    assert cpu.exact and cpu.bytes == 599_795_712
-    moe = llamacpp_compute_buffer("qwen3-30b-a3b", n_ctx=512, flash_attn=False, backend="cpu")
-    assert moe.exact and moe.bytes == 319_555_584
+@pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, cache, printed", [
+    # the presets' configs give the graphs of GGUFs of the same shape (Q4_0, sparse), measured
+    ("llama-3-8b", 8192, 512, False, "f16", "572.0098"),
+    ("qwen3-30b-a3b", 512, 512, False, "f16", "304.7520"),
+    ("qwen3-8b", 512, 512, False, "f16", "312.7520"),
+    ("qwen3-8b", 32768, 512, True, "q8_0", "320.7520"),
+    ("qwen3-8b", 4096, 2048, True, "f16", "1251.0078"),
+    ("mixtral-8x7b", 512, 512, False, "f16", "205.0098"),
+    ("mixtral-8x7b", 8192, 512, True, "f16", "208.0137"),
+    ("mixtral-8x7b", 32768, 512, True, "q8_0", "224.1230"),
+    ("mixtral-8x7b", 4096, 2048, True, "f16", "816.0547"),
+])
+def test_presets_equal_llamacpp(preset, n_ctx, n_ubatch, flash_attn, cache, printed):
+    got = llamacpp_compute_buffer(preset, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=cache,
+                                  type_v=cache, backend="cpu")
+    assert got.exact and mib4(got.bytes) == printed
 
 
 def test_cuda_keeps_the_estimate_that_reproduces_the_published_logs():

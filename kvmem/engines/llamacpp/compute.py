@@ -13,6 +13,7 @@ shapes, its depth-first graph order and ggml-alloc's allocator) for the families
 transcribes, and returns the bytes the allocator reserves:
 
     llama (llama, mistral; mixtral's experts) src/models/llama.cpp llama_model_llama::graph
+    qwen3 (qwen3)                             src/models/qwen3.cpp llama_model_qwen3::graph
     qwen3moe (qwen3_moe)                      src/models/qwen3moe.cpp llama_model_qwen3moe::graph
 with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
 unused inp_embd input, both kept by ggml_build_forward_select), build_inp_out_ids (always built,
@@ -31,17 +32,20 @@ result_output) are never freed (llm_graph_result::set_outputs).
 
 Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "CPU compute
 buffer size" and to the four decimals ~llama_context prints, for
-  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, ~35 s): llama
-    dense and qwen3moe, 1-6 layers, n_ctx 256-4096, n_ubatch 32-512, flash attention on (107) and
-    off (93), K f16/f32/q8_0/q4_0, V the same choices with flash attention: 200 of 200;
-  - 300 more with n_ubatch 1-2048, n_ctx 256-8192 (not multiples of 256 too), up to 12 layers,
-    8 of 32 experts: 300 of 300; 31 llama-architecture MoE GGUFs (Mixtral's graph): 31 of 31;
-  - Llama-3-8B and Qwen3-30B-A3B shapes at n_ctx 512-32768, n_ubatch 512/2048, f16/q8_0 caches
-    (tests/engines/test_llamacpp_compute.py pins these and seven of the random cases).
+  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 35-65 s):
+    llama dense 53, llama with experts 54, qwen3 dense 42, qwen3moe 51; 1-6 layers, n_ctx
+    256-4096, n_ubatch 32-512, flash attention on 101 and off 99, K f16/f32/q8_0/q4_0, V the
+    same choices with flash attention (f16 without): 200 of 200;
+  - 300 more llama / qwen3moe GGUFs with n_ubatch 1-2048, n_ctx 256-8192 (300 and 3000 too), up
+    to 12 layers, up to 8 of 32 experts: 300 of 300;
+  - Llama-3-8B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768, n_ubatch
+    512/2048, f16/q8_0 caches: 20 of 20.
+tests/engines/test_llamacpp_compute.py pins these (the four presets' configs map to the same
+graphs) and ten random cases.
 The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
 
 Not covered, so not exact: other families (gemma, sliding-window or chunked caches, MLA,
-recurrent layers, qwen2/qwen3 dense, per-layer widths, shared experts, bias tensors) get
+recurrent layers, qwen2 and others with bias tensors, per-layer widths, shared experts) get
 ``estimate_bytes``, returned with ``exact=False`` and a note saying it is an estimate; so does
 every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
 ``llamacpp_compute_bytes``, kept because it reproduces the published CUDA logs; the CUDA graph
@@ -64,14 +68,15 @@ __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "grap
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 # kvmem model_type -> llama.cpp graph (GGUF arch)
-FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe"}
+FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen3": "qwen3", "qwen3_moe": "qwen3moe"}
+QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
 
 
 @dataclass(frozen=True)
 class GraphShape:
-    """The widths llama.cpp's llama / qwen3moe graphs are built from (GGUF hparams)."""
+    """The widths llama.cpp's llama / qwen3 / qwen3moe graphs are built from (GGUF hparams)."""
 
-    arch: str               # "llama" or "qwen3moe"
+    arch: str               # "llama", "qwen3" or "qwen3moe"
     n_layer: int
     n_embd: int
     n_head: int
@@ -109,7 +114,7 @@ def graph_shape(model) -> GraphShape | None:
     if moe is not None and (moe.shared_intermediate_size or moe.dense_intermediate_size
                             or (moe.moe_layers and not all(moe.moe_layers))):
         return None
-    if (moe is None and arch == "qwen3moe") or not facts.vocab_size:
+    if (moe is None and arch == "qwen3moe") or (moe is not None and arch == "qwen3") or not facts.vocab_size:
         return None
     config = model.config or {}
     tensors = getattr(model.checkpoint, "tensors", None) or ()
@@ -143,7 +148,7 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
                                          type_v=type_v, n_outputs=n_outputs, alignment=alignment), True)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
-                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral and qwen3_moe)")
+                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen3 and qwen3_moe)")
 
 
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
@@ -244,10 +249,10 @@ def _graph(s: GraphShape, n_tokens: int, n_outputs: int, n_kv: int, fa: bool, ty
         q = g.reshape(g.mul_mat(g.weight(s.n_embd, n_head * hd), cur), hd, n_head, n_tokens)
         k = g.reshape(g.mul_mat(g.weight(s.n_embd, n_gqa), cur), hd, n_head_kv, n_tokens)
         v = g.reshape(g.mul_mat(g.weight(s.n_embd, n_gqa), cur), hd, n_head_kv, n_tokens)
-        if s.arch == "qwen3moe":
+        if s.arch in QK_NORM:
             q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd))
         q = g.dup("ROPE", q, pos)
-        if s.arch == "qwen3moe":
+        if s.arch in QK_NORM:
             k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
         k = g.dup("ROPE", k, pos)
         cur = _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, fa, type_k, type_v, s)
