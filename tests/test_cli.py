@@ -120,7 +120,7 @@ def _kvmem(*argv, env=None, **kw):
 def test_ctrl_c_exits_130_quietly(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(kvmem.cli.lists, "cmd_models", interrupted)
+    monkeypatch.setattr("kvmem.cli.lists.cmd_models", interrupted)
     code, out, err = run(capsys, "models")
     assert code == 130 and out == "" and err == ""
 
@@ -128,7 +128,7 @@ def test_ctrl_c_exits_130_quietly(capsys, monkeypatch):
 def test_an_unexpected_exception_is_one_line_not_a_traceback(capsys, monkeypatch):
     def broken(args):
         raise AttributeError("boom")
-    monkeypatch.setattr(kvmem.cli.lists, "cmd_models", broken)
+    monkeypatch.setattr("kvmem.cli.lists.cmd_models", broken)
     code, out, err = run(capsys, "models", "--json")
     assert code == 70 and "internal error: AttributeError: boom" in err and "Traceback" not in err
     assert json.loads(out) == {"error": "AttributeError: boom (a bug in kvmem; KVMEM_DEBUG=1 shows the traceback)",
