@@ -7,7 +7,8 @@ what is only kvmem's own grouping, is in kvmem/oracles/llamacpp_presets.py. File
 loaded for real with mmap (the printed CPU_Mapped, KV and compute buffers); larger ones with
 ``no_alloc`` (llama.cpp's --fit dry run: the tensor set, llama_model_size, the caches' layers, cells
 and sizes, the reserved compute graph; nothing is allocated or read: a 70B loads in under a second
-with 50 MB of RSS). 40 cases in about 20 s; peak memory 1.5 GB, the mmap load of gemma-3-1b q8_0
+with 50 MB of RSS). Each file is loaded twice, flash attention on and off
+(n_ctx 4096, n_ubatch 512, one sequence, f16 cache). 40 cases in about 35 s; peak memory 1.5 GB, the mmap load of gemma-3-1b q8_0
 (llama.cpp maps with MAP_POPULATE, src/llama-mmap.cpp:480, so a mmap load faults in the whole
 file: why larger files take the no_alloc path).
 """
@@ -91,14 +92,20 @@ def test_preset_gguf_equals_llamacpp(preset, fmt, tmp_path):
         assert {t.name: t.nbytes for t in tensors} == {name: nbytes for name, (_, _, nbytes) in ggml.items()}
         # 2. llama.cpp loads exactly this tensor set, and its context
         small = os.path.getsize(path) <= MMAP_LIMIT
-        out = in_child(load, path, no_alloc=not small, n_ctx=N_CTX, n_ubatch=N_UBATCH, flash_attn=True)
+        outs = {fa: in_child(load, path, no_alloc=not small, n_ctx=N_CTX, n_ubatch=N_UBATCH, flash_attn=fa)
+                for fa in (True, False)}
     finally:
         os.remove(path)
+    for fa, out in outs.items():
+        _check_load(model, tensors, ggml, out, small, fa)
+
+
+def _check_load(model, tensors, ggml, out, small, fa):
     total = sum(nbytes for _, _, nbytes in ggml.values())
     assert out["size"] == total                       # llama_model_size, to the byte
 
     options = {**DEFAULTS, "n_ctx": N_CTX, "n_seq": 1, "n_ubatch": N_UBATCH, "n_batch": N_CTX, "type_k": "f16",
-               "type_v": "f16", "flash_attn": True, "swa_full": False}
+               "type_v": "f16", "flash_attn": fa, "swa_full": False}
     _, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
     rows = [k + v + state for k, v, state in plan.rows]
     placement = place(tensors, n_layer=model.num_layers, n_gpu_layers=0, mmap=True, kv_per_layer=rows)
@@ -115,7 +122,7 @@ def test_preset_gguf_equals_llamacpp(preset, fmt, tmp_path):
 
     # KV: each cache's layers and cells as llama.cpp creates them, its size to the printed MiB
     est = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=N_CTX, n_seq=1, type_k="f16", type_v="f16",
-                         flash_attn=True, n_ubatch=N_UBATCH, n_batch=N_CTX, swa_full=False)
+                         flash_attn=fa, n_ubatch=N_UBATCH, n_batch=N_CTX, swa_full=False)
     caches = est.details["caches"]
     assert len(caches) == len(out["caches"])
     windowed = sorted(plan.windowed)
@@ -132,11 +139,15 @@ def test_preset_gguf_equals_llamacpp(preset, fmt, tmp_path):
         assert out["buffers"]["CPU KV"] == [buffer_mib(c["k_bytes"] + c["v_bytes"]) for c in caches]
 
     # the CPU compute buffer: exact where kvmem.engines.llamacpp.compute transcribes the graph
-    compute = llamacpp_compute_buffer(model, n_ctx=N_CTX, n_ubatch=N_UBATCH, flash_attn=True, backend="cpu")
+    compute = llamacpp_compute_buffer(model, n_ctx=N_CTX, n_ubatch=N_UBATCH, flash_attn=fa, backend="cpu")
     printed = out["buffers"]["CPU compute"]
     if compute.exact:
         assert buffer_mib(compute.bytes) == printed
         if small:
             assert f"{compute.bytes / 1048576.0:.4f}" == out["buffers"]["CPU compute 4dp"]
     else:
-        assert 0.25 <= compute.bytes / (printed * 1048576.0) <= 1.2, (compute.bytes / 1048576.0, printed)
+        # the estimate (compute.estimate_bytes) on these presets, measured: 0.757 (phi-3-mini-4k, flash
+        # attention on) to 1.014 (phi-3-medium-4k / phi-4, off); gemma 0.980-0.996, qwen2 0.951-0.994,
+        # mistral-7b-v0.1 (sliding layers, which llama.cpp's llama graph ignores) 0.833 / 0.961
+        ratio = compute.bytes / (printed * 1048576.0)
+        assert 0.75 <= ratio <= 1.02, (model.name, fa, compute.bytes / 1048576.0, printed)
