@@ -36,8 +36,8 @@ buffer size" and to the four decimals ~llama_context prints, for
     llama dense 53, llama with experts 54, qwen3 dense 42, qwen3moe 51; 1-6 layers, n_ctx
     256-4096, n_ubatch 32-512, flash attention on 101 and off 99, K f16/f32/q8_0/q4_0, V the
     same choices with flash attention (f16 without): 200 of 200;
-  - 300 more llama / qwen3moe GGUFs with n_ubatch 1-2048, n_ctx 256-8192 (300 and 3000 too), up
-    to 12 layers, up to 8 of 32 experts: 300 of 300;
+  - 600 more (300 llama / qwen3moe, 300 of all four kinds) with n_ubatch 1-2048, n_ctx 256-8192
+    (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
   - Llama-3-8B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768, n_ubatch
     512/2048, f16/q8_0 caches: 20 of 20.
 tests/engines/test_llamacpp_compute.py pins these (the four presets' configs map to the same
