@@ -30,7 +30,10 @@ is truncated to its size: nothing is written). Three runs of llama.cpp 0c1e57098
    - "CPU compute buffer size" and, at debug level, its four-decimal figure.
 3. ``tensor_bytes``: every tensor of the written file read back with ggml's own GGUF reader
    (libggml-base gguf_init_from_file, no_alloc) and sized with ``ggml_nbytes``: name, ggml type,
-   ne and bytes as ggml computes them, to the byte.
+   ne, bytes and file offset as ggml reads them, to the byte. From them the CPU_Mapped buffer of
+   the files too large to map here, to the byte: llama_model_loader::get_mapping_range's span,
+   min(offs) .. max(offs + ggml_nbytes) over the host tensors (src/llama-model-loader.cpp), every
+   tensor being on the host in this CPU-only build.
 
 What is only self-consistency: the grouping (kvmem.engines.llamacpp.placement.tensor_group puts
 each name in attention / ffn / experts / shared_experts / other / embeddings / output and a
@@ -75,13 +78,17 @@ DRY_RUN_LINE = re.compile(r"^\[ *\d+/ *\d+\] (\S+) +- \[([0-9, ]+)\], type = +(\
 
 def preset_cases() -> tuple[list[tuple[str, str]], dict[str, str]]:
     """([(preset, weight format)], {preset: why skipped}): q4_k_m for every preset kvmem lays out for
-    an architecture written here, q8_0 as well for the smaller ones of each family. Skipped: what
+    an architecture written here, q8_0 as well for the smaller ones of each family, q5_k_m / q6_k /
+    q4_0 for a few (the quantiser's other mixes). Skipped: what
     synthesised_tensors refuses (MLA, linear/SSM, shared-KV and chunked layers, no FFN width, and
     gpt_neox / gpt_oss / glm4_moe, whose llama-style layout llama.cpp's loader refused here)."""
     from ..engines.llamacpp.tensors import synthesised_tensors
     cases, skipped = [], {}
     q8 = {"llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma-3-1b", "gemma-2-2b", "phi-3-mini-4k", "mixtral-8x7b",
           "qwen3-30b-a3b"}
+    more = {"llama-3.1-8b": ("q5_k_m", "q6_k", "q4_0"), "llama-3.3-70b": ("q5_k_m",), "mixtral-8x7b": ("q5_k_m",),
+            "qwen3-30b-a3b": ("q5_k_m",), "gemma-3-27b": ("q5_k_m", "q4_0"), "qwen2.5-72b": ("q5_k_m",),
+            "phi-4": ("q5_k_m",)}
     for name in list_models():
         model = get_model(name)
         try:
@@ -95,6 +102,7 @@ def preset_cases() -> tuple[list[tuple[str, str]], dict[str, str]]:
         cases.append((name, "q4_k_m"))
         if name in q8:
             cases.append((name, "q8_0"))
+        cases.extend((name, fmt) for fmt in more.get(name, ()))
     return cases, skipped
 
 
@@ -305,12 +313,18 @@ def _ggml():
     base.ggml_type_name.argtypes = [ctypes.c_int]
     base.ggml_n_dims.restype = ctypes.c_int
     base.ggml_n_dims.argtypes = [ctypes.c_void_p]
+    base.gguf_find_tensor.restype = ctypes.c_int64
+    base.gguf_find_tensor.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    base.gguf_get_tensor_offset.restype = ctypes.c_size_t
+    base.gguf_get_tensor_offset.argtypes = [ctypes.c_void_p, ctypes.c_int64]
     return base, InitParams
 
 
-def tensor_bytes(path: str) -> dict[str, tuple[str, tuple, int]]:
-    """{name: (ggml type name, ne, ggml_nbytes)} of every tensor in ``path``, read with ggml's own
-    GGUF reader (gguf_init_from_file with no_alloc: metadata only) and sized by ggml_nbytes."""
+def tensor_bytes(path: str) -> dict[str, tuple[str, tuple, int, int]]:
+    """{name: (ggml type name, ne, ggml_nbytes, offset)} of every tensor in ``path``, read with ggml's
+    own GGUF reader (gguf_init_from_file with no_alloc: metadata only), sized by ggml_nbytes; the
+    offset is gguf_get_tensor_offset from the start of the data section, as llama_model_loader's
+    tensor weights hold it (llama-model-loader.h llama_tensor_weight: offs = data offset + this)."""
     base, InitParams = _ggml()
     ctx = ctypes.c_void_p()
     gctx = base.gguf_init_from_file(path.encode(), InitParams(True, ctypes.pointer(ctx)))
@@ -324,8 +338,10 @@ def tensor_bytes(path: str) -> dict[str, tuple[str, tuple, int]]:
             type_id = ctypes.c_int.from_address(t).value
             ne = tuple((ctypes.c_int64 * 4).from_address(t + 16))[:base.ggml_n_dims(t)]
             name = base.ggml_get_name(t).decode()
+            offset = base.gguf_get_tensor_offset(gctx, base.gguf_find_tensor(gctx, name.encode()))
             out[name] = (_GGML_TYPE_NAMES.get(base.ggml_type_name(type_id).decode(),
-                                              base.ggml_type_name(type_id).decode().upper()), ne, base.ggml_nbytes(t))
+                                              base.ggml_type_name(type_id).decode().upper()), ne, base.ggml_nbytes(t),
+                         offset)
             t = base.ggml_get_next_tensor(ctx, t)
     finally:
         base.ggml_free(ctx)

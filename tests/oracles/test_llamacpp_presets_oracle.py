@@ -89,7 +89,7 @@ def test_preset_gguf_equals_llamacpp(preset, fmt, tmp_path):
         assert ours == theirs
         # 3. every tensor's bytes as ggml sizes it (gguf_init_from_file + ggml_nbytes)
         ggml = tensor_bytes(path)
-        assert {t.name: t.nbytes for t in tensors} == {name: nbytes for name, (_, _, nbytes) in ggml.items()}
+        assert {t.name: t.nbytes for t in tensors} == {name: nbytes for name, (_, _, nbytes, _) in ggml.items()}
         # 2. llama.cpp loads exactly this tensor set, and its context
         small = os.path.getsize(path) <= MMAP_LIMIT
         outs = {fa: in_child(load, path, no_alloc=not small, n_ctx=N_CTX, n_ubatch=N_UBATCH, flash_attn=fa)
@@ -101,7 +101,7 @@ def test_preset_gguf_equals_llamacpp(preset, fmt, tmp_path):
 
 
 def _check_load(model, tensors, ggml, out, small, fa):
-    total = sum(nbytes for _, _, nbytes in ggml.values())
+    total = sum(nbytes for _, _, nbytes, _ in ggml.values())
     assert out["size"] == total                       # llama_model_size, to the byte
 
     options = {**DEFAULTS, "n_ctx": N_CTX, "n_seq": 1, "n_ubatch": N_UBATCH, "n_batch": N_CTX, "type_k": "f16",
@@ -116,8 +116,11 @@ def _check_load(model, tensors, ggml, out, small, fa):
     for p in placement.tensors:
         key = (p.layer, p.group)
         placed[key] = placed.get(key, 0) + p.nbytes
-    assert placed == _per_layer_groups({name: nbytes for name, (_, _, nbytes) in ggml.items()})
-    if small:   # the model buffer: the mmap span, to the printed MiB
+    assert placed == _per_layer_groups({name: nbytes for name, (_, _, nbytes, _) in ggml.items()})
+    # the model buffer: get_mapping_range's span over ggml's offsets, to the byte; printed, to the MiB
+    span = (max(offs + nbytes for _, _, nbytes, offs in ggml.values()) - min(offs for *_, offs in ggml.values()))
+    assert host.model_bytes == span
+    if small:
         assert out["buffers"]["CPU_Mapped model"] == buffer_mib(host.model_bytes)
 
     # KV: each cache's layers and cells as llama.cpp creates them, its size to the printed MiB
