@@ -27,7 +27,11 @@ is truncated to its size: nothing is written). Three runs of llama.cpp 0c1e57098
    - the KV caches: the "llama_kv_cache: layer N: dev = CPU" / "filtered" debug lines give the
      layers of each cache (the SWA cache of gemma and gpt-oss separately), "creating [non-]SWA KV
      cache, size = N cells" its cells, "CPU KV buffer size" its bytes (printed MiB);
-   - "CPU compute buffer size" and, at debug level, its four-decimal figure.
+   - "CPU compute buffer size" and, at debug level, its four-decimal figure. Under no_alloc the
+     printed figure is the prompt graph's reserve size alone (llama_context::sched_reserve passes
+     backend_buf_exp_size only to the first graph_reserve, src/llama-context.cpp:674), kvmem's the
+     larger of the prompt and one-token graphs: equal on every preset here, the prompt graph being
+     the larger at n_ubatch 512.
 3. ``tensor_bytes``: every tensor of the written file read back with ggml's own GGUF reader
    (libggml-base gguf_init_from_file, no_alloc) and sized with ``ggml_nbytes``: name, ggml type,
    ne, bytes and file offset as ggml reads them, to the byte. From them the CPU_Mapped buffer of

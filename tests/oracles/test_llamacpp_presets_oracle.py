@@ -1,16 +1,17 @@
 """kvmem's llama.cpp layout of the presets' GGUFs against llama.cpp's own quantiser, loader and context.
 
 For every preset whose llama.cpp tensors kvmem lays out (kvmem.oracles.llamacpp_presets.preset_cases:
-q4_k_m, and q8_0 for the smaller one of each family), a sparse GGUF with the preset's real shapes is
-built and given to llama.cpp (llama-cpp-python 0.3.36, CPU-only). What each assertion judges, and
-what is only kvmem's own grouping, is in kvmem/oracles/llamacpp_presets.py. Files up to 1.5 GiB are
-loaded for real with mmap (the printed CPU_Mapped, KV and compute buffers); larger ones with
-``no_alloc`` (llama.cpp's --fit dry run: the tensor set, llama_model_size, the caches' layers, cells
-and sizes, the reserved compute graph; nothing is allocated or read: a 70B loads in under a second
-with 50 MB of RSS). Each file is loaded twice, flash attention on and off
-(n_ctx 4096, n_ubatch 512, one sequence, f16 cache). 40 cases in about 35 s; peak memory 1.5 GB, the mmap load of gemma-3-1b q8_0
-(llama.cpp maps with MAP_POPULATE, src/llama-mmap.cpp:480, so a mmap load faults in the whole
-file: why larger files take the no_alloc path).
+31 presets; q4_k_m for each, q8_0 for the smaller one of each family, q5_k_m / q6_k / q4_0 for a
+few), a sparse GGUF with the preset's real shapes is built and given to llama.cpp (llama-cpp-python
+0.3.36, CPU-only). What each assertion judges, and what is only kvmem's own grouping, is in
+kvmem/oracles/llamacpp_presets.py. Files up to 1.5 GiB are loaded for real with mmap (the printed
+CPU_Mapped, KV and compute buffers); larger ones with ``no_alloc`` (llama.cpp's --fit dry run: the
+tensor set, llama_model_size, the caches' layers, cells and sizes, the reserved compute graph;
+nothing is allocated or read: a 70B loads in under a second with 50 MB of RSS). Each file is loaded
+twice, flash attention on and off (n_ctx 4096, n_ubatch 512, one sequence, f16 cache). 50 cases in
+about 35 s; peak memory 1.5 GB, the mmap load of gemma-3-1b q8_0 (llama.cpp maps with MAP_POPULATE,
+src/llama-mmap.cpp:480, so a mmap load faults in the whole file: why larger files take the no_alloc
+path).
 """
 
 import os
