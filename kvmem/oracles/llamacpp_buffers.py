@@ -11,8 +11,9 @@ llama.cpp prints: "CPU_Mapped model buffer size" (mmap) or "CPU model buffer siz
 from the debug line ~llama_context prints when the context is freed). The machine has no GPU, so
 every tensor is on the host: what this judges is each tensor's bytes, the mmap span, duplicated
 tensors (a tied output), the buffer alignment and the compute graphs; the GPU rules are judged
-against published logs. Caches: K f16, q8_0, f32 or q4_0; V the same choice with flash
-attention, f16 without (a quantised V cache needs flash attention).
+against published logs. Caches: K any type -ctk takes (f32, f16, bf16, q8_0, q4_0, q4_1,
+iq4_nl, q5_0, q5_1); V the same choice with flash attention, f16 without (a quantised V cache
+needs flash attention).
 
 Each case runs in a forked child, so an abort in llama.cpp ends the child, not the test.
 """
@@ -32,8 +33,9 @@ BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.
 COMPUTE_CHECK_LINE = re.compile(r"^\S+: +(\S+) compute buffer size is +([0-9.]+) MiB")
 _WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q2_K",
                  "Q3_K", "IQ4_XS", "IQ4_NL")
-_GGML = {"f32": 0, "f16": 1, "q8_0": 8, "q4_0": 2, "bf16": 30}
-_CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0")
+_GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+# every type llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types)
+_CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0", "bf16", "q4_1", "q5_0", "q5_1", "iq4_nl")
 # llama dense, llama with experts (Mixtral's GGUFs), qwen3 dense (Q/K norms), qwen3moe
 _KINDS = ("llama", "llama-moe", "qwen3", "qwen3moe")
 

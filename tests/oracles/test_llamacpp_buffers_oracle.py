@@ -2,12 +2,12 @@
 
 200 random GGUFs (llama dense, llama with experts, qwen3 dense, qwen3moe; random widths, layers,
 experts, a random ggml type per weight, tied or untied output, mmap on or off; n_ctx, n_ubatch,
-flash attention on or off, K/V caches f16, f32, q8_0, q4_0), each loaded for real on this
+flash attention on or off, every K/V cache type -ctk/-ctv take), each loaded for real on this
 CPU-only build: the "CPU_Mapped model buffer size" / "CPU model buffer size", "CPU KV buffer
 size" and "CPU compute buffer size" lines must equal kvmem's bytes printed the same way, and the
 compute buffer also to the four decimals llama.cpp prints when the context is freed
 (kvmem.engines.llamacpp.compute: llama.cpp's graphs allocated as ggml-alloc allocates them).
-About 35-70 s.
+About 35-70 s (two shared cores).
 """
 
 from tests.oracles.conftest import require

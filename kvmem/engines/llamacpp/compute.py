@@ -34,8 +34,9 @@ Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "C
 buffer size" and to the four decimals ~llama_context prints, for
   - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 35-65 s):
     llama dense 53, llama with experts 54, qwen3 dense 42, qwen3moe 51; 1-6 layers, n_ctx
-    256-4096, n_ubatch 32-512, flash attention on 101 and off 99, K f16/f32/q8_0/q4_0, V the
-    same choices with flash attention (f16 without): 200 of 200;
+    256-4096, n_ubatch 32-512, flash attention on 101 and off 99, K any of the nine types -ctk
+    takes (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16
+    without): 200 of 200;
   - 600 more (300 llama / qwen3moe, 300 of all four kinds) with n_ubatch 1-2048, n_ctx 256-8192
     (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
   - Llama-3-8B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768, n_ubatch
