@@ -1,11 +1,11 @@
 """llama.cpp's own model, KV and compute buffers as the judge of kvmem.engines.llamacpp.placement.
 
 Each case writes a small GGUF of random shape (llama dense, llama with experts as Mixtral's GGUFs,
-qwen3 dense, qwen3moe; layers, widths, heads, experts, ggml types per tensor, tied or untied
-output all drawn from a seeded random.Random), sparse on disk, loads it for real (no
-``no_alloc``: llama.cpp's dry run prints 0.00 MiB for every buffer) on this CPU-only build with
-mmap on or off and no extra CPU buffer types (``use_extra_bufts=False``, the --no-repack
-layout), creates a context, and reads the lines
+qwen2 with Q/K/V biases, qwen3 dense, qwen3moe; layers, widths, heads, experts, ggml types per
+tensor, tied or untied output all drawn from a seeded random.Random), sparse on disk, loads it
+for real (no ``no_alloc``: llama.cpp's dry run prints 0.00 MiB for every buffer) on this
+CPU-only build with mmap on or off and no extra CPU buffer types (``use_extra_bufts=False``, the
+--no-repack layout), creates a context, and reads the lines
 llama.cpp prints: "CPU_Mapped model buffer size" (mmap) or "CPU model buffer size" (--no-mmap),
 "CPU KV buffer size" and "CPU compute buffer size" (also to four decimals, "CPU compute 4dp",
 from the debug line ~llama_context prints when the context is freed). The machine has no GPU, so
@@ -36,8 +36,8 @@ _WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "
 _GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 # every type llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types)
 _CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0", "bf16", "q4_1", "q5_0", "q5_1", "iq4_nl")
-# llama dense, llama with experts (Mixtral's GGUFs), qwen3 dense (Q/K norms), qwen3moe
-_KINDS = ("llama", "llama-moe", "qwen3", "qwen3moe")
+# llama dense, llama with experts (Mixtral's GGUFs), qwen2 (Q/K/V biases), qwen3 dense (Q/K norms), qwen3moe
+_KINDS = ("llama", "llama-moe", "qwen2", "qwen3", "qwen3moe")
 
 
 def random_spec(seed: int) -> dict:
@@ -48,6 +48,8 @@ def random_spec(seed: int) -> dict:
     n_embd = 256 * rng.randint(1, 4)
     head_dim = rng.choice((64, 128))
     n_head = rng.choice((2, 4, 8))
+    if kind == "qwen2":         # its attention is n_embd wide (llama_model_qwen2::load_arch_tensors)
+        n_head = n_embd // head_dim
     n_head_kv = rng.choice([h for h in (1, 2, 4, 8) if n_head % h == 0])
     spec = dict(arch="llama" if kind == "llama-moe" else kind, n_layer=rng.randint(1, 6), n_embd=n_embd,
                 head_dim=head_dim, n_head=n_head, n_head_kv=n_head_kv, n_vocab=rng.choice((256, 512, 1000, 2048)),
@@ -77,6 +79,9 @@ def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
         out += [(b + "attn_norm.weight", (e,)), (b + "attn_q.weight", (e, s["n_head"] * hd)),
                 (b + "attn_k.weight", (e, s["n_head_kv"] * hd)), (b + "attn_v.weight", (e, s["n_head_kv"] * hd)),
                 (b + "attn_output.weight", (s["n_head"] * hd, e)), (b + "ffn_norm.weight", (e,))]
+        if s["arch"] == "qwen2":
+            out += [(b + "attn_q.bias", (s["n_head"] * hd,)), (b + "attn_k.bias", (s["n_head_kv"] * hd,)),
+                    (b + "attn_v.bias", (s["n_head_kv"] * hd,))]
         if s["arch"] in ("qwen3", "qwen3moe"):
             out += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
         if s["n_expert"]:

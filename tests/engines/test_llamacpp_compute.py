@@ -65,6 +65,11 @@ def test_real_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, cache, n
     # qwen3 dense: RMS-normed Q and K
     (GraphShape("qwen3", 1, 512, 8, 1, 128, 768, 256), 256, 512, False, "q8_0", "f16", 5_313_536, "5.0674"),
     (GraphShape("qwen3", 6, 768, 8, 2, 64, 512, 512), 4096, 512, True, "f16", "f32", 11_024_384, "10.5137"),
+    # qwen2: Q/K/V biases (added in place); a bf16 V cache
+    (GraphShape("qwen2", 1, 512, 4, 1, 128, 768, 256, qkv_bias=True), 256, 512, False, "q4_0", "f16",
+     3_740_672, "3.5674"),
+    (GraphShape("qwen2", 6, 768, 12, 1, 64, 512, 512, qkv_bias=True), 4096, 512, True, "q8_0", "bf16",
+     13_137_920, "12.5293"),
 ])
 def test_random_gguf_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, type_k, type_v, nbytes, printed):
     n_kv = -(-n_ctx // 256) * 256
@@ -84,6 +89,10 @@ def test_random_gguf_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, t
     ("mixtral-8x7b", 8192, 512, True, "f16", "208.0137"),
     ("mixtral-8x7b", 32768, 512, True, "q8_0", "224.1230"),
     ("mixtral-8x7b", 4096, 2048, True, "f16", "816.0547"),
+    ("qwen2.5-7b", 512, 512, False, "f16", "311.0020"),
+    ("qwen2.5-7b", 8192, 512, False, "f16", "501.0098"),
+    ("qwen2.5-7b", 32768, 512, True, "q8_0", "318.0020"),
+    ("qwen2.5-7b", 4096, 2048, True, "f16", "1244.0078"),
 ])
 def test_presets_equal_llamacpp(preset, n_ctx, n_ubatch, flash_attn, cache, printed):
     got = llamacpp_compute_buffer(preset, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=cache,

@@ -13,6 +13,7 @@ shapes, its depth-first graph order and ggml-alloc's allocator) for the families
 transcribes, and returns the bytes the allocator reserves:
 
     llama (llama, mistral; mixtral's experts) src/models/llama.cpp llama_model_llama::graph
+    qwen2 (qwen2: Q/K/V biases)               src/models/qwen2.cpp llama_model_qwen2::graph
     qwen3 (qwen3)                             src/models/qwen3.cpp llama_model_qwen3::graph
     qwen3moe (qwen3_moe)                      src/models/qwen3moe.cpp llama_model_qwen3moe::graph
 with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
@@ -33,20 +34,20 @@ result_output) are never freed (llm_graph_result::set_outputs).
 Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "CPU compute
 buffer size" and to the four decimals ~llama_context prints, for
   - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 35-65 s):
-    llama dense 53, llama with experts 54, qwen3 dense 42, qwen3moe 51; 1-6 layers, n_ctx
-    256-4096, n_ubatch 32-512, flash attention on 101 and off 99, K any of the nine types -ctk
-    takes (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16
+    llama dense 41, llama with experts 42, qwen2 33, qwen3 dense 41, qwen3moe 43; 1-6 layers,
+    n_ctx 256-4096, n_ubatch 32-512, flash attention on 103 and off 97, K any of the nine types
+    -ctk takes (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16
     without): 200 of 200;
-  - 600 more (300 llama / qwen3moe, 300 of all four kinds) with n_ubatch 1-2048, n_ctx 256-8192
-    (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
-  - Llama-3-8B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768, n_ubatch
-    512/2048, f16/q8_0 caches: 20 of 20.
-tests/engines/test_llamacpp_compute.py pins these (the four presets' configs map to the same
-graphs) and ten random cases.
+  - 600 more (llama, llama with experts, qwen3, qwen3moe; K f16/f32/q8_0/q4_0) with n_ubatch
+    1-2048, n_ctx 256-8192 (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
+  - Llama-3-8B, Qwen2.5-7B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768,
+    n_ubatch 512/2048, f16/q8_0 caches: 25 of 25.
+tests/engines/test_llamacpp_compute.py pins these (the five presets' configs map to the same
+graphs) and twelve random cases.
 The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
 
 Not covered, so not exact: other families (gemma, sliding-window or chunked caches, MLA,
-recurrent layers, qwen2 and others with bias tensors, per-layer widths, shared experts) get
+recurrent layers, fused QKV, o_proj or MLP biases, per-layer widths, shared experts) get
 ``estimate_bytes``, returned with ``exact=False`` and a note saying it is an estimate; so does
 every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
 ``llamacpp_compute_bytes``, kept because it reproduces the published CUDA logs; the CUDA graph
@@ -69,15 +70,17 @@ __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "grap
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 # kvmem model_type -> llama.cpp graph (GGUF arch)
-FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen3": "qwen3", "qwen3_moe": "qwen3moe"}
+FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+            "qwen3_moe": "qwen3moe"}
+QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
 
 
 @dataclass(frozen=True)
 class GraphShape:
-    """The widths llama.cpp's llama / qwen3 / qwen3moe graphs are built from (GGUF hparams)."""
+    """The widths llama.cpp's llama / qwen2 / qwen3 / qwen3moe graphs are built from (GGUF hparams)."""
 
-    arch: str               # "llama", "qwen3" or "qwen3moe"
+    arch: str               # "llama", "qwen2", "qwen3" or "qwen3moe"
     n_layer: int
     n_embd: int
     n_head: int
@@ -88,6 +91,7 @@ class GraphShape:
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
+    qkv_bias: bool = False  # Q, K, V biases (qwen2; create_tensor_qkv's optional wq_b/wk_b/wv_b)
 
 
 @dataclass(frozen=True)
@@ -115,17 +119,20 @@ def graph_shape(model) -> GraphShape | None:
     if moe is not None and (moe.shared_intermediate_size or moe.dense_intermediate_size
                             or (moe.moe_layers and not all(moe.moe_layers))):
         return None
-    if (moe is None and arch == "qwen3moe") or (moe is not None and arch == "qwen3") or not facts.vocab_size:
+    if (moe is None and arch == "qwen3moe") or (moe is not None and arch in ("qwen2", "qwen3")) or not facts.vocab_size:
         return None
     config = model.config or {}
-    tensors = getattr(model.checkpoint, "tensors", None) or ()
-    if config.get("attention_bias") or config.get("mlp_bias") or any(t.name.endswith(".bias") for t in tensors):
-        return None         # bias adds (build_qkv, build_ffn, build_attn wo_b) are not transcribed
+    names = [t.name for t in getattr(model.checkpoint, "tensors", None) or ()]
+    if config.get("attention_bias") or config.get("mlp_bias") or any("attn_qkv" in n for n in names):
+        return None         # fused QKV, o_proj and MLP biases are not transcribed
+    if any(n.endswith(".bias") and not n.endswith(QKV_BIASES) for n in names):
+        return None
+    qkv_bias = arch == "qwen2" if not names else any(n.endswith(QKV_BIASES) for n in names)
     return GraphShape(arch=arch, n_layer=len(layers), n_embd=model.hidden_size, n_head=model.num_attention_heads,
                       n_head_kv=first.kv_heads, head_dim=first.head_dim_k,
                       n_ff=0 if moe else facts.intermediate_size, n_vocab=facts.vocab_size,
                       n_expert=moe.experts if moe else 0, n_expert_used=moe.top_k if moe else 0,
-                      n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0)
+                      n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0, qkv_bias=qkv_bias)
 
 
 def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16",
@@ -149,7 +156,7 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
                                          type_v=type_v, n_outputs=n_outputs, alignment=alignment), True)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
-                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen3 and qwen3_moe)")
+                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe)")
 
 
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
@@ -247,9 +254,10 @@ def _graph(s: GraphShape, n_tokens: int, n_outputs: int, n_kv: int, fa: bool, ty
     for il in range(s.n_layer):
         inp_sa = inp_l
         cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
-        q = g.reshape(g.mul_mat(g.weight(s.n_embd, n_head * hd), cur), hd, n_head, n_tokens)
-        k = g.reshape(g.mul_mat(g.weight(s.n_embd, n_gqa), cur), hd, n_head_kv, n_tokens)
-        v = g.reshape(g.mul_mat(g.weight(s.n_embd, n_gqa), cur), hd, n_head_kv, n_tokens)
+        q, k, v = (_linear(g, cur, width, s.qkv_bias) for width in (n_head * hd, n_gqa, n_gqa))
+        q = g.reshape(q, hd, n_head, n_tokens)
+        k = g.reshape(k, hd, n_head_kv, n_tokens)
+        v = g.reshape(v, hd, n_head_kv, n_tokens)
         if s.arch in QK_NORM:
             q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd))
         q = g.dup("ROPE", q, pos)
@@ -315,6 +323,12 @@ def _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, f
     if v_rot is not None:
         cur = _hadamard(g, cur, v_rot)
     return cur
+
+
+def _linear(g, cur, width, bias):
+    """build_qkv, separate Q/K/V: mul_mat, then ggml_add of the bias when there is one."""
+    out = g.mul_mat(g.weight(cur.ne[0], width), cur)
+    return g.dup("ADD", out, g.weight(width)) if bias else out
 
 
 def _row(type_):
