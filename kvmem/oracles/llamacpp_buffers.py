@@ -13,7 +13,7 @@ every tensor is on the host: what this judges is each tensor's bytes, the mmap s
 tensors (a tied output), the buffer alignment and the compute graphs; the GPU rules are judged
 against published logs. Caches: K any type -ctk takes (f32, f16, bf16, q8_0, q4_0, q4_1,
 iq4_nl, q5_0, q5_1); V the same choice with flash attention, f16 without (a quantised V cache
-needs flash attention).
+needs flash attention); 1 to 4 sequences (n_seq_max), one stream each or unified.
 
 Each case runs in a forked child, so an abort in llama.cpp ends the child, not the test.
 """
@@ -64,6 +64,8 @@ def random_spec(seed: int) -> dict:
                            mmap=rng.random() < 0.5)
     # a quantised V cache needs flash attention (llama_init_from_model)
     spec["context"]["type_v"] = rng.choice(_CACHE_TYPES) if spec["context"]["flash_attn"] else "f16"
+    # sequences: one cache stream each, or one stream for all (kv_unified)
+    spec["context"].update(n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3)
     return spec
 
 
@@ -164,7 +166,8 @@ def _load(path: str, ctx: dict) -> dict:
     try:
         cparams = lib.llama_context_default_params()
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = ctx["n_ctx"], ctx["n_ctx"], ctx["n_ubatch"]
-        cparams.n_seq_max = 1
+        cparams.n_seq_max = ctx.get("n_seq", 1)
+        cparams.kv_unified = ctx.get("kv_unified", False)
         cparams.type_k, cparams.type_v = _GGML[ctx["type_k"]], _GGML[ctx["type_v"]]
         cparams.flash_attn_type = ctx["flash_attn"]
         context = lib.llama_init_from_model(model, cparams)

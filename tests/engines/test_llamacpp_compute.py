@@ -78,6 +78,21 @@ def test_random_gguf_shapes_equal_llamacpp(shape, n_ctx, n_ubatch, flash_attn, t
     assert got == nbytes and mib4(got) == printed
 
 
+@pytest.mark.parametrize("shape, n_kv, n_ubatch, n_batch, n_seq, unified, type_k, nbytes, printed", [
+    # several sequences, flash attention off: two sequences in one unified stream of 512 cells
+    (GraphShape("qwen3", 5, 768, 2, 2, 64, 1280, 1000), 512, 512, 512, 2, True, "f16", 14_690_304, "14.0098"),
+    # three streams of 256 cells; n_ubatch 1 rounded up to 3 tokens, the one-token graph also 3
+    (GraphShape("qwen3", 3, 256, 4, 1, 64, 512, 256), 256, 1, 512, 3, False, "q8_0", 48_768, "0.0465"),
+    # eight streams of 256 cells (n_ctx 1000 -> 2048 cells in all), 32 tokens: 4 per stream
+    (GraphShape("llama", 4, 768, 2, 2, 64, 1024, 1000), 256, 32, 1000, 8, False, "q4_0", 787_072, "0.7506"),
+])
+def test_sequences_and_streams_equal_llamacpp(shape, n_kv, n_ubatch, n_batch, n_seq, unified, type_k, nbytes,
+                                               printed):
+    got = graph_bytes(shape, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=False, type_k=type_k, n_outputs=n_batch,
+                      n_seq=n_seq, kv_unified=unified)
+    assert got == nbytes and mib4(got) == printed
+
+
 @pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, cache, printed", [
     # the presets' configs give the graphs of GGUFs of the same shape (Q4_0, sparse), measured
     ("llama-3-8b", 8192, 512, False, "f16", "572.0098"),

@@ -3,10 +3,15 @@
 llama.cpp sizes its compute buffer once, at context creation (src/llama-context.cpp
 llama_context::sched_reserve): it builds the prompt graph (n_tokens = min(n_ctx, n_ubatch),
 n_outputs = min(n_tokens, n_outputs_max = n_batch)) and reserves it, then the one-token graph
-(n_tokens = n_outputs = 1), then the prompt graph again; ggml_gallocr_reserve_n_impl grows the
-buffer only when a graph needs more, so the buffer is the larger of the two graphs' high-water
-marks. Both graphs see the whole cache: n_kv = the cells of one stream (llama_kv_cache_context
-for init_full: n_kv = kv->get_size()). Printed as "<buffer type> compute buffer size".
+(one token and one output per sequence), then the prompt graph again;
+ggml_gallocr_reserve_n_impl grows the buffer only when a graph needs more, so the buffer is the
+larger of the two graphs' high-water marks. Both graphs see the whole cache: n_kv = the cells of
+one stream (llama_kv_cache_context for init_full: n_kv = kv->get_size()). With n_seq_max
+sequences the prompt graph's tokens are rounded up to a multiple of n_seq
+(llama_context::graph_reserve), the one-token graph has n_seq tokens and outputs, and the cache
+has one stream per sequence unless kv_unified (build_attn_inp_kq_mask n_stream; cpy_k/cpy_v
+reshape the streams into one, get_k/get_v and build_attn_mha's Q view split them). Printed as
+"<buffer type> compute buffer size".
 
 This module rebuilds those two graphs node by node (kvmem.engines.llamacpp.ggml_graph: ggml's
 shapes, its depth-first graph order and ggml-alloc's allocator) for the families whose graph it
@@ -33,17 +38,19 @@ result_output) are never freed (llm_graph_result::set_outputs).
 
 Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "CPU compute
 buffer size" and to the four decimals ~llama_context prints, for
-  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 35-65 s):
+  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 30-65 s):
     llama dense 41, llama with experts 42, qwen2 33, qwen3 dense 41, qwen3moe 43; 1-6 layers,
     n_ctx 256-4096, n_ubatch 32-512, flash attention on 103 and off 97, K any of the nine types
     -ctk takes (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16
-    without): 200 of 200;
+    without), 1 sequence (80) or 2-4 (120: 89 with a stream each, 31 unified): 200 of 200;
+  - 60 more with 2-8 sequences and n_ubatch 1, 3, 32, 100 or 512 (the prompt graph's tokens
+    rounded up to a multiple of the sequences): 60 of 60;
   - 600 more (llama, llama with experts, qwen3, qwen3moe; K f16/f32/q8_0/q4_0) with n_ubatch
     1-2048, n_ctx 256-8192 (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
   - Llama-3-8B, Qwen2.5-7B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768,
     n_ubatch 512/2048, f16/q8_0 caches: 25 of 25.
 tests/engines/test_llamacpp_compute.py pins these (the five presets' configs map to the same
-graphs) and twelve random cases.
+graphs), twelve random cases and three with several sequences.
 The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
 
 Not covered, so not exact: other families (gemma, sliding-window or chunked caches, MLA,
@@ -104,6 +111,19 @@ class ComputeBuffer:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """One reserved graph: its tokens and outputs, the cells per stream and the streams."""
+
+    n_tokens: int
+    n_outputs: int
+    n_kv: int
+    n_stream: int
+    fa: bool
+    type_k: str
+    type_v: str
+
+
 def graph_shape(model) -> GraphShape | None:
     """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
     arch = FAMILIES.get(model.model_type)
@@ -136,24 +156,31 @@ def graph_shape(model) -> GraphShape | None:
 
 
 def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16",
-                type_v: str = "f16", n_outputs: int | None = None, alignment: int = CPU_ALIGNMENT) -> int:
+                type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
+                alignment: int = CPU_ALIGNMENT) -> int:
     """The compute buffer llama_context::sched_reserve keeps: the larger of the prompt graph
-    (``n_ubatch`` tokens, ``n_outputs`` of them output, all by default) and the one-token graph,
-    both over ``n_kv`` cache cells."""
-    n_outputs = n_ubatch if n_outputs is None else n_outputs
-    pp = _graph(shape, n_ubatch, n_outputs, n_kv, flash_attn, type_k, type_v)
-    tg = _graph(shape, 1, 1, n_kv, flash_attn, type_k, type_v)
+    (``n_ubatch`` tokens rounded up to a multiple of ``n_seq``, ``n_outputs`` of them output,
+    n_ubatch by default) and the one-token-per-sequence graph (n_seq tokens and outputs), both over
+    ``n_kv`` cells per stream; one stream per sequence unless ``kv_unified`` (build_attn_inp_kq_mask:
+    n_stream = kv_unified ? 1 : n_seqs_unq; llama_batch_allocr::ubatch_reserve)."""
+    n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
+    n_stream = 1 if kv_unified else n_seq
+    pp_tokens = -(-n_ubatch // n_seq) * n_seq          # llama_context::graph_reserve
+    pp = _graph(shape, _Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v))
+    tg = _graph(shape, _Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
-                   n_outputs: int | None = None, alignment: int = CPU_ALIGNMENT) -> ComputeBuffer:
+                   n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
+                   alignment: int = CPU_ALIGNMENT) -> ComputeBuffer:
     """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate."""
     shape = graph_shape(model)
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
     if shape is not None and type_k in TYPES and type_v in TYPES:
         return ComputeBuffer(graph_bytes(shape, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k,
-                                         type_v=type_v, n_outputs=n_outputs, alignment=alignment), True)
+                                         type_v=type_v, n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified,
+                                         alignment=alignment), True)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
                          "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe)")
@@ -161,7 +188,8 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
 
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                             cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
-                            n_outputs: int | None = None, backend: str = "cuda") -> ComputeBuffer:
+                            n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
+                            backend: str = "cuda") -> ComputeBuffer:
     """llama.cpp's compute buffer on one device for a context of ``n_ctx`` cells (one stream of
     ``cells_per_stream``, n_ctx rounded up to 256 by default): ``backend="cpu"`` the CPU buffer,
     exact for the transcribed families (``compute_buffer``); ``backend="cuda"`` the estimate
@@ -177,7 +205,7 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
     n_kv = cells_per_stream if cells_per_stream is not None else -(-n_ctx // 256) * 256
     if backend == "cpu":
         return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
-                              n_outputs=n_outputs)
+                              n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified)
     if backend != "cuda":
         raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn), False,
@@ -186,11 +214,12 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
 
 def llamacpp_compute_bytes(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                            cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
-                           n_outputs: int | None = None, backend: str = "cuda") -> int:
+                           n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
+                           backend: str = "cuda") -> int:
     """The bytes of ``llamacpp_compute_buffer``."""
     return llamacpp_compute_buffer(model, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn,
                                    cells_per_stream=cells_per_stream, type_k=type_k, type_v=type_v,
-                                   n_outputs=n_outputs, backend=backend).bytes
+                                   n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, backend=backend).bytes
 
 
 def estimate_bytes(model, *, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
@@ -232,20 +261,20 @@ def _rot_size(head_dim: int) -> int:
             return nrot // 2
 
 
-def _graph(s: GraphShape, n_tokens: int, n_outputs: int, n_kv: int, fa: bool, type_k: str, type_v: str) -> Graph:
+def _graph(s: GraphShape, p: _Pass) -> Graph:
     g = Graph()
-    hd, n_head, n_head_kv = s.head_dim, s.n_head, s.n_head_kv
+    hd, n_head, n_head_kv, n_tokens = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
     n_gqa = hd * n_head_kv
     # inputs (build_inp_embd, build_inp_pos, build_attn_inp_kv, build_inp_out_ids)
     tokens = g.input("i32", n_tokens)
     embd = g.input("f32", s.n_embd, n_tokens)
     pos = g.input("i32", n_tokens)
     k_idxs = g.input("i64", n_tokens)
-    v_idxs = g.input("i64", n_tokens if fa else n_tokens * n_gqa)
-    mask = g.input("f16" if fa else "f32", n_kv, n_tokens, 1, 1)
-    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if type_k in QUANTISED and hd % 64 == 0 else None
-    v_rot = g.input("f32", 64, 64) if type_v in QUANTISED and hd % 64 == 0 else None
-    out_ids = g.input("i32", n_outputs)
+    v_idxs = g.input("i64", n_tokens if p.fa else n_tokens * n_gqa)
+    mask = g.input("f16" if p.fa else "f32", p.n_kv, n_tokens // p.n_stream, 1, p.n_stream)
+    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
+    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
+    out_ids = g.input("i32", p.n_outputs)
 
     inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
     g.expand(inp)
@@ -264,7 +293,7 @@ def _graph(s: GraphShape, n_tokens: int, n_outputs: int, n_kv: int, fa: bool, ty
         if s.arch in QK_NORM:
             k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
         k = g.dup("ROPE", k, pos)
-        cur = _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, fa, type_k, type_v, s)
+        cur = _attention(g, q, k, v, (k_idxs, v_idxs, mask, k_rot, v_rot), p, s)
         cur = g.mul_mat(g.weight(n_head * hd, s.n_embd), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
@@ -281,9 +310,11 @@ def _graph(s: GraphShape, n_tokens: int, n_outputs: int, n_kv: int, fa: bool, ty
     return g
 
 
-def _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, fa, type_k, type_v, s):
-    """build_attn (KV cache) and build_attn_mha, one stream."""
-    hd, n_head_kv = s.head_dim, s.n_head_kv
+def _attention(g, q, k, v, inputs, p: _Pass, s: GraphShape):
+    """build_attn (KV cache) and build_attn_mha; the cache holds p.n_stream streams of p.n_kv cells
+    (llama_kv_cache::cpy_k, cpy_v, get_k, get_v)."""
+    k_idxs, v_idxs, mask, k_rot, v_rot = inputs
+    hd, n_head_kv, n_kv, ns, n_tokens = s.head_dim, s.n_head_kv, p.n_kv, p.n_stream, p.n_tokens
     n_gqa = hd * n_head_kv
     if k_rot is not None:
         q, k = _hadamard(g, q, k_rot), _hadamard(g, k, k_rot)
@@ -292,22 +323,27 @@ def _attention(g, q, k, v, k_idxs, v_idxs, mask, k_rot, v_rot, n_kv, n_tokens, f
     g.expand(q)
     g.expand(v)
     g.expand(k)
-    k_cache, v_cache = g.weight(n_gqa, n_kv, 1, type_=type_k), g.weight(n_gqa, n_kv, 1, type_=type_v)
-    g.expand(g.set_rows(k_cache, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
-    if fa:
-        g.expand(g.set_rows(v_cache, g.view(v, (n_gqa, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
+    k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k)
+    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v)
+    k_dst = g.reshape(k_cache, n_gqa, n_kv * ns) if ns > 1 else k_cache
+    g.expand(g.set_rows(k_dst, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
+    if p.fa:
+        v_dst = g.reshape(v_cache, n_gqa, n_kv * ns) if ns > 1 else v_cache
+        g.expand(g.set_rows(v_dst, g.view(v, (n_gqa, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
     else:
         v_cur = g.reshape(g.reshape(v, n_gqa, n_tokens), 1, n_gqa * n_tokens)
         g.expand(g.set_rows(g.reshape(v_cache, 1, v_cache.nelements()), v_cur, v_idxs))
-    rk, rv = _row(type_k), _row(type_v)
-    kv = g.view(k_cache, (hd, n_head_kv, n_kv, 1), (TYPES[type_k][1], rk(hd), rk(n_gqa), rk(n_gqa * n_kv)))
-    if fa:
-        vv = g.view(v_cache, (hd, n_head_kv, n_kv, 1), (TYPES[type_v][1], rv(hd), rv(n_gqa), rv(n_gqa * n_kv)))
+    rk, rv = _row(p.type_k), _row(p.type_v)
+    kv = g.view(k_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_k][1], rk(hd), rk(n_gqa), rk(n_gqa * n_kv)))
+    if p.fa:
+        vv = g.view(v_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_v][1], rv(hd), rv(n_gqa), rv(n_gqa * n_kv)))
     else:
-        vv = g.view(v_cache, (n_kv, n_head_kv, hd, 1), (TYPES[type_v][1], rv(n_kv * hd), rv(n_kv), rv(n_kv * n_gqa)))
-    qv = g.view(q, q.ne, q.nb)
+        vv = g.view(v_cache, (n_kv, n_head_kv, hd, ns),
+                    (TYPES[p.type_v][1], rv(n_kv * hd), rv(n_kv), rv(n_kv * n_gqa)))
+    per = q.ne[2] // ns
+    qv = g.view(q, (q.ne[0], q.ne[1], per, ns), (q.nb[0], q.nb[1], q.nb[2], q.nb[2] * per))
     qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(kv, 0, 2, 1, 3), g.permute(vv, 0, 2, 1, 3)
-    if fa:
+    if p.fa:
         if kp.type == "f32":
             kp = g.cast(kp, "f16")
         if vp.type == "f32":
