@@ -132,8 +132,6 @@ NAMES_ENGINES = {
     "kvmem/cli/checklog.py": "--engine's choices, literal so that --help does not import the log readers",
     "kvmem/cli/fit.py": "the llama.cpp offload report, printed where the engine declares the offload panel",
     "kvmem/strategies/quantisation.py": "the quantisation strategy's note names llama.cpp's type_v; left (issue 24)",
-    "kvmem/configs/families.py": "Family.engines: the engines whose rules were checked against each family; "
-                                 "left (issue 24): to be declared by the engines",
     "kvmem/sizing/numbers.py": "llama.cpp's cells, read from its estimate, not a pool; left (issue 24): to its "
                                "SizingRules once llama.cpp's change in flight lands",
     "kvmem/sizing/fit.py": "llama.cpp's numbers come from its estimate, not a pool; left (issue 24), as numbers.py",

@@ -24,22 +24,21 @@ from ..errors import ConfigError
 __all__ = ["Family", "FAMILIES", "ALIASES", "family_of"]
 
 
-# The engine modes whose rules were checked against their engines before a family was added;
-# a family read later lists the modes checked for it (kvmem.engines refuses the others by name).
-ALL_ENGINES = None
-NEW_FAMILY_ENGINES = ("ideal", "hf-dynamic", "hf-static")
-
-
 @dataclass(frozen=True)
 class Family:
-    """How kvmem reads one model_type: its layout rule, MLA or per-head, its source, the engine
-    modes that size it (None: every mode), and the cache fields its modeling code leaves
-    without effect on the cache (``ignores``: SmolLM3's no_rope_layers only drop RoPE)."""
+    """How kvmem reads one model_type: its layout rule, MLA or per-head, its source, whether it
+    is opt-in, and the cache fields its modeling code leaves without effect on the cache
+    (``ignores``: SmolLM3's no_rope_layers only drop RoPE).
+
+    ``opt_in``: the family was read after the engine modes' rules were first checked, so an
+    engine mode sizes it only where the mode declares it checked it against its engine's code
+    (EngineSpec.families, kvmem.engines.base.CheckedFamilies); kvmem.engines.check_family
+    refuses it by name elsewhere. Every other family is sized by every mode."""
 
     layout: str = "generic"
     mla: bool = False
     source: str = ""
-    engines: tuple[str, ...] | None = ALL_ENGINES
+    opt_in: bool = False
     ignores: frozenset = frozenset()
 
 
@@ -66,71 +65,68 @@ _SPECIAL = {
     "cohere2_moe": Family("cohere2_moe", source="configuration_cohere2_moe.py: the first_k_dense_replace layers "
                                                 "by prefix_dense_sliding_window_pattern, the rest by "
                                                 "sliding_window_pattern",
-                          engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                          opt_in=True),
     "qwen2": Family("qwen2", source="configuration_qwen2.py: sliding if use_sliding_window and i >= max_window_layers"),
     "qwen2_moe": Family("qwen2", source="configuration_qwen2_moe.py"),
     "qwen3": Family("qwen2", source="configuration_qwen3.py"),
     "qwen3_moe": Family("qwen2", source="configuration_qwen3_moe.py"),
-    "qwen2_vl_text": Family("qwen2", source="configuration_qwen2_vl.py", engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "qwen2_5_vl_text": Family("qwen2", source="configuration_qwen2_5_vl.py", engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "dots1": Family("qwen2", source="configuration_dots1.py", engines=NEW_FAMILY_ENGINES),
+    "qwen2_vl_text": Family("qwen2", source="configuration_qwen2_vl.py", opt_in=True),
+    "qwen2_5_vl_text": Family("qwen2", source="configuration_qwen2_5_vl.py", opt_in=True),
+    "dots1": Family("qwen2", source="configuration_dots1.py", opt_in=True),
     "exaone4": Family("pattern", source="configuration_exaone4.py: sliding if (i + 1) % sliding_window_pattern",
-                      engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                      opt_in=True),
     "exaone_moe": Family("exaone_moe", source="configuration_exaone_moe.py; sliding_windows per layer as the "
                                               "published K-EXAONE files give them (vLLM 0.33 exaone_moe.py)",
-                         engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                         opt_in=True),
     "afmoe": Family("pattern", source="configuration_afmoe.py: sliding if (i + 1) % global_attn_every_n_layers",
-                    engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                    opt_in=True),
     "smollm3": Family("smollm3", source="configuration_smollm3.py: layer_types, else sliding on the NoPE layers "
                                         "(no_rope_layers 0) when use_sliding_window and sliding_window",
-                      engines=NEW_FAMILY_ENGINES),
-    "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", engines=NEW_FAMILY_ENGINES),
+                      opt_in=True),
+    "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", opt_in=True),
     "mpt": Family("mpt", source="modeling_mpt.py MptAttention: one K/V head per query head",
-                  engines=NEW_FAMILY_ENGINES),
+                  opt_in=True),
     # use_bidirectional_attention lets image tokens see each other (PaliGemma): a mask, not the cache
     "gemma": Family(source="configuration_gemma.py, generic rule", ignores=frozenset({"use_bidirectional_attention"})),
     "gemma3n_text": Family("gemma3n", source="configuration_gemma3n.py; modeling_gemma3n.py kv sharing"),
-    # llama.cpp's Gemma 4 (per-layer head_count_kv and key_length from its GGUF) reproduces published logs
-    # (tests/engines/test_llamacpp.py); vLLM 0.33's gemma4.py takes each layer's head_dim and KV heads from
-    # per_layer_config as kvmem does, and its planning agrees on Gemma-4-shaped models (kvmem/oracles/vllm.py)
     "gemma4_text": Family("gemma4", source="configuration_gemma4.py (per_layer_config, kv_sharing_modes); "
                                            "modeling_gemma4.py Gemma4TextAttention",
-                          engines=(*NEW_FAMILY_ENGINES, "llama.cpp", "vllm")),
+                          opt_in=True),
     "mimo_v2_flash": Family("mimo", source="configuration_mimo_v2_flash.py, modeling_mimo_v2_flash.py",
-                            engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                            opt_in=True),
     "kimi_linear": Family("kimi_linear", mla=True, source="configuration_kimi_linear.py, modeling_kimi_linear.py",
-                          engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "minimax": Family("minimax", source="configuration_minimax.py, modeling_minimax.py", engines=NEW_FAMILY_ENGINES),
-    "lfm2": Family("lfm2", source="configuration_lfm2.py, modeling_lfm2.py", engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "lfm2_moe": Family("lfm2", source="configuration_lfm2_moe.py", engines=(*NEW_FAMILY_ENGINES, "vllm")),
-    "lfm3": Family("lfm2", source="configuration_lfm3.py (conv, full and sliding layers)", engines=NEW_FAMILY_ENGINES),
+                          opt_in=True),
+    "minimax": Family("minimax", source="configuration_minimax.py, modeling_minimax.py", opt_in=True),
+    "lfm2": Family("lfm2", source="configuration_lfm2.py, modeling_lfm2.py", opt_in=True),
+    "lfm2_moe": Family("lfm2", source="configuration_lfm2_moe.py", opt_in=True),
+    "lfm3": Family("lfm2", source="configuration_lfm3.py (conv, full and sliding layers)", opt_in=True),
     "gemma4_unified_text": Family("gemma4", source="configuration_gemma4_unified.py",
-                                  engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                                  opt_in=True),
     "olmo_hybrid": Family("interval", source="configuration_olmo_hybrid.py layer_types; gated DeltaNet state",
-                          engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                          opt_in=True),
     "lara_mini": Family("interval", source="configuration_lara_mini.py layer_types; gated DeltaNet state",
-                        engines=NEW_FAMILY_ENGINES),
+                        opt_in=True),
     "glm_moe_dsa": Family(mla=True, source="configuration_glm_moe_dsa.py (indexer_types), cache_utils.py "
-                                           "DynamicIndexedLayer", engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                                           "DynamicIndexedLayer", opt_in=True),
     "dbrx": Family("dbrx", source="modeling_dbrx.py DbrxAttention: kv heads = attn_config.kv_n_heads",
-                   engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                   opt_in=True),
     "granitemoehybrid": Family("granite_hybrid", source="configuration_granitemoehybrid.py, "
                                                         "modeling_granitemoehybrid.py",
-                               engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                               opt_in=True),
     "bamba": Family("bamba", source="configuration_bamba.py (attn_layer_indices), modeling_bamba.py",
-                    engines=NEW_FAMILY_ENGINES),
+                    opt_in=True),
     "falcon_h1": Family("falcon_h1", source="configuration_falcon_h1.py (every layer hybrid), modeling_falcon_h1.py",
-                        engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                        opt_in=True),
     "mamba": Family("mamba", source="modeling_mamba.py MambaMixer: attention-free",
-                    engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                    opt_in=True),
     "falcon_mamba": Family("mamba", source="modeling_falcon_mamba.py: attention-free",
-                           engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                           opt_in=True),
     "mamba2": Family("mamba2", source="modeling_mamba2.py Mamba2Mixer: attention-free",
-                     engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                     opt_in=True),
     "nemotron-nas": Family("decilm", source="vllm/model_executor/models/nemotron_nas.py (block_configs); "
-                                            "transformers has no class for it", engines=("ideal", "vllm")),
+                                            "transformers has no class for it", opt_in=True),
     "gpt_bigcode": Family("multi_query", source="modeling_gpt_bigcode.py: one K/V head when multi_query",
-                          engines=NEW_FAMILY_ENGINES),
+                          opt_in=True),
     "llama4_text": Family("llama4", source="configuration_llama4.py: chunked where no_rope_layers[i]"),
     "qwen3_next": Family("interval", source="configuration_qwen3_next.py: linear if (i + 1) % full_attention_interval"),
     "qwen3_5_text": Family("interval", source="configuration_qwen3_5.py"),
@@ -144,61 +140,59 @@ _SPECIAL = {
     "deepseek_v32": Family(mla=True, source="modeling_deepseek_v32.py: latent + rope key + indexer key"),
     "glm4_moe_lite": Family(mla=True, source="modeling_glm4_moe_lite.py"),
     **{t: Family(mla=True, source=f"modeling_{t}.py: latent + rope key, one head",
-                 engines=(*NEW_FAMILY_ENGINES, "vllm") if t == "minicpm3" else NEW_FAMILY_ENGINES)
+                 opt_in=True)
        for t in ("minicpm3", "mistral4", "youtu", "sarvam_mla", "axk1", "axk2", "hy_v4", "hy_v4_vl_text")},
     # Ernie-4.5-VL's text model: the attention of ernie4_5_moe; its MoE lists text and vision experts
     # (moe_num_experts, moe_intermediate_size as [text, vision]), which kvmem's parameter count does not read
     "ernie4_5_vl_moe_text": Family(source="configuration_ernie4_5_vl_moe.py, generic rule",
-                                   engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                                   opt_in=True),
     # modeling_gpt_neo.py builds DynamicCache(config=...) from a config without layer_types or sliding_window:
-    # every layer is cached whole, the local layers' window_size only masks; engines that keep the window
-    # (none is checked) would differ, so only transformers' modes size it
+    # every layer is cached whole, the local layers' window_size only masks
     "gpt_neo": Family(source="modeling_gpt_neo.py: every layer cached whole, window_size a mask",
-                      engines=("hf-dynamic", "hf-static"),
+                      opt_in=True,
                       ignores=frozenset({"attention_types", "attention_layers", "window_size"})),
     # modeling_laguna.py LagunaAttention: num_attention_heads_per_layer sets the query heads; K and V keep
     # num_key_value_heads in every layer
     "laguna": Family("listed", source="configuration_laguna.py layer_types (else all full); modeling_laguna.py "
                                       "LagunaAttention",
-                     engines=(*NEW_FAMILY_ENGINES, "vllm"), ignores=frozenset({"num_attention_heads_per_layer"})),
+                     opt_in=True, ignores=frozenset({"num_attention_heads_per_layer"})),
     "modernbert-decoder": Family("modernbert", source="configuration_modernbert_decoder.py: sliding unless i % "
                                                       "global_attn_every_n_layers == 0, window local_attention // 2",
-                                 engines=NEW_FAMILY_ENGINES),
+                                 opt_in=True),
     "kosmos_2_5_text_model": Family(source="configuration_kosmos2_5.py (layers, attention_heads, embed_dim), "
-                                           "generic rule", engines=NEW_FAMILY_ENGINES),
+                                           "generic rule", opt_in=True),
     # MiniMax-M3: its "minimax_m3_sparse" layers keep a one-head indexer key of index_head_dim beside K and V
     "minimax_m3_vl_text": Family("minimax_m3", source="configuration_minimax_m3_vl.py (layer_types, "
                                                       "sparse_attention_config), modeling_minimax_m3_vl.py "
                                                       "MiniMaxM3VLSparseCacheLayer",
-                                 engines=NEW_FAMILY_ENGINES),
+                                 opt_in=True),
     "inkling_text": Family("inkling", source="configuration_inkling.py (layer_types hybrid / hybrid_sliding), "
                                              "modeling_inkling.py InklingAttention, InklingShortConvolution",
-                           engines=NEW_FAMILY_ENGINES),
+                           opt_in=True),
     "inkling2_text": Family("inkling", source="configuration_inkling2.py, modeling_inkling2.py (its dynamic "
                                               "short convolutions keep the same fp32 state)",
-                            engines=NEW_FAMILY_ENGINES),
+                            opt_in=True),
     "inkling2_loop_text": Family("inkling_loop", source="configuration_inkling2_loop.py, modeling_inkling2_loop.py: "
                                                         "each pass after the first over layers loop_layer_index_start"
                                                         " to loop_layer_index_end - 1 caches in copies of them",
-                                 engines=NEW_FAMILY_ENGINES),
+                                 opt_in=True),
     "zaya": Family("zaya", source="configuration_zaya.py (layer_types hybrid / hybrid_sliding), modeling_zaya.py "
-                                  "ZayaCCAProjection", engines=NEW_FAMILY_ENGINES),
+                                  "ZayaCCAProjection", opt_in=True),
     "mistral_large4_text": Family("mistral_large4", mla=True,
                                   source="configuration_mistral_large4.py (kv_source_layers, indexer_types), "
                                          "modeling_mistral_large4.py MistralLarge4Attention",
-                                  engines=NEW_FAMILY_ENGINES),
+                                  opt_in=True),
     "bailing_hybrid": Family("bailing", mla=True, source="configuration_bailing_hybrid.py (layer_group_size), "
                                                          "modeling_bailing_hybrid.py BailingHybridDeltaAttention",
-                             engines=NEW_FAMILY_ENGINES),
-    # DeepSeek-V4: every layer a sliding window of K=V rows, CSA / HCA layers compressed rows beside it;
-    # transformers' StaticCache has no layer class for the compressed types (hf-static refuses it by name)
+                             opt_in=True),
+    # DeepSeek-V4: every layer a sliding window of K=V rows, CSA / HCA layers compressed rows beside it
     "deepseek_v4": Family("deepseek_v4", source="configuration_deepseek_v4.py (layer_types, compress_ratios, "
                                                  "compress_rates), modeling_deepseek_v4.py DeepseekV4HCACache, "
                                                  "DeepseekV4CSACache",
-                          engines=("ideal", "hf-dynamic")),
+                          opt_in=True),
     "longcat_flash": Family(mla=True, source="configuration_longcat_flash.py (num_hidden_layers = 2 x num_layers), "
                                              "modeling_longcat_flash.py LongcatFlashMLA: two per decoder layer",
-                            engines=(*NEW_FAMILY_ENGINES, "vllm")),
+                            opt_in=True),
     # kvmem's own spelled-out form (kvmem.configs.custom_config): every field it writes is read
     "custom": Family(source="kvmem.configs.custom_config"),
     "custom_mla": Family(mla=True, source="kvmem.configs.custom_config"),
@@ -221,7 +215,7 @@ _DECODERS = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text"
 
 FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in _GENERIC},
             **{t: Family("decoder", source=f"modeling_{t.replace('-', '_')}.py as a decoder (is_decoder)",
-                         engines=NEW_FAMILY_ENGINES) for t in _DECODERS},
+                         opt_in=True) for t in _DECODERS},
             **_SPECIAL}
 
 

@@ -113,18 +113,19 @@ COMPRESSED_ENGINES = ("ideal", "hf-dynamic")
 
 
 def check_family(spec: EngineSpec, model) -> None:
-    """Refuse a model family this engine mode has not been checked for (kvmem.configs.families),
-    and compressed layers in an engine mode without a rule for them."""
+    """Refuse an opt-in family (kvmem.configs.families, Family.opt_in) this engine mode does not
+    declare (EngineSpec.families), and compressed layers in an engine mode without a rule for them."""
     family = FAMILIES.get(model.model_type)
-    if family is not None and family.engines is not None and spec.name not in family.engines:
+    if family is not None and family.opt_in and not spec.families.sizes(model.model_type):
         engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
+        sizing = ", ".join(name for name, other in ENGINES.items() if other.families.sizes(model.model_type))
         why = spec.refusals.get(model.model_type)
         if why:
             raise ValueError(f"engine {engine} does not size model_type {model.model_type!r}: {why}; engines that "
-                             f"size it: {', '.join(family.engines)}")
+                             f"size it: {sizing}")
         raise ValueError(f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine "
                          f"does yet (its rules for this family are not checked against the engine's code); "
-                         f"engines that size it: {', '.join(family.engines)}")
+                         f"engines that size it: {sizing}")
     if spec.name not in COMPRESSED_ENGINES and any(layer.kind == "compressed" for layer in model.layers):
         raise ValueError(f"engine {spec.name!r} does not size compressed layers (DeepSeek-V4's compressed sparse "
                          f"attention); engines that size them: {', '.join(COMPRESSED_ENGINES)}")

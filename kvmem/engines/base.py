@@ -21,7 +21,7 @@ from .declared import Option
 from .results import Capacity, Estimate, IdealDetails, Refusal, assemble, with_note
 
 __all__ = ["Estimate", "Capacity", "Refusal", "IdealDetails", "EngineSpec", "SizingRules", "Budget", "BudgetRequest",
-           "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "share_every_token",
+           "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "CheckedFamilies", "share_every_token",
            "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
            "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
            "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
@@ -139,6 +139,20 @@ SERVING_WEIGHT_FORMATS = ("fp8", "int8", "awq", "nvfp4")
 
 
 @dataclass(frozen=True)
+class CheckedFamilies:
+    """The opt-in families (kvmem.configs.families, Family.opt_in: read after the engine modes'
+    rules were first checked) that an engine mode sizes, each checked against the engine's own
+    code: those in ``names``, or with ``all_but`` every opt-in family except those in ``names``.
+    The default sizes none of them (kvmem.engines.check_family refuses the rest by name)."""
+
+    names: frozenset = frozenset()
+    all_but: bool = False
+
+    def sizes(self, model_type: str) -> bool:
+        return (model_type in self.names) != self.all_but
+
+
+@dataclass(frozen=True)
 class StartupNumbers:
     """What an engine that sizes its pool from memory prints at start-up, in its own words
     (kvmem.sizing.numbers): the name of the token count it prints, what the memory its pool gets
@@ -208,7 +222,8 @@ class EngineSpec:
     ``sizing``: what kvmem.sizing needs (None: fit does not size this engine); ``prefix``:
     how it shares a common prefix (options, Estimate) -> PrefixSharing; ``positions``: what it
     does past the model's positions; ``query_heads_rule``: its assertion that tp divides the
-    query heads, where it has one; ``panels``: the Fit page panels it has beside the common ones
+    query heads, where it has one; ``families``: the opt-in families it sizes (CheckedFamilies);
+    ``panels``: the Fit page panels it has beside the common ones
     ("offload": layers and experts placed on the GPUs and the host); ``logs_kv_budget``: its
     startup log states the KV budget it computed (SizingRules.startup.budget_line), which
     check_log compares with a plan's.
@@ -225,6 +240,7 @@ class EngineSpec:
     pinned: str = ""                             # the engine release whose code the rules follow
     refusals: dict = field(default_factory=dict)  # model_type -> why this engine's pinned code cannot size it
     declared: tuple[Option, ...] = ()            # options typed beyond their default (choices, help)
+    families: CheckedFamilies = CheckedFamilies()  # the opt-in families it sizes (none by default)
     panels: tuple[str, ...] = ()                 # Fit page panels of its own ("offload")
 
     @property

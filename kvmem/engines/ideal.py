@@ -26,7 +26,8 @@ from __future__ import annotations
 from ..dtypes import dtype
 from ..model import Compressor, Model
 from ..textbook import ideal_layer_bytes
-from .base import Budget, BudgetRequest, Capacity, EngineSpec, SizingRules, assemble, resolve_dtypes, state_bytes
+from .base import (Budget, BudgetRequest, Capacity, CheckedFamilies, EngineSpec, SizingRules, assemble, resolve_dtypes,
+                   state_bytes)
 from .budget import kv_budget
 from ..parallel import layer_heads
 
@@ -83,4 +84,7 @@ def _budget(req: BudgetRequest) -> Budget:
 
 SIZING = SizingRules(budget=_budget, options={"weights_bytes": None}, non_torch_bytes=0)
 QUERY_HEADS = "the ideal count splits the query heads evenly over the ranks, as SGLang and TensorRT-LLM assert"
-SPECS = (EngineSpec("ideal", {}, estimate, capacity, SIZING, query_heads_rule=QUERY_HEADS),)
+# Every opt-in family (kvmem.configs.families) but GPT-Neo: modeling_gpt_neo.py caches every layer whole,
+# its local layers' window_size only masks, where the textbook count would keep the window
+FAMILIES = CheckedFamilies(frozenset({"gpt_neo"}), all_but=True)
+SPECS = (EngineSpec("ideal", {}, estimate, capacity, SIZING, query_heads_rule=QUERY_HEADS, families=FAMILIES),)

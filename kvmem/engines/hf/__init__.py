@@ -79,7 +79,7 @@ growth), entry (the three estimate_* and their details Records), sizing (what kv
 the budget of one device, prefix sharing).
 """
 
-from ..base import EngineSpec, Option, PastPositions
+from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 from .entry import (DEFAULTS, HfDetails, HfQuantizedDetails, HfStaticDetails, estimate_dynamic, estimate_quantized,
                     estimate_static, prompt_tokens_of)
 from .growth import DynamicGrowth, StaticGrowth
@@ -99,12 +99,18 @@ POSITIONS = PastPositions("transformers does not check it")   # the caches take 
 STATIC_REFUSALS = {"deepseek_v4": "transformers' StaticCache has no layer class for compressed_sparse_attention or "
                                   "heavily_compressed_attention (modeling_deepseek_v4.py registers only "
                                   "DynamicCache layers for them)"}
+# The opt-in families (kvmem.configs.families) transformers' modes size: each read from transformers'
+# own config class and modeling code, and checked against it (tests/oracles/test_transformers_oracle.py).
+# Nemotron-NAS is not one (vllm/model_executor/models/nemotron_nas.py; transformers has no class for it);
+# StaticCache refuses DeepSeek-V4 (STATIC_REFUSALS). QuantizedCache's mode is not checked against them.
+DYNAMIC_FAMILIES = CheckedFamilies(frozenset({"nemotron-nas"}), all_but=True)
+STATIC_FAMILIES = CheckedFamilies(frozenset({"nemotron-nas", *STATIC_REFUSALS}), all_but=True)
 SPECS = (
     EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING,
-               prefix_sharing, POSITIONS, pinned="transformers 5.24.0"),
+               prefix_sharing, POSITIONS, pinned="transformers 5.24.0", families=DYNAMIC_FAMILIES),
     EngineSpec("hf-static", {"max_cache_len": DEFAULTS["max_cache_len"], "prompt_tokens": DEFAULTS["prompt_tokens"]},
                estimate_static, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",
-               refusals=STATIC_REFUSALS),
+               refusals=STATIC_REFUSALS, families=STATIC_FAMILIES),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
                estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",

@@ -89,7 +89,7 @@ per-layer rows, devices), entry (estimate, capacity), logs (the lines each build
 budget (what kvmem.sizing asks: weights + KV + compute buffer).
 """
 
-from ..base import EngineSpec, Option, PastPositions
+from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
 from .entry import capacity, estimate
 from .logs import LOG_STYLES, log_lines
@@ -107,6 +107,9 @@ DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (
             Option("type_v", choices=CACHE_TYPES, help="-ctv: the V cache type (common/arg.cpp kv_cache_types)"),
             Option("flash_attn", choices=("on", "off", "auto"), help="-fa on|off|auto"),
             Option("mla", choices=MLA_MODES, help="what an MLA model caches: latent, latent+v or full K/V"))
+# The opt-in family (kvmem.configs.families) it sizes: Gemma 4, whose per-layer head_count_kv and
+# key_length (from its GGUF) reproduce published logs (tests/engines/test_llamacpp.py)
+FAMILIES = CheckedFamilies(frozenset({"gemma4_text"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
-                    panels=("offload",)),)
+                    panels=("offload",), families=FAMILIES),)

@@ -153,7 +153,7 @@ activations, batch defaults by device).
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
 from .options import OPTIONS
-from ..base import EngineSpec, Option, PastPositions
+from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 
 __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
            "rope_cache_bytes"]
@@ -179,8 +179,17 @@ REFUSALS = {
                  "megatron-bert", "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta",
                  "xlm-roberta-xl", "xmod")},
 }
+# The opt-in families (kvmem.configs.families) whose layers kvmem lays out as vLLM 0.33.0's model files
+# build them (kvmem.engines.vllm.models: MiMo, Laguna, MiniCPM3, Ernie-VL, Nemotron-NAS, Cohere2; the
+# state shapes above), checked against vLLM's own code (kvmem/oracles/vllm.py, vllm_states.py). Gemma 4:
+# gemma4.py takes each layer's head_dim and KV heads from per_layer_config as kvmem does.
+FAMILIES = CheckedFamilies(frozenset({
+    "afmoe", "cohere2_moe", "dbrx", "ernie4_5_vl_moe_text", "exaone4", "exaone_moe", "falcon_h1", "falcon_mamba",
+    "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "granitemoehybrid", "kimi_linear", "laguna", "lfm2",
+    "lfm2_moe", "longcat_flash", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "nemotron-nas", "olmo_hybrid",
+    "qwen2_5_vl_text", "qwen2_vl_text"}))
 DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
-                    refusals=REFUSALS, declared=DECLARED),)
+                    refusals=REFUSALS, declared=DECLARED, families=FAMILIES),)
