@@ -17,7 +17,7 @@ from kvmem import Eviction, Layer, Model, estimate
 from kvmem.engines import ENGINES
 from kvmem.engines import ideal as ideal_engine
 from kvmem.engines.base import cdiv
-from kvmem.strategies import (allocation_sweep, apply_strategies, architecture_variants,
+from kvmem.strategies import (QuantRow, allocation_sweep, apply_strategies, architecture_variants,
                               offload_transfer_seconds, quality_results, quantization_options,
                               quantized_estimate, request_lengths, simulate_admission)
 
@@ -272,6 +272,11 @@ def test_quantization_options_cover_every_format():
     odd = quantization_options(toy(head_dim=80), tokens=4)
     q8 = next(r for r in odd if r["k_dtype"] == "q8_0")
     assert q8["bytes"] is None and "not a whole number of blocks" in q8["cost"]
+    # frozen records that read like the dicts they were: a refused format has no bits or residual_length
+    assert type(q8) is QuantRow and list(q8) == ["k_dtype", "v_dtype", "bytes", "saving_bytes", "saving_fraction",
+                                                 "cost"]
+    assert by["bf16"] == by["bf16"].to_dict() and by["bf16"].kv_bytes == by["bf16"]["bytes"]
+    assert list(by["bf16"])[:5] == ["k_dtype", "v_dtype", "bits_k", "bits_v", "residual_length"]
 
 
 # --------------------------------------------------------------------------- architecture variants

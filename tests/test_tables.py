@@ -34,6 +34,10 @@ def test_eviction_policies():
     policies = strategies.eviction_policies(1024)
     assert list(policies) == ["keep everything", "StreamingLLM 4 + 1020", "H2O 1024"]
     assert policies["H2O 1024"].recent == 512
+    assert type(policies) is strategies.EvictionPolicies and policies == {
+        "keep everything": None, "StreamingLLM 4 + 1020": strategies.Eviction("streaming", sink=4, window=1020),
+        "H2O 1024": strategies.Eviction("h2o", budget=1024, recent=512)}
+    assert policies.to_dict()["StreamingLLM 4 + 1020"] == {"policy": "streaming", "sink": 4, "window": 1020}
     with pytest.raises(ValueError, match="budget"):
         strategies.eviction_policies(0)
 

@@ -279,10 +279,11 @@ def byte_option(name: str, value) -> int:
         raise ValueError(f"{name} must be a byte count (an int or a string like '512MiB'), got {value!r}") from None
 
 
-def resolve_dtypes(model: Model, kv_dtype, type_k=None, type_v=None) -> tuple[DType, DType, DType]:
-    """(K dtype, V dtype, state dtype): "auto" is the model's dtype; states stay in it."""
-    k = dtype(type_k if type_k is not None else kv_dtype, model_dtype=model.dtype)
-    v = dtype(type_v if type_v is not None else kv_dtype, model_dtype=model.dtype)
+def resolve_dtypes(model: Model, kv_dtype, k_dtype=None, v_dtype=None) -> tuple[DType, DType, DType]:
+    """(K dtype, V dtype, state dtype): K and V in ``kv_dtype`` unless given apart; "auto" is the
+    model's dtype; states stay in it."""
+    k = dtype(k_dtype if k_dtype is not None else kv_dtype, model_dtype=model.dtype)
+    v = dtype(v_dtype if v_dtype is not None else kv_dtype, model_dtype=model.dtype)
     return k, v, dtype(model.dtype)
 
 

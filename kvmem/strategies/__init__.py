@@ -75,11 +75,12 @@ from .allocation import (REQUEST_DISTRIBUTIONS, allocation_sweep, preallocation_
                          simulate_admission)
 from .apply import apply_strategies, estimate, offload_transfer_seconds
 from .compare import compare_strategies
-from .eviction import EVICTION_POLICIES, Eviction, eviction_policies
+from .eviction import EVICTION_POLICIES, Eviction, EvictionPolicies, eviction_policies
 from .quality import quality_results
 from .quantisation import KIVI, quantization_options, quantized_estimate
 from .records import EvictionApplied, Offloaded, PrefixShared
-from .rows import Admission, Admitted, AllocationRow, AllocationWaste, Reservation, StrategyRow, VariantRow
+from .rows import (Admission, Admitted, AllocationRow, AllocationWaste, QuantRow, Reservation, StrategyRow,
+                   VariantRow)
 from .variants import architecture_variants
 
 __all__ = ["estimate", "Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",
@@ -87,4 +88,4 @@ __all__ = ["estimate", "Eviction", "EVICTION_POLICIES", "apply_strategies", "off
            "preallocation_waste", "simulate_admission", "allocation_sweep", "request_lengths",
            "compare_strategies", "quality_results", "REQUEST_DISTRIBUTIONS", "eviction_policies", "KIVI",
            "EvictionApplied", "PrefixShared", "Offloaded", "StrategyRow", "VariantRow", "AllocationWaste",
-           "Reservation", "Admitted", "Admission", "AllocationRow"]
+           "Reservation", "Admitted", "Admission", "AllocationRow", "QuantRow", "EvictionPolicies"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..records import Record
 from ..units import require_positive_int
 from .inputs import count
 
@@ -103,12 +104,33 @@ class Eviction:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def eviction_policies(budget: int, *, sink: int = 4) -> dict:
+@dataclass(frozen=True, eq=False)
+class EvictionPolicies(Record):
+    """eviction_policies: the seed's eviction families at one budget, read like the dict it was
+    (label -> Eviction, None for "keep everything"; ``policies["H2O 1024"]``, equal to that dict);
+    ``to_dict()`` gives each policy as plain data."""
+
+    streaming: Eviction
+    h2o: Eviction
+
+    @property
+    def keep(self) -> None:
+        """The baseline beside them: nothing evicted."""
+        return None
+
+    def _keys(self) -> dict[str, str]:
+        return {"keep everything": "keep", f"StreamingLLM {self.streaming.sink} + {self.streaming.window}": "streaming",
+                f"H2O {self.h2o.budget}": "h2o"}
+
+    def to_dict(self) -> dict:
+        return {label: policy.to_dict() if policy else None for label, policy in self.items()}
+
+
+def eviction_policies(budget: int, *, sink: int = 4) -> EvictionPolicies:
     """The seed's eviction families at one token budget, for side-by-side curves: nothing evicted,
     StreamingLLM (``sink`` sinks + the rest of the budget as the recent window) and H2O (half heavy
     hitters, half recent tokens)."""
     budget = count("budget", budget, minimum=1)
     window = max(budget - sink, 1)
-    return {"keep everything": None,
-            f"StreamingLLM {sink} + {window}": Eviction("streaming", sink=sink, window=window),
-            f"H2O {budget}": Eviction("h2o", budget=budget, recent=budget // 2)}
+    return EvictionPolicies(streaming=Eviction("streaming", sink=sink, window=window),
+                            h2o=Eviction("h2o", budget=budget, recent=budget // 2))

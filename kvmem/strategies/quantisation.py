@@ -10,6 +10,7 @@ from ..textbook import ideal_layer_bytes
 from .inputs import count, refuse_compressed
 from ..units import parse_tokens, require_positive_int
 from .quality import quality_text
+from .rows import QuantRow
 
 
 def quantized_estimate(model, *, tokens, batch: int = 1, k_dtype="auto", v_dtype=None,
@@ -26,7 +27,7 @@ def quantized_estimate(model, *, tokens, batch: int = 1, k_dtype="auto", v_dtype
     tokens = parse_tokens(tokens)
     batch = require_positive_int("batch", batch)
     residual_length = count("residual_length", residual_length)
-    k_fmt, v_fmt, _ = resolve_dtypes(model, k_dtype, type_v=v_dtype if v_dtype is not None else k_dtype)
+    k_fmt, v_fmt, _ = resolve_dtypes(model, k_dtype, v_dtype=v_dtype)
     res = dtype(residual_dtype, model_dtype=model.dtype)
     rows = []
     for layer in model.layers:
@@ -59,13 +60,13 @@ def kivi_dtype(name: str) -> DType:
 
 
 def quantization_options(model, *, tokens, batch: int = 1, formats=None, residual_length: int = 0,
-                         tp: int = 1, pp: int = 1) -> list[dict]:
+                         tp: int = 1, pp: int = 1) -> list[QuantRow]:
     """Every KV format (default: each canonical format of kvmem.dtypes plus KIVI-4/KIVI-2 and
     transformers' default int4 group-64 fp32 scale+zero) against the model's own dtype.
 
     ``formats`` items: a name, a DType, or a (K, V) pair. A format that cannot store the
     model's rows (ggml blocks of 32 with a head_dim not a multiple of 32) gets bytes None
-    and the reason.
+    and the reason. Each row a QuantRow, read like the dict it was.
     """
     model = as_model(model)
     if formats is None:
@@ -79,14 +80,14 @@ def quantization_options(model, *, tokens, batch: int = 1, formats=None, residua
             est = quantized_estimate(model, tokens=tokens, batch=batch, k_dtype=k, v_dtype=v,
                                      residual_length=residual_length, tp=tp, pp=pp)
         except ValueError as exc:
-            rows.append({"k_dtype": str(k), "v_dtype": str(v), "bytes": None, "saving_bytes": None,
-                         "saving_fraction": None, "cost": f"not applicable: {exc}"})
+            rows.append(QuantRow(k_dtype=str(k), v_dtype=str(v), kv_bytes=None, saving_bytes=None,
+                                 saving_fraction=None, cost=f"not applicable: {exc}"))
             continue
         kd, vd = dtype(k, model_dtype=model.dtype), dtype(v, model_dtype=model.dtype)
         saving = base - est.kv_bytes
-        rows.append({"k_dtype": kd.name, "v_dtype": vd.name, "bits_k": kd.bits, "bits_v": vd.bits,
-                     "residual_length": residual_length, "bytes": est.kv_bytes, "saving_bytes": saving,
-                     "saving_fraction": saving / base if base else 0.0, "cost": quant_cost(kd, vd)})
+        rows.append(QuantRow(k_dtype=kd.name, v_dtype=vd.name, bits_k=kd.bits, bits_v=vd.bits,
+                             residual_length=residual_length, kv_bytes=est.kv_bytes, saving_bytes=saving,
+                             saving_fraction=saving / base if base else 0.0, cost=quant_cost(kd, vd)))
     return rows
 
 

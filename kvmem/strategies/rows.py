@@ -4,7 +4,8 @@
 
 StrategyRow (compare_strategies), VariantRow (architecture_variants), AllocationWaste with its
 Reservation and Admitted (preallocation_waste), Admission (simulate_admission), AllocationRow
-(allocation_sweep).
+(allocation_sweep), QuantRow (quantization_options); EvictionPolicies (eviction_policies) is
+kvmem.strategies.eviction's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from ..model import Model
 from ..records import Record
 
-__all__ = ["StrategyRow", "VariantRow", "Reservation", "Admitted", "AllocationWaste", "Admission", "AllocationRow"]
+__all__ = ["StrategyRow", "VariantRow", "Reservation", "Admitted", "AllocationWaste", "Admission", "AllocationRow",
+           "QuantRow"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,3 +142,27 @@ class AllocationRow(Record):
     waste_fraction: float
     admitted: int
     mean_length: float
+
+
+@dataclass(frozen=True, eq=False)
+class QuantRow(Record):
+    """One row of quantization_options, read like the dict it was (``row["bytes"]``, equal to
+    that dict): the K and V formats, the KV bytes in them (key "bytes"; None where a format cannot
+    store the model's rows, ``cost`` then saying why, without bits and residual_length), the
+    saving against the model's own dtype and the cost in words."""
+
+    k_dtype: str
+    v_dtype: str
+    kv_bytes: int | None
+    saving_bytes: int | None
+    saving_fraction: float | None
+    cost: str
+    bits_k: float | None = None
+    bits_v: float | None = None
+    residual_length: int | None = None
+
+    KEYS = {"k_dtype": "k_dtype", "v_dtype": "v_dtype", "bits_k": "bits_k", "bits_v": "bits_v",
+            "residual_length": "residual_length", "bytes": "kv_bytes", "saving_bytes": "saving_bytes",
+            "saving_fraction": "saving_fraction", "cost": "cost"}
+    OPTIONAL = ("bits_k", "bits_v", "residual_length")
+
