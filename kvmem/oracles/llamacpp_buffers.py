@@ -168,6 +168,7 @@ def _load(path: str, ctx: dict) -> dict:
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = ctx["n_ctx"], ctx["n_ctx"], ctx["n_ubatch"]
         cparams.n_seq_max = ctx.get("n_seq", 1)
         cparams.kv_unified = ctx.get("kv_unified", False)
+        cparams.swa_full = ctx.get("swa_full", True)         # the C API's default
         cparams.type_k, cparams.type_v = _GGML[ctx["type_k"]], _GGML[ctx["type_v"]]
         cparams.flash_attn_type = ctx["flash_attn"]
         context = lib.llama_init_from_model(model, cparams)

@@ -93,6 +93,43 @@ def test_sequences_and_streams_equal_llamacpp(shape, n_kv, n_ubatch, n_batch, n_
     assert got == nbytes and mib4(got) == printed
 
 
+SWA13 = tuple((i + 1) % 6 != 0 for i in range(13))       # gemma3: every sixth layer global
+
+
+@pytest.mark.parametrize("shape, kw, nbytes, printed", [
+    # gemma3, iSWA cache: 4096 global cells, 256 in the sliding-window cache (swa_full off)
+    (GraphShape("gemma3", 13, 256, 2, 2, 128, 256, 2048, swa=SWA13),
+     dict(n_kv=4096, swa_cells=256, n_ubatch=128, flash_attn=False, type_k="q4_1", n_outputs=4096),
+     7_605_760, "7.2534"),
+    (GraphShape("gemma3", 13, 256, 8, 4, 128, 1024, 1000, swa=SWA13),
+     dict(n_kv=4096, swa_cells=1024, n_ubatch=512, flash_attn=False, type_k="q5_1", n_outputs=4096),
+     85_604_352, "81.6387"),
+    # three sequences, a stream each: 1536 and 768 cells per stream
+    (GraphShape("gemma3", 2, 768, 12, 1, 64, 512, 512, swa=(True, True)),
+     dict(n_kv=1536, swa_cells=768, n_ubatch=512, flash_attn=True, type_k="q8_0", type_v="bf16", n_outputs=4096,
+          n_seq=3),
+     9_749_120, "9.2975"),
+])
+def test_gemma3_iswa_equal_llamacpp(shape, kw, nbytes, printed):
+    got = graph_bytes(shape, **kw)
+    assert got == nbytes and mib4(got) == printed
+
+
+@pytest.mark.parametrize("n_ctx, flash_attn, cache, swa_cells, printed", [
+    # Gemma-3-27B (the preset's config; a GGUF of its shape measured): 1536 SWA cells as llama-server
+    # keeps them (swa_full off), or the whole context (the C API's default, swa_full on)
+    (4096, True, "f16", 1536, "533.1270"),
+    (32768, True, "q8_0", 1536, "533.1270"),
+    (8192, False, "f16", 1536, "594.5137"),
+    (4096, True, "f16", 4096, "533.1270"),
+])
+def test_gemma_3_27b_equal_llamacpp(n_ctx, flash_attn, cache, swa_cells, printed):
+    got = llamacpp_compute_buffer("gemma-3-27b", n_ctx=n_ctx, flash_attn=flash_attn, type_k=cache, type_v=cache,
+                                  n_outputs=n_ctx, swa_cells=swa_cells, backend="cpu")
+    assert got.exact and mib4(got.bytes) == printed
+    assert not llamacpp_compute_buffer("gemma-3-27b", n_ctx=n_ctx, backend="cpu").exact   # no swa_cells: estimate
+
+
 @pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, cache, printed", [
     # the presets' configs give the graphs of GGUFs of the same shape (Q4_0, sparse), measured
     ("llama-3-8b", 8192, 512, False, "f16", "572.0098"),
@@ -124,7 +161,7 @@ def test_cuda_keeps_the_estimate_that_reproduces_the_published_logs():
 
 
 def test_families_not_transcribed_get_the_estimate_marked_as_such():
-    model = kvmem.get_model("gemma-3-27b")
+    model = kvmem.get_model("deepseek-v3")          # MLA
     got = compute_buffer(model, n_kv=4096, n_ubatch=512, flash_attn=True)
     assert not got.exact and "estimate" in got.note
     assert got.bytes == estimate_bytes(model, n_kv=4096, n_ubatch=512, flash_attn=True)

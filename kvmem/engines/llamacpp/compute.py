@@ -21,6 +21,7 @@ transcribes, and returns the bytes the allocator reserves:
     qwen2 (qwen2: Q/K/V biases)               src/models/qwen2.cpp llama_model_qwen2::graph
     qwen3 (qwen3)                             src/models/qwen3.cpp llama_model_qwen3::graph
     qwen3moe (qwen3_moe)                      src/models/qwen3moe.cpp llama_model_qwen3moe::graph
+    gemma3 (gemma3_text)                      src/models/gemma3.cpp llama_model_gemma3::graph<iswa>
 with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
 unused inp_embd input, both kept by ggml_build_forward_select), build_inp_out_ids (always built,
 even when every token is an output), build_norm, build_qkv (separate Q/K/V), build_ffn (SiLU,
@@ -43,24 +44,29 @@ buffer size" and to the four decimals ~llama_context prints, for
     n_ctx 256-4096, n_ubatch 32-512, flash attention on 103 and off 97, K any of the nine types
     -ctk takes (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16
     without), 1 sequence (80) or 2-4 (120: 89 with a stream each, 31 unified): 200 of 200;
+  - 40 random gemma3 GGUFs (1-13 layers, sliding window 64-1024, swa_full on or off, the same
+    cache types and sequences; a script, not yet in the oracle test, whose KV check reads one
+    cache line): 40 of 40;
   - 60 more with 2-8 sequences and n_ubatch 1, 3, 32, 100 or 512 (the prompt graph's tokens
     rounded up to a multiple of the sequences): 60 of 60;
   - 600 more (llama, llama with experts, qwen3, qwen3moe; K f16/f32/q8_0/q4_0) with n_ubatch
     1-2048, n_ctx 256-8192 (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
   - Llama-3-8B, Qwen2.5-7B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768,
-    n_ubatch 512/2048, f16/q8_0 caches: 25 of 25.
-tests/engines/test_llamacpp_compute.py pins these (the five presets' configs map to the same
-graphs), twelve random cases and three with several sequences.
+    n_ubatch 512/2048, f16/q8_0 caches: 25 of 25; Gemma-3-27B at 4096-32768: 4 of 4.
+tests/engines/test_llamacpp_compute.py pins these (the six presets' configs map to the same
+graphs), twelve random cases, three with several sequences and three gemma3 ones.
 The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
 
-Not covered, so not exact: other families (gemma, sliding-window or chunked caches, MLA,
-recurrent layers, fused QKV, o_proj or MLP biases, per-layer widths, shared experts) get
-``estimate_bytes``, returned with ``exact=False`` and a note saying it is an estimate; so does
-every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
+Gemma3 needs the sliding-window cache's cells per stream (``swa_cells``: plan.swa_cells, which
+follows swa_full); without them it gets the estimate. Not covered, so not exact: other families
+(gemma2 and older gemma, other sliding-window or chunked caches, MLA, recurrent layers, fused
+QKV, o_proj or MLP biases, per-layer widths, shared experts, gemma3's optional final logit
+softcap) get ``estimate_bytes``, returned with ``exact=False`` and a note saying it is an
+estimate; so does every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
 ``llamacpp_compute_bytes``, kept because it reproduces the published CUDA logs; the CUDA graph
 is not transcribed: its inputs stay on the host, and ggml-cuda.cu's buffer type aligns to 128
-bytes and sizes a flash-attention output with ggml_cuda_flash_attn_ext_get_alloc_size). The graphs are this
-build's (llama.cpp 0c1e57098); older builds' graphs differ (the unused inp_embd input came with
+bytes and sizes a flash-attention output with ggml_cuda_flash_attn_ext_get_alloc_size). The
+graphs are this build's (llama.cpp 0c1e57098); older builds' graphs differ (the unused inp_embd input came with
 ggml-org/llama.cpp PR #18550, cited at build_inp_embd): the published CUDA logs of Llama-3-8B,
 from older builds, are 8.00 MiB (n_ctx 512) and 12.01 MiB (8192) below this build's CPU graph.
 """
@@ -78,7 +84,7 @@ CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 # kvmem model_type -> llama.cpp graph (GGUF arch)
 FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-            "qwen3_moe": "qwen3moe"}
+            "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3"}
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
 
@@ -99,6 +105,7 @@ class GraphShape:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     qkv_bias: bool = False  # Q, K, V biases (qwen2; create_tensor_qkv's optional wq_b/wk_b/wv_b)
+    swa: tuple = ()         # per layer: a sliding-window layer of the iSWA cache (gemma3)
 
 
 @dataclass(frozen=True)
@@ -122,13 +129,17 @@ class _Pass:
     fa: bool
     type_k: str
     type_v: str
+    n_kv_swa: int = 0       # cells per stream of the sliding-window cache (llama_kv_cache_iswa)
 
 
 def graph_shape(model) -> GraphShape | None:
     """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
     arch = FAMILIES.get(model.model_type)
     layers = model.layers
-    if arch is None or not layers or any(str(layer.kind) != "full" or layer.window for layer in layers):
+    kinds = ("full", "sliding") if arch == "gemma3" else ("full",)
+    if arch is None or not layers or any(str(layer.kind) not in kinds for layer in layers):
+        return None
+    if arch != "gemma3" and any(layer.window for layer in layers):
         return None
     first = layers[0]
     if any((layer.kv_heads, layer.head_dim_k, layer.head_dim_v) != (first.kv_heads, first.head_dim_k,
@@ -145,6 +156,8 @@ def graph_shape(model) -> GraphShape | None:
     names = [t.name for t in getattr(model.checkpoint, "tensors", None) or ()]
     if config.get("attention_bias") or config.get("mlp_bias") or any("attn_qkv" in n for n in names):
         return None         # fused QKV, o_proj and MLP biases are not transcribed
+    if config.get("final_logit_softcapping"):
+        return None         # gemma3's optional softcap of the logits is not transcribed
     if any(n.endswith(".bias") and not n.endswith(QKV_BIASES) for n in names):
         return None
     qkv_bias = arch == "qwen2" if not names else any(n.endswith(QKV_BIASES) for n in names)
@@ -152,12 +165,13 @@ def graph_shape(model) -> GraphShape | None:
                       n_head_kv=first.kv_heads, head_dim=first.head_dim_k,
                       n_ff=0 if moe else facts.intermediate_size, n_vocab=facts.vocab_size,
                       n_expert=moe.experts if moe else 0, n_expert_used=moe.top_k if moe else 0,
-                      n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0, qkv_bias=qkv_bias)
+                      n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0, qkv_bias=qkv_bias,
+                      swa=tuple(str(layer.kind) == "sliding" for layer in layers) if arch == "gemma3" else ())
 
 
 def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16",
                 type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
-                alignment: int = CPU_ALIGNMENT) -> int:
+                swa_cells: int = 0, alignment: int = CPU_ALIGNMENT) -> int:
     """The compute buffer llama_context::sched_reserve keeps: the larger of the prompt graph
     (``n_ubatch`` tokens rounded up to a multiple of ``n_seq``, ``n_outputs`` of them output,
     n_ubatch by default) and the one-token-per-sequence graph (n_seq tokens and outputs), both over
@@ -166,21 +180,25 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     pp_tokens = -(-n_ubatch // n_seq) * n_seq          # llama_context::graph_reserve
-    pp = _graph(shape, _Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v))
-    tg = _graph(shape, _Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v))
+    build = _gemma3 if shape.arch == "gemma3" else _graph
+    pp = build(shape, _Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    tg = build(shape, _Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
-                   n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
+                   n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False, swa_cells: int = 0,
                    alignment: int = CPU_ALIGNMENT) -> ComputeBuffer:
     """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate."""
     shape = graph_shape(model)
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
+    if shape is not None and any(shape.swa) and not swa_cells:
+        return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
+                             "an estimate: the sliding-window cache's cells (swa_cells) were not given")
     if shape is not None and type_k in TYPES and type_v in TYPES:
         return ComputeBuffer(graph_bytes(shape, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k,
                                          type_v=type_v, n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified,
-                                         alignment=alignment), True)
+                                         swa_cells=swa_cells, alignment=alignment), True)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
                          "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe)")
@@ -189,7 +207,7 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                             cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
                             n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
-                            backend: str = "cuda") -> ComputeBuffer:
+                            swa_cells: int | None = None, backend: str = "cuda") -> ComputeBuffer:
     """llama.cpp's compute buffer on one device for a context of ``n_ctx`` cells (one stream of
     ``cells_per_stream``, n_ctx rounded up to 256 by default): ``backend="cpu"`` the CPU buffer,
     exact for the transcribed families (``compute_buffer``); ``backend="cuda"`` the estimate
@@ -205,7 +223,7 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
     n_kv = cells_per_stream if cells_per_stream is not None else -(-n_ctx // 256) * 256
     if backend == "cpu":
         return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
-                              n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified)
+                              n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells or 0)
     if backend != "cuda":
         raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn), False,
@@ -215,11 +233,12 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
 def llamacpp_compute_bytes(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                            cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
                            n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
-                           backend: str = "cuda") -> int:
+                           swa_cells: int | None = None, backend: str = "cuda") -> int:
     """The bytes of ``llamacpp_compute_buffer``."""
     return llamacpp_compute_buffer(model, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn,
                                    cells_per_stream=cells_per_stream, type_k=type_k, type_v=type_v,
-                                   n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, backend=backend).bytes
+                                   n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells,
+                                   backend=backend).bytes
 
 
 def estimate_bytes(model, *, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
@@ -269,11 +288,7 @@ def _graph(s: GraphShape, p: _Pass) -> Graph:
     tokens = g.input("i32", n_tokens)
     embd = g.input("f32", s.n_embd, n_tokens)
     pos = g.input("i32", n_tokens)
-    k_idxs = g.input("i64", n_tokens)
-    v_idxs = g.input("i64", n_tokens if p.fa else n_tokens * n_gqa)
-    mask = g.input("f16" if p.fa else "f32", p.n_kv, n_tokens // p.n_stream, 1, p.n_stream)
-    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
-    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
+    attn_inputs = _attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
 
     inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
@@ -293,7 +308,7 @@ def _graph(s: GraphShape, p: _Pass) -> Graph:
         if s.arch in QK_NORM:
             k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
         k = g.dup("ROPE", k, pos)
-        cur = _attention(g, q, k, v, (k_idxs, v_idxs, mask, k_rot, v_rot), p, s)
+        cur = _attention(g, q, k, v, attn_inputs, p, s, p.n_kv)
         cur = g.mul_mat(g.weight(n_head * hd, s.n_embd), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
@@ -310,19 +325,30 @@ def _graph(s: GraphShape, p: _Pass) -> Graph:
     return g
 
 
-def _attention(g, q, k, v, inputs, p: _Pass, s: GraphShape):
-    """build_attn (KV cache) and build_attn_mha; the cache holds p.n_stream streams of p.n_kv cells
-    (llama_kv_cache::cpy_k, cpy_v, get_k, get_v)."""
+def _attn_inputs(g, p: _Pass, s: GraphShape, n_kv: int):
+    """One cache's inputs: build_input_k_idxs/v_idxs, build_attn_inp_kq_mask, build_input_k_rot/v_rot."""
+    hd, n_tokens = s.head_dim, p.n_tokens
+    k_idxs = g.input("i64", n_tokens)
+    v_idxs = g.input("i64", n_tokens if p.fa else n_tokens * hd * s.n_head_kv)
+    mask = g.input("f16" if p.fa else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
+    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
+    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
+    return k_idxs, v_idxs, mask, k_rot, v_rot
+
+
+def _attention(g, q, k, v, inputs, p: _Pass, s: GraphShape, n_kv: int, iswa: bool = False):
+    """build_attn (KV cache; the iSWA one expands Q, K, V in that order, the plain one Q, V, K) and
+    build_attn_mha; the cache holds p.n_stream streams of n_kv cells (llama_kv_cache::cpy_k, cpy_v,
+    get_k, get_v)."""
     k_idxs, v_idxs, mask, k_rot, v_rot = inputs
-    hd, n_head_kv, n_kv, ns, n_tokens = s.head_dim, s.n_head_kv, p.n_kv, p.n_stream, p.n_tokens
+    hd, n_head_kv, ns, n_tokens = s.head_dim, s.n_head_kv, p.n_stream, p.n_tokens
     n_gqa = hd * n_head_kv
     if k_rot is not None:
         q, k = _hadamard(g, q, k_rot), _hadamard(g, k, k_rot)
     if v_rot is not None:
         v = _hadamard(g, v, v_rot)
-    g.expand(q)
-    g.expand(v)
-    g.expand(k)
+    for t in (q, k, v) if iswa else (q, v, k):
+        g.expand(t)
     k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k)
     v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v)
     k_dst = g.reshape(k_cache, n_gqa, n_kv * ns) if ns > 1 else k_cache
@@ -359,6 +385,52 @@ def _attention(g, q, k, v, inputs, p: _Pass, s: GraphShape):
     if v_rot is not None:
         cur = _hadamard(g, cur, v_rot)
     return cur
+
+
+def _gemma3(s: GraphShape, p: _Pass) -> Graph:
+    """src/models/gemma3.cpp llama_model_gemma3::graph<iswa>: embeddings scaled by sqrt(n_embd),
+    RMS-normed Q and K, Q scaled after RoPE, norms after attention and after the FFN, GELU with a
+    parallel gate; sliding-window layers read the iSWA cache's SWA part (build_attn_inp_kv_iswa: a
+    second set of indices, mask and rotations over p.n_kv_swa cells)."""
+    g = Graph()
+    hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
+    n_gqa = hd * n_head_kv
+    tokens = g.input("i32", n_tokens)
+    embd = g.input("f32", e, n_tokens)
+    pos = g.input("i32", n_tokens)
+    base, swa = _attn_inputs(g, p, s, p.n_kv), _attn_inputs(g, p, s, p.n_kv_swa)
+    out_ids = g.input("i32", p.n_outputs)
+
+    def norm(x, width=e):
+        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width))
+
+    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
+    g.expand(inp)
+    g.expand(embd)
+    inp_l = g.dup("SCALE", inp)
+    for il in range(s.n_layer):
+        cur = norm(inp_l)
+        q = g.reshape(g.mul_mat(g.weight(e, n_head * hd), cur), hd, n_head, n_tokens)
+        k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+        v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+        q = g.dup("SCALE", g.dup("ROPE", norm(q, hd), pos))
+        k = g.dup("ROPE", norm(k, hd), pos)
+        sliding = s.swa[il]
+        cur = _attention(g, q, k, v, swa if sliding else base, p, s, p.n_kv_swa if sliding else p.n_kv,
+                         iswa=any(s.swa))
+        cur = g.mul_mat(g.weight(n_head * hd, e), cur)
+        if il == s.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_l = g.get_rows(inp_l, out_ids)
+        sa_out = g.dup("ADD", norm(cur), inp_l)
+        cur = norm(_ffn(g, norm(sa_out), s))
+        inp_l = g.dup("ADD", cur, sa_out)
+    out = norm(inp_l)
+    logits = g.mul_mat(g.weight(e, s.n_vocab), out)
+    out.flags |= OUTPUT
+    logits.flags |= OUTPUT
+    g.expand(logits)
+    return g
 
 
 def _linear(g, cur, width, bias):

@@ -201,7 +201,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
                                                n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
-                                               backend="cpu")
+                                               swa_cells=plan.swa_cells, backend="cpu")
                 compute[d.device], exact[d.device] = host.bytes, host.exact and s.build == CURRENT
             # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
             # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
