@@ -131,10 +131,6 @@ NAMES_ENGINES = {
     "kvmem/defaults.py": "the default engine of the CLI and the app, declared once",
     "kvmem/cli/checklog.py": "--engine's choices, literal so that --help does not import the log readers",
     "kvmem/cli/fit.py": "the llama.cpp offload report, printed where the engine declares the offload panel",
-    "kvmem/sizing/numbers.py": "llama.cpp's cells, read from its estimate, not a pool; left (issue 24): to its "
-                               "SizingRules once llama.cpp's change in flight lands",
-    "kvmem/sizing/fit.py": "llama.cpp's numbers come from its estimate, not a pool; left (issue 24), as numbers.py",
-    "kvmem/sizing/sweep.py": "the same rule as sizing/fit.py; left (issue 24)",
 }
 
 

@@ -154,15 +154,25 @@ class CheckedFamilies:
 
 @dataclass(frozen=True)
 class StartupNumbers:
-    """What an engine that sizes its pool from memory prints at start-up, in its own words
-    (kvmem.sizing.numbers): the name of the token count it prints, what the memory its pool gets
-    depends on beyond the settings (the part kvmem estimates), what the memory outside its budget
-    is, and the line stating its KV budget where it prints one ({gib}: GiB to 2 decimals)."""
+    """What an engine prints at start-up about its pool, in its own words (kvmem.sizing.numbers):
+    the name of the token count it prints, what that count depends on, what the memory outside
+    its budget is, and the line stating its KV budget where it prints one ({gib}: GiB to 2 decimals).
+
+    Where the pool follows from the settings alone (llama.cpp: the cells -c makes),
+    ``from_estimate(Estimate) -> (tokens, sequences)`` reads the count and the sequences it serves
+    off the engine's estimate of the workload, and the numbers are exact. Without it the pool is
+    what the memory leaves: the numbers are read off kvmem.capacity for the memory budget, and
+    ``depends_on`` names what kvmem estimates of that memory."""
 
     tokens_label: str
     depends_on: str
     outside_budget: str = "unused"
     budget_line: str = ""
+    from_estimate: Callable | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.from_estimate is not None
 
 
 @dataclass(frozen=True)
@@ -189,8 +199,8 @@ class SizingRules:
     replicates_kv_weights                tp above the KV heads keeps a whole K/V head's projections
                                          on every rank, and MLA's down-projections whole (its module
                                          cites the code); else every weight splits evenly
-    startup                              what it prints at start-up for a pool sized from memory
-                                         (StartupNumbers; None: it prints no such pool)
+    startup                              what it prints at start-up about its pool, sized from
+                                         memory or from its settings (StartupNumbers; None: no pool)
     """
 
     budget: Callable

@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 from ..defaults import ENGINE
-from ..engines import ENGINES, capacity as _capacity, engine_estimate
+from ..engines import ENGINES, capacity
 from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..units import format_bytes
 from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
 from .results import Fit, FitError, MemoryBreakdown
-from .numbers import from_capacity as numbers_from_capacity, from_estimate as numbers_from_estimate
+from .numbers import engine_numbers
 from .search import context_cap, replica_batch, search_max_batch, search_max_context
 from .setup import Setup, SetupBudget, budget_for, make_setup, need_bytes, setup_estimate
 from .suggest import min_gpus as _min_gpus, what_would_fit
@@ -73,9 +73,9 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     crossover = crossover_tokens(s, budget, work_batch)
     cap = None
     if ENGINES[s.engine].capacity is not None and budget.kv_memory > 0:
-        cap = _capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
+        cap = capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
                         pp=s.pp, max_model_len=s.context, **s.engine_options)
-    numbers = _engine_numbers(s, cap, work_batch)
+    numbers = engine_numbers(s, cap, work_batch)
     est_dtype = setup_estimate(s, 1, 1).kv_dtype
     weight_name = budget.weights_obj.weight_dtype if budget.weights_obj else "given"
     suggestions = () if fits else what_would_fit(s, budget, max_context, per_replica_max, min_gpus)
@@ -91,19 +91,6 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
     return result
-
-
-def _engine_numbers(s: Setup, cap, work_batch: int):
-    """What the engine prints for this fit (kvmem.sizing.numbers): its pool's tokens and concurrency,
-    or for llama.cpp the cells -c makes for the breakdown's sequences."""
-    if s.engine == "llama.cpp":
-        try:
-            est = engine_estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
-                            tp=s.tp, pp=s.pp, **s.engine_options)
-        except ValueError:
-            return None
-        return numbers_from_estimate(est, s.context)
-    return numbers_from_capacity(s.engine, cap, s.context)
 
 
 def _not_fitting_message(s: Setup, budget: SetupBudget, result: Fit) -> str:

@@ -1,7 +1,8 @@
 """The numbers the engine itself prints for a fit, in its own words (Fit.engine_numbers).
 
-What each engine reports at start-up, as its module already computes it (kvmem.capacity for the
-engines that size a pool from memory, kvmem.estimate for llama.cpp, whose pool is what -c asks):
+What each engine reports at start-up, as its module declares it (SizingRules.startup,
+kvmem.engines.base.StartupNumbers) and computes it: kvmem.capacity for the engines that size a
+pool from memory, their estimate for those whose pool is what the settings ask (llama.cpp's -c):
 
     vllm     "GPU KV cache size: N tokens" and "Maximum concurrency for L tokens per request: X"
              (vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py _report_kv_cache_config: N from
@@ -14,24 +15,24 @@ engines that size a pool from memory, kvmem.estimate for llama.cpp, whose pool i
     trtllm   max_tokens of the KV cache manager (tensorrt_llm/_torch/pyexecutor/resource_manager.py,
              "[MemUsageChange] Allocated ... for max tokens in paged KV cache (N)")
 Concurrency is the requests of ``context`` tokens the pool holds (vLLM's own figure; SGLang and
-TRT-LLM: pool tokens / whole pages of one request). Engines with no such report (transformers) give None.
+TRT-LLM: pool tokens / whole pages of one request; llama.cpp: its sequences). Engines with no such
+report (transformers) give None.
 
-Exact or estimated: llama.cpp's lines follow from -c, -np, the cache types and the model alone
-(exact). vLLM's, SGLang's and TRT-LLM's pool is what the device's memory leaves after the weights
-and a profiling run (activations, CUDA graphs, non-torch memory) that kvmem estimates: their
-numbers are estimated (``depends_on`` says on what); given the memory the engine reports, the
-tokens follow exactly (kvmem.capacity, kvmem check-log). vLLM's lines start with the
-"Available KV cache memory: X GiB" it will print (vllm@v0.33.0 vllm/v1/worker/gpu_worker.py,
-format_gib: round(bytes / 2**30, 2)).
+Exact or estimated: numbers read off the estimate (StartupNumbers.from_estimate: llama.cpp's lines
+follow from -c, -np, the cache types and the model alone) are exact. vLLM's, SGLang's and TRT-LLM's
+pool is what the device's memory leaves after the weights and a profiling run (activations, CUDA
+graphs, non-torch memory) that kvmem estimates: their numbers are estimated (``depends_on`` says on
+what); given the memory the engine reports, the tokens follow exactly (kvmem.capacity, kvmem
+check-log). vLLM's lines start with the "Available KV cache memory: X GiB" it will print
+(vllm@v0.33.0 vllm/v1/worker/gpu_worker.py, format_gib: round(bytes / 2**30, 2)).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engines import ENGINES
 from ..records import Record
-
+from .setup import Setup, setup_estimate
 
 
 @dataclass(frozen=True)
@@ -56,24 +57,28 @@ class EngineNumbers(Record):
 GIB = 1 << 30
 
 
-def from_capacity(engine: str, capacity, context: int) -> EngineNumbers | None:
-    """The numbers of an engine that sizes its pool from memory (its SizingRules.startup): estimated."""
-    rules = ENGINES[engine].sizing
-    startup = rules.startup if rules else None
-    if capacity is None or startup is None:
+def engine_numbers(s: Setup, capacity, batch: int) -> EngineNumbers | None:
+    """What the engine prints for this set-up (its SizingRules.startup; None without one): read off
+    its estimate of ``batch`` sequences of the context where the settings alone make its pool
+    (exact; None where the engine refuses the workload), else off ``capacity``, its kvmem.capacity
+    for the memory budget (estimated; None without one)."""
+    startup = s.rules.startup
+    if startup is None:
+        return None
+    if startup.exact:
+        try:
+            estimate = setup_estimate(s, s.context, batch)
+        except ValueError:
+            return None
+        tokens, sequences = startup.from_estimate(estimate)
+        return EngineNumbers(engine=s.engine, tokens=tokens, tokens_label=startup.tokens_label, context=s.context,
+                             max_concurrency=float(sequences), lines=tuple(estimate.log_lines), exact=True,
+                             depends_on=startup.depends_on)
+    if capacity is None:
         return None
     lines = tuple(capacity.log_lines)
     if startup.budget_line:
         lines = (startup.budget_line.format(gib=round(capacity.kv_memory / GIB, 2)),) + lines
-    return EngineNumbers(engine=engine, tokens=capacity.tokens, tokens_label=startup.tokens_label, context=context,
-                         max_concurrency=capacity.max_concurrency, lines=lines, exact=False,
+    return EngineNumbers(engine=s.engine, tokens=capacity.tokens, tokens_label=startup.tokens_label,
+                         context=s.context, max_concurrency=capacity.max_concurrency, lines=lines, exact=False,
                          depends_on=startup.depends_on)
-
-
-def from_estimate(estimate, context: int) -> EngineNumbers:
-    """llama.cpp: the cells -c makes (all streams), and the lines it prints for them."""
-    cells = estimate.details["cells_total"]
-    n_seq = estimate.details["n_seq"]
-    return EngineNumbers(engine="llama.cpp", tokens=cells, tokens_label="KV cells (n_ctx)", context=context,
-                         max_concurrency=float(n_seq), lines=tuple(estimate.log_lines), exact=True,
-                         depends_on="-c, -np, the cache types and the model alone")

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 from ..catalog import as_model
 from ..defaults import ENGINE
-from ..engines import ENGINES, capacity as _capacity, engine_estimate
+from ..engines import ENGINES, capacity
 from ..engines.base import past_positions
 from ..gpus import get_gpu, list_gpus
 from ..records import Record
 from ..units import parse_tokens
-from .numbers import from_capacity, from_estimate
+from .numbers import engine_numbers
 from .search import replica_batch, search_max_batch, search_max_context
 from .setup import Setup, budget_for, make_setup
 
@@ -150,19 +150,13 @@ def _numbers(s: Setup, head: dict) -> SweepCell:
     per_replica_max = search_max_batch(s, at_one.kv_memory)
     max_batch = per_replica_max * s.replicas
     max_context = search_max_context(s, at_one.kv_memory, per_replica)
-    concurrency = None
-    if s.engine == "llama.cpp":
-        work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
-        try:
-            est = engine_estimate(s.model, engine=s.engine, tokens=s.context, batch=work_batch, kv_dtype=s.kv_dtype,
-                            tp=s.tp, pp=s.pp, **s.engine_options)
-            concurrency = from_estimate(est, s.context).max_concurrency
-        except ValueError:
-            concurrency = None
-    elif ENGINES[s.engine].capacity is not None and budget.kv_memory > 0:
-        cap = _capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
-                        pp=s.pp, max_model_len=s.context, **s.engine_options)
-        numbers = from_capacity(s.engine, cap, s.context)
-        concurrency = numbers.max_concurrency if numbers else None
+    work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
+    cap = None
+    exact = s.rules.startup is not None and s.rules.startup.exact   # read off the estimate, not a pool
+    if not exact and ENGINES[s.engine].capacity is not None and budget.kv_memory > 0:
+        cap = capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
+                       pp=s.pp, max_model_len=s.context, **s.engine_options)
+    numbers = engine_numbers(s, cap, work_batch)
+    concurrency = numbers.max_concurrency if numbers else None
     return SweepCell(**head, fits=max_batch >= wanted, max_batch=max_batch, max_context=max_context,
                      max_concurrency=concurrency, kv_memory_bytes=max(budget.kv_memory, 0))

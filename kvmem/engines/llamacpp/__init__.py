@@ -89,9 +89,11 @@ per-layer rows, devices), entry (estimate, capacity), logs (the lines each build
 budget (what kvmem.sizing asks: weights + KV + compute buffer).
 """
 
-from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
+from dataclasses import replace
+
+from ..base import CheckedFamilies, EngineSpec, Option, PastPositions, StartupNumbers
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
-from .entry import capacity, estimate
+from .entry import capacity, estimate, startup_cells
 from .logs import LOG_STYLES, log_lines
 from .settings import CACHE_TYPES, DEFAULTS, LLAMA_MAX_SEQ, MLA_MODES
 
@@ -110,6 +112,9 @@ DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (
 # The opt-in family (kvmem.configs.families) it sizes: Gemma 4, whose per-layer head_count_kv and
 # key_length (from its GGUF) reproduce published logs (tests/engines/test_llamacpp.py)
 FAMILIES = CheckedFamilies(frozenset({"gemma4_text"}))
-SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
-                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
+# What it prints at start-up: its pool is the cells -c makes, read off its estimate (exact)
+STARTUP = StartupNumbers("KV cells (n_ctx)", "-c, -np, the cache types and the model alone",
+                         from_estimate=startup_cells)
+SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, replace(SIZING, startup=STARTUP), prefix_sharing,
+                    POSITIONS, pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
                     panels=("offload",), families=FAMILIES),)

@@ -89,6 +89,12 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     return replace(result, details=replace(details, log=log), log_lines=tuple(log))
 
 
+def startup_cells(est: Estimate) -> tuple[int, int]:
+    """What llama.cpp prints at start-up for a workload (SizingRules.startup): the cells -c makes,
+    all streams ("llama_kv_cache: size = ... (C cells, ...)", n_ctx), and the sequences they serve (-np)."""
+    return est.details.cells_total, est.details.n_seq
+
+
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              **options) -> Capacity:
     """The largest n_ctx (whole pads per stream) whose caches and state fit ``kv_memory`` on one device."""
