@@ -1,19 +1,20 @@
 """llama.cpp's own model, KV and compute buffers as the judge of kvmem.engines.llamacpp.placement.
 
 Each case writes a small GGUF of random shape (llama dense, llama with experts as Mixtral's GGUFs,
-qwen2 with Q/K/V biases, qwen3 dense, qwen3moe; layers, widths, heads, experts, ggml types per
-tensor, tied or untied output all drawn from a seeded random.Random), sparse on disk, loads it
-for real (no ``no_alloc``: llama.cpp's dry run prints 0.00 MiB for every buffer) on this
-CPU-only build with mmap on or off and no extra CPU buffer types (``use_extra_bufts=False``, the
---no-repack layout), creates a context, and reads the lines
+qwen2 with Q/K/V biases, qwen3 dense, qwen3moe, gemma3 with its sliding-window layers; layers,
+widths, heads, experts, ggml types per tensor, tied or untied output all drawn from a seeded
+random.Random), sparse on disk, loads it for real (no ``no_alloc``: llama.cpp's dry run prints
+0.00 MiB for every buffer) on this CPU-only build with mmap on or off and no extra CPU buffer
+types (``use_extra_bufts=False``, the --no-repack layout), creates a context, and reads the lines
 llama.cpp prints: "CPU_Mapped model buffer size" (mmap) or "CPU model buffer size" (--no-mmap),
-"CPU KV buffer size" and "CPU compute buffer size" (also to four decimals, "CPU compute 4dp",
-from the debug line ~llama_context prints when the context is freed). The machine has no GPU, so
-every tensor is on the host: what this judges is each tensor's bytes, the mmap span, duplicated
-tensors (a tied output), the buffer alignment and the compute graphs; the GPU rules are judged
-against published logs. Caches: K any type -ctk takes (f32, f16, bf16, q8_0, q4_0, q4_1,
-iq4_nl, q5_0, q5_1); V the same choice with flash attention, f16 without (a quantised V cache
-needs flash attention); 1 to 4 sequences (n_seq_max), one stream each or unified.
+"CPU KV buffer size" (one line per cache: two for gemma3's iSWA cache, "KV lines") and "CPU
+compute buffer size" (also to four decimals, "CPU compute 4dp", from the debug line
+~llama_context prints when the context is freed). The machine has no GPU, so every tensor is on
+the host: what this judges is each tensor's bytes, the mmap span, duplicated tensors (a tied
+output), the buffer alignment and the compute graphs; the GPU rules are judged against
+published logs. Caches: K any type -ctk takes (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0,
+q5_1); V the same choice with flash attention, f16 without (a quantised V cache needs flash
+attention); 1 to 4 sequences (n_seq_max), one stream each or unified; swa_full on or off.
 
 Each case runs in a forked child, so an abort in llama.cpp ends the child, not the test.
 """
@@ -36,8 +37,9 @@ _WEIGHT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "
 _GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 # every type llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types)
 _CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0", "bf16", "q4_1", "q5_0", "q5_1", "iq4_nl")
-# llama dense, llama with experts (Mixtral's GGUFs), qwen2 (Q/K/V biases), qwen3 dense (Q/K norms), qwen3moe
-_KINDS = ("llama", "llama-moe", "qwen2", "qwen3", "qwen3moe")
+# llama dense, llama with experts (Mixtral's GGUFs), qwen2 (Q/K/V biases), qwen3 dense (Q/K norms), qwen3moe,
+# gemma3 (sliding-window layers: an iSWA cache)
+_KINDS = ("llama", "llama-moe", "qwen2", "qwen3", "qwen3moe", "gemma3")
 
 
 def random_spec(seed: int) -> dict:
@@ -58,6 +60,8 @@ def random_spec(seed: int) -> dict:
     if kind == "llama-moe":     # llama's experts are feed_forward_length wide (llama_model_llama::load_arch_tensors)
         spec["n_ff"] = spec["n_ff_exp"]
     spec["n_expert_used"] = rng.choice((1, 2)) if moe else 0
+    if kind == "gemma3":        # every sixth layer global (llama_model_gemma3::load_arch_hparams)
+        spec.update(n_layer=rng.choice((2, 6, 7, 13)), n_swa=rng.choice((64, 128, 512, 1024)))
     spec["tensors"] = _tensors(spec, rng)
     spec["context"] = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((32, 128, 512)),
                            flash_attn=rng.choice((0, 1)), type_k=rng.choice(_CACHE_TYPES),
@@ -65,7 +69,8 @@ def random_spec(seed: int) -> dict:
     # a quantised V cache needs flash attention (llama_init_from_model)
     spec["context"]["type_v"] = rng.choice(_CACHE_TYPES) if spec["context"]["flash_attn"] else "f16"
     # sequences: one cache stream each, or one stream for all (kv_unified)
-    spec["context"].update(n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3)
+    spec["context"].update(n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3,
+                           swa_full=rng.random() < 0.3)
     return spec
 
 
@@ -81,10 +86,12 @@ def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
         out += [(b + "attn_norm.weight", (e,)), (b + "attn_q.weight", (e, s["n_head"] * hd)),
                 (b + "attn_k.weight", (e, s["n_head_kv"] * hd)), (b + "attn_v.weight", (e, s["n_head_kv"] * hd)),
                 (b + "attn_output.weight", (s["n_head"] * hd, e)), (b + "ffn_norm.weight", (e,))]
+        if s["arch"] == "gemma3":
+            out += [(b + "post_attention_norm.weight", (e,)), (b + "post_ffw_norm.weight", (e,))]
         if s["arch"] == "qwen2":
             out += [(b + "attn_q.bias", (s["n_head"] * hd,)), (b + "attn_k.bias", (s["n_head_kv"] * hd,)),
                     (b + "attn_v.bias", (s["n_head_kv"] * hd,))]
-        if s["arch"] in ("qwen3", "qwen3moe"):
+        if s["arch"] in ("qwen3", "qwen3moe", "gemma3"):
             out += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
         if s["n_expert"]:
             n, f = s["n_expert"], s["n_ff_exp"]
@@ -116,6 +123,8 @@ def write_spec(spec: dict, path: str) -> None:
     writer.add_rope_dimension_count(spec["head_dim"])
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_vocab_size(spec["n_vocab"])
+    if arch == "gemma3":
+        writer.add_sliding_window(spec["n_swa"])
     writer.add_tokenizer_model("none")
     if spec["n_expert"]:
         writer.add_expert_count(spec["n_expert"])
@@ -181,6 +190,8 @@ def _load(path: str, ctx: dict) -> dict:
         m = BUFFER_LINE.match(line.strip())
         if m:
             out[f"{m.group(1)} {m.group(2)}"] = float(m.group(3))
+            if m.group(2) == "KV":      # an iSWA cache prints one line per cache
+                out.setdefault("KV lines", []).append(float(m.group(3)))
         m = COMPUTE_CHECK_LINE.match(line.strip())
         if m:
             out[f"{m.group(1)} compute 4dp"] = m.group(2)

@@ -40,13 +40,12 @@ result_output) are never freed (llm_graph_result::set_outputs).
 Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "CPU compute
 buffer size" and to the four decimals ~llama_context prints, for
   - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 30-65 s):
-    llama dense 41, llama with experts 42, qwen2 33, qwen3 dense 41, qwen3moe 43; 1-6 layers,
-    n_ctx 256-4096, n_ubatch 32-512, flash attention on 103 and off 97, K any of the nine types
-    -ctk takes (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16
-    without), 1 sequence (80) or 2-4 (120: 89 with a stream each, 31 unified): 200 of 200;
-  - 40 random gemma3 GGUFs (1-13 layers, sliding window 64-1024, swa_full on or off, the same
-    cache types and sequences; a script, not yet in the oracle test, whose KV check reads one
-    cache line): 40 of 40;
+    llama dense 37, llama with experts 37, qwen2 31, qwen3 dense 34, qwen3moe 40, gemma3 21
+    (2-13 layers, sliding window 64-1024, swa_full off 13 / on 8); 1-13 layers, n_ctx 256-4096,
+    n_ubatch 32-512, flash attention on 105 and off 95, K any of the nine types -ctk takes
+    (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16 without),
+    1 sequence (86) or 2-4 (114: 86 with a stream each, 28 unified): 200 of 200;
+  - 40 more gemma3 GGUFs (a script): 40 of 40;
   - 60 more with 2-8 sequences and n_ubatch 1, 3, 32, 100 or 512 (the prompt graph's tokens
     rounded up to a multiple of the sequences): 60 of 60;
   - 600 more (llama, llama with experts, qwen3, qwen3moe; K f16/f32/q8_0/q4_0) with n_ubatch
