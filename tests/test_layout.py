@@ -130,7 +130,6 @@ NAMES_ENGINES = {
     "kvmem/validation.py": "kvmem validate: measured caches against the hf modes",
     "kvmem/defaults.py": "the default engine of the CLI and the app, declared once",
     "kvmem/cli/checklog.py": "--engine's choices, literal so that --help does not import the log readers",
-    "kvmem/cli/fit.py": "the llama.cpp offload report, printed where the engine declares the offload panel",
 }
 
 

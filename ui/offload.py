@@ -6,14 +6,11 @@ Thin: kvmem.llamacpp_offload computes everything; this draws it (st.code has a c
 
 from __future__ import annotations
 
-import inspect
-
 import streamlit as st
 
 import kvmem
 from kvmem.engines.llamacpp.offload import host_memory_presets
-
-_PLACED = {"gpus", "context", "weight_dtype", "kv_dtype", "host_memory"}   # given below, from the sidebar
+from kvmem.engines.llamacpp.panel import offload_options
 
 
 def panel(model, fit_kwargs: dict) -> None:
@@ -22,8 +19,7 @@ def panel(model, fit_kwargs: dict) -> None:
     host = st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
                         help="For the decode bound: bytes read per token from host RAM over this bandwidth "
                              "(kvmem/data/host_memory.json, each with its source).")
-    takes = set(inspect.signature(kvmem.llamacpp_offload).parameters) - _PLACED   # the engine options it reads
-    options = {k: v for k, v in fit_kwargs.items() if k in takes}
+    options = offload_options(fit_kwargs)   # the engine options it reads; the placement is given below
     try:
         plan = kvmem.llamacpp_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
                                       context=fit_kwargs["context"], weight_dtype=fit_kwargs["weight_dtype"],

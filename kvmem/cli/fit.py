@@ -32,8 +32,8 @@ def _breakdown_text(result) -> str:
 def _offload_lines(model, args) -> tuple[list[str], dict]:
     """llama.cpp: the placement that keeps the most on the GPUs, --fit on's, both commands."""
     from ..engines.llamacpp.offload import llamacpp_offload
-    opts = engine_options(args.option)
-    keep = {k: opts[k] for k in ("type_k", "type_v", "flash_attn", "n_ubatch") if k in opts}
+    from ..engines.llamacpp.panel import offload_options
+    keep = offload_options(engine_options(args.option))
     try:
         p = llamacpp_offload(model, gpus=args.gpu, context=args.context, weight_dtype=args.weight_dtype,
                              host_memory=args.host_memory, kv_dtype=args.kv_dtype, **keep)
