@@ -13,9 +13,10 @@ has one stream per sequence unless kv_unified (build_attn_inp_kq_mask n_stream; 
 reshape the streams into one, get_k/get_v and build_attn_mha's Q view split them). Printed as
 "<buffer type> compute buffer size".
 
-This module rebuilds those two graphs node by node (kvmem.engines.llamacpp.ggml_graph: ggml's
-shapes, its depth-first graph order and ggml-alloc's allocator) for the families whose graph it
-transcribes, and returns the bytes the allocator reserves:
+This module rebuilds those two graphs node by node (kvmem.engines.llamacpp.graphs, on
+kvmem.engines.llamacpp.ggml_graph: ggml's shapes, its depth-first graph order and ggml-alloc's
+allocator) for the families whose graph it transcribes, and returns the bytes the allocator
+reserves:
 
     llama (llama, mistral; mixtral's experts) src/models/llama.cpp llama_model_llama::graph
     qwen2 (qwen2: Q/K/V biases)               src/models/qwen2.cpp llama_model_qwen2::graph
@@ -74,37 +75,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ggml_graph import OUTPUT, TYPES, Graph, gallocr_size
+from .ggml_graph import TYPES, gallocr_size
+from .graphs import GraphShape, Pass, build
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
 
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
-QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 # kvmem model_type -> llama.cpp graph (GGUF arch)
 FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
             "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3"}
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
-QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
-
-
-@dataclass(frozen=True)
-class GraphShape:
-    """The widths llama.cpp's llama / qwen2 / qwen3 / qwen3moe graphs are built from (GGUF hparams)."""
-
-    arch: str               # "llama", "qwen2", "qwen3" or "qwen3moe"
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_ff: int               # dense FFN width (0: every layer routes)
-    n_vocab: int
-    n_expert: int = 0
-    n_expert_used: int = 0
-    n_ff_exp: int = 0
-    qkv_bias: bool = False  # Q, K, V biases (qwen2; create_tensor_qkv's optional wq_b/wk_b/wv_b)
-    swa: tuple = ()         # per layer: a sliding-window layer of the iSWA cache (gemma3)
 
 
 @dataclass(frozen=True)
@@ -115,20 +96,6 @@ class ComputeBuffer:
     bytes: int
     exact: bool
     note: str = ""
-
-
-@dataclass(frozen=True)
-class _Pass:
-    """One reserved graph: its tokens and outputs, the cells per stream and the streams."""
-
-    n_tokens: int
-    n_outputs: int
-    n_kv: int
-    n_stream: int
-    fa: bool
-    type_k: str
-    type_v: str
-    n_kv_swa: int = 0       # cells per stream of the sliding-window cache (llama_kv_cache_iswa)
 
 
 def graph_shape(model) -> GraphShape | None:
@@ -179,9 +146,8 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     pp_tokens = -(-n_ubatch // n_seq) * n_seq          # llama_context::graph_reserve
-    build = _gemma3 if shape.arch == "gemma3" else _graph
-    pp = build(shape, _Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
-    tg = build(shape, _Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    pp = build(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    tg = build(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
@@ -259,219 +225,3 @@ def estimate_bytes(model, *, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
 def _ggml_type(name) -> str:
     name = str(name).lower()
     return {"float16": "f16", "fp16": "f16", "float32": "f32", "fp32": "f32", "bfloat16": "bf16"}.get(name, name)
-
-
-# ---- the graphs --------------------------------------------------------------------------------
-
-def _hadamard(g: Graph, cur, rot):
-    """src/llama-impl.h llama_mul_mat_hadamard."""
-    n = rot.ne[0]
-    res = g.cont(cur, n, cur.nelements() // n) if not cur.is_contiguous() else g.reshape(cur, n, cur.nelements() // n)
-    return g.reshape(g.mul_mat(rot, res), *cur.ne)
-
-
-def _rot_size(head_dim: int) -> int:
-    """llama_kv_cache::build_input_k_rot: the largest power of two (>= 64) dividing the head size."""
-    nrot = 64
-    while True:
-        nrot *= 2
-        if head_dim % nrot:
-            return nrot // 2
-
-
-def _graph(s: GraphShape, p: _Pass) -> Graph:
-    g = Graph()
-    hd, n_head, n_head_kv, n_tokens = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
-    n_gqa = hd * n_head_kv
-    # inputs (build_inp_embd, build_inp_pos, build_attn_inp_kv, build_inp_out_ids)
-    tokens = g.input("i32", n_tokens)
-    embd = g.input("f32", s.n_embd, n_tokens)
-    pos = g.input("i32", n_tokens)
-    attn_inputs = _attn_inputs(g, p, s, p.n_kv)
-    out_ids = g.input("i32", p.n_outputs)
-
-    inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
-    g.expand(inp)
-    g.expand(embd)
-    inp_l = inp
-    for il in range(s.n_layer):
-        inp_sa = inp_l
-        cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
-        q, k, v = (_linear(g, cur, width, s.qkv_bias) for width in (n_head * hd, n_gqa, n_gqa))
-        q = g.reshape(q, hd, n_head, n_tokens)
-        k = g.reshape(k, hd, n_head_kv, n_tokens)
-        v = g.reshape(v, hd, n_head_kv, n_tokens)
-        if s.arch in QK_NORM:
-            q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd))
-        q = g.dup("ROPE", q, pos)
-        if s.arch in QK_NORM:
-            k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
-        k = g.dup("ROPE", k, pos)
-        cur = _attention(g, q, k, v, attn_inputs, p, s, p.n_kv)
-        cur = g.mul_mat(g.weight(n_head * hd, s.n_embd), cur)
-        if il == s.n_layer - 1:
-            cur = g.get_rows(cur, out_ids)
-            inp_sa = g.get_rows(inp_sa, out_ids)
-        ffn_inp = g.dup("ADD", cur, inp_sa)
-        cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd))
-        cur = _moe(g, cur, s) if s.n_expert else _ffn(g, cur, s)
-        inp_l = g.dup("ADD", cur, ffn_inp)
-    norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
-    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), norm)
-    norm.flags |= OUTPUT
-    logits.flags |= OUTPUT
-    g.expand(logits)
-    return g
-
-
-def _attn_inputs(g, p: _Pass, s: GraphShape, n_kv: int):
-    """One cache's inputs: build_input_k_idxs/v_idxs, build_attn_inp_kq_mask, build_input_k_rot/v_rot."""
-    hd, n_tokens = s.head_dim, p.n_tokens
-    k_idxs = g.input("i64", n_tokens)
-    v_idxs = g.input("i64", n_tokens if p.fa else n_tokens * hd * s.n_head_kv)
-    mask = g.input("f16" if p.fa else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
-    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
-    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
-    return k_idxs, v_idxs, mask, k_rot, v_rot
-
-
-def _attention(g, q, k, v, inputs, p: _Pass, s: GraphShape, n_kv: int, iswa: bool = False):
-    """build_attn (KV cache; the iSWA one expands Q, K, V in that order, the plain one Q, V, K) and
-    build_attn_mha; the cache holds p.n_stream streams of n_kv cells (llama_kv_cache::cpy_k, cpy_v,
-    get_k, get_v)."""
-    k_idxs, v_idxs, mask, k_rot, v_rot = inputs
-    hd, n_head_kv, ns, n_tokens = s.head_dim, s.n_head_kv, p.n_stream, p.n_tokens
-    n_gqa = hd * n_head_kv
-    if k_rot is not None:
-        q, k = _hadamard(g, q, k_rot), _hadamard(g, k, k_rot)
-    if v_rot is not None:
-        v = _hadamard(g, v, v_rot)
-    for t in (q, k, v) if iswa else (q, v, k):
-        g.expand(t)
-    k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k)
-    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v)
-    k_dst = g.reshape(k_cache, n_gqa, n_kv * ns) if ns > 1 else k_cache
-    g.expand(g.set_rows(k_dst, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
-    if p.fa:
-        v_dst = g.reshape(v_cache, n_gqa, n_kv * ns) if ns > 1 else v_cache
-        g.expand(g.set_rows(v_dst, g.view(v, (n_gqa, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
-    else:
-        v_cur = g.reshape(g.reshape(v, n_gqa, n_tokens), 1, n_gqa * n_tokens)
-        g.expand(g.set_rows(g.reshape(v_cache, 1, v_cache.nelements()), v_cur, v_idxs))
-    rk, rv = _row(p.type_k), _row(p.type_v)
-    kv = g.view(k_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_k][1], rk(hd), rk(n_gqa), rk(n_gqa * n_kv)))
-    if p.fa:
-        vv = g.view(v_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_v][1], rv(hd), rv(n_gqa), rv(n_gqa * n_kv)))
-    else:
-        vv = g.view(v_cache, (n_kv, n_head_kv, hd, ns),
-                    (TYPES[p.type_v][1], rv(n_kv * hd), rv(n_kv), rv(n_kv * n_gqa)))
-    per = q.ne[2] // ns
-    qv = g.view(q, (q.ne[0], q.ne[1], per, ns), (q.nb[0], q.nb[1], q.nb[2], q.nb[2] * per))
-    qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(kv, 0, 2, 1, 3), g.permute(vv, 0, 2, 1, 3)
-    if p.fa:
-        if kp.type == "f32":
-            kp = g.cast(kp, "f16")
-        if vp.type == "f32":
-            vp = g.cast(vp, "f16")
-        cur = g.flash_attn_ext(qp, kp, vp, mask)
-        cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-    else:
-        kq = g.dup("SOFT_MAX", g.mul_mat(kp, qp), mask)
-        kqv = g.mul_mat(vp, kq)
-        cur = g.permute(kqv, 0, 2, 1, 3)
-        cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-    g.expand(cur)
-    if v_rot is not None:
-        cur = _hadamard(g, cur, v_rot)
-    return cur
-
-
-def _gemma3(s: GraphShape, p: _Pass) -> Graph:
-    """src/models/gemma3.cpp llama_model_gemma3::graph<iswa>: embeddings scaled by sqrt(n_embd),
-    RMS-normed Q and K, Q scaled after RoPE, norms after attention and after the FFN, GELU with a
-    parallel gate; sliding-window layers read the iSWA cache's SWA part (build_attn_inp_kv_iswa: a
-    second set of indices, mask and rotations over p.n_kv_swa cells)."""
-    g = Graph()
-    hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
-    n_gqa = hd * n_head_kv
-    tokens = g.input("i32", n_tokens)
-    embd = g.input("f32", e, n_tokens)
-    pos = g.input("i32", n_tokens)
-    base, swa = _attn_inputs(g, p, s, p.n_kv), _attn_inputs(g, p, s, p.n_kv_swa)
-    out_ids = g.input("i32", p.n_outputs)
-
-    def norm(x, width=e):
-        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width))
-
-    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
-    g.expand(inp)
-    g.expand(embd)
-    inp_l = g.dup("SCALE", inp)
-    for il in range(s.n_layer):
-        cur = norm(inp_l)
-        q = g.reshape(g.mul_mat(g.weight(e, n_head * hd), cur), hd, n_head, n_tokens)
-        k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
-        v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
-        q = g.dup("SCALE", g.dup("ROPE", norm(q, hd), pos))
-        k = g.dup("ROPE", norm(k, hd), pos)
-        sliding = s.swa[il]
-        cur = _attention(g, q, k, v, swa if sliding else base, p, s, p.n_kv_swa if sliding else p.n_kv,
-                         iswa=any(s.swa))
-        cur = g.mul_mat(g.weight(n_head * hd, e), cur)
-        if il == s.n_layer - 1:
-            cur = g.get_rows(cur, out_ids)
-            inp_l = g.get_rows(inp_l, out_ids)
-        sa_out = g.dup("ADD", norm(cur), inp_l)
-        cur = norm(_ffn(g, norm(sa_out), s))
-        inp_l = g.dup("ADD", cur, sa_out)
-    out = norm(inp_l)
-    logits = g.mul_mat(g.weight(e, s.n_vocab), out)
-    out.flags |= OUTPUT
-    logits.flags |= OUTPUT
-    g.expand(logits)
-    return g
-
-
-def _linear(g, cur, width, bias):
-    """build_qkv, separate Q/K/V: mul_mat, then ggml_add of the bias when there is one."""
-    out = g.mul_mat(g.weight(cur.ne[0], width), cur)
-    return g.dup("ADD", out, g.weight(width)) if bias else out
-
-
-def _row(type_):
-    block, size = TYPES[type_]
-    return lambda n: size * n // block
-
-
-def _ffn(g, cur, s):
-    """build_ffn: SiLU with a parallel gate."""
-    up = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
-    gate = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
-    return g.mul_mat(g.weight(s.n_ff, s.n_embd), g.dup("GLU", gate, up))
-
-
-def _moe(g, cur, s):
-    """build_moe_ffn: softmax gating, normalised top-k weights, no shared experts."""
-    n_embd, n_tokens, n_exp, n_used = s.n_embd, cur.ne[1], s.n_expert, s.n_expert_used
-    logits = g.mul_mat(g.weight(n_embd, n_exp), cur)
-    probs = g.dup("SOFT_MAX", logits)
-    selected = g.argsort_top_k(probs, n_used)
-    weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
-    weights = g.reshape(weights, n_used, n_tokens)
-    wsum = g.dup("CLAMP", g.sum_rows(weights))
-    weights = g.reshape(g.dup("DIV", weights, wsum), 1, n_used, n_tokens)
-    g.expand(weights)
-    cur = g.reshape(cur, n_embd, 1, n_tokens)
-    up = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp), cur, selected)
-    gate = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp), cur, selected)
-    experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp), g.dup("GLU", gate, up), selected)
-    experts = g.dup("MUL", experts, weights)
-    g.expand(experts)
-    views = [g.view(experts, (n_embd, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]
-    for view in views:
-        g.expand(view)
-    out = views[0]
-    for view in views[1:]:
-        out = g.dup("ADD", out, view)
-        g.expand(out)
-    return g.cont(out) if n_used == 1 else out
