@@ -15,7 +15,7 @@ from .settings import DEFAULTS, LLAMA_MAX_SEQ, resolve_settings
 # context (512 MiB, a typical value). The compute buffer is compute.llamacpp_compute_bytes: on a
 # GPU (this budget) the estimate that reproduces the published CUDA logs, on the CPU llama.cpp's
 # own graphs allocated as ggml-alloc does (exact for llama, mistral, mixtral, qwen2, qwen3,
-# qwen3_moe). Flash attention, n_ubatch, n_batch and the cells per stream are the cache's own settings
+# qwen3_moe, gemma3). Flash attention, n_ubatch, n_batch and the cells per stream are the cache's own settings
 # (settings.resolve_settings, plan.cells_of), so the buffer and the cache never disagree.
 
 NON_TORCH_BYTES = 512 << 20
