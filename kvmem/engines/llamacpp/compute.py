@@ -46,11 +46,11 @@ buffer size" and to the four decimals ~llama_context prints, for
     n_ubatch 32-512, flash attention on 105 and off 95, K any of the nine types -ctk takes
     (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16 without),
     1 sequence (86) or 2-4 (114: 86 with a stream each, 28 unified): 200 of 200;
-  - 40 more gemma3 GGUFs (a script): 40 of 40;
-  - 60 more with 2-8 sequences and n_ubatch 1, 3, 32, 100 or 512 (the prompt graph's tokens
-    rounded up to a multiple of the sequences): 60 of 60;
-  - 600 more (llama, llama with experts, qwen3, qwen3moe; K f16/f32/q8_0/q4_0) with n_ubatch
-    1-2048, n_ctx 256-8192 (300 and 3000 too), up to 12 layers, up to 8 of 32 experts: 600 of 600;
+  - with scripts beside the test: 300 more of the same six kinds with n_ubatch 1-2048, n_ctx
+    256-8192 (300 and 3000 too), up to 13 layers, up to 8 of 32 experts: 300 of 300; 40 gemma3,
+    60 with 2-8 sequences and n_ubatch 1, 3, 32, 100 or 512 (the prompt graph's tokens rounded
+    up to a multiple of the sequences), 600 llama / qwen3 / qwen3moe with f16/f32/q8_0/q4_0
+    caches: all equal;
   - Llama-3-8B, Qwen2.5-7B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768,
     n_ubatch 512/2048, f16/q8_0 caches: 25 of 25; Gemma-3-27B at 4096-32768: 4 of 4.
 tests/engines/test_llamacpp_compute.py pins these (the six presets' configs map to the same
