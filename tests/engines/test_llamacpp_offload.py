@@ -107,6 +107,12 @@ def test_decode_curve_over_n_cpu_moe():
     assert rows[48 - 27]["tokens_per_s"] == pytest.approx(
         llamacpp_offload("qwen3-30b-a3b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
                          host_memory="ddr5-5600-2ch").decode_best)
+    # frozen records that read like the dicts they were
+    step = rows[0]
+    assert type(step).__name__ == "DecodeStep" and step.fits is step["fits"] and list(step) == [
+        "flag", "value", "fits", "tokens_per_s", "total_bytes"]
+    assert step == step.to_dict() == {"flag": "--n-cpu-moe", "value": 48, "fits": step.fits,
+                                      "tokens_per_s": step.tokens_per_s, "total_bytes": step.total_bytes}
 
 
 def test_mmproj_is_counted_on_the_first_gpu_and_in_the_command():

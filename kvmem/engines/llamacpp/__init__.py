@@ -85,15 +85,16 @@ Not modelled: the one-day f16 SWA cache of PR #21277 (2026-04-01, reverted by #2
     DSA/DeepSeek-V4 caches, --n-gpu-layers partial offload, backend buffer alignment.
 
 Modules: settings (defaults, builds, options resolved), plan (cells, streams, the SWA cache,
-per-layer rows, devices), entry (estimate, capacity), logs (the lines each build prints),
-budget (what kvmem.sizing asks: weights + KV + compute buffer).
+per-layer rows, devices), entry (estimate, capacity, the start-up numbers), logs (the lines each
+build prints), budget (what kvmem.sizing asks: weights + KV + compute buffer). Offload: tensors and
+placement (the GGUF's tensors on their devices), compute, graphs and ggml_graph (the compute
+buffers), layouts (one set of flags: memory per device, decode bound), fitting (--fit on), offload
+(the search, the commands, kvmem.llamacpp_offload), panel (what the app and the CLI pass to it).
 """
 
-from dataclasses import replace
-
-from ..base import CheckedFamilies, EngineSpec, Option, PastPositions, StartupNumbers
+from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
-from .entry import capacity, estimate, startup_cells
+from .entry import capacity, estimate
 from .logs import LOG_STYLES, log_lines
 from .settings import CACHE_TYPES, DEFAULTS, LLAMA_MAX_SEQ, MLA_MODES
 
@@ -112,9 +113,6 @@ DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (
 # The opt-in family (kvmem.configs.families) it sizes: Gemma 4, whose per-layer head_count_kv and
 # key_length (from its GGUF) reproduce published logs (tests/engines/test_llamacpp.py)
 FAMILIES = CheckedFamilies(frozenset({"gemma4_text"}))
-# What it prints at start-up: its pool is the cells -c makes, read off its estimate (exact)
-STARTUP = StartupNumbers("KV cells (n_ctx)", "-c, -np, the cache types and the model alone",
-                         from_estimate=startup_cells)
-SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, replace(SIZING, startup=STARTUP), prefix_sharing,
-                    POSITIONS, pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
+SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
+                    pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
                     panels=("offload",), families=FAMILIES),)

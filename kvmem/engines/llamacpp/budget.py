@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..budget import kv_budget
-from ..base import Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules
+from ..base import Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules, StartupNumbers
 from .compute import llamacpp_compute_bytes
+from .entry import startup_cells
 from .plan import cells_of
 from .settings import DEFAULTS, LLAMA_MAX_SEQ, resolve_settings
 
@@ -47,7 +48,10 @@ def prefix_sharing(_options: dict, est: Estimate) -> PrefixSharing:
     return PrefixSharing()
 
 
+# What it prints at start-up: its pool is the cells -c makes, read off its estimate (exact)
+STARTUP = StartupNumbers("KV cells (n_ctx)", "-c, -np, the cache types and the model alone",
+                         from_estimate=startup_cells)
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, batch_dependent=True,
                      max_sequences=LLAMA_MAX_SEQ, layer_split=True,
                      fixed_options={"n_ctx": "n_ctx = context x batch", "n_seq": "n_seq = batch"},
-                     kv_smaller_dtype="q8_0", weight_formats=GGUF_WEIGHT_FORMATS)
+                     kv_smaller_dtype="q8_0", weight_formats=GGUF_WEIGHT_FORMATS, startup=STARTUP)

@@ -1,0 +1,146 @@
+"""One set of llama.cpp offload flags laid out: the memory it takes on each GPU and on the host,
+and the decode bound it allows (kvmem.engines.llamacpp.offload searches over these sets).
+
+Memory of one set of flags (``layout``), per GPU and on the host:
+    model     placement.place: the GGUF's tensors (or tensors.synthesised_tensors) on their devices
+    KV        plan.rows per layer on the layer's device (host with kv_offload=False)
+    compute   compute.llamacpp_compute_buffer. Host only (no GPU holds a layer): the CPU buffer,
+              llama.cpp's own prompt and one-token graphs allocated as ggml-alloc allocates them,
+              equal to the printed "CPU compute buffer size" for llama / mistral / mixtral /
+              qwen2 / qwen3 / qwen3_moe / gemma3 (200 random GGUFs in
+              tests/oracles/test_llamacpp_buffers_oracle.py);
+              other families and older builds get the estimate, marked in ``compute_exact``.
+              GPUs: an estimate on every GPU that holds a layer, the formula that reproduces the
+              published CUDA logs (Llama-3-8B, Mistral-7B; tests/engines/test_llamacpp_logs.py),
+              and n_ubatch x hidden x 4 B on the host (the input embeddings the host looks up:
+              the "CUDA_Host compute buffer", 8.00 MiB against the 9.01 printed for Llama-3-8B at
+              n_ubatch 512, docs/research/llamacpp_offload_logs.json); the CUDA graph is not
+              transcribed.
+    + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
+
+Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of
+    each expert tensor) and the KV of the context; time = bytes on GPU d / bandwidth of d summed
+    over GPUs (layers run one after another) + host bytes / host bandwidth. An upper bound on
+    tokens per second: kernels, PCIe and the CPU's compute are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...model import Model
+from .compute import llamacpp_compute_buffer, llamacpp_compute_bytes
+from .placement import CPU, Placement, place
+from .plan import run_plan
+from .settings import CURRENT, DEFAULTS
+
+__all__ = ["Layout", "layout", "CUDA_CONTEXT_BYTES", "MAX_LAYERS"]
+
+CUDA_CONTEXT_BYTES = 512 << 20  # the CUDA context, as kvmem.engines.llamacpp.budget counts it
+MAX_LAYERS = 999                # -ngl 999: "all layers" as llama.cpp's docs write it
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One set of llama.cpp flags and the memory it takes on each device."""
+
+    n_gpu_layers: int
+    tensor_split: tuple
+    n_cpu_moe: int
+    override_tensor: tuple
+    n_ctx: int
+    placement: Placement
+    compute_bytes: dict           # device -> compute buffer (llama.cpp's own where compute_exact)
+    total_bytes: dict             # device -> model + KV + compute (+ CUDA context on GPUs; host: resident tensors)
+    decode_bytes: dict            # device -> bytes read per decoded token
+    compute_exact: dict = field(default_factory=dict)   # device -> compute_bytes is llama.cpp's own (not an estimate)
+
+    def fits(self, budgets: dict) -> bool:
+        return all(self.total_bytes[d] <= b for d, b in budgets.items())
+
+    def flags(self) -> list[str]:
+        out = ["-ngl", str(self.n_gpu_layers)]
+        if len(self.placement.gpus) > 1:
+            out += ["-ts", ",".join(_num(x) for x in self.tensor_split)]
+        if self.n_cpu_moe:
+            out += ["--n-cpu-moe", str(self.n_cpu_moe)]
+        for pattern, target in self.override_tensor:
+            out += ["-ot", f"{pattern}={target}"]
+        if not self.placement.kv_offload:
+            out.append("-nkvo")
+        if not self.placement.mmap:
+            out.append("--no-mmap")
+        return out
+
+    def decode_tokens_per_s(self, gpu_bandwidths: dict, host_bandwidth: int | None) -> float | None:
+        seconds = 0.0
+        for device, nbytes in self.decode_bytes.items():
+            if not nbytes:
+                continue
+            bw = host_bandwidth if device == CPU else gpu_bandwidths.get(device)
+            if not bw:
+                return None
+            seconds += nbytes / bw
+        return 1.0 / seconds if seconds else None
+
+    def to_dict(self) -> dict:
+        return {"flags": self.flags(), "n_ctx": self.n_ctx, "n_gpu_layers": self.n_gpu_layers,
+                "offloaded_layers": self.placement.offloaded_layers, "n_cpu_moe": self.n_cpu_moe,
+                "devices": [{**d.to_dict(), "compute_bytes": self.compute_bytes[d.device],
+                             "compute_exact": self.compute_exact.get(d.device, False),
+                             "total_bytes": self.total_bytes[d.device],
+                             "decode_bytes": self.decode_bytes[d.device]} for d in self.placement.devices]}
+
+
+def _num(x) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, tensor_split=None,
+           n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
+           flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
+           mmproj_offload: bool = True) -> Layout:
+    """Memory per device for one set of llama.cpp flags (see the module doc)."""
+    options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
+               "flash_attn": flash_attn}
+    s, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
+    kv_rows = [k + v + state for k, v, state in plan.rows]
+    n_layer = model.num_layers
+    p = place(tensors, n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split,
+              n_cpu_moe=n_cpu_moe, override_tensor=override_tensor, mmap=mmap, kv_offload=kv_offload,
+              kv_per_layer=kv_rows)
+    full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
+                                  cells_per_stream=plan.n_ctx_seq)
+    compute, total, decode, exact = {}, {}, {}, {}
+    moe = model.facts.moe
+    share = (moe.top_k, moe.experts) if moe else (1, 1)
+    any_gpu = p.offloaded_layers > 0
+    for d in p.devices:
+        if d.device == CPU:
+            if any_gpu:
+                compute[d.device] = s.n_ubatch * model.hidden_size * 4
+            else:
+                host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
+                                               cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
+                                               n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
+                                               swa_cells=plan.swa_cells, backend="cpu")
+                compute[d.device], exact[d.device] = host.bytes, host.exact and s.build == CURRENT
+            # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
+            # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
+            total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
+        else:
+            holds = bool(d.layers) or p.output_device == d.device
+            compute[d.device] = full if holds else 0
+            total[d.device] = d.model_bytes + d.kv_bytes + compute[d.device] + CUDA_CONTEXT_BYTES
+        weights = 0
+        for t in p.tensors:
+            if t.device != d.device or t.group == "embeddings":
+                continue            # token_embd: one row per token (GET_ROWS)
+            weights += t.nbytes * share[0] // share[1] if t.group == "experts" else t.nbytes
+        decode[d.device] = weights + d.kv_bytes
+    if mmproj_bytes:    # the projector's weights (its compute buffer is not counted)
+        where = gpus[0] if gpus and mmproj_offload else CPU
+        total[where] += mmproj_bytes
+    return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
+                  override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
+                  total_bytes=total, decode_bytes=decode, compute_exact=exact)
