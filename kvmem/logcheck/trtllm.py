@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines import capacity as _capacity
+from ..engines import capacity
 from ..engines.trtllm import bytes_per_token
 from .base import GIB, LineCheck, strip_prefix
 
@@ -45,7 +45,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         n, text, m = found["blocks"]
         blocks = int(m.group(1))
         settings.update(available_gib=gib, blocks=blocks)
-        lo, hi = (_capacity(model, engine="trtllm", kv_memory=int((gib * GIB + d) * fraction), kv_dtype=kv_dtype,
+        lo, hi = (capacity(model, engine="trtllm", kv_memory=int((gib * GIB + d) * fraction), kv_dtype=kv_dtype,
                             tp=tp, pp=pp, **options).blocks for d in (-HALF_CENT, HALF_CENT))
         ok = lo <= blocks <= hi
         checks.append(LineCheck(n, text, "KV cache primary pool blocks", f"{blocks:,}",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines import capacity as _capacity
+from ..engines import capacity
 from ..units import format_bytes
 from .base import GIB, LineCheck, strip_prefix
 
@@ -99,7 +99,7 @@ def _bracket(gib: float, what: str, model, kv_dtype, tp: int, pp: int, length: i
     """(low, high, shown) of kvmem's ``what`` (tokens or blocks) for the memory a log prints to two
     decimals of a GiB: every value that rounds to it lies within half a hundredth either side."""
     centre = round(gib * GIB)
-    lo, hi = (getattr(_capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp,
+    lo, hi = (getattr(capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp,
                                 max_model_len=length, **options), what)
               for m in (centre - HALF_CENT, centre + HALF_CENT))
     return lo, hi, f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
