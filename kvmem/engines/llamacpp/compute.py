@@ -23,6 +23,10 @@ reserves:
     qwen3 (qwen3)                             src/models/qwen3.cpp llama_model_qwen3::graph
     qwen3moe (qwen3_moe)                      src/models/qwen3moe.cpp llama_model_qwen3moe::graph
     gemma3 (gemma3_text)                      src/models/gemma3.cpp llama_model_gemma3::graph<iswa>
+    gemma2 (gemma2: both softcaps)            src/models/gemma2.cpp llama_model_gemma2::graph
+    phi3 (phi3: fused attn_qkv and ffn_up)    src/models/phi3.cpp llama_model_phi3::graph<false>
+(gemma2, gemma3 and phi3 in kvmem.engines.llamacpp.graphs_gemma_phi3, whose docstring has their
+details; mistral's and phi3's sliding_window is ignored as llama.cpp ignores it: one full cache),
 with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
 unused inp_embd input, both kept by ggml_build_forward_select), build_inp_out_ids (always built,
 even when every token is an output), build_norm, build_qkv (separate Q/K/V), build_ffn (SiLU,
@@ -57,11 +61,11 @@ tests/engines/test_llamacpp_compute.py pins these (the six presets' configs map 
 graphs), twelve random cases, three with several sequences and three gemma3 ones.
 The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
 
-Gemma3 needs the sliding-window cache's cells per stream (``swa_cells``: plan.swa_cells, which
-follows swa_full); without them it gets the estimate. Not covered, so not exact: other families
-(gemma2 and older gemma, other sliding-window or chunked caches, MLA, recurrent layers, fused
-QKV, o_proj or MLP biases, per-layer widths, shared experts, gemma3's optional final logit
-softcap) get ``estimate_bytes``, returned with ``exact=False`` and a note saying it is an
+Gemma2 and gemma3 need the sliding-window cache's cells per stream (``swa_cells``: plan.swa_cells,
+which follows swa_full); without them they get the estimate. Not covered, so not exact: other
+families (older gemma, other sliding-window or chunked caches, MLA, recurrent layers, fused QKV
+outside phi3, o_proj or MLP biases, per-layer widths, shared experts) get ``estimate_bytes``,
+returned with ``exact=False`` and a note saying it is an
 estimate; so does every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
 ``llamacpp_compute_bytes``, kept because it reproduces the published CUDA logs; the CUDA graph
 is not transcribed: its inputs stay on the host, and ggml-cuda.cu's buffer type aligns to 128
@@ -77,6 +81,7 @@ from dataclasses import dataclass
 
 from .ggml_graph import TYPES, gallocr_size
 from .graphs import GraphShape, Pass, build
+from .graphs_gemma_phi3 import build_gemma_phi3
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
@@ -84,7 +89,9 @@ __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "grap
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
 # kvmem model_type -> llama.cpp graph (GGUF arch)
 FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-            "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3"}
+            "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3"}
+ISWA = ("gemma2", "gemma3")           # an iSWA cache: sliding layers read their own cells
+NO_WINDOW = ("llama", "phi3")         # sliding_window ignored: the llama graph reads none, phi3 disables it
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 
@@ -102,10 +109,10 @@ def graph_shape(model) -> GraphShape | None:
     """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
     arch = FAMILIES.get(model.model_type)
     layers = model.layers
-    kinds = ("full", "sliding") if arch == "gemma3" else ("full",)
+    kinds = ("full", "sliding") if arch in ISWA + NO_WINDOW else ("full",)
     if arch is None or not layers or any(str(layer.kind) not in kinds for layer in layers):
         return None
-    if arch != "gemma3" and any(layer.window for layer in layers):
+    if arch not in ISWA + NO_WINDOW and any(layer.window for layer in layers):
         return None
     first = layers[0]
     if any((layer.kv_heads, layer.head_dim_k, layer.head_dim_v) != (first.kv_heads, first.head_dim_k,
@@ -120,11 +127,13 @@ def graph_shape(model) -> GraphShape | None:
         return None
     config = model.config or {}
     names = [t.name for t in getattr(model.checkpoint, "tensors", None) or ()]
-    if config.get("attention_bias") or config.get("mlp_bias") or any("attn_qkv" in n for n in names):
-        return None         # fused QKV, o_proj and MLP biases are not transcribed
-    if config.get("final_logit_softcapping"):
-        return None         # gemma3's optional softcap of the logits is not transcribed
-    if any(n.endswith(".bias") and not n.endswith(QKV_BIASES) for n in names):
+    fused_qkv = any("attn_qkv" in n for n in names) if names else arch == "phi3"
+    if config.get("attention_bias") or config.get("mlp_bias") or (fused_qkv and arch != "phi3"):
+        return None         # o_proj and MLP biases, and fused QKV outside phi3, are not transcribed
+    if config.get("final_logit_softcapping") and arch not in ISWA:
+        return None
+    if any(n.endswith(".bias") and not n.endswith(QKV_BIASES) for n in names) or (fused_qkv and any(
+            n.endswith(".bias") for n in names)):
         return None
     qkv_bias = arch == "qwen2" if not names else any(n.endswith(QKV_BIASES) for n in names)
     return GraphShape(arch=arch, n_layer=len(layers), n_embd=model.hidden_size, n_head=model.num_attention_heads,
@@ -132,7 +141,9 @@ def graph_shape(model) -> GraphShape | None:
                       n_ff=0 if moe else facts.intermediate_size, n_vocab=facts.vocab_size,
                       n_expert=moe.experts if moe else 0, n_expert_used=moe.top_k if moe else 0,
                       n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0, qkv_bias=qkv_bias,
-                      swa=tuple(str(layer.kind) == "sliding" for layer in layers) if arch == "gemma3" else ())
+                      swa=tuple(str(layer.kind) == "sliding" for layer in layers) if arch in ISWA else (),
+                      final_softcap=arch == "gemma2" or bool(config.get("final_logit_softcapping")),
+                      fused_qkv=fused_qkv)
 
 
 def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16",
@@ -146,8 +157,9 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     pp_tokens = -(-n_ubatch // n_seq) * n_seq          # llama_context::graph_reserve
-    pp = build(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
-    tg = build(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
+    pp = build_(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    tg = build_(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
@@ -166,7 +178,8 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
                                          swa_cells=swa_cells, alignment=alignment), True)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
-                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3 and qwen3_moe)")
+                         "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
+                         "gemma2, gemma3 and phi3)")
 
 
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
 
-__all__ = ["GraphShape", "Pass", "build"]
+__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn"]
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -20,9 +20,10 @@ QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
 
 @dataclass(frozen=True)
 class GraphShape:
-    """The widths llama.cpp's llama / qwen2 / qwen3 / qwen3moe / gemma3 graphs are built from (GGUF hparams)."""
+    """The widths llama.cpp's llama / qwen2 / qwen3 / qwen3moe / gemma2 / gemma3 / phi3 graphs are built
+    from (GGUF hparams)."""
 
-    arch: str               # "llama", "qwen2", "qwen3", "qwen3moe" or "gemma3"
+    arch: str               # "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3" or "phi3"
     n_layer: int
     n_embd: int
     n_head: int
@@ -34,7 +35,9 @@ class GraphShape:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     qkv_bias: bool = False  # Q, K, V biases (qwen2; create_tensor_qkv's optional wq_b/wk_b/wv_b)
-    swa: tuple = ()         # per layer: a sliding-window layer of the iSWA cache (gemma3)
+    swa: tuple = ()         # per layer: a sliding-window layer of the iSWA cache (gemma2, gemma3)
+    final_softcap: bool = False     # tanh softcap of the logits (gemma2 always, gemma3 when set)
+    fused_qkv: bool = False         # one attn_qkv weight (phi3): Q, K, V are views of its product
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,9 @@ class Pass:
 
 
 def build(s: GraphShape, p: Pass) -> Graph:
-    """The graph llama.cpp builds for one reserve of ``p``."""
-    return _gemma3(s, p) if s.arch == "gemma3" else _graph(s, p)
+    """The graph llama.cpp builds for one reserve of ``p``: llama, qwen2, qwen3, qwen3moe (gemma2,
+    gemma3 and phi3: kvmem.engines.llamacpp.graphs_gemma_phi3.build_gemma_phi3)."""
+    return _graph(s, p)
 
 
 def _hadamard(g: Graph, cur, rot):
@@ -81,7 +85,7 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
     tokens = g.input("i32", n_tokens)
     embd = g.input("f32", s.n_embd, n_tokens)
     pos = g.input("i32", n_tokens)
-    attn_inputs = _attn_inputs(g, p, s, p.n_kv)
+    inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
 
     inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
@@ -101,14 +105,14 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
         if s.arch in QK_NORM:
             k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
         k = g.dup("ROPE", k, pos)
-        cur = _attention(g, q, k, v, attn_inputs, p, s, p.n_kv)
+        cur = attention(g, q, k, v, inputs, p, s, p.n_kv)
         cur = g.mul_mat(g.weight(n_head * hd, s.n_embd), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_sa = g.get_rows(inp_sa, out_ids)
         ffn_inp = g.dup("ADD", cur, inp_sa)
         cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd))
-        cur = _moe(g, cur, s) if s.n_expert else _ffn(g, cur, s)
+        cur = _moe(g, cur, s) if s.n_expert else ffn(g, cur, s)
         inp_l = g.dup("ADD", cur, ffn_inp)
     norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
     logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), norm)
@@ -118,7 +122,7 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
     return g
 
 
-def _attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
+def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     """One cache's inputs: build_input_k_idxs/v_idxs, build_attn_inp_kq_mask, build_input_k_rot/v_rot."""
     hd, n_tokens = s.head_dim, p.n_tokens
     k_idxs = g.input("i64", n_tokens)
@@ -129,7 +133,7 @@ def _attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     return k_idxs, v_idxs, mask, k_rot, v_rot
 
 
-def _attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool = False):
+def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool = False):
     """build_attn (KV cache; the iSWA one expands Q, K, V in that order, the plain one Q, V, K) and
     build_attn_mha; the cache holds p.n_stream streams of n_kv cells (llama_kv_cache::cpy_k, cpy_v,
     get_k, get_v)."""
@@ -149,8 +153,9 @@ def _attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool
     if p.fa:
         v_dst = g.reshape(v_cache, n_gqa, n_kv * ns) if ns > 1 else v_cache
         g.expand(g.set_rows(v_dst, g.view(v, (n_gqa, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
-    else:
-        v_cur = g.reshape(g.reshape(v, n_gqa, n_tokens), 1, n_gqa * n_tokens)
+    else:       # cpy_v: a V that is a view of a fused QKV product (phi3) is copied to be contiguous
+        v_2d = g.reshape(v, n_gqa, n_tokens) if v.nb[2] == v.nb[0] * n_gqa else g.cont(v, n_gqa, n_tokens)
+        v_cur = g.reshape(v_2d, 1, n_gqa * n_tokens)
         g.expand(g.set_rows(g.reshape(v_cache, 1, v_cache.nelements()), v_cur, v_idxs))
     rk, rv = _row(p.type_k), _row(p.type_v)
     kv = g.view(k_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_k][1], rk(hd), rk(n_gqa), rk(n_gqa * n_kv)))
@@ -170,7 +175,10 @@ def _attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool
         cur = g.flash_attn_ext(qp, kp, vp, mask)
         cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
     else:
-        kq = g.dup("SOFT_MAX", g.mul_mat(kp, qp), mask)
+        kq = g.mul_mat(kp, qp)
+        if s.arch == "gemma2":      # hparams.attn_soft_cap: scale, tanh, scale (flash attention: a parameter)
+            kq = g.dup("SCALE", g.dup("UNARY", g.dup("SCALE", kq)))
+        kq = g.dup("SOFT_MAX", kq, mask)
         kqv = g.mul_mat(vp, kq)
         cur = g.permute(kqv, 0, 2, 1, 3)
         cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
@@ -178,52 +186,6 @@ def _attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool
     if v_rot is not None:
         cur = _hadamard(g, cur, v_rot)
     return cur
-
-
-def _gemma3(s: GraphShape, p: Pass) -> Graph:
-    """src/models/gemma3.cpp llama_model_gemma3::graph<iswa>: embeddings scaled by sqrt(n_embd),
-    RMS-normed Q and K, Q scaled after RoPE, norms after attention and after the FFN, GELU with a
-    parallel gate; sliding-window layers read the iSWA cache's SWA part (build_attn_inp_kv_iswa: a
-    second set of indices, mask and rotations over p.n_kv_swa cells)."""
-    g = Graph()
-    hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
-    n_gqa = hd * n_head_kv
-    tokens = g.input("i32", n_tokens)
-    embd = g.input("f32", e, n_tokens)
-    pos = g.input("i32", n_tokens)
-    base, swa = _attn_inputs(g, p, s, p.n_kv), _attn_inputs(g, p, s, p.n_kv_swa)
-    out_ids = g.input("i32", p.n_outputs)
-
-    def norm(x, width=e):
-        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width))
-
-    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
-    g.expand(inp)
-    g.expand(embd)
-    inp_l = g.dup("SCALE", inp)
-    for il in range(s.n_layer):
-        cur = norm(inp_l)
-        q = g.reshape(g.mul_mat(g.weight(e, n_head * hd), cur), hd, n_head, n_tokens)
-        k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
-        v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
-        q = g.dup("SCALE", g.dup("ROPE", norm(q, hd), pos))
-        k = g.dup("ROPE", norm(k, hd), pos)
-        sliding = s.swa[il]
-        cur = _attention(g, q, k, v, swa if sliding else base, p, s, p.n_kv_swa if sliding else p.n_kv,
-                         iswa=any(s.swa))
-        cur = g.mul_mat(g.weight(n_head * hd, e), cur)
-        if il == s.n_layer - 1:
-            cur = g.get_rows(cur, out_ids)
-            inp_l = g.get_rows(inp_l, out_ids)
-        sa_out = g.dup("ADD", norm(cur), inp_l)
-        cur = norm(_ffn(g, norm(sa_out), s))
-        inp_l = g.dup("ADD", cur, sa_out)
-    out = norm(inp_l)
-    logits = g.mul_mat(g.weight(e, s.n_vocab), out)
-    out.flags |= OUTPUT
-    logits.flags |= OUTPUT
-    g.expand(logits)
-    return g
 
 
 def _linear(g, cur, width, bias):
@@ -237,7 +199,7 @@ def _row(type_):
     return lambda n: size * n // block
 
 
-def _ffn(g, cur, s):
+def ffn(g, cur, s):
     """build_ffn: SiLU with a parallel gate."""
     up = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
     gate = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)

@@ -1,0 +1,132 @@
+"""llama.cpp's gemma2, gemma3 and phi3 forward graphs, node by node (kvmem.engines.llamacpp.graphs
+has the llama / qwen graphs and the attention they share).
+
+Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098):
+
+    gemma2  src/models/gemma2.cpp llama_model_gemma2::graph: embeddings scaled by sqrt(n_embd),
+            separate Q/K/V, Q scaled after RoPE, the iSWA cache (build_attn_inp_kv_iswa; every
+            other layer sliding, load_swa_pattern(ml, 2)), norms after attention and after the
+            FFN, GELU with a parallel gate (ggml_geglu_split), and two softcaps: of the
+            attention scores (hparams.attn_soft_cap, llama-graph.cpp build_attn_mha: without
+            flash attention scale, tanh, scale before the softmax; with it a parameter of
+            ggml_flash_attn_ext, no node) and of the logits (always: scale, tanh, scale after
+            the lm_head, f_final_logit_softcapping 30 unless the GGUF says otherwise);
+    gemma3  src/models/gemma3.cpp llama_model_gemma3::graph<iswa>: gemma2's graph with RMS-normed
+            Q and K (attn_q_norm / attn_k_norm) before RoPE, no attention softcap, the logit
+            softcap only when the GGUF sets final_logit_softcapping (0 by default);
+    phi3    src/models/phi3.cpp llama_model_phi3::graph<false> (phi3's sliding window is disabled
+            in load_arch_hparams: one full-size cache, build_attn_inp_kv): a fused attn_qkv
+            (llama-graph.cpp build_qkv, the fused path: Q, K and V are ggml_view_3d of one
+            product, so RoPE copies Q and K out of it and, without flash attention,
+            llama-kv-cache.cpp cpy_v copies V with ggml_cont_2d), Q scaled after RoPE, a fused
+            ffn_up of 2 x n_ff (build_ffn LLM_FFN_SWIGLU, LLM_FFN_SEQ: ggml_swiglu of the one
+            product, half as wide), residual adds, no biases.
+"""
+
+from __future__ import annotations
+
+from .ggml_graph import OUTPUT, Graph, Tensor
+from .graphs import GraphShape, Pass, attention, attn_inputs, ffn
+
+__all__ = ["build_gemma_phi3"]
+
+
+def build_gemma_phi3(s: GraphShape, p: Pass) -> Graph:
+    """The graph llama.cpp builds for one reserve of ``p`` (``s.arch`` gemma2, gemma3 or phi3)."""
+    return _phi3(s, p) if s.arch == "phi3" else _gemma(s, p)
+
+
+def _inputs(g: Graph, s: GraphShape, p: Pass):
+    """build_inp_embd (token ids and the unused inp_embd), build_inp_pos."""
+    return g.input("i32", p.n_tokens), g.input("f32", s.n_embd, p.n_tokens), g.input("i32", p.n_tokens)
+
+
+def _logits(g: Graph, s: GraphShape, out: Tensor) -> Graph:
+    """The lm_head, the optional logit softcap (scale, tanh, scale); result_norm and result_output are outputs."""
+    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), out)
+    if s.final_softcap:
+        logits = g.dup("SCALE", g.dup("UNARY", g.dup("SCALE", logits)))
+    out.flags |= OUTPUT
+    logits.flags |= OUTPUT
+    g.expand(logits)
+    return g
+
+
+def _gemma(s: GraphShape, p: Pass) -> Graph:
+    """llama_model_gemma2::graph and llama_model_gemma3::graph<iswa> (module docstring)."""
+    g = Graph()
+    hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
+    n_gqa = hd * n_head_kv
+    tokens, embd, pos = _inputs(g, s, p)
+    base, swa = attn_inputs(g, p, s, p.n_kv), attn_inputs(g, p, s, p.n_kv_swa)
+    out_ids = g.input("i32", p.n_outputs)
+
+    def norm(x, width=e):
+        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width))
+
+    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
+    g.expand(inp)
+    g.expand(embd)
+    inp_l = g.dup("SCALE", inp)
+    for il in range(s.n_layer):
+        cur = norm(inp_l)
+        q = g.reshape(g.mul_mat(g.weight(e, n_head * hd), cur), hd, n_head, n_tokens)
+        k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+        v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+        if s.arch == "gemma3":
+            q, k = norm(q, hd), norm(k, hd)
+        q = g.dup("SCALE", g.dup("ROPE", q, pos))
+        k = g.dup("ROPE", k, pos)
+        sliding = s.swa[il]
+        cur = attention(g, q, k, v, swa if sliding else base, p, s, p.n_kv_swa if sliding else p.n_kv,
+                         iswa=any(s.swa))
+        cur = g.mul_mat(g.weight(n_head * hd, e), cur)
+        if il == s.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_l = g.get_rows(inp_l, out_ids)
+        sa_out = g.dup("ADD", norm(cur), inp_l)
+        cur = norm(ffn(g, norm(sa_out), s))
+        inp_l = g.dup("ADD", cur, sa_out)
+    return _logits(g, s, norm(inp_l))
+
+
+def _phi3(s: GraphShape, p: Pass) -> Graph:
+    """llama_model_phi3::graph<false> (module docstring); separate Q/K/V when the GGUF has them."""
+    g = Graph()
+    hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
+    n_q, n_gqa = hd * n_head, hd * n_head_kv
+    tokens, embd, pos = _inputs(g, s, p)
+    inputs = attn_inputs(g, p, s, p.n_kv)
+    out_ids = g.input("i32", p.n_outputs)
+
+    def norm(x):
+        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(e))
+
+    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
+    g.expand(inp)
+    g.expand(embd)
+    inp_l = inp
+    for il in range(s.n_layer):
+        residual = inp_l
+        cur = norm(inp_l)
+        if s.fused_qkv:         # build_qkv, fused: ggml_view_3d of the one product
+            qkv = g.mul_mat(g.weight(e, n_q + 2 * n_gqa), cur)
+            q, k, v = (g.view(qkv, (hd, heads, n_tokens), (qkv.nb[0], qkv.nb[0] * hd, qkv.nb[1]))
+                       for heads in (n_head, n_head_kv, n_head_kv))
+        else:
+            q = g.reshape(g.mul_mat(g.weight(e, n_q), cur), hd, n_head, n_tokens)
+            k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+            v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+        q = g.dup("SCALE", g.dup("ROPE", q, pos))
+        k = g.dup("ROPE", k, pos)
+        cur = attention(g, q, k, v, inputs, p, s, p.n_kv)
+        cur = g.mul_mat(g.weight(n_q, e), cur)
+        if il == s.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            residual = g.get_rows(residual, out_ids)
+        residual = g.dup("ADD", cur, residual)
+        up = g.mul_mat(g.weight(e, 2 * s.n_ff), norm(residual))
+        swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)     # ggml_swiglu: half as wide
+        cur = g.mul_mat(g.weight(s.n_ff, e), swiglu)
+        inp_l = g.dup("ADD", residual, cur)
+    return _logits(g, s, norm(inp_l))
