@@ -1,7 +1,8 @@
 """llama.cpp's own model, KV and compute buffers as the judge of kvmem.engines.llamacpp.placement.
 
 Each case writes a small GGUF of random shape (llama dense, llama with experts as Mixtral's GGUFs,
-qwen2 with Q/K/V biases, qwen3 dense, qwen3moe, gemma3 with its sliding-window layers; layers,
+qwen2 with Q/K/V biases, qwen3 dense, qwen3moe, gemma3 with its sliding-window layers, gemma2 (every
+other layer sliding, both softcaps), phi3 (fused attn_qkv or separate Q/K/V, fused ffn_up); layers,
 widths, heads, experts, ggml types per tensor, tied or untied output all drawn from a seeded
 random.Random), sparse on disk, loads it for real (no ``no_alloc``: llama.cpp's dry run prints
 0.00 MiB for every buffer) on this CPU-only build with mmap on or off and no extra CPU buffer
@@ -38,8 +39,9 @@ _GGML = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0":
 # every type llama.cpp's -ctk / -ctv take (common/arg.cpp kv_cache_types)
 _CACHE_TYPES = ("f16", "q8_0", "f32", "q4_0", "bf16", "q4_1", "q5_0", "q5_1", "iq4_nl")
 # llama dense, llama with experts (Mixtral's GGUFs), qwen2 (Q/K/V biases), qwen3 dense (Q/K norms), qwen3moe,
-# gemma3 (sliding-window layers: an iSWA cache)
-_KINDS = ("llama", "llama-moe", "qwen2", "qwen3", "qwen3moe", "gemma3")
+# gemma3 (sliding-window layers: an iSWA cache), gemma2 (every other layer sliding, both softcaps), phi3 (a fused
+# attn_qkv, or separate Q/K/V, and a fused ffn_up of 2 x n_ff)
+_KINDS = ("llama", "llama-moe", "qwen2", "qwen3", "qwen3moe", "gemma3", "gemma2", "phi3")
 
 
 def random_spec(seed: int) -> dict:
@@ -50,7 +52,7 @@ def random_spec(seed: int) -> dict:
     n_embd = 256 * rng.randint(1, 4)
     head_dim = rng.choice((64, 128))
     n_head = rng.choice((2, 4, 8))
-    if kind == "qwen2":         # its attention is n_embd wide (llama_model_qwen2::load_arch_tensors)
+    if kind in ("qwen2", "phi3"):       # attention n_embd wide (llama_model_qwen2/phi3::load_arch_tensors)
         n_head = n_embd // head_dim
     n_head_kv = rng.choice([h for h in (1, 2, 4, 8) if n_head % h == 0])
     spec = dict(arch="llama" if kind == "llama-moe" else kind, n_layer=rng.randint(1, 6), n_embd=n_embd,
@@ -62,6 +64,9 @@ def random_spec(seed: int) -> dict:
     spec["n_expert_used"] = rng.choice((1, 2)) if moe else 0
     if kind == "gemma3":        # every sixth layer global (llama_model_gemma3::load_arch_hparams)
         spec.update(n_layer=rng.choice((2, 6, 7, 13)), n_swa=rng.choice((64, 128, 512, 1024)))
+    if kind == "gemma2":        # every other layer sliding (load_swa_pattern(ml, 2)); output = token_embd
+        spec.update(n_layer=rng.randint(1, 6), n_swa=rng.choice((64, 128, 512, 1024)), tied=True)
+    spec["fused_qkv"] = kind == "phi3" and rng.random() < 0.75
     spec["tensors"] = _tensors(spec, rng)
     spec["context"] = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((32, 128, 512)),
                            flash_attn=rng.choice((0, 1)), type_k=rng.choice(_CACHE_TYPES),
@@ -83,10 +88,14 @@ def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
     out = [("token_embd.weight", (e, s["n_vocab"]))]
     for i in range(s["n_layer"]):
         b = f"blk.{i}."
-        out += [(b + "attn_norm.weight", (e,)), (b + "attn_q.weight", (e, s["n_head"] * hd)),
-                (b + "attn_k.weight", (e, s["n_head_kv"] * hd)), (b + "attn_v.weight", (e, s["n_head_kv"] * hd)),
-                (b + "attn_output.weight", (s["n_head"] * hd, e)), (b + "ffn_norm.weight", (e,))]
-        if s["arch"] == "gemma3":
+        out.append((b + "attn_norm.weight", (e,)))
+        if s.get("fused_qkv"):
+            out.append((b + "attn_qkv.weight", (e, (s["n_head"] + 2 * s["n_head_kv"]) * hd)))
+        else:
+            out += [(b + "attn_q.weight", (e, s["n_head"] * hd)), (b + "attn_k.weight", (e, s["n_head_kv"] * hd)),
+                    (b + "attn_v.weight", (e, s["n_head_kv"] * hd))]
+        out += [(b + "attn_output.weight", (s["n_head"] * hd, e)), (b + "ffn_norm.weight", (e,))]
+        if s["arch"] in ("gemma2", "gemma3"):
             out += [(b + "post_attention_norm.weight", (e,)), (b + "post_ffw_norm.weight", (e,))]
         if s["arch"] == "qwen2":
             out += [(b + "attn_q.bias", (s["n_head"] * hd,)), (b + "attn_k.bias", (s["n_head_kv"] * hd,)),
@@ -97,6 +106,8 @@ def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
             n, f = s["n_expert"], s["n_ff_exp"]
             out += [(b + "ffn_gate_inp.weight", (e, n)), (b + "ffn_gate_exps.weight", (e, f, n)),
                     (b + "ffn_down_exps.weight", (f, e, n)), (b + "ffn_up_exps.weight", (e, f, n))]
+        elif s["arch"] == "phi3":      # ffn_up holds gate and up: 2 x n_ff (llama_model_phi3::load_arch_tensors)
+            out += [(b + "ffn_down.weight", (s["n_ff"], e)), (b + "ffn_up.weight", (e, 2 * s["n_ff"]))]
         else:
             f = s["n_ff"]
             out += [(b + "ffn_gate.weight", (e, f)), (b + "ffn_down.weight", (f, e)), (b + "ffn_up.weight", (e, f))]
@@ -123,8 +134,11 @@ def write_spec(spec: dict, path: str) -> None:
     writer.add_rope_dimension_count(spec["head_dim"])
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_vocab_size(spec["n_vocab"])
-    if arch == "gemma3":
+    if arch in ("gemma2", "gemma3"):
         writer.add_sliding_window(spec["n_swa"])
+    if arch == "gemma2":        # conversion/gemma.py Gemma2Model (the values change no buffer)
+        writer.add_attn_logit_softcapping(50.0)
+        writer.add_final_logit_softcapping(30.0)
     writer.add_tokenizer_model("none")
     if spec["n_expert"]:
         writer.add_expert_count(spec["n_expert"])

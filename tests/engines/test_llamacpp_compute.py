@@ -1,7 +1,8 @@
 """kvmem.engines.llamacpp.compute: llama.cpp's CPU compute buffer, pinned to values llama.cpp itself
 printed (llama-cpp-python 0.3.36, "CPU compute buffer size is %.4f MiB" when the context is freed;
 the GGUFs as kvmem/oracles/llamacpp_buffers.py writes them, sparse, Q4_0 weights for the two real
-shapes). The oracle (tests/oracles/test_llamacpp_buffers_oracle.py) checks 200 random GGUFs."""
+shapes; real-shape presets under no_alloc print two decimals only). The oracle
+(tests/oracles/test_llamacpp_buffers_oracle.py) checks 200 random GGUFs."""
 
 import pytest
 
@@ -150,6 +151,66 @@ def test_presets_equal_llamacpp(preset, n_ctx, n_ubatch, flash_attn, cache, prin
     got = llamacpp_compute_buffer(preset, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=cache,
                                   type_v=cache, backend="cpu")
     assert got.exact and mib4(got.bytes) == printed
+
+
+SWA2 = {n: tuple(i % 2 == 0 for i in range(n)) for n in (1, 6)}       # gemma2: every other layer sliding
+
+
+@pytest.mark.parametrize("shape, kw, nbytes, printed", [
+    # gemma2 (random GGUFs of the oracle, seeds 159, 92, 0, 130): the attention softcap's scale,
+    # tanh, scale without flash attention; the logits' softcap always
+    (GraphShape("gemma2", 4, 512, 2, 1, 128, 256, 512, swa=SWA2[6][:4], final_softcap=True),
+     dict(n_kv=4096, swa_cells=768, n_ubatch=512, flash_attn=False, type_k="q4_0", n_outputs=4096),
+     30_554_112, "29.1387"),
+    (GraphShape("gemma2", 1, 768, 8, 8, 64, 1280, 256, swa=SWA2[1], final_softcap=True),
+     dict(n_kv=512, swa_cells=512, n_ubatch=512, flash_attn=False, type_k="q5_0", n_outputs=512),
+     17_328_128, "16.5254"),
+    (GraphShape("gemma2", 5, 1024, 4, 4, 64, 768, 2048, swa=SWA2[6][:5], final_softcap=True),
+     dict(n_kv=4096, swa_cells=768, n_ubatch=512, flash_attn=True, type_k="f16", type_v="iq4_nl", n_outputs=4096,
+          kv_unified=True),
+     15_521_792, "14.8027"),
+    (GraphShape("gemma2", 3, 768, 8, 8, 128, 512, 1000, swa=SWA2[6][:3], final_softcap=True),
+     dict(n_kv=1024, swa_cells=256, n_ubatch=32, flash_attn=False, type_k="iq4_nl", n_outputs=4096, n_seq=4),
+     2_392_960, "2.2821"),
+    # phi3 (seeds 83, 112, 106, 27): a fused attn_qkv (V copied out of it without flash attention)
+    # and a fused ffn_up; seed 27 has separate Q/K/V
+    (GraphShape("phi3", 1, 1024, 16, 8, 64, 1536, 256, fused_qkv=True),
+     dict(n_kv=1024, n_ubatch=512, flash_attn=False, type_k="q5_1", n_outputs=1000), 50_358_272, "48.0254"),
+    (GraphShape("phi3", 3, 768, 6, 1, 128, 1280, 512, fused_qkv=True),
+     dict(n_kv=4096, n_ubatch=512, flash_attn=True, type_k="q5_0", type_v="bf16", n_outputs=4096, kv_unified=True),
+     16_857_088, "16.0762"),
+    (GraphShape("phi3", 1, 256, 2, 2, 128, 1024, 512, fused_qkv=True),
+     dict(n_kv=1536, n_ubatch=512, flash_attn=False, type_k="f32", n_outputs=4096, n_seq=3),
+     12_092_512, "11.5323"),
+    (GraphShape("phi3", 1, 768, 6, 1, 128, 1280, 1000),
+     dict(n_kv=256, n_ubatch=256, flash_attn=True, type_k="q5_0", type_v="q5_1", n_outputs=256, n_seq=2,
+          kv_unified=True),
+     5_987_328, "5.7100"),
+])
+def test_gemma2_and_phi3_equal_llamacpp(shape, kw, nbytes, printed):
+    got = graph_bytes(shape, **kw)
+    assert got == nbytes and mib4(got) == printed
+
+
+@pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, swa_cells, printed", [
+    # GGUFs of the presets' shapes (Q4_0, sparse) loaded with no_alloc, f16 cache, swa_full off: the
+    # printed "CPU compute buffer size" (two decimals; no_alloc prints no four-decimal line)
+    ("gemma-2-9b", 8192, 512, False, 4608, "514.00"),
+    ("gemma-2-9b", 4096, 2048, True, 4096, "2056.01"),
+    ("gemma-2-2b", 16384, 1024, True, 5120, "1018.00"),
+    ("gemma-3-1b", 32768, 1024, True, 1536, "1033.00"),
+    ("phi-4", 8192, 512, False, None, "691.01"),
+    ("phi-4", 16384, 512, True, None, "216.00"),
+    ("phi-3-mini-4k", 4096, 1024, True, None, "181.28"),
+    ("phi-3-medium-4k", 4096, 512, False, None, "363.01"),
+    # mistral-7b-v0.1's sliding_window: not in its GGUF (llama arch), one full-size cache
+    ("mistral-7b-v0.1", 8192, 512, False, None, "572.01"),
+    ("mistral-7b-v0.1", 32768, 512, True, None, "148.01"),
+])
+def test_gemma_phi_mistral_presets_equal_llamacpp(preset, n_ctx, n_ubatch, flash_attn, swa_cells, printed):
+    got = llamacpp_compute_buffer(preset, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=flash_attn, swa_cells=swa_cells,
+                                  backend="cpu")
+    assert got.exact and f"{got.bytes / 1048576.0:.2f}" == printed
 
 
 def test_cuda_keeps_the_estimate_that_reproduces_the_published_logs():

@@ -1,6 +1,7 @@
 """kvmem's llama.cpp model, KV and compute buffers against llama.cpp's own (llama-cpp-python 0.3.36).
 
-200 random GGUFs (llama dense, llama with experts, qwen2, qwen3 dense, qwen3moe, gemma3; random
+200 random GGUFs (llama dense 23, llama with experts 30, qwen2 23, qwen3 dense 31, qwen3moe 20, gemma3
+22, gemma2 22, phi3 29 (24 with a fused attn_qkv, 5 with separate Q/K/V); random
 widths, layers, experts, a random ggml type per weight, tied or untied output, mmap on or off;
 n_ctx, n_ubatch, flash attention on or off, every K/V cache type -ctk/-ctv take, 1-4 sequences
 with a stream each or unified, swa_full on or off), each loaded for real on this CPU-only build:
@@ -8,7 +9,7 @@ the "CPU_Mapped model buffer size" / "CPU model buffer size", "CPU KV buffer siz
 cache) and "CPU compute buffer size" lines must equal kvmem's bytes printed the same way, and the
 compute buffer also to the four decimals llama.cpp prints when the context is freed
 (kvmem.engines.llamacpp.compute: llama.cpp's graphs allocated as ggml-alloc allocates them).
-About 35-70 s (two shared cores).
+About 35-70 s (two shared cores; 35 s measured with the eight kinds).
 """
 
 from tests.oracles.conftest import require

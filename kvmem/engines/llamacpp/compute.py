@@ -44,8 +44,8 @@ result_output) are never freed (llm_graph_result::set_outputs).
 
 Measured (llama-cpp-python 0.3.36, this CPU-only build): equal to the printed "CPU compute
 buffer size" and to the four decimals ~llama_context prints, for
-  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 30-65 s):
-    llama dense 37, llama with experts 37, qwen2 31, qwen3 dense 34, qwen3moe 40, gemma3 21
+  - the oracle's 200 random GGUFs (tests/oracles/test_llamacpp_buffers_oracle.py, about 30-65 s),
+    with its first six kinds: llama dense 37, llama with experts 37, qwen2 31, qwen3 dense 34, qwen3moe 40, gemma3 21
     (2-13 layers, sliding window 64-1024, swa_full off 13 / on 8); 1-13 layers, n_ctx 256-4096,
     n_ubatch 32-512, flash attention on 105 and off 95, K any of the nine types -ctk takes
     (common/arg.cpp kv_cache_types), V the same choices with flash attention (f16 without),
@@ -55,10 +55,19 @@ buffer size" and to the four decimals ~llama_context prints, for
     60 with 2-8 sequences and n_ubatch 1, 3, 32, 100 or 512 (the prompt graph's tokens rounded
     up to a multiple of the sequences), 600 llama / qwen3 / qwen3moe with f16/f32/q8_0/q4_0
     caches: all equal;
+  - since gemma2 and phi3 joined the oracle's kinds (its 200 seeds: llama 23, llama with experts
+    30, qwen2 23, qwen3 31, qwen3moe 20, gemma3 22, gemma2 22, phi3 29 of which 5 with separate
+    Q/K/V; 200 of 200, about 35 s), 315 more gemma2 / phi3 GGUFs (seeds 200-1399 of those kinds)
+    with n_ubatch 1-2048 and n_ctx 256-8192 (300 and 3000 too): all equal; the presets' GGUFs
+    (tests/oracles/test_llamacpp_presets_oracle.py: all 31, gemma-2, gemma-3, phi-3/phi-4 and
+    mistral-7b-v0.1 among them, n_ctx 4096, flash attention on and off) and, with no_alloc, the
+    real shapes of gemma-2-9b, gemma-2-2b, gemma-3-1b, phi-4, phi-3-mini/medium-4k and
+    mistral-7b-v0.1 at n_ctx 4096-32768, n_ubatch 512-2048: to the printed MiB;
   - Llama-3-8B, Qwen2.5-7B, Qwen3-8B, Mixtral-8x7B and Qwen3-30B-A3B shapes at n_ctx 512-32768,
     n_ubatch 512/2048, f16/q8_0 caches: 25 of 25; Gemma-3-27B at 4096-32768: 4 of 4.
 tests/engines/test_llamacpp_compute.py pins these (the six presets' configs map to the same
-graphs), twelve random cases, three with several sequences and three gemma3 ones.
+graphs), twelve random cases, three with several sequences, three gemma3 ones, four gemma2 and
+four phi3 ones, and ten gemma / phi / mistral presets at real shapes.
 The CPU buffer type aligns to 32 bytes (ggml-impl.h TENSOR_ALIGNMENT).
 
 Gemma2 and gemma3 need the sliding-window cache's cells per stream (``swa_cells``: plan.swa_cells,
