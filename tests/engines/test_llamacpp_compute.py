@@ -236,6 +236,19 @@ def test_host_only_layout_takes_the_exact_cpu_buffer():
     assert lay.to_dict()["devices"][0]["compute_exact"] is True
 
 
+@pytest.mark.parametrize("preset, nbytes", [
+    # the layout sizes the sliding-window cache itself (plan.swa_cells, swa_full off) and hands it on;
+    # llama.cpp printed 514.00, 594.51, 691.01 and 572.01 MiB for GGUFs of these shapes at n_ctx 8192
+    ("gemma-2-9b", 538_970_112), ("gemma-3-27b", 623_392_768), ("phi-4", 724_576_256),
+    ("mistral-7b-v0.1", 599_795_712),
+])
+def test_host_only_layout_is_exact_for_gemma_phi3_and_mistral(preset, nbytes):
+    model = kvmem.get_model(preset)
+    tensors, _ = tensors_for(model, "q4_k_m")
+    lay = layout(model, tensors, n_gpu_layers=0, n_ctx=8192, flash_attn=False)
+    assert lay.compute_bytes["CPU"] == nbytes and lay.compute_exact["CPU"] is True
+
+
 def test_allocator_reuses_a_single_child_source_in_place():
     # RMS_NORM may run in place: the 32 B input's memory becomes the norm's, the product takes 64 B
     g = Graph()

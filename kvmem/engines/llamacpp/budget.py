@@ -6,8 +6,8 @@ from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules, StartupNumbers
 from .compute import llamacpp_compute_bytes
 from .entry import startup_cells
-from .plan import cells_of
-from .settings import DEFAULTS, LLAMA_MAX_SEQ, resolve_settings
+from .plan import run_plan
+from .settings import DEFAULTS, LLAMA_MAX_SEQ
 
 
 # ---- sizing: weights + KV + compute buffer --------------------------------------------------
@@ -16,8 +16,9 @@ from .settings import DEFAULTS, LLAMA_MAX_SEQ, resolve_settings
 # context (512 MiB, a typical value). The compute buffer is compute.llamacpp_compute_bytes: on a
 # GPU (this budget) the estimate that reproduces the published CUDA logs, on the CPU llama.cpp's
 # own graphs allocated as ggml-alloc does (exact for llama, mistral, mixtral, qwen2, qwen3,
-# qwen3_moe, gemma3). Flash attention, n_ubatch, n_batch and the cells per stream are the cache's own settings
-# (settings.resolve_settings, plan.cells_of), so the buffer and the cache never disagree.
+# qwen3_moe, gemma2, gemma3, phi3). Flash attention, n_ubatch, n_batch, the cells per stream and the
+# sliding-window cache's cells are the cache's own settings (plan.run_plan), so the buffer and the
+# cache never disagree.
 
 NON_TORCH_BYTES = 512 << 20
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None}
@@ -28,11 +29,10 @@ def _budget(req: BudgetRequest) -> Budget:
     act = req.activation_bytes
     if act is None:
         options = {**DEFAULTS, **req.engine_options, "n_ctx": None, "n_seq": None}
-        s = resolve_settings(req.model, tokens=req.context, batch=req.batch, kv_dtype=req.kv_dtype, tp=1,
-                             options=options)
-        n_ctx, n_ctx_seq, _, _, _ = cells_of(s)
-        act = llamacpp_compute_bytes(req.model, n_ctx=n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
-                                     cells_per_stream=n_ctx_seq)
+        s, plan, _ = run_plan(req.model, tokens=req.context, batch=req.batch, kv_dtype=req.kv_dtype, tp=1, pp=1,
+                              options=options)
+        act = llamacpp_compute_bytes(req.model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
+                                     cells_per_stream=plan.n_ctx_seq, swa_cells=plan.swa_cells)
     total = req.gpu.usable_memory_bytes
     # reserve: llama.cpp takes no memory fraction; the cache is sized by n_ctx and must fit in
     # what the weights, the compute buffers and the CUDA context leave

@@ -7,8 +7,8 @@ Memory of one set of flags (``layout``), per GPU and on the host:
     compute   compute.llamacpp_compute_buffer. Host only (no GPU holds a layer): the CPU buffer,
               llama.cpp's own prompt and one-token graphs allocated as ggml-alloc allocates them,
               equal to the printed "CPU compute buffer size" for llama / mistral / mixtral /
-              qwen2 / qwen3 / qwen3_moe / gemma3 (200 random GGUFs in
-              tests/oracles/test_llamacpp_buffers_oracle.py);
+              qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3 / phi3 (200 random GGUFs in
+              tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells);
               other families and older builds get the estimate, marked in ``compute_exact``.
               GPUs: an estimate on every GPU that holds a layer, the formula that reproduces the
               published CUDA logs (Llama-3-8B, Mistral-7B; tests/engines/test_llamacpp_logs.py),
