@@ -120,7 +120,6 @@ def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
 def write_spec(spec: dict, path: str) -> None:
     """The GGUF of ``spec``: real metadata, sparse (all-zero) data."""
     import gguf
-    import numpy as np
     arch = spec["arch"]
     writer = gguf.GGUFWriter(path, arch)
     writer.add_context_length(8192)
@@ -144,7 +143,16 @@ def write_spec(spec: dict, path: str) -> None:
         writer.add_expert_count(spec["n_expert"])
         writer.add_expert_used_count(spec["n_expert_used"])
         writer.add_expert_feed_forward_length(spec["n_ff_exp"])
-    for name, ne, type_name in spec["tensors"]:
+    write_sparse(writer, spec["tensors"])
+
+
+def write_sparse(writer, tensors) -> None:
+    """Add ``tensors`` ((name, ne, ggml type name), ne first as ggml counts) to a gguf.GGUFWriter
+    whose metadata is written, then the header and the tensor infos, and end the file where its
+    data would end: sparse on disk, all zeros."""
+    import gguf
+    import numpy as np
+    for name, ne, type_name in tensors:
         qtype = gguf.GGMLQuantizationType[type_name]
         block, size = gguf.GGML_QUANT_SIZES[qtype]
         count = 1
@@ -164,7 +172,9 @@ def write_spec(spec: dict, path: str) -> None:
 
 
 @functools.cache
-def _lib():
+def llama_lib():
+    """llama-cpp-python, initialised once, with every log line it prints collected in a list:
+    (the library, the lines, the callback kept alive)."""
     import llama_cpp as lib
     lines = []
 
@@ -178,7 +188,7 @@ def _lib():
 
 
 def _load(path: str, ctx: dict) -> dict:
-    lib, lines, _ = _lib()
+    lib, lines, _ = llama_lib()
     del lines[:]
     params = lib.llama_model_default_params()
     params.use_extra_bufts = False

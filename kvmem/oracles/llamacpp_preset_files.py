@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..catalog import get_model, list_models
 from ..model import Model
+from .llamacpp_buffers import write_sparse
 
 __all__ = ["ARCH", "FTYPES", "preset_cases", "write_gguf"]
 
@@ -71,7 +72,6 @@ def write_gguf(model: Model, weight_format: str, path: str, *, source: bool = Fa
     """Write ``model``'s GGUF in ``weight_format`` (kvmem's tensor list and types; ``source``: the
     F16/F32 file convert_hf_to_gguf.py writes, for the quantiser) to ``path``; returns the tensors."""
     import gguf
-    import numpy as np
     from ..engines.llamacpp.tensors import synthesised_tensors
 
     arch = ARCH[model.model_type]
@@ -113,22 +113,5 @@ def write_gguf(model: Model, weight_format: str, path: str, *, source: bool = Fa
     if arch == "gemma2":
         w.add_attn_logit_softcapping(float(_field(model, "attn_logit_softcapping", 50.0)))
         w.add_final_logit_softcapping(float(_field(model, "final_logit_softcapping", 30.0)))
-    for t in tensors:
-        type_name = _source_type(t.name, t.shape) if source else t.dtype
-        qtype = gguf.GGMLQuantizationType[type_name]
-        block, size = gguf.GGML_QUANT_SIZES[qtype]
-        count = 1
-        for x in t.shape:
-            count *= x
-        w.add_tensor_info(t.name, tuple(reversed(t.shape)), np.dtype(np.float32), count // block * size,
-                          raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    fout = w.fout[0]
-    fout.flush()
-    align = w.data_alignment
-    start = -(-fout.tell() // align) * align
-    fout.truncate(start + sum(-(-ti.nbytes // align) * align for ti in w.tensors[0].values()))
-    w.close()
+    write_sparse(w, [(t.name, t.shape, _source_type(t.name, t.shape) if source else t.dtype) for t in tensors])
     return list(tensors)

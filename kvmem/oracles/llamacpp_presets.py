@@ -52,6 +52,7 @@ import functools
 import os
 import re
 
+from .llamacpp_buffers import llama_lib
 from .llamacpp_preset_files import ARCH, FTYPES, preset_cases, write_gguf
 
 __all__ = ["ARCH", "FTYPES", "preset_cases", "write_gguf", "quantise_types", "load", "tensor_bytes",
@@ -69,24 +70,12 @@ DRY_RUN_LINE = re.compile(r"^\[ *\d+/ *\d+\] (\S+) +- \[([0-9, ]+)\], type = +(\
                           r"(?: -> +[0-9.]+ MiB \((\S+)\))?")
 
 
-@functools.cache
-def _lib():
-    import llama_cpp as lib
-    lines = []
-
-    @lib.llama_log_callback
-    def capture(_level, text, _user_data):
-        lines.append(text.decode("utf-8", errors="replace"))
-
-    lib.llama_log_set(capture, ctypes.c_void_p(0))
-    lib.llama_backend_init()
-    return lib, lines, capture
 
 
 def quantise_types(source_path: str, weight_format: str) -> dict[str, tuple[str, tuple]]:
     """{tensor name: (ggml type name, ne)} as llama.cpp's quantiser assigns them to the F16 source
     GGUF at ``source_path`` (llama_model_quantize, dry_run)."""
-    lib, lines, _ = _lib()
+    lib, lines, _ = llama_lib()
     del lines[:]
     params = lib.llama_model_quantize_default_params()
     params.ftype = FTYPES[weight_format]
@@ -111,9 +100,9 @@ def load(path: str, *, no_alloc: bool = False, n_ctx: int = 4096, n_ubatch: int 
     {"CPU_Mapped model": MiB, "CPU KV": [MiB per cache], "CPU compute": MiB, "CPU compute 4dp": str},
     "caches": [{"cache": "kv" | "non-SWA" | "SWA", "cells": N, "layers": [...], "size_mib": "%.2f"
     text of its "llama_kv_cache: size =" line}, ...] in llama.cpp's order}."""
-    lib, lines, _ = _lib()
+    lib, lines, _ = llama_lib()
     del lines[:]
-    lib.llama_log_set(_lib()[2], ctypes.c_void_p(0))
+    lib.llama_log_set(llama_lib()[2], ctypes.c_void_p(0))
     params = lib.llama_model_default_params()
     params.use_extra_bufts = False
     params.no_alloc = no_alloc
