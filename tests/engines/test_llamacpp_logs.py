@@ -217,7 +217,7 @@ def test_device_compute_buffer_within_tolerance(entry):
                  override_tensor=[tuple(o) for o in s.get("override_tensor", ())], n_ctx=s["n_ctx"],
                  n_ubatch=s.get("n_ubatch", 512), type_k=s.get("type_k", "f16"), type_v=s.get("type_v", "f16"),
                  flash_attn=s.get("flash_attn", False), mmap=s["mmap"], kv_offload=s.get("kv_offload", True),
-                 n_seq=s.get("n_seq", 1))
+                 n_seq=s.get("n_seq", 1), build=s.get("build"))
     for dev, printed in entry["printed"]["compute_mib"].items():
         if not dev.endswith("_Host"):
             got = buffer_mib(lay.compute_bytes[dev])

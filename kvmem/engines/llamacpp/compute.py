@@ -89,10 +89,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ggml_graph import TYPES, gallocr_size
+from .ggml_sched import sched_sizes
 from .graphs import GraphShape, Pass, build
 from .graphs_gemma_phi3 import build_gemma_phi3
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
+           "gpu_graph_bytes", "ggml_type_name",
            "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
 
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
@@ -172,6 +174,28 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
+def gpu_graph_bytes(shape: GraphShape, *, layer_gpu, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
+                    type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
+                    kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True) -> list:
+    """The compute buffers of a full GPU offload, per GPU then the host ("CUDA_Host"): the same two
+    graphs as graph_bytes, scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the
+    graph inputs and token_embd's GET_ROWS on the host, every other node on the GPU of its layer,
+    copies of what crosses a device, n_copies of them with pipeline parallelism), each GPU's buffer
+    aligned to 128 bytes. ``layer_gpu[il]`` is the GPU of layer il (the output layer's: index n_layer).
+    ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs (PR #14959)."""
+    n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
+    n_stream = 1 if kv_unified else n_seq
+    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
+
+    def where(t, _expert):
+        return n_gpus if t.layer < 0 else layer_gpu[t.layer]     # token_embd stays on the host (dev_input)
+    sizes = []
+    for tokens, outputs in ((-(-n_ubatch // n_seq) * n_seq, n_outputs), (n_seq, n_seq)):
+        graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows))
+        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies))
+    return [max(col) for col in zip(*sizes, strict=True)]
+
+
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
                    n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False, swa_cells: int = 0,
                    alignment: int = CPU_ALIGNMENT) -> ComputeBuffer:
@@ -242,6 +266,11 @@ def estimate_bytes(model, *, n_kv: int, n_ubatch: int, flash_attn: bool) -> int:
     ffn = 3 * shape.intermediate if shape.intermediate else 3 * shape.top_k * shape.moe_intermediate
     attention = n_kv // 2 + 4 * h if flash_attn else n_kv * (shape.heads + 1) + 4 * h
     return 4 * n_ubatch * max(shape.vocab + h, ffn + 2 * h, attention)
+
+
+def ggml_type_name(name) -> str:
+    """A cache type as ggml names it ("float16" -> "f16")."""
+    return _ggml_type(name)
 
 
 def _ggml_type(name) -> str:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TYPES", "Tensor", "Graph", "gallocr_size"]
+__all__ = ["TYPES", "Tensor", "Graph", "gallocr_size", "Allocator", "AllocInfo"]
 
 # ggml type: (block size, bytes per block) -- ggml.c type_traits
 TYPES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "i32": (1, 4), "i64": (1, 8),
@@ -54,10 +54,11 @@ CAN_INPLACE = frozenset(("ADD", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NOR
 class Tensor:
     """One ggml tensor of a graph being built (mutable while the graph is built, like ggml's)."""
 
-    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external")
+    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv")
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):
         self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external
+        self.layer, self.kv = None, False     # an external tensor's layer (-1 token_embd, n_layer output), KV
         self.ne = tuple(ne) + (1,) * (4 - len(ne))
         self.view_src = view_src.view_src or view_src if view_src is not None else None
         self.nb = tuple(nb) if nb is not None else contiguous_nb(type_, self.ne)
@@ -91,13 +92,15 @@ class Graph:
 
     def __init__(self):
         self.nodes, self.leafs, self._seen = [], [], set()
+        self.layer = -1     # the layer whose weights are being created (the builders set it; ggml_sched places them)
 
     # ---- tensors -----------------------------------------------------------------------------
 
-    @staticmethod
-    def weight(*ne, type_="f32") -> Tensor:
+    def weight(self, *ne, type_="f32", kv=False) -> Tensor:
         """A tensor that lives in a buffer of its own (a weight, the KV cache): never allocated here."""
-        return Tensor(type_, ne, external=True)
+        t = Tensor(type_, ne, external=True)
+        t.layer, t.kv = self.layer, kv
+        return t
 
     @staticmethod
     def input(type_, *ne) -> Tensor:
@@ -254,12 +257,18 @@ class _Alloc:
         blocks.insert(pos, [offset, size])
 
 
+Allocator = _Alloc      # the public name kvmem.engines.llamacpp.ggml_sched uses
+
+
 @dataclass
 class _Info:
     n_children: int = 0
     n_views: int = 0
     allocated: bool = False
     offset: int = 0
+
+
+AllocInfo = _Info
 
 
 def gallocr_size(graph: Graph, alignment: int = 32) -> int:

@@ -52,6 +52,10 @@ class Pass:
     type_k: str
     type_v: str
     n_kv_swa: int = 0       # cells per stream of the sliding-window cache (llama_kv_cache_iswa)
+    set_rows: bool = True   # K/V stored by ggml_set_rows with i64 index inputs (PR #14285, default since
+                            # PR #14959); False: the older view + ggml_cpy of contiguous slots (no inputs)
+    inp_embd: bool = True   # build_inp_embd also makes the (unused) embeddings input (PR #18550)
+    mask_f32: bool = False  # older builds: an f32 KQ mask, cast to f16 for flash attention (ggml_cast)
 
 
 def build(s: GraphShape, p: Pass) -> Graph:
@@ -83,16 +87,18 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
     n_gqa = hd * n_head_kv
     # inputs (build_inp_embd, build_inp_pos, build_attn_inp_kv, build_inp_out_ids)
     tokens = g.input("i32", n_tokens)
-    embd = g.input("f32", s.n_embd, n_tokens)
+    embd = g.input("f32", s.n_embd, n_tokens) if p.inp_embd else None
     pos = g.input("i32", n_tokens)
     inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
 
     inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
     g.expand(inp)
-    g.expand(embd)
+    if embd is not None:
+        g.expand(embd)
     inp_l = inp
     for il in range(s.n_layer):
+        g.layer = il
         inp_sa = inp_l
         cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
         q, k, v = (_linear(g, cur, width, s.qkv_bias) for width in (n_head * hd, n_gqa, n_gqa))
@@ -114,6 +120,7 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
         cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd))
         cur = _moe(g, cur, s) if s.n_expert else ffn(g, cur, s)
         inp_l = g.dup("ADD", cur, ffn_inp)
+    g.layer = s.n_layer
     norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
     logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), norm)
     norm.flags |= OUTPUT
@@ -125,9 +132,11 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
 def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     """One cache's inputs: build_input_k_idxs/v_idxs, build_attn_inp_kq_mask, build_input_k_rot/v_rot."""
     hd, n_tokens = s.head_dim, p.n_tokens
-    k_idxs = g.input("i64", n_tokens)
-    v_idxs = g.input("i64", n_tokens if p.fa else n_tokens * hd * s.n_head_kv)
-    mask = g.input("f16" if p.fa else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
+    k_idxs = g.input("i64", n_tokens) if p.set_rows else None
+    v_idxs = (g.input("i64", n_tokens if p.fa else n_tokens * hd * s.n_head_kv)) if p.set_rows else None
+    mask = g.input("f16" if p.fa and not p.mask_f32 else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
+    if p.fa and p.mask_f32:
+        mask = g.cast(mask, "f16")
     k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
     v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
     return k_idxs, v_idxs, mask, k_rot, v_rot
@@ -146,8 +155,8 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
         v = _hadamard(g, v, v_rot)
     for t in (q, k, v) if iswa else (q, v, k):
         g.expand(t)
-    k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k)
-    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v)
+    k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k, kv=True)
+    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v, kv=True)
     k_dst = g.reshape(k_cache, n_gqa, n_kv * ns) if ns > 1 else k_cache
     g.expand(g.set_rows(k_dst, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
     if p.fa:

@@ -69,6 +69,7 @@ def _gemma(s: GraphShape, p: Pass) -> Graph:
     g.expand(embd)
     inp_l = g.dup("SCALE", inp)
     for il in range(s.n_layer):
+        g.layer = il
         cur = norm(inp_l)
         q = g.reshape(g.mul_mat(g.weight(e, n_head * hd), cur), hd, n_head, n_tokens)
         k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
@@ -87,6 +88,7 @@ def _gemma(s: GraphShape, p: Pass) -> Graph:
         sa_out = g.dup("ADD", norm(cur), inp_l)
         cur = norm(ffn(g, norm(sa_out), s))
         inp_l = g.dup("ADD", cur, sa_out)
+    g.layer = s.n_layer
     return _logits(g, s, norm(inp_l))
 
 
@@ -107,6 +109,7 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
     g.expand(embd)
     inp_l = inp
     for il in range(s.n_layer):
+        g.layer = il
         residual = inp_l
         cur = norm(inp_l)
         if s.fused_qkv:         # build_qkv, fused: ggml_view_3d of the one product
@@ -129,4 +132,5 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
         swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)     # ggml_swiglu: half as wide
         cur = g.mul_mat(g.weight(s.n_ff, e), swiglu)
         inp_l = g.dup("ADD", residual, cur)
+    g.layer = s.n_layer
     return _logits(g, s, norm(inp_l))

@@ -26,13 +26,19 @@ Decode bound: one token reads every weight it uses once (routed experts: top_k o
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 
 from ...model import Model
-from .compute import llamacpp_compute_buffer, llamacpp_compute_bytes
+from .compute import ggml_type_name, gpu_graph_bytes, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
+from .ggml_graph import TYPES
 from .placement import CPU, Placement, place
 from .plan import run_plan
 from .settings import CURRENT, DEFAULTS
+
+PR_14959 = datetime.date(2025, 8, 1)   # K/V stored by ggml_set_rows with index inputs by default (approximate date: the
+                            # PR was opened 2025-07-30 and merged in early August; no log falls in between)
+SCHED_MAX_COPIES = 4        # ggml-backend.cpp GGML_SCHED_MAX_COPIES: the pipeline-parallel copies
 
 __all__ = ["Layout", "layout", "CUDA_CONTEXT_BYTES", "MAX_LAYERS"]
 
@@ -99,10 +105,10 @@ def _num(x) -> str:
 def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, tensor_split=None,
            n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
            flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
-           mmproj_offload: bool = True) -> Layout:
+           mmproj_offload: bool = True, build=None) -> Layout:
     """Memory per device for one set of llama.cpp flags (see the module doc)."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
-               "flash_attn": flash_attn}
+               "flash_attn": flash_attn, "build": build}
     s, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
     kv_rows = [k + v + state for k, v, state in plan.rows]
     n_layer = model.num_layers
@@ -111,6 +117,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               kv_per_layer=kv_rows)
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
+    gpu_exact = _scheduled(model, p, s, plan, n_layer, override_tensor or n_cpu_moe or not kv_offload)
     compute, total, decode, exact = {}, {}, {}, {}
     moe = model.facts.moe
     share = (moe.top_k, moe.experts) if moe else (1, 1)
@@ -130,7 +137,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
             total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
         else:
             holds = bool(d.layers) or p.output_device == d.device
-            compute[d.device] = full if holds else 0
+            compute[d.device] = (gpu_exact[p.gpus.index(d.device)] if gpu_exact else full) if holds else 0
             total[d.device] = d.model_bytes + d.kv_bytes + compute[d.device] + CUDA_CONTEXT_BYTES
         weights = 0
         for t in p.tensors:
@@ -144,3 +151,23 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
                   total_bytes=total, decode_bytes=decode, compute_exact=exact)
+
+
+def _scheduled(model, p: Placement, s, plan, n_layer: int, overridden) -> list | None:
+    """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
+    (compute.gpu_graph_bytes), or None where that is not modelled: partial offload, tensor
+    overrides / --n-cpu-moe (their weights' copies), KV on the host, untranscribed families,
+    sliding-window caches. Pipeline parallelism (src/llama-context.cpp: several devices, every
+    layer offloaded, layer split, KV offloaded, no tensor overrides) gives n_copies =
+    GGML_SCHED_MAX_COPIES; builds before PR #14959 store K/V without index inputs."""
+    shape = graph_shape(model)
+    type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
+    if (shape is None or overridden or any(shape.swa) or p.offloaded_layers != n_layer + 1
+            or type_k not in TYPES or type_v not in TYPES):
+        return None
+    gpus = [p.gpus.index(d) for d in p.layer_device] + [p.gpus.index(p.output_device)]
+    n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 else 1
+    return gpu_graph_bytes(shape, layer_gpu=gpus, n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
+                           flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=s.n_batch,
+                           n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
+                           set_rows=s.build >= PR_14959)

@@ -1,0 +1,236 @@
+"""ggml_backend_sched on a graph of kvmem.engines.llamacpp.ggml_graph: which backend runs each node,
+the copies of inputs it makes across backends, and what ggml-alloc then reserves per buffer type
+(the "CUDA0 compute buffer size", "CUDA_Host compute buffer size" lines of a GPU run).
+
+Followed from the vendored ggml (llama-cpp-python 0.3.36), ggml/src/ggml-backend.cpp:
+
+    backends  the GPUs in order, then the CPU (the last, lowest-priority backend); the CPU's buffer
+              type is the pinned host type (ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU
+              buffer type's 32-byte alignment), each GPU's its own (128-byte alignment,
+              ggml_backend_cuda_buffer_type_get_alignment). A backend supports only its own buffer
+              type here (ggml_backend_cuda_device_supports_buft: a CUDA buffer of the same device;
+              the CPU: host buffers), so a tensor used on another backend is copied.
+    pass 1    ggml_backend_sched_backend_id_from_cur: a tensor in a buffer (weights, the KV cache)
+              or a view of one runs where that buffer is; a graph input (GGML_TENSOR_FLAG_INPUT) on
+              the CPU; an op with a weight source (buffer usage WEIGHTS: not the KV cache) where
+              the weight is, except ROPE and FLASH_ATTN_EXT, and a host weight's op moves to the
+              first GPU when ggml_backend_offload_op says so (ggml-cuda.cu
+              ggml_backend_cuda_device_offload_op: get_op_batch_size >= 32; GET_ROWS never).
+    pass 2    expand GPU assignments down then up over the non-view nodes, then any assignment
+              down then up (every op here is supported by every backend).
+    pass 4    views take their view_src's backend, unassigned sources their node's.
+    pass 5    splits: a new split when the backend changes (or a weight of another backend is
+              used after the split has inputs); each source on another backend gets n_copies
+              copies (ggml_dup_tensor_layout) in the split's backend, made once per backend, listed
+              as inputs of the first split that needs them; with n_copies > 1 the copies are
+              inputs and outputs (never freed).
+    pass 6    with n_copies > 1 every graph input gets n_copies copies on its backend.
+    graph_copy per split: for each input a view of it (keeps it until the copy) and its copy, then the
+              split's nodes; with n_copies > 1 the input copies are leafs (allocated first).
+ggml-alloc.c ggml_gallocr_alloc_graph_impl then allocates the copied graph as gallocr_size does,
+with one ggml_dyn_tallocr per buffer type: a node in its backend's buffer, a source not yet
+allocated in its consumer's; frees go back to the tensor's own buffer.
+"""
+
+from __future__ import annotations
+
+from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, VIEW_OPS, AllocInfo, Allocator, Graph, Tensor
+
+__all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
+
+CUDA_ALIGNMENT = 128    # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
+HOST_ALIGNMENT = 32     # ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU buffer type's
+OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu: op_offload_min_batch_size (GGML_OP_OFFLOAD_MIN_BATCH) default
+
+
+def _batch(t: Tensor) -> int:
+    """ggml-cuda.cu get_op_batch_size."""
+    if t.op == "GET_ROWS":
+        return 0
+    if t.op == "MUL_MAT":
+        return t.ne[1]
+    if t.op in ("MUL_MAT_ID", "ROPE"):
+        return t.ne[2]
+    return t.ne[1] * t.ne[2] * t.ne[3]
+
+
+def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True) -> list:
+    """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
+    ``graph`` when ``weight_backend(tensor)`` gives the backend of each weight and KV tensor."""
+    cpu = n_gpus
+    where: dict[int, int] = {}
+    experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
+
+    def wb(t):
+        return weight_backend(t, id(t) in experts)
+
+    def from_cur(t):
+        if t.external:
+            return wb(t)
+        if t.view_src is not None and t.view_src.external:
+            return wb(t.view_src)
+        if t.flags & INPUT:
+            return cpu
+        if t.op not in ("ROPE", "FLASH_ATTN_EXT"):
+            for s in t.src:
+                if s is not None and s.external and not s.kv:
+                    b = wb(s)
+                    if op_offload and b == cpu and n_gpus and _batch(t) >= OFFLOAD_MIN_BATCH:
+                        return 0
+                    return b
+        return -1
+
+    for t in graph.leafs + graph.nodes:
+        where[id(t)] = from_cur(t)
+    work = [n for n in graph.nodes if n.op not in VIEW_OPS]
+    for gpu_only in (True, False):               # pass 2: expand gpu down, up; then the rest down, up
+        for order in (work, work[::-1]):
+            cur = -1
+            for n in order:
+                b = where[id(n)]
+                if b != -1:
+                    cur = -1 if gpu_only and b == cpu else b
+                elif cur != -1:
+                    where[id(n)] = cur
+    for n in graph.nodes:                        # pass 4
+        if n.view_src is not None and where[id(n)] == -1:
+            where[id(n)] = where[id(n.view_src)]
+        for s in n.src:
+            if s is not None and where.get(id(s), -1) == -1:
+                where[id(s)] = where[id(s.view_src)] if s.view_src is not None else where[id(n)]
+        if where[id(n)] == -1:
+            where[id(n)] = 0
+    # pass 5: splits and copies
+    splits, copies, cur = [], {}, None
+    for n in graph.nodes:
+        if n.op in VIEW_OPS:
+            if splits:
+                splits[-1][2].append(n)
+            continue
+        b = where[id(n)]
+        new = cur is None or b != cur
+        if not new and splits[-1][1]:
+            new = any(s is not None and s.external and not s.kv and wb(s) != cur for s in n.src)
+        if new:
+            splits.append((b, [], []))
+            cur = b
+        split = splits[-1]
+        src = list(n.src)
+        for j, s in enumerate(src):
+            if s is None or where[id(s)] == cur:
+                continue
+            key = (id(s), cur)
+            if key not in copies:
+                made = []
+                for _ in range(n_copies):
+                    c = Tensor(s.type, s.ne, nb=s.nb)
+                    where[id(c)] = cur
+                    if n_copies > 1:
+                        c.flags |= INPUT | OUTPUT
+                    made.append(c)
+                copies[key] = made
+                split[1].append(s)
+            src[j] = copies[key][0]
+        n.src = tuple(src)
+        split[2].append(n)
+    # the copied graph
+    nodes, leafs = [], []
+    for b, inputs, members in splits:
+        for s in inputs:
+            dep = Tensor(s.type, s.ne, "NONE", (s,), view_src=s, nb=s.nb)
+            where[id(dep)] = where[id(s)]
+            nodes += [dep, copies[(id(s), b)][0]]
+        nodes += members
+    if n_copies > 1:
+        for leaf in graph.leafs:
+            if leaf.flags & INPUT:
+                leaf.flags |= OUTPUT
+                for _ in range(n_copies - 1):
+                    c = Tensor(leaf.type, leaf.ne, nb=leaf.nb)
+                    c.flags |= INPUT | OUTPUT
+                    where[id(c)] = where[id(leaf)]
+                    leafs.append(c)
+        for b, inputs, _ in splits:
+            for s in inputs:
+                leafs += copies[(id(s), b)]
+    leafs += graph.leafs
+    return _gallocr(nodes, leafs, where, n_gpus)
+
+
+def _gallocr(nodes, leafs, where, n_gpus):
+    """ggml_gallocr_alloc_graph_impl with one allocator per backend's buffer type."""
+    allocs = [Allocator(CUDA_ALIGNMENT) for _ in range(n_gpus)] + [Allocator(HOST_ALIGNMENT)]
+    info: dict[int, AllocInfo] = {}
+    buf: dict[int, int] = {}
+
+    def get(t):
+        h = info.get(id(t))
+        if h is None:
+            h = info[id(t)] = AllocInfo()
+        return h
+
+    def allocate(t, b):
+        h = get(t)
+        if t.external or h.allocated or t.view_src is not None:
+            return
+        h.allocated = True
+        if t.op in CAN_INPLACE:
+            for p in t.src:
+                if p is None or p is t:
+                    continue
+                ph = get(p)
+                if not ph.allocated or p.flags & OUTPUT or p.view_src is not None:
+                    continue
+                if (p.type, p.ne, p.nb) != (t.type, t.ne, t.nb):
+                    continue
+                if ph.n_children == 1 and ph.n_views == 0:
+                    pb = buf[id(p)]
+                    a = allocs[pb]
+                    h.offset, buf[id(t)] = ph.offset, pb
+                    ph.allocated = False
+                    extra = a.align(p.nbytes()) - a.align(t.nbytes())
+                    if extra > 0:
+                        a.free(ph.offset + a.align(t.nbytes()), extra)
+                    return
+        buf[id(t)] = b
+        h.offset = allocs[b].alloc(t.nbytes())
+
+    def free(t):
+        if t.flags & OUTPUT:
+            return
+        h = get(t)
+        allocs[buf[id(t)]].free(h.offset, t.nbytes())
+        h.allocated = False
+
+    for leaf in leafs:
+        allocate(leaf, where[id(leaf)])
+    for node in nodes:
+        if node.view_src is not None and node.op != "NONE":
+            get(node.view_src).n_views += 1
+        if node.flags & INPUT:
+            allocate(node, where[id(node)])
+        for s in node.src:
+            if s is not None:
+                get(s).n_children += 1
+                if s.flags & INPUT:
+                    allocate(s, where[id(node)])
+    for node in nodes:
+        b = where[id(node)]
+        for s in node.src:
+            if s is not None:
+                allocate(s, b)
+        allocate(node, b)
+        for p in node.src:
+            if p is None:
+                continue
+            ph = get(p)
+            ph.n_children -= 1
+            if ph.n_children == 0 and ph.n_views == 0:
+                if p.view_src is not None:
+                    vh = get(p.view_src)
+                    vh.n_views -= 1
+                    if vh.n_views == 0 and vh.n_children == 0 and vh.allocated:
+                        free(p.view_src)
+                elif ph.allocated:
+                    free(p)
+    return [a.max_size for a in allocs]
