@@ -54,9 +54,13 @@ def _batch(t: Tensor) -> int:
     return t.ne[1] * t.ne[2] * t.ne[3]
 
 
-def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True) -> list:
+def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
+                weight_bytes=None) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
-    ``graph`` when ``weight_backend(tensor)`` gives the backend of each weight and KV tensor."""
+    ``graph`` when ``weight_backend(tensor, expert)`` gives the backend of each weight and KV tensor
+    (``expert``: src[0] of a MUL_MAT_ID). A weight copied to another backend (a host weight whose op
+    a GPU takes over) takes ``weight_bytes(tensor, expert)`` there: the file's quantised tensor, with
+    ggml_backend_cuda_buffer_type_get_alloc_size's row padding (the graph's weights are f32 stand-ins)."""
     cpu = n_gpus
     where: dict[int, int] = {}
     experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
@@ -124,6 +128,8 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
                 made = []
                 for _ in range(n_copies):
                     c = Tensor(s.type, s.ne, nb=s.nb)
+                    if s.external and weight_bytes is not None:     # the same bytes as an f32 row
+                        c = Tensor("f32", (-(-weight_bytes(s, id(s) in experts) // 4),))
                     where[id(c)] = cur
                     if n_copies > 1:
                         c.flags |= INPUT | OUTPUT

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ...model import Model
 from .compute import ggml_type_name, gpu_graph_bytes, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
 from .ggml_graph import TYPES
-from .placement import CPU, Placement, place
+from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import run_plan
 from .settings import CURRENT, DEFAULTS
 
@@ -117,7 +117,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               kv_per_layer=kv_rows)
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    gpu_exact = _scheduled(model, p, s, plan, n_layer, override_tensor or n_cpu_moe or not kv_offload)
+    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload)
     compute, total, decode, exact = {}, {}, {}, {}
     moe = model.facts.moe
     share = (moe.top_k, moe.experts) if moe else (1, 1)
@@ -153,21 +153,30 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                   total_bytes=total, decode_bytes=decode, compute_exact=exact)
 
 
-def _scheduled(model, p: Placement, s, plan, n_layer: int, overridden) -> list | None:
+def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
-    (compute.gpu_graph_bytes), or None where that is not modelled: partial offload, tensor
-    overrides / --n-cpu-moe (their weights' copies), KV on the host, untranscribed families,
-    sliding-window caches. Pipeline parallelism (src/llama-context.cpp: several devices, every
-    layer offloaded, layer split, KV offloaded, no tensor overrides) gives n_copies =
-    GGML_SCHED_MAX_COPIES; builds before PR #14959 store K/V without index inputs."""
+    (compute.gpu_graph_bytes), or None where that is not modelled: partial offload, overrides of
+    other tensors than routed experts, KV on the host, untranscribed families, sliding-window
+    caches. Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded,
+    layer split, KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES;
+    builds before PR #14959 store K/V without index inputs."""
     shape = graph_shape(model)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
-    if (shape is None or overridden or any(shape.swa) or p.offloaded_layers != n_layer + 1
+    if (shape is None or kv_on_host or any(shape.swa) or p.offloaded_layers != n_layer + 1
             or type_k not in TYPES or type_v not in TYPES):
         return None
     gpus = [p.gpus.index(d) for d in p.layer_device] + [p.gpus.index(p.output_device)]
-    n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 else 1
+    experts = {}                    # (layer, down) -> (backend, bytes) of routed experts the flags moved
+    for t in p.tensors:
+        if t.layer is not None and t.device != p.layer_device[t.layer]:
+            if t.group != "experts" or "_exps" not in t.name:
+                return None         # another tensor moved: not modelled
+            experts[(t.layer, "ffn_down" in t.name)] = (CPU, cuda_alloc_bytes(t))
+    moved = {il for il, _ in experts}
+    n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 and not experts else 1
     return gpu_graph_bytes(shape, layer_gpu=gpus, n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=s.n_batch,
                            n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
-                           set_rows=s.build >= PR_14959)
+                           set_rows=s.build >= PR_14959,
+                           expert_device=(lambda il: len(p.gpus) if il in moved else gpus[il]) if experts else None,
+                           expert_bytes=(lambda il, down: experts[(il, down)][1]) if experts else None)
