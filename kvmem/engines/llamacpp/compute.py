@@ -184,8 +184,8 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu, n_gpus: int, n_kv: int, n_u
     copies of what crosses a device, n_copies of them with pipeline parallelism), each GPU's buffer
     aligned to 128 bytes. ``layer_gpu[il]`` is the GPU of layer il (the output layer's: index n_layer).
     ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs (PR #14959).
-    ``expert_device(il)``: the backend of layer il's routed experts when -ot / --n-cpu-moe moved
-    them (n_gpus: the host), ``expert_bytes(il, down)`` the bytes of one such tensor (ggml_sched
+    ``expert_device(il, down)``: the backend of layer il's routed experts (down, or up and gate) when
+    -ot / --n-cpu-moe moved them (n_gpus: the host), ``expert_bytes(il, down)`` the bytes of one (ggml_sched
     copies a host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID, offload_op)."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
@@ -193,7 +193,7 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu, n_gpus: int, n_kv: int, n_u
 
     def where(t, expert):
         if expert and expert_device is not None:
-            return expert_device(t.layer)
+            return expert_device(t.layer, t.ne[0] == shape.n_ff_exp)
         return n_gpus if t.layer < 0 else layer_gpu[t.layer]     # token_embd stays on the host (dev_input)
 
     def nbytes(t, _expert):

@@ -171,12 +171,15 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
         if t.layer is not None and t.device != p.layer_device[t.layer]:
             if t.group != "experts" or "_exps" not in t.name:
                 return None         # another tensor moved: not modelled
-            experts[(t.layer, "ffn_down" in t.name)] = (CPU, cuda_alloc_bytes(t))
-    moved = {il for il, _ in experts}
+            experts.setdefault((t.layer, "ffn_down" in t.name), []).append(cuda_alloc_bytes(t))
+    if any(not down and len(sizes) != 2 or len(set(sizes)) != 1 for (_, down), sizes in experts.items()):
+        return None                 # up without gate (or unequal): the graph's two products are not told apart
+    experts = {key: sizes[0] for key, sizes in experts.items()}
     n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 and not experts else 1
     return gpu_graph_bytes(shape, layer_gpu=gpus, n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=s.n_batch,
                            n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
                            set_rows=s.build >= PR_14959,
-                           expert_device=(lambda il: len(p.gpus) if il in moved else gpus[il]) if experts else None,
-                           expert_bytes=(lambda il, down: experts[(il, down)][1]) if experts else None)
+                           expert_device=(lambda il, down: len(p.gpus) if (il, down) in experts else gpus[il])
+                           if experts else None,
+                           expert_bytes=(lambda il, down: experts[(il, down)]) if experts else None)
