@@ -87,6 +87,7 @@ from older builds, are 8.00 MiB (n_ctx 512) and 12.01 MiB (8192) below this buil
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .ggml_graph import TYPES, gallocr_size
 from .ggml_sched import sched_sizes
@@ -174,36 +175,37 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
-def gpu_graph_bytes(shape: GraphShape, *, layer_gpu, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
+@lru_cache(maxsize=512)
+def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
                     type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
                     kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
-                    expert_device=None, expert_bytes=None) -> list:
+                    host_experts: tuple = ()) -> tuple:
     """The compute buffers of a full GPU offload, per GPU then the host ("CUDA_Host"): the same two
     graphs as graph_bytes, scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the
     graph inputs and token_embd's GET_ROWS on the host, every other node on the GPU of its layer,
     copies of what crosses a device, n_copies of them with pipeline parallelism), each GPU's buffer
     aligned to 128 bytes. ``layer_gpu[il]`` is the GPU of layer il (the output layer's: index n_layer).
     ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs (PR #14959).
-    ``expert_device(il, down)``: the backend of layer il's routed experts (down, or up and gate) when
-    -ot / --n-cpu-moe moved them (n_gpus: the host), ``expert_bytes(il, down)`` the bytes of one (ggml_sched
-    copies a host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID, offload_op)."""
+    ``host_experts``: ((il, down), bytes) for each routed-expert tensor kind (down, or up and gate)
+    that -ot / --n-cpu-moe left on the host, with the bytes of one such tensor (ggml_sched copies a
+    host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID: offload_op)."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
+    experts = dict(host_experts)
 
     def where(t, expert):
-        if expert and expert_device is not None:
-            return expert_device(t.layer, t.ne[0] == shape.n_ff_exp)
+        if expert and (t.layer, t.ne[0] == shape.n_ff_exp) in experts:
+            return n_gpus
         return n_gpus if t.layer < 0 else layer_gpu[t.layer]     # token_embd stays on the host (dev_input)
 
     def nbytes(t, _expert):
-        return expert_bytes(t.layer, t.ne[0] == shape.n_ff_exp)
+        return experts[(t.layer, t.ne[0] == shape.n_ff_exp)]
     sizes = []
     for tokens, outputs in ((-(-n_ubatch // n_seq) * n_seq, n_outputs), (n_seq, n_seq)):
         graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows))
-        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies,
-                                 weight_bytes=nbytes if expert_bytes is not None else None))
-    return [max(col) for col in zip(*sizes, strict=True)]
+        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if experts else None))
+    return tuple(max(col) for col in zip(*sizes, strict=True))
 
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",

@@ -176,10 +176,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
         return None                 # up without gate (or unequal): the graph's two products are not told apart
     experts = {key: sizes[0] for key, sizes in experts.items()}
     n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 and not experts else 1
-    return gpu_graph_bytes(shape, layer_gpu=gpus, n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
+    return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=s.n_batch,
                            n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
-                           set_rows=s.build >= PR_14959,
-                           expert_device=(lambda il, down: len(p.gpus) if (il, down) in experts else gpus[il])
-                           if experts else None,
-                           expert_bytes=(lambda il, down: experts[(il, down)]) if experts else None)
+                           set_rows=s.build >= PR_14959, host_experts=tuple(sorted(experts.items())))
