@@ -75,10 +75,12 @@ which follows swa_full); without them they get the estimate. Not covered, so not
 families (older gemma, other sliding-window or chunked caches, MLA, recurrent layers, fused QKV
 outside phi3, o_proj or MLP biases, per-layer widths, shared experts) get ``estimate_bytes``,
 returned with ``exact=False`` and a note saying it is an
-estimate; so does every CUDA device (``llamacpp_compute_buffer(backend="cuda")``, the default of
-``llamacpp_compute_bytes``, kept because it reproduces the published CUDA logs; the CUDA graph
-is not transcribed: its inputs stay on the host, and ggml-cuda.cu's buffer type aligns to 128
-bytes and sizes a flash-attention output with ggml_cuda_flash_attn_ext_get_alloc_size). The
+estimate; so does ``llamacpp_compute_buffer(backend="cuda")``, the default of
+``llamacpp_compute_bytes``. A full GPU offload's buffers come from ``gpu_graph_bytes``: the same
+graphs split by kvmem.engines.llamacpp.ggml_sched as ggml_backend_sched splits them (inputs on
+the host, copies across devices, 128-byte CUDA alignment, n_copies with pipeline parallelism);
+10 of the 12 published GPU lines within 1 %, 9 to the MiB (docs/research/llamacpp_offload_logs.md;
+ggml_cuda_flash_attn_ext_get_alloc_size, newer than those logs' builds, is not modelled). The
 graphs are this build's (llama.cpp 0c1e57098); older builds' graphs differ (the unused inp_embd input came with
 ggml-org/llama.cpp PR #18550, cited at build_inp_embd): the published CUDA logs of Llama-3-8B,
 from older builds, are 8.00 MiB (n_ctx 512) and 12.01 MiB (8192) below this build's CPU graph.

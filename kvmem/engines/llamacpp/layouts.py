@@ -10,12 +10,17 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3 / phi3 (200 random GGUFs in
               tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells);
               other families and older builds get the estimate, marked in ``compute_exact``.
-              GPUs: an estimate on every GPU that holds a layer, the formula that reproduces the
-              published CUDA logs (Llama-3-8B, Mistral-7B; tests/engines/test_llamacpp_logs.py),
-              and n_ubatch x hidden x 4 B on the host (the input embeddings the host looks up:
-              the "CUDA_Host compute buffer", 8.00 MiB against the 9.01 printed for Llama-3-8B at
-              n_ubatch 512, docs/research/llamacpp_offload_logs.json); the CUDA graph is not
-              transcribed.
+              GPUs, full offload of a transcribed family (routed experts moved to the host by
+              -ot / --n-cpu-moe included; ``_scheduled``): the same graphs split across the
+              devices as ggml_backend_sched splits them (compute.gpu_graph_bytes,
+              kvmem.engines.llamacpp.ggml_sched; n_copies 4 with pipeline parallelism; builds
+              before PR #14959 without set_rows index inputs): 10 of the 12 published GPU lines
+              within 1 %, 9 to the printed MiB (docs/research/llamacpp_offload_logs.md); checked
+              only against those logs, so not marked exact. Other GPU layouts: the estimate
+              (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs:
+              n_ubatch x hidden x 4 B (the input embeddings the host looks up: the
+              "CUDA_Host compute buffer", 8.00 MiB against the 9.01 printed for Llama-3-8B at
+              n_ubatch 512; the scheduled run's own host figure is not reported yet).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of
