@@ -79,7 +79,7 @@ estimate; so does ``llamacpp_compute_buffer(backend="cuda")``, the default of
 ``llamacpp_compute_bytes``. A full GPU offload's buffers come from ``gpu_graph_bytes``: the same
 graphs split by kvmem.engines.llamacpp.ggml_sched as ggml_backend_sched splits them (inputs on
 the host, copies across devices, 128-byte CUDA alignment, n_copies with pipeline parallelism);
-10 of the 12 published GPU lines within 1 %, 9 to the MiB (docs/research/llamacpp_offload_logs.md;
+10 of the 12 published GPU lines to the printed MiB (docs/research/llamacpp_offload_logs.md;
 ggml_cuda_flash_attn_ext_get_alloc_size, newer than those logs' builds, is not modelled). The
 graphs are this build's (llama.cpp 0c1e57098); older builds' graphs differ (the unused inp_embd input came with
 ggml-org/llama.cpp PR #18550, cited at build_inp_embd): the published CUDA logs of Llama-3-8B,
@@ -206,7 +206,8 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     sizes = []
     for tokens, outputs in ((-(-n_ubatch // n_seq) * n_seq, n_outputs), (n_seq, n_seq)):
         graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows))
-        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if experts else None))
+        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if experts else None,
+                                 norm_backend=lambda il: layer_gpu[il] if il < shape.n_layer else -1))
     return tuple(max(col) for col in zip(*sizes, strict=True))
 
 

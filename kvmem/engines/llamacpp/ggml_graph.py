@@ -114,9 +114,10 @@ class Graph:
     def op(op, type_, ne, *src) -> Tensor:
         return Tensor(type_, ne, op, src)
 
-    @classmethod
-    def dup(cls, op, a, *src) -> Tensor:        # ggml_dup_tensor(a): same type and ne, contiguous
-        return Tensor(a.type, a.ne, op, (a,) + src)
+    def dup(self, op, a, *src) -> Tensor:       # ggml_dup_tensor(a): same type and ne, contiguous; the layer built
+        t = Tensor(a.type, a.ne, op, (a,) + src)
+        t.layer = self.layer
+        return t
 
     @staticmethod
     def view(a, ne, nb) -> Tensor:

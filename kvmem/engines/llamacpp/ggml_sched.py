@@ -55,12 +55,15 @@ def _batch(t: Tensor) -> int:
 
 
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
-                weight_bytes=None) -> list:
+                weight_bytes=None, norm_backend=None) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
     ``graph`` when ``weight_backend(tensor, expert)`` gives the backend of each weight and KV tensor
     (``expert``: src[0] of a MUL_MAT_ID). A weight copied to another backend (a host weight whose op
     a GPU takes over) takes ``weight_bytes(tensor, expert)`` there: the file's quantised tensor, with
-    ggml_backend_cuda_buffer_type_get_alloc_size's row padding (the graph's weights are f32 stand-ins)."""
+    ggml_backend_cuda_buffer_type_get_alloc_size's row padding (the graph's weights are f32 stand-ins).
+    ``norm_backend(il)``: the backend llama.cpp pins a layer's "norm" node to (src/llama-context.cpp
+    graph_get_cb: with full offload or under 32 tokens, ggml_backend_sched_set_tensor_backend of each
+    build_norm's RMS_NORM to its layer's device; -1: not pinned), set before pass 1 as user assignments."""
     cpu = n_gpus
     where: dict[int, int] = {}
     experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
@@ -85,7 +88,8 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
         return -1
 
     for t in graph.leafs + graph.nodes:
-        where[id(t)] = from_cur(t)
+        pinned = norm_backend(t.layer) if norm_backend and t.op == "RMS_NORM" and t.layer >= 0 else -1
+        where[id(t)] = pinned if pinned != -1 else from_cur(t)
     work = [n for n in graph.nodes if n.op not in VIEW_OPS]
     for gpu_only in (True, False):               # pass 2: expand gpu down, up; then the rest down, up
         for order in (work, work[::-1]):

@@ -14,8 +14,8 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               -ot / --n-cpu-moe included; ``_scheduled``): the same graphs split across the
               devices as ggml_backend_sched splits them (compute.gpu_graph_bytes,
               kvmem.engines.llamacpp.ggml_sched; n_copies 4 with pipeline parallelism; builds
-              before PR #14959 without set_rows index inputs): 10 of the 12 published GPU lines
-              within 1 %, 9 to the printed MiB (docs/research/llamacpp_offload_logs.md); checked
+              before PR #14959 without set_rows index inputs; norms pinned to their layer's GPU):
+              10 of the 12 published GPU lines to the printed MiB (docs/research/llamacpp_offload_logs.md); checked
               only against those logs, so not marked exact. Other GPU layouts: the estimate
               (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs:
               n_ubatch x hidden x 4 B (the input embeddings the host looks up: the
