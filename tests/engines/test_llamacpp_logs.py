@@ -240,3 +240,17 @@ def test_every_log_is_in_the_docs_table():
     # the docs' count is the file's: every entry reproduced, none listed as not reproduced
     assert f"{len(LOGS)} entries, all reproduced exactly" in doc
     assert not [i for i, e in LOGS.items() if "not_reproduced" in e]
+
+
+def test_scheduled_gpu_compute_is_for_full_offload_and_not_marked_exact():
+    # layouts._scheduled: a full offload gets llama.cpp's graphs as ggml_backend_sched splits them (258.50 MiB
+    # printed for Llama-3-8B at n_ctx 512); a partial one keeps the estimate; neither is marked exact on a GPU
+    from kvmem.engines.llamacpp.compute import llamacpp_compute_bytes
+    model = kvmem.get_model("llama-3-8b")
+    tensors = synthesised_tensors(model, "q4_k_m")
+    full = layout(model, tensors, gpus=("CUDA0",), n_gpu_layers=33, n_ctx=512, flash_attn=False, build="2024-07-01")
+    part = layout(model, tensors, gpus=("CUDA0",), n_gpu_layers=20, n_ctx=512, flash_attn=False, build="2024-07-01")
+    assert buffer_mib(full.compute_bytes["CUDA0"]) == 258.50
+    assert part.compute_bytes["CUDA0"] == llamacpp_compute_bytes(model, n_ctx=512, n_ubatch=512, flash_attn=False,
+                                                                 cells_per_stream=512)
+    assert not full.compute_exact.get("CUDA0") and not part.compute_exact.get("CUDA0")
