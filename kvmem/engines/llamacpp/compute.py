@@ -181,7 +181,7 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
 def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
                     type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
                     kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
-                    host_experts: tuple = ()) -> tuple:
+                    host_experts: tuple = (), inp_embd: bool = True) -> tuple:
     """The compute buffers of a full GPU offload, per GPU then the host ("CUDA_Host"): the same two
     graphs as graph_bytes, scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the
     graph inputs and token_embd's GET_ROWS on the host, every other node on the GPU of its layer,
@@ -190,7 +190,8 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs (PR #14959).
     ``host_experts``: ((il, down), bytes) for each routed-expert tensor kind (down, or up and gate)
     that -ot / --n-cpu-moe left on the host, with the bytes of one such tensor (ggml_sched copies a
-    host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID: offload_op)."""
+    host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID: offload_op). ``inp_embd``: the
+    build makes the unused embeddings input (PR #18550; on the host, so only the host figure changes)."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
@@ -205,7 +206,8 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
         return experts[(t.layer, t.ne[0] == shape.n_ff_exp)]
     sizes = []
     for tokens, outputs in ((-(-n_ubatch // n_seq) * n_seq, n_outputs), (n_seq, n_seq)):
-        graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows))
+        graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
+                                    inp_embd))
         sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if experts else None,
                                  norm_backend=lambda il: layer_gpu[il] if il < shape.n_layer else -1))
     return tuple(max(col) for col in zip(*sizes, strict=True))

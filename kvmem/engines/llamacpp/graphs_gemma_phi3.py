@@ -38,7 +38,8 @@ def build_gemma_phi3(s: GraphShape, p: Pass) -> Graph:
 
 def _inputs(g: Graph, s: GraphShape, p: Pass):
     """build_inp_embd (token ids and the unused inp_embd), build_inp_pos."""
-    return g.input("i32", p.n_tokens), g.input("f32", s.n_embd, p.n_tokens), g.input("i32", p.n_tokens)
+    embd = g.input("f32", s.n_embd, p.n_tokens) if p.inp_embd else None
+    return g.input("i32", p.n_tokens), embd, g.input("i32", p.n_tokens)
 
 
 def _logits(g: Graph, s: GraphShape, out: Tensor) -> Graph:
@@ -66,7 +67,8 @@ def _gemma(s: GraphShape, p: Pass) -> Graph:
 
     inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
     g.expand(inp)
-    g.expand(embd)
+    if embd is not None:
+        g.expand(embd)
     inp_l = g.dup("SCALE", inp)
     for il in range(s.n_layer):
         g.layer = il
@@ -106,7 +108,8 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
 
     inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
     g.expand(inp)
-    g.expand(embd)
+    if embd is not None:
+        g.expand(embd)
     inp_l = inp
     for il in range(s.n_layer):
         g.layer = il

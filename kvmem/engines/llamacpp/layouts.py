@@ -18,9 +18,9 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               10 of the 12 published GPU lines to the printed MiB (docs/research/llamacpp_offload_logs.md); checked
               only against those logs, so not marked exact. Other GPU layouts: the estimate
               (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs:
-              n_ubatch x hidden x 4 B (the input embeddings the host looks up: the
-              "CUDA_Host compute buffer", 8.00 MiB against the 9.01 printed for Llama-3-8B at
-              n_ubatch 512; the scheduled run's own host figure is not reported yet).
+              the scheduled run's host buffer (the "CUDA_Host compute buffer": inputs and their
+              copies, token_embd's GET_ROWS; builds from PR #18550 the unused inp_embd input too),
+              else n_ubatch x hidden x 4 B (the input embeddings the host looks up).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of
@@ -43,6 +43,8 @@ from .settings import CURRENT, DEFAULTS
 
 PR_14959 = datetime.date(2025, 8, 1)   # K/V stored by ggml_set_rows with index inputs by default (approximate date: the
                             # PR was opened 2025-07-30 and merged in early August; no log falls in between)
+PR_18550 = datetime.date(2026, 1, 3)   # build_inp_embd's unused embeddings input (approximate: after the Dec 2025
+                                       # logs that lack it, before the vendored build that has it)
 SCHED_MAX_COPIES = 4        # ggml-backend.cpp GGML_SCHED_MAX_COPIES: the pipeline-parallel copies
 
 __all__ = ["Layout", "layout", "CUDA_CONTEXT_BYTES", "MAX_LAYERS"]
@@ -129,8 +131,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     any_gpu = p.offloaded_layers > 0
     for d in p.devices:
         if d.device == CPU:
-            if any_gpu:
-                compute[d.device] = s.n_ubatch * model.hidden_size * 4
+            if any_gpu:     # the scheduled run's host buffer, else the input embeddings' n_ubatch x hidden x 4 B
+                compute[d.device] = gpu_exact[-1] if gpu_exact else s.n_ubatch * model.hidden_size * 4
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
@@ -184,4 +186,5 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=s.n_batch,
                            n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
-                           set_rows=s.build >= PR_14959, host_experts=tuple(sorted(experts.items())))
+                           set_rows=s.build >= PR_14959, host_experts=tuple(sorted(experts.items())),
+                           inp_embd=s.build >= PR_18550)
