@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields
 
-__all__ = ["Record"]
+__all__ = ["Record", "DictRecord"]
 
 
 class Record(Mapping):
@@ -40,3 +40,21 @@ class Record(Mapping):
 
     def to_dict(self) -> dict:
         return {key: getattr(self, name) for key, name in self._keys().items()}
+
+
+class DictRecord(Record, dict):
+    """A Record that is also a read-only ``dict`` of its keys, for the results the API contract
+    (docs/api.md) promises as dicts: ``json.dumps`` and ``isinstance(result, dict)`` keep working.
+    The dict holds what ``Record.to_dict`` gives (nested records stay records, dicts themselves);
+    writing to it raises TypeError, and copies and pickles rebuild the record from its fields."""
+
+    def __post_init__(self):
+        dict.update(self, Record.to_dict(self))
+
+    def _read_only(self, *_args, **_kwargs):
+        raise TypeError(f"{type(self).__name__} is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self):
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))

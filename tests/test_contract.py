@@ -61,3 +61,18 @@ def test_cli_subcommands_of_the_contract():
     parser_help = build_parser().format_help()
     assert {"models", "estimate", "capacity", "fit", "validate", "gpus"} <= commands
     assert all(c in parser_help for c in commands)
+
+
+def test_results_the_contract_gives_as_dicts_are_dicts():
+    # docs/api.md: compare_strategies -> list[dict], preallocation_waste -> dict. They are frozen records
+    # (issue 24 item 2) that are also read-only dicts, so a sizing script's json.dumps keeps working
+    import json
+    rows = kvmem.compare_strategies("llama-3.1-8b", tokens="8k")
+    assert all(isinstance(row, dict) for row in rows)
+    assert json.loads(json.dumps(rows)) == [row.to_dict() for row in rows]
+    assert rows[0]["bytes"] == rows[0].total_bytes == 8192 * 131072
+    waste = kvmem.preallocation_waste("llama-3.1-8b", lengths=[100, 2000], max_model_len=4096, kv_memory="1GiB")
+    assert isinstance(waste, dict) and isinstance(waste["paged"], dict)
+    assert json.loads(json.dumps(waste)) == waste.to_dict()
+    with pytest.raises(TypeError, match="read-only"):
+        waste["used"] = 0

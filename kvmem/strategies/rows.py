@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model import Model
-from ..records import Record
+from ..records import DictRecord, Record
 
 __all__ = ["StrategyRow", "VariantRow", "Reservation", "Admitted", "AllocationWaste", "Admission", "AllocationRow",
            "QuantRow"]
 
 
 @dataclass(frozen=True, eq=False)
-class StrategyRow(Record):
+class StrategyRow(DictRecord):
     """One row of compare_strategies, read like the dict it was (``row["bytes"]``, equal to that
     dict): ``total_bytes`` (key "bytes": KV + state on one device; None where the strategy is not
     available), its saving against the baseline, the cost in words, ``settings`` and ``quality``
@@ -68,7 +68,7 @@ class VariantRow(Record):
 
 
 @dataclass(frozen=True, eq=False)
-class Reservation(Record):
+class Reservation(DictRecord):
     """What one way of allocating reserves for the requests: bytes reserved and wasted (reserved -
     used); paged allocation also its ``block_size`` and the tokens left empty in last blocks."""
 
@@ -84,7 +84,7 @@ class Reservation(Record):
 
 
 @dataclass(frozen=True, eq=False)
-class Admitted(Record):
+class Admitted(DictRecord):
     """Requests admitted first come first served when each reserves max_model_len (contiguous),
     its blocks (paged) or its exact bytes."""
 
@@ -94,7 +94,7 @@ class Admitted(Record):
 
 
 @dataclass(frozen=True, eq=False)
-class AllocationWaste(Record):
+class AllocationWaste(DictRecord):
     """preallocation_waste: used bytes against contiguous and paged reservations (``admitted``:
     a key only with kv_memory)."""
 
