@@ -9,7 +9,8 @@ import pytest
 import kvmem
 from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes,
                                             llamacpp_compute_buffer, llamacpp_compute_bytes)
-from kvmem.engines.llamacpp.ggml_graph import OUTPUT, Graph, gallocr_size
+from kvmem.engines.llamacpp.ggml_alloc import gallocr_size
+from kvmem.engines.llamacpp.ggml_graph import OUTPUT, Graph
 from kvmem.engines.llamacpp.offload import layout
 from kvmem.engines.llamacpp.tensors import tensors_for
 

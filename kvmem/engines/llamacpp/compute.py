@@ -14,7 +14,7 @@ reshape the streams into one, get_k/get_v and build_attn_mha's Q view split them
 "<buffer type> compute buffer size".
 
 This module rebuilds those two graphs node by node (kvmem.engines.llamacpp.graphs, on
-kvmem.engines.llamacpp.ggml_graph: ggml's shapes, its depth-first graph order and ggml-alloc's
+kvmem.engines.llamacpp.ggml_graph and ggml_alloc: ggml's shapes, its depth-first graph order and ggml-alloc's
 allocator) for the families whose graph it transcribes, and returns the bytes the allocator
 reserves:
 
@@ -91,7 +91,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .ggml_graph import TYPES, gallocr_size
+from .ggml_alloc import gallocr_size
+from .ggml_graph import TYPES
 from .ggml_sched import sched_sizes
 from .graphs import GraphShape, Pass, build
 from .graphs_gemma_phi3 import build_gemma_phi3

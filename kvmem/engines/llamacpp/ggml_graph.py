@@ -1,5 +1,6 @@
-"""A small ggml: tensor shapes, strides and views, graph order and ggml-alloc's graph allocator,
-enough to size llama.cpp's compute buffer the way llama.cpp itself sizes it (kvmem.engines.llamacpp.compute).
+"""A small ggml: tensor shapes, strides and views, and graph order; with
+kvmem.engines.llamacpp.ggml_alloc, enough to size llama.cpp's compute buffer the way llama.cpp
+itself sizes it (kvmem.engines.llamacpp.compute).
 
 Everything below follows the vendored ggml of llama-cpp-python 0.3.36 (vendor/llama.cpp):
 
@@ -17,28 +18,13 @@ Graph order (ggml.c ggml_visit_parents_graph, ggml_build_forward_expand)
     depth first, src[0] .. src[9] left to right, a tensor once; an op-less tensor is a leaf, any
     other a node, appended after its sources.
 
-Allocation (ggml/src/ggml-alloc.c)
-    ggml_gallocr_alloc_graph_impl: the leafs first, in order (those without data: the graph's
-        inputs); children and views counted per tensor; then per node: its sources, then the
-        node (ggml_gallocr_allocate_node), then each source's children count drops and a source
-        with no children and no views left is freed (a view's root when its last view goes);
-        outputs (GGML_TENSOR_FLAG_OUTPUT) are never freed.
-    ggml_gallocr_allocate_node: views and tensors with data (weights, the KV cache) take no
-        space; an op of ggml_op_can_inplace takes over the memory of a source it owns that is
-        not an output, not a view, has the same type/ne/nb and this node as its only child
-        (ggml_gallocr_free_extra_space frees the source's surplus); else ggml_dyn_tallocr_alloc.
-    ggml_dyn_tallocr_alloc: the size rounded up to the alignment; the best-fitting free block
-        other than the last (smallest size >= request, the later one on ties), else the last
-        block, which grows the chunk; the buffer is the chunk's high-water mark (max_size).
-    ggml_dyn_tallocr_free_bytes: merged with an adjacent free block (the first found, then its
-        neighbour), else inserted in address order.
+The allocator, ggml-alloc.c, is kvmem.engines.llamacpp.ggml_alloc.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-__all__ = ["TYPES", "Tensor", "Graph", "gallocr_size", "Allocator", "AllocInfo"]
+__all__ = ["TYPES", "Tensor", "Graph"]
 
 # ggml type: (block size, bytes per block) -- ggml.c type_traits
 TYPES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "i32": (1, 4), "i64": (1, 8),
@@ -205,142 +191,3 @@ class Graph:
                     break
             else:
                 (self.leafs if node.op == "NONE" else self.nodes).append(node)
-
-
-# ---- ggml-alloc ------------------------------------------------------------------------------
-
-class _Alloc:
-    """ggml_dyn_tallocr with one chunk (the CPU and CUDA buffer types have no size limit here)."""
-
-    def __init__(self, alignment):
-        self.alignment, self.blocks, self.max_size = alignment, [[0, 1 << 62]], 0
-
-    def align(self, size):
-        return -(-size // self.alignment) * self.alignment
-
-    def alloc(self, size):
-        size = self.align(size)
-        best, best_size = -1, None
-        for i, (_, bsize) in enumerate(self.blocks[:-1]):
-            if bsize >= size and (best_size is None or bsize <= best_size):
-                best, best_size = i, bsize
-        if best == -1:
-            best = len(self.blocks) - 1
-        block = self.blocks[best]
-        offset = block[0]
-        block[0] += size
-        block[1] -= size
-        if block[1] == 0:
-            del self.blocks[best]
-        self.max_size = max(self.max_size, offset + size)
-        return offset
-
-    def free(self, offset, size):
-        size = self.align(size)
-        blocks = self.blocks
-        for i, block in enumerate(blocks):
-            if block[0] + block[1] == offset:
-                block[1] += size
-                if i + 1 < len(blocks) and block[0] + block[1] == blocks[i + 1][0]:
-                    block[1] += blocks[i + 1][1]
-                    del blocks[i + 1]
-                return
-            if offset + size == block[0]:
-                block[0] = offset
-                block[1] += size
-                if i > 0 and blocks[i - 1][0] + blocks[i - 1][1] == block[0]:
-                    blocks[i - 1][1] += block[1]
-                    del blocks[i]
-                return
-        pos = 0
-        while pos < len(blocks) and blocks[pos][0] < offset:
-            pos += 1
-        blocks.insert(pos, [offset, size])
-
-
-Allocator = _Alloc      # the public name kvmem.engines.llamacpp.ggml_sched uses
-
-
-@dataclass
-class _Info:
-    n_children: int = 0
-    n_views: int = 0
-    allocated: bool = False
-    offset: int = 0
-
-
-AllocInfo = _Info
-
-
-def gallocr_size(graph: Graph, alignment: int = 32) -> int:
-    """The bytes ggml_gallocr_reserve_n reserves for ``graph`` on one buffer type."""
-    alloc = _Alloc(alignment)
-    info: dict[int, _Info] = {}
-
-    def get(t):
-        h = info.get(id(t))
-        if h is None:
-            h = info[id(t)] = _Info()
-        return h
-
-    def allocate(t):
-        h = get(t)
-        if t.external or h.allocated or t.view_src is not None:
-            return
-        h.allocated = True
-        if t.op in CAN_INPLACE:
-            for p in t.src:
-                if p is None or p is t:
-                    continue
-                ph = get(p)
-                if not ph.allocated or p.flags & OUTPUT or p.view_src is not None:
-                    continue
-                if (p.type, p.ne, p.nb) != (t.type, t.ne, t.nb):
-                    continue
-                if ph.n_children == 1 and ph.n_views == 0:
-                    h.offset = ph.offset
-                    ph.allocated = False
-                    extra = alloc.align(p.nbytes()) - alloc.align(t.nbytes())
-                    if extra > 0:
-                        alloc.free(ph.offset + alloc.align(t.nbytes()), extra)
-                    return
-        h.offset = alloc.alloc(t.nbytes())
-
-    def free(t):
-        if t.flags & OUTPUT:
-            return
-        h = get(t)
-        alloc.free(h.offset, t.nbytes())
-        h.allocated = False
-
-    for leaf in graph.leafs:
-        allocate(leaf)
-    for node in graph.nodes:
-        if node.view_src is not None and node.op != "NONE":
-            get(node.view_src).n_views += 1
-        if node.flags & INPUT:
-            allocate(node)
-        for s in node.src:
-            if s is not None:
-                get(s).n_children += 1
-                if s.flags & INPUT:
-                    allocate(s)
-    for node in graph.nodes:
-        for s in node.src:
-            if s is not None:
-                allocate(s)
-        allocate(node)
-        for p in node.src:
-            if p is None:
-                continue
-            ph = get(p)
-            ph.n_children -= 1
-            if ph.n_children == 0 and ph.n_views == 0:
-                if p.view_src is not None:
-                    vh = get(p.view_src)
-                    vh.n_views -= 1
-                    if vh.n_views == 0 and vh.n_children == 0 and vh.allocated:
-                        free(p.view_src)
-                elif ph.allocated:
-                    free(p)
-    return alloc.max_size

@@ -34,7 +34,8 @@ allocated in its consumer's; frees go back to the tensor's own buffer.
 
 from __future__ import annotations
 
-from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, VIEW_OPS, AllocInfo, Allocator, Graph, Tensor
+from .ggml_alloc import gallocr_sizes
+from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 
 __all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
 
@@ -164,83 +165,6 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
             for s in inputs:
                 leafs += copies[(id(s), b)]
     leafs += graph.leafs
-    return _gallocr(nodes, leafs, where, n_gpus)
+    return gallocr_sizes(nodes, leafs, lambda t: where[id(t)], [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT])
 
 
-def _gallocr(nodes, leafs, where, n_gpus):
-    """ggml_gallocr_alloc_graph_impl with one allocator per backend's buffer type."""
-    allocs = [Allocator(CUDA_ALIGNMENT) for _ in range(n_gpus)] + [Allocator(HOST_ALIGNMENT)]
-    info: dict[int, AllocInfo] = {}
-    buf: dict[int, int] = {}
-
-    def get(t):
-        h = info.get(id(t))
-        if h is None:
-            h = info[id(t)] = AllocInfo()
-        return h
-
-    def allocate(t, b):
-        h = get(t)
-        if t.external or h.allocated or t.view_src is not None:
-            return
-        h.allocated = True
-        if t.op in CAN_INPLACE:
-            for p in t.src:
-                if p is None or p is t:
-                    continue
-                ph = get(p)
-                if not ph.allocated or p.flags & OUTPUT or p.view_src is not None:
-                    continue
-                if (p.type, p.ne, p.nb) != (t.type, t.ne, t.nb):
-                    continue
-                if ph.n_children == 1 and ph.n_views == 0:
-                    pb = buf[id(p)]
-                    a = allocs[pb]
-                    h.offset, buf[id(t)] = ph.offset, pb
-                    ph.allocated = False
-                    extra = a.align(p.nbytes()) - a.align(t.nbytes())
-                    if extra > 0:
-                        a.free(ph.offset + a.align(t.nbytes()), extra)
-                    return
-        buf[id(t)] = b
-        h.offset = allocs[b].alloc(t.nbytes())
-
-    def free(t):
-        if t.flags & OUTPUT:
-            return
-        h = get(t)
-        allocs[buf[id(t)]].free(h.offset, t.nbytes())
-        h.allocated = False
-
-    for leaf in leafs:
-        allocate(leaf, where[id(leaf)])
-    for node in nodes:
-        if node.view_src is not None and node.op != "NONE":
-            get(node.view_src).n_views += 1
-        if node.flags & INPUT:
-            allocate(node, where[id(node)])
-        for s in node.src:
-            if s is not None:
-                get(s).n_children += 1
-                if s.flags & INPUT:
-                    allocate(s, where[id(node)])
-    for node in nodes:
-        b = where[id(node)]
-        for s in node.src:
-            if s is not None:
-                allocate(s, b)
-        allocate(node, b)
-        for p in node.src:
-            if p is None:
-                continue
-            ph = get(p)
-            ph.n_children -= 1
-            if ph.n_children == 0 and ph.n_views == 0:
-                if p.view_src is not None:
-                    vh = get(p.view_src)
-                    vh.n_views -= 1
-                    if vh.n_views == 0 and vh.n_children == 0 and vh.allocated:
-                        free(p.view_src)
-                elif ph.allocated:
-                    free(p)
-    return [a.max_size for a in allocs]
