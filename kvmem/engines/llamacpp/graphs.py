@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
 
-__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn"]
+__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn", "token_inputs", "embeddings"]
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -64,6 +64,23 @@ def build(s: GraphShape, p: Pass) -> Graph:
     return _graph(s, p)
 
 
+def token_inputs(g: Graph, s: GraphShape, p: Pass):
+    """build_inp_embd (the token ids and the unused inp_embd input) and build_inp_pos."""
+    tokens = g.input("i32", p.n_tokens)
+    embd = g.input("f32", s.n_embd, p.n_tokens) if p.inp_embd else None
+    return tokens, embd, g.input("i32", p.n_tokens)
+
+
+def embeddings(g: Graph, s: GraphShape, tokens, embd):
+    """build_inp_embd's lookup of the token embeddings, expanded into the graph first, then the
+    unused inp_embd input (ggml_build_forward_select keeps both)."""
+    inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
+    g.expand(inp)
+    if embd is not None:
+        g.expand(embd)
+    return inp
+
+
 def _hadamard(g: Graph, cur, rot):
     """src/llama-impl.h llama_mul_mat_hadamard."""
     n = rot.ne[0]
@@ -86,17 +103,10 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
     hd, n_head, n_head_kv, n_tokens = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
     n_gqa = hd * n_head_kv
     # inputs (build_inp_embd, build_inp_pos, build_attn_inp_kv, build_inp_out_ids)
-    tokens = g.input("i32", n_tokens)
-    embd = g.input("f32", s.n_embd, n_tokens) if p.inp_embd else None
-    pos = g.input("i32", n_tokens)
+    tokens, embd, pos = token_inputs(g, s, p)
     inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
-
-    inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
-    g.expand(inp)
-    if embd is not None:
-        g.expand(embd)
-    inp_l = inp
+    inp_l = embeddings(g, s, tokens, embd)
     for il in range(s.n_layer):
         g.layer = il
         inp_sa = inp_l

@@ -26,7 +26,7 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
 from __future__ import annotations
 
 from .ggml_graph import OUTPUT, Graph, Tensor
-from .graphs import GraphShape, Pass, attention, attn_inputs, ffn
+from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, ffn, token_inputs
 
 __all__ = ["build_gemma_phi3"]
 
@@ -34,12 +34,6 @@ __all__ = ["build_gemma_phi3"]
 def build_gemma_phi3(s: GraphShape, p: Pass) -> Graph:
     """The graph llama.cpp builds for one reserve of ``p`` (``s.arch`` gemma2, gemma3 or phi3)."""
     return _phi3(s, p) if s.arch == "phi3" else _gemma(s, p)
-
-
-def _inputs(g: Graph, s: GraphShape, p: Pass):
-    """build_inp_embd (token ids and the unused inp_embd), build_inp_pos."""
-    embd = g.input("f32", s.n_embd, p.n_tokens) if p.inp_embd else None
-    return g.input("i32", p.n_tokens), embd, g.input("i32", p.n_tokens)
 
 
 def _logits(g: Graph, s: GraphShape, out: Tensor) -> Graph:
@@ -58,17 +52,14 @@ def _gemma(s: GraphShape, p: Pass) -> Graph:
     g = Graph()
     hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
     n_gqa = hd * n_head_kv
-    tokens, embd, pos = _inputs(g, s, p)
+    tokens, embd, pos = token_inputs(g, s, p)
     base, swa = attn_inputs(g, p, s, p.n_kv), attn_inputs(g, p, s, p.n_kv_swa)
     out_ids = g.input("i32", p.n_outputs)
 
     def norm(x, width=e):
         return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width))
 
-    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
-    g.expand(inp)
-    if embd is not None:
-        g.expand(embd)
+    inp = embeddings(g, s, tokens, embd)
     inp_l = g.dup("SCALE", inp)
     for il in range(s.n_layer):
         g.layer = il
@@ -99,17 +90,14 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
     g = Graph()
     hd, n_head, n_head_kv, n_tokens, e = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens, s.n_embd
     n_q, n_gqa = hd * n_head, hd * n_head_kv
-    tokens, embd, pos = _inputs(g, s, p)
+    tokens, embd, pos = token_inputs(g, s, p)
     inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
 
     def norm(x):
         return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(e))
 
-    inp = g.get_rows(g.weight(e, s.n_vocab), tokens)
-    g.expand(inp)
-    if embd is not None:
-        g.expand(embd)
+    inp = embeddings(g, s, tokens, embd)
     inp_l = inp
     for il in range(s.n_layer):
         g.layer = il
