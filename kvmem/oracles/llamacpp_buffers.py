@@ -28,7 +28,7 @@ import os
 import random
 import re
 
-__all__ = ["random_spec", "write_spec", "run_spec", "BUFFER_LINE"]
+__all__ = ["random_spec", "write_spec", "write_sparse", "run_spec", "in_child", "llama_lib", "BUFFER_LINE"]
 
 BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
 # ~llama_context, at debug level: "<buft> compute buffer size is %8.4f MiB, matches expectation ..."
@@ -225,15 +225,20 @@ def _load(path: str, ctx: dict) -> dict:
 def run_spec(spec: dict, path: str) -> dict:
     """llama.cpp's printed buffers for ``spec`` written at ``path`` ({"CPU_Mapped model": MiB,
     "CPU KV": ..., "CPU compute": ..., "CPU compute 4dp": "%.4f" text}), from a forked child."""
+    return in_child(_load, path, spec["context"])
+
+
+def in_child(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a forked child (an abort in llama.cpp ends the child, not the caller)."""
     import multiprocessing
     context = multiprocessing.get_context("fork")
 
     def child(conn):
         os.environ["GGML_NO_BACKTRACE"] = "1"
         try:
-            conn.send(("ok", _load(path, spec["context"])))
-        except RuntimeError as error:
-            conn.send(("load", str(error)))
+            conn.send(("ok", fn(*args, **kwargs)))
+        except Exception as error:     # sent back whole: the test shows llama.cpp's own message
+            conn.send(("error", f"{type(error).__name__}: {error}"))
         conn.close()
 
     parent, sent = context.Pipe(duplex=False)
@@ -243,8 +248,8 @@ def run_spec(spec: dict, path: str) -> dict:
     try:
         reply = parent.recv()
     except EOFError:
-        reply = ("abort", process.exitcode)
+        reply = ("abort", f"exit code {process.join() or process.exitcode}")
     process.join()
     if reply[0] != "ok":
-        raise RuntimeError(f"llama.cpp failed on {spec['arch']} spec: {reply}")
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)} failed in llama.cpp: {reply[1]}")
     return reply[1]

@@ -52,7 +52,7 @@ import functools
 import os
 import re
 
-from .llamacpp_buffers import llama_lib
+from .llamacpp_buffers import in_child, llama_lib
 from .llamacpp_preset_files import ARCH, FTYPES, preset_cases, write_gguf
 
 __all__ = ["ARCH", "FTYPES", "preset_cases", "write_gguf", "quantise_types", "load", "tensor_bytes",
@@ -217,30 +217,3 @@ def tensor_bytes(path: str) -> dict[str, tuple[str, tuple, int, int]]:
         base.ggml_free(ctx)
         base.gguf_free(gctx)
     return out
-
-
-def in_child(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` in a forked child (an abort in llama.cpp ends the child, not the caller)."""
-    import multiprocessing
-    context = multiprocessing.get_context("fork")
-
-    def child(conn):
-        os.environ["GGML_NO_BACKTRACE"] = "1"
-        try:
-            conn.send(("ok", fn(*args, **kwargs)))
-        except Exception as error:     # sent back whole: the test shows llama.cpp's own message
-            conn.send(("error", f"{type(error).__name__}: {error}"))
-        conn.close()
-
-    parent, sent = context.Pipe(duplex=False)
-    process = context.Process(target=child, args=(sent,))
-    process.start()
-    sent.close()
-    try:
-        reply = parent.recv()
-    except EOFError:
-        reply = ("abort", f"exit code {process.join() or process.exitcode}")
-    process.join()
-    if reply[0] != "ok":
-        raise RuntimeError(f"{getattr(fn, '__name__', fn)} failed in llama.cpp: {reply[1]}")
-    return reply[1]
