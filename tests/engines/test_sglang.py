@@ -369,3 +369,33 @@ def test_tp_must_divide_the_query_heads(engine):
     # issue 13: tp=64 on 32 query heads was accepted; SGLang and TensorRT-LLM assert it divides them
     with pytest.raises(ValueError, match="tp=64 must divide the model's 32 query heads"):
         kvmem.estimate("llama-3.1-8b", engine=engine, tokens=100, tp=64)
+
+
+# ---- budgets SGLang refuses (issue 32, M1) ------------------------------------------------
+
+def test_a_mamba_hybrid_whose_state_does_not_fit_is_refused_with_sglangs_runtime_error(capsys):
+    # Qwen3-Next-80B-A3B on one rank: 36 gated-DeltaNet layers x (conv 8192 x 3 x 2 B + SSM 524,288 x 4 B)
+    #   = 36 x 2,146,304 = 77,266,944 B = 73.69 MiB per request. 1 GB (10**9 B) x 0.9 / 1.9 = 473,684,210 B
+    # gives (473,684,210 - 77,266,944) // 77,266,944 = 5 slots; 1 B gives int((0.47 - 77,266,944) // 77,266,944) = -1 slots: SGLang raises
+    # (kv_cache_configurator.py _handle_max_mamba_cache, max_mamba_cache_size <= 0).
+    model = kvmem.get_model("qwen3-next-80b-a3b")
+    cap = kvmem.capacity(model, engine="sglang", kv_memory=1)
+    assert (cap.tokens, cap.blocks) == (0, 0)
+    assert cap.refusal.reason == (
+        "SGLang raises RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+        "Computed max_mamba_cache_size=-1 (total_rest_memory=0.00 GB, mamba_cache_per_req=73.69 MB): one "
+        "request's state does not fit in mamba_full_memory_ratio's share of the budget")
+    assert kvmem.capacity(model, engine="sglang", kv_memory=10**9).details["max_mamba_cache_size"] == 5
+    from kvmem.cli import main
+    assert main(["capacity", "qwen3-next-80b-a3b", "--engine", "sglang", "--kv-memory", "1B"]) == 1
+    assert "max_mamba_cache_size=-1" in capsys.readouterr().err
+
+
+def test_a_budget_of_no_token_is_refused_as_sglang_does():
+    # llama-3.1-8b: 32 layers x 8 heads x 256 x 2 B = 131,072 B per token; 1,000 B hold none and
+    # SGLang's MemoryPoolConfig raises "Not enough memory" (pool_configurator.py)
+    cap = kvmem.capacity("llama-3.1-8b", engine="sglang", kv_memory=1000)
+    assert cap.tokens == 0
+    assert cap.refusal.reason == ("SGLang raises RuntimeError: Not enough memory. Please try to increase "
+                                  "--mem-fraction-static.")
+    assert kvmem.capacity("llama-3.1-8b", engine="sglang", kv_memory=131_072).refusal is None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, assemble
+from ..base import Capacity, Refusal, assemble
 from ...parallel import cdiv, pp_stages
 from . import mamba
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
@@ -98,6 +98,22 @@ def _split_swa(layout: Layout, stage: range, tokens: int, ratio) -> tuple[int, i
     return full // page * page, swa // page * page
 
 
+# sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L94-L99 MemoryPoolConfig.__post_init__:
+# a RuntimeError when the budget holds no token (" Current value: mem_fraction_static=..." follows where set)
+NOT_ENOUGH_MEMORY = "SGLang raises RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+
+
+def _refused(model: Model, kv_memory: int, layout: Layout, cell, tokens: int, notes: list, reason: str) -> Capacity:
+    """The pool SGLang would not build: no token, no block, and SGLang's own error as the refusal."""
+    page = layout.page_size
+    details = SglangCapacityDetails(layout=layout.kind, page_size=page, cell_bytes_per_token=int(cell),
+                                    max_total_num_tokens=max(tokens, 0))
+    return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=0, tokens=0,
+                    max_concurrency=0.0, longest_request_tokens=0, block_size=page,
+                    notes=tuple(notes) + (reason,), details=details, k_dtype=layout.k_dtype.name,
+                    v_dtype=layout.k_dtype.name, refusal=Refusal(reason))
+
+
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              **options):
     """Tokens (max_total_num_tokens) and pages a KV budget (SGLang's ``rest``) holds (rule 4)."""
@@ -123,8 +139,12 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         if best is None or tokens < best[0]:
             best = (tokens, stage, cell, state)
     tokens, stage, cell, state = best
+    if state is not None and state.slots <= 0:
+        return _refused(model, kv_memory, layout, cell, tokens, notes, mamba.too_small(kv_memory, state))
+    if tokens <= 0:
+        return _refused(model, kv_memory, layout, cell, tokens, notes, NOT_ENOUGH_MEMORY)
     slots = state.slots if state else None
-    per_request = (state.conv_bytes + state.ssm_bytes) // (state.slots + 1) if state else None
+    per_request = state.per_request if state else None
     full, swa = _split_swa(layout, stage, tokens, options["swa_full_tokens_ratio"]) if layout.swa else (tokens, 0)
     if not layout.full:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
         full = swa

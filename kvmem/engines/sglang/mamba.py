@@ -42,10 +42,20 @@ class StatePool:
     conv_bytes: int            # (slots + 1) x conv state
     ssm_bytes: int             # (slots + 1) x SSM state
     rest_bytes: int            # what the KV cells get
+    per_request: int           # one request's conv + SSM state (mamba_cache_per_req)
 
     def log_line(self) -> str:
         return (f"Mamba Cache is allocated. max_mamba_cache_size: {self.slots}, conv_state size: "
                 f"{self.conv_bytes / GB:.2f}GB, ssm_state size: {self.ssm_bytes / GB:.2f}GB ")
+
+
+def too_small(kv_memory: int, state: StatePool) -> str:
+    """SGLang's error when the budget leaves no state slot (max_mamba_cache_size <= 0)."""
+    # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3385-L3396 _handle_max_mamba_cache
+    return (f"SGLang raises RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+            f"Computed max_mamba_cache_size={state.slots} (total_rest_memory={kv_memory / GB:.2f} GB, "
+            f"mamba_cache_per_req={state.per_request / (1 << 20):.2f} MB): one request's state does not fit in "
+            f"mamba_full_memory_ratio's share of the budget")
 
 
 def ratio(*, disable_radix_cache: bool, mamba_extra_buffer: bool, disable_overlap_schedule: bool) -> int:
@@ -73,7 +83,7 @@ def state_pool(kv_memory: int, conv_per_request: int, ssm_per_request: int, *, m
     entries = slots + 1
     rest = int((rest_gib - entries * per_request / GB) * GB)
     return StatePool(slots=slots, conv_bytes=entries * conv_per_request, ssm_bytes=entries * ssm_per_request,
-                     rest_bytes=rest)
+                     rest_bytes=rest, per_request=per_request)
 
 
 def max_running_requests(tokens: int, context_len: int, slots: int | None, slot_ratio: int,
