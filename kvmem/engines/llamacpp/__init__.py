@@ -110,9 +110,52 @@ DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (
             Option("type_v", choices=CACHE_TYPES, help="-ctv: the V cache type (common/arg.cpp kv_cache_types)"),
             Option("flash_attn", choices=("on", "off", "auto"), help="-fa on|off|auto"),
             Option("mla", choices=MLA_MODES, help="what an MLA model caches: latent, latent+v or full K/V"))
-# The opt-in family (kvmem.configs.families) it sizes: Gemma 4, whose per-layer head_count_kv and
-# key_length (from its GGUF) reproduce published logs (tests/engines/test_llamacpp.py)
-FAMILIES = CheckedFamilies(frozenset({"gemma4_text"}))
+# Families kvmem reads that llama.cpp 0c1e57098 does not run. Its converter takes a checkpoint by
+# config.json "architectures"[0]: conversion/__init__.py TEXT_MODEL_MAP (L19-L289) lists every HF
+# architecture it converts, and get_model_class (L391-L399) raises "Architecture ... not supported!"
+# for any other; without a GGUF, llama.cpp has nothing to load.
+_NOT_CONVERTED = ("its converter convert_hf_to_gguf.py has no {arch} (conversion/__init__.py TEXT_MODEL_MAP; "
+                  "get_model_class raises \"Architecture ... not supported!\"), so there is no GGUF to load")
+# BERT-style encoders run as decoders: the converter has no causal-LM head for them; the four it takes
+# (BertModel, CamembertModel, RobertaModel, XLMRobertaModel: conversion/bert.py) become LLM_ARCH_BERT,
+# an embedding model for which llama_model::create_memory makes no KV cache (src/llama-model.cpp
+# L2358-L2373: res = nullptr)
+_ENCODER = ("its converter convert_hf_to_gguf.py has no decoder (is_decoder) head for {arch}; "
+            "{encoder}llama.cpp keeps no KV cache for an encoder (src/llama-model.cpp create_memory: nullptr "
+            "for LLM_ARCH_BERT)")
+REFUSALS = {
+    **{t: _ENCODER.format(arch=arch, encoder=(f"it converts {enc} as LLM_ARCH_BERT, an encoder, and " if enc
+                                              else ""))
+       for t, arch, enc in (
+           ("bert", "BertLMHeadModel", "BertModel"), ("camembert", "CamembertForCausalLM", "CamembertModel"),
+           ("roberta", "RobertaForCausalLM", "RobertaModel"),
+           ("xlm-roberta", "XLMRobertaForCausalLM", "XLMRobertaModel"),
+           ("bert-generation", "BertGenerationDecoder", ""), ("big_bird", "BigBirdForCausalLM", ""),
+           ("data2vec-text", "Data2VecTextForCausalLM", ""), ("electra", "ElectraForCausalLM", ""),
+           ("ernie", "ErnieForCausalLM", ""), ("megatron-bert", "MegatronBertForCausalLM", ""),
+           ("rembert", "RemBertForCausalLM", ""), ("roberta-prelayernorm", "RobertaPreLayerNormForCausalLM", ""),
+           ("roc_bert", "RoCBertForCausalLM", ""), ("roformer", "RoFormerForCausalLM", ""),
+           ("xlm-roberta-xl", "XLMRobertaXLForCausalLM", ""), ("xmod", "XmodForCausalLM", ""))},
+    # ModernBERT: ModernBertModel is converted as LLM_ARCH_MODERN_BERT, an encoder (create_memory: nullptr)
+    "modernbert-decoder": _NOT_CONVERTED.format(arch="ModernBertDecoderForCausalLM (ModernBertModel is converted "
+                                                     "as LLM_ARCH_MODERN_BERT, an encoder without a KV cache)"),
+    **{t: _NOT_CONVERTED.format(arch=arch) for t, arch in (
+        ("xglm", "XGLMForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"), ("lfm3", "Lfm3ForCausalLM"),
+        ("olmo_hybrid", "OlmoHybridForCausalLM"), ("lara_mini", "LaraMiniForCausalLM"),
+        ("axk1", "AXK1ForCausalLM"), ("axk2", "AXK2ForCausalLM"),
+        ("sarvam_mla", "SarvamMLAForCausalLM (Sarvam-105B; only SarvamMoEForCausalLM is converted)"),
+        ("hy_v4_vl_text", "HYV4VLForConditionalGeneration (only HYV4ForCausalLM is converted)"),
+        ("ernie4_5_vl_moe_text", "Ernie4_5_VLMoeForConditionalGeneration"),
+        ("kosmos_2_5_text_model", "Kosmos2_5ForConditionalGeneration"),
+        ("inkling_text", "InklingForCausalLM"), ("inkling2_text", "Inkling2ForConditionalGeneration"),
+        ("inkling2_loop_text", "Inkling2LoopForConditionalGeneration"), ("zaya", "ZayaForCausalLM"),
+        ("mistral_large4_text", "MistralLarge4ForConditionalGeneration"),
+        ("bailing_hybrid", "BailingHybridForCausalLM"), ("longcat_flash", "LongcatFlashForCausalLM"))},
+}
+# The opt-in families (kvmem.configs.families) it sizes, each checked against the vendored source
+# (docs/research/families_llamacpp.md, tests/engines/test_llamacpp_families.py). Gemma 4: per-layer
+# head_count_kv and key_length (from its GGUF) reproduce published logs (tests/engines/test_llamacpp.py)
+FAMILIES = CheckedFamilies(frozenset({"gemma4_text", "glm_moe_dsa"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
-                    panels=("offload",), families=FAMILIES),)
+                    panels=("offload",), families=FAMILIES, refusals=REFUSALS),)

@@ -52,9 +52,13 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
                      f"V ({kv[0]['v_type']}): {mib(v):7.2f} MiB")
     elif kv:
         name = "llama_kv_cache" if style == "current" else "llama_kv_cache_unified"
-        iswa = len(kv) > 1
+        dsa = any(c["cache"] == "kv_idx" for c in kv)
+        iswa = len(kv) > 1 and not dsa
         for c in kv:
-            if iswa:
+            if dsa:   # src/llama-kv-cache-dsa.cpp L30, L47: one line before each of its two caches
+                label = "main" if c["cache"] == "kv" else "indexer"
+                lines.append(f"llama_kv_cache_dsa: creating {label} KV cache, size = {c['cells']} cells")
+            elif iswa:
                 label = "non-SWA" if c["cache"] == "kv" else "    SWA"
                 lines.append(f"{name}_iswa: creating {label} KV cache, size = {c['cells']} cells")
             seqs = {"unified": f"{c['seqs']:2d}", "unified_streams": f"{c['seqs']:2d}/{c['streams']:2d}"}.get(

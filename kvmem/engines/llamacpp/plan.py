@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
-from .settings import (ALWAYS_ISWA, MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067, SWA_FULL_WARNING,
-                       WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib, resolve_settings)
+from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
+                       SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib,
+                       resolve_settings)
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,17 @@ def _mla_mode(model: Model, s: Settings) -> str | None:
         if s.mla is not None:
             raise ValueError(f"mla applies to MLA models (DeepSeek-V2/V3, Kimi); {model.name} has no MLA layers")
         return None
-    if any(layer.index_head_dim for layer in model.layers):
-        raise ValueError(f"{model.name}: llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache "
-                         "(llama_kv_cache_dsa) that kvmem does not model")
     build, mode = s.build, s.mla
+    if any(layer.index_head_dim for layer in model.layers):
+        # llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp) is in the vendored build 0c1e57098; the build
+        # that added it (PR #21149) is not pinned here, and it takes the MLA GGUF's K-only latent cache
+        if build != CURRENT:
+            raise ValueError(f"{model.name}: the DeepSeek sparse-attention cache (llama_kv_cache_dsa, PR #21149) is "
+                             f"modelled at the vendored build 0c1e57098 only; the build that added it is not pinned "
+                             f"here, so build {build} is refused")
+        if mode not in (None, "latent"):
+            raise ValueError(f"mla={mode!r}: a DeepSeek sparse-attention GGUF (deepseek32, glm-dsa) caches the latent "
+                             "alone (llama_kv_cache_dsa over an MLA GGUF); use mla='latent'")
     if mode is None:
         return "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent"
     if mode not in MLA_MODES:
@@ -128,6 +136,40 @@ def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
     return windows[0]
 
 
+# llama.cpp's GLM-5.2 default indexer layers, for a glm-dsa GGUF without indexer types and a training
+# context of 1M or more (src/models/glm-dsa.cpp GLM_5_2_DEFAULT_INDEXER_TYPES, L6-L26 and L58-L66):
+# layers 0 and 1, then every fourth from layer 2
+_GLM_5_2_CONTEXT = 1048576
+
+
+def _glm_5_2_default(il: int) -> bool:
+    return il < 2 or (il - 2) % 4 == 0
+
+
+def indexer_widths(model: Model) -> dict[int, int]:
+    """Layer -> the width of its lightning-indexer key row in llama_kv_cache_dsa's indexer cache (one K
+    head of indexer_head_size; no V: the indexer hparams are MLA's), for the layers llama.cpp gives one.
+
+    deepseek32: every trunk layer (src/llama-model.cpp create_memory, filter_lid = il < n_layer).
+    glm-dsa: the layers hparams.is_indexer_full(il) marks: the converter writes indexer_types == "full"
+    (conversion/glm.py L380-L382) when the config has them; else every layer below a 1M training
+    context, the GLM-5.2 default pattern from 1M (src/models/glm-dsa.cpp L58-L66).
+    """
+    widths = {i: layer.index_head_dim for i, layer in enumerate(model.layers) if layer.index_head_dim}
+    if not widths or model.model_type != "glm_moe_dsa":
+        return widths
+    width = max(widths.values())
+    cfg = model.config or {}
+    types = cfg.get("indexer_types")
+    if isinstance(types, list) and len(types) == model.num_layers:
+        full = [t == "full" for t in types]
+    elif (model.max_position_embeddings or 0) < _GLM_5_2_CONTEXT:
+        full = [True] * model.num_layers
+    else:
+        full = [_glm_5_2_default(i) for i in range(model.num_layers)]
+    return {i: width for i in range(model.num_layers) if full[i] and model.layers[i].caches_tokens}
+
+
 # ---- the plan: caches, per-layer bytes, devices ----------------------------------------------
 
 def _layer_devices(n_layer: int, pp: int) -> list[int]:
@@ -172,10 +214,18 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
 
     windowed = {i for i in owners if n_swa is not None and model.layers[i].kind.windowed}
     base_ids = [i for i in owners if i not in windowed]
+    index = indexer_widths(model) if mode is not None else {}
     if owners:
         add_cache("kv", base_ids, n_ctx_seq)
     if windowed:
         add_cache("kv_swa", sorted(windowed), swa_cells)
+    if index:
+        # llama_kv_cache_dsa: a second llama_kv_cache with the same cells, streams and type_k, one K head
+        # of indexer_head_size per indexer layer and no V (src/llama-kv-cache-dsa.cpp L30-L53)
+        k = sum(k_type.row_bytes(w) for w in index.values()) * n_ctx_seq * n_stream
+        caches.append(dict(cache="kv_idx", cells=n_ctx_seq, streams=n_stream, cells_total=n_ctx_seq * n_stream,
+                           layers=len(index), seqs=s.n_seq, k_type=s.type_k, v_type=s.type_v, k_bytes=k, v_bytes=0,
+                           size_mib=printed_mib(k), k_mib=printed_mib(k), v_mib=printed_mib(0)))
 
     recurrent_ids = [i for i, layer in enumerate(model.layers) if layer.state is not None]
     rows_per_layer = {}
@@ -202,6 +252,8 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
             cells = swa_cells if i in windowed else n_ctx_seq
             k = k_type.row_bytes(widths[i][0]) * cells * n_stream
             v = v_type.row_bytes(widths[i][1]) * cells * n_stream if widths[i][1] is not None else 0
+            if i in index:
+                k += k_type.row_bytes(index[i]) * n_ctx_seq * n_stream
         rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
 
     devices = _layer_devices(model.num_layers, pp)
