@@ -47,6 +47,9 @@ __all__ = ["TypeResult", "TransformersReport", "decoder_types", "shrink", "vary"
 
 OUTCOMES = ("match", "wrong", "refused", "cannot-build")
 PROMPT, STEPS, BATCH = 48, 3, 2
+# Models whose forward slices off the cached prefix itself, so that generate feeds them the whole
+# sequence at every step: CPM-Ant (modeling_cpmant.py CpmAntForCausalLM.prepare_inputs_for_generation)
+WHOLE_INPUT_TYPES = frozenset({"cpmant"})
 WINDOW = 16          # sliding windows and attention chunks: smaller than the prompt, so they bind
 VOCAB, FFN, EXPERTS, TOP_K = 128, 64, 4, 2
 MAX_WIDTH = 1024     # hidden size the attention width is scaled down to, keeping the GQA ratio
@@ -584,10 +587,12 @@ def run_model(model, config, *, batch: int = BATCH, prompt: int = PROMPT, steps:
         cache = out.past_key_values
         prefill = held_bytes(cache)[0]
         seen = prompt
+        whole = getattr(config, "model_type", None) in WHOLE_INPUT_TYPES
         for _ in range(steps):
             step = _inputs(generator, 1, avoid, batch)
             seen += 1
-            out = model(input_ids=step, attention_mask=torch.ones(batch, seen, dtype=torch.long),
+            ids = torch.cat((ids, step), dim=1)
+            out = model(input_ids=ids if whole else step, attention_mask=torch.ones(batch, seen, dtype=torch.long),
                         past_key_values=cache, use_cache=True)
             cache = out.past_key_values
     return prefill, cache

@@ -131,6 +131,18 @@ def test_deepseek_v4_around_its_compress_rate_boundaries():
             assert last == _v4_end_bytes(4) == 655_360
 
 
+def test_cpmant_caches_the_prompt_it_prepends():
+    # modeling_cpmant.py CpmAntModel.forward puts prompt_length (32) ids ahead of the input; generate feeds
+    # it the whole sequence each step (the judge's run does too: WHOLE_INPUT_TYPES). Shrunk CPM-Ant:
+    # 2 layers x K and V x batch 2 x 8 heads x 128 x 4 B (fp32) = 32,768 B per token; 48 + 32 = 80 tokens
+    # after the prefill, 83 after 3 decode steps (kvmem without the prompt said 48 tokens: 1,572,864 B)
+    result = oracle.judge("cpmant")
+    assert result.outcome == "match", f"kvmem {result.predicted}, measured {result.measured} {result.message}"
+    per_token = 2 * 2 * 2 * 8 * 128 * 4
+    assert result.prefill_measured == result.prefill_predicted == 80 * per_token == 2_621_440
+    assert result.measured == result.predicted == 83 * per_token == 2_719_744
+
+
 def test_variations_are_seeded(report):
     variations = [r for r in report.results if r.case]
     pool = sorted(r.model_type for r in report.results[:len(SUBSET)] if r.outcome in ("match", "wrong"))

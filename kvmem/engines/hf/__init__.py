@@ -94,26 +94,36 @@ __all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes", "DynamicGrowth", "pro
            "HF_WEIGHT_FORMATS", "SIZING", "POSITIONS", "SPECS"]
 
 POSITIONS = PastPositions("transformers does not check it")   # the caches take any length
+# Families transformers 5.24.0 itself has no model for: Nemotron-NAS (model_type "nemotron-nas", the
+# DeciLMForCausalLM checkpoints) is in neither models/auto/auto_mappings.py CONFIG_MAPPING_NAMES nor
+# models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, and there is no models/ folder for it:
+# its checkpoints run only as their own remote code (kvmem reads it as vLLM's nemotron_nas.py builds it)
+NO_CLASS = {"nemotron-nas": "transformers 5.24.0 has no model class for it: 'nemotron-nas' is in neither "
+                            "models/auto/auto_mappings.py CONFIG_MAPPING_NAMES nor modeling_auto.py "
+                            "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (its DeciLMForCausalLM checkpoints run only as "
+                            "trust_remote_code)"}
 # StaticCache(config) builds STATIC_LAYER_TYPE_MAPPING[layer_type] for each layer (cache_utils.py);
 # modeling_deepseek_v4.py registers its compressed layer types as dynamic layers only
-STATIC_REFUSALS = {"deepseek_v4": "transformers' StaticCache has no layer class for compressed_sparse_attention or "
+STATIC_REFUSALS = {**NO_CLASS,
+                   "deepseek_v4": "transformers' StaticCache has no layer class for compressed_sparse_attention or "
                                   "heavily_compressed_attention (modeling_deepseek_v4.py registers only "
                                   "DynamicCache layers for them)"}
 # The opt-in families (kvmem.configs.families) transformers' modes size: each read from transformers'
 # own config class and modeling code, and checked against it (tests/oracles/test_transformers_oracle.py).
-# Nemotron-NAS is not one (vllm/model_executor/models/nemotron_nas.py; transformers has no class for it);
-# StaticCache refuses DeepSeek-V4 (STATIC_REFUSALS). QuantizedCache's mode is not checked against them.
-DYNAMIC_FAMILIES = CheckedFamilies(frozenset({"nemotron-nas"}), all_but=True)
-STATIC_FAMILIES = CheckedFamilies(frozenset({"nemotron-nas", *STATIC_REFUSALS}), all_but=True)
+# Nemotron-NAS is not one (NO_CLASS); StaticCache refuses DeepSeek-V4 (STATIC_REFUSALS). QuantizedCache's
+# mode is not checked against them.
+DYNAMIC_FAMILIES = CheckedFamilies(frozenset(NO_CLASS), all_but=True)
+STATIC_FAMILIES = CheckedFamilies(frozenset(STATIC_REFUSALS), all_but=True)
 SPECS = (
     EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING,
-               prefix_sharing, POSITIONS, pinned="transformers 5.24.0", families=DYNAMIC_FAMILIES),
+               prefix_sharing, POSITIONS, pinned="transformers 5.24.0", refusals=NO_CLASS, families=DYNAMIC_FAMILIES),
     EngineSpec("hf-static", {"max_cache_len": DEFAULTS["max_cache_len"], "prompt_tokens": DEFAULTS["prompt_tokens"]},
                estimate_static, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",
                refusals=STATIC_REFUSALS, families=STATIC_FAMILIES),
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
                estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",
+               refusals=NO_CLASS,
                declared=(Option("backend", choices=("quanto", "hqq", "fp8"), help="QuantizedCache backend"),
                          Option("nbits", choices=(1, 2, 3, 4, 8), help="bits per quantised element"))),
 )

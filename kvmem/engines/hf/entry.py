@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...configs.fields import Fields
 from ...dtypes import dtype as _dtype, float_bytes
 from ...model import Model
 from ...records import Record
@@ -60,6 +61,25 @@ def prompt_tokens_of(tokens: int, prompt_tokens) -> int:
     if prompt > tokens:
         raise ValueError(f"prompt_tokens must be at most tokens ({tokens}), got {prompt}")
     return prompt
+
+
+def prepended_tokens(model: Model) -> int:
+    """Tokens the model itself puts ahead of every input, which its cache holds beside the user's.
+
+    CPM-Ant (transformers 5.24.0 models/cpmant/modeling_cpmant.py): CpmAntModel.forward puts
+    prompt_length prompt ids ahead of input_ids (#L612-L622) and runs every position the cache does
+    not hold yet through the layers (#L633, #L647), so the prefill caches prompt_length + P and each
+    decode step one more; generate feeds it the whole sequence for that (prepare_inputs_for_generation,
+    #L702-L704). prompt_length is the config's, else CpmAntConfig's default 32.
+    """
+    if model.model_type != "cpmant":
+        return 0
+    return Fields(model.config, "cpmant").int("prompt_length")
+
+
+def _prepended_note(extra: int) -> list[str]:
+    return [f"CPM-Ant puts its {extra} prompt tokens ahead of every input: the cache holds them too "
+            "(modeling_cpmant.py CpmAntModel.forward)"] if extra else []
 
 
 @dataclass(frozen=True)
@@ -121,8 +141,9 @@ def estimate_dynamic(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     kv_name, e = _compute_dtype(model, kv_dtype, "hf-dynamic")
     found = slots(model)
     prompt = prompt_tokens_of(tokens, prompt_tokens)
-    work = DynamicGrowth(found, batch=batch, prompt=prompt, tokens=tokens, e=e)
-    notes = _common_notes(model, found)
+    extra = prepended_tokens(model)
+    work = DynamicGrowth(found, batch=batch, prompt=prompt + extra, tokens=tokens + extra, e=e)
+    notes = _common_notes(model, found) + _prepended_note(extra)
     pinned = [s.window for s in found if s.kind == "sliding" and prompt >= s.window and prompt == tokens]
     if pinned:
         notes.append(f"sliding layers keep a view of the last window - 1 tokens, which pins the whole "
@@ -140,13 +161,17 @@ def estimate_static(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int,
     kv_name, e = _compute_dtype(model, kv_dtype, "hf-static")
     found = slots(model)
     prompt = prompt_tokens_of(tokens, prompt_tokens)
-    length = tokens if max_cache_len is None else require_positive_int("max_cache_len", max_cache_len)
-    if length < tokens and any(s.kind == "attention" for s in found):
-        raise ValueError(f"max_cache_len ({length}) must be at least tokens ({tokens}): a StaticCache "
+    extra = prepended_tokens(model)    # the cache receives tokens + extra positions
+    held = tokens + extra
+    length = held if max_cache_len is None else require_positive_int("max_cache_len", max_cache_len)
+    if length < held and any(s.kind == "attention" for s in found):
+        also = f" and the model's {extra} prepended prompt tokens" if extra else ""
+        raise ValueError(f"max_cache_len ({length}) must be at least tokens ({tokens}){also}: a StaticCache "
                          "full-attention layer holds at most max_cache_len tokens")
-    work = StaticGrowth(found, max_cache_len=length, batch=batch, prompt=prompt, tokens=tokens, e=e)
+    work = StaticGrowth(found, max_cache_len=length, batch=batch, prompt=prompt + extra, tokens=held, e=e)
     return _finish(model, "hf-static", work, tokens=tokens, batch=batch, kv_name=kv_name,
-                   notes=_common_notes(model, found), kind=HfStaticDetails, max_cache_len=length)
+                   notes=_common_notes(model, found) + _prepended_note(extra), kind=HfStaticDetails,
+                   max_cache_len=length)
 
 
 def estimate_quantized(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, backend="quanto",
@@ -155,13 +180,14 @@ def estimate_quantized(model: Model, *, tokens: int, batch: int, kv_dtype, tp: i
     kv_name, e = _compute_dtype(model, kv_dtype, "hf-quantized")
     found = slots(model)
     prompt = prompt_tokens_of(tokens, prompt_tokens)
+    extra = prepended_tokens(model)
     nbits, group, residual = check_quantized(model, found, backend, nbits, q_group_size, residual_length,
-                                             prompt, tokens, batch)
+                                             prompt + extra, tokens + extra, batch)
     work = QuantizedGrowth(found, backend=backend, nbits=nbits, q_group_size=group, residual_length=residual,
-                           batch=batch, prompt=prompt, tokens=tokens, e=e)
+                           batch=batch, prompt=prompt + extra, tokens=tokens + extra, e=e)
     quantised, held_residual = work.split(work.steps)
     label = "fp8_e4m3 per-tensor" if backend == "fp8" else f"{backend} int{nbits} g{group}"
-    notes = _common_notes(model, found)
+    notes = _common_notes(model, found) + _prepended_note(extra)
     notes.append(f"{label}: {quantised} tokens quantised, {held_residual} in the {kv_name} residual; "
                  f"scales in {'fp32' if backend == 'fp8' else kv_name}")
     return _finish(model, "hf-quantized", work, tokens=tokens, batch=batch, kv_name=kv_name, notes=notes,

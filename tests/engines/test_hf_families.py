@@ -1,0 +1,52 @@
+"""hf modes and the families transformers 5.24.0 does (CPM-Ant's prepended prompt) or does not
+(Nemotron-NAS) run: the bytes its caches hold, or its own reason for not running one."""
+
+import pytest
+
+import kvmem
+
+CPMANT = {"model_type": "cpmant", "architectures": ["CpmAntForCausalLM"], "hidden_size": 4096,
+          "num_attention_heads": 32, "dim_head": 128, "num_hidden_layers": 48, "torch_dtype": "float32"}
+
+
+def test_cpmant_caches_its_32_prompt_tokens_ahead_of_the_input():
+    # modeling_cpmant.py CpmAntModel.forward prepends prompt_length (CpmAntConfig default 32) ids:
+    # 51 tokens cache 83. 48 layers x 32 heads x 128 x 2 (K, V) x 4 B = 1,572,864 B/token x 83 = 130,547,712 B
+    model = kvmem.Model.from_hf_config(CPMANT)
+    for engine in ("hf-dynamic", "hf-static"):
+        e = kvmem.engines.engine_estimate(model, engine=engine, tokens=51, prompt_tokens=48)
+        assert e.kv_bytes == 130_547_712
+        assert any("32 prompt tokens" in note for note in e.notes)
+
+
+def test_cpmant_prompt_length_is_the_configs():
+    # prompt_length 8: 51 + 8 = 59 tokens x 1,572,864 B = 92,798,976 B
+    model = kvmem.Model.from_hf_config({**CPMANT, "prompt_length": 8})
+    assert kvmem.engines.engine_estimate(model, engine="hf-dynamic", tokens=51).kv_bytes == 92_798_976
+
+
+def test_cpmant_static_cache_must_hold_the_prepended_tokens():
+    model = kvmem.Model.from_hf_config(CPMANT)
+    with pytest.raises(ValueError, match=r"max_cache_len \(60\) must be at least tokens \(51\) and the model's 32"):
+        kvmem.engines.engine_estimate(model, engine="hf-static", tokens=51, max_cache_len=60)
+    # max_cache_len 83 holds it: 83 x 1,572,864 B
+    assert kvmem.engines.engine_estimate(model, engine="hf-static", tokens=51,
+                                         max_cache_len=83).kv_bytes == 130_547_712
+
+
+@pytest.mark.parametrize("engine", ["hf-dynamic", "hf-static", "hf-quantized"])
+def test_nemotron_nas_refusal_is_transformers_own(engine):
+    model = kvmem.Model.from_hf_config({"model_type": "nemotron-nas", "num_hidden_layers": 2,
+                                        "num_attention_heads": 8, "hidden_size": 64,
+                                        "block_configs": [{"attention": {"n_heads_in_group": 4}}] * 2})
+    with pytest.raises(ValueError, match=r"transformers 5.24.0 has no model class for it: 'nemotron-nas' is in "
+                                         r"neither models/auto/auto_mappings.py CONFIG_MAPPING_NAMES"):
+        kvmem.engines.engine_estimate(model, engine=engine, tokens=16)
+
+
+def test_nemotron_nas_is_in_no_auto_mapping_of_transformers():
+    # the refusal's claim, checked against the installed transformers
+    pytest.importorskip("transformers")
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    assert "nemotron-nas" not in CONFIG_MAPPING_NAMES and "nemotron-nas" not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
