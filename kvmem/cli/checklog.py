@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..sources.bounded import MAX_LOG_BYTES, quote, read_text
 from ..units import parse_tokens
 from .common import MODEL_HELP, emit, engine_options, parse_kv_memory, read_model
 
@@ -11,7 +12,9 @@ from .common import MODEL_HELP, emit, engine_options, parse_kv_memory, read_mode
 def cmd_check_log(args) -> int:
     """Exit 0 when every KV line checked matches; 1 when one differs or nothing could be checked."""
     from ..logcheck import check_log
-    text = sys.stdin.read() if args.log == "-" else open(args.log, encoding="utf-8", errors="replace").read()
+    # bounded (kvmem.sources.bounded.read_text): a regular file or a pipe, at most MAX_LOG_BYTES, within a minute
+    text = (read_text(sys.stdin.buffer, MAX_LOG_BYTES, "standard input (the log)") if args.log == "-" else
+            read_text(args.log, MAX_LOG_BYTES, f"log file {quote(args.log)}"))
     options = engine_options(args.option)
     if args.max_model_len:
         options["max_model_len"] = parse_tokens(args.max_model_len)
@@ -30,7 +33,8 @@ def cmd_check_log(args) -> int:
 
 
 def configure(logp) -> None:
-    logp.add_argument("log", help="the log file, or - for standard input")
+    logp.add_argument("log", help=f"the log file, or - for standard input (at most {MAX_LOG_BYTES >> 20} MiB; "
+                                   "the startup lines are enough)")
     logp.add_argument("--model", required=True, help=MODEL_HELP)
     logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
     logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),

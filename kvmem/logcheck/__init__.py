@@ -9,16 +9,22 @@ kvmem can check says so. vLLM V1 ("Available KV cache memory", "GPU KV cache siz
 size = ...", iSWA pairs, "llama_memory_recurrent: size = ...", with the llama_context lines that
 state n_ctx, n_seq_max, kv_unified) and TRT-LLM ("available: A GiB" with the primary pool's blocks,
 "Allocated X GiB for max tokens in paged KV cache (N)") are read.
+
+A log is an input from outside: at most MAX_LOG_CHARS characters (kvmem.sources.bounded.MAX_LOG_BYTES),
+read by patterns that take one pass over a line however long it is, and a number no server prints
+(past 24 digits or 2**40, or not a number) is refused naming its line.
 """
 
 from __future__ import annotations
 
 from ..catalog import as_model
 from ..engines import ENGINES
+from ..sources.bounded import MAX_LOG_BYTES
 from . import llamacpp, sglang, trtllm, vllm
 from .base import LineCheck, LogCheck
 
-__all__ = ["check_log", "LogCheck", "LineCheck"]
+__all__ = ["check_log", "LogCheck", "LineCheck", "MAX_LOG_CHARS"]
+MAX_LOG_CHARS = MAX_LOG_BYTES       # a startup log: a few hundred KB; a file or a paste past this is refused
 READERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp, "trtllm": trtllm}
 _UNREAD: dict = {}
 
@@ -40,6 +46,11 @@ def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", t
     """Every KV line of ``text`` kvmem can check, for ``model`` under the settings given (module docstring).
     ``expected_kv_memory``: the plan's KV budget per device (kvmem.fit(...).kv_memory_bytes), for an
     engine whose log states its own (EngineSpec.logs_kv_budget)."""
+    if not isinstance(text, str):
+        raise ValueError(f"log must be text (str), got {type(text).__name__}")
+    if len(text) > MAX_LOG_CHARS:
+        raise ValueError(f"log is {len(text):,} characters; kvmem reads at most {MAX_LOG_CHARS:,} of a startup log "
+                         "(its KV lines come in the first minutes: pass those, e.g. the first 10,000 lines)")
     model = as_model(model)
     lines = text.splitlines()
     found = {name: reader.read(lines) for name, reader in READERS.items()}

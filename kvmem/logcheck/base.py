@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..records import Record
+from ..sources.bounded import QUOTE_CHARS, quote
 
 GIB = 1 << 30
+MAX_DIGITS = 24               # the longest number kvmem reads from a log (real ones: at most 12 digits)
+MAX_VALUE = 1 << 40           # the largest (tokens, blocks, cells, GiB): far past any real server's
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,22 @@ def strip_prefix(line: str, marker: str) -> str:
     """The line from ``marker`` on: timestamps, ranks and file:line prefixes dropped."""
     i = line.find(marker)
     return line[i:].rstrip() if i >= 0 else line.rstrip()
+
+
+def logged_number(text: str, n: int, line: str, kind=int):
+    """The number ``text`` that log line ``n`` (``line``) prints, as ``kind`` (int: thousands
+    separators dropped; float): refused naming the line when it is not one, longer than
+    MAX_DIGITS or past MAX_VALUE, so that nothing later meets a number no server prints."""
+    digits = text.replace(",", "") if kind is int else text
+    where = f"log line {n} ({quote(line.strip(), QUOTE_CHARS)})"
+    if len(digits) > MAX_DIGITS:
+        raise ValueError(f"{where}: a {len(digits):,}-character number; kvmem reads numbers of at most {MAX_DIGITS} "
+                         "digits from a log")
+    try:
+        value = kind(digits)
+    except ValueError:
+        raise ValueError(f"{where}: {quote(text, 40)} is not {'a whole number' if kind is int else 'a number'}") \
+            from None
+    if not 0 <= value <= MAX_VALUE:
+        raise ValueError(f"{where}: {quote(text, 40)} is past {MAX_VALUE:,}, the largest number kvmem reads from a log")
+    return value

@@ -19,11 +19,13 @@ from __future__ import annotations
 import re
 
 from ..engines import engine_estimate
-from .base import LineCheck, strip_prefix
+from .base import LineCheck, logged_number, strip_prefix
 
+# Each pattern starts with a literal and repeats only a character class the next literal ends: one
+# pass over a line however long (TYPES is matched right after the size line's "seqs)", never ".*").
 SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
                   r"layers, +(\d+)(?:/ *(\d+))? seqs")
-TYPES = re.compile(r"K \((\w+)\): .*V \((\w+)\):")
+TYPES = re.compile(r"seqs\), +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\):")
 CONTEXT = {"n_ctx": re.compile(r"llama_context: n_ctx += (\d+)"),
            "n_seq": re.compile(r"llama_context: n_seq_max += (\d+)"),
            "n_ubatch": re.compile(r"llama_context: n_ubatch += (\d+)")}
@@ -32,18 +34,22 @@ FLASH = re.compile(r"llama_context: flash_attn += (\w+)")
 
 
 def read(lines: list[str]) -> dict:
-    found = {"sizes": [], "context": {}}
+    found, seen = {"sizes": [], "context": {}}, set()
     for n, line in enumerate(lines, 1):
         if m := SIZE.search(line):
             text = strip_prefix(line, m.group(1))
-            if all(text != seen for _, seen, _ in found["sizes"]):
+            if text not in seen:
+                seen.add(text)
+                for group in (2, 3, 4, 5):                # cells, layers, seqs, streams: numbers a server prints
+                    if m.group(group) is not None:
+                        logged_number(m.group(group), n, line)
                 found["sizes"].append((n, text, m))
         for name, pattern in CONTEXT.items():
-            if (m := pattern.search(line)) and name not in found["context"]:
-                found["context"][name] = int(m.group(1))
-        if (m := UNIFIED.search(line)) and "kv_unified" not in found["context"]:
+            if name not in found["context"] and (m := pattern.search(line)):
+                found["context"][name] = logged_number(m.group(1), n, line)
+        if "kv_unified" not in found["context"] and (m := UNIFIED.search(line)):
             found["context"]["kv_unified"] = m.group(1) in ("true", "1")
-        if (m := FLASH.search(line)) and "flash_attn" not in found["context"]:
+        if "flash_attn" not in found["context"] and (m := FLASH.search(line)):
             found["context"]["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on")
     return found
 

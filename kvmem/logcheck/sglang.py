@@ -17,9 +17,10 @@ import re
 from ..engines.sglang import mamba
 from ..engines.sglang.pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
 from ..model import LINEAR
-from .base import LineCheck, strip_prefix
+from .base import LineCheck, logged_number, strip_prefix
 
-KV_LINE = re.compile(r"KV Cache is allocated\. (dtype: (\S+), )?#tokens: (\d+), ")
+# Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
+KV_LINE = re.compile(r"KV Cache is allocated\. (dtype: ([^\s,]+), )?#tokens: (\d+), ")
 LEGACY_LINE = re.compile(r"KV Cache is allocated\. K size: [0-9.]+ GB, V size: [0-9.]+ GB\.")   # before ~Feb 2025
 TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
 MAMBA_LINE = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+),")
@@ -28,18 +29,19 @@ _CAUSE = ("the K/V bytes per token differ: the KV dtype (--kv-cache-dtype), head
 
 
 def read(lines: list[str]) -> dict:
-    found = {"kv": [], "mamba": None, "legacy": None, "total": None}
+    found, seen = {"kv": [], "mamba": None, "legacy": None, "total": None}, set()
     for n, line in enumerate(lines, 1):
         if m := KV_LINE.search(line):
             text = strip_prefix(line, "KV Cache is allocated")
-            if all(text != seen for _, seen, _, _ in found["kv"]):   # every rank prints it: read it once
-                found["kv"].append((n, text, int(m.group(3)), m.group(1) is not None))
-        elif LEGACY_LINE.search(line) and found["legacy"] is None:
+            if text not in seen:                                     # every rank prints it: read it once
+                seen.add(text)
+                found["kv"].append((n, text, logged_number(m.group(3), n, line), m.group(1) is not None))
+        elif found["legacy"] is None and LEGACY_LINE.search(line):
             found["legacy"] = (n, strip_prefix(line, "KV Cache is allocated"))
-        elif (m := TOTAL.search(line)) and found["total"] is None:
-            found["total"] = int(m.group(1))
-        elif (m := MAMBA_LINE.search(line)) and found["mamba"] is None:
-            found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), int(m.group(1)))
+        elif found["total"] is None and (m := TOTAL.search(line)):
+            found["total"] = logged_number(m.group(1), n, line)
+        elif found["mamba"] is None and (m := MAMBA_LINE.search(line)):
+            found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), logged_number(m.group(1), n, line))
     return found
 
 
@@ -75,8 +77,9 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **{**DEFAULTS, **options, "version": version})
         parts = [state_parts_of(model, layout, i, tp) for i, layer in enumerate(model.layers)
                  if layer.kind == LINEAR]
-        pool = mamba.StatePool(slots=slots, conv_bytes=(slots + 1) * sum(c for c, _ in parts),
-                               ssm_bytes=(slots + 1) * sum(s for _, s in parts), rest_bytes=0)
+        conv, ssm = sum(c for c, _ in parts), sum(s for _, s in parts)
+        pool = mamba.StatePool(slots=slots, conv_bytes=(slots + 1) * conv, ssm_bytes=(slots + 1) * ssm, rest_bytes=0,
+                               per_request=conv + ssm)
         expected = pool.log_line().rstrip()
         ok = expected == text.rstrip()
         checks.append(LineCheck(n, text, "Mamba Cache is allocated", text, expected, ok, "" if ok else (

@@ -16,7 +16,8 @@ import re
 
 from ..engines import capacity
 from ..engines.trtllm import bytes_per_token
-from .base import GIB, LineCheck, strip_prefix
+from ..sources.bounded import quote
+from .base import GIB, LineCheck, logged_number, strip_prefix
 
 AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: total: ([0-9.]+) GiB, available: ([0-9.]+) GiB")
 BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (\d+)")
@@ -31,19 +32,21 @@ def read(lines: list[str]) -> dict:
     for n, line in enumerate(lines, 1):
         for name, pattern, marker in (("available", AVAILABLE, "Memory usage"), ("blocks", BLOCKS, "Number of"),
                                       ("allocated", ALLOCATED, "Allocated"), ("using", USING, "Using")):
-            if (m := pattern.search(line)) and name not in found:
-                found[name] = (n, strip_prefix(line, marker), m)
+            if name not in found and (m := pattern.search(line)):
+                kinds = {"available": (float, float), "allocated": (float, int)}.get(name, (int,))
+                numbers = tuple(logged_number(text, n, line, kind) for text, kind in zip(m.groups(), kinds,
+                                                                                          strict=True))
+                found[name] = (n, strip_prefix(line, marker), m, numbers)
     return found
 
 
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
-    fraction = float(options.pop("free_gpu_memory_fraction", 0.9))
+    fraction = _fraction(options.pop("free_gpu_memory_fraction", 0.9))
     if "available" in found and "blocks" in found:
-        gib = float(found["available"][2].group(2))
-        n, text, m = found["blocks"]
-        blocks = int(m.group(1))
+        gib = found["available"][3][1]
+        n, text, _, (blocks,) = found["blocks"]
         settings.update(available_gib=gib, blocks=blocks)
         lo, hi = (capacity(model, engine="trtllm", kv_memory=int((gib * GIB + d) * fraction), kv_dtype=kv_dtype,
                             tp=tp, pp=pp, **options).blocks for d in (-HALF_CENT, HALF_CENT))
@@ -51,17 +54,27 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         checks.append(LineCheck(n, text, "KV cache primary pool blocks", f"{blocks:,}",
                                 f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}", ok, "" if ok else _CAUSE))
     if "allocated" in found:
-        n, text, m = found["allocated"]
-        tokens = int(m.group(2))
+        n, text, m, (gib, tokens) = found["allocated"]
         settings["allocated_tokens"] = tokens
         per_token = bytes_per_token(model, kv_dtype=kv_dtype, tp=tp, pp=pp,
                                     tokens_per_block=options.get("tokens_per_block", 32), allocated=True)
         ours = f"{float(tokens * per_token) / GIB:.2f} GiB"
-        ok = ours == f"{float(m.group(1)):.2f} GiB"
+        ok = ours == f"{gib:.2f} GiB"
         checks.append(LineCheck(n, text, "Allocated for max tokens", f"{m.group(1)} GiB", ours, ok,
                                 "" if ok else _CAUSE))
     if "using" in found:
-        settings["tokens"] = int(found["using"][2].group(1))
+        settings["tokens"] = found["using"][3][0]
     if not checks and found:
         notes.append("TRT-LLM lines without the memory they were sized from: nothing to compare them with")
     return settings, checks, notes
+
+
+def _fraction(value) -> float:
+    """free_gpu_memory_fraction as given (a number in (0, 1]), refused by name otherwise."""
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError, OverflowError):
+        fraction = float("nan")
+    if isinstance(value, bool) or not 0 < fraction <= 1:
+        raise ValueError(f"free_gpu_memory_fraction must be a number in (0, 1], got {quote(value)}")
+    return fraction

@@ -18,31 +18,36 @@ import re
 
 from ..engines import capacity
 from ..units import format_bytes
-from .base import GIB, LineCheck, strip_prefix
+from .base import GIB, LineCheck, logged_number, strip_prefix
 
+# Each pattern starts with a literal and repeats only a character class a separator ends: one pass
+# over a line, however long (no ".*" between two parts, no nested repetition).
 AVAILABLE = re.compile(r"Available KV cache memory: ([0-9.]+) GiB")
 TOKENS = re.compile(r"(?:GPU )?KV cache size: ([0-9,]+) tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
-V0_MEMORY = re.compile(r"Memory profiling results: .*kv_cache_size=([0-9.]+)GiB")
+V0_MARKER = "Memory profiling results: "
+V0_MEMORY = re.compile(r"kv_cache_size=([0-9.]+)GiB")      # searched after the first V0_MARKER only
 V0_BLOCKS = re.compile(r"(?:# )?GPU blocks: (\d+)")
 HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
 
 
 def read(lines: list[str]) -> dict:
+    """The first of each line kvmem reads, with its numbers (a number no server prints: refused naming the line)."""
     found = {}
     for n, line in enumerate(lines, 1):
-        if m := AVAILABLE.search(line):
-            found.setdefault("available", (n, strip_prefix(line, "Available"), float(m.group(1))))
-        if m := TOKENS.search(line):
-            found.setdefault("tokens", (n, strip_prefix(line, "GPU KV" if "GPU KV" in line else "KV cache"),
-                                        int(m.group(1).replace(",", ""))))
-        if m := V0_MEMORY.search(line):
-            found.setdefault("v0_memory", (n, strip_prefix(line, "Memory profiling"), float(m.group(1))))
-        if m := V0_BLOCKS.search(line):
-            found.setdefault("v0_blocks", (n, strip_prefix(line, m.group(0)[:3]), int(m.group(1))))
-        if m := CONCURRENCY.search(line):
-            found.setdefault("concurrency", (n, strip_prefix(line, "Maximum"), int(m.group(1).replace(",", "")),
-                                             float(m.group(2))))
+        if "available" not in found and (m := AVAILABLE.search(line)):
+            found["available"] = (n, strip_prefix(line, "Available"), logged_number(m.group(1), n, line, float))
+        if "tokens" not in found and (m := TOKENS.search(line)):
+            found["tokens"] = (n, strip_prefix(line, "GPU KV" if "GPU KV" in line else "KV cache"),
+                               logged_number(m.group(1), n, line))
+        if "v0_memory" not in found and (at := line.find(V0_MARKER)) >= 0 and \
+                (m := V0_MEMORY.search(line, at + len(V0_MARKER))):
+            found["v0_memory"] = (n, strip_prefix(line, "Memory profiling"), logged_number(m.group(1), n, line, float))
+        if "v0_blocks" not in found and (m := V0_BLOCKS.search(line)):
+            found["v0_blocks"] = (n, strip_prefix(line, m.group(0)[:3]), logged_number(m.group(1), n, line))
+        if "concurrency" not in found and (m := CONCURRENCY.search(line)):
+            found["concurrency"] = (n, strip_prefix(line, "Maximum"), logged_number(m.group(1), n, line),
+                                    logged_number(m.group(2), n, line, float))
     return found
 
 

@@ -9,7 +9,11 @@ Rules (issue 20, "hostile model sources"):
 - a file name that comes from a repository or a folder (an index entry, a GGUF name) resolves
   inside that repository's snapshot or that folder, else it is refused before it is opened
   (``confined``): no absolute path, no ``..``, no symlink out;
-- a message quotes at most ``QUOTE_CHARS`` characters of the input (``quote``).
+- a message quotes at most ``QUOTE_CHARS`` characters of the input (``quote``);
+- a text input (a log file or standard input, a report) is read by ``read_text``: a regular
+  file (never a FIFO, device or directory; a pipe or a terminal on standard input), at most a
+  byte budget, within a time bound; a JSON document from outside is parsed by ``parse_json``
+  with a depth and an item bound besides its size.
 
 The limits are the module's constants; docs/sources.md lists them and where each applies.
 Standard library only.
@@ -18,20 +22,27 @@ Standard library only.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass
 
 from . import SourceError
 
 __all__ = ["MAX_JSON_BYTES", "MAX_INDEX_BYTES", "MAX_SHARDS", "MAX_GGUF_HEADER_BYTES", "QUOTE_CHARS",
-           "Deadline", "quote", "check_count", "read_at_most", "read_prefix", "read_json_file", "plain_name",
-           "confined"]
+           "MAX_LOG_BYTES", "MAX_REPORT_BYTES", "TEXT_SECONDS", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS",
+           "Deadline", "quote", "check_count", "read_at_most", "read_prefix", "read_json_file", "read_text",
+           "parse_json", "plain_name", "confined"]
 
 MAX_JSON_BYTES = 10_000_000          # a config.json (real ones: a few KB; Phi-3.5's 7 KB)
 MAX_INDEX_BYTES = 100_000_000        # a model.safetensors.index.json (DeepSeek-V3's: 9 MB)
 MAX_SHARDS = 2_000                   # shards one index may name (the largest real checkpoints: ~200)
 MAX_GGUF_HEADER_BYTES = 64 << 20     # a GGUF header (an 8B model with its tokenizer: ~6 MB; 262k-vocab Gemma: ~12 MB)
 QUOTE_CHARS = 100                    # the most of an input a message repeats
+MAX_LOG_BYTES = 16 << 20             # a startup log (vLLM's with a debug level: ~2 MB; most a few hundred KB)
+MAX_REPORT_BYTES = 10_000_000        # a kvmem report (JSON; with a model's config.json: ~30 KB)
+TEXT_SECONDS = 60.0                  # the time a text input (a file, standard input) may take to arrive
+MAX_JSON_DEPTH = 64                  # nesting of a JSON document from outside (a report's own: 7)
+MAX_JSON_ITEMS = 200_000             # keys and list items of such a document, together
 _CHUNK = 1 << 16
 
 
@@ -47,17 +58,17 @@ class Deadline:
 
     at: float
     what: str
+    hint: str = "retry later, or set KVMEM_HUB_TIMEOUT (seconds) higher"
 
     @classmethod
-    def after(cls, seconds: float, what: str) -> Deadline:
-        return cls(time.monotonic() + seconds, what)
+    def after(cls, seconds: float, what: str, hint: str | None = None) -> Deadline:
+        return cls(time.monotonic() + seconds, what, *(() if hint is None else (hint,)))
 
     def left(self) -> float:
         """Seconds left; SourceError once none are."""
         left = self.at - time.monotonic()
         if left <= 0:
-            raise SourceError(f"{self.what}: gave up after the deadline (no answer in time); "
-                              "retry later, or set KVMEM_HUB_TIMEOUT (seconds) higher")
+            raise SourceError(f"{self.what}: gave up after the deadline (no answer in time); {self.hint}")
         return left
 
 
@@ -128,6 +139,113 @@ def _json_int(text: str) -> int:
 
 def _json_constant(name: str):
     raise ValueError(f"{name} is not a number kvmem reads")
+
+
+def read_text(source, limit: int, what: str, seconds: float = TEXT_SECONDS) -> str:
+    """The text of ``source`` (a path, or a binary stream such as ``sys.stdin.buffer``) as UTF-8
+    (undecodable bytes replaced), refused by name: a path that is not a regular file (a FIFO, a
+    device, a directory, a link to one), a stream that is not a pipe, socket, terminal or regular
+    file, more than ``limit`` bytes, or not all of it within ``seconds``."""
+    deadline = Deadline.after(seconds, what, f"kvmem waits {seconds:g} s for a text input; save it to a file first")
+    if isinstance(source, (str, bytes, os.PathLike)):
+        return _read_path(source, limit, what, deadline).decode("utf-8", errors="replace")
+    fd = _fileno(source)
+    if fd is not None:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+            raise SourceError(f"{what} is {_kind(mode)}, not a file or a pipe; kvmem reads a text from those only")
+    return _read_waiting(source, fd, limit, what, deadline, seconds).decode("utf-8", errors="replace")
+
+
+def _read_path(path, limit: int, what: str, deadline: Deadline) -> bytes:
+    try:
+        mode = os.stat(path).st_mode       # before opening: opening a FIFO blocks, a device may act
+        if not stat.S_ISREG(mode):
+            raise SourceError(f"{what} is {_kind(mode)}, not a regular file; kvmem reads text from files only")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SourceError(f"cannot read {what}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode        # what was opened (it may have been swapped since the stat)
+        if not stat.S_ISREG(mode):
+            raise SourceError(f"{what} is {_kind(mode)}, not a regular file; kvmem reads text from files only")
+        return read_at_most(handle, limit, what, deadline)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _fileno(stream) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):   # io.BytesIO and friends: no descriptor
+        return None
+
+
+def _read_waiting(stream, fd: int | None, limit: int, what: str, deadline: Deadline, seconds: float) -> bytes:
+    """read_at_most of a stream whose reads may block (a pipe, a terminal): each read waits for
+    data at most until the deadline (select, where the platform has it for this descriptor)."""
+    import select
+    parts, size = [], 0
+    while True:
+        left = deadline.left()
+        if fd is not None and os.name == "posix":
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                raise SourceError(f"{what}: not all of it arrived within {seconds:g} s (a writer that never "
+                                  "ends or never writes); save it to a file first")
+        chunk = _read_some(stream, min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            return b"".join(parts)
+        size += len(chunk)
+        if size > limit:
+            raise SourceError(f"{what} is over {limit:,} bytes, the most kvmem reads of it")
+        parts.append(chunk)
+
+
+def parse_json(text, what: str, *, limit: int, depth: int = MAX_JSON_DEPTH, items: int = MAX_JSON_ITEMS):
+    """A JSON document from outside, parsed: at most ``limit`` bytes (UTF-8; a leading BOM is
+    allowed), ``depth`` levels of nesting and ``items`` keys and list items in all; numbers of at
+    most 30 digits, no NaN or Infinity. Refused with a SourceError naming ``what`` otherwise."""
+    import json
+    if isinstance(text, (bytes, bytearray)):
+        if len(text) > limit:
+            raise SourceError(f"{what} is over {limit:,} bytes, the most kvmem reads of it")
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SourceError(f"{what} is not UTF-8 text: {str(exc)[:QUOTE_CHARS]}") from None
+    if len(text) > limit or len(text.encode("utf-8", errors="replace")) > limit:
+        raise SourceError(f"{what} is over {limit:,} bytes, the most kvmem reads of it")
+    text = text.removeprefix("\ufeff")
+    try:
+        data = json.loads(text, parse_int=_json_int, parse_constant=_json_constant)
+    except RecursionError:                 # the parser's own bound (Python's recursion limit), far past ours
+        raise SourceError(f"{what} is nested deeper than {depth} levels; kvmem reads at most {depth}") from None
+    except ValueError as exc:
+        raise SourceError(f"{what} is not valid JSON: {str(exc)[:QUOTE_CHARS]}") from None
+    _check_shape(data, what, depth, items)
+    return data
+
+
+def _check_shape(data, what: str, depth: int, items: int) -> None:
+    """A parsed document's nesting (at most ``depth``) and its keys and list items (at most
+    ``items`` in all), walked without recursion."""
+    count, todo = 0, [(data, 0)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, (dict, list)):
+            if level >= depth:
+                raise SourceError(f"{what} is nested deeper than {depth} levels; kvmem reads at most {depth}")
+            count += len(value)
+            if count > items:
+                raise SourceError(f"{what} has over {items:,} keys and list items; kvmem reads at most that many")
+            todo.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
 
 
 def plain_name(name, what: str) -> str:
