@@ -23,8 +23,11 @@ it, one home for both, as every other module reads them together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from functools import cached_property
 from importlib import import_module
 
 __all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "COMPRESSED", "KINDS",
@@ -307,7 +310,7 @@ class ModelFacts:
     v_head_dim: int = 0
     partial_rotary_factor: str = "1"            # as written (rotary_pct for GPT-NeoX), exact
     new_decoder_architecture: bool = False
-    quantization_config: dict | None = field(default=None, compare=False, hash=False)
+    quantization_config: dict | None = field(default=None, hash=False)   # compared (a dict: not hashed)
     moe: MoeShape | None = None
     ssm: SsmFacts | None = None
 
@@ -331,6 +334,15 @@ class ConfigReading:
         return out
 
 
+def _canonical(value) -> str:
+    """A dict (or None) as one text, whatever its key order: JSON with sorted keys; repr where JSON
+    cannot say it (keys of mixed types)."""
+    try:
+        return json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
+
+
 @dataclass(frozen=True)
 class Model:
     """A model as kvmem sees it: its layers and the few whole-model facts sizing needs."""
@@ -348,12 +360,16 @@ class Model:
     hf_id: str | None = None
     source: str | None = None
     mtp_layers: int = 0
-    facts: ModelFacts = field(default_factory=ModelFacts, compare=False)
-    config: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    # Equality is "the same model": every field that can change a number is compared -- the facts
+    # (quantisation, MoE, vocabulary), the raw config the engines read, the checkpoint's tensors
+    # (their storage types); only ``reading`` (how the config was read, words) is not.
+    # ``fingerprint`` is that identity as text, the key of every cache shared across users (ui/cache.py).
+    facts: ModelFacts = field(default_factory=ModelFacts)
+    config: dict = field(default_factory=dict, repr=False, hash=False)          # compared (a dict: not hashed)
     reading: ConfigReading | None = field(default=None, repr=False, compare=False, hash=False)
     # The tensors its safetensors or GGUF headers list (kvmem.sources.Checkpoint), when read:
     # kvmem.weights then counts exact bytes instead of the formula.
-    checkpoint: object | None = field(default=None, repr=False, compare=False, hash=False)
+    checkpoint: object | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if not self.layers:
@@ -370,6 +386,23 @@ class Model:
         """Read a GGUF file's header (never its tensor data): metadata -> layers, tensor infos ->
         exact weight bytes. Needs the ``gguf`` package (kvmem[sources])."""
         return _reader("gguf")(path)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The model's identity as a SHA-256 hex digest of every compared field (what ``==``
+        compares, dicts with their keys sorted): equal models have one fingerprint, and models that
+        differ in anything that changes a number (quantization_config, a tensor's type) have two."""
+        digest = hashlib.sha256()
+        for item in fields(self):
+            if not item.compare:
+                continue
+            value = getattr(self, item.name)
+            if item.name == "facts":
+                text = repr(replace(value, quantization_config=None)) + _canonical(value.quantization_config)
+            else:
+                text = _canonical(value) if isinstance(value, dict) else repr(value)
+            digest.update(f"{item.name}={len(text)}:{text};".encode("utf-8", "surrogatepass"))
+        return digest.hexdigest()
 
     def with_checkpoint(self, checkpoint) -> "Model":
         """A copy that carries the checkpoint's tensor list (exact weight bytes)."""

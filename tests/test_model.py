@@ -90,3 +90,45 @@ def test_a_compressed_layer_holds_its_window_and_describes_its_compressor():
     assert layer.caches_tokens and not layer.kind.windowed and layer.kind.compressed
     model = Model("v4", (layer,), hidden_size=4096, num_attention_heads=64)
     assert "1 compressed (512-wide K=V rows, window 128, + 1 row per 128 tokens)" in model.describe()
+
+
+def _llama_config(**changes) -> dict:
+    from kvmem.catalog import preset
+    return {**preset("llama-3.1-8b")["config"], **changes}
+
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+def test_models_that_differ_only_in_their_quantization_are_two_models():
+    awq = Model.from_hf_config(_llama_config(quantization_config=AWQ), name="pasted config")
+    plain = Model.from_hf_config(_llama_config(), name="pasted config")
+    assert awq.layers == plain.layers and awq.name == plain.name
+    assert awq != plain and awq.fingerprint != plain.fingerprint
+    # and the numbers they give differ: 4-bit AWQ weights leave more room for the KV cache on an H100 at 2k
+    import kvmem
+    assert [kvmem.fit(m, gpu="h100-sxm-80gb", context=2048).max_batch for m in (awq, plain)] == [247, 208]
+
+
+def test_the_same_model_read_twice_is_one_model_whatever_the_key_order():
+    config = _llama_config(quantization_config=AWQ)
+    again = dict(reversed(list(config.items())), quantization_config=dict(reversed(list(AWQ.items()))))
+    one, two = Model.from_hf_config(config, name="m"), Model.from_hf_config(again, name="m")
+    assert one == two and hash(one) == hash(two) and one.fingerprint == two.fingerprint
+    assert dataclasses.replace(one, reading=None) == one        # how it was read changes no number
+
+
+def test_facts_config_and_checkpoint_are_part_of_the_identity():
+    from kvmem.model import ModelFacts, MoeShape
+    from kvmem.sources import Checkpoint, Tensor
+    base = Model(name="m", layers=[Layer("full", kv_heads=1, head_dim_k=8, head_dim_v=8)], hidden_size=8,
+                 num_attention_heads=1)
+    moe = dataclasses.replace(base, facts=ModelFacts(moe=MoeShape(8, 2, 16, 0, 0)))
+    vocab = dataclasses.replace(base, facts=ModelFacts(vocab_size=32000))
+    rope = dataclasses.replace(base, config={"rope_scaling": {"factor": 8.0}})
+    q4 = base.with_checkpoint(Checkpoint("gguf", "m.gguf", (Tensor("token_embd.weight", "Q4_K", (8, 256), 144),)))
+    q6 = base.with_checkpoint(Checkpoint("gguf", "m.gguf", (Tensor("token_embd.weight", "Q6_K", (8, 256), 210),)))
+    variants = [base, moe, vocab, rope, q4, q6]
+    assert len({m.fingerprint for m in variants}) == len(variants)
+    assert all(a != b for i, a in enumerate(variants) for b in variants[i + 1:])
+    assert len(set(variants)) == len(variants)      # hashable, and no two equal

@@ -4,8 +4,10 @@ Only calls whose result depends on nothing but their arguments are here, and onl
 cost enough to matter: a fit grid is ~30 kvmem.fit calls (0.7 s for DeepSeek-V3 here), the
 Learn page's MHA/GQA/MQA comparison runs a torch decoder three ways (0.15 s on one torch thread,
 ui/preload.py).
-Results come back as copies, so no session can change another's. A Model is keyed by its
-name and its (frozen dataclass) hash.
+Results come back as copies, so no session can change another's. A Model is keyed by
+Model.fingerprint: every field that changes a number (its layers, facts and quantization_config,
+raw config, checkpoint tensors), so two sessions' models that differ only there never share an
+entry (a name and a hash that left the facts out once showed one user's AWQ grid to another).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import streamlit as st
 from kvmem.model import Model
 from ui import preload
 
-_KEYS = {Model: lambda model: (model.name, hash(model))}
+_KEYS = {Model: lambda model: model.fingerprint}
 
 
 @st.cache_data(max_entries=128, show_spinner=False, hash_funcs=_KEYS)

@@ -183,3 +183,18 @@ def test_a_stream_is_read_for_its_header_only(tmp_path):
         stream = Counting(handle)
         model = model_from_gguf_bytes(stream, name="g.gguf")
     assert model.count("sliding") == 52 and header_bytes <= stream.read_bytes <= max(2 * header_bytes, 1 << 16)
+
+
+def test_two_uploads_named_alike_that_differ_in_tensor_types_are_two_models(tmp_path, monkeypatch):
+    from kvmem.sources.gguf import model_from_gguf_bytes
+    spec = gguf_models.SPECS["llama-3-8b"]
+    q6_output = [(n, dims, gguf.GGMLQuantizationType.Q6_K if n == "token_embd.weight" else t)
+                 for n, dims, t in spec["tensors"]]
+    monkeypatch.setitem(gguf_models.SPECS, "llama-3-8b-q6-embd", {**spec, "tensors": q6_output})
+    gguf_models.write(tmp_path / "a.gguf", "llama-3-8b", tiny=False)
+    gguf_models.write(tmp_path / "b.gguf", "llama-3-8b-q6-embd", tiny=False)
+    with open(tmp_path / "a.gguf", "rb") as one, open(tmp_path / "b.gguf", "rb") as two:   # two uploads
+        a, b = model_from_gguf_bytes(one, name="model.gguf"), model_from_gguf_bytes(two, name="model.gguf")
+    assert a.name == b.name and a.layers == b.layers and a != b and a.fingerprint != b.fingerprint
+    # token_embd 4096 x 128256 elements: Q4_K 144 B per 256 -> 295,501,824 B; Q6_K 210 B per 256 -> 430,940,160 B
+    assert weights(b).total_bytes - weights(a).total_bytes == 430_940_160 - 295_501_824
