@@ -156,8 +156,15 @@ def test_lfm2_short_conv_from_conv_dim():
 def test_lfm2_refusals():
     config = json.loads(LFM2.read_text())
     del config["conv_dim"]
-    with pytest.raises(ValueError, match="reads config field 'conv_dim'"):
+    # vLLM's own failure: lfm2.py#L356 reads config.conv_dim, which Lfm2Config does not define
+    refusal = r"vLLM 0.33.0 cannot build this model: its LFM2 short-conv layers read config.conv_dim"
+    with pytest.raises(ValueError, match=refusal):
         kvmem.estimate(kvmem.Model.from_hf_config(config), engine="vllm", tokens=1024)
+    # LFM2-VL: its language model is the same Lfm2ForCausalLM on text_config (lfm2_vl.py#L713-L718)
+    wrapper = {"model_type": "lfm2_vl", "architectures": ["Lfm2VlForConditionalGeneration"], "text_config": config,
+               "vision_config": {"model_type": "siglip2_vision_model"}}
+    with pytest.raises(ValueError, match=refusal):
+        kvmem.estimate(kvmem.Model.from_hf_config(wrapper), engine="vllm", tokens=1024)
     with pytest.raises(ValueError, match="num_speculative_tokens with lfm2"):
         kvmem.estimate(kvmem.Model.from_hf_config(LFM2), engine="vllm", tokens=1024, num_speculative_tokens=1)
 

@@ -56,7 +56,8 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
                           class's default where the file omits them
     mamba1 (Jamba, Mamba, Falcon-Mamba mamba.py)  conv (inner/tp, kernel-1), ssm (inner/tp, d_state)
     short conv (LFM2 lfm2.py, LFM2-MoE lfm2_moe.py)  conv (conv_dim/tp, conv_L_cache-1), no ssm; LFM2 reads
-                         config.conv_dim (refused without it), LFM2-MoE hidden_size; with speculative
+                         config.conv_dim (without it vLLM raises AttributeError: refused, lfm2.py#L356; LFM2-VL
+                         the same, lfm2_vl.py#L713-L718), LFM2-MoE hidden_size; with speculative
                          tokens the layers keep num_spec more columns than the block alignment sizes
                          (short_conv.py get_state_shape): refused
     Granite-4.0-H, LFM2, OLMo-Hybrid and DBRX attention: head_dim = hidden_size // num_attention_heads

@@ -84,6 +84,14 @@ def _short_conv_dim(model: Model) -> int:
     reads config.conv_dim (the published LFM2 files set it to hidden_size; transformers' Lfm2Config
     has no default for it), lfm2_moe.py reads hidden_size."""
     if model.model_type == "lfm2":
+        if "conv_dim" not in model.config:
+            # vllm@v0.33.0 vllm/model_executor/models/lfm2.py#L356 Lfm2ShortConvDecoderLayer passes
+            # config.conv_dim, which transformers' Lfm2Config does not define (it is an extra key of the
+            # published files); LFM2-VL builds the same Lfm2ForCausalLM on text_config (lfm2_vl.py#L713-L718)
+            raise ValueError("vLLM 0.33.0 cannot build this model: its LFM2 short-conv layers read config.conv_dim "
+                             "(vllm/model_executor/models/lfm2.py#L356, Lfm2ShortConvDecoderLayer; LFM2-VL's "
+                             "language model is the same class, lfm2_vl.py#L713-L718), which this config does not "
+                             "set and transformers' Lfm2Config does not define, so vLLM raises AttributeError")
         return config_int(model, "conv_dim")
     return model.hidden_size
 
