@@ -60,13 +60,17 @@ from __future__ import annotations
 
 from ..base import EngineSpec, Option
 from .cache import DEFAULTS, TrtllmCapacityDetails, TrtllmDetails, bytes_per_token, capacity, estimate, pp_layers
+from .families import FAMILIES, REFUSALS
 from .sizing import SIZING, prefix_sharing
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS", "TrtllmDetails",
            "TrtllmCapacityDetails"]
 
+# What was read: the cache manager at one main commit, the model registry and model files at later main
+# commits (each cited where used); the repository's history is not at hand to tie them to a release tag.
+PINNED = "TensorRT-LLM main (resource_manager.py @ 001541ba, model registry @ 065ff9e9)"
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,
-                    pinned="TensorRT-LLM (resource_manager.py @ 001541ba)",
+                    pinned=PINNED, refusals=REFUSALS, families=FAMILIES,
                     declared=(Option("block_rounding", choices=("ceil", "floor"),
                                      help="how tokens round to whole blocks"),)),)

@@ -24,7 +24,13 @@ DEFAULTS = {
 }
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")  # get_cache_bytes_per_token's accepted types
 DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
-DSA_INDEXER_TOKENS_PER_BLOCK = 64
+# DSACacheManager of early 2026 (attention_backend/sparse/dsa.py @ code-index id 126013056, the first with the
+# indexer pool in the C++ KVCacheManager, enable_indexer_k_cache) asserted tokens_per_block == 64 ("must be set
+# to 64 for DeepSeek v3.2"); sparse/dsa/cache_manager.py @ eaab4c3a dropped the assertion
+DSA_TOKENS_PER_BLOCK = 64
+# Models whose TRT-LLM class sets the dtype the cache follows whatever the config says
+# (modeling_exaone4.py @ fbbc05dd Exaone4ForCausalLM.__init__: pretrained_config.torch_dtype = torch.bfloat16)
+FORCED_DTYPE = {"exaone4": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ def _check(tokens_per_block, max_attention_window, block_rounding):
 
 
 def _kv_dtype(model: Model, kv_dtype) -> DType:
-    k = dtype(kv_dtype, model_dtype=model.dtype)
+    k = dtype(kv_dtype, model_dtype=FORCED_DTYPE.get(model.model_type, model.dtype))
     if k.name not in KV_DTYPES:
         raise ValueError(f"kv_dtype: TensorRT-LLM caches auto, fp32, fp16, bf16, fp8 or nvfp4, got {kv_dtype!r}")
     return k
@@ -83,17 +89,61 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     return windows
 
 
-def _layers(model: Model, k_dtype: DType, tp: int, tokens_per_block: int, windows) -> list[_LayerCache | None]:
+def _indexer_elements(model: Model) -> int:
+    """DSA: the indexer key one token adds on every MLA layer, counted in the cache dtype.
+
+    The C++ KVCacheManager keeps an indexer pool for every local layer (resource_manager.py @ 001541ba
+    KVCacheManager.__init__: enable_indexer_k_cache, get_indexer_k_cache_pool_data; DSACacheManager builds
+    indexer_k_cache_pool_per_layer over range(num_local_layers)), of index_head_dim fp8 values and one
+    float32 scale per 128 (quant_block_size); DSACacheManager.get_cache_bytes_per_token /
+    get_cache_size_per_token count it as (index_head_dim + index_head_dim // 128 x 4) more elements of the
+    cache dtype beside the latent (sparse/dsa/cache_manager.py @ eaab4c3a).
+    """
+    dims = {layer.index_head_dim for layer in model.layers if layer.kind == MLA and layer.index_head_dim}
+    if not dims:
+        return 0
+    if len(dims) > 1:
+        raise ValueError(f"TensorRT-LLM's DSACacheManager has one index_head_dim; layers have {sorted(dims)}")
+    index = dims.pop()
+    return index + index // DSA_QUANT_BLOCK * 4
+
+
+def _check_model(model: Model) -> None:
+    """Configs whose cache TRT-LLM lays out otherwise than kvmem's reading, refused by name."""
+    if model.model_type == "nemotron-nas":
+        # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
+        # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
+        for i, block in enumerate(model.config.get("block_configs") or []):
+            attention = block.get("attention") if isinstance(block, dict) else None
+            if isinstance(attention, dict) and attention.get("n_heads_in_group") and (
+                    attention.get("no_op") or attention.get("replace_with_linear")):
+                raise ValueError(f"block_configs[{i}].attention: TensorRT-LLM's NemotronNASModel gives this block "
+                                 "KV heads in its cache (n_heads_in_group is set) though it has no attention; "
+                                 "kvmem's reading gives it none, so it does not size this config")
+
+
+def _dsa_notes(model: Model, tokens_per_block: int) -> list[str]:
+    if not _indexer_elements(model):
+        return []
+    notes = []
+    if tokens_per_block != DSA_TOKENS_PER_BLOCK:
+        notes.append(f"DeepSeek sparse attention: TRT-LLM's DSACacheManager of early 2026 asserts tokens_per_block == "
+                     f"{DSA_TOKENS_PER_BLOCK} (later main has no such check)")
+    skipped = sum(layer.kind == MLA and not layer.index_head_dim for layer in model.layers)
+    if skipped:
+        notes.append(f"{skipped} layers the config gives no indexer key (indexer_types) keep one in TRT-LLM: its "
+                     "indexer pool covers every layer")
+    return notes
+
+
+def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache | None]:
     """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks)."""
     out = []
+    index = _indexer_elements(model)
     for layer, window in zip(model.layers, windows, strict=True):
         if layer.kind == MLA:
-            elements = layer.kv_lora_rank + layer.qk_rope_head_dim
-            if layer.index_head_dim:
-                index = layer.index_head_dim + layer.index_head_dim // DSA_QUANT_BLOCK * 4
-                elements = Fraction(elements * tokens_per_block + index * DSA_INDEXER_TOKENS_PER_BLOCK,
-                                    tokens_per_block)
-            out.append(_LayerCache(k_dtype.row_bytes(-(-elements // 1)), 0, window))
+            out.append(_LayerCache(k_dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim + index), 0,
+                                   window))
         elif layer.kind.per_head:
             if layer.head_dim_k != layer.head_dim_v:
                 raise ValueError(f"TensorRT-LLM's cache has one head_dim for K and V; layer has "
@@ -106,7 +156,7 @@ def _layers(model: Model, k_dtype: DType, tp: int, tokens_per_block: int, window
     return out
 
 
-def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int, tokens_per_block: int):
+def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
     """Rule 2 (get_cache_size_per_token) on the first (largest) pipeline rank."""
     attention = [layer for layer in model.layers if layer.caches_tokens]
     if not attention:
@@ -115,6 +165,14 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int, toke
     first = attention[0]
     if first.kind == MLA:
         elements = 1 * layers * (first.kv_lora_rank + first.qk_rope_head_dim)
+    elif model.model_type == "nemotron-nas":
+        # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: config.num_key_value_heads becomes one entry per
+        # layer, 0 where a block has no attention; get_cache_size_per_token (resource_manager.py @ 001541ba) takes
+        # its float mean over every layer, floors head_dim x mean // tp, and counts get_num_attention_layers() =
+        # num_hidden_layers of them (model_config.py @ 1a0dc5f7): float arithmetic, mirrored as such
+        heads = [layer.kv_heads if layer.caches_tokens else 0 for layer in model.layers]
+        layers = len(pp_layers(model.num_layers, pp)[0])
+        elements = 2 * layers * int(first.head_dim_k * (sum(heads) / len(heads)) // tp)
     else:
         kv_heads = Fraction(sum(layer.kv_heads for layer in attention), len(attention))
         elements = 2 * layers * int(first.head_dim_k * kv_heads // tp)
@@ -124,10 +182,10 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int, toke
         size = cdiv(elements, 2) + cdiv(elements, 16)
     else:
         size = 2 * elements
-    if first.kind == MLA and first.index_head_dim:
-        index = first.index_head_dim + first.index_head_dim // DSA_QUANT_BLOCK * 4
-        size = size * (1 + Fraction(index, first.kv_lora_rank + first.qk_rope_head_dim)
-                       * Fraction(DSA_INDEXER_TOKENS_PER_BLOCK, tokens_per_block))
+    index = _indexer_elements(model) if first.kind == MLA else 0
+    if index:
+        # DSACacheManager.get_cache_size_per_token: x (1 + index / head_dim), head_dim = kv_lora_rank + rope
+        size = size * (1 + Fraction(index, first.kv_lora_rank + first.qk_rope_head_dim))
     return size
 
 
@@ -136,12 +194,13 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
     """TRT-LLM's bytes per token on the first pipeline rank: the estimate it sizes the pool
     with ("kv size is N"; rule 2), or with ``allocated`` what each token then takes (rule 1)."""
     require_positive_int("tokens_per_block", tokens_per_block)
+    _check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     if allocated:
-        caches = _layers(model, k_dtype, tp, tokens_per_block, [0] * model.num_layers)
+        caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
         stage = pp_layers(model.num_layers, pp)[0]
         return sum(caches[i].k_bytes + caches[i].v_bytes for i in stage if caches[i])
-    return _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
+    return _static_bytes_per_token(model, k_dtype, tp, pp)
 
 
 def _state(model: Model, i: int, tp: int) -> int:
@@ -184,15 +243,16 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
              max_attention_window, block_rounding) -> Estimate:
     """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5)."""
     _check(tokens_per_block, max_attention_window, block_rounding)
+    _check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     windows = _windows(model, max_attention_window, None)
-    caches = _layers(model, k_dtype, tp, tokens_per_block, windows)
+    caches = _layers(model, k_dtype, tp, windows)
     rows, blocks = _stage_rows(model, caches, tp, tokens, batch, tokens_per_block)
     stages = pp_layers(model.num_layers, pp)
     largest = largest_stage(rows, stages)
     real = sum(caches[i].k_bytes + caches[i].v_bytes for i in largest if caches[i])
-    static = _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
-    notes = []
+    static = _static_bytes_per_token(model, k_dtype, tp, pp)
+    notes = _dsa_notes(model, tokens_per_block)
     if blocks and max(blocks.values()) * tokens_per_block != tokens:
         notes.append(f"each sequence takes whole {tokens_per_block}-token blocks: {tokens:,} -> "
                      f"{max(blocks.values()) * tokens_per_block:,} tokens")
@@ -237,9 +297,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
              tokens_per_block: int, max_attention_window, block_rounding) -> Capacity:
     """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4)."""
     _check(tokens_per_block, max_attention_window, block_rounding)
+    _check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     windows = _windows(model, max_attention_window, max_model_len)
-    caches = _layers(model, k_dtype, tp, tokens_per_block, windows)
+    caches = _layers(model, k_dtype, tp, windows)
     stage = pp_layers(model.num_layers, pp)[0]
     by_window: dict[int, int] = {}
     for i in stage:
@@ -247,8 +308,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             by_window[caches[i].window] = by_window.get(caches[i].window, 0) + caches[i].k_bytes + caches[i].v_bytes
     if not by_window:
         raise ValueError(f"{model.name} has no attention layer for TensorRT-LLM's KV cache")
-    notes = []
-    static = _static_bytes_per_token(model, k_dtype, tp, pp, tokens_per_block)
+    notes = _dsa_notes(model, tokens_per_block)
+    static = _static_bytes_per_token(model, k_dtype, tp, pp)
     if not static:
         raise ValueError(f"tp={tp}: {model.name} has no KV bytes per token left on a rank (more ranks than KV "
                          "heads to split); TensorRT-LLM needs tp <= the model's KV heads")
