@@ -21,7 +21,7 @@ from .base import Capacity, EngineSpec, Estimate, Refusal, check_query_heads, pa
 from ..parallel import check_parallel
 
 __all__ = ["engine_estimate", "estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family",
-           "Estimate", "Capacity", "ENGINES"]
+           "FamilyNotChecked", "Estimate", "Capacity", "ENGINES"]
 
 # Engine modules register themselves: every module in this package with a SPECS tuple. These
 # are listed here, in this order, with the module each lives in, so that a command imports only
@@ -112,23 +112,47 @@ def engine_spec(engine: str) -> EngineSpec:
 COMPRESSED_ENGINES = ("ideal", "hf-dynamic")
 
 
+class FamilyNotChecked(ValueError):
+    """check_family's refusal of a family whose rules kvmem has not checked against this engine
+    mode's pinned code: a gap in kvmem, not the engine's own refusal (which is a plain ValueError
+    stating the engine's reason). ``engine`` and ``model_type`` name the pair; ``sizing`` lists the
+    engine modes that do size it. kvmem.reach and tests/engines/test_family_reach.py tell the two
+    apart by this class."""
+
+    def __init__(self, message: str, *, engine: str, model_type: str, sizing: tuple[str, ...]):
+        super().__init__(message)
+        self.engine, self.model_type, self.sizing = engine, model_type, sizing
+
+
+def _sizing(model_type: str) -> tuple[str, ...]:
+    return tuple(name for name, other in ENGINES.items() if other.families.sizes(model_type))
+
+
 def check_family(spec: EngineSpec, model) -> None:
     """Refuse an opt-in family (kvmem.configs.families, Family.opt_in) this engine mode does not
-    declare (EngineSpec.families), and compressed layers in an engine mode without a rule for them."""
+    declare (EngineSpec.families): with the engine's own reason where its module states one
+    (EngineSpec.refusals), else as FamilyNotChecked (kvmem has not checked it against the engine's
+    code); and compressed layers in an engine mode without a rule for them (FamilyNotChecked)."""
     family = FAMILIES.get(model.model_type)
+    release = spec.pinned or f"the {spec.name} engine"
     if family is not None and family.opt_in and not spec.families.sizes(model.model_type):
         engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
-        sizing = ", ".join(name for name, other in ENGINES.items() if other.families.sizes(model.model_type))
+        sizing = _sizing(model.model_type)
         why = spec.refusals.get(model.model_type)
         if why:
             raise ValueError(f"engine {engine} does not size model_type {model.model_type!r}: {why}; engines that "
-                             f"size it: {sizing}")
-        raise ValueError(f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine "
-                         f"does yet (its rules for this family are not checked against the engine's code); "
-                         f"engines that size it: {sizing}")
+                             f"size it: {', '.join(sizing)}")
+        raise FamilyNotChecked(
+            f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine does yet: "
+            f"kvmem has not checked this family's cache against {release}'s code (a gap in kvmem, not a refusal "
+            f"of the engine's); engines that size it: {', '.join(sizing)}",
+            engine=spec.name, model_type=model.model_type, sizing=sizing)
     if spec.name not in COMPRESSED_ENGINES and any(layer.kind == "compressed" for layer in model.layers):
-        raise ValueError(f"engine {spec.name!r} does not size compressed layers (DeepSeek-V4's compressed sparse "
-                         f"attention); engines that size them: {', '.join(COMPRESSED_ENGINES)}")
+        raise FamilyNotChecked(
+            f"engine {spec.name!r} does not size compressed layers (DeepSeek-V4's compressed sparse attention) yet: "
+            f"kvmem has no rule for {release}'s compressed rows and buffers (a gap in kvmem, not a refusal of the "
+            f"engine's); engines that size them: {', '.join(COMPRESSED_ENGINES)}",
+            engine=spec.name, model_type=model.model_type, sizing=COMPRESSED_ENGINES)
 
 
 # Bounds every option value meets before its engine reads it (issue 20): counts (block sizes, token

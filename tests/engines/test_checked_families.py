@@ -4,7 +4,7 @@ declare them (EngineSpec.families): the engines name them, kvmem.configs names n
 import pytest
 
 from kvmem.configs.families import FAMILIES
-from kvmem.engines import ENGINES, check_family
+from kvmem.engines import ENGINES, FamilyNotChecked, check_family
 from kvmem.engines.base import CheckedFamilies, EngineSpec
 
 OPT_IN = {t for t, family in FAMILIES.items() if family.opt_in}
@@ -27,14 +27,47 @@ def test_a_family_read_before_the_opt_in_rule_is_sized_by_every_mode():
 
 
 def test_an_engine_without_a_declaration_refuses_every_opt_in_family_naming_the_modes_that_size_it():
-    ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None)
+    ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None, pinned="Toy 1.2")
     try:
-        with pytest.raises(ValueError, match=r"engine 'toy-families': kvmem does not size model_type 'gpt_neo' .*"
-                                             r"engines that size it: hf-dynamic, hf-static$"):
+        with pytest.raises(FamilyNotChecked, match=r"engine 'toy-families' \(Toy 1.2\): kvmem does not size model_type "
+                                                   r"'gpt_neo' the way this engine does yet: kvmem has not checked "
+                                                   r"this family's cache against Toy 1.2's code \(a gap in kvmem, not "
+                                                   r"a refusal of the engine's\); engines that size it: hf-dynamic, "
+                                                   r"hf-static$") as refused:
             check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
+        assert (refused.value.engine, refused.value.model_type) == ("toy-families", "gpt_neo")
+        assert refused.value.sizing == ("hf-dynamic", "hf-static")
         ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None,
                                              families=CheckedFamilies(frozenset({"gpt_neo"})))
         check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
+    finally:
+        del ENGINES["toy-families"]
+
+
+def test_the_engines_own_reason_is_a_plain_refusal_not_a_gap():
+    why = "Toy 1.2's registry has no GPTNeoForCausalLM"
+    ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None, pinned="Toy 1.2",
+                                         refusals={"gpt_neo": why})
+    try:
+        with pytest.raises(ValueError) as refused:
+            check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
+        assert not isinstance(refused.value, FamilyNotChecked)
+        assert str(refused.value) == (f"engine 'toy-families' (Toy 1.2) does not size model_type 'gpt_neo': {why}; "
+                                      "engines that size it: hf-dynamic, hf-static")
+    finally:
+        del ENGINES["toy-families"]
+
+
+def test_compressed_layers_without_a_rule_are_a_gap_naming_the_modes_with_one():
+    model = _Typed("deepseek_v4")
+    model.layers = [type("Layer", (), {"kind": "compressed"})()]
+    ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None,
+                                         families=CheckedFamilies(frozenset(), all_but=True))
+    try:
+        with pytest.raises(FamilyNotChecked, match=r"engine 'toy-families' does not size compressed layers .* yet: "
+                                                   r"kvmem has no rule for the toy-families engine's compressed rows "
+                                                   r".*engines that size them: ideal, hf-dynamic$"):
+            check_family(ENGINES["toy-families"], model)
     finally:
         del ENGINES["toy-families"]
 
