@@ -201,6 +201,10 @@ class SizingRules:
                                          cites the code); else every weight splits evenly
     startup                              what it prints at start-up about its pool, sized from
                                          memory or from its settings (StartupNumbers; None: no pool)
+    pools_refuse(model, kv_memory=, tokens=, batch=, kv_dtype=, tp=, pp=, **options) -> str | None
+                                         why its pools would not serve the batch at once though the
+                                         budget holds its bytes (SGLang's full and SWA pools, its
+                                         request cap), None where they do; no rule: the bytes decide
     """
 
     budget: Callable
@@ -222,6 +226,7 @@ class SizingRules:
     loads_fp32_as_fp16: bool = False
     replicates_kv_weights: bool = False
     startup: StartupNumbers | None = None
+    pools_refuse: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ..units import format_bytes
 from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
 from .results import Fit, FitError, MemoryBreakdown
 from .numbers import engine_numbers
-from .search import context_cap, replica_batch, search_max_batch, search_max_context
+from .search import context_cap, pools_refuse, replica_batch, search_max_batch, search_max_context
 from .setup import Setup, SetupBudget, budget_for, make_setup, need_bytes, setup_estimate
 from .suggest import min_gpus as _min_gpus, what_would_fit
 
@@ -103,9 +103,14 @@ def _not_fitting_message(s: Setup, budget: SetupBudget, result: Fit) -> str:
     else:
         why = f"{format_bytes(budget.kv_memory)} is left for KV per device"
     short = need - budget.kv_memory
-    text = (f"{s.model.name} does not fit on {where}: one sequence of {s.context:,} tokens needs "
-            f"{format_bytes(need)} of KV per device and {why} — short by {format_bytes(short)} "
-            f"({short:,} B) per device.")
+    pools = pools_refuse(s, s.context, 1, budget.kv_memory) if short <= 0 else None
+    if pools:   # the bytes hold it, the engine's pools do not
+        text = (f"{s.model.name} does not fit on {where}: one sequence of {s.context:,} tokens needs "
+                f"{format_bytes(need)} of KV per device and {why}, but {pools}.")
+    else:
+        text = (f"{s.model.name} does not fit on {where}: one sequence of {s.context:,} tokens needs "
+                f"{format_bytes(need)} of KV per device and {why} — short by {format_bytes(short)} "
+                f"({short:,} B) per device.")
     if result.suggestions:
         text += " What would fit: " + "; ".join(result.suggestions) + "."
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..engines import ENGINES, with_defaults
 from ..model import Model
 from .setup import Setup, budget_for, need_bytes
 
@@ -48,11 +49,21 @@ def linear_guess(measure, target: int, probe: int) -> int:
     return probe * target // at_probe if at_probe > 0 else probe
 
 
+def pools_refuse(s: Setup, tokens: int, batch: int, kv_memory: int) -> str | None:
+    """Why the engine's pools would not serve ``batch`` x ``tokens`` at once from ``kv_memory``
+    (SizingRules.pools_refuse; None where they do, or where the engine has no such rule)."""
+    if s.rules.pools_refuse is None:
+        return None
+    return s.rules.pools_refuse(s.model, kv_memory=kv_memory, tokens=tokens, batch=batch, kv_dtype=s.kv_dtype,
+                                tp=s.tp, pp=s.pp, **with_defaults(ENGINES[s.engine], s.engine_options))
+
+
 def holds(s: Setup, tokens: int, batch: int, kv_memory: int) -> bool:
-    """Whether ``batch`` x ``tokens`` fits ``kv_memory``; a size the engine refuses (llama.cpp's
-    256 sequences, a StaticCache shorter than the sequence) does not fit."""
+    """Whether ``batch`` x ``tokens`` fits ``kv_memory`` and the engine's pools serve it at once
+    (pools_refuse); a size the engine refuses (llama.cpp's 256 sequences, a StaticCache shorter
+    than the sequence) does not fit."""
     try:
-        return need_bytes(s, tokens, batch) <= kv_memory
+        return need_bytes(s, tokens, batch) <= kv_memory and pools_refuse(s, tokens, batch, kv_memory) is None
     except ValueError:
         return False
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from .admission import pools_refuse
 from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, StartupNumbers,
                     fraction_option, share_whole_blocks)
@@ -92,7 +93,7 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True,
-                     replicates_kv_weights=True,
+                     replicates_kv_weights=True, pools_refuse=pools_refuse,
                      startup=StartupNumbers(
                          "max_total_num_tokens",
                          "the free memory SGLang measures before and after loading the weights, which kvmem estimates",
