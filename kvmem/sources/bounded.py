@@ -31,7 +31,7 @@ from . import SourceError
 __all__ = ["MAX_JSON_BYTES", "MAX_INDEX_BYTES", "MAX_SHARDS", "MAX_GGUF_HEADER_BYTES", "QUOTE_CHARS",
            "MAX_LOG_BYTES", "MAX_REPORT_BYTES", "TEXT_SECONDS", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS",
            "Deadline", "quote", "check_count", "read_at_most", "read_prefix", "read_json_file", "read_text",
-           "parse_json", "plain_name", "confined"]
+           "parse_json", "check_shape", "plain_name", "confined"]
 
 MAX_JSON_BYTES = 10_000_000          # a config.json (real ones: a few KB; Phi-3.5's 7 KB)
 MAX_INDEX_BYTES = 100_000_000        # a model.safetensors.index.json (DeepSeek-V3's: 9 MB)
@@ -229,11 +229,11 @@ def parse_json(text, what: str, *, limit: int, depth: int = MAX_JSON_DEPTH, item
         raise SourceError(f"{what} is nested deeper than {depth} levels; kvmem reads at most {depth}") from None
     except ValueError as exc:
         raise SourceError(f"{what} is not valid JSON: {str(exc)[:QUOTE_CHARS]}") from None
-    _check_shape(data, what, depth, items)
+    check_shape(data, what, depth, items)
     return data
 
 
-def _check_shape(data, what: str, depth: int, items: int) -> None:
+def check_shape(data, what: str, depth: int, items: int) -> None:
     """A parsed document's nesting (at most ``depth``) and its keys and list items (at most
     ``items`` in all), walked without recursion."""
     count, todo = 0, [(data, 0)]

@@ -80,7 +80,7 @@ def test_a_workload_that_does_not_fit_has_no_command_and_says_why():
 def test_bad_documents_are_refused_by_field():
     with pytest.raises(ValueError, match="format must be 'kvmem-report/1'"):
         kvmem.rerun_report({"format": "other"})
-    with pytest.raises(ValueError, match="report: not JSON"):
+    with pytest.raises(ValueError, match="report is not valid JSON: Expecting property name"):
         kvmem.rerun_report("{not json")
     with pytest.raises(ValueError, match="inputs missing"):
         kvmem.rerun_report({"format": "kvmem-report/1"})
