@@ -75,4 +75,30 @@ _ENCODER = ("TensorRT-LLM's PyTorch backend has no decoder (is_decoder) architec
 REFUSALS = {**{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) for t, arch in _UNREGISTERED.items()},
             **{t: _ENCODER.format(registry=REGISTRY) for t in _ENCODERS}}
 
-FAMILIES = CheckedFamilies(frozenset())
+# Each family below: its architecture in the registry (REGISTRY), the model file that builds its attention,
+# and what that file hands the KV cache manager (_util.py KvCacheCreator: num_key_value_heads and head_dim of
+# the (text) config, one KVCacheManager; windows only through KvCacheConfig.max_attention_window).
+FAMILIES = CheckedFamilies(frozenset({
+    # modeling_exaone4.py @ fbbc05dd Exaone4Attention: num_key_value_heads on every layer; sliding layers pass
+    # attention_window_size to the kernel only; Exaone4ForCausalLM forces bf16 (cache.FORCED_DTYPE)
+    "exaone4",
+    # modeling_exaone_moe.py @ d2c804bc ExaoneMoeAttention: num_key_value_heads on every layer, window
+    # config.sliding_window on layer_types' sliding layers, through the kernel only
+    "exaone_moe",
+    # modeling_afmoe.py @ 3c4acdc9 AfmoeAttention: num_key_value_heads, head_dim on every layer; sliding layers
+    # (layer_types) pass config.sliding_window to the kernel only
+    "afmoe",
+    # modeling_laguna.py @ 9289d069 LagunaAttention: per-layer query heads (num_attention_heads_per_layer),
+    # num_key_value_heads on every layer; sliding layers (layer_types) pass config.sliding_window to the kernel
+    "laguna",
+    # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: num_key_value_heads becomes the per-layer list
+    # num_attention_heads // n_heads_in_group (0 without attention), which KVCacheManager takes per layer
+    # (resource_manager.py @ 001541ba); the pool estimate averages it (cache._static_bytes_per_token)
+    "nemotron-nas",
+    # modeling_qwen2vl.py @ c666e7ea Qwen2VLModelBase: the language model is Qwen2ForCausalLM on
+    # config.text_config, and post_config hands that config to the engine (KV cache included)
+    "qwen2_vl_text", "qwen2_5_vl_text",
+    # GlmMoeDsaForCausalLM -> modeling_deepseekv3 (REGISTRY): MLA latent (kv_lora_rank + qk_rope_head_dim, one
+    # head, SELFKONLY) and DSACacheManager's indexer key on every layer (cache._indexer_elements)
+    "glm_moe_dsa",
+}))

@@ -1,0 +1,206 @@
+"""kvmem's trtllm mode on the opt-in families: each one TensorRT-LLM's PyTorch backend runs, sized by hand
+from its model file (kvmem/engines/trtllm/families.py cites each), and each one it does not run, refused
+with the backend's own reason (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9).
+
+Bytes per token on one rank = 2 (K, V) x sum over the layers of ceil(kv_heads / tp) x head_dim x dtype
+bytes (KVCacheManager.get_cache_bytes_per_token, resource_manager.py @ 001541ba); MLA one latent of
+kv_lora_rank + qk_rope_head_dim, factor 1.
+"""
+
+import pytest
+
+import kvmem
+from kvmem.configs.families import FAMILIES
+from kvmem.engines import engine_spec, trtllm
+
+SPEC = engine_spec("trtllm")
+# Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
+# says why for each): they keep kvmem's "not yet" refusal
+NOT_YET = {"deepseek_v4", "gemma4_text", "gemma4_unified_text", "kimi_linear", "minimax_m3_vl_text"}
+
+
+def _model(**cfg):
+    return kvmem.Model.from_hf_config({"torch_dtype": "bfloat16", "vocab_size": 1000, "intermediate_size": 100,
+                                       "max_position_embeddings": 131072, **cfg})
+
+
+def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_as_not_yet():
+    opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
+    declared = {t for t in opt_in if SPEC.families.sizes(t)}
+    assert declared == {"afmoe", "exaone4", "exaone_moe", "glm_moe_dsa", "laguna", "nemotron-nas",
+                        "qwen2_5_vl_text", "qwen2_vl_text"}
+    assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
+    assert opt_in - declared - set(SPEC.refusals) == NOT_YET
+    assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
+               for why in SPEC.refusals.values())
+
+
+def test_a_family_the_registry_lacks_is_refused_naming_the_architecture():
+    model = _model(model_type="mimo_v2_flash", num_hidden_layers=2, hidden_size=1024, num_attention_heads=8,
+                   num_key_value_heads=4, head_dim=128, v_head_dim=128, swa_num_attention_heads=8,
+                   swa_num_key_value_heads=8, swa_head_dim=128, swa_v_head_dim=128, sliding_window_size=128,
+                   hybrid_layer_pattern=[0, 1])
+    with pytest.raises(ValueError, match=r"engine 'trtllm' \(TensorRT-LLM main \(resource_manager.py @ 001541ba, "
+                                         r"model registry @ 065ff9e9\)\) does not size model_type 'mimo_v2_flash': "
+                                         r"TensorRT-LLM's PyTorch backend registers no MiMoV2FlashForCausalLM"):
+        kvmem.estimate(model, engine="trtllm", tokens=1024)
+
+
+def test_minimax_m1_is_refused_as_the_registry_has_minimax_m2_and_m3_only():
+    with pytest.raises(ValueError, match="registers no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM"):
+        kvmem.estimate("minimax-m1", engine="trtllm", tokens=1024)
+
+
+# ---- GLM-5 (glm_moe_dsa) and DeepSeek-V3.2: MLA latent + DSA indexer key --------------------------
+
+# zai-org/GLM-5 config.json fields (as in tests/engines/test_vllm_dsa.py)
+GLM5 = {"model_type": "glm_moe_dsa", "architectures": ["GlmMoeDsaForCausalLM"], "num_hidden_layers": 78,
+        "num_attention_heads": 64, "num_key_value_heads": 64, "hidden_size": 6144, "head_dim": 64,
+        "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 192, "v_head_dim": 256, "q_lora_rank": 2048,
+        "index_head_dim": 128, "index_n_heads": 32, "index_topk": 2048, "torch_dtype": "bfloat16",
+        "max_position_embeddings": 202752}
+
+
+def test_glm_5_latent_and_indexer_key_per_token():
+    # DSACacheManager.get_cache_bytes_per_token: (kv_lora_rank + rope) + (index_head_dim + 128 // 128 x 4)
+    # = 576 + 132 = 708 elements per layer in the cache dtype: 78 x 708 x 2 B = 110,448 B (bf16), 55,224 (fp8);
+    # get_cache_size_per_token: 2 B x 78 x 576 x (1 + 132 / 576), the same; not split by tp
+    model = kvmem.Model.from_hf_config(GLM5)
+    for kv_dtype, expected in (("auto", 110_448), ("fp8", 55_224)):
+        assert trtllm.bytes_per_token(model, kv_dtype=kv_dtype, tokens_per_block=64) == expected
+        assert trtllm.bytes_per_token(model, kv_dtype=kv_dtype, tokens_per_block=64, allocated=True) == expected
+        assert trtllm.bytes_per_token(model, kv_dtype=kv_dtype, tp=8, allocated=True) == expected
+    # 1,000 tokens in blocks of 64: 16 blocks = 1,024 slots x 1,416 B per layer
+    result = kvmem.estimate(model, engine="trtllm", tokens=1000, tokens_per_block=64)
+    assert result.per_layer == (1024 * 1416,) * 78 and result.v_bytes == 0
+    assert not any("DSACacheManager" in note for note in result.notes)
+
+
+def test_dsa_block_size_other_than_64_is_noted():
+    result = kvmem.estimate(kvmem.Model.from_hf_config(GLM5), engine="trtllm", tokens=1000)   # the default, 32
+    assert result.per_layer[0] == 1024 * 1416
+    assert any("asserts tokens_per_block == 64" in note for note in result.notes)
+
+
+def test_glm_5_layers_without_their_own_indexer_still_keep_one_in_trtllm():
+    # transformers' indexer_types: layer 1 shares layer 0's indexer; TRT-LLM's pool covers every layer
+    model = kvmem.Model.from_hf_config({**GLM5, "num_hidden_layers": 4, "indexer_types": ["full", "shared"] * 2})
+    result = kvmem.estimate(model, engine="trtllm", tokens=64, tokens_per_block=64)
+    assert result.per_layer == (64 * 1416,) * 4
+    assert any("2 layers the config gives no indexer key" in note for note in result.notes)
+
+
+def test_deepseek_v32_preset_same_rule():
+    # 61 layers x 708 x 2 B = 86,376 B per token
+    assert trtllm.bytes_per_token(kvmem.get_model("deepseek-v3.2"), tokens_per_block=64) == 86_376
+
+
+# ---- Nemotron-NAS: per-layer KV heads, and the pool estimate's float mean --------------------------
+
+# TensorRT-LLM's own test config (tests/unittest/_torch/modeling/test_modeling_nemotron_nas.py,
+# NEMOTRON_NAS_MINI_CONFIG, code-index id 684606791), 14 blocks; its model_type "deci" is nemotron-nas here
+_G = (8, 16, "linear", "no_op", 8, 4, 8, 8, 16, "linear", "no_op", 8, 4, 8)
+NAS_MINI = {"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas", "hidden_size": 2048,
+            "num_attention_heads": 32, "num_hidden_layers": 14, "num_key_value_heads": None,
+            "block_configs": [{"attention": {"n_heads_in_group": None if isinstance(g, str) else g,
+                                             "no_op": g == "no_op", "replace_with_linear": g == "linear"},
+                               "ffn": {"ffn_mult": 2.0, "no_op": False, "replace_with_linear": False}} for g in _G]}
+
+
+def test_nemotron_nas_per_layer_heads_and_the_floored_mean_estimate():
+    model = _model(**NAS_MINI)
+    # KV heads 32 // n_heads_in_group: 4, 2, 0, 0, 4, 8, 4, 4, 2, 0, 0, 4, 8, 4 (sum 44), head_dim 2,048 / 32 = 64
+    # allocated: 2 x 44 x 64 x 2 B = 11,264 B per token
+    assert trtllm.bytes_per_token(model, allocated=True) == 11_264
+    # estimate: mean 44 / 14 = 3.142...; 64 x 3.142... = 201.14 // 1 = 201 -> 2 x 14 x 201 x 2 B = 11,256
+    assert trtllm.bytes_per_token(model) == 11_256
+    # tp 2: ceil(heads / 2) = 2, 1, 0, 0, 2, 4, 2, 2, 1, 0, 0, 2, 4, 2 (sum 22): 2 x 22 x 64 x 2 = 5,632;
+    # the estimate 201.14 // 2 = 100 -> 2 x 14 x 100 x 2 = 5,600
+    assert trtllm.bytes_per_token(model, tp=2, allocated=True) == 5_632
+    assert trtllm.bytes_per_token(model, tp=2) == 5_600
+    result = kvmem.estimate(model, engine="trtllm", tokens=32)
+    assert result.per_layer[:4] == (32 * 1024, 32 * 512, 0, 0)     # 4 x 64 x 2 x 2 B = 1,024 B per token
+    assert any("sizes its pool with 11,256 B/token but allocates 11,264" in note for note in result.notes)
+
+
+def test_nemotron_nas_block_without_attention_but_with_heads_is_refused():
+    blocks = [dict(block) for block in NAS_MINI["block_configs"]]
+    blocks[3] = {"attention": {"n_heads_in_group": 8, "no_op": True}, "ffn": blocks[3]["ffn"]}
+    with pytest.raises(ValueError, match=r"block_configs\[3\].attention: TensorRT-LLM's NemotronNASModel gives"):
+        kvmem.estimate(_model(**{**NAS_MINI, "block_configs": blocks}), engine="trtllm", tokens=32)
+
+
+# ---- attention-only families: full-length cache unless max_attention_window --------------------------
+
+# EXAONE-4.0-32B (LGAI-EXAONE/EXAONE-4.0-32B config.json): 64 layers, 40 heads, 8 KV heads, hidden 5,120,
+# head_dim 128, sliding_window 4,096, sliding_window_pattern "LLLG" (spelled out in layer_types, as
+# EXAONE-4.5's text config publishes it: kvmem's reader takes the pattern string only through them)
+EXAONE4_32B = {"model_type": "exaone4", "architectures": ["Exaone4ForCausalLM"], "num_hidden_layers": 64,
+               "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+               "sliding_window": 4096, "sliding_window_pattern": "LLLG",
+               "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 16}
+
+
+def test_exaone4_32b_every_layer_full_length_in_bf16():
+    model = _model(**EXAONE4_32B)
+    # 64 x 2 x 8 x 128 x 2 B = 262,144 B per token
+    assert trtllm.bytes_per_token(model) == 262_144
+    result = kvmem.estimate(model, engine="trtllm", tokens=8192)
+    assert result.kv_bytes == 8192 * 262_144
+    assert any("48 sliding/chunked layers are cached at full length" in note for note in result.notes)
+    # Exaone4ForCausalLM sets torch_dtype bfloat16: an fp32 config still caches 2 B values
+    assert trtllm.bytes_per_token(_model(**{**EXAONE4_32B, "torch_dtype": "float32"})) == 262_144
+    # max_attention_window="model": sliding layers hold cdiv(4,096, 32) = 128 blocks, full ones 256
+    windowed = kvmem.estimate(model, engine="trtllm", tokens=8192, max_attention_window="model")
+    assert windowed.per_layer[:4] == (4096 * 4096,) * 3 + (8192 * 4096,)
+
+
+def test_k_exaone_geometry():
+    # TensorRT-LLM's own test config of K-EXAONE (test_modeling_exaone_moe.py EXAONE_MOE_CONFIG, code-index
+    # id 4294797590): 4 layers, 8 KV heads, head_dim 128 -> 4 x 2 x 8 x 128 x 2 B = 16,384 B per token
+    model = _model(model_type="exaone_moe", architectures=["ExaoneMoEForCausalLM"], num_hidden_layers=4,
+                   hidden_size=6144, num_attention_heads=64, num_key_value_heads=8, head_dim=128, sliding_window=4,
+                   sliding_window_pattern="LLLG",
+                   layer_types=["sliding_attention"] * 3 + ["full_attention"])
+    assert trtllm.bytes_per_token(model) == 16_384
+    windowed = kvmem.estimate(model, engine="trtllm", tokens=64, max_attention_window="model")
+    assert windowed.per_layer == (32 * 4096,) * 3 + (64 * 4096,)   # window 4: one block of 32
+
+
+def test_k_exaone_per_layer_windows_are_not_the_model_windows_trtllm_uses():
+    model = _model(model_type="exaone_moe", num_hidden_layers=3, hidden_size=1024, num_attention_heads=16,
+                   num_key_value_heads=2, head_dim=64, sliding_window=4096,
+                   layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                   sliding_windows=[128, 4096, None])
+    assert trtllm.bytes_per_token(model) == 3 * 2 * 2 * 64 * 2
+    with pytest.raises(ValueError, match="ExaoneMoeAttention gives every sliding layer config.sliding_window"):
+        kvmem.estimate(model, engine="trtllm", tokens=8192, max_attention_window="model")
+
+
+def test_trinity_nano_afmoe():
+    # arcee-ai/Trinity-Nano-Preview config.json (code-index id 52090868887): 56 layers, 2 KV heads, head_dim 128,
+    # sliding_window 2,048 on 3 of every 4 layers (global_attn_every_n_layers 4): 56 x 2 x 2 x 128 x 2 B
+    model = _model(model_type="afmoe", architectures=["AfmoeForCausalLM"], num_hidden_layers=56, hidden_size=1024,
+                   num_attention_heads=8, num_key_value_heads=2, head_dim=128, sliding_window=2048,
+                   global_attn_every_n_layers=4)
+    assert trtllm.bytes_per_token(model) == 57_344
+    windowed = kvmem.estimate(model, engine="trtllm", tokens=4096, max_attention_window="model")
+    # 42 sliding layers x 2,048 slots + 14 full x 4,096 slots, 1,024 B per slot
+    assert windowed.kv_bytes == (42 * 2048 + 14 * 4096) * 1024
+
+
+def test_laguna_kv_heads_on_every_layer():
+    # LagunaAttention: query heads per layer, num_key_value_heads 2 everywhere: 2 x 2 x 128 x 2 B x 2 layers
+    model = _model(model_type="laguna", architectures=["LagunaForCausalLM"], num_hidden_layers=2, hidden_size=2048,
+                   num_attention_heads=32, num_key_value_heads=2, num_attention_heads_per_layer=[32, 16],
+                   head_dim=128, layer_types=["full_attention", "full_attention"])
+    assert trtllm.bytes_per_token(model) == 2_048
+
+
+def test_qwen2_vl_text_model_is_qwen2():
+    # Qwen2.5-VL-7B's text config: 28 layers x 2 x 4 KV heads x 128 x 2 B = 57,344 B per token
+    for model_type in ("qwen2_vl_text", "qwen2_5_vl_text"):
+        model = _model(model_type=model_type, num_hidden_layers=28, hidden_size=3584, num_attention_heads=28,
+                       num_key_value_heads=4, use_sliding_window=False, sliding_window=32768)
+        assert trtllm.bytes_per_token(model) == 57_344
+        assert kvmem.estimate(model, engine="trtllm", tokens=1000).kv_bytes == 1024 * 57_344
