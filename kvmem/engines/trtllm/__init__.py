@@ -11,9 +11,11 @@ Read in NVIDIA/TensorRT-LLM (tensorrt_llm/_torch/pyexecutor/resource_manager.py 
    (CacheType SELFKONLY, kv_factor 1) with one "head" of kv_lora_rank + qk_rope_head_dim, not
    split by tp. NVFP4 adds one fp8 scale per 16 values: ceil(x/2) + ceil(x/16) bytes
    (kvmem.dtype("nvfp4")). Layers without attention (Mamba, MLP-only) hold no blocks.
-   DeepSeek-V3.2 (DSACacheManager) adds an indexer K cache, counted per token as
-   (index_head_dim + index_head_dim // 128 x 4) x 64 / tokens_per_block extra elements per
-   layer in the cache dtype -- TRT-LLM's own accounting, mirrored without verification.
+   DeepSeek sparse attention (DeepSeek-V3.2, GLM-5: DSACacheManager) adds an indexer key on every
+   layer, counted per token as index_head_dim + index_head_dim // 128 x 4 more elements in the
+   cache dtype (sparse/dsa/cache_manager.py @ eaab4c3a; the pool itself holds them as fp8 values
+   and float32 scales, 1 byte each, in the C++ KVCacheManager's indexer pool) -- TRT-LLM's own
+   accounting. Releases of early 2026 asserted tokens_per_block == 64 for it (kvmem notes another).
 2. The pool size comes from a cheaper estimate (get_cache_size_per_token, used by
    _util.py KvCacheCreator to turn memory into ``max_tokens``): MLA as above; otherwise
    2 x layers x (head_dim x kv_heads // tp) x dtype bytes -- the product is floored, so when
@@ -53,7 +55,12 @@ Read in NVIDIA/TensorRT-LLM (tensorrt_llm/_torch/pyexecutor/resource_manager.py 
    counts by window, 0 standing for the whole sequence. Beam search, sink tokens and the
    secondary (host) pool are not modelled.
 
-Modules: cache (rules 1-5: bytes per token, blocks, capacity), sizing (the memory budget).
+Families (families.py): the opt-in families the PyTorch backend's registry lacks are refused with
+its reason (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9); those it runs and kvmem lays out
+as its model files do are declared, each with its file; docs/research/families_trtllm.md is the table.
+
+Modules: cache (rules 1-5: bytes per token, blocks, capacity), sizing (the memory budget),
+families (which opt-in families it sizes or refuses).
 """
 
 from __future__ import annotations
