@@ -3,6 +3,8 @@ most ~100 characters of the input; no per-layer entry goes negative."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import kvmem
@@ -62,3 +64,63 @@ def test_sglang_gemma_3n_offload_leaves_no_negative_layer(fraction):
     host = moved.offload.host_kv_bytes
     assert moved.kv_bytes == base.kv_bytes - host
     assert host == {0.6: 43_051_008, 0.7: 50_226_176, 1: 71_751_680}[fraction]   # of K and V, 35,875,840 B each
+
+
+# ---------------------------------------------------------------- issue 32: --output of sweep and report
+
+def _cli(argv):
+    import contextlib
+    import io
+
+    from kvmem.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+SWEEP = ["sweep", "--models", "llama-3.1-8b", "--gpus", "h100-sxm-80gb"]
+REPORT = ["report", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "8k"]
+
+
+@pytest.mark.parametrize("argv", [SWEEP, REPORT], ids=["sweep", "report"])
+def test_output_never_overwrites_without_force(tmp_path, argv):
+    path = tmp_path / "out.txt"
+    path.write_text("mine\n")
+    code, _, err = _cli([*argv, "--output", str(path)])     # was: overwritten silently
+    assert code == 2 and "exists; add --force to overwrite it" in err, err
+    assert path.read_text() == "mine\n"
+    code, _, err = _cli([*argv, "--output", str(path), "--force"])
+    assert code == 0, err
+    assert path.read_text().startswith(("model,gpu,engine", "# kvmem plan: llama-3.1-8b"))
+
+
+@pytest.mark.parametrize("argv", [SWEEP, REPORT], ids=["sweep", "report"])
+def test_output_never_follows_a_symbolic_link(tmp_path, argv):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not yours\n")
+    link = tmp_path / "out.txt"
+    link.symlink_to(target)                                   # was: followed, the target overwritten
+    for force in ([], ["--force"]):
+        code, _, err = _cli([*argv, "--output", str(link), *force])
+        assert code == 2 and "is a symbolic link; kvmem does not write through one" in err, err
+    assert target.read_text() == "not yours\n"
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to(tmp_path / "created-through-the-link.txt")
+    code, _, err = _cli([*argv, "--output", str(dangling)])
+    assert code == 2 and "symbolic link" in err and not (tmp_path / "created-through-the-link.txt").exists()
+
+
+def test_output_that_is_not_a_regular_file_is_refused(tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)                                           # opening it for writing blocked with no reader
+    for path in (tmp_path, fifo):
+        code, _, err = _cli([*REPORT, "--output", str(path), "--force"])
+        assert code == 2 and "is not a regular file" in err, err
+
+
+def test_output_new_file_is_written(tmp_path):
+    path = tmp_path / "plan.json"
+    code, _, err = _cli([*REPORT, "--output", str(path)])
+    assert code == 0 and "json report written to" in err
+    assert kvmem.rerun_report(path).to_dict()["fit"]["context"] == 8192

@@ -7,6 +7,7 @@ import json
 import sys
 
 from .common import add_fit_arguments, emit, engine_numbers_lines, engine_options, engine_refusal, read_model
+from .output import add_output_arguments, check_output, open_output
 
 
 def cmd_plan(args) -> int:
@@ -36,13 +37,15 @@ def cmd_report(args) -> int:
     """The whole plan as Markdown or JSON (kvmem.report); exit 0 when the workload fits, 1 when it does not."""
     from ..export import report
     fmt = "json" if args.json else args.format or ("json" if (args.output or "").endswith(".json") else "md")
+    if args.output:
+        check_output(args.output, args.force)          # before the report: a link or an existing file is refused
     result = report(read_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                     context=args.context, batch=args.batch, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                     engine=args.engine, gpu_memory_utilization=args.gpu_memory_utilization,
                     **engine_options(args.option))
     text = result.to_json() if fmt == "json" else result.to_markdown()
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
+        with open_output(args.output, args.force) as handle:
             handle.write(text)
         print(f"kvmem report: {fmt} report written to {args.output}", file=sys.stderr)
     else:
@@ -63,5 +66,5 @@ def configure_report(rep) -> None:
     rep.add_argument("--format", default=None, choices=("md", "json"),
                      help="md (default) or json (the document kvmem.rerun_report runs again); default json "
                           "for an --output ending in .json")
-    rep.add_argument("--output", default=None, help="write to this file (default: standard output)")
+    add_output_arguments(rep)
     rep.set_defaults(func=cmd_report)

@@ -6,6 +6,7 @@ import sys
 
 from .. import defaults, engines
 from .common import engine_options
+from .output import add_output_arguments, check_output, open_output
 
 
 def cmd_sweep(args) -> int:
@@ -15,11 +16,17 @@ def cmd_sweep(args) -> int:
     fmt = "json" if args.json else args.format
     if fmt == "parquet" and not args.output:
         raise ValueError("--format parquet writes a binary file: give --output FILE")
+    if args.output:
+        check_output(args.output, args.force)          # before the sweep: a link or an existing file is refused
     every = lambda text: None if text.strip().lower() == "all" else text   # noqa: E731
     cells = sweep(every(args.models), every(args.gpus), contexts=args.contexts, engines=args.engines,
                   num_gpus=args.num_gpus, batch=args.batch, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                   gpu_memory_utilization=args.gpu_memory_utilization, **engine_options(args.option))
-    tables.write_sweep(cells, args.output or sys.stdout, fmt)
+    if args.output:
+        with open_output(args.output, args.force, binary=fmt == "parquet") as handle:
+            tables.write_sweep(cells, handle, fmt)
+    else:
+        tables.write_sweep(cells, sys.stdout, fmt)
     if fmt == "json" and not args.output:
         print()
     if args.output:
@@ -47,6 +54,6 @@ def configure(swp) -> None:
                      help="an engine or sizing option, given to each engine that takes it (repeatable)")
     swp.add_argument("--format", default="csv", choices=("csv", "json", "parquet"),
                      help="csv (default), json (one array) or parquet (needs --output)")
-    swp.add_argument("--output", default=None, help="write to this file (default: standard output)")
+    add_output_arguments(swp)
     swp.add_argument("--json", action="store_true", help="the same as --format json")
     swp.set_defaults(func=cmd_sweep)

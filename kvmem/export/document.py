@@ -45,9 +45,10 @@ _FIT_INPUTS = frozenset({"num_gpus", "tp", "pp", "context", "batch", "weight_dty
                          "gpu_memory_utilization"})
 _MODEL_KEYS = frozenset({"name", "preset", "hf_id", "checkpoint", "config"})
 MAX_OPTIONS = 64                  # engine options one report may carry (every engine's together: ~60)
-# A Hub id as huggingface_hub validates it (huggingface_hub@v0.36 src/huggingface_hub/utils/_validators.py
-# validate_repo_id: namespace/name, [A-Za-z0-9_.-], no leading or trailing '-' or '.', no '--' or '..',
-# at most 96 characters each, not ending in .git): a name that cannot be a local path.
+# A Hub id as huggingface_hub validates it (huggingface_hub@v2.4.0 src/huggingface_hub/utils/_validators.py
+# #L28-L38 REPO_ID_REGEX, #L94-L149 validate_repo_id: namespace/name of ASCII [A-Za-z0-9_.-], no leading or
+# trailing '-' or '.', no '--' or '..', at most 96 characters each, no '.git' end); kvmem asks for the
+# namespace too: a name that cannot be an absolute or parent path.
 _HUB_PART = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?")
 
 
