@@ -28,13 +28,14 @@ import hashlib
 import json
 import os
 import re
+import stat
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import quote as url_quote
 
 from . import Checkpoint, SourceError
-from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, confined, plain_name, quote,
-                      read_json_file)
+from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, _kind, confined, plain_name,
+                      quote, read_json_file, read_text)
 from .http import HTTPStatusError, Unreachable, deadline_s, get, open_body
 from .safetensors import INDEX_FILE, MAX_HEADER_BYTES, SINGLE_FILE, checkpoint_from_headers, parse_header, shard_names
 
@@ -226,8 +227,14 @@ def _store(repo_id: str, filename: str, revision: str | None, body: bytes, heade
     etag = (headers.get("x-linked-etag") or headers.get("etag") or "").strip().removeprefix("W/").strip('"')
     if not re.fullmatch(r"[0-9A-Za-z_-]{1,128}", etag):
         etag = hashlib.sha256(body).hexdigest()
-    folder = os.path.join(s.cache_dir, "models--" + repo_id.replace("/", "--"))
+    folder = os.path.join(os.path.realpath(s.cache_dir), "models--" + repo_id.replace("/", "--"))
     snapshot = os.path.join(folder, "snapshots", commit)
+    for path, parent in ((folder, s.cache_dir), *((os.path.join(folder, sub), folder) for sub in ("blobs", "refs",
+                                                                                                  "snapshots")),
+                         (snapshot, os.path.join(folder, "snapshots"))):
+        if os.path.lexists(path):   # written only inside the repository's own folder, never through a link out
+            _inside(path, parent, f"{repo_id}: {os.path.relpath(path, os.path.dirname(folder))} in the Hugging "
+                                  "Face cache")
     target = confined(snapshot, filename, f"{repo_id}: {filename}") if os.path.isdir(snapshot) else None
     try:
         os.makedirs(os.path.join(folder, "blobs"), exist_ok=True)
@@ -257,23 +264,77 @@ def _store(repo_id: str, filename: str, revision: str | None, body: bytes, heade
     return target
 
 
+MAX_REF_BYTES = 256              # refs/<revision>: a 40-character commit hash (and a newline)
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
 def _cached(repo_id: str, filename: str, revision: str | None, s: Settings) -> str | None:
-    """The file's path in the cache, when it is there and inside its snapshot; None otherwise."""
-    hf = _hf()
+    """The file's path in the cache, when it is there and inside its repository folder; None
+    otherwise. Resolved as huggingface_hub's try_to_load_from_cache does (refs/<revision> -> the
+    commit, .no_exist/<commit>/<file>, snapshots/<commit>/<file>), but each step confined to the
+    repository folder by its real path (a snapshot, a ref or a file linked out of it is refused) and
+    the ref read bounded (huggingface_hub reads refs/<revision> whole: a 1 GB ref, 3.1 GB)."""
+    _hf()
     if not isinstance(repo_id, str) or not _REPO_ID.match(repo_id) or ".." in repo_id:
         raise SourceError(f"{quote(repo_id)} is not a Hugging Face id (org/name)")
-    plain_name(filename, f"{repo_id}: {filename}")
+    what = f"{repo_id}: {filename}"
+    plain_name(filename, what)
     try:
-        path = hf.try_to_load_from_cache(repo_id, filename, cache_dir=s.cache_dir, revision=revision)
-    except Exception as exc:        # noqa: BLE001 - huggingface_hub's validation of an id or revision
+        from huggingface_hub.utils import validate_repo_id
+        validate_repo_id(repo_id)
+    except Exception as exc:        # noqa: BLE001 - huggingface_hub's validation of an id
         raise SourceError(f"{quote(repo_id)} (revision {quote(revision)}) is not a valid Hugging Face id: "
                           f"{str(exc)[:100]}") from None
-    if not isinstance(path, str):
+    repo = os.path.join(os.path.realpath(s.cache_dir), "models--" + repo_id.replace("/", "--"))
+    if not os.path.isdir(repo):
         return None
-    snapshot = os.path.dirname(path)
-    for _ in filename.split("/")[1:]:
-        snapshot = os.path.dirname(snapshot)
-    return confined(snapshot, filename, f"{repo_id}: {filename}")
+    _inside(repo, os.path.dirname(repo), f"{repo_id}: its folder in the Hugging Face cache")
+    commit = _ref(repo, revision or "main", repo_id)
+    if not _COMMIT.fullmatch(commit):
+        return None                 # a branch or tag with no ref here: not cached
+    if os.path.lexists(os.path.join(repo, ".no_exist", commit, filename)):
+        return None                 # huggingface_hub's mark of a file the repository does not have
+    snapshot = os.path.join(repo, "snapshots", commit)
+    if not os.path.lexists(snapshot):
+        return None
+    _inside(snapshot, os.path.join(repo, "snapshots"), f"{repo_id}: snapshot {commit}")
+    path = confined(snapshot, filename, what)      # the file: inside its snapshot, or a blob of this repository
+    if not os.path.lexists(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:          # a dangling link: the blob is gone
+        raise SourceError(f"{what}: {quote(path)} in the Hugging Face cache cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise SourceError(f"{what}: {quote(path)} in the Hugging Face cache is {_kind(mode)}, not a file; remove it "
+                          "(kvmem reads only regular files)")
+    return path
+
+
+def _inside(path: str, parent: str, what: str) -> None:
+    """Refuse ``path`` unless its real path is ``parent``'s own entry of that name (no link out)."""
+    real, expected = os.path.realpath(path), os.path.join(os.path.realpath(parent), os.path.basename(path))
+    if real != expected:
+        raise SourceError(f"{what} is a link to {quote(real)}, outside {quote(os.path.dirname(expected))}; kvmem "
+                          "reads only files inside the repository's own folder of the cache")
+
+
+def _ref(repo: str, revision: str, repo_id: str) -> str:
+    """The commit refs/<revision> names, read bounded (MAX_REF_BYTES, a regular file inside the
+    repository's refs/); ``revision`` itself when there is no such ref (a commit hash)."""
+    ref = os.path.join(repo, "refs", *revision.split("/"))
+    if not os.path.lexists(ref):
+        return revision
+    what = f"{repo_id}: refs/{revision} in the Hugging Face cache"
+    refs = os.path.realpath(os.path.join(repo, "refs"))
+    real = os.path.realpath(ref)
+    if not real.startswith(refs + os.sep) or refs != os.path.join(os.path.realpath(repo), "refs"):
+        raise SourceError(f"{what} is a link to {quote(real)}, outside the repository's refs folder")
+    text = read_text(ref, MAX_REF_BYTES, what).strip()
+    if not _COMMIT.fullmatch(text):
+        raise SourceError(f"{what} holds {quote(text)}, not a 40-character commit hash; remove it, or fetch the "
+                          "model again")
+    return text
 
 
 def _commit_of(path: str) -> str:
