@@ -1,6 +1,7 @@
 """`kvmem validate`: one JSON array, a table, a progress bar on stderr, exit 1 on any mismatch."""
 
 import dataclasses
+import os
 import importlib
 import json
 
@@ -78,3 +79,53 @@ def test_a_backend_that_cannot_run_is_skipped_with_its_reason(capsys, monkeypatc
 def test_unknown_models_are_an_error(capsys):
     code, _, err = run(capsys, "validate", "--models", "llama-3.3-70b")
     assert code == 2 and "no validation entry for llama-3.3-70b; suite models: deepseek-v2-lite" in err
+
+
+def _config(folder, data):
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(data))
+
+
+TINY = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "hidden_size": 256, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 65536}
+
+
+def test_reach_sizes_every_config_in_every_mode_and_exits_0(capsys, tmp_path):
+    _config(tmp_path / "tiny", TINY)
+    code, out, _ = run(capsys, "validate", "--reach", str(tmp_path), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["gaps"] == 0 and [c["path"] for c in data["configs"]] == ["tiny/config.json"]
+    # 2 layers x 2 KV heads x 64 x 2 (K, V) x 2 B (bf16, no torch_dtype) x 32,768 tokens = 33,554,432 B
+    assert data["configs"][0]["engines"]["vllm"] == {"status": "sized", "kv_bytes": 33_554_432, "state_bytes": 0,
+                                                     "total_bytes": 33_554_432}
+    assert set(data["counts"]) == {"ideal", "hf-dynamic", "hf-static", "hf-quantized", "vllm", "sglang", "llama.cpp",
+                                   "trtllm"}
+    code, out, _ = run(capsys, "validate", "--reach", str(tmp_path))
+    assert code == 0 and out.splitlines()[2].split()[:4] == ["tiny/config.json", "llama", "2", "full"]
+
+
+def test_reach_exits_1_on_a_config_kvmem_does_not_size(capsys, tmp_path):
+    _config(tmp_path / "tiny", TINY)
+    _config(tmp_path / "odd", {"model_type": "no_such_family"})
+    code, out, _ = run(capsys, "validate", "--reach", str(tmp_path))
+    assert code == 1 and "odd/config.json" in out and "reader refuses: model_type 'no_such_family'" in out
+
+
+def test_reach_bad_input_exits_2(capsys, tmp_path):
+    code, out, err = run(capsys, "validate", "--reach", str(tmp_path / "missing"), "--json")
+    assert code == 2 and "no such folder or file" in err and json.loads(out)["exit_code"] == 2
+    code, _, err = run(capsys, "validate", "--reach", str(tmp_path))
+    assert code == 2 and "no file named config.json under" in err
+    code, _, err = run(capsys, "validate", "--reach", str(tmp_path), "--engine", "vllm")
+    assert code == 2 and "--reach takes no --engine" in err
+
+
+def test_reach_over_the_corpus_with_a_glob(capsys):
+    code, out, _ = run(capsys, "validate", "--reach", "tests/fixtures/configs/corpus", "--glob", "*.json", "--json")
+    data = json.loads(out)
+    assert len(data["configs"]) == len([n for n in os.listdir("tests/fixtures/configs/corpus") if n.endswith(".json")])
+    glm5 = next(c for c in data["configs"] if c["path"] == "zai-org--GLM-5.json")
+    # 78 MLA layers x (512 latent + 64 rope + the indexer's 128-wide key) x 2 B x 32,768 tokens
+    assert (glm5["model_type"], glm5["layers"]) == ("glm_moe_dsa", {"mla": 78})
+    assert glm5["engines"]["ideal"]["kv_bytes"] == 78 * (512 + 64 + 128) * 2 * 32_768 == 3_598_712_832
+    assert code == (1 if data["gaps"] else 0)

@@ -1,5 +1,6 @@
 """``kvmem validate``: real transformers caches built with torch against kvmem's bytes, or
-(``--engine``) kvmem against an installed engine's own code (kvmem/oracles/)."""
+(``--engine``) kvmem against an installed engine's own code (kvmem/oracles/), or (``--reach DIR``)
+what kvmem makes of every config.json under a folder, per engine mode (kvmem.reach)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from .common import emit
 
 def cmd_validate(args) -> int:
     """Build the suite's real caches with torch and compare them with kvmem's prediction."""
+    if args.reach is not None:
+        return _reach(args)
     if args.engine:   # kvmem against an installed engine's own code (kvmem/oracles/)
         from ..oracles.command import run
         return run(args)
@@ -51,11 +54,29 @@ def cmd_validate(args) -> int:
     return 1 if failed else 0
 
 
+def _reach(args) -> int:
+    """kvmem.reach over --reach DIR: a table (or --json); exit 1 when the reader refuses a config or
+    kvmem does not size one in some engine mode yet, 0 when every one is sized or the engine's own refusal."""
+    if args.engine or args.models or args.quick:
+        raise ValueError("--reach takes no --engine, --models or --quick: it runs every engine mode's rules")
+    from ..reach import reach
+    report = reach(args.reach, pattern=args.glob)
+    if not report.entries:
+        raise ValueError(f"no file named {args.glob} under {args.reach} (--glob '*.json' reads every JSON file)")
+    emit(report.to_dict(), args.json, report.lines())
+    return 1 if report.gaps else 0
+
+
 def configure(val) -> None:
     val.set_defaults(func=cmd_validate)
     val.add_argument("--device", default="auto", help="cpu, cuda (or cuda:N), or auto (cuda when available)")
     val.add_argument("--models", nargs="+", default=None, help="only the suite entries of these models")
     val.add_argument("--quick", action="store_true", help="fewer tokens per entry")
     val.add_argument("--json", action="store_true", help="one JSON array, one item per entry")
+    val.add_argument("--reach", default=None, metavar="DIR",
+                     help="what kvmem makes of every config.json under DIR (an HF cache too) in every engine mode: "
+                          "sized, the engine does not run it (why), or kvmem does not size it yet (exit 1)")
+    val.add_argument("--glob", default="config.json", metavar="PATTERN",
+                     help="with --reach: the file names read (default config.json)")
     from ..oracles.command import add_arguments
     add_arguments(val)
