@@ -15,6 +15,7 @@ cache manager do, each with the file that shows it (docs/research/families_trtll
 
 from __future__ import annotations
 
+from ...configs.families import FAMILIES as READ_FAMILIES
 from ..base import CheckedFamilies
 
 __all__ = ["REGISTRY", "REFUSALS", "FAMILIES"]
@@ -51,6 +52,7 @@ _UNREGISTERED = {
     "longcat_flash": "LongcatFlashForCausalLM",
     "mamba": "MambaForCausalLM",
     "mamba2": "Mamba2ForCausalLM (its Mamba-2 layers run only inside NemotronH)",
+    "mimo": "MiMoForCausalLM",
     "mimo_v2_flash": "MiMoV2FlashForCausalLM",
     "minicpm3": "MiniCPM3ForCausalLM",
     "minimax": "MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM (it has MiniMaxM2 and MiniMaxM3Sparse only)",
@@ -72,8 +74,10 @@ _ENCODERS = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text"
 _ENCODER = ("TensorRT-LLM's PyTorch backend has no decoder (is_decoder) architecture for it: the only BERT-style "
             "model in its registry is BertForSequenceClassification, an encoder with no KV cache ({registry})")
 
-REFUSALS = {**{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) for t, arch in _UNREGISTERED.items()},
-            **{t: _ENCODER.format(registry=REGISTRY) for t in _ENCODERS}}
+# (only the families kvmem's reader knows: "mimo" is listed ahead of the reader's MiMo-7B family)
+_ALL = {**{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) for t, arch in _UNREGISTERED.items()},
+        **{t: _ENCODER.format(registry=REGISTRY) for t in _ENCODERS}}
+REFUSALS = {t: why for t, why in _ALL.items() if t in READ_FAMILIES}
 
 # Each family below: its architecture in the registry (REGISTRY), the model file that builds its attention,
 # and what that file hands the KV cache manager (_util.py KvCacheCreator: num_key_value_heads and head_dim of
