@@ -318,12 +318,14 @@ class ModelFacts:
 @dataclass(frozen=True)
 class ConfigReading:
     """How a config.json was read: its family and the rule it follows, the fields taken from the
-    file, and those the file left out that came from transformers' config-class defaults."""
+    file, those the file left out that came from transformers' config-class defaults, and the cache
+    fields the file sets that its family's code leaves without effect on the cache (with why)."""
 
     model_type: str
     rule: str
     from_config: tuple[str, ...] = ()
     from_defaults: tuple[tuple[str, object], ...] = ()
+    ignored: tuple[tuple[str, str], ...] = ()
 
     def lines(self) -> list[str]:
         """Plain sentences for the CLI, the app and explanations."""
@@ -331,6 +333,9 @@ class ConfigReading:
         if self.from_defaults:
             out.append("Not in the file, taken from transformers' defaults for this family: "
                        + ", ".join(f"{name} = {value!r}" for name, value in self.from_defaults) + ".")
+        if self.ignored:
+            out.append("Set in the file, without effect on the cache: "
+                       + "; ".join(f"{name} ({why})" for name, why in self.ignored) + ".")
         return out
 
 

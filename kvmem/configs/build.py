@@ -12,6 +12,7 @@ from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts
 from .params import count_params, moe_shape
 from ..units import show_value
 from .families import ALIASES, family_of
+from .wrappers import TEXT_MODEL_TYPES
 from .reads import check_fields
 from .fields import Fields
 from .files import load_config
@@ -20,32 +21,37 @@ from .layers import attention_shape, layers_of
 
 __all__ = ["model_from_config", "custom_config"]
 
-# Multimodal wrappers whose text model lives in text_config, and the type it has there.
-_TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
-                     "llama4": "llama4_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
-                     "mistral3": "mistral", "llava": "llama", "qwen2_5_vl": "qwen2_5_vl_text",
-                     "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
-
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
 
 
 def _text_part(raw: dict) -> tuple[dict, str]:
-    """The text model's config and its model_type (multimodal configs nest it in text_config)."""
+    """The text model's config and its model_type, as transformers' get_text_config(decoder=True) finds it
+    (kvmem.configs.wrappers): a wrapper's ``text_config`` (or InternVL's ``llm_config``); a known
+    wrapper's flat legacy file read as its text model; any other file as itself."""
     model_type = raw.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise ConfigError(f"config field 'model_type' must be a string, got {type(model_type).__name__}")
     model_type = ALIASES.get(model_type, model_type)
+    wrapped = TEXT_MODEL_TYPES.get(model_type)
     text = raw.get("text_config") or raw.get("llm_config")
-    if isinstance(text, dict) and "num_hidden_layers" not in raw:
-        merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
-        merged.update(text)
+    if isinstance(text, dict) and ("num_hidden_layers" not in raw or wrapped):
         inner_type = text.get("model_type")
         if inner_type is not None and not isinstance(inner_type, str):
             raise ConfigError(f"config field 'text_config.model_type' must be a string, "
                               f"got {type(inner_type).__name__}")
-        inner_type = inner_type or _TEXT_MODEL_TYPES.get(model_type, model_type)
+        inner_type = inner_type or wrapped or model_type
+        if "num_hidden_layers" in raw:
+            # a wrapper that also repeats text fields at the top (Qwen2.5-VL saved by transformers 4.5x):
+            # transformers reads text_config alone (configuration_utils.py#L1548-L1564)
+            return dict(text), ALIASES.get(inner_type, inner_type)
+        merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
+        merged.update(text)
         return merged, ALIASES.get(inner_type, inner_type)
+    if wrapped and text is None and "num_hidden_layers" in raw:
+        # transformers <= 4.4x saved Qwen2-VL / Qwen2.5-VL flat: the wrapper's __post_init__ builds its
+        # text config from the top-level fields (configuration_qwen2_5_vl.py#L192-L200)
+        return raw, ALIASES.get(wrapped, wrapped)
     if not isinstance(model_type, str) or not model_type:
         model_type = ""
     return raw, model_type
@@ -121,7 +127,8 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     if given_name is not None and not isinstance(given_name, str):
         raise ConfigError(f"config field '_name_or_path' must be a string, got {type(given_name).__name__}")
     facts = _facts(raw, f, moe, has_linear=any(layer.kind == LINEAR for layer in layers))
-    reading = ConfigReading(model_type, family.source, tuple(f.from_config), tuple(f.from_defaults.items()))
+    ignored = tuple((name, why) for name, why in family.ignores if text.get(name) not in (None, False, 0, "", [], {}))
+    reading = ConfigReading(model_type, family.source, tuple(f.from_config), tuple(f.from_defaults.items()), ignored)
     return Model(
         name=name or hf_id or given_name or model_type or "custom",
         layers=layers,

@@ -28,7 +28,8 @@ __all__ = ["Family", "FAMILIES", "ALIASES", "family_of"]
 class Family:
     """How kvmem reads one model_type: its layout rule, MLA or per-head, its source, whether it
     is opt-in, and the cache fields its modeling code leaves without effect on the cache
-    (``ignores``: SmolLM3's no_rope_layers only drop RoPE).
+    (``ignores``: (field, why) pairs, each decided by building the model with transformers and seeing the
+    cache bytes unchanged, tools/field_effects.py; Model.reading lists those a file sets).
 
     ``opt_in``: the family was read after the engine modes' rules were first checked, so an
     engine mode sizes it only where the mode declares it checked it against its engine's code
@@ -39,7 +40,11 @@ class Family:
     mla: bool = False
     source: str = ""
     opt_in: bool = False
-    ignores: frozenset = frozenset()
+    ignores: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ignored_fields(self) -> frozenset:
+        return frozenset(name for name, _ in self.ignores)
 
 
 _GENERIC = (
@@ -50,7 +55,7 @@ _GENERIC = (
     "gpt_neox_japanese", "gptj", "granite", "granite4_vision_text", "granite_docling_text", "granite_swa",
     "granitemoe", "granitemoe_swa", "granitemoeshared", "helium", "hrm_text", "hunyuan_v1_dense", "hunyuan_v1_moe",
     "hunyuan_vl_text", "hy_v3", "hyperclovax", "idefics", "internlm3", "iquestcoder", "jais2", "jetmoe", "kolibri1",
-    "llama", "mellum", "minimax_m2", "ministral", "ministral3", "mistral", "mixtral", "molmo2_text", "moshi",
+    "llama", "mellum", "ministral", "ministral3", "mistral", "mixtral", "molmo2_text", "moshi",
     "muse_glimmer_text", "muse_spark_text", "nanochat", "nemotron", "olmo", "olmo2", "olmo3", "olmoe", "openai-gpt",
     "opt", "paddleocr_vl_text", "persimmon", "phi", "phi3", "phi4_multimodal", "phimoe", "pix2struct_text_model",
     "qwen3_vl_moe_text", "qwen3_vl_text", "sarvam_moe", "seed_oss", "solar_open", "stablelm", "starcoder2", "udop",
@@ -58,7 +63,10 @@ _GENERIC = (
 )
 
 _SPECIAL = {
-    "gemma2": Family("alternate", source="configuration_gemma2.py: sliding if (i + 1) % 2"),
+    "gemma2": Family("alternate", source="configuration_gemma2.py: sliding if (i + 1) % 2",
+                     ignores=(("sliding_window_size", "a legacy duplicate of sliding_window in Google's own files: "
+                                                      "Gemma2Config has no such field, the cache reads "
+                                                      "sliding_window"),)),
     "gpt_oss": Family("alternate", source="configuration_gpt_oss.py: sliding if (i + 1) % 2"),
     "gemma3_text": Family("pattern", source="configuration_gemma3.py: sliding if (i + 1) % sliding_window_pattern"),
     "cohere2": Family("pattern", source="configuration_cohere2.py: sliding if (i + 1) % sliding_window_pattern"),
@@ -86,8 +94,9 @@ _SPECIAL = {
     "xglm": Family(source="configuration_xglm.py (num_layers, attention_heads, d_model)", opt_in=True),
     "mpt": Family("mpt", source="modeling_mpt.py MptAttention: one K/V head per query head",
                   opt_in=True),
-    # use_bidirectional_attention lets image tokens see each other (PaliGemma): a mask, not the cache
-    "gemma": Family(source="configuration_gemma.py, generic rule", ignores=frozenset({"use_bidirectional_attention"})),
+    "gemma": Family(source="configuration_gemma.py, generic rule",
+                    ignores=(("use_bidirectional_attention", "lets image tokens see each other (PaliGemma): a mask, "
+                                                             "not the cache"),)),
     "gemma3n_text": Family("gemma3n", source="configuration_gemma3n.py; modeling_gemma3n.py kv sharing"),
     "gemma4_text": Family("gemma4", source="configuration_gemma4.py (per_layer_config, kv_sharing_modes); "
                                            "modeling_gemma4.py Gemma4TextAttention",
@@ -133,7 +142,15 @@ _SPECIAL = {
     "qwen3_5_moe_text": Family("interval", source="configuration_qwen3_5_moe.py"),
     "jamba": Family("jamba", source="configuration_jamba.py: attention if i % attn_layer_period == attn_layer_offset"),
     "nemotron_h": Family("nemotron_h", source="configuration_nemotron_h.py: hybrid_override_pattern / "
-                                              "layers_block_type"),
+                                              "layers_block_type",
+                         ignores=(("time_step_rank", "Mamba-1's dt-projection rank: NemotronHConfig has no such "
+                                                     "field and a Mamba-2 state is heads x head_dim x state"),)),
+    # MiniMax-M2's published files carry MiniMax-M1's attn_type_list (all 1): MiniMaxM2Config has no such
+    # field and modeling_minimax_m2.py builds full attention in every layer (vllm@v0.33.0
+    # vllm/model_executor/models/minimax_m2.py reads no attn_type_list either)
+    "minimax_m2": Family(source="configuration_minimax_m2.py, generic rule",
+                         ignores=(("attn_type_list", "MiniMaxM2Config has no such field: every layer is full "
+                                                     "attention"),)),
     "falcon": Family("falcon", source="modeling_falcon.py FalconAttention: K/V heads by new_decoder_architecture"),
     "deepseek_v2": Family(mla=True, source="modeling_deepseek_v2.py DeepseekV2Attention"),
     "deepseek_v3": Family(mla=True, source="modeling_deepseek_v3.py DeepseekV3Attention"),
@@ -150,12 +167,15 @@ _SPECIAL = {
     # every layer is cached whole, the local layers' window_size only masks
     "gpt_neo": Family(source="modeling_gpt_neo.py: every layer cached whole, window_size a mask",
                       opt_in=True,
-                      ignores=frozenset({"attention_types", "attention_layers", "window_size"})),
+                      ignores=tuple((name, "modeling_gpt_neo.py caches every layer whole; the local layers' "
+                                           "window only masks") for name in ("attention_types", "attention_layers",
+                                                                             "window_size"))),
     # modeling_laguna.py LagunaAttention: num_attention_heads_per_layer sets the query heads; K and V keep
     # num_key_value_heads in every layer
     "laguna": Family("listed", source="configuration_laguna.py layer_types (else all full); modeling_laguna.py "
                                       "LagunaAttention",
-                     opt_in=True, ignores=frozenset({"num_attention_heads_per_layer"})),
+                     opt_in=True, ignores=(("num_attention_heads_per_layer", "query heads per layer; K and V keep "
+                                                                              "num_key_value_heads"),)),
     "modernbert-decoder": Family("modernbert", source="configuration_modernbert_decoder.py: sliding unless i % "
                                                       "global_attn_every_n_layers == 0, window local_attention // 2",
                                  opt_in=True),

@@ -109,7 +109,8 @@ CACHE_FIELDS = frozenset().union(*LAYOUT_READS.values(), _MLA_READS, {
 
 def reads(family: Family) -> frozenset:
     """The cache fields ``family``'s layout reads (or knows to have no effect on the cache)."""
-    return _COMMON | LAYOUT_READS[family.layout] | (_MLA_READS if family.mla else frozenset()) | family.ignores
+    return (_COMMON | LAYOUT_READS[family.layout] | (_MLA_READS if family.mla else frozenset())
+            | family.ignored_fields)
 
 
 def check_fields(cfg: dict, model_type: str, family: Family) -> None:
