@@ -14,6 +14,10 @@ from kvmem.logcheck import READERS
 from ui import inputs
 
 TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "largest context": "max_context"}
+# The paste box's cap: a startup log's KV lines come in its first few hundred KB. The browser stops a paste
+# there and Streamlit cuts any longer value to it (TextInputSerde), so a paste that fills the box is said to
+# be cut; kvmem.check_log reads the rest in one pass per line (~0.3 s for 2 MB).
+MAX_PASTE_CHARS = 2_000_000
 
 
 def panel(model, fit_kwargs: dict, engine_options: dict) -> None:
@@ -49,9 +53,13 @@ def _log_box(model, fit_kwargs: dict, engine_options: dict, plan) -> None:
     """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings (and, for an
     engine whose log states its KV budget (EngineSpec.logs_kv_budget), compares it with the plan's)."""
     with st.expander(f"Check a startup log ({', '.join(READERS)})"):
-        text = st.text_area("Paste the server's startup log", key="deploy_log", height=160,
+        text = st.text_area("Paste the server's startup log", key="deploy_log", height=160, max_chars=MAX_PASTE_CHARS,
                             help="Its KV lines are compared with kvmem's under the sidebar's model, engine, tp, pp "
-                                 "and KV dtype; other lines are ignored. Nothing is stored or sent anywhere.")
+                                 f"and KV dtype; other lines are ignored. At most {MAX_PASTE_CHARS:,} characters: "
+                                 "the startup lines are enough. Nothing is stored or sent anywhere.")
+        if len(text) >= MAX_PASTE_CHARS:
+            st.warning(f"The paste reached the box's limit of {MAX_PASTE_CHARS:,} characters, so the rest was cut "
+                       "off: lines after it are not checked. Paste the startup lines only, or run kvmem check-log on the file.")
         if not text.strip():
             return
         try:

@@ -61,3 +61,24 @@ def test_a_pasted_log_is_checked_under_the_sidebars_settings():
     # fp8: 65,536 B/token, 7.995..8.005 GiB -> 130,976..131,152 tokens in blocks of 16
     assert any(w.value.startswith("Line 2, GPU KV cache size: logged 65,536 tokens, kvmem 130,976 to 131,152 tokens. "
                                   "fewer tokens than kvmem finds") for w in at.warning)
+
+
+def test_the_log_box_is_capped_and_a_hostile_paste_is_refused_by_line():
+    # issue 32 H2/M2: a 1 MB paste held the page 55-80 s (a quadratic pattern); a 400-digit number was
+    # "Something went wrong" (OverflowError); the box holds at most MAX_PASTE_CHARS (Streamlit cuts a longer
+    # value to it) and says so when a paste fills it
+    import time
+
+    from ui.deploy import MAX_PASTE_CHARS
+    at = load("ui/fit.py").run()
+    started = time.perf_counter()
+    at.text_area(key="deploy_log").set_value("Memory profiling results: " * 40_000).run()     # 1.04 MB
+    assert not at.exception and time.perf_counter() - started < 20
+    assert [i.value for i in at.info][-1].startswith("no line kvmem can check")
+    at.text_area(key="deploy_log").set_value("Available KV cache memory: " + "9" * 400 + " GiB\n").run()
+    assert not at.exception
+    assert at.error[0].value.startswith("The log could not be checked: log line 1 ('Available KV cache memory: 999")
+    assert "a 400-character number" in at.error[0].value
+    assert at.text_area(key="deploy_log").max_chars == MAX_PASTE_CHARS == 2_000_000
+    at.text_area(key="deploy_log").set_value("x" * MAX_PASTE_CHARS).run()
+    assert at.warning[0].value.startswith("The paste reached the box's limit of 2,000,000 characters")
