@@ -41,7 +41,7 @@ _UNREGISTERED = {
     "granitemoehybrid": "GraniteMoeHybridForCausalLM",
     "hy_v4": "HYV4ForCausalLM (it has HunYuanDenseV1/HunYuanMoEV1 only)",
     "hy_v4_vl_text": "HYV4VLForConditionalGeneration",
-    "inkling_text": "InklingForCausalLM",
+    "inkling_text": "InklingForConditionalGeneration / InklingForCausalLM",
     "inkling2_text": "Inkling2ForConditionalGeneration / Inkling2ForCausalLM",
     "inkling2_loop_text": "Inkling2LoopForConditionalGeneration / Inkling2LoopForCausalLM",
     "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
