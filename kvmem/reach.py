@@ -6,24 +6,27 @@ families, from the engines' declarations (EngineSpec.families, EngineSpec.refusa
 
 ``kvmem validate --reach DIR`` prints ``reach(DIR)``; docs/families.md is ``families_markdown()``.
 
-The walk is bounded (kvmem.sources.bounded): at most MAX_FILES configs and MAX_ENTRIES folder
-entries looked at, MAX_DEPTH folders down, each file at most MAX_JSON_BYTES; a symlinked folder is
-not entered, and a linked file is read only where it resolves inside DIR (or in an HF cache's
-blobs beside the snapshot). Standard library only.
+The walk is bounded: at most MAX_FILES configs and MAX_ENTRIES folder entries looked at,
+MAX_DEPTH folders down; a symlinked folder is not entered, and a linked file is read only where
+it resolves inside DIR (or in an HF cache's blobs beside the snapshot; kvmem.sources.bounded
+.confined). Each file is read as ``kvmem estimate FILE`` reads it (kvmem.configs.load_config: a
+regular file of at most 4 MiB, UTF-8, nesting bounded). Standard library only.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import pathlib
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .configs import load_config
 from .sources import SourceError
-from .sources.bounded import MAX_JSON_BYTES, confined, quote, read_json_file
+from .sources.bounded import confined, quote
 
-__all__ = ["SIZED", "REFUSED", "NOT_YET", "MAX_FILES", "MAX_ENTRIES", "MAX_DEPTH", "ReachEntry", "ReachReport",
-           "find_configs", "reach_config", "reach", "family_reach", "families_markdown"]
+__all__ = ["SIZED", "REFUSED", "NOT_YET", "TOKENS", "MAX_FILES", "MAX_ENTRIES", "MAX_DEPTH", "ReachEntry",
+           "ReachReport", "find_configs", "reach_config", "reach", "family_reach", "families_markdown"]
 
 SIZED, REFUSED, NOT_YET = "sized", "refused", "not yet"
 MAX_FILES = 5_000          # configs one run reads (an HF cache of 5,000 models is past any real one)
@@ -195,10 +198,10 @@ def reach_config(config: dict, *, path: str = "", name: str | None = None, engin
 
 
 def _read(root: str, relative: str, path: str):
-    """The JSON of one found file, read bounded; a link is followed only inside ``root``, or from an HF
-    cache snapshot (snapshots/REV/) to its own repository's blobs."""
+    """One found file's config, read as kvmem estimate reads it; a link is followed only inside
+    ``root``, or from an HF cache snapshot (snapshots/REV/) to its own repository's blobs."""
     if not os.path.isdir(root):
-        return read_json_file(path, MAX_JSON_BYTES, relative)
+        return load_config(pathlib.Path(path))
     try:
         confined(root, relative, relative)
     except SourceError:
@@ -206,7 +209,7 @@ def _read(root: str, relative: str, path: str):
         if folder.rpartition("/")[0].rpartition("/")[2] != "snapshots":
             raise
         confined(os.path.join(root, *folder.split("/")), base, relative)
-    return read_json_file(path, MAX_JSON_BYTES, relative)
+    return load_config(pathlib.Path(path))
 
 
 def _refused(relative: str, name: str, error: str, engines, tokens: int) -> ReachEntry:
@@ -225,11 +228,8 @@ def reach(root, *, pattern: str = "config.json", engines=None, tokens: int = TOK
         name = _name(relative)
         try:
             config = _read(root, relative, path)
-        except SourceError as exc:
+        except ValueError as exc:            # ConfigError, SourceError: named by the reader
             entries.append(_refused(relative, name, str(exc), names, tokens))
-            continue
-        if not isinstance(config, dict):
-            entries.append(_refused(relative, name, f"{relative} is not a JSON object", names, tokens))
             continue
         entries.append(reach_config(config, path=relative, name=name, engines=names, tokens=tokens))
     return ReachReport(root, tuple(entries), names)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kvmem import reach as reach_module
+from kvmem.configs import files
 from kvmem.engines import ENGINES
 from kvmem.engines.base import EngineSpec
 from kvmem.reach import NOT_YET, REFUSED, SIZED, find_configs, reach, reach_config
@@ -109,9 +109,9 @@ def test_the_walk_is_bounded(tmp_path, monkeypatch):
         find_configs(tmp_path, max_files=3)
     with pytest.raises(ValueError, match=r"more than 5 entries, the most one reach walk looks at"):
         find_configs(tmp_path, max_entries=5)
-    monkeypatch.setattr(reach_module, "MAX_JSON_BYTES", 100)
+    monkeypatch.setattr(files, "MAX_CONFIG_BYTES", 100)
     entry = reach(tmp_path / "m0", engines=["ideal"]).entries[0]
-    assert entry.refusal == "config.json is over 100 bytes, the most kvmem reads of it"
+    assert entry.refusal == f"config file {str(tmp_path / 'm0' / 'config.json')!r} is larger than 100 bytes"
 
 
 def test_not_json_and_not_an_object(tmp_path):
@@ -120,8 +120,15 @@ def test_not_json_and_not_an_object(tmp_path):
     (tmp_path / "y").mkdir()
     (tmp_path / "y" / "config.json").write_text("{oops")
     report = reach(tmp_path, engines=["ideal"])
-    assert report.entries[0].refusal == "x/config.json is not a JSON object"
-    assert report.entries[1].refusal.startswith("y/config.json is not valid JSON")
+    assert report.entries[0].refusal == "config must be a JSON object, got list"
+    assert report.entries[1].refusal.startswith("config 'config.json' is not valid JSON")
+
+
+def test_a_published_infinity_is_read_as_kvmem_estimate_reads_it(tmp_path):
+    # Nemotron-H's config.json: "time_step_limit": [0.0, Infinity] (Python's json reads it)
+    (tmp_path / "config.json").write_text(json.dumps(dict(LLAMA, time_step_limit=[0.0, float("inf")])))
+    assert "Infinity" in (tmp_path / "config.json").read_text()
+    assert reach(tmp_path, engines=["ideal"]).entries[0].engines["ideal"]["total_bytes"] == LLAMA_BYTES
 
 
 def test_the_table_and_the_dict(tmp_path):

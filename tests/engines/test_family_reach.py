@@ -1,0 +1,111 @@
+"""Issue 31's test: every family kvmem's reader knows (kvmem.configs.FAMILIES) and every config of the
+corpus of published checkpoints (tests/fixtures/configs/corpus) through every engine mode. A refusal
+must be the engine's own (a plain ValueError stating the engine's reason); kvmem's own gaps --
+kvmem.engines.FamilyNotChecked ("kvmem has not checked this family against <release>'s code") and
+the reader's refusals of corpus files -- are held as a ratchet: the lists below are asserted EQUAL
+to what the run finds, so the test fails when a new gap appears and when a gap closes without its
+entry being removed here. Both lists are to reach zero (issue 31: zero "not yet")."""
+
+import re
+
+import kvmem
+from kvmem.catalog import preset
+from kvmem.engines import ENGINES
+from kvmem.reach import NOT_YET, REFUSED, SIZED, family_reach, reach, reach_config
+
+CORPUS = "tests/fixtures/configs/corpus"
+
+# engine mode -> the families it refuses as "not yet" (FamilyNotChecked), sorted
+NOT_YET_BY_ENGINE = {
+    "hf-quantized": """afmoe axk1 axk2 bailing_hybrid bamba bert bert-generation big_bird camembert cohere2_moe
+        data2vec-text dbrx deepseek_v4 dots1 electra ernie ernie4_5_vl_moe_text exaone4 exaone_moe falcon_h1
+        falcon_mamba gemma4_text gemma4_unified_text glm_moe_dsa gpt_bigcode gpt_neo granitemoehybrid hy_v4
+        hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text kimi_linear kosmos_2_5_text_model laguna
+        lara_mini lfm2 lfm2_moe lfm3 longcat_flash mamba mamba2 megatron-bert mimo_v2_flash minicpm3 minimax
+        minimax_m3_vl_text mistral4 mistral_large4_text modernbert-decoder mpt olmo_hybrid qwen2_5_vl_text
+        qwen2_vl_text rembert roberta roberta-prelayernorm roc_bert roformer sarvam_mla smollm3 xglm
+        xlm-roberta xlm-roberta-xl xmod youtu zaya""",
+    "ideal": """gpt_neo""",
+    "llama.cpp": """deepseek_v4 hy_v4 minimax_m3_vl_text""",
+    "sglang": """afmoe axk1 axk2 bailing_hybrid bamba bert bert-generation big_bird camembert cohere2_moe
+        data2vec-text dbrx deepseek_v4 dots1 electra ernie ernie4_5_vl_moe_text exaone4 exaone_moe falcon_h1
+        falcon_mamba gemma4_text gemma4_unified_text glm_moe_dsa gpt_bigcode gpt_neo granitemoehybrid hy_v4
+        hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text kimi_linear kosmos_2_5_text_model laguna
+        lara_mini lfm2 lfm2_moe lfm3 longcat_flash mamba mamba2 megatron-bert mimo_v2_flash minicpm3 minimax
+        minimax_m3_vl_text mistral4 mistral_large4_text modernbert-decoder mpt nemotron-nas olmo_hybrid
+        qwen2_5_vl_text qwen2_vl_text rembert roberta roberta-prelayernorm roc_bert roformer sarvam_mla
+        smollm3 xglm xlm-roberta xlm-roberta-xl xmod youtu zaya""",
+    "trtllm": """deepseek_v4 gemma4_text gemma4_unified_text kimi_linear minimax_m3_vl_text""",
+    "vllm": """axk1 bailing_hybrid deepseek_v4 gpt_bigcode gpt_neo hy_v4 hy_v4_vl_text inkling2_loop_text
+        inkling2_text inkling_text minimax_m3_vl_text sarvam_mla smollm3""",
+}
+NOT_YET_PAIRS = sorted((engine, model_type) for engine, types in NOT_YET_BY_ENGINE.items() for model_type in types.split())
+
+# corpus files the reader refuses (a family it does not read yet, or a field it does not understand)
+READER_REFUSES = [
+    "MiniMaxAI--MiniMax-M3.json",
+    "RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8.json",
+    "XiaomiMiMo--MiMo-7B-Base.json",
+    "nvidia--GLM-5.2-NVFP4.json",
+    "nvidia--GLM-5.3-NVFP4.json",
+    "sgl-project--DeepSeek-V4-Flash-FP8.json",
+    "sgl-project--DeepSeek-V4-Pro-FP8.json",
+    "stepfun-ai--Step-3.7-Flash-FP8.json",
+    "stepfun-ai--Step-3.7-Flash.json",
+]
+
+_GAP_WORDS = re.compile(r"kvmem (does|has) not|not modell?ed|\byet\b")
+
+
+def _diff(found, expected) -> str:
+    found, expected = set(found), set(expected)
+    return (f"new gaps (fix them, or add them here with why): {sorted(found - expected)}; "
+            f"closed gaps (remove them from the list): {sorted(expected - found)}")
+
+
+def test_every_family_in_every_mode_is_sized_refused_by_the_engine_or_listed_here():
+    table = family_reach()
+    assert set(table) == set(kvmem.configs.FAMILIES) and all(set(row) == set(ENGINES) for row in table.values())
+    found = sorted((engine, t) for t, row in table.items() for engine, (status, _) in row.items() if status == NOT_YET)
+    assert found == NOT_YET_PAIRS, _diff(found, NOT_YET_PAIRS)
+    for t, row in table.items():
+        for engine, (status, reason) in row.items():
+            if status == REFUSED:       # the engine's own reason, as its module states it
+                assert reason == ENGINES[engine].refusals[t] and not _GAP_WORDS.search(reason), (engine, t, reason)
+
+
+def test_the_list_is_sorted_and_names_real_families_and_engines():
+    for engine, types in NOT_YET_BY_ENGINE.items():
+        assert engine in ENGINES and types.split() == sorted(types.split()), engine
+        assert set(types.split()) <= set(kvmem.configs.FAMILIES), engine
+    assert READER_REFUSES == sorted(READER_REFUSES)
+
+
+def test_every_corpus_config_in_every_mode():
+    report = reach(CORPUS, pattern="*.json")
+    assert len(report.entries) >= 100
+    refused = sorted(entry.path for entry in report.entries if entry.refusal is not None)
+    assert refused == READER_REFUSES, _diff(refused, READER_REFUSES)
+    gaps = set()
+    for entry in report.entries:
+        if entry.refusal is not None:
+            continue
+        for engine, result in entry.engines.items():
+            if result["status"] == NOT_YET:
+                gaps.add((engine, entry.model_type))
+            elif result["status"] == REFUSED:
+                assert not _GAP_WORDS.search(result["reason"]), (entry.path, engine, result["reason"])
+            else:
+                assert result["status"] == SIZED and result["total_bytes"] >= 0, (entry.path, engine)
+    assert gaps <= set(NOT_YET_PAIRS), _diff(gaps, set(NOT_YET_PAIRS) & gaps)
+
+
+def test_every_preset_in_every_mode():
+    for name in kvmem.list_models():
+        entry = reach_config(preset(name)["config"], path=name, name=name)
+        assert entry.refusal is None, name
+        for engine, result in entry.engines.items():
+            if result["status"] == NOT_YET:
+                assert (engine, entry.model_type) in NOT_YET_PAIRS, (name, engine)
+            elif result["status"] == REFUSED:
+                assert not _GAP_WORDS.search(result["reason"]), (name, engine, result["reason"])
