@@ -54,8 +54,8 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
    / (F n_f + r S n_s)), swa = int(full x r), both floored to page_size, r =
    swa_full_tokens_ratio (0.8). SGLang does these splits in float (GiB and ratios), and so
    does kvmem, so the printed counts come out the same; bytes stay exact integers.
-   The NSA profile counts 576 latent bytes per token per layer even where the fp8 buffer
-   takes 656, so the allocated pool is larger than the budget by 80 B x tokens x layers.
+   The DSA (NSA) profile counts the latent as its buffer holds it (656 B in fp8, 0.5.23) and the
+   indexer only on the layers that keep one (GLM-5.2's shared-top-k layers hold none).
 5. estimate(tokens, batch): the pool rows this workload occupies: each sequence takes
    whole pages (cdiv(tokens, page_size)), plus the one padding page per layer. In hybrid-SWA
    pools a sliding layer holds its window rounded up to whole pages: SGLang frees

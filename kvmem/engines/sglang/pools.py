@@ -48,9 +48,16 @@ TORCH_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch
 NSA_PAGE_SIZE = 64      # server_args.py, DeepSeek NSA models
 NSA_QUANT_BLOCK = 128   # NSATokenToKVPool.quant_block_size: one fp32 scale per 128 values
 FP4_SCALE_BLOCK = 16    # MHATokenToKVPoolFP4 / MLATokenToKVPoolFP4 scale_block_size
-HYBRID_SWA_ARCHITECTURES = frozenset({   # model_config.py is_hybrid_swa_model
-    "Llama4ForConditionalGeneration", "GptOssForCausalLM", "MiMoV2FlashForCausalLM", "MiMoV2MTP",
-    "Step3p5ForCausalLM", "Step3p5MTP", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"})
+# sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L2651-L2697 is_hybrid_swa_model (with SWA_SINK_ARCHS
+# and MIMO_V2_MODEL_ARCHS, #L74-L96). DeepSeek-V4's compressed pool is refused by kvmem.engines.check_family.
+HYBRID_SWA_ARCHITECTURES = frozenset({
+    "BeamForCausalLM", "Llama4ForConditionalGeneration", "GptOssForCausalLM", "GraniteSWAForCausalLM",
+    "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM",
+    "MiMoV2MTP", "Step3p5ForCausalLM", "Step3p5MTP", "Step3p7ForConditionalGeneration", "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration", "EmbeddingGemma2Model", "Gemma4UnifiedForConditionalGeneration",
+    "DiffusionGemmaForBlockDiffusion", "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM",
+    "MuseGlimmerForConditionalGeneration", "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP",
+    "UnlimitedOCRForCausalLM"})
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "nvfp4")  # --kv-cache-dtype (fp4_e2m1 = nvfp4)
 
 
@@ -112,6 +119,7 @@ class Layout:
     v_row: dict                    # role -> V bytes per token per layer
     cell: dict                     # role -> the profile's bytes per token per layer
     index_row: int                 # NSA indexer bytes per token per layer
+    indexed: frozenset             # layers with an indexer buffer (DSA: all but the shared-top-k layers)
     window: int                    # SWA pool's window (0 without one)
     page_size: int
     heads: int                     # KV heads per rank of the full pool (1 for MLA)
@@ -202,18 +210,26 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
     mla = [layers[i] for i in full if layers[i].kind == MLA]
     k_row, v_row, cell = {}, {}, {}
     index_row = window = 0
+    indexed = frozenset()
     if mla:
         if any(layers[i].kind.per_head for i in full) or swa:
             raise ValueError(f"SGLang's pool is either MLA or per-head (with or without a window pool); "
                              f"{model.name} mixes both")
         first = mla[0]
-        if any((x.kv_lora_rank, x.qk_rope_head_dim, x.index_head_dim)
-               != (first.kv_lora_rank, first.qk_rope_head_dim, first.index_head_dim) for x in mla):
+        if any((x.kv_lora_rank, x.qk_rope_head_dim) != (first.kv_lora_rank, first.qk_rope_head_dim) for x in mla):
             raise ValueError(f"SGLang's MLA pool has one latent width; {model.name}'s layers differ")
+        # DSA: the layers that reuse the previous layer's top-k keep a 0-row indexer buffer
+        # (sglang@v0.5.23 python/sglang/srt/mem_cache/index_key_cache.py#L56-L59 _layer_num_pages;
+        # kv_cache_configurator.py#L2368-L2374 skip_topk_layers from dsa_layer_skips_topk)
+        indexed = frozenset(i for i in full if layers[i].index_head_dim)
+        index_dims = {layers[i].index_head_dim for i in indexed}
+        if len(index_dims) > 1:
+            raise ValueError(f"SGLang's DSA pool has one indexer width; {model.name}'s layers differ")
         dim = first.kv_lora_rank + first.qk_rope_head_dim
         heads = 1
-        if first.index_head_dim:
+        if indexed:
             kind = "nsa"
+            first = layers[min(indexed)]
             if k_dtype.name not in ("bf16", "fp8_e4m3"):
                 raise ValueError(f"kv_dtype: SGLang's NSA pool (DeepSeek-V3.2) holds bf16 or fp8_e4m3, "
                                  f"got {kv_dtype!r}")
@@ -224,10 +240,13 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
             index_row = first.index_head_dim + first.index_head_dim // NSA_QUANT_BLOCK * 4
             k_row["full"] = (first.kv_lora_rank + first.kv_lora_rank // NSA_QUANT_BLOCK * 4
                              + first.qk_rope_head_dim * 2) if k_dtype.name == "fp8_e4m3" else k_dtype.row_bytes(dim)
-            cell["full"] = dim * k_dtype.block_bytes + index_row
-            if k_row["full"] != dim * k_dtype.block_bytes:
-                notes.append(f"the fp8 NSA latent takes {k_row['full']} B per token per layer but SGLang's "
-                             f"profile counts {dim}: the pool it allocates is larger than its budget")
+            # the profile counts the latent as the buffer holds it (656 B in fp8) on every layer and the
+            # indexer on the indexed layers (sglang@v0.5.23 python/sglang/srt/model_executor/
+            # pool_configurator.py#L373-L409 _compute_cell_size, #L559-L633 _compute_dsa_indexer_cell_size)
+            cell["full"] = k_row["full"]
+            if len(indexed) < len(full):
+                notes.append(f"{len(full) - len(indexed)} of {len(full)} DSA layers reuse the previous layer's "
+                             "top-k and hold no indexer keys")
         else:
             kind = "mla"
             k_row["full"] = k_dtype.row_bytes(dim)
@@ -262,7 +281,8 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
         require_divides(tp, state.conv_channels, f"conv channels of layer {i}")
         require_divides(tp, state.ssm_heads, f"recurrent-state heads of layer {i}")
     return Layout(kind=kind, full=full, swa=swa, linear=linear, k_row=k_row, v_row=v_row, cell=cell,
-                   index_row=index_row, window=window, page_size=page_size, heads=heads, k_dtype=k_dtype,
+                   index_row=index_row, indexed=indexed, window=window, page_size=page_size, heads=heads,
+                   k_dtype=k_dtype,
                    conv_bytes=dtype(model.dtype).block_bytes, ssm_dtype=ssm_dtype, notes=tuple(notes))
 
 
@@ -299,8 +319,8 @@ def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
         role = "full" if i in full else "swa" if i in swa else None
         if role is not None:
             n = rows[role] + page
-            out.append((n * layout.k_row[role] + _index_bytes(rows[role], page, layout.index_row),
-                        n * layout.v_row[role], 0))
+            index = _index_bytes(rows[role], page, layout.index_row) if i in layout.indexed else 0
+            out.append((n * layout.k_row[role] + index, n * layout.v_row[role], 0))
         elif i in linear:
             out.append((0, 0, batch * state_bytes_of(model, layout, i, tp)))
         else:
@@ -312,7 +332,9 @@ def stage_cell(layout: Layout, stage: range):
     """The profile's cell_size for one pipeline stage's layers (bytes per pool token)."""
     full, swa = set(layout.full), set(layout.swa)
     n_full, n_swa = sum(1 for i in stage if i in full), sum(1 for i in stage if i in swa)
-    return (layout.cell["full"] * n_full if n_full else 0) + (layout.cell["swa"] * n_swa if n_swa else 0)
+    n_index = sum(1 for i in stage if i in layout.indexed)
+    return ((layout.cell["full"] * n_full if n_full else 0) + (layout.cell["swa"] * n_swa if n_swa else 0)
+            + layout.index_row * n_index)
 
 
 def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:
