@@ -121,9 +121,10 @@ def test_reach_bad_input_exits_2(capsys, tmp_path):
 
 
 def test_reach_over_the_corpus_with_a_glob(capsys):
-    code, out, _ = run(capsys, "validate", "--reach", "tests/fixtures/configs/corpus", "--glob", "*.json", "--json")
+    corpus = os.path.join(os.path.dirname(__file__), "fixtures", "configs", "corpus")
+    code, out, _ = run(capsys, "validate", "--reach", corpus, "--glob", "*.json", "--json")
     data = json.loads(out)
-    assert len(data["configs"]) == len([n for n in os.listdir("tests/fixtures/configs/corpus") if n.endswith(".json")])
+    assert len(data["configs"]) == len([n for n in os.listdir(corpus) if n.endswith(".json")]) >= 100
     glm5 = next(c for c in data["configs"] if c["path"] == "zai-org--GLM-5.json")
     # 78 MLA layers x (512 latent + 64 rope + the indexer's 128-wide key) x 2 B x 32,768 tokens
     assert (glm5["model_type"], glm5["layers"]) == ("glm_moe_dsa", {"mla": 78})
