@@ -24,8 +24,8 @@ def cmd_plan(args) -> int:
             print(json.dumps({"error": str(exc), "type": "PlanRefused", "command": "plan", "exit_code": 1}))
         return 1
     lines = [f"# {result.release}: {result.batch:,} x {result.context:,} tokens ({result.target})", result.command, ""]
-    width = max(len(" ".join(f.argv)) for f in result.flags)
-    lines += [f"  {' '.join(f.argv):<{width}}  # {f.reason}" for f in result.flags]
+    width = max(len(f.shell) for f in result.flags)
+    lines += [f"  {f.shell:<{width}}  # {f.reason}" for f in result.flags]
     for name, text in result.files.items():
         lines += ["", f"# {name}:"] + text.rstrip("\n").split("\n")
     lines += engine_numbers_lines(result.fit.engine_numbers)

@@ -29,6 +29,38 @@ class Flag(Record):
     def argv(self) -> list[str]:
         return [part for part in (self.flag, self.value) if part != ""]
 
+    @property
+    def shell(self) -> str:
+        """The flag and its value as they read in the command line (quoted where they need it)."""
+        return " ".join(shell_word(part) for part in self.argv)
+
+
+def shell_word(part: str) -> str:
+    """One argument as a shell word: shlex.quote, or, when it holds a character that does not
+    print (a newline, an escape), bash/zsh's $'...' with each such character as an escape, so a
+    command stays one line and a name never prints a raw control character."""
+    if part.isprintable():
+        return shlex.quote(part)
+    out = []
+    for char in part:
+        code = ord(char)
+        if char in "\\'":
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "$'" + "".join(out) + "'"
+
+
+def as_value(text: str) -> str:
+    """A path argument no parser takes for an option: a name starting with "-" (a folder, a file or
+    a config's _name_or_path named so) is written ./<name>, the same path. argparse (vLLM's
+    positional model_tag, SGLang's --model-path) reads "--x" as a flag, and vLLM moves the value of
+    --model=... to its positional (vllm@v0.33.0 vllm/utils/argparse_utils.py parse_args), so only a
+    value that does not start with "-" is one everywhere."""
+    return "./" + text if text.startswith("-") else text
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -67,7 +99,7 @@ class Plan:
     @property
     def command(self) -> str:
         """The command as one shell line (each argument quoted where it needs to be)."""
-        return " ".join(shlex.quote(part) for part in self.argv)
+        return " ".join(shell_word(part) for part in self.argv)
 
     def to_dict(self) -> dict:
         return {"engine": self.engine, "release": self.release, "target": self.target, "context": self.context,
@@ -88,8 +120,8 @@ def refuse_options(engine: str, options: dict, expressible: set, sizing_only: se
 def model_argument(model) -> tuple[str, str]:
     """The model as the serving engines take it (an HF id), and why."""
     if model.hf_id:
-        return model.hf_id, "the checkpoint kvmem sized (its Hugging Face id; a local path works too)"
-    return model.name, "kvmem knows no Hugging Face id for this model: put its checkpoint's path here"
+        return as_value(model.hf_id), "the checkpoint kvmem sized (its Hugging Face id; a local path works too)"
+    return as_value(model.name), "kvmem knows no Hugging Face id for this model: put its checkpoint's path here"
 
 
 TORCH_DTYPE_FLAG = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}   # --dtype (vLLM and SGLang)

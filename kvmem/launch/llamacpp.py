@@ -17,7 +17,7 @@ not a flag) are refused by name.
 from __future__ import annotations
 
 from ..engines import engine_estimate
-from .base import Flag, Inputs, PlanRefused, refuse_options
+from .base import Flag, Inputs, PlanRefused, as_value, refuse_options
 
 RELEASE = "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"
 PROGRAM = ("llama-server",)
@@ -37,8 +37,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if s.replicas > 1:
         raise PlanRefused(f"llama.cpp: one llama-server holds one copy of the model; {s.replicas} replicas need "
                           f"{s.replicas} servers (this plan is for one of {s.pp} GPU(s))")
-    out = [Flag("-m", f"{s.model.name}.gguf", "the GGUF of the model sized (its path on your machine), weights "
-                f"{fit.weight_dtype}"),
+    out = [Flag("-m", as_value(f"{s.model.name}.gguf"), "the GGUF of the model sized (its path on your machine), "
+                f"weights {fit.weight_dtype}"),
            Flag("-c", str(d["n_ctx_requested"]),
                 f"{fit.context:,} tokens x {d['n_seq']} sequences: {d['cells_total']:,} cells in all"),
            Flag("-np", str(d["n_seq"]), f"{d['n_seq']} sequences at once, each a stream of {d['cells']:,} cells"),

@@ -92,3 +92,48 @@ def test_weights_in_another_16_bit_format_are_a_dtype_flag():
         assert flags_of(p)["--dtype"] == "float16" and "--quantization" not in p.argv
         q = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="8k", weight_dtype="fp8", engine=engine)
         assert flags_of(q)["--quantization"] == "fp8" and "--dtype" not in q.argv
+
+
+ENGINES = ("vllm", "sglang", "trtllm", "llama.cpp")
+
+
+def _llama_named(name: str) -> kvmem.Model:
+    from kvmem.catalog import preset
+    return kvmem.Model.from_hf_config(preset("llama-3.1-8b")["config"], name=name)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_model_named_like_a_flag_is_written_as_a_path_never_an_option(engine):
+    """Issue 32 M6: `kvmem plan ./--trust-remote-code` printed `vllm serve --trust-remote-code ...`."""
+    p = kvmem.plan(_llama_named("--trust-remote-code"), gpu="h100-sxm-80gb", context=4096, engine=engine)
+    value = "./--trust-remote-code.gguf" if engine == "llama.cpp" else "./--trust-remote-code"
+    assert value in p.argv and not any(a.startswith("--trust") for a in p.argv)
+    # an argparse parser like the engines' (a positional model, a --model-path value, a --trust-remote-code
+    # switch) takes it as the model; the engines' own parsers: tests/oracles/test_plan_roundtrip.py
+    import argparse
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    where = {"vllm": "model", "trtllm": "model", "sglang": "--model-path", "llama.cpp": "-m"}[engine]
+    parser.add_argument(where, **({"nargs": "?"} if where == "model" else {}))
+    parser.add_argument("--trust-remote-code", action="store_true")
+    args, _ = parser.parse_known_args(p.argv[len(p.program):])
+    assert vars(args)[where.lstrip("-").replace("-", "_")] == value and not args.trust_remote_code
+
+
+def test_a_name_with_a_newline_never_prints_raw_and_the_shell_gives_it_back(tmp_path):
+    import shutil
+    name = "evil\nname \x1b[31m 'quoted' \\ \u2028"
+    p = kvmem.plan(_llama_named(name), gpu="h100-sxm-80gb", context=4096, engine="sglang")
+    assert name in p.argv and p.command.isprintable()
+    assert "--model-path $'evil\\x0aname \\x1b[31m \\'quoted\\' \\\\ \\u2028'" in p.command
+    if shutil.which("bash"):                           # bash reads the word back into the same bytes
+        word = p.command.split(" --model-path ", 1)[1].split(" --tp-size", 1)[0]
+        back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True).stdout
+        assert back == name.encode()
+    config = json.loads(json.dumps(_llama_named(name).config))
+    (tmp_path / "config.json").write_text(json.dumps({**config, "_name_or_path": name}))
+    out = subprocess.run([sys.executable, "-m", "kvmem", "plan", str(tmp_path / "config.json"), "--gpu",
+                          "h100-sxm-80gb", "--context", "4k", "--engine", "vllm"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    assert all(line.isprintable() for line in lines)
+    assert any(line.startswith("  $'evil\\x0aname ") for line in lines)     # the explanation line quotes it

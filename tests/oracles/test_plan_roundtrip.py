@@ -128,3 +128,58 @@ def test_sglang_parses_every_command_into_the_planned_settings():
         if fit.capacity and fit.capacity.details.get("max_mamba_cache_size") is not None:
             assert ns.mamba_radix_cache_strategy == "no_buffer"
             assert fit.capacity.details["max_running_requests"] >= ns.max_running_requests
+
+
+# Issue 32 M6: model names that read as options. A name from a folder, a file or a config's
+# _name_or_path starting with "-" must reach each engine's own parser as the model, never as a flag.
+HOSTILE_NAMES = ["--trust-remote-code", "-h", "--model-path=/etc", "--served-model-name", "-"]
+
+
+def _named(name: str):
+    from kvmem.catalog import preset
+    return kvmem.Model.from_hf_config(preset("llama-3.1-8b")["config"], name=name)
+
+
+def check_vllm_hostile_names():
+    """`vllm serve <model> ...` through vLLM 0.33.0's own serve parser (the `vllm` CLI's
+    FlexibleArgumentParser with the serve subcommand, vllm/entrypoints/cli/serve.py subparser_init)."""
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    parser = FlexibleArgumentParser()
+    ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+    for name in HOSTILE_NAMES:
+        plan = kvmem.plan(_named(name), gpu="h100-sxm-80gb", context=4096, engine="vllm")
+        ns = parser.parse_args(plan.argv[1:])
+        assert ns.model_tag == "./" + name and not ns.trust_remote_code, plan.command
+        assert ns.max_model_len == 4096 and ns.tensor_parallel_size == 1
+    print(f"{len(HOSTILE_NAMES)} hostile names parsed by vLLM as the model")
+
+
+def test_vllm_takes_a_name_that_reads_as_a_flag_as_the_model():
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR"}
+    code = "from tests.oracles.test_plan_roundtrip import check_vllm_hostile_names; check_vllm_hostile_names()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{len(HOSTILE_NAMES)} hostile names parsed by vLLM" in done.stdout
+
+
+def test_sglang_takes_a_name_that_reads_as_a_flag_as_the_model():
+    from sglang.srt.server_args import ServerArgs
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    ServerArgs.add_cli_args(parser)
+    for name in HOSTILE_NAMES:
+        plan = kvmem.plan(_named(name), gpu="h100-sxm-80gb", context=4096, engine="sglang")
+        ns = parser.parse_args(plan.argv[3:])      # the old `--model-path --trust-remote-code`: SystemExit here
+        assert ns.model_path == "./" + name and not ns.trust_remote_code, plan.command
+        assert ns.context_length == 4096
+
+
+def test_llama_cpp_takes_a_name_that_reads_as_a_flag_as_the_model():
+    """llama-server's -m through the reading of common/arg.cpp that test_plan_llamacpp checks against
+    llama.cpp itself (a flag's value is the next argument; kvmem's never starts with "-")."""
+    from tests.oracles.test_plan_llamacpp import setting_of
+    for name in HOSTILE_NAMES:
+        plan = kvmem.plan(_named(name), gpu="h100-sxm-80gb", context=4096, engine="llama.cpp")
+        assert plan.argv[1:3] == ["-m", f"./{name}.gguf"], plan.command
+        assert setting_of(plan.argv)["n_ctx"] == 4096
