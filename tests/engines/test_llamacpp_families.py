@@ -98,36 +98,209 @@ def test_dsa_refuses_an_unpinned_build_and_other_mla_modes():
         llama(_glm5(), mla="none")
 
 
-UNDECIDED = {
-    'afmoe',
-    'bamba',
-    'cohere2_moe',
-    'dbrx',
-    'deepseek_v4',
-    'dots1',
-    'exaone4',
-    'exaone_moe',
-    'falcon_h1',
-    'falcon_mamba',
-    'gemma4_unified_text',
-    'gpt_bigcode',
-    'granitemoehybrid',
-    'hy_v4',
-    'kimi_linear',
-    'laguna',
-    'lfm2',
-    'lfm2_moe',
-    'mamba',
-    'mamba2',
-    'mimo_v2_flash',
-    'minicpm3',
-    'minimax',
-    'minimax_m3_vl_text',
-    'mistral4',
-    'mpt',
-    'nemotron-nas',
-    'qwen2_5_vl_text',
-    'qwen2_vl_text',
-    'smollm3',
-    'youtu',
-}
+# the families left undecided (docs/research/families_llamacpp.md): llama.cpp runs them with caches kvmem
+# does not model yet (llama_kv_cache_dsv4, llama_kv_cache_msa, HY-V4's DSA over a per-layer indexer)
+UNDECIDED = {"deepseek_v4", "hy_v4", "minimax_m3_vl_text"}
+
+
+CORPUS = "tests/fixtures/configs/corpus/"
+
+
+def _m(**config) -> kvmem.Model:
+    return kvmem.Model.from_hf_config(config)
+
+
+def _kv(e) -> list:
+    return [(c["cache"], c["layers"], c["cells"], c.get("k_bytes"), c.get("v_bytes")) for c in e.details.caches]
+
+
+# ---- plain attention: the layers as kvmem reads them ----------------------------------------
+
+_DENSE = dict(num_hidden_layers=4, hidden_size=1024, num_attention_heads=8, num_key_value_heads=2, head_dim=128,
+              intermediate_size=2048, vocab_size=1000)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl_text", "qwen2_5_vl_text", "dots1", "smollm3"])
+def test_families_whose_window_llama_cpp_does_not_read_hold_n_ctx_cells(model_type):
+    # src/models/qwen2vl.cpp, dots1.cpp, smollm3.cpp read no sliding_window: one cache of n_ctx cells
+    config = dict(_DENSE, model_type=model_type, use_sliding_window=True, sliding_window=1024)
+    if model_type == "smollm3":
+        config.update(layer_types=["full_attention", "sliding_attention"] * 2)
+    else:
+        config.update(max_window_layers=2)
+    e = llama(_m(**config), tokens=4096)
+    # 4 layers x 2 heads x 128 x 2 B x 4096 cells = 8,388,608 B for K, as much for V
+    assert _kv(e) == [("kv", 4, 4096, 8_388_608, 8_388_608)]
+
+
+def test_mpt_dbrx_and_multi_query_gpt_bigcode():
+    mpt = _m(model_type="mpt", n_layers=2, n_heads=4, d_model=256, vocab_size=100)
+    # MHA: 2 layers x 4 heads x 64 x 2 B x 256 cells = 262,144 B each of K and V
+    assert _kv(llama(mpt, tokens=256)) == [("kv", 2, 256, 262_144, 262_144)]
+    dbrx = _m(model_type="dbrx", n_layers=2, n_heads=4, d_model=256, vocab_size=100,
+              attn_config={"kv_n_heads": 1}, ffn_config={"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2})
+    # conversion/dbrx.py head_count_kv = kv_n_heads: 2 x 1 x 64 x 2 B x 256 = 65,536 B
+    assert _kv(llama(dbrx, tokens=256)) == [("kv", 2, 256, 65_536, 65_536)]
+    bigcode = dict(model_type="gpt_bigcode", n_layer=2, n_head=4, n_embd=256, vocab_size=100)
+    assert _kv(llama(_m(**bigcode, multi_query=True), tokens=256)) == [("kv", 2, 256, 65_536, 65_536)]
+    with pytest.raises(ValueError, match="multi-query only"):
+        llama(_m(**bigcode, multi_query=False), tokens=256)
+
+
+@pytest.mark.parametrize("model_type", ["mistral4", "youtu"])
+def test_mistral4_and_youtu_convert_as_deepseek2_and_keep_the_latent_alone(model_type):
+    m = _m(model_type=model_type, num_hidden_layers=3, hidden_size=1024, num_attention_heads=8,
+           num_key_value_heads=8, kv_lora_rank=256,
+           q_lora_rank=512, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64, vocab_size=1000,
+           intermediate_size=2048)
+    # 3 layers x (256 + 32) x 2 B x 4096 = 7,077,888 B, no V (hparams.is_mla())
+    assert _kv(llama(m)) == [("kv", 3, 4096, 7_077_888, 0)]
+
+
+def test_minicpm3_caches_per_head_keys_and_values():
+    m = _m(model_type="minicpm3", num_hidden_layers=2, hidden_size=2560, num_attention_heads=40,
+           num_key_value_heads=40, kv_lora_rank=256, q_lora_rank=768, qk_nope_head_dim=64, qk_rope_head_dim=32,
+           v_head_dim=64, vocab_size=1000, intermediate_size=6400)
+    e = llama(m)
+    # K: 40 heads x (64 + 32) = 3840 wide, V: 40 x 2560 / 40 = 2560 wide; x 2 layers x 2 B x 4096
+    assert _kv(e) == [("kv", 2, 4096, 62_914_560, 41_943_040)]
+    # not an MLA GGUF: K and V types may differ, and no mla mode applies
+    assert llama(m, type_k="q8_0", type_v="f16").k_bytes == 2 * 3840 // 32 * 34 * 4096
+    with pytest.raises(ValueError, match="no MLA split cache"):
+        llama(m, mla="latent")
+
+
+# ---- sliding windows by llama.cpp's own pattern ------------------------------------------------
+
+def _exaone4(n, **extra):
+    return _m(**dict(_DENSE, model_type="exaone4", num_hidden_layers=n, sliding_window=4096,
+                     sliding_window_pattern=4, **extra))
+
+
+def test_exaone4_has_a_window_only_with_64_layers():
+    # src/models/exaone4.cpp: swa_type is set for n_layer == 64 alone; 8 layers: one n_ctx cache,
+    # 8 x 2 x 128 x 2 B x 8192 = 33,554,432 B of K
+    assert _kv(llama(_exaone4(8), tokens=8192)) == [("kv", 8, 8192, 33_554_432, 33_554_432)]
+    e = llama(_exaone4(64), tokens=8192)
+    # 64 layers, every 4th full: 16 full of 8192 cells, 48 sliding of pad256(4096 + 512) = 4608 cells
+    assert [(c["cache"], c["layers"], c["cells"]) for c in e.details.caches] == [("kv", 16, 8192), ("kv_swa", 48, 4608)]
+
+
+def test_exaone_moe_takes_the_one_sliding_window():
+    m = _m(**dict(_DENSE, model_type="exaone_moe", num_hidden_layers=4, sliding_window=128,
+                  layer_types=["sliding_attention"] * 3 + ["full_attention"],
+                  sliding_windows=[128, 256, 128, None], num_experts=4, num_experts_per_tok=2,
+                  moe_intermediate_size=64))
+    e = llama(m, tokens=4096)
+    # n_swa = 128 (conversion/exaone.py): pad256(128 + 512) = 768 cells for the three sliding layers
+    assert (e.details.n_swa, e.details.swa_cells) == (128, 768)
+
+
+def test_afmoe_slides_three_layers_of_four_whatever_the_config_says():
+    base = dict(_DENSE, model_type="afmoe", num_hidden_layers=8, sliding_window=1024, num_experts=4,
+                num_experts_per_tok=2, moe_intermediate_size=64)
+    e = llama(_m(**base, global_attn_every_n_layers=4), tokens=4096)
+    # full on layers 3 and 7: 2 x 2 x 128 x 2 B x 4096 = 4,194,304 B of K; sliding: 6 x 256 x 2 B x
+    # pad256(1024 + 512) = 1536 cells = 4,718,592 B of K
+    assert _kv(e) == [("kv", 2, 4096, 4_194_304, 4_194_304), ("kv_swa", 6, 1536, 4_718_592, 4_718_592)]
+    with pytest.raises(ValueError, match="llama.cpp makes layer 1 sliding"):
+        llama(_m(**base, global_attn_every_n_layers=2), tokens=4096)
+
+
+def test_cohere2_moe_follows_layer_types():
+    types = ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]
+    m = _m(**dict(_DENSE, model_type="cohere2_moe", sliding_window=512, layer_types=types, num_experts=4,
+                  num_experts_per_tok=2, moe_intermediate_size=64))
+    e = llama(m, tokens=4096)
+    # 1 full layer of 4096 cells: 1 x 256 x 2 B x 4096 = 2,097,152 B; 3 sliding of pad256(512 + 512) = 1024 cells
+    assert _kv(e) == [("kv", 1, 4096, 2_097_152, 2_097_152), ("kv_swa", 3, 1024, 1_572_864, 1_572_864)]
+
+
+def test_laguna_xs2_and_a_config_against_llamas_pattern():
+    e = llama(kvmem.Model.from_hf_config(CORPUS + "poolside--Laguna-XS.2-FP8.json"), tokens=4096)
+    # 40 layers, full where il % 4 == 0: 10 x 8 x 128 x 2 B x 4096 = 83,886,080 B of K; 30 sliding of
+    # pad256(512 + 512) = 1024 cells: 30 x 1024 x 2 B x 1024 = 62,914,560 B of K
+    assert _kv(e) == [("kv", 10, 4096, 83_886_080, 83_886_080), ("kv_swa", 30, 1024, 62_914_560, 62_914_560)]
+    every_full = _m(**dict(_DENSE, model_type="laguna", sliding_window=512, layer_types=["full_attention"] * 4))
+    with pytest.raises(ValueError, match="llama.cpp makes layer 1 sliding"):
+        llama(every_full)
+
+
+def test_mimo_v2_flash_takes_the_configs_window_not_window_plus_one():
+    m = kvmem.Model.from_hf_config(CORPUS + "XiaomiMiMo--MiMo-V2-Flash.json")
+    e = llama(m, tokens=4096, n_ubatch=128)
+    # n_swa 128 + n_ubatch 128 = 256 cells (129 + 128 would pad to 512). Full: 9 layers x 4 heads x 192 x 2 B x 4096
+    # = 56,623,104 B of K, V 9 x 4 x 128 x 2 x 4096 = 37,748,736 B; sliding 39 x 8 x 192 x 2 x 256 = 30,670,848 B
+    # of K, 39 x 8 x 128 x 2 x 256 = 20,447,232 B of V
+    assert _kv(e) == [("kv", 9, 4096, 56_623_104, 37_748_736), ("kv_swa", 39, 256, 30_670_848, 20_447_232)]
+
+
+# ---- recurrent state: llama.cpp's n_embd_r / n_embd_s -----------------------------------------
+
+def test_mamba_and_mamba2_state_rows():
+    mamba = _m(model_type="mamba", num_hidden_layers=2, hidden_size=768, state_size=16, conv_kernel=4, expand=2,
+               intermediate_size=1536, vocab_size=100)
+    # R = 3 x 1536 = 4608, S = 16 x 1536 = 24,576 values; f32, one sequence: 2 x 29,184 x 4 = 233,472 B
+    assert llama(mamba, tokens=16).state_bytes == 233_472
+    falcon = _m(model_type="falcon_mamba", num_hidden_layers=2, hidden_size=768, state_size=16, conv_kernel=4,
+                expand=2, intermediate_size=1536, vocab_size=100)
+    assert llama(falcon, tokens=16).state_bytes == 233_472
+    mamba2 = _m(model_type="mamba2", num_hidden_layers=2, hidden_size=1024, state_size=64, conv_kernel=4, expand=2,
+                n_groups=2, head_dim=64, num_heads=32, vocab_size=100)
+    # d_inner 2048: R = 3 x (2048 + 2 x 2 x 64) = 6912, S = 64 x 2048 = 131,072; 2 x 137,984 x 4 = 1,103,872 B
+    assert llama(mamba2, tokens=16).state_bytes == 1_103_872
+
+
+def _hybrid(model_type, **extra):
+    return _m(model_type=model_type, num_hidden_layers=4, hidden_size=1024, num_attention_heads=8,
+              num_key_value_heads=2, mamba_n_heads=32, mamba_d_head=64, mamba_n_groups=1, mamba_d_state=64,
+              mamba_d_conv=4, mamba_expand=2, intermediate_size=2048, vocab_size=100, **extra)
+
+
+def test_mamba2_hybrids():
+    granite = _hybrid("granitemoehybrid", layer_types=["mamba", "attention", "mamba", "mamba"])
+    e = llama(granite, tokens=4096)
+    # attention: 1 layer x 2 x 128 x 2 B x 4096 = 2,097,152 B of K; 3 Mamba2 layers: d_inner 2 x 1024,
+    # R = 3 x (2048 + 2 x 64) = 6528, S = 64 x 2048 = 131,072: 3 x 137,600 x 4 B = 1,651,200 B
+    assert (e.k_bytes, e.state_bytes) == (2_097_152, 1_651_200)
+    bamba = _hybrid("bamba", attn_layer_indices=[1])
+    assert (llama(bamba, tokens=4096).k_bytes, llama(bamba, tokens=4096).state_bytes) == (2_097_152, 1_651_200)
+    falcon = _hybrid("falcon_h1", mamba_d_ssm=2048)
+    e = llama(falcon, tokens=4096)
+    # every layer both: 4 x 2,097,152 B of K, 4 x 137,600 x 4 B = 2,201,600 B of state
+    assert (e.k_bytes, e.state_bytes) == (8_388_608, 2_201_600)
+
+
+def test_lfm2_short_convolution_rows():
+    e = llama(kvmem.Model.from_hf_config("tests/fixtures/configs/new/lfm2.5-1.2b-finetune.json"), tokens=4096)
+    # 10 conv layers x 2048 x (3 - 1) x 4 B = 163,840 B; 6 attention layers x 8 x 64 x 2 B x 4096 = 25,165,824 B of K
+    assert (e.state_bytes, e.k_bytes) == (163_840, 25_165_824)
+    moe = _m(model_type="lfm2_moe", num_hidden_layers=2, hidden_size=512, num_attention_heads=8, num_key_value_heads=2,
+             conv_L_cache=3, layer_types=["conv", "full_attention"], num_experts=4, num_experts_per_tok=2,
+             moe_intermediate_size=64, intermediate_size=1024, vocab_size=100)
+    # 1 conv layer x 512 x 2 x 4 B = 4096 B
+    assert llama(moe, tokens=16).state_bytes == 4096
+
+
+def test_kimi_linear_kda_and_mla():
+    e = llama(kvmem.Model.from_hf_config(CORPUS + "moonshotai--Kimi-Linear-48B-A3B-Instruct.json"), tokens=4096)
+    # 7 MLA layers x 576 x 2 B x 4096 = 33,030,144 B, no V; 20 KDA layers: R = 3 x 3 x 32 x 128 = 36,864,
+    # S = 128 x 128 x 32 = 524,288 values, f32: 20 x 561,152 x 4 = 44,892,160 B
+    assert (e.k_bytes, e.v_bytes, e.state_bytes) == (33_030_144, 0, 44_892_160)
+
+
+def test_minimax_lightning_layers():
+    m = kvmem.Model.from_hf_config("tests/fixtures/configs/new/minimax-m1.json")
+    e = llama(m, tokens=4096)
+    # 10 full layers x 8 x 128 x 2 B x 4096 = 83,886,080 B of K; 70 lightning layers: S = 128 x 128 x 64 values, f32,
+    # no R: 70 x 1,048,576 x 4 = 293,601,280 B
+    assert (e.k_bytes, e.state_bytes) == (83_886_080, 293_601_280)
+
+
+def test_nemotron_nas_blocks_without_attention_keep_zero_wide_rows():
+    m = kvmem.Model.from_hf_config(CORPUS + "nvidia--Llama-3_3-Nemotron-Super-49B-v1.json")
+    on, off = llama(m, flash_attn=True), llama(m, flash_attn=False)
+    # 49 attention blocks x 8 x 128 x 2 B x 4096 = 411,041,792 B of K; all 80 blocks in the cache
+    assert (on.details.caches[0]["layers"], on.k_bytes, on.v_bytes) == (80, 411_041_792, 411_041_792)
+    # without flash attention every block's V row is padded to 1024: 80 x 1024 x 2 B x 4096 = 671,088,640 B
+    assert (off.k_bytes, off.v_bytes) == (411_041_792, 671_088_640)

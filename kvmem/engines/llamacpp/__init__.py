@@ -44,7 +44,9 @@ MLA (DeepSeek-V2/V3, Kimi). ``mla`` = "latent": one row of kv_lora_rank + rope (
     "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from April 2025, PR #12801, until
     PR #19067); "none": per-head K = n_head x (qk_nope + qk_rope) and V = n_head x v_head_dim
     (GGUFs converted before PR #12801, on any build). The default is the build's mode for an
-    MLA GGUF. DeepSeek-V3.2's indexer cache (llama_kv_cache_dsa) is not modelled: refused.
+    MLA GGUF. DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): llama_kv_cache_dsa, the latent cache
+    and a second cache of one indexer_head_size key per indexer layer, same cells, streams and type_k
+    (src/llama-kv-cache-dsa.cpp), at the vendored build only.
 Recurrent state (llama-memory-recurrent.cpp). Linear/SSM layers keep, per sequence, one cell
     of R = (d_conv - 1) x conv channels and S = the SSM state, both f32, in
     max(1, n_seq) x (1 + n_rs_seq) rows; ``n_rs_seq`` (2026 builds) adds rollback snapshots.
@@ -81,8 +83,10 @@ Log format eras (approximate dates; ``log_lines(style=...)`` pins one):
     MiB = (float)bytes / 2^20 printed "%7.2f": float32, then round-half-even to 2 decimals.
 Capacity: the most cells (whole pads per stream) whose caches and recurrent state fit
     ``kv_memory`` on the fullest device; blocks = tokens = total cells, block_size 1.
+Family rules (which layers slide, recurrent rows, per-head MiniCPM3, DeciLM's 0-wide layers): .families.
 Not modelled: the one-day f16 SWA cache of PR #21277 (2026-04-01, reverted by #21332), the
-    DSA/DeepSeek-V4 caches, --n-gpu-layers partial offload, backend buffer alignment.
+    DeepSeek-V4 (llama_kv_cache_dsv4) and MiniMax-M3 (llama_kv_cache_msa) caches, --n-gpu-layers
+    partial offload, backend buffer alignment.
 
 Modules: settings (defaults, builds, options resolved), plan (cells, streams, the SWA cache,
 per-layer rows, devices), entry (estimate, capacity, the start-up numbers), logs (the lines each
@@ -152,10 +156,17 @@ REFUSALS = {
         ("mistral_large4_text", "MistralLarge4ForConditionalGeneration"),
         ("bailing_hybrid", "BailingHybridForCausalLM"), ("longcat_flash", "LongcatFlashForCausalLM"))},
 }
-# The opt-in families (kvmem.configs.families) it sizes, each checked against the vendored source
-# (docs/research/families_llamacpp.md, tests/engines/test_llamacpp_families.py). Gemma 4: per-layer
-# head_count_kv and key_length (from its GGUF) reproduce published logs (tests/engines/test_llamacpp.py)
-FAMILIES = CheckedFamilies(frozenset({"gemma4_text", "glm_moe_dsa"}))
+# The opt-in families (kvmem.configs.families) it sizes, each checked against the vendored source: its
+# converter (conversion/*.py) and src/models/<arch>.cpp, with the family rules of .families and .plan
+# (docs/research/families_llamacpp.md has one row per family; tests/engines/test_llamacpp_families.py).
+# Gemma 4: per-layer head_count_kv and key_length (from its GGUF) reproduce published logs
+# (tests/engines/test_llamacpp.py); Gemma-4-Unified converts to the same gemma4 architecture
+# (conversion/gemma.py Gemma4UnifiedModel).
+FAMILIES = CheckedFamilies(frozenset({
+    "afmoe", "bamba", "cohere2_moe", "dbrx", "dots1", "exaone4", "exaone_moe", "falcon_h1", "falcon_mamba",
+    "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "gpt_bigcode", "granitemoehybrid", "kimi_linear", "laguna",
+    "lfm2", "lfm2_moe", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "minimax", "mistral4", "mpt",
+    "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
                     panels=("offload",), families=FAMILIES, refusals=REFUSALS),)

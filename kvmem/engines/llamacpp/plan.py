@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
-from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
+from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
+from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PER_HEAD_MLA, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
                        SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib,
                        resolve_settings)
 
@@ -77,6 +78,11 @@ def _mla_mode(model: Model, s: Settings) -> str | None:
             raise ValueError(f"mla applies to MLA models (DeepSeek-V2/V3, Kimi); {model.name} has no MLA layers")
         return None
     build, mode = s.build, s.mla
+    if model.model_type in PER_HEAD_MLA:
+        if mode is not None:
+            raise ValueError(f"mla={mode!r}: llama.cpp's {model.model_type} GGUF has no MLA split cache (its converter "
+                             "writes per-head K/V lengths); leave mla unset")
+        return "per_head"
     if any(layer.index_head_dim for layer in model.layers):
         # llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp) is in the vendored build 0c1e57098; the build
         # that added it (PR #21149) is not pinned here, and it takes the MLA GGUF's K-only latent cache
@@ -107,6 +113,11 @@ def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:
     """(n_embd_k_gqa, n_embd_v_gqa) of a layer's cache row; V None when there is no V tensor."""
     if layer.kind != MLA:
         return layer.kv_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_v
+    if mode == "per_head":
+        # MiniCPM3 (settings.PER_HEAD_MLA): num_key_value_heads x (qk_nope + qk_rope) and x n_embd / n_head
+        heads = (model.config or {}).get("num_key_value_heads") or model.num_attention_heads
+        return (heads * (model.facts.qk_nope_head_dim + layer.qk_rope_head_dim),
+                heads * (model.hidden_size // model.num_attention_heads))
     if mode == "latent":
         return layer.kv_lora_rank + layer.qk_rope_head_dim, None
     if mode == "latent+v":
@@ -125,12 +136,15 @@ def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
         return None
     full = [layer for layer in model.layers if layer.kind in (FULL, MLA)]
     windows = sorted({layer.window for layer in windowed})
-    if model.model_type in WINDOW_IGNORED or (not full and model.model_type not in ALWAYS_ISWA):
+    ignored = model.model_type in WINDOW_IGNORED or window_ignored(model)
+    if ignored or (not full and model.model_type not in ALWAYS_ISWA):
         notes.append(f"llama.cpp does not use the sliding window of {model.name}: every layer holds n_ctx cells")
         return None
     if s.build < PR_13194:
         notes.append("builds before PR #13194 (2025-05-20) have no SWA cache: windowed layers hold n_ctx cells")
         return None
+    if config_window(model) is not None:
+        return config_window(model)
     if len(windows) > 1 or len({layer.kind for layer in windowed}) > 1:
         raise ValueError(f"{model.name} has windows {windows}; llama.cpp has one n_swa per model")
     return windows[0]
@@ -181,11 +195,12 @@ def _layer_devices(n_layer: int, pp: int) -> list[int]:
 
 
 def _plan(model: Model, s: Settings, pp: int) -> Plan:
+    check_family(model)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
     mode = _mla_mode(model, s)
-    if mode is not None and s.mla is None:
+    if mode not in (None, "per_head") and s.mla is None:
         notes.append(f"mla={mode!r}: the cache of an MLA GGUF on this build; GGUFs converted before "
                      "PR #12801 (April 2025) cache per-head K/V (mla='none')")
     n_swa = _windowed_split(model, s, notes)
@@ -196,6 +211,11 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
 
     owners = [i for i, layer in enumerate(model.layers) if layer.caches_tokens]
     widths = {i: _widths(model, model.layers[i], mode) for i in owners}
+    if model.model_type in ZERO_WIDTH_LAYERS:
+        # DeciLM: every block gets its K and V tensors (hparams.has_kv), 0 wide where head_count_kv is 0
+        # (conversion/deci.py L55-L62: no-op and linear-replaced attention), padded with the rest below
+        owners = list(range(model.num_layers))
+        widths = {i: widths.get(i, (0, 0)) for i in owners}
     v_max = max((v for _, v in widths.values() if v is not None), default=0)
     if not s.flash_attn and len({v for _, v in widths.values() if v is not None}) > 1:
         notes.append("the V embeddings have different sizes across layers and FA is not enabled - "

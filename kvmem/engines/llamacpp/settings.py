@@ -41,11 +41,17 @@ FA_AUTO, PR_15467, PR_16812, PR_17046, PR_19067 = (
 CURRENT = datetime.date.max
 
 
-# Families whose sliding window llama.cpp does not read: one full-size cache.
-WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}
+# Families whose sliding window llama.cpp does not read: one full-size cache. Qwen2-VL / Qwen2.5-VL
+# (src/models/qwen2vl.cpp), dots1 (dots1.cpp) and SmolLM3 (smollm3.cpp) read no sliding_window key.
+WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                  "qwen2_vl_text", "qwen2_5_vl_text", "dots1", "smollm3"}
 # Architectures llama.cpp always gives the two-cache iSWA memory (hparams.swa_type set in
 # llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern.
 ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
+# MLA in transformers, per-head K/V in llama.cpp: conversion/minicpm.py MiniCPM3Model writes head_count_kv =
+# num_key_value_heads, key_length = qk_nope + qk_rope and no value_length (n_embd_head_v = n_embd / n_head)
+# nor the MLA lengths, so hparams.is_mla() is false and src/models/minicpm3.cpp caches the decompressed heads
+PER_HEAD_MLA = {"minicpm3"}
 SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
                      "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
 
@@ -94,7 +100,8 @@ def _cache_type(field: str, value) -> str:
         name = None
     name = {"fp32": "f32", "fp16": "f16"}.get(name, name)
     if name not in CACHE_TYPES:
-        raise ValueError(f"{field} must be a llama.cpp cache type ({', '.join(CACHE_TYPES)}), got {value!r}")
+        from ...sources.bounded import quote
+        raise ValueError(f"{field} must be a llama.cpp cache type ({', '.join(CACHE_TYPES)}), got {quote(value)}")
     return name
 
 
@@ -165,7 +172,7 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     type_k = _cache_type("type_k", options["type_k"] if options["type_k"] is not None else kv_dtype)
     type_v = _cache_type("type_v", options["type_v"] if options["type_v"] is not None else kv_dtype)
     flash_attn = _flash_attn(options["flash_attn"], build)
-    mla_default = None if not model.count(MLA) else (
+    mla_default = None if not model.count(MLA) or model.model_type in PER_HEAD_MLA else (
         "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent")
     if (options["mla"] or mla_default) == "latent" and type_k != type_v:
         # llama_init_from_model, before every other cache-type check: hparams.is_mla() (a GGUF with the
@@ -211,6 +218,8 @@ def _head_dims(model: Model, layer, mla_mode: str | None) -> tuple[int, int]:
     """(n_embd_head_k, n_embd_head_v) of a layer as llama.cpp's hparams hold them."""
     if layer.kind != MLA:
         return layer.head_dim_k, layer.head_dim_v
+    if model.model_type in PER_HEAD_MLA:
+        return model.facts.qk_nope_head_dim + layer.qk_rope_head_dim, model.hidden_size // model.num_attention_heads
     if mla_mode == "none":
         return model.facts.qk_nope_head_dim + layer.qk_rope_head_dim, model.facts.v_head_dim
     return layer.kv_lora_rank + layer.qk_rope_head_dim, layer.kv_lora_rank
