@@ -21,11 +21,14 @@ REFUSALS = {
     **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
        for name, family in (("kimi-linear-48b-a3b", "kimi_linear"), ("minimax-m1", "minimax"))
        for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")
-       if (family, engine) not in (("kimi_linear", "vllm"), ("minimax", "vllm"), ("minimax", "trtllm"))},
+       if (family, engine) not in (("kimi_linear", "vllm"), ("minimax", "vllm"), ("minimax", "trtllm"),
+                                   ("kimi_linear", "trtllm"))},
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
     ("minimax-m1", "vllm"): "vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM",
     # tensorrt_llm/_torch/models/_arch_index.py: MiniMaxM2 and MiniMaxM3Sparse only
     ("minimax-m1", "trtllm"): "TensorRT-LLM's PyTorch backend registers no MiniMaxText01ForCausalLM",
+    # tensorrt_llm/_torch/models/modeling_kimi_linear.py: Kimi-K3's latent MoE only
+    ("kimi-linear-48b-a3b", "trtllm"): "KimiLinearForCausalLM runs Kimi-K3's latent MoE only",
     # DeepSeek-V4's compressed sparse attention: ideal and hf-dynamic only (StaticCache has no layer class for it)
     ("deepseek-v4-flash", "hf-static"): "StaticCache has no layer class for compressed_sparse_attention",
     **{("deepseek-v4-flash", engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"

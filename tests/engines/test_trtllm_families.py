@@ -16,7 +16,7 @@ from kvmem.engines import engine_spec, trtllm
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"deepseek_v4", "gemma4_text", "gemma4_unified_text", "kimi_linear", "minimax_m3_vl_text"}
+NOT_YET = {"deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3_vl_text"}
 
 
 def _model(**cfg):
@@ -27,7 +27,7 @@ def _model(**cfg):
 def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_as_not_yet():
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
-    assert declared == {"afmoe", "exaone4", "exaone_moe", "glm_moe_dsa", "laguna", "nemotron-nas",
+    assert declared == {"afmoe", "exaone4", "exaone_moe", "glm_moe_dsa", "kimi_linear", "laguna", "nemotron-nas",
                         "qwen2_5_vl_text", "qwen2_vl_text"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
@@ -204,3 +204,44 @@ def test_qwen2_vl_text_model_is_qwen2():
                        num_key_value_heads=4, use_sliding_window=False, sliding_window=32768)
         assert trtllm.bytes_per_token(model) == 57_344
         assert kvmem.estimate(model, engine="trtllm", tokens=1000).kv_bytes == 1024 * 57_344
+
+
+# ---- Kimi-K3 (kimi_linear): MLA layers in blocks, KDA layers a per-sequence state ---------------------------
+
+# moonshotai/Kimi-K3 text_config (code-index id 60257099257: "K3's real text config, trimmed to the fields the
+# planner reads"; kda_layers / full_attn_layers verbatim): 93 layers, 24 MLA (every 4th to 88, then 92 and 93),
+# 69 KDA of 96 heads x 128, short_conv_kernel_size 4; TRT-LLM flattens kimi_k3 to this text config
+# (config_utils.py load_pretrained_config). K3's latent-MoE fields as published.
+_FULL = [*range(4, 89, 4), 92, 93]
+KIMI_K3_TEXT = {"architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "dtype": "bfloat16",
+                "num_hidden_layers": 93, "hidden_size": 7168, "intermediate_size": 33792, "moe_intermediate_size": 3072,
+                "routed_expert_hidden_size": 3584, "latent_moe_use_norm": True, "num_experts": 896,
+                "num_experts_per_token": 16, "num_shared_experts": 2, "first_k_dense_replace": 1, "kv_lora_rank": 512,
+                "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                "num_attention_heads": 96, "num_key_value_heads": 96, "vocab_size": 163840, "rms_norm_eps": 1e-5,
+                "linear_attn_config": {"full_attn_layers": _FULL,
+                                       "kda_layers": [i for i in range(1, 94) if i not in _FULL],
+                                       "head_dim": 128, "num_heads": 96, "short_conv_kernel_size": 4,
+                                       "use_full_rank_gate": True}}
+
+
+def test_kimi_k3_mla_blocks_and_kda_states():
+    model = kvmem.Model.from_hf_config(KIMI_K3_TEXT)
+    # MLA: 24 layers x 576 x 2 B = 27,648 B per token, not split by tp
+    assert trtllm.bytes_per_token(model) == trtllm.bytes_per_token(model, tp=8, allocated=True) == 27_648
+    # KDA per layer and sequence: conv 3 x 96 x 128 = 36,864 channels x 4 columns (the whole window) x 2 B
+    # = 294,912 B; recurrent 96 x 128 x 128 x 4 B (fp32) = 6,291,456 B; 69 layers -> 454,459,392 B
+    result = kvmem.estimate(model, engine="trtllm", tokens=1000, batch=2)
+    assert result.state_bytes == 2 * 69 * (294_912 + 6_291_456) == 908_918_784
+    assert result.kv_bytes == 2 * 1024 * 27_648
+    assert any("max_batch_size + 1 sequences" in note for note in result.notes)
+    # tp 8: 12 KDA heads per rank, an eighth of each state
+    assert kvmem.estimate(model, engine="trtllm", tokens=1000, tp=8).state_bytes == 69 * (294_912 + 6_291_456) // 8
+
+
+def test_kimi_linear_48b_is_refused_as_trtllm_runs_kimi_k3_only():
+    # tests/fixtures/configs/new/kimi-linear-48b-a3b-instruct.json: no routed_expert_hidden_size
+    model = kvmem.Model.from_hf_config("tests/fixtures/configs/new/kimi-linear-48b-a3b-instruct.json")
+    with pytest.raises(ValueError, match="KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for this "
+                                         "config: no routed_expert_hidden_size"):
+        kvmem.estimate(model, engine="trtllm", tokens=1024)

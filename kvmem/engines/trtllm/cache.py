@@ -11,7 +11,7 @@ from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
 from ...units import require_positive_int
 from ..base import Capacity, Estimate, assemble, state_bytes
-from ...parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage
+from ...parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage, state_share
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "TrtllmDetails",
            "TrtllmCapacityDetails"]
@@ -115,7 +115,9 @@ def _indexer_elements(model: Model) -> int:
 
 
 def _check_model(model: Model) -> None:
-    """Configs whose cache TRT-LLM lays out otherwise than kvmem's reading, refused by name."""
+    """Configs TRT-LLM refuses, or whose cache it lays out otherwise than kvmem's reading, refused by name."""
+    if model.model_type == "kimi_linear":
+        _check_kimi(model)
     if model.model_type == "nemotron-nas":
         # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
         # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
@@ -126,6 +128,20 @@ def _check_model(model: Model) -> None:
                 raise ValueError(f"block_configs[{i}].attention: TensorRT-LLM's NemotronNASModel gives this block "
                                  "KV heads in its cache (n_heads_in_group is set) though it has no attention; "
                                  "kvmem's reading gives it none, so it does not size this config")
+
+
+def _check_kimi(model: Model) -> None:
+    # modeling_kimi_linear.py @ cf328e85 (KimiLinearForCausalLM, written for Kimi-K3): its MoE layer raises
+    # ValueError without the latent MoE ("Kimi K3 runtime expects the latent MoE (routed_expert_hidden_size)",
+    # "... expects latent_moe_use_norm=True") -- Kimi-Linear-48B-A3B's config has neither
+    config = model.config
+    if config.get("model_type") == "kimi_k3" and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]     # config_utils.py unwrap_kimi_text_config
+    for field in ("routed_expert_hidden_size", "latent_moe_use_norm"):
+        if not config.get(field):
+            raise ValueError(f"TensorRT-LLM's KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for "
+                             f"this config: no {field} (modeling_kimi_linear.py @ cf328e85: \"Kimi K3 runtime "
+                             f"expects ...\")")
 
 
 def _dsa_notes(model: Model, tokens_per_block: int) -> list[str]:
@@ -210,8 +226,17 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
 
 
 def _state(model: Model, i: int, tp: int) -> int:
+    state = model.layers[i].state
+    if model.model_type == "kimi_linear":
+        # config_utils.py (code-index id 57437625015) extract_mamba_kv_cache_params: KDA on the Mamba pool with
+        # conv_kernel = short_conv_kernel_size + 1, so the conv slot keeps all short_conv_kernel_size columns of
+        # 3 x heads x head_dim channels in the model dtype; the [heads, head_dim, head_dim] recurrent state is
+        # forced to fp32 ("KDA recurrent state must be fp32"); both split by tp (get_states_bytes_per_layer)
+        conv = state_share(state.conv_channels * state.conv_kernel, state.ssm_heads, tp)
+        ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
+        return dtype(model.dtype).row_bytes(conv) + dtype("fp32").row_bytes(ssm)
     # the whole state in the model's dtype (a config's mamba_ssm_dtype is not checked against TRT-LLM)
-    return state_bytes(model.layers[i].state, model.dtype, tp, ssm_dtype=model.dtype)
+    return state_bytes(state, model.dtype, tp, ssm_dtype=model.dtype)
 
 
 def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
@@ -262,6 +287,10 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     if blocks and max(blocks.values()) * tokens_per_block != tokens:
         notes.append(f"each sequence takes whole {tokens_per_block}-token blocks: {tokens:,} -> "
                      f"{max(blocks.values()) * tokens_per_block:,} tokens")
+    if any(layer.kind == LINEAR for layer in model.layers):
+        # pyexecutor mamba cache manager (code-index id 55521704021) _get_mamba_hybrid_pool_size
+        notes.append("TRT-LLM preallocates the recurrent states for max_batch_size + 1 sequences (+1 more with "
+                     "attention DP), whatever the batch; kvmem counts the batch's")
     windowed = sum(layer.kind != MLA and layer.window > 0 for layer in model.layers)
     if windowed and max_attention_window is None:
         notes.append(f"{windowed} sliding/chunked layers are cached at full length: TRT-LLM applies windows "

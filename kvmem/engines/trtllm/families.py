@@ -105,4 +105,7 @@ FAMILIES = CheckedFamilies(frozenset({
     # GlmMoeDsaForCausalLM -> modeling_deepseekv3 (REGISTRY): MLA latent (kv_lora_rank + qk_rope_head_dim, one
     # head, SELFKONLY) and DSACacheManager's indexer key on every layer (cache._indexer_elements)
     "glm_moe_dsa",
+    # KimiLinearForCausalLM -> modeling_kimi_linear (Kimi-K3): MLA layers 576 SELFKONLY, KDA layers a per-sequence
+    # state on the Mamba side (cache._state); configs without K3's latent MoE refused (cache._check_kimi)
+    "kimi_linear",
 }))
