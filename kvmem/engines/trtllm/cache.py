@@ -289,8 +289,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                      f"{max(blocks.values()) * tokens_per_block:,} tokens")
     if any(layer.kind == LINEAR for layer in model.layers):
         # pyexecutor mamba cache manager (code-index id 55521704021) _get_mamba_hybrid_pool_size
-        notes.append("TRT-LLM preallocates the recurrent states for max_batch_size + 1 sequences (+1 more with "
-                     "attention DP), whatever the batch; kvmem counts the batch's")
+        notes.append("TRT-LLM's MixedMambaHybridCacheManager preallocates the recurrent states for max_batch_size + 1 "
+                     "sequences (+1 more with attention DP), whatever the batch; kvmem counts the batch's")
     windowed = sum(layer.kind != MLA and layer.window > 0 for layer in model.layers)
     if windowed and max_attention_window is None:
         notes.append(f"{windowed} sliding/chunked layers are cached at full length: TRT-LLM applies windows "
