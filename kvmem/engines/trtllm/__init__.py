@@ -51,7 +51,9 @@ Read in NVIDIA/TensorRT-LLM (tensorrt_llm/_torch/pyexecutor/resource_manager.py 
    The share is computed in float32 there and exactly here: a count may differ by one.
 5. estimate(tokens, batch): every layer holds whole blocks per sequence (rule 4) of rule-1
    bytes; Mamba/linear state is batch x the per-sequence state in the model dtype
-   (MambaHybridCacheManager; its dtype option was not verified). ``details`` keys block
+   (MambaHybridCacheManager; its dtype option was not verified), Kimi-K3's KDA state its whole
+   conv window in the model dtype and its recurrent state in fp32 (config_utils.py
+   extract_mamba_kv_cache_params; cache._state). ``details`` keys block
    counts by window, 0 standing for the whole sequence. Beam search, sink tokens and the
    secondary (host) pool are not modelled.
 
