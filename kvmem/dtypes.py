@@ -138,13 +138,15 @@ def _canonical(name: object) -> str:
     if isinstance(name, DType):
         return name.name
     if not isinstance(name, str):
-        raise ValueError(f"dtype must be a format name such as 'bf16', got {name!r}")
+        from .sources.bounded import quote
+        raise ValueError(f"dtype must be a format name such as 'bf16', got {quote(name)}")
     key = name.strip().lower().replace("-", "_")
     key = key.removeprefix("torch.")
     key = _ALIASES.get(key, key)
     if key == "auto" or key in _FORMATS:
         return key
-    raise ValueError(f"unknown dtype {name!r}; valid names: {', '.join(dtype_names())}")
+    from .sources.bounded import quote
+    raise ValueError(f"unknown dtype {quote(name)}; valid names: {', '.join(dtype_names())}")
 
 
 def dtype(name: object, *, model_dtype: str | None = None, group_size: int = 0,

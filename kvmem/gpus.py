@@ -192,20 +192,21 @@ def get_gpu(name) -> GPU:
     ``name`` may also be a ``GPU`` (returned as is), a dict, or "custom:80GiB:3.35TB/s".
     An unknown name raises ValueError listing the closest catalog names.
     """
+    from .sources.bounded import quote
     if isinstance(name, GPU):
         return name
     if isinstance(name, dict):
         return _from_dict(name)
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"gpu must be a catalog name, a custom spec or a kvmem.GPU, got {name!r}")
+        raise ValueError(f"gpu must be a catalog name, a custom spec or a kvmem.GPU, got {quote(name)}")
     if name.strip().lower().startswith("custom:"):
         return _custom(name.strip())
     key = _index().get(_normal(name))
     if key is None:
         import difflib
-        close = difflib.get_close_matches(_normal(name), list(_index()), n=5, cutoff=0.4)
+        close = difflib.get_close_matches(_normal(name), list(_index()), n=5, cutoff=0.4) if len(name) <= 100 else []
         close = list(dict.fromkeys(_index()[c] for c in close))
         hint = (f"; did you mean {', '.join(close)}?" if close
                 else f"; catalog: {', '.join(list_gpus())}")
-        raise ValueError(f"unknown GPU {name!r}{hint} (or give a custom spec such as 'custom:80GiB:3.35TB/s')")
+        raise ValueError(f"unknown GPU {quote(name)}{hint} (or give a custom spec such as 'custom:80GiB:3.35TB/s')")
     return _catalog()[key]

@@ -66,7 +66,8 @@ def _dtype(raw: dict, text: dict) -> str:
                 continue
             name = str(value).lower().removeprefix("torch.")
             if name not in _DTYPES:
-                raise ConfigError(f"config field {key!r} is {value!r}; kvmem reads "
+                from ..sources.bounded import quote
+                raise ConfigError(f"config field {key!r} is {quote(value)}; kvmem reads "
                                   f"{', '.join(sorted({'bfloat16', 'float16', 'float32'}))} (or omit it for bf16)")
             return _DTYPES[name]
     return "bf16"

@@ -103,7 +103,8 @@ def engine_spec(engine: str) -> EngineSpec:
     key = str(engine).strip().lower()
     key = _ALIASES.get(key, key)
     if key not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")
+        from ..sources.bounded import quote
+        raise ValueError(f"unknown engine {quote(engine)}; engines: {', '.join(ENGINES)}")
     return ENGINES[key]
 
 

@@ -146,8 +146,12 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
 # ----------------------------------------------------------------------------- inputs
 
 def split_options(engine: str, rules: SizingRules, spec_options: dict, options: dict) -> tuple[dict, dict]:
+    from ..engines import MAX_OPTION_CHARS, _bounded_option
+    from ..sources.bounded import quote
     engine_opts, sizing = {}, dict(rules.options)
     for name, value in options.items():
+        if isinstance(value, str) and len(value) > MAX_OPTION_CHARS:     # echoed by the checks below: bounded first
+            _bounded_option(engine, quote(name, 40), value)
         if name in rules.fixed_options:
             how = ", ".join(rules.fixed_options.values())
             raise ValueError(f"fit sets {engine}'s {name} itself ({how}); give context and batch instead")
@@ -157,7 +161,7 @@ def split_options(engine: str, rules: SizingRules, spec_options: dict, options: 
             sizing[name] = value
         else:
             valid = sorted(set(spec_options) | set(sizing))
-            raise ValueError(f"engine {engine!r} has no option {name!r} for fit; its options: {', '.join(valid)}")
+            raise ValueError(f"engine {engine!r} has no option {quote(name)} for fit; its options: {', '.join(valid)}")
     return engine_opts, sizing
 
 

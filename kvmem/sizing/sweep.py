@@ -85,7 +85,8 @@ def sweep(models=None, gpus=None, *, contexts=("8k",), engines=(ENGINE,), num_gp
     engine_list = _listed("engines", engines)
     for name in engine_list:
         if name not in ENGINES:
-            raise ValueError(f"engines: unknown engine {name!r}; kvmem knows: {', '.join(ENGINES)}")
+            from ..sources.bounded import quote
+            raise ValueError(f"engines: unknown engine {quote(name)}; kvmem knows: {', '.join(ENGINES)}")
     for option in options:      # one no engine of the sweep takes is refused, never dropped
         if not any(option in _options_for(name, {option: None}) for name in engine_list):
             raise ValueError(f"option {option!r}: none of the engines {', '.join(engine_list)} takes it")

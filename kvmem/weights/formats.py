@@ -83,7 +83,8 @@ def _lookup(name: str) -> _Format:
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in FORMATS:
-        raise ValueError(f"unknown weight_dtype {name!r}; formats: auto, {', '.join(FORMATS)}")
+        from ..sources.bounded import quote
+        raise ValueError(f"unknown weight_dtype {quote(name)}; formats: auto, {', '.join(FORMATS)}")
     return FORMATS[key]
 
 

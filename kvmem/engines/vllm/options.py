@@ -200,7 +200,8 @@ def kv_format(model: Model, kv_dtype) -> KVFormat:
         return KVFormat(name, MODEL_DTYPE_BYTES[name], "")
     if key not in _KV_FORMATS:
         valid = ", ".join(["auto", *_KV_FORMATS])
-        raise ValueError(f"kv_dtype {kv_dtype!r} is not a vLLM --kv-cache-dtype; valid: {valid}")
+        from ...sources.bounded import quote
+        raise ValueError(f"kv_dtype {quote(kv_dtype)} is not a vLLM --kv-cache-dtype; valid: {valid}")
     name, nbytes, mode = _KV_FORMATS[key]
     if sparse and name.startswith("fp8"):
         # DeepseekV32ForCausalLM.verify_and_update_config: fp8 caches become "fp8_ds_mla".
