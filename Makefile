@@ -5,6 +5,8 @@
 #   make test-fast  ruff and the tests without the browser, in parallel (pytest-xdist): the inner loop
 #   make oracles  .venv-oracles: vLLM, SGLang, llama.cpp (llama-cpp-python) and kvmem, the engines
 #               whose own code judges kvmem (requirements-oracles.txt; once 25-35 min, then instant)
+#   make fuzz   the seeded fuzz (tests/fuzz/test_fuzz_seeded.py) with a fresh seed, printed, and
+#               FUZZ_CALLS calls (default 200000); again with the same calls: make fuzz FUZZ_SEED=<seed>
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,7 +14,7 @@ STAMP := $(VENV)/.installed
 ORACLES := .venv-oracles
 ORACLES_STAMP := $(ORACLES)/.installed
 
-.PHONY: run test test-fast lint bench clean oracles
+.PHONY: run test test-fast lint bench clean oracles fuzz
 
 # pip shows what it collects and downloads: a fresh clone installs for a few minutes, and says so
 $(STAMP): requirements.txt pyproject.toml
@@ -45,6 +47,14 @@ oracles: $(ORACLES_STAMP)
 
 test-fast: lint
 	$(BIN)/python -m pytest -q -m "not browser" -n auto
+
+FUZZ_CALLS ?= 200000
+FUZZ_SEED ?=
+fuzz: $(STAMP)
+	@seed="$(FUZZ_SEED)"; [ -n "$$seed" ] || seed=$$($(BIN)/python -c "import secrets; print(secrets.randbelow(2**32))"); \
+	echo "==> kvmem fuzz: seed $$seed, $(FUZZ_CALLS) calls (the same again: make fuzz FUZZ_SEED=$$seed)"; \
+	KVMEM_FUZZ_SEED=$$seed KVMEM_FUZZ_CALLS=$(FUZZ_CALLS) $(BIN)/python -m pytest -q -p no:cacheprovider -n auto \
+		tests/fuzz/test_fuzz_seeded.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/app_latency.py

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..catalog import as_model
 from ..engines import ENGINES
+from ..parallel import check_parallel
 from ..sources.bounded import MAX_LOG_BYTES
 from . import llamacpp, sglang, trtllm, vllm
 from .base import LineCheck, LogCheck
@@ -51,6 +52,7 @@ def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", t
     if len(text) > MAX_LOG_CHARS:
         raise ValueError(f"log is {len(text):,} characters; kvmem reads at most {MAX_LOG_CHARS:,} of a startup log "
                          "(its KV lines come in the first minutes: pass those, e.g. the first 10,000 lines)")
+    tp, pp = check_parallel(tp, pp)
     model = as_model(model)
     lines = text.splitlines()
     found = {name: reader.read(lines) for name, reader in READERS.items()}
