@@ -91,6 +91,19 @@ def test_glm_dsa_without_indexer_types_takes_llamas_default_for_its_context():
     assert len(indexer_widths(_glm5(num_hidden_layers=12))) == 12
 
 
+def test_hy_v4_indexer_layers_by_indexer_types_else_sparse_layer_types_else_none():
+    base = dict(model_type="hy_v4", num_hidden_layers=4, hidden_size=1024, num_attention_heads=8,
+                num_key_value_heads=8, kv_lora_rank=512, q_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                v_head_dim=128, head_dim=64, index_topk=256, index_head_dim=128, index_n_heads=4, vocab_size=1000,
+                intermediate_size=2048)
+    shared = llama(_m(**base, indexer_types=["full", "shared", "full", "shared"]))
+    # latent: 4 x 576 x 2 B x 4096 = 18,874,368 B; indexer on layers 0 and 2: 2 x 128 x 2 B x 4096 = 2,097,152 B
+    assert [(c["cache"], c["layers"], c["k_bytes"]) for c in shared.details.caches] == [
+        ("kv", 4, 18_874_368), ("kv_idx", 2, 2_097_152)]
+    # neither indexer_types nor sparse layer_types: conversion/hy_v4.py writes no DSA, one latent cache
+    assert _kv(llama(_m(**base))) == [("kv", 4, 4096, 18_874_368, 0)]
+
+
 def test_dsa_refuses_an_unpinned_build_and_other_mla_modes():
     with pytest.raises(ValueError, match="build 2026-03-01 is refused"):
         llama(_glm5(), build="2026-03-01")
@@ -99,8 +112,8 @@ def test_dsa_refuses_an_unpinned_build_and_other_mla_modes():
 
 
 # the families left undecided (docs/research/families_llamacpp.md): llama.cpp runs them with caches kvmem
-# does not model yet (llama_kv_cache_dsv4, llama_kv_cache_msa, HY-V4's DSA over a per-layer indexer)
-UNDECIDED = {"deepseek_v4", "hy_v4", "minimax_m3_vl_text"}
+# does not model yet (llama_kv_cache_dsv4, llama_kv_cache_msa)
+UNDECIDED = {"deepseek_v4", "minimax_m3_vl_text"}
 
 
 CORPUS = "tests/fixtures/configs/corpus/"

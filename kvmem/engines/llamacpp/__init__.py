@@ -164,7 +164,8 @@ REFUSALS = {
 # (conversion/gemma.py Gemma4UnifiedModel).
 FAMILIES = CheckedFamilies(frozenset({
     "afmoe", "bamba", "cohere2_moe", "dbrx", "dots1", "exaone4", "exaone_moe", "falcon_h1", "falcon_mamba",
-    "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "gpt_bigcode", "granitemoehybrid", "kimi_linear", "laguna",
+    "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "gpt_bigcode", "granitemoehybrid", "hy_v4", "kimi_linear",
+    "laguna",
     "lfm2", "lfm2_moe", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "minimax", "mistral4", "mpt",
     "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,

@@ -168,15 +168,23 @@ def indexer_widths(model: Model) -> dict[int, int]:
     glm-dsa: the layers hparams.is_indexer_full(il) marks: the converter writes indexer_types == "full"
     (conversion/glm.py L380-L382) when the config has them; else every layer below a 1M training
     context, the GLM-5.2 default pattern from 1M (src/models/glm-dsa.cpp L58-L66).
+    hy_v4: indexer_types == "full", else the sparse layer_types, else none (conversion/hy_v4.py;
+    src/llama-model.cpp L2494-L2535: llama_kv_cache_dsa only when indexer_top_k > 0).
     """
     widths = {i: layer.index_head_dim for i, layer in enumerate(model.layers) if layer.index_head_dim}
-    if not widths or model.model_type != "glm_moe_dsa":
+    if not widths or model.model_type not in ("glm_moe_dsa", "hy_v4"):
         return widths
     width = max(widths.values())
     cfg = model.config or {}
     types = cfg.get("indexer_types")
     if isinstance(types, list) and len(types) == model.num_layers:
         full = [t == "full" for t in types]
+    elif model.model_type == "hy_v4":
+        # conversion/hy_v4.py HYV4Model.indexer_is_full (L67-L101): indexer_types, else the sparse
+        # layer_types; neither: no DSA, a plain K-only latent cache (src/llama-model.cpp L2494-L2513)
+        layer_types = cfg.get("layer_types") or []
+        full = [t in ("sparse_attention", "deepseek_sparse_attention") for t in layer_types[:model.num_layers]]
+        full += [False] * (model.num_layers - len(full))
     elif (model.max_position_embeddings or 0) < _GLM_5_2_CONTEXT:
         full = [True] * model.num_layers
     else:
