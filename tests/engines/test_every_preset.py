@@ -30,9 +30,19 @@ REFUSALS = {
     # tensorrt_llm/_torch/models/modeling_kimi_linear.py: Kimi-K3's latent MoE only
     ("kimi-linear-48b-a3b", "trtllm"): "KimiLinearForCausalLM runs Kimi-K3's latent MoE only",
     # DeepSeek-V4's compressed sparse attention: ideal and hf-dynamic only (StaticCache has no layer class for it)
-    ("deepseek-v4-flash", "hf-static"): "StaticCache has no layer class for compressed_sparse_attention",
-    **{("deepseek-v4-flash", engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
+    **{(name, "hf-static"): "StaticCache has no layer class for compressed_sparse_attention"
+       for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
+    **{(name, engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
+       for name in ("deepseek-v4-flash", "deepseek-v4-pro")
        for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")},
+    # issue 31's flagships: the modes that do not declare their families yet (tests/engines/test_family_reach.py)
+    **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
+       for name, family, engines in (("glm-5", "glm_moe_dsa", ("hf-quantized",)),
+                                     ("glm-5.1", "glm_moe_dsa", ("hf-quantized",)),
+                                     ("glm-5.2", "glm_moe_dsa", ("hf-quantized",)),
+                                     ("kimi-k3", "kimi_linear", ("hf-quantized",)),
+                                     ("gemma-4-26b-a4b", "gemma4_text", ("hf-quantized", "trtllm")))
+       for engine in engines},
     # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
     ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",
 }

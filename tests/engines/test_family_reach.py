@@ -28,16 +28,13 @@ NOT_YET_BY_ENGINE = {
         qwen2_vl_text rembert roberta roberta-prelayernorm roc_bert roformer sarvam_mla smollm3 xglm
         xlm-roberta xlm-roberta-xl xmod youtu zaya""",
     "ideal": """gpt_neo""",
-    "llama.cpp": """deepseek_v4 hy_v4 minimax_m3_vl_text""",
-    "sglang": """afmoe axk1 axk2 bailing_hybrid bamba bert bert-generation big_bird camembert cohere2_moe
-        data2vec-text dbrx deepseek_v4 dots1 electra ernie ernie4_5_vl_moe_text exaone4 exaone_moe falcon_h1
-        falcon_mamba gemma4_text gemma4_unified_text glm_moe_dsa gpt_bigcode gpt_neo granitemoehybrid hy_v4
-        hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text kimi_linear kosmos_2_5_text_model laguna
-        lara_mini lfm2 lfm2_moe lfm3 longcat_flash mamba mamba2 megatron-bert mimo_v2_flash minicpm3 minimax
-        minimax_m3_vl_text mistral4 mistral_large4_text modernbert-decoder mpt nemotron-nas olmo_hybrid
-        qwen2_5_vl_text qwen2_vl_text rembert roberta roberta-prelayernorm roc_bert roformer sarvam_mla
-        smollm3 xglm xlm-roberta xlm-roberta-xl xmod youtu zaya""",
-    "trtllm": """deepseek_v4 gemma4_text gemma4_unified_text kimi_linear minimax_m3_vl_text""",
+    "llama.cpp": """deepseek_v4 minimax_m3_vl_text""",
+    "sglang": """axk1 axk2 bert bert-generation big_bird camembert data2vec-text dbrx deepseek_v4 dots1 electra ernie
+        falcon_h1 falcon_mamba gemma4_unified_text hy_v4_vl_text inkling_text kosmos_2_5_text_model lfm2_moe
+        lfm3 mamba mamba2 megatron-bert minimax_m3_vl_text mistral4 mistral_large4_text modernbert-decoder
+        rembert roberta roberta-prelayernorm roc_bert roformer smollm3 xlm-roberta xlm-roberta-xl xmod youtu
+        zaya""",
+    "trtllm": """deepseek_v4 gemma4_text gemma4_unified_text minimax_m3_vl_text""",
     "vllm": """axk1 bailing_hybrid deepseek_v4 gpt_bigcode gpt_neo hy_v4 hy_v4_vl_text inkling2_loop_text
         inkling2_text inkling_text minimax_m3_vl_text sarvam_mla smollm3""",
 }
@@ -117,3 +114,24 @@ def test_docs_families_md_is_what_the_declarations_generate():
     committed = (ROOT / "docs" / "families.md").read_text()
     assert committed == families_markdown(), "regenerate it: python -m kvmem.reach > docs/families.md"
     assert "| glm_moe_dsa | yes | yes | yes |" in committed
+
+
+# issue 31's flagship presets: each one's config is its corpus file's, value for value
+FLAGSHIPS = {
+    "glm-5": ("zai-org--GLM-5", 78 * ((512 + 64) * 2 + 128 * 2)),              # latent + rope + indexer key: 109,824
+    "glm-5.1": ("zai-org--GLM-5.1", 78 * ((512 + 64) * 2 + 128 * 2)),          # 109,824
+    "glm-5.2": ("zai-org--GLM-5.2", 78 * (512 + 64) * 2 + 21 * 128 * 2),       # 21 'full' indexer layers: 95,232
+    "deepseek-v4-pro": ("deepseek-ai--DeepSeek-V4-Pro", 61 * 512 * 2),         # one K=V row a layer: 62,464
+    "kimi-k3": ("moonshotai--Kimi-K3", 24 * (512 + 64) * 2),                   # 24 MLA of 93 layers: 27,648
+    "gemma-4-26b-a4b": ("google--gemma-4-26B-A4B", 25 * 8 * 256 * 2 * 2 + 5 * 2 * 512 * 2 * 2),  # 225,280
+}
+
+
+def test_the_flagship_presets_are_their_published_configs():
+    import json
+    for name, (stem, bytes_per_token) in FLAGSHIPS.items():
+        data = preset(name)
+        assert data["config"] == json.loads((CORPUS / f"{stem}.json").read_text()), name
+        assert data["hf_id"] == stem.replace("--", "/", 1) and f"corpus/{stem}.json" in data["source"], name
+        # the first token, bf16, ideal count (every window holds it)
+        assert kvmem.estimate(name, tokens=1).kv_bytes == bytes_per_token, name
