@@ -41,6 +41,7 @@ MAX_TENSORS = 65_536
 MAX_KEPT_ITEMS = 4_096
 MAX_KEPT_TOTAL = 1 << 18
 _MAX_DIMS = 4                       # ggml.h GGML_MAX_DIMS
+_MAX_ARRAY_DEPTH = 16               # arrays of arrays (the spec allows them; real files: none, or one level)
 _CHUNK = 1 << 20
 # GGUFValueType -> struct format of one item (8 STRING and 9 ARRAY are read by hand)
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -127,20 +128,36 @@ def _string(src: _Source, what: str) -> str:
         raise SourceError(f"{src.where}: {what} is not UTF-8 text") from None
 
 
-def _value(src: _Source, vtype: int, key: str, depth: int = 0):
+def _value(src: _Source, vtype: int, key: str):
     if vtype in _SCALARS:
         return src.unpack(_SCALARS[vtype])
     if vtype == _STRING:
         return _string(src, f"metadata {quote(key)}")
-    if vtype != _ARRAY or depth:
-        raise SourceError(f"{src.where}: metadata {quote(key)} has value type {vtype}, not a GGUF type"
-                          + (" (nested arrays are not read)" if vtype == _ARRAY else ""))
+    if vtype != _ARRAY:
+        raise SourceError(f"{src.where}: metadata {quote(key)} has value type {vtype}, not a GGUF type")
+    return _array(src, key, 1, hold=True)
+
+
+def _array(src: _Source, key: str, depth: int, *, hold: bool):
+    """An array value: its item type, count and items. The GGUF spec lets an item be an array
+    itself (gguf-py's GGUFReader reads them so); each nested array is read the same way, its items
+    kept only while the kept-item bounds allow (``hold``), else walked and left as Skipped.
+    Nesting past _MAX_ARRAY_DEPTH is refused (the byte bounds alone would allow millions of levels)."""
+    if depth > _MAX_ARRAY_DEPTH:
+        raise SourceError(f"{src.where}: metadata {quote(key)} nests arrays more than {_MAX_ARRAY_DEPTH} deep, "
+                          "the most kvmem reads")
     item_type, count = src.unpack("I"), src.unpack("Q")
-    if item_type not in _MIN_ITEM or item_type == _ARRAY:
+    if item_type not in _MIN_ITEM:
         raise SourceError(f"{src.where}: metadata {quote(key)} is an array of type {item_type}, not a GGUF type")
     check_count(count, _MIN_ITEM[item_type], src.left(), f"{src.where}: metadata array {quote(key)}")
-    keep = count <= MAX_KEPT_ITEMS and src.kept + count <= MAX_KEPT_TOTAL
+    keep = hold and count <= MAX_KEPT_ITEMS and src.kept + count <= MAX_KEPT_TOTAL
     src.kept += count if keep else 0
+    if item_type == _ARRAY:
+        if keep:
+            return [_array(src, key, depth + 1, hold=True) for _ in range(count)]
+        for _ in range(count):                # walked, never held
+            _array(src, key, depth + 1, hold=False)
+        return Skipped(item_type, count)
     if item_type in _SCALARS:
         fmt = _SCALARS[item_type]
         size = struct.calcsize(fmt) * count

@@ -198,3 +198,43 @@ def test_two_uploads_named_alike_that_differ_in_tensor_types_are_two_models(tmp_
     assert a.name == b.name and a.layers == b.layers and a != b and a.fingerprint != b.fingerprint
     # token_embd 4096 x 128256 elements: Q4_K 144 B per 256 -> 295,501,824 B; Q6_K 210 B per 256 -> 430,940,160 B
     assert weights(b).total_bytes - weights(a).total_bytes == 430_940_160 - 295_501_824
+
+
+def test_nested_arrays_are_read_as_the_spec_allows(tmp_path):
+    """Issue 32 (Low): an array of arrays (GGUF spec: an array's items may be arrays) was refused as "not a
+    GGUF type"; it is read, and the header ends where gguf-py's reader says the data starts."""
+    import numpy as np
+    spec, path = gguf_models.SPECS["llama-3-8b"], tmp_path / "nested.gguf"
+    writer = gguf.GGUFWriter(path, spec["arch"])
+    gguf_models._add_metadata(writer, spec["arch"], spec["metadata"])
+    nested = {"general.nested": [[1, 2], [3, 4, 5]], "general.nested_str": [["a", "b"], ["c"]],
+              "general.deeper": [[[1.5], [2.5, 3.5]]]}
+    for key, value in nested.items():
+        writer.add_array(key, value)
+    writer.add_tensor("token_embd.weight", np.zeros((2, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    header = read_header(path)
+    assert {key: header.metadata[key] for key in nested} == nested
+    assert header.header_bytes == gguf.GGUFReader(path).data_offset
+    assert kvmem.Model.from_gguf(path).layers == kvmem.get_model("llama-3-8b").layers
+
+
+def _nested_claim(depth: int, count: int = 1) -> bytes:
+    """A GGUF with one key: arrays of arrays ``depth`` deep, each claiming ``count`` items."""
+    def s(text):
+        return len(text).to_bytes(8, "little") + text.encode()
+    body = b"".join((9).to_bytes(4, "little") + count.to_bytes(8, "little") for _ in range(depth))
+    arch = s("general.architecture") + (8).to_bytes(4, "little") + s("llama")
+    kv = s("general.deep") + (9).to_bytes(4, "little") + body + (0).to_bytes(4, "little") + (0).to_bytes(8, "little")
+    return b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (2).to_bytes(8, "little") + arch + kv
+
+
+def test_nesting_and_counts_stay_bounded():
+    from kvmem.sources.gguf import model_from_gguf_bytes
+    with pytest.raises(SourceError, match="'general.deep' nests arrays more than 16 deep, the most kvmem reads"):
+        model_from_gguf_bytes(_nested_claim(17), name="deep.gguf")
+    with pytest.raises(SourceError, match="metadata array 'general.deep'"):   # 10^9 arrays of >= 12 bytes each
+        model_from_gguf_bytes(_nested_claim(2, count=10**9) + b"\0" * (8 << 20), name="many.gguf")
