@@ -112,8 +112,8 @@ def test_dsa_refuses_an_unpinned_build_and_other_mla_modes():
 
 
 # the families left undecided (docs/research/families_llamacpp.md): llama.cpp runs them with caches kvmem
-# does not model yet (llama_kv_cache_dsv4, llama_kv_cache_msa)
-UNDECIDED = {"deepseek_v4", "minimax_m3_vl_text"}
+# does not model yet (llama_kv_cache_dsv4)
+UNDECIDED = {"deepseek_v4"}
 
 
 CORPUS = "tests/fixtures/configs/corpus/"
@@ -317,3 +317,21 @@ def test_nemotron_nas_blocks_without_attention_keep_zero_wide_rows():
     assert (on.details.caches[0]["layers"], on.k_bytes, on.v_bytes) == (80, 411_041_792, 411_041_792)
     # without flash attention every block's V row is padded to 1024: 80 x 1024 x 2 B x 4096 = 671,088,640 B
     assert (off.k_bytes, off.v_bytes) == (411_041_792, 671_088_640)
+
+
+def test_minimax_m3_msa_keeps_an_indexer_cache_with_one_value_head():
+    import json
+    with open(CORPUS + "MiniMaxAI--MiniMax-M3.json") as f:
+        config = json.load(f)
+    text = {k: v for k, v in config.get("text_config", config).items() if k != "architectures"}
+    m = kvmem.Model.from_hf_config({**text, "model_type": "minimax_m3_vl_text"})
+    e = llama(m, tokens=4096)
+    # main: 60 layers x 4 heads x 128 x 2 B x 4096 = 251,658,240 B each of K and V; indexer on the 57 layers after
+    # the 3 leading dense ones (moe_layer_freq): one 128-wide K and one 128-wide V head, 57 x 128 x 2 x 4096 =
+    # 59,768,832 B each
+    assert _kv(e) == [("kv", 60, 4096, 251_658_240, 251_658_240), ("kv_idx", 57, 4096, 59_768_832, 59_768_832)]
+    assert e.log_lines[0] == "llama_kv_cache_msa: creating main KV cache, size = 4096 cells"
+    with pytest.raises(ValueError, match="sparse_attention_config"):
+        llama(kvmem.Model.from_hf_config({**{k: v for k, v in text.items() if k != "sparse_attention_config"},
+                                          "model_type": "minimax_m3_vl_text",
+                                          "layer_types": ["full_attention"] * 60}))

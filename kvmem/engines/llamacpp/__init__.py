@@ -85,8 +85,9 @@ Capacity: the most cells (whole pads per stream) whose caches and recurrent stat
     ``kv_memory`` on the fullest device; blocks = tokens = total cells, block_size 1.
 Family rules (which layers slide, recurrent rows, per-head MiniCPM3, DeciLM's 0-wide layers): .families.
 Not modelled: the one-day f16 SWA cache of PR #21277 (2026-04-01, reverted by #21332), the
-    DeepSeek-V4 (llama_kv_cache_dsv4) and MiniMax-M3 (llama_kv_cache_msa) caches, --n-gpu-layers
-    partial offload, backend buffer alignment.
+    DeepSeek-V4 cache (llama_kv_cache_dsv4), --n-gpu-layers partial offload, backend buffer alignment.
+MiniMax-M3 (llama_kv_cache_msa): K and V in every layer, and an indexer cache of one sparse_index_dim K
+    head and one value_length V head on the layers after the leading dense ones (plan.msa_indexer).
 
 Modules: settings (defaults, builds, options resolved), plan (cells, streams, the SWA cache,
 per-layer rows, devices), entry (estimate, capacity, the start-up numbers), logs (the lines each
@@ -166,7 +167,8 @@ FAMILIES = CheckedFamilies(frozenset({
     "afmoe", "bamba", "cohere2_moe", "dbrx", "dots1", "exaone4", "exaone_moe", "falcon_h1", "falcon_mamba",
     "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "gpt_bigcode", "granitemoehybrid", "hy_v4", "kimi_linear",
     "laguna",
-    "lfm2", "lfm2_moe", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "minimax", "mistral4", "mpt",
+    "lfm2", "lfm2_moe", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "minimax", "minimax_m3_vl_text", "mistral4",
+    "mpt",
     "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,

@@ -52,12 +52,12 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
                      f"V ({kv[0]['v_type']}): {mib(v):7.2f} MiB")
     elif kv:
         name = "llama_kv_cache" if style == "current" else "llama_kv_cache_unified"
-        dsa = any(c["cache"] == "kv_idx" for c in kv)
-        iswa = len(kv) > 1 and not dsa
+        wrapper = next((c.get("wrapper", "dsa") for c in kv if c["cache"] == "kv_idx"), None)
+        iswa = len(kv) > 1 and not wrapper
         for c in kv:
-            if dsa:   # src/llama-kv-cache-dsa.cpp L30, L47: one line before each of its two caches
+            if wrapper:   # src/llama-kv-cache-dsa.cpp L30, L47 (msa L31, L44): a line before each of its caches
                 label = "main" if c["cache"] == "kv" else "indexer"
-                lines.append(f"llama_kv_cache_dsa: creating {label} KV cache, size = {c['cells']} cells")
+                lines.append(f"llama_kv_cache_{wrapper}: creating {label} KV cache, size = {c['cells']} cells")
             elif iswa:
                 label = "non-SWA" if c["cache"] == "kv" else "    SWA"
                 lines.append(f"{name}_iswa: creating {label} KV cache, size = {c['cells']} cells")

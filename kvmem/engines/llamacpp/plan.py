@@ -192,6 +192,28 @@ def indexer_widths(model: Model) -> dict[int, int]:
     return {i: width for i in range(model.num_layers) if full[i] and model.layers[i].caches_tokens}
 
 
+# MiniMax-M3 (llama_kv_cache_msa, src/llama-model.cpp L2375-L2395): K and V in every layer, and an indexer
+# cache on the layers from n_layer_dense_lead on
+MSA_FAMILIES = {"minimax_m3_vl_text"}
+
+
+def msa_indexer(model: Model, *, value: bool = False) -> dict[int, int]:
+    """Layer -> the indexer cache's K width (sparse_index_dim), or with ``value`` its V width: the indexer
+    hparams are a copy of the model's with one KV head and key length indexer_head_size, so V keeps one
+    head of value_length (src/llama-kv-cache-msa.cpp L39-L50; not MLA: has_v). Layers il >=
+    n_layer_dense_lead, the leading zeros of moe_layer_freq (conversion/minimax.py L184-L198)."""
+    cfg = model.config or {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    sac, freq = text.get("sparse_attention_config"), text.get("moe_layer_freq")
+    if not isinstance(sac, dict) or not sac.get("sparse_index_dim") or not isinstance(freq, list):
+        raise ValueError(f"{model.name}: llama.cpp's converter reads MiniMax-M3's sparse_attention_config "
+                         "(sparse_index_dim) and moe_layer_freq (conversion/minimax.py L184-L198); this config "
+                         "lacks them")
+    n_dense = next((i for i, v in enumerate(freq) if v != 0), len(freq))
+    return {i: (model.layers[i].head_dim_v if value else sac["sparse_index_dim"])
+            for i in range(n_dense, model.num_layers)}
+
+
 # ---- the plan: caches, per-layer bytes, devices ----------------------------------------------
 
 def _layer_devices(n_layer: int, pp: int) -> list[int]:
@@ -243,17 +265,26 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
     windowed = {i for i in owners if n_swa is not None and model.layers[i].kind.windowed}
     base_ids = [i for i in owners if i not in windowed]
     index = indexer_widths(model) if mode is not None else {}
+    index_v, index_cache = {}, "dsa"
+    if model.model_type in MSA_FAMILIES:
+        if s.build != CURRENT:
+            raise ValueError(f"{model.name}: llama_kv_cache_msa is modelled at the vendored build 0c1e57098 only; the "
+                             f"build that added it is not pinned here, so build {s.build} is refused")
+        index, index_v, index_cache = msa_indexer(model), msa_indexer(model, value=True), "msa"
     if owners:
         add_cache("kv", base_ids, n_ctx_seq)
     if windowed:
         add_cache("kv_swa", sorted(windowed), swa_cells)
     if index:
-        # llama_kv_cache_dsa: a second llama_kv_cache with the same cells, streams and type_k, one K head
-        # of indexer_head_size per indexer layer and no V (src/llama-kv-cache-dsa.cpp L30-L53)
+        # llama_kv_cache_dsa / _msa: a second llama_kv_cache with the same cells, streams and types, one K head
+        # of indexer_head_size per indexer layer; no V under DSA (the MLA hparams), one V head under MSA
+        # (src/llama-kv-cache-dsa.cpp L30-L53, src/llama-kv-cache-msa.cpp L13-L50)
         k = sum(k_type.row_bytes(w) for w in index.values()) * n_ctx_seq * n_stream
+        v = sum(v_type.row_bytes(w) for w in index_v.values()) * n_ctx_seq * n_stream
         caches.append(dict(cache="kv_idx", cells=n_ctx_seq, streams=n_stream, cells_total=n_ctx_seq * n_stream,
-                           layers=len(index), seqs=s.n_seq, k_type=s.type_k, v_type=s.type_v, k_bytes=k, v_bytes=0,
-                           size_mib=printed_mib(k), k_mib=printed_mib(k), v_mib=printed_mib(0)))
+                           layers=len(index), seqs=s.n_seq, k_type=s.type_k, v_type=s.type_v, k_bytes=k, v_bytes=v,
+                           size_mib=printed_mib(k + v), k_mib=printed_mib(k), v_mib=printed_mib(v),
+                           wrapper=index_cache))
 
     recurrent_ids = [i for i, layer in enumerate(model.layers) if layer.state is not None]
     rows_per_layer = {}
@@ -282,6 +313,7 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
             v = v_type.row_bytes(widths[i][1]) * cells * n_stream if widths[i][1] is not None else 0
             if i in index:
                 k += k_type.row_bytes(index[i]) * n_ctx_seq * n_stream
+                v += v_type.row_bytes(index_v[i]) * n_ctx_seq * n_stream if i in index_v else 0
         rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
 
     devices = _layer_devices(model.num_layers, pp)
