@@ -65,6 +65,10 @@ def _defaults_note(container, model: kvmem.Model) -> None:
 
 def model_input(container=st.sidebar) -> kvmem.Model:
     """The model chosen in the sidebar; raises ValueError with a message naming the problem."""
+    from kvmem.sources import hub
+    # This session's Hub failures, remembered for it alone (kvmem.sources.hub): one user's failed try
+    # never fails the same id for another until a restart; "Retry" below forgets them.
+    hub.keep_failures_in(st.session_state.setdefault("_hub_failures", {}))
     source = radio(container, "Model from", SOURCES, key="source", horizontal=True,
                    help="A preset (real config.json files), your own config.json, or a few fields.")
     if source == "Preset":
@@ -77,6 +81,10 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                                             "only; HF_TOKEN for gated models). Never weights, never code.")
         if not repo_id.strip():
             raise ValueError("type a Hugging Face id (org/name), or choose another model source")
+        if repo_id.strip() in hub.failed_ids() and container.button(
+                "Retry the Hub", key="hf_retry", help="This session's last try of this id failed and is "
+                "remembered (so pages do not wait for the Hub again); ask the Hub again now."):
+            hub.forget_failures(repo_id.strip())
         with st.spinner(f"Reading {repo_id.strip()} config.json…"):
             model = kvmem.get_model(repo_id.strip())
         with st.spinner("Reading its safetensors headers for the weight bytes…"):

@@ -15,8 +15,9 @@ kvmem.configs, the same reader as an uploaded file.
 
 Every request goes through kvmem/sources/http.py (timeouts, a deadline, byte budgets, verified
 ranges); every file name from a repository resolves inside its snapshot (bounded.confined); a
-failure to reach the Hub is remembered for the process, so the same id fails at once the next
-time. huggingface_hub is used only to read its cache.
+failure to reach the Hub is remembered, so the same id fails at once the next time: for the
+process, or in the app for the session that met it (keep_failures_in; forget_failures retries).
+huggingface_hub is used only to read its cache.
 
 Over 300 lines by design: the cache and the Hub are one resolution order (config, index, headers,
 GGUF), each step's fallback beside it.
@@ -30,6 +31,7 @@ import os
 import re
 import stat
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import quote as url_quote
 
@@ -40,7 +42,8 @@ from .http import HTTPStatusError, Unreachable, deadline_s, get, open_body
 from .safetensors import INDEX_FILE, MAX_HEADER_BYTES, SINGLE_FILE, checkpoint_from_headers, parse_header, shard_names
 
 __all__ = ["Settings", "settings", "is_repo_id", "split_gguf_spec", "fetch_file", "model_from_hub",
-           "checkpoint_for", "remote_gguf_header", "model_from_remote_gguf"]
+           "checkpoint_for", "remote_gguf_header", "model_from_remote_gguf", "keep_failures_in", "forget_failures",
+           "failed_ids"]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -50,6 +53,9 @@ MAX_HEADERS_TOTAL = 64 << 20       # every shard header of one model together (D
 _GGUF_FIRST_RANGE = 1 << 16         # first range request: 64 KiB, then each as long as all before it
 _SHARD_WORKERS = 8                  # shard headers fetched at once
 _FAILED: dict[tuple, SourceError] = {}   # (endpoint, repo, revision, token?) -> the failure, for this process
+# Where failures are remembered: the process (_FAILED: the CLI, a script), or the store of one app
+# session (keep_failures_in), so that one user's failed try never fails the same id for another.
+_SCOPE: ContextVar[dict | None] = ContextVar("kvmem_hub_failures", default=None)
 
 
 @dataclass(frozen=True)
@@ -183,9 +189,44 @@ def _repo_files(repo_id: str, revision: str | None, s: Settings, deadline: Deadl
         raise SourceError(f"{repo_id}: the Hub's file list is not the JSON the model API sends") from None
 
 
+def keep_failures_in(store: dict | None) -> None:
+    """From here on in this thread's context (one app session's script run), remember Hub failures in
+    ``store`` instead of for the whole process; None: the process again."""
+    _SCOPE.set(store)
+
+
+def forget_failures(repo_id: str | None = None) -> int:
+    """Forget the remembered failures (of ``repo_id``, or all) in the current scope, so the next
+    call asks the Hub again (the app's Retry); how many were forgotten."""
+    failed = _failures()
+    keys = [key for key in failed if repo_id is None or key[1] == repo_id]
+    for key in keys:
+        del failed[key]
+    return len(keys)
+
+
+def failed_ids() -> set[str]:
+    """The ids whose failure is remembered in the current scope."""
+    return {key[1] for key in _failures()}
+
+
+def _failures() -> dict:
+    scoped = _SCOPE.get()
+    return _FAILED if scoped is None else scoped
+
+
+def _recall(key: tuple) -> str | None:
+    failed = _failures()
+    if key not in failed:
+        return None
+    where = "this process" if failed is _FAILED else "this session: retry to ask the Hub again"
+    return f"{failed[key]} (remembered from an earlier try in {where})"
+
+
 def _remembered(key: tuple) -> None:
-    if key in _FAILED:
-        raise SourceError(f"{_FAILED[key]} (remembered from an earlier try in this process)")
+    recalled = _recall(key)
+    if recalled:
+        raise SourceError(recalled)
 
 
 def fetch_file(repo_id: str, filename: str, *, revision: str | None = None,
@@ -210,7 +251,7 @@ def fetch_file(repo_id: str, filename: str, *, revision: str | None = None,
     except SourceError as exc:
         explained = _explain(exc, repo_id, filename, revision, s)
         if isinstance(exc, Unreachable) or "deadline" in str(exc):
-            _FAILED[key] = explained
+            _failures()[key] = explained
         raise explained from None
     return _store(repo_id, filename, revision, body, headers, s)
 
@@ -411,8 +452,9 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     if s.offline:
         return None, "HF_HUB_OFFLINE is set and the safetensors headers are not in the cache"
     failed = (s.endpoint, repo_id, revision, bool(s.token))
-    if failed in _FAILED:
-        return None, f"{_FAILED[failed]} (remembered from an earlier try in this process)"
+    recalled = _recall(failed)
+    if recalled:
+        return None, recalled
     deadline = Deadline.after(deadline_s(), f"{repo_id}: the safetensors headers")
     try:
         files = _repo_files(repo_id, revision, s, deadline)
@@ -429,7 +471,7 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
     except SourceError as exc:
         explained = _explain(exc, repo_id, "the safetensors headers", revision, s)
         if isinstance(exc, Unreachable) or "deadline" in str(exc):
-            _FAILED[failed] = explained
+            _failures()[failed] = explained
         return None, str(explained if isinstance(exc, (Unreachable, HTTPStatusError)) else exc)
     count = f"{len(shards)} shards" if len(shards) > 1 else "one file"
     checkpoint = checkpoint_from_headers(headers, f"safetensors headers of {repo_id} ({count}, range requests)")
@@ -550,7 +592,7 @@ def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = No
         explained = _explain(exc, repo_id, filename, revision, s) if isinstance(exc, (Unreachable, HTTPStatusError)) \
             else exc
         if isinstance(exc, Unreachable) or "deadline" in str(exc):
-            _FAILED[key] = explained
+            _failures()[key] = explained
         raise explained from None
     finally:
         stream.close()
