@@ -22,9 +22,11 @@ REFUSALS = {
        for name, family in (("kimi-linear-48b-a3b", "kimi_linear"), ("minimax-m1", "minimax"))
        for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")
        if (family, engine) not in (("kimi_linear", "vllm"), ("minimax", "vllm"), ("minimax", "trtllm"),
-                                   ("kimi_linear", "trtllm"))},
+                                   ("kimi_linear", "trtllm"), ("kimi_linear", "sglang"), ("minimax", "sglang"))},
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
     ("minimax-m1", "vllm"): "vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM",
+    # python/sglang/srt/models/: no EntryClass for MiniMax-Text-01 / M1 (kvmem/engines/sglang/families.py)
+    ("minimax-m1", "sglang"): "SGLang 0.5.23 has no model file for MiniMax-Text-01 / MiniMax-M1",
     # tensorrt_llm/_torch/models/_arch_index.py: MiniMaxM2 and MiniMaxM3Sparse only
     ("minimax-m1", "trtllm"): "TensorRT-LLM's PyTorch backend registers no MiniMaxText01ForCausalLM",
     # tensorrt_llm/_torch/models/modeling_kimi_linear.py: Kimi-K3's latent MoE only

@@ -64,12 +64,18 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
    ``batch`` x the per-request state (the pool's own extra slot is not counted).
    Not modelled: speculative-decoding draft pools, data-parallel attention, host (HiCache) tiers.
 
-Modules: pools (the layout of the layers and the pools' bytes), mamba (a hybrid's state pool and
+6. Opt-in families (module families): those SGLang 0.5.23 runs and kvmem lays out as its ModelConfig does
+   (FAMILIES, checked with kvmem/oracles/sglang_families.py), and those it does not run (REFUSALS, with
+   the reason in its code).
+
+Modules: families (which opt-in families it runs), pools (the layout of the layers and the pools'
+bytes), mamba (a hybrid's state pool and
 request cap), entry (estimate, capacity),
 budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU).
 """
 
 from ..base import EngineSpec, PastPositions
+from .families import FAMILIES, REFUSALS
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .entry import capacity, estimate
 from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
@@ -82,4 +88,4 @@ POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_AL
 QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
                "other model files)")
 SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, POSITIONS, QUERY_HEADS,
-                    pinned="SGLang 0.5.23"),)
+                    pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES),)

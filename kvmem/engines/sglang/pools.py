@@ -12,10 +12,12 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from numbers import Real
 
+from ...configs.fields import Fields
 from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
 from ...parallel import kv_heads_per_rank, pp_stages, require_divides
+from .families import check as check_family
 
 
 GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)
@@ -185,6 +187,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
     ssm_dtype = _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
                                mamba_full_memory_ratio, mamba_ssm_dtype)
     k_dtype = _kv_dtype(model, kv_dtype)
+    check_family(model)
     layers = model.layers
     notes = []
     linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR)
@@ -279,7 +282,8 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
     for i in linear:
         state = layers[i].state
         require_divides(tp, state.conv_channels, f"conv channels of layer {i}")
-        require_divides(tp, state.ssm_heads, f"recurrent-state heads of layer {i}")
+        if state.ssm_elements:   # LFM2's short convolutions keep no recurrent state (configs/lfm2.py)
+            require_divides(tp, state.ssm_heads, f"recurrent-state heads of layer {i}")
     return Layout(kind=kind, full=full, swa=swa, linear=linear, k_row=k_row, v_row=v_row, cell=cell,
                    index_row=index_row, indexed=indexed, window=window, page_size=page_size, heads=heads,
                    k_dtype=k_dtype,
@@ -293,10 +297,29 @@ def _with_defaults(options: dict) -> dict:
     return {**DEFAULTS, **options}
 
 
+# The Mamba2 mixers' (n_groups, d_state) config fields, as each SGLang config class reads them
+# (configs/nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py -> Mamba2StateShape.create)
+MAMBA2_GROUPS = {"nemotron_h": ("n_groups", "ssm_state_size"), "granitemoehybrid": ("mamba_n_groups", "mamba_d_state"),
+                 "falcon_h1": ("mamba_n_groups", "mamba_d_state"), "mamba2": ("n_groups", "state_size")}
+
+
+def _extra_conv_channels(model: Model, tp: int) -> int:
+    """Conv channels SGLang adds when tp does not divide n_groups: each rank keeps whole groups, so
+    n_groups grows by tp - n_groups (sglang@v0.5.23 python/sglang/srt/configs/mamba_utils.py#L29-L38
+    extra_groups_for_head_shards, #L214-L222 Mamba2StateShape.create: conv_dim = inner + 2 x n_groups x d_state)."""
+    names = MAMBA2_GROUPS.get(model.model_type)
+    if names is None or tp == 1:
+        return 0
+    fields = Fields(model.config, model.model_type)
+    groups, d_state = (fields.int(name) for name in names)
+    return 0 if groups % tp == 0 else 2 * (tp - groups) * d_state
+
+
 def state_parts_of(model: Model, layout: Layout, i: int, tp: int) -> tuple[int, int]:
     """One request's (conv, SSM) state bytes in layer ``i`` on one rank (MambaPool shapes)."""
     state = model.layers[i].state
-    conv = state.conv_channels // tp * max(state.conv_kernel - 1, 0) * layout.conv_bytes
+    channels = state.conv_channels + _extra_conv_channels(model, tp)
+    conv = channels // tp * max(state.conv_kernel - 1, 0) * layout.conv_bytes
     return conv, layout.ssm_dtype.row_bytes(state.ssm_elements // tp)
 
 

@@ -1,0 +1,78 @@
+"""Which opt-in families (kvmem.configs.families, Family.opt_in) SGLang 0.5.23 runs, as its own code says.
+
+SGLang picks a model class by the config's ``architectures`` (python/sglang/srt/models/registry.py: every
+``EntryClass`` of python/sglang/srt/models/*.py). An architecture without one goes to the Transformers
+backend (python/sglang/srt/model_loader/utils.py get_model_architecture -> resolve_transformers_arch), which
+raises ValueError when transformers has no class of that name and the config's auto_map no AutoModel, or
+when the class is not backend-compatible (``_supports_attention_backend`` False: "{arch} has no SGlang
+implementation and the Transformers implementation is not compatible with SGLang.").
+
+FAMILIES: the families whose layers kvmem.engines.sglang.pools lays out as SGLang's ModelConfig and pools
+do, each checked with SGLang's own ModelConfig (kvmem/oracles/sglang_families.py) on the real configs in
+tests/fixtures/configs/corpus where there is one, on the config class's defaults otherwise, and on seeded
+variations (KV heads, latent widths, head_dim, tp): pool layer sets, bytes per token per layer and pool,
+DSA indexer layers, a request's linear/Mamba state. docs/research/families_sglang.md has one row each.
+"""
+
+from __future__ import annotations
+
+from ...model import Model
+from ..base import CheckedFamilies
+
+_NOT_COMPATIBLE = ("SGLang 0.5.23 has no model file for {arch} (no EntryClass in python/sglang/srt/models/), and "
+                   "its Transformers fallback refuses it: transformers' {arch} is not backend-compatible "
+                   "(_supports_attention_backend False), so resolve_transformers_arch "
+                   "(python/sglang/srt/model_loader/utils.py) raises ValueError")
+REFUSALS = {
+    "minimax": ("SGLang 0.5.23 has no model file for MiniMax-Text-01 / MiniMax-M1 (no EntryClass for "
+                "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM or MiniMaxForCausalLM in python/sglang/srt/models/; "
+                "only MiniMax-M2 and M3), and the checkpoints' architectures are not transformers classes and their "
+                "auto_map has no AutoModel, so resolve_transformers_arch (python/sglang/srt/model_loader/utils.py) "
+                "raises ValueError"),
+    **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
+        ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
+        ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
+        ("bamba", "BambaForCausalLM"), ("bailing_hybrid", "BailingHybridForCausalLM"),
+        ("inkling2_text", "Inkling2ForCausalLM"), ("inkling2_loop_text", "Inkling2LoopForCausalLM"))},
+}
+
+# Checked against SGLang 0.5.23's ModelConfig (kvmem/oracles/sglang_families.py); the model file each runs in:
+FAMILIES = CheckedFamilies(frozenset({
+    "glm_moe_dsa",        # glm4_moe.py GlmMoeDsaForCausalLM (DeepseekV2 MLA + DSA indexer; 12 GLM-5..5.3 configs)
+    "gemma4_text",        # gemma4_causal.py / gemma4_mm.py: hybrid SWA, per-pool head_dim (3 Gemma-4 configs)
+    "kimi_linear",        # kimi_linear.py / kimi_k3.py: MLA pool + KDA state (Kimi-Linear-48B, Kimi-K3)
+    "mimo_v2_flash",      # mimo_v2.py: hybrid SWA, swa_num_key_value_heads / swa_head_dim (MiMo-V2-Flash)
+    "lfm2",               # lfm2.py: attention layers + short-conv state, no SSM (LFM2.5-1.2B)
+    "exaone4",            # exaone4.py: not hybrid SWA, every layer at full length
+    "exaone_moe",         # exaone_moe.py: likewise
+    "laguna",             # laguna.py: hybrid SWA when sliding_window is set (Laguna-XS.2, Laguna-S-2.1)
+    "nemotron-nas",       # nemotron_nas.py: one KV-head count, a buffer on every layer (no_op ones too)
+    "cohere2_moe",        # cohere2_moe.py: not hybrid SWA, every layer at full length
+    "afmoe",              # afmoe.py: likewise
+    "granitemoehybrid",   # granitemoehybrid.py: Mamba2 state + attention layers
+    "gpt_bigcode",        # gpt_bigcode.py: multi-query, one KV head
+    "minicpm3",           # minicpm3.py: MLA pool (model_config.py sets AttentionArch.MLA)
+    "sarvam_mla",         # sarvam_moe.py SarvamMLAForCausalLM: MLA pool
+    "hy_v4",              # hunyuan_v4.py: MLA + DSA indexer on the layers that compute top-k
+    "longcat_flash",      # longcat_flash.py: two MLA attentions per layer (num_attention_layers = 2 x layers)
+    "qwen2_vl_text",      # qwen2_vl.py: Qwen2 text model
+    "qwen2_5_vl_text",    # qwen2_5_vl.py: likewise
+    "ernie4_5_vl_moe_text",   # ernie45_vl.py: every layer at full length
+}))
+
+
+def check(model: Model) -> None:
+    """What SGLang 0.5.23's own code refuses for a family it runs."""
+    if model.model_type == "nemotron-nas":
+        blocks = [b.get("attention") or {} for b in (model.config.get("block_configs") or []) if isinstance(b, dict)]
+        # sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L1655-L1667 get_total_num_kv_heads
+        linear = [i for i, a in enumerate(blocks) if a.get("replace_with_linear") and not a.get("no_op")]
+        if linear:
+            raise ValueError(f"block_configs[{linear[0]}].attention.replace_with_linear: SGLang 0.5.23 has no "
+                             "linear-attention path for it (nemotron_nas.py) and model_config.py "
+                             "get_total_num_kv_heads divides by its n_heads_in_group")
+        groups = {a.get("n_heads_in_group") for a in blocks if not a.get("no_op")}
+        if len(groups) > 1:
+            raise ValueError("SGLang 0.5.23 raises ValueError: Variable GQA (VGQA) is not yet supported for "
+                             "nemotron-nas in sglang (model_config.py get_total_num_kv_heads; n_heads_in_group "
+                             f"{sorted(groups, key=str)})")
