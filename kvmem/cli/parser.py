@@ -28,7 +28,8 @@ _COMMANDS = (
     ("check-log", "checklog", "configure",
      "check an engine's startup log (vLLM, SGLang, llama.cpp, TRT-LLM) against kvmem"),
     ("gpus", "lists", "configure_gpus", "list the GPU catalog"),
-    ("validate", "validate", "configure", "build real transformers caches with torch and check kvmem's bytes"),
+    ("validate", "validate", "configure", "build real transformers caches with torch and check kvmem's bytes; "
+     "--reach DIR: what every engine mode makes of each config.json under DIR"),
 )
 
 
