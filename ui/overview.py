@@ -8,6 +8,8 @@ from kvmem import tables
 from kvmem.engines import ENGINES
 from ui import cache, common, inputs
 
+MAX_NEW_CELLS = 2_000      # cells one view sizes anew: about every preset x every GPU under one engine (1-3 s)
+
 st.title("Overview: models × GPUs")
 st.caption("Each cell is kvmem.fit's answer for one model on one GPU type (× the sidebar's GPUs, tp = GPUs) at the "
            "sidebar's tokens, batch, KV dtype and weight format (kvmem.sweep). A cell the engine or kvmem refuses "
@@ -38,16 +40,38 @@ gpus = list(dict.fromkeys([work.gpu, *more_gpus]))
 rows = [work.model] + [name for name in models if name != work.model.name]
 base = dict(contexts=[work.tokens], num_gpus=work.num_gpus, batch=work.batch, kv_dtype=work.kv_dtype,
             weight_dtype=work.weight_dtype)
-all_cells = []
+per_engine = len(rows) * len(gpus)
+# One view sizes at most MAX_NEW_CELLS cells it has not sized before (every engine of every preset on
+# every GPU was 15-42 s of the server's one interpreter, and stalled other sessions' pages): the
+# sidebar's engine always, the others while the budget lasts, the rest on the next view. A session
+# keeps the matrices of its current view, so a rerun (the button below) sizes only what is left.
+view = repr((work.model.fingerprint, rows[1:], gpus, sorted(base.items()), sorted(work.options.items())))
+kept = st.session_state.get("_ov_cells", {})
+kept = {key: cells for key, cells in kept.items() if key[1] == view}     # this view's only: bounded memory
+budget, pending, all_cells = MAX_NEW_CELLS, [], []
 for engine in engines:
-    options = work.options if engine == work.engine else {}
-    with st.spinner(f"Sizing {len(rows) * len(gpus):,} cells under {engine}…"):
-        cells = common.guard(cache.sweep, rows, gpus, engines=[engine], **base, **options)
+    key = (engine, view)
+    if key not in kept:
+        if per_engine > budget and budget < MAX_NEW_CELLS:
+            pending.append(engine)
+            continue
+        options = work.options if engine == work.engine else {}
+        with st.spinner(f"Sizing {per_engine:,} cells under {engine}…"):
+            kept[key] = common.guard(cache.sweep, rows, gpus, engines=[engine], **base, **options)
+        budget -= per_engine
+    cells = kept[key]
     all_cells += cells
     refused = sum(1 for c in cells if c.refused)
     for_batch = "" if SHOW[shown] == "max_batch" else f", batch {work.batch:,}"
     st.subheader(f"{engine}: {shown} at {work.tokens:,} tokens{for_batch}")
     st.caption(f"{len(cells):,} cells, {sum(1 for c in cells if c.fits):,} fit, {refused:,} refused.")
     common.table(tables.sweep_matrix(cells, show=SHOW[shown]))
+st.session_state["_ov_cells"] = kept
+if pending:
+    st.info(f"Not sized yet: {', '.join(pending)}. The Overview sizes at most {MAX_NEW_CELLS:,} new cells per view "
+            f"({len(rows):,} models × {len(gpus):,} GPUs = {per_engine:,} per engine), so that one page never holds "
+            "the server for long; size the next, or choose fewer models or GPUs.", icon=":material/hourglass:")
+    st.button(f"Size {pending[0]}" + (f" (then {len(pending) - 1:,} more)" if len(pending) > 1 else ""),
+              key="ov_next", help="Sizes the next engine(s) within the same budget; the matrices above are kept.")
 common.download(tables.sweep_frame(all_cells), "overview.csv", key="dl_overview",
-                label="Download every cell (CSV)")
+                label="Download every cell shown (CSV)" if pending else "Download every cell (CSV)")

@@ -21,7 +21,7 @@ def test_every_preset_by_every_gpu_with_fit_numbers_and_refusals(page):
     rows = matrix(page)
     assert len(rows) == len(kvmem.list_models()) and len(page.table[0].value.columns) == 1 + len(kvmem.list_gpus())
     # the sidebar's default: llama-3.1-8b, 8k tokens, batch 1, vLLM, KV auto (bf16): 52 sequences on an H100
-    assert rows["llama-3.1-8b"]["h100-sxm-80gb"] == "52" and rows["llama-3.1-8b"]["rtx-4090-24gb"] == "4"
+    assert rows["llama-3.1-8b"]["h100-sxm-80gb"] == "54" and rows["llama-3.1-8b"]["rtx-4090-24gb"] == "5"
     assert rows["gemma-3n-e2b"]["h100-sxm-80gb"] == "refused: has no parameter count"
     assert rows["llama-2-7b"]["h100-sxm-80gb"] == "refused: past the model's 4,096 positions"
     cells = len(kvmem.list_models()) * len(kvmem.list_gpus())      # 57 x 32 when this was written
@@ -40,7 +40,7 @@ def test_concurrency_and_a_second_engine():
     assert [s.value for s in at.subheader] == ["vllm: max concurrency at 8,192 tokens, batch 1",
                                                "sglang: max concurrency at 8,192 tokens, batch 1"]
     vllm, sglang = matrix(at, 0), matrix(at, 1)
-    assert vllm["llama-3.1-8b"]["h100-sxm-80gb"] == "52.13x"    # vLLM's "Maximum concurrency"
+    assert vllm["llama-3.1-8b"]["h100-sxm-80gb"] == "54.71x"    # vLLM's "Maximum concurrency"
     fit = kvmem.fit("llama-3.1-8b", gpu="rtx-4090-24gb", context=8192, batch=1, engine="sglang")
     assert sglang["llama-3.1-8b"]["rtx-4090-24gb"] == f"{fit.engine_numbers.max_concurrency:,.2f}x"
 
@@ -51,3 +51,24 @@ def test_the_app_lists_the_page():
     at.switch_page("ui/overview.py")
     at.run()
     assert not at.exception and at.title[0].value == "Overview: models × GPUs"
+
+
+def test_every_engine_at_once_is_sized_one_budget_per_view():
+    """Issue 32 M7: one link with all 8 engines held the server 15-42 s (every preset x every GPU x 8);
+    a view now sizes at most MAX_NEW_CELLS new cells, the rest one press at a time."""
+    from ui.overview import MAX_NEW_CELLS
+    at = load("ui/overview.py")
+    at.query_params["ov_engines"] = ["sglang", "trtllm"]
+    at.run()
+    per_engine = len(kvmem.list_models()) * len(kvmem.list_gpus())          # 64 x 32 = 2,048 when written
+    assert MAX_NEW_CELLS < 2 * per_engine                 # the sidebar's engine always; a second waits
+    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm"]
+    assert at.info[0].value.startswith(f"Not sized yet: sglang, trtllm. The Overview sizes at most "
+                                       f"{MAX_NEW_CELLS:,} new cells per view")
+    at.button(key="ov_next").click().run()
+    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm", "sglang"]
+    assert at.info[0].value.startswith("Not sized yet: trtllm.")
+    at.button(key="ov_next").click().run()
+    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm", "sglang", "trtllm"] and not at.info
+    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=8192, batch=1, engine="trtllm")
+    assert matrix(at, 2)["llama-3.1-8b"]["h100-sxm-80gb"] == f"{fit.max_batch:,}"
