@@ -117,7 +117,7 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     text, model_type = _text_part(raw)
     family = family_of(model_type)
     check_fields(text, model_type, family)
-    f = Fields(text, model_type)
+    f = Fields(text, model_type, defaults_type=family.defaults or None)
     n_layers = layer_count(f)
     heads, kv_heads, head_dim, v_head_dim = attention_shape(f, family)
     layers = layers_of(f, family, n_layers, kv_heads, head_dim, v_head_dim)

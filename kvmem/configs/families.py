@@ -41,6 +41,7 @@ class Family:
     source: str = ""
     opt_in: bool = False
     ignores: tuple[tuple[str, str], ...] = ()
+    defaults: str = ""     # the transformers config class whose defaults fill what a file leaves out
 
     @property
     def ignored_fields(self) -> frozenset:
@@ -213,6 +214,36 @@ _SPECIAL = {
     "longcat_flash": Family(mla=True, source="configuration_longcat_flash.py (num_hidden_layers = 2 x num_layers), "
                                              "modeling_longcat_flash.py LongcatFlashMLA: two per decoder layer",
                             opt_in=True),
+    # EXAONE-4.5's text model, as its files name it: transformers renames it exaone4
+    # (configuration_exaone4_5.py Exaone4_5_Config.__post_init__) and vllm@v0.33.0 exaone4_5.py builds
+    # Exaone4ForCausalLM on it (init_vllm_registered_model, L358-L364)
+    "exaone4_5_text": Family("pattern", source="configuration_exaone4_5.py (text model exaone4), modeling_exaone4.py: "
+                                               "layer_types, else sliding if (i + 1) % sliding_window_pattern",
+                             opt_in=True, defaults="exaone4"),
+    # Step-3.5 / Step-3.7's text model (Step3p7TextConfig, model_type step3p5): K and V of
+    # num_key_value_heads (its attribute_map's num_attention_groups) in every layer, the sliding ones
+    # windowed; layer_types padded with the MTP layers' types is cut to num_hidden_layers
+    "step3p5": Family("step3p5", source="configuration_step3p7.py Step3p7TextConfig, modeling_step3p7.py "
+                                        "Step3p7Attention; vllm@v0.33.0 vllm/model_executor/models/step3p5.py",
+                      opt_in=True,
+                      ignores=(("num_sliding_attention_heads", "the sliding layers' query heads; their K and V keep "
+                                                               "num_attention_groups"),)),
+    # MiniMax-M3's text model as MiniMax's files (model_type minimax_m3) and vLLM's config class
+    # (minimax_m3_text) name it: sparse_attention_config's layout of minimax_m3_vl_text
+    **{t: Family("minimax_m3", source="vllm@v0.33.0 vllm/transformers_utils/configs/minimax_m3.py, "
+                                      "vllm/models/minimax_m3/nvidia/model.py and common/indexer.py get_kv_cache_spec; "
+                                      "configuration_minimax_m3_vl.py",
+                 opt_in=True, defaults="minimax_m3_vl_text")
+       for t in ("minimax_m3", "minimax_m3_text")},
+    # MiMo-7B: Qwen2's layers (vllm@v0.33.0 mimo.py MiMoModel(Qwen2Model)) and num_nextn_predict_layers
+    # MTP layers of Qwen2DecoderLayer (mimo_mtp.py); transformers has no mimo
+    "mimo": Family("qwen2", source="vllm@v0.33.0 vllm/model_executor/models/mimo.py, mimo_mtp.py; transformers "
+                                   "has no class for it", opt_in=True, defaults="qwen2"),
+    # DeepSeek-V4 in DeepSeek's reference field names (sgl-project/DeepSeek-V4-Flash-FP8): the fields
+    # of configuration_deepseek_v4.py, model_type deepseek_ref
+    "deepseek_ref": Family("deepseek_v4", source="DeepSeek-V4's reference config (sgl-project's DeepSeek-V4 "
+                                                 "checkpoints), read as configuration_deepseek_v4.py reads "
+                                                 "deepseek_v4", opt_in=True),
     # kvmem's own spelled-out form (kvmem.configs.custom_config): every field it writes is read
     "custom": Family(source="kvmem.configs.custom_config"),
     "custom_mla": Family(mla=True, source="kvmem.configs.custom_config"),

@@ -75,6 +75,8 @@ LAYER_TYPE_NAMES = {
     "hybrid": "hybrid",          # attention with a state beside it in one layer (Falcon-H1, Inkling, ZAYA)
     "hybrid_sliding": "hybrid_sliding",   # sliding attention with a state beside it (Inkling, ZAYA)
     "indexed_attention": FULL,   # DeepSeek sparse attention: a full layer whose indexer picks the keys
+    # its legacy name (GLM-5.2's files): configuration_utils.py _LEGACY_LAYER_TYPE_REMAP#L93-L98
+    "deepseek_sparse_attention": FULL,
     "moe": NONE, "mlp": NONE, "dummy": NONE,
 }
 
@@ -122,6 +124,11 @@ def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[str] | None:
         field, given = "layers_block_type", f.get("layers_block_type", default=None)
     if given is None:
         return None
+    if (layout == "step3p5" and isinstance(given, list)
+            and len(given) == n_layers + f.int("num_nextn_predict_layers", default=0, minimum=0)):
+        # configuration_step3p7.py Step3p7TextConfig.__post_init__: a layer_types padded with the MTP
+        # layers' types is cut to num_hidden_layers (the rest is mtp_layer_types)
+        given = given[:n_layers]
     if not isinstance(given, list) or len(given) != n_layers:
         raise ConfigError(f"{field} must list one type per layer ({n_layers}), "
                           f"got {len(given) if isinstance(given, list) else show_value(given)}")
@@ -231,6 +238,8 @@ def _layout_kinds(f: Fields, layout: str, n_layers: int) -> list[str]:
         return [FULL if i in full else LINEAR for i in range(n_layers)]
     if layout == "gemma4":
         return [SLIDING if (i + 1) % 6 else FULL for i in range(n_layers)]
+    if layout == "step3p5":
+        return [FULL] * n_layers   # Step3p7TextConfig.__post_init__: no layer_types, every layer full
     if f.get("sliding_window", default=None) is None:
         chunked = f.get("attention_chunk_size", default=None)
         return [CHUNKED if chunked else FULL] * n_layers

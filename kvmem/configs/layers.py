@@ -57,6 +57,13 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
     elif family.layout == "dbrx":
         # modeling_dbrx.py DbrxAttention: num_key_value_heads = attn_config.kv_n_heads
         kv_heads = check_int("attn_config.kv_n_heads", _attn_config(f).get("kv_n_heads", 1))
+    elif family.layout == "step3p5":
+        # configuration_step3p7.py attribute_map: num_attention_groups is num_key_value_heads
+        # (vllm@v0.33.0 step3p5.py#L443 reads config.num_attention_groups)
+        kv_heads = f.int("num_key_value_heads", "num_attention_groups")
+        if f.has("num_attention_groups") and f.int("num_attention_groups") != kv_heads:
+            raise ConfigError(f"num_attention_groups ({f.int('num_attention_groups')}) and num_key_value_heads "
+                              f"({kv_heads}) are one field of model_type 'step3p5' and disagree")
     else:
         kv_heads = f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
                          default=heads)

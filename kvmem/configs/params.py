@@ -29,12 +29,13 @@ from ..units import show_value
 __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
-_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text"}
+_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
 _UNSUPPORTED = {"gemma3n_text", "gemma4_text", "mimo_v2_flash", "kimi_linear", "minimax", "lfm2", "lfm2_moe",
                 "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas", "granitemoehybrid", "bamba", "falcon_h1",
                 "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text", "gpt_neo", "laguna", "modernbert-decoder",
                 "kosmos_2_5_text_model", "minimax_m3_vl_text", "inkling_text", "zaya", "longcat_flash",
-                "mistral_large4_text", "bailing_hybrid", "inkling2_text", "inkling2_loop_text", "deepseek_v4"}
+                "mistral_large4_text", "bailing_hybrid", "inkling2_text", "inkling2_loop_text", "deepseek_v4",
+                "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
 # their MoE shape): Ernie-4.5-VL lists [text, vision] experts in moe_num_experts / moe_intermediate_size;
 # LongCat-Flash adds zero-computation experts (zero_expert_num) of expert_ffn_hidden_size

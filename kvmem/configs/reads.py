@@ -57,6 +57,7 @@ LAYOUT_READS = {
     "mamba2": frozenset({"state_size", "conv_kernel", "expand", "time_step_rank", "n_groups", "chunk_size"}),
     "modernbert": frozenset({"local_attention", "global_attn_every_n_layers"}),
     "listed": frozenset(),
+    "step3p5": frozenset(),
     "smollm3": frozenset({"use_sliding_window", "no_rope_layers", "no_rope_layer_interval"}),
     "exaone_moe": frozenset({"sliding_window_pattern", "_sliding_window_pattern", "sliding_windows"}),
     # the indexer's heads, blocks and top-k choose keys; only its key width is cached

@@ -94,5 +94,5 @@ def test_a_wrapper_without_a_text_model_type_reads_its_transformers_default(wrap
 
 
 def test_a_wrapper_around_a_family_kvmem_does_not_read_is_refused_by_the_text_type():
-    with pytest.raises(ConfigError, match="'step3p5'"):
-        Model.from_hf_config({"model_type": "step3p7", "text_config": {"num_hidden_layers": 2}})
+    with pytest.raises(ConfigError, match="model_type 'glm5_next_text' is not a family kvmem reads"):
+        Model.from_hf_config({"model_type": "glm5_next", "text_config": {"num_hidden_layers": 2}})
