@@ -115,8 +115,58 @@ def _listed_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
     return specs
 
 
+def _dsv4_specs(v, cfg: dict) -> dict:
+    """DeepSeek-V4's specs under the CUDA default (fp8_ds_mla), built as vLLM 0.33.0's get_kv_cache_spec
+    methods build them: DeepseekV4SWACache (sparse_swa.py), DeepseekV4Attention and DeepseekV4IndexerCache
+    (models/deepseek_v4/attention.py), CompressorStateCache (compressor.py); the layer's compress ratio
+    from the config class's layer_types and compress_rates, as attention.py reads them."""
+    from transformers import AutoConfig
+    from vllm.v1.kv_cache_interface import SlidingWindowMLASpec, get_kv_quant_mode
+    hf = AutoConfig.for_model(**{k: val for k, val in cfg.items() if k != "architectures"})
+    torch, mode = v.torch, get_kv_quant_mode("fp8_ds_mla")
+    ihd = hf.index_head_dim
+    specs = {}
+    for i in range(hf.num_hidden_layers):
+        ratio = max(1, hf.compress_rates.get(hf.layer_types[i], 0))
+        name = f"model.layers.{i}.self_attn"
+        specs[f"{name}.swa_cache"] = SlidingWindowMLASpec(
+            block_size=64, num_kv_heads=1, max_tp_shards=1, head_size=hf.head_dim, dtype=torch.uint8,
+            sliding_window=hf.sliding_window, cache_dtype_str="fp8_ds_mla", state_content_bytes=584, alignment=576,
+            model_version="deepseek_v4", kv_quant_mode=mode)
+        if ratio <= 1:
+            continue
+        specs[name] = v.MLAAttentionSpec(
+            block_size=256, num_kv_heads=1, max_tp_shards=1, head_size=hf.head_dim, dtype=torch.uint8,
+            tokens_per_state=ratio, cache_dtype_str="fp8_ds_mla", alignment=576, model_version="deepseek_v4",
+            kv_quant_mode=mode, state_content_bytes=584)
+        coff = 1 + (ratio == 4)
+        specs[f"{name}.compressor.state_cache"] = SlidingWindowMLASpec(
+            block_size=4 if ratio == 4 else 8, num_kv_heads=1, max_tp_shards=1, head_size=2 * coff * hf.head_dim,
+            dtype=torch.float32, sliding_window=coff * ratio, alignment=576)
+        if ratio == 4:
+            specs[f"{name}.indexer.k_cache"] = v.MLAAttentionSpec(
+                block_size=256, num_kv_heads=1, max_tp_shards=1, head_size=ihd + ihd // 128 * 4, dtype=torch.uint8,
+                tokens_per_state=4, alignment=576)
+            specs[f"{name}.indexer.compressor.state_cache"] = SlidingWindowMLASpec(
+                block_size=4, num_kv_heads=1, max_tp_shards=1, head_size=2 * 2 * ihd, dtype=torch.float32,
+                sliding_window=8, alignment=576)
+    return specs
+
+
+def _layouts(v, model: Model) -> list:
+    """The KV cache layouts the model's attention backends support (get_supported_kv_cache_layouts):
+    DeepSeek-V4's indexer backend takes only the block-outermost BLHNC / BLNHC (indexer.py)."""
+    backends = []
+    if model.model_type == "deepseek_v4":
+        from vllm.v1.attention.backends.mla.indexer import DeepseekV4IndexerBackend
+        backends = [DeepseekV4IndexerBackend]
+    return [layout.name for layout in v.get_supported_kv_cache_layouts(backends)]
+
+
 def _specs(v, model: Model, block_size: int, tp: int) -> dict:
     """{layer name: KVCacheSpec} as vLLM's attention layers build them (bf16 cache)."""
+    if model.model_type == "deepseek_v4":
+        return _dsv4_specs(v, model.config)
     if model.model_type == "mimo_v2_flash":
         return _mimo_specs(v, model.config, block_size, tp)
     if model.model_type in ("laguna", "exaone_moe"):
@@ -303,6 +353,26 @@ def random_mimo_case(seed: int) -> tuple[str, Model, dict]:
     return f"random-mimo_v2_flash-{seed}", Model.from_hf_config(cfg), setting
 
 
+def random_dsv4_case(seed: int) -> tuple[str, Model, dict]:
+    """A seeded DeepSeek-V4-shaped model (sliding, CSA and HCA layers in a random order, window, head and
+    indexer widths) and engine settings (vLLM's CUDA default backend: fp8_ds_mla, blocks of 256)."""
+    import random
+    rng = random.Random(f"deepseek_v4/{seed}")
+    n_layers = rng.randint(2, 24)
+    ratios = [rng.choice((0, 4, 4, 128, 128)) for _ in range(n_layers)]
+    ratios[rng.randrange(n_layers)] = 4           # at least one CSA layer
+    cfg = {"model_type": "deepseek_v4", "architectures": ["DeepseekV4ForCausalLM"], "num_hidden_layers": n_layers,
+           "hidden_size": 1024, "num_attention_heads": 64, "num_key_value_heads": 1,
+           "head_dim": rng.choice((128, 256, 512)), "qk_rope_head_dim": 64, "q_lora_rank": 256, "o_lora_rank": 256,
+           "o_groups": 8, "index_head_dim": rng.choice((64, 128, 256)), "index_n_heads": 8, "index_topk": 64,
+           "sliding_window": rng.choice((64, 128, 200, 512)), "compress_ratios": ratios,
+           "max_position_embeddings": rng.choice((65536, 1048576)), "vocab_size": 1000, "torch_dtype": "bfloat16"}
+    setting = dict(kv_memory=rng.randint(1, 64) * GIB // rng.choice((1, 4, 16, 64)),
+                   max_model_len=rng.choice((None, 2048, 8192, 65536)),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=rng.choice((1, 2, 4, 8)))
+    return f"random-deepseek_v4-{seed}", Model.from_hf_config(cfg), setting
+
+
 def random_glm_dsa_case(seed: int) -> tuple[str, Model, dict]:
     """A seeded GLM-5-shaped model (glm_moe_dsa: MLA + an indexer key on the layers vLLM keeps one,
     by index_topk_pattern or index_topk_freq / index_skip_topk_offset) and engine settings."""
@@ -332,6 +402,8 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     v = _vllm()
     tp = setting.get("tp", 1)
     block_size = setting.get("block_size", 64 if any(layer.kind == MLA for layer in model.layers) else 16)
+    if model.model_type == "deepseek_v4":   # its backends take only 256 (sparse_mla.py, indexer.py)
+        block_size = None
     batched = setting.get("max_num_batched_tokens", 8192)
     hybrid = setting.get("hybrid_kv_cache_manager", True)
     memory = setting["kv_memory"]
@@ -345,8 +417,7 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     config = _config(v, max_model_len=length, auto=auto, batched=batched, block_size=block_size,
                      hybrid=hybrid, tp=tp)
     specs = _specs(v, model, block_size, tp)
-    v.resolve_kv_cache_layout(config, [[layout.name for layout in v.get_supported_kv_cache_layouts([])]],
-                              specs.values())
+    v.resolve_kv_cache_layout(config, [_layouts(v, model)], specs.values())
     refused = next((n for n in ours.notes if n.startswith("vLLM refuses to start")), None)
     if auto:   # auto-fit shortens max_model_len instead; it refuses only when not one token fits
         refused = refused if ours.longest_request_tokens == 0 else None

@@ -104,7 +104,10 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
             for i, members in enumerate(stages)]
     largest = max(range(pp), key=lambda s: real[s])
     members = stages[largest]
-    if plan.uniform_type:
+    if plan.packed:
+        pool = stage_pool_bytes(plan, held, batch, members)
+        blocks = batch * sum(max(held[i] for i in group) for group in plan.groups)
+    elif plan.uniform_type:
         pool = real[largest]
         blocks = batch * max(held)
     else:
@@ -143,7 +146,9 @@ def _padding_split(plan: Plan, members, padding: int) -> tuple[int, int, int]:
     """``padding`` bytes as (K, V, state) in the proportions of the groups a stage holds fewer units
     of than the group size (a Mamba group's padding is state, an MLA group's the latent: K); half K,
     half V when no group is short (pages padded to the largest)."""
-    if plan.uniform_type:
+    if plan.packed:    # the narrower groups' share of each block: K (rows) and state as the layers hold them
+        weights = [sum(plan.units[i][1].kv_split(1)[j] for i in members) for j in range(3)]
+    elif plan.uniform_type:
         weights = [1, 1, 0]
     else:
         size, weights = stage_group_size(plan, members), [0, 0, 0]

@@ -10,6 +10,7 @@ from ...parallel import cdiv, kv_heads_per_rank, pp_stages
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, VllmOptions,
                       kv_format)
 from .models import check_heads, check_indexers, draft_layers, vllm_layers
+from .compressed import DSV4_BLOCK, deepseek_v4_units, packed_groups
 from .pages import PageSpec
 from .states import state_dtype_bytes, state_elements
 
@@ -47,6 +48,7 @@ class Plan:
     fmt: KVFormat
     notes: list
     padding_layers: int = 0
+    packed: bool = False       # block-outermost packed groups (DeepSeek-V4): a block holds the widest group
     # what kvmem.engines.vllm.pool derives from the layout alone (stages, group sizes), kept with it
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -54,6 +56,8 @@ class Plan:
 def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Plan:
     release = opts.release
     check_heads(model, tp)
+    if model.model_type == "deepseek_v4":
+        return _deepseek_v4_plan(model, kv_dtype, pp, opts)
     fmt = kv_format(model, kv_dtype)
     draft = draft_layers(model, opts.draft)
     if draft and isinstance(opts.draft, Model):
@@ -139,6 +143,27 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
     units, groups, uniform_type, padding = _group(units, release, notes)
     block = min(units[group[0]][1].block_size for group in groups)
     return Plan(units, groups, uniform_type, len(layers), block, fmt, notes, padding)
+
+
+def _deepseek_v4_plan(model: Model, kv_dtype, pp: int, opts: VllmOptions) -> Plan:
+    """DeepSeek-V4's caches in vLLM 0.33.0's packed groups (kvmem.engines.vllm.compressed)."""
+    asked = {f"version {opts.version!r} (only 0.33.0's DeepSeek-V4 is read here)": opts.release != (0, 33),
+             "pp > 1": pp > 1, "draft": opts.draft is not None,
+             "num_speculative_tokens": bool(opts.num_speculative_tokens),
+             "hybrid_kv_cache_manager=False": not opts.hybrid_kv_cache_manager,
+             f"block_size {opts.block_size}": opts.block_size not in (None, DSV4_BLOCK),
+             "attention_backend": opts.attention_backend not in (None, "FLASHMLA_SPARSE_DSV4")}
+    unsupported = [name for name, on in asked.items() if on]
+    if unsupported:
+        raise ValueError(f"deepseek_v4 under vLLM: kvmem models vLLM 0.33.0's CUDA default (FLASHMLA_SPARSE_DSV4, "
+                         f"fp8_ds_mla, block 256, hybrid manager on, one stage, no draft); not {unsupported[0]}")
+    units = deepseek_v4_units(model, kv_dtype)
+    notes = ["DeepSeek-V4: every layer's last sliding_window rows (blocks of 64), the compressed rows of CSA/HCA "
+             "layers (one per 4 / 128 tokens, blocks of 256 tokens), CSA's indexer keys and each compressor's "
+             "fp32 state, all fp8_ds_mla pages padded to 576 B multiples, packed in groups as vLLM 0.33.0 plans "
+             "them (vllm/models/deepseek_v4/attention.py, compressor.py; kv_cache_planning.py)"]
+    fmt = KVFormat("fp8_ds_mla", 1, "fp8_ds_mla")
+    return Plan(units, packed_groups(units), False, len(model.layers), DSV4_BLOCK, fmt, notes, packed=True)
 
 
 def _show(release) -> str:

@@ -23,6 +23,14 @@ class PageSpec:
     window: int = 0
     state_bytes: int = 0       # mamba: the real state bytes of one sequence
     padded: int = 0            # the page it is padded to (0 = unpadded): Mamba, or attention from 0.33
+    # DeepSeek-V4's specs (kvmem.engines.vllm.compressed): one stored row per tokens_per_state tokens, of
+    # state_content bytes per head (0: (head_size + head_size_v) x dtype_bytes), the page rounded up to
+    # a multiple of align (vllm@v0.33.0 kv_cache_interface.py AttentionSpec, _apply_alignment_padding);
+    # role "state": a compressor's state, counted as state_bytes
+    tokens_per_state: int = 1
+    state_content: int = 0
+    align: int = 0
+    role: str = ""
 
     @property
     def family(self) -> tuple:
@@ -38,6 +46,10 @@ class PageSpec:
             return self.padded or self.state_bytes
         if self.padded:
             return self.padded
+        if self.align or self.state_content or self.tokens_per_state != 1:
+            content = self.state_content or (self.head_size + self.head_size_v) * self.dtype_bytes
+            real = self.heads * (bs // self.tokens_per_state) * content
+            return cdiv(real, self.align) * self.align if self.align else real
         if self.kind == "mla":
             real = bs * FP8_DS_MLA_BYTES_PER_TOKEN if self.mode == "fp8_ds_mla" else (
                 bs * self.heads * self.head_size * self.dtype_bytes)
@@ -54,11 +66,13 @@ class PageSpec:
     def kv_split(self, blocks: int) -> tuple[int, int, int]:
         """(K, V, state) bytes of ``blocks`` pages of this spec."""
         total = blocks * self.page_bytes
-        if self.kind == "mamba":
+        if self.kind == "mamba" or self.role == "state":
             return 0, 0, total
         if self.kind == "mla":
             return total, 0, 0
         v_dim = self.head_size_v
+        if not v_dim:      # one row for K and V (DeepSeek-V4's SlidingWindowMLASpec): counted as K
+            return total, 0, 0
         if self.mode == "nvfp4":
             k_share, v_share = _nvfp4_dim(self.head_size), _nvfp4_dim(v_dim)
         else:

@@ -30,10 +30,24 @@ def pool_page_bytes(plan: Plan) -> int:
     return plan.units[plan.groups[0][0]][1].page_bytes
 
 
+def packed_block_bytes(plan: Plan, members: set) -> int:
+    """A packed plan's block: one page of every layer of its widest group on this rank
+    (vllm@v0.33.0 kv_cache_planning.py _get_kv_cache_bytes_per_block, block-outermost layouts)."""
+    return max(sum(plan.units[i][1].page_bytes for i in group if i in members) for group in plan.groups)
+
+
+def _packed_pages(plan: Plan, pages: list[int]) -> int:
+    """Blocks one sequence takes in a packed plan: per group, the most pages any of its layers needs
+    (UniformTypeKVCacheSpecs.max_memory_usage_pages), summed over the groups."""
+    return sum(max(pages[i] for i in group) for group in plan.groups)
+
+
 def stage_blocks(plan: Plan, members: set, kv_memory: int) -> int | None:
     """num_blocks one rank's memory gives (get_kv_cache_config_from_groups); None without layers."""
     if not members:
         return None
+    if plan.packed:
+        return kv_memory // packed_block_bytes(plan, members)
     if plan.uniform_type:
         pages = sum(plan.units[i][1].page_bytes for i in members)
         return kv_memory // pages
@@ -61,6 +75,8 @@ def _worst_args(max_model_len: int, opts: VllmOptions) -> tuple:
 def request_blocks(plan: Plan, max_model_len: int, opts: VllmOptions) -> int:
     """Pages one request of max_model_len needs (get_max_concurrency_for_kv_cache_config)."""
     args = _worst_args(max_model_len, opts)
+    if plan.packed:
+        return _packed_pages(plan, [spec.worst_blocks(*args) for _, spec in plan.units])
     if plan.uniform_type:
         return max(spec.worst_blocks(*args) for _, spec in plan.units)
     return sum(plan.units[group[0]][1].worst_blocks(*args) for group in plan.groups)
@@ -69,6 +85,8 @@ def request_blocks(plan: Plan, max_model_len: int, opts: VllmOptions) -> int:
 def request_bytes(plan: Plan, members: set, max_model_len: int, opts: VllmOptions) -> int:
     """_max_memory_usage_bytes_from_groups on one rank: one request's worst case, padding included."""
     args = _worst_args(max_model_len, opts)
+    if plan.packed:     # _max_memory_usage_bytes_from_groups: bytes_per_block x the blocks of every group
+        return packed_block_bytes(plan, members) * request_blocks(plan, max_model_len, opts)
     if plan.uniform_type:
         return sum(plan.units[i][1].worst_blocks(*args) * plan.units[i][1].page_bytes for i in members)
     group_size = stage_group_size(plan, members)
@@ -77,6 +95,8 @@ def request_bytes(plan: Plan, members: set, max_model_len: int, opts: VllmOption
 
 def block_bytes(plan: Plan, members: set) -> int:
     """_pool_bytes_per_block on one rank: one block of every layer it holds, padding layers included."""
+    if plan.packed:
+        return packed_block_bytes(plan, members)
     if plan.uniform_type:
         return sum(plan.units[i][1].page_bytes for i in members)
     group_size = stage_group_size(plan, members)
@@ -123,6 +143,8 @@ def held_pages(plan: Plan, tokens: int, opts: VllmOptions, *, peak: bool = False
 
 def stage_pool_bytes(plan: Plan, held: list[int], batch: int, members: set) -> int:
     """Pool bytes of one stage's units for ``batch`` sequences holding ``held`` pages each."""
+    if plan.packed:
+        return packed_block_bytes(plan, members) * batch * _packed_pages(plan, held)
     if plan.uniform_type:
         return sum(held[i] * batch * plan.units[i][1].page_bytes for i in members)
     group_size = stage_group_size(plan, members)
@@ -140,7 +162,7 @@ def group_details(plan: Plan, held: list[int]) -> list[dict]:
             specs = [plan.units[i][1] for i in group]
             shapes.append({"kind": "+".join(sorted({s.kind for s in specs})), "layers": len(group),
                            "block_size": specs[0].block_size,
-                           "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type
+                           "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type or plan.packed
                                           else specs[0].page_bytes)})
         plan.memo["groups"] = shapes
     return [{**shape, "blocks_per_sequence": max(held[i] for i in group)}
