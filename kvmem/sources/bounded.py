@@ -31,7 +31,7 @@ from . import SourceError
 __all__ = ["MAX_JSON_BYTES", "MAX_INDEX_BYTES", "MAX_SHARDS", "MAX_GGUF_HEADER_BYTES", "QUOTE_CHARS",
            "MAX_LOG_BYTES", "MAX_REPORT_BYTES", "TEXT_SECONDS", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS",
            "Deadline", "quote", "check_count", "read_at_most", "read_prefix", "read_json_file", "read_text",
-           "parse_json", "check_shape", "plain_name", "confined"]
+           "parse_json", "check_shape", "file_kind", "plain_name", "confined"]
 
 MAX_JSON_BYTES = 10_000_000          # a config.json (real ones: a few KB; Phi-3.5's 7 KB)
 MAX_INDEX_BYTES = 100_000_000        # a model.safetensors.index.json (DeepSeek-V3's: 9 MB)
@@ -153,7 +153,7 @@ def read_text(source, limit: int, what: str, seconds: float = TEXT_SECONDS) -> s
     if fd is not None:
         mode = os.fstat(fd).st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
-            raise SourceError(f"{what} is {_kind(mode)}, not a file or a pipe; kvmem reads a text from those only")
+            raise SourceError(f"{what} is {file_kind(mode)}, not a file or a pipe; kvmem reads a text from those only")
     return _read_waiting(source, fd, limit, what, deadline, seconds).decode("utf-8", errors="replace")
 
 
@@ -161,23 +161,27 @@ def _read_path(path, limit: int, what: str, deadline: Deadline) -> bytes:
     try:
         mode = os.stat(path).st_mode       # before opening: opening a FIFO blocks, a device may act
         if not stat.S_ISREG(mode):
-            raise SourceError(f"{what} is {_kind(mode)}, not a regular file; kvmem reads text from files only")
+            raise SourceError(f"{what} is {file_kind(mode)}, not a regular file; kvmem reads text from files only")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise SourceError(f"cannot read {what}: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(fd).st_mode        # what was opened (it may have been swapped since the stat)
         if not stat.S_ISREG(mode):
-            raise SourceError(f"{what} is {_kind(mode)}, not a regular file; kvmem reads text from files only")
+            raise SourceError(f"{what} is {file_kind(mode)}, not a regular file; kvmem reads text from files only")
         return read_at_most(handle, limit, what, deadline)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` (st_mode) is, for a message: "a directory", "a FIFO", ..."""
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
         if test(mode):
             return name
     return "not a regular file"
+
+
+_kind = file_kind        # the name kvmem.sources.hub imported first; file_kind is the public one
 
 
 def _fileno(stream) -> int | None:
