@@ -15,7 +15,8 @@ __all__ = ["ARCHES", "write_gguf"]
 
 # kvmem model_type -> llama.cpp architecture name (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
-          "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2"}
+          "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
+          "deepseek_v32": "deepseek32"}
 _N_VOCAB = 32
 _N_FF = 32
 
@@ -59,7 +60,7 @@ def write_gguf(model: Model, path: str) -> str:
     t("output_norm.weight", n_embd)
     if arch != "gemma2":   # gemma2 ties its output to token_embd and loads no output.weight
         t("output.weight", n_embd, _N_VOCAB)
-    if arch == "deepseek2":
+    if arch in ("deepseek2", "deepseek32"):
         first = layers[0]
         nope, rope = _field(model, "qk_nope_head_dim"), first.qk_rope_head_dim
         v_dim, rank = _field(model, "v_head_dim"), first.kv_lora_rank
@@ -78,10 +79,16 @@ def write_gguf(model: Model, path: str) -> str:
         w.add_expert_weights_scale(1.0)
         # llama-model.cpp: 26- and 27-layer deepseek2 GGUFs are "lite" (a plain attn_q); the others
         # read q_lora_rank and its three tensors (the query path holds no cache: 32 when absent)
-        lite = n_layer in (26, 27)
+        lite = n_layer in (26, 27) and arch == "deepseek2"
         q_lora = _field(model, "q_lora_rank") or 32
         if not lite:
             w.add_q_lora_rank(q_lora)
+        index_dim, index_heads = first.index_head_dim, _field(model, "index_n_heads") or 1
+        if arch == "deepseek32":   # src/models/deepseek32.cpp load_arch_hparams: the DSA keys and the gating
+            w.add_indexer_head_count(index_heads)
+            w.add_indexer_key_length(index_dim)
+            w.add_indexer_top_k(_field(model, "index_topk") or 64)
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         for i in range(n_layer):
             b = f"blk.{i}."
             t(b + "attn_norm.weight", n_embd)
@@ -96,6 +103,12 @@ def write_gguf(model: Model, path: str) -> str:
             t(b + "attn_k_b.weight", nope, rank, n_head)
             t(b + "attn_v_b.weight", rank, v_dim, n_head)
             t(b + "attn_output.weight", n_head * v_dim, n_embd)
+            if arch == "deepseek32":   # the DSA indexer's tensors (deepseek32.cpp load_arch_tensors)
+                t(b + "indexer.k_norm.weight", index_dim)
+                t(b + "indexer.k_norm.bias", index_dim)
+                t(b + "indexer.proj.weight", n_embd, index_heads)
+                t(b + "indexer.attn_k.weight", n_embd, index_dim)
+                t(b + "indexer.attn_q_b.weight", q_lora, index_heads * index_dim)
             _ffn(t, b, n_embd)
     else:
         kv = {layer.kv_heads for layer in layers}

@@ -1,5 +1,8 @@
 """llama.cpp's own code as the judge of kvmem's ``llama.cpp`` mode (through llama-cpp-python).
 
+Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA) and deepseek32 (DeepSeek-V3.2: MLA with
+the DSA indexer, llama_kv_cache_dsa's two caches), the architectures gguf_files.py writes.
+
 Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
 with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
 no extra CPU buffer types (``use_extra_bufts=False``: with them deepseek2 aborts in graph
@@ -31,11 +34,11 @@ from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
-_CACHE_LINE = re.compile(r"^llama_kv_cache(_iswa)?: (size =|creating)")
+_CACHE_LINE = re.compile(r"^llama_kv_cache(_iswa|_dsa)?: (size =|creating)")
 _LOG_ERROR = 4   # ggml.h GGML_LOG_LEVEL_ERROR
 _ERROR = re.compile(r"^llama_init_from_model: (.*)$")
 
@@ -60,7 +63,9 @@ def _lib():
 
 
 def _supported(model: Model) -> bool:
-    if model.model_type not in ARCHES or any(layer.index_head_dim for layer in model.layers):
+    if model.model_type not in ARCHES:
+        return False
+    if any(layer.index_head_dim for layer in model.layers) and ARCHES[model.model_type] != "deepseek32":
         return False
     if any(layer.kind not in (FULL, SLIDING, MLA) for layer in model.layers):
         return False
@@ -95,9 +100,23 @@ def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
     return in_turn(random_case, FAMILIES, n, seed)
 
 
+def _dsa_model(seed: int, i: int) -> tuple:
+    """A random DeepSeek-V3.2 (deepseek32 GGUF: llama_kv_cache_dsa): deepseek_v2's random attention with a
+    q_lora_rank and a lightning indexer of random key width and heads."""
+    import random
+
+    from .architectures import random_config
+    rng = random.Random(f"{seed}/{i}/deepseek_v32")
+    cfg = random_config("deepseek_v2", rng)
+    cfg.update(model_type="deepseek_v32", architectures=["DeepseekV32ForCausalLM"], q_lora_rank=rng.choice((64, 128)),
+               index_topk=rng.choice((64, 256)), index_head_dim=rng.choice((64, 128)),
+               index_n_heads=rng.choice((1, 4, 8)))
+    return rng, Model.from_hf_config(cfg)
+
+
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
     """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
-    rng, model = random_model(seed, i, family)
+    rng, model = _dsa_model(seed, i) if family == "deepseek_v32" else random_model(seed, i, family)
     type_k = rng.choice(tuple(_GGML_TYPES))
     setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
                    type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),

@@ -31,3 +31,12 @@ def test_every_directed_case():
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_random_architectures(seed, index, family):
     assert_agrees(oracle.random_case(seed, index, family))
+
+
+def test_deepseek_v32_dsa_cache_against_llama_cpp():
+    # llama_kv_cache_dsa (the latent cache and the indexer cache, and their "creating" lines): the DeepSeek-V3.2
+    # preset across the directed settings and 12 random deepseek32 GGUFs, about half a second each
+    cases = [case for case in oracle.directed_cases() if case[0].startswith("deepseek-v3.2#")]
+    assert len(cases) == 8
+    for case in cases + [oracle.random_case(11, i, "deepseek_v32") for i in range(12)]:
+        assert_agrees(case)
