@@ -25,7 +25,7 @@ OPTIONS = st.sampled_from([[], [], ["-o", "block_size=32"], ["-o", "max_num_batc
 
 @st.composite
 def command_lines(draw):
-    command = draw(st.sampled_from(["estimate", "capacity", "fit", "models", "gpus"]))
+    command = draw(st.sampled_from(["estimate", "capacity", "fit", "models", "gpus", "check-log"]))
     model = draw(st.one_of(st.sampled_from(MODELS), st.sampled_from(["nope", "/dev/zero", "/nonexistent.json",
                                                                      "configs/config.json", "/"])))
     argv = [command]
@@ -42,7 +42,10 @@ def command_lines(draw):
                  "--context", draw(VALUES), "--engine", draw(st.sampled_from(["vllm", "sglang", "llama.cpp"]))]
         if draw(st.booleans()):
             argv += ["--batch", draw(st.sampled_from(["1", "8", "0", "-1"]))]
-    if command in ("estimate", "capacity", "fit"):
+    elif command == "check-log":     # issue 32 H1: a device, a directory, a missing file, a file with no KV line
+        argv += [draw(st.sampled_from(["/dev/zero", "/dev/null", "/", "/nonexistent.log", __file__])), "--model",
+                 model, "--tp", draw(st.sampled_from(["1", "2", "0", "x"]))]
+    if command in ("estimate", "capacity", "fit", "check-log"):
         argv += draw(OPTIONS)
     if draw(st.booleans()):
         argv.append("--json")
@@ -70,6 +73,8 @@ def run(argv):
 @example(argv=["estimate", "llama-3.1-8b", "--tokens", "10M", "--engine", "vllm"])  # issue 14: exit 0
 @example(argv=["estimate", "llama-3.1-8b", "--tokens", "9" * 5000, "--json"])       # issue 13: OverflowError
 @example(argv=["estimate", "/dev/zero", "--tokens", "8k"])              # issue 13: read until out of memory
+@example(argv=["check-log", "/dev/zero", "--model", "llama-3.1-8b"])     # issue 32 H1: read until killed
+@example(argv=["check-log", "/", "--model", "llama-3.1-8b", "--json"])   # issue 32: a directory, refused by name
 def test_command_line(argv):
     def check(result):
         code, out, err = result
