@@ -141,12 +141,17 @@ def _named(name: str):
 
 
 def check_vllm_hostile_names():
-    """`vllm serve <model> ...` through vLLM 0.33.0's own serve parser (the `vllm` CLI's
-    FlexibleArgumentParser with the serve subcommand, vllm/entrypoints/cli/serve.py subparser_init)."""
-    from vllm.entrypoints.cli.serve import ServeSubcommand
+    """`vllm serve <model> ...` through vLLM 0.33.0's own serve parser: the `vllm` CLI's
+    FlexibleArgumentParser (which rewrites `serve ... --model X` into the positional) with the serve
+    subparser as ServeSubcommand.subparser_init builds it (vllm/entrypoints/cli/serve.py#L161-L174:
+    make_arg_parser, vllm/entrypoints/common/cli_args.py#L431, whose positional is model_tag).
+    serve.py itself imports the API server (uvicorn), which .venv-oracles does not install."""
+    from vllm.entrypoints.common.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
     parser = FlexibleArgumentParser()
-    ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+    make_arg_parser(parser.add_subparsers(dest="subparser").add_parser("serve"))
+    old = parser.parse_args(["serve", "--trust-remote-code", "--max-model-len", "4096"])
+    assert old.model_tag is None and old.trust_remote_code     # the bare name: an option, as the issue found
     for name in HOSTILE_NAMES:
         plan = kvmem.plan(_named(name), gpu="h100-sxm-80gb", context=4096, engine="vllm")
         ns = parser.parse_args(plan.argv[1:])
