@@ -20,7 +20,7 @@ def test_report_json_file_round_trips(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"json report written to {path}" in done.stderr
     doc = json.loads(path.read_text())
-    assert doc["fit"]["max_batch"] == 13 and doc["fit"]["max_context"] == 54480
+    assert doc["fit"]["max_batch"] == 14 and doc["fit"]["max_context"] == 58208
     assert doc["plan"]["argv"][:3] == ["vllm", "serve", "meta-llama/Llama-3.3-70B-Instruct"]
     assert kvmem.rerun_report(path).to_dict() == doc
 
@@ -29,7 +29,7 @@ def test_report_markdown_on_stdout_and_exit_1_when_it_does_not_fit():
     done = kvmem_cli("report", *WORKLOAD)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("# kvmem plan: llama-3.3-70b on 2 × h100-sxm-80gb (vllm): fits")
-    assert "| max batch at 32,768 tokens | 13 |" in done.stdout and "vllm serve meta-llama" in done.stdout
+    assert "| max batch at 32,768 tokens | 14 |" in done.stdout and "vllm serve meta-llama" in done.stdout
     short = kvmem_cli("report", "llama-3.3-70b", "--gpu", "rtx-4090-24gb", "--context", "32k", "--json")
     assert short.returncode == 1
     doc = json.loads(short.stdout)

@@ -18,7 +18,7 @@ def test_sweep_json_has_the_numbers_and_the_refusals():
     rows = {(r["model"], r["gpu"], r["engine"]): r for r in json.loads(done.stdout)}
     assert len(rows) == 8
     h100 = rows["llama-3.1-8b", "h100-sxm-80gb", "vllm"]
-    assert (h100["fits"], h100["max_batch"], h100["max_context"], h100["context"]) == (True, 52, 131072, 8192)
+    assert (h100["fits"], h100["max_batch"], h100["max_context"], h100["context"]) == (True, 54, 131072, 8192)
     assert rows["llama-3.1-8b", "rtx-4090-24gb", "sglang"]["max_batch"] == 4
     refused = rows["gemma-3n-e2b", "h100-sxm-80gb", "sglang"]
     assert refused["refused"] == "has no parameter count" and refused["max_batch"] is None and refused["fits"] is None
@@ -29,7 +29,7 @@ def test_sweep_csv_and_parquet(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("model,gpu,engine,context,num_gpus,fits,max_batch,max_context,max_concurrency")
-    assert lines[1].startswith("llama-3.1-8b,h100-sxm-80gb,vllm,8192,1,True,52,131072,")
+    assert lines[1].startswith("llama-3.1-8b,h100-sxm-80gb,vllm,8192,1,True,54,131072,")
     assert lines[2].startswith("llama-3.1-8b,h100-sxm-80gb,vllm,32768,1,True,13,131072,")
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
@@ -37,7 +37,7 @@ def test_sweep_csv_and_parquet(tmp_path):
     done = kvmem("sweep", "--models", "llama-3.1-8b", "--gpus", "h100-sxm-80gb,rtx-4090-24gb", "--format", "parquet",
                  "--output", str(path))
     assert done.returncode == 0 and "2 cells (0 refused) written" in done.stderr
-    assert pd.read_parquet(path)["max_batch"].tolist() == [52, 4]
+    assert pd.read_parquet(path)["max_batch"].tolist() == [54, 5]
 
 
 def test_sweep_bad_input_is_named():

@@ -192,13 +192,14 @@ def test_vllm_activation_model_against_logs(model, tokens, seqs, tp, printed_gib
 def test_vllm_defaults_follow_the_gpu():
     # get_batch_defaults: >= 70 GiB (not A100) 8192 tokens / 1024 seqs, else 2048 / 256; the sampler
     # dominates for a 128k vocabulary: 1024 x 128,256 x 28 B = 3.42 GiB vs 256 x ... = 0.86 GiB
-    big = run(model="llama-3.1-8b", gpu="h100", context=8192)
-    small = run(model="llama-3.1-8b", gpu="l40s", context=8192)
+    # (max_num_seqs given as vLLM's default: without it fit sizes the batch's, as plan's --max-num-seqs)
+    big = run(model="llama-3.1-8b", gpu="h100", context=8192, max_num_seqs=1024)
+    small = run(model="llama-3.1-8b", gpu="l40s", context=8192, max_num_seqs=256)
     assert big.breakdown["activations"] == 1024 * 128_256 * 28
     assert small.breakdown["activations"] == 256 * 128_256 * 28
     # vLLM's real step: just above 70 GiB the larger defaults leave LESS KV than just below it
-    below = run(model="llama-3.1-8b", gpu="custom:69GiB", context=8192)
-    above = run(model="llama-3.1-8b", gpu="custom:71GiB", context=8192)
+    below = run(model="llama-3.1-8b", gpu="custom:69GiB", context=8192, max_num_seqs=256)
+    above = run(model="llama-3.1-8b", gpu="custom:71GiB", context=8192, max_num_seqs=1024)
     assert above.kv_memory_bytes < below.kv_memory_bytes
 
 
@@ -312,12 +313,14 @@ def test_transformers_budget_is_weights_cache_activations():
 def test_fit_result_for_llama_3_1_8b_on_an_h100():
     result = fit(model="llama-3.1-8b", gpu="h100", context=8192)
     b = result.breakdown
-    # 79.22 GiB x 0.9 - 14.9888 GiB weights - 3.42 GiB sampler peak - 768 MiB overhead = 52.13 GiB
-    assert result.kv_memory_bytes == 85_061_827_297 * 9 // 10 - 16_094_076_928 - 1024 * 128_256 * 28 - 768 * MIB
-    # 1 GiB per 8192-token sequence (131,072 B/token): 52 sequences, vLLM's 52.13x
-    assert result.max_batch == 52 == int(result.capacity.max_concurrency)
+    # 79.22 GiB x 0.9 - 14.9888 GiB weights - 0.84 GiB profile peak at max_num_seqs 54 (the batch, as plan sets
+    # it; the forward at 8,192 tokens passes the sampler's 54 x 128,256 x 28 B) - 768 MiB overhead = 54.71 GiB
+    assert b["activations"] == 905_969_664
+    assert result.kv_memory_bytes == 85_061_827_297 * 9 // 10 - 16_094_076_928 - 905_969_664 - 768 * MIB
+    # 1 GiB per 8192-token sequence (131,072 B/token): 54 sequences, vLLM's 54.71x
+    assert result.max_batch == 54 == int(result.capacity.max_concurrency)
     assert result.kv_bytes_per_sequence == 8192 * 131_072
-    assert b["kv_pool"] == result.kv_memory_bytes and b["kv"] == 52 * 8192 * 131_072
+    assert b["kv_pool"] == result.kv_memory_bytes and b["kv"] == 54 * 8192 * 131_072
     assert b["total"] == b["weights"] + b["kv_pool"] + b["activations"] + b["overhead"] + b["free"]
     assert result.max_context == 131072 and result.min_gpus == 1
     data = result.to_dict()
@@ -380,7 +383,7 @@ def test_model_that_does_not_fit_at_batch_one():
     message = str(info.value)
     # 141,107,412,992 B of weights + 32 MiB rotary cache on one 80 GB GPU
     assert "llama-3.1-70b does not fit on 1 x h100-sxm-80gb (vllm, tp=1, pp=1, weights bf16, KV bf16)" in message
-    assert "the weights (131.45 GiB per device)" in message and "short by 66.82 GiB" in message
+    assert "the weights (131.45 GiB per device)" in message and "short by 65.09 GiB" in message
     assert "What would fit: 2 GPUs per replica (tp=2); weight_dtype='awq'" in message
     assert info.value.fit.min_gpus == 2 and info.value.fit.max_batch == 0
 
@@ -456,8 +459,8 @@ def test_cli_fit_json(capsys):
     from kvmem.cli import main
     code = main(["fit", "llama-3.1-8b", "--gpu", "h100", "--context", "8k", "--json"])
     data = __import__("json").loads(capsys.readouterr().out)
-    assert code == 0 and data["fits"] is True and data["max_batch"] == 52
-    assert data["breakdown"]["weights"] == 16_094_076_928 and data["capacity"]["blocks"] == 26_692
+    assert code == 0 and data["fits"] is True and data["max_batch"] == 54
+    assert data["breakdown"]["weights"] == 16_094_076_928 and data["capacity"]["blocks"] == 28_014
 
 
 def test_cli_fit_not_fitting(capsys):
@@ -465,7 +468,7 @@ def test_cli_fit_not_fitting(capsys):
     code = main(["fit", "llama-3.1-70b", "--gpu", "h100", "--context", "8192"])
     out, err = capsys.readouterr()
     assert code == 1 and "fits: no" in out
-    assert "short by 66.82 GiB" in err and "What would fit: 2 GPUs per replica (tp=2)" in err
+    assert "short by 65.09 GiB" in err and "What would fit: 2 GPUs per replica (tp=2)" in err
     code = main(["fit", "llama-3.1-70b", "--gpu", "h100", "--context", "8192", "--json"])
     data = __import__("json").loads(capsys.readouterr().out)
     assert code == 1 and data["fits"] is False and data["min_gpus"] == 2 and "short by" in data["error"]

@@ -51,12 +51,10 @@ def plan(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, c
         raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
     base = dict(gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                 gpu_memory_utilization=gpu_memory_utilization)
-    first_options = dict(options)
-    if name == "vllm" and target != "max_batch" and options.get("max_num_seqs") is None:
-        known, _ = make_setup(model, engine=name, context=context, batch=batch or 1, options=options, **base)
-        first_options["max_num_seqs"] = replica_batch(known)   # as the command will set it
+    # vLLM's activations are sized at max_num_seqs = the batch unless given (kvmem.engines.vllm.budget), as
+    # --max-num-seqs will set it: the fit of the command is the fit of the workload
     first = _fit_or_refuse(model, engine=name, context=context,
-                           batch=None if target == "max_batch" else (batch or 1), **base, **first_options)
+                           batch=None if target == "max_batch" else (batch or 1), **base, **options)
     if not first.fits:
         raise PlanRefused(f"no command: the workload does not fit ({first.model} on {first.num_gpus} x {first.gpu}, "
                           f"{name}): short by {first.shortfall_bytes:,} B per device; what would fit: "
@@ -67,7 +65,7 @@ def plan(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, c
     per_replica = replica_batch(setup)
     final_options = dict(options)
     if name == "vllm" and options.get("max_num_seqs") is None:
-        final_options["max_num_seqs"] = per_replica   # the command sets it: size the sampler's peak for it too
+        final_options["max_num_seqs"] = per_replica   # --max-num-seqs, as fit sized it: the flags follow from it
     if name == "sglang" and options.get("max_running_requests") is None:
         final_options["max_running_requests"] = per_replica   # --max-running-requests, as the command sets it
     result = _fit_or_refuse(model, engine=name, context=final_context, batch=total_batch, **base, **final_options)

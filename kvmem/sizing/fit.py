@@ -12,8 +12,8 @@ from ..units import format_bytes
 from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
 from .results import Fit, FitError, MemoryBreakdown
 from .numbers import engine_numbers
-from .search import context_cap, pools_refuse, replica_batch, search_max_batch, search_max_context
-from .setup import Setup, SetupBudget, budget_for, make_setup, need_bytes, setup_estimate
+from .search import answer, context_cap, pools_refuse, replica_batch
+from .setup import Setup, SetupBudget, make_setup, need_bytes, setup_estimate
 from .suggest import min_gpus as _min_gpus, what_would_fit
 
 
@@ -28,15 +28,11 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
                       gpu_memory_utilization=gpu_memory_utilization, options=options)
     if s.gpu.usable_memory_source == "vendor_tool" and s.gpu.name in list_gpus():
         notes.append(f"{s.gpu.name}: sized from the vendor tool's total; CUDA sees a few hundred MiB less")
-    wanted = s.batch or 1
     per_replica = replica_batch(s)
-    budget = budget_for(s, per_replica)
+    found = answer(s)
+    per_replica_max, max_batch, max_context = found.per_replica_max, found.max_batch, found.max_context
+    fits, work_batch, budget = found.fits, found.work_batch, found.budget
     notes.extend(budget.notes)
-    at_one = budget_for(s, 1) if s.rules.batch_dependent else budget
-    per_replica_max = search_max_batch(s, at_one.kv_memory)
-    max_batch = per_replica_max * s.replicas
-    fits = max_batch >= wanted
-    max_context = search_max_context(s, at_one.kv_memory, per_replica)
     if max_context == context_cap(s.model) and s.model.max_position_embeddings:
         notes.append(f"max_context stops at the model's max_position_embeddings ({max_context:,})")
     if per_replica_max == s.rules.max_sequences:
@@ -48,7 +44,6 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         notes.append(f"sized for the engine's peak: one sequence holds up to {format_bytes(one.peak_bytes)} of KV "
                      f"while it is built, {format_bytes(one.peak_bytes - one.total_bytes)} above the "
                      f"{format_bytes(one.total_bytes)} it keeps at {s.context:,} tokens")
-    work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
     kv_work = need_bytes(s, s.context, work_batch)
     shortfall = 0 if fits else max(need_bytes(s, s.context, per_replica) - budget.kv_memory, 0)
     past = past_positions(s.model, ENGINES[s.engine], s.context)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..engines import ENGINES, with_defaults
 from ..model import Model
-from .setup import Setup, budget_for, need_bytes
+from .setup import Setup, SetupBudget, budget_for, need_bytes
 
 
 SEARCH_CAP = 1 << 24                # tokens / sequences searched at most when nothing else caps
@@ -119,3 +119,35 @@ def workload_fits(s: Setup) -> bool:
     n = replica_batch(s)
     kv_memory = budget_for(s, n).kv_memory
     return kv_memory > 0 and holds(s, s.context, n, kv_memory)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One set-up's answer, the same for fit, sweep and plan: the most sequences, the longest
+    context, and the budget of the batch the answer is about (``work_batch`` per replica: the one
+    asked, else the largest that fits; an engine whose activations grow with the batch sizes them
+    there, so its numbers are for the settings that batch runs with)."""
+
+    at_one: SetupBudget             # the budget at one sequence: the searches' upper bound
+    per_replica_max: int
+    max_batch: int
+    max_context: int
+    work_batch: int
+    budget: SetupBudget             # the budget at work_batch
+    wanted: int                     # the sequences asked (1 when none)
+
+    @property
+    def fits(self) -> bool:
+        return self.max_batch >= self.wanted
+
+
+def answer(s: Setup) -> Answer:
+    """search_max_batch and search_max_context for ``s``, and the budget of the batch answered."""
+    per_replica = replica_batch(s)
+    at_one = budget_for(s, 1)
+    per_replica_max = search_max_batch(s, at_one.kv_memory)
+    work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
+    budget = budget_for(s, work_batch) if s.rules.batch_dependent else at_one
+    return Answer(at_one=at_one, per_replica_max=per_replica_max, max_batch=per_replica_max * s.replicas,
+                  max_context=search_max_context(s, at_one.kv_memory, per_replica), work_batch=work_batch,
+                  budget=budget, wanted=s.batch or 1)

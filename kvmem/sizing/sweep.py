@@ -32,8 +32,8 @@ from ..gpus import get_gpu, list_gpus
 from ..records import Record
 from ..units import parse_tokens
 from .numbers import engine_numbers
-from .search import replica_batch, search_max_batch, search_max_context
-from .setup import Setup, budget_for, make_setup
+from .search import answer
+from .setup import Setup, make_setup
 
 __all__ = ["SweepCell", "sweep", "short_reason"]
 
@@ -143,21 +143,15 @@ def _options_for(engine: str, options: dict) -> dict:
 
 
 def _numbers(s: Setup, head: dict) -> SweepCell:
-    """kvmem.fit's fits, max_batch, max_context and engine concurrency for one set-up (fit.py's steps)."""
-    wanted = s.batch or 1
-    per_replica = replica_batch(s)
-    budget = budget_for(s, per_replica)
-    at_one = budget_for(s, 1) if s.rules.batch_dependent else budget
-    per_replica_max = search_max_batch(s, at_one.kv_memory)
-    max_batch = per_replica_max * s.replicas
-    max_context = search_max_context(s, at_one.kv_memory, per_replica)
-    work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
+    """kvmem.fit's fits, max_batch, max_context and engine concurrency for one set-up (search.answer, as fit)."""
+    found = answer(s)
+    budget = found.budget
     cap = None
     exact = s.rules.startup is not None and s.rules.startup.exact   # read off the estimate, not a pool
     if not exact and ENGINES[s.engine].capacity is not None and budget.kv_memory > 0:
         cap = capacity(s.model, engine=s.engine, kv_memory=budget.kv_memory, kv_dtype=s.kv_dtype, tp=s.tp,
                        pp=s.pp, max_model_len=s.context, **s.engine_options)
-    numbers = engine_numbers(s, cap, work_batch)
+    numbers = engine_numbers(s, cap, found.work_batch)
     concurrency = numbers.max_concurrency if numbers else None
-    return SweepCell(**head, fits=max_batch >= wanted, max_batch=max_batch, max_context=max_context,
+    return SweepCell(**head, fits=found.fits, max_batch=found.max_batch, max_context=found.max_context,
                      max_concurrency=concurrency, kv_memory_bytes=max(budget.kv_memory, 0))

@@ -26,7 +26,7 @@ def test_overview_matrix_and_both_exports_download():
             page.get_by_role("button", name="Plan as JSON").click()
         doc = json.loads(open(json_file.value.path(), encoding="utf-8").read())
         assert json_file.value.suggested_filename == "kvmem-plan.json"
-        assert doc["inputs"]["model"] == {"preset": "llama-3.1-8b"} and doc["fit"]["max_batch"] == 52
+        assert doc["inputs"]["model"] == {"preset": "llama-3.1-8b"} and doc["fit"]["max_batch"] == 54
         assert kvmem.rerun_report(doc).to_dict() == doc
         with page.expect_download(timeout=60_000) as md_file:
             page.get_by_role("button", name="Plan as Markdown").click()

@@ -70,8 +70,12 @@ def test_vllm_batch_defaults_in_force_and_why(gpu, tokens, seqs, why):
     defaults = engine_defaults("vllm", gpu, context=32768)
     assert defaults.values == {"max_num_batched_tokens": tokens, "max_num_seqs": seqs}
     assert why in defaults.reason and "get_batch_defaults" in defaults.reason
+    given = fit(model="llama-3.1-8b", gpu=gpu, context=32768, max_num_seqs=seqs)
+    assert any(defaults.reason in note for note in given.notes)
+    # without max_num_seqs, fit sizes the activations for the batch, as plan's --max-num-seqs, and names the default
     result = fit(model="llama-3.1-8b", gpu=gpu, context=32768)
-    assert any(defaults.reason in note for note in result.notes)
+    assert any(f"max_num_seqs={result.max_batch}: the batch sized" in note and f"default is {seqs:,}" in note
+               for note in result.notes)
 
 
 def test_vllm_batch_defaults_follow_context_and_options():

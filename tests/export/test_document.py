@@ -22,8 +22,8 @@ def test_the_document_holds_inputs_results_lines_command_and_sources(seventy_b):
                              "pp": 1, "context": 32768, "batch": 8, "weight_dtype": "fp8", "kv_dtype": "fp8",
                              "engine": "vllm", "gpu_memory_utilization": 0.9, "options": {}}
     fit = kvmem.fit("llama-3.3-70b", **SEVENTY_B)
-    assert doc["fit"]["max_batch"] == fit.max_batch == 13 and doc["fit"]["max_context"] == fit.max_context == 54480
-    assert doc["fit"]["kv_memory_bytes"] == 35_711_901_335
+    assert doc["fit"]["max_batch"] == fit.max_batch == 14 and doc["fit"]["max_context"] == fit.max_context == 58208
+    assert doc["fit"]["kv_memory_bytes"] == 38_147_743_383
     # the command kvmem.plan writes for the workload, and what vLLM prints for it
     assert doc["plan"]["command"] == kvmem.plan("llama-3.3-70b", **SEVENTY_B).command
     assert "--max-num-seqs 8" in doc["plan"]["command"] and doc["plan_refused"] is None
@@ -40,8 +40,8 @@ def test_the_document_holds_inputs_results_lines_command_and_sources(seventy_b):
 def test_markdown_says_the_same(seventy_b):
     text = seventy_b.to_markdown()
     assert text.startswith("# kvmem plan: llama-3.3-70b on 2 × h100-sxm-80gb (vllm): fits\n")
-    assert "| max batch at 32,768 tokens | 13 |" in text
-    assert "| KV budget (per device) | 35,711,901,335 B (33.26 GiB) |" in text
+    assert "| max batch at 32,768 tokens | 14 |" in text
+    assert "| KV budget (per device) | 38,147,743,383 B (35.53 GiB) |" in text
     assert "## What the engine will print (for the launch command)" in text
     assert "GPU KV cache size: 465,664 tokens" in text
     assert seventy_b.plan.command in text
@@ -52,7 +52,7 @@ def test_markdown_says_the_same(seventy_b):
 def test_the_json_round_trips_to_the_same_numbers(seventy_b):
     again = kvmem.rerun_report(seventy_b.to_json())
     assert again.to_dict() == seventy_b.to_dict()
-    assert again.fit.max_batch == 13
+    assert again.fit.max_batch == 14
 
 
 def test_round_trip_of_a_users_config_a_custom_gpu_and_engine_options(tmp_path):
@@ -88,7 +88,7 @@ def test_bad_documents_are_refused_by_field():
                                                   "context": 4096}}
     with pytest.raises(ValueError, match="inputs.model 'hand-built' has no preset, hf_id or config"):
         kvmem.rerun_report(doc)
-    assert kvmem.rerun_report(doc, model="llama-3.1-8b").fit.max_batch == 104
+    assert kvmem.rerun_report(doc, model="llama-3.1-8b").fit.max_batch == 109
 
 
 def test_a_draft_model_option_is_written_by_its_preset_name():

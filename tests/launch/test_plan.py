@@ -15,20 +15,23 @@ def flags_of(p) -> dict:
 
 
 def test_vllm_largest_batch_for_the_issues_example():
-    # Llama-3.3-70B on 2 x H100, fp8 weights and KV, 32k: 13 sequences fit (kvmem.fit), so --max-num-seqs 13.
+    # Llama-3.3-70B on 2 x H100, fp8 weights and KV, 32k: 14 sequences fit (kvmem.fit, its activations sized at
+    # max_num_seqs 14 as the command sets it), so --max-num-seqs 14.
     p = kvmem.plan("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", kv_dtype="fp8",
                    weight_dtype="fp8", target="max_batch")
     assert p.argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.3-70B-Instruct"]
     f = flags_of(p)
     assert f == {"": "meta-llama/Llama-3.3-70B-Instruct", "--tensor-parallel-size": "2",
                  "--pipeline-parallel-size": "1", "--max-model-len": "32768", "--gpu-memory-utilization": "0.9",
-                 "--kv-cache-dtype": "fp8", "--max-num-seqs": "13", "--max-num-batched-tokens": "8192",
+                 "--kv-cache-dtype": "fp8", "--max-num-seqs": "14", "--max-num-batched-tokens": "8192",
                  "--quantization": "fp8"}
     assert all(flag.reason for flag in p.flags)
-    # with --max-num-seqs 13 the sampler's profile peak shrinks: vLLM will print 465,664 tokens (14.21x)
+    # vLLM will print 465,664 tokens (14.21x), what kvmem.fit says for the same workload
+    fit = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", kv_dtype="fp8", weight_dtype="fp8")
+    assert (fit.max_batch, fit.engine_numbers.lines) == (14, p.fit.engine_numbers.lines)
     assert p.fit.engine_numbers.lines[1:] == (
         "GPU KV cache size: 465,664 tokens, Maximum concurrency for 32,768 tokens per request: 14.21x",)
-    assert p.to_dict()["argv"] == p.argv and p.batch == 13
+    assert p.to_dict()["argv"] == p.argv and p.batch == 14
 
 
 def test_largest_context_and_the_exact_workload():

@@ -41,7 +41,7 @@ def test_calculator_exports_the_sidebars_plan(written):
     doc = json.loads(written(at, "export_json"))
     fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=8192, batch=1)
     assert doc["inputs"]["model"] == {"preset": "llama-3.1-8b"} and doc["inputs"]["context"] == 8192
-    assert doc["fit"]["max_batch"] == fit.max_batch == 52
+    assert doc["fit"]["max_batch"] == fit.max_batch == 54
     assert doc["plan"]["command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
     assert kvmem.rerun_report(doc).to_dict() == doc
     text = written(at, "export_md")

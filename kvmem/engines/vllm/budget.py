@@ -135,10 +135,17 @@ def _budget(req: BudgetRequest) -> Budget:
     graphs = 0 if resolved.release is None else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
     act = req.activation_bytes
     if act is None:
-        defaults = _defaults_of(req.gpu, req.context, resolved, req.engine_options, opts)
+        # max_num_seqs not given: the batch sized, as `kvmem plan` sets --max-num-seqs to it, so that fit,
+        # plan and sweep size one workload with one setting (kvmem.launch.vllm)
+        planned = opts if opts["max_num_seqs"] is not None else {**opts, "max_num_seqs": req.batch}
+        defaults = _defaults_of(req.gpu, req.context, resolved, req.engine_options, planned)
         act = vllm_activation_bytes(req.model, tp=req.tp, **defaults.values)
+        seqs = defaults.values["max_num_seqs"]
+        why = defaults.reason if opts["max_num_seqs"] is not None else (
+            f"the batch sized (kvmem plan sets --max-num-seqs to it; vLLM's own default is "
+            f"{_defaults_of(req.gpu, req.context, resolved, req.engine_options, opts).values['max_num_seqs']:,})")
         notes.append(f"activations at max_num_batched_tokens={defaults.values['max_num_batched_tokens']:,}, "
-                     f"max_num_seqs={defaults.values['max_num_seqs']}: {defaults.reason}")
+                     f"max_num_seqs={seqs}: {why}")
     total = req.gpu.usable_memory_bytes
     if opts["kv_cache_memory_bytes"] is not None:
         kv = parse_bytes(opts["kv_cache_memory_bytes"])
@@ -162,6 +169,7 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
                      defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
+                     batch_dependent=True,
                      startup=StartupNumbers(
                          "GPU KV cache size (tokens)",
                          "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
