@@ -196,6 +196,10 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
                       head_size=layer.head_dim_k, dtype=dtype)
         if layer.kind == FULL:
             specs[name] = v.FullAttentionSpec(head_size_v=layer.head_dim_v, **common)
+            if layer.index_head_dim:   # minimax_m3 common/indexer.py MiniMaxM3IndexerCache.get_kv_cache_spec (bf16)
+                specs[f"{name}.indexer.k_cache"] = v.MLAAttentionSpec(
+                    block_size=block_size, num_kv_heads=1, head_size=layer.index_head_dim, dtype=dtype,
+                    cache_role=v.SparseCacheRole.INDEXER)
         elif layer.kind == SLIDING:
             # commandr.py / cohere2_moe.py pass sliding_window + 1 (vLLM's window, not transformers')
             window = layer.window + (model.model_type in ("cohere2", "cohere2_moe"))
@@ -300,6 +304,21 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
             hybrid_off_refused = True   # several windows with the hybrid manager off: vLLM fails (unit test)
         if rng.random() < 0.5:
             cfg["head_dim"] = rng.choice((64, 128))
+    elif model_type == "exaone4_5_text":   # exaone4_5.py: Exaone4ForCausalLM on the text config
+        cfg.update(architectures=["Exaone4ForCausalLM"], sliding_window=window,
+                   sliding_window_pattern=rng.choice((2, 4)), head_dim=rng.choice((64, 128)))
+    elif model_type == "mimo":   # mimo.py: Qwen2ForCausalLM's layers
+        cfg.update(architectures=["MiMoForCausalLM"], use_sliding_window=False, num_nextn_predict_layers=1)
+    elif model_type == "step3p5":   # step3p5.py: num_attention_groups KV heads, sliding_window on sliding layers
+        types = [rng.choice(("sliding_attention", "full_attention")) for _ in range(n_layers)]
+        cfg = {k: val for k, val in cfg.items() if k != "num_key_value_heads"}
+        cfg.update(architectures=["Step3p5ForCausalLM"], layer_types=types, sliding_window=window, head_dim=128,
+                   num_attention_groups=kv_heads, num_sliding_attention_heads=rng.choice((heads, heads // 2)))
+    elif model_type == "minimax_m3_text":   # minimax_m3: K/V on every layer, a bf16 index key on sparse ones
+        freq = [rng.choice((0, 1, 1)) for _ in range(n_layers)]
+        cfg.update(architectures=["MiniMaxM3SparseForCausalLM"], head_dim=128,
+                   sparse_attention_config={"sparse_attention_freq": freq,
+                                            "sparse_index_dim": rng.choice((64, 128))})
     elif model_type == "minicpm3":
         cfg.update(architectures=["MiniCPM3ForCausalLM"], num_key_value_heads=heads, q_lora_rank=256,
                    kv_lora_rank=rng.choice((128, 256)), qk_nope_head_dim=rng.choice((32, 64)),
@@ -325,7 +344,10 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
                    max_model_len=rng.choice((None, 2048, 8192, cfg["max_position_embeddings"])),
                    max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=rng.choice((1, 2, 4)),
                    block_size=rng.choice((16, 32)), hybrid_kv_cache_manager=rng.random() < 0.8 or hybrid_off_refused)
-    return f"random-{model_type}-{seed}", Model.from_hf_config(cfg), setting
+    model = Model.from_hf_config(cfg)
+    if any(layer.index_head_dim for layer in model.layers):   # MiniMax-M3's sparse backends: blocks of 128
+        setting["block_size"] = 128
+    return f"random-{model_type}-{seed}", model, setting
 
 
 def random_mimo_case(seed: int) -> tuple[str, Model, dict]:

@@ -173,6 +173,12 @@ REFUSALS = {
     **{t: "vLLM 0.33.0's model registry (vllm/model_executor/models/registry.py) has no architecture for it"
        for t in ("xglm", "lfm3", "lara_mini", "youtu", "axk2", "kosmos_2_5_text_model", "modernbert-decoder", "zaya",
                  "mistral4", "mistral_large4_text")},
+    # vllm/transformers_utils/config.py get_config: a model_type in neither vLLM's _CONFIG_REGISTRY nor
+    # transformers' goes to AutoConfig.from_pretrained (#L443-L449), which raises for it
+    "deepseek_ref": "vLLM 0.33.0 cannot load this config: model_type 'deepseek_ref' is in neither its config registry "
+                    "nor transformers' CONFIG_MAPPING, and get_config hands it to AutoConfig.from_pretrained "
+                    "(vllm/transformers_utils/config.py#L443-L449), which raises; started with --hf-overrides "
+                    "'{\"model_type\": \"deepseek_v4\"}' it is DeepSeek-V4 (size it as model_type deepseek_v4)",
     # BERT-style encoders run as decoders (is_decoder): vLLM has no decoder class for them
     **{t: "vLLM 0.33.0 has no decoder (is_decoder) architecture for it; where it has the family at all, it "
           "runs it as an encoder or pooling model, with no KV cache"
@@ -188,7 +194,7 @@ FAMILIES = CheckedFamilies(frozenset({
     "afmoe", "cohere2_moe", "dbrx", "ernie4_5_vl_moe_text", "exaone4", "exaone_moe", "falcon_h1", "falcon_mamba",
     "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "granitemoehybrid", "kimi_linear", "laguna", "lfm2",
     "lfm2_moe", "longcat_flash", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "nemotron-nas", "olmo_hybrid",
-    "deepseek_v4",
+    "deepseek_v4", "exaone4_5_text", "step3p5", "mimo", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
     "qwen2_5_vl_text", "qwen2_vl_text"}))
 DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
             Option("draft", model=True,

@@ -26,6 +26,12 @@ def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[Pa
         width = layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4
         return [main, PageSpec("mla", block, 1, width, width, 1)]
     heads = kv_heads_per_rank(layer.kv_heads, tp)
+    if layer.kind == FULL and layer.index_head_dim:
+        # MiniMax-M3's sparse layers: K and V (FullAttentionSpec) and a key-only index cache of one head of
+        # sparse_index_dim in bf16, its indexer_kv_dtype default (vllm@v0.33.0
+        # vllm/models/minimax_m3/nvidia/model.py#L562-L571, #L507-L509; common/indexer.py#L145-L153)
+        return [PageSpec("full", block, heads, layer.head_dim_k, layer.head_dim_v, fmt.nbytes, fmt.mode),
+                PageSpec("mla", block, 1, layer.index_head_dim, layer.index_head_dim, 2)]
     if layer.kind == FULL:
         return [PageSpec("full", block, heads, layer.head_dim_k, layer.head_dim_v, fmt.nbytes, fmt.mode)]
     if fmt.mode == "nvfp4":
@@ -65,7 +71,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
     if draft and pp > 1:
         raise ValueError("draft with pp > 1: kvmem does not model on which pipeline stage vLLM "
                          "places the draft layers")
-    layers = vllm_layers(model, tp, release) + draft
+    layers = vllm_layers(model, tp, release, opts.draft) + draft
     if model.model_type == "longcat_flash" and pp > 1:
         # longcat_flash.py: two MLA attentions per decoder layer; vLLM splits the decoder layers across
         # stages (get_pp_indices over num_layers), kvmem's pp_stages the attentions
@@ -99,6 +105,17 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
         block = forced
         kernel_align = MLA_BACKENDS[backend] or 16
 
+    if any(layer.kind == FULL and layer.index_head_dim for layer in layers):
+        # MiniMax-M3's sparse attention and indexer backends take only blocks of 128 (common/sparse_attention.py
+        # #L165-L167, common/indexer.py#L94-L95); update_block_size_for_backend picks the smallest size every
+        # backend accepts (platforms/interface.py _preferred_block_size_for_backends)
+        if opts.block_size not in (None, MINIMAX_M3_BLOCK):
+            raise ValueError(f"block_size {opts.block_size}: vLLM 0.33.0's MiniMax-M3 sparse attention takes only "
+                             f"blocks of {MINIMAX_M3_BLOCK} (common/sparse_attention.py "
+                             "get_supported_kernel_block_sizes)")
+        if block != MINIMAX_M3_BLOCK:
+            notes.append(f"block size {MINIMAX_M3_BLOCK}: MiniMax-M3's sparse attention backends take only that")
+        block = MINIMAX_M3_BLOCK
     stateful = [layer for layer in layers if layer.state is not None]
     attention = [layer for layer in layers if layer.caches_tokens]
     if release is not None and release < HYBRID_GROUPS and stateful:
@@ -236,6 +253,9 @@ def _unify_hybrid(units: list, notes: list, asked: bool, release=None) -> list:
         raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache "
                          "specs to one unified type.")
     return units
+
+
+MINIMAX_M3_BLOCK = 128
 
 
 # The release whose unify_kv_cache_spec_page_size pads non-dividing attention pages (0.33.0 does; the

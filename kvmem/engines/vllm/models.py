@@ -11,7 +11,8 @@ from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ...parallel import divides
 from .states import config_int
 
-__all__ = ["draft_layers", "check_indexers", "vllm_layers", "check_heads", "HIDDEN_HEAD_DIM_TYPES"]
+__all__ = ["draft_layers", "check_indexers", "vllm_layers", "check_heads", "HIDDEN_HEAD_DIM_TYPES",
+           "MINIMAX_M3_TYPES"]
 
 
 def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
@@ -65,6 +66,31 @@ def check_indexers(model: Model, notes: list) -> None:
                  "(vllm/model_executor/models/config.py GlmMoeDsaForCausalLM); pass kv_dtype='fp8' for that GPU")
 
 
+MINIMAX_M3_TYPES = ("minimax_m3", "minimax_m3_text", "minimax_m3_vl_text")
+
+
+def _check_minimax_m3(model: Model, draft) -> None:
+    """MiniMax-M3: vLLM 0.33.0 keeps an index cache on the layers whose
+    sparse_attention_config.sparse_attention_freq entry is not 0 (vllm/models/minimax_m3/nvidia/model.py
+    #L99-L107 _sparse_attention_layer_ids; no list: none), of sparse_attention_config.sparse_index_dim
+    (#L441); kvmem's reading (which also takes transformers' layer_types) must agree, else refused."""
+    sparse = model.config.get("sparse_attention_config") or {}
+    freq = sparse.get("sparse_attention_freq") if isinstance(sparse, dict) else None
+    theirs = [bool(freq and i < len(freq) and freq[i] != 0) for i in range(len(model.layers))]
+    ours = [bool(layer.index_head_dim) for layer in model.layers]
+    if ours != theirs:
+        first = next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
+        raise ValueError(f"layer {first}: kvmem's reading {'keeps' if ours[first] else 'has'} "
+                         f"{'an' if ours[first] else 'no'} index key there, but vLLM 0.33.0 decides the sparse "
+                         "layers by sparse_attention_config.sparse_attention_freq alone (minimax_m3/nvidia/model.py "
+                         "_sparse_attention_layer_ids), which says otherwise: refused")
+    if any(ours) and sparse.get("sparse_index_dim") not in {layer.index_head_dim for layer in model.layers} - {0}:
+        raise ValueError("vLLM 0.33.0's MiniMax-M3 sparse layers read sparse_attention_config['sparse_index_dim'] "
+                         "(minimax_m3/nvidia/model.py#L441), which this config does not set to the index width")
+    if draft is not None:
+        raise ValueError("draft with MiniMax-M3: the layers of vLLM 0.33.0's MiniMaxM3MTP are not modelled")
+
+
 def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     """MiMo-V2-Flash's layers as vLLM builds their attention (vllm@v0.33.0 mimo_v2.py MiMoV2DecoderLayer).
 
@@ -114,9 +140,15 @@ def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     return tuple(out)
 
 
-def vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
+def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]:
     """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
     reading of the config (which follows transformers)."""
+    if model.model_type in MINIMAX_M3_TYPES:
+        _check_minimax_m3(model, draft)
+        return model.layers
+    if model.model_type == "step3p5":
+        _check_step3p5(model, tp)
+        return model.layers
     if model.model_type == "mimo_v2_flash":
         return _mimo_layers(model, tp)
     if model.model_type == "minicpm3":
@@ -151,6 +183,21 @@ def vllm_layers(model: Model, tp: int, release) -> tuple[Layer, ...]:
         return tuple(replace(layer, window=layer.window + 1) if layer.kind == SLIDING else layer
                      for layer in model.layers)
     return model.layers
+
+
+def _check_step3p5(model: Model, tp: int) -> None:
+    """Step-3.5 / 3.7 (vllm@v0.33.0 step3p5.py Step3p5DecoderLayer #L418-L455): every layer K and V of
+    num_attention_groups heads of head_dim, sliding layers (layer_types) with sliding_window -- kvmem's
+    reading; a sliding layer's query heads are num_sliding_attention_heads (#L71-L84), which tp must
+    divide (Step3p5Attention asserts it) and which, without head_dim, would set its head_dim (L220)."""
+    heads = model.config.get("num_sliding_attention_heads")
+    if heads and any(layer.kind == SLIDING for layer in model.layers):
+        if not divides(tp, heads):
+            raise ValueError(f"Total number of attention heads ({heads}, the sliding layers' "
+                             f"num_sliding_attention_heads) must be divisible by tensor parallel size ({tp}).")
+        if model.config.get("head_dim") is None and heads != model.num_attention_heads:
+            raise ValueError("vLLM 0.33.0's step3p5.py takes a sliding layer's head_dim as hidden_size // "
+                             "num_sliding_attention_heads when the config has no head_dim; kvmem does not size that")
 
 
 def check_heads(model: Model, tp: int) -> None:
