@@ -113,7 +113,7 @@ def test_dsa_refuses_an_unpinned_build_and_other_mla_modes():
 
 # the families left undecided (docs/research/families_llamacpp.md): llama.cpp runs them with caches kvmem
 # does not model yet (llama_kv_cache_dsv4)
-UNDECIDED = {"deepseek_v4"}
+UNDECIDED = {"deepseek_v4", "deepseek_ref"}
 
 
 CORPUS = "tests/fixtures/configs/corpus/"
@@ -335,3 +335,25 @@ def test_minimax_m3_msa_keeps_an_indexer_cache_with_one_value_head():
         llama(kvmem.Model.from_hf_config({**{k: v for k, v in text.items() if k != "sparse_attention_config"},
                                           "model_type": "minimax_m3_vl_text",
                                           "layer_types": ["full_attention"] * 60}))
+
+
+def test_new_2026_families():
+    # MiMo-7B: MiMoForCausalLM is not in the converter's TEXT_MODEL_MAP
+    m = _m(**dict(_DENSE, model_type="mimo"))
+    with pytest.raises(ValueError, match="has no MiMoForCausalLM"):
+        llama(m)
+    # EXAONE-4.5's text model converts as exaone4 (conversion/exaone.py Exaone4_5_TextModel): 8 layers, no window
+    m = _m(**dict(_DENSE, model_type="exaone4_5_text", num_hidden_layers=8, sliding_window=4096,
+                  sliding_window_pattern=4))
+    assert _kv(llama(m, tokens=8192)) == [("kv", 8, 8192, 33_554_432, 33_554_432)]
+    # Step-3.5: the converter needs num_attention_groups (conversion/step3.py L149)
+    step = dict(_DENSE, model_type="step3p5", sliding_window=512,
+                layer_types=["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"])
+    with pytest.raises(ValueError, match="num_attention_groups"):
+        llama(_m(**step))
+    e = llama(_m(**step, num_attention_groups=2), tokens=4096)
+    # 1 full layer: 2 x 128 x 2 B x 4096 = 2,097,152 B of K; 3 sliding of pad256(512 + 512) = 1024 cells: 1,572,864 B
+    assert _kv(e) == [("kv", 1, 4096, 2_097_152, 2_097_152), ("kv_swa", 3, 1024, 1_572_864, 1_572_864)]
+    # sliding layers' K/V heads from attention_other_setting (conversion/step3.py L152), which kvmem does not read
+    with pytest.raises(ValueError, match="4 in llama.cpp's step35 GGUF"):
+        llama(_m(**step, num_attention_groups=2, attention_other_setting={"num_attention_groups": 4}))

@@ -155,7 +155,8 @@ REFUSALS = {
         ("inkling_text", "InklingForCausalLM"), ("inkling2_text", "Inkling2ForConditionalGeneration"),
         ("inkling2_loop_text", "Inkling2LoopForConditionalGeneration"), ("zaya", "ZayaForCausalLM"),
         ("mistral_large4_text", "MistralLarge4ForConditionalGeneration"),
-        ("bailing_hybrid", "BailingHybridForCausalLM"), ("longcat_flash", "LongcatFlashForCausalLM"))},
+        ("bailing_hybrid", "BailingHybridForCausalLM"), ("longcat_flash", "LongcatFlashForCausalLM"),
+        ("mimo", "MiMoForCausalLM (MiMo-7B; only MiMoV2ForCausalLM and MiMoV2FlashForCausalLM are converted)"))},
 }
 # The opt-in families (kvmem.configs.families) it sizes, each checked against the vendored source: its
 # converter (conversion/*.py) and src/models/<arch>.cpp, with the family rules of .families and .plan
@@ -168,7 +169,7 @@ FAMILIES = CheckedFamilies(frozenset({
     "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "gpt_bigcode", "granitemoehybrid", "hy_v4", "kimi_linear",
     "laguna",
     "lfm2", "lfm2_moe", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "minimax", "minimax_m3_vl_text", "mistral4",
-    "mpt",
+    "mpt", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
     "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,

@@ -9,8 +9,9 @@ Sliding windows (hparams.is_swa, set_swa_pattern in src/llama-hparams.cpp L8-L22
     laguna       il % 4 != 0 sliding when sliding_window > 0 (conversion/laguna.py L85-L90 writes no
                  pattern; src/models/laguna.cpp load_swa_pattern(ml, 4, dense_first=true))
     cohere2_moe  layer_types as written (conversion/command_r.py L102-L103)
-    exaone4      a window only with 64 layers (src/models/exaone4.cpp: swa_type is set for the 32B
-                 alone); other layer counts hold n_ctx cells in every layer
+    step3p5      layer_types as written (conversion/step3.py L176-L182)
+    exaone4      a window only with 64 layers, EXAONE-4.5's text model too (src/models/exaone4.cpp: swa_type
+                 is set for the 32B alone); other layer counts hold n_ctx cells in every layer
     exaone_moe   one n_swa for every sliding layer: the config's sliding_window (conversion/exaone.py
                  L83-L84), whatever per-layer sliding_windows it lists
     mimo_v2_flash  n_swa = the config's sliding_window (conversion/mimo.py add_sliding_window), not the
@@ -53,8 +54,9 @@ def _cfg(model: Model, name: str, default=None):
 
 def window_ignored(model: Model) -> bool:
     """llama.cpp reads no window for this config: every layer holds n_ctx cells."""
-    # src/models/exaone4.cpp load_arch_hparams: swa_type STANDARD only when n_layer == 64
-    return model.model_type == "exaone4" and model.num_layers != 64
+    # src/models/exaone4.cpp load_arch_hparams: swa_type STANDARD only when n_layer == 64; EXAONE-4.5's text
+    # model converts to the same architecture (conversion/exaone.py L219-L224)
+    return model.model_type in ("exaone4", "exaone4_5_text") and model.num_layers != 64
 
 
 def config_window(model: Model) -> int | None:
@@ -72,6 +74,11 @@ def _swa_layers(model: Model) -> list[bool] | None:
         return [window > 0 and il % 4 < 3 for il in range(n)]
     if t == "laguna":
         return [window > 0 and il % 4 != 0 for il in range(n)]
+    if t == "step3p5":
+        # conversion/step3.py L144-L182: the pattern array from layer_types (full past its end)
+        types = list(_cfg(model, "layer_types", []))[:n]
+        types += ["full_attention"] * (n - len(types))
+        return [kind == "sliding_attention" for kind in types]
     if t == "cohere2_moe":
         types = _cfg(model, "layer_types")
         if not isinstance(types, list) or len(types) != n:
@@ -133,11 +140,29 @@ def check_family(model: Model) -> None:
         # multi_query=false c_attn (3 x n_embd wide) does not fit src/models/starcoder.cpp's attn_qkv
         raise ValueError(f"{model.name}: llama.cpp converts GPTBigCode as multi-query only (head_count_kv 1, "
                          "conversion/starcoder.py); a multi_query=false checkpoint does not load")
+    d_inner = _cfg(model, "intermediate_size") or 2 * model.hidden_size
+    if t in ("mamba", "falcon_mamba") and d_inner != 2 * model.hidden_size:
+        # src/models/mamba.cpp load_arch_tensors: "only an expansion factor of 2 is supported for now"
+        # (conversion/mamba.py L61 asserts it too)
+        raise ValueError(f"{model.name}: llama.cpp's mamba takes only d_inner = 2 x hidden_size (\"only an expansion "
+                         "factor of 2 is supported for now\", src/models/mamba.cpp)")
     if t == "mimo_v2_flash" and _cfg(model, "swa_num_key_value_heads") is None:
         # conversion/mimo.py MimoV2Model.set_gguf_parameters reads swa_num_key_value_heads (and asserts the
         # SWA head dims equal the full ones): a config without it does not convert
         raise ValueError(f"{model.name}: llama.cpp's converter reads MiMo-V2's swa_num_key_value_heads "
                          "(conversion/mimo.py), which this config lacks")
+    if t == "step3p5":
+        # conversion/step3.py L146-L152: sliding layers' head_count_kv from attention_other_setting
+        base = _cfg(model, "num_attention_groups")
+        if base is None:
+            raise ValueError(f"{model.name}: llama.cpp's converter reads Step-3.5's num_attention_groups "
+                             "(conversion/step3.py L149), which this config lacks")
+        swa = (_cfg(model, "attention_other_setting") or {}).get("num_attention_groups", base)
+        for i, layer in enumerate(model.layers):
+            want = swa if layer.kind.windowed else base
+            if layer.caches_tokens and layer.kv_heads != want:
+                raise ValueError(f"{model.name}: layer {i} keeps {layer.kv_heads} K/V heads in kvmem's reading but "
+                                 f"{want} in llama.cpp's step35 GGUF (conversion/step3.py head_count_kv)")
     if t == "minimax":
         recurrent = [layer.state is not None for layer in model.layers]
         if recurrent != [(il + 1) % 8 != 0 for il in range(model.num_layers)]:

@@ -194,7 +194,7 @@ def indexer_widths(model: Model) -> dict[int, int]:
 
 # MiniMax-M3 (llama_kv_cache_msa, src/llama-model.cpp L2375-L2395): K and V in every layer, and an indexer
 # cache on the layers from n_layer_dense_lead on
-MSA_FAMILIES = {"minimax_m3_vl_text"}
+MSA_FAMILIES = {"minimax_m3_vl_text", "minimax_m3", "minimax_m3_text"}
 
 
 def msa_indexer(model: Model, *, value: bool = False) -> dict[int, int]:
