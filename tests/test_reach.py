@@ -144,3 +144,10 @@ def test_the_table_and_the_dict(tmp_path):
     data = report.to_dict()
     assert data["gaps"] == 1 and data["counts"]["sglang"] == {SIZED: 1, REFUSED: 0, NOT_YET: 1}
     assert json.loads(json.dumps(data)) == data
+
+
+def test_one_file_is_read_whatever_its_name(tmp_path):
+    _write(tmp_path / "my-model.json", LLAMA)
+    report = reach(tmp_path / "my-model.json", engines=["ideal"])
+    assert [(e.path, e.model, e.engines["ideal"]["total_bytes"]) for e in report.entries] == [
+        ("my-model.json", "my-model", LLAMA_BYTES)]
