@@ -30,7 +30,7 @@ from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check
 
-__all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case", "NOTES"]
+__all__ = ["version", "directed_cases", "family_cases", "random_cases", "random_case", "run_case", "NOTES"]
 
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "mistral", "deepseek_v2")
 NOTES = ("SGLang capacity sizing (pool_configurator.py) is not run: it reads a GPU's free memory",)
@@ -112,6 +112,18 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
                 if not kv_heads_split(heads, tp):
                     continue
             out.append((f"{name}#{i}", model, setting))
+    return out + family_cases()
+
+
+def family_cases(seed: int = 0, variations: int = 2) -> list[tuple[str, Model | None, dict]]:
+    """The opt-in families' configs (kvmem/oracles/sglang_families.py) and ``variations`` seeded variations
+    of each, judged by SGLang's ModelConfig (run_case: the setting holds the config and tp)."""
+    from . import sglang_families
+    out = []
+    for name, cfg in sglang_families.base_configs():
+        out.append((f"family {name}", None, {"config": cfg, "tp": 1}))
+        for i, (varied, tp) in enumerate(sglang_families.variations(cfg, variations, seed)):
+            out.append((f"family {name}#{seed}-{i} tp{tp}", None, {"config": varied, "tp": tp}))
     return out
 
 
@@ -129,7 +141,11 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 
 
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
-    """kvmem's pool bytes and log line beside SGLang's real pool, built on the CPU."""
+    """kvmem's pool bytes and log line beside SGLang's real pool, built on the CPU; a family case
+    (family_cases) compares kvmem's layout with SGLang's ModelConfig instead."""
+    if "config" in setting:
+        from . import sglang_families
+        return sglang_families.run_config(name, setting["config"], setting["tp"])
     s = _sglang()
     tp, page, tokens = setting.get("tp", 1), setting["page_size"], setting["num_tokens"]
     (ours,) = rules.pools(model, num_tokens=tokens, kv_dtype=setting["kv_dtype"], tp=tp, page_size=page)

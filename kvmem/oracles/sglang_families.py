@@ -32,7 +32,32 @@ from ..model import Model
 from .report import Check
 from .sglang import _sglang
 
-__all__ = ["sglang_view", "kvmem_view", "run_config", "variations"]
+__all__ = ["sglang_view", "kvmem_view", "run_config", "variations", "ARCHITECTURES", "PRESETS", "base_configs"]
+
+# The declared families' cases for ``kvmem validate --engine sglang``: the presets that are real checkpoints'
+# configs, and for the families without one the config class's defaults under the architecture SGLang registers
+PRESETS = ("glm-5", "glm-5.1", "glm-5.2", "gemma-4-26b-a4b", "kimi-linear-48b-a3b", "kimi-k3", "deepseek-v3.2",
+           "qwen3-next-80b-a3b", "qwen3.5-27b", "nemotron-h-8b", "gpt-oss-20b", "llama-4-scout-17b-16e")
+ARCHITECTURES = {
+    "exaone4": "Exaone4ForCausalLM", "exaone_moe": "ExaoneMoeForCausalLM", "cohere2_moe": "Cohere2MoeForCausalLM",
+    "afmoe": "AfmoeForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM",
+    "gpt_bigcode": "GPTBigCodeForCausalLM", "minicpm3": "MiniCPM3ForCausalLM", "sarvam_mla": "SarvamMLAForCausalLM",
+    "hy_v4": "HYV4ForCausalLM", "longcat_flash": "LongcatFlashForCausalLM",
+    "qwen2_vl_text": "Qwen2VLForConditionalGeneration", "qwen2_5_vl_text": "Qwen2_5_VLForConditionalGeneration",
+    "ernie4_5_vl_moe_text": "Ernie4_5_VLMoeForConditionalGeneration",
+}
+
+
+def base_configs() -> list[tuple[str, dict]]:
+    """(name, config.json dict) of every case above."""
+    from ..catalog import preset
+    from .transformers import default_config
+    out = [(name, preset(name)["config"]) for name in PRESETS]
+    for family, arch in ARCHITECTURES.items():
+        cfg = default_config(family).to_dict()
+        cfg["architectures"] = [arch]
+        out.append((family, cfg))
+    return out
 
 KV_BYTES = 2   # bf16
 
@@ -62,7 +87,6 @@ def _view(cfg: dict, tp: int) -> dict:
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.configs.model_config import AttentionArch, dsa_layer_skips_topk, is_deepseek_dsa
     mc = _model_config(cfg)
-    layers = mc.num_hidden_layers
     mamba = mambaish_config(mc)
     swa, linear, state = [], [], 0
     if mamba is not None:
@@ -71,8 +95,8 @@ def _view(cfg: dict, tp: int) -> dict:
         linear, state = list(params.layers), int(params.mamba_cache_per_req)
     elif mc.is_hybrid_swa:
         full, swa = list(mc.full_attention_layer_ids), list(mc.swa_attention_layer_ids)
-    else:
-        full = list(range(layers))
+    else:   # every attention of every layer (LongCat-Flash: two per layer, num_attention_layers)
+        full = list(range(mc.num_attention_layers))
     rows, index = {}, {}
     if mc.attention_arch == AttentionArch.MLA:
         rows["full"] = (mc.kv_lora_rank + mc.qk_rope_head_dim) * KV_BYTES
@@ -106,13 +130,26 @@ def run_config(name: str, cfg: dict, tp: int = 1) -> list[Check]:
     return [Check(name, key, ours[key], theirs[key]) for key in theirs]
 
 
-def variations(cfg: dict, n: int, seed: int, fields: dict) -> list[tuple[str, dict]]:
-    """``n`` seeded variations of ``cfg``: each field in ``fields`` (name -> candidate values) drawn anew."""
+def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
+    """``n`` seeded variations of a real config: its KV heads (a divisor of the query heads), its MLA
+    latent and rope widths, its head_dim, and tp (1, 2 or 4 where it divides the query heads and divides
+    or is divided by the KV heads)."""
     rng = random.Random(seed)
+    text = "text_config" if isinstance(cfg.get("text_config"), dict) else None
     out = []
-    for i in range(n):
-        varied = dict(cfg)
-        for key, values in fields.items():
-            varied[key] = rng.choice(values) if not callable(values) else values(rng, varied)
-        out.append((f"{cfg.get('model_type')}-{seed}-{i}", varied))
+    for _ in range(n):
+        varied = json.loads(json.dumps(cfg))
+        inner = varied[text] if text else varied
+        heads = inner.get("num_attention_heads")
+        if isinstance(inner.get("num_key_value_heads"), int) and isinstance(heads, int):
+            inner["num_key_value_heads"] = rng.choice([d for d in range(1, heads + 1) if heads % d == 0])
+        if isinstance(inner.get("kv_lora_rank"), int):
+            inner["kv_lora_rank"] = rng.choice((128, 256, 512))
+            inner["qk_rope_head_dim"] = rng.choice((32, 64))
+        elif isinstance(inner.get("head_dim"), int):
+            inner["head_dim"] = rng.choice((64, 128, 256))
+        kv = inner.get("num_key_value_heads") if isinstance(inner.get("num_key_value_heads"), int) else heads
+        tps = [t for t in (1, 2, 4) if isinstance(heads, int) and heads % t == 0
+               and isinstance(kv, int) and (kv % t == 0 or t % kv == 0)] or [1]
+        out.append((varied, rng.choice(tps)))
     return out
