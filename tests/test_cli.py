@@ -297,3 +297,15 @@ def test_the_package_keeps_every_public_name():
         assert getattr(package, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         package.no_such_name  # noqa: B018
+
+
+def test_estimate_all_devices_counts_the_recurrent_state_the_app_counts(capsys):
+    # issue 33 item 4: "All devices" left out the recurrent state that the app's total includes.
+    # Qwen3.5-27B at tp 2: 48 linear layers' state split over the ranks (73.50 MiB each), KV 1.00 GiB each
+    est = kvmem.engines.engine_estimate("qwen3.5-27b", engine="vllm", tokens="32k", tp=2)
+    assert est.state_bytes_all_devices == 2 * est.state_bytes == 147 * 2**20
+    assert est.total_bytes_all_devices == est.kv_bytes_all_devices + 147 * 2**20 == 2 * est.total_bytes
+    assert main(["estimate", "qwen3.5-27b", "--tokens", "32k", "--tp", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "Total per device: 1,156,055,040 B = 1.08 GiB (KV + recurrent state)" in out
+    assert "All 2 devices: 2.15 GiB (KV 2.01 GiB + recurrent state 147.00 MiB)" in out

@@ -18,10 +18,18 @@ def cmd_estimate(args) -> int:
              f"({format_bytes(result.kv_bytes, binary=False)})",
              f"  K {format_bytes(result.k_bytes)}, V {format_bytes(result.v_bytes)}"]
     if result.state_bytes:
-        lines.append(f"Recurrent state: {format_bytes(result.state_bytes)}")
+        lines.append(f"Recurrent state per device: {format_bytes(result.state_bytes)}")
+        lines.append(f"Total per device: {result.total_bytes:,} B = {format_bytes(result.total_bytes)} "
+                     "(KV + recurrent state)")
     if result.peak_bytes != result.kv_bytes:
         lines.append(f"Transient peak: {format_bytes(result.peak_bytes)}")
-    lines.append(f"All devices: {format_bytes(result.kv_bytes_all_devices)}")
+    devices = result.tp * result.pp
+    if result.state_bytes_all_devices:
+        lines.append(f"All {devices} device{'s' if devices != 1 else ''}: "
+                     f"{format_bytes(result.total_bytes_all_devices)} (KV {format_bytes(result.kv_bytes_all_devices)}"
+                     f" + recurrent state {format_bytes(result.state_bytes_all_devices)})")
+    else:
+        lines.append(f"All {devices} device{'s' if devices != 1 else ''}: {format_bytes(result.kv_bytes_all_devices)}")
     lines.append(f"model: {model.describe()}")
     lines += [f"config: {line}" for line in (model.reading.lines() if model.reading else ())]
     lines += [f"note: {note}" for note in result.notes]

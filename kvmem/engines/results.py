@@ -86,6 +86,7 @@ class Estimate(EngineVerdict):
     state_bytes: int
     per_layer: tuple[int, ...]
     kv_bytes_all_devices: int
+    state_bytes_all_devices: int             # the recurrent state summed likewise (0: none)
     peak_bytes: int
     notes: tuple[str, ...] = ()
     details: Record = field(default_factory=IdealDetails, compare=False)    # the engine's own, by its names
@@ -112,6 +113,11 @@ class Estimate(EngineVerdict):
     def total_bytes(self) -> int:
         """KV plus fixed recurrent state on one device."""
         return self.kv_bytes + self.state_bytes
+
+    @property
+    def total_bytes_all_devices(self) -> int:
+        """KV plus recurrent state over every device."""
+        return self.kv_bytes_all_devices + self.state_bytes_all_devices
 
     @property
     def bytes_per_token(self) -> float:
@@ -197,9 +203,11 @@ def assemble(model: Model, engine: str, *, tokens: int, batch: int, kv_dtype: st
         k = sum(ks[i] for i in largest)
         v = sum(vs[i] for i in largest)
         state = sum(ss[i] for i in largest)
-    all_devices = tp * (sum(ks) + sum(vs))
+    all_devices = tp * (sum(ks) + sum(vs))      # every rank of every stage holds its rows
+    state_all_devices = tp * sum(ss)
     return Estimate(model=model.name, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype,
                     tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=state, per_layer=per_layer,
-                    kv_bytes_all_devices=all_devices, peak_bytes=k + v + peak_extra,
+                    kv_bytes_all_devices=all_devices, state_bytes_all_devices=state_all_devices,
+                    peak_bytes=k + v + peak_extra,
                     notes=tuple(notes), details=details if details is not None else IdealDetails(),
                     block_size=block_size, log_lines=tuple(log_lines), k_dtype=k_dtype, v_dtype=v_dtype)

@@ -11,7 +11,7 @@ from .setup import Setup, SetupBudget, budget_for, make_setup, setup_estimate
 def kv_read_bytes(s: Setup, tokens: int, batch: int) -> int:
     """KV (+ state) bytes one decode step reads, summed over the tp ranks and pp stages of a replica."""
     est = setup_estimate(s, tokens, batch)
-    return est.kv_bytes_all_devices + est.state_bytes * s.tp * s.pp
+    return est.total_bytes_all_devices
 
 
 def active_weight_bytes(s: Setup, budget: SetupBudget, batch: int) -> int:
