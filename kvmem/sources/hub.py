@@ -280,7 +280,10 @@ def _store(repo_id: str, filename: str, revision: str | None, body: bytes, heade
     try:
         os.makedirs(os.path.join(folder, "blobs"), exist_ok=True)
         blob = os.path.join(folder, "blobs", etag)
-        with open(blob + ".incomplete", "wb") as handle:
+        if os.path.lexists(blob + ".incomplete"):      # a link planted there would be written through
+            os.remove(blob + ".incomplete")
+        fd = os.open(blob + ".incomplete", os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as handle:
             handle.write(body)
         os.replace(blob + ".incomplete", blob)
         os.makedirs(snapshot, exist_ok=True)

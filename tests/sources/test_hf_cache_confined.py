@@ -101,3 +101,26 @@ def test_a_config_json_linked_to_a_device_is_a_link_out(cache):
     os.symlink("/dev/zero", path)
     with pytest.raises(SourceError, match="org/name: config.json: 'config.json' is a link to '/dev/zero', outside "):
         kvmem.get_model("org/name")
+
+
+@pytest.mark.parametrize("planted", ["snapshot", "incomplete blob"])
+def test_a_fetch_never_writes_through_a_link_out_of_the_repository(hub, tmp_path, planted):
+    from .conftest import commit_of
+    hub.add("org/name", {"config.json": fx.CONFIG})
+    repo = tmp_path / "hf-home" / "hub" / "models--org--name"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if planted == "snapshot":
+        (repo / "snapshots").mkdir(parents=True)
+        os.symlink(outside, repo / "snapshots" / commit_of("org/name", "main"))
+        with pytest.raises(SourceError, match="org/name: models--org--name/snapshots/.* is a link to .*outside"):
+            kvmem.get_model("org/name")
+    else:                          # the loopback Hub's ETag for config.json names the blob
+        kvmem.get_model("org/name")
+        blob = next(p for p in (repo / "blobs").iterdir())
+        os.remove(blob)
+        import shutil
+        shutil.rmtree(repo / "snapshots")
+        os.symlink(outside / "victim", str(blob) + ".incomplete")
+        assert kvmem.get_model("org/name").hf_id == "org/name"
+    assert list(outside.iterdir()) == []
