@@ -83,6 +83,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     result = Estimate(model=model.name, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype_name,
                       tp=tp, pp=pp, k_bytes=k, v_bytes=v, state_bytes=sum(rows[i][2] for i in held),
                       per_layer=per_layer, kv_bytes_all_devices=sum(r[0] + r[1] for r in rows),
+                      state_bytes_all_devices=sum(r[2] for r in rows),
                       peak_bytes=k + v, notes=tuple(plan.notes), details=details, k_dtype=s.type_k,
                       v_dtype=s.type_v)
     log = log_lines(result)  # the lines llama.cpp itself prints for these caches
