@@ -39,7 +39,9 @@ TOKENS = 32_768            # the context each engine mode sizes
 class ReachEntry:
     """One config: where it is, what the reader made of it (``model_type`` and ``layers`` by kind, or
     its ``refusal``), and per engine mode {"status": sized | refused | not yet, ...}: sized carries
-    ``total_bytes`` for one sequence of ``tokens`` tokens (KV and state), the others ``reason``."""
+    ``total_bytes`` for one sequence of ``tokens`` tokens (KV and state) and ``start_refusal`` (why the
+    engine itself would not start at that context, e.g. past max_position_embeddings, or None); the
+    others ``reason``."""
 
     path: str
     model: str | None
@@ -101,7 +103,10 @@ class ReachReport:
             for engine in self.engines:
                 result = entry.engines[engine]
                 if result["status"] == SIZED:
-                    cells.append(f"{result['total_bytes'] / tokens:,.1f}")
+                    cells.append(f"{result['total_bytes'] / tokens:,.1f}" + ("*" if result["start_refusal"] else ""))
+                    if result["start_refusal"]:
+                        reasons.setdefault(f"{engine} (*: sized, but the engine would not start at {tokens:,} "
+                                           f"tokens): {result['start_refusal']}", []).append(entry.path)
                 else:
                     cells.append("no" if result["status"] == REFUSED else "NOT YET")
                     reasons.setdefault(f"{engine}: {result['reason']}", []).append(entry.path)
@@ -176,7 +181,7 @@ def reach_config(config: dict, *, path: str = "", name: str | None = None, engin
     names = tuple(engines or ENGINES)
     try:
         model = model_from_config(config, name=name)
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+    except ValueError as exc:                  # ConfigError: the reader's refusal, naming the field
         refusal = str(exc)
         return ReachEntry(path, name, config.get("model_type") if isinstance(config, dict) else None,
                           refusal=refusal, tokens=tokens,
@@ -193,7 +198,8 @@ def reach_config(config: dict, *, path: str = "", name: str | None = None, engin
             results[engine] = {"status": REFUSED, "reason": str(exc)}
         else:
             results[engine] = {"status": SIZED, "kv_bytes": estimate.kv_bytes, "state_bytes": estimate.state_bytes,
-                               "total_bytes": estimate.total_bytes}
+                               "total_bytes": estimate.total_bytes,
+                               "start_refusal": estimate.refusal.reason if estimate.refusal else None}
     return ReachEntry(path, model.name, model.model_type, layers, None, results, tokens)
 
 

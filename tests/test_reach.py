@@ -40,7 +40,7 @@ def test_a_config_is_sized_by_every_mode_with_its_bytes():
     assert (entry.model_type, entry.layers, entry.refusal) == ("llama", {"full": 2}, None)
     for engine in ("ideal", "hf-dynamic", "vllm", "llama.cpp", "trtllm"):
         assert entry.engines[engine] == {"status": SIZED, "kv_bytes": LLAMA_BYTES, "state_bytes": 0,
-                                         "total_bytes": LLAMA_BYTES}, engine
+                                         "total_bytes": LLAMA_BYTES, "start_refusal": None}, engine
     # SGLang keeps one padding page (page_size 1: one token) per layer: + 2 x 2 x 64 x 2 x 2 B = 1,024 B
     assert entry.engines["sglang"]["total_bytes"] == LLAMA_BYTES + 1_024
 
@@ -151,3 +151,12 @@ def test_one_file_is_read_whatever_its_name(tmp_path):
     report = reach(tmp_path / "my-model.json", engines=["ideal"])
     assert [(e.path, e.model, e.engines["ideal"]["total_bytes"]) for e in report.entries] == [
         ("my-model.json", "my-model", LLAMA_BYTES)]
+
+
+def test_sized_but_the_engine_would_not_start_at_the_context():
+    short = dict(LLAMA, max_position_embeddings=4096)
+    report_entry = reach_config(short, path="s", engines=("vllm",))
+    result = report_entry.engines["vllm"]
+    assert result["status"] == SIZED and result["total_bytes"] == LLAMA_BYTES
+    assert "32,768 tokens exceed the model's 4,096 positions" in result["start_refusal"]
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in result["start_refusal"]

@@ -97,7 +97,7 @@ def test_reach_sizes_every_config_in_every_mode_and_exits_0(capsys, tmp_path):
     assert code == 0 and data["gaps"] == 0 and [c["path"] for c in data["configs"]] == ["tiny/config.json"]
     # 2 layers x 2 KV heads x 64 x 2 (K, V) x 2 B (bf16, no torch_dtype) x 32,768 tokens = 33,554,432 B
     assert data["configs"][0]["engines"]["vllm"] == {"status": "sized", "kv_bytes": 33_554_432, "state_bytes": 0,
-                                                     "total_bytes": 33_554_432}
+                                                     "total_bytes": 33_554_432, "start_refusal": None}
     assert set(data["counts"]) == {"ideal", "hf-dynamic", "hf-static", "hf-quantized", "vllm", "sglang", "llama.cpp",
                                    "trtllm"}
     code, out, _ = run(capsys, "validate", "--reach", str(tmp_path))
