@@ -153,6 +153,26 @@ def _dsv4_specs(v, cfg: dict) -> dict:
     return specs
 
 
+def _hy_v4_specs(v, cfg: dict, block_size: int) -> dict:
+    """HY-V4's specs from vLLM's own HYV4Config and compute_skip_topk_layers (vllm/models/hy_v4/nvidia/
+    attention.py): every layer's MLA latent, and DeepseekV32IndexerCache's key on the sparse layers that do
+    not share another's top-k."""
+    from vllm.models.hy_v4.nvidia.attention import _SPARSE_LAYER_TYPES, compute_skip_topk_layers
+    from vllm.transformers_utils.configs.hy_v4 import HYV4Config
+    hf = HYV4Config(**{k: val for k, val in cfg.items() if k not in ("architectures", "model_type")})
+    skip = compute_skip_topk_layers(hf)
+    specs = {}
+    for i in range(hf.num_hidden_layers):
+        name = f"model.layers.{i}.self_attn"
+        specs[f"{name}.attn"] = v.MLAAttentionSpec(block_size=block_size, num_kv_heads=1, dtype=v.torch.bfloat16,
+                                                   head_size=hf.kv_lora_rank + hf.qk_rope_head_dim)
+        if hf.layer_types[i] in _SPARSE_LAYER_TYPES and i not in skip:
+            specs[f"{name}.indexer.k_cache"] = v.MLAAttentionSpec(
+                block_size=block_size, num_kv_heads=1, max_tp_shards=1, dtype=v.torch.uint8,
+                head_size=hf.index_head_dim + hf.index_head_dim // 128 * 4, cache_role=v.SparseCacheRole.INDEXER)
+    return specs
+
+
 def _layouts(v, model: Model) -> list:
     """The KV cache layouts the model's attention backends support (get_supported_kv_cache_layouts):
     DeepSeek-V4's indexer backend takes only the block-outermost BLHNC / BLNHC (indexer.py)."""
@@ -167,6 +187,8 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
     """{layer name: KVCacheSpec} as vLLM's attention layers build them (bf16 cache)."""
     if model.model_type == "deepseek_v4":
         return _dsv4_specs(v, model.config)
+    if model.model_type == "hy_v4":
+        return _hy_v4_specs(v, model.config, block_size)
     if model.model_type == "mimo_v2_flash":
         return _mimo_specs(v, model.config, block_size, tp)
     if model.model_type in ("laguna", "exaone_moe"):
@@ -319,6 +341,16 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
         cfg.update(architectures=["MiniMaxM3SparseForCausalLM"], head_dim=128,
                    sparse_attention_config={"sparse_attention_freq": freq,
                                             "sparse_index_dim": rng.choice((64, 128))})
+    elif model_type in ("hy_v4", "axk1"):   # DeepSeek-style MLA (is_deepseek_mla); HY-V4 adds indexer keys
+        cfg.update(num_key_value_heads=heads, q_lora_rank=256, kv_lora_rank=rng.choice((256, 512)),
+                   qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+        if model_type == "hy_v4":
+            cfg.update(architectures=["HYV4ForCausalLM"], index_topk=64, index_head_dim=rng.choice((64, 128, 256)),
+                       index_n_heads=8, layer_types=["indexed_attention"] * n_layers)
+            if rng.random() < 0.5:
+                cfg["indexer_types"] = [rng.choice(("full", "shared")) for _ in range(n_layers)]
+        else:
+            cfg.update(architectures=["AXK1ForCausalLM"])
     elif model_type == "minicpm3":
         cfg.update(architectures=["MiniCPM3ForCausalLM"], num_key_value_heads=heads, q_lora_rank=256,
                    kv_lora_rank=rng.choice((128, 256)), qk_nope_head_dim=rng.choice((32, 64)),

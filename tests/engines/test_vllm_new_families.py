@@ -23,7 +23,7 @@ def test_minimax_m3_keeps_bf16_index_keys_on_its_sparse_layers_in_blocks_of_128(
     # 128 x 4 x 256 x 2 B = 262,144 B; the 57 sparse layers also one bf16 index key of 128: 128 x 128 x 2 B =
     # 32,768 B a page (common/indexer.py MLAAttentionSpec). 1,024 tokens = 8 blocks:
     # 60 x 8 x 262,144 + 57 x 8 x 32,768 = 125,829,120 + 14,942,208
-    m3 = kvmem.get_model("minimax-m3")
+    m3 = _file("minimax-m3.json")
     e = engine_estimate(m3, engine="vllm", tokens=1024)
     assert e.total_bytes == 140_771_328 and e.details.block_size == 128
     # one group (full and MLA-type pages are one type): 20 GiB // (60 x 262,144 + 57 x 32,768) = 1,220 blocks
@@ -39,7 +39,7 @@ def test_minimax_m3_sparse_layers_are_vllms_sparse_attention_freq():
     cfg = json.loads((NEW / "minimax-m3.json").read_text())
     text = cfg.get("text_config", cfg)
     freq = text["sparse_attention_config"]["sparse_attention_freq"]
-    model = kvmem.get_model("minimax-m3")
+    model = _file("minimax-m3.json")
     assert [bool(layer.index_head_dim) for layer in model.layers] == [f != 0 for f in freq]
 
 
@@ -48,7 +48,7 @@ def test_step_3_7_flash_sliding_and_full_layers():
     # 16 x 8 x 256 x 2 B = 65,536 B; 12 full layers hold cdiv(1,024, 16) = 64 pages, the 33 sliding ones
     # (window 512) 64 - (1,024 - 512) // 16 = 32; 3 padding layers make the sliding groups 3 x 12 (their
     # 32 pages a sequence are reserved too): (12 x 64 + 36 x 32) x 65,536 = 125,829,120 B
-    step = kvmem.get_model("step-3.7-flash")
+    step = _file("step-3.7-flash.json")
     assert step.model_type == "step3p5"
     e = engine_estimate(step, engine="vllm", tokens=1024)
     assert sum(e.per_layer) == (12 * 64 + 33 * 32) * 65_536
@@ -87,3 +87,35 @@ def test_deepseek_ref_is_refused_with_vllms_own_reason():
     ref = _file("sgl-deepseek-v4-flash-fp8.json")
     with pytest.raises(ValueError, match=r"vLLM 0.33.0 cannot load this config: model_type 'deepseek_ref'"):
         engine_estimate(ref, engine="vllm", tokens=1024)
+
+
+HY_V4 = {"model_type": "hy_v4", "architectures": ["HYV4ForCausalLM"], "num_hidden_layers": 6, "hidden_size": 1024,
+         "num_attention_heads": 16, "num_key_value_heads": 16, "q_lora_rank": 256, "kv_lora_rank": 512,
+         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "index_topk": 64, "index_head_dim": 128,
+         "index_n_heads": 8, "layer_types": ["indexed_attention"] * 6, "vocab_size": 100, "torch_dtype": "bfloat16"}
+
+
+def test_hy_v4_keeps_indexer_keys_where_vllm_builds_them():
+    # hy_v4/nvidia/attention.py: every layer sparse MLA (FLASHMLA_SPARSE, blocks of 64): 64 x (512 + 64) x 2 B =
+    # 73,728 B a page; vLLM's HYV4Config.indexer_types default: own indexer on layers 0 and (i - 1) % 4 == 0 =
+    # 0, 1, 5, each a DeepseekV32IndexerCache page of 64 x (128 + 4) = 8,448 B. 1,024 tokens = 16 blocks:
+    # 16 x (6 x 73,728 + 3 x 8,448) = 7,483,392 B
+    model = kvmem.Model.from_hf_config(HY_V4)
+    e = engine_estimate(model, engine="vllm", tokens=1024)
+    assert e.total_bytes == 16 * (6 * 73_728 + 3 * 8_448) == 7_483_392
+    # indexer_types in the file: its "full" layers
+    shared = kvmem.Model.from_hf_config({**HY_V4, "indexer_types": ["full", "shared"] * 3})
+    assert engine_estimate(shared, engine="vllm", tokens=1024).total_bytes == 16 * (6 * 73_728 + 3 * 8_448)
+    # a file without layer_types: vLLM runs dense MLA, which kvmem does not size
+    dense = kvmem.Model.from_hf_config({k: val for k, val in HY_V4.items() if k != "layer_types"})
+    with pytest.raises(ValueError, match="layer_types names a sparse type"):
+        engine_estimate(dense, engine="vllm", tokens=1024)
+
+
+def test_axk1_is_deepseek_mla():
+    # AXK1.py AXK1MLAAttention (axk1 is in is_deepseek_mla): one latent row, FLASHMLA's blocks of 64:
+    # 4 layers x 16 blocks x 64 x 576 x 2 B for 1,024 tokens
+    cfg = {**{k: val for k, val in HY_V4.items() if not k.startswith("index") and k != "layer_types"},
+           "model_type": "axk1", "architectures": ["AXK1ForCausalLM"], "num_hidden_layers": 4}
+    assert engine_estimate(kvmem.Model.from_hf_config(cfg), engine="vllm", tokens=1024).total_bytes == \
+        4 * 16 * 64 * 576 * 2

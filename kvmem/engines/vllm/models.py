@@ -91,6 +91,40 @@ def _check_minimax_m3(model: Model, draft) -> None:
         raise ValueError("draft with MiniMax-M3: the layers of vLLM 0.33.0's MiniMaxM3MTP are not modelled")
 
 
+# vllm@v0.33.0 vllm/models/hy_v4/nvidia/attention.py#L51-L56: the layer types that run sparse attention
+HY_V4_SPARSE_TYPES = ("sparse_attention", "sparse", "indexed_attention", "deepseek_sparse_attention")
+
+
+def _hy_v4_layers(model: Model) -> tuple[Layer, ...]:
+    """HY-V4: the MLA latent on every layer; an indexer key (DeepseekV32IndexerCache, 132 B) where vLLM builds one.
+
+    vllm@v0.33.0 vllm/models/hy_v4/nvidia/attention.py: a layer is sparse when the file's layer_types names a
+    sparse type (#L322-L328; vLLM's HYV4Config leaves layer_types unset, transformers' makes every layer
+    indexed_attention); a sparse layer keeps its own indexer unless indexer_types says "shared"
+    (compute_skip_topk_layers #L61-L113; vLLM's default: full on layer 0 and every (i - 1) % 4 == 0,
+    transformers/configs/hy_v4.py __post_init__). Only files whose every layer is sparse are sized (a dense
+    layer runs the dense MLA backend, whose fp8 format differs).
+    """
+    cfg, n = model.config, len(model.layers)
+    types = cfg.get("layer_types")
+    if not isinstance(types, list) or len(types) < n or any(t not in HY_V4_SPARSE_TYPES for t in types[:n]):
+        raise ValueError("vLLM 0.33.0 runs an HY-V4 layer as sparse MLA only where the file's layer_types names a "
+                         "sparse type (hy_v4/nvidia/attention.py#L322-L328); this file leaves some (or all) layers "
+                         "dense, which kvmem does not size")
+    shared = cfg.get("indexer_types")
+    if shared is None:
+        keeps = [i == 0 or (i - 1) % 4 == 0 for i in range(n)]
+    elif isinstance(shared, list) and len(shared) == n and set(shared) <= {"full", "shared"}:
+        keeps = [t == "full" for t in shared]
+    else:
+        raise ValueError("indexer_types must contain one entry per hidden layer, 'full' or 'shared' "
+                         "(vLLM 0.33.0 hy_v4/nvidia/attention.py compute_skip_topk_layers)")
+    width = next((layer.index_head_dim for layer in model.layers if layer.index_head_dim), 0) or \
+        config_int(model, "index_head_dim")
+    return tuple(replace(layer, index_head_dim=width if keep else 0) for layer, keep in zip(model.layers, keeps,
+                                                                                          strict=True))
+
+
 def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     """MiMo-V2-Flash's layers as vLLM builds their attention (vllm@v0.33.0 mimo_v2.py MiMoV2DecoderLayer).
 
@@ -149,6 +183,8 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
     if model.model_type == "step3p5":
         _check_step3p5(model, tp)
         return model.layers
+    if model.model_type == "hy_v4":
+        return _hy_v4_layers(model)
     if model.model_type == "mimo_v2_flash":
         return _mimo_layers(model, tp)
     if model.model_type == "minicpm3":
