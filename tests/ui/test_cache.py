@@ -29,3 +29,30 @@ def test_two_sessions_whose_models_differ_only_in_quantization_each_see_their_ow
     # and the same model again is one entry: the first session's answer, not recomputed
     assert cache.fit_grid(_pasted(quantization_config=dict(AWQ)), gpus=["h100-sxm-80gb"],
                           contexts=[2048])["max_batch"][0] == 257
+
+
+def test_two_app_sessions_pasting_configs_that_differ_only_in_quantization():
+    """The issue's repro with two AppTest sessions on the Fit page: A pastes an AWQ config, B the
+    same config without quantization_config; B was shown A's grid (max batch 247 at 2k on an H100)."""
+    import json
+
+    from tests.ui.apptest import load
+
+    def session(config):
+        at = load("ui/fit.py")
+        at.run()
+        at.radio(key="source").set_value("Paste JSON").run()
+        at.text_area(key="pasted").set_value(json.dumps(config)).run()
+        assert not at.exception
+        grid = at.table[0].value
+        row = grid[(grid["GPU"] == "h100-sxm-80gb") & (grid["Context (tokens)"] == 2048)]
+        return int(row["Max batch"].iloc[0])
+
+    config = preset("llama-3.1-8b")["config"]
+    alone = []
+    for pasted in ({**config, "quantization_config": AWQ}, config):   # each with the cache to itself
+        cache.fit_grid.clear()
+        alone.append(session(pasted))
+    cache.fit_grid.clear()
+    shared = [session({**config, "quantization_config": AWQ}), session(config)]   # one after the other
+    assert shared == alone and alone[0] > alone[1]      # 4-bit weights leave more room: more sequences
