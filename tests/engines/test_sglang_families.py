@@ -96,6 +96,18 @@ def test_nemotron_nas_buffers_every_layer_and_refuses_variable_gqa():
         sglang(varied)
 
 
+def test_dbrx_and_mimo():
+    # DBRX-Instruct (databricks/dbrx-instruct config.json): 40 layers, attn_config.kv_n_heads 8, head_dim
+    # d_model 6,144 // n_heads 48 = 128: 8 x 256 x 2 B = 4,096 B per layer
+    dbrx = {"architectures": ["DbrxForCausalLM"], "model_type": "dbrx", "d_model": 6144, "n_heads": 48,
+            "n_layers": 40, "max_seq_len": 32768, "vocab_size": 100352, "torch_dtype": "bfloat16",
+            "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000},
+            "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}}
+    assert sglang(dbrx).kv_bytes == 1001 * 40 * 4096 == 164_003_840
+    # MiMo-7B-Base: 36 Qwen2 layers x 8 heads x 128; its MTP layer is the draft's, not in the target's pool
+    assert sglang(corpus("XiaomiMiMo--MiMo-7B-Base.json")).kv_bytes == 1001 * 36 * 4096 == 147_603_456
+
+
 # The config classes' defaults (transformers 5.24) with SGLang's architecture; hand counts, 1,001 rows
 DEFAULTS = {
     "exaone4": 1001 * 32 * 32 * 256 * 2,             # 32 layers (sliding ones at full length) x 32 heads x 128
@@ -147,9 +159,9 @@ NOT_YET = {
     "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl", "xmod",
     "dots1", "smollm3", "modernbert-decoder", "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
-    "lfm2_moe", "dbrx", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "deepseek_v4",
+    "lfm2_moe", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
-    "deepseek_ref", "exaone4_5_text", "mimo", "minimax_m3", "minimax_m3_text", "step3p5",
+    "deepseek_ref", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
 }
 
 

@@ -23,8 +23,14 @@ REAL = {
     "lfm2": ["FlameF0X--LFM2.5-1.2B-Distilled-Claude-4.6.json"],
     "laguna": ["poolside--Laguna-XS.2-FP8.json", "poolside--Laguna-S-2.1-FP8.json"],
 }
-# nemotron-nas: DeciLM's config class is the checkpoint's own code (auto_map), which ModelConfig loads from
-# the checkpoint; checked by source reading (kvmem/engines/sglang/families.py) and tests/engines.
+# nemotron-nas and mimo: their config classes are the checkpoints' own code (auto_map), which ModelConfig loads
+# from the checkpoint; checked by source reading (kvmem/engines/sglang/families.py) and tests/engines.
+
+
+DBRX = {"architectures": ["DbrxForCausalLM"], "model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
+        "max_seq_len": 32768, "vocab_size": 100352, "torch_dtype": "bfloat16",
+        "attn_config": {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000},
+        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4}}
 
 
 def base_configs():
@@ -37,6 +43,7 @@ def base_configs():
         cfg = default_config(family).to_dict()
         cfg["architectures"] = [arch]
         yield family, cfg
+    yield "dbrx-instruct", DBRX
 
 
 BASES = list(base_configs())
@@ -48,7 +55,7 @@ def assert_agrees(name, cfg, tp=1):
 
 
 def test_every_declared_family_has_a_case():
-    assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas"}
+    assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx"}
 
 
 @pytest.mark.parametrize("name, cfg", BASES, ids=[name for name, _ in BASES])

@@ -58,6 +58,11 @@ FAMILIES = CheckedFamilies(frozenset({
     "qwen2_vl_text",      # qwen2_vl.py: Qwen2 text model
     "qwen2_5_vl_text",    # qwen2_5_vl.py: likewise
     "ernie4_5_vl_moe_text",   # ernie45_vl.py: every layer at full length
+    "dbrx",               # dbrx.py: attn_config.kv_n_heads, head_dim d_model // n_heads (model_config.py)
+    # mimo.py MiMoForCausalLM: MiMoModel(Qwen2Model), num_hidden_layers Qwen2 layers; the MTP layers run only as
+    # the MiMoMTP draft (mimo_mtp.py) of speculative decoding, which kvmem does not model. ModelConfig needs the
+    # checkpoint's own config code here, so this one is checked by source reading and tests/engines.
+    "mimo",
 }))
 
 
