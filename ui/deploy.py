@@ -41,7 +41,8 @@ def _command(model, fit_kwargs: dict):
     for name, text in plan.files.items():
         st.caption(f"Beside it, {name}:")
         st.code(text, language="yaml")
-    st.markdown("\n".join(f"- `{' '.join(f.argv)}` — {f.reason}" for f in plan.flags))
+    width = max(len(f.shell) for f in plan.flags)         # quoted as in the command: no name is markdown here
+    st.code("\n".join(f"{f.shell:<{width}}  # {f.reason}" for f in plan.flags), language="bash")
     numbers = plan.fit.engine_numbers
     if numbers is not None and numbers.lines:
         st.caption(f"{numbers.engine} will print:")

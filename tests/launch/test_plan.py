@@ -140,3 +140,16 @@ def test_a_name_with_a_newline_never_prints_raw_and_the_shell_gives_it_back(tmp_
     lines = out.stdout.split("\n")
     assert all(line.isprintable() for line in lines)
     assert any(line.startswith("  $'evil\\x0aname ") for line in lines)     # the explanation line quotes it
+
+
+def test_the_offload_commands_are_safe_to_paste_too():
+    """kvmem.llamacpp_offload's two llama-server commands joined the model's name raw: a name such as
+    "x; touch pwned" ran a second command when pasted, "--x" read as a flag."""
+    import shlex
+
+    from kvmem.engines.llamacpp.offload import llamacpp_offload
+    for name, path in (("x; touch pwned $(id)", "x; touch pwned $(id)-bf16.gguf"), ("--x", "./--x-bf16.gguf")):
+        p = llamacpp_offload(_llama_named(name), gpus="l4-24gb", context="8k")
+        for command in (p.command_best, p.command_fit):
+            argv = shlex.split(command)
+            assert argv[:3] == ["llama-server", "-m", path], command

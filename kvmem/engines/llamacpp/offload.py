@@ -116,7 +116,8 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
 # ---- the plan ---------------------------------------------------------------------------------
 
 def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, fit: bool) -> str:
-    parts = ["llama-server", "-m", model_path]
+    from ...launch.base import as_value, shell_word      # a name is a value, one shell word (kvmem plan's rules)
+    parts = ["llama-server", "-m", as_value(model_path)]
     if n_ctx is not None:
         parts += ["-c", str(n_ctx)]
     if kw.get("n_ubatch", 512) != 512:
@@ -128,13 +129,15 @@ def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, f
     if kw.get("flash_attn") is True:
         parts += ["-fa", "on"]
     if kw.get("mmproj"):
-        parts += ["--mmproj", kw["mmproj"]] + ([] if kw.get("mmproj_offload", True) else ["--no-mmproj-offload"])
+        parts += ["--mmproj", as_value(kw["mmproj"])] + ([] if kw.get("mmproj_offload", True)
+                                                          else ["--no-mmproj-offload"])
     if fit:
-        return " ".join(parts + ["--fit", "on"] + ([] if n_ctx is not None else ["--fit-ctx", str(FIT_CTX)]))
-    if lay is None:
+        parts += ["--fit", "on"] + ([] if n_ctx is not None else ["--fit-ctx", str(FIT_CTX)])
+    elif lay is None:
         return ""
-    flags = lay.flags()
-    return " ".join(parts + ["--fit", "off"] + [f"'{x}'" if "\\" in x or "|" in x else x for x in flags])
+    else:
+        parts += ["--fit", "off", *lay.flags()]
+    return " ".join(shell_word(part) for part in parts)
 
 
 def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwidth_bytes_per_s=None,
