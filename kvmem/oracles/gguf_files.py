@@ -16,7 +16,7 @@ __all__ = ["ARCHES", "write_gguf"]
 # kvmem model_type -> llama.cpp architecture name (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
           "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
-          "deepseek_v32": "deepseek32"}
+          "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba"}
 _N_VOCAB = 32
 _N_FF = 32
 
@@ -60,7 +60,29 @@ def write_gguf(model: Model, path: str) -> str:
     t("output_norm.weight", n_embd)
     if arch != "gemma2":   # gemma2 ties its output to token_embd and loads no output.weight
         t("output.weight", n_embd, _N_VOCAB)
-    if arch in ("deepseek2", "deepseek32"):
+    if arch == "mamba":
+        # conversion/mamba.py set_gguf_parameters and src/models/mamba.cpp load_arch_tensors (d_inner = 2 x n_embd)
+        state = layers[0].state
+        d_inner, d_conv, d_state = state.conv_channels, state.conv_kernel, state.ssm_elements // state.conv_channels
+        dt_rank = -(n_embd // -16)
+        w.add_ssm_conv_kernel(d_conv)
+        w.add_ssm_inner_size(d_inner)
+        w.add_ssm_state_size(d_state)
+        w.add_ssm_time_step_rank(dt_rank)
+        w.add_ssm_dt_b_c_rms(model.model_type == "falcon_mamba")
+        for i in range(n_layer):
+            b = f"blk.{i}."
+            t(b + "attn_norm.weight", n_embd)
+            t(b + "ssm_in.weight", n_embd, 2 * d_inner)
+            t(b + "ssm_conv1d.weight", d_conv, d_inner)
+            t(b + "ssm_conv1d.bias", d_inner)
+            t(b + "ssm_x.weight", d_inner, dt_rank + 2 * d_state)
+            t(b + "ssm_dt.weight", dt_rank, d_inner)
+            t(b + "ssm_dt.bias", d_inner)
+            t(b + "ssm_a", d_state, d_inner)
+            t(b + "ssm_d", d_inner)
+            t(b + "ssm_out.weight", d_inner, n_embd)
+    elif arch in ("deepseek2", "deepseek32"):
         first = layers[0]
         nope, rope = _field(model, "qk_nope_head_dim"), first.qk_rope_head_dim
         v_dim, rank = _field(model, "v_head_dim"), first.kv_lora_rank

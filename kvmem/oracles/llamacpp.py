@@ -1,7 +1,8 @@
 """llama.cpp's own code as the judge of kvmem's ``llama.cpp`` mode (through llama-cpp-python).
 
-Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA) and deepseek32 (DeepSeek-V3.2: MLA with
-the DSA indexer, llama_kv_cache_dsa's two caches), the architectures gguf_files.py writes.
+Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA), deepseek32 (DeepSeek-V3.2: MLA with
+the DSA indexer, llama_kv_cache_dsa's two caches) and mamba (Mamba / Falcon-Mamba: the
+llama_memory_recurrent line), the architectures gguf_files.py writes.
 
 Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
 with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
@@ -34,11 +35,15 @@ from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
-_CACHE_LINE = re.compile(r"^llama_kv_cache(_iswa|_dsa)?: (size =|creating)")
+_CACHE_LINE = re.compile(r"^(llama_kv_cache(_iswa|_dsa)?: (size =|creating)|llama_memory_recurrent: size =)")
+# The vendored build ends its recurrent line with the PLE rows, ", P (f32):    0.00 MiB" for every family
+# here (src/llama-memory-recurrent.cpp L133-L137), which the 2026 logs kvmem's "current" lines follow lack:
+# it is dropped from llama.cpp's line before the comparison (bytes, cells, layers, seqs all compared)
+_NO_PLE = re.compile(r", P \(f32\):    0\.00 MiB$")
 _LOG_ERROR = 4   # ggml.h GGML_LOG_LEVEL_ERROR
 _ERROR = re.compile(r"^llama_init_from_model: (.*)$")
 
@@ -114,9 +119,23 @@ def _dsa_model(seed: int, i: int) -> tuple:
     return rng, Model.from_hf_config(cfg)
 
 
+def _mamba_model(seed: int, i: int) -> tuple:
+    """A random Mamba (or Falcon-Mamba): llama_memory_recurrent's R and S rows per layer and sequence."""
+    import random
+    rng = random.Random(f"{seed}/{i}/mamba")
+    hidden = rng.choice((128, 256, 512))
+    cfg = dict(model_type=rng.choice(("mamba", "falcon_mamba")), num_hidden_layers=rng.randint(1, 6),
+               hidden_size=hidden, intermediate_size=2 * hidden, state_size=rng.choice((8, 16, 32)),
+               conv_kernel=rng.choice((2, 4)), vocab_size=32)
+    return rng, Model.from_hf_config(cfg)
+
+
+_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model}
+
+
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
     """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
-    rng, model = _dsa_model(seed, i) if family == "deepseek_v32" else random_model(seed, i, family)
+    rng, model = _OWN_DRAWS[family](seed, i) if family in _OWN_DRAWS else random_model(seed, i, family)
     type_k = rng.choice(tuple(_GGML_TYPES))
     setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
                    type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),
@@ -130,7 +149,8 @@ def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:
         result = engine_estimate(model, engine="llama.cpp", tokens=1, n_ctx=s["n_ctx"], n_seq=s["n_seq"],
                           type_k=s["type_k"], type_v=s["type_v"], flash_attn=s["flash_attn"],
                           swa_full=s.get("swa_full", False), kv_unified=s.get("kv_unified", False),
-                          n_ubatch=s.get("n_ubatch", 512), n_batch=s.get("n_batch", 2048))
+                          n_ubatch=s.get("n_ubatch", 512), n_batch=s.get("n_batch", 2048),
+                          n_rs_seq=0)   # the vendored build has the rollback rows, none by default
     except ValueError as error:
         return None, str(error)
     return result.details["log"], None
@@ -164,7 +184,7 @@ def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:
                       for line in chunk.splitlines() if (m := _ERROR.match(line.strip()))]
             return None, errors[0] if errors else "NULL context"
         lib.llama_free(ctx)
-        return [line.rstrip() for line in text if _CACHE_LINE.match(line)], None
+        return [_NO_PLE.sub("", line.rstrip()) for line in text if _CACHE_LINE.match(line)], None
     finally:
         lib.llama_model_free(model)
 

@@ -40,3 +40,9 @@ def test_deepseek_v32_dsa_cache_against_llama_cpp():
     assert len(cases) == 8
     for case in cases + [oracle.random_case(11, i, "deepseek_v32") for i in range(12)]:
         assert_agrees(case)
+
+
+def test_mamba_recurrent_state_against_llama_cpp():
+    # llama_memory_recurrent's line (R and S rows per layer and sequence, f32): 16 random Mamba / Falcon-Mamba GGUFs
+    for i in range(16):
+        assert_agrees(oracle.random_case(13, i, "mamba"))
