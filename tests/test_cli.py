@@ -309,3 +309,15 @@ def test_estimate_all_devices_counts_the_recurrent_state_the_app_counts(capsys):
     out = capsys.readouterr().out
     assert "Total per device: 1,156,055,040 B = 1.08 GiB (KV + recurrent state)" in out
     assert "All 2 devices: 2.15 GiB (KV 2.01 GiB + recurrent state 147.00 MiB)" in out
+
+
+def test_fit_takes_weights_for_a_model_without_a_parameter_count(capsys):
+    # issue 33 item 6: the refusal named only the Python call; --weights is the flag it names now
+    assert main(["fit", "gemma-3n-e2b", "--gpu", "h100", "--context", "8k"]) == 2
+    assert "kvmem fit --weights 62GB" in capsys.readouterr().err
+    assert main(["fit", "gemma-3n-e2b", "--gpu", "h100", "--context", "8k", "--weights", "4GB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["breakdown"]["weights"] == 4_000_000_000 and data["weights_source"] == "given"
+    assert main(["fit", "gemma-3n-e2b", "--gpu", "h100", "--context", "8k", "--weights", "4GB",
+                 "-o", "weights_bytes=5GB"]) == 2
+    assert "give the weights once" in capsys.readouterr().err

@@ -20,14 +20,18 @@ common.engine_refusal(result)
 st.markdown(f"**{common.plain(model.describe())}**")
 inputs.not_used("num_gpus", why="one device's share is shown here; GPU counts are on Fit hardware")
 gpu = kvmem.get_gpu(work.gpu)
-try:
-    rules = ENGINES[work.engine].sizing   # whether this engine keeps replicated K/V heads' weights
-    weights_bytes = weights(model, work.weight_dtype).per_device(
-        tp=work.tp, pp=work.pp, replicated=bool(rules and rules.replicates_kv_weights))
-except ValueError as exc:
-    weights_bytes = 0
-    st.info(f"Weights not counted: {exc}")
-summary = tables.estimate_summary(result, weights_bytes=weights_bytes, gpu_memory_bytes=gpu.usable_memory_bytes)
+weights_from = f"in {work.weight_dtype} (tp {work.tp}, pp {work.pp})"
+if work.weights_bytes is not None:
+    weights_bytes, weights_from = work.weights_bytes, "as given in the sidebar's Weights per device"
+else:
+    try:
+        rules = ENGINES[work.engine].sizing   # whether this engine keeps replicated K/V heads' weights
+        weights_bytes = weights(model, work.weight_dtype).per_device(
+            tp=work.tp, pp=work.pp, replicated=bool(rules and rules.replicates_kv_weights))
+    except ValueError as exc:
+        weights_bytes = None
+        st.info(f"Weights not counted: {exc}. Give them in the sidebar's **Weights per device** box.")
+summary = tables.estimate_summary(result, weights_bytes=weights_bytes or 0, gpu_memory_bytes=gpu.usable_memory_bytes)
 metrics = st.container(horizontal=True, horizontal_alignment="distribute")  # one block, not 5 columns
 kv_type = inputs.kv_type_text(result)
 metrics.metric("Total KV cache", summary["total_gib"],
@@ -36,11 +40,15 @@ metrics.metric("Total KV cache", summary["total_gib"],
 metrics.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
 metrics.metric("Per sequence", summary["per_sequence_gib"],
                help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
-metrics.metric("Weights per device", kvmem.format_bytes(weights_bytes),
-               help=f"{weights_bytes:,} bytes in {work.weight_dtype} (tp {work.tp}, pp {work.pp})")
-metrics.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
-               help=f"{kvmem.format_bytes(summary['device_bytes'])} of {kvmem.format_bytes(gpu.usable_memory_bytes)} "
-               "(activations and engine overheads are on the Fit hardware page)")
+if weights_bytes is None:   # unknown, not 0 B: no share of the GPU either
+    metrics.metric("Weights per device", "unknown", help="no parameter count: give them in the sidebar")
+    metrics.metric("Weights + KV / GPU", "—", help="the weights are unknown")
+else:
+    metrics.metric("Weights per device", kvmem.format_bytes(weights_bytes), help=f"{weights_bytes:,} bytes {weights_from}")
+    metrics.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
+                   help=f"{kvmem.format_bytes(summary['device_bytes'])} of "
+                   f"{kvmem.format_bytes(gpu.usable_memory_bytes)} (activations and engine overheads are on the Fit "
+                   "hardware page)")
 st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (binary) = {summary['total_gb']} (decimal)"
            + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
 
@@ -70,7 +78,7 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
         st.code("\n".join(result.log_lines), language=None, wrap_lines=True)  # whole lines, none cut off
 
 sweep = common.guard(tables.context_rows, model, contexts=tables.model_contexts(model, work.tokens), batch=work.batch,
-                     weights_bytes=weights_bytes, **work.engine_kwargs())
+                     weights_bytes=weights_bytes or 0, **work.engine_kwargs())
 VIEWS = ["Memory vs context", "KV only vs context", "Per layer", "K vs V"]
 urlparams.check_choice("view", VIEWS)
 view = st.segmented_control("Chart", VIEWS, default="Memory vs context", key="view", bind="query-params",

@@ -33,7 +33,7 @@ KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", 
 # The sidebar's inputs, as a page names them when one does not apply to it.
 LABELS = {"model": "model", "tokens": "tokens", "batch": "batch", "kv_dtype": "KV dtype", "engine": "engine",
           "options": "engine options", "tp": "tensor parallel", "pp": "pipeline parallel", "gpu": "GPU",
-          "num_gpus": "GPUs", "weight_dtype": "weight format"}
+          "num_gpus": "GPUs", "weight_dtype": "weight format", "weights_bytes": "weights per device"}
 _BUILT = "_kvmem_sidebar"
 
 
@@ -52,6 +52,7 @@ class Workload:
     gpu: str = DEFAULT_GPU
     num_gpus: int = 1
     weight_dtype: str = "auto"
+    weights_bytes: int | None = None     # given per device, replacing the checkpoint's headers or the formula
 
     def engine_kwargs(self, **changes) -> dict:
         """engine, kv_dtype, tp, pp and the engine's options, as kvmem.estimate takes them."""
@@ -66,6 +67,8 @@ class Workload:
         args = self.engine_kwargs(context=self.tokens, batch=self.batch, weight_dtype=self.weight_dtype,
                                   gpu=self.gpu, num_gpus=self.num_gpus)
         args["tp"] = self.tp if self.tp > 1 else None
+        if self.weights_bytes is not None:
+            args["weights_bytes"] = self.weights_bytes
         return {**args, **changes}
 
     def fit(self, **changes):
@@ -90,6 +93,11 @@ def not_used(*names: str, why: str = "", where: str = "page") -> None:
 
 # ----------------------------------------------------------------------------- the workload
 
+def weights_or_none(text: str) -> int | None:
+    """The "Weights per device" box: empty is None (the checkpoint's headers or the formula), else bytes."""
+    return None if not str(text).strip() else kvmem.parse_bytes(text)
+
+
 def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
     """Tokens, batch, KV dtype, engine (with its options), parallelism and hardware from the sidebar."""
     c1, c2 = container.columns(2)
@@ -111,12 +119,21 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
                       help="GPUs available; tp x pp of them hold one copy of the model.")
     weight_dtype = select(container, "Weight format", ["auto", *weight_formats()], key="weight_dtype",
                           help="How the weights are stored: auto = the checkpoint's own format.")
+    urlparams.check_text("weights", weights_or_none)
+    weights_text = container.text_input(
+        "Weights per device", "", key="weights", bind="query-params", placeholder="from the checkpoint",
+        help='Leave empty to size the weights from the checkpoint\'s headers or its parameter count; give bytes '
+             '("62GB", "57.7GiB") where kvmem cannot (a config without a parameter count) or you measured them.')
     options = engine_options(engine, container,
                              in_force=lambda given: defaults_in_force(engine, gpu, tokens_text, tp, pp, given))
     try:  # read after every widget is drawn, so that a bad value leaves the rest of the sidebar in place
         tokens = parse_tokens(tokens_text)
     except ValueError as exc:
         raise ValueError(f"Tokens per sequence: {exc}") from None
+    try:
+        weights_bytes = weights_or_none(weights_text)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"Weights per device: {exc}") from None
     for label, name, value in (("Batch", "batch", batch), ("Tensor parallel", "tp", tp),
                                ("Pipeline parallel", "pp", pp), ("GPUs", "num_gpus", num_gpus)):
         try:
@@ -124,7 +141,8 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
         except ValueError as exc:
             raise ValueError(f"{label}: {exc}") from None
     return Workload(model=model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
-                    options=options, gpu=gpu, num_gpus=num_gpus, weight_dtype=weight_dtype)
+                    options=options, gpu=gpu, num_gpus=num_gpus, weight_dtype=weight_dtype,
+                    weights_bytes=weights_bytes)
 
 
 def build_sidebar() -> Workload | str:

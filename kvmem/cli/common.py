@@ -118,6 +118,16 @@ def engine_options(pairs: list[str]) -> dict:
     return options
 
 
+def fit_options(args) -> dict:
+    """The -o options of fit, plan and report, with --weights as the sizing option weights_bytes."""
+    options = engine_options(args.option)
+    if args.weights is not None:
+        if "weights_bytes" in options:
+            raise ValueError("give the weights once: --weights or -o weights_bytes=..., not both")
+        options["weights_bytes"] = args.weights
+    return options
+
+
 def emit(data, as_json: bool, lines):
     if as_json:
         print(json.dumps(data, indent=2, default=str))
@@ -156,6 +166,10 @@ def add_fit_arguments(parser) -> None:
     parser.add_argument("--engine", default=defaults.ENGINE,
                       help=f"engine mode: {', '.join(engines.list_engines())} (default {defaults.ENGINE})")
     parser.add_argument("--weight-dtype", default="auto", help="weight format: auto, bf16, fp8, awq, q4_k_m, ...")
+    parser.add_argument("--weights", default=None, metavar="SIZE",
+                      help='weight bytes per device, e.g. "62GB" or "57.7GiB" (the same as -o weights_bytes=...): '
+                           "for a config without a parameter count, or weights you measured; default: the "
+                           "checkpoint's safetensors/GGUF headers, else its parameter count x --weight-dtype")
     parser.add_argument("--kv-dtype", default=defaults.KV_DTYPE,
                       help=f"KV element format (default {defaults.KV_DTYPE} = the model's dtype)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM's fraction (default 0.9)")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 
 from ..units import format_bytes
-from .common import add_fit_arguments, emit, engine_numbers_lines, engine_options, engine_refusal, read_model
+from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_options, engine_refusal, fit_options,
+                     read_model)
 
 
 def _weights_line(result) -> str:
@@ -70,7 +71,7 @@ def cmd_fit(args) -> int:
         result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                      context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
                      kv_dtype=args.kv_dtype, engine=args.engine,
-                     gpu_memory_utilization=args.gpu_memory_utilization, **engine_options(args.option))
+                     gpu_memory_utilization=args.gpu_memory_utilization, **fit_options(args))
         error = None
     except FitError as exc:
         result, error = exc.fit, str(exc)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import add_fit_arguments, emit, engine_numbers_lines, engine_options, engine_refusal, read_model
+from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_refusal, fit_options,
+                     read_model)
 from .output import add_output_arguments, check_output, open_output
 
 
@@ -17,7 +18,7 @@ def cmd_plan(args) -> int:
         result = plan(read_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp,
                       pp=args.pp, context=args.context, batch=args.batch, target=args.target,
                       weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, engine=args.engine,
-                      gpu_memory_utilization=args.gpu_memory_utilization, **engine_options(args.option))
+                      gpu_memory_utilization=args.gpu_memory_utilization, **fit_options(args))
     except PlanRefused as exc:
         print(f"kvmem plan: refused: {exc}", file=sys.stderr)
         if args.json:
@@ -42,7 +43,7 @@ def cmd_report(args) -> int:
     result = report(read_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                     context=args.context, batch=args.batch, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                     engine=args.engine, gpu_memory_utilization=args.gpu_memory_utilization,
-                    **engine_options(args.option))
+                    **fit_options(args))
     text = result.to_json() if fmt == "json" else result.to_markdown()
     if args.output:
         with open_output(args.output, args.force) as handle:

@@ -34,7 +34,8 @@ def weights(model, weight_dtype="auto") -> Weights:
             return exact_weights(model, checkpoint)
     if not model.params_total:
         raise ValueError(f"model {model.name!r} has no parameter count (params_total is unknown for its "
-                         "family); give the weight bytes directly, e.g. fit(..., weights_bytes=...)")
+                         "family); give the weight bytes per device: weights_bytes=... (kvmem fit --weights 62GB; "
+                         "the app's Weights per device box)")
     name, why = resolve_weight_dtype(model, weight_dtype)
     fmt = FORMATS[name]
     total, active, embedding = model.params_total, model.params_active or model.params_total, model.params_embedding
