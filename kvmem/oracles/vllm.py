@@ -173,6 +173,31 @@ def _hy_v4_specs(v, cfg: dict, block_size: int) -> dict:
     return specs
 
 
+def _transformers_backend_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
+    """Specs of a model vLLM runs with its Transformers backend (GPTBigCode, SmolLM3: registry.py
+    _TRANSFORMERS_BACKEND_MODELS), as transformers/base.py _create_attention_instances builds them from
+    transformers' own config object: every layer num_kv_heads = the config's first of vLLM's
+    total_num_kv_heads aliases (else the attention heads), head_size = head_dim or hidden // heads, a
+    per_layer_sliding_window of sliding_window where layer_types[i] is "sliding_attention"."""
+    from transformers import AutoConfig
+    from vllm.transformers_utils.config import CONFIG_FIELD_ALIASES
+    hf = AutoConfig.for_model(**{k: val for k, val in cfg.items() if k != "architectures"})
+    heads = hf.num_attention_heads
+    kv = next((getattr(hf, name) for name in CONFIG_FIELD_ALIASES["total_num_kv_heads"]
+               if getattr(hf, name, None) is not None), heads)
+    head = getattr(hf, "head_dim", None) or hf.hidden_size // heads
+    types = getattr(hf, "layer_types", None)
+    specs = {}
+    for i in range(hf.num_hidden_layers):
+        common = dict(block_size=block_size, num_kv_heads=max(1, kv // tp), head_size=head, dtype=v.torch.bfloat16)
+        name = f"model.layers.{i}.self_attn.attn"
+        if types and types[i] == "sliding_attention":
+            specs[name] = v.SlidingWindowSpec(sliding_window=hf.sliding_window, **common)
+        else:
+            specs[name] = v.FullAttentionSpec(**common)
+    return specs
+
+
 def _layouts(v, model: Model) -> list:
     """The KV cache layouts the model's attention backends support (get_supported_kv_cache_layouts):
     DeepSeek-V4's indexer backend takes only the block-outermost BLHNC / BLNHC (indexer.py)."""
@@ -189,6 +214,8 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
         return _dsv4_specs(v, model.config)
     if model.model_type == "hy_v4":
         return _hy_v4_specs(v, model.config, block_size)
+    if model.model_type in ("gpt_bigcode", "smollm3"):
+        return _transformers_backend_specs(v, model.config, block_size, tp)
     if model.model_type == "mimo_v2_flash":
         return _mimo_specs(v, model.config, block_size, tp)
     if model.model_type in ("laguna", "exaone_moe"):
@@ -341,6 +368,17 @@ def random_attention_case(model_type: str, seed: int) -> tuple[str, Model, dict]
         cfg.update(architectures=["MiniMaxM3SparseForCausalLM"], head_dim=128,
                    sparse_attention_config={"sparse_attention_freq": freq,
                                             "sparse_index_dim": rng.choice((64, 128))})
+    elif model_type == "gpt_bigcode":   # Transformers backend: one K/V head with multi_query
+        cfg = {k: val for k, val in cfg.items() if k not in ("num_key_value_heads", "num_attention_heads",
+                                                             "num_hidden_layers", "hidden_size")}
+        cfg.update(architectures=["GPTBigCodeForCausalLM"], n_head=heads, n_layer=n_layers, n_embd=heads * 64,
+                   multi_query=rng.random() < 0.7, n_positions=cfg["max_position_embeddings"])
+    elif model_type == "smollm3":   # Transformers backend: layer_types as SmolLM3Config builds them
+        cfg.update(architectures=["SmolLM3ForCausalLM"], use_sliding_window=rng.random() < 0.7, sliding_window=window,
+                   no_rope_layers=[rng.choice((0, 1)) for _ in range(n_layers)])
+    elif model_type == "sarvam_mla":   # sarvam.py: MultiHeadLatentAttentionWrapper, the MLA latent
+        cfg.update(architectures=["SarvamMLAForCausalLM"], num_key_value_heads=heads, q_lora_rank=256,
+                   kv_lora_rank=rng.choice((256, 512)), qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
     elif model_type in ("hy_v4", "axk1"):   # DeepSeek-style MLA (is_deepseek_mla); HY-V4 adds indexer keys
         cfg.update(num_key_value_heads=heads, q_lora_rank=256, kv_lora_rank=rng.choice((256, 512)),
                    qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)

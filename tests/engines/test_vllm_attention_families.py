@@ -176,3 +176,40 @@ def test_ernie_4_5_vl_text_model_full_attention():
     assert kvmem.estimate(_model(**config), engine="vllm", tokens=1024).per_layer == (64 * 32_768,) * 2
     with pytest.raises(ValueError, match="gives every layer full attention"):
         kvmem.estimate(_model(**config, sliding_window=4096), engine="vllm", tokens=1024)
+
+
+def test_gpt_bigcode_through_the_transformers_backend_keeps_one_kv_head():
+    # registry.py: GPTBigCodeForCausalLM runs on the Transformers backend; transformers/base.py gives each layer
+    # num_kv_heads = get_num_kv_heads (GPTBigCodeConfig.num_key_value_heads: 1 with multi_query), head_size
+    # 1,536 / 12 = 128: a page of 16 x 1 x 256 x 2 B = 8,192 B; 4 layers x 64 pages for 1,024 tokens
+    model = _model(model_type="gpt_bigcode", n_layer=4, n_head=12, n_embd=1536, multi_query=True, n_positions=8192)
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).total_bytes == 4 * 64 * 8_192
+    mha = _model(model_type="gpt_bigcode", n_layer=4, n_head=12, n_embd=1536, multi_query=False, n_positions=8192)
+    assert kvmem.estimate(mha, engine="vllm", tokens=1024).total_bytes == 4 * 64 * 12 * 8_192
+
+
+def test_smollm3_sliding_only_on_its_layer_types_sliding_layers():
+    # transformers/base.py: per_layer_sliding_window = sliding_window where layer_types[i] == "sliding_attention"
+    # (SmolLM3Config: the NoPE layers, with use_sliding_window); the others full. 4 layers, 4 x 128 K/V:
+    # a page of 16 x 4 x 256 x 2 B = 32,768 B; 1,024 tokens: full 64 pages, sliding (window 256)
+    # 64 - (1,024 - 256) // 16 = 16
+    model = _model(model_type="smollm3", num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
+                   hidden_size=2048, use_sliding_window=True, sliding_window=256, no_rope_layers=[1, 0, 1, 0])
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).per_layer == (64 * 32_768, 16 * 32_768) * 2
+
+
+def test_sarvam_mla_caches_the_latent():
+    # sarvam.py SarvamMLAAttention: MultiHeadLatentAttentionWrapper -> MLAAttention's one latent row of
+    # kv_lora_rank + qk_rope_head_dim; the MLA backend's blocks of 64 (flashmla.py: [64]): 1,024 tokens =
+    # 16 pages of 64 x 576 x 2 B a layer
+    model = _model(model_type="sarvam_mla", num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=16,
+                   hidden_size=1024, q_lora_rank=256, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+                   v_head_dim=128)
+    assert kvmem.estimate(model, engine="vllm", tokens=1024).total_bytes == 2 * 16 * 64 * 576 * 2
+
+
+def test_gpt_neo_is_refused_with_vllms_reason():
+    model = _model(model_type="gpt_neo", num_layers=2, num_heads=4, hidden_size=256,
+                   attention_types=[[["global", "local"], 1]])
+    with pytest.raises(ValueError, match="vLLM 0.33.0 has no architecture for GPTNeoForCausalLM"):
+        kvmem.estimate(model, engine="vllm", tokens=1024)

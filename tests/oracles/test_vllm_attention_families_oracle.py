@@ -17,7 +17,8 @@ from kvmem.oracles import vllm as oracle  # noqa: E402
 @pytest.mark.parametrize("model_type", ("exaone4", "afmoe", "cohere2", "cohere2_moe", "dbrx", "qwen2_vl_text",
                                         "qwen2_5_vl_text", "minicpm3", "longcat_flash", "laguna", "exaone_moe",
                                         "nemotron-nas", "ernie4_5_vl_moe_text", "exaone4_5_text", "mimo", "step3p5",
-                                        "minimax_m3_text", "hy_v4", "axk1"))
+                                        "minimax_m3_text", "hy_v4", "axk1", "sarvam_mla", "gpt_bigcode",
+                                        "smollm3"))
 def test_seeded_shapes(model_type):
     for seed in range(20):
         case = oracle.random_attention_case(model_type, seed)

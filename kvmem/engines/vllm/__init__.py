@@ -179,6 +179,12 @@ REFUSALS = {
                     "nor transformers' CONFIG_MAPPING, and get_config hands it to AutoConfig.from_pretrained "
                     "(vllm/transformers_utils/config.py#L443-L449), which raises; started with --hf-overrides "
                     "'{\"model_type\": \"deepseek_v4\"}' it is DeepSeek-V4 (size it as model_type deepseek_v4)",
+    # registry.py has no GPTNeoForCausalLM, and _try_resolve_transformers (#L1266-L1337) returns None for a
+    # transformers class that is neither is_backend_compatible() nor _can_set_attn_implementation() (#L1327-L1333)
+    "gpt_neo": "vLLM 0.33.0 has no architecture for GPTNeoForCausalLM: its registry (vllm/model_executor/models/"
+               "registry.py) lacks it and its Transformers-backend fallback (_try_resolve_transformers) turns down "
+               "transformers' GPTNeoForCausalLM, which neither supports the attention backend interface nor can "
+               "set its attention implementation",
     # BERT-style encoders run as decoders (is_decoder): vLLM has no decoder class for them
     **{t: "vLLM 0.33.0 has no decoder (is_decoder) architecture for it; where it has the family at all, it "
           "runs it as an encoder or pooling model, with no KV cache"
@@ -195,7 +201,7 @@ FAMILIES = CheckedFamilies(frozenset({
     "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "granitemoehybrid", "kimi_linear", "laguna", "lfm2",
     "lfm2_moe", "longcat_flash", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "nemotron-nas", "olmo_hybrid",
     "deepseek_v4", "exaone4_5_text", "step3p5", "mimo", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
-    "hy_v4", "axk1",
+    "hy_v4", "axk1", "sarvam_mla", "gpt_bigcode", "smollm3",
     "qwen2_5_vl_text", "qwen2_vl_text"}))
 DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
             Option("draft", model=True,
