@@ -53,7 +53,7 @@ Read in NVIDIA/TensorRT-LLM (tensorrt_llm/_torch/pyexecutor/resource_manager.py 
    bytes; Mamba/linear state is batch x the per-sequence state in the model dtype
    (MambaHybridCacheManager; its dtype option was not verified), Kimi-K3's KDA state its whole
    conv window in the model dtype and its recurrent state in fp32 (config_utils.py
-   extract_mamba_kv_cache_params; cache._state). ``details`` keys block
+   extract_mamba_kv_cache_params; models.state_bytes_of). ``details`` keys block
    counts by window, 0 standing for the whole sequence. Beam search, sink tokens and the
    secondary (host) pool are not modelled.
 

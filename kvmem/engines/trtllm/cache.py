@@ -10,8 +10,9 @@ from ...dtypes import DType, dtype
 from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
 from ...units import require_positive_int
-from ..base import Capacity, Estimate, assemble, state_bytes
-from ...parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage, state_share
+from ..base import Capacity, Estimate, assemble
+from .models import FORCED_DTYPE, check_model, dsa_notes, indexer_elements, state_bytes_of
+from ...parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "TrtllmDetails",
            "TrtllmCapacityDetails"]
@@ -23,14 +24,6 @@ DEFAULTS = {
     "block_rounding": "ceil",      # kvCacheManager.cpp calculateMaxNumBlocks: ceilDiv (Python main: "floor")
 }
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")  # get_cache_bytes_per_token's accepted types
-DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
-# DSACacheManager of early 2026 (attention_backend/sparse/dsa.py @ code-index id 126013056, the first with the
-# indexer pool in the C++ KVCacheManager, enable_indexer_k_cache) asserted tokens_per_block == 64 ("must be set
-# to 64 for DeepSeek v3.2"); sparse/dsa/cache_manager.py @ eaab4c3a dropped the assertion
-DSA_TOKENS_PER_BLOCK = 64
-# Models whose TRT-LLM class sets the dtype the cache follows whatever the config says
-# (modeling_exaone4.py @ fbbc05dd Exaone4ForCausalLM.__init__: pretrained_config.torch_dtype = torch.bfloat16)
-FORCED_DTYPE = {"exaone4": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -95,73 +88,10 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     return windows
 
 
-def _indexer_elements(model: Model) -> int:
-    """DSA: the indexer key one token adds on every MLA layer, counted in the cache dtype.
-
-    The C++ KVCacheManager keeps an indexer pool for every local layer (resource_manager.py @ 001541ba
-    KVCacheManager.__init__: enable_indexer_k_cache, get_indexer_k_cache_pool_data; DSACacheManager builds
-    indexer_k_cache_pool_per_layer over range(num_local_layers)), of index_head_dim fp8 values and one
-    float32 scale per 128 (quant_block_size); DSACacheManager.get_cache_bytes_per_token /
-    get_cache_size_per_token count it as (index_head_dim + index_head_dim // 128 x 4) more elements of the
-    cache dtype beside the latent (sparse/dsa/cache_manager.py @ eaab4c3a).
-    """
-    dims = {layer.index_head_dim for layer in model.layers if layer.kind == MLA and layer.index_head_dim}
-    if not dims:
-        return 0
-    if len(dims) > 1:
-        raise ValueError(f"TensorRT-LLM's DSACacheManager has one index_head_dim; layers have {sorted(dims)}")
-    index = dims.pop()
-    return index + index // DSA_QUANT_BLOCK * 4
-
-
-def _check_model(model: Model) -> None:
-    """Configs TRT-LLM refuses, or whose cache it lays out otherwise than kvmem's reading, refused by name."""
-    if model.model_type == "kimi_linear":
-        _check_kimi(model)
-    if model.model_type == "nemotron-nas":
-        # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
-        # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
-        for i, block in enumerate(model.config.get("block_configs") or []):
-            attention = block.get("attention") if isinstance(block, dict) else None
-            if isinstance(attention, dict) and attention.get("n_heads_in_group") and (
-                    attention.get("no_op") or attention.get("replace_with_linear")):
-                raise ValueError(f"block_configs[{i}].attention: TensorRT-LLM's NemotronNASModel gives this block "
-                                 "KV heads in its cache (n_heads_in_group is set) though it has no attention; "
-                                 "kvmem's reading gives it none, so it does not size this config")
-
-
-def _check_kimi(model: Model) -> None:
-    # modeling_kimi_linear.py @ cf328e85 (KimiLinearForCausalLM, written for Kimi-K3): its MoE layer raises
-    # ValueError without the latent MoE ("Kimi K3 runtime expects the latent MoE (routed_expert_hidden_size)",
-    # "... expects latent_moe_use_norm=True") -- Kimi-Linear-48B-A3B's config has neither
-    config = model.config
-    if config.get("model_type") == "kimi_k3" and isinstance(config.get("text_config"), dict):
-        config = config["text_config"]     # config_utils.py unwrap_kimi_text_config
-    for field in ("routed_expert_hidden_size", "latent_moe_use_norm"):
-        if not config.get(field):
-            raise ValueError(f"TensorRT-LLM's KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for "
-                             f"this config: no {field} (modeling_kimi_linear.py @ cf328e85: \"Kimi K3 runtime "
-                             f"expects ...\")")
-
-
-def _dsa_notes(model: Model, tokens_per_block: int) -> list[str]:
-    if not _indexer_elements(model):
-        return []
-    notes = []
-    if tokens_per_block != DSA_TOKENS_PER_BLOCK:
-        notes.append(f"DeepSeek sparse attention: TRT-LLM's DSACacheManager of early 2026 asserts tokens_per_block == "
-                     f"{DSA_TOKENS_PER_BLOCK} (later main has no such check)")
-    skipped = sum(layer.kind == MLA and not layer.index_head_dim for layer in model.layers)
-    if skipped:
-        notes.append(f"{skipped} layers the config gives no indexer key (indexer_types) keep one in TRT-LLM: its "
-                     "indexer pool covers every layer")
-    return notes
-
-
 def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache | None]:
     """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks)."""
     out = []
-    index = _indexer_elements(model)
+    index = indexer_elements(model)
     for layer, window in zip(model.layers, windows, strict=True):
         if layer.kind == MLA:
             out.append(_LayerCache(k_dtype.row_bytes(layer.kv_lora_rank + layer.qk_rope_head_dim + index), 0,
@@ -204,7 +134,7 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         size = cdiv(elements, 2) + cdiv(elements, 16)
     else:
         size = 2 * elements
-    index = _indexer_elements(model) if first.kind == MLA else 0
+    index = indexer_elements(model) if first.kind == MLA else 0
     if index:
         # DSACacheManager.get_cache_size_per_token: x (1 + index / head_dim), head_dim = kv_lora_rank + rope
         size = size * (1 + Fraction(index, first.kv_lora_rank + first.qk_rope_head_dim))
@@ -216,7 +146,7 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
     """TRT-LLM's bytes per token on the first pipeline rank: the estimate it sizes the pool
     with ("kv size is N"; rule 2), or with ``allocated`` what each token then takes (rule 1)."""
     require_positive_int("tokens_per_block", tokens_per_block)
-    _check_model(model)
+    check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     if allocated:
         caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
@@ -225,25 +155,11 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
     return _static_bytes_per_token(model, k_dtype, tp, pp)
 
 
-def _state(model: Model, i: int, tp: int) -> int:
-    state = model.layers[i].state
-    if model.model_type == "kimi_linear":
-        # config_utils.py (code-index id 57437625015) extract_mamba_kv_cache_params: KDA on the Mamba pool with
-        # conv_kernel = short_conv_kernel_size + 1, so the conv slot keeps all short_conv_kernel_size columns of
-        # 3 x heads x head_dim channels in the model dtype; the [heads, head_dim, head_dim] recurrent state is
-        # forced to fp32 ("KDA recurrent state must be fp32"); both split by tp (get_states_bytes_per_layer)
-        conv = state_share(state.conv_channels * state.conv_kernel, state.ssm_heads, tp)
-        ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
-        return dtype(model.dtype).row_bytes(conv) + dtype("fp32").row_bytes(ssm)
-    # the whole state in the model's dtype (a config's mamba_ssm_dtype is not checked against TRT-LLM)
-    return state_bytes(state, model.dtype, tp, ssm_dtype=model.dtype)
-
-
 def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
     rows, blocks = [], {}
     for i, cache in enumerate(caches):
         if cache is None:
-            state = batch * _state(model, i, tp) if model.layers[i].kind == LINEAR else 0
+            state = batch * state_bytes_of(model, i, tp) if model.layers[i].kind == LINEAR else 0
             rows.append((0, 0, state))
             continue
         held = min(tokens, cache.window) if cache.window else tokens
@@ -274,7 +190,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
              max_attention_window, block_rounding) -> Estimate:
     """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5)."""
     _check(tokens_per_block, max_attention_window, block_rounding)
-    _check_model(model)
+    check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     windows = _windows(model, max_attention_window, None)
     caches = _layers(model, k_dtype, tp, windows)
@@ -283,7 +199,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     largest = largest_stage(rows, stages)
     real = sum(caches[i].k_bytes + caches[i].v_bytes for i in largest if caches[i])
     static = _static_bytes_per_token(model, k_dtype, tp, pp)
-    notes = _dsa_notes(model, tokens_per_block)
+    notes = dsa_notes(model, tokens_per_block)
     if blocks and max(blocks.values()) * tokens_per_block != tokens:
         notes.append(f"each sequence takes whole {tokens_per_block}-token blocks: {tokens:,} -> "
                      f"{max(blocks.values()) * tokens_per_block:,} tokens")
@@ -332,7 +248,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
              tokens_per_block: int, max_attention_window, block_rounding) -> Capacity:
     """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4)."""
     _check(tokens_per_block, max_attention_window, block_rounding)
-    _check_model(model)
+    check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     windows = _windows(model, max_attention_window, max_model_len)
     caches = _layers(model, k_dtype, tp, windows)
@@ -343,7 +259,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             by_window[caches[i].window] = by_window.get(caches[i].window, 0) + caches[i].k_bytes + caches[i].v_bytes
     if not by_window:
         raise ValueError(f"{model.name} has no attention layer for TensorRT-LLM's KV cache")
-    notes = _dsa_notes(model, tokens_per_block)
+    notes = dsa_notes(model, tokens_per_block)
     static = _static_bytes_per_token(model, k_dtype, tp, pp)
     if not static:
         raise ValueError(f"tp={tp}: {model.name} has no KV bytes per token left on a rank (more ranks than KV "

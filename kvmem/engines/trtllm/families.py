@@ -103,9 +103,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # config.text_config, and post_config hands that config to the engine (KV cache included)
     "qwen2_vl_text", "qwen2_5_vl_text",
     # GlmMoeDsaForCausalLM -> modeling_deepseekv3 (REGISTRY): MLA latent (kv_lora_rank + qk_rope_head_dim, one
-    # head, SELFKONLY) and DSACacheManager's indexer key on every layer (cache._indexer_elements)
+    # head, SELFKONLY) and DSACacheManager's indexer key on every layer (models.indexer_elements)
     "glm_moe_dsa",
     # KimiLinearForCausalLM -> modeling_kimi_linear (Kimi-K3): MLA layers 576 SELFKONLY, KDA layers a per-sequence
-    # state on the Mamba side (cache._state); configs without K3's latent MoE refused (cache._check_kimi)
+    # state on the Mamba side (models.state_bytes_of); configs without K3's latent MoE refused (models.check_kimi)
     "kimi_linear",
 }))
