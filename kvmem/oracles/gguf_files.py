@@ -16,7 +16,7 @@ __all__ = ["ARCHES", "write_gguf"]
 # kvmem model_type -> llama.cpp architecture name (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
           "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
-          "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba"}
+          "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba", "glm_moe_dsa": "glm-dsa"}
 _N_VOCAB = 32
 _N_FF = 32
 
@@ -82,7 +82,7 @@ def write_gguf(model: Model, path: str) -> str:
             t(b + "ssm_a", d_state, d_inner)
             t(b + "ssm_d", d_inner)
             t(b + "ssm_out.weight", d_inner, n_embd)
-    elif arch in ("deepseek2", "deepseek32"):
+    elif arch in ("deepseek2", "deepseek32", "glm-dsa"):
         first = layers[0]
         nope, rope = _field(model, "qk_nope_head_dim"), first.qk_rope_head_dim
         v_dim, rank = _field(model, "v_head_dim"), first.kv_lora_rank
@@ -105,12 +105,18 @@ def write_gguf(model: Model, path: str) -> str:
         q_lora = _field(model, "q_lora_rank") or 32
         if not lite:
             w.add_q_lora_rank(q_lora)
-        index_dim, index_heads = first.index_head_dim, _field(model, "index_n_heads") or 1
-        if arch == "deepseek32":   # src/models/deepseek32.cpp load_arch_hparams: the DSA keys and the gating
+        index_dim = max(layer.index_head_dim for layer in layers)
+        index_heads = _field(model, "index_n_heads") or 1
+        full = [True] * n_layer
+        if arch in ("deepseek32", "glm-dsa"):   # deepseek32.cpp / glm-dsa.cpp load_arch_hparams: the DSA keys
             w.add_indexer_head_count(index_heads)
             w.add_indexer_key_length(index_dim)
             w.add_indexer_top_k(_field(model, "index_topk") or 64)
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+            types = _field(model, "indexer_types")
+            if arch == "glm-dsa" and isinstance(types, list):   # conversion/glm.py L380-L382
+                full = [kind == "full" for kind in types]
+                w.add_array(f"{arch}.attention.indexer.types", full)
         for i in range(n_layer):
             b = f"blk.{i}."
             t(b + "attn_norm.weight", n_embd)
@@ -125,7 +131,7 @@ def write_gguf(model: Model, path: str) -> str:
             t(b + "attn_k_b.weight", nope, rank, n_head)
             t(b + "attn_v_b.weight", rank, v_dim, n_head)
             t(b + "attn_output.weight", n_head * v_dim, n_embd)
-            if arch == "deepseek32":   # the DSA indexer's tensors (deepseek32.cpp load_arch_tensors)
+            if arch == "deepseek32" or (arch == "glm-dsa" and full[i]):   # the DSA indexer's tensors
                 t(b + "indexer.k_norm.weight", index_dim)
                 t(b + "indexer.k_norm.bias", index_dim)
                 t(b + "indexer.proj.weight", n_embd, index_heads)

@@ -1,8 +1,9 @@
 """llama.cpp's own code as the judge of kvmem's ``llama.cpp`` mode (through llama-cpp-python).
 
 Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA), deepseek32 (DeepSeek-V3.2: MLA with
-the DSA indexer, llama_kv_cache_dsa's two caches) and mamba (Mamba / Falcon-Mamba: the
-llama_memory_recurrent line), the architectures gguf_files.py writes.
+the DSA indexer, llama_kv_cache_dsa's two caches), glm-dsa (GLM-5: the indexer cache on the layers
+indexer_types marks "full") and mamba (Mamba / Falcon-Mamba: the llama_memory_recurrent line), the
+architectures gguf_files.py writes.
 
 Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
 with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
@@ -35,7 +36,7 @@ from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
@@ -70,7 +71,8 @@ def _lib():
 def _supported(model: Model) -> bool:
     if model.model_type not in ARCHES:
         return False
-    if any(layer.index_head_dim for layer in model.layers) and ARCHES[model.model_type] != "deepseek32":
+    dsa = ARCHES[model.model_type] in ("deepseek32", "glm-dsa")
+    if any(layer.index_head_dim for layer in model.layers) and not dsa:
         return False
     if any(layer.kind not in (FULL, SLIDING, MLA) for layer in model.layers):
         return False
@@ -130,7 +132,20 @@ def _mamba_model(seed: int, i: int) -> tuple:
     return rng, Model.from_hf_config(cfg)
 
 
-_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model}
+def _glm_dsa_model(seed: int, i: int) -> tuple:
+    """A random GLM-5-style glm_moe_dsa: the DSA model above with indexer_types ("full" first, then a random
+    mix), or none with a training context below or at 1M (llama.cpp's GLM-5.2 default pattern)."""
+    rng, dsa = _dsa_model(seed, i)
+    cfg = dict(dsa.config, model_type="glm_moe_dsa", architectures=["GlmMoeDsaForCausalLM"])
+    n = cfg["num_hidden_layers"]
+    if rng.random() < 0.6:
+        cfg["indexer_types"] = ["full"] + [rng.choice(("full", "shared")) for _ in range(n - 1)]
+    else:
+        cfg["max_position_embeddings"] = rng.choice((202752, 1048576))
+    return rng, Model.from_hf_config(cfg)
+
+
+_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": _glm_dsa_model}
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:

@@ -46,3 +46,10 @@ def test_mamba_recurrent_state_against_llama_cpp():
     # llama_memory_recurrent's line (R and S rows per layer and sequence, f32): 16 random Mamba / Falcon-Mamba GGUFs
     for i in range(16):
         assert_agrees(oracle.random_case(13, i, "mamba"))
+
+
+def test_glm_dsa_indexer_layers_against_llama_cpp():
+    # glm-dsa GGUFs with random indexer_types, or none below / at a 1M training context (GLM-5.2's default
+    # pattern): the indexer cache's layers as llama.cpp's is_indexer_full marks them
+    for i in range(16):
+        assert_agrees(oracle.random_case(17, i, "glm_moe_dsa"))
