@@ -44,7 +44,8 @@ ARCHITECTURES = {
     "gpt_bigcode": "GPTBigCodeForCausalLM", "minicpm3": "MiniCPM3ForCausalLM", "sarvam_mla": "SarvamMLAForCausalLM",
     "hy_v4": "HYV4ForCausalLM", "longcat_flash": "LongcatFlashForCausalLM",
     "qwen2_vl_text": "Qwen2VLForConditionalGeneration", "qwen2_5_vl_text": "Qwen2_5_VLForConditionalGeneration",
-    "ernie4_5_vl_moe_text": "Ernie4_5_VLMoeForConditionalGeneration",
+    "ernie4_5_vl_moe_text": "Ernie4_5_VLMoeForConditionalGeneration", "mamba": "MambaForCausalLM",
+    "falcon_mamba": "FalconMambaForCausalLM",
 }
 
 
@@ -98,7 +99,9 @@ def _view(cfg: dict, tp: int) -> dict:
     else:   # every attention of every layer (LongCat-Flash: two per layer, num_attention_layers)
         full = list(range(mc.num_attention_layers))
     rows, index = {}, {}
-    if mc.attention_arch == AttentionArch.MLA:
+    if not full and not swa:
+        pass   # a pure SSM model: no KV pool layer
+    elif mc.attention_arch == AttentionArch.MLA:
         rows["full"] = (mc.kv_lora_rank + mc.qk_rope_head_dim) * KV_BYTES
         if getattr(mc, "index_head_dim", None) and is_deepseek_dsa(mc.hf_config):
             index = {i: not dsa_layer_skips_topk(mc.hf_config, i) for i in full}

@@ -108,6 +108,20 @@ def test_dbrx_and_mimo():
     assert sglang(corpus("XiaomiMiMo--MiMo-7B-Base.json")).kv_bytes == 1001 * 36 * 4096 == 147_603_456
 
 
+def test_pure_mamba_models_keep_a_state_and_no_kv():
+    # transformers' MambaConfig defaults: 32 layers, hidden 768 x expand 2 = 1,536 inner channels, conv 4,
+    # d_state 16: conv 1,536 x 3 x 2 B + SSM 1,536 x 16 x 4 B (float32) = 107,520 B per layer and request
+    from kvmem.oracles.transformers import default_config
+    for family, arch in (("mamba", "MambaForCausalLM"), ("falcon_mamba", "FalconMambaForCausalLM")):
+        cfg = dict(default_config(family).to_dict(), architectures=[arch])
+        result = sglang(cfg, batch=2)
+        assert (result.kv_bytes, result.state_bytes) == (0, 2 * 32 * 107_520), family
+        # capacity: the state pool takes 1 GiB x 0.9 / 1.9 first: int((508,630,338 - 3,440,640) // 3,440,640)
+        # = 146 slots; no KV cell, so SGLang's token count is the context length (none set here: 2,048)
+        cap = kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang", kv_memory=2**30)
+        assert (cap.tokens, cap.details["max_mamba_cache_size"], cap.details["max_running_requests"]) == (2048, 146, 48)
+
+
 # The config classes' defaults (transformers 5.24) with SGLang's architecture; hand counts, 1,001 rows
 DEFAULTS = {
     "exaone4": 1001 * 32 * 32 * 256 * 2,             # 32 layers (sliding ones at full length) x 32 heads x 128
@@ -159,7 +173,7 @@ NOT_YET = {
     "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl", "xmod",
     "dots1", "smollm3", "modernbert-decoder", "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
-    "lfm2_moe", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "deepseek_v4",
+    "lfm2_moe", "falcon_h1", "mamba2", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
     "deepseek_ref", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
 }

@@ -123,8 +123,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     best = None
     for stage in pp_stages(model.num_layers, pp):
         cell = stage_cell(layout, stage)
-        if not cell:
-            continue
+        if not cell and (layout.full or layout.swa):
+            continue   # a stage without attention layers: no KV limit there (pool_configurator.py#L240-L250)
         rest, state = kv_memory, None
         linear = set(layout.linear)
         parts = [state_parts_of(model, layout, i, tp) for i in stage if i in linear]
@@ -135,7 +135,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                                      max_running_requests=options.get("max_running_requests"),
                                      disable_radix_cache=options.get("disable_radix_cache", False))
             rest = state.rest_bytes
-        tokens = int(rest // cell) // page * page
+        # a pure SSM model (no attention layer): a zero-byte cell, and SGLang's token count is the context
+        # length (sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L246-L250, #L641-L645;
+        # utils/hf_transformers/common.py#L677-L694 get_context_length: 2048 without a length field)
+        tokens = (int(rest // cell) if cell else max_model_len or model.max_position_embeddings or 2048) // page * page
         if best is None or tokens < best[0]:
             best = (tokens, stage, cell, state)
     tokens, stage, cell, state = best
@@ -146,7 +149,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     slots = state.slots if state else None
     per_request = state.per_request if state else None
     full, swa = _split_swa(layout, stage, tokens, options["swa_full_tokens_ratio"]) if layout.swa else (tokens, 0)
-    if not layout.full:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
+    if not layout.full and layout.swa:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
         full = swa
     concurrency = None
     if max_model_len:

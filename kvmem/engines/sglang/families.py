@@ -63,6 +63,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # the MiMoMTP draft (mimo_mtp.py) of speculative decoding, which kvmem does not model. ModelConfig needs the
     # checkpoint's own config code here, so this one is checked by source reading and tests/engines.
     "mimo",
+    # mamba.py / falcon_mamba.py: pure SSM (PURE_SSM_ARCHITECTURES, model_config.py#L1334-L1345): a zero-byte KV
+    # cell, a Mamba1 state per request (conv inner/tp x (kernel - 1), SSM inner/tp x d_state in float32)
+    "mamba", "falcon_mamba",
 }))
 
 

@@ -51,7 +51,7 @@ class StatePool:
 
 def too_small(kv_memory: int, state: StatePool) -> str:
     """SGLang's error when the budget leaves no state slot (max_mamba_cache_size <= 0)."""
-    # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3385-L3396 _handle_max_mamba_cache
+    # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3389-L3403 _handle_max_mamba_cache
     return (f"SGLang raises RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
             f"Computed max_mamba_cache_size={state.slots} (total_rest_memory={kv_memory / GB:.2f} GB, "
             f"mamba_cache_per_req={state.per_request / (1 << 20):.2f} MB): one request's state does not fit in "

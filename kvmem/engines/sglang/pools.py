@@ -277,7 +277,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
                 notes.append(f"tp={tp} > {kv_heads} KV heads: each rank holds 1 replicated head ({role} pool)")
         if swa:
             window = max(layers[i].window for i in swa)
-    if not full and not swa:
+    if not full and not swa and not linear:
         raise ValueError(f"{model.name} has no attention layer for SGLang's KV pool")
     for i in linear:
         state = layers[i].state
