@@ -73,6 +73,14 @@ State shapes (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCal
     Ernie-4.5-VL (ernie45_vl_moe.py): full attention on every layer (a config window is refused).
     Nemotron-NAS (nemotron_nas.py DeciLMDecoderLayer): num_attention_heads // n_heads_in_group KV heads,
     no attention on a no_op block; replace_with_linear is not read by vLLM: refused.
+    DeepSeek-V4 (vllm/models/deepseek_v4; kvmem/engines/vllm/compressed.py): per layer a sliding K=V cache
+    (blocks of 64), on CSA/HCA layers compressed rows (tokens_per_state 4/128, blocks of 256), the fp32
+    compressor state, on CSA an indexer key and its compressor state, fp8_ds_mla pages padded to 576 B;
+    block-outermost packed groups, a block = the widest group (kv_cache_planning.py
+    _get_packed_kv_cache_groups). MiniMax-M3 (vllm/models/minimax_m3): a bf16 one-head index key of
+    sparse_index_dim beside K/V on the sparse_attention_freq layers, blocks of 128. HY-V4 (vllm/models/
+    hy_v4): the V3.2 indexer key on sparse layers not "shared". Step-3.5/3.7 (step3p5.py):
+    num_attention_groups KV heads. GPTBigCode, SmolLM3: the Transformers backend (transformers/base.py).
     With the hybrid manager off, sliding layers of different windows make vLLM 0.33 refuse
     (_promote_local_kv_cache_specs keeps each window; FullAttentionSpec.merge_window_sizes).
     KDA (Kimi-Linear)    conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, head_dim)
