@@ -16,7 +16,8 @@ __all__ = ["ARCHES", "write_gguf"]
 # kvmem model_type -> llama.cpp architecture name (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
           "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
-          "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba", "glm_moe_dsa": "glm-dsa"}
+          "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba", "glm_moe_dsa": "glm-dsa",
+          "lfm2": "lfm2"}
 _N_VOCAB = 32
 _N_FF = 32
 
@@ -57,10 +58,34 @@ def write_gguf(model: Model, path: str) -> str:
         tensors.append((name, ne))
 
     t("token_embd.weight", n_embd, _N_VOCAB)
-    t("output_norm.weight", n_embd)
+    # LFM2's final norm is named token_embd_norm (llama-arch.cpp LLM_TENSOR_OUTPUT_NORM_LFM2)
+    t("token_embd_norm.weight" if arch == "lfm2" else "output_norm.weight", n_embd)
     if arch != "gemma2":   # gemma2 ties its output to token_embd and loads no output.weight
         t("output.weight", n_embd, _N_VOCAB)
-    if arch == "mamba":
+    if arch == "lfm2":
+        # conversion/lfm2.py: head_count_kv per layer, 0 on the short-convolution layers (src/models/lfm2.cpp
+        # load_arch_hparams: is_recr where n_head_kv == 0); attention n_embd wide, head_dim n_embd / n_head
+        conv = [layer.state is not None for layer in layers]
+        kv = [0 if c else layer.kv_heads for c, layer in zip(conv, layers, strict=True)]
+        dk = n_embd // n_head
+        w.add_head_count_kv(kv)
+        w.add_uint32(f"{arch}.shortconv.l_cache", next(layer.state.conv_kernel for layer in layers if layer.state))
+        for i in range(n_layer):
+            b = f"blk.{i}."
+            t(b + "attn_norm.weight", n_embd)
+            if conv[i]:
+                t(b + "shortconv.conv.weight", next(x.state.conv_kernel for x in layers if x.state), n_embd)
+                t(b + "shortconv.in_proj.weight", n_embd, 3 * n_embd)
+                t(b + "shortconv.out_proj.weight", n_embd, n_embd)
+            else:
+                t(b + "attn_q_norm.weight", dk)
+                t(b + "attn_k_norm.weight", dk)
+                t(b + "attn_q.weight", n_embd, n_embd)
+                t(b + "attn_k.weight", n_embd, kv[i] * dk)
+                t(b + "attn_v.weight", n_embd, kv[i] * dk)
+                t(b + "attn_output.weight", n_embd, n_embd)
+            _ffn(t, b, n_embd)
+    elif arch == "mamba":
         # conversion/mamba.py set_gguf_parameters and src/models/mamba.cpp load_arch_tensors (d_inner = 2 x n_embd)
         state = layers[0].state
         d_inner, d_conv, d_state = state.conv_channels, state.conv_kernel, state.ssm_elements // state.conv_channels

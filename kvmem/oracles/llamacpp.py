@@ -2,8 +2,9 @@
 
 Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA), deepseek32 (DeepSeek-V3.2: MLA with
 the DSA indexer, llama_kv_cache_dsa's two caches), glm-dsa (GLM-5: the indexer cache on the layers
-indexer_types marks "full") and mamba (Mamba / Falcon-Mamba: the llama_memory_recurrent line), the
-architectures gguf_files.py writes.
+indexer_types marks "full"), mamba (Mamba / Falcon-Mamba: the llama_memory_recurrent line) and lfm2
+(LFM2: attention layers' cache and the short convolutions' rows, llama_memory_hybrid), the architectures
+gguf_files.py writes.
 
 Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
 with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
@@ -36,7 +37,8 @@ from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
-FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa")
+FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa",
+            "lfm2")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
@@ -145,7 +147,23 @@ def _glm_dsa_model(seed: int, i: int) -> tuple:
     return rng, Model.from_hf_config(cfg)
 
 
-_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": _glm_dsa_model}
+def _lfm2_model(seed: int, i: int) -> tuple:
+    """A random LFM2: short-convolution and attention layers in a random order (llama_memory_hybrid)."""
+    import random
+    rng = random.Random(f"{seed}/{i}/lfm2")
+    hidden, heads = rng.choice((256, 512)), rng.choice((4, 8))
+    n = rng.randint(2, 6)
+    types = ["conv"] * n
+    for j in rng.sample(range(n), rng.randint(1, n - 1)):
+        types[j] = "full_attention"
+    cfg = dict(model_type="lfm2", num_hidden_layers=n, hidden_size=hidden, num_attention_heads=heads,
+               num_key_value_heads=rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+               conv_L_cache=rng.choice((2, 3, 4)), conv_dim=hidden, layer_types=types,
+               intermediate_size=512, vocab_size=32)
+    return rng, Model.from_hf_config(cfg)
+
+
+_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": _glm_dsa_model, "lfm2": _lfm2_model}
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:

@@ -53,3 +53,9 @@ def test_glm_dsa_indexer_layers_against_llama_cpp():
     # pattern): the indexer cache's layers as llama.cpp's is_indexer_full marks them
     for i in range(16):
         assert_agrees(oracle.random_case(17, i, "glm_moe_dsa"))
+
+
+def test_lfm2_hybrid_against_llama_cpp():
+    # llama_memory_hybrid: the attention layers' KV line and the short convolutions' recurrent line
+    for i in range(12):
+        assert_agrees(oracle.random_case(19, i, "lfm2"))
