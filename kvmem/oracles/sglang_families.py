@@ -45,7 +45,7 @@ ARCHITECTURES = {
     "hy_v4": "HYV4ForCausalLM", "longcat_flash": "LongcatFlashForCausalLM",
     "qwen2_vl_text": "Qwen2VLForConditionalGeneration", "qwen2_5_vl_text": "Qwen2_5_VLForConditionalGeneration",
     "ernie4_5_vl_moe_text": "Ernie4_5_VLMoeForConditionalGeneration", "mamba": "MambaForCausalLM",
-    "falcon_mamba": "FalconMambaForCausalLM",
+    "falcon_mamba": "FalconMambaForCausalLM", "smollm3": "SmolLM3ForCausalLM", "dots1": "Dots1ForCausalLM",
 }
 
 

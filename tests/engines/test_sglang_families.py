@@ -137,6 +137,9 @@ DEFAULTS = {
     "ernie4_5_vl_moe_text": 1001 * 28 * 4 * 256 * 2,
     # HY-V4: 34 MLA layers, page 64: 1,088 rows x 1,152 B; indexer (17 pages x 64 x 132 B) on 10 layers
     "hy_v4": 1088 * 1152 * 34 + 17 * 64 * 132 * 10,
+    # through SGLang's Transformers backend: SmolLM3 36 layers x 4 heads x 128; dots1 62 layers x 32 heads x 144
+    "smollm3": 1001 * 36 * 4 * 256 * 2,
+    "dots1": 1001 * 62 * 32 * 288 * 2,
     # Granite-4.0-H defaults: 1 attention layer x 32 heads x 128
     "granitemoehybrid": 1001 * 1 * 32 * 256 * 2,
 }
@@ -171,7 +174,7 @@ def test_refusals_name_sglangs_own_reason():
 NOT_YET = {
     "bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
     "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl", "xmod",
-    "dots1", "smollm3", "modernbert-decoder", "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
+    "modernbert-decoder", "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
     "lfm2_moe", "falcon_h1", "mamba2", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang

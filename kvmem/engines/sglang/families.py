@@ -66,6 +66,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # mamba.py / falcon_mamba.py: pure SSM (PURE_SSM_ARCHITECTURES, model_config.py#L1334-L1345): a zero-byte KV
     # cell, a Mamba1 state per request (conv inner/tp x (kernel - 1), SSM inner/tp x d_state in float32)
     "mamba", "falcon_mamba",
+    # no EntryClass: SGLang runs these through its Transformers backend (models/transformers.py, backend-compatible
+    # classes with tp and pp plans), whose pool is ModelConfig's: one MHA pool, every layer at full length
+    "smollm3", "dots1",
 }))
 
 
