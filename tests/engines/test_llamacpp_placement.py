@@ -104,3 +104,85 @@ def test_refusals():
         place([], n_layer=1, n_gpu_layers=1, gpus=("CUDA0", "CUDA1"), tensor_split=(1,))
     with pytest.raises(ValueError, match="n_cpu_moe"):
         place([], n_layer=1, n_gpu_layers=1, n_cpu_moe=-1)
+
+
+# ---- placements that use every GPU (issue 34 item 1) ------------------------------------------
+
+MIXES = {2: ("rtx-4060-ti-16gb", "rtx-3060-12gb"),
+         3: ("rtx-3090-24gb", "rtx-4060-ti-16gb", "rtx-3060-12gb"),
+         4: ("rtx-3090-24gb", "rtx-4060-ti-16gb", "t4-16gb", "rtx-3060-12gb")}
+
+
+def _moe_presets():
+    import kvmem
+    from kvmem.catalog import as_model
+    return [name for name in kvmem.list_models() if as_model(name).facts.moe is not None]
+
+
+@pytest.mark.parametrize("n_gpus", [2, 3, 4])
+def test_no_gpu_keeps_room_while_experts_sit_on_the_host(n_gpus):
+    """Every MoE preset kvmem lays out from its config, on 2, 3 and 4 mixed cards at 32k, Q4_K_M:
+    kvmem's placement gives every GPU layers when anything sits on the host, and no GPU could take
+    even the smallest routed expert tensor left on the host (moved there, every budget still holds)."""
+    from kvmem.catalog import as_model
+    from kvmem.engines.llamacpp.offload import llamacpp_offload, room_left
+    from kvmem.engines.llamacpp.tensors import tensors_for
+    placed, spilled = [], []
+    for name in _moe_presets():
+        try:
+            p = llamacpp_offload(name, gpus=list(MIXES[n_gpus]), context="32k", weight_dtype="q4_k_m")
+        except ValueError as exc:      # a family kvmem does not lay out from a config says so
+            assert "give the GGUF" in str(exc) or "give th" in str(exc), (name, str(exc))
+            continue
+        placed.append(name)
+        best = p.best
+        assert best is not None, name
+        host = best.placement.host
+        on_host = host.group_bytes["experts"] + sum(1 for d in best.placement.layer_device if d == "CPU")
+        if on_host:
+            spilled.append(name)
+            for gpu in best.placement.gpus:   # no GPU left empty
+                d = best.placement.device(gpu)
+                assert d.layers or d.group_bytes["experts"], (name, gpu, best.flags())
+            tensors, _ = tensors_for(as_model(name), "q4_k_m")
+            kw = dict(n_ubatch=512, type_k="f16", type_v="f16", flash_attn=None, mmap=True, kv_offload=True,
+                      n_seq=1, mmproj_bytes=0, mmproj_offload=True)
+            assert room_left(as_model(name), tensors, best, p.budgets, kw) == [], (name, best.flags())
+        # --fit's emulation also spreads layers over every card when the model spills
+        if p.fit is not None and p.fit.placement.host.group_bytes["experts"]:
+            assert all(p.fit.placement.device(g).layers for g in p.fit.placement.gpus), (name, p.fit.flags())
+    assert {"qwen3-235b-a22b", "qwen3-30b-a3b", "mixtral-8x7b"} <= set(placed)
+    assert "qwen3-235b-a22b" in spilled
+
+
+def test_qwen3_235b_on_two_3090s_uses_both():
+    """Issue 34's example: kvmem answered -ts 0,95 (CUDA0 at 512 MiB, the CUDA context alone) and
+    said --fit on would do the same. fit.cpp's step 4 hands the dense-only layers of the last
+    device to the first as full layers: 15 layers with their experts on CUDA0, the 16th split with
+    its ffn_gate/ffn_down on CUDA1 (UP), CUDA1 the other 79 dense-only and the output layer,
+    converting its first ones to full layers until it is full (ATTN split of blk.26)."""
+    from kvmem.engines.llamacpp.offload import llamacpp_offload
+    p = llamacpp_offload("qwen3-235b-a22b", gpus="rtx-3090-24gb,rtx-3090-24gb", context="16k",
+                         weight_dtype="q4_k_m")
+    fit, best = p.fit, p.best
+    assert fit.tensor_split == (15, 80)
+    assert fit.override_tensor[0] == (r"blk\.14\.ffn_(gate|gate_up|down).*", "CUDA1")
+    assert fit.override_tensor[1] == (r"blk\.26\.ffn_(gate|gate_up|down).*", "CPU")
+    assert fit.override_tensor[2][0].startswith(r"blk\.(27|28|")
+    # kvmem keeps no 1 GiB margin: one more layer on each card
+    assert best.tensor_split == (16, 79) and 0 not in best.tensor_split
+    for gpu in ("CUDA0", "CUDA1"):
+        assert best.total_bytes[gpu] <= p.budgets[gpu] and best.total_bytes[gpu] > p.budgets[gpu] - (1 << 30)
+        assert fit.total_bytes[gpu] > p.budgets[gpu] - (2 << 30)
+    assert "-ts 0," not in p.command_best
+
+
+def test_false_position_step_is_fit_cpp_s_integer_arithmetic():
+    from kvmem.engines.llamacpp.fitting import _step
+    # delta 10, target 50 between low 0 and high 100: 10 * 50 / 100 = 5
+    assert _step(10, 50, 0, 100) == 5
+    # 10 * 99 / 100 = 9.9 -> 9, at most delta - 1 = 9; 10 * 1 / 100 = 0 -> at least 1
+    assert _step(10, 99, 0, 100) == 9 and _step(10, 1, 0, 100) == 1
+    # a low already over the target: 10 x (0 - 50) / 50 = -10, a uint32_t 4,294,967,286, then delta - 1;
+    # -50 / 95 truncates toward zero: 0, then at least 1
+    assert _step(10, 0, 50, 100) == 9 and _step(10, 0, 5, 100) == 1

@@ -1,17 +1,25 @@
 """What llama.cpp's ``--fit on`` chooses, emulated on kvmem's memory model (kvmem.engines.llamacpp.layouts).
 
-``--fit on`` (common/fit.cpp common_params_fit_impl, ggml-org/llama.cpp 08033df0), emulated on
-    kvmem's memory model with fit's 1 GiB margin per device (common/arg.cpp --fit-target default):
-    step 1 nothing changes if every device keeps the margin at full offload; step 2 a context the
-    user did not set (-c 0) is lowered by linear interpolation between n_ctx_train and --fit-ctx
-    (4096), rounded down to 256 x streams ("entire model can be fit by reducing context" ends it
-    on one device); step 3 devices are filled back to front with whole layers (MoE: "dense-only"
-    layers, experts on the host); step 4 (MoE, when the dense parts fit) dense-only layers are
-    turned into full layers front to back, so the experts of the LAST layers stay on the host,
-    then one more layer is tried with only ffn_gate/ffn_down (UP) or ffn_down (GATE) on the host,
-    else only its FFN (ATTN). fit gives up when the user set -ngl, -ts, -ot or --n-cpu-moe.
-    kvmem searches each step exhaustively where fit uses false position; both end on the largest
-    count that fits because memory grows with each layer.
+Transcribed from common/fit.cpp common_params_fit_impl at llama.cpp 0c1e57098 (the build
+llama-cpp-python 0.3.36 vendors), with fit's 1 GiB margin per device (common/arg.cpp --fit-target).
+Each device's memory is what kvmem's layout gives for the trial flags (fit.cpp measures the same by
+loading the model with no_alloc: model + context + compute per device, the CUDA context apart):
+
+step 1  nothing changes if every device keeps its margin at full offload;
+step 2  a context the user did not set (-c 0) is lowered by linear interpolation between n_ctx_train
+        and --fit-ctx (4096), rounded down to 256 x streams; one device: "entire model can be fit by
+        reducing context" ends it;
+step 3  devices are filled back to front with whole layers (MoE: "dense-only" layers, their experts
+        on the host; the last device's first layer stays full: it is the output layer's), each by
+        false position between what it holds and every unassigned layer;
+step 4  (MoE, when the dense parts of every layer fit the devices together) front to back, device
+        ``id`` takes the dense-only layers of the devices from ``id_dense_start`` on as FULL layers
+        (false position again), so the first devices hold whole layers with their experts and the
+        experts of the last layers stay on the host; then it tries one more layer split: UP (its
+        ffn_gate/ffn_down, router included, overflow), then GATE (only ffn_down), else ATTN (all its
+        FFN), the overflow going to the NEXT device (the host from the last one), each kept only if
+        this device and the next stay strictly under their targets.
+fit gives up when the user set -ngl, -ts, -ot or --n-cpu-moe (kvmem calls it without them).
 """
 
 from __future__ import annotations
@@ -20,10 +28,14 @@ from ...model import Model
 from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout, layout
 from .placement import CPU
 
-__all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX"]
+__all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout"]
 
 FIT_MARGIN_BYTES = 1 << 30      # common/arg.cpp --fit-target: 1024 MiB per device
 FIT_CTX = 4096                  # common/arg.cpp --fit-ctx
+
+# common/fit.cpp get_overflow_pattern: the tensors of layer N each fraction moves
+_FRACTION = {"ATTN": r"\.ffn_(gate|up|gate_up|down).*", "UP": r"\.ffn_(gate|gate_up|down).*",
+             "GATE": r"\.ffn_down.*", "MOE": r"\.ffn_(up|down|gate_up|gate)_(ch|)exps"}
 
 
 def largest(lo: int, hi: int, ok) -> int | None:
@@ -36,28 +48,44 @@ def largest(lo: int, hi: int, ok) -> int | None:
     return lo
 
 
-_FRACTION = {"ATTN": r"\.ffn_(gate|up|gate_up|down).*", "UP": r"\.ffn_(gate|gate_up|down).*",
-             "GATE": r"\.ffn_down.*", "MOE": r"\.ffn_(up|down|gate_up|gate)_(ch|)exps"}
+# one device's share (fit.cpp struct ngl_t): layers, of which the last n_part are partial, the first
+# partial one overflowing ``kind`` to ``target`` (the others: their experts to the host)
+Trial = tuple   # ((n_layer, n_part, kind), ...) per device, then the overflow targets
 
 
-def _fit_layout(model, tensors, gpus, per_device, kw, n_ctx, partial_first=None):
-    """set_ngl_tensor_split_tbo: per_device = [(n_layer, n_part)]; the first partial layer of a
-    device may overflow a fraction (partial_first) instead of its experts."""
+def _u32(x: int) -> int:
+    return x & 0xFFFFFFFF
+
+
+def _step(delta: int, target: int, low: int, high: int) -> int:
+    """fit.cpp's false-position step: int64 delta x (target - low) / (high - low), truncated toward
+    zero, stored in a uint32_t, then clamped to 1 .. delta - 1."""
+    num = delta * (target - low)
+    q = abs(num) // abs(high - low) * (1 if (num >= 0) == (high - low >= 0) else -1)
+    return min(max(_u32(q), 1), delta - 1)
+
+
+def fit_layout(model: Model, tensors, gpus, per_device, overflow, kw: dict, n_ctx: int) -> Layout:
+    """The flags fit.cpp's set_ngl_tensor_split_tbo writes for ``per_device`` ((n_layer, n_part,
+    kind) per device) and ``overflow`` (where each device's first partial layer overflows), laid out:
+    -ngl the sum of layers, -ts the layers per device (several devices), and per partial layer a
+    pattern to the host (MOE) or, for the first partial layer of a device, ``kind`` to its target."""
     n = model.num_layers
-    ngl = sum(a for a, _ in per_device)
+    ngl = sum(p[0] for p in per_device)
     overrides, moe_layers, il0 = [], [], n + 1 - ngl
-    for d, (layers, part) in enumerate(per_device):
+    for d, (layers, part, kind) in enumerate(per_device):
         il0 += layers - part
         for il in range(il0, min(il0 + part, n)):      # fit also writes a pattern for il = n, which matches nothing
-            kind = partial_first[d] if partial_first and il == il0 and partial_first[d] else "MOE"
-            if kind == "MOE":
-                moe_layers.append(il)
+            if il == il0 and kind != "MOE":
+                overrides.append((rf"blk\.{il}{_FRACTION[kind]}", overflow[d]))
+            elif il == il0 and overflow[d] != CPU:
+                overrides.append((rf"blk\.{il}{_FRACTION['MOE']}", overflow[d]))
             else:
-                overrides.append((rf"blk\.{il}{_FRACTION[kind]}", CPU))
+                moe_layers.append(il)
         il0 += part
     if moe_layers:      # one -ot for all of them: the same tensors as fit's one pattern per layer
         overrides.append((rf"blk\.({'|'.join(map(str, moe_layers))}){_FRACTION['MOE']}", CPU))
-    split = tuple(a for a, _ in per_device) if len(gpus) > 1 else None
+    split = tuple(p[0] for p in per_device) if len(gpus) > 1 else None
     if split is not None and not any(split):
         split = None
     return layout(model, tensors, gpus=gpus, n_gpu_layers=ngl, tensor_split=split, override_tensor=tuple(overrides),
@@ -71,9 +99,9 @@ def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: di
     n = model.num_layers
     nd = len(gpus)
     ctx_train = model.max_position_embeddings or fit_ctx
-    n_streams = max(1, kw.get("n_seq", 1))
+    n_streams = 1 if kw.get("kv_unified") else max(1, kw.get("n_seq", 1))
     ctx = n_ctx if n_ctx is not None else ctx_train * n_streams
-    targets = {g: free[g] - margin for g in gpus}
+    targets = [free[g] - margin for g in gpus]
 
     def used(lay, g):
         return lay.total_bytes[g] - CUDA_CONTEXT_BYTES
@@ -81,66 +109,146 @@ def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: di
     full = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, **{**kw, "n_ctx": ctx})
     if nd == 0:
         return full, "no GPU: everything on the host"
-    if all(used(full, g) <= targets[g] for g in gpus):
+    if all(used(full, g) <= free[g] - margin for g in gpus):
         return full, "it fits at full offload: --fit changes nothing"
-    if n_ctx is None and ctx > fit_ctx * n_streams:
-        lo = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, **{**kw, "n_ctx": fit_ctx * n_streams})
-        target = sum(targets.values())
-        sum_full, sum_lo = sum(used(full, g) for g in gpus), sum(used(lo, g) for g in gpus)
-        if nd > 1:
-            per_layer = sum(full.placement.device(g).model_bytes for g in gpus) // (n + 1)
+    # step 2 (fit.cpp "try reducing memory use by reducing the context size")
+    sum_used = sum(used(full, g) for g in gpus)
+    note_ctx = ""
+    ctx_min = fit_ctx * n_streams
+    if n_ctx is None and sum(free[g] - margin for g in gpus) - sum_used < 0 and ctx > ctx_min:
+        target = sum(free[g] - margin for g in gpus)
+        if nd > 1:   # fit.cpp: model_per_layer = sum_projected_model / min(n_gpu_layers, hp_ngl)
+            per_layer = sum(full.placement.device(g).model_bytes for g in gpus) // n
             target -= (nd + 1) * per_layer // (2 if model.facts.moe is None else 6)
-        new_ctx = fit_ctx * n_streams
-        if target > sum_lo and sum_full > sum_lo:
-            new_ctx += (ctx - new_ctx) * (target - sum_lo) // (sum_full - sum_lo)
+        lo = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, **{**kw, "n_ctx": ctx_min})
+        sum_lo = sum(used(lo, g) for g in gpus)
+        new_ctx = ctx_min
+        if target > sum_lo and sum_used > sum_lo:
+            new_ctx += (ctx - ctx_min) * (target - sum_lo) // (sum_used - sum_lo)
             align = 256 * n_streams
-            new_ctx = max(new_ctx - new_ctx % align, fit_ctx * n_streams)
+            new_ctx = max(new_ctx - new_ctx % align, ctx_min)
             if nd == 1:
                 return layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, **{**kw, "n_ctx": new_ctx}), \
                     f"context lowered from {ctx} to {new_ctx}: the entire model fits"
+        note_ctx = f"context lowered from {ctx} to {new_ctx}; "
         ctx = new_ctx
     moe = model.facts.moe is not None
-    per = [(0, 0)] * nd
+    memo = {}
 
-    def fits(trial, d, partial_first=None):
-        lay = _fit_layout(model, tensors, gpus, trial, kw, ctx, partial_first)
-        return lay.total_bytes[gpus[d]] - CUDA_CONTEXT_BYTES <= targets[gpus[d]]
+    def mem(per, overflow):
+        key = (tuple(per), tuple(overflow))
+        if key not in memo:
+            lay = fit_layout(model, tensors, gpus, per, overflow, kw, ctx)
+            memo[key] = (lay, [used(lay, g) for g in gpus])
+        return memo[key][1]
 
-    for d in range(nd - 1, -1, -1):      # step 3: back to front, whole (MoE: dense-only) layers
-        free_layers = n + 1 - sum(a for a, _ in per[d + 1:])
-        k = largest(0, free_layers, lambda k, d=d, base=tuple(per): fits(_with_layers(base, d, k, moe), d)) or 0
-        per = _with_layers(per, d, k, moe)
-    if moe:                              # step 4: dense-only layers made full, front to back
-        for d in range(nd):
-            part = per[d][1]
-            if not part:
-                continue
-            c = largest(0, part, lambda c, d=d, base=tuple(per): fits(_converted(base, d, c), d)) or 0
-            per = _converted(per, d, c)
-            if per[d][1]:
-                kinds = ("UP", "GATE") if fits(per, d, _first(nd, d, "UP")) else ("ATTN",)
-                chosen = [kind for kind in kinds if fits(per, d, _first(nd, d, kind))]
-                if chosen:
-                    lay = _fit_layout(model, tensors, gpus, per, kw, ctx, partial_first=_first(nd, d, chosen[-1]))
-                    return lay, "layers filled back to front, the experts of the last layers on the host, " \
-                        f"one layer's FFN split ({chosen[-1]})"
-    lay = _fit_layout(model, tensors, gpus, per, kw, ctx)
-    return lay, "layers filled back to front" + (", the experts of the last layers on the host" if moe else "")
+    surplus_cpu_moe = 0
+    if moe:      # every expert on the host, every layer offloaded, the default split
+        lay = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, n_cpu_moe=n, **{**kw, "n_ctx": ctx})
+        surplus_cpu_moe = sum(free[g] - used(lay, g) - margin for g in gpus)
+    host = [CPU] * nd
+    per = [(0, 0, "MOE")] * nd
+    m = mem(per, host)
+    # step 3: back to front, dense-only layers (fit.cpp "filling dense(-only) layers back-to-front")
+    for d in range(nd - 1, -1, -1):
+        unassigned = n + 1 - sum(p[0] for p in per[d + 1:])
+        high = list(per)
+        high[d] = (unassigned, (unassigned if d < nd - 1 else unassigned - 1) if moe else 0, "MOE")
+        if high[d][0] == 0:
+            continue
+        m_high = mem(high, host)
+        if m_high[d] > targets[d]:
+            delta = high[d][0] - per[d][0]
+            while delta > 1:
+                step = _step(delta, targets[d], m[d], m_high[d])
+                layers, part, kind = per[d]
+                if moe:
+                    part += step - 1 if d == nd - 1 and part == 0 else step
+                test = list(per)
+                test[d] = (layers + step, part, kind)
+                m_test = mem(test, host)
+                if m_test[d] <= targets[d]:
+                    per, m = test, m_test
+                else:
+                    high, m_high = test, m_test
+                delta = high[d][0] - per[d][0]
+        else:
+            per, m = high, m_high
+    if not moe or surplus_cpu_moe <= 0:
+        lay = fit_layout(model, tensors, gpus, per, host, kw, ctx)
+        return lay, note_ctx + "layers filled back to front" + (
+            ", every expert of them on the host (the dense parts alone do not fit)" if moe else "")
+    # step 4: dense-only layers made full layers, front to back
+    overflow = list(host)
+    dense_start = nd
+    for d in range(nd - 1, -1, -1):
+        if per[d][0] > 0:
+            dense_start = d
+            continue
+        break
+    split_note = ""
+    d = 0
+    while d <= dense_start < nd:
+        high = list(per)
+        for j in range(dense_start, nd):
+            move = high[j][0] if j < nd - 1 else high[j][0] - 1
+            high[d] = (high[d][0] + move, high[d][1], high[d][2])
+            high[j] = (high[j][0] - move, 0, high[j][2])
+        dense_start_high = nd - 1
+        m_high = mem(high, overflow)
+        if m_high[d] > targets[d]:
+            delta = (high[d][0] - high[d][1]) - (per[d][0] - per[d][1])
+            while delta > 1:
+                step = _step(delta, targets[d], m[d], m_high[d])
+                test, start, done = list(per), dense_start, 0
+                while start < nd:
+                    c = min(step - done, test[start][1])
+                    test[start] = (test[start][0] - c, test[start][1] - c, test[start][2])
+                    test[d] = (test[d][0] + c, test[d][1], test[d][2])
+                    done += c
+                    if test[start][1] > 0:
+                        break
+                    start += 1
+                m_test = mem(test, overflow)
+                if m_test[d] <= targets[d]:
+                    per, m, dense_start = test, m_test, start
+                else:
+                    high, m_high, dense_start_high = test, m_test, start
+                delta = (high[d][0] - high[d][1]) - (per[d][0] - per[d][1])
+        else:
+            per, m, dense_start = high, m_high, dense_start_high
+        # "try to fit at least part of one more layer"
+        if dense_start < nd and per[dense_start][0] > (0 if d < nd - 1 else 1) and per[dense_start][1] > 0:
+            test, start = list(per), dense_start
+            test[start] = (test[start][0] - 1, test[start][1] - 1, test[start][2])
+            test[d] = (test[d][0] + 1, test[d][1] + 1, test[d][2])
+            if test[start][1] == 0:
+                start += 1
+            over = list(overflow)
+            if d < nd - 1:
+                over[d] = gpus[d + 1]
 
+            def ok(m_test, d=d):
+                return m_test[d] < targets[d] and (d + 1 == nd or m_test[d + 1] < targets[d + 1])
 
-def _with_layers(per, d, k, moe):
-    trial = list(per)
-    trial[d] = (k, (k if d < len(per) - 1 else max(k - 1, 0)) if moe else 0)
-    return trial
-
-
-def _converted(per, d, c):
-    trial = list(per)
-    trial[d] = (trial[d][0], trial[d][1] - c)
-    return trial
-
-
-def _first(nd, d, kind):
-    out = [None] * nd
-    out[d] = kind
-    return out
+            test[d] = (test[d][0], test[d][1], "UP")
+            m_test = mem(test, over)
+            if ok(m_test):
+                per, overflow, m, dense_start, split_note = list(test), over, m_test, start, "UP"
+                test[d] = (test[d][0], test[d][1], "GATE")
+                m_test = mem(test, over)
+                if ok(m_test):
+                    per, m, split_note = list(test), m_test, "GATE"
+            else:
+                test[d] = (test[d][0], test[d][1], "ATTN")
+                m_test = mem(test, over)
+                if ok(m_test):
+                    per, overflow, m, dense_start, split_note = list(test), over, m_test, start, "ATTN"
+        d += 1
+    lay = fit_layout(model, tensors, gpus, per, overflow, kw, ctx)
+    note = note_ctx + ("whole layers front to back, the experts of the last layers on the host"
+                       if nd == 1 else "dense parts back to front, then whole layers front to back over every GPU, "
+                       "the experts of the last layers on the host")
+    if split_note:
+        note += f", one layer's FFN split ({split_note})"
+    return lay, note

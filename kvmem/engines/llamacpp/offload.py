@@ -4,15 +4,21 @@ picks, the llama-server commands, the decode bound at each step of offload.
 The memory of one set of flags and its decode bound: kvmem.engines.llamacpp.layouts; --fit on:
 kvmem.engines.llamacpp.fitting. This module searches and reports:
 
-kvmem's placement (``offload``): the most on the GPUs at the given context. MoE: every layer
-    offloaded (-ngl 999) and the fewest --n-cpu-moe that fits; if even all experts on the host do
-    not fit, fewer layers. Dense: the largest -ngl that fits. Several GPUs: -ts in proportion to
-    the memory each has free (llama.cpp's own default split, llama_model::load_tensors).
+kvmem's placement (``offload``): the most on the GPUs at the given context. One GPU: MoE, every
+    layer offloaded (-ngl 999) and the fewest --n-cpu-moe that fits, and if even all experts on
+    the host do not fit, fewer layers; dense, the largest -ngl that fits. Several GPUs: --fit's own
+    search (kvmem.engines.llamacpp.fitting) with no margin kept, which gives every GPU layers: the
+    dense parts back to front, then whole layers with their experts front to back, one layer split
+    over two GPUs. Then, MoE (``_top_up``): while a GPU has room for a routed expert tensor that
+    sits on the host, the largest such tensor that fits is moved there (one -ot naming the tensor and the GPU,
+    ahead of the other patterns: llama.cpp takes the first pattern that matches). So no GPU is left
+    with room for an expert tensor, or a layer, while one sits on the host.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -20,6 +26,7 @@ from ...model import Model
 from ...records import Record
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, largest
 from .layouts import CUDA_CONTEXT_BYTES, Layout, layout
+from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
 
 __all__ = ["Layout", "OffloadPlan", "DecodeStep", "layout", "offload", "fit_on", "llamacpp_offload", "decode_curve",
@@ -113,6 +120,80 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
     return at(ngl, 0) if ngl is not None else None
 
 
+def _host_experts(lay: Layout) -> list:
+    """The routed expert tensors a layout keeps on the host, largest first."""
+    out = [t for t in lay.placement.tensors if t.device == CPU and t.group == "experts" and "_exps" in t.name]
+    return sorted(out, key=lambda t: (-t.nbytes, t.layer, t.name))
+
+
+def _moved(model, tensors, lay: Layout, t, device, kw) -> Layout:
+    """``lay`` with expert tensor ``t`` on ``device`` (an -ot ahead of the layout's own)."""
+    rule = (re.escape(t.name), device)
+    return layout(model, tensors, gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers,
+                  tensor_split=lay.tensor_split if len(lay.placement.gpus) > 1 else None, n_cpu_moe=lay.n_cpu_moe,
+                  override_tensor=(rule,) + tuple(lay.override_tensor), **{**kw, "n_ctx": lay.n_ctx})
+
+
+def _top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layout | None:
+    """Move host expert tensors to GPUs with room for them until no GPU has room for one (module doc)."""
+    if lay is None or model.facts.moe is None:
+        return lay
+    for device in lay.placement.gpus:
+        while True:
+            room = budgets[device] - lay.total_bytes[device]
+            for t in _host_experts(lay):
+                if cuda_alloc_bytes(t) > room:
+                    continue
+                trial = _moved(model, tensors, lay, t, device, kw)
+                if trial.fits(budgets):
+                    lay = trial
+                    break
+            else:
+                break
+    return lay
+
+
+def room_left(model, tensors, lay: Layout, budgets: dict, kw: dict) -> list:
+    """(GPU, tensor name) for each GPU that could still take a routed expert tensor kept on the host:
+    the smallest one, moved there, fits every budget. Empty for kvmem's placements (the invariant
+    tests/engines/test_llamacpp_placement.py asserts)."""
+    host = _host_experts(lay)
+    if not host:
+        return []
+    smallest = min(host, key=cuda_alloc_bytes)
+    return [(d, smallest.name) for d in lay.placement.gpus
+            if _moved(model, tensors, lay, smallest, d, kw).fits(budgets)]
+
+
+_BEST: dict = {}      # (model, weight format, budgets, options) -> (Layout | None, tensors, source)
+_BEST_KEPT = 64
+
+
+def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
+    """(kvmem's placement or None, the tensors, their source) for ``model``'s tensors in
+    ``weight_format`` (kvmem.engines.llamacpp.tensors.tensors_for), ``budgets`` ((device, bytes), ...)
+    and layout ``options`` ((name, value), ...); None when the GPUs cannot hold even what the
+    smallest placement leaves them. Remembered for the last few asked: kvmem fit's verdict, its
+    report and the Fit page ask the same."""
+    key = (model, weight_format, budgets, options)
+    if key in _BEST:
+        return _BEST[key]
+    tensors, source = tensors_for(model, weight_format)
+    names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
+    kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
+    if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)
+        free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
+        best, _ = fit_on(model, tensors, names, free, n_ctx=kw["n_ctx"], kw=kw_fit, margin=0)
+        best = best if best.fits(usable) else None
+    else:
+        best = _best(model, tensors, names, None, usable, kw)
+    best = _top_up(model, tensors, best, usable, kw_fit)
+    if len(_BEST) >= _BEST_KEPT:
+        _BEST.pop(next(iter(_BEST)))
+    _BEST[key] = (best, tensors, source)
+    return _BEST[key]
+
+
 # ---- the plan ---------------------------------------------------------------------------------
 
 def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, fit: bool) -> str:
@@ -147,20 +228,14 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
             mmproj_path: str | None = None) -> OffloadPlan:
     """kvmem's placement and --fit's for ``model`` on ``gpus`` (kvmem.gpus.GPU values) at ``context``
     tokens (-c); ``context_set`` False lets --fit lower it as it does when -c is not given."""
-    tensors, source = tensors_for(model, weight_format)
     names = tuple(f"CUDA{i}" for i in range(len(gpus)))
     usable = {n: g.usable_memory_bytes for n, g in zip(names, gpus, strict=True)}
     budgets = dict(usable)
     kw = dict(n_ctx=context, n_ubatch=n_ubatch, type_k=type_k, type_v=type_v, flash_attn=flash_attn, mmap=mmap,
               kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mmproj_bytes, mmproj_offload=mmproj_offload)
-    split = tuple(usable[n] - CUDA_CONTEXT_BYTES for n in names) if len(names) > 1 else None
     free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
-    if len(names) > 1:   # several GPUs: whole layers per device, filled back to front, nothing kept spare
-        best, _ = fit_on(model, tensors, names, free, n_ctx=context, kw=kw_fit, margin=0)
-        best = best if best.fits(budgets) else None
-    else:
-        best = _best(model, tensors, names, split, budgets, kw)
+    best, tensors, source = best_layout(model, weight_format, tuple(usable.items()), tuple(sorted(kw.items())))
     fit, fit_note = fit_on(model, tensors, names, free, n_ctx=context if context_set else None, kw=kw_fit)
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
     notes = (f"tensors: {source}",
