@@ -17,7 +17,7 @@ __all__ = ["ARCHES", "write_gguf"]
 ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
           "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
           "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba", "glm_moe_dsa": "glm-dsa",
-          "lfm2": "lfm2"}
+          "lfm2": "lfm2", "minimax": "minimax-01"}
 _N_VOCAB = 32
 _N_FF = 32
 
@@ -85,6 +85,35 @@ def write_gguf(model: Model, path: str) -> str:
                 t(b + "attn_v.weight", n_embd, kv[i] * dk)
                 t(b + "attn_output.weight", n_embd, n_embd)
             _ffn(t, b, n_embd)
+    elif arch == "minimax-01":
+        # src/models/minimax-01.cpp: lightning layers ((il + 1) % 8 != 0, no layer list in the GGUF) hold a fused
+        # attn_qkv, attn_norm_2 and attn_gate; the full layers Q/K/V; every layer two experts
+        dk = _field(model, "head_dim") or n_embd // n_head   # key_length: the lightning layers' head size too
+        kv = max((layer.kv_heads for layer in layers if layer.caches_tokens), default=1)
+        w.add_head_count_kv(kv)
+        w.add_key_length(dk)
+        w.add_value_length(dk)
+        w.add_rope_dimension_count(dk)
+        w.add_residual_scale(1.0)
+        w.add_expert_count(2)
+        w.add_expert_used_count(1)
+        for i in range(n_layer):
+            b = f"blk.{i}."
+            t(b + "attn_norm.weight", n_embd)
+            if layers[i].state is not None:
+                t(b + "attn_norm_2.weight", dk * n_head)
+                t(b + "attn_qkv.weight", n_embd, 3 * dk * n_head)
+                t(b + "attn_gate.weight", n_embd, dk * n_head)
+            else:
+                t(b + "attn_q.weight", n_embd, dk * n_head)
+                t(b + "attn_k.weight", n_embd, kv * dk)
+                t(b + "attn_v.weight", n_embd, kv * dk)
+            t(b + "attn_output.weight", dk * n_head, n_embd)
+            t(b + "ffn_norm.weight", n_embd)
+            t(b + "ffn_gate_inp.weight", n_embd, 2)
+            t(b + "ffn_gate_exps.weight", n_embd, _N_FF, 2)
+            t(b + "ffn_down_exps.weight", _N_FF, n_embd, 2)
+            t(b + "ffn_up_exps.weight", n_embd, _N_FF, 2)
     elif arch == "mamba":
         # conversion/mamba.py set_gguf_parameters and src/models/mamba.cpp load_arch_tensors (d_inner = 2 x n_embd)
         state = layers[0].state

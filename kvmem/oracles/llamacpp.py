@@ -3,8 +3,9 @@
 Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA), deepseek32 (DeepSeek-V3.2: MLA with
 the DSA indexer, llama_kv_cache_dsa's two caches), glm-dsa (GLM-5: the indexer cache on the layers
 indexer_types marks "full"), mamba (Mamba / Falcon-Mamba: the llama_memory_recurrent line) and lfm2
-(LFM2: attention layers' cache and the short convolutions' rows, llama_memory_hybrid), the architectures
-gguf_files.py writes.
+(LFM2: attention layers' cache and the short convolutions' rows, llama_memory_hybrid), and minimax-01
+(MiniMax-Text-01 / M1: lightning rows; not in the random turn, as llama.cpp aborts on 3 separate streams), the
+architectures gguf_files.py writes.
 
 Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
 with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
@@ -38,7 +39,7 @@ from .report import Check
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa",
-            "lfm2")
+            "lfm2")   # minimax is drawn on its own (random_case(seed, i, "minimax")): see its oracle test
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
@@ -163,7 +164,21 @@ def _lfm2_model(seed: int, i: int) -> tuple:
     return rng, Model.from_hf_config(cfg)
 
 
-_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": _glm_dsa_model, "lfm2": _lfm2_model}
+def _minimax_model(seed: int, i: int) -> tuple:
+    """A random MiniMax-01: lightning layers except every eighth (llama.cpp's fixed rule), GQA full layers."""
+    import random
+    rng = random.Random(f"{seed}/{i}/minimax")
+    heads, head_dim = rng.choice((4, 8)), rng.choice((32, 64, 128))
+    n = rng.randint(1, 17)
+    cfg = dict(model_type="minimax", num_hidden_layers=n, hidden_size=rng.choice((256, 512)), num_attention_heads=heads,
+               num_key_value_heads=rng.choice([h for h in (1, 2, 4) if heads % h == 0]), head_dim=head_dim,
+               layer_types=["linear_attention" if (j + 1) % 8 else "full_attention" for j in range(n)],
+               num_local_experts=2, num_experts_per_tok=1, intermediate_size=64, vocab_size=32)
+    return rng, Model.from_hf_config(cfg)
+
+
+_OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": _glm_dsa_model, "lfm2": _lfm2_model,
+              "minimax": _minimax_model}
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:

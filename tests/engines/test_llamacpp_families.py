@@ -319,22 +319,26 @@ def test_nemotron_nas_blocks_without_attention_keep_zero_wide_rows():
     assert (off.k_bytes, off.v_bytes) == (411_041_792, 671_088_640)
 
 
+def _minimax_m3(n=6, dense=2, **extra) -> kvmem.Model:
+    """A MiniMax-M3-shaped text config (the geometry of MiniMax-M3: 4 KV heads of 128, a 128-wide indexer key;
+    fewer layers), with sparse_attention_config and moe_layer_freq as llama.cpp's converter reads them."""
+    freq = [0] * dense + [1] * (n - dense)
+    return _m(**{**dict(model_type="minimax_m3_vl_text", num_hidden_layers=n, hidden_size=6144, num_attention_heads=64,
+                        num_key_value_heads=4, head_dim=128, moe_layer_freq=freq, vocab_size=1000,
+                        intermediate_size=3072, num_local_experts=8, num_experts_per_tok=2,
+                        sparse_attention_config=dict(sparse_attention_freq=freq, sparse_index_dim=128,
+                                                     sparse_num_index_heads=4, sparse_block_size=128,
+                                                     sparse_topk_blocks=16, sparse_local_block=1)), **extra})
+
+
 def test_minimax_m3_msa_keeps_an_indexer_cache_with_one_value_head():
-    import json
-    with open(CORPUS + "MiniMaxAI--MiniMax-M3.json") as f:
-        config = json.load(f)
-    text = {k: v for k, v in config.get("text_config", config).items() if k != "architectures"}
-    m = kvmem.Model.from_hf_config({**text, "model_type": "minimax_m3_vl_text"})
-    e = llama(m, tokens=4096)
-    # main: 60 layers x 4 heads x 128 x 2 B x 4096 = 251,658,240 B each of K and V; indexer on the 57 layers after
-    # the 3 leading dense ones (moe_layer_freq): one 128-wide K and one 128-wide V head, 57 x 128 x 2 x 4096 =
-    # 59,768,832 B each
-    assert _kv(e) == [("kv", 60, 4096, 251_658_240, 251_658_240), ("kv_idx", 57, 4096, 59_768_832, 59_768_832)]
+    e = llama(_minimax_m3(), tokens=4096)
+    # main: 6 layers x 4 heads x 128 x 2 B x 4096 = 25,165,824 B each of K and V; indexer on the 4 layers after the
+    # 2 leading dense ones (moe_layer_freq): one 128-wide K and one 128-wide V head, 4 x 128 x 2 x 4096 = 4,194,304 B
+    assert _kv(e) == [("kv", 6, 4096, 25_165_824, 25_165_824), ("kv_idx", 4, 4096, 4_194_304, 4_194_304)]
     assert e.log_lines[0] == "llama_kv_cache_msa: creating main KV cache, size = 4096 cells"
     with pytest.raises(ValueError, match="sparse_attention_config"):
-        llama(kvmem.Model.from_hf_config({**{k: v for k, v in text.items() if k != "sparse_attention_config"},
-                                          "model_type": "minimax_m3_vl_text",
-                                          "layer_types": ["full_attention"] * 60}))
+        llama(_m(**dict(_DENSE, model_type="minimax_m3_vl_text", layer_types=["full_attention"] * 4)))
 
 
 def test_new_2026_families():

@@ -216,6 +216,16 @@ def msa_indexer(model: Model, *, value: bool = False) -> dict[int, int]:
 
 # ---- the plan: caches, per-layer bytes, devices ----------------------------------------------
 
+# Recurrent-only architectures (llm_arch_is_recurrent, src/llama-arch.cpp L1071-L1083): llama_memory_recurrent
+# alone. Every other family with recurrent layers is hybrid (llm_arch_is_hybrid): llama_memory_hybrid[_iswa],
+# whose attention cache exists even where no layer attends.
+RECURRENT_ONLY = {"mamba", "falcon_mamba", "mamba2"}
+
+
+def _hybrid(model: Model) -> bool:
+    return model.model_type not in RECURRENT_ONLY and any(layer.state is not None for layer in model.layers)
+
+
 def _layer_devices(n_layer: int, pp: int) -> list[int]:
     """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded."""
     check_pp_layers(pp, n_layer)
@@ -271,7 +281,8 @@ def _plan(model: Model, s: Settings, pp: int) -> Plan:
             raise ValueError(f"{model.name}: llama_kv_cache_msa is modelled at the vendored build 0c1e57098 only; the "
                              f"build that added it is not pinned here, so build {s.build} is refused")
         index, index_v, index_cache = msa_indexer(model), msa_indexer(model, value=True), "msa"
-    if owners:
+    if owners or _hybrid(model):
+        # a hybrid's llama_memory_hybrid builds its attention cache even with no attention layer: "0 layers"
         add_cache("kv", base_ids, n_ctx_seq)
     if windowed:
         add_cache("kv_swa", sorted(windowed), swa_cells)
