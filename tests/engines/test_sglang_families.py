@@ -75,6 +75,16 @@ def test_lfm2_attention_layers_and_short_conv_state():
     assert sglang(cfg, tp=2).state_bytes == 40_960
 
 
+def test_lfm2_moe():
+    # Lfm2MoeConfig defaults with a layer pattern set (attention at 2, 6, 10, 14, 18, 21 of 32 layers):
+    # 6 x 8 heads x 128 x 2 B = 2,048 B per layer; 26 short-conv layers x 2,048 channels x 2 x 2 B
+    from kvmem.oracles.transformers import default_config
+    cfg = default_config("lfm2_moe").to_dict()
+    cfg["layer_types"] = ["full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(32)]
+    result = sglang(cfg)
+    assert (result.kv_bytes, result.state_bytes) == (1001 * 6 * 2048, 26 * 2048 * 2 * 2) == (12_300_288, 212_992)
+
+
 def test_laguna_is_hybrid_swa_when_it_has_a_window():
     # Laguna-XS.2: 10 full + 30 sliding (512) layers, 8 heads x 256 x 2 B = 4,096 B each
     result = sglang(corpus("poolside--Laguna-XS.2-FP8.json"))
@@ -176,7 +186,7 @@ NOT_YET = {
     "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl", "xmod",
     "modernbert-decoder", "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
-    "lfm2_moe", "falcon_h1", "mamba2", "deepseek_v4",
+    "falcon_h1", "mamba2", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
     "deepseek_ref", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
 }

@@ -44,6 +44,10 @@ def base_configs():
         cfg["architectures"] = [arch]
         yield family, cfg
     yield "dbrx-instruct", DBRX
+    lfm2_moe = default_config("lfm2_moe").to_dict()   # with a layer pattern set (the defaults have none)
+    lfm2_moe.update(architectures=["Lfm2MoeForCausalLM"], layer_types=[
+        "full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(lfm2_moe["num_hidden_layers"])])
+    yield "lfm2_moe", lfm2_moe
 
 
 BASES = list(base_configs())
@@ -55,7 +59,7 @@ def assert_agrees(name, cfg, tp=1):
 
 
 def test_every_declared_family_has_a_case():
-    assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx"}
+    assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx", "lfm2_moe"}
 
 
 @pytest.mark.parametrize("name, cfg", BASES, ids=[name for name, _ in BASES])

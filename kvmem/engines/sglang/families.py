@@ -43,6 +43,7 @@ FAMILIES = CheckedFamilies(frozenset({
     "kimi_linear",        # kimi_linear.py / kimi_k3.py: MLA pool + KDA state (Kimi-Linear-48B, Kimi-K3)
     "mimo_v2_flash",      # mimo_v2.py: hybrid SWA, swa_num_key_value_heads / swa_head_dim (MiMo-V2-Flash)
     "lfm2",               # lfm2.py: attention layers + short-conv state, no SSM (LFM2.5-1.2B)
+    "lfm2_moe",           # lfm2_moe.py: likewise (configs/lfm2_moe.py), conv channels hidden_size
     "exaone4",            # exaone4.py: not hybrid SWA, every layer at full length
     "exaone_moe",         # exaone_moe.py: likewise
     "laguna",             # laguna.py: hybrid SWA when sliding_window is set (Laguna-XS.2, Laguna-S-2.1)
