@@ -17,9 +17,10 @@ transformers, tests/oracles/test_transformers_oracle.py) and config classes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
+from .judged import JUDGED, WHY
 
 __all__ = ["Family", "FAMILIES", "ALIASES", "family_of"]
 
@@ -268,6 +269,10 @@ FAMILIES = {**{t: Family(source=f"configuration_{t}.py, generic rule") for t in 
             **{t: Family("decoder", source=f"modeling_{t.replace('-', '_')}.py as a decoder (is_decoder)",
                          opt_in=True) for t in _DECODERS},
             **_SPECIAL}
+# the fields transformers' own model caches the same bytes with, changed (kvmem.configs.judged)
+FAMILIES.update({t: replace(FAMILIES[t], ignores=FAMILIES[t].ignores + tuple((name, WHY) for name in fields
+                                                                             if name not in FAMILIES[t].ignored_fields))
+                 for t, fields in JUDGED.items()})
 
 
 def family_of(model_type: str) -> Family:
