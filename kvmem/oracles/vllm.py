@@ -36,7 +36,7 @@ from ..catalog import get_model, list_models
 from ..engines import capacity
 from ..parallel import divides, kv_heads_per_rank
 from ..model import CHUNKED, FULL, MLA, NONE, SLIDING, Model
-from .architectures import in_turn, random_model
+from .architectures import random_model
 from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
@@ -293,9 +293,32 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
     return out
 
 
+# The opt-in families (kvmem.engines.vllm FAMILIES) with a seeded generator here, drawn in turn after the
+# base architectures by random_cases: kvmem validate --engine vllm covers them too
+ATTENTION_TYPES = ("exaone4", "afmoe", "cohere2", "cohere2_moe", "dbrx", "qwen2_vl_text", "qwen2_5_vl_text",
+                   "minicpm3", "longcat_flash", "laguna", "exaone_moe", "nemotron-nas", "ernie4_5_vl_moe_text",
+                   "exaone4_5_text", "mimo", "step3p5", "minimax_m3_text", "hy_v4", "axk1", "sarvam_mla",
+                   "gpt_bigcode", "smollm3")
+OPT_IN_CASES = ("deepseek_v4", "glm_moe_dsa", "mimo_v2_flash", *ATTENTION_TYPES)
+
+
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
-    """``n`` random architectures from ``seed``, the families in turn."""
-    return in_turn(random_case, FAMILIES, n, seed)
+    """``n`` random architectures from ``seed``: the base families and the opt-in ones in turn."""
+    kinds = FAMILIES + OPT_IN_CASES
+    return [_random_any(seed, i, kinds[i % len(kinds)]) for i in range(n)]
+
+
+def _random_any(seed: int, i: int, kind: str) -> tuple[str, Model, dict]:
+    if kind in FAMILIES:
+        return random_case(seed, i, kind)
+    draw = seed * 1_000_003 + i            # one case per (seed, i), as random_case draws its own
+    if kind == "deepseek_v4":
+        return random_dsv4_case(draw)
+    if kind == "glm_moe_dsa":
+        return random_glm_dsa_case(draw)
+    if kind == "mimo_v2_flash":
+        return random_mimo_case(draw)
+    return random_attention_case(kind, draw)
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:

@@ -24,3 +24,10 @@ def test_seeded_shapes(model_type):
         case = oracle.random_attention_case(model_type, seed)
         bad = [c for c in oracle.run_case(*case) if not c.matches]
         assert not bad, "\n".join(f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, vLLM {c.engine!r}" for c in bad)
+
+
+def test_validate_draws_every_opt_in_generator():
+    # kvmem validate --engine vllm: the base architectures, then each opt-in family with a generator, in turn
+    cases = oracle.random_cases(len(oracle.FAMILIES) + len(oracle.OPT_IN_CASES), 0)
+    types = [model.model_type for _, model, _ in cases[len(oracle.FAMILIES):]]
+    assert types == list(oracle.OPT_IN_CASES)
