@@ -384,7 +384,9 @@ def test_model_that_does_not_fit_at_batch_one():
     # 141,107,412,992 B of weights + 32 MiB rotary cache on one 80 GB GPU
     assert "llama-3.1-70b does not fit on 1 x h100-sxm-80gb (vllm, tp=1, pp=1, weights bf16, KV bf16)" in message
     assert "the weights (131.45 GiB per device)" in message and "short by 65.09 GiB" in message
-    assert "What would fit: 2 GPUs per replica (tp=2); weight_dtype='awq'" in message
+    # AWQ weights (~37 GiB) would fit, but vLLM reads AWQ only from an AWQ checkpoint: kvmem plan refuses
+    # it for this bf16 one (launch/base.py weight_flags), so it is not suggested (issue 33 finding 3)
+    assert message.endswith("What would fit: 2 GPUs per replica (tp=2).")
     assert info.value.fit.min_gpus == 2 and info.value.fit.max_batch == 0
 
 

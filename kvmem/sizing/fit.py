@@ -14,7 +14,7 @@ from .results import Fit, FitError, MemoryBreakdown
 from .numbers import engine_numbers
 from .search import answer, context_cap, pools_refuse, replica_batch
 from .setup import Setup, SetupBudget, make_setup, need_bytes, setup_estimate
-from .suggest import min_gpus as _min_gpus, what_would_fit
+from .suggest import levers as _levers, min_gpus as _min_gpus
 
 
 # ----------------------------------------------------------------------------- fit
@@ -33,6 +33,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     per_replica_max, max_batch, max_context = found.per_replica_max, found.max_batch, found.max_context
     fits, work_batch, budget = found.fits, found.work_batch, found.budget
     notes.extend(budget.notes)
+    notes.extend(found.notes)          # the engine's placement verdict, where it gave one
     if max_context == context_cap(s.model) and s.model.max_position_embeddings:
         notes.append(f"max_context stops at the model's max_position_embeddings ({max_context:,})")
     if per_replica_max == s.rules.max_sequences:
@@ -49,7 +50,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     past = past_positions(s.model, ENGINES[s.engine], s.context)
     if past:
         notes.append(past[0])
-    if budget.kv_memory < 0:
+    if budget.kv_memory < 0 and found.placed is None:
         notes.append(f"no memory left for KV: weights, activations and overhead exceed the budget by "
                      f"{format_bytes(-budget.kv_memory)} per device")
     # The pool the engine holds, and what its budget leaves out (vLLM: total x (1 - utilization)),
@@ -60,8 +61,11 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     breakdown = MemoryBreakdown(total_bytes=budget.total, weights_bytes=budget.weights, kv_bytes=kv_work,
                                 kv_pool_bytes=kv_pool, activations_bytes=budget.activations,
                                 overhead_bytes=budget.overhead, free_bytes=free, shortfall_bytes=shortfall)
+    if found.placed is not None:      # the fullest GPU of the engine's placement
+        breakdown = MemoryBreakdown(**found.placed["breakdown"])
     speed = speed_all = crossover = None
-    if s.gpu.bandwidth_bytes_per_s and fits:   # no decode bound for a workload that does not run
+    # no decode bound for a workload that does not run, nor here for one partly in host RAM (its placement's)
+    if s.gpu.bandwidth_bytes_per_s and fits and found.placed is None:
         step_bytes = (active_weight_bytes(s, budget, work_batch) + kv_read_bytes(s, s.context, work_batch))
         speed = s.gpu.bandwidth_bytes_per_s * s.tp / step_bytes
         speed_all = speed * work_batch * s.replicas
@@ -73,16 +77,18 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     numbers = engine_numbers(s, cap, work_batch)
     est_dtype = setup_estimate(s, 1, 1).kv_dtype
     weight_name = budget.weights_obj.weight_dtype if budget.weights_obj else "given"
-    suggestions = () if fits else what_would_fit(s, budget, max_context, per_replica_max, min_gpus)
+    found_levers = () if fits else _levers(s, max_context, per_replica_max, min_gpus)
     result = Fit(model=s.model.name, gpu=s.gpu.name, engine=s.engine, num_gpus=s.num_gpus, tp=s.tp, pp=s.pp,
                  replicas=s.replicas, context=s.context, batch=s.batch, weight_dtype=weight_name,
                  kv_dtype=est_dtype, fits=fits, max_batch=max_batch, max_context=max_context, min_gpus=min_gpus,
                  breakdown=breakdown, kv_memory_bytes=max(budget.kv_memory, 0), kv_bytes_per_sequence=kv_per_seq,
                  shortfall_bytes=shortfall, decode_tokens_per_s=speed, decode_tokens_per_s_aggregate=speed_all,
-                 kv_crossover_tokens=crossover, suggestions=suggestions, notes=tuple(dict.fromkeys(notes)),
+                 kv_crossover_tokens=crossover, suggestions=tuple(lever.text for lever in found_levers
+                                                                          if lever.plan_refused is None),
+                 levers=found_levers, notes=tuple(dict.fromkeys(notes)),
                  capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
                  refusal=past[1] if past else None,
-                 engine_numbers=numbers)
+                 engine_numbers=numbers, placement=found.placed)
     if max_batch == 0:
         raise FitError(_not_fitting_message(s, budget, result), result)
     return result
@@ -106,8 +112,12 @@ def _not_fitting_message(s: Setup, budget: SetupBudget, result: Fit) -> str:
         text = (f"{s.model.name} does not fit on {where}: one sequence of {s.context:,} tokens needs "
                 f"{format_bytes(need)} of KV per device and {why} — short by {format_bytes(short)} "
                 f"({short:,} B) per device.")
+    unplanned = [lever for lever in result.levers if lever.plan_refused]
     if result.suggestions:
         text += " What would fit: " + "; ".join(result.suggestions) + "."
+    elif unplanned:
+        text += (" Fits with " + "; ".join(lever.text for lever in unplanned) + ", but kvmem plan writes no "
+                 f"command for it ({unplanned[0].plan_refused}).")
     else:
         text += " Nothing tried fits (more GPUs up to 64, smaller weight and KV formats, shorter context)."
     return text

@@ -87,6 +87,8 @@ class Fit(EngineVerdict):
     breakdown_context: int = 0     # tokens per sequence the breakdown's "kv" is for
     refusal: Refusal | None = None      # why the engine itself would not start (context past its positions)
     engine_numbers: EngineNumbers | None = field(default=None, compare=False)  # what the engine prints
+    placement: dict | None = field(default=None, compare=False)   # the engine's placement the verdict is of
+    levers: tuple = field(default=(), compare=False)   # kvmem.sizing.suggest.Lever: words, change, max batch
 
     def to_dict(self) -> dict:
         data = {}
@@ -96,5 +98,6 @@ class Fit(EngineVerdict):
         data["capacity"] = self.capacity.to_dict() if self.capacity else None
         data["engine_numbers"] = self.engine_numbers.to_dict() if self.engine_numbers else None
         data["suggestions"] = list(self.suggestions)
+        data["levers"] = [lever.to_dict() for lever in self.levers]
         data["notes"] = list(self.notes)
         return data

@@ -1,25 +1,56 @@
-"""What would fit: the one answer the CLI (`kvmem fit`), the Fit page and FitError's message share.
+"""What would fit: the one answer the CLI (`kvmem fit`), the Fit page and the refusal message share.
 
-For a workload that does not fit, each change below is tried on its own, in this order, and
-named when the workload fits with it: vLLM's own budget raised to gpu_memory_utilization=0.95
-(its knob, for the engine that takes it: the cheapest change), more GPUs per replica (the
-fewest, tp from 1, 2, 4 ... 64, or pp for an engine that splits layers), more replicas, a smaller weight format
-(the engine's serving formats, smallest first that fits), fp8 KV for a 16/32-bit cache, and
-the longest context or largest batch that fits as given.
+For a workload that does not fit, each change below is tried on its own, in this order:
+vLLM's own budget raised to gpu_memory_utilization=0.95 (its knob, for the engine that takes it:
+the cheapest change), a given max_num_seqs brought down to the batch (the sampler's profile peak
+is sized for it), more GPUs per replica (the fewest, tp from 1, 2, 4 ... 64, or pp for an engine
+that splits layers), more replicas, a smaller weight format (the engine's serving formats,
+smallest first that fits), fp8 KV for a 16/32-bit cache, and the longest context or largest
+batch that fits as given.
+
+A change is proposed only when (1) the same search fit, sweep and plan use (search.answer) says
+the changed workload fits, and (2) for an engine with a server command, kvmem.plan writes the
+command for it: a lever plan would refuse (AWQ weights from a bf16 checkpoint, replicas of a
+llama-server) is not made. Each is a Lever: its words, the kvmem.fit arguments it changes, and
+the max batch with it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..engines import engine_estimate
 from ..parallel import divides
 from ..weights import weights as _weights
-from .search import replica_batch, search_max_batch, workload_fits
-from .setup import Setup, SetupBudget, budget_for
+from .search import answer, replica_batch, workload_fits
+from .setup import Setup, make_setup
 
 RAISED_UTILIZATION = Fraction(95, 100)   # vLLM's budget raised: what users try first (and 0.9 is its default)
+
+# The weight formats a launch command realises from the checkpoint kvmem sized, by engine (the rest
+# need a checkpoint already in that format, which kvmem cannot plan from this one):
+#   vllm, sglang  --dtype for a 16/32-bit format, --quantization fp8 (online fp8): kvmem/launch/base.py
+#                 weight_flags; a quantised checkpoint (quantization_config) keeps its own format
+#   llama.cpp     -m names a GGUF in the format planned (llama-quantize makes it from the checkpoint):
+#                 kvmem/launch/llamacpp.py
+#   trtllm        no weight flag: the checkpoint's own format (kvmem/launch/trtllm.py)
+_MADE_AT_LOAD = {"vllm": ("fp16", "bf16", "fp32", "fp8"), "sglang": ("fp16", "bf16", "fp32", "fp8"),
+                 "llama.cpp": None, "trtllm": ()}     # None: every format of the engine
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One change that makes the workload fit: its words, the kvmem.fit arguments it changes, the max batch with it."""
+
+    text: str
+    change: dict
+    max_batch: int
+    plan_refused: str | None = None     # why kvmem.plan writes no command for it (then it is not suggested)
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "change": dict(self.change), "max_batch": self.max_batch,
+                "plan_refused": self.plan_refused}
 
 
 def _tp_candidates(s: Setup) -> list[int]:
@@ -48,57 +79,126 @@ def min_gpus(s: Setup) -> int | None:
     return None
 
 
-def _raised_budget(s: Setup) -> str | None:
-    """vLLM's gpu_memory_utilization raised to 0.95, when that alone makes the workload fit."""
-    if not s.rules.takes_utilization or s.utilization >= RAISED_UTILIZATION:
-        return None
-    raised = replace(s, utilization=RAISED_UTILIZATION)
-    if not workload_fits(raised):
-        return None
-    at_one = budget_for(raised, 1 if raised.rules.batch_dependent else replica_batch(raised))
-    most = search_max_batch(raised, at_one.kv_memory) * raised.replicas
-    return f"gpu_memory_utilization={float(RAISED_UTILIZATION)} (max batch {most:,})"
+def fit_arguments(s: Setup) -> dict:
+    """kvmem.fit's (and kvmem.plan's) keyword arguments that make ``s``: the options as given."""
+    given = {name: value for name, value in s.sizing.items() if value != s.rules.options.get(name)}
+    return dict(gpu=s.gpu, num_gpus=s.num_gpus, tp=1 if s.rules.layer_split else s.tp, pp=s.pp, context=s.context,
+                batch=s.batch, weight_dtype=s.weight_dtype, kv_dtype=s.kv_dtype, engine=s.engine,
+                gpu_memory_utilization=s.utilization, **s.engine_options, **given)
 
 
-def what_would_fit(s: Setup, budget: SetupBudget, max_context: int, per_replica_max: int,
-                   fewest_gpus: int | None) -> tuple[str, ...]:
-    """The changes that each make the workload fit (the module docstring), as short phrases."""
+def plan_refusal(s: Setup) -> str | None:
+    """Why kvmem.plan writes no command for ``s``; None where it writes one, or where the engine has no
+    server command (there is none to write: the search alone decides)."""
+    from ..launch import BUILDERS, PlanRefused, plan
+    if s.engine not in BUILDERS:
+        return None
+    try:
+        plan(s.model, **fit_arguments(s))
+    except (PlanRefused, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _weights_made(s: Setup, name: str) -> bool:
+    """Whether the engine's command makes weight format ``name`` from the checkpoint sized (_MADE_AT_LOAD)."""
+    if s.engine not in _MADE_AT_LOAD:
+        return True                 # no server command: the search alone decides
+    if s.model.facts.quantization_config:
+        return False                # a quantised checkpoint is read in its own format
+    made = _MADE_AT_LOAD[s.engine]
+    return made is None or name in made
+
+
+def _checked(changed: Setup) -> tuple[int, str | None] | None:
+    """The max batch of ``changed`` and plan's refusal of it where the search says it fits, else None (also
+    where kvmem.fit's arguments cannot say it: llama.cpp's extra GPUs are always layer splits, never replicas)."""
+    try:
+        args = fit_arguments(changed)
+        layout = ("num_gpus", "tp", "pp", "gpu", "engine", "context", "batch", "weight_dtype", "kv_dtype",
+                  "gpu_memory_utilization")
+        again, _ = make_setup(changed.model, **{k: args.pop(k) for k in layout}, options=args)
+        if (again.num_gpus, again.tp, again.pp) != (changed.num_gpus, changed.tp, changed.pp):
+            return None
+        found = answer(changed)
+    except ValueError:              # a tp the model's heads or state do not allow
+        return None
+    if not found.fits:
+        return None
+    return found.max_batch, plan_refusal(changed)
+
+
+def levers(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | None) -> tuple[Lever, ...]:
+    """The changes that each make the workload fit (module docstring); those plan refuses carry why."""
     out = []
-    raised = _raised_budget(s)      # the cheapest change first: the engine's own knob
-    if raised:
-        out.append(raised)
+
+    def attempt(text: str, change: dict, **fields) -> bool:
+        checked = _checked(replace(s, **fields))
+        if checked is not None:
+            out.append(Lever(text.format(max_batch=f"{checked[0]:,}"), change, *checked))
+        return checked is not None and checked[1] is None
+
+    if s.rules.takes_utilization and s.utilization < RAISED_UTILIZATION:   # the cheapest: the engine's own knob
+        attempt(f"gpu_memory_utilization={float(RAISED_UTILIZATION)} (max batch {{max_batch}})",
+                {"gpu_memory_utilization": float(RAISED_UTILIZATION)}, utilization=RAISED_UTILIZATION)
+    seqs, per_replica = s.sizing.get("max_num_seqs"), replica_batch(s)
+    if seqs is not None and int(seqs) > per_replica:    # vLLM sizes its sampler's peak for max_num_seqs
+        attempt(f"max_num_seqs={per_replica} (the batch per replica)", {"max_num_seqs": per_replica},
+                sizing={**s.sizing, "max_num_seqs": per_replica})
     gpus_per_replica = s.tp * s.pp
     if fewest_gpus and fewest_gpus > gpus_per_replica:
-        how = f"pp={fewest_gpus}" if s.rules.layer_split or s.rules.one_device else f"tp={fewest_gpus // s.pp}"
-        out.append(f"{fewest_gpus} GPUs per replica ({how})")
+        if s.rules.layer_split or s.rules.one_device:
+            attempt(f"{fewest_gpus} GPUs per replica (pp={fewest_gpus})", {"num_gpus": fewest_gpus, "pp": fewest_gpus},
+                    pp=fewest_gpus, num_gpus=fewest_gpus)
+        else:
+            tp = fewest_gpus // s.pp
+            attempt(f"{fewest_gpus} GPUs per replica (tp={tp})", {"num_gpus": fewest_gpus, "tp": tp},
+                    tp=tp, num_gpus=fewest_gpus)
     if s.batch and per_replica_max:
         replicas = -(-s.batch // per_replica_max)
         if replicas > s.replicas:
-            out.append(f"{replicas * gpus_per_replica} GPUs as {replicas} replicas of tp={s.tp} x pp={s.pp} "
-                       f"({per_replica_max} sequences each)")
-    current = budget.weights_obj.weight_dtype if budget.weights_obj else None
-    if current and s.given.weights_bytes is None:
-        current_bytes = budget.weights_obj.total_bytes
-        for name in s.rules.weight_formats:
-            try:
-                smaller = _weights(s.model, name).total_bytes < current_bytes
-                if smaller and workload_fits(replace(s, weight_dtype=name)):
-                    out.append(f"weight_dtype={name!r}")
-                    break
-            except ValueError:
-                continue
+            gpus = replicas * gpus_per_replica
+            attempt(f"{gpus} GPUs as {replicas} replicas of tp={s.tp} x pp={s.pp} ({per_replica_max} sequences each)",
+                    {"num_gpus": gpus, "tp": s.tp, "pp": s.pp}, num_gpus=gpus)
+    _weight_lever(s, attempt)
     kv_alt = s.rules.kv_smaller_dtype
     if kv_alt is not None:
         try:
-            here = engine_estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
-                             **s.engine_options)
-            if here.kv_dtype in ("bf16", "fp16", "fp32", "f16") and workload_fits(replace(s, kv_dtype=kv_alt)):
-                out.append(f"kv_dtype={kv_alt!r}")
+            here = engine_estimate(s.model, engine=s.engine, tokens=1, batch=1, kv_dtype=s.kv_dtype, tp=s.tp,
+                                   pp=s.pp, **s.engine_options)
         except ValueError:
-            pass
+            here = None
+        if here is not None and here.kv_dtype in ("bf16", "fp16", "fp32", "f16"):
+            attempt(f"kv_dtype={kv_alt!r}", {"kv_dtype": kv_alt}, kv_dtype=kv_alt)
     if 0 < max_context < s.context:
-        out.append(f"context <= {max_context:,} tokens" + (f" at batch {s.batch}" if s.batch else ""))
+        attempt(f"context <= {max_context:,} tokens" + (f" at batch {s.batch:,}" if s.batch else ""),
+                {"context": max_context}, context=max_context)
     max_batch = per_replica_max * s.replicas
     if s.batch and 0 < max_batch < s.batch:
-        out.append(f"batch <= {max_batch} at {s.context:,} tokens")
+        attempt(f"batch <= {max_batch} at {s.context:,} tokens", {"batch": max_batch}, batch=max_batch)
     return tuple(out)
+
+
+def _weight_lever(s: Setup, attempt) -> None:
+    """The smallest weight format of the engine's serving formats that its command makes and that fits."""
+    if s.given.weights_bytes is not None:
+        return
+    try:
+        current = _weights(s.model, s.weight_dtype)
+    except ValueError:
+        return
+    for name in s.rules.weight_formats:
+        if not _weights_made(s, name):
+            continue
+        try:
+            smaller = _weights(s.model, name).total_bytes < current.total_bytes
+        except ValueError:
+            continue
+        if smaller and attempt(f"weight_dtype={name!r}", {"weight_dtype": name}, weight_dtype=name):
+            return
+
+
+def what_would_fit(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | None) -> tuple[str, ...]:
+    """The changes that each make the workload fit and plan realises, as short phrases (levers' words)."""
+    return tuple(lever.text for lever in levers(s, max_context, per_replica_max, fewest_gpus)
+                 if lever.plan_refused is None)
