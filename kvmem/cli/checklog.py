@@ -20,10 +20,13 @@ def cmd_check_log(args) -> int:
         options["max_model_len"] = parse_tokens(args.max_model_len)
     if args.plan_kv_memory:
         options["expected_kv_memory"] = parse_kv_memory(args.plan_kv_memory)
-    result = check_log(text, read_model(args.model, args.revision), engine=args.engine, kv_dtype=args.kv_dtype,
-                       tp=args.tp, pp=args.pp, **options)
+    model = read_model(args.model, args.revision) if args.model else None
+    result = check_log(text, model, engine=args.engine, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp, **options)
     lines = [f"{result.model} · {result.engine or 'engine not recognised'} · "
              + ", ".join(f"{k} {v}" for k, v in result.settings.items())]
+    if result.inputs:
+        lines.append("settings: " + "; ".join(f"{name} {_shown(value)} ({source})"
+                                             for name, (value, source) in result.inputs.items()))
     for c in result.checks:
         lines.append(f"line {c.line}: {c.quantity}: " + ("matches" if c.matches else
                      f"logged {c.logged}, kvmem {c.kvmem} — {c.cause}"))
@@ -32,19 +35,28 @@ def cmd_check_log(args) -> int:
     return 0 if result.matches else 1
 
 
+def _shown(value) -> str:
+    return quote(value, 120) if isinstance(value, str) else str(value)
+
+
 def configure(logp) -> None:
     logp.add_argument("log", help=f"the log file, or - for standard input (at most {MAX_LOG_BYTES >> 20} MiB; "
                                    "the startup lines are enough)")
-    logp.add_argument("--model", required=True, help=MODEL_HELP)
+    logp.add_argument("--model", default=None, help=MODEL_HELP + " (default: the model the log names, when kvmem has "
+                                                                 "a preset for it; never fetched)")
     logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
     logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),
                       help="default: from the log's lines")
-    logp.add_argument("--kv-dtype", default="auto", help="KV element format the server used (default auto)")
-    logp.add_argument("--tp", type=int, default=1, help="tensor-parallel size the server used")
-    logp.add_argument("--pp", type=int, default=1, help="pipeline-parallel size the server used")
-    logp.add_argument("--max-model-len", default=None, help="vLLM's max_model_len when the log does not state it")
+    logp.add_argument("--kv-dtype", default=None,
+                      help="KV element format the server used (default: the log's, else auto)")
+    logp.add_argument("--tp", type=int, default=None, help="tensor-parallel size the server used (default: the "
+                                                           "log's, else 1)")
+    logp.add_argument("--pp", type=int, default=None, help="pipeline-parallel size the server used (default: the "
+                                                           "log's, else 1)")
+    logp.add_argument("--max-model-len", default=None, help="vLLM's max_model_len (default: the log's)")
     logp.add_argument("--option", "-o", action="append", metavar="NAME=VALUE",
-                      help="an engine option the server used, e.g. block_size=32 (repeatable)")
+                      help="an engine option the server used, e.g. block_size=32, or weight_dtype=fp8 for the "
+                           "weights line (repeatable; over the log's)")
     logp.add_argument("--plan-kv-memory", default=None,
                       help="the plan's KV budget per device (kvmem fit's kv_memory_bytes), to compare vLLM's "
                            "'Available KV cache memory' with")

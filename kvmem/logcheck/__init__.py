@@ -1,11 +1,19 @@
 """Check a real startup log against kvmem: kvmem.check_log(text, model, ...) -> LogCheck.
 
-The log's KV lines are found by their text (engine/logcheck modules: vllm, sglang), the settings
-they state are recovered, the rest are taken from the arguments (tp, pp, kv_dtype, engine options),
-and each line is compared with what kvmem computes: it matches, or the check names the difference
-and its likely cause. Lines kvmem does not know are ignored, never misread; a log with nothing
-kvmem can check says so. vLLM V1 ("Available KV cache memory", "GPU KV cache size"), SGLang
-("KV Cache is allocated", "Mamba Cache is allocated") and llama.cpp ("llama_kv_cache[_unified]:
+The log's lines are found by their text (engine/logcheck modules: vllm, sglang, llamacpp, trtllm).
+The settings the engine prints are read first (each module's ``printed``: vLLM's config line and
+"non-default args", SGLang's server_args, llama.cpp's llama_context and cache lines, TRT-LLM's
+tokens per block): the model, tp/pp, the KV dtype, max_model_len, block size, prefix caching, the
+version, ... An argument given overrides what the log prints; what neither states is the engine's
+default; LogCheck.inputs says which came from where. The model may be left out when the log names
+one kvmem has a preset for (an HF id, a preset name or alias, a path whose folder or GGUF file is
+named so): never the network. Each number line is then compared with what kvmem computes, by the
+same library calls kvmem.fit and kvmem.plan use (kvmem.capacity, the engine's estimate and pools,
+kvmem.weights per device): it matches, or the check names the difference and its likely cause.
+Lines kvmem does not know are ignored, never misread; a log with nothing kvmem can check says so.
+vLLM ("Model loading took", "Available KV cache memory", "GPU KV cache size", "Maximum
+concurrency"), SGLang ("KV Cache is allocated", "Mamba Cache is allocated", the scheduler's
+max_running_requests) and llama.cpp ("llama_kv_cache[_unified]:
 size = ...", iSWA pairs, "llama_memory_recurrent: size = ...", with the llama_context lines that
 state n_ctx, n_seq_max, kv_unified) and TRT-LLM ("available: A GiB" with the primary pool's blocks,
 "Allocated X GiB for max tokens in paged KV cache (N)") are read.
@@ -17,10 +25,12 @@ read by patterns that take one pass over a line however long it is, and a number
 
 from __future__ import annotations
 
-from ..catalog import as_model
+import os
+
+from ..catalog import as_model, preset
 from ..engines import ENGINES
 from ..parallel import check_parallel
-from ..sources.bounded import MAX_LOG_BYTES
+from ..sources.bounded import MAX_LOG_BYTES, quote
 from . import llamacpp, sglang, trtllm, vllm
 from .base import LineCheck, LogCheck
 
@@ -28,6 +38,12 @@ __all__ = ["check_log", "LogCheck", "LineCheck", "MAX_LOG_CHARS"]
 MAX_LOG_CHARS = MAX_LOG_BYTES       # a startup log: a few hundred KB; a file or a paste past this is refused
 READERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp, "trtllm": trtllm}
 _UNREAD: dict = {}
+# what each reader's check takes beyond its engine's options (popped there, never passed to the engine)
+CHECK_OPTIONS = {"vllm": ("max_model_len",), "sglang": (), "llama.cpp": (), "trtllm": ("free_gpu_memory_fraction",)}
+# settings that are not engine options but that a check reads (the weights line's format, ...)
+INFO = ("weight_dtype", "quantization", "max_num_seqs", "gpu_memory_utilization", "context_length",
+        "mem_fraction_static", "weight_format")
+_QUANT_TAGS = ("f16", "bf16", "f32", "fp16", "fp8", "mxfp4")
 
 
 def _engine_of(found: dict) -> str | None:
@@ -42,18 +58,18 @@ def _engine_of(found: dict) -> str | None:
     return None
 
 
-def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", tp: int = 1, pp: int = 1,
-              expected_kv_memory: int | None = None, **options) -> LogCheck:
-    """Every KV line of ``text`` kvmem can check, for ``model`` under the settings given (module docstring).
-    ``expected_kv_memory``: the plan's KV budget per device (kvmem.fit(...).kv_memory_bytes), for an
-    engine whose log states its own (EngineSpec.logs_kv_budget)."""
+def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None, tp: int | None = None,
+              pp: int | None = None, expected_kv_memory: int | None = None, **options) -> LogCheck:
+    """Every number line of ``text`` kvmem can check (module docstring). ``model``, ``kv_dtype``, ``tp``,
+    ``pp`` and ``options`` (engine options, and weight_dtype for a weights line) override what the log
+    prints; None: the log's, else the engine's default. ``expected_kv_memory``: the plan's KV budget
+    per device (kvmem.fit(...).kv_memory_bytes), for an engine whose log states its own
+    (EngineSpec.logs_kv_budget)."""
     if not isinstance(text, str):
         raise ValueError(f"log must be text (str), got {type(text).__name__}")
     if len(text) > MAX_LOG_CHARS:
         raise ValueError(f"log is {len(text):,} characters; kvmem reads at most {MAX_LOG_CHARS:,} of a startup log "
                          "(its KV lines come in the first minutes: pass those, e.g. the first 10,000 lines)")
-    tp, pp = check_parallel(tp, pp)
-    model = as_model(model)
     lines = text.splitlines()
     found = {name: reader.read(lines) for name, reader in READERS.items()}
     engine = engine or _engine_of(found)
@@ -66,13 +82,70 @@ def check_log(text: str, model, *, engine: str | None = None, kv_dtype="auto", t
             notes.append("no line kvmem can check: it reads vLLM's 'Available KV cache memory' / 'GPU KV cache "
                          "size', SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated', llama.cpp's "
                          "cache size lines and TRT-LLM's paged KV cache lines")
-        return LogCheck(engine=engine, model=model.name, settings={}, notes=tuple(notes), ignored=len(lines))
+        name = model if isinstance(model, str) else getattr(model, "name", "")
+        return LogCheck(engine=engine, model=name or "", settings={}, notes=tuple(notes), ignored=len(lines))
+    inputs = _inputs(READERS[engine].printed(lines), model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options)
+    model = _model(inputs)
+    tp, pp = check_parallel(inputs["tp"][0], inputs["pp"][0])
+    used, info = {}, {}
+    for name, (value, source) in inputs.items():
+        if name in ("model", "tp", "pp", "kv_dtype"):
+            continue
+        if source == "given" or name in ENGINES[engine].options or name in CHECK_OPTIONS[engine]:
+            (info if name in INFO else used)[name] = value       # an option given goes on, to be refused if unknown
+        else:
+            info[name] = value
     extra = {"expected_kv_memory": expected_kv_memory} if ENGINES[engine].logs_kv_budget else {}
-    settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=kv_dtype, tp=tp, pp=pp,
-                                                   **extra, **options)
+    settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=inputs["kv_dtype"][0], tp=tp,
+                                                   pp=pp, info=info, **extra, **used)
     notes += more
     if not checks:
         notes.append("no line kvmem can check for this engine in the log")
     in_order = tuple(sorted(checks, key=lambda c: c.line))
     return LogCheck(engine=engine, model=model.name, settings=settings, checks=in_order, notes=tuple(notes),
-                    ignored=len(lines) - len({c.line for c in checks}))
+                    ignored=len(lines) - len({c.line for c in checks}), inputs=inputs)
+
+
+def _inputs(printed: dict, *, model, kv_dtype, tp, pp, options: dict) -> dict:
+    """name -> (value, where from): the log's settings, then the arguments over them, then the defaults."""
+    inputs = {name: (value, f"log line {n}") for name, (value, n) in printed.items()}
+    given = {"model": model, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, **options}
+    inputs.update({name: (value, "given") for name, value in given.items() if value is not None})
+    for name, default in (("tp", 1), ("pp", 1), ("kv_dtype", "auto")):
+        if inputs.get(name, (None,))[0] is None:
+            inputs[name] = (default, "default")
+    return inputs
+
+
+def _model(inputs: dict):
+    """The model given, else the preset the log names (its id, folder or GGUF file name); never the network."""
+    if "model" not in inputs or inputs["model"][0] is None:
+        raise ValueError("no model given and the log names none: give the model (--model: a preset, an HF id or a "
+                         "config.json)")
+    value, source = inputs["model"]
+    if source == "given":
+        return as_model(value)
+    for name in _model_names(str(value)):
+        try:
+            key = preset(name)["name"]
+        except ValueError:
+            continue
+        inputs["model"] = (key, f"{source}: {quote(value, 120)}" + ("" if name == value else f", read as {name}"))
+        return as_model(key)
+    raise ValueError(f"the log names the model {quote(value, 120)} ({source}), which is not a kvmem preset; "
+                     "check-log does not fetch it: give the model (--model: a preset, an HF id or a config.json)")
+
+
+def _model_names(value: str) -> list[str]:
+    """The names a model the log prints may go by: as printed, its folder or file name, and a GGUF file's
+    name without its quantisation tag ("Qwen3-0.6B-Q8_0.gguf" -> "Qwen3-0.6B")."""
+    base = os.path.basename(value.replace("\\", "/").rstrip("/"))
+    names = [value, base]
+    if base.lower().endswith(".gguf"):
+        stem = base[:-5]
+        parts = stem.split("-")
+        while len(parts) > 1 and (parts[-1].lower() in _QUANT_TAGS or parts[-1][:1].lower() in "qi"
+                                  and any(c.isdigit() for c in parts[-1][:3])):
+            parts.pop()
+        names += [stem, "-".join(parts)]
+    return list(dict.fromkeys(n for n in names if n))

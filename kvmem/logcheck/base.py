@@ -35,6 +35,9 @@ class LogCheck:
     checks: tuple[LineCheck, ...] = ()
     notes: tuple[str, ...] = ()
     ignored: int = field(default=0)      # lines kvmem does not read (never misread)
+    # the settings the check ran under, each with where it came from: name -> (value, source), the
+    # source "log line N" (the engine printed it), "given" (an argument, over the log's) or "default"
+    inputs: dict = field(default_factory=dict)
 
     @property
     def matches(self) -> bool:
@@ -44,7 +47,14 @@ class LogCheck:
     def to_dict(self) -> dict:
         return {"engine": self.engine, "model": self.model, "settings": dict(self.settings),
                 "checks": [c.to_dict() for c in self.checks], "notes": list(self.notes), "ignored": self.ignored,
+                "inputs": {name: {"value": _plain(value), "from": source} for name, (value, source) in
+                           self.inputs.items()},
                 "matches": self.matches}
+
+
+def _plain(value):
+    """A setting as JSON holds it: a Model given (or any other object) by its text."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(getattr(value, "name", value))
 
 
 def strip_prefix(line: str, marker: str) -> str:

@@ -20,21 +20,27 @@ import re
 
 from ..engines import engine_estimate
 from .base import LineCheck, logged_number, strip_prefix
+from .printed import field, value_of
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
 # pass over a line however long (TYPES is matched right after the size line's "seqs)", never ".*").
 SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
                   r"layers, +(\d+)(?:/ *(\d+))? seqs")
 TYPES = re.compile(r"seqs\), +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\):")
-CONTEXT = {"n_ctx": re.compile(r"llama_context: n_ctx += (\d+)"),
-           "n_seq": re.compile(r"llama_context: n_seq_max += (\d+)"),
-           "n_ubatch": re.compile(r"llama_context: n_ubatch += (\d+)")}
+# llama_context (from mid-2025), llama_init_from_model (early 2025), llama_new_context_with_model (2024)
+CONTEXT = {"n_ctx": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ctx += (\d+)"),
+           "n_seq": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_seq_max += "
+                               r"(\d+)"),
+           "n_ubatch": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ubatch += "
+                                  r"(\d+)")}
 UNIFIED = re.compile(r"kv_unified += (true|false|1|0)")
-FLASH = re.compile(r"llama_context: flash_attn += (\w+)")
+FLASH = re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): flash_attn += (\w+)")
+CACHE_INIT = "llama_kv_cache_init: kv_size = "   # early 2025: "..., type_k = 'q4_0', type_v = 'f16', n_layer = 61"
+MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
 
 
 def read(lines: list[str]) -> dict:
-    found, seen = {"sizes": [], "context": {}}, set()
+    found, seen = {"sizes": [], "context": {}, "at": {}}, set()
     for n, line in enumerate(lines, 1):
         if m := SIZE.search(line):
             text = strip_prefix(line, m.group(1))
@@ -44,14 +50,35 @@ def read(lines: list[str]) -> dict:
                     if m.group(group) is not None:
                         logged_number(m.group(group), n, line)
                 found["sizes"].append((n, text, m))
+        context, at = found["context"], found["at"]
         for name, pattern in CONTEXT.items():
-            if name not in found["context"] and (m := pattern.search(line)):
-                found["context"][name] = logged_number(m.group(1), n, line)
-        if "kv_unified" not in found["context"] and (m := UNIFIED.search(line)):
-            found["context"]["kv_unified"] = m.group(1) in ("true", "1")
-        if "flash_attn" not in found["context"] and (m := FLASH.search(line)):
-            found["context"]["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on")
+            if name not in context and (m := pattern.search(line)):
+                context[name], at[name] = logged_number(m.group(1), n, line), n
+        if "kv_unified" not in context and (m := UNIFIED.search(line)):
+            context["kv_unified"], at["kv_unified"] = m.group(1) in ("true", "1"), n
+        if "flash_attn" not in context and (m := FLASH.search(line)) and m.group(1) != "auto":
+            # "auto" is resolved later (and said: "Flash Attention was auto, set to enabled"): left to the build
+            context["flash_attn"], at["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on"), n
+        if (start := line.find(CACHE_INIT)) >= 0:
+            for name in ("type_k", "type_v"):
+                raw = field(line, name, start)
+                if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
+                    context[name], at[name] = value, n
+        if "model" not in context and (start := line.find(MODEL_FILE)) >= 0 and "loaded meta data" in line:
+            path = line[start + len(MODEL_FILE):start + len(MODEL_FILE) + 400].split(" (version")[0].strip()
+            if path:
+                context["model"], at["model"] = path, n
     return found
+
+
+def printed(lines: list[str]) -> dict:
+    """The settings the log states: kvmem name -> (value, line number). From the llama_context lines where
+    it prints them, else from the first KV size line (its cells, sequences and types)."""
+    found = read(lines)
+    if not found["sizes"]:
+        return {name: (value, found["at"][name]) for name, value in found["context"].items()}
+    first = found["sizes"][0][0]
+    return {name: (value, found["at"].get(name, first)) for name, value in _settings(found).items()}
 
 
 # A build of the era whose line format the log shows (kvmem.engines.llamacpp.logs): the format dates the build
@@ -83,8 +110,9 @@ def _same(a: str, b: str) -> bool:
     return "".join(a.split()) == "".join(b.split())
 
 
-def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
-    del tp                                    # llama.cpp splits layers (pp), never tensors
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
+          **options) -> tuple[dict, list[LineCheck], list[str]]:
+    del tp, info                                   # llama.cpp splits layers (pp), never tensors
     checks, notes = [], []
     options.pop("max_model_len", None)
     if not found["sizes"]:
@@ -96,6 +124,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         return settings, checks, notes
     given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn",
                                       "build") if k in settings}
+    settings.pop("model", None)
     est = engine_estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp,
                           **{**given, **options})
     ours = [line for line in est.log_lines if SIZE.search(line)]

@@ -4,10 +4,20 @@
     "KV Cache is allocated. K size: X GB, V size: Y GB."  (builds before about Feb 2025: #tokens from the
                                                            scheduler's "max_total_num_tokens=N")
     "Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: A GB, ssm_state size: B GB"
+    "max_total_num_tokens=N, chunked_prefill_size=..., max_prefill_tokens=..., max_running_requests=R,
+     context_len=C, available_gpu_mem=X GB"     (srt/managers/scheduler.py#L1268-L1276)
 Given the #tokens (and the slots) the log states, kvmem's pools must print the same line: the
-sizes follow from the settings alone (exact). A "dtype:" field dates the release (from 0.5.13).
-Different K/V sizes mean other bytes per token: the KV dtype (--kv-cache-dtype), the heads per
-rank (--tp-size) or the layers per rank (--pp-size) differ from those given.
+sizes follow from the settings alone (exact), compared field by field whatever the spacing (a line
+copied by hand as "conv_state size: 0.00 GB" reads as SGLang's "0.00GB"). A "dtype:" field dates the
+release (from 0.5.13). Different K/V sizes mean other bytes per token: the KV dtype
+(--kv-cache-dtype), the heads per rank (--tp-size) or the layers per rank (--pp-size) differ from
+those given. R is checked against SGLang's resolve_max_num_reqs (kvmem.engines.sglang.mamba.
+max_running_requests, from N, C and the state slots) on scheduler lines that print available_gpu_mem
+(builds from mid-2025); the earlier line printed the request pool's size (2049 in the Jan and Mar 2025
+logs of docs/research/engine_logs_serving.json), a rule kvmem does not model, so it is not checked there.
+
+Settings, read from the log (``printed``): "server_args=ServerArgs(model_path=..., tp_size=..., ...)"
+(0.5.x: "server_args={'model_path': ..., ...}", sglang@v0.5.23 python/sglang/srt/entrypoints/engine.py#L311).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from ..engines.sglang import mamba
 from ..engines.sglang.pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
 from ..model import LINEAR
 from .base import LineCheck, logged_number, strip_prefix
+from .printed import field, read_fields, value_of
 
 # Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
 KV_LINE = re.compile(r"KV Cache is allocated\. (dtype: ([^\s,]+), )?#tokens: (\d+), ")
@@ -28,8 +39,36 @@ _CAUSE = ("the K/V bytes per token differ: the KV dtype (--kv-cache-dtype), head
           "layers per rank (--pp-size) differ from the ones given")
 
 
+ARGS_MARKER = "server_args="
+ARGS_FIELDS = {"model_path": "model", "tp_size": "tp", "pp_size": "pp", "kv_cache_dtype": "kv_dtype",
+               "page_size": "page_size", "max_running_requests": "max_running_requests",
+               "swa_full_tokens_ratio": "swa_full_tokens_ratio",
+               "disable_hybrid_swa_memory": "disable_hybrid_swa_memory",
+               "mamba_full_memory_ratio": "mamba_full_memory_ratio", "max_mamba_cache_size": "max_mamba_cache_size",
+               "disable_radix_cache": "disable_radix_cache", "disable_overlap_schedule": "disable_overlap_schedule",
+               "mamba_scheduler_strategy": "mamba_scheduler_strategy", "context_length": "context_length",
+               "mem_fraction_static": "mem_fraction_static"}
+SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}   # --mamba-ssm-dtype as kvmem names it
+
+
+def printed(lines: list[str]) -> dict:
+    """The settings the log states: kvmem name -> (value, line number); the first of each wins."""
+    found = {}
+    for n, line in enumerate(lines, 1):
+        if (at := line.find(ARGS_MARKER)) >= 0:
+            read_fields(line, n, at, ARGS_FIELDS, found)
+            raw = field(line, "mamba_ssm_dtype", at)
+            if raw is not None and "mamba_ssm_dtype" not in found:
+                value = value_of(raw, n, line)
+                found["mamba_ssm_dtype"] = (SSM_DTYPES.get(value, value), n)
+    if "mamba_scheduler_strategy" in found:      # --mamba-scheduler-strategy extra_buffer: kvmem's mamba_extra_buffer
+        value, n = found.pop("mamba_scheduler_strategy")
+        found["mamba_extra_buffer"] = (value == "extra_buffer", n)
+    return found
+
+
 def read(lines: list[str]) -> dict:
-    found, seen = {"kv": [], "mamba": None, "legacy": None, "total": None}, set()
+    found, seen = {"kv": [], "mamba": None, "legacy": None, "total": None, "scheduler": None}, set()
     for n, line in enumerate(lines, 1):
         if m := KV_LINE.search(line):
             text = strip_prefix(line, "KV Cache is allocated")
@@ -40,12 +79,25 @@ def read(lines: list[str]) -> dict:
             found["legacy"] = (n, strip_prefix(line, "KV Cache is allocated"))
         elif found["total"] is None and (m := TOTAL.search(line)):
             found["total"] = logged_number(m.group(1), n, line)
+            numbers = {name: field(line, name, m.start()) for name in ("max_running_requests", "context_len")}
+            if all(v is not None and v.isdigit() for v in numbers.values()):
+                found["scheduler"] = (n, strip_prefix(line, "max_total_num_tokens"), found["total"],
+                                      logged_number(numbers["max_running_requests"], n, line),
+                                      logged_number(numbers["context_len"], n, line),
+                                      field(line, "available_gpu_mem", m.start()) is not None)
         elif found["mamba"] is None and (m := MAMBA_LINE.search(line)):
             found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), logged_number(m.group(1), n, line))
     return found
 
 
-def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
+def _same(a: str, b: str) -> bool:
+    """The same line but for spacing (SGLang writes "0.10GB"; a line copied by hand may read "0.10 GB")."""
+    return "".join(a.split()) == "".join(b.split())
+
+
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
+          **options) -> tuple[dict, list[LineCheck], list[str]]:
+    del info                                   # every setting SGLang's lines depend on is an engine option
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
     if not found["kv"] and found["legacy"] and found["total"]:
@@ -55,7 +107,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         (pool,) = make_pools(model, num_tokens=found["total"], kv_dtype=kv_dtype, tp=tp, pp=pp,
                              **{k: v for k, v in options.items() if k != "version"})[-1:]
         expected = pool.log_line(legacy=True)
-        ok = expected == text
+        ok = _same(expected, text)
         checks.append(LineCheck(n, text, "KV Cache is allocated", text, expected, ok, "" if ok else _CAUSE))
         return settings, checks, notes
     if not found["kv"]:
@@ -69,8 +121,9 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
                       **options)
     for (n, text, _, _), pool in zip(found["kv"], made, strict=False):
         expected = pool.log_line(version=version)
-        ok = expected == text
+        ok = _same(expected, text)
         checks.append(LineCheck(n, text, "KV Cache is allocated", text, expected, ok, "" if ok else _CAUSE))
+    slots = None
     if found["mamba"] is not None:
         n, text, slots = found["mamba"]
         settings["max_mamba_cache_size"] = slots
@@ -81,7 +134,30 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple
         pool = mamba.StatePool(slots=slots, conv_bytes=(slots + 1) * conv, ssm_bytes=(slots + 1) * ssm, rest_bytes=0,
                                per_request=conv + ssm)
         expected = pool.log_line().rstrip()
-        ok = expected == text.rstrip()
+        ok = _same(expected, text)
         checks.append(LineCheck(n, text, "Mamba Cache is allocated", text, expected, ok, "" if ok else (
             "the state bytes per request differ: --mamba-ssm-dtype, the model dtype or tp differ from the ones given")))
+    if found["scheduler"] is not None:
+        _check_requests(found["scheduler"], slots, options, settings, checks, notes)
     return settings, checks, notes
+
+
+def _check_requests(scheduler, slots, options: dict, settings: dict, checks: list, notes: list) -> None:
+    """max_running_requests against SGLang's resolve_max_num_reqs (kvmem.engines.sglang.mamba), from the
+    tokens, context_len and state slots the log prints (module docstring: on lines of builds from mid-2025)."""
+    n, text, tokens, requests, context_len, current = scheduler
+    settings.update(max_running_requests=requests, context_len=context_len)
+    if not current:
+        notes.append(f"line {n}: max_running_requests is not checked: a scheduler line without available_gpu_mem "
+                     "is from a build before mid-2025, which printed the request pool's size (a rule kvmem does "
+                     "not model)")
+        return
+    ratio = mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
+                        mamba_extra_buffer=options.get("mamba_extra_buffer", False),
+                        disable_overlap_schedule=options.get("disable_overlap_schedule", False))
+    ours = mamba.max_running_requests(tokens, context_len, slots, ratio, options.get("max_running_requests"))
+    ok = ours == requests
+    cause = "" if ok else (
+        "another --max-running-requests than given (server_args prints it), or for a hybrid other state slots "
+        "(--disable-radix-cache, --mamba-scheduler-strategy, --disable-overlap-schedule)")
+    checks.append(LineCheck(n, text, "max_running_requests", f"{requests:,}", f"{ours:,}", ok, cause))

@@ -8,6 +8,9 @@ tensorrt_llm/_torch/pyexecutor/resource_manager.py; kvmem.engines.trtllm).
                                                          X checked as N x kvmem's bytes per token (exact)
 Fewer blocks, or other bytes for the same tokens, mean another KV dtype, tokens_per_block, tp/pp or
 fraction than given.
+
+Settings, read from the log (``printed``): "Number of tokens per block: N." (kvCacheManager.cpp) and
+"Both free_gpu_memory_fraction and max_tokens are set (to F and M, ...)" (resource_manager.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ..engines import capacity
 from ..engines.trtllm import bytes_per_token
 from ..sources.bounded import quote
 from .base import GIB, LineCheck, logged_number, strip_prefix
+from .printed import after
 
 AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: total: ([0-9.]+) GiB, available: ([0-9.]+) GiB")
 BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (\d+)")
@@ -25,6 +29,21 @@ ALLOCATED = re.compile(r"Allocated ([0-9.]+) GiB for max tokens in paged KV cach
 USING = re.compile(r"Using (\d+) tokens in paged KV cache")   # v0.5: no memory beside it
 HALF_CENT = GIB // 200
 _CAUSE = "a setting differs from the ones given: the KV dtype, tokens_per_block, tp/pp or free_gpu_memory_fraction"
+
+
+PER_BLOCK = "Number of tokens per block: "
+FRACTION = "free_gpu_memory_fraction and max_tokens are set (to "
+
+
+def printed(lines: list[str]) -> dict:
+    """The settings the log states: kvmem name -> (value, line number); the first of each wins."""
+    found = {}
+    for n, line in enumerate(lines, 1):
+        if "tokens_per_block" not in found and (text := after(line, PER_BLOCK, ".")) is not None and text.isdigit():
+            found["tokens_per_block"] = (logged_number(text, n, line), n)
+        if "free_gpu_memory_fraction" not in found and (text := after(line, FRACTION, " and")) is not None:
+            found["free_gpu_memory_fraction"] = (logged_number(text, n, line, float), n)
+    return found
 
 
 def read(lines: list[str]) -> dict:
@@ -40,7 +59,9 @@ def read(lines: list[str]) -> dict:
     return found
 
 
-def check(model, found: dict, *, kv_dtype, tp: int, pp: int, **options) -> tuple[dict, list[LineCheck], list[str]]:
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
+          **options) -> tuple[dict, list[LineCheck], list[str]]:
+    del info                                   # every setting TRT-LLM's lines depend on is an option
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
     fraction = _fraction(options.pop("free_gpu_memory_fraction", 0.9))

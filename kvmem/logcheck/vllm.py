@@ -1,8 +1,19 @@
 """vLLM's startup lines, checked (V1: vllm/v1/worker/gpu_worker.py, vllm/v1/core/kv_cache_utils.py).
 
+Settings, read from the log (``printed``): the engine's config line (vllm@v0.33.0
+vllm/v1/engine/core.py#L139-L143 "Initializing a V1 LLM engine (v0.33.0) with config: model=...,
+max_seq_len=..., tensor_parallel_size=..., pipeline_parallel_size=..., quantization=...,
+kv_cache_dtype=..., enable_prefix_caching=...", VllmConfig.__str__ in vllm/config/vllm.py#L2809-L2844;
+"Initializing an LLM engine (v...)" is the v0 engine) and the API server's "non-default args: {...}"
+(vllm/entrypoints/common/startup.py#L96: block_size, max_num_batched_tokens and the rest as given).
+
+    "Model loading took X GiB [memory] and S seconds"   the weights per GPU (V0: "Loading model weights
+                                           took X GB", GB meaning GiB); checked against the weights kvmem.fit
+                                           budgets (kvmem.weights per device + the engine's weights_extra)
     "Available KV cache memory: X GiB"    the budget (printed to 0.01 GiB: a range of +-0.005 GiB)
     "GPU KV cache size: N tokens"          (from v0.8; one line with the next from PR #50462, 2026-07-30)
-    "Maximum concurrency for L tokens per request: C x"   L is max_model_len
+    "Maximum concurrency for L tokens per request: C x"   L is max_model_len; C checked over the budget's
+                                           range with the tokens (kvmem.capacity's max_concurrency)
 V0 (vllm/worker/worker.py): "Memory profiling results: ... kv_cache_size=X GiB ..." and
     "# GPU blocks: B, # CPU blocks: M" (the blocks checked over the budget's range, version "v0")
 With the budget and N, kvmem's capacity over the budget's range must hold N tokens. A budget below
@@ -16,9 +27,11 @@ from __future__ import annotations
 
 import re
 
-from ..engines import capacity
+from ..engines import ENGINES, capacity
 from ..units import format_bytes
+from ..weights import resolve_weight_dtype, weight_formats, weights
 from .base import GIB, LineCheck, logged_number, strip_prefix
+from .printed import after, read_fields
 
 # Each pattern starts with a literal and repeats only a character class a separator ends: one pass
 # over a line, however long (no ".*" between two parts, no nested repetition).
@@ -28,7 +41,37 @@ CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request:
 V0_MARKER = "Memory profiling results: "
 V0_MEMORY = re.compile(r"kv_cache_size=([0-9.]+)GiB")      # searched after the first V0_MARKER only
 V0_BLOCKS = re.compile(r"(?:# )?GPU blocks: (\d+)")
+WEIGHTS = re.compile(r"(?:Model loading|Loading model weights) took ([0-9.]+) ?(GiB|GB)")
 HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
+
+# The settings the log prints (log field -> kvmem name): the config line, then "non-default args"
+CONFIG_MARKER = "with config: "
+CONFIG_FIELDS = {"model": "model", "max_seq_len": "max_model_len", "tensor_parallel_size": "tp",
+                 "pipeline_parallel_size": "pp", "kv_cache_dtype": "kv_dtype",
+                 "enable_prefix_caching": "enable_prefix_caching", "quantization": "quantization"}
+ARGS_MARKER = "non-default args: "
+ARGS_FIELDS = {"model": "model", "max_model_len": "max_model_len", "tensor_parallel_size": "tp",
+               "pipeline_parallel_size": "pp", "kv_cache_dtype": "kv_dtype", "block_size": "block_size",
+               "enable_prefix_caching": "enable_prefix_caching", "max_num_batched_tokens": "max_num_batched_tokens",
+               "max_num_seqs": "max_num_seqs", "gpu_memory_utilization": "gpu_memory_utilization",
+               "quantization": "quantization"}
+# vLLM's --quantization names that are kvmem weight formats under another name
+QUANTIZATION = {"awq_marlin": "awq", "gptq_marlin": "gptq", "modelopt_fp4": "nvfp4"}
+
+
+def printed(lines: list[str]) -> dict:
+    """The settings the log states: kvmem name -> (value, line number); the first of each wins."""
+    found = {}
+    for n, line in enumerate(lines, 1):
+        if (at := line.find(CONFIG_MARKER)) >= 0:
+            read_fields(line, n, at, CONFIG_FIELDS, found)
+            release = after(line, "LLM engine (v", ")")
+            if "version" not in found and release:
+                # "an LLM engine": the v0 engine (vllm/engine/llm_engine.py); "a V1 LLM engine": that release
+                found["version"] = ("v0" if "an LLM engine (v" in line else release, n)
+        if (at := line.find(ARGS_MARKER)) >= 0:
+            read_fields(line, n, at, ARGS_FIELDS, found)
+    return found
 
 
 def read(lines: list[str]) -> dict:
@@ -47,17 +90,23 @@ def read(lines: list[str]) -> dict:
             found["v0_blocks"] = (n, strip_prefix(line, m.group(0)[:3]), logged_number(m.group(1), n, line))
         if "concurrency" not in found and (m := CONCURRENCY.search(line)):
             found["concurrency"] = (n, strip_prefix(line, "Maximum"), logged_number(m.group(1), n, line),
-                                    logged_number(m.group(2), n, line, float))
+                                    logged_number(m.group(2), n, line, float), m.group(2))
+        if "weights" not in found and (m := WEIGHTS.search(line)):
+            found["weights"] = (n, strip_prefix(line, m.group(0)[:5]), logged_number(m.group(1), n, line, float),
+                                m.group(1), m.group(2))
     return found
 
 
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory: int | None = None,
-          **options) -> tuple[dict, list[LineCheck], list[str]]:
+          info: dict | None = None, **options) -> tuple[dict, list[LineCheck], list[str]]:
     settings, checks, notes = {}, [], []
+    info = info or {}
     length = found["concurrency"][2] if "concurrency" in found else options.pop("max_model_len", None)
     options.pop("max_model_len", None)
     if length:
         settings["max_model_len"] = length
+    if "weights" in found:
+        _check_weights(model, found["weights"], tp, pp, info, checks, notes)
     if "available" in found:
         n, text, gib = found["available"]
         settings["available_kv_cache_memory_gib"] = gib
@@ -75,7 +124,9 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         n, text, tokens = found["tokens"]
         gib = found["available"][2]
         settings["gpu_kv_cache_tokens"] = tokens
-        lo, hi, shown = _bracket(gib, "tokens", model, kv_dtype, tp, pp, length, options)
+        low, high = _bracket(gib, model, kv_dtype, tp, pp, length, options)
+        lo, hi = low.tokens, high.tokens
+        shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         ok = lo <= tokens <= hi
         cause = "" if ok else (
             "fewer tokens than kvmem finds for this memory: a setting differs from the ones given (KV dtype, "
@@ -84,27 +135,83 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
             "more tokens than kvmem finds for this memory: a smaller KV format or fewer layers per rank than given "
             "(KV dtype, tp/pp), or a window kvmem counts at full length")
         checks.append(LineCheck(n, text, "GPU KV cache size", f"{tokens:,} tokens", f"{shown} tokens", ok, cause))
+        if "concurrency" in found:
+            _check_concurrency(found["concurrency"], low, high, checks)
     elif "v0_blocks" in found and "v0_memory" in found and length:
         n, text, blocks = found["v0_blocks"]
         gib = found["v0_memory"][2]
         settings.update(kv_cache_size_gib=gib, num_gpu_blocks=blocks)
-        lo, hi, shown = _bracket(gib, "blocks", model, kv_dtype, tp, pp, length, {**options, "version": "v0"})
+        low, high = _bracket(gib, model, kv_dtype, tp, pp, length, {**options, "version": "v0"})
+        lo, hi = low.blocks, high.blocks
+        shown = f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
         ok = lo <= blocks <= hi
         cause = "" if ok else (
             "fewer blocks than kvmem finds for this memory: a setting differs (KV dtype, block size, tp/pp)"
             if blocks < lo else "more blocks than kvmem finds: a smaller KV format or fewer layers per rank than given")
         checks.append(LineCheck(n, text, "# GPU blocks (v0)", f"{blocks:,}", shown, ok, cause))
+        if "concurrency" in found:
+            _check_concurrency(found["concurrency"], low, high, checks)
     elif "tokens" in found:
         notes.append("GPU KV cache size is logged without 'Available KV cache memory' (or max_model_len): "
                      "nothing to compare it with")
     return settings, checks, notes
 
 
-def _bracket(gib: float, what: str, model, kv_dtype, tp: int, pp: int, length: int, options: dict):
-    """(low, high, shown) of kvmem's ``what`` (tokens or blocks) for the memory a log prints to two
-    decimals of a GiB: every value that rounds to it lies within half a hundredth either side."""
+def _check_concurrency(concurrency, low, high, checks: list) -> None:
+    """vLLM's "Maximum concurrency ... C x" (printed %.2f) against kvmem.capacity's over the budget's range."""
+    n, text, _, logged, shown = concurrency
+    lo, hi = (f"{c.max_concurrency:.2f}" for c in (low, high))
+    ok = float(lo) <= logged <= float(hi)
+    cause = "" if ok else (
+        f"{'fewer' if logged < float(lo) else 'more'} requests than kvmem's pool holds for this memory: the "
+        "blocks one request needs differ (max_model_len, block size, a sliding window, max_num_batched_tokens) "
+        "or the pool does")
+    checks.append(LineCheck(n, text, "Maximum concurrency", f"{shown}x", f"{lo}x" if lo == hi else f"{lo}x to {hi}x",
+                            ok, cause))
+
+
+def _weight_dtype(model, info: dict) -> tuple[str | None, str]:
+    """The weight format vLLM loaded, and where it comes from: given (weight_dtype), else the checkpoint's
+    own (kvmem.weights' "auto") or the log's quantization=; None where kvmem has no format for it."""
+    if info.get("weight_dtype") is not None:
+        return info["weight_dtype"], "given"
+    quantization = info.get("quantization")
+    if quantization is None:
+        return "auto", "the checkpoint's own (the log's quantization=None)"
+    own, _ = resolve_weight_dtype(model, "auto")
+    if own not in ("fp32", "bf16", "fp16"):
+        return "auto", f"the checkpoint's own {own} (the log's quantization={quantization})"
+    name = QUANTIZATION.get(quantization, quantization)
+    if name in weight_formats():
+        return name, f"the log's quantization={quantization}"
+    return None, f"the log's quantization={quantization}, which kvmem has no weight format for"
+
+
+def _check_weights(model, logged, tp: int, pp: int, info: dict, checks: list, notes: list) -> None:
+    """The weights line against the weights kvmem.fit budgets per GPU (kvmem.sizing.setup.budget_for:
+    kvmem.weights per device, whole K/V heads on every rank, plus the engine's weights_extra)."""
+    n, text, gib, digits, unit = logged
+    dtype, source = _weight_dtype(model, info)
+    if dtype is None:
+        notes.append(f"line {n}: the weights are not checked: {source}")
+        return
+    rules = ENGINES["vllm"].sizing
+    held = weights(model, dtype)
+    extra, _ = rules.weights_extra(model)
+    ours = held.per_device(tp=tp, pp=pp, replicated=rules.replicates_kv_weights) + extra
+    places = len(digits.partition(".")[2])
+    shown = f"{ours / GIB:.{places}f}"
+    ok = float(shown) == gib
+    cause = "" if ok else " ".join((
+        f"the weights per GPU differ from kvmem's {held.weight_dtype} ({source}) under tp={tp}, pp={pp}:",
+        "another quantization, dtype or checkpoint than the model given, or memory the kernels keep beside it",
+        *rules.weight_notes(held.weight_dtype)))
+    checks.append(LineCheck(n, text, "Model loading (weights)", f"{digits} {unit}", f"{shown} GiB", ok, cause))
+
+
+def _bracket(gib: float, model, kv_dtype, tp: int, pp: int, length: int, options: dict):
+    """kvmem.capacity at the low and high ends of the memory a log prints to two decimals of a GiB:
+    every value that rounds to it lies within half a hundredth either side."""
     centre = round(gib * GIB)
-    lo, hi = (getattr(capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp,
-                                max_model_len=length, **options), what)
-              for m in (centre - HALF_CENT, centre + HALF_CENT))
-    return lo, hi, f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+    return tuple(capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=length,
+                          **options) for m in (centre - HALF_CENT, centre + HALF_CENT))

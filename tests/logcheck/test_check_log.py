@@ -36,8 +36,11 @@ def test_vllm_v1_log_matches_and_states_its_settings():
 def test_vllm_a_setting_the_log_did_not_have_is_named():
     # given fp8 KV, kvmem holds twice the tokens in the same memory: the log's server ran another KV dtype
     r = check_log(VLLM_LOG, "qwen2.5-7b", kv_dtype="fp8")
-    (c,) = r.checks
-    assert not c.matches and c.cause.startswith("fewer tokens than kvmem finds for this memory: a setting differs")
+    tokens, concurrency = r.checks
+    assert not tokens.matches and tokens.cause.startswith("fewer tokens than kvmem finds for this memory: a setting")
+    # fp8: 28,672 B/token (458,752 B blocks), 7.995..8.005 GiB -> 18,712..18,736 blocks / 2,048 a request = 9.14..9.15x
+    assert not concurrency.matches and concurrency.cause.startswith("fewer requests than kvmem's pool holds")
+    assert concurrency.kvmem == "9.14x to 9.15x" and r.inputs["kv_dtype"] == ("fp8", "given")
 
 
 def test_vllm_available_memory_below_the_plan_is_the_profile_peak():
@@ -115,7 +118,12 @@ def test_vllm_v0_logs_from_the_repository_match():
     # Llama-3.1-8B on an RTX 3090, v0: kv_cache_size=3.81 / 2.89 GiB -> 1,952 / 1,478 blocks (both spellings)
     for i, blocks in ((0, 1952), (1, 1478)):
         r = check_log(SERVING[i]["log"], "llama-3.1-8b")
-        assert r.matches and r.settings["num_gpu_blocks"] == blocks and r.checks[0].quantity == "# GPU blocks (v0)"
+        assert r.matches and r.settings["num_gpu_blocks"] == blocks
+        # the weights line (14.9888 GiB = 16,060,522,496 B of bf16 + vLLM's 32 MiB rotary cache, 4 decimals),
+        # the blocks and the concurrency (1,952 x 16 / 20,000 = 1.56x; 1,478 x 16 / 29,000 = 0.82x)
+        assert [c.quantity for c in r.checks] == ["Model loading (weights)", "# GPU blocks (v0)",
+                                                  "Maximum concurrency"]
+        assert r.checks[0].kvmem == "14.9888 GiB"
 
 
 def test_trtllm_logs_match_and_another_kv_dtype_is_named():

@@ -28,6 +28,7 @@ MARKERS = {
     "vllm.CONCURRENCY": ["Maximum concurrency for ", "Maximum concurrency for 1 tokens per request: "],
     "vllm.V0_MEMORY": ["Memory profiling results: ", "Memory profiling results: kv_cache_size=", "kv_cache_size="],
     "vllm.V0_BLOCKS": ["# GPU blocks: ", "GPU blocks: "],
+    "vllm.WEIGHTS": ["Model loading took ", "Loading model weights took ", "Model loading took 1.", "took 1 "],
     "sglang.KV_LINE": ["KV Cache is allocated. ", "KV Cache is allocated. dtype: ", "KV Cache is allocated. #tokens: "],
     "sglang.LEGACY_LINE": ["KV Cache is allocated. K size: ", "KV Cache is allocated. K size: 1 GB, V size: "],
     "sglang.TOTAL": ["max_total_num_tokens="],
@@ -83,6 +84,35 @@ def test_a_long_hostile_line_is_read_in_one_pass(key):
                 assert str(exc).startswith("log line 1 ("), exc
             seconds = time.perf_counter() - started
             assert seconds < 1.5, f"{key}: {seconds:.2f} s for {len(line):,} characters of {marker!r}..."
+
+
+# The settings lines (kvmem.logcheck.printed: str.find, no pattern): a marker followed by a field name over and
+# over, a name with no end to its value, quotes that never close, separators alone
+SETTINGS = {
+    "vllm": ["Initializing a V1 LLM engine (v" + "1" * 50, "with config: ", "with config: model=",
+             "with config: max_seq_len=", "non-default args: {'block_size': ", "non-default args: {'model': '",
+             "with config: tensor_parallel_size=1tensor_parallel_size="],
+    "sglang": ["server_args=ServerArgs(", "server_args=ServerArgs(tp_size=", "server_args={'tp_size': ",
+               "server_args={'model_path': '", "max_total_num_tokens=1, max_running_requests=",
+               "server_args=(mamba_ssm_dtype="],
+    "llamacpp": ["llama_kv_cache_init: kv_size = 1, type_k = '", "llama_kv_cache_init: kv_size = type_k = ",
+                 "loaded meta data with 1 tensors from ", "llama_init_from_model: n_ctx = "],
+    "trtllm": ["Number of tokens per block: ", "free_gpu_memory_fraction and max_tokens are set (to "],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_a_long_hostile_settings_line_is_read_in_one_pass(name):
+    module = MODULES[name]
+    for marker in SETTINGS[name]:
+        for line in [marker + marker[-12:] * (LINE_CHARS // 12)] + list(_hostile_lines(marker)):
+            started = time.perf_counter()
+            try:
+                module.printed([line])
+            except ValueError as exc:          # a number past MAX_DIGITS: refused naming the line
+                assert str(exc).startswith("log line 1 ("), exc
+            seconds = time.perf_counter() - started
+            assert seconds < 1.5, f"{name}: {seconds:.2f} s for {len(line):,} characters of {marker!r}..."
 
 
 def test_the_reported_repros_take_well_under_a_second():
