@@ -17,7 +17,7 @@ __all__ = ["ARCHES", "write_gguf"]
 ARCHES = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
           "gemma3_text": "gemma3", "gemma3": "gemma3", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
           "deepseek_v32": "deepseek32", "mamba": "mamba", "falcon_mamba": "mamba", "glm_moe_dsa": "glm-dsa",
-          "lfm2": "lfm2", "minimax": "minimax-01"}
+          "lfm2": "lfm2", "minimax": "minimax-01", "granitemoehybrid": "granitehybrid", "bamba": "granitehybrid"}
 _N_VOCAB = 32
 _N_FF = 32
 
@@ -84,6 +84,42 @@ def write_gguf(model: Model, path: str) -> str:
                 t(b + "attn_k.weight", n_embd, kv[i] * dk)
                 t(b + "attn_v.weight", n_embd, kv[i] * dk)
                 t(b + "attn_output.weight", n_embd, n_embd)
+            _ffn(t, b, n_embd)
+    elif arch == "granitehybrid":
+        # conversion/granite.py GraniteHybridModel and src/models/granite-hybrid.cpp load_arch_tensors: Mamba2 layers
+        # where head_count_kv is 0, d_inner = 2 x n_embd (asserted), dt rank = the Mamba heads
+        d_inner, d_conv = 2 * n_embd, _field(model, "mamba_d_conv")
+        d_state, n_group, n_ssm = _field(model, "mamba_d_state"), _field(model, "mamba_n_groups"), _field(model,
+                                                                                                         "mamba_n_heads")
+        attn = [layer for layer in layers if layer.caches_tokens]
+        dk = attn[0].head_dim_k if attn else n_embd // n_head
+        kv = [0 if layer.state is not None else layer.kv_heads for layer in layers]
+        w.add_head_count_kv(kv)
+        w.add_key_length(dk)
+        w.add_value_length(dk)
+        w.add_rope_dimension_count(dk)
+        w.add_ssm_conv_kernel(d_conv)
+        w.add_ssm_inner_size(d_inner)
+        w.add_ssm_state_size(d_state)
+        w.add_ssm_time_step_rank(n_ssm)
+        w.add_ssm_group_count(n_group)
+        for i in range(n_layer):
+            b = f"blk.{i}."
+            t(b + "attn_norm.weight", n_embd)
+            if kv[i] == 0:
+                t(b + "ssm_in.weight", n_embd, 2 * d_inner + 2 * n_group * d_state + n_ssm)
+                t(b + "ssm_conv1d.weight", d_conv, d_inner + 2 * n_group * d_state)
+                t(b + "ssm_conv1d.bias", d_inner + 2 * n_group * d_state)
+                t(b + "ssm_dt.bias", n_ssm)
+                t(b + "ssm_a", 1, n_ssm)
+                t(b + "ssm_d", 1, n_ssm)
+                t(b + "ssm_norm.weight", d_inner // n_group, n_group)
+                t(b + "ssm_out.weight", d_inner, n_embd)
+            else:
+                t(b + "attn_q.weight", n_embd, n_head * dk)
+                t(b + "attn_k.weight", n_embd, kv[i] * dk)
+                t(b + "attn_v.weight", n_embd, kv[i] * dk)
+                t(b + "attn_output.weight", n_head * dk, n_embd)
             _ffn(t, b, n_embd)
     elif arch == "minimax-01":
         # src/models/minimax-01.cpp: lightning layers ((il + 1) % 8 != 0, no layer list in the GGUF) hold a fused

@@ -4,8 +4,8 @@ Families: llama, qwen2, qwen3, gemma2, gemma3, deepseek2 (MLA), deepseek32 (Deep
 the DSA indexer, llama_kv_cache_dsa's two caches), glm-dsa (GLM-5: the indexer cache on the layers
 indexer_types marks "full"), mamba (Mamba / Falcon-Mamba: the llama_memory_recurrent line) and lfm2
 (LFM2: attention layers' cache and the short convolutions' rows, llama_memory_hybrid), and minimax-01
-(MiniMax-Text-01 / M1: lightning rows; not in the random turn, as llama.cpp aborts on 3 separate streams), the
-architectures gguf_files.py writes.
+(MiniMax-Text-01 / M1: lightning rows; not in the random turn, as llama.cpp aborts on 3 separate streams) and
+granitehybrid (Granite-4.0-H / Bamba: Mamba2 rows beside attention), the architectures gguf_files.py writes.
 
 Each case writes a tiny GGUF with the model's real attention shapes (gguf_files.py), loads it
 with ``no_alloc`` (llama.cpp's memory-fit dry run: only metadata, simulated allocations) and
@@ -38,8 +38,9 @@ from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
 
+# minimax is drawn on its own (random_case(seed, i, "minimax")): see its oracle test
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa",
-            "lfm2")   # minimax is drawn on its own (random_case(seed, i, "minimax")): see its oracle test
+            "lfm2", "granitemoehybrid")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
@@ -177,8 +178,26 @@ def _minimax_model(seed: int, i: int) -> tuple:
     return rng, Model.from_hf_config(cfg)
 
 
+def _granite_hybrid_model(seed: int, i: int) -> tuple:
+    """A random Granite-4.0-H / Bamba: Mamba2 and attention layers in a random order (d_inner = 2 x hidden)."""
+    import random
+    rng = random.Random(f"{seed}/{i}/granitemoehybrid")
+    hidden, heads = rng.choice((256, 512)), rng.choice((4, 8))
+    d_head = rng.choice((32, 64))
+    n = rng.randint(2, 6)
+    types = ["mamba"] * n
+    for j in rng.sample(range(n), rng.randint(1, n - 1)):
+        types[j] = "attention"
+    cfg = dict(model_type="granitemoehybrid", num_hidden_layers=n, hidden_size=hidden, num_attention_heads=heads,
+               num_key_value_heads=rng.choice([h for h in (1, 2, 4) if heads % h == 0]), layer_types=types,
+               mamba_expand=2, mamba_d_head=d_head, mamba_n_heads=2 * hidden // d_head,
+               mamba_n_groups=rng.choice((1, 2)), mamba_d_state=rng.choice((16, 64)), mamba_d_conv=rng.choice((2, 4)),
+               intermediate_size=512, vocab_size=32)
+    return rng, Model.from_hf_config(cfg)
+
+
 _OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": _glm_dsa_model, "lfm2": _lfm2_model,
-              "minimax": _minimax_model}
+              "minimax": _minimax_model, "granitemoehybrid": _granite_hybrid_model}
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:

@@ -265,9 +265,9 @@ def test_mamba_and_mamba2_state_rows():
 
 
 def _hybrid(model_type, **extra):
-    return _m(model_type=model_type, num_hidden_layers=4, hidden_size=1024, num_attention_heads=8,
-              num_key_value_heads=2, mamba_n_heads=32, mamba_d_head=64, mamba_n_groups=1, mamba_d_state=64,
-              mamba_d_conv=4, mamba_expand=2, intermediate_size=2048, vocab_size=100, **extra)
+    return _m(**{**dict(model_type=model_type, num_hidden_layers=4, hidden_size=1024, num_attention_heads=8,
+                        num_key_value_heads=2, mamba_n_heads=32, mamba_d_head=64, mamba_n_groups=1, mamba_d_state=64,
+                        mamba_d_conv=4, mamba_expand=2, intermediate_size=2048, vocab_size=100), **extra})
 
 
 def test_mamba2_hybrids():
@@ -278,6 +278,8 @@ def test_mamba2_hybrids():
     assert (e.k_bytes, e.state_bytes) == (2_097_152, 1_651_200)
     bamba = _hybrid("bamba", attn_layer_indices=[1])
     assert (llama(bamba, tokens=4096).k_bytes, llama(bamba, tokens=4096).state_bytes) == (2_097_152, 1_651_200)
+    with pytest.raises(ValueError, match="asserts d_inner = 2 x hidden_size"):
+        llama(_hybrid("bamba", attn_layer_indices=[1], mamba_expand=4, mamba_n_heads=64), tokens=16)
     falcon = _hybrid("falcon_h1", mamba_d_ssm=2048)
     e = llama(falcon, tokens=4096)
     # every layer both: 4 x 2,097,152 B of K, 4 x 137,600 x 4 B = 2,201,600 B of state

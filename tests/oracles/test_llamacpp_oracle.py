@@ -70,3 +70,10 @@ def test_minimax_01_lightning_state_against_llama_cpp():
     assert len(kept) >= 14
     for case in kept:
         assert_agrees(case)
+
+
+def test_granite_hybrid_against_llama_cpp():
+    # llama_memory_hybrid over Mamba2 layers (R = (d_conv - 1)(d_inner + 2 n_group d_state), S = d_state d_inner) and
+    # attention layers, in random order
+    for i in range(12):
+        assert_agrees(oracle.random_case(29, i, "granitemoehybrid"))

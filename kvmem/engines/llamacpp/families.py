@@ -146,6 +146,11 @@ def check_family(model: Model) -> None:
         # (conversion/mamba.py L61 asserts it too)
         raise ValueError(f"{model.name}: llama.cpp's mamba takes only d_inner = 2 x hidden_size (\"only an expansion "
                          "factor of 2 is supported for now\", src/models/mamba.cpp)")
+    if t in ("granitemoehybrid", "bamba") and _cfg(model, "mamba_expand") != 2:
+        # src/models/granite-hybrid.cpp load_arch_tensors: GGML_ASSERT(2 * n_embd == d_inner), d_inner being
+        # mamba_expand x hidden (conversion/granite.py L436)
+        raise ValueError(f"{model.name}: llama.cpp's granitehybrid asserts d_inner = 2 x hidden_size "
+                         f"(src/models/granite-hybrid.cpp); mamba_expand is {_cfg(model, 'mamba_expand')}")
     if t == "mimo_v2_flash" and _cfg(model, "swa_num_key_value_heads") is None:
         # conversion/mimo.py MimoV2Model.set_gguf_parameters reads swa_num_key_value_heads (and asserts the
         # SWA head dims equal the full ones): a config without it does not convert
