@@ -17,6 +17,7 @@ WHY = ("transformers 5.24 caches the same bytes with it changed (kvmem.oracles.f
 JUDGED = {
     "bailing_hybrid": ("conv_kernel_size",),
     "bamba": ("conv_kernel_size", "time_step_rank"),
+    "deepseek_v4": ("qk_nope_head_dim",),
     "exaone4": ("window_size",),
     "falcon_h1": ("conv_kernel_size",),
     "falcon_mamba": ("conv_kernel_size",),

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 __all__ = ["FieldEffect", "PUBLISHED", "candidates", "field_effect", "sweep_pairs", "run_pairs"]
 
 # Fields real published files set that the reader refused before it learned them (issue 31):
-# model_type -> fields (google/gemma-2-9b-it, MiniMax-M2.5/M2.7, Nemotron-H-56B-Base-8K)
+# model_type -> fields (google/gemma-2-9b-it, MiniMax-M2.5/M2.7, Nemotron-H-56B-Base-8K,
+# RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8 saved by transformers 5.7.0.dev0)
 PUBLISHED = {"gemma2": ("sliding_window_size",), "minimax_m2": ("attn_type_list",),
-             "nemotron_h": ("time_step_rank",)}
+             "nemotron_h": ("time_step_rank",), "deepseek_v4": ("qk_nope_head_dim",)}
 
 LIMIT = 120.0    # seconds for one pair (the base and every value), in a forked child
 
