@@ -13,6 +13,9 @@ from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_optio
 def _weights_line(result) -> str:
     """Which weight bytes fit used: a checkpoint's headers (exact), the formula (fallback), or given."""
     per_device = format_bytes(result.breakdown.get("weights", 0))
+    if result.placement:
+        return (f"weights from: the {result.weight_dtype} tensors kvmem lays out, as placed: {per_device} on "
+                f"{result.placement['device']}, {format_bytes(result.placement['host_bytes'])} in host RAM in all")
     if result.weight_dtype in ("safetensors", "gguf"):
         return f"weights from: the {result.weight_dtype} headers, exact ({per_device} per device)"
     if result.weight_dtype == "given":
@@ -34,10 +37,13 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     """llama.cpp: the placement that keeps the most on the GPUs, --fit on's, both commands."""
     from ..engines.llamacpp.offload import llamacpp_offload
     from ..engines.llamacpp.panel import offload_options
+    from ..units import parse_tokens
     keep = offload_options(engine_options(args.option))
+    seqs = args.batch or 1      # as fit sizes it: n_ctx = context x batch, n_seq = batch
     try:
-        p = llamacpp_offload(model, gpus=args.gpu, context=args.context, weight_dtype=args.weight_dtype,
-                             host_memory=args.host_memory, kv_dtype=args.kv_dtype, **keep)
+        p = llamacpp_offload(model, gpus=args.gpu, context=parse_tokens(args.context) * seqs, n_seq=seqs,
+                             weight_dtype=args.weight_dtype, host_memory=args.host_memory, kv_dtype=args.kv_dtype,
+                             **keep)
     except ValueError as exc:
         return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
     lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
@@ -100,9 +106,9 @@ def cmd_fit(args) -> int:
     data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")
                               else "formula")
     lines.insert(3, _weights_line(result))
-    if offload:
+    if offload:     # the placement first: the verdict above is its verdict (kvmem.engines.llamacpp.verdict)
         more, data["llamacpp_offload"] = _offload_lines(model, args)
-        lines += more
+        lines[2:2] = more
     if error:
         data["error"] = error
         if not args.json:

@@ -205,6 +205,10 @@ class SizingRules:
                                          why its pools would not serve the batch at once though the
                                          budget holds its bytes (SGLang's full and SWA pools, its
                                          request cap), None where they do; no rule: the bytes decide
+    placement_verdict(setup, answer) -> answer | None
+                                         asked when the workload does not fit with the whole model on
+                                         the GPUs: the answer of its best placement over GPUs and host
+                                         RAM (llama.cpp: kvmem.engines.llamacpp.verdict), None: it stands
     """
 
     budget: Callable
@@ -227,6 +231,7 @@ class SizingRules:
     replicates_kv_weights: bool = False
     startup: StartupNumbers | None = None
     pools_refuse: Callable | None = None
+    placement_verdict: Callable | None = None
 
 
 @dataclass(frozen=True)

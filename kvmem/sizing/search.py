@@ -135,6 +135,8 @@ class Answer:
     work_batch: int
     budget: SetupBudget             # the budget at work_batch
     wanted: int                     # the sequences asked (1 when none)
+    placed: dict | None = None      # the engine's placement the answer comes from (SizingRules.placement_verdict)
+    notes: tuple = ()               # what the engine's placement verdict says about it
 
     @property
     def fits(self) -> bool:
@@ -148,6 +150,10 @@ def answer(s: Setup) -> Answer:
     per_replica_max = search_max_batch(s, at_one.kv_memory)
     work_batch = per_replica if s.batch is not None else max(per_replica_max, 1)
     budget = budget_for(s, work_batch) if s.rules.batch_dependent else at_one
-    return Answer(at_one=at_one, per_replica_max=per_replica_max, max_batch=per_replica_max * s.replicas,
-                  max_context=search_max_context(s, at_one.kv_memory, per_replica), work_batch=work_batch,
-                  budget=budget, wanted=s.batch or 1)
+    found = Answer(at_one=at_one, per_replica_max=per_replica_max, max_batch=per_replica_max * s.replicas,
+                   max_context=search_max_context(s, at_one.kv_memory, per_replica), work_batch=work_batch,
+                   budget=budget, wanted=s.batch or 1)
+    if not found.fits and s.rules.placement_verdict is not None:
+        # an engine that also places layers in host RAM (llama.cpp) answers with its best placement
+        return s.rules.placement_verdict(s, found) or found
+    return found

@@ -92,14 +92,40 @@ def test_cli_fit_mixed_gpus(capsys):
     assert data["command_best"] == "llama-server -m llama-3.3-70b-q4_k_m.gguf -c 32768 --fit off -ngl 56 -ts 39,17"
 
 
-def test_cli_fit_does_not_fit_shows_the_offload(capsys):
+def test_cli_fit_one_verdict_the_placement_s(capsys):
+    """Issue 34's example: kvmem fit printed "does not fit ... What would fit: 2 GPUs", fits: no, max
+    context 0 and exit 1 above a working placement. The verdict is now the placement's: it fits with
+    the experts of 27 layers (less two tensors) in host RAM, and the placement comes first."""
     code = main(["fit", "qwen3-30b-a3b", "--gpu", "rtx-3060-12gb", "--context", "32k", "--batch", "1", "--engine",
                  "llama.cpp", "--weight-dtype", "q4_k_m", "--host-memory", "ddr5-5600-2ch"])
-    out = capsys.readouterr().out
-    assert code == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0 and "does not fit" not in out + captured.err
+    lines = out.splitlines()
+    assert lines[1] == "fits: yes — 32,768 tokens x batch 1"
+    assert lines[2] == "llama.cpp offload on rtx-3060-12gb at 32,768 tokens:"
     assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 -ot" in out
     assert "decode bound 51.8 tokens/s" in out
     assert "(it chooses -ngl 49 -ot blk\\.18\\.ffn_down.*=CPU -ot blk\\.(19|20|" in out
+    # the flags hold 32,768 tokens and no more (they were chosen to fill the card at 32k: 4.8 MiB left)
+    assert "max batch at 32,768 tokens: 1" in out and "max context at batch 1: 32,768" in out
+    assert "unused 4.82 MiB" in out and "weights 8.20 GiB" in out
+
+
+def test_host_memory_bounds_the_placement():
+    # the placement keeps 9,748,529,152 B in host RAM (experts 9,569,304,576 B + token_embd, its compute)
+    fits = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp",
+                     weight_dtype="q4_k_m", host_memory_bytes="10GiB")
+    assert fits.fits and fits.placement["host_bytes"] == 9_748_529_152 and fits.decode_tokens_per_s is None
+    assert fits.placement["flags"][:4] == ["-ngl", "49", "--n-cpu-moe", "27"]
+    with pytest.raises(kvmem.FitError, match="does not fit") as caught:
+        kvmem.fit("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp", weight_dtype="q4_k_m",
+                  host_memory_bytes="8GiB")
+    assert any("no placement of 1 x 32,768 tokens fits the GPUs and 9,748,529,152 B on the host" in note
+               for note in caught.value.fit.notes)
+    # a model that fits the GPUs whole keeps fit's own answer: no placement is asked
+    whole = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
+    assert whole.fits and whole.placement is None and whole.decode_tokens_per_s is not None
 
 
 def test_decode_curve_over_n_cpu_moe():

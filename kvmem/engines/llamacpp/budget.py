@@ -8,6 +8,7 @@ from .compute import llamacpp_compute_bytes
 from .entry import startup_cells
 from .plan import run_plan
 from .settings import DEFAULTS, LLAMA_MAX_SEQ
+from .verdict import placement_verdict
 
 
 # ---- sizing: weights + KV + compute buffer --------------------------------------------------
@@ -21,7 +22,9 @@ from .settings import DEFAULTS, LLAMA_MAX_SEQ
 # cache never disagree.
 
 NON_TORCH_BYTES = 512 << 20
-SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None}
+# host_memory_bytes: the host RAM a placement may use beyond the GPUs (kvmem.engines.llamacpp.verdict);
+# None: not bounded
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None, "host_memory_bytes": None}
 GGUF_WEIGHT_FORMATS = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
 
 
@@ -54,4 +57,5 @@ STARTUP = StartupNumbers("KV cells (n_ctx)", "-c, -np, the cache types and the m
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, batch_dependent=True,
                      max_sequences=LLAMA_MAX_SEQ, layer_split=True,
                      fixed_options={"n_ctx": "n_ctx = context x batch", "n_seq": "n_seq = batch"},
-                     kv_smaller_dtype="q8_0", weight_formats=GGUF_WEIGHT_FORMATS, startup=STARTUP)
+                     kv_smaller_dtype="q8_0", weight_formats=GGUF_WEIGHT_FORMATS, startup=STARTUP,
+                     placement_verdict=placement_verdict)

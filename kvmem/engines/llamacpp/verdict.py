@@ -1,0 +1,107 @@
+"""llama.cpp's one verdict for kvmem.sizing (SizingRules.placement_verdict): a workload fits when
+kvmem's best placement of it fits (kvmem.engines.llamacpp.offload.best_layout: layers and routed
+experts over the GPUs, the rest in host RAM), not only when every layer fits on the GPUs.
+
+kvmem.sizing asks this only when the workload does not fit with every layer on the GPUs (then
+that is the best placement, and fit's own numbers stand). Otherwise, for ``batch`` (1 when none)
+sequences of ``context`` tokens (n_ctx = context x batch, n_seq = batch, as fit sets them):
+
+    fits         the placement exists: every GPU holds what it puts there, and the host holds the
+                 rest within ``host_memory_bytes`` (a sizing option; not given: host RAM is not
+                 bounded, and fit says how much the placement takes there);
+    max_batch    the most sequences of ``context`` tokens the same flags (-ngl, -ts, -ot,
+                 --n-cpu-moe) hold, at most llama.cpp's 256 (src/llama-cparams.h LLAMA_MAX_SEQ);
+    max_context  the most tokens per sequence at ``batch`` the same flags hold, at most the model's
+                 positions (or the context asked, when longer).
+
+Where kvmem cannot lay the model out (a family it refuses from a config, weights or activations
+given as byte counts, a weight format that is no GGUF type), the answer with every layer on the
+GPUs stands, and fit's notes say why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..base import byte_option
+from .settings import LLAMA_MAX_SEQ
+
+__all__ = ["placement_verdict", "HOST_OPTION"]
+
+HOST_OPTION = "host_memory_bytes"
+_KV_TYPES = {"auto": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
+
+
+def _cache_type(value) -> str:
+    text = str(getattr(value, "name", value)).strip().lower()
+    return _KV_TYPES.get(text, text)
+
+
+def placement_verdict(s, found):
+    """The Answer from kvmem's best placement of ``s``'s workload (module doc), or None where the
+    answer with every layer on the GPUs stands."""
+    from ...sizing.search import largest_fitting
+    from .layouts import CUDA_CONTEXT_BYTES, layout
+    from .offload import _weight_format, best_layout
+    from .panel import offload_options
+
+    if s.given.weights_bytes is not None or s.given.activation_bytes is not None:
+        return replace(found, notes=("llama.cpp: weights or activations given as byte counts: no placement over "
+                                     "GPUs and host is sized; every layer on the GPUs",))
+    bound = s.sizing.get(HOST_OPTION)
+    bound = None if bound is None else byte_option(HOST_OPTION, bound)
+    batch = -(-(s.batch or 1) // s.replicas)
+    opts = offload_options(s.engine_options)
+    cache = _cache_type(s.kv_dtype)
+    kw = dict(n_ubatch=opts.get("n_ubatch", 512), type_k=opts.get("type_k") or cache,
+              type_v=opts.get("type_v") or cache, flash_attn=opts.get("flash_attn"), mmap=True, kv_offload=True,
+              mmproj_bytes=0, mmproj_offload=True)
+    names = tuple(f"CUDA{i}" for i in range(s.pp))
+    budgets = tuple((n, s.gpu.usable_memory_bytes) for n in names)
+    try:
+        fmt = _weight_format(s.model, s.weight_dtype)
+        best, tensors, _ = best_layout(s.model, fmt, budgets, tuple(sorted(
+            {**kw, "n_ctx": s.context * batch, "n_seq": batch}.items())))
+    except ValueError as exc:
+        return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
+
+    def holds(lay) -> bool:
+        return lay.fits(dict(budgets)) and (bound is None or lay.total_bytes["CPU"] <= bound)
+
+    if best is None or not holds(best):
+        host = "" if best is None else f" and {best.total_bytes['CPU']:,} B on the host (host_memory_bytes {bound:,})"
+        return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
+    flags = dict(gpus=best.placement.gpus, n_gpu_layers=best.n_gpu_layers, n_cpu_moe=best.n_cpu_moe,
+                 tensor_split=best.tensor_split if len(names) > 1 else None, override_tensor=best.override_tensor)
+    tried = {}
+
+    def with_flags(context: int, seqs: int) -> bool:
+        if (context, seqs) not in tried:
+            try:
+                tried[context, seqs] = holds(layout(s.model, tensors, **flags, **kw, n_ctx=context * seqs, n_seq=seqs))
+            except ValueError:
+                tried[context, seqs] = False
+        return tried[context, seqs]
+
+    seq_cap = min(LLAMA_MAX_SEQ, s.rules.max_sequences or LLAMA_MAX_SEQ)
+    most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch)
+    context_cap = max(s.model.max_position_embeddings or s.context, s.context)
+    longest = largest_fitting(lambda n: with_flags(n, batch), context_cap, s.context)
+    on_host = best.total_bytes["CPU"]
+    fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
+    gpu = best.placement.device(fullest)
+    breakdown = dict(total_bytes=dict(budgets)[fullest], weights_bytes=gpu.model_bytes, kv_bytes=gpu.kv_bytes,
+                     kv_pool_bytes=gpu.kv_bytes, activations_bytes=best.compute_bytes[fullest],
+                     overhead_bytes=CUDA_CONTEXT_BYTES, free_bytes=dict(budgets)[fullest] - best.total_bytes[fullest],
+                     shortfall_bytes=0)
+    placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": batch,
+              "total_bytes": dict(best.total_bytes), "offloaded_layers": best.placement.offloaded_layers,
+              "n_layer_plus_output": best.placement.n_layer + 1, "host_bytes": on_host, "host_memory_bytes": bound,
+              "device": fullest, "breakdown": breakdown}
+    host_note = (f"host RAM not bounded (sizing option {HOST_OPTION}): this placement takes {on_host:,} B there"
+                 if bound is None else f"host RAM {bound:,} B ({HOST_OPTION}): this placement takes {on_host:,} B")
+    note = (f"llama.cpp fits with layers or experts in host RAM: {' '.join(best.flags())}; "
+            f"{best.placement.offloaded_layers}/{best.placement.n_layer + 1} layers on the GPUs; {host_note}; "
+            f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
+    return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
+                   notes=(note,))
