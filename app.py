@@ -28,10 +28,12 @@ page = st.navigation(pages)
 # survive page switches, and Back/Forward restore them.
 work = inputs.build_sidebar()
 export.sidebar_buttons(work)  # the whole plan as JSON / Markdown, from any page (written on click)
-urlparams.show_refusals()
+refused = st.empty()  # the link's refusals, drawn after the page: it checks its own parameters as it draws
 try:
     with preload.page_run():  # one page at a time until pandas is imported (ui/preload.py)
         page.run()
 except Exception as exc:  # the page must never show a traceback; the rest of the app keeps working
     st.error(f"Something went wrong on this page: {type(exc).__name__}: {exc}")
+finally:  # also when the page stops itself (st.stop)
+    urlparams.show_refusals(refused)
 preload.start()  # once the first page is drawn: pandas, torch and kvmem.lab, in the background

@@ -96,10 +96,12 @@ def refusals() -> list[str]:
     return list(st.session_state.get(REFUSED_KEY, {}).values())
 
 
-def show_refusals() -> None:
+def show_refusals(container=st) -> None:
+    """One warning naming every refused link parameter (``container``: where, e.g. a placeholder
+    drawn above the page and filled after it, so the page's own parameters are in it at once)."""
     messages = refusals()
     if messages:
-        st.warning("Some link parameters were refused and left at their defaults (the rest were kept):\n\n"
+        container.warning("Some link parameters were refused and left at their defaults (the rest were kept):\n\n"
                    + "\n".join(f"- {m}" for m in messages), icon=":material/link_off:")
 
 

@@ -116,3 +116,14 @@ def test_an_engine_option_the_engine_refuses_is_a_refused_link_and_the_page_stay
     at = opened({"engine": "vllm", "opt_vllm_block_size": "-1"})
     assert "`opt_vllm_block_size=-1` refused: block_size must be a positive integer, got -1" in refusals(at)
     assert not at.error and at.metric[0].value == "1.00 GiB" and at.text_input(key="opt_vllm_block_size").value == ""
+
+
+@pytest.mark.parametrize("query, page, refused", [
+    ({"util": "7"}, "ui/fit.py", "`util=7` refused"),
+    ({"deploy_target": "biggest"}, "ui/fit.py", "`deploy_target=biggest` refused"),
+    ({"val_tokens": "lots"}, "ui/validate.py", "`val_tokens=lots` refused"),
+])
+def test_a_page_parameter_is_refused_on_the_first_render(query, page, refused):
+    # issue 32 (Low): the pages check their own parameters while they draw, after the app had drawn the
+    # refusals; the message showed only from the second render
+    assert refused in refusals(opened(query, page))
