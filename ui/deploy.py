@@ -50,31 +50,47 @@ def _command(model, fit_kwargs: dict):
     return plan
 
 
+def _source(source: str) -> str:
+    """Where a setting the check ran under came from (kvmem.LogCheck.inputs), as the page says it: the
+    sidebar's settings go in as check_log's fallback."""
+    return "the engine's default" if source == "default" else source.replace("fallback", "the sidebar")
+
+
 def _log_box(model, fit_kwargs: dict, engine_options: dict, plan) -> None:
-    """Paste a startup log: kvmem.check_log reads its KV lines under the sidebar's settings (and, for an
-    engine whose log states its KV budget (EngineSpec.logs_kv_budget), compares it with the plan's)."""
+    """Paste a startup log: kvmem.check_log reads it under the settings the log prints (the model it names,
+    tp/pp, KV dtype, max length, block size, server_args, llama_context, ...); the sidebar's fill in only
+    what the log does not print. The Deploy plan is not what the log is checked against: for an engine whose
+    log states its KV budget (EngineSpec.logs_kv_budget) the plan's budget is shown beside it."""
     with st.expander(f"Check a startup log ({', '.join(READERS)})"):
         text = st.text_area("Paste the server's startup log", key="deploy_log", height=160, max_chars=MAX_PASTE_CHARS,
-                            help="Its KV lines are compared with kvmem's under the sidebar's model, engine, tp, pp "
-                                 f"and KV dtype; other lines are ignored. At most {MAX_PASTE_CHARS:,} characters: "
-                                 "the startup lines are enough. Nothing is stored or sent anywhere.")
+                            help="Its lines are compared with kvmem's under the settings the log prints (the model "
+                                 "it names, tp, pp, KV dtype, max length, block size, ...); the sidebar's fill in "
+                                 f"what it does not print. At most {MAX_PASTE_CHARS:,} characters: the startup "
+                                 "lines are enough. Nothing is stored or sent anywhere.")
         if len(text) >= MAX_PASTE_CHARS:
             st.warning(f"The paste reached the box's limit of {MAX_PASTE_CHARS:,} characters, so the rest was cut "
                        "off: lines after it are not checked. Paste the startup lines only, or run kvmem check-log on the file.")
         if not text.strip():
             return
+        sidebar = {**engine_options, "model": model, "kv_dtype": fit_kwargs["kv_dtype"],
+                   "tp": plan.fit.tp if plan else fit_kwargs.get("tp") or 1, "pp": fit_kwargs.get("pp", 1)}
         try:
-            planned = plan.fit.kv_memory_bytes if plan is not None and ENGINES[plan.engine].logs_kv_budget else None
-            result = kvmem.check_log(text, model, engine=None, kv_dtype=fit_kwargs["kv_dtype"],
-                                     tp=plan.fit.tp if plan else fit_kwargs.get("tp") or 1,
-                                     pp=fit_kwargs.get("pp", 1), expected_kv_memory=planned, **engine_options)
+            result = kvmem.check_log(text, fallback=sidebar)
         except ValueError as exc:
             st.error(f"The log could not be checked: {exc}")
             return
+        if result.inputs:
+            st.caption("Read under: " + "; ".join(
+                f"{name} {getattr(value, 'name', value)} ({_source(source)})"
+                for name, (value, source) in result.inputs.items()) + ".")
         for c in result.checks:
             if c.matches:
                 st.success(f"Line {c.line}, {c.quantity}: matches ({c.logged}).")
             else:
                 st.warning(f"Line {c.line}, {c.quantity}: logged {c.logged}, kvmem {c.kvmem}. {c.cause}.")
+        budget = result.settings.get("available_kv_cache_memory_gib")
+        if budget is not None and plan is not None and ENGINES[plan.engine].logs_kv_budget:
+            st.caption(f"The Deploy plan budgets {plan.fit.kv_memory_bytes / (1 << 30):.2f} GiB of KV per GPU; this "
+                       f"server had {budget:.2f} GiB (its profile run, weights and settings).")
         for note in result.notes:
             st.info(note)

@@ -59,12 +59,14 @@ def _engine_of(found: dict) -> str | None:
 
 
 def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None, tp: int | None = None,
-              pp: int | None = None, expected_kv_memory: int | None = None, **options) -> LogCheck:
+              pp: int | None = None, expected_kv_memory: int | None = None, fallback: dict | None = None,
+              **options) -> LogCheck:
     """Every number line of ``text`` kvmem can check (module docstring). ``model``, ``kv_dtype``, ``tp``,
     ``pp`` and ``options`` (engine options, and weight_dtype for a weights line) override what the log
-    prints; None: the log's, else the engine's default. ``expected_kv_memory``: the plan's KV budget
-    per device (kvmem.fit(...).kv_memory_bytes), for an engine whose log states its own
-    (EngineSpec.logs_kv_budget)."""
+    prints; None: the log's, else ``fallback``'s (the same names: what a caller such as the app has
+    beside the log, used only where the log prints nothing; the model too, where the log names none
+    kvmem has), else the engine's default. ``expected_kv_memory``: the plan's KV budget per device
+    (kvmem.fit(...).kv_memory_bytes), for an engine whose log states its own (EngineSpec.logs_kv_budget)."""
     if not isinstance(text, str):
         raise ValueError(f"log must be text (str), got {type(text).__name__}")
     if len(text) > MAX_LOG_CHARS:
@@ -84,8 +86,10 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
                          "cache size lines and TRT-LLM's paged KV cache lines")
         name = model if isinstance(model, str) else getattr(model, "name", "")
         return LogCheck(engine=engine, model=name or "", settings={}, notes=tuple(notes), ignored=len(lines))
-    inputs = _inputs(READERS[engine].printed(lines), model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options)
-    model = _model(inputs)
+    inputs = _inputs(READERS[engine].printed(lines), model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options,
+                     fallback=fallback or {})
+    model = _model(inputs, (fallback or {}).get("model"))
+    inputs = {"model": inputs.pop("model"), **inputs}
     tp, pp = check_parallel(inputs["tp"][0], inputs["pp"][0])
     used, info = {}, {}
     for name, (value, source) in inputs.items():
@@ -106,9 +110,11 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
                     ignored=len(lines) - len({c.line for c in checks}), inputs=inputs)
 
 
-def _inputs(printed: dict, *, model, kv_dtype, tp, pp, options: dict) -> dict:
-    """name -> (value, where from): the log's settings, then the arguments over them, then the defaults."""
-    inputs = {name: (value, f"log line {n}") for name, (value, n) in printed.items()}
+def _inputs(printed: dict, *, model, kv_dtype, tp, pp, options: dict, fallback: dict) -> dict:
+    """name -> (value, where from): the fallback's, the log's settings over them, then the arguments over
+    those, then the defaults."""
+    inputs = {name: (value, "fallback") for name, value in fallback.items() if value is not None and name != "model"}
+    inputs.update({name: (value, f"log line {n}") for name, (value, n) in printed.items()})
     given = {"model": model, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, **options}
     inputs.update({name: (value, "given") for name, value in given.items() if value is not None})
     for name, default in (("tp", 1), ("pp", 1), ("kv_dtype", "auto")):
@@ -117,9 +123,13 @@ def _inputs(printed: dict, *, model, kv_dtype, tp, pp, options: dict) -> dict:
     return inputs
 
 
-def _model(inputs: dict):
-    """The model given, else the preset the log names (its id, folder or GGUF file name); never the network."""
+def _model(inputs: dict, fallback=None):
+    """The model given, else the preset the log names (its id, folder or GGUF file name), else ``fallback``;
+    never the network."""
     if "model" not in inputs or inputs["model"][0] is None:
+        if fallback is not None:
+            inputs["model"] = (getattr(fallback, "name", fallback), "fallback; the log names no model")
+            return as_model(fallback)
         raise ValueError("no model given and the log names none: give the model (--model: a preset, an HF id or a "
                          "config.json)")
     value, source = inputs["model"]
@@ -132,6 +142,10 @@ def _model(inputs: dict):
             continue
         inputs["model"] = (key, f"{source}: {quote(value, 120)}" + ("" if name == value else f", read as {name}"))
         return as_model(key)
+    if fallback is not None:
+        inputs["model"] = (getattr(fallback, "name", fallback),
+                           f"fallback; the log's {quote(value, 120)} ({source}) is not a kvmem preset")
+        return as_model(fallback)
     raise ValueError(f"the log names the model {quote(value, 120)} ({source}), which is not a kvmem preset; "
                      "check-log does not fetch it: give the model (--model: a preset, an HF id or a config.json)")
 

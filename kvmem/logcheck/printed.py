@@ -3,10 +3,11 @@
 Engines print their settings as Python reprs: vLLM's config line ``model='Qwen/Qwen3-8B', ...,
 tensor_parallel_size=4, ...`` and its ``non-default args: {'block_size': 32, ...}``, SGLang's
 ``server_args=ServerArgs(tp_size=2, ...)`` (or ``server_args={'tp_size': 2, ...}`` in 0.5.x). A field
-is ``name=value``, ``name = value`` (llama.cpp) or ``'name': value`` after a separator (space, comma, bracket); its value is a quoted
-string, or the text up to the next comma or closing bracket, at most MAX_VALUE_CHARS long (a longer
-one is not read: no setting a server prints is that long). Every search is str.find from where the
-last one stopped, so a line is read in time linear in its length, however it is built.
+is ``name=value``, ``name = value`` (llama.cpp) or ``'name': value`` after a separator (space, comma,
+bracket); its value is a quoted string, or the text up to the next comma or closing bracket, at most
+MAX_VALUE_CHARS long (a longer one is not read: no setting a server prints is that long). Every
+search is str.find from where the last one stopped, and a value is looked for in a window of
+MAX_VALUE_CHARS, so a line is read in time linear in its length, however it is built.
 """
 
 from __future__ import annotations

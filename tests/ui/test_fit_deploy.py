@@ -45,23 +45,41 @@ def test_not_fitting_has_no_command_no_decode_bound_and_draws_the_shortfall_apar
     assert round(by_name["short of vllm's KV budget"], 2) == 1.35
 
 
-def test_a_pasted_log_is_checked_under_the_sidebars_settings():
-    # 8 GiB for Llama-3.1-8B bf16 (131,072 B/token): 65,536 tokens; the same log read with fp8 KV is named
+def test_a_pasted_log_without_settings_is_read_under_the_sidebars():
+    # 8 GiB for Llama-3.1-8B bf16 (131,072 B/token): 65,536 tokens, 8.00x at 8,192; the same log read with fp8 KV
+    # is named. The log prints no setting, so the sidebar's fill in (and the page says so).
     log = ("INFO [gpu_worker.py:232] Available KV cache memory: 8.00 GiB\n"
            "INFO [kv_cache_utils.py:1149] GPU KV cache size: 65,536 tokens, Maximum concurrency for 8,192 tokens "
            "per request: 8.00x\n")
     at = load("ui/fit.py").run()
     at.text_area(key="deploy_log").set_value(log).run()
-    assert not at.exception and [s.value for s in at.success] == ["Line 2, GPU KV cache size: matches (65,536 tokens)."]
-    # the plan (Llama-3.1-8B, 8k x 1 on an H100) budgets 54.72 GiB: a server that reports 8 GiB had a higher peak
-    assert [w.value for w in at.warning] == [
-        "Line 1, Available KV cache memory: logged 8.00 GiB, kvmem 54.72 GiB (the plan). Available KV cache memory "
-        "is 46.72 GiB below the plan: the profile run's peak (activations, CUDA graphs, non-torch memory) was "
-        "higher than kvmem estimated, or the weights differ."]
+    assert not at.exception and not at.warning
+    assert [s.value for s in at.success] == ["Line 2, GPU KV cache size: matches (65,536 tokens).",
+                                             "Line 2, Maximum concurrency: matches (8.00x)."]
+    assert any(c.value.startswith("Read under: model llama-3.1-8b (the sidebar; the log names no model); kv_dtype auto (the sidebar)")
+               for c in at.caption)
+    # the plan's budget is shown beside the log's, not checked against it (the log is not the plan's run)
+    assert any(c.value == "The Deploy plan budgets 54.72 GiB of KV per GPU; this server had 8.00 GiB (its profile "
+                          "run, weights and settings)." for c in at.caption)
     at.selectbox(key="kv_dtype").set_value("fp8").run()
     # fp8: 65,536 B/token, 7.995..8.005 GiB -> 130,976..131,152 tokens in blocks of 16
     assert any(w.value.startswith("Line 2, GPU KV cache size: logged 65,536 tokens, kvmem 130,976 to 131,152 tokens. "
                                   "fewer tokens than kvmem finds") for w in at.warning)
+
+
+def test_a_pasted_log_is_checked_under_the_settings_it_prints():
+    # issue 33 item 7: the app compared a log with its Deploy plan; a log that prints its settings (vLLM 0.33's
+    # non-default args and config line: Qwen2.5-7B, fp8 KV, 32k) is read under them whatever the sidebar says
+    # (Llama-3.1-8B, bf16 KV, 8k). By hand: 28,672 B/token fp8, 8.0 GiB -> 299,392..299,776 tokens, 9.14x..9.15x.
+    from tests.logcheck.test_printed_settings import V1_LOG
+    at = load("ui/fit.py").run()
+    at.text_area(key="deploy_log").set_value(V1_LOG).run()
+    assert not at.exception and not at.warning and not at.error
+    assert [s.value for s in at.success] == ["Line 4, GPU KV cache size: matches (299,520 tokens).",
+                                             "Line 4, Maximum concurrency: matches (9.14x)."]
+    read = next(c.value for c in at.caption if c.value.startswith("Read under: "))
+    assert "model qwen2.5-7b (log line 1: 'Qwen/Qwen2.5-7B-Instruct'); " in read
+    assert "kv_dtype fp8 (log line 1)" in read and "tp 1 (log line 2)" in read
 
 
 def test_the_log_box_is_capped_and_a_hostile_paste_is_refused_by_line():
