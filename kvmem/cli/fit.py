@@ -92,9 +92,8 @@ def cmd_fit(args) -> int:
              f"max batch at {result.context:,} tokens: {result.max_batch}",
              f"max context at batch {result.batch or 1}: {result.max_context:,}",
              f"min GPUs: {result.min_gpus if result.min_gpus is not None else 'none up to tp 64'}"]
-    if result.decode_tokens_per_s is not None:
-        lines.append(f"decode bound: {result.decode_tokens_per_s:,.1f} tokens/s per sequence, "
-                     f"{result.decode_tokens_per_s_aggregate:,.0f} in all")
+    if result.decode_text is not None:
+        lines.append(f"decode bound: {result.decode_text}")
     if result.kv_crossover_tokens is not None:
         lines.append(f"KV reads pass weight reads from {result.kv_crossover_tokens:,} tokens per sequence")
     lines += engine_numbers_lines(result.engine_numbers)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..sizing.results import part_names
+from ..sizing.results import decode_words, part_names
 from ..units import format_bytes
 
 
@@ -37,9 +37,8 @@ def markdown(doc: dict) -> str:
             _row("fewest GPUs", fit["min_gpus"] if fit["min_gpus"] is not None else "none up to tp 64"),
             _row("KV per sequence (per device)", _bytes(fit["kv_bytes_per_sequence"])),
             _row("KV budget (per device)", _bytes(fit["kv_memory_bytes"]))]
-    if fit["decode_tokens_per_s"] is not None:
-        out.append(_row("decode bound", f"{fit['decode_tokens_per_s']:,.1f} tokens/s per sequence, "
-                                        f"{fit['decode_tokens_per_s_aggregate']:,.0f} in all"))
+    if decode_words(fit) is not None:
+        out.append(_row("decode bound", decode_words(fit)))
     if fit["engine_refuses"]:
         out.append(_row("the engine refuses", fit["engine_refuses"]))
     names = part_names(fit["engine"])

@@ -46,6 +46,19 @@ def part_names(engine: str) -> dict:
             "free": startup.outside_budget if startup else "unused", "shortfall": f"short of {engine}'s KV budget"}
 
 
+def decode_words(fit: dict) -> str | None:
+    """The decode bound in words, saying which batch it is for (Fit.to_dict() data: the CLI, the app and
+    the report say it alike). The bound is sized at the breakdown's batch: the batch asked, else the
+    max batch; None for a workload with no bound (it does not fit, or the GPU has no bandwidth)."""
+    if fit.get("decode_tokens_per_s") is None:
+        return None
+    batch = fit["breakdown_batch"]
+    why = "the batch asked" if fit.get("batch") is not None else "the max batch: no batch was given"
+    where = f"{batch:,} sequence{'s' * (batch != 1)}" + (" per replica" if fit.get("replicas", 1) > 1 else "")
+    return (f"{fit['decode_tokens_per_s']:,.1f} tokens/s per sequence, {fit['decode_tokens_per_s_aggregate']:,.0f} "
+            f"in all, at {where} of {fit['breakdown_context']:,} tokens ({why})")
+
+
 class FitError(ValueError):
     """The workload does not fit at all; ``.fit`` is the (not fitting) result."""
 
@@ -89,6 +102,14 @@ class Fit(EngineVerdict):
     engine_numbers: EngineNumbers | None = field(default=None, compare=False)  # what the engine prints
     placement: dict | None = field(default=None, compare=False)   # the engine's placement the verdict is of
     levers: tuple = field(default=(), compare=False)   # kvmem.sizing.suggest.Lever: words, change, max batch
+
+    @property
+    def decode_text(self) -> str | None:
+        """The decode bound and the batch it is for, in words (decode_words)."""
+        return decode_words({"decode_tokens_per_s": self.decode_tokens_per_s, "batch": self.batch,
+                             "decode_tokens_per_s_aggregate": self.decode_tokens_per_s_aggregate,
+                             "breakdown_batch": self.breakdown_batch, "breakdown_context": self.breakdown_context,
+                             "replicas": self.replicas})
 
     def to_dict(self) -> dict:
         data = {}

@@ -2,8 +2,8 @@
 
 For a workload that does not fit, each change below is tried on its own, in this order:
 vLLM's own budget raised to gpu_memory_utilization=0.95 (its knob, for the engine that takes it:
-the cheapest change), a given max_num_seqs brought down to the batch (the sampler's profile peak
-is sized for it), more GPUs per replica (the fewest, tp from 1, 2, 4 ... 64, or pp for an engine
+the cheapest change), an engine setting given where kvmem plan otherwise sets it (vLLM's
+max_num_seqs: the sampler's profile peak is sized for the batch then), more GPUs per replica (the fewest, tp from 1, 2, 4 ... 64, or pp for an engine
 that splits layers), more replicas, a smaller weight format (the engine's serving formats,
 smallest first that fits), fp8 KV for a 16/32-bit cache, and the longest context or largest
 batch that fits as given.
@@ -17,27 +17,18 @@ the max batch with it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
+from importlib import import_module
 
 from ..engines import engine_estimate
 from ..parallel import divides
 from ..weights import weights as _weights
 from .search import answer, replica_batch, workload_fits
-from .setup import Setup, make_setup
+from .setup import Given, Setup, make_setup
 
 RAISED_UTILIZATION = Fraction(95, 100)   # vLLM's budget raised: what users try first (and 0.9 is its default)
-
-# The weight formats a launch command realises from the checkpoint kvmem sized, by engine (the rest
-# need a checkpoint already in that format, which kvmem cannot plan from this one):
-#   vllm, sglang  --dtype for a 16/32-bit format, --quantization fp8 (online fp8): kvmem/launch/base.py
-#                 weight_flags; a quantised checkpoint (quantization_config) keeps its own format
-#   llama.cpp     -m names a GGUF in the format planned (llama-quantize makes it from the checkpoint):
-#                 kvmem/launch/llamacpp.py
-#   trtllm        no weight flag: the checkpoint's own format (kvmem/launch/trtllm.py)
-_MADE_AT_LOAD = {"vllm": ("fp16", "bf16", "fp32", "fp8"), "sglang": ("fp16", "bf16", "fp32", "fp8"),
-                 "llama.cpp": None, "trtllm": ()}     # None: every format of the engine
-
+MEASURED = frozenset(f.name for f in fields(Given))   # figures measured by the user: never a lever
 
 @dataclass(frozen=True)
 class Lever:
@@ -90,24 +81,15 @@ def fit_arguments(s: Setup) -> dict:
 def plan_refusal(s: Setup) -> str | None:
     """Why kvmem.plan writes no command for ``s``; None where it writes one, or where the engine has no
     server command (there is none to write: the search alone decides)."""
-    from ..launch import BUILDERS, PlanRefused, plan
-    if s.engine not in BUILDERS:
+    # kvmem.launch sits above sizing (its plan() calls fit()): imported when a lever is checked, never at load
+    launch = import_module("kvmem.launch")
+    if s.engine not in launch.BUILDERS:
         return None
     try:
-        plan(s.model, **fit_arguments(s))
-    except (PlanRefused, ValueError) as exc:
+        launch.plan(s.model, **fit_arguments(s))
+    except ValueError as exc:       # PlanRefused, or a setting its command cannot carry
         return str(exc)
     return None
-
-
-def _weights_made(s: Setup, name: str) -> bool:
-    """Whether the engine's command makes weight format ``name`` from the checkpoint sized (_MADE_AT_LOAD)."""
-    if s.engine not in _MADE_AT_LOAD:
-        return True                 # no server command: the search alone decides
-    if s.model.facts.quantization_config:
-        return False                # a quantised checkpoint is read in its own format
-    made = _MADE_AT_LOAD[s.engine]
-    return made is None or name in made
 
 
 def _checked(changed: Setup) -> tuple[int, str | None] | None:
@@ -141,10 +123,9 @@ def levers(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | 
     if s.rules.takes_utilization and s.utilization < RAISED_UTILIZATION:   # the cheapest: the engine's own knob
         attempt(f"gpu_memory_utilization={float(RAISED_UTILIZATION)} (max batch {{max_batch}})",
                 {"gpu_memory_utilization": float(RAISED_UTILIZATION)}, utilization=RAISED_UTILIZATION)
-    seqs, per_replica = s.sizing.get("max_num_seqs"), replica_batch(s)
-    if seqs is not None and int(seqs) > per_replica:    # vLLM sizes its sampler's peak for max_num_seqs
-        attempt(f"max_num_seqs={per_replica} (the batch per replica)", {"max_num_seqs": per_replica},
-                sizing={**s.sizing, "max_num_seqs": per_replica})
+    for name, value in s.sizing.items():   # a setting given where the engine's default is kvmem's to set
+        if value is not None and s.rules.options.get(name, 0) is None and name not in MEASURED:
+            attempt(f"{name} as kvmem plan sets it, not {value!r}", {name: None}, sizing={**s.sizing, name: None})
     gpus_per_replica = s.tp * s.pp
     if fewest_gpus and fewest_gpus > gpus_per_replica:
         if s.rules.layer_split or s.rules.one_device:
@@ -181,15 +162,13 @@ def levers(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | 
 
 def _weight_lever(s: Setup, attempt) -> None:
     """The smallest weight format of the engine's serving formats that its command makes and that fits."""
-    if s.given.weights_bytes is not None:
-        return
+    if s.given.weights_bytes is not None or s.model.facts.quantization_config:
+        return          # given weights, or a quantised checkpoint: read in its own format, nothing to change
     try:
         current = _weights(s.model, s.weight_dtype)
     except ValueError:
         return
-    for name in s.rules.weight_formats:
-        if not _weights_made(s, name):
-            continue
+    for name in s.rules.weight_formats:        # plan refuses those its command cannot make (_checked)
         try:
             smaller = _weights(s.model, name).total_bytes < current.total_bytes
         except ValueError:

@@ -52,7 +52,7 @@ def test_a_given_max_num_seqs_is_a_lever():
     result = _fit("qwen3-32b", gpu="rtx-4090-24gb", num_gpus=2, context="32k", weight_dtype="fp8",
                   kv_dtype="bf16", max_num_seqs=256)
     assert not result.fits
-    assert "max_num_seqs=1 (the batch per replica)" in result.suggestions
+    assert "max_num_seqs as kvmem plan sets it, not 256" in result.suggestions
     assert _fit("qwen3-32b", gpu="rtx-4090-24gb", num_gpus=2, context="32k", weight_dtype="fp8",
                 kv_dtype="bf16", max_num_seqs=1).fits
 
