@@ -16,11 +16,14 @@ REFUSALS = {
         "deepseek-v3.2", "gemma-2-27b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-27b", "gemma-3-4b",
         "gemma-3n-e2b", "gemma-3n-e4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-1.5-mini", "llama-4-maverick-17b-128e",
         "llama-4-scout-17b-16e", "mistral-7b-v0.1", "nemotron-h-8b", "phi-3-medium-4k", "phi-3-mini-4k",
-        "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b", "nemotron-3-nano-30b-a3b")},
+        "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b", "nemotron-3-nano-30b-a3b",
+        # the opt-in families hf-quantized now declares (kvmem/engines/hf/__init__.py QUANTIZED_FAMILIES)
+        "kimi-linear-48b-a3b", "minimax-m1", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5", "glm-5.1", "glm-5.2",
+        "kimi-k3", "gemma-4-26b-a4b")},
     # the newest families: sized by the ideal and transformers modes until each engine's rules are checked
     **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
        for name, family in (("kimi-linear-48b-a3b", "kimi_linear"), ("minimax-m1", "minimax"))
-       for engine in ("hf-quantized", "vllm", "sglang", "llama.cpp", "trtllm")
+       for engine in ("vllm", "sglang", "llama.cpp", "trtllm")
        if (family, engine) not in (("kimi_linear", "vllm"), ("minimax", "vllm"), ("minimax", "trtllm"),
                                    ("kimi_linear", "trtllm"), ("kimi_linear", "sglang"), ("minimax", "sglang"))},
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
@@ -36,14 +39,10 @@ REFUSALS = {
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
     **{(name, engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")
-       for engine in ("hf-quantized", "sglang", "llama.cpp", "trtllm")},
+       for engine in ("sglang", "llama.cpp", "trtllm")},
     # issue 31's flagships: the modes that do not declare their families yet (tests/engines/test_family_reach.py)
     **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
-       for name, family, engines in (("glm-5", "glm_moe_dsa", ("hf-quantized",)),
-                                     ("glm-5.1", "glm_moe_dsa", ("hf-quantized",)),
-                                     ("glm-5.2", "glm_moe_dsa", ("hf-quantized",)),
-                                     ("kimi-k3", "kimi_linear", ("hf-quantized",)),
-                                     ("gemma-4-26b-a4b", "gemma4_text", ("hf-quantized", "trtllm")))
+       for name, family, engines in (("gemma-4-26b-a4b", "gemma4_text", ("trtllm",)),)
        for engine in engines},
     # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
     ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",

@@ -50,3 +50,34 @@ def test_nemotron_nas_is_in_no_auto_mapping_of_transformers():
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     assert "nemotron-nas" not in CONFIG_MAPPING_NAMES and "nemotron-nas" not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+
+def test_quantized_cache_sizes_an_opt_in_family_as_any_full_attention_model():
+    # cache_utils.py QuantizedCache: one QuantizedLayer per layer whatever the family, when every layer type is
+    # full_attention: GPTBigCode with multi_query (one K/V head of 2,048 / 16 = 128) holds what a Llama of the
+    # same K/V shapes holds
+    bigcode = kvmem.Model.from_hf_config({"model_type": "gpt_bigcode", "n_layer": 2, "n_head": 16, "n_embd": 2048,
+                                          "multi_query": True, "torch_dtype": "bfloat16"})
+    llama = kvmem.Model.from_hf_config({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 16,
+                                        "num_key_value_heads": 1, "hidden_size": 2048, "torch_dtype": "bfloat16"})
+    ours, theirs = (kvmem.engines.engine_estimate(m, engine="hf-quantized", tokens=300, prompt_tokens=256)
+                    for m in (bigcode, llama))
+    assert ours.total_bytes == theirs.total_bytes > 0
+
+
+@pytest.mark.parametrize("name, layer_type", [("deepseek-v4-flash", "compressed_sparse_attention"),
+                                              ("glm-5", "indexed_attention")])
+def test_quantized_cache_refuses_other_layer_types_in_transformers_words(name, layer_type):
+    with pytest.raises(ValueError, match=f"`QuantizedCache` is only supported for models with only full attention "
+                                         f"layers. We found the following invalid layer types: .*{layer_type}"):
+        kvmem.engines.engine_estimate(name, engine="hf-quantized", tokens=64)
+
+
+def test_deepseek_ref_is_refused_by_every_transformers_mode():
+    import json
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "new" / "sgl-deepseek-v4-flash-fp8.json"
+    model = kvmem.Model.from_hf_config(json.loads(path.read_text()))
+    for engine in ("hf-dynamic", "hf-static", "hf-quantized"):
+        with pytest.raises(ValueError, match="transformers 5.24.0 cannot load this config: 'deepseek_ref'"):
+            kvmem.engines.engine_estimate(model, engine=engine, tokens=64)

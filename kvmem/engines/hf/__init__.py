@@ -101,7 +101,13 @@ POSITIONS = PastPositions("transformers does not check it")   # the caches take 
 NO_CLASS = {"nemotron-nas": "transformers 5.24.0 has no model class for it: 'nemotron-nas' is in neither "
                             "models/auto/auto_mappings.py CONFIG_MAPPING_NAMES nor modeling_auto.py "
                             "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (its DeciLMForCausalLM checkpoints run only as "
-                            "trust_remote_code)"}
+                            "trust_remote_code)",
+            # sgl-project's DeepSeek-V4 reference-format files: no auto_map, so AutoConfig.from_pretrained raises
+            # for the unknown model_type (configuration_auto.py); renamed deepseek_v4 they are DeepSeek-V4
+            "deepseek_ref": "transformers 5.24.0 cannot load this config: 'deepseek_ref' is not in "
+                            "models/auto/auto_mappings.py CONFIG_MAPPING_NAMES and the file has no auto_map, so "
+                            "AutoConfig.from_pretrained raises; with model_type deepseek_v4 it is DeepSeek-V4 "
+                            "(size it as that)"}
 # StaticCache(config) builds STATIC_LAYER_TYPE_MAPPING[layer_type] for each layer (cache_utils.py);
 # modeling_deepseek_v4.py registers its compressed layer types as dynamic layers only
 STATIC_REFUSALS = {**NO_CLASS,
@@ -110,10 +116,14 @@ STATIC_REFUSALS = {**NO_CLASS,
                                   "DynamicCache layers for them)"}
 # The opt-in families (kvmem.configs.families) transformers' modes size: each read from transformers'
 # own config class and modeling code, and checked against it (tests/oracles/test_transformers_oracle.py).
-# Nemotron-NAS is not one (NO_CLASS); StaticCache refuses DeepSeek-V4 (STATIC_REFUSALS). QuantizedCache's
-# mode is not checked against them.
+# Nemotron-NAS is not one (NO_CLASS); StaticCache refuses DeepSeek-V4 (STATIC_REFUSALS). QuantizedCache
+# (cache_utils.py QuantizedCache.__init__) builds one QuantizedLayer per layer of any model whose layer types
+# (get_layer_types_and_kwargs, DynamicCache's own mapping) are all full_attention, and raises for any other:
+# its storage rule does not depend on the family, and each family's K/V shapes are hf-dynamic's (checked by
+# the transformers oracle); a family with other layer types gets transformers' own ValueError (check_quantized).
 DYNAMIC_FAMILIES = CheckedFamilies(frozenset(NO_CLASS), all_but=True)
 STATIC_FAMILIES = CheckedFamilies(frozenset(STATIC_REFUSALS), all_but=True)
+QUANTIZED_FAMILIES = DYNAMIC_FAMILIES
 SPECS = (
     EngineSpec("hf-dynamic", {"prompt_tokens": DEFAULTS["prompt_tokens"]}, estimate_dynamic, None, SIZING,
                prefix_sharing, POSITIONS, pinned="transformers 5.24.0", refusals=NO_CLASS, families=DYNAMIC_FAMILIES),
@@ -123,7 +133,7 @@ SPECS = (
     EngineSpec("hf-quantized", {name: DEFAULTS[name] for name in
                                 ("backend", "nbits", "q_group_size", "residual_length", "prompt_tokens")},
                estimate_quantized, None, SIZING, prefix_sharing, POSITIONS, pinned="transformers 5.24.0",
-               refusals=NO_CLASS,
+               refusals=NO_CLASS, families=QUANTIZED_FAMILIES,
                declared=(Option("backend", choices=("quanto", "hqq", "fp8"), help="QuantizedCache backend"),
                          Option("nbits", choices=(1, 2, 3, 4, 8), help="bits per quantised element"))),
 )
