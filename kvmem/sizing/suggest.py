@@ -3,10 +3,10 @@
 For a workload that does not fit, each change below is tried on its own, in this order:
 vLLM's own budget raised to gpu_memory_utilization=0.95 (its knob, for the engine that takes it:
 the cheapest change), an engine setting given where kvmem plan otherwise sets it (vLLM's
-max_num_seqs: the sampler's profile peak is sized for the batch then), more GPUs per replica (the fewest, tp from 1, 2, 4 ... 64, or pp for an engine
-that splits layers), more replicas, a smaller weight format (the engine's serving formats,
-smallest first that fits), fp8 KV for a 16/32-bit cache, and the longest context or largest
-batch that fits as given.
+max_num_seqs: the sampler's profile peak is sized for the batch then), more GPUs per replica
+(the fewest, tp from 1, 2, 4 ... 64, or pp for an engine that splits layers), more replicas, a
+smaller weight format (the engine's serving formats, smallest first that fits), fp8 KV for a
+16/32-bit cache, and the longest context or largest batch that fits as given.
 
 A change is proposed only when (1) the same search fit, sweep and plan use (search.answer) says
 the changed workload fits, and (2) for an engine with a server command, kvmem.plan writes the
@@ -24,7 +24,7 @@ from importlib import import_module
 from ..engines import engine_estimate
 from ..parallel import divides
 from ..weights import weights as _weights
-from .search import answer, replica_batch, workload_fits
+from .search import answer, workload_fits
 from .setup import Given, Setup, make_setup
 
 RAISED_UTILIZATION = Fraction(95, 100)   # vLLM's budget raised: what users try first (and 0.9 is its default)
