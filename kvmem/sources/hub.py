@@ -3,8 +3,10 @@
 Resolution (kvmem.catalog.get_model): a preset; else the local Hugging Face cache (HF_HUB_CACHE,
 or HF_HOME/hub, as huggingface_hub lays it out: models--org--name/{refs,blobs,snapshots}), so a
 model downloaded once works offline; else the Hub at HF_ENDPOINT (default https://huggingface.co)
-with HF_TOKEN for gated or private repositories, unless HF_HUB_OFFLINE is set. The environment is
-read at each call (huggingface_hub reads it once, at import).
+with a token for gated or private repositories, unless HF_HUB_OFFLINE is set: HF_TOKEN, else the
+token `hf auth login` stored (HF_TOKEN_PATH, else HF_HOME/token; huggingface_hub's constants.py and
+utils/_auth.py get_token read it the same way), unless HF_HUB_DISABLE_IMPLICIT_TOKEN is set. The
+environment is read at each call (huggingface_hub reads it once, at import).
 
 What is fetched: ``config.json`` (written into the cache in huggingface_hub's layout); with
 weights asked for, ``model.safetensors.index.json`` and each shard's header by HTTP range
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from urllib.parse import quote as url_quote
 
 from . import Checkpoint, SourceError
-from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, _kind, confined, plain_name,
+from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, confined, file_kind, plain_name,
                       quote, read_json_file, read_text)
 from .http import HTTPStatusError, Unreachable, deadline_s, get, open_body
 from .safetensors import INDEX_FILE, MAX_HEADER_BYTES, SINGLE_FILE, checkpoint_from_headers, parse_header, shard_names
@@ -73,8 +75,33 @@ def settings() -> Settings:
     endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
     home = os.path.expanduser(os.environ.get("HF_HOME") or os.path.join("~", ".cache", "huggingface"))
     cache = os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
-    offline = (os.environ.get("HF_HUB_OFFLINE") or "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-    return Settings(endpoint, cache, os.environ.get("HF_TOKEN") or None, offline, home)
+    offline = _flag("HF_HUB_OFFLINE")
+    return Settings(endpoint, cache, _token(home), offline, home)
+
+
+TOKEN_FILE_BYTES = 4096      # a Hub token is ~40 characters; huggingface_hub refreshes OAuth ones in place
+
+
+def _flag(name: str) -> bool:
+    return (os.environ.get(name) or "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _token(home: str) -> str | None:
+    """HF_TOKEN, else the token file `hf auth login` writes (HF_TOKEN_PATH, else HF_HOME/token), read
+    bounded; None without either, or with HF_HUB_DISABLE_IMPLICIT_TOKEN set and no HF_TOKEN."""
+    given = (os.environ.get("HF_TOKEN") or "").strip()
+    if given:
+        return given
+    if _flag("HF_HUB_DISABLE_IMPLICIT_TOKEN"):
+        return None
+    path = os.path.expanduser(os.environ.get("HF_TOKEN_PATH") or os.path.join(home, "token"))
+    if not os.path.lexists(path):
+        return None
+    text = read_text(path, TOKEN_FILE_BYTES, f"the Hub token file {path[:100]!r} (hf auth login)").strip()
+    if not text or any(c.isspace() or not c.isprintable() for c in text):
+        raise SourceError(f"the Hub token file {path[:100]!r} (hf auth login) does not hold one token; run "
+                          "`hf auth login` again or set HF_TOKEN")
+    return text
 
 
 def _headers_file(repo_id: str, revision: str | None, s: Settings) -> str | None:
@@ -128,14 +155,14 @@ def _explain(exc: SourceError, repo_id: str, filename: str, revision: str | None
     status, code = exc.status, exc.code or ""
     if code == "GatedRepo" or (status == 403 and "gated" in code.lower()):
         if s.token:
-            return SourceError(f"{repo_id} is gated and the token in HF_TOKEN has no access: accept the "
-                               f"model's licence at {where} with that account, then retry")
+            return SourceError(f"{repo_id} is gated and the token (HF_TOKEN, or hf auth login's) has no access: "
+                               f"accept the model's licence at {where} with that account, then retry")
         return SourceError(f"{repo_id} is gated: accept its licence at {where}, then set HF_TOKEN to a token "
                            "of that account (or run `hf auth login`)")
     if code == "RepoNotFound" or (status == 401 and not code):
         if status == 401 and not s.token:
             return SourceError(f"{repo_id} was not found on {s.endpoint} or needs a token: check the id; for "
-                               "a private or gated repository set HF_TOKEN")
+                               "a private or gated repository set HF_TOKEN or run `hf auth login`")
         return SourceError(f"{repo_id} was not found on {s.endpoint}: check the id (org/name) or pick a preset "
                            "(kvmem models)")
     if code == "RevisionNotFound":
@@ -151,7 +178,7 @@ def _explain(exc: SourceError, repo_id: str, filename: str, revision: str | None
             "retry later"}.get(status, "a server error, retry later" if status >= 500 else "refused")
     return SourceError(f"{repo_id}: {s.endpoint} answered HTTP {status} ({what}) for {filename}"
                        + ("" if s.token or status >= 500 or status == 429
-                          else "; if the repository is private set HF_TOKEN"))
+                          else "; if the repository is private set HF_TOKEN or run `hf auth login`"))
 
 
 def _gguf_hint(repo_id: str, revision: str | None, s: Settings) -> str:
@@ -350,8 +377,8 @@ def _cached(repo_id: str, filename: str, revision: str | None, s: Settings) -> s
     except OSError as exc:          # a dangling link: the blob is gone
         raise SourceError(f"{what}: {quote(path)} in the Hugging Face cache cannot be read ({exc.strerror})") from None
     if not stat.S_ISREG(mode):
-        raise SourceError(f"{what}: {quote(path)} in the Hugging Face cache is {_kind(mode)}, not a file; remove it "
-                          "(kvmem reads only regular files)")
+        raise SourceError(f"{what}: {quote(path)} in the Hugging Face cache is {file_kind(mode)}, not a file; "
+                          "remove it (kvmem reads only regular files)")
     return path
 
 

@@ -212,7 +212,8 @@ def hub(tmp_path, monkeypatch):
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     monkeypatch.setenv("HF_ENDPOINT", state.url)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for name in ("HF_HUB_CACHE", "HF_TOKEN", "HF_HUB_OFFLINE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE"):
+    for name in ("HF_HUB_CACHE", "HF_TOKEN", "HF_TOKEN_PATH", "HF_HUB_DISABLE_IMPLICIT_TOKEN", "HF_HUB_OFFLINE",
+                 "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     from kvmem.sources import hub as hub_source

@@ -12,6 +12,7 @@ import pytest
 import kvmem
 from kvmem.cli import main
 from kvmem.sources import SourceError
+from kvmem.sources import hub as hub_source
 
 from .conftest import TOKEN, hub_configs
 
@@ -132,12 +133,38 @@ def test_gated_repository_without_then_with_a_token(hub, monkeypatch):
     with pytest.raises(SourceError, match=r"is gated: accept its licence at .* then set HF_TOKEN"):
         kvmem.get_model(repo_id)
     monkeypatch.setenv("HF_TOKEN", "hf_someone_without_access")
-    with pytest.raises(SourceError, match="token in HF_TOKEN has no access"):
+    with pytest.raises(SourceError, match=r"token \(HF_TOKEN, or hf auth login's\) has no access"):
         kvmem.get_model(repo_id)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     model = kvmem.get_model(repo_id)
     assert model.name == repo_id and model.num_layers == 22
     assert hub.requests[-1]["status"] == 200 and hub.requests[-1]["path"].endswith("/config.json")
+
+
+def test_the_token_hf_auth_login_stored_opens_a_gated_repository(hub, monkeypatch, tmp_path):
+    # issue 33 item 9: only HF_TOKEN was read; `hf auth login` writes HF_HOME/token (or HF_TOKEN_PATH)
+    repo_id = "meta-llama/Llama-3.3-8B-Gated"
+    hub.add(repo_id, {"config.json": CONFIGS["TinyLlama/TinyLlama-1.1B-Chat-v1.0"]}, gated=True)
+    home = os.environ["HF_HOME"]
+    os.makedirs(home, exist_ok=True)
+    with open(os.path.join(home, "token"), "w") as handle:
+        handle.write(TOKEN + "\n")
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")         # huggingface_hub's switch: not sent
+    with pytest.raises(SourceError, match="is gated: accept its licence"):
+        kvmem.get_model(repo_id)
+    monkeypatch.delenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")
+    hub_source._FAILED.clear()
+    assert kvmem.get_model(repo_id).num_layers == 22
+    elsewhere = tmp_path / "tokens" / "mine"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("two tokens\n")
+    monkeypatch.setenv("HF_TOKEN_PATH", str(elsewhere))
+    with pytest.raises(SourceError, match=r"token file .*mine' \(hf auth login\) does not hold one token"):
+        hub_source.settings()
+    os.remove(elsewhere)
+    os.mkfifo(elsewhere)                                            # a FIFO is named, never waited on
+    with pytest.raises(SourceError, match="is a FIFO"):
+        hub_source.settings()
 
 
 def test_missing_repository_and_missing_config(hub):
