@@ -20,13 +20,26 @@ TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "lar
 MAX_PASTE_CHARS = 2_000_000
 
 
-def panel(model, fit_kwargs: dict, engine_options: dict) -> None:
+def panel(model, fit_kwargs: dict, engine_options: dict, fit=None):
+    """The command and the log box; returns the Plan (None without a command). ``fit``: the page's own
+    kvmem.fit of the same inputs, whose shortfall the page shows: a refusal for that reason refers to it."""
     st.subheader("Deploy")
-    plan = _command(model, fit_kwargs)
+    plan = _command(model, fit_kwargs, fit)
     _log_box(model, fit_kwargs, engine_options, plan)
+    return plan
 
 
-def _command(model, fit_kwargs: dict):
+def refusal_text(exc: ValueError, fit=None) -> str:
+    """Why there is no command, said once: a workload that does not fit refers to the page's shortfall
+    (the Fit of the same inputs), never a second one; any other refusal as the library says it."""
+    refused = getattr(exc, "fit", None)
+    if refused is not None and not refused.fits and fit is not None and not fit.fits:
+        return "No command: the workload does not fit (the shortfall and what would fit are above)."
+    reason = str(exc)
+    return "No command: " + (reason[len("no command: "):] if reason.startswith("no command: ") else reason)
+
+
+def _command(model, fit_kwargs: dict, fit=None):
     """The launch command and its reasons; the Plan, or None when there is none."""
     label = inputs.radio(st, "Plan for", list(TARGETS), key="deploy_target", horizontal=True,
                          help="The workload as given, the most sequences of this context, or the longest context "
@@ -34,7 +47,7 @@ def _command(model, fit_kwargs: dict):
     try:
         plan = kvmem.plan(model, target=TARGETS[label], **fit_kwargs)
     except ValueError as exc:   # PlanRefused, or an input the engine has no flag for
-        st.info(f"No command: {exc}")
+        st.info(refusal_text(exc, fit))
         return None
     st.caption(f"{plan.release}: {plan.batch:,} sequence(s) × {plan.context:,} tokens.")
     st.code(plan.command, language="bash")
@@ -44,9 +57,8 @@ def _command(model, fit_kwargs: dict):
     width = max(len(f.shell) for f in plan.flags)         # quoted as in the command: no name is markdown here
     st.code("\n".join(f"{f.shell:<{width}}  # {f.reason}" for f in plan.flags), language="bash")
     numbers = plan.fit.engine_numbers
-    if numbers is not None and numbers.lines:
-        st.caption(f"{numbers.engine} will print:")
-        st.code("\n".join(numbers.lines), language=None)
+    if numbers is not None and numbers.lines:   # drawn once, from this plan's record, with the engine's numbers
+        st.caption(f"What {numbers.engine} will print for this command is shown above, with its numbers.")
     return plan
 
 

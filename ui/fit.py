@@ -13,6 +13,25 @@ st.title("Fit hardware")
 st.caption("Weights, KV cache and each engine's own memory budget per device (kvmem.fit). "
            "GiB = 2³⁰ bytes. Decode speed is a memory-bandwidth upper bound.")
 
+
+def _engine_numbers(record, command) -> None:
+    """What the engine prints at start-up, from one record (kvmem.Fit.engine_numbers), said once on the page."""
+    numbers = record.engine_numbers
+    if numbers is None:
+        return
+    e1, e2 = st.columns(2)
+    e1.metric(numbers.tokens_label, f"{numbers.tokens:,}", help=f"what {numbers.engine} prints at start-up "
+              "for this budget (kvmem.fit(...).engine_numbers)")
+    if numbers.max_concurrency is not None:
+        e2.metric(f"Concurrency at {numbers.context:,} tokens", f"{numbers.max_concurrency:.2f}x",
+                  help="requests of this many tokens the pool holds at once (the engine's 'Maximum concurrency')")
+    if numbers.lines:
+        st.caption(f"{numbers.engine} will print, for {command or 'this workload'} ({record.breakdown_batch:,} "
+                   f"sequence(s) × {record.context:,} tokens per replica):")
+        st.code("\n".join(numbers.lines), language=None)
+    st.caption(("Exact: it follows from " if numbers.exact else "Estimated: it depends on ") + numbers.depends_on + ".")
+
+
 work = inputs.sidebar()
 model = work.model
 page_args = {}
@@ -22,11 +41,11 @@ if takes_utilization(work.engine):
         help=f"{work.engine} budgets this share of the device's total memory.")
 kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
 
+refusal = None      # the one shortfall and what would fit, said once on this page (the Deploy box refers to it)
 try:
     result = kvmem.fit(model, **kwargs)
 except FitError as exc:
-    result = exc.fit
-    st.error(str(exc))
+    result, refusal = exc.fit, str(exc)
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
@@ -40,27 +59,20 @@ m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.cont
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
 m3.metric("Fewest GPUs", "—" if result.min_gpus is None else f"{result.min_gpus}",
           help="smallest tp (x pp) that holds the workload")
-m4.metric("Decode bound", "—" if result.decode_tokens_per_s is None else f"{result.decode_tokens_per_s:,.1f} tok/s",
-          help="per sequence: active weights + this sequence's KV read once per step"
-               + ("" if result.decode_tokens_per_s_aggregate is None
-                  else f"; {result.decode_tokens_per_s_aggregate:,.0f} tok/s over the batch"))
+m4.metric(f"Decode bound at batch {result.breakdown_batch:,}",
+          "—" if result.decode_tokens_per_s is None else f"{result.decode_tokens_per_s:,.1f} tok/s",
+          help="per sequence: active weights + every sequence's KV read once per step"
+               + ("" if result.decode_text is None else f"; {result.decode_text}"))
 if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
-numbers = result.engine_numbers
-if numbers is not None:
-    e1, e2 = st.columns(2)
-    e1.metric(numbers.tokens_label, f"{numbers.tokens:,}", help=f"what {numbers.engine} prints at start-up "
-              "for this budget (kvmem.fit(...).engine_numbers)")
-    if numbers.max_concurrency is not None:
-        e2.metric(f"Concurrency at {numbers.context:,} tokens", f"{numbers.max_concurrency:.2f}x",
-                  help="requests of this many tokens the pool holds at once (the engine's 'Maximum concurrency')")
-    if numbers.lines:
-        st.code("\n".join(numbers.lines), language=None)
-    st.caption(("Exact: it follows from " if numbers.exact else "Estimated: it depends on ") + numbers.depends_on + ".")
-if not result.fits and result.shortfall_bytes:
-    st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device.")
-for line in result.suggestions:   # one answer for the app, kvmem fit and FitError (kvmem.sizing.suggest)
-    st.markdown(f"- would fit: {line}")
+if refusal:
+    st.error(refusal)
+elif not result.fits:
+    st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device at {result.breakdown_batch:,} × "
+               f"{result.context:,} tokens." if result.shortfall_bytes else "Does not fit.")
+    for line in result.suggestions:   # one answer for the app, kvmem fit and FitError (kvmem.sizing.suggest)
+        st.markdown(f"- would fit: {line}")
+engine_box = st.container()   # what the engine will print: filled from the Deploy plan's record, or this fit's
 
 breakdown = tables.breakdown_frame(result)
 batch_for = getattr(result, "breakdown_batch", None)
@@ -70,7 +82,9 @@ common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"
                                  title=f"Per device, {shown_for}{result.engine}, tp {result.tp} × pp {result.pp}, "
                                        f"{formats}"),
              key="fit_breakdown")
-deploy.panel(model, kwargs, work.options)
+plan = deploy.panel(model, kwargs, work.options, fit=result)
+with engine_box:      # one record: the command's fit where there is a command, else this page's fit
+    _engine_numbers(plan.fit if plan is not None else result, "the command below" if plan is not None else None)
 if "offload" in ENGINES[work.engine].panels:   # the engine says it has this panel
     offload.panel(model, kwargs)
 if result.notes:

@@ -57,6 +57,9 @@ def markdown(doc: dict) -> str:
         out += [f"- `{' '.join(p for p in (f['flag'], f['value']) if p)}` — {f['reason']}" for f in plan["flags"]]
         for name, text in plan["files"].items():
             out += ["", f"Beside it, `{name}`:", "", "```yaml", text.rstrip("\n"), "```"]
+    elif not fit["fits"]:   # the shortfall and the changes are said once, from the fit: not again here
+        out.append("No command: the workload does not fit (its shortfall is under Memory per device, the changes "
+                   "that fit under What would fit).")
     else:
         why = doc["plan_refused"] or ""
         out.append(f"No command: {why.removeprefix('no command: ')}")

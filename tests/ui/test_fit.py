@@ -20,7 +20,7 @@ def test_defaults_equal_library_fit(page):
     expected = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=8192, batch=1, kv_dtype="bf16")
     assert metrics(page)["Max batch"] == f"{expected.max_batch:,}"
     assert metrics(page)["Max context"] == f"{expected.max_context:,}"
-    assert metrics(page)["Decode bound"] == f"{expected.decode_tokens_per_s:,.1f} tok/s"
+    assert metrics(page)["Decode bound at batch 1"] == f"{expected.decode_tokens_per_s:,.1f} tok/s"
     assert len(page.table[0].value) == 4 * len(set(page.table[0].value["Context (tokens)"]))
 
 
@@ -84,7 +84,11 @@ def test_not_fitting_names_the_reserve_and_suggests_raising_the_budget():
     assert not at.exception
     assert kvmem.fit("llama-3.3-70b", gpu="a100-sxm-80gb", num_gpus=2, context="32k", batch=1,
                      gpu_memory_utilization=0.95).fits
-    lines = [m.value for m in at.markdown if m.value.startswith("- would fit")]
-    assert lines[0] == "- would fit: gpu_memory_utilization=0.95 (max batch 1)"
+    # the shortfall and what would fit said once, in the refusal (issue 33 finding 3: the page said them twice)
+    assert [e.value for e in at.error if "short by" in e.value] == [at.error[0].value]
+    assert "What would fit: gpu_memory_utilization=0.95 (max batch 1)" in at.error[0].value
+    assert not [m.value for m in at.markdown if m.value.startswith("- would fit")] and not at.warning
+    assert [i.value for i in at.info if i.value.startswith("No command")] == [
+        "No command: the workload does not fit (the shortfall and what would fit are above)."]
     legend = [trace["name"] for trace in __import__("json").loads(at.get("plotly_chart")[0].proto.spec)["data"]]
     assert "reserve outside vLLM's budget (1 − gpu_memory_utilization)" in legend and "free" not in legend

@@ -37,8 +37,11 @@ def test_engine_numbers_formats_and_the_deploy_command():
 def test_not_fitting_has_no_command_no_decode_bound_and_draws_the_shortfall_apart():
     at = _page({"model": "llama-3.3-70b", "gpu": "h100-sxm-80gb", "num_gpus": "2", "tokens": "32k", "kv_dtype": "bf16"})
     assert not at.exception
-    assert {m.label: m.value for m in at.metric}["Decode bound"] == "—"
-    assert any(i.value.startswith("No command: no command: llama-3.3-70b does not fit") for i in at.info)
+    assert {m.label: m.value for m in at.metric}["Decode bound at batch 1"] == "—"
+    # one shortfall on the page (the fit's refusal); the Deploy box refers to it, no "No command: no command:"
+    assert [i.value for i in at.info if i.value.startswith("No command")] == [
+        "No command: the workload does not fit (the shortfall and what would fit are above)."]
+    assert sum("short by" in e.value for e in at.error) == 1 and not at.warning
     traces = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
     by_name = {t["name"]: t["x"][0] for t in traces}
     assert round(by_name["reserve outside vLLM's budget (1 − gpu_memory_utilization)"], 2) == 7.92
@@ -101,3 +104,16 @@ def test_the_log_box_is_capped_and_a_hostile_paste_is_refused_by_line():
     assert at.text_area(key="deploy_log").max_chars == MAX_PASTE_CHARS == 2_000_000
     at.text_area(key="deploy_log").set_value("x" * MAX_PASTE_CHARS).run()
     assert at.warning[0].value.startswith("The paste reached the box's limit of 2,000,000 characters")
+
+
+def test_one_will_print_prediction_from_the_commands_record():
+    # issue 33 finding 3: the page and its Deploy box each drew a "vLLM will print" block; now one, from the
+    # plan's Fit where there is a command (largest batch: 14 sequences, 465,664 tokens), said for it
+    at = _page({**SEVENTY_B, "deploy_target": "largest batch"})
+    expected = kvmem.plan("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context="32k", batch=1,
+                          kv_dtype="fp8", weight_dtype="fp8", engine="vllm", target="max_batch")
+    printed = "\n".join(expected.fit.engine_numbers.lines)
+    assert [c.value for c in at.code].count(printed) == 1
+    assert sum(c.value.startswith("Available KV cache memory") for c in at.code) == 1
+    assert "vllm will print, for the command below (14 sequence(s) × 32,768 tokens per replica):" in [
+        c.value for c in at.caption]
