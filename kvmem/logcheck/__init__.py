@@ -42,14 +42,14 @@ _UNREAD: dict = {}
 CHECK_OPTIONS = {"vllm": ("max_model_len",), "sglang": (), "llama.cpp": (), "trtllm": ("free_gpu_memory_fraction",)}
 # settings that are not engine options but that a check reads (the weights line's format, ...)
 INFO = ("weight_dtype", "quantization", "max_num_seqs", "gpu_memory_utilization", "context_length",
-        "mem_fraction_static", "weight_format")
+        "mem_fraction_static", "weight_format", "tensor_split", "mmap")
 _QUANT_TAGS = ("f16", "bf16", "f32", "fp16", "fp8", "mxfp4")
 
 
 def _engine_of(found: dict) -> str | None:
     if found["sglang"]["kv"] or found["sglang"]["legacy"]:
         return "sglang"
-    if found["llama.cpp"]["sizes"]:
+    if found["llama.cpp"]["sizes"] or found["llama.cpp"]["buffers"]:
         return "llama.cpp"
     if found["trtllm"]:
         return "trtllm"

@@ -19,8 +19,12 @@ from __future__ import annotations
 import re
 
 from ..engines import engine_estimate
+from ..engines.llamacpp.offload import layout
+from ..engines.llamacpp.layouts import MAX_LAYERS
+from ..engines.llamacpp.placement import buffer_mib
+from ..engines.llamacpp.tensors import FORMATS, synthesised_tensors
 from .base import LineCheck, logged_number, strip_prefix
-from .printed import field, value_of
+from .printed import after, field, value_of
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
 # pass over a line however long (TYPES is matched right after the size line's "seqs)", never ".*").
@@ -35,12 +39,36 @@ CONTEXT = {"n_ctx": re.compile(r"(?:llama_context|llama_init_from_model|llama_ne
                                   r"(\d+)")}
 UNIFIED = re.compile(r"kv_unified += (true|false|1|0)")
 FLASH = re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): flash_attn += (\w+)")
+# Buffers per device (found by str.find: the device is the word before the marker, the MiB after it)
+BUFFERS = ((" model buffer size = ", "model"), (" KV buffer size = ", "KV"), (" RS buffer size = ", "KV"),
+           (" compute buffer size = ", "compute"), (" buffer size = ", "model"))   # the last: llm_load_tensors (2024)
+HOSTS = {"CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host", "Metal_Mapped", "Vulkan_Host", "CPU_REPACK"}
+OFFLOADED = "offloaded "                          # "load_tensors: offloaded 33/49 layers to GPU"
+FREE = "using device "                            # "using device CUDA0 (NVIDIA ...) - 23982 MiB free"
+FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_load_print_meta
+# llama_model_ftype_name (src/llama-model-loader.cpp) -> the formats kvmem.engines.llamacpp.tensors lays out
+WEIGHT_FORMATS = {"Q4_K - Medium": "q4_k_m", "Q5_K - Medium": "q5_k_m", "Q4_0": "q4_0", "Q6_K": "q6_k",
+                  "Q8_0": "q8_0", "F16": "f16", "BF16": "bf16"}
 CACHE_INIT = "llama_kv_cache_init: kv_size = "   # early 2025: "..., type_k = 'q4_0', type_v = 'f16', n_layer = 61"
 MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
 
 
+def _buffer(line: str, n: int):
+    """(kind, device, MiB text, MiB) of a buffer line, or None."""
+    for marker, kind in BUFFERS:
+        at = line.find(marker)
+        if at < 0 or (kind == "model" and marker == " buffer size = " and "load_tensors:" not in line):
+            continue
+        before = line[max(0, at - 60):at].split()
+        mib = after(line[at:at + len(marker) + 40], marker, " MiB", 30)
+        if not before or mib is None or not mib.replace(".", "", 1).isdigit():
+            return None
+        return kind, before[-1], mib, logged_number(mib, n, line, float)
+    return None
+
+
 def read(lines: list[str]) -> dict:
-    found, seen = {"sizes": [], "context": {}, "at": {}}, set()
+    found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None}, set()
     for n, line in enumerate(lines, 1):
         if m := SIZE.search(line):
             text = strip_prefix(line, m.group(1))
@@ -64,6 +92,22 @@ def read(lines: list[str]) -> dict:
                 raw = field(line, name, start)
                 if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
                     context[name], at[name] = value, n
+        if "buffer size = " in line and (buffer := _buffer(line, n)) is not None:
+            found["buffers"].append((n, strip_prefix(line, buffer[1]), *buffer))
+        if found["offloaded"] is None and (start := line.find(OFFLOADED)) >= 0 and " layers to GPU" in line:
+            parts = line[start + len(OFFLOADED):start + len(OFFLOADED) + 30].split(" ", 1)[0].split("/")
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                found["offloaded"] = (n, logged_number(parts[0], n, line), logged_number(parts[1], n, line))
+        if (start := line.find(FREE)) >= 0 and " MiB free" in line:
+            device = line[start + len(FREE):start + len(FREE) + 60].split(" ", 1)[0]
+            free = line[:line.find(" MiB free")].rsplit("- ", 1)[-1].strip()
+            if device and free.isdigit() and device not in found["free"]:
+                found["free"][device] = logged_number(free, n, line)
+        for marker in FILE_TYPE:
+            if "weight_format" not in context and (start := line.find(marker)) >= 0:
+                name = line[start + len(marker):start + len(marker) + 40].split(" (")[0].strip()
+                if name in WEIGHT_FORMATS:
+                    context["weight_format"], at["weight_format"] = WEIGHT_FORMATS[name], n
         if "model" not in context and (start := line.find(MODEL_FILE)) >= 0 and "loaded meta data" in line:
             path = line[start + len(MODEL_FILE):start + len(MODEL_FILE) + 400].split(" (version")[0].strip()
             if path:
@@ -112,16 +156,25 @@ def _same(a: str, b: str) -> bool:
 
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
           **options) -> tuple[dict, list[LineCheck], list[str]]:
-    del tp, info                                   # llama.cpp splits layers (pp), never tensors
+    del tp                                         # llama.cpp splits layers (pp), never tensors
     checks, notes = [], []
     options.pop("max_model_len", None)
-    if not found["sizes"]:
-        return {}, checks, notes
-    settings = _settings(found)
-    if "n_ctx" not in settings:
-        notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
-                     "line with")
-        return settings, checks, notes
+    settings = _settings(found) if found["sizes"] else dict(found["context"])
+    settings.pop("model", None)
+    if found["sizes"]:
+        if "n_ctx" in settings:
+            _check_sizes(model, found, settings, kv_dtype, pp, options, checks, notes)
+        else:
+            notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
+                         "line with")
+    if found["buffers"]:
+        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes)
+    return settings, checks, notes
+
+
+def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options: dict, checks: list,
+                 notes: list) -> None:
+    """The cache size lines against kvmem's estimate under the log's settings (module docstring)."""
     given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn",
                                       "build") if k in settings}
     settings.pop("model", None)
@@ -143,4 +196,74 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
             checks.append(LineCheck(n, text, m.group(1), text, expected, ok, cause))
         if len(logged) != len(mine) and logged:
             notes.append(f"the log has {len(logged)} {kind} cache size line(s), kvmem {len(mine)} for these settings")
-    return settings, checks, notes
+
+
+def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list) -> None:
+    """Model, KV (+ recurrent state) and compute buffers per device against kvmem.engines.llamacpp.offload.layout,
+    the call kvmem's offload plan makes, under the placement the log states (module docstring)."""
+    buffers = found["buffers"]
+    gpus = [d for d in found["free"] if any(b[3] == d for b in buffers)] or \
+        sorted({b[3] for b in buffers if b[3] not in HOSTS})
+    fmt = info.get("weight_format")
+    kinds = {b[2] for b in buffers}
+    if "model" in kinds and fmt is None:
+        notes.append("model buffers are not checked: the log prints no file type kvmem lays out (print_info: file "
+                     f"type; kvmem lays out {', '.join(FORMATS)}): give weight_format")
+    if len(gpus) > 1 and info.get("tensor_split") is None and len(found["free"]) < len(gpus):
+        notes.append("buffers are not checked: several devices and no split (llama.cpp splits by each device's free "
+                     "memory, 'using device ... MiB free', which the log does not print): give tensor_split")
+        return
+    if "n_ctx" not in settings and kinds & {"KV", "compute"}:
+        notes.append("KV and compute buffers are not checked: the log states no n_ctx")
+        kinds -= {"KV", "compute"}
+    offloaded = found["offloaded"]
+    host_kv = any(b[2] == "KV" and b[3] in HOSTS for b in buffers)
+    gpu_kv = any(b[2] == "KV" and b[3] not in HOSTS for b in buffers)
+    if offloaded is None and host_kv and gpu_kv:
+        notes.append("buffers are not checked: KV on the host and on the GPUs (some layers on the host) but no "
+                     "'offloaded N/M layers to GPU' line to say how many")
+        return
+    n_gpu_layers = offloaded[1] if offloaded else (MAX_LAYERS if gpus else 0)
+    hosts = {b[3] for b in buffers if b[3] in HOSTS}
+    split = info.get("tensor_split") or ([found["free"][g] for g in gpus] if len(gpus) > 1 else None)
+    try:
+        tensors = synthesised_tensors(model, fmt) if fmt is not None else ()
+        lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
+                     n_ctx=settings.get("n_ctx", 256), n_ubatch=settings.get("n_ubatch", 512),
+                     type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
+                     flash_attn=settings.get("flash_attn"), mmap=info.get("mmap", "CUDA_Host" not in hosts or
+                                                                           "CPU_Mapped" in hosts),
+                     kv_offload=not (host_kv and not gpu_kv and gpus),      # -nkvo: every KV buffer on the host
+                     n_seq=settings.get("n_seq", 1), build=settings.get("build"))
+    except ValueError as exc:
+        notes.append(f"buffers are not checked: {exc}")
+        return
+    if fmt is None:
+        kinds -= {"model", "compute"}
+    logged: dict = {}
+    for n, text, kind, device, _, mib in buffers:
+        if kind in kinds:
+            logged.setdefault((kind, "CPU" if device in HOSTS else device), []).append((n, text, mib, device))
+    for (kind, device), rows in logged.items():
+        try:
+            held = lay.placement.device(device)
+        except KeyError:
+            notes.append(f"line {rows[0][0]}: {device} holds nothing in kvmem's placement for these settings")
+            continue
+        ours = {"model": held.model_bytes, "KV": held.kv_bytes, "compute": lay.compute_bytes.get(device, 0)}[kind]
+        total = sum(row[2] for row in rows)
+        ok = abs(total - buffer_mib(ours)) <= 0.005 * len(rows) + 1e-9    # each line rounded to 0.01 MiB
+        n, text, _, printed_as = rows[0]
+        shown = f"{total:.2f} MiB" + (f" in {len(rows)} lines" if len(rows) > 1 else "")
+        if kind == "compute" and not ok and not lay.compute_exact.get(device):
+            notes.append(f"line {n}: {printed_as} compute buffer logged {shown}, kvmem estimates "
+                         f"{buffer_mib(ours):.2f} MiB (an estimate for this layout, kvmem.engines.llamacpp.layouts: "
+                         "not checked)")
+            continue
+        cause = "" if ok else {
+            "model": "other weights on this device: another file type or -ngl / -ts / -ot than the log states, or "
+                     "another build's layer split",
+            "KV": "other KV on this device: another -c, -np, cache type or layer split than the log states",
+            "compute": "another -ub, -c or flash attention than the log states"}[kind]
+        checks.append(LineCheck(n, text, f"{printed_as} {kind} buffer", shown, f"{buffer_mib(ours):.2f} MiB", ok,
+                                cause))

@@ -96,7 +96,9 @@ SETTINGS = {
                "server_args={'model_path': '", "max_total_num_tokens=1, max_running_requests=",
                "server_args=(mamba_ssm_dtype="],
     "llamacpp": ["llama_kv_cache_init: kv_size = 1, type_k = '", "llama_kv_cache_init: kv_size = type_k = ",
-                 "loaded meta data with 1 tensors from ", "llama_init_from_model: n_ctx = "],
+                 "loaded meta data with 1 tensors from ", "llama_init_from_model: n_ctx = ",
+                 " model buffer size = ", "load_tensors: a buffer size = ", " KV buffer size = 1", "offloaded 1/",
+                 "using device CUDA0 (x) - ", "print_info: file type   = ", "load_tensors: offloaded "],
     "trtllm": ["Number of tokens per block: ", "free_gpu_memory_fraction and max_tokens are set (to "],
 }
 

@@ -1,0 +1,74 @@
+"""Issue 33 item 7: check-log compares llama.cpp's buffers per device (model, KV, compute) with the layout kvmem's
+offload plan makes (kvmem.engines.llamacpp.offload.layout), under the placement the log states. Real logs from
+docs/research/llamacpp_offload_logs.json (each with its source)."""
+
+import json
+import pathlib
+
+import pytest
+
+from kvmem.logcheck import check_log, llamacpp
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LOGS = {e["id"]: e for e in json.loads((ROOT / "docs/research/llamacpp_offload_logs.json").read_text())}
+OLLAMA_8B = LOGS["llama3.1-8b-q4km-ollama-0.5.4-parallel-4"]["log"]
+
+
+def test_an_ollama_log_checks_every_buffer_it_prints():
+    # Llama-3.1-8B Q4_K_M (llm_load_print_meta: model ftype = Q4_K - Medium), 33/33 layers on CUDA0, -c 8192 -np 4:
+    # token_embd Q4_K 4096 x 128256 / 256 x 144 B = 281.81 MiB on the host, the rest 4403.49 MiB on CUDA0;
+    # KV 32 layers x 8 heads x 128 x 2 (K,V) x 2 B x 8,192 cells = 1024.00 MiB; the host's compute buffer 24.01 MiB
+    r = check_log(OLLAMA_8B, "llama-3.1-8b")
+    assert r.matches and r.inputs["weight_format"] == ("q4_k_m", "log line 4")
+    assert [(c.quantity, c.kvmem) for c in r.checks] == [
+        ("CPU model buffer", "281.81 MiB"), ("CUDA0 model buffer", "4403.49 MiB"), ("CUDA0 KV buffer", "1024.00 MiB"),
+        ("CUDA_Host compute buffer", "24.01 MiB")]
+    # the CUDA0 compute buffer of this layout is kvmem's estimate: said, not checked
+    assert r.notes == ("line 21: CUDA0 compute buffer logged 560.00 MiB, kvmem estimates 258.50 MiB (an estimate "
+                       "for this layout, kvmem.engines.llamacpp.layouts: not checked)",)
+
+
+@pytest.mark.parametrize("old, new, quantity", [
+    ("CUDA0 model buffer size =  4403.49 MiB", "CUDA0 model buffer size =  4503.49 MiB", "CUDA0 model buffer"),
+    ("CUDA0 KV buffer size =  1024.00 MiB", "CUDA0 KV buffer size =  1024.50 MiB", "CUDA0 KV buffer"),
+    ("CPU model buffer size =   281.81 MiB", "CPU model buffer size =   281.82 MiB", "CPU model buffer"),
+])
+def test_an_altered_buffer_line_fails(old, new, quantity):
+    altered = OLLAMA_8B.replace(old, new)
+    assert altered != OLLAMA_8B
+    r = check_log(altered, "llama-3.1-8b")
+    assert not r.matches and [c.quantity for c in r.checks if not c.matches] == [quantity]
+
+
+def test_a_log_without_its_file_type_names_what_is_missing():
+    # Phi-4 (Ollama, Dec 2025): no print_info file type in the excerpt; the KV buffer and size line are still checked
+    log = LOGS["phi-4-q4km-ollama-full-offload"]["log"]
+    r = check_log(log, "phi-4")
+    assert r.matches and [c.quantity for c in r.checks] == ["CUDA0 KV buffer", "llama_kv_cache"]
+    assert r.notes[0].startswith("model buffers are not checked: the log prints no file type kvmem lays out")
+    given = check_log(log, "phi-4", weight_format="q4_k_m")
+    # host token_embd Q4_K 100352 x 5120 = 275.62 MiB; CUDA0 8354.71 MiB; the CUDA0 compute buffer 353.01 MiB
+    assert given.matches and given.inputs["weight_format"] == ("q4_k_m", "given")
+    assert [c.kvmem for c in given.checks if "model" in c.quantity] == ["275.62 MiB", "8354.71 MiB"]
+
+
+def test_what_the_log_does_not_state_is_named():
+    # two GPUs and no 'using device ... MiB free' lines: the split is unknown
+    r = check_log(LOGS["qwen2-0.5b-q4_0-two-gpus"]["log"], "qwen2.5-0.5b", weight_format="q4_0")
+    assert not r.checks and r.notes[0].startswith("buffers are not checked: several devices and no split")
+    # Qwen3-32B in Ollama: KV on the host and on CUDA0 without an 'offloaded N/M layers' line
+    from tests.logcheck.test_check_log import LLAMACPP
+    r = check_log(LLAMACPP[23]["log"], "qwen3-32b")
+    assert r.matches and [c.quantity for c in r.checks] == ["llama_kv_cache"]
+    assert r.notes[0].startswith("buffers are not checked: KV on the host and on the GPUs")
+
+
+def test_buffer_lines_are_read_whatever_the_prefix():
+    lines = ["llm_load_tensors:      CUDA0 buffer size =  4403.49 MiB",
+             "load_tensors:   CPU_Mapped model buffer size =   281.81 MiB",
+             "llama_memory_recurrent:      CUDA0 RS buffer size =   100.50 MiB",
+             "llama_context:  CUDA_Host  output buffer size =     2.02 MiB",            # not a buffer kvmem predicts
+             "sched_reserve:      CUDA0 compute buffer size =   148.09 MiB"]
+    found = llamacpp.read(lines)
+    assert [(b[2], b[3], b[5]) for b in found["buffers"]] == [
+        ("model", "CUDA0", 4403.49), ("model", "CPU_Mapped", 281.81), ("KV", "CUDA0", 100.5), ("compute", "CUDA0", 148.09)]
