@@ -139,7 +139,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     k, v, state = _padding_split(plan, members, padding)
     return replace(result, k_bytes=result.k_bytes + k, v_bytes=result.v_bytes + v,
                    state_bytes=result.state_bytes + state, peak_bytes=result.peak_bytes + padding,
-                   kv_bytes_all_devices=result.kv_bytes_all_devices + tp * padding)
+                   kv_bytes_all_devices=result.kv_bytes_all_devices + tp * (k + v),
+                   state_bytes_all_devices=result.state_bytes_all_devices + tp * state)
 
 
 def _padding_split(plan: Plan, members, padding: int) -> tuple[int, int, int]:
