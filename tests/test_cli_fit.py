@@ -32,3 +32,32 @@ def test_decode_words_by_hand():
     assert decode_words(fit) == ("79.7 tokens/s per sequence, 3,188 in all, at 20 sequences per replica of "
                                  "32,768 tokens (the max batch: no batch was given)")
     assert decode_words({**fit, "decode_tokens_per_s": None}) is None
+
+
+def test_compare_rows_are_fit_and_plan_of_each_engine(capsys):
+    # "which engine?" (issue 33 item 5): Llama-3.3-70B fp8 on 2 x H100 at 32k, no batch: each row is that
+    # engine's kvmem.fit (max batch, max context) and kvmem.plan(target="max_batch") (command, concurrency)
+    import json
+
+    code, out, _ = run(capsys, "compare", "llama-3.3-70b", "--gpu", "h100-sxm-80gb", "--num-gpus", "2",
+                       "--context", "32k", "--kv-dtype", "fp8", "--weight-dtype", "fp8",
+                       "--engine", "vllm,sglang,hf-dynamic", "--json")
+    rows = {r["engine"]: r for r in json.loads(out)["rows"]}
+    assert code == 0 and list(rows) == ["vllm", "sglang", "hf-dynamic"]
+    for engine in ("vllm", "sglang"):
+        fit = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", kv_dtype="fp8",
+                        weight_dtype="fp8", engine=engine)
+        plan = kvmem.plan("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", kv_dtype="fp8",
+                          weight_dtype="fp8", engine=engine, target="max_batch")
+        assert (rows[engine]["fits"], rows[engine]["max_batch"], rows[engine]["max_context"]) == (
+            True, fit.max_batch, fit.max_context)
+        assert rows[engine]["command"] == plan.command
+        assert rows[engine]["max_concurrency"] == plan.fit.engine_numbers.max_concurrency
+    assert rows["vllm"]["max_batch"] == 14 and "--max-num-seqs 14" in rows["vllm"]["command"]
+    # transformers keeps KV in the compute dtype: fp8 KV is refused, by the engine's own words
+    assert rows["hf-dynamic"]["fits"] is None and rows["hf-dynamic"]["refused"].startswith("kv_dtype for hf-dynamic")
+    code, text, _ = run(capsys, "fit", "llama-3.3-70b", "--gpu", "h100-sxm-80gb", "--num-gpus", "2", "--context",
+                        "32k", "--kv-dtype", "fp8", "--weight-dtype", "fp8", "--engine", "vllm,sglang")
+    assert code == 0 and text.splitlines()[2].split() == ["engine", "fits", "max", "batch", "max", "context",
+                                                          "concurrency", "command", "/", "why", "none"]
+    assert text.splitlines()[3].startswith("vllm") and "14.21x" in text.splitlines()[3]

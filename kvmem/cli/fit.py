@@ -67,6 +67,9 @@ def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from ..engines import engine_spec
     from ..sizing import FitError, fit
+    if args.engine.strip().lower() == "all" or "," in args.engine:   # "which engine?": kvmem compare
+        from .compare import cmd_compare
+        return cmd_compare(args)
     model = read_model(args.model, args.revision)
     offload = "offload" in engine_spec(args.engine).panels   # the engine places layers on GPUs and host
     if offload and "," in args.gpu:     # mixed cards: the offload placement only
@@ -119,6 +122,8 @@ def cmd_fit(args) -> int:
 
 def configure(fitp) -> None:
     add_fit_arguments(fitp)
+    engine = fitp._option_string_actions["--engine"]
+    engine.help += '; "all" or a list such as vllm,sglang compares them side by side (kvmem compare)'
     fitp.add_argument("--host-memory", default=None,
                       help="llama.cpp offload: host RAM bandwidth for the decode bound, a preset "
                            "(ddr5-5600-2ch, epyc-9004-12ch-ddr5-4800, ...) or '89.6GB/s'; --gpu A,B gives "

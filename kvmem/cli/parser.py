@@ -19,6 +19,8 @@ _COMMANDS = (
     ("estimate", "workload", "configure_estimate", "KV-cache bytes of one workload"),
     ("capacity", "workload", "configure_capacity", "what a KV memory budget holds"),
     ("fit", "fit", "configure", "does a workload fit on these GPUs, and how fast can it decode"),
+    ("compare", "compare", "configure", "which engine? one workload under every engine mode side by side (fits, "
+     "max batch, max context, concurrency, command); --engine vllm,sglang for some"),
     ("plan", "plan", "configure_plan",
      "the launch command (vllm serve, sglang, llama-server, trtllm-serve) that realises a fitting workload"),
     ("report", "plan", "configure_report",
