@@ -92,6 +92,18 @@ if result.notes:
         for note in result.notes:
             st.markdown(f"- {note}")
 
+st.subheader("Which engine?")
+if st.toggle("Size this workload under every engine mode", key="fit_engines",
+             help="One kvmem.fit and one kvmem.plan per engine (kvmem compare): fits, max batch, max context, the "
+                  "engine's concurrency and its command. The sidebar's engine options go to the engines that "
+                  "declare them; the others run with their defaults."):
+    with st.spinner("Sizing every engine mode…"):
+        engine_table = common.guard(tables.engine_rows, model, **{k: v for k, v in kwargs.items() if k != "engine"})
+    shown = [{"engine": r.engine, "fits": "refused" if r.fits is None else r.fits, "max_batch": r.max_batch,
+              "max_context": r.max_context, "max_concurrency": r.max_concurrency,
+              "command": r.command or r.refused or r.no_command} for r in engine_table]
+    common.table(tables.rows_frame(shown, drop=()))
+
 st.subheader("Max batch over context and GPU")
 choices = inputs.multiselect(st, "GPUs to compare", kvmem.list_gpus(),
                             default=list(dict.fromkeys([work.gpu, "h100-sxm-80gb", "a100-sxm-80gb", "l40s-48gb",
