@@ -41,7 +41,8 @@ CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request:
 V0_MARKER = "Memory profiling results: "
 V0_MEMORY = re.compile(r"kv_cache_size=([0-9.]+)GiB")      # searched after the first V0_MARKER only
 V0_BLOCKS = re.compile(r"(?:# )?GPU blocks: (\d+)")
-WEIGHTS = re.compile(r"(?:Model loading|Loading model weights) took ([0-9.]+) ?(GiB|GB)")
+# V1 "Model loading took X GiB", V0 "Loading model weights took X GB" (GiB), V0's profile "model weights take XGiB;"
+WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights take) ([0-9.]+) ?(GiB|GB)")
 HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
 
 # The settings the log prints (log field -> kvmem name): the config line, then "non-default args"
@@ -175,12 +176,14 @@ def _weight_dtype(model, info: dict) -> tuple[str | None, str]:
     own (kvmem.weights' "auto") or the log's quantization=; None where kvmem has no format for it."""
     if info.get("weight_dtype") is not None:
         return info["weight_dtype"], "given"
-    quantization = info.get("quantization")
+    if "quantization" not in info:
+        return "auto", "the checkpoint's own format: the log prints no quantization="
+    quantization = info["quantization"]
     if quantization is None:
-        return "auto", "the checkpoint's own (the log's quantization=None)"
+        return "auto", "the checkpoint's own format, as the log's quantization=None says"
     own, _ = resolve_weight_dtype(model, "auto")
     if own not in ("fp32", "bf16", "fp16"):
-        return "auto", f"the checkpoint's own {own} (the log's quantization={quantization})"
+        return "auto", f"the checkpoint's own {own}, as the log's quantization={quantization} says"
     name = QUANTIZATION.get(quantization, quantization)
     if name in weight_formats():
         return name, f"the log's quantization={quantization}"

@@ -183,3 +183,19 @@ def test_cli_check_log_with_the_log_alone(tmp_path):
     result = json.loads(bad.stdout)
     assert bad.returncode == 1 and result["matches"] is False
     assert result["inputs"]["tp"] == {"value": 1, "from": "log line 1"}
+
+
+def test_vllm_weights_lines_of_the_repository():
+    # docs/research/weights_and_memory_logs.json: DeepSeek-R1-Distill-Llama-8B (Llama-3.1-8B's shapes) 14.99 GiB
+    # = 16,060,522,496 B + 33,554,432 B rotary cache; gpt-oss-20b's MXFP4 experts padded by vLLM's kernels (13.72
+    # GiB loaded, 12.83 GiB of checkpoint + cache): a difference, named with vLLM's MXFP4 note
+    logs = json.loads((ROOT / "docs/research/weights_and_memory_logs.json").read_text())
+    r = check_log(logs[0]["log"], "llama-3.1-8b", engine="vllm")
+    assert r.matches and [(c.quantity, c.kvmem) for c in r.checks] == [("Model loading (weights)", "14.99 GiB")]
+    oss = check_log(logs[4]["log"], "gpt-oss-20b", engine="vllm")
+    (c,) = oss.checks
+    assert not c.matches and c.kvmem == "12.83 GiB" and "MXFP4 MoE kernels pad the expert weights" in c.cause
+    assert "(the checkpoint's own format: the log prints no quantization=)" in c.cause
+    # the log's own quantization is read: fp8 given where the checkpoint is bf16 halves the weights
+    fp8 = check_log(CONFIG_V0.replace("quantization=None", "quantization=fp8") + SERVING[0]["log"])
+    assert fp8.inputs["quantization"] == ("fp8", "log line 1") and not fp8.checks[0].matches
