@@ -16,7 +16,8 @@ from kvmem.engines import engine_spec, trtllm
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3_vl_text"}
+NOT_YET = {"deepseek_ref", "deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3", "minimax_m3_text",
+           "minimax_m3_vl_text", "step3p5"}
 
 
 def _model(**cfg):
@@ -27,8 +28,8 @@ def _model(**cfg):
 def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_as_not_yet():
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
-    assert declared == {"afmoe", "exaone4", "exaone_moe", "glm_moe_dsa", "kimi_linear", "laguna", "nemotron-nas",
-                        "qwen2_5_vl_text", "qwen2_vl_text"}
+    assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "glm_moe_dsa", "kimi_linear", "laguna",
+                        "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
     assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
@@ -153,6 +154,34 @@ def test_exaone4_32b_every_layer_full_length_in_bf16():
     # max_attention_window="model": sliding layers hold cdiv(4,096, 32) = 128 blocks, full ones 256
     windowed = kvmem.estimate(model, engine="trtllm", tokens=8192, max_attention_window="model")
     assert windowed.per_layer[:4] == (4096 * 4096,) * 3 + (8192 * 4096,)
+
+
+# EXAONE-4.5-33B's config.json as ports quote it (tests/fixtures/configs/new/SOURCES.md: no copy of the file itself;
+# code-index id 56783952881, ollama's exaone4_5 test): its text_config is EXAONE-4.0-32B's geometry
+EXAONE4_5_33B = {"architectures": ["Exaone4_5_ForConditionalGeneration"], "model_type": "exaone4_5",
+                 "vocab_size": 153600,
+                 "text_config": {"architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4_5_text",
+                                 "hidden_size": 5120, "intermediate_size": 27392, "num_hidden_layers": 64,
+                                 "num_attention_heads": 40, "num_key_value_heads": 8, "max_position_embeddings": 262144,
+                                 "rms_norm_eps": 1e-5, "sliding_window": 4096, "sliding_window_pattern": "LLLG",
+                                 "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 16,
+                                 "rope_theta": 1000000}}
+
+
+def test_exaone4_5_text_is_exaone4_on_the_text_config():
+    model = kvmem.Model.from_hf_config(EXAONE4_5_33B)
+    assert model.model_type == "exaone4_5_text"
+    # head_dim 5,120 / 40 = 128: 64 layers x 2 x 8 x 128 x 2 B (bf16, forced by Exaone4ForCausalLM) = 262,144 B
+    assert trtllm.bytes_per_token(model) == trtllm.bytes_per_token(model, allocated=True) == 262_144
+    fp32 = {**EXAONE4_5_33B, "text_config": {**EXAONE4_5_33B["text_config"], "torch_dtype": "float32"}}
+    assert trtllm.bytes_per_token(kvmem.Model.from_hf_config(fp32)) == 262_144
+    # tp 16: ceil(8 / 16) = 1 head per rank allocated, 2 x 64 x 128 x 2 = 32,768 B; the pool estimate floors
+    # 128 x 8 // 16 = 64 elements: 2 x 64 x 64 x 2 = 16,384 B
+    assert trtllm.bytes_per_token(model, tp=16, allocated=True) == 32_768
+    assert trtllm.bytes_per_token(model, tp=16) == 16_384
+    result = kvmem.estimate(model, engine="trtllm", tokens=8192, max_attention_window="model")
+    # 48 sliding layers hold 4,096 slots, 16 full ones 8,192, of 4,096 B each
+    assert result.kv_bytes == (48 * 4096 + 16 * 8192) * 4096
 
 
 def test_k_exaone_geometry():

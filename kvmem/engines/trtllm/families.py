@@ -86,6 +86,11 @@ FAMILIES = CheckedFamilies(frozenset({
     # modeling_exaone4.py @ fbbc05dd Exaone4Attention: num_key_value_heads on every layer; sliding layers pass
     # attention_window_size to the kernel only; Exaone4ForCausalLM forces bf16 (cache.FORCED_DTYPE)
     "exaone4",
+    # Exaone4_5_ForConditionalGeneration -> modeling_exaone4_5 (REGISTRY; file @ 0050262c): text_config's model_type
+    # exaone4_5_text is renamed exaone4 (Exaone4_5Config), self.llm = AutoModelForCausalLM on text_config (its
+    # architectures: Exaone4ForCausalLM, bf16 forced as for exaone4); post_config, inherited from Qwen2VLModelBase
+    # (modeling_qwen2vl.py @ c666e7ea), hands that text config to the engine, KV cache included
+    "exaone4_5_text",
     # modeling_exaone_moe.py @ d2c804bc ExaoneMoeAttention: num_key_value_heads on every layer, window
     # config.sliding_window on layer_types' sliding layers, through the kernel only
     "exaone_moe",
