@@ -61,3 +61,25 @@ def test_compare_rows_are_fit_and_plan_of_each_engine(capsys):
     assert code == 0 and text.splitlines()[2].split() == ["engine", "fits", "max", "batch", "max", "context",
                                                           "concurrency", "command", "/", "why", "none"]
     assert text.splitlines()[3].startswith("vllm") and "14.21x" in text.splitlines()[3]
+
+
+def test_one_sequence_is_singular_and_levers_are_flags(capsys):
+    # Qwen3-32B fp8 on 2 x RTX 4090 at 32k: max batch 1 ("up to 1 sequences" before); with bf16 KV and
+    # -o max_num_seqs=256 it does not fit, and what would fit is also said as this command's flags
+    _, out, _ = run(capsys, "fit", "qwen3-32b", "--gpu", "rtx-4090-24gb", "--num-gpus", "2", "--context", "32k",
+                    "--weight-dtype", "fp8", "--kv-dtype", "bf16")
+    assert "fits: yes — 32,768 tokens, up to 1 sequence (no --batch given)" in out
+    code, out, _ = run(capsys, "fit", "qwen3-32b", "--gpu", "rtx-4090-24gb", "--num-gpus", "2", "--context",
+                       "32k", "--weight-dtype", "fp8", "--kv-dtype", "bf16", "-o", "max_num_seqs=256")
+    assert code == 1 and "fits: no — 32,768 tokens, not one sequence (no --batch given)" in out
+    assert ("would fit, as flags: --gpu-memory-utilization 0.95; no -o max_num_seqs; --num-gpus 4 --tp 4; "
+            "--kv-dtype fp8; --context 31408") in out
+
+
+def test_cli_errors_name_commands_not_python_calls(capsys):
+    code, _, err = run(capsys, "estimate", "xyzmodel", "--tokens", "1")
+    assert code == 2 and err.strip() == "kvmem estimate: error: unknown model 'xyzmodel'; see `kvmem models`"
+    code, _, err = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "8k", "--engine",
+                       "sglang", "--gpu-memory-utilization", "0.8")
+    assert code == 2 and err.strip() == ("kvmem fit: error: gpu_memory_utilization is vLLM's setting; engine "
+                                         "'sglang' takes -o mem_fraction_static=...")

@@ -63,6 +63,22 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     return lines, p.to_dict()
 
 
+_FLAGS = {"num_gpus": "--num-gpus", "tp": "--tp", "pp": "--pp", "context": "--context", "batch": "--batch",
+          "weight_dtype": "--weight-dtype", "kv_dtype": "--kv-dtype",
+          "gpu_memory_utilization": "--gpu-memory-utilization"}
+
+
+def lever_flags(change: dict) -> str:
+    """A lever's change (kvmem.fit arguments) as this command's flags; an option unset is one to leave out."""
+    words = []
+    for name, value in change.items():
+        if name in _FLAGS:
+            words.append(f"{_FLAGS[name]} {value}")
+        else:
+            words.append(f"-o {name}={value}" if value is not None else f"no -o {name}")
+    return " ".join(words)
+
+
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from ..engines import engine_spec
@@ -84,8 +100,10 @@ def cmd_fit(args) -> int:
         error = None
     except FitError as exc:
         result, error = exc.fit, str(exc)
+    most = ("not one sequence" if result.max_batch == 0 else
+            f"up to {result.max_batch:,} sequence{'s' * (result.max_batch != 1)}")
     workload = (f"{result.context:,} tokens x batch {result.batch}" if result.batch is not None else
-                f"{result.context:,} tokens, up to {result.max_batch:,} sequences (no --batch given)")
+                f"{result.context:,} tokens, {most} (no --batch given)")
     replica = " per replica" if result.replicas > 1 else ""
     lines = [f"{result.model} on {result.num_gpus} x {result.gpu} · {result.engine} · tp {result.tp} pp {result.pp}"
              f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
@@ -103,6 +121,9 @@ def cmd_fit(args) -> int:
     if not result.fits and error is None:
         lines.append(f"short by {format_bytes(result.shortfall_bytes)} per device; would fit: "
                      + ("; ".join(result.suggestions) or "nothing tried"))
+    if result.levers and any(lever.plan_refused is None for lever in result.levers):
+        lines.append("would fit, as flags: " + "; ".join(lever_flags(lever.change) for lever in result.levers
+                                                         if lever.plan_refused is None))
     lines += [f"note: {note}" for note in result.notes]
     data = result.to_dict()
     data["weights_source"] = (result.weight_dtype if result.weight_dtype in ("safetensors", "gguf", "given")

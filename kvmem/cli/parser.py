@@ -8,6 +8,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 
 from .common import join_negative_values, safe_streams
@@ -121,9 +122,24 @@ def build_parser(command: str | None = None, *, engine_help: bool | None = None)
     return parser
 
 
+# The library's messages name its Python calls; on the command line the same hint is a command or a flag
+# (kvmem.catalog's unknown model; kvmem.sizing.setup's "gpu_memory_utilization is vLLM's setting; engine
+# 'sglang' takes mem_fraction_static=...")
+CLI_HINTS = ((re.compile(r"see kvmem\.list_models\(\)"), "see `kvmem models`"),
+             (re.compile(r"takes (\w+)=\.\.\."), r"takes -o \1=..."))
+
+
+def cli_words(message: str) -> str:
+    """``message`` with the library's Python hints said as the command line's (CLI_HINTS)."""
+    for python, command_line in CLI_HINTS:
+        message = python.sub(command_line, message)
+    return message
+
+
 def _error(args, exc: BaseException, code: int, kind: str = "error", named: bool = False) -> int:
     """Print the error on stderr (and as a JSON object on stdout with --json); return ``code``."""
     message = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0] if exc.args else exc)
+    message = cli_words(message)
     if named:
         message = f"{type(exc).__name__}: {message}"
     if code == 70:
