@@ -31,10 +31,10 @@ from .base import LineCheck, logged_number, strip_prefix
 from .printed import field, read_fields, value_of
 
 # Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
-KV_LINE = re.compile(r"KV Cache is allocated\. (dtype: ([^\s,]+), )?#tokens: (\d+), ")
-LEGACY_LINE = re.compile(r"KV Cache is allocated\. K size: [0-9.]+ GB, V size: [0-9.]+ GB\.")   # before ~Feb 2025
+KV_LINE = re.compile(r"KV Cache is allocated\. +(dtype: *([^\s,]+), +)?#tokens: *(\d+) *,")
+LEGACY_LINE = re.compile(r"KV Cache is allocated\. +K size: *[0-9.]+ *GB, +V size: *[0-9.]+ *GB\.")   # before ~Feb 2025
 TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
-MAMBA_LINE = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+),")
+MAMBA_LINE = re.compile(r"Mamba Cache is allocated\. +max_mamba_cache_size: *(\d+) *,")
 _CAUSE = ("the K/V bytes per token differ: the KV dtype (--kv-cache-dtype), heads per rank (--tp-size) or "
           "layers per rank (--pp-size) differ from the ones given")
 

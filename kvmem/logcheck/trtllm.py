@@ -23,9 +23,10 @@ from ..sources.bounded import quote
 from .base import GIB, LineCheck, logged_number, strip_prefix
 from .printed import after
 
-AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: total: ([0-9.]+) GiB, available: ([0-9.]+) GiB")
+AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: +total: *([0-9.]+) *GiB, +available: *([0-9.]+) "
+                       r"*GiB")
 BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (\d+)")
-ALLOCATED = re.compile(r"Allocated ([0-9.]+) GiB for max tokens in paged KV cache \((\d+)\)")
+ALLOCATED = re.compile(r"Allocated +([0-9.]+) *GiB for max tokens in paged KV cache *\((\d+)\)")
 USING = re.compile(r"Using (\d+) tokens in paged KV cache")   # v0.5: no memory beside it
 HALF_CENT = GIB // 200
 _CAUSE = "a setting differs from the ones given: the KV dtype, tokens_per_block, tp/pp or free_gpu_memory_fraction"

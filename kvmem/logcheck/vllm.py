@@ -35,14 +35,14 @@ from .printed import after, read_fields
 
 # Each pattern starts with a literal and repeats only a character class a separator ends: one pass
 # over a line, however long (no ".*" between two parts, no nested repetition).
-AVAILABLE = re.compile(r"Available KV cache memory: ([0-9.]+) GiB")
-TOKENS = re.compile(r"(?:GPU )?KV cache size: ([0-9,]+) tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x")
+AVAILABLE = re.compile(r"Available KV cache memory: *([0-9.]+) *GiB")
+TOKENS = re.compile(r"(?:GPU )?KV cache size: *([0-9,]+) +tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for +([0-9,]+) +tokens per request: *([0-9.]+) *x")
 V0_MARKER = "Memory profiling results: "
-V0_MEMORY = re.compile(r"kv_cache_size=([0-9.]+)GiB")      # searched after the first V0_MARKER only
+V0_MEMORY = re.compile(r"kv_cache_size= *([0-9.]+) *GiB")      # searched after the first V0_MARKER only
 V0_BLOCKS = re.compile(r"(?:# )?GPU blocks: (\d+)")
 # V1 "Model loading took X GiB", V0 "Loading model weights took X GB" (GiB), V0's profile "model weights take XGiB;"
-WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights take) ([0-9.]+) ?(GiB|GB)")
+WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights take) +([0-9.]+) *(GiB|GB)")
 HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
 
 # The settings the log prints (log field -> kvmem name): the config line, then "non-default args"

@@ -199,3 +199,14 @@ def test_vllm_weights_lines_of_the_repository():
     # the log's own quantization is read: fp8 given where the checkpoint is bf16 halves the weights
     fp8 = check_log(CONFIG_V0.replace("quantization=None", "quantization=fp8") + SERVING[0]["log"])
     assert fp8.inputs["quantization"] == ("fp8", "log line 1") and not fp8.checks[0].matches
+
+
+def test_number_lines_are_read_whatever_their_spacing():
+    # a log copied by hand: extra spaces, a space before the unit (vLLM prints "8.0 GiB", "4.57x")
+    spaced = ("Available KV cache memory:  8.0GiB\nGPU KV cache size:  149,712  tokens\n"
+              "Maximum concurrency for  32,768 tokens per request:  4.57 x\n")
+    r = check_log(spaced, "qwen2.5-7b")
+    assert r.matches and [c.quantity for c in r.checks] == ["GPU KV cache size", "Maximum concurrency"]
+    sglang = "KV Cache is allocated.  #tokens: 38141 , K size: 2.33 GB, V size:  2.33 GB"
+    assert check_log(sglang, "llama-3.1-8b").matches
+    assert not check_log(sglang.replace("2.33 GB, V", "2.43 GB, V"), "llama-3.1-8b").matches
