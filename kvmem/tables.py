@@ -220,7 +220,8 @@ _FIT_ARGUMENTS = frozenset({"gpu", "num_gpus", "tp", "pp", "context", "weight_dt
 
 def breakdown_frame(result) -> "pd.DataFrame":
     """A Fit's per-device memory breakdown as rows of (part, bytes, GiB)."""
-    parts = [(name, value) for name, value in result.breakdown.items() if name != "total"]
+    from .sizing.results import shown_parts
+    parts = [(name, value) for name, value in shown_parts(result.breakdown, result.fits).items() if name != "total"]
     return _frame({"part": [p for p, _ in parts], "bytes": [v for _, v in parts],
                          "gib": [v / GIB for _, v in parts]})
 

@@ -83,3 +83,14 @@ def test_cli_errors_name_commands_not_python_calls(capsys):
                        "sglang", "--gpu-memory-utilization", "0.8")
     assert code == 2 and err.strip() == ("kvmem fit: error: gpu_memory_utilization is vLLM's setting; engine "
                                          "'sglang' takes -o mem_fraction_static=...")
+
+
+def test_no_zero_reserve_for_a_workload_that_does_not_fit(capsys):
+    # Llama-3.3-70B bf16 (131.45 GiB) on one RTX 4090: the weights overflow the card, so nothing is left outside
+    # vLLM's budget; "reserve outside vLLM's budget (1 − gpu_memory_utilization) 0 B" read as if vLLM kept none
+    _, out, _ = run(capsys, "fit", "llama-3.3-70b", "--gpu", "rtx-4090-24gb", "--context", "8k")
+    assert "reserve outside vLLM's budget" not in out and "short of vllm's KV budget 113.53 GiB" in out
+    text = kvmem.report("llama-3.3-70b", gpu="rtx-4090-24gb", context="8k").to_markdown()
+    assert "reserve outside vLLM's budget" not in text
+    _, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "8k")
+    assert "reserve outside vLLM's budget (1 − gpu_memory_utilization) 7.92 GiB" in out     # 10% of 79.22 GiB

@@ -27,10 +27,10 @@ def _weights_line(result) -> str:
 def _breakdown_text(result) -> str:
     """The per-device parts; the engine's reserve and the KV it lacks named as such (kvmem.sizing.part_names)."""
     from ..sizing import part_names
+    from ..sizing.results import shown_parts
     names = {**{k: k for k in result.breakdown}, "free": part_names(result.engine)["free"],
              "shortfall": part_names(result.engine)["shortfall"]}
-    return ", ".join(f"{names[k]} {format_bytes(v)}" for k, v in result.breakdown.items()
-                     if k != "shortfall" or v)
+    return ", ".join(f"{names[k]} {format_bytes(v)}" for k, v in shown_parts(result.breakdown, result.fits).items())
 
 
 def _offload_lines(model, args) -> tuple[list[str], dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..sizing.results import decode_words, part_names
+from ..sizing.results import decode_words, part_names, shown_parts
 from ..units import format_bytes
 
 
@@ -44,8 +44,8 @@ def markdown(doc: dict) -> str:
     names = part_names(fit["engine"])
     out += ["", f"## Memory per device ({fit['breakdown_batch']:,} × {fit['breakdown_context']:,} tokens)", "",
             _row("part", "bytes"), _row("---", "---")]
-    out += [_row(names.get(part, part), _bytes(value)) for part, value in fit["breakdown"].items()
-            if part != "shortfall" or value]
+    out += [_row(names.get(part, part), _bytes(value))
+            for part, value in shown_parts(fit["breakdown"], fit["fits"]).items()]
     if doc["engine_lines"]:
         out += ["", f"## What the engine will print (for {doc['engine_lines_for']})", "", "```",
                 *doc["engine_lines"], "```"]

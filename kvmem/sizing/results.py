@@ -36,6 +36,14 @@ class MemoryBreakdown(Record):
             "shortfall": "shortfall_bytes"}
 
 
+def shown_parts(breakdown: dict, fits: bool) -> dict:
+    """The breakdown parts a person reads (the CLI, the report, the app's bar): the shortfall only where
+    there is one, and no "free" (vLLM: its reserve outside the budget) of 0 B for a workload that does not
+    fit: the weights and the engine's own needs overflow the device there, and a 0 B reserve reads false."""
+    return {part: value for part, value in breakdown.items()
+            if not (part == "shortfall" and not value) and not (part == "free" and not value and not fits)}
+
+
 def part_names(engine: str) -> dict:
     """Each breakdown part of a Fit under ``engine``, as a person reads it ("free": what the memory
     outside its budget is, in its own words: SizingRules.startup.outside_budget)."""
