@@ -7,6 +7,8 @@ bytes (KVCacheManager.get_cache_bytes_per_token, resource_manager.py @ 001541ba)
 kv_lora_rank + qk_rope_head_dim, factor 1.
 """
 
+import json
+
 import pytest
 
 import kvmem
@@ -17,7 +19,7 @@ SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
 NOT_YET = {"deepseek_ref", "deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3", "minimax_m3_text",
-           "minimax_m3_vl_text", "step3p5"}
+           "minimax_m3_vl_text"}
 
 
 def _model(**cfg):
@@ -29,7 +31,7 @@ def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
     assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "glm_moe_dsa", "kimi_linear", "laguna",
-                        "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text"}
+                        "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
     assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
@@ -182,6 +184,49 @@ def test_exaone4_5_text_is_exaone4_on_the_text_config():
     result = kvmem.estimate(model, engine="trtllm", tokens=8192, max_attention_window="model")
     # 48 sliding layers hold 4,096 slots, 16 full ones 8,192, of 4,096 B each
     assert result.kv_bytes == (48 * 4096 + 16 * 8192) * 4096
+
+
+def _step_3_7_flash():
+    with open("tests/fixtures/configs/new/step-3.7-flash.json") as f:
+        return json.load(f)
+
+
+def test_step_3_7_flash_every_layer_full_length_unless_windows_are_asked():
+    # tests/fixtures/configs/new/step-3.7-flash.json (stepfun-ai/Step-3.7-Flash, aiconfigurator's flattened copy):
+    # 45 layers, 8 KV heads (num_attention_groups) x 128 on full and sliding layers alike:
+    # 45 x 2 x 8 x 128 x 2 B = 184,320 B per token
+    model = kvmem.Model.from_hf_config(_step_3_7_flash())
+    assert model.model_type == "step3p5"
+    assert trtllm.bytes_per_token(model) == trtllm.bytes_per_token(model, allocated=True) == 184_320
+    result = kvmem.estimate(model, engine="trtllm", tokens=32_768)
+    assert result.kv_bytes == 32_768 * 184_320
+    assert any("33 sliding/chunked layers are cached at full length" in note for note in result.notes)
+    # max_attention_window="model": 12 full layers x 32,768 slots + 33 sliding x 512 (16 blocks of 32), 4,096 B each
+    windowed = kvmem.estimate(model, engine="trtllm", tokens=32_768, max_attention_window="model")
+    assert windowed.kv_bytes == 12 * 4096 * 32_768 + 33 * 4096 * 512 == 1_679_818_752
+
+
+def test_step_3_7_flash_nested_with_its_second_attention_geometry():
+    # the published file nests text_config (step3p5) and gives the sliding layers 96 query heads and, in
+    # attention_other_setting, their KV heads: 8, as the others -- sized; 4 would be refused
+    flat = _step_3_7_flash()
+    text = {**flat, "model_type": "step3p5", "num_attention_groups": 8,
+            "attention_other_setting": {"num_attention_heads": 96, "num_attention_groups": 8}}
+    del text["num_key_value_heads"]
+    nested = {"model_type": "step3p7", "architectures": ["Step3p7ForConditionalGeneration"], "text_config": text}
+    assert trtllm.bytes_per_token(kvmem.Model.from_hf_config(nested)) == 184_320
+    text["attention_other_setting"] = {"num_attention_heads": 96, "num_attention_groups": 4}
+    with pytest.raises(ValueError, match=r"attention_other_setting.num_attention_groups = 4: TensorRT-LLM's "
+                                         r"Step3p7Attention gives the sliding layers 4 KV heads"):
+        kvmem.estimate(kvmem.Model.from_hf_config(nested), engine="trtllm", tokens=64)
+
+
+def test_step3p5_without_layer_types_has_no_model_windows_kvmem_can_follow():
+    cfg = {k: v for k, v in _step_3_7_flash().items() if k != "layer_types"}
+    model = kvmem.Model.from_hf_config(cfg)
+    assert trtllm.bytes_per_token(model) == 184_320      # every layer full length by default
+    with pytest.raises(ValueError, match="slides 3 of every 4 layers and kvmem's reading none"):
+        kvmem.estimate(model, engine="trtllm", tokens=64, max_attention_window="model")
 
 
 def test_k_exaone_geometry():

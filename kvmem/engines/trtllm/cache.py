@@ -11,7 +11,7 @@ from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
 from ...units import require_positive_int
 from ..base import Capacity, Estimate, assemble
-from .models import FORCED_DTYPE, check_model, dsa_notes, indexer_elements, state_bytes_of
+from .models import FORCED_DTYPE, check_model, dsa_notes, indexer_elements, state_bytes_of, step3p5_text_config
 from ...parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "TrtllmDetails",
@@ -80,6 +80,12 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
             raise ValueError("max_attention_window='model': TensorRT-LLM's ExaoneMoeAttention gives every sliding "
                              "layer config.sliding_window, not the config's per-layer sliding_windows; pass the "
                              "windows as a list")
+        if model.model_type == "step3p5" and not step3p5_text_config(model).get("layer_types"):
+            # modeling_step3p7.py @ 0c37d5ba _layer_attention_type: without layer_types, layers 0, 4, 8, ... are
+            # full and the others slide; kvmem's reading makes every such layer full
+            raise ValueError("max_attention_window='model': the config has no layer_types, from which TensorRT-LLM's "
+                             "Step3p7Attention slides 3 of every 4 layers and kvmem's reading none; pass the windows "
+                             "as a list")
     else:
         pattern = list(max_attention_window)
         windows = [pattern[i % len(pattern)] for i in range(n)]

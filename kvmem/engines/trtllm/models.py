@@ -9,7 +9,7 @@ from ..base import state_bytes
 from ...parallel import state_share
 
 __all__ = ["DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
-           "state_bytes_of"]
+           "state_bytes_of", "step3p5_text_config"]
 
 DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
 # DSACacheManager of early 2026 (attention_backend/sparse/dsa.py @ code-index id 126013056, the first with the
@@ -45,6 +45,8 @@ def check_model(model: Model) -> None:
     """Configs TRT-LLM refuses, or whose cache it lays out otherwise than kvmem's reading, refused by name."""
     if model.model_type == "kimi_linear":
         check_kimi(model)
+    if model.model_type == "step3p5":
+        check_step3p5(model)
     if model.model_type == "nemotron-nas":
         # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
         # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
@@ -69,6 +71,26 @@ def check_kimi(model: Model) -> None:
             raise ValueError(f"TensorRT-LLM's KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for "
                              f"this config: no {field} (modeling_kimi_linear.py @ cf328e85: \"Kimi K3 runtime "
                              f"expects ...\")")
+
+
+def step3p5_text_config(model: Model) -> dict:
+    config = model.config
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+def check_step3p5(model: Model) -> None:
+    # modeling_step3p7.py @ 0c37d5ba _layer_kv_heads: a sliding layer's KV heads are
+    # attention_other_setting.num_attention_groups when set; _mirror_step3p7_text_aliases hands the cache manager
+    # num_attention_groups alone -- kvmem reads that one count for every layer
+    config = step3p5_text_config(model)
+    other = config.get("attention_other_setting")
+    groups = other.get("num_attention_groups") if isinstance(other, dict) else None
+    heads = {layer.kv_heads for layer in model.layers}
+    if groups is not None and heads != {groups}:
+        raise ValueError(f"attention_other_setting.num_attention_groups = {groups}: TensorRT-LLM's Step3p7Attention "
+                         f"gives the sliding layers {groups} KV heads where the other layers have {sorted(heads)}; "
+                         "kvmem's reading gives every layer the same heads, so it does not size this config")
 
 
 def dsa_notes(model: Model, tokens_per_block: int) -> list[str]:
