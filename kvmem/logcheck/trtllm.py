@@ -5,7 +5,9 @@ tensorrt_llm/_torch/pyexecutor/resource_manager.py; kvmem.engines.trtllm).
     "Number of blocks in KV cache primary pool: N"       checked over A +- 0.005 GiB x
                                                          free_gpu_memory_fraction (0.9 unless given)
     "[MemUsageChange] Allocated X GiB for max tokens in paged KV cache (N)."
-                                                         X checked as N x kvmem's bytes per token (exact)
+                                                         X checked as N x kvmem's bytes per token (exact),
+                                                         every such line (the PyTorch backend prints two)
+    "... fraction is set F, kv size is B."               B: the bytes per token it sizes with (exact)
 Fewer blocks, or other bytes for the same tokens, mean another KV dtype, tokens_per_block, tp/pp or
 fraction than given.
 
@@ -28,6 +30,7 @@ AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: +total: *([0-
 BLOCKS = re.compile(r"Number of blocks in KV cache primary pool: (\d+)")
 ALLOCATED = re.compile(r"Allocated +([0-9.]+) *GiB for max tokens in paged KV cache *\((\d+)\)")
 USING = re.compile(r"Using (\d+) tokens in paged KV cache")   # v0.5: no memory beside it
+KV_SIZE = re.compile(r"kv size is +(\d+)")                    # PyTorch backend: the bytes per token it sizes with
 HALF_CENT = GIB // 200
 _CAUSE = "a setting differs from the ones given: the KV dtype, tokens_per_block, tp/pp or free_gpu_memory_fraction"
 
@@ -52,11 +55,19 @@ def read(lines: list[str]) -> dict:
     for n, line in enumerate(lines, 1):
         for name, pattern, marker in (("available", AVAILABLE, "Memory usage"), ("blocks", BLOCKS, "Number of"),
                                       ("allocated", ALLOCATED, "Allocated"), ("using", USING, "Using")):
-            if name not in found and (m := pattern.search(line)):
+            if (name not in found or name == "allocated") and (m := pattern.search(line)):
                 kinds = {"available": (float, float), "allocated": (float, int)}.get(name, (int,))
                 numbers = tuple(logged_number(text, n, line, kind) for text, kind in zip(m.groups(), kinds,
                                                                                           strict=True))
-                found[name] = (n, strip_prefix(line, marker), m, numbers)
+                row = (n, strip_prefix(line, marker), m, numbers)
+                if name == "allocated":         # the PyTorch backend sizes twice (a small pool, then the real one)
+                    if all(r[1] != row[1] for r in found.get("allocated", [])):
+                        found.setdefault("allocated", []).append(row)
+                else:
+                    found[name] = row
+        if "kv_size" not in found and (m := KV_SIZE.search(line)):
+            found["kv_size"] = (n, strip_prefix(line, "Peak memory" if "Peak memory" in line else "kv size"),
+                                logged_number(m.group(1), n, line))
     return found
 
 
@@ -75,11 +86,15 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         ok = lo <= blocks <= hi
         checks.append(LineCheck(n, text, "KV cache primary pool blocks", f"{blocks:,}",
                                 f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}", ok, "" if ok else _CAUSE))
-    if "allocated" in found:
-        n, text, m, (gib, tokens) = found["allocated"]
-        settings["allocated_tokens"] = tokens
-        per_token = bytes_per_token(model, kv_dtype=kv_dtype, tp=tp, pp=pp,
-                                    tokens_per_block=options.get("tokens_per_block", 32), allocated=True)
+    per_block = options.get("tokens_per_block", 32)
+    if "kv_size" in found:
+        n, text, logged = found["kv_size"]
+        ours = bytes_per_token(model, kv_dtype=kv_dtype, tp=tp, pp=pp, tokens_per_block=per_block)
+        checks.append(LineCheck(n, text, "kv size (bytes per token)", f"{logged:,}", f"{ours:,}", logged == ours,
+                                "" if logged == ours else _CAUSE))
+    for n, text, m, (gib, tokens) in found.get("allocated", []):
+        settings.setdefault("allocated_tokens", []).append(tokens)
+        per_token = bytes_per_token(model, kv_dtype=kv_dtype, tp=tp, pp=pp, tokens_per_block=per_block, allocated=True)
         ours = f"{float(tokens * per_token) / GIB:.2f} GiB"
         ok = ours == f"{gib:.2f} GiB"
         checks.append(LineCheck(n, text, "Allocated for max tokens", f"{m.group(1)} GiB", ours, ok,

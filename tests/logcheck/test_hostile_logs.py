@@ -47,6 +47,7 @@ MARKERS = {
     "trtllm.BLOCKS": ["Number of blocks in KV cache primary pool: "],
     "trtllm.ALLOCATED": ["Allocated ", "Allocated 1 GiB for max tokens in paged KV cache ("],
     "trtllm.USING": ["Using "],
+    "trtllm.KV_SIZE": ["kv size is ", "kv size is 1"],
 }
 MODULES = {"vllm": vllm, "sglang": sglang, "llamacpp": llamacpp, "trtllm": trtllm}
 LINE_CHARS = 400_000      # the old V0_MEMORY took ~3 s on a line this long, TYPES ~14 s; each is ~0.05 s now

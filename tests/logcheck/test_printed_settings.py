@@ -210,3 +210,18 @@ def test_number_lines_are_read_whatever_their_spacing():
     sglang = "KV Cache is allocated.  #tokens: 38141 , K size: 2.33 GB, V size:  2.33 GB"
     assert check_log(sglang, "llama-3.1-8b").matches
     assert not check_log(sglang.replace("2.33 GB, V", "2.43 GB, V"), "llama-3.1-8b").matches
+
+
+def test_trtllm_pytorch_backend_lines_are_all_checked():
+    # docs/research/engine_logs_serving.json #23: gpt-oss-120b, TRT-LLM 1.1 (PyTorch backend) sizes a small pool
+    # (8,224 tokens), then the real one (86,720); "kv size is 73728" = 36 layers x 8 KV heads x 64 x 2 (K,V) x 2 B;
+    # 86,720 x 73,728 B = 5.95 GiB. The fraction and tokens per block come from the log.
+    log = SERVING[23]["log"]
+    r = check_log(log, "gpt-oss-120b")
+    assert r.matches and [(c.line, c.quantity, c.kvmem) for c in r.checks] == [
+        (3, "Allocated for max tokens", "0.56 GiB"), (8, "kv size (bytes per token)", "73,728"),
+        (13, "Allocated for max tokens", "5.95 GiB")]
+    assert r.inputs["tokens_per_block"] == (32, "log line 2")
+    assert r.inputs["free_gpu_memory_fraction"] == (0.8999999761581421, "log line 1")
+    altered = check_log(log.replace("Allocated 5.95 GiB", "Allocated 6.95 GiB"), "gpt-oss-120b")
+    assert not altered.matches and [c.line for c in altered.checks if not c.matches] == [13]
