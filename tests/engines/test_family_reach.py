@@ -26,7 +26,7 @@ NOT_YET_BY_ENGINE = {
         mamba2 megatron-bert minimax_m3 minimax_m3_text minimax_m3_vl_text mistral4 mistral_large4_text
         modernbert-decoder rembert roberta roberta-prelayernorm roc_bert roformer step3p5 xlm-roberta
         xlm-roberta-xl xmod youtu zaya""",
-    "trtllm": """deepseek_ref deepseek_v4 gemma4_text gemma4_unified_text minimax_m3 minimax_m3_text minimax_m3_vl_text""",
+    "trtllm": """deepseek_v4 gemma4_text gemma4_unified_text minimax_m3 minimax_m3_text minimax_m3_vl_text""",
     "vllm": """bailing_hybrid hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text""",
 }
 NOT_YET_PAIRS = sorted((engine, model_type) for engine, types in NOT_YET_BY_ENGINE.items() for model_type in types.split())

@@ -18,7 +18,7 @@ from kvmem.engines import engine_spec, trtllm
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"deepseek_ref", "deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3", "minimax_m3_text",
+NOT_YET = {"deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3", "minimax_m3_text",
            "minimax_m3_vl_text"}
 
 
@@ -46,6 +46,15 @@ def test_a_family_the_registry_lacks_is_refused_naming_the_architecture():
     with pytest.raises(ValueError, match=r"engine 'trtllm' \(TensorRT-LLM main \(resource_manager.py @ 001541ba, "
                                          r"model registry @ 065ff9e9\)\) does not size model_type 'mimo_v2_flash': "
                                          r"TensorRT-LLM's PyTorch backend registers no MiMoV2FlashForCausalLM"):
+        kvmem.estimate(model, engine="trtllm", tokens=1024)
+
+
+def test_deepseek_ref_is_refused_as_the_backend_cannot_load_its_config():
+    # tests/fixtures/configs/new/sgl-deepseek-v4-flash-fp8.json: model_type deepseek_ref, no auto_map
+    model = kvmem.Model.from_hf_config("tests/fixtures/configs/new/sgl-deepseek-v4-flash-fp8.json")
+    assert model.model_type == "deepseek_ref"
+    with pytest.raises(ValueError, match=r"hands model_type 'deepseek_ref' to transformers' AutoConfig, and neither "
+                                         r"transformers nor TensorRT-LLM registers a config class for it"):
         kvmem.estimate(model, engine="trtllm", tokens=1024)
 
 

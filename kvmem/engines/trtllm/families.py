@@ -74,9 +74,22 @@ _ENCODERS = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text"
 _ENCODER = ("TensorRT-LLM's PyTorch backend has no decoder (is_decoder) architecture for it: the only BERT-style "
             "model in its registry is BertForSequenceClassification, an encoder with no KV cache ({registry})")
 
+# Families whose architecture is registered but whose config.json the backend cannot load
+_NO_CONFIG = {
+    # tensorrt_llm/_torch/pyexecutor/config_utils.py (code-index id 55178335940) load_pretrained_config: a
+    # model_type outside its _CONFIG_REGISTRY goes to transformers.AutoConfig.from_pretrained; configs/__init__.py
+    # @ 00b6d5a2 adds deepseek_v4 (DeepseekV4Config) to CONFIG_MAPPING, not deepseek_ref
+    "deepseek_ref": ("TensorRT-LLM's PyTorch backend cannot load this config: load_pretrained_config "
+                     "(tensorrt_llm/_torch/pyexecutor/config_utils.py) hands model_type 'deepseek_ref' to transformers' "
+                     "AutoConfig, and neither transformers nor TensorRT-LLM registers a config class for it "
+                     "(tensorrt_llm/_torch/configs/__init__.py @ 00b6d5a2 registers deepseek_v4 only) and the file has "
+                     "no auto_map; DeepseekV4ForCausalLM ({registry}) loads model_type deepseek_v4"),
+}
+
 # (only the families kvmem's reader knows: "mimo" is listed ahead of the reader's MiMo-7B family)
 _ALL = {**{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) for t, arch in _UNREGISTERED.items()},
-        **{t: _ENCODER.format(registry=REGISTRY) for t in _ENCODERS}}
+        **{t: _ENCODER.format(registry=REGISTRY) for t in _ENCODERS},
+        **{t: why.format(registry=REGISTRY) for t, why in _NO_CONFIG.items()}}
 REFUSALS = {t: why for t, why in _ALL.items() if t in READ_FAMILIES}
 
 # Each family below: its architecture in the registry (REGISTRY), the model file that builds its attention,
