@@ -80,10 +80,10 @@ _NO_CONFIG = {
     # model_type outside its _CONFIG_REGISTRY goes to transformers.AutoConfig.from_pretrained; configs/__init__.py
     # @ 00b6d5a2 adds deepseek_v4 (DeepseekV4Config) to CONFIG_MAPPING, not deepseek_ref
     "deepseek_ref": ("TensorRT-LLM's PyTorch backend cannot load this config: load_pretrained_config "
-                     "(tensorrt_llm/_torch/pyexecutor/config_utils.py) hands model_type 'deepseek_ref' to transformers' "
-                     "AutoConfig, and neither transformers nor TensorRT-LLM registers a config class for it "
-                     "(tensorrt_llm/_torch/configs/__init__.py @ 00b6d5a2 registers deepseek_v4 only) and the file has "
-                     "no auto_map; DeepseekV4ForCausalLM ({registry}) loads model_type deepseek_v4"),
+                     "(tensorrt_llm/_torch/pyexecutor/config_utils.py) hands model_type 'deepseek_ref' to "
+                     "transformers' AutoConfig, and neither transformers nor TensorRT-LLM registers a config class "
+                     "for it (tensorrt_llm/_torch/configs/__init__.py @ 00b6d5a2 registers deepseek_v4 only) and the "
+                     "file has no auto_map; DeepseekV4ForCausalLM ({registry}) loads model_type deepseek_v4"),
 }
 
 # (only the families kvmem's reader knows: "mimo" is listed ahead of the reader's MiMo-7B family)
