@@ -111,12 +111,35 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
         return cache[(ngl, ncm)]
 
     if model.facts.moe is not None and gpus:
-        fewest = largest(0, n, lambda k: at(n + 1, n - k).fits(budgets))   # k = layers keeping their experts
-        if fewest is not None:
-            return at(n + 1, n - fewest)
+        def keeps(k):       # k = the last layers keeping their experts on the GPU (--n-cpu-moe n - k)
+            return at(n + 1, n - k).fits(budgets)
+
+        if keeps(0):
+            # a guess from the bytes alone (each layer's experts as the GPU allocates them, in the room every
+            # expert on the host leaves), then checked layout by layout from there: 2 or 3 layouts, not a bisection
+            base = at(n + 1, n)
+            room = min(budgets[g] - base.total_bytes[g] for g in gpus)
+            per_layer = [0] * n
+            for t in base.placement.tensors:
+                if t.device == CPU and t.group == "experts" and t.layer is not None:
+                    per_layer[t.layer] += cuda_alloc_bytes(t)
+            k = 0
+            while k < n and per_layer[n - k - 1] <= room:
+                room -= per_layer[n - k - 1]
+                k += 1
+            while k > 0 and not keeps(k):
+                k -= 1
+            while k < n and keeps(k + 1):
+                k += 1
+            return at(n + 1, n - k)
         ngl = largest(0, n + 1, lambda g: at(g, n).fits(budgets))
         return at(ngl, n) if ngl is not None else None
-    ngl = largest(0, n + 1, lambda g: at(g, 0).fits(budgets)) if gpus else 0
+    if not gpus:
+        return at(0, 0)
+    # from one layer up: -ngl 0 lays everything out on the host, whose compute graph costs the most to size
+    ngl = largest(1, n + 1, lambda g: at(g, 0).fits(budgets))
+    if ngl is None:
+        ngl = 0 if at(0, 0).fits(budgets) else None
     return at(ngl, 0) if ngl is not None else None
 
 

@@ -65,6 +65,7 @@ Not modelled, refused by name: --split-mode row; tensors outside blk.N that are 
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 import struct
 from dataclasses import dataclass, field
@@ -182,8 +183,10 @@ class Placement:
                 "notes": list(self.notes)}
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def tensor_group(name: str) -> tuple[str, int | None]:
-    """(group, layer) of a GGUF tensor name; a name llama.cpp would not place here is refused."""
+    """(group, layer) of a GGUF tensor name; a name llama.cpp would not place here is refused
+    (remembered: a placement search asks the same names for every trial)."""
     m = _LAYER.match(name)
     if m is None:
         base = name.rsplit(".", 1)[0]

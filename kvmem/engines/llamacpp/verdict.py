@@ -29,6 +29,7 @@ from .settings import LLAMA_MAX_SEQ
 __all__ = ["placement_verdict", "HOST_OPTION"]
 
 HOST_OPTION = "host_memory_bytes"
+_PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
 _KV_TYPES = {"auto": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
 
 
@@ -73,7 +74,7 @@ def placement_verdict(s, found):
         return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
     flags = dict(gpus=best.placement.gpus, n_gpu_layers=best.n_gpu_layers, n_cpu_moe=best.n_cpu_moe,
                  tensor_split=best.tensor_split if len(names) > 1 else None, override_tensor=best.override_tensor)
-    tried = {}
+    tried = {(s.context, batch): True}      # the placement itself holds the workload
 
     def with_flags(context: int, seqs: int) -> bool:
         if (context, seqs) not in tried:
@@ -83,10 +84,19 @@ def placement_verdict(s, found):
                 tried[context, seqs] = False
         return tried[context, seqs]
 
+    # the searches start from a linear guess: the slack of the tightest GPU over what one more sequence
+    # (or 256 more tokens a sequence) adds to it; llama.cpp pads the cells per stream to 256
+    # (src/llama-kv-cache.cpp), so the longest context is searched in steps of 256
+    slack = min(dict(budgets)[n] - best.total_bytes[n] for n in names)
+    per_seq = max(sum(best.placement.device(n).kv_bytes for n in names) // batch, 1)
     seq_cap = min(LLAMA_MAX_SEQ, s.rules.max_sequences or LLAMA_MAX_SEQ)
-    most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch)
+    most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + slack // per_seq)
     context_cap = max(s.model.max_position_embeddings or s.context, s.context)
-    longest = largest_fitting(lambda n: with_flags(n, batch), context_cap, s.context)
+    units = -(-context_cap // _PAD)
+    per_unit = max(per_seq * _PAD // max(s.context, 1), 1)
+    top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units,
+                          s.context // _PAD + slack // per_unit)
+    longest = max(min(top * _PAD, context_cap), s.context)
     on_host = best.total_bytes["CPU"]
     fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
     gpu = best.placement.device(fullest)
