@@ -52,8 +52,12 @@ except ValueError as exc:
 
 common.engine_refusal(result)
 verdict = "fits" if result.fits else "does not fit"
+if result.placement:    # llama.cpp's verdict is its placement's (kvmem.engines.llamacpp.verdict)
+    verdict += f", {kvmem.format_bytes(result.placement['host_bytes'])} of it in host RAM"
 formats = f"KV {result.kv_dtype}, weights {result.weight_dtype}"
 st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu} ({formats}): {verdict}")
+if "offload" in ENGINES[work.engine].panels:   # the engine places layers on GPUs and host: its placement first
+    offload.panel(model, kwargs)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens per replica")
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
@@ -85,8 +89,6 @@ common.chart(plots.breakdown_bar(breakdown, total_bytes=result.breakdown["total"
 plan = deploy.panel(model, kwargs, work.options, fit=result)
 with engine_box:      # one record: the command's fit where there is a command, else this page's fit
     _engine_numbers(plan.fit if plan is not None else result, "the command below" if plan is not None else None)
-if "offload" in ENGINES[work.engine].panels:   # the engine says it has this panel
-    offload.panel(model, kwargs)
 if result.notes:
     with st.expander(f"Notes ({len(result.notes)})", expanded=not result.fits):
         for note in result.notes:

@@ -1,5 +1,6 @@
-"""The Fit page's llama.cpp offload panel: the flags that keep the most on the GPUs, --fit on's, the
-memory per device and on the host, the decode bound and both llama-server commands.
+"""The Fit page's llama.cpp offload panel, drawn right under the verdict (which is its placement's:
+kvmem.engines.llamacpp.verdict): the flags that keep the most on the GPUs, --fit on's, the memory
+per device and on the host, the decode bound and both llama-server commands.
 
 Thin: kvmem.llamacpp_offload computes everything; this draws it (st.code has a copy button).
 """
@@ -20,10 +21,12 @@ def panel(model, fit_kwargs: dict) -> None:
                         help="For the decode bound: bytes read per token from host RAM over this bandwidth "
                              "(kvmem/data/host_memory.json, each with its source).")
     options = offload_options(fit_kwargs)   # the engine options it reads; the placement is given below
+    seqs = fit_kwargs.get("batch") or 1     # as kvmem.fit sizes it: n_ctx = context x batch, n_seq = batch
     try:
         plan = kvmem.llamacpp_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
-                                      context=fit_kwargs["context"], weight_dtype=fit_kwargs["weight_dtype"],
-                                      kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, **options)
+                                      context=kvmem.parse_tokens(fit_kwargs["context"]) * seqs, n_seq=seqs,
+                                      weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
+                                      host_memory=host, **options)
     except ValueError as exc:
         st.info(f"Not placed: {exc}")
         return
@@ -40,7 +43,7 @@ def panel(model, fit_kwargs: dict) -> None:
     st.caption(f"--fit on: {plan.fit_note}. " + " ".join(plan.notes))
     with st.expander("Decode bound at each step of offload"):
         rows = kvmem.llamacpp_decode_curve(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
-                                           context=fit_kwargs["context"], weight_dtype=fit_kwargs["weight_dtype"],
+                                           context=plan.context, n_seq=seqs, weight_dtype=fit_kwargs["weight_dtype"],
                                            kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, **options)
         st.dataframe([{"flag": f"{r['flag']} {r['value']}", "fits": r["fits"],
                        "tokens/s (bound)": "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.1f}",

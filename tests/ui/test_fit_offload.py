@@ -1,4 +1,5 @@
-"""Fit page, llama.cpp: the offload panel (kvmem.llamacpp_offload) for a MoE model that does not fit."""
+"""Fit page, llama.cpp: the offload panel (kvmem.llamacpp_offload) for a MoE model that does not fit
+the card whole: the verdict is its placement's, and the placement comes first (issue 34 item 2)."""
 
 from tests.ui.apptest import load
 
@@ -9,6 +10,13 @@ def test_offload_panel_for_qwen3_30b_a3b_on_a_12gb_card():
                             "weight_dtype": "q4_k_m"})
     at = at.run()
     assert not at.exception
+    # one verdict: the placement's (9,748,529,152 B = 9.08 GiB in host RAM), not "does not fit" above it
+    heads = [h.value for h in at.subheader]
+    assert heads[0].endswith(": fits, 9.08 GiB of it in host RAM")
+    assert heads[1] == "llama.cpp: layers and experts on the GPUs"      # the placement right under it
+    assert not at.error and all("does not fit" not in w.value for w in at.warning)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Max batch"] == "1" and metrics["Max context"] == "32,768"
     codes = [c.value for c in at.code]
     assert ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 "
             r"-ot 'blk\.0\.ffn_gate_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0'") in codes
