@@ -21,6 +21,7 @@ import re
 from ..engines import engine_estimate
 from ..engines.llamacpp.offload import layout
 from ..engines.llamacpp.layouts import MAX_LAYERS
+from ..engines.llamacpp.logs import log_lines
 from ..engines.llamacpp.placement import buffer_mib
 from ..engines.llamacpp.tensors import FORMATS, synthesised_tensors
 from .base import LineCheck, logged_number, strip_prefix
@@ -38,6 +39,12 @@ CONTEXT = {"n_ctx": re.compile(r"(?:llama_context|llama_init_from_model|llama_ne
            "n_ubatch": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ubatch += "
                                   r"(\d+)")}
 UNIFIED = re.compile(r"kv_unified += (true|false|1|0)")
+# Before the size line (2024 to Apr 2025): "<prefix>: KV self size  = X MiB, K (f16): A MiB, V (f16): B MiB"
+KV_SELF = re.compile(r"(llama_new_context_with_model|llama_init_from_model|llama_context): KV self size += +[0-9.]+ "
+                     r"MiB, +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\): +[0-9.]+ MiB")
+# a build of the era each KV self prefix dates (kvmem.engines.llamacpp.logs _KV_SELF_PREFIX; approximate within it)
+_KV_SELF_BUILD = {"llama_new_context_with_model": "2024-12-01", "llama_init_from_model": "2025-02-01",
+                  "llama_context": "2025-04-01"}
 FLASH = re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): flash_attn += (\w+)")
 # Buffers per device (found by str.find: the device is the word before the marker, the MiB after it)
 BUFFERS = ((" model buffer size = ", "model"), (" KV buffer size = ", "KV"), (" RS buffer size = ", "KV"),
@@ -68,7 +75,8 @@ def _buffer(line: str, n: int):
 
 
 def read(lines: list[str]) -> dict:
-    found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None}, set()
+    found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None,
+                   "kv_self": []}, set()
     for n, line in enumerate(lines, 1):
         if m := SIZE.search(line):
             text = strip_prefix(line, m.group(1))
@@ -78,6 +86,8 @@ def read(lines: list[str]) -> dict:
                     if m.group(group) is not None:
                         logged_number(m.group(group), n, line)
                 found["sizes"].append((n, text, m))
+        if "KV self size" in line and (m := KV_SELF.search(line)) and not found["kv_self"]:
+            found["kv_self"].append((n, strip_prefix(line, m.group(1)), m))
         context, at = found["context"], found["at"]
         for name, pattern in CONTEXT.items():
             if name not in context and (m := pattern.search(line)):
@@ -88,6 +98,9 @@ def read(lines: list[str]) -> dict:
             # "auto" is resolved later (and said: "Flash Attention was auto, set to enabled"): left to the build
             context["flash_attn"], at["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on"), n
         if (start := line.find(CACHE_INIT)) >= 0:
+            cells = field(line, "kv_size", start)
+            if "n_ctx" not in context and cells is not None and cells.isdigit():
+                context["n_ctx"], at["n_ctx"] = logged_number(cells, n, line), n
             for name in ("type_k", "type_v"):
                 raw = field(line, name, start)
                 if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
@@ -119,9 +132,9 @@ def printed(lines: list[str]) -> dict:
     """The settings the log states: kvmem name -> (value, line number). From the llama_context lines where
     it prints them, else from the first KV size line (its cells, sequences and types)."""
     found = read(lines)
-    if not found["sizes"]:
+    if not found["sizes"] and not found["kv_self"]:
         return {name: (value, found["at"][name]) for name, value in found["context"].items()}
-    first = found["sizes"][0][0]
+    first = (found["sizes"] or found["kv_self"])[0][0]
     return {name: (value, found["at"].get(name, first)) for name, value in _settings(found).items()}
 
 
@@ -132,6 +145,11 @@ _ERA = (("llama_kv_cache_unified", False, "2025-06-01"),   # "N seqs": May - mid
 
 def _settings(found: dict) -> dict:
     ctx = dict(found["context"])
+    if not found["sizes"]:                    # the KV self line: its types, and its prefix dates the build
+        if found["kv_self"]:
+            m = found["kv_self"][0][2]
+            ctx.update(type_k=m.group(2), type_v=m.group(3), build=_KV_SELF_BUILD[m.group(1)])
+        return ctx
     name, first_line = found["sizes"][0][2].group(1), found["sizes"][0][2]
     for era_name, streams_shown, build in _ERA:
         if name == era_name and (first_line.group(5) is not None) == streams_shown:
@@ -159,8 +177,10 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     del tp                                         # llama.cpp splits layers (pp), never tensors
     checks, notes = [], []
     options.pop("max_model_len", None)
-    settings = _settings(found) if found["sizes"] else dict(found["context"])
+    settings = _settings(found)
     settings.pop("model", None)
+    if found["kv_self"] and not found["sizes"]:
+        _check_kv_self(model, found["kv_self"][0], {**settings, **options}, kv_dtype, pp, checks, notes)
     if found["sizes"]:
         if "n_ctx" in settings:
             _check_sizes(model, found, settings, kv_dtype, pp, options, checks, notes)
@@ -196,6 +216,22 @@ def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options:
             checks.append(LineCheck(n, text, m.group(1), text, expected, ok, cause))
         if len(logged) != len(mine) and logged:
             notes.append(f"the log has {len(logged)} {kind} cache size line(s), kvmem {len(mine)} for these settings")
+
+
+def _check_kv_self(model, row, settings: dict, kv_dtype, pp: int, checks: list, notes: list) -> None:
+    """The KV self line against kvmem's estimate under the log's settings, rendered in that line's format."""
+    n, text, m = row
+    if "n_ctx" not in settings:
+        notes.append(f"line {n}: the KV self size line is not checked: the log states no n_ctx")
+        return
+    given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "flash_attn", "build")
+             if k in settings}
+    est = engine_estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp, **given)
+    (expected,) = log_lines(est, style="kv_self", prefix=m.group(1))
+    expected = strip_prefix(expected, m.group(1))
+    ok = _same(expected, text)
+    checks.append(LineCheck(n, text, "KV self size", text, expected, ok, "" if ok else (
+        "other bytes: another -c, cache type (-ctk/-ctv) or other layers than the log states")))
 
 
 def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list) -> None:

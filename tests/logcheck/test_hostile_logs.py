@@ -36,6 +36,8 @@ MARKERS = {
     "sglang.MAMBA_LINE": ["Mamba Cache is allocated. max_mamba_cache_size: "],
     "llamacpp.SIZE": ["llama_kv_cache: size = ", "llama_kv_cache_unified: size = 1 MiB ( ",
                       "llama_memory_recurrent: size = 1 MiB ( 1 cells, 1 layers, 1/ "],
+    "llamacpp.KV_SELF": ["llama_context: KV self size = ", "llama_init_from_model: KV self size  = 1 MiB, K (",
+                         "llama_new_context_with_model: KV self size = 1 MiB, K (a): 1 MiB, V (", "KV self size = "],
     "llamacpp.TYPES": ["K (a): ", "seqs), K (", "seqs), K (a): 1 MiB, V (", "V (a):"],
     "llamacpp.CONTEXT.n_ctx": ["llama_context: n_ctx = "],
     "llamacpp.CONTEXT.n_seq": ["llama_context: n_seq_max = "],

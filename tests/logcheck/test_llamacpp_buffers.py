@@ -15,17 +15,25 @@ OLLAMA_8B = LOGS["llama3.1-8b-q4km-ollama-0.5.4-parallel-4"]["log"]
 
 
 def test_an_ollama_log_checks_every_buffer_it_prints():
-    # Llama-3.1-8B Q4_K_M (llm_load_print_meta: model ftype = Q4_K - Medium), 33/33 layers on CUDA0, -c 8192 -np 4:
-    # token_embd Q4_K 4096 x 128256 / 256 x 144 B = 281.81 MiB on the host, the rest 4403.49 MiB on CUDA0;
-    # KV 32 layers x 8 heads x 128 x 2 (K,V) x 2 B x 8,192 cells = 1024.00 MiB; the host's compute buffer 24.01 MiB
+    # Llama-3.1-8B Q4_K_M (llm_load_print_meta: model ftype = Q4_K - Medium), 33/33 layers on CUDA0, -c 8192 -np 4
+    # (Ollama 0.5.4): token_embd Q4_K 4096 x 128256 / 256 x 144 B = 281.81 MiB on the host, the rest 4403.49 MiB on
+    # CUDA0; KV 32 layers x 8 heads x 128 x 2 (K,V) x 2 B x 8,192 cells = 1024.00 MiB
     r = check_log(OLLAMA_8B, "llama-3.1-8b")
     assert r.matches and r.inputs["weight_format"] == ("q4_k_m", "log line 4")
+    # "llama_new_context_with_model: KV self size" dates the build (before 2025: kvmem renders that era's rules),
+    # under which the CUDA0 compute buffer is llama.cpp's own graph, 560.00 MiB, as printed
+    assert r.inputs["build"] == ("2024-12-01", "log line 19")
     assert [(c.quantity, c.kvmem) for c in r.checks] == [
         ("CPU model buffer", "281.81 MiB"), ("CUDA0 model buffer", "4403.49 MiB"), ("CUDA0 KV buffer", "1024.00 MiB"),
-        ("CUDA_Host compute buffer", "24.01 MiB")]
-    # the CUDA0 compute buffer of this layout is kvmem's estimate: said, not checked
-    assert r.notes == ("line 21: CUDA0 compute buffer logged 560.00 MiB, kvmem estimates 258.50 MiB (an estimate "
-                       "for this layout, kvmem.engines.llamacpp.layouts: not checked)",)
+        ("KV self size", "llama_new_context_with_model: KV self size  = 1024.00 MiB, K (f16):  512.00 MiB, "
+                         "V (f16):  512.00 MiB"),
+        ("CUDA0 compute buffer", "560.00 MiB"), ("CUDA_Host compute buffer", "24.01 MiB")]
+    assert r.notes == ()
+    # read as a current build, the CUDA0 compute buffer is kvmem's estimate: said in a note, not checked
+    current = check_log(OLLAMA_8B, "llama-3.1-8b", build="current")
+    assert current.matches and current.notes == (
+        "line 21: CUDA0 compute buffer logged 560.00 MiB, kvmem estimates 258.50 MiB (an estimate for this layout, "
+        "kvmem.engines.llamacpp.layouts: not checked)",)
 
 
 @pytest.mark.parametrize("old, new, quantity", [
@@ -54,8 +62,10 @@ def test_a_log_without_its_file_type_names_what_is_missing():
 
 def test_what_the_log_does_not_state_is_named():
     # two GPUs and no 'using device ... MiB free' lines: the split is unknown
+    # (its KV self line is still checked: 24 layers x 2 heads x 64 x 2 (K,V) x 2 B x 32,768 cells = 384.00 MiB)
     r = check_log(LOGS["qwen2-0.5b-q4_0-two-gpus"]["log"], "qwen2.5-0.5b", weight_format="q4_0")
-    assert not r.checks and r.notes[0].startswith("buffers are not checked: several devices and no split")
+    assert r.matches and [c.quantity for c in r.checks] == ["KV self size"]
+    assert r.notes[0].startswith("buffers are not checked: several devices and no split")
     # Qwen3-32B in Ollama: KV on the host and on CUDA0 without an 'offloaded N/M layers' line
     from tests.logcheck.test_check_log import LLAMACPP
     r = check_log(LLAMACPP[23]["log"], "qwen3-32b")
@@ -72,3 +82,17 @@ def test_buffer_lines_are_read_whatever_the_prefix():
     found = llamacpp.read(lines)
     assert [(b[2], b[3], b[5]) for b in found["buffers"]] == [
         ("model", "CUDA0", 4403.49), ("model", "CPU_Mapped", 281.81), ("KV", "CUDA0", 100.5), ("compute", "CUDA0", 148.09)]
+
+
+def test_an_old_kv_self_line_and_a_host_kv_buffer():
+    # koboldcpp 1.78 (Nov 2024), Llama-2-13B, -c 6272, KV on the host (CUDA_Host KV buffer): 40 layers x 40 heads x
+    # 128 x 2 (K,V) x 2 B x 6,272 cells (a multiple of 32: no flash attention, that era's padding) = 4900.00 MiB
+    r = check_log(LOGS["llama-2-13b-q5km-full-offload-kv-on-host"]["log"], "llama-2-13b")
+    assert r.matches and [(c.quantity, c.logged) for c in r.checks] == [
+        ("CUDA_Host KV buffer", "4900.00 MiB"),
+        ("KV self size", "llama_new_context_with_model: KV self size  = 4900.00 MiB, K (f16): 2450.00 MiB, "
+                         "V (f16): 2450.00 MiB")]
+    assert r.inputs["n_ctx"] == (6272, "log line 7") and r.inputs["build"] == ("2024-12-01", "log line 10")
+    # given -c 8192 instead, both differ
+    other = check_log(LOGS["llama-2-13b-q5km-full-offload-kv-on-host"]["log"], "llama-2-13b", n_ctx=8192)
+    assert not other.matches and all(not c.matches for c in other.checks)
