@@ -26,6 +26,20 @@ _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "n_ubatc
                 "swa_full", "kv_unified", "n_batch"}
 
 
+_PLACED_WHY = {"-ngl": "layers on the GPUs (the output layer counts as one), as the fit placed them",
+               "-ts": "layers per GPU, as the fit placed them",
+               "--n-cpu-moe": "the routed experts of the first layers in host RAM, as the fit placed them",
+               "-ot": "these tensors on this device, as the fit placed them (the first pattern that matches wins)"}
+
+
+def _placed(placement: dict) -> list:
+    """The flags of the fit's placement over GPUs and host RAM (kvmem.engines.llamacpp.verdict), with
+    --fit off: llama.cpp's own --fit gives up on flags set by hand (common/fit.cpp), and says so."""
+    words = placement["flags"]
+    pairs = [Flag(words[i], words[i + 1], _PLACED_WHY[words[i]]) for i in range(0, len(words), 2)]
+    return [Flag("--fit", "off", "the placement is given below")] + pairs
+
+
 def flags(inp: Inputs) -> tuple[Flag, ...]:
     s, fit, opts = inp.setup, inp.fit, inp.options
     if opts.get("build") not in (None, "current"):
@@ -42,8 +56,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
            Flag("-c", str(d["n_ctx_requested"]),
                 f"{fit.context:,} tokens x {d['n_seq']} sequences: {d['cells_total']:,} cells in all"),
            Flag("-np", str(d["n_seq"]), f"{d['n_seq']} sequences at once, each a stream of {d['cells']:,} cells"),
-           Flag("-ngl", ALL_LAYERS, "every layer on the GPU, as the fit assumed"
-                + (f" (split by layer over {s.pp} GPUs)" if s.pp > 1 else "")),
+           *(_placed(fit.placement) if fit.placement else
+             [Flag("-ngl", ALL_LAYERS, "every layer on the GPU, as the fit assumed"
+                   + (f" (split by layer over {s.pp} GPUs)" if s.pp > 1 else ""))]),
            Flag("-fa", "on" if d["flash_attn"] else "off", "flash attention as planned (its compute buffer was sized "
                 "for it)"),
            Flag("-ctk", d["type_k"], f"K cache in {d['type_k']}"),

@@ -168,3 +168,14 @@ def test_a_gguf_missing_layers_is_refused_by_name():
                                                             GGUFTensor("blk.0.attn_q.weight", "Q4_K", (4096, 4096), 1)))
     with pytest.raises(ValueError, match="lacks layers 1..31 .one part of a split GGUF"):
         tensors_for(model.with_checkpoint(part), None)
+
+
+def test_plan_writes_the_placement_of_the_verdict():
+    """kvmem plan: the command of a fit that holds only with experts in host RAM carries that
+    placement's flags (and --fit off), not -ngl 999, which would not load."""
+    p = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp", weight_dtype="q4_k_m")
+    assert p.command == ("llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 "
+                         r"-ot 'blk\.0\.ffn_gate_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0' "
+                         "-fa on -ctk f16 -ctv f16 -ub 512")
+    whole = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
+    assert " -ngl 999 " in whole.command and "--fit" not in whole.command
