@@ -90,10 +90,16 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
                      fallback=fallback or {})
     model = _model(inputs, (fallback or {}).get("model"))
     inputs = {"model": inputs.pop("model"), **inputs}
-    tp, pp = check_parallel(inputs["tp"][0], inputs["pp"][0])
+    try:
+        tp, pp = check_parallel(inputs["tp"][0], inputs["pp"][0])
+    except ValueError as exc:
+        raise ValueError(f"{exc} (tp from {inputs['tp'][1]}, pp from {inputs['pp'][1]})") from None
     used, info = {}, {}
     for name, (value, source) in inputs.items():
         if name in ("model", "tp", "pp", "kv_dtype"):
+            continue
+        if value is None and source.startswith("log") and ENGINES[engine].options.get(name) is not None:
+            inputs[name] = (ENGINES[engine].options[name], "default")     # printed unset: the engine's default
             continue
         if source == "given" or name in ENGINES[engine].options or name in CHECK_OPTIONS[engine]:
             (info if name in INFO else used)[name] = value       # an option given goes on, to be refused if unknown

@@ -225,3 +225,12 @@ def test_trtllm_pytorch_backend_lines_are_all_checked():
     assert r.inputs["free_gpu_memory_fraction"] == (0.8999999761581421, "log line 1")
     altered = check_log(log.replace("Allocated 5.95 GiB", "Allocated 6.95 GiB"), "gpt-oss-120b")
     assert not altered.matches and [c.line for c in altered.checks if not c.matches] == [13]
+
+
+def test_a_setting_the_log_prints_badly_is_refused_naming_where_it_came_from():
+    with pytest.raises(ValueError, match=r"tp must be a positive integer, got 'abc' \(tp from log line 2, pp from "
+                                         r"log line 2\)"):
+        check_log(V1_LOG.replace("tensor_parallel_size=1", "tensor_parallel_size=abc"))
+    # a switch printed unset (None) is the engine's default (vLLM's enable_prefix_caching: False), and said so
+    r = check_log(V1_LOG.replace("enable_prefix_caching=True", "enable_prefix_caching=None"))
+    assert r.matches and r.inputs["enable_prefix_caching"] == (False, "default")
