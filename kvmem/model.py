@@ -467,4 +467,8 @@ class Model:
             params = f", {self.params_total / 1e9:.2f}B params"
             if self.params_active and self.params_active < self.params_total - self.params_embedding:
                 params += f" ({self.params_active / 1e9:.2f}B active)"
-        return f"{self.name}: {self.num_layers} layers — " + "; ".join(parts) + f"; {heads}{params}, {self.dtype}"
+        checkpoint = self.checkpoint
+        stored = (f"weights {' + '.join(checkpoint.bytes_by_dtype())} (GGUF)"     # its tensors' own types, not a
+                  if getattr(checkpoint, "format", None) == "gguf" else self.dtype)   # dtype it lacks (a Hub
+        # model's checkpoint is read when its weights are asked for: kvmem.sources.hub.HubCheckpoint)
+        return f"{self.name}: {self.num_layers} layers — " + "; ".join(parts) + f"; {heads}{params}, {stored}"

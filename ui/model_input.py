@@ -23,6 +23,13 @@ def _from_text(text: str, what: str, container=st.sidebar) -> kvmem.Model:
     An error's line and column are those of the text as given (the braces added are not counted)."""
     if len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
         raise ValueError(f"{what} is larger than {MAX_CONFIG_BYTES:,} bytes; a config.json is a few KB")
+    if not text.strip():
+        raise ValueError(f"{what} is empty{' (whitespace only)' if text else ' (0 bytes)'}: give the model's "
+                         "config.json, a JSON object such as {\"model_type\": \"llama\", ...}")
+    yaml_line = _yaml_key_line(text)
+    if yaml_line:
+        raise ValueError(f"{what} is not JSON: it reads as YAML (line {yaml_line[0]}: {yaml_line[1]!r}); kvmem reads "
+                         "a Hugging Face config.json, a JSON object with quoted keys: {\"model_type\": \"llama\", ...}")
     bare = not text.lstrip().startswith(("{", "["))
     try:
         cfg = load_config("{\n" + text + "\n}" if bare else text)  # the braces on lines of their own
@@ -35,6 +42,21 @@ def _from_text(text: str, what: str, container=st.sidebar) -> kvmem.Model:
     return model
 
 
+def _yaml_key_line(text: str) -> tuple[int, str] | None:
+    """(line number, line) of the first line that is a YAML mapping key (``model_type: llama``, unquoted),
+    where the text has no brace or quote before it; None for text that reads as JSON or bare JSON fields."""
+    import re
+
+    for line_number, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped == "---":
+            continue
+        if re.match(r"[A-Za-z_][\w.-]*\s*:(\s|$)", stripped):
+            return line_number, stripped[:60]
+        return None
+    return None
+
+
 def _user_position(message: str, text: str) -> str:
     """A JSON error message about "{\n" + text + "\n}" told in ``text``'s own lines: the line the
     message names is one line further down in the wrapped text."""
@@ -43,14 +65,14 @@ def _user_position(message: str, text: str) -> str:
     lines = text.split("\n")
 
     def own(match):
-        wrapped = int(match.group(1))
+        wrapped = int(match.group(2))
         if wrapped == 1:
             return "before the first line of the text (read as a JSON object)"
         if wrapped - 1 > len(lines):
             return "after the last line of the text (read as a JSON object)"
-        return f"line {wrapped - 1} column {match.group(2)}"
+        return f"{match.group(1) or ''}line {wrapped - 1} column {match.group(3)}"
 
-    return re.sub(r"line (\d+) column (\d+)", own, message)
+    return re.sub(r"(at )?line (\d+) column (\d+)", own, message)
 
 
 def _defaults_note(container, model: kvmem.Model) -> None:
