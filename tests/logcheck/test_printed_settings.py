@@ -234,3 +234,16 @@ def test_a_setting_the_log_prints_badly_is_refused_naming_where_it_came_from():
     # a switch printed unset (None) is the engine's default (vLLM's enable_prefix_caching: False), and said so
     r = check_log(V1_LOG.replace("enable_prefix_caching=True", "enable_prefix_caching=None"))
     assert r.matches and r.inputs["enable_prefix_caching"] == (False, "default")
+
+
+def test_sglang_0_5_server_args_as_a_dict():
+    # sglang@v0.5.23 python/sglang/srt/entrypoints/engine.py#L311: server_args={...} (ServerArgs.resolved_dict())
+    from kvmem.logcheck import sglang
+    line = ("[2026-04-14 16:08:30] server_args={'model_path': 'Qwen/Qwen3.5-9B', 'tp_size': 2, 'pp_size': 1, "
+            "'kv_cache_dtype': 'fp8_e4m3', 'page_size': 64, 'max_running_requests': None, 'disable_radix_cache': "
+            "False, 'mamba_ssm_dtype': 'float32', 'mamba_scheduler_strategy': 'extra_buffer', 'served_model_name': "
+            "'qwen', 'context_length': 262144}")
+    assert sglang.printed([line]) == {
+        "model": ("Qwen/Qwen3.5-9B", 1), "tp": (2, 1), "pp": (1, 1), "kv_dtype": ("fp8_e4m3", 1), "page_size": (64, 1),
+        "max_running_requests": (None, 1), "disable_radix_cache": (False, 1), "context_length": (262144, 1),
+        "mamba_ssm_dtype": ("fp32", 1), "mamba_extra_buffer": (True, 1)}
