@@ -157,10 +157,13 @@ def _model(inputs: dict, fallback=None):
 
 
 def _model_names(value: str) -> list[str]:
-    """The names a model the log prints may go by: as printed, its folder or file name, and a GGUF file's
-    name without its quantisation tag ("Qwen3-0.6B-Q8_0.gguf" -> "Qwen3-0.6B")."""
-    base = os.path.basename(value.replace("\\", "/").rstrip("/"))
+    """The names a model the log prints may go by: as printed, its folder or file name, the HF id of an HF
+    cache folder, and a GGUF file's name without its quantisation tag ("Qwen3-0.6B-Q8_0.gguf" -> "Qwen3-0.6B")."""
+    path = value.replace("\\", "/").rstrip("/")
+    base = os.path.basename(path)
     names = [value, base]
+    if (at := path.find("models--")) >= 0:     # an HF cache folder: .../hub/models--Org--Name/snapshots/<commit>
+        names.append(path[at + len("models--"):].split("/", 1)[0].replace("--", "/", 1))
     if base.lower().endswith(".gguf"):
         stem = base[:-5]
         parts = stem.split("-")

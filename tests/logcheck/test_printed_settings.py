@@ -247,3 +247,14 @@ def test_sglang_0_5_server_args_as_a_dict():
         "model": ("Qwen/Qwen3.5-9B", 1), "tp": (2, 1), "pp": (1, 1), "kv_dtype": ("fp8_e4m3", 1), "page_size": (64, 1),
         "max_running_requests": (None, 1), "disable_radix_cache": (False, 1), "context_length": (262144, 1),
         "mamba_ssm_dtype": ("fp32", 1), "mamba_extra_buffer": (True, 1)}
+
+
+def test_model_names_a_log_may_print():
+    from kvmem.logcheck import _model_names
+    # an HF cache snapshot folder names its id; a Windows GGUF path its file, without the quantisation tag
+    assert _model_names("/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/0123abc")[-1] == "Qwen/Qwen3-8B"
+    assert _model_names("C:\\models\\Qwen3-0.6B-Q8_0.gguf")[-1] == "Qwen3-0.6B"
+    log = V1_LOG.replace("'Qwen/Qwen2.5-7B-Instruct'", "'/data/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/a1b2'")
+    r = check_log(log)
+    assert r.matches and r.inputs["model"][0] == "qwen2.5-7b"
+    assert r.inputs["model"][1].endswith(", read as Qwen/Qwen2.5-7B-Instruct")
