@@ -10,7 +10,7 @@ from .common import MODEL_HELP, emit, engine_options, parse_kv_memory, read_mode
 
 
 def cmd_check_log(args) -> int:
-    """Exit 0 when every KV line checked matches; 1 when one differs or nothing could be checked."""
+    """Exit 0 when every line checked matches; 1 when one differs or nothing could be checked."""
     from ..logcheck import check_log
     # bounded (kvmem.sources.bounded.read_text): a regular file or a pipe, at most MAX_LOG_BYTES, within a minute
     text = (read_text(sys.stdin.buffer, MAX_LOG_BYTES, "standard input (the log)") if args.log == "-" else
