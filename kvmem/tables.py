@@ -115,6 +115,14 @@ class EstimateSummary(Record):
     per_sequence_gib: str
     per_sequence_gb: str
 
+    @property
+    def per_token_text(self) -> str:
+        """K + V bytes per cached token as read: exact where every token costs the same ("131,072 B"), else
+        the mean, said so ("≈ 536,870.9 B, the mean": sliding or compressed layers hold fewer tokens)."""
+        if float(self.per_token_bytes).is_integer():
+            return f"{int(self.per_token_bytes):,} B"
+        return f"≈ {self.per_token_bytes:,.1f} B, the mean"
+
 
 def estimate_summary(result, *, weights_bytes: int = 0, gpu_memory_bytes: int | None = None) -> EstimateSummary:
     """Headline numbers of an Estimate: totals, per token and per sequence, in B, GiB and GB; with

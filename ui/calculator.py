@@ -37,7 +37,9 @@ kv_type = inputs.kv_type_text(result)
 metrics.metric("Total KV cache", summary["total_gib"],
                help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine}, "
                f"KV in {kv_type})")
-metrics.metric("Per token", f"{summary['per_token_bytes']:,.0f} B", help="K + V bytes per cached token, all layers")
+metrics.metric("Per token", summary.per_token_text,
+               help="K + V bytes per cached token, all layers: KV bytes / (tokens x batch), exact where every token "
+                    "costs the same; a mean where sliding or compressed layers hold fewer tokens")
 metrics.metric("Per sequence", summary["per_sequence_gib"],
                help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
 if weights_bytes is None:   # unknown, not 0 B: no share of the GPU either
@@ -67,7 +69,7 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
                    "repository); its formula is the textbook count below, read naively off the model's config.  \n"
                    f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
                    + (" (the mean of K's and V's element sizes)" if "/" in terms["dtype"] else "") + widths)
-        st.latex(r"\begin{aligned}\text{Memory} &= 2 \times p \times b \times n_{layers} \times n_{heads} \times "
+        st.latex(r"\begin{aligned}\text{Memory} &= 2 \times p \times b \times n_{layers} \times n_{kv\_heads} \times "
                  r"d_{head} \times t \\"
                  rf"&= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
                  rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
