@@ -41,7 +41,8 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     keep = offload_options(engine_options(args.option))
     seqs = args.batch or 1      # as fit sizes it: n_ctx = context x batch, n_seq = batch
     try:
-        p = llamacpp_offload(model, gpus=args.gpu, context=parse_tokens(args.context) * seqs, n_seq=seqs,
+        gpus = args.gpu if "," in args.gpu else [args.gpu] * (args.num_gpus or 1)   # the cards fit sizes
+        p = llamacpp_offload(model, gpus=gpus, context=parse_tokens(args.context) * seqs, n_seq=seqs,
                              weight_dtype=args.weight_dtype, host_memory=args.host_memory, kv_dtype=args.kv_dtype,
                              **keep)
     except ValueError as exc:

@@ -179,3 +179,16 @@ def test_plan_writes_the_placement_of_the_verdict():
                          "-fa on -ctk f16 -ctv f16 -ub 512")
     whole = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
     assert " -ngl 999 " in whole.command and "--fit" not in whole.command
+
+
+def test_cli_fit_on_two_cards_the_verdict_and_the_report_are_one_placement(capsys):
+    """--num-gpus 2: the report places over both cards, as the verdict does (it placed one card
+    before), and the verdict's flags are the report's."""
+    code = main(["fit", "mixtral-8x7b", "--gpu", "rtx-3060-12gb", "--num-gpus", "2", "--context", "32k", "--engine",
+                 "llama.cpp", "--weight-dtype", "q4_k_m", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["fits"] is True
+    report = data["llamacpp_offload"]
+    assert report["gpus"] == ["rtx-3060-12gb", "rtx-3060-12gb"]
+    assert data["placement"]["flags"] == report["best"]["flags"]
+    assert data["placement"]["gpus"] == ["CUDA0", "CUDA1"] and "-ts" in report["best"]["flags"]
