@@ -17,7 +17,8 @@ from .units import format_bytes
 __all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "estimate_summary", "EstimateSummary",
            "per_layer_frame",
            "compare_frame", "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame", "sweep_frame",
-           "sweep_matrix", "write_sweep", "SWEEP_SHOWS", "SWEEP_FORMATS", "engine_rows", "EngineRow"]
+           "sweep_matrix", "sweep_status", "SWEEP_STATUS", "write_sweep", "SWEEP_SHOWS", "SWEEP_FORMATS",
+           "engine_rows", "EngineRow"]
 
 if TYPE_CHECKING:                 # pandas only where a DataFrame is built
     import pandas as pd
@@ -281,9 +282,9 @@ def sweep_frame(cells) -> "pd.DataFrame":
     return _frame([cell.to_dict() for cell in cells]).convert_dtypes()
 
 
-def _matrix_text(cell, show: str) -> str:
+def _matrix_text(cell, show: str, reasons: str = "cell") -> str:
     if cell.refused:
-        return f"refused: {cell.refused}"
+        return f"refused: {cell.refused}" if reasons == "cell" else "refused"
     value = getattr(cell, show)
     if show == "fits":
         return "yes" if value else "no"
@@ -292,11 +293,42 @@ def _matrix_text(cell, show: str) -> str:
     return f"{value:,}"
 
 
-def sweep_matrix(cells, *, show: str = "max_batch") -> "pd.DataFrame":
+SWEEP_STATUS = ("fits", "does not fit", "refused")     # what a matrix cell is, for its colour
+
+
+def _status(cell) -> str:
+    return "refused" if cell.refused else "fits" if cell.fits else "does not fit"
+
+
+def sweep_matrix(cells, *, show: str = "max_batch", reasons: str = "cell") -> "pd.DataFrame":
     """Models (rows) x GPUs (columns) of one engine and one context: each cell's ``show`` value as
-    text, or "refused: <reason>" where kvmem or the engine refuses the workload (never a number)."""
+    text, or a refusal where kvmem or the engine refuses the workload (never a number). ``reasons``:
+    "cell" writes "refused: <reason>" in each refused cell; "row" writes "refused" there and each
+    row's reasons once, in a last column "why refused" (a model refused on every GPU for one reason
+    says it once, not once per GPU)."""
     if show not in SWEEP_SHOWS:
         raise ValueError(f"show must be one of {', '.join(SWEEP_SHOWS)}, got {show!r}")
+    if reasons not in ("cell", "row"):
+        raise ValueError(f"reasons must be 'cell' or 'row', got {reasons!r}")
+    models, gpus, by_cell = _matrix_cells(cells)
+    columns = {"model": models, **{gpu: [_matrix_text(by_cell[m, gpu], show, reasons) if (m, gpu) in by_cell else ""
+                                         for m in models] for gpu in gpus}}
+    if reasons == "row":
+        columns["why refused"] = ["; ".join(dict.fromkeys(by_cell[m, g].refused for g in gpus
+                                                          if (m, g) in by_cell and by_cell[m, g].refused))
+                                  for m in models]
+    return _frame(columns)
+
+
+def sweep_status(cells) -> "pd.DataFrame":
+    """sweep_matrix's shape (model, then one column per GPU) with each cell's SWEEP_STATUS: what the
+    Overview colours it by."""
+    models, gpus, by_cell = _matrix_cells(cells)
+    return _frame({"model": models, **{gpu: [_status(by_cell[m, gpu]) if (m, gpu) in by_cell else ""
+                                             for m in models] for gpu in gpus}})
+
+
+def _matrix_cells(cells):
     cells = list(cells)
     for name in ("engine", "context", "num_gpus"):
         values = {getattr(c, name) for c in cells}
@@ -304,8 +336,7 @@ def sweep_matrix(cells, *, show: str = "max_batch") -> "pd.DataFrame":
             raise ValueError(f"a matrix is one {name}; these cells have {len(values)}: choose one first")
     models = list(dict.fromkeys(c.model for c in cells))
     gpus = list(dict.fromkeys(c.gpu for c in cells))
-    text = {(c.model, c.gpu): _matrix_text(c, show) for c in cells}
-    return _frame({"model": models, **{gpu: [text.get((m, gpu), "") for m in models] for gpu in gpus}})
+    return models, gpus, {(c.model, c.gpu): c for c in cells}
 
 
 def write_sweep(cells, target, fmt: str) -> None:

@@ -15,6 +15,36 @@ st.caption("Each cell is kvmem.fit's answer for one model on one GPU type (× th
            "sidebar's tokens, batch, KV dtype and weight format (kvmem.sweep). A cell the engine or kvmem refuses "
            "shows why, never a number. Open one cell on Fit hardware for the breakdown and the launch command.")
 
+# A cell's colour says what it is (tables.sweep_status); a refusal's reason is said once per row
+COLOURS = {"fits": "background-color: rgba(46, 160, 67, 0.22)", "does not fit": "background-color: rgba(248, 81, "
+           "73, 0.18)", "refused": "color: rgba(128, 128, 128, 0.9); font-style: italic", "": ""}
+GROUPS = ("fits on some GPU", "fits on none", "refused on every GPU")
+
+
+def _matrix(cells, show: str) -> None:
+    """One engine's matrix, grouped (the sidebar's model, then models that fit somewhere, fit nowhere,
+    are refused everywhere) and coloured by each cell's status; refusals said once per row."""
+    frame, status = tables.sweep_matrix(cells, show=show, reasons="row"), tables.sweep_status(cells)
+    gpu_columns = [c for c in status.columns if c != "model"]
+
+    def group(i: int) -> str:
+        row = [status.at[i, gpu] for gpu in gpu_columns]
+        return GROUPS[0] if "fits" in row else GROUPS[2] if all(s == "refused" for s in row) else GROUPS[1]
+
+    frame.insert(1, "group", [group(i) for i in frame.index])
+    order = sorted(frame.index, key=lambda i: (i != 0, GROUPS.index(frame.at[i, "group"]), i))
+    frame, status = frame.loc[order].reset_index(drop=True), status.loc[order].reset_index(drop=True)
+    styles = frame.copy().astype(str).map(lambda _: "")
+    for gpu in gpu_columns:
+        styles[gpu] = status[gpu].map(COLOURS)
+    styled = frame.rename(columns={"model": "Model", "group": "Group"}).style.apply(
+        lambda _: styles.rename(columns={"model": "Model", "group": "Group"}).values, axis=None)
+    st.table(styled, hide_index=True)
+    counts = {name: sum(frame["group"] == name) for name in GROUPS}
+    st.caption("Green: fits; red: does not fit; grey: refused (why, once per row, in the last column). Rows: "
+               + ", ".join(f"{n:,} {name}" for name, n in counts.items() if n) + ".")
+
+
 work = inputs.sidebar()
 SHOW = {label: key for key, label in tables.SWEEP_SHOWS.items()}
 c1, c2 = st.columns(2)
@@ -65,7 +95,7 @@ for engine in engines:
     for_batch = "" if SHOW[shown] == "max_batch" else f", batch {work.batch:,}"
     st.subheader(f"{engine}: {shown} at {work.tokens:,} tokens{for_batch}")
     st.caption(f"{len(cells):,} cells, {sum(1 for c in cells if c.fits):,} fit, {refused:,} refused.")
-    common.table(tables.sweep_matrix(cells, show=SHOW[shown]))
+    _matrix(cells, SHOW[shown])
 st.session_state["_ov_cells"] = kept
 if pending:
     st.info(f"Not sized yet: {', '.join(pending)}. The Overview sizes at most {MAX_NEW_CELLS:,} new cells per view "

@@ -19,11 +19,20 @@ def matrix(at, index=0):
 def test_every_preset_by_every_gpu_with_fit_numbers_and_refusals(page):
     assert not page.exception
     rows = matrix(page)
-    assert len(rows) == len(kvmem.list_models()) and len(page.table[0].value.columns) == 1 + len(kvmem.list_gpus())
+    # Model, Group, one column per GPU, and the refusals' reasons once per row (issue 33 finding 8: a 58 x 32
+    # wall of "refused: has no parameter count" repeated in every cell)
+    assert len(rows) == len(kvmem.list_models()) and len(page.table[0].value.columns) == 3 + len(kvmem.list_gpus())
     # the sidebar's default: llama-3.1-8b, 8k tokens, batch 1, vLLM, KV auto (bf16): 52 sequences on an H100
     assert rows["llama-3.1-8b"]["h100-sxm-80gb"] == "54" and rows["llama-3.1-8b"]["rtx-4090-24gb"] == "5"
-    assert rows["gemma-3n-e2b"]["h100-sxm-80gb"] == "refused: has no parameter count"
-    assert rows["llama-2-7b"]["h100-sxm-80gb"] == "refused: past the model's 4,096 positions"
+    assert rows["gemma-3n-e2b"]["h100-sxm-80gb"] == "refused"
+    assert rows["gemma-3n-e2b"]["why refused"] == "has no parameter count"
+    assert rows["llama-2-7b"]["why refused"] == "past the model's 4,096 positions"
+    assert rows["llama-3.1-8b"]["Group"] == "fits on some GPU" and rows["llama-2-7b"]["Group"] == "refused on every GPU"
+    groups = list(page.table[0].value["Group"])
+    assert page.table[0].value["Model"][0] == "llama-3.1-8b"           # the sidebar's model first, then grouped
+    assert groups[1:] == sorted(groups[1:], key=["fits on some GPU", "fits on none", "refused on every GPU"].index)
+    styles = page.table[0].proto.arrow_data.styler.styles
+    assert "rgba(46, 160, 67, 0.22)" in styles and "font-style: italic" in styles     # fits green, refused grey
     cells = len(kvmem.list_models()) * len(kvmem.list_gpus())      # 57 x 32 when this was written
     assert any(c.value.startswith(f"{cells:,} cells, ") for c in page.caption)
 
