@@ -44,12 +44,23 @@ def test_nemotron_nas_refusal_is_transformers_own(engine):
         kvmem.engines.engine_estimate(model, engine=engine, tokens=16)
 
 
-def test_nemotron_nas_is_in_no_auto_mapping_of_transformers():
-    # the refusal's claim, checked against the installed transformers
+@pytest.mark.parametrize("model_type", ["nemotron-nas", "mimo", "minimax_m3", "minimax_m3_text"])
+def test_every_no_class_family_is_in_no_auto_mapping_of_transformers(model_type):
+    # the refusals' claim, checked against the installed transformers
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    assert "nemotron-nas" not in CONFIG_MAPPING_NAMES and "nemotron-nas" not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from kvmem.engines.hf import NO_CLASS
+    assert model_type in NO_CLASS
+    assert model_type not in CONFIG_MAPPING_NAMES and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+
+@pytest.mark.parametrize("engine", ["hf-dynamic", "hf-static", "hf-quantized"])
+def test_mimo_7b_has_no_transformers_class(engine):
+    # XiaomiMiMo/MiMo-7B's MiMoForCausalLM is remote code only: transformers' modes refuse it with that reason
+    model = kvmem.Model.from_hf_config("tests/fixtures/configs/new/mimo-7b-base.json")
+    with pytest.raises(ValueError, match=r"'mimo' is in neither models/auto/auto_mappings.py CONFIG_MAPPING_NAMES"):
+        kvmem.engines.engine_estimate(model, engine=engine, tokens=16)
 
 
 def test_quantized_cache_sizes_an_opt_in_family_as_any_full_attention_model():

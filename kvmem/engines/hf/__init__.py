@@ -102,6 +102,12 @@ NO_CLASS = {"nemotron-nas": "transformers 5.24.0 has no model class for it: 'nem
                             "models/auto/auto_mappings.py CONFIG_MAPPING_NAMES nor modeling_auto.py "
                             "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (its DeciLMForCausalLM checkpoints run only as "
                             "trust_remote_code)",
+            # MiMo-7B (XiaomiMiMo's MiMoForCausalLM) and MiniMax-M3's text-only types: transformers 5.24.0 has no
+            # config class for them either (MiniMax-M3 runs as minimax_m3_vl / minimax_m3_vl_text, which kvmem sizes)
+            **{t: f"transformers 5.24.0 has no model class for it: {t!r} is in neither models/auto/auto_mappings.py "
+                  "CONFIG_MAPPING_NAMES nor modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (its checkpoints run "
+                  "only as trust_remote_code)"
+               for t in ("mimo", "minimax_m3", "minimax_m3_text")},
             # sgl-project's DeepSeek-V4 reference-format files: no auto_map, so AutoConfig.from_pretrained raises
             # for the unknown model_type (configuration_auto.py); renamed deepseek_v4 they are DeepSeek-V4
             "deepseek_ref": "transformers 5.24.0 cannot load this config: 'deepseek_ref' is not in "
