@@ -18,7 +18,7 @@ __all__ = ["context_points", "context_rows", "as_columns", "context_sweep", "est
            "per_layer_frame",
            "compare_frame", "fit_grid", "breakdown_frame", "eviction_curves", "rows_frame", "sweep_frame",
            "sweep_matrix", "sweep_status", "SWEEP_STATUS", "write_sweep", "SWEEP_SHOWS", "SWEEP_FORMATS",
-           "engine_rows", "EngineRow"]
+           "engine_rows", "EngineRow", "fit_grid_inversions"]
 
 if TYPE_CHECKING:                 # pandas only where a DataFrame is built
     import pandas as pd
@@ -225,6 +225,24 @@ def engine_rows(model, *, engines=None, batch: int | None = None, **kwargs) -> l
 
 
 _FIT_ARGUMENTS = frozenset({"gpu", "num_gpus", "tp", "pp", "context", "weight_dtype", "kv_dtype"})
+
+
+def fit_grid_inversions(grid) -> list[tuple[int, str, str, int, int]]:
+    """Where a GPU with as much usable memory as another (within 1%) or more holds fewer sequences in a
+    fit_grid: (context, that GPU, the other, its max batch, the other's), the largest gap first. Under
+    an engine's own defaults this happens (vLLM batches 8,192 tokens on an H100 80 GB but 2,048 on an
+    A100 80 GB: get_batch_defaults, kvmem.sizing.engine_defaults); the page says why."""
+    from .gpus import get_gpu
+
+    rows = grid.to_dict("records") if hasattr(grid, "to_dict") else list(grid)
+    memory = {row["gpu"]: get_gpu(row["gpu"]).usable_memory_bytes for row in rows}
+    out = []
+    for a in rows:
+        for b in rows:
+            near = 100 * memory[a["gpu"]] >= 99 * memory[b["gpu"]]
+            if a["context"] == b["context"] and a["gpu"] != b["gpu"] and near and a["max_batch"] < b["max_batch"]:
+                out.append((a["context"], a["gpu"], b["gpu"], a["max_batch"], b["max_batch"]))
+    return sorted(out, key=lambda x: (x[3] - x[4], x[0]))
 
 
 def breakdown_frame(result) -> "pd.DataFrame":

@@ -5,7 +5,7 @@ import streamlit as st
 import kvmem
 from kvmem import plots, tables
 from kvmem.engines import ENGINES
-from kvmem.sizing import FitError, part_names
+from kvmem.sizing import FitError, engine_defaults, part_names
 from ui import cache, common, deploy, inputs, offload
 from ui.engine_options import takes_utilization
 
@@ -118,5 +118,17 @@ if choices:
                             **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
     common.chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                  key="fit_heatmap")
+    for context, big, small, n_big, n_small in tables.fit_grid_inversions(grid):
+        # as much memory, fewer sequences: said where the engine's own settings differ by GPU (vLLM's batch
+        # defaults: 8,192 tokens on an H100 80 GB, 2,048 on an A100), not only in the CLI's notes
+        why = {gpu: common.guard(engine_defaults, work.engine, gpu, context=context, tp=result.tp, pp=result.pp,
+                                 **work.options) for gpu in (big, small)}
+        if why[big] is None or why[big].values == why[small].values:
+            continue
+        st.info(f"{big} has about as much memory as {small} but holds fewer sequences at {context:,} tokens "
+                f"({n_big:,} vs {n_small:,}): {work.engine}'s own settings differ by GPU — {why[big].reason}; "
+                f"{why[small].reason}. Set them in the engine options to compare GPUs on equal terms.",
+                icon=":material/compare_arrows:")
+        break
     common.table(grid)
     common.download(grid, "fit_grid.csv", key="dl_fit")
