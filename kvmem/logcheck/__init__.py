@@ -4,7 +4,8 @@ The log's lines are found by their text (engine/logcheck modules: vllm, sglang, 
 The settings the engine prints are read first (each module's ``printed``: vLLM's config line and
 "non-default args", SGLang's server_args, llama.cpp's llama_context and cache lines, TRT-LLM's
 tokens per block): the model, tp/pp, the KV dtype, max_model_len, block size, prefix caching, the
-version, ... An argument given overrides what the log prints; what neither states is the engine's
+version, ... A launch command pasted above the log (kvmem.logcheck.command) gives its flags, below
+what the engine prints. An argument given overrides what the log prints; what neither states is the engine's
 default; LogCheck.inputs says which came from where. The model may be left out when the log names
 one kvmem has a preset for (an HF id, a preset name or alias, a path whose folder or GGUF file is
 named so): never the network. Each number line is then compared with what kvmem computes, by the
@@ -31,7 +32,7 @@ from ..catalog import as_model, preset
 from ..engines import ENGINES
 from ..parallel import check_parallel
 from ..sources.bounded import MAX_LOG_BYTES, quote
-from . import llamacpp, sglang, trtllm, vllm
+from . import command, llamacpp, sglang, trtllm, vllm
 from .base import LineCheck, LogCheck
 
 __all__ = ["check_log", "LogCheck", "LineCheck", "MAX_LOG_CHARS"]
@@ -42,7 +43,7 @@ _UNREAD: dict = {}
 CHECK_OPTIONS = {"vllm": ("max_model_len",), "sglang": (), "llama.cpp": (), "trtllm": ("free_gpu_memory_fraction",)}
 # settings that are not engine options but that a check reads (the weights line's format, ...)
 INFO = ("weight_dtype", "quantization", "max_num_seqs", "gpu_memory_utilization", "context_length",
-        "mem_fraction_static", "weight_format", "tensor_split", "mmap")
+        "mem_fraction_static", "weight_format", "tensor_split", "mmap", "n_gpu_layers")
 _QUANT_TAGS = ("f16", "bf16", "f32", "fp16", "fp8", "mxfp4")
 
 
@@ -86,7 +87,8 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
                          "cache size lines and TRT-LLM's paged KV cache lines")
         name = model if isinstance(model, str) else getattr(model, "name", "")
         return LogCheck(engine=engine, model=name or "", settings={}, notes=tuple(notes), ignored=len(lines))
-    inputs = _inputs(READERS[engine].printed(lines), model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options,
+    printed = {**command.read(lines, engine), **READERS[engine].printed(lines)}   # what the engine printed wins
+    inputs = _inputs(printed, model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options,
                      fallback=fallback or {})
     model = _model(inputs, (fallback or {}).get("model"))
     inputs = {"model": inputs.pop("model"), **inputs}
@@ -171,4 +173,6 @@ def _model_names(value: str) -> list[str]:
                                   and any(c.isdigit() for c in parts[-1][:3])):
             parts.pop()
         names += [stem, "-".join(parts)]
+        if "_" in parts[0]:                    # "Org_Name-Q4_K_M.gguf" (bartowski's naming): Org/Name
+            names.append("-".join(parts).replace("_", "/", 1))
     return list(dict.fromkeys(n for n in names if n))

@@ -218,6 +218,16 @@ def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options:
             notes.append(f"the log has {len(logged)} {kind} cache size line(s), kvmem {len(mine)} for these settings")
 
 
+def _split(value) -> list | None:
+    """-ts as given: a list of numbers, or its text "10,6" (a command line's)."""
+    if value is None or isinstance(value, (list, tuple)):
+        return value
+    parts = str(value).split(",")
+    if not all(p.strip().replace(".", "", 1).isdigit() for p in parts):
+        raise ValueError(f"tensor_split must be numbers separated by commas (llama.cpp's -ts), got {value!r}")
+    return [float(p) for p in parts]
+
+
 def _check_kv_self(model, row, settings: dict, kv_dtype, pp: int, checks: list, notes: list) -> None:
     """The KV self line against kvmem's estimate under the log's settings, rendered in that line's format."""
     n, text, m = row
@@ -255,13 +265,13 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     offloaded = found["offloaded"]
     host_kv = any(b[2] == "KV" and b[3] in HOSTS for b in buffers)
     gpu_kv = any(b[2] == "KV" and b[3] not in HOSTS for b in buffers)
-    if offloaded is None and host_kv and gpu_kv:
+    if offloaded is None and host_kv and gpu_kv and "n_gpu_layers" not in info:
         notes.append("buffers are not checked: KV on the host and on the GPUs (some layers on the host) but no "
                      "'offloaded N/M layers to GPU' line to say how many")
         return
-    n_gpu_layers = offloaded[1] if offloaded else (MAX_LAYERS if gpus else 0)
+    n_gpu_layers = offloaded[1] if offloaded else info.get("n_gpu_layers", MAX_LAYERS if gpus else 0)
     hosts = {b[3] for b in buffers if b[3] in HOSTS}
-    split = info.get("tensor_split") or ([found["free"][g] for g in gpus] if len(gpus) > 1 else None)
+    split = _split(info.get("tensor_split")) or ([found["free"][g] for g in gpus] if len(gpus) > 1 else None)
     try:
         tensors = synthesised_tensors(model, fmt) if fmt is not None else ()
         lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,

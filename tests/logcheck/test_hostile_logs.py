@@ -298,3 +298,20 @@ def test_a_real_log_still_checks_from_a_file_and_from_standard_input(tmp_path):
 
 def test_readers_cover_every_engine_check_log_reads():
     assert set(READERS) == {"vllm", "sglang", "llama.cpp", "trtllm"}
+
+
+@pytest.mark.parametrize("engine, run", [("vllm", "vllm serve "), ("sglang", "sglang.launch_server "),
+                                         ("llama.cpp", "llama-server "), ("trtllm", "trtllm-serve ")])
+def test_launch_commands_are_read_in_bounded_time(engine, run):
+    from kvmem.logcheck import command
+    hostile = [run + "--model " * (LINE_CHARS // 8),                  # past MAX_COMMAND_CHARS: not split
+               run + "'" + "a " * 3990,                                # an unclosed quote
+               run + "-c 1 " * 1590,                                   # a flag over and over, within the cap
+               run + "--tp " + "9" * 400]                              # a number no server prints
+    started = time.perf_counter()
+    for line in hostile:
+        try:
+            command.read([line] * (MAX_LOG_CHARS // len(line)), engine)   # a whole log of them: at most 8 split
+        except ValueError as exc:
+            assert str(exc).startswith("log line 1 ("), exc
+    assert time.perf_counter() - started < 3.0

@@ -258,3 +258,30 @@ def test_model_names_a_log_may_print():
     r = check_log(log)
     assert r.matches and r.inputs["model"][0] == "qwen2.5-7b"
     assert r.inputs["model"][1].endswith(", read as Qwen/Qwen2.5-7B-Instruct")
+
+
+def test_a_pasted_launch_command_gives_its_flags_below_what_the_engine_prints():
+    # the command alone above the numbers (V1_LOG's last two lines: fp8 KV, 32k): read from its flags
+    numbers = "".join(V1_LOG.splitlines(keepends=True)[2:])
+    cmd = "$ vllm serve Qwen/Qwen2.5-7B-Instruct --kv-cache-dtype fp8 --max-model-len 32768 --enable-prefix-caching\n"
+    r = check_log(cmd + numbers)
+    assert r.matches and r.inputs["kv_dtype"] == ("fp8", "log line 1, the command")
+    assert r.inputs["model"] == ("qwen2.5-7b", "log line 1, the command: 'Qwen/Qwen2.5-7B-Instruct'")
+    # the engine's own config line wins over the command (which says -tp 2 here)
+    both = check_log(cmd.replace("vllm serve", "vllm serve -tp 2 --model") + V1_LOG)
+    assert both.matches and both.inputs["tp"] == (1, "log line 3")
+
+
+def test_a_llamacpp_command_explains_its_log():
+    # docs/research/engine_logs_llamacpp.json #0: gpt-oss-20b on 4 Hexagon devices, its source's command above it:
+    # --batch-size 128 makes n_ubatch min(128, 512) = 128, so the SWA cache holds pad256(128 + 128) = 256 cells;
+    # the model from the GGUF's file name
+    r = check_log(LLAMACPP[0]["settings"]["cmd"] + "\n" + LLAMACPP[0]["log"])
+    assert r.matches and r.model == "gpt-oss-20b" and len(r.checks) == 2
+    assert r.inputs["n_batch"] == (128, "log line 1, the command") and r.inputs["mmap"] == (False, "log line 1, the command")
+    from kvmem.logcheck import command
+    assert command.read(["llama-server.exe -m Qwen_Qwen3.5-9B-Q4_K_M.gguf -c 262144 -np 2 -kvu -fa on -ts 3,1"],
+                        "llama.cpp") == {
+        "model": ("Qwen_Qwen3.5-9B-Q4_K_M.gguf", "1, the command"), "n_ctx": (262144, "1, the command"),
+        "n_seq": (2, "1, the command"), "kv_unified": (True, "1, the command"), "flash_attn": (True, "1, the command"),
+        "tensor_split": ("3,1", "1, the command")}
