@@ -150,17 +150,26 @@ def bytes_per_token_bars(df, *, title: str = "KV bytes per token") -> go.Figure:
 _DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
 
 
-def compare_lines(frames: dict, *, title: str = "KV cache vs context") -> go.Figure:
+def compare_lines(frames: dict, *, title: str = "KV cache vs context", x_title: str = "tokens per sequence (log)",
+                  merge_equal: bool = False) -> go.Figure:
     """One KV-vs-context line per label: {label: context sweep (DataFrame or columns)}.
 
     Line i gets plotly's colour i mod 10 and dash (i + i // 10) mod 5: the first 50 lines differ
-    in colour or dash, and neighbours always differ in dash, so a line drawn exactly over
-    another (StreamingLLM's 4 + 1020 over H2O's 1024) still shows. The legend sits to the right,
-    clear of the axis title."""
+    in colour or dash, and neighbours always differ in dash. ``merge_equal``: lines with the same
+    bytes at every point are one line named "A = B" (StreamingLLM's 4 + 1,020 and H2O's 1,024 keep
+    the same tokens: drawn apart, one hid under the other). The legend sits to the right, clear of
+    the axis title, which ``x_title`` names as the page's title does."""
+    merged: dict[tuple, list] = {}
+    for label, df in frames.items():
+        key = (tuple(df["tokens"]), tuple(df["total_bytes"])) if merge_equal else (label,)
+        if key in merged:
+            merged[key][0] = f"{merged[key][0]} = {label}"
+        else:
+            merged[key] = [label, df]
     traces = [_line(df["tokens"], [b / GIB for b in df["total_bytes"]], label, mode="lines+markers",
                     line={"dash": _DASHES[(i + i // 10) % len(_DASHES)], "width": 3 if i % 2 == 0 else 2})
-              for i, (label, df) in enumerate(frames.items())]
-    return _figure(traces, title, "tokens per sequence (log)", log_x=True,
+              for i, (label, df) in enumerate(merged.values())]
+    return _figure(traces, title, x_title, log_x=True,
                    legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left"})
 
 

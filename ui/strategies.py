@@ -59,7 +59,11 @@ with eviction:
         contexts = tables.eviction_contexts(work.tokens, budget)
         curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies,
                               batch=work.batch, **work.engine_kwargs())
-        common.chart(plots.compare_lines(curves, title="KV cache vs tokens generated"), key="eviction_lines")
+        common.chart(plots.compare_lines(curves, title="KV cache vs tokens generated",
+                                         x_title="tokens generated per sequence (log)", merge_equal=True),
+                     key="eviction_lines")
+        st.caption("Policies that keep the same number of tokens per layer hold the same bytes: such lines are one, "
+                   "named \"A = B\" (StreamingLLM's sinks + window and H2O's budget, both the eviction budget).")
 
 with paged:
     c1, c2 = st.columns(2)

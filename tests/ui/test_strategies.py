@@ -128,3 +128,14 @@ def test_cited_costs_quote_only_the_right_comparison(page):
     assert "40.445" not in h2o and "cited measurements are at 4,096 tokens" in h2o
     snapkv = next(text for name, text in costs.items() if name.startswith("SnapKV"))
     assert "42.5637 -> 41.455" in snapkv and "42.3775" not in snapkv
+
+
+def test_eviction_lines_that_coincide_are_one_and_the_axis_says_what_the_title_does():
+    # issue 33 finding 8: StreamingLLM 4 + 1020 and H2O 1024 keep 1,024 tokens per layer, the same bytes: the
+    # StreamingLLM line hid under H2O's; the title said "tokens generated", the axis "tokens per sequence"
+    import json
+    at = tab("Eviction")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [trace["name"] for trace in spec["data"]] == ["keep everything", "StreamingLLM 4 + 1020 = H2O 1024"]
+    assert spec["layout"]["title"]["text"] == "KV cache vs tokens generated"
+    assert spec["layout"]["xaxis"]["title"]["text"] == "tokens generated per sequence (log)"
