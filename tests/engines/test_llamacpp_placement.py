@@ -186,3 +186,22 @@ def test_false_position_step_is_fit_cpp_s_integer_arithmetic():
     # a low already over the target: 10 x (0 - 50) / 50 = -10, a uint32_t 4,294,967,286, then delta - 1;
     # -50 / 95 truncates toward zero: 0, then at least 1
     assert _step(10, 0, 50, 100) == 9 and _step(10, 0, 5, 100) == 1
+
+
+def test_qwen3_235b_on_four_3090s_at_32k_uses_all_four():
+    """The four-card shape of the issue (Qwen3-VL-235B answered -ts 0,0,0,95): every card holds
+    layers. With no margin, fit.cpp's search ended 69 MiB over CUDA1 here (a later card's split
+    layer turns kvmem's compute buffers from the scheduled graph to the estimate), so kvmem's
+    placement takes the next margin that fits, then fills the room left with host expert tensors."""
+    from kvmem.catalog import as_model
+    from kvmem.engines.llamacpp.offload import llamacpp_offload, room_left
+    from kvmem.engines.llamacpp.tensors import tensors_for
+    p = llamacpp_offload("qwen3-235b-a22b", gpus=["rtx-3090-24gb"] * 4, context="32k", weight_dtype="q4_k_m")
+    best = p.best
+    assert best is not None and best.fits(p.budgets)
+    assert all(n > 0 for n in best.tensor_split) and len(best.tensor_split) == 4
+    assert all(p.fit.placement.device(g).layers for g in p.fit.placement.gpus)
+    kw = dict(n_ubatch=512, type_k="f16", type_v="f16", flash_attn=None, mmap=True, kv_offload=True, n_seq=1,
+              mmproj_bytes=0, mmproj_offload=True)
+    model = as_model("qwen3-235b-a22b")
+    assert room_left(model, tensors_for(model, "q4_k_m")[0], best, p.budgets, kw) == []

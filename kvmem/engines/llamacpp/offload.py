@@ -190,6 +190,7 @@ def room_left(model, tensors, lay: Layout, budgets: dict, kw: dict) -> list:
 
 _BEST: dict = {}      # (model, weight format, budgets, options) -> (Layout | None, tensors, source)
 _BEST_KEPT = 64
+_MARGINS = (0, 128 << 20, 512 << 20, FIT_MARGIN_BYTES)     # kvmem's placement over several GPUs: margins tried
 
 
 def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
@@ -206,8 +207,16 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)
         free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
-        best, _ = fit_on(model, tensors, names, free, n_ctx=kw["n_ctx"], kw=kw_fit, margin=0)
-        best = best if best.fits(usable) else None
+        for margin in _MARGINS:
+            # fit.cpp checks each device when it fills it; a later device's split layer can change an earlier
+            # one's compute buffer (kvmem's estimate stands in for the scheduled graph once a non-expert tensor
+            # moves), so a search with no margin can end over a card: then the next margin, and _top_up fills
+            # what it leaves
+            best, _ = fit_on(model, tensors, names, free, n_ctx=kw["n_ctx"], kw=kw_fit, margin=margin)
+            if best.fits(usable):
+                break
+        else:
+            best = None
     else:
         best = _best(model, tensors, names, None, usable, kw)
     best = _top_up(model, tensors, best, usable, kw_fit)
