@@ -48,6 +48,13 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     except ValueError as exc:
         return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
     lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
+    host = engine_options(args.option).get("host_memory_bytes")
+    if host is not None and p.best is not None:     # the bound the verdict holds the placement to
+        from ..engines.base import byte_option
+        bound = byte_option("host_memory_bytes", host)
+        if p.best.total_bytes["CPU"] > bound:
+            lines.append(f"  kvmem's placement needs {p.best.total_bytes['CPU']:,} B of host RAM, more than "
+                         f"host_memory_bytes {bound:,}: it does not run")
     for label, lay, tps, cmd in (("kvmem", p.best, p.decode_best, p.command_best),
                                  ("--fit on", p.fit, p.decode_fit, p.command_fit)):
         if lay is None:
@@ -89,10 +96,13 @@ def cmd_fit(args) -> int:
         return cmd_compare(args)
     model = read_model(args.model, args.revision)
     offload = "offload" in engine_spec(args.engine).panels   # the engine places layers on GPUs and host
-    if offload and "," in args.gpu:     # mixed cards: the offload placement only
+    if offload and "," in args.gpu:     # mixed cards: the offload placement only, its verdict first
         lines, data = _offload_lines(model, args)
+        placed = bool(data.get("best")) and not any("it does not run" in line for line in lines)
+        lines.insert(0, f"{model.name} on {args.gpu.replace(',', ' + ')} · llama.cpp: "
+                        + ("fits with the placement below" if placed else "does not fit: no placement below runs"))
         emit({"llamacpp_offload": data}, args.json, lines)
-        return 0 if data.get("best") else 1
+        return 0 if placed else 1
     try:
         result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                      context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,

@@ -192,3 +192,18 @@ def test_cli_fit_on_two_cards_the_verdict_and_the_report_are_one_placement(capsy
     assert report["gpus"] == ["rtx-3060-12gb", "rtx-3060-12gb"]
     assert data["placement"]["flags"] == report["best"]["flags"]
     assert data["placement"]["gpus"] == ["CUDA0", "CUDA1"] and "-ts" in report["best"]["flags"]
+
+
+def test_cli_fit_mixed_cards_and_a_host_bound_say_one_verdict(capsys):
+    code = main(["fit", "qwen3-30b-a3b", "--gpu", "rtx-3060-12gb,rtx-3060-12gb", "--context", "64k", "--engine",
+                 "llama.cpp", "--weight-dtype", "q4_k_m"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[0] == "qwen3-30b-a3b on rtx-3060-12gb + rtx-3060-12gb · llama.cpp: fits with the placement below"
+    # host RAM bounded below what the placement keeps there (9,748,529,152 B): no line says it runs
+    code = main(["fit", "qwen3-30b-a3b", "--gpu", "rtx-3060-12gb", "--context", "32k", "--engine", "llama.cpp",
+                 "--weight-dtype", "q4_k_m", "-o", "host_memory_bytes=8GiB"])
+    captured = capsys.readouterr()
+    assert code == 1 and "fits: no" in captured.out and "does not fit" in captured.err
+    assert ("kvmem's placement needs 9,748,529,152 B of host RAM, more than host_memory_bytes 8,589,934,592: "
+            "it does not run") in captured.out
