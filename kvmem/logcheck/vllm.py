@@ -152,10 +152,55 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         checks.append(LineCheck(n, text, "# GPU blocks (v0)", f"{blocks:,}", shown, ok, cause))
         if "concurrency" in found:
             _check_concurrency(found["concurrency"], low, high, checks)
+    elif "tokens" in found and length:
+        _check_without_memory(found, model, kv_dtype, tp, pp, length, options, settings, checks)
     elif "tokens" in found:
-        notes.append("GPU KV cache size is logged without 'Available KV cache memory' (or max_model_len): "
-                     "nothing to compare it with")
+        notes.append("GPU KV cache size is logged without max_model_len: nothing to compare it with")
     return settings, checks, notes
+
+
+def _check_without_memory(found: dict, model, kv_dtype, tp: int, pp: int, length: int, options: dict,
+                          settings: dict, checks: list) -> None:
+    """Tokens logged without the memory: the pools kvmem.capacity builds for every memory are searched for
+    one of exactly those tokens (a pool holds whole blocks of every group), and the concurrency is checked
+    over the memories that give it."""
+    n, text, tokens = found["tokens"]
+    settings["gpu_kv_cache_tokens"] = tokens
+
+    def at(memory: int):
+        try:
+            return capacity(model, engine="vllm", kv_memory=memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                            max_model_len=length, **options)
+        except ValueError:             # too little memory for one block
+            return None
+
+    def held(memory: int) -> int:
+        cap = at(memory)
+        return cap.tokens if cap is not None else 0
+
+    low = _search(lambda m: held(m) >= tokens)                  # the least memory that holds the tokens
+    high = _search(lambda m: held(m) > tokens) - 1              # the most memory that holds no more
+    nearest = held(low)
+    ok = nearest == tokens
+    cause = "" if ok else (
+        f"no pool kvmem builds for these settings holds exactly {tokens:,} tokens (the nearest: {nearest:,}): the "
+        "block size (another attention backend's, e.g. on ROCm), the KV dtype, tp/pp or the layers differ")
+    checks.append(LineCheck(n, text, "GPU KV cache size (memory not logged)", f"{tokens:,} tokens",
+                            f"{nearest:,} tokens", ok, cause))
+    if ok and "concurrency" in found:
+        _check_concurrency(found["concurrency"], at(low), at(high), checks)
+
+
+def _search(holds, limit: int = 1 << 50) -> int:
+    """The least memory (bytes) for which ``holds`` is true (monotone in memory), or ``limit``."""
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _check_concurrency(concurrency, low, high, checks: list) -> None:

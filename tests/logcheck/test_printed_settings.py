@@ -285,3 +285,11 @@ def test_a_llamacpp_command_explains_its_log():
         "model": ("Qwen_Qwen3.5-9B-Q4_K_M.gguf", "1, the command"), "n_ctx": (262144, "1, the command"),
         "n_seq": (2, "1, the command"), "kv_unified": (True, "1, the command"), "flash_attn": (True, "1, the command"),
         "tensor_split": ("3,1", "1, the command")}
+
+
+def test_concurrency_without_the_memory_is_checked_over_the_memories_that_give_the_tokens():
+    # DeepSeek-V3.2 tp 8 pp 4 (docs/research #13): 1,214,464 tokens; one request of 163,840 tokens: 7.41x
+    log = SERVING[13]["log"]
+    assert check_log(log, "deepseek-v3.2", tp=8, pp=4).matches
+    altered = check_log(log.replace("7.41x", "8.41x"), "deepseek-v3.2", tp=8, pp=4)
+    assert not altered.matches and [c.quantity for c in altered.checks if not c.matches] == ["Maximum concurrency"]
