@@ -14,6 +14,8 @@ kv_cache_dtype=..., enable_prefix_caching=...", VllmConfig.__str__ in vllm/confi
     "GPU KV cache size: N tokens"          (from v0.8; one line with the next from PR #50462, 2026-07-30)
     "Maximum concurrency for L tokens per request: C x"   L is max_model_len; C checked over the budget's
                                            range with the tokens (kvmem.capacity's max_concurrency)
+Tokens logged without the memory: kvmem.capacity is searched over the memory for a pool of exactly
+those tokens (none: a block size or setting differs), and C is checked over the memories that give it.
 V0 (vllm/worker/worker.py): "Memory profiling results: ... kv_cache_size=X GiB ..." and
     "# GPU blocks: B, # CPU blocks: M" (the blocks checked over the budget's range, version "v0")
 With the budget and N, kvmem's capacity over the budget's range must hold N tokens. A budget below
