@@ -19,7 +19,7 @@ import kvmem
 from kvmem import defaults
 from kvmem.dtypes import kv_pair
 from kvmem.engines import ENGINES
-from kvmem.units import require_positive_int
+from kvmem.units import MAX_COUNT, require_positive_int
 from kvmem.weights import weight_formats
 from ui import urlparams
 from ui.engine_options import defaults_in_force, engine_options, option_key
@@ -28,6 +28,7 @@ from ui.widgets import (MAX_TOKENS, multiselect, number, parse_bytes_input, pars
                         parse_tokens_input, radio, select, slider)
 
 DEFAULT_GPU = "h100-sxm-80gb"
+MAX_BATCH = 10**6    # sequences the app takes (a link's batch too); the library and the CLI take up to MAX_COUNT
 KV_DTYPES = ["auto", "bf16", "fp16", "fp32", "fp8", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
              "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl"]
 # The sidebar's inputs, as a page names them when one does not apply to it.
@@ -104,7 +105,8 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
     urlparams.check_text("tokens", parse_tokens)
     tokens_text = c1.text_input("Tokens per sequence", "8k", key="tokens", bind="query-params",
                                 help='Context held per sequence: 4096, "32k", "128k" (k = 1024), "1M".')
-    batch = number(c2, "Batch", 1, 10**6, 1, key="batch", help="Sequences held at once.", typed_low=0)
+    batch = number(c2, "Batch", 1, MAX_BATCH, 1, key="batch", help=f"Sequences held at once (1 to {MAX_BATCH:,}).",
+                   typed_low=-MAX_COUNT, typed_high=MAX_COUNT)   # any typed value reaches the check below
     kv_dtype = select(c1, "KV dtype", KV_DTYPES, default=defaults.KV_DTYPE, key="kv_dtype",
                       help="Element format of the cache; auto = the model's dtype. Engine options "
                            "(llama.cpp type k / type v) override it; the pages show the type in force.")
@@ -140,6 +142,9 @@ def workload_input(model: kvmem.Model | None, container=st.sidebar) -> Workload:
             require_positive_int(name, value)
         except ValueError as exc:
             raise ValueError(f"{label}: {exc}") from None
+    if batch > MAX_BATCH:
+        raise ValueError(f"Batch: at most {MAX_BATCH:,} sequences in the app, got {batch:,} (kvmem fit --batch takes "
+                         f"up to {MAX_COUNT:,})")
     return Workload(model=model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, engine=engine, tp=tp, pp=pp,
                     options=options, gpu=gpu, num_gpus=num_gpus, weight_dtype=weight_dtype,
                     weights_bytes=weights_bytes)

@@ -29,15 +29,17 @@ def multiselect(container, label: str, options, *, default, key: str, help: str)
     return container.multiselect(label, options, default=default, key=key, bind="query-params", help=help)
 
 
-def number(container, label: str, low, high, default, *, key: str, help: str, step=None, typed_low=None):
+def number(container, label: str, low, high, default, *, key: str, help: str, step=None, typed_low=None,
+           typed_high=None):
     """A number_input bound to the URL: whole numbers where ``default`` is an int.
 
-    ``typed_low``: a lower bound for typing below ``low`` (a link still needs ``low``), so that a
-    value below ``low`` reaches the page's own check and its message, instead of the box keeping
-    its last value behind a red icon whose message shows only on hover."""
+    ``typed_low`` / ``typed_high``: bounds for typing outside ``low`` .. ``high`` (a link still needs
+    them), so that such a value reaches the page's own check and its message, instead of the box
+    keeping its last value behind a red icon whose message shows only on hover."""
     integer = isinstance(default, int)
     urlparams.check_number(key, low, high, integer=integer)
-    value = container.number_input(label, low if typed_low is None else typed_low, high, default, step, key=key,
+    value = container.number_input(label, low if typed_low is None else typed_low,
+                                   high if typed_high is None else typed_high, default, step, key=key,
                                    bind="query-params", help=help)
     return int(value) if integer else value
 
