@@ -126,20 +126,26 @@ class FamilyNotChecked(ValueError):
 
 
 def _sizing(model_type: str) -> tuple[str, ...]:
+    family = FAMILIES.get(model_type)
+    if family is not None and not family.opt_in:   # a base family: every mode but those that refuse it
+        return tuple(name for name, other in ENGINES.items() if model_type not in other.refusals)
     return tuple(name for name, other in ENGINES.items() if other.families.sizes(model_type))
 
 
 def check_family(spec: EngineSpec, model) -> None:
-    """Refuse an opt-in family (kvmem.configs.families, Family.opt_in) this engine mode does not
-    declare (EngineSpec.families): with the engine's own reason where its module states one
-    (EngineSpec.refusals), else as FamilyNotChecked (kvmem has not checked it against the engine's
+    """Refuse a family the engine's module refuses (EngineSpec.refusals: opt-in or not, e.g. a base
+    family the pinned release has no model for), and an opt-in family (kvmem.configs.families,
+    Family.opt_in) this engine mode does not declare (EngineSpec.families): with the engine's own
+    reason where its module states one, else as FamilyNotChecked (kvmem has not checked it against the engine's
     code); and compressed layers in an engine mode without a rule for them (FamilyNotChecked)."""
     family = FAMILIES.get(model.model_type)
     release = spec.pinned or f"the {spec.name} engine"
-    if family is not None and family.opt_in and not spec.families.sizes(model.model_type):
+    why = spec.refusals.get(model.model_type)
+    opt_in = family is not None and family.opt_in
+    # an engine's own refusal of a base family, or an opt-in family the mode does not declare
+    if (why and not opt_in) or (opt_in and not spec.families.sizes(model.model_type)):
         engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
         sizing = _sizing(model.model_type)
-        why = spec.refusals.get(model.model_type)
         if why:
             raise ValueError(f"engine {engine} does not size model_type {model.model_type!r}: {why}; engines that "
                              f"size it: {', '.join(sizing)}")

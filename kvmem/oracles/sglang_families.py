@@ -27,6 +27,7 @@ import os
 import random
 import tempfile
 
+from ..engines.sglang.families import _NO_PLANS as NO_PLANS
 from ..engines.sglang.pools import DEFAULTS, make_layout, state_parts_of
 from ..model import Model
 from .report import Check
@@ -46,19 +47,36 @@ ARCHITECTURES = {
     "qwen2_vl_text": "Qwen2VLForConditionalGeneration", "qwen2_5_vl_text": "Qwen2_5_VLForConditionalGeneration",
     "ernie4_5_vl_moe_text": "Ernie4_5_VLMoeForConditionalGeneration", "mamba": "MambaForCausalLM",
     "falcon_mamba": "FalconMambaForCausalLM", "smollm3": "SmolLM3ForCausalLM", "dots1": "Dots1ForCausalLM",
+    # through SGLang's Transformers backend (no EntryClass): the checkpoints' generative architectures
+    "bert": "BertLMHeadModel", "bert-generation": "BertGenerationDecoder", "camembert": "CamembertForCausalLM",
+    "data2vec-text": "Data2VecTextForCausalLM", "electra": "ElectraForCausalLM", "ernie": "ErnieForCausalLM",
+    "roberta": "RobertaForCausalLM", "roberta-prelayernorm": "RobertaPreLayerNormForCausalLM",
+    "roc_bert": "RoCBertForCausalLM", "xlm-roberta": "XLMRobertaForCausalLM",
+    "xlm-roberta-xl": "XLMRobertaXLForCausalLM", "xmod": "XmodForCausalLM",
+    "modernbert-decoder": "ModernBertDecoderForCausalLM",
 }
+# fields set on the config class's defaults: the BERT-style classes are encoders unless is_decoder (kvmem refuses
+# an encoder: it caches nothing); X-MOD needs a default language under SGLang (kvmem.engines.sglang.families)
+SET = {**{t: {"is_decoder": True} for t in ("bert", "bert-generation", "camembert", "data2vec-text", "electra",
+                                            "ernie", "roberta", "roberta-prelayernorm", "roc_bert", "xlm-roberta",
+                                            "xlm-roberta-xl")},
+       "xmod": {"is_decoder": True, "default_language": "en_XX"}}
 
 
 def base_configs() -> list[tuple[str, dict]]:
     """(name, config.json dict) of every case above."""
     from ..catalog import preset
-    from .transformers import default_config
     out = [(name, preset(name)["config"]) for name in PRESETS]
-    for family, arch in ARCHITECTURES.items():
-        cfg = default_config(family).to_dict()
-        cfg["architectures"] = [arch]
-        out.append((family, cfg))
+    for family in ARCHITECTURES:
+        out.append((family, default_case(family)))
     return out
+
+
+def default_case(family: str) -> dict:
+    """The config class's defaults for ``family`` under the architecture SGLang runs it as (ARCHITECTURES),
+    with SET's fields."""
+    from .transformers import default_config
+    return {**default_config(family).to_dict(), **SET.get(family, {}), "architectures": [ARCHITECTURES[family]]}
 
 KV_BYTES = 2   # bf16
 
@@ -78,6 +96,7 @@ def _model_config(cfg: dict):
 
 def sglang_view(cfg: dict, tp: int = 1) -> dict:
     """What SGLang's ModelConfig says the pools hold (see the module docstring)."""
+    _sglang()   # the torchvision stand-in first
     from sglang.srt.runtime_context import get_parallel
     # the widths a launched server publishes (runtime_context.py): one attention-TP group of tp ranks
     with get_parallel().override(tp_size=tp, attn_tp_size=tp, enable_cp_tp_group_sharing=False):
@@ -127,10 +146,60 @@ def kvmem_view(cfg: dict, tp: int = 1) -> dict:
             "linear": list(layout.linear), "rows": rows, "indexer": index, "state": state}
 
 
+def backend_writes(cfg: dict, device: str = "meta") -> dict[int, int]:
+    """What SGLang's Transformers backend writes to the pool per token, layer by layer, in bytes at bf16: the
+    transformers AutoModel of ``cfg`` built on the meta device with SGLang's attention implementation
+    (python/sglang/srt/models/transformers.py: ``_attn_implementation = "sglang"``, AutoModel.from_config,
+    sglang_flash_attention_forward) and run on five tokens, each layer's RadixAttention replaced by a recorder
+    that checks K and V fit the instance the backend makes (_create_attention_instances: num_key_value_heads
+    or num_attention_heads, head_dim or hidden_size // num_attention_heads, as RadixAttention.forward views
+    them) and notes their widths. A layer the model never hands to the attention function writes nothing.
+    ``device="cpu"`` runs a small config for real (models whose forward reads values)."""
+    _sglang()
+    import torch
+    import transformers
+    import sglang.srt.models.transformers  # noqa: F401  (registers the "sglang" attention function)
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "architectures"})
+    config.architectures = cfg.get("architectures")
+    text = config.get_text_config()
+    text._attn_implementation = "sglang"
+    heads = text.num_attention_heads
+    kv = getattr(text, "num_key_value_heads", heads) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    written = {i: 0 for i in range(text.num_hidden_layers)}
+
+    class Recorder:   # the RadixAttention of one layer
+        def __init__(self, layer):
+            self.layer, self.scaling = layer, None
+
+        def forward(self, q, k, v, **_):   # forward_batch
+            k.view(-1, kv, head_dim), v.view(-1, kv, head_dim)   # raises where they do not fit
+            if k.shape[0] * k.shape[1] != q.shape[0] * kv * head_dim or k.shape != v.shape:
+                raise ValueError(f"layer {self.layer}: K {tuple(k.shape)}, V {tuple(v.shape)} do not fit {kv} x "
+                                 f"{head_dim}")
+            written[self.layer] = (k.shape[-1] + v.shape[-1]) * KV_BYTES
+            return torch.zeros(q.shape[0], heads * head_dim, dtype=q.dtype, device=q.device)
+
+    import torch.fx.experimental._config as fx_config
+    fx_config.meta_nonzero_assume_all_nonzero = True   # X-MOD's adapter selects rows by language on meta tensors
+    with torch.device(device):
+        model = transformers.AutoModel.from_config(config)
+        ids = torch.ones(1, 5, dtype=torch.long)
+        model(input_ids=ids, position_ids=torch.arange(5)[None], use_cache=False, return_dict=False,
+              forward_batch=None, attention_instances={i: Recorder(i) for i in written})
+    return written
+
+
 def run_config(name: str, cfg: dict, tp: int = 1) -> list[Check]:
-    """kvmem's layout of ``cfg`` beside SGLang's ModelConfig, quantity by quantity."""
+    """kvmem's layout of ``cfg`` beside SGLang's ModelConfig, quantity by quantity; for a family SGLang runs
+    through its Transformers backend, also what the backend writes per layer (backend_writes) beside
+    kvmem's row of that layer."""
     ours, theirs = kvmem_view(cfg, tp), sglang_view(cfg, tp)
-    return [Check(name, key, ours[key], theirs[key]) for key in theirs]
+    checks = [Check(name, key, ours[key], theirs[key]) for key in theirs]
+    if cfg.get("model_type") in NO_PLANS:
+        rows = {i: ours["rows"]["full"] for i in ours["full"]}
+        checks.append(Check(name, "backend bytes per token per layer", rows, backend_writes(cfg)))
+    return checks
 
 
 def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
@@ -151,8 +220,12 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
             inner["qk_rope_head_dim"] = rng.choice((32, 64))
         elif isinstance(inner.get("head_dim"), int):
             inner["head_dim"] = rng.choice((64, 128, 256))
+        if inner.get("model_type") in NO_PLANS:   # MHA, no head_dim field: vary the heads; tp 1 only (no tp plan)
+            inner["num_attention_heads"] = heads = rng.choice([h for h in (4, 8, 12, 16, 32)
+                                                               if inner["hidden_size"] % h == 0])
         kv = inner.get("num_key_value_heads") if isinstance(inner.get("num_key_value_heads"), int) else heads
         tps = [t for t in (1, 2, 4) if isinstance(heads, int) and heads % t == 0
-               and isinstance(kv, int) and (kv % t == 0 or t % kv == 0)] or [1]
+               and isinstance(kv, int) and (kv % t == 0 or t % kv == 0)
+               and (t == 1 or inner.get("model_type") not in NO_PLANS)] or [1]
         out.append((varied, rng.choice(tps)))
     return out

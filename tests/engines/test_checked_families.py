@@ -58,6 +58,28 @@ def test_the_engines_own_reason_is_a_plain_refusal_not_a_gap():
         del ENGINES["toy-families"]
 
 
+def test_an_engines_refusal_of_a_base_family_is_honoured_too():
+    # a family read before the opt-in rule (llama) is sized by every mode, unless the engine's module refuses it
+    why = "Toy 1.2's registry has no LlamaForCausalLM"
+    ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None, pinned="Toy 1.2",
+                                         refusals={"llama": why}, families=CheckedFamilies(frozenset(), all_but=True))
+    try:
+        with pytest.raises(ValueError) as refused:
+            check_family(ENGINES["toy-families"], _Typed("llama"))
+        assert not isinstance(refused.value, FamilyNotChecked)
+        others = ", ".join(name for name in ENGINES if name != "toy-families")
+        assert str(refused.value) == (f"engine 'toy-families' (Toy 1.2) does not size model_type 'llama': {why}; "
+                                      f"engines that size it: {others}")
+        check_family(ENGINES["toy-families"], _Typed("qwen2"))   # the others still sized
+    finally:
+        del ENGINES["toy-families"]
+    # the real case: SGLang 0.5.23 has no Jamba model (kvmem/engines/sglang/families.py)
+    with pytest.raises(ValueError, match=r"engine 'sglang' \(SGLang 0.5.23\) does not size model_type 'jamba': "
+                                         r"SGLang 0.5.23 has no model file for JambaForCausalLM .*engines that size "
+                                         r"it: ideal, hf-dynamic, hf-static, hf-quantized, vllm, llama.cpp, trtllm$"):
+        check_family(ENGINES["sglang"], _Typed("jamba"))
+
+
 def test_compressed_layers_without_a_rule_are_a_gap_naming_the_modes_with_one():
     model = _Typed("deepseek_v4")
     model.layers = [type("Layer", (), {"kind": "compressed"})()]

@@ -20,12 +20,6 @@ REFUSALS = {
         # the opt-in families hf-quantized now declares (kvmem/engines/hf/__init__.py QUANTIZED_FAMILIES)
         "kimi-linear-48b-a3b", "minimax-m1", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5", "glm-5.1", "glm-5.2",
         "kimi-k3", "gemma-4-26b-a4b")},
-    # the newest families: sized by the ideal and transformers modes until each engine's rules are checked
-    **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
-       for name, family in (("kimi-linear-48b-a3b", "kimi_linear"), ("minimax-m1", "minimax"))
-       for engine in ("vllm", "sglang", "llama.cpp", "trtllm")
-       if (family, engine) not in (("kimi_linear", "vllm"), ("minimax", "vllm"), ("minimax", "trtllm"),
-                                   ("kimi_linear", "trtllm"), ("kimi_linear", "sglang"), ("minimax", "sglang"))},
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
     ("minimax-m1", "vllm"): "vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM",
     # python/sglang/srt/models/: no EntryClass for MiniMax-Text-01 / M1 (kvmem/engines/sglang/families.py)
@@ -44,8 +38,8 @@ REFUSALS = {
     **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
        for name, family, engines in (("gemma-4-26b-a4b", "gemma4_text", ("trtllm",)),)
        for engine in engines},
-    # llama.cpp keeps V3.2's indexer keys in llama_kv_cache_dsa, which kvmem does not model
-    ("deepseek-v3.2", "llama.cpp"): "llama.cpp keeps DeepSeek-V3.2's indexer keys in a separate cache",
+    # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
+    ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
 }
 
 

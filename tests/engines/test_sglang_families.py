@@ -170,9 +170,48 @@ def test_granite_hybrid_state_widens_its_groups_when_tp_does_not_divide_them():
     assert result.state_bytes == 31 * (4608 * 3 * 2 + 64 * 64 * 256 * 4) == 130_880_512
 
 
+# Through SGLang's Transformers backend (no EntryClass): the config classes' defaults run as decoders; one MHA pool,
+# every layer at full length, num_attention_heads x hidden_size // num_attention_heads for K and for V
+BACKEND = {
+    "bert": 1001 * 12 * 12 * 128 * 2,                # 12 layers x 12 heads x (64 + 64) x 2 B = 36,864 B a token
+    "bert-generation": 1001 * 24 * 16 * 128 * 2,     # 24 layers x 16 heads x 64
+    "camembert": 1001 * 12 * 12 * 128 * 2, "data2vec-text": 1001 * 12 * 12 * 128 * 2,
+    "ernie": 1001 * 12 * 12 * 128 * 2, "roberta": 1001 * 12 * 12 * 128 * 2,
+    "roberta-prelayernorm": 1001 * 12 * 12 * 128 * 2, "roc_bert": 1001 * 12 * 12 * 128 * 2,
+    "xlm-roberta": 1001 * 12 * 12 * 128 * 2, "xmod": 1001 * 12 * 12 * 128 * 2,
+    "electra": 1001 * 12 * 4 * 128 * 2,              # 12 layers x 4 heads x 64 (hidden 256)
+    "xlm-roberta-xl": 1001 * 36 * 32 * 160 * 2,      # 36 layers x 32 heads x 80 (hidden 2,560)
+    "modernbert-decoder": 1001 * 22 * 12 * 128 * 2,  # 22 layers, the sliding ones at full length too
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(BACKEND))
+def test_transformers_backend_families(model_type):
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config(model_type).to_dict(), is_decoder=True)
+    if model_type == "xmod":
+        cfg["default_language"] = "en_XX"
+    assert sglang(cfg).kv_bytes == BACKEND[model_type]
+    # no tensor- or pipeline-parallel plan in the transformers model: SGLang's backend raises
+    with pytest.raises(ValueError, match=r"SGLang 0.5.23 runs .* only through its Transformers backend, which raises "
+                                         r"ValueError at tp 2: .* has no tensor-parallel plan"):
+        sglang(cfg, tp=2)
+    with pytest.raises(ValueError, match=r"at pp 2: .* has no pipeline-parallel plan"):
+        sglang(cfg, pp=2)
+
+
+def test_xmod_needs_its_default_language_under_sglang():
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("xmod").to_dict(), is_decoder=True)
+    with pytest.raises(ValueError, match=r"default_language is not set: SGLang 0.5.23's Transformers backend passes "
+                                         r"no lang_ids"):
+        sglang(cfg)
+
+
 def test_refusals_name_sglangs_own_reason():
     for model_type, why in REFUSALS.items():
-        assert FAMILIES[model_type].opt_in and not DECLARED.sizes(model_type), model_type
+        # jamba is a base family (not opt-in): kvmem.engines.check_family honours the refusal all the same
+        assert (FAMILIES[model_type].opt_in or model_type == "jamba") and not DECLARED.sizes(model_type), model_type
         assert why.startswith("SGLang 0.5.23 has no model file for"), model_type
     with pytest.raises(ValueError, match=r"does not size model_type 'minimax': SGLang 0.5.23 has no model file for "
                                          r"MiniMax-Text-01 / MiniMax-M1"):
@@ -182,9 +221,7 @@ def test_refusals_name_sglangs_own_reason():
 # Opt-in families kvmem does not yet size the way SGLang 0.5.23 does (docs/research/families_sglang.md says why
 # for each). This set may only shrink.
 NOT_YET = {
-    "bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
-    "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl", "xmod",
-    "modernbert-decoder", "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
+    "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
     "falcon_h1", "mamba2", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang

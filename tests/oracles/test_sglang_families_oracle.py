@@ -39,10 +39,8 @@ def base_configs():
             data = json.loads((CORPUS / name).read_text())
             yield name, data.get("config", data)
     from kvmem.oracles.transformers import default_config
-    for family, arch in oracle.ARCHITECTURES.items():
-        cfg = default_config(family).to_dict()
-        cfg["architectures"] = [arch]
-        yield family, cfg
+    for family in oracle.ARCHITECTURES:   # the families run through the Transformers backend: backend_writes too
+        yield family, oracle.default_case(family)
     yield "dbrx-instruct", DBRX
     lfm2_moe = default_config("lfm2_moe").to_dict()   # with a layer pattern set (the defaults have none)
     lfm2_moe.update(architectures=["Lfm2MoeForCausalLM"], layer_types=[
@@ -71,3 +69,15 @@ def test_real_and_default_configs(name, cfg):
 def test_seeded_variations(name, cfg):
     for i, (varied, tp) in enumerate(oracle.variations(cfg, 4, seed=31)):
         assert_agrees(f"{name}#{i} tp{tp}", varied, tp)
+
+
+def test_the_backend_judge_sees_a_model_whose_attention_bypasses_sglangs():
+    # transformers' Megatron-BERT does not call the attention interface (_supports_attention_backend False):
+    # nothing reaches SGLang's pool, which is why resolve_transformers_arch refuses it (kvmem/engines/sglang/families.py)
+    cfg = oracle.default_case("bert")
+    cfg.update(model_type="megatron-bert", architectures=["MegatronBertForCausalLM"], num_hidden_layers=2,
+               hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=100)
+    assert oracle.backend_writes(cfg, device="cpu") == {0: 0, 1: 0}
+    cfg.update(model_type="bert", architectures=["BertLMHeadModel"])   # the same shape through BERT: 4 x 16 x 2 x 2 B
+    assert oracle.backend_writes(cfg, device="cpu") == {0: 256, 1: 256}
+    assert set(oracle.backend_writes(oracle.default_case("bert")).values()) == {12 * 64 * 2 * 2}

@@ -54,7 +54,7 @@ class SglangCapacityDetails(Record):
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
     """Bytes SGLang's pools hold for ``batch`` sequences of ``tokens`` (rule 5 above)."""
-    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options)
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     pages = cdiv(tokens, page)
     rows = {"full": batch * pages * page}
@@ -117,7 +117,7 @@ def _refused(model: Model, kv_memory: int, layout: Layout, cell, tokens: int, no
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              **options):
     """Tokens (max_total_num_tokens) and pages a KV budget (SGLang's ``rest``) holds (rule 4)."""
-    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options)
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     notes = list(layout.notes)
     best = None

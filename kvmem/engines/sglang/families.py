@@ -23,6 +23,16 @@ _NOT_COMPATIBLE = ("SGLang 0.5.23 has no model file for {arch} (no EntryClass in
                    "its Transformers fallback refuses it: transformers' {arch} is not backend-compatible "
                    "(_supports_attention_backend False), so resolve_transformers_arch "
                    "(python/sglang/srt/model_loader/utils.py) raises ValueError")
+# Families SGLang runs only through its Transformers backend whose transformers model (AutoModel) has no tensor-
+# nor pipeline-parallel plan (no base_model_tp_plan / base_model_pp_plan), with that model's class name
+_NO_PLANS = {
+    "bert": "BertModel", "bert-generation": "BertGenerationEncoder", "camembert": "CamembertModel",
+    "data2vec-text": "Data2VecTextModel", "electra": "ElectraModel", "ernie": "ErnieModel",
+    "roberta": "RobertaModel", "roberta-prelayernorm": "RobertaPreLayerNormModel", "roc_bert": "RoCBertModel",
+    "xlm-roberta": "XLMRobertaModel", "xlm-roberta-xl": "XLMRobertaXLModel", "xmod": "XmodModel",
+    "modernbert-decoder": "ModernBertDecoderModel",
+}
+
 REFUSALS = {
     "minimax": ("SGLang 0.5.23 has no model file for MiniMax-Text-01 / MiniMax-M1 (no EntryClass for "
                 "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM or MiniMaxForCausalLM in python/sglang/srt/models/; "
@@ -33,7 +43,13 @@ REFUSALS = {
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
         ("bamba", "BambaForCausalLM"), ("bailing_hybrid", "BailingHybridForCausalLM"),
-        ("inkling2_text", "Inkling2ForCausalLM"), ("inkling2_loop_text", "Inkling2LoopForCausalLM"))},
+        ("inkling2_text", "Inkling2ForCausalLM"), ("inkling2_loop_text", "Inkling2LoopForCausalLM"),
+        # the BERT-style decoders whose attention does not go through transformers' attention interface
+        ("big_bird", "BigBirdForCausalLM"), ("megatron-bert", "MegatronBertForCausalLM"),
+        ("rembert", "RemBertForCausalLM"), ("roformer", "RoFormerForCausalLM"),
+        # not opt-in, but SGLang 0.5.23 has no Jamba model file (no EntryClass names JambaForCausalLM) and
+        # transformers' JambaForCausalLM is not backend-compatible (kvmem.engines.check_family honours any entry)
+        ("jamba", "JambaForCausalLM"))},
 }
 
 # Checked against SGLang 0.5.23's ModelConfig (kvmem/oracles/sglang_families.py); the model file each runs in:
@@ -70,11 +86,36 @@ FAMILIES = CheckedFamilies(frozenset({
     # no EntryClass: SGLang runs these through its Transformers backend (models/transformers.py, backend-compatible
     # classes with tp and pp plans), whose pool is ModelConfig's: one MHA pool, every layer at full length
     "smollm3", "dots1",
+    # no EntryClass either: the BERT-style decoders (is_decoder true; their checkpoints' architectures are the
+    # *ForCausalLM / *LMHeadModel / BertGenerationDecoder classes, which is_generation_model counts as generative)
+    # and ModernBERT-Decoder, whose transformers classes are backend-compatible: the Transformers backend builds
+    # AutoModel (BertModel, ...: every self-attention causal, so not "encoder-only") and gives every layer a
+    # RadixAttention of num_attention_heads x hidden_size // num_attention_heads for K and V
+    # (sglang@v0.5.23 python/sglang/srt/models/transformers.py#L904-L956), which the pool ModelConfig sizes holds:
+    # one MHA pool, every layer at full length (ModernBERT-Decoder's sliding layers too: not in is_hybrid_swa_model).
+    # Judged by running each AutoModel with SGLang's attention function (kvmem/oracles/sglang_families.py
+    # backend_writes): every layer writes K and V of exactly the pool's row. No tp/pp plan: tp, pp > 1 refused below.
+    *_NO_PLANS,
 }))
 
 
-def check(model: Model) -> None:
+def check(model: Model, tp: int = 1, pp: int = 1) -> None:
     """What SGLang 0.5.23's own code refuses for a family it runs."""
+    base = _NO_PLANS.get(model.model_type)
+    if base and (tp > 1 or pp > 1):
+        # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L760-L767 recursive_replace (tp),
+        # #L848-L856 pipeline_parallel (pp): no plan in the transformers model or its config
+        what, n = ("tensor", tp) if tp > 1 else ("pipeline", pp)
+        raise ValueError(f"SGLang 0.5.23 runs {model.model_type} only through its Transformers backend, which raises "
+                         f"ValueError at {what[0]}p {n}: transformers' {base} has no {what}-parallel plan "
+                         f"(\"{base} does not support {what} parallel yet!\", "
+                         "python/sglang/srt/models/transformers.py)")
+    if model.model_type == "xmod" and not model.config.get("default_language"):
+        # SGLang's Transformers backend calls XmodModel with no lang_ids (models/transformers.py#L1000-L1034);
+        # transformers 5.24 modeling_xmod.py#L731-L736 then needs the config's default_language
+        raise ValueError("default_language is not set: SGLang 0.5.23's Transformers backend passes no lang_ids, and "
+                         "transformers' XmodModel raises ValueError \"Input language unknown. Please call "
+                         "`XmodPreTrainedModel.set_default_language()`\" (modeling_xmod.py)")
     if model.model_type == "nemotron-nas":
         blocks = [b.get("attention") or {} for b in (model.config.get("block_configs") or []) if isinstance(b, dict)]
         # sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L1655-L1667 get_total_num_kv_heads

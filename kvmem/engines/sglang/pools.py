@@ -179,7 +179,7 @@ def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
     return shapes.pop()
 
 
-def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tokens_ratio,
+def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int, swa_full_tokens_ratio,
                 disable_hybrid_swa_memory: bool, mamba_full_memory_ratio, mamba_ssm_dtype,
                 version="latest", **scheduling) -> Layout:
     _release(version)   # checked here; it changes only the log line
@@ -187,7 +187,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, page_size: int, swa_full_tok
     ssm_dtype = _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
                                mamba_full_memory_ratio, mamba_ssm_dtype)
     k_dtype = _kv_dtype(model, kv_dtype)
-    check_family(model)
+    check_family(model, tp, pp)
     layers = model.layers
     notes = []
     linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR)
@@ -363,7 +363,7 @@ def stage_cell(layout: Layout, stage: range):
 def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:
     """SGLang's cell_size (profile_max_num_token) on the pipeline stage with the most layers:
     bytes one token costs across the stage's pool layers, as the profile counts them."""
-    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **_with_defaults(options))
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **_with_defaults(options))
     cells = [stage_cell(layout, stage) for stage in pp_stages(model.num_layers, pp)]
     return int(max(cells))
 
@@ -377,7 +377,7 @@ def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: in
     holding the most bytes."""
     require_positive_int("num_tokens", num_tokens)
     options = _with_defaults(options)
-    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options)
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     if swa_num_tokens is None:
         ratio = options["swa_full_tokens_ratio"] if layout.full else 1  # all-SWA models: one pool
