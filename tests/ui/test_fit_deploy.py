@@ -96,7 +96,7 @@ def test_the_log_box_is_capped_and_a_hostile_paste_is_refused_by_line():
     started = time.perf_counter()
     at.text_area(key="deploy_log").set_value("Memory profiling results: " * 40_000).run()     # 1.04 MB
     assert not at.exception and time.perf_counter() - started < 20
-    assert [i.value for i in at.info][-1].startswith("no line kvmem can check")
+    assert any(i.value.startswith("no line kvmem can check") for i in at.info)
     at.text_area(key="deploy_log").set_value("Available KV cache memory: " + "9" * 400 + " GiB\n").run()
     assert not at.exception
     assert at.error[0].value.startswith("The log could not be checked: log line 1 ('Available KV cache memory: 999")
