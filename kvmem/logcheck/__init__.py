@@ -45,6 +45,10 @@ CHECK_OPTIONS = {"vllm": ("max_model_len",), "sglang": (), "llama.cpp": (), "trt
 INFO = ("weight_dtype", "quantization", "max_num_seqs", "gpu_memory_utilization", "context_length",
         "mem_fraction_static", "weight_format", "tensor_split", "mmap", "n_gpu_layers")
 _QUANT_TAGS = ("f16", "bf16", "f32", "fp16", "fp8", "mxfp4")
+# the name endings of quantised checkpoints on the Hub (Qwen's -FP8 / -AWQ / -GPTQ-Int4, RedHat's -FP8-dynamic,
+# neuralmagic's -quantized.w8a8, NVIDIA's -NVFP4), longest first
+_QUANTISED = ("-fp8-dynamic", "-gptq-int4", "-gptq-int8", "-quantized.w8a8", "-quantized.w4a16", "-fp8", "-awq",
+              "-nvfp4", "-mxfp4", "-w8a8", "-w4a16", "-int4", "-int8")
 
 
 def _engine_of(found: dict) -> str | None:
@@ -150,12 +154,28 @@ def _model(inputs: dict, fallback=None):
             continue
         inputs["model"] = (key, f"{source}: {quote(value, 120)}" + ("" if name == value else f", read as {name}"))
         return as_model(key)
+    for name in _model_names(str(value)):     # a quantised checkpoint of a preset: the same KV, other weights
+        base = _unquantised(name)
+        try:
+            key = preset(base)["name"] if base else None
+        except ValueError:
+            continue
+        if key:
+            inputs["model"] = (key, f"{source}: {quote(value, 120)}, read as {base}, whose quantised checkpoint it is "
+                                    "(the same KV; its weights from the log's quantization)")
+            return as_model(key)
     if fallback is not None:
         inputs["model"] = (getattr(fallback, "name", fallback),
                            f"fallback; the log's {quote(value, 120)} ({source}) is not a kvmem preset")
         return as_model(fallback)
     raise ValueError(f"the log names the model {quote(value, 120)} ({source}), which is not a kvmem preset; "
                      "check-log does not fetch it: give the model (--model: a preset, an HF id or a config.json)")
+
+
+def _unquantised(name: str) -> str | None:
+    """``name`` without a quantised checkpoint's ending ("Qwen/Qwen3-235B-A22B-FP8" -> "Qwen/Qwen3-235B-A22B")."""
+    lowered = name.lower()
+    return next((name[:-len(end)] for end in _QUANTISED if lowered.endswith(end) and len(name) > len(end)), None)
 
 
 def _model_names(value: str) -> list[str]:

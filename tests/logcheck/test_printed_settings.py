@@ -116,13 +116,23 @@ def test_a_flag_overrides_the_log_and_says_so():
 
 
 def test_a_model_the_log_names_without_a_preset_is_refused_truly():
-    log = V1_LOG.replace("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct-AWQ")
-    with pytest.raises(ValueError, match="names the model 'Qwen/Qwen2.5-7B-Instruct-AWQ' .log line 1., which is not "
-                                         "a kvmem preset; check-log does not fetch it: give the model"):
+    log = V1_LOG.replace("Qwen/Qwen2.5-7B-Instruct", "mistralai/Ministral-8B-Instruct-2410")
+    with pytest.raises(ValueError, match="names the model 'mistralai/Ministral-8B-Instruct-2410' .log line 1., which "
+                                         "is not a kvmem preset; check-log does not fetch it: give the model"):
         check_log(log)
     assert check_log(log, "qwen2.5-7b").inputs["model"] == ("qwen2.5-7b", "given")
     with pytest.raises(ValueError, match="no model given and the log names none"):
         check_log(SERVING[10]["log"])
+
+
+def test_a_quantised_checkpoint_of_a_preset_is_read_as_it_and_says_so():
+    # Qwen2.5-7B-Instruct-AWQ (docs/research #10's model): its config is Qwen2.5-7B-Instruct's with AWQ weights
+    log = V1_LOG.replace("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct-AWQ").replace(
+        "quantization=None", "quantization=awq_marlin")
+    r = check_log(log)
+    assert r.matches and r.model == "qwen2.5-7b"
+    assert r.inputs["model"][1].endswith("read as Qwen/Qwen2.5-7B-Instruct, whose quantised checkpoint it is (the "
+                                         "same KV; its weights from the log's quantization)")
 
 
 def test_a_sglang_log_reads_server_args_and_checks_max_running_requests():
