@@ -7,12 +7,13 @@ kvmem.engines.llamacpp.fitting. This module searches and reports:
 kvmem's placement (``offload``): the most on the GPUs at the given context. One GPU: MoE, every
     layer offloaded (-ngl 999) and the fewest --n-cpu-moe that fits, and if even all experts on
     the host do not fit, fewer layers; dense, the largest -ngl that fits. Several GPUs: --fit's own
-    search (kvmem.engines.llamacpp.fitting) with no margin kept, which gives every GPU layers: the
-    dense parts back to front, then whole layers with their experts front to back, one layer split
-    over two GPUs. Then, MoE (``_top_up``): while a GPU has room for a routed expert tensor that
-    sits on the host, the largest such tensor that fits is moved there (one -ot naming the tensor and the GPU,
-    ahead of the other patterns: llama.cpp takes the first pattern that matches). So no GPU is left
-    with room for an expert tensor, or a layer, while one sits on the host.
+    search (kvmem.engines.llamacpp.fitting), which gives every GPU layers: the dense parts back to
+    front, then whole layers with their experts front to back, one layer split over two GPUs (MoE:
+    with its 1 GiB margin per card, which is then filled; dense: with no margin). Then, MoE
+    (``_top_up``): while a GPU has room for a routed expert tensor that sits on the host, the
+    largest such tensor that fits is moved there (one -ot naming the tensor and the GPU, ahead of
+    the other patterns: llama.cpp takes the first pattern that matches). So no GPU is left with
+    room for an expert tensor, or a layer, while one sits on the host.
 """
 
 from __future__ import annotations
@@ -161,18 +162,26 @@ def _top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layo
     """Move host expert tensors to GPUs with room for them until no GPU has room for one (module doc)."""
     if lay is None or model.facts.moe is None:
         return lay
-    for device in lay.placement.gpus:
-        while True:
-            room = budgets[device] - lay.total_bytes[device]
-            for t in _host_experts(lay):
-                if cuda_alloc_bytes(t) > room:
-                    continue
-                trial = _moved(model, tensors, lay, t, device, kw)
-                if trial.fits(budgets):
-                    lay = trial
+    moved = True
+    while moved:        # until a pass over the GPUs moves nothing: a move can change another card's compute buffer
+        moved = False
+        for device in lay.placement.gpus:
+            while True:
+                # a tensor moved here can also shrink this card's compute buffer (the host experts it no longer
+                # copies in): up to the room plus that buffer; one try per size (the same bytes fail alike)
+                room = budgets[device] - lay.total_bytes[device] + lay.compute_bytes[device]
+                failed = set()
+                for t in _host_experts(lay):
+                    size = cuda_alloc_bytes(t)
+                    if size > room or size in failed:
+                        continue
+                    trial = _moved(model, tensors, lay, t, device, kw)
+                    if trial.fits(budgets):
+                        lay, moved = trial, True
+                        break
+                    failed.add(size)
+                else:
                     break
-            else:
-                break
     return lay
 
 
@@ -190,7 +199,23 @@ def room_left(model, tensors, lay: Layout, budgets: dict, kw: dict) -> list:
 
 _BEST: dict = {}      # (model, weight format, budgets, options) -> (Layout | None, tensors, source)
 _BEST_KEPT = 64
-_MARGINS = (0, 128 << 20, 512 << 20, FIT_MARGIN_BYTES)     # kvmem's placement over several GPUs: margins tried
+# kvmem's placement over several GPUs: the margins tried. MoE: --fit's own, which _top_up then fills with
+# expert tensors; dense (whole layers only, nothing to fill with): none first
+_MARGINS = (FIT_MARGIN_BYTES, 2 * FIT_MARGIN_BYTES)
+_MARGINS_DENSE = (0, 128 << 20, 512 << 20, FIT_MARGIN_BYTES)
+_FITS: dict = {}      # fit_searched's answers: kvmem's placement and the --fit report ask the same search
+
+
+def fit_searched(model, tensors, names, free: dict, n_ctx, kw: dict, margin: int = FIT_MARGIN_BYTES) -> tuple:
+    """fit_on, remembered for the last few asked with these very tensors."""
+    key = (model, id(tensors), names, tuple(free.items()), n_ctx, tuple(sorted(kw.items())), margin)
+    if key in _FITS and _FITS[key][0] is tensors:
+        return _FITS[key][1]
+    found = fit_on(model, tensors, names, free, n_ctx=n_ctx, kw=kw, margin=margin)
+    if len(_FITS) >= _BEST_KEPT:
+        _FITS.pop(next(iter(_FITS)))
+    _FITS[key] = (tensors, found)
+    return found
 
 
 def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
@@ -207,12 +232,12 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)
         free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
-        for margin in _MARGINS:
-            # fit.cpp checks each device when it fills it; a later device's split layer can change an earlier
-            # one's compute buffer (kvmem's estimate stands in for the scheduled graph once a non-expert tensor
-            # moves), so a search with no margin can end over a card: then the next margin, and _top_up fills
-            # what it leaves
-            best, _ = fit_on(model, tensors, names, free, n_ctx=kw["n_ctx"], kw=kw_fit, margin=margin)
+        for margin in _MARGINS if model.facts.moe is not None else _MARGINS_DENSE:
+            # --fit's own search (the one its report shows, searched once), then _top_up fills the margin it
+            # keeps; fit.cpp checks each device when it fills it, and a later device's split layer can change an
+            # earlier one's compute buffer (kvmem's estimate stands in for the scheduled graph once a non-expert
+            # tensor moves), so a search can end over a card: then a wider margin
+            best, _ = fit_searched(model, tensors, names, free, kw["n_ctx"], kw_fit, margin)
             if best.fits(usable):
                 break
         else:
@@ -268,7 +293,7 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
     free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     best, tensors, source = best_layout(model, weight_format, tuple(usable.items()), tuple(sorted(kw.items())))
-    fit, fit_note = fit_on(model, tensors, names, free, n_ctx=context if context_set else None, kw=kw_fit)
+    fit, fit_note = fit_searched(model, tensors, names, free, context if context_set else None, kw_fit)
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
     notes = (f"tensors: {source}",
              "compute buffers on GPUs are estimates (see kvmem/engines/llamacpp/layouts.py); model and KV bytes "
