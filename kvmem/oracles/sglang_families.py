@@ -54,7 +54,10 @@ ARCHITECTURES = {
     "roc_bert": "RoCBertForCausalLM", "xlm-roberta": "XLMRobertaForCausalLM",
     "xlm-roberta-xl": "XLMRobertaXLForCausalLM", "xmod": "XmodForCausalLM",
     "modernbert-decoder": "ModernBertDecoderForCausalLM",
+    "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
 }
+# text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
+WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5"}
 # fields set on the config class's defaults: the BERT-style classes are encoders unless is_decoder (kvmem refuses
 # an encoder: it caches nothing); X-MOD needs a default language under SGLang (kvmem.engines.sglang.families)
 SET = {**{t: {"is_decoder": True} for t in ("bert", "bert-generation", "camembert", "data2vec-text", "electra",
@@ -76,7 +79,8 @@ def default_case(family: str) -> dict:
     """The config class's defaults for ``family`` under the architecture SGLang runs it as (ARCHITECTURES),
     with SET's fields."""
     from .transformers import default_config
-    return {**default_config(family).to_dict(), **SET.get(family, {}), "architectures": [ARCHITECTURES[family]]}
+    return {**default_config(WRAPPERS.get(family, family)).to_dict(), **SET.get(family, {}),
+            "architectures": [ARCHITECTURES[family]]}
 
 KV_BYTES = 2   # bf16
 
@@ -196,7 +200,7 @@ def run_config(name: str, cfg: dict, tp: int = 1) -> list[Check]:
     kvmem's row of that layer."""
     ours, theirs = kvmem_view(cfg, tp), sglang_view(cfg, tp)
     checks = [Check(name, key, ours[key], theirs[key]) for key in theirs]
-    if cfg.get("model_type") in NO_PLANS:
+    if Model.from_hf_config(cfg).model_type in NO_PLANS:
         rows = {i: ours["rows"]["full"] for i in ours["full"]}
         checks.append(Check(name, "backend bytes per token per layer", rows, backend_writes(cfg)))
     return checks
@@ -221,8 +225,9 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
         elif isinstance(inner.get("head_dim"), int):
             inner["head_dim"] = rng.choice((64, 128, 256))
         if inner.get("model_type") in NO_PLANS:   # MHA, no head_dim field: vary the heads; tp 1 only (no tp plan)
-            inner["num_attention_heads"] = heads = rng.choice([h for h in (4, 8, 12, 16, 32)
-                                                               if inner["hidden_size"] % h == 0])
+            count, width = (("num_attention_heads", "hidden_size") if "hidden_size" in inner
+                            else ("attention_heads", "embed_dim"))   # Kosmos-2.5's text config
+            inner[count] = heads = rng.choice([h for h in (4, 8, 12, 16, 32) if inner[width] % h == 0])
         kv = inner.get("num_key_value_heads") if isinstance(inner.get("num_key_value_heads"), int) else heads
         tps = [t for t in (1, 2, 4) if isinstance(heads, int) and heads % t == 0
                and isinstance(kv, int) and (kv % t == 0 or t % kv == 0)

@@ -200,6 +200,16 @@ def test_transformers_backend_families(model_type):
         sglang(cfg, pp=2)
 
 
+def test_kosmos_2_5_through_the_multimodal_backend():
+    # Kosmos2_5Config defaults (Kosmos2_5ForConditionalGeneration): 24 text layers, embed_dim 1,536, 16 heads of 96:
+    # 16 x (96 + 96) x 2 B = 6,144 B a layer and token
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("kosmos-2.5").to_dict(), architectures=["Kosmos2_5ForConditionalGeneration"])
+    assert sglang(cfg).kv_bytes == 1001 * 24 * 6144 == 147_603_456
+    with pytest.raises(ValueError, match=r"Kosmos2_5Model has no tensor-parallel plan"):
+        sglang(cfg, tp=2)
+
+
 def test_xmod_needs_its_default_language_under_sglang():
     from kvmem.oracles.transformers import default_config
     cfg = dict(default_config("xmod").to_dict(), is_decoder=True)
@@ -221,7 +231,7 @@ def test_refusals_name_sglangs_own_reason():
 # Opt-in families kvmem does not yet size the way SGLang 0.5.23 does (docs/research/families_sglang.md says why
 # for each). This set may only shrink.
 NOT_YET = {
-    "kosmos_2_5_text_model", "mistral4", "youtu", "axk1", "axk2", "lfm3",
+    "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
     "falcon_h1", "mamba2", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang

@@ -31,6 +31,8 @@ _NO_PLANS = {
     "roberta": "RobertaModel", "roberta-prelayernorm": "RobertaPreLayerNormModel", "roc_bert": "RoCBertModel",
     "xlm-roberta": "XLMRobertaModel", "xlm-roberta-xl": "XLMRobertaXLModel", "xmod": "XmodModel",
     "modernbert-decoder": "ModernBertDecoderModel",
+    # Kosmos-2.5 (Kosmos2_5ForConditionalGeneration: TransformersMultiModalForCausalLM; its text layers write)
+    "kosmos_2_5_text_model": "Kosmos2_5Model",
 }
 
 REFUSALS = {
@@ -95,6 +97,7 @@ FAMILIES = CheckedFamilies(frozenset({
     # one MHA pool, every layer at full length (ModernBERT-Decoder's sliding layers too: not in is_hybrid_swa_model).
     # Judged by running each AutoModel with SGLang's attention function (kvmem/oracles/sglang_families.py
     # backend_writes): every layer writes K and V of exactly the pool's row. No tp/pp plan: tp, pp > 1 refused below.
+    # Kosmos-2.5 likewise, as a multimodal model (the text model's 24 layers; the vision encoder keeps no KV).
     *_NO_PLANS,
 }))
 
