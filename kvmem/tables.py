@@ -142,12 +142,9 @@ def estimate_summary(result, *, weights_bytes: int = 0, gpu_memory_bytes: int | 
 
 def _fit_or_refusal(model, **kwargs):
     """kvmem.fit, with a workload that does not fit at all returned as its (not fitting) Fit."""
-    from .sizing import FitError, fit
+    from .sizing import fit
 
-    try:
-        return fit(model, **kwargs)
-    except FitError as exc:
-        return exc.fit
+    return fit(model, **kwargs)
 
 
 def fit_grid(model, *, gpus, contexts, num_gpus: int = 1, batch: int | None = None, **kwargs) -> "pd.DataFrame":
@@ -187,7 +184,7 @@ def engine_rows(model, *, engines=None, batch: int | None = None, **kwargs) -> l
     that take it; the rest run with their defaults."""
     from .engines import ENGINES
     from .launch import BUILDERS, plan
-    from .sizing import FitError, fit
+    from .sizing import fit
 
     names = list(engines) if engines else [name for name, spec in ENGINES.items() if spec.sizing is not None]
     utilization = kwargs.pop("gpu_memory_utilization", None)
@@ -201,9 +198,7 @@ def engine_rows(model, *, engines=None, batch: int | None = None, **kwargs) -> l
             args["gpu_memory_utilization"] = utilization
         try:
             result = fit(model, **args)
-            refused = None if result.fits else "does not fit"
-        except FitError as exc:
-            result, refused = exc.fit, str(exc)
+            refused = result.why_not
         except ValueError as exc:
             rows.append(EngineRow(engine=name, fits=None, max_batch=None, max_context=None, max_concurrency=None,
                                   command=None, refused=str(exc), options=tuple(own)))

@@ -5,7 +5,7 @@ import streamlit as st
 import kvmem
 from kvmem import plots, tables
 from kvmem.engines import ENGINES
-from kvmem.sizing import FitError, engine_defaults, part_names
+from kvmem.sizing import engine_defaults, part_names
 from ui import cache, common, deploy, inputs, offload
 from ui.engine_options import takes_utilization
 
@@ -41,11 +41,8 @@ if takes_utilization(work.engine):
         help=f"{work.engine} budgets this share of the device's total memory.")
 kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
 
-refusal = None      # the one shortfall and what would fit, said once on this page (the Deploy box refers to it)
 try:
     result = kvmem.fit(model, **kwargs)
-except FitError as exc:
-    result, refusal = exc.fit, str(exc)
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
@@ -69,13 +66,8 @@ m4.metric(f"Decode bound at batch {result.breakdown_batch:,}",
                + ("" if result.decode_text is None else f"; {result.decode_text}"))
 if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
-if refusal:
-    st.error(refusal)
-elif not result.fits:
-    st.warning(f"Short by {kvmem.format_bytes(result.shortfall_bytes)} per device at {result.breakdown_batch:,} × "
-               f"{result.context:,} tokens." if result.shortfall_bytes else "Does not fit.")
-    for line in result.suggestions:   # one answer for the app, kvmem fit and FitError (kvmem.sizing.suggest)
-        st.markdown(f"- would fit: {line}")
+if result.why_not:    # the one shortfall and what would fit, said once on this page (the Deploy box refers to it)
+    st.error(result.why_not)
 engine_box = st.container()   # what the engine will print: filled from the Deploy plan's record, or this fit's
 
 breakdown = tables.breakdown_frame(result)

@@ -90,7 +90,7 @@ def lever_flags(change: dict) -> str:
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from ..engines import engine_spec
-    from ..sizing import FitError, fit
+    from ..sizing import fit
     if args.engine.strip().lower() == "all" or "," in args.engine:   # "which engine?": kvmem compare
         from .compare import cmd_compare
         return cmd_compare(args)
@@ -103,14 +103,11 @@ def cmd_fit(args) -> int:
                         + ("fits with the placement below" if placed else "does not fit: no placement below runs"))
         emit({"llamacpp_offload": data}, args.json, lines)
         return 0 if placed else 1
-    try:
-        result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
-                     context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
-                     kv_dtype=args.kv_dtype, engine=args.engine,
-                     gpu_memory_utilization=args.gpu_memory_utilization, **fit_options(args))
-        error = None
-    except FitError as exc:
-        result, error = exc.fit, str(exc)
+    result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
+                 context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
+                 kv_dtype=args.kv_dtype, engine=args.engine,
+                 gpu_memory_utilization=args.gpu_memory_utilization, **fit_options(args))
+    error = result.why_not if result.max_batch == 0 else None     # not one sequence: said on stderr too
     most = ("not one sequence" if result.max_batch == 0 else
             f"up to {result.max_batch:,} sequence{'s' * (result.max_batch != 1)}")
     workload = (f"{result.context:,} tokens x batch {result.batch}" if result.batch is not None else

@@ -20,7 +20,7 @@ so the sampler's profile peak kvmem sizes is the one the server measures.
 from __future__ import annotations
 
 from ..engines import ENGINES, engine_spec
-from ..sizing import FitError, fit as _fit
+from ..sizing import fit as _fit
 from ..sizing.setup import make_setup
 from ..sizing.search import replica_batch
 from . import llamacpp, sglang, trtllm, vllm
@@ -33,10 +33,10 @@ BUILDERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp, "trtllm": trt
 
 
 def _fit_or_refuse(model, **kwargs):
-    try:
-        return _fit(model, **kwargs)
-    except FitError as exc:
-        raise PlanRefused(f"no command: {exc}", exc.fit) from None
+    result = _fit(model, **kwargs)
+    if result.max_batch == 0:          # not one sequence: the fit says why (Fit.why_not)
+        raise PlanRefused(f"no command: {result.why_not}", result)
+    return result
 
 
 def plan(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, context, batch: int | None = None,

@@ -42,8 +42,9 @@ The results:
                  pipeline stages run one after another for a token, so pp does not raise it;
                  the bound ignores compute, kernels' efficiency and communication.
     kv_crossover_tokens  the context at which the batch's KV reads equal the weight reads
-fit() raises FitError (a ValueError) when not one sequence of ``context`` fits; its message
-says by how much per device and what would fit, and its ``.fit`` holds the result.
+A workload that does not fit is a Fit with ``.fits`` False, whether not one sequence fits or not
+the batch asked: its ``.why_not`` says by how much per device and what would fit (fit() raises
+only for inputs it cannot size; FitError is kept for callers that want to raise one themselves).
 
 Modules: setup (inputs, the engine's rules, its budget), search (the most sequences, the
 longest context), decode (the bandwidth bound, the KV/weights crossover), suggest (the fewest

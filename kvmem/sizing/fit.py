@@ -4,13 +4,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..defaults import ENGINE
 from ..engines import ENGINES, capacity
 from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..units import format_bytes
 from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
-from .results import Fit, FitError, MemoryBreakdown
+from .results import Fit, MemoryBreakdown
 from .numbers import engine_numbers
 from .search import answer, context_cap, pools_refuse, replica_batch
 from .setup import Setup, SetupBudget, make_setup, need_bytes, setup_estimate
@@ -89,9 +91,18 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
                  capacity=cap, breakdown_batch=work_batch, breakdown_context=s.context,
                  refusal=past[1] if past else None,
                  engine_numbers=numbers, placement=found.placed)
-    if max_batch == 0:
-        raise FitError(_not_fitting_message(s, budget, result), result)
+    if not fits:      # one contract: a workload that does not fit is a Fit with .fits False and .why_not
+        result = replace(result, why_not=_not_fitting_message(s, budget, result) if max_batch == 0
+                         else _short_message(s, result))
     return result
+
+
+def _short_message(s: Setup, result: Fit) -> str:
+    """Why a batch does not fit where fewer sequences do: the most that fit, the shortfall, what would fit."""
+    text = (f"{s.model.name} holds {result.max_batch:,} sequence{'s' * (result.max_batch != 1)} of {s.context:,} "
+            f"tokens on {s.num_gpus} x {s.gpu.name} ({s.engine}), not {s.batch:,}: short by "
+            f"{format_bytes(result.shortfall_bytes)} ({result.shortfall_bytes:,} B) per device.")
+    return text + (" What would fit: " + "; ".join(result.suggestions) + "." if result.suggestions else "")
 
 
 def _not_fitting_message(s: Setup, budget: SetupBudget, result: Fit) -> str:

@@ -68,7 +68,9 @@ def decode_words(fit: dict) -> str | None:
 
 
 class FitError(ValueError):
-    """The workload does not fit at all; ``.fit`` is the (not fitting) result."""
+    """A workload that does not fit, as an exception (``.fit`` the Fit). kvmem.fit does not raise it: a
+    workload that does not fit is a Fit with ``.fits`` False and ``.why_not`` (one sequence or the batch
+    asked, alike); callers that want an exception raise ``FitError(fit.why_not, fit)`` themselves."""
 
     def __init__(self, message: str, result: "Fit"):
         super().__init__(message)
@@ -110,6 +112,7 @@ class Fit(EngineVerdict):
     engine_numbers: EngineNumbers | None = field(default=None, compare=False)  # what the engine prints
     placement: dict | None = field(default=None, compare=False)   # the engine's placement the verdict is of
     levers: tuple = field(default=(), compare=False)   # kvmem.sizing.suggest.Lever: words, change, max batch
+    why_not: str | None = None     # when it does not fit: the shortfall and what would fit, in words (None: fits)
 
     @property
     def decode_text(self) -> str | None:
