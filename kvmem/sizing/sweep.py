@@ -67,6 +67,8 @@ def short_reason(message: str, model: str = "") -> str:
     """The gist of a refusal for a matrix cell: its first clause, without the model's name in front,
     at most 60 characters ("tp=8 must divide the model's 28 attention heads" stays whole)."""
     text = re.sub(r"^model '[^']*' ", "", str(message).strip())
+    # an engine's refusal of a family (kvmem.engines.check_family): its reason, not the engine's name
+    text = re.sub(r"^engine '[^']*'(?: \([^)]*\))?:? (?:does not size model_type '[^']*': )?", "", text)
     if model and text.startswith(f"{model}: "):
         text = text[len(model) + 2:]
     text = re.split(r"; | \(|: (?=[a-z])| — ", text, maxsplit=1)[0].rstrip(".")

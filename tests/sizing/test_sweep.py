@@ -46,17 +46,17 @@ def test_each_cell_is_what_kvmem_fit_answers(engine):
 
 def test_refusals_are_short_reasons_never_numbers():
     cells = {(c.model, c.engine, c.num_gpus): c for c in
-             kvmem.sweep(["gemma-3n-e2b", "llama-2-7b", "deepseek-v3.2"], ["h100-sxm-80gb"], contexts=["8k"],
-                         engines=["vllm", "llama.cpp"])}
+             kvmem.sweep(["gemma-3n-e2b", "llama-2-7b", "jamba-1.5-mini"], ["h100-sxm-80gb"], contexts=["8k"],
+                         engines=["vllm", "llama.cpp", "sglang"])}
     no_params = cells["gemma-3n-e2b", "vllm", 1]
     assert no_params.refused == "has no parameter count"
     assert "weights_bytes" in no_params.refusal
     past = cells["llama-2-7b", "vllm", 1]          # vLLM will not start past max_position_embeddings
     assert past.refused == "past the model's 4,096 positions" and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in past.refusal
     assert cells["llama-2-7b", "llama.cpp", 1].refused is None    # llama.cpp starts (and warns)
-    dsa = cells["deepseek-v3.2", "llama.cpp", 1]                # a family the engine's mode does not size
-    assert dsa.refused.startswith("llama.cpp keeps DeepSeek-V3.2's indexer keys")
-    for cell in (no_params, past, dsa):
+    jamba = cells["jamba-1.5-mini", "sglang", 1]                # a family the engine does not run: its reason
+    assert jamba.refused == "SGLang 0.5.23 has no model file for JambaForCausalLM"
+    for cell in (no_params, past, jamba):
         assert (cell.fits, cell.max_batch, cell.max_context, cell.max_concurrency, cell.kv_memory_bytes) == (None,) * 5
         assert cell.text.startswith("refused: ")
     (tp3,) = kvmem.sweep(["llama-3.1-8b"], ["h100-sxm-80gb"], num_gpus=3)
@@ -84,6 +84,10 @@ def test_short_reason():
         "has no parameter count"
     assert short_reason("m: llama.cpp keeps it elsewhere", "m") == "llama.cpp keeps it elsewhere"
     assert len(short_reason("a" * 200)) == 60
+    assert short_reason("engine 'sglang' (SGLang 0.5.23) does not size model_type 'jamba': SGLang 0.5.23 has no "
+                        "model file for it; engines that size it: ideal") == "SGLang 0.5.23 has no model file for it"
+    assert short_reason("engine 'trtllm' (TensorRT-LLM main): kvmem does not size model_type 'gemma4_text' the way "
+                        "this engine does yet: kvmem has not checked ...").startswith("kvmem does not size model_type")
 
 
 def test_matrix_and_files_keep_refusals_apart_from_numbers():
