@@ -189,12 +189,16 @@ def breakdown_bar(df, *, total_bytes: int, title: str = "Memory per device", nam
     """One stacked bar of a Fit's breakdown (tables.breakdown_frame) against the device total.
 
     When the engine reserves a KV pool (``kv_pool``), the pool is drawn and the KV the workload
-    needs (``kv``) is marked inside it rather than stacked a second time. ``names`` gives each
+    needs (``kv``) is marked inside it rather than stacked a second time; the shortfall is drawn as
+    the KV the pool lacks (at most ``kv`` less the pool), never the weights' overflow again (a 70B's
+    131 GiB on a 24 GiB card was drawn with another 113 GiB of "shortfall"). ``names`` gives each
     part the words a person reads (e.g. ``free`` -> vLLM's 1 - gpu_memory_utilization reserve).
     The two marks' labels sit on two rows above the bar, so they never overlap."""
     names = names or {}
-    parts = df.set_index("part")["bytes"]
+    parts = df.set_index("part")["bytes"].copy()
     pooled = "kv_pool" in parts.index
+    if parts.get("shortfall", 0) > 0:   # the KV the pool lacks: weights that overflow the device are drawn once
+        parts["shortfall"] = min(parts["shortfall"], parts.get("kv", 0) - (parts["kv_pool"] if pooled else 0))
     traces = [{"type": "bar", "x": [nbytes / GIB], "y": ["device"], "orientation": "h",
                "name": names.get(part, part),
                "hovertemplate": f"{names.get(part, part)}: %{{x:.2f}} GiB<extra></extra>"}
