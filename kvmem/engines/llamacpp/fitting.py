@@ -137,6 +137,10 @@ def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: di
 
     def mem(per, overflow):
         key = (tuple(per), tuple(overflow))
+        if not any(p[0] for p in per):
+            # no layer on a GPU: kvmem's layout puts nothing there but a projector on the first (its host
+            # side, the costly CPU graph, is not what fit measures); the same numbers without laying it out
+            return [kw.get("mmproj_bytes", 0) if d == 0 and kw.get("mmproj_offload", True) else 0 for d in range(nd)]
         if key not in memo:
             lay = fit_layout(model, tensors, gpus, per, overflow, kw, ctx)
             memo[key] = (lay, [used(lay, g) for g in gpus])
