@@ -170,7 +170,7 @@ MAX_OPTION_BYTES = 2**60            # 1 EiB
 MAX_OPTION_CHARS = 100
 
 
-def _bounded_option(engine: str, name: str, value) -> None:
+def bounded_option(engine: str, name: str, value) -> None:
     if isinstance(value, bool) or value is None:
         return
     most = MAX_OPTION_BYTES if name.endswith("_bytes") else MAX_COUNT
@@ -191,7 +191,7 @@ def with_defaults(spec: EngineSpec, options: dict) -> dict:
         valid = ", ".join(sorted(spec.options)) or "none"
         raise ValueError(f"engine {spec.name!r} has no option {show_value(unknown[0])}; its options: {valid}")
     for name, value in options.items():
-        _bounded_option(spec.name, name, value)
+        bounded_option(spec.name, name, value)
     return {**spec.options, **options}
 
 

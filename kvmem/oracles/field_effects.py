@@ -102,7 +102,7 @@ def _with(config, field: str, value):
 def field_effect(model_type: str, field: str) -> FieldEffect:
     """``field`` set to each candidate value in ``model_type``'s shrunk default config: its effect on the
     bytes transformers' cache holds (see the module's docstring)."""
-    from .transformers import _first_line, measured
+    from .transformers import first_line, measured
     started = time.perf_counter()
 
     def done(outcome, **kw):
@@ -111,7 +111,7 @@ def field_effect(model_type: str, field: str) -> FieldEffect:
     try:
         config, prefill, total, per_layer, _, _ = measured(model_type)
     except Exception as error:  # noqa: BLE001 -- transformers cannot build the family at all
-        return done("cannot-build", tried=(("base", _first_line(error)),))
+        return done("cannot-build", tried=(("base", first_line(error)),))
     base = (prefill, total)
     text = config.get_text_config(decoder=True).to_dict()
     layers = int(text.get("num_hidden_layers") or 1)
@@ -123,7 +123,7 @@ def field_effect(model_type: str, field: str) -> FieldEffect:
         try:
             _, p, t, layered, _, _ = measured(model_type, _with(config, field, value))
         except Exception as error:  # noqa: BLE001 -- this value is rejected by the class or the model
-            tried.append((value, _first_line(error)[:120]))
+            tried.append((value, first_line(error)[:120]))
             continue
         built += 1
         changed = changed or (p, t, layered) != (prefill, total, per_layer)
@@ -165,8 +165,8 @@ def sweep_pairs(model_types=None) -> list[tuple[str, str]]:
 
 
 def _child(conn, model_type: str, field: str) -> None:
-    from .transformers import _die_with_parent
-    _die_with_parent()
+    from .transformers import die_with_parent
+    die_with_parent()
     try:
         import torch
         torch.set_num_threads(1)
@@ -183,8 +183,8 @@ def run_pairs(pairs, *, limit: float = LIMIT, progress=None) -> list[FieldEffect
     """``field_effect`` for each pair, one at a time, each in a forked child killed after ``limit`` s."""
     import multiprocessing
 
-    from .transformers import _preload
-    _preload()
+    from .transformers import preload
+    preload()
     ctx = multiprocessing.get_context("fork")
     out = []
     for model_type, field in pairs:

@@ -724,7 +724,7 @@ def predict(config_dict: dict, *, batch: int = BATCH, prompt: int = PROMPT, step
     return first.total_bytes, last.total_bytes, tuple(last.per_layer)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:300] if text else ''}"
 
@@ -749,15 +749,15 @@ def judge(model_type: str, config=None, *, case: str = "", batch: int = BATCH,
         config, prefill, total, measured_layers, bookkeeping, described = measured(model_type, config, batch=batch,
                                                                                    dtype=dtype)
     except Exception as error:  # transformers itself could not build or run it
-        return done("cannot-build", message=_first_line(error))
+        return done("cannot-build", message=first_line(error))
     try:
         first, last, layers = predict(config.to_dict(), batch=batch, dtype=dtype)
     except (ConfigError, ValueError) as error:
-        return done("refused", measured=total, prefill_measured=prefill, message=_first_line(error),
+        return done("refused", measured=total, prefill_measured=prefill, message=first_line(error),
                     cache=described)
     except Exception as error:  # a crash in kvmem is a wrong answer
         return done("wrong", measured=total, prefill_measured=prefill, cache=described,
-                    message=f"kvmem crashed: {_first_line(error)}")
+                    message=f"kvmem crashed: {first_line(error)}")
     outcome = "match" if (first, last) == (prefill, total) else "wrong"
     message = "" if outcome == "match" or first == prefill else f"after the prefill: kvmem {first}, measured {prefill}"
     return done(outcome, predicted=last, measured=total, prefill_predicted=first, prefill_measured=prefill,
@@ -811,7 +811,7 @@ def _vary_text(d: dict, rng: random.Random) -> None:
 
 # ----------------------------------------------------------------------------- running them all
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: the child is killed when the run that forked it ends (prctl PR_SET_PDEATHSIG)."""
     try:
         import ctypes
@@ -824,7 +824,7 @@ def _die_with_parent() -> None:
 def _child(conn, model_type, config, case) -> None:
     """In a forked child: one thread, quiet transformers, the verdict sent back through the pipe."""
     import warnings
-    _die_with_parent()
+    die_with_parent()
     try:
         import torch
         torch.set_num_threads(1)
@@ -833,12 +833,12 @@ def _child(conn, model_type, config, case) -> None:
         warnings.simplefilter("ignore")
         result = judge(model_type, config, case=case)
     except BaseException as error:  # noqa: BLE001 -- anything at all is this type's cannot-build
-        result = TypeResult(model_type, "cannot-build", case=case, message=_first_line(error))
+        result = TypeResult(model_type, "cannot-build", case=case, message=first_line(error))
     conn.send(result)
     conn.close()
 
 
-def _preload() -> None:
+def preload() -> None:
     """Import torch and transformers' model machinery once, before forking: each child then imports
     only its own modeling file (about 7 s of CPU saved per type). No tensor op runs here, so the
     children start without an OpenMP pool to inherit."""
@@ -852,7 +852,7 @@ def _forked(jobs: list, *, workers: int, limit: float, progress=None) -> list[Ty
     """Run ``judge`` for each (model_type, config, case) in forked children, ``workers`` at a time,
     each killed after ``limit`` seconds (a cannot-build, as is a child that dies)."""
     import multiprocessing
-    _preload()
+    preload()
     ctx = multiprocessing.get_context("fork")
     results: dict[int, TypeResult] = {}
     pending = list(enumerate(jobs))

@@ -146,12 +146,12 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
 # ----------------------------------------------------------------------------- inputs
 
 def split_options(engine: str, rules: SizingRules, spec_options: dict, options: dict) -> tuple[dict, dict]:
-    from ..engines import MAX_OPTION_CHARS, _bounded_option
+    from ..engines import MAX_OPTION_CHARS, bounded_option
     from ..sources.bounded import quote
     engine_opts, sizing = {}, dict(rules.options)
     for name, value in options.items():
         if isinstance(value, str) and len(value) > MAX_OPTION_CHARS:     # echoed by the checks below: bounded first
-            _bounded_option(engine, quote(name, 40), value)
+            bounded_option(engine, quote(name, 40), value)
         if name in rules.fixed_options:
             how = ", ".join(rules.fixed_options.values())
             raise ValueError(f"fit sets {engine}'s {name} itself ({how}); give context and batch instead")
