@@ -94,3 +94,12 @@ def test_no_zero_reserve_for_a_workload_that_does_not_fit(capsys):
     assert "reserve outside vLLM's budget" not in text
     _, out, _ = run(capsys, "fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "8k")
     assert "reserve outside vLLM's budget (1 − gpu_memory_utilization) 7.92 GiB" in out     # 10% of 79.22 GiB
+
+
+def test_a_batch_that_does_not_fit_is_said_in_the_fits_words(capsys):
+    # the README's 70B fp8 on 2 x H100 at 32k x 16: 14 fit; the CLI prints Fit.why_not, as the app does
+    result = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", batch=16, kv_dtype="fp8",
+                       weight_dtype="fp8")
+    code, out, _ = run(capsys, "fit", "llama-3.3-70b", "--gpu", "h100-sxm-80gb", "--num-gpus", "2", "--context",
+                       "32k", "--batch", "16", "--kv-dtype", "fp8", "--weight-dtype", "fp8")
+    assert code == 1 and result.why_not in out.splitlines() and out.count("short by") == 1

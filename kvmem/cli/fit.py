@@ -126,9 +126,8 @@ def cmd_fit(args) -> int:
     if result.kv_crossover_tokens is not None:
         lines.append(f"KV reads pass weight reads from {result.kv_crossover_tokens:,} tokens per sequence")
     lines += engine_numbers_lines(result.engine_numbers)
-    if not result.fits and error is None:
-        lines.append(f"short by {format_bytes(result.shortfall_bytes)} per device; would fit: "
-                     + ("; ".join(result.suggestions) or "nothing tried"))
+    if not result.fits and error is None:      # the fit's own words (Fit.why_not), as the app and the report say it
+        lines.append(result.why_not)
     if result.levers and any(lever.plan_refused is None for lever in result.levers):
         lines.append("would fit, as flags: " + "; ".join(lever_flags(lever.change) for lever in result.levers
                                                          if lever.plan_refused is None))
