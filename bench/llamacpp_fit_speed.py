@@ -1,0 +1,77 @@
+"""CPU time of ``kvmem fit --engine llama.cpp`` for every preset on 1-4 GPUs, as a ratio to vLLM's fit
+of the same preset on the same GPUs, measured in the same run (issue 34 item 5: <= 0.25 s of CPU).
+
+    .venv/bin/python bench/llamacpp_fit_speed.py [--gpu rtx-3090-24gb] [--context 32k] [--gpus 1,2,3,4]
+
+Each measurement is the command's own work, in this process (kvmem.cli.main with its output
+discarded; the interpreter's start-up is bench/cli_startup.py's): for llama.cpp, kvmem.fit (its
+verdict: the best placement over GPUs and host RAM where the model does not fit the GPUs whole)
+and the offload report (kvmem's placement, --fit on's, both commands), with weights q4_k_m; for
+vLLM, kvmem.fit with its defaults. The placement cache is emptied before each llama.cpp command,
+so every figure is a first ask. CPU time: time.process_time. Results go to
+bench/results/llamacpp_fit_speed.json. A benchmark: it reports, it does not assert.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import pathlib
+import statistics
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TARGET_S = 0.25
+
+
+def cpu_seconds(argv: list[str]) -> tuple[float, int]:
+    from kvmem.cli import main
+    from kvmem.engines.llamacpp import offload
+    offload._BEST.clear()
+    sink = io.StringIO()
+    start = time.process_time()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        code = main(argv)
+    return time.process_time() - start, code
+
+
+def main() -> None:
+    import kvmem
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", default="rtx-3090-24gb")
+    parser.add_argument("--context", default="32k")
+    parser.add_argument("--gpus", default="1,2,3,4")
+    parser.add_argument("--models", default="", help="comma-separated presets (default: every preset)")
+    args = parser.parse_args()
+    models = [m for m in args.models.split(",") if m] or list(kvmem.list_models())
+    counts = [int(n) for n in args.gpus.split(",")]
+    cpu_seconds(["fit", "llama-3.1-8b", "--gpu", args.gpu, "--context", "8k", "--engine", "llama.cpp"])   # warm imports
+    rows = []
+    for n in counts:
+        for model in models:
+            common = ["fit", model, "--gpu", args.gpu, "--num-gpus", str(n), "--context", args.context]
+            llama, code = cpu_seconds(common + ["--engine", "llama.cpp", "--weight-dtype", "q4_k_m"])
+            vllm, _ = cpu_seconds(common + ["--engine", "vllm"])
+            rows.append({"model": model, "gpus": n, "llamacpp_s": round(llama, 4), "vllm_s": round(vllm, 4),
+                         "ratio": round(llama / vllm, 1) if vllm else None, "exit": code})
+            print(f"{n} x {args.gpu} {model:32s} llama.cpp {llama:6.3f} s  vLLM {vllm:6.3f} s  "
+                  f"{llama / vllm if vllm else 0:6.1f}x  exit {code}", flush=True)
+    summary = {}
+    for n in counts:
+        mine = [r for r in rows if r["gpus"] == n]
+        worst = max(mine, key=lambda r: r["llamacpp_s"])
+        summary[n] = {"median_s": round(statistics.median(r["llamacpp_s"] for r in mine), 4),
+                      "max_s": worst["llamacpp_s"], "max_model": worst["model"],
+                      "vllm_median_s": round(statistics.median(r["vllm_s"] for r in mine), 4),
+                      "over_target": sorted(r["model"] for r in mine if r["llamacpp_s"] > TARGET_S)}
+        print(f"{n} GPU(s): median {summary[n]['median_s']:.3f} s, max {worst['llamacpp_s']:.3f} s ({worst['model']}), "
+              f"vLLM median {summary[n]['vllm_median_s']:.3f} s; over {TARGET_S} s: {len(summary[n]['over_target'])}")
+    out = ROOT / "bench" / "results" / "llamacpp_fit_speed.json"
+    out.write_text(json.dumps({"gpu": args.gpu, "context": args.context, "target_s": TARGET_S, "summary": summary,
+                               "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
