@@ -55,6 +55,7 @@ ARCHITECTURES = {
     "xlm-roberta-xl": "XLMRobertaXLForCausalLM", "xmod": "XmodForCausalLM",
     "modernbert-decoder": "ModernBertDecoderForCausalLM",
     "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
+    "mamba2": "Mamba2ForCausalLM",
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
 WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5"}
@@ -63,7 +64,9 @@ WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5"}
 SET = {**{t: {"is_decoder": True} for t in ("bert", "bert-generation", "camembert", "data2vec-text", "electra",
                                             "ernie", "roberta", "roberta-prelayernorm", "roc_bert", "xlm-roberta",
                                             "xlm-roberta-xl")},
-       "xmod": {"is_decoder": True, "default_language": "en_XX"}}
+       "xmod": {"is_decoder": True, "default_language": "en_XX"},
+       # SGLang's Mamba2Config reads intermediate_size, which transformers' defaults lack (num_heads x head_dim)
+       "mamba2": {"intermediate_size": 128 * 64}}
 
 
 def base_configs() -> list[tuple[str, dict]]:
@@ -216,6 +219,10 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
     for _ in range(n):
         varied = json.loads(json.dumps(cfg))
         inner = varied[text] if text else varied
+        if inner.get("model_type") == "mamba2":   # the groups, and a tp the mixer accepts (tp | groups, or 1 group)
+            inner["n_groups"] = groups = rng.choice((1, 2, 4, 8))
+            out.append((varied, rng.choice([t for t in (1, 2, 4) if groups % t == 0 or groups == 1])))
+            continue
         heads = inner.get("num_attention_heads")
         if isinstance(inner.get("num_key_value_heads"), int) and isinstance(heads, int):
             inner["num_key_value_heads"] = rng.choice([d for d in range(1, heads + 1) if heads % d == 0])

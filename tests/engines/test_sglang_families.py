@@ -132,6 +132,29 @@ def test_pure_mamba_models_keep_a_state_and_no_kv():
         assert (cap.tokens, cap.details["max_mamba_cache_size"], cap.details["max_running_requests"]) == (2048, 146, 48)
 
 
+def test_mamba2_is_pure_ssm_and_needs_intermediate_size():
+    # transformers' Mamba2Config defaults (Mamba-Codestral-7B's shape) + intermediate_size 8,192 (128 heads x 64):
+    # 64 layers x (conv (8,192 + 2 x 8 groups x 128) x 3 x 2 B = 61,440 B + SSM 128 x 64 x 128 x 4 B = 4,194,304 B)
+    # = 272,367,616 B a request; no KV layer
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("mamba2").to_dict(), architectures=["Mamba2ForCausalLM"], intermediate_size=8192)
+    result = sglang(cfg, batch=2)
+    assert (result.kv_bytes, result.state_bytes) == (0, 2 * 64 * (61_440 + 4_194_304)) == (0, 544_735_232)
+    # 40 GiB: the state pool takes 0.9 / 1.9 of it: int((20,344,055,612 - 272,367,616) // 272,367,616) = 73 slots
+    cap = kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang", kv_memory=40 * 2**30)
+    assert (cap.tokens, cap.details["max_mamba_cache_size"]) == (2048, 73)
+    # 1 GiB holds no request's state: SGLang's RuntimeError
+    assert "Not enough GPU memory for hybrid" in kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang",
+                                                                kv_memory=2**30).refusal.reason
+    with pytest.raises(ValueError, match=r"intermediate_size is not set: SGLang 0.5.23's Mamba2Config"):
+        sglang({k: v for k, v in cfg.items() if k != "intermediate_size"})
+    with pytest.raises(ValueError, match=r"intermediate_size 4096 is not num_heads x head_dim \(128 x 64\)"):
+        sglang(dict(cfg, intermediate_size=4096))
+    with pytest.raises(ValueError, match=r"Mamba2 mixer asserts .*then num_groups must equal 1.*tp 4, n_groups 2"):
+        sglang(dict(cfg, n_groups=2), tp=4)
+    assert sglang(dict(cfg, n_groups=1), tp=4).state_bytes > 0   # one group: replicated (extra groups), allowed
+
+
 # The config classes' defaults (transformers 5.24) with SGLang's architecture; hand counts, 1,001 rows
 DEFAULTS = {
     "exaone4": 1001 * 32 * 32 * 256 * 2,             # 32 layers (sliding ones at full length) x 32 heads x 128
@@ -233,7 +256,7 @@ def test_refusals_name_sglangs_own_reason():
 NOT_YET = {
     "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
-    "falcon_h1", "mamba2", "deepseek_v4",
+    "falcon_h1", "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
     "deepseek_ref", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
 }

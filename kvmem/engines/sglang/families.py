@@ -85,6 +85,10 @@ FAMILIES = CheckedFamilies(frozenset({
     # mamba.py / falcon_mamba.py: pure SSM (PURE_SSM_ARCHITECTURES, model_config.py#L1334-L1345): a zero-byte KV
     # cell, a Mamba1 state per request (conv inner/tp x (kernel - 1), SSM inner/tp x d_state in float32)
     "mamba", "falcon_mamba",
+    # mamba2.py Mamba2ForCausalLM: pure SSM too (PURE_SSM_ARCHITECTURES), a Mamba2 state per layer (conv
+    # intermediate_size + 2 x n_groups x state_size channels, SSM num_heads x head_dim x state_size); SGLang's
+    # Mamba2Config reads intermediate_size, which the config.json must carry (check below)
+    "mamba2",
     # no EntryClass: SGLang runs these through its Transformers backend (models/transformers.py, backend-compatible
     # classes with tp and pp plans), whose pool is ModelConfig's: one MHA pool, every layer at full length
     "smollm3", "dots1",
@@ -113,6 +117,21 @@ def check(model: Model, tp: int = 1, pp: int = 1) -> None:
                          f"ValueError at {what[0]}p {n}: transformers' {base} has no {what}-parallel plan "
                          f"(\"{base} does not support {what} parallel yet!\", "
                          "python/sglang/srt/models/transformers.py)")
+    if model.model_type == "mamba2":
+        inner = model.config.get("intermediate_size")
+        if inner is None:
+            # sglang@v0.5.23 python/sglang/srt/configs/mamba2.py#L41-L55 mamba2_cache_params (and models/mamba2.py
+            # #L70-L78) read config.intermediate_size; transformers' Mamba2Config (4.x, 5.24) defines no such field
+            raise ValueError("intermediate_size is not set: SGLang 0.5.23's Mamba2Config.mamba2_cache_params reads "
+                             "config.intermediate_size (python/sglang/srt/configs/mamba2.py), which transformers' "
+                             "Mamba2Config does not define, so SGLang raises AttributeError at startup")
+        heads, head_dim = model.config.get("num_heads"), model.config.get("head_dim")
+        if inner != heads * head_dim:
+            # sglang@v0.5.23 python/sglang/srt/layers/attention/mamba/mamba.py#L221-L224: the mixer shards
+            # intermediate_size through num_heads, taking intermediate_size = num_heads x head_dim
+            raise ValueError(f"intermediate_size {inner} is not num_heads x head_dim ({heads} x {head_dim}): SGLang "
+                             "0.5.23's Mamba2 mixer takes them equal (layers/attention/mamba/mamba.py); kvmem does not "
+                             "size a config whose conv and SSM widths disagree")
     if model.model_type == "xmod" and not model.config.get("default_language"):
         # SGLang's Transformers backend calls XmodModel with no lang_ids (models/transformers.py#L1000-L1034);
         # transformers 5.24 modeling_xmod.py#L731-L736 then needs the config's default_language

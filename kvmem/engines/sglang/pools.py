@@ -279,6 +279,12 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
             window = max(layers[i].window for i in swa)
     if not full and not swa and not linear:
         raise ValueError(f"{model.name} has no attention layer for SGLang's KV pool")
+    if linear and tp > 1 and model.model_type in MAMBA2_GROUPS:
+        groups = Fields(model.config, model.model_type).int(MAMBA2_GROUPS[model.model_type][0])
+        if groups % tp and groups != 1:
+            # sglang@v0.5.23 python/sglang/srt/layers/attention/mamba/mamba.py#L249-L252 MambaMixer2
+            raise ValueError(f"SGLang 0.5.23's Mamba2 mixer asserts \"If tensor parallel world size does not divide "
+                             f"num_groups, then num_groups must equal 1.\" (tp {tp}, n_groups {groups})")
     for i in linear:
         state = layers[i].state
         require_divides(tp, state.conv_channels, f"conv channels of layer {i}")
