@@ -4,6 +4,7 @@ import streamlit as st
 
 import kvmem
 from kvmem import plots, tables
+from kvmem.engine_choice import engine_rows
 from kvmem.engines import ENGINES
 from kvmem.sizing import engine_defaults, part_names
 from ui import cache, common, deploy, inputs, offload
@@ -92,7 +93,7 @@ if st.toggle("Size this workload under every engine mode", key="fit_engines",
                   "engine's concurrency and its command. The sidebar's engine options go to the engines that "
                   "declare them; the others run with their defaults."):
     with st.spinner("Sizing every engine mode…"):
-        engine_table = common.guard(tables.engine_rows, model, **{k: v for k, v in kwargs.items() if k != "engine"})
+        engine_table = common.guard(engine_rows, model, **{k: v for k, v in kwargs.items() if k != "engine"})
     shown = [{"engine": r.engine, "fits": "refused" if r.fits is None else r.fits, "max_batch": r.max_batch,
               "max_context": r.max_context, "max_concurrency": r.max_concurrency,
               "command": r.command or r.refused or r.no_command} for r in engine_table]

@@ -16,7 +16,7 @@ def engines_asked(text: str) -> list[str] | None:
 
 def cmd_compare(args) -> int:
     """Exit 0 when the workload fits under at least one engine, 1 when under none."""
-    from ..tables import engine_rows
+    from ..engine_choice import engine_rows
     rows = engine_rows(read_model(args.model, args.revision), engines=engines_asked(args.engine), gpu=args.gpu,
                        num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, context=args.context, batch=args.batch,
                        weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,

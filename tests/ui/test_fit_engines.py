@@ -1,6 +1,7 @@
 """The Fit page's "Which engine?" table: kvmem compare's rows for the sidebar's workload (issue 33 item 5)."""
 
 from kvmem import tables
+from kvmem.engine_choice import engine_rows
 from tests.ui.apptest import load
 
 
@@ -12,7 +13,7 @@ def test_which_engine_table_is_engine_rows():
     at.toggle(key="fit_engines").set_value(True).run()
     assert not at.exception
     frame = at.table[0].value
-    rows = tables.engine_rows("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=1, context=32768, batch=1,
+    rows = engine_rows("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=1, context=32768, batch=1,
                               kv_dtype="auto", weight_dtype="auto")
     assert list(frame["Engine"]) == [r.engine for r in rows]
     vllm = {r.engine: r for r in rows}["vllm"]
