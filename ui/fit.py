@@ -57,7 +57,8 @@ st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu} (
 if "offload" in ENGINES[work.engine].panels:   # the engine places layers on GPUs and host: its placement first
     offload.panel(model, kwargs)
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens per replica")
+m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens at once"
+          + (f", over {result.replicas} replicas" if result.replicas > 1 else ""))
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
 m3.metric("Fewest GPUs", "—" if result.min_gpus is None else f"{result.min_gpus}",
           help="smallest tp (x pp) that holds the workload")
