@@ -55,7 +55,7 @@ ARCHITECTURES = {
     "xlm-roberta-xl": "XLMRobertaXLForCausalLM", "xmod": "XmodForCausalLM",
     "modernbert-decoder": "ModernBertDecoderForCausalLM",
     "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
-    "mamba2": "Mamba2ForCausalLM",
+    "mamba2": "Mamba2ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
 WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5"}

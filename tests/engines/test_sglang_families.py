@@ -155,6 +155,24 @@ def test_mamba2_is_pure_ssm_and_needs_intermediate_size():
     assert sglang(dict(cfg, n_groups=1), tp=4).state_bytes > 0   # one group: replicated (extra groups), allowed
 
 
+def test_falcon_h1_keeps_kv_and_a_mamba2_state_on_every_layer():
+    # FalconH1Config defaults: 32 layers, each attention (8 KV heads x 128: 8 x 256 x 2 B = 4,096 B a token) and a
+    # Mamba2 mixer: conv (1,024 + 2 x 1 group x 256) x 3 x 2 B = 9,216 B + SSM 128 heads x 8 x 256 x 4 B = 1,048,576 B
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("falcon_h1").to_dict(), architectures=["FalconH1ForCausalLM"])
+    result = sglang(cfg)
+    assert (result.kv_bytes, result.state_bytes) == (1001 * 32 * 4096, 32 * (9216 + 1_048_576)) == (131_203_072,
+                                                                                                    33_849_344)
+    # tp 2: 4 KV heads; the one group is replicated (tp - n_groups = 1 group more): (1,536 + 2 x 256) / 2 = 1,024
+    # conv channels x 3 x 2 B = 6,144 B; 64 of the 128 SSM heads: 131,072 x 4 B = 524,288 B
+    half = sglang(cfg, tp=2)
+    assert (half.kv_bytes, half.state_bytes) == (1001 * 32 * 2048, 32 * (6144 + 524_288)) == (65_601_536, 16_973_824)
+    # capacity, 40 GiB: the state pool first, 0.9 / 1.9 of it: 20,344,055,613 // 33,849,344 = 601 slots (600 and the
+    # padding slot, 20,343,455,744 B); the rest 22,606,217,216 B / (32 x 4,096 B a token) = 172,471 tokens
+    cap = kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang", kv_memory=40 * 2**30)
+    assert (cap.tokens, cap.details["max_mamba_cache_size"]) == (172_471, 600)
+
+
 # The config classes' defaults (transformers 5.24) with SGLang's architecture; hand counts, 1,001 rows
 DEFAULTS = {
     "exaone4": 1001 * 32 * 32 * 256 * 2,             # 32 layers (sliding ones at full length) x 32 heads x 128
@@ -256,7 +274,7 @@ def test_refusals_name_sglangs_own_reason():
 NOT_YET = {
     "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
-    "falcon_h1", "deepseek_v4",
+    "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
     "deepseek_ref", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
 }

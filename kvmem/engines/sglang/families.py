@@ -89,6 +89,10 @@ FAMILIES = CheckedFamilies(frozenset({
     # intermediate_size + 2 x n_groups x state_size channels, SSM num_heads x head_dim x state_size); SGLang's
     # Mamba2Config reads intermediate_size, which the config.json must carry (check below)
     "mamba2",
+    # falcon_h1.py FalconH1ForCausalLM: attention and a Mamba2 mixer on every layer; configs/falcon_h1.py gives
+    # full_attention_layer_ids and the state's layers as every layer: each layer is in the KV pool and has a state
+    # (pools.make_layout: a layer with a state is a state layer whatever its kind)
+    "falcon_h1",
     # no EntryClass: SGLang runs these through its Transformers backend (models/transformers.py, backend-compatible
     # classes with tp and pp plans), whose pool is ModelConfig's: one MHA pool, every layer at full length
     "smollm3", "dots1",

@@ -190,7 +190,10 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     check_family(model, tp, pp)
     layers = model.layers
     notes = []
-    linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR)
+    # the state layers: linear/Mamba layers, and attention layers with a Mamba2 mixer beside them (Falcon-H1:
+    # sglang@v0.5.23 python/sglang/srt/configs/falcon_h1.py#L291-L315 mamba2_cache_params layers = every layer,
+    # full_attention_layer_ids = every layer: both pools hold every layer)
+    linear = tuple(i for i, layer in enumerate(layers) if layer.kind == LINEAR or layer.state is not None)
     hybrid_swa = (not linear and not disable_hybrid_swa_memory and is_hybrid_swa(model)
                   and any(layer.kind.windowed for layer in layers))
     if linear:
@@ -346,10 +349,11 @@ def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
     out = []
     for i in range(model.num_layers):
         role = "full" if i in full else "swa" if i in swa else None
+        state = batch * state_bytes_of(model, layout, i, tp) if i in linear else 0   # Falcon-H1: KV and a state
         if role is not None:
             n = rows[role] + page
             index = _index_bytes(rows[role], page, layout.index_row) if i in layout.indexed else 0
-            out.append((n * layout.k_row[role] + index, n * layout.v_row[role], 0))
+            out.append((n * layout.k_row[role] + index, n * layout.v_row[role], state))
         elif i in linear:
             out.append((0, 0, batch * state_bytes_of(model, layout, i, tp)))
         else:
