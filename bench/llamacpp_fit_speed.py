@@ -7,7 +7,7 @@ Each measurement is the command's own work, in this process (kvmem.cli.main with
 discarded; the interpreter's start-up is bench/cli_startup.py's): for llama.cpp, kvmem.fit (its
 verdict: the best placement over GPUs and host RAM where the model does not fit the GPUs whole)
 and the offload report (kvmem's placement, --fit on's, both commands), with weights q4_k_m; for
-vLLM, kvmem.fit with its defaults. The placement cache is emptied before each llama.cpp command,
+vLLM, kvmem.fit with its defaults. The placement caches are emptied before each command,
 so every figure is a first ask. CPU time: time.process_time. Results go to
 bench/results/llamacpp_fit_speed.json. A benchmark: it reports, it does not assert.
 """
@@ -28,8 +28,9 @@ TARGET_S = 0.25
 
 def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
-    from kvmem.engines.llamacpp import offload
-    offload._BEST.clear()
+    from kvmem.engines.llamacpp import fitting, offload
+    for memo in (offload._BEST, offload._FITS, offload._TENSORS, fitting._LAID):   # every command a first ask
+        memo.clear()
     sink = io.StringIO()
     start = time.process_time()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):

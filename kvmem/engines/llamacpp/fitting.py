@@ -25,10 +25,10 @@ fit gives up when the user set -ngl, -ts, -ot or --n-cpu-moe (kvmem calls it wit
 from __future__ import annotations
 
 from ...model import Model
-from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout, layout
+from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout, layout as _layout
 from .placement import CPU
 
-__all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout"]
+__all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout", "layout"]
 
 FIT_MARGIN_BYTES = 1 << 30      # common/arg.cpp --fit-target: 1024 MiB per device
 FIT_CTX = 4096                  # common/arg.cpp --fit-ctx
@@ -36,6 +36,25 @@ FIT_CTX = 4096                  # common/arg.cpp --fit-ctx
 # common/fit.cpp get_overflow_pattern: the tensors of layer N each fraction moves
 _FRACTION = {"ATTN": r"\.ffn_(gate|up|gate_up|down).*", "UP": r"\.ffn_(gate|gate_up|down).*",
              "GATE": r"\.ffn_down.*", "MOE": r"\.ffn_(up|down|gate_up|gate)_(ch|)exps"}
+
+
+_LAID: dict = {}        # (model, tensors id, flags) -> (tensors, Layout): the searches ask the same flags again
+_LAID_KEPT = 256
+
+
+def layout(model: Model, tensors, **flags) -> Layout:
+    """kvmem.engines.llamacpp.layouts.layout, remembered for the last few flags asked with these very
+    tensors (a Layout is frozen): kvmem's placement, --fit's, the verdict's searches and the sweep's
+    other GPUs ask many of the same (every expert on the host, full offload, a search's first trials)."""
+    key = (model, id(tensors), tuple(sorted(flags.items())))
+    hit = _LAID.get(key)
+    if hit is not None and hit[0] is tensors:
+        return hit[1]
+    lay = _layout(model, tensors, **flags)
+    if len(_LAID) >= _LAID_KEPT:
+        _LAID.pop(next(iter(_LAID)))
+    _LAID[key] = (tensors, lay)
+    return lay
 
 
 def largest(lo: int, hi: int, ok) -> int | None:

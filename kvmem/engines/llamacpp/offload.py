@@ -25,8 +25,8 @@ from importlib import resources
 
 from ...model import Model
 from ...records import Record
-from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, largest
-from .layouts import CUDA_CONTEXT_BYTES, Layout, layout
+from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, largest, layout
+from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
 
@@ -218,6 +218,18 @@ def fit_searched(model, tensors, names, free: dict, n_ctx, kw: dict, margin: int
     return found
 
 
+_TENSORS: dict = {}   # (model, weight format) -> (tensors, source): one object per model, so layouts are remembered
+
+
+def _tensors(model, weight_format) -> tuple:
+    key = (model, weight_format)
+    if key not in _TENSORS:
+        if len(_TENSORS) >= 8:
+            _TENSORS.pop(next(iter(_TENSORS)))
+        _TENSORS[key] = tensors_for(model, weight_format)
+    return _TENSORS[key]
+
+
 def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     """(kvmem's placement or None, the tensors, their source) for ``model``'s tensors in
     ``weight_format`` (kvmem.engines.llamacpp.tensors.tensors_for), ``budgets`` ((device, bytes), ...)
@@ -227,7 +239,7 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     key = (model, weight_format, budgets, options)
     if key in _BEST:
         return _BEST[key]
-    tensors, source = tensors_for(model, weight_format)
+    tensors, source = _tensors(model, weight_format)
     names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)

@@ -42,7 +42,8 @@ def placement_verdict(s, found):
     """The Answer from kvmem's best placement of ``s``'s workload (module doc), or None where the
     answer with every layer on the GPUs stands."""
     from ...sizing.search import largest_fitting
-    from .layouts import CUDA_CONTEXT_BYTES, layout
+    from .fitting import layout
+    from .layouts import CUDA_CONTEXT_BYTES
     from .offload import _weight_format, best_layout
     from .panel import offload_options
 
