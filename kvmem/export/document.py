@@ -95,7 +95,7 @@ def report(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1,
     and the sources of its model and GPU entries; the same arguments as kvmem.fit."""
     from .. import __version__
     from ..launch import PlanRefused, plan
-    from ..sizing import FitError, fit
+    from ..sizing import fit
 
     model, gpu = as_model(model), get_gpu(gpu)
     context = parse_tokens(context)
@@ -104,10 +104,7 @@ def report(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1,
                   kv_dtype=kv_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization, **options)
     inputs = {"model": _model_input(model), "gpu": _gpu_input(gpu),
               **{k: v for k, v in kwargs.items() if k in _FIT_INPUTS}, "options": dict(options)}
-    try:
-        result = fit(model, **kwargs)
-    except FitError as exc:
-        result = exc.fit
+    result = fit(model, **kwargs)                       # a workload that does not fit: .fits False, .why_not
     the_plan, refused = None, None
     try:
         the_plan = plan(model, target="workload", **kwargs)

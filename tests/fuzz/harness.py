@@ -2,7 +2,7 @@
 
 Outcomes (counted in STATS, reported at the end of the run by tests/fuzz/conftest.py):
     ok        a result that passes its sanity check
-    refused   a ValueError (ConfigError, FitError) whose message names one of the fields
+    refused   a ValueError (ConfigError, SourceError) whose message names one of the fields
     unnamed   a ValueError whose message names none of them        -> the test fails
     crash     any other exception                                   -> the test fails
     nonsense  a result that fails its sanity check (negative, NaN, float bytes, K + V != KV) -> fails

@@ -8,10 +8,7 @@ from kvmem.launch import plan
 
 
 def _fit(model, **kwargs):
-    try:
-        return kvmem.fit(model, **kwargs)
-    except kvmem.FitError as exc:
-        return exc.fit
+    return kvmem.fit(model, **kwargs)
 
 
 WORKLOADS = [
