@@ -85,18 +85,23 @@ def placement_verdict(s, found):
                 tried[context, seqs] = False
         return tried[context, seqs]
 
-    # the searches start from a linear guess: the slack of the tightest GPU over what one more sequence
-    # (or 256 more tokens a sequence) adds to it; llama.cpp pads the cells per stream to 256
-    # (src/llama-kv-cache.cpp), so the longest context is searched in steps of 256
-    slack = min(dict(budgets)[n] - best.total_bytes[n] for n in names)
-    per_seq = max(sum(best.placement.device(n).kv_bytes for n in names) // batch, 1)
+    # the searches start from a linear guess: on each GPU holding KV, its slack over what its KV grows by
+    # with one more sequence (or 256 more cells a sequence), the tightest GPU's; llama.cpp pads the cells
+    # per stream to 256 (src/llama-kv-cache.cpp), so the longest context is searched in steps of 256
+    cells = max(-(-s.context // _PAD), 1)
+    holding = [(dict(budgets)[n] - best.total_bytes[n], best.placement.device(n).kv_bytes) for n in names]
+    holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
     seq_cap = min(LLAMA_MAX_SEQ, s.rules.max_sequences or LLAMA_MAX_SEQ)
-    most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + slack // per_seq)
+    more_seqs = min(slack * batch // kv for slack, kv in holding)
+    if more_seqs == 0 and bound is None and not s.engine_options.get("kv_unified"):
+        # each sequence is a stream of the same cells (kv_unified off): one more adds kv / batch on every GPU
+        # holding KV, more than one of them has left (its compute buffer does not shrink): it does not fit
+        tried[s.context, batch + 1] = False
+    most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + more_seqs)
     context_cap = max(s.model.max_position_embeddings or s.context, s.context)
     units = -(-context_cap // _PAD)
-    per_unit = max(per_seq * _PAD // max(s.context, 1), 1)
-    top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units,
-                          s.context // _PAD + slack // per_unit)
+    more_units = min(slack * cells // kv for slack, kv in holding)
+    top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units, cells + more_units)
     longest = max(min(top * _PAD, context_cap), s.context)
     on_host = best.total_bytes["CPU"]
     fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
