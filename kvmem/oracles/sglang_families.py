@@ -27,7 +27,7 @@ import os
 import random
 import tempfile
 
-from ..engines.sglang.families import _NO_PLANS as NO_PLANS
+from ..engines.sglang.families import _BACKEND_WITH_PLANS, _NO_PLANS as NO_PLANS
 from ..engines.sglang.pools import DEFAULTS, make_layout, state_parts_of
 from ..model import Model
 from .report import Check
@@ -54,11 +54,11 @@ ARCHITECTURES = {
     "roc_bert": "RoCBertForCausalLM", "xlm-roberta": "XLMRobertaForCausalLM",
     "xlm-roberta-xl": "XLMRobertaXLForCausalLM", "xmod": "XmodForCausalLM",
     "modernbert-decoder": "ModernBertDecoderForCausalLM",
-    "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
+    "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration", "exaone4_5_text": "Exaone4_5_ForConditionalGeneration",
     "mamba2": "Mamba2ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
-WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5"}
+WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5", "exaone4_5_text": "exaone4_5"}
 # fields set on the config class's defaults: the BERT-style classes are encoders unless is_decoder (kvmem refuses
 # an encoder: it caches nothing); X-MOD needs a default language under SGLang (kvmem.engines.sglang.families)
 SET = {**{t: {"is_decoder": True} for t in ("bert", "bert-generation", "camembert", "data2vec-text", "electra",
@@ -82,8 +82,11 @@ def default_case(family: str) -> dict:
     """The config class's defaults for ``family`` under the architecture SGLang runs it as (ARCHITECTURES),
     with SET's fields."""
     from .transformers import default_config
-    return {**default_config(WRAPPERS.get(family, family)).to_dict(), **SET.get(family, {}),
-            "architectures": [ARCHITECTURES[family]]}
+    cfg = {**default_config(WRAPPERS.get(family, family)).to_dict(), **SET.get(family, {}),
+           "architectures": [ARCHITECTURES[family]]}
+    if family in WRAPPERS:   # the text model_type the checkpoints publish (transformers renames EXAONE-4.5's exaone4)
+        cfg["text_config"]["model_type"] = family
+    return cfg
 
 KV_BYTES = 2   # bf16
 
@@ -170,9 +173,12 @@ def backend_writes(cfg: dict, device: str = "meta") -> dict[int, int]:
     config.architectures = cfg.get("architectures")
     text = config.get_text_config()
     text._attn_implementation = "sglang"
+    # as _create_attention_instances reads them (a field present but None stays None: SGLang fails there too)
     heads = text.num_attention_heads
-    kv = getattr(text, "num_key_value_heads", heads) or heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    kv = getattr(text, "num_key_value_heads", heads)
+    head_dim = getattr(text, "head_dim", text.hidden_size // heads)
+    if not isinstance(kv, int) or not isinstance(head_dim, int):
+        raise ValueError(f"the Transformers backend's RadixAttention gets num_kv_heads {kv!r}, head_dim {head_dim!r}")
     written = {i: 0 for i in range(text.num_hidden_layers)}
 
     class Recorder:   # the RadixAttention of one layer
@@ -203,7 +209,7 @@ def run_config(name: str, cfg: dict, tp: int = 1) -> list[Check]:
     kvmem's row of that layer."""
     ours, theirs = kvmem_view(cfg, tp), sglang_view(cfg, tp)
     checks = [Check(name, key, ours[key], theirs[key]) for key in theirs]
-    if Model.from_hf_config(cfg).model_type in NO_PLANS:
+    if Model.from_hf_config(cfg).model_type in {*NO_PLANS, "exaone4_5_text"}:
         rows = {i: ours["rows"]["full"] for i in ours["full"]}
         checks.append(Check(name, "backend bytes per token per layer", rows, backend_writes(cfg)))
     return checks
@@ -238,6 +244,8 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
         kv = inner.get("num_key_value_heads") if isinstance(inner.get("num_key_value_heads"), int) else heads
         tps = [t for t in (1, 2, 4) if isinstance(heads, int) and heads % t == 0
                and isinstance(kv, int) and (kv % t == 0 or t % kv == 0)
-               and (t == 1 or inner.get("model_type") not in NO_PLANS)] or [1]
+               and (t == 1 or inner.get("model_type") not in NO_PLANS)
+               # the Transformers backend divides the KV heads by tp (no replication)
+               and (kv % t == 0 or inner.get("model_type") not in _BACKEND_WITH_PLANS)] or [1]
         out.append((varied, rng.choice(tps)))
     return out

@@ -251,6 +251,17 @@ def test_kosmos_2_5_through_the_multimodal_backend():
         sglang(cfg, tp=2)
 
 
+def test_exaone_4_5_through_the_multimodal_backend():
+    # EXAONE-4.5-33B's text config (tests/engines/test_trtllm_families.py): 64 layers x 8 KV heads x 128, the 48
+    # sliding ones at full length (Exaone4_5_ForConditionalGeneration is not hybrid SWA): 4,096 B a layer and token
+    from tests.engines.test_trtllm_families import EXAONE4_5_33B
+    assert sglang(EXAONE4_5_33B).kv_bytes == 1001 * 64 * 4096 == 262_406_144
+    assert sglang(EXAONE4_5_33B, tp=8).kv_bytes == 1001 * 64 * 512
+    # tp 16 > 8 KV heads: the backend's RadixAttention divides them by tp (no replication as in SGLang's own models)
+    with pytest.raises(ValueError, match=r"divides the 8 KV heads by tp 16 \(divide\(\) asserts divisibility"):
+        sglang(EXAONE4_5_33B, tp=16)
+
+
 def test_xmod_needs_its_default_language_under_sglang():
     from kvmem.oracles.transformers import default_config
     cfg = dict(default_config("xmod").to_dict(), is_decoder=True)
@@ -276,7 +287,7 @@ NOT_YET = {
     "gemma4_unified_text", "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
     "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
-    "deepseek_ref", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
+    "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5",
 }
 
 

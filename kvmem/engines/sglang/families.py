@@ -96,6 +96,11 @@ FAMILIES = CheckedFamilies(frozenset({
     # no EntryClass: SGLang runs these through its Transformers backend (models/transformers.py, backend-compatible
     # classes with tp and pp plans), whose pool is ModelConfig's: one MHA pool, every layer at full length
     "smollm3", "dots1",
+    # EXAONE-4.5 (Exaone4_5_ForConditionalGeneration, text model exaone4): no EntryClass either; transformers' class
+    # is backend-compatible with tp and pp plans, so the multimodal Transformers backend runs it; ModelConfig's pool
+    # is one MHA pool on every layer (the sliding ones at full length: not in is_hybrid_swa_model), and every text
+    # layer writes that row (backend_writes). Judged with transformers 5.24; SGLang 0.5.23 pins 5.19.
+    "exaone4_5_text",
     # no EntryClass either: the BERT-style decoders (is_decoder true; their checkpoints' architectures are the
     # *ForCausalLM / *LMHeadModel / BertGenerationDecoder classes, which is_generation_model counts as generative)
     # and ModernBERT-Decoder, whose transformers classes are backend-compatible: the Transformers backend builds
@@ -110,8 +115,21 @@ FAMILIES = CheckedFamilies(frozenset({
 }))
 
 
+# The families SGLang runs through its Transformers backend with tensor-parallel plans
+_BACKEND_WITH_PLANS = frozenset({"smollm3", "dots1", "exaone4_5_text"})
+
+
 def check(model: Model, tp: int = 1, pp: int = 1) -> None:
     """What SGLang 0.5.23's own code refuses for a family it runs."""
+    if model.model_type in _BACKEND_WITH_PLANS and tp > 1:
+        # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L943-L949: RadixAttention(num_heads=divide(
+        # num_heads, tp), num_kv_heads=divide(num_kv_heads, tp)); distributed/utils.py#L75-L79 divide asserts it
+        kv = {layer.kv_heads for layer in model.layers if layer.kv_heads}
+        bad = sorted(h for h in kv if h % tp)
+        if bad:
+            raise ValueError(f"SGLang 0.5.23 runs {model.model_type} through its Transformers backend, whose "
+                             f"RadixAttention divides the {bad[0]} KV heads by tp {tp} (divide() asserts "
+                             "divisibility, python/sglang/srt/models/transformers.py): tp must divide them")
     base = _NO_PLANS.get(model.model_type)
     if base and (tp > 1 or pp > 1):
         # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L760-L767 recursive_replace (tp),
