@@ -54,7 +54,8 @@ ARCHITECTURES = {
     "roc_bert": "RoCBertForCausalLM", "xlm-roberta": "XLMRobertaForCausalLM",
     "xlm-roberta-xl": "XLMRobertaXLForCausalLM", "xmod": "XmodForCausalLM",
     "modernbert-decoder": "ModernBertDecoderForCausalLM",
-    "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration", "exaone4_5_text": "Exaone4_5_ForConditionalGeneration",
+    "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
+    "exaone4_5_text": "Exaone4_5_ForConditionalGeneration",
     "mamba2": "Mamba2ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
