@@ -57,9 +57,11 @@ ARCHITECTURES = {
     "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
     "exaone4_5_text": "Exaone4_5_ForConditionalGeneration",
     "mamba2": "Mamba2ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
+    "gemma4_unified_text": "Gemma4UnifiedForConditionalGeneration",
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
-WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5", "exaone4_5_text": "exaone4_5"}
+WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5", "exaone4_5_text": "exaone4_5",
+            "gemma4_unified_text": "gemma4_unified"}
 # fields set on the config class's defaults: the BERT-style classes are encoders unless is_decoder (kvmem refuses
 # an encoder: it caches nothing); X-MOD needs a default language under SGLang (kvmem.engines.sglang.families)
 SET = {**{t: {"is_decoder": True} for t in ("bert", "bert-generation", "camembert", "data2vec-text", "electra",
