@@ -58,7 +58,7 @@ REFUSALS = {
 FAMILIES = CheckedFamilies(frozenset({
     "glm_moe_dsa",        # glm4_moe.py GlmMoeDsaForCausalLM (DeepseekV2 MLA + DSA indexer; 12 GLM-5..5.3 configs)
     "gemma4_text",        # gemma4_causal.py / gemma4_mm.py: hybrid SWA, per-pool head_dim (3 Gemma-4 configs)
-    "gemma4_unified_text",    # gemma4_unified.py Gemma4UnifiedForConditionalGeneration: likewise (in the hybrid SWA list)
+    "gemma4_unified_text",    # gemma4_unified.py Gemma4UnifiedForConditionalGeneration: likewise (hybrid SWA)
     "kimi_linear",        # kimi_linear.py / kimi_k3.py: MLA pool + KDA state (Kimi-Linear-48B, Kimi-K3)
     "mimo_v2_flash",      # mimo_v2.py: hybrid SWA, swa_num_key_value_heads / swa_head_dim (MiMo-V2-Flash)
     "lfm2",               # lfm2.py: attention layers + short-conv state, no SSM (LFM2.5-1.2B)
