@@ -284,6 +284,11 @@ def test_refusals_name_sglangs_own_reason():
         # jamba is a base family (not opt-in): kvmem.engines.check_family honours the refusal all the same
         assert (FAMILIES[model_type].opt_in or model_type == "jamba") and not DECLARED.sizes(model_type), model_type
         assert why.startswith("SGLang 0.5.23 has no model file for"), model_type
+    from kvmem.oracles.transformers import default_config
+    hy_vl = dict(default_config("hy_v4_vl").to_dict(), architectures=["HYV4VLForConditionalGeneration"])
+    with pytest.raises(ValueError, match=r"does not size model_type 'hy_v4_vl_text': SGLang 0.5.23 has no model file "
+                                         r"for HYV4VLForConditionalGeneration"):
+        sglang(hy_vl)
     with pytest.raises(ValueError, match=r"does not size model_type 'minimax': SGLang 0.5.23 has no model file for "
                                          r"MiniMax-Text-01 / MiniMax-M1"):
         kvmem.estimate("minimax-m1", engine="sglang", tokens=10)
@@ -293,7 +298,7 @@ def test_refusals_name_sglangs_own_reason():
 # for each). This set may only shrink.
 NOT_YET = {
     "mistral4", "youtu", "axk1", "axk2", "lfm3",
-    "minimax_m3_vl_text", "mistral_large4_text", "hy_v4_vl_text", "inkling_text", "zaya",
+    "minimax_m3_vl_text", "mistral_large4_text", "inkling_text", "zaya",
     "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
     "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5",

@@ -41,6 +41,15 @@ REFUSALS = {
                 "only MiniMax-M2 and M3), and the checkpoints' architectures are not transformers classes and their "
                 "auto_map has no AutoModel, so resolve_transformers_arch (python/sglang/srt/model_loader/utils.py) "
                 "raises ValueError"),
+    # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L617 (_attn_implementation "sglang"); transformers 5.24
+    # masking_utils.py#L830-L831 (no mask for an attention without a mask function), modeling_hy_v4_vl.py#L387-L395
+    "hy_v4_vl_text": ("SGLang 0.5.23 has no model file for HYV4VLForConditionalGeneration (no EntryClass in "
+                      "python/sglang/srt/models/; hunyuan_v4.py runs the text-only HYV4ForCausalLM), and its "
+                      "Transformers backend cannot run transformers' class: with SGLang's attention implementation "
+                      "transformers builds no attention mask (masking_utils.py), and HY-V4-VL's DSA indexer "
+                      "subscripts it (modeling_hy_v4_vl.py: attention_mask[:, 0, :, :]), a TypeError on the first "
+                      "forward; its MLA keys (qk_nope_head_dim + qk_rope_head_dim a head) do not fit the backend's "
+                      "RadixAttention either (num_key_value_heads x head_dim, python/sglang/srt/models/transformers.py)"),
     **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
