@@ -49,7 +49,8 @@ REFUSALS = {
                       "transformers builds no attention mask (masking_utils.py), and HY-V4-VL's DSA indexer "
                       "subscripts it (modeling_hy_v4_vl.py: attention_mask[:, 0, :, :]), a TypeError on the first "
                       "forward; its MLA keys (qk_nope_head_dim + qk_rope_head_dim a head) do not fit the backend's "
-                      "RadixAttention either (num_key_value_heads x head_dim, python/sglang/srt/models/transformers.py)"),
+                      "RadixAttention either (num_key_value_heads x head_dim, "
+                      "python/sglang/srt/models/transformers.py)"),
     **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
