@@ -289,6 +289,10 @@ def test_refusals_name_sglangs_own_reason():
     with pytest.raises(ValueError, match=r"does not size model_type 'hy_v4_vl_text': SGLang 0.5.23 has no model file "
                                          r"for HYV4VLForConditionalGeneration"):
         sglang(hy_vl)
+    large4 = dict(default_config("mistral_large4").to_dict(), architectures=["MistralLarge4ForConditionalGeneration"])
+    with pytest.raises(ValueError, match=r"does not size model_type 'mistral_large4_text': SGLang 0.5.23 has no model "
+                                         r"file for MistralLarge4ForConditionalGeneration"):
+        sglang(large4)
     with pytest.raises(ValueError, match=r"does not size model_type 'minimax': SGLang 0.5.23 has no model file for "
                                          r"MiniMax-Text-01 / MiniMax-M1"):
         kvmem.estimate("minimax-m1", engine="sglang", tokens=10)
@@ -298,7 +302,7 @@ def test_refusals_name_sglangs_own_reason():
 # for each). This set may only shrink.
 NOT_YET = {
     "mistral4", "youtu", "axk1", "axk2", "lfm3",
-    "minimax_m3_vl_text", "mistral_large4_text", "inkling_text", "zaya",
+    "minimax_m3_vl_text", "inkling_text", "zaya",
     "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
     "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5",

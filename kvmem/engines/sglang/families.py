@@ -51,6 +51,14 @@ REFUSALS = {
                       "forward; its MLA keys (qk_nope_head_dim + qk_rope_head_dim a head) do not fit the backend's "
                       "RadixAttention either (num_key_value_heads x head_dim, "
                       "python/sglang/srt/models/transformers.py)"),
+    # likewise: transformers 5.24 modeling_mistral_large4.py#L452-L460 (the DSA indexer reads the mask)
+    "mistral_large4_text": ("SGLang 0.5.23 has no model file for MistralLarge4ForConditionalGeneration (no EntryClass "
+                            "in python/sglang/srt/models/; mistral_large_3.py's MistralLarge3ForCausalLM is "
+                            "DeepSeek-V3 for Mistral-Large-3's native checkpoints), and its Transformers backend "
+                            "cannot run transformers' class: with SGLang's attention implementation transformers "
+                            "builds no attention mask (masking_utils.py), and Mistral-Large-4's DSA indexer "
+                            "subscripts it (modeling_mistral_large4.py: attention_mask[:, 0, :, :]), a TypeError on "
+                            "the first forward"),
     **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
