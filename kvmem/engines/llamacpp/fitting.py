@@ -46,8 +46,11 @@ def layout(model: Model, tensors, **flags) -> Layout:
     """kvmem.engines.llamacpp.layouts.layout, remembered for the last few flags asked with these very
     tensors (a Layout is frozen): kvmem's placement, --fit's, the verdict's searches and the sweep's
     other GPUs ask many of the same (every expert on the host, full offload, a search's first trials)."""
-    key = (model, id(tensors), tuple(sorted(flags.items())))
-    hit = _LAID.get(key)
+    try:
+        key = (model, id(tensors), tuple(sorted((k, _frozen(v)) for k, v in flags.items())))
+        hit = _LAID.get(key)
+    except TypeError:           # a value that does not hash: laid out, not remembered
+        return _layout(model, tensors, **flags)
     if hit is not None and hit[0] is tensors:
         return hit[1]
     lay = _layout(model, tensors, **flags)
@@ -55,6 +58,10 @@ def layout(model: Model, tensors, **flags) -> Layout:
         _LAID.pop(next(iter(_LAID)))
     _LAID[key] = (tensors, lay)
     return lay
+
+
+def _frozen(value):
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def largest(lo: int, hi: int, ok) -> int | None:
