@@ -166,11 +166,11 @@ def _top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layo
     while moved:        # until a pass over the GPUs moves nothing: a move can change another card's compute buffer
         moved = False
         for device in lay.placement.gpus:
+            failed = set()      # one try per size (the same bytes fail alike, and fail again once the room shrinks)
             while True:
                 # a tensor moved here can also shrink this card's compute buffer (the host experts it no longer
-                # copies in): up to the room plus that buffer; one try per size (the same bytes fail alike)
+                # copies in): up to the room plus that buffer
                 room = budgets[device] - lay.total_bytes[device] + lay.compute_bytes[device]
-                failed = set()
                 for t in _host_experts(lay):
                     size = cuda_alloc_bytes(t)
                     if size > room or size in failed:
@@ -182,6 +182,7 @@ def _top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layo
                     failed.add(size)
                 else:
                     break
+        moved = moved and len(lay.placement.gpus) > 1     # one card: its own pass saw every change
     return lay
 
 
