@@ -214,7 +214,9 @@ def run_config(name: str, cfg: dict, tp: int = 1) -> list[Check]:
     checks = [Check(name, key, ours[key], theirs[key]) for key in theirs]
     if Model.from_hf_config(cfg).model_type in {*NO_PLANS, "exaone4_5_text"}:
         rows = {i: ours["rows"]["full"] for i in ours["full"]}
-        checks.append(Check(name, "backend bytes per token per layer", rows, backend_writes(cfg)))
+        # the recorder runs the unsharded model; a rank's RadixAttention holds 1/tp of the heads (divide())
+        writes = {i: row // tp for i, row in backend_writes(cfg).items()}
+        checks.append(Check(name, "backend bytes per token per layer (a rank's)", rows, writes))
     return checks
 
 

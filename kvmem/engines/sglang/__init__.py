@@ -66,7 +66,10 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
 
 6. Opt-in families (module families): those SGLang 0.5.23 runs and kvmem lays out as its ModelConfig does
    (FAMILIES, checked with kvmem/oracles/sglang_families.py), and those it does not run (REFUSALS, with
-   the reason in its code).
+   the reason in its code; base families too, e.g. Jamba). Families with no EntryClass run through its
+   Transformers backend (models/transformers.py): one MHA pool on every layer, no tp/pp without the
+   model's plans, tp dividing the KV heads. A layer with a Mamba2 state beside its attention (Falcon-H1)
+   is in both the KV pool and the state pool.
 
 Modules: families (which opt-in families it runs), pools (the layout of the layers and the pools'
 bytes), mamba (a hybrid's state pool and
