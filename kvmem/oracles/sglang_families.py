@@ -57,7 +57,7 @@ ARCHITECTURES = {
     "kosmos_2_5_text_model": "Kosmos2_5ForConditionalGeneration",
     "exaone4_5_text": "Exaone4_5_ForConditionalGeneration",
     "mamba2": "Mamba2ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
-    "gemma4_unified_text": "Gemma4UnifiedForConditionalGeneration",
+    "gemma4_unified_text": "Gemma4UnifiedForConditionalGeneration", "step3p5": "Step3p5ForCausalLM",
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
 WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5", "exaone4_5_text": "exaone4_5",
@@ -69,7 +69,13 @@ SET = {**{t: {"is_decoder": True} for t in ("bert", "bert-generation", "camember
                                             "xlm-roberta-xl")},
        "xmod": {"is_decoder": True, "default_language": "en_XX"},
        # SGLang's Mamba2Config reads intermediate_size, which transformers' defaults lack (num_heads x head_dim)
-       "mamba2": {"intermediate_size": 128 * 64}}
+       "mamba2": {"intermediate_size": 128 * 64},
+       # Step-3.5's defaults have no sliding layer: Step-3.5-Flash's pattern (full every 4th layer), a 512 window,
+       # and sliding layers with their own KV-head count
+       "step3p5": {"layer_types": ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(45)],
+                   "sliding_window": 512, "attention_other_setting": {"attention_type": "sliding_attention",
+                                                                      "num_attention_heads": 96,
+                                                                      "num_attention_groups": 4}}}
 
 
 def base_configs() -> list[tuple[str, dict]]:

@@ -22,7 +22,7 @@ NOT_YET_BY_ENGINE = {
     "ideal": """gpt_neo""",
     "llama.cpp": """deepseek_ref deepseek_v4""",
     "sglang": """axk1 axk2 deepseek_ref deepseek_v4 inkling_text lfm3 minimax_m3 minimax_m3_text minimax_m3_vl_text
-        mistral4 step3p5 youtu zaya""",
+        mistral4 youtu zaya""",
     "trtllm": """deepseek_v4 gemma4_text gemma4_unified_text minimax_m3 minimax_m3_text minimax_m3_vl_text""",
     "vllm": """bailing_hybrid hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text""",
 }

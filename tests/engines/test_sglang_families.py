@@ -271,6 +271,20 @@ def test_exaone_4_5_through_the_multimodal_backend():
         sglang(EXAONE4_5_33B, tp=16)
 
 
+def test_step3p5_sliding_layers_take_their_own_kv_heads():
+    # Step3p5Config defaults + Step-3.5-Flash's pattern (12 full, 33 sliding layers, window 512) and
+    # attention_other_setting.num_attention_groups 4: full 8 heads x 256 x 2 B = 4,096 B; sliding 4 x 256 x 2 B =
+    # 2,048 B holding the 512-token window (+1 padding row)
+    from kvmem.oracles.sglang_families import default_case
+    cfg = default_case("step3p5")
+    assert sglang(cfg).kv_bytes == 1001 * 12 * 4096 + 513 * 33 * 2048 == 83_871_744
+    with pytest.raises(ValueError, match=r"with the window pool disabled SGLang 0.5.23 sizes every layer"):
+        sglang(cfg, disable_hybrid_swa_memory=True)
+    # the condensed Step-3.7-Flash config's architecture: no model file, no transformers class
+    with pytest.raises(ValueError, match=r"SGLang 0.5.23 has no model file for Step3p7FlashForCausalLM"):
+        sglang(dict(cfg, architectures=["Step3p7FlashForCausalLM"]))
+
+
 def test_xmod_needs_its_default_language_under_sglang():
     from kvmem.oracles.transformers import default_config
     cfg = dict(default_config("xmod").to_dict(), is_decoder=True)
@@ -305,7 +319,7 @@ NOT_YET = {
     "minimax_m3_vl_text", "inkling_text", "zaya",
     "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
-    "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5",
+    "deepseek_ref", "minimax_m3", "minimax_m3_text",
 }
 
 

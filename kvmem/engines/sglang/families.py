@@ -120,6 +120,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # is one MHA pool on every layer (the sliding ones at full length: not in is_hybrid_swa_model), and every text
     # layer writes that row (backend_writes). Judged with transformers 5.24; SGLang 0.5.23 pins 5.19.
     "exaone4_5_text",
+    # step3p5.py Step3p5ForCausalLM / step3p7.py Step3p7ForConditionalGeneration: hybrid SWA, the sliding layers'
+    # KV heads attention_other_setting.num_attention_groups (pools._step3p5_swa_kv_heads)
+    "step3p5",
     # no EntryClass either: the BERT-style decoders (is_decoder true; their checkpoints' architectures are the
     # *ForCausalLM / *LMHeadModel / BertGenerationDecoder classes, which is_generation_model counts as generative)
     # and ModernBERT-Decoder, whose transformers classes are backend-compatible: the Transformers backend builds
@@ -133,6 +136,9 @@ FAMILIES = CheckedFamilies(frozenset({
     *_NO_PLANS,
 }))
 
+
+# The architectures SGLang 0.5.23 registers for Step-3.5 / Step-3.7 (models/step3p5.py#L952, step3p7.py#L199)
+_STEP_ARCHITECTURES = frozenset({"Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"})
 
 # The families SGLang runs through its Transformers backend with tensor-parallel plans
 _BACKEND_WITH_PLANS = frozenset({"smollm3", "dots1", "exaone4_5_text"})
@@ -158,6 +164,14 @@ def check(model: Model, tp: int = 1, pp: int = 1) -> None:
                          f"ValueError at {what[0]}p {n}: transformers' {base} has no {what}-parallel plan "
                          f"(\"{base} does not support {what} parallel yet!\", "
                          "python/sglang/srt/models/transformers.py)")
+    if model.model_type == "step3p5":
+        archs = model.config.get("architectures") or []
+        if archs and not set(archs) & _STEP_ARCHITECTURES and not model.config.get("auto_map"):
+            # sglang@v0.5.23 python/sglang/srt/model_loader/utils.py#L154-L160 resolve_transformers_arch
+            raise ValueError(f"SGLang 0.5.23 has no model file for {archs[0]} (it runs Step3p5ForCausalLM and "
+                             "Step3p7ForConditionalGeneration), transformers has no class of that name and the config "
+                             "no auto_map, so resolve_transformers_arch raises ValueError (\"Cannot find model "
+                             "module\", python/sglang/srt/model_loader/utils.py)")
     if model.model_type == "mamba2":
         inner = model.config.get("intermediate_size")
         if inner is None:

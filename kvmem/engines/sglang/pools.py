@@ -179,6 +179,20 @@ def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
     return shapes.pop()
 
 
+def _step3p5_swa_kv_heads(model: Model, kv_heads: int) -> int:
+    """Step-3.5's sliding layers take their KV heads from attention_other_setting.num_attention_groups
+    (sglang@v0.5.23 python/sglang/srt/models/step3p5.py#L443-L451; configs/model_config.py#L1713-L1724
+    get_swa_num_kv_heads sizes the SWA pool from it)."""
+    cfg = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else model.config
+    other = cfg.get("attention_other_setting")
+    groups = other.get("num_attention_groups") if isinstance(other, dict) else None
+    if groups is None:
+        return kv_heads
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"attention_other_setting.num_attention_groups must be a positive integer, got {groups!r}")
+    return groups
+
+
 def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int, swa_full_tokens_ratio,
                 disable_hybrid_swa_memory: bool, mamba_full_memory_ratio, mamba_ssm_dtype,
                 version="latest", **scheduling) -> Layout:
@@ -204,6 +218,14 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
         full = tuple(i for i in range(len(layers)) if i not in swa)
     else:
         full, swa = tuple(range(len(layers))), ()
+        windowed_heads = {layer.kv_heads for layer in layers if layer.kind.windowed}
+        if model.model_type == "step3p5" and any(_step3p5_swa_kv_heads(model, h) != h for h in windowed_heads):
+            # one pool sized by num_attention_groups (model_config.py get_num_kv_heads) while the sliding layers
+            # write attention_other_setting's groups (models/step3p5.py#L443-L451)
+            raise ValueError("attention_other_setting.num_attention_groups differs from num_attention_groups, and "
+                             "with the window pool disabled SGLang 0.5.23 sizes every layer of its one pool with "
+                             "num_attention_groups while Step-3.5's sliding layers write the other count: kvmem "
+                             "does not size that mismatch")
         windowed = sum(layer.kind.windowed for layer in layers)
         if windowed:
             notes.append(f"{windowed} sliding/chunked layers are cached at full length: SGLang keeps a "
@@ -265,6 +287,8 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
             if not indices:
                 continue
             kv_heads, hd_k, hd_v = _head_shape(model, indices, role)
+            if role == "swa" and model.model_type == "step3p5":
+                kv_heads = _step3p5_swa_kv_heads(model, kv_heads)
             per_rank = kv_heads_per_rank(kv_heads, tp)
             heads = heads or per_rank
             if k_dtype.name == "nvfp4":
