@@ -18,6 +18,8 @@ from kvmem.oracles import llamacpp as oracle  # noqa: E402
 
 CASES = 50
 VALUED = {"-c": "n_ctx", "-np": "n_seq", "-ub": "n_ubatch", "-ctk": "type_k", "-ctv": "type_v"}
+# where the weights go (the placement kvmem's verdict chose), which the cache lines do not depend on
+PLACEMENT = ("-m", "-ngl", "--fit", "--n-cpu-moe", "-ot", "-ts", "-sm", "-mg")
 
 
 def setting_of(argv: list[str]) -> dict:
@@ -37,7 +39,7 @@ def setting_of(argv: list[str]) -> dict:
         elif flag == "-fa":
             s["flash_attn"] = {"on": True, "off": False, "auto": "auto"}[value]
         else:
-            assert flag in ("-m", "-ngl"), f"a flag llama.cpp's context does not take here: {flag}"
+            assert flag in PLACEMENT, f"a flag llama.cpp's context does not take here: {flag}"
         i += 2
     return s
 
