@@ -11,7 +11,7 @@ import streamlit as st
 
 import kvmem
 from kvmem.engines.llamacpp.offload import host_memory_presets
-from kvmem.engines.llamacpp.panel import offload_options
+from kvmem.engines.llamacpp.panel import panel_decode_curve, panel_offload
 
 
 def panel(model, fit_kwargs: dict) -> None:
@@ -20,13 +20,11 @@ def panel(model, fit_kwargs: dict) -> None:
     host = st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
                         help="For the decode bound: bytes read per token from host RAM over this bandwidth "
                              "(kvmem/data/host_memory.json, each with its source).")
-    options = offload_options(fit_kwargs)   # the engine options it reads; the placement is given below
-    seqs = fit_kwargs.get("batch") or 1     # as kvmem.fit sizes it: n_ctx = context x batch, n_seq = batch
     try:
-        plan = kvmem.llamacpp_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
-                                      context=kvmem.parse_tokens(fit_kwargs["context"]) * seqs, n_seq=seqs,
-                                      weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
-                                      host_memory=host, **options)
+        plan = panel_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
+                             context=kvmem.parse_tokens(fit_kwargs["context"]), batch=fit_kwargs.get("batch"),
+                             weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
+                             host_memory=host, options=fit_kwargs)
     except ValueError as exc:
         st.info(f"Not placed: {exc}")
         return
@@ -42,9 +40,10 @@ def panel(model, fit_kwargs: dict) -> None:
         st.code(command, language="bash")
     st.caption(f"--fit on: {plan.fit_note}. " + " ".join(plan.notes))
     with st.expander("Decode bound at each step of offload"):
-        rows = kvmem.llamacpp_decode_curve(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
-                                           context=plan.context, n_seq=seqs, weight_dtype=fit_kwargs["weight_dtype"],
-                                           kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, **options)
+        rows = panel_decode_curve(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
+                                  context=kvmem.parse_tokens(fit_kwargs["context"]), batch=fit_kwargs.get("batch"),
+                                  weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
+                                  host_memory=host, options=fit_kwargs)
         st.dataframe([{"flag": f"{r['flag']} {r['value']}", "fits": r["fits"],
                        "tokens/s (bound)": "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.1f}",
                        **{device: kvmem.format_bytes(n) for device, n in r["total_bytes"].items()}} for r in rows],

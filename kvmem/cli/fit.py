@@ -35,26 +35,20 @@ def _breakdown_text(result) -> str:
 
 def _offload_lines(model, args) -> tuple[list[str], dict]:
     """llama.cpp: the placement that keeps the most on the GPUs, --fit on's, both commands."""
-    from ..engines.llamacpp.offload import llamacpp_offload
-    from ..engines.llamacpp.panel import offload_options
+    from ..engines.llamacpp.panel import host_shortfall, panel_offload
     from ..units import parse_tokens
-    keep = offload_options(engine_options(args.option))
-    seqs = args.batch or 1      # as fit sizes it: n_ctx = context x batch, n_seq = batch
+    options = engine_options(args.option)
     try:
         gpus = args.gpu if "," in args.gpu else [args.gpu] * (args.num_gpus or 1)   # the cards fit sizes
-        p = llamacpp_offload(model, gpus=gpus, context=parse_tokens(args.context) * seqs, n_seq=seqs,
-                             weight_dtype=args.weight_dtype, host_memory=args.host_memory, kv_dtype=args.kv_dtype,
-                             **keep)
+        p = panel_offload(model, gpus=gpus, context=parse_tokens(args.context), batch=args.batch,
+                          weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=args.host_memory,
+                          options=options)
     except ValueError as exc:
         return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
     lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
-    host = engine_options(args.option).get("host_memory_bytes")
-    if host is not None and p.best is not None:     # the bound the verdict holds the placement to
-        from ..engines.base import byte_option
-        bound = byte_option("host_memory_bytes", host)
-        if p.best.total_bytes["CPU"] > bound:
-            lines.append(f"  kvmem's placement needs {p.best.total_bytes['CPU']:,} B of host RAM, more than "
-                         f"host_memory_bytes {bound:,}: it does not run")
+    short = host_shortfall(p, options)       # the bound the verdict holds the placement to
+    if short:
+        lines.append(f"  {short}")
     for label, lay, tps, cmd in (("kvmem", p.best, p.decode_best, p.command_best),
                                  ("--fit on", p.fit, p.decode_fit, p.command_fit)):
         if lay is None:

@@ -11,17 +11,12 @@ cache dtype and the per-rank head count, and compares its buffer bytes
 Importing SGLang on this machine: its config package imports torchvision for InternVL's image
 transforms, and the PyPI torchvision wheel links CUDA libtorch and cannot load beside CPU
 torch. So the oracle first lets transformers record torchvision as absent, then installs an
-inert stand-in module (``_torchvision_stand_in``) that holds only the names those imports
+inert stand-in module (sglang_runtime.py) that holds only the names those imports
 bind; nothing in the KV pools uses it.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
-import logging
-import sys
-import types
 
 from ..catalog import get_model, list_models
 from ..engines import sglang as rules
@@ -29,6 +24,7 @@ from ..parallel import kv_heads_per_rank, kv_heads_split
 from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .report import Check
+from .sglang_runtime import load
 
 __all__ = ["version", "directed_cases", "family_cases", "random_cases", "random_case", "run_case", "NOTES"]
 
@@ -38,50 +34,8 @@ _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8_e4m3":
            "fp8_e5m2": "float8_e5m2"}
 
 
-def _torchvision_stand_in() -> None:
-    import importlib.machinery
-    if "torchvision" in sys.modules:
-        return
-    import transformers.utils.import_utils as hf_imports
-    hf_imports.is_torchvision_available()   # cached False before the stand-in exists
-
-    class InterpolationMode(enum.Enum):
-        NEAREST = "nearest"
-        BILINEAR = "bilinear"
-        BICUBIC = "bicubic"
-
-    package = types.ModuleType("torchvision")
-    package.__path__ = []
-    package.__spec__ = importlib.machinery.ModuleSpec("torchvision", None)
-    transforms = types.ModuleType("torchvision.transforms")
-    transforms.__path__ = []
-    functional = types.ModuleType("torchvision.transforms.functional")
-    functional.InterpolationMode = transforms.InterpolationMode = InterpolationMode
-    transforms.functional, package.transforms = functional, transforms
-    sys.modules.update({"torchvision": package, "torchvision.transforms": transforms,
-                        "torchvision.transforms.functional": functional})
-
-
-@functools.cache
-def _sglang():
-    _torchvision_stand_in()
-    import torch
-    import sglang
-    from sglang.srt.mem_cache import memory_pool
-    lines = []
-
-    class Capture(logging.Handler):
-        def emit(self, record):
-            lines.append(record.getMessage())
-
-    logger = logging.getLogger(memory_pool.__name__)
-    logger.addHandler(Capture())
-    logger.setLevel(logging.INFO)
-    return types.SimpleNamespace(torch=torch, sglang=sglang, pool=memory_pool, lines=lines)
-
-
 def version() -> str:
-    return _sglang().sglang.__version__
+    return load().sglang.__version__
 
 
 def _supported(model: Model) -> bool:
@@ -146,7 +100,7 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     if "config" in setting:
         from . import sglang_families
         return sglang_families.run_config(name, setting["config"], setting["tp"])
-    s = _sglang()
+    s = load()
     tp, page, tokens = setting.get("tp", 1), setting["page_size"], setting["num_tokens"]
     (ours,) = rules.pools(model, num_tokens=tokens, kv_dtype=setting["kv_dtype"], tp=tp, page_size=page)
     dtype = getattr(s.torch, _DTYPES[setting["kv_dtype"]])

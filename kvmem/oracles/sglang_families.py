@@ -27,11 +27,11 @@ import os
 import random
 import tempfile
 
-from ..engines.sglang.families import _BACKEND_WITH_PLANS, _NO_PLANS as NO_PLANS
+from ..engines.sglang.families import BACKEND_WITH_PLANS, NO_PLANS
 from ..engines.sglang.pools import DEFAULTS, make_layout, state_parts_of
 from ..model import Model
 from .report import Check
-from .sglang import _sglang
+from .sglang_runtime import load as _load_sglang
 
 __all__ = ["sglang_view", "kvmem_view", "run_config", "variations", "ARCHITECTURES", "PRESETS", "base_configs"]
 
@@ -101,7 +101,7 @@ KV_BYTES = 2   # bf16
 
 
 def _model_config(cfg: dict):
-    _sglang()   # the torchvision stand-in, before SGLang's config package is imported
+    _load_sglang()   # the torchvision stand-in, before SGLang's config package is imported
     import logging
     import warnings
     from sglang.srt.configs.model_config import ModelConfig
@@ -115,7 +115,7 @@ def _model_config(cfg: dict):
 
 def sglang_view(cfg: dict, tp: int = 1) -> dict:
     """What SGLang's ModelConfig says the pools hold (see the module docstring)."""
-    _sglang()   # the torchvision stand-in first
+    _load_sglang()   # the torchvision stand-in first
     from sglang.srt.runtime_context import get_parallel
     # the widths a launched server publishes (runtime_context.py): one attention-TP group of tp ranks
     with get_parallel().override(tp_size=tp, attn_tp_size=tp, enable_cp_tp_group_sharing=False):
@@ -174,7 +174,7 @@ def backend_writes(cfg: dict, device: str = "meta") -> dict[int, int]:
     or num_attention_heads, head_dim or hidden_size // num_attention_heads, as RadixAttention.forward views
     them) and notes their widths. A layer the model never hands to the attention function writes nothing.
     ``device="cpu"`` runs a small config for real (models whose forward reads values)."""
-    _sglang()
+    _load_sglang()
     import torch
     import transformers
     import sglang.srt.models.transformers  # noqa: F401  (registers the "sglang" attention function)
@@ -257,6 +257,6 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
                and isinstance(kv, int) and (kv % t == 0 or t % kv == 0)
                and (t == 1 or inner.get("model_type") not in NO_PLANS)
                # the Transformers backend divides the KV heads by tp (no replication)
-               and (kv % t == 0 or inner.get("model_type") not in _BACKEND_WITH_PLANS)] or [1]
+               and (kv % t == 0 or inner.get("model_type") not in BACKEND_WITH_PLANS)] or [1]
         out.append((varied, rng.choice(tps)))
     return out

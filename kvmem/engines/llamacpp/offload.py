@@ -345,7 +345,7 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
         raise ValueError("gpus: give at least one GPU")
     context = parse_tokens(context)
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
-    fmt = _weight_format(model, weight_dtype)
+    fmt = weight_format(model, weight_dtype)
     path = model_path or (model.name if model.name.endswith(".gguf") else f"{model.name}-{fmt or 'gguf'}.gguf")
     return offload(model, gpus=gpus, context=context, weight_format=fmt,
                    host_bandwidth_bytes_per_s=host_bandwidth(host_memory), n_ubatch=n_ubatch,
@@ -355,7 +355,7 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
                    mmproj_path=mmproj if isinstance(mmproj, str) else ("mmproj.gguf" if mmproj else None))
 
 
-def _weight_format(model: Model, weight_dtype) -> str | None:
+def weight_format(model: Model, weight_dtype) -> str | None:
     """The tensors' format: None for a GGUF's own ("auto"), else the one asked, else the config's dtype."""
     fmt = None if weight_dtype in (None, "auto") else weight_dtype
     if fmt is None and getattr(model.checkpoint, "format", None) != "gguf":
@@ -388,7 +388,7 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     model = as_model(model)
     gpu_list = [get_gpu(g) for g in ([x.strip() for x in gpus.split(",")] if isinstance(gpus, str) else gpus)]
     names = tuple(f"CUDA{i}" for i in range(len(gpu_list)))
-    tensors, _ = tensors_for(model, _weight_format(model, weight_dtype))
+    tensors, _ = tensors_for(model, weight_format(model, weight_dtype))
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
     kw = dict(n_ctx=parse_tokens(context), n_ubatch=n_ubatch, type_k=type_k or cache, type_v=type_v or cache,
               flash_attn=flash_attn, mmap=mmap, kv_offload=kv_offload, n_seq=n_seq)

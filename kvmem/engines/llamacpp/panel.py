@@ -1,6 +1,7 @@
 """What the Fit page's offload panel and ``kvmem fit``'s offload report (EngineSpec.panels
 "offload") pass to kvmem.llamacpp_offload beside the placement they give it: the options it takes,
-read from its own signature, so neither lists them."""
+read from its own signature, so neither lists them; the workload as fit sizes it (panel_offload);
+and whether the host RAM given (the sizing option host_memory_bytes) holds kvmem's placement."""
 
 from __future__ import annotations
 
@@ -15,3 +16,44 @@ def offload_options(options: dict) -> dict:
     code = llamacpp_offload.__code__     # its parameters, without importing inspect (the CLI's start-up)
     takes = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - PLACED
     return {name: value for name, value in options.items() if name in takes}
+
+
+def panel_offload(model, *, gpus, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory, options: dict):
+    """kvmem.llamacpp_offload of the workload kvmem.fit sizes: ``batch`` sequences of ``context``
+    tokens are n_ctx = context x batch cells in n_seq = batch streams (llama-server -c, -np)."""
+    from .offload import llamacpp_offload
+    seqs, opts = _streams(batch, options)
+    return llamacpp_offload(model, gpus=gpus, context=context * seqs, n_seq=seqs, weight_dtype=weight_dtype,
+                            host_memory=host_memory, kv_dtype=kv_dtype, **opts)
+
+
+def panel_decode_curve(model, *, gpus, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory,
+                       options: dict):
+    """kvmem.llamacpp_decode_curve of the same workload as panel_offload."""
+    from .offload import decode_curve
+    seqs, opts = _streams(batch, options)
+    return decode_curve(model, gpus=gpus, context=context * seqs, n_seq=seqs, weight_dtype=weight_dtype,
+                        host_memory=host_memory, kv_dtype=kv_dtype, **opts)
+
+
+def _streams(batch: int | None, options: dict) -> tuple[int, dict]:
+    """The sequences (-np) of the workload, and the other options llamacpp_offload takes; an n_seq option
+    other than the batch is refused by name (fit sizes n_seq = batch)."""
+    seqs, opts = batch or 1, offload_options(options)
+    given = opts.pop("n_seq", None)
+    if given is not None and given != seqs:
+        raise ValueError(f"n_seq={given!r}: the offload placement serves the batch, {seqs} sequences (n_seq = batch)")
+    return seqs, opts
+
+
+def host_shortfall(placed, options: dict) -> str | None:
+    """Why kvmem's placement does not run in the host RAM given (sizing option host_memory_bytes), or None."""
+    host = options.get("host_memory_bytes")
+    if host is None or placed.best is None:
+        return None
+    from ..base import byte_option
+    bound = byte_option("host_memory_bytes", host)
+    need = placed.best.total_bytes["CPU"]
+    if need <= bound:
+        return None
+    return f"kvmem's placement needs {need:,} B of host RAM, more than host_memory_bytes {bound:,}: it does not run"

@@ -44,7 +44,7 @@ def placement_verdict(s, found):
     from ...sizing.search import largest_fitting
     from .fitting import layout
     from .layouts import CUDA_CONTEXT_BYTES
-    from .offload import _weight_format, best_layout
+    from .offload import weight_format, best_layout
     from .panel import offload_options
 
     if s.given.weights_bytes is not None or s.given.activation_bytes is not None:
@@ -61,7 +61,7 @@ def placement_verdict(s, found):
     names = tuple(f"CUDA{i}" for i in range(s.pp))
     budgets = tuple((n, s.gpu.usable_memory_bytes) for n in names)
     try:
-        fmt = _weight_format(s.model, s.weight_dtype)
+        fmt = weight_format(s.model, s.weight_dtype)
         best, tensors, _ = best_layout(s.model, fmt, budgets, tuple(sorted(
             {**kw, "n_ctx": s.context * batch, "n_seq": batch}.items())))
     except ValueError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ...model import Model
 from ..base import CheckedFamilies
+from ...parallel import divides
 
 _NOT_COMPATIBLE = ("SGLang 0.5.23 has no model file for {arch} (no EntryClass in python/sglang/srt/models/), and "
                    "its Transformers fallback refuses it: transformers' {arch} is not backend-compatible "
@@ -25,7 +26,7 @@ _NOT_COMPATIBLE = ("SGLang 0.5.23 has no model file for {arch} (no EntryClass in
                    "(python/sglang/srt/model_loader/utils.py) raises ValueError")
 # Families SGLang runs only through its Transformers backend whose transformers model (AutoModel) has no tensor-
 # nor pipeline-parallel plan (no base_model_tp_plan / base_model_pp_plan), with that model's class name
-_NO_PLANS = {
+NO_PLANS = {
     "bert": "BertModel", "bert-generation": "BertGenerationEncoder", "camembert": "CamembertModel",
     "data2vec-text": "Data2VecTextModel", "electra": "ElectraModel", "ernie": "ErnieModel",
     "roberta": "RobertaModel", "roberta-prelayernorm": "RobertaPreLayerNormModel", "roc_bert": "RoCBertModel",
@@ -133,7 +134,7 @@ FAMILIES = CheckedFamilies(frozenset({
     # Judged by running each AutoModel with SGLang's attention function (kvmem/oracles/sglang_families.py
     # backend_writes): every layer writes K and V of exactly the pool's row. No tp/pp plan: tp, pp > 1 refused below.
     # Kosmos-2.5 likewise, as a multimodal model (the text model's 24 layers; the vision encoder keeps no KV).
-    *_NO_PLANS,
+    *NO_PLANS,
 }))
 
 
@@ -141,21 +142,21 @@ FAMILIES = CheckedFamilies(frozenset({
 _STEP_ARCHITECTURES = frozenset({"Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"})
 
 # The families SGLang runs through its Transformers backend with tensor-parallel plans
-_BACKEND_WITH_PLANS = frozenset({"smollm3", "dots1", "exaone4_5_text"})
+BACKEND_WITH_PLANS = frozenset({"smollm3", "dots1", "exaone4_5_text"})
 
 
 def check(model: Model, tp: int = 1, pp: int = 1) -> None:
     """What SGLang 0.5.23's own code refuses for a family it runs."""
-    if model.model_type in _BACKEND_WITH_PLANS and tp > 1:
+    if model.model_type in BACKEND_WITH_PLANS and tp > 1:
         # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L943-L949: RadixAttention(num_heads=divide(
         # num_heads, tp), num_kv_heads=divide(num_kv_heads, tp)); distributed/utils.py#L75-L79 divide asserts it
         kv = {layer.kv_heads for layer in model.layers if layer.kv_heads}
-        bad = sorted(h for h in kv if h % tp)
+        bad = sorted(h for h in kv if not divides(tp, h))
         if bad:
             raise ValueError(f"SGLang 0.5.23 runs {model.model_type} through its Transformers backend, whose "
                              f"RadixAttention divides the {bad[0]} KV heads by tp {tp} (divide() asserts "
                              "divisibility, python/sglang/srt/models/transformers.py): tp must divide them")
-    base = _NO_PLANS.get(model.model_type)
+    base = NO_PLANS.get(model.model_type)
     if base and (tp > 1 or pp > 1):
         # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L760-L767 recursive_replace (tp),
         # #L848-L856 pipeline_parallel (pp): no plan in the transformers model or its config

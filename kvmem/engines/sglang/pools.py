@@ -16,7 +16,7 @@ from ...configs.fields import Fields
 from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
-from ...parallel import kv_heads_per_rank, pp_stages, require_divides
+from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from .families import check as check_family
 
 
@@ -308,7 +308,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
         raise ValueError(f"{model.name} has no attention layer for SGLang's KV pool")
     if linear and tp > 1 and model.model_type in MAMBA2_GROUPS:
         groups = Fields(model.config, model.model_type).int(MAMBA2_GROUPS[model.model_type][0])
-        if groups % tp and groups != 1:
+        if not divides(tp, groups) and groups != 1:
             # sglang@v0.5.23 python/sglang/srt/layers/attention/mamba/mamba.py#L249-L252 MambaMixer2
             raise ValueError(f"SGLang 0.5.23's Mamba2 mixer asserts \"If tensor parallel world size does not divide "
                              f"num_groups, then num_groups must equal 1.\" (tp {tp}, n_groups {groups})")
@@ -345,7 +345,7 @@ def _extra_conv_channels(model: Model, tp: int) -> int:
         return 0
     fields = Fields(model.config, model.model_type)
     groups, d_state = (fields.int(name) for name in names)
-    return 0 if groups % tp == 0 else 2 * (tp - groups) * d_state
+    return 0 if divides(tp, groups) else 2 * (tp - groups) * d_state
 
 
 def state_parts_of(model: Model, layout: Layout, i: int, tp: int) -> tuple[int, int]:
