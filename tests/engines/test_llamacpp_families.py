@@ -84,7 +84,7 @@ def test_glm5_indexer_layers_follow_indexer_types():
 
 
 def test_glm_dsa_without_indexer_types_takes_llamas_default_for_its_context():
-    from kvmem.engines.llamacpp.plan import indexer_widths
+    from kvmem.engines.llamacpp.indexers import indexer_widths
     # a 1M training context without indexer_types: GLM_5_2_DEFAULT_INDEXER_TYPES, layers 0, 1, 2, 6, 10
     m = _glm5(num_hidden_layers=12, max_position_embeddings=1048576)
     assert sorted(indexer_widths(m)) == [0, 1, 2, 6, 10]

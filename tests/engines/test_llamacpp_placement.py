@@ -125,7 +125,8 @@ def test_no_gpu_keeps_room_while_experts_sit_on_the_host(n_gpus):
     kvmem's placement gives every GPU layers when anything sits on the host, and no GPU could take
     even the smallest routed expert tensor left on the host (moved there, every budget still holds)."""
     from kvmem.catalog import as_model
-    from kvmem.engines.llamacpp.offload import llamacpp_offload, room_left
+    from kvmem.engines.llamacpp.best import room_left
+    from kvmem.engines.llamacpp.offload import llamacpp_offload
     from kvmem.engines.llamacpp.tensors import tensors_for
     placed, spilled = [], []
     for name in _moe_presets():
@@ -199,7 +200,8 @@ def test_qwen3_235b_on_four_3090s_at_32k_uses_all_four():
     layer turns kvmem's compute buffers from the scheduled graph to the estimate), so kvmem's
     placement takes the next margin that fits, then fills the room left with host expert tensors."""
     from kvmem.catalog import as_model
-    from kvmem.engines.llamacpp.offload import llamacpp_offload, room_left
+    from kvmem.engines.llamacpp.best import room_left
+    from kvmem.engines.llamacpp.offload import llamacpp_offload
     from kvmem.engines.llamacpp.tensors import tensors_for
     p = llamacpp_offload("qwen3-235b-a22b", gpus=["rtx-3090-24gb"] * 4, context="32k", weight_dtype="q4_k_m")
     best = p.best

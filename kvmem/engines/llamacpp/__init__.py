@@ -87,7 +87,7 @@ Family rules (which layers slide, recurrent rows, per-head MiniCPM3, DeciLM's 0-
 Not modelled: the one-day f16 SWA cache of PR #21277 (2026-04-01, reverted by #21332), the
     DeepSeek-V4 cache (llama_kv_cache_dsv4), --n-gpu-layers partial offload, backend buffer alignment.
 MiniMax-M3 (llama_kv_cache_msa): K and V in every layer, and an indexer cache of one sparse_index_dim K
-    head and one value_length V head on the layers after the leading dense ones (plan.msa_indexer).
+    head and one value_length V head on the layers after the leading dense ones (indexers.msa_indexer).
 
 Modules: settings (defaults, builds, options resolved), plan (cells, streams, the SWA cache,
 per-layer rows, devices), entry (estimate, capacity, the start-up numbers), logs (the lines each

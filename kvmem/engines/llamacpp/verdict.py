@@ -1,5 +1,5 @@
 """llama.cpp's one verdict for kvmem.sizing (SizingRules.placement_verdict): a workload fits when
-kvmem's best placement of it fits (kvmem.engines.llamacpp.offload.best_layout: layers and routed
+kvmem's best placement of it fits (kvmem.engines.llamacpp.best.best_layout: layers and routed
 experts over the GPUs, the rest in host RAM), not only when every layer fits on the GPUs.
 
 kvmem.sizing asks this only when the workload does not fit with every layer on the GPUs (then
@@ -44,7 +44,8 @@ def placement_verdict(s, found):
     from ...sizing.search import largest_fitting
     from .fitting import layout
     from .layouts import CUDA_CONTEXT_BYTES
-    from .offload import weight_format, best_layout
+    from .best import best_layout
+    from .offload import weight_format
     from .panel import offload_options
 
     if s.given.weights_bytes is not None or s.given.activation_bytes is not None:

@@ -1,0 +1,181 @@
+"""kvmem's own placement for llama.cpp (offload.py's search, its module docstring): on one GPU the fewest
+--n-cpu-moe (MoE) or the most -ngl (dense) that fits; on several, --fit's own search
+(kvmem.engines.llamacpp.fitting) with its margin, then ``top_up``: routed expert tensors moved from the
+host to any GPU with room. Each search's result is kept (best_layout), as fit and its searches ask again."""
+
+from __future__ import annotations
+
+import re
+
+from .fitting import FIT_MARGIN_BYTES, fit_on, largest, layout
+from .layouts import CUDA_CONTEXT_BYTES, Layout
+from .placement import CPU, cuda_alloc_bytes
+from .tensors import tensors_for
+
+__all__ = ["best_layout", "fit_searched", "room_left", "top_up"]
+
+
+def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
+    n = model.num_layers
+    cache = {}
+
+    def at(ngl, ncm):
+        if (ngl, ncm) not in cache:
+            cache[(ngl, ncm)] = layout(model, tensors, gpus=gpus, n_gpu_layers=ngl, tensor_split=split,
+                                       n_cpu_moe=ncm, **kw)
+        return cache[(ngl, ncm)]
+
+    if model.facts.moe is not None and gpus:
+        def keeps(k):       # k = the last layers keeping their experts on the GPU (--n-cpu-moe n - k)
+            return at(n + 1, n - k).fits(budgets)
+
+        if keeps(0):
+            # a guess from the bytes alone (each layer's experts as the GPU allocates them, in the room every
+            # expert on the host leaves), then checked layout by layout from there: 2 or 3 layouts, not a bisection
+            base = at(n + 1, n)
+            room = min(budgets[g] - base.total_bytes[g] for g in gpus)
+            per_layer = [0] * n
+            for t in base.placement.tensors:
+                if t.device == CPU and t.group == "experts" and t.layer is not None:
+                    per_layer[t.layer] += cuda_alloc_bytes(t)
+            k = 0
+            while k < n and per_layer[n - k - 1] <= room:
+                room -= per_layer[n - k - 1]
+                k += 1
+            while k > 0 and not keeps(k):
+                k -= 1
+            while k < n and keeps(k + 1):
+                k += 1
+            return at(n + 1, n - k)
+        ngl = largest(0, n + 1, lambda g: at(g, n).fits(budgets))
+        return at(ngl, n) if ngl is not None else None
+    if not gpus:
+        return at(0, 0)
+    # from one layer up: -ngl 0 lays everything out on the host, whose compute graph costs the most to size
+    ngl = largest(1, n + 1, lambda g: at(g, 0).fits(budgets))
+    if ngl is None:
+        ngl = 0 if at(0, 0).fits(budgets) else None
+    return at(ngl, 0) if ngl is not None else None
+
+
+def _host_experts(lay: Layout) -> list:
+    """The routed expert tensors a layout keeps on the host, largest first."""
+    out = [t for t in lay.placement.tensors if t.device == CPU and t.group == "experts" and "_exps" in t.name]
+    return sorted(out, key=lambda t: (-t.nbytes, t.layer, t.name))
+
+
+def _moved(model, tensors, lay: Layout, t, device, kw) -> Layout:
+    """``lay`` with expert tensor ``t`` on ``device`` (an -ot ahead of the layout's own)."""
+    rule = (re.escape(t.name), device)
+    return layout(model, tensors, gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers,
+                  tensor_split=lay.tensor_split if len(lay.placement.gpus) > 1 else None, n_cpu_moe=lay.n_cpu_moe,
+                  override_tensor=(rule,) + tuple(lay.override_tensor), **{**kw, "n_ctx": lay.n_ctx})
+
+
+def top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layout | None:
+    """Move host expert tensors to GPUs with room for them until no GPU has room for one (module doc)."""
+    if lay is None or model.facts.moe is None:
+        return lay
+    moved = True
+    while moved:        # until a pass over the GPUs moves nothing: a move can change another card's compute buffer
+        moved = False
+        for device in lay.placement.gpus:
+            failed = set()      # one try per size (the same bytes fail alike, and fail again once the room shrinks)
+            while True:
+                # a tensor moved here can also shrink this card's compute buffer (the host experts it no longer
+                # copies in): up to the room plus that buffer
+                room = budgets[device] - lay.total_bytes[device] + lay.compute_bytes[device]
+                for t in _host_experts(lay):
+                    size = cuda_alloc_bytes(t)
+                    if size > room or size in failed:
+                        continue
+                    trial = _moved(model, tensors, lay, t, device, kw)
+                    if trial.fits(budgets):
+                        lay, moved = trial, True
+                        break
+                    failed.add(size)
+                else:
+                    break
+        moved = moved and len(lay.placement.gpus) > 1     # one card: its own pass saw every change
+    return lay
+
+
+def room_left(model, tensors, lay: Layout, budgets: dict, kw: dict) -> list:
+    """(GPU, tensor name) for each GPU that could still take a routed expert tensor kept on the host:
+    the smallest one, moved there, fits every budget. Empty for kvmem's placements (the invariant
+    tests/engines/test_llamacpp_placement.py asserts)."""
+    host = _host_experts(lay)
+    if not host:
+        return []
+    smallest = min(host, key=cuda_alloc_bytes)
+    return [(d, smallest.name) for d in lay.placement.gpus
+            if _moved(model, tensors, lay, smallest, d, kw).fits(budgets)]
+
+
+_BEST: dict = {}      # (model, weight format, budgets, options) -> (Layout | None, tensors, source)
+_BEST_KEPT = 64
+# kvmem's placement over several GPUs: the margins tried. MoE: --fit's own, which _top_up then fills with
+# expert tensors; dense (whole layers only, nothing to fill with): none first
+_MARGINS = (FIT_MARGIN_BYTES, 2 * FIT_MARGIN_BYTES)
+_MARGINS_DENSE = (0, 128 << 20, 512 << 20, FIT_MARGIN_BYTES)
+_FITS: dict = {}      # fit_searched's answers: kvmem's placement and the --fit report ask the same search
+
+
+def fit_searched(model, tensors, names, free: dict, n_ctx, kw: dict, margin: int = FIT_MARGIN_BYTES) -> tuple:
+    """fit_on, remembered for the last few asked with these very tensors."""
+    key = (model, id(tensors), names, tuple(free.items()), n_ctx, tuple(sorted(kw.items())), margin)
+    if key in _FITS and _FITS[key][0] is tensors:
+        return _FITS[key][1]
+    found = fit_on(model, tensors, names, free, n_ctx=n_ctx, kw=kw, margin=margin)
+    if len(_FITS) >= _BEST_KEPT:
+        _FITS.pop(next(iter(_FITS)))
+    _FITS[key] = (tensors, found)
+    return found
+
+
+_TENSORS: dict = {}   # (model, weight format) -> (tensors, source): one object per model, so layouts are remembered
+
+
+def _tensors(model, weight_format) -> tuple:
+    key = (model, weight_format)
+    if key not in _TENSORS:
+        if len(_TENSORS) >= 8:
+            _TENSORS.pop(next(iter(_TENSORS)))
+        _TENSORS[key] = tensors_for(model, weight_format)
+    return _TENSORS[key]
+
+
+def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
+    """(kvmem's placement or None, the tensors, their source) for ``model``'s tensors in
+    ``weight_format`` (kvmem.engines.llamacpp.tensors.tensors_for), ``budgets`` ((device, bytes), ...)
+    and layout ``options`` ((name, value), ...); None when the GPUs cannot hold even what the
+    smallest placement leaves them. Remembered for the last few asked: kvmem fit's verdict, its
+    report and the Fit page ask the same."""
+    key = (model, weight_format, budgets, options)
+    if key in _BEST:
+        return _BEST[key]
+    tensors, source = _tensors(model, weight_format)
+    names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
+    kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
+    if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)
+        free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
+        for margin in _MARGINS if model.facts.moe is not None else _MARGINS_DENSE:
+            # --fit's own search (the one its report shows, searched once), then _top_up fills the margin it
+            # keeps; fit.cpp checks each device when it fills it, and a later device's split layer can change an
+            # earlier one's compute buffer (kvmem's estimate stands in for the scheduled graph once a non-expert
+            # tensor moves), so a search can end over a card: then a wider margin
+            best, _ = fit_searched(model, tensors, names, free, kw["n_ctx"], kw_fit, margin)
+            if best.fits(usable):
+                break
+        else:
+            best = None
+    else:
+        best = _best(model, tensors, names, None, usable, kw)
+    best = top_up(model, tensors, best, usable, kw_fit)
+    if len(_BEST) >= _BEST_KEPT:
+        _BEST.pop(next(iter(_BEST)))
+    _BEST[key] = (best, tensors, source)
+    return _BEST[key]
+
+
+# ---- the plan ---------------------------------------------------------------------------------
