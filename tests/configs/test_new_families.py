@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
+from kvmem.engines import FamilyNotChecked
 from kvmem import ConfigError, Model
 
 NEW = Path(__file__).parent.parent / "fixtures" / "configs" / "new"
@@ -73,15 +74,18 @@ def test_gemma_4_last_layer_is_always_full_and_per_layer_config_overrides():
         Model.from_hf_config(cfg)
 
 
-def test_gemma_4_is_refused_by_engines_not_checked_for_it():
+def test_gemma_4_is_sized_or_refused_by_each_engine_in_its_own_terms():
     model = Model.from_hf_config(gemma4(6, 8, 2, 128))
     assert kvmem.estimate(model, engine="hf-dynamic", tokens=64).kv_bytes > 0
     assert kvmem.estimate(model, engine="llama.cpp", tokens=64).kv_bytes > 0   # checked against llama.cpp's logs
     # vLLM 0.33 gemma4.py: per_layer_config's head_dim and KV heads per layer, as kvmem reads them;
     # the allocator checked against vLLM's own planning on Gemma-4-shaped models (tests/oracles)
     assert kvmem.estimate(model, engine="vllm", tokens=64).kv_bytes > 0
-    with pytest.raises(ValueError, match=r"engine 'sglang' \(SGLang 0.5.23\): kvmem does not size model_type 'gem"):
+    # SGLang 0.5.23 keeps one head shape in its full pool (kvmem/engines/sglang): this config's two shapes are refused
+    with pytest.raises(ValueError, match=r"SGLang's full pool has one head shape for all its layers"):
         kvmem.estimate(model, engine="sglang", tokens=64)
+    with pytest.raises(FamilyNotChecked, match="model_type 'gemma4_text' the way this engine does yet"):
+        kvmem.estimate(model, engine="trtllm", tokens=64)
 
 
 GLM5 = {"model_type": "glm_moe_dsa", "num_hidden_layers": 78, "num_attention_heads": 64, "num_key_value_heads": 64,

@@ -37,6 +37,8 @@ def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[Pa
     if fmt.mode == "nvfp4":
         raise ValueError("kv_dtype nvfp4 is modelled for full-attention layers only "
                          "(vLLM's FullAttentionSpec); this model has sliding/chunked layers")
+    if layer.kind not in (SLIDING, CHUNKED):
+        raise ValueError(f"kvmem's vllm mode has no page spec for a {layer.kind!r} layer outside its family")
     kind = "sliding" if layer.kind == SLIDING else "chunked"
     return [PageSpec(kind, block, heads, layer.head_dim_k, layer.head_dim_v, fmt.nbytes, fmt.mode,
                   layer.window)]
@@ -64,6 +66,10 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
     check_heads(model, tp)
     if model.model_type == "deepseek_v4":
         return _deepseek_v4_plan(model, kv_dtype, pp, opts)
+    if any(layer.kind == "compressed" for layer in model.layers):
+        # vllm@v0.33.0 builds compressed attention's caches in vllm/models/deepseek_v4/ only
+        raise ValueError(f"vLLM 0.33.0 builds compressed-attention caches only in its DeepSeek-V4 model "
+                         f"(vllm/models/deepseek_v4/); model_type {model.model_type!r} has compressed layers")
     fmt = kv_format(model, kv_dtype)
     draft = draft_layers(model, opts.draft)
     if draft and isinstance(opts.draft, Model):
