@@ -52,6 +52,8 @@ common.engine_refusal(result)
 verdict = "fits" if result.fits else "does not fit"
 if result.placement:    # llama.cpp's verdict is its placement's (kvmem.engines.llamacpp.verdict)
     verdict += f", {kvmem.format_bytes(result.placement['host_bytes'])} of it in host RAM"
+    if result.fits and result.placement.get("condition"):
+        verdict += f" — {result.placement['condition']}"
 formats = f"KV {result.kv_dtype}, weights {result.weight_dtype}"
 st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu} ({formats}): {verdict}")
 if "offload" in ENGINES[work.engine].panels:   # the engine places layers on GPUs and host: its placement first

@@ -10,6 +10,12 @@ from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_optio
                      read_model)
 
 
+def _condition(result) -> str:
+    """What a 'yes' rests on that kvmem could not check (llama.cpp's placement: the host's free RAM)."""
+    condition = (result.placement or {}).get("condition") if result.fits else ""
+    return f", {condition}" if condition else ""
+
+
 def _weights_line(result) -> str:
     """Which weight bytes fit used: a checkpoint's headers (exact), the formula (fallback), or given."""
     per_device = format_bytes(result.breakdown.get("weights", 0))
@@ -109,7 +115,7 @@ def cmd_fit(args) -> int:
     replica = " per replica" if result.replicas > 1 else ""
     lines = [f"{result.model} on {result.num_gpus} x {result.gpu} · {result.engine} · tp {result.tp} pp {result.pp}"
              f" · weights {result.weight_dtype} · KV {result.kv_dtype}",
-             f"fits: {'yes' if result.fits else 'no'} — {workload}",
+             f"fits: {'yes' if result.fits else 'no'}{_condition(result)} — {workload}",
              f"per device, for {result.breakdown_batch:,} x {result.breakdown_context:,} tokens{replica}: "
              + _breakdown_text(result),
              f"max batch at {result.context:,} tokens: {result.max_batch}",

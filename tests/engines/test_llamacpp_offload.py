@@ -102,7 +102,8 @@ def test_cli_fit_one_verdict_the_placement_s(capsys):
     out = captured.out
     assert code == 0 and "does not fit" not in out + captured.err
     lines = out.splitlines()
-    assert lines[1] == "fits: yes — 32,768 tokens x batch 1"
+    assert lines[1] == ("fits: yes, if the host has 9.08 GiB of free RAM for it (not checked: kvmem does not know the "
+                        "host's memory; -o host_memory_bytes=... checks it) — 32,768 tokens x batch 1")
     assert lines[2] == "llama.cpp offload on rtx-3060-12gb at 32,768 tokens:"
     assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 -ot" in out
     assert "decode bound 51.8 tokens/s" in out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...units import format_bytes
 from ..base import byte_option
 from .settings import LLAMA_MAX_SEQ
 
@@ -114,7 +115,11 @@ def placement_verdict(s, found):
     placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": batch,
               "total_bytes": dict(best.total_bytes), "offloaded_layers": best.placement.offloaded_layers,
               "n_layer_plus_output": best.placement.n_layer + 1, "host_bytes": on_host, "host_memory_bytes": bound,
-              "device": fullest, "breakdown": breakdown}
+              "device": fullest, "breakdown": breakdown,
+              # what "fits" rests on that kvmem cannot check: the host's free RAM, unless given
+              "condition": (f"if the host has {format_bytes(on_host)} of free RAM for it (not checked: kvmem does not "
+                            f"know the host's memory; -o {HOST_OPTION}=... checks it)") if bound is None and on_host
+              else ""}
     host_note = (f"host RAM not bounded (sizing option {HOST_OPTION}): this placement takes {on_host:,} B there"
                  if bound is None else f"host RAM {bound:,} B ({HOST_OPTION}): this placement takes {on_host:,} B")
     note = (f"llama.cpp fits with layers or experts in host RAM: {' '.join(best.flags())}; "
