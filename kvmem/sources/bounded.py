@@ -81,12 +81,15 @@ def check_count(count: int, item_bytes: int, available: int, what: str) -> int:
     return count
 
 
-def read_at_most(stream, limit: int, what: str, deadline: Deadline | None = None) -> bytes:
-    """All of ``stream`` (a binary file, an upload, an HTTP body), refused one byte past ``limit``."""
+def read_at_most(stream, limit: int, what: str, deadline: Deadline | None = None, wait=None) -> bytes:
+    """All of ``stream`` (a binary file, an upload, an HTTP body), refused one byte past ``limit``;
+    ``wait()`` (if given) runs before each read, e.g. to wait for a pipe's data until a deadline."""
     parts, size = [], 0
     while True:
         if deadline is not None:
             deadline.left()
+        if wait is not None:
+            wait()
         chunk = _read_some(stream, min(_CHUNK, limit + 1 - size))
         if not chunk:
             return b"".join(parts)
@@ -195,21 +198,12 @@ def _read_waiting(stream, fd: int | None, limit: int, what: str, deadline: Deadl
     """read_at_most of a stream whose reads may block (a pipe, a terminal): each read waits for
     data at most until the deadline (select, where the platform has it for this descriptor)."""
     import select
-    parts, size = [], 0
-    while True:
-        left = deadline.left()
-        if fd is not None and os.name == "posix":
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                raise SourceError(f"{what}: not all of it arrived within {seconds:g} s (a writer that never "
-                                  "ends or never writes); save it to a file first")
-        chunk = _read_some(stream, min(_CHUNK, limit + 1 - size))
-        if not chunk:
-            return b"".join(parts)
-        size += len(chunk)
-        if size > limit:
-            raise SourceError(f"{what} is over {limit:,} bytes, the most kvmem reads of it")
-        parts.append(chunk)
+
+    def ready() -> None:
+        if fd is not None and os.name == "posix" and not select.select([fd], [], [], deadline.left())[0]:
+            raise SourceError(f"{what}: not all of it arrived within {seconds:g} s (a writer that never "
+                              "ends or never writes); save it to a file first")
+    return read_at_most(stream, limit, what, deadline, wait=ready)
 
 
 def parse_json(text, what: str, *, limit: int, depth: int = MAX_JSON_DEPTH, items: int = MAX_JSON_ITEMS):
