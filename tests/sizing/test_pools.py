@@ -9,23 +9,24 @@ GPT_OSS = dict(gpu="h100-sxm-80gb", engine="sglang")
 
 
 def test_gpt_oss_120b_at_128k_does_not_fit_sglangs_full_pool():
-    # SGLang's hybrid-SWA split of the ~4.96 GiB budget leaves the full-attention layers 80,317 tokens
-    # (its own max_total_num_tokens; concurrency 0.61x), fewer than one 131,072-token request, though
+    # SGLang's hybrid-SWA split of the ~4.96 GiB budget (5,329,522,837 B) leaves the full-attention layers
+    # int(5,329,522,837 // 66,355.2) = 80,318 tokens (its own pool_configurator, run in
+    # tests/oracles/test_hybrid_verdicts_oracle.py; concurrency 0.61x), fewer than one 131,072-token request, though
     # both pools' bytes exceed the request's 4.50 GiB
     result = kvmem.fit("gpt-oss-120b", context="128k", **GPT_OSS)
-    assert ("full-attention pool holds 80,317 tokens (max_total_num_tokens), fewer than the 131,072 that one "
+    assert ("full-attention pool holds 80,318 tokens (max_total_num_tokens), fewer than the 131,072 that one "
             "request of 131,072 tokens takes") in result.why_not
-    assert (result.fits, result.max_batch, result.max_context) == (False, 0, 80_317)
-    assert result.capacity.details.full_layer_tokens == 80_317
+    assert (result.fits, result.max_batch, result.max_context) == (False, 0, 80_318)
+    assert result.capacity.details.full_layer_tokens == 80_318
     assert result.breakdown.kv_pool_bytes >= result.kv_bytes_per_sequence    # the bytes alone would have said yes
 
 
 def test_the_longest_context_sglang_serves_is_its_full_pool():
-    fit = kvmem.fit("gpt-oss-120b", context=80_317, **GPT_OSS)
+    fit = kvmem.fit("gpt-oss-120b", context=80_318, **GPT_OSS)
     assert (fit.fits, fit.max_batch) == (True, 1)
-    assert not kvmem.fit("gpt-oss-120b", context=80_318, **GPT_OSS).fits
+    assert not kvmem.fit("gpt-oss-120b", context=80_319, **GPT_OSS).fits
     plan = kvmem.fit("gpt-oss-120b", context="32k", **GPT_OSS)
-    # 80,317 pool tokens hold two whole 32,768-token requests (pages of 1), not three
+    # 80,318 pool tokens hold two whole 32,768-token requests (pages of 1), not three
     assert plan.max_batch == 2 and plan.engine_numbers.max_concurrency >= 2
 
 

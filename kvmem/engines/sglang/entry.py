@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model import Model
+from ...model import SLIDING, Model
 from ...records import Record
 from ..base import Capacity, Refusal, assemble
 from ...parallel import cdiv, pp_stages
@@ -81,8 +81,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                     pp=pp, rows=rows_per_layer, notes=notes, details=details, block_size=page)
 
 
-def _split_swa(layout: Layout, stage: range, tokens: int, ratio) -> tuple[int, int]:
-    """set_num_tokens_hybrid_swa: (full, swa) pool tokens from the profiled count (in float, as SGLang)."""
+def _split_swa(layout: Layout, stage: range, tokens: int, rest: int, ratio) -> tuple[int, int]:
+    """(full, swa) pool tokens from the KV bytes ``rest`` (``tokens``: rest // cell, page-aligned)."""
     page = layout.page_size
     full, swa = set(layout.full), set(layout.swa)
     n_full = sum(i in full for i in stage)
@@ -91,11 +91,26 @@ def _split_swa(layout: Layout, stage: range, tokens: int, ratio) -> tuple[int, i
         return tokens, 0
     if n_full == 0:
         return 0, tokens // page * page
+    # sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L786-L803 _recompute_cell_size,
+    # #L907-L916 calculate_pool_sizes, #L859-L893 _solve_pool_sizes: max_total_num_tokens is
+    # int(bytes // (full cell + ratio x SWA cell)) straight from the bytes (in float), full the page-aligned
+    # count, swa int(full x ratio) page-aligned. (Flooring to rest // (full + SWA cell) first lost a token:
+    # gpt-oss-120b on 10 GiB, SGLang 161,817 full / 129,453 SWA, kvmem had 161,816 / 129,452;
+    # tests/oracles/test_hybrid_verdicts_oracle.py)
     full_cell, swa_cell = layout.cell["full"] * n_full, layout.cell["swa"] * n_swa
-    total = tokens * (full_cell + swa_cell)
-    full = int(total / (full_cell + ratio * swa_cell))
-    swa = int(full * ratio)
-    return full // page * page, swa // page * page
+    full = int(rest // (full_cell + ratio * swa_cell)) // page * page
+    return full, int(full * ratio) // page * page
+
+
+# sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L198-L216 validate_swa_pool_size (called
+# by _solve_pool_sizes, #L879-L882): a ValueError at startup when the SWA pool holds no more than the window and a
+# page, whatever the requests' length (gemma-4-26b-a4b on 50 MB: 216 SWA tokens, window 1,024)
+def swa_pool_too_small(swa: int, window: int, page: int) -> str | None:
+    if window + page < swa:
+        return None
+    return (f"SGLang raises ValueError: SWA pool ({swa} tokens) cannot hold even one request: the prefill admission "
+            f"floor is sliding_window_size ({window}) + page_size ({page}). Increase --swa-full-tokens-ratio or "
+            "the total KV budget.")
 
 
 # sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L94-L99 MemoryPoolConfig.__post_init__:
@@ -140,17 +155,23 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         # utils/hf_transformers/common.py#L677-L694 get_context_length: 2048 without a length field)
         tokens = (int(rest // cell) if cell else max_model_len or model.max_position_embeddings or 2048) // page * page
         if best is None or tokens < best[0]:
-            best = (tokens, stage, cell, state)
-    tokens, stage, cell, state = best
+            best = (tokens, stage, cell, state, rest)
+    tokens, stage, cell, state, rest = best
     if state is not None and state.slots <= 0:
         return _refused(model, kv_memory, layout, cell, tokens, notes, mamba.too_small(kv_memory, state))
     if tokens <= 0:
         return _refused(model, kv_memory, layout, cell, tokens, notes, NOT_ENOUGH_MEMORY)
     slots = state.slots if state else None
     per_request = state.per_request if state else None
-    full, swa = _split_swa(layout, stage, tokens, options["swa_full_tokens_ratio"]) if layout.swa else (tokens, 0)
+    full, swa = (_split_swa(layout, stage, tokens, rest, options["swa_full_tokens_ratio"]) if layout.swa
+                 else (tokens, 0))
     if not layout.full and layout.swa:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
         full = swa
+    elif layout.swa and full > 0 and any(model.layers[i].kind == SLIDING for i in layout.swa):
+        # a chunked-attention model (Llama 4) has no sliding_window_size, and SGLang skips the check
+        too_small = swa_pool_too_small(swa, layout.window, page)
+        if too_small is not None:
+            return _refused(model, kv_memory, layout, cell, tokens, notes, too_small)
     concurrency = None
     if max_model_len:
         need = cdiv(max_model_len, page) * page

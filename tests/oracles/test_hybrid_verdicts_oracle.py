@@ -1,0 +1,115 @@
+"""Issue 33: kvmem's SGLang admission verdict (SizingRules.pools_refuse, which kvmem.fit uses) against SGLang
+0.5.23's own pool sizing (kvmem/oracles/sglang_pool_sizing.py runs pool_configurator.py's
+HybridSWAPoolConfigurator and kv_cache_configurator.py's Mamba sizing on the budget).
+
+SGLang serves ``batch`` requests of ``context`` tokens when it starts (no ValueError/RuntimeError), its full
+pool holds batch x ceil_page(context) tokens, its SWA pool batch x ceil_page(min(context, window)), and (Mamba)
+batch <= max_running_requests. The verdicts must agree, and kvmem's pool details must equal SGLang's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+pytest.importorskip("sglang")
+
+from kvmem.catalog import get_model, preset  # noqa: E402
+from kvmem.engines.sglang.admission import pools_refuse  # noqa: E402
+from kvmem.engines.sglang.entry import capacity  # noqa: E402
+from kvmem.engines.sglang.pools import DEFAULTS  # noqa: E402
+from kvmem.oracles.sglang_pool_sizing import mamba_pools, model_config, swa_pools  # noqa: E402
+
+SWA_PRESETS = ("gpt-oss-120b", "gpt-oss-20b", "gemma-4-26b-a4b")
+MAMBA_PRESETS = ("qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b")
+CASES_PER_PRESET = 40
+
+
+def _workloads(seed: int, n: int):
+    rng = random.Random(seed)
+    for _ in range(n):
+        kv_memory = int(math.exp(rng.uniform(math.log(20e6), math.log(60e9))))
+        context = int(math.exp(rng.uniform(0, math.log(262_144))))
+        yield kv_memory, context, rng.choice((1, 1, 2, 3, 8, 32, 200))
+
+
+def _ceil_page(tokens: int, page: int) -> int:
+    return -(-tokens // page) * page
+
+
+def _kvmem(name: str, kv_memory: int, context: int, batch: int, page: int):
+    options = {**DEFAULTS, "page_size": page}
+    why = pools_refuse(get_model(name), kv_memory=kv_memory, tokens=context, batch=batch, kv_dtype="bf16",
+                       tp=1, pp=1, **options)
+    cap = capacity(get_model(name), kv_memory=kv_memory, kv_dtype="bf16", tp=1, pp=1, max_model_len=context,
+                   **options)
+    return why, cap
+
+
+def _swa_case(name: str, kv_memory: int, context: int, batch: int, page: int):
+    theirs = swa_pools(model_config(name, preset(name)["config"]), kv_memory=kv_memory, page_size=page)
+    why, cap = _kvmem(name, kv_memory, context, batch, page)
+    if theirs["error"] is None:
+        serves = (theirs["full"] >= batch * _ceil_page(context, page)
+                  and theirs["swa"] >= batch * _ceil_page(min(context, theirs["window"]), page))
+        assert (cap.details.full_layer_tokens, cap.details.swa_layer_tokens) == (theirs["full"], theirs["swa"])
+    else:
+        serves = False
+        assert cap.refusal is not None, theirs["error"]
+    assert (why is None) == serves, (name, kv_memory, context, batch, page, theirs, why)
+    return serves
+
+
+@pytest.mark.parametrize("name", SWA_PRESETS)
+def test_hybrid_swa_verdict_is_sglangs(name):
+    seed = sum(map(ord, name))
+    verdicts = [_swa_case(name, kv, ctx, b, page)
+                for (kv, ctx, b), page in zip(_workloads(seed, CASES_PER_PRESET),
+                                                  [1, 64] * (CASES_PER_PRESET // 2), strict=True)]
+    assert any(verdicts) and not all(verdicts)   # both verdicts drawn
+
+
+def test_gpt_oss_120b_at_128k_on_one_h100_is_refused():
+    # the issue's case: kvmem.fit's KV budget for gpt-oss-120b on one H100-80GB at 128k, 5,329,522,837 B; its
+    # full-attention pool holds fewer than one 131,072-token request, though full + SWA bytes exceed it.
+    # A cell: 18 full layers x 8 KV heads x (64 + 64) x 2 B = 36,864 B, and 0.8 x the same for the SWA layers: 66,355.2 B a full token
+    kv = 5_329_522_837   # // 66,355.2 = 80,318 full tokens, 64,254 SWA
+    assert swa_pools(model_config("gpt-oss-120b", preset("gpt-oss-120b")["config"]), kv_memory=kv)["full"] == 80_318
+    assert _swa_case("gpt-oss-120b", kv, 131_072, 1, 1) is False
+    assert _swa_case("gpt-oss-120b", kv, 65_536, 1, 1) is True
+
+
+def test_swa_pool_below_the_window_is_sglangs_startup_error():
+    # gemma-4-26b-a4b on 50 MB: SGLang's pools would be 270 full / 216 SWA tokens, but validate_swa_pool_size
+    # raises (216 <= 1,024 + 1), so even a 100-token request is not served; kvmem gave 'fits' before the fix
+    assert swa_pools(model_config("gemma-4-26b-a4b", preset("gemma-4-26b-a4b")["config"]),
+                     kv_memory=50_000_000)["error"].startswith("SWA pool (216 tokens)")
+    assert _swa_case("gemma-4-26b-a4b", 50_000_000, 100, 1, 1) is False
+
+
+def test_one_token_the_float_split_keeps():
+    # gpt-oss-120b on 10 GiB: SGLang int(10 GiB // (36,864 + 0.8 x 36,864)) = 161,817 full tokens,
+    # 129,453 SWA; kvmem floored to whole (full + SWA) cells first and had 161,816 / 129,452
+    assert int(10 * 2**30 // (36_864 + 0.8 * 36_864)) == 161_817
+    assert _swa_case("gpt-oss-120b", 10 * 2**30, 161_817, 1, 1) is True
+
+
+@pytest.mark.parametrize("name", MAMBA_PRESETS)
+def test_mamba_hybrid_verdict_is_sglangs(name):
+    mc = model_config(name, preset(name)["config"])
+    verdicts = []
+    for kv_memory, context, batch in _workloads(sum(map(ord, name)), CASES_PER_PRESET):
+        theirs = mamba_pools(mc, kv_memory=kv_memory, context=context)
+        why, cap = _kvmem(name, kv_memory, context, batch, 1)
+        serves = (theirs["error"] is None and theirs["tokens"] >= batch * context
+                  and batch <= theirs["max_running_requests"])
+        if theirs["slots"] is not None and theirs["slots"] > 0:
+            assert cap.details.max_mamba_cache_size == theirs["slots"]
+        if theirs["error"] is None:
+            assert (cap.tokens, cap.details.max_running_requests) == (theirs["tokens"],
+                                                                       theirs["max_running_requests"])
+        assert (why is None) == serves, (name, kv_memory, context, batch, theirs, why)
+        verdicts.append(serves)
+    assert any(verdicts) and not all(verdicts)
