@@ -4,7 +4,7 @@ Bytes alone do not decide it: a hybrid-SWA model splits its tokens between a ful
 a sliding-window pool (entry._split_swa, swa_full_tokens_ratio), and a request needs its whole
 length in the first and its window in the second; a Mamba hybrid admits at most
 max_running_requests requests (mamba.max_running_requests). gpt-oss-120b at 128k on one H100:
-the pools hold 80,317 full-layer tokens, fewer than one 131,072-token request, though the bytes
+the pools hold 80,318 full-layer tokens, fewer than one 131,072-token request, though the bytes
 of both pools together exceed the request's.
 """
 
