@@ -99,9 +99,13 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
 
 def _short_message(s: Setup, result: Fit) -> str:
     """Why a batch does not fit where fewer sequences do: the most that fit, the shortfall, what would fit."""
+    # the bytes hold them, the engine's pools do not admit them at once (pools_refuse): say that, not "short by 0 B"
+    pools = (pools_refuse(s, s.context, replica_batch(s), result.kv_memory_bytes)
+             if result.shortfall_bytes == 0 and result.kv_memory_bytes > 0 else None)
+    why = pools if pools else (f"short by {format_bytes(result.shortfall_bytes)} ({result.shortfall_bytes:,} B) "
+                               "per device")
     text = (f"{s.model.name} holds {result.max_batch:,} sequence{'s' * (result.max_batch != 1)} of {s.context:,} "
-            f"tokens on {s.num_gpus} x {s.gpu.name} ({s.engine}), not {s.batch:,}: short by "
-            f"{format_bytes(result.shortfall_bytes)} ({result.shortfall_bytes:,} B) per device.")
+            f"tokens on {s.num_gpus} x {s.gpu.name} ({s.engine}), not {s.batch:,}: {why}.")
     return text + (" What would fit: " + "; ".join(result.suggestions) + "." if result.suggestions else "")
 
 

@@ -43,5 +43,15 @@ def test_pools_refuse_names_each_pool_and_the_request_cap():
 
 
 def test_an_engine_without_pools_is_decided_by_bytes():
-    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm")
-    assert kvmem.engines.engine_spec("vllm").sizing.pools_refuse is None and fit.fits
+    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="trtllm")
+    assert kvmem.engines.engine_spec("trtllm").sizing.pools_refuse is None and fit.fits
+
+
+def test_vllm_admits_the_floor_of_its_maximum_concurrency():
+    # gemma-3-27b at 8,920 tokens on one A100-80GB: vLLM's own planning on kvmem's 21,396,780,748 B budget
+    # prints 4.17x (tests/oracles/test_hybrid_verdicts_oracle.py); each request reserves 8,920 tokens in its
+    # sliding groups too (window 1,024 + 8,192 in flight), so 4 run at once, though the bytes held 17
+    fit = kvmem.fit("gemma-3-27b", gpu="a100-80gb", context=8920, engine="vllm")
+    assert (fit.max_batch, f"{fit.capacity.max_concurrency:.2f}") == (4, "4.17")
+    why = kvmem.fit("gemma-3-27b", gpu="a100-80gb", context=8920, engine="vllm", batch=5).why_not
+    assert "not 5: vLLM admits 4 requests of 8,920 tokens at once (Maximum concurrency 4.17x)" in why

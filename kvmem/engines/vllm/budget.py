@@ -10,6 +10,7 @@ from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
 from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, byte_option,
                     share_whole_blocks)
+from .admission import pools_refuse
 from .options import VllmOptions, check_options, parse_release
 
 
@@ -169,7 +170,7 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
                      defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
-                     batch_dependent=True,
+                     batch_dependent=True, pools_refuse=pools_refuse,
                      startup=StartupNumbers(
                          "GPU KV cache size (tokens)",
                          "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
