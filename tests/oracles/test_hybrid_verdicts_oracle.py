@@ -113,3 +113,57 @@ def test_mamba_hybrid_verdict_is_sglangs(name):
         assert (why is None) == serves, (name, kv_memory, context, batch, theirs, why)
         verdicts.append(serves)
     assert any(verdicts) and not all(verdicts)
+
+
+# ----------------------------------------------------------------------------- vLLM
+# kvmem.fit's max_batch for a context is the floor of vLLM 0.33's own "Maximum concurrency" on the same KV
+# budget (fit's kv_memory_bytes: the budget of the batch the answer is about), from vLLM's planning code
+# (get_kv_cache_configs / get_kv_cache_capacity, as kvmem/oracles/vllm.py runs it). vLLM admits a request
+# only when its whole length's blocks are free in every group (kvmem/engines/vllm/admission.py).
+
+VLLM_HYBRIDS = ("gemma-3-27b", "gpt-oss-120b", "gpt-oss-20b")
+VLLM_GPUS = ("h100-sxm-80gb", "a100-80gb", "l40s-48gb", "h200-sxm-141gb", "rtx-4090-24gb")
+
+
+def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | None:
+    """vLLM's Maximum concurrency for ``length``-token requests on ``memory`` bytes (None: it refuses to start)."""
+    from kvmem.oracles import vllm as vo
+    v = vo._vllm()
+    config = vo._config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
+    specs = vo._specs(v, model, block, 1)
+    v.resolve_kv_cache_layout(config, [vo._layouts(v, model)], specs.values())
+    try:
+        groups = v.get_global_kv_cache_groups(config, [specs])
+        kv_config = v.get_kv_cache_configs(config, [specs], [memory], groups)[0]
+    except ValueError:
+        return None
+    return v.get_kv_cache_capacity(config, kv_config)[1]
+
+
+def _vllm_case(name: str, gpu: str, context: int) -> int | None:
+    import kvmem
+    found = kvmem.fit(name, gpu=gpu, context=context, engine="vllm")
+    if found.kv_memory_bytes <= 0:
+        return None
+    concurrency = _vllm_concurrency(get_model(name), found.kv_memory_bytes, context, found.capacity.block_size)
+    admitted = 0 if concurrency is None else math.floor(concurrency)
+    assert found.max_batch == admitted, (name, gpu, context, found.max_batch, concurrency)
+    return admitted
+
+
+@pytest.mark.parametrize("name", VLLM_HYBRIDS)
+def test_vllm_hybrid_max_batch_is_the_floor_of_vllms_concurrency(name):
+    pytest.importorskip("vllm")
+    rng = random.Random(sum(map(ord, name)) + 1)
+    positions = get_model(name).max_position_embeddings
+    admitted = [_vllm_case(name, rng.choice(VLLM_GPUS), int(math.exp(rng.uniform(math.log(256),
+                                                                                 math.log(positions)))))
+                for _ in range(8)]
+    assert any(admitted)
+
+
+def test_gemma_3_27b_at_8920_tokens_on_an_a100_runs_4_not_17():
+    # vLLM's 4.17x: each request reserves min(1,023 + 8,192, 8,920) tokens in its 52 sliding layers too, so
+    # the pool admits 4 at once; the bytes of their steady state (sliding layers at 1,024) held 17
+    pytest.importorskip("vllm")
+    assert _vllm_case("gemma-3-27b", "a100-80gb", 8920) == 4
