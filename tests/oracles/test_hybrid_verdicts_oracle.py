@@ -116,8 +116,10 @@ def test_mamba_hybrid_verdict_is_sglangs(name):
 
 
 # ----------------------------------------------------------------------------- vLLM
-# kvmem.fit's max_batch for a context is the floor of vLLM 0.33's own "Maximum concurrency" on the same KV
-# budget (fit's kv_memory_bytes: the budget of the batch the answer is about), from vLLM's planning code
+# kvmem.fit's max_batch B for a context is what vLLM 0.33's own "Maximum concurrency" admits: floor(concurrency)
+# >= B on the KV budget at B sequences (fit's kv_memory_bytes: activations sized at --max-num-seqs B, as plan
+# pins it), and < B + 1 on the budget at B + 1 (gpt-oss-120b, 350 tokens, H100: 325; 326.07x on 325's budget,
+# fewer than 326 on 326's, whose activation peak is larger), from vLLM's planning code
 # (get_kv_cache_configs / get_kv_cache_capacity, as kvmem/oracles/vllm.py runs it). vLLM admits a request
 # only when its whole length's blocks are free in every group (kvmem/engines/vllm/admission.py).
 
@@ -140,15 +142,26 @@ def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | No
     return v.get_kv_cache_capacity(config, kv_config)[1]
 
 
-def _vllm_case(name: str, gpu: str, context: int) -> int | None:
+def _vllm_admits(name: str, gpu: str, context: int, batch: int | None) -> tuple[int, int | None]:
+    """(kvmem.fit's max_batch, floor of vLLM's concurrency on fit's KV budget for ``batch``: the budget
+    a server pinned to that many sequences gets; None where fit leaves no KV budget)."""
     import kvmem
-    found = kvmem.fit(name, gpu=gpu, context=context, engine="vllm")
+    found = kvmem.fit(name, gpu=gpu, context=context, engine="vllm", batch=batch)
     if found.kv_memory_bytes <= 0:
-        return None
+        return found.max_batch, None
     concurrency = _vllm_concurrency(get_model(name), found.kv_memory_bytes, context, found.capacity.block_size)
-    admitted = 0 if concurrency is None else math.floor(concurrency)
-    assert found.max_batch == admitted, (name, gpu, context, found.max_batch, concurrency)
-    return admitted
+    return found.max_batch, 0 if concurrency is None else math.floor(concurrency)
+
+
+def _vllm_case(name: str, gpu: str, context: int) -> int:
+    """kvmem's max batch B: vLLM admits B at B's budget (activations at --max-num-seqs B), not B + 1 at B + 1's."""
+    most, admitted = _vllm_admits(name, gpu, context, None)
+    if admitted is None:
+        return 0
+    assert admitted >= most, (name, gpu, context, most, admitted)
+    _, admitted_next = _vllm_admits(name, gpu, context, most + 1)
+    assert admitted_next is None or admitted_next < most + 1, (name, gpu, context, most, admitted_next)
+    return most
 
 
 @pytest.mark.parametrize("name", VLLM_HYBRIDS)
