@@ -142,24 +142,72 @@ def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | No
     return v.get_kv_cache_capacity(config, kv_config)[1]
 
 
-def _vllm_admits(name: str, gpu: str, context: int, batch: int | None) -> tuple[int, int | None]:
+def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float | None]:
+    """(block size, Maximum concurrency) of a Qwen3-Next hybrid in vLLM: the state shapes and dtypes from its
+    model class (qwen3_next.py get_mamba_state_shape_from_config), the block size and padded state page from
+    Platform._align_hybrid_block_size (as kvmem/oracles/vllm_states.py runs them, with the attention's own
+    head size and KV heads), then vLLM's planning. mamba_cache_mode "none": kvmem's vllm mode follows
+    enable_prefix_caching, off by default for these models (kvmem/engines/vllm/__init__.py says so)."""
+    from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
+    from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+    from vllm.v1.kv_cache_interface import MambaSpec
+
+    from kvmem.model import FULL
+    from kvmem.oracles import vllm as vo
+    from kvmem.oracles import vllm_states as vs
+    v, w = vo._vllm(), vs._vllm()
+    attention = next(layer for layer in model.layers if layer.kind == FULL)
+    config = vs._vllm_config(w, model, vs._hf_config(model), tp=1, block_size=16, num_spec=0)
+    config.model_config.get_head_size = lambda: attention.head_dim_k
+    config.model_config.get_num_kv_heads = lambda _parallel: attention.kv_heads
+    shapes = Qwen3NextForCausalLM.get_mamba_state_shape_from_config(config)
+    dtypes = Qwen3NextForCausalLM.get_mamba_state_dtype_from_config(config)
+    w.Platform._align_hybrid_block_size(config, vs._Backend(16))
+    block, padded = config.cache_config.block_size, config.cache_config.mamba_page_size_padded
+    specs = {}
+    for i, layer in enumerate(model.layers):
+        if layer.kind == FULL:
+            specs[f"model.layers.{i}.attn"] = v.FullAttentionSpec(
+                block_size=block, num_kv_heads=layer.kv_heads, head_size=layer.head_dim_k,
+                head_size_v=layer.head_dim_v, dtype=v.torch.bfloat16)
+        else:
+            specs[f"model.layers.{i}.linear_attn"] = MambaSpec(
+                shapes=tuple(shapes), dtypes=tuple(dtypes), block_size=block, page_size_padded=padded,
+                mamba_type=MambaAttentionBackendEnum.GDN_ATTN, mamba_cache_mode="none")
+    planning = vo._config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
+    planning.cache_config.mamba_cache_mode = "none"
+    v.resolve_kv_cache_layout(planning, [vo._layouts(v, model)], specs.values())
+    try:
+        groups = v.get_global_kv_cache_groups(planning, [specs])
+        kv_config = v.get_kv_cache_configs(planning, [specs], [memory], groups)[0]
+    except ValueError:
+        return block, None
+    return block, v.get_kv_cache_capacity(planning, kv_config)[1]
+
+
+def _vllm_admits(name: str, gpu: str, context: int, batch: int | None, **given) -> tuple[int, int | None]:
     """(kvmem.fit's max_batch, floor of vLLM's concurrency on fit's KV budget for ``batch``: the budget
     a server pinned to that many sequences gets; None where fit leaves no KV budget)."""
     import kvmem
-    found = kvmem.fit(name, gpu=gpu, context=context, engine="vllm", batch=batch)
+    found = kvmem.fit(name, gpu=gpu, context=context, engine="vllm", batch=batch, **given)
     if found.kv_memory_bytes <= 0:
         return found.max_batch, None
-    concurrency = _vllm_concurrency(get_model(name), found.kv_memory_bytes, context, found.capacity.block_size)
+    model = get_model(name)
+    if model.model_type == "qwen3_next":
+        block, concurrency = _vllm_mamba_concurrency(model, found.kv_memory_bytes, context)
+        assert block == found.capacity.block_size
+    else:
+        concurrency = _vllm_concurrency(model, found.kv_memory_bytes, context, found.capacity.block_size)
     return found.max_batch, 0 if concurrency is None else math.floor(concurrency)
 
 
-def _vllm_case(name: str, gpu: str, context: int) -> int:
+def _vllm_case(name: str, gpu: str, context: int, **given) -> int:
     """kvmem's max batch B: vLLM admits B at B's budget (activations at --max-num-seqs B), not B + 1 at B + 1's."""
-    most, admitted = _vllm_admits(name, gpu, context, None)
+    most, admitted = _vllm_admits(name, gpu, context, None, **given)
     if admitted is None:
         return 0
     assert admitted >= most, (name, gpu, context, most, admitted)
-    _, admitted_next = _vllm_admits(name, gpu, context, most + 1)
+    _, admitted_next = _vllm_admits(name, gpu, context, most + 1, **given)
     assert admitted_next is None or admitted_next < most + 1, (name, gpu, context, most, admitted_next)
     return most
 
@@ -180,3 +228,15 @@ def test_gemma_3_27b_at_8920_tokens_on_an_a100_runs_4_not_17():
     # the pool admits 4 at once; the bytes of their steady state (sliding layers at 1,024) held 17
     pytest.importorskip("vllm")
     assert _vllm_case("gemma-3-27b", "a100-80gb", 8920) == 4
+
+
+def test_vllm_qwen3_next_max_batch_is_the_floor_of_vllms_concurrency():
+    # fp8 weights, so the 80B model leaves one GPU a KV budget; KV stays bf16. On an H200 at 32,768 tokens:
+    # block 544 (the GDN state page aligned), vLLM 62.14x, kvmem 62
+    pytest.importorskip("vllm")
+    assert _vllm_case("qwen3-next-80b-a3b", "h200-sxm-141gb", 32_768, weight_dtype="fp8") == 62
+    rng = random.Random(33)
+    admitted = [_vllm_case("qwen3-next-80b-a3b", rng.choice(("h200-sxm-141gb", "b200-180gb")),
+                           int(math.exp(rng.uniform(math.log(256), math.log(262_144)))), weight_dtype="fp8")
+                for _ in range(4)]
+    assert any(admitted)
