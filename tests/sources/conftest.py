@@ -245,3 +245,21 @@ def hub_configs() -> dict[str, dict]:
     for path in sorted((FIXTURES / "hub").glob("*.json")):
         out[path.stem.replace("--", "/", 1)] = json.loads(path.read_text())
     return out
+
+
+@pytest.fixture
+def stalled(hub, monkeypatch):
+    """slow/model on the loopback Hub, its config.json stalled until ``release()``; deadline 2 s."""
+    monkeypatch.setenv("KVMEM_HUB_TIMEOUT", "1")
+    monkeypatch.setenv("KVMEM_HUB_DEADLINE", "2")
+    from tests.fixtures import safetensors_models as fx
+    hub.add("slow/model", {"config.json": fx.CONFIG})
+
+    def stall(handler, head):
+        hub.stop.wait(30)
+        handler.close_connection = True
+    hub.behave["config.json"] = stall
+    hub.release = lambda: hub.behave.pop("config.json")
+    yield hub
+    from kvmem.sources import hub as hub_source
+    hub_source.keep_failures_in(None)             # the test's thread back to the process's memory

@@ -8,23 +8,6 @@ import pytest
 import kvmem
 from kvmem.sources import SourceError
 from kvmem.sources import hub as hub_source
-from tests.fixtures import safetensors_models as fx
-
-
-@pytest.fixture
-def stalled(hub, monkeypatch):
-    """slow/model on the loopback Hub, its config.json stalled until ``release()``; deadline 2 s."""
-    monkeypatch.setenv("KVMEM_HUB_TIMEOUT", "1")
-    monkeypatch.setenv("KVMEM_HUB_DEADLINE", "2")
-    hub.add("slow/model", {"config.json": fx.CONFIG})
-
-    def stall(handler, head):
-        hub.stop.wait(30)
-        handler.close_connection = True
-    hub.behave["config.json"] = stall
-    hub.release = lambda: hub.behave.pop("config.json")
-    yield hub
-    hub_source.keep_failures_in(None)             # the test's thread back to the process's memory
 
 
 def test_a_failure_is_remembered_for_its_session_only_and_retried_on_request(stalled):

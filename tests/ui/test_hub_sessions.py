@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from kvmem.sources import hub as hub_source
-from tests.fixtures import safetensors_models as fx
-from tests.sources.conftest import hub  # noqa: F401  (the loopback Hub fixture)
+from tests.sources.conftest import hub, stalled  # noqa: F401  (the loopback Hub, stalled)
 from tests.ui.apptest import load
 
 
@@ -20,18 +19,10 @@ def _errors(at) -> str:
     return " ".join(e.value for e in at.error)
 
 
-def test_one_sessions_hub_failure_is_not_another_sessions(hub, monkeypatch):  # noqa: F811
-    monkeypatch.setenv("KVMEM_HUB_TIMEOUT", "1")
-    monkeypatch.setenv("KVMEM_HUB_DEADLINE", "2")
-    hub.add("slow/model", {"config.json": fx.CONFIG})
-
-    def stall(handler, head):
-        hub.stop.wait(30)
-        handler.close_connection = True
-    hub.behave["config.json"] = stall
+def test_one_sessions_hub_failure_is_not_another_sessions(stalled):  # noqa: F811
     first = _session_with("slow/model")              # the Hub stalls: this session's try fails
     assert "slow/model" in _errors(first) and not first.exception
-    hub.behave.pop("config.json")                      # the Hub is back
+    stalled.release()                                  # the Hub is back
     first.run()
     assert "remembered from an earlier try in this session" in _errors(first)
     assert [b.label for b in first.button if b.key == "hf_retry"] == ["Retry the Hub"]
