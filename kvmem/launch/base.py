@@ -132,6 +132,9 @@ def weight_flags(engine: str, model, weights: str) -> list[Flag]:
     from the checkpoint's config); a format the engine cannot make at load is refused by name."""
     if weights in ("given", "safetensors", model.dtype) or model.facts.quantization_config:
         return []
+    from ..weights.formats import resolve_weight_dtype
+    if weights == resolve_weight_dtype(model, "auto")[0]:    # the format the checkpoint is published in
+        return []                                            # (DeepSeek-V3's block FP8): the engine reads it
     if weights in TORCH_DTYPE_FLAG:
         return [Flag("--dtype", TORCH_DTYPE_FLAG[weights], f"weights in {weights}, as planned "
                      f"(the checkpoint is {model.dtype})")]

@@ -153,3 +153,12 @@ def test_the_offload_commands_are_safe_to_paste_too():
         for command in (p.command_best, p.command_fit):
             argv = shlex.split(command)
             assert argv[:3] == ["llama-server", "-m", path], command
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_checkpoint_published_in_block_fp8_needs_no_weight_flag(engine):
+    # deepseek-ai/DeepSeek-V3 is published in block FP8 (weights/formats.py _NATIVE): the engine reads the
+    # format from the checkpoint, so the plan of the preset writes no --dtype/--quantization
+    p = kvmem.plan("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, context="32k", engine=engine)
+    assert p.fit.weight_dtype == "fp8-block"
+    assert not {"--dtype", "--quantization"} & set(flags_of(p))
