@@ -25,7 +25,77 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DType", "dtype", "dtype_names", "float_bytes", "FLOAT_NAMES", "kv_pair"]
+__all__ = ["DType", "dtype", "dtype_names", "float_bytes", "FLOAT_NAMES", "kv_pair", "GGMLType", "GGML_TYPES",
+           "ggml_type"]
+
+
+@dataclass(frozen=True)
+class GGMLType:
+    """One ggml tensor type as ggml's ``type_traits`` holds it: ``block`` values in ``size`` bytes."""
+
+    name: str       # ggml_type_name: the spelling ggml prints ("q4_K", "iq2_xxs")
+    id: int         # enum ggml_type: the number a GGUF tensor info stores
+    block: int      # blck_size
+    size: int       # type_size: bytes per block
+
+    @property
+    def is_quantized(self) -> bool:
+        """ggml_is_quantized (ggml.c: type_traits[type].is_quantized): every type of more than one value a block."""
+        return self.block > 1
+
+
+# The one table of ggml's types: name, enum ggml_type, blck_size, type_size, as llama.cpp 0c1e57098
+# (vendored by llama-cpp-python 0.3.36) holds them: ggml/include/ggml.h#L390-L433 (the enum) and
+# ggml/src/ggml.c#L632-L944 (type_traits, the line of each entry beside it; the block structs are
+# ggml/src/ggml-common.h's). Checked against ggml's own ggml_type_name / ggml_blck_size /
+# ggml_type_size for every id (tests/oracles/test_llamacpp_layout_types_oracle.py).
+GGML_TYPES = {t.name: t for t in (
+    GGMLType("f32", 0, 1, 4),            # ggml.c#L663
+    GGMLType("f16", 1, 1, 2),            # ggml.c#L669
+    GGMLType("q4_0", 2, 32, 18),         # ggml.c#L693: fp16 d + 16 B of nibbles
+    GGMLType("q4_1", 3, 32, 20),         # ggml.c#L701: fp16 d, m + 16 B
+    GGMLType("q5_0", 6, 32, 22),         # ggml.c#L721: fp16 d + 4 B high bits + 16 B
+    GGMLType("q5_1", 7, 32, 24),         # ggml.c#L729
+    GGMLType("q8_0", 8, 32, 34),         # ggml.c#L737: fp16 d + 32 int8
+    GGMLType("q8_1", 9, 32, 36),         # ggml.c#L745
+    GGMLType("q2_K", 10, 256, 84),       # ggml.c#L768
+    GGMLType("q3_K", 11, 256, 110),      # ggml.c#L776
+    GGMLType("q4_K", 12, 256, 144),      # ggml.c#L784
+    GGMLType("q5_K", 13, 256, 176),      # ggml.c#L792
+    GGMLType("q6_K", 14, 256, 210),      # ggml.c#L800
+    GGMLType("q8_K", 15, 256, 292),      # ggml.c#L880
+    GGMLType("iq2_xxs", 16, 256, 66),    # ggml.c#L808
+    GGMLType("iq2_xs", 17, 256, 74),     # ggml.c#L816
+    GGMLType("iq3_xxs", 18, 256, 98),    # ggml.c#L824
+    GGMLType("iq1_s", 19, 256, 50),      # ggml.c#L848
+    GGMLType("iq4_nl", 20, 32, 18),      # ggml.c#L864
+    GGMLType("iq3_s", 21, 256, 110),     # ggml.c#L832
+    GGMLType("iq2_s", 22, 256, 82),      # ggml.c#L840
+    GGMLType("iq4_xs", 23, 256, 136),    # ggml.c#L872
+    GGMLType("i8", 24, 1, 1),            # ggml.c#L633
+    GGMLType("i16", 25, 1, 2),           # ggml.c#L639
+    GGMLType("i32", 26, 1, 4),           # ggml.c#L645
+    GGMLType("i64", 27, 1, 8),           # ggml.c#L651
+    GGMLType("f64", 28, 1, 8),           # ggml.c#L657
+    GGMLType("iq1_m", 29, 256, 56),      # ggml.c#L856
+    GGMLType("bf16", 30, 1, 2),          # ggml.c#L886
+    GGMLType("tq1_0", 34, 256, 54),      # ggml.c#L912
+    GGMLType("tq2_0", 35, 256, 66),      # ggml.c#L920
+    GGMLType("mxfp4", 39, 32, 17),       # ggml.c#L752: e8m0 scale + 16 B of e2m1 pairs
+    GGMLType("nvfp4", 40, 64, 36),       # ggml.c#L760: 4 sub-blocks of 16, an e4m3 scale each
+    GGMLType("q1_0", 41, 128, 18),       # ggml.c#L677
+    GGMLType("q2_0", 42, 64, 18),        # ggml.c#L685
+)}
+_GGML_BY_KEY = {name.lower(): t for name, t in GGML_TYPES.items()}
+
+
+def ggml_type(name: str) -> GGMLType:
+    """The ggml type called ``name``, in any case ("Q4_K", "q4_K", "iq4_xs")."""
+    t = _GGML_BY_KEY.get(name.lower()) if isinstance(name, str) else None
+    if t is None:
+        from .sources.bounded import quote
+        raise ValueError(f"unknown ggml type {quote(name)}; ggml's types: {', '.join(GGML_TYPES)}")
+    return t
 
 
 @dataclass(frozen=True)
@@ -86,12 +156,9 @@ _FORMATS = {
     "int2": DType("int2", 4, 1),
     "nvfp4": DType("nvfp4", 2, 1, group_size=16, scale_bytes=1),
     "mxfp4": DType("mxfp4", 2, 1, group_size=32, scale_bytes=1),
-    "q8_0": DType("q8_0", 32, 34, whole_blocks=True),
-    "q5_1": DType("q5_1", 32, 24, whole_blocks=True),
-    "q5_0": DType("q5_0", 32, 22, whole_blocks=True),
-    "q4_1": DType("q4_1", 32, 20, whole_blocks=True),
-    "q4_0": DType("q4_0", 32, 18, whole_blocks=True),
-    "iq4_nl": DType("iq4_nl", 32, 18, whole_blocks=True),
+    # llama.cpp's quantised cache types (common/arg.cpp kv_cache_types), their blocks from GGML_TYPES
+    **{name: DType(name, GGML_TYPES[name].block, GGML_TYPES[name].size, whole_blocks=True)
+       for name in ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")},
 }
 
 _ALIASES = {

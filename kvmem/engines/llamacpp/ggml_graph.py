@@ -23,13 +23,14 @@ The allocator, ggml-alloc.c, is kvmem.engines.llamacpp.ggml_alloc.
 
 from __future__ import annotations
 
+from ...dtypes import GGML_TYPES as _GGML
 
 __all__ = ["TYPES", "Tensor", "Graph"]
 
-# ggml type: (block size, bytes per block) -- ggml.c type_traits
-TYPES = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "i32": (1, 4), "i64": (1, 8),
-         "q8_0": (32, 34), "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
-         "iq4_nl": (32, 18)}
+# ggml type -> (block size, bytes per block) of the types these graphs hold (activations, indices and
+# llama.cpp's cache types), from the one table of ggml's types (kvmem.dtypes.GGML_TYPES)
+TYPES = {name: (_GGML[name].block, _GGML[name].size)
+         for name in ("f32", "f16", "bf16", "i32", "i64", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")}
 
 INPUT, OUTPUT = 1, 2
 VIEW_OPS = ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE")

@@ -121,7 +121,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     n_layer = model.num_layers
     p = place(tensors, n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split,
               n_cpu_moe=n_cpu_moe, override_tensor=override_tensor, mmap=mmap, kv_offload=kv_offload,
-              kv_per_layer=kv_rows)
+              kv_per_layer=kv_rows, build=s.build)   # the split of the build: output layer first from PR #18148
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
     gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload)

@@ -70,6 +70,8 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from ...dtypes import GGML_TYPES as _GGML
+
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
            "layer_devices", "cuda_alloc_bytes", "pad", "buffer_mib", "PR_18148"]
 
@@ -80,16 +82,9 @@ CPU = "CPU"
 CPU_ALIGNMENT = 32          # ggml-backend.cpp / ggml-impl.h TENSOR_ALIGNMENT
 CUDA_ALIGNMENT = 128        # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
 MATRIX_ROW_PADDING = 512    # ggml-cuda/common.cuh
-# ggml_type_traits (ggml/src/ggml.c): name -> (block size, bytes per block); the quantised ones
-# are those with a block size > 1 (ggml_is_quantized)
-GGML_TYPES = {
-    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "F64": (1, 8), "I8": (1, 1), "I16": (1, 2), "I32": (1, 4),
-    "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
-    "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210),
-    "IQ2_XXS": (256, 66), "IQ2_XS": (256, 74), "IQ3_XXS": (256, 98), "IQ1_S": (256, 50), "IQ4_NL": (32, 18),
-    "IQ3_S": (256, 110), "IQ2_S": (256, 82), "IQ4_XS": (256, 136), "IQ1_M": (256, 56), "TQ1_0": (256, 54),
-    "TQ2_0": (256, 66), "MXFP4": (32, 17),
-}
+# GGUF tensor type name (ggml's, upper case: "Q4_K") -> (block size, bytes per block), from the one
+# table of ggml's types, kvmem.dtypes.GGML_TYPES (ggml/src/ggml.c type_traits)
+GGML_TYPES = {name.upper(): (t.block, t.size) for name, t in _GGML.items()}
 _QUANTISED = {name for name, (block, _) in GGML_TYPES.items() if block > 1}
 # common/arg.cpp LLM_FFN_EXPS_REGEX (--cpu-moe), and per layer for --n-cpu-moe
 EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
