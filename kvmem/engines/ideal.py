@@ -2,7 +2,8 @@
 
 Per layer and sequence of t tokens (kvmem.textbook.ideal_layer_bytes):
     full          t x kv_heads x (head_dim_k + head_dim_v) elements
-    sliding       min(t, window) x kv_heads x (head_dim_k + head_dim_v)
+    sliding       min(t, window) x kv_heads x (head_dim_k + head_dim_v) (GPT-Neo's "local" layers too:
+                  window_size, gpt_neo_layers)
     chunked       min(t, chunk) x kv_heads x (head_dim_k + head_dim_v)
     mla           t x (kv_lora_rank + qk_rope_head_dim [+ index_head_dim]), one latent for K and V
     linear/SSM    no per-token cache; a fixed state per sequence: (conv_kernel - 1) x conv_channels
@@ -23,13 +24,41 @@ no windows): tokens = kv_memory // bytes per token.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..configs.fields import Fields
 from ..dtypes import dtype
-from ..model import Compressor, Model
+from ..model import SLIDING, Compressor, Model
 from ..textbook import ideal_layer_bytes
 from .base import (Budget, BudgetRequest, Capacity, CheckedFamilies, EngineSpec, SizingRules, assemble, resolve_dtypes,
                    state_bytes)
 from .budget import kv_budget
 from ..parallel import layer_heads
+
+
+def gpt_neo_layers(model: Model) -> Model:
+    """GPT-Neo with its local layers windowed: each token of a "local" layer attends to the last
+    window_size positions, itself included (modeling_gpt_neo.py GPTNeoSelfAttention: the causal mask
+    XOR tril(mask, -window_size)), so the textbook count keeps min(t, window_size) of them; which layers
+    are local is attention_types expanded (configuration_gpt_neo.py expand_attention_types_params; its
+    validate_architecture refuses a length other than num_layers). transformers' own cache keeps every
+    token (kvmem's reading of the config, which the hf engine modes size)."""
+    if model.model_type != "gpt_neo":
+        return model
+    f = Fields(model.config, model.model_type)
+    types = f.get("attention_types", default=None) or [[["global", "local"], 12]]
+    window = f.int("window_size", default=256, minimum=1)
+    try:
+        kinds = [kind for names, repeat in types for _ in range(repeat) for kind in names]
+    except (TypeError, ValueError):
+        raise ValueError(f"config field 'attention_types' must list [[kinds...], repeat] pairs as GPT-Neo's "
+                         f"config reads them, got {str(types)[:80]}") from None
+    if len(kinds) != len(model.layers) or not set(kinds) <= {"global", "local"}:
+        raise ValueError(f"config field 'attention_types' expands to {len(kinds)} layer kinds of {sorted(set(kinds))}, "
+                         f"but GPT-Neo needs 'global' or 'local' for each of its {len(model.layers)} layers "
+                         "(configuration_gpt_neo.py validate_architecture)")
+    return replace(model, layers=tuple(replace(layer, kind=SLIDING, window=window) if kind == "local" else layer
+                                       for layer, kind in zip(model.layers, kinds, strict=True)))
 
 
 def layer_rows(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int):
@@ -54,6 +83,7 @@ def compressor_state_bytes(compressor: Compressor, tokens: int, model_dtype: str
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int):
+    model = gpt_neo_layers(model)
     rows, k_dtype = layer_rows(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp)
     return assemble(model, "ideal", tokens=tokens, batch=batch, kv_dtype=k_dtype.name, tp=tp, pp=pp,
                     rows=rows)
@@ -84,7 +114,6 @@ def _budget(req: BudgetRequest) -> Budget:
 
 SIZING = SizingRules(budget=_budget, options={"weights_bytes": None}, non_torch_bytes=0)
 QUERY_HEADS = "the ideal count splits the query heads evenly over the ranks, as SGLang and TensorRT-LLM assert"
-# Every opt-in family (kvmem.configs.families) but GPT-Neo: modeling_gpt_neo.py caches every layer whole,
-# its local layers' window_size only masks, where the textbook count would keep the window
-FAMILIES = CheckedFamilies(frozenset({"gpt_neo"}), all_but=True)
+# Every opt-in family (kvmem.configs.families); GPT-Neo's local layers counted over their window (gpt_neo_layers)
+FAMILIES = CheckedFamilies(frozenset(), all_but=True)
 SPECS = (EngineSpec("ideal", {}, estimate, capacity, SIZING, query_heads_rule=QUERY_HEADS, families=FAMILIES),)

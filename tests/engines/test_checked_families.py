@@ -32,11 +32,11 @@ def test_an_engine_without_a_declaration_refuses_every_opt_in_family_naming_the_
         with pytest.raises(FamilyNotChecked, match=r"engine 'toy-families' \(Toy 1.2\): kvmem does not size model_type "
                                                    r"'gpt_neo' the way this engine does yet: kvmem has not checked "
                                                    r"this family's cache against Toy 1.2's code \(a gap in kvmem, not "
-                                                   r"a refusal of the engine's\); engines that size it: hf-dynamic, "
-                                                   r"hf-static, hf-quantized$") as refused:
+                                                   r"a refusal of the engine's\); engines that size it: ideal, "
+                                                   r"hf-dynamic, hf-static, hf-quantized$") as refused:
             check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
         assert (refused.value.engine, refused.value.model_type) == ("toy-families", "gpt_neo")
-        assert refused.value.sizing == ("hf-dynamic", "hf-static", "hf-quantized")
+        assert refused.value.sizing == ("ideal", "hf-dynamic", "hf-static", "hf-quantized")
         ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None,
                                              families=CheckedFamilies(frozenset({"gpt_neo"})))
         check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
@@ -53,7 +53,7 @@ def test_the_engines_own_reason_is_a_plain_refusal_not_a_gap():
             check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
         assert not isinstance(refused.value, FamilyNotChecked)
         assert str(refused.value) == (f"engine 'toy-families' (Toy 1.2) does not size model_type 'gpt_neo': {why}; "
-                                      "engines that size it: hf-dynamic, hf-static, hf-quantized")
+                                      "engines that size it: ideal, hf-dynamic, hf-static, hf-quantized")
     finally:
         del ENGINES["toy-families"]
 

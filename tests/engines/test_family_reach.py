@@ -19,7 +19,6 @@ CORPUS = ROOT / "tests" / "fixtures" / "configs" / "corpus"
 
 # engine mode -> the families it refuses as "not yet" (FamilyNotChecked), sorted
 NOT_YET_BY_ENGINE = {
-    "ideal": """gpt_neo""",
     "llama.cpp": """deepseek_ref deepseek_v4""",
     "sglang": """axk1 axk2 deepseek_ref deepseek_v4 inkling_text lfm3 minimax_m3 minimax_m3_text minimax_m3_vl_text
         mistral4 youtu zaya""",

@@ -117,3 +117,27 @@ def test_the_ideal_capacity_refuses_compressed_rows():
     model = Model("v4-like", (layer,), hidden_size=4096, num_attention_heads=64)
     with pytest.raises(ValueError, match="a compressed layer's rows"):
         kvmem.capacity(model, engine="ideal", kv_memory="1GiB")
+
+
+GPT_NEO_125M = {"model_type": "gpt_neo", "architectures": ["GPTNeoForCausalLM"], "hidden_size": 768, "num_heads": 12,
+                "num_layers": 12, "attention_types": [[["global", "local"], 6]], "window_size": 256,
+                "vocab_size": 50257, "max_position_embeddings": 2048, "torch_dtype": "float32"}
+
+
+def test_gpt_neo_local_layers_keep_their_window():
+    from kvmem.engines import engine_estimate
+    model = Model.from_hf_config(GPT_NEO_125M)
+    ideal = engine_estimate(model, engine="ideal", tokens=1024)
+    # global: 1024 x 768 x 2 (K,V) x 4 B = 6,291,456; local: 256 x 768 x 2 x 4 = 1,572,864; six of each
+    assert ideal.per_layer[:2] == (6_291_456, 1_572_864) and ideal.total_bytes == 47_185_920
+    # transformers' cache keeps every token in every layer: 12 x 6,291,456
+    assert engine_estimate(model, engine="hf-dynamic", tokens=1024).total_bytes == 75_497_472
+    # under the window both count the same: 100 x 768 x 2 x 4 x 12 = 7,372,800
+    assert engine_estimate(model, engine="ideal", tokens=100).total_bytes == 7_372_800
+
+
+def test_gpt_neo_attention_types_must_cover_every_layer():
+    from kvmem.engines import engine_estimate
+    model = Model.from_hf_config({**GPT_NEO_125M, "attention_types": [[["global", "local"], 5]]})
+    with pytest.raises(ValueError, match="expands to 10 layer kinds .* each of its 12 layers"):
+        engine_estimate(model, engine="ideal", tokens=8)
