@@ -10,7 +10,7 @@ from importlib import import_module
 # public name -> the module that defines it
 _HOME = {
     "get_model": ".catalog", "list_models": ".catalog",
-    "ConfigError": ".errors",
+    "ConfigError": ".errors", "EngineRefusal": ".errors",
     "DType": ".dtypes", "dtype": ".dtypes",
     "Capacity": ".engines", "Estimate": ".engines", "capacity": ".engines", "list_engines": ".engines",
     "Refusal": ".engines.results",
@@ -33,7 +33,7 @@ _HOME = {
 
 __all__ = [
     "formula", "dtype", "DType", "parse_tokens", "parse_bytes", "format_bytes",
-    "Model", "Layer", "RecurrentState", "ConfigError", "get_model", "list_models",
+    "Model", "Layer", "RecurrentState", "ConfigError", "EngineRefusal", "get_model", "list_models",
     "estimate", "capacity", "Estimate", "Capacity", "Refusal", "list_engines",
     "Eviction", "compare_strategies", "preallocation_waste",
     "list_gpus", "get_gpu", "GPU", "fit", "Fit", "FitError", "sweep", "SweepCell", "weight_bytes",

@@ -16,6 +16,7 @@ from collections.abc import MutableMapping
 
 from ..catalog import as_model
 from ..configs.families import FAMILIES
+from ..errors import EngineRefusal
 from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int, show_value
 from .base import Capacity, EngineSpec, Estimate, Refusal, check_query_heads, past_positions, with_note
 from ..parallel import check_parallel
@@ -115,7 +116,7 @@ COMPRESSED_ENGINES = ("ideal", "hf-dynamic", "vllm", "hf-quantized")
 
 class FamilyNotChecked(ValueError):
     """check_family's refusal of a family whose rules kvmem has not checked against this engine
-    mode's pinned code: a gap in kvmem, not the engine's own refusal (which is a plain ValueError
+    mode's pinned code: a gap in kvmem, not the engine's own refusal (kvmem.errors.EngineRefusal,
     stating the engine's reason). ``engine`` and ``model_type`` name the pair; ``sizing`` lists the
     engine modes that do size it. kvmem.reach and tests/engines/test_family_reach.py tell the two
     apart by this class."""
@@ -147,8 +148,9 @@ def check_family(spec: EngineSpec, model) -> None:
         engine = f"{spec.name!r} ({spec.pinned})" if spec.pinned else repr(spec.name)
         sizing = _sizing(model.model_type)
         if why:
-            raise ValueError(f"engine {engine} does not size model_type {model.model_type!r}: {why}; engines that "
-                             f"size it: {', '.join(sizing)}")
+            way_out = f"engines that size it: {', '.join(sizing)}"
+            raise EngineRefusal(f"engine {engine} does not size model_type {model.model_type!r}: {why}; {way_out}",
+                                engine=spec.name, release=release, reason=why, way_out=way_out)
         raise FamilyNotChecked(
             f"engine {engine}: kvmem does not size model_type {model.model_type!r} the way this engine does yet: "
             f"kvmem has not checked this family's cache against {release}'s code (a gap in kvmem, not a refusal "

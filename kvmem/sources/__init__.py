@@ -23,11 +23,20 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["SourceError", "Tensor", "Checkpoint", "is_gguf", "is_model_folder", "load_checkpoint"]
+__all__ = ["SourceError", "DeadlineExceeded", "Tensor", "Checkpoint", "is_gguf", "is_model_folder", "load_checkpoint"]
 
 
 class SourceError(ValueError):
     """A model that cannot be fetched or read; the message says which case and what to do."""
+
+
+class DeadlineExceeded(SourceError):
+    """An operation ran past its deadline (kvmem.sources.bounded.Deadline): nothing, or not all of
+    it, arrived in time. ``what``: the operation, as the message names it."""
+
+    def __init__(self, message: str, *, what: str):
+        super().__init__(message)
+        self.what = what
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import stat
 import time
 from dataclasses import dataclass
 
-from . import SourceError
+from . import DeadlineExceeded, SourceError
 
 __all__ = ["MAX_JSON_BYTES", "MAX_INDEX_BYTES", "MAX_SHARDS", "MAX_GGUF_HEADER_BYTES", "QUOTE_CHARS",
            "MAX_LOG_BYTES", "MAX_REPORT_BYTES", "TEXT_SECONDS", "MAX_JSON_DEPTH", "MAX_JSON_ITEMS",
@@ -65,10 +65,11 @@ class Deadline:
         return cls(time.monotonic() + seconds, what, *(() if hint is None else (hint,)))
 
     def left(self) -> float:
-        """Seconds left; SourceError once none are."""
+        """Seconds left; DeadlineExceeded once none are."""
         left = self.at - time.monotonic()
         if left <= 0:
-            raise SourceError(f"{self.what}: gave up after the deadline (no answer in time); {self.hint}")
+            raise DeadlineExceeded(f"{self.what}: gave up after the deadline (no answer in time); {self.hint}",
+                                   what=self.what)
         return left
 
 
@@ -201,8 +202,8 @@ def _read_waiting(stream, fd: int | None, limit: int, what: str, deadline: Deadl
 
     def ready() -> None:
         if fd is not None and os.name == "posix" and not select.select([fd], [], [], deadline.left())[0]:
-            raise SourceError(f"{what}: not all of it arrived within {seconds:g} s (a writer that never "
-                              "ends or never writes); save it to a file first")
+            raise DeadlineExceeded(f"{what}: not all of it arrived within {seconds:g} s (a writer that never "
+                                   "ends or never writes); save it to a file first", what=what)
     return read_at_most(stream, limit, what, deadline, wait=ready)
 
 

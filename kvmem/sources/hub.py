@@ -37,7 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from urllib.parse import quote as url_quote
 
-from . import Checkpoint, SourceError
+from . import Checkpoint, DeadlineExceeded, SourceError
 from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, confined, file_kind, plain_name,
                       quote, read_json_file, read_text)
 from .http import HTTPStatusError, Unreachable, deadline_s, get, open_body
@@ -277,7 +277,7 @@ def fetch_file(repo_id: str, filename: str, *, revision: str | None = None,
                             deadline=deadline, headers=_auth(s))
     except SourceError as exc:
         explained = _explain(exc, repo_id, filename, revision, s)
-        if isinstance(exc, Unreachable) or "deadline" in str(exc):
+        if isinstance(exc, (Unreachable, DeadlineExceeded)):
             _failures()[key] = explained
         raise explained from None
     return _store(repo_id, filename, revision, body, headers, s)
@@ -500,7 +500,7 @@ def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Ch
         headers = _remote_headers(repo_id, revision, shards, s, deadline)
     except SourceError as exc:
         explained = _explain(exc, repo_id, "the safetensors headers", revision, s)
-        if isinstance(exc, Unreachable) or "deadline" in str(exc):
+        if isinstance(exc, (Unreachable, DeadlineExceeded)):
             _failures()[failed] = explained
         return None, str(explained if isinstance(exc, (Unreachable, HTTPStatusError)) else exc)
     count = f"{len(shards)} shards" if len(shards) > 1 else "one file"
@@ -621,7 +621,7 @@ def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = No
     except SourceError as exc:
         explained = _explain(exc, repo_id, filename, revision, s) if isinstance(exc, (Unreachable, HTTPStatusError)) \
             else exc
-        if isinstance(exc, Unreachable) or "deadline" in str(exc):
+        if isinstance(exc, (Unreachable, DeadlineExceeded)):
             _failures()[key] = explained
         raise explained from None
     finally:

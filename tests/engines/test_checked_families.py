@@ -6,6 +6,7 @@ import pytest
 from kvmem.configs.families import FAMILIES
 from kvmem.engines import COMPRESSED_ENGINES, ENGINES, FamilyNotChecked, check_family
 from kvmem.engines.base import CheckedFamilies, EngineSpec
+from kvmem.errors import EngineRefusal
 
 OPT_IN = {t for t, family in FAMILIES.items() if family.opt_in}
 
@@ -49,9 +50,12 @@ def test_the_engines_own_reason_is_a_plain_refusal_not_a_gap():
     ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None, pinned="Toy 1.2",
                                          refusals={"gpt_neo": why})
     try:
-        with pytest.raises(ValueError) as refused:
+        with pytest.raises(EngineRefusal) as refused:
             check_family(ENGINES["toy-families"], _Typed("gpt_neo"))
-        assert not isinstance(refused.value, FamilyNotChecked)
+        assert not isinstance(refused.value, FamilyNotChecked) and isinstance(refused.value, ValueError)
+        fields = (refused.value.engine, refused.value.release, refused.value.reason, refused.value.way_out)
+        assert fields == ("toy-families", "Toy 1.2", why,
+                          "engines that size it: ideal, hf-dynamic, hf-static, hf-quantized")
         assert str(refused.value) == (f"engine 'toy-families' (Toy 1.2) does not size model_type 'gpt_neo': {why}; "
                                       "engines that size it: ideal, hf-dynamic, hf-static, hf-quantized")
     finally:
@@ -64,20 +68,23 @@ def test_an_engines_refusal_of_a_base_family_is_honoured_too():
     ENGINES["toy-families"] = EngineSpec("toy-families", {}, lambda *a, **k: None, pinned="Toy 1.2",
                                          refusals={"llama": why}, families=CheckedFamilies(frozenset(), all_but=True))
     try:
-        with pytest.raises(ValueError) as refused:
+        with pytest.raises(EngineRefusal) as refused:
             check_family(ENGINES["toy-families"], _Typed("llama"))
         assert not isinstance(refused.value, FamilyNotChecked)
         others = ", ".join(name for name in ENGINES if name != "toy-families")
+        assert (refused.value.reason, refused.value.way_out) == (why, f"engines that size it: {others}")
         assert str(refused.value) == (f"engine 'toy-families' (Toy 1.2) does not size model_type 'llama': {why}; "
                                       f"engines that size it: {others}")
         check_family(ENGINES["toy-families"], _Typed("qwen2"))   # the others still sized
     finally:
         del ENGINES["toy-families"]
     # the real case: SGLang 0.5.23 has no Jamba model (kvmem/engines/sglang/families.py)
-    with pytest.raises(ValueError, match=r"engine 'sglang' \(SGLang 0.5.23\) does not size model_type 'jamba': "
-                                         r"SGLang 0.5.23 has no model file for JambaForCausalLM .*engines that size "
-                                         r"it: ideal, hf-dynamic, hf-static, hf-quantized, vllm, llama.cpp, trtllm$"):
+    with pytest.raises(EngineRefusal) as refused:
         check_family(ENGINES["sglang"], _Typed("jamba"))
+    assert (refused.value.engine, refused.value.release) == ("sglang", "SGLang 0.5.23")
+    assert refused.value.reason.startswith("SGLang 0.5.23 has no model file for JambaForCausalLM")
+    assert refused.value.way_out == "engines that size it: ideal, hf-dynamic, hf-static, hf-quantized, vllm, " \
+                                    "llama.cpp, trtllm"
 
 
 def test_compressed_layers_without_a_rule_are_a_gap_naming_the_modes_with_one():

@@ -6,6 +6,7 @@ Checked against vLLM's planning: tests/oracles/test_vllm_attention_families_orac
 import pytest
 
 import kvmem
+from kvmem.errors import EngineRefusal
 
 
 def _model(**cfg):
@@ -74,9 +75,11 @@ def test_families_vllm_cannot_load_are_refused_with_the_reason():
     assert set(REFUSALS) <= set(FAMILIES)
     assert not [t for t in REFUSALS if not FAMILIES[t].opt_in or VLLM_FAMILIES.sizes(t)]
     model = _model(model_type="xglm", num_layers=2, attention_heads=4, d_model=64)
-    with pytest.raises(ValueError, match=r"engine 'vllm' \(vLLM 0.33.0\) does not size model_type 'xglm': vLLM "
-                                         r"0.33.0's model registry .* has no architecture for it"):
+    with pytest.raises(EngineRefusal) as refused:
         kvmem.estimate(model, engine="vllm", tokens=64)
+    assert (refused.value.engine, refused.value.release) == ("vllm", "vLLM 0.33.0")
+    assert refused.value.reason.startswith("vLLM 0.33.0's model registry") and \
+        refused.value.reason.endswith("has no architecture for it")
 
 
 def test_minicpm3_caches_per_head_k_and_v_not_the_latent():
