@@ -1,0 +1,69 @@
+"""vLLM's native CPU offload tier (kvmem.engines.vllm.offload), by hand; vLLM's own code judges it in
+tests/oracles/test_vllm_offload_oracle.py."""
+
+import pytest
+
+import kvmem
+from kvmem.engines.vllm.offload import lmcache_tier, native_tier, offload_log_line
+
+GIB = 1 << 30
+
+
+def test_dense_tier_is_the_size_over_one_block_of_every_layer():
+    # llama-3.1-8b: 32 layers x 16 tokens x 8 heads x (128 + 128) x 2 B = 2,097,152 B a block;
+    # 37.5 GiB = 40,265,318,400 B // 2,097,152 = 19,200 chunks; at 8,192 tokens a request takes 512 of
+    # them: 19,200 x 8,192 // 512 = 307,200 tokens
+    tier = native_tier(kvmem.get_model("llama-3.1-8b"), kv_offloading_size=37.5, max_model_len=8192)
+    assert (tier.chunk_bytes, tier.chunks, tier.tokens) == (2_097_152, 19_200, 307_200)
+    assert tier.host_bytes_per_node == 40_265_318_400 == tier.host_bytes_per_rank
+
+
+def test_the_size_is_a_total_across_tp_ranks():
+    # tp 4: a rank's block is 524,288 B, a chunk row holds the four ranks' shares: the same 19,200 chunks
+    tier = native_tier(kvmem.get_model("llama-3.1-8b"), kv_offloading_size=37.5, max_model_len=8192, tp=4)
+    assert (tier.chunk_bytes, tier.chunks, tier.tokens) == (2_097_152, 19_200, 307_200)
+    assert tier.host_bytes_per_rank == 19_200 * 524_288
+    assert tier.host_bytes_per_node == 4 * tier.host_bytes_per_rank
+
+
+def test_a_hybrid_pays_a_chunk_per_group():
+    # gpt-oss-20b: 2 groups (12 full, 12 sliding-128 layers) of 16 x 8 x 128 x 2 x 2 B = 32,768 B pages:
+    # a block of one group 12 x 32,768 = 393,216 B; 100 GiB // 393,216 = 273,066 chunks; a 32,768-token
+    # request takes 2,048 full chunks + max(cdiv(128, 16), cdiv(127, 16)) = 8 window chunks:
+    # 273,066 x 32,768 // 2,056 = 4,352,055 tokens (vllm#56871: about half a dense model's)
+    tier = native_tier(kvmem.get_model("gpt-oss-20b"), kv_offloading_size=100, max_model_len=32768)
+    assert (tier.chunk_bytes, tier.chunks, tier.tokens) == (393_216, 273_066, 4_352_055)
+    assert any("2 KV cache groups" in note for note in tier.notes)
+
+
+def test_mla_on_tp_keeps_one_copy_for_all_ranks():
+    # deepseek-v2-lite: 27 x 64 x 576 x 2 B = 1,990,656 B; tp 2 on one node: one copy (replicated layout)
+    tier = native_tier(kvmem.get_model("deepseek-v2-lite"), kv_offloading_size=100, max_model_len=32768, tp=2,
+                       block_size=64)
+    assert (tier.chunk_bytes, tier.chunks) == (1_990_656, 53_939)
+    assert tier.host_bytes_per_rank == tier.host_bytes_per_node == 53_939 * 1_990_656
+    assert offload_log_line(tier).endswith("(107.37 GB)")
+
+
+def test_refusals_name_the_value():
+    with pytest.raises(ValueError, match="kv_offloading_size must be a positive number of GiB, got -1"):
+        native_tier(kvmem.get_model("llama-3.1-8b"), kv_offloading_size=-1, max_model_len=8192)
+    with pytest.raises(ValueError, match="'blocks_per_chunk' must be greater than 0, got 0"):
+        native_tier(kvmem.get_model("llama-3.1-8b"), kv_offloading_size=1, max_model_len=8192, blocks_per_chunk=0)
+    with pytest.raises(ValueError, match="enable-prefix-caching"):
+        native_tier(kvmem.get_model("qwen3-next-80b-a3b"), kv_offloading_size=1, max_model_len=8192)
+
+
+def test_lmcache_pins_its_size_per_rank():
+    # 5 GiB per rank of llama-3.1-8b at tp 2: 65,536 B / token / rank x 256 = 16,777,216 B a chunk;
+    # 5,368,709,120 // 16,777,216 = 320 chunks = 81,920 tokens; 2 ranks pin 10 GiB
+    tier = lmcache_tier(65_536, ranks=2)
+    assert (tier.chunks, tier.tokens, tier.host_bytes_per_node) == (320, 81_920, 10 * GIB)
+
+
+def test_lmcache_chunks_align_to_4k():
+    # deepseek-v2-lite: 27 x 576 x 2 B = 31,104 B / token; x 256 = 7,962,624 B (a multiple of 4,096 already);
+    # an odd 1,000 B / token: 256,000 -> 258,048 B a chunk, 5 GiB // 258,048 = 20,805 chunks
+    assert lmcache_tier(31_104).chunk_bytes == 7_962_624
+    tier = lmcache_tier(1_000)
+    assert (tier.chunk_bytes, tier.chunks) == (258_048, 20_805)
