@@ -4,10 +4,12 @@ the GGUFs as kvmem/oracles/llamacpp_buffers.py writes them, sparse, Q4_0 weights
 shapes; real-shape presets under no_alloc print two decimals only). The oracle
 (tests/oracles/test_llamacpp_buffers_oracle.py) checks 200 random GGUFs."""
 
+from dataclasses import replace
+
 import pytest
 
 import kvmem
-from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes,
+from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes, reduced_layers,
                                             llamacpp_compute_buffer, llamacpp_compute_bytes)
 from kvmem.engines.llamacpp.ggml_alloc import gallocr_size
 from kvmem.engines.llamacpp.ggml_graph import OUTPUT, Graph
@@ -269,3 +271,63 @@ def test_allocator_keeps_a_source_that_has_another_child():
     g.expand(out)
     assert gallocr_size(g) == 64
     assert gallocr_size(g, alignment=128) == 256
+
+
+def _scheduled_case(rng):
+    """A random transcribed graph on 1-4 GPUs with routed experts on the host the way --n-cpu-moe and
+    Q4_K_M leave them: ffn_down's bytes in llama-quant.cpp's use_more_bits pattern (a period of 3)."""
+    moe = rng.random() < 0.6
+    arch = rng.choice(["qwen3moe", "llama"]) if moe else rng.choice(["llama", "qwen2", "qwen3"])
+    n = rng.randint(6, 30)
+    shape = GraphShape(arch, n_layer=n, n_embd=rng.choice([256, 512]), n_head=rng.choice([4, 8]),
+                       n_head_kv=rng.choice([1, 4]), head_dim=rng.choice([64, 128]),
+                       n_ff=0 if moe else rng.choice([512, 1536]), n_vocab=rng.choice([512, 4096]),
+                       n_expert=8 if moe else 0, n_expert_used=rng.choice([1, 2, 4]) if moe else 0,
+                       n_ff_exp=rng.choice([128, 384]) if moe else 0, qkv_bias=arch == "qwen2")
+    n_gpus = rng.randint(1, 4)
+    cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
+    layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
+    experts = []
+    if moe and rng.random() < 0.7:
+        big, small = rng.choice([(60_000, 40_000), (6_600_000, 4_500_000)])
+        for il in range(rng.randint(1, n)):
+            more = il < n // 8 or il >= 7 * n // 8 or (il - n // 8) % 3 == 2
+            experts += [((il, True), big if more else small), ((il, False), small)]
+    flash_attn = rng.random() < 0.5
+    type_k = rng.choice(["f16", "q8_0"])
+    return shape, dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 4096]),
+                       n_ubatch=rng.choice([1, 64, 512]), flash_attn=flash_attn, type_k=type_k,
+                       type_v=type_k if flash_attn else "f16", n_seq=rng.choice([1, 2]),
+                       n_copies=1 if experts or n_gpus == 1 else rng.choice([1, 4]), host_experts=tuple(experts))
+
+
+def test_reduced_layers_keep_every_buffer():
+    # gpu_graph_bytes schedules the graph with runs of equal layers cut (reduced_layers); the whole graph
+    # gives the same bytes on every device. 600 seeded cases of this kind (n_layer up to 40) were equal
+    # while this was built; 24 here, with at least one reduced graph that is shorter than its model.
+    import random
+
+    from kvmem.engines.llamacpp import compute
+    rng = random.Random(34)
+    shorter = 0
+    for _ in range(24):
+        shape, kw = _scheduled_case(rng)
+        reduced = compute.reduced_layers(shape, kw["layer_gpu"], kw["host_experts"])[0]
+        shorter += reduced.n_layer < shape.n_layer
+        whole = compute._gpu_graph_bytes.__wrapped__(
+            shape, kw["layer_gpu"], kw["n_gpus"], kw["n_kv"], kw["n_ubatch"], kw["flash_attn"], kw["type_k"],
+            kw["type_v"], None, kw["n_seq"], False, 0, kw["n_copies"], True, kw["host_experts"], True)
+        assert compute.gpu_graph_bytes(shape, **kw) == whole, (shape, kw)
+    assert shorter >= 12
+
+
+def test_reduced_layers_cut_repeated_units():
+    # 94 layers: 13 on GPU 0, 81 on GPU 1 -> 4 + (13 - 4) % 6 = 7, then 4 + (80 - 4) % 6 = 8, the last one
+    shape = GraphShape("llama", n_layer=94, n_embd=256, n_head=4, n_head_kv=4, head_dim=64, n_ff=512, n_vocab=512)
+    reduced, layer_gpu, _ = reduced_layers(shape, (0,) * 13 + (1,) * 82)
+    assert reduced.n_layer == 7 + 8 + 1 and layer_gpu == (0,) * 7 + (1,) * 10
+    # a down tensor of two sizes in a period of 3 (B B A): a unit of 3 layers, cut to 2 + (c - 2) % 2 units
+    experts = tuple(((il, True), 2 if il % 3 == 2 else 1) for il in range(31))
+    reduced, _, kept = reduced_layers(replace(shape, n_layer=31), (0,) * 32, experts)
+    # 30 layers = 10 units of 3 -> 2 units (6 layers), the last layer on its own: 7
+    assert reduced.n_layer == 7 and [b for (_, _), b in kept] == [1, 1, 2, 1, 1, 2, 1]

@@ -88,7 +88,7 @@ from older builds, are 8.00 MiB (n_ctx 512) and 12.01 MiB (8192) below this buil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .ggml_alloc import gallocr_size
@@ -98,7 +98,7 @@ from .graphs import GraphShape, Pass, build
 from .graphs_gemma_phi3 import build_gemma_phi3
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
-           "gpu_graph_bytes", "ggml_type_name",
+           "gpu_graph_bytes", "reduced_layers", "ggml_type_name",
            "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
 
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
@@ -178,7 +178,44 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
-@lru_cache(maxsize=512)
+# a unit of q <= RUN_UNIT layers repeated c times, c over cap = ceil(RUN_CAP / q), is cut to
+# cap + (c - cap) % (RUN_PERIOD / q) times (reduced_layers)
+RUN_UNIT, RUN_CAP, RUN_PERIOD = 3, 4, 6
+
+
+def reduced_layers(shape: GraphShape, layer_gpu: tuple, host_experts: tuple = ()) -> tuple:
+    """The same graph with every run of more than RUN_CAP equal layers cut to RUN_CAP: ``(shape,
+    layer_gpu, host_experts)`` renumbered. Equal layers: the same device, the same host experts (kind
+    and bytes) and the same cache (sliding or not); the last layer (its rows picked by out_ids) stays.
+    ggml-alloc's blocks reach the same state after two or three equal layers (every layer allocates
+    and frees the same tensors in the same order), so the buffers do not change:
+    test_reduced_layers_keep_every_buffer checks it against the whole graph, layer by layer."""
+    n = shape.n_layer
+    experts = dict(host_experts)
+    sig = [(layer_gpu[il], experts.get((il, False)), experts.get((il, True)), shape.swa[il] if shape.swa else None)
+           for il in range(n)]
+    keep, il, last = [], 0, n - 1            # the last layer is kept on its own
+    while il < last:
+        best_q, best_c = 1, 1                 # the unit of q layers repeated c times from il that covers most
+        for q in range(1, RUN_UNIT + 1):
+            c = 1
+            while il + (c + 1) * q <= last and sig[il + c * q:il + (c + 1) * q] == sig[il:il + q]:
+                c += 1
+            if c > 1 and c * q > best_c * best_q:
+                best_q, best_c = q, c
+        cap, period = -(-RUN_CAP // best_q), RUN_PERIOD // best_q
+        kept = best_c if best_c <= cap else cap + (best_c - cap) % period
+        keep += range(il, il + kept * best_q)
+        il += best_c * best_q
+    keep.append(last)
+    if len(keep) == n:
+        return shape, layer_gpu, host_experts
+    new = {il: i for i, il in enumerate(keep)}
+    shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else ())
+    return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
+            tuple(((new[il], down), nbytes) for (il, down), nbytes in host_experts if il in new))
+
+
 def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
                     type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
                     kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
@@ -192,7 +229,18 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     ``host_experts``: ((il, down), bytes) for each routed-expert tensor kind (down, or up and gate)
     that -ot / --n-cpu-moe left on the host, with the bytes of one such tensor (ggml_sched copies a
     host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID: offload_op). ``inp_embd``: the
-    build makes the unused embeddings input (PR #18550; on the host, so only the host figure changes)."""
+    build makes the unused embeddings input (PR #18550; on the host, so only the host figure changes).
+    Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
+    reduced graph once (cached)."""
+    shape, layer_gpu, host_experts = reduced_layers(shape, layer_gpu, host_experts)
+    return _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
+                            kv_unified, swa_cells, n_copies, set_rows, host_experts, inp_embd)
+
+
+@lru_cache(maxsize=512)
+def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
+                     kv_unified, swa_cells, n_copies, set_rows, host_experts, inp_embd) -> tuple:
+    """gpu_graph_bytes on the whole (or reduced) graph."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
