@@ -392,6 +392,11 @@ class Model:
         exact weight bytes. Needs the ``gguf`` package (kvmem[sources])."""
         return _reader("gguf")(path)
 
+    def __hash__(self) -> int:
+        """The cached fingerprint's hash: a model is hashed (functools.lru_cache keys) once, not
+        layer by layer on every lookup; equal models hash alike, as ``fingerprint`` is their value."""
+        return hash(self.fingerprint)
+
     @cached_property
     def fingerprint(self) -> str:
         """The model's identity as a SHA-256 hex digest of every compared field (what ``==``

@@ -6,8 +6,9 @@ The engine module answers (its SizingRules): this module only gathers what the r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from ..catalog import as_model
 from ..engines import ENGINES, engine_spec, engine_estimate
@@ -57,9 +58,6 @@ class Setup:
     engine_options: dict
     sizing: dict
     given: Given
-    # (tokens, batch) -> the engine's Estimate for this set-up: a fit's searches ask the same workloads again;
-    # a set-up made from it by replace() (another tp, pp, GPU count) starts with its own, empty
-    estimates: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # not copied by replace()
 
     @property
     def replicas(self) -> int:
@@ -88,14 +86,23 @@ def engine_rules(engine: str) -> tuple[str, SizingRules]:
 
 def setup_estimate(s: Setup, tokens: int, batch: int):
     """The engine's Estimate for ``batch`` sequences of ``tokens`` tokens under this set-up, computed
-    once per set-up (a 70B fit asks ~32 times for ~21 workloads). For the sizing's own use: the
+    once per workload (a 70B fit asks ~32 times for ~21 workloads). For the sizing's own use: the
     Estimate is shared, so no caller changes it."""
-    key = (tokens, batch)
-    est = s.estimates.get(key)
-    if est is None:
-        est = s.estimates[key] = engine_estimate(s.model, engine=s.engine, tokens=tokens, batch=batch,
-                                           kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp, **s.engine_options)
-    return est
+    key = (s.model, s.engine, tokens, batch, s.kv_dtype, s.tp, s.pp, tuple(sorted(s.engine_options.items())))
+    try:
+        hash(key)
+    except TypeError:                       # an unhashable option value: estimated each time
+        return engine_estimate(s.model, engine=s.engine, tokens=tokens, batch=batch, kv_dtype=s.kv_dtype,
+                               tp=s.tp, pp=s.pp, **s.engine_options)
+    return _shared_estimate(*key)
+
+
+# keyed by value (Model.__hash__ is its cached fingerprint): the same workload is estimated once
+@lru_cache(maxsize=4096)
+def _shared_estimate(model: Model, engine: str, tokens: int, batch: int, kv_dtype, tp: int, pp: int,
+                     options: tuple):
+    return engine_estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                           **dict(options))
 
 
 def need_bytes(s: Setup, tokens: int, batch: int) -> int:
@@ -104,18 +111,18 @@ def need_bytes(s: Setup, tokens: int, batch: int) -> int:
     return max(est.total_bytes, est.peak_bytes)
 
 
-_WEIGHTS_CACHE: dict = {}
-
-
 def model_weights(model: Model, weight_dtype) -> Weights:
     """kvmem.weights, remembered for the searches that re-budget a set-up many times."""
-    key = (id(model), weight_dtype)
-    hit = _WEIGHTS_CACHE.get(key)
-    if hit is None or hit[0] is not model:
-        if len(_WEIGHTS_CACHE) > 64:
-            _WEIGHTS_CACHE.clear()
-        hit = _WEIGHTS_CACHE[key] = (model, _weights(model, weight_dtype))
-    return hit[1]
+    try:
+        hash(weight_dtype)
+    except TypeError:                       # an unhashable weight_dtype: kvmem.weights refuses or reads it
+        return _weights(model, weight_dtype)
+    return _shared_weights(model, weight_dtype)
+
+
+@lru_cache(maxsize=64)
+def _shared_weights(model: Model, weight_dtype) -> Weights:
+    return _weights(model, weight_dtype)
 
 
 def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:

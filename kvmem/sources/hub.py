@@ -35,6 +35,7 @@ import stat
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote as url_quote
 
 from . import Checkpoint, DeadlineExceeded, SourceError
@@ -441,22 +442,31 @@ class HubCheckpoint:
         return checkpoint_for(self.repo_id, revision=self.revision)
 
 
-_CHECKPOINTS: dict[tuple, Checkpoint] = {}    # headers read once per process (successes only)
-
-
 def checkpoint_for(repo_id: str, *, revision: str | None = None) -> tuple[Checkpoint | None, str]:
     """(the repository's safetensors checkpoint, "") or (None, why the formula is used instead)."""
-    s = settings()
-    key = (repo_id, revision, s.endpoint, s.cache_dir)
-    if key not in _CHECKPOINTS:
-        try:
-            checkpoint, why = _checkpoint_for(repo_id, _check_revision(revision), s)
-        except SourceError as exc:
-            return None, str(exc)
-        if checkpoint is None:
-            return None, why
-        _CHECKPOINTS[key] = checkpoint
-    return _CHECKPOINTS[key], ""
+    try:
+        return _checkpoint_once(repo_id, revision, settings()), ""
+    except _NotRead as exc:
+        return None, exc.why
+
+
+class _NotRead(Exception):
+    """No checkpoint read (why: the message): not remembered, so the next call asks again."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@lru_cache(maxsize=64)        # headers read once per process and Hub settings (successes only)
+def _checkpoint_once(repo_id: str, revision: str | None, s: Settings) -> Checkpoint:
+    try:
+        checkpoint, why = _checkpoint_for(repo_id, _check_revision(revision), s)
+    except SourceError as exc:
+        raise _NotRead(str(exc)) from None
+    if checkpoint is None:
+        raise _NotRead(why)
+    return checkpoint
 
 
 def _checkpoint_for(repo_id: str, revision: str | None, s: Settings) -> tuple[Checkpoint | None, str]:

@@ -733,7 +733,7 @@ def test_a_fit_builds_each_vllm_layout_once(monkeypatch):
     built = []
     real = entry._make_plan
     monkeypatch.setattr(entry, "_make_plan", lambda *a: built.append(a[1:4]) or real(*a))
-    monkeypatch.setattr(entry, "_PLANS", {})
+    entry._shared_plan.cache_clear()
     first = kvmem.fit("llama-3.3-70b", gpu="h100-sxm-80gb", num_gpus=2, context="32k", batch=16, kv_dtype="fp8",
                       weight_dtype="fp8")
     # each (KV format, tp, pp) once: the workload's, min GPUs' tp 1 and 4, and "what would fit"'s bf16 KV

@@ -217,7 +217,7 @@ def hub(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     from kvmem.sources import hub as hub_source
-    hub_source._CHECKPOINTS.clear()
+    hub_source._checkpoint_once.cache_clear()
     hub_source._FAILED.clear()
     yield state
     state.stop.set()

@@ -32,7 +32,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     from kvmem.sources import hub as hub_source
-    hub_source._CHECKPOINTS.clear()
+    hub_source._checkpoint_once.cache_clear()
     return repo
 
 

@@ -169,7 +169,7 @@ def test_a_hub_index_naming_a_path_outside_the_snapshot_is_never_opened(hub, ope
     model = kvmem.get_model("evil/traversal")
     for attempt in range(2):                 # the second with the index in the cache
         from kvmem.sources import hub as hub_source
-        hub_source._CHECKPOINTS.clear()
+        hub_source._checkpoint_once.cache_clear()
         w = weights(model)
         assert w.source == "formula", attempt
         assert any("leads outside the repository" in note and "etc/passwd" in note for note in w.notes), w.notes

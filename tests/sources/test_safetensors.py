@@ -135,7 +135,7 @@ def test_headers_read_once_serve_offline(hub, tmp_path, monkeypatch):
     written = fx.write_folder(tmp_path / "m", sharded=True)
     _serve_folder(hub, "org/tiny-moe", tmp_path / "m")
     online = weights(kvmem.get_model("org/tiny-moe"))
-    hub_source._CHECKPOINTS.clear()                      # a new process
+    hub_source._checkpoint_once.cache_clear()                      # a new process
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     before = len(hub.requests)
     offline = weights(kvmem.get_model("org/tiny-moe"))

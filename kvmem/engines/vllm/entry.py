@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ...model import Model
 from ...records import Record
@@ -58,21 +59,15 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
     options: a fit or a sweep asks for the same layout at many lengths and batches (a 70B fit
     built it ~35 times). A Plan is shared, so no caller changes it (estimate copies its notes)."""
     try:
-        key = (id(model), kv_dtype, tp, pp, opts)
-        hash(key)
+        return _shared_plan(model, kv_dtype, tp, pp, opts)
     except TypeError:                       # an unhashable option value: build it each time
         return _make_plan(model, kv_dtype, tp, pp, opts)
-    hit = _PLANS.get(key)
-    if hit is None or hit[0] is not model:  # the model is kept, so its id is not reused meanwhile
-        if len(_PLANS) >= 256:
-            _PLANS.clear()
-        hit = _PLANS[key] = (model, _plan_once(model, kv_dtype, tp, pp, opts))
-    return hit[1]
 
 
-# (id(model), kv_dtype, tp, pp, options) -> (model, Plan): keyed by identity, as hashing a Model
-# hashes every layer (a 70B fit would spend more on the key than on the estimate)
-_PLANS: dict = {}
+# keyed by the model's value (Model.__hash__ is its cached fingerprint): equal models share a layout
+@lru_cache(maxsize=256)
+def _shared_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Plan:
+    return _plan_once(model, kv_dtype, tp, pp, opts)
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -92,7 +87,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
             hit = split[key] = spec.kv_split(blocks * batch)
         return hit
 
-    if _memo(plan, "one_unit_per_layer", lambda: [owner for owner, _ in plan.units] == list(range(plan.n_layers))):
+    if [owner for owner, _ in plan.units] == list(range(plan.n_layers)):
         rows = [part(spec, blocks) for (_, spec), blocks in zip(plan.units, held, strict=True)]
     else:
         rows = [(0, 0, 0)] * plan.n_layers
@@ -100,8 +95,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
             k, v, s = part(spec, blocks)
             rows[owner] = (rows[owner][0] + k, rows[owner][1] + v, rows[owner][2] + s)
     stages = stage_units(plan, pp)
-    real = [sum(sum(rows[owner]) for owner in _memo(plan, ("owners", pp, i), lambda m=members: owners(plan, m)))
-            for i, members in enumerate(stages)]
+    real = [sum(sum(rows[owner]) for owner in owners(plan, members)) for members in stages]
     largest = max(range(pp), key=lambda s: real[s])
     members = stages[largest]
     if plan.packed:
@@ -123,8 +117,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                      "layer frees a block only when all its tokens have left the window, so the peak_bytes "
                      "(what fit sizes for) are the most any length up to this one holds")
     details = VllmDetails(version=opts.version, block_size=plan.block_size,
-                          page_bytes=list(_memo(plan, "page_bytes",
-                                                lambda: sorted({spec.page_bytes for _, spec in plan.units}))),
+                          page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
                           groups=group_details(plan, held), blocks=blocks, pool_bytes=pool,
                           padding_bytes=pool - real[largest], uniform_type=plan.uniform_type)
     result = assemble(model, "vllm", tokens=tokens, batch=batch, kv_dtype=plan.fmt.name, tp=tp, pp=pp,
@@ -164,16 +157,9 @@ def _padding_split(plan: Plan, members, padding: int) -> tuple[int, int, int]:
     return parts[0], parts[1], parts[2]
 
 
-def _memo(plan: Plan, key, make):
-    """What ``make()`` derives from the plan's layout alone, made once per plan (``plan.memo``)."""
-    if key not in plan.memo:
-        plan.memo[key] = make()
-    return plan.memo[key]
-
-
 def _explain(notes: list, plan: Plan, tokens: int, lookahead: int, padding: int) -> None:
     """Notes on where vLLM's bytes differ from the textbook count."""
-    kinds = _memo(plan, "kinds", lambda: {spec.kind for _, spec in plan.units})
+    kinds = {spec.kind for _, spec in plan.units}
     bs = plan.block_size
     slots = cdiv(tokens + lookahead, bs) * bs
     if slots != tokens:
@@ -248,8 +234,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     details = VllmCapacityDetails(version=opts.version, num_blocks=num_blocks, blocks_per_stage=per_stage,
                                   blocks_per_request=request, groups=len(plan.groups),
                                   group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
-                                  page_bytes=list(_memo(plan, "page_bytes",
-                                                lambda: sorted({spec.page_bytes for _, spec in plan.units}))),
+                                  page_bytes=sorted({spec.page_bytes for _, spec in plan.units}),
                                   uniform_type=plan.uniform_type, request_bytes=needed, log=log)
     return Capacity(model=model.name, engine="vllm", kv_memory=kv_memory, blocks=num_blocks, tokens=tokens,
                     max_concurrency=concurrency, longest_request_tokens=longest, block_size=bs,

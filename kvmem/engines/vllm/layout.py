@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ...parallel import cdiv, kv_heads_per_rank, pp_stages
@@ -44,9 +44,10 @@ def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[Pa
                   layer.window)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """How vLLM lays one model out: its specs per layer, groups, block size and notes."""
+    """How vLLM lays one model out: its specs per layer, groups, block size and notes. Shared
+    between estimates (kvmem.engines.vllm.entry.make_plan): no caller changes its lists."""
 
     units: list                # (owner layer index, PageSpec)
     groups: list               # lists of unit indices
@@ -57,8 +58,6 @@ class Plan:
     notes: list
     padding_layers: int = 0
     packed: bool = False       # block-outermost packed groups (DeepSeek-V4): a block holds the widest group
-    # what kvmem.engines.vllm.pool derives from the layout alone (stages, group sizes), kept with it
-    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Plan:

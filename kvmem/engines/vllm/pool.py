@@ -8,22 +8,13 @@ from .options import IN_FLIGHT_BATCHES, NULL_BLOCK, VllmOptions
 
 
 def stage_units(plan: Plan, pp: int) -> list[set]:
-    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1); the same sets
-    for every estimate of a plan (kept in ``plan.memo``; no caller changes them)."""
-    key = ("stages", pp)
-    if key not in plan.memo:
-        stages = pp_stages(plan.n_layers, pp)
-        plan.memo[key] = [{i for i, (owner, _) in enumerate(plan.units) if owner in stage} for stage in stages]
-    return plan.memo[key]
+    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1)."""
+    return [{i for i, (owner, _) in enumerate(plan.units) if owner in stage} for stage in pp_stages(plan.n_layers, pp)]
 
 
 def stage_group_size(plan: Plan, members: set) -> int:
     """The most units of one group a stage holds: the pages one block takes on this rank."""
-    key = ("group_size", id(members))
-    hit = plan.memo.get(key)
-    if hit is None or hit[0] is not members:      # the set is kept, so its id is not reused meanwhile
-        hit = plan.memo[key] = (members, max(sum(i in members for i in group) for group in plan.groups))
-    return hit[1]
+    return max(sum(i in members for i in group) for group in plan.groups)
 
 
 def pool_page_bytes(plan: Plan) -> int:
@@ -156,14 +147,12 @@ def owners(plan: Plan, members: set) -> set:
 
 
 def group_details(plan: Plan, held: list[int]) -> list[dict]:
-    if "groups" not in plan.memo:     # what does not depend on the workload, once per plan
-        shapes = []
-        for group in plan.groups:
-            specs = [plan.units[i][1] for i in group]
-            shapes.append({"kind": "+".join(sorted({s.kind for s in specs})), "layers": len(group),
-                           "block_size": specs[0].block_size,
-                           "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type or plan.packed
-                                          else specs[0].page_bytes)})
-        plan.memo["groups"] = shapes
-    return [{**shape, "blocks_per_sequence": max(held[i] for i in group)}
-            for shape, group in zip(plan.memo["groups"], plan.groups, strict=True)]
+    shapes = []
+    for group in plan.groups:
+        specs = [plan.units[i][1] for i in group]
+        shapes.append({"kind": "+".join(sorted({s.kind for s in specs})), "layers": len(group),
+                       "block_size": specs[0].block_size,
+                       "page_bytes": (sum(s.page_bytes for s in specs) if plan.uniform_type or plan.packed
+                                      else specs[0].page_bytes),
+                       "blocks_per_sequence": max(held[i] for i in group)})
+    return shapes
