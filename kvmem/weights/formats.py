@@ -52,10 +52,19 @@ FORMATS = {
     "q4_k_m": _gguf("q4_k_m", "4.8944"), "q4_k_s": _gguf("q4_k_s", "4.6672"),
     "q3_k_l": _gguf("q3_k_l", "4.2979"), "q3_k_m": _gguf("q3_k_m", "4.00"),
     "q3_k_s": _gguf("q3_k_s", "3.6429"), "q2_k": _gguf("q2_k", "3.1593"),
+    # the rest of llama-quantize's file types, measured the same way on kvmem's llama.cpp layout of
+    # Llama-3.1-8B (kvmem.engines.llamacpp.quant_mix: llama.cpp's quantiser, no importance matrix)
+    "q5_1": _gguf("q5_1", "6.0377"), "q5_0": _gguf("q5_0", "5.5704"), "q4_1": _gguf("q4_1", "5.1031"),
+    "q4_0": _gguf("q4_0", "4.6358"), "iq4_nl": _gguf("iq4_nl", "4.6818"), "iq4_xs": _gguf("iq4_xs", "4.4597"),
+    "iq3_m": _gguf("iq3_m", "3.7628"), "iq3_s": _gguf("iq3_s", "3.6606"), "iq3_xs": _gguf("iq3_xs", "3.4977"),
+    "iq3_xxs": _gguf("iq3_xxs", "3.3736"), "q2_k_s": _gguf("q2_k_s", "2.9697"), "iq2_m": _gguf("iq2_m", "2.9294"),
+    "iq2_s": _gguf("iq2_s", "2.7403"), "q2_0": _gguf("q2_0", "2.6803"), "iq2_xs": _gguf("iq2_xs", "2.5882"),
+    "tq2_0": _gguf("tq2_0", "2.5173"), "iq2_xxs": _gguf("iq2_xxs", "2.3824"), "tq1_0": _gguf("tq1_0", "2.1914"),
+    "iq1_m": _gguf("iq1_m", "2.1460"), "iq1_s": _gguf("iq1_s", "2.0042"), "q1_0": _gguf("q1_0", "1.4817"),
 }
 
 
-GGUF_FORMATS = tuple(name for name in FORMATS if name.startswith("q"))
+GGUF_FORMATS = tuple(name for name in FORMATS if name.startswith(("q", "iq", "tq")))
 
 
 _ALIASES = {

@@ -3,32 +3,15 @@
 A model read from a GGUF (kvmem.sources.gguf) carries the file's tensor infos: those are used as
 they are. For a config without a file, the tensors llama.cpp's converter writes are laid out
 (llama-arch.cpp tensor names; ne0 first, a Linear of out x in is [in, out]) and each gets the
-ggml type llama.cpp's quantiser gives it for the weight format (src/llama-quant.cpp
-llama_tensor_get_type, the main rules only):
-
-    q4_k_m / q5_k_m  Q4_K / Q5_K; Q6_K for output.weight (token_embd when the output is tied to
-                     it), and for attn_v and ffn_down (ffn_down_exps too) on the layers
-                     use_more_bits() picks (the first and last eighth, and every third in between);
-                     an LLM_TYPE_70B model (80 layers: llama with GQA, qwen2) gets Q5_K on its
-                     other attn_v
-    q4_0             Q4_0; Q6_K for output.weight (token_embd when tied) ("else if (new_type !=
-                     GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K"); quantised with an importance
-                     matrix (imatrix=True), Q4_1 for ffn_down on the first eighth of the layers
-                     ("qs.has_imatrix && i_layer < n_layer/8")
-    q6_k, q8_0       Q6_K, Q8_0 for every weight matrix
-    f16, bf16        F16, BF16
-    phi3 (Phi-3, Phi-4)  one attn_qkv per layer (Q5_K under q4_k_m, Q6_K under q5_k_m: the
-                     ATTENTION_QKV rule) and one ffn_up holding gate and up (2 x n_ff), as
-                     convert_hf_to_gguf writes Phi-3's qkv_proj and gate_up_proj (models/phi3.cpp:
-                     ffn_up "{ n_embd, 2 * n_ff }"); checked on ollama's phi4 (issue #13552)
-    an 8-expert model (Mixtral): Q8_0 on every attn_k and attn_v whatever the format
-                     ("hparams.n_expert == 8 ... bumping this to Q8_0 trades just ~128MB"), and with
-                     q4_k_m Q5_K on attn_output (the ATTENTION_OUTPUT rule for n_expert == 8)
-    norms, routers (ffn_gate_inp), biases (qwen2's attn_q/k/v.bias) and other 1-D tensors F32
-    (tensor_allows_quantization: "quantize only 2D and 3D tensors"); the output rule gives
-    Q8_0 when ne0 is not whole blocks of the format ("nx % qk_k != 0"); a K-quant whose ne0 is
-    not whole 256-blocks falls back (tensor_type_fallback: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
-Rules as src/llama-quant.cpp llama_tensor_get_type_impl holds them in llama.cpp 0c1e57098.
+ggml type llama.cpp's quantiser gives it for the file type (kvmem.engines.llamacpp.quant_mix: every
+llama-quantize type, Q4_K_M to IQ1_S, TQ1_0 and MXFP4_MOE, llama_tensor_get_type transcribed and
+judged by llama.cpp's own --dry-run), from the source types convert_hf_to_gguf writes (F32 for 1-D
+tensors, norms and routers; F16 else, BF16/F32 for those file types). One build difference is kept:
+phi3 (Phi-3, Phi-4): one attn_qkv per layer and one ffn_up holding gate and up (2 x n_ff), as
+    convert_hf_to_gguf writes Phi-3's qkv_proj and gate_up_proj (models/phi3.cpp: ffn_up
+    "{ n_embd, 2 * n_ff }"); its attn_qkv gets the ATTENTION_QKV rule of the quantiser that wrote
+    the published files (Q5_K under q4_k_m, Q6_K under q5_k_m; checked on ollama's phi4, issue
+    #13552), which 0c1e57098's category_is_attn_v shadows.
 Llama 3.1+ configs (rope_scaling llama3) also get rope_freqs.weight (head_dim / 2 floats), which
 llama.cpp loads once per layer.
 Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwen3-30B-A3B log of
@@ -38,8 +21,8 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
     Llama-3.x-70B Q8_0 on two GPUs, 24277.75 + 46151.91 + 1064.62 MiB (ollama issue #11986)
     (tests/engines/test_llamacpp_logs.py).
 
-This is a model of a file, not a file: real Q4_K_M GGUFs differ (the quantiser's other rules,
-imatrix choices, per-uploader overrides) by a few percent; the result says so in its notes.
+This is a model of a file, not a file: real GGUFs differ (an importance matrix, per-uploader
+--tensor-type overrides such as the Unsloth UD mixes) by a few percent; the result says so in its notes.
 Refused by name: gpt_neox, gpt_oss and glm4_moe, whose llama.cpp tensors are not llama's (llama.cpp
 0c1e57098 refuses kvmem's llama-style layout of them: "check_tensor_dims: tensor 'output_norm.bias' not
 found" for gptneox, models/gptneox.cpp; "tensor 'blk.0.post_attention_norm.weight' not found" for
@@ -55,12 +38,12 @@ from dataclasses import dataclass
 
 from ...model import FULL, SLIDING, Model
 from .placement import GGML_TYPES
+from .quant_mix import FTYPES, QuantModel, ftype_names, quant_types
 
 __all__ = ["GGUFTensor", "FORMATS", "tensors_for", "synthesised_tensors"]
 
-FORMATS = ("q4_k_m", "q5_k_m", "q4_0", "q6_k", "q8_0", "f16", "bf16")
-_BASE = {"q4_k_m": "Q4_K", "q5_k_m": "Q5_K", "q4_0": "Q4_0", "q6_k": "Q6_K", "q8_0": "Q8_0", "f16": "F16",
-         "bf16": "BF16"}
+FORMATS = tuple(ftype_names())              # llama-quantize's file types (quant_mix.FTYPES), aliases after
+_SOURCE = {"f32": "F32", "bf16": "BF16"}    # convert_hf_to_gguf --outtype: 2-D weights in F16 unless f32 / bf16
 _QKV_BIAS = {"qwen2", "qwen2_moe"}           # convert_hf_to_gguf writes attn_q/k/v.bias
 _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
@@ -69,7 +52,9 @@ _FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: at
 _NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN",
                  "gpt_oss": "attn_sinks, post_attention_norm, biases, MXFP4 experts",
                  "glm4_moe": "leading dense layers, shared experts, exp_probs_b, biases, the NextN layer"}
-_FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+# kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES) for the quantiser's arch rules
+_ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
+         "gemma3_text": "gemma3"}
 
 
 @dataclass(frozen=True)
@@ -82,30 +67,47 @@ class GGUFTensor:
     nbytes: int
 
 
-def _tensor(name: str, ne: tuple, ggml_type: str) -> GGUFTensor:
+def _nbytes(ne: tuple, ggml_type: str) -> int:
     block, size = GGML_TYPES[ggml_type]
-    if ne[0] % block:
-        # llama-quant.cpp: "tensor cols are not divisible by 256, required for <type> - using fallback"
-        ggml_type = _FALLBACK.get(ggml_type, "F16")
-        block, size = GGML_TYPES[ggml_type]
     count = 1
     for x in ne:
         count *= x
-    return GGUFTensor(name, ggml_type, tuple(ne), count // block * size)
+    return count // block * size
 
 
-def _use_more_bits(i: int, n: int) -> bool:
-    """llama-quant.cpp use_more_bits(i_layer, n_layers)."""
-    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+def _source_type(name: str, ne: tuple, fmt: str) -> str:
+    """The type convert_hf_to_gguf.py writes a tensor in: F32 for 1-D tensors, norms and the router
+    (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
+    --outtype (F16 for a file quantised from it)."""
+    if len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp." in name:
+        return "F32"
+    return _SOURCE.get(fmt, "F16")
+
+
+def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_layer: int | None = None,
+           qkv_is_attn_v: bool = True) -> tuple:
+    """GGUFTensors of ``specs`` ((name, ne) in file order) typed by llama.cpp's quantiser (quant_mix)."""
+    first = model.layers[0]
+    moe = model.facts.moe
+    n = model.num_layers if n_layer is None else n_layer
+    # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
+    seventy = n == 80 and (arch == "qwen2" or (arch == "llama" and first.kv_heads != model.num_attention_heads))
+    qm = QuantModel(arch=arch, n_layer=n, n_expert=moe.experts if moe else 0, n_head=model.num_attention_heads,
+                    n_head_kv=first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
+    types = quant_types([(name, ne, _source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
+                        qkv_is_attn_v=qkv_is_attn_v)
+    return tuple(GGUFTensor(name, types[name], tuple(ne), _nbytes(ne, types[name])) for name, ne in specs)
 
 
 def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = False) -> tuple[GGUFTensor, ...]:
-    """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` would hold (see the module doc);
-    ``imatrix``: the file was quantised with an importance matrix (only q4_0's ffn_down rule reads it)."""
+    """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` (a llama-quantize file type)
+    would hold (see the module doc); ``imatrix``: the file was quantised with an importance matrix."""
     fmt = str(weight_format).lower().replace("-", "_")
-    if fmt not in _BASE:
+    if fmt not in FORMATS:
         raise ValueError(f"weight_format must be one of {', '.join(FORMATS)} for a llama.cpp layout without a "
                          f"GGUF file, got {weight_format!r}")
+    fmt = {"q3_k": "q3_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m", "mxfp4": "mxfp4_moe"}.get(fmt, fmt)
+    assert fmt in FTYPES
     if model.model_type in _NOT_LAID_OUT:
         raise ValueError(f"{model.name}: kvmem does not lay out llama.cpp's {model.model_type} tensors "
                          f"({_NOT_LAID_OUT[model.model_type]}): give the GGUF file itself")
@@ -113,82 +115,56 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     if bad:
         raise ValueError(f"{model.name}: layer {bad[0]} is {model.layers[bad[0]].kind!r}; kvmem lays out llama.cpp "
                          "tensors only for full/sliding attention layers: give the GGUF file itself")
-    base = _BASE[fmt]
-    mixed = fmt in ("q4_k_m", "q5_k_m")
     facts = model.facts
-    h, n, vocab = model.hidden_size, model.num_layers, facts.vocab_size
+    h, vocab = model.hidden_size, facts.vocab_size
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
     moe = facts.moe
-    quantised = GGML_TYPES[base][0] > 1
-    head = "Q6_K" if quantised and base != "Q8_0" else base     # the output rule: Q6_K unless Q8_0
-    if quantised and h % GGML_TYPES[base][0]:
-        head = "Q8_0"                            # "nx % qk_k != 0": Q8_0
-    eight = moe is not None and moe.experts == 8 and quantised
-    # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
-    seventy = n == 80 and (model.model_type == "qwen2" or (model.model_type == "llama"
-                                                          and model.layers[0].kv_heads != model.num_attention_heads))
     fused = model.model_type in _FUSED
     out = []
     if not facts.tie_word_embeddings:
-        out.append(_tensor("output.weight", (h, vocab), head))
-    out += [_tensor("output_norm.weight", (h,), "F32"),
-            _tensor("token_embd.weight", (h, vocab), base if not facts.tie_word_embeddings else head)]
+        out.append(("output.weight", (h, vocab)))
+    out += [("output_norm.weight", (h,)), ("token_embd.weight", (h, vocab))]
     rope = (model.config or {}).get("rope_scaling") or {}
     if model.model_type == "llama" and rope.get("rope_type") == "llama3":   # convert_hf_to_gguf: the llama3 factors
-        out.append(_tensor("rope_freqs.weight", (model.layers[0].head_dim_k // 2,), "F32"))
+        out.append(("rope_freqs.weight", (model.layers[0].head_dim_k // 2,)))
     for i, layer in enumerate(model.layers):
         b = f"blk.{i}."
-        more = "Q6_K" if mixed and _use_more_bits(i, n) else base
-        # q4_0 with an imatrix: "qs.has_imatrix && i_layer < n_layer/8" -> Q4_1 ffn_down
-        down = "Q4_1" if fmt == "q4_0" and imatrix and i < n // 8 else more
-        attn_v = more
-        if mixed and attn_v == "Q4_K" and seventy:
-            attn_v = "Q5_K"                      # LLM_TYPE_70B: a Q4_K attn_v one step up
-        attn_k, attn_o = base, base
-        if eight:                                # n_expert == 8: attn_k and attn_v Q8_0
-            attn_k = attn_v = "Q8_0"
-            attn_o = "Q5_K" if fmt == "q4_k_m" else base
         q, kv_k, kv_v = model.num_attention_heads * layer.head_dim_k, layer.kv_heads * layer.head_dim_k, \
             layer.kv_heads * layer.head_dim_v
-        out.append(_tensor(b + "attn_norm.weight", (h,), "F32"))
-        if fused:                                # ATTENTION_QKV: Q4_K_M -> Q5_K, Q5_K_M -> Q6_K
-            qkv = {"q4_k_m": "Q5_K", "q5_k_m": "Q6_K"}.get(fmt, base)
-            out.append(_tensor(b + "attn_qkv.weight", (h, q + kv_k + kv_v), qkv))
+        out.append((b + "attn_norm.weight", (h,)))
+        if fused:
+            out.append((b + "attn_qkv.weight", (h, q + kv_k + kv_v)))
         else:
-            out += [_tensor(b + "attn_q.weight", (h, q), base), _tensor(b + "attn_k.weight", (h, kv_k), attn_k),
-                    _tensor(b + "attn_v.weight", (h, kv_v), attn_v)]
-        out.append(_tensor(b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h), attn_o))
+            out += [(b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv_k)), (b + "attn_v.weight", (h, kv_v))]
+        out.append((b + "attn_output.weight", (model.num_attention_heads * layer.head_dim_v, h)))
         if model.model_type in _QKV_BIAS:
-            out += [_tensor(b + "attn_q.bias", (q,), "F32"), _tensor(b + "attn_k.bias", (kv_k,), "F32"),
-                    _tensor(b + "attn_v.bias", (kv_v,), "F32")]
+            out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv_k,)), (b + "attn_v.bias", (kv_v,))]
         if model.model_type in _QK_NORM:
-            out += [_tensor(b + "attn_q_norm.weight", (layer.head_dim_k,), "F32"),
-                    _tensor(b + "attn_k_norm.weight", (layer.head_dim_k,), "F32")]
+            out += [(b + "attn_q_norm.weight", (layer.head_dim_k,)), (b + "attn_k_norm.weight", (layer.head_dim_k,))]
         if model.model_type in _POST_NORMS:
-            out += [_tensor(b + "post_attention_norm.weight", (h,), "F32"),
-                    _tensor(b + "post_ffw_norm.weight", (h,), "F32")]
-        out.append(_tensor(b + "ffn_norm.weight", (h,), "F32"))
+            out += [(b + "post_attention_norm.weight", (h,)), (b + "post_ffw_norm.weight", (h,))]
+        out.append((b + "ffn_norm.weight", (h,)))
         routed = moe is not None and (not moe.moe_layers or moe.moe_layers[i])
         if routed:
             e, f = moe.experts, moe.intermediate_size
-            out += [_tensor(b + "ffn_gate_inp.weight", (h, e), "F32"),
-                    _tensor(b + "ffn_gate_exps.weight", (h, f, e), base),
-                    _tensor(b + "ffn_up_exps.weight", (h, f, e), base),
-                    _tensor(b + "ffn_down_exps.weight", (f, h, e), down)]
+            out += [(b + "ffn_gate_inp.weight", (h, e)), (b + "ffn_gate_exps.weight", (h, f, e)),
+                    (b + "ffn_up_exps.weight", (h, f, e)), (b + "ffn_down_exps.weight", (f, h, e))]
             if moe.shared_intermediate_size:
                 s = moe.shared_intermediate_size
-                out += [_tensor(b + "ffn_gate_shexp.weight", (h, s), base),
-                        _tensor(b + "ffn_up_shexp.weight", (h, s), base),
-                        _tensor(b + "ffn_down_shexp.weight", (s, h), down)]
+                out += [(b + "ffn_gate_shexp.weight", (h, s)), (b + "ffn_up_shexp.weight", (h, s)),
+                        (b + "ffn_down_shexp.weight", (s, h))]
         else:
             f = moe.dense_intermediate_size if moe is not None else facts.intermediate_size
             if not f:
                 raise ValueError(f"{model.name}: intermediate_size is unknown; the FFN tensors cannot be sized")
-            gate_up = [_tensor(b + "ffn_up.weight", (h, 2 * f), base)] if fused else \
-                [_tensor(b + "ffn_gate.weight", (h, f), base), _tensor(b + "ffn_up.weight", (h, f), base)]
-            out += gate_up + [_tensor(b + "ffn_down.weight", (f, h), down)]
-    return tuple(out)
+            gate_up = [(b + "ffn_up.weight", (h, 2 * f))] if fused else \
+                [(b + "ffn_gate.weight", (h, f)), (b + "ffn_up.weight", (h, f))]
+            out += gate_up + [(b + "ffn_down.weight", (f, h))]
+    # phi3's fused attn_qkv: the published files' quantiser had its own ATTENTION_QKV rule (Q5_K under
+    # q4_k_m), which 0c1e57098's category_is_attn_v shadows (tests/oracles/test_llamacpp_presets_oracle.py)
+    return _typed(model, out, fmt, imatrix=imatrix, arch=_ARCH.get(model.model_type, model.model_type),
+                  qkv_is_attn_v=not fused)
 
 
 def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:

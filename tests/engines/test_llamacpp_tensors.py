@@ -1,0 +1,68 @@
+"""kvmem.engines.llamacpp.tensors with quant_mix: llama-quantize's file types on a config (every type
+here equals llama.cpp 0c1e57098's own quantiser: tests/oracles/test_llamacpp_layout_quant_oracle.py)."""
+
+from collections import Counter
+
+import pytest
+
+from kvmem.catalog import get_model
+from kvmem.engines.llamacpp.quant_mix import QuantModel, ftype_of, quant_types
+from kvmem.engines.llamacpp.tensors import FORMATS, synthesised_tensors
+
+
+def _types(preset, fmt):
+    return {t.name: t.dtype for t in synthesised_tensors(get_model(preset), fmt)}
+
+
+def test_iq2_xxs_on_llama_3_1_8b():
+    """32 layers, 32/8 heads (n_gqa 4): attn_v Q4_K (the IQ rule for n_gqa >= 4), ffn_down of the first
+    n_ffn_down/8 = 4 layers Q2_K, token_embd Q2_K, output Q5_K (4096 columns are whole 256-blocks)."""
+    t = _types("llama-3.1-8b", "iq2_xxs")
+    assert (t["output.weight"], t["token_embd.weight"]) == ("Q5_K", "Q2_K")
+    assert [t[f"blk.{i}.ffn_down.weight"] for i in range(6)] == ["Q2_K"] * 4 + ["IQ2_XXS"] * 2
+    assert {t[f"blk.{i}.attn_v.weight"] for i in range(32)} == {"Q4_K"}
+    assert Counter(t.values()) == {"IQ2_XXS": 188, "F32": 66, "Q4_K": 32, "Q2_K": 5, "Q5_K": 1}
+
+
+def test_iq4_xs_on_llama_3_1_8b_bytes():
+    """IQ4_XS: attn_v Q5_K (n_gqa >= 4), ffn_down Q5_K on the first 4 layers (no importance matrix),
+    output Q6_K. Bytes: token_embd 4096 x 128256 / 256 x 136 = 279,085,056; every layer's
+    attn_q 4096 x 4096 and attn_output the same: 16,777,216 / 256 x 136 = 8,912,896 each."""
+    ts = {t.name: t for t in synthesised_tensors(get_model("llama-3.1-8b"), "iq4_xs")}
+    assert ts["token_embd.weight"].nbytes == 279_085_056
+    assert ts["blk.7.attn_q.weight"].nbytes == ts["blk.7.attn_output.weight"].nbytes == 8_912_896
+    assert ts["blk.3.ffn_down.weight"].dtype == "Q5_K" and ts["blk.4.ffn_down.weight"].dtype == "IQ4_XS"
+    assert sum(t.nbytes for t in ts.values()) == 4_476_526_848
+
+
+def test_fallback_when_columns_are_not_whole_blocks():
+    """gemma-3-1b: hidden 1152 is not whole 256-blocks: IQ2_XXS falls back to IQ4_NL, attn_v's Q4_K to
+    Q5_0, the tied token_embd takes the output rule's Q8_0 ("nx % qk_k != 0")."""
+    t = _types("gemma-3-1b", "iq2_xxs")
+    assert (t["token_embd.weight"], t["blk.0.attn_q.weight"], t["blk.0.attn_v.weight"]) == ("Q8_0", "IQ4_NL", "Q5_0")
+    assert t["blk.0.ffn_down.weight"] == "Q2_K"     # ne0 6912 = 27 x 256
+
+
+def test_mxfp4_moe_puts_experts_in_mxfp4_and_the_rest_in_q8_0():
+    """qwen3-30b-a3b (48 layers x 3 expert tensors = 144): MXFP4; every other quantisable tensor Q8_0,
+    norms and routers F32."""
+    assert Counter(_types("qwen3-30b-a3b", "mxfp4").values()) == {"F32": 241, "Q8_0": 194, "MXFP4": 144}
+
+
+def test_tensor_type_rules_and_their_order():
+    """--tensor-type: the first pattern that regex_search-es the name wins, then the shape fallback."""
+    qm = QuantModel(arch="llama", n_layer=8, n_head=8, n_head_kv=8)    # use_more_bits(0, 8): 0 < 8 / 8 -> Q6_K
+    specs = [(f"blk.{i}.{n}.weight", (4096, 4096), "F16") for i in range(2) for n in ("attn_v", "ffn_down")]
+    types = quant_types(specs, "q4_k_m", qm, tensor_types=[(r"blk\.1\.", "q8_0"), ("attn_v", "iq4_xs")])
+    assert types == {"blk.0.attn_v.weight": "IQ4_XS", "blk.0.ffn_down.weight": "Q6_K",
+                     "blk.1.attn_v.weight": "Q8_0", "blk.1.ffn_down.weight": "Q8_0"}
+
+
+def test_file_types_and_refusals():
+    assert {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_nl", "iq4_xs", "tq1_0",
+            "tq2_0", "mxfp4_moe"} <= set(FORMATS)
+    assert ftype_of("Q4_K") == "q4_k_m" and ftype_of("IQ2-M") == "iq2_m"
+    with pytest.raises(ValueError, match="writes no LLAMA_FTYPE_MOSTLY_NVFP4"):
+        ftype_of("nvfp4")
+    with pytest.raises(ValueError, match="not a llama-quantize file type"):
+        ftype_of("q4_k_xl")
