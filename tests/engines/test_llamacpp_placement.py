@@ -212,3 +212,19 @@ def test_qwen3_235b_on_four_3090s_at_32k_uses_all_four():
               mmproj_bytes=0, mmproj_offload=True)
     model = as_model("qwen3-235b-a22b")
     assert room_left(model, tensors_for(model, "q4_k_m")[0], best, p.budgets, kw) == []
+
+
+@pytest.mark.parametrize("n_cpu_moe", [1, 2, 10, 12, 100])
+def test_n_cpu_moe_rules_match_as_one_rule_per_layer(n_cpu_moe):
+    # common/arg.cpp --n-cpu-moe N: one rule "blk\.{il}" + LLM_FFN_EXPS_REGEX per il < N; kvmem keeps them
+    # as one alternation, which must send exactly the same names to CPU (blk.1 never takes blk.12's experts)
+    import re
+
+    from kvmem.engines.llamacpp.placement import EXPS_REGEX, _compiled
+    per_layer = [re.compile(rf"blk\.{il}{EXPS_REGEX}") for il in range(n_cpu_moe)]
+    names = [f"blk.{il}.{kind}.weight" for il in range(130) for kind in
+             ("ffn_up_exps", "ffn_down_exps", "ffn_gate_exps", "ffn_gate_up_exps", "ffn_up_chexps", "ffn_up_shexp",
+              "ffn_down", "attn_q")]
+    moved = [n for n in names if any(p.search(n) for p, _ in _compiled(n_cpu_moe, False, ()))]
+    assert moved == [n for n in names if any(p.search(n) for p in per_layer)]
+    assert len(moved) == 5 * n_cpu_moe and "blk.12.ffn_up_exps.weight" not in moved[:5]

@@ -251,13 +251,25 @@ def _offsets(tensors, alignment: int) -> list[int]:
 
 
 def _overrides(n_cpu_moe: int, cpu_moe: bool, override_tensor) -> list[tuple[re.Pattern, str]]:
+    try:
+        return _compiled(n_cpu_moe, cpu_moe, tuple(tuple(rule) for rule in override_tensor or ()))
+    except TypeError:       # an unhashable pattern: compiled each time
+        return _compiled.__wrapped__(n_cpu_moe, cpu_moe, override_tensor or ())
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> list[tuple[re.Pattern, str]]:
+    """The override rules in order. --n-cpu-moe N's N consecutive rules (each blk.il + the experts' pattern,
+    each to CPU) are one alternation: a name matches it exactly when it matches one of them (the layer
+    number is followed by a dot in both), and the first of them that matches sends it to CPU either way."""
     rules = []
-    for pattern, target in override_tensor or ():
+    for pattern, target in override_tensor:
         rules.append((re.compile(pattern), target))
     if cpu_moe:
         rules.append((re.compile(EXPS_REGEX), CPU))
-    for il in range(n_cpu_moe):
-        rules.append((re.compile(rf"blk\.{il}{EXPS_REGEX}"), CPU))
+    if n_cpu_moe:
+        layers = "|".join(str(il) for il in range(n_cpu_moe))
+        rules.append((re.compile(rf"blk\.(?:{layers}){EXPS_REGEX}"), CPU))
     return rules
 
 
