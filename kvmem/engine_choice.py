@@ -33,7 +33,7 @@ def engine_rows(model, *, engines=None, batch: int | None = None, **kwargs) -> l
     the fit answers). Options go to the engines that declare them; gpu_memory_utilization to those
     that take it; the rest run with their defaults."""
     from .engines import ENGINES
-    from .launch import BUILDERS, plan
+    from .launch import launchers, plan
     from .sizing import fit
 
     names = list(engines) if engines else [name for name, spec in ENGINES.items() if spec.sizing is not None]
@@ -54,8 +54,8 @@ def engine_rows(model, *, engines=None, batch: int | None = None, **kwargs) -> l
                                   command=None, refused=str(exc), options=tuple(own)))
             continue
         command, numbers, no_command = None, result.engine_numbers, None
-        if name not in BUILDERS:
-            no_command = f"no server command (kvmem plan writes one for {', '.join(BUILDERS)})"
+        if spec.launch is None:
+            no_command = f"no server command (kvmem plan writes one for {', '.join(launchers())})"
         elif result.fits:
             try:
                 planned = plan(model, target="workload" if batch else "max_batch", **args)

@@ -116,20 +116,18 @@ def test_each_rule_has_one_home():
         assert homes == [home], f"{rule}: {homes}"
 
 
-# issue 24 item 1: outside kvmem/engines/ no module names an engine or one of its options (a string
-# equal to one, or a keyword argument named as one). What stays, and why:
+# issue 24 item 1 and issue 35 item 1: outside kvmem/engines/ no module names an engine or one of its
+# options (a string equal to one, or a keyword argument named as one): an engine's launch command
+# (EngineSpec.launch) and log reader (EngineSpec.log_reader) live in its package. What stays, and why:
 REFERENCE = {"ideal"}   # kvmem's own textbook count, the reference every comparison is against
 VOCABULARY = {          # option names that are also kvmem's own words (a kind, a result field, a config field)
     "mla", "block_size", "version", "backend", "build", "prompt_tokens", "mamba_ssm_dtype", "mamba_ssm_cache_dtype",
     "residual_length", "page_size", "n_ctx", "tokens_per_block"}
 NAMES_ENGINES = {
-    "kvmem/launch/": "kvmem.plan's commands: one module per engine's own flags",
-    "kvmem/logcheck/": "check_log's readers: one module per engine's own log lines",
     "kvmem/oracles/": "each oracle runs one engine's own code as the judge",
     "kvmem/measurement/": "builds transformers' caches with torch: what the hf modes size",
     "kvmem/validation.py": "kvmem validate: measured caches against the hf modes",
     "kvmem/defaults.py": "the default engine of the CLI and the app, declared once",
-    "kvmem/cli/checklog.py": "--engine's choices, literal so that --help does not import the log readers",
 }
 
 
@@ -196,3 +194,61 @@ def test_no_option_is_read_with_get_outside_its_engine():
             continue
         offenders += [f"{rel}: {m.group(1)}" for m in read.finditer(path.read_text(encoding="utf-8"))]
     assert offenders == []
+
+
+# issue 35 item 1: an engine is one package. A toy engine registered here, and only here, gets a launch
+# command from kvmem.plan and has its log read by kvmem.check_log: neither switches on an engine's name.
+TOY_LOG_MIB = 512.0    # 4,096 tokens x 131,072 B (llama-3.1-8b: 32 layers x 2 (K, V) x 8 KV heads x 128 x 2 B, bf16)
+
+
+def _toy_flags(inputs):
+    from kvmem.launch.base import Flag
+    return (Flag("", inputs.model.name, "the model"), Flag("--ctx", str(inputs.fit.context), "the context planned"),
+            Flag("--seqs", str(inputs.batch), "the sequences planned"))
+
+
+def _toy_read(lines):
+    prefix = "toy: "
+    return [(n, line) for n, line in enumerate(lines, 1) if line.startswith(prefix) and " tokens take " in line]
+
+
+def _toy_check(model, found, *, kv_dtype, tp, pp, info=None, **options):
+    from kvmem.engines import engine_estimate
+    from kvmem.logcheck.base import LineCheck
+    checks = []
+    for n, line in found:
+        tokens, mib = line[len("toy: "):].split(" tokens take ")
+        ours = engine_estimate(model, engine="toy", tokens=int(tokens), kv_dtype=kv_dtype, tp=tp, pp=pp,
+                               **options).kv_bytes / 2**20
+        logged = float(mib.removesuffix(" MiB"))
+        checks.append(LineCheck(line=n, text=line, quantity="toy pool", logged=f"{logged:.2f} MiB",
+                                kvmem=f"{ours:.2f} MiB", matches=logged == ours))
+    return {"tokens": int(tokens)}, checks, []
+
+
+def test_a_toy_engine_gets_a_launch_line_and_a_log_reader(monkeypatch):
+    from dataclasses import replace
+
+    import kvmem
+    from kvmem.engines import ENGINES
+    from kvmem.engines.serving import Launcher, LogReader
+    from kvmem.launch import launchers
+    from kvmem.logcheck import readers
+    rules = ENGINES["trtllm"]          # the toy sizes as TRT-LLM does; its command and its log are its own
+    launch = Launcher("Toy 1.0", ("toy-serve",), _toy_flags)
+    reader = LogReader(_toy_read, bool, lambda lines: {}, _toy_check, "the toy's pool line", runs=("toy-serve ",),
+                       command_flags={"--tp": "tp"}, positional_model=True)
+    monkeypatch.setitem(ENGINES, "toy", replace(rules, name="toy", pinned="Toy 1.0", launch=launch,
+                                                log_reader=reader))
+    assert "toy" in launchers() and "toy" in readers()
+    plan = kvmem.plan("llama-3.1-8b", gpu="H100", context="8k", engine="toy", target="max_batch")
+    same = kvmem.fit("llama-3.1-8b", gpu="H100", context="8k", engine="trtllm")
+    assert plan.release == "Toy 1.0" and plan.files == {}
+    assert plan.command == f"toy-serve llama-3.1-8b --ctx 8192 --seqs {same.max_batch}" and same.max_batch > 0
+    log = "toy-serve llama-3.1-8b --tp 1\ntoy: 4096 tokens take 512.00 MiB\n"
+    result = kvmem.check_log(log)                     # engine and model from the log: the toy's reader claims it
+    assert result.engine == "toy" and result.model == "llama-3.1-8b" and result.matches
+    assert [(c.line, c.logged, c.kvmem) for c in result.checks] == [(2, "512.00 MiB", f"{TOY_LOG_MIB:.2f} MiB")]
+    assert result.inputs["model"][1].startswith("log line 1, the command")
+    wrong = kvmem.check_log(log.replace("512.00", "256.00"))
+    assert wrong.engine == "toy" and not wrong.matches

@@ -10,7 +10,7 @@ import streamlit as st
 
 import kvmem
 from kvmem.engines import ENGINES
-from kvmem.logcheck import READERS
+from kvmem.logcheck import readers
 from ui import inputs
 
 TARGETS = {"this exact workload": "workload", "largest batch": "max_batch", "largest context": "max_context"}
@@ -73,7 +73,7 @@ def _log_box(model, fit_kwargs: dict, engine_options: dict, plan) -> None:
     tp/pp, KV dtype, max length, block size, server_args, llama_context, ...); the sidebar's fill in only
     what the log does not print. The Deploy plan is not what the log is checked against: for an engine whose
     log states its KV budget (EngineSpec.logs_kv_budget) the plan's budget is shown beside it."""
-    with st.expander(f"Check a startup log ({', '.join(READERS)})"):
+    with st.expander(f"Check a startup log ({', '.join(readers())})"):
         text = st.text_area("Paste the server's startup log", key="deploy_log", height=160, max_chars=MAX_PASTE_CHARS,
                             help="Its lines are compared with kvmem's under the settings the log prints (the model "
                                  "it names, tp, pp, KV dtype, max length, block size, ...); the sidebar's fill in "

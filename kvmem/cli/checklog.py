@@ -39,13 +39,29 @@ def _shown(value) -> str:
     return quote(value, 120) if isinstance(value, str) else str(value)
 
 
+class _Readable:
+    """--engine's choices: the engines with a log reader (EngineSpec.log_reader), listed only when asked
+    (an --engine given, --help), so that building the parser imports no engine."""
+
+    @staticmethod
+    def _names() -> list[str]:
+        from ..logcheck import readers
+        return list(readers())
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
 def configure(logp) -> None:
     logp.add_argument("log", help=f"the log file, or - for standard input (at most {MAX_LOG_BYTES >> 20} MiB; "
                                    "the startup lines are enough)")
     logp.add_argument("--model", default=None, help=MODEL_HELP + " (default: the model the log names, when kvmem has "
                                                                  "a preset for it; never fetched)")
     logp.add_argument("--revision", default=None, help="Hub branch, tag or commit of an HF id (default main)")
-    logp.add_argument("--engine", default=None, choices=("vllm", "sglang", "llama.cpp", "trtllm"),
+    logp.add_argument("--engine", default=None, choices=_Readable(),
                       help="default: from the log's lines")
     logp.add_argument("--kv-dtype", default=None,
                       help="KV element format the server used (default: the log's, else auto)")

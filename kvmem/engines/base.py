@@ -19,6 +19,7 @@ from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, requir
 from ..units import parse_bytes
 from .declared import Option
 from .results import Capacity, Estimate, IdealDetails, Refusal, assemble, with_note
+from .serving import Launcher, LogReader
 
 __all__ = ["Estimate", "Capacity", "Refusal", "IdealDetails", "EngineSpec", "SizingRules", "Budget", "BudgetRequest",
            "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "CheckedFamilies", "share_every_token",
@@ -244,7 +245,9 @@ class EngineSpec:
     does past the model's positions; ``query_heads_rule``: its assertion that tp divides the
     query heads, where it has one; ``families``: the opt-in families it sizes (CheckedFamilies);
     ``panels``: the Fit page panels it has beside the common ones
-    ("offload": layers and experts placed on the GPUs and the host); ``logs_kv_budget``: its
+    ("offload": layers and experts placed on the GPUs and the host); ``launch``: how kvmem.plan
+    writes its server command (Launcher); ``log_reader``: how kvmem.check_log reads its startup log
+    (LogReader); ``logs_kv_budget``: its
     startup log states the KV budget it computed (SizingRules.startup.budget_line), which
     check_log compares with a plan's.
     """
@@ -262,6 +265,8 @@ class EngineSpec:
     declared: tuple[Option, ...] = ()            # options typed beyond their default (choices, help)
     families: CheckedFamilies = CheckedFamilies()  # the opt-in families it sizes (none by default)
     panels: tuple[str, ...] = ()                 # Fit page panels of its own ("offload")
+    launch: Launcher | None = None               # its server command (kvmem.plan); None: it has none
+    log_reader: LogReader | None = None          # its startup log's reader (kvmem.check_log); None: none
 
     @property
     def logs_kv_budget(self) -> bool:

@@ -1,7 +1,8 @@
 """Check a real startup log against kvmem: kvmem.check_log(text, model, ...) -> LogCheck.
 
-The log's lines are found by their text (engine/logcheck modules: vllm, sglang, llamacpp, trtllm).
-The settings the engine prints are read first (each module's ``printed``: vLLM's config line and
+The log's lines are found by their text, by each engine's reader (EngineSpec.log_reader, a
+LogReader in kvmem/engines/<engine>/logs.py). The settings the engine prints are read first (each
+reader's ``printed``: vLLM's config line and
 "non-default args", SGLang's server_args, llama.cpp's llama_context and cache lines, TRT-LLM's
 tokens per block): the model, tp/pp, the KV dtype, max_model_len, block size, prefix caching, the
 version, ... A launch command pasted above the log (kvmem.logcheck.command) gives its flags, below
@@ -32,15 +33,12 @@ from ..catalog import as_model, preset
 from ..engines import ENGINES
 from ..parallel import check_parallel
 from ..sources.bounded import MAX_LOG_BYTES, quote
-from . import command, llamacpp, sglang, trtllm, vllm
+from . import command
 from .base import LineCheck, LogCheck
 
-__all__ = ["check_log", "LogCheck", "LineCheck", "MAX_LOG_CHARS"]
+__all__ = ["check_log", "readers", "LogCheck", "LineCheck", "MAX_LOG_CHARS"]
 MAX_LOG_CHARS = MAX_LOG_BYTES       # a startup log: a few hundred KB; a file or a paste past this is refused
-READERS = {"vllm": vllm, "sglang": sglang, "llama.cpp": llamacpp, "trtllm": trtllm}
 _UNREAD: dict = {}
-# what each reader's check takes beyond its engine's options (popped there, never passed to the engine)
-CHECK_OPTIONS = {"vllm": ("max_model_len",), "sglang": (), "llama.cpp": (), "trtllm": ("free_gpu_memory_fraction",)}
 # settings that are not engine options but that a check reads (the weights line's format, ...)
 INFO = ("weight_dtype", "quantization", "max_num_seqs", "gpu_memory_utilization", "context_length",
         "mem_fraction_static", "weight_format", "tensor_split", "mmap", "n_gpu_layers")
@@ -51,16 +49,16 @@ _QUANTISED = ("-fp8-dynamic", "-gptq-int4", "-gptq-int8", "-quantized.w8a8", "-q
               "-nvfp4", "-mxfp4", "-w8a8", "-w4a16", "-int4", "-int8")
 
 
-def _engine_of(found: dict) -> str | None:
-    if found["sglang"]["kv"] or found["sglang"]["legacy"]:
-        return "sglang"
-    if found["llama.cpp"]["sizes"] or found["llama.cpp"]["buffers"]:
-        return "llama.cpp"
-    if found["trtllm"]:
-        return "trtllm"
-    if found["vllm"]:
-        return "vllm"
-    return None
+def readers() -> dict:
+    """Engine name -> its LogReader (kvmem.engines.base.LogReader), for every engine that has one, in
+    kvmem.engines.ENGINES' order."""
+    return {name: spec.log_reader for name, spec in ENGINES.items() if spec.log_reader is not None}
+
+
+def _engine_of(found: dict, reading: dict) -> str | None:
+    """The engine whose lines ``found`` holds: a reader of specific lines first, then a generic one."""
+    ordered = sorted(reading, key=lambda name: reading[name].generic)       # stable: ENGINES' order within each
+    return next((name for name in ordered if reading[name].claims(found[name])), None)
 
 
 def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None, tp: int | None = None,
@@ -78,20 +76,21 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
         raise ValueError(f"log is {len(text):,} characters; kvmem reads at most {MAX_LOG_CHARS:,} of a startup log "
                          "(its KV lines come in the first minutes: pass those, e.g. the first 10,000 lines)")
     lines = text.splitlines()
-    found = {name: reader.read(lines) for name, reader in READERS.items()}
-    engine = engine or _engine_of(found)
+    reading = readers()
+    found = {name: reader.read(lines) for name, reader in reading.items()}
+    engine = engine or _engine_of(found, reading)
     notes = []
-    if engine is None or engine not in READERS:
+    if engine is None or engine not in reading:
         known = [name for name, marker in _UNREAD.items() if marker in text]
         if known or engine in _UNREAD:
             notes.append(f"{engine or known[0]} logs are not read by check-log yet; nothing was checked")
         else:
-            notes.append("no line kvmem can check: it reads vLLM's 'Available KV cache memory' / 'GPU KV cache "
-                         "size', SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated', llama.cpp's "
-                         "cache size lines and TRT-LLM's paged KV cache lines")
+            read = [reader.lines for reader in reading.values()]
+            notes.append("no line kvmem can check: it reads " + ", ".join(read[:-1]) + " and " + read[-1])
         name = model if isinstance(model, str) else getattr(model, "name", "")
         return LogCheck(engine=engine, model=name or "", settings={}, notes=tuple(notes), ignored=len(lines))
-    printed = {**command.read(lines, engine), **READERS[engine].printed(lines)}   # what the engine printed wins
+    reader = reading[engine]
+    printed = {**command.read(lines, reader), **reader.printed(lines)}   # what the engine printed wins
     inputs = _inputs(printed, model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options,
                      fallback=fallback or {})
     model = _model(inputs, (fallback or {}).get("model"))
@@ -107,12 +106,12 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
         if value is None and source.startswith("log") and ENGINES[engine].options.get(name) is not None:
             inputs[name] = (ENGINES[engine].options[name], "default")     # printed unset: the engine's default
             continue
-        if source == "given" or name in ENGINES[engine].options or name in CHECK_OPTIONS[engine]:
+        if source == "given" or name in ENGINES[engine].options or name in reader.check_options:
             (info if name in INFO else used)[name] = value       # an option given goes on, to be refused if unknown
         else:
             info[name] = value
     extra = {"expected_kv_memory": expected_kv_memory} if ENGINES[engine].logs_kv_budget else {}
-    settings, checks, more = READERS[engine].check(model, found[engine], kv_dtype=inputs["kv_dtype"][0], tp=tp,
+    settings, checks, more = reader.check(model, found[engine], kv_dtype=inputs["kv_dtype"][0], tp=tp,
                                                    pp=pp, info=info, **extra, **used)
     notes += more
     if not checks:

@@ -83,7 +83,7 @@ def plan_refusal(s: Setup) -> str | None:
     server command (there is none to write: the search alone decides)."""
     # kvmem.launch sits above sizing (its plan() calls fit()): imported when a lever is checked, never at load
     launch = import_module("kvmem.launch")
-    if s.engine not in launch.BUILDERS:
+    if s.engine not in launch.launchers():
         return None
     try:
         launch.plan(s.model, **fit_arguments(s))

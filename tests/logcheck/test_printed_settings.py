@@ -166,7 +166,7 @@ def test_a_llamacpp_log_names_its_model_by_its_gguf_file():
     assert r.inputs["n_ctx"] == (8192, "log line 3") and r.inputs["type_k"] == ("q8_0", "log line 16")   # its size line
     # an old build's kv_size line states the cache types (llama_kv_cache_init: ..., type_k = 'q4_0', ...)
     old = "llama_kv_cache_init: kv_size = 16384, offload = 1, type_k = 'q4_0', type_v = 'f16', n_layer = 61, can_shift = 0"
-    from kvmem.logcheck import llamacpp
+    from kvmem.engines.llamacpp import logs as llamacpp
     assert llamacpp.printed([old]) == {"n_ctx": (16384, 1), "type_k": ("q4_0", 1), "type_v": ("f16", 1)}
 
 
@@ -248,7 +248,7 @@ def test_a_setting_the_log_prints_badly_is_refused_naming_where_it_came_from():
 
 def test_sglang_0_5_server_args_as_a_dict():
     # sglang@v0.5.23 python/sglang/srt/entrypoints/engine.py#L311: server_args={...} (ServerArgs.resolved_dict())
-    from kvmem.logcheck import sglang
+    from kvmem.engines.sglang import logs as sglang
     line = ("[2026-04-14 16:08:30] server_args={'model_path': 'Qwen/Qwen3.5-9B', 'tp_size': 2, 'pp_size': 1, "
             "'kv_cache_dtype': 'fp8_e4m3', 'page_size': 64, 'max_running_requests': None, 'disable_radix_cache': "
             "False, 'mamba_ssm_dtype': 'float32', 'mamba_scheduler_strategy': 'extra_buffer', 'served_model_name': "
@@ -289,9 +289,9 @@ def test_a_llamacpp_command_explains_its_log():
     r = check_log(LLAMACPP[0]["settings"]["cmd"] + "\n" + LLAMACPP[0]["log"])
     assert r.matches and r.model == "gpt-oss-20b" and len(r.checks) == 2
     assert r.inputs["n_batch"] == (128, "log line 1, the command") and r.inputs["mmap"] == (False, "log line 1, the command")
-    from kvmem.logcheck import command
+    from kvmem.logcheck import command, readers
     assert command.read(["llama-server.exe -m Qwen_Qwen3.5-9B-Q4_K_M.gguf -c 262144 -np 2 -kvu -fa on -ts 3,1"],
-                        "llama.cpp") == {
+                        readers()["llama.cpp"]) == {
         "model": ("Qwen_Qwen3.5-9B-Q4_K_M.gguf", "1, the command"), "n_ctx": (262144, "1, the command"),
         "n_seq": (2, "1, the command"), "kv_unified": (True, "1, the command"), "flash_attn": (True, "1, the command"),
         "tensor_split": ("3,1", "1, the command")}

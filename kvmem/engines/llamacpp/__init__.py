@@ -100,7 +100,9 @@ buffers), layouts (one set of flags: memory per device, decode bound), fitting (
 from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
 from .entry import capacity, estimate
-from .logs import LOG_STYLES, log_lines
+from .launch import LAUNCHER
+from .logs import READER
+from .log_lines import LOG_STYLES, log_lines
 from .settings import CACHE_TYPES, DEFAULTS, LLAMA_MAX_SEQ, MLA_MODES
 
 __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "MLA_MODES", "SPECS",
@@ -173,4 +175,4 @@ FAMILIES = CheckedFamilies(frozenset({
     "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
-                    panels=("offload",), families=FAMILIES, refusals=REFUSALS),)
+                    panels=("offload",), families=FAMILIES, refusals=REFUSALS, launch=LAUNCHER, log_reader=READER),)

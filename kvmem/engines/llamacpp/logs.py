@@ -1,76 +1,335 @@
-"""The lines llama.cpp prints for its caches, in each build's own format."""
+"""llama.cpp's cache lines, checked (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp,
+src/llama-memory-recurrent.cpp; log_lines.py beside it renders the same lines): the reader kvmem.check_log
+asks (READER, EngineSpec.log_reader).
+
+The line format dates the build (llama_kv_cache_unified with "N seqs": about May to mid-July
+2025; with "s/t seqs": to Aug 21, 2025; llama_kv_cache: later), and kvmem renders that build's
+rules (option ``build`` overrides). Settings come from the log: "llama_context: n_ctx = N",
+"n_seq_max = S", "kv_unified = true", "n_ubatch = U" and "flash_attn" where it prints them;
+otherwise from the first size line "llama_kv_cache: size = X MiB ( C cells, L layers, s/t
+seqs), K (tk): ..., V (tv): ..." (t streams of C cells: n_ctx = C x t; one stream holding s
+sequences: unified). The cache types come from the size line. kvmem's estimate under those
+settings must print the same size lines (exact: the bytes follow from the settings alone). A
+difference in cells means another -c / -np / --kv-unified / -ub (or another build's padding);
+in bytes, another cache type or other layers (the GGUF's architecture, an MLA split cache) than
+the model given.
+"""
 
 from __future__ import annotations
 
-import datetime
+import re
 
-from ..base import Estimate
-from .settings import CURRENT, PR_14363, PR_15467, mib
+from .. import engine_estimate
+from .offload import layout
+from .layouts import MAX_LAYERS
+from .log_lines import log_lines
+from .placement import buffer_mib
+from .tensors import FORMATS, synthesised_tensors
+from ..serving import LogReader
+from ...logcheck.base import LineCheck, logged_number, strip_prefix
+from ...logcheck.printed import after, field, value_of
 
-_D = datetime.date
+# Each pattern starts with a literal and repeats only a character class the next literal ends: one
+# pass over a line however long (TYPES is matched right after the size line's "seqs)", never ".*").
+SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
+                  r"layers, +(\d+)(?:/ *(\d+))? seqs")
+TYPES = re.compile(r"seqs\), +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\):")
+# llama_context (from mid-2025), llama_init_from_model (early 2025), llama_new_context_with_model (2024)
+CONTEXT = {"n_ctx": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ctx += (\d+)"),
+           "n_seq": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_seq_max += "
+                               r"(\d+)"),
+           "n_ubatch": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ubatch += "
+                                  r"(\d+)")}
+UNIFIED = re.compile(r"kv_unified += (true|false|1|0)")
+# Before the size line (2024 to Apr 2025): "<prefix>: KV self size  = X MiB, K (f16): A MiB, V (f16): B MiB"
+KV_SELF = re.compile(r"(llama_new_context_with_model|llama_init_from_model|llama_context): KV self size += +[0-9.]+ "
+                     r"MiB, +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\): +[0-9.]+ MiB")
+# a build of the era each KV self prefix dates (kvmem.engines.llamacpp.log_lines _KV_SELF_PREFIX; approximate within it)
+_KV_SELF_BUILD = {"llama_new_context_with_model": "2024-12-01", "llama_init_from_model": "2025-02-01",
+                  "llama_context": "2025-04-01"}
+FLASH = re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): flash_attn += (\w+)")
+# Buffers per device (found by str.find: the device is the word before the marker, the MiB after it)
+BUFFERS = ((" model buffer size = ", "model"), (" KV buffer size = ", "KV"), (" RS buffer size = ", "KV"),
+           (" compute buffer size = ", "compute"), (" buffer size = ", "model"))   # the last: llm_load_tensors (2024)
+HOSTS = {"CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host", "Metal_Mapped", "Vulkan_Host", "CPU_REPACK"}
+OFFLOADED = "offloaded "                          # "load_tensors: offloaded 33/49 layers to GPU"
+FREE = "using device "                            # "using device CUDA0 (NVIDIA ...) - 23982 MiB free"
+FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_load_print_meta
+# llama_model_ftype_name (src/llama-model-loader.cpp) -> the formats kvmem.engines.llamacpp.tensors lays out
+WEIGHT_FORMATS = {"Q4_K - Medium": "q4_k_m", "Q5_K - Medium": "q5_k_m", "Q4_0": "q4_0", "Q6_K": "q6_k",
+                  "Q8_0": "q8_0", "F16": "f16", "BF16": "bf16"}
+CACHE_INIT = "llama_kv_cache_init: kv_size = "   # early 2025: "..., type_k = 'q4_0', type_v = 'f16', n_layer = 61"
+MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
 
 
-LOG_STYLES = ("kv_self", "unified", "unified_streams", "unified_seqs", "current")
-_STYLE_FROM = ((_D(2025, 5, 1), "unified"), (PR_14363, "unified_streams"),
-               (_D(2025, 7, 20), "unified_seqs"), (PR_15467, "current"))
-_KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13), "llama_context"))
+def _buffer(line: str, n: int):
+    """(kind, device, MiB text, MiB) of a buffer line, or None."""
+    for marker, kind in BUFFERS:
+        at = line.find(marker)
+        if at < 0 or (kind == "model" and marker == " buffer size = " and "load_tensors:" not in line):
+            continue
+        before = line[max(0, at - 60):at].split()
+        mib = after(line[at:at + len(marker) + 40], marker, " MiB", 30)
+        if not before or mib is None or not mib.replace(".", "", 1).isdigit():
+            return None
+        return kind, before[-1], mib, logged_number(mib, n, line, float)
+    return None
 
 
-def _style(build: str, style: str | None) -> str:
-    if style is not None:
-        if style not in LOG_STYLES:
-            raise ValueError(f"style must be one of {', '.join(LOG_STYLES)}, got {style!r}")
-        return style
-    date = CURRENT if build == "current" else datetime.date.fromisoformat(build)
-    chosen = "kv_self"
-    for start, name in _STYLE_FROM:
-        if date >= start:
-            chosen = name
-    return chosen
+def read(lines: list[str]) -> dict:
+    found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None,
+                   "kv_self": []}, set()
+    for n, line in enumerate(lines, 1):
+        if m := SIZE.search(line):
+            text = strip_prefix(line, m.group(1))
+            if text not in seen:
+                seen.add(text)
+                for group in (2, 3, 4, 5):                # cells, layers, seqs, streams: numbers a server prints
+                    if m.group(group) is not None:
+                        logged_number(m.group(group), n, line)
+                found["sizes"].append((n, text, m))
+        if "KV self size" in line and (m := KV_SELF.search(line)) and not found["kv_self"]:
+            found["kv_self"].append((n, strip_prefix(line, m.group(1)), m))
+        context, at = found["context"], found["at"]
+        for name, pattern in CONTEXT.items():
+            if name not in context and (m := pattern.search(line)):
+                context[name], at[name] = logged_number(m.group(1), n, line), n
+        if "kv_unified" not in context and (m := UNIFIED.search(line)):
+            context["kv_unified"], at["kv_unified"] = m.group(1) in ("true", "1"), n
+        if "flash_attn" not in context and (m := FLASH.search(line)) and m.group(1) != "auto":
+            # "auto" is resolved later (and said: "Flash Attention was auto, set to enabled"): left to the build
+            context["flash_attn"], at["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on"), n
+        if (start := line.find(CACHE_INIT)) >= 0:
+            cells = field(line, "kv_size", start)
+            if "n_ctx" not in context and cells is not None and cells.isdigit():
+                context["n_ctx"], at["n_ctx"] = logged_number(cells, n, line), n
+            for name in ("type_k", "type_v"):
+                raw = field(line, name, start)
+                if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
+                    context[name], at[name] = value, n
+        if "buffer size = " in line and (buffer := _buffer(line, n)) is not None:
+            found["buffers"].append((n, strip_prefix(line, buffer[1]), *buffer))
+        if found["offloaded"] is None and (start := line.find(OFFLOADED)) >= 0 and " layers to GPU" in line:
+            parts = line[start + len(OFFLOADED):start + len(OFFLOADED) + 30].split(" ", 1)[0].split("/")
+            if len(parts) == 2 and all(p.isdigit() for p in parts):
+                found["offloaded"] = (n, logged_number(parts[0], n, line), logged_number(parts[1], n, line))
+        if (start := line.find(FREE)) >= 0 and " MiB free" in line:
+            device = line[start + len(FREE):start + len(FREE) + 60].split(" ", 1)[0]
+            free = line[:line.find(" MiB free")].rsplit("- ", 1)[-1].strip()
+            if device and free.isdigit() and device not in found["free"]:
+                found["free"][device] = logged_number(free, n, line)
+        for marker in FILE_TYPE:
+            if "weight_format" not in context and (start := line.find(marker)) >= 0:
+                name = line[start + len(marker):start + len(marker) + 40].split(" (")[0].strip()
+                if name in WEIGHT_FORMATS:
+                    context["weight_format"], at["weight_format"] = WEIGHT_FORMATS[name], n
+        if "model" not in context and (start := line.find(MODEL_FILE)) >= 0 and "loaded meta data" in line:
+            path = line[start + len(MODEL_FILE):start + len(MODEL_FILE) + 400].split(" (version")[0].strip()
+            if path:
+                context["model"], at["model"] = path, n
+    return found
 
 
-def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None = None) -> list[str]:
-    """The cache lines llama.cpp logs for this estimate (a llama.cpp Estimate), in its order.
+def printed(lines: list[str]) -> dict:
+    """The settings the log states: kvmem name -> (value, line number). From the llama_context lines where
+    it prints them, else from the first KV size line (its cells, sequences and types)."""
+    found = read(lines)
+    if not found["sizes"] and not found["kv_self"]:
+        return {name: (value, found["at"][name]) for name, value in found["context"].items()}
+    first = (found["sizes"] or found["kv_self"])[0][0]
+    return {name: (value, found["at"].get(name, first)) for name, value in _settings(found).items()}
 
-    ``style`` pins a log format era (LOG_STYLES); by default it follows the estimate's build
-    date. ``prefix`` sets the function name of a "kv_self" line.
-    """
-    d = estimate.details
-    if estimate.engine != "llama.cpp" or "caches" not in d:
-        raise ValueError(f"log_lines needs a llama.cpp estimate, got engine {estimate.engine!r}")
-    style = _style(d["build"], style)
-    kv = [c for c in d["caches"] if c["cache"] != "recurrent"]
-    lines = []
-    if style == "kv_self" and kv:
-        if prefix is None:
-            date = CURRENT if d["build"] == "current" else datetime.date.fromisoformat(d["build"])
-            prefix = "llama_new_context_with_model"
-            for start, name in _KV_SELF_PREFIX:
-                prefix = name if date >= start else prefix
-        k, v = sum(c["k_bytes"] for c in kv), sum(c["v_bytes"] for c in kv)
-        lines.append(f"{prefix}: KV self size  = {mib(k + v):7.2f} MiB, K ({kv[0]['k_type']}): {mib(k):7.2f} MiB, "
-                     f"V ({kv[0]['v_type']}): {mib(v):7.2f} MiB")
-    elif kv:
-        name = "llama_kv_cache" if style == "current" else "llama_kv_cache_unified"
-        wrapper = next((c.get("wrapper", "dsa") for c in kv if c["cache"] == "kv_idx"), None)
-        iswa = len(kv) > 1 and not wrapper
-        for c in kv:
-            if wrapper:   # src/llama-kv-cache-dsa.cpp L30, L47 (msa L31, L44): a line before each of its caches
-                label = "main" if c["cache"] == "kv" else "indexer"
-                lines.append(f"llama_kv_cache_{wrapper}: creating {label} KV cache, size = {c['cells']} cells")
-            elif iswa:
-                label = "non-SWA" if c["cache"] == "kv" else "    SWA"
-                lines.append(f"{name}_iswa: creating {label} KV cache, size = {c['cells']} cells")
-            seqs = {"unified": f"{c['seqs']:2d}", "unified_streams": f"{c['seqs']:2d}/{c['streams']:2d}"}.get(
-                style, f"{c['seqs']:2d}/{c['streams']}")
-            lines.append(f"{name}: size = {mib(c['k_bytes'] + c['v_bytes']):7.2f} MiB ({c['cells']:6d} cells, "
-                         f"{c['layers']:3d} layers, {seqs} seqs), K ({c['k_type']}): {mib(c['k_bytes']):7.2f} MiB, "
-                         f"V ({c['v_type']}): {mib(c['v_bytes']):7.2f} MiB")
-    for c in d["caches"]:
-        if c["cache"] == "recurrent":
-            rs = f" {c['rs_seq']:2d} rs_seq" if c["rs_seq"] is not None else ""
-            lines.append(f"llama_memory_recurrent: size = {mib(c['r_bytes'] + c['s_bytes']):7.2f} MiB "
-                         f"({c['cells']:6d} cells, {c['layers']:3d} layers, {c['seqs']:2d} seqs{rs}), "
-                         f"R ({c['r_type']}): {mib(c['r_bytes']):7.2f} MiB, "
-                         f"S ({c['s_type']}): {mib(c['s_bytes']):7.2f} MiB")
-    return lines
+
+# A build of the era whose line format the log shows (kvmem.engines.llamacpp.log_lines): the format dates the build
+_ERA = (("llama_kv_cache_unified", False, "2025-06-01"),   # "N seqs": May - mid-July 2025
+        ("llama_kv_cache_unified", True, "2025-08-01"))    # "s/t seqs": mid-July - Aug 21, 2025 (PR 15467)
+
+
+def _settings(found: dict) -> dict:
+    ctx = dict(found["context"])
+    if not found["sizes"]:                    # the KV self line: its types, and its prefix dates the build
+        if found["kv_self"]:
+            m = found["kv_self"][0][2]
+            ctx.update(type_k=m.group(2), type_v=m.group(3), build=_KV_SELF_BUILD[m.group(1)])
+        return ctx
+    name, first_line = found["sizes"][0][2].group(1), found["sizes"][0][2]
+    for era_name, streams_shown, build in _ERA:
+        if name == era_name and (first_line.group(5) is not None) == streams_shown:
+            ctx["build"] = build
+    first = next((m for _, _, m in found["sizes"] if m.group(1) != "llama_memory_recurrent"), None)
+    if first is not None:
+        cells, seqs, streams = int(first.group(2)), int(first.group(4)), int(first.group(5) or 1)
+        ctx.setdefault("kv_unified", streams == 1 and seqs > 1)
+        ctx.setdefault("n_seq", seqs)
+        ctx.setdefault("n_ctx", cells * streams)
+        types = TYPES.search(found["sizes"][0][1])
+        if types:
+            ctx.setdefault("type_k", types.group(1))
+            ctx.setdefault("type_v", types.group(2))
+    return ctx
+
+
+def _same(a: str, b: str) -> bool:
+    """Equal but for the widths of llama.cpp's padded fields."""
+    return "".join(a.split()) == "".join(b.split())
+
+
+def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
+          **options) -> tuple[dict, list[LineCheck], list[str]]:
+    del tp                                         # llama.cpp splits layers (pp), never tensors
+    checks, notes = [], []
+    options.pop("max_model_len", None)
+    settings = _settings(found)
+    settings.pop("model", None)
+    if found["kv_self"] and not found["sizes"]:
+        _check_kv_self(model, found["kv_self"][0], {**settings, **options}, kv_dtype, pp, checks, notes)
+    if found["sizes"]:
+        if "n_ctx" in settings:
+            _check_sizes(model, found, settings, kv_dtype, pp, options, checks, notes)
+        else:
+            notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
+                         "line with")
+    if found["buffers"]:
+        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes)
+    return settings, checks, notes
+
+
+def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options: dict, checks: list,
+                 notes: list) -> None:
+    """The cache size lines against kvmem's estimate under the log's settings (module docstring)."""
+    given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn",
+                                      "build") if k in settings}
+    settings.pop("model", None)
+    est = engine_estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp,
+                          **{**given, **options})
+    ours = [line for line in est.log_lines if SIZE.search(line)]
+    for kind in ("kv", "recurrent"):           # pair the log's lines with kvmem's of the same cache, in order
+        logged = [(n, t, m) for n, t, m in found["sizes"] if (m.group(1) == "llama_memory_recurrent") == (kind != "kv")]
+        mine = [line for line in ours if line.startswith("llama_memory_recurrent") == (kind != "kv")]
+        for (n, text, m), expected in zip(logged, mine, strict=False):
+            if text.endswith("seqs)"):         # a line printed without its K/V part: compare what it has
+                expected = expected[:expected.index("seqs)") + len("seqs)")]
+            ok = _same(expected, text)
+            cause = "" if ok else (
+                "other cells: another -c, -np, --kv-unified or -ub than the log states, or another build's padding"
+                if SIZE.search(expected).group(2) != m.group(2) else
+                "other bytes: another cache type (-ctk/-ctv, or --type-k/--type-v given here), or other layers "
+                "(the GGUF's architecture, an MLA split cache) than the model given")
+            checks.append(LineCheck(n, text, m.group(1), text, expected, ok, cause))
+        if len(logged) != len(mine) and logged:
+            notes.append(f"the log has {len(logged)} {kind} cache size line(s), kvmem {len(mine)} for these settings")
+
+
+def _split(value) -> list | None:
+    """-ts as given: a list of numbers, or its text "10,6" (a command line's)."""
+    if value is None or isinstance(value, (list, tuple)):
+        return value
+    parts = str(value).split(",")
+    if not all(p.strip().replace(".", "", 1).isdigit() for p in parts):
+        raise ValueError(f"tensor_split must be numbers separated by commas (llama.cpp's -ts), got {value!r}")
+    return [float(p) for p in parts]
+
+
+def _check_kv_self(model, row, settings: dict, kv_dtype, pp: int, checks: list, notes: list) -> None:
+    """The KV self line against kvmem's estimate under the log's settings, rendered in that line's format."""
+    n, text, m = row
+    if "n_ctx" not in settings:
+        notes.append(f"line {n}: the KV self size line is not checked: the log states no n_ctx")
+        return
+    given = {k: settings[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "flash_attn", "build")
+             if k in settings}
+    est = engine_estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype, pp=pp, **given)
+    (expected,) = log_lines(est, style="kv_self", prefix=m.group(1))
+    expected = strip_prefix(expected, m.group(1))
+    ok = _same(expected, text)
+    checks.append(LineCheck(n, text, "KV self size", text, expected, ok, "" if ok else (
+        "other bytes: another -c, cache type (-ctk/-ctv) or other layers than the log states")))
+
+
+def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list) -> None:
+    """Model, KV (+ recurrent state) and compute buffers per device against kvmem.engines.llamacpp.offload.layout,
+    the call kvmem's offload plan makes, under the placement the log states (module docstring)."""
+    buffers = found["buffers"]
+    gpus = [d for d in found["free"] if any(b[3] == d for b in buffers)] or \
+        sorted({b[3] for b in buffers if b[3] not in HOSTS})
+    fmt = info.get("weight_format")
+    kinds = {b[2] for b in buffers}
+    if "model" in kinds and fmt is None:
+        notes.append("model buffers are not checked: the log prints no file type kvmem lays out (print_info: file "
+                     f"type; kvmem lays out {', '.join(FORMATS)}): give weight_format")
+    if len(gpus) > 1 and info.get("tensor_split") is None and len(found["free"]) < len(gpus):
+        notes.append("buffers are not checked: several devices and no split (llama.cpp splits by each device's free "
+                     "memory, 'using device ... MiB free', which the log does not print): give tensor_split")
+        return
+    if "n_ctx" not in settings and kinds & {"KV", "compute"}:
+        notes.append("KV and compute buffers are not checked: the log states no n_ctx")
+        kinds -= {"KV", "compute"}
+    offloaded = found["offloaded"]
+    host_kv = any(b[2] == "KV" and b[3] in HOSTS for b in buffers)
+    gpu_kv = any(b[2] == "KV" and b[3] not in HOSTS for b in buffers)
+    if offloaded is None and host_kv and gpu_kv and "n_gpu_layers" not in info:
+        notes.append("buffers are not checked: KV on the host and on the GPUs (some layers on the host) but no "
+                     "'offloaded N/M layers to GPU' line to say how many")
+        return
+    n_gpu_layers = offloaded[1] if offloaded else info.get("n_gpu_layers", MAX_LAYERS if gpus else 0)
+    hosts = {b[3] for b in buffers if b[3] in HOSTS}
+    split = _split(info.get("tensor_split")) or ([found["free"][g] for g in gpus] if len(gpus) > 1 else None)
+    try:
+        tensors = synthesised_tensors(model, fmt) if fmt is not None else ()
+        lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
+                     n_ctx=settings.get("n_ctx", 256), n_ubatch=settings.get("n_ubatch", 512),
+                     type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
+                     flash_attn=settings.get("flash_attn"), mmap=info.get("mmap", "CUDA_Host" not in hosts or
+                                                                           "CPU_Mapped" in hosts),
+                     kv_offload=not (host_kv and not gpu_kv and gpus),      # -nkvo: every KV buffer on the host
+                     n_seq=settings.get("n_seq", 1), build=settings.get("build"))
+    except ValueError as exc:
+        notes.append(f"buffers are not checked: {exc}")
+        return
+    if fmt is None:
+        kinds -= {"model", "compute"}
+    logged: dict = {}
+    for n, text, kind, device, _, mib in buffers:
+        if kind in kinds:
+            logged.setdefault((kind, "CPU" if device in HOSTS else device), []).append((n, text, mib, device))
+    for (kind, device), rows in logged.items():
+        try:
+            held = lay.placement.device(device)
+        except KeyError:
+            notes.append(f"line {rows[0][0]}: {device} holds nothing in kvmem's placement for these settings")
+            continue
+        ours = {"model": held.model_bytes, "KV": held.kv_bytes, "compute": lay.compute_bytes.get(device, 0)}[kind]
+        total = sum(row[2] for row in rows)
+        ok = abs(total - buffer_mib(ours)) <= 0.005 * len(rows) + 1e-9    # each line rounded to 0.01 MiB
+        n, text, _, printed_as = rows[0]
+        shown = f"{total:.2f} MiB" + (f" in {len(rows)} lines" if len(rows) > 1 else "")
+        if kind == "compute" and not ok and not lay.compute_exact.get(device):
+            notes.append(f"line {n}: {printed_as} compute buffer logged {shown}, kvmem estimates "
+                         f"{buffer_mib(ours):.2f} MiB (an estimate for this layout, kvmem.engines.llamacpp.layouts: "
+                         "not checked)")
+            continue
+        cause = "" if ok else {
+            "model": "other weights on this device: another file type or -ngl / -ts / -ot than the log states, or "
+                     "another build's layer split",
+            "KV": "other KV on this device: another -c, -np, cache type or layer split than the log states",
+            "compute": "another -ub, -c or flash attention than the log states"}[kind]
+        checks.append(LineCheck(n, text, f"{printed_as} {kind} buffer", shown, f"{buffer_mib(ours):.2f} MiB", ok,
+                                cause))
+
+
+def claims(found: dict) -> bool:
+    return bool(found["sizes"] or found["buffers"])
+
+
+# The launch command above a log (kvmem.logcheck.command): llama.cpp's arguments (common/arg.cpp)
+RUNS = ("llama-server ", "llama-cli ", "llama-server.exe ", "llama-cli.exe ")
+COMMAND_FLAGS = {"-m": "model", "--model": "model", "-c": "n_ctx", "--ctx-size": "n_ctx", "-np": "n_seq",
+                 "--parallel": "n_seq", "-ctk": "type_k", "--cache-type-k": "type_k", "-ctv": "type_v",
+                 "--cache-type-v": "type_v", "-ub": "n_ubatch", "--ubatch-size": "n_ubatch", "-b": "n_batch",
+                 "--batch-size": "n_batch", "-ngl": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
+                 "--gpu-layers": "n_gpu_layers", "-ts": "tensor_split", "--tensor-split": "tensor_split"}
+COMMAND_SWITCHES = {"-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True), "--no-mmap": ("mmap", False),
+                    "-fa": ("flash_attn", True), "--flash-attn": ("flash_attn", True)}
+SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None}}   # -fa on|off|auto (auto: left to the build)
+READER = LogReader(read, claims, printed, check, "llama.cpp's cache size lines", runs=RUNS,
+                   command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES, switch_values=SWITCH_VALUES)

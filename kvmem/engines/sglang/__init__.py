@@ -81,6 +81,8 @@ from ..base import EngineSpec, PastPositions
 from .families import FAMILIES, REFUSALS
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .entry import capacity, estimate
+from .launch import LAUNCHER
+from .logs import READER
 from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
 
 __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "estimate", "capacity", "SPECS",
@@ -91,4 +93,4 @@ POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_AL
 QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
                "other model files)")
 SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, POSITIONS, QUERY_HEADS,
-                    pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES),)
+                    pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER),)

@@ -70,6 +70,8 @@ from __future__ import annotations
 from ..base import EngineSpec, Option
 from .cache import DEFAULTS, TrtllmCapacityDetails, TrtllmDetails, bytes_per_token, capacity, estimate, pp_layers
 from .families import FAMILIES, REFUSALS
+from .launch import LAUNCHER
+from .logs import READER
 from .sizing import SIZING, prefix_sharing
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "SPECS", "TrtllmDetails",
@@ -80,6 +82,6 @@ __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "
 PINNED = "TensorRT-LLM main (resource_manager.py @ 001541ba, model registry @ 065ff9e9)"
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,
-                    pinned=PINNED, refusals=REFUSALS, families=FAMILIES,
+                    pinned=PINNED, refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
                     declared=(Option("block_rounding", choices=("ceil", "floor"),
                                      help="how tokens round to whole blocks"),)),)

@@ -161,6 +161,8 @@ activations, batch defaults by device).
 
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
+from .launch import LAUNCHER
+from .logs import READER
 from .options import OPTIONS
 from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 
@@ -215,4 +217,4 @@ DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="-
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
-                    refusals=REFUSALS, declared=DECLARED, families=FAMILIES),)
+                    refusals=REFUSALS, declared=DECLARED, families=FAMILIES, launch=LAUNCHER, log_reader=READER),)

@@ -9,8 +9,9 @@ LLM API arguments: ``kv_cache_config: {dtype: ...}`` sets the KV element format 
 
 from __future__ import annotations
 
-from ..engines.trtllm import DEFAULTS
-from .base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options
+from .cache import DEFAULTS
+from ..serving import Launcher
+from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options
 
 RELEASE = "TensorRT-LLM (trtllm-serve, PyTorch backend)"
 PROGRAM = ("trtllm-serve",)
@@ -31,7 +32,7 @@ def kv_cache_dtype(inp: Inputs) -> str:
     return KV_CACHE_DTYPE[name]
 
 
-def flags(inp: Inputs) -> tuple[tuple[Flag, ...], dict]:
+def flags(inp: Inputs) -> tuple[Flag, ...]:
     s, fit, opts = inp.setup, inp.fit, inp.options
     for name in ("tokens_per_block", "max_attention_window"):
         if opts.get(name) not in (None, DEFAULTS[name]):
@@ -55,4 +56,12 @@ def flags(inp: Inputs) -> tuple[tuple[Flag, ...], dict]:
                 "pool takes, as planned"),
            Flag("--extra_llm_api_options", EXTRA_OPTIONS_FILE, f"sets kv_cache_config.dtype: {dtype} (KV in "
                 f"{fit.kv_dtype})"))
-    return out, {EXTRA_OPTIONS_FILE: f"kv_cache_config:\n  dtype: {dtype}\n"}
+    return out
+
+
+def files(inp: Inputs) -> dict:
+    """The extra LLM API options YAML --extra_llm_api_options names (after flags(), which refuses first)."""
+    return {EXTRA_OPTIONS_FILE: f"kv_cache_config:\n  dtype: {kv_cache_dtype(inp)}\n"}
+
+
+LAUNCHER = Launcher(RELEASE, PROGRAM, flags, files)

@@ -20,7 +20,8 @@ speculative tokens, a release other than 0.33 or the v0 engine are refused by na
 
 from __future__ import annotations
 
-from .base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
+from ..serving import Launcher
+from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
 
 RELEASE = "vLLM 0.33.0"
 PROGRAM = ("vllm", "serve")
@@ -93,3 +94,6 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         if opts.get(name) not in (None, "auto"):
             out.append(Flag(flag, str(opts[name]), f"{name}={opts[name]} as planned"))
     return tuple(out)
+
+
+LAUNCHER = Launcher(RELEASE, PROGRAM, flags, batch_option="max_num_seqs")

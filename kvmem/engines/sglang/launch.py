@@ -23,9 +23,10 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
-from ..engines.sglang import DEFAULTS
-from ..engines.sglang.budget import sglang_chunked_prefill_size
-from .base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
+from .pools import DEFAULTS
+from .budget import sglang_chunked_prefill_size
+from ..serving import Launcher
+from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
 
 RELEASE = "SGLang 0.5.23"
 PROGRAM = ("python", "-m", "sglang.launch_server")
@@ -95,3 +96,6 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if ssm is not None and ssm != DEFAULTS["mamba_ssm_dtype"]:
         out.append(Flag("--mamba-ssm-dtype", SSM_DTYPE[str(ssm)], f"recurrent state in {ssm}, as planned"))
     return tuple(out)
+
+
+LAUNCHER = Launcher(RELEASE, PROGRAM, flags, batch_option="max_running_requests")

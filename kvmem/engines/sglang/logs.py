@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import re
 
-from ..engines.sglang import mamba
-from ..engines.sglang.pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
-from ..model import LINEAR
-from .base import LineCheck, logged_number, strip_prefix
-from .printed import field, read_fields, value_of
+from . import mamba
+from .pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
+from ...model import LINEAR
+from ..serving import LogReader
+from ...logcheck.base import LineCheck, logged_number, strip_prefix
+from ...logcheck.printed import field, read_fields, value_of
 
 # Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
 KV_LINE = re.compile(r"KV Cache is allocated\. +(dtype: *([^\s,]+), +)?#tokens: *(\d+) *,")
@@ -161,3 +162,20 @@ def _check_requests(scheduler, slots, options: dict, settings: dict, checks: lis
         "another --max-running-requests than given (server_args prints it), or for a hybrid other state slots "
         "(--disable-radix-cache, --mamba-scheduler-strategy, --disable-overlap-schedule)")
     checks.append(LineCheck(n, text, "max_running_requests", f"{requests:,}", f"{ours:,}", ok, cause))
+
+
+def claims(found: dict) -> bool:
+    return bool(found["kv"] or found["legacy"])
+
+
+# The launch command above a log (kvmem.logcheck.command): SGLang's arguments (python/sglang/srt/server_args.py)
+RUNS = ("sglang.launch_server", "sglang serve ")
+COMMAND_FLAGS = {"--model-path": "model", "--model": "model", "--tp-size": "tp", "--tp": "tp", "--pp-size": "pp",
+                 "--kv-cache-dtype": "kv_dtype", "--page-size": "page_size",
+                 "--max-running-requests": "max_running_requests", "--context-length": "context_length",
+                 "--mem-fraction-static": "mem_fraction_static", "--swa-full-tokens-ratio": "swa_full_tokens_ratio",
+                 "--max-mamba-cache-size": "max_mamba_cache_size"}
+COMMAND_SWITCHES = {"--disable-radix-cache": ("disable_radix_cache", True),
+                    "--disable-overlap-schedule": ("disable_overlap_schedule", True)}
+READER = LogReader(read, claims, printed, check, "SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated'",
+                   runs=RUNS, command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES)

@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from kvmem.logcheck import check_log, llamacpp
+from kvmem.engines.llamacpp import logs as llamacpp
+from kvmem.logcheck import check_log
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOGS = {e["id"]: e for e in json.loads((ROOT / "docs/research/llamacpp_offload_logs.json").read_text())}

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 
-from ..engines import capacity
-from ..engines.trtllm import bytes_per_token
-from ..sources.bounded import quote
-from .base import GIB, LineCheck, logged_number, strip_prefix
-from .printed import after
+from .. import capacity
+from .cache import bytes_per_token
+from ...sources.bounded import quote
+from ..serving import LogReader
+from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
+from ...logcheck.printed import after
 
 AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: +total: *([0-9.]+) *GiB, +available: *([0-9.]+) "
                        r"*GiB")
@@ -115,3 +116,16 @@ def _fraction(value) -> float:
     if isinstance(value, bool) or not 0 < fraction <= 1:
         raise ValueError(f"free_gpu_memory_fraction must be a number in (0, 1], got {quote(value)}")
     return fraction
+
+
+def claims(found: dict) -> bool:
+    return bool(found)
+
+
+# The launch command above a log (kvmem.logcheck.command): trtllm-serve's options
+RUNS = ("trtllm-serve ",)
+COMMAND_FLAGS = {"--tp_size": "tp", "--pp_size": "pp",
+                 "--kv_cache_free_gpu_memory_fraction": "free_gpu_memory_fraction"}
+READER = LogReader(read, claims, printed, check, "TRT-LLM's paged KV cache lines",
+                   check_options=("free_gpu_memory_fraction",), runs=RUNS, command_flags=COMMAND_FLAGS,
+                   positional_model=True)

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import re
 
-from ..engines import ENGINES, capacity
-from ..units import format_bytes
-from ..weights import resolve_weight_dtype, weight_formats, weights
-from .base import GIB, LineCheck, logged_number, strip_prefix
-from .printed import after, read_fields
+from .. import ENGINES, capacity
+from ...units import format_bytes
+from ..serving import LogReader
+from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
+from ...logcheck.printed import after, read_fields
 
 # Each pattern starts with a literal and repeats only a character class a separator ends: one pass
 # over a line, however long (no ".*" between two parts, no nested repetition).
@@ -228,6 +228,7 @@ def _weight_dtype(model, info: dict) -> tuple[str | None, str]:
     quantization = info["quantization"]
     if quantization is None:
         return "auto", "the checkpoint's own format, as the log's quantization=None says"
+    from ...weights import resolve_weight_dtype, weight_formats   # at a check: an estimate needs none
     own, _ = resolve_weight_dtype(model, "auto")
     if own not in ("fp32", "bf16", "fp16"):
         return "auto", f"the checkpoint's own {own}, as the log's quantization={quantization} says"
@@ -246,6 +247,7 @@ def _check_weights(model, logged, tp: int, pp: int, info: dict, checks: list, no
         notes.append(f"line {n}: the weights are not checked: {source}")
         return
     rules = ENGINES["vllm"].sizing
+    from ...weights import weights
     held = weights(model, dtype)
     extra, _ = rules.weights_extra(model)
     ours = held.per_device(tp=tp, pp=pp, replicated=rules.replicates_kv_weights) + extra
@@ -265,3 +267,22 @@ def _bracket(gib: float, model, kv_dtype, tp: int, pp: int, length: int, options
     centre = round(gib * GIB)
     return tuple(capacity(model, engine="vllm", kv_memory=m, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=length,
                           **options) for m in (centre - HALF_CENT, centre + HALF_CENT))
+
+
+def claims(found: dict) -> bool:
+    return bool(found)
+
+
+# The launch command above a log (kvmem.logcheck.command): vLLM's arguments (vllm/engine/arg_utils.py EngineArgs)
+RUNS = ("vllm serve ", "vllm.entrypoints.openai.api_server")
+COMMAND_FLAGS = {"--model": "model", "--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-parallel-size": "pp",
+                 "-pp": "pp", "--kv-cache-dtype": "kv_dtype", "--max-model-len": "max_model_len",
+                 "--block-size": "block_size", "--max-num-batched-tokens": "max_num_batched_tokens",
+                 "--max-num-seqs": "max_num_seqs", "--quantization": "quantization", "-q": "quantization",
+                 "--gpu-memory-utilization": "gpu_memory_utilization"}
+COMMAND_SWITCHES = {"--enable-prefix-caching": ("enable_prefix_caching", True),
+                    "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
+# its lines ("KV cache size: N tokens", "Model loading took") are the most generic: it claims a log no other reader does
+READER = LogReader(read, claims, printed, check, "vLLM's 'Available KV cache memory' / 'GPU KV cache size'",
+                   check_options=("max_model_len",), runs=RUNS, command_flags=COMMAND_FLAGS,
+                   command_switches=COMMAND_SWITCHES, positional_model=True, generic=True)

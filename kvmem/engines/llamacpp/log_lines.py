@@ -1,0 +1,76 @@
+"""The lines llama.cpp prints for its caches, in each build's own format (logs.py reads them from a log)."""
+
+from __future__ import annotations
+
+import datetime
+
+from ..base import Estimate
+from .settings import CURRENT, PR_14363, PR_15467, mib
+
+_D = datetime.date
+
+
+LOG_STYLES = ("kv_self", "unified", "unified_streams", "unified_seqs", "current")
+_STYLE_FROM = ((_D(2025, 5, 1), "unified"), (PR_14363, "unified_streams"),
+               (_D(2025, 7, 20), "unified_seqs"), (PR_15467, "current"))
+_KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13), "llama_context"))
+
+
+def _style(build: str, style: str | None) -> str:
+    if style is not None:
+        if style not in LOG_STYLES:
+            raise ValueError(f"style must be one of {', '.join(LOG_STYLES)}, got {style!r}")
+        return style
+    date = CURRENT if build == "current" else datetime.date.fromisoformat(build)
+    chosen = "kv_self"
+    for start, name in _STYLE_FROM:
+        if date >= start:
+            chosen = name
+    return chosen
+
+
+def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None = None) -> list[str]:
+    """The cache lines llama.cpp logs for this estimate (a llama.cpp Estimate), in its order.
+
+    ``style`` pins a log format era (LOG_STYLES); by default it follows the estimate's build
+    date. ``prefix`` sets the function name of a "kv_self" line.
+    """
+    d = estimate.details
+    if estimate.engine != "llama.cpp" or "caches" not in d:
+        raise ValueError(f"log_lines needs a llama.cpp estimate, got engine {estimate.engine!r}")
+    style = _style(d["build"], style)
+    kv = [c for c in d["caches"] if c["cache"] != "recurrent"]
+    lines = []
+    if style == "kv_self" and kv:
+        if prefix is None:
+            date = CURRENT if d["build"] == "current" else datetime.date.fromisoformat(d["build"])
+            prefix = "llama_new_context_with_model"
+            for start, name in _KV_SELF_PREFIX:
+                prefix = name if date >= start else prefix
+        k, v = sum(c["k_bytes"] for c in kv), sum(c["v_bytes"] for c in kv)
+        lines.append(f"{prefix}: KV self size  = {mib(k + v):7.2f} MiB, K ({kv[0]['k_type']}): {mib(k):7.2f} MiB, "
+                     f"V ({kv[0]['v_type']}): {mib(v):7.2f} MiB")
+    elif kv:
+        name = "llama_kv_cache" if style == "current" else "llama_kv_cache_unified"
+        wrapper = next((c.get("wrapper", "dsa") for c in kv if c["cache"] == "kv_idx"), None)
+        iswa = len(kv) > 1 and not wrapper
+        for c in kv:
+            if wrapper:   # src/llama-kv-cache-dsa.cpp L30, L47 (msa L31, L44): a line before each of its caches
+                label = "main" if c["cache"] == "kv" else "indexer"
+                lines.append(f"llama_kv_cache_{wrapper}: creating {label} KV cache, size = {c['cells']} cells")
+            elif iswa:
+                label = "non-SWA" if c["cache"] == "kv" else "    SWA"
+                lines.append(f"{name}_iswa: creating {label} KV cache, size = {c['cells']} cells")
+            seqs = {"unified": f"{c['seqs']:2d}", "unified_streams": f"{c['seqs']:2d}/{c['streams']:2d}"}.get(
+                style, f"{c['seqs']:2d}/{c['streams']}")
+            lines.append(f"{name}: size = {mib(c['k_bytes'] + c['v_bytes']):7.2f} MiB ({c['cells']:6d} cells, "
+                         f"{c['layers']:3d} layers, {seqs} seqs), K ({c['k_type']}): {mib(c['k_bytes']):7.2f} MiB, "
+                         f"V ({c['v_type']}): {mib(c['v_bytes']):7.2f} MiB")
+    for c in d["caches"]:
+        if c["cache"] == "recurrent":
+            rs = f" {c['rs_seq']:2d} rs_seq" if c["rs_seq"] is not None else ""
+            lines.append(f"llama_memory_recurrent: size = {mib(c['r_bytes'] + c['s_bytes']):7.2f} MiB "
+                         f"({c['cells']:6d} cells, {c['layers']:3d} layers, {c['seqs']:2d} seqs{rs}), "
+                         f"R ({c['r_type']}): {mib(c['r_bytes']):7.2f} MiB, "
+                         f"S ({c['s_type']}): {mib(c['s_bytes']):7.2f} MiB")
+    return lines
