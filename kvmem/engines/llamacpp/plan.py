@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
@@ -172,6 +173,23 @@ def _layer_devices(n_layer: int, pp: int) -> list[int]:
 
 
 def _plan(model: Model, s: Settings, pp: int) -> Plan:
+    """The plan of ``model`` under ``s``, remembered (Model and Settings are frozen): the placement
+    searches lay out the same context many times."""
+    try:
+        plan = _plan_cached(model, s, pp)
+    except TypeError:       # a setting that does not hash
+        return _plan_of(model, s, pp)
+    # the caller's own lists: what it does with them never reaches the remembered plan
+    return replace(plan, caches=[dict(c) for c in plan.caches], rows=list(plan.rows), devices=list(plan.devices),
+                   notes=list(plan.notes), windowed=set(plan.windowed))
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_cached(model: Model, s: Settings, pp: int) -> Plan:
+    return _plan_of(model, s, pp)
+
+
+def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     check_family(model)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
