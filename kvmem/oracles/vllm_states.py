@@ -38,7 +38,8 @@ CLASSES = {"kimi_linear": ("vllm.models.kimi_k3", "KimiLinearForCausalLM"),
            "mamba2": (_MODELS + "mamba2", "Mamba2ForCausalLM"),
            "lfm2": (_MODELS + "lfm2", "Lfm2ForCausalLM"),
            "lfm2_moe": (_MODELS + "lfm2_moe", "Lfm2MoeForCausalLM"),
-           "olmo_hybrid": (_MODELS + "olmo_hybrid", "OlmoHybridForCausalLM")}
+           "olmo_hybrid": (_MODELS + "olmo_hybrid", "OlmoHybridForCausalLM"),
+           "bailing_hybrid": (_MODELS + "bailing_moe_v3", "BailingMoeV3ForCausalLM")}
 
 # the kernel block of the backend kvmem assumes (the smallest get_supported_kernel_block_sizes)
 _KERNEL_BLOCK = {"mla": 64, "full": 16}
@@ -92,8 +93,8 @@ def _dtype(v, model: Model):
 
 def _attention_shape(model: Model, hf_config, tp: int) -> tuple[bool, int, int]:
     """(MLA, head size, KV heads per rank) as the family's vLLM attention takes them from its config."""
-    if model.model_type == "kimi_linear":    # kimi_k3/nvidia/mla.py: one latent head
-        return True, hf_config.kv_lora_rank + hf_config.qk_rope_head_dim, 1
+    if model.model_type in ("kimi_linear", "bailing_hybrid"):    # kimi_k3/nvidia/mla.py, bailing_moe_v3.py: one
+        return True, hf_config.kv_lora_rank + hf_config.qk_rope_head_dim, 1     # latent head
     heads = getattr(hf_config, "num_attention_heads", 0)
     if not heads or model.model_type in ("mamba", "falcon_mamba", "mamba2"):
         return False, 0, 0
@@ -173,6 +174,14 @@ def random_config(model_type: str, seed: int) -> Model:
                    linear_attn_config=dict(num_heads=heads, head_dim=rng.choice((64, 128)),
                                            short_conv_kernel_size=rng.choice((2, 3, 4)), full_attn_layers=full,
                                            kda_layers=[i for i in range(1, n_layers + 1) if i not in full]))
+    elif model_type == "bailing_hybrid":
+        # vLLM's KDA width is qk_rope_head_dim (transformers' BailingHybridConfig sets head_dim to it): the file
+        # names the same head_dim, as kvmem sizes only then
+        rope, group = rng.choice((32, 64, 128)), rng.choice((2, 3, 4, 6))
+        cfg = dict(attention, architectures=["BailingMoeV3ForCausalLM"], num_key_value_heads=heads, no_kda_lora=True,
+                   num_hidden_layers=rng.randint(group, 14), layer_group_size=group,
+                   kv_lora_rank=rng.choice((128, 256, 512)), qk_rope_head_dim=rope, head_dim=rope,
+                   short_conv_kernel_size=rng.choice((2, 3, 4)))
     elif model_type == "granitemoehybrid":
         cfg = dict(attention, **mamba2, architectures=["GraniteMoeHybridForCausalLM"],
                    layer_types=["attention" if b else "mamba" for b in both])

@@ -23,7 +23,7 @@ NOT_YET_BY_ENGINE = {
     "sglang": """axk1 axk2 deepseek_ref deepseek_v4 inkling_text lfm3 minimax_m3 minimax_m3_text minimax_m3_vl_text
         mistral4 youtu zaya""",
     "trtllm": """deepseek_v4 gemma4_text gemma4_unified_text minimax_m3 minimax_m3_text minimax_m3_vl_text""",
-    "vllm": """bailing_hybrid hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text""",
+    "vllm": """hy_v4_vl_text inkling2_loop_text inkling2_text inkling_text""",
 }
 NOT_YET_PAIRS = sorted((engine, model_type) for engine, types in NOT_YET_BY_ENGINE.items() for model_type in types.split())
 

@@ -19,7 +19,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs" / "new"
 PRESETS = {"kimi-linear-48b-a3b": lambda: get_model("kimi-linear-48b-a3b"),
            "lfm2.5-1.2b": lambda: model_from_config(FIXTURES / "lfm2.5-1.2b-finetune.json")}
 FAMILIES = ("kimi_linear", "granitemoehybrid", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "lfm2", "lfm2_moe",
-            "olmo_hybrid")
+            "olmo_hybrid", "bailing_hybrid")
 SEEDS = range(6)
 
 
@@ -62,3 +62,25 @@ def test_seeded_random_configs(model_type):
             # lfm2's short convs with speculative tokens are refused (tests/engines/test_vllm_states.py)
             spec = 0 if model_type.startswith("lfm2") else seed % 3
             assert_agrees(f"{model_type}-{seed}-tp{tp}", model, tp, num_spec=spec)
+
+
+def test_bailing_hybrid_kda_layers_are_vllms():
+    # bailing_moe_v3.py _is_kda_layer itself, over every layer count and group size up to 30 / 8
+    from vllm.model_executor.models.bailing_moe_v3 import _is_kda_layer
+
+    from kvmem.engines.vllm.models import bailing_kda_layers
+    for n in range(1, 31):
+        for group in range(1, 9):
+            assert bailing_kda_layers(n, group) == [_is_kda_layer(i, group, n) for i in range(n)], (n, group)
+
+
+def test_bailing_hybrid_numbers():
+    # 32 heads x 64: conv 3 x 2,048 x (4 - 1) x 2 B = 36,864, recurrent 32 x 64 x 64 x 4 B = 524,288: 561,152 B;
+    # MLA 576 x 2 B = 1,152 B a token, block 128 x cdiv(561,152, 128 x 1,152) = 512
+    model = model_from_config({"model_type": "bailing_hybrid", "architectures": ["BailingMoeV3ForCausalLM"],
+                               "num_hidden_layers": 20, "layer_group_size": 6, "num_attention_heads": 32,
+                               "head_dim": 64, "qk_rope_head_dim": 64, "kv_lora_rank": 512, "hidden_size": 2048,
+                               "short_conv_kernel_size": 4, "no_kda_lora": True, "torch_dtype": "bfloat16"})
+    checks = {c.quantity: c.engine for c in assert_agrees("ling", model, 1)}
+    assert checks["state bytes of one sequence"] == [561_152] and checks["attention block size"] == 512
+    assert checks["attention page"] == [589_824]

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...configs.fields import Fields
-from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
+from ...model import CHUNKED, FULL, LINEAR, Layer, MLA, Model, RecurrentState, SLIDING
 from ...parallel import divides
 from .states import config_int
 
 __all__ = ["draft_layers", "check_indexers", "vllm_layers", "check_heads", "HIDDEN_HEAD_DIM_TYPES",
-           "MINIMAX_M3_TYPES"]
+           "MINIMAX_M3_TYPES", "bailing_kda_layers"]
 
 
 def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
@@ -89,6 +89,57 @@ def _check_minimax_m3(model: Model, draft) -> None:
                          "(minimax_m3/nvidia/model.py#L441), which this config does not set to the index width")
     if draft is not None:
         raise ValueError("draft with MiniMax-M3: the layers of vLLM 0.33.0's MiniMaxM3MTP are not modelled")
+
+
+def bailing_kda_layers(n_layers: int, group: int) -> list[bool]:
+    """Which layers of Ling-3 (bailing_hybrid) vLLM 0.33.0 builds as KDA: all but the last of each whole
+    group of layer_group_size; the layers after the last whole group are MLA (bailing_moe_v3.py
+    _is_kda_layer #L131-L137)."""
+    return [not ((i + 1) % group == 0 or i >= n_layers // group * group) for i in range(n_layers)]
+
+
+def _bailing_layers(model: Model, draft) -> tuple[Layer, ...]:
+    """Ling-3 (bailing_hybrid) as vllm@v0.33.0 bailing_moe_v3.py BailingMoeV3ForCausalLM builds it: KDA where
+    bailing_kda_layers says so, with the state kda_state_shape(tp, num_attention_heads, config.head_dim,
+    short_conv_kernel_size) (#L651-L660: conv 3 x heads x head_dim, recurrent heads x head_dim x head_dim, float32);
+    MLA elsewhere, kv_lora_rank + qk_rope_head_dim in one latent head (model_arch_config_convertor.py#L294-L320
+    counts bailing_hybrid as DeepSeek MLA). vLLM reads the transformers config object, whose
+    BailingHybridConfig.__post_init__ sets head_dim to qk_rope_head_dim (configuration_bailing_hybrid.py)."""
+    cfg = model.config
+    arch = model.facts.architectures[0] if model.facts.architectures else None
+    if arch != "BailingMoeV3ForCausalLM":
+        # registry.py#L82 maps BailingMoeV3ForCausalLM to bailing_moe_v3.py; another class (transformers'
+        # BailingHybridForCausalLM) goes to the Transformers backend, whose KDA layers do not dispatch through
+        # the attention interface (transformers/base.py _create_attention_instances #L609-L640 raises)
+        raise ValueError(f"vLLM 0.33.0 runs bailing_hybrid as BailingMoeV3ForCausalLM (registry.py, "
+                         f"bailing_moe_v3.py); architectures {arch!r} goes to its Transformers backend, which raises "
+                         "for the KDA layers: 'does not dispatch through the Transformers attention interface' "
+                         "(model_executor/models/transformers/base.py _create_attention_instances)")
+    if cfg.get("no_kda_lora") is not True:
+        raise ValueError("vLLM 0.33.0 cannot build this model: its BailingMoeV3 KDA layers raise 'BailingMoeV3 KDA "
+                         "currently expects no_kda_lora=True' (bailing_moe_v3.py#L686-L687), and this config does "
+                         "not set no_kda_lora true")
+    heads, dim = config_int(model, "num_attention_heads"), config_int(model, "qk_rope_head_dim")
+    for name, want in (("head_dim", dim), ("linear_head_dim", dim), ("linear_num_heads", heads)):
+        if cfg.get(name) not in (None, want):
+            raise ValueError(f"config field {name!r} is {cfg[name]!r}: vLLM 0.33.0's KDA layers are "
+                             "num_attention_heads heads of config.head_dim (bailing_moe_v3.py#L674-L676), and "
+                             f"transformers 5.24's BailingHybridConfig.__post_init__ sets head_dim to qk_rope_head_dim "
+                             f"({dim}) while this file gives its KDA heads another shape: which one vLLM builds "
+                             "depends on the transformers release that reads the file; refused")
+    if draft is not None:
+        raise ValueError("draft with bailing_hybrid: the layers of vLLM 0.33.0's bailing_hybrid_mtp draft "
+                         "(bailing_moe_mtp.py) are not modelled")
+    kinds = bailing_kda_layers(len(model.layers), config_int(model, "layer_group_size"))
+    if not any(kinds):
+        raise ValueError("layer_group_size leaves this bailing_hybrid config no KDA layer, but vLLM 0.33.0 still sizes "
+                         "its attention blocks to hold a KDA state (BailingMoeV3ForCausalLM is a hybrid model: "
+                         "platforms/interface.py _align_hybrid_block_size), which kvmem's layout of a model without "
+                         "a state does not apply: refused")
+    kernel = config_int(model, "short_conv_kernel_size")
+    kda = Layer(LINEAR, state=RecurrentState(3 * heads * dim, kernel, heads * dim * dim, heads, "fp32"))
+    mla = Layer(MLA, kv_lora_rank=config_int(model, "kv_lora_rank"), qk_rope_head_dim=dim)
+    return tuple(kda if linear else mla for linear in kinds)
 
 
 # vllm@v0.33.0 vllm/models/hy_v4/nvidia/attention.py#L51-L56: the layer types that run sparse attention
@@ -183,6 +234,8 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
     if model.model_type == "step3p5":
         _check_step3p5(model, tp)
         return model.layers
+    if model.model_type == "bailing_hybrid":
+        return _bailing_layers(model, draft)
     if model.model_type == "hy_v4":
         return _hy_v4_layers(model)
     if model.model_type == "mimo_v2_flash":

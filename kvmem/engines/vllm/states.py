@@ -25,6 +25,13 @@ def state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int
         raise ValueError(f"mamba_ssm_cache_dtype {ssm_option!r} for kimi_linear: vLLM 0.33.0's KDA layers keep "
                          "their recurrent state in float32 whatever it says, while its block alignment "
                          "(get_mamba_state_dtype_from_config) takes it; kvmem sizes only 'auto' or 'float32'")
+    if model.model_type == "bailing_hybrid":
+        # vllm@v0.33.0 bailing_moe_v3.py#L642-L649, #L1483-L1489: kda_state_dtype(model dtype, mamba_cache_dtype)
+        # without mamba_ssm_cache_dtype, whose "auto" is float32: the recurrent state is float32 whatever it says
+        if ssm_option not in ("auto", "float32", "fp32"):
+            notes.append(f"mamba_ssm_cache_dtype {ssm_option!r} not read: vLLM 0.33.0's BailingMoeV3 KDA layers keep "
+                         "their recurrent state in float32")
+        return conv, STATE_DTYPES["float32"]
     if ssm_option != "auto":
         return conv, STATE_DTYPES[ssm_option]
     ssm_dtype = model.facts.ssm.ssm_dtype if model.facts.ssm else None
