@@ -27,7 +27,7 @@ import os
 import random
 import tempfile
 
-from ..engines.sglang.families import BACKEND_WITH_PLANS, NO_PLANS
+from ..engines.sglang.families import BACKEND_WITH_PLANS, EXPANDED_MLA, NO_PLANS
 from ..engines.sglang.pools import DEFAULTS, make_layout, state_parts_of
 from ..model import Model
 from .report import Check
@@ -58,6 +58,8 @@ ARCHITECTURES = {
     "exaone4_5_text": "Exaone4_5_ForConditionalGeneration",
     "mamba2": "Mamba2ForCausalLM", "falcon_h1": "FalconH1ForCausalLM",
     "gemma4_unified_text": "Gemma4UnifiedForConditionalGeneration", "step3p5": "Step3p5ForCausalLM",
+    # MLA run through the Transformers backend as MHA of the expanded heads
+    **{t: arch for t, (arch, _) in EXPANDED_MLA.items()},
 }
 # text families whose checkpoints are a multimodal wrapper: the wrapper's config class defaults are the case
 WRAPPERS = {"kosmos_2_5_text_model": "kosmos-2.5", "exaone4_5_text": "exaone4_5",
@@ -204,8 +206,10 @@ def backend_writes(cfg: dict, device: str = "meta") -> dict[int, int]:
 
     import torch.fx.experimental._config as fx_config
     fx_config.meta_nonzero_assume_all_nonzero = True   # X-MOD's adapter selects rows by language on meta tensors
+    # Mistral-Small-4's MoE experts (torch._grouped_mm) take bf16 only; SGLang swaps them for its own fused MoE
+    dtype = torch.bfloat16 if text.model_type == "mistral4" else None
     with torch.device(device):
-        model = transformers.AutoModel.from_config(config)
+        model = transformers.AutoModel.from_config(config, dtype=dtype)
         ids = torch.ones(1, 5, dtype=torch.long)
         model(input_ids=ids, position_ids=torch.arange(5)[None], use_cache=False, return_dict=False,
               forward_batch=None, attention_instances={i: Recorder(i) for i in written})
@@ -218,7 +222,7 @@ def run_config(name: str, cfg: dict, tp: int = 1) -> list[Check]:
     kvmem's row of that layer."""
     ours, theirs = kvmem_view(cfg, tp), sglang_view(cfg, tp)
     checks = [Check(name, key, ours[key], theirs[key]) for key in theirs]
-    if Model.from_hf_config(cfg).model_type in {*NO_PLANS, "exaone4_5_text"}:
+    if Model.from_hf_config(cfg).model_type in {*NO_PLANS, *EXPANDED_MLA, "exaone4_5_text"}:
         rows = {i: ours["rows"]["full"] for i in ours["full"]}
         # the recorder runs the unsharded model; a rank's RadixAttention holds 1/tp of the heads (divide())
         writes = {i: row // tp for i, row in backend_writes(cfg).items()}
@@ -241,9 +245,16 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
             out.append((varied, rng.choice([t for t in (1, 2, 4) if groups % t == 0 or groups == 1])))
             continue
         heads = inner.get("num_attention_heads")
-        if isinstance(inner.get("num_key_value_heads"), int) and isinstance(heads, int):
+        if isinstance(inner.get("num_key_value_heads"), int) and isinstance(heads, int) \
+                and inner.get("model_type") not in EXPANDED_MLA:   # those expand the latent to every query head
             inner["num_key_value_heads"] = rng.choice([d for d in range(1, heads + 1) if heads % d == 0])
-        if isinstance(inner.get("kv_lora_rank"), int):
+        if inner.get("model_type") in EXPANDED_MLA:   # the backend's fit: nope + rope = v_head_dim = head_dim
+            inner["qk_rope_head_dim"] = rope = rng.choice((32, 64))
+            inner["head_dim"] = inner["v_head_dim"] = width = rng.choice((96, 128, 192))
+            inner["qk_nope_head_dim"] = width - rope
+            inner["rope_parameters"] = {**(inner.get("rope_parameters") or {}), "partial_rotary_factor": rope / width}
+            inner["kv_lora_rank"] = rng.choice((128, 256, 512))
+        elif isinstance(inner.get("kv_lora_rank"), int):
             inner["kv_lora_rank"] = rng.choice((128, 256, 512))
             inner["qk_rope_head_dim"] = rng.choice((32, 64))
         elif isinstance(inner.get("head_dim"), int):

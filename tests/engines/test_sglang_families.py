@@ -297,7 +297,8 @@ def test_refusals_name_sglangs_own_reason():
     for model_type, why in REFUSALS.items():
         # jamba is a base family (not opt-in): kvmem.engines.check_family honours the refusal all the same
         assert (FAMILIES[model_type].opt_in or model_type == "jamba") and not DECLARED.sizes(model_type), model_type
-        assert why.startswith("SGLang 0.5.23 has no model file for"), model_type
+        assert why.startswith(("SGLang 0.5.23 has no model file for", "SGLang 0.5.23 cannot read this config")), \
+            model_type
     from kvmem.oracles.transformers import default_config
     hy_vl = dict(default_config("hy_v4_vl").to_dict(), architectures=["HYV4VLForConditionalGeneration"])
     with pytest.raises(ValueError, match=r"does not size model_type 'hy_v4_vl_text': SGLang 0.5.23 has no model file "
@@ -312,14 +313,56 @@ def test_refusals_name_sglangs_own_reason():
         kvmem.estimate("minimax-m1", engine="sglang", tokens=10)
 
 
+@pytest.mark.parametrize("model_type, arch, why", [
+    ("axk1", "AXK1ForCausalLM", "K and V do not fit the pool's one row a token"),
+    ("youtu", "YoutuForCausalLM", "K and V do not fit the pool's one row a token"),
+    ("axk2", "AXK2ForCausalLM", r"subscripts it \(modeling_axk2.py"),
+    ("lfm3", "Lfm3ForCausalLM", "a RuntimeError on the first forward"),
+])
+def test_families_only_the_transformers_backend_could_run_are_refused(model_type, arch, why):
+    # no EntryClass; transformers' class fails under SGLang's attention (judged by running it:
+    # tests/oracles/test_sglang_families_oracle.py test_the_backend_fails_on_the_refused_families)
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config(model_type).to_dict(), architectures=[arch])
+    with pytest.raises(ValueError, match=rf"does not size model_type '{model_type}': SGLang 0.5.23 has no model file "
+                                         rf"for {arch} .*{why}"):
+        sglang(cfg)
+
+
+def test_mistral_4_through_the_transformers_backend_is_mha_of_the_expanded_heads():
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("mistral4").to_dict(), architectures=["Mistral4ForCausalLM"])
+    # 36 layers x 32 heads x (128 + 128) x 2 B = 589,824 B a token (not the 36 x (256 + 64) x 2 B latent), x 1,001 rows
+    assert sglang(cfg).kv_bytes == 589_824 * 1001
+    assert sglang(cfg, tp=4).kv_bytes == 589_824 // 4 * 1001      # 8 heads a rank
+    with pytest.raises(ValueError, match=r"RadixAttention divides the 32 KV heads by tp 3"):
+        sglang(cfg, tp=3)
+    with pytest.raises(ValueError, match=r"per-head K of qk_nope_head_dim \+ qk_rope_head_dim \(128\) and V of "
+                                         r"v_head_dim \(96\)"):
+        sglang(dict(cfg, v_head_dim=96))
+    with pytest.raises(ValueError, match=r"expands the latent to num_attention_heads \(32\) heads of K and V, while "
+                                         r"the backend's RadixAttention \(and ModelConfig's pool\) holds "
+                                         r"num_key_value_heads \(8\)"):
+        sglang(dict(cfg, num_key_value_heads=8))
+    wrapped = {"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"],
+               "text_config": default_config("mistral4").to_dict(), "vision_config": {"model_type": "pixtral"}}
+    with pytest.raises(ValueError, match=r"Mistral4Config -> Mistral4ForCausalLM, not in SGLang's model registry"):
+        sglang(wrapped)
+
+
+def test_deepseek_v4_in_its_reference_format_is_a_config_sglang_cannot_read():
+    with pytest.raises(ValueError, match=r"does not size model_type 'deepseek_ref': SGLang 0.5.23 cannot read this "
+                                         r"config: model_type deepseek_ref is neither"):
+        sglang(corpus("sgl-project--DeepSeek-V4-Flash-FP8.json"))
+
+
 # Opt-in families kvmem does not yet size the way SGLang 0.5.23 does (docs/research/families_sglang.md says why
 # for each). This set may only shrink.
 NOT_YET = {
-    "mistral4", "youtu", "axk1", "axk2", "lfm3",
     "minimax_m3_vl_text", "inkling_text", "zaya",
     "deepseek_v4",
     # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
-    "deepseek_ref", "minimax_m3", "minimax_m3_text",
+    "minimax_m3", "minimax_m3_text",
 }
 
 

@@ -81,3 +81,39 @@ def test_the_backend_judge_sees_a_model_whose_attention_bypasses_sglangs():
     cfg.update(model_type="bert", architectures=["BertLMHeadModel"])   # the same shape through BERT: 4 x 16 x 2 x 2 B
     assert oracle.backend_writes(cfg, device="cpu") == {0: 256, 1: 256}
     assert set(oracle.backend_writes(oracle.default_case("bert")).values()) == {12 * 64 * 2 * 2}
+
+
+# The families kvmem refuses because SGLang's Transformers backend cannot run them (kvmem/engines/sglang/families.py
+# REFUSALS): each transformers class run with SGLang's attention function fails where the refusal says
+REFUSED_BY_THE_BACKEND = [
+    ("axk1", "AXK1ForCausalLM", ValueError, r"K \(5, 12288\), V \(5, 8192\) do not fit 64 x 64"),   # 64 x 192, 64 x 128
+    ("youtu", "YoutuForCausalLM", ValueError, r"K \(5, 3072\), V \(5, 2048\) do not fit 16 x 64"),  # 16 x 192, 16 x 128
+    ("axk2", "AXK2ForCausalLM", TypeError, "'NoneType' object is not subscriptable"),   # attention_mask[:, 0, :, :]
+    ("lfm3", "Lfm3ForCausalLM", RuntimeError, "broadcast"),     # flat (5, 2048) output x a (1, 5, 16, 1) gate
+]
+
+
+@pytest.mark.parametrize("model_type, arch, error, match", REFUSED_BY_THE_BACKEND,
+                         ids=[case[0] for case in REFUSED_BY_THE_BACKEND])
+def test_the_backend_fails_on_the_refused_families(model_type, arch, error, match):
+    from kvmem.engines.sglang.families import REFUSALS
+    from kvmem.oracles.transformers import default_config
+    assert model_type in REFUSALS
+    cfg = dict(default_config(model_type).to_dict(), architectures=[arch])
+    with pytest.raises(error, match=match):
+        oracle.backend_writes(cfg)
+
+
+def test_youtu_with_a_head_dim_the_backend_fits_fails_in_its_rotary_embedding():
+    # head_dim = qk_nope + qk_rope = v_head_dim (192) would fit RadixAttention, but Youtu's rotary spans head_dim
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("youtu").to_dict(), architectures=["YoutuForCausalLM"], head_dim=192, v_head_dim=192)
+    with pytest.raises(RuntimeError, match="broadcast"):
+        oracle.backend_writes(cfg)
+
+
+def test_sglang_cannot_read_deepseek_v4s_reference_format():
+    # HfModelConfigParser.parse -> AutoConfig.from_pretrained: model_type deepseek_ref is registered nowhere
+    data = json.loads((CORPUS / "sgl-project--DeepSeek-V4-Flash-FP8.json").read_text())
+    with pytest.raises(ValueError, match="model type `deepseek_ref` but Transformers does not recognize"):
+        oracle.sglang_view(data.get("config", data))

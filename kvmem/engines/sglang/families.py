@@ -16,6 +16,7 @@ DSA indexer layers, a request's linear/Mamba state. docs/research/families_sglan
 
 from __future__ import annotations
 
+from ...configs.fields import Fields
 from ...model import Model
 from ..base import CheckedFamilies
 from ...parallel import divides
@@ -35,6 +36,11 @@ NO_PLANS = {
     # Kosmos-2.5 (Kosmos2_5ForConditionalGeneration: TransformersMultiModalForCausalLM; its text layers write)
     "kosmos_2_5_text_model": "Kosmos2_5Model",
 }
+
+# MLA families SGLang 0.5.23 runs only through its Transformers backend (backend-compatible classes with tp and pp
+# plans), with the class each checkpoint names and head_dim when the config does not set it (transformers 5.24
+# configuration_mistral4.py#L130: qk_nope_head_dim + qk_rope_head_dim; a config.json's head_dim overrides it)
+EXPANDED_MLA = {"mistral4": ("Mistral4ForCausalLM", "nope+rope")}
 
 REFUSALS = {
     "minimax": ("SGLang 0.5.23 has no model file for MiniMax-Text-01 / MiniMax-M1 (no EntryClass for "
@@ -60,6 +66,45 @@ REFUSALS = {
                             "builds no attention mask (masking_utils.py), and Mistral-Large-4's DSA indexer "
                             "subscripts it (modeling_mistral_large4.py: attention_mask[:, 0, :, :]), a TypeError on "
                             "the first forward"),
+    # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L904-L956 (RadixAttention of num_key_value_heads x
+    # head_dim), #L306-L323 (the attention function hands K and V on), layers/radix_attention.py#L124-L132 (views them
+    # as (-1, heads, head_dim)); transformers 5.24 configuration_axk1.py#L121, configuration_youtu.py#L102 (head_dim
+    # = qk_rope_head_dim), their rotary embeddings (the whole head_dim: a config.json head_dim of nope + rope fails
+    # there, kvmem/oracles/sglang_families.py judges both), expand_kv (per-head K of nope + rope, V of v_head_dim)
+    **{t: (f"SGLang 0.5.23 has no model file for {arch} (no EntryClass in python/sglang/srt/models/), and its "
+           "Transformers backend cannot run transformers' class: the backend's RadixAttention (and ModelConfig's pool) "
+           "holds num_key_value_heads x head_dim for K and V, while the MLA attention hands it per-head K of "
+           "qk_nope_head_dim + qk_rope_head_dim and V of v_head_dim; RadixAttention.forward views them as (-1, heads, "
+           "head_dim) (python/sglang/srt/layers/radix_attention.py), so K and V do not fit the pool's one row a token "
+           f"unless head_dim is qk_nope_head_dim + qk_rope_head_dim, and transformers' {t} rotary embedding spans "
+           f"the whole head_dim, which must then be qk_rope_head_dim (configuration_{t}.py sets it so)")
+       for t, arch in (("axk1", "AXK1ForCausalLM"), ("youtu", "YoutuForCausalLM"))},
+    # likewise: transformers 5.24 modeling_axk2.py#L615-L622 (the DSA indexer reads the mask)
+    "axk2": ("SGLang 0.5.23 has no model file for AXK2ForCausalLM (no EntryClass in python/sglang/srt/models/), and "
+             "its Transformers backend cannot run transformers' class: with SGLang's attention implementation "
+             "transformers builds no attention mask (masking_utils.py), and A.X K2's DSA indexer subscripts it "
+             "(modeling_axk2.py: attention_mask[:, 0, :, :]), a TypeError on the first forward; its MLA keys "
+             "(qk_nope_head_dim + qk_rope_head_dim a head, head_dim being qk_rope_head_dim) do not fit the backend's "
+             "RadixAttention either (num_key_value_heads x head_dim, python/sglang/srt/models/transformers.py)"),
+    # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L306-L323 (returns RadixAttention's flat output),
+    # #L1020-L1030 (use_cache=False); transformers 5.24 modeling_lfm3.py#L281-L282 (the per-head gate),
+    # modeling_lfm3.py Lfm3ShortConv.forward (its conv state only in transformers' cache)
+    "lfm3": ("SGLang 0.5.23 has no model file for Lfm3ForCausalLM (no EntryClass in python/sglang/srt/models/; lfm2.py "
+             "and lfm2_moe.py run LFM2 only), and its Transformers backend cannot run transformers' class: the "
+             "backend's attention function returns RadixAttention's output flat (tokens, heads x head_dim), and "
+             "LFM3's gated attention (use_attention_gate, on by default) multiplies it by a per-head gate of shape "
+             "(batch, tokens, heads, 1) (modeling_lfm3.py), a RuntimeError on the first forward; and the backend runs "
+             "the model with use_cache=False and allocates only RadixAttention's KV pool, so LFM3's short-convolution "
+             "layers would keep no state between steps (python/sglang/srt/models/transformers.py)"),
+    # sglang@v0.5.23 python/sglang/srt/utils/hf_transformers/config.py#L216-L233 (HfModelConfigParser.parse:
+    # AutoConfig.from_pretrained), #L382-L389 (re-raised), utils/hf_transformers/common.py#L117, #L223-L227
+    # (_CONFIG_REGISTRY: deepseek_v4, deepseek_v32, the V4.1 classes; no deepseek_ref)
+    "deepseek_ref": ("SGLang 0.5.23 cannot read this config: model_type deepseek_ref is neither a transformers model "
+                     "type nor one SGLang registers (_CONFIG_REGISTRY in python/sglang/srt/utils/hf_transformers/"
+                     "common.py has deepseek_v4 and the V4.1 types), and the config has no auto_map, so "
+                     "AutoConfig.from_pretrained (HfModelConfigParser.parse, python/sglang/srt/utils/hf_transformers/"
+                     "config.py) raises ValueError before any model is chosen; SGLang runs DeepSeek-V4 from configs "
+                     "with model_type deepseek_v4"),
     **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
@@ -135,6 +180,11 @@ FAMILIES = CheckedFamilies(frozenset({
     # backend_writes): every layer writes K and V of exactly the pool's row. No tp/pp plan: tp, pp > 1 refused below.
     # Kosmos-2.5 likewise, as a multimodal model (the text model's 24 layers; the vision encoder keeps no KV).
     *NO_PLANS,
+    # no EntryClass either: MLA families SGLang runs through its Transformers backend, whose RadixAttention takes the
+    # per-head K and V transformers' attention expands from the latent (expanded_mla_shape below): one MHA pool of
+    # num_key_value_heads x head_dim for K and for V, every layer at full length (ModelConfig sees no MLA
+    # architecture); judged by ModelConfig and backend_writes (kvmem/oracles/sglang_families.py)
+    *EXPANDED_MLA,
 }))
 
 
@@ -142,11 +192,64 @@ FAMILIES = CheckedFamilies(frozenset({
 _STEP_ARCHITECTURES = frozenset({"Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"})
 
 # The families SGLang runs through its Transformers backend with tensor-parallel plans
-BACKEND_WITH_PLANS = frozenset({"smollm3", "dots1", "exaone4_5_text"})
+BACKEND_WITH_PLANS = frozenset({"smollm3", "dots1", "exaone4_5_text", *EXPANDED_MLA})
+
+
+def _cannot_run(model_type: str, why: str) -> str:
+    return (f"SGLang 0.5.23 has no model file for {EXPANDED_MLA[model_type][0]} (no EntryClass in python/sglang/srt/"
+            f"models/), and its Transformers backend cannot run this config: {why}; RadixAttention.forward views K and "
+            "V as (-1, heads, head_dim) (python/sglang/srt/layers/radix_attention.py), so they do not fit the pool's "
+            "one row a token")
+
+
+def expanded_mla_shape(model: Model) -> tuple[int, int]:
+    """(KV heads, head_dim) of the MHA pool SGLang's Transformers backend gives an EXPANDED_MLA family, or the
+    ValueError SGLang's run ends in. The backend makes every layer a RadixAttention of num_key_value_heads x
+    head_dim for K and V (sglang@v0.5.23 python/sglang/srt/models/transformers.py#L904-L956) and views what the
+    attention hands it as (-1, heads, head_dim) (layers/radix_attention.py#L124-L132); transformers' MLA attention
+    hands it per-head K of qk_nope_head_dim + qk_rope_head_dim and V of v_head_dim (modeling_mistral4.py
+    expand_kv, #L441-L500) for num_attention_heads heads, so the three widths must be head_dim and the KV heads the
+    query heads."""
+    cfg = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else model.config
+    t = model.model_type
+    archs = model.config.get("architectures") or []
+    if t == "mistral4" and "Mistral3ForConditionalGeneration" in archs:
+        # sglang@v0.5.23 python/sglang/srt/models/llava.py#L661-L690 _get_sgl_model_cls, #L779-L781; models/registry.py
+        # #L54-L66: Mistral4Config -> Mistral4ForCausalLM, which the registry does not have
+        raise ValueError("SGLang 0.5.23 runs Mistral3ForConditionalGeneration as Llava (models/mistral.py), which "
+                         "looks the text model up by its config class: Mistral4Config -> Mistral4ForCausalLM, not in "
+                         "SGLang's model registry, so _get_sgl_model_cls raises ValueError (\"failed to load it from "
+                         "SGLang ModelRegistry\", python/sglang/srt/models/llava.py); a config naming "
+                         "Mistral4ForCausalLM runs through the Transformers backend")
+    f = Fields(cfg, t)
+    nope, rope, v = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim"), cfg.get("v_head_dim")
+    head_dim = cfg.get("head_dim")   # transformers 5.24 configuration_mistral4.py#L130 when unset
+    if head_dim is None:
+        head_dim = nope + rope if EXPANDED_MLA[t][1] == "nope+rope" else rope
+    if not (head_dim == nope + rope == v):
+        raise ValueError(_cannot_run(t, f"the backend's RadixAttention (and ModelConfig's pool) holds "
+                                        f"num_key_value_heads x head_dim ({head_dim}) for K and V, while the MLA "
+                                        f"attention hands it per-head K of qk_nope_head_dim + qk_rope_head_dim "
+                                        f"({nope + rope}) and V of v_head_dim ({v})"))
+    heads = f.int("num_attention_heads")
+    kv = heads if cfg.get("num_key_value_heads") is None else f.int("num_key_value_heads")
+    if kv != heads:
+        # the latent is expanded to num_attention_heads heads of K and V (kv_b_proj), the instance has kv
+        raise ValueError(_cannot_run(t, f"transformers' MLA attention expands the latent to num_attention_heads "
+                                        f"({heads}) heads of K and V, while the backend's RadixAttention (and "
+                                        f"ModelConfig's pool) holds num_key_value_heads ({kv})"))
+    return kv, head_dim
 
 
 def check(model: Model, tp: int = 1, pp: int = 1) -> None:
     """What SGLang 0.5.23's own code refuses for a family it runs."""
+    if model.model_type in EXPANDED_MLA:
+        kv, _ = expanded_mla_shape(model)
+        if not divides(tp, kv):
+            # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L943-L949 divide(num_kv_heads, tp)
+            raise ValueError(f"SGLang 0.5.23 runs {model.model_type} through its Transformers backend, whose "
+                             f"RadixAttention divides the {kv} KV heads by tp {tp} (divide() asserts divisibility, "
+                             "python/sglang/srt/models/transformers.py): tp must divide them")
     if model.model_type in BACKEND_WITH_PLANS and tp > 1:
         # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L943-L949: RadixAttention(num_heads=divide(
         # num_heads, tp), num_kv_heads=divide(num_kv_heads, tp)); distributed/utils.py#L75-L79 divide asserts it

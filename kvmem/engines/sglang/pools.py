@@ -17,7 +17,7 @@ from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
-from .families import check as check_family
+from .families import EXPANDED_MLA, expanded_mla_shape, check as check_family
 
 
 GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)
@@ -235,7 +235,9 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     if shared:
         notes.append(f"{shared} KV-shared layers (Gemma-3n) are given pool buffers like every other layer: "
                      "the pool has one buffer per model layer; whether SGLang skips shared layers is unverified")
-    mla = [layers[i] for i in full if layers[i].kind == MLA]
+    # the Transformers backend runs these MLA families as MHA of the expanded heads (families.expanded_mla_shape)
+    expanded = expanded_mla_shape(model) if model.model_type in EXPANDED_MLA else None
+    mla = [layers[i] for i in full if layers[i].kind == MLA and expanded is None]
     k_row, v_row, cell = {}, {}, {}
     index_row = window = 0
     indexed = frozenset()
@@ -286,7 +288,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
         for role, indices in (("full", full), ("swa", swa)):
             if not indices:
                 continue
-            kv_heads, hd_k, hd_v = _head_shape(model, indices, role)
+            kv_heads, hd_k, hd_v = (*expanded, expanded[1]) if expanded else _head_shape(model, indices, role)
             if role == "swa" and model.model_type == "step3p5":
                 kv_heads = _step3p5_swa_kv_heads(model, kv_heads)
             per_rank = kv_heads_per_rank(kv_heads, tp)
