@@ -1,6 +1,6 @@
 """DeepSeek-V4 under vLLM 0.33.0: each layer's caches and the packed groups vLLM plans them into.
 
-What one decoder layer builds (vllm@v0.33.0 vllm/models/deepseek_v4/attention.py
+What one decoder layer builds (vllm@v0.33.0 vllm/models/deepseek_v4/attention.py#L201-L473
 DeepseekV4Attention.__init__, compress_ratio = max(1, compress_rates[layer_types[i]])):
 
     swa_cache          every layer: the last sliding_window K=V rows (DeepseekV4SWACache,

@@ -28,8 +28,8 @@ def _attention_spec(layer: Layer, fmt: KVFormat, tp: int, block: int) -> list[Pa
     heads = kv_heads_per_rank(layer.kv_heads, tp)
     if layer.kind == FULL and layer.index_head_dim:
         # MiniMax-M3's sparse layers: K and V (FullAttentionSpec) and a key-only index cache of one head of
-        # sparse_index_dim in bf16, its indexer_kv_dtype default (vllm@v0.33.0
-        # vllm/models/minimax_m3/nvidia/model.py#L562-L571, #L507-L509; common/indexer.py#L145-L153)
+        # sparse_index_dim in bf16, its indexer_kv_dtype default
+        # (vllm@v0.33.0 vllm/models/minimax_m3/nvidia/model.py#L562-L571, #L507-L509; common/indexer.py#L145-L153)
         return [PageSpec("full", block, heads, layer.head_dim_k, layer.head_dim_v, fmt.nbytes, fmt.mode),
                 PageSpec("mla", block, 1, layer.index_head_dim, layer.index_head_dim, 2)]
     if layer.kind == FULL:
@@ -66,7 +66,8 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
     if model.model_type == "deepseek_v4":
         return _deepseek_v4_plan(model, kv_dtype, pp, opts)
     if any(layer.kind == "compressed" for layer in model.layers):
-        # vllm@v0.33.0 builds compressed attention's caches in vllm/models/deepseek_v4/ only
+        # vLLM 0.33.0 builds compressed attention's caches in its DeepSeek-V4 model only
+        # (vllm@v0.33.0 vllm/models/deepseek_v4/attention.py#L201-L473 DeepseekV4Attention.__init__)
         raise ValueError(f"vLLM 0.33.0 builds compressed-attention caches only in its DeepSeek-V4 model "
                          f"(vllm/models/deepseek_v4/); model_type {model.model_type!r} has compressed layers")
     fmt = kv_format(model, kv_dtype)
@@ -216,7 +217,7 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
     page_1 = one.page_bytes
     align = max(kernel_align, block)
     if layer.kind == MLA:
-        # vllm@v0.33.0 vllm/platforms/interface.py _align_hybrid_block_size: "For hybrid MLA/Mamba
+        # vllm@v0.33.0 vllm/platforms/interface.py#L1083-L1088 _align_hybrid_block_size: "For hybrid MLA/Mamba
         # models, make the manager block size a multiple of 128" (TRTLLM/FlashInfer MLA decode)
         align = max(align, 128)
     if opts.mamba_cache_mode == "all":
@@ -244,8 +245,9 @@ def _unify_hybrid(units: list, notes: list, asked: bool, release=None) -> list:
     kinds = {spec.kind for _, spec in units}
     windows = {spec.window for _, spec in units if spec.kind in ("sliding", "chunked")}
     if len(windows) > 1 and release is not None and release >= PADDED_ATTENTION_PAGES:
-        # vllm@v0.33.0 kv_cache_planning.py _promote_local_kv_cache_specs keeps each promoted spec's window,
-        # and FullAttentionSpec.merge_window_sizes refuses more than one (kv_cache_interface.py)
+        # vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L744-L816 _promote_local_kv_cache_specs keeps each
+        # promoted spec's window, and FullAttentionSpec.merge_window_sizes refuses more than one
+        # (vllm@v0.33.0 vllm/v1/kv_cache_interface.py#L650-L660)
         raise ValueError("All attention layers in the same KV cache group must have the same window size. "
                          f"(vLLM 0.33.0 with the hybrid KV cache manager off, windows {sorted(windows)})")
     if kinds & {"full", "mla"} and kinds & {"sliding", "chunked"}:
@@ -285,7 +287,7 @@ def _group(units: list, release, notes: list) -> tuple[list, list, bool, int]:
     for owner, spec in units:
         page = spec.page_bytes
         if largest % page and spec.kind in ("full", "sliding", "chunked") and release >= PADDED_ATTENTION_PAGES:
-            # vllm@v0.33.0 kv_cache_planning.py unify_kv_cache_spec_page_size: a non-MLA attention page
+            # vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L346-L408 unify_kv_cache_spec_page_size: a non-MLA page
             # that does not divide the largest is padded to it (its block size kept)
             padded.add((page, largest))
             unified.append((owner, replace(spec, padded=largest)))

@@ -1,7 +1,7 @@
 """vLLM's startup lines, checked (V1: vllm/v1/worker/gpu_worker.py, vllm/v1/core/kv_cache_utils.py).
 
-Settings, read from the log (``printed``): the engine's config line (vllm@v0.33.0
-vllm/v1/engine/core.py#L139-L143 "Initializing a V1 LLM engine (v0.33.0) with config: model=...,
+Settings, read from the log (``printed``): the engine's config line
+(vllm@v0.33.0 vllm/v1/engine/core.py#L139-L143 "Initializing a V1 LLM engine (v0.33.0) with config: model=...,
 max_seq_len=..., tensor_parallel_size=..., pipeline_parallel_size=..., quantization=...,
 kv_cache_dtype=..., enable_prefix_caching=...", VllmConfig.__str__ in vllm/config/vllm.py#L2809-L2844;
 "Initializing an LLM engine (v...)" is the v0 engine) and the API server's "non-default args: {...}"

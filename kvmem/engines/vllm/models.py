@@ -39,7 +39,7 @@ def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
 def check_indexers(model: Model, notes: list) -> None:
     """GLM-5: the layers that keep an indexer key as vLLM decides them.
 
-    vllm@v0.33.0 vllm/models/deepseek_v32/attention.py (and deepseek_v2.py): a layer skips its
+    vllm@v0.33.0 vllm/models/deepseek_v32/attention.py#L166-L177 (and deepseek_v2.py): a layer skips its
     indexer where index_topk_pattern[i] == "S", else (no pattern) where max(i - offset + 1, 0) %
     index_topk_freq != 0 (offset index_skip_topk_offset, default 2; freq default 1); it does not read
     transformers' indexer_types, so a config whose indexer_types disagrees is refused.
@@ -99,7 +99,8 @@ def bailing_kda_layers(n_layers: int, group: int) -> list[bool]:
 
 
 def _bailing_layers(model: Model, draft) -> tuple[Layer, ...]:
-    """Ling-3 (bailing_hybrid) as vllm@v0.33.0 bailing_moe_v3.py BailingMoeV3ForCausalLM builds it: KDA where
+    """Ling-3 (bailing_hybrid) as vLLM builds it (vllm@v0.33.0 vllm/model_executor/models/bailing_moe_v3.py#L1414-L1572
+    BailingMoeV3ForCausalLM): KDA where
     bailing_kda_layers says so, with the state kda_state_shape(tp, num_attention_heads, config.head_dim,
     short_conv_kernel_size) (#L651-L660: conv 3 x heads x head_dim, recurrent heads x head_dim x head_dim, float32);
     MLA elsewhere, kv_lora_rank + qk_rope_head_dim in one latent head (model_arch_config_convertor.py#L294-L320
@@ -149,7 +150,7 @@ HY_V4_SPARSE_TYPES = ("sparse_attention", "sparse", "indexed_attention", "deepse
 def _hy_v4_layers(model: Model) -> tuple[Layer, ...]:
     """HY-V4: the MLA latent on every layer; an indexer key (DeepseekV32IndexerCache, 132 B) where vLLM builds one.
 
-    vllm@v0.33.0 vllm/models/hy_v4/nvidia/attention.py: a layer is sparse when the file's layer_types names a
+    vllm@v0.33.0 vllm/models/hy_v4/nvidia/attention.py#L322-L328: a layer is sparse when the file's layer_types names a
     sparse type (#L322-L328; vLLM's HYV4Config leaves layer_types unset, transformers' makes every layer
     indexed_attention); a sparse layer keeps its own indexer unless indexer_types says "shared"
     (compute_skip_topk_layers #L61-L113; vLLM's default: full on layer 0 and every (i - 1) % 4 == 0,
@@ -177,7 +178,8 @@ def _hy_v4_layers(model: Model) -> tuple[Layer, ...]:
 
 
 def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
-    """MiMo-V2-Flash's layers as vLLM builds their attention (vllm@v0.33.0 mimo_v2.py MiMoV2DecoderLayer).
+    """MiMo-V2-Flash's layers as vLLM builds their attention
+    (vllm@v0.33.0 vllm/model_executor/models/mimo_v2.py#L382-L500 MiMoV2FlashDecoderLayer).
 
     Sliding layers (hybrid_layer_pattern 1): swa_num_key_value_heads x swa_head_dim K and
     swa_v_head_dim V (swa_head_dim when absent), a window of sliding_window_size itself (transformers
@@ -197,15 +199,16 @@ def _mimo_layers(model: Model, tp: int) -> tuple[Layer, ...]:
 
 
 # Model files that pass sliding_window + 1 as the layer's window ("cohere swa layer sees [pos -
-# sliding_window, pos]"; vllm@v0.33.0 commandr.py CohereAttention, cohere2_moe.py); the release it
-# landed in is not pinned here, so earlier releases keep the config's window
+# sliding_window, pos]"; vllm@v0.33.0 vllm/model_executor/models/commandr.py#L237-L244, cohere2_moe.py#L256);
+# the release it landed in is not pinned here, so earlier releases keep the config's window
 WINDOW_PLUS_ONE = ("cohere2", "cohere2_moe")
 WINDOW_PLUS_ONE_FROM = (0, 33)
 
 
 def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     """Laguna: each layer's query heads from num_attention_heads_per_layer; its head_dim is the config's
-    head_dim, else hidden_size // that layer's query heads (vllm@v0.33.0 laguna.py LagunaAttention)."""
+    head_dim, else hidden_size // that layer's query heads
+    (vllm@v0.33.0 vllm/model_executor/models/laguna.py#L248-L460 LagunaAttention)."""
     per_layer = model.config.get("num_attention_heads_per_layer")
     if per_layer is None:
         return model.layers
@@ -275,10 +278,11 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
 
 
 def _check_step3p5(model: Model, tp: int) -> None:
-    """Step-3.5 / 3.7 (vllm@v0.33.0 step3p5.py Step3p5DecoderLayer #L418-L455): every layer K and V of
-    num_attention_groups heads of head_dim, sliding layers (layer_types) with sliding_window -- kvmem's
-    reading; a sliding layer's query heads are num_sliding_attention_heads (#L71-L84), which tp must
-    divide (Step3p5Attention asserts it) and which, without head_dim, would set its head_dim (L220)."""
+    """Step-3.5 / 3.7 (vllm@v0.33.0 vllm/model_executor/models/step3p5.py#L418-L455 Step3p5DecoderLayer):
+    every layer K and V of num_attention_groups heads of head_dim, sliding layers (layer_types) with
+    sliding_window -- kvmem's reading; a sliding layer's query heads are num_sliding_attention_heads
+    (#L71-L84), which tp must divide (Step3p5Attention asserts it) and which, without head_dim, would set
+    its head_dim (L220)."""
     heads = model.config.get("num_sliding_attention_heads")
     if heads and any(layer.kind == SLIDING for layer in model.layers):
         if not divides(tp, heads):
@@ -302,6 +306,6 @@ def check_heads(model: Model, tp: int) -> None:
 
 
 # Model files whose attention takes head_dim = hidden_size // num_attention_heads whatever the config
-# says (vllm@v0.33.0 granitemoehybrid.py GraniteMoeHybridAttention, lfm2.py Lfm2Attention, lfm2_moe.py,
-# dbrx.py DbrxAttention: d_model // n_heads, olmo_hybrid.py OlmoHybridAttention)
+# says (vllm@v0.33.0 vllm/model_executor/models/granitemoehybrid.py#L240 GraniteMoeHybridAttention, lfm2.py#L103-L193
+# Lfm2Attention, lfm2_moe.py#L174-L262, dbrx.py#L188-L270 DbrxAttention: d_model // n_heads, olmo_hybrid.py#L81-L191)
 HIDDEN_HEAD_DIM_TYPES = ("granitemoehybrid", "lfm2", "lfm2_moe", "dbrx", "olmo_hybrid")

@@ -55,7 +55,7 @@ TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
 IN_FLIGHT_BATCHES = (0, 26)           # PR #47728: windows reserve max_concurrent_batches x T
 NULL_BLOCK = (0, 28)                  # PR #47272 (merged 2026-08-20): checks leave out the null block
 # PR #50462 (merged 2026-07-30, update_kv_cache_capacity): "GPU KV cache size: N tokens, Maximum concurrency
-# for L tokens per request: X x" on ONE line (vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py); in 0.28 at the
+# for L tokens per request: X x" on ONE line (vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py#L1136-L1154); in 0.28 at the
 # latest (merged before PR #47272); 0.19 prints two (vllm#40691); 0.27 unverified
 ONE_LOG_LINE = (0, 28)
 LATEST = (0, 33)                      # the release kvmem was last checked against (vLLM 0.33.0)

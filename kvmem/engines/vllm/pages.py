@@ -25,7 +25,7 @@ class PageSpec:
     padded: int = 0            # the page it is padded to (0 = unpadded): Mamba, or attention from 0.33
     # DeepSeek-V4's specs (kvmem.engines.vllm.compressed): one stored row per tokens_per_state tokens, of
     # state_content bytes per head (0: (head_size + head_size_v) x dtype_bytes), the page rounded up to
-    # a multiple of align (vllm@v0.33.0 kv_cache_interface.py AttentionSpec, _apply_alignment_padding);
+    # a multiple of align (vllm@v0.33.0 vllm/v1/kv_cache_interface.py#L719-L725 _apply_alignment_padding);
     # role "state": a compressor's state, counted as state_bytes
     tokens_per_state: int = 1
     state_content: int = 0
@@ -57,7 +57,7 @@ class PageSpec:
             real = bs * self.heads * (_nvfp4_dim(self.head_size) + _nvfp4_dim(self.head_size_v))
         elif self.kind == "full":
             real = bs * self.heads * (self.head_size + self.head_size_v) * self.dtype_bytes
-        else:   # AttentionSpec: (head_size + head_size_v) per head (vllm@v0.33.0 kv_cache_interface.py)
+        else:   # (head_size + head_size_v) per head: vllm@v0.33.0 vllm/v1/kv_cache_interface.py#L603-L608
             real = bs * self.heads * (self.head_size + self.head_size_v) * self.dtype_bytes
         if self.mode == "per_token_head":
             real += 2 * bs * self.heads * 4

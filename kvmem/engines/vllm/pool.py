@@ -23,7 +23,7 @@ def pool_page_bytes(plan: Plan) -> int:
 
 def packed_block_bytes(plan: Plan, members: set) -> int:
     """A packed plan's block: one page of every layer of its widest group on this rank
-    (vllm@v0.33.0 kv_cache_planning.py _get_kv_cache_bytes_per_block, block-outermost layouts)."""
+    (vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L574-L605 _get_kv_cache_bytes_per_block, block-outermost)."""
     return max(sum(plan.units[i][1].page_bytes for i in group if i in members) for group in plan.groups)
 
 

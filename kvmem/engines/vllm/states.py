@@ -26,8 +26,9 @@ def state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int
                          "their recurrent state in float32 whatever it says, while its block alignment "
                          "(get_mamba_state_dtype_from_config) takes it; kvmem sizes only 'auto' or 'float32'")
     if model.model_type == "bailing_hybrid":
-        # vllm@v0.33.0 bailing_moe_v3.py#L642-L649, #L1483-L1489: kda_state_dtype(model dtype, mamba_cache_dtype)
-        # without mamba_ssm_cache_dtype, whose "auto" is float32: the recurrent state is float32 whatever it says
+        # vllm@v0.33.0 vllm/model_executor/models/bailing_moe_v3.py#L642-L649, #L1483-L1489:
+        # kda_state_dtype(model dtype, mamba_cache_dtype) without mamba_ssm_cache_dtype, whose "auto" is float32:
+        # the recurrent state is float32 whatever it says
         if ssm_option not in ("auto", "float32", "fp32"):
             notes.append(f"mamba_ssm_cache_dtype {ssm_option!r} not read: vLLM 0.33.0's BailingMoeV3 KDA layers keep "
                          "their recurrent state in float32")
@@ -47,7 +48,7 @@ def state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int
         # NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32".
         return conv, _state_bytes_named("mamba_ssm_cache_dtype", ssm_dtype or "float32")
     if model.model_type == "kimi_linear":
-        # vllm@v0.33.0 mamba_utils.py MambaStateDtypeCalculator.kda_state_dtype: "auto" = float32
+        # vllm@v0.33.0 vllm/model_executor/layers/mamba/mamba_utils.py#L132-L149 kda_state_dtype: "auto" = float32
         return conv, STATE_DTYPES["float32"]
     return conv, conv
 
@@ -59,7 +60,8 @@ def _state_bytes_named(field: str, name) -> int:
     return STATE_DTYPES[key]
 
 
-# vllm@v0.33.0 mamba_utils.py MambaStateShapeCalculator: which shape rule each family's model file calls
+# vllm@v0.33.0 vllm/model_executor/layers/mamba/mamba_utils.py#L152-L319 MambaStateShapeCalculator: which shape
+# rule each family's model file calls
 MAMBA1_TYPES = ("jamba", "mamba", "falcon_mamba")          # mamba1_state_shape (jamba.py, mamba.py)
 # mamba2_state_shape (nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py): the config fields
 # holding (n_groups, d_state) as each model file reads them
