@@ -24,7 +24,7 @@ MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or lay
 
 __all__ = ["MAX_PARALLEL", "check_parallel", "kv_heads_per_rank", "pp_stages", "largest_stage", "layer_heads",
            "state_share", "cdiv", "divides", "require_divides", "kv_heads_split", "check_pp_layers",
-           "replicated_excess"]
+           "replicated_excess", "attention_tp", "check_expert_parallel", "expert_share", "gpus_of"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -105,3 +105,46 @@ def state_share(elements: int, heads: int, tp: int) -> int:
     if tp > 1:
         require_divides(tp, heads, "recurrent-state heads")
     return elements // tp if tp > 1 else elements
+
+
+# ---- past one server: data-parallel attention, expert parallelism, nodes (issue 36) -------------------
+#
+# Data-parallel attention (SGLang --attn-dp-size, formerly --dp-size N --enable-dp-attention) splits the
+# tp ranks into attn_dp groups of attn_tp = tp // attn_dp: attention weights and the KV cache split over
+# attn_tp only, and each group keeps its own requests and its own KV pool, while the MoE layers stay
+# over all tp ranks (sglang@v0.5.23 python/sglang/srt/runtime_context.py#L73-L76 derive_attn_tp_size).
+# Expert parallelism: ep ranks each hold (experts + redundant) // ep routed experts, each of them split
+# again over moe_tp = tp // ep (sglang@v0.5.23 python/sglang/srt/layers/moe/fused_moe_triton/layer.py
+# #L403-L416): one rank holds (experts + redundant) / (experts x tp) of the routed experts' bytes, so
+# without redundant experts ep moves experts between ranks but not bytes.
+
+
+def attention_tp(tp: int, attn_dp: int) -> int:
+    """The attention TP width under data-parallel attention: tp // attn_dp (attn_dp must divide tp)."""
+    if tp % attn_dp:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L326 assert tp_size % attn_dp_size == 0
+        raise ValueError(f"attn_dp_size={attn_dp} must divide tp={tp} (attention groups of tp // attn_dp_size ranks)")
+    return tp // attn_dp
+
+
+def check_expert_parallel(tp: int, ep: int, experts: int, redundant: int = 0) -> int:
+    """Routed experts (physical: with ``redundant`` copies) one EP rank holds; ep must divide tp and them."""
+    if tp % ep:
+        raise ValueError(f"ep_size={ep} must divide tp={tp} (moe_tp = tp // ep_size ranks split each expert)")
+    physical = experts + redundant
+    if physical % ep:
+        raise ValueError(f"ep_size={ep} must divide the {physical} physical experts ({experts} routed + {redundant} "
+                         "redundant): each EP rank holds an equal share")
+    return physical // ep
+
+
+def expert_share(tp: int, experts: int, redundant: int = 0) -> Fraction:
+    """What one rank holds of the routed experts' bytes: (experts + redundant) / (experts x tp), whatever ep."""
+    return Fraction(experts + redundant, experts * tp)
+
+
+def gpus_of(nodes: int, gpus_per_node: int) -> int:
+    """GPUs in all: nodes x GPUs per node (SGLang --nnodes, vLLM's ranks over hosts)."""
+    require_positive_int("nodes", nodes, MAX_PARALLEL)
+    require_positive_int("gpus_per_node", gpus_per_node, MAX_PARALLEL)
+    return nodes * gpus_per_node

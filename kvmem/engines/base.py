@@ -206,6 +206,11 @@ class SizingRules:
                                          why its pools would not serve the batch at once though the
                                          budget holds its bytes (SGLang's full and SWA pools, its
                                          request cap), None where they do; no rule: the bytes decide
+    weights_per_device(weights, model, tp=, pp=, options=) -> (bytes, notes)
+                                         its weights on one GPU where its parallel options (data-parallel
+                                         attention, expert parallelism) change them; None: Weights.per_device
+    kv_groups(options) -> int            KV pools with their own requests in one tp x pp group (SGLang's
+                                         attention data-parallel groups); None: one
     placement_verdict(setup, answer) -> answer | None
                                          asked when the workload does not fit with the whole model on
                                          the GPUs: the answer of its best placement over GPUs and host
@@ -233,6 +238,8 @@ class SizingRules:
     startup: StartupNumbers | None = None
     pools_refuse: Callable | None = None
     placement_verdict: Callable | None = None
+    weights_per_device: Callable | None = None
+    kv_groups: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from .sglang_runtime import load
 __all__ = ["version", "directed_cases", "family_cases", "random_cases", "random_case", "run_case", "NOTES"]
 
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "mistral", "deepseek_v2")
-NOTES = ("SGLang capacity sizing (pool_configurator.py) is not run: it reads a GPU's free memory",)
+NOTES = ("SGLang capacity sizing (pool_configurator.py) is not run for the pools: it reads a GPU's free memory",
+         "the data-parallel attention cases run it on kvmem's weights per GPU (sglang_dp.py)")
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8_e4m3": "float8_e4m3fn",
            "fp8_e5m2": "float8_e5m2"}
 
@@ -66,7 +67,15 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
                 if not kv_heads_split(heads, tp):
                     continue
             out.append((f"{name}#{i}", model, setting))
-    return out + family_cases()
+    return out + family_cases() + dp_cases()
+
+
+def dp_cases(seed: int = 0, n: int = 8) -> list[tuple[str, None, dict]]:
+    """Data-parallel attention / expert-parallel settings (kvmem/oracles/sglang_dp.py): the directed ones and
+    ``n`` seeded ones, judged by SGLang's own start-up chain (run_case: the setting holds them under "dp")."""
+    from . import sglang_dp
+    chosen = sglang_dp.cases() + [sglang_dp.random_case(seed, i) for i in range(n)]
+    return [(name, None, {"dp": setting}) for name, setting in chosen]
 
 
 def family_cases(seed: int = 0, variations: int = 2) -> list[tuple[str, Model | None, dict]]:
@@ -97,6 +106,9 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     """kvmem's pool bytes and log line beside SGLang's real pool, built on the CPU; a family case
     (family_cases) compares kvmem's layout with SGLang's ModelConfig instead."""
+    if "dp" in setting:
+        from . import sglang_dp
+        return sglang_dp.run_case(name, setting["dp"])
     if "config" in setting:
         from . import sglang_families
         return sglang_families.run_config(name, setting["config"], setting["tp"])

@@ -61,7 +61,10 @@ class Setup:
 
     @property
     def replicas(self) -> int:
-        return self.num_gpus // (self.tp * self.pp)
+        """Copies of the KV pool serving requests apart: model copies x the engine's KV groups per copy
+        (SizingRules.kv_groups: SGLang's attention data-parallel groups)."""
+        groups = self.rules.kv_groups(self.engine_options) if self.rules.kv_groups else 1
+        return self.num_gpus // (self.tp * self.pp) * groups
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,12 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
     else:
         weights_obj = model_weights(s.model, s.weight_dtype)
         notes.extend(weights_obj.notes)
-        weights_dev = weights_obj.per_device(tp=s.tp, pp=s.pp, replicated=rules.replicates_kv_weights)
+        if rules.weights_per_device is not None:
+            weights_dev, parallel_notes = rules.weights_per_device(weights_obj, s.model, tp=s.tp, pp=s.pp,
+                                                                   options=s.engine_options)
+            notes.extend(parallel_notes)
+        else:
+            weights_dev = weights_obj.per_device(tp=s.tp, pp=s.pp, replicated=rules.replicates_kv_weights)
         if rules.weights_extra is not None:
             extra, extra_notes = rules.weights_extra(s.model)
             weights_dev += extra

@@ -312,7 +312,8 @@ def test_pipeline_stage_with_most_layers():
 
 def test_registered_with_its_defaults():
     assert "sglang" in kvmem.list_engines()
-    assert kvmem.engines.ENGINES["sglang"].options == sglang.DEFAULTS
+    from kvmem.engines.sglang.parallel import PARALLEL_DEFAULTS
+    assert kvmem.engines.ENGINES["sglang"].options == {**sglang.DEFAULTS, **PARALLEL_DEFAULTS}
 
 
 @pytest.mark.parametrize("options, message", [

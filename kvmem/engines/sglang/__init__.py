@@ -62,7 +62,7 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
    out-of-window tokens lazily (``_evict_swa``, page-aligned, between steps), so the real
    occupancy runs up to about a window and a page above this. Recurrent state is
    ``batch`` x the per-request state (the pool's own extra slot is not counted).
-   Not modelled: speculative-decoding draft pools, data-parallel attention, host (HiCache) tiers.
+   Not modelled: speculative-decoding draft pools, host (HiCache) tiers (data-parallel attention: module parallel).
 
 6. Opt-in families (module families): those SGLang 0.5.23 runs and kvmem lays out as its ModelConfig does
    (FAMILIES, checked with kvmem/oracles/sglang_families.py), and those it does not run (REFUSALS, with
@@ -74,13 +74,14 @@ Read in sgl-project/sglang (2025-2026 main; files named as in the repository):
 Modules: families (which opt-in families it runs), pools (the layout of the layers and the pools'
 bytes), mamba (a hybrid's state pool and
 request cap), entry (estimate, capacity),
-budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU).
+budget (what kvmem.sizing asks: mem_fraction_static and its default by GPU), parallel (data-parallel
+attention and expert parallelism: the pool per attention group, the weights per GPU).
 """
 
 from ..base import EngineSpec, PastPositions
 from .families import FAMILIES, REFUSALS
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
-from .entry import capacity, estimate
+from .parallel import DECLARED, PARALLEL_DEFAULTS, capacity, estimate
 from .launch import LAUNCHER
 from .logs import READER
 from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
@@ -92,5 +93,7 @@ __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "est
 POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
                "other model files)")
-SPECS = (EngineSpec("sglang", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, POSITIONS, QUERY_HEADS,
-                    pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER),)
+SPECS = (EngineSpec("sglang", {**DEFAULTS, **PARALLEL_DEFAULTS}, estimate, capacity, SIZING, prefix_sharing,
+                    POSITIONS, QUERY_HEADS,
+                    pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
+                    declared=DECLARED),)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...model import Model
 from ...parallel import cdiv
-from .entry import capacity
+from .parallel import capacity, kv_tp
 from .pools import make_layout
 
 
@@ -32,7 +32,8 @@ def pools_refuse(model: Model, *, kv_memory: int, tokens: int, batch: int, kv_dt
         return (f"SGLang's {pool} holds {full_tokens:,} tokens (max_total_num_tokens), fewer than the "
                 f"{need:,} {_requests(batch, tokens)}")
     if details.swa_layer_tokens is not None:
-        window = make_layout(model, kv_dtype=kv_dtype, tp=tp, **options).window
+        tp_kv, rest = kv_tp(model, tp, pp, options)
+        window = make_layout(model, kv_dtype=kv_dtype, tp=tp_kv, **rest).window
         need = batch * cdiv(min(tokens, window), page) * page
         if details.swa_layer_tokens < need:
             return (f"SGLang's sliding-window pool holds {details.swa_layer_tokens:,} tokens, fewer than the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .admission import pools_refuse
+from .parallel import kv_groups, weights_per_device
 from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, StartupNumbers,
                     fraction_option, share_whole_blocks)
@@ -30,7 +31,11 @@ from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixShari
 MIB = 1 << 20
 NON_TORCH_BYTES = 512 * MIB
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
-                  "mem_fraction_static": None, "chunked_prefill_size": None, "cuda_graph_max_bs": None}
+                  "mem_fraction_static": None, "chunked_prefill_size": None, "cuda_graph_max_bs": None,
+                  # --enable-hierarchical-cache and its host pool (kvmem.engines.sglang.hicache; its defaults
+                  # there: ratio 2.0, fraction 0.8), host_memory_bytes the node's RAM (kvmem.host)
+                  "enable_hierarchical_cache": False, "hicache_ratio": None, "hicache_size": 0,
+                  "hicache_host_memory_fraction": 0.8, "host_memory_bytes": None}
 _MEMORY_BUCKETS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
                    (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512))   # MiB, chunk, bs tp<4, bs tp>=4
 _LARGEST_BUCKET = (16384, 512)
@@ -47,8 +52,9 @@ def sglang_chunked_prefill_size(gpu_memory_bytes: int) -> int:
 
 def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
                                chunked_prefill_size: int | None = None,
-                               cuda_graph_max_bs: int | None = None) -> Fraction:
-    """SGLang's default mem_fraction_static for a GPU of ``gpu_memory_bytes`` (nvidia-smi total)."""
+                               cuda_graph_max_bs: int | None = None, attn_dp_size: int = 1) -> Fraction:
+    """SGLang's default mem_fraction_static for a GPU of ``gpu_memory_bytes`` (nvidia-smi total);
+    ``attn_dp_size`` > 1 (data-parallel attention) reserves more for the decode graph's padding."""
     gpu_mem = gpu_memory_bytes // MIB
     cps, bs = _LARGEST_BUCKET
     for limit, chunk, small_tp, large_tp in _MEMORY_BUCKETS:
@@ -58,6 +64,11 @@ def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 
     cps = chunked_prefill_size if chunked_prefill_size is not None else cps
     bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else bs
     reserved = 512 + Fraction(3, 2) * max(cps, 2048) + 2 * bs + Fraction(tp * pp, 8) * 1024
+    if attn_dp_size > 1:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/memory_hook.py#L370-L378 reserve_for_graph_mb: DP attention
+        # pads the decode graph, max_bs x attn_dp x 3 MiB, x 1.5 more above max_bs 300; before the 10 GiB floor
+        # (#L313-L315), and from the chunk before _handle_data_parallelism divides it (parallel_hook.py#L326-L335)
+        reserved += bs * attn_dp_size * 3 + (Fraction(3, 2) * bs * attn_dp_size if bs > 300 else 0)
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, Fraction(10 * 1024))
     return round(Fraction(gpu_mem - reserved) / gpu_mem, 3)
@@ -69,7 +80,8 @@ def _defaults(gpu, _context: int, tp: int, pp: int, _engine_options: dict, sizin
                               "mem_fraction_static given")
     mfs = sglang_mem_fraction_static(gpu.memory_bytes, tp=tp, pp=pp,
                                      chunked_prefill_size=sizing_options.get("chunked_prefill_size"),
-                                     cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"))
+                                     cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"),
+                                     attn_dp_size=kv_groups(_engine_options))
     return EngineDefaults("sglang", {"mem_fraction_static": mfs},
                           f"SGLang's default mem_fraction_static for this GPU: {float(mfs):.3f}")
 
@@ -94,6 +106,7 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True,
                      replicates_kv_weights=True, pools_refuse=pools_refuse,
+                     weights_per_device=weights_per_device, kv_groups=kv_groups,
                      startup=StartupNumbers(
                          "max_total_num_tokens",
                          "the free memory SGLang measures before and after loading the weights, which kvmem estimates",

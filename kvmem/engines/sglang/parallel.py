@@ -1,0 +1,167 @@
+"""SGLang past plain tensor parallelism: data-parallel attention and expert parallelism (issue 36).
+
+Three options, declared here and added to the engine's options (kvmem.engines.sglang SPECS):
+
+    attn_dp_size               --attn-dp-size N (0.5.23's spelling of the deprecated ``--dp-size N
+                               --enable-dp-attention``, sglang@v0.5.23 python/sglang/srt/arg_groups/
+                               parallel_hook.py#L39-L62): N attention groups of attn_tp = tp // N ranks
+    ep_size                    --ep-size N: N ranks share the routed experts, each expert split again over
+                               moe_tp = tp // N (sglang@v0.5.23 python/sglang/srt/layers/moe/fused_moe_triton/
+                               layer.py#L403-L416)
+    ep_num_redundant_experts   --ep-num-redundant-experts R: R extra physical experts (EPLB), held beside the
+                               routed ones (sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L750-L756)
+
+What changes per GPU (kvmem.parallel has the shared rules):
+- KV: the pool is laid out for attn_tp (pool_configurator.py#L356 ``tp_size = get_parallel().attn_tp_size``,
+  #L438 get_num_kv_heads(attn_tp_size)); each attention group keeps its own requests, so a tp group of
+  attn_dp groups holds attn_dp pools (``kv_groups``). An MLA latent is the same on every rank, so an MLA
+  model's pool per GPU is unchanged by attn_dp but the tp group holds attn_dp times the tokens.
+- Weights: the attention projections split over attn_tp (models/deepseek_v2.py#L2051-L2093
+  parallel_group="attn_tp"), the input embedding over attn_tp too (layers/vocab_parallel_embedding.py
+  #L166-L185 get_embedding_tp_kwargs: use_attn_tp_group under DP attention); lm_head, the dense and shared
+  MLPs and the experts stay over tp (deepseek_v2.py#L3291-L3296 lm_head use_attn_tp_group only with
+  --enable-dp-lm-head; #L2664-L2672 the dense MLP over tp unless moe_dense_tp_size is 1; #L888-L897 shared
+  experts over tp with the default moe_a2a_backend none). Redundant experts add R / (E x tp) of the routed
+  experts' bytes.
+- Reserve: the default mem_fraction_static adds max_bs x attn_dp x 3 MiB, and x 1.5 more when the decode
+  graph's max_bs is above 300 (arg_groups/memory_hook.py#L370-L378 reserve_for_graph_mb), before the
+  10 GiB floor (#L313-L315); kvmem.engines.sglang.budget applies it.
+- Requests: --max-running-requests is divided among the attention groups (mem_cache/kv_cache_configurator.py
+  #L3130-L3132 resolve_max_num_reqs: max(1, max_running_requests // attn_dp_size) per DP worker).
+
+Sized here: the DeepSeek-V2/V3 architectures (DeepSeek-V3/R1, Kimi K2), whose model file is cited above. Other
+architectures under attn_dp_size are refused by name: their model files place the embedding and MLPs
+by their own rules, which kvmem has not read (a gap, not SGLang's refusal). pp with attn_dp_size is refused
+likewise.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ...model import MLA, Model
+from ...parallel import attention_tp, check_expert_parallel, expert_share
+from ...units import require_positive_int
+from ..declared import Option
+
+__all__ = ["PARALLEL_DEFAULTS", "DECLARED", "settings", "kv_tp", "split_options", "kv_groups",
+           "weights_per_device", "DP_ATTENTION_ARCHITECTURES", "estimate", "capacity"]
+
+PARALLEL_DEFAULTS = {
+    "attn_dp_size": 1,               # sglang@v0.5.23 python/sglang/srt/arg_groups/fields/parallel.py#L81-L90
+    "ep_size": 1,                    # fields/parallel.py#L281-L288
+    "ep_num_redundant_experts": 0,   # fields/exec_.py#L914
+}
+DECLARED = (
+    Option("attn_dp_size", 1, help="--attn-dp-size: data-parallel attention groups of tp // N ranks, each with "
+                                   "its own requests and KV pool (was --dp-size N --enable-dp-attention)"),
+    Option("ep_size", 1, help="--ep-size: expert-parallel ranks sharing the routed experts (divides tp)"),
+    Option("ep_num_redundant_experts", 0, help="--ep-num-redundant-experts: extra physical experts (EPLB)"),
+)
+DP_ATTENTION_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
+
+
+def settings(options: dict) -> tuple[int, int, int]:
+    """(attn_dp_size, ep_size, ep_num_redundant_experts) from engine options, checked."""
+    attn_dp = require_positive_int("attn_dp_size", options.get("attn_dp_size", 1))
+    ep = require_positive_int("ep_size", options.get("ep_size", 1))
+    redundant = options.get("ep_num_redundant_experts", 0)
+    if isinstance(redundant, bool) or not isinstance(redundant, int) or redundant < 0:
+        raise ValueError(f"ep_num_redundant_experts must be a non-negative integer, got {redundant!r}")
+    return attn_dp, ep, redundant
+
+
+def split_options(options: dict) -> tuple[dict, dict]:
+    """(the parallel options, the rest): the pool functions take only the rest."""
+    parallel = {name: options[name] for name in PARALLEL_DEFAULTS if name in options}
+    return parallel, {name: value for name, value in options.items() if name not in PARALLEL_DEFAULTS}
+
+
+def check(model: Model, tp: int, pp: int, options: dict) -> tuple[int, int, int]:
+    """The settings, refused where SGLang refuses them or kvmem does not size them (with which)."""
+    attn_dp, ep, redundant = settings(options)
+    attention_tp(tp, attn_dp)
+    if attn_dp > 1:
+        arch = model.facts.architectures[0] if model.facts.architectures else model.model_type
+        if arch not in DP_ATTENTION_ARCHITECTURES:
+            raise ValueError(f"kvmem sizes attn_dp_size > 1 for {', '.join(DP_ATTENTION_ARCHITECTURES)} only (their "
+                             f"model file is read: python/sglang/srt/models/deepseek_v2.py); {model.name} is {arch}")
+        if pp > 1:
+            raise ValueError("kvmem sizes attn_dp_size > 1 with pp = 1 only; got pp={pp}".format(pp=pp))
+    if ep > 1 or redundant:
+        moe = model.facts.moe
+        if moe is None or not moe.experts:
+            raise ValueError(f"ep_size / ep_num_redundant_experts split routed experts; {model.name} has none")
+        check_expert_parallel(tp, ep, moe.experts, redundant)
+    return attn_dp, ep, redundant
+
+
+def kv_tp(model: Model, tp: int, pp: int, options: dict) -> tuple[int, dict]:
+    """(the tp SGLang lays the KV pool out for: attn_tp, the options without the parallel ones)."""
+    parallel, rest = split_options(options)
+    attn_dp, _ep, _r = check(model, tp, pp, parallel)
+    return attention_tp(tp, attn_dp), rest
+
+
+def kv_groups(options: dict) -> int:
+    """KV pools (request groups) in one tp group: attn_dp_size."""
+    return settings(options)[0]
+
+
+def _mla_attention_params(model: Model) -> tuple[int, int]:
+    """(attention params, of which replicated down-projections) over the MLA layers: q_a, q_b (or q),
+    kv_a_proj_with_mqa, kv_b, o and the two latent norms (deepseek_v2.py DeepseekV2AttentionMLA)."""
+    f, hidden, heads = model.facts, model.hidden_size, model.num_attention_heads
+    total = replicated = 0
+    for layer in model.layers:
+        if layer.kind != MLA:
+            continue
+        rank, rope = layer.kv_lora_rank, layer.qk_rope_head_dim
+        nope, v_dim, q_rank = f.qk_nope_head_dim, f.v_head_dim, f.q_lora_rank
+        q = hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
+        total += q + hidden * (rank + rope) + rank + rank * heads * (nope + v_dim) + heads * v_dim * hidden
+        replicated += hidden * q_rank + hidden * (rank + rope)
+    return total, replicated
+
+
+def weights_per_device(weights, model: Model, *, tp: int, pp: int, options: dict) -> tuple[int, tuple[str, ...]]:
+    """Weight bytes on one GPU with the parallel options (module docstring); tp alone: Weights.per_device."""
+    attn_dp, _ep, redundant = check(model, tp, pp, options)
+    base = weights.per_device(tp=tp, pp=pp, replicated=True)
+    if attn_dp == 1 and not redundant:
+        return base, ()
+    extra, notes = Fraction(0), []
+    if attn_dp > 1:
+        attn_tp = attention_tp(tp, attn_dp)
+        attn, replicated = _mla_attention_params(model)
+        dense_params = weights.layout.dense_params
+        if not dense_params or attn > dense_params:
+            raise ValueError(f"{model.name}: the weights' dense group ({dense_params} params) does not hold its "
+                             f"{attn} attention params; give weights_bytes")
+        # the attention's share of the dense group's bytes (scales included), split over attn_tp not tp;
+        # the down-projections are whole on every rank either way
+        split_bytes = Fraction(weights.dense_bytes * (attn - replicated), dense_params)
+        widen = Fraction(1, attn_tp) - Fraction(1, tp)
+        extra += (split_bytes + weights.embedding_bytes) * widen
+        notes.append(f"attention data-parallel: {attn_dp} groups of attn_tp {attn_tp}; attention and the input "
+                     f"embedding split over {attn_tp} rank{'s' * (attn_tp != 1)}, experts, dense MLPs and lm_head "
+                     f"over tp {tp}")
+    if redundant:
+        moe = model.facts.moe
+        extra += weights.expert_bytes * (expert_share(tp, moe.experts, redundant) - Fraction(1, tp))
+        notes.append(f"{redundant} redundant experts: {moe.experts + redundant} physical experts")
+    return base + int(extra), tuple(notes)
+
+
+def estimate(model: Model, *, tp: int, pp: int, **options):
+    """entry.estimate for one GPU of an attention group: the pool laid out for attn_tp."""
+    from .entry import estimate as pool_estimate
+    tp_kv, rest = kv_tp(model, tp, pp, options)
+    return pool_estimate(model, tp=tp_kv, pp=pp, **rest)
+
+
+def capacity(model: Model, *, tp: int, pp: int, **options):
+    """entry.capacity for one GPU of an attention group (its own pool, its own requests)."""
+    from .entry import capacity as pool_capacity
+    tp_kv, rest = kv_tp(model, tp, pp, options)
+    return pool_capacity(model, tp=tp_kv, pp=pp, **rest)

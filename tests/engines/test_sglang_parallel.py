@@ -1,0 +1,86 @@
+"""SGLang's data-parallel attention and expert parallelism (kvmem.engines.sglang.parallel, kvmem.parallel).
+
+SGLang's own start-up chain judges the pool and the fraction in tests/oracles/test_sglang_dp_oracle.py; these
+hold the arithmetic by hand."""
+
+from fractions import Fraction
+
+import pytest
+
+import kvmem
+from kvmem.engines.sglang.budget import sglang_mem_fraction_static
+from kvmem.engines.sglang.parallel import weights_per_device
+from kvmem.parallel import attention_tp, check_expert_parallel, expert_share, gpus_of
+from kvmem.sizing.setup import model_weights
+
+H200 = "h200-sxm-141gb"
+
+
+def fit(**options):
+    return kvmem.fit("deepseek-v3", engine="sglang", gpu=H200, num_gpus=8, context="32k", **options)
+
+
+def test_parallel_rules():
+    assert attention_tp(8, 8) == 1 and attention_tp(16, 4) == 4
+    with pytest.raises(ValueError, match="attn_dp_size=3 must divide tp=8"):
+        attention_tp(8, 3)
+    assert check_expert_parallel(8, 8, 256) == 32
+    assert check_expert_parallel(8, 8, 256, 32) == 36          # (256 + 32) // 8
+    with pytest.raises(ValueError, match="ep_size=8 must divide the 260 physical experts"):
+        check_expert_parallel(8, 8, 256, 4)
+    with pytest.raises(ValueError, match="ep_size=3 must divide tp=8"):
+        check_expert_parallel(8, 3, 256)
+    assert expert_share(8, 256) == Fraction(1, 8) and expert_share(8, 256, 32) == Fraction(288, 2048)
+    assert gpus_of(2, 8) == 16
+
+
+def test_tp_alone_is_unchanged():
+    f = fit()
+    assert (f.capacity.tokens, f.max_batch, f.replicas, f.kv_memory_bytes) == (699436, 21, 1, 49150817904)
+
+
+def test_attn_dp_8_on_8_h200():
+    f = fit(attn_dp_size=8)
+    # each GPU its own attention group: 273,420 tokens of 70,272 B (576 x 61 x 2 B) from 19,213,818,229 B;
+    # 273,420 // 32,768 = 8 requests a group, 8 groups
+    assert (f.capacity.tokens, f.kv_memory_bytes, f.replicas, f.max_batch) == (273420, 19213818229, 8, 64)
+    assert "SGLang's default mem_fraction_static for this GPU: 0.769" in f.notes
+
+
+def test_default_fraction_with_attn_dp():
+    # 143,771 MiB; tp 8: max_bs 512, chunk 8192: 512 + 12,288 + 1,024 + 1,024 = 14,848 MiB -> 0.897;
+    # attn_dp 8 adds 512 x 8 x 3 + 512 x 8 x 1.5 = 18,432 MiB -> 33,280 MiB -> 0.769
+    mib = 143771 << 20
+    assert sglang_mem_fraction_static(mib, tp=8) == Fraction(897, 1000)
+    assert sglang_mem_fraction_static(mib, tp=8, attn_dp_size=8) == Fraction(769, 1000)
+    # max_bs 256 (tp 2 < 4): only x 3 -- 512 + 12,288 + 512 + 256 + 256 x 2 x 3 = 15,104 MiB
+    assert sglang_mem_fraction_static(mib, tp=2, attn_dp_size=2) == round(Fraction(143771 - 15104, 143771), 3)
+
+
+def test_weights_per_gpu_under_attn_dp():
+    model = kvmem.get_model("deepseek-v3")
+    w = model_weights(model, "auto")
+    # MLA attention a layer: q_a 7168 x 1536 + 1536 + q_b 1536 x 128 x 192 + kv_a 7168 x 576 + 512
+    #   + kv_b 512 x 128 x 256 + o 128 x 128 x 7168 = 187,107,328; whole on every rank: q_a + kv_a = 15,138,816
+    split = (187107328 - 15138816) * 61                       # 10,490,079,232 params split over attn_tp
+    extra = (Fraction(w.dense_bytes * split, w.layout.dense_params) + w.embedding_bytes) * Fraction(7, 8)
+    base = w.per_device(tp=8, replicated=True)
+    got, notes = weights_per_device(w, model, tp=8, pp=1, options={"attn_dp_size": 8})
+    assert got == base + int(extra) == 95741174721
+    assert "attn_tp 1" in notes[0]
+    # 32 redundant experts: + 32 / (256 x 8) of the routed experts' bytes
+    got_r, _ = weights_per_device(w, model, tp=8, pp=1, options={"ep_size": 8, "ep_num_redundant_experts": 32})
+    assert got_r == base + w.expert_bytes * 32 // 2048
+    # ep alone moves experts between ranks, not bytes
+    assert weights_per_device(w, model, tp=8, pp=1, options={"ep_size": 8})[0] == base
+
+
+def test_refusals_name_the_setting():
+    with pytest.raises(ValueError, match="attn_dp_size > 1 for DeepseekV3ForCausalLM"):
+        kvmem.fit("llama-3.3-70b", engine="sglang", gpu=H200, num_gpus=8, context="8k", attn_dp_size=8)
+    with pytest.raises(ValueError, match="llama-3.3-70b has none"):
+        kvmem.fit("llama-3.3-70b", engine="sglang", gpu=H200, num_gpus=8, context="8k", ep_size=8)
+    with pytest.raises(ValueError, match="attn_dp_size=3 must divide tp=8"):
+        fit(attn_dp_size=3)
+    with pytest.raises(ValueError, match="with pp = 1 only"):
+        kvmem.fit("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, pp=2, context="8k", attn_dp_size=8)

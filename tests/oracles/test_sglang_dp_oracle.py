@@ -1,0 +1,41 @@
+"""kvmem's data-parallel attention and expert-parallel sizing against SGLang 0.5.23's own start-up chain on the
+CPU (kvmem/oracles/sglang_dp.py): its resolved mem_fraction_static and chunk, its KV budget from the free memory,
+its pool for attn_tp = tp // attn_dp_size, and its requests per DP worker."""
+
+from tests.oracles.conftest import require
+
+require("sglang")
+
+import pytest  # noqa: E402
+
+from kvmem.oracles import sglang_dp as oracle  # noqa: E402
+
+
+def assert_agrees(name, setting):
+    checks = oracle.run_case(name, setting)
+    bad = [c for c in checks if not c.matches]
+    assert not bad, "\n".join(f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}" for c in bad)
+    return {c.quantity: c.kvmem for c in checks}
+
+
+def test_the_issue_setting_deepseek_v3_on_8_h200_with_attn_dp_8():
+    # SGLang: reserve 512 + 1.5 x 8192 + 2 x 512 + 8/8 x 1024 + 512 x 8 x (3 + 1.5) = 33,280 MiB of 143,771:
+    # mem_fraction_static round(110,491 / 143,771, 3) = 0.769; the chunk 8192 // 8 = 1024; 273,420 latent tokens
+    # per GPU (576 x 61 x 2 B = 70,272 B a token), 8 pools: 2,187,360 tokens in the tp group
+    numbers = assert_agrees(*oracle.cases()[0])
+    assert (numbers["mem_fraction_static"], numbers["chunked_prefill_size"], numbers["tokens"]) == (0.769, 1024, 273420)
+
+
+def test_tp_alone_is_unchanged():
+    numbers = assert_agrees(*oracle.cases()[1])
+    assert (numbers["mem_fraction_static"], numbers["tokens"]) == (0.897, 699436)
+
+
+@pytest.mark.parametrize("case", oracle.cases()[2:], ids=lambda case: case[0])
+def test_directed(case):
+    assert_agrees(*case)
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_seeded_random_settings(index):
+    assert_agrees(*oracle.random_case(7, index))
