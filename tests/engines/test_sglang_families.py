@@ -350,10 +350,14 @@ def test_mistral_4_through_the_transformers_backend_is_mha_of_the_expanded_heads
         sglang(wrapped)
 
 
-def test_deepseek_v4_in_its_reference_format_is_a_config_sglang_cannot_read():
-    with pytest.raises(ValueError, match=r"does not size model_type 'deepseek_ref': SGLang 0.5.23 cannot read this "
-                                         r"config: model_type deepseek_ref is neither"):
-        sglang(corpus("sgl-project--DeepSeek-V4-Flash-FP8.json"))
+def test_configs_sglang_cannot_read():
+    # DeepSeek-V4 in its reference format, MiniMax-M3 as MiniMax publishes it and as vLLM's config class names it
+    m3 = json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text())
+    for model_type, cfg in (("deepseek_ref", corpus("sgl-project--DeepSeek-V4-Flash-FP8.json")),
+                            ("minimax_m3", m3), ("minimax_m3_text", dict(m3, model_type="minimax_m3_text"))):
+        with pytest.raises(ValueError, match=rf"does not size model_type '{model_type}': SGLang 0.5.23 cannot read "
+                                             rf"this config: model_type {model_type} is neither"):
+            sglang(cfg)
 
 
 # Opt-in families kvmem does not yet size the way SGLang 0.5.23 does (docs/research/families_sglang.md says why
@@ -361,8 +365,6 @@ def test_deepseek_v4_in_its_reference_format_is_a_config_sglang_cannot_read():
 NOT_YET = {
     "minimax_m3_vl_text", "inkling_text", "zaya",
     "deepseek_v4",
-    # read since this list was made (kvmem/configs, another change); not yet checked for SGLang
-    "minimax_m3", "minimax_m3_text",
 }
 
 

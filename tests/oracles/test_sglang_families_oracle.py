@@ -112,8 +112,11 @@ def test_youtu_with_a_head_dim_the_backend_fits_fails_in_its_rotary_embedding():
         oracle.backend_writes(cfg)
 
 
-def test_sglang_cannot_read_deepseek_v4s_reference_format():
-    # HfModelConfigParser.parse -> AutoConfig.from_pretrained: model_type deepseek_ref is registered nowhere
+def test_sglang_cannot_read_deepseek_v4s_reference_format_nor_minimax_m3s_own():
+    # HfModelConfigParser.parse -> AutoConfig.from_pretrained: these model types are registered nowhere
     data = json.loads((CORPUS / "sgl-project--DeepSeek-V4-Flash-FP8.json").read_text())
-    with pytest.raises(ValueError, match="model type `deepseek_ref` but Transformers does not recognize"):
-        oracle.sglang_view(data.get("config", data))
+    m3 = json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text())
+    for model_type, cfg in (("deepseek_ref", data.get("config", data)), ("minimax_m3", m3),
+                            ("minimax_m3_text", dict(m3, model_type="minimax_m3_text"))):
+        with pytest.raises(ValueError, match=f"model type `{model_type}` but Transformers does not recognize"):
+            oracle.sglang_view(cfg)

@@ -42,6 +42,12 @@ NO_PLANS = {
 # configuration_mistral4.py#L130: qk_nope_head_dim + qk_rope_head_dim; a config.json's head_dim overrides it)
 EXPANDED_MLA = {"mistral4": ("Mistral4ForCausalLM", "nope+rope")}
 
+_UNREADABLE = ("SGLang 0.5.23 cannot read this config: model_type {t} is neither a transformers model type nor one "
+               "SGLang registers (_CONFIG_REGISTRY in python/sglang/srt/utils/hf_transformers/common.py has "
+               "{registered}), and the config has no auto_map, so AutoConfig.from_pretrained "
+               "(HfModelConfigParser.parse, python/sglang/srt/utils/hf_transformers/config.py) raises ValueError "
+               "before any model is chosen; SGLang runs {runs}")
+
 REFUSALS = {
     "minimax": ("SGLang 0.5.23 has no model file for MiniMax-Text-01 / MiniMax-M1 (no EntryClass for "
                 "MiniMaxText01ForCausalLM, MiniMaxM1ForCausalLM or MiniMaxForCausalLM in python/sglang/srt/models/; "
@@ -97,14 +103,17 @@ REFUSALS = {
              "the model with use_cache=False and allocates only RadixAttention's KV pool, so LFM3's short-convolution "
              "layers would keep no state between steps (python/sglang/srt/models/transformers.py)"),
     # sglang@v0.5.23 python/sglang/srt/utils/hf_transformers/config.py#L216-L233 (HfModelConfigParser.parse:
-    # AutoConfig.from_pretrained), #L382-L389 (re-raised), utils/hf_transformers/common.py#L117, #L223-L227
-    # (_CONFIG_REGISTRY: deepseek_v4, deepseek_v32, the V4.1 classes; no deepseek_ref)
-    "deepseek_ref": ("SGLang 0.5.23 cannot read this config: model_type deepseek_ref is neither a transformers model "
-                     "type nor one SGLang registers (_CONFIG_REGISTRY in python/sglang/srt/utils/hf_transformers/"
-                     "common.py has deepseek_v4 and the V4.1 types), and the config has no auto_map, so "
-                     "AutoConfig.from_pretrained (HfModelConfigParser.parse, python/sglang/srt/utils/hf_transformers/"
-                     "config.py) raises ValueError before any model is chosen; SGLang runs DeepSeek-V4 from configs "
-                     "with model_type deepseek_v4"),
+    # AutoConfig.from_pretrained), #L382-L389 (re-raised), utils/hf_transformers/common.py#L117-L192 (_CONFIG_REGISTRY:
+    # minimax_m3_vl but no minimax_m3), #L223-L227 (deepseek_v4, deepseek_v32, the V4.1 types; no deepseek_ref);
+    # transformers 5.24 has neither (configuration_auto.py CONFIG_MAPPING_NAMES)
+    "deepseek_ref": _UNREADABLE.format(t="deepseek_ref", registered="deepseek_v4 and the V4.1 types",
+                                       runs="DeepSeek-V4 from configs with model_type deepseek_v4"),
+    **{t: _UNREADABLE.format(t=t, registered="minimax_m3_vl",
+                             runs=("MiniMax-M3 from configs with model_type minimax_m3_vl, as "
+                                   "MiniMaxM3SparseForConditionalGeneration (models/minimax_m3_vl.py); MiniMax's own "
+                                   "architecture MiniMaxM3ForCausalLM has no EntryClass either (models/minimax_m3.py "
+                                   "registers MiniMaxM3SparseForCausalLM)"))
+       for t in ("minimax_m3", "minimax_m3_text")},
     **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
