@@ -71,7 +71,9 @@ def _shared_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) ->
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
-    """Bytes of the blocks vLLM allocates for ``batch`` sequences of ``tokens`` tokens."""
+    """Bytes of the blocks vLLM allocates for ``batch`` sequences of ``tokens`` tokens (PageSpec.held_blocks).
+    Padding-layer slots of those blocks are reported in details, not per layer; draft layers follow the
+    model's own in per_layer."""
     opts = check_options(options)
     plan = make_plan(model, kv_dtype, tp, pp, opts)
     if opts.release is None:
@@ -201,6 +203,15 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     per_stage = [stage_blocks(plan, members, kv_memory) for members in stages]
     num_blocks = min(blocks for blocks in per_stage if blocks is not None)
     request = request_blocks(plan, length, opts)
+    # "GPU KV cache size: N tokens" by release (the v0 engine: kvmem.engines.vllm.v0):
+    #   < 0.8      "# GPU blocks: N", concurrency num_blocks x bs / L (early V1: sliding/chunked layers beside
+    #              full ones are cached as full, PR #14097)
+    #   0.8        N = num_blocks x bs, concurrency N / L (PR #13596)
+    #   0.9-0.20   N = num_blocks // number_of_groups x smallest block size, concurrency as above; groups from
+    #              the hybrid allocator (PR #17996, June 2025; kvmem applies it from 0.9, though 0.9.0 itself may
+    #              predate it)
+    #   >= 0.21    N = int(concurrency x L) (options.TOKENS_FROM_CONCURRENCY; vllm@v0.33.0
+    #              vllm/v1/core/kv_cache_utils.py#L1120-L1128 get_kv_cache_capacity)
     if release < HYBRID_GROUPS:
         concurrency = num_blocks * bs / length
     else:

@@ -194,7 +194,8 @@ def _show(release) -> str:
 
 
 def _mla_block(backend: str, block: int) -> int:
-    """The block size an MLA backend runs with (vllm/platforms/cuda.py check_and_update_config)."""
+    """The block size an MLA backend runs with (kvmem.engines.vllm.options.MLA_BACKENDS: each backend's
+    get_supported_kernel_block_sizes at v0.33.0)."""
     if backend == "FLASHMLA":
         return block if block % 64 == 0 else 64
     if backend == "CUTLASS_MLA":
@@ -208,7 +209,13 @@ def _mla_block(backend: str, block: int) -> int:
 
 def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int, kernel_align: int,
                   mamba_page: int, opts: VllmOptions, notes: list) -> tuple[int, int]:
-    """(attention block size, padded Mamba page) of a hybrid model (_align_hybrid_block_size)."""
+    """(attention block size, padded Mamba page) of a hybrid Mamba/linear-attention model (vllm@v0.33.0
+    vllm/platforms/interface.py#L939-L1137 _align_hybrid_block_size): align = max(16 or the MLA block,
+    block_size), at least 128 when the attention is MLA; attention block = align x cdiv(mamba_page, align x
+    attention_page_of_one_token) (mamba_cache_mode none/align; "all": lcm(mamba chunk, align) x
+    cdiv(cdiv(mamba_page, page_1), that)); the Mamba page is padded to block x attention_page_of_one_token.
+    Releases around v0.11 aligned hybrid blocks to the Mamba chunk whenever prefix caching was on
+    (mamba_cache_mode="all" models that)."""
     if layer.kind == MLA:
         one = _attention_spec(layer, fmt, tp, 1)[0]
     else:   # FullAttentionSpec(head_size) of the model's attention shape: head_size_v = head_size
@@ -241,7 +248,9 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
 
 
 def _unify_hybrid(units: list, notes: list, asked: bool, release=None) -> list:
-    """unify_hybrid_kv_cache_specs: sliding/chunked layers become full ones beside full layers."""
+    """hybrid_kv_cache_manager=False turns sliding/chunked layers into full ones when full layers exist
+    (vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L853-L876 unify_hybrid_kv_cache_specs); with it off,
+    sliding layers of different windows make vLLM 0.33 refuse (_promote_local_kv_cache_specs below)."""
     kinds = {spec.kind for _, spec in units}
     windows = {spec.window for _, spec in units if spec.kind in ("sliding", "chunked")}
     if len(windows) > 1 and release is not None and release >= PADDED_ATTENTION_PAGES:
@@ -275,7 +284,19 @@ def _uniform_type(specs: list) -> bool:
 
 
 def _group(units: list, release, notes: list) -> tuple[list, list, bool, int]:
-    """get_kv_cache_groups: one group, one UniformType group, or equal-size groups per spec."""
+    """The KV cache groups (vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L1113-L1200 get_kv_cache_groups).
+
+    One group when every layer has the same spec (#L314-L327), or when all have one type (full+MLA, one
+    window, mamba) and block size (#L330-L343; UniformTypeKVCacheSpecs, vllm/v1/kv_cache_interface.py#L1347-L1361:
+    num_blocks = memory // sum of pages); otherwise smaller pages get larger blocks until all pages are
+    equal (0.33: a non-MLA attention page that does not divide the largest is padded to it instead,
+    #L346-L408 unify_kv_cache_spec_page_size; earlier releases refuse), layers are bucketed by spec,
+    group size = the smallest bucket (the largest when largest < 1.5 x smallest, from v0.12, PR #29303:
+    #L524-L529), buckets split with stride layers[i::n] (contiguous slices before v0.12), the last group of
+    a bucket padded (#L416-L556 _get_kv_cache_groups_uniform_page_size); num_blocks = memory // page //
+    group_size. Ranks (tp, pp) take the minimum; a pp rank projects the groups onto its own layers
+    (#L1413-L1458 _project_kv_cache_groups_to_worker).
+    """
     specs = [spec for _, spec in units]
     everything = [list(range(len(units)))]
     if len(set(specs)) == 1:

@@ -228,6 +228,25 @@ def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
     return tuple(out)
 
 
+# Model files' own shapes (each branch below and the checks above cite their file at v0.33.0):
+#   Cohere2 and Cohere2-MoE: a sliding layer's window is sliding_window + 1 (WINDOW_PLUS_ONE). DBRX (dbrx.py):
+#   head_dim = d_model // n_heads, KV heads attn_config.kv_n_heads; EXAONE 4, AFMoE: the config class's
+#   layer_types and sliding_window. MiMo-V2-Flash: _mimo_layers (tp divides swa_num_attention_heads too; a file
+#   without the swa fields is refused: vLLM reads them as given). Granite-4.0-H, LFM2, OLMo-Hybrid and DBRX
+#   attention: head_dim = hidden_size // num_attention_heads whatever the config says (HIDDEN_HEAD_DIM_TYPES):
+#   a contradicting head_dim is refused. Qwen2-VL / Qwen2.5-VL: the text model is Qwen2ForCausalLM
+#   (qwen2_vl.py). MiniCPM3: per-head K and V, not the latent (blocks of 16). LongCat-Flash: two MLA attentions
+#   per decoder layer; pp > 1 refused (kvmem.engines.vllm.layout). K-EXAONE (exaone_moe.py): a sliding layer's
+#   window is sliding_windows[i] where listed. Laguna: _laguna_layers. Gemma-4-Unified (gemma4_unified.py): its
+#   language model is gemma4.py's Gemma4ForCausalLM. Ernie-4.5-VL: full attention on every layer (a config
+#   window is refused). Nemotron-NAS (nemotron_nas.py DeciLMDecoderLayer): num_attention_heads //
+#   n_heads_in_group KV heads, no attention on a no_op block; replace_with_linear is not read by vLLM: refused.
+#   DeepSeek-V4: kvmem.engines.vllm.compressed. MiniMax-M3 (vllm/models/minimax_m3): a bf16 one-head index key
+#   of sparse_index_dim beside K/V on the sparse_attention_freq layers, blocks of 128 (layout.py). HY-V4:
+#   _hy_v4_layers. Step-3.5/3.7: num_attention_groups KV heads (_check_step3p5). GPTBigCode, SmolLM3: the
+#   Transformers backend (vllm/model_executor/models/transformers/base.py). GLM-5: check_indexers (on
+#   Blackwell its kv "auto" is fp8_e4m3, vllm@v0.33.0 vllm/model_executor/models/config.py#L89-L116
+#   GlmMoeDsaForCausalLM: kvmem assumes Hopper and says so in a note; an MTP layer always keeps an indexer).
 def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]:
     """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
     reading of the config (which follows transformers)."""
@@ -294,6 +313,8 @@ def _check_step3p5(model: Model, tp: int) -> None:
 
 
 def check_heads(model: Model, tp: int) -> None:
+    # vllm@v0.33.0 vllm/config/model.py#L1557-L1564 verify_with_parallel_config: tp divides the attention heads
+    # (a K/V head is replicated when tp > kv_heads: kvmem.parallel.kv_heads_per_rank, max(1, kv_heads // tp))
     heads = model.num_attention_heads
     if not divides(tp, heads):
         raise ValueError(f"Total number of attention heads ({heads}) must be divisible by tensor "

@@ -14,8 +14,8 @@ GIB = 1 << 30
 
 # Engine defaults, one table, each with its source.
 OPTIONS = {
-    # vllm/config/cache.py DEFAULT_BLOCK_SIZE = 16; None = 16, or what the MLA backend / hybrid
-    # alignment forces (vllm/platforms/cuda.py, vllm/platforms/interface.py).
+    # vllm@v0.33.0 vllm/config/cache.py#L185 DEFAULT_BLOCK_SIZE = 16; None = 16, or what the MLA backend
+    # (MLA_BACKENDS) / hybrid alignment (kvmem.engines.vllm.layout._align_hybrid) forces.
     "block_size": None,
     # vllm/engine/arg_utils.py get_batch_defaults: 8192 for the API server on >= 70 GiB GPUs
     # (16384 for the LLM class; 2048 / 8192 on smaller GPUs). Only sliding/chunked layers use it.
@@ -33,7 +33,9 @@ OPTIONS = {
     "num_speculative_tokens": 0,
     # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
     "attention_backend": None,
-    # Mamba prefix caching selects mamba_cache_mode "align" (vllm/config/cache.py).
+    # Mamba prefix caching selects mamba_cache_mode "align" (vllm/config/cache.py). Unverified: the default
+    # "align" vs "none" (vllm@v0.33.0 vllm/config/cache.py#L304 declares "none"); kvmem follows
+    # enable_prefix_caching, default off: the v0.19 Qwen3.5 log reproduces with "none".
     "enable_prefix_caching": False,
     # --mamba-cache-mode: None = "align" with prefix caching, else "none".
     "mamba_cache_mode": None,
@@ -51,7 +53,10 @@ OPTIONS = {
 TOKENS_FROM_BLOCKS = (0, 8)          # PR #13596 "GPU KV cache size: N tokens"
 HYBRID_GROUPS = (0, 9)               # hybrid allocator (PR #17996): a group per attention type
 BALANCED_GROUPS = (0, 12)            # PR #29303 (merged 2025-11-24): the 1.5x rule, stride split
-TOKENS_FROM_CONCURRENCY = (0, 21)    # N = int(max_concurrency x max_model_len)
+# N = int(max_concurrency x max_model_len): PRs #38364/#40694 proposed it after vllm#40691 (v0.19); the release it
+# landed in is not pinned (unverified): v0.21 is where vllm#43308 saw Gemma-4's count jump ~10x at equal memory,
+# and v0.24 logs print this form
+TOKENS_FROM_CONCURRENCY = (0, 21)
 IN_FLIGHT_BATCHES = (0, 26)           # PR #47728: windows reserve max_concurrent_batches x T
 NULL_BLOCK = (0, 28)                  # PR #47272 (merged 2026-08-20): checks leave out the null block
 # PR #50462 (merged 2026-07-30, update_kv_cache_capacity): "GPU KV cache size: N tokens, Maximum concurrency
@@ -60,7 +65,8 @@ NULL_BLOCK = (0, 28)                  # PR #47272 (merged 2026-08-20): checks le
 ONE_LOG_LINE = (0, 28)
 LATEST = (0, 33)                      # the release kvmem was last checked against (vLLM 0.33.0)
 
-# --kv-cache-dtype values (vllm/config/cache.py CacheDType): bytes per element, quantisation mode.
+# --kv-cache-dtype values (vllm@v0.33.0 vllm/config/cache.py#L44-L67 CacheDType): bytes per element, quantisation
+# mode. fp8 / fp8_e4m3 / fp8_e5m2 / fp8_inc: 1 byte, their per-tensor scales take no page space.
 _KV_FORMATS = {
     "float16": ("fp16", 2, ""), "fp16": ("fp16", 2, ""), "half": ("fp16", 2, ""),
     "bfloat16": ("bf16", 2, ""), "bf16": ("bf16", 2, ""),
@@ -74,12 +80,20 @@ MODEL_DTYPE_BYTES = {name: float_bytes(name) for name in FLOAT_NAMES}
 # --mamba-cache-dtype / --mamba-ssm-cache-dtype values and the config spellings kvmem takes, with their bytes
 STATE_DTYPES = {name: float_bytes(name) for name in ("float32", "fp32", "float16", "fp16", "bfloat16", "bf16")}
 
-# MLA backends: block size they force (vllm/platforms/cuda.py); None = keep the block size.
+# MLA backends: the block size each forces, from the kernel block sizes it supports; None = keep the block size.
+# FLASHMLA 64 (the Hopper default; vllm@v0.33.0 vllm/v1/attention/backends/mla/flashmla.py#L57-L58), CUTLASS_MLA 128
+# (the Blackwell default; cutlass_mla.py#L49-L50), FLASHINFER_MLA 64 unless 32 or a multiple of 64
+# (flashinfer_mla.py#L204-L205), FLASHMLA_SPARSE 64 (DeepSeek-V3.2; flashmla_sparse.py#L158-L165); TRITON_MLA and
+# FLASH_ATTN_MLA take any multiple of 16 (triton_mla.py#L114-L115, flashattn_mla.py#L49-L50): the block size is kept.
+# The backend order: vllm@v0.33.0 vllm/platforms/cuda.py#L84-L155 _get_backend_priorities.
 MLA_BACKENDS = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64, "FLASHMLA_SPARSE": 64,
                  "TRITON_MLA": None, "FLASH_ATTN_MLA": None}
 _OTHER_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
-FP8_DS_MLA_BYTES_PER_TOKEN = 656     # 512 fp8 latent + 16 B scales + 64 x 2 B rope
-INDEXER_QUANT_BLOCK = 128            # deepseek_v2.py Indexer: fp8 values + one fp32 scale per 128
+FP8_DS_MLA_BYTES_PER_TOKEN = 656     # 512 fp8 latent + 16 B scales + 64 x 2 B rope (flashmla_sparse.py#L76-L88)
+# DeepSeek-V3.2's lightning-indexer key: its own MLAAttentionSpec of 1 head x (index_head_dim + index_head_dim // 128
+# x 4) uint8 = 132 B per token (vllm@v0.33.0 vllm/model_executor/models/deepseek_v2.py#L638-L676
+# DeepseekV32IndexerCache), keyed on index_topk: fp8 values + one fp32 scale per 128
+INDEXER_QUANT_BLOCK = 128
 
 QWEN35_TYPES = ("qwen3_5_text", "qwen3_5_moe_text")
 
@@ -194,8 +208,10 @@ def kv_format(model: Model, kv_dtype) -> KVFormat:
         key = getattr(kv_dtype, "name", None)
     sparse = any(layer.kind == MLA and layer.index_head_dim for layer in model.layers)
     if key == "auto":
-        # vllm/config/model.py _resolve_auto_dtype: float32 checkpoints are downcast to the platform's
-        # first supported dtype, bfloat16 on CUDA (sm80+); fp16/bf16 checkpoints keep theirs.
+        # vllm@v0.33.0 vllm/config/model.py#L2423-L2464 _resolve_auto_dtype: float32 checkpoints are downcast to
+        # the platform's first supported dtype, bfloat16 on CUDA (sm80+); fp16/bf16 checkpoints keep theirs.
+        # DeepSeek-V3.2 with kv "auto" is bf16 in 0.33.0; older releases (models/config.py at commit 0144dd5b)
+        # mapped it to fp8_ds_mla too (unverified per release: pass kv_dtype="fp8_ds_mla")
         name = model.dtype if model.dtype in ("fp16", "bf16") else "bf16"
         return KVFormat(name, MODEL_DTYPE_BYTES[name], "")
     if key not in _KV_FORMATS:

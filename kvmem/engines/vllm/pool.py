@@ -8,7 +8,8 @@ from .options import IN_FLIGHT_BATCHES, NULL_BLOCK, VllmOptions
 
 
 def stage_units(plan: Plan, pp: int) -> list[set]:
-    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1)."""
+    """Unit indices each pipeline stage holds (draft layers are refused with pp > 1: where vLLM puts them is not
+    modelled): a rank holds its stage's layers (vllm@v0.33.0 vllm/distributed/utils.py#L198-L241 get_pp_indices)."""
     return [{i for i, (owner, _) in enumerate(plan.units) if owner in stage} for stage in pp_stages(plan.n_layers, pp)]
 
 
@@ -50,7 +51,9 @@ def in_flight_tokens(opts: VllmOptions, pp: int) -> int:
     """Tokens scheduled but not yet settled that a window reserves (VllmConfig.max_in_flight_tokens).
 
     From v0.26: max_concurrent_batches x max_num_batched_tokens, with max_concurrent_batches =
-    pp + 1 under async scheduling (model runner V2), else pp. Before: max_num_batched_tokens.
+    pp + 1 under async scheduling (the default; model runner V2, the CUDA default), else pp
+    (vllm@v0.33.0 vllm/config/vllm.py#L600-L609; PR #47728, vllm#49878 saw the jump from v0.25.1 to v0.26).
+    Before: max_num_batched_tokens.
     """
     batched = opts.max_num_batched_tokens
     if opts.release < IN_FLIGHT_BATCHES:
@@ -64,7 +67,9 @@ def _worst_args(max_model_len: int, opts: VllmOptions) -> tuple:
 
 
 def request_blocks(plan: Plan, max_model_len: int, opts: VllmOptions) -> int:
-    """Pages one request of max_model_len needs (get_max_concurrency_for_kv_cache_config)."""
+    """Pages one request of max_model_len needs: "Maximum concurrency for L tokens per request: X x" = num_blocks /
+    the sum over groups of these (UniformType: the largest per layer), vllm@v0.33.0
+    vllm/v1/core/kv_cache_utils.py#L1061-L1093 get_max_concurrency_for_kv_cache_config."""
     args = _worst_args(max_model_len, opts)
     if plan.packed:
         return _packed_pages(plan, [spec.worst_blocks(*args) for _, spec in plan.units])
@@ -74,7 +79,8 @@ def request_blocks(plan: Plan, max_model_len: int, opts: VllmOptions) -> int:
 
 
 def request_bytes(plan: Plan, members: set, max_model_len: int, opts: VllmOptions) -> int:
-    """_max_memory_usage_bytes_from_groups on one rank: one request's worst case, padding included."""
+    """One request's worst case on one rank, padding included (vllm@v0.33.0
+    vllm/v1/core/kv_cache_planning.py#L1253-L1285 _max_memory_usage_bytes_from_groups)."""
     args = _worst_args(max_model_len, opts)
     if plan.packed:     # _max_memory_usage_bytes_from_groups: bytes_per_block x the blocks of every group
         return packed_block_bytes(plan, members) * request_blocks(plan, max_model_len, opts)
@@ -95,12 +101,21 @@ def block_bytes(plan: Plan, members: set) -> int:
 
 
 def check_memory(plan: Plan, members: set, kv_memory: int, release) -> int:
-    """The memory vLLM's admission check and auto-fit plan against: less the null block from v0.28."""
+    """The memory vLLM's admission check and auto-fit plan against: less the null block from v0.28.
+
+    BlockPool holds one block back for good (vllm@v0.33.0 vllm/v1/core/block_pool.py#L189-L192), so auto-fit,
+    the refusal ("To serve at least one request ...") and the longest request that fits are checked against
+    available - bytes_per_block (one block of every layer of the rank, padding included); the pool itself
+    still gets available // bytes_per_block blocks (vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L151-L184
+    check_enough_kv_cache_memory, #L1461-L1604 get_kv_cache_configs; PR #47272, merged 2026-08-20, taken as
+    from v0.28: the first release after it is not pinned here)."""
     if release < NULL_BLOCK or not members:
         return kv_memory
     return kv_memory - block_bytes(plan, members)
 
 
+# The longest request that fits: vLLM's binary search over the worst case, padding layers included
+# (vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L1288-L1334 _estimate_max_model_len_from_groups)
 def longest_fitting(fits, cap: int | None) -> int:
     """The largest L >= 0 with fits(L), searched up to cap (or 2**40 without one)."""
     high = cap or 1 << 40

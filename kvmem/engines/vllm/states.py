@@ -14,6 +14,12 @@ from .options import (MODEL_DTYPE_BYTES,
 __all__ = ["state_dtype_bytes", "state_elements", "config_int"]
 
 
+# conv dtype = mamba_cache_dtype ("auto": model dtype); ssm dtype = mamba_ssm_cache_dtype, whose "auto" is the conv
+# dtype except where a model hook sets it (vllm@v0.33.0 vllm/model_executor/models/config.py#L812-L839
+# NemotronHForCausalLMConfig: float32 by default; #L953-L977 Qwen3_5ForConditionalGenerationConfig: the config's
+# mamba_ssm_dtype, float32 in the published checkpoints); KDA's "auto" is float32 (kda_state_dtype), and its
+# layers keep float32 whatever the option says (vllm@v0.33.0
+# vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py#L157-L164 get_state_dtype), so kvmem refuses another
 def state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int, int]:
     """(conv state bytes, ssm state bytes) per element, with vLLM's per-model hooks."""
     model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
@@ -61,7 +67,23 @@ def _state_bytes_named(field: str, name) -> int:
 
 
 # vllm@v0.33.0 vllm/model_executor/layers/mamba/mamba_utils.py#L152-L319 MambaStateShapeCalculator: which shape
-# rule each family's model file calls
+# rule each family's model file calls, per tensor-parallel rank:
+#   gated DeltaNet (Qwen3-Next, Qwen3.5, OLMo-Hybrid olmo_hybrid.py; #L271-L293)
+#       conv (conv_dim/tp, kernel-1+num_spec), ssm (v_heads/tp, v_dim, k_dim)
+#   mamba2 (Nemotron-H, Granite-4.0-H granitemoehybrid.py, Falcon-H1 falcon_h1.py, Mamba2 mamba2.py; #L185-L211)
+#       conv ((inner + 2 n_groups' d_state)/tp, kernel-1+num_spec), ssm (heads/tp, head_dim, d_state);
+#       n_groups' = n_groups, or tp when tp does not divide it (#L260-L269); inner = mamba_expand x hidden
+#       (Falcon-H1: mamba_d_ssm when set), n_groups and d_state from mamba_n_groups / mamba_d_state (n_groups /
+#       state_size for mamba2), the config class's default where the file omits them
+#   mamba1 (Jamba, Mamba, Falcon-Mamba mamba.py; #L170-L183)  conv (inner/tp, kernel-1), ssm (inner/tp, d_state)
+#   short conv (LFM2 lfm2.py, LFM2-MoE lfm2_moe.py; #L248-L258)  conv (conv_dim/tp, conv_L_cache-1), no ssm;
+#       LFM2 reads config.conv_dim (without it vLLM raises AttributeError: refused, lfm2.py#L356; LFM2-VL the
+#       same, lfm2_vl.py#L713-L718), LFM2-MoE hidden_size; with speculative tokens the layers keep num_spec
+#       more columns than the block alignment sizes (short_conv.py get_state_shape): refused
+#   KDA (Kimi-Linear; #L295-L319)  conv (3 x heads x head_dim/tp, kernel-1+num_spec), ssm (heads/tp, head_dim,
+#       head_dim) from linear_attn_config (vllm/models/kimi_k3/nvidia/model.py
+#       KimiLinearForCausalLM.get_mamba_state_shape_from_config); its MLA layers cache kv_lora_rank +
+#       qk_rope_head_dim, one head
 MAMBA1_TYPES = ("jamba", "mamba", "falcon_mamba")          # mamba1_state_shape (jamba.py, mamba.py)
 # mamba2_state_shape (nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py): the config fields
 # holding (n_groups, d_state) as each model file reads them

@@ -1,4 +1,10 @@
-"""The v0 engine: one block table for every layer (CacheEngine), its block counts and log lines."""
+"""The v0 engine: one block table for every layer (CacheEngine), its block counts and log lines.
+
+It logs "# GPU blocks: N, # CPU blocks: M", a block = bs x sum(heads x head_size x 2 [MLA x1]) x dtype over
+the stage's attention layers, CPU blocks = swap_space // block (vllm/worker/worker.py
+determine_num_available_blocks, in the releases that still have it: not in 0.33.0); concurrency
+num_blocks x bs / L.
+"""
 
 from __future__ import annotations
 
