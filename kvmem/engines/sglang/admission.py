@@ -23,7 +23,7 @@ def pools_refuse(model: Model, *, kv_memory: int, tokens: int, batch: int, kv_dt
     if cap.refusal is not None:
         return cap.refusal.reason
     details, page = cap.details, cap.block_size
-    # sglang@v0.5.23 python/sglang/srt/mem_cache/swa_memory_pool.py SWAKVPool: a request takes whole pages
+    # sglang@v0.5.23 python/sglang/srt/mem_cache/swa_memory_pool.py#L21-L424 SWAKVPool: a request takes whole pages
     # of its full length in the full pool, and of its window in the SWA pool
     full_tokens = details.full_layer_tokens if details.full_layer_tokens is not None else cap.tokens
     need = batch * cdiv(tokens, page) * page
@@ -38,7 +38,8 @@ def pools_refuse(model: Model, *, kv_memory: int, tokens: int, batch: int, kv_dt
         if details.swa_layer_tokens < need:
             return (f"SGLang's sliding-window pool holds {details.swa_layer_tokens:,} tokens, fewer than the "
                     f"{need:,} of the window{'s' if batch != 1 else ''} {_requests(batch, tokens)}")
-    # sglang@v0.5.23 python/sglang/srt/model_executor/model_runner.py resolve_max_num_reqs (mamba.py here)
+    # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3119-L3172 resolve_max_num_reqs
+    # (mamba.py here)
     if details.max_running_requests is not None and batch > details.max_running_requests:
         return (f"SGLang admits {details.max_running_requests:,} requests at once (max_running_requests), "
                 f"fewer than {batch:,}")

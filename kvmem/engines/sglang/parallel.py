@@ -3,11 +3,12 @@
 Three options, declared here and added to the engine's options (kvmem.engines.sglang SPECS):
 
     attn_dp_size               --attn-dp-size N (0.5.23's spelling of the deprecated ``--dp-size N
-                               --enable-dp-attention``, sglang@v0.5.23 python/sglang/srt/arg_groups/
-                               parallel_hook.py#L39-L62): N attention groups of attn_tp = tp // N ranks
+                               --enable-dp-attention``,
+                               sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L39-L62):
+                               N attention groups of attn_tp = tp // N ranks
     ep_size                    --ep-size N: N ranks share the routed experts, each expert split again over
-                               moe_tp = tp // N (sglang@v0.5.23 python/sglang/srt/layers/moe/fused_moe_triton/
-                               layer.py#L403-L416)
+                               moe_tp = tp // N
+                               (sglang@v0.5.23 python/sglang/srt/layers/moe/fused_moe_triton/layer.py#L403-L416)
     ep_num_redundant_experts   --ep-num-redundant-experts R: R extra physical experts (EPLB), held beside the
                                routed ones (sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L750-L756)
 

@@ -271,8 +271,9 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
             k_row["full"] = (first.kv_lora_rank + first.kv_lora_rank // NSA_QUANT_BLOCK * 4
                              + first.qk_rope_head_dim * 2) if k_dtype.name == "fp8_e4m3" else k_dtype.row_bytes(dim)
             # the profile counts the latent as the buffer holds it (656 B in fp8) on every layer and the
-            # indexer on the indexed layers (sglang@v0.5.23 python/sglang/srt/model_executor/
-            # pool_configurator.py#L373-L409 _compute_cell_size, #L559-L633 _compute_dsa_indexer_cell_size)
+            # indexer on the indexed layers
+            # (sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L373-L409 _compute_cell_size,
+            # #L559-L633 _compute_dsa_indexer_cell_size)
             cell["full"] = k_row["full"]
             if len(indexed) < len(full):
                 notes.append(f"{len(full) - len(indexed)} of {len(full)} DSA layers reuse the previous layer's "
