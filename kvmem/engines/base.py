@@ -206,9 +206,10 @@ class SizingRules:
                                          why its pools would not serve the batch at once though the
                                          budget holds its bytes (SGLang's full and SWA pools, its
                                          request cap), None where they do; no rule: the bytes decide
-    weights_per_device(weights, model, tp=, pp=, options=) -> (bytes, notes)
-                                         its weights on one GPU where its parallel options (data-parallel
-                                         attention, expert parallelism) change them; None: Weights.per_device
+    weights_per_device(weights, model, tp=, pp=, dp=, options=) -> (bytes, notes)
+                                         its weights on one GPU of dp model copies where its parallel options
+                                         (data-parallel attention, expert parallelism; engine and sizing
+                                         options) change them; None: Weights.per_device
     kv_groups(options) -> int            KV pools with their own requests in one tp x pp group (SGLang's
                                          attention data-parallel groups); None: one
     placement_verdict(setup, answer) -> answer | None

@@ -290,7 +290,15 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
                     for layer in model.layers):
                 continue
             out.append((f"{name}#{i}", model, setting))
-    return out
+    return out + dp_cases()
+
+
+def dp_cases(seed: int = 0, n: int = 12) -> list[tuple[str, None, dict]]:
+    """--data-parallel-size / --enable-expert-parallel settings (kvmem/oracles/vllm_dp.py): the directed ones and
+    ``n`` seeded ones, judged by vLLM's own MoE placement (run_case: the setting holds them under "dp")."""
+    from . import vllm_dp
+    chosen = vllm_dp.cases() + [vllm_dp.random_case(seed, i) for i in range(n)]
+    return [(name, None, {"dp": setting}) for name, setting in chosen]
 
 
 # The opt-in families (kvmem.engines.vllm FAMILIES) with a seeded generator here, drawn in turn after the
@@ -514,6 +522,9 @@ def random_glm_dsa_case(seed: int) -> tuple[str, Model, dict]:
 
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     """kvmem.capacity(engine='vllm') beside vLLM's own planning for one case."""
+    if "dp" in setting:
+        from . import vllm_dp
+        return vllm_dp.run_case(name, setting["dp"])
     v = _vllm()
     tp = setting.get("tp", 1)
     block_size = setting.get("block_size", 64 if any(layer.kind == MLA for layer in model.layers) else 16)

@@ -137,8 +137,9 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
         weights_obj = model_weights(s.model, s.weight_dtype)
         notes.extend(weights_obj.notes)
         if rules.weights_per_device is not None:
-            weights_dev, parallel_notes = rules.weights_per_device(weights_obj, s.model, tp=s.tp, pp=s.pp,
-                                                                   options=s.engine_options)
+            weights_dev, parallel_notes = rules.weights_per_device(
+                weights_obj, s.model, tp=s.tp, pp=s.pp, dp=s.num_gpus // (s.tp * s.pp),
+                options={**opts, **s.engine_options})
             notes.extend(parallel_notes)
         else:
             weights_dev = weights_obj.per_device(tp=s.tp, pp=s.pp, replicated=rules.replicates_kv_weights)

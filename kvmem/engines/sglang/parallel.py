@@ -125,8 +125,11 @@ def _mla_attention_params(model: Model) -> tuple[int, int]:
     return total, replicated
 
 
-def weights_per_device(weights, model: Model, *, tp: int, pp: int, options: dict) -> tuple[int, tuple[str, ...]]:
-    """Weight bytes on one GPU with the parallel options (module docstring); tp alone: Weights.per_device."""
+def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,  # noqa: ARG001
+                       options: dict) -> tuple[int, tuple[str, ...]]:
+    """Weight bytes on one GPU with the parallel options (module docstring); tp alone: Weights.per_device.
+    ``dp``: SGLang's --dp-size replicas are whole model copies (python/sglang/srt/managers/
+    data_parallel_controller.py launches one tp group each), so it changes nothing here."""
     attn_dp, _ep, redundant = check(model, tp, pp, options)
     base = weights.per_device(tp=tp, pp=pp, replicated=True)
     if attn_dp == 1 and not redundant:
