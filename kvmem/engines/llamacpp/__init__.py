@@ -172,7 +172,7 @@ FAMILIES = CheckedFamilies(frozenset({
     "laguna",
     "lfm2", "lfm2_moe", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "minimax", "minimax_m3_vl_text", "mistral4",
     "mpt", "exaone4_5_text", "minimax_m3", "minimax_m3_text", "step3p5",
-    "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu"}))
+    "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "smollm3", "youtu", "deepseek_v4", "deepseek_ref"}))
 SPECS = (EngineSpec("llama.cpp", DEFAULTS, estimate, capacity, SIZING, prefix_sharing, POSITIONS,
                     pinned="llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)", declared=DECLARED,
                     panels=("offload",), families=FAMILIES, refusals=REFUSALS, launch=LAUNCHER, log_reader=READER),)

@@ -39,6 +39,9 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
     if estimate.engine != "llama.cpp" or "caches" not in d:
         raise ValueError(f"log_lines needs a llama.cpp estimate, got engine {estimate.engine!r}")
     style = _style(d["build"], style)
+    if any(c.get("wrapper") == "dsv4" for c in d["caches"]):     # llama_kv_cache_dsv4 (dsv4.py)
+        from .dsv4 import dsv4_log_lines
+        return dsv4_log_lines(d["caches"], mib)
     kv = [c for c in d["caches"] if c["cache"] != "recurrent"]
     lines = []
     if style == "kv_self" and kv:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
+from .dsv4 import DSV4_TYPES, dsv4_caches
 from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
 from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PER_HEAD_MLA, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
@@ -194,6 +195,11 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
+    if model.model_type in DSV4_TYPES:     # llama_kv_cache_dsv4 (kvmem.engines.llamacpp.dsv4)
+        caches, rows, swa_cells = dsv4_caches(model, s, n_ctx_seq)
+        return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=None,
+                    n_swa=model.layers[0].window, swa_cells=swa_cells, caches=caches, rows=rows,
+                    devices=_layer_devices(model.num_layers, pp), notes=notes, windowed=set(range(model.num_layers)))
     mode = _mla_mode(model, s)
     if mode not in (None, "per_head") and s.mla is None:
         notes.append(f"mla={mode!r}: the cache of an MLA GGUF on this build; GGUFs converted before "

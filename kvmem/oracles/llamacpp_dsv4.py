@@ -1,0 +1,277 @@
+"""llama.cpp's own DeepSeek-V4 cache as the judge of kvmem.engines.llamacpp.dsv4.
+
+A sparse GGUF of architecture deepseek4 (every key src/models/deepseek4.cpp load_arch_hparams reads, every
+tensor its load_arch_tensors requires) carries the model's cache shapes -- key_length head_dim, one KV head,
+sliding_window, compress_ratios, indexer key_length -- on a tiny trunk (n_embd 64, 2 heads, 2 experts);
+llama-cpp-python 0.3.36 (llama.cpp 0c1e57098) loads it with no_alloc, builds a context, and the lines
+llama_kv_cache_dsv4's constructor and its caches print are compared with kvmem's, line for line.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from ..configs import model_from_config
+from ..engines import engine_estimate
+from ..engines.llamacpp.dsv4 import HCA
+from ..model import Model
+from .llamacpp import _FA, _GGML_TYPES, _lib
+from .report import Check
+
+__all__ = ["write_dsv4_gguf", "run_case", "random_case", "directed_cases", "aborting_cases"]
+
+_N_EMBD, _N_HEAD, _N_VOCAB, _N_FF, _Q_LORA, _O_GROUPS, _O_LORA, _HC = 64, 2, 32, 16, 16, 2, 16, 4
+_LINE = re.compile(r"^(llama_kv_cache(_iswa|_dsv4)?: (size =|creating)|llama_dsv4_comp_state: \w+ ratio)")
+
+
+def write_dsv4_gguf(model: Model, path: str) -> None:
+    """A deepseek4 GGUF with ``model``'s cache shapes (src/models/deepseek4.cpp)."""
+    import numpy as np
+    import gguf
+
+    arch, n = "deepseek4", model.num_layers
+    ratios = [layer.compressor.rate if layer.compressor else 0 for layer in model.layers]
+    head = model.layers[0].head_dim_k
+    index = int(model.config["index_head_dim"])
+    w = gguf.GGUFWriter(path, arch)
+    w.add_context_length(model.max_position_embeddings or 4096)
+    w.add_embedding_length(_N_EMBD)
+    w.add_block_count(n)
+    w.add_feed_forward_length(_N_FF)
+    w.add_head_count(_N_HEAD)
+    w.add_head_count_kv(1)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_dimension_count(64)          # qk_rope_head_dim of the published files; head_dim > 64 leaves a NoPE part
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_vocab_size(_N_VOCAB)
+    w.add_tokenizer_model("none")
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_expert_count(2)
+    w.add_expert_used_count(1)
+    w.add_uint32(f"{arch}.attention.q_lora_rank", _Q_LORA)
+    w.add_uint32(f"{arch}.attention.sliding_window", model.layers[0].window)
+    w.add_uint32(f"{arch}.expert_feed_forward_length", _N_FF)
+    w.add_uint32(f"{arch}.expert_shared_count", 1)
+    w.add_float32(f"{arch}.expert_weights_scale", 1.5)
+    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_array(f"{arch}.swiglu_clamp_exp", [10.0] * n)
+    w.add_array(f"{arch}.swiglu_clamp_shexp", [10.0] * n)
+    w.add_uint32(f"{arch}.attention.indexer.head_count", 2)
+    w.add_uint32(f"{arch}.attention.indexer.key_length", index)
+    w.add_uint32(f"{arch}.attention.indexer.top_k", 16)
+    w.add_uint32(f"{arch}.attention.output_group_count", _O_GROUPS)
+    w.add_uint32(f"{arch}.attention.output_lora_rank", _O_LORA)
+    w.add_array(f"{arch}.attention.compress_ratios", [int(r) for r in ratios])
+    w.add_float32(f"{arch}.attention.compress_rope_freq_base", 160000.0)
+    w.add_uint32(f"{arch}.hyper_connection.count", _HC)
+    w.add_uint32(f"{arch}.hyper_connection.sinkhorn_iterations", 2)
+    w.add_float32(f"{arch}.hyper_connection.epsilon", 1e-6)
+    w.add_uint32(f"{arch}.hash_layer_count", 1)
+    w.add_uint32(f"{arch}.expert_gating_func", 4)      # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
+    w.add_uint32(f"{arch}.embedding_length_out", _N_EMBD * _HC)
+
+    tensors = []
+
+    def t(name, *ne):
+        tensors.append((name, ne))
+
+    hc_dim, hc_mix = _HC * _N_EMBD, (2 + _HC) * _HC
+    t("token_embd.weight", _N_EMBD, _N_VOCAB)
+    t("output_norm.weight", _N_EMBD)
+    t("output.weight", _N_EMBD, _N_VOCAB)
+    t("output_hc_fn.weight", hc_dim, _HC)
+    t("output_hc_base.weight", _HC)
+    t("output_hc_scale.weight", 1)
+    for i, ratio in enumerate(ratios):
+        b = f"blk.{i}."
+        t(b + "attn_norm.weight", _N_EMBD)
+        t(b + "attn_sinks.weight", _N_HEAD)
+        t(b + "attn_q_a.weight", _N_EMBD, _Q_LORA)
+        t(b + "attn_q_a_norm.weight", _Q_LORA)
+        t(b + "attn_q_b.weight", _Q_LORA, _N_HEAD * head)
+        t(b + "attn_kv.weight", _N_EMBD, head)
+        t(b + "attn_kv_a_norm.weight", head)
+        t(b + "attn_output_a.weight", _N_HEAD * head // _O_GROUPS, _O_LORA * _O_GROUPS)
+        t(b + "attn_output_b.weight", _O_GROUPS * _O_LORA, _N_EMBD)
+        for part in ("attn", "ffn"):
+            t(b + f"hc_{part}_fn.weight", hc_dim, hc_mix)
+            t(b + f"hc_{part}_base.weight", hc_mix)
+            t(b + f"hc_{part}_scale.weight", 3)
+        if ratio:
+            coff = 2 if ratio == 4 else 1
+            t(b + "attn_compressor_kv.weight", _N_EMBD, coff * head)
+            t(b + "attn_compressor_gate.weight", _N_EMBD, coff * head)
+            t(b + "attn_compressor_ape.weight", coff * head, ratio)
+            t(b + "attn_compressor_norm.weight", head)
+        if ratio == 4:
+            t(b + "indexer.proj.weight", _N_EMBD, 2)
+            t(b + "indexer.attn_q_b.weight", _Q_LORA, 2 * index)
+            t(b + "indexer_compressor_kv.weight", _N_EMBD, 2 * index)
+            t(b + "indexer_compressor_gate.weight", _N_EMBD, 2 * index)
+            t(b + "indexer_compressor_ape.weight", 2 * index, ratio)
+            t(b + "indexer_compressor_norm.weight", index)
+        t(b + "ffn_gate_inp.weight", _N_EMBD, 2)
+        if i < 1:
+            t(b + "ffn_gate_tid2eid.weight", 1, _N_VOCAB)
+        else:
+            t(b + "exp_probs_b.bias", 2)
+        t(b + "ffn_norm.weight", _N_EMBD)
+        t(b + "ffn_gate_exps.weight", _N_EMBD, _N_FF, 2)
+        t(b + "ffn_down_exps.weight", _N_FF, _N_EMBD, 2)
+        t(b + "ffn_up_exps.weight", _N_EMBD, _N_FF, 2)
+        t(b + "ffn_gate_shexp.weight", _N_EMBD, _N_FF)
+        t(b + "ffn_down_shexp.weight", _N_FF, _N_EMBD)
+        t(b + "ffn_up_shexp.weight", _N_EMBD, _N_FF)
+    for name, ne in tensors:
+        count = 1
+        for x in ne:
+            count *= x
+        small = len(ne) == 1 or "tid2eid" in name
+        kind = np.dtype(np.int32) if "tid2eid" in name else np.dtype(np.float32 if small else np.float16)
+        w.add_tensor_info(name, tuple(reversed(ne)), kind, (4 if small else 2) * count)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    fout = w.fout[0]
+    fout.flush()
+    start = -(-fout.tell() // w.data_alignment) * w.data_alignment
+    size = sum(-(-ti.nbytes // w.data_alignment) * w.data_alignment for ti in w.tensors[0].values())
+    fout.truncate(start + size)   # sparse: no_alloc reads the header only
+    w.close()
+
+
+def _kvmem_side(model: Model, s: dict):
+    try:
+        result = engine_estimate(model, engine="llama.cpp", tokens=1, n_ctx=s["n_ctx"], n_seq=s["n_seq"],
+                                 type_k=s["type_k"], type_v=s["type_v"], flash_attn=s["flash_attn"],
+                                 swa_full=s.get("swa_full", False), kv_unified=s.get("kv_unified", False),
+                                 n_ubatch=s.get("n_ubatch", 512), n_batch=s.get("n_batch", 2048),
+                                 n_rs_seq=s.get("n_rs_seq", 0))
+    except ValueError as error:
+        return None, str(error)
+    return list(result.log_lines), None
+
+
+def _engine_side(path: str, s: dict):
+    lib, lines, _ = _lib()
+    del lines[:]
+    params = lib.llama_model_default_params()
+    params.no_alloc = True
+    params.use_extra_bufts = False
+    params.load_mode = lib.LLAMA_LOAD_MODE_NONE
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(c for _, c in lines[-20:]))
+    try:
+        cparams = lib.llama_context_default_params()
+        cparams.n_ctx, cparams.n_seq_max = s["n_ctx"], s["n_seq"]
+        cparams.n_batch, cparams.n_ubatch = s.get("n_batch", 2048), s.get("n_ubatch", 512)
+        cparams.n_rs_seq = s.get("n_rs_seq", 0)
+        cparams.type_k, cparams.type_v = _GGML_TYPES[s["type_k"]], _GGML_TYPES[s["type_v"]]
+        cparams.flash_attn_type = _FA[s["flash_attn"]]
+        cparams.swa_full, cparams.kv_unified = s.get("swa_full", False), s.get("kv_unified", False)
+        ctx = lib.llama_init_from_model(model, cparams)
+        text = "".join(chunk for _, chunk in lines).splitlines()
+        if not ctx:
+            return None, "NULL context: " + " | ".join(text[-3:])
+        lib.llama_free(ctx)
+        return [line.rstrip() for line in text if _LINE.match(line)], None
+    finally:
+        lib.llama_model_free(model)
+
+
+def _engine_in_child(model: Model, setting: dict) -> tuple:
+    """_engine_side in a forked child (a GGML_ASSERT abort ends the child, not this process)."""
+    import multiprocessing
+    import os
+    import tempfile
+
+    def child(conn):
+        os.environ["GGML_NO_BACKTRACE"] = "1"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.gguf")
+            write_dsv4_gguf(model, path)
+            try:
+                conn.send(("ok",) + _engine_side(path, setting))
+            except RuntimeError as error:
+                conn.send(("load", str(error).splitlines()[-3:]))
+        conn.close()
+
+    context = multiprocessing.get_context("fork")
+    parent, sent = context.Pipe(duplex=False)
+    process = context.Process(target=child, args=(sent,))
+    process.start()
+    sent.close()
+    try:
+        reply = parent.recv()
+    except EOFError:
+        reply = ("abort", f"llama.cpp aborted (exit code {process.join() or process.exitcode})")
+    process.join()
+    return reply
+
+
+def run_case(name: str, model: Model, setting: dict) -> list[Check]:
+    """kvmem's lines for llama_kv_cache_dsv4 beside llama.cpp's own."""
+    ours, our_error = _kvmem_side(model, setting)
+    reply = _engine_in_child(model, setting)
+    if reply[0] != "ok":
+        return [Check(name, "llama.cpp builds the context", True, reply[1])]
+    theirs, their_error = reply[1], reply[2]
+    checks = [Check(name, "refuses", our_error is not None, their_error is not None)]
+    if our_error is None and their_error is None:
+        checks.append(Check(name, "cache lines", ours, theirs))
+    return checks
+
+
+FLASH = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "configs" / "corpus" / \
+    "deepseek-ai--DeepSeek-V4-Flash.json"
+
+
+def directed_cases() -> list[tuple[str, Model, dict]]:
+    """DeepSeek-V4-Flash's own config at a few contexts, sequences, cache types and options."""
+    model = model_from_config(json.loads(FLASH.read_text()), name="deepseek-v4-flash")
+    base = dict(type_k="f16", type_v="f16", flash_attn=True)
+    settings = [dict(base, n_ctx=8192, n_seq=1), dict(base, n_ctx=32768, n_seq=4),
+                dict(base, n_ctx=4096, n_seq=2, type_k="q8_0", type_v="q8_0"),
+                dict(base, n_ctx=5000, n_seq=1, swa_full=True), dict(base, n_ctx=8192, n_seq=2, n_rs_seq=3),
+                dict(base, n_ctx=8192, n_seq=2, kv_unified=True), dict(base, n_ctx=300, n_seq=1, n_ubatch=64)]
+    return [(f"flash-{i}", model, s) for i, s in enumerate(settings)]
+
+
+def random_case(seed: int) -> tuple[str, Model, dict]:
+    """A seeded variation of Flash's config: layers, ratios, head and indexer widths, window, and settings."""
+    rng = random.Random(f"dsv4-{seed}")
+    cfg = json.loads(FLASH.read_text())
+    n = rng.randint(2, 12)
+    ratios = [rng.choice((0, 4, 128)) for _ in range(n)]
+    ratios[rng.randrange(n)] = 4      # llama.cpp aborts without a ratio-4 layer (kvmem refuses that)
+    head = rng.choice((128, 256, 512))
+    index = rng.choice((64, 128, 256))
+    if HCA not in ratios and index == head:
+        index = 64                     # llama.cpp aborts there too (kvmem refuses)
+    cfg.update(num_hidden_layers=n, compress_ratios=ratios + [0], head_dim=head, index_head_dim=index,
+               sliding_window=rng.choice((16, 64, 128, 256)), num_nextn_predict_layers=0)
+    cfg.pop("layer_types", None)
+    model = model_from_config(cfg, name=f"dsv4-random-{seed}")
+    kind = rng.choice(("f16", "q8_0", "q4_0", "f32"))
+    setting = dict(type_k=kind, type_v=kind, flash_attn=True, n_ctx=rng.choice((256, 1000, 4096, 20000)),
+                   n_seq=rng.choice((1, 2, 3)), swa_full=rng.random() < 0.2, n_rs_seq=rng.choice((0, 0, 1, 2)),
+                   n_ubatch=rng.choice((64, 512)), n_batch=2048)
+    return f"dsv4-random-{seed}", model, setting
+
+
+def aborting_cases() -> list[tuple[str, Model, dict]]:
+    """Flash's config cut to three layers where llama.cpp aborts: no CSA layer (ratios 128, 128, 0), and no HCA
+    layer with an indexer key as wide as the head (ratios 0, 4, 4, index_head_dim = head_dim = 512)."""
+    setting = dict(type_k="f16", type_v="f16", flash_attn=True, n_ctx=1024, n_seq=1)
+    out = []
+    for name, change in (("no-csa", dict(compress_ratios=[128, 128, 0, 0])),
+                         ("index-as-wide", dict(compress_ratios=[0, 4, 4, 0], index_head_dim=512))):
+        cfg = json.loads(FLASH.read_text())
+        cfg.update(num_hidden_layers=3, num_nextn_predict_layers=0, **change)
+        out.append((f"dsv4-{name}", model_from_config(cfg, name=f"dsv4-{name}"), setting))
+    return out
