@@ -44,10 +44,13 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     from ..engines.llamacpp.panel import host_shortfall, panel_offload
     from ..units import parse_tokens
     options = engine_options(args.option)
+    bandwidth, host_bytes = host_memory_argument(args.host_memory)
+    if host_bytes is not None:
+        options["host_memory_bytes"] = host_bytes
     try:
         gpus = args.gpu if "," in args.gpu else [args.gpu] * (args.num_gpus or 1)   # the cards fit sizes
         p = panel_offload(model, gpus=gpus, context=parse_tokens(args.context), batch=args.batch,
-                          weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=args.host_memory,
+                          weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=bandwidth,
                           options=options)
     except ValueError as exc:
         return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
@@ -69,6 +72,41 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     lines.append(f"  how --fit on chose: {p.fit_note}")
     lines += [f"  note: {note}" for note in p.notes]
     return lines, p.to_dict()
+
+
+def host_memory_argument(value) -> tuple[str | None, int | None]:
+    """--host-memory: (a host RAM bandwidth for llama.cpp's decode bound, the node's host RAM in bytes); each
+    part of a comma list is a bandwidth ('89.6GB/s', a kvmem/data/host_memory.json preset) or a size
+    ('512GiB', a kvmem.host.NODE_PRESETS node)."""
+    from ..engines.llamacpp.offload import host_memory_presets
+    from ..host import host_memory_bytes
+    bandwidth = size = None
+    for part in (value or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.lower() in host_memory_presets() or part.lower().endswith("/s"):
+            bandwidth = part
+        else:
+            size = host_memory_bytes(part)
+    return bandwidth, size
+
+
+def host_lines(host: dict | None) -> list[str]:
+    """The host RAM side of a fit (kvmem.host): each term with its source, the total and the bound."""
+    if not host:
+        return []
+    bound = host["host_memory_bytes"]
+    head = (f"host RAM per node: {format_bytes(host['total_bytes'])}"
+            + (f" of {format_bytes(bound)} (--host-memory)" if bound is not None
+               else " (no --host-memory: not checked)"))
+    lines = [head]
+    for t in host["terms"]:
+        tokens = f", holds {t['tokens']:,} tokens" if t.get("tokens") is not None else ""
+        counted = "" if t["binding"] else " (not counted)"
+        lines.append(f"  {t['name']}: {format_bytes(t['bytes_per_node'])} ({t['bytes_per_node']:,} B){tokens}"
+                     f"{counted}; {t['source']}")
+    return lines
 
 
 _FLAGS = {"num_gpus": "--num-gpus", "tp": "--tp", "pp": "--pp", "context": "--context", "batch": "--batch",
@@ -103,10 +141,16 @@ def cmd_fit(args) -> int:
                         + ("fits with the placement below" if placed else "does not fit: no placement below runs"))
         emit({"llamacpp_offload": data}, args.json, lines)
         return 0 if placed else 1
+    options = fit_options(args)
+    host_bytes = host_memory_argument(args.host_memory)[1]
+    if host_bytes is not None:
+        if "host_memory_bytes" in options:
+            raise ValueError("give the host RAM once: --host-memory or -o host_memory_bytes=..., not both")
+        options["host_memory_bytes"] = host_bytes
     result = fit(model, gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp, pp=args.pp,
                  context=args.context, batch=args.batch, weight_dtype=args.weight_dtype,
                  kv_dtype=args.kv_dtype, engine=args.engine,
-                 gpu_memory_utilization=args.gpu_memory_utilization, **fit_options(args))
+                 gpu_memory_utilization=args.gpu_memory_utilization, **options)
     error = result.why_not if result.max_batch == 0 else None     # not one sequence: said on stderr too
     most = ("not one sequence" if result.max_batch == 0 else
             f"up to {result.max_batch:,} sequence{'s' * (result.max_batch != 1)}")
@@ -126,6 +170,7 @@ def cmd_fit(args) -> int:
     if result.kv_crossover_tokens is not None:
         lines.append(f"KV reads pass weight reads from {result.kv_crossover_tokens:,} tokens per sequence")
     lines += engine_numbers_lines(result.engine_numbers)
+    lines += host_lines(result.host)
     if not result.fits and error is None:      # the fit's own words (Fit.why_not), as the app and the report say it
         lines.append(result.why_not)
     if result.levers and any(lever.plan_refused is None for lever in result.levers):
@@ -153,7 +198,9 @@ def configure(fitp) -> None:
     engine = fitp._option_string_actions["--engine"]
     engine.help += '; "all" or a list such as vllm,sglang compares them side by side (kvmem compare)'
     fitp.add_argument("--host-memory", default=None,
-                      help="llama.cpp offload: host RAM bandwidth for the decode bound, a preset "
-                           "(ddr5-5600-2ch, epyc-9004-12ch-ddr5-4800, ...) or '89.6GB/s'; --gpu A,B gives "
-                           "mixed cards")
+                      help="the host: its RAM per node, a budget like GPU memory ('512GiB', or a node: "
+                           "dgx-h100, dgx-a100-640gb, ...; a plan that pins or maps more is refused, naming the "
+                           "term), and/or, for llama.cpp's decode bound, its RAM bandwidth (a preset: ddr5-5600-2ch, "
+                           "epyc-9004-12ch-ddr5-4800, ... or '89.6GB/s'); both as 'ddr5-5600-2ch,128GiB'. "
+                           "--gpu A,B gives mixed cards")
     fitp.set_defaults(func=cmd_fit)

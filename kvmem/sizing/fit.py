@@ -10,6 +10,7 @@ from ..defaults import ENGINE
 from ..engines import ENGINES, capacity
 from ..engines.base import past_positions
 from ..gpus import list_gpus
+from ..host import host_memory
 from ..units import format_bytes
 from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
 from .results import Fit, MemoryBreakdown
@@ -94,6 +95,12 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     if not fits:      # one contract: a workload that does not fit is a Fit with .fits False and .why_not
         result = replace(result, why_not=_not_fitting_message(s, budget, result) if max_batch == 0
                          else _short_message(s, result))
+    host = host_memory(s, max(budget.kv_memory, 0), found.placed)   # host RAM as a budget (kvmem.host)
+    if host is not None:
+        result = replace(result, host=host.to_dict())
+        if host.refusal:
+            result = replace(result, fits=False, why_not=host.refusal if result.why_not is None
+                             else f"{result.why_not} And {host.refusal}")
     return result
 
 

@@ -113,6 +113,7 @@ class Fit(EngineVerdict):
     placement: dict | None = field(default=None, compare=False)   # the engine's placement the verdict is of
     levers: tuple = field(default=(), compare=False)   # kvmem.sizing.suggest.Lever: words, change, max batch
     why_not: str | None = None     # when it does not fit: the shortfall and what would fit, in words (None: fits)
+    host: dict | None = field(default=None, compare=False)   # kvmem.host.HostMemory.to_dict(): the host RAM side
 
     @property
     def decode_text(self) -> str | None:

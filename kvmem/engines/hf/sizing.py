@@ -14,7 +14,7 @@ from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, PrefixSharing, SizingRules
 
 NON_TORCH_BYTES = 512 << 20
-SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None}
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None, "host_memory_bytes": None}
 HF_WEIGHT_FORMATS = ("int8", "awq")
 
 

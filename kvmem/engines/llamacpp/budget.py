@@ -24,7 +24,10 @@ from .verdict import placement_verdict
 NON_TORCH_BYTES = 512 << 20
 # host_memory_bytes: the host RAM a placement may use beyond the GPUs (kvmem.engines.llamacpp.verdict);
 # None: not bounded
-SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None, "host_memory_bytes": None}
+# ctx_checkpoints (--ctx-checkpoints) and cache_ram_mib (--cache-ram): llama-server's host RAM beside the model
+# (kvmem.engines.llamacpp.checkpoints, each default's source there)
+SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None, "host_memory_bytes": None,
+                  "ctx_checkpoints": 32, "cache_ram_mib": 8192}
 GGUF_WEIGHT_FORMATS = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
 
 

@@ -19,7 +19,7 @@ __all__ = ["SIZING", "prefix_sharing"]
 
 NON_TORCH_BYTES = 1 << 30
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
-                  "free_gpu_memory_fraction": 0.9, "max_num_tokens": 8192}
+                  "free_gpu_memory_fraction": 0.9, "max_num_tokens": 8192, "host_memory_bytes": None}
 
 
 def _budget(req: BudgetRequest) -> Budget:

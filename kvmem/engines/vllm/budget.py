@@ -11,7 +11,6 @@ from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, byte_option,
                     share_whole_blocks)
 from .admission import pools_refuse
-from .parallel import PARALLEL_OPTIONS, weights_per_device
 from .options import VllmOptions, check_options, parse_release
 
 
@@ -39,7 +38,11 @@ SAMPLER_BYTES_PER_LOGIT = 28
 NON_TORCH_BYTES = 256 << 20           # vLLM measures only the increase after start-up
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
                   "max_num_seqs": None, "cudagraph_bytes": 512 << 20, "kv_cache_memory_bytes": None,
-                  **PARALLEL_OPTIONS}
+                  # --kv-offloading-size GiB / --kv-offloading-backend (vllm/config/cache.py#L383-L392) and
+                  # LMCache's max_local_cpu_size GiB per rank (kvmem.engines.vllm.offload); host_memory_bytes
+                  # the node's RAM (kvmem.host)
+                  "kv_offloading_size": None, "kv_offloading_backend": "native", "lmcache_max_local_cpu_size": 5.0,
+                  "host_memory_bytes": None}
 # get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context:
 #     device_memory >= 70 GiB and "a100" not in the device name: 8192 tokens, 1024 sequences
 #     else: 2048 tokens, 256 sequences
@@ -172,7 +175,7 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
                      defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
-                     batch_dependent=True, pools_refuse=pools_refuse, weights_per_device=weights_per_device,
+                     batch_dependent=True, pools_refuse=pools_refuse,
                      startup=StartupNumbers(
                          "GPU KV cache size (tokens)",
                          "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",

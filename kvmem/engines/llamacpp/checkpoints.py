@@ -1,0 +1,89 @@
+"""llama-server's host RAM beside the model: context checkpoints and the prompt cache.
+
+The rules (llama.cpp at llama-cpp-python 0.3.36's vendored build, 0c1e5709):
+    --ctx-checkpoints N (default 32) per slot, made only for a model whose memory cannot be rolled back
+        by position: a recurrent/hybrid memory or a sliding window (n_swa > 0)
+                                              common/common.h#L631, tools/server/server-context.cpp#L3441-L3455
+    a checkpoint = llama_state_seq_get_size_ext(ctx, slot, PARTIAL_ONLY) bytes (+ the draft context's, with
+        one): magic 4 + seq id 4 + the partial memory's state. PARTIAL_ONLY writes only the recurrent part of
+        a hybrid memory and only the SWA cache of an iSWA one
+            tools/server/server-context.cpp#L2335-L2352, common/common.cpp#L2288-L2303,
+            src/llama-context.cpp#L3191-L3216, src/llama-memory-hybrid.cpp#L190-L195,
+            src/llama-kv-cache-iswa.cpp#L259-L265
+    recurrent state of one sequence: cell_count 4 + (pos 4, n_seq_id 4) + s_trans 4 + n_layer 4, then per
+        recurrent layer: R type 4 + R row size 8 + the R row, S type 4 + S row size 8 + the S row
+                                              src/llama-memory-recurrent.cpp#L766-L960
+    slots: -np; "auto" (the server's default) is 4 with a unified KV cache   tools/server/server.cpp#L155-L160
+    --cache-ram M MiB (default 8192; -1 no limit, 0 off): the prompt cache of idle slots' states, evicted
+        above M MiB, its limit lowered when an allocation fails (so reported, not counted against the host)
+                                              common/common.h#L634, tools/server/server-task.cpp#L1731-L1775
+Published (unsloth#11073): Qwen3.x-27B, 4 slots: one checkpoint 149.6 MiB, 32 a slot 18.7 GiB of host RAM;
+this module: 156,894,364 B = 149.63 MiB, x 128 = 18.70 GiB.
+"""
+
+from __future__ import annotations
+
+from ...host import HostTerm
+
+CTX_CHECKPOINTS = 32          # common/common.h#L631 n_ctx_checkpoints
+CACHE_RAM_MIB = 8192          # common/common.h#L634 cache_ram_mib
+AUTO_SLOTS = 4                # tools/server/server.cpp#L155-L160: -np auto -> 4, kv_unified
+STATE_HEADER_BYTES = 4 + 4    # io_magic, seq_id (llama-context.cpp#L3194-L3195)
+RECURRENT_HEADER_BYTES = 4 + 8 + 4 + 4      # cell_count; pos, n_seq_id of the one cell; s_trans, n_layer
+RECURRENT_LAYER_HEADER_BYTES = 2 * (4 + 8)  # R and S: type, row size
+
+
+def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
+    """(bytes of one context checkpoint, what it holds) for ``model`` in llama-server; (0, why) where the
+    server makes none. A sliding-window model's is an upper bound (the SWA cells a slot holds at most)."""
+    from ...engines import engine_estimate
+    est = engine_estimate(model, engine="llamacpp", tokens=tokens, batch=1, **options)
+    caches = est.details.caches
+    recurrent = [c for c in caches if c["cache"] == "recurrent"]
+    if recurrent:
+        c = recurrent[0]
+        layers = sum(layer.state is not None for layer in model.layers)
+        per_seq = (c["r_bytes"] + c["s_bytes"]) // c["cells"]
+        return (STATE_HEADER_BYTES + RECURRENT_HEADER_BYTES + layers * RECURRENT_LAYER_HEADER_BYTES + per_seq,
+                f"the recurrent state of one sequence ({layers} layers)")
+    swa = [c for c in caches if c["cache"] == "kv_swa"]
+    if swa:
+        c = swa[0]
+        return (STATE_HEADER_BYTES + (c["k_bytes"] + c["v_bytes"]) // c["streams"] + 8 * c["cells"],
+                f"at most the SWA cache of one slot ({c['cells']:,} cells)")
+    return 0, "none: the model's cache rolls back by position (no recurrent state, no sliding window)"
+
+
+def host_terms(s) -> list[HostTerm]:
+    """llama-server's checkpoints and prompt cache for a kvmem.sizing Setup (its sizing options
+    ctx_checkpoints, cache_ram_mib; the slots: its batch, else the server's auto 4)."""
+    count = s.sizing.get("ctx_checkpoints", CTX_CHECKPOINTS)
+    cache_ram = s.sizing.get("cache_ram_mib", CACHE_RAM_MIB)
+    for name, value in (("ctx_checkpoints", count), ("cache_ram_mib", cache_ram)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (-1 if name == "cache_ram_mib" else 0):
+            raise ValueError(f"{name} must be a whole number ({'-1 for no limit, ' * (name == 'cache_ram_mib')}"
+                             f"0 for none), got {value!r}")
+    slots = s.batch or AUTO_SLOTS
+    terms = []
+    one, what = checkpoint_bytes(s.model, tokens=s.context, kv_dtype=s.kv_dtype, **s.engine_options)
+    if one and count:
+        terms.append(HostTerm(name="llama.cpp context checkpoints", bytes_per_node=one * count * slots,
+                              bytes_per_rank=one * count * slots,
+                              source=f"--ctx-checkpoints {count} x {slots} slots x {one:,} B ({what}; "
+                                     "kvmem.engines.llamacpp.checkpoints)"))
+    if cache_ram == -1:
+        raise ValueError("llama.cpp --cache-ram -1 puts no limit on the prompt cache: its host RAM has no bound "
+                         "(tools/server/server-context.cpp#L1332-L1340); give cache_ram_mib")
+    if cache_ram:
+        # not binding: an allocation that fails lowers the limit to 0.4 x what the cache holds
+        # (tools/server/server-task.cpp#L1762-L1775)
+        terms.append(HostTerm(name="llama.cpp prompt cache (at most)", bytes_per_node=cache_ram << 20,
+                              bytes_per_rank=cache_ram << 20, binding=False,
+                              source=f"--cache-ram {cache_ram} MiB, shrunk by llama.cpp when RAM runs short "
+                                     "(kvmem.engines.llamacpp.checkpoints)"))
+    return terms
+
+
+def checkpoint_log_size_mib(nbytes: int) -> str:
+    """The size a 'created context checkpoint ... size = X MiB' line prints (server-context.cpp#L2349-L2352)."""
+    return f"{nbytes / 1024 / 1024:.3f}"

@@ -1,0 +1,55 @@
+"""llama-server's context checkpoints and prompt cache (kvmem.engines.llamacpp.checkpoints); llama.cpp's own
+state size judges the headers in tests/oracles/test_llamacpp_checkpoints_oracle.py."""
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp.checkpoints import checkpoint_bytes, checkpoint_log_size_mib
+from kvmem.host import host_memory
+from kvmem.sizing.setup import make_setup
+
+GIB = 1 << 30
+
+
+def test_qwen35_27b_checkpoint_is_the_published_149_6_mib():
+    # 48 linear-attention layers, one sequence: R (4 - 1) x 10,240 f32 = 122,880 B, S 48 x 128 x 128 f32
+    # = 3,145,728 B a layer: 156,893,184 B; + 8 (magic, seq id) + 20 (cell count, pos, n_seq_id, s_trans,
+    # n_layer) + 48 x 24 (types, row sizes) = 156,894,364 B; unsloth#11073 prints 149.6 MiB
+    nbytes, what = checkpoint_bytes(kvmem.get_model("qwen3.5-27b"))
+    assert nbytes == 156_894_364
+    assert checkpoint_log_size_mib(nbytes) == "149.626"
+    assert "48 layers" in what
+
+
+def _setup(model, **options):
+    s, _ = make_setup(model, gpu="rtx-4090", num_gpus=1, tp=None, pp=1, context=32768, batch=None,
+                      weight_dtype="q4_k_m", kv_dtype="q4_0", engine="llamacpp", gpu_memory_utilization=0.9,
+                      options=options)
+    return s
+
+
+def test_32_checkpoints_on_4_slots_are_18_7_gib():
+    # unsloth#11073: 4 slots x 32 x 149.6 MiB = 18.7 GiB; 4 x 32 x 156,894,364 = 20,082,478,592 B = 18.70 GiB
+    host = host_memory(_setup(kvmem.get_model("qwen3.5-27b"), cache_ram_mib=0), 0)
+    (term,) = host.terms
+    assert term.bytes_per_node == 20_082_478_592
+    assert f"{term.bytes_per_node / GIB:.2f}" == "18.70"
+
+
+def test_a_host_too_small_for_the_checkpoints_is_refused_naming_them():
+    s = _setup(kvmem.get_model("qwen3.5-27b"), host_memory_bytes="16GiB")
+    host = host_memory(s, 0)
+    # 18.70 GiB of checkpoints > 17,179,869,184 B; the 8 GiB prompt cache is reported, not counted (llama.cpp
+    # lowers its limit when an allocation fails)
+    assert host.total_bytes == 20_082_478_592
+    assert "llama.cpp context checkpoints 18.70 GiB" in host.refusal
+    assert "17,179,869,184 B" in host.refusal and "prompt cache" not in host.refusal
+    assert [t.binding for t in host.terms] == [True, False]
+
+
+def test_a_dense_model_makes_no_checkpoint_and_unlimited_cache_ram_is_refused():
+    assert checkpoint_bytes(kvmem.get_model("llama-3.1-8b"))[0] == 0
+    host = host_memory(_setup(kvmem.get_model("llama-3.1-8b")), 0)
+    assert [t.name for t in host.terms] == ["llama.cpp prompt cache (at most)"]
+    with pytest.raises(ValueError, match="--cache-ram -1 puts no limit"):
+        host_memory(_setup(kvmem.get_model("llama-3.1-8b"), cache_ram_mib=-1), 0)
