@@ -53,7 +53,12 @@ class SglangCapacityDetails(Record):
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
-    """Bytes SGLang's pools hold for ``batch`` sequences of ``tokens`` (rule 5 above)."""
+    """Bytes SGLang's pools hold for ``batch`` sequences of ``tokens``: the pool rows this workload occupies.
+    Each sequence takes whole pages (cdiv(tokens, page_size)), plus the one padding page per layer. In
+    hybrid-SWA pools a sliding layer holds its window rounded up to whole pages: SGLang frees out-of-window
+    tokens lazily (sglang@v0.5.23 python/sglang/srt/managers/schedule_batch.py#L4125-L4129 _evict_swa,
+    page-aligned, between steps), so the real occupancy runs up to about a window and a page above this.
+    Recurrent state is ``batch`` x the per-request state (the pool's own extra slot is not counted)."""
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     pages = cdiv(tokens, page)
@@ -82,7 +87,11 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
 
 
 def _split_swa(layout: Layout, stage: range, tokens: int, rest: int, ratio) -> tuple[int, int]:
-    """(full, swa) pool tokens from the KV bytes ``rest`` (``tokens``: rest // cell, page-aligned)."""
+    """(full, swa) pool tokens from the KV bytes ``rest`` (``tokens``: rest // cell, page-aligned): full =
+    int(T x (F n_f + S n_s) / (F n_f + r S n_s)), swa = int(full x r), both floored to page_size, r =
+    swa_full_tokens_ratio (0.8); SGLang does these splits in float (GiB and ratios), and so does kvmem, so
+    the printed counts come out the same; bytes stay exact integers (sglang@v0.5.23
+    python/sglang/srt/model_executor/pool_configurator.py#L859-L893 HybridSWAPoolConfigurator._solve_pool_sizes)."""
     page = layout.page_size
     full, swa = set(layout.full), set(layout.swa)
     n_full = sum(i in full for i in stage)
@@ -131,7 +140,15 @@ def _refused(model: Model, kv_memory: int, layout: Layout, cell, tokens: int, no
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              **options):
-    """Tokens (max_total_num_tokens) and pages a KV budget (SGLang's ``rest``) holds (rule 4)."""
+    """Tokens (max_total_num_tokens) and pages a KV budget (SGLang's ``rest``) holds: rest // cell_size, floored to
+    a multiple of page_size (sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L637-L647
+    calculate_pool_sizes). ``rest`` (kvmem's ``kv_memory``) is what the sizing step left for the cache:
+    available_after_weights - free_before_weights x (1 - mem_fraction_static). Ranks of a pipeline take the
+    minimum. Linear hybrids first give the Mamba pool its slots from rest x r / (1 + r) (r =
+    mamba_full_memory_ratio, 0.9) less one padding slot, or from --max-mamba-cache-size /
+    --max-running-requests, and cap the requests at slots // 3 (+2 with the extra buffer and overlap
+    scheduling); the cells get the remainder (kvmem.engines.sglang.mamba). Hybrid SWA then splits the tokens
+    (_split_swa)."""
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     notes = list(layout.notes)

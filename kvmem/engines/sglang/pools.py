@@ -47,6 +47,20 @@ _LATEST = (0, 5, 23)
 TORCH_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch.bfloat16",
                 "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2",
                 "nvfp4": "torch.float4_e2m1fn_x2"}
+# Buffers per layer (fp8 is stored as uint8, 1 byte):
+#   MHA  K (size + page_size, heads, head_dim), V (size + page_size, heads, v_head_dim); the extra page is slot 0,
+#        written by padded tokens (sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2580-L2648
+#        MHATokenToKVPool._create_buffers_normal). fp4_e2m1 (kvmem "nvfp4"): K and V (size + page, heads,
+#        head_dim // 2) plus one uint8 scale per 16 values, (size + page, heads * head_dim // 16) each, V with
+#        head_dim too (#L3622-L3669 MHATokenToKVPoolFP4)
+#   MLA  one buffer (size + page_size, 1, kv_lora_rank + qk_rope_head_dim) (#L4856-L4871 MLATokenToKVPool); fp4:
+#        (size + page, 1, dim // 2) + (size + page, dim // 16) (#L5134-L5165 MLATokenToKVPoolFP4)
+#   NSA  DeepSeek-V3.2 (#L5279-L5663 DSATokenToKVPool, NSATokenToKVPool before): the latent with fp8 takes
+#        kv_lora_rank + kv_lora_rank // 128 * 4 + qk_rope_head_dim * 2 = 656 B (fp8 latent, fp32 scales, bf16
+#        rope; sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3412-L3475
+#        calculate_mla_kv_cache_dim), otherwise (rank + rope) elements; plus an indexer buffer (_index_bytes).
+#        SGLang forces page_size 64 for these models (server_args.py "Setting page size to 64 for DeepSeek
+#        NSA.", in the releases kvmem read it in); kvmem does the same and says so in the notes.
 NSA_PAGE_SIZE = 64      # server_args.py, DeepSeek NSA models
 NSA_QUANT_BLOCK = 128   # NSATokenToKVPool.quant_block_size: one fp32 scale per 128 values
 FP4_SCALE_BLOCK = 16    # MHATokenToKVPoolFP4 / MLATokenToKVPoolFP4 scale_block_size
@@ -81,9 +95,11 @@ class Pool:
         return self.k_bytes + self.v_bytes
 
     def log_line(self, legacy: bool = False, version: str = "latest") -> str:
-        """The line SGLang logs for this pool: from 0.5.13 "KV Cache is allocated. dtype: torch.bfloat16,
-        #tokens: N, K size: X GB, V size: Y GB"; ``version`` before it, without the dtype field;
-        ``legacy``: the older form without #tokens."""
+        """The line SGLang logs for this pool (sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2073-L2099
+        KVCache._finalize_allocation_log): from 0.5.13 "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N,
+        K size: X GB, V size: Y GB" with GB = 2**30, or "..., KV size: X GB" for MLA/NSA (one buffer; NSA includes
+        the indexer); ``version`` before 0.5.13, without the dtype field; ``legacy``: builds before about Feb
+        2025, "KV Cache is allocated. K size: X GB, V size: Y GB." (no #tokens)."""
         field = f"dtype: {self.dtype}, " if _release(version) >= _DTYPE_IN_LOG else ""
         if self.layout != "mha":
             return f"KV Cache is allocated. {field}#tokens: {self.num_tokens}, KV size: {self.kv_bytes / GB:.2f} GB"
@@ -170,6 +186,10 @@ def is_hybrid_swa(model: Model) -> bool:
     return any(name in HYBRID_SWA_ARCHITECTURES for name in model.facts.architectures)
 
 
+# Heads per rank: ModelConfig.get_num_kv_heads is max(1, kv_heads // attn_tp), heads split by tensor parallelism,
+# one replicated head when tp > kv_heads (sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L1700-L1711);
+# the attention layers require tp to divide the heads (or the heads to divide tp), so other tp are refused
+# (kvmem.parallel.kv_heads_per_rank). The MLA latent has no heads: every rank holds all of it.
 def _head_shape(model: Model, indices, role: str) -> tuple[int, int, int]:
     shapes = {(layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
               for layer in (model.layers[i] for i in indices) if layer.kind.per_head}
@@ -204,6 +224,15 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     check_family(model, tp, pp)
     layers = model.layers
     notes = []
+    # Which layers have buffers: every decoder layer of the pipeline stage (num_effective_layers = end_layer -
+    # start_layer); the sliding-window layers of Gemma-2/3, Mistral-7B-v0.1, Phi-3 and every model outside
+    # HYBRID_SWA_ARCHITECTURES are cached at full length. Hybrid-SWA architectures get two pools
+    # (sglang@v0.5.23 python/sglang/srt/mem_cache/swa_memory_pool.py#L21-L424 SWAKVPool): full layers in one,
+    # sliding/chunked layers in another, unless disable_hybrid_swa_memory. Linear/Mamba hybrids (Qwen3-Next,
+    # Qwen3.5, Jamba, Nemotron-H) cache tokens only in their attention layers
+    # (sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L4228-L4751 HybridLinearKVPool) and keep a
+    # per-request state (#L505-L1352 MambaPool): conv (conv_dim / tp, conv_kernel - 1) in the model dtype and the
+    # recurrent state in mamba_ssm_dtype (float32 by default; srt/configs/mamba_utils.py).
     # the state layers: linear/Mamba layers, and attention layers with a Mamba2 mixer beside them (Falcon-H1:
     # sglang@v0.5.23 python/sglang/srt/configs/falcon_h1.py#L291-L315 mamba2_cache_params layers = every layer,
     # full_attention_layer_ids = every layer: both pools hold every layer)
@@ -389,7 +418,12 @@ def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
 
 
 def stage_cell(layout: Layout, stage: range):
-    """The profile's cell_size for one pipeline stage's layers (bytes per pool token)."""
+    """The profile's cell_size for one pipeline stage's layers (bytes per pool token): kv_heads_per_rank x
+    (head_dim + v_head_dim) x layers x dtype_bytes (MHA); (kv_lora_rank + qk_rope_head_dim) x layers x
+    dtype_bytes (+ 132 x indexed layers, NSA/DSA: the latent as its buffer holds it, 656 B in fp8, and the
+    indexer only on the layers that keep one: GLM-5.2's shared-top-k layers hold none); fp4: cell // 2 + one
+    byte per 16 values; hybrid SWA: F x n_full + S x n_swa (sglang@v0.5.23
+    python/sglang/srt/model_executor/pool_configurator.py#L340-L535 _compute_cell_size)."""
     full, swa = set(layout.full), set(layout.swa)
     n_full, n_swa = sum(1 for i in stage if i in full), sum(1 for i in stage if i in swa)
     n_index = sum(1 for i in stage if i in layout.indexed)
