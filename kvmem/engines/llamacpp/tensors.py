@@ -23,13 +23,12 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
 
 This is a model of a file, not a file: real GGUFs differ (an importance matrix, per-uploader
 --tensor-type overrides such as the Unsloth UD mixes) by a few percent; the result says so in its notes.
-Refused by name: gpt_neox, gpt_oss and glm4_moe, whose llama.cpp tensors are not llama's (llama.cpp
-0c1e57098 refuses kvmem's llama-style layout of them: "check_tensor_dims: tensor 'output_norm.bias' not
-found" for gptneox, models/gptneox.cpp; "tensor 'blk.0.post_attention_norm.weight' not found" for
-gpt-oss, models/openai-moe.cpp, and glm4moe, models/glm4-moe.cpp; tests/oracles/
-test_llamacpp_presets_oracle.py); MLA, linear-attention and SSM layers (their tensors are not laid out here;
-give the GGUF itself); a GGUF whose tensor list lacks layers or token_embd (one part of a split
-GGUF: placement needs every tensor).
+Architectures whose tensors are not llama's: gpt-oss, glm4moe, deepseek2 (MLA), qwen35 and qwen35moe
+(Gated DeltaNet) from kvmem.engines.llamacpp.arch_tensors, each checked against llama.cpp loading a sparse
+GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py). Refused by name: gpt_neox (llama.cpp
+0c1e57098 refuses kvmem's llama-style layout of it: "check_tensor_dims: tensor 'output_norm.bias' not
+found", models/gptneox.cpp); other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
+whose tensor list lacks layers or token_embd (one part of a split GGUF: placement needs every tensor).
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import FULL, SLIDING, Model
+from .arch_tensors import ARCHS, arch_specs, field
 from .placement import GGML_TYPES
 from .quant_mix import FTYPES, QuantModel, ftype_names, quant_types
 
@@ -49,9 +49,7 @@ _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: attn_qkv, and ffn_up = gate|up
 # llama.cpp's own tensors for these (src/models/*.cpp load_arch_tensors), which kvmem does not write
-_NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN",
-                 "gpt_oss": "attn_sinks, post_attention_norm, biases, MXFP4 experts",
-                 "glm4_moe": "leading dense layers, shared experts, exp_probs_b, biases, the NextN layer"}
+_NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN"}
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES) for the quantiser's arch rules
 _ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
          "gemma3_text": "gemma3"}
@@ -79,21 +77,22 @@ def _source_type(name: str, ne: tuple, fmt: str) -> str:
     """The type convert_hf_to_gguf.py writes a tensor in: F32 for 1-D tensors, norms and the router
     (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
     --outtype (F16 for a file quantised from it)."""
-    if len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp." in name:
+    if (len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp" in name or ".ssm_conv1d." in name
+            or not name.endswith(".weight")):   # conversion/base.py prepare_tensors: biases and ssm_a too
         return "F32"
     return _SOURCE.get(fmt, "F16")
 
 
-def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_layer: int | None = None,
+def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_head_kv: int = 0,
            qkv_is_attn_v: bool = True) -> tuple:
     """GGUFTensors of ``specs`` ((name, ne) in file order) typed by llama.cpp's quantiser (quant_mix)."""
     first = model.layers[0]
     moe = model.facts.moe
-    n = model.num_layers if n_layer is None else n_layer
+    n = model.num_layers
     # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
     seventy = n == 80 and (arch == "qwen2" or (arch == "llama" and first.kv_heads != model.num_attention_heads))
     qm = QuantModel(arch=arch, n_layer=n, n_expert=moe.experts if moe else 0, n_head=model.num_attention_heads,
-                    n_head_kv=first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
+                    n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
     types = quant_types([(name, ne, _source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
                         qkv_is_attn_v=qkv_is_attn_v)
     return tuple(GGUFTensor(name, types[name], tuple(ne), _nbytes(ne, types[name])) for name, ne in specs)
@@ -108,13 +107,19 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
                          f"GGUF file, got {weight_format!r}")
     fmt = {"q3_k": "q3_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m", "mxfp4": "mxfp4_moe"}.get(fmt, fmt)
     assert fmt in FTYPES
+    own = arch_specs(model)
+    if own is not None:     # head_count_kv as convert_hf_to_gguf writes it: num_key_value_heads
+        return _typed(model, own[1], fmt, imatrix=imatrix, arch=own[0],
+                      n_head_kv=field(model, "num_key_value_heads", 0))
     if model.model_type in _NOT_LAID_OUT:
         raise ValueError(f"{model.name}: kvmem does not lay out llama.cpp's {model.model_type} tensors "
                          f"({_NOT_LAID_OUT[model.model_type]}): give the GGUF file itself")
     bad = [i for i, layer in enumerate(model.layers) if layer.kind not in (FULL, SLIDING)]
     if bad:
         raise ValueError(f"{model.name}: layer {bad[0]} is {model.layers[bad[0]].kind!r}; kvmem lays out llama.cpp "
-                         "tensors only for full/sliding attention layers: give the GGUF file itself")
+                         "tensors from a config only for full/sliding attention layers and for the "
+                         f"{', '.join(sorted(set(ARCHS.values())))} architectures, not {model.model_type}: give the "
+                         "GGUF file itself")
     facts = model.facts
     h, vocab = model.hidden_size, facts.vocab_size
     if not vocab:
@@ -186,5 +191,5 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
         raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
                          f"({', '.join(FORMATS)})")
     return synthesised_tensors(model, weight_format), (
-        f"laid out from the config with llama.cpp's {weight_format} mix (src/llama-quant.cpp main rules); a real "
-        "GGUF differs by a few percent: give the file for exact bytes")
+        f"laid out from the config with llama.cpp's {weight_format} mix (src/llama-quant.cpp llama_tensor_get_type, "
+        "no importance matrix); a real GGUF differs by a few percent: give the file for exact bytes")

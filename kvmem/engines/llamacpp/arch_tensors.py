@@ -1,0 +1,204 @@
+"""The tensors of llama.cpp architectures whose layout is not llama's, as their load_arch_tensors
+creates them (names from src/llama-arch.cpp LLM_TENSOR_NAMES, shapes ne0 first) and convert_hf_to_gguf
+writes them; tensors.synthesised_tensors types them with quant_mix.
+
+    gpt-oss    src/models/openai-moe.cpp#L22-L56: attention with q/k/v/output biases, attn_sinks
+               [n_head], post_attention_norm, router with bias, expert tensors with biases
+    glm4moe    src/models/glm4-moe.cpp load_arch_tensors: q/k/v biases, optional q/k norms
+               (use_qk_norm), post_attention_norm as the FFN norm, first_k_dense_replace dense
+               layers, then router, exp_probs_b, routed and shared experts
+    deepseek2  src/models/deepseek2.cpp load_arch_tensors, the MLA GGUF convert writes
+               (conversion/deepseek.py DeepseekV2Model: kv_b_proj split into attn_k_b
+               [nope, kv_lora, n_head] and attn_v_b [kv_lora, v_dim, n_head]); q_lora_rank
+               None (V2-Lite): one attn_q; exp_probs_b where the router scores with a
+               correction bias (scoring_func sigmoid: V3, R1, Kimi K2)
+    qwen35 / qwen35moe  src/models/qwen35.cpp, qwen35moe.cpp load_block_trunk: full-attention
+               layers (attn_q holds q and its gate: 2 x n_head x head_dim) and Gated DeltaNet
+               layers (attn_qkv, attn_gate, ssm_conv1d, ssm_dt.bias, ssm_a, ssm_beta,
+               ssm_alpha, ssm_norm, ssm_out); MoE: router, experts, the shared expert and its
+               1-D gate ffn_gate_inp_shexp
+The NextN/MTP layer (GLM-4.5, DeepSeek-V3, Qwen3.5) is not laid out: llama.cpp loads it only with
+load_mtp (TENSOR_SKIP otherwise), so a default load takes the trunk's memory; the layout is the file
+convert_hf_to_gguf --no-mtp writes (DeepseekV2Model always skips it: skip_mtp).
+"""
+
+from __future__ import annotations
+
+from ...model import Model
+
+__all__ = ["ARCHS", "arch_specs"]
+
+# kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
+ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
+         "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
+         "qwen3_5_moe_text": "qwen35moe"}
+
+
+def field(model: Model, name: str, default=None):
+    """A config field, from text_config where the config nests it (Qwen3.5's)."""
+    cfg = model.config or {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    value = text.get(name, cfg.get(name))
+    return default if value is None else value
+
+
+def _need(model: Model, name: str) -> int:
+    value = field(model, name)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{model.name}: config field {name!r} is {value!r}; llama.cpp's "
+                         f"{ARCHS[model.model_type]} tensors need it as a positive integer")
+    return value
+
+
+def _head(model: Model, h: int, vocab: int) -> list:
+    out = [] if model.facts.tie_word_embeddings else [("output.weight", (h, vocab))]
+    return out + [("output_norm.weight", (h,)), ("token_embd.weight", (h, vocab))]
+
+
+def _experts(b: str, h: int, f: int, e: int, *, bias: bool = False) -> list:
+    out = [(b + "ffn_gate_exps.weight", (h, f, e)), (b + "ffn_down_exps.weight", (f, h, e)),
+           (b + "ffn_up_exps.weight", (h, f, e))]
+    if bias:
+        out += [(b + "ffn_gate_exps.bias", (f, e)), (b + "ffn_down_exps.bias", (h, e)),
+                (b + "ffn_up_exps.bias", (f, e))]
+    return out
+
+
+def _shared(b: str, h: int, s: int) -> list:
+    return [(b + "ffn_gate_shexp.weight", (h, s)), (b + "ffn_down_shexp.weight", (s, h)),
+            (b + "ffn_up_shexp.weight", (h, s))]
+
+
+def _dense(b: str, h: int, f: int) -> list:
+    return [(b + "ffn_gate.weight", (h, f)), (b + "ffn_down.weight", (f, h)), (b + "ffn_up.weight", (h, f))]
+
+
+def _gpt_oss(model: Model, h: int) -> list:
+    n_head, e = model.num_attention_heads, model.facts.moe.experts
+    f = model.facts.moe.intermediate_size
+    out = []
+    for i, layer in enumerate(model.layers):
+        b, hd = f"blk.{i}.", layer.head_dim_k
+        q, kv = n_head * hd, layer.kv_heads * hd
+        out += [(b + "attn_norm.weight", (h,)), (b + "post_attention_norm.weight", (h,)),
+                (b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv)), (b + "attn_v.weight", (h, kv)),
+                (b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv,)), (b + "attn_v.bias", (kv,)),
+                (b + "attn_output.weight", (q, h)), (b + "attn_output.bias", (h,)),
+                (b + "attn_sinks.weight", (n_head,)),
+                (b + "ffn_gate_inp.weight", (h, e)), (b + "ffn_gate_inp.bias", (e,))]
+        out += _experts(b, h, f, e, bias=True)
+    return out
+
+
+def _glm4_moe(model: Model, h: int) -> list:
+    moe = model.facts.moe
+    n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size
+    dense_f = _need(model, "intermediate_size")
+    first_dense = field(model, "first_k_dense_replace", 0)
+    shared = field(model, "n_shared_experts", 0)
+    qk_norm = bool(field(model, "use_qk_norm", False))
+    bias = bool(field(model, "attention_bias", False))
+    out = []
+    for i, layer in enumerate(model.layers):
+        b, hd = f"blk.{i}.", layer.head_dim_k
+        q, kv = n_head * hd, layer.kv_heads * hd
+        out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv)),
+                (b + "attn_v.weight", (h, kv))]
+        if bias:
+            out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv,)), (b + "attn_v.bias", (kv,))]
+        out.append((b + "attn_output.weight", (q, h)))
+        if qk_norm:
+            out += [(b + "attn_q_norm.weight", (hd,)), (b + "attn_k_norm.weight", (hd,))]
+        out.append((b + "post_attention_norm.weight", (h,)))
+        if i < first_dense:
+            out += _dense(b, h, dense_f)
+            continue
+        out += [(b + "ffn_gate_inp.weight", (h, e)), (b + "exp_probs_b.bias", (e,))] + _experts(b, h, f, e)
+        if shared:
+            out += _shared(b, h, f * shared)
+    return out
+
+
+def _deepseek2(model: Model, h: int) -> list:
+    moe = model.facts.moe
+    n_head = model.num_attention_heads
+    kv_lora, rope = _need(model, "kv_lora_rank"), _need(model, "qk_rope_head_dim")
+    nope, v_dim = _need(model, "qk_nope_head_dim"), _need(model, "v_head_dim")
+    q_lora = field(model, "q_lora_rank")
+    first_dense = field(model, "first_k_dense_replace", 0)
+    dense_f = _need(model, "intermediate_size")
+    probs_b = field(model, "scoring_func") == "sigmoid"     # e_score_correction_bias -> exp_probs_b
+    out = []
+    for i in range(model.num_layers):
+        b = f"blk.{i}."
+        out.append((b + "attn_norm.weight", (h,)))
+        if q_lora:
+            out.append((b + "attn_q_a_norm.weight", (q_lora,)))
+        out.append((b + "attn_kv_a_norm.weight", (kv_lora,)))
+        if q_lora:
+            out += [(b + "attn_q_a.weight", (h, q_lora)), (b + "attn_q_b.weight", (q_lora, n_head * (nope + rope)))]
+        else:
+            out.append((b + "attn_q.weight", (h, n_head * (nope + rope))))
+        out += [(b + "attn_kv_a_mqa.weight", (h, kv_lora + rope)), (b + "attn_k_b.weight", (nope, kv_lora, n_head)),
+                (b + "attn_v_b.weight", (kv_lora, v_dim, n_head)), (b + "attn_output.weight", (n_head * v_dim, h)),
+                (b + "ffn_norm.weight", (h,))]
+        if moe is None or i < first_dense:
+            out += _dense(b, h, dense_f)
+            continue
+        e, f = moe.experts, moe.intermediate_size
+        out.append((b + "ffn_gate_inp.weight", (h, e)))
+        if probs_b:
+            out.append((b + "exp_probs_b.bias", (e,)))
+        out += _experts(b, h, f, e) + _shared(b, h, f * field(model, "n_shared_experts", 1))
+    return out
+
+
+def _qwen35(model: Model, h: int) -> list:
+    moe = model.facts.moe
+    n_head = model.num_attention_heads
+    d_state, k_heads = _need(model, "linear_key_head_dim"), _need(model, "linear_num_key_heads")
+    v_heads, d_conv = _need(model, "linear_num_value_heads"), _need(model, "linear_conv_kernel_dim")
+    key_dim, value_dim = d_state * k_heads, d_state * v_heads     # head_k_dim = head_v_dim = ssm_d_state
+    interval = field(model, "full_attention_interval", 4)
+    out = []
+    for i, layer in enumerate(model.layers):
+        b = f"blk.{i}."
+        out += [(b + "attn_norm.weight", (h,)), (b + "post_attention_norm.weight", (h,))]
+        if (i + 1) % interval == 0:              # is_recr: (i + 1) % full_attention_interval != 0
+            hd = layer.head_dim_k
+            out += [(b + "attn_q.weight", (h, 2 * n_head * hd)), (b + "attn_k.weight", (h, layer.kv_heads * hd)),
+                    (b + "attn_v.weight", (h, layer.kv_heads * layer.head_dim_v)),
+                    (b + "attn_output.weight", (n_head * hd, h)), (b + "attn_q_norm.weight", (hd,)),
+                    (b + "attn_k_norm.weight", (hd,))]
+        else:
+            out += [(b + "attn_qkv.weight", (h, 2 * key_dim + value_dim)), (b + "attn_gate.weight", (h, value_dim)),
+                    (b + "ssm_conv1d.weight", (d_conv, 2 * key_dim + value_dim)), (b + "ssm_dt.bias", (v_heads,)),
+                    (b + "ssm_a", (v_heads,)), (b + "ssm_beta.weight", (h, v_heads)),
+                    (b + "ssm_alpha.weight", (h, v_heads)), (b + "ssm_norm.weight", (d_state,)),
+                    (b + "ssm_out.weight", (value_dim, h))]
+        if moe is None:
+            out += _dense(b, h, _need(model, "intermediate_size"))
+            continue
+        e, f = moe.experts, moe.intermediate_size
+        s = moe.shared_intermediate_size or f
+        out += [(b + "ffn_gate_inp.weight", (h, e))] + _experts(b, h, f, e)
+        out += [(b + "ffn_gate_inp_shexp.weight", (h,))] + _shared(b, h, s)
+    return out
+
+
+_LAYOUTS = {"gpt-oss": _gpt_oss, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "qwen35": _qwen35,
+            "qwen35moe": _qwen35}
+
+
+def arch_specs(model: Model) -> tuple[str, list] | None:
+    """(llama.cpp architecture, [(name, ne)] in file order) of a model whose architecture is here,
+    else None (llama's layout, or refused by tensors.synthesised_tensors)."""
+    arch = ARCHS.get(model.model_type)
+    if arch is None:
+        return None
+    h, vocab = model.hidden_size, model.facts.vocab_size
+    if not vocab:
+        raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
+    if arch in ("gpt-oss", "glm4moe", "qwen35moe") and model.facts.moe is None:
+        raise ValueError(f"{model.name}: llama.cpp's {arch} layers are MoE, and the config gives no experts")
+    return arch, _head(model, h, vocab) + _LAYOUTS[arch](model, h)

@@ -1,0 +1,192 @@
+"""kvmem's llama.cpp layout of the families whose tensors are not llama's (kvmem.engines.llamacpp.arch_tensors:
+gpt-oss, glm4moe, deepseek2 with MLA, qwen35 and qwen35moe with Gated DeltaNet) against llama.cpp 0c1e57098
+(llama-cpp-python 0.3.36, CPU-only) loading a sparse GGUF of each.
+
+Per case (a preset, a file type):
+1. the quantiser: the source GGUF convert_hf_to_gguf would write (F16 weights; F32 norms, routers,
+   biases, ssm_conv1d, ssm_a) through llama_model_quantize with dry_run gives every tensor the type
+   kvmem gives it;
+2. the loader: the GGUF written from kvmem's tensor list loads (llama_model_loader creates every tensor
+   the architecture's load_arch_tensors asks for, checks each shape and that none is left over), with
+   no_alloc (nothing read or allocated); llama_model_size equals the sum of kvmem's bytes, and ggml's
+   own GGUF reader sizes every tensor as kvmem does;
+3. the model buffer: a smaller model of the same family (fewer layers or experts, a smaller
+   vocabulary: every per-layer tensor keeps its real shape) loads with mmap, and the printed
+   "CPU_Mapped model buffer size" equals kvmem's placement of it (placement.place, every layer on the
+   host) to the printed MiB.
+The sparse files are never read (no_alloc), or are small (mmap populates the whole file). About 10 s.
+"""
+
+from tests.oracles.conftest import require
+
+require("llama_cpp")
+
+import ctypes  # noqa: E402
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+from kvmem.catalog import get_model  # noqa: E402
+from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
+from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
+from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
+from kvmem.engines.llamacpp.tensors import _source_type, synthesised_tensors  # noqa: E402
+from kvmem.model import Model  # noqa: E402
+from kvmem.oracles.llamacpp_buffers import in_child, llama_lib, write_sparse  # noqa: E402
+from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_bytes  # noqa: E402
+
+CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air", "q4_k_m"),
+         ("glm-4.5-air", "iq2_xxs"), ("glm-4.7", "q3_k_m"), ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3", "q2_k"),
+         ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs")]
+# a smaller model of each family for the mmap load: fewer layers (DeepSeek-V2-Lite keeps its 27,
+# which llama.cpp reads as "lite": no q_lora_rank key), fewer experts, a 32,000-token vocabulary
+_TOP2 = {"num_experts_per_tok": 2}
+SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "experts_per_token": 2, **_TOP2},
+         "glm-4.5-air": {"num_hidden_layers": 3, "n_routed_experts": 4, **_TOP2},
+         "deepseek-v2-lite": {"n_routed_experts": 4, **_TOP2},
+         "deepseek-v3": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
+         "qwen3.5-27b": {"num_hidden_layers": 4},
+         "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2}}
+
+
+def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
+    """The keys convert_hf_to_gguf writes for ``arch`` (conversion/{gpt_oss,glm,deepseek,qwen}.py
+    set_gguf_parameters) that load_arch_hparams reads."""
+    import gguf
+    moe, first = model.facts.moe, model.layers[-1]
+    w.add_context_length(model.max_position_embeddings or 4096)
+    w.add_embedding_length(model.hidden_size)
+    w.add_block_count(model.num_layers)
+    w.add_feed_forward_length(field(model, "intermediate_size", 0) or (moe.intermediate_size if moe else 0))
+    w.add_head_count(model.num_attention_heads)
+    w.add_head_count_kv(field(model, "num_key_value_heads", model.num_attention_heads))
+    w.add_layer_norm_rms_eps(float(field(model, "rms_norm_eps", 1e-6)))
+    w.add_rope_freq_base(10000.0)
+    w.add_vocab_size(model.facts.vocab_size)
+    w.add_tokenizer_model("none")
+    w.add_file_type(FTYPES[fmt][0])
+    if moe is not None:
+        w.add_expert_count(moe.experts)
+        w.add_expert_used_count(moe.top_k)
+        w.add_expert_feed_forward_length(moe.intermediate_size)
+    if arch == "deepseek2":
+        kv_lora, rope = field(model, "kv_lora_rank"), field(model, "qk_rope_head_dim")
+        w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 0))
+        if field(model, "q_lora_rank"):
+            w.add_q_lora_rank(field(model, "q_lora_rank"))
+        w.add_kv_lora_rank(kv_lora)
+        w.add_key_length(kv_lora + rope)
+        w.add_value_length(kv_lora)
+        w.add_key_length_mla(field(model, "qk_nope_head_dim") + rope)
+        w.add_value_length_mla(field(model, "v_head_dim"))
+        w.add_rope_dimension_count(rope)
+        w.add_expert_shared_count(field(model, "n_shared_experts", 0))
+        w.add_expert_weights_scale(float(field(model, "routed_scaling_factor", 1.0)))
+        if field(model, "scoring_func") == "sigmoid":
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        return
+    w.add_key_length(first.head_dim_k)
+    w.add_value_length(first.head_dim_v)
+    w.add_rope_dimension_count(first.head_dim_k)
+    if arch == "gpt-oss":
+        w.add_sliding_window(128)
+    if arch == "glm4moe":
+        w.add_expert_shared_count(field(model, "n_shared_experts", 1))
+        w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 1))
+    if arch in ("qwen35", "qwen35moe"):
+        d_state, v_heads = field(model, "linear_key_head_dim"), field(model, "linear_num_value_heads")
+        w.add_ssm_conv_kernel(field(model, "linear_conv_kernel_dim"))
+        w.add_ssm_inner_size(d_state * v_heads)
+        w.add_ssm_state_size(d_state)
+        w.add_ssm_time_step_rank(v_heads)
+        w.add_ssm_group_count(field(model, "linear_num_key_heads"))
+        w.add_full_attention_interval(field(model, "full_attention_interval", 4))
+        w.add_rope_dimension_sections([11, 11, 10, 0])
+        if moe is not None:
+            w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
+
+
+def _write(model: Model, fmt: str, path: str, *, source: bool) -> list:
+    import gguf
+    arch = ARCHS[model.model_type]
+    tensors = synthesised_tensors(model, fmt)
+    w = gguf.GGUFWriter(path, arch)
+    _metadata(w, model, arch, fmt)
+    write_sparse(w, [(t.name, t.shape, _source_type(t.name, t.shape, "f16") if source else t.dtype) for t in tensors])
+    return list(tensors)
+
+
+def _dry_run(source: str, ftype: int) -> dict:
+    lib, lines, _ = llama_lib()
+    del lines[:]
+    params = lib.llama_model_quantize_default_params()
+    params.ftype, params.dry_run, params.nthread = ftype, True, 1
+    if lib.llama_model_quantize(source.encode(), os.devnull.encode(), ctypes.byref(params)) != 0:
+        raise RuntimeError("".join(lines)[-2000:])
+    out = {}
+    for line in "".join(lines).splitlines():
+        m = DRY_RUN_LINE.match(line.strip())
+        if m:
+            out[m.group(1)] = (m.group(4) or m.group(3)).upper()
+    return out
+
+
+def _load(path: str, no_alloc: bool) -> dict:
+    """llama.cpp's model load alone (no context): llama_model_size and the printed model buffers."""
+    lib, lines, _ = llama_lib()
+    del lines[:]
+    params = lib.llama_model_default_params()
+    params.use_extra_bufts = False
+    params.no_alloc = no_alloc
+    params.load_mode = lib.LLAMA_LOAD_MODE_NONE if no_alloc else lib.LLAMA_LOAD_MODE_MMAP
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(lines)[-3000:])
+    size = lib.llama_model_size(model)
+    lib.llama_model_free(model)
+    buffers = {}
+    for line in "".join(lines).splitlines():
+        m = BUFFER_LINE.match(line.strip())
+        if m and m.group(2) == "model":
+            buffers[m.group(1)] = float(m.group(3))
+    return {"size": int(size), "buffers": buffers}
+
+
+def _small(preset: str) -> Model:
+    cfg = dict(get_model(preset).config)
+    text = dict(cfg["text_config"]) if isinstance(cfg.get("text_config"), dict) else cfg
+    text.update(SMALL[preset], vocab_size=32000)
+    if text.get("layer_types"):
+        text["layer_types"] = text["layer_types"][:text["num_hidden_layers"]]
+    if "text_config" in cfg:
+        cfg["text_config"] = text
+    return Model.from_hf_config(cfg, name=f"{preset}-small")
+
+
+@pytest.mark.parametrize("preset,fmt", CASES, ids=[f"{p}-{f}" for p, f in CASES])
+def test_family_gguf_equals_llamacpp(preset, fmt, tmp_path):
+    model = get_model(preset)
+    source, path = str(tmp_path / "source.gguf"), str(tmp_path / "model.gguf")
+    _write(model, fmt, source, source=True)
+    theirs = in_child(_dry_run, source, FTYPES[fmt][0])
+    os.remove(source)
+    tensors = _write(model, fmt, path, source=False)
+    # 1. every tensor's type is the quantiser's
+    assert {t.name: t.dtype for t in tensors} == theirs
+    # 2. llama.cpp loads exactly this tensor set; its bytes are kvmem's
+    out = in_child(_load, path, True)
+    ggml = tensor_bytes(path)
+    assert {t.name: t.nbytes for t in tensors} == {name: nbytes for name, (_, _, nbytes, _) in ggml.items()}
+    assert out["size"] == sum(t.nbytes for t in tensors)
+
+
+@pytest.mark.parametrize("preset", sorted(SMALL))
+def test_family_model_buffer_equals_llamacpp(preset, tmp_path):
+    model = _small(preset)
+    fmt = dict(CASES)[preset] if preset in dict(CASES) else "q4_k_m"
+    path = str(tmp_path / "model.gguf")
+    tensors = _write(model, fmt, path, source=False)
+    out = in_child(_load, path, False)
+    host = place(tensors, n_layer=model.num_layers, n_gpu_layers=0, mmap=True).host
+    assert out["size"] == sum(host.group_bytes.values())
+    assert out["buffers"] == {"CPU_Mapped": buffer_mib(host.model_bytes)}
