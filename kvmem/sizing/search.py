@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 
 from ..engines import ENGINES, with_defaults
 from ..model import Model
-from ..units import cdiv
 from .setup import Setup, SetupBudget, budget_for, need_bytes
 
 
@@ -112,7 +111,7 @@ def search_max_context(s: Setup, kv_memory: int, batch: int) -> int:
 
 
 def replica_batch(s: Setup) -> int:
-    return cdiv(s.batch or 1, s.replicas)
+    return -(-(s.batch or 1) // s.replicas)
 
 
 def workload_fits(s: Setup) -> bool:

@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from ..parallel import pp_stages, replicated_excess
-from ..units import cdiv
+from ..parallel import cdiv, pp_stages, replicated_excess
 
 
 @dataclass(frozen=True)

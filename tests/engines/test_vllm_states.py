@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
-from kvmem.units import cdiv
+from kvmem.engines.base import cdiv
 
 KIMI = "kimi-linear-48b-a3b"
 

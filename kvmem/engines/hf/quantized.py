@@ -8,7 +8,8 @@ counted below, with how they were measured.
 from __future__ import annotations
 
 from ...model import Model
-from ...units import cdiv, require_positive_int
+from ...units import require_positive_int
+from ...parallel import cdiv
 from .growth import Workload
 from .slots import Slot
 

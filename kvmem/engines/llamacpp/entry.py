@@ -1,4 +1,8 @@
-"""estimate() and capacity(): llama.cpp's cells for a workload, and the n_ctx a budget holds."""
+"""estimate() and capacity(): llama.cpp's cells for a workload, and the n_ctx a budget holds.
+
+Capacity: the most cells (whole pads per stream) whose caches and recurrent state fit ``kv_memory`` on the
+fullest device; blocks = tokens = total cells, block_size 1.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,16 @@ from .settings import CURRENT, PR_14363, PR_15467, mib
 _D = datetime.date
 
 
+# Log format eras (approximate dates; log_lines(style=...) pins one):
+#   "kv_self"          "<prefix>: KV self size  = ..., K (t): ..., V (t): ..."; prefix llama_new_context_with_model,
+#                      llama_init_from_model from ~2025-01-12, llama_context from ~2025-03-13
+#   "unified"          ~2025-05-01: "llama_kv_cache_unified: size = ... (%6u cells, %3d layers, %2u seqs)"
+#   "unified_streams"  2025-07-16 (PR #14363): "... %2u/%2u seqs"
+#   "unified_seqs"     ~2025-07-20: "... %2u/%u seqs"
+#   "current"          2025-08-21 (PR #15467): "llama_kv_cache: size = ... %2u/%u seqs"
+#                      (llama.cpp@0c1e57098 src/llama-kv-cache.cpp#L301-L303; the recurrent line
+#                      src/llama-memory-recurrent.cpp#L133-L135)
+# MiB = (float)bytes / 2^20 printed "%7.2f": float32, then round-half-even to 2 decimals (settings.printed_mib).
 LOG_STYLES = ("kv_self", "unified", "unified_streams", "unified_seqs", "current")
 _STYLE_FROM = ((_D(2025, 5, 1), "unified"), (PR_14363, "unified_streams"),
                (_D(2025, 7, 20), "unified_seqs"), (PR_15467, "current"))

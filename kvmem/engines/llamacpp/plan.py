@@ -8,12 +8,11 @@ from dataclasses import dataclass, replace
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
-from ...units import cdiv, pad
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
 from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PER_HEAD_MLA, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
-                       SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, printed_mib,
+                       SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib,
                        resolve_settings)
 
 
@@ -38,23 +37,33 @@ class Plan:
 # ---- cells ----------------------------------------------------------------------------------
 
 def cells_of(s: Settings) -> tuple[int, int, int, bool, list[str]]:
-    """(n_ctx, n_ctx_seq, n_stream, unified, notes) after llama.cpp's padding and split."""
+    """(n_ctx, n_ctx_seq, n_stream, unified, notes) after llama.cpp's padding and split.
+
+    A cell holds one token of one layer. n_ctx (-c) is padded, then split into streams: one stream for a
+    unified cache (kv_unified, -kvu), else one per sequence (n_seq, -np); the log's cells are per stream,
+    the bytes cover all streams. From 2025-11-06 (PR #17046): n_ctx = pad256(n_ctx); unified: n_ctx_seq =
+    n_ctx; else n_ctx_seq = pad256(n_ctx // n_seq), n_ctx = n_ctx_seq x n_seq, with the warning "n_ctx is not
+    divisible by n_seq_max - rounding down to N" even when N went up (llama.cpp@0c1e57098
+    src/llama-context.cpp#L290-L305). 2025-07-16 (PR #14363, per-sequence streams) to 2025-11-06: unified
+    pad(n_ctx, n_pad), else pad(ceil(n_ctx / n_seq), n_pad) per stream; this window's rounding order is
+    UNVERIFIED upstream (read from a downstream copy of llama_model::create_memory of that period). Before
+    PR #14363: one buffer of pad(n_ctx, n_pad) cells shared by every sequence."""
     requested, n_seq, build, n_pad = s.n_ctx_requested, s.n_seq, s.build, s.n_pad
     notes = []
     if build < PR_14363:
         if not s.kv_unified and n_seq > 1:
             notes.append("builds before PR #14363 (2025-07-16) keep one buffer shared by all sequences")
-        n_ctx = pad(requested, n_pad)
+        n_ctx = pad_to(requested, n_pad)
         return n_ctx, n_ctx, 1, True, notes
     if s.kv_unified:
-        n_ctx = pad(requested, n_pad)
+        n_ctx = pad_to(requested, n_pad)
         return n_ctx, n_ctx, 1, True, notes
     if build >= PR_17046:
-        n_ctx = pad(requested, 256)
-        n_ctx_seq = pad(n_ctx // n_seq, 256)  # never 0: n_seq <= LLAMA_MAX_SEQ = 256 <= n_ctx
+        n_ctx = pad_to(requested, 256)
+        n_ctx_seq = pad_to(n_ctx // n_seq, 256)  # never 0: n_seq <= LLAMA_MAX_SEQ = 256 <= n_ctx
     else:
         n_ctx = requested
-        n_ctx_seq = pad(cdiv(requested, n_seq), n_pad)
+        n_ctx_seq = pad_to(-(-requested // n_seq), n_pad)
     if n_ctx_seq * n_seq != n_ctx:
         n_ctx = n_ctx_seq * n_seq
         if build >= PR_17046:
@@ -63,19 +72,29 @@ def cells_of(s: Settings) -> tuple[int, int, int, bool, list[str]]:
 
 
 def _swa_cells(s: Settings, n_ctx_seq: int, n_swa: int, unified: bool) -> int:
-    """Cells per stream of the sliding-window cache (llama_kv_cache_iswa constructor)."""
+    """Cells per stream of the sliding-window cache (llama_kv_cache_iswa constructor): from PR #17046
+    pad256(min(n_ctx_seq, n_swa x (unified ? n_seq : 1) + n_ubatch)) (llama.cpp@0c1e57098
+    src/llama-kv-cache-iswa.cpp#L73-L80); from PR #14363 min(n_ctx_seq, pad(n_swa x (unified ? n_seq : 1) +
+    n_ubatch, n_pad)); from 2025-05-20 (PR #13194, PR #13833's form) min(n_ctx, pad(n_swa x n_seq + n_ubatch,
+    n_pad)); before, no SWA cache (windowed layers hold n_ctx cells). n_ubatch is the effective one,
+    min(n_ctx, n_batch, n_ubatch) (src/llama-context.cpp#L248); swa_full: n_ctx_seq cells."""
     if s.swa_full:
         return n_ctx_seq
     n_seq, n_ubatch, build = s.n_seq, s.n_ubatch, s.build
     if build >= PR_17046:
-        return pad(min(n_ctx_seq, n_swa * (n_seq if unified else 1) + n_ubatch), 256)
+        return pad_to(min(n_ctx_seq, n_swa * (n_seq if unified else 1) + n_ubatch), 256)
     if build >= PR_14363:
-        return min(n_ctx_seq, pad(n_swa * (n_seq if unified else 1) + n_ubatch, s.n_pad))
-    return min(n_ctx_seq, pad(n_swa * n_seq + n_ubatch, s.n_pad))
+        return min(n_ctx_seq, pad_to(n_swa * (n_seq if unified else 1) + n_ubatch, s.n_pad))
+    return min(n_ctx_seq, pad_to(n_swa * n_seq + n_ubatch, s.n_pad))
 
 
 # ---- layers ---------------------------------------------------------------------------------
 
+# MLA (DeepSeek-V2/V3, Kimi): "latent": one row of kv_lora_rank + rope (576) per token as K and no V tensor (builds
+# from 2026-01-24, PR #19067, print "V (f16): 0.00 MiB"); "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from
+# April 2025, PR #12801, until PR #19067); "none": per-head K = n_head x (qk_nope + qk_rope) and V = n_head x
+# v_head_dim (GGUFs converted before PR #12801, on any build). The default is the build's mode for an MLA GGUF
+# (llama.cpp@0c1e57098 src/llama-hparams.cpp#L298-L318 is_mla, n_embd_head_k/v).
 def _mla_mode(model: Model, s: Settings) -> str | None:
     if not model.count(MLA):
         if s.mla is not None:
@@ -156,7 +175,8 @@ def _windowed_split(model: Model, s: Settings, notes: list) -> int | None:
 
 # ---- the plan: caches, per-layer bytes, devices ----------------------------------------------
 
-# Recurrent-only architectures (llm_arch_is_recurrent, src/llama-arch.cpp L1071-L1083): llama_memory_recurrent
+# Recurrent-only architectures (llm_arch_is_recurrent, llama.cpp@0c1e57098 src/llama-arch.cpp#L1071-L1083):
+# llama_memory_recurrent
 # alone. Every other family with recurrent layers is hybrid (llm_arch_is_hybrid): llama_memory_hybrid[_iswa],
 # whose attention cache exists even where no layer attends.
 RECURRENT_ONLY = {"mamba", "falcon_mamba", "mamba2"}
@@ -167,7 +187,10 @@ def _hybrid(model: Model) -> bool:
 
 
 def _layer_devices(n_layer: int, pp: int) -> list[int]:
-    """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded."""
+    """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded (pp = the GPUs):
+    layer il goes to the GPU whose split interval holds il / (n_layer + 1), an upper_bound over the normalised
+    splits in float32 (llama.cpp@0c1e57098 src/llama-model.cpp#L1558-L1597 llama_model::load_tensors). The
+    reported device is the one holding the most bytes."""
     check_pp_layers(pp, n_layer)
     splits = [as_f32(as_f32(float(d + 1)) / as_f32(float(pp))) for d in range(pp)]
     act = n_layer + 1  # act_gpu_layers = min(n_gpu_layers, n_layer + 1): the output layer counts
@@ -211,6 +234,9 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
         notes.append(SWA_FULL_WARNING)
     k_type, v_type = kvmem_dtype(s.type_k), kvmem_dtype(s.type_v)
 
+    # per layer that owns a cache, K = ggml_row_size(type_k, n_embd_k_gqa) x cells x streams, V likewise with type_v
+    # (llama.cpp@0c1e57098 src/llama-kv-cache.cpp#L233-L234); layers without a cache of their own (Gemma-3n
+    # KV-sharing layers, MLP-only blocks) hold none and are not counted
     owners = [i for i, layer in enumerate(model.layers) if layer.caches_tokens]
     widths = {i: _widths(model, model.layers[i], mode) for i in owners}
     if model.model_type in ZERO_WIDTH_LAYERS:
@@ -219,6 +245,8 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
         owners = list(range(model.num_layers))
         widths = {i: widths.get(i, (0, 0)) for i in owners}
     v_max = max((v for _, v in widths.values() if v is not None), default=0)
+    # without flash attention V is stored transposed, and when V widths differ across layers every V row is padded
+    # to the widest (llama.cpp@0c1e57098 src/llama-kv-cache.cpp#L157-L161, #L210 [TAG_V_CACHE_VARIABLE])
     if not s.flash_attn and len({v for _, v in widths.values() if v is not None}) > 1:
         notes.append("the V embeddings have different sizes across layers and FA is not enabled - "
                      f"padding V cache to {v_max}")
@@ -251,7 +279,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     if index:
         # llama_kv_cache_dsa / _msa: a second llama_kv_cache with the same cells, streams and types, one K head
         # of indexer_head_size per indexer layer; no V under DSA (the MLA hparams), one V head under MSA
-        # (src/llama-kv-cache-dsa.cpp L30-L53, src/llama-kv-cache-msa.cpp L13-L50)
+        # (llama.cpp@0c1e57098 src/llama-kv-cache-dsa.cpp#L30-L53, src/llama-kv-cache-msa.cpp#L13-L50)
         k = sum(k_type.row_bytes(w) for w in index.values()) * n_ctx_seq * n_stream
         v = sum(v_type.row_bytes(w) for w in index_v.values()) * n_ctx_seq * n_stream
         caches.append(dict(cache="kv_idx", cells=n_ctx_seq, streams=n_stream, cells_total=n_ctx_seq * n_stream,
@@ -262,6 +290,10 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     recurrent_ids = [i for i, layer in enumerate(model.layers) if layer.state is not None]
     rows_per_layer = {}
     if recurrent_ids:
+        # per sequence one cell of R = (d_conv - 1) x conv channels and S = the SSM state, both f32, in
+        # max(1, n_seq) x (1 + n_rs_seq) rows (llama.cpp@0c1e57098 src/llama-model.cpp#L2485,
+        # src/llama-memory-recurrent.cpp#L101-L103; n_rs_seq, 2026 builds: rollback snapshots); the log's layers
+        # is hparams.n_layer (with nextn the MTP layers)
         cells = max(1, s.n_seq)
         rows = cells * (1 + (s.n_rs_seq or 0))
         f32 = dtype("fp32")

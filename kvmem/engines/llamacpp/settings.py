@@ -20,7 +20,9 @@ DEFAULTS = {
     "type_k": None,       # -ctk; None: kv_dtype; "auto": f16 (common_params.cache_type_k)
     "type_v": None,       # -ctv; likewise (common_params.cache_type_v)
     "flash_attn": None,   # -fa; None: "auto" from 2025-08-30, off before
-    "swa_full": False,    # --swa-full; common_params.swa_full = false
+    # --swa-full (the SWA cache at n_ctx_seq cells: still two caches, two lines); the CLI's default false
+    # (llama.cpp@0c1e57098 common/common.h#L574), llama_context_default_params()'s true (src/llama-context.cpp#L3788)
+    "swa_full": False,
     "kv_unified": False,  # -kvu; common_params.kv_unified = false (llama-server -np auto: true)
     "mla": None,          # None: the build's mode for an MLA GGUF
     "build": None,        # None: current; else the build's date "YYYY-MM-DD"
@@ -30,8 +32,10 @@ DEFAULTS = {
 
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 MLA_MODES = ("latent", "latent+v", "none")
-LLAMA_MAX_SEQ = 256  # src/llama-cparams.h
-_QUANT_BLOCK = 32    # ggml_blck_size of q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl (ggml/src/ggml.c type traits)
+LLAMA_MAX_SEQ = 256  # llama.cpp@0c1e57098 src/llama-cparams.h#L8
+# ggml_blck_size of q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl: 32 values a block of q8_0 34 B, q5_1 24, q5_0 22, q4_1 20,
+# q4_0 and iq4_nl 18 (f32 4 B, f16/bf16 2 B a value): llama.cpp@0c1e57098 ggml/src/ggml-common.h#L194-L256, #L447-L452
+_QUANT_BLOCK = 32
 
 _D = datetime.date
 PR_4280, PR_6438, PR_5021, PR_7257 = _D(2023, 12, 3), _D(2024, 4, 2), _D(2024, 4, 30), _D(2024, 5, 13)
@@ -41,12 +45,18 @@ FA_AUTO, PR_15467, PR_16812, PR_17046, PR_19067 = (
 CURRENT = datetime.date.max
 
 
+# Models with both windowed and full layers get a second cache for the windowed ones (chunked attention, Llama 4,
+# counts as windowed; llama.cpp@0c1e57098 src/llama-model.cpp#L2806-L2857 create_memory, the iSWA caches).
+# Models whose every attention layer is windowed (Mistral-7B-v0.1, Phi-3: its SWA disabled, PR #13676) and the
+# Qwen2/3 families get one full-size cache: llama.cpp does not read their window.
 # Families whose sliding window llama.cpp does not read: one full-size cache. Qwen2-VL / Qwen2.5-VL
 # (src/models/qwen2vl.cpp), dots1 (dots1.cpp) and SmolLM3 (smollm3.cpp) read no sliding_window key.
 WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                   "qwen2_vl_text", "qwen2_5_vl_text", "dots1", "smollm3"}
 # Architectures llama.cpp always gives the two-cache iSWA memory (hparams.swa_type set in
-# llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern.
+# llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern. Then the non-SWA
+# cache is empty, "0 layers", 0.00 MiB, beside a window-sized SWA cache (llama.cpp@0c1e57098
+# src/models/gemma2.cpp#L3-L6, src/models/gemma3.cpp#L3-L7 swa_type).
 ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
 # MLA in transformers, per-head K/V in llama.cpp: conversion/minicpm.py MiniCPM3Model writes head_count_kv =
 # num_key_value_heads, key_length = qk_nope + qk_rope and no value_length (n_embd_head_v = n_embd / n_head)
@@ -54,6 +64,11 @@ ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
 PER_HEAD_MLA = {"minicpm3"}
 SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
                      "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
+
+
+def pad_to(n: int, multiple: int) -> int:
+    """GGML_PAD: n rounded up to a multiple."""
+    return -(-n // multiple) * multiple
 
 
 def as_f32(x: float) -> float:
@@ -105,7 +120,11 @@ def kvmem_dtype(ggml_name: str):
 
 
 def _flash_attn(value, build: datetime.date) -> bool:
-    """The flash-attention setting the cache is built with."""
+    """The flash-attention setting the cache is built with: "auto" is on while the cache is created
+    (llama.cpp@0c1e57098 src/llama-context.cpp#L230-L231 cparams.flash_attn = type != DISABLED). A quantised V
+    cache needs it: builds before the tri-state -fa (2025-08-30) refuse with "V cache quantization requires
+    flash_attn"; later ones with "quantized V cache requires flash_attn to be enabled" for -fa off
+    (src/llama-context.cpp#L3840-L3849)."""
     words = {"on": True, "enabled": True, "off": False, "disabled": False, "auto": None}
     if isinstance(value, str) and value.strip().lower() in words:
         value = words[value.strip().lower()]
@@ -125,6 +144,9 @@ def count_option(field: str, value, *, allow_zero: bool = False) -> int:
     return require_positive_int(field, value, MAX_COUNT)
 
 
+# n_pad: 1 before 2023-12-03 (PR #4280); 32 from then; 256 from 2024-04-02 (PR #6438); 256 with flash attention,
+# 32 without, from 2024-05-13 (PR #7257); 1 from 2025-10-28 (PR #16812, "remove KV cache size padding"); 256
+# always from 2025-11-06 (PR #17046: llama.cpp@0c1e57098 src/llama-context.cpp#L290-L296, the llama_context ctor)
 def _n_pad(build: datetime.date, flash_attn: bool) -> int:
     if build >= PR_17046:
         return 256
@@ -160,6 +182,8 @@ class Settings:
 def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, options: dict) -> Settings:
     """Every option resolved and checked, as llama.cpp would before building the cache."""
     if tp > 1:
+        # llama.cpp splits layers, not heads: --split-mode row keeps the KV cache on the main GPU
+        # (llama.cpp@0c1e57098 common/arg.cpp#L2858-L2863, -mg's help)
         raise ValueError(f"tp={tp}: llama.cpp does not split the KV cache by heads across tensor-parallel "
                          "ranks (--split-mode row keeps the whole KV cache on the main GPU); use pp for "
                          "--split-mode layer")
@@ -171,7 +195,9 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
         "none" if build < PR_12801 else "latent+v" if build < PR_19067 else "latent")
     if (options["mla"] or mla_default) == "latent" and type_k != type_v:
         # llama_init_from_model, before every other cache-type check: hparams.is_mla() (a GGUF with the
-        # MLA split cache) refuses different K and V types
+        # MLA split cache) refuses different K and V types (llama.cpp@0c1e57098 src/llama-context.cpp#L3835-L3838).
+        # The build that added it is not pinned: kvmem applies it with mla="latent" (builds from 2026-01-24);
+        # GGUFs without the split (mla="none") take mixed types.
         raise ValueError(f"type_k={type_k}, type_v={type_v}: llama_init_from_model: model does not support "
                          f"different K ({type_k}) and V ({type_v}) cache types")
     if type_v not in ("f32", "f16", "bf16") and not flash_attn:
@@ -221,7 +247,10 @@ def _head_dims(model: Model, layer, mla_mode: str | None) -> tuple[int, int]:
 
 
 def _check_blocks_divide_heads(model: Model, type_k: str, type_v: str, mla_mode: str | None) -> None:
-    """Flash attention on or auto: a quantised type's 32-value block must divide every head."""
+    """Flash attention on or auto: a quantised type's 32-value block must divide n_embd_head_k (n_embd_head_v)
+    of every layer, not only the whole row ("K cache type q8_0 with block size 32 does not divide
+    n_embd_head_k=80"), checked after the quantised-V rule (llama.cpp@0c1e57098 src/llama-context.cpp#L3851-L3870);
+    with flash attention off only the row counts."""
     for field, name, side in (("type_k", type_k, 0), ("type_v", type_v, 1)):
         if name in ("f32", "f16", "bf16"):
             continue
