@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .units import cdiv
+
 __all__ = ["DType", "dtype", "dtype_names", "float_bytes", "FLOAT_NAMES", "kv_pair", "GGMLType", "GGML_TYPES",
            "ggml_type"]
 
@@ -134,9 +136,9 @@ class DType:
             raise ValueError(
                 f"{self.name} stores rows in blocks of {self.block_elements} values; "
                 f"a row of {n} is not a whole number of blocks")
-        nbytes = -(-n // self.block_elements) * self.block_bytes
+        nbytes = cdiv(n, self.block_elements) * self.block_bytes
         if self.group_size:
-            nbytes += -(-n // self.group_size) * (self.scale_bytes + self.zero_bytes)
+            nbytes += cdiv(n, self.group_size) * (self.scale_bytes + self.zero_bytes)
         return nbytes
 
     def __str__(self) -> str:

@@ -23,13 +23,8 @@ from .units import require_positive_int
 MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)
 
 __all__ = ["MAX_PARALLEL", "check_parallel", "kv_heads_per_rank", "pp_stages", "largest_stage", "layer_heads",
-           "state_share", "cdiv", "divides", "require_divides", "kv_heads_split", "check_pp_layers",
+           "state_share", "divides", "require_divides", "kv_heads_split", "check_pp_layers",
            "replicated_excess", "attention_tp", "check_expert_parallel", "expert_share", "gpus_of"]
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division of integers: cdiv(17, 16) == 2."""
-    return -(-a // b)
 
 
 def divides(tp: int, count: int) -> bool:

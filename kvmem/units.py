@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from numbers import Real
 
 __all__ = ["parse_tokens", "parse_bytes", "format_bytes", "require_positive_int", "show_value",
-           "exact_bytes", "MAX_COUNT", "MAX_BYTES"]
+           "exact_bytes", "cdiv", "pad", "MAX_COUNT", "MAX_BYTES"]
 
 MAX_COUNT = 2**40
 MAX_BYTES = 10**30
@@ -58,6 +58,16 @@ def require_positive_int(name: str, value: object, maximum: int | None = None) -
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be at most {maximum:,}, got {show_value(value)}")
     return value
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of integers, exact: cdiv(17, 16) == 2 (the one spelling of it in kvmem)."""
+    return -(-a // b)
+
+
+def pad(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (GGML_PAD, an allocator's alignment): pad(17, 16) == 32."""
+    return cdiv(n, multiple) * multiple
 
 
 def _parse(field: str, value: object, suffixes: dict[str, int], examples: str, maximum: int) -> int:

@@ -16,7 +16,7 @@ import kvmem
 from kvmem import Eviction, Layer, Model, estimate
 from kvmem.engines import ENGINES
 from kvmem.engines import ideal as ideal_engine
-from kvmem.engines.base import cdiv
+from kvmem.units import cdiv
 from kvmem.strategies import (QuantRow, allocation_sweep, apply_strategies, architecture_variants,
                               offload_transfer_seconds, quality_results, quantization_options,
                               quantized_estimate, request_lengths, simulate_admission)

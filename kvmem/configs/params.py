@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
-from ..units import show_value
+from ..units import cdiv, show_value
 
 __all__ = ["count_params"]
 
@@ -133,7 +133,7 @@ def _attention_params(f, layer, hidden, heads, head_dim) -> int:
         if t == "jamba":
             inner, d_state = s.conv_channels, f.int("mamba_d_state")
             dt_rank = f.get("mamba_dt_rank", default="auto")
-            dt_rank = -(-hidden // 16) if dt_rank == "auto" else f.int("mamba_dt_rank")
+            dt_rank = cdiv(hidden, 16) if dt_rank == "auto" else f.int("mamba_dt_rank")
             return (hidden * 2 * inner + inner * s.conv_kernel + inner + inner * (dt_rank + 2 * d_state)
                     + dt_rank * inner + inner + inner * d_state + inner + inner * hidden + dt_rank + 2 * d_state)
         if t == "nemotron_h":

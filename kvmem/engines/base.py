@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ..dtypes import DType, dtype
 from ..model import Model
-from ..parallel import cdiv, kv_heads_per_rank, largest_stage, pp_stages, require_divides, state_share
+from ..parallel import kv_heads_per_rank, largest_stage, pp_stages, require_divides, state_share
 from ..units import parse_bytes
 from .declared import Option
 from .results import Capacity, Estimate, IdealDetails, Refusal, assemble, with_note
@@ -25,7 +25,7 @@ __all__ = ["Estimate", "Capacity", "Refusal", "IdealDetails", "EngineSpec", "Siz
            "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "CheckedFamilies", "share_every_token",
            "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
            "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
-           "resolve_dtypes", "cdiv", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
+           "resolve_dtypes", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
 
 
 @dataclass(frozen=True)

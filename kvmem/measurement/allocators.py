@@ -25,6 +25,8 @@ import gc
 import os
 import sys
 
+from ..units import pad
+
 
 def _cpu_allocations(prof) -> list[int]:
     """Signed CPU allocation sizes in time order, from the profiler's memory events."""
@@ -142,7 +144,7 @@ CUDA_ROUND_LARGE = 2 * 2**20    # kRoundLarge: larger segments are rounded up to
 
 def cuda_round_size(size: int) -> int:
     """round_size: the request rounded up to 512 B (512 B at least)."""
-    return max(CUDA_MIN_BLOCK, -(-size // CUDA_MIN_BLOCK) * CUDA_MIN_BLOCK)
+    return max(CUDA_MIN_BLOCK, pad(size, CUDA_MIN_BLOCK))
 
 
 def cuda_segment_size(size: int) -> int:
@@ -152,7 +154,7 @@ def cuda_segment_size(size: int) -> int:
         return CUDA_SMALL_BUFFER
     if rounded < CUDA_MIN_LARGE_ALLOC:
         return CUDA_LARGE_BUFFER
-    return -(-rounded // CUDA_ROUND_LARGE) * CUDA_ROUND_LARGE
+    return pad(rounded, CUDA_ROUND_LARGE)
 
 
 def cuda_fresh_block_size(size: int) -> int:

@@ -10,6 +10,7 @@ nothing is written: llama.cpp with no_alloc reads only the header).
 from __future__ import annotations
 
 from ..model import SLIDING, Model
+from ..units import pad
 
 __all__ = ["ARCHES", "write_gguf"]
 
@@ -281,8 +282,8 @@ def write_gguf(model: Model, path: str) -> str:
     w.write_ti_data_to_file()
     fout = w.fout[0]
     fout.flush()
-    start = -(-fout.tell() // w.data_alignment) * w.data_alignment
-    size = sum(-(-ti.nbytes // w.data_alignment) * w.data_alignment for ti in w.tensors[0].values())
+    start = pad(fout.tell(), w.data_alignment)
+    size = sum(pad(ti.nbytes, w.data_alignment) for ti in w.tensors[0].values())
     fout.truncate(start + size)   # sparse: llama.cpp checks the size, no_alloc never reads the data
     w.close()
     return arch

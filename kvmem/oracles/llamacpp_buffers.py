@@ -28,6 +28,8 @@ import os
 import random
 import re
 
+from ..units import pad
+
 __all__ = ["random_spec", "write_spec", "write_sparse", "run_spec", "in_child", "llama_lib", "BUFFER_LINE"]
 
 BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
@@ -166,8 +168,8 @@ def write_sparse(writer, tensors) -> None:
     fout = writer.fout[0]
     fout.flush()
     align = writer.data_alignment
-    start = -(-fout.tell() // align) * align
-    fout.truncate(start + sum(-(-ti.nbytes // align) * align for ti in writer.tensors[0].values()))
+    start = pad(fout.tell(), align)
+    fout.truncate(start + sum(pad(ti.nbytes, align) for ti in writer.tensors[0].values()))
     writer.close()
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..engines import ENGINES, with_defaults
 from ..model import Model
+from ..units import cdiv
 from .setup import Setup, SetupBudget, budget_for, need_bytes
 
 
@@ -111,7 +112,7 @@ def search_max_context(s: Setup, kv_memory: int, batch: int) -> int:
 
 
 def replica_batch(s: Setup) -> int:
-    return -(-(s.batch or 1) // s.replicas)
+    return cdiv(s.batch or 1, s.replicas)
 
 
 def workload_fits(s: Setup) -> bool:

@@ -23,6 +23,7 @@ from importlib import import_module
 
 from ..engines import engine_estimate
 from ..parallel import divides
+from ..units import cdiv
 from ..weights import weights as _weights
 from .search import answer, workload_fits
 from .setup import Given, Setup, make_setup
@@ -136,7 +137,7 @@ def levers(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | 
             attempt(f"{fewest_gpus} GPUs per replica (tp={tp})", {"num_gpus": fewest_gpus, "tp": tp},
                     tp=tp, num_gpus=fewest_gpus)
     if s.batch and per_replica_max:
-        replicas = -(-s.batch // per_replica_max)
+        replicas = cdiv(s.batch, per_replica_max)
         if replicas > s.replicas:
             gpus = replicas * gpus_per_replica
             attempt(f"{gpus} GPUs as {replicas} replicas of tp={s.tp} x pp={s.pp} ({per_replica_max} sequences each)",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..catalog import as_model
-from ..parallel import cdiv
+from ..units import cdiv
 from .checkpoint import exact_weights, parallel_facts
 from .formats import EMBED_16, FORMATS, GGUF_FORMATS, resolve_weight_dtype
 from .record import WeightLayout, Weights
@@ -70,7 +70,7 @@ def weights(model, weight_dtype="auto") -> Weights:
     def cost(params: int, rate: Fraction, quantised: bool = True) -> int:
         nbytes = params * rate
         scales = 4 * cdiv(params, fmt.block_scale) if fmt.block_scale and quantised else 0
-        return -(-nbytes.numerator // nbytes.denominator) + scales
+        return cdiv(nbytes.numerator, nbytes.denominator) + scales
 
     expert_bytes = cost(expert_params - expert_bias, expert_rate) + 2 * expert_bias
     if name in GGUF_FORMATS and experts:

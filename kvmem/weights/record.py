@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from ..parallel import cdiv, pp_stages, replicated_excess
+from ..parallel import pp_stages, replicated_excess
+from ..units import cdiv
 
 
 @dataclass(frozen=True)

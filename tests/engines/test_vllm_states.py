@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
-from kvmem.engines.base import cdiv
+from kvmem.units import cdiv
 
 KIMI = "kimi-linear-48b-a3b"
 

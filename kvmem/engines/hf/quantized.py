@@ -8,8 +8,7 @@ counted below, with how they were measured.
 from __future__ import annotations
 
 from ...model import Model
-from ...units import require_positive_int
-from ...parallel import cdiv
+from ...units import cdiv, require_positive_int
 from .growth import Workload
 from .slots import Slot
 

@@ -91,6 +91,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ...units import cdiv, pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .ggml_sched import sched_sizes
@@ -171,7 +172,7 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     n_stream = kv_unified ? 1 : n_seqs_unq; llama_batch_allocr::ubatch_reserve)."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
-    pp_tokens = -(-n_ubatch // n_seq) * n_seq          # llama_context::graph_reserve
+    pp_tokens = pad(n_ubatch, n_seq)          # llama_context::graph_reserve
     build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
     pp = build_(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     tg = build_(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
@@ -203,7 +204,7 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, host_experts: tuple = ()
                 c += 1
             if c > 1 and c * q > best_c * best_q:
                 best_q, best_c = q, c
-        cap, period = -(-RUN_CAP // best_q), RUN_PERIOD // best_q
+        cap, period = cdiv(RUN_CAP, best_q), RUN_PERIOD // best_q
         kept = best_c if best_c <= cap else cap + (best_c - cap) % period
         keep += range(il, il + kept * best_q)
         il += best_c * best_q
@@ -254,7 +255,7 @@ def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_
     def nbytes(t, _expert):
         return experts[(t.layer, t.ne[0] == shape.n_ff_exp)]
     sizes = []
-    for tokens, outputs in ((-(-n_ubatch // n_seq) * n_seq, n_outputs), (n_seq, n_seq)):
+    for tokens, outputs in ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq)):
         graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
                                     inp_embd))
         sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if experts else None,
@@ -297,7 +298,7 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
     from ...catalog import as_model
     model = as_model(model)
     n_ub = min(n_ubatch, n_ctx)
-    n_kv = cells_per_stream if cells_per_stream is not None else -(-n_ctx // 256) * 256
+    n_kv = cells_per_stream if cells_per_stream is not None else pad(n_ctx, 256)
     if backend == "cpu":
         return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
                               n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells or 0)

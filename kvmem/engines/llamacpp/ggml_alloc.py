@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...units import pad
 from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph
 
 __all__ = ["gallocr_size", "gallocr_sizes"]
@@ -36,7 +37,7 @@ class _Alloc:
         self.alignment, self.blocks, self.max_size = alignment, [[0, 1 << 62]], 0
 
     def align(self, size):
-        return -(-size // self.alignment) * self.alignment
+        return pad(size, self.alignment)
 
     def alloc(self, size):
         size = self.align(size)

@@ -34,6 +34,7 @@ allocated in its consumer's; frees go back to the tensor's own buffer.
 
 from __future__ import annotations
 
+from ...units import cdiv
 from .ggml_alloc import gallocr_sizes
 from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 
@@ -134,7 +135,7 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
                 for _ in range(n_copies):
                     c = Tensor(s.type, s.ne, nb=s.nb)
                     if s.external and weight_bytes is not None:     # the same bytes as an f32 row
-                        c = Tensor("f32", (-(-weight_bytes(s, id(s) in experts) // 4),))
+                        c = Tensor("f32", (cdiv(weight_bytes(s, id(s) in experts), 4),))
                     where[id(c)] = cur
                     if n_copies > 1:
                         c.flags |= INPUT | OUTPUT

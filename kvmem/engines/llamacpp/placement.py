@@ -71,9 +71,10 @@ import struct
 from dataclasses import dataclass, field
 
 from ...dtypes import GGML_TYPES as _GGML
+from ...units import pad
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
-           "layer_devices", "cuda_alloc_bytes", "pad", "buffer_mib", "PR_18148"]
+           "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
 
 PR_18148 = datetime.date(2025, 12, 17)   # the output layer offloaded first
 
@@ -92,11 +93,6 @@ _INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer
           "per_layer_proj_norm")
 _OUTPUT = ("output", "output_norm", "cls", "cls_out")
 _LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
-
-
-def pad(n: int, multiple: int) -> int:
-    """GGML_PAD: n rounded up to a multiple."""
-    return -(-n // multiple) * multiple
 
 
 def buffer_mib(nbytes: int) -> float:

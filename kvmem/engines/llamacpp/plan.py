@@ -8,11 +8,12 @@ from dataclasses import dataclass, replace
 from ...dtypes import dtype
 from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
+from ...units import cdiv, pad
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
 from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PER_HEAD_MLA, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
-                       SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, pad_to, printed_mib,
+                       SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, printed_mib,
                        resolve_settings)
 
 
@@ -53,17 +54,17 @@ def cells_of(s: Settings) -> tuple[int, int, int, bool, list[str]]:
     if build < PR_14363:
         if not s.kv_unified and n_seq > 1:
             notes.append("builds before PR #14363 (2025-07-16) keep one buffer shared by all sequences")
-        n_ctx = pad_to(requested, n_pad)
+        n_ctx = pad(requested, n_pad)
         return n_ctx, n_ctx, 1, True, notes
     if s.kv_unified:
-        n_ctx = pad_to(requested, n_pad)
+        n_ctx = pad(requested, n_pad)
         return n_ctx, n_ctx, 1, True, notes
     if build >= PR_17046:
-        n_ctx = pad_to(requested, 256)
-        n_ctx_seq = pad_to(n_ctx // n_seq, 256)  # never 0: n_seq <= LLAMA_MAX_SEQ = 256 <= n_ctx
+        n_ctx = pad(requested, 256)
+        n_ctx_seq = pad(n_ctx // n_seq, 256)  # never 0: n_seq <= LLAMA_MAX_SEQ = 256 <= n_ctx
     else:
         n_ctx = requested
-        n_ctx_seq = pad_to(-(-requested // n_seq), n_pad)
+        n_ctx_seq = pad(cdiv(requested, n_seq), n_pad)
     if n_ctx_seq * n_seq != n_ctx:
         n_ctx = n_ctx_seq * n_seq
         if build >= PR_17046:
@@ -82,10 +83,10 @@ def _swa_cells(s: Settings, n_ctx_seq: int, n_swa: int, unified: bool) -> int:
         return n_ctx_seq
     n_seq, n_ubatch, build = s.n_seq, s.n_ubatch, s.build
     if build >= PR_17046:
-        return pad_to(min(n_ctx_seq, n_swa * (n_seq if unified else 1) + n_ubatch), 256)
+        return pad(min(n_ctx_seq, n_swa * (n_seq if unified else 1) + n_ubatch), 256)
     if build >= PR_14363:
-        return min(n_ctx_seq, pad_to(n_swa * (n_seq if unified else 1) + n_ubatch, s.n_pad))
-    return min(n_ctx_seq, pad_to(n_swa * n_seq + n_ubatch, s.n_pad))
+        return min(n_ctx_seq, pad(n_swa * (n_seq if unified else 1) + n_ubatch, s.n_pad))
+    return min(n_ctx_seq, pad(n_swa * n_seq + n_ubatch, s.n_pad))
 
 
 # ---- layers ---------------------------------------------------------------------------------

@@ -66,11 +66,6 @@ SWA_FULL_WARNING = ("using full-size SWA cache (ref: "
                      "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)")
 
 
-def pad_to(n: int, multiple: int) -> int:
-    """GGML_PAD: n rounded up to a multiple."""
-    return -(-n // multiple) * multiple
-
-
 def as_f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...units import format_bytes
+from ...units import cdiv, format_bytes
 from ..base import byte_option
 from .settings import LLAMA_MAX_SEQ
 
@@ -54,7 +54,7 @@ def placement_verdict(s, found):
                                      "GPUs and host is sized; every layer on the GPUs",))
     bound = s.sizing.get(HOST_OPTION)
     bound = None if bound is None else byte_option(HOST_OPTION, bound)
-    batch = -(-(s.batch or 1) // s.replicas)
+    batch = cdiv(s.batch or 1, s.replicas)
     opts = offload_options(s.engine_options)
     cache = _cache_type(s.kv_dtype)
     kw = dict(n_ubatch=opts.get("n_ubatch", 512), type_k=opts.get("type_k") or cache,
@@ -90,7 +90,7 @@ def placement_verdict(s, found):
     # the searches start from a linear guess: on each GPU holding KV, its slack over what its KV grows by
     # with one more sequence (or 256 more cells a sequence), the tightest GPU's; llama.cpp pads the cells
     # per stream to 256 (src/llama-kv-cache.cpp), so the longest context is searched in steps of 256
-    cells = max(-(-s.context // _PAD), 1)
+    cells = max(cdiv(s.context, _PAD), 1)
     holding = [(dict(budgets)[n] - best.total_bytes[n], best.placement.device(n).kv_bytes) for n in names]
     holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
     seq_cap = min(LLAMA_MAX_SEQ, s.rules.max_sequences or LLAMA_MAX_SEQ)
@@ -101,7 +101,7 @@ def placement_verdict(s, found):
         tried[s.context, batch + 1] = False
     most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + more_seqs)
     context_cap = max(s.model.max_position_embeddings or s.context, s.context)
-    units = -(-context_cap // _PAD)
+    units = cdiv(context_cap, _PAD)
     more_units = min(slack * cells // kv for slack, kv in holding)
     top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units, cells + more_units)
     longest = max(min(top * _PAD, context_cap), s.context)

@@ -11,7 +11,7 @@ of both pools together exceed the request's.
 from __future__ import annotations
 
 from ...model import Model
-from ...parallel import cdiv
+from ...units import cdiv
 from .parallel import capacity, kv_tp
 from .pools import make_layout
 

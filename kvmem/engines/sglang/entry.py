@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from ...model import SLIDING, Model
 from ...records import Record
 from ..base import Capacity, Refusal, assemble
-from ...parallel import cdiv, pp_stages
+from ...parallel import pp_stages
+from ...units import cdiv
 from . import mamba
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 

@@ -9,10 +9,10 @@ from fractions import Fraction
 from ...dtypes import DType, dtype
 from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
-from ...units import require_positive_int
+from ...units import cdiv, require_positive_int
 from ..base import Capacity, Estimate, assemble
 from .models import FORCED_DTYPE, check_model, dsa_notes, indexer_elements, state_bytes_of, step3p5_text_config
-from ...parallel import cdiv, check_pp_layers, kv_heads_per_rank, largest_stage
+from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "TrtllmDetails",
            "TrtllmCapacityDetails"]

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...model import Model
-from ...parallel import cdiv
+from ...units import cdiv
 from .pages import PageSpec
 
 __all__ = ["deepseek_v4_units", "packed_groups", "DSV4_BLOCK", "FP8_DS_MLA_ROW", "DSV4_ALIGN"]

@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass, replace
 
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
-from ...parallel import cdiv, kv_heads_per_rank, pp_stages
+from ...parallel import kv_heads_per_rank, pp_stages
+from ...units import cdiv
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, VllmOptions,
                       kv_format)
 from .models import check_heads, check_indexers, draft_layers, vllm_layers

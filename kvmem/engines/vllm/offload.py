@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import MLA, NONE, Model
-from ...parallel import cdiv
+from ...units import cdiv
 from ...records import Record
 from .entry import make_plan
 from .options import check_options

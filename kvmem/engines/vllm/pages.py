@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from ...parallel import cdiv
+from ...units import cdiv
 from .options import FP8_DS_MLA_BYTES_PER_TOKEN
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from ...model import Model
 from ...records import Record
 from ..base import Capacity, Refusal, assemble
-from ...parallel import cdiv
+from ...units import cdiv
 from .layout import Plan
 from .models import draft_layers
 from .options import GIB, MODEL_DTYPE_BYTES, VllmOptions
