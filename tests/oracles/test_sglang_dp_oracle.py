@@ -39,3 +39,32 @@ def test_directed(case):
 @pytest.mark.parametrize("index", range(8))
 def test_seeded_random_settings(index):
     assert_agrees(*oracle.random_case(7, index))
+
+
+def test_the_plan_is_what_sglang_resolves():
+    # the command kvmem plan writes for the issue's setting, read back by SGLang 0.5.23's own parser and resolved
+    # on the CPU: 8 attention groups, ep 8, the chunk divided to 1024, 64 requests (8 a group)
+    import argparse
+    from unittest import mock
+
+    import kvmem
+    from kvmem.catalog import preset
+    from kvmem.oracles.sglang_runtime import load
+    load()   # SGLang with its torchvision stand-in (sglang_runtime.py says why)
+    import sglang.srt.arg_groups.memory_hook as memory_hook
+    from sglang.srt.server_args import ServerArgs
+    plan = kvmem.plan("deepseek-v3", engine="sglang", gpu="h200-sxm-141gb", num_gpus=8, context=32768,
+                      target="max_batch", attn_dp_size=8, ep_size=8)
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    ns = parser.parse_args(plan.argv[3:])
+    ns.model_path = oracle._config_dir(preset("deepseek-v3")["config"])   # its config.json, for SGLang's ModelConfig
+    ns.device = "cuda"
+    with mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: 143771.0):
+        args = ServerArgs.from_cli_args(ns)
+        args.resolve_once()
+    resolved = args.resolved_dict()
+    assert (resolved["attn_dp_size"], resolved["dp_size"], resolved["ep_size"]) == (8, 1, 8)
+    assert (resolved["chunked_prefill_size"], resolved["max_running_requests"]) == (1024, 64)
+    assert resolved["mem_fraction_static"] == 0.769
+    assert plan.fit.max_batch == 64

@@ -33,3 +33,34 @@ def test_directed(case):
 @pytest.mark.parametrize("index", range(12))
 def test_seeded_random_settings(index):
     assert_agrees(*oracle.random_case(0, index))
+
+
+def check_vllm_expert_command():
+    """Run in its own interpreter (as tests/oracles/test_plan_roundtrip.py does: vLLM's parser needs a device type)."""
+    import kvmem
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    parser = FlexibleArgumentParser()
+    EngineArgs.add_cli_args(parser)
+    plan = kvmem.plan("deepseek-v3", engine="vllm", gpu="h200-sxm-141gb", num_gpus=16, tp=8, context=32768,
+                      batch=16, enable_expert_parallel=True, num_redundant_experts=32)
+    argv = plan.argv
+    args = EngineArgs.from_cli_args(parser.parse_args(["--model", argv[2], *argv[3:]]))
+    assert (args.tensor_parallel_size, args.data_parallel_size) == (8, 2)
+    assert args.enable_expert_parallel and args.enable_eplb
+    assert args.eplb_config.num_redundant_experts == 32
+    assert args.max_num_seqs == 8
+    print("vLLM expert-parallel command parsed")
+
+
+def test_vllm_parses_the_expert_parallel_command():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR"}
+    code = "from tests.oracles.test_vllm_dp_oracle import check_vllm_expert_command; check_vllm_expert_command()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "vLLM expert-parallel command parsed" in done.stdout

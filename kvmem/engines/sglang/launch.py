@@ -11,6 +11,10 @@ ServerArgs.add_cli_args; tests/oracles/test_plan_roundtrip.py parses the command
     --kv-cache-dtype           auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4 (its choices in 0.5.23)
     --max-running-requests     the sequences planned per replica
     --page-size                tokens per page (default 1)
+    --attn-dp-size, --ep-size, --ep-num-redundant-experts, --nnodes
+                               data-parallel attention, expert parallelism, nodes (kvmem.engines.sglang.parallel);
+                               --max-running-requests is then the requests of all attention groups together
+                               (SGLang gives each max_running_requests // attn_dp_size)
     --chunked-prefill-size     the prefill chunk the reserve was sized for
 Engine options with a flag: swa_full_tokens_ratio, disable_hybrid_swa_memory,
 mamba_full_memory_ratio, mamba_ssm_dtype, max_mamba_cache_size, disable_radix_cache,
@@ -24,6 +28,7 @@ A release other than 0.5.23 is refused by name.
 from __future__ import annotations
 
 from .pools import DEFAULTS
+from .parallel import PARALLEL_DEFAULTS
 from .budget import sglang_chunked_prefill_size
 from ..serving import Launcher
 from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
@@ -35,7 +40,8 @@ KV_CACHE_DTYPE = {"bf16": "bf16", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp
 SSM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}   # --mamba-ssm-dtype
 _VALUED = {"swa_full_tokens_ratio": "--swa-full-tokens-ratio", "mamba_full_memory_ratio": "--mamba-full-memory-ratio"}
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "mem_fraction_static", "chunked_prefill_size",
-                "cuda_graph_max_bs", "page_size", "version", "max_running_requests", "mamba_extra_buffer"}
+                "cuda_graph_max_bs", "page_size", "version", "max_running_requests", "mamba_extra_buffer",
+                *PARALLEL_DEFAULTS}   # the parallel options: their flags are written below
 _SWITCHES = {"disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sliding layers cached at full length"),
              "disable_radix_cache": ("--disable-radix-cache", "no prefix cache: one state slot per request"),
              "disable_overlap_schedule": ("--disable-overlap-schedule", "no overlap scheduling")}
@@ -65,13 +71,35 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     out = [Flag("--model-path", model, why),
            Flag("--tp-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
            Flag("--pp-size", str(s.pp), f"pp={s.pp}: each stage holds its run of layers")]
-    if s.replicas > 1:
-        out.append(Flag("--dp-size", str(s.replicas), f"{s.replicas} replicas, each with its own pool"))
+    copies = s.num_gpus // (s.tp * s.pp)
+    attn_dp, ep, redundant = (int(opts.get(name) or default) for name, default in PARALLEL_DEFAULTS.items()
+                              if name != "nnodes")
+    if copies > 1 and attn_dp > 1:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L287-L292
+        raise PlanRefused(f"sglang: --dp-size {copies} with --attn-dp-size {attn_dp}: SGLang 0.5.23 refuses "
+                          "data-parallel replicas combined with attention data parallelism")
+    if copies > 1:
+        out.append(Flag("--dp-size", str(copies), f"{copies} replicas, each with its own pool"))
+    if attn_dp > 1:
+        out.append(Flag("--attn-dp-size", str(attn_dp), f"{attn_dp} attention groups of tp // {attn_dp} GPUs, each "
+                        "with its own requests and KV pool (was --dp-size N --enable-dp-attention)"))
+    if ep > 1:
+        out.append(Flag("--ep-size", str(ep), f"the routed experts shared by {ep} expert-parallel ranks"))
+    if redundant:
+        out.append(Flag("--ep-num-redundant-experts", str(redundant), f"{redundant} redundant experts, as planned"))
+    nnodes = int(opts.get("nnodes") or 1)
+    if nnodes > 1:
+        if s.num_gpus % nnodes:
+            raise PlanRefused(f"sglang: {s.num_gpus} GPUs do not split evenly over nnodes={nnodes}")
+        out.append(Flag("--nnodes", str(nnodes), f"{s.num_gpus // nnodes} GPUs a node; run the command on every "
+                        "node with its own --node-rank and one --dist-init-addr"))
     out += [Flag("--context-length", str(fit.context), "the context planned"),
             Flag("--mem-fraction-static", f"{float(mfs):g}", "the fraction kvmem sized the pool with, pinned "
                  "(SGLang's default depends on the GPU, tp and pp)"),
             Flag("--kv-cache-dtype", kv_cache_dtype(inp), f"KV elements in {fit.kv_dtype}, as planned"),
-            Flag("--max-running-requests", str(inp.batch), f"{inp.batch} sequences per replica, the batch planned"),
+            Flag("--max-running-requests", str(inp.batch * attn_dp),
+                 f"{inp.batch} sequences per replica, the batch planned" if attn_dp == 1 else
+                 f"{inp.batch} sequences per attention group x {attn_dp} groups (SGLang divides it among them)"),
             Flag("--page-size", str(opts.get("page_size") or DEFAULTS["page_size"]), "tokens per page, as planned"),
             Flag("--chunked-prefill-size", str(chunk), "the prefill chunk the reserve was sized for")]
     out += weight_flags("sglang", inp.model, fit.weight_dtype)

@@ -16,6 +16,10 @@ max_running_requests, from N, C and the state slots) on scheduler lines that pri
 (builds from mid-2025); the earlier line printed the request pool's size (2049 in the Jan and Mar 2025
 logs of docs/research/engine_logs_serving.json), a rule kvmem does not model, so it is not checked there.
 
+Under data-parallel attention every attention group prints its own lines, for attn_tp = tp // attn_dp_size
+and its share of --max-running-requests; the settings' attn_dp_size (or the deprecated "dp_size=N,
+enable_dp_attention=True"), ep_size, ep_num_redundant_experts and nnodes are read too.
+
 Settings, read from the log (``printed``): "server_args=ServerArgs(model_path=..., tp_size=..., ...)"
 (0.5.x: "server_args={'model_path': ..., ...}", sglang@v0.5.23 python/sglang/srt/entrypoints/engine.py#L311).
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import re
 
 from . import mamba
+from .parallel import kv_groups, kv_tp
 from .pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
 from ...model import LINEAR
 from ..serving import LogReader
@@ -48,7 +53,10 @@ ARGS_FIELDS = {"model_path": "model", "tp_size": "tp", "pp_size": "pp", "kv_cach
                "mamba_full_memory_ratio": "mamba_full_memory_ratio", "max_mamba_cache_size": "max_mamba_cache_size",
                "disable_radix_cache": "disable_radix_cache", "disable_overlap_schedule": "disable_overlap_schedule",
                "mamba_scheduler_strategy": "mamba_scheduler_strategy", "context_length": "context_length",
-               "mem_fraction_static": "mem_fraction_static"}
+               "mem_fraction_static": "mem_fraction_static",
+               # data-parallel attention and expert parallelism (kvmem.engines.sglang.parallel)
+               "attn_dp_size": "attn_dp_size", "ep_size": "ep_size",
+               "ep_num_redundant_experts": "ep_num_redundant_experts", "nnodes": "nnodes"}
 SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}   # --mamba-ssm-dtype as kvmem names it
 
 
@@ -62,6 +70,13 @@ def printed(lines: list[str]) -> dict:
             if raw is not None and "mamba_ssm_dtype" not in found:
                 value = value_of(raw, n, line)
                 found["mamba_ssm_dtype"] = (SSM_DTYPES.get(value, value), n)
+    # the deprecated spelling: "dp_size=N, enable_dp_attention=True" is N attention groups, no replicas
+    # (sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L39-L62 handle_deprecated_dp_attention)
+    for n, line in enumerate(lines, 1):
+        if "attn_dp_size" not in found and (at := line.find(ARGS_MARKER)) >= 0:
+            flag, dp = field(line, "enable_dp_attention", at), field(line, "dp_size", at)
+            if flag is not None and value_of(flag, n, line) is True and dp is not None:
+                found["attn_dp_size"] = (value_of(dp, n, line), n)
     if "mamba_scheduler_strategy" in found:      # --mamba-scheduler-strategy extra_buffer: kvmem's mamba_extra_buffer
         value, n = found.pop("mamba_scheduler_strategy")
         found["mamba_extra_buffer"] = (value == "extra_buffer", n)
@@ -101,6 +116,12 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     del info                                   # every setting SGLang's lines depend on is an engine option
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
+    # each attention group prints its own pool, laid out for attn_tp, and its share of the requests
+    attn_dp = kv_groups(options)
+    tp, options = kv_tp(model, tp, pp, options)
+    if attn_dp > 1 and options.get("max_running_requests"):
+        # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3130-L3132 per DP worker
+        options["max_running_requests"] = max(1, options["max_running_requests"] // attn_dp)
     if not found["kv"] and found["legacy"] and found["total"]:
         # the old line has no #tokens: the scheduler's "max_total_num_tokens=N" gives them
         n, text = found["legacy"]

@@ -52,12 +52,14 @@ PARALLEL_DEFAULTS = {
     "attn_dp_size": 1,               # sglang@v0.5.23 python/sglang/srt/arg_groups/fields/parallel.py#L81-L90
     "ep_size": 1,                    # fields/parallel.py#L281-L288
     "ep_num_redundant_experts": 0,   # fields/exec_.py#L914
+    "nnodes": 1,                     # fields/parallel.py#L43 (launch only: the command's --nnodes)
 }
 DECLARED = (
     Option("attn_dp_size", 1, help="--attn-dp-size: data-parallel attention groups of tp // N ranks, each with "
                                    "its own requests and KV pool (was --dp-size N --enable-dp-attention)"),
     Option("ep_size", 1, help="--ep-size: expert-parallel ranks sharing the routed experts (divides tp)"),
     Option("ep_num_redundant_experts", 0, help="--ep-num-redundant-experts: extra physical experts (EPLB)"),
+    Option("nnodes", 1, help="--nnodes: nodes the GPUs are spread over (the plan's command; sizing is per GPU)"),
 )
 DP_ATTENTION_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
 

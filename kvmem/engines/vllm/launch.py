@@ -3,6 +3,7 @@
 Argument names as vLLM 0.33.0 declares them (vllm/engine/arg_utils.py EngineArgs.add_cli_args;
 checked by tests/oracles/test_plan_roundtrip.py, which parses the command with that parser):
     --tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size   the parallel layout
+    --enable-expert-parallel, --enable-eplb --eplb-config   experts over tp x replicas (kvmem.engines.vllm.parallel)
     --max-model-len            the context planned (vLLM's per-request worst case uses it)
     --gpu-memory-utilization   the share of the device's total vLLM budgets (or
     --kv-cache-memory-bytes    the KV budget itself, when the plan was given one)
@@ -38,7 +39,21 @@ _SWITCHES = {  # option -> (flag when the value differs from vLLM's default, the
 _VALUED = {"attention_backend": "--attention-backend", "mamba_cache_mode": "--mamba-cache-mode",
            "mamba_cache_dtype": "--mamba-cache-dtype", "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype"}
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "max_num_seqs",
-                "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space"}
+                "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space",
+                "enable_expert_parallel", "num_redundant_experts"}   # expert_flags writes these two
+
+
+def expert_flags(sizing: dict, ranks: int) -> list[Flag]:
+    """--enable-expert-parallel, and EPLB's redundant experts (kvmem.engines.vllm.parallel)."""
+    out = []
+    if sizing.get("enable_expert_parallel"):
+        out.append(Flag("--enable-expert-parallel", "", f"whole experts on each of the {ranks} ranks (tp x replicas)"))
+    if sizing.get("num_redundant_experts"):
+        redundant = int(sizing["num_redundant_experts"])
+        # vllm@v0.33.0 vllm/config/parallel.py#L77 EPLBConfig.num_redundant_experts, #L586-L591 needs --enable-eplb
+        out += [Flag("--enable-eplb", "", "expert load balancing, which places the redundant experts"),
+                Flag("--eplb-config", f'{{"num_redundant_experts": {redundant}}}', f"{redundant} redundant experts")]
+    return out
 
 
 def kv_cache_dtype(inp: Inputs) -> str:
@@ -70,6 +85,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if s.replicas > 1:
         out.append(Flag("--data-parallel-size", str(s.replicas),
                         f"{s.replicas} replicas of tp x pp = {s.tp * s.pp} GPUs, each with its own KV pool"))
+    out += expert_flags(s.sizing, s.tp * s.replicas)
     out.append(Flag("--max-model-len", str(fit.context), "the context planned; vLLM admits a request only if its "
                     "worst case fits"))
     if opts.get("kv_cache_memory_bytes") is not None:
