@@ -1,0 +1,60 @@
+"""SGLang 0.5.23's own DefaultPoolConfigurator as the judge of kvmem.engines.sglang.draft.
+
+The configurator is built with an EAGLE speculative algorithm and ``eagle_draft_num_layers`` draft layers
+on a stand-in ``kvc`` (the attributes __init__ and _compute_cell_size read: SGLang's ModelConfig from the
+config.json, bf16 KV, layers, no fused or unified pool, no page sharding), its server-context reads patched
+to SGLang's defaults for the call; its cell (target + draft) and calculate_pool_sizes' tokens are compared.
+"""
+
+from __future__ import annotations
+
+import types
+from unittest import mock
+
+from ..engines.sglang.draft import draft_pool
+from .report import Check
+from .sglang_pool_sizing import model_config
+
+
+def sglang_pool(model, *, kv_memory: int, draft_layers: int, tp: int = 1, page_size: int = 1) -> tuple[int, int]:
+    """(SGLang's cell with the draft, its max_total_num_tokens)."""
+    from .sglang_runtime import load
+    sg = load()
+    from sglang.srt.model_executor import pool_configurator as pc
+    mc = model_config(model.name, model.config)
+    layers = mc.num_hidden_layers
+    spec = types.SimpleNamespace(is_eagle=lambda: True, is_standalone=lambda: False,
+                                 is_dflash_family=lambda: False, is_none=lambda: False, is_dspark=lambda: False)
+    kvc = types.SimpleNamespace(
+        kv_cache_dtype_str="auto", model_config=mc, kv_cache_dtype=sg.torch.bfloat16, page_size=page_size,
+        layer_info=types.SimpleNamespace(num_effective_layers=layers, start_layer=0, end_layer=layers),
+        spec_algorithm=spec, is_draft_worker=False, fused_entry_bytes=lambda _kind: None, pp_size=1,
+        spec_aux_config=types.SimpleNamespace(eagle_draft_num_layers=draft_layers),
+        server_args=types.SimpleNamespace(enable_hisparse=False), use_mla_backend=mc.attention_arch.name == "MLA",
+        attn_dp_size=1, mambaish_config=None)
+    from sglang.srt.runtime_context import get_parallel
+    parallel = types.SimpleNamespace(attn_tp_size=tp, attn_dcp_size=1, tp_size=tp)
+    with get_parallel().override(tp_size=tp, attn_tp_size=tp, enable_dsa_cache_layer_split=False), \
+            mock.patch.object(pc, "get_parallel", lambda: parallel), \
+            mock.patch.object(pc, "get_schedule", lambda: types.SimpleNamespace(max_total_tokens=None)), \
+            mock.patch.object(pc, "get_memory",
+                              lambda: types.SimpleNamespace(enable_hisparse=False, enable_unified_memory=False)), \
+            mock.patch.object(pc, "compute_page_shard_scratch_bytes", lambda *_a, **_k: 0):
+        configurator = pc.DefaultPoolConfigurator(kvc)
+        config = configurator.calculate_pool_sizes(kv_memory, page_size)
+    return configurator._cell_size, config.max_total_num_tokens
+
+
+def run_case(name: str, model, *, kv_memory: int, draft_layers: int, tp: int = 1) -> list[Check]:
+    ours = draft_pool(model, kv_memory=kv_memory, draft_layers=draft_layers, tp=tp)
+    cell, tokens = sglang_pool(model, kv_memory=kv_memory, draft_layers=draft_layers, tp=tp)
+    return [Check(name, "cell with the draft", ours.cell_bytes + ours.draft_cell_bytes, cell),
+            Check(name, "max_total_num_tokens", ours.target_tokens, tokens)]
+
+
+def directed_cases() -> list[dict]:
+    from ..catalog import get_model
+    return [dict(name=f"{preset} tp{tp} {d} draft layer(s)", model=get_model(preset), kv_memory=20 << 30,
+                 draft_layers=d, tp=tp)
+            for preset, tp in (("llama-3.1-8b", 1), ("llama-3.1-70b", 4), ("deepseek-v2-lite", 1), ("qwen3-8b", 2))
+            for d in (1, 3)]
