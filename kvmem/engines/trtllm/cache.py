@@ -1,5 +1,9 @@
-"""TensorRT-LLM's KV cache: bytes per token (rules 1 and 2 of kvmem.engines.trtllm), the blocks a
-workload holds (rules 4 and 5) and what a memory budget makes of them (rule 3)."""
+"""TensorRT-LLM's KV cache: bytes per token (rules 1 and 2), the blocks a workload holds (rules 4 and 5)
+and what a memory budget makes of them (rule 3), each rule in the docstring of the function that applies it.
+
+Over 300 lines by design: the five rules' text sits beside their functions, with the TRT-LLM files it
+was read in (kvmem.engines.trtllm says why without line ranges).
+"""
 
 from __future__ import annotations
 
@@ -68,7 +72,14 @@ def _kv_dtype(model: Model, kv_dtype) -> DType:
 
 
 def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> list[int]:
-    """Per-layer window (0 = whole sequence), clamped to max_seq_len as KVCacheManager does."""
+    """Per-layer window (0 = whole sequence), clamped to max_seq_len as KVCacheManager does (rule 4).
+
+    TRT-LLM caches every layer for the whole sequence unless KvCacheConfig.max_attention_window is set:
+    the default is [max_seq_len] (KVCacheManager.__init__), so gpt-oss's sliding layers cost as much as
+    its full ones (1.1.0rc3 logs "kv size is 73728" = 36 layers x 2 x 8 x 64 x 2). max_attention_window
+    takes that list (repeated over the layers as a pattern, each entry clamped to max_seq_len) or "model"
+    for the model's own sliding windows. A layer then holds cdiv(min(tokens, window), tokens_per_block)
+    blocks per sequence (KVCacheManager::calculateMaxBlockRequirementsPerBeam)."""
     n = model.num_layers
     if max_attention_window is None:
         windows = [0] * n
@@ -95,7 +106,18 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
 
 
 def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache | None]:
-    """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks)."""
+    """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks): bytes per token as allocated
+    (KVCacheManager.__init__ / get_cache_bytes_per_token), kv_factor x sum over the rank's layers of
+    kv_heads_per_layer x head_dim in the cache dtype, kv_heads_per_layer = ceil(kv_heads / tp) ((num_kv_heads
+    + tp - 1) // tp: one replicated head when tp > kv_heads; tp is 1 under attention data parallelism),
+    kv_factor 2 (K and V), one head_dim for both. MLA (DeepSeek, Kimi) caches K only (CacheType SELFKONLY,
+    kv_factor 1) with one "head" of kv_lora_rank + qk_rope_head_dim, not split by tp. NVFP4 adds one fp8
+    scale per 16 values: ceil(x/2) + ceil(x/16) bytes (kvmem.dtype("nvfp4")). Layers without attention
+    (Mamba, MLP-only) hold no blocks. DeepSeek sparse attention (DeepSeek-V3.2, GLM-5: DSACacheManager) adds
+    an indexer key on every layer, index_head_dim + index_head_dim // 128 x 4 more elements in the cache
+    dtype (sparse/dsa/cache_manager.py at eaab4c3a; the pool holds them as fp8 values and float32 scales,
+    1 byte each, in the C++ KVCacheManager's indexer pool): TRT-LLM's own accounting. Releases of early
+    2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
     out = []
     index = indexer_elements(model)
     for layer, window in zip(model.layers, windows, strict=True):
@@ -115,7 +137,12 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
 
 
 def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
-    """Rule 2 (get_cache_size_per_token) on the first (largest) pipeline rank."""
+    """Rule 2 (get_cache_size_per_token) on the first (largest) pipeline rank: the cheaper estimate
+    _util.py KvCacheCreator turns memory into max_tokens with. MLA as rule 1; otherwise 2 x layers x
+    (head_dim x kv_heads // tp) x dtype bytes -- the product is floored, so when tp > kv_heads it counts a
+    fraction of a head and sizes the pool for fewer bytes than rule 1 then allocates (kvmem notes it). fp8
+    1 byte, fp4 ceil(x/2) + ceil(x/16), any other dtype 2 bytes. Layers: this rank's share of the attention
+    layers, the first n % pp ranks taking one more (Mapping.pp_layers: torch.tensor_split)."""
     attention = [layer for layer in model.layers if layer.caches_tokens]
     if not attention:
         return 0
@@ -194,7 +221,12 @@ class TrtllmDetails(Record):
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, tokens_per_block: int,
              max_attention_window, block_rounding) -> Estimate:
-    """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5)."""
+    """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5): every layer holds
+    whole blocks per sequence (rule 4) of rule-1 bytes; Mamba/linear state is batch x the per-sequence
+    state in the model dtype (MambaHybridCacheManager; its dtype option was not verified), Kimi-K3's KDA
+    state its whole conv window in the model dtype and its recurrent state in fp32 (config_utils.py
+    extract_mamba_kv_cache_params; models.state_bytes_of). ``details`` keys block counts by window, 0
+    standing for the whole sequence."""
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
@@ -252,7 +284,22 @@ def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              tokens_per_block: int, max_attention_window, block_rounding) -> Capacity:
-    """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4)."""
+    """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4).
+
+    ``kv_memory`` is the memory TRT-LLM gives the cache on one rank: the PyTorch backend prints it as
+    "available KV cache memory when calculating max tokens" = (device total - profiling peak + temporary
+    KV) x free_gpu_memory_fraction (0.9); the older C++ runtime as "available" x free_gpu_memory_fraction.
+    max_tokens = kv_memory // bytes_per_token (rule 2; "kv size is N" prints the divisor), blocks =
+    ceil(max_tokens / tokens_per_block) (block_rounding="ceil": the C++ calculateMaxNumBlocks and the Python
+    calculate_max_num_blocks of TRT-LLM <= 1.1 round up, as 0.13 engine logs and 1.1.0rc3 PyTorch logs
+    show; 2026 main's Python path floors, int(max_tokens // tokens_per_block): "floor"). Allocated: blocks
+    x tokens_per_block tokens x rule-1 bytes ("[MemUsageChange] Allocated X GiB for max tokens in paged KV
+    cache (N)"). The longest request that fits is blocks x tokens_per_block ("Attention window size W
+    exceeds upper bound U for available blocks"). With several distinct windows (VSWA) each window has its
+    own pool: the memory is shared in proportion to window x bytes-per-token of that window's layers
+    (BlockManager::calculateWindowSizeToShare), max_tokens_w = kv_memory x share_w / bytes_w, rounded to
+    blocks as above; which memory the PyTorch backend hands to this split was not verified (kvmem gives it
+    kv_memory), and the share is computed in float32 there and exactly here: a count may differ by one."""
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
