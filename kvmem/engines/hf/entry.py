@@ -45,6 +45,8 @@ def _compute_dtype(model: Model, kv_dtype, engine: str) -> tuple[str, int]:
 
 
 def _single_device(engine: str, tp: int, pp: int) -> None:
+    """transformers keeps these caches on the device of each layer; kvmem models one device, so tp and pp
+    must be 1 (with a device_map split every GPU holds the ``per_layer`` bytes of its own layers)."""
     for field_name, value in (("tp", tp), ("pp", pp)):
         if value != 1:
             raise ValueError(

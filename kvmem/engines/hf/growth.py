@@ -3,8 +3,12 @@
 ``Workload`` is the replay shared by every cache (kvmem.engines.hf.quantized adds QuantizedCache):
 a prefill, then one token per decode step, every layer updated in order; ``peak()`` runs the
 allocations and reports the highest total. The rules (DynamicLayer's torch.cat, the sliding
-layers' trim, StaticLayer's zeros and index_copy_ positions, StaticSlidingWindowLayer's roll) and
-their transformers 5.24.0 sources are in kvmem.engines.hf's docstring.
+layers' trim, StaticLayer's zeros and index_copy_ positions, StaticSlidingWindowLayer's roll) are in
+DynamicGrowth's and StaticGrowth's docstrings, with their transformers 5.24.0 lines.
+
+Workload: ``batch`` sequences get one prefill of ``prompt_tokens`` tokens (default: all ``tokens``),
+then one token per decode step until they hold ``tokens``; every layer is updated in order, as a
+forward pass does.
 """
 
 from __future__ import annotations
@@ -59,7 +63,14 @@ class Workload:
         return [conv, *pad, recurrent]
 
     def peak(self) -> int:
-        """The highest running total over the steps where it can occur (see _peak_steps)."""
+        """The highest running total over the steps where it can occur (see _peak_steps): ``.peak_bytes``.
+
+        It replays the allocations each update makes (a tensor allocated is +bytes, one freed is -bytes):
+        cache storage, recurrent state, int64 position tensors, and copies made inside ``update`` (cat
+        results, dequantised copies, the quantiser's working set). The incoming K/V of the step are the
+        model's activations and are not counted. The quantisers' working sets are counts of what their
+        code allocates on torch 2.13 CPU (kvmem.engines.hf.quantized); on CUDA hqq optimises in fp16 and
+        quanto may use other kernels, so treat quantised peaks there as approximate."""
         best = 0
         n = len(self.slots)
         for j in self._peak_steps():
@@ -102,7 +113,13 @@ class Workload:
 
 
 class DynamicGrowth(Workload):
-    """A DynamicCache's storage step by step: torch.cat growth and sliding layers' trims (kvmem.measure)."""
+    """A DynamicCache's storage step by step: torch.cat growth and sliding layers' trims (kvmem.measure).
+
+    hf-dynamic (DynamicCache(config=...)): DynamicLayer keys = cat([keys, new]), the old K freed before V
+    is concatenated (transformers@v5.24.0 src/transformers/cache_utils.py#L119-L138); DynamicSlidingWindowLayer
+    (sliding and chunked layers, window = sliding_window or attention_chunk_size): both cats first, then it
+    keeps the view full[:, :, -window + 1:] -- the view pins the whole buffer: P tokens right after a prefill
+    of P, min(tokens, window) once decoding (cache_utils.py#L222-L259)."""
 
     def stored(self, slot: Slot, j: int) -> int:
         """Tokens of storage a layer holds after step j."""
@@ -167,7 +184,13 @@ class DynamicGrowth(Workload):
 
 
 class StaticGrowth(Workload):
-    """A StaticCache's storage step by step: max_cache_len zeros, int64 positions, sliding layers' roll."""
+    """A StaticCache's storage step by step: max_cache_len zeros, int64 positions, sliding layers' roll.
+
+    hf-static (StaticCache(config, max_cache_len)): StaticLayer allocates zeros [batch, heads,
+    max_cache_len, dim] at the first update and writes by index_copy_ with positions arange(s) +
+    cumulative_length (int64) (transformers@v5.24.0 src/transformers/cache_utils.py#L424-L494);
+    StaticSlidingWindowLayer holds min(window, max_cache_len) tokens and, once full, rolls at each decode
+    step: a transient copy of the layer's K and of its V (cache_utils.py#L547-L624)."""
 
     def __init__(self, slots_, *, max_cache_len: int, **kw):
         super().__init__(slots_, **kw)

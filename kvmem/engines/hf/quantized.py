@@ -1,7 +1,7 @@
 """QuantizedCache: what quanto, hqq and fp8 store, their working sets, the settings they accept, its growth.
 
 Storage and layout rules (optimum-quanto 0.2.7, hqq 0.2.8.post1, transformers 5.24.0
-QuantizedLayer / Fp8QuantizedLayer) are in kvmem.engines.hf's docstring; the working sets are
+QuantizedLayer / Fp8QuantizedLayer) are in QuantizedGrowth's docstring; the working sets are
 counted below, with how they were measured.
 """
 
@@ -98,7 +98,21 @@ def check_quantized(model: Model, found: tuple[Slot, ...], backend: str, nbits, 
 
 
 class QuantizedGrowth(Workload):
-    """A QuantizedCache's storage step by step: the quantised prefill, the residual, each re-quantising flush."""
+    """A QuantizedCache's storage step by step: the quantised prefill, the residual, each re-quantising flush.
+
+    hf-quantized (QuantizedCache(backend, config, ...); full-attention models only): the prefill quantises
+    K and V whole, residual empty; a decode step dequantises all and returns cat(dequantised, residual,
+    new); when residual + new >= residual_length everything is re-quantised and the residual emptied,
+    else the new token joins the residual (transformers@v5.24.0 src/transformers/cache_utils.py#L824-L865).
+      quanto  groups of q_group_size along axis 0: uint8 packed ceil(groups / (8 / nbits)) x q_group_size
+              bytes, scale + shift per group in the compute dtype (cache_utils.py#L897-L949;
+              optimum/quanto/tensor/weights/qbits.py)
+      hqq     [q_group_size, groups] packed along the group: 8/4/2/1 bit in uint8 rows of q_group_size x
+              nbits / 8, 3 bit in ceil(q_group_size / 10) int32 rows; scale + zero per group cast to the
+              compute dtype (cache_utils.py#L952-L1006; hqq/core/quantize.py, bitpack.py). Neither backend
+              keeps fp32 scales on CPU in these versions: bf16 K/V get bf16 scales.
+      fp8     float8_e4m3fn, one fp32 scale per tensor frozen at the prefill, new tokens appended by cat,
+              no residual (cache_utils.py#L1009-L1076 Fp8QuantizedLayer)"""
 
     def __init__(self, slots_, *, backend: str, nbits: int, q_group_size: int, residual_length: int, **kw):
         super().__init__(slots_, **kw)

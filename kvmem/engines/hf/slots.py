@@ -1,7 +1,34 @@
 """The cache layer ("slot") each decoder layer gets in transformers 5.24 and the shapes it hands to it.
 
-The shapes per layer kind (attention, MLA, linear/SSM, shared/none) and their sources are in
-kvmem.engines.hf's docstring; ``slots(model)`` reads them off kvmem's layer list.
+``slots(model)`` reads them off kvmem's layer list. What each layer hands to ``cache.update``:
+
+    attention   K [batch, kv_heads, seq, head_dim_k], V [batch, kv_heads, seq, head_dim_v]
+                Falcon with new_decoder_architecture broadcasts K/V to all query heads before
+                caching: kv_heads = num_attention_heads (modeling_falcon.py, FalconAttention.forward)
+    MLA         K slot: the normed latent [batch, 1, seq, kv_lora_rank]; V slot: the rope key
+                [batch, 1, seq, qk_rope_head_dim] (modeling_deepseek_v3.py, DeepseekV3Attention);
+                DeepSeek-V3.2 also an indexer key [batch, seq, index_head_dim] (update_indexer)
+    linear/SSM  conv state [batch, conv_channels, conv_kernel] in the compute dtype (the whole
+                kernel, not kernel - 1) and a recurrent state in fp32 (the torch paths compute it
+                in fp32): gated DeltaNet [batch, v_heads, k_dim, v_dim], Mamba [batch, inner,
+                d_state], Mamba2 [batch, heads, head_dim, d_state], Kimi's KDA [batch, heads,
+                head_dim, head_dim] (transformers@v5.24.0 src/transformers/cache_utils.py#L1210-L1298
+                LinearAttentionLayer); MiniMax's lightning attention keeps [batch, heads, head_dim,
+                head_dim] in the compute dtype and no conv state (modeling_minimax.py); LFM2's short
+                convolution a conv state only
+    hybrid      Falcon-H1: attention and a Mamba2 mixer in one layer, both cached
+                (cache_utils.py#L1301-L1337 LinearAttentionAndFullAttentionLayer); Inkling: attention
+                (full or sliding) beside four short convolutions whose state is fp32
+                (modeling_inkling.py runs them in fp32); ZAYA: attention beside a conv state of
+                kernel - 1 columns (its receptive field less one, as ZayaCCAProjection pads it) and
+                the last token's delayed value in the compute dtype (modeling_zaya.py)
+    shared/none DummyLayer: nothing (Gemma-3n kv-sharing consumers, Nemotron-H MLP blocks;
+                cache_utils.py#L1427-L1465)
+    compressed  DeepSeek-V4 (modeling_deepseek_v4.py): every layer one K=V row [batch, 1, seq,
+                head_dim]; a sliding_attention layer hands it as K and as V to a
+                DynamicSlidingWindowLayer (two copies), DeepseekV4HCACache / CSACache keep one
+                (values = keys) beside the compressor's compressed rows, buffers and overlap state
+                (kvmem.model.Compressor; the buffers pin their last projection, growth.py)
 """
 
 from __future__ import annotations
