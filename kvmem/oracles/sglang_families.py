@@ -33,7 +33,8 @@ from ..model import Model
 from .report import Check
 from .sglang_runtime import load as _load_sglang
 
-__all__ = ["sglang_view", "kvmem_view", "run_config", "variations", "ARCHITECTURES", "PRESETS", "base_configs"]
+__all__ = ["sglang_view", "kvmem_view", "run_config", "variations", "ARCHITECTURES", "PRESETS", "base_configs",
+           "minimax_pool_checks", "minimax_variations"]
 
 # The declared families' cases for ``kvmem validate --engine sglang``: the presets that are real checkpoints'
 # configs, and for the families without one the config class's defaults under the architecture SGLang registers
@@ -270,4 +271,69 @@ def variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int]]:
                # the Transformers backend divides the KV heads by tp (no replication)
                and (kv % t == 0 or inner.get("model_type") not in BACKEND_WITH_PLANS)] or [1]
         out.append((varied, rng.choice(tps)))
+    return out
+
+
+def minimax_pool_checks(name: str, cfg: dict, tp: int = 1, num_tokens: int = 1000, page_size: int = 1) -> list[Check]:
+    """MiniMax-M3's pools: SGLang's own MiniMaxSparseKVPool (python/sglang/srt/mem_cache/memory_pool.py), built on
+    the CPU for ``num_tokens`` with the layers, heads and widths SGLang's ModelConfig reads from ``cfg``
+    (get_minimax_sparse_attention_config, get_minimax_sparse_layer_ids, get_minimax_sparse_disable_value_layer_ids,
+    get_num_kv_heads(tp), head_dim, sparse_index_dim; the index dtype get_minimax_sparse_index_dtype gives off Hopper
+    and without fp8 attention GEMMs: the model's), beside kvmem's pools() for the same model: each sub-pool's K and
+    V bytes and the "KV Cache is allocated" lines they log, and the profile's cell (bytes a pool token costs)."""
+    s = _load_sglang()
+    import torch
+    from sglang.srt.configs.model_config import (get_minimax_sparse_attention_config,
+                                                 get_minimax_sparse_disable_value_layer_ids,
+                                                 get_minimax_sparse_layer_ids)
+    from sglang.srt.runtime_context import get_parallel
+    from ..engines.sglang.pools import cell_size, pools
+    mc = _model_config(cfg)
+    sparse = get_minimax_sparse_attention_config(mc.hf_config)
+    dense_ids, sparse_ids = get_minimax_sparse_layer_ids(sparse)
+    with get_parallel().override(tp_size=tp, attn_tp_size=tp, enable_cp_tp_group_sharing=False):
+        heads = mc.get_num_kv_heads(tp)
+    index_dtype = s.pool.get_minimax_sparse_index_dtype(fp8_attn_gemm=False, kv_cache_dtype=torch.bfloat16,
+                                                        model_dtype=mc.dtype)
+    del s.lines[:]
+    pool = s.pool.MiniMaxSparseKVPool(size=num_tokens, page_size=page_size, dtype=torch.bfloat16, head_num=heads,
+                                      head_dim=mc.head_dim, idx_head_dim=sparse["sparse_index_dim"],
+                                      dense_layer_ids=dense_ids, sparse_layer_ids=sparse_ids, device="cpu",
+                                      disable_value_sparse_layer_ids=get_minimax_sparse_disable_value_layer_ids(sparse),
+                                      index_dtype=index_dtype, start_layer=0, end_layer=mc.num_hidden_layers)
+    theirs = [tuple(int(x) for x in sub.get_kv_size_bytes())
+              for sub in (pool.main_pool, pool.index_kv_pool, pool.index_k_pool) if sub is not None]
+    lines = [line for line in s.lines if line.startswith("KV Cache is allocated")]
+    del pool
+    model = Model.from_hf_config(cfg)
+    ours = pools(model, num_tokens=num_tokens, kv_dtype="bf16", tp=tp, page_size=page_size)
+    return [Check(name, "pools' (K, V) bytes", [(p.k_bytes, p.v_bytes) for p in ours], theirs),
+            Check(name, "log lines", [p.log_line() for p in ours], lines),
+            Check(name, "cell bytes per token", cell_size(model, kv_dtype="bf16", tp=tp, page_size=page_size),
+                  sum(k + v for k, v in theirs) // (num_tokens + page_size))]
+
+
+def minimax_variations(cfg: dict, n: int, seed: int) -> list[tuple[dict, int, int, int]]:
+    """``n`` seeded variations of a MiniMax-M3 (VL) config: KV heads, head_dim, the sparse layers, which of them keep
+    an index value, the index width; with a tp (dividing the query heads, dividing or divided by the KV heads),
+    #tokens and page size: (config, tp, num_tokens, page_size)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        varied = json.loads(json.dumps(cfg))
+        text = varied["text_config"]
+        layers = text["num_hidden_layers"] = rng.choice((4, 8, 12))
+        heads = text["num_attention_heads"]
+        kv = text["num_key_value_heads"] = rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0])
+        text["head_dim"] = rng.choice((64, 128))
+        sparse = text["sparse_attention_config"]
+        sparse["sparse_attention_freq"] = [rng.choice((0, 1)) for _ in range(layers)]
+        sparse["sparse_disable_index_value"] = [rng.choice((0, 1)) for _ in range(layers)]
+        sparse["sparse_index_dim"] = rng.choice((64, 128, 256))
+        for key in ("layer_types", "mlp_layer_types"):
+            text.pop(key, None)
+        if "moe_layer_freq" in text:
+            text["moe_layer_freq"] = text["moe_layer_freq"][:layers]
+        tp = rng.choice([t for t in (1, 2, 4) if heads % t == 0 and (kv % t == 0 or t % kv == 0)])
+        out.append((varied, tp, rng.randint(1, 5000), rng.choice((1, 16, 64))))
     return out

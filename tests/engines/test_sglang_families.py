@@ -350,6 +350,42 @@ def test_mistral_4_through_the_transformers_backend_is_mha_of_the_expanded_heads
         sglang(wrapped)
 
 
+def minimax_m3_vl(**sparse) -> dict:
+    """MiniMax-M3 as SGLang runs it: transformers' minimax_m3_vl wrapper (its defaults) around MiniMax-M3's published
+    text config (tests/fixtures/configs/new/minimax-m3.json), architecture MiniMaxM3SparseForConditionalGeneration."""
+    from kvmem.oracles.transformers import default_config
+    text = dict(json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text()), model_type="minimax_m3_vl_text")
+    del text["architectures"]
+    text["sparse_attention_config"] = {**text["sparse_attention_config"], **sparse}
+    return dict(default_config("minimax_m3_vl").to_dict(), text_config=text,
+                architectures=["MiniMaxM3SparseForConditionalGeneration"])
+
+
+def test_minimax_m3_keeps_one_head_indexer_rows_on_its_sparse_layers_beside_the_mha_pool():
+    cfg = minimax_m3_vl()
+    # main pool: 60 layers x 4 KV heads x 128 x 2 (K, V) x 2 B = 122,880 B a token; indexer K (index value disabled on
+    # every sparse layer): layers 3..59, 57 x 128 x 2 B = 14,592 B; 1,001 rows
+    assert sglang(cfg).kv_bytes == (122_880 + 14_592) * 1001
+    from kvmem.engines.sglang import cell_size, pools
+    assert cell_size(kvmem.Model.from_hf_config(cfg)) == 137_472
+    # SGLang logs the main pool, then the K-only indexer pool: 100,001 x 57 x 256 B = 1,459,214,592 B = 1.36 GB
+    assert [p.log_line() for p in pools(kvmem.Model.from_hf_config(cfg), num_tokens=100_000)] == [
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 5.72 GB, V size: 5.72 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 1.36 GB, V size: 0.00 GB"]
+    # with the index value kept: 57 x 128 x 2 (K, V) x 2 B = 29,184 B; tp 4: one KV head a rank, 30,720 B main
+    assert sglang(minimax_m3_vl(sparse_disable_index_value=[0] * 60)).kv_bytes == (122_880 + 29_184) * 1001
+    assert sglang(cfg, tp=4).kv_bytes == (30_720 + 14_592) * 1001
+    with pytest.raises(ValueError, match=r"kv_dtype fp8_e4m3: SGLang 0.5.23 keeps MiniMax-M3's indexer cache in fp8 "
+                                         r"on Hopper"):
+        sglang(cfg, kv_dtype="fp8_e4m3")
+    # another architecture: no EntryClass, the Transformers backend's one MHA pool (the indexer keeps nothing there)
+    assert sglang(dict(cfg, architectures=["MiniMaxM3VLForCausalLM"])).kv_bytes == 122_880 * 1001
+    # a top-level text config: transformers' MiniMaxM3VLTextConfig consumes sparse_attention_config, SGLang finds none
+    top = dict(cfg["text_config"], architectures=["MiniMaxM3SparseForCausalLM"])
+    with pytest.raises(ValueError, match=r"Could not find sparse config"):
+        sglang(top)
+
+
 def test_configs_sglang_cannot_read():
     # DeepSeek-V4 in its reference format, MiniMax-M3 as MiniMax publishes it and as vLLM's config class names it
     m3 = json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text())
@@ -363,7 +399,7 @@ def test_configs_sglang_cannot_read():
 # Opt-in families kvmem does not yet size the way SGLang 0.5.23 does (docs/research/families_sglang.md says why
 # for each). This set may only shrink.
 NOT_YET = {
-    "minimax_m3_vl_text", "inkling_text", "zaya",
+    "inkling_text", "zaya",
     "deepseek_v4",
 }
 

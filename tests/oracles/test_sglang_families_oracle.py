@@ -57,7 +57,8 @@ def assert_agrees(name, cfg, tp=1):
 
 
 def test_every_declared_family_has_a_case():
-    assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx", "lfm2_moe"}
+    assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx", "lfm2_moe",
+                                                                       "minimax_m3_vl_text"}   # below
 
 
 @pytest.mark.parametrize("name, cfg", BASES, ids=[name for name, _ in BASES])
@@ -120,3 +121,23 @@ def test_sglang_cannot_read_deepseek_v4s_reference_format_nor_minimax_m3s_own():
                             ("minimax_m3_text", dict(m3, model_type="minimax_m3_text"))):
         with pytest.raises(ValueError, match=f"model type `{model_type}` but Transformers does not recognize"):
             oracle.sglang_view(cfg)
+
+
+def minimax_m3_vl() -> dict:
+    # transformers' minimax_m3_vl wrapper around MiniMax-M3's published text config (tests/engines/test_sglang_families.py)
+    from kvmem.oracles.transformers import default_config
+    text = dict(json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text()), model_type="minimax_m3_vl_text")
+    del text["architectures"]
+    return dict(default_config("minimax_m3_vl").to_dict(), text_config=text,
+                architectures=["MiniMaxM3SparseForConditionalGeneration"])
+
+
+def test_minimax_m3_pools_are_sglangs_own():
+    # SGLang's MiniMaxSparseKVPool built on the CPU: main pool, index K+V pool, index K-only pool, their log lines and
+    # the profile's cell; MiniMax-M3's config, then 8 seeded variations (heads, widths, sparse layers, tp, page size)
+    cfg = minimax_m3_vl()
+    assert_agrees("MiniMax-M3 (VL wrapper)", cfg)          # and ModelConfig's view of the main pool
+    cases = [(cfg, 1, 1000, 1)] + oracle.minimax_variations(cfg, 8, seed=31)
+    for i, (varied, tp, tokens, page) in enumerate(cases):
+        bad = [c for c in oracle.minimax_pool_checks(f"m3#{i}", varied, tp, tokens, page) if not c.matches]
+        assert not bad, "\n".join(f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}" for c in bad)

@@ -194,7 +194,51 @@ FAMILIES = CheckedFamilies(frozenset({
     # num_key_value_heads x head_dim for K and for V, every layer at full length (ModelConfig sees no MLA
     # architecture); judged by ModelConfig and backend_writes (kvmem/oracles/sglang_families.py)
     *EXPANDED_MLA,
+    # minimax_m3_vl.py MiniMaxM3SparseForConditionalGeneration (minimax_m3.py MiniMaxM3SparseForCausalLM): one MHA
+    # pool on every layer and, on the sparse layers, one-head indexer pools of sparse_index_dim in the model dtype,
+    # K and V (K only where sparse_disable_index_value) (pools.make_layout, MiniMaxSparseKVPool); another
+    # architecture runs through the Transformers backend: one MHA pool (backend_writes: the indexer keeps nothing)
+    "minimax_m3_vl_text",
 }))
+
+
+# sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L426-L431 is_minimax_sparse: MiniMax-M3's sparse pool
+# (MiniMaxSparseKVPool) for these two architectures (architectures[0]); models/minimax_m3.py#L2274,
+# minimax_m3_vl.py#L479
+MINIMAX_SPARSE = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+
+
+def minimax_sparse(model: Model) -> tuple[dict[int, bool], int] | None:
+    """SGLang's MiniMax-M3 indexer pools: ({sparse layer: whether its index value is kept}, sparse_index_dim), or
+    None where SGLang builds no MiniMaxSparseKVPool (architectures[0] not in MINIMAX_SPARSE)."""
+    archs = model.config.get("architectures") or []
+    if not archs or archs[0] not in MINIMAX_SPARSE:
+        return None
+    text = model.config.get("text_config")
+    # sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L446-L457 get_minimax_sparse_attention_config: the
+    # text config's, else the top config's. SGLang's MiniMaxM3VLConfig keeps a text_config's fields as they are
+    # (configs/minimax_vl.py), while a top-level minimax_m3_vl_text config is read by transformers'
+    # MiniMaxM3VLTextConfig, which consumes sparse_attention_config into layer_types (configuration_minimax_m3_vl.py
+    # __post_init__): SGLang then finds none
+    sparse = ((text.get("sparse_attention_config") or model.config.get("sparse_attention_config"))
+              if isinstance(text, dict) else None)
+    if not isinstance(sparse, dict):
+        raise ValueError("SGLang 0.5.23 raises ValueError \"Could not find sparse config. Is it MiniMax M3 Sparse "
+                         "model?\" (python/sglang/srt/configs/model_config.py get_minimax_sparse_attention_config): "
+                         f"{archs[0]} needs sparse_attention_config, which it reads from a minimax_m3_vl config's "
+                         "text_config (transformers' MiniMaxM3VLTextConfig consumes it from a top-level text config)")
+    fields = Fields(sparse, model.model_type)
+    freq = sparse.get("sparse_attention_freq")
+    if not isinstance(freq, list) or len(freq) != model.num_layers:
+        raise ValueError(f"sparse_attention_config.sparse_attention_freq must list one flag per layer "
+                         f"({model.num_layers}): SGLang 0.5.23 reads its sparse layers from it "
+                         "(python/sglang/srt/configs/model_config.py get_minimax_sparse_layer_ids)")
+    flags = sparse.get("sparse_disable_index_value") or [0] * len(freq)
+    if not isinstance(flags, list) or len(flags) < len(freq):
+        raise ValueError("sparse_attention_config.sparse_disable_index_value must list one flag per layer")
+    # model_config.py#L460-L471 get_minimax_sparse_layer_ids (freq != 0), get_minimax_sparse_disable_value_layer_ids
+    layers = {i: not flags[i] for i, f in enumerate(freq) if f}
+    return layers, fields.int("sparse_index_dim")
 
 
 # The architectures SGLang 0.5.23 registers for Step-3.5 / Step-3.7 (models/step3p5.py#L952, step3p7.py#L199)
@@ -277,6 +321,21 @@ def check(model: Model, tp: int = 1, pp: int = 1) -> None:
                          f"ValueError at {what[0]}p {n}: transformers' {base} has no {what}-parallel plan "
                          f"(\"{base} does not support {what} parallel yet!\", "
                          "python/sglang/srt/models/transformers.py)")
+    if model.model_type == "minimax_m3_vl_text":
+        quant = model.config.get("quantization_config") or {}
+        if isinstance(quant, dict) and quant.get("quant_method") == "minimax_m3_nvfp4":
+            # sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L434-L443, kv_cache_configurator.py#L2573-L2576
+            raise ValueError("quantization_config.quant_method minimax_m3_nvfp4: SGLang 0.5.23 picks MiniMax-M3's pool "
+                             "for these checkpoints by the GPU (on Blackwell the packed MiniMaxM3Nvfp4KVPool, "
+                             "elsewhere MiniMaxSparseKVPool), and an estimate names no GPU to choose by")
+        if minimax_sparse(model) is None and tp > 1:
+            # no EntryClass for the architecture: the Transformers backend, whose RadixAttention divides the KV
+            # heads by tp (sglang@v0.5.23 python/sglang/srt/models/transformers.py#L943-L949)
+            bad = sorted({layer.kv_heads for layer in model.layers if not divides(tp, layer.kv_heads)})
+            if bad:
+                raise ValueError(f"SGLang 0.5.23 runs this MiniMax-M3 architecture through its Transformers backend, "
+                                 f"whose RadixAttention divides the {bad[0]} KV heads by tp {tp} (divide() asserts "
+                                 "divisibility, python/sglang/srt/models/transformers.py): tp must divide them")
     if model.model_type == "step3p5":
         archs = model.config.get("architectures") or []
         if archs and not set(archs) & _STEP_ARCHITECTURES and not model.config.get("auto_map"):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from numbers import Real
 
@@ -17,7 +17,7 @@ from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, Model, SHARED
 from ...units import require_positive_int
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
-from .families import EXPANDED_MLA, expanded_mla_shape, check as check_family
+from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse, check as check_family
 
 
 GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)
@@ -81,7 +81,7 @@ KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "nvfp4")  # --kv-ca
 class Pool:
     """One SGLang KV pool on one rank, as its "KV Cache is allocated" line reports it."""
 
-    role: str            # "full" or "swa"
+    role: str            # "full" or "swa"; MiniMax-M3's indexer pools "index" (K and V) and "index_k" (K only)
     layout: str          # "mha", "mla" or "nsa"
     num_tokens: int      # #tokens: the pool's size, without the padding page
     page_size: int
@@ -145,6 +145,8 @@ class Layout:
     conv_bytes: int                # model dtype bytes (Mamba conv state)
     ssm_dtype: DType
     notes: tuple[str, ...]
+    # MiniMax-M3 (MiniMaxSparseKVPool): sparse layer -> (index K, index V) bytes per token, one head each
+    sparse_index: dict = field(default_factory=dict)
 
 
 def _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
@@ -267,7 +269,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     # the Transformers backend runs these MLA families as MHA of the expanded heads (families.expanded_mla_shape)
     expanded = expanded_mla_shape(model) if model.model_type in EXPANDED_MLA else None
     mla = [layers[i] for i in full if layers[i].kind == MLA and expanded is None]
-    k_row, v_row, cell = {}, {}, {}
+    k_row, v_row, cell, sparse_index = {}, {}, {}, {}
     index_row = window = 0
     indexed = frozenset()
     if mla:
@@ -336,6 +338,11 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
                 notes.append(f"tp={tp} > {kv_heads} KV heads: each rank holds 1 replicated head ({role} pool)")
         if swa:
             window = max(layers[i].window for i in swa)
+        sparse = minimax_sparse(model)
+        if sparse is not None:
+            sparse_index = _minimax_index_rows(model, k_dtype, *sparse)
+            notes.append(f"{len(sparse_index)} sparse layers keep one-head indexer rows of "
+                         f"{sparse[1]} in {dtype(model.dtype).name} beside the MHA pool (MiniMaxSparseKVPool)")
     if not full and not swa and not linear:
         raise ValueError(f"{model.name} has no attention layer for SGLang's KV pool")
     if linear and tp > 1 and model.model_type in MAMBA2_GROUPS:
@@ -352,7 +359,25 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     return Layout(kind=kind, full=full, swa=swa, linear=linear, k_row=k_row, v_row=v_row, cell=cell,
                    index_row=index_row, indexed=indexed, window=window, page_size=page_size, heads=heads,
                    k_dtype=k_dtype,
-                   conv_bytes=dtype(model.dtype).block_bytes, ssm_dtype=ssm_dtype, notes=tuple(notes))
+                   conv_bytes=dtype(model.dtype).block_bytes, ssm_dtype=ssm_dtype, notes=tuple(notes),
+                   sparse_index=sparse_index)
+
+
+def _minimax_index_rows(model: Model, k_dtype: DType, layers: dict, index_dim: int) -> dict:
+    """MiniMax-M3's indexer rows per sparse layer: a one-head K of sparse_index_dim, and a V of it unless the layer
+    disables its index value (sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L5847-L5990
+    MiniMaxSparseKVPool: index_kv_pool MHATokenToKVPool, index_k_pool MHATokenToKOnlyPool), in the model dtype
+    (memory_pool.py#L5831-L5844 get_minimax_sparse_index_dtype; model_executor/pool_configurator.py#L410-L488 the
+    profile's cell counts them)."""
+    if k_dtype.name == "fp8_e4m3":
+        raise ValueError("kv_dtype fp8_e4m3: SGLang 0.5.23 keeps MiniMax-M3's indexer cache in fp8 on Hopper or with "
+                         "trtllm_mha on SM100, and in the model dtype elsewhere (memory_pool.py "
+                         "get_minimax_sparse_index_dtype): an estimate names no GPU to choose by")
+    if k_dtype.name == "nvfp4":
+        raise ValueError("kv_dtype fp4_e2m1: SGLang 0.5.23 builds MiniMax-M3's main pool as MHATokenToKVPool "
+                         "(MiniMaxSparseKVPool), not the fp4 pool with its scales that kvmem sizes for fp4_e2m1")
+    row = dtype(model.dtype).row_bytes(index_dim)
+    return {i: (row, row if value else 0) for i, value in layers.items()}
 
 
 def _with_defaults(options: dict) -> dict:
@@ -409,7 +434,8 @@ def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
         if role is not None:
             n = rows[role] + page
             index = _index_bytes(rows[role], page, layout.index_row) if i in layout.indexed else 0
-            out.append((n * layout.k_row[role] + index, n * layout.v_row[role], state))
+            index_k, index_v = layout.sparse_index.get(i, (0, 0))   # MiniMax-M3's indexer pools: same rows
+            out.append((n * (layout.k_row[role] + index_k) + index, n * (layout.v_row[role] + index_v), state))
         elif i in linear:
             out.append((0, 0, batch * state_bytes_of(model, layout, i, tp)))
         else:
@@ -428,7 +454,7 @@ def stage_cell(layout: Layout, stage: range):
     n_full, n_swa = sum(1 for i in stage if i in full), sum(1 for i in stage if i in swa)
     n_index = sum(1 for i in stage if i in layout.indexed)
     return ((layout.cell["full"] * n_full if n_full else 0) + (layout.cell["swa"] * n_swa if n_swa else 0)
-            + layout.index_row * n_index)
+            + layout.index_row * n_index + sum(sum(layout.sparse_index.get(i, (0, 0))) for i in stage))
 
 
 def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:
@@ -459,6 +485,8 @@ def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: in
     per_layer = layer_rows(model, layout, tp, rows, batch=1)
     stages = pp_stages(model.num_layers, pp)
     stage = max(stages, key=lambda s: sum(per_layer[i][0] + per_layer[i][1] for i in s))
+    if layout.sparse_index:   # the main pool's lines hold K and V only; the indexer pools log their own
+        per_layer = layer_rows(model, replace(layout, sparse_index={}), tp, rows, batch=1)
     result = []
     for role, indices in (("swa", layout.swa), ("full", layout.full)):
         held = tuple(i for i in indices if i in stage)
@@ -467,4 +495,14 @@ def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: in
                                layers=held, k_bytes=sum(per_layer[i][0] for i in held),
                                v_bytes=sum(per_layer[i][1] for i in held),
                                dtype=TORCH_DTYPES[layout.k_dtype.name]))
+    if layout.sparse_index:
+        # MiniMaxSparseKVPool builds (and each logs) the main pool, then index_kv_pool, then index_k_pool
+        n = num_tokens + page
+        index_dtype = TORCH_DTYPES[dtype(model.dtype).name]
+        for role, with_value in (("index", True), ("index_k", False)):
+            held = tuple(i for i in stage if i in layout.sparse_index and bool(layout.sparse_index[i][1]) == with_value)
+            if held:
+                result.append(Pool(role=role, layout="mha", num_tokens=num_tokens, page_size=page, layers=held,
+                                   k_bytes=sum(n * layout.sparse_index[i][0] for i in held),
+                                   v_bytes=sum(n * layout.sparse_index[i][1] for i in held), dtype=index_dtype))
     return tuple(result)
