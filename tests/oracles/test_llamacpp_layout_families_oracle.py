@@ -37,7 +37,10 @@ from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_byt
 
 CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air", "q4_k_m"),
          ("glm-4.5-air", "iq2_xxs"), ("glm-4.7", "q3_k_m"), ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3", "q2_k"),
-         ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs")]
+         ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs"),
+         ("glm-5", "q4_k_m"), ("minimax-m2.5", "iq3_xxs")]
+# MiniMax-M2.5 has no preset: its published config (tests/fixtures/configs/new/SOURCES.md)
+FIXTURES = {"minimax-m2.5": "tests/fixtures/configs/new/minimax-m2.5.json"}
 # a smaller model of each family for the mmap load: fewer layers (DeepSeek-V2-Lite keeps its 27,
 # which llama.cpp reads as "lite": no q_lora_rank key), fewer experts, a 32,000-token vocabulary
 _TOP2 = {"num_experts_per_tok": 2}
@@ -46,7 +49,13 @@ SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "expert
          "deepseek-v2-lite": {"n_routed_experts": 4, **_TOP2},
          "deepseek-v3": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "qwen3.5-27b": {"num_hidden_layers": 4},
-         "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2}}
+         "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
+         "glm-5": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
+         "minimax-m2.5": {"num_hidden_layers": 2, "num_local_experts": 4, **_TOP2}}
+
+
+def _model(preset: str) -> Model:
+    return Model.from_hf_config(FIXTURES[preset]) if preset in FIXTURES else get_model(preset)
 
 
 def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
@@ -69,7 +78,7 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
         w.add_expert_count(moe.experts)
         w.add_expert_used_count(moe.top_k)
         w.add_expert_feed_forward_length(moe.intermediate_size)
-    if arch == "deepseek2":
+    if arch in ("deepseek2", "glm-dsa"):
         kv_lora, rope = field(model, "kv_lora_rank"), field(model, "qk_rope_head_dim")
         w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 0))
         if field(model, "q_lora_rank"):
@@ -84,10 +93,14 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
         w.add_expert_weights_scale(float(field(model, "routed_scaling_factor", 1.0)))
         if field(model, "scoring_func") == "sigmoid":
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        if arch == "glm-dsa":
+            w.add_indexer_head_count(field(model, "index_n_heads"))
+            w.add_indexer_key_length(field(model, "index_head_dim"))
+            w.add_indexer_top_k(field(model, "index_topk"))
         return
     w.add_key_length(first.head_dim_k)
     w.add_value_length(first.head_dim_v)
-    w.add_rope_dimension_count(first.head_dim_k)
+    w.add_rope_dimension_count(field(model, "rotary_dim", first.head_dim_k))
     if arch == "gpt-oss":
         w.add_sliding_window(128)
     if arch == "glm4moe":
@@ -153,7 +166,7 @@ def _load(path: str, no_alloc: bool) -> dict:
 
 
 def _small(preset: str) -> Model:
-    cfg = dict(get_model(preset).config)
+    cfg = dict(_model(preset).config)
     text = dict(cfg["text_config"]) if isinstance(cfg.get("text_config"), dict) else cfg
     text.update(SMALL[preset], vocab_size=32000)
     if text.get("layer_types"):
@@ -165,7 +178,7 @@ def _small(preset: str) -> Model:
 
 @pytest.mark.parametrize("preset,fmt", CASES, ids=[f"{p}-{f}" for p, f in CASES])
 def test_family_gguf_equals_llamacpp(preset, fmt, tmp_path):
-    model = get_model(preset)
+    model = _model(preset)
     source, path = str(tmp_path / "source.gguf"), str(tmp_path / "model.gguf")
     _write(model, fmt, source, source=True)
     theirs = in_child(_dry_run, source, FTYPES[fmt][0])

@@ -12,6 +12,15 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
                [nope, kv_lora, n_head] and attn_v_b [kv_lora, v_dim, n_head]); q_lora_rank
                None (V2-Lite): one attn_q; exp_probs_b where the router scores with a
                correction bias (scoring_func sigmoid: V3, R1, Kimi K2)
+    glm-dsa    src/models/glm-dsa.cpp load_arch_tensors: deepseek2's MLA and MoE tensors (always
+               q_lora, exp_probs_b) and the DSA indexer per layer: indexer.k_norm (weight and bias),
+               indexer.proj [n_embd, index_n_heads] (F32: conversion/base.py INDEXER_PROJ),
+               indexer.attn_k, indexer.attn_q_b. GLM-5.2 configs (indexer_types with "shared"
+               layers) are refused: which of their layers carry indexer weights is not in the
+               config, and llama.cpp loads them as optional (TENSOR_NOT_REQUIRED)
+    minimax-m2 src/models/minimax-m2.cpp load_arch_tensors: attn_q_norm over all heads
+               [n_head x head_dim], attn_k_norm [n_kv x head_dim], router, exp_probs_b, experts of
+               intermediate_size (conversion/minimax.py: the MTP modules are not converted)
     qwen35 / qwen35moe  src/models/qwen35.cpp, qwen35moe.cpp load_block_trunk: full-attention
                layers (attn_q holds q and its gate: 2 x n_head x head_dim) and Gated DeltaNet
                layers (attn_qkv, attn_gate, ssm_conv1d, ssm_dt.bias, ssm_a, ssm_beta,
@@ -31,7 +40,7 @@ __all__ = ["ARCHS", "arch_specs"]
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
          "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
-         "qwen3_5_moe_text": "qwen35moe"}
+         "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2"}
 
 
 def field(model: Model, name: str, default=None):
@@ -119,7 +128,7 @@ def _glm4_moe(model: Model, h: int) -> list:
     return out
 
 
-def _deepseek2(model: Model, h: int) -> list:
+def _deepseek2(model: Model, h: int, indexer: bool = False) -> list:
     moe = model.facts.moe
     n_head = model.num_attention_heads
     kv_lora, rope = _need(model, "kv_lora_rank"), _need(model, "qk_rope_head_dim")
@@ -142,6 +151,11 @@ def _deepseek2(model: Model, h: int) -> list:
         out += [(b + "attn_kv_a_mqa.weight", (h, kv_lora + rope)), (b + "attn_k_b.weight", (nope, kv_lora, n_head)),
                 (b + "attn_v_b.weight", (kv_lora, v_dim, n_head)), (b + "attn_output.weight", (n_head * v_dim, h)),
                 (b + "ffn_norm.weight", (h,))]
+        if indexer:             # models/glm-dsa.cpp: the lightning indexer's weights
+            ih, ihd = _need(model, "index_n_heads"), _need(model, "index_head_dim")
+            out += [(b + "indexer.k_norm.weight", (ihd,)), (b + "indexer.k_norm.bias", (ihd,)),
+                    (b + "indexer.proj.weight", (h, ih)), (b + "indexer.attn_k.weight", (h, ihd)),
+                    (b + "indexer.attn_q_b.weight", (q_lora, ih * ihd))]
         if moe is None or i < first_dense:
             out += _dense(b, h, dense_f)
             continue
@@ -150,6 +164,28 @@ def _deepseek2(model: Model, h: int) -> list:
         if probs_b:
             out.append((b + "exp_probs_b.bias", (e,)))
         out += _experts(b, h, f, e) + _shared(b, h, f * field(model, "n_shared_experts", 1))
+    return out
+
+
+def _glm_dsa(model: Model, h: int) -> list:
+    if field(model, "indexer_types") and "shared" in field(model, "indexer_types"):
+        raise ValueError(f"{model.name}: indexer_types marks shared-indexer layers; whether those layers carry "
+                         "indexer weights is not in the config (llama.cpp loads them as optional, "
+                         "src/models/glm-dsa.cpp): give the GGUF file itself")
+    return _deepseek2(model, h, indexer=True)
+
+
+def _minimax_m2(model: Model, h: int) -> list:
+    moe = model.facts.moe
+    n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size
+    out = []
+    for i, layer in enumerate(model.layers):
+        b, hd = f"blk.{i}.", layer.head_dim_k
+        q, kv = n_head * hd, layer.kv_heads * hd
+        out += [(b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv)), (b + "attn_v.weight", (h, kv)),
+                (b + "attn_output.weight", (q, h)), (b + "attn_norm.weight", (h,)), (b + "attn_q_norm.weight", (q,)),
+                (b + "attn_k_norm.weight", (kv,)), (b + "ffn_norm.weight", (h,)), (b + "ffn_gate_inp.weight", (h, e))]
+        out += _experts(b, h, f, e) + [(b + "exp_probs_b.bias", (e,))]
     return out
 
 
@@ -186,8 +222,8 @@ def _qwen35(model: Model, h: int) -> list:
     return out
 
 
-_LAYOUTS = {"gpt-oss": _gpt_oss, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "qwen35": _qwen35,
-            "qwen35moe": _qwen35}
+_LAYOUTS = {"gpt-oss": _gpt_oss, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
+            "minimax-m2": _minimax_m2, "qwen35": _qwen35, "qwen35moe": _qwen35}
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:
@@ -199,6 +235,6 @@ def arch_specs(model: Model) -> tuple[str, list] | None:
     h, vocab = model.hidden_size, model.facts.vocab_size
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
-    if arch in ("gpt-oss", "glm4moe", "qwen35moe") and model.facts.moe is None:
+    if arch in ("gpt-oss", "glm4moe", "qwen35moe", "glm-dsa", "minimax-m2") and model.facts.moe is None:
         raise ValueError(f"{model.name}: llama.cpp's {arch} layers are MoE, and the config gives no experts")
     return arch, _head(model, h, vocab) + _LAYOUTS[arch](model, h)

@@ -78,7 +78,7 @@ def _source_type(name: str, ne: tuple, fmt: str) -> str:
     (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
     --outtype (F16 for a file quantised from it)."""
     if (len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp" in name or ".ssm_conv1d." in name
-            or not name.endswith(".weight")):   # conversion/base.py prepare_tensors: biases and ssm_a too
+            or ".indexer.proj." in name or not name.endswith(".weight")):   # conversion/base.py prepare_tensors
         return "F32"
     return _SOURCE.get(fmt, "F16")
 
