@@ -53,3 +53,12 @@ def test_a_dense_model_makes_no_checkpoint_and_unlimited_cache_ram_is_refused():
     assert [t.name for t in host.terms] == ["llama.cpp prompt cache (at most)"]
     with pytest.raises(ValueError, match="--cache-ram -1 puts no limit"):
         host_memory(_setup(kvmem.get_model("llama-3.1-8b"), cache_ram_mib=-1), 0)
+
+
+def test_plan_writes_non_default_checkpoints_and_cache_ram():
+    command = kvmem.plan("qwen3.5-27b", gpu="rtx-4090", context="32k", engine="llama.cpp", weight_dtype="q4_k_m",
+                         kv_dtype="q4_0", ctx_checkpoints=8, cache_ram_mib=2048).command
+    assert command.endswith("--ctx-checkpoints 8 --cache-ram 2048")
+    default = kvmem.plan("qwen3.5-27b", gpu="rtx-4090", context="32k", engine="llama.cpp", weight_dtype="q4_k_m",
+                         kv_dtype="q4_0").command
+    assert "--ctx-checkpoints" not in default and "--cache-ram" not in default

@@ -56,3 +56,12 @@ def test_refusals():
                      hicache_host_memory_fraction=1.5)
     with pytest.raises(ValueError, match="hybrid_pool_assembler.py"):
         model_hicache_tier(kvmem.get_model("gpt-oss-20b"), kv_memory=20 * GIB, hicache_ratio=2.0)
+
+
+def test_plan_writes_the_hicache_flags():
+    command = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="sglang",
+                         enable_hierarchical_cache=True, hicache_ratio=2.5).command
+    assert command.endswith("--enable-hierarchical-cache --hicache-ratio 2.5")
+    sized = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="sglang",
+                       enable_hierarchical_cache=True, hicache_size=40).command
+    assert sized.endswith("--enable-hierarchical-cache --hicache-size 40")

@@ -67,3 +67,12 @@ def test_lmcache_chunks_align_to_4k():
     assert lmcache_tier(31_104).chunk_bytes == 7_962_624
     tier = lmcache_tier(1_000)
     assert (tier.chunk_bytes, tier.chunks) == (258_048, 20_805)
+
+
+def test_plan_writes_the_offload_flags():
+    command = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=37.5,
+                         host_memory_bytes="64GiB").command
+    assert command.endswith("--kv-offloading-size 37.5")
+    lm = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
+                    kv_offloading_backend="lmcache").command
+    assert lm.endswith("--kv-offloading-size 10 --kv-offloading-backend lmcache")

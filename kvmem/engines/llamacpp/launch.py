@@ -24,7 +24,10 @@ RELEASE = "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"
 PROGRAM = ("llama-server",)
 ALL_LAYERS = "999"
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "n_ubatch", "type_k", "type_v", "flash_attn",
-                "swa_full", "kv_unified", "n_batch"}
+                "swa_full", "kv_unified", "n_batch", "ctx_checkpoints", "cache_ram_mib", "host_memory_bytes"}
+# llama-server's host-RAM settings (kvmem.engines.llamacpp.checkpoints): flag, default (common/common.h#L631-L634)
+_HOST_FLAGS = {"ctx_checkpoints": ("--ctx-checkpoints", 32, "context checkpoints per slot, as planned"),
+               "cache_ram_mib": ("--cache-ram", 8192, "MiB of prompt cache, as planned")}
 
 
 _PLACED_WHY = {"-ngl": "layers on the GPUs (the output layer counts as one), as the fit placed them",
@@ -69,6 +72,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--swa-full", "", "sliding layers keep the full context, as planned"))
     if d["kv_unified"]:
         out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as planned"))
+    for name, (flag, default, why) in _HOST_FLAGS.items():
+        if s.sizing.get(name, default) != default:
+            out.append(Flag(flag, str(s.sizing[name]), why))
     return tuple(out)
 
 

@@ -41,7 +41,25 @@ SSM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}   # --mam
 _VALUED = {"swa_full_tokens_ratio": "--swa-full-tokens-ratio", "mamba_full_memory_ratio": "--mamba-full-memory-ratio"}
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "mem_fraction_static", "chunked_prefill_size",
                 "cuda_graph_max_bs", "page_size", "version", "max_running_requests", "mamba_extra_buffer",
-                *PARALLEL_DEFAULTS}   # the parallel options: their flags are written below
+                *PARALLEL_DEFAULTS,   # the parallel options: their flags are written below
+                "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "hicache_host_memory_fraction",
+                "host_memory_bytes"}   # hicache_flags
+
+
+def hicache_flags(sizing: dict) -> list[Flag]:
+    """--enable-hierarchical-cache and its size as fit sized the host pool (kvmem.engines.sglang.hicache;
+    python/sglang/srt/arg_groups/fields/memory.py#L98-L120); fit refuses a pool the host's RAM does not hold."""
+    if not sizing.get("enable_hierarchical_cache"):
+        return []
+    out = [Flag("--enable-hierarchical-cache", "", "a host-RAM tier mirroring the device pool (HiCache)")]
+    if sizing.get("hicache_size"):
+        out.append(Flag("--hicache-size", str(sizing["hicache_size"]), "GB (10**9 B) of host pool per rank"))
+    elif sizing.get("hicache_ratio") is not None:
+        out.append(Flag("--hicache-ratio", f"{sizing['hicache_ratio']:g}", "host pool tokens per device pool token"))
+    elif sizing.get("hicache_host_memory_fraction") not in (None, 0.8):
+        out.append(Flag("--hicache-host-memory-fraction", f"{sizing['hicache_host_memory_fraction']:g}",
+                        "of the host's free RAM (less 10 GiB) for the pools of all ranks"))
+    return out
 _SWITCHES = {"disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sliding layers cached at full length"),
              "disable_radix_cache": ("--disable-radix-cache", "no prefix cache: one state slot per request"),
              "disable_overlap_schedule": ("--disable-overlap-schedule", "no overlap scheduling")}
@@ -103,6 +121,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
             Flag("--page-size", str(opts.get("page_size") or DEFAULTS["page_size"]), "tokens per page, as planned"),
             Flag("--chunked-prefill-size", str(chunk), "the prefill chunk the reserve was sized for")]
     out += weight_flags("sglang", inp.model, fit.weight_dtype)
+    out += hicache_flags(s.sizing)
     for name, flag in _VALUED.items():
         if opts.get(name) is not None and opts[name] != DEFAULTS[name]:
             out.append(Flag(flag, f"{opts[name]:g}", f"{name}={opts[name]} as planned"))

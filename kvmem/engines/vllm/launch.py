@@ -15,7 +15,8 @@ checked by tests/oracles/test_plan_roundtrip.py, which parses the command with t
     --quantization fp8         weights planned in fp8 from a 16-bit checkpoint (vLLM's online fp8)
     --dtype                    weights planned in another 16/32-bit format than the checkpoint's
 Engine options with a flag: hybrid_kv_cache_manager, enable_prefix_caching, async_scheduling,
-attention_backend, mamba_cache_mode, mamba_cache_dtype, mamba_ssm_cache_dtype. A draft model,
+attention_backend, mamba_cache_mode, mamba_cache_dtype, mamba_ssm_cache_dtype; the CPU offload tier
+(--kv-offloading-size, --kv-offloading-backend). A draft model,
 speculative tokens, a release other than 0.33 or the v0 engine are refused by name.
 """
 
@@ -40,7 +41,25 @@ _VALUED = {"attention_backend": "--attention-backend", "mamba_cache_mode": "--ma
            "mamba_cache_dtype": "--mamba-cache-dtype", "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype"}
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "max_num_seqs",
                 "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space",
-                "enable_expert_parallel", "num_redundant_experts"}   # expert_flags writes these two
+                "enable_expert_parallel", "num_redundant_experts",   # expert_flags writes these two
+                "kv_offloading_size", "kv_offloading_backend", "lmcache_max_local_cpu_size",   # offload_flags
+                "host_memory_bytes"}
+
+
+def offload_flags(sizing: dict) -> list[Flag]:
+    """--kv-offloading-size / --kv-offloading-backend (vllm/config/cache.py#L383-L392), as fit sized the tier
+    (kvmem.engines.vllm.offload; fit refuses a tier the host's RAM does not hold)."""
+    size = sizing.get("kv_offloading_size")
+    if size is None:
+        return []
+    backend = sizing.get("kv_offloading_backend") or "native"
+    out = [Flag("--kv-offloading-size", f"{size:g}", "GiB of host RAM for the CPU KV tier, all ranks together")]
+    if backend != "native":
+        local = sizing.get("lmcache_max_local_cpu_size") or 5.0
+        out.append(Flag("--kv-offloading-backend", backend,
+                        f"the LMCache server's max_local_cpu_size ({local:g} GiB a rank, in its own config) sizes "
+                        "the tier; vLLM 0.33.0 does not pass --kv-offloading-size on to it"))
+    return out
 
 
 def expert_flags(sizing: dict, ranks: int) -> list[Flag]:
@@ -103,6 +122,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if opts.get("block_size") is not None:
         out.append(Flag("--block-size", str(opts["block_size"]), "the block size planned (vLLM's default: 16)"))
     out += weight_flags("vllm", inp.model, fit.weight_dtype)
+    out += offload_flags(s.sizing)
     for name, (flag, default) in _SWITCHES.items():
         if name in opts and opts[name] is not None and opts[name] != default:
             out.append(Flag(flag, "", f"{name}={opts[name]} as planned"))
