@@ -16,20 +16,22 @@ from .options import VllmOptions, check_options, parse_release
 
 # ----------------------------------------------------------------------------- sizing: budget, activations, defaults
 #
-# The memory budget (vllm/v1/worker/gpu_worker.py determine_available_memory):
+# The memory budget (vllm@v0.33.0 vllm/v1/worker/gpu_worker.py#L640-L820 determine_available_memory):
 #     kv = total x gpu_memory_utilization - weights - activation peak - non-torch - CUDA-graph estimate
 # (the graph estimate is subtracted from v0.21; the v0 engine has none); ``kv_cache_memory_bytes``
 # replaces all of it. Weights include the rotary cos/sin cache vLLM keeps beside them:
-# max_position_embeddings x rotary_dim x 2 B ("Loading model weights took 14.9888 GB" for
+# max_position_embeddings x rotary_dim x 2 B (vllm@v0.33.0 vllm/model_executor/layers/rotary_embedding/base.py#L94-L103;
+# "Loading model weights took 14.9888 GB" for
 # Llama-3.1-8B = 14.9575 GiB of checkpoint + 0.03125 GiB of cache).
-# The activation peak is what profile_run leaves: max(forward at max_num_batched_tokens, the dummy
+# The activation peak is what profile_run leaves (vllm@v0.33.0 vllm/v1/worker/gpu_model_runner.py#L6072-L6145;
+# the sampler run #L5865-L5983): max(forward at max_num_batched_tokens, the dummy
 # sampler run), the forward from kvmem.activations; the sampler run holds
 # min(max_num_seqs, max_num_batched_tokens) x vocab x 28 B: its logits (bf16 2 + fp32 4), sort
 # values 4 + int64 indices 8, softmax 4, mask 1, scatter 4, +1 (Sampler with top-k/top-p in
 # vllm/v1/sample). Qwen2.5-7B-AWQ, 256 x 152,064 logits: 1.015 GiB predicted, 1.04 printed.
 # vLLM v0 logs: Llama-3.1-8B at 20,000 and 29,000 batched tokens 2.06 / 2.99 GiB predicted,
 # 2.07 / 2.99 printed; Qwen2.5-32B tp2 at 10,000: 1.15 vs 1.26.
-# Replicated weights: QKVParallelLinear (vllm/model_executor/layers/linear.py) gives each rank
+# Replicated weights: QKVParallelLinear (vllm@v0.33.0 vllm/model_executor/layers/linear.py#L1011-L1362) gives each rank
 # num_kv_heads = 1 and num_kv_head_replicas = tp // kv_heads when tp >= kv_heads, so a rank keeps a
 # whole K and V head's projections; MLA's fused_qkv_a_proj / kv_a_proj_with_mqa are ReplicatedLinear
 # (vllm/model_executor/models/deepseek_v2.py): whole on every rank.
@@ -43,7 +45,7 @@ SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_by
                   # the node's RAM (kvmem.host)
                   "kv_offloading_size": None, "kv_offloading_backend": "native", "lmcache_max_local_cpu_size": 5.0,
                   "host_memory_bytes": None}
-# get_batch_defaults (vllm/engine/arg_utils.py), OPENAI_API_SERVER usage context:
+# get_batch_defaults (vllm@v0.33.0 vllm/engine/arg_utils.py#L2939-L3039), OPENAI_API_SERVER usage context:
 #     device_memory >= 70 GiB and "a100" not in the device name: 8192 tokens, 1024 sequences
 #     else: 2048 tokens, 256 sequences
 BIG_DEVICE_BYTES = 70 << 30

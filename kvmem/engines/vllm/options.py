@@ -17,10 +17,10 @@ OPTIONS = {
     # vllm@v0.33.0 vllm/config/cache.py#L185 DEFAULT_BLOCK_SIZE = 16; None = 16, or what the MLA backend
     # (MLA_BACKENDS) / hybrid alignment (kvmem.engines.vllm.layout._align_hybrid) forces.
     "block_size": None,
-    # vllm/engine/arg_utils.py get_batch_defaults: 8192 for the API server on >= 70 GiB GPUs
+    # vllm@v0.33.0 vllm/engine/arg_utils.py#L2939-L3039 get_batch_defaults: 8192 for the API server on >= 70 GiB GPUs
     # (16384 for the LLM class; 2048 / 8192 on smaller GPUs). Only sliding/chunked layers use it.
     "max_num_batched_tokens": 8192,
-    # --disable-hybrid-kv-cache-manager is off by default (vllm/config/scheduler.py); some
+    # --disable-hybrid-kv-cache-manager is off by default (vllm@v0.33.0 vllm/config/scheduler.py#L182); some
     # releases turn it on for chunked-local models (Llama 4) and KV connectors.
     "hybrid_kv_cache_manager": True,
     # A kvmem Model (EAGLE drafter) or "mtp" (the model's own MTP layers) whose attention layers
@@ -39,7 +39,7 @@ OPTIONS = {
     "enable_prefix_caching": False,
     # --mamba-cache-mode: None = "align" with prefix caching, else "none".
     "mamba_cache_mode": None,
-    # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm/config/cache.py, default "auto").
+    # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm@v0.33.0 vllm/config/cache.py#L296-L300, default "auto").
     "mamba_cache_dtype": "auto",
     "mamba_ssm_cache_dtype": "auto",
     # Which release's rules: "latest" (= 0.33, the release checked by kvmem validate --engine vllm),
