@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import re
 import types
 
@@ -173,6 +174,39 @@ def _hy_v4_specs(v, cfg: dict, block_size: int) -> dict:
     return specs
 
 
+def _inkling_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
+    """Inkling's specs from vLLM's own InklingMMConfig (vllm/models/inkling/configs.py) and InklingConvState
+    (nvidia/sconv_swa_attn.py, built here under the case's VllmConfig and tp): per layer its conv-state spec,
+    then its attention's as InklingAttention.get_kv_cache_spec makes it (nvidia/attention.py#L183-L199)."""
+    from vllm.config import set_current_vllm_config
+    from vllm.models.inkling.configs import InklingMMConfig
+    from vllm.models.inkling.nvidia import sconv_swa_attn
+    text = InklingMMConfig(text_config=dict(cfg["text_config"])).text_config
+    config = v.VllmConfig(device_config=v.DeviceConfig(device="cpu"))
+    object.__setattr__(config, "model_config", types.SimpleNamespace(dtype=v.torch.bfloat16))
+    world = sconv_swa_attn.get_tensor_model_parallel_world_size
+    sconv_swa_attn.get_tensor_model_parallel_world_size = lambda: tp
+    specs, local = {}, set(text.local_layer_ids)
+    try:
+        with set_current_vllm_config(config):
+            for i in range(text.num_hidden_layers):
+                swa = i in local
+                kv = text.swa_num_key_value_heads if swa else text.num_key_value_heads
+                head = text.swa_head_dim if swa else text.head_dim
+                state = sconv_swa_attn.InklingConvState(num_kv_heads=kv, head_dim=head, hidden_size=text.hidden_size,
+                                                        kernel_size=text.sconv_kernel_size,
+                                                        prefix=f"model.layers.{i}.conv_state")
+                specs[f"model.layers.{i}.conv_state"] = state.get_kv_cache_spec(config)
+                common = dict(block_size=block_size, num_kv_heads=max(1, kv // tp), head_size=head,
+                              dtype=v.torch.bfloat16)
+                specs[f"model.layers.{i}.attn"] = (
+                    v.SlidingWindowSpec(sliding_window=text.sliding_window_size, **common) if swa
+                    else v.FullAttentionSpec(**common))
+    finally:
+        sconv_swa_attn.get_tensor_model_parallel_world_size = world
+    return specs
+
+
 def _transformers_backend_specs(v, cfg: dict, block_size: int, tp: int) -> dict:
     """Specs of a model vLLM runs with its Transformers backend (GPTBigCode, SmolLM3: registry.py
     _TRANSFORMERS_BACKEND_MODELS), as transformers/base.py _create_attention_instances builds them from
@@ -216,6 +250,8 @@ def _specs(v, model: Model, block_size: int, tp: int) -> dict:
         return _hy_v4_specs(v, model.config, block_size)
     if model.model_type in ("gpt_bigcode", "smollm3"):
         return _transformers_backend_specs(v, model.config, block_size, tp)
+    if model.model_type == "inkling_text":
+        return _inkling_specs(v, model.config, block_size, tp)
     if model.model_type == "mimo_v2_flash":
         return _mimo_specs(v, model.config, block_size, tp)
     if model.model_type in ("laguna", "exaone_moe"):
@@ -307,7 +343,7 @@ ATTENTION_TYPES = ("exaone4", "afmoe", "cohere2", "cohere2_moe", "dbrx", "qwen2_
                    "minicpm3", "longcat_flash", "laguna", "exaone_moe", "nemotron-nas", "ernie4_5_vl_moe_text",
                    "exaone4_5_text", "mimo", "step3p5", "minimax_m3_text", "hy_v4", "axk1", "sarvam_mla",
                    "gpt_bigcode", "smollm3")
-OPT_IN_CASES = ("deepseek_v4", "glm_moe_dsa", "mimo_v2_flash", *ATTENTION_TYPES)
+OPT_IN_CASES = ("deepseek_v4", "glm_moe_dsa", "mimo_v2_flash", *ATTENTION_TYPES, "inkling_text")
 
 
 def random_cases(n: int, seed: int) -> list[tuple[str, Model, dict]]:
@@ -326,7 +362,37 @@ def _random_any(seed: int, i: int, kind: str) -> tuple[str, Model, dict]:
         return random_glm_dsa_case(draw)
     if kind == "mimo_v2_flash":
         return random_mimo_case(draw)
+    if kind == "inkling_text":
+        return random_inkling_case(draw)
     return random_attention_case(kind, draw)
+
+
+def random_inkling_case(seed: int) -> tuple[str, Model, dict]:
+    """A seeded Inkling checkpoint as vLLM loads it (model_type inkling_mm_model, its text_config): heads, KV
+    heads, head dims, window, local layers, kernel and hidden size drawn; tp at most every layer's KV heads."""
+    rng = random.Random(f"inkling-{seed}")
+    n = rng.randint(2, 10)
+    heads, swa_heads = rng.choice((4, 8, 16)), rng.choice((4, 8, 16))
+    kv, swa_kv = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4, 8, 16))
+    kv, swa_kv = min(kv, heads), min(swa_kv, swa_heads)
+    text = dict(model_type="inkling_text", hidden_size=rng.choice((512, 1024, 2048)), num_hidden_layers=n,
+                num_attention_heads=heads, num_key_value_heads=kv, head_dim=rng.choice((64, 128)),
+                swa_num_attention_heads=swa_heads, swa_num_key_value_heads=swa_kv,
+                swa_head_dim=rng.choice((64, 128)), sliding_window_size=rng.choice((64, 256, 512)),
+                local_layer_ids=sorted(rng.sample(range(n), rng.randint(0, n))),
+                conv_kernel_size=rng.choice((2, 3, 4)), max_position_embeddings=32768, vocab_size=512)
+    local = bool(text["local_layer_ids"])
+    full = len(text["local_layer_ids"]) < n
+    limit = min([kv] * full + [swa_kv] * local)
+    tp = rng.choice([t for t in (1, 2, 4) if t <= limit and (not full or (heads % t == 0 and kv % t == 0))
+                     and (not local or (swa_heads % t == 0 and swa_kv % t == 0))])
+    cfg = dict(model_type="inkling_mm_model", architectures=["InklingForConditionalGeneration"],
+               torch_dtype="bfloat16", text_config=text)
+    setting = dict(kv_memory=rng.randint(1, 32) * GIB // rng.choice((1, 4, 16)),
+                   max_model_len=rng.choice((None, 2048, 8192, 32768)),
+                   max_num_batched_tokens=rng.choice((512, 2048, 8192)), tp=tp,
+                   hybrid_kv_cache_manager=True)
+    return f"random-inkling-{seed}", Model.from_hf_config(cfg), setting
 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
@@ -540,6 +606,8 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
                     block_size=block_size, max_num_batched_tokens=batched, hybrid_kv_cache_manager=hybrid)
     # the MLA backend's forced block size is CUDA platform code (vllm/platforms/cuda.py): kvmem's
     block_size = ours.block_size
+    if model.model_type == "inkling_text":   # its conv states have blocks of the kernel; the attention the cache's
+        block_size = setting.get("block_size", 16)
     config = _config(v, max_model_len=length, auto=auto, batched=batched, block_size=block_size,
                      hybrid=hybrid, tp=tp)
     specs = _specs(v, model, block_size, tp)

@@ -50,3 +50,58 @@ def test_bailing_hybrid_draft_is_refused():
     with pytest.raises(ValueError, match="bailing_hybrid_mtp"):
         engine_estimate(kvmem.Model.from_hf_config({**LING, "num_nextn_predict_layers": 1}), engine="vllm", tokens=16,
                         draft="mtp")
+
+
+INKLING = {"model_type": "inkling_mm_model", "architectures": ["InklingForConditionalGeneration"],
+           "torch_dtype": "bfloat16",
+           "text_config": {"model_type": "inkling_text", "hidden_size": 1024, "num_hidden_layers": 6,
+                           "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 128,
+                           "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 64,
+                           "sliding_window_size": 256, "local_layer_ids": [0, 1, 2, 4], "conv_kernel_size": 4}}
+
+
+def _inkling(**text):
+    return kvmem.Model.from_hf_config({**INKLING, "text_config": {**INKLING["text_config"], **text}})
+
+
+def test_inkling_attention_and_conv_state_pages():
+    e = engine_estimate(_inkling(), engine="vllm", tokens=1024)
+    # attention, blocks of 16: sliding 16 x 4 x 64 x 2 x 2 B = 16,384, full 16 x 2 x 128 x 2 x 2 B = 16,384;
+    # conv state (block = window = kernel 4, no V, bf16): sliding layers 2 x 64 + 2 x 1,024 / 4 = 640 -> 1,024
+    # wide, 4 x 4 x 1,024 x 2 B = 32,768; full layers 2 x 128 + 2 x 512 = 1,280 -> 2,048, 4 x 2 x 2,048 x 2 B = 32,768.
+    # Pages unified at 32,768 (attention blocks of 32); buckets 4 / 2 / 4 / 2 layers, groups of 2: 6 groups
+    assert e.details.page_bytes == [32_768] and len(e.details.groups) == 6
+    # 1,024 tokens: full 32 blocks, sliding 32 - (1,024 - 256) // 32 = 8, conv 1 (256 - 1,020 // 4)
+    assert e.total_bytes == (2 * 2 * 8 + 2 * 32 + 3 * 2 * 1) * 32_768 == 3_342_336
+    assert e.state_bytes == 3 * 2 * 32_768       # the conv states
+    c = kvmem.capacity(_inkling(), engine="vllm", kv_memory=1 << 30, max_model_len=8192)
+    assert c.blocks == (1 << 30) // (32_768 * 2) == 16_384
+
+
+def test_inkling_local_layers_are_local_layer_ids_alone():
+    # transformers' layer_types is not read by vLLM's InklingModelConfig: without local_layer_ids every layer is full
+    e = engine_estimate(_inkling(local_layer_ids=None, layer_types=["hybrid_sliding"] * 6), engine="vllm", tokens=16)
+    assert {g["kind"] for g in e.details.groups} == {"full", "sliding"}     # attention full, the conv states
+    assert [g["kind"] for g in e.details.groups].count("full") == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(architectures=["InklingForCausalLM"]), "padded_vocab_size"),
+    (dict(torch_dtype="float16"), "supports bfloat16 only"),
+])
+def test_inkling_refusals_say_what_vllm_does(change, message):
+    with pytest.raises(ValueError, match=message):
+        engine_estimate(kvmem.Model.from_hf_config({**INKLING, **change}), engine="vllm", tokens=16)
+
+
+def test_inkling_fields_whose_defaults_differ_are_needed():
+    text = {k: v for k, v in INKLING["text_config"].items() if k != "swa_num_key_value_heads"}
+    model = kvmem.Model.from_hf_config({**INKLING, "text_config": text})
+    with pytest.raises(ValueError, match="'swa_num_key_value_heads' is not set, and vLLM 0.33.0's InklingModelConfig"):
+        engine_estimate(model, engine="vllm", tokens=16)
+
+
+def test_inkling_tp_above_the_kv_heads_is_refused():
+    # sconv_swa_attn.py InklingConvState asserts tp <= the layer's KV heads (2 on the full layers)
+    with pytest.raises(ValueError, match="at most their 2 KV heads"):
+        engine_estimate(_inkling(), engine="vllm", tokens=16, tp=4)

@@ -83,7 +83,7 @@ FAMILIES = CheckedFamilies(frozenset({
     "lfm2_moe", "longcat_flash", "mamba", "mamba2", "mimo_v2_flash", "minicpm3", "nemotron-nas", "olmo_hybrid",
     "deepseek_v4", "exaone4_5_text", "step3p5", "mimo", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
     "hy_v4", "axk1", "sarvam_mla", "gpt_bigcode", "smollm3",
-    "qwen2_5_vl_text", "qwen2_vl_text", "bailing_hybrid"}))
+    "qwen2_5_vl_text", "qwen2_vl_text", "bailing_hybrid", "inkling_text"}))
 DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))

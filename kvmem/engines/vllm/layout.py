@@ -12,6 +12,7 @@ from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFor
                       kv_format)
 from .models import check_heads, check_indexers, draft_layers, vllm_layers
 from .compressed import DSV4_BLOCK, deepseek_v4_units, packed_groups
+from .inkling import INKLING_TYPES, sconv_spec
 from .pages import PageSpec
 from .states import state_dtype_bytes, state_elements
 
@@ -151,6 +152,8 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
                 units.append((index, spec))
         if layer.state is not None:
             units.append((index, PageSpec("mamba", block, state_bytes=mamba_page, padded=mamba_padded)))
+        if model.model_type in INKLING_TYPES:   # its conv state, a sliding spec beside the attention (inkling.py)
+            units.append((index, sconv_spec(model, layer, tp)))
     if not units:
         raise ValueError(f"{model.name} has no layer that vLLM gives a KV cache")
     if release is None and mla:

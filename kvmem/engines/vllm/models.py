@@ -9,6 +9,7 @@ from dataclasses import replace
 from ...configs.fields import Fields
 from ...model import CHUNKED, FULL, LINEAR, Layer, MLA, Model, RecurrentState, SLIDING
 from ...parallel import divides
+from .inkling import INKLING_TYPES, inkling_layers
 from .states import config_int
 
 __all__ = ["draft_layers", "check_indexers", "vllm_layers", "check_heads", "HIDDEN_HEAD_DIM_TYPES",
@@ -258,6 +259,8 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
         return model.layers
     if model.model_type == "bailing_hybrid":
         return _bailing_layers(model, draft)
+    if model.model_type in INKLING_TYPES:
+        return inkling_layers(model, tp, draft)
     if model.model_type == "hy_v4":
         return _hy_v4_layers(model)
     if model.model_type == "mimo_v2_flash":
