@@ -252,3 +252,20 @@ def test_a_toy_engine_gets_a_launch_line_and_a_log_reader(monkeypatch):
     assert result.inputs["model"][1].startswith("log line 1, the command")
     wrong = kvmem.check_log(log.replace("512.00", "256.00"))
     assert wrong.engine == "toy" and not wrong.matches
+
+
+def test_each_engines_command_and_log_reader_live_in_its_package():
+    """issue 35 item 1: kvmem/launch and kvmem/logcheck hold only the engine-blind machinery; every Launcher
+    and LogReader an engine registers is built from functions of its own package."""
+    from kvmem.engines import ENGINES
+    generic = {"launch": {"__init__.py", "base.py"}, "logcheck": {"__init__.py", "base.py", "command.py", "printed.py"}}
+    for folder, allowed in generic.items():
+        assert {p.name for p in (KVMEM / folder).glob("*.py")} == allowed, folder
+    homes = {}
+    for name, spec in ENGINES.items():
+        parts = [spec.launch.flags] if spec.launch else []
+        parts += [spec.log_reader.read, spec.log_reader.check, spec.log_reader.printed] if spec.log_reader else []
+        homes[name] = {f.__module__.rsplit(".", 1)[0] for f in parts}
+    assert homes["vllm"] == {"kvmem.engines.vllm"} and homes["llama.cpp"] == {"kvmem.engines.llamacpp"}
+    assert all(len(h) <= 1 and all(m.startswith("kvmem.engines.") for m in h) for h in homes.values()), homes
+    assert sorted(n for n, h in homes.items() if h) == ["llama.cpp", "sglang", "trtllm", "vllm"]
