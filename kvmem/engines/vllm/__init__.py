@@ -37,7 +37,7 @@ from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
 __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
            "rope_cache_bytes"]
 
-# vllm/config/model.py _get_and_verify_max_len: a ValueError unless the variable is set
+# vllm@v0.33.0 vllm/config/model.py#L2545-L2684 _get_and_verify_max_len: a ValueError unless the variable is set
 POSITIONS = PastPositions("vLLM refuses a max_model_len above it", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
 # Families kvmem reads that vLLM 0.33.0 cannot load: their architectures are in
 # vllm@v0.33.0 vllm/model_executor/models/registry.py#L841-L895 _PREVIOUSLY_SUPPORTED_MODELS (the last release that
@@ -53,7 +53,8 @@ REFUSALS = {
     **{t: "vLLM 0.33.0's model registry (vllm/model_executor/models/registry.py) has no architecture for it"
        for t in ("xglm", "lfm3", "lara_mini", "youtu", "axk2", "kosmos_2_5_text_model", "modernbert-decoder", "zaya",
                  "mistral4", "mistral_large4_text")},
-    # vllm/transformers_utils/config.py get_config: a model_type in neither vLLM's _CONFIG_REGISTRY nor
+    # vllm@v0.33.0 vllm/transformers_utils/config.py#L879-L1008 get_config: a model_type in neither vLLM's
+    # _CONFIG_REGISTRY nor
     # transformers' goes to AutoConfig.from_pretrained (#L443-L449), which raises for it
     "deepseek_ref": "vLLM 0.33.0 cannot load this config: model_type 'deepseek_ref' is in neither its config registry "
                     "nor transformers' CONFIG_MAPPING, and get_config hands it to AutoConfig.from_pretrained "
@@ -76,7 +77,8 @@ REFUSALS = {
 # The opt-in families (kvmem.configs.families) whose layers kvmem lays out as vLLM 0.33.0's model files
 # build them (kvmem.engines.vllm.models: MiMo, Laguna, MiniCPM3, Ernie-VL, Nemotron-NAS, Cohere2; the
 # state shapes above), checked against vLLM's own code (kvmem/oracles/vllm.py, vllm_states.py). Gemma 4:
-# gemma4.py takes each layer's head_dim and KV heads from per_layer_config as kvmem does.
+# gemma4.py takes each layer's head_dim and KV heads from per_layer_config as kvmem does
+# (vllm@v0.33.0 vllm/model_executor/models/gemma4.py#L578).
 FAMILIES = CheckedFamilies(frozenset({
     "afmoe", "cohere2_moe", "dbrx", "ernie4_5_vl_moe_text", "exaone4", "exaone_moe", "falcon_h1", "falcon_mamba",
     "gemma4_text", "gemma4_unified_text", "glm_moe_dsa", "granitemoehybrid", "kimi_linear", "laguna", "lfm2",

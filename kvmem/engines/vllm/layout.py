@@ -81,7 +81,8 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
                          "places the draft layers")
     layers = vllm_layers(model, tp, release, opts.draft) + draft
     if model.model_type == "longcat_flash" and pp > 1:
-        # longcat_flash.py: two MLA attentions per decoder layer; vLLM splits the decoder layers across
+        # vllm@v0.33.0 vllm/model_executor/models/longcat_flash.py#L249-L370 FlashDecoderLayer: two MLA attentions
+        # per decoder layer; vLLM splits the decoder layers across
         # stages (get_pp_indices over num_layers), kvmem's pp_stages the attentions
         raise ValueError("pp > 1 with longcat_flash: vLLM stages its decoder layers (two attentions each), "
                          "which kvmem does not model")

@@ -32,7 +32,7 @@ def draft_layers(model: Model, draft) -> tuple[Layer, ...]:
     layer = replace(attention[-1], state=None)
     indexed = [other.index_head_dim for other in attention if other.kind == MLA and other.index_head_dim]
     if layer.kind == MLA and indexed and not layer.index_head_dim:
-        # deepseek_v2.py DeepseekV2MLAAttention: an MTP layer always keeps its indexer (is_mtp_layer)
+        # an MTP layer always keeps its indexer (vllm@v0.33.0 vllm/model_executor/models/deepseek_v2.py#L1164-L1168)
         layer = replace(layer, index_head_dim=indexed[0])
     return (layer,) * model.mtp_layers
 
@@ -266,7 +266,8 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
     if model.model_type == "mimo_v2_flash":
         return _mimo_layers(model, tp)
     if model.model_type == "minicpm3":
-        # minicpm3.py MiniCPM3Attention: Attention(num_local_heads, qk_head_dim, num_kv_heads=
+        # vllm@v0.33.0 vllm/model_executor/models/minicpm3.py#L52-L183 MiniCPM3Attention: Attention(num_local_heads,
+        # qk_head_dim, num_kv_heads=
         # num_local_heads): per-head K and V of qk_nope_head_dim + qk_rope_head_dim each, not the latent
         # (minicpm3 is not in model_arch_config_convertor.py is_deepseek_mla)
         qk = model.facts.qk_nope_head_dim
@@ -276,11 +277,13 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
                            head_dim_v=qk + layer.qk_rope_head_dim) if layer.kind == MLA else layer
                      for layer in model.layers)
     if model.model_type == "ernie4_5_vl_moe_text" and any(layer.kind in (SLIDING, CHUNKED) for layer in model.layers):
-        # ernie45_vl_moe.py Ernie4_5_VLMoeAttention: no per-layer window, every layer full attention
+        # vllm@v0.33.0 vllm/model_executor/models/ernie45_vl_moe.py#L91-L189 Ernie4_5_VLMoeAttention: no per-layer
+        # window, every layer full attention
         raise ValueError("vLLM 0.33.0's ernie45_vl_moe.py gives every layer full attention, but this config sets a "
                          "sliding window or chunk (kvmem's reading follows transformers' generic rule): refused")
     if model.model_type == "nemotron-nas":
-        # nemotron_nas.py DeciLMDecoderLayer: attention (num_attention_heads // n_heads_in_group KV heads)
+        # vllm@v0.33.0 vllm/model_executor/models/nemotron_nas.py#L123-L219 DeciLMDecoderLayer: attention
+        # (num_attention_heads // n_heads_in_group KV heads)
         # unless block_configs[i].attention.no_op; it does not read replace_with_linear
         blocks = model.config.get("block_configs") or []
         linear = [i for i, block in enumerate(blocks) if isinstance(block, dict)
