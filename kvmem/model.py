@@ -49,6 +49,12 @@ class Kind(StrEnum):
     SHARED = "shared"
     NONE = "none"
     COMPRESSED = "compressed"
+    # Read from a config's layer types only, never a Layer's kind: kvmem.configs.layers builds each
+    # as a full or sliding layer with a recurrent state beside it (hybrid, hybrid_sliding: Falcon-H1,
+    # Inkling, ZAYA) or a full layer with an indexer key (sparse: MiniMax-M3).
+    HYBRID = "hybrid"
+    HYBRID_SLIDING = "hybrid_sliding"
+    SPARSE = "sparse"
 
     @property
     def per_head(self) -> bool:
@@ -81,8 +87,7 @@ class Kind(StrEnum):
         return self is Kind.LINEAR
 
 
-FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE, COMPRESSED = tuple(Kind)
-KINDS = tuple(Kind)
+FULL, SLIDING, CHUNKED, MLA, LINEAR, SHARED, NONE, COMPRESSED = KINDS = tuple(Kind)[:8]   # a Layer's kinds
 PER_HEAD_KINDS = tuple(kind for kind in Kind if kind.per_head)
 
 
