@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_refusal, fit_options,
@@ -14,6 +15,8 @@ from .output import add_output_arguments, check_output, open_output
 def cmd_plan(args) -> int:
     """Exit 0 with the command; 1 when there is none (the workload does not fit, or a setting has no flag)."""
     from ..launch import PlanRefused, plan
+    if args.disaggregate:
+        return _disaggregated(args)
     try:
         result = plan(read_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp,
                       pp=args.pp, context=args.context, batch=args.batch, target=args.target,
@@ -30,6 +33,39 @@ def cmd_plan(args) -> int:
     for name, text in result.files.items():
         lines += ["", f"# {name}:"] + text.rstrip("\n").split("\n")
     lines += engine_numbers_lines(result.fit.engine_numbers)
+    emit(result.to_dict(), args.json, lines)
+    return 0
+
+
+def _disaggregated(args) -> int:
+    """--disaggregate: a prefill pool and a decode pool (kvmem.disagg), one command per role."""
+    from ..disagg import disaggregate
+    from ..units import parse_tokens
+    if args.output_tokens is None or args.request_rate is None:
+        raise ValueError("--disaggregate needs --output-tokens (of --context) and --request-rate (requests a second)")
+    context, output = parse_tokens(args.context), parse_tokens(args.output_tokens)
+    if output >= context:
+        raise ValueError(f"--output-tokens ({output:,}) must be below --context ({context:,}): the prompt is the rest")
+    if args.tp is not None or args.pp != 1 or args.batch is not None or args.target != "workload":
+        raise ValueError("--disaggregate sizes each role itself: give --prefill-gpus / --decode-gpus, not --tp, "
+                         "--pp, --batch or --target")
+    result = disaggregate(read_model(args.model, args.revision), gpu=args.gpu, engine=args.engine,
+                          prompt_tokens=context - output, output_tokens=output, request_rate=args.request_rate,
+                          prefill_gpus=args.prefill_gpus, decode_gpus=args.decode_gpus,
+                          prefill_tokens_per_s=args.prefill_tokens_per_s, weight_dtype=args.weight_dtype,
+                          kv_dtype=args.kv_dtype, **fit_options(args))
+    gib = 1 << 30
+    lines = [f"# {result.model} on {result.gpu} ({result.engine}), disaggregated: {result.request_rate} requests/s "
+             f"of {result.prompt_tokens:,} + {result.output_tokens:,} tokens: {result.gpus} GPUs"]
+    for role in (result.prefill, result.decode):
+        lines += ["", f"## {role.role}: {role.instances} x {role.gpus_per_instance} GPUs ({role.gpus}); "
+                      f"{role.sequences_needed:,} sequences at once, {role.sequences_per_instance:,} an instance",
+                  f"per GPU: weights {role.weights_bytes / gib:.2f} GiB, KV pool {role.kv_pool_bytes / gib:.2f} GiB"
+                  + (f" ({role.kv_tokens_per_gpu:,} tokens)" if role.kv_tokens_per_gpu else "")
+                  + f", activations {role.activations_bytes / gib:.2f} GiB",
+                  shlex.join(role.command) if role.command else "(no command)"]
+        lines += [f"note: {note}" for note in role.notes]
+    lines += [f"note: {note}" for note in result.notes]
     emit(result.to_dict(), args.json, lines)
     return 0
 
@@ -59,6 +95,15 @@ def configure_plan(planp) -> None:
     planp.add_argument("--target", default="workload", choices=("workload", "max_batch", "max_context"),
                        help="workload: this --batch (default 1) at --context; max_batch: the most sequences of "
                             "--context; max_context: the longest context for --batch")
+    dis = planp.add_argument_group("disaggregated prefill/decode (kvmem.disagg)")
+    dis.add_argument("--disaggregate", action="store_true",
+                     help="a prefill pool and a decode pool, one command per role; --context is prompt + output")
+    dis.add_argument("--output-tokens", default=None, help="output tokens of each request (the prompt: the rest)")
+    dis.add_argument("--request-rate", default=None, help="requests a second")
+    dis.add_argument("--prefill-gpus", type=int, default=None, help="GPUs a prefill instance (default: the fewest)")
+    dis.add_argument("--decode-gpus", type=int, default=None, help="GPUs a decode instance (default: the fewest)")
+    dis.add_argument("--prefill-tokens-per-s", type=float, default=None,
+                     help="measured prompt tokens a second of one prefill instance (default: from FLOPs, MFU 0.4)")
     planp.set_defaults(func=cmd_plan)
 
 

@@ -17,13 +17,17 @@ class Launcher:
 
     ``flags(inputs) -> tuple[Flag, ...]`` and ``files(inputs) -> {name: text}`` take a
     kvmem.launch.base.Inputs; ``batch_option``: the engine option that caps the sequences per
-    replica, which plan sets to the batch it planned when it is not given (None: no such option)."""
+    replica, which plan sets to the batch it planned when it is not given (None: no such option);
+    ``roles``: its disaggregated prefill/decode roles (kvmem.disagg)."""
 
     release: str                     # the release whose argument names the command uses
     program: tuple[str, ...]         # the words that run the server
     flags: Callable
     files: Callable | None = None    # files written beside the command (None: none)
     batch_option: str | None = None
+    # disaggregated prefill/decode (kvmem.disagg): roles(role, model, prompt_tokens, options) -> (flags, notes),
+    # the words the role's command adds and what the role holds beyond the plan (None: no disaggregated serving)
+    roles: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ A release other than 0.5.23 is refused by name.
 from __future__ import annotations
 
 from .pools import DEFAULTS
-from .parallel import PARALLEL_DEFAULTS
+from .parallel import PARALLEL_DEFAULTS, roles
 from .budget import sglang_chunked_prefill_size
 from ..serving import Launcher
 from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
@@ -145,4 +145,4 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     return tuple(out)
 
 
-LAUNCHER = Launcher(RELEASE, PROGRAM, flags, batch_option="max_running_requests")
+LAUNCHER = Launcher(RELEASE, PROGRAM, flags, batch_option="max_running_requests", roles=roles)

@@ -22,6 +22,8 @@ speculative tokens, a release other than 0.33 or the v0 engine are refused by na
 
 from __future__ import annotations
 
+import json
+
 from ..serving import Launcher
 from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
 
@@ -73,6 +75,14 @@ def expert_flags(sizing: dict, ranks: int) -> list[Flag]:
         out += [Flag("--enable-eplb", "", "expert load balancing, which places the redundant experts"),
                 Flag("--eplb-config", f'{{"num_redundant_experts": {redundant}}}', f"{redundant} redundant experts")]
     return out
+
+
+def roles(_role: str, _model, _prompt_tokens: int, _options: dict) -> tuple[list[str], list[str]]:
+    """Either role runs the NIXL connector as kv_both (vllm@v0.33.0 vllm/config/kv_transfer.py KVTransferConfig:
+    kv_connector, kv_role); the KV pool is registered in place, no GPU buffer beside it
+    (vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py#L794-L810: a host buffer only with
+    kv_buffer_device "cpu")."""
+    return ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})], []
 
 
 def kv_cache_dtype(inp: Inputs) -> str:
@@ -132,4 +142,4 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     return tuple(out)
 
 
-LAUNCHER = Launcher(RELEASE, PROGRAM, flags, batch_option="max_num_seqs")
+LAUNCHER = Launcher(RELEASE, PROGRAM, flags, batch_option="max_num_seqs", roles=roles)
