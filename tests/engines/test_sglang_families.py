@@ -297,8 +297,8 @@ def test_refusals_name_sglangs_own_reason():
     for model_type, why in REFUSALS.items():
         # jamba is a base family (not opt-in): kvmem.engines.check_family honours the refusal all the same
         assert (FAMILIES[model_type].opt_in or model_type == "jamba") and not DECLARED.sizes(model_type), model_type
-        assert why.startswith(("SGLang 0.5.23 has no model file for", "SGLang 0.5.23 cannot read this config")), \
-            model_type
+        assert why.startswith(("SGLang 0.5.23 has no model file for", "SGLang 0.5.23 cannot read this config",
+                               "SGLang 0.5.23 runs ZAYA1 only")), model_type
     from kvmem.oracles.transformers import default_config
     hy_vl = dict(default_config("hy_v4_vl").to_dict(), architectures=["HYV4VLForConditionalGeneration"])
     with pytest.raises(ValueError, match=r"does not size model_type 'hy_v4_vl_text': SGLang 0.5.23 has no model file "
@@ -386,6 +386,14 @@ def test_minimax_m3_keeps_one_head_indexer_rows_on_its_sparse_layers_beside_the_
         sglang(top)
 
 
+def test_zaya_in_transformers_layout_is_not_the_layout_sglang_serves():
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("zaya").to_dict(), architectures=["ZayaForCausalLM"])
+    with pytest.raises(ValueError, match=r"does not size model_type 'zaya': SGLang 0.5.23 runs ZAYA1 only in Zyphra's "
+                                         r"Megatron-style layout"):
+        sglang(cfg)
+
+
 def test_configs_sglang_cannot_read():
     # DeepSeek-V4 in its reference format, MiniMax-M3 as MiniMax publishes it and as vLLM's config class names it
     m3 = json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text())
@@ -399,7 +407,7 @@ def test_configs_sglang_cannot_read():
 # Opt-in families kvmem does not yet size the way SGLang 0.5.23 does (docs/research/families_sglang.md says why
 # for each). This set may only shrink.
 NOT_YET = {
-    "inkling_text", "zaya",
+    "inkling_text",
     "deepseek_v4",
 }
 

@@ -141,3 +141,13 @@ def test_minimax_m3_pools_are_sglangs_own():
     for i, (varied, tp, tokens, page) in enumerate(cases):
         bad = [c for c in oracle.minimax_pool_checks(f"m3#{i}", varied, tp, tokens, page) if not c.matches]
         assert not bad, "\n".join(f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}" for c in bad)
+
+
+def test_sglang_reads_a_transformers_layout_zaya_config_as_alternating_attention_and_moe():
+    # why zaya is refused (kvmem/engines/sglang/families.py): SGLang's ZayaConfig takes transformers' 40 decoder layers
+    # (each attention + MoE) as 40 alternating layers, attention (and its CCA state) on the even ids only
+    from kvmem.oracles.transformers import default_config
+    cfg = dict(default_config("zaya").to_dict(), architectures=["ZayaForCausalLM"])
+    assert cfg["num_hidden_layers"] == 40 and set(cfg["layer_types"]) == {"hybrid"}
+    view = oracle.sglang_view(cfg)
+    assert view["full"] == view["linear"] == list(range(0, 40, 2))

@@ -114,6 +114,18 @@ REFUSALS = {
                                    "architecture MiniMaxM3ForCausalLM has no EntryClass either (models/minimax_m3.py "
                                    "registers MiniMaxM3SparseForCausalLM)"))
        for t in ("minimax_m3", "minimax_m3_text")},
+    # sglang@v0.5.23 python/sglang/srt/configs/zaya.py#L111-L115 (zaya_layers), #L231-L235 full_attention_layer_ids
+    # (even ids without zaya_layers), #L306-L316 (registered over transformers' ZayaConfig); models/zaya.py
+    # #L1414-L1420 _layer_class (even ids attention, odd MoE), #L1680-L1690 (unmatched checkpoint keys skipped with a
+    # warning); no window in models/zaya.py. transformers 5.24 configuration_zaya.py#L79-L128 (layer_types)
+    "zaya": ("SGLang 0.5.23 runs ZAYA1 only in Zyphra's Megatron-style layout, where attention and MoE are separate "
+             "layers (zaya_layers; even layer ids attention, odd ones MoE: models/zaya.py _layer_class, weights "
+             "model.layers.<2k+1>.zaya_block), and its ZayaConfig replaces transformers' for model_type zaya "
+             "(python/sglang/srt/configs/zaya.py). A config in transformers' layout (one attention and one MoE per "
+             "decoder layer, layer_types hybrid / hybrid_sliding), the one kvmem reads, is taken as that alternation: "
+             "attention on the even layer ids only, no sliding window, and the checkpoint's keys that do not match "
+             "are skipped with a warning (models/zaya.py load_weights), so SGLang does not serve that model; the "
+             "Megatron-style config is refused by kvmem's reader (num_query_groups)"),
     **{t: _NOT_COMPATIBLE.format(arch=arch) for t, arch in (
         ("xglm", "XGLMForCausalLM"), ("mpt", "MptForCausalLM"), ("gpt_neo", "GPTNeoForCausalLM"),
         ("lara_mini", "LaraMiniForCausalLM"), ("olmo_hybrid", "OlmoHybridForCausalLM"),
