@@ -33,7 +33,7 @@ from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
 __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "estimate", "capacity", "SPECS",
            "sglang_mem_fraction_static"]
 
-# python/sglang/srt/configs/model_config.py: a ValueError unless the variable is set
+# sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L1296-L1318: a ValueError unless the variable is set
 POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
                "other model files)")

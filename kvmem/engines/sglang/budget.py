@@ -15,7 +15,8 @@ from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixShari
 #
 # kv = free_before_load x mem_fraction_static - weights, free_before_load = total - non-torch
 # (ModelRunner profile_max_num_token: rest = avail_after_load - free_before_load x (1 -
-# mem_fraction_static)). The default fraction (server_args.py _handle_gpu_memory_settings,
+# mem_fraction_static)). The default fraction (sglang@v0.5.23 python/sglang/srt/arg_groups/memory_hook.py#L47-L354
+# handle_gpu_memory_settings,
 # PR #10975, Oct 2025), from nvidia-smi's total in MiB (GPU.memory_bytes):
 #     chunked_prefill_size, cuda_graph_max_bs by memory: < 20 GiB 2048, 8; < 35 GiB 2048, 24
 #     (80 if tp >= 4); < 60 GiB 4096, 32 (160); < 90 GiB and < 160 GiB 8192, 256 (512); else 16384, 512
@@ -24,9 +25,10 @@ from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixShari
 #     mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
 # (earlier releases used 0.88 / 0.87 / 0.85 / 0.81 / 0.79 by tp: pass it.) Non-torch: 512 MiB
 # before SGLang loads weights (H100 log: 79.22 GiB total, "avail mem=78.81 GB"), a typical value.
-# Replicated weights, as vLLM's: QKVParallelLinear (python/sglang/srt/layers/linear.py, adapted from
+# Replicated weights, as vLLM's: QKVParallelLinear (sglang@v0.5.23 python/sglang/srt/layers/linear.py#L1075-L1550,
+# adapted from
 # vLLM) keeps num_kv_heads = 1 and num_kv_head_replicas = tp // kv_heads per rank when tp >= kv_heads;
-# MLA's fused_qkv_a_proj_with_mqa is a ReplicatedLinear (python/sglang/srt/models/deepseek_v2.py).
+# MLA's fused_qkv_a_proj_with_mqa is a ReplicatedLinear (sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L2070).
 
 MIB = 1 << 20
 NON_TORCH_BYTES = 512 * MIB

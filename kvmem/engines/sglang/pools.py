@@ -20,7 +20,7 @@ from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse, check as check_family
 
 
-GB = 1 << 30  # SGLang's "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)
+GB = 1 << 30  # SGLang's "GB": sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L116
 
 DEFAULTS = {
     "page_size": 1,                      # server_args.py ServerArgs.page_size
@@ -234,7 +234,8 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     # Qwen3.5, Jamba, Nemotron-H) cache tokens only in their attention layers
     # (sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L4228-L4751 HybridLinearKVPool) and keep a
     # per-request state (#L505-L1352 MambaPool): conv (conv_dim / tp, conv_kernel - 1) in the model dtype and the
-    # recurrent state in mamba_ssm_dtype (float32 by default; srt/configs/mamba_utils.py).
+    # recurrent state in mamba_ssm_dtype (float32 by default:
+    # sglang@v0.5.23 python/sglang/srt/configs/mamba_utils.py#L47-L107 mamba2_state_dtype).
     # the state layers: linear/Mamba layers, and attention layers with a Mamba2 mixer beside them (Falcon-H1:
     # sglang@v0.5.23 python/sglang/srt/configs/falcon_h1.py#L291-L315 mamba2_cache_params layers = every layer,
     # full_attention_layer_ids = every layer: both pools hold every layer)
@@ -251,8 +252,8 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
         full, swa = tuple(range(len(layers))), ()
         windowed_heads = {layer.kv_heads for layer in layers if layer.kind.windowed}
         if model.model_type == "step3p5" and any(_step3p5_swa_kv_heads(model, h) != h for h in windowed_heads):
-            # one pool sized by num_attention_groups (model_config.py get_num_kv_heads) while the sliding layers
-            # write attention_other_setting's groups (models/step3p5.py#L443-L451)
+            # one pool sized by num_attention_groups (model_config.py#L1700-L1711 get_num_kv_heads) while the sliding
+            # layers write attention_other_setting's groups (models/step3p5.py#L443-L451)
             raise ValueError("attention_other_setting.num_attention_groups differs from num_attention_groups, and "
                              "with the window pool disabled SGLang 0.5.23 sizes every layer of its one pool with "
                              "num_attention_groups while Step-3.5's sliding layers write the other count: kvmem "
@@ -388,7 +389,8 @@ def _with_defaults(options: dict) -> dict:
 
 
 # The Mamba2 mixers' (n_groups, d_state) config fields, as each SGLang config class reads them
-# (configs/nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py -> Mamba2StateShape.create)
+# (configs/nemotron_h.py, granitemoehybrid.py, falcon_h1.py, mamba2.py ->
+# sglang@v0.5.23 python/sglang/srt/configs/mamba_utils.py#L194-L243 Mamba2StateShape.create)
 MAMBA2_GROUPS = {"nemotron_h": ("n_groups", "ssm_state_size"), "granitemoehybrid": ("mamba_n_groups", "mamba_d_state"),
                  "falcon_h1": ("mamba_n_groups", "mamba_d_state"), "mamba2": ("n_groups", "state_size")}
 
