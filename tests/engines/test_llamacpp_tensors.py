@@ -66,3 +66,38 @@ def test_file_types_and_refusals():
         ftype_of("nvfp4")
     with pytest.raises(ValueError, match="not a llama-quantize file type"):
         ftype_of("q4_k_xl")
+
+
+def test_published_tensor_sets_of_qwen35moe():
+    """Qwen3.5-35B-A3B (Unsloth's Q4_K_M, lemonade-sdk/lemonade#1511): 301 f32 and 312 + 78 + 41 + 1 = 432
+    quantised tensors; Qwen3.6-35B-A3B without its MTP block: 733 tensors in 40 blocks
+    (joryirving/home-ops#9398). kvmem's layout has the same sets (its Q4_K_M mix is llama-quantize's,
+    without Unsloth's per-tensor choices: 61 Q6_K + 371 Q4_K)."""
+    import kvmem
+    for name in ("Qwen--Qwen3.5-35B-A3B", "Qwen--Qwen3.6-35B-A3B"):
+        model = kvmem.Model.from_hf_config(f"tests/fixtures/configs/corpus/{name}.json")
+        counts = Counter(t.dtype for t in synthesised_tensors(model, "q4_k_m"))
+        assert counts == {"F32": 301, "Q6_K": 61, "Q4_K": 371}
+        assert sum(counts.values()) == 733
+
+
+def test_unsloth_ud_mixes_are_a_labelled_approximation():
+    """UD-* names lay out llama-quantize's mix of the same name, and say so; published UD files are larger:
+    Qwen3-30B-A3B UD-IQ1_S 8.42 GiB against the IQ1_S mix's 6,410,539,008 B (5.97 GiB: 29 % less),
+    Qwen3.6-35B-A3B UD-Q4_K_XL 21.28 GiB against Q4_K_M's 21,155,768,832 B (19.70 GiB: 7.4 % less)."""
+    import kvmem
+    from kvmem.engines.llamacpp.quant_mix import UD_PUBLISHED
+    from kvmem.engines.llamacpp.tensors import tensors_for
+    model = get_model("qwen3-30b-a3b")
+    ud, source = tensors_for(model, "UD-IQ1_S")
+    assert [t.dtype for t in ud] == [t.dtype for t in synthesised_tensors(model, "iq1_s")]
+    assert source.startswith("APPROXIMATION: Unsloth's UD-IQ1_S") and "iq1_s mix" in source
+    ratios = []
+    for name, mix, gib, _ in UD_PUBLISHED:
+        m = get_model(name) if name == "qwen3-30b-a3b" else \
+            kvmem.Model.from_hf_config(f"tests/fixtures/configs/corpus/Qwen--{name}.json")
+        ours = sum(t.nbytes for t in tensors_for(m, mix)[0])
+        ratios.append(round(ours / (float(gib) * 2**30), 3))
+    assert ratios == [0.709, 0.926]
+    with pytest.raises(ValueError, match="not an Unsloth UD mix kvmem approximates"):
+        synthesised_tensors(model, "UD-Q7_K_XL")

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from ...dtypes import GGML_TYPES
 
-__all__ = ["FTYPES", "FILE_TYPE_NAMES", "QuantModel", "quant_types", "ftype_of", "ftype_names"]
+__all__ = ["FTYPES", "FILE_TYPE_NAMES", "QuantModel", "quant_types", "ftype_of", "ftype_names", "UD_MIXES",
+           "UD_PUBLISHED", "ud_base"]
 
 # include/llama.h#L118-L159 llama_ftype (id) and src/llama-quant.cpp#L881-L925 llama_ftype_get_default_type;
 # names as tools/quantize/quantize.cpp#L34-L75 QUANT_OPTIONS spells them, lower case
@@ -47,6 +48,32 @@ _UNWRITTEN = {"nvfp4": "LLAMA_FTYPE_MOSTLY_NVFP4 (39)"}
 _ALIASES = {"q3_k": "q3_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m", "mxfp4": "mxfp4_moe"}   # quantize.cpp#L55,62,65
 # src/llama-model-loader.cpp#L33-L80 llama_ftype_name: general.file_type as the load log prints it
 FILE_TYPE_NAMES = {"q4_k_m": "Q4_K - Medium", "q5_k_m": "Q5_K - Medium", "iq2_m": "IQ2_M - 2.7 bpw"}
+
+# Unsloth's "Dynamic 2.0" GGUFs (UD-*): an APPROXIMATION, never exact. Unsloth chooses each tensor's type
+# per model ("Model-Specific Quants: each model uses a custom-tailored quantization scheme",
+# https://unsloth.ai/docs/basics/unsloth-dynamic-2.0-ggufs) and publishes no rule, so kvmem lays out a UD
+# file as llama-quantize's mix of the same name (UD-Q4_K_XL as Q4_K_M, ...), labelled as such. Published
+# files measure how far that is (UD_PUBLISHED): their bytes are above the plain mix's.
+UD_MIXES = {"ud-iq1_s": "iq1_s", "ud-iq1_m": "iq1_m", "ud-iq2_xxs": "iq2_xxs", "ud-iq2_m": "iq2_m",
+            "ud-iq3_xxs": "iq3_xxs", "ud-q2_k_xl": "q2_k", "ud-q3_k_xl": "q3_k_m", "ud-q4_k_xl": "q4_k_m",
+            "ud-q5_k_xl": "q5_k_m", "ud-q6_k_xl": "q6_k", "ud-q8_k_xl": "q8_0", "ud-tq1_0": "tq1_0"}
+# (model config or preset, UD file, published GiB, source): the file sizes people printed
+UD_PUBLISHED = (
+    ("qwen3-30b-a3b", "ud-iq1_s", "8.42", "https://github.com/ggml-org/llama.cpp/issues/14199 (print_info: file size "
+     "8.42 GiB, 2.37 BPW; 241 f32, 1 q4_K, 16 q5_K, 11 q6_K, 24 iq2_xxs, 72 iq3_xxs, 58 iq1_s, 84 iq3_s, 22 iq2_s, "
+     "36 iq4_xs, 14 iq1_m)"),
+    ("Qwen3.6-35B-A3B", "ud-q4_k_xl", "21.28", "https://github.com/joryirving/home-ops/pull/9398 (Qwen3.6-35B-A3B-"
+     "UD-Q4_K_XL.gguf 21.28 GiB, 733 tensors, 40 blocks)"),
+)
+
+
+_UD_KEYS = {name.replace("-", "_"): base for name, base in UD_MIXES.items()}
+
+
+def ud_base(name: str) -> str | None:
+    """The llama-quantize file type kvmem approximates an Unsloth UD-* mix with, else None."""
+    return _UD_KEYS.get(str(name).strip().lower().replace("-", "_"))
+
 
 _QUANTISED = {name.upper() for name, t in GGML_TYPES.items() if t.is_quantized}
 _BLOCK = {name.upper(): t.block for name, t in GGML_TYPES.items()}

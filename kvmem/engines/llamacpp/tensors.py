@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from ...model import FULL, SLIDING, Model
 from .arch_tensors import ARCHS, arch_specs, field
 from .placement import GGML_TYPES
-from .quant_mix import FTYPES, QuantModel, ftype_names, quant_types
+from .quant_mix import FTYPES, UD_MIXES, QuantModel, ftype_names, quant_types, ud_base
 
 __all__ = ["GGUFTensor", "FORMATS", "tensors_for", "synthesised_tensors"]
 
@@ -102,6 +102,12 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` (a llama-quantize file type)
     would hold (see the module doc); ``imatrix``: the file was quantised with an importance matrix."""
     fmt = str(weight_format).lower().replace("-", "_")
+    if fmt.startswith("ud_"):          # an Unsloth UD-* mix: approximated by llama-quantize's mix (quant_mix.UD_MIXES)
+        base = ud_base(fmt)
+        if base is None:
+            raise ValueError(f"{str(weight_format)[:100]!r} is not an Unsloth UD mix kvmem approximates "
+                             f"({', '.join(UD_MIXES)})")
+        fmt = base
     if fmt not in FORMATS:
         raise ValueError(f"weight_format must be one of {', '.join(FORMATS)} for a llama.cpp layout without a "
                          f"GGUF file, got {weight_format!r}")
@@ -190,6 +196,13 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
     if weight_format in (None, "auto"):
         raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
                          f"({', '.join(FORMATS)})")
-    return synthesised_tensors(model, weight_format), (
+    tensors = synthesised_tensors(model, weight_format)
+    base = ud_base(weight_format)
+    if base is not None:
+        return tensors, (f"APPROXIMATION: Unsloth's {weight_format} chooses every tensor's type per model and "
+                         f"publishes no rule (https://unsloth.ai/docs/basics/unsloth-dynamic-2.0-ggufs); laid out "
+                         f"here as llama.cpp's {base} mix, which published UD files exceed by 8-41 % "
+                         "(kvmem.engines.llamacpp.quant_mix.UD_PUBLISHED): give the file for its bytes")
+    return tensors, (
         f"laid out from the config with llama.cpp's {weight_format} mix (src/llama-quant.cpp llama_tensor_get_type, "
         "no importance matrix); a real GGUF differs by a few percent: give the file for exact bytes")
