@@ -62,3 +62,13 @@ def test_plan_writes_non_default_checkpoints_and_cache_ram():
     default = kvmem.plan("qwen3.5-27b", gpu="rtx-4090", context="32k", engine="llama.cpp", weight_dtype="q4_k_m",
                          kv_dtype="q4_0").command
     assert "--ctx-checkpoints" not in default and "--cache-ram" not in default
+
+
+def test_check_log_reads_a_checkpoint_line():
+    from kvmem.logcheck import check_log
+    log = ("llama_memory_recurrent: size =  598.50 MiB (     4 cells,  64 layers,  4 seqs), R (f32):   22.50 MiB, "
+           "S (f32):  576.00 MiB\n"
+           "slot update_slots: id  0 | task 0 | created context checkpoint 1 of 32 (pos_min = 1023, pos_max = 1023, "
+           "n_tokens = 1024, size = 149.626 MiB)\n")
+    (line,) = [c for c in check_log(log, model="qwen3.5-27b").checks if c.quantity == "context checkpoint"]
+    assert line.matches and line.kvmem.startswith("149.626 MiB (156,894,364 B")

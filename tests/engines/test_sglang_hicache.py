@@ -65,3 +65,15 @@ def test_plan_writes_the_hicache_flags():
     sized = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="sglang",
                        enable_hierarchical_cache=True, hicache_size=40).command
     assert sized.endswith("--enable-hierarchical-cache --hicache-size 40")
+
+
+def test_check_log_reads_the_host_pool_line():
+    from kvmem.logcheck import check_log
+    log = ("$ python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --enable-hierarchical-cache "
+           "--hicache-ratio 2.5\n"
+           "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 163840, K size: 10.00 GB, V size: 10.00 GB\n"
+           "Allocating kv hierarchical KV host pool: 409601 tokens, 53.69 GB host memory.\n")
+    (line,) = [c for c in check_log(log).checks if c.quantity == "HiCache host pool"]
+    assert line.matches and line.kvmem == "409601 tokens, 53.69 GB"
+    auto = check_log(log.replace(" --hicache-ratio 2.5", ""))
+    assert any("auto-sized it" in note for note in auto.notes)

@@ -76,3 +76,15 @@ def test_plan_writes_the_offload_flags():
     lm = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
                     kv_offloading_backend="lmcache").command
     assert lm.endswith("--kv-offloading-size 10 --kv-offloading-backend lmcache")
+
+
+def test_check_log_reads_the_offload_region():
+    from kvmem.logcheck import check_log
+    log = ("$ vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --kv-offloading-size 37.5\n"
+           "INFO [shared_offload_region.py:177] Created mmap file /dev/shm/vllm_offload_x.mmap (40.27 GB)\n")
+    (line,) = [c for c in check_log(log).checks if c.quantity == "CPU offload region"]
+    assert line.matches and line.kvmem.startswith("40.27 GB (19,200 chunks of 2,097,152 B)")
+    wrong = check_log(log.replace("40.27", "80.53")).checks
+    assert not [c for c in wrong if c.quantity == "CPU offload region"][0].matches
+    bare = check_log(log.replace(" --kv-offloading-size 37.5", ""))
+    assert any("give -o kv_offloading_size" in note for note in bare.notes)

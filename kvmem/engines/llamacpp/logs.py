@@ -31,6 +31,9 @@ from ...logcheck.printed import after, field, value_of
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
 # pass over a line however long (TYPES is matched right after the size line's "seqs)", never ".*").
+# llama-server's context checkpoint (tools/server/server-context.cpp#L2349-L2352, size in MiB of 2**20 B):
+# kvmem.engines.llamacpp.checkpoints
+CHECKPOINT = re.compile(r"created context checkpoint (\d+) of (\d+) \([^)]{0,200}size = ([0-9.]+) MiB\)")
 SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
                   r"layers, +(\d+)(?:/ *(\d+))? seqs")
 TYPES = re.compile(r"seqs\), +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\):")
@@ -80,6 +83,9 @@ def read(lines: list[str]) -> dict:
     found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None,
                    "kv_self": []}, set()
     for n, line in enumerate(lines, 1):
+        if "checkpoint" not in found and "context checkpoint" in line and (m := CHECKPOINT.search(line)):
+            found["checkpoint"] = (n, strip_prefix(line, "created context"), logged_number(m.group(2), n, line),
+                                   logged_number(m.group(3), n, line, float), m.group(3))
         if m := SIZE.search(line):
             text = strip_prefix(line, m.group(1))
             if text not in seen:
@@ -191,7 +197,25 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
                          "line with")
     if found["buffers"]:
         _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes)
+    if found.get("checkpoint"):
+        _check_checkpoint(model, found["checkpoint"], checks, notes)
     return settings, checks, notes
+
+
+def _check_checkpoint(model, logged, checks: list, notes: list) -> None:
+    """A context checkpoint's MiB against kvmem.engines.llamacpp.checkpoints (a hybrid's recurrent state: exact)."""
+    from .checkpoints import checkpoint_bytes, checkpoint_log_size_mib
+    n, text, count, mib, shown = logged
+    nbytes, what = checkpoint_bytes(model)
+    if "recurrent" not in what:
+        notes.append(f"a context checkpoint of {shown} MiB ({count} at most a slot) is logged; kvmem checks a "
+                     "recurrent hybrid's (a sliding window's depends on the cells the slot holds)")
+        return
+    ours = checkpoint_log_size_mib(nbytes)
+    ok = ours == shown
+    checks.append(LineCheck(n, text, "context checkpoint", f"{shown} MiB", f"{ours} MiB ({nbytes:,} B, {what})", ok,
+                            "" if ok else "a checkpoint of another size: a draft model's state rides with it "
+                            "(-md / MTP), or the recurrent state differs (model, n_rs_seq)"))
 
 
 def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options: dict, checks: list,

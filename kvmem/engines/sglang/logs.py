@@ -41,6 +41,9 @@ KV_LINE = re.compile(r"KV Cache is allocated\. +(dtype: *([^\s,]+), +)?#tokens: 
 LEGACY_LINE = re.compile(r"KV Cache is allocated\. +K size: *[0-9.]+ *GB, +V size: *[0-9.]+ *GB\.")   # before ~Feb 2025
 TOTAL = re.compile(r"max_total_num_tokens=(\d+)")
 MAMBA_LINE = re.compile(r"Mamba Cache is allocated\. +max_mamba_cache_size: *(\d+) *,")
+# the HiCache host pool (sglang@v0.5.23 python/sglang/srt/mem_cache/pool_host/base.py#L273-L278; GB = 1e9 B):
+# kvmem.engines.sglang.hicache
+HICACHE_LINE = re.compile(r"Allocating (\w+) hierarchical KV host pool: +(\d+) tokens, +([0-9.]+) GB host memory")
 _CAUSE = ("the K/V bytes per token differ: the KV dtype (--kv-cache-dtype), heads per rank (--tp-size) or "
           "layers per rank (--pp-size) differ from the ones given")
 
@@ -101,6 +104,9 @@ def read(lines: list[str]) -> dict:
                                       logged_number(numbers["max_running_requests"], n, line),
                                       logged_number(numbers["context_len"], n, line),
                                       field(line, "available_gpu_mem", m.start()) is not None)
+        elif found.get("hicache") is None and (m := HICACHE_LINE.search(line)):
+            found["hicache"] = (n, strip_prefix(line, "Allocating"), m.group(1), logged_number(m.group(2), n, line),
+                                m.group(3))
         elif found["mamba"] is None and (m := MAMBA_LINE.search(line)):
             found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), logged_number(m.group(1), n, line))
     return found
@@ -116,6 +122,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     del info                                   # every setting SGLang's lines depend on is an engine option
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
+    hicache = {name: options.pop(name) for name in ("hicache_ratio", "hicache_size") if name in options}
     # each attention group prints its own pool, laid out for attn_tp, and its share of the requests
     attn_dp = kv_groups(options)
     tp, options = kv_tp(model, tp, pp, options)
@@ -161,7 +168,33 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
             "the state bytes per request differ: --mamba-ssm-dtype, the model dtype or tp differ from the ones given")))
     if found["scheduler"] is not None:
         _check_requests(found["scheduler"], slots, options, settings, checks, notes)
+    if found.get("hicache") is not None:
+        _check_hicache(found["hicache"], made, hicache, checks, notes)
     return settings, checks, notes
+
+
+def _check_hicache(logged, made, given: dict, checks: list, notes: list) -> None:
+    """The HiCache host pool's tokens and GB against kvmem.engines.sglang.hicache for the device pool logged."""
+    from .hicache import hicache_tier
+    n, text, label, tokens, gb = logged
+    if len(made) != 1 or label != "kv":
+        notes.append(f"the HiCache {label} host pool ({tokens:,} tokens) is not checked: kvmem sizes the one-pool "
+                     "MHA and MLA host pool only")
+        return
+    if not given:
+        notes.append(f"the HiCache host pool ({tokens:,} tokens) is logged without --hicache-ratio or --hicache-size: "
+                     "SGLang auto-sized it from the host's free RAM; give -o hicache_ratio=... to check it")
+        return
+    (pool,) = made
+    cell = (pool.k_bytes + pool.v_bytes) // (pool.num_tokens + pool.page_size)
+    tier = hicache_tier(device_tokens=pool.num_tokens, size_per_token=cell, page_size=pool.page_size,
+                        device_pool_bytes=pool.k_bytes + pool.v_bytes,
+                        hicache_ratio=float(given["hicache_ratio"]) if "hicache_ratio" in given else None,
+                        hicache_size=int(given.get("hicache_size") or 0))
+    expected = f"{tier.tokens} tokens, {tier.host_bytes_per_rank / 1e9:.2f} GB"
+    ok = tier.tokens == tokens and f"{tier.host_bytes_per_rank / 1e9:.2f}" == gb
+    checks.append(LineCheck(n, text, "HiCache host pool", f"{tokens} tokens, {gb} GB", expected, ok, "" if ok else
+                            "a host pool of another size: the ratio or size, the page size or the KV layout differ"))
 
 
 def _check_requests(scheduler, slots, options: dict, settings: dict, checks: list, notes: list) -> None:
@@ -195,8 +228,10 @@ COMMAND_FLAGS = {"--model-path": "model", "--model": "model", "--tp-size": "tp",
                  "--kv-cache-dtype": "kv_dtype", "--page-size": "page_size",
                  "--max-running-requests": "max_running_requests", "--context-length": "context_length",
                  "--mem-fraction-static": "mem_fraction_static", "--swa-full-tokens-ratio": "swa_full_tokens_ratio",
-                 "--max-mamba-cache-size": "max_mamba_cache_size"}
+                 "--max-mamba-cache-size": "max_mamba_cache_size", "--hicache-ratio": "hicache_ratio",
+                 "--hicache-size": "hicache_size"}
 COMMAND_SWITCHES = {"--disable-radix-cache": ("disable_radix_cache", True),
                     "--disable-overlap-schedule": ("disable_overlap_schedule", True)}
 READER = LogReader(read, claims, printed, check, "SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated'",
-                   runs=RUNS, command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES)
+                   check_options=("hicache_ratio", "hicache_size"), runs=RUNS, command_flags=COMMAND_FLAGS,
+                   command_switches=COMMAND_SWITCHES)

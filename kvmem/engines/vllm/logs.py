@@ -46,6 +46,9 @@ V0_BLOCKS = re.compile(r"(?:# )?GPU blocks: (\d+)")
 # V1 "Model loading took X GiB", V0 "Loading model weights took X GB" (GiB), V0's profile "model weights take XGiB;"
 WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights take) +([0-9.]+) *(GiB|GB)")
 HALF_CENT = GIB // 200            # the printed GiB's rounding: 0.005 GiB
+# the native CPU offload tier's region (vllm@v0.33.0 vllm/v1/kv_offload/cpu/shared_offload_region.py#L177-L181,
+# GB = 1e9 B): kvmem.engines.vllm.offload.native_tier's host_bytes_per_node
+OFFLOAD = re.compile(r"Created mmap file +[^\s]+ +\(([0-9.]+) GB\)")
 
 # The settings the log prints (log field -> kvmem name): the config line, then "non-default args"
 CONFIG_MARKER = "with config: "
@@ -57,7 +60,7 @@ ARGS_FIELDS = {"model": "model", "max_model_len": "max_model_len", "tensor_paral
                "pipeline_parallel_size": "pp", "kv_cache_dtype": "kv_dtype", "block_size": "block_size",
                "enable_prefix_caching": "enable_prefix_caching", "max_num_batched_tokens": "max_num_batched_tokens",
                "max_num_seqs": "max_num_seqs", "gpu_memory_utilization": "gpu_memory_utilization",
-               "quantization": "quantization"}
+               "quantization": "quantization", "kv_offloading_size": "kv_offloading_size"}
 # vLLM's --quantization names that are kvmem weight formats under another name
 QUANTIZATION = {"awq_marlin": "awq", "gptq_marlin": "gptq", "modelopt_fp4": "nvfp4"}
 
@@ -94,6 +97,9 @@ def read(lines: list[str]) -> dict:
         if "concurrency" not in found and (m := CONCURRENCY.search(line)):
             found["concurrency"] = (n, strip_prefix(line, "Maximum"), logged_number(m.group(1), n, line),
                                     logged_number(m.group(2), n, line, float), m.group(2))
+        if "offload" not in found and (m := OFFLOAD.search(line)):
+            found["offload"] = (n, strip_prefix(line, "Created mmap"), logged_number(m.group(1), n, line, float),
+                                m.group(1))
         if "weights" not in found and (m := WEIGHTS.search(line)):
             found["weights"] = (n, strip_prefix(line, m.group(0)[:5]), logged_number(m.group(1), n, line, float),
                                 m.group(1), m.group(2))
@@ -104,6 +110,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
           info: dict | None = None, **options) -> tuple[dict, list[LineCheck], list[str]]:
     settings, checks, notes = {}, [], []
     info = info or {}
+    offloading = options.pop("kv_offloading_size", None)
     length = found["concurrency"][2] if "concurrency" in found else options.pop("max_model_len", None)
     options.pop("max_model_len", None)
     if length:
@@ -158,7 +165,28 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         _check_without_memory(found, model, kv_dtype, tp, pp, length, options, settings, checks)
     elif "tokens" in found:
         notes.append("GPU KV cache size is logged without max_model_len: nothing to compare it with")
+    if "offload" in found:
+        _check_offload(found["offload"], model, offloading, kv_dtype, tp, pp, length, options, checks, notes)
     return settings, checks, notes
+
+
+def _check_offload(logged, model, size, kv_dtype, tp: int, pp: int, length, options: dict, checks: list,
+                   notes: list) -> None:
+    """The CPU offload region's GB against kvmem.engines.vllm.offload.native_tier for --kv-offloading-size."""
+    n, text, gb, shown = logged
+    if size is None:
+        notes.append(f"the CPU offload region ({shown} GB) is logged without --kv-offloading-size: give "
+                     "-o kv_offloading_size=GiB to check it")
+        return
+    from .offload import native_tier
+    tier = native_tier(model, kv_offloading_size=float(size), max_model_len=length or 1, tp=tp, pp=pp,
+                       kv_dtype=kv_dtype, **options)
+    ours = f"{tier.host_bytes_per_node / 1e9:.2f}"
+    ok = ours == f"{gb:.2f}"
+    cause = "" if ok else ("a region of another size: the KV layout per rank differs from the one given (KV dtype, "
+                           "tp/pp, block size), or blocks_per_chunk was set")
+    checks.append(LineCheck(n, text, "CPU offload region", f"{shown} GB",
+                            f"{ours} GB ({tier.chunks:,} chunks of {tier.chunk_bytes:,} B)", ok, cause))
 
 
 def _check_without_memory(found: dict, model, kv_dtype, tp: int, pp: int, length: int, options: dict,
@@ -279,10 +307,10 @@ COMMAND_FLAGS = {"--model": "model", "--tensor-parallel-size": "tp", "-tp": "tp"
                  "-pp": "pp", "--kv-cache-dtype": "kv_dtype", "--max-model-len": "max_model_len",
                  "--block-size": "block_size", "--max-num-batched-tokens": "max_num_batched_tokens",
                  "--max-num-seqs": "max_num_seqs", "--quantization": "quantization", "-q": "quantization",
-                 "--gpu-memory-utilization": "gpu_memory_utilization"}
+                 "--gpu-memory-utilization": "gpu_memory_utilization", "--kv-offloading-size": "kv_offloading_size"}
 COMMAND_SWITCHES = {"--enable-prefix-caching": ("enable_prefix_caching", True),
                     "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
 # its lines ("KV cache size: N tokens", "Model loading took") are the most generic: it claims a log no other reader does
 READER = LogReader(read, claims, printed, check, "vLLM's 'Available KV cache memory' / 'GPU KV cache size'",
-                   check_options=("max_model_len",), runs=RUNS, command_flags=COMMAND_FLAGS,
+                   check_options=("max_model_len", "kv_offloading_size"), runs=RUNS, command_flags=COMMAND_FLAGS,
                    command_switches=COMMAND_SWITCHES, positional_model=True, generic=True)
