@@ -184,8 +184,8 @@ def swa_tail_tokens(seq_len: int, window: int, page_size: int = 1) -> int:
 
 
 def roles(role: str, model: Model, prompt_tokens: int, options: dict) -> tuple[list[str], list[str]]:
-    """--disaggregation-mode prefill|decode (sglang@v0.5.23 python/sglang/srt/arg_groups/fields/), and for the
-    decode role of a sliding-window model the tail it preallocates of each window layer."""
+    """--disaggregation-mode prefill|decode (sglang@v0.5.23 python/sglang/srt/arg_groups/fields/disagg.py#L55-L58),
+    and for the decode role of a sliding-window model the tail it preallocates of each window layer."""
     flags, notes = ["--disaggregation-mode", role], []
     window = min((layer.window for layer in model.layers if layer.kind.windowed and layer.window), default=None)
     if role == "decode" and window:

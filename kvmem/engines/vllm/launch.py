@@ -78,7 +78,8 @@ def expert_flags(sizing: dict, ranks: int) -> list[Flag]:
 
 
 def roles(_role: str, _model, _prompt_tokens: int, _options: dict) -> tuple[list[str], list[str]]:
-    """Either role runs the NIXL connector as kv_both (vllm@v0.33.0 vllm/config/kv_transfer.py KVTransferConfig:
+    """Either role runs the NIXL connector as kv_both
+    (vllm@v0.33.0 vllm/config/kv_transfer.py#L56-L148 KVTransferConfig:
     kv_connector, kv_role); the KV pool is registered in place, no GPU buffer beside it
     (vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py#L794-L810: a host buffer only with
     kv_buffer_device "cpu")."""
