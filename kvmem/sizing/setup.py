@@ -68,15 +68,11 @@ class Setup:
 
 
 @dataclass(frozen=True)
-class SetupBudget:
-    """The engine's Budget, with the Weights it was made from (None when weights_bytes was given)."""
+class SetupBudget(Budget):
+    """The engine's Budget (its notes after the weights' own), with the Weights it was made from
+    (None when weights_bytes was given)."""
 
-    budget: Budget
-    weights_obj: Weights | None
-    notes: tuple[str, ...]
-
-    def __getattr__(self, name):          # total, weights, activations, overhead, kv_memory
-        return getattr(self.budget, name)
+    weights_obj: Weights | None = None
 
 
 def engine_rules(engine: str) -> tuple[str, SizingRules]:
@@ -156,7 +152,8 @@ def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
                             activation_bytes=given.activation_bytes, engine_options=s.engine_options,
                             sizing_options=opts)
     budget = rules.budget(request)
-    return SetupBudget(budget, weights_obj, tuple(notes) + budget.notes)
+    return SetupBudget(budget.total, budget.weights, budget.activations, budget.overhead, budget.kv_memory,
+                       tuple(notes) + budget.notes, weights_obj)
 
 
 # ----------------------------------------------------------------------------- inputs
