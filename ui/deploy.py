@@ -6,9 +6,12 @@ the reasons, and this draws them (st.code has a copy button); a refusal is shown
 
 from __future__ import annotations
 
+import shlex
+
 import streamlit as st
 
 import kvmem
+import kvmem.disagg
 from kvmem.engines import ENGINES
 from kvmem.logcheck import readers
 from ui import inputs
@@ -26,7 +29,48 @@ def panel(model, fit_kwargs: dict, engine_options: dict, fit=None):
     st.subheader("Deploy")
     plan = _command(model, fit_kwargs, fit)
     _log_box(model, fit_kwargs, engine_options, plan)
+    _disaggregated(model, fit_kwargs)
     return plan
+
+
+def _disaggregated(model, fit_kwargs: dict) -> None:
+    """A prefill pool and a decode pool for a request rate (kvmem.disagg): GPUs per role, one GPU's memory per
+    role drawn, and one command per role. The sidebar's context is prompt + output."""
+    if not st.toggle("Disaggregate prefill and decode", key="deploy_disagg", bind="query-params",
+                     help="Size a prefill pool and a decode pool apart (kvmem.disagg): the decode pool holds the "
+                          "sequences decoding at once, the prefill pool the prompts in flight."):
+        return
+    context = fit_kwargs["context"]
+    c1, c2, c3, c4 = st.columns(4)
+    output = inputs.number(c1, "Output tokens", 1, max(context - 1, 1), min(1024, max(context // 4, 1)),
+                           key="disagg_output", help="of the sidebar's context; the prompt is the rest")
+    rate = inputs.number(c2, "Requests / s", 0.01, 100000.0, 10.0, key="disagg_rate", help="arrivals a second")
+    prefill_gpus = inputs.number(c3, "GPUs a prefill instance", 1, 64, fit_kwargs.get("num_gpus") or 1,
+                                 key="disagg_prefill_gpus", help="tensor-parallel GPUs of one prefill server")
+    decode_gpus = inputs.number(c4, "GPUs a decode instance", 1, 64, fit_kwargs.get("num_gpus") or 1,
+                                key="disagg_decode_gpus", help="tensor-parallel GPUs of one decode server")
+    rest = {k: v for k, v in fit_kwargs.items() if k not in ("num_gpus", "tp", "pp", "context", "batch")}
+    try:
+        result = kvmem.disagg.disaggregate(model, prompt_tokens=context - output, output_tokens=output,
+                                           request_rate=rate, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus,
+                                           **rest)
+    except ValueError as exc:
+        st.info(f"No disaggregated plan: {exc}")
+        return
+    st.caption(f"{result.gpus} GPUs: {result.prefill.instances} × {result.prefill.gpus_per_instance} prefill, "
+               f"{result.decode.instances} × {result.decode.gpus_per_instance} decode "
+               f"({result.decode.sequences_needed:,} sequences decoding at once).")
+    gib = 1 << 30
+    parts = ("weights_bytes", "kv_pool_bytes", "activations_bytes", "overhead_bytes")
+    st.bar_chart({part.removesuffix("_bytes"): [getattr(role, part) / gib for role in (result.prefill, result.decode)]
+                  for part in parts}, horizontal=True, y_label="GiB per GPU", x_label="")
+    st.caption("Per GPU, GiB: prefill (first bar), decode (second).")
+    for role in (result.prefill, result.decode):
+        st.code(shlex.join(role.command) if role.command else f"({role.role}: no command)", language="bash")
+        for note in role.notes:
+            st.caption(note)
+    for note in result.notes:
+        st.caption(note)
 
 
 def refusal_text(exc: ValueError, fit=None) -> str:
