@@ -46,3 +46,12 @@ def test_the_other_tables_are_views_of_this_one():
 
 def test_ids_are_unique():
     assert len({t.id for t in GGML_TYPES.values()}) == len(GGML_TYPES) == 35
+
+
+def test_the_gguf_reader_sizes_tensors_from_this_table():
+    """kvmem.sources.gguf sizes a tensor info's type id from GGML_TYPES: Q8_1 is 2 fp16 (d, s) + 32 int8 = 36 B
+    (ggml-common.h block_q8_1; gguf-py's GGML_QUANT_SIZES says 40), Q2_0 (id 42) is known."""
+    from kvmem.sources.gguf import _quant_sizes
+    sizes = _quant_sizes()
+    assert sizes[9] == ("Q8_1", (32, 36)) and sizes[42] == ("Q2_0", (64, 18)) and sizes[12] == ("Q4_K", (256, 144))
+    assert len(sizes) == len(GGML_TYPES)

@@ -17,7 +17,7 @@ all, is walked, not kept: ``Skipped`` holds its type and length (kvmem reads per
 at most 1,024 entries); at most 4 dims per tensor (GGML_MAX_DIMS).
 
 Weight bytes are exact from the tensor infos: elements / block size x type size per tensor
-(``gguf.GGML_QUANT_SIZES``, the table of ggml's ``ggml_type_traits``); a Q4_K_M file mixes
+(kvmem.dtypes.GGML_TYPES, the one table of ggml's ``type_traits``); a Q4_K_M file mixes
 Q4_K, Q6_K and F32 tensors and each is counted in its own type.
 
 The metadata -> config.json mapping is kvmem/sources/gguf_config.py.
@@ -198,9 +198,10 @@ def _tensor(src: _Source, sizes: dict) -> Tensor:
 
 
 def _quant_sizes() -> dict:
-    import gguf
-    return {int(t): (t.name, gguf.GGML_QUANT_SIZES[t]) for t in gguf.GGMLQuantizationType
-            if t in gguf.GGML_QUANT_SIZES}
+    """ggml type id -> (name, (block, bytes)): kvmem's one table of ggml's types (kvmem.dtypes.GGML_TYPES,
+    checked against ggml's own type_traits; gguf-py's GGML_QUANT_SIZES gives Q8_1 40 bytes, ggml 36)."""
+    from ..dtypes import GGML_TYPES
+    return {t.id: (t.name.upper(), (t.block, t.size)) for t in GGML_TYPES.values()}
 
 
 def parse_stream(stream, source: str, limit: int = MAX_GGUF_HEADER_BYTES) -> GGUFHeader:
