@@ -41,6 +41,7 @@ if takes_utilization(work.engine):
         st, f"gpu_memory_utilization ({work.engine})", 0.05, 1.0, 0.9, key="util", step=0.01,
         help=f"{work.engine} budgets this share of the device's total memory.")
 kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
+kwargs.update(offload.host_inputs(work.engine, kwargs))   # host RAM as a budget (kvmem.host)
 
 try:
     result = kvmem.fit(model, **kwargs)
@@ -72,6 +73,7 @@ if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
 if result.why_not:    # the one shortfall and what would fit, said once on this page (the Deploy box refers to it)
     st.error(result.why_not)
+offload.host_panel(result)    # what the plan keeps in host RAM, each term with its source
 engine_box = st.container()   # what the engine will print: filled from the Deploy plan's record, or this fit's
 
 breakdown = tables.breakdown_frame(result)

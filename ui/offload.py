@@ -48,3 +48,52 @@ def panel(model, fit_kwargs: dict) -> None:
                        "tokens/s (bound)": "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.1f}",
                        **{device: kvmem.format_bytes(n) for device, n in r["total_bytes"].items()}} for r in rows],
                      hide_index=True)
+
+
+# ---- host RAM as a budget (kvmem.host): the node's RAM and the tiers each engine keeps there
+
+_GIB = 1 << 30
+
+
+def host_inputs(engine: str, fit_kwargs: dict) -> dict:
+    """The host-memory settings of the Fit page (kvmem.host): the node's RAM and the engine's host tier;
+    only what the user set is passed (sizing options of kvmem.fit)."""
+    out = {}
+    with st.expander("Host RAM (offload tiers, checkpoints)"):
+        gib = st.number_input("Host RAM per node, GiB (0: not checked)", 0, 1 << 20, 0, key="host_ram_gib",
+                              help="A plan that pins or maps more host RAM than this does not fit (kvmem.host).")
+        if gib and "host_memory_bytes" not in fit_kwargs:
+            out["host_memory_bytes"] = gib * _GIB
+        if engine == "vllm":
+            size = st.number_input("--kv-offloading-size, GiB (0: off)", 0.0, float(1 << 20), 0.0,
+                                   key="host_vllm_offload", help="vLLM's native CPU KV tier, all ranks together.")
+            if size:
+                out["kv_offloading_size"] = size
+        elif engine == "sglang":
+            if st.toggle("--enable-hierarchical-cache", key="host_sglang_hicache"):
+                out["enable_hierarchical_cache"] = True
+                ratio = st.number_input("--hicache-ratio (0: SGLang sizes it)", 0.0, 100.0, 0.0,
+                                        key="host_sglang_ratio")
+                if ratio:
+                    out["hicache_ratio"] = ratio
+        elif engine == "llama.cpp":
+            count = st.number_input("--ctx-checkpoints", 0, 1 << 16, 32, key="host_llamacpp_checkpoints")
+            if count != 32:
+                out["ctx_checkpoints"] = int(count)
+    return out
+
+
+def host_panel(result) -> None:
+    """The host side of a fit (Fit.host): each term with its bytes per node, the tokens a tier holds and its
+    source; the total against the node's RAM."""
+    host = result.host
+    if not host:
+        return
+    bound = host["host_memory_bytes"]
+    st.subheader("Host RAM per node: " + kvmem.format_bytes(host["total_bytes"])
+                 + (f" of {kvmem.format_bytes(bound)}" if bound is not None else " (not checked)"))
+    st.dataframe([{"term": t["name"], "per node": kvmem.format_bytes(t["bytes_per_node"]),
+                   "per rank": kvmem.format_bytes(t["bytes_per_rank"]),
+                   "tokens held": "—" if t.get("tokens") is None else f"{t['tokens']:,}",
+                   "counted": "yes" if t["binding"] else "no: the engine shrinks it",
+                   "source": t["source"]} for t in host["terms"]], hide_index=True)
