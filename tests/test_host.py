@@ -59,3 +59,9 @@ def test_cli_fit_host_memory_takes_a_size_and_prints_the_terms(capsys):
     code = main(["fit", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "8k", "--host-memory", "64GiB",
                  "-o", "host_memory_bytes=1GiB"])
     assert code != 0 and "give the host RAM once" in capsys.readouterr().err
+
+
+def test_plan_refuses_a_tier_the_host_cannot_hold_naming_it():
+    with pytest.raises(kvmem.PlanRefused, match="no command: host RAM: the plan keeps 100.00 GiB"):
+        kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=100,
+                   host_memory_bytes="64GiB")

@@ -61,6 +61,8 @@ def plan(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, c
     # --max-num-seqs will set it: the fit of the command is the fit of the workload
     first = _fit_or_refuse(model, engine=name, context=context,
                            batch=None if target == "max_batch" else (batch or 1), **base, **options)
+    if not first.fits and (first.host or {}).get("refusal"):     # the host's RAM, not the GPUs (kvmem.host)
+        raise PlanRefused(f"no command: {first.host['refusal']}", first)
     if not first.fits:
         raise PlanRefused(f"no command: the workload does not fit ({first.model} on {first.num_gpus} x {first.gpu}, "
                           f"{name}): short by {first.shortfall_bytes:,} B per device; what would fit: "
