@@ -80,8 +80,8 @@ def test_host_memory_presets_and_refusals():
     # weight_dtype "auto" without a GGUF: the config's own dtype, bf16
     assert llamacpp_offload("llama-3.1-8b", gpus="l4-24gb", context="8k").command_best == \
         "llama-server -m llama-3.1-8b-bf16.gguf -c 8192 --fit off -ngl 33"
-    with pytest.raises(ValueError, match="only for full/sliding attention layers"):   # deepseek32: not laid out
-        llamacpp_offload("deepseek-v3.2", gpus="l4-24gb", context="8k", weight_dtype="q4_k_m")
+    with pytest.raises(ValueError, match="only for full/sliding attention layers"):   # minimax (M1): not laid out
+        llamacpp_offload("minimax-m1", gpus="l4-24gb", context="8k", weight_dtype="q4_k_m")
 
 
 def test_cli_fit_mixed_gpus(capsys):

@@ -38,7 +38,8 @@ from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_byt
 CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air", "q4_k_m"),
          ("glm-4.5-air", "iq2_xxs"), ("glm-4.7", "q3_k_m"), ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3", "q2_k"),
          ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs"),
-         ("glm-5", "q4_k_m"), ("minimax-m2.5", "iq3_xxs")]
+         ("glm-5", "q4_k_m"), ("minimax-m2.5", "iq3_xxs"), ("deepseek-v3.2", "q4_k_s"),
+         ("qwen3-next-80b-a3b", "q5_k_m")]
 # MiniMax-M2.5 has no preset: its published config (tests/fixtures/configs/new/SOURCES.md)
 FIXTURES = {"minimax-m2.5": "tests/fixtures/configs/new/minimax-m2.5.json"}
 # a smaller model of each family for the mmap load: fewer layers (DeepSeek-V2-Lite keeps its 27,
@@ -51,7 +52,9 @@ SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "expert
          "qwen3.5-27b": {"num_hidden_layers": 4},
          "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
          "glm-5": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
-         "minimax-m2.5": {"num_hidden_layers": 2, "num_local_experts": 4, **_TOP2}}
+         "minimax-m2.5": {"num_hidden_layers": 2, "num_local_experts": 4, **_TOP2},
+         "deepseek-v3.2": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
+         "qwen3-next-80b-a3b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2}}
 
 
 def _model(preset: str) -> Model:
@@ -78,7 +81,7 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
         w.add_expert_count(moe.experts)
         w.add_expert_used_count(moe.top_k)
         w.add_expert_feed_forward_length(moe.intermediate_size)
-    if arch in ("deepseek2", "glm-dsa"):
+    if arch in ("deepseek2", "glm-dsa", "deepseek32"):
         kv_lora, rope = field(model, "kv_lora_rank"), field(model, "qk_rope_head_dim")
         w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 0))
         if field(model, "q_lora_rank"):
@@ -93,7 +96,7 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
         w.add_expert_weights_scale(float(field(model, "routed_scaling_factor", 1.0)))
         if field(model, "scoring_func") == "sigmoid":
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
-        if arch == "glm-dsa":
+        if arch in ("glm-dsa", "deepseek32"):
             w.add_indexer_head_count(field(model, "index_n_heads"))
             w.add_indexer_key_length(field(model, "index_head_dim"))
             w.add_indexer_top_k(field(model, "index_topk"))
@@ -106,7 +109,7 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
     if arch == "glm4moe":
         w.add_expert_shared_count(field(model, "n_shared_experts", 1))
         w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 1))
-    if arch in ("qwen35", "qwen35moe"):
+    if arch in ("qwen35", "qwen35moe", "qwen3next"):
         d_state, v_heads = field(model, "linear_key_head_dim"), field(model, "linear_num_value_heads")
         w.add_ssm_conv_kernel(field(model, "linear_conv_kernel_dim"))
         w.add_ssm_inner_size(d_state * v_heads)

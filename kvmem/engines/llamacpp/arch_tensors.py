@@ -18,6 +18,8 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
                indexer.attn_k, indexer.attn_q_b. GLM-5.2 configs (indexer_types with "shared"
                layers) are refused: which of their layers carry indexer weights is not in the
                config, and llama.cpp loads them as optional (TENSOR_NOT_REQUIRED)
+    deepseek32 src/models/deepseek32.cpp load_arch_tensors (DeepSeek-V3.2): glm-dsa's tensors, the
+               indexer required in every layer
     minimax-m2 src/models/minimax-m2.cpp load_arch_tensors: attn_q_norm over all heads
                [n_head x head_dim], attn_k_norm [n_kv x head_dim], router, exp_probs_b, experts of
                intermediate_size (conversion/minimax.py: the MTP modules are not converted)
@@ -26,6 +28,8 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
                layers (attn_qkv, attn_gate, ssm_conv1d, ssm_dt.bias, ssm_a, ssm_beta,
                ssm_alpha, ssm_norm, ssm_out); MoE: router, experts, the shared expert and its
                1-D gate ffn_gate_inp_shexp
+    qwen3next  src/models/qwen3next.cpp: qwen35moe's layers, beta and alpha in one ssm_ba
+               [n_embd, 2 x n_v_heads] (conversion/qwen.py writes attn_qkv and attn_gate, not ssm_in)
 The NextN/MTP layer (GLM-4.5, DeepSeek-V3, Qwen3.5) is not laid out: llama.cpp loads it only with
 load_mtp (TENSOR_SKIP otherwise), so a default load takes the trunk's memory; the layout is the file
 convert_hf_to_gguf --no-mtp writes (DeepseekV2Model always skips it: skip_mtp).
@@ -40,7 +44,8 @@ __all__ = ["ARCHS", "arch_specs"]
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
          "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
-         "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2"}
+         "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
+         "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next"}
 
 
 def field(model: Model, name: str, default=None):
@@ -189,7 +194,7 @@ def _minimax_m2(model: Model, h: int) -> list:
     return out
 
 
-def _qwen35(model: Model, h: int) -> list:
+def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
     moe = model.facts.moe
     n_head = model.num_attention_heads
     d_state, k_heads = _need(model, "linear_key_head_dim"), _need(model, "linear_num_key_heads")
@@ -209,9 +214,10 @@ def _qwen35(model: Model, h: int) -> list:
         else:
             out += [(b + "attn_qkv.weight", (h, 2 * key_dim + value_dim)), (b + "attn_gate.weight", (h, value_dim)),
                     (b + "ssm_conv1d.weight", (d_conv, 2 * key_dim + value_dim)), (b + "ssm_dt.bias", (v_heads,)),
-                    (b + "ssm_a", (v_heads,)), (b + "ssm_beta.weight", (h, v_heads)),
-                    (b + "ssm_alpha.weight", (h, v_heads)), (b + "ssm_norm.weight", (d_state,)),
-                    (b + "ssm_out.weight", (value_dim, h))]
+                    (b + "ssm_a", (v_heads,))]
+            out += [(b + "ssm_ba.weight", (h, 2 * v_heads))] if fused_ba else \
+                [(b + "ssm_beta.weight", (h, v_heads)), (b + "ssm_alpha.weight", (h, v_heads))]
+            out += [(b + "ssm_norm.weight", (d_state,)), (b + "ssm_out.weight", (value_dim, h))]
         if moe is None:
             out += _dense(b, h, _need(model, "intermediate_size"))
             continue
@@ -223,7 +229,8 @@ def _qwen35(model: Model, h: int) -> list:
 
 
 _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
-            "minimax-m2": _minimax_m2, "qwen35": _qwen35, "qwen35moe": _qwen35}
+            "deepseek32": lambda model, h: _deepseek2(model, h, indexer=True), "minimax-m2": _minimax_m2,
+            "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True)}
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:
@@ -235,6 +242,7 @@ def arch_specs(model: Model) -> tuple[str, list] | None:
     h, vocab = model.hidden_size, model.facts.vocab_size
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
-    if arch in ("gpt-oss", "glm4moe", "qwen35moe", "glm-dsa", "minimax-m2") and model.facts.moe is None:
+    if arch in ("gpt-oss", "glm4moe", "qwen35moe", "qwen3next", "glm-dsa", "deepseek32", "minimax-m2") \
+            and model.facts.moe is None:
         raise ValueError(f"{model.name}: llama.cpp's {arch} layers are MoE, and the config gives no experts")
     return arch, _head(model, h, vocab) + _LAYOUTS[arch](model, h)
