@@ -23,8 +23,9 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
 
 This is a model of a file, not a file: real GGUFs differ (an importance matrix, per-uploader
 --tensor-type overrides such as the Unsloth UD mixes) by a few percent; the result says so in its notes.
-Architectures whose tensors are not llama's: gpt-oss, glm4moe, deepseek2 (MLA), qwen35 and qwen35moe
-(Gated DeltaNet) from kvmem.engines.llamacpp.arch_tensors, each checked against llama.cpp loading a sparse
+Architectures whose tensors are not llama's: gpt-oss, glm4moe, deepseek2 (MLA), glm-dsa and deepseek32
+(MLA + indexer), minimax-m2, qwen35, qwen35moe and qwen3next (Gated DeltaNet) from
+kvmem.engines.llamacpp.arch_tensors, each checked against llama.cpp loading a sparse
 GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py). Refused by name: gpt_neox (llama.cpp
 0c1e57098 refuses kvmem's llama-style layout of it: "check_tensor_dims: tensor 'output_norm.bias' not
 found", models/gptneox.cpp); other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
