@@ -40,7 +40,7 @@ __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case
 
 # minimax is drawn on its own (random_case(seed, i, "minimax")): see its oracle test
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa",
-            "lfm2", "granitemoehybrid")
+            "lfm2", "granitemoehybrid", "deepseek_v4")
 _GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
                "bf16": 30}
 _FA = {"auto": -1, False: 0, True: 1}
@@ -202,6 +202,10 @@ _OWN_DRAWS = {"deepseek_v32": _dsa_model, "mamba": _mamba_model, "glm_moe_dsa": 
 
 def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
     """Case ``i`` of ``seed``: its own random.Random, so each case can be drawn alone."""
+    if family == "deepseek_v4":   # llama_kv_cache_dsv4: its own GGUF writer and cases (llamacpp_dsv4.py)
+        from .llamacpp_dsv4 import random_case as dsv4_case
+        name, model, setting = dsv4_case(seed * 1_000_003 + i)
+        return f"random-{seed}-{i}-deepseek_v4", model, setting
     rng, model = _OWN_DRAWS[family](seed, i) if family in _OWN_DRAWS else random_model(seed, i, family)
     type_k = rng.choice(tuple(_GGML_TYPES))
     setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
@@ -285,6 +289,9 @@ def _engine_in_child(model: Model, setting: dict) -> tuple:
 
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     """kvmem's llama.cpp log lines (or refusal) beside llama.cpp's own for one case."""
+    if model.model_type == "deepseek_v4":
+        from .llamacpp_dsv4 import run_case as dsv4_run
+        return dsv4_run(name, model, setting)
     ours, our_error = _kvmem_side(model, setting)
     reply = _engine_in_child(model, setting)
     if reply[0] == "load":      # a GGUF this writer got wrong: reported, never skipped

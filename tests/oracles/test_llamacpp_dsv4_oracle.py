@@ -44,3 +44,14 @@ def test_where_llama_cpp_aborts_kvmem_refuses(case):
     checks = oracle.run_case(name, model, setting)
     assert checks[0].engine == "llama.cpp aborted (exit code -8)"      # SIGFPE in llama_init_from_model
     assert "aborts (SIGFPE) creating the context" in oracle._kvmem_side(model, setting)[1]
+
+
+def test_validate_draws_deepseek_v4():
+    # kvmem validate --engine llama.cpp: the families in turn, DeepSeek-V4 among them, judged the same way
+    from kvmem.oracles import llamacpp
+    cases = llamacpp.random_cases(2 * len(llamacpp.FAMILIES), 3)
+    mine = [case for case in cases if case[1].model_type == "deepseek_v4"]
+    assert len(mine) == 2
+    for case in mine:
+        _agrees(*case)
+        assert [c.quantity for c in llamacpp.run_case(*case)] == ["refuses", "cache lines"]
