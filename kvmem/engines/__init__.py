@@ -18,7 +18,8 @@ from ..catalog import as_model
 from ..configs.families import FAMILIES
 from ..errors import EngineRefusal
 from ..units import MAX_COUNT, parse_bytes, parse_tokens, require_positive_int, show_value
-from .base import Capacity, EngineSpec, Estimate, Refusal, check_query_heads, past_positions, with_note
+from .base import EngineSpec, check_query_heads, past_positions
+from .results import Capacity, Estimate, Refusal, with_note
 from ..parallel import check_parallel
 
 __all__ = ["engine_estimate", "estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family",

@@ -3,7 +3,7 @@
 does past the model's positions, and the option parsers the engines share.
 
 The results (Estimate, Capacity, assemble) live in results.py and the parallelism rules in
-kvmem/parallel.py; both are re-exported here, where the engines have always taken them.
+kvmem/parallel.py: each is imported from its home, not from here.
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ from collections.abc import Callable
 
 from ..dtypes import DType, dtype
 from ..model import Model
-from ..parallel import kv_heads_per_rank, largest_stage, pp_stages, require_divides, state_share
+from ..parallel import require_divides, state_share
 from ..units import parse_bytes
 from .declared import Option
-from .results import Capacity, Estimate, IdealDetails, Refusal, assemble, with_note
+from .results import Estimate, Refusal
 from .serving import Launcher, LogReader
 
-__all__ = ["Estimate", "Capacity", "Refusal", "IdealDetails", "EngineSpec", "SizingRules", "Budget", "BudgetRequest",
+__all__ = ["EngineSpec", "SizingRules", "Budget", "BudgetRequest",
            "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "CheckedFamilies", "share_every_token",
            "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
-           "fraction_option", "byte_option", "kv_heads_per_rank", "pp_stages", "largest_stage", "assemble",
-           "resolve_dtypes", "past_positions", "with_note", "check_query_heads", "state_bytes", "Option"]
+           "fraction_option", "byte_option", "resolve_dtypes", "past_positions", "check_query_heads", "state_bytes"]
 
 
 @dataclass(frozen=True)

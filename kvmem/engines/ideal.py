@@ -30,8 +30,8 @@ from ..configs.fields import Fields
 from ..dtypes import dtype
 from ..model import SLIDING, Compressor, Model
 from ..textbook import ideal_layer_bytes
-from .base import (Budget, BudgetRequest, Capacity, CheckedFamilies, EngineSpec, SizingRules, assemble, resolve_dtypes,
-                   state_bytes)
+from .base import Budget, BudgetRequest, CheckedFamilies, EngineSpec, SizingRules, resolve_dtypes, state_bytes
+from .results import Capacity, assemble
 from .budget import kv_budget
 from ..parallel import layer_heads
 

@@ -12,7 +12,8 @@ from numbers import Real
 
 from ..catalog import as_model
 from ..engines import engine_estimate, engine_spec, with_defaults
-from ..engines.base import Estimate, PrefixSharing
+from ..engines.base import PrefixSharing
+from ..engines.results import Estimate
 from ..gpus import get_gpu
 from ..model import Model
 from ..units import parse_tokens, show_value

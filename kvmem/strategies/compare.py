@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..catalog import as_model
 from ..dtypes import dtype
 from ..engines import ENGINES
-from ..engines.base import Estimate
+from ..engines.results import Estimate
 from ..units import parse_tokens, require_positive_int
 from .apply import estimate, offload_transfer_seconds
 from .eviction import DEFAULT_SINK, Eviction

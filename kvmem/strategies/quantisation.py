@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..catalog import as_model
 from ..dtypes import DType, dtype, dtype_names
-from ..engines.base import Estimate, IdealDetails, assemble, resolve_dtypes, state_bytes
+from ..engines.base import resolve_dtypes, state_bytes
+from ..engines.results import Estimate, IdealDetails, assemble
 from ..parallel import layer_heads
 from ..textbook import ideal_layer_bytes
 from .inputs import count, refuse_compressed

@@ -8,7 +8,8 @@ import kvmem
 from kvmem import engines
 from kvmem.cli import main
 from kvmem.engines import ideal
-from kvmem.engines.base import EngineSpec, Option
+from kvmem.engines.base import EngineSpec
+from kvmem.engines.declared import Option
 from tests.ui.apptest import load
 
 

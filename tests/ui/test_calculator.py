@@ -99,7 +99,7 @@ def test_formula_bytes_are_whole_and_use_the_type_in_force(app):
 
 def test_a_workload_the_engine_refuses_is_said_above_the_numbers():
     # Qwen3-32B has 40,960 positions; vLLM refuses max_model_len 1M unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
-    from kvmem.engines.base import Estimate
+    from kvmem.engines.results import Estimate
     from tests.ui.apptest import load
 
     if not hasattr(Estimate, "engine_refuses"):

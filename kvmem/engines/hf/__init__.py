@@ -16,7 +16,8 @@ governs with its pin (DynamicCache: transformers@v5.24.0 src/transformers/cache_
   sizing     what kvmem.sizing asks: the budget of one device, prefix sharing
 """
 
-from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
+from ..base import CheckedFamilies, EngineSpec, PastPositions
+from ..declared import Option
 from .entry import (DEFAULTS, HfDetails, HfQuantizedDetails, HfStaticDetails, estimate_dynamic, estimate_quantized,
                     estimate_static, prompt_tokens_of)
 from .growth import DynamicGrowth, StaticGrowth

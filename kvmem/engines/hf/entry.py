@@ -14,7 +14,7 @@ from ...dtypes import dtype as _dtype, float_bytes
 from ...model import Model
 from ...records import Record
 from ...units import require_positive_int
-from ..base import assemble
+from ..results import assemble
 from .growth import DynamicGrowth, StaticGrowth, Workload
 from .quantized import QuantizedGrowth, check_quantized
 from .slots import Slot, slots

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..budget import kv_budget
-from ..base import Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules, StartupNumbers
+from ..base import Budget, BudgetRequest, PrefixSharing, SizingRules, StartupNumbers
+from ..results import Estimate
 from .compute import llamacpp_compute_bytes
 from .entry import startup_cells
 from .plan import run_plan

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, Estimate
+from ..results import Capacity, Estimate
 from .log_lines import log_lines
 from .plan import run_plan
 from .settings import CURRENT, PR_14363, count_option, resolve_settings

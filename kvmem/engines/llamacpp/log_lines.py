@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from ..base import Estimate
+from ..results import Estimate
 from .settings import CURRENT, PR_14363, PR_15467, mib
 
 _D = datetime.date

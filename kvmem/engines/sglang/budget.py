@@ -7,8 +7,9 @@ from fractions import Fraction
 from .admission import pools_refuse
 from .parallel import kv_groups, weights_per_device
 from ..budget import kv_budget
-from ..base import (Budget, BudgetRequest, EngineDefaults, Estimate, PrefixSharing, SizingRules, StartupNumbers,
-                    fraction_option, share_whole_blocks)
+from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
+                    share_whole_blocks)
+from ..results import Estimate
 
 
 # ---- sizing: the memory budget and its default fraction ---------------------------------------

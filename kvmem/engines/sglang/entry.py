@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...model import SLIDING, Model
 from ...records import Record
-from ..base import Capacity, Refusal, assemble
+from ..results import Capacity, Refusal, assemble
 from ...parallel import pp_stages
 from ...units import cdiv
 from . import mamba

@@ -21,7 +21,8 @@ Not modelled: beam search, sink tokens and the secondary (host) pool.
 
 from __future__ import annotations
 
-from ..base import EngineSpec, Option
+from ..base import EngineSpec
+from ..declared import Option
 from .cache import DEFAULTS, TrtllmCapacityDetails, TrtllmDetails, bytes_per_token, capacity, estimate, pp_layers
 from .families import FAMILIES, REFUSALS
 from .launch import LAUNCHER

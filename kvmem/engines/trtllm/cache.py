@@ -14,7 +14,7 @@ from ...dtypes import DType, dtype
 from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
 from ...units import cdiv, require_positive_int
-from ..base import Capacity, Estimate, assemble
+from ..results import Capacity, Estimate, assemble
 from .models import FORCED_DTYPE, check_model, dsa_notes, indexer_elements, state_bytes_of, step3p5_text_config
 from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 

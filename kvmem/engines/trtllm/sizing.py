@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ...activations import forward_bytes_per_token, forward_shape
 from ...units import require_positive_int
-from ..base import (Budget, BudgetRequest, Estimate, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
+from ..base import (Budget, BudgetRequest, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
                     share_whole_blocks)
+from ..results import Estimate
 from ..budget import kv_budget
 
 __all__ = ["SIZING", "prefix_sharing"]

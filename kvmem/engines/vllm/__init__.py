@@ -32,7 +32,8 @@ from .entry import capacity, estimate
 from .launch import LAUNCHER
 from .logs import READER
 from .options import OPTIONS
-from ..base import CheckedFamilies, EngineSpec, Option, PastPositions
+from ..base import CheckedFamilies, EngineSpec, PastPositions
+from ..declared import Option
 
 __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
            "rope_cache_bytes"]

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, Refusal, assemble
+from ..results import Capacity, Refusal, assemble
 from ...units import cdiv
 from .layout import Plan, make_plan as _make_plan
 from .options import (GIB, HYBRID_GROUPS, NULL_BLOCK, ONE_LOG_LINE, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY,

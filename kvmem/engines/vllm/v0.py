@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..base import Capacity, Refusal, assemble
+from ..results import Capacity, Refusal, assemble
 from ...units import cdiv
 from .layout import Plan
 from .models import draft_layers
