@@ -101,3 +101,36 @@ def test_unsloth_ud_mixes_are_a_labelled_approximation():
     assert ratios == [0.709, 0.926]
     with pytest.raises(ValueError, match="not an Unsloth UD mix kvmem approximates"):
         synthesised_tensors(model, "UD-Q7_K_XL")
+
+
+def test_gpt_oss_20b_tensors():
+    """24 layers x 19 tensors + output, output_norm, token_embd = 459. The experts' 2,880 columns are not
+    whole 256-blocks: Q4_K falls back to Q5_0 (gate/up), and ffn_down_exps on the use_more_bits layers
+    from Q6_K to Q8_0: 2,880 x 2,880 x 32 / 32 x 34 = 282,009,600 B. attn_sinks: 64 heads x 4 B."""
+    t = _types("gpt-oss-20b", "q4_k_m")
+    assert len(t) == 459 and Counter(t.values()) == {"F32": 289, "Q5_0": 121, "Q8_0": 25, "Q4_K": 24}
+    ts = {x.name: x for x in synthesised_tensors(get_model("gpt-oss-20b"), "q4_k_m")}
+    assert ts["blk.0.ffn_down_exps.weight"].nbytes == 282_009_600 and ts["blk.0.attn_sinks.weight"].nbytes == 256
+
+
+def test_mla_tensors_are_the_split_ones():
+    """DeepSeek-V2-Lite (no q_lora_rank): attn_q [2048, 16 x (128 + 64)], attn_kv_a_mqa [2048, 512 + 64],
+    attn_k_b [128, 512, 16] (128 columns: Q4_K -> Q5_0), attn_v_b [512, 128, 16]; no exp_probs_b (softmax
+    router). DeepSeek-V3 MXFP4_MOE: every 3-D tensor is MXFP4, the MLA ones too (ne[2] > 1)."""
+    ts = {x.name: x for x in synthesised_tensors(get_model("deepseek-v2-lite"), "q4_k_m")}
+    assert ts["blk.1.attn_q.weight"].shape == (2048, 3072) and ts["blk.1.attn_kv_a_mqa.weight"].shape == (2048, 576)
+    assert (ts["blk.1.attn_k_b.weight"].shape, ts["blk.1.attn_k_b.weight"].dtype) == ((128, 512, 16), "Q5_0")
+    assert ts["blk.1.attn_v_b.weight"].shape == (512, 128, 16) and "blk.1.exp_probs_b.bias" not in ts
+    v3 = _types("deepseek-v3", "mxfp4")
+    assert (v3["blk.5.attn_k_b.weight"], v3["blk.5.ffn_up_exps.weight"], v3["blk.5.attn_q_b.weight"]) == \
+        ("MXFP4", "MXFP4", "Q8_0") and v3["blk.5.exp_probs_b.bias"] == "F32"
+
+
+def test_qwen35_deltanet_tensors():
+    """Qwen3.5-27B: layer 3 is full attention, q with its gate: [5120, 2 x 24 x 256]; layer 0 is Gated
+    DeltaNet: attn_qkv [5120, 2 x 16 x 128 + 48 x 128], counted as attn_v (Q6_K on use_more_bits
+    layers), ssm_conv1d and ssm_a kept F32."""
+    ts = {x.name: x for x in synthesised_tensors(get_model("qwen3.5-27b"), "q4_k_m")}
+    assert ts["blk.3.attn_q.weight"].shape == (5120, 12288) and ts["blk.0.attn_qkv.weight"].shape == (5120, 10240)
+    assert (ts["blk.0.attn_qkv.weight"].dtype, ts["blk.0.ssm_conv1d.weight"].dtype, ts["blk.0.ssm_a"].dtype) == \
+        ("Q6_K", "F32", "F32")
