@@ -1,4 +1,4 @@
-"""kvmem.configs.kinds: one table of layout rules (LAYOUTS), every kind a Kind member."""
+"""kvmem.configs.kinds and .layouts: one table of layout rules (LAYOUTS), every kind a Kind member."""
 
 import json
 
@@ -7,7 +7,8 @@ import pytest
 import kvmem
 from kvmem.configs.families import FAMILIES
 from kvmem.configs.fields import Fields
-from kvmem.configs.kinds import LAYOUTS, kinds_of, layout_table
+from kvmem.configs.kinds import kinds_of
+from kvmem.configs.layouts import LAYOUTS, layout_table
 from kvmem.model import KINDS, Kind
 
 # layouts read by the generic rule (no entry of their own): their layer kinds come from other modules
