@@ -24,6 +24,17 @@ def active_weight_bytes(s: Setup, budget: SetupBudget, batch: int) -> int:
     return whole
 
 
+def group_step_bytes(s: Setup, budget: SetupBudget, batch: int, groups: int) -> int:
+    """Bytes the fullest GPU reads in one decode step under data-parallel attention (``groups`` attention groups
+    of ``batch`` sequences each, SizingRules.kv_groups): the experts and MLPs the whole tp group's batch
+    touches, split over tp; the attention and embedding it keeps beyond that share, whole (the engine's
+    weights per GPU less Weights.per_device); its group's KV over the group's tp // groups GPUs."""
+    shared = active_weight_bytes(s, budget, batch * groups) // s.tp
+    kept = budget.weights - budget.weights_obj.per_device(tp=s.tp, pp=s.pp, replicated=True) if budget.weights_obj \
+        else 0
+    return shared + kept + kv_read_bytes(s, s.context, batch) // (s.tp // groups)
+
+
 def kv_crossover_tokens(model, *, batch: int = 1, weight_dtype="auto", kv_dtype="auto",
                         engine: str = "ideal", tp: int = 1, pp: int = 1, **options) -> int | None:
     """The context at which ``batch`` sequences' KV reads per decode step equal the weight reads.

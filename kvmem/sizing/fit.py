@@ -12,7 +12,7 @@ from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..host import host_memory
 from ..units import format_bytes
-from .decode import active_weight_bytes, crossover_tokens, kv_read_bytes
+from .decode import active_weight_bytes, crossover_tokens, group_step_bytes, kv_read_bytes
 from .results import Fit, MemoryBreakdown
 from .numbers import engine_numbers
 from .search import answer, context_cap, pools_refuse, replica_batch
@@ -69,8 +69,12 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     speed = speed_all = crossover = None
     # no decode bound for a workload that does not run, nor here for one partly in host RAM (its placement's)
     if s.gpu.bandwidth_bytes_per_s and fits and found.placed is None:
-        step_bytes = (active_weight_bytes(s, budget, work_batch) + kv_read_bytes(s, s.context, work_batch))
-        speed = s.gpu.bandwidth_bytes_per_s * s.tp / step_bytes
+        groups = s.rules.kv_groups(s.engine_options) if s.rules.kv_groups else 1
+        if groups > 1:    # data-parallel attention: the fullest GPU's reads bound the step (decode.group_step_bytes)
+            speed = s.gpu.bandwidth_bytes_per_s / group_step_bytes(s, budget, work_batch, groups)
+        else:
+            step_bytes = (active_weight_bytes(s, budget, work_batch) + kv_read_bytes(s, s.context, work_batch))
+            speed = s.gpu.bandwidth_bytes_per_s * s.tp / step_bytes
         speed_all = speed * work_batch * s.replicas
     crossover = crossover_tokens(s, budget, work_batch)
     cap = None

@@ -84,3 +84,18 @@ def test_refusals_name_the_setting():
         fit(attn_dp_size=3)
     with pytest.raises(ValueError, match="with pp = 1 only"):
         kvmem.fit("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, pp=2, context="8k", attn_dp_size=8)
+
+
+def test_decode_bound_under_attn_dp():
+    # the fullest GPU reads: the experts and MLPs the group's 64 sequences touch, over tp 8; the attention and
+    # embedding it keeps whole (95,741,174,721 - 84,938,426,149 = 10,802,748,572 B); its group's 8 sequences'
+    # latents (8 x 32,768 x 70,272 B, and the pool's padding slot) on its one GPU
+    model = kvmem.get_model("deepseek-v3")
+    w = model_weights(model, "auto")
+    f = fit(attn_dp_size=8)
+    est = kvmem.estimate(model, engine="sglang", tokens=32768, batch=8)
+    assert est.total_bytes == 8 * 32768 * 70272 + 70272
+    step = w.active_bytes(64) // 8 + (95741174721 - 84938426149) + est.total_bytes
+    assert f.decode_tokens_per_s == pytest.approx(4.8e12 / step)
+    assert f.decode_tokens_per_s_aggregate == pytest.approx(4.8e12 / step * 64)
+    assert fit().decode_tokens_per_s == pytest.approx(53.2, abs=0.05)      # tp alone: as before
