@@ -381,6 +381,10 @@ def random_inkling_case(seed: int) -> tuple[str, Model, dict]:
                 swa_head_dim=rng.choice((64, 128)), sliding_window_size=rng.choice((64, 256, 512)),
                 local_layer_ids=sorted(rng.sample(range(n), rng.randint(0, n))),
                 conv_kernel_size=rng.choice((2, 3, 4)), max_position_embeddings=32768, vocab_size=512)
+    if rng.random() < 0.3:       # Inkling-Small's text_config sets no swa_* field: vLLM takes the full layers'
+        for key in ("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim"):
+            del text[key]
+        swa_heads, swa_kv = heads, kv
     local = bool(text["local_layer_ids"])
     full = len(text["local_layer_ids"]) < n
     limit = min([kv] * full + [swa_kv] * local)

@@ -95,10 +95,21 @@ def test_inkling_refusals_say_what_vllm_does(change, message):
 
 
 def test_inkling_fields_whose_defaults_differ_are_needed():
-    text = {k: v for k, v in INKLING["text_config"].items() if k != "swa_num_key_value_heads"}
+    text = {k: v for k, v in INKLING["text_config"].items() if k != "num_key_value_heads"}
     model = kvmem.Model.from_hf_config({**INKLING, "text_config": text})
-    with pytest.raises(ValueError, match="'swa_num_key_value_heads' is not set, and vLLM 0.33.0's InklingModelConfig"):
+    with pytest.raises(ValueError, match="'num_key_value_heads' is not set, and vLLM 0.33.0's InklingModelConfig "
+                                         "defaults it to 4 where transformers' InklingTextConfig says 8"):
         engine_estimate(model, engine="vllm", tokens=16)
+
+
+def test_inkling_sliding_fields_omitted_are_the_full_layers():
+    # configs.py: swa_num_key_value_heads / swa_head_dim default to num_key_value_heads / head_dim (Inkling-Small's
+    # published text_config sets no swa_* field); sliding layers then 2 heads x 128 like the full ones
+    text = {k: v for k, v in INKLING["text_config"].items() if not k.startswith("swa_")}
+    e = engine_estimate(kvmem.Model.from_hf_config({**INKLING, "text_config": text}), engine="vllm", tokens=1024)
+    # every layer 16 x 2 x 128 x 2 x 2 B = 16,384 attention, conv 4 x 2 x 2,048 x 2 B = 32,768: blocks of 32
+    assert e.details.page_bytes == [32_768]
+    assert e.total_bytes == (4 * 8 + 2 * 32 + 6 * 1) * 32_768
 
 
 def test_inkling_tp_above_the_kv_heads_is_refused():

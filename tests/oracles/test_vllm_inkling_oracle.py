@@ -10,7 +10,7 @@ require("vllm")
 from kvmem.oracles import vllm as oracle  # noqa: E402
 
 
-@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("seed", range(20))
 def test_seeded_inkling_checkpoints(seed):
     case = oracle.random_inkling_case(seed)
     bad = [c for c in oracle.run_case(*case) if not c.matches]

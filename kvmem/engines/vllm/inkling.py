@@ -10,8 +10,9 @@ and builds per decoder layer (nvidia/model.py InklingDecoderLayer #L126-L200):
                 head-major: block_size = sliding_window = sconv_kernel_size, num_kv_heads = the layer's KV heads
                 // tp, head_size the next power of two of 2 x head_dim + 2 x (hidden_size // KV heads), no V,
                 in the model dtype (bfloat16 only) (nvidia/sconv_swa_attn.py#L121-L193 InklingConvState)
-local_layer_ids is read as given (none: every layer full); transformers' layer_types is not. A file without a field
-whose default differs between vLLM's InklingModelConfig and transformers' InklingTextConfig is refused.
+local_layer_ids is read as given (none: every layer full); transformers' layer_types is not; swa_* fields the file
+omits are the full layers' (configs.py#L70-L81), as vLLM derives them. A file without a model-wide field whose
+default differs between vLLM's InklingModelConfig and transformers' InklingTextConfig is refused.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ INKLING_TYPES = ("inkling_text",)
 _DEFAULTS = {  # name: (vLLM's, transformers')
     "hidden_size": (1536, 6144), "num_hidden_layers": (16, 66), "num_attention_heads": (12, 64),
     "num_key_value_heads": (4, 8), "head_dim": (None, 128), "sliding_window_size": (512, 512),
-    "swa_num_attention_heads": (None, 64), "swa_num_key_value_heads": (None, 16), "swa_head_dim": (None, 128),
     "local_layer_ids": (None, None),
 }
+_DERIVED = ("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim")   # None: the full layers' value
 
 
 def _text(model: Model) -> dict:
@@ -45,6 +46,8 @@ def _field(model: Model, name: str):
     cfg = _text(model)
     if name in cfg and cfg[name] is not None:
         return cfg[name]
+    if name in _DERIVED:
+        return None
     ours, theirs = _DEFAULTS[name]
     if ours != theirs:
         raise ValueError(f"config field {name!r} is not set, and vLLM 0.33.0's InklingModelConfig defaults it "
