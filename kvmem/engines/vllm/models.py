@@ -117,7 +117,7 @@ def _bailing_layers(model: Model, draft) -> tuple[Layer, ...]:
                          f"bailing_moe_v3.py); architectures {arch!r} goes to its Transformers backend, which raises "
                          "for the KDA layers: 'does not dispatch through the Transformers attention interface' "
                          "(model_executor/models/transformers/base.py _create_attention_instances)")
-    if cfg.get("no_kda_lora") is not True:
+    if not cfg.get("no_kda_lora"):      # getattr(config, "no_kda_lora", False), truthiness
         raise ValueError("vLLM 0.33.0 cannot build this model: its BailingMoeV3 KDA layers raise 'BailingMoeV3 KDA "
                          "currently expects no_kda_lora=True' (bailing_moe_v3.py#L686-L687), and this config does "
                          "not set no_kda_lora true")
