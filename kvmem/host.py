@@ -3,7 +3,7 @@
 A plan's host terms (``host_terms``), per node (every GPU of the fit on one node: ``num_gpus`` ranks,
 ``num_gpus // (tp x pp)`` engine replicas):
     vLLM     --kv-offloading-size GiB, native: one /dev/shm region per engine (kvmem.engines.vllm.offload);
-             lmcache: LMCache's max_local_cpu_size GiB pinned per rank (the LMCache server's own setting)
+             lmcache: the LMCache server's --l1-size-gb for the node (sizing option lmcache_l1_size_gb)
     SGLang   --enable-hierarchical-cache: the HiCache host pool per rank (kvmem.engines.sglang.hicache)
     llama.cpp  the tensors its placement keeps in host RAM (kvmem.engines.llamacpp.verdict), the context
              checkpoints and the prompt cache (kvmem.engines.llamacpp.checkpoints)
@@ -87,21 +87,19 @@ def host_terms(s, kv_memory: int, placement: dict | None = None) -> list[HostTer
     terms: list[HostTerm] = []
     opts = s.sizing
     if engine == "vllm" and opts.get("kv_offloading_size") is not None:
-        from .engines.vllm.offload import BACKENDS, lmcache_tier, native_tier
+        from .engines.vllm.offload import BACKENDS, lmcache_server_tier, native_tier
         backend = opts.get("kv_offloading_backend", "native")
         if backend not in BACKENDS:
             raise ValueError(f"kv_offloading_backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         if backend == "native":
             tier = native_tier(s.model, kv_offloading_size=opts["kv_offloading_size"], max_model_len=s.context,
                                tp=s.tp, pp=s.pp, kv_dtype=s.kv_dtype, **s.engine_options)
-        else:
-            from .engines.vllm.entry import make_plan
-            from .engines.vllm.options import check_options
-            from .engines.vllm.pool import block_bytes, stage_units
-            plan = make_plan(s.model, s.kv_dtype, s.tp, s.pp, check_options(s.engine_options))
-            per_token = max(block_bytes(plan, m) for m in stage_units(plan, s.pp) if m) // plan.block_size
-            tier = lmcache_tier(per_token, max_local_cpu_size=opts.get("lmcache_max_local_cpu_size", 5.0),
-                                ranks=s.tp * s.pp)
+        else:    # vLLM 0.33.0 starts LMCache's multi-process server: its --l1-size-gb sizes the tier
+            if opts.get("lmcache_l1_size_gb") is None:
+                raise ValueError("kv_offloading_backend 'lmcache': vLLM 0.33.0 hands the KV to the LMCache "
+                                 "server, whose --l1-size-gb sizes the host tier (kvmem.engines.vllm.offload); "
+                                 "give lmcache_l1_size_gb")
+            tier = lmcache_server_tier(opts["lmcache_l1_size_gb"])
         terms.append(HostTerm(name=f"vLLM KV offload ({backend})", bytes_per_node=tier.host_bytes_per_node * replicas,
                               bytes_per_rank=tier.host_bytes_per_rank, tokens=tier.tokens,
                               source=tier.source + " (kvmem.engines.vllm.offload)"))

@@ -4,7 +4,7 @@ tests/oracles/test_vllm_offload_oracle.py."""
 import pytest
 
 import kvmem
-from kvmem.engines.vllm.offload import lmcache_tier, native_tier, offload_log_line
+from kvmem.engines.vllm.offload import lmcache_server_tier, lmcache_tier, native_tier, offload_log_line
 
 GIB = 1 << 30
 
@@ -74,8 +74,19 @@ def test_plan_writes_the_offload_flags():
                          host_memory_bytes="64GiB").command
     assert command.endswith("--kv-offloading-size 37.5")
     lm = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
-                    kv_offloading_backend="lmcache").command
+                    kv_offloading_backend="lmcache", lmcache_l1_size_gb=64).command
     assert lm.endswith("--kv-offloading-size 10 --kv-offloading-backend lmcache")
+
+
+def test_the_lmcache_backend_is_sized_by_its_servers_l1():
+    # vLLM 0.33.0 --kv-offloading-backend lmcache: the LMCache server's --l1-size-gb 64 = 68,719,476,736 B a node
+    assert lmcache_server_tier(64).host_bytes_per_node == 64 << 30
+    f = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
+                  kv_offloading_backend="lmcache", lmcache_l1_size_gb=64, host_memory_bytes="48GiB")
+    assert not f.fits and "the LMCache server's --l1-size-gb 64" in f.why_not
+    with pytest.raises(ValueError, match="give lmcache_l1_size_gb"):
+        kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
+                  kv_offloading_backend="lmcache")
 
 
 def test_check_log_reads_the_offload_region():

@@ -41,9 +41,9 @@ NON_TORCH_BYTES = 256 << 20           # vLLM measures only the increase after st
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
                   "max_num_seqs": None, "cudagraph_bytes": 512 << 20, "kv_cache_memory_bytes": None,
                   # --kv-offloading-size GiB / --kv-offloading-backend (vllm/config/cache.py#L383-L392) and
-                  # LMCache's max_local_cpu_size GiB per rank (kvmem.engines.vllm.offload); host_memory_bytes
-                  # the node's RAM (kvmem.host)
-                  "kv_offloading_size": None, "kv_offloading_backend": "native", "lmcache_max_local_cpu_size": 5.0,
+                  # the LMCache server's --l1-size-gb (kvmem.engines.vllm.offload); host_memory_bytes the node's
+                  # RAM (kvmem.host)
+                  "kv_offloading_size": None, "kv_offloading_backend": "native", "lmcache_l1_size_gb": None,
                   "host_memory_bytes": None}
 # get_batch_defaults (vllm@v0.33.0 vllm/engine/arg_utils.py#L2939-L3039), OPENAI_API_SERVER usage context:
 #     device_memory >= 70 GiB and "a100" not in the device name: 8192 tokens, 1024 sequences

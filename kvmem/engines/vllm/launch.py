@@ -44,7 +44,7 @@ _VALUED = {"attention_backend": "--attention-backend", "mamba_cache_mode": "--ma
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "max_num_seqs",
                 "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space",
                 "enable_expert_parallel", "num_redundant_experts",   # expert_flags writes these two
-                "kv_offloading_size", "kv_offloading_backend", "lmcache_max_local_cpu_size",   # offload_flags
+                "kv_offloading_size", "kv_offloading_backend", "lmcache_l1_size_gb",   # offload_flags
                 "host_memory_bytes"}
 
 
@@ -57,10 +57,9 @@ def offload_flags(sizing: dict) -> list[Flag]:
     backend = sizing.get("kv_offloading_backend") or "native"
     out = [Flag("--kv-offloading-size", f"{size:g}", "GiB of host RAM for the CPU KV tier, all ranks together")]
     if backend != "native":
-        local = sizing.get("lmcache_max_local_cpu_size") or 5.0
         out.append(Flag("--kv-offloading-backend", backend,
-                        f"the LMCache server's max_local_cpu_size ({local:g} GiB a rank, in its own config) sizes "
-                        "the tier; vLLM 0.33.0 does not pass --kv-offloading-size on to it"))
+                        f"the LMCache server's --l1-size-gb {sizing.get('lmcache_l1_size_gb')} sizes the tier (start "
+                        "it with that); vLLM 0.33.0 does not pass --kv-offloading-size on to it"))
     return out
 
 

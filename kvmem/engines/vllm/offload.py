@@ -37,10 +37,14 @@ from .pool import block_bytes, stage_units
 GIB = 1 << 30
 HOST_PAGE_BYTES = 4096     # mmap.PAGESIZE on x86-64 / aarch64 4k kernels (shared_offload_region.py#L105)
 BACKENDS = ("native", "lmcache")
-# LMCache's defaults (LMCache main, read Dec 2026; not pinned by a kvmem oracle: lmcache/v1/config.py
-# _CONFIG_DEFINITIONS chunk_size 256 tokens, max_local_cpu_size 5.0 "GB" per worker, the GB being 2**30:
-# lmcache/v1/cache_engine.py _Create_memory_allocator MixedMemoryAllocator(int(max_local_cpu_size * 1024**3)),
-# its TensorMemoryAllocator aligning each chunk to 4 KiB (calculate_chunk_budget))
+# LMCache (lmcache 0.5.6, requirements-oracles.txt; its config module imports on the CPU, the rest needs its
+# compute backend): lmcache/v1/config.py#L90 chunk_size 256 tokens, #L96 max_local_cpu_size 5.0 "GB" per
+# worker of the in-process connector (LMCacheConnectorV1), the GB being 2**30: lmcache/v1/cache_engine.py#L2104-L2108
+# int(max_local_cpu_size * 1024**3); a chunk is kv_size x layers x chunk_size x heads x head_size x dtype bytes of
+# one rank, aligned to 4 KiB (lmcache/v1/storage_backend/local_cpu_backend.py#L885-L945,
+# memory_management.py#L1338). vLLM 0.33.0's --kv-offloading-backend lmcache starts the multi-process connector
+# instead, whose standalone server holds one L1 of --l1-size-gb for the node, int(l1_size_gb * (1 << 30)) B
+# (lmcache/v1/distributed/config.py#L805-L809, #L1086-L1118).
 LMCACHE_CHUNK_TOKENS = 256
 LMCACHE_CPU_GIB = 5.0
 
@@ -129,6 +133,15 @@ def lmcache_tier(bytes_per_token_per_rank: int, *, max_local_cpu_size=LMCACHE_CP
     return OffloadTier(engine="vllm", backend="lmcache", tokens=chunks * chunk_size, chunks=chunks,
                        chunk_bytes=chunk, host_bytes_per_rank=per_rank, host_bytes_per_node=per_rank * ranks,
                        ranks=ranks, source=f"LMCache max_local_cpu_size {max_local_cpu_size:g} (GiB per rank)")
+
+
+def lmcache_server_tier(l1_size_gb) -> OffloadTier:
+    """The LMCache multi-process server's L1 (vLLM 0.33.0 --kv-offloading-backend lmcache): --l1-size-gb x 2**30
+    bytes on the node, for all its workers; the tokens it holds depend on the server's own chunking (None)."""
+    size = int(_gib("l1_size_gb", l1_size_gb) * GIB)
+    return OffloadTier(engine="vllm", backend="lmcache", tokens=None, chunks=0, chunk_bytes=0,
+                       host_bytes_per_rank=size, host_bytes_per_node=size, ranks=1,
+                       source=f"the LMCache server's --l1-size-gb {l1_size_gb:g} (GiB for the node)")
 
 
 def offload_log_line(tier: OffloadTier) -> str:
