@@ -206,3 +206,23 @@ def test_family_model_buffer_equals_llamacpp(preset, tmp_path):
     host = place(tensors, n_layer=model.num_layers, n_gpu_layers=0, mmap=True).host
     assert out["size"] == sum(host.group_bytes.values())
     assert out["buffers"] == {"CPU_Mapped": buffer_mib(host.model_bytes)}
+
+
+def _dry_runs(source: str, ftypes: list) -> dict:
+    return {name: _dry_run(source, FTYPES[name][0]) for name in ftypes}
+
+
+@pytest.mark.parametrize("preset", ["gpt-oss-20b", "deepseek-v2-lite", "qwen3.5-27b", "qwen3-next-80b-a3b"])
+def test_every_file_type_on_the_family_equals_llamacpps_quantiser(preset, tmp_path):
+    """The quantiser's rules on each family's own tensors (MLA's 3-D attn_k_b, DeltaNet's attn_qkv counted
+    as attn_v, gpt-oss's 2,880 columns): every file type but F32 (its source would be all F32) and
+    Q1_0 (llama.cpp throws "no tensor type fallback" where 128 does not divide a tensor's columns)."""
+    model = _model(preset)
+    source = str(tmp_path / "source.gguf")
+    _write(model, "f16", source, source=True)
+    ftypes = [name for name in FTYPES if name not in ("f32", "q1_0")]
+    theirs = in_child(_dry_runs, source, ftypes)
+    for ftype in ftypes:
+        ours = {t.name: t.dtype for t in synthesised_tensors(model, ftype)}
+        assert ours == theirs[ftype], (ftype, {k: (v, theirs[ftype].get(k)) for k, v in ours.items()
+                                                if theirs[ftype].get(k) != v})
