@@ -44,8 +44,9 @@ def test_result_attributes_of_the_contract_exist():
     cap = kvmem.capacity("llama-3.1-8b", engine="vllm", kv_memory="1GiB", max_model_len=4096)
     for attr in ("blocks", "tokens", "max_concurrency", "longest_request_tokens", "refusal", "k_dtype", "v_dtype"):
         assert hasattr(cap, attr), attr
-    with pytest.deprecated_call():                   # the name it had: kept, deprecated
-        assert cap.max_model_len == cap.longest_request_tokens
+    assert not hasattr(cap, "max_model_len")          # one spelling: the alias it had is gone
+    # 1 GiB / (16 tokens x 131,072 B) = 512 blocks, less vLLM's null block: 511 x 16 = 8,176 tokens
+    assert cap.to_dict()["max_model_len"] == cap.longest_request_tokens == 8_176
     fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=4096)
     for attr in ("fits", "max_batch", "max_context", "min_gpus", "breakdown", "decode_tokens_per_s", "refusal",
                  "to_dict"):

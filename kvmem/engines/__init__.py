@@ -3,15 +3,13 @@
 Each engine mode lives in its own module with its rules and their sources in its
 docstring. This module finds those modules (their SPECS), checks the common inputs and the
 options each mode takes. Eviction, a shared prefix and offload are what-ifs above the engines:
-kvmem.estimate (kvmem.strategies) applies them to this module's count. ``estimate``, the name
-engine_estimate had, is kept as a deprecated alias.
+kvmem.estimate (kvmem.strategies) applies them to this module's count.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import warnings
 from collections.abc import MutableMapping
 
 from ..catalog import as_model
@@ -22,7 +20,7 @@ from .base import EngineSpec, check_query_heads, past_positions
 from .results import Capacity, Estimate, Refusal, with_note
 from ..parallel import check_parallel
 
-__all__ = ["engine_estimate", "estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family",
+__all__ = ["engine_estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family",
            "FamilyNotChecked", "Estimate", "Capacity", "ENGINES"]
 
 # Engine modules register themselves: every module in this package with a SPECS tuple. These
@@ -216,13 +214,6 @@ def engine_estimate(model, *, engine: str = "ideal", tokens, batch: int = 1, kv_
     check_query_heads(spec, model, tp)  # after the engine's own KV-head check, which names its rule
     past = past_positions(model, spec, tokens)
     return with_note(result, *past) if past else result
-
-
-def estimate(model, **kwargs) -> Estimate:
-    """Deprecated: engine_estimate (kvmem.estimate is the one with eviction, prefix and offload)."""
-    warnings.warn("kvmem.engines.estimate is deprecated: kvmem.engines.engine_estimate is the engine's count, "
-                  "kvmem.estimate the same with the strategies", DeprecationWarning, stacklevel=2)
-    return engine_estimate(model, **kwargs)
 
 
 def capacity(model, *, engine: str = "vllm", kv_memory, kv_dtype="auto", tp: int = 1, pp: int = 1,

@@ -6,7 +6,6 @@ the workload, and the way out); and ``assemble``, which builds an Estimate from 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, fields, replace
 
 from ..model import Model
@@ -140,8 +139,8 @@ class Estimate(EngineVerdict):
 class Capacity(EngineVerdict):
     """What a KV memory budget holds under one engine's rules.
 
-    ``longest_request_tokens`` is the longest single request that fits (``max_model_len``, the
-    name it had, is kept as a deprecated alias: the input of that name is the requested length).
+    ``longest_request_tokens`` is the longest single request that fits (the input ``max_model_len``
+    is the requested length; to_dict keeps a ``max_model_len`` key for the scripts that read it).
     """
 
     model: str
@@ -158,13 +157,6 @@ class Capacity(EngineVerdict):
     k_dtype: str | None = None
     v_dtype: str | None = None
     refusal: Refusal | None = None
-
-    @property
-    def max_model_len(self) -> int | None:
-        """Deprecated: ``longest_request_tokens`` (the longest single request that fits)."""
-        warnings.warn("Capacity.max_model_len is deprecated: it is the longest request that fits, "
-                      "Capacity.longest_request_tokens", DeprecationWarning, stacklevel=2)
-        return self.longest_request_tokens
 
     def to_dict(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("log_lines", "refusal")}

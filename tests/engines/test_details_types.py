@@ -90,9 +90,9 @@ def test_llamacpp_keeps_k_and_v_apart():
 
 def test_the_engine_level_estimate_has_its_own_name():
     from kvmem import engines
-    plain = engines.engine_estimate("llama-3.1-8b", tokens=64)
-    with pytest.deprecated_call():
-        assert engines.estimate("llama-3.1-8b", tokens=64) == plain
+    # llama-3.1-8b: 32 layers x 8 heads x 128 x 2 (K, V) x 2 B = 131,072 B/token; 64 tokens 8,388,608 B
+    assert engines.engine_estimate("llama-3.1-8b", tokens=64).kv_bytes == 8_388_608
+    assert not hasattr(engines, "estimate")          # the deprecated alias is gone
 
 
 def test_no_module_takes_the_old_name_or_merges_into_details():
