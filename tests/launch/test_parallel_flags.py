@@ -27,7 +27,8 @@ def test_sglang_nodes_and_refusals():
     assert plan.argv[plan.argv.index("--nnodes") + 1] == "2"
     with pytest.raises(PlanRefused, match="do not split evenly over nnodes=3"):
         kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, context=32768, attn_dp_size=16, nnodes=3)
-    with pytest.raises(PlanRefused, match="refuses data-parallel replicas combined with attention data parallelism"):
+    # SGLang refuses --dp-size replicas with --attn-dp-size (parallel_hook.py): so do fit and plan
+    with pytest.raises(ValueError, match="refuses --dp-size 2 with --attn-dp-size 8"):
         kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, tp=8, context=32768, attn_dp_size=8)
 
 

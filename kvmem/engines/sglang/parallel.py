@@ -127,12 +127,17 @@ def _mla_attention_params(model: Model) -> tuple[int, int]:
     return total, replicated
 
 
-def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,  # noqa: ARG001
+def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
                        options: dict) -> tuple[int, tuple[str, ...]]:
     """Weight bytes on one GPU with the parallel options (module docstring); tp alone: Weights.per_device.
     ``dp``: SGLang's --dp-size replicas are whole model copies (python/sglang/srt/managers/
-    data_parallel_controller.py launches one tp group each), so it changes nothing here."""
+    data_parallel_controller.py launches one tp group each), so it changes no weight; with attn_dp_size
+    SGLang refuses them."""
     attn_dp, _ep, redundant = check(model, tp, pp, options)
+    if dp > 1 and attn_dp > 1:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L287-L292
+        raise ValueError(f"SGLang 0.5.23 refuses --dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel "
+                         "replicas combined with attention data parallelism are not supported (give num_gpus = tp)")
     base = weights.per_device(tp=tp, pp=pp, replicated=True)
     if attn_dp == 1 and not redundant:
         return base, ()
