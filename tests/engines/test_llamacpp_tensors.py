@@ -134,3 +134,11 @@ def test_qwen35_deltanet_tensors():
     assert ts["blk.3.attn_q.weight"].shape == (5120, 12288) and ts["blk.0.attn_qkv.weight"].shape == (5120, 10240)
     assert (ts["blk.0.attn_qkv.weight"].dtype, ts["blk.0.ssm_conv1d.weight"].dtype, ts["blk.0.ssm_a"].dtype) == \
         ("Q6_K", "F32", "F32")
+
+
+def test_every_file_type_has_its_printed_name():
+    """llama_ftype_name (src/llama-model-loader.cpp): one printed name per file type kvmem lays out, none twice
+    (a log's "file type = IQ4_XS - 4.25 bpw" names the mix)."""
+    from kvmem.engines.llamacpp.quant_mix import FILE_TYPE_NAMES, FTYPES
+    assert set(FILE_TYPE_NAMES) == set(FTYPES) and len(set(FILE_TYPE_NAMES.values())) == len(FTYPES) == 35
+    assert FILE_TYPE_NAMES["iq3_m"] == "IQ3_S mix - 3.66 bpw" and FILE_TYPE_NAMES["mxfp4_moe"] == "MXFP4 MoE"

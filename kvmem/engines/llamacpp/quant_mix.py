@@ -46,8 +46,18 @@ FTYPES = {
 # throws "invalid output file type 39" (src/llama-quant.cpp#L956-L958)
 _UNWRITTEN = {"nvfp4": "LLAMA_FTYPE_MOSTLY_NVFP4 (39)"}
 _ALIASES = {"q3_k": "q3_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m", "mxfp4": "mxfp4_moe"}   # quantize.cpp#L55,62,65
-# src/llama-model-loader.cpp#L33-L80 llama_ftype_name: general.file_type as the load log prints it
-FILE_TYPE_NAMES = {"q4_k_m": "Q4_K - Medium", "q5_k_m": "Q5_K - Medium", "iq2_m": "IQ2_M - 2.7 bpw"}
+# src/llama-model-loader.cpp#L33-L76 llama_ftype_name: general.file_type as "print_info: file type = " prints it
+FILE_TYPE_NAMES = {
+    "f32": "all F32", "f16": "F16", "bf16": "BF16", "q1_0": "Q1_0", "q2_0": "Q2_0", "q4_0": "Q4_0", "q4_1": "Q4_1",
+    "q5_0": "Q5_0", "q5_1": "Q5_1", "q8_0": "Q8_0", "mxfp4_moe": "MXFP4 MoE", "q2_k": "Q2_K - Medium",
+    "q2_k_s": "Q2_K - Small", "q3_k_s": "Q3_K - Small", "q3_k_m": "Q3_K - Medium", "q3_k_l": "Q3_K - Large",
+    "q4_k_s": "Q4_K - Small", "q4_k_m": "Q4_K - Medium", "q5_k_s": "Q5_K - Small", "q5_k_m": "Q5_K - Medium",
+    "q6_k": "Q6_K", "tq1_0": "TQ1_0 - 1.69 bpw ternary", "tq2_0": "TQ2_0 - 2.06 bpw ternary",
+    "iq2_xxs": "IQ2_XXS - 2.0625 bpw", "iq2_xs": "IQ2_XS - 2.3125 bpw", "iq2_s": "IQ2_S - 2.5 bpw",
+    "iq2_m": "IQ2_M - 2.7 bpw", "iq3_xs": "IQ3_XS - 3.3 bpw", "iq3_xxs": "IQ3_XXS - 3.0625 bpw",
+    "iq1_s": "IQ1_S - 1.5625 bpw", "iq1_m": "IQ1_M - 1.75 bpw", "iq4_nl": "IQ4_NL - 4.5 bpw",
+    "iq4_xs": "IQ4_XS - 4.25 bpw", "iq3_s": "IQ3_S - 3.4375 bpw", "iq3_m": "IQ3_S mix - 3.66 bpw",
+}
 
 # Unsloth's "Dynamic 2.0" GGUFs (UD-*): an APPROXIMATION, never exact. Unsloth chooses each tensor's type
 # per model ("Model-Specific Quants: each model uses a custom-tailored quantization scheme",
