@@ -27,7 +27,7 @@ from .settings import CURRENT, Settings, printed_mib
 __all__ = ["DSV4_TYPES", "CONVERTER_KEYS", "dsv4_caches", "dsv4_log_lines"]
 
 DSV4_TYPES = ("deepseek_v4", "deepseek_ref")
-CSA, HCA = 4, 128                           # src/llama-kv-cache-dsv4.cpp L18-L19
+CSA, HCA = 4, 128                           # llama.cpp@0c1e57098 src/llama-kv-cache-dsv4.cpp#L18-L19
 STATE_ROWS = {CSA: 2 * CSA, HCA: HCA}       # state_size: 2 x ratio for CSA and the indexer, ratio for HCA
 # The config keys conversion/deepseek.py DeepseekV4Model.set_gguf_parameters (L659-L689) reads with
 # hparams[...]; a file without one does not convert (KeyError)

@@ -3,13 +3,13 @@ differs from the layers kvmem reads: its converter (convert_hf_to_gguf.py, conve
 GGUF, and src/models/<arch>.cpp load_arch_hparams reads it back. A config whose GGUF would not hold the
 layers kvmem read is refused here with llama.cpp's rule, never sized by kvmem's.
 
-Sliding windows (hparams.is_swa, set_swa_pattern in src/llama-hparams.cpp L8-L22):
+Sliding windows (hparams.is_swa, set_swa_pattern in llama.cpp@0c1e57098 src/llama-hparams.cpp#L8-L22):
     afmoe        il % 4 < 3 sliding when sliding_window > 0: conversion/afmoe.py writes the window and
                  no pattern, src/models/afmoe.cpp calls load_swa_pattern(ml, 4)
-    laguna       il % 4 != 0 sliding when sliding_window > 0 (conversion/laguna.py L85-L90 writes no
+    laguna       il % 4 != 0 sliding when sliding_window > 0 (llama.cpp@0c1e57098 conversion/laguna.py#L85-L90 writes no
                  pattern; src/models/laguna.cpp load_swa_pattern(ml, 4, dense_first=true))
-    cohere2_moe  layer_types as written (conversion/command_r.py L102-L103)
-    step3p5      layer_types as written (conversion/step3.py L176-L182)
+    cohere2_moe  layer_types as written (llama.cpp@0c1e57098 conversion/command_r.py#L102-L103)
+    step3p5      layer_types as written (llama.cpp@0c1e57098 conversion/step3.py#L176-L182)
     exaone4      a window only with 64 layers, EXAONE-4.5's text model too (src/models/exaone4.cpp: swa_type
                  is set for the 32B alone); other layer counts hold n_ctx cells in every layer
     exaone_moe   one n_swa for every sliding layer: the config's sliding_window (conversion/exaone.py
@@ -19,11 +19,11 @@ Sliding windows (hparams.is_swa, set_swa_pattern in src/llama-hparams.cpp L8-L22
 Recurrent rows per layer and sequence (src/llama-hparams.cpp n_embd_r L208-L234, n_embd_s L236-L261;
 f32), from the GGUF the converter writes:
     mamba, falcon_mamba  R = (d_conv - 1) x d_inner, S = d_state x d_inner; d_inner = intermediate_size
-                 else 2 x hidden (conversion/mamba.py L49, L61)
+                 else 2 x hidden (llama.cpp@0c1e57098 conversion/mamba.py#L49, L61)
     mamba2       R = (d_conv - 1) x (d_inner + 2 x n_groups x d_state), S = d_state x d_inner;
                  d_inner = intermediate_size else expand x hidden (conversion/mamba.py Mamba2Model)
     granitemoehybrid, bamba  as mamba2 with d_inner = mamba_expand x hidden (conversion/granite.py L436)
-    falcon_h1    as mamba2 with d_inner = mamba_d_ssm (conversion/falcon_h1.py L31)
+    falcon_h1    as mamba2 with d_inner = mamba_d_ssm (llama.cpp@0c1e57098 conversion/falcon_h1.py#L31)
     lfm2, lfm2_moe  R = hidden x (conv_L_cache - 1), S = 0 (the short convolution; n_shortconv_l_cache)
     kimi_linear  R = 3 x (d_conv - 1) x n_head x kda_head_dim, S = kda_head_dim^2 x n_head, with n_head
                  the attention heads (hparams.n_head()), d_conv short_conv_kernel_size
@@ -55,7 +55,7 @@ def _cfg(model: Model, name: str, default=None):
 def window_ignored(model: Model) -> bool:
     """llama.cpp reads no window for this config: every layer holds n_ctx cells."""
     # src/models/exaone4.cpp load_arch_hparams: swa_type STANDARD only when n_layer == 64; EXAONE-4.5's text
-    # model converts to the same architecture (conversion/exaone.py L219-L224)
+    # model converts to the same architecture (llama.cpp@0c1e57098 conversion/exaone.py#L219-L224)
     return model.model_type in ("exaone4", "exaone4_5_text") and model.num_layers != 64
 
 
@@ -75,7 +75,7 @@ def _swa_layers(model: Model) -> list[bool] | None:
     if t == "laguna":
         return [window > 0 and il % 4 != 0 for il in range(n)]
     if t == "step3p5":
-        # conversion/step3.py L144-L182: the pattern array from layer_types (full past its end)
+        # llama.cpp@0c1e57098 conversion/step3.py#L144-L182: the pattern array from layer_types (full past its end)
         types = list(_cfg(model, "layer_types", []))[:n]
         types += ["full_attention"] * (n - len(types))
         return [kind == "sliding_attention" for kind in types]
@@ -112,7 +112,7 @@ def _state_rows(model: Model) -> tuple[int, int] | None:
     if t == "kimi_linear":
         linear = _cfg(model, "linear_attn_config")
         if not isinstance(linear, dict) or not linear.get("head_dim"):
-            # conversion/kimi_linear.py L90-L103: full_attn_layers and the KDA head_dim come from it
+            # llama.cpp@0c1e57098 conversion/kimi_linear.py#L90-L103: full_attn_layers and the KDA head_dim come from it
             raise ValueError(f"{model.name}: llama.cpp's converter reads Kimi-Linear's layers and KDA head_dim from "
                              "linear_attn_config (conversion/kimi_linear.py), which this config lacks")
         kda, heads = linear["head_dim"], model.num_attention_heads
@@ -136,19 +136,19 @@ def check_family(model: Model) -> None:
                              f"({t}'s fixed pattern, kvmem.engines.llamacpp.families), where this config makes it "
                              f"{'sliding' if ours[first] else 'full'}; kvmem does not size the mix")
     if t == "gpt_bigcode" and any(layer.kv_heads != 1 for layer in model.layers if layer.caches_tokens):
-        # conversion/starcoder.py L17 writes head_count_kv 1 for every GPTBigCode checkpoint; a
+        # llama.cpp@0c1e57098 conversion/starcoder.py#L17 writes head_count_kv 1 for every GPTBigCode checkpoint; a
         # multi_query=false c_attn (3 x n_embd wide) does not fit src/models/starcoder.cpp's attn_qkv
         raise ValueError(f"{model.name}: llama.cpp converts GPTBigCode as multi-query only (head_count_kv 1, "
                          "conversion/starcoder.py); a multi_query=false checkpoint does not load")
     d_inner = _cfg(model, "intermediate_size") or 2 * model.hidden_size
     if t in ("mamba", "falcon_mamba") and d_inner != 2 * model.hidden_size:
         # src/models/mamba.cpp load_arch_tensors: "only an expansion factor of 2 is supported for now"
-        # (conversion/mamba.py L61 asserts it too)
+        # (llama.cpp@0c1e57098 conversion/mamba.py#L61 asserts it too)
         raise ValueError(f"{model.name}: llama.cpp's mamba takes only d_inner = 2 x hidden_size (\"only an expansion "
                          "factor of 2 is supported for now\", src/models/mamba.cpp)")
     if t in ("granitemoehybrid", "bamba") and _cfg(model, "mamba_expand") != 2:
         # src/models/granite-hybrid.cpp load_arch_tensors: GGML_ASSERT(2 * n_embd == d_inner), d_inner being
-        # mamba_expand x hidden (conversion/granite.py L436)
+        # mamba_expand x hidden (llama.cpp@0c1e57098 conversion/granite.py#L436)
         raise ValueError(f"{model.name}: llama.cpp's granitehybrid asserts d_inner = 2 x hidden_size "
                          f"(src/models/granite-hybrid.cpp); mamba_expand is {_cfg(model, 'mamba_expand')}")
     if t == "mimo_v2_flash" and _cfg(model, "swa_num_key_value_heads") is None:
@@ -157,7 +157,7 @@ def check_family(model: Model) -> None:
         raise ValueError(f"{model.name}: llama.cpp's converter reads MiMo-V2's swa_num_key_value_heads "
                          "(conversion/mimo.py), which this config lacks")
     if t == "step3p5":
-        # conversion/step3.py L146-L152: sliding layers' head_count_kv from attention_other_setting
+        # llama.cpp@0c1e57098 conversion/step3.py#L146-L152: sliding layers' head_count_kv from attention_other_setting
         base = _cfg(model, "num_attention_groups")
         if base is None:
             raise ValueError(f"{model.name}: llama.cpp's converter reads Step-3.5's num_attention_groups "

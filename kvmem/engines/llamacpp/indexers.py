@@ -24,10 +24,10 @@ def indexer_widths(model: Model) -> dict[int, int]:
 
     deepseek32: every trunk layer (src/llama-model.cpp create_memory, filter_lid = il < n_layer).
     glm-dsa: the layers hparams.is_indexer_full(il) marks: the converter writes indexer_types == "full"
-    (conversion/glm.py L380-L382) when the config has them; else every layer below a 1M training
-    context, the GLM-5.2 default pattern from 1M (src/models/glm-dsa.cpp L58-L66).
+    (llama.cpp@0c1e57098 conversion/glm.py#L380-L382) when the config has them; else every layer below a 1M training
+    context, the GLM-5.2 default pattern from 1M (llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L58-L66).
     hy_v4: indexer_types == "full", else the sparse layer_types, else none (conversion/hy_v4.py;
-    src/llama-model.cpp L2494-L2535: llama_kv_cache_dsa only when indexer_top_k > 0).
+    llama.cpp@0c1e57098 src/llama-model.cpp#L2494-L2535: llama_kv_cache_dsa only when indexer_top_k > 0).
     """
     widths = {i: layer.index_head_dim for i, layer in enumerate(model.layers) if layer.index_head_dim}
     if not widths or model.model_type not in ("glm_moe_dsa", "hy_v4"):
@@ -58,8 +58,8 @@ MSA_FAMILIES = {"minimax_m3_vl_text", "minimax_m3", "minimax_m3_text"}
 def msa_indexer(model: Model, *, value: bool = False) -> dict[int, int]:
     """Layer -> the indexer cache's K width (sparse_index_dim), or with ``value`` its V width: the indexer
     hparams are a copy of the model's with one KV head and key length indexer_head_size, so V keeps one
-    head of value_length (src/llama-kv-cache-msa.cpp L39-L50; not MLA: has_v). Layers il >=
-    n_layer_dense_lead, the leading zeros of moe_layer_freq (conversion/minimax.py L184-L198)."""
+    head of value_length (llama.cpp@0c1e57098 src/llama-kv-cache-msa.cpp#L39-L50; not MLA: has_v). Layers il >=
+    n_layer_dense_lead, the leading zeros of moe_layer_freq (llama.cpp@0c1e57098 conversion/minimax.py#L184-L198)."""
     cfg = model.config or {}
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     sac, freq = text.get("sparse_attention_config"), text.get("moe_layer_freq")
