@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ...dtypes import dtype
 from ...model import Model
-from .settings import CURRENT, Settings, printed_mib
+from .settings import CURRENT, Settings, kvmem_dtype, printed_mib
 
 __all__ = ["DSV4_TYPES", "CONVERTER_KEYS", "dsv4_caches", "dsv4_log_lines"]
 
@@ -87,7 +87,7 @@ def _check(model: Model, s: Settings) -> list[int]:
 def dsv4_caches(model: Model, s: Settings, n_ctx_seq: int) -> tuple[list, list, int]:
     """(caches as details show them, per-layer (K, V, state) bytes, the SWA cells) of llama_kv_cache_dsv4."""
     ratios = _check(model, s)
-    k_type, f32 = dtype(s.type_k if s.type_k != "auto" else "f16"), dtype("fp32")
+    k_type, f32 = kvmem_dtype(s.type_k), dtype("fp32")
     streams, n = s.n_seq, model.num_layers
     width = model.layers[0].head_dim_k                              # key_length x head_count_kv 1
     index = max((layer.compressor.index_head_dim for layer in model.layers if layer.compressor), default=0) or \
