@@ -146,8 +146,9 @@ def test_minimax_m3_pools_are_sglangs_own():
 def test_sglang_reads_a_transformers_layout_zaya_config_as_alternating_attention_and_moe():
     # why zaya is refused (kvmem/engines/sglang/families.py): SGLang's ZayaConfig takes transformers' 40 decoder layers
     # (each attention + MoE) as 40 alternating layers, attention (and its CCA state) on the even ids only
-    from kvmem.oracles.transformers import default_config
-    cfg = dict(default_config("zaya").to_dict(), architectures=["ZayaForCausalLM"])
+    # transformers' own class (once SGLang is imported, AutoConfig's "zaya" is SGLang's ZayaConfig)
+    from transformers.models.zaya.configuration_zaya import ZayaConfig
+    cfg = dict(ZayaConfig().to_dict(), architectures=["ZayaForCausalLM"])
     assert cfg["num_hidden_layers"] == 40 and set(cfg["layer_types"]) == {"hybrid"}
     view = oracle.sglang_view(cfg)
     assert view["full"] == view["linear"] == list(range(0, 40, 2))
