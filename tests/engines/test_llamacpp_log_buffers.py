@@ -68,7 +68,7 @@ def test_what_the_log_does_not_state_is_named():
     assert r.matches and [c.quantity for c in r.checks] == ["KV self size"]
     assert r.notes[0].startswith("buffers are not checked: several devices and no split")
     # Qwen3-32B in Ollama: KV on the host and on CUDA0 without an 'offloaded N/M layers' line
-    from tests.logcheck.test_check_log import LLAMACPP
+    from tests.engines.test_llamacpp_log_check import LLAMACPP
     r = check_log(LLAMACPP[23]["log"], "qwen3-32b")
     assert r.matches and [c.quantity for c in r.checks] == ["llama_kv_cache"]
     assert r.notes[0].startswith("buffers are not checked: KV on the host and on the GPUs")

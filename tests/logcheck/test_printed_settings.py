@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kvmem.logcheck import check_log
-from tests.logcheck.test_check_log import QWEN35_LOG
+from tests.engines.test_sglang_log_check import QWEN35_LOG
 from tests.engines.test_sglang import qwen35_9b
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
