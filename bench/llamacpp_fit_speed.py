@@ -28,9 +28,10 @@ TARGET_S = 0.25
 
 def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
-    from kvmem.engines.llamacpp import compute, fitting
-    fitting._LAID.clear()                   # every command a first ask: the layouts and the scheduled graphs
-    compute._gpu_graph_bytes.cache_clear()
+    from kvmem.engines.llamacpp import fitting, placement, plan, scheduled
+    fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules
+    for cached in (scheduled._gpu_graph_bytes, plan._plan_cached, placement._compiled):
+        cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):

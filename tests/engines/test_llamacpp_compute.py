@@ -9,11 +9,12 @@ from dataclasses import replace
 import pytest
 
 import kvmem
-from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes, reduced_layers,
+from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes,
                                             llamacpp_compute_buffer, llamacpp_compute_bytes)
 from kvmem.engines.llamacpp.ggml_alloc import gallocr_size
 from kvmem.engines.llamacpp.ggml_graph import OUTPUT, Graph
 from kvmem.engines.llamacpp.offload import layout
+from kvmem.engines.llamacpp.scheduled import expert_weights, reduced_layers
 from kvmem.engines.llamacpp.tensors import tensors_for
 
 LLAMA3_8B = GraphShape("llama", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=14336,
@@ -298,7 +299,8 @@ def _scheduled_case(rng):
     return shape, dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 4096]),
                        n_ubatch=rng.choice([1, 64, 512]), flash_attn=flash_attn, type_k=type_k,
                        type_v=type_k if flash_attn else "f16", n_seq=rng.choice([1, 2]),
-                       n_copies=1 if experts or n_gpus == 1 else rng.choice([1, 4]), host_experts=tuple(experts))
+                       n_copies=1 if experts or n_gpus == 1 else rng.choice([1, 4]),
+                       weights=expert_weights(experts, n_gpus))
 
 
 def test_reduced_layers_keep_every_buffer():
@@ -307,17 +309,17 @@ def test_reduced_layers_keep_every_buffer():
     # while this was built; 24 here, with at least one reduced graph that is shorter than its model.
     import random
 
-    from kvmem.engines.llamacpp import compute
+    from kvmem.engines.llamacpp import scheduled
     rng = random.Random(34)
     shorter = 0
     for _ in range(24):
         shape, kw = _scheduled_case(rng)
-        reduced = compute.reduced_layers(shape, kw["layer_gpu"], kw["host_experts"])[0]
+        reduced = scheduled.reduced_layers(shape, kw["layer_gpu"], kw["weights"])[0]
         shorter += reduced.n_layer < shape.n_layer
-        whole = compute._gpu_graph_bytes.__wrapped__(
+        whole = scheduled._gpu_graph_bytes.__wrapped__(
             shape, kw["layer_gpu"], kw["n_gpus"], kw["n_kv"], kw["n_ubatch"], kw["flash_attn"], kw["type_k"],
-            kw["type_v"], None, kw["n_seq"], False, 0, kw["n_copies"], True, kw["host_experts"], True)
-        assert compute.gpu_graph_bytes(shape, **kw) == whole, (shape, kw)
+            kw["type_v"], None, kw["n_seq"], False, 0, kw["n_copies"], True, kw["weights"], True)
+        assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (shape, kw)
     assert shorter >= 12
 
 
@@ -327,7 +329,13 @@ def test_reduced_layers_cut_repeated_units():
     reduced, layer_gpu, _ = reduced_layers(shape, (0,) * 13 + (1,) * 82)
     assert reduced.n_layer == 7 + 8 + 1 and layer_gpu == (0,) * 7 + (1,) * 10
     # a down tensor of two sizes in a period of 3 (B B A): a unit of 3 layers, cut to 2 + (c - 2) % 2 units
-    experts = tuple(((il, True), 2 if il % 3 == 2 else 1) for il in range(31))
+    experts = expert_weights((((il, True), 2 if il % 3 == 2 else 1) for il in range(31)), 1)
     reduced, _, kept = reduced_layers(replace(shape, n_layer=31), (0,) * 32, experts)
     # 30 layers = 10 units of 3 -> 2 units (6 layers), the last layer on its own: 7
-    assert reduced.n_layer == 7 and [b for (_, _), b in kept] == [1, 1, 2, 1, 1, 2, 1]
+    assert reduced.n_layer == 7 and [b for (_, _), (_, b) in kept] == [1, 1, 2, 1, 1, 2, 1]
+    # a partial offload of 40 layers: 22 on the host (their weights there) -> 4 + (22 - 4) % 6 = 4 kept; 17 on
+    # GPU 0 -> 4 + (17 - 4) % 6 = 5; the last layer: 10 layers, GPU 0 also the output's
+    host = tuple(((il, name), (1, 10)) for il in range(22) for name in ("attn_q", "ffn_up"))
+    reduced, layer_gpu, kept = reduced_layers(replace(shape, n_layer=40), (1,) * 22 + (0,) * 19, host)
+    assert reduced.n_layer == 4 + 5 + 1 and layer_gpu == (1,) * 4 + (0,) * 7
+    assert {il for (il, _), _ in kept} == set(range(4))

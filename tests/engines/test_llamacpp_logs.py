@@ -37,13 +37,17 @@ def test_llama3_8b_full_offload():
     assert dict(Counter(t.type for t in p.tensors)) == {"F32": 65, "Q4_K": 193, "Q6_K": 33}   # the loader's counts
     s = entry["settings"]
     lay = layout(kvmem.get_model("llama-3-8b"), synthesised_tensors(kvmem.get_model("llama-3-8b"), "q4_k_m"),
-                 gpus=("CUDA0",), n_gpu_layers=33, n_ctx=s["n_ctx"], n_ubatch=s["n_ubatch"], flash_attn=False)
+                 gpus=("CUDA0",), n_gpu_layers=33, n_ctx=s["n_ctx"], n_ubatch=s["n_ubatch"], flash_attn=False,
+                 build=s["build"])
     assert buffer_mib(lay.placement.device("CUDA0").kv_bytes) == entry["printed"]["kv_mib"]["CUDA0"]     # 64.00
+    # the logits of 512 output rows (512 x 128,256 x 4 B = 250.50 MiB) and the final norm's 8.00 MiB
     assert buffer_mib(lay.compute_bytes["CUDA0"]) == entry["printed"]["compute_mib"]["CUDA0"]           # 258.50
-    # the host's compute buffer from the same scheduled run (no build given: the current graph, with PR #18550's
-    # unused inp_embd input, 8 MiB more than this 2024 log's 9.01; test_host_compute_buffer passes the build)
-    # and the i64 K/V index inputs of set_rows (PR #14959): 21.01
-    assert buffer_mib(lay.compute_bytes["CPU"]) == 21.01 and entry["printed"]["compute_mib"]["CUDA_Host"] == 9.01
+    assert buffer_mib(lay.compute_bytes["CPU"]) == entry["printed"]["compute_mib"]["CUDA_Host"]         # 9.01
+    # the current build as llama-server runs it: one output row (PR #23861), so 105.01 MiB; the host adds
+    # PR #18550's unused inp_embd input (8 MiB) and the i64 K/V index inputs of set_rows (PR #14959): 21.01
+    now = layout(kvmem.get_model("llama-3-8b"), synthesised_tensors(kvmem.get_model("llama-3-8b"), "q4_k_m"),
+                 gpus=("CUDA0",), n_gpu_layers=33, n_ctx=s["n_ctx"], n_ubatch=s["n_ubatch"], flash_attn=False)
+    assert buffer_mib(now.compute_bytes["CUDA0"]) == 105.01 and buffer_mib(now.compute_bytes["CPU"]) == 21.01
 
 
 def test_qwen3_30b_a3b_ngl_30_before_pr_18148():
@@ -219,7 +223,7 @@ def test_device_compute_buffer_within_tolerance(entry):
                  override_tensor=[tuple(o) for o in s.get("override_tensor", ())], n_ctx=s["n_ctx"],
                  n_ubatch=s.get("n_ubatch", 512), type_k=s.get("type_k", "f16"), type_v=s.get("type_v", "f16"),
                  flash_attn=s.get("flash_attn", False), mmap=s["mmap"], kv_offload=s.get("kv_offload", True),
-                 n_seq=s.get("n_seq", 1), build=s.get("build"))
+                 n_seq=s.get("n_seq", 1), build=s.get("build"), kv_unified=s.get("kv_unified", False))
     for dev, printed in entry["printed"]["compute_mib"].items():
         if not dev.endswith("_Host"):
             got = buffer_mib(lay.compute_bytes[dev])
@@ -274,15 +278,23 @@ def test_every_log_is_in_the_docs_table():
     assert not [i for i, e in LOGS.items() if "not_reproduced" in e]
 
 
-def test_scheduled_gpu_compute_is_for_full_offload_and_not_marked_exact():
-    # layouts._scheduled: a full offload gets llama.cpp's graphs as ggml_backend_sched splits them (258.50 MiB
-    # printed for Llama-3-8B at n_ctx 512); a partial one keeps the estimate; neither is marked exact on a GPU
-    from kvmem.engines.llamacpp.compute import llamacpp_compute_bytes
+def test_partial_offload_is_scheduled_and_not_marked_exact():
+    # layouts._scheduled: a partial offload gets llama.cpp's graphs as ggml_backend_sched splits them too. Llama-3-8B
+    # -ngl 20 on a 2024 build (before PR #18148: the output layer stays on the host): CUDA0 takes the host's
+    # prompt-sized products (offload_op, 512 tokens >= 32) on copies of their weights; its peak is the output's:
+    # output.weight Q6_K 4096 x 128,256 / 256 x 210 B = 430,940,160 B (410.98 MiB) copied, the logits
+    # 512 x 128,256 x 4 B (250.50 MiB) and the final norm 512 x 4096 x 4 B (8.00 MiB): 669.48 MiB, where the
+    # full offload takes 258.50. Neither is marked exact on a GPU.
     model = kvmem.get_model("llama-3-8b")
     tensors = synthesised_tensors(model, "q4_k_m")
     full = layout(model, tensors, gpus=("CUDA0",), n_gpu_layers=33, n_ctx=512, flash_attn=False, build="2024-07-01")
     part = layout(model, tensors, gpus=("CUDA0",), n_gpu_layers=20, n_ctx=512, flash_attn=False, build="2024-07-01")
     assert buffer_mib(full.compute_bytes["CUDA0"]) == 258.50
-    assert part.compute_bytes["CUDA0"] == llamacpp_compute_bytes(model, n_ctx=512, n_ubatch=512, flash_attn=False,
-                                                                 cells_per_stream=512)
+    assert part.placement.output_device == "CPU"
+    assert part.compute_bytes["CUDA0"] == 430_940_160 + 512 * 128_256 * 4 + 512 * 4096 * 4 == 701_997_056
     assert not full.compute_exact.get("CUDA0") and not part.compute_exact.get("CUDA0")
+    # -ngl 0 beside a GPU: the GPU holds no layer and still takes the host's prompt-sized products, attention's
+    # included (the cache is on the host too): 751.42 MiB, the scheduled graph's figure (no published -ngl 0
+    # log of this model pins it); the host-only layout (no GPU) has no such buffer
+    none = layout(model, tensors, gpus=("CUDA0",), n_gpu_layers=0, n_ctx=512, flash_attn=False, build="2024-07-01")
+    assert none.placement.offloaded_layers == 0 and none.compute_bytes["CUDA0"] == 787_914_752

@@ -17,20 +17,22 @@ def test_qwen3_30b_a3b_32k_on_a_12gb_card():
                          host_memory="ddr5-5600-2ch")
     best = p.best
     # every layer offloaded; the experts of the first 27 layers on the host (--n-cpu-moe 27), then the
-    # room left (under one layer's 391,643,136 B of experts) takes blk.0's ffn_down_exps (Q6_K,
-    # 165,150,720 B) and ffn_gate_exps (Q4_K, 113,246,208 B) back, each named in an -ot ahead of the rest
-    assert best.flags() == ["-ngl", "49", "--n-cpu-moe", "27", "-ot", r"blk\.0\.ffn_gate_exps\.weight=CUDA0",
+    # room left (under one layer's 391,643,136 B of experts) takes blk.0's and blk.1's ffn_down_exps (Q6_K,
+    # 165,150,720 B each) back, each named in an -ot ahead of the rest. The compute buffer is the scheduled
+    # graph's (llama-server's one output row, PR #23861; the host experts' copies for the prompt): 249.51 MiB
+    assert best.flags() == ["-ngl", "49", "--n-cpu-moe", "27", "-ot", r"blk\.1\.ffn_down_exps\.weight=CUDA0",
                             "-ot", r"blk\.0\.ffn_down_exps\.weight=CUDA0"]
     assert p.command_best == ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 "
-                              r"-ot 'blk\.0\.ffn_gate_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0'")
+                              r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0'")
+    assert best.compute_bytes["CUDA0"] == 261_630_208
     assert best.total_bytes["CUDA0"] <= 12 * 2**30 < p.best.total_bytes["CUDA0"] + 113_246_208
     # 27 layers x (gate + up Q4_K 113,246,208 B each + down 113,246,208 (Q4_K) or 165,150,720 (Q6_K))
-    # = 9,847,701,504, less blk.0's gate and down: 9,569,304,576
-    assert best.placement.host.group_bytes["experts"] == 9_847_701_504 - 113_246_208 - 165_150_720
+    # = 9,847,701,504, less blk.0's and blk.1's down: 9,517,400,064
+    assert best.placement.host.group_bytes["experts"] == 9_847_701_504 - 2 * 165_150_720
     # decode: GPU bytes / 360 GB/s + host bytes / 89.6 GB/s, routed experts at 8/128
-    # (278,396,928 B x 8 / 128 = 17,399,808 B more read on the GPU, less on the host)
-    assert best.decode_bytes == {"CUDA0": 4_525_340_672 + 17_399_808, "CPU": 615_481_344 - 17_399_808}
-    assert p.decode_best == pytest.approx(1 / (4_542_740_480 / 360e9 + 598_081_536 / 89.6e9))
+    # (330,301,440 B x 8 / 128 = 20,643,840 B more read on the GPU, less on the host)
+    assert best.decode_bytes == {"CUDA0": 4_525_340_672 + 20_643_840, "CPU": 615_481_344 - 20_643_840}
+    assert p.decode_best == pytest.approx(1 / (4_545_984_512 / 360e9 + 594_837_504 / 89.6e9))
     # --fit keeps 1 GiB free: fewer experts on the GPU, those of the LAST layers on the host
     fit = p.fit
     assert fit.total_bytes["CUDA0"] - CUDA_CONTEXT_BYTES <= 12 * 2**30 - CUDA_CONTEXT_BYTES - FIT_MARGIN_BYTES
@@ -52,8 +54,11 @@ def test_gemma_3_27b_32k_on_an_l4_fits_whole():
 def test_llama_70b_on_24_plus_12_gb():
     p = llamacpp_offload("llama-3.3-70b", gpus=["rtx-3090-24gb", "rtx-3060-12gb"], context="32k",
                          weight_dtype="q4_k_m", host_memory="ddr5-5600-2ch")
-    assert p.best.flags() == ["-ngl", "56", "-ts", "39,17"]
-    assert p.best.placement.device("CUDA0").layers == tuple(range(25, 64))
+    # partial offload: CUDA0 also runs the host layers' prompt-sized products on copies of their weights
+    # (ggml_sched offload_op), so its compute buffer is 411.75 MiB, and one layer fewer fits than with the
+    # full-offload figure
+    assert p.best.flags() == ["-ngl", "55", "-ts", "38,17"]
+    assert p.best.placement.device("CUDA0").layers == tuple(range(26, 64))
     assert p.best.placement.device("CUDA1").layers == tuple(range(64, 80))    # + the output layer
     assert p.fit.flags() == ["-ngl", "53", "-ts", "37,16"]
     assert p.decode_best > p.decode_fit > 3.0
@@ -89,7 +94,7 @@ def test_cli_fit_mixed_gpus(capsys):
                  "llama.cpp", "--weight-dtype", "q4_k_m", "--host-memory", "ddr5-5600-2ch", "--json"])
     data = json.loads(capsys.readouterr().out)["llamacpp_offload"]
     assert code == 0
-    assert data["command_best"] == "llama-server -m llama-3.3-70b-q4_k_m.gguf -c 32768 --fit off -ngl 56 -ts 39,17"
+    assert data["command_best"] == "llama-server -m llama-3.3-70b-q4_k_m.gguf -c 32768 --fit off -ngl 55 -ts 38,17"
 
 
 def test_cli_fit_one_verdict_the_placement_s(capsys):
@@ -102,22 +107,23 @@ def test_cli_fit_one_verdict_the_placement_s(capsys):
     out = captured.out
     assert code == 0 and "does not fit" not in out + captured.err
     lines = out.splitlines()
-    assert lines[1] == ("fits: yes, if the host has 9.08 GiB of free RAM for it (not checked: kvmem does not know the "
+    assert lines[1] == ("fits: yes, if the host has 9.07 GiB of free RAM for it (not checked: kvmem does not know the "
                         "host's memory; -o host_memory_bytes=... checks it) — 32,768 tokens x batch 1")
     assert lines[2] == "llama.cpp offload on rtx-3060-12gb at 32,768 tokens:"
     assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 -ot" in out
-    assert "decode bound 51.8 tokens/s" in out
+    assert "decode bound 51.9 tokens/s" in out
     assert "(it chooses -ngl 49 -ot blk\\.18\\.ffn_down.*=CPU -ot blk\\.(19|20|" in out
-    # the flags hold 32,768 tokens and no more (they were chosen to fill the card at 32k: 4.8 MiB left)
+    # the flags hold 32,768 tokens and no more (they were chosen to fill the card at 32k: 6.6 MiB left)
     assert "max batch at 32,768 tokens: 1" in out and "max context at batch 1: 32,768" in out
-    assert "unused 4.82 MiB" in out and "weights 8.20 GiB" in out
+    assert "unused 6.56 MiB" in out and "weights 8.25 GiB" in out
 
 
 def test_host_memory_bounds_the_placement():
-    # the placement keeps 9,748,529,152 B in host RAM (experts 9,569,304,576 B + token_embd, its compute)
+    # the placement keeps 9,734,385,696 B in host RAM (experts 9,517,400,064 B + token_embd 175,030,272 B + the
+    # host's compute buffer 41,955,360 B)
     fits = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp",
                      weight_dtype="q4_k_m", host_memory_bytes="10GiB")
-    assert fits.fits and fits.placement["host_bytes"] == 9_748_529_152 and fits.decode_tokens_per_s is None
+    assert fits.fits and fits.placement["host_bytes"] == 9_734_385_696 and fits.decode_tokens_per_s is None
     assert fits.placement["flags"][:4] == ["-ngl", "49", "--n-cpu-moe", "27"]
     try:
         short = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp",
@@ -125,7 +131,7 @@ def test_host_memory_bounds_the_placement():
     except kvmem.FitError as exc:
         short = exc.fit
     assert not short.fits and short.max_batch == 0 and short.placement is None
-    assert any("no placement of 1 x 32,768 tokens fits the GPUs and 9,748,529,152 B on the host" in note
+    assert any("no placement of 1 x 32,768 tokens fits the GPUs and 9,734,385,696 B on the host" in note
                for note in short.notes)
     # a model that fits the GPUs whole keeps fit's own answer: no placement is asked
     whole = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
@@ -179,7 +185,7 @@ def test_plan_writes_the_placement_of_the_verdict():
     placement's flags (and --fit off), not -ngl 999, which would not load."""
     p = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp", weight_dtype="q4_k_m")
     assert p.command == ("llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 "
-                         r"-ot 'blk\.0\.ffn_gate_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0' "
+                         r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0' "
                          "-fa on -ctk f16 -ctv f16 -ub 512")
     whole = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
     assert " -ngl 999 " in whole.command and "--fit" not in whole.command
@@ -204,10 +210,10 @@ def test_cli_fit_mixed_cards_and_a_host_bound_say_one_verdict(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert out.splitlines()[0] == "qwen3-30b-a3b on rtx-3060-12gb + rtx-3060-12gb · llama.cpp: fits with the placement below"
-    # host RAM bounded below what the placement keeps there (9,748,529,152 B): no line says it runs
+    # host RAM bounded below what the placement keeps there (9,734,385,696 B): no line says it runs
     code = main(["fit", "qwen3-30b-a3b", "--gpu", "rtx-3060-12gb", "--context", "32k", "--engine", "llama.cpp",
                  "--weight-dtype", "q4_k_m", "-o", "host_memory_bytes=8GiB"])
     captured = capsys.readouterr()
     assert code == 1 and "fits: no" in captured.out
-    assert ("kvmem's placement needs 9,748,529,152 B of host RAM, more than host_memory_bytes 8,589,934,592: "
+    assert ("kvmem's placement needs 9,734,385,696 B of host RAM, more than host_memory_bytes 8,589,934,592: "
             "it does not run") in captured.out

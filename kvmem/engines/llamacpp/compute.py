@@ -76,30 +76,30 @@ families (older gemma, other sliding-window or chunked caches, MLA, recurrent la
 outside phi3, o_proj or MLP biases, per-layer widths, shared experts) get ``estimate_bytes``,
 returned with ``exact=False`` and a note saying it is an
 estimate; so does ``llamacpp_compute_buffer(backend="cuda")``, the default of
-``llamacpp_compute_bytes``. A full GPU offload's buffers come from ``gpu_graph_bytes``: the same
-graphs split by kvmem.engines.llamacpp.ggml_sched as ggml_backend_sched splits them (inputs on
-the host, copies across devices, 128-byte CUDA alignment, n_copies with pipeline parallelism);
-10 of the 12 published GPU lines to the printed MiB (docs/research/llamacpp_offload_logs.md;
-ggml_cuda_flash_attn_ext_get_alloc_size, newer than those logs' builds, is not modelled). The
-graphs are this build's (llama.cpp 0c1e57098); older builds' graphs differ (the unused inp_embd input came with
-ggml-org/llama.cpp PR #18550, cited at build_inp_embd): the published CUDA logs of Llama-3-8B,
-from older builds, are 8.00 MiB (n_ctx 512) and 12.01 MiB (8192) below this build's CPU graph.
+``llamacpp_compute_bytes``. A GPU layout's buffers (full or partial offload, -ngl 0 beside a GPU,
+experts moved by -ot) come from kvmem.engines.llamacpp.scheduled: the same graphs split by
+kvmem.engines.llamacpp.ggml_sched as ggml_backend_sched splits them (inputs on the host, host
+weights copied to the first GPU for prompt-sized ops, copies across devices, 128-byte CUDA
+alignment, n_copies with pipeline parallelism; llama-server's output rows from PR #23861, the
+flash-attention output's f16 K/V from PR #23907); 15 of the 17 published GPU lines to the printed
+MiB (docs/research/llamacpp_offload_logs.md). The graphs are this build's (llama.cpp 0c1e57098);
+older builds' graphs differ (the unused inp_embd input came with ggml-org/llama.cpp PR #18550, cited
+at build_inp_embd): the published CUDA logs of Llama-3-8B, from older builds, are 8.00 MiB (n_ctx
+512) and 12.01 MiB (8192) below this build's CPU graph.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass
 
-from ...units import cdiv, pad
+from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
-from .ggml_sched import sched_sizes
 from .graphs import GraphShape, Pass, build
 from .graphs_gemma_phi3 import build_gemma_phi3
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
-           "gpu_graph_bytes", "reduced_layers", "ggml_type_name",
+           "ggml_type_name",
            "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
 
 CPU_ALIGNMENT = 32        # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, ggml_backend_cpu_buffer_type_get_alignment
@@ -177,90 +177,6 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     pp = build_(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     tg = build_(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
-
-
-# a unit of q <= RUN_UNIT layers repeated c times, c over cap = ceil(RUN_CAP / q), is cut to
-# cap + (c - cap) % (RUN_PERIOD / q) times (reduced_layers)
-RUN_UNIT, RUN_CAP, RUN_PERIOD = 3, 4, 6
-
-
-def reduced_layers(shape: GraphShape, layer_gpu: tuple, host_experts: tuple = ()) -> tuple:
-    """The same graph with every run of more than RUN_CAP equal layers cut to RUN_CAP: ``(shape,
-    layer_gpu, host_experts)`` renumbered. Equal layers: the same device, the same host experts (kind
-    and bytes) and the same cache (sliding or not); the last layer (its rows picked by out_ids) stays.
-    ggml-alloc's blocks reach the same state after two or three equal layers (every layer allocates
-    and frees the same tensors in the same order), so the buffers do not change:
-    test_reduced_layers_keep_every_buffer checks it against the whole graph, layer by layer."""
-    n = shape.n_layer
-    experts = dict(host_experts)
-    sig = [(layer_gpu[il], experts.get((il, False)), experts.get((il, True)), shape.swa[il] if shape.swa else None)
-           for il in range(n)]
-    keep, il, last = [], 0, n - 1            # the last layer is kept on its own
-    while il < last:
-        best_q, best_c = 1, 1                 # the unit of q layers repeated c times from il that covers most
-        for q in range(1, RUN_UNIT + 1):
-            c = 1
-            while il + (c + 1) * q <= last and sig[il + c * q:il + (c + 1) * q] == sig[il:il + q]:
-                c += 1
-            if c > 1 and c * q > best_c * best_q:
-                best_q, best_c = q, c
-        cap, period = cdiv(RUN_CAP, best_q), RUN_PERIOD // best_q
-        kept = best_c if best_c <= cap else cap + (best_c - cap) % period
-        keep += range(il, il + kept * best_q)
-        il += best_c * best_q
-    keep.append(last)
-    if len(keep) == n:
-        return shape, layer_gpu, host_experts
-    new = {il: i for i, il in enumerate(keep)}
-    shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else ())
-    return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
-            tuple(((new[il], down), nbytes) for (il, down), nbytes in host_experts if il in new))
-
-
-def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
-                    type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
-                    kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
-                    host_experts: tuple = (), inp_embd: bool = True) -> tuple:
-    """The compute buffers of a full GPU offload, per GPU then the host ("CUDA_Host"): the same two
-    graphs as graph_bytes, scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the
-    graph inputs and token_embd's GET_ROWS on the host, every other node on the GPU of its layer,
-    copies of what crosses a device, n_copies of them with pipeline parallelism), each GPU's buffer
-    aligned to 128 bytes. ``layer_gpu[il]`` is the GPU of layer il (the output layer's: index n_layer).
-    ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs (PR #14959).
-    ``host_experts``: ((il, down), bytes) for each routed-expert tensor kind (down, or up and gate)
-    that -ot / --n-cpu-moe left on the host, with the bytes of one such tensor (ggml_sched copies a
-    host expert tensor to the first GPU for a prompt-sized MUL_MAT_ID: offload_op). ``inp_embd``: the
-    build makes the unused embeddings input (PR #18550; on the host, so only the host figure changes).
-    Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
-    reduced graph once (cached)."""
-    shape, layer_gpu, host_experts = reduced_layers(shape, layer_gpu, host_experts)
-    return _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
-                            kv_unified, swa_cells, n_copies, set_rows, host_experts, inp_embd)
-
-
-@lru_cache(maxsize=512)
-def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
-                     kv_unified, swa_cells, n_copies, set_rows, host_experts, inp_embd) -> tuple:
-    """gpu_graph_bytes on the whole (or reduced) graph."""
-    n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
-    n_stream = 1 if kv_unified else n_seq
-    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
-    experts = dict(host_experts)
-
-    def where(t, expert):
-        if expert and (t.layer, t.ne[0] == shape.n_ff_exp) in experts:
-            return n_gpus
-        return n_gpus if t.layer < 0 else layer_gpu[t.layer]     # token_embd stays on the host (dev_input)
-
-    def nbytes(t, _expert):
-        return experts[(t.layer, t.ne[0] == shape.n_ff_exp)]
-    sizes = []
-    for tokens, outputs in ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq)):
-        graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
-                                    inp_embd))
-        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if experts else None,
-                                 norm_backend=lambda il: layer_gpu[il] if il < shape.n_layer else -1))
-    return tuple(max(col) for col in zip(*sizes, strict=True))
 
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",

@@ -92,11 +92,14 @@ def gallocr_size(graph: Graph, alignment: int = 32) -> int:
     return gallocr_sizes(graph.nodes, graph.leafs, lambda _t: 0, (alignment,))[0]
 
 
-def gallocr_sizes(nodes, leafs, backend, alignments) -> list[int]:
+def gallocr_sizes(nodes, leafs, backend, alignments, alloc_size=None) -> list[int]:
     """ggml_gallocr_alloc_graph_impl over ``nodes`` and ``leafs`` with one allocator per buffer
     type: ``backend(tensor)`` is the index of the buffer a tensor is allocated in (the node's own
-    for its inputs), ``alignments`` each buffer's alignment; the bytes each buffer reserves."""
+    for its inputs), ``alignments`` each buffer's alignment; the bytes each buffer reserves.
+    ``alloc_size(tensor, buffer)``: the buffer type's get_alloc_size where it is not ggml_nbytes
+    (ggml_gallocr_allocate_node and ggml_gallocr_free_node ask ggml_backend_buft_get_alloc_size)."""
     allocs = [_Alloc(a) for a in alignments]
+    size_of = alloc_size or (lambda t, _b: t.nbytes())
     info: dict[int, _Info] = {}
     buf: dict[int, int] = {}
 
@@ -130,13 +133,13 @@ def gallocr_sizes(nodes, leafs, backend, alignments) -> list[int]:
                         a.free(ph.offset + a.align(t.nbytes()), extra)
                     return
         buf[id(t)] = b
-        h.offset = allocs[b].alloc(t.nbytes())
+        h.offset = allocs[b].alloc(size_of(t, b))
 
     def free(t):
         if t.flags & OUTPUT:
             return
         h = get(t)
-        allocs[buf[id(t)]].free(h.offset, t.nbytes())
+        allocs[buf[id(t)]].free(h.offset, size_of(t, buf[id(t)]))
         h.allocated = False
 
     for leaf in leafs:

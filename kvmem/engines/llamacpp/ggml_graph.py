@@ -41,11 +41,12 @@ CAN_INPLACE = frozenset(("ADD", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NOR
 class Tensor:
     """One ggml tensor of a graph being built (mutable while the graph is built, like ggml's)."""
 
-    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv")
+    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name")
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):
         self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external
         self.layer, self.kv = None, False     # an external tensor's layer (-1 token_embd, n_layer output), KV
+        self.name = ""                        # a weight's GGUF name without blk.N. and .weight ("attn_q", "output")
         self.ne = tuple(ne) + (1,) * (4 - len(ne))
         self.view_src = view_src.view_src or view_src if view_src is not None else None
         self.nb = tuple(nb) if nb is not None else contiguous_nb(type_, self.ne)
@@ -83,10 +84,11 @@ class Graph:
 
     # ---- tensors -----------------------------------------------------------------------------
 
-    def weight(self, *ne, type_="f32", kv=False) -> Tensor:
-        """A tensor that lives in a buffer of its own (a weight, the KV cache): never allocated here."""
+    def weight(self, *ne, type_="f32", kv=False, name="") -> Tensor:
+        """A tensor that lives in a buffer of its own (a weight, the KV cache): never allocated here.
+        ``name``: the weight's GGUF name less blk.N. and .weight (ggml_sched finds its bytes by it)."""
         t = Tensor(type_, ne, external=True)
-        t.layer, t.kv = self.layer, kv
+        t.layer, t.kv, t.name = self.layer, kv, name
         return t
 
     @staticmethod

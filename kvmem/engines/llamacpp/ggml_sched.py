@@ -57,7 +57,7 @@ def _batch(t: Tensor) -> int:
 
 
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
-                weight_bytes=None, norm_backend=None) -> list:
+                weight_bytes=None, norm_backend=None, gpu_alloc_size=None) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
     ``graph`` when ``weight_backend(tensor, expert)`` gives the backend of each weight and KV tensor
     (``expert``: src[0] of a MUL_MAT_ID). A weight copied to another backend (a host weight whose op
@@ -166,6 +166,7 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
             for s in inputs:
                 leafs += copies[(id(s), b)]
     leafs += graph.leafs
-    return gallocr_sizes(nodes, leafs, lambda t: where[id(t)], [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT])
+    size = None if gpu_alloc_size is None else (lambda t, b: gpu_alloc_size(t) if b < n_gpus else t.nbytes())
+    return gallocr_sizes(nodes, leafs, lambda t: where[id(t)], [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], size)
 
 

@@ -74,7 +74,7 @@ def token_inputs(g: Graph, s: GraphShape, p: Pass):
 def embeddings(g: Graph, s: GraphShape, tokens, embd):
     """build_inp_embd's lookup of the token embeddings, expanded into the graph first, then the
     unused inp_embd input (ggml_build_forward_select keeps both)."""
-    inp = g.get_rows(g.weight(s.n_embd, s.n_vocab), tokens)
+    inp = g.get_rows(g.weight(s.n_embd, s.n_vocab, name="token_embd"), tokens)
     g.expand(inp)
     if embd is not None:
         g.expand(embd)
@@ -110,29 +110,30 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
     for il in range(s.n_layer):
         g.layer = il
         inp_sa = inp_l
-        cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
-        q, k, v = (_linear(g, cur, width, s.qkv_bias) for width in (n_head * hd, n_gqa, n_gqa))
+        cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd, name="attn_norm"))
+        widths = ((n_head * hd, "attn_q"), (n_gqa, "attn_k"), (n_gqa, "attn_v"))
+        q, k, v = (_linear(g, cur, width, s.qkv_bias, name) for width, name in widths)
         q = g.reshape(q, hd, n_head, n_tokens)
         k = g.reshape(k, hd, n_head_kv, n_tokens)
         v = g.reshape(v, hd, n_head_kv, n_tokens)
         if s.arch in QK_NORM:
-            q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd))
+            q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd, name="attn_q_norm"))
         q = g.dup("ROPE", q, pos)
         if s.arch in QK_NORM:
-            k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd))
+            k = g.dup("MUL", g.dup("RMS_NORM", k), g.weight(hd, name="attn_k_norm"))
         k = g.dup("ROPE", k, pos)
         cur = attention(g, q, k, v, inputs, p, s, p.n_kv)
-        cur = g.mul_mat(g.weight(n_head * hd, s.n_embd), cur)
+        cur = g.mul_mat(g.weight(n_head * hd, s.n_embd, name="attn_output"), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_sa = g.get_rows(inp_sa, out_ids)
         ffn_inp = g.dup("ADD", cur, inp_sa)
-        cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd))
+        cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd, name="ffn_norm"))
         cur = _moe(g, cur, s) if s.n_expert else ffn(g, cur, s)
         inp_l = g.dup("ADD", cur, ffn_inp)
     g.layer = s.n_layer
-    norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd))
-    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), norm)
+    norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd, name="output_norm"))
+    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab, name="output"), norm)
     norm.flags |= OUTPUT
     logits.flags |= OUTPUT
     g.expand(logits)
@@ -165,8 +166,8 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
         v = _hadamard(g, v, v_rot)
     for t in (q, k, v) if iswa else (q, v, k):
         g.expand(t)
-    k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k, kv=True)
-    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v, kv=True)
+    k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k, kv=True, name="cache_k")
+    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v, kv=True, name="cache_v")
     k_dst = g.reshape(k_cache, n_gqa, n_kv * ns) if ns > 1 else k_cache
     g.expand(g.set_rows(k_dst, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
     if p.fa:
@@ -207,10 +208,10 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
     return cur
 
 
-def _linear(g, cur, width, bias):
+def _linear(g, cur, width, bias, name=""):
     """build_qkv, separate Q/K/V: mul_mat, then ggml_add of the bias when there is one."""
-    out = g.mul_mat(g.weight(cur.ne[0], width), cur)
-    return g.dup("ADD", out, g.weight(width)) if bias else out
+    out = g.mul_mat(g.weight(cur.ne[0], width, name=name), cur)
+    return g.dup("ADD", out, g.weight(width, name=f"{name}.bias")) if bias else out
 
 
 def _row(type_):
@@ -220,15 +221,15 @@ def _row(type_):
 
 def ffn(g, cur, s):
     """build_ffn: SiLU with a parallel gate."""
-    up = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
-    gate = g.mul_mat(g.weight(s.n_embd, s.n_ff), cur)
-    return g.mul_mat(g.weight(s.n_ff, s.n_embd), g.dup("GLU", gate, up))
+    up = g.mul_mat(g.weight(s.n_embd, s.n_ff, name="ffn_up"), cur)
+    gate = g.mul_mat(g.weight(s.n_embd, s.n_ff, name="ffn_gate"), cur)
+    return g.mul_mat(g.weight(s.n_ff, s.n_embd, name="ffn_down"), g.dup("GLU", gate, up))
 
 
 def _moe(g, cur, s):
     """build_moe_ffn: softmax gating, normalised top-k weights, no shared experts."""
     n_embd, n_tokens, n_exp, n_used = s.n_embd, cur.ne[1], s.n_expert, s.n_expert_used
-    logits = g.mul_mat(g.weight(n_embd, n_exp), cur)
+    logits = g.mul_mat(g.weight(n_embd, n_exp, name="ffn_gate_inp"), cur)
     probs = g.dup("SOFT_MAX", logits)
     selected = g.argsort_top_k(probs, n_used)
     weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
@@ -237,9 +238,9 @@ def _moe(g, cur, s):
     weights = g.reshape(g.dup("DIV", weights, wsum), 1, n_used, n_tokens)
     g.expand(weights)
     cur = g.reshape(cur, n_embd, 1, n_tokens)
-    up = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp), cur, selected)
-    gate = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp), cur, selected)
-    experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp), g.dup("GLU", gate, up), selected)
+    up = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp, name="ffn_up_exps"), cur, selected)
+    gate = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp, name="ffn_gate_exps"), cur, selected)
+    experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp, name="ffn_down_exps"), g.dup("GLU", gate, up), selected)
     experts = g.dup("MUL", experts, weights)
     g.expand(experts)
     views = [g.view(experts, (n_embd, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]

@@ -10,13 +10,15 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3 / phi3 (200 random GGUFs in
               tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells);
               other families and older builds get the estimate, marked in ``compute_exact``.
-              GPUs, full offload of a transcribed family (routed experts moved to the host by
-              -ot / --n-cpu-moe included; ``_scheduled``): the same graphs split across the
-              devices as ggml_backend_sched splits them (compute.gpu_graph_bytes,
-              kvmem.engines.llamacpp.ggml_sched; n_copies 4 with pipeline parallelism; builds
-              before PR #14959 without set_rows index inputs; norms pinned to their layer's GPU):
-              10 of the 12 published GPU lines to the printed MiB (docs/research/llamacpp_offload_logs.md); checked
-              only against those logs, so not marked exact. Other GPU layouts: the estimate
+              GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
+              experts moved by -ot / --n-cpu-moe; gemma / phi3 at full offload; ``_scheduled``):
+              the same graphs split across the devices as ggml_backend_sched splits them
+              (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights copied to
+              the first GPU for the prompt; n_copies 4 with pipeline parallelism; builds before
+              PR #14959 without set_rows index inputs; norms pinned to their layer's GPU at full
+              offload): 15 of the 17 published GPU lines to the printed MiB
+              (docs/research/llamacpp_offload_logs.md); checked only against those logs, so not
+              marked exact. Other GPU layouts: the estimate
               (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs:
               the scheduled run's host buffer (the "CUDA_Host compute buffer": inputs and their
               copies, token_embd's GET_ROWS; builds from PR #18550 the unused inp_embd input too),
@@ -35,9 +37,10 @@ import datetime
 from dataclasses import dataclass, field
 
 from ...model import Model
-from .compute import ggml_type_name, gpu_graph_bytes, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
+from .compute import ggml_type_name, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
 from .ggml_graph import TYPES
 from .placement import CPU, Placement, cuda_alloc_bytes, place
+from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
 from .plan import run_plan
 from .settings import CURRENT, DEFAULTS
 
@@ -112,10 +115,11 @@ def _num(x) -> str:
 def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, tensor_split=None,
            n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
            flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
-           mmproj_offload: bool = True, build=None) -> Layout:
-    """Memory per device for one set of llama.cpp flags (see the module doc)."""
+           mmproj_offload: bool = True, build=None, kv_unified: bool = False) -> Layout:
+    """Memory per device for one set of llama.cpp flags (see the module doc); ``kv_unified``: -kvu (one
+    stream for the n_seq sequences, as llama-server's -np auto sets it)."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
-               "flash_attn": flash_attn, "build": build}
+               "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified}
     s, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
     kv_rows = [k + v + state for k, v, state in plan.rows]
     n_layer = model.num_layers
@@ -131,8 +135,10 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     any_gpu = p.offloaded_layers > 0
     for d in p.devices:
         if d.device == CPU:
-            if any_gpu:     # the scheduled run's host buffer, else the input embeddings' n_ubatch x hidden x 4 B
-                compute[d.device] = gpu_exact[-1] if gpu_exact else s.n_ubatch * model.hidden_size * 4
+            if gpu_exact:   # the scheduled run's host buffer (GPUs present, whatever they hold)
+                compute[d.device] = gpu_exact[-1]
+            elif any_gpu:   # else the input embeddings' n_ubatch x hidden x 4 B
+                compute[d.device] = s.n_ubatch * model.hidden_size * 4
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
@@ -144,7 +150,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
             total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
         else:
             holds = bool(d.layers) or p.output_device == d.device
-            compute[d.device] = (gpu_exact[p.gpus.index(d.device)] if gpu_exact else full) if holds else 0
+            # scheduled: a GPU that holds no layer still takes the host's prompt-sized ops (offload_op)
+            compute[d.device] = gpu_exact[p.gpus.index(d.device)] if gpu_exact else full if holds else 0
             total[d.device] = d.model_bytes + d.kv_bytes + compute[d.device] + CUDA_CONTEXT_BYTES
         weights = 0
         for t in p.tensors:
@@ -162,29 +169,47 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
 
 def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
-    (compute.gpu_graph_bytes), or None where that is not modelled: partial offload, overrides of
-    other tensors than routed experts, KV on the host, untranscribed families, sliding-window
-    caches. Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded,
-    layer split, KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES;
-    builds before PR #14959 store K/V without index inputs."""
+    (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
+    families, sliding-window caches, partial offload of gemma / phi3 (their weights are not named in
+    the graph), overrides that move a tensor the graph does not name. Partial offload: the host's
+    layers run on the host, their weights copied to the first GPU for prompt-sized ops (offload_op).
+    Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded, layer split,
+    KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES; builds before
+    PR #14959 store K/V without index inputs."""
     shape = graph_shape(model)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
-    if (shape is None or kv_on_host or any(shape.swa) or p.offloaded_layers != n_layer + 1
-            or type_k not in TYPES or type_v not in TYPES):
+    full = p.offloaded_layers == n_layer + 1
+    if (shape is None or kv_on_host or any(shape.swa) or not p.gpus or type_k not in TYPES or type_v not in TYPES
+            or (not full and shape.arch in ("gemma2", "gemma3", "phi3"))):
         return None
-    gpus = [p.gpus.index(d) for d in p.layer_device] + [p.gpus.index(p.output_device)]
-    experts = {}                    # (layer, down) -> (backend, bytes) of routed experts the flags moved
+    host_gpu = len(p.gpus)
+
+    def index(device):
+        return host_gpu if device == CPU else p.gpus.index(device)
+    gpus = [index(d) for d in p.layer_device] + [index(p.output_device)]
+    # ((layer, name), (device, CUDA bytes)) of every host weight but token_embd, and of a weight -ot moved
+    weights, moved = [], False
     for t in p.tensors:
-        if t.layer is not None and t.device != p.layer_device[t.layer]:
-            if t.group != "experts" or "_exps" not in t.name:
-                return None         # another tensor moved: not modelled
-            experts.setdefault((t.layer, "ffn_down" in t.name), []).append(cuda_alloc_bytes(t))
-    if any(not down and len(sizes) != 2 or len(set(sizes)) != 1 for (_, down), sizes in experts.items()):
-        return None                 # up without gate (or unequal): the graph's two products are not told apart
-    experts = {key: sizes[0] for key, sizes in experts.items()}
-    n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 and not experts else 1
+        layer = n_layer if t.group == "output" else t.layer
+        if layer is None or t.name.startswith("rope_freqs"):
+            continue                # token_embd (the host's GET_ROWS), rope_freqs (read by ROPE where it runs)
+        own = p.output_device if layer == n_layer else p.layer_device[layer]
+        if t.device != own:
+            moved = True
+        if t.device == CPU or t.device != own:
+            name = t.name.split("(")[0].removeprefix(f"blk.{layer}.").removesuffix(".weight")
+            weights.append(((layer, name), (index(t.device), cuda_alloc_bytes(t))))
+    if p.output_device == CPU and not any(key == (n_layer, "output") for key, _ in weights):
+        embd = next(t for t in p.tensors if t.name == "token_embd.weight")     # tied: the output is token_embd
+        weights.append(((n_layer, "output"), (host_gpu, cuda_alloc_bytes(embd))))
+    per_layer, output = graph_weight_names(shape)
+    if any(name not in (output if layer == n_layer else per_layer) for (layer, name), _ in weights):
+        return None                 # a weight the transcribed graph does not have: not modelled
+    n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 and full and not moved else 1
+    # llama-server's output rows (PR #23861), one per slot; the library's default before: n_batch
+    n_outputs = min(s.n_batch, s.n_seq) if s.build >= PR_23861 else s.n_batch
     return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
-                           flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=s.n_batch,
+                           flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=n_outputs,
                            n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
-                           set_rows=s.build >= PR_14959, host_experts=tuple(sorted(experts.items())),
-                           inp_embd=s.build >= PR_18550)
+                           set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18550,
+                           full_offload=full, fa_f16=s.build >= PR_23907)

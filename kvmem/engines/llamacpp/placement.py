@@ -247,20 +247,14 @@ def _offsets(tensors, alignment: int) -> list[int]:
 
 
 def _overrides(n_cpu_moe: int, cpu_moe: bool, override_tensor) -> list[tuple[re.Pattern, str]]:
-    try:
-        return _compiled(n_cpu_moe, cpu_moe, tuple(tuple(rule) for rule in override_tensor or ()))
-    except TypeError:       # an unhashable pattern: compiled each time
-        return _compiled.__wrapped__(n_cpu_moe, cpu_moe, override_tensor or ())
+    return _compiled(n_cpu_moe, cpu_moe, tuple(tuple(rule) for rule in override_tensor or ()))
 
 
 @functools.lru_cache(maxsize=256)
 def _compiled(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> list[tuple[re.Pattern, str]]:
-    """The override rules in order. --n-cpu-moe N's N consecutive rules (each blk.il + the experts' pattern,
-    each to CPU) are one alternation: a name matches it exactly when it matches one of them (the layer
-    number is followed by a dot in both), and the first of them that matches sends it to CPU either way."""
-    rules = []
-    for pattern, target in override_tensor:
-        rules.append((re.compile(pattern), target))
+    """The override rules in order; --n-cpu-moe N's N rules (blk.il + the experts' pattern, each to CPU)
+    as one alternation, which matches exactly the names one of them matches (a dot follows the layer)."""
+    rules = [(re.compile(pattern), target) for pattern, target in override_tensor]
     if cpu_moe:
         rules.append((re.compile(EXPS_REGEX), CPU))
     if n_cpu_moe:

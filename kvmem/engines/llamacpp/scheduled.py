@@ -1,0 +1,164 @@
+"""The GPU compute buffers of a llama.cpp layout: llama.cpp's graphs (kvmem.engines.llamacpp.graphs)
+split across the devices by kvmem.engines.llamacpp.ggml_sched as ggml_backend_sched splits them, and
+allocated per buffer type as ggml-alloc allocates them. kvmem.engines.llamacpp.layouts asks it for
+every offload of a transcribed family; docs/research/llamacpp_offload_logs.md lists the published
+lines it reproduces and the rules each needed.
+
+Runs of equal layers are cut before a graph is built (``reduced_layers``): the buffers are those of
+the whole graph (checked by tests/engines/test_llamacpp_compute.py), and a search over layer splits
+schedules each reduced graph once (``_gpu_graph_bytes`` is cached).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+from functools import lru_cache
+
+from ...units import cdiv, pad
+from .ggml_sched import sched_sizes
+from .graphs import GraphShape, Pass, build
+from .graphs_gemma_phi3 import build_gemma_phi3
+
+__all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "reduced_layers", "expert_weights"]
+
+# ggml-org/llama.cpp PR #23861 "llama: limit max outputs of llama_context" (opened 2026-05-29; llama-cpp-python
+# synced its n_outputs_max field on 2026-06-02, so merged by then; the date is approximate): llama-server
+# reserves the prompt graph with n_outputs_max = min(n_batch, n_parallel x (1 + n_draft)) outputs
+# (tools/server/server-context.cpp server_output_limits, common/speculative.cpp
+# common_speculative_get_output_limits; src/llama-context.cpp n_outputs_pp = min(n_tokens, n_outputs_max))
+PR_23861 = datetime.date(2026, 6, 1)
+# ggml-org/llama.cpp PR #23907 "cuda: reserve space for quantize kv-cache at startup" (opened 2026-05-30, cited
+# as merged by issue #24166 on 2026-06-05; approximate): the flash-attention output's CUDA alloc size holds
+# f16 copies of a quantised K and V (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size)
+PR_23907 = datetime.date(2026, 6, 4)
+# a unit of q <= RUN_UNIT layers repeated c times, c over cap = ceil(RUN_CAP / q), is cut to
+# cap + (c - cap) % (RUN_PERIOD / q) times (reduced_layers)
+RUN_UNIT, RUN_CAP, RUN_PERIOD = 3, 4, 6
+EXPERT_NAMES = {True: ("ffn_down_exps",), False: ("ffn_up_exps", "ffn_gate_exps")}
+
+
+def expert_weights(experts, device: int) -> tuple:
+    """((il, down), bytes) of routed-expert tensors placed on ``device`` -> gpu_graph_bytes' ``weights``
+    entries ((il, name), (device, bytes))."""
+    return tuple(sorted(((il, name), (device, nbytes)) for (il, down), nbytes in experts
+                        for name in EXPERT_NAMES[down]))
+
+
+@lru_cache(maxsize=64)
+def graph_weight_names(shape: GraphShape) -> tuple:
+    """(a layer's weight names, the output layer's) in ``shape``'s graph, as g.weight names them: the
+    weights gpu_graph_bytes can place (rope_freqs is not in the graph: ROPE's frequencies are read where
+    ROPE runs)."""
+    one = replace(shape, n_layer=1, swa=shape.swa[:1])
+    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
+    graph = build_(one, Pass(1, 1, 256, 1, False, "f16", "f16"))
+    names = ({t.name for t in graph.leafs if t.external and not t.kv and t.layer == il} for il in (0, 1))
+    return tuple(frozenset(n) for n in names)
+
+
+def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> tuple:
+    """The same graph with repeated layers cut: ``(shape, layer_gpu, weights)`` renumbered. Equal
+    layers: the same device, the same placed weights (names, devices and bytes) and the same cache (sliding or
+    not); a unit of up to RUN_UNIT layers repeated (Q4_K_M's ffn_down types repeat every third layer,
+    llama-quant.cpp use_more_bits) is cut to ceil(RUN_CAP / q) + (c - that) % (RUN_PERIOD / q) units; the
+    last layer (its rows picked by out_ids) stays. Every layer allocates and frees the same tensors in
+    the same order, so ggml-alloc's blocks repeat after a few equal layers with a period of 1 or 3 layers
+    (what was seen), and the buffers do not change: test_reduced_layers_keep_every_buffer checks it
+    against the whole graph."""
+    n = shape.n_layer
+    per_layer = {}
+    for (il, name), where in weights:
+        per_layer.setdefault(il, []).append((name, where))
+    sig = [(layer_gpu[il], tuple(sorted(per_layer.get(il, ()))), shape.swa[il] if shape.swa else None)
+           for il in range(n)]
+    keep, il, last = [], 0, n - 1            # the last layer is kept on its own
+    while il < last:
+        best_q, best_c = 1, 1                 # the unit of q layers repeated c times from il that covers most
+        for q in range(1, RUN_UNIT + 1):
+            c = 1
+            while il + (c + 1) * q <= last and sig[il + c * q:il + (c + 1) * q] == sig[il:il + q]:
+                c += 1
+            if c > 1 and c * q > best_c * best_q:
+                best_q, best_c = q, c
+        cap, period = cdiv(RUN_CAP, best_q), RUN_PERIOD // best_q
+        kept = best_c if best_c <= cap else cap + (best_c - cap) % period
+        keep += range(il, il + kept * best_q)
+        il += best_c * best_q
+    keep.append(last)
+    if len(keep) == n:
+        return shape, layer_gpu, weights
+    new = {il: i for i, il in enumerate(keep)}
+    new[n] = len(keep)                        # the output layer
+    shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else ())
+    return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
+            tuple(((new[il], name), where) for (il, name), where in weights if il in new))
+
+
+def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: int, n_ubatch: int, flash_attn: bool,
+                    type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
+                    kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
+                    weights: tuple = (), inp_embd: bool = True, full_offload: bool = True,
+                    fa_f16: bool = False) -> tuple:
+    """The compute buffers per GPU then the host ("CUDA_Host") of the same two graphs as graph_bytes,
+    scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the graph inputs and
+    token_embd's GET_ROWS on the host, every other node on the device of its weights, copies of what
+    crosses a device, n_copies of them with pipeline parallelism), each GPU's buffer aligned to 128
+    bytes. ``layer_gpu[il]``: the device of layer il (the output layer's: index n_layer; ``n_gpus``:
+    the host). ``weights``: ((il, name), (device, bytes)) of every weight on the host outside token_embd
+    (the layers the host holds, what -ot / --n-cpu-moe moved there) and of every weight -ot moved to
+    another GPU than its layer's, with its size as a CUDA tensor: ggml_sched copies a host weight to
+    the first GPU when that GPU takes its op (offload_op: a MUL_MAT, MUL_MAT_ID or row-wise op of 32
+    rows or more). ``full_offload``: every layer and the output on GPUs
+    (src/llama-context.cpp graph_get_cb pins each layer's norm to its device with full offload, or
+    below 32 tokens). ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs
+    (PR #14959). ``inp_embd``: the build makes the unused embeddings input (PR #18550; on the host).
+    Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
+    reduced graph once (cached)."""
+    shape, layer_gpu, weights = reduced_layers(shape, layer_gpu, tuple(sorted(weights)))
+    return _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
+                            kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16)
+
+
+@lru_cache(maxsize=512)
+def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
+                     kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload=True,
+                     fa_f16=False) -> tuple:
+    """gpu_graph_bytes on the whole (or reduced) graph."""
+    n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
+    n_stream = 1 if kv_unified else n_seq
+    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
+    placed = dict(weights)
+
+    def where(t, _expert):
+        if t.layer < 0:
+            return n_gpus                 # token_embd stays on the host (dev_input)
+        at = placed.get((t.layer, t.name))
+        return layer_gpu[t.layer] if at is None else at[0]
+
+    def nbytes(t, _expert):
+        return placed[(t.layer, t.name)][1]
+
+    def pinned(il):
+        return layer_gpu[il] if il < shape.n_layer else -1
+
+    def fa_alloc(t):
+        """ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu
+        ggml_cuda_flash_attn_ext_get_alloc_size: the tile and MMA kernels (more than 2 query rows
+        per stream) convert a K or V that is not f16 into f16 behind the output
+        (fattn-common.cuh ggml_cuda_flash_attn_ext_get_f16_extra_data: each padded to 128 bytes)."""
+        size = t.nbytes()
+        if t.op != "FLASH_ATTN_EXT" or t.src[0].ne[1] <= 2:
+            return size
+        for kv in (t.src[1], t.src[2]):
+            if kv.type != "f16":
+                size = pad(size, 128) + kv.nelements() * 2
+        return size
+    sizes = []
+    for tokens, outputs in ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq)):
+        graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
+                                    inp_embd))
+        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
+                                 norm_backend=pinned if full_offload or tokens < 32 else None,
+                                 gpu_alloc_size=fa_alloc if fa_f16 and flash_attn else None))
+    return tuple(max(col) for col in zip(*sizes, strict=True))
