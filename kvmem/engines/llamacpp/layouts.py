@@ -16,7 +16,7 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights copied to
               the first GPU for the prompt; n_copies 4 with pipeline parallelism; builds before
               PR #14959 without set_rows index inputs; norms pinned to their layer's GPU at full
-              offload): 15 of the 17 published GPU lines to the printed MiB
+              offload): 14 of the 16 published GPU lines to the printed MiB
               (docs/research/llamacpp_offload_logs.md); checked only against those logs, so not
               marked exact. Other GPU layouts: the estimate
               (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs:
