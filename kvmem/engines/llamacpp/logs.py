@@ -1,6 +1,7 @@
 """llama.cpp's cache lines, checked (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp,
 src/llama-memory-recurrent.cpp; log_lines.py beside it renders the same lines): the reader kvmem.check_log
-asks (READER, EngineSpec.log_reader).
+asks (READER, EngineSpec.log_reader). Over 300 lines by design: one reader for every era of the cache lines
+(size lines, KV self lines, buffers per device) and the launch command pasted above them.
 
 The line format dates the build (llama_kv_cache_unified with "N seqs": about May to mid-July
 2025; with "s/t seqs": to Aug 21, 2025; llama_kv_cache: later), and kvmem renders that build's

@@ -199,8 +199,7 @@ def _show(release) -> str:
 
 
 def _mla_block(backend: str, block: int) -> int:
-    """The block size an MLA backend runs with (kvmem.engines.vllm.options.MLA_BACKENDS: each backend's
-    get_supported_kernel_block_sizes at v0.33.0)."""
+    """The block size an MLA backend runs with (options.MLA_BACKENDS: its kernel block sizes at v0.33.0)."""
     if backend == "FLASHMLA":
         return block if block % 64 == 0 else 64
     if backend == "CUTLASS_MLA":
@@ -253,9 +252,8 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
 
 
 def _unify_hybrid(units: list, notes: list, asked: bool, release=None) -> list:
-    """hybrid_kv_cache_manager=False turns sliding/chunked layers into full ones when full layers exist
-    (vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L853-L876 unify_hybrid_kv_cache_specs); with it off,
-    sliding layers of different windows make vLLM 0.33 refuse (_promote_local_kv_cache_specs below)."""
+    """hybrid_kv_cache_manager=False: sliding/chunked layers become full ones beside full layers (vllm@v0.33.0
+    vllm/v1/core/kv_cache_planning.py#L853-L876), and different windows are refused (see below)."""
     kinds = {spec.kind for _, spec in units}
     windows = {spec.window for _, spec in units if spec.kind in ("sliding", "chunked")}
     if len(windows) > 1 and release is not None and release >= PADDED_ATTENTION_PAGES:
