@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
 from importlib import import_module
+from typing import Any
 
 __all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "COMPRESSED", "KINDS",
            "RecurrentState", "Compressor", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
@@ -379,7 +380,7 @@ class Model:
     reading: ConfigReading | None = field(default=None, repr=False, compare=False, hash=False)
     # The tensors its safetensors or GGUF headers list (kvmem.sources.Checkpoint), when read:
     # kvmem.weights then counts exact bytes instead of the formula.
-    checkpoint: object | None = field(default=None, repr=False)
+    checkpoint: Any = field(default=None, repr=False)   # a kvmem.sources.Checkpoint (a module above this one)
 
     def __post_init__(self):
         if not self.layers:

@@ -25,15 +25,20 @@ _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
 
 
-def _text_part(raw: dict) -> tuple[dict, str]:
+def _alias(model_type: str | None) -> str | None:
+    """The model_type transformers reads a file's model_type as (ALIASES), None kept."""
+    return None if model_type is None else ALIASES.get(model_type, model_type)
+
+
+def _text_part(raw: dict) -> tuple[dict, str | None]:
     """The text model's config and its model_type, as transformers' get_text_config(decoder=True) finds it
     (kvmem.configs.wrappers): a wrapper's ``text_config`` (or InternVL's ``llm_config``); a known
     wrapper's flat legacy file read as its text model; any other file as itself."""
     model_type = raw.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise ConfigError(f"config field 'model_type' must be a string, got {type(model_type).__name__}")
-    model_type = ALIASES.get(model_type, model_type)
-    wrapped = TEXT_MODEL_TYPES.get(model_type)
+    model_type = _alias(model_type)
+    wrapped = TEXT_MODEL_TYPES.get(model_type) if model_type else None
     text = raw.get("text_config") or raw.get("llm_config")
     if isinstance(text, dict) and ("num_hidden_layers" not in raw or wrapped):
         inner_type = text.get("model_type")
@@ -44,10 +49,10 @@ def _text_part(raw: dict) -> tuple[dict, str]:
         if "num_hidden_layers" in raw:
             # a wrapper that also repeats text fields at the top (Qwen2.5-VL saved by transformers 4.5x):
             # transformers reads text_config alone (configuration_utils.py#L1548-L1564)
-            return dict(text), ALIASES.get(inner_type, inner_type)
+            return dict(text), _alias(inner_type)
         merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
         merged.update(text)
-        return merged, ALIASES.get(inner_type, inner_type)
+        return merged, _alias(inner_type)
     if wrapped and text is None and "num_hidden_layers" in raw:
         # transformers <= 4.4x saved Qwen2-VL / Qwen2.5-VL flat: the wrapper's __post_init__ builds its
         # text config from the top-level fields (configuration_qwen2_5_vl.py#L192-L200)
@@ -114,7 +119,8 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
                       source: str | None = None) -> Model:
     """Build a Model from a Hugging Face config (dict, JSON text or path)."""
     raw = load_config(cfg)
-    text, model_type = _text_part(raw)
+    text, found_type = _text_part(raw)
+    model_type = found_type or ""       # family_of refuses a config without one
     family = family_of(model_type)
     check_fields(text, model_type, family)
     f = Fields(text, model_type, defaults_type=family.defaults or None)
@@ -158,9 +164,10 @@ def custom_config(*, layers: int, heads: int, kv_heads: int, head_dim: int, hidd
     ``sliding_window`` > 0 makes layers sliding; with ``full_every`` = n every n-th layer stays
     full (Gemma-3: n=6). ``kv_lora_rank`` > 0 makes every layer MLA (DeepSeek layout).
     """
-    cfg = {"model_type": "custom_mla" if kv_lora_rank else "custom", "_name_or_path": name, "num_hidden_layers": layers,
-           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
-           "hidden_size": hidden_size or heads * head_dim, "torch_dtype": dtype}
+    cfg: dict[str, object] = {
+        "model_type": "custom_mla" if kv_lora_rank else "custom", "_name_or_path": name, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+        "hidden_size": hidden_size or heads * head_dim, "torch_dtype": dtype}
     if kv_lora_rank:
         cfg.update(kv_lora_rank=kv_lora_rank, qk_rope_head_dim=qk_rope_head_dim,
                    qk_nope_head_dim=head_dim, v_head_dim=head_dim, q_lora_rank=None)

@@ -81,7 +81,7 @@ def compressed_layers(f: Fields, n_layers: int) -> tuple[Layer, ...]:
     types = _layer_types(f, n_layers)
     rates = _rates(f) if set(types) - {SLIDING_TYPE} else {}
     index_head_dim = f.int("index_head_dim") if CSA in types else 0
-    compressors = {SLIDING_TYPE: None}
+    compressors: dict[str, Compressor | None] = {SLIDING_TYPE: None}
     if HCA in rates:
         compressors[HCA] = Compressor(rates[HCA], head_dim)
         compressors[CSA] = Compressor(rates[CSA], head_dim, index_head_dim, overlap=True)

@@ -98,7 +98,7 @@ class Fields:
         """An integer field in [minimum, its FIELD_LIMITS bound]; the message names both."""
         value = self.get(*names, default=default)
         if value is None:
-            return value
+            return value  # type: ignore[return-value]  # only where the caller gave default=None
         field = next((n for n in names if self.cfg.get(n) is not None), names[0])
         return check_int(field, value, minimum=minimum)
 

@@ -158,7 +158,7 @@ def layers_of(f: Fields, family: Family, n_layers: int, kv_heads: int, head_dim:
     if CHUNKED in kinds and chunk < 1:
         raise ConfigError("layer_types has chunked_attention layers but attention_chunk_size is not set")
     sources = shared_sources(f, kinds) if family.layout in ("gemma3n", "gemma4") else {}
-    indexers = indexer_layers(f, n_layers) if MLA in kinds else ()
+    indexers = indexer_layers(f, n_layers) if MLA in kinds else [False] * n_layers
     rope = [1] * n_layers
     if family.layout == "mistral_large4":
         sources = kv_sources(f, n_layers, indexers)

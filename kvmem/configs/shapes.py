@@ -32,6 +32,8 @@ asks here; the kinds come from kvmem.configs.kinds):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import ConfigError
 from ..model import FULL, SLIDING, Layer
 from ..units import show_value
@@ -41,7 +43,7 @@ __all__ = ["shared_sources", "minimax_m3_index_dim", "kv_sources", "gemma4_shape
            "layer_windows", "indexer_layers", "loop_copies"]
 
 
-def shared_sources(f: Fields, kinds: list[str]) -> dict[int, int]:
+def shared_sources(f: Fields, kinds: Sequence[str]) -> dict[int, int]:
     """Gemma-3n, Gemma 4: layer index -> the last earlier layer of the same type, whose KV it reads."""
     n_shared = f.int("num_kv_shared_layers", default=0, minimum=0)
     if not n_shared:
@@ -94,7 +96,7 @@ def kv_sources(f: Fields, n_layers: int, indexers: list[bool]) -> dict[int, int]
 _OVERRIDES = {"head_dim", "num_key_value_heads"}
 
 
-def gemma4_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int) -> dict[int, tuple[int, int]]:
+def gemma4_shapes(f: Fields, kinds: Sequence[str], kv_heads: int, head_dim: int) -> dict[int, tuple[int, int]]:
     """Gemma 4: layer -> (KV heads, head dim) where it differs from the sliding layers'.
 
     configuration_gemma4.py: without ``per_layer_config`` every full layer gets head_dim =
@@ -131,7 +133,7 @@ _CACHE_OVERRIDES = {"head_dim", "num_key_value_heads", "num_attention_heads", "s
                     "attention_chunk_size", "layer_types", "kv_lora_rank", "hidden_size"}
 
 
-def mimo_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int,
+def mimo_shapes(f: Fields, kinds: Sequence[str], kv_heads: int, head_dim: int,
                  v_head_dim: int) -> dict[int, tuple[int, int, int]]:
     """MiMo-V2-Flash: sliding layer -> (KV heads, K dim, V dim).
 
@@ -145,14 +147,14 @@ def mimo_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int,
     return {i: (heads, k_dim, v_dim) for i, kind in enumerate(kinds) if kind == SLIDING}
 
 
-def inkling_shapes(f: Fields, kinds: list[str], kv_heads: int, head_dim: int) -> dict[int, tuple[int, int, int]]:
+def inkling_shapes(f: Fields, kinds: Sequence[str], kv_heads: int, head_dim: int) -> dict[int, tuple[int, int, int]]:
     """Inkling: sliding layer -> (KV heads, K dim, V dim); modeling_inkling.py InklingAttention takes
     swa_num_key_value_heads and swa_head_dim for K and V where layer_types says "hybrid_sliding"."""
     heads, dim = f.int("swa_num_key_value_heads", default=kv_heads), f.int("swa_head_dim", default=head_dim)
     return {i: (heads, dim, dim) for i, kind in enumerate(kinds) if kind == "hybrid_sliding"}
 
 
-def layer_windows(f: Fields, kinds: list[str]) -> dict[int, int]:
+def layer_windows(f: Fields, kinds: Sequence[str]) -> dict[int, int]:
     """K-EXAONE: sliding layer -> its own window from ``sliding_windows`` (one entry per layer, null on
     full layers), as the published files give them and vLLM 0.33's exaone_moe.py reads them
     (transformers 5.24's ExaoneMoe reads the one sliding_window: its modes refuse windows that differ)."""

@@ -108,8 +108,8 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
         return RecurrentState(0, 0, heads * dim * dim, heads)
     if family.layout in ("granite_hybrid", "bamba", "falcon_h1"):
         hidden, heads = f.int("hidden_size"), f.int("mamba_n_heads")
-        inner = f.int("mamba_d_ssm", default=None) if family.layout == "falcon_h1" else None
-        inner = inner or _whole(f, "mamba_expand") * hidden
+        given = f.int("mamba_d_ssm", default=None) if family.layout == "falcon_h1" else None
+        inner = given or _whole(f, "mamba_expand") * hidden
         head_dim = f.get("mamba_d_head", default="auto")
         head_dim = inner // heads if head_dim == "auto" else f.int("mamba_d_head")
         if heads * head_dim != inner:

@@ -65,7 +65,7 @@ def engine_numbers(s: Setup, capacity, batch: int) -> EngineNumbers | None:
     startup = s.rules.startup
     if startup is None:
         return None
-    if startup.exact:
+    if startup.from_estimate is not None:     # exact: the settings alone make its pool
         try:
             estimate = setup_estimate(s, s.context, batch)
         except ValueError:

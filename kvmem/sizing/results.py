@@ -124,7 +124,7 @@ class Fit(EngineVerdict):
                              "replicas": self.replicas})
 
     def to_dict(self) -> dict:
-        data = {}
+        data: dict[str, object] = {}
         for key, value in asdict(self).items():    # the refusal as the two keys Fit has always had
             data.update(self._refusal_dict() if key == "refusal" else {key: value})
         data["breakdown"] = self.breakdown.to_dict()

@@ -125,7 +125,8 @@ def _shared_weights(model: Model, weight_dtype) -> Weights:
 
 
 def budget_for(s: Setup, batch_for_activations: int) -> SetupBudget:
-    opts, notes, rules, given = s.sizing, [], s.rules, s.given
+    opts, rules, given = s.sizing, s.rules, s.given
+    notes: list[str] = []
     weights_obj = None
     if given.weights_bytes is not None:
         weights_dev = given.weights_bytes

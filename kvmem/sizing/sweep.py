@@ -117,8 +117,8 @@ def _cell(model, gpu, engine: str, context: int, shared: dict, *, options: dict,
     head = dict(model=model.name, gpu=gpu.name, engine=engine, context=context, num_gpus=fit_kwargs["num_gpus"])
     try:
         opts = _options_for(engine, options)
-        gmu = fit_kwargs["gpu_memory_utilization"] if ENGINES[engine].sizing and \
-            ENGINES[engine].sizing.takes_utilization else 0.9
+        rules = ENGINES[engine].sizing
+        gmu = fit_kwargs["gpu_memory_utilization"] if rules and rules.takes_utilization else 0.9
         s, _ = make_setup(model, gpu=gpu, tp=None, pp=1, context=context, engine=engine, options=opts,
                           **{**fit_kwargs, "gpu_memory_utilization": gmu})
         key = (s.tp, s.pp, repr(sorted(s.engine_options.items())))
