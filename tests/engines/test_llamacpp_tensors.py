@@ -142,3 +142,15 @@ def test_every_file_type_has_its_printed_name():
     from kvmem.engines.llamacpp.quant_mix import FILE_TYPE_NAMES, FTYPES
     assert set(FILE_TYPE_NAMES) == set(FTYPES) and len(set(FILE_TYPE_NAMES.values())) == len(FTYPES) == 35
     assert FILE_TYPE_NAMES["iq3_m"] == "IQ3_S mix - 3.66 bpw" and FILE_TYPE_NAMES["mxfp4_moe"] == "MXFP4 MoE"
+
+
+def test_gemma4_26b_a4b_equals_a_published_q4_k_m():
+    """lmstudio-community's gemma-4-26B-A4B-it-Q4_K_M.gguf as llama.cpp loads it (scrya-com/rotorquant#9):
+    392 f32, 32 q5_0, 28 q8_0, 192 q4_K, 14 q6_K tensors, 15.63 GiB. The full layers (every sixth) have no
+    attn_v (attention_k_eq_v) and 512-wide heads; the 2,816 columns are not whole 256-blocks (fallbacks)."""
+    ts = synthesised_tensors(get_model("gemma-4-26b-a4b"), "q4_k_m")
+    assert Counter(t.dtype for t in ts) == {"F32": 392, "Q5_0": 32, "Q8_0": 28, "Q4_K": 192, "Q6_K": 14}
+    assert f"{sum(t.nbytes for t in ts) / 2**30:.2f}" == "15.63"
+    names = {t.name: t for t in ts}
+    assert "blk.5.attn_v.weight" not in names and names["blk.5.attn_q.weight"].shape == (2816, 16 * 512)
+    assert names["blk.0.attn_v.weight"].shape == (2816, 8 * 256) and names["rope_freqs.weight"].shape == (256,)

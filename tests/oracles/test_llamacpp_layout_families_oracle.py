@@ -39,7 +39,7 @@ CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air
          ("glm-4.5-air", "iq2_xxs"), ("glm-4.7", "q3_k_m"), ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3", "q2_k"),
          ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs"),
          ("glm-5", "q4_k_m"), ("minimax-m2.5", "iq3_xxs"), ("deepseek-v3.2", "q4_k_s"),
-         ("qwen3-next-80b-a3b", "q5_k_m")]
+         ("qwen3-next-80b-a3b", "q5_k_m"), ("gemma-4-26b-a4b", "q4_k_m")]
 # MiniMax-M2.5 has no preset: its published config (tests/fixtures/configs/new/SOURCES.md)
 FIXTURES = {"minimax-m2.5": "tests/fixtures/configs/new/minimax-m2.5.json"}
 # a smaller model of each family for the mmap load: fewer layers (DeepSeek-V2-Lite keeps its 27,
@@ -54,7 +54,8 @@ SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "expert
          "glm-5": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "minimax-m2.5": {"num_hidden_layers": 2, "num_local_experts": 4, **_TOP2},
          "deepseek-v3.2": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
-         "qwen3-next-80b-a3b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2}}
+         "qwen3-next-80b-a3b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
+         "gemma-4-26b-a4b": {"num_hidden_layers": 6, "num_experts": 4, "top_k_experts": 2}}
 
 
 def _model(preset: str) -> Model:
@@ -71,7 +72,10 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
     w.add_block_count(model.num_layers)
     w.add_feed_forward_length(field(model, "intermediate_size", 0) or (moe.intermediate_size if moe else 0))
     w.add_head_count(model.num_attention_heads)
-    w.add_head_count_kv(field(model, "num_key_value_heads", model.num_attention_heads))
+    if arch == "gemma4":     # conversion/gemma.py Gemma4Model: per-layer KV heads and head dims
+        w.add_head_count_kv([layer.kv_heads for layer in model.layers])
+    else:
+        w.add_head_count_kv(field(model, "num_key_value_heads", model.num_attention_heads))
     w.add_layer_norm_rms_eps(float(field(model, "rms_norm_eps", 1e-6)))
     w.add_rope_freq_base(10000.0)
     w.add_vocab_size(model.facts.vocab_size)
@@ -79,7 +83,7 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
     w.add_file_type(FTYPES[fmt][0])
     if moe is not None:
         w.add_expert_count(moe.experts)
-        w.add_expert_used_count(moe.top_k)
+        w.add_expert_used_count(field(model, "top_k_experts", moe.top_k))
         w.add_expert_feed_forward_length(moe.intermediate_size)
     if arch in ("deepseek2", "glm-dsa", "deepseek32"):
         kv_lora, rope = field(model, "kv_lora_rank"), field(model, "qk_rope_head_dim")
@@ -103,6 +107,14 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
         return
     w.add_key_length(first.head_dim_k)
     w.add_value_length(first.head_dim_v)
+    if arch == "gemma4":
+        swa = [layer.window > 0 for layer in model.layers]
+        w.add_sliding_window_pattern(swa)
+        w.add_sliding_window(field(model, "sliding_window"))
+        w.add_key_length_swa(field(model, "head_dim"))
+        w.add_value_length_swa(field(model, "head_dim"))
+        w.add_embedding_length_per_layer_input(0)
+        w.add_shared_kv_layers(0)
     w.add_rope_dimension_count(field(model, "rotary_dim", first.head_dim_k))
     if arch == "gpt-oss":
         w.add_sliding_window(128)
@@ -212,7 +224,8 @@ def _dry_runs(source: str, ftypes: list) -> dict:
     return {name: _dry_run(source, FTYPES[name][0]) for name in ftypes}
 
 
-@pytest.mark.parametrize("preset", ["gpt-oss-20b", "deepseek-v2-lite", "qwen3.5-27b", "qwen3-next-80b-a3b"])
+@pytest.mark.parametrize("preset", ["gpt-oss-20b", "deepseek-v2-lite", "qwen3.5-27b", "qwen3-next-80b-a3b",
+                                    "gemma-4-26b-a4b"])
 def test_every_file_type_on_the_family_equals_llamacpps_quantiser(preset, tmp_path):
     """The quantiser's rules on each family's own tensors (MLA's 3-D attn_k_b, DeltaNet's attn_qkv counted
     as attn_v, gpt-oss's 2,880 columns): every file type but F32 (its source would be all F32) and

@@ -30,6 +30,13 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
                1-D gate ffn_gate_inp_shexp
     qwen3next  src/models/qwen3next.cpp: qwen35moe's layers, beta and alpha in one ssm_ba
                [n_embd, 2 x n_v_heads] (conversion/qwen.py writes attn_qkv and attn_gate, not ssm_in)
+    gemma4     src/models/gemma4.cpp load_arch_tensors, the checkpoint transformers' Gemma4TextDecoderLayer
+               holds, named by gguf-py's tensor_mapping (conversion/gemma.py Gemma4Model): per-layer
+               head dims and KV heads (sliding head_dim, full global_head_dim), q/k norms, no attn_v on
+               full layers when attention_k_eq_v, layer_output_scale, the dense FFN with post_ffw_norm,
+               and with enable_moe_block a router (ffn_gate_inp, its .scale), ffn_gate_up_exps fused,
+               ffn_down_exps and its .scale, three more norms; one rope_freqs (global_head_dim / 2, the
+               proportional rope's factors). Per-layer inputs (E2B/E4B) and shared-KV layers are refused.
 The NextN/MTP layer (GLM-4.5, DeepSeek-V3, Qwen3.5) is not laid out: llama.cpp loads it only with
 load_mtp (TENSOR_SKIP otherwise), so a default load takes the trunk's memory; the layout is the file
 convert_hf_to_gguf --no-mtp writes (DeepseekV2Model always skips it: skip_mtp).
@@ -37,7 +44,7 @@ convert_hf_to_gguf --no-mtp writes (DeepseekV2Model always skips it: skip_mtp).
 
 from __future__ import annotations
 
-from ...model import Model
+from ...model import FULL, Model
 
 __all__ = ["ARCHS", "arch_specs"]
 
@@ -45,7 +52,7 @@ __all__ = ["ARCHS", "arch_specs"]
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
          "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
          "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
-         "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next"}
+         "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4"}
 
 
 def field(model: Model, name: str, default=None):
@@ -194,6 +201,35 @@ def _minimax_m2(model: Model, h: int) -> list:
     return out
 
 
+def _gemma4(model: Model, h: int) -> list:
+    if field(model, "hidden_size_per_layer_input", 0) or field(model, "num_kv_shared_layers", 0):
+        raise ValueError(f"{model.name}: kvmem lays out Gemma 4 from a config only without per-layer inputs and "
+                         "shared-KV layers (hidden_size_per_layer_input and num_kv_shared_layers 0): give the GGUF "
+                         "file itself")
+    moe = model.facts.moe if field(model, "enable_moe_block", False) else None
+    n_head, f = model.num_attention_heads, _need(model, "intermediate_size")
+    k_eq_v = bool(field(model, "attention_k_eq_v", False))
+    full_hd = max((layer.head_dim_k for layer in model.layers if layer.kind == FULL), default=0)
+    out = [("rope_freqs.weight", (full_hd // 2,))] if full_hd else []
+    for i, layer in enumerate(model.layers):
+        b, hd = f"blk.{i}.", layer.head_dim_k
+        out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (h, n_head * hd)),
+                (b + "attn_k.weight", (h, layer.kv_heads * hd))]
+        if layer.kind != FULL or not k_eq_v:
+            out.append((b + "attn_v.weight", (h, layer.kv_heads * hd)))
+        out += [(b + "attn_output.weight", (n_head * hd, h)), (b + "attn_q_norm.weight", (hd,)),
+                (b + "attn_k_norm.weight", (hd,)), (b + "post_attention_norm.weight", (h,)),
+                (b + "layer_output_scale.weight", (1,)), (b + "ffn_norm.weight", (h,))]
+        out += _dense(b, h, f) + [(b + "post_ffw_norm.weight", (h,))]
+        if moe is not None:
+            e, fe = moe.experts, moe.intermediate_size
+            out += [(b + "ffn_gate_inp.weight", (h, e)), (b + "ffn_gate_inp.scale", (h,)),
+                    (b + "pre_ffw_norm_2.weight", (h,)), (b + "post_ffw_norm_1.weight", (h,)),
+                    (b + "post_ffw_norm_2.weight", (h,)), (b + "ffn_gate_up_exps.weight", (h, 2 * fe, e)),
+                    (b + "ffn_down_exps.weight", (fe, h, e)), (b + "ffn_down_exps.scale", (e,))]
+    return out
+
+
 def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
     moe = model.facts.moe
     n_head = model.num_attention_heads
@@ -230,7 +266,8 @@ def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
 
 _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
             "deepseek32": lambda model, h: _deepseek2(model, h, indexer=True), "minimax-m2": _minimax_m2,
-            "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True)}
+            "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
+            "gemma4": _gemma4}
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:

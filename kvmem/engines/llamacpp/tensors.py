@@ -24,12 +24,11 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
 This is a model of a file, not a file: real GGUFs differ (an importance matrix, per-uploader
 --tensor-type overrides such as the Unsloth UD mixes) by a few percent; the result says so in its notes.
 Architectures whose tensors are not llama's: gpt-oss, glm4moe, deepseek2 (MLA), glm-dsa and deepseek32
-(MLA + indexer), minimax-m2, qwen35, qwen35moe and qwen3next (Gated DeltaNet) from
+(MLA + indexer), minimax-m2, gemma4, qwen35, qwen35moe and qwen3next (Gated DeltaNet) from
 kvmem.engines.llamacpp.arch_tensors, each checked against llama.cpp loading a sparse
 GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py). Refused by name: gpt_neox (llama.cpp
 0c1e57098 refuses kvmem's llama-style layout of it: "check_tensor_dims: tensor 'output_norm.bias' not
-found", models/gptneox.cpp) and gemma4 (models/gemma4.cpp: not llama's tensors);
-other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
+found", models/gptneox.cpp); other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
 whose tensor list lacks layers or token_embd (one part of a split GGUF: placement needs every tensor).
 """
 
@@ -51,12 +50,7 @@ _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: attn_qkv, and ffn_up = gate|up
 # llama.cpp's own tensors for these (src/models/*.cpp load_arch_tensors), which kvmem does not write
-_NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN",
-                 # models/gemma4.cpp load_arch_tensors
-                 "gemma4": "q/k norms, post-attention and post-FFN norms, a dense FFN beside the experts with "
-                           "three more norms, ffn_gate_inp.scale, layer_output_scale, rope_freqs on full layers",
-                 "gemma4_text": "q/k norms, post-attention and post-FFN norms, a dense FFN beside the experts with "
-                                "three more norms, ffn_gate_inp.scale, layer_output_scale, rope_freqs on full layers"}
+_NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN"}
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES) for the quantiser's arch rules
 _ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
          "gemma3_text": "gemma3"}
