@@ -126,3 +126,50 @@ def directed_cases() -> list[dict]:
         cases.append(dict(name=f"{preset} tp{tp} ratio 20 on 64 GiB", model=model, kv_memory=20 * GIB, tp=tp,
                           host_available_bytes=64 * GIB, hicache_ratio=20.0))
     return cases
+
+
+def run_swa_case(name: str, model, *, kv_memory: int, host_available_bytes: int, hicache_ratio=None,
+                 hicache_size=0) -> list[Check]:
+    """A hybrid sliding-window model: one HostKVCache per device pool (full, then SWA), --hicache-size split by
+    SGLang's own _split_hicache_size, each pool checked against the RAM the one before left."""
+    s = _sglang()
+    from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import _split_hicache_size
+    from ..engines import capacity
+    try:
+        ours = model_hicache_tier(model, kv_memory=kv_memory, ranks_per_node=1,
+                                  host_available_bytes=host_available_bytes, hicache_ratio=hicache_ratio,
+                                  hicache_size=hicache_size)
+        refused = None
+    except ValueError as error:
+        ours, refused = None, str(error)
+    pools = sorted(capacity(model, engine="sglang", kv_memory=kv_memory, max_model_len=None).details.pools,
+                   key=lambda p: p["role"])
+    stubs = [types.SimpleNamespace(get_kv_size_bytes=lambda p=p: (p["k_bytes"], p["v_bytes"])) for p in pools]
+    shares = _split_hicache_size(hicache_size, tuple(stubs)) if hicache_size else (None,) * len(pools)
+    sizes, available, message = [], host_available_bytes, None
+    for pool, share in zip(pools, shares, strict=True):
+        per_token = (pool["k_bytes"] + pool["v_bytes"]) // (pool["num_tokens"] + pool["page_size"])
+        made, message = _host_pool(s, device_tokens=pool["num_tokens"], size_per_token=per_token,
+                                   ratio=2.0 if hicache_ratio is None else hicache_ratio,
+                                   size_gb=share or 0, page_size=pool["page_size"], available=available)
+        if made == "refused":
+            break
+        sizes.append((made.size, made.size * made.size_per_token))
+        available -= made.size * made.size_per_token
+    checks = [Check(name, "refused", refused is not None, message is not None)]
+    if message is not None or refused is not None:
+        return checks
+    (full_tokens, full_bytes), (_, swa_bytes) = sizes
+    return checks + [Check(name, "full host pool tokens", ours.tokens, full_tokens),
+                     Check(name, "host bytes (full + SWA)", ours.host_bytes_per_rank, full_bytes + swa_bytes)]
+
+
+def swa_cases() -> list[dict]:
+    from ..catalog import get_model
+    model = get_model("gpt-oss-20b")
+    return [dict(name="gpt-oss-20b ratio 2", model=model, kv_memory=20 * GIB, host_available_bytes=256 * GIB,
+                 hicache_ratio=2.0),
+            dict(name="gpt-oss-20b size 40 GB", model=model, kv_memory=20 * GIB, host_available_bytes=256 * GIB,
+                 hicache_size=40),
+            dict(name="gpt-oss-20b ratio 5 on 64 GiB", model=model, kv_memory=20 * GIB, host_available_bytes=64 * GIB,
+                 hicache_ratio=5.0)]

@@ -55,7 +55,16 @@ def test_refusals():
         hicache_tier(device_tokens=1, size_per_token=1, page_size=1, device_pool_bytes=1,
                      hicache_host_memory_fraction=1.5)
     with pytest.raises(ValueError, match="hybrid_pool_assembler.py"):
-        model_hicache_tier(kvmem.get_model("gpt-oss-20b"), kv_memory=20 * GIB, hicache_ratio=2.0)
+        model_hicache_tier(kvmem.get_model("qwen3-next-80b-a3b"), kv_memory=20 * GIB, hicache_ratio=2.0)
+
+
+def test_a_sliding_window_hybrid_gets_a_host_pool_per_device_pool():
+    # gpt-oss-20b on 20 GiB: full pool 485,451 tokens of 12 x 8 x 128 x 2 x 2 B = 49,152... per rank cell
+    # 24,576 B (12 full layers); ratio 2: int(970,902) + 1 = 970,903 full host tokens, the SWA pool's 776,721
+    # beside them: 23,860,912,128 + 19,088,695,296 = 42,949,607,424 B a rank
+    tier = model_hicache_tier(kvmem.get_model("gpt-oss-20b"), kv_memory=20 * GIB, hicache_ratio=2.0)
+    assert (tier.tokens, tier.host_bytes_per_rank) == (970_903, 42_949_607_424)
+    assert "SWA host pool 776,721 tokens" in tier.notes[-1]
 
 
 def test_plan_writes_the_hicache_flags():

@@ -50,8 +50,8 @@ def hicache_tier(*, device_tokens: int, size_per_token: int, page_size: int, dev
     """
     if hicache_host_memory_mode not in DEFAULT_RATIO:
         raise ValueError(f"hicache_host_memory_mode must be 'cache' or 'buffer_only', got {hicache_host_memory_mode!r}")
-    if isinstance(hicache_size, bool) or not isinstance(hicache_size, int) or hicache_size < 0:
-        raise ValueError(f"hicache_size must be a whole number of GB (10**9 bytes), 0 for none, got {hicache_size!r}")
+    if isinstance(hicache_size, bool) or not isinstance(hicache_size, (int, float)) or hicache_size < 0:
+        raise ValueError(f"hicache_size must be a number of GB (10**9 bytes), 0 for none, got {hicache_size!r}")
     explicit = hicache_ratio is not None or hicache_size > 0
     fraction = None if explicit else hicache_host_memory_fraction
     if fraction is not None:
@@ -80,7 +80,7 @@ def hicache_tier(*, device_tokens: int, size_per_token: int, page_size: int, dev
                          f"{ranks_per_node} ranks on this host), host pools {device_pool_bytes * ratio / GIB:.1f} GiB.")
     if hicache_size > 0:
         size = int(hicache_size * 1e9 // size_per_token)
-        source = f"--hicache-size {hicache_size} (GB per rank)"
+        source = f"--hicache-size {hicache_size:g} (GB per rank)"
     else:
         size = int(device_tokens * ratio)
         source = f"--hicache-ratio {ratio:g} (x the device pool's {device_tokens:,} tokens)"
@@ -108,19 +108,46 @@ def hicache_log_line(tier: OffloadTier) -> str:
 
 def model_hicache_tier(model, *, kv_memory: int, tp: int = 1, pp: int = 1, kv_dtype="auto", ranks_per_node=None,
                        host_available_bytes=None, **hicache) -> OffloadTier:
-    """hicache_tier for ``model`` beside the device pool SGLang makes of ``kv_memory`` bytes per GPU."""
+    """hicache_tier for ``model`` beside the device pool(s) SGLang makes of ``kv_memory`` bytes per GPU.
+
+    A hybrid sliding-window model's full and SWA pools each get a host pool of their own (SGLang 0.5.23
+    hybrid_pool_assembler.py#L365-L435 build_hybrid_swa_group, the statically partitioned pools of the
+    default --enable-unified-memory off: build_kv_host_pool per pool, #L200-L236): each ``ratio`` x its own
+    device tokens, or --hicache-size split by the pools' device bytes (_split_hicache_size, #L239-L254); the
+    second is checked against the RAM the first left. The tier's tokens are the full pool's.
+    """
     from ...engines import capacity
     cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
                    max_model_len=None)
     d = cap.details
-    if len(d.pools) != 1 or d.layout not in ("mha", "mla"):
-        kinds = ", ".join(f"{p['role']} {p['layout']}" for p in d.pools)
+    ranks = ranks_per_node or tp * pp
+    roles = sorted(p["role"] for p in d.pools)
+    if d.layout not in ("mha", "mla") or roles not in (["full"], ["full", "swa"]) or d.max_mamba_cache_size:
+        kinds = ", ".join(f"{p['role']} {p['layout']}" for p in d.pools) + \
+            (f", {d.max_mamba_cache_size} state slots" if d.max_mamba_cache_size else "")
         raise ValueError(f"{model.name}: SGLang builds its HiCache host pools for these device pools ({kinds}) in "
-                         "mem_cache/hybrid_cache/hybrid_pool_assembler.py (a unified page envelope or one host "
-                         "pool per kind, the --hicache-size split by device bytes); kvmem sizes the one-pool "
-                         "MHA and MLA cases only")
-    pool = d.pools[0]
-    return hicache_tier(device_tokens=d.max_total_num_tokens, size_per_token=d.cell_bytes_per_token,
-                        page_size=d.page_size, device_pool_bytes=pool["k_bytes"] + pool["v_bytes"],
-                        host_available_bytes=host_available_bytes,
-                        ranks_per_node=ranks_per_node or tp * pp, **hicache)
+                         "mem_cache/hybrid_cache/hybrid_pool_assembler.py (the Mamba and unified-memory paths); "
+                         "kvmem sizes the MHA, MLA and hybrid sliding-window host pools only")
+    pools = sorted(d.pools, key=lambda p: p["role"])          # full first, then swa
+    device_bytes = [p["k_bytes"] + p["v_bytes"] for p in pools]
+    size_gb = hicache.pop("hicache_size", 0) or 0
+    tiers, available = [], host_available_bytes
+    for pool, nbytes in zip(pools, device_bytes, strict=True):
+        per_token = nbytes // (pool["num_tokens"] + pool["page_size"])
+        share = size_gb * nbytes / sum(device_bytes) if size_gb else 0      # _split_hicache_size: GB as a float
+        tier = hicache_tier(device_tokens=pool["num_tokens"], size_per_token=per_token, page_size=pool["page_size"],
+                            device_pool_bytes=sum(device_bytes), host_available_bytes=available,
+                            ranks_per_node=ranks, hicache_size=share, **hicache)
+        tiers.append(tier)
+        if available is not None:
+            available -= tier.host_bytes_per_node
+    if len(tiers) == 1:
+        return tiers[0]
+    full, swa = tiers
+    return OffloadTier(engine="sglang", backend="hicache", tokens=full.tokens, chunks=full.chunks + swa.chunks,
+                       chunk_bytes=full.chunk_bytes,
+                       host_bytes_per_rank=full.host_bytes_per_rank + swa.host_bytes_per_rank,
+                       host_bytes_per_node=full.host_bytes_per_node + swa.host_bytes_per_node, ranks=ranks,
+                       source=f"{full.source}; the SWA pool's {swa.tokens:,} tokens beside it",
+                       notes=full.notes + (f"full host pool {full.tokens:,} tokens, {full.host_bytes_per_rank:,} B; "
+                                           f"SWA host pool {swa.tokens:,} tokens, {swa.host_bytes_per_rank:,} B",))
