@@ -59,9 +59,9 @@ def test_refusals():
 
 
 def test_a_sliding_window_hybrid_gets_a_host_pool_per_device_pool():
-    # gpt-oss-20b on 20 GiB: full pool 485,451 tokens of 12 x 8 x 128 x 2 x 2 B = 49,152... per rank cell
-    # 24,576 B (12 full layers); ratio 2: int(970,902) + 1 = 970,903 full host tokens, the SWA pool's 776,721
-    # beside them: 23,860,912,128 + 19,088,695,296 = 42,949,607,424 B a rank
+    # gpt-oss-20b on 20 GiB: a full pool of 485,451 tokens, cell 12 full layers x 8 KV heads x (64 + 64) x 2 B
+    # = 24,576 B; ratio 2: int(970,902) + 1 = 970,903 full host tokens (x 24,576 = 23,860,912,128 B), the SWA
+    # pool's 776,721 beside them (19,088,695,296 B): 42,949,607,424 B a rank
     tier = model_hicache_tier(kvmem.get_model("gpt-oss-20b"), kv_memory=20 * GIB, hicache_ratio=2.0)
     assert (tier.tokens, tier.host_bytes_per_rank) == (970_903, 42_949_607_424)
     assert "SWA host pool 776,721 tokens" in tier.notes[-1]
