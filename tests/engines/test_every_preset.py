@@ -34,10 +34,6 @@ REFUSALS = {
     **{(name, engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")
        for engine in ("sglang", "trtllm")},
-    # issue 31's flagships: the modes that do not declare their families yet (tests/engines/test_family_reach.py)
-    **{(name, engine): f"kvmem does not size model_type '{family}' the way this engine does yet"
-       for name, family, engines in (("gemma-4-26b-a4b", "gemma4_text", ("trtllm",)),)
-       for engine in engines},
     # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
     ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
 }

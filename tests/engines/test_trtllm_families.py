@@ -18,8 +18,7 @@ from kvmem.engines import engine_spec, trtllm
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"deepseek_v4", "gemma4_text", "gemma4_unified_text", "minimax_m3", "minimax_m3_text",
-           "minimax_m3_vl_text"}
+NOT_YET = {"deepseek_v4", "gemma4_unified_text", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"}
 
 
 def _model(**cfg):
@@ -30,8 +29,8 @@ def _model(**cfg):
 def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_as_not_yet():
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
-    assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "glm_moe_dsa", "kimi_linear", "laguna",
-                        "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
+    assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "glm_moe_dsa", "kimi_linear",
+                        "laguna", "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
     assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
@@ -328,3 +327,64 @@ def test_kimi_linear_48b_is_refused_as_trtllm_runs_kimi_k3_only():
     with pytest.raises(ValueError, match="KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for this "
                                          "config: no routed_expert_hidden_size"):
         kvmem.estimate(model, engine="trtllm", tokens=1024)
+
+
+# Gemma 4 under KVCacheManagerV2 (kvmem/engines/trtllm/models.py gemma4_layout, v2_window_blocks)
+
+def _gemma4(**text):
+    layer_types = ["sliding_attention"] * 3 + ["full_attention"]
+    cfg = {"model_type": "gemma4_text", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8,
+           "num_key_value_heads": 4, "head_dim": 64, "global_head_dim": 128, "num_global_key_value_heads": 1,
+           "attention_k_eq_v": True, "sliding_window": 100, "layer_types": layer_types, "num_kv_shared_layers": 0,
+           "hidden_size_per_layer_input": 0, **text}
+    return _model(**cfg)
+
+
+def test_gemma_4_26b_holds_per_layer_heads_and_windows_by_default():
+    # the preset's text config: 25 sliding layers 8 KV heads x 256, 5 full layers (attention_k_eq_v)
+    # num_global_key_value_heads 2 x global_head_dim 512; bf16, K and V each:
+    # 25 x 2 x 8 x 256 x 2 + 5 x 2 x 2 x 512 x 2 = 204,800 + 20,480 = 225,280 B/token.
+    # 2,000 tokens, 32-token blocks: full layers ceil(2000/32) = 63 blocks = 2,016 tokens x 20,480 = 41,287,680;
+    # sliding layers (window 1,024 by default, _util.py): 63 - (2000 + 1 - 1024) // 32 = 63 - 30 = 33 blocks =
+    # 1,056 tokens x 204,800 = 216,268,800; total 257,556,480
+    result = kvmem.estimate("gemma-4-26b-a4b", engine="trtllm", tokens=2000, batch=1)
+    assert result.details.bytes_per_token == 225_280
+    assert result.details.blocks_per_sequence == {0: 63, 1024: 33}
+    assert result.kv_bytes == 257_556_480
+    # 4,096 tokens: full 128 blocks x 32 x 20,480 = 83,886,080; sliding 128 - 3073 // 32 = 32 blocks x 32 x 204,800 =
+    # 209,715,200; x 2 sequences = 587,202,560
+    assert kvmem.estimate("gemma-4-26b-a4b", engine="trtllm", tokens=4096, batch=2).kv_bytes == 587_202_560
+    # windows as a list keep the V1 arithmetic of the pattern (every layer whole): 4,096 x 225,280 = 922,746,880
+    whole = kvmem.estimate("gemma-4-26b-a4b", engine="trtllm", tokens=4096, max_attention_window=[4096])
+    assert whole.kv_bytes == 922_746_880
+
+
+def test_gemma_4_kv_shared_layers_keep_their_own_buffers():
+    # sliding, full, sliding, full; the last 2 KV-shared: TRT-LLM still gives all 4 their K/V (_util.py: no
+    # layer_mask exclusion). sliding 2 x (2 x 4 x 64 x 2) = 2,048, full (K=V: 1 global head) 2 x (2 x 1 x 128 x 2)
+    # = 1,024 -> 3,072 B/token; 64 tokens (< window 100): 2 blocks of 32 on each layer: 64 x 3,072 = 196,608
+    shared = _gemma4(num_kv_shared_layers=2, layer_types=["sliding_attention", "full_attention"] * 2)
+    result = kvmem.estimate(shared, engine="trtllm", tokens=64)
+    assert result.details.bytes_per_token == 3_072 and result.kv_bytes == 196_608
+    # without K=V the full layer takes num_key_value_heads: 2 x 4 x 128 x 2 = 2,048 -> 3,072 + 2,048 = 5,120
+    plain = kvmem.estimate(_gemma4(attention_k_eq_v=False), engine="trtllm", tokens=64)
+    assert plain.details.bytes_per_token == 5_120
+    # tp 2: ceil(4 / 2) = 2 sliding heads, ceil(1 / 2) = 1 global head: 3 x 2 x 2 x 64 x 2 + 2 x 128 x 2 = 1,536 + 512
+    assert kvmem.estimate(_gemma4(), engine="trtllm", tokens=64, tp=2).details.bytes_per_token == 2_048
+
+
+def test_a_sliding_layer_frees_the_blocks_that_leave_its_window():
+    # _life_cycle_registry.py AttnLifeCycle.get_stale_range: stale = (h + 1 - window) // tokens_per_block
+    assert [trtllm.models.v2_window_blocks(t, 100, 32) for t in (99, 100, 127, 131, 1000)] == [4, 4, 4, 4, 4]
+    # 1,000 tokens: ceil(1000/32) = 32 minus (1000 + 1 - 100) // 32 = 28 -> 4; 160 tokens: 5 - 61 // 32 = 4
+    assert trtllm.models.v2_window_blocks(160, 100, 32) == 4 and trtllm.models.v2_window_blocks(140, 100, 32) == 4
+    assert trtllm.models.v2_window_blocks(96, 64, 32) == 2      # 3 - (96 + 1 - 64) // 32 = 3 - 1
+
+
+def test_gemma_4_refusals_name_the_engines_reason():
+    with pytest.raises(ValueError, match="asserts pp_size == 1"):
+        kvmem.estimate(_gemma4(), engine="trtllm", tokens=64, pp=2)
+    with pytest.raises(ValueError, match="global_head_dim equal to head_dim"):
+        kvmem.estimate(_gemma4(global_head_dim=64), engine="trtllm", tokens=64)
+    with pytest.raises(ValueError, match="one byte quota that its runtime splits"):
+        kvmem.capacity(_gemma4(), engine="trtllm", kv_memory=1 << 30)

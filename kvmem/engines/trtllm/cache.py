@@ -15,7 +15,8 @@ from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
 from ...units import cdiv, require_positive_int
 from ..results import Capacity, Estimate, assemble
-from .models import FORCED_DTYPE, check_model, dsa_notes, indexer_elements, state_bytes_of, step3p5_text_config
+from .models import (FORCED_DTYPE, V2_FAMILIES, check_model, check_v2, dsa_notes, gemma4_layout, indexer_elements,
+                     state_bytes_of, step3p5_text_config, v2_window_blocks)
 from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "TrtllmDetails",
@@ -81,7 +82,11 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     for the model's own sliding windows. A layer then holds cdiv(min(tokens, window), tokens_per_block)
     blocks per sequence (KVCacheManager::calculateMaxBlockRequirementsPerBeam)."""
     n = model.num_layers
-    if max_attention_window is None:
+    if max_attention_window is None and model.model_type in V2_FAMILIES:
+        # _util.py _create_kv_cache_manager (Gemma 4): max_attention_window unset -> sliding_window on the sliding
+        # layers, max_seq_len on the full ones (models.gemma4_layout)
+        windows = [window for _, _, window in gemma4_layout(model)]
+    elif max_attention_window is None:
         windows = [0] * n
     elif max_attention_window == "model":
         windows = [layer.window if layer.kind == SLIDING else 0 for layer in model.layers]
@@ -119,6 +124,13 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
     1 byte each, in the C++ KVCacheManager's indexer pool): TRT-LLM's own accounting. Releases of early
     2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
     out = []
+    if model.model_type in V2_FAMILIES:
+        # KVCacheManagerV2.__init__ (kv_cache/kv_cache_manager_v2.py, code-index id 57499303441): per layer
+        # (kv_heads + tp - 1) // tp heads of that layer's head_dim, K and V buffers each; every layer has them
+        for (heads, head_dim, _), window in zip(gemma4_layout(model), windows, strict=True):
+            row = k_dtype.row_bytes(kv_heads_per_rank(heads, tp) * head_dim)
+            out.append(_LayerCache(row, row, window))
+        return out
     index = indexer_elements(model)
     for layer, window in zip(model.layers, windows, strict=True):
         if layer.kind == MLA:
@@ -143,6 +155,11 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
     fraction of a head and sizes the pool for fewer bytes than rule 1 then allocates (kvmem notes it). fp8
     1 byte, fp4 ceil(x/2) + ceil(x/16), any other dtype 2 bytes. Layers: this rank's share of the attention
     layers, the first n % pp ranks taking one more (Mapping.pp_layers: torch.tensor_split)."""
+    if model.model_type in V2_FAMILIES:
+        # KVCacheManagerV2 sizes its pools from a byte quota (max_gpu_total_bytes), not from a per-token estimate:
+        # the bytes per token it reports are the allocated ones (get_layer_bytes_per_token over the layers)
+        caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
+        return sum(c.k_bytes + c.v_bytes for c in caches)
     attention = [layer for layer in model.layers if layer.caches_tokens]
     if not attention:
         return 0
@@ -195,8 +212,10 @@ def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
             state = batch * state_bytes_of(model, i, tp) if model.layers[i].kind == LINEAR else 0
             rows.append((0, 0, state))
             continue
-        held = min(tokens, cache.window) if cache.window else tokens
-        n = cdiv(held, tokens_per_block)
+        if cache.window and model.model_type in V2_FAMILIES:
+            n = v2_window_blocks(tokens, cache.window, tokens_per_block)
+        else:
+            n = cdiv(min(tokens, cache.window) if cache.window else tokens, tokens_per_block)
         blocks[cache.window] = n
         slots = batch * n * tokens_per_block
         rows.append((slots * cache.k_bytes, slots * cache.v_bytes, 0))
@@ -230,6 +249,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
+    v2 = model.model_type in V2_FAMILIES
+    if v2:
+        check_v2(k_dtype.name, pp)
     windows = _windows(model, max_attention_window, None)
     caches = _layers(model, k_dtype, tp, windows)
     rows, blocks = _stage_rows(model, caches, tp, tokens, batch, tokens_per_block)
@@ -246,7 +268,11 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append("TRT-LLM's MixedMambaHybridCacheManager preallocates the recurrent states for max_batch_size + 1 "
                      "sequences (+1 more with attention DP), whatever the batch; kvmem counts the batch's")
     windowed = sum(layer.kind != MLA and layer.window > 0 for layer in model.layers)
-    if windowed and max_attention_window is None:
+    if v2:
+        notes.append("TensorRT-LLM lays Gemma 4 out with KVCacheManagerV2 (per-layer head_dim and KV heads); its "
+                     "KV-shared layers keep their own (unused) K/V buffers; a sliding layer frees the blocks that "
+                     "leave its window")
+    elif windowed and max_attention_window is None:
         notes.append(f"{windowed} sliding/chunked layers are cached at full length: TRT-LLM applies windows "
                      "only when max_attention_window is set")
     if any(layer.kind.per_head and tp > layer.kv_heads for layer in model.layers):
@@ -303,6 +329,13 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
+    if model.model_type in V2_FAMILIES:
+        # kv_cache/kv_cache_manager_v2.py (code-index id 57499303441) KVCacheManagerV2.__init__: the budget becomes
+        # GpuCacheTierConfig(quota=max_gpu_total_bytes), and the runtime (runtime/kv_cache_manager_v2) splits that
+        # quota between its pool groups (one per window and buffer size) from typical_step / pool_ratio
+        raise ValueError("capacity: TensorRT-LLM hands Gemma 4's KV budget to KVCacheManagerV2 as one byte quota that "
+                         "its runtime splits between the sliding and full pool groups (runtime/kv_cache_manager_v2 "
+                         "storage manager); kvmem sizes what a workload holds (estimate) but does not model that split")
     windows = _windows(model, max_attention_window, max_model_len)
     caches = _layers(model, k_dtype, tp, windows)
     stage = pp_layers(model.num_layers, pp)[0]

@@ -133,4 +133,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # KimiLinearForCausalLM -> modeling_kimi_linear (Kimi-K3): MLA layers 576 SELFKONLY, KDA layers a per-sequence
     # state on the Mamba side (models.state_bytes_of); configs without K3's latent MoE refused (models.check_kimi)
     "kimi_linear",
+    # Gemma4ForCausalLM -> modeling_gemma4, Gemma4ForConditionalGeneration -> modeling_gemma4mm (REGISTRY; the wrapper
+    # @ 001a6a01 builds Gemma4ForCausalLM on text_config and post_config hands that config to the engine): a hybrid
+    # config (global_head_dim != head_dim) takes KVCacheManagerV2 with per-layer heads / head_dim, the sliding layers
+    # windowed by default, KV-shared layers keeping their own buffers (models.gemma4_layout); capacity refused
+    "gemma4_text",
 }))

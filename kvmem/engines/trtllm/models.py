@@ -8,7 +8,8 @@ from ...model import MLA, Model
 from ..base import state_bytes
 from ...parallel import state_share
 
-__all__ = ["DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
+__all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
+           "DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
            "state_bytes_of", "step3p5_text_config"]
 
 DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
@@ -47,6 +48,8 @@ def check_model(model: Model) -> None:
         check_kimi(model)
     if model.model_type == "step3p5":
         check_step3p5(model)
+    if model.model_type in V2_FAMILIES:
+        check_gemma4(model)
     if model.model_type == "nemotron-nas":
         # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
         # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
@@ -119,3 +122,78 @@ def state_bytes_of(model: Model, i: int, tp: int) -> int:
         return dtype(model.dtype).row_bytes(conv) + dtype("fp32").row_bytes(ssm)
     # the whole state in the model's dtype (a config's mamba_ssm_dtype is not checked against TRT-LLM)
     return state_bytes(state, model.dtype, tp, ssm_dtype=model.dtype)
+
+
+# Gemma 4 (gemma4_text, gemma4_unified_text): the families TensorRT-LLM lays out with KVCacheManagerV2
+V2_FAMILIES = ("gemma4_text", "gemma4_unified_text")
+
+
+def gemma4_text_config(model: Model) -> dict:
+    config = model.config
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
+    """Gemma 4 under TensorRT-LLM: (kv_heads, head_dim, window) of every layer's own cache, window 0 = whole.
+
+    _util.py (code-index id 54555926407) _create_kv_cache_manager, is_gemma4_hybrid branch: per layer of
+    layer_types a sliding layer takes num_key_value_heads x head_dim, a full layer global_head_dim with
+    num_global_key_value_heads when attention_k_eq_v (else num_key_value_heads); K and V both cached (kv_factor 2:
+    modeling_gemma4.py @ 00e7d103 Gemma4Attention duplicates k_proj into v_proj for K=V layers). Every one of
+    num_hidden_layers gets its buffers, the KV-shared ones included ("No layer_mask exclusion needed": they read
+    their source layer's slot through cache_layer_idx and leave their own unused). With max_attention_window unset,
+    the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
+    sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
+    takes V2 (_util.py _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4.
+    """
+    config = gemma4_text_config(model)
+    kv_heads, head_dim = config.get("num_key_value_heads"), config.get("head_dim")
+    global_heads = config.get("num_global_key_value_heads") or kv_heads
+    k_eq_v, window = bool(config.get("attention_k_eq_v")), config.get("sliding_window") or 0
+    layout = []
+    for layer_type in config.get("layer_types") or []:
+        if layer_type == "sliding_attention":
+            layout.append((kv_heads, head_dim, window))
+        else:
+            layout.append((global_heads if k_eq_v else kv_heads, config.get("global_head_dim"), 0))
+    return layout
+
+
+def check_gemma4(model: Model) -> None:
+    config = gemma4_text_config(model)
+    global_head_dim, head_dim = config.get("global_head_dim"), config.get("head_dim")
+    if global_head_dim is None or not isinstance(head_dim, int) or global_head_dim == head_dim:
+        # config_utils.py (code-index id 57437625015) is_gemma4_hybrid is False: _util.py then builds the V1
+        # KVCacheManager with one num_key_value_heads x head_dim for every layer, which Gemma4Attention's full layers
+        # (global_head_dim, num_global_key_value_heads under attention_k_eq_v) do not match
+        raise ValueError("Gemma 4 with global_head_dim equal to head_dim (or unset): TensorRT-LLM then gives every "
+                         "layer one num_key_value_heads x head_dim cache (KVCacheManager, not V2) that its full "
+                         "layers do not use as laid out; kvmem sizes only the hybrid configs Gemma 4 publishes")
+    types = config.get("layer_types")
+    if not isinstance(types, list) or len(types) != config.get("num_hidden_layers") or \
+            set(types) - {"sliding_attention", "full_attention"}:
+        raise ValueError("Gemma 4 under TensorRT-LLM: layer_types must list sliding_attention / full_attention for "
+                         "each of num_hidden_layers (_util.py reads it per layer)")
+
+
+def v2_window_blocks(tokens: int, window: int, tokens_per_block: int) -> int:
+    """Blocks a sliding layer holds under KVCacheManagerV2 for a sequence of ``tokens`` cached tokens.
+
+    runtime/kv_cache_manager_v2/_life_cycle_registry.py @ 1548780d AttnLifeCycle.get_stale_range: with
+    history_length h, blocks [0, (h + 1 - window) // tokens_per_block) are stale (freed); the live window keeps
+    one in-flight token. kvmem takes h = tokens: held = ceil(tokens / tpb) - max(0, (tokens + 1 - window) // tpb).
+    """
+    total = -(-tokens // tokens_per_block)
+    return total - min(total, max(0, (tokens + 1 - window) // tokens_per_block))
+
+
+def check_v2(k_dtype_name: str, pp: int) -> None:
+    """Options TensorRT-LLM refuses for Gemma 4, or that kvmem has not checked against KVCacheManagerV2."""
+    if pp > 1:
+        # modeling_gemma4.py @ 00e7d103 Gemma4ForCausalLM.__init__: assert mapping.pp_size == 1
+        raise ValueError("pp > 1: TensorRT-LLM's Gemma4ForCausalLM asserts pp_size == 1 (\"Gemma4 does not support "
+                         "pipeline parallelism\", modeling_gemma4.py)")
+    if k_dtype_name == "nvfp4":
+        raise ValueError("kv_dtype nvfp4: KVCacheManagerV2 adds per-layer block-scale buffers (Role.KEY_BLOCK_SCALE) "
+                         "whose size kvmem has not read for Gemma 4; pass bf16/fp16 or fp8")
