@@ -30,7 +30,7 @@ from kvmem.catalog import get_model  # noqa: E402
 from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
-from kvmem.engines.llamacpp.tensors import _source_type, synthesised_tensors  # noqa: E402
+from kvmem.engines.llamacpp.tensors import _ARCH, _source_type, synthesised_tensors  # noqa: E402
 from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child, llama_lib, write_sparse  # noqa: E402
 from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_bytes  # noqa: E402
@@ -39,9 +39,16 @@ CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air
          ("glm-4.5-air", "iq2_xxs"), ("glm-4.7", "q3_k_m"), ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3", "q2_k"),
          ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs"),
          ("glm-5", "q4_k_m"), ("minimax-m2.5", "iq3_xxs"), ("deepseek-v3.2", "q4_k_s"),
-         ("qwen3-next-80b-a3b", "q5_k_m"), ("gemma-4-26b-a4b", "q4_k_m")]
+         ("qwen3-next-80b-a3b", "q5_k_m"), ("gemma-4-26b-a4b", "q4_k_m"),
+         ("qwen1.5-moe-a2.7b", "q4_k_m")]
 # MiniMax-M2.5 has no preset: its published config (tests/fixtures/configs/new/SOURCES.md)
 FIXTURES = {"minimax-m2.5": "tests/fixtures/configs/new/minimax-m2.5.json"}
+# qwen2moe (Qwen1.5-MoE-A2.7B's shapes): laid out llama's way plus its shared-expert gate
+QWEN2_MOE = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": 2048,
+             "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632,
+             "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632, "num_experts": 60,
+             "num_experts_per_tok": 4, "vocab_size": 151936, "tie_word_embeddings": False,
+             "max_position_embeddings": 8192, "rms_norm_eps": 1e-6}
 # a smaller model of each family for the mmap load: fewer layers (DeepSeek-V2-Lite keeps its 27,
 # which llama.cpp reads as "lite": no q_lora_rank key), fewer experts, a 32,000-token vocabulary
 _TOP2 = {"num_experts_per_tok": 2}
@@ -59,6 +66,8 @@ SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "expert
 
 
 def _model(preset: str) -> Model:
+    if preset == "qwen1.5-moe-a2.7b":
+        return Model.from_hf_config(QWEN2_MOE, name=preset)
     return Model.from_hf_config(FIXTURES[preset]) if preset in FIXTURES else get_model(preset)
 
 
@@ -121,6 +130,8 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
     if arch == "glm4moe":
         w.add_expert_shared_count(field(model, "n_shared_experts", 1))
         w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 1))
+    if arch == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
     if arch in ("qwen35", "qwen35moe", "qwen3next"):
         d_state, v_heads = field(model, "linear_key_head_dim"), field(model, "linear_num_value_heads")
         w.add_ssm_conv_kernel(field(model, "linear_conv_kernel_dim"))
@@ -136,7 +147,7 @@ def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
 
 def _write(model: Model, fmt: str, path: str, *, source: bool) -> list:
     import gguf
-    arch = ARCHS[model.model_type]
+    arch = ARCHS.get(model.model_type) or _ARCH.get(model.model_type, model.model_type)
     tensors = synthesised_tensors(model, fmt)
     w = gguf.GGUFWriter(path, arch)
     _metadata(w, model, arch, fmt)

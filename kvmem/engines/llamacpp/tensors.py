@@ -164,6 +164,8 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
                     (b + "ffn_up_exps.weight", (h, f, e)), (b + "ffn_down_exps.weight", (f, h, e))]
             if moe.shared_intermediate_size:
                 s = moe.shared_intermediate_size
+                if model.model_type == "qwen2_moe":     # models/qwen2moe.cpp: the shared expert's sigmoid gate
+                    out.append((b + "ffn_gate_inp_shexp.weight", (h,)))
                 out += [(b + "ffn_gate_shexp.weight", (h, s)), (b + "ffn_up_shexp.weight", (h, s)),
                         (b + "ffn_down_shexp.weight", (s, h))]
         else:
