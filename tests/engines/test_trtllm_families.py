@@ -18,7 +18,7 @@ from kvmem.engines import engine_spec, trtllm
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"deepseek_v4", "gemma4_unified_text", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"}
+NOT_YET = {"deepseek_v4", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"}
 
 
 def _model(**cfg):
@@ -29,8 +29,8 @@ def _model(**cfg):
 def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_as_not_yet():
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
-    assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "glm_moe_dsa", "kimi_linear",
-                        "laguna", "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
+    assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "gemma4_unified_text",
+                        "glm_moe_dsa", "kimi_linear", "laguna", "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
     assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
@@ -371,6 +371,18 @@ def test_gemma_4_kv_shared_layers_keep_their_own_buffers():
     assert plain.details.bytes_per_token == 5_120
     # tp 2: ceil(4 / 2) = 2 sliding heads, ceil(1 / 2) = 1 global head: 3 x 2 x 2 x 64 x 2 + 2 x 128 x 2 = 1,536 + 512
     assert kvmem.estimate(_gemma4(), engine="trtllm", tokens=64, tp=2).details.bytes_per_token == 2_048
+
+
+def test_gemma_4_unified_is_its_text_config_under_the_same_rules():
+    # modeling_gemma4_unified.py: Gemma4ForCausalLM on text_config; the wrapper's text config as in _gemma4():
+    # 3 x 1,024 + 512 = 3,584 B/token; 640 tokens: full 20 blocks = 640 x 512 = 327,680, sliding (window 100)
+    # 20 - (641 - 100) // 32 = 20 - 16 = 4 blocks = 128 x 3,072 = 393,216; total 720,896
+    text = {k: v for k, v in _gemma4().config.items()}
+    text["model_type"] = "gemma4_unified_text"
+    model = kvmem.Model.from_hf_config({"model_type": "gemma4_unified", "text_config": text,
+                                        "architectures": ["Gemma4UnifiedForConditionalGeneration"]})
+    result = kvmem.estimate(model, engine="trtllm", tokens=640)
+    assert result.details.bytes_per_token == 3_584 and result.kv_bytes == 720_896
 
 
 def test_a_sliding_layer_frees_the_blocks_that_leave_its_window():

@@ -136,6 +136,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # Gemma4ForCausalLM -> modeling_gemma4, Gemma4ForConditionalGeneration -> modeling_gemma4mm (REGISTRY; the wrapper
     # @ 001a6a01 builds Gemma4ForCausalLM on text_config and post_config hands that config to the engine): a hybrid
     # config (global_head_dim != head_dim) takes KVCacheManagerV2 with per-layer heads / head_dim, the sliding layers
-    # windowed by default, KV-shared layers keeping their own buffers (models.gemma4_layout); capacity refused
-    "gemma4_text",
+    # windowed by default, KV-shared layers keeping their own buffers (models.gemma4_layout); capacity refused.
+    # Gemma4UnifiedForConditionalGeneration -> modeling_gemma4_unified (REGISTRY; file @ 1c0067ee): the same
+    # Gemma4ForCausalLM on text_config, post_config surfacing it "so KV-cache sizing + is_gemma4_hybrid ... read the
+    # text geometry"
+    "gemma4_text", "gemma4_unified_text",
 }))
