@@ -30,7 +30,7 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
     from kvmem.engines.llamacpp import fitting, placement, plan, scheduled
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules
-    for cached in (scheduled._gpu_graph_bytes, plan._plan_cached, placement._compiled):
+    for cached in (scheduled._graph_sizes, plan._plan_cached, placement._compiled):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()

@@ -316,7 +316,7 @@ def test_reduced_layers_keep_every_buffer():
         shape, kw = _scheduled_case(rng)
         reduced = scheduled.reduced_layers(shape, kw["layer_gpu"], kw["weights"])[0]
         shorter += reduced.n_layer < shape.n_layer
-        whole = scheduled._gpu_graph_bytes.__wrapped__(
+        whole = scheduled._gpu_graph_bytes(
             shape, kw["layer_gpu"], kw["n_gpus"], kw["n_kv"], kw["n_ubatch"], kw["flash_attn"], kw["type_k"],
             kw["type_v"], None, kw["n_seq"], False, 0, kw["n_copies"], True, kw["weights"], True)
         assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (shape, kw)

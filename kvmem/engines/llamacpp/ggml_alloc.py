@@ -22,8 +22,6 @@ Allocation (ggml/src/ggml-alloc.c)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...units import pad
 from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph
 
@@ -79,12 +77,19 @@ class _Alloc:
         blocks.insert(pos, [offset, size])
 
 
-@dataclass
-class _Info:
-    n_children: int = 0
-    n_views: int = 0
-    allocated: bool = False
-    offset: int = 0
+def _touched(nodes, leafs):
+    """Every tensor the allocator reads: the leafs, the nodes, their sources and the sources' roots."""
+    seen = {}
+    for t in (*leafs, *nodes):
+        seen[id(t)] = t
+        for s in t.src:
+            if s is not None:
+                seen[id(s)] = s
+                if s.view_src is not None:
+                    seen[id(s.view_src)] = s.view_src
+        if t.view_src is not None:
+            seen[id(t.view_src)] = t.view_src
+    return seen.values()
 
 
 def gallocr_size(graph: Graph, alignment: int = 32) -> int:
@@ -100,58 +105,49 @@ def gallocr_sizes(nodes, leafs, backend, alignments, alloc_size=None) -> list[in
     (ggml_gallocr_allocate_node and ggml_gallocr_free_node ask ggml_backend_buft_get_alloc_size)."""
     allocs = [_Alloc(a) for a in alignments]
     size_of = alloc_size or (lambda t, _b: t.nbytes())
-    info: dict[int, _Info] = {}
-    buf: dict[int, int] = {}
-
-    def get(t):
-        h = info.get(id(t))
-        if h is None:
-            h = info[id(t)] = _Info()
-        return h
+    for t in _touched(nodes, leafs):    # each tensor's allocator state (ggml_gallocr's hash set), reset
+        t.n_children = t.n_views = t.offset = 0
+        t.allocated, t.buffer = False, -1
 
     def allocate(t, b):
-        h = get(t)
-        if t.external or h.allocated or t.view_src is not None:
+        if t.external or t.allocated or t.view_src is not None:
             return
-        h.allocated = True
+        t.allocated = True
         if t.op in CAN_INPLACE:
             for p in t.src:
                 if p is None or p is t:
                     continue
-                ph = get(p)
-                if not ph.allocated or p.flags & OUTPUT or p.view_src is not None:
+                if not p.allocated or p.flags & OUTPUT or p.view_src is not None:
                     continue
                 if (p.type, p.ne, p.nb) != (t.type, t.ne, t.nb):
                     continue
-                if ph.n_children == 1 and ph.n_views == 0:
-                    pb = buf[id(p)]
-                    a = allocs[pb]
-                    h.offset, buf[id(t)] = ph.offset, pb
-                    ph.allocated = False
+                if p.n_children == 1 and p.n_views == 0:
+                    a = allocs[p.buffer]
+                    t.offset, t.buffer = p.offset, p.buffer
+                    p.allocated = False
                     extra = a.align(p.nbytes()) - a.align(t.nbytes())
                     if extra > 0:
-                        a.free(ph.offset + a.align(t.nbytes()), extra)
+                        a.free(p.offset + a.align(t.nbytes()), extra)
                     return
-        buf[id(t)] = b
-        h.offset = allocs[b].alloc(size_of(t, b))
+        t.buffer = b
+        t.offset = allocs[b].alloc(size_of(t, b))
 
     def free(t):
         if t.flags & OUTPUT:
             return
-        h = get(t)
-        allocs[buf[id(t)]].free(h.offset, size_of(t, buf[id(t)]))
-        h.allocated = False
+        allocs[t.buffer].free(t.offset, size_of(t, t.buffer))
+        t.allocated = False
 
     for leaf in leafs:
         allocate(leaf, backend(leaf))
     for node in nodes:
         if node.view_src is not None and node.op != "NONE":
-            get(node.view_src).n_views += 1
+            node.view_src.n_views += 1
         if node.flags & INPUT:
             allocate(node, backend(node))
         for s in node.src:
             if s is not None:
-                get(s).n_children += 1
+                s.n_children += 1
                 if s.flags & INPUT:
                     allocate(s, backend(node))
     for node in nodes:
@@ -163,14 +159,13 @@ def gallocr_sizes(nodes, leafs, backend, alignments, alloc_size=None) -> list[in
         for p in node.src:
             if p is None:
                 continue
-            ph = get(p)
-            ph.n_children -= 1
-            if ph.n_children == 0 and ph.n_views == 0:
+            p.n_children -= 1
+            if p.n_children == 0 and p.n_views == 0:
                 if p.view_src is not None:
-                    vh = get(p.view_src)
-                    vh.n_views -= 1
-                    if vh.n_views == 0 and vh.n_children == 0 and vh.allocated:
-                        free(p.view_src)
-                elif ph.allocated:
+                    v = p.view_src
+                    v.n_views -= 1
+                    if v.n_views == 0 and v.n_children == 0 and v.allocated:
+                        free(v)
+                elif p.allocated:
                     free(p)
     return [a.max_size for a in allocs]

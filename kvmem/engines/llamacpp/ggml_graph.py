@@ -41,17 +41,24 @@ CAN_INPLACE = frozenset(("ADD", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NOR
 class Tensor:
     """One ggml tensor of a graph being built (mutable while the graph is built, like ggml's)."""
 
-    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name")
+    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name", "_nbytes",
+                 "n_children", "n_views", "allocated", "offset", "buffer")   # the last five: ggml_alloc's state
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):
         self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external
         self.layer, self.kv = None, False     # an external tensor's layer (-1 token_embd, n_layer output), KV
         self.name = ""                        # a weight's GGUF name without blk.N. and .weight ("attn_q", "output")
+        self._nbytes = None
         self.ne = tuple(ne) + (1,) * (4 - len(ne))
         self.view_src = view_src.view_src or view_src if view_src is not None else None
         self.nb = tuple(nb) if nb is not None else contiguous_nb(type_, self.ne)
 
     def nbytes(self) -> int:
+        if self._nbytes is None:        # ne, nb and type do not change once a tensor is made
+            self._nbytes = self._count()
+        return self._nbytes
+
+    def _count(self) -> int:
         if any(n <= 0 for n in self.ne):
             return 0
         block, size = TYPES[self.type]

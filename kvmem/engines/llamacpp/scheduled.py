@@ -16,7 +16,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ...units import cdiv, pad
-from .ggml_sched import sched_sizes
+from .ggml_sched import OFFLOAD_MIN_BATCH, sched_sizes
 from .graphs import GraphShape, Pass, build
 from .graphs_gemma_phi3 import build_gemma_phi3
 
@@ -114,19 +114,42 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     below 32 tokens). ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs
     (PR #14959). ``inp_embd``: the build makes the unused embeddings input (PR #18550; on the host).
     Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
-    reduced graph once (cached)."""
-    shape, layer_gpu, weights = reduced_layers(shape, layer_gpu, tuple(sorted(weights)))
-    return _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
-                            kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16)
+    reduced graph once (cached); below OFFLOAD_MIN_BATCH tokens the one-token graph copies no weight
+    (no op is offloaded), so its weights' bytes are left out of its key."""
+    return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
+                   kv_unified, swa_cells, n_copies, set_rows, tuple(sorted(weights)), inp_embd, full_offload, fa_f16,
+                   reduce=True)
 
 
-@lru_cache(maxsize=512)
 def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                      kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload=True,
                      fa_f16=False) -> tuple:
-    """gpu_graph_bytes on the whole (or reduced) graph."""
+    """gpu_graph_bytes on the whole graph, every layer built (what reduced_layers is checked against)."""
+    return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
+                   kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, reduce=False)
+
+
+def _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq, kv_unified,
+            swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, reduce) -> tuple:
+    """The larger of the prompt graph's and the one-token graph's buffers, per device."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
+    sizes = []
+    for tokens, outputs in ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq)):
+        placed = weights if tokens >= OFFLOAD_MIN_BATCH else tuple((key, (dev, 0)) for key, (dev, _) in weights)
+        args = (shape, layer_gpu, placed)
+        if reduce:
+            args = reduced_layers(*args)
+        one = _graph_sizes if reduce else _graph_sizes.__wrapped__
+        sizes.append(one(*args, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells,
+                         n_copies, set_rows, inp_embd, full_offload or tokens < 32, fa_f16 and flash_attn))
+    return tuple(max(col) for col in zip(*sizes, strict=True))
+
+
+@lru_cache(maxsize=1024)
+def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
+                 swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16) -> list:
+    """One graph of ``tokens`` tokens built, scheduled and allocated: the bytes per device."""
     build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
     placed = dict(weights)
 
@@ -154,11 +177,7 @@ def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_
             if kv.type != "f16":
                 size = pad(size, 128) + kv.nelements() * 2
         return size
-    sizes = []
-    for tokens, outputs in ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq)):
-        graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
-                                    inp_embd))
-        sizes.append(sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
-                                 norm_backend=pinned if full_offload or tokens < 32 else None,
-                                 gpu_alloc_size=fa_alloc if fa_f16 and flash_attn else None))
-    return tuple(max(col) for col in zip(*sizes, strict=True))
+    graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
+                               inp_embd))
+    return sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
+                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=fa_alloc if fa_f16 else None)
