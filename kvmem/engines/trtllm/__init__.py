@@ -10,7 +10,8 @@ pinned: the repository at 001541ba could not be read here (its snapshot is past 
              sizes the pool (_static_bytes_per_token: floored heads, pp layer shares); 3. capacity
              (capacity, _to_blocks: max_tokens, blocks rounded by release); 4. windows and VSWA
              pools (_windows, capacity); 5. estimate (whole blocks per sequence, Mamba/KDA states)
-  models     what its model files build where they differ from the config's reading
+  models     what its model files build where they differ from the config's reading; Gemma 4's
+             KVCacheManagerV2 layout (gemma4_layout: per-layer heads, windows by default, v2_window_blocks)
   families   the opt-in families the PyTorch backend's registry lacks are refused with its reason
              (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9); those it runs, each with its
              file; docs/research/families_trtllm.md is the table

@@ -83,8 +83,8 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     blocks per sequence (KVCacheManager::calculateMaxBlockRequirementsPerBeam)."""
     n = model.num_layers
     if max_attention_window is None and model.model_type in V2_FAMILIES:
-        # _util.py _create_kv_cache_manager (Gemma 4): max_attention_window unset -> sliding_window on the sliding
-        # layers, max_seq_len on the full ones (models.gemma4_layout)
+        # _util.py @ 065ff9e9 _create_kv_cache_manager (Gemma 4): max_attention_window unset -> sliding_window on the
+        # sliding layers, max_seq_len on the full ones (models.gemma4_layout)
         windows = [window for _, _, window in gemma4_layout(model)]
     elif max_attention_window is None:
         windows = [0] * n
@@ -125,8 +125,10 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
     2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
     out = []
     if model.model_type in V2_FAMILIES:
-        # KVCacheManagerV2.__init__ (kv_cache/kv_cache_manager_v2.py, code-index id 57499303441): per layer
-        # (kv_heads + tp - 1) // tp heads of that layer's head_dim, K and V buffers each; every layer has them
+        # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__: per layer (kv_heads + tp - 1) // tp
+        # heads of that layer's head_dim (num_kv_heads_per_layer, head_dim_per_layer); _build_base_config gives each
+        # layer a KEY and a VALUE buffer, a page of tokens_per_block x heads x head_dim in the cache dtype
+        # (get_buffers); every layer has them
         for (heads, head_dim, _), window in zip(gemma4_layout(model), windows, strict=True):
             row = k_dtype.row_bytes(kv_heads_per_rank(heads, tp) * head_dim)
             out.append(_LayerCache(row, row, window))
@@ -330,12 +332,15 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     if model.model_type in V2_FAMILIES:
-        # kv_cache/kv_cache_manager_v2.py (code-index id 57499303441) KVCacheManagerV2.__init__: the budget becomes
-        # GpuCacheTierConfig(quota=max_gpu_total_bytes), and the runtime (runtime/kv_cache_manager_v2) splits that
-        # quota between its pool groups (one per window and buffer size) from typical_step / pool_ratio
+        # _util.py @ 065ff9e9 configure_kv_cache_capacity: V2 gets the budget as max_gpu_total_bytes only;
+        # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...);
+        # runtime/kv_cache_manager_v2/_storage_manager.py @ 00f6bd61 StorageManager splits the quota between pool
+        # groups (one per window life cycle) by a ratio from typical_step (else a 2,049-token request), rounds pools
+        # to 2-32 MiB granules, and resizes the groups while serving (shrink_pool_group)
         raise ValueError("capacity: TensorRT-LLM hands Gemma 4's KV budget to KVCacheManagerV2 as one byte quota that "
-                         "its runtime splits between the sliding and full pool groups (runtime/kv_cache_manager_v2 "
-                         "storage manager); kvmem sizes what a workload holds (estimate) but does not model that split")
+                         "its runtime splits between the sliding and full pool groups and resizes while serving "
+                         "(runtime/kv_cache_manager_v2/_storage_manager.py StorageManager); kvmem sizes what a "
+                         "workload holds (estimate), not how many tokens a quota holds")
     windows = _windows(model, max_attention_window, max_model_len)
     caches = _layers(model, k_dtype, tp, windows)
     stage = pp_layers(model.num_layers, pp)[0]

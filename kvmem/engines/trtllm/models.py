@@ -137,7 +137,8 @@ def gemma4_text_config(model: Model) -> dict:
 def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     """Gemma 4 under TensorRT-LLM: (kv_heads, head_dim, window) of every layer's own cache, window 0 = whole.
 
-    _util.py (code-index id 54555926407) _create_kv_cache_manager, is_gemma4_hybrid branch: per layer of
+    tensorrt_llm/_torch/pyexecutor/_util.py @ 065ff9e9 (the registry's commit) _create_kv_cache_manager, its
+    is_gemma4_hybrid branch: per layer of
     layer_types a sliding layer takes num_key_value_heads x head_dim, a full layer global_head_dim with
     num_global_key_value_heads when attention_k_eq_v (else num_key_value_heads); K and V both cached (kv_factor 2:
     modeling_gemma4.py @ 00e7d103 Gemma4Attention duplicates k_proj into v_proj for K=V layers). Every one of
@@ -145,7 +146,9 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     their source layer's slot through cache_layer_idx and leave their own unused). With max_attention_window unset,
     the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
     sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
-    takes V2 (_util.py _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4.
+    takes V2 (_util.py @ 065ff9e9 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
+    multimodal wrappers hand the engine their text_config (modeling_gemma4mm.py @ 001a6a01 and
+    modeling_gemma4_unified.py @ 1c0067ee: Gemma4ForCausalLM on text_config, then post_config).
     """
     config = gemma4_text_config(model)
     kv_heads, head_dim = config.get("num_key_value_heads"), config.get("head_dim")
@@ -164,7 +167,7 @@ def check_gemma4(model: Model) -> None:
     config = gemma4_text_config(model)
     global_head_dim, head_dim = config.get("global_head_dim"), config.get("head_dim")
     if global_head_dim is None or not isinstance(head_dim, int) or global_head_dim == head_dim:
-        # config_utils.py (code-index id 57437625015) is_gemma4_hybrid is False: _util.py then builds the V1
+        # config_utils.py (code-index id 57437625015) is_gemma4_hybrid is False: _util.py @ 065ff9e9 builds the V1
         # KVCacheManager with one num_key_value_heads x head_dim for every layer, which Gemma4Attention's full layers
         # (global_head_dim, num_global_key_value_heads under attention_k_eq_v) do not match
         raise ValueError("Gemma 4 with global_head_dim equal to head_dim (or unset): TensorRT-LLM then gives every "
