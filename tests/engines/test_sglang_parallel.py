@@ -84,6 +84,8 @@ def test_refusals_name_the_setting():
         fit(attn_dp_size=3)
     with pytest.raises(ValueError, match="refuses --dp-size 2 with --attn-dp-size 8"):
         kvmem.fit("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, tp=8, context="8k", attn_dp_size=8)
+    with pytest.raises(ValueError, match="nnodes=3 must divide the 8 GPUs"):
+        fit(attn_dp_size=8, nnodes=3)
     with pytest.raises(ValueError, match="with pp = 1 only"):
         kvmem.fit("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, pp=2, context="8k", attn_dp_size=8)
 

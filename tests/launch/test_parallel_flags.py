@@ -4,7 +4,6 @@ and vLLM's own parsers read these commands back in tests/oracles/test_{sglang,vl
 import pytest
 
 import kvmem
-from kvmem import PlanRefused
 
 H200 = "h200-sxm-141gb"
 
@@ -25,7 +24,7 @@ def test_sglang_nodes_and_refusals():
     plan = kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, context=32768, batch=64,
                       attn_dp_size=16, nnodes=2)
     assert plan.argv[plan.argv.index("--nnodes") + 1] == "2"
-    with pytest.raises(PlanRefused, match="do not split evenly over nnodes=3"):
+    with pytest.raises(ValueError, match="nnodes=3 must divide the 16 GPUs"):
         kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, context=32768, attn_dp_size=16, nnodes=3)
     # SGLang refuses --dp-size replicas with --attn-dp-size (parallel_hook.py): so do fit and plan
     with pytest.raises(ValueError, match="refuses --dp-size 2 with --attn-dp-size 8"):

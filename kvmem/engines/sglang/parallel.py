@@ -1,6 +1,6 @@
 """SGLang past plain tensor parallelism: data-parallel attention and expert parallelism (issue 36).
 
-Three options, declared here and added to the engine's options (kvmem.engines.sglang SPECS):
+Four options, declared here and added to the engine's options (kvmem.engines.sglang SPECS):
 
     attn_dp_size               --attn-dp-size N (0.5.23's spelling of the deprecated ``--dp-size N
                                --enable-dp-attention``,
@@ -11,6 +11,7 @@ Three options, declared here and added to the engine's options (kvmem.engines.sg
                                (sglang@v0.5.23 python/sglang/srt/layers/moe/fused_moe_triton/layer.py#L403-L416)
     ep_num_redundant_experts   --ep-num-redundant-experts R: R extra physical experts (EPLB), held beside the
                                routed ones (sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L750-L756)
+    nnodes                     --nnodes N: the GPUs spread over N nodes (the plan's command; sizing is per GPU)
 
 What changes per GPU (kvmem.parallel has the shared rules):
 - KV: the pool is laid out for attn_tp (pool_configurator.py#L356 ``tp_size = get_parallel().attn_tp_size``,
@@ -134,6 +135,9 @@ def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
     data_parallel_controller.py launches one tp group each), so it changes no weight; with attn_dp_size
     SGLang refuses them."""
     attn_dp, _ep, redundant = check(model, tp, pp, options)
+    nnodes = require_positive_int("nnodes", options.get("nnodes", 1))
+    if (tp * pp * dp) % nnodes:
+        raise ValueError(f"nnodes={nnodes} must divide the {tp * pp * dp} GPUs (--nnodes: the same GPUs on each node)")
     if dp > 1 and attn_dp > 1:
         # sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L287-L292
         raise ValueError(f"SGLang 0.5.23 refuses --dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel "
