@@ -22,7 +22,7 @@ def test_every_directed_case():
         assert_agrees(case)
 
 
-# Found by this oracle and kept (the rules are now in kvmem/engines/llamacpp.py):
+# Found by this oracle and kept (the rules are now in kvmem/engines/llamacpp/):
 @example(seed=0, index=1, family="qwen2")          # head 80 x q-type with flash attention: refused
 @example(seed=0, index=11, family="deepseek_v2")   # MLA GGUF, type_k != type_v: refused
 @example(seed=0, index=58, family="gemma3")        # fewer layers than the pattern: empty non-SWA cache
