@@ -16,3 +16,13 @@ def test_refused_by_name(preset):
     model = kvmem.get_model(preset)
     with pytest.raises(ValueError, match=f"does not lay out llama.cpp's {model.model_type} tensors"):
         synthesised_tensors(model, "q4_k_m")
+
+
+@pytest.mark.parametrize("model_type", ["olmo2", "granite", "starcoder2", "cohere", "exaone", "stablelm"])
+def test_families_without_a_transcribed_layout_are_refused(model_type):
+    """Full-attention families whose llama.cpp load_arch_tensors kvmem has not transcribed (olmo2's post
+    norms, granite's scales, starcoder2's biases and LayerNorms, ...) are refused, not laid out as llama's."""
+    cfg = {"model_type": model_type, "hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "intermediate_size": 5632, "vocab_size": 32000}
+    with pytest.raises(ValueError, match=f"'{model_type}' is not one of them .*give the GGUF file itself"):
+        synthesised_tensors(kvmem.Model.from_hf_config(cfg), "q4_k_m")

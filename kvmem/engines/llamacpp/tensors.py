@@ -51,6 +51,10 @@ _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: attn_qkv, and ffn_up = gate|up
 # llama.cpp's own tensors for these (src/models/*.cpp load_arch_tensors), which kvmem does not write
 _NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN"}
+# the model types laid out llama's way, each judged by llama.cpp loading its GGUF
+# (tests/oracles/test_llamacpp_presets_oracle.py, test_llamacpp_layout_families_oracle.py for qwen2_moe)
+_LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3",
+               "gemma3_text", "phi3"}
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES) for the quantiser's arch rules
 _ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
          "gemma3_text": "gemma3"}
@@ -122,6 +126,10 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
         raise ValueError(f"{model.name}: kvmem does not lay out llama.cpp's {model.model_type} tensors "
                          f"({_NOT_LAID_OUT[model.model_type]}): give the GGUF file itself")
     bad = [i for i, layer in enumerate(model.layers) if layer.kind not in (FULL, SLIDING)]
+    if not bad and model.model_type not in _LLAMA_LIKE:
+        raise ValueError(f"{model.name}: kvmem lays out llama.cpp tensors from a config for "
+                         f"{', '.join(sorted(_LLAMA_LIKE | set(ARCHS)))}; {model.model_type!r} is not one of them (its "
+                         "load_arch_tensors in llama.cpp's src/models/ is not transcribed): give the GGUF file itself")
     if bad:
         raise ValueError(f"{model.name}: layer {bad[0]} is {model.layers[bad[0]].kind!r}; kvmem lays out llama.cpp "
                          "tensors from a config only for full/sliding attention layers and for the "
