@@ -148,7 +148,8 @@ def cases() -> list[tuple[str, dict]]:
     return [("deepseek-v3 h200 tp8 attn_dp8", {**base, "attn_dp": 8}),
             ("deepseek-v3 h200 tp8", {**base, "attn_dp": 1}),
             ("deepseek-v3 h200 tp8 attn_dp8 ep8", {**base, "attn_dp": 8, "ep": 8}),
-            ("deepseek-v3 h200 tp8 attn_dp2 fp8", {**base, "attn_dp": 2, "kv_dtype": "fp8_e4m3"})]
+            ("deepseek-v3 h200 tp8 attn_dp2 fp8", {**base, "attn_dp": 2, "kv_dtype": "fp8_e4m3"}),
+            ("deepseek-v3 h200 tp8 attn_dp8 ep8 r32", {**base, "attn_dp": 8, "ep": 8, "redundant": 32})]
 
 
 def random_case(seed: int, i: int) -> tuple[str, dict]:
