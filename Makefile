@@ -1,8 +1,11 @@
 # Two commands do everything on a fresh machine:
 #   make run    create .venv if missing, install the pinned requirements, start the app on 127.0.0.1:8501
-#   make test   the same environment and .venv-oracles, ruff, the whole test suite, then
-#               tests/oracles again with the engines installed (what .ci/run calls)
-#   make test-fast  ruff and the tests without the browser, in parallel (pytest-xdist): the inner loop
+#   make test   the same environment and .venv-oracles, ruff, the whole test suite (mypy's ratchet,
+#               tests/test_typecheck.py, among it), then tests/oracles again with the engines installed
+#               (what .ci/run calls)
+#   make test-fast  ruff and the tests but the browser and slow ones (-m slow: mypy, measurement threads,
+#               the seeded fuzz), in parallel (pytest-xdist): the inner loop
+#   make typecheck  mypy kvmem alone
 #   make oracles  .venv-oracles: vLLM, SGLang, llama.cpp (llama-cpp-python) and kvmem, the engines
 #               whose own code judges kvmem (requirements-oracles.txt; once 25-35 min, then instant)
 #   make fuzz   the seeded fuzz (tests/fuzz/test_fuzz_seeded.py) with a fresh seed, printed, and
@@ -14,7 +17,7 @@ STAMP := $(VENV)/.installed
 ORACLES := .venv-oracles
 ORACLES_STAMP := $(ORACLES)/.installed
 
-.PHONY: run test test-fast lint bench clean oracles fuzz
+.PHONY: run test test-fast lint typecheck bench clean oracles fuzz
 
 # pip shows what it collects and downloads: a fresh clone installs for a few minutes, and says so
 $(STAMP): requirements.txt pyproject.toml
@@ -46,7 +49,10 @@ $(ORACLES_STAMP): requirements-oracles.txt pyproject.toml
 oracles: $(ORACLES_STAMP)
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not browser" -n auto
+	$(BIN)/python -m pytest -q -m "not browser and not slow" -n auto
+
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy kvmem
 
 FUZZ_CALLS ?= 200000
 FUZZ_SEED ?=
@@ -61,4 +67,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/page_loads.py
 
 clean:
-	rm -rf $(VENV) $(ORACLES) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(ORACLES) .pytest_cache .hypothesis .mypy_cache

@@ -202,6 +202,7 @@ def test_cuda_rounding_rules_read_from_the_allocator_source():
     assert cuda_block_model([0, 7])["storage_sizes"] == 1
 
 
+@pytest.mark.slow   # ~14 s: two measuring processes' threads
 def test_two_threads_measuring_at_once_do_not_crash_the_process():
     # issue 13: after one warm-up, two threads each measuring llama-3.2-1b at 2,048 tokens crashed
     # the process (segfault in the torch profiler's __exit__), 3 times out of 3. Run in a child
@@ -244,6 +245,7 @@ def test_native_stderr_keeps_real_errors_and_drops_profiler_noise(capfd):
     assert "FATAL: a real error" in err and "USDT" not in err and "STAGE" not in err
 
 
+@pytest.mark.slow   # ~16 s: a process importing torch in one thread, measuring in another
 def test_measuring_in_another_thread_than_torch_was_imported_in_is_quiet():
     # issue 23 item 21: the app imports torch in a background thread and measures in the page's thread;
     # kineto then printed "ERROR: External init callback must run in same thread as registerClient"

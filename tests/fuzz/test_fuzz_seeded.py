@@ -211,6 +211,7 @@ def _run(seed: int, indices) -> list[str]:
     return findings
 
 
+@pytest.mark.slow   # 20,000 calls, 5-13 s a chunk: `make test` and `make fuzz`, not test-fast
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_seeded_calls(chunk):
     findings = _run(SEED, range(chunk, CALLS, CHUNKS))
