@@ -373,6 +373,16 @@ def test_gemma_4_kv_shared_layers_keep_their_own_buffers():
     assert kvmem.estimate(_gemma4(), engine="trtllm", tokens=64, tp=2).details.bytes_per_token == 2_048
 
 
+def test_gemma_4_without_layer_types_takes_transformers_default_pattern():
+    # no layer_types: Gemma4TextConfig fills 5 sliding then 1 full (kvmem's reading), 12 layers, the last 2 KV-shared
+    # (layer 10 reads 9, sliding; 11 reads 5, full) and still given their own buffers by TRT-LLM:
+    # 10 sliding x (2 x 4 x 64 x 2) + 2 full x (2 x 1 x 128 x 2) = 10,240 + 1,024 = 11,264 B/token; 64 tokens: 720,896
+    model = _gemma4(num_hidden_layers=12, layer_types=None, num_kv_shared_layers=2)
+    assert "layer_types" not in {k for k, v in model.config.items() if v is not None}
+    result = kvmem.estimate(model, engine="trtllm", tokens=64)
+    assert result.details.bytes_per_token == 11_264 and result.kv_bytes == 720_896
+
+
 def test_gemma_4_unified_is_its_text_config_under_the_same_rules():
     # modeling_gemma4_unified.py: Gemma4ForCausalLM on text_config; the wrapper's text config as in _gemma4():
     # 3 x 1,024 + 512 = 3,584 B/token; 640 tokens: full 20 blocks = 640 x 512 = 327,680, sliding (window 100)

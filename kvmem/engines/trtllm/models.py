@@ -4,7 +4,7 @@ model classes refuse or lay out otherwise, and the recurrent state a layer keeps
 from __future__ import annotations
 
 from ...dtypes import dtype
-from ...model import MLA, Model
+from ...model import MLA, SLIDING, Model
 from ..base import state_bytes
 from ...parallel import state_share
 
@@ -155,8 +155,11 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     global_heads = config.get("num_global_key_value_heads") or kv_heads
     k_eq_v, window = bool(config.get("attention_k_eq_v")), config.get("sliding_window") or 0
     layout = []
-    for layer_type in config.get("layer_types") or []:
-        if layer_type == "sliding_attention":
+    for layer in model.layers:
+        # config.layer_types as transformers' Gemma4TextConfig fills it (kvmem's reading); a KV-shared layer has
+        # the type of the layer it reads
+        kind = model.layers[layer.shared_with].kind if layer.shared_with is not None else layer.kind
+        if kind == SLIDING:
             layout.append((kv_heads, head_dim, window))
         else:
             layout.append((global_heads if k_eq_v else kv_heads, config.get("global_head_dim"), 0))
@@ -173,11 +176,6 @@ def check_gemma4(model: Model) -> None:
         raise ValueError("Gemma 4 with global_head_dim equal to head_dim (or unset): TensorRT-LLM then gives every "
                          "layer one num_key_value_heads x head_dim cache (KVCacheManager, not V2) that its full "
                          "layers do not use as laid out; kvmem sizes only the hybrid configs Gemma 4 publishes")
-    types = config.get("layer_types")
-    if not isinstance(types, list) or len(types) != config.get("num_hidden_layers") or \
-            set(types) - {"sliding_attention", "full_attention"}:
-        raise ValueError("Gemma 4 under TensorRT-LLM: layer_types must list sliding_attention / full_attention for "
-                         "each of num_hidden_layers (_util.py reads it per layer)")
 
 
 def v2_window_blocks(tokens: int, window: int, tokens_per_block: int) -> int:
