@@ -381,6 +381,11 @@ def test_gemma_4_without_layer_types_takes_transformers_default_pattern():
     assert "layer_types" not in {k for k, v in model.config.items() if v is not None}
     result = kvmem.estimate(model, engine="trtllm", tokens=64)
     assert result.details.bytes_per_token == 11_264 and result.kv_bytes == 720_896
+    # "model" windows are the ones TRT-LLM sets by default: 200 tokens, sliding 7 - 101 // 32 = 4 blocks (the shared
+    # sliding layer 10 too), full 7 blocks: 10 x 4 x 32 x 1,024 + 2 x 7 x 32 x 512 = 1,310,720 + 229,376 = 1,540,096
+    for windows in (None, "model"):
+        held = kvmem.estimate(model, engine="trtllm", tokens=200, max_attention_window=windows)
+        assert held.kv_bytes == 1_540_096 and held.details.blocks_per_sequence == {0: 7, 100: 4}
 
 
 def test_gemma_4_unified_is_its_text_config_under_the_same_rules():

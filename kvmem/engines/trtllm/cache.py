@@ -82,7 +82,7 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     for the model's own sliding windows. A layer then holds cdiv(min(tokens, window), tokens_per_block)
     blocks per sequence (KVCacheManager::calculateMaxBlockRequirementsPerBeam)."""
     n = model.num_layers
-    if max_attention_window is None and model.model_type in V2_FAMILIES:
+    if max_attention_window in (None, "model") and model.model_type in V2_FAMILIES:
         # _util.py @ 065ff9e9 _create_kv_cache_manager (Gemma 4): max_attention_window unset -> sliding_window on the
         # sliding layers, max_seq_len on the full ones (models.gemma4_layout)
         windows = [window for _, _, window in gemma4_layout(model)]
