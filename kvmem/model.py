@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
 from importlib import import_module
-from typing import Any
 
 __all__ = ["Kind", "FULL", "SLIDING", "CHUNKED", "MLA", "LINEAR", "SHARED", "NONE", "COMPRESSED", "KINDS",
            "RecurrentState", "Compressor", "Layer", "Model", "ModelFacts", "MoeShape", "SsmFacts", "ConfigReading",
@@ -380,7 +379,7 @@ class Model:
     reading: ConfigReading | None = field(default=None, repr=False, compare=False, hash=False)
     # The tensors its safetensors or GGUF headers list (kvmem.sources.Checkpoint), when read:
     # kvmem.weights then counts exact bytes instead of the formula.
-    checkpoint: Any = field(default=None, repr=False)   # a kvmem.sources.Checkpoint (a module above this one)
+    checkpoint: object | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if not self.layers:
@@ -478,8 +477,11 @@ class Model:
             params = f", {self.params_total / 1e9:.2f}B params"
             if self.params_active and self.params_active < self.params_total - self.params_embedding:
                 params += f" ({self.params_active / 1e9:.2f}B active)"
-        checkpoint = self.checkpoint
-        stored = (f"weights {' + '.join(checkpoint.bytes_by_dtype())} (GGUF)"     # its tensors' own types, not a
-                  if getattr(checkpoint, "format", None) == "gguf" else self.dtype)   # dtype it lacks (a Hub
-        # model's checkpoint is read when its weights are asked for: kvmem.sources.hub.HubCheckpoint)
+        checkpoint = self.checkpoint          # a kvmem.sources.Checkpoint (that module sits above this one)
+        by_dtype = getattr(checkpoint, "bytes_by_dtype", None)
+        # a GGUF: its tensors' own types, not a dtype it lacks (a Hub model's checkpoint is read when its
+        # weights are asked for: kvmem.sources.hub.HubCheckpoint)
+        stored = self.dtype
+        if by_dtype is not None and getattr(checkpoint, "format", None) == "gguf":
+            stored = f"weights {' + '.join(by_dtype())} (GGUF)"
         return f"{self.name}: {self.num_layers} layers — " + "; ".join(parts) + f"; {heads}{params}, {stored}"
