@@ -73,7 +73,7 @@ on kvmem.engines and name no engine: what an engine shares of a prefix is its ow
 
 from .allocation import (REQUEST_DISTRIBUTIONS, allocation_sweep, preallocation_waste, request_lengths,
                          simulate_admission)
-from .apply import apply_strategies, estimate, offload_transfer_seconds
+from .estimate import apply_strategies, estimate, offload_transfer_seconds
 from .compare import compare_strategies
 from .eviction import EVICTION_POLICIES, Eviction, EvictionPolicies, eviction_policies
 from .quality import quality_results

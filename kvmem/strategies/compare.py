@@ -7,7 +7,7 @@ from ..dtypes import dtype
 from ..engines import ENGINES
 from ..engines.results import Estimate
 from ..units import parse_tokens, require_positive_int
-from .apply import estimate, offload_transfer_seconds
+from .estimate import estimate, offload_transfer_seconds
 from .eviction import DEFAULT_SINK, Eviction
 from .quality import no_quality_text, quality_entries, quality_text, quotable
 from .quantisation import kivi_dtype, quant_cost, quantized_estimate
