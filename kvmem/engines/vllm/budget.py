@@ -11,6 +11,7 @@ from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, byte_option,
                     share_whole_blocks)
 from .admission import pools_refuse
+from .parallel import PARALLEL_OPTIONS, weights_per_device
 from .options import VllmOptions, check_options, parse_release
 
 
@@ -44,7 +45,7 @@ SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_by
                   # the LMCache server's --l1-size-gb (kvmem.engines.vllm.offload); host_memory_bytes the node's
                   # RAM (kvmem.host)
                   "kv_offloading_size": None, "kv_offloading_backend": "native", "lmcache_l1_size_gb": None,
-                  "host_memory_bytes": None}
+                  "host_memory_bytes": None, **PARALLEL_OPTIONS}
 # get_batch_defaults (vllm@v0.33.0 vllm/engine/arg_utils.py#L2939-L3039), OPENAI_API_SERVER usage context:
 #     device_memory >= 70 GiB and "a100" not in the device name: 8192 tokens, 1024 sequences
 #     else: 2048 tokens, 256 sequences
@@ -177,7 +178,7 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
                      defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
-                     batch_dependent=True, pools_refuse=pools_refuse,
+                     batch_dependent=True, pools_refuse=pools_refuse, weights_per_device=weights_per_device,
                      startup=StartupNumbers(
                          "GPU KV cache size (tokens)",
                          "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
