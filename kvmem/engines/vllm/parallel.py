@@ -20,7 +20,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ...model import Model
-from ...parallel import cdiv, pp_stages
+from ...parallel import pp_stages
+from ...units import cdiv
 
 __all__ = ["PARALLEL_OPTIONS", "weights_per_device"]
 
