@@ -211,6 +211,9 @@ class SizingRules:
                                          options) change them; None: Weights.per_device
     kv_groups(options) -> int            KV pools with their own requests in one tp x pp group (SGLang's
                                          attention data-parallel groups); None: one
+    moe_over_replicas                    its model copies share the MoE layers (vLLM's data-parallel
+                                         replicas): a decode step reads the experts every copy's batch touches,
+                                         split over all of them
     placement_verdict(setup, answer) -> answer | None
                                          asked when the workload does not fit with the whole model on
                                          the GPUs: the answer of its best placement over GPUs and host
@@ -240,6 +243,7 @@ class SizingRules:
     placement_verdict: Callable | None = None
     weights_per_device: Callable | None = None
     kv_groups: Callable | None = None
+    moe_over_replicas: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,15 @@ def active_weight_bytes(s: Setup, budget: SetupBudget, batch: int) -> int:
     return whole
 
 
+def replicas_weight_reads(s: Setup, budget: SetupBudget, batch: int) -> int:
+    """Weight bytes one replica's GPUs read in a decode step when the replicas share the MoE layers
+    (SizingRules.moe_over_replicas): dense layers and the head whole, and the experts that all replicas'
+    batches touch split over the replicas (each holds 1 / replicas of them)."""
+    weights, replicas = budget.weights_obj, s.num_gpus // (s.tp * s.pp)
+    fixed = weights.active_bytes(0)                 # no expert touched: dense + head
+    return fixed + (weights.active_bytes(batch * replicas) - fixed) // replicas
+
+
 def group_step_bytes(s: Setup, budget: SetupBudget, batch: int, groups: int) -> int:
     """Bytes the fullest GPU reads in one decode step under data-parallel attention (``groups`` attention groups
     of ``batch`` sequences each, SizingRules.kv_groups): the experts and MLPs the whole tp group's batch

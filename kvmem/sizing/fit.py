@@ -12,7 +12,8 @@ from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..host import host_memory
 from ..units import format_bytes
-from .decode import active_weight_bytes, crossover_tokens, group_step_bytes, kv_read_bytes
+from .decode import (active_weight_bytes, crossover_tokens, group_step_bytes, kv_read_bytes,
+                     replicas_weight_reads)
 from .results import Fit, MemoryBreakdown
 from .numbers import engine_numbers
 from .search import answer, context_cap, pools_refuse, replica_batch
@@ -73,7 +74,10 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         if groups > 1:    # data-parallel attention: the fullest GPU's reads bound the step (decode.group_step_bytes)
             speed = s.gpu.bandwidth_bytes_per_s / group_step_bytes(s, budget, work_batch, groups)
         else:
-            step_bytes = (active_weight_bytes(s, budget, work_batch) + kv_read_bytes(s, s.context, work_batch))
+            shared = s.rules.moe_over_replicas and s.replicas > 1 and budget.weights_obj is not None
+            weights_read = (replicas_weight_reads(s, budget, work_batch) if shared
+                            else active_weight_bytes(s, budget, work_batch))
+            step_bytes = weights_read + kv_read_bytes(s, s.context, work_batch)
             speed = s.gpu.bandwidth_bytes_per_s * s.tp / step_bytes
         speed_all = speed * work_batch * s.replicas
     crossover = crossover_tokens(s, budget, work_batch)

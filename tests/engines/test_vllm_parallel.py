@@ -39,3 +39,17 @@ def test_refusals():
     with pytest.raises(ValueError, match="llama-3.1-8b has none"):
         kvmem.fit("llama-3.1-8b", engine="vllm", gpu="h100-sxm-80gb", num_gpus=2, tp=1, context="8k",
                   enable_expert_parallel=True)
+
+
+def test_decode_bound_with_replicas_sharing_the_experts():
+    # 2 replicas of tp 1: a step reads the dense layers and head whole, and the experts both replicas' 13
+    # sequences touch (26 tokens) over 2 GPUs, and its own 13 sequences' KV
+    model = kvmem.get_model("qwen3-30b-a3b")
+    w = model_weights(model, "auto")
+    f = kvmem.fit("qwen3-30b-a3b", engine="vllm", gpu="h100-sxm-80gb", num_gpus=2, tp=1, context="32k")
+    assert (f.replicas, f.max_batch, f.breakdown_batch) == (2, 26, 13)
+    fixed = w.dense_bytes + (w.lm_head_bytes or w.embedding_bytes)
+    assert w.active_bytes(0) == fixed
+    kv = kvmem.estimate(model, engine="vllm", tokens=32768, batch=13).total_bytes_all_devices
+    step = fixed + (w.active_bytes(26) - fixed) // 2 + kv
+    assert f.decode_tokens_per_s == pytest.approx(3.35e12 / step)

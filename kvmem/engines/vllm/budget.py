@@ -179,6 +179,7 @@ SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
                      defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
                      batch_dependent=True, pools_refuse=pools_refuse, weights_per_device=weights_per_device,
+                     moe_over_replicas=True,
                      startup=StartupNumbers(
                          "GPU KV cache size (tokens)",
                          "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",
