@@ -103,14 +103,21 @@ def test_unsloth_ud_mixes_are_a_labelled_approximation():
         synthesised_tensors(model, "UD-Q7_K_XL")
 
 
-def test_gpt_oss_20b_tensors():
-    """24 layers x 19 tensors + output, output_norm, token_embd = 459. The experts' 2,880 columns are not
-    whole 256-blocks: Q4_K falls back to Q5_0 (gate/up), and ffn_down_exps on the use_more_bits layers
-    from Q6_K to Q8_0: 2,880 x 2,880 x 32 / 32 x 34 = 282,009,600 B. attn_sinks: 64 heads x 4 B."""
+def test_gpt_oss_tensors_keep_their_mxfp4_experts():
+    """24 layers x 19 tensors + output, output_norm, token_embd = 459. The 72 routed expert tensors stay in
+    the converter's MXFP4 whatever the file type (published: every gpt-oss-20b GGUF keeps the 72 expert
+    tensors in MXFP4, NousResearch/hermes-agent#116681; the 20B MXFP4 file is 12.1 GB and the 120B's Q8_0
+    and MXFP4 files are both 63.4 GB, AlexsJones/llmfit#1059): ffn_down_exps 2,880 x 2,880 x 32 / 32 x 17 =
+    141,004,800 B. The rest follows the mix: 2,880 columns are not whole 256-blocks, so Q4_K_M's Q4_K falls
+    back to Q5_0 and Q6_K to Q8_0; attn_sinks is 64 heads x 4 B."""
     t = _types("gpt-oss-20b", "q4_k_m")
-    assert len(t) == 459 and Counter(t.values()) == {"F32": 289, "Q5_0": 121, "Q8_0": 25, "Q4_K": 24}
+    assert len(t) == 459 and Counter(t.values()) == {"F32": 289, "MXFP4": 72, "Q5_0": 61, "Q4_K": 24, "Q8_0": 13}
     ts = {x.name: x for x in synthesised_tensors(get_model("gpt-oss-20b"), "q4_k_m")}
-    assert ts["blk.0.ffn_down_exps.weight"].nbytes == 282_009_600 and ts["blk.0.attn_sinks.weight"].nbytes == 256
+    assert ts["blk.0.ffn_down_exps.weight"].nbytes == 141_004_800 and ts["blk.0.attn_sinks.weight"].nbytes == 256
+    for preset, gb in (("gpt-oss-20b", "12.10"), ("gpt-oss-120b", "63.37")):
+        for fmt in ("mxfp4", "q8_0"):
+            assert f"{sum(x.nbytes for x in synthesised_tensors(get_model(preset), fmt)) / 1e9:.2f}" == gb
+    assert Counter(_types("gpt-oss-20b", "f16").values()) == {"F16": 98, "F32": 289, "MXFP4": 72}
 
 
 def test_mla_tensors_are_the_split_ones():

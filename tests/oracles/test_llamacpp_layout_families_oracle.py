@@ -23,6 +23,7 @@ require("llama_cpp")
 
 import ctypes  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -30,7 +31,8 @@ from kvmem.catalog import get_model  # noqa: E402
 from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
-from kvmem.engines.llamacpp.tensors import _ARCH, _source_type, synthesised_tensors  # noqa: E402
+from kvmem.dtypes import GGML_TYPES  # noqa: E402
+from kvmem.engines.llamacpp.tensors import GPT_OSS_EXPERTS, _ARCH, _source_type, synthesised_tensors  # noqa: E402
 from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child, llama_lib, write_sparse  # noqa: E402
 from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_bytes  # noqa: E402
@@ -151,15 +153,28 @@ def _write(model: Model, fmt: str, path: str, *, source: bool) -> list:
     tensors = synthesised_tensors(model, fmt)
     w = gguf.GGUFWriter(path, arch)
     _metadata(w, model, arch, fmt)
-    write_sparse(w, [(t.name, t.shape, _source_type(t.name, t.shape, "f16") if source else t.dtype) for t in tensors])
+    write_sparse(w, [(t.name, t.shape, _converted(arch, t) if source else t.dtype) for t in tensors])
     return list(tensors)
 
 
-def _dry_run(source: str, ftype: int) -> dict:
+def _converted(arch: str, t) -> str:
+    """The type convert_hf_to_gguf --outtype f16 writes: gpt-oss's experts in the checkpoint's MXFP4."""
+    if any(re.search(pattern, t.name) for pattern, _ in (GPT_OSS_EXPERTS if arch == "gpt-oss" else ())):
+        return "MXFP4"
+    return _source_type(t.name, t.shape, "f16")
+
+
+def _dry_run(source: str, ftype: int, overrides=()) -> dict:
+    """llama-quantize --dry-run; ``overrides``: --tensor-type PATTERN=TYPE (pattern, ggml type id)."""
     lib, lines, _ = llama_lib()
     del lines[:]
     params = lib.llama_model_quantize_default_params()
     params.ftype, params.dry_run, params.nthread = ftype, True, 1
+    if overrides:
+        rules = (lib.llama_model_tensor_override * (len(overrides) + 1))(
+            *[lib.llama_model_tensor_override(pattern.encode(), type_id) for pattern, type_id in overrides],
+            lib.llama_model_tensor_override(None, 0))
+        params.tt_overrides = rules
     if lib.llama_model_quantize(source.encode(), os.devnull.encode(), ctypes.byref(params)) != 0:
         raise RuntimeError("".join(lines)[-2000:])
     out = {}
@@ -207,7 +222,7 @@ def test_family_gguf_equals_llamacpp(preset, fmt, tmp_path):
     model = _model(preset)
     source, path = str(tmp_path / "source.gguf"), str(tmp_path / "model.gguf")
     _write(model, fmt, source, source=True)
-    theirs = in_child(_dry_run, source, FTYPES[fmt][0])
+    theirs = in_child(_dry_run, source, FTYPES[fmt][0], _overrides(model))
     os.remove(source)
     tensors = _write(model, fmt, path, source=False)
     # 1. every tensor's type is the quantiser's
@@ -231,8 +246,14 @@ def test_family_model_buffer_equals_llamacpp(preset, tmp_path):
     assert out["buffers"] == {"CPU_Mapped": buffer_mib(host.model_bytes)}
 
 
-def _dry_runs(source: str, ftypes: list) -> dict:
-    return {name: _dry_run(source, FTYPES[name][0]) for name in ftypes}
+def _overrides(model: Model) -> tuple:
+    """kvmem's --tensor-type rules for the family, as (pattern, ggml type id): gpt-oss keeps MXFP4 experts."""
+    keep = GPT_OSS_EXPERTS if ARCHS.get(model.model_type) == "gpt-oss" else ()
+    return tuple((pattern, GGML_TYPES[ggml].id) for pattern, ggml in keep)
+
+
+def _dry_runs(source: str, ftypes: list, overrides=()) -> dict:
+    return {name: _dry_run(source, FTYPES[name][0], overrides) for name in ftypes}
 
 
 @pytest.mark.parametrize("preset", ["gpt-oss-20b", "deepseek-v2-lite", "qwen3.5-27b", "qwen3-next-80b-a3b",
@@ -244,8 +265,11 @@ def test_every_file_type_on_the_family_equals_llamacpps_quantiser(preset, tmp_pa
     model = _model(preset)
     source = str(tmp_path / "source.gguf")
     _write(model, "f16", source, source=True)
-    ftypes = [name for name in FTYPES if name not in ("f32", "q1_0")]
-    theirs = in_child(_dry_runs, source, ftypes)
+    # F16/BF16 gpt-oss files are the converter's (its MXFP4 experts kept): llama-quantize applies --tensor-type
+    # only to quantised file types, and would not requantize MXFP4 to F16 ("requantizing ... is disabled")
+    skip = ("f32", "q1_0") + (("f16", "bf16") if _overrides(model) else ())
+    ftypes = [name for name in FTYPES if name not in skip]
+    theirs = in_child(_dry_runs, source, ftypes, _overrides(model))
     for ftype in ftypes:
         ours = {t.name: t.dtype for t in synthesised_tensors(model, ftype)}
         assert ours == theirs[ftype], (ftype, {k: (v, theirs[ftype].get(k)) for k, v in ours.items()

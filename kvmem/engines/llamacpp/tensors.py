@@ -34,6 +34,7 @@ whose tensor list lacks layers or token_embd (one part of a split GGUF: placemen
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ...model import FULL, SLIDING, Model
@@ -88,6 +89,14 @@ def _source_type(name: str, ne: tuple, fmt: str) -> str:
     return _SOURCE.get(fmt, "F16")
 
 
+# gpt-oss: convert_hf_to_gguf writes the routed experts in the checkpoint's own MXFP4 (conversion/gpt_oss.py
+# repack_mxfp4), and every published gpt-oss GGUF keeps them so whatever its label (llama-quantize will not
+# requantize them: "requantizing from type mxfp4 is disabled", src/llama-quant.cpp#L1306-L1308; the headers of
+# ggml-org's, Unsloth's, bartowski's and lmstudio's files, NousResearch/hermes-agent#116681): laid out as
+# llama-quantize with --tensor-type ffn_(gate|up|down)_exps.weight=mxfp4
+GPT_OSS_EXPERTS = ((r"ffn_(gate|up|down)_exps\.weight", "mxfp4"),)
+
+
 def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_head_kv: int = 0,
            qkv_is_attn_v: bool = True) -> tuple:
     """GGUFTensors of ``specs`` ((name, ne) in file order) typed by llama.cpp's quantiser (quant_mix)."""
@@ -98,8 +107,11 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
     seventy = n == 80 and (arch == "qwen2" or (arch == "llama" and first.kv_heads != model.num_attention_heads))
     qm = QuantModel(arch=arch, n_layer=n, n_expert=moe.experts if moe else 0, n_head=model.num_attention_heads,
                     n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
+    keep = GPT_OSS_EXPERTS if arch == "gpt-oss" else ()
     types = quant_types([(name, ne, _source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
-                        qkv_is_attn_v=qkv_is_attn_v)
+                        qkv_is_attn_v=qkv_is_attn_v, tensor_types=keep)
+    for pattern, ggml in keep:         # F16/BF16/F32 files: the converter's own MXFP4 experts (no quantiser run)
+        types.update({name: ggml.upper() for name, _ in specs if re.search(pattern, name)})
     return tuple(GGUFTensor(name, types[name], tuple(ne), _nbytes(ne, types[name])) for name, ne in specs)
 
 
