@@ -178,8 +178,16 @@ def estimate(model: Model, *, tp: int, pp: int, **options):
 def capacity(model: Model, *, tp: int, pp: int, **options):
     """entry.capacity for one GPU of an attention group (its own pool, its own requests)."""
     from .entry import capacity as pool_capacity
+    from ..results import with_note
     tp_kv, rest = kv_tp(model, tp, pp, options)
-    return pool_capacity(model, tp=tp_kv, pp=pp, **rest)
+    cap = pool_capacity(model, tp=tp_kv, pp=pp, **rest)
+    groups = kv_groups(options)
+    requests = cap.details.get("max_running_requests") if cap.details else None
+    if groups > 1 and cap.refusal is None and requests:
+        cap = with_note(cap, f"{groups} attention groups of {tp_kv} GPU{'s' * (tp_kv != 1)}, each with this pool: "
+                             f"{cap.tokens * groups:,} tokens and up to {requests * groups:,} requests at once in the "
+                             f"tp group ({requests:,} a group, max_running_requests per DP worker)")
+    return cap
 
 
 # ---- disaggregated prefill/decode (kvmem.disagg) ---------------------------------------------------------
