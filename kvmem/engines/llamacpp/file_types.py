@@ -45,13 +45,16 @@ FILE_TYPE_NAMES = {
 UD_MIXES = {"ud-iq1_s": "iq1_s", "ud-iq1_m": "iq1_m", "ud-iq2_xxs": "iq2_xxs", "ud-iq2_m": "iq2_m",
             "ud-iq3_xxs": "iq3_xxs", "ud-q2_k_xl": "q2_k", "ud-q3_k_xl": "q3_k_m", "ud-q4_k_xl": "q4_k_m",
             "ud-q5_k_xl": "q5_k_m", "ud-q6_k_xl": "q6_k", "ud-q8_k_xl": "q8_0", "ud-tq1_0": "tq1_0"}
-# (model config or preset, UD file, published GiB, source): the file sizes people printed
+# (model config or preset, UD file, published bytes, source): the file sizes people printed or Unsloth published
+_R1 = "https://unsloth.ai/blog/deepseekr1-dynamic (DeepSeek-R1 dynamic GGUFs: disk sizes in GB)"
 UD_PUBLISHED = (
-    ("qwen3-30b-a3b", "ud-iq1_s", "8.42", "https://github.com/ggml-org/llama.cpp/issues/14199 (print_info: file size "
-     "8.42 GiB, 2.37 BPW; 241 f32, 1 q4_K, 16 q5_K, 11 q6_K, 24 iq2_xxs, 72 iq3_xxs, 58 iq1_s, 84 iq3_s, 22 iq2_s, "
-     "36 iq4_xs, 14 iq1_m)"),
-    ("Qwen3.6-35B-A3B", "ud-q4_k_xl", "21.28", "https://github.com/joryirving/home-ops/pull/9398 (Qwen3.6-35B-A3B-"
-     "UD-Q4_K_XL.gguf 21.28 GiB, 733 tensors, 40 blocks)"),
+    ("qwen3-30b-a3b", "ud-iq1_s", round(8.42 * 2**30), "https://github.com/ggml-org/llama.cpp/issues/14199 "
+     "(print_info: file size 8.42 GiB, 2.37 BPW; 241 f32, 1 q4_K, 16 q5_K, 11 q6_K, 24 iq2_xxs, 72 iq3_xxs, 58 iq1_s, "
+     "84 iq3_s, 22 iq2_s, 36 iq4_xs, 14 iq1_m)"),
+    ("Qwen3.6-35B-A3B", "ud-q4_k_xl", round(21.28 * 2**30), "https://github.com/joryirving/home-ops/pull/9398 "
+     "(Qwen3.6-35B-A3B-UD-Q4_K_XL.gguf 21.28 GiB, 733 tensors, 40 blocks)"),
+    ("deepseek-r1", "ud-iq1_s", 131 * 10**9, _R1), ("deepseek-r1", "ud-iq1_m", 158 * 10**9, _R1),
+    ("deepseek-r1", "ud-iq2_xxs", 183 * 10**9, _R1), ("deepseek-r1", "ud-q2_k_xl", 212 * 10**9, _R1),
 )
 
 

@@ -224,7 +224,7 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
     if base is not None:
         return tensors, (f"APPROXIMATION: Unsloth's {weight_format} chooses every tensor's type per model and "
                          f"publishes no rule (https://unsloth.ai/docs/basics/unsloth-dynamic-2.0-ggufs); laid out "
-                         f"here as llama.cpp's {base} mix, which published UD files exceed by 8-41 % "
+                         f"here as llama.cpp's {base} mix; published UD files are 0.87 to 1.41 times its bytes "
                          "(kvmem.engines.llamacpp.quant_mix.UD_PUBLISHED): give the file for its bytes")
     return tensors, (
         f"laid out from the config with llama.cpp's {weight_format} mix (src/llama-quant.cpp llama_tensor_get_type, "
