@@ -40,7 +40,7 @@ from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_byt
 CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air", "q4_k_m"),
          ("glm-4.5-air", "iq2_xxs"), ("glm-4.7", "q3_k_m"), ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3", "q2_k"),
          ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs"),
-         ("glm-5", "q4_k_m"), ("minimax-m2.5", "iq3_xxs"), ("deepseek-v3.2", "q4_k_s"),
+         ("glm-5", "q4_k_m"), ("glm-5.2", "q4_k_m"), ("minimax-m2.5", "iq3_xxs"), ("deepseek-v3.2", "q4_k_s"),
          ("qwen3-next-80b-a3b", "q5_k_m"), ("gemma-4-26b-a4b", "q4_k_m"),
          ("qwen1.5-moe-a2.7b", "q4_k_m")]
 # MiniMax-M2.5 has no preset: its published config (tests/fixtures/configs/new/SOURCES.md)
@@ -61,6 +61,7 @@ SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "expert
          "qwen3.5-27b": {"num_hidden_layers": 4},
          "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
          "glm-5": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
+         "glm-5.2": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "minimax-m2.5": {"num_hidden_layers": 2, "num_local_experts": 4, **_TOP2},
          "deepseek-v3.2": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "qwen3-next-80b-a3b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
@@ -210,8 +211,9 @@ def _small(preset: str) -> Model:
     cfg = dict(_model(preset).config)
     text = dict(cfg["text_config"]) if isinstance(cfg.get("text_config"), dict) else cfg
     text.update(SMALL[preset], vocab_size=32000)
-    if text.get("layer_types"):
-        text["layer_types"] = text["layer_types"][:text["num_hidden_layers"]]
+    for key in ("layer_types", "indexer_types"):
+        if text.get(key):
+            text[key] = text[key][:text["num_hidden_layers"]]
     if "text_config" in cfg:
         cfg["text_config"] = text
     return Model.from_hf_config(cfg, name=f"{preset}-small")

@@ -15,9 +15,8 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
     glm-dsa    src/models/glm-dsa.cpp load_arch_tensors: deepseek2's MLA and MoE tensors (always
                q_lora, exp_probs_b) and the DSA indexer per layer: indexer.k_norm (weight and bias),
                indexer.proj [n_embd, index_n_heads] (F32: conversion/base.py INDEXER_PROJ),
-               indexer.attn_k, indexer.attn_q_b. GLM-5.2 configs (indexer_types with "shared"
-               layers) are refused: which of their layers carry indexer weights is not in the
-               config, and llama.cpp loads them as optional (TENSOR_NOT_REQUIRED)
+               indexer.attn_k, indexer.attn_q_b; none on GLM-5.2's "shared" layers (indexer_types),
+               which transformers builds without an indexer
     deepseek32 src/models/deepseek32.cpp load_arch_tensors (DeepSeek-V3.2): glm-dsa's tensors, the
                indexer required in every layer
     minimax-m2 src/models/minimax-m2.cpp load_arch_tensors: attn_q_norm over all heads
@@ -149,6 +148,10 @@ def _deepseek2(model: Model, h: int, indexer: bool = False) -> list:
     first_dense = field(model, "first_k_dense_replace", 0)
     dense_f = _need(model, "intermediate_size")
     probs_b = field(model, "scoring_func") == "sigmoid"     # e_score_correction_bias -> exp_probs_b
+    # GLM-5.2's "shared" layers reuse the previous full layer's top-k and hold no indexer
+    # (transformers@5.24.0 models/glm_moe_dsa/modeling_glm_moe_dsa.py#L348-L349: indexer None when shared)
+    types = field(model, "indexer_types") or ["full"] * model.num_layers
+    own_indexer = [t != "shared" for t in types]
     out = []
     for i in range(model.num_layers):
         b = f"blk.{i}."
@@ -163,7 +166,7 @@ def _deepseek2(model: Model, h: int, indexer: bool = False) -> list:
         out += [(b + "attn_kv_a_mqa.weight", (h, kv_lora + rope)), (b + "attn_k_b.weight", (nope, kv_lora, n_head)),
                 (b + "attn_v_b.weight", (kv_lora, v_dim, n_head)), (b + "attn_output.weight", (n_head * v_dim, h)),
                 (b + "ffn_norm.weight", (h,))]
-        if indexer:             # models/glm-dsa.cpp: the lightning indexer's weights
+        if indexer and own_indexer[i]:      # models/glm-dsa.cpp: the lightning indexer's weights
             ih, ihd = _need(model, "index_n_heads"), _need(model, "index_head_dim")
             out += [(b + "indexer.k_norm.weight", (ihd,)), (b + "indexer.k_norm.bias", (ihd,)),
                     (b + "indexer.proj.weight", (h, ih)), (b + "indexer.attn_k.weight", (h, ihd)),
@@ -180,10 +183,6 @@ def _deepseek2(model: Model, h: int, indexer: bool = False) -> list:
 
 
 def _glm_dsa(model: Model, h: int) -> list:
-    if field(model, "indexer_types") and "shared" in field(model, "indexer_types"):
-        raise ValueError(f"{model.name}: indexer_types marks shared-indexer layers; whether those layers carry "
-                         "indexer weights is not in the config (llama.cpp loads them as optional, "
-                         "src/models/glm-dsa.cpp): give the GGUF file itself")
     return _deepseek2(model, h, indexer=True)
 
 
