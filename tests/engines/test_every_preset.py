@@ -33,7 +33,7 @@ REFUSALS = {
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
     **{(name, engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")
-       for engine in ("sglang", "trtllm")},
+       for engine in ("trtllm",)},
     # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
     ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
 }

@@ -408,7 +408,6 @@ def test_configs_sglang_cannot_read():
 # for each). This set may only shrink.
 NOT_YET = {
     "inkling_text",
-    "deepseek_v4",
 }
 
 

@@ -11,6 +11,7 @@ sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2073-L2099):
              window's pages) and capacity (max_total_num_tokens from ``rest``, the hybrid-SWA
              split, pipeline stages)
   mamba      a linear hybrid's state pool and its request cap
+  dsv4       DeepSeek-V4: DSV4PoolConfigurator's SWA / c4 / c128 / state pools and their log lines
   admission  what SGLang admits at once (SizingRules.pools_refuse)
   families   the opt-in families it runs (its registry or its Transformers backend) and those it
              refuses, each with the reason in its code

@@ -9,7 +9,7 @@ from ...records import Record
 from ..results import Capacity, Refusal, assemble
 from ...parallel import pp_stages
 from ...units import cdiv
-from . import mamba
+from . import dsv4, mamba
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 
 
@@ -60,6 +60,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     tokens lazily (sglang@v0.5.23 python/sglang/srt/managers/schedule_batch.py#L4125-L4129 _evict_swa,
     page-aligned, between steps), so the real occupancy runs up to about a window and a page above this.
     Recurrent state is ``batch`` x the per-request state (the pool's own extra slot is not counted)."""
+    if dsv4.is_dsv4(model):   # DeepSeek-V4: SGLang's DSV4PoolConfigurator and DeepSeekV4TokenToKVPool
+        return dsv4.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     pages = cdiv(tokens, page)
@@ -150,6 +152,9 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     --max-running-requests, and cap the requests at slots // 3 (+2 with the extra buffer and overlap
     scheduling); the cells get the remainder (kvmem.engines.sglang.mamba). Hybrid SWA then splits the tokens
     (_split_swa)."""
+    if dsv4.is_dsv4(model):   # DeepSeek-V4: SGLang's DSV4PoolConfigurator and DeepSeekV4TokenToKVPool
+        return dsv4.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                             max_model_len=max_model_len, **options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     notes = list(layout.notes)

@@ -164,6 +164,10 @@ FAMILIES = CheckedFamilies(frozenset({
     "qwen2_5_vl_text",    # qwen2_5_vl.py: likewise
     "ernie4_5_vl_moe_text",   # ernie45_vl.py: every layer at full length
     "dbrx",               # dbrx.py: attn_config.kv_n_heads, head_dim d_model // n_heads (model_config.py)
+    # deepseek_v4.py DeepseekV4ForCausalLM: DSV4PoolConfigurator + DeepSeekV4TokenToKVPool, sized by
+    # kvmem.engines.sglang.dsv4 (judged by SGLang's own configurator and pool on the CPU,
+    # tests/oracles/test_sglang_dsv4_oracle.py)
+    "deepseek_v4",
     # mimo.py MiMoForCausalLM: MiMoModel(Qwen2Model), num_hidden_layers Qwen2 layers; the MTP layers run only as
     # the MiMoMTP draft (mimo_mtp.py) of speculative decoding, which kvmem does not model. ModelConfig needs the
     # checkpoint's own config code here, so this one is checked by source reading and tests/engines.

@@ -65,7 +65,7 @@ NSA_PAGE_SIZE = 64      # server_args.py, DeepSeek NSA models
 NSA_QUANT_BLOCK = 128   # NSATokenToKVPool.quant_block_size: one fp32 scale per 128 values
 FP4_SCALE_BLOCK = 16    # MHATokenToKVPoolFP4 / MLATokenToKVPoolFP4 scale_block_size
 # sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L2651-L2697 is_hybrid_swa_model (with SWA_SINK_ARCHS
-# and MIMO_V2_MODEL_ARCHS, #L74-L96). DeepSeek-V4's compressed pool is refused by kvmem.engines.check_family.
+# and MIMO_V2_MODEL_ARCHS, #L74-L96). DeepSeek-V4 is sized apart (kvmem.engines.sglang.dsv4).
 HYBRID_SWA_ARCHITECTURES = frozenset({
     "BeamForCausalLM", "Llama4ForConditionalGeneration", "GptOssForCausalLM", "GraniteSWAForCausalLM",
     "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP", "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM",
