@@ -72,3 +72,11 @@ def test_check_log_reads_a_checkpoint_line():
            "n_tokens = 1024, size = 149.626 MiB)\n")
     (line,) = [c for c in check_log(log, model="qwen3.5-27b").checks if c.quantity == "context checkpoint"]
     assert line.matches and line.kvmem.startswith("149.626 MiB (156,894,364 B")
+
+
+def test_a_sliding_window_checkpoint_holds_the_window():
+    # gemma-3-27b: 52 SWA layers x 16 KV heads x 128 x 2 (K, V) x 2 B = 425,984 B a cell; after 32k tokens the
+    # window's 1,024 cells: 1,024 x (425,984 + 12 meta) + 8 + 16 + 52 x 24 = 436,221,176 B; after 100: 100 cells
+    nbytes, what = checkpoint_bytes(kvmem.get_model("gemma-3-27b"), tokens=32768)
+    assert nbytes == 436_221_176 and "1,024 cells" in what
+    assert checkpoint_bytes(kvmem.get_model("gemma-3-27b"), tokens=100)[0] == 100 * 425_996 + 24 + 52 * 24

@@ -13,3 +13,11 @@ def test_checkpoint_headers_equal_llama_cpps_state_size():
     checks = [c for name, model in cases for c in oracle.run_case(name, model)]
     bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, llama.cpp {c.engine!r}" for c in checks if not c.matches]
     assert not bad, "\n".join(bad)
+
+
+def test_sliding_window_checkpoints_equal_llama_cpps_state_after_a_prompt():
+    cases = oracle.swa_cases()
+    checks = [c for name, model, n in cases for c in oracle.run_swa_case(name, model, n)]
+    bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, llama.cpp {c.engine!r}" for c in checks if not c.matches]
+    assert not bad, "\n".join(bad)
+    assert len(checks) == 8

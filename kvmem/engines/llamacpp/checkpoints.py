@@ -24,6 +24,7 @@ this module: 156,894,364 B = 149.63 MiB, x 128 = 18.70 GiB.
 from __future__ import annotations
 
 from ...host import HostTerm
+from ...model import SLIDING
 
 CTX_CHECKPOINTS = 32          # common/common.h#L631 n_ctx_checkpoints
 CACHE_RAM_MIB = 8192          # common/common.h#L634 cache_ram_mib
@@ -31,11 +32,19 @@ AUTO_SLOTS = 4                # tools/server/server.cpp#L155-L160: -np auto -> 4
 STATE_HEADER_BYTES = 4 + 4    # io_magic, seq_id (llama-context.cpp#L3194-L3195)
 RECURRENT_HEADER_BYTES = 4 + 8 + 4 + 4      # cell_count; pos, n_seq_id of the one cell; s_trans, n_layer
 RECURRENT_LAYER_HEADER_BYTES = 2 * (4 + 8)  # R and S: type, row size
+# a sliding-window cache's state (src/llama-kv-cache.cpp#L2065-L2133, #L2211-L2340): n_stream 4, the stream's
+# cell_count 4, v_trans 4, n_layer 4; per cell pos 4, n_seq_id 4 and the one seq id 4; per layer K and V type 4 +
+# row size 8 (transposed V: type 4, element size 4, width 4); only the cells the window does not mask
+# (is_masked_swa, src/llama-hparams.h#L476-L486): min(tokens, n_swa) once the slot has seen them
+SWA_HEADER_BYTES = 4 + 4 + 4 + 4
+SWA_CELL_META_BYTES = 4 + 4 + 4
+SWA_LAYER_HEADER_BYTES = 2 * (4 + 8)
 
 
 def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
-    """(bytes of one context checkpoint, what it holds) for ``model`` in llama-server; (0, why) where the
-    server makes none. A sliding-window model's is an upper bound (the SWA cells a slot holds at most)."""
+    """(bytes of one context checkpoint, what it holds) for ``model`` in llama-server after ``tokens`` tokens
+    (one stream: the server's unified cache); (0, why) where the server makes none. A sliding-window model's
+    grows with the prompt until the window is full: min(tokens, window) cells."""
     from ...engines import engine_estimate
     est = engine_estimate(model, engine="llamacpp", tokens=tokens, batch=1, **options)
     caches = est.details.caches
@@ -49,8 +58,12 @@ def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
     swa = [c for c in caches if c["cache"] == "kv_swa"]
     if swa:
         c = swa[0]
-        return (STATE_HEADER_BYTES + (c["k_bytes"] + c["v_bytes"]) // c["streams"] + 8 * c["cells"],
-                f"at most the SWA cache of one slot ({c['cells']:,} cells)")
+        window = min(layer.window for layer in model.layers if layer.kind == SLIDING)
+        cells = min(tokens, window)
+        per_cell = (c["k_bytes"] + c["v_bytes"]) // c["cells_total"]
+        return (STATE_HEADER_BYTES + SWA_HEADER_BYTES + cells * (SWA_CELL_META_BYTES + per_cell)
+                + c["layers"] * SWA_LAYER_HEADER_BYTES,
+                f"the {cells:,} cells of the window one slot keeps ({c['layers']} SWA layers)")
     return 0, "none: the model's cache rolls back by position (no recurrent state, no sliding window)"
 
 
