@@ -232,11 +232,24 @@ def test_n_cpu_moe_rules_match_as_one_rule_per_layer(n_cpu_moe):
     # as one alternation, which must send exactly the same names to CPU (blk.1 never takes blk.12's experts)
     import re
 
-    from kvmem.engines.llamacpp.placement import EXPS_REGEX, _compiled
+    from kvmem.engines.llamacpp.overrides import EXPS_REGEX, compile_rules
     per_layer = [re.compile(rf"blk\.{il}{EXPS_REGEX}") for il in range(n_cpu_moe)]
     names = [f"blk.{il}.{kind}.weight" for il in range(130) for kind in
              ("ffn_up_exps", "ffn_down_exps", "ffn_gate_exps", "ffn_gate_up_exps", "ffn_up_chexps", "ffn_up_shexp",
               "ffn_down", "attn_q")]
-    moved = [n for n in names if any(p.search(n) for p, _ in _compiled(n_cpu_moe, False, ()))]
+    moved = [n for n in names if any(p.search(n) for p, _ in compile_rules(n_cpu_moe, False, ()))]
     assert moved == [n for n in names if any(p.search(n) for p in per_layer)]
     assert len(moved) == 5 * n_cpu_moe and "blk.12.ffn_up_exps.weight" not in moved[:5]
+
+
+def test_override_rules_keep_their_order_when_tried_by_layer():
+    # overrides.Rules tries a blk\.N\. (or blk\.(N|M)\.) rule only on layer N's names; a pattern with a top-level |
+    # or a quantifier on its prefix is tried on every name, and the first match still wins
+    from kvmem.engines.llamacpp.overrides import Rules, compile_rules
+    rules = Rules(compile_rules(2, False, ((r"blk\.1\.*ffn", "CUDA2"), (r"blk\.1\.|output", "CUDA1"),
+                                           (r"blk\.(3|4)\.ffn_up", "CUDA0"), (r"exps", "CUDA3"))))
+    assert [None if r is None else sorted(r) for r in rules.layers] == [None, None, [3, 4], None, [0, 1]]
+    assert [rules.target(n) for n in ("blk.10.ffn_up.weight", "blk.1.ffn_up.weight", "blk.1.attn_q.weight",
+                                       "output.weight", "blk.3.ffn_up_exps.weight", "blk.5.ffn_up_exps.weight",
+                                       "blk.0.ffn_up_exps.weight", "token_embd.weight")] == [
+        None, "CUDA2", "CUDA1", "CUDA1", "CUDA0", "CUDA3", "CUDA3", None]

@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 
 from ...dtypes import GGML_TYPES as _GGML
 from ...units import pad
+from .overrides import CPU, override_rules
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
            "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
@@ -79,7 +80,6 @@ __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", 
 PR_18148 = datetime.date(2025, 12, 17)   # the output layer offloaded first
 
 GROUPS = ("embeddings", "attention", "ffn", "experts", "shared_experts", "other", "output")
-CPU = "CPU"
 CPU_ALIGNMENT = 32          # ggml-backend.cpp / ggml-impl.h TENSOR_ALIGNMENT
 CUDA_ALIGNMENT = 128        # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
 MATRIX_ROW_PADDING = 512    # ggml-cuda/common.cuh
@@ -87,8 +87,6 @@ MATRIX_ROW_PADDING = 512    # ggml-cuda/common.cuh
 # table of ggml's types, kvmem.dtypes.GGML_TYPES (ggml/src/ggml.c type_traits)
 GGML_TYPES = {name.upper(): (t.block, t.size) for name, t in _GGML.items()}
 _QUANTISED = {name for name, (block, _) in GGML_TYPES.items() if block > 1}
-# common/arg.cpp LLM_FFN_EXPS_REGEX (--cpu-moe), and per layer for --n-cpu-moe
-EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 _INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd", "per_layer_model_proj",
           "per_layer_proj_norm")
 _OUTPUT = ("output", "output_norm", "cls", "cls_out")
@@ -246,21 +244,57 @@ def _offsets(tensors, alignment: int) -> list[int]:
     return out
 
 
-def _overrides(n_cpu_moe: int, cpu_moe: bool, override_tensor) -> list[tuple[re.Pattern, str]]:
-    return _compiled(n_cpu_moe, cpu_moe, tuple(tuple(rule) for rule in override_tensor or ()))
+@functools.lru_cache(maxsize=256)
+def _placed(tensors: tuple, n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe, override_tensor,
+            alignment, tied_output, build) -> tuple:
+    """(the placed tensors, the device of each layer and of the output layer) for place."""
+    gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_layer + 1)
+    dev = [CPU if g is None else gpus[g] for g in gpu_of]
+    rules = override_rules(n_cpu_moe, cpu_moe, override_tensor)
+    offsets = _offsets(tensors, alignment)
+    names = {t.name for t in tensors}
+    if tied_output is None:
+        tied_output = "output.weight" not in names
+    placed, held = [], set()
+
+    def put(t, offset, group, layer, device, name=None):
+        device = rules.target(t.name) or device
+        if (t.name, device) in held:     # a duplicate on a device that has the tensor already is that tensor
+            return
+        held.add((t.name, device))
+        placed.append(PlacedTensor(name or t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer, device))
+
+    for t, offset in zip(tensors, offsets, strict=True):
+        group, layer = tensor_group(t.name)
+        if t.dtype not in GGML_TYPES:
+            raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
+        if layer == -1:         # rope_freqs: a copy in every layer
+            for il in range(n_layer):
+                put(t, offset, group, il, dev[il], name=f"{t.name}#{il}")
+            continue
+        if layer is not None and layer >= n_layer:
+            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
+        device = CPU if layer is None and group == "embeddings" else dev[n_layer] if layer is None else dev[layer]
+        put(t, offset, group, layer, device)
+        if tied_output and t.name == "token_embd.weight":
+            put(t, offset, "output", None, dev[n_layer], name="output.weight(token_embd)")
+    return tuple(placed), tuple(dev)
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> list[tuple[re.Pattern, str]]:
-    """The override rules in order; --n-cpu-moe N's N rules (blk.il + the experts' pattern, each to CPU)
-    as one alternation, which matches exactly the names one of them matches (a dot follows the layer)."""
-    rules = [(re.compile(pattern), target) for pattern, target in override_tensor]
-    if cpu_moe:
-        rules.append((re.compile(EXPS_REGEX), CPU))
-    if n_cpu_moe:
-        layers = "|".join(str(il) for il in range(n_cpu_moe))
-        rules.append((re.compile(rf"blk\.(?:{layers}){EXPS_REGEX}"), CPU))
-    return rules
+def _device_sums(placed: tuple, gpus: tuple) -> dict:
+    """Per device: bytes per group, the CUDA buffer's and the host buffer's bytes, the file span."""
+    sums = {name: [dict.fromkeys(GROUPS, 0), 0, 0, None, 0] for name in gpus + (CPU,)}
+    for p in placed:
+        row = sums[p.device]
+        row[0][p.group] += p.nbytes
+        if p.device == CPU:
+            row[2] += pad(p.nbytes, CPU_ALIGNMENT)
+            row[3] = p.offset if row[3] is None else min(row[3], p.offset)
+            row[4] = max(row[4], p.offset + p.nbytes)
+        else:
+            row[1] += cuda_alloc_bytes(p)
+    return {name: (groups, cuda, host, first or 0, last) for name, (groups, cuda, host, first, last) in sums.items()}
 
 
 def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=None, n_cpu_moe: int = 0,
@@ -288,60 +322,29 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     for _, target in override_tensor or ():
         if target != CPU and target not in gpus:
             raise ValueError(f"override_tensor target {target!r} is neither CPU nor one of {list(gpus)}")
-    gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_layer + 1)
-    dev = [CPU if g is None else gpus[g] for g in gpu_of]
-    rules = _overrides(n_cpu_moe, cpu_moe, override_tensor)
-    tensors = list(tensors)
-    offsets = _offsets(tensors, alignment)
-    names = {t.name for t in tensors}
-    if tied_output is None:
-        tied_output = "output.weight" not in names
-    placed, held = [], set()
-
-    def put(t, offset, group, layer, device, name=None):
-        for pattern, target in rules:
-            if pattern.search(t.name):
-                device = target
-                break
-        if (t.name, device) in held:     # a duplicate on a device that has the tensor already is that tensor
-            return
-        held.add((t.name, device))
-        placed.append(PlacedTensor(name or t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer, device))
-
-    for t, offset in zip(tensors, offsets, strict=True):
-        group, layer = tensor_group(t.name)
-        if t.dtype not in GGML_TYPES:
-            raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
-        if layer == -1:         # rope_freqs: a copy in every layer
-            for il in range(n_layer):
-                put(t, offset, group, il, dev[il], name=f"{t.name}#{il}")
-            continue
-        if layer is not None and layer >= n_layer:
-            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
-        device = CPU if layer is None and group == "embeddings" else dev[n_layer] if layer is None else dev[layer]
-        put(t, offset, group, layer, device)
-        if tied_output and t.name == "token_embd.weight":
-            put(t, offset, "output", None, dev[n_layer], name="output.weight(token_embd)")
-
+    key = (n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
+           tuple(tuple(rule) for rule in override_tensor or ()), alignment, tied_output, build)
+    try:
+        placed, dev = _placed(tuple(tensors), *key)     # the searches place the same flags at many contexts
+    except TypeError:           # tensor infos that do not hash: placed, not remembered
+        placed, dev = _placed.__wrapped__(tuple(tensors), *key)
     kv = list(kv_per_layer) + [0] * (n_layer - len(kv_per_layer))
+    sums = _device_sums(placed, gpus)
     devices = []
     for name in gpus + (CPU,):
-        mine = [p for p in placed if p.device == name]
-        groups = {g: sum(p.nbytes for p in mine if p.group == g) for g in GROUPS}
+        groups, cuda, host, first, last = sums[name]
         if name != CPU:
-            model_bytes, buffer = sum(cuda_alloc_bytes(p) for p in mine), name
+            model_bytes, buffer = cuda, name
         elif mmap:
             # duplicated tensors (rope_freqs, a tied output) point into the same file bytes
-            first = min((p.offset for p in mine), default=0)
-            last = max((p.offset + p.nbytes for p in mine), default=0)
             model_bytes, buffer = last - first, "CPU_Mapped"
         elif gpus:    # pinned host memory with the CPU buffer type's alignment and sizes
-            model_bytes, buffer = sum(pad(p.nbytes, CPU_ALIGNMENT) for p in mine), f"{gpu_backend}_Host"
+            model_bytes, buffer = host, f"{gpu_backend}_Host"
         else:
-            model_bytes, buffer = sum(pad(p.nbytes, CPU_ALIGNMENT) for p in mine), CPU
+            model_bytes, buffer = host, CPU
         layers = tuple(il for il in range(n_layer) if dev[il] == name)
         kv_here = sum(kv[il] for il in range(n_layer) if (dev[il] if kv_offload else CPU) == name)
-        devices.append(DeviceMemory(name, model_bytes, groups, kv_here, layers, buffer))
+        devices.append(DeviceMemory(name, model_bytes, dict(groups), kv_here, layers, buffer))
     return Placement(n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split, mmap=mmap,
                      kv_offload=kv_offload, tensors=tuple(placed), layer_device=tuple(dev[:n_layer]),
                      output_device=dev[n_layer], devices=tuple(devices))

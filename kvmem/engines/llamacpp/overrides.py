@@ -1,0 +1,96 @@
+"""llama.cpp's tensor overrides (-ot PATTERN=DEVICE, --cpu-moe, --n-cpu-moe N) as create_tensor
+applies them: the first pattern that regex_search-es a tensor's name wins
+(src/llama-model-loader.cpp create_tensor, tensor_buft_overrides loop; common/arg.cpp builds the
+--cpu-moe / --n-cpu-moe patterns). kvmem.engines.llamacpp.placement places tensors with them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+__all__ = ["CPU", "EXPS_REGEX", "Rules", "compile_rules", "override_rules"]
+
+CPU = "CPU"
+# common/arg.cpp LLM_FFN_EXPS_REGEX (--cpu-moe), and per layer for --n-cpu-moe
+EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+def override_rules(n_cpu_moe: int, cpu_moe: bool, override_tensor) -> Rules:
+    """The rules -ot, --cpu-moe and --n-cpu-moe make, in create_tensor's order."""
+    return _rules(n_cpu_moe, cpu_moe, tuple(tuple(rule) for rule in override_tensor or ()))
+
+
+@functools.lru_cache(maxsize=256)
+def _rules(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> Rules:
+    return Rules(compile_rules(n_cpu_moe, cpu_moe, override_tensor))
+
+
+# a pattern's leading blk\.N\. or blk\.(N|M|...)\.
+_RULE_LAYERS = re.compile(r"blk\\\.(?:(\d+)|\((?:\?:)?((?:\d+\|)*\d+)\))\\\.")
+
+
+def _top_level_or(pattern: str) -> bool:
+    """Whether ``pattern`` has a | outside parentheses (then a blk prefix binds only its first branch)."""
+    depth, escaped = 0, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return True
+    return False
+
+
+class Rules:
+    r"""The override rules, asked per tensor name for the first that matches (create_tensor's loop). A
+    rule whose pattern starts with blk\.N\. (or blk\.(N|M|...)\.) can match only names of those layers
+    (a name holds one blk.L. at its start), so it is tried only for them; order is kept."""
+
+    def __init__(self, rules):
+        self.rules, self.layers, self.per_layer, self.seen = rules, [], {}, {}
+        for pattern, _ in rules:
+            text = pattern.pattern
+            m = _RULE_LAYERS.match(text)
+            if m is None or text[m.end():m.end() + 1] in ("*", "?", "+", "{") or _top_level_or(text):
+                self.layers.append(None)        # anything else is tried on every name
+            else:
+                self.layers.append({int(x) for x in (m.group(1) or m.group(2)).split("|")})
+
+    def target(self, name: str):
+        try:
+            return self.seen[name]
+        except KeyError:
+            self.seen[name] = found = self._first(name)
+            return found
+
+    def _first(self, name: str):
+        m = _LAYER.match(name)
+        layer = int(m.group(1)) if m else None
+        order = self.per_layer.get(layer)
+        if order is None:
+            order = self.per_layer[layer] = [rule for rule, layers in zip(self.rules, self.layers, strict=True)
+                                             if layers is None or layer in layers]
+        for pattern, target in order:
+            if pattern.search(name):
+                return target
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def compile_rules(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> list[tuple[re.Pattern, str]]:
+    """The override rules in order; --n-cpu-moe N's N rules (blk.il + the experts' pattern, each to CPU)
+    as one alternation, which matches exactly the names one of them matches (a dot follows the layer)."""
+    rules = [(re.compile(pattern), target) for pattern, target in override_tensor]
+    if cpu_moe:
+        rules.append((re.compile(EXPS_REGEX), CPU))
+    if n_cpu_moe:
+        layers = "|".join(str(il) for il in range(n_cpu_moe))
+        rules.append((re.compile(rf"blk\.(?:{layers}){EXPS_REGEX}"), CPU))
+    return rules
