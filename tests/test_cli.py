@@ -301,14 +301,21 @@ def test_the_package_keeps_every_public_name():
 
 def test_estimate_all_devices_counts_the_recurrent_state_the_app_counts(capsys):
     # issue 33 item 4: "All devices" left out the recurrent state that the app's total includes.
-    # Qwen3.5-27B at tp 2: 48 linear layers' state split over the ranks (73.50 MiB each), KV 1.00 GiB each
+    # Qwen3.5-27B at tp 2: 48 linear layers' state split over the ranks, KV 1.00 GiB each. vLLM 0.33.0's default
+    # mamba_cache_mode "align" (prefix caching on for a hybrid) with the FlashInfer GDN prefill: block 64 x
+    # cdiv(1,603,584, 64 x 2,048) = 832, page 1,703,936 B, 2 + 1 checkpoint pages a layer: 48 x 3 x 1,703,936 B
+    # = 234.00 MiB each (73.50 MiB, one 784-token page a layer, with --no-enable-prefix-caching)
     est = kvmem.engines.engine_estimate("qwen3.5-27b", engine="vllm", tokens="32k", tp=2)
-    assert est.state_bytes_all_devices == 2 * est.state_bytes == 147 * 2**20
-    assert est.total_bytes_all_devices == est.kv_bytes_all_devices + 147 * 2**20 == 2 * est.total_bytes
+    assert est.state_bytes_all_devices == 2 * est.state_bytes == 2 * 48 * 3 * 1_703_936 == 468 * 2**20
+    off = kvmem.engines.engine_estimate("qwen3.5-27b", engine="vllm", tokens="32k", tp=2, enable_prefix_caching=False)
+    assert off.state_bytes_all_devices == 147 * 2**20
+    assert est.total_bytes_all_devices == est.kv_bytes_all_devices + 468 * 2**20 == 2 * est.total_bytes
+    # KV: 16 full layers x cdiv(32,768, 832) = 40 pages x 1,703,936 B = 1,090,519,040 B a device
+    assert est.kv_bytes_all_devices == 2 * 16 * 40 * 1_703_936
     assert main(["estimate", "qwen3.5-27b", "--tokens", "32k", "--tp", "2"]) == 0
     out = capsys.readouterr().out
-    assert "Total per device: 1,156,055,040 B = 1.08 GiB (KV + recurrent state)" in out
-    assert "All 2 devices: 2.15 GiB (KV 2.01 GiB + recurrent state 147.00 MiB)" in out
+    assert "Total per device: 1,335,885,824 B = 1.24 GiB (KV + recurrent state)" in out
+    assert "All 2 devices: 2.49 GiB (KV 2.03 GiB + recurrent state 468.00 MiB)" in out
 
 
 def test_fit_takes_weights_for_a_model_without_a_parameter_count(capsys):

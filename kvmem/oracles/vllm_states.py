@@ -127,16 +127,21 @@ def run_case(name: str, model: Model, tp: int, num_spec: int = 0) -> list[Check]
     model code and block alignment."""
     v = _vllm()
     cls = _model_class(model.model_type)
-    plan = make_plan(model, "auto", tp, 1, check_options({"num_speculative_tokens": num_spec}))
+    opts = check_options({"num_speculative_tokens": num_spec}, model)
+    plan = make_plan(model, "auto", tp, 1, opts)
     ours_state = {spec.state_bytes for _, spec in plan.units if spec.kind == "mamba"}
     hf_config = _hf_config(model)
     mla, head_size, kv_heads = _attention_shape(model, hf_config, tp)
     first = 64 if mla else 16
     config = _vllm_config(v, model, hf_config, tp=tp, block_size=first, num_spec=num_spec)
+    # the Mamba cache mode `vllm serve` runs with no prefix-caching flag, which the block alignment reads
+    served = served_cache_modes(model, config)
+    checks_modes = [Check(name, "enable_prefix_caching, mamba_cache_mode",
+                          [opts.enable_prefix_caching, opts.mamba_cache_mode], list(served))]
     shapes = cls.get_mamba_state_shape_from_config(config)
     dtypes = cls.get_mamba_state_dtype_from_config(config)
     state = v.MambaSpec(shapes=tuple(shapes), dtypes=tuple(dtypes), block_size=-1).page_size_bytes
-    checks = [Check(name, "state bytes of one sequence", sorted(ours_state), [state])]
+    checks = [*checks_modes, Check(name, "state bytes of one sequence", sorted(ours_state), [state])]
     attention = [spec for _, spec in plan.units if spec.kind != "mamba"]
     if not attention:
         return checks
@@ -217,3 +222,76 @@ def random_config(model_type: str, seed: int) -> Model:
     else:
         raise ValueError(f"no random configs for {model_type!r}")
     return model_from_config({**cfg, "model_type": model_type}, name=f"random-{model_type}-{seed}")
+
+
+def served_cache_modes(model: Model, config) -> tuple[bool, str]:
+    """enable_prefix_caching and mamba_cache_mode as ``vllm serve <model>`` leaves them with no prefix-caching
+    flag, by vLLM 0.33.0's own defaulting, written into ``config`` (a VllmConfig): ModelConfig.is_hybrid /
+    attn_type / is_prefix_caching_supported / is_chunked_prefill_supported (vllm/config/model.py) over a stand-in
+    holding the registry's _ModelInfo of the family's class and its config, then
+    EngineArgs._set_default_chunked_prefill_and_prefix_caching_args (vllm/engine/arg_utils.py) on an EngineArgs
+    with neither flag given, then MambaModelConfig.verify_and_update_config (model_executor/models/config.py)."""
+    from vllm.config import ModelConfig
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.models.config import MambaModelConfig
+    from vllm.model_executor.models.registry import _ModelInfo
+    cls = _model_class(model.model_type) if model.model_type in CLASSES else _qwen_gdn_class(model.model_type)
+    stand_in = types.SimpleNamespace(pooler_config=None, runner_type="generate", is_encoder_decoder=False,
+                                     _model_info=_ModelInfo.from_model_cls(cls), hf_config=_hf_config(model),
+                                     architecture=model.config["architectures"][0])
+    for name in ("is_hybrid", "is_attention_free", "attn_type", "is_prefix_caching_supported",
+                 "is_chunked_prefill_supported"):
+        setattr(stand_in, name, getattr(ModelConfig, name).fget(stand_in))
+    args = EngineArgs()
+    assert args.enable_prefix_caching is None        # neither --enable- nor --no-enable-prefix-caching
+    args._set_default_chunked_prefill_and_prefix_caching_args(stand_in)
+    config.cache_config.enable_prefix_caching = args.enable_prefix_caching
+    config.scheduler_config.enable_chunked_prefill = args.enable_chunked_prefill
+    if stand_in.is_hybrid or stand_in.is_attention_free:
+        saved = config.model_config
+        object.__setattr__(config, "model_config", types.SimpleNamespace(
+            architecture=stand_in.architecture, max_model_len=getattr(saved, "max_model_len", 4096)))
+        try:
+            MambaModelConfig.verify_and_update_config(config)
+        finally:
+            object.__setattr__(config, "model_config", saved)
+    return config.cache_config.enable_prefix_caching, config.cache_config.mamba_cache_mode
+
+
+def _qwen_gdn_class(model_type: str):
+    """vLLM 0.33.0's class of a Qwen GatedDeltaNet hybrid (registry.py: Qwen3NextForCausalLM; Qwen3.5's
+    ForConditionalGeneration classes import the vision stack, so their text model's class)."""
+    from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
+    if model_type == "qwen3_next":
+        return Qwen3NextForCausalLM
+    raise ValueError(f"no vLLM class for {model_type!r} here")
+
+
+def install_gdn_layers(config, names, hopper: bool = True) -> list:
+    """Stand-ins of vLLM 0.33.0's QwenGatedDeltaNetAttention layers (uninitialised instances of the real class),
+    registered in ``config``'s static forward context under ``names`` as a built model registers its layers:
+    Platform._align_hybrid_block_size reads their prefill checkpoint alignment from there
+    (get_mamba_prefill_checkpoint_alignment). Each holds what the layer's __init__ sets
+    (qwen_gdn_linear_attn.py#L689-L696): FLASHINFER_GDN_CHECKPOINT_ALIGNMENT in "align" mode when its own
+    _resolve_gdn_prefill_backend, run on a platform reporting CUDA capability 9.0 (``hopper``) or none of its
+    FlashInfer ones, picks FlashInfer; else None."""
+    from unittest import mock
+
+    from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
+    from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+    platform = type(gdn.current_platform)
+    with mock.patch.multiple(platform, is_cuda=lambda *_: True, is_rocm=lambda *_: False, is_xpu=lambda *_: False,
+                             is_device_capability=classmethod(lambda _c, cap, _d=0: hopper and cap == 90),
+                             is_device_capability_family=classmethod(lambda _c, _fam, _d=0: False)):
+        _, backend = gdn._resolve_gdn_prefill_backend(config)
+    alignment = None
+    if config.cache_config.mamba_cache_mode == "align" and backend == "flashinfer":
+        alignment = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+    layers = []
+    for name in names:
+        layer = gdn.QwenGatedDeltaNetAttention.__new__(gdn.QwenGatedDeltaNetAttention)
+        object.__setattr__(layer, "_checkpoint_alignment", alignment)
+        object.__setattr__(layer, "vllm_config", config)
+        config.compilation_config.static_forward_context[name] = layer
+        layers.append(layer)
+    return layers

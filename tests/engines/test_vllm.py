@@ -265,9 +265,10 @@ def test_qwen35_27b_hybrid_gdn_v019():
         "Maximum concurrency for 32,768 tokens per request: 33.04x")] == [1487]
     assert result.block_size == 784 and result.details["page_bytes"] == [3_211_264]
     assert result.details["group_layers"] == [16, 16, 16, 16]
-    # The release that prints int(concurrency x L) gives 1,082,800 for the same 1487-block pool.
+    # The release that prints int(concurrency x L) gives 1,082,800 for the same 1487-block pool (the same layout:
+    # --no-enable-prefix-caching, as 0.19 ran hybrids by default).
     newer = capacity(model, engine="vllm", kv_memory=1487 * 16 * 3_211_264, max_model_len=32768,
-                     max_num_batched_tokens=16384)
+                     max_num_batched_tokens=16384, enable_prefix_caching=False)
     assert newer.tokens == int(1487 / 45 * 32768) == 1_082_800
 
 
@@ -480,16 +481,25 @@ def test_hybrid_manager_off_treats_sliding_as_full():
 def test_linear_hybrid_fixed_state_and_block_alignment():
     # Qwen3-Next-80B: 12 full (2 KV heads x 256) + 36 GDN layers, ssm state bf16 ("auto", no hook):
     # conv (3, 8192) x 2 B + (32, 128, 128) x 2 B = 49,152 + 1,048,576 = 1,097,728 B; attention
-    # 2 x 512 x 2 = 2048 B/token -> block 16 x cdiv(1,097,728, 32,768) = 544, page 1,114,112 B.
+    # 2 x 512 x 2 = 2048 B/token -> without prefix caching (mamba_cache_mode "none") block 16 x
+    # cdiv(1,097,728, 32,768) = 544, page 1,114,112 B.
     model = kvmem.get_model("qwen3-next-80b-a3b")
-    result = estimate(model, engine="vllm", tokens=1000, batch=3)
+    result = estimate(model, engine="vllm", tokens=1000, batch=3, enable_prefix_caching=False)
     assert result.details["block_size"] == 544 and result.details["page_bytes"] == [1_114_112]
     # Each of 3 sequences: cdiv(1000, 544) = 2 pages per full layer, 1 state page per GDN layer.
     assert result.kv_bytes == 3 * 12 * 2 * 1_114_112
     assert result.state_bytes == 3 * 36 * 1_114_112
     assert any("padded from 1,097,728 B to 1,114,112 B" in note for note in result.notes)
     # tp 2 halves both the heads and the state.
-    assert estimate(model, engine="vllm", tokens=1000, tp=2).details["page_bytes"] == [557_056]
+    assert estimate(model, engine="vllm", tokens=1000, tp=2,
+                    enable_prefix_caching=False).details["page_bytes"] == [557_056]
+    # vLLM 0.33.0's default for a hybrid: prefix caching on, mode "align", the FlashInfer GDN prefill (Hopper)
+    # checkpointing every 64 tokens: block 64 x cdiv(1,097,728, 64 x 2048) = 576, page 576 x 2048 = 1,179,648 B;
+    # per sequence cdiv(1000, 576) = 2 pages per full layer, 2 + 1 checkpoint state pages per GDN layer
+    # (judged by vLLM's own planning in tests/oracles/test_hybrid_verdicts_oracle.py)
+    served = estimate(model, engine="vllm", tokens=1000, batch=3)
+    assert served.details["block_size"] == 576 and served.details["page_bytes"] == [1_179_648]
+    assert served.kv_bytes == 3 * 12 * 2 * 1_179_648 and served.state_bytes == 3 * 36 * 3 * 1_179_648
 
 
 def test_mamba2_and_mamba1_states():
@@ -509,15 +519,28 @@ def test_mamba2_and_mamba1_states():
 
 
 def test_mamba_modes_and_speculative_blocks():
-    # Per request, each GDN group adds 1 block ("none"), 2 ("align", with prefix caching), plus
-    # num_speculative_tokens blocks; the conv state gains num_spec columns.
+    # Per request, each GDN group adds 1 block ("none", --no-enable-prefix-caching), 2 ("align", with prefix
+    # caching) + 1 prefill checkpoint block (the FlashInfer GDN prefill, from 0.33), plus num_speculative_tokens
+    # blocks; the conv state gains num_spec columns. vLLM 0.33.0's default for this hybrid is "align"
+    # (prefix caching on: vllm/engine/arg_utils.py#L3075-L3080), its block 64 x cdiv(3,207,168, 64 x 4096) = 832.
     model = kvmem.get_model("qwen3.5-27b")
     blocks = {kw: capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, **dict(kw))
-              .details["blocks_per_request"] for kw in ((), (("enable_prefix_caching", True),))}
-    assert blocks[()] == 42 + 3 and blocks[(("enable_prefix_caching", True),)] == 42 + 6
-    spec = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, num_speculative_tokens=2)
+              for kw in ((), (("enable_prefix_caching", True),), (("enable_prefix_caching", False),))}
+    off, on = blocks[(("enable_prefix_caching", False),)], blocks[(("enable_prefix_caching", True),)]
+    assert (off.block_size, off.details["blocks_per_request"]) == (784, 42 + 3)
+    assert (on.block_size, on.details["blocks_per_request"]) == (832, cdiv_(32768, 832) + 3 * 3) == (832, 49)
+    assert blocks[()].details == on.details
+    # before 0.33 kvmem's "align" has no checkpoint grid (0.24's Qwen3.6 log above reproduces without): 784, 2 blocks
+    old = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, version="0.28",
+                   enable_prefix_caching=True)
+    assert (old.block_size, old.details["blocks_per_request"]) == (784, 42 + 6)
+    spec = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, num_speculative_tokens=2,
+                    enable_prefix_caching=False)
     # conv (5, 10,240) bf16 = 102,400 B + 3,145,728 -> block 16 x cdiv(3,248,128, 65,536) = 800.
     assert spec.block_size == 800 and spec.details["blocks_per_request"] == cdiv_(32768, 800) + 3 * 3
+    # the default: block 64 x cdiv(3,248,128, 262,144) = 832, 2 + 1 + 2 state blocks per GDN group
+    spec = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, num_speculative_tokens=2)
+    assert spec.block_size == 832 and spec.details["blocks_per_request"] == cdiv_(32768, 832) + 3 * 5
 
 
 def cdiv_(a, b):
@@ -777,3 +800,30 @@ def test_options_resolve_once_into_a_frozen_record():
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.block_size = 32
     assert "version" not in inspect.getsource(budget._budget) + inspect.getsource(budget._defaults_of)
+
+
+def test_prefix_caching_default_follows_vllm_and_the_command_says_a_choice():
+    # vLLM 0.33.0 with neither flag: prefix caching on for a decoder and a Mamba hybrid, off for an attention-free
+    # model (vllm/engine/arg_utils.py#L3075-L3080, config/model.py#L2239-L2291); a hybrid then runs "align"
+    from kvmem.engines.vllm.options import check_options
+    hybrid, dense = kvmem.get_model("nemotron-h-8b"), kvmem.get_model("llama-3.1-8b")
+    mamba = kvmem.Model.from_hf_config({"model_type": "mamba", "architectures": ["MambaForCausalLM"],
+                                        "hidden_size": 768, "num_hidden_layers": 2, "expand": 2, "state_size": 16,
+                                        "conv_kernel": 4, "vocab_size": 512})
+    resolved = {m.name: check_options({}, m) for m in (hybrid, dense, mamba)}
+    assert [(o.enable_prefix_caching, o.mamba_cache_mode) for o in resolved.values()] == [
+        (True, "align"), (True, "align"), (False, "none")]
+    # before PR #50991 (0.28) a hybrid's was opt-in: "none", as the 0.19 Qwen3.5 log ran
+    old = check_options({"version": "0.19.0"}, hybrid)
+    assert (old.enable_prefix_caching, old.mamba_cache_mode) == (False, "none")
+    # vLLM 0.33.0 turns any mode into "none" without prefix caching, and "none" into "align" with it
+    # (model_executor/models/config.py#L762-L785)
+    assert check_options({"enable_prefix_caching": False, "mamba_cache_mode": "align"}, hybrid).mamba_cache_mode == "none"
+    assert check_options({"mamba_cache_mode": "none"}, hybrid).mamba_cache_mode == "align"
+    # the command: nothing written for vLLM's own default, the flag either way when the option is given
+    argv = kvmem.plan("nemotron-h-8b", gpu="h100-sxm-80gb", context="32k", batch=4).argv
+    assert not any("prefix-caching" in a for a in argv)
+    off = kvmem.plan("nemotron-h-8b", gpu="h100-sxm-80gb", context="32k", batch=4, enable_prefix_caching=False)
+    assert "--no-enable-prefix-caching" in off.argv and "--enable-prefix-caching" not in off.argv
+    # and the fit it sizes is the "none" layout: Nemotron-H-8B's block 1040 either way, 1 state block a group
+    assert off.fit.capacity.details.blocks_per_request == cdiv_(32768, 1040) + 6

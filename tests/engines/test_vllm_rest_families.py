@@ -20,16 +20,21 @@ def test_bailing_hybrid_kda_and_mla_layers_as_vllm_builds_them():
     e = engine_estimate(model, engine="vllm", tokens=1024)
     # KDA state: conv 3 x 32 x 64 x (4 - 1) x 2 B = 36,864 + recurrent 32 x 64 x 64 x 4 B (float32) = 524,288;
     # MLA 576 x 2 B = 1,152 B a token, block 128 x cdiv(561,152, 128 x 1,152) = 512, page 589,824 B.
-    # 15 KDA layers in 3 groups of 5, 5 MLA layers: 1,024 tokens = 2 MLA blocks + 1 state block per KDA group
+    # 15 KDA layers in 3 groups of 5, 5 MLA layers: 1,024 tokens = 2 MLA blocks + 2 state blocks per KDA group
+    # (mamba_cache_mode "align", vLLM 0.33.0's default for a hybrid: prefix caching on, vllm/engine/arg_utils.py
+    # #L3075-L3080; MambaSpec.max_memory_usage_bytes, v1/kv_cache_interface.py#L1135-L1141); 1 with
+    # --no-enable-prefix-caching
     assert e.details.block_size == 512 and e.details.page_bytes == [589_824]
     assert [g["kind"] for g in e.details.groups] == ["mamba", "mamba", "mamba", "mla"]
-    assert e.total_bytes == (2 + 3) * 5 * 589_824 == 14_745_600
+    assert e.total_bytes == (2 + 3 * 2) * 5 * 589_824 == 23_592_960
+    off = engine_estimate(model, engine="vllm", tokens=1024, enable_prefix_caching=False)
+    assert off.details.block_size == 512 and off.total_bytes == (2 + 3) * 5 * 589_824 == 14_745_600
 
 
 def test_bailing_hybrid_ssm_state_is_float32_whatever_the_option_says():
     model = kvmem.Model.from_hf_config(LING)
     e = engine_estimate(model, engine="vllm", tokens=1024, mamba_ssm_cache_dtype="bfloat16")
-    assert e.total_bytes == 14_745_600
+    assert e.total_bytes == 23_592_960
     assert any("float32" in note for note in e.notes)
 
 

@@ -15,6 +15,11 @@ import kvmem
 from kvmem.units import cdiv
 
 KIMI = "kimi-linear-48b-a3b"
+# State pages a sequence holds per Mamba group in vLLM 0.33.0's default for a hybrid: --enable-prefix-caching is on
+# (vllm/engine/arg_utils.py#L3075-L3080, config/model.py#L2279-L2281), so mamba_cache_mode "align"
+# (model_executor/models/config.py#L762-L770): MambaSpec.max_memory_usage_bytes = 2 pages
+# (v1/kv_cache_interface.py#L1135-L1141); 1 with --no-enable-prefix-caching ("none")
+ALIGN = 2
 
 
 def test_kimi_linear_kda_state_and_mla_pages():
@@ -29,9 +34,9 @@ def test_kimi_linear_kda_state_and_mla_pages():
     for tokens, mla_pages in ((1024, 1), (131072, 69)):        # cdiv(131,072, 1,920) = 69
         result = kvmem.estimate(KIMI, engine="vllm", tokens=tokens)
         assert result.per_layer[3] == mla_pages * 2_211_840     # layer 4 (1-indexed) is MLA
-        assert result.per_layer[0] == 2_211_840                 # a KDA layer: one padded state page
+        assert result.per_layer[0] == ALIGN * 2_211_840         # a KDA layer: its padded state pages
         # 20 KDA layers' pages and, grouped by 7 (the MLA layers), a third KDA group's padding slot
-        assert result.state_bytes == (20 + 1) * 2_211_840
+        assert result.state_bytes == (20 + 1) * ALIGN * 2_211_840
     # 7 MLA layers; the padding slot is a state page, so K (the latent) is the MLA pages alone and V none
     long = kvmem.estimate(KIMI, engine="vllm", tokens=131072)
     assert (long.k_bytes, long.v_bytes) == (7 * 69 * 2_211_840, 0)
@@ -42,8 +47,8 @@ def test_kimi_linear_at_tp2():
     # block 128 x cdiv(1,085,440, 147,456) = 1,024 tokens, page 1,024 x 1,152 = 1,179,648 B (MLA: one
     # latent head on every rank)
     result = kvmem.estimate(KIMI, engine="vllm", tokens=1024, tp=2)
-    assert result.per_layer[0] == result.per_layer[3] == 1_179_648
-    assert result.state_bytes == (20 + 1) * 1_179_648       # with the padding slot of the third KDA group
+    assert result.per_layer[0] == ALIGN * 1_179_648 and result.per_layer[3] == 1_179_648
+    assert result.state_bytes == (20 + 1) * ALIGN * 1_179_648       # with the padding slot of the third KDA group
 
 
 def test_kimi_linear_speculative_conv_columns():
@@ -86,8 +91,10 @@ def test_granitemoehybrid_mamba2_state_and_block():
     # 4 x 128 x 2 x 2 B = 2,048 B per token: block 16 x cdiv(1,074,688, 16 x 2,048) = 528 tokens,
     # page 528 x 2,048 = 1,081,344 B, the Mamba page padded to it.
     result = kvmem.estimate(_model(**GRANITE), engine="vllm", tokens=1024)
-    assert result.per_layer == (1_081_344,) * 3 + (2 * 1_081_344,)      # cdiv(1,024, 528) = 2 pages
-    assert result.state_bytes == 3 * 1_081_344
+    assert result.per_layer == (ALIGN * 1_081_344,) * 3 + (2 * 1_081_344,)      # cdiv(1,024, 528) = 2 pages
+    assert result.state_bytes == 3 * ALIGN * 1_081_344
+    off = kvmem.estimate(_model(**GRANITE), engine="vllm", tokens=1024, enable_prefix_caching=False)
+    assert off.per_layer == (1_081_344,) * 3 + (2 * 1_081_344,)         # "none": one state page
 
 
 def test_granitemoehybrid_tp2_replicates_the_group():
@@ -95,7 +102,7 @@ def test_granitemoehybrid_tp2_replicates_the_group():
     # = 13,824 B; ssm 32 x 64 x 128 x 2 B = 524,288 B -> 538,112 B; attention 2 heads: 1,024 B per token,
     # block 16 x cdiv(538,112, 16,384) = 528, page 540,672 B
     result = kvmem.estimate(_model(**GRANITE), engine="vllm", tokens=1024, tp=2)
-    assert result.per_layer[0] == 540_672
+    assert result.per_layer[0] == ALIGN * 540_672
     assert result.per_layer[3] == 2 * 540_672
 
 
@@ -112,8 +119,8 @@ def test_falcon_h1_every_layer_attention_and_mamba2():
                    num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_hidden_layers=2, mamba_d_ssm=1536,
                    mamba_n_heads=24, mamba_n_groups=1, mamba_d_state=128, mamba_d_conv=4, mamba_expand=2)
     result = kvmem.estimate(model, engine="vllm", tokens=1024)
-    assert result.per_layer == (3 * 409_600,) * 2   # cdiv(1,024, 800) = 2 attention pages + 1 state page each
-    assert result.state_bytes == 2 * 409_600
+    assert result.per_layer == ((2 + ALIGN) * 409_600,) * 2   # cdiv(1,024, 800) = 2 attention pages + the state's
+    assert result.state_bytes == 2 * ALIGN * 409_600
 
 
 def test_mamba_and_falcon_mamba_attention_free():
@@ -146,11 +153,11 @@ def test_lfm2_short_conv_from_conv_dim():
     # token; block 16 (16 x 2,048 = 32,768 >= 8,192), the conv page padded to 32,768 B.
     # 10 conv layers, 6 attention layers
     result = kvmem.estimate(kvmem.Model.from_hf_config(LFM2), engine="vllm", tokens=1024)
-    assert result.per_layer[0] == 32_768
+    assert result.per_layer[0] == ALIGN * 32_768
     assert result.per_layer[2] == 64 * 32_768                  # cdiv(1,024, 16) = 64 pages
     # 10 conv layers' pages, and 2 padding slots: grouped by 6 (the attention layers), the conv layers
     # take 2 groups of 6
-    assert result.state_bytes == (10 + 2) * 32_768
+    assert result.state_bytes == (10 + 2) * ALIGN * 32_768
 
 
 def test_lfm2_refusals():
@@ -181,5 +188,6 @@ def test_olmo_hybrid_gated_deltanet_state():
                    linear_conv_kernel_dim=4,
                    layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
     result = kvmem.estimate(model, engine="vllm", tokens=1024)
-    assert result.per_layer == (589_824,) * 3 + (cdiv(1024, 144) * 589_824,)
-    assert result.state_bytes == 3 * 589_824
+    # olmo's GatedDeltaNet (olmo_gdn_linear_attn.py) exports no prefill checkpoints: "align" keeps the block
+    assert result.per_layer == (ALIGN * 589_824,) * 3 + (cdiv(1024, 144) * 589_824,)
+    assert result.state_bytes == 3 * ALIGN * 589_824

@@ -241,9 +241,10 @@ def test_a_setting_the_log_prints_badly_is_refused_naming_where_it_came_from():
     with pytest.raises(ValueError, match=r"tp must be a positive integer, got 'abc' \(tp from log line 2, pp from "
                                          r"log line 2\)"):
         check_log(V1_LOG.replace("tensor_parallel_size=1", "tensor_parallel_size=abc"))
-    # a switch printed unset (None) is the engine's default (vLLM's enable_prefix_caching: False), and said so
+    # a switch printed unset (None) is left to the engine, as it was: vLLM's enable_prefix_caching=None is its
+    # choice for the model, which kvmem makes the same way (kvmem.engines.vllm.options.prefix_caching_default)
     r = check_log(V1_LOG.replace("enable_prefix_caching=True", "enable_prefix_caching=None"))
-    assert r.matches and r.inputs["enable_prefix_caching"] == (False, "default")
+    assert r.matches and r.inputs["enable_prefix_caching"] == (None, "log line 2")
 
 
 def test_sglang_0_5_server_args_as_a_dict():

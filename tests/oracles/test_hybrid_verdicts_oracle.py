@@ -143,11 +143,13 @@ def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | No
 
 
 def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float | None]:
-    """(block size, Maximum concurrency) of a Qwen3-Next hybrid in vLLM: the state shapes and dtypes from its
-    model class (qwen3_next.py get_mamba_state_shape_from_config), the block size and padded state page from
-    Platform._align_hybrid_block_size (as kvmem/oracles/vllm_states.py runs them, with the attention's own
-    head size and KV heads), then vLLM's planning. mamba_cache_mode "none": kvmem's vllm mode follows
-    enable_prefix_caching, off by default for these models (kvmem/engines/vllm/__init__.py says so)."""
+    """(block size, Maximum concurrency) of a Qwen3-Next hybrid in vLLM as `vllm serve` runs it with no
+    prefix-caching flag: enable_prefix_caching and mamba_cache_mode from vLLM's own defaulting
+    (vllm_states.served_cache_modes: on, "align"), the GDN layers' prefill checkpoint alignment from their own
+    backend choice on Hopper (vllm_states.install_gdn_layers), the state shapes and dtypes from its model class
+    (qwen3_next.py get_mamba_state_shape_from_config), the block size and padded state page from
+    Platform._align_hybrid_block_size (with the attention's own head size and KV heads), each GDN spec's
+    checkpoint block from the layer's own _exports_checkpoints, then vLLM's planning."""
     from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import MambaSpec
@@ -160,10 +162,16 @@ def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float
     config = vs._vllm_config(w, model, vs._hf_config(model), tp=1, block_size=16, num_spec=0)
     config.model_config.get_head_size = lambda: attention.head_dim_k
     config.model_config.get_num_kv_heads = lambda _parallel: attention.kv_heads
+    config.model_config.max_model_len = length
+    prefix_caching, mode = vs.served_cache_modes(model, config)
+    assert (prefix_caching, mode) == (True, "align")
+    names = [f"model.layers.{i}.linear_attn" for i, layer in enumerate(model.layers) if layer.kind != FULL]
+    gdn = vs.install_gdn_layers(config, names)
     shapes = Qwen3NextForCausalLM.get_mamba_state_shape_from_config(config)
     dtypes = Qwen3NextForCausalLM.get_mamba_state_dtype_from_config(config)
     w.Platform._align_hybrid_block_size(config, vs._Backend(16))
     block, padded = config.cache_config.block_size, config.cache_config.mamba_page_size_padded
+    checkpoint_blocks = int(gdn[0]._exports_checkpoints)
     specs = {}
     for i, layer in enumerate(model.layers):
         if layer.kind == FULL:
@@ -173,9 +181,11 @@ def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float
         else:
             specs[f"model.layers.{i}.linear_attn"] = MambaSpec(
                 shapes=tuple(shapes), dtypes=tuple(dtypes), block_size=block, page_size_padded=padded,
-                mamba_type=MambaAttentionBackendEnum.GDN_ATTN, mamba_cache_mode="none")
+                mamba_type=MambaAttentionBackendEnum.GDN_ATTN, mamba_cache_mode=mode,
+                num_prefill_checkpoint_blocks=checkpoint_blocks)
     planning = vo._config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
-    planning.cache_config.mamba_cache_mode = "none"
+    planning.cache_config.mamba_cache_mode = mode
+    planning.cache_config.enable_prefix_caching = prefix_caching
     v.resolve_kv_cache_layout(planning, [vo._layouts(v, model)], specs.values())
     try:
         groups = v.get_global_kv_cache_groups(planning, [specs])
@@ -231,10 +241,12 @@ def test_gemma_3_27b_at_8920_tokens_on_an_a100_runs_4_not_17():
 
 
 def test_vllm_qwen3_next_max_batch_is_the_floor_of_vllms_concurrency():
-    # fp8 weights, so the 80B model leaves one GPU a KV budget; KV stays bf16. On an H200 at 32,768 tokens:
-    # block 544 (the GDN state page aligned), vLLM 62.14x, kvmem 62
+    # fp8 weights, so the 80B model leaves one GPU a KV budget; KV stays bf16. On an H200 at 32,768 tokens, as
+    # `vllm serve` runs it (prefix caching on, mamba_cache_mode "align", FlashInfer GDN prefill): block 576 (the
+    # GDN state page aligned to 64-token checkpoints), 3 state blocks per GDN group per request, vLLM 56.91x,
+    # kvmem 56 (62.14x / 62 with block 544 in mode "none", --no-enable-prefix-caching)
     pytest.importorskip("vllm")
-    assert _vllm_case("qwen3-next-80b-a3b", "h200-sxm-141gb", 32_768, weight_dtype="fp8") == 62
+    assert _vllm_case("qwen3-next-80b-a3b", "h200-sxm-141gb", 32_768, weight_dtype="fp8") == 56
     rng = random.Random(33)
     admitted = [_vllm_case("qwen3-next-80b-a3b", rng.choice(("h200-sxm-141gb", "b200-180gb")),
                            int(math.exp(rng.uniform(math.log(256), math.log(262_144)))), weight_dtype="fp8")

@@ -34,8 +34,10 @@ def assert_agrees(name, model, tp, num_spec=0):
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets(name, tp):
     checks = assert_agrees(name, PRESETS[name](), tp)
-    assert {c.quantity for c in checks} == {"state bytes of one sequence", "attention block size",
-                                            "padded Mamba page", "attention page"}
+    assert {c.quantity for c in checks} == {"enable_prefix_caching, mamba_cache_mode", "state bytes of one sequence",
+                                            "attention block size", "padded Mamba page", "attention page"}
+    # vLLM's defaulting with no prefix-caching flag: these hybrids run with prefix caching, mode "align"
+    assert [c.engine for c in checks if c.quantity.startswith("enable")] == [[True, "align"]]
 
 
 def test_kimi_linear_preset_numbers_and_speculative_columns():
@@ -84,3 +86,13 @@ def test_bailing_hybrid_numbers():
     checks = {c.quantity: c.engine for c in assert_agrees("ling", model, 1)}
     assert checks["state bytes of one sequence"] == [561_152] and checks["attention block size"] == 512
     assert checks["attention page"] == [589_824]
+
+
+@pytest.mark.parametrize("model_type, served", [("mamba", [False, "none"]), ("falcon_mamba", [False, "none"]),
+                                                ("mamba2", [False, "none"]), ("granitemoehybrid", [True, "align"]),
+                                                ("falcon_h1", [True, "align"]), ("olmo_hybrid", [True, "align"])])
+def test_prefix_caching_default_is_vllms(model_type, served):
+    # `vllm serve` with neither --enable- nor --no-enable-prefix-caching: vLLM's own defaulting (attn_type
+    # "attention_free" off, "hybrid" on, then MambaModelConfig's mode) gives these, and kvmem the same
+    checks = assert_agrees(model_type, oracle.random_config(model_type, 0), 1)
+    assert [c.engine for c in checks if c.quantity.startswith("enable")] == [served]

@@ -74,7 +74,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     """Bytes of the blocks vLLM allocates for ``batch`` sequences of ``tokens`` tokens (PageSpec.held_blocks).
     Padding-layer slots of those blocks are reported in details, not per layer; draft layers follow the
     model's own in per_layer."""
-    opts = check_options(options)
+    opts = check_options(options, model)
     plan = make_plan(model, kv_dtype, tp, pp, opts)
     if opts.release is None:
         return estimate_v0(model, plan, tokens=tokens, batch=batch, tp=tp, pp=pp, opts=opts)
@@ -182,7 +182,7 @@ def _explain(notes: list, plan: Plan, tokens: int, lookahead: int, padding: int)
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              **options) -> Capacity:
     """What vLLM makes of ``kv_memory`` bytes per GPU: its block count and the lines it logs."""
-    opts = check_options(options)
+    opts = check_options(options, model)
     plan = make_plan(model, kv_dtype, tp, pp, opts)
     release = opts.release
     if release is not None:

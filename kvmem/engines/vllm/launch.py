@@ -36,7 +36,6 @@ KV_CACHE_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "fp8", "fp8_e4m3
                   "nvfp4": "nvfp4"}
 _SWITCHES = {  # option -> (flag when the value differs from vLLM's default, the default)
     "hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager", True),
-    "enable_prefix_caching": ("--enable-prefix-caching", False),
     "async_scheduling": ("--no-async-scheduling", True),
 }
 _VALUED = {"attention_backend": "--attention-backend", "mamba_cache_mode": "--mamba-cache-mode",
@@ -106,7 +105,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         if opts.get(name):
             raise PlanRefused(f"vllm: kvmem does not write --speculative-config; option {name}={opts[name]!r} "
                               "has no flag here")
-    refuse_options("vllm", opts, set(_SWITCHES) | set(_VALUED) | {"draft", "num_speculative_tokens"}, _SIZING_ONLY)
+    refuse_options("vllm", opts, set(_SWITCHES) | set(_VALUED) | {"draft", "num_speculative_tokens",
+                                                                   "enable_prefix_caching"}, _SIZING_ONLY)
     model, why = model_argument(inp.model)
     out = [Flag("", model, why),
            Flag("--tensor-parallel-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
@@ -136,6 +136,12 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     for name, (flag, default) in _SWITCHES.items():
         if name in opts and opts[name] is not None and opts[name] != default:
             out.append(Flag(flag, "", f"{name}={opts[name]} as planned"))
+    prefix = opts.get("enable_prefix_caching")
+    if prefix is not None:
+        # unset, vLLM picks by the model (kvmem.engines.vllm.options.prefix_caching_default, on for Mamba hybrids
+        # from 0.28): a value given is written either way (vllm@v0.33.0 vllm/engine/arg_utils.py#L3075-L3080)
+        out.append(Flag("--enable-prefix-caching" if prefix else "--no-enable-prefix-caching", "",
+                        f"enable_prefix_caching={prefix} as planned"))
     for name, flag in _VALUED.items():
         if opts.get(name) not in (None, "auto"):
             out.append(Flag(flag, str(opts[name]), f"{name}={opts[name]} as planned"))

@@ -9,7 +9,7 @@ from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ...parallel import kv_heads_per_rank, pp_stages
 from ...units import cdiv
 from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, VllmOptions,
-                      kv_format)
+                      checkpoint_grid, exports_checkpoints, kv_format, mla_block)
 from .models import check_heads, check_indexers, draft_layers, vllm_layers
 from .compressed import DSV4_BLOCK, deepseek_v4_units, packed_groups
 from .inkling import INKLING_TYPES, sconv_spec
@@ -106,7 +106,7 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
                 notes.append(f"DeepSeek-V3.2's sparse MLA runs on FLASHMLA_SPARSE, not {backend}")
             backend = "FLASHMLA_SPARSE"
         backend = backend or "FLASHMLA"
-        forced = _mla_block(backend, block)
+        forced = mla_block(backend, block)
         if forced != block and opts.block_size is not None:
             notes.append(f"block size {forced}: the {backend} backend forces it (asked {block})")
         elif forced != block:
@@ -146,13 +146,14 @@ def make_plan(model: Model, kv_dtype, tp: int, pp: int, opts: VllmOptions) -> Pl
         block, mamba_padded = _align_hybrid(model, attention[0], fmt, tp, block, kernel_align,
                                             mamba_page, opts, notes)
 
-    units = []
+    units, ck = [], int(exports_checkpoints(model, opts))
     for index, layer in enumerate(layers):
         if layer.caches_tokens:
             for spec in _attention_spec(layer, fmt, tp, block):
                 units.append((index, spec))
         if layer.state is not None:
-            units.append((index, PageSpec("mamba", block, state_bytes=mamba_page, padded=mamba_padded)))
+            units.append((index, PageSpec("mamba", block, state_bytes=mamba_page, padded=mamba_padded,
+                                          checkpoint_blocks=ck)))
         if model.model_type in INKLING_TYPES:   # its conv state, a sliding spec beside the attention (inkling.py)
             units.append((index, sconv_spec(model, layer, tp)))
     if not units:
@@ -198,19 +199,6 @@ def _show(release) -> str:
     return f"{release[0]}.{release[1]}"
 
 
-def _mla_block(backend: str, block: int) -> int:
-    """The block size an MLA backend runs with (options.MLA_BACKENDS: its kernel block sizes at v0.33.0)."""
-    if backend == "FLASHMLA":
-        return block if block % 64 == 0 else 64
-    if backend == "CUTLASS_MLA":
-        return block if block % 128 == 0 else 128
-    if backend == "FLASHINFER_MLA":
-        return block if block == 32 or block % 64 == 0 else 64
-    if backend == "FLASHMLA_SPARSE":
-        return 64
-    return block
-
-
 def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int, kernel_align: int,
                   mamba_page: int, opts: VllmOptions, notes: list) -> tuple[int, int]:
     """(attention block size, padded Mamba page) of a hybrid Mamba/linear-attention model (vllm@v0.33.0
@@ -231,6 +219,7 @@ def _align_hybrid(model: Model, layer: Layer, fmt: KVFormat, tp: int, block: int
         # vllm@v0.33.0 vllm/platforms/interface.py#L1083-L1088 _align_hybrid_block_size: "For hybrid MLA/Mamba
         # models, make the manager block size a multiple of 128" (TRTLLM/FlashInfer MLA decode)
         align = max(align, 128)
+    align = checkpoint_grid(model, opts, align, notes)   # vllm@v0.33.0 vllm/platforms/interface.py#L1089-L1094
     if opts.mamba_cache_mode == "all":
         chunk = model.facts.ssm.chunk_size if model.facts.ssm else 0
         if chunk < 1:

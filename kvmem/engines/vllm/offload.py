@@ -78,7 +78,7 @@ def native_tier(model: Model, *, kv_offloading_size, max_model_len: int, tp: int
     if isinstance(blocks_per_chunk, bool) or not isinstance(blocks_per_chunk, int) or blocks_per_chunk < 1:
         # offloading/config.py#L131-L135
         raise ValueError(f"'blocks_per_chunk' must be greater than 0, got {blocks_per_chunk!r}")
-    opts = check_options(options)
+    opts = check_options(options, model)
     if opts.release is None or opts.release < (0, 33):
         raise ValueError(f"kvmem sizes vLLM's CPU offload tier by vLLM 0.33.0's rules; version {opts.version!r} "
                          "is older (its connector sized the buffer otherwise: vllm PR #50443)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -33,11 +34,11 @@ OPTIONS = {
     "num_speculative_tokens": 0,
     # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
     "attention_backend": None,
-    # Mamba prefix caching selects mamba_cache_mode "align" (vllm/config/cache.py). Unverified: the default
-    # "align" vs "none" (vllm@v0.33.0 vllm/config/cache.py#L304 declares "none"); kvmem follows
-    # enable_prefix_caching, default off: the v0.19 Qwen3.5 log reproduces with "none".
-    "enable_prefix_caching": False,
-    # --mamba-cache-mode: None = "align" with prefix caching, else "none".
+    # --enable-prefix-caching / --no-enable-prefix-caching; None = vLLM's default for the model
+    # (prefix_caching_default: on for decoders and, from HYBRID_PREFIX_CACHING, Mamba hybrids; off for
+    # attention-free models), which selects mamba_cache_mode below.
+    "enable_prefix_caching": None,
+    # --mamba-cache-mode: None = "align" with prefix caching, else "none" (resolve_mamba_mode).
     "mamba_cache_mode": None,
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm@v0.33.0 vllm/config/cache.py#L296-L300, default "auto").
     "mamba_cache_dtype": "auto",
@@ -63,6 +64,10 @@ NULL_BLOCK = (0, 28)                  # PR #47272 (merged 2026-08-20): checks le
 # for L tokens per request: X x" on ONE line (vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py#L1136-L1154); in 0.28 at the
 # latest (merged before PR #47272); 0.19 prints two (vllm#40691); 0.27 unverified
 ONE_LOG_LINE = (0, 28)
+# PR #50991 (merged 2026-08-04) "[Mamba] enable prefix cache by default": hybrids take prefix caching by default
+# (before it: default = supported and not is_hybrid) and mamba_cache_mode "none" becomes "align"; in 0.28 at the
+# latest (merged before PR #47272); 0.27 unverified (vllm#51250 ran 0.27.1 with --enable-prefix-caching given)
+HYBRID_PREFIX_CACHING = (0, 28)
 LATEST = (0, 33)                      # the release kvmem was last checked against (vLLM 0.33.0)
 
 # --kv-cache-dtype values (vllm@v0.33.0 vllm/config/cache.py#L44-L67 CacheDType): bytes per element, quantisation
@@ -96,6 +101,10 @@ FP8_DS_MLA_BYTES_PER_TOKEN = 656     # 512 fp8 latent + 16 B scales + 64 x 2 B r
 INDEXER_QUANT_BLOCK = 128
 
 QWEN35_TYPES = ("qwen3_5_text", "qwen3_5_moe_text")
+# The IsAttentionFree generative classes of vLLM 0.33.0 among kvmem's families (vllm@v0.33.0
+# vllm/model_executor/models/mamba.py#L173 MambaForCausalLM, also FalconMambaForCausalLM; mamba2.py#L167
+# Mamba2ForCausalLM): attn_type "attention_free". Other models with a recurrent state are "hybrid".
+ATTENTION_FREE_TYPES = ("mamba", "falcon_mamba", "mamba2")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -144,16 +153,52 @@ class VllmOptions:
     in_flight_tokens: int = 0          # tokens a window reserves in flight (pool.in_flight_tokens; capacity sets it)
 
 
-def check_options(opts: dict) -> VllmOptions:
+def prefix_caching_default(model: Model | None, release) -> bool:
+    """vLLM's enable_prefix_caching when neither --enable-prefix-caching nor --no-enable-prefix-caching is
+    given: ModelConfig.is_prefix_caching_supported by attn_type (vllm@v0.33.0 vllm/engine/arg_utils.py#L3041-L3085
+    _set_default_chunked_prefill_and_prefix_caching_args; vllm/config/model.py#L2239-L2291: generative "hybrid"
+    and "decoder" True, "attention_free" and "encoder_decoder" False). attn_type (config/model.py#L2174-L2190,
+    #L2036-L2050): a recurrent-state layer beside token-caching ones is "hybrid", a recurrent state only
+    (ATTENTION_FREE_TYPES) "attention_free", else "decoder" (kvmem's vLLM layouts have no encoder-decoder).
+    Without a model: the decoder rule (what it selects, the Mamba cache mode, matters only with one)."""
+    if release is None:
+        return False   # the v0 engine: prefix caching was opt-in (v0.py reads no prefix caching)
+    stateful = model is not None and any(layer.state is not None for layer in model.layers)
+    if not stateful:
+        return True
+    if model.model_type in ATTENTION_FREE_TYPES:
+        return False
+    return release >= HYBRID_PREFIX_CACHING
+
+
+def resolve_mamba_mode(mode, prefix_caching: bool, release) -> str:
+    """The Mamba cache mode vLLM runs: MambaModelConfig.verify_and_update_config (vllm@v0.33.0
+    vllm/model_executor/models/config.py#L751-L785) turns "none" into "align" with prefix caching and any mode into
+    "none" without it (from HYBRID_PREFIX_CACHING; before it kvmem keeps the mode given, default "align" with
+    prefix caching, unverified per release)."""
+    if mode is not None and mode not in ("none", "align", "all"):
+        raise ValueError(f"mamba_cache_mode must be 'none', 'align' or 'all', got {mode!r}")
+    if release is not None and release >= HYBRID_PREFIX_CACHING:
+        if not prefix_caching:
+            return "none"
+        return "align" if mode in (None, "none") else mode
+    if mode is None:
+        return "align" if prefix_caching else "none"
+    return mode
+
+
+def check_options(opts: dict, model: Model | None = None) -> VllmOptions:
     """The options validated and resolved (their names are checked once, by kvmem.engines.with_defaults,
-    before the engine is called)."""
+    before the engine is called); ``model`` resolves enable_prefix_caching=None to vLLM's default for it."""
     out = {**OPTIONS, **opts}
     block_size = out["block_size"]
     if block_size is not None:
         block_size = require_positive_int("block_size", block_size)
     batched = require_positive_int("max_num_batched_tokens", out["max_num_batched_tokens"])
     hybrid = _bool("hybrid_kv_cache_manager", out["hybrid_kv_cache_manager"])
-    prefix_caching = _bool("enable_prefix_caching", out["enable_prefix_caching"])
+    prefix_caching = out["enable_prefix_caching"]
+    if prefix_caching is not None:
+        prefix_caching = _bool("enable_prefix_caching", prefix_caching)
     async_scheduling = _bool("async_scheduling", out["async_scheduling"])
     spec = out["num_speculative_tokens"]
     if isinstance(spec, bool) or not isinstance(spec, int) or spec < 0:
@@ -165,11 +210,6 @@ def check_options(opts: dict) -> VllmOptions:
             names = ", ".join([*MLA_BACKENDS, *_OTHER_BACKENDS])
             raise ValueError(f"attention_backend must be one of {names}, got {backend!r}")
         backend = name
-    mode = out["mamba_cache_mode"]
-    if mode is None:
-        mode = "align" if prefix_caching else "none"
-    if mode not in ("none", "align", "all"):
-        raise ValueError(f"mamba_cache_mode must be 'none', 'align' or 'all', got {mode!r}")
     state_dtypes = {}
     for name in ("mamba_cache_dtype", "mamba_ssm_cache_dtype"):
         value = out[name]
@@ -181,6 +221,9 @@ def check_options(opts: dict) -> VllmOptions:
     if isinstance(swap, bool) or not isinstance(swap, (int, float)) or not 0 <= swap <= 2**40:
         raise ValueError(f"swap_space must be a number of GiB from 0 to {2**40:,}, got {swap!r}")
     release = parse_release(out["version"])
+    if prefix_caching is None:
+        prefix_caching = prefix_caching_default(model, release)
+    mode = resolve_mamba_mode(out["mamba_cache_mode"], prefix_caching, release)
     draft = out["draft"]
     if isinstance(draft, str) and draft != "mtp":
         from ...catalog import get_model
@@ -191,6 +234,50 @@ def check_options(opts: dict) -> VllmOptions:
                        draft=draft, async_scheduling=async_scheduling, num_speculative_tokens=spec,
                        attention_backend=backend, enable_prefix_caching=prefix_caching, mamba_cache_mode=mode,
                        **state_dtypes, version=out["version"], swap_space=swap, release=release)
+
+
+# model types whose linear layers are vLLM 0.33.0's QwenGatedDeltaNetAttention (qwen3_next.py, qwen3_5.py), and the
+# prefill checkpoint grid of its FlashInfer prefill (vllm@v0.33.0 vllm/v1/attention/backends/gdn_attn.py#L34); from
+# 0.33 (0.24 had none: the Qwen3.6 log's 2,096-token block, tests/engines/test_vllm.py; between them unverified)
+GDN_CHECKPOINT_TYPES = ("qwen3_next", *QWEN35_TYPES)
+GDN_CHECKPOINT_ALIGNMENT = 64
+
+
+
+def exports_checkpoints(model: Model, opts: VllmOptions) -> bool:
+    """Its GatedDeltaNet layers export prefill checkpoints ("align" mode, from 0.33): in that mode
+    _align_hybrid_block_size makes the block a multiple of every Mamba layer's prefill checkpoint alignment
+    (vllm@v0.33.0 vllm/platforms/interface.py#L1089-L1094), which Qwen's GatedDeltaNet sets to
+    GDN_CHECKPOINT_ALIGNMENT when its prefill runs on FlashInfer (model_executor/layers/mamba/gdn/
+    qwen_gdn_linear_attn.py#L689-L696), and each request holds one more state block (MambaSpec
+    num_prefill_checkpoint_blocks=1: qwen_gdn_linear_attn.py#L739-L760, v1/kv_cache_interface.py#L1135-L1141).
+    FlashInfer is what _resolve_gdn_prefill_backend picks on Hopper (qwen_gdn_linear_attn.py#L148-L271; also
+    Blackwell with head_k_dim 128 and CUDA >= 13); on Ampere/Ada it picks Triton, which exports none: kvmem
+    assumes Hopper here as it does for the MLA backend (FLASHMLA)."""
+    return (opts.mamba_cache_mode == "align" and opts.release is not None and opts.release >= LATEST
+            and model.model_type in GDN_CHECKPOINT_TYPES)
+
+
+def checkpoint_grid(model: Model, opts: VllmOptions, align: int, notes: list) -> int:
+    """The hybrid block alignment with the GatedDeltaNet checkpoint grid where exports_checkpoints."""
+    if not exports_checkpoints(model, opts):
+        return align
+    notes.append(f"block a multiple of {GDN_CHECKPOINT_ALIGNMENT}: vLLM's FlashInfer GatedDeltaNet prefill "
+                 "(Hopper) checkpoints the state on that grid in mamba_cache_mode 'align'")
+    return math.lcm(align, GDN_CHECKPOINT_ALIGNMENT)
+
+
+def mla_block(backend: str, block: int) -> int:
+    """The block size an MLA backend runs with (options.MLA_BACKENDS: its kernel block sizes at v0.33.0)."""
+    if backend == "FLASHMLA":
+        return block if block % 64 == 0 else 64
+    if backend == "CUTLASS_MLA":
+        return block if block % 128 == 0 else 128
+    if backend == "FLASHINFER_MLA":
+        return block if block == 32 or block % 64 == 0 else 64
+    if backend == "FLASHMLA_SPARSE":
+        return 64
+    return block
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,9 @@ class PageSpec:
     state_content: int = 0
     align: int = 0
     role: str = ""
+    # mamba in "align" mode: MambaSpec.num_prefill_checkpoint_blocks, 1 where the layers export prefill
+    # checkpoints (kvmem.engines.vllm.options.exports_checkpoints), each request holding one more block
+    checkpoint_blocks: int = 0
 
     @property
     def family(self) -> tuple:
@@ -99,11 +102,11 @@ class PageSpec:
             return cdiv(min(self.window - 1 + batched, length), bs) + 1
         if self.kind == "chunked":   # cdiv(min(chunk + T, L), bs): vllm@v0.33.0 vllm/v1/kv_cache_interface.py#L883-L888
             return cdiv(min(self.window + batched, length), bs)
-        # mamba: 1 + spec blocks ("none"), 2 + spec blocks ("align", the mode prefix caching selects), cdiv(L, bs)
-        # ("all"): vllm@v0.33.0 vllm/v1/kv_cache_interface.py#L1135-L1141
+        # mamba: 1 + spec blocks ("none"), 2 + spec + checkpoint blocks ("align", the mode prefix caching selects),
+        # cdiv(L, bs) ("all"): vllm@v0.33.0 vllm/v1/kv_cache_interface.py#L1135-L1141
         if mamba_mode == "all":
             return cdiv(length, bs)
-        return (2 if mamba_mode == "align" else 1) + spec_blocks
+        return (2 + self.checkpoint_blocks if mamba_mode == "align" else 1) + spec_blocks
 
     def held_blocks(self, tokens: int, lookahead: int, mamba_mode: str, spec_blocks: int) -> int:
         """Pages one sequence of ``tokens`` tokens holds (freed pages outside a window excluded): the blocks
@@ -122,7 +125,7 @@ class PageSpec:
             return allocated - (tokens - 1) // self.window * self.window // bs
         if mamba_mode == "all":
             return cdiv(tokens, bs)
-        return (2 if mamba_mode == "align" else 1) + spec_blocks
+        return (2 + self.checkpoint_blocks if mamba_mode == "align" else 1) + spec_blocks
 
     def peak_blocks(self, tokens: int, lookahead: int, mamba_mode: str, spec_blocks: int) -> int:
         """The most pages one sequence holds on its way to ``tokens`` tokens.
