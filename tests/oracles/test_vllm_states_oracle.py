@@ -96,3 +96,37 @@ def test_prefix_caching_default_is_vllms(model_type, served):
     # "attention_free" off, "hybrid" on, then MambaModelConfig's mode) gives these, and kvmem the same
     checks = assert_agrees(model_type, oracle.random_config(model_type, 0), 1)
     assert [c.engine for c in checks if c.quantity.startswith("enable")] == [served]
+
+
+SERVE_DEFAULTS = """
+import json, os, sys, tempfile
+from vllm.engine.arg_utils import EngineArgs
+from kvmem.catalog import preset
+folder = tempfile.mkdtemp()
+with open(os.path.join(folder, "config.json"), "w") as f:
+    json.dump(preset(sys.argv[1])["config"], f)
+config = EngineArgs(model=folder, skip_tokenizer_init=True, max_model_len=4096).create_engine_config()
+print(json.dumps([config.model_config.attn_type, config.cache_config.enable_prefix_caching,
+                  config.cache_config.mamba_cache_mode]))
+"""
+
+
+def test_vllm_serve_with_no_prefix_caching_flag_runs_a_hybrid_in_align_mode():
+    # end to end: EngineArgs.create_engine_config, as `vllm serve <folder>` builds its config from the preset's
+    # config.json with neither --enable- nor --no-enable-prefix-caching (its own interpreter: VLLM_TARGET_DEVICE=cpu
+    # fixes the platform, which the other oracles leave unresolved; 10 to 45 s, most of it vLLM's registry
+    # inspecting the class in a subprocess). kvmem's resolution of the same default agrees.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import kvmem
+    from kvmem.engines.vllm.options import check_options
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR"}
+    done = subprocess.run([sys.executable, "-c", SERVE_DEFAULTS, "qwen3-next-80b-a3b"], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["hybrid", True, "align"]
+    ours = check_options({}, kvmem.get_model("qwen3-next-80b-a3b"))
+    assert (ours.enable_prefix_caching, ours.mamba_cache_mode) == (True, "align")
