@@ -77,7 +77,7 @@ class Checkpoint:
 
     def bytes_by_dtype(self) -> dict[str, int]:
         """Bytes per storage type, largest first (a q4_K_M GGUF mixes Q4_K, Q6_K and F32)."""
-        totals = Counter()
+        totals: Counter[str] = Counter()
         for t in self.tensors:
             totals[t.dtype] += t.nbytes
         return dict(totals.most_common())

@@ -85,7 +85,8 @@ def check_count(count: int, item_bytes: int, available: int, what: str) -> int:
 def read_at_most(stream, limit: int, what: str, deadline: Deadline | None = None, wait=None) -> bytes:
     """All of ``stream`` (a binary file, an upload, an HTTP body), refused one byte past ``limit``;
     ``wait()`` (if given) runs before each read, e.g. to wait for a pipe's data until a deadline."""
-    parts, size = [], 0
+    parts: list[bytes] = []
+    size = 0
     while True:
         if deadline is not None:
             deadline.left()

@@ -182,11 +182,11 @@ def _connect(url: str, deadline: Deadline, what: str):
     if proxy:
         via = urlsplit(proxy)
         if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(via.hostname, via.port or 80, timeout=timeout,
+            conn = http.client.HTTPSConnection(via.hostname or "", via.port or 80, timeout=timeout,
                                                context=ssl.create_default_context())
             conn.set_tunnel(parts.hostname, parts.port or 443)
             return conn, target
-        return http.client.HTTPConnection(via.hostname, via.port or 80, timeout=timeout), url
+        return http.client.HTTPConnection(via.hostname or "", via.port or 80, timeout=timeout), url
     if parts.scheme == "https":
         return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
                                            context=ssl.create_default_context()), target

@@ -41,7 +41,7 @@ from urllib.parse import quote as url_quote
 from . import Checkpoint, DeadlineExceeded, SourceError
 from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, confined, file_kind, plain_name,
                       quote, read_json_file, read_text)
-from .http import HTTPStatusError, Unreachable, deadline_s, get, open_body
+from .http import Body, HTTPStatusError, Unreachable, deadline_s, get, open_body
 from .safetensors import INDEX_FILE, MAX_HEADER_BYTES, SINGLE_FILE, checkpoint_from_headers, parse_header, shard_names
 
 __all__ = ["Settings", "settings", "is_repo_id", "split_gguf_spec", "fetch_file", "model_from_hub",
@@ -550,8 +550,9 @@ def _remote_headers(repo_id: str, revision: str | None, shards: list[str], s: Se
         futures = [pool.submit(one, shard) for shard in shards]
         done, pending = wait(futures, timeout=max(deadline.at - _now(), 0), return_when="FIRST_EXCEPTION")
         for future in done:
-            if future.exception() is not None:
-                raise future.exception()
+            failed = future.exception()
+            if failed is not None:
+                raise failed
         if pending:
             deadline.left()
         headers, total = {}, 0
@@ -579,7 +580,8 @@ class _Ranges:
 
     def __init__(self, url: str, what: str, headers: dict, deadline: Deadline):
         self.url, self.what, self.headers, self.deadline = url, what, headers, deadline
-        self.pos, self.body, self.whole = 0, None, False
+        self.pos, self.whole = 0, False
+        self.body: Body | None = None
 
     def read(self, n: int) -> bytes:
         while True:
@@ -588,15 +590,17 @@ class _Ranges:
                     return b""
                 size = max(n, self.pos, _GGUF_FIRST_RANGE)
                 end = min(self.pos + size, MAX_GGUF_HEADER_BYTES) - 1
-                self.body = open_body(self.url, what=self.what, limit=MAX_GGUF_HEADER_BYTES, deadline=self.deadline,
-                                      headers=self.headers, byte_range=(self.pos, end))
-                self.whole = self.body.status == 200
+                body = self.body = open_body(self.url, what=self.what, limit=MAX_GGUF_HEADER_BYTES,
+                                             deadline=self.deadline, headers=self.headers, byte_range=(self.pos, end))
+                self.whole = body.status == 200
                 self.asked_end = end
-            chunk = self.body.read1(n)
+            else:
+                body = self.body
+            chunk = body.read1(n)
             if chunk:
                 self.pos += len(chunk)
                 return chunk
-            self.body.close()
+            body.close()
             self.body = None
             if self.whole or self.pos <= self.asked_end:       # the file (or the server's answer) ended
                 return b""
