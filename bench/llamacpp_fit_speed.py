@@ -8,7 +8,8 @@ discarded; the interpreter's start-up is bench/cli_startup.py's): for llama.cpp,
 verdict: the best placement over GPUs and host RAM where the model does not fit the GPUs whole)
 and the offload report (kvmem's placement, --fit on's, both commands), with weights q4_k_m; for
 vLLM, kvmem.fit with its defaults. The placement caches are emptied before each command,
-so every figure is a first ask. CPU time: time.process_time. Results go to
+so every figure is a first ask. CPU time: time.process_time. Then the Overview page's llama.cpp
+matrix (kvmem.sweep, every preset x every GPU, 1 GPU each; --no-sweep skips it). Results go to
 bench/results/llamacpp_fit_speed.json. A benchmark: it reports, it does not assert.
 """
 
@@ -39,6 +40,17 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     return time.process_time() - start, code
 
 
+def sweep_seconds(context: int) -> tuple[float, int]:
+    """CPU time of the Overview page's llama.cpp matrix: kvmem.sweep over every preset x every GPU preset
+    (1 GPU, batch 1, the models' weights), the caches emptied first, as a fresh server would."""
+    import kvmem
+    cpu_seconds(["fit", "llama-3.1-8b", "--gpu", "l4-24gb", "--context", "1k", "--engine", "llama.cpp"])
+    start = time.process_time()
+    cells = kvmem.sweep(list(kvmem.list_models()), list(kvmem.list_gpus()), engines=["llama.cpp"],
+                        contexts=[context], num_gpus=1, batch=1)
+    return time.process_time() - start, len(cells)
+
+
 def main() -> None:
     import kvmem
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,6 +58,7 @@ def main() -> None:
     parser.add_argument("--context", default="32k")
     parser.add_argument("--gpus", default="1,2,3,4")
     parser.add_argument("--models", default="", help="comma-separated presets (default: every preset)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the Overview matrix (kvmem.sweep) timing")
     args = parser.parse_args()
     models = [m for m in args.models.split(",") if m] or list(kvmem.list_models())
     counts = [int(n) for n in args.gpus.split(",")]
@@ -70,9 +83,14 @@ def main() -> None:
                       "over_target": sorted(r["model"] for r in mine if r["llamacpp_s"] > TARGET_S)}
         print(f"{n} GPU(s): median {summary[n]['median_s']:.3f} s, max {worst['llamacpp_s']:.3f} s ({worst['model']}), "
               f"vLLM median {summary[n]['vllm_median_s']:.3f} s; over {TARGET_S} s: {len(summary[n]['over_target'])}")
+    sweep = None
+    if not args.no_sweep:
+        seconds, n_cells = sweep_seconds(kvmem.parse_tokens(args.context))
+        sweep = {"cells": n_cells, "cpu_s": round(seconds, 2)}
+        print(f"Overview llama.cpp matrix: {n_cells} cells in {seconds:.2f} s CPU")
     out = ROOT / "bench" / "results" / "llamacpp_fit_speed.json"
     out.write_text(json.dumps({"gpu": args.gpu, "context": args.context, "target_s": TARGET_S, "summary": summary,
-                               "rows": rows}, indent=1) + "\n")
+                               "overview_sweep": sweep, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
