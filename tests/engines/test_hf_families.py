@@ -4,6 +4,7 @@
 import pytest
 
 import kvmem
+from kvmem.errors import EngineRefusal
 
 CPMANT = {"model_type": "cpmant", "architectures": ["CpmAntForCausalLM"], "hidden_size": 4096,
           "num_attention_heads": 32, "dim_head": 128, "num_hidden_layers": 48, "torch_dtype": "float32"}
@@ -79,9 +80,12 @@ def test_quantized_cache_sizes_an_opt_in_family_as_any_full_attention_model():
 @pytest.mark.parametrize("name, layer_type", [("deepseek-v4-flash", "compressed_sparse_attention"),
                                               ("glm-5", "indexed_attention")])
 def test_quantized_cache_refuses_other_layer_types_in_transformers_words(name, layer_type):
-    with pytest.raises(ValueError, match=f"`QuantizedCache` is only supported for models with only full attention "
-                                         f"layers. We found the following invalid layer types: .*{layer_type}"):
+    with pytest.raises(EngineRefusal) as refused:
         kvmem.engines.engine_estimate(name, engine="hf-quantized", tokens=64)
+    assert (refused.value.engine, refused.value.release) == ("hf-quantized", "transformers 5.24.0")
+    assert refused.value.reason.startswith("`QuantizedCache` is only supported for models with only full attention "
+                                           "layers. We found the following invalid layer types: {")
+    assert layer_type in refused.value.reason and refused.value.way_out.startswith("hf-dynamic or hf-static")
 
 
 def test_deepseek_ref_is_refused_by_every_transformers_mode():

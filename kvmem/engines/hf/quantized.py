@@ -7,6 +7,7 @@ counted below, with how they were measured.
 
 from __future__ import annotations
 
+from ...errors import EngineRefusal
 from ...model import Model
 from ...units import cdiv, require_positive_int
 from .growth import Workload
@@ -56,9 +57,11 @@ def check_quantized(model: Model, found: tuple[Slot, ...], backend: str, nbits, 
     if backend not in ("quanto", "hqq", "fp8"):
         raise ValueError(f"backend must be 'quanto', 'hqq' or 'fp8', got {backend!r}")
     invalid = sorted({s.hf_type for s in found} - {"full_attention"})
-    if invalid:
-        raise ValueError("`QuantizedCache` is only supported for models with only full attention layers. "
-                         f"We found the following invalid layer types: {set(invalid)} (in {model.name})")
+    if invalid:   # transformers@v5.24.0 src/transformers/cache_utils.py#L2237-L2243 QuantizedCache.__init__
+        why = ("`QuantizedCache` is only supported for models with only full attention layers. "
+               f"We found the following invalid layer types: {set(invalid)} (in {model.name})")
+        raise EngineRefusal(why, engine="hf-quantized", release="transformers 5.24.0", reason=why,
+                            way_out="hf-dynamic or hf-static (unquantized caches) size this model")
     given = {"nbits": nbits, "q_group_size": q_group_size, "residual_length": residual_length}
     if backend == "fp8":
         unsupported = [name for name, value in given.items() if value is not None]
