@@ -88,6 +88,8 @@ FAMILIES = CheckedFamilies(frozenset({
     "hy_v4", "axk1", "sarvam_mla", "gpt_bigcode", "smollm3",
     "qwen2_5_vl_text", "qwen2_vl_text", "bailing_hybrid", "inkling_text"}))
 DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
+            Option("enable_prefix_caching", choices=(True, False),
+                   help="--[no-]enable-prefix-caching; unset: vLLM's choice for the model (on for hybrids)"),
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
