@@ -25,17 +25,17 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
 from ..units import cdiv, show_value
+from .params_new import NEW_FAMILIES, body
 
 __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
-_UNSUPPORTED = {"gemma3n_text", "gemma4_text", "mimo_v2_flash", "kimi_linear", "minimax", "lfm2", "lfm2_moe",
-                "glm_moe_dsa", "dbrx", "gpt_bigcode", "nemotron-nas", "granitemoehybrid", "bamba", "falcon_h1",
-                "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text", "gpt_neo", "laguna", "modernbert-decoder",
-                "kosmos_2_5_text_model", "minimax_m3_vl_text", "inkling_text", "zaya", "longcat_flash",
-                "mistral_large4_text", "bailing_hybrid", "inkling2_text", "inkling2_loop_text", "deepseek_v4",
-                "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}
+_UNSUPPORTED = {"gemma3n_text", "mimo_v2_flash", "lfm2", "lfm2_moe", "dbrx", "gpt_bigcode", "nemotron-nas",
+                "granitemoehybrid", "bamba", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text",
+                "gpt_neo", "laguna", "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
+                "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
+                "inkling2_loop_text", "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
 # their MoE shape): Ernie-4.5-VL lists [text, vision] experts in moe_num_experts / moe_intermediate_size;
 # LongCat-Flash adds zero-computation experts (zero_expert_num) of expert_ffn_hidden_size
@@ -56,19 +56,34 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
                     minimum=0)
     if not experts or experts <= 1:
         return None
-    top_k = f.int("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", default=2)
+    # Gemma 4 names its routed top-k top_k_experts (transformers@5.24.0 models/gemma4/configuration_gemma4.py)
+    top_k = f.int("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "top_k_experts", default=2)
     expert_inter = f.int("moe_intermediate_size", default=None) or f.int("intermediate_size")
     dense_inter = f.int("intermediate_size_mlp", "intermediate_size", default=0, minimum=0)
     shared_inter = 0
     if t == "nemotron_h" and f.get("moe_shared_expert_intermediate_size", default=None):
         shared_inter = f.int("moe_shared_expert_intermediate_size")   # one shared expert of its own width
+    elif t == "kimi_linear" and f.get("num_shared_experts", "n_shared_experts", default=None):
+        # KimiLinearConfig.attribute_map: n_shared_experts -> num_shared_experts, the config.json's name
+        # (transformers@5.24.0 models/kimi_linear/configuration_kimi_linear.py#L66-L73)
+        shared_inter = f.int("num_shared_experts", "n_shared_experts") * expert_inter
     elif f.get("n_shared_experts", default=None):
         shared_inter = f.int("n_shared_experts") * expert_inter
     elif f.get("shared_expert_intermediate_size", default=None):
         shared_inter = f.int("shared_expert_intermediate_size")
     elif t == "llama4_text":
         shared_inter = expert_inter
-    if t in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite"):
+    mlp_types = f.get("mlp_layer_types", default=None) if t in ("glm_moe_dsa", "kimi_linear") else None
+    if mlp_types is not None:
+        # an explicit per-layer list ("dense" / "sparse") wins over first_k_dense_replace
+        # (transformers@5.24.0 models/glm_moe_dsa/configuration_glm_moe_dsa.py#L152-L155, modeling #L582)
+        if not isinstance(mlp_types, list) or len(mlp_types) != n_layers or \
+                not set(mlp_types) <= {"dense", "sparse"}:
+            raise ConfigError(f"config field 'mlp_layer_types' must list 'dense' or 'sparse' per layer, "
+                              f"got {show_value(mlp_types)}")
+        is_moe = lambda i: mlp_types[i] == "sparse"  # noqa: E731
+    elif t in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa",
+               "kimi_linear"):
         first_dense = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)
         is_moe = lambda i: i >= first_dense and i % freq == 0  # noqa: E731
@@ -104,7 +119,9 @@ def _attention_params(f, layer, hidden, heads, head_dim) -> int:
         q_rank = f.int("q_lora_rank", default=None)
         q = hidden * q_rank + q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
         n = q + hidden * (rank + rope) + rank + rank * heads * (nope + v_dim) + heads * v_dim * hidden
-        if t == "deepseek_v32":
+        if t in ("deepseek_v32", "glm_moe_dsa") and layer.index_head_dim:
+            # GLM-5.2's 'shared' indexer layers have no indexer weights
+            # (transformers@5.24.0 models/glm_moe_dsa/modeling_glm_moe_dsa.py#L348-L349)
             idx_heads, idx_dim = f.int("index_n_heads"), f.int("index_head_dim")
             n += q_rank * idx_heads * idx_dim + hidden * idx_dim + 2 * idx_dim + hidden * idx_heads
         return n
@@ -163,6 +180,13 @@ def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
     gated = t not in _PLAIN_MLP
     per_expert_mult = 3 if gated else 2
     active = total
+    if t in NEW_FAMILIES:
+        mla = lambda layer: _attention_params(f, layer, hidden, heads, head_dim)  # noqa: E731
+        got = body(f, layers, hidden=hidden, heads=heads, head_dim=head_dim, moe=moe, mla_params=mla)
+        if got is None:
+            return None, None, 0
+        layers = ()
+        total, active = total + got[0], active + got[1]
     for i, layer in enumerate(layers):
         attn = _attention_params(f, layer, hidden, heads, head_dim)
         norms = 2 * hidden if layer.kind != NONE else hidden

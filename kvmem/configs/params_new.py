@@ -1,0 +1,135 @@
+"""Parameter layouts of the 2026 families that do not follow params.py's generic layer.
+
+Each family's layer is laid out as transformers 5.24 builds it (the judge: the model built from
+the config on the meta device, tests/oracles/test_params_oracle.py); ``body`` returns the
+(total, active) parameters of the decoder layers and of any head extras, without the embedding
+tables and the final norm, which count_params adds as for every family.
+
+    gemma4_text   per-layer head shapes (sliding: num_key_value_heads x head_dim; full:
+                  num_global_key_value_heads x global_head_dim, no v_proj under attention_k_eq_v),
+                  q/k norms, four norms, a dense MLP beside the MoE block (router scale, per-expert
+                  scale, projection; three more norms)
+    kimi_linear   KDA layers (q/k/v, short convolutions, forget gate and output gate low-rank
+                  projections of rank head_dim, beta, A_log, dt_bias, output norm) beside MLA layers
+    minimax       lightning layers (fused qkv, output gate, norm, out projection) beside softmax layers
+    deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
+                  compressors (CSA: overlapping, with a lightning indexer), hyper-connections
+                  (hc_mult streams) around attention and MLP and at the head
+"""
+
+from __future__ import annotations
+
+from ..model import LINEAR, MLA, SLIDING
+
+__all__ = ["NEW_FAMILIES", "body"]
+
+NEW_FAMILIES = frozenset({"gemma4_text", "kimi_linear", "minimax", "deepseek_v4"})
+# Kimi-K3's text config (model_type kimi_linear) adds a latent MoE, an MLA output gate, full-rank KDA gates
+# and attention residual blocks that transformers 5.24's KimiLinearConfig does not have: no count, no guess
+_K3_FIELDS = ("routed_expert_hidden_size", "latent_moe_use_norm", "mla_use_output_gate", "attn_res_block_size")
+
+
+def _routed(moe, hidden: int) -> tuple[int, int]:
+    """(all, top-k) routed-expert weights of one gated MoE layer."""
+    one = 3 * hidden * moe.intermediate_size
+    return moe.experts * one, moe.top_k * one
+
+
+def _gemma4(f, layer, hidden, heads, moe) -> tuple[int, int]:
+    # transformers@5.24.0 models/gemma4/modeling_gemma4.py#L1154 (use_alternative_attention: k_eq_v on full
+    # layers only) and #L1345-L1350 (per-layer inputs); a layer's shape is kvmem's (layers.py reads the
+    # global head shape of full layers)
+    hd, kv = layer.head_dim_k, layer.kv_heads
+    k_eq_v = bool(f.get("attention_k_eq_v", default=False)) and layer.kind != SLIDING
+    attn = hidden * heads * hd + (1 if k_eq_v else 2) * hidden * kv * hd + heads * hd * hidden + 2 * hd
+    norms = 4 * hidden
+    mlp = 3 * hidden * f.int("intermediate_size")
+    total = active = attn + norms + mlp
+    if moe:
+        routed, routed_active = _routed(moe, hidden)
+        extra = hidden + moe.experts + hidden * moe.experts + 3 * hidden  # router scale/per_expert_scale/proj, norms
+        total += routed + extra
+        active += routed_active + extra
+    return total, active
+
+
+def _kda(f, hidden) -> int:
+    # transformers@5.24.0 models/kimi_linear/modeling_kimi_linear.py KimiDeltaAttention: q/k/v, three
+    # depthwise convolutions (no bias), f_a/f_b and g_a/g_b of rank head_dim, b_proj, A_log, dt_bias, o_norm
+    lin = f.get("linear_attn_config")
+    n, d, k = int(lin["num_heads"]), int(lin["head_dim"]), int(lin["short_conv_kernel_size"])
+    width = n * d
+    return (3 * hidden * width + 3 * width * k + width + n + 2 * (d * hidden + width * d) + n * hidden + d
+            + width * hidden)
+
+
+def _lightning(hidden, heads, head_dim) -> int:
+    # transformers@5.24.0 models/minimax/modeling_minimax.py MiniMaxLightningAttention: qkv_proj, norm,
+    # out_proj, output_gate
+    width = heads * head_dim
+    return 3 * hidden * width + width + 2 * width * hidden
+
+
+def _deepseek_v4_attention(f, layer, hidden, heads) -> int:
+    # transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L795-L809 (DeepseekV4Attention),
+    # DeepseekV4HCACompressor (#L373-L401), DeepseekV4CSACompressor (#L600-L629: 2 x head_dim rows,
+    # overlapping) and DeepseekV4Indexer (#L474-L513)
+    hd, q_rank = f.int("head_dim"), f.int("q_lora_rank")
+    o_groups, o_rank = f.int("o_groups"), f.int("o_lora_rank")
+    n = (heads + hidden * q_rank + q_rank + q_rank * heads * hd + hidden * hd + hd
+         + heads * hd * o_rank + o_groups * o_rank * hidden)
+    c = layer.compressor
+    if c is not None:
+        width = 2 * hd if c.overlap else hd
+        n += c.rate * width + 2 * hidden * width + hd
+        if c.index_head_dim:
+            idx_dim, idx_heads = f.int("index_head_dim"), f.int("index_n_heads")
+            n += (c.rate * 2 * idx_dim + 2 * hidden * 2 * idx_dim + idx_dim + q_rank * idx_heads * idx_dim
+                  + idx_heads * hidden)
+    return n
+
+
+def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) -> tuple[int, int] | None:
+    """(total, active) of the decoder layers (+ head extras) of a NEW_FAMILIES config, or None."""
+    t = f.model_type
+    if t == "gemma4_text" and (f.int("hidden_size_per_layer_input", default=0, minimum=0)
+                               or f.int("num_kv_shared_layers", default=0, minimum=0)):
+        return None  # per-layer input embeddings and KV-shared layers (Gemma-4 E2B/E4B): not laid out here
+    if t == "kimi_linear" and (any(f.get(name, default=None) for name in _K3_FIELDS)
+                               or (f.get("linear_attn_config", default=None) or {}).get("use_full_rank_gate")):
+        return None  # Kimi-K3's layout (remote code modeling_kimi_linear.py of its repo): not in transformers 5.24
+    if t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1:
+        # transformers builds one shared expert of moe_intermediate_size whatever n_shared_experts says
+        # (transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L1135): another count is ambiguous
+        return None
+    total = active = 0
+    hc = f.int("hc_mult", default=1) if t == "deepseek_v4" else 1
+    for i, layer in enumerate(layers):
+        if t == "gemma4_text":
+            n, a = _gemma4(f, layer, hidden, heads, moe)
+            total, active = total + n, active + a
+            continue
+        if t == "deepseek_v4":
+            attn = _deepseek_v4_attention(f, layer, hidden, heads)
+            mix = (2 + hc) * hc
+            attn += 2 * (mix * hc * hidden + mix + 3)   # attn_hc, ffn_hc (fn, base, scale)
+        elif layer.kind == LINEAR and t == "kimi_linear":
+            attn = _kda(f, hidden)
+        elif layer.kind == LINEAR:
+            attn = _lightning(hidden, heads, head_dim)
+        elif layer.kind == MLA:
+            attn = mla_params(layer)
+        else:
+            attn = (hidden * heads * head_dim + 2 * hidden * layer.kv_heads * head_dim + heads * head_dim * hidden)
+        if moe and moe.is_moe(i):
+            routed, routed_active = _routed(moe, hidden)
+            common = 3 * hidden * moe.shared_intermediate_size + hidden * moe.experts
+            mlp, mlp_active = routed + common, routed_active + common
+        else:
+            mlp = mlp_active = 3 * hidden * f.int("intermediate_size")
+        total += attn + mlp + 2 * hidden
+        active += attn + mlp_active + 2 * hidden
+    if t == "deepseek_v4":
+        head = hc * hc * hidden + hc + 1   # hc_head: hc_fn, hc_base, hc_scale (DeepseekV4HyperHead, #L999-L1009)
+        total, active = total + head, active + head
+    return total, active

@@ -1,0 +1,36 @@
+"""kvmem's parameter counts against transformers 5.24 building the model on the meta device
+(kvmem/oracles/params.py): the presets of the 2026 families exactly, and seeded shrunk variations.
+
+Runs in the main environment (.venv has transformers 5.24 and torch); skipped in .venv-oracles.
+"""
+
+import importlib.util
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+if importlib.util.find_spec("vllm") is not None:
+    pytest.skip("judged in the main environment already (same transformers 5.24)", allow_module_level=True)
+
+from kvmem.catalog import get_model, preset  # noqa: E402
+from kvmem.configs import model_from_config  # noqa: E402
+from kvmem.oracles.params import meta_count, shrink  # noqa: E402
+
+PRESETS = ("glm-5", "glm-5.2", "deepseek-v4-flash", "deepseek-v4-pro", "gemma-4-26b-a4b", "kimi-linear-48b-a3b",
+           "minimax-m1",
+           # families counted before, as a check of the judge itself
+           "deepseek-v3", "qwen3-30b-a3b", "llama-3.1-8b")
+CASES = 5
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_total_is_transformers(name):
+    assert get_model(name).params_total == meta_count(preset(name)["config"])
+
+
+@pytest.mark.parametrize("name", PRESETS[:7])
+def test_shrunk_variations(name):
+    for i in range(CASES):
+        cfg = shrink(preset(name)["config"], f"{name}/{i}")
+        assert model_from_config(cfg).params_total == meta_count(cfg), (name, i, cfg)
