@@ -215,10 +215,13 @@ def allocation_sweep(model, *, max_model_len, kv_memory, n: int = 1000, seed: in
         for i, bs in enumerate(block_sizes):
             w = preallocation_waste(model, lengths=lengths, max_model_len=max_model_len, block_size=bs,
                                     kv_dtype=kv_dtype, kv_memory=kv_memory)
+            admitted = w.admitted
+            if admitted is None:           # preallocation_waste counts it whenever kv_memory is given
+                raise ValueError("kv_memory: no admission counted")
             if i == 0:
                 rows.append(AllocationRow(dist, "contiguous (max_model_len)", None, w.used_bytes,
                                           w.contiguous.reserved_bytes, w.contiguous.waste_bytes,
-                                          w.contiguous.waste_fraction, w.admitted.contiguous, w.mean_length))
+                                          w.contiguous.waste_fraction, admitted.contiguous, w.mean_length))
             rows.append(AllocationRow(dist, f"paged, block {bs}", bs, w.used_bytes, w.paged.reserved_bytes,
-                                      w.paged.waste_bytes, w.paged.waste_fraction, w.admitted.paged, w.mean_length))
+                                      w.paged.waste_bytes, w.paged.waste_fraction, admitted.paged, w.mean_length))
     return rows

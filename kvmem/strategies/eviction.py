@@ -75,28 +75,38 @@ class Eviction:
         set_("observation_window", window)
         set_("new_tokens", count("new_tokens", 0 if self.new_tokens is None else self.new_tokens))
 
+    def _set(self, name: str) -> int:
+        """A count __post_init__ set for this policy (its fields are ints from then on)."""
+        value = getattr(self, name)
+        if not isinstance(value, int):
+            raise ValueError(f"Eviction({self.policy!r}) has no {name}")
+        return value
+
     @property
     def cap(self) -> int | None:
         """The most tokens a layer holds, or None (SnapKV keeps every decoded token)."""
         if self.policy == "streaming":
-            return self.sink + self.window
-        return self.budget if self.policy == "h2o" else None
+            return self._set("sink") + self._set("window")
+        return self._set("budget") if self.policy == "h2o" else None
 
     def held_tokens(self, tokens: int) -> int:
         """Tokens each full layer holds for a sequence of ``tokens`` under this policy."""
         tokens = require_positive_int("tokens", tokens)
-        if self.policy == "snapkv":
-            if self.new_tokens > tokens:
-                raise ValueError(f"new_tokens={self.new_tokens} exceeds tokens={tokens}")
-            prompt = tokens - self.new_tokens
-            return min(prompt, self.budget) + self.new_tokens
-        return min(tokens, self.cap)
+        cap = self.cap
+        if cap is None:     # snapkv
+            new_tokens = self._set("new_tokens")
+            if new_tokens > tokens:
+                raise ValueError(f"new_tokens={new_tokens} exceeds tokens={tokens}")
+            prompt = tokens - new_tokens
+            return min(prompt, self._set("budget")) + new_tokens
+        return min(tokens, cap)
 
     def describe(self) -> str:
         if self.policy == "streaming":
             return f"StreamingLLM: {self.sink} sink + {self.window} recent tokens"
         if self.policy == "h2o":
-            return f"H2O: {self.budget} tokens ({self.budget - self.recent} heavy hitters + {self.recent} recent)"
+            budget, recent = self._set("budget"), self._set("recent")
+            return f"H2O: {budget} tokens ({budget - recent} heavy hitters + {recent} recent)"
         return (f"SnapKV: prompt compressed to {self.budget} tokens (observation window "
                 f"{self.observation_window}), {self.new_tokens} decoded tokens kept")
 

@@ -37,7 +37,9 @@ def _mla_variant(model: Model, rank: int, rope: int) -> Model:
 
 def _cross_layer_variant(model: Model, every: int) -> Model:
     every = count("share_every", every, minimum=1)
-    layers, seen, anchor = [], {}, {}
+    layers: list = []
+    seen: dict = {}
+    anchor: dict = {}
     for i, layer in enumerate(model.layers):
         if not layer.caches_tokens:
             layers.append(layer)
