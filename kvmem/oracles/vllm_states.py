@@ -235,7 +235,7 @@ def served_cache_modes(model: Model, config) -> tuple[bool, str]:
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.models.config import MambaModelConfig
     from vllm.model_executor.models.registry import _ModelInfo
-    cls = _model_class(model.model_type) if model.model_type in CLASSES else _qwen_gdn_class(model.model_type)
+    cls = _model_class(model.model_type) if model.model_type in CLASSES else _hybrid_class(model.model_type)
     stand_in = types.SimpleNamespace(pooler_config=None, runner_type="generate", is_encoder_decoder=False,
                                      _model_info=_ModelInfo.from_model_cls(cls), hf_config=_hf_config(model),
                                      architecture=model.config["architectures"][0])
@@ -258,12 +258,15 @@ def served_cache_modes(model: Model, config) -> tuple[bool, str]:
     return config.cache_config.enable_prefix_caching, config.cache_config.mamba_cache_mode
 
 
-def _qwen_gdn_class(model_type: str):
-    """vLLM 0.33.0's class of a Qwen GatedDeltaNet hybrid (registry.py: Qwen3NextForCausalLM; Qwen3.5's
-    ForConditionalGeneration classes import the vision stack, so their text model's class)."""
-    from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
+def _hybrid_class(model_type: str):
+    """vLLM 0.33.0's class of a hybrid outside CLASSES (registry.py: Qwen3NextForCausalLM, NemotronHForCausalLM;
+    Qwen3.5's ForConditionalGeneration classes import the vision stack, which this environment lacks)."""
     if model_type == "qwen3_next":
+        from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
         return Qwen3NextForCausalLM
+    if model_type == "nemotron_h":
+        from vllm.model_executor.models.nemotron_h import NemotronHForCausalLM
+        return NemotronHForCausalLM
     raise ValueError(f"no vLLM class for {model_type!r} here")
 
 

@@ -143,14 +143,15 @@ def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | No
 
 
 def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float | None]:
-    """(block size, Maximum concurrency) of a Qwen3-Next hybrid in vLLM as `vllm serve` runs it with no
+    """(block size, Maximum concurrency) of a Qwen3-Next or Nemotron-H hybrid in vLLM as `vllm serve` runs it with no
     prefix-caching flag: enable_prefix_caching and mamba_cache_mode from vLLM's own defaulting
     (vllm_states.served_cache_modes: on, "align"), the GDN layers' prefill checkpoint alignment from their own
-    backend choice on Hopper (vllm_states.install_gdn_layers), the state shapes and dtypes from its model class
-    (qwen3_next.py get_mamba_state_shape_from_config), the block size and padded state page from
+    backend choice on Hopper (vllm_states.install_gdn_layers), Nemotron-H's float32 SSM state from its own config
+    hook (NemotronHForCausalLMConfig), the state shapes and dtypes from its model class
+    (get_mamba_state_shape_from_config), the block size and padded state page from
     Platform._align_hybrid_block_size (with the attention's own head size and KV heads), each GDN spec's
     checkpoint block from the layer's own _exports_checkpoints, then vLLM's planning."""
-    from vllm.model_executor.models.qwen3_next import Qwen3NextForCausalLM
+    from vllm.model_executor.models.config import NemotronHForCausalLMConfig
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import MambaSpec
 
@@ -165,23 +166,28 @@ def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float
     config.model_config.max_model_len = length
     prefix_caching, mode = vs.served_cache_modes(model, config)
     assert (prefix_caching, mode) == (True, "align")
-    names = [f"model.layers.{i}.linear_attn" for i, layer in enumerate(model.layers) if layer.kind != FULL]
-    gdn = vs.install_gdn_layers(config, names)
-    shapes = Qwen3NextForCausalLM.get_mamba_state_shape_from_config(config)
-    dtypes = Qwen3NextForCausalLM.get_mamba_state_dtype_from_config(config)
+    names = [f"model.layers.{i}.linear_attn" for i, layer in enumerate(model.layers) if layer.state is not None]
+    cls, kind = vs._hybrid_class(model.model_type), MambaAttentionBackendEnum.GDN_ATTN
+    if model.model_type == "nemotron_h":
+        NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype(cache_config=config.cache_config,
+                                                               hf_config=config.model_config.hf_config)
+        kind = MambaAttentionBackendEnum.MAMBA2
+    gdn = vs.install_gdn_layers(config, names) if model.model_type == "qwen3_next" else []
+    shapes = cls.get_mamba_state_shape_from_config(config)
+    dtypes = cls.get_mamba_state_dtype_from_config(config)
     w.Platform._align_hybrid_block_size(config, vs._Backend(16))
     block, padded = config.cache_config.block_size, config.cache_config.mamba_page_size_padded
-    checkpoint_blocks = int(gdn[0]._exports_checkpoints)
+    checkpoint_blocks = int(gdn[0]._exports_checkpoints) if gdn else 0
     specs = {}
     for i, layer in enumerate(model.layers):
         if layer.kind == FULL:
             specs[f"model.layers.{i}.attn"] = v.FullAttentionSpec(
                 block_size=block, num_kv_heads=layer.kv_heads, head_size=layer.head_dim_k,
                 head_size_v=layer.head_dim_v, dtype=v.torch.bfloat16)
-        else:
+        elif layer.state is not None:
             specs[f"model.layers.{i}.linear_attn"] = MambaSpec(
                 shapes=tuple(shapes), dtypes=tuple(dtypes), block_size=block, page_size_padded=padded,
-                mamba_type=MambaAttentionBackendEnum.GDN_ATTN, mamba_cache_mode=mode,
+                mamba_type=kind, mamba_cache_mode=mode,
                 num_prefill_checkpoint_blocks=checkpoint_blocks)
     planning = vo._config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
     planning.cache_config.mamba_cache_mode = mode
@@ -203,7 +209,7 @@ def _vllm_admits(name: str, gpu: str, context: int, batch: int | None, **given) 
     if found.kv_memory_bytes <= 0:
         return found.max_batch, None
     model = get_model(name)
-    if model.model_type == "qwen3_next":
+    if model.model_type in ("qwen3_next", "nemotron_h"):
         block, concurrency = _vllm_mamba_concurrency(model, found.kv_memory_bytes, context)
         assert block == found.capacity.block_size
     else:
@@ -251,4 +257,17 @@ def test_vllm_qwen3_next_max_batch_is_the_floor_of_vllms_concurrency():
     admitted = [_vllm_case("qwen3-next-80b-a3b", rng.choice(("h200-sxm-141gb", "b200-180gb")),
                            int(math.exp(rng.uniform(math.log(256), math.log(262_144)))), weight_dtype="fp8")
                 for _ in range(4)]
+    assert any(admitted)
+
+
+def test_vllm_nemotron_h_max_batch_is_the_floor_of_vllms_concurrency():
+    # Nemotron-H-8B on an H100 at 32,768 tokens as `vllm serve` runs it (prefix caching on, "align"): block 1040
+    # (the float32 Mamba2 state page aligned), 2 state blocks per Mamba group per request: vLLM 77.73x, kvmem 77
+    # (90.00x / 90 with --no-enable-prefix-caching, 1 state block)
+    pytest.importorskip("vllm")
+    assert _vllm_case("nemotron-h-8b", "h100-sxm-80gb", 32_768) == 77
+    rng = random.Random(34)
+    admitted = [_vllm_case("nemotron-h-8b", rng.choice(VLLM_GPUS), int(math.exp(rng.uniform(math.log(256),
+                                                                                           math.log(65_536)))))
+                for _ in range(3)]
     assert any(admitted)
