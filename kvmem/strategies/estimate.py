@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from fractions import Fraction
-from numbers import Real
+from numbers import Rational, Real
 
 from ..catalog import as_model
 from ..engines import engine_estimate, engine_spec, with_defaults
@@ -46,7 +46,12 @@ def _check_offload(offload) -> Fraction:
     if (isinstance(offload, bool) or not isinstance(offload, Real)
             or (isinstance(offload, float) and not math.isfinite(offload))):
         raise ValueError(f"offload must be a fraction between 0 and 1, got {show_value(offload)}")
-    fraction = Fraction(str(offload)) if isinstance(offload, float) else Fraction(offload)
+    if isinstance(offload, float):
+        fraction = Fraction(str(offload))
+    elif isinstance(offload, Rational):
+        fraction = Fraction(offload)
+    else:                                   # a Real that is neither (no exact value to take)
+        raise ValueError(f"offload must be a fraction between 0 and 1, got {show_value(offload)}")
     if not 0 <= fraction <= 1:
         raise ValueError(f"offload must be a fraction between 0 and 1, got {show_value(offload)}")
     return fraction
@@ -110,13 +115,14 @@ def _evict(base: Estimate, eviction: Eviction, rerun) -> Estimate:
                    refusal=capped.refusal or base.refusal)
 
 
-def _sharing(engine: str, options: dict, est: Estimate) -> PrefixSharing:
+def _sharing(engine: str, options: dict, est: Estimate) -> tuple[PrefixSharing, int]:
+    """The engine's prefix-sharing rule and its unit (tokens), checked."""
     rule = engine_spec(engine).prefix(options, est)
     unit = rule.unit_tokens
     if isinstance(unit, bool) or not isinstance(unit, int) or unit < 1:
         name = rule.unit_option or "block size"
         raise ValueError(f"cannot tell the {engine} {name} that sets which whole blocks are shared; pass {name}=")
-    return rule
+    return rule, unit
 
 
 def _same_stage(*estimates: Estimate) -> None:
@@ -127,8 +133,7 @@ def _same_stage(*estimates: Estimate) -> None:
 
 
 def _share(base: Estimate, prefix: int, rerun, engine: str, options: dict) -> Estimate:
-    rule = _sharing(engine, options, base)
-    unit = rule.unit_tokens
+    rule, unit = _sharing(engine, options, base)
     shared = prefix // unit * unit
     notes = list(base.notes) + list(rule.notes)
     if base.batch == 1 or shared == 0 or rule.refusal:
@@ -219,7 +224,7 @@ def offload_transfer_seconds(host_bytes, *, gpu, link: str = "pcie") -> float:
     direction gets half. A lower bound: it ignores latency and overlap with compute.
     """
     if isinstance(host_bytes, Estimate):
-        host_bytes = host_bytes.offload.host_kv_bytes if host_bytes.offload else 0
+        host_bytes = getattr(host_bytes.offload, "host_kv_bytes", 0)     # an Offloaded record, or None
     if isinstance(host_bytes, bool) or not isinstance(host_bytes, int) or host_bytes < 0:
         raise ValueError(f"host_bytes must be a non-negative integer, got {host_bytes!r}")
     return host_bytes / _link_bandwidth(gpu, link)
