@@ -19,7 +19,8 @@ def test_sweep_json_has_the_numbers_and_the_refusals():
     assert len(rows) == 8
     h100 = rows["llama-3.1-8b", "h100-sxm-80gb", "vllm"]
     assert (h100["fits"], h100["max_batch"], h100["max_context"], h100["context"]) == (True, 54, 131072, 8192)
-    assert rows["llama-3.1-8b", "rtx-4090-24gb", "sglang"]["max_batch"] == 4
+    # SGLang 0.5.23's 24 GB default: mem_fraction_static 0.720 -> 16,007 tokens, one 8k sequence (was 4 at 0.847)
+    assert rows["llama-3.1-8b", "rtx-4090-24gb", "sglang"]["max_batch"] == 1
     refused = rows["gemma-3n-e2b", "h100-sxm-80gb", "sglang"]
     assert refused["refused"] == "has no parameter count" and refused["max_batch"] is None and refused["fits"] is None
 

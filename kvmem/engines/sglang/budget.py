@@ -19,10 +19,15 @@ from ..results import Estimate
 # mem_fraction_static)). The default fraction (sglang@v0.5.23 python/sglang/srt/arg_groups/memory_hook.py#L47-L354
 # handle_gpu_memory_settings,
 # PR #10975, Oct 2025), from nvidia-smi's total in MiB (GPU.memory_bytes):
-#     chunked_prefill_size, cuda_graph_max_bs by memory: < 20 GiB 2048, 8; < 35 GiB 2048, 24
-#     (80 if tp >= 4); < 60 GiB 4096, 32 (160); < 90 GiB and < 160 GiB 8192, 256 (512); else 16384, 512
+#     chunked_prefill_size, cuda_graph_max_bs by memory: < 20 GiB 2048, 8; < 35 GiB 4096, 48
+#     (160 if tp >= 4; memory_hook.py#L101-L117, the 24/32 GB bucket); < 60 GiB 4096, 32 (160);
+#     < 90 GiB and < 160 GiB 8192, 256 (512); else 16384, 512; a --max-running-requests below the
+#     default max_bs lowers it (#L182-L188)
 #     reserved MiB = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2
 #                    + tp x pp / 8 x 1024, at least 10240 above 60 GiB
+#     (reserve_for_graph_mb, #L357-L395: the decode graph's max_bs x 2; the prefill graph's term, len(bs) x 8
+#     or 1.5 GiB with MLA, is 0 at 0.5.23's default prefill backend 'disabled'; judged by ServerArgs'
+#     own resolution, kvmem/oracles/sglang_reserve.py)
 #     mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3)
 # (earlier releases used 0.88 / 0.87 / 0.85 / 0.81 / 0.79 by tp: pass it.) Non-torch: 512 MiB
 # before SGLang loads weights (H100 log: 79.22 GiB total, "avail mem=78.81 GB"), a typical value.
@@ -39,7 +44,7 @@ SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_by
                   # there: ratio 2.0, fraction 0.8), host_memory_bytes the node's RAM (kvmem.host)
                   "enable_hierarchical_cache": False, "hicache_ratio": None, "hicache_size": 0,
                   "hicache_host_memory_fraction": 0.8, "host_memory_bytes": None}
-_MEMORY_BUCKETS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
+_MEMORY_BUCKETS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
                    (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512))   # MiB, chunk, bs tp<4, bs tp>=4
 _LARGEST_BUCKET = (16384, 512)
 
@@ -55,9 +60,11 @@ def sglang_chunked_prefill_size(gpu_memory_bytes: int) -> int:
 
 def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
                                chunked_prefill_size: int | None = None,
-                               cuda_graph_max_bs: int | None = None, attn_dp_size: int = 1) -> Fraction:
+                               cuda_graph_max_bs: int | None = None, attn_dp_size: int = 1,
+                               max_running_requests: int | None = None) -> Fraction:
     """SGLang's default mem_fraction_static for a GPU of ``gpu_memory_bytes`` (nvidia-smi total);
-    ``attn_dp_size`` > 1 (data-parallel attention) reserves more for the decode graph's padding."""
+    ``attn_dp_size`` > 1 (data-parallel attention) reserves more for the decode graph's padding;
+    ``max_running_requests`` below the default decode graph's max_bs lowers it."""
     gpu_mem = gpu_memory_bytes // MIB
     cps, bs = _LARGEST_BUCKET
     for limit, chunk, small_tp, large_tp in _MEMORY_BUCKETS:
@@ -65,7 +72,10 @@ def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 
             cps, bs = chunk, small_tp if tp < 4 else large_tp
             break
     cps = chunked_prefill_size if chunked_prefill_size is not None else cps
-    bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else bs
+    if cuda_graph_max_bs is not None:
+        bs = cuda_graph_max_bs
+    elif max_running_requests is not None and max_running_requests < bs:
+        bs = max_running_requests   # sglang@v0.5.23 python/sglang/srt/arg_groups/memory_hook.py#L182-L188
     reserved = 512 + Fraction(3, 2) * max(cps, 2048) + 2 * bs + Fraction(tp * pp, 8) * 1024
     if attn_dp_size > 1:
         # sglang@v0.5.23 python/sglang/srt/arg_groups/memory_hook.py#L370-L378 reserve_for_graph_mb: DP attention
@@ -85,6 +95,8 @@ def _defaults(gpu, _context: int, tp: int, pp: int, _engine_options: dict, sizin
                                      chunked_prefill_size=sizing_options.get("chunked_prefill_size"),
                                      cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"),
                                      attn_dp_size=kv_groups(_engine_options))
+    # not passed: max_running_requests (SGLang's decode graph shrinks to it, #L182-L188): the plan re-sizes with
+    # its batch as max_running_requests and pins --mem-fraction-static, so the fit's fraction must not move with it
     return EngineDefaults("sglang", {"mem_fraction_static": mfs},
                           f"SGLang's default mem_fraction_static for this GPU: {float(mfs):.3f}")
 
