@@ -12,6 +12,12 @@ tables and the final norm, which count_params adds as for every family.
     kimi_linear   KDA layers (q/k/v, short convolutions, forget gate and output gate low-rank
                   projections of rank head_dim, beta, A_log, dt_bias, output norm) beside MLA layers
     minimax       lightning layers (fused qkv, output gate, norm, out projection) beside softmax layers
+    gemma3n_text  q/k norms, no k/v projections on the KV-shared layers, four norms, AltUp (4 streams:
+                  correction and prediction coefficients, router, scale), LAuReL (rank laurel_rank),
+                  the per-layer input gate/projection, and at the model: the per-layer embedding table
+                  (vocab_size_per_layer_input x layers x hidden_size_per_layer_input) with its projection
+                  and norm, the AltUp in/out projections; active leaves the per-layer table out (a token
+                  reads one row of it, as of the input embedding)
     deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
                   compressors (CSA: overlapping, with a lightning indexer), hyper-connections
                   (hc_mult streams) around attention and MLP and at the head
@@ -19,11 +25,11 @@ tables and the final norm, which count_params adds as for every family.
 
 from __future__ import annotations
 
-from ..model import LINEAR, MLA, SLIDING
+from ..model import LINEAR, MLA, SHARED, SLIDING
 
 __all__ = ["NEW_FAMILIES", "body"]
 
-NEW_FAMILIES = frozenset({"gemma4_text", "kimi_linear", "minimax", "deepseek_v4"})
+NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4"})
 # Kimi-K3's text config (model_type kimi_linear) adds a latent MoE, an MLA output gate, full-rank KDA gates
 # and attention residual blocks that transformers 5.24's KimiLinearConfig does not have: no count, no guess
 _K3_FIELDS = ("routed_expert_hidden_size", "latent_moe_use_norm", "mla_use_output_gate", "attn_res_block_size")
@@ -51,6 +57,28 @@ def _gemma4(f, layer, hidden, heads, moe) -> tuple[int, int]:
         total += routed + extra
         active += routed_active + extra
     return total, active
+
+
+def _gemma3n(f, i, layer, hidden, heads, head_dim) -> int:
+    # transformers@5.24.0 models/gemma3n/modeling_gemma3n.py Gemma3nTextAttention (#L1165-L1174: no k_proj,
+    # v_proj, k_norm on a KV-shared layer), Gemma3nTextAltUp, Gemma3nTextLaurelBlock, Gemma3nTextDecoderLayer
+    kv, n, ple = f.int("num_key_value_heads"), f.int("altup_num_inputs"), f.int("hidden_size_per_layer_input")
+    inter = f.get("intermediate_size")
+    inter = int(inter[i]) if isinstance(inter, list) else f.int("intermediate_size")
+    attn = 2 * hidden * heads * head_dim + head_dim
+    if layer.kind != SHARED:
+        attn += 2 * hidden * kv * head_dim + head_dim
+    altup = hidden + n * n + n * n * n + n * hidden + hidden
+    laurel = 2 * hidden * f.int("laurel_rank") + hidden
+    return attn + 3 * hidden * inter + 4 * hidden + altup + laurel + 2 * hidden * ple + hidden
+
+
+def _gemma3n_model(f, hidden, n_layers) -> tuple[int, int]:
+    """(all, active) of Gemma3nTextModel's own extras: the per-layer table, its projection and norm, AltUp."""
+    ple, n = f.int("hidden_size_per_layer_input"), f.int("altup_num_inputs")
+    table = f.int("vocab_size_per_layer_input") * n_layers * ple
+    rest = n_layers * ple * hidden + ple + 2 * (n - 1) * hidden * hidden
+    return table + rest, rest
 
 
 def _kda(f, hidden) -> int:
@@ -98,6 +126,10 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
     if t == "kimi_linear" and (any(f.get(name, default=None) for name in _K3_FIELDS)
                                or (f.get("linear_attn_config", default=None) or {}).get("use_full_rank_gate")):
         return None  # Kimi-K3's layout (remote code modeling_kimi_linear.py of its repo): not in transformers 5.24
+    if t == "gemma3n_text" and not (f.has("vocab_size") and f.has("intermediate_size")):
+        # an abridged config (the gemma-3n presets keep only the cache fields): the class defaults
+        # (intermediate_size 16,384, E4B's) would size another model
+        return None
     if t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1:
         # transformers builds one shared expert of moe_intermediate_size whatever n_shared_experts says
         # (transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L1135): another count is ambiguous
@@ -108,6 +140,10 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
         if t == "gemma4_text":
             n, a = _gemma4(f, layer, hidden, heads, moe)
             total, active = total + n, active + a
+            continue
+        if t == "gemma3n_text":
+            n = _gemma3n(f, i, layer, hidden, heads, head_dim)
+            total, active = total + n, active + n
             continue
         if t == "deepseek_v4":
             attn = _deepseek_v4_attention(f, layer, hidden, heads)
@@ -129,6 +165,9 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             mlp = mlp_active = 3 * hidden * f.int("intermediate_size")
         total += attn + mlp + 2 * hidden
         active += attn + mlp_active + 2 * hidden
+    if t == "gemma3n_text":
+        extra, extra_active = _gemma3n_model(f, hidden, len(layers))
+        total, active = total + extra, active + extra_active
     if t == "deepseek_v4":
         head = hc * hc * hidden + hc + 1   # hc_head: hc_fn, hc_base, hc_scale (DeepseekV4HyperHead, #L999-L1009)
         total, active = total + head, active + head

@@ -101,12 +101,22 @@ def shrink(config: dict, seed: str) -> dict:
             del t[key]
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         t[key] = None   # ids of the real vocabulary: past the shrunk one (None, not a class default)
+    _family_lists(t, n, rng)
+    return out
+
+
+def _family_lists(t: dict, n: int, rng) -> None:
+    """The per-family layer patterns of a shrunk text config, kept valid for n layers."""
     if t.get("model_type") == "gemma4_text" and t.get("layer_types"):
         t["layer_types"][-1] = "full_attention"   # Gemma4TextConfig forces the last layer full
+    if t.get("model_type") == "gemma3n_text":
+        # full every other layer, so that each KV-shared layer (the last ones) finds its type earlier
+        t["layer_types"] = ["full_attention" if i % 2 else "sliding_attention" for i in range(n)]
+        t.update(num_kv_shared_layers=rng.choice((0, 2)), hidden_size_per_layer_input=rng.choice((4, 8)),
+                 laurel_rank=rng.choice((2, 4)), altup_num_inputs=rng.choice((2, 4)))
     if "attn_type_list" in t and 1 not in t["attn_type_list"]:
         t["attn_type_list"][-1] = 1
     _kda_layers(t, n, rng)
-    return out
 
 
 def _kda_layers(t: dict, n: int, rng) -> None:

@@ -87,3 +87,14 @@ def test_fit_on_8_h200_needs_no_weight_bytes(name):
         kvmem.fit(name, gpu="h200-sxm-141gb", num_gpus=8, context=4096)
     except Exception as e:  # a refusal for another, true reason (tp dividing heads, ...) is allowed
         assert "no parameter count" not in str(e)
+
+
+def test_gemma3n_abridged_preset_has_no_count_but_a_complete_config_has():
+    cfg = json.loads(json.dumps(preset("gemma-3n-e2b")["config"]))
+    assert model_from_config(cfg).params_total is None     # class default intermediate_size is E4B's 16,384
+    cfg["text_config"].update(vocab_size=262_400, intermediate_size=8192)
+    m = model_from_config(cfg)
+    # transformers 5.24 on the meta device: 4,435,182,688; active leaves out the per-layer table
+    # (262,144 x 30 layers x 256) and the input embedding (262,400 x 2,048; tied, so the head keeps it)
+    assert m.params_total == 4_435_182_688
+    assert m.params_total - m.params_active == 262_144 * 30 * 256

@@ -5,6 +5,7 @@ Runs in the main environment (.venv has transformers 5.24 and torch); skipped in
 """
 
 import importlib.util
+import json
 
 import pytest
 
@@ -34,3 +35,15 @@ def test_shrunk_variations(name):
     for i in range(CASES):
         cfg = shrink(preset(name)["config"], f"{name}/{i}")
         assert model_from_config(cfg).params_total == meta_count(cfg), (name, i, cfg)
+
+
+@pytest.mark.parametrize("name", ("gemma-3n-e2b", "gemma-3n-e4b"))
+def test_gemma3n_completed_config(name):
+    # the presets are abridged (no vocab_size, no intermediate_size: no count, test_params_new.py);
+    # with the two set, kvmem's count is transformers' (the class defaults for AltUp, LAuReL, per-layer inputs)
+    cfg = json.loads(json.dumps(preset(name)["config"]))
+    cfg["text_config"].update(vocab_size=262_400, intermediate_size=8192)
+    assert model_from_config(cfg).params_total == meta_count(cfg)
+    for i in range(CASES):
+        small = shrink(cfg, f"{name}/{i}")
+        assert model_from_config(small).params_total == meta_count(small), (name, i, small)
