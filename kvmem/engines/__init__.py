@@ -110,7 +110,7 @@ def engine_spec(engine: str) -> EngineSpec:
 
 # The engine modes that size compressed layers (DeepSeek-V4's CSA / HCA, kvmem.model.Compressor),
 # whatever model carries them: the others have no rule for their compressed rows and buffers.
-COMPRESSED_ENGINES = ("ideal", "hf-dynamic", "vllm", "hf-quantized", "llama.cpp", "sglang")
+COMPRESSED_ENGINES = ("ideal", "hf-dynamic", "vllm", "hf-quantized", "llama.cpp", "sglang", "trtllm")
 
 
 class FamilyNotChecked(ValueError):

@@ -18,7 +18,7 @@ from kvmem.engines import engine_spec, trtllm
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"deepseek_v4", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"}
+NOT_YET = {"minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"}
 
 
 def _model(**cfg):
@@ -29,7 +29,7 @@ def _model(**cfg):
 def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_as_not_yet():
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
-    assert declared == {"afmoe", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "gemma4_unified_text",
+    assert declared == {"afmoe", "deepseek_v4", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "gemma4_unified_text",
                         "glm_moe_dsa", "kimi_linear", "laguna", "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET

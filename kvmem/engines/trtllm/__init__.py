@@ -15,6 +15,8 @@ pinned: the repository at 001541ba could not be read here (its snapshot is past 
   families   the opt-in families the PyTorch backend's registry lacks are refused with its reason
              (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9); those it runs, each with its
              file; docs/research/families_trtllm.md is the table
+  dsv4       DeepSeek-V4's DeepseekV4CacheManager (KVCacheManagerV2): SWA, compressed, compressor-state and
+             indexer buffers per layer, each with its rows per block and window; capacity refused
   sizing     the memory budget
   launch, logs  the trtllm-serve command (LAUNCHER) and the startup log's reader (READER)
 Not modelled: beam search, sink tokens and the secondary (host) pool.
@@ -25,6 +27,7 @@ from __future__ import annotations
 from ..base import EngineSpec
 from ..declared import Option
 from .cache import DEFAULTS, TrtllmCapacityDetails, TrtllmDetails, bytes_per_token, capacity, estimate, pp_layers
+from . import dsv4
 from .families import FAMILIES, REFUSALS
 from .launch import LAUNCHER
 from .logs import READER
@@ -40,4 +43,7 @@ QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torc
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,
                     pinned=PINNED, refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
                     declared=(Option("block_rounding", choices=("ceil", "floor"),
-                                     help="how tokens round to whole blocks"),)),)
+                                     help="how tokens round to whole blocks"),
+                              Option("indexer_k_dtype", choices=dsv4.INDEXER_K_DTYPES,
+                                     help="DeepSeek-V4's indexer key cache (sparse_attention_config.indexer_k_dtype; "
+                                          "TensorRT-LLM's default is fp4 on Blackwell, fp8 below)"))),)

@@ -15,6 +15,7 @@ from ...model import LINEAR, MLA, SLIDING, Model
 from ...records import Record
 from ...units import cdiv, require_positive_int
 from ..results import Capacity, Estimate, assemble
+from . import dsv4
 from .models import (FORCED_DTYPE, V2_FAMILIES, check_model, check_v2, dsa_notes, gemma4_layout, indexer_elements,
                      state_bytes_of, step3p5_text_config, v2_window_blocks)
 from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
@@ -27,6 +28,8 @@ DEFAULTS = {
                                    # TRT-engine (C++ runtime, Triton) deployments commonly ran 64
     "max_attention_window": None,  # KvCacheConfig.max_attention_window; None -> [max_seq_len]
     "block_rounding": "ceil",      # kvCacheManager.cpp calculateMaxNumBlocks: ceilDiv (Python main: "floor")
+    "indexer_k_dtype": None,       # DeepSeek-V4 only: DeepSeekV4SparseAttentionConfig.indexer_k_dtype, whose default
+                                   # the GPU decides (dsv4.check_options refuses None for a V4 model)
 }
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")  # get_cache_bytes_per_token's accepted types
 
@@ -200,6 +203,9 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
     require_positive_int("tokens_per_block", tokens_per_block)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
+    if dsv4.is_dsv4(model):
+        raise ValueError("bytes_per_token: DeepSeek-V4's buffers under TensorRT-LLM differ in rows per token and "
+                         "window (kvmem.engines.trtllm.dsv4); use estimate")
     if allocated:
         caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
         stage = pp_layers(model.num_layers, pp)[0]
@@ -224,6 +230,16 @@ def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
     return rows, blocks
 
 
+def _dsv4(model: Model, indexer_k_dtype) -> bool:
+    """DeepSeek-V4 takes dsv4's rules; indexer_k_dtype is its option alone."""
+    if dsv4.is_dsv4(model):
+        return True
+    if indexer_k_dtype is not None:
+        raise ValueError(f"indexer_k_dtype={indexer_k_dtype!r}: TensorRT-LLM's DeepSeek-V4 indexer option; "
+                         f"{model.name} ({model.model_type}) has no DeepSeek-V4 indexer")
+    return False
+
+
 @dataclass(frozen=True)
 class TrtllmDetails(Record):
     """Estimate.details: blocks per attention window (0 = the whole sequence), bytes per token."""
@@ -241,7 +257,7 @@ class TrtllmDetails(Record):
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, tokens_per_block: int,
-             max_attention_window, block_rounding) -> Estimate:
+             max_attention_window, block_rounding, indexer_k_dtype=None) -> Estimate:
     """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5): every layer holds
     whole blocks per sequence (rule 4) of rule-1 bytes; Mamba/linear state is batch x the per-sequence
     state in the model dtype (MambaHybridCacheManager; its dtype option was not verified), Kimi-K3's KDA
@@ -251,6 +267,11 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
+    if _dsv4(model, indexer_k_dtype):
+        return dsv4.estimate(model, tokens=tokens, batch=batch, k_dtype_name=k_dtype.name, tp=tp, pp=pp,
+                             tokens_per_block=tokens_per_block, indexer_k_dtype=indexer_k_dtype,
+                             max_attention_window=max_attention_window, stages=pp_layers(model.num_layers, pp),
+                             details_cls=TrtllmDetails)
     v2 = model.model_type in V2_FAMILIES
     if v2:
         check_v2(k_dtype.name, pp)
@@ -311,7 +332,7 @@ def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
-             tokens_per_block: int, max_attention_window, block_rounding) -> Capacity:
+             tokens_per_block: int, max_attention_window, block_rounding, indexer_k_dtype=None) -> Capacity:
     """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4).
 
     ``kv_memory`` is the memory TRT-LLM gives the cache on one rank: the PyTorch backend prints it as
@@ -331,6 +352,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
+    if _dsv4(model, indexer_k_dtype):
+        dsv4.refuse_capacity()
     if model.model_type in V2_FAMILIES:
         # _util.py @ 065ff9e9 configure_kv_cache_capacity: V2 gets the budget as max_gpu_total_bytes only;
         # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...);

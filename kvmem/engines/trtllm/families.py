@@ -141,4 +141,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # Gemma4ForCausalLM on text_config, post_config surfacing it "so KV-cache sizing + is_gemma4_hybrid ... read the
     # text geometry"
     "gemma4_text", "gemma4_unified_text",
+    # DeepseekV4ForCausalLM -> modeling_deepseekv4 (REGISTRY): the checkpoint's compress_ratios and window build
+    # DeepseekV4CacheManager (model_config.py, code-index id 54702305068; sparse/deepseek_v4/cache_manager.py
+    # @ 015279e0): SWA, compressed, compressor-state and indexer buffers per layer (dsv4.buffers); tokens_per_block
+    # other than 128/256 refused (asserted), the indexer dtype refused unless given (its default is the GPU's)
+    "deepseek_v4",
 }))
