@@ -60,31 +60,31 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
         if fmt == model_dtype:
             continue
         try:
-            est, cost = run(kv_dtype=fmt), None
+            est = run(kv_dtype=fmt)
         except ValueError as exc:
             est, cost = None, f"not available in engine {engine!r}: {exc}"
-        if est is not None:
-            cost = quant_cost(dtype(fmt), dtype(fmt))
-            cost += "; on-the-fly dequantisation costs decode time without native kernels"
+        else:
+            cost = quant_cost(dtype(fmt), dtype(fmt)) + "; on-the-fly dequantisation costs decode time without " \
+                "native kernels"
         rows.append(_row(f"KV {fmt}", "quantization", est, base, cost, lossless=False,
                          settings={"kv_dtype": fmt}, quality=keys))
     for name in ("kivi-4", "kivi-2"):
-        fmt = kivi_dtype(name)
-        label = f"{name.upper()} ({fmt.name}, {residual_length} full-precision tokens)"
-        settings = {"kv_dtype": fmt.name, "residual_length": residual_length}
+        kivi = kivi_dtype(name)
+        label = f"{name.upper()} ({kivi.name}, {residual_length} full-precision tokens)"
+        settings = {"kv_dtype": kivi.name, "residual_length": residual_length}
         if baseline.engine != "ideal":  # counted the ideal way only: comparing it with an engine's pool would mislead
             rows.append(_row(label, "quantization", None, base, f"not available in engine {engine!r}: it has no "
                              "KIVI-style cache; compare with engine='ideal'", lossless=False, settings=settings,
                              quality={name}))
             continue
         try:
-            est = quantized_estimate(model, tokens=tokens, batch=batch, k_dtype=fmt,
+            est = quantized_estimate(model, tokens=tokens, batch=batch, k_dtype=kivi,
                                      residual_length=residual_length, tp=tp, pp=pp)
         except ValueError as exc:
             rows.append(_row(label, "quantization", None, base, f"not available: {exc}", lossless=False,
                              settings=settings, quality={name}))
             continue
-        rows.append(_row(label, "quantization", est, base, quant_cost(fmt, fmt) + "; needs a KIVI-style kernel",
+        rows.append(_row(label, "quantization", est, base, quant_cost(kivi, kivi) + "; needs a KIVI-style kernel",
                          lossless=False, settings=settings, quality={name}))
     budget = require_positive_int("budget", budget)
     for ev in (Eviction("streaming", sink=min(sink, budget), window=budget - min(sink, budget)),
@@ -102,14 +102,15 @@ def compare_strategies(model, *, tokens, batch: int = 1, engine: str = "ideal", 
                          quality={ev.policy}, budget=budget))
     if shared_prefix:
         est = run(shared_prefix=shared_prefix)
+        shared = est.shared_prefix            # a PrefixShared record: the strategy was applied
         cost = "lossless; only when the requests really share the prefix (copy-on-write blocks)"
-        if est.shared_prefix.saved_bytes <= 0:
+        if getattr(shared, "saved_bytes", 0) <= 0:
             cost += "; " + est.notes[-1]
         rows.append(_row(f"shared prefix of {parse_tokens(shared_prefix)} tokens", "memory allocation", est, base,
-                         cost, lossless=True, settings=est.shared_prefix.to_dict()))
+                         cost, lossless=True, settings=shared.to_dict() if shared is not None else {}))
     if offload:
         est = run(offload=offload)
-        host = est.offload.host_kv_bytes
+        host = getattr(est.offload, "host_kv_bytes", 0)     # an Offloaded record: the strategy was applied
         cost = f"lossless; {host:,} bytes in host memory cross the host link every decode step"
         if gpu is not None:
             cost += f" ({offload_transfer_seconds(host, gpu=gpu, link=link) * 1000:.3g} ms per step over {link})"
