@@ -48,7 +48,7 @@ class VllmCapacityDetails(Record):
     log: list
 
 
-def _plan_once(model: Model, kv_dtype, tp: int, pp: int, options: dict) -> Plan:
+def _plan_once(model: Model, kv_dtype, tp: int, pp: int, options: VllmOptions) -> Plan:
     plan = _make_plan(model, kv_dtype, tp, pp, options)
     one: dict = {}                    # equal specs as one object, so per-spec work is done once per estimate
     return replace(plan, units=[(owner, one.setdefault(spec, spec)) for owner, spec in plan.units])
@@ -188,10 +188,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if release is not None:
         opts = replace(opts, in_flight_tokens=in_flight_tokens(opts, pp))
     length = max_model_len or model.max_position_embeddings
+    if length is None:
+        raise ValueError("max_model_len is needed: the model config gives no max_position_embeddings")
     notes = list(plan.notes)
     if max_model_len is None:
-        if length is None:
-            raise ValueError("max_model_len is needed: the model config gives no max_position_embeddings")
         notes.append(f"max_model_len {length:,} (the model's max_position_embeddings)")
     elif model.max_position_embeddings and max_model_len > model.max_position_embeddings:
         notes.append(f"max_model_len {max_model_len:,} exceeds the model's {model.max_position_embeddings:,} "
