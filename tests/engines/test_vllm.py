@@ -827,3 +827,19 @@ def test_prefix_caching_default_follows_vllm_and_the_command_says_a_choice():
     assert "--no-enable-prefix-caching" in off.argv and "--enable-prefix-caching" not in off.argv
     # and the fit it sizes is the "none" layout: Nemotron-H-8B's block 1040 either way, 1 state block a group
     assert off.fit.capacity.details.blocks_per_request == cdiv_(32768, 1040) + 6
+
+
+def test_gdn_prefill_backend_triton_has_no_checkpoint_grid():
+    # vLLM picks the Triton GDN prefill on Ampere/Ada (qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend), or
+    # --gdn-prefill-backend triton: no checkpoint alignment, so "align" keeps the "none" block (544 for Qwen3-Next)
+    # and 2 state blocks per GDN group: cdiv(32,768, 544) = 61 + 3 groups x 2 per 32k request
+    model = kvmem.get_model("qwen3-next-80b-a3b")
+    triton = capacity(model, engine="vllm", kv_memory=20 * GIB, max_model_len=32768, gdn_prefill_backend="triton")
+    hopper = capacity(model, engine="vllm", kv_memory=20 * GIB, max_model_len=32768)
+    assert (triton.block_size, triton.details["blocks_per_request"]) == (544, cdiv_(32768, 544) + 3 * 2)
+    assert (hopper.block_size, hopper.details["blocks_per_request"]) == (576, cdiv_(32768, 576) + 3 * 3)
+    argv = kvmem.plan("qwen3-next-80b-a3b", gpu="a100-sxm-80gb", num_gpus=4, context="32k", batch=4,
+                      gdn_prefill_backend="triton").argv
+    assert argv[argv.index("--gdn-prefill-backend") + 1] == "triton"
+    with pytest.raises(ValueError, match="gdn_prefill_backend must be one of flashinfer, triton"):
+        capacity(model, engine="vllm", kv_memory=GIB, max_model_len=4096, gdn_prefill_backend="fla")

@@ -142,7 +142,7 @@ def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | No
     return v.get_kv_cache_capacity(config, kv_config)[1]
 
 
-def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float | None]:
+def _vllm_mamba_concurrency(model, memory: int, length: int, hopper: bool = True) -> tuple[int, float | None]:
     """(block size, Maximum concurrency) of a Qwen3-Next or Nemotron-H hybrid in vLLM as `vllm serve` runs it with no
     prefix-caching flag: enable_prefix_caching and mamba_cache_mode from vLLM's own defaulting
     (vllm_states.served_cache_modes: on, "align"), the GDN layers' prefill checkpoint alignment from their own
@@ -172,7 +172,7 @@ def _vllm_mamba_concurrency(model, memory: int, length: int) -> tuple[int, float
         NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype(cache_config=config.cache_config,
                                                                hf_config=config.model_config.hf_config)
         kind = MambaAttentionBackendEnum.MAMBA2
-    gdn = vs.install_gdn_layers(config, names) if model.model_type == "qwen3_next" else []
+    gdn = vs.install_gdn_layers(config, names, hopper) if model.model_type == "qwen3_next" else []
     shapes = cls.get_mamba_state_shape_from_config(config)
     dtypes = cls.get_mamba_state_dtype_from_config(config)
     w.Platform._align_hybrid_block_size(config, vs._Backend(16))
@@ -271,3 +271,15 @@ def test_vllm_nemotron_h_max_batch_is_the_floor_of_vllms_concurrency():
                                                                                            math.log(65_536)))))
                 for _ in range(3)]
     assert any(admitted)
+
+
+def test_vllm_qwen3_next_on_ampere_has_no_checkpoint_grid():
+    # off Hopper vLLM's own _resolve_gdn_prefill_backend picks Triton: no 64-token grid, no checkpoint block;
+    # kvmem with gdn_prefill_backend="triton" (the flag plan writes) gives vLLM's block and concurrency
+    pytest.importorskip("vllm")
+    from kvmem.engines.vllm.entry import capacity
+    model = get_model("qwen3-next-80b-a3b")
+    ours = capacity(model, kv_memory=20 * 2**30, kv_dtype="auto", tp=1, pp=1, max_model_len=32_768,
+                    gdn_prefill_backend="triton")
+    block, concurrency = _vllm_mamba_concurrency(model, 20 * 2**30, 32_768, hopper=False)
+    assert (ours.block_size, ours.max_concurrency) == (block, concurrency) and block == 544

@@ -90,6 +90,8 @@ FAMILIES = CheckedFamilies(frozenset({
 DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="--mamba-cache-mode"),
             Option("enable_prefix_caching", choices=(True, False),
                    help="--[no-]enable-prefix-caching; unset: vLLM's choice for the model (on for hybrids)"),
+            Option("gdn_prefill_backend", choices=("flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"),
+                   help="--gdn-prefill-backend; unset: FlashInfer, vLLM's pick on Hopper (Triton on Ampere/Ada)"),
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
 SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",

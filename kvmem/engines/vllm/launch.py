@@ -39,6 +39,7 @@ _SWITCHES = {  # option -> (flag when the value differs from vLLM's default, the
     "async_scheduling": ("--no-async-scheduling", True),
 }
 _VALUED = {"attention_backend": "--attention-backend", "mamba_cache_mode": "--mamba-cache-mode",
+           "gdn_prefill_backend": "--gdn-prefill-backend",
            "mamba_cache_dtype": "--mamba-cache-dtype", "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype"}
 _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "max_num_seqs",
                 "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space",

@@ -40,6 +40,9 @@ OPTIONS = {
     "enable_prefix_caching": None,
     # --mamba-cache-mode: None = "align" with prefix caching, else "none" (resolve_mamba_mode).
     "mamba_cache_mode": None,
+    # --gdn-prefill-backend (vllm@v0.33.0 vllm/engine/arg_utils.py#L1948-L1954): None = what
+    # _resolve_gdn_prefill_backend picks on Hopper, FlashInfer (exports_checkpoints); Triton on Ampere/Ada.
+    "gdn_prefill_backend": None,
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm@v0.33.0 vllm/config/cache.py#L296-L300, default "auto").
     "mamba_cache_dtype": "auto",
     "mamba_ssm_cache_dtype": "auto",
@@ -145,6 +148,7 @@ class VllmOptions:
     attention_backend: str | None
     enable_prefix_caching: bool
     mamba_cache_mode: str
+    gdn_prefill_backend: str | None
     mamba_cache_dtype: str
     mamba_ssm_cache_dtype: str
     version: str
@@ -224,6 +228,9 @@ def check_options(opts: dict, model: Model | None = None) -> VllmOptions:
     if prefix_caching is None:
         prefix_caching = prefix_caching_default(model, release)
     mode = resolve_mamba_mode(out["mamba_cache_mode"], prefix_caching, release)
+    gdn = out["gdn_prefill_backend"]
+    if gdn is not None and gdn not in GDN_PREFILL_BACKENDS:
+        raise ValueError(f"gdn_prefill_backend must be one of {', '.join(GDN_PREFILL_BACKENDS)}, got {gdn!r}")
     draft = out["draft"]
     if isinstance(draft, str) and draft != "mtp":
         from ...catalog import get_model
@@ -233,6 +240,7 @@ def check_options(opts: dict, model: Model | None = None) -> VllmOptions:
     return VllmOptions(block_size=block_size, max_num_batched_tokens=batched, hybrid_kv_cache_manager=hybrid,
                        draft=draft, async_scheduling=async_scheduling, num_speculative_tokens=spec,
                        attention_backend=backend, enable_prefix_caching=prefix_caching, mamba_cache_mode=mode,
+                       gdn_prefill_backend=gdn,
                        **state_dtypes, version=out["version"], swap_space=swap, release=release)
 
 
@@ -241,6 +249,8 @@ def check_options(opts: dict, model: Model | None = None) -> VllmOptions:
 # 0.33 (0.24 had none: the Qwen3.6 log's 2,096-token block, tests/engines/test_vllm.py; between them unverified)
 GDN_CHECKPOINT_TYPES = ("qwen3_next", *QWEN35_TYPES)
 GDN_CHECKPOINT_ALIGNMENT = 64
+# --gdn-prefill-backend's choices (vllm@v0.33.0 vllm/engine/arg_utils.py#L1948-L1954); only FlashInfer checkpoints
+GDN_PREFILL_BACKENDS = ("flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl")
 
 
 
@@ -253,9 +263,9 @@ def exports_checkpoints(model: Model, opts: VllmOptions) -> bool:
     num_prefill_checkpoint_blocks=1: qwen_gdn_linear_attn.py#L739-L760, v1/kv_cache_interface.py#L1135-L1141).
     FlashInfer is what _resolve_gdn_prefill_backend picks on Hopper (qwen_gdn_linear_attn.py#L148-L271; also
     Blackwell with head_k_dim 128 and CUDA >= 13); on Ampere/Ada it picks Triton, which exports none: kvmem
-    assumes Hopper here as it does for the MLA backend (FLASHMLA)."""
+    assumes Hopper unless gdn_prefill_backend says otherwise, as it does for the MLA backend (FLASHMLA)."""
     return (opts.mamba_cache_mode == "align" and opts.release is not None and opts.release >= LATEST
-            and model.model_type in GDN_CHECKPOINT_TYPES)
+            and model.model_type in GDN_CHECKPOINT_TYPES and opts.gdn_prefill_backend in (None, "flashinfer"))
 
 
 def checkpoint_grid(model: Model, opts: VllmOptions, align: int, notes: list) -> int:
