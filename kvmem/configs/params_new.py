@@ -30,9 +30,17 @@ from ..model import LINEAR, MLA, SHARED, SLIDING
 __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4"})
-# Kimi-K3's text config (model_type kimi_linear) adds a latent MoE, an MLA output gate, full-rank KDA gates
-# and attention residual blocks that transformers 5.24's KimiLinearConfig does not have: no count, no guess
-_K3_FIELDS = ("routed_expert_hidden_size", "latent_moe_use_norm", "mla_use_output_gate", "attn_res_block_size")
+# Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
+# Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
+#   routed_expert_hidden_size  latent MoE: experts run at this width between a down and an up projection
+#                              (+ an RMSNorm under latent_moe_use_norm)  kimi_k3.py#L427-L430, #L475-L497, #L655-L685
+#   mla_use_output_gate        g_proj: hidden -> heads x v_head_dim on MLA layers         kimi_k3.py#L2270-L2280
+#   use_full_rank_gate         the KDA output gate as one hidden -> heads x head_dim projection
+#                              (linear_attn_config)                                    kimi_k3.py#L1541-L1570
+#   attn_res_block_size        attention residuals: two RMSNorms and two hidden -> 1 projections a layer,
+#                              one more of each at the model                kimi_k3.py#L2591-L2610, #L2769-L2779
+# (sglang@v0.5.23 python/sglang/srt/models/kimi_k3.py; e_score_correction_bias is left out, as transformers
+# keeps it a buffer for DeepSeek-V3 and Kimi-Linear)
 
 
 def _routed(moe, hidden: int) -> tuple[int, int]:
@@ -83,12 +91,24 @@ def _gemma3n_model(f, hidden, n_layers) -> tuple[int, int]:
 
 def _kda(f, hidden) -> int:
     # transformers@5.24.0 models/kimi_linear/modeling_kimi_linear.py KimiDeltaAttention: q/k/v, three
-    # depthwise convolutions (no bias), f_a/f_b and g_a/g_b of rank head_dim, b_proj, A_log, dt_bias, o_norm
+    # depthwise convolutions (no bias), f_a/f_b and g_a/g_b of rank head_dim, b_proj, A_log, dt_bias, o_norm;
+    # Kimi-K3's use_full_rank_gate: one g_proj instead of g_a/g_b (sglang@v0.5.23 kimi_k3.py#L1541-L1570)
     lin = f.get("linear_attn_config")
     n, d, k = int(lin["num_heads"]), int(lin["head_dim"]), int(lin["short_conv_kernel_size"])
     width = n * d
-    return (3 * hidden * width + 3 * width * k + width + n + 2 * (d * hidden + width * d) + n * hidden + d
+    gate = hidden * width if lin.get("use_full_rank_gate") else d * hidden + width * d
+    return (3 * hidden * width + 3 * width * k + width + n + d * hidden + width * d + gate + n * hidden + d
             + width * hidden)
+
+
+def _kimi_moe(f, moe, hidden) -> tuple[int, int]:
+    """(all, active) of a Kimi-Linear / Kimi-K3 MoE layer (K3: latent experts, sglang kimi_k3.py#L475-L685)."""
+    width = f.int("routed_expert_hidden_size", default=None) or hidden
+    one = 3 * width * moe.intermediate_size
+    common = 3 * hidden * moe.shared_intermediate_size + hidden * moe.experts
+    if width != hidden:
+        common += 2 * hidden * width + (width if f.get("latent_moe_use_norm", default=False) else 0)
+    return moe.experts * one + common, moe.top_k * one + common
 
 
 def _lightning(hidden, heads, head_dim) -> int:
@@ -117,25 +137,47 @@ def _deepseek_v4_attention(f, layer, hidden, heads) -> int:
     return n
 
 
-def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) -> tuple[int, int] | None:
-    """(total, active) of the decoder layers (+ head extras) of a NEW_FAMILIES config, or None."""
+def _refusal(f) -> bool:
+    """A config of these families whose layout is not laid out here (no count, no guess)."""
     t = f.model_type
     if t == "gemma4_text" and (f.int("hidden_size_per_layer_input", default=0, minimum=0)
                                or f.int("num_kv_shared_layers", default=0, minimum=0)):
-        return None  # per-layer input embeddings and KV-shared layers (Gemma-4 E2B/E4B): not laid out here
-    if t == "kimi_linear" and (any(f.get(name, default=None) for name in _K3_FIELDS)
-                               or (f.get("linear_attn_config", default=None) or {}).get("use_full_rank_gate")):
-        return None  # Kimi-K3's layout (remote code modeling_kimi_linear.py of its repo): not in transformers 5.24
+        return True  # per-layer input embeddings and KV-shared layers (Gemma-4 E2B/E4B): not laid out here
     if t == "gemma3n_text" and not (f.has("vocab_size") and f.has("intermediate_size")):
         # an abridged config (the gemma-3n presets keep only the cache fields): the class defaults
         # (intermediate_size 16,384, E4B's) would size another model
-        return None
-    if t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1:
-        # transformers builds one shared expert of moe_intermediate_size whatever n_shared_experts says
-        # (transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L1135): another count is ambiguous
+        return True
+    # transformers builds one shared expert of moe_intermediate_size whatever n_shared_experts says
+    # (transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L1135): another count is ambiguous
+    return t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1
+
+
+def _attention(f, layer, *, hidden, heads, head_dim, mla_params) -> int:
+    """One layer's token mixer (+ its per-layer extras) of deepseek_v4, kimi_linear, minimax."""
+    t = f.model_type
+    if t == "deepseek_v4":
+        hc = f.int("hc_mult", default=1)
+        mix = (2 + hc) * hc
+        attn = _deepseek_v4_attention(f, layer, hidden, heads) + 2 * (mix * hc * hidden + mix + 3)  # attn/ffn_hc
+    elif layer.kind == LINEAR:
+        attn = _kda(f, hidden) if t == "kimi_linear" else _lightning(hidden, heads, head_dim)
+    elif layer.kind == MLA:
+        attn = mla_params(layer)
+        if t == "kimi_linear" and f.get("mla_use_output_gate", default=False):
+            attn += hidden * heads * f.int("v_head_dim")
+    else:
+        attn = (hidden * heads * head_dim + 2 * hidden * layer.kv_heads * head_dim + heads * head_dim * hidden)
+    if t == "kimi_linear" and f.get("attn_res_block_size", default=None):
+        attn += 4 * hidden   # self_attention_res_norm/proj, mlp_res_norm/proj
+    return attn
+
+
+def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) -> tuple[int, int] | None:
+    """(total, active) of the decoder layers (+ head extras) of a NEW_FAMILIES config, or None."""
+    t = f.model_type
+    if _refusal(f):
         return None
     total = active = 0
-    hc = f.int("hc_mult", default=1) if t == "deepseek_v4" else 1
     for i, layer in enumerate(layers):
         if t == "gemma4_text":
             n, a = _gemma4(f, layer, hidden, heads, moe)
@@ -145,19 +187,10 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             n = _gemma3n(f, i, layer, hidden, heads, head_dim)
             total, active = total + n, active + n
             continue
-        if t == "deepseek_v4":
-            attn = _deepseek_v4_attention(f, layer, hidden, heads)
-            mix = (2 + hc) * hc
-            attn += 2 * (mix * hc * hidden + mix + 3)   # attn_hc, ffn_hc (fn, base, scale)
-        elif layer.kind == LINEAR and t == "kimi_linear":
-            attn = _kda(f, hidden)
-        elif layer.kind == LINEAR:
-            attn = _lightning(hidden, heads, head_dim)
-        elif layer.kind == MLA:
-            attn = mla_params(layer)
-        else:
-            attn = (hidden * heads * head_dim + 2 * hidden * layer.kv_heads * head_dim + heads * head_dim * hidden)
-        if moe and moe.is_moe(i):
+        attn = _attention(f, layer, hidden=hidden, heads=heads, head_dim=head_dim, mla_params=mla_params)
+        if moe and moe.is_moe(i) and t == "kimi_linear":
+            mlp, mlp_active = _kimi_moe(f, moe, hidden)
+        elif moe and moe.is_moe(i):
             routed, routed_active = _routed(moe, hidden)
             common = 3 * hidden * moe.shared_intermediate_size + hidden * moe.experts
             mlp, mlp_active = routed + common, routed_active + common
@@ -165,10 +198,12 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             mlp = mlp_active = 3 * hidden * f.int("intermediate_size")
         total += attn + mlp + 2 * hidden
         active += attn + mlp_active + 2 * hidden
+    extra = extra_active = 0
+    if t == "kimi_linear" and f.get("attn_res_block_size", default=None):
+        extra = extra_active = 2 * hidden   # output_attn_res_norm, output_attn_res_proj
     if t == "gemma3n_text":
         extra, extra_active = _gemma3n_model(f, hidden, len(layers))
-        total, active = total + extra, active + extra_active
     if t == "deepseek_v4":
-        head = hc * hc * hidden + hc + 1   # hc_head: hc_fn, hc_base, hc_scale (DeepseekV4HyperHead, #L999-L1009)
-        total, active = total + head, active + head
-    return total, active
+        hc = f.int("hc_mult", default=1)
+        extra = extra_active = hc * hc * hidden + hc + 1   # hc_head (DeepseekV4HyperHead, #L999-L1009)
+    return total + extra, active + extra_active

@@ -21,9 +21,8 @@ TOTALS = {"glm-5": (743_911_199_232, 40_833_126_912), "glm-5.1": (743_911_199_23
           "gemma-4-26b-a4b": (25_233_141_760, 3_822_530_560),
           "kimi-linear-48b-a3b": (49_122_675_072, 3_106_965_888),
           "minimax-m1": (456_089_655_296, 47_174_113_280)}
-# no count, each for a stated reason: Kimi-K3's latent MoE / MLA output gate (remote code, not in
-# transformers 5.24); the Gemma-3n presets are abridged (no vocab_size, no intermediate_size)
-NO_COUNT = {"kimi-k3", "gemma-3n-e2b", "gemma-3n-e4b"}
+# no count, for a stated reason: the Gemma-3n presets are abridged (no vocab_size, no intermediate_size)
+NO_COUNT = {"gemma-3n-e2b", "gemma-3n-e4b"}
 
 
 @pytest.mark.parametrize("name", sorted(TOTALS))
@@ -98,3 +97,28 @@ def test_gemma3n_abridged_preset_has_no_count_but_a_complete_config_has():
     # (262,144 x 30 layers x 256) and the input embedding (262,400 x 2,048; tied, so the head keeps it)
     assert m.params_total == 4_435_182_688
     assert m.params_total - m.params_active == 262_144 * 30 * 256
+
+
+def test_kimi_k3_by_hand_from_sglang_layout():
+    # sglang@v0.5.23 python/sglang/srt/models/kimi_k3.py (no transformers class: the count is by hand);
+    # 93 layers: 69 KDA (kda_layers) + 24 MLA (full_attn_layers), layer 0 dense, 92 MoE
+    h, vocab = 7168, 163_840
+    heads, d, k = 96, 128, 4                       # linear_attn_config: num_heads, head_dim, conv kernel
+    w = heads * d
+    kda = (4 * h * w                               # q, k, v, g (use_full_rank_gate: one g_proj)
+           + 3 * w * k + w + heads                 # qkv_conv1d, dt_bias, A_log
+           + d * h + w * d + heads * h + d         # f_a, f_b, b_proj, o_norm
+           + w * h)                                # o_proj
+    qr, r, rope, nope, v = 1536, 512, 64, 128, 128
+    mla = (h * qr + qr + qr * heads * (nope + rope) + h * (r + rope) + r + r * heads * (nope + v)
+           + heads * v * h + h * heads * v)        # ... o_proj, g_proj (mla_use_output_gate)
+    dense = 3 * h * 33_792
+    experts, inter, latent = 896, 3072, 3584
+    moe_common = 3 * h * 2 * inter + h * experts + 2 * h * latent + latent   # 2 shared, gate, latent down/up/norm
+    moe = experts * 3 * latent * inter + moe_common
+    moe_active = 16 * 3 * latent * inter + moe_common
+    per_layer = 2 * h + 4 * h                      # two norms; attention-residual norms and projections
+    total = 2 * vocab * h + h + 2 * h + 69 * kda + 24 * mla + dense + 92 * moe + 93 * per_layer
+    m = get_model("kimi-k3")
+    assert m.params_total == total == 2_779_484_393_568
+    assert m.params_active == total - vocab * h - 92 * (moe - moe_active) == 104_189_530_208
