@@ -191,6 +191,23 @@ def test_plan_writes_the_placement_of_the_verdict():
     assert " -ngl 999 " in whole.command and "--fit" not in whole.command
 
 
+def test_fit_answers_its_max_batch_with_the_placement_plan_launches():
+    """No batch asked: fit's placement, per-device parts and engine numbers are those of its max batch,
+    the flags kvmem.plan(target="max_batch") launches (issue 34 follow-up: fit printed 1/1 seqs beside
+    max_batch 18 for glm-5.2 on an A100 and plan 18/18 seqs)."""
+    for model, gpu, n, most in (("glm-5.2", "a100-sxm-80gb", 1, 18), ("kimi-k2-instruct", "h100-sxm-80gb", 2, 61)):
+        args = dict(gpu=gpu, num_gpus=n, context=2048, engine="llama.cpp")
+        fit = kvmem.fit(model, **args)
+        plan = kvmem.plan(model, target="max_batch", **args)
+        assert (fit.max_batch, plan.batch) == (most, most)
+        # n_ctx = 2048 x max_batch cells, one stream a sequence
+        assert (fit.placement["n_seq"], fit.placement["n_ctx"]) == (most, 2048 * most)
+        assert fit.engine_numbers.max_concurrency == plan.fit.engine_numbers.max_concurrency == most
+        assert fit.engine_numbers.tokens == 2048 * most
+        assert fit.placement["flags"] == plan.fit.placement["flags"]
+        assert f"-np {most} --fit off {fit.placement['flags'][0]} " in plan.command
+
+
 def test_cli_fit_on_two_cards_the_verdict_and_the_report_are_one_placement(capsys):
     """--num-gpus 2: the report places over both cards, as the verdict does (it placed one card
     before), and the verdict's flags are the report's."""

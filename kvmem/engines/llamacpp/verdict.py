@@ -14,6 +14,12 @@ sequences of ``context`` tokens (n_ctx = context x batch, n_seq = batch, as fit 
     max_context  the most tokens per sequence at ``batch`` the same flags hold, at most the model's
                  positions (or the context asked, when longer).
 
+With no batch asked, the answer is about max_batch sequences (Answer.work_batch, as for every engine):
+the placement, its per-device parts and the engine's numbers are those kvmem.plan then launches --
+kvmem's best placement of max_batch sequences where it holds them, else the one-sequence flags that
+max_batch was found with. With a batch asked that kvmem's best placement of it does not hold, the
+one-sequence flags laid out for it are tried too (so fit at its own max_batch answers as fit did).
+
 Where kvmem cannot lay the model out (a family it refuses from a config, weights or activations
 given as byte counts, a weight format that is no GGUF type), the answer with every layer on the
 GPUs stands, and fit's notes say why.
@@ -45,7 +51,6 @@ def placement_verdict(s, found):
     from ...sizing.search import largest_fitting
     from .fitting import layout
     from .layouts import CUDA_CONTEXT_BYTES
-    from .best import best_layout
     from .offload import weight_format
     from .panel import offload_options
 
@@ -64,19 +69,20 @@ def placement_verdict(s, found):
     budgets = tuple((n, s.gpu.usable_memory_bytes) for n in names)
     try:
         fmt = weight_format(s.model, s.weight_dtype)
-        best, tensors, _ = best_layout(s.model, fmt, budgets, tuple(sorted(
-            {**kw, "n_ctx": s.context * batch, "n_seq": batch}.items())))
     except ValueError as exc:
         return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
 
-    def holds(lay) -> bool:
-        return lay.fits(dict(budgets)) and (bound is None or lay.total_bytes["CPU"] <= bound)
+    placer = _Placer(s.model, fmt, budgets, kw, bound, s.context)
+    holds, flags_of, placed_at = placer.holds, placer.flags_of, placer.placed_at
 
+    try:
+        best, tensors = placed_at(batch)
+    except ValueError as exc:
+        return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
     if best is None or not holds(best):
         host = "" if best is None else f" and {best.total_bytes['CPU']:,} B on the host (host_memory_bytes {bound:,})"
         return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
-    flags = dict(gpus=best.placement.gpus, n_gpu_layers=best.n_gpu_layers, n_cpu_moe=best.n_cpu_moe,
-                 tensor_split=best.tensor_split if len(names) > 1 else None, override_tensor=best.override_tensor)
+    flags = flags_of(best)
     tried = {(s.context, batch): True}      # the placement itself holds the workload
 
     def with_flags(context: int, seqs: int) -> bool:
@@ -105,6 +111,13 @@ def placement_verdict(s, found):
     more_units = min(slack * cells // kv for slack, kv in holding)
     top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units, cells + more_units)
     longest = max(min(top * _PAD, context_cap), s.context)
+    work = batch
+    if s.batch is None and most > batch:
+        # no batch asked: fit answers for its max batch (kvmem.sizing.search.Answer.work_batch), as kvmem.plan
+        # then asks it: the placement, the per-device parts and the engine's numbers are those of ``most``
+        # sequences (placed_at(most) holds them: the flags above do)
+        best, tensors = placed_at(most)
+        work = most
     on_host = best.total_bytes["CPU"]
     fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
     gpu = best.placement.device(fullest)
@@ -112,7 +125,7 @@ def placement_verdict(s, found):
                      kv_pool_bytes=gpu.kv_bytes, activations_bytes=best.compute_bytes[fullest],
                      overhead_bytes=CUDA_CONTEXT_BYTES, free_bytes=dict(budgets)[fullest] - best.total_bytes[fullest],
                      shortfall_bytes=0)
-    placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": batch,
+    placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": work,
               "total_bytes": dict(best.total_bytes), "offloaded_layers": best.placement.offloaded_layers,
               "n_layer_plus_output": best.placement.n_layer + 1, "host_bytes": on_host, "host_memory_bytes": bound,
               "device": fullest, "breakdown": breakdown,
@@ -126,4 +139,43 @@ def placement_verdict(s, found):
             f"{best.placement.offloaded_layers}/{best.placement.n_layer + 1} layers on the GPUs; {host_note}; "
             f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
     return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
-                   notes=(note,))
+                   work_batch=work, notes=(note,))
+
+
+class _Placer:
+    """kvmem's placements of one set-up's workload at a number of sequences (placement_verdict)."""
+
+    def __init__(self, model, fmt, budgets: tuple, kw: dict, bound, context: int):
+        self.model, self.fmt, self.budgets, self.kw, self.bound, self.context = model, fmt, budgets, kw, bound, context
+
+    def holds(self, lay) -> bool:
+        return lay.fits(dict(self.budgets)) and (self.bound is None or lay.total_bytes["CPU"] <= self.bound)
+
+    def flags_of(self, lay) -> dict:
+        return dict(gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers, n_cpu_moe=lay.n_cpu_moe,
+                    tensor_split=lay.tensor_split if len(self.budgets) > 1 else None,
+                    override_tensor=lay.override_tensor)
+
+    def searched(self, seqs: int):
+        from .best import best_layout
+        return best_layout(self.model, self.fmt, self.budgets, tuple(sorted(
+            {**self.kw, "n_ctx": self.context * seqs, "n_seq": seqs}.items())))
+
+    def placed_at(self, seqs: int):
+        """(the placement of ``seqs`` sequences, its tensors): kvmem's best for them where it holds them, else
+        one sequence's placement with its flags laid out for ``seqs`` where that holds them (the flags fit
+        answers its max batch with, when no batch is asked: fit and plan at that batch take the same), else
+        (None or the layout that does not hold, tensors)."""
+        from .fitting import layout
+        lay, tensors, _ = self.searched(seqs)
+        if (lay is None or not self.holds(lay)) and seqs > 1:
+            one, tensors_one, _ = self.searched(1)
+            if one is not None and self.holds(one):
+                try:
+                    again = layout(self.model, tensors_one, **self.flags_of(one), **self.kw,
+                                   n_ctx=self.context * seqs, n_seq=seqs)
+                except ValueError:
+                    again = None
+                if again is not None and self.holds(again):
+                    return again, tensors_one
+        return lay, tensors
