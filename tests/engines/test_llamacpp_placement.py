@@ -113,11 +113,10 @@ MIXES = {2: ("rtx-4060-ti-16gb", "rtx-3060-12gb"),
          4: ("rtx-3090-24gb", "rtx-4060-ti-16gb", "t4-16gb", "rtx-3060-12gb")}
 
 
-# laid out from its config since arch_tensors (deepseek2), and no placement found on these mixes although
-# one fits (-ngl 62 -ts 40,22, every routed expert on the host: CUDA0 6.0 GiB, CUDA1 4.3 GiB at 32k):
-# fitting.fit_on's back-to-front step leaves layers 1-2's routed experts (9.5 GiB each at Q4_K) on the last
-# GPU (-ts 2,60: CUDA1 19.2 GiB of 12) under both margins, and best_layout has no other search for several GPUs
-UNPLACED = {"kimi-k2-instruct"}
+# kimi-k2-instruct (deepseek2) was unplaced here: fitting.fit_on's back-to-front step leaves layers 1-2's routed
+# experts (9.5 GiB each at Q4_K) on the last GPU (-ts 2,60: CUDA1 19.2 GiB of 12) under both margins; best._spread
+# now places it (every layer on the GPUs in whole counts, experts on the host, then top_up): see the test below
+UNPLACED: set = set()
 
 
 def _moe_presets():
@@ -159,11 +158,28 @@ def test_no_gpu_keeps_room_while_experts_sit_on_the_host(n_gpus):
             kw = dict(n_ubatch=512, type_k="f16", type_v="f16", flash_attn=None, mmap=True, kv_offload=True,
                       n_seq=1, mmproj_bytes=0, mmproj_offload=True)
             assert room_left(as_model(name), tensors, best, p.budgets, kw) == [], (name, best.flags())
-        # --fit's emulation also spreads layers over every card when the model spills
+        # --fit's emulation also spreads layers (or a split layer's FFN, fit.cpp's -ot ...=CUDAn: kimi-k2 on 3
+        # cards, -ts 4,0,58 with blk.3's FFN on CUDA1) over every card when the model spills
         if p.fit is not None and p.fit.placement.host.group_bytes["experts"]:
-            assert all(p.fit.placement.device(g).layers for g in p.fit.placement.gpus), (name, p.fit.flags())
+            assert all(p.fit.placement.device(g).layers or p.fit.placement.device(g).group_bytes["experts"]
+                       for g in p.fit.placement.gpus), (name, p.fit.flags())
     assert {"qwen3-235b-a22b", "qwen3-30b-a3b", "mixtral-8x7b"} <= set(placed)
     assert "qwen3-235b-a22b" in spilled
+
+
+def test_kimi_k2_on_16_plus_12_gb_is_placed_where_fit_overflows():
+    """--fit's emulation leaves layers 1-2's routed experts on the 12 GB card (-ts 2,60: 20.7 GB there);
+    kvmem's fallback puts every layer on the GPUs in whole counts proportional to the budgets
+    (62 x 16/28 = 35.4 -> 35, 26.6 -> 27) with every expert on the host, and top_up then moves three
+    ffn_down_exps tensors onto the cards."""
+    from kvmem.engines.llamacpp.offload import llamacpp_offload
+    p = llamacpp_offload("kimi-k2-instruct", gpus=list(MIXES[2]), context="32k", weight_dtype="q4_k_m")
+    assert not p.fit.fits(p.budgets) and p.fit.total_bytes["CUDA1"] > p.budgets["CUDA1"]
+    assert p.best.fits(p.budgets)
+    assert p.best.flags() == ["-ngl", "62", "-ts", "35,27", "--n-cpu-moe", "61",
+                              "-ot", r"blk\.3\.ffn_down_exps\.weight=CUDA1", "-ot", r"blk\.2\.ffn_down_exps\.weight=CUDA0",
+                              "-ot", r"blk\.1\.ffn_down_exps\.weight=CUDA0"]
+    assert [len(p.best.placement.device(g).layers) for g in ("CUDA0", "CUDA1")] == [35, 26]   # + output on CUDA1
 
 
 def test_qwen3_235b_on_two_3090s_uses_both():

@@ -1,6 +1,7 @@
 """kvmem's own placement for llama.cpp (offload.py's search, its module docstring): on one GPU the fewest
 --n-cpu-moe (MoE) or the most -ngl (dense) that fits; on several, --fit's own search
-(kvmem.engines.llamacpp.fitting) with its margin, then ``top_up``: routed expert tensors moved from the
+(kvmem.engines.llamacpp.fitting) with its margin (for MoE where it places nothing that holds, ``_spread``:
+every layer on the GPUs in whole counts, the experts on the host), then ``top_up``: routed expert tensors moved from the
 host to any GPU with room. Each search's result is kept (best_layout), as fit and its searches ask again."""
 
 from __future__ import annotations
@@ -56,6 +57,40 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
     if ngl is None:
         ngl = 0 if at(0, 0).fits(budgets) else None
     return at(ngl, 0) if ngl is not None else None
+
+
+def _spread(model, tensors, gpus, budgets, kw) -> Layout | None:
+    """kvmem's fallback over several GPUs for an MoE model --fit's search does not place (its back-to-front
+    step can leave a whole layer's experts on a card too small for them, kimi-k2 on 16 + 12 GB): every layer
+    on the GPUs and every routed expert on the host (-ngl n+1 --n-cpu-moe n), the layers split in whole
+    counts (-ts c0,c1,...: with counts summing to n+1 device i takes exactly c_i layers, placement.layer_devices)
+    from counts proportional to the budgets, then one layer at a time from the card most over its budget to
+    the one with the most room, until every card holds its part (top_up then fills the room with experts).
+    None where no split of whole layers holds (a card would be left with none, or a split comes back)."""
+    n, k = model.num_layers, len(gpus)
+    total = n + 1
+    if total < k:
+        return None
+    weights = [budgets[g] for g in gpus]
+    raw = [total * w / sum(weights) for w in weights]
+    counts = [max(int(x), 1) for x in raw]
+    while sum(counts) > total:
+        counts[max(range(k), key=lambda i: counts[i] - raw[i])] -= 1
+    while sum(counts) < total:
+        counts[max(range(k), key=lambda i: raw[i] - counts[i])] += 1
+    seen = set()
+    while tuple(counts) not in seen:
+        seen.add(tuple(counts))
+        lay = layout(model, tensors, gpus=gpus, n_gpu_layers=total, tensor_split=tuple(counts), n_cpu_moe=n, **kw)
+        if lay.fits(budgets):
+            return lay
+        over = [lay.total_bytes[g] - budgets[g] for g in gpus]
+        worst, roomiest = max(range(k), key=over.__getitem__), min(range(k), key=over.__getitem__)
+        if over[roomiest] >= 0 or counts[worst] <= 1:
+            return None
+        counts[worst] -= 1
+        counts[roomiest] += 1
+    return None
 
 
 def _host_experts(lay: Layout) -> list:
@@ -168,7 +203,7 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
             if best.fits(usable):
                 break
         else:
-            best = None
+            best = _spread(model, tensors, names, usable, kw) if model.facts.moe is not None else None
     else:
         best = _best(model, tensors, names, None, usable, kw)
     best = top_up(model, tensors, best, usable, kw_fit)
