@@ -58,3 +58,34 @@ def directed_cases() -> list[dict]:
                  draft_layers=d, tp=tp)
             for preset, tp in (("llama-3.1-8b", 1), ("llama-3.1-70b", 4), ("deepseek-v2-lite", 1), ("qwen3-8b", 2))
             for d in (1, 3)]
+
+
+def run_capacity_case(name: str, model, *, kv_memory: int, tp: int = 1, **spec) -> list[Check]:
+    """kvmem.capacity with the speculative options (the draft's layers resolved by kvmem.engines.sglang.draft)
+    against SGLang's configurator for those layers: the cell with the draft and max_total_num_tokens."""
+    from ..engines import capacity
+    from ..engines.sglang.draft import draft_layers
+    layers = draft_layers(model, spec).layers
+    cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype="auto", tp=tp, max_model_len=None, **spec)
+    cell, tokens = sglang_pool(model, kv_memory=kv_memory, draft_layers=layers, tp=tp)
+    return [Check(name, "cell with the draft", cap.details.cell_bytes_per_token, cell),
+            Check(name, "max_total_num_tokens", cap.tokens, tokens)]
+
+
+# An EAGLE head for Llama 3.1 8B as its published config has it (one LlamaDecoderLayer: num_hidden_layers 1,
+# 8 KV heads of 128; yuhuili/EAGLE-LLaMA3.1-Instruct-8B config.json): kvmem reads its layers as SGLang does.
+EAGLE_HEAD = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+              "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "num_hidden_layers": 1, "vocab_size": 128256, "max_position_embeddings": 8192,
+              "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "torch_dtype": "bfloat16"}
+
+
+def capacity_cases() -> list[dict]:
+    from ..catalog import get_model
+    return [dict(name="llama-3.1-8b EAGLE head", model=get_model("llama-3.1-8b"), kv_memory=20 << 30,
+                 speculative_algorithm="EAGLE", speculative_draft_model_path=EAGLE_HEAD),
+            dict(name="llama-3.1-70b tp4 EAGLE3 head", model=get_model("llama-3.1-70b"), kv_memory=30 << 30, tp=4,
+                 speculative_algorithm="EAGLE3", speculative_draft_model_path=EAGLE_HEAD),
+            dict(name="deepseek-v3 tp8 NEXTN", model=get_model("deepseek-v3"), kv_memory=20 << 30, tp=8,
+                 speculative_algorithm="NEXTN", speculative_num_steps=3, speculative_eagle_topk=1,
+                 speculative_num_draft_tokens=4)]

@@ -312,8 +312,9 @@ def test_pipeline_stage_with_most_layers():
 
 def test_registered_with_its_defaults():
     assert "sglang" in kvmem.list_engines()
+    from kvmem.engines.sglang.draft import DRAFT_DEFAULTS
     from kvmem.engines.sglang.parallel import PARALLEL_DEFAULTS
-    assert kvmem.engines.ENGINES["sglang"].options == {**sglang.DEFAULTS, **PARALLEL_DEFAULTS}
+    assert kvmem.engines.ENGINES["sglang"].options == {**sglang.DEFAULTS, **PARALLEL_DEFAULTS, **DRAFT_DEFAULTS}
 
 
 @pytest.mark.parametrize("options, message", [

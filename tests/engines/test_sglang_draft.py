@@ -29,3 +29,82 @@ def test_refusals():
         draft_pool(kvmem.get_model("llama-3.1-8b"), kv_memory=GIB, draft_layers=0)
     with pytest.raises(ValueError, match="HybridSWAPoolConfigurator"):
         draft_pool(kvmem.get_model("gpt-oss-20b"), kv_memory=20 * GIB, draft_layers=1)
+
+
+# ---- wired into kvmem.capacity / estimate / fit by the speculative options ---------------------------------
+
+EAGLE_HEAD = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+              "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "num_hidden_layers": 1, "vocab_size": 128256, "max_position_embeddings": 8192,
+              "torch_dtype": "bfloat16"}
+
+
+def _cap(model, **options):
+    return kvmem.capacity(model, engine="sglang", kv_memory=20 * GIB, **options)
+
+
+def test_capacity_with_an_eagle_head_holds_the_pools_tokens():
+    cap = _cap("llama-3.1-8b", speculative_algorithm="EAGLE", speculative_draft_model_path=EAGLE_HEAD)
+    # as draft_pool above: 158,875 tokens; SGLang's cell (target + draft) 135,168 B; the draft pool
+    # (158,875 + 1) x 4,096 = 650,756,096 B, logged as the draft worker's own "KV Cache is allocated"
+    assert (cap.tokens, cap.details.cell_bytes_per_token) == (158_875, 135_168)
+    assert (cap.details.draft_layers, cap.details.draft_cell_bytes, cap.details.draft_pool_bytes) == \
+        (1, 4_096, 650_756_096)
+    # 650,756,096 / 2**30 = 0.606 GB, half K half V: 0.30 GB each
+    assert cap.log_lines[-1] == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 158875, K size: 0.30 GB, "
+                                 "V size: 0.30 GB")
+    assert _cap("llama-3.1-8b", speculative_algorithm="NGRAM").tokens == 163_840   # NGRAM: no draft pool
+
+
+def test_nextn_reads_the_models_mtp_layers():
+    # deepseek-v3 (one MTP layer) tp 8: cell 61 x 1,152 = 70,272 B + int(70,272 / 61) = 1,152 -> 71,424 B;
+    # 20 GiB // 71,424 = 300,666 tokens (305,595 without); draft pool 300,667 x 1,152 = 346,368,384 B
+    cap = kvmem.capacity("deepseek-v3", engine="sglang", kv_memory=20 * GIB, tp=8, speculative_algorithm="NEXTN",
+                         speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
+    assert (cap.tokens, cap.details.draft_pool_bytes) == (300_666, 346_368_384)
+    assert kvmem.capacity("deepseek-v3", engine="sglang", kv_memory=20 * GIB, tp=8).tokens == 305_595
+
+
+def test_estimate_and_fit_count_the_draft():
+    est = kvmem.estimate("llama-3.1-8b", engine="sglang", tokens=1000, batch=1, speculative_algorithm="EAGLE",
+                         speculative_draft_model_path=EAGLE_HEAD)
+    plain = kvmem.estimate("llama-3.1-8b", engine="sglang", tokens=1000, batch=1)
+    # one more layer's rows: (1,000 + 1 padding) x 4,096 B
+    assert len(est.per_layer) == 33 and est.total_bytes - plain.total_bytes == 1_001 * 4_096
+    fit = kvmem.fit("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, engine="sglang", context=32768,
+                    speculative_algorithm="NEXTN")
+    # the same KV budget, the draft's share of each token taken: 688,155 tokens (699,436 without)
+    assert fit.capacity.tokens == fit.kv_memory_bytes // 71_424 == 688_155
+
+
+def test_speculative_refusals_name_the_setting():
+    with pytest.raises(ValueError, match="needs the model's MTP layers"):
+        _cap("llama-3.1-8b", speculative_algorithm="EAGLE")
+    with pytest.raises(ValueError, match="DFLASH"):
+        _cap("llama-3.1-8b", speculative_algorithm="DFLASH")
+    with pytest.raises(ValueError, match="without speculative_algorithm"):
+        _cap("llama-3.1-8b", speculative_num_steps=3)
+    with pytest.raises(ValueError, match="HybridSWAPoolConfigurator"):
+        _cap("gpt-oss-20b", speculative_algorithm="EAGLE", speculative_draft_model_path=EAGLE_HEAD)
+    with pytest.raises(ValueError, match="pp > 1"):
+        kvmem.capacity("llama-3.1-8b", engine="sglang", kv_memory=20 * GIB, pp=2, speculative_algorithm="EAGLE",
+                       speculative_draft_model_path=EAGLE_HEAD)
+
+
+# the target's and the draft worker's lines as SGLang prints them for llama-3.1-8b with a one-layer EAGLE head:
+# target (158,875 + 1) x 32 x 8 x 128 x 2 B = 10,412,097,536 B = 9.70 GB a side; draft 158,876 x 2,048 B = 0.30 GB
+EAGLE_LOG = """[2026-05-01 10:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 158875, K size: 9.70 GB, V size: 9.70 GB
+[2026-05-01 10:00:05 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 158875, K size: 0.30 GB, V size: 0.30 GB
+"""
+
+
+def test_check_log_reads_the_draft_pool_line():
+    from kvmem.logcheck import check_log
+    r = check_log(EAGLE_LOG, "llama-3.1-8b", engine="sglang", speculative_algorithm="EAGLE",
+                  speculative_draft_model_path=EAGLE_HEAD)
+    assert r.matches and [c.quantity for c in r.checks] == ["KV Cache is allocated", "draft KV pool"]
+    three = check_log(EAGLE_LOG, "llama-3.1-8b", engine="sglang", speculative_algorithm="EAGLE",
+                      speculative_draft_model_path={**EAGLE_HEAD, "num_hidden_layers": 3})
+    assert not three.matches and "speculative_draft_model_path" in three.checks[-1].cause
+    bare = check_log(EAGLE_LOG, "llama-3.1-8b", engine="sglang")
+    assert any("speculative_algorithm" in note for note in bare.notes)

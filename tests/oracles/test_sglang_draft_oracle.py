@@ -14,3 +14,32 @@ def test_draft_cells_and_tokens_equal_sglangs():
     bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
            for case in cases for c in oracle.run_case(**case) if not c.matches]
     assert not bad, "\n".join(bad)
+
+
+def test_capacity_with_speculative_options_equals_sglangs():
+    # kvmem.capacity's tokens with --speculative-algorithm (the draft's layers from its config or the MTP layers)
+    cases = oracle.capacity_cases()
+    bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
+           for case in cases for c in oracle.run_capacity_case(**case) if not c.matches]
+    assert not bad, "\n".join(bad)
+
+
+def test_sglang_parses_the_planned_speculative_flags():
+    # the plan's command through SGLang 0.5.23's own parser (ServerArgs.add_cli_args): the draft as sized
+    import argparse
+
+    import kvmem
+    from sglang.srt.server_args import ServerArgs
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    plan = kvmem.plan("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, engine="sglang", context=32768,
+                      speculative_algorithm="NEXTN", speculative_num_steps=3, speculative_eagle_topk=1,
+                      speculative_num_draft_tokens=4)
+    ns = parser.parse_args(plan.argv[3:])
+    assert (ns.speculative_algorithm, ns.speculative_num_steps, ns.speculative_eagle_topk,
+            ns.speculative_num_draft_tokens) == ("NEXTN", 3, 1, 4)
+    assert ns.speculative_draft_model_path is None
+    eagle = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", engine="sglang", context=8192,
+                       speculative_algorithm="EAGLE3", speculative_draft_model_path="llama-3.2-1b")
+    ns = parser.parse_args(eagle.argv[3:])
+    assert (ns.speculative_algorithm, ns.speculative_draft_model_path) == ("EAGLE3", "meta-llama/Llama-3.2-1B-Instruct")

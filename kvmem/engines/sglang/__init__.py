@@ -20,13 +20,14 @@ sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2073-L2099):
              weights per GPU
   hicache    the host (HiCache) tier
   launch, logs  the launch_server command (LAUNCHER) and the startup log's reader (READER)
-Not modelled: speculative-decoding draft pools.
+  draft      a speculative (EAGLE / NEXTN / STANDALONE) draft's pool beside the target's
 """
 
 from ..base import EngineSpec, PastPositions
 from .families import FAMILIES, REFUSALS
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .parallel import DECLARED, PARALLEL_DEFAULTS, capacity, estimate
+from .draft import DECLARED as DRAFT_DECLARED, DRAFT_DEFAULTS
 from .launch import LAUNCHER
 from .logs import READER
 from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
@@ -38,7 +39,7 @@ __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "est
 POSITIONS = PastPositions("SGLang refuses a context_length above it", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
 QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglang/srt/models/llama.py and the "
                "other model files)")
-SPECS = (EngineSpec("sglang", {**DEFAULTS, **PARALLEL_DEFAULTS}, estimate, capacity, SIZING, prefix_sharing,
-                    POSITIONS, QUERY_HEADS,
+SPECS = (EngineSpec("sglang", {**DEFAULTS, **PARALLEL_DEFAULTS, **DRAFT_DEFAULTS}, estimate, capacity, SIZING,
+                    prefix_sharing, POSITIONS, QUERY_HEADS,
                     pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
-                    declared=DECLARED),)
+                    declared=DECLARED + DRAFT_DECLARED),)

@@ -8,16 +8,139 @@ so both pools hold max_total_num_tokens = available // (cell + draft_cell) token
 calculate_pool_sizes #L907-L916), and the draft worker builds its pool at that size with the padding page
 (mem_cache/kv_cache_configurator.py#L733-L739; memory_pool.py's ``size + page_size`` rows):
     draft pool bytes = (max_total_num_tokens + page_size) x draft_cell
-``draft_layers``: speculative_config's eagle_draft_num_layers -- 1 for an EAGLE head, the model's
-num_nextn_predict_layers for MTP. Under DP attention SGLang sizes it per attention-TP group (sglang#38202);
-kvmem takes tp = the attention TP size here.
+``draft_layers``: spec_aux_config.eagle_draft_num_layers (model_executor/model_runner_components/
+spec_aux_hidden_state.py#L140-L178): the draft's num_nextn_predict_layers when its config has one, else, with a
+--speculative-draft-model-path, max(num_hidden_layers, attention layers) of the draft; a path-less NEXTN/EAGLE
+reads the target's num_nextn_predict_layers (its MTP layers). Under DP attention SGLang sizes it per
+attention-TP group (sglang#38202); kvmem takes tp = the attention TP size here.
+
+The engine options (SGLang's own names, python/sglang/srt/arg_groups/fields/spec.py#L31-L69):
+    speculative_algorithm         EAGLE, EAGLE3, NEXTN (resolved to EAGLE, arg_groups/speculative_hook.py
+                                  #L109-L116), STANDALONE: a draft pool; NGRAM: none; other algorithms
+                                  (DFLASH, DSPARK, UNO, FROZEN_KV_MTP) size their draft elsewhere: refused
+    speculative_draft_model_path  the draft (a preset or a kvmem Model; its layers as above)
+    speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
+                                  written to the command; the pool's size does not read them (the
+                                  configurator reads eagle_draft_num_layers only)
+Sized here: a one-pool MHA or MLA target on one pipeline stage. Refused by name: hybrid targets (SWA, Mamba:
+HybridSWAPoolConfigurator and the Mamba path size the draft otherwise), DSA/NSA targets (the indexer's own
+draft term, #L287-L309), DeepSeek-V4 (DSV4PoolConfigurator), pp > 1.
+Not counted: the draft's weights (loaded after the pool is sized, out of 1 - mem_fraction_static; sglang#36452).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...model import Model
 from ...records import Record
+from ..declared import Option
+
+__all__ = ["DRAFT_DEFAULTS", "DECLARED", "DraftPool", "draft_pool", "split", "draft_layers", "draft_cell_bytes",
+           "DraftSpec", "check_target", "draft_pool_of"]
+
+DRAFT_DEFAULTS = {"speculative_algorithm": None, "speculative_draft_model_path": None,
+                  "speculative_num_steps": None, "speculative_eagle_topk": None,
+                  "speculative_num_draft_tokens": None}
+WITH_POOL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # spec_info.py is_eagle / is_standalone (NEXTN -> EAGLE)
+ALGORITHMS = WITH_POOL + ("NGRAM",)
+DECLARED = (
+    Option("speculative_algorithm", None, choices=ALGORITHMS,
+           help="--speculative-algorithm: EAGLE/EAGLE3/NEXTN/STANDALONE add a draft KV pool beside the target's "
+                "(the cell grows by int(cell x draft layers / layers)); NGRAM adds none"),
+    Option("speculative_draft_model_path", None, model=True,
+           help="--speculative-draft-model-path: the draft (its num_nextn_predict_layers, else its layers); "
+                "without it NEXTN/EAGLE use the model's own MTP layers"),
+    Option("speculative_num_steps", None, help="--speculative-num-steps (written to the command; not in the pool)"),
+    Option("speculative_eagle_topk", None, help="--speculative-eagle-topk (written to the command; not in the pool)"),
+    Option("speculative_num_draft_tokens", None,
+           help="--speculative-num-draft-tokens (written to the command; not in the pool)"),
+)
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    algorithm: str | None
+    draft: Model | None
+    layers: int          # eagle_draft_num_layers; 0: no draft pool
+
+
+def split(options: dict) -> tuple[dict, dict]:
+    """(the speculative options, the rest): the pool functions take only the rest."""
+    spec = {name: options[name] for name in DRAFT_DEFAULTS if name in options}
+    return spec, {name: value for name, value in options.items() if name not in DRAFT_DEFAULTS}
+
+
+def _draft_model(value) -> Model | None:
+    if value is None or isinstance(value, Model):
+        return value
+    if isinstance(value, (str, dict)):
+        from ...catalog import as_model
+        return as_model(value)
+    raise ValueError("speculative_draft_model_path must be a preset name, a config dict or a kvmem Model, got "
+                     f"{type(value).__name__}")
+
+
+def draft_layers(model: Model, spec: dict) -> DraftSpec:
+    """The algorithm, the draft and eagle_draft_num_layers as SGLang 0.5.23 resolves them (module docstring)."""
+    algorithm = spec.get("speculative_algorithm")
+    for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
+        value = spec.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if algorithm is None:
+        if any(spec.get(name) is not None for name in DRAFT_DEFAULTS):
+            raise ValueError("speculative options without speculative_algorithm: SGLang 0.5.23 runs no draft then; "
+                             f"give one of {', '.join(ALGORITHMS)}")
+        return DraftSpec(None, None, 0)
+    if not isinstance(algorithm, str) or algorithm.upper() not in ALGORITHMS:
+        raise ValueError(f"speculative_algorithm {algorithm!r}: kvmem sizes SGLang 0.5.23's {', '.join(ALGORITHMS)}; "
+                         "DFLASH, DSPARK, UNO and FROZEN_KV_MTP size their draft pools in their own code "
+                         "(pool_configurator.py#L319-L340 for DFLASH), which kvmem does not follow")
+    algorithm = algorithm.upper()
+    draft = _draft_model(spec.get("speculative_draft_model_path"))
+    if algorithm == "NGRAM":
+        return DraftSpec(algorithm, draft, 0)
+    # sglang@v0.5.23 python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py#L140-L178
+    source = draft if draft is not None else model
+    if source.mtp_layers:
+        layers = source.mtp_layers
+    elif draft is not None:
+        layers = draft.num_layers
+    else:
+        raise ValueError(f"speculative_algorithm {algorithm} without speculative_draft_model_path needs the model's "
+                         f"MTP layers (num_nextn_predict_layers), and {model.name} has none: give the draft")
+    return DraftSpec(algorithm, draft, layers)
+
+
+def draft_cell_bytes(cell: int, layers: int, target_layers: int) -> int:
+    """int(cell x draft layers / target layers) (sglang@v0.5.23
+    python/sglang/srt/model_executor/pool_configurator.py#L310-L313)."""
+    return cell * layers // target_layers
+
+
+def check_target(model: Model, layout, pp: int) -> None:
+    """The targets whose draft this module sizes (module docstring); the others refused by name."""
+    if pp > 1:
+        raise ValueError("a speculative draft with pp > 1: SGLang runs the draft on the last stage only; kvmem does "
+                         "not model its pool there")
+    if layout.swa or layout.linear:
+        raise ValueError(f"{model.name}: SGLang sizes a hybrid model's draft pool in its hybrid configurators "
+                         "(pool_configurator.py HybridSWAPoolConfigurator, the Mamba path); kvmem sizes the "
+                         "one-pool MHA and MLA draft only")
+    if layout.indexed or layout.sparse_index:
+        raise ValueError(f"{model.name}: SGLang adds a DSA/NSA target's draft indexer separately "
+                         "(pool_configurator.py#L287-L309); kvmem sizes the one-pool MHA and MLA draft only")
+
+
+def draft_pool_of(layout, num_tokens: int, layers: int, dtype: str):
+    """The draft worker's pool as its "KV Cache is allocated" line reports it: the target's #tokens and padding
+    page, ``layers`` layers shaped as the target's (SGLang's sizing assumes the draft shares the target's
+    per-layer KV size, pool_configurator.py#L259-L260)."""
+    from .pools import Pool
+    n = num_tokens + layout.page_size
+    return Pool(role="draft", layout=layout.kind, num_tokens=num_tokens, page_size=layout.page_size, layers=(),
+                k_bytes=n * layout.k_row["full"] * layers, v_bytes=n * layout.v_row["full"] * layers, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -44,7 +167,7 @@ def draft_pool(model, *, kv_memory: int, draft_layers: int, tp: int = 1, kv_dtyp
                          "one-pool MHA and MLA draft only")
     layers = len(d.pools[0]["layers"])
     cell = d.cell_bytes_per_token
-    draft_cell = cell * draft_layers // layers
+    draft_cell = draft_cell_bytes(cell, draft_layers, layers)
     tokens = kv_memory // (cell + draft_cell) // page_size * page_size
     return DraftPool(target_tokens=tokens, tokens_without_draft=d.max_total_num_tokens, cell_bytes=cell,
                      draft_cell_bytes=draft_cell, draft_pool_bytes=(tokens + page_size) * draft_cell)

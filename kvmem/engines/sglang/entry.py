@@ -9,7 +9,7 @@ from ...records import Record
 from ..results import Capacity, Refusal, assemble
 from ...parallel import pp_stages
 from ...units import cdiv
-from . import dsv4, mamba
+from . import draft as spec_draft, dsv4, mamba
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 
 
@@ -48,9 +48,13 @@ class SglangCapacityDetails(Record):
     pools: list | None = None
     allocated_bytes: int | None = None
     log: list | None = None
+    draft_layers: int | None = None        # a speculative draft's pool (kvmem.engines.sglang.draft)
+    draft_cell_bytes: int | None = None
+    draft_pool_bytes: int | None = None
 
     OPTIONAL = ("full_layer_tokens", "swa_layer_tokens", "max_mamba_cache_size", "mamba_bytes_per_request",
-                "max_running_requests", "pools", "allocated_bytes", "log")
+                "max_running_requests", "pools", "allocated_bytes", "log", "draft_layers", "draft_cell_bytes",
+                "draft_pool_bytes")
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -60,9 +64,16 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     tokens lazily (sglang@v0.5.23 python/sglang/srt/managers/schedule_batch.py#L4125-L4129 _evict_swa,
     page-aligned, between steps), so the real occupancy runs up to about a window and a page above this.
     Recurrent state is ``batch`` x the per-request state (the pool's own extra slot is not counted)."""
+    spec, options = spec_draft.split(options)
+    drafting = spec_draft.draft_layers(model, spec)
     if dsv4.is_dsv4(model):   # DeepSeek-V4: SGLang's DSV4PoolConfigurator and DeepSeekV4TokenToKVPool
+        if drafting.layers:
+            raise ValueError(f"{model.name}: a speculative draft with DeepSeek-V4: DSV4PoolConfigurator sizes it "
+                             "in its own code, which kvmem does not follow")
         return dsv4.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    if drafting.layers:
+        spec_draft.check_target(model, layout, pp)
     page = layout.page_size
     pages = cdiv(tokens, page)
     rows = {"full": batch * pages * page}
@@ -82,6 +93,12 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append("linear/Mamba layers keep a per-request state (conv in the model dtype, recurrent "
                      f"state in {layout.ssm_dtype.name}) instead of tokens")
     rows_per_layer = layer_rows(model, layout, tp, rows, batch)
+    if drafting.layers:   # the draft pool's rows: the same tokens, its layers shaped as the target's (draft.py)
+        n = rows["full"] + page
+        draft_row = (n * layout.k_row["full"], n * layout.v_row["full"], 0)
+        rows_per_layer = list(rows_per_layer) + [draft_row] * drafting.layers
+        notes.append(f"{drafting.algorithm} draft: {drafting.layers} draft layer{'s' * (drafting.layers != 1)} hold "
+                     "the same tokens in the draft worker's own pool (the last rows of per_layer)")
     details = SglangDetails(layout=layout.kind, page_size=page, pages_per_sequence=pages, pool_tokens=rows["full"],
                             padding_tokens_per_layer=page, kv_heads_per_rank=layout.heads,
                             cell_bytes_per_token=cell_size(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options), **swa)
@@ -152,15 +169,26 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     --max-running-requests, and cap the requests at slots // 3 (+2 with the extra buffer and overlap
     scheduling); the cells get the remainder (kvmem.engines.sglang.mamba). Hybrid SWA then splits the tokens
     (_split_swa)."""
+    spec, options = spec_draft.split(options)
+    drafting = spec_draft.draft_layers(model, spec)
     if dsv4.is_dsv4(model):   # DeepSeek-V4: SGLang's DSV4PoolConfigurator and DeepSeekV4TokenToKVPool
+        if drafting.layers:
+            raise ValueError(f"{model.name}: a speculative draft with DeepSeek-V4: DSV4PoolConfigurator sizes it "
+                             "in its own code, which kvmem does not follow")
         return dsv4.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
                              max_model_len=max_model_len, **options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    if drafting.layers:
+        spec_draft.check_target(model, layout, pp)
     page = layout.page_size
     notes = list(layout.notes)
+    draft_cell = 0
     best = None
     for stage in pp_stages(model.num_layers, pp):
         cell = stage_cell(layout, stage)
+        if drafting.layers and cell:   # the draft's share of the cell (kvmem.engines.sglang.draft)
+            draft_cell = spec_draft.draft_cell_bytes(cell, drafting.layers, len(stage))
+            cell += draft_cell
         if not cell and (layout.full or layout.swa):
             continue   # a stage without attention layers: no KV limit there (pool_configurator.py#L240-L250)
         rest, state = kv_memory, None
@@ -221,6 +249,13 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if full > 0:
         allocated = pools(model, num_tokens=full, kv_dtype=kv_dtype, tp=tp, pp=pp,
                           swa_num_tokens=swa if layout.swa else None, **options)
+        if drafting.layers:   # the draft worker's pool: the same #tokens, its layers shaped as the target's
+            allocated = allocated + (spec_draft.draft_pool_of(layout, full, drafting.layers, allocated[-1].dtype),)
+            extra.update(draft_layers=drafting.layers, draft_cell_bytes=draft_cell,
+                         draft_pool_bytes=allocated[-1].kv_bytes)
+            notes.append(f"{drafting.algorithm} draft: each token also takes {draft_cell:,} B in the draft's pool "
+                         f"({drafting.layers} layer{'s' * (drafting.layers != 1)}; int(cell x {drafting.layers} / "
+                         f"layers), SGLang's pool_configurator.py): {allocated[-1].kv_bytes:,} B a GPU")
         extra.update(pools=[p.to_dict() for p in allocated], allocated_bytes=sum(p.kv_bytes for p in allocated),
                      log=([state.log_line()] if state else [])
                      + [p.log_line(version=options.get("version", "latest")) for p in allocated])

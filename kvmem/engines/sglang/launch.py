@@ -16,6 +16,10 @@ ServerArgs.add_cli_args; tests/oracles/test_plan_roundtrip.py parses the command
                                --max-running-requests is then the requests of all attention groups together
                                (SGLang gives each max_running_requests // attn_dp_size)
     --chunked-prefill-size     the prefill chunk the reserve was sized for
+    --speculative-algorithm, --speculative-draft-model-path, --speculative-num-steps,
+    --speculative-eagle-topk, --speculative-num-draft-tokens
+                               the speculative draft the pools were sized with (kvmem.engines.sglang.draft;
+                               python/sglang/srt/arg_groups/fields/spec.py#L31-L69)
 Engine options with a flag: swa_full_tokens_ratio, disable_hybrid_swa_memory,
 mamba_full_memory_ratio, mamba_ssm_dtype, max_mamba_cache_size, disable_radix_cache,
 disable_overlap_schedule; for a linear/Mamba hybrid the command pins --mamba-radix-cache-strategy
@@ -27,6 +31,7 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
+from .draft import DRAFT_DEFAULTS
 from .pools import DEFAULTS
 from .parallel import PARALLEL_DEFAULTS, roles
 from .budget import sglang_chunked_prefill_size
@@ -43,7 +48,8 @@ _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "mem_fra
                 "cuda_graph_max_bs", "page_size", "version", "max_running_requests", "mamba_extra_buffer",
                 *PARALLEL_DEFAULTS,   # the parallel options: their flags are written below
                 "enable_hierarchical_cache", "hicache_ratio", "hicache_size", "hicache_host_memory_fraction",
-                "host_memory_bytes"}   # hicache_flags
+                "host_memory_bytes",   # hicache_flags
+                *DRAFT_DEFAULTS}       # draft_flags
 
 
 def hicache_flags(sizing: dict) -> list[Flag]:
@@ -60,6 +66,25 @@ def hicache_flags(sizing: dict) -> list[Flag]:
         out.append(Flag("--hicache-host-memory-fraction", f"{sizing['hicache_host_memory_fraction']:g}",
                         "of the host's free RAM (less 10 GiB) for the pools of all ranks"))
     return out
+def draft_flags(options: dict) -> list[Flag]:
+    """--speculative-* as the pools were sized (kvmem.engines.sglang.draft): the algorithm, the draft's
+    checkpoint (its Hugging Face id, or its path to fill in) and the step settings given."""
+    algorithm = options.get("speculative_algorithm")
+    if algorithm is None:
+        return []
+    out = [Flag("--speculative-algorithm", str(algorithm).upper(), "the speculative algorithm the draft pool was "
+                "sized for")]
+    draft = options.get("speculative_draft_model_path")
+    if draft is not None:
+        from ...catalog import as_model
+        value, why = model_argument(as_model(draft))
+        out.append(Flag("--speculative-draft-model-path", value, f"the draft whose layers were sized: {why}"))
+    for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"):
+        if options.get(name) is not None:
+            out.append(Flag("--" + name.replace("_", "-"), str(options[name]), f"{name}={options[name]} as planned"))
+    return out
+
+
 _SWITCHES = {"disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "sliding layers cached at full length"),
              "disable_radix_cache": ("--disable-radix-cache", "no prefix cache: one state slot per request"),
              "disable_overlap_schedule": ("--disable-overlap-schedule", "no overlap scheduling")}
@@ -122,6 +147,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
             Flag("--chunked-prefill-size", str(chunk), "the prefill chunk the reserve was sized for")]
     out += weight_flags("sglang", inp.model, fit.weight_dtype)
     out += hicache_flags(s.sizing)
+    out += draft_flags(opts)
     for name, flag in _VALUED.items():
         if opts.get(name) is not None and opts[name] != DEFAULTS[name]:
             out.append(Flag(flag, f"{opts[name]:g}", f"{name}={opts[name]} as planned"))

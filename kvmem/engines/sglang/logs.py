@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from . import mamba
+from . import draft as spec_draft, mamba
 from .parallel import kv_groups, kv_tp
 from .pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
 from ...model import LINEAR
@@ -123,6 +123,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
     hicache = {name: options.pop(name) for name in ("hicache_ratio", "hicache_size") if name in options}
+    spec, options = spec_draft.split(options)   # a speculative draft's pool logs its own line (draft.py)
     # each attention group prints its own pool, laid out for attn_tp, and its share of the requests
     attn_dp = kv_groups(options)
     tp, options = kv_tp(model, tp, pp, options)
@@ -152,6 +153,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         expected = pool.log_line(version=version)
         ok = _same(expected, text)
         checks.append(LineCheck(n, text, "KV Cache is allocated", text, expected, ok, "" if ok else _CAUSE))
+    if len(found["kv"]) == len(made) + 1:
+        _check_draft(model, found["kv"][-1], made, spec, kv_dtype, tp, version, options, checks, notes)
     slots = None
     if found["mamba"] is not None:
         n, text, slots = found["mamba"]
@@ -171,6 +174,25 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     if found.get("hicache") is not None:
         _check_hicache(found["hicache"], made, hicache, checks, notes)
     return settings, checks, notes
+
+
+def _check_draft(model, logged, made, spec: dict, kv_dtype, tp: int, version, options: dict, checks: list,
+                 notes: list) -> None:
+    """The draft worker's "KV Cache is allocated" line (the target's #tokens, the draft's layers) against
+    kvmem.engines.sglang.draft, where the speculative options are given."""
+    n, text, tokens, _ = logged
+    drafting = spec_draft.draft_layers(model, spec)
+    if not drafting.layers:
+        notes.append(f"line {n}: a second pool of {tokens:,} tokens, as a speculative draft's worker logs it, is not "
+                     "checked: give -o speculative_algorithm=... (and speculative_draft_model_path) to check it")
+        return
+    layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, **{**DEFAULTS, **options, "version": version})
+    spec_draft.check_target(model, layout, 1)
+    expected = spec_draft.draft_pool_of(layout, tokens, drafting.layers, made[-1].dtype).log_line(version=version)
+    ok = _same(expected, text)
+    checks.append(LineCheck(n, text, "draft KV pool", text, expected, ok, "" if ok else (
+        "the draft's bytes per token differ: its layers (speculative_draft_model_path, the MTP layers), the KV dtype "
+        "or tp differ from the ones given")))
 
 
 def _check_hicache(logged, made, given: dict, checks: list, notes: list) -> None:
