@@ -74,7 +74,8 @@ def dp_cases(seed: int = 0, n: int = 8) -> list[tuple[str, None, dict]]:
     """Data-parallel attention / expert-parallel settings (kvmem/oracles/sglang_dp.py): the directed ones and
     ``n`` seeded ones, judged by SGLang's own start-up chain (run_case: the setting holds them under "dp")."""
     from . import sglang_dp
-    chosen = sglang_dp.cases() + [sglang_dp.random_case(seed, i) for i in range(n)]
+    chosen = (sglang_dp.cases() + [sglang_dp.random_case(seed, i) for i in range(n)]
+              + [sglang_dp.gqa_random_case(seed, i) for i in range(n // 2)])
     return [(name, None, {"dp": setting}) for name, setting in chosen]
 
 

@@ -12,7 +12,8 @@ For one setting (a model, a GPU, tp, attn_dp_size, ep_size, KV dtype, context) t
        with get_parallel().attn_tp_size = tp // attn_dp_size: max_total_num_tokens per GPU
     4. KVCacheConfigurator.resolve_max_num_reqs(tokens): max_running_requests per DP worker
 and compares each with kvmem's fit for the same setting. The weights per GPU are kvmem's rule (the parallel
-module cites the model file); SGLang measures them on a GPU, so they are an input here, not judged.
+module cites the model file), an input to step 2; for the grouped-query architectures what attn_dp_size adds to
+them is judged apart (weights_case: SGLang's own attention and embedding layers built on the meta device).
 Server context is read through get_parallel() / get_schedule() / ...: those names are patched, for the call
 only, in the module that imports them, with stand-ins holding the resolved ServerArgs' values. SGLang's code
 is not edited.
@@ -31,11 +32,15 @@ from ..parallel import divides
 from .report import Check
 from .sglang_runtime import load as _load_sglang
 
-__all__ = ["resolved", "sglang_numbers", "kvmem_numbers", "cases", "run_case", "random_case"]
+__all__ = ["resolved", "sglang_numbers", "kvmem_numbers", "cases", "run_case", "random_case", "gqa_random_case",
+           "sglang_rank_bytes", "weights_case"]
 
 GB = 1 << 30
 MIB = 1 << 20
 MODELS = ("deepseek-v3", "kimi-k2-instruct", "deepseek-v2-lite")
+# the GQA architectures whose model files lay attention out for attn_tp (sglang/parallel.py DP_ATTENTION), with
+# SGLang's DefaultPoolConfigurator (gpt-oss's sliding layers take the hybrid-SWA one: not judged here)
+GQA_MODELS = ("qwen3-235b-a22b", "qwen3-30b-a3b", "glm-4.5-air", "glm-4.7", "qwen3-32b", "qwen3-8b")
 GPUS = ("h200-sxm-141gb", "h100-sxm-80gb", "b200-180gb", "a100-sxm-80gb")
 _TORCH_KV = {"auto": "bfloat16", "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 
@@ -86,7 +91,8 @@ def sglang_numbers(cfg: dict, *, gpu_mib: int, tp: int, attn_dp: int, ep: int, r
     kv_torch = getattr(sg.torch, _TORCH_KV[kv_dtype])
     kvc = types.SimpleNamespace(
         device="cuda", gpu_id=0, mambaish_config=None, post_capture_kv_active=False, model_config=mc,
-        kv_cache_dtype_str=kv_dtype, kv_cache_dtype=kv_torch, use_mla_backend=True, is_draft_worker=False,
+        kv_cache_dtype_str=kv_dtype, kv_cache_dtype=kv_torch, use_mla_backend=bool(cfg.get("kv_lora_rank")),
+        is_draft_worker=False,
         layer_info=types.SimpleNamespace(num_effective_layers=mc.num_hidden_layers, start_layer=0,
                                          end_layer=mc.num_hidden_layers),
         spec_algorithm=types.SimpleNamespace(is_eagle=lambda: False, is_standalone=lambda: False,
@@ -149,7 +155,26 @@ def cases() -> list[tuple[str, dict]]:
             ("deepseek-v3 h200 tp8", {**base, "attn_dp": 1}),
             ("deepseek-v3 h200 tp8 attn_dp8 ep8", {**base, "attn_dp": 8, "ep": 8}),
             ("deepseek-v3 h200 tp8 attn_dp2 fp8", {**base, "attn_dp": 2, "kv_dtype": "fp8_e4m3"}),
-            ("deepseek-v3 h200 tp8 attn_dp8 ep8 r32", {**base, "attn_dp": 8, "ep": 8, "redundant": 32})]
+            ("deepseek-v3 h200 tp8 attn_dp8 ep8 r32", {**base, "attn_dp": 8, "ep": 8, "redundant": 32}),
+            ("qwen3-235b-a22b h200 tp8 attn_dp8", {**base, "model": "qwen3-235b-a22b", "attn_dp": 8}),
+            ("qwen3-30b-a3b h200 tp4 attn_dp4 ep4", {**base, "model": "qwen3-30b-a3b", "tp": 4, "attn_dp": 4, "ep": 4}),
+            ("glm-4.5-air h200 tp8 attn_dp2 ep8", {**base, "model": "glm-4.5-air", "attn_dp": 2, "ep": 8}),
+            ("qwen3-32b h200 tp8 attn_dp4", {**base, "model": "qwen3-32b", "attn_dp": 4})]
+
+
+def gqa_random_case(seed: int, i: int) -> tuple[str, dict]:
+    """Case ``i`` of ``seed`` over the GQA architectures: tp 4, 8 or 16, attn_dp dividing it, ep 1 or tp (MoE)."""
+    rng = random.Random(f"gqa-{seed}-{i}")
+    tp = rng.choice((4, 8, 16))
+    model = rng.choice(GQA_MODELS)
+    moe = model.startswith(("qwen3-235b", "qwen3-30b", "glm"))
+    from kvmem.catalog import preset
+    longest = preset(model)["config"]["max_position_embeddings"]   # SGLang refuses a longer --context-length
+    setting = dict(model=model, gpu=rng.choice(GPUS), tp=tp,
+                   attn_dp=rng.choice([d for d in (1, 2, 4, 8, 16) if divides(d, tp)]),
+                   ep=rng.choice((1, tp)) if moe else 1, redundant=0, kv_dtype=rng.choice(("auto", "fp8_e4m3")),
+                   context=min(rng.choice((4096, 32768, 131072)), longest))
+    return f"sglang-dp-gqa-{seed}-{i}", setting
 
 
 def random_case(seed: int, i: int) -> tuple[str, dict]:
@@ -174,5 +199,89 @@ def run_case(name: str, setting: dict) -> list[Check]:
                             tp=setting["tp"], attn_dp=setting["attn_dp"], ep=setting["ep"],
                             redundant=setting["redundant"], kv_dtype=setting["kv_dtype"], context=setting["context"],
                             pre_model_load_bytes=ours["pre_model_load_bytes"], weights_bytes=ours["weights_bytes"])
-    return [Check(name, key, ours[key], theirs[key])
-            for key in ("mem_fraction_static", "chunked_prefill_size", "tokens", "max_running_requests")]
+    checks = [Check(name, key, ours[key], theirs[key])
+              for key in ("mem_fraction_static", "chunked_prefill_size", "tokens", "max_running_requests")]
+    if setting["attn_dp"] > 1 and preset(setting["model"])["config"]["architectures"][0] in ATTENTION_CLASSES:
+        weights = weights_case(setting["model"], tp=setting["tp"], attn_dp=setting["attn_dp"])
+        checks.append(Check(name, weights.quantity, weights.kvmem, weights.engine))
+    return checks
+
+
+# ---- the weights: SGLang's own attention layers and input embedding, built on the meta device ----------------
+# For each architecture kvmem sizes under attn_dp_size with grouped-query attention, the model file's attention
+# class and the VocabParallelEmbedding its model builds (use_attn_tp_group under DP attention), built for one rank
+# with get_parallel().override(tp_size, attn_tp_size) on the meta device: the parameters one rank holds. What
+# attn_dp_size adds to a GPU is the layers' attention and the embedding at attn_tp less the same at tp (the MLPs,
+# experts and lm_head stay over tp: DP_ATTENTION in kvmem/engines/sglang/parallel.py cites where).
+ATTENTION_CLASSES = {"Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeAttention"),
+                     "Qwen3ForCausalLM": ("qwen3", "Qwen3Attention"),
+                     "Glm4MoeForCausalLM": ("glm4_moe", "Glm4MoeAttention"),
+                     "GptOssForCausalLM": ("gpt_oss", "GptOssAttention")}
+WEIGHT_MODELS = ("qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-32b", "qwen3-8b", "glm-4.5-air", "glm-4.7",
+                 "gpt-oss-120b", "gpt-oss-20b")
+
+
+class _Off:
+    """get_exec() stand-in: every kernel switch off (the layers' parameters do not depend on them)."""
+
+    def __getattr__(self, _name):
+        return _Off()
+
+    def __bool__(self):
+        return False
+
+    def __call__(self, *_a, **_k):
+        return _Off()
+
+
+def sglang_rank_bytes(cfg: dict, *, tp: int, attn_tp: int) -> tuple[int, int]:
+    """(one attention layer's parameter bytes on a rank, the input embedding's bytes on a rank): SGLang's classes."""
+    import importlib
+    _load_sglang()
+    import torch
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.layers.vocab_parallel_embedding import VocabParallelEmbedding
+    from sglang.srt.runtime_context import get_parallel
+    hf = ModelConfig(_config_dir(cfg)).hf_config
+    module_name, class_name = ATTENTION_CLASSES[cfg["architectures"][0]]
+    module = importlib.import_module(f"sglang.srt.models.{module_name}")
+    kwargs = dict(hidden_size=hf.hidden_size, num_heads=hf.num_attention_heads, num_kv_heads=hf.num_key_value_heads,
+                  layer_id=0, head_dim=getattr(hf, "head_dim", None),
+                  attention_bias=getattr(hf, "attention_bias", False))
+    if class_name == "Qwen3MoeAttention":
+        kwargs.update(config=hf)
+    if class_name == "GptOssAttention":
+        kwargs.update(layer_type="full_attention")   # the sliding layers hold the same parameters
+    if class_name == "Glm4MoeAttention":
+        kwargs.update(use_qk_norm=getattr(hf, "use_qk_norm", False),
+                      partial_rotary_factor=getattr(hf, "partial_rotary_factor", 0.5))
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)   # as SGLang's loader builds a bf16 model (set_default_torch_dtype)
+    try:
+        with get_parallel().override(tp_size=tp, attn_tp_size=attn_tp, attn_cp_size=1, tp_rank=0, attn_tp_rank=0,
+                                     enable_cp_tp_group_sharing=False), torch.device("meta"), \
+                mock.patch.object(module, "get_exec", lambda: _Off()):
+            attention = getattr(module, class_name)(**kwargs)
+            embedding = VocabParallelEmbedding(hf.vocab_size, hf.hidden_size, use_attn_tp_group=True)
+    finally:
+        torch.set_default_dtype(default)
+
+    def size(layer):
+        return sum(p.numel() * p.element_size() for p in layer.parameters())
+    return size(attention), size(embedding)
+
+
+def weights_case(model: str, *, tp: int, attn_dp: int) -> Check:
+    """What attn_dp_size adds to one GPU's weights: kvmem's rule beside SGLang's own layers (bf16 attention)."""
+    from kvmem.catalog import get_model, preset
+    from kvmem.engines.sglang.parallel import weights_per_device
+    from kvmem.sizing.setup import model_weights
+    cfg = preset(model)["config"]
+    m = get_model(model)
+    w = model_weights(m, "auto")
+    ours = (weights_per_device(w, m, tp=tp, pp=1, options={"attn_dp_size": attn_dp})[0]
+            - weights_per_device(w, m, tp=tp, pp=1, options={})[0])
+    wide, narrow = sglang_rank_bytes(cfg, tp=tp, attn_tp=tp // attn_dp), sglang_rank_bytes(cfg, tp=tp, attn_tp=tp)
+    layers = sum(1 for layer in m.layers if layer.kind.per_head)
+    theirs = layers * (wide[0] - narrow[0]) + wide[1] - narrow[1]
+    return Check(f"{model} tp{tp} attn_dp{attn_dp}", "attn_dp_weight_bytes", ours, theirs)

@@ -79,9 +79,37 @@ def test_weights_per_gpu_under_attn_dp():
     assert weights_per_device(w, model, tp=8, pp=1, options={"ep_size": 8})[0] == base
 
 
+def test_weights_per_gpu_under_attn_dp_gqa():
+    # qwen3-235b-a22b (qwen3_moe.py): attention a layer q 4096 x 64 x 128 + k, v 4096 x 4 x 256 + o 64 x 128 x 4096
+    # = 71,303,168 params, x 94 layers = 6,702,497,792 at 2 B; the embedding 151,936 x 4,096 x 2 B = 1,244,659,712;
+    # both over attn_tp 1 instead of tp 8: + 7/8 of them; K/V heads: tp 8 replicated one of 4 heads a rank (half a
+    # head above the share), attn_tp 1 holds all four: - 2 B x 1,048,576 x 1/2 x 94 = -98,566,144
+    model = kvmem.get_model("qwen3-235b-a22b")
+    w = model_weights(model, "auto")
+    base = w.per_device(tp=8, replicated=True)
+    got, notes = weights_per_device(w, model, tp=8, pp=1, options={"attn_dp_size": 8})
+    assert w.dense_bytes == 2 * w.layout.dense_params
+    assert got - base == (6702497792 * 2 + 1244659712) * 7 // 8 - 98566144 == 12719882240
+    assert got == 71591857024 and "attn_tp 1" in notes[0]
+    # attn_tp 4: 1/4 - 1/8 more of the attention and embedding, and one whole KV head a rank (no replication left):
+    # (13,404,995,584 + 1,244,659,712) / 8 - 98,566,144 = 1,732,640,768
+    got_2, _ = weights_per_device(w, model, tp=8, pp=1, options={"attn_dp_size": 2})
+    assert got_2 - base == 1732640768
+    f = kvmem.fit("qwen3-235b-a22b", engine="sglang", gpu=H200, num_gpus=8, context="32k", attn_dp_size=8)
+    # each GPU lays out the 4 KV heads whole: 94 x 4 x 256 x 2 B = 192,512 B a token; 225,249 tokens, 6 x 32k a group
+    assert (f.capacity.tokens, f.replicas, f.max_batch) == (225249, 8, 48)
+
+
 def test_refusals_name_the_setting():
-    with pytest.raises(ValueError, match="attn_dp_size > 1 for DeepseekV3ForCausalLM"):
+    # llama.py's attention splits heads over tp_size, not attn_tp_size: SGLang has no attention-DP layout for it
+    with pytest.raises(ValueError, match=r"no attention-DP layout for LlamaForCausalLM \(llama-3.3-70b\): its model "
+                                         r"file python/sglang/srt/models/llama.py#L181-L194 splits"):
         kvmem.fit("llama-3.3-70b", engine="sglang", gpu=H200, num_gpus=8, context="8k", attn_dp_size=8)
+    with pytest.raises(ValueError, match=r"qwen2.py#L165-L178"):
+        kvmem.fit("qwen2.5-72b", engine="sglang", gpu=H200, num_gpus=8, context="8k", attn_dp_size=2)
+    # a file kvmem has not read is a gap, said as one
+    with pytest.raises(ValueError, match="jamba-1.5-mini is JambaForCausalLM, whose file kvmem has not read"):
+        kvmem.fit("jamba-1.5-mini", engine="sglang", gpu=H200, num_gpus=8, context="8k", attn_dp_size=2)
     with pytest.raises(ValueError, match="llama-3.3-70b has none"):
         kvmem.fit("llama-3.3-70b", engine="sglang", gpu=H200, num_gpus=8, context="8k", ep_size=8)
     with pytest.raises(ValueError, match="attn_dp_size=3 must divide tp=8"):

@@ -41,6 +41,35 @@ def test_seeded_random_settings(index):
     assert_agrees(*oracle.random_case(7, index))
 
 
+@pytest.mark.parametrize("index", range(8))
+def test_seeded_random_gqa_settings(index):
+    # Qwen3-MoE, GLM-4.5/4.7 and Qwen3 dense: the pool laid out for attn_tp's KV heads (replicated past them)
+    assert_agrees(*oracle.gqa_random_case(7, index))
+
+
+def test_qwen3_235b_on_8_h200_with_attn_dp_8():
+    # each GPU its own group, the 4 KV heads whole: 94 x 4 x 256 x 2 B = 192,512 B a token; 225,249 tokens
+    numbers = assert_agrees(*oracle.cases()[5])
+    assert numbers["tokens"] == 225249
+
+
+@pytest.mark.parametrize("model", oracle.WEIGHT_MODELS)
+def test_weights_attn_dp_adds_are_sglangs_layers(model):
+    # SGLang's attention class and VocabParallelEmbedding for one rank at attn_tp and at tp (meta device, bf16):
+    # what attn_dp_size adds to a GPU, kvmem's rule beside them, at attn_tp 1 and 4 of tp 8
+    for attn_dp in (8, 2):
+        check = oracle.weights_case(model, tp=8, attn_dp=attn_dp)
+        assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
+
+
+def test_weights_qwen3_235b_by_hand():
+    # SGLang's Qwen3MoeAttention a rank: qkv 4096 x (8 x 128 + 2 x 128) + o 1024 x 4096 at tp 8 (one KV head
+    # replicated), qkv 4096 x (64 + 8) x 128 + o 8192 x 4096 at attn_tp 1; 94 layers; embedding 151,936 / 8 rows at
+    # tp 8, all at attn_tp 1; at 2 B: 94 x 2 x (71,303,168 - 9,437,184) + 2 x 4,096 x 151,936 x 7/8 = 12,719,882,240
+    check = oracle.weights_case("qwen3-235b-a22b", tp=8, attn_dp=8)
+    assert check.engine == 94 * 2 * (71303168 - 9437184) + 2 * 4096 * 151936 * 7 // 8 == 12719882240 == check.kvmem
+
+
 def test_the_plan_is_what_sglang_resolves():
     # the command kvmem plan writes for the issue's setting, read back by SGLang 0.5.23's own parser and resolved
     # on the CPU: 8 attention groups, ep 8, the chunk divided to 1024, 64 requests (8 a group)

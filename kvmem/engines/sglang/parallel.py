@@ -31,10 +31,10 @@ What changes per GPU (kvmem.parallel has the shared rules):
 - Requests: --max-running-requests is divided among the attention groups (mem_cache/kv_cache_configurator.py
   #L3130-L3132 resolve_max_num_reqs: max(1, max_running_requests // attn_dp_size) per DP worker).
 
-Sized here: the DeepSeek-V2/V3 architectures (DeepSeek-V3/R1, Kimi K2), whose model file is cited above. Other
-architectures under attn_dp_size are refused by name: their model files place the embedding and MLPs
-by their own rules, which kvmem has not read (a gap, not SGLang's refusal). pp with attn_dp_size is refused
-likewise.
+Sized here (DP_ATTENTION): the architectures whose model file lays attention out for attn_tp, each with the
+same placement (cited at the table). Refused with their file's reason (DP_ATTENTION_REFUSED): the files whose
+attention splits heads over the whole tp group. Any other architecture is refused by name as not read (a gap).
+pp with attn_dp_size is not sized.
 """
 
 from __future__ import annotations
@@ -42,12 +42,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ...model import MLA, Model
-from ...parallel import attention_tp, check_expert_parallel, expert_share
+from ...parallel import attention_tp, check_expert_parallel, expert_share, replicated_excess
 from ...units import require_positive_int
 from ..declared import Option
 
 __all__ = ["swa_tail_tokens", "roles", "PARALLEL_DEFAULTS", "DECLARED", "settings", "kv_tp", "split_options",
-           "kv_groups", "weights_per_device", "DP_ATTENTION_ARCHITECTURES", "estimate", "capacity"]
+           "kv_groups", "weights_per_device", "DP_ATTENTION_ARCHITECTURES", "DP_ATTENTION", "DP_ATTENTION_REFUSED",
+           "estimate", "capacity"]
 
 PARALLEL_DEFAULTS = {
     "attn_dp_size": 1,               # sglang@v0.5.23 python/sglang/srt/arg_groups/fields/parallel.py#L81-L90
@@ -62,7 +63,40 @@ DECLARED = (
     Option("ep_num_redundant_experts", 0, help="--ep-num-redundant-experts: extra physical experts (EPLB)"),
     Option("nnodes", 1, help="--nnodes: nodes the GPUs are spread over (the plan's command; sizing is per GPU)"),
 )
-DP_ATTENTION_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM")
+# Model files whose attention SGLang 0.5.23 splits over attn_tp, the input embedding with it
+# (VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())), lm_head over tp unless --enable-dp-lm-head
+# (ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)), dense MLPs and shared experts over tp with the defaults,
+# experts over moe_tp x ep. Per file: attention; embedding; lm_head; MLPs.
+DP_ATTENTION = {
+    # sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L2051-L2093 MLA over attn_tp; the embedding
+    # layers/vocab_parallel_embedding.py#L166-L185; lm_head #L3291-L3296; dense MLP #L2664-L2672; shared #L888-L897
+    "DeepseekV3ForCausalLM": "deepseek_v2.py",
+    "DeepseekV2ForCausalLM": "deepseek_v2.py",
+    # sglang@v0.5.23 python/sglang/srt/models/qwen3_moe.py#L502-L541; embedding qwen2_moe.py#L1115-L1118;
+    # lm_head qwen3_moe.py#L1017-L1022; dense layers' Qwen2MoeMLP (#L854) parallel_group "tp" (qwen2_moe.py#L180)
+    "Qwen3MoeForCausalLM": "qwen3_moe.py",
+    # sglang@v0.5.23 python/sglang/srt/models/qwen2_moe.py#L911-L949; embedding #L1115-L1118; lm_head
+    # #L1238-L1243; shared_expert over tp unless fused (#L362-L370)
+    "Qwen2MoeForCausalLM": "qwen2_moe.py",
+    # sglang@v0.5.23 python/sglang/srt/models/qwen3.py#L164-L211; embedding qwen2.py#L370-L374 (Qwen2Model);
+    # lm_head qwen3.py#L582-L586; the MLP Qwen2MLP (#L403) over tp (qwen2.py#L85-L98)
+    "Qwen3ForCausalLM": "qwen3.py",
+    # sglang@v0.5.23 python/sglang/srt/models/glm4_moe.py#L234-L273; embedding #L880-L883; lm_head #L999-L1004;
+    # dense MLP "replicated" only with moe_dense_tp_size 1 (#L745), shared experts over tp, moe_a2a none (#L471-L486)
+    "Glm4MoeForCausalLM": "glm4_moe.py",
+    # sglang@v0.5.23 python/sglang/srt/models/gpt_oss.py#L391-L438; embedding #L659-L662; lm_head #L768-L773;
+    # no dense MLP, no shared experts
+    "GptOssForCausalLM": "gpt_oss.py",
+}
+DP_ATTENTION_ARCHITECTURES = tuple(DP_ATTENTION)
+# Model files whose attention splits its heads over get_parallel().tp_size, the whole tp group, not attn_tp, while
+# the KV pool is laid out for attn_tp (model_executor/pool_configurator.py#L356): no attention-DP layout to size.
+DP_ATTENTION_REFUSED = {
+    "LlamaForCausalLM": "llama.py#L181-L194", "MistralForCausalLM": "llama.py#L181-L194 (mistral.py#L33)",
+    "Phi3ForCausalLM": "llama.py#L181-L194 (llama.py#L956)", "Qwen2ForCausalLM": "qwen2.py#L165-L178",
+    "Gemma2ForCausalLM": "gemma2.py#L114-L117", "Gemma3ForCausalLM": "gemma3_causal.py#L137-L141",
+    "MixtralForCausalLM": "mixtral.py#L137-L140",
+}
 
 
 def settings(options: dict) -> tuple[int, int, int]:
@@ -87,9 +121,15 @@ def check(model: Model, tp: int, pp: int, options: dict) -> tuple[int, int, int]
     attention_tp(tp, attn_dp)
     if attn_dp > 1:
         arch = model.facts.architectures[0] if model.facts.architectures else model.model_type
-        if arch not in DP_ATTENTION_ARCHITECTURES:
-            raise ValueError(f"kvmem sizes attn_dp_size > 1 for {', '.join(DP_ATTENTION_ARCHITECTURES)} only (their "
-                             f"model file is read: python/sglang/srt/models/deepseek_v2.py); {model.name} is {arch}")
+        if arch in DP_ATTENTION_REFUSED:
+            raise ValueError(f"SGLang 0.5.23 has no attention-DP layout for {arch} ({model.name}): its model file "
+                             f"python/sglang/srt/models/{DP_ATTENTION_REFUSED[arch]} splits the attention heads over "
+                             "the whole tp group (tp_size), not attn_tp_size, while the KV pool is laid out for "
+                             "attn_tp_size; give attn_dp_size 1")
+        if arch not in DP_ATTENTION:
+            raise ValueError(f"kvmem sizes attn_dp_size > 1 for {', '.join(DP_ATTENTION)} only (their model "
+                             f"files are read, python/sglang/srt/models/); {model.name} is {arch}, whose file kvmem "
+                             "has not read")
         if pp > 1:
             raise ValueError("kvmem sizes attn_dp_size > 1 with pp = 1 only; got pp={pp}".format(pp=pp))
     if ep > 1 or redundant:
@@ -128,6 +168,65 @@ def _mla_attention_params(model: Model) -> tuple[int, int]:
     return total, replicated
 
 
+# Biases SGLang builds on the q/k/v projections (split with them) as each file reads the config: (the field, its
+# default in the transformers config class when the file leaves it out), and GPT-OSS's per-head sinks. The o_proj
+# bias of a RowParallelLinear is whole on every rank, whatever the width.
+# sglang@v0.5.23 python/sglang/srt/models/qwen3_moe.py#L818-L818, qwen3.py#L399, glm4_moe.py#L709, gpt_oss.py#L538
+# read config.attention_bias; qwen2_moe.py#L1002 getattr(config, "qkv_bias", True)
+_QKV_BIAS = {
+    "Qwen3MoeForCausalLM": ("attention_bias", False),
+    "Qwen3ForCausalLM": ("attention_bias", False),
+    "Glm4MoeForCausalLM": ("attention_bias", False),
+    "GptOssForCausalLM": ("attention_bias", True),
+    "Qwen2MoeForCausalLM": ("qkv_bias", True),
+}
+_SINKS = ("GptOssForCausalLM",)   # sglang@v0.5.23 python/sglang/srt/models/gpt_oss.py#L429-L431 sinks (num_heads,)
+
+
+def _gqa_attention_params(model: Model) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(attention params over the per-head layers, per layer (K/V params per KV head, KV heads)) as SGLang splits
+    them over attn_tp: q hidden x heads x head_dim, k and v hidden x kv_heads x head_dim, o heads x v_head_dim x
+    hidden, the q/k/v biases where the file builds them and GPT-OSS's sinks (a head each). Norms are whole on every
+    rank whatever the width."""
+    hidden, heads = model.hidden_size, model.num_attention_heads
+    arch = model.facts.architectures[0] if model.facts.architectures else ""
+    field_name, default = _QKV_BIAS.get(arch, ("attention_bias", False))
+    bias = 1 if model.config.get(field_name, default) else 0
+    sinks = 1 if arch in _SINKS else 0
+    total, kv = 0, []
+    for layer in model.layers:
+        if not layer.kind.per_head:
+            continue
+        kv_pph = (hidden + bias) * (layer.head_dim_k + layer.head_dim_v)
+        total += ((hidden + bias) * heads * layer.head_dim_k + kv_pph * layer.kv_heads
+                  + heads * layer.head_dim_v * hidden + sinks * heads)
+        kv.append((kv_pph, layer.kv_heads))
+    return total, tuple(kv)
+
+
+def _attention_widening(weights, model: Model, tp: int, attn_tp: int) -> Fraction:
+    """Bytes one rank holds above its tp share when attention and the input embedding split over attn_tp < tp."""
+    widen = Fraction(1, attn_tp) - Fraction(1, tp)
+    if any(layer.kind == MLA for layer in model.layers):
+        attn, replicated = _mla_attention_params(model)
+        kv = ()
+    else:
+        attn, kv = _gqa_attention_params(model)
+        replicated = 0
+    dense_params = weights.layout.dense_params
+    if not dense_params or attn > dense_params:
+        raise ValueError(f"{model.name}: the weights' dense group ({dense_params} params) does not hold its "
+                         f"{attn} attention params; give weights_bytes")
+    # the attention's share of the dense group's bytes (scales included), split over attn_tp not tp; MLA's
+    # down-projections are whole on every rank either way
+    extra = (Fraction(weights.dense_bytes * (attn - replicated), dense_params) + weights.embedding_bytes) * widen
+    # K/V heads replicated past attn_tp rather than past tp: whole heads a rank, as Weights.per_device adds them
+    for kv_pph, kv_heads in kv:
+        extra += weights.layout.dense_rate * kv_pph * (replicated_excess(kv_heads, attn_tp)
+                                                       - replicated_excess(kv_heads, tp))
+    return extra
+
+
 def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
                        options: dict) -> tuple[int, tuple[str, ...]]:
     """Weight bytes on one GPU with the parallel options (module docstring); tp alone: Weights.per_device.
@@ -148,16 +247,7 @@ def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
     extra, notes = Fraction(0), []
     if attn_dp > 1:
         attn_tp = attention_tp(tp, attn_dp)
-        attn, replicated = _mla_attention_params(model)
-        dense_params = weights.layout.dense_params
-        if not dense_params or attn > dense_params:
-            raise ValueError(f"{model.name}: the weights' dense group ({dense_params} params) does not hold its "
-                             f"{attn} attention params; give weights_bytes")
-        # the attention's share of the dense group's bytes (scales included), split over attn_tp not tp;
-        # the down-projections are whole on every rank either way
-        split_bytes = Fraction(weights.dense_bytes * (attn - replicated), dense_params)
-        widen = Fraction(1, attn_tp) - Fraction(1, tp)
-        extra += (split_bytes + weights.embedding_bytes) * widen
+        extra += _attention_widening(weights, model, tp, attn_tp)
         notes.append(f"attention data-parallel: {attn_dp} groups of attn_tp {attn_tp}; attention and the input "
                      f"embedding split over {attn_tp} rank{'s' * (attn_tp != 1)}, experts, dense MLPs and lm_head "
                      f"over tp {tp}")
