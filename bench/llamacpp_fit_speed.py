@@ -29,8 +29,10 @@ TARGET_S = 0.25
 
 def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
-    from kvmem.engines.llamacpp import fitting, overrides, plan, scheduled
+    from kvmem.engines.llamacpp import best, fitting, overrides, plan, scheduled
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules
+    for kept in (best._BEST, best._FITS, best._TENSORS):     # the searches and the tensors laid out
+        kept.clear()
     for cached in (scheduled._graph_sizes, plan._plan_cached, overrides.compile_rules, overrides._rules):
         cached.cache_clear()
     sink = io.StringIO()

@@ -14,11 +14,12 @@ sequences of ``context`` tokens (n_ctx = context x batch, n_seq = batch, as fit 
     max_context  the most tokens per sequence at ``batch`` the same flags hold, at most the model's
                  positions (or the context asked, when longer).
 
-With no batch asked, the answer is about max_batch sequences (Answer.work_batch, as for every engine):
-the placement, its per-device parts and the engine's numbers are those kvmem.plan then launches --
-kvmem's best placement of max_batch sequences where it holds them, else the one-sequence flags that
-max_batch was found with. With a batch asked that kvmem's best placement of it does not hold, the
-one-sequence flags laid out for it are tried too (so fit at its own max_batch answers as fit did).
+The placement of ``batch`` sequences is kvmem's placement of one sequence with its flags laid out for
+``batch`` where that holds them (on one GPU, the fewest --n-cpu-moe or the most -ngl of one
+sequence, where it holds ``batch``, is also the fewest or the most for ``batch``), else kvmem's placement searched at
+``batch``. With no batch asked, the answer is about max_batch sequences (Answer.work_batch, as for
+every engine): the placement, its per-device parts and the engine's numbers are those of the
+one-sequence flags at max_batch, what fit and kvmem.plan at that batch then take.
 
 Where kvmem cannot lay the model out (a family it refuses from a config, weights or activations
 given as byte counts, a weight format that is no GGUF type), the answer with every layer on the
@@ -162,13 +163,12 @@ class _Placer:
             {**self.kw, "n_ctx": self.context * seqs, "n_seq": seqs}.items())))
 
     def placed_at(self, seqs: int):
-        """(the placement of ``seqs`` sequences, its tensors): kvmem's best for them where it holds them, else
-        one sequence's placement with its flags laid out for ``seqs`` where that holds them (the flags fit
-        answers its max batch with, when no batch is asked: fit and plan at that batch take the same), else
-        (None or the layout that does not hold, tensors)."""
+        """(the placement of ``seqs`` sequences, its tensors): one sequence's placement with its flags laid out
+        for ``seqs`` where that holds them (so fit with no batch, which answers its max batch with those flags,
+        and fit or plan at that batch take the same placement), else kvmem's best for ``seqs`` (None or a
+        layout that does not hold where there is none)."""
         from .fitting import layout
-        lay, tensors, _ = self.searched(seqs)
-        if (lay is None or not self.holds(lay)) and seqs > 1:
+        if seqs > 1:
             one, tensors_one, _ = self.searched(1)
             if one is not None and self.holds(one):
                 try:
@@ -178,4 +178,5 @@ class _Placer:
                     again = None
                 if again is not None and self.holds(again):
                     return again, tensors_one
+        lay, tensors, _ = self.searched(seqs)
         return lay, tensors
