@@ -5,6 +5,7 @@ llama.cpp's own code lacks (docs/research/families_llamacpp.md)."""
 import pytest
 
 import kvmem
+from kvmem.errors import EngineRefusal
 from kvmem.configs.families import FAMILIES
 from kvmem.engines import ENGINES, engine_estimate
 
@@ -41,9 +42,10 @@ def test_every_opt_in_family_is_declared_or_refused_with_an_engine_reason():
 def test_a_family_the_converter_lacks_is_refused_naming_the_architecture():
     m = kvmem.Model.from_hf_config(dict(model_type="xglm", num_layers=2, attention_heads=4, d_model=64,
                                         vocab_size=100))
-    with pytest.raises(ValueError, match="does not size model_type 'xglm': its converter convert_hf_to_gguf.py "
-                                         "has no XGLMForCausalLM"):
+    with pytest.raises(EngineRefusal) as refused:
         llama(m, tokens=16)
+    assert refused.value.engine == "llama.cpp"
+    assert refused.value.reason.startswith("its converter convert_hf_to_gguf.py has no XGLMForCausalLM")
 
 
 # ---- DeepSeek sparse attention: llama_kv_cache_dsa --------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
+from kvmem.errors import EngineRefusal
 from kvmem.configs.families import FAMILIES
 from kvmem.engines import ENGINES
 from kvmem.engines.sglang.families import FAMILIES as DECLARED, REFUSALS
@@ -301,16 +302,16 @@ def test_refusals_name_sglangs_own_reason():
                                "SGLang 0.5.23 runs ZAYA1 only")), model_type
     from kvmem.oracles.transformers import default_config
     hy_vl = dict(default_config("hy_v4_vl").to_dict(), architectures=["HYV4VLForConditionalGeneration"])
-    with pytest.raises(ValueError, match=r"does not size model_type 'hy_v4_vl_text': SGLang 0.5.23 has no model file "
-                                         r"for HYV4VLForConditionalGeneration"):
-        sglang(hy_vl)
     large4 = dict(default_config("mistral_large4").to_dict(), architectures=["MistralLarge4ForConditionalGeneration"])
-    with pytest.raises(ValueError, match=r"does not size model_type 'mistral_large4_text': SGLang 0.5.23 has no model "
-                                         r"file for MistralLarge4ForConditionalGeneration"):
-        sglang(large4)
-    with pytest.raises(ValueError, match=r"does not size model_type 'minimax': SGLang 0.5.23 has no model file for "
-                                         r"MiniMax-Text-01 / MiniMax-M1"):
-        kvmem.estimate("minimax-m1", engine="sglang", tokens=10)
+    for run, why in ((lambda: sglang(hy_vl), "SGLang 0.5.23 has no model file for HYV4VLForConditionalGeneration"),
+                     (lambda: sglang(large4), "SGLang 0.5.23 has no model file for "
+                                              "MistralLarge4ForConditionalGeneration"),
+                     (lambda: kvmem.estimate("minimax-m1", engine="sglang", tokens=10),
+                      "SGLang 0.5.23 has no model file for MiniMax-Text-01 / MiniMax-M1")):
+        with pytest.raises(EngineRefusal) as refused:
+            run()
+        assert (refused.value.engine, refused.value.release) == ("sglang", "SGLang 0.5.23")
+        assert refused.value.reason.startswith(why), refused.value.reason
 
 
 @pytest.mark.parametrize("model_type, arch, why", [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
+from kvmem.errors import EngineRefusal
 from kvmem.units import cdiv
 
 KIMI = "kimi-linear-48b-a3b"
@@ -69,9 +70,10 @@ def test_kimi_linear_ssm_dtype_other_than_float32_is_refused():
 
 def test_minimax_is_refused_naming_vllm_and_why():
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: MiniMaxM1ForCausalLM "0.23.0"
-    with pytest.raises(ValueError, match=r"engine 'vllm' \(vLLM 0.33.0\) does not size model_type 'minimax': "
-                                         r"vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM"):
+    with pytest.raises(EngineRefusal) as refused:
         kvmem.estimate("minimax-m1", engine="vllm", tokens=1024)
+    assert (refused.value.engine, refused.value.release) == ("vllm", "vLLM 0.33.0")
+    assert refused.value.reason.startswith("vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM")
 
 
 def _model(**cfg):
