@@ -18,6 +18,8 @@ tables and the final norm, which count_params adds as for every family.
                   (vocab_size_per_layer_input x layers x hidden_size_per_layer_input) with its projection
                   and norm, the AltUp in/out projections; active leaves the per-layer table out (a token
                   reads one row of it, as of the input embedding)
+    mimo_v2_flash per-layer K / V widths and KV heads (kvmem's layers: swa_* on sliding layers), attention
+                  sinks where add_swa_attention_sink_bias / add_full_attention_sink_bias say, no shared expert
     deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
                   compressors (CSA: overlapping, with a lightning indexer), hyper-connections
                   (hc_mult streams) around attention and MLP and at the head
@@ -29,7 +31,8 @@ from ..model import LINEAR, MLA, SHARED, SLIDING
 
 __all__ = ["NEW_FAMILIES", "body"]
 
-NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4"})
+NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
+                          "mimo_v2_flash"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
 #   routed_expert_hidden_size  latent MoE: experts run at this width between a down and an up projection
@@ -155,6 +158,8 @@ def _refusal(f) -> bool:
 def _attention(f, layer, *, hidden, heads, head_dim, mla_params) -> int:
     """One layer's token mixer (+ its per-layer extras) of deepseek_v4, kimi_linear, minimax."""
     t = f.model_type
+    if t == "mimo_v2_flash":
+        return _mimo(f, layer, hidden, heads)
     if t == "deepseek_v4":
         hc = f.int("hc_mult", default=1)
         mix = (2 + hc) * hc
@@ -170,6 +175,20 @@ def _attention(f, layer, *, hidden, heads, head_dim, mla_params) -> int:
     if t == "kimi_linear" and f.get("attn_res_block_size", default=None):
         attn += 4 * hidden   # self_attention_res_norm/proj, mlp_res_norm/proj
     return attn
+
+
+def _mimo(f, layer, hidden, heads) -> int:
+    # transformers@5.24.0 models/mimo_v2_flash/modeling_mimo_v2_flash.py#L352-L360: q and k of the K width, v and
+    # o of the V width, sinks (one per head) on sliding layers; the published flags name where sinks are
+    # (add_swa_attention_sink_bias true, add_full_attention_sink_bias false: where transformers puts them)
+    sliding = layer.kind == SLIDING
+    n = (hidden * heads * layer.head_dim_k + hidden * layer.kv_heads * (layer.head_dim_k + layer.head_dim_v)
+         + heads * layer.head_dim_v * hidden)
+    if f.get("attention_bias", default=False):
+        n += heads * layer.head_dim_k + layer.kv_heads * (layer.head_dim_k + layer.head_dim_v)
+    if f.get("add_swa_attention_sink_bias" if sliding else "add_full_attention_sink_bias", default=sliding):
+        n += heads
+    return n
 
 
 def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) -> tuple[int, int] | None:

@@ -114,6 +114,13 @@ def _family_lists(t: dict, n: int, rng) -> None:
         t["layer_types"] = ["full_attention" if i % 2 else "sliding_attention" for i in range(n)]
         t.update(num_kv_shared_layers=rng.choice((0, 2)), hidden_size_per_layer_input=rng.choice((4, 8)),
                  laurel_rank=rng.choice((2, 4)), altup_num_inputs=rng.choice((2, 4)))
+    if t.get("model_type") == "mimo_v2_flash":
+        # transformers builds sliding layers with 2 x num_key_value_heads and the full layers' dims, and its
+        # default layer pattern (full at 0 and every 6th): the published swa_* fields and lists agree with it
+        t.update(swa_num_key_value_heads=2 * t["num_key_value_heads"], swa_head_dim=t["head_dim"],
+                 swa_v_head_dim=t["v_head_dim"], swa_num_attention_heads=t["num_attention_heads"])
+        for key in ("hybrid_layer_pattern", "moe_layer_freq"):
+            t[key] = _cut(t.get(key), n)
     if "attn_type_list" in t and 1 not in t["attn_type_list"]:
         t["attn_type_list"][-1] = 1
     _kda_layers(t, n, rng)

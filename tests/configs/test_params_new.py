@@ -122,3 +122,15 @@ def test_kimi_k3_by_hand_from_sglang_layout():
     m = get_model("kimi-k3")
     assert m.params_total == total == 2_779_484_393_568
     assert m.params_active == total - vocab * h - 92 * (moe - moe_active) == 104_189_530_208
+
+
+def test_mimo_v2_flash_within_its_published_309b_15b():
+    # XiaomiMiMo/MiMo-V2-Flash README: 309B total, 15B active (the 3 MTP blocks apart), as quoted at
+    # https://github.qingwei-s.workers.dev/XiaomiMiMo/MiMo-V2-Flash; transformers 5.24 on the meta device: 308,778,768,832
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "fixtures" / "configs" / "corpus" / "XiaomiMiMo--MiMo-V2-Flash.json"
+    m = model_from_config(json.loads(path.read_text()))
+    assert (m.params_total, m.params_active) == (308_778_768_832, 14_820_972_992)
+    assert abs(m.params_total - 309_000_000_000) <= 500_000_000 and abs(m.params_active - 15_000_000_000) <= 500_000_000
+    # the first layer dense (moe_layer_freq 0), 47 MoE layers of 256 experts x 3 x 4,096 x 2,048, top-8
+    assert m.params_total - m.params_active == 47 * (256 - 8) * 3 * 4096 * 2048 + 152_576 * 4096

@@ -6,6 +6,7 @@ Runs in the main environment (.venv has transformers 5.24 and torch); skipped in
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,7 @@ PRESETS = ("glm-5", "glm-5.2", "deepseek-v4-flash", "deepseek-v4-pro", "gemma-4-
            # families counted before, as a check of the judge itself
            "deepseek-v3", "qwen3-30b-a3b", "llama-3.1-8b")
 CASES = 5
+MIMO = Path(__file__).parents[1] / "fixtures" / "configs" / "corpus" / "XiaomiMiMo--MiMo-V2-Flash.json"
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -47,3 +49,12 @@ def test_gemma3n_completed_config(name):
     for i in range(CASES):
         small = shrink(cfg, f"{name}/{i}")
         assert model_from_config(small).params_total == meta_count(small), (name, i, small)
+
+
+def test_mimo_v2_flash_published_config():
+    # tests/fixtures/configs/corpus/XiaomiMiMo--MiMo-V2-Flash.json (the checkpoint's config.json)
+    cfg = json.loads(MIMO.read_text())
+    assert model_from_config(cfg).params_total == meta_count(cfg) == 308_778_768_832
+    for i in range(CASES):
+        small = shrink(cfg, f"mimo/{i}")
+        assert model_from_config(small).params_total == meta_count(small), (i, small)
