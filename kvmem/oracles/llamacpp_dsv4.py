@@ -18,6 +18,7 @@ from ..configs import model_from_config
 from ..engines import engine_estimate
 from ..engines.llamacpp.dsv4 import HCA
 from ..model import Model
+from ..units import pad
 from .llamacpp import _FA, _GGML_TYPES, _lib
 from .report import Check
 
@@ -138,8 +139,8 @@ def write_dsv4_gguf(model: Model, path: str) -> None:
     w.write_ti_data_to_file()
     fout = w.fout[0]
     fout.flush()
-    start = -(-fout.tell() // w.data_alignment) * w.data_alignment
-    size = sum(-(-ti.nbytes // w.data_alignment) * w.data_alignment for ti in w.tensors[0].values())
+    start = pad(fout.tell(), w.data_alignment)
+    size = sum(pad(ti.nbytes, w.data_alignment) for ti in w.tensors[0].values())
     fout.truncate(start + size)   # sparse: no_alloc reads the header only
     w.close()
 

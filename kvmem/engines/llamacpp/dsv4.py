@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ...dtypes import dtype
 from ...model import Model
+from ...units import cdiv, pad
 from .settings import CURRENT, Settings, kvmem_dtype, printed_mib
 
 __all__ = ["DSV4_TYPES", "CONVERTER_KEYS", "dsv4_caches", "dsv4_log_lines"]
@@ -37,13 +38,9 @@ CONVERTER_KEYS = ("num_hidden_layers", "qk_rope_head_dim", "q_lora_rank", "slidi
                   "compress_rope_theta", "hc_mult", "hc_sinkhorn_iters", "hc_eps", "num_hash_layers")
 
 
-def pad_256(n: int) -> int:
-    return -(-n // 256) * 256
-
-
 def comp_cells(kv_size: int, ratio: int) -> int:
     """dsv4_comp_size (L28-L30) padded to 256 (L1294, L1302, L1310)."""
-    return pad_256(max(1, -(-kv_size // ratio)))
+    return pad(max(1, cdiv(kv_size, ratio)), 256)
 
 
 def _check(model: Model, s: Settings) -> list[int]:
@@ -93,7 +90,7 @@ def dsv4_caches(model: Model, s: Settings, n_ctx_seq: int) -> tuple[list, list, 
     index = max((layer.compressor.index_head_dim for layer in model.layers if layer.compressor), default=0) or \
         int(model.config["index_head_dim"])
     n_swa = model.layers[0].window
-    swa = n_ctx_seq if s.swa_full else pad_256(min(n_ctx_seq, n_swa + s.n_ubatch))
+    swa = n_ctx_seq if s.swa_full else pad(min(n_ctx_seq, n_swa + s.n_ubatch), 256)
     cells = {CSA: comp_cells(n_ctx_seq, CSA), HCA: comp_cells(n_ctx_seq, HCA)}
     planes = streams * (1 + (s.n_rs_seq or 0))
     csa_layers, hca_layers = [i for i in range(n) if ratios[i] == CSA], [i for i in range(n) if ratios[i] == HCA]
@@ -121,9 +118,9 @@ def dsv4_caches(model: Model, s: Settings, n_ctx_seq: int) -> tuple[list, list, 
                     streams=streams, rs_seq=s.n_rs_seq or 0, layers=layers, bytes=size, size_mib=printed_mib(size))
 
     caches = [cache("kv", 0, n_ctx_seq, width), cache("kv_swa", n, swa, width),
-              cache("kv_csa", len(csa_layers), cells[CSA], width, comp_cells=max(1, -(-n_ctx_seq // CSA))),
-              cache("kv_hca", len(hca_layers), cells[HCA], width, comp_cells=max(1, -(-n_ctx_seq // HCA))),
-              cache("kv_lid", len(csa_layers), cells[CSA], index, comp_cells=max(1, -(-n_ctx_seq // CSA))),
+              cache("kv_csa", len(csa_layers), cells[CSA], width, comp_cells=max(1, cdiv(n_ctx_seq, CSA))),
+              cache("kv_hca", len(hca_layers), cells[HCA], width, comp_cells=max(1, cdiv(n_ctx_seq, HCA))),
+              cache("kv_lid", len(csa_layers), cells[CSA], index, comp_cells=max(1, cdiv(n_ctx_seq, CSA))),
               state("csa", CSA, len(csa_layers), 2 * width), state("hca", HCA, len(hca_layers), width),
               state("lid", CSA, len(csa_layers), 2 * index)]
     return caches, rows, swa

@@ -7,6 +7,7 @@ from ...dtypes import dtype
 from ...model import MLA, SLIDING, Model
 from ..base import state_bytes
 from ...parallel import state_share
+from ...units import cdiv
 
 __all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
            "DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
@@ -185,7 +186,7 @@ def v2_window_blocks(tokens: int, window: int, tokens_per_block: int) -> int:
     history_length h, blocks [0, (h + 1 - window) // tokens_per_block) are stale (freed); the live window keeps
     one in-flight token. kvmem takes h = tokens: held = ceil(tokens / tpb) - max(0, (tokens + 1 - window) // tpb).
     """
-    total = -(-tokens // tokens_per_block)
+    total = cdiv(tokens, tokens_per_block)
     return total - min(total, max(0, (tokens + 1 - window) // tokens_per_block))
 
 
