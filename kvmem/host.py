@@ -1,7 +1,7 @@
 """Host memory as a budget, like GPU memory: the host RAM of a node, what each engine pins or maps there, the check.
 
-A plan's host terms (``host_terms``), per node (every GPU of the fit on one node: ``num_gpus`` ranks,
-``num_gpus // (tp x pp)`` engine replicas):
+A plan's host terms, per node (every GPU of the fit on one node: ``num_gpus`` ranks, ``num_gpus // (tp x pp)``
+engine replicas), each engine's own (SizingRules.host_terms in its package):
     vLLM     --kv-offloading-size GiB, native: one /dev/shm region per engine (kvmem.engines.vllm.offload);
              lmcache: the LMCache server's --l1-size-gb for the node (sizing option lmcache_l1_size_gb)
     SGLang   --enable-hierarchical-cache: the HiCache host pool per rank (kvmem.engines.sglang.hicache)
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .records import Record
 from .units import format_bytes, parse_bytes
 
-__all__ = ["NODE_PRESETS", "HostTerm", "HostMemory", "host_memory_bytes", "host_terms", "host_memory"]
+__all__ = ["NODE_PRESETS", "HostTerm", "HostInput", "HostMemory", "host_memory_bytes", "host_terms", "host_memory"]
 
 GIB = 1 << 30
 
@@ -80,63 +80,39 @@ class HostMemory(Record):
                 "host_memory_bytes": self.host_memory_bytes, "refusal": self.refusal}
 
 
+@dataclass(frozen=True)
+class HostInput(Record):
+    """One host-RAM setting an engine takes, as the Fit page asks for it (SizingRules.host_inputs):
+    its sizing option, the label (the engine's flag), ``kind`` "float" / "int" / "toggle", the value
+    that means "not set", and the toggle it sits under (None: always shown)."""
+
+    option: str
+    label: str
+    kind: str
+    unset: float | int | bool
+    help: str = ""
+    under: str | None = None
+    maximum: float = float(1 << 20)
+
+
 def host_terms(s, kv_memory: int, placement: dict | None = None) -> list[HostTerm]:
-    """The host terms of a kvmem.sizing Setup with ``kv_memory`` bytes of KV per GPU (module docstring)."""
-    replicas = max(s.num_gpus // (s.tp * s.pp), 1)
-    engine = s.engine
-    terms: list[HostTerm] = []
-    opts = s.sizing
-    if engine == "vllm" and opts.get("kv_offloading_size") is not None:
-        from .engines.vllm.offload import BACKENDS, lmcache_server_tier, native_tier
-        backend = opts.get("kv_offloading_backend", "native")
-        if backend not in BACKENDS:
-            raise ValueError(f"kv_offloading_backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        if backend == "native":
-            tier = native_tier(s.model, kv_offloading_size=opts["kv_offloading_size"], max_model_len=s.context,
-                               tp=s.tp, pp=s.pp, kv_dtype=s.kv_dtype, **s.engine_options)
-        else:    # vLLM 0.33.0 starts LMCache's multi-process server: its --l1-size-gb sizes the tier
-            if opts.get("lmcache_l1_size_gb") is None:
-                raise ValueError("kv_offloading_backend 'lmcache': vLLM 0.33.0 hands the KV to the LMCache "
-                                 "server, whose --l1-size-gb sizes the host tier (kvmem.engines.vllm.offload); "
-                                 "give lmcache_l1_size_gb")
-            tier = lmcache_server_tier(opts["lmcache_l1_size_gb"])
-        terms.append(HostTerm(name=f"vLLM KV offload ({backend})", bytes_per_node=tier.host_bytes_per_node * replicas,
-                              bytes_per_rank=tier.host_bytes_per_rank, tokens=tier.tokens,
-                              source=tier.source + " (kvmem.engines.vllm.offload)"))
-    if engine == "sglang" and opts.get("enable_hierarchical_cache"):
-        from .engines.sglang.hicache import model_hicache_tier
-        hicache = {name: opts[name] for name in ("hicache_ratio", "hicache_size", "hicache_host_memory_fraction")
-                   if opts.get(name) is not None}
-        bound = opts.get("host_memory_bytes")
-        tier = model_hicache_tier(s.model, kv_memory=kv_memory, tp=s.tp, pp=s.pp, kv_dtype=s.kv_dtype,
-                                  ranks_per_node=s.tp * s.pp * replicas,
-                                  host_available_bytes=None if bound is None else host_memory_bytes(bound), **hicache)
-        terms.append(HostTerm(name="SGLang HiCache host pool", bytes_per_node=tier.host_bytes_per_node,
-                              bytes_per_rank=tier.host_bytes_per_rank, tokens=tier.tokens,
-                              source=tier.source + " (kvmem.engines.sglang.hicache)"))
-    if placement and placement.get("host_bytes"):
-        terms.append(HostTerm(name="llama.cpp tensors in host RAM", bytes_per_node=placement["host_bytes"],
-                              bytes_per_rank=placement["host_bytes"],
-                              source="the placement's layers and tensors on the CPU (kvmem.engines.llamacpp.verdict)"))
-    if engine == "llama.cpp":
-        from .engines.llamacpp.checkpoints import host_terms as llamacpp_terms
-        terms.extend(llamacpp_terms(s))
-    return terms
+    """The host terms of a kvmem.sizing Setup with ``kv_memory`` bytes of KV per GPU: its engine's own
+    (SizingRules.host_terms, in the engine's package; module docstring), none for an engine without."""
+    rule = s.rules.host_terms
+    return [] if rule is None else list(rule(s, kv_memory, placement))
 
 
 def host_memory(s, kv_memory: int, placement: dict | None = None) -> HostMemory | None:
     """The host side of a fit, checked against ``host_memory_bytes`` where given; None: no term and no bound."""
-    bound = s.sizing.get("host_memory_bytes")
+    limit = s.given.host_memory_bytes
     try:
         terms = host_terms(s, kv_memory, placement)
     except ValueError as error:
-        if bound is None or "Not enough host memory" not in str(error):
+        if limit is None or "Not enough host memory" not in str(error):
             raise
-        limit = host_memory_bytes(bound)
         return HostMemory(terms=(), total_bytes=0, host_memory_bytes=limit, refusal=str(error))
-    if not terms and bound is None:
+    if not terms and limit is None:
         return None
-    limit = None if bound is None else host_memory_bytes(bound)
     total = sum(t.bytes_per_node for t in terms if t.binding)
     refusal = None
     if limit is not None and total > limit:

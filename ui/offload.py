@@ -64,22 +64,23 @@ def host_inputs(engine: str, fit_kwargs: dict) -> dict:
                               help="A plan that pins or maps more host RAM than this does not fit (kvmem.host).")
         if gib and "host_memory_bytes" not in fit_kwargs:
             out["host_memory_bytes"] = gib * _GIB
-        if engine == "vllm":
-            size = st.number_input("--kv-offloading-size, GiB (0: off)", 0.0, float(1 << 20), 0.0,
-                                   key="host_vllm_offload", help="vLLM's native CPU KV tier, all ranks together.")
-            if size:
-                out["kv_offloading_size"] = size
-        elif engine == "sglang":
-            if st.toggle("--enable-hierarchical-cache", key="host_sglang_hicache"):
-                out["enable_hierarchical_cache"] = True
-                ratio = st.number_input("--hicache-ratio (0: SGLang sizes it)", 0.0, 100.0, 0.0,
-                                        key="host_sglang_ratio")
-                if ratio:
-                    out["hicache_ratio"] = ratio
-        elif engine == "llama.cpp":
-            count = st.number_input("--ctx-checkpoints", 0, 1 << 16, 32, key="host_llamacpp_checkpoints")
-            if count != 32:
-                out["ctx_checkpoints"] = int(count)
+        rules = kvmem.engines.engine_spec(engine).sizing
+        shown = {}
+        for item in (rules.host_inputs if rules else ()):      # the engine's own host settings (kvmem.host.HostInput)
+            if item.under is not None and not shown.get(item.under):
+                continue
+            key = f"host_{item.option}"
+            if item.kind == "toggle":
+                value = st.toggle(item.label, key=key, help=item.help or None)
+            elif item.kind == "int":
+                value = int(st.number_input(item.label, 0, int(item.maximum), int(item.unset), key=key,
+                                            help=item.help or None))
+            else:
+                value = st.number_input(item.label, 0.0, float(item.maximum), float(item.unset), key=key,
+                                        help=item.help or None)
+            shown[item.option] = value
+            if value != item.unset:
+                out[item.option] = value
     return out
 
 

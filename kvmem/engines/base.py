@@ -214,6 +214,10 @@ class SizingRules:
     moe_over_replicas                    its model copies share the MoE layers (vLLM's data-parallel
                                          replicas): a decode step reads the experts every copy's batch touches,
                                          split over all of them
+    host_terms(setup, kv_memory, placement) -> [kvmem.host.HostTerm]
+                                         what it keeps in host RAM per node (offload tiers, checkpoints,
+                                         tensors placed on the CPU); None: nothing
+    host_inputs                          the host-RAM settings the Fit page asks for (kvmem.host.HostInput)
     placement_verdict(setup, answer) -> answer | None
                                          asked when the workload does not fit with the whole model on
                                          the GPUs: the answer of its best placement over GPUs and host
@@ -244,6 +248,8 @@ class SizingRules:
     weights_per_device: Callable | None = None
     kv_groups: Callable | None = None
     moe_over_replicas: bool = False
+    host_terms: Callable | None = None
+    host_inputs: tuple = ()
 
 
 @dataclass(frozen=True)

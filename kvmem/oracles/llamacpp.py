@@ -23,7 +23,6 @@ refusal on llama.cpp's side.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import re
@@ -34,6 +33,7 @@ from ..engines import engine_estimate
 from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .gguf_files import ARCHES, write_gguf
+from .llamacpp_lib import FLASH_ATTN, GGML_TYPE_IDS, load_library
 from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
@@ -41,9 +41,6 @@ __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case
 # minimax is drawn on its own (random_case(seed, i, "minimax")): see its oracle test
 FAMILIES = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "deepseek_v2", "deepseek_v32", "mamba", "glm_moe_dsa",
             "lfm2", "granitemoehybrid", "deepseek_v4")
-_GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20,
-               "bf16": 30}
-_FA = {"auto": -1, False: 0, True: 1}
 _CACHE_LINE = re.compile(r"^(llama_kv_cache(_iswa|_dsa)?: (size =|creating)|llama_memory_recurrent: size =)")
 # The vendored build ends its recurrent line with the PLE rows, ", P (f32):    0.00 MiB" for every family
 # here (src/llama-memory-recurrent.cpp L133-L137), which the 2026 logs kvmem's "current" lines follow lack:
@@ -59,19 +56,6 @@ def version() -> str:
 
 
 @functools.cache
-def _lib():
-    import llama_cpp as lib
-    lines = []
-
-    @lib.llama_log_callback
-    def capture(level, text, _user_data):
-        lines.append((level, text.decode("utf-8", errors="replace")))
-
-    lib.llama_log_set(capture, ctypes.c_void_p(0))
-    lib.llama_backend_init()
-    return lib, lines, capture
-
-
 def _supported(model: Model) -> bool:
     if model.model_type not in ARCHES:
         return False
@@ -207,9 +191,9 @@ def random_case(seed: int, i: int, family: str) -> tuple[str, Model, dict]:
         name, model, setting = dsv4_case(seed * 1_000_003 + i)
         return f"random-{seed}-{i}-deepseek_v4", model, setting
     rng, model = _OWN_DRAWS[family](seed, i) if family in _OWN_DRAWS else random_model(seed, i, family)
-    type_k = rng.choice(tuple(_GGML_TYPES))
+    type_k = rng.choice(tuple(GGML_TYPE_IDS))
     setting = dict(n_ctx=rng.randint(1, 140_000), n_seq=rng.choice((1, 1, 2, 3, 4, 8)), type_k=type_k,
-                   type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(_GGML_TYPES)),
+                   type_v=type_k if rng.random() < 0.6 else rng.choice(tuple(GGML_TYPE_IDS)),
                    flash_attn=rng.choice(("auto", True, False)), swa_full=rng.random() < 0.2,
                    kv_unified=rng.random() < 0.3, n_ubatch=rng.choice((512, 512, 256, 64)))
     return f"random-{seed}-{i}-{family}", model, setting
@@ -228,7 +212,7 @@ def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:
 
 
 def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:
-    lib, lines, _ = _lib()
+    lib, lines, _ = load_library()
     del lines[:]
     params = lib.llama_model_default_params()
     params.no_alloc = True
@@ -243,9 +227,9 @@ def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:
         cparams.n_seq_max = s["n_seq"]
         cparams.n_batch = s.get("n_batch", 2048)
         cparams.n_ubatch = s.get("n_ubatch", 512)
-        cparams.type_k = _GGML_TYPES[s["type_k"]]
-        cparams.type_v = _GGML_TYPES[s["type_v"]]
-        cparams.flash_attn_type = _FA[s["flash_attn"]]
+        cparams.type_k = GGML_TYPE_IDS[s["type_k"]]
+        cparams.type_v = GGML_TYPE_IDS[s["type_v"]]
+        cparams.flash_attn_type = FLASH_ATTN[s["flash_attn"]]
         cparams.swa_full = s.get("swa_full", False)
         cparams.kv_unified = s.get("kv_unified", False)
         ctx = lib.llama_init_from_model(model, cparams)

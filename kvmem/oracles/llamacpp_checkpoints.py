@@ -18,13 +18,13 @@ import tempfile
 
 from ..engines.llamacpp.checkpoints import checkpoint_bytes
 from .gguf_files import write_gguf
-from .llamacpp import _lib
+from .llamacpp_lib import load_library
 from .llamacpp_buffers import in_child
 from .report import Check
 
 
 def _state_size(path: str) -> int:
-    lib, lines, _ = _lib()
+    lib, lines, _ = load_library()
     params = lib.llama_model_default_params()
     params.no_alloc = True
     params.use_extra_bufts = False
@@ -45,7 +45,7 @@ def _state_size(path: str) -> int:
 
 
 def _state_after_decode(model, n_tokens: int) -> int:
-    lib, lines, _ = _lib()
+    lib, lines, _ = load_library()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.gguf")
         write_gguf(model, path)

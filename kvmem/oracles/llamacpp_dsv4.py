@@ -19,7 +19,7 @@ from ..engines import engine_estimate
 from ..engines.llamacpp.dsv4 import HCA
 from ..model import Model
 from ..units import pad
-from .llamacpp import _FA, _GGML_TYPES, _lib
+from .llamacpp_lib import FLASH_ATTN, GGML_TYPE_IDS, load_library
 from .report import Check
 
 __all__ = ["write_dsv4_gguf", "run_case", "random_case", "directed_cases", "aborting_cases"]
@@ -158,7 +158,7 @@ def _kvmem_side(model: Model, s: dict):
 
 
 def _engine_side(path: str, s: dict):
-    lib, lines, _ = _lib()
+    lib, lines, _ = load_library()
     del lines[:]
     params = lib.llama_model_default_params()
     params.no_alloc = True
@@ -172,8 +172,8 @@ def _engine_side(path: str, s: dict):
         cparams.n_ctx, cparams.n_seq_max = s["n_ctx"], s["n_seq"]
         cparams.n_batch, cparams.n_ubatch = s.get("n_batch", 2048), s.get("n_ubatch", 512)
         cparams.n_rs_seq = s.get("n_rs_seq", 0)
-        cparams.type_k, cparams.type_v = _GGML_TYPES[s["type_k"]], _GGML_TYPES[s["type_v"]]
-        cparams.flash_attn_type = _FA[s["flash_attn"]]
+        cparams.type_k, cparams.type_v = GGML_TYPE_IDS[s["type_k"]], GGML_TYPE_IDS[s["type_v"]]
+        cparams.flash_attn_type = FLASH_ATTN[s["flash_attn"]]
         cparams.swa_full, cparams.kv_unified = s.get("swa_full", False), s.get("kv_unified", False)
         ctx = lib.llama_init_from_model(model, cparams)
         text = "".join(chunk for _, chunk in lines).splitlines()

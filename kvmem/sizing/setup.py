@@ -15,6 +15,7 @@ from ..engines import ENGINES, engine_spec, engine_estimate
 from ..parallel import check_pp_layers, require_divides
 from ..engines.base import Budget, BudgetRequest, EngineDefaults, SizingRules, byte_option, fraction_option
 from ..gpus import GPU, get_gpu
+from ..host import host_memory_bytes
 from ..model import Model
 from ..units import parse_bytes, parse_tokens, require_positive_int
 from ..weights import Weights, weights as _weights
@@ -33,12 +34,15 @@ class Given:
     weights_bytes: int | None = None       # per device, replacing the weight formula
     non_torch_bytes: int | None = None     # replacing the engine's default non-torch memory
     activation_bytes: int | None = None    # replacing the activation estimate
+    host_memory_bytes: int | None = None   # the node's host RAM, bounding what the plan keeps there (kvmem.host)
 
     @classmethod
     def of(cls, sizing: dict) -> "Given":
-        figures = {name: sizing.get(name) for name in ("weights_bytes", "non_torch_bytes", "activation_bytes")}
-        return cls(*(None if value is None else parse_bytes(value) if name == "weights_bytes"
-                     else byte_option(name, value) for name, value in figures.items()))
+        parsers = {"weights_bytes": parse_bytes, "non_torch_bytes": lambda v: byte_option("non_torch_bytes", v),
+                   "activation_bytes": lambda v: byte_option("activation_bytes", v),
+                   "host_memory_bytes": host_memory_bytes}     # a size or a node preset (kvmem.host)
+        return cls(**{name: None if sizing.get(name) is None else parse(sizing.get(name))
+                      for name, parse in parsers.items()})
 
 
 @dataclass(frozen=True)

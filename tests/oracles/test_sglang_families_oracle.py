@@ -97,7 +97,7 @@ REFUSED_BY_THE_BACKEND = [
 @pytest.mark.parametrize("model_type, arch, error, match", REFUSED_BY_THE_BACKEND,
                          ids=[case[0] for case in REFUSED_BY_THE_BACKEND])
 def test_the_backend_fails_on_the_refused_families(model_type, arch, error, match):
-    from kvmem.engines.sglang.families import REFUSALS
+    from kvmem.engines.sglang.refusals import REFUSALS
     from kvmem.oracles.transformers import default_config
     assert model_type in REFUSALS
     cfg = dict(default_config(model_type).to_dict(), architectures=[arch])

@@ -7,7 +7,7 @@ from tests.ui.apptest import run
 def test_a_vllm_offload_tier_above_the_host_ram_does_not_fit():
     page = run("ui/fit.py")
     page.number_input(key="host_ram_gib").set_value(16)
-    page.number_input(key="host_vllm_offload").set_value(37.5)
+    page.number_input(key="host_kv_offloading_size").set_value(37.5)
     page.run()
     assert not page.exception
     expected = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=8192, batch=1, kv_dtype="bf16",

@@ -149,7 +149,8 @@ def _deepseek2(model: Model, h: int, indexer: bool = False) -> list:
     dense_f = _need(model, "intermediate_size")
     probs_b = field(model, "scoring_func") == "sigmoid"     # e_score_correction_bias -> exp_probs_b
     # GLM-5.2's "shared" layers reuse the previous full layer's top-k and hold no indexer
-    # (transformers@5.24.0 models/glm_moe_dsa/modeling_glm_moe_dsa.py#L348-L349: indexer None when shared)
+    # (transformers@v5.24.0 src/transformers/models/glm_moe_dsa/modeling_glm_moe_dsa.py#L348-L349:
+    # indexer None when shared)
     types = field(model, "indexer_types") or ["full"] * model.num_layers
     own_indexer = [t != "shared" for t in types]
     out = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, PrefixSharing, SizingRules, StartupNumbers
 from ..results import Estimate
+from .checkpoints import HOST_INPUTS, host_terms
 from .compute import llamacpp_compute_bytes
 from .entry import startup_cells
 from .plan import run_plan
@@ -62,4 +63,4 @@ SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON
                      max_sequences=LLAMA_MAX_SEQ, layer_split=True,
                      fixed_options={"n_ctx": "n_ctx = context x batch", "n_seq": "n_seq = batch"},
                      kv_smaller_dtype="q8_0", weight_formats=GGUF_WEIGHT_FORMATS, startup=STARTUP,
-                     placement_verdict=placement_verdict)
+                     placement_verdict=placement_verdict, host_terms=host_terms, host_inputs=HOST_INPUTS)

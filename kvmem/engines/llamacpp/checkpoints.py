@@ -23,7 +23,7 @@ this module: 156,894,364 B = 149.63 MiB, x 128 = 18.70 GiB.
 
 from __future__ import annotations
 
-from ...host import HostTerm
+from ...host import HostInput, HostTerm
 from ...model import SLIDING
 
 CTX_CHECKPOINTS = 32          # common/common.h#L631 n_ctx_checkpoints
@@ -67,8 +67,9 @@ def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
     return 0, "none: the model's cache rolls back by position (no recurrent state, no sliding window)"
 
 
-def host_terms(s) -> list[HostTerm]:
-    """llama-server's checkpoints and prompt cache for a kvmem.sizing Setup (its sizing options
+def host_terms(s, _kv_memory: int = 0, placement: dict | None = None) -> list[HostTerm]:
+    """llama.cpp's host terms for a kvmem.sizing Setup (SizingRules.host_terms; kvmem.host): the tensors its
+    placement keeps in host RAM, the context checkpoints and the prompt cache (its sizing options
     ctx_checkpoints, cache_ram_mib; the slots: its batch, else the server's auto 4)."""
     count = s.sizing.get("ctx_checkpoints", CTX_CHECKPOINTS)
     cache_ram = s.sizing.get("cache_ram_mib", CACHE_RAM_MIB)
@@ -78,6 +79,10 @@ def host_terms(s) -> list[HostTerm]:
                              f"0 for none), got {value!r}")
     slots = s.batch or AUTO_SLOTS
     terms = []
+    if placement and placement.get("host_bytes"):
+        terms.append(HostTerm(name="llama.cpp tensors in host RAM", bytes_per_node=placement["host_bytes"],
+                              bytes_per_rank=placement["host_bytes"],
+                              source="the placement's layers and tensors on the CPU (kvmem.engines.llamacpp.verdict)"))
     one, what = checkpoint_bytes(s.model, tokens=s.context, kv_dtype=s.kv_dtype, **s.engine_options)
     if one and count:
         terms.append(HostTerm(name="llama.cpp context checkpoints", bytes_per_node=one * count * slots,
@@ -100,3 +105,6 @@ def host_terms(s) -> list[HostTerm]:
 def checkpoint_log_size_mib(nbytes: int) -> str:
     """The size a 'created context checkpoint ... size = X MiB' line prints (server-context.cpp#L2349-L2352)."""
     return f"{nbytes / 1024 / 1024:.3f}"
+
+
+HOST_INPUTS = (HostInput("ctx_checkpoints", "--ctx-checkpoints", "int", CTX_CHECKPOINTS),)

@@ -24,7 +24,8 @@ sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2073-L2099):
 """
 
 from ..base import EngineSpec, PastPositions
-from .families import FAMILIES, REFUSALS
+from .families import FAMILIES
+from .refusals import REFUSALS
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .parallel import DECLARED, PARALLEL_DEFAULTS, capacity, estimate
 from .draft import DECLARED as DRAFT_DECLARED, DRAFT_DEFAULTS

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .admission import pools_refuse
+from .hicache import HOST_INPUTS, host_terms
 from .parallel import kv_groups, weights_per_device
 from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
@@ -121,7 +122,8 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True,
                      replicates_kv_weights=True, pools_refuse=pools_refuse,
-                     weights_per_device=weights_per_device, kv_groups=kv_groups,
+                     weights_per_device=weights_per_device, kv_groups=kv_groups, host_terms=host_terms,
+                     host_inputs=HOST_INPUTS,
                      startup=StartupNumbers(
                          "max_total_num_tokens",
                          "the free memory SGLang measures before and after loading the weights, which kvmem estimates",

@@ -27,6 +27,7 @@ from __future__ import annotations
 from ...model import Model
 from ...units import cdiv
 from ..results import Capacity, Refusal, assemble
+from .details import SglangCapacityDetails, SglangDetails
 from .pools import DEFAULTS, GB, Pool
 
 __all__ = ["DSV4_TYPES", "is_dsv4", "dsv4_sizes", "DSV4_PAGE_SIZE", "capacity", "estimate"]
@@ -115,8 +116,8 @@ def _settings(kv_dtype, tp: int, pp: int, options: dict) -> tuple[float, int, li
     ratio = options.get("swa_full_tokens_ratio", 0.8)
     if ratio == 0.8:
         # kvmem's default option is SGLang's generic default (0.8); for V4 the model override declares 0.1 when
-        # the flag is not given (sglang@v0.5.23 python/sglang/srt/arg_groups/model_overrides/deepseek_v4.py
-        # #L43-L49), and kv_cache_hook.py#L415-L420 records it as explicitly set: ratio mode, never cap mode
+        # the flag is not given (sglang@v0.5.23 python/sglang/srt/arg_groups/model_overrides/deepseek_v4.py#L43-L49),
+        # and kv_cache_hook.py#L415-L420 records it as explicitly set: ratio mode, never cap mode
         ratio = DEFAULT_SWA_RATIO
         notes.append("swa_full_tokens_ratio 0.1 (SGLang's DeepSeek-V4 default; a given 0.8 is read as not given)")
     if not 0 < ratio <= 1:
@@ -210,7 +211,6 @@ def dsv4_sizes(model: Model, kv_memory: int, *, kv_dtype, tp: int, pp: int, **op
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None, **options):
     """The pools a KV budget (SGLang's ``rest``) makes for DeepSeek-V4: max_total_num_tokens is the full pool
     (the compressed pools follow it), the SWA pool swa_full_tokens_ratio of it."""
-    from .entry import SglangCapacityDetails
     sizes = dsv4_sizes(model, kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = DSV4_PAGE_SIZE
     notes = tuple(sizes["notes"])
@@ -245,7 +245,6 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     """The rows of SGLang's DeepSeek-V4 pools ``batch`` sequences of ``tokens`` occupy, per layer, each pool with
     its reserved page: SWA pages of the window, c4 rows (and indexer rows) a quarter and c128 rows 1/128 of the
     page-rounded tokens, the c4 state rings of the SWA pages and a c128 ring per request."""
-    from .entry import SglangDetails
     ratios, nope, rope, index, window = _shape(model)
     _ratio, _requests, notes = _settings(kv_dtype, tp, pp, options)
     page, head = DSV4_PAGE_SIZE, nope + rope

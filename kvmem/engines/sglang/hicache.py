@@ -22,6 +22,7 @@ A ratio of 2.5 on a node whose ranks hold 240 GB of KV each pins 600 GB per rank
 
 from __future__ import annotations
 
+from ...host import HostInput, HostTerm
 from ..vllm.offload import OffloadTier
 
 GIB = 1 << 30
@@ -151,3 +152,25 @@ def model_hicache_tier(model, *, kv_memory: int, tp: int = 1, pp: int = 1, kv_dt
                        source=f"{full.source}; the SWA pool's {swa.tokens:,} tokens beside it",
                        notes=full.notes + (f"full host pool {full.tokens:,} tokens, {full.host_bytes_per_rank:,} B; "
                                            f"SWA host pool {swa.tokens:,} tokens, {swa.host_bytes_per_rank:,} B",))
+
+
+def host_terms(s, kv_memory: int, _placement=None) -> list:
+    """SGLang's host terms for a kvmem.sizing Setup (SizingRules.host_terms; kvmem.host): the HiCache host pool
+    of --enable-hierarchical-cache, per rank and for the node's ranks; none without it."""
+    opts = s.sizing
+    if not opts.get("enable_hierarchical_cache"):
+        return []
+    replicas = max(s.num_gpus // (s.tp * s.pp), 1)
+    hicache = {name: opts[name] for name in ("hicache_ratio", "hicache_size", "hicache_host_memory_fraction")
+               if opts.get(name) is not None}
+    tier = model_hicache_tier(s.model, kv_memory=kv_memory, tp=s.tp, pp=s.pp, kv_dtype=s.kv_dtype,
+                              ranks_per_node=s.tp * s.pp * replicas,
+                              host_available_bytes=s.given.host_memory_bytes, **hicache)
+    return [HostTerm(name="SGLang HiCache host pool", bytes_per_node=tier.host_bytes_per_node,
+                     bytes_per_rank=tier.host_bytes_per_rank, tokens=tier.tokens,
+                     source=tier.source + " (kvmem.engines.sglang.hicache)")]
+
+
+HOST_INPUTS = (HostInput("enable_hierarchical_cache", "--enable-hierarchical-cache", "toggle", False),
+               HostInput("hicache_ratio", "--hicache-ratio (0: SGLang sizes it)", "float", 0.0,
+                         under="enable_hierarchical_cache", maximum=100.0))

@@ -12,6 +12,7 @@ from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, Sizing
                     share_whole_blocks)
 from .admission import pools_refuse
 from .parallel import PARALLEL_OPTIONS, weights_per_device
+from .offload import HOST_INPUTS, host_terms
 from .options import VllmOptions, check_options, parse_release
 
 
@@ -179,7 +180,7 @@ SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
                      defaults=_defaults, loads_fp32_as_fp16=True, replicates_kv_weights=True,
                      batch_dependent=True, pools_refuse=pools_refuse, weights_per_device=weights_per_device,
-                     moe_over_replicas=True,
+                     moe_over_replicas=True, host_terms=host_terms, host_inputs=HOST_INPUTS,
                      startup=StartupNumbers(
                          "GPU KV cache size (tokens)",
                          "the profile run's peak (activations, CUDA graphs, non-torch memory), which kvmem estimates",

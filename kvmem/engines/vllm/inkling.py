@@ -99,7 +99,8 @@ def inkling_layers(model: Model, tp: int, draft) -> tuple[Layer, ...]:
     for what, q, k in (("", heads, kv), ("sliding ", swa_heads, swa_kv)):
         if what and not local:
             continue
-        # nvidia/attention.py#L94-L103: heads % tp; kv % tp (kv >= tp) or tp % kv; sconv_swa_attn.py#L141-L146:
+        # nvidia/attention.py#L94-L103: tp divides the heads, and the KV heads (kv >= tp) or they it;
+        # sconv_swa_attn.py#L141-L146:
         # tp <= kv heads
         if not divides(tp, q) or (k >= tp and not divides(tp, k)) or tp > k:
             raise ValueError(f"vLLM 0.33.0's Inkling asserts tp {tp} divides the {what}layers' {q} attention heads "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...host import HostInput, HostTerm
 from ...model import MLA, NONE, Model
 from ...units import cdiv
 from ...records import Record
@@ -147,3 +148,31 @@ def lmcache_server_tier(l1_size_gb) -> OffloadTier:
 def offload_log_line(tier: OffloadTier) -> str:
     """The line the native tier's creator prints (shared_offload_region.py#L177-L181: GB = 1e9 bytes)."""
     return f"Created mmap file /dev/shm/vllm_offload_<engine_id>.mmap ({tier.host_bytes_per_node / 1e9:.2f} GB)"
+
+
+def host_terms(s, _kv_memory: int, _placement=None) -> list:
+    """vLLM's host terms for a kvmem.sizing Setup (SizingRules.host_terms; kvmem.host): the CPU offload tier
+    of --kv-offloading-size, one per engine replica on the node; none without it."""
+    opts = s.sizing
+    if opts.get("kv_offloading_size") is None:
+        return []
+    replicas = max(s.num_gpus // (s.tp * s.pp), 1)
+    backend = opts.get("kv_offloading_backend", "native")
+    if backend not in BACKENDS:
+        raise ValueError(f"kv_offloading_backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "native":
+        tier = native_tier(s.model, kv_offloading_size=opts["kv_offloading_size"], max_model_len=s.context,
+                           tp=s.tp, pp=s.pp, kv_dtype=s.kv_dtype, **s.engine_options)
+    else:    # vLLM 0.33.0 starts LMCache's multi-process server: its --l1-size-gb sizes the tier
+        if opts.get("lmcache_l1_size_gb") is None:
+            raise ValueError("kv_offloading_backend 'lmcache': vLLM 0.33.0 hands the KV to the LMCache "
+                             "server, whose --l1-size-gb sizes the host tier (kvmem.engines.vllm.offload); "
+                             "give lmcache_l1_size_gb")
+        tier = lmcache_server_tier(opts["lmcache_l1_size_gb"])
+    return [HostTerm(name=f"vLLM KV offload ({backend})", bytes_per_node=tier.host_bytes_per_node * replicas,
+                     bytes_per_rank=tier.host_bytes_per_rank, tokens=tier.tokens,
+                     source=tier.source + " (kvmem.engines.vllm.offload)")]
+
+
+HOST_INPUTS = (HostInput("kv_offloading_size", "--kv-offloading-size, GiB (0: off)", "float", 0.0,
+                         help="vLLM's native CPU KV tier, all ranks together."),)
