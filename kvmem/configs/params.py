@@ -33,7 +33,7 @@ _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", 
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
 _UNSUPPORTED = {"lfm2", "lfm2_moe", "dbrx", "gpt_bigcode", "nemotron-nas",
                 "granitemoehybrid", "bamba", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text",
-                "gpt_neo", "laguna", "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
+                "gpt_neo", "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
                 "inkling2_loop_text", "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
@@ -73,15 +73,16 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         shared_inter = f.int("shared_expert_intermediate_size")
     elif t == "llama4_text":
         shared_inter = expert_inter
-    mlp_types = f.get("mlp_layer_types", default=None) if t in ("glm_moe_dsa", "kimi_linear", "mimo_v2_flash") \
-        else None
+    mlp_types = f.get("mlp_layer_types", default=None) if t in ("glm_moe_dsa", "kimi_linear", "mimo_v2_flash",
+                                                               "laguna") else None
     freq = f.get("moe_layer_freq", default=None) if t == "mimo_v2_flash" else None
     if mlp_types is None and isinstance(freq, list):
         # MiMo-V2-Flash's published moe_layer_freq: 1 for a MoE layer, 0 for a dense one (vLLM's mimo_v2_flash.py
         # reads it; transformers' MiMoV2FlashConfig defaults mlp_layer_types to the same: the first layer dense)
         mlp_types = ["sparse" if x else "dense" for x in freq]
-    elif mlp_types is None and t == "mimo_v2_flash":
-        mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)   # configuration_mimo_v2_flash.py#L119-L120
+    elif mlp_types is None and t in ("mimo_v2_flash", "laguna"):
+        # configuration_mimo_v2_flash.py#L119-L120, configuration_laguna.py#L131-L132: the first layer dense
+        mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)
     if mlp_types is not None:
         # an explicit per-layer list ("dense" / "sparse") wins over first_k_dense_replace
         # (transformers@5.24.0 models/glm_moe_dsa/configuration_glm_moe_dsa.py#L152-L155, modeling #L582)

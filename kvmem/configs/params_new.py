@@ -20,6 +20,9 @@ tables and the final norm, which count_params adds as for every family.
                   reads one row of it, as of the input embedding)
     mimo_v2_flash per-layer K / V widths and KV heads (kvmem's layers: swa_* on sliding layers), attention
                   sinks where add_swa_attention_sink_bias / add_full_attention_sink_bias say, no shared expert
+    laguna        query heads per layer (num_attention_heads_per_layer), q/k norms, a softplus output
+                  gate g_proj (one per head under gating true / "per-head", else per channel), the
+                  router's e_score_correction_bias (a parameter here), a shared expert
     deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
                   compressors (CSA: overlapping, with a lightning indexer), hyper-connections
                   (hc_mult streams) around attention and MLP and at the head
@@ -32,7 +35,7 @@ from ..model import LINEAR, MLA, SHARED, SLIDING
 __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
-                          "mimo_v2_flash"})
+                          "mimo_v2_flash", "laguna"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
 #   routed_expert_hidden_size  latent MoE: experts run at this width between a down and an up projection
@@ -155,11 +158,13 @@ def _refusal(f) -> bool:
     return t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1
 
 
-def _attention(f, layer, *, hidden, heads, head_dim, mla_params) -> int:
+def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
     """One layer's token mixer (+ its per-layer extras) of deepseek_v4, kimi_linear, minimax."""
     t = f.model_type
     if t == "mimo_v2_flash":
         return _mimo(f, layer, hidden, heads)
+    if t == "laguna":
+        return _laguna(f, i, layer, hidden)
     if t == "deepseek_v4":
         hc = f.int("hc_mult", default=1)
         mix = (2 + hc) * hc
@@ -175,6 +180,18 @@ def _attention(f, layer, *, hidden, heads, head_dim, mla_params) -> int:
     if t == "kimi_linear" and f.get("attn_res_block_size", default=None):
         attn += 4 * hidden   # self_attention_res_norm/proj, mlp_res_norm/proj
     return attn
+
+
+def _laguna(f, i, layer, hidden) -> int:
+    # transformers@5.24.0 models/laguna/modeling_laguna.py#L326-L356 (LagunaAttention)
+    per_layer = f.get("num_attention_heads_per_layer", default=None)
+    heads = int(per_layer[i]) if isinstance(per_layer, list) else f.int("num_attention_heads")
+    hd, kv = layer.head_dim_k, layer.kv_heads
+    n = 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
+    if f.get("attention_bias", default=False):
+        n += heads * hd + 2 * kv * hd + hidden
+    gating = f.get("gating", default=True)
+    return n + hidden * (heads if gating is True or gating == "per-head" else heads * hd)
 
 
 def _mimo(f, layer, hidden, heads) -> int:
@@ -206,12 +223,14 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             n = _gemma3n(f, i, layer, hidden, heads, head_dim)
             total, active = total + n, active + n
             continue
-        attn = _attention(f, layer, hidden=hidden, heads=heads, head_dim=head_dim, mla_params=mla_params)
+        attn = _attention(f, i, layer, hidden=hidden, heads=heads, head_dim=head_dim, mla_params=mla_params)
         if moe and moe.is_moe(i) and t == "kimi_linear":
             mlp, mlp_active = _kimi_moe(f, moe, hidden)
         elif moe and moe.is_moe(i):
             routed, routed_active = _routed(moe, hidden)
             common = 3 * hidden * moe.shared_intermediate_size + hidden * moe.experts
+            if t == "laguna":
+                common += moe.experts   # LagunaTopKRouter.e_score_correction_bias (modeling_laguna.py#L154)
             mlp, mlp_active = routed + common, routed_active + common
         else:
             mlp = mlp_active = 3 * hidden * f.int("intermediate_size")

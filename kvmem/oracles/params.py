@@ -121,6 +121,11 @@ def _family_lists(t: dict, n: int, rng) -> None:
                  swa_v_head_dim=t["v_head_dim"], swa_num_attention_heads=t["num_attention_heads"])
         for key in ("hybrid_layer_pattern", "moe_layer_freq"):
             t[key] = _cut(t.get(key), n)
+    if t.get("model_type") == "laguna":
+        heads = t["num_attention_heads"]
+        t["num_attention_heads_per_layer"] = [rng.choice((heads, 2 * heads)) for _ in range(n)]
+        t["mlp_layer_types"] = _cut(t.get("mlp_layer_types"), n)
+        t["gating"] = rng.choice((True, "per-head", "per-element"))
     if "attn_type_list" in t and 1 not in t["attn_type_list"]:
         t["attn_type_list"][-1] = 1
     _kda_layers(t, n, rng)

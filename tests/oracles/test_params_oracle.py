@@ -24,7 +24,7 @@ PRESETS = ("glm-5", "glm-5.2", "deepseek-v4-flash", "deepseek-v4-pro", "gemma-4-
            # families counted before, as a check of the judge itself
            "deepseek-v3", "qwen3-30b-a3b", "llama-3.1-8b")
 CASES = 5
-MIMO = Path(__file__).parents[1] / "fixtures" / "configs" / "corpus" / "XiaomiMiMo--MiMo-V2-Flash.json"
+CORPUS = Path(__file__).parents[1] / "fixtures" / "configs" / "corpus"
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -51,10 +51,13 @@ def test_gemma3n_completed_config(name):
         assert model_from_config(small).params_total == meta_count(small), (name, i, small)
 
 
-def test_mimo_v2_flash_published_config():
-    # tests/fixtures/configs/corpus/XiaomiMiMo--MiMo-V2-Flash.json (the checkpoint's config.json)
-    cfg = json.loads(MIMO.read_text())
-    assert model_from_config(cfg).params_total == meta_count(cfg) == 308_778_768_832
+@pytest.mark.parametrize("name, total", [("XiaomiMiMo--MiMo-V2-Flash", 308_778_768_832),
+                                         ("poolside--Laguna-XS.2-FP8", 33_442_617_088),
+                                         ("poolside--Laguna-S-2.1-FP8", 117_561_977_600)])
+def test_published_configs(name, total):
+    # the checkpoints' config.json files under tests/fixtures/configs/corpus/ (SOURCES.md there)
+    cfg = json.loads((CORPUS / f"{name}.json").read_text())
+    assert model_from_config(cfg).params_total == meta_count(cfg) == total
     for i in range(CASES):
-        small = shrink(cfg, f"mimo/{i}")
+        small = shrink(cfg, f"{name}/{i}")
         assert model_from_config(small).params_total == meta_count(small), (i, small)
