@@ -33,7 +33,7 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules
     for kept in (best._BEST, best._FITS, best._TENSORS):     # the searches and the tensors laid out
         kept.clear()
-    for cached in (scheduled._graph_sizes, plan._plan_cached, overrides.compile_rules, overrides._rules):
+    for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()

@@ -66,6 +66,19 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     ``norm_backend(il)``: the backend llama.cpp pins a layer's "norm" node to (src/llama-context.cpp
     graph_get_cb: with full offload or under 32 tokens, ggml_backend_sched_set_tensor_backend of each
     build_norm's RMS_NORM to its layer's device; -1: not pinned), set before pass 1 as user assignments."""
+    # the graph is left as it came (a built graph is scheduled again for other placements: scheduled._built):
+    # the sources pass 5 replaces by copies and the input leafs' OUTPUT flag are put back once it is allocated
+    saved: list = []        # (tensor, its sources, its flags) before pass 5 / 6 changed them
+    try:
+        return _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_bytes, norm_backend,
+                            gpu_alloc_size, saved)
+    finally:
+        for t, src, flags in saved:
+            t.src, t.flags = src, flags
+
+
+def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_bytes, norm_backend,
+                 gpu_alloc_size, saved: list) -> list:
     cpu = n_gpus
     where: dict[int, int] = {}
     experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
@@ -143,7 +156,10 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
                 copies[key] = made
                 split[1].append(s)
             src[j] = copies[key][0]
-        n.src = tuple(src)
+        src = tuple(src)
+        if src != n.src:
+            saved.append((n, n.src, n.flags))
+            n.src = src
         split[2].append(n)
     # the copied graph
     nodes, leafs = [], []
@@ -156,6 +172,7 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     if n_copies > 1:
         for leaf in graph.leafs:
             if leaf.flags & INPUT:
+                saved.append((leaf, leaf.src, leaf.flags))
                 leaf.flags |= OUTPUT
                 for _ in range(n_copies - 1):
                     c = Tensor(leaf.type, leaf.ne, nb=leaf.nb)

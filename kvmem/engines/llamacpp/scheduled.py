@@ -146,11 +146,19 @@ def _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v
     return tuple(max(col) for col in zip(*sizes, strict=True))
 
 
+@lru_cache(maxsize=32)
+def _built(shape, p: Pass):
+    """The graph of ``shape`` for one reserve ``p``, built once: it does not depend on where its layers and
+    weights are (ggml_sched.sched_sizes leaves it as it came), so the placements a search tries that reduce
+    to the same layers schedule one graph."""
+    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
+    return build_(shape, p)
+
+
 @lru_cache(maxsize=1024)
 def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
                  swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16) -> list:
     """One graph of ``tokens`` tokens built, scheduled and allocated: the bytes per device."""
-    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
     placed = dict(weights)
 
     def where(t, _expert):
@@ -177,7 +185,7 @@ def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_str
             if kv.type != "f16":
                 size = pad(size, 128) + kv.nelements() * 2
         return size
-    graph = build_(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
+    graph = _built(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
                                inp_embd))
     return sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
                        norm_backend=pinned if pin_norms else None, gpu_alloc_size=fa_alloc if fa_f16 else None)
