@@ -89,3 +89,20 @@ def capacity_cases() -> list[dict]:
             dict(name="deepseek-v3 tp8 NEXTN", model=get_model("deepseek-v3"), kv_memory=20 << 30, tp=8,
                  speculative_algorithm="NEXTN", speculative_num_steps=3, speculative_eagle_topk=1,
                  speculative_num_draft_tokens=4)]
+
+
+def resolved_speculative(model_name: str, *, gpu_mib: int, tp: int, **spec) -> dict:
+    """SGLang's resolved server arguments (ServerArgs.resolve_once on the CPU) with the speculative flags."""
+    from unittest import mock as _mock
+
+    from ..catalog import preset
+    from .sglang_dp import _config_dir
+    from .sglang_runtime import load
+    load()
+    import sglang.srt.arg_groups.memory_hook as memory_hook
+    from sglang.srt.server_args import ServerArgs
+    with _mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: float(gpu_mib)):
+        server_args = ServerArgs(model_path=_config_dir(preset(model_name)["config"]), tp_size=tp, device="cuda",
+                                 **spec)
+        server_args.resolve_once()
+    return server_args.resolved_dict()

@@ -108,3 +108,13 @@ def test_check_log_reads_the_draft_pool_line():
     assert not three.matches and "speculative_draft_model_path" in three.checks[-1].cause
     bare = check_log(EAGLE_LOG, "llama-3.1-8b", engine="sglang")
     assert any("speculative_algorithm" in note for note in bare.notes)
+
+
+def test_speculative_decoding_admits_48_requests_unless_given():
+    # SGLang's speculative hook sets max_running_requests to 48 when none is given
+    cap = kvmem.capacity("deepseek-v3", engine="sglang", kv_memory=20 * GIB, tp=8, max_model_len=4096,
+                         speculative_algorithm="NEXTN")
+    assert cap.details.max_running_requests == 48
+    given = kvmem.capacity("deepseek-v3", engine="sglang", kv_memory=20 * GIB, tp=8, max_model_len=4096,
+                           speculative_algorithm="NEXTN", max_running_requests=100)
+    assert given.details.max_running_requests == 100

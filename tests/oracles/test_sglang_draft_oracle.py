@@ -43,3 +43,17 @@ def test_sglang_parses_the_planned_speculative_flags():
                        speculative_algorithm="EAGLE3", speculative_draft_model_path="llama-3.2-1b")
     ns = parser.parse_args(eagle.argv[3:])
     assert (ns.speculative_algorithm, ns.speculative_draft_model_path) == ("EAGLE3", "meta-llama/Llama-3.2-1B-Instruct")
+
+
+def test_speculative_decoding_caps_the_requests_as_sglang_resolves_them():
+    # NEXTN on deepseek-v3, 8 x H200 (143,771 MiB): SGLang resolves EAGLE, max_running_requests 48, the same
+    # mem_fraction_static (0.897); kvmem's fit admits 48 at 4k (the pool holds far more)
+    import kvmem
+    spec = dict(speculative_algorithm="NEXTN", speculative_num_steps=3, speculative_eagle_topk=1,
+                speculative_num_draft_tokens=4)
+    theirs = oracle.resolved_speculative("deepseek-v3", gpu_mib=143_771, tp=8, **spec)
+    fit = kvmem.fit("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, engine="sglang", context=4096, **spec)
+    defaults = kvmem.sizing.engine_defaults("sglang", "h200-sxm-141gb", context=4096, tp=8)
+    assert (theirs["speculative_algorithm"], theirs["max_running_requests"]) == ("EAGLE", 48)
+    assert theirs["mem_fraction_static"] == float(defaults.values["mem_fraction_static"]) == 0.897
+    assert fit.capacity.details["max_running_requests"] == fit.max_batch == 48

@@ -42,6 +42,7 @@ __all__ = ["DRAFT_DEFAULTS", "DECLARED", "DraftPool", "draft_pool", "split", "dr
 DRAFT_DEFAULTS = {"speculative_algorithm": None, "speculative_draft_model_path": None,
                   "speculative_num_steps": None, "speculative_eagle_topk": None,
                   "speculative_num_draft_tokens": None}
+SPECULATIVE_MAX_RUNNING_REQUESTS = 48   # arg_groups/speculative_hook.py#L1086-L1094: without --max-running-requests
 WITH_POOL = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # spec_info.py is_eagle / is_standalone (NEXTN -> EAGLE)
 ALGORITHMS = WITH_POOL + ("NGRAM",)
 DECLARED = (

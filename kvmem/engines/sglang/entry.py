@@ -184,12 +184,19 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         concurrency = full / need
         if layout.swa:
             concurrency = min(concurrency, swa / (cdiv(min(max_model_len, layout.window), page) * page))
+    requested = options.get("max_running_requests")
+    if requested is None and drafting.algorithm is not None:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/speculative_hook.py#L1086-L1094 (EAGLE, EAGLE3, NEXTN,
+        # STANDALONE), #L1294-L1298 (NGRAM): speculative decoding sets max_running_requests to 48 unless given
+        requested = spec_draft.SPECULATIVE_MAX_RUNNING_REQUESTS
+        notes.append(f"speculative decoding: SGLang sets max_running_requests to {requested} unless "
+                     "--max-running-requests is given")
     requests = mamba.max_running_requests(
         full, max_model_len or model.max_position_embeddings or full, slots,
         mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
                     mamba_extra_buffer=options.get("mamba_extra_buffer", False),
                     disable_overlap_schedule=options.get("disable_overlap_schedule", False)),
-        options.get("max_running_requests")) if full > 0 else 0
+        requested) if full > 0 else 0
     if concurrency is not None and slots is not None:
         concurrency = min(concurrency, float(requests))
     extra = {"max_running_requests": requests}
