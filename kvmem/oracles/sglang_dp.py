@@ -242,7 +242,7 @@ def sglang_rank_bytes(cfg: dict, *, tp: int, attn_tp: int) -> tuple[int, int]:
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.layers.vocab_parallel_embedding import VocabParallelEmbedding
     from sglang.srt.runtime_context import get_parallel
-    hf = ModelConfig(_config_dir(cfg)).hf_config
+    hf = ModelConfig(_config_dir(cfg), trust_remote_code=False).hf_config
     module_name, class_name = ATTENTION_CLASSES[cfg["architectures"][0]]
     module = importlib.import_module(f"sglang.srt.models.{module_name}")
     kwargs = dict(hidden_size=hf.hidden_size, num_heads=hf.num_attention_heads, num_kv_heads=hf.num_key_value_heads,
@@ -285,3 +285,56 @@ def weights_case(model: str, *, tp: int, attn_dp: int) -> Check:
     layers = sum(1 for layer in m.layers if layer.kind.per_head)
     theirs = layers * (wide[0] - narrow[0]) + wide[1] - narrow[1]
     return Check(f"{model} tp{tp} attn_dp{attn_dp}", "attn_dp_weight_bytes", ours, theirs)
+
+
+MLP_CLASSES = {"DeepseekV3ForCausalLM": ("deepseek_v2", "DeepseekV2MLP"),
+               "DeepseekV2ForCausalLM": ("deepseek_v2", "DeepseekV2MLP"),
+               "Glm4MoeForCausalLM": ("glm4_moe", "Glm4MoeMLP")}
+
+
+def sglang_head_and_dense_bytes(cfg: dict, *, tp: int, attn_tp: int, dp_head: bool, dense_replicated: bool) -> int:
+    """One rank's bytes of the ParallelLMHead (use_attn_tp_group=dp_head) and of the first_k_dense_replace dense
+    MLP layers (parallel_group "replicated" or "tp"), SGLang's own classes on the meta device in bf16."""
+    import importlib
+    _load_sglang()
+    import torch
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.layers.vocab_parallel_embedding import ParallelLMHead
+    from sglang.srt.runtime_context import get_parallel
+    hf = ModelConfig(_config_dir(cfg), trust_remote_code=False).hf_config
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with get_parallel().override(tp_size=tp, attn_tp_size=attn_tp, attn_cp_size=1, tp_rank=0, attn_tp_rank=0,
+                                     enable_cp_tp_group_sharing=False), torch.device("meta"):
+            head = ParallelLMHead(hf.vocab_size, hf.hidden_size, use_attn_tp_group=dp_head)
+            total = sum(p.numel() * p.element_size() for p in head.parameters())
+            if cfg["architectures"][0] in MLP_CLASSES:
+                module_name, class_name = MLP_CLASSES[cfg["architectures"][0]]
+                module = importlib.import_module(f"sglang.srt.models.{module_name}")
+                mlp = getattr(module, class_name)(hidden_size=hf.hidden_size, intermediate_size=hf.intermediate_size,
+                                                  hidden_act=hf.hidden_act, reduce_results=False,
+                                                  parallel_group="replicated" if dense_replicated else "tp")
+                total += hf.first_k_dense_replace * sum(p.numel() * p.element_size() for p in mlp.parameters())
+    finally:
+        torch.set_default_dtype(default)
+    return total
+
+
+def head_and_dense_case(model: str, *, tp: int, attn_dp: int) -> Check:
+    """What --enable-dp-lm-head and --moe-dense-tp-size 1 add to one GPU beside attn_dp_size alone: kvmem's rule
+    (bf16 weights) beside SGLang's own ParallelLMHead and dense MLP classes."""
+    from kvmem.catalog import get_model, preset
+    from kvmem.engines.sglang.parallel import weights_per_device
+    from kvmem.sizing.setup import model_weights
+    cfg = preset(model)["config"]
+    m = get_model(model)
+    w = model_weights(m, "bf16")
+    options = {"attn_dp_size": attn_dp}
+    ours = (weights_per_device(w, m, tp=tp, pp=1, options={**options, "enable_dp_lm_head": True,
+                                                             "moe_dense_tp_size": 1})[0]
+            - weights_per_device(w, m, tp=tp, pp=1, options=options)[0])
+    attn_tp = tp // attn_dp
+    theirs = (sglang_head_and_dense_bytes(cfg, tp=tp, attn_tp=attn_tp, dp_head=True, dense_replicated=True)
+              - sglang_head_and_dense_bytes(cfg, tp=tp, attn_tp=attn_tp, dp_head=False, dense_replicated=False))
+    return Check(f"{model} tp{tp} attn_dp{attn_dp}", "dp_lm_head_dense_tp1_bytes", ours, theirs)

@@ -100,6 +100,32 @@ def test_weights_per_gpu_under_attn_dp_gqa():
     assert (f.capacity.tokens, f.replicas, f.max_batch) == (225249, 8, 48)
 
 
+def test_dp_lm_head_and_dense_mlps_whole():
+    model = kvmem.get_model("deepseek-v3")
+    w = model_weights(model, "bf16")
+    dp8 = weights_per_device(w, model, tp=8, pp=1, options={"attn_dp_size": 8})[0]
+    # --enable-dp-lm-head: lm_head 129,280 x 7,168 x 2 B = 1,853,358,080 over attn_tp 1, not tp 8: + 7/8 of it
+    head = weights_per_device(w, model, tp=8, pp=1, options={"attn_dp_size": 8, "enable_dp_lm_head": True})
+    assert head[0] - dp8 == 1621688320 and "lm_head split over attn_tp 1" in head[1][-1]
+    # --moe-dense-tp-size 1: the first_k_dense_replace 3 dense MLPs (3 x 7,168 x 18,432 params each, 2 B) whole
+    dense = weights_per_device(w, model, tp=8, pp=1, options={"attn_dp_size": 8, "moe_dense_tp_size": 1})
+    assert dense[0] - dp8 == 3 * 3 * 7168 * 18432 * 2 * 7 // 8 == 2080899072
+    # without attention DP SGLang turns --enable-dp-lm-head off (overrides.py _data_parallelism_defaults);
+    # --moe-dense-tp-size 1 still replicates the dense MLPs
+    tp8 = weights_per_device(w, model, tp=8, pp=1, options={})[0]
+    assert weights_per_device(w, model, tp=8, pp=1, options={"enable_dp_lm_head": True})[0] == tp8
+    assert weights_per_device(w, model, tp=8, pp=1, options={"moe_dense_tp_size": 1})[0] - tp8 == 2080899072
+    # Qwen3-MoE's file never reads moe_dense_tp_size: no change; a tied head is the embedding, already over attn_tp
+    q = kvmem.get_model("qwen3-30b-a3b")
+    qw = model_weights(q, "auto")
+    assert (weights_per_device(qw, q, tp=8, pp=1, options={"moe_dense_tp_size": 1})[0]
+            == weights_per_device(qw, q, tp=8, pp=1, options={})[0])
+    with pytest.raises(ValueError, match="moe_dense_tp_size only supports None, 1, or tp_size"):
+        fit(moe_dense_tp_size=2)
+    with pytest.raises(ValueError, match="jamba-1.5-mini is JambaForCausalLM, whose file it has not read"):
+        kvmem.fit("jamba-1.5-mini", engine="sglang", gpu=H200, num_gpus=8, context="8k", moe_dense_tp_size=1)
+
+
 def test_refusals_name_the_setting():
     # llama.py's attention splits heads over tp_size, not attn_tp_size: SGLang has no attention-DP layout for it
     with pytest.raises(ValueError, match=r"no attention-DP layout for LlamaForCausalLM \(llama-3.3-70b\): its model "

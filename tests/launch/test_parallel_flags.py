@@ -20,6 +20,15 @@ def test_sglang_attention_dp_command():
     assert argv[argv.index("--chunked-prefill-size") + 1] == "8192"    # SGLang divides it by 8 itself
 
 
+def test_sglang_dp_lm_head_and_dense_tp_1():
+    plan = kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=8, context=32768, target="max_batch",
+                      attn_dp_size=8, enable_dp_lm_head=True, moe_dense_tp_size=1)
+    argv = plan.argv
+    assert "--enable-dp-lm-head" in argv and argv[argv.index("--moe-dense-tp-size") + 1] == "1"
+    # the head and the dense MLPs cost a GPU more than attn_dp 8 alone: 7 a group, not 8
+    assert argv[argv.index("--max-running-requests") + 1] == "56"
+
+
 def test_sglang_nodes_and_refusals():
     plan = kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, context=32768, batch=64,
                       attn_dp_size=16, nnodes=2)
@@ -49,6 +58,16 @@ context_length=32768, mem_fraction_static=0.769)
 [2026-01-01 00:01:05 DP0 TP0 EP0] max_total_num_tokens=273420, chunked_prefill_size=1024, max_prefill_tokens=16384, \
 max_running_requests=8, context_len=32768, available_gpu_mem=10.00 GB
 """
+
+
+def test_check_log_reads_dp_lm_head_and_dense_tp():
+    log = LOG.replace("mem_fraction_static=0.769)", "mem_fraction_static=0.769, enable_dp_lm_head=True, "
+                      "moe_dense_tp_size=1)")
+    result = kvmem.check_log(log)
+    assert result.inputs["enable_dp_lm_head"][0] is True and result.inputs["moe_dense_tp_size"][0] == 1
+    unset = kvmem.check_log(LOG.replace("mem_fraction_static=0.769)", "mem_fraction_static=0.769, "
+                                        "moe_dense_tp_size=None)"))
+    assert unset.checks and all(check.matches for check in unset.checks)
 
 
 def test_check_log_reads_attention_dp():

@@ -70,9 +70,26 @@ def test_weights_qwen3_235b_by_hand():
     assert check.engine == 94 * 2 * (71303168 - 9437184) + 2 * 4096 * 151936 * 7 // 8 == 12719882240 == check.kvmem
 
 
+@pytest.mark.parametrize("model", ("deepseek-v3", "kimi-k2-instruct", "deepseek-v2-lite", "glm-4.5-air", "glm-4.7",
+                                   "qwen3-235b-a22b", "gpt-oss-120b"))
+def test_dp_lm_head_and_dense_tp_1_are_sglangs_layers(model):
+    # ParallelLMHead(use_attn_tp_group=True) and the dense MLP class with parallel_group "replicated", beside the
+    # defaults; Qwen3-MoE and GPT-OSS have no first_k_dense_replace layers: the head alone
+    for attn_dp in (8, 2):
+        check = oracle.head_and_dense_case(model, tp=8, attn_dp=attn_dp)
+        assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
+
+
+def test_dp_lm_head_and_dense_tp_1_deepseek_v3_by_hand():
+    # lm_head 129,280 x 7,168 x 2 B over attn_tp 1 not tp 8: + 7/8 of 1,853,358,080 = 1,621,688,320; the 3 dense
+    # MLP layers 3 x 3 x 7,168 x 18,432 x 2 B whole, not 1/8: + 7/8 of 2,378,170,368 = 2,080,899,072
+    check = oracle.head_and_dense_case("deepseek-v3", tp=8, attn_dp=8)
+    assert check.engine == 1621688320 + 2080899072 == 3702587392 == check.kvmem
+
+
 def test_the_plan_is_what_sglang_resolves():
     # the command kvmem plan writes for the issue's setting, read back by SGLang 0.5.23's own parser and resolved
-    # on the CPU: 8 attention groups, ep 8, the chunk divided to 1024, 64 requests (8 a group)
+    # on the CPU: 8 attention groups, ep 8, the dp lm_head and dense MLPs whole, the chunk divided to 1024
     import argparse
     from unittest import mock
 
@@ -83,7 +100,7 @@ def test_the_plan_is_what_sglang_resolves():
     import sglang.srt.arg_groups.memory_hook as memory_hook
     from sglang.srt.server_args import ServerArgs
     plan = kvmem.plan("deepseek-v3", engine="sglang", gpu="h200-sxm-141gb", num_gpus=8, context=32768,
-                      target="max_batch", attn_dp_size=8, ep_size=8)
+                      target="max_batch", attn_dp_size=8, ep_size=8, enable_dp_lm_head=True, moe_dense_tp_size=1)
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     ns = parser.parse_args(plan.argv[3:])
@@ -94,6 +111,8 @@ def test_the_plan_is_what_sglang_resolves():
         args.resolve_once()
     resolved = args.resolved_dict()
     assert (resolved["attn_dp_size"], resolved["dp_size"], resolved["ep_size"]) == (8, 1, 8)
-    assert (resolved["chunked_prefill_size"], resolved["max_running_requests"]) == (1024, 64)
+    assert (resolved["enable_dp_lm_head"], resolved["moe_dense_tp_size"]) == (True, 1)
+    # the head and dense MLPs cost 3,702,587,392 B a GPU more: 235,533 tokens a GPU, 7 a group at 32k
+    assert (resolved["chunked_prefill_size"], resolved["max_running_requests"]) == (1024, 56)
     assert resolved["mem_fraction_static"] == 0.769
-    assert plan.fit.max_batch == 64
+    assert plan.fit.max_batch == 56

@@ -11,7 +11,7 @@ ServerArgs.add_cli_args; tests/oracles/test_plan_roundtrip.py parses the command
     --kv-cache-dtype           auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4 (its choices in 0.5.23)
     --max-running-requests     the sequences planned per replica
     --page-size                tokens per page (default 1)
-    --attn-dp-size, --ep-size, --ep-num-redundant-experts, --nnodes
+    --attn-dp-size, --ep-size, --ep-num-redundant-experts, --nnodes, --enable-dp-lm-head, --moe-dense-tp-size
                                data-parallel attention, expert parallelism, nodes (kvmem.engines.sglang.parallel);
                                --max-running-requests is then the requests of all attention groups together
                                (SGLang gives each max_running_requests // attn_dp_size)
@@ -115,8 +115,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
            Flag("--tp-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
            Flag("--pp-size", str(s.pp), f"pp={s.pp}: each stage holds its run of layers")]
     copies = s.num_gpus // (s.tp * s.pp)
-    attn_dp, ep, redundant = (int(opts.get(name) or default) for name, default in PARALLEL_DEFAULTS.items()
-                              if name != "nnodes")
+    attn_dp, ep, redundant = (int(opts.get(name) or PARALLEL_DEFAULTS[name])
+                              for name in ("attn_dp_size", "ep_size", "ep_num_redundant_experts"))
     if copies > 1 and attn_dp > 1:
         # sglang@v0.5.23 python/sglang/srt/arg_groups/parallel_hook.py#L287-L292
         raise PlanRefused(f"sglang: --dp-size {copies} with --attn-dp-size {attn_dp}: SGLang 0.5.23 refuses "
@@ -130,6 +130,10 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--ep-size", str(ep), f"the routed experts shared by {ep} expert-parallel ranks"))
     if redundant:
         out.append(Flag("--ep-num-redundant-experts", str(redundant), f"{redundant} redundant experts, as planned"))
+    if opts.get("enable_dp_lm_head") and attn_dp > 1:
+        out.append(Flag("--enable-dp-lm-head", "", "lm_head split over each attention group, as sized"))
+    if opts.get("moe_dense_tp_size") == 1:
+        out.append(Flag("--moe-dense-tp-size", "1", "dense MLP layers whole on every GPU, as sized"))
     nnodes = int(opts.get("nnodes") or 1)
     if nnodes > 1:
         if s.num_gpus % nnodes:

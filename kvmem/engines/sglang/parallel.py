@@ -1,6 +1,6 @@
 """SGLang past plain tensor parallelism: data-parallel attention and expert parallelism (issue 36).
 
-Four options, declared here and added to the engine's options (kvmem.engines.sglang SPECS):
+Six options, declared here and added to the engine's options (kvmem.engines.sglang SPECS):
 
     attn_dp_size               --attn-dp-size N (0.5.23's spelling of the deprecated ``--dp-size N
                                --enable-dp-attention``,
@@ -12,6 +12,10 @@ Four options, declared here and added to the engine's options (kvmem.engines.sgl
     ep_num_redundant_experts   --ep-num-redundant-experts R: R extra physical experts (EPLB), held beside the
                                routed ones (sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L750-L756)
     nnodes                     --nnodes N: the GPUs spread over N nodes (the plan's command; sizing is per GPU)
+    enable_dp_lm_head          --enable-dp-lm-head: an untied lm_head over attn_tp, not tp (under attention DP;
+                               SGLang turns it off without, arg_groups/overrides.py#L1366-L1370)
+    moe_dense_tp_size          --moe-dense-tp-size 1: the dense (first_k_dense_replace) MLP layers whole on every GPU,
+                               in the files that read it (MOE_DENSE_TP_ARCHITECTURES)
 
 What changes per GPU (kvmem.parallel has the shared rules):
 - KV: the pool is laid out for attn_tp (pool_configurator.py#L356 ``tp_size = get_parallel().attn_tp_size``,
@@ -55,6 +59,8 @@ PARALLEL_DEFAULTS = {
     "ep_size": 1,                    # fields/parallel.py#L281-L288
     "ep_num_redundant_experts": 0,   # fields/exec_.py#L914
     "nnodes": 1,                     # fields/parallel.py#L43 (launch only: the command's --nnodes)
+    "enable_dp_lm_head": False,      # fields/parallel.py#L199-L205
+    "moe_dense_tp_size": 0,          # fields/parallel.py#L289-L295 (None there: 0 here, unset)
 }
 DECLARED = (
     Option("attn_dp_size", 1, help="--attn-dp-size: data-parallel attention groups of tp // N ranks, each with "
@@ -62,7 +68,15 @@ DECLARED = (
     Option("ep_size", 1, help="--ep-size: expert-parallel ranks sharing the routed experts (divides tp)"),
     Option("ep_num_redundant_experts", 0, help="--ep-num-redundant-experts: extra physical experts (EPLB)"),
     Option("nnodes", 1, help="--nnodes: nodes the GPUs are spread over (the plan's command; sizing is per GPU)"),
+    Option("enable_dp_lm_head", False, help="--enable-dp-lm-head: lm_head split over attn_tp, not tp (attention "
+                                            "DP only; SGLang turns it off without)"),
+    Option("moe_dense_tp_size", 0, choices=(0, 1),
+           help="--moe-dense-tp-size 1: DeepSeek/GLM dense MLP layers whole on every GPU (0: unset, over tp)"),
 )
+# Model files that read moe_dense_tp_size: their dense (first_k_dense_replace) MLP layers are "replicated" when it is
+# 1 (layers/layer_boundary/layout.py#L83-L84 is_dense_ffn_fully_dp); every other file kvmem has read never reads it.
+# sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L2665-L2673 DeepseekV2MLP, glm4_moe.py#L745-L753 Glm4MoeMLP
+MOE_DENSE_TP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM", "Glm4MoeForCausalLM")
 # Model files whose attention SGLang 0.5.23 splits over attn_tp, the input embedding with it
 # (VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())), lm_head over tp unless --enable-dp-lm-head
 # (ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)), dense MLPs and shared experts over tp with the defaults,
@@ -97,6 +111,19 @@ DP_ATTENTION_REFUSED = {
     "Gemma2ForCausalLM": "gemma2.py#L114-L117", "Gemma3ForCausalLM": "gemma3_causal.py#L137-L141",
     "MixtralForCausalLM": "mixtral.py#L137-L140",
 }
+
+
+def head_and_dense(options: dict, tp: int) -> tuple[bool, bool]:
+    """(--enable-dp-lm-head given, dense MLPs replicated: --moe-dense-tp-size 1), checked."""
+    dp_head = options.get("enable_dp_lm_head", False)
+    if not isinstance(dp_head, bool):
+        raise ValueError(f"enable_dp_lm_head must be True or False, got {dp_head!r}")
+    dense = options.get("moe_dense_tp_size") or 0   # None (SGLang's unset, as a log prints it) is 0
+    if isinstance(dense, bool) or not isinstance(dense, int) or dense not in (0, 1, tp):
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/validation_hook.py#L207-L211
+        raise ValueError(f"moe_dense_tp_size must be unset, 1 or tp={tp} (SGLang 0.5.23: 'moe_dense_tp_size only "
+                         f"supports None, 1, or tp_size currently'), got {dense!r}")
+    return dp_head, dense == 1 and tp > 1
 
 
 def settings(options: dict) -> tuple[int, int, int]:
@@ -137,7 +164,24 @@ def check(model: Model, tp: int, pp: int, options: dict) -> tuple[int, int, int]
         if moe is None or not moe.experts:
             raise ValueError(f"ep_size / ep_num_redundant_experts split routed experts; {model.name} has none")
         check_expert_parallel(tp, ep, moe.experts, redundant)
+    _dp_head, dense = head_and_dense(options, tp)
+    arch = model.facts.architectures[0] if model.facts.architectures else model.model_type
+    if dense and arch not in MOE_DENSE_TP_ARCHITECTURES and arch not in DP_ATTENTION and \
+            arch not in DP_ATTENTION_REFUSED:
+        raise ValueError(f"kvmem sizes moe_dense_tp_size 1 for the model files it has read; {model.name} is {arch}, "
+                         "whose file it has not read (its dense MLPs may be replicated)")
     return attn_dp, ep, redundant
+
+
+def _dense_mlp_params(model: Model) -> int:
+    """The dense MLP layers' params (DeepseekV2MLP / Glm4MoeMLP: gate_up hidden x 2 x intermediate and down
+    intermediate x hidden, no bias) over the first_k_dense_replace layers."""
+    first_k = model.config.get("first_k_dense_replace")
+    inter = model.facts.intermediate_size
+    if first_k is None or not inter:
+        raise ValueError(f"{model.name}: moe_dense_tp_size 1 replicates the dense MLP layers; its config gives no "
+                         "first_k_dense_replace / intermediate_size to size them")
+    return first_k * 3 * model.hidden_size * inter
 
 
 def kv_tp(model: Model, tp: int, pp: int, options: dict) -> tuple[int, dict]:
@@ -242,7 +286,11 @@ def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
         raise ValueError(f"SGLang 0.5.23 refuses --dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel "
                          "replicas combined with attention data parallelism are not supported (give num_gpus = tp)")
     base = weights.per_device(tp=tp, pp=pp, replicated=True)
-    if attn_dp == 1 and not redundant:
+    dp_head, dense = head_and_dense(options, tp)
+    arch = model.facts.architectures[0] if model.facts.architectures else model.model_type
+    dense = dense and arch in MOE_DENSE_TP_ARCHITECTURES
+    dp_head = dp_head and attn_dp > 1 and bool(weights.lm_head_bytes)   # tied: the head is the embedding, over attn_tp
+    if attn_dp == 1 and not redundant and not dense:
         return base, ()
     extra, notes = Fraction(0), []
     if attn_dp > 1:
@@ -251,6 +299,17 @@ def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
         notes.append(f"attention data-parallel: {attn_dp} groups of attn_tp {attn_tp}; attention and the input "
                      f"embedding split over {attn_tp} rank{'s' * (attn_tp != 1)}, experts, dense MLPs and lm_head "
                      f"over tp {tp}")
+    if dp_head:
+        # the untied lm_head over attn_tp: ParallelLMHead(use_attn_tp_group=enable_dp_lm_head) (DP_ATTENTION files)
+        extra += weights.lm_head_bytes * (Fraction(1, attention_tp(tp, attn_dp)) - Fraction(1, tp))
+        notes.append(f"--enable-dp-lm-head: lm_head split over attn_tp {attention_tp(tp, attn_dp)}")
+    if dense:
+        mlp = _dense_mlp_params(model)
+        if mlp > weights.layout.dense_params:
+            raise ValueError(f"{model.name}: the weights' dense group does not hold its {mlp} dense MLP params")
+        extra += Fraction(weights.dense_bytes * mlp, weights.layout.dense_params) * (1 - Fraction(1, tp))
+        notes.append(f"--moe-dense-tp-size 1: the {model.config['first_k_dense_replace']} dense MLP layers whole on "
+                     "every GPU")
     if redundant:
         moe = model.facts.moe
         extra += weights.expert_bytes * (expert_share(tp, moe.experts, redundant) - Fraction(1, tp))
