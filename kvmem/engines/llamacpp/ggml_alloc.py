@@ -152,10 +152,11 @@ def gallocr_sizes(nodes, leafs, backend, alignments, alloc_size=None) -> list[in
                     allocate(s, backend(node))
     for node in nodes:
         b = backend(node)
-        for s in node.src:
-            if s is not None:
+        for s in node.src:     # allocate's own early return, tested here: most sources are allocated already
+            if s is not None and not (s.external or s.allocated or s.view_src is not None):
                 allocate(s, b)
-        allocate(node, b)
+        if not (node.external or node.allocated or node.view_src is not None):
+            allocate(node, b)
         for p in node.src:
             if p is None:
                 continue
