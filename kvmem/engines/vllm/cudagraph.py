@@ -11,8 +11,11 @@ The rule (vLLM 0.33.0, vllm/config/vllm.py#L2398-L2631 VllmConfig._set_cudagraph
             the ceiling; + max_num_batched_tokens when within it; + the decode sizes up to max_num_batched_tokens
 The memory those graphs take is measured on the GPU at start-up (profile_cudagraph_memory,
 vllm/v1/worker/gpu_model_runner.py#L6268; subtracted from the KV budget since v0.21): kvmem keeps the
-sizing option cudagraph_bytes (512 MiB) for it, as no rule over these sizes has been checked against
-published "Graph capturing finished in N secs, took X GiB" lines yet (docs/research/offload_and_host.md).
+sizing option cudagraph_bytes (512 MiB, a flat figure, not vLLM's rule) for it. Published lines with their
+settings number fewer than five for the v1 engine (docs/research/offload_and_host.md lists them: 0.21 GiB for
+Llama-3.2-1B's 35 v0 shapes, vllm#11349; 0.26 and 0.36 GiB estimated, vllm#30515, gpustack/runner#251; 6-28 MiB a
+size, vllm#22897), too few and too mixed (v0 and v1, PIECEWISE and FULL, other backends) to check a rule over
+the capture sizes against; kvmem.check_log's vLLM reader is where a measured figure can replace it.
 """
 
 from __future__ import annotations
