@@ -31,7 +31,7 @@ __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
-_UNSUPPORTED = {"lfm2", "lfm2_moe", "dbrx", "gpt_bigcode", "nemotron-nas",
+_UNSUPPORTED = {"lfm2_moe", "dbrx", "gpt_bigcode", "nemotron-nas",
                 "granitemoehybrid", "bamba", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "ernie4_5_vl_moe_text",
                 "gpt_neo", "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",

@@ -23,6 +23,9 @@ tables and the final norm, which count_params adds as for every family.
     laguna        query heads per layer (num_attention_heads_per_layer), q/k norms, a softplus output
                   gate g_proj (one per head under gating true / "per-head", else per channel), the
                   router's e_score_correction_bias (a parameter here), a shared expert
+    lfm2          short-convolution layers (in_proj 3 x hidden, depthwise conv of conv_L_cache, out_proj;
+                  biases under conv_bias) beside attention layers with q/k norms; the FFN width
+                  auto-adjusted (block_auto_adjust_ff_dim: 2/3, the multiplier, multiple_of)
     deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
                   compressors (CSA: overlapping, with a lightning indexer), hyper-connections
                   (hc_mult streams) around attention and MLP and at the head
@@ -31,11 +34,12 @@ tables and the final norm, which count_params adds as for every family.
 from __future__ import annotations
 
 from ..model import LINEAR, MLA, SHARED, SLIDING
+from ..units import cdiv
 
 __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
-                          "mimo_v2_flash", "laguna"})
+                          "mimo_v2_flash", "laguna", "lfm2"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
 #   routed_expert_hidden_size  latent MoE: experts run at this width between a down and an up projection
@@ -165,6 +169,8 @@ def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
         return _mimo(f, layer, hidden, heads)
     if t == "laguna":
         return _laguna(f, i, layer, hidden)
+    if t == "lfm2":
+        return _lfm2(f, layer, hidden, heads)
     if t == "deepseek_v4":
         hc = f.int("hc_mult", default=1)
         mix = (2 + hc) * hc
@@ -192,6 +198,28 @@ def _laguna(f, i, layer, hidden) -> int:
         n += heads * hd + 2 * kv * hd + hidden
     gating = f.get("gating", default=True)
     return n + hidden * (heads if gating is True or gating == "per-head" else heads * hd)
+
+
+def _lfm2_ffn(f) -> int:
+    # transformers@5.24.0 models/lfm2/modeling_lfm2.py#L111-L125 (Lfm2MLP)
+    inter = f.int("intermediate_size")
+    if f.get("block_auto_adjust_ff_dim", default=False):
+        inter = int(2 * inter / 3)
+        multiplier = f.get("block_ffn_dim_multiplier", default=None)
+        if multiplier is not None:
+            inter = int(multiplier * inter)
+            step = f.int("block_multiple_of")
+            inter = step * cdiv(inter, step)
+    return 3 * f.int("hidden_size") * inter
+
+
+def _lfm2(f, layer, hidden, heads) -> int:
+    # modeling_lfm2.py#L325-L338 (Lfm2ShortConv) and #L213-L218 (Lfm2Attention)
+    if layer.kind == LINEAR:
+        bias = 5 * hidden if f.get("conv_bias", default=False) else 0
+        return 4 * hidden * hidden + hidden * f.int("conv_L_cache") + bias
+    hd, kv = layer.head_dim_k, layer.kv_heads
+    return 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
 
 
 def _mimo(f, layer, hidden, heads) -> int:
@@ -233,7 +261,7 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
                 common += moe.experts   # LagunaTopKRouter.e_score_correction_bias (modeling_laguna.py#L154)
             mlp, mlp_active = routed + common, routed_active + common
         else:
-            mlp = mlp_active = 3 * hidden * f.int("intermediate_size")
+            mlp = mlp_active = _lfm2_ffn(f) if t == "lfm2" else 3 * hidden * f.int("intermediate_size")
         total += attn + mlp + 2 * hidden
         active += attn + mlp_active + 2 * hidden
     extra = extra_active = 0
