@@ -131,7 +131,7 @@ def _family_lists(t: dict, n: int, rng) -> None:
             t["conv_dim"] = t["hidden_size"]
         t.update(conv_bias=rng.choice((False, True)), conv_L_cache=rng.choice((2, 3)),
                  block_auto_adjust_ff_dim=rng.choice((False, True)), block_multiple_of=rng.choice((8, 16)),
-                 block_ffn_dim_multiplier=rng.choice((None, 1.0, 1.5)), intermediate_size=rng.choice((48, 96)))
+                 block_ffn_dim_multiplier=rng.choice((1.0, 1.5, 0.75)), intermediate_size=rng.choice((48, 96)))
         if "full_attention" not in t.get("layer_types", []):
             t["layer_types"][-1] = "full_attention"
     if "attn_type_list" in t and 1 not in t["attn_type_list"]:
