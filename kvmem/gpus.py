@@ -26,6 +26,12 @@ Custom devices, accepted everywhere a catalog name is:
     {"memory": "80GiB", "bandwidth": "3.35TB/s", "name": "my-card"}
       (also memory_bytes / bandwidth_bytes_per_s / cuda_total_memory_bytes keys)
 A custom memory figure is taken as what the framework sees (it becomes both totals).
+
+Each catalog entry also names its software platform (``platform``: "cuda", "rocm", "hpu", "mps") and,
+for NVIDIA parts, the CUDA compute capability (``compute_capability``, (major, minor), from NVIDIA's
+list, developer.nvidia.com/cuda-gpus), for AMD parts the LLVM target (``gfx_target``): engines pick
+kernels by them (vLLM's attention and GatedDeltaNet backends, kvmem.engines.vllm.device). A custom
+device has neither: the engines' own default assumption holds, with its note.
 Bandwidth is needed only for the decode-speed bound; without it that bound is None.
 """
 
@@ -58,6 +64,9 @@ class GPU:
     nvlink_bytes_per_s: int | None = None
     pcie_bytes_per_s: int | None = None
     source: str = ""
+    platform: str = ""                      # "cuda", "rocm", "hpu", "mps"; "" unknown (custom)
+    compute_capability: tuple[int, int] | None = None   # CUDA (major, minor); None unknown / not CUDA
+    gfx_target: str = ""                    # ROCm LLVM target ("gfx942"); "" unknown / not ROCm
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
@@ -69,6 +78,11 @@ class GPU:
         if self.gpu_share is not None and (isinstance(self.gpu_share, bool) or not isinstance(self.gpu_share, Real)
                                            or not 0 < self.gpu_share <= 1):
             raise ValueError(f"gpu_share must be in (0, 1], got {self.gpu_share!r:.100}")
+        cap = self.compute_capability
+        if cap is not None and not (isinstance(cap, tuple) and len(cap) == 2
+                                    and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 100
+                                            for x in cap)):
+            raise ValueError(f"compute_capability must be a (major, minor) pair of small integers, got {cap!r:.100}")
 
     @property
     def usable_memory_bytes(self) -> int:
@@ -113,8 +127,17 @@ def _catalog() -> dict[str, GPU]:
             fp16_dense_tflops=entry.get("fp16_dense_tflops"),
             nvlink_bytes_per_s=links.get("nvlink_bytes_per_s"),
             pcie_bytes_per_s=links.get("pcie_bytes_per_s"),
-            source=entry.get("memory_source", ""))
+            source=entry.get("memory_source", ""), platform=entry.get("platform", ""),
+            compute_capability=_capability(entry.get("compute_capability")), gfx_target=entry.get("gfx_target", ""))
     return gpus
+
+
+def _capability(text) -> tuple[int, int] | None:
+    """"9.0" -> (9, 0), as nvidia-smi --query-gpu=compute_cap prints it."""
+    if text is None:
+        return None
+    major, minor = str(text).split(".")
+    return int(major), int(minor)
 
 
 # Short names people type. "h100" and "a100" mean the SXM 80 GB parts (the PCIe and 40 GB

@@ -193,6 +193,9 @@ class SizingRules:
     weight_notes(weight_dtype) -> notes  what its loaders do to a weight format
     defaults(gpu, context, tp, pp, engine_options, sizing_options) -> EngineDefaults (positional)
                                          its settings that depend on the device
+    device_options(gpu, model, kv_dtype, engine_options) -> (options, notes)
+                                         engine options it picks by the device (kernels by compute
+                                         capability), filled in where the caller gave none
     fixed_options                        engine options fit sets itself, with why
     kv_smaller_dtype, weight_formats     what "would fit" suggests trying
     loads_fp32_as_fp16                   its dtype "auto" serves an fp32 checkpoint in fp16
@@ -237,6 +240,7 @@ class SizingRules:
     weights_extra: Callable | None = None
     weight_notes: Callable | None = None
     defaults: Callable | None = None
+    device_options: Callable | None = None
     fixed_options: dict = field(default_factory=dict)
     kv_smaller_dtype: str | None = "fp8"
     weight_formats: tuple[str, ...] = SERVING_WEIGHT_FORMATS

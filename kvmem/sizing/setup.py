@@ -220,6 +220,10 @@ def make_setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv
     require_divides(tp, model.num_attention_heads, "attention heads", owner="model's ")
     check_pp_layers(pp, model.num_layers)
     engine_opts, sizing = split_options(name, rules, spec.options, options)
+    if rules.device_options is not None:     # what the engine picks by the device, where not given
+        picks, device_notes = rules.device_options(gpu, model, kv_dtype, engine_opts)
+        engine_opts = {**picks, **engine_opts}
+        notes.extend(device_notes)
     given = Given.of(sizing)
     auto = isinstance(weight_dtype, str) and weight_dtype.strip().lower() == "auto"
     if auto and given.weights_bytes is None and model.params_total and rules.loads_fp32_as_fp16 \
