@@ -42,7 +42,8 @@ class Tensor:
     """One ggml tensor of a graph being built (mutable while the graph is built, like ggml's)."""
 
     __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name", "_nbytes",
-                 "n_children", "n_views", "allocated", "offset", "buffer")   # the last five: ggml_alloc's state
+                 "n_children", "n_views", "allocated", "offset", "buffer",   # ggml_alloc's state
+                 "sched")       # the backend ggml_sched assigns (every leaf and node, before it is read)
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):
         self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external

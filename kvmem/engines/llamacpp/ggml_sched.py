@@ -80,7 +80,6 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
 def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_bytes, norm_backend,
                  gpu_alloc_size, saved: list) -> list:
     cpu = n_gpus
-    where: dict[int, int] = {}
     experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
 
     def wb(t):
@@ -104,25 +103,25 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
 
     for t in graph.leafs + graph.nodes:
         pinned = norm_backend(t.layer) if norm_backend and t.op == "RMS_NORM" and t.layer >= 0 else -1
-        where[id(t)] = pinned if pinned != -1 else from_cur(t)
+        t.sched = pinned if pinned != -1 else from_cur(t)
     work = [n for n in graph.nodes if n.op not in VIEW_OPS]
     for gpu_only in (True, False):               # pass 2: expand gpu down, up; then the rest down, up
         for order in (work, work[::-1]):
             cur = -1
             for n in order:
-                b = where[id(n)]
+                b = n.sched
                 if b != -1:
                     cur = -1 if gpu_only and b == cpu else b
                 elif cur != -1:
-                    where[id(n)] = cur
+                    n.sched = cur
     for n in graph.nodes:                        # pass 4
-        if n.view_src is not None and where[id(n)] == -1:
-            where[id(n)] = where[id(n.view_src)]
+        if n.view_src is not None and n.sched == -1:
+            n.sched = n.view_src.sched
         for s in n.src:
-            if s is not None and where.get(id(s), -1) == -1:
-                where[id(s)] = where[id(s.view_src)] if s.view_src is not None else where[id(n)]
-        if where[id(n)] == -1:
-            where[id(n)] = 0
+            if s is not None and s.sched == -1:
+                s.sched = s.view_src.sched if s.view_src is not None else n.sched
+        if n.sched == -1:
+            n.sched = 0
     # pass 5: splits and copies
     splits, copies, cur = [], {}, None
     for n in graph.nodes:
@@ -130,7 +129,7 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
             if splits:
                 splits[-1][2].append(n)
             continue
-        b = where[id(n)]
+        b = n.sched
         new = cur is None or b != cur
         if not new and splits[-1][1]:
             new = any(s is not None and s.external and not s.kv and wb(s) != cur for s in n.src)
@@ -140,7 +139,7 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
         split = splits[-1]
         src = list(n.src)
         for j, s in enumerate(src):
-            if s is None or where[id(s)] == cur:
+            if s is None or s.sched == cur:
                 continue
             key = (id(s), cur)
             if key not in copies:
@@ -149,7 +148,7 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
                     c = Tensor(s.type, s.ne, nb=s.nb)
                     if s.external and weight_bytes is not None:     # the same bytes as an f32 row
                         c = Tensor("f32", (cdiv(weight_bytes(s, id(s) in experts), 4),))
-                    where[id(c)] = cur
+                    c.sched = cur
                     if n_copies > 1:
                         c.flags |= INPUT | OUTPUT
                     made.append(c)
@@ -166,7 +165,7 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
     for b, inputs, members in splits:
         for s in inputs:
             dep = Tensor(s.type, s.ne, "NONE", (s,), view_src=s, nb=s.nb)
-            where[id(dep)] = where[id(s)]
+            dep.sched = s.sched
             nodes += [dep, copies[(id(s), b)][0]]
         nodes += members
     if n_copies > 1:
@@ -177,13 +176,13 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
                 for _ in range(n_copies - 1):
                     c = Tensor(leaf.type, leaf.ne, nb=leaf.nb)
                     c.flags |= INPUT | OUTPUT
-                    where[id(c)] = where[id(leaf)]
+                    c.sched = leaf.sched
                     leafs.append(c)
         for b, inputs, _ in splits:
             for s in inputs:
                 leafs += copies[(id(s), b)]
     leafs += graph.leafs
     size = None if gpu_alloc_size is None else (lambda t, b: gpu_alloc_size(t) if b < n_gpus else t.nbytes())
-    return gallocr_sizes(nodes, leafs, lambda t: where[id(t)], [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], size)
+    return gallocr_sizes(nodes, leafs, lambda t: t.sched, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], size)
 
 
