@@ -53,7 +53,7 @@ def _config_dir(cfg: dict) -> str:
 
 
 def resolved(cfg: dict, *, gpu_mib: int, tp: int, attn_dp: int, ep: int = 1, redundant: int = 0,
-             kv_dtype: str = "auto", context: int | None = None) -> dict:
+             kv_dtype: str = "auto", context: int | None = None, a2a: str = "none") -> dict:
     """SGLang's resolved server arguments for the setting (ServerArgs.resolve_once on the CPU)."""
     _load_sglang()
     import sglang.srt.arg_groups.memory_hook as memory_hook
@@ -62,6 +62,8 @@ def resolved(cfg: dict, *, gpu_mib: int, tp: int, attn_dp: int, ep: int = 1, red
                 kv_cache_dtype=kv_dtype if kv_dtype == "auto" else kv_dtype.replace("_", ""))
     if redundant:
         args.update(ep_num_redundant_experts=redundant)
+    if a2a != "none":
+        args.update(moe_a2a_backend=a2a)
     if context:
         args.update(context_length=context)
     with mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: float(gpu_mib)):
@@ -71,14 +73,15 @@ def resolved(cfg: dict, *, gpu_mib: int, tp: int, attn_dp: int, ep: int = 1, red
 
 
 def sglang_numbers(cfg: dict, *, gpu_mib: int, tp: int, attn_dp: int, ep: int, redundant: int, kv_dtype: str,
-                   context: int, pre_model_load_bytes: int, weights_bytes: int, page_size: int = 1) -> dict:
+                   context: int, pre_model_load_bytes: int, weights_bytes: int, page_size: int = 1,
+                   a2a: str = "none") -> dict:
     """{"mem_fraction_static", "chunked_prefill_size", "kv_memory", "tokens", "max_running_requests"}: steps 1-4."""
     sg = _load_sglang()
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.mem_cache import kv_cache_configurator as kc
     from sglang.srt.model_executor import pool_configurator as pc
     args = resolved(cfg, gpu_mib=gpu_mib, tp=tp, attn_dp=attn_dp, ep=ep, redundant=redundant, kv_dtype=kv_dtype,
-                    context=context)
+                    context=context, a2a=a2a)
     mfs = args["mem_fraction_static"]
     mc = ModelConfig(_config_dir(cfg), trust_remote_code=False, context_length=context)
     schedule = types.SimpleNamespace(mem_fraction_static=mfs, prefill_max_requests=None, max_mamba_cache_size=None,
@@ -126,13 +129,15 @@ def sglang_numbers(cfg: dict, *, gpu_mib: int, tp: int, attn_dp: int, ep: int, r
 
 
 def kvmem_numbers(model: str, *, gpu: str, tp: int, attn_dp: int, ep: int, redundant: int, kv_dtype: str,
-                  context: int) -> dict:
+                  context: int, a2a: str = "none") -> dict:
     """kvmem's fit for the setting: its default fraction, its budget's inputs and its pool per GPU."""
     import kvmem
     from kvmem.engines.sglang.budget import sglang_chunked_prefill_size
     from kvmem.gpus import get_gpu
     from kvmem.sizing.setup import budget_for, make_setup
     options = dict(attn_dp_size=attn_dp, ep_size=ep, ep_num_redundant_experts=redundant)
+    if a2a != "none":
+        options.update(moe_a2a_backend=a2a)
     fit = kvmem.fit(model, engine="sglang", gpu=gpu, num_gpus=tp, context=context, kv_dtype=kv_dtype, **options)
     setup, _ = make_setup(model, gpu=gpu, num_gpus=tp, tp=None, pp=1, context=context, batch=None,
                           weight_dtype="auto", kv_dtype=kv_dtype, engine="sglang", gpu_memory_utilization=0.9,
@@ -159,7 +164,11 @@ def cases() -> list[tuple[str, dict]]:
             ("qwen3-235b-a22b h200 tp8 attn_dp8", {**base, "model": "qwen3-235b-a22b", "attn_dp": 8}),
             ("qwen3-30b-a3b h200 tp4 attn_dp4 ep4", {**base, "model": "qwen3-30b-a3b", "tp": 4, "attn_dp": 4, "ep": 4}),
             ("glm-4.5-air h200 tp8 attn_dp2 ep8", {**base, "model": "glm-4.5-air", "attn_dp": 2, "ep": 8}),
-            ("qwen3-32b h200 tp8 attn_dp4", {**base, "model": "qwen3-32b", "attn_dp": 4})]
+            ("qwen3-32b h200 tp8 attn_dp4", {**base, "model": "qwen3-32b", "attn_dp": 4}),
+            ("qwen3-235b-a22b h200 tp8 attn_dp8 deepep", {**base, "model": "qwen3-235b-a22b", "attn_dp": 8, "ep": 8,
+                                                          "a2a": "deepep"}),
+            ("qwen3-30b-a3b h100 tp8 deepep", {**base, "model": "qwen3-30b-a3b", "gpu": "h100-sxm-80gb", "attn_dp": 1,
+                                               "ep": 8, "a2a": "deepep"})]
 
 
 def gqa_random_case(seed: int, i: int) -> tuple[str, dict]:
@@ -194,11 +203,12 @@ def run_case(name: str, setting: dict) -> list[Check]:
     from kvmem.gpus import get_gpu
     ours = kvmem_numbers(setting["model"], gpu=setting["gpu"], tp=setting["tp"], attn_dp=setting["attn_dp"],
                          ep=setting["ep"], redundant=setting["redundant"], kv_dtype=setting["kv_dtype"],
-                         context=setting["context"])
+                         context=setting["context"], a2a=setting.get("a2a", "none"))
     theirs = sglang_numbers(preset(setting["model"])["config"], gpu_mib=get_gpu(setting["gpu"]).memory_bytes // MIB,
                             tp=setting["tp"], attn_dp=setting["attn_dp"], ep=setting["ep"],
                             redundant=setting["redundant"], kv_dtype=setting["kv_dtype"], context=setting["context"],
-                            pre_model_load_bytes=ours["pre_model_load_bytes"], weights_bytes=ours["weights_bytes"])
+                            pre_model_load_bytes=ours["pre_model_load_bytes"], weights_bytes=ours["weights_bytes"],
+                            a2a=setting.get("a2a", "none"))
     checks = [Check(name, key, ours[key], theirs[key])
               for key in ("mem_fraction_static", "chunked_prefill_size", "tokens", "max_running_requests")]
     if setting["attn_dp"] > 1 and preset(setting["model"])["config"]["architectures"][0] in ATTENTION_CLASSES:

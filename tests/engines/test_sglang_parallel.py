@@ -126,6 +126,23 @@ def test_dp_lm_head_and_dense_mlps_whole():
         kvmem.fit("jamba-1.5-mini", engine="sglang", gpu=H200, num_gpus=8, context="8k", moe_dense_tp_size=1)
 
 
+def test_deepep_reserve_and_refusals():
+    mib = 143771 << 20
+    # SGLang 0.5.23 adds 2,048 MiB for DeepEP's buffers on top of the floor: tp 8 14,848 + 2,048 = 16,896 MiB ->
+    # round(126,875 / 143,771, 3) = 0.882; attn_dp 8 33,280 + 2,048 = 35,328 MiB -> 0.754
+    assert sglang_mem_fraction_static(mib, tp=8, deepep_a2a=True) == Fraction(882, 1000)
+    assert sglang_mem_fraction_static(mib, tp=8, attn_dp_size=8, deepep_a2a=True) == Fraction(754, 1000)
+    f = kvmem.fit("qwen3-235b-a22b", engine="sglang", gpu=H200, num_gpus=8, context="32k", attn_dp_size=8,
+                  moe_a2a_backend="deepep")
+    assert "SGLang's default mem_fraction_static for this GPU: 0.754" in f.notes and f.capacity.tokens == 213601
+    with pytest.raises(ValueError, match="deepseek-v3's shared experts are whole on every GPU under DeepEP or fused"):
+        fit(attn_dp_size=8, moe_a2a_backend="deepep")
+    with pytest.raises(ValueError, match="deepep dispatches routed experts; qwen3-32b has none"):
+        kvmem.fit("qwen3-32b", engine="sglang", gpu=H200, num_gpus=8, context="8k", moe_a2a_backend="deepep")
+    with pytest.raises(ValueError, match="none or deepep, got 'mooncake'"):
+        kvmem.fit("qwen3-30b-a3b", engine="sglang", gpu=H200, num_gpus=8, context="8k", moe_a2a_backend="mooncake")
+
+
 def test_refusals_name_the_setting():
     # llama.py's attention splits heads over tp_size, not attn_tp_size: SGLang has no attention-DP layout for it
     with pytest.raises(ValueError, match=r"no attention-DP layout for LlamaForCausalLM \(llama-3.3-70b\): its model "

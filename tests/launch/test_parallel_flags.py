@@ -29,6 +29,14 @@ def test_sglang_dp_lm_head_and_dense_tp_1():
     assert argv[argv.index("--max-running-requests") + 1] == "56"
 
 
+def test_sglang_deepep_command():
+    plan = kvmem.plan("qwen3-235b-a22b", engine="sglang", gpu=H200, num_gpus=8, context=32768, target="max_batch",
+                      attn_dp_size=8, moe_a2a_backend="deepep")
+    argv = plan.argv
+    assert argv[argv.index("--moe-a2a-backend") + 1] == "deepep"
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.754"   # 2 GiB more reserved for DeepEP
+
+
 def test_sglang_nodes_and_refusals():
     plan = kvmem.plan("deepseek-v3", engine="sglang", gpu=H200, num_gpus=16, context=32768, batch=64,
                       attn_dp_size=16, nnodes=2)

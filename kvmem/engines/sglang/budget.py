@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from .admission import pools_refuse
 from .hicache import HOST_INPUTS, host_terms
-from .parallel import kv_groups, weights_per_device
+from .parallel import deepep, kv_groups, weights_per_device
 from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
                     share_whole_blocks)
@@ -62,7 +62,7 @@ def sglang_chunked_prefill_size(gpu_memory_bytes: int) -> int:
 def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 1,
                                chunked_prefill_size: int | None = None,
                                cuda_graph_max_bs: int | None = None, attn_dp_size: int = 1,
-                               max_running_requests: int | None = None) -> Fraction:
+                               max_running_requests: int | None = None, deepep_a2a: bool = False) -> Fraction:
     """SGLang's default mem_fraction_static for a GPU of ``gpu_memory_bytes`` (nvidia-smi total);
     ``attn_dp_size`` > 1 (data-parallel attention) reserves more for the decode graph's padding;
     ``max_running_requests`` below the default decode graph's max_bs lowers it."""
@@ -85,6 +85,10 @@ def sglang_mem_fraction_static(gpu_memory_bytes: int, *, tp: int = 1, pp: int = 
         reserved += bs * attn_dp_size * 3 + (Fraction(3, 2) * bs * attn_dp_size if bs > 300 else 0)
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, Fraction(10 * 1024))
+    if deepep_a2a:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/memory_hook.py#L402-L414 reserve_for_deepep_a2a_mb: 2 GiB for
+        # the DeepEP buffers the decode graph captures, on top of the floor (#L316-L317)
+        reserved += 2 * 1024
     return round(Fraction(gpu_mem - reserved) / gpu_mem, 3)
 
 
@@ -95,7 +99,8 @@ def _defaults(gpu, _context: int, tp: int, pp: int, _engine_options: dict, sizin
     mfs = sglang_mem_fraction_static(gpu.memory_bytes, tp=tp, pp=pp,
                                      chunked_prefill_size=sizing_options.get("chunked_prefill_size"),
                                      cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"),
-                                     attn_dp_size=kv_groups(_engine_options))
+                                     attn_dp_size=kv_groups(_engine_options),
+                                     deepep_a2a=deepep(_engine_options))
     # not passed: max_running_requests (SGLang's decode graph shrinks to it, #L182-L188): the plan re-sizes with
     # its batch as max_running_requests and pins --mem-fraction-static, so the fit's fraction must not move with it
     return EngineDefaults("sglang", {"mem_fraction_static": mfs},

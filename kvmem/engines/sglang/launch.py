@@ -11,7 +11,8 @@ ServerArgs.add_cli_args; tests/oracles/test_plan_roundtrip.py parses the command
     --kv-cache-dtype           auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4 (its choices in 0.5.23)
     --max-running-requests     the sequences planned per replica
     --page-size                tokens per page (default 1)
-    --attn-dp-size, --ep-size, --ep-num-redundant-experts, --nnodes, --enable-dp-lm-head, --moe-dense-tp-size
+    --attn-dp-size, --ep-size, --ep-num-redundant-experts, --nnodes, --enable-dp-lm-head, --moe-dense-tp-size,
+    --moe-a2a-backend
                                data-parallel attention, expert parallelism, nodes (kvmem.engines.sglang.parallel);
                                --max-running-requests is then the requests of all attention groups together
                                (SGLang gives each max_running_requests // attn_dp_size)
@@ -132,6 +133,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--ep-num-redundant-experts", str(redundant), f"{redundant} redundant experts, as planned"))
     if opts.get("enable_dp_lm_head") and attn_dp > 1:
         out.append(Flag("--enable-dp-lm-head", "", "lm_head split over each attention group, as sized"))
+    if (opts.get("moe_a2a_backend") or "none") != "none":
+        out.append(Flag("--moe-a2a-backend", str(opts["moe_a2a_backend"]), "DeepEP all-to-all (SGLang sets ep_size to "
+                        "tp and reserves 2 GiB more for its buffers), as sized"))
     if opts.get("moe_dense_tp_size") == 1:
         out.append(Flag("--moe-dense-tp-size", "1", "dense MLP layers whole on every GPU, as sized"))
     nnodes = int(opts.get("nnodes") or 1)

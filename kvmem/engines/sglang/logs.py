@@ -60,7 +60,8 @@ ARGS_FIELDS = {"model_path": "model", "tp_size": "tp", "pp_size": "pp", "kv_cach
                # data-parallel attention and expert parallelism (kvmem.engines.sglang.parallel)
                "attn_dp_size": "attn_dp_size", "ep_size": "ep_size",
                "ep_num_redundant_experts": "ep_num_redundant_experts", "nnodes": "nnodes",
-               "enable_dp_lm_head": "enable_dp_lm_head", "moe_dense_tp_size": "moe_dense_tp_size"}
+               "enable_dp_lm_head": "enable_dp_lm_head", "moe_dense_tp_size": "moe_dense_tp_size",
+               "moe_a2a_backend": "moe_a2a_backend"}
 SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}   # --mamba-ssm-dtype as kvmem names it
 
 

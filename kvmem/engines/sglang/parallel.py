@@ -50,7 +50,7 @@ from ...parallel import attention_tp, check_expert_parallel, expert_share, repli
 from ...units import require_positive_int
 from ..declared import Option
 
-__all__ = ["swa_tail_tokens", "roles", "PARALLEL_DEFAULTS", "DECLARED", "settings", "kv_tp", "split_options",
+__all__ = ["deepep", "swa_tail_tokens", "roles", "PARALLEL_DEFAULTS", "DECLARED", "settings", "kv_tp", "split_options",
            "kv_groups", "weights_per_device", "DP_ATTENTION_ARCHITECTURES", "DP_ATTENTION", "DP_ATTENTION_REFUSED",
            "estimate", "capacity"]
 
@@ -61,6 +61,7 @@ PARALLEL_DEFAULTS = {
     "nnodes": 1,                     # fields/parallel.py#L43 (launch only: the command's --nnodes)
     "enable_dp_lm_head": False,      # fields/parallel.py#L199-L205
     "moe_dense_tp_size": 0,          # fields/parallel.py#L289-L295 (None there: 0 here, unset)
+    "moe_a2a_backend": "none",       # --moe-a2a-backend (kvmem: none or deepep)
 }
 DECLARED = (
     Option("attn_dp_size", 1, help="--attn-dp-size: data-parallel attention groups of tp // N ranks, each with "
@@ -72,6 +73,9 @@ DECLARED = (
                                             "DP only; SGLang turns it off without)"),
     Option("moe_dense_tp_size", 0, choices=(0, 1),
            help="--moe-dense-tp-size 1: DeepSeek/GLM dense MLP layers whole on every GPU (0: unset, over tp)"),
+    Option("moe_a2a_backend", "none", choices=("none", "deepep"),
+           help="--moe-a2a-backend deepep: DeepEP all-to-all, ep_size = tp and 2 GiB more reserved (MoE models "
+                "without shared experts)"),
 )
 # Model files that read moe_dense_tp_size: their dense (first_k_dense_replace) MLP layers are "replicated" when it is
 # 1 (layers/layer_boundary/layout.py#L83-L84 is_dense_ffn_fully_dp); every other file kvmem has read never reads it.
@@ -111,6 +115,14 @@ DP_ATTENTION_REFUSED = {
     "Gemma2ForCausalLM": "gemma2.py#L114-L117", "Gemma3ForCausalLM": "gemma3_causal.py#L137-L141",
     "MixtralForCausalLM": "mixtral.py#L137-L140",
 }
+
+
+def deepep(options: dict) -> bool:
+    """--moe-a2a-backend deepep given (none, SGLang's default, otherwise)."""
+    backend = options.get("moe_a2a_backend") or "none"
+    if backend not in ("none", "deepep"):
+        raise ValueError(f"kvmem sizes moe_a2a_backend none or deepep, got {backend!r}")
+    return backend == "deepep"
 
 
 def head_and_dense(options: dict, tp: int) -> tuple[bool, bool]:
@@ -165,6 +177,19 @@ def check(model: Model, tp: int, pp: int, options: dict) -> tuple[int, int, int]
             raise ValueError(f"ep_size / ep_num_redundant_experts split routed experts; {model.name} has none")
         check_expert_parallel(tp, ep, moe.experts, redundant)
     _dp_head, dense = head_and_dense(options, tp)
+    if deepep(options):
+        moe = model.facts.moe
+        if moe is None or not moe.experts:
+            raise ValueError(f"moe_a2a_backend deepep dispatches routed experts; {model.name} has none")
+        if model.config.get("n_shared_experts") or model.config.get("shared_expert_intermediate_size"):
+            # sglang@v0.5.23 python/sglang/srt/models/deepseek_v2.py#L871-L897 (glm4_moe.py#L471-L486,
+            # qwen2_moe.py#L362-L380): shared experts replicated under DeepEP, or fused into the routed experts
+            raise ValueError(f"kvmem sizes moe_a2a_backend deepep for MoE models without shared experts; "
+                             f"{model.name}'s shared experts are whole on every GPU under DeepEP or fused into the "
+                             "routed experts by a load-time choice (layers/moe/utils.py get_num_fused_shared_experts) "
+                             "kvmem has not modelled")
+        # the expert-parallel group spans tp (arg_groups/overrides.py#L1611-L1620 _a2a_ep_size)
+        check_expert_parallel(tp, tp, moe.experts, redundant)
     arch = model.facts.architectures[0] if model.facts.architectures else model.model_type
     if dense and arch not in MOE_DENSE_TP_ARCHITECTURES and arch not in DP_ATTENTION and \
             arch not in DP_ATTENTION_REFUSED:
