@@ -26,6 +26,10 @@ tables and the final norm, which count_params adds as for every family.
     lfm2          short-convolution layers (in_proj 3 x hidden, depthwise conv of conv_L_cache, out_proj;
                   biases under conv_bias) beside attention layers with q/k norms; the FFN width
                   auto-adjusted (block_auto_adjust_ff_dim: 2/3, the multiplier, multiple_of)
+    gpt_bigcode, gpt_neo  GPT-2-like blocks: LayerNorms with biases, learned positions, biased MLPs
+                  (StarCoder's fused c_attn with one KV head under multi_query; GPT-Neo's bias-free q/k/v)
+    mamba, falcon_mamba  Mamba-1 mixers: in_proj to 2 x intermediate, depthwise conv, x_proj to
+                  time_step_rank + 2 x state_size, dt_proj, A_log, D, out_proj; one RMSNorm a layer
     deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
                   compressors (CSA: overlapping, with a lightning indexer), hyper-connections
                   (hc_mult streams) around attention and MLP and at the head
@@ -39,7 +43,8 @@ from ..units import cdiv
 __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
-                          "mimo_v2_flash", "laguna", "lfm2"})
+                          "mimo_v2_flash", "laguna", "lfm2", "gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"})
+_LEGACY = frozenset({"gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
 #   routed_expert_hidden_size  latent MoE: experts run at this width between a down and an up projection
@@ -222,6 +227,31 @@ def _lfm2(f, layer, hidden, heads) -> int:
     return 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
 
 
+def _legacy_layer(f, hidden, heads) -> int:
+    """One whole block of gpt_bigcode, gpt_neo, mamba, falcon_mamba (norms included)."""
+    t = f.model_type
+    if t in ("mamba", "falcon_mamba"):
+        # transformers@5.24.0 models/mamba/modeling_mamba.py MambaMixer, MambaBlock (falcon_mamba: the same
+        # weights; its extra RMS norms carry none)
+        inner, state, rank = f.int("intermediate_size"), f.int("state_size"), f.int("time_step_rank")
+        bias = f.get("use_bias", default=False)
+        n = (hidden * 2 * inner + (2 * inner if bias else 0) + inner * f.int("conv_kernel")
+             + (inner if f.get("use_conv_bias", default=True) else 0) + inner * (rank + 2 * state) + rank * inner
+             + inner + inner * state + inner + inner * hidden + (hidden if bias else 0))
+        return n + hidden
+    inter = f.int("n_inner", "intermediate_size", default=None) or 4 * hidden
+    mlp = 2 * hidden * inter + inter + hidden
+    if t == "gpt_bigcode":
+        # models/gpt_bigcode/modeling_gpt_bigcode.py GPTBigCodeAttention: c_attn (q + one K/V head under
+        # multi_query), c_proj, all biased
+        kv_width = 2 * (hidden // heads) * (1 if f.get("multi_query", default=True) else heads)
+        attn = (hidden + 1) * (hidden + kv_width) + hidden * hidden + hidden
+    else:
+        # models/gpt_neo/modeling_gpt_neo.py GPTNeoSelfAttention: q/k/v without bias, out_proj with
+        attn = 4 * hidden * hidden + hidden
+    return attn + mlp + 4 * hidden
+
+
 def _mimo(f, layer, hidden, heads) -> int:
     # transformers@5.24.0 models/mimo_v2_flash/modeling_mimo_v2_flash.py#L352-L360: q and k of the K width, v and
     # o of the V width, sinks (one per head) on sliding layers; the published flags name where sinks are
@@ -247,8 +277,9 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             n, a = _gemma4(f, layer, hidden, heads, moe)
             total, active = total + n, active + a
             continue
-        if t == "gemma3n_text":
-            n = _gemma3n(f, i, layer, hidden, heads, head_dim)
+        if t == "gemma3n_text" or t in _LEGACY:
+            n = (_gemma3n(f, i, layer, hidden, heads, head_dim) if t == "gemma3n_text"
+                 else _legacy_layer(f, hidden, heads))
             total, active = total + n, active + n
             continue
         attn = _attention(f, i, layer, hidden=hidden, heads=heads, head_dim=head_dim, mla_params=mla_params)
@@ -269,6 +300,8 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
         extra = extra_active = 2 * hidden   # output_attn_res_norm, output_attn_res_proj
     if t == "gemma3n_text":
         extra, extra_active = _gemma3n_model(f, hidden, len(layers))
+    if t in ("gpt_bigcode", "gpt_neo"):   # learned positions, ln_f's bias
+        extra = extra_active = f.int("n_positions", "max_position_embeddings") * hidden + hidden
     if t == "deepseek_v4":
         hc = f.int("hc_mult", default=1)
         extra = extra_active = hc * hc * hidden + hc + 1   # hc_head (DeepseekV4HyperHead, #L999-L1009)

@@ -62,3 +62,32 @@ def test_published_configs(name, total):
     for i in range(CASES):
         small = shrink(cfg, f"{name}/{i}")
         assert model_from_config(small).params_total == meta_count(small), (i, small)
+
+
+def _legacy(model_type: str, rng) -> dict:
+    from transformers import CONFIG_MAPPING
+
+    n, heads = rng.choice((2, 3, 4)), rng.choice((2, 4))
+    hidden = heads * rng.choice((8, 16))
+    kw = {"gpt_bigcode": dict(n_layer=n, n_head=heads, n_embd=hidden, n_inner=rng.choice((None, 40)),
+                              multi_query=rng.choice((True, False)), n_positions=rng.choice((32, 64))),
+          "gpt_neo": dict(num_layers=n, num_heads=heads, hidden_size=hidden, attention_types=[[["global", "local"], 1]]
+                          + [[["global"], n - 2]] * (n > 2), intermediate_size=rng.choice((None, 40)),
+                          max_position_embeddings=rng.choice((32, 64))),
+          "mamba": dict(num_hidden_layers=n, hidden_size=hidden, intermediate_size=2 * hidden,
+                        state_size=rng.choice((4, 8)), time_step_rank=rng.choice((2, 4)), conv_kernel=rng.choice((2, 4)),
+                        use_bias=rng.choice((False, True)), use_conv_bias=rng.choice((False, True)))}
+    kw["falcon_mamba"] = kw["mamba"]
+    return CONFIG_MAPPING[model_type](vocab_size=rng.randrange(97, 300), **kw[model_type]).to_dict()
+
+
+@pytest.mark.parametrize("model_type", ("gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"))
+def test_gpt2_like_and_mamba_families(model_type):
+    import random
+
+    from transformers import CONFIG_MAPPING
+    default = CONFIG_MAPPING[model_type]().to_dict()
+    assert model_from_config(default).params_total == meta_count(default)
+    for i in range(CASES):
+        cfg = _legacy(model_type, random.Random(f"{model_type}/{i}"))
+        assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
