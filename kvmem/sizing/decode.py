@@ -29,6 +29,8 @@ def replicas_weight_reads(s: Setup, budget: SetupBudget, batch: int) -> int:
     (SizingRules.moe_over_replicas): dense layers and the head whole, and the experts that all replicas'
     batches touch split over the replicas (each holds 1 / replicas of them)."""
     weights, replicas = budget.weights_obj, s.num_gpus // (s.tp * s.pp)
+    if weights is None:                             # weights_bytes given: no layer split to share
+        return active_weight_bytes(s, budget, batch)
     fixed = weights.active_bytes(0)                 # no expert touched: dense + head
     return fixed + (weights.active_bytes(batch * replicas) - fixed) // replicas
 

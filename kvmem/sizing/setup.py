@@ -91,7 +91,8 @@ def setup_estimate(s: Setup, tokens: int, batch: int):
     """The engine's Estimate for ``batch`` sequences of ``tokens`` tokens under this set-up, computed
     once per workload (a 70B fit asks ~32 times for ~21 workloads). For the sizing's own use: the
     Estimate is shared, so no caller changes it."""
-    key = (s.model, s.engine, tokens, batch, s.kv_dtype, s.tp, s.pp, tuple(sorted(s.engine_options.items())))
+    key = (_Rules(ENGINES[s.engine]), s.model, s.engine, tokens, batch, s.kv_dtype, s.tp, s.pp,
+           tuple(sorted(s.engine_options.items())))
     try:
         hash(key)
     except TypeError:                       # an unhashable option value: estimated each time
@@ -100,9 +101,25 @@ def setup_estimate(s: Setup, tokens: int, batch: int):
     return _shared_estimate(*key)
 
 
-# keyed by value (Model.__hash__ is its cached fingerprint): the same workload is estimated once
+class _Rules:
+    """An engine's registered spec as part of a cache key: that very spec (a spec is never changed,
+    only replaced: a test's toy engine under a known name keys apart from the real one)."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __hash__(self) -> int:
+        return id(self.spec)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Rules) and other.spec is self.spec
+
+
+# keyed by value (Model.__hash__ is its cached fingerprint) and the engine's rules: one estimate per workload
 @lru_cache(maxsize=4096)
-def _shared_estimate(model: Model, engine: str, tokens: int, batch: int, kv_dtype, tp: int, pp: int,
+def _shared_estimate(_rules: _Rules, model: Model, engine: str, tokens: int, batch: int, kv_dtype, tp: int, pp: int,
                      options: tuple):
     return engine_estimate(model, engine=engine, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp,
                            **dict(options))
