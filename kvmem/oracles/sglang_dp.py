@@ -226,7 +226,16 @@ def run_case(name: str, setting: dict) -> list[Check]:
 ATTENTION_CLASSES = {"Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeAttention"),
                      "Qwen3ForCausalLM": ("qwen3", "Qwen3Attention"),
                      "Glm4MoeForCausalLM": ("glm4_moe", "Glm4MoeAttention"),
-                     "GptOssForCausalLM": ("gpt_oss", "GptOssAttention")}
+                     "GptOssForCausalLM": ("gpt_oss", "GptOssAttention"),
+                     "Qwen2MoeForCausalLM": ("qwen2_moe", "Qwen2MoeAttention")}
+# no preset has Qwen2MoeForCausalLM: Qwen1.5-MoE-A2.7B's published config.json (Qwen/Qwen1.5-MoE-A2.7B)
+QWEN2_MOE_CONFIG = {
+    "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": 2048,
+    "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+    "num_experts": 60, "num_experts_per_tok": 4, "num_attention_heads": 16, "num_key_value_heads": 16,
+    "num_hidden_layers": 24, "vocab_size": 151936, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "decoder_sparse_step": 1,
+    "norm_topk_prob": False, "hidden_act": "silu", "sliding_window": 32768, "use_sliding_window": False}
 WEIGHT_MODELS = ("qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-32b", "qwen3-8b", "glm-4.5-air", "glm-4.7",
                  "gpt-oss-120b", "gpt-oss-20b")
 
@@ -256,8 +265,11 @@ def sglang_rank_bytes(cfg: dict, *, tp: int, attn_tp: int) -> tuple[int, int]:
     module_name, class_name = ATTENTION_CLASSES[cfg["architectures"][0]]
     module = importlib.import_module(f"sglang.srt.models.{module_name}")
     kwargs = dict(hidden_size=hf.hidden_size, num_heads=hf.num_attention_heads, num_kv_heads=hf.num_key_value_heads,
-                  layer_id=0, head_dim=getattr(hf, "head_dim", None),
-                  attention_bias=getattr(hf, "attention_bias", False))
+                  layer_id=0)
+    if class_name == "Qwen2MoeAttention":   # qwen2_moe.py Qwen2MoeDecoderLayer: getattr(config, "qkv_bias", True)
+        kwargs.update(qkv_bias=getattr(hf, "qkv_bias", True))
+    else:
+        kwargs.update(head_dim=getattr(hf, "head_dim", None), attention_bias=getattr(hf, "attention_bias", False))
     if class_name == "Qwen3MoeAttention":
         kwargs.update(config=hf)
     if class_name == "GptOssAttention":
@@ -281,14 +293,16 @@ def sglang_rank_bytes(cfg: dict, *, tp: int, attn_tp: int) -> tuple[int, int]:
     return size(attention), size(embedding)
 
 
-def weights_case(model: str, *, tp: int, attn_dp: int) -> Check:
-    """What attn_dp_size adds to one GPU's weights: kvmem's rule beside SGLang's own layers (bf16 attention)."""
+def weights_case(model: str, *, tp: int, attn_dp: int, cfg: dict | None = None) -> Check:
+    """What attn_dp_size adds to one GPU's weights: kvmem's rule beside SGLang's own layers (bf16 attention);
+    ``cfg``: a config.json for a model no preset has (``model`` then only names it)."""
     from kvmem.catalog import get_model, preset
     from kvmem.engines.sglang.parallel import weights_per_device
+    from kvmem.model import Model
     from kvmem.sizing.setup import model_weights
-    cfg = preset(model)["config"]
-    m = get_model(model)
-    w = model_weights(m, "auto")
+    m = Model.from_hf_config(cfg, name=model) if cfg is not None else get_model(model)
+    cfg = cfg if cfg is not None else preset(model)["config"]
+    w = model_weights(m, "auto" if m.checkpoint is None and m.params_total else "bf16")
     ours = (weights_per_device(w, m, tp=tp, pp=1, options={"attn_dp_size": attn_dp})[0]
             - weights_per_device(w, m, tp=tp, pp=1, options={})[0])
     wide, narrow = sglang_rank_bytes(cfg, tp=tp, attn_tp=tp // attn_dp), sglang_rank_bytes(cfg, tp=tp, attn_tp=tp)

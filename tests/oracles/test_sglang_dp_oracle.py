@@ -62,6 +62,13 @@ def test_weights_attn_dp_adds_are_sglangs_layers(model):
         assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
 
 
+def test_weights_qwen2_moe_from_its_config():
+    # Qwen1.5-MoE-A2.7B (no preset): Qwen2MoeAttention with its default q/k/v bias, 16 heads of 128 over attn_tp
+    for tp, attn_dp in ((8, 8), (8, 2), (16, 4)):
+        check = oracle.weights_case("qwen1.5-moe-a2.7b", tp=tp, attn_dp=attn_dp, cfg=oracle.QWEN2_MOE_CONFIG)
+        assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
+
+
 def test_weights_qwen3_235b_by_hand():
     # SGLang's Qwen3MoeAttention a rank: qkv 4096 x (8 x 128 + 2 x 128) + o 1024 x 4096 at tp 8 (one KV head
     # replicated), qkv 4096 x (64 + 8) x 128 + o 8192 x 4096 at attn_tp 1; 94 layers; embedding 151,936 / 8 rows at
