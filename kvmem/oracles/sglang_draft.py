@@ -106,3 +106,56 @@ def resolved_speculative(model_name: str, *, gpu_mib: int, tp: int, **spec) -> d
                                  **spec)
         server_args.resolve_once()
     return server_args.resolved_dict()
+
+
+def sglang_swa_pools(model, *, kv_memory: int, draft_layers: int, draft_swa_layers: int | None,
+                     page_size: int = 1, ratio: float = 0.8) -> tuple[int, int]:
+    """(full_layer_tokens, swa_layer_tokens) of SGLang's HybridSWAPoolConfigurator with an EAGLE draft of
+    ``draft_layers`` layers, ``draft_swa_layers`` of them sliding (spec_aux_config.eagle_draft_swa_num_layers)."""
+    from .sglang_runtime import load
+    sg = load()
+    from sglang.srt.model_executor import pool_configurator as pc
+    mc = model_config(model.name, model.config)
+    spec = types.SimpleNamespace(is_eagle=lambda: True, is_standalone=lambda: False,
+                                 is_dflash_family=lambda: False, is_none=lambda: False, is_dspark=lambda: False)
+    kvc = types.SimpleNamespace(
+        kv_cache_dtype_str="auto", model_config=mc, kv_cache_dtype=sg.torch.bfloat16,
+        layer_info=types.SimpleNamespace(full_attention_layer_ids=list(mc.full_attention_layer_ids),
+                                         swa_attention_layer_ids=list(mc.swa_attention_layer_ids)),
+        sliding_window_size=mc.sliding_window_size, page_size=page_size, spec_algorithm=spec,
+        is_draft_worker=False, fused_entry_bytes=lambda _kind: None, attn_dp_size=1,
+        spec_aux_config=types.SimpleNamespace(eagle_draft_num_layers=draft_layers,
+                                              eagle_draft_swa_num_layers=draft_swa_layers,
+                                              dflash_draft_num_layers=None, dspark_num_stages=None))
+    with mock.patch.object(pc, "get_parallel", lambda: types.SimpleNamespace(attn_tp_size=1, attn_dcp_size=1)), \
+            mock.patch.object(pc, "get_schedule", lambda: types.SimpleNamespace(swa_full_tokens_ratio=ratio)), \
+            mock.patch.object(pc, "get_memory", lambda: types.SimpleNamespace(enable_unified_memory=False)):
+        config = pc.HybridSWAPoolConfigurator(kvc).calculate_pool_sizes(kv_memory, page_size)
+    return config.full_max_total_num_tokens, config.swa_max_total_num_tokens
+
+
+def run_swa_capacity_case(name: str, model, *, kv_memory: int, **spec) -> list[Check]:
+    """kvmem.capacity's full and SWA tokens with the speculative options against HybridSWAPoolConfigurator's."""
+    from ..engines import capacity
+    from ..engines.sglang.draft import draft_layers
+    drafting = draft_layers(model, spec)
+    cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype="auto", max_model_len=None, **spec)
+    full, swa = sglang_swa_pools(model, kv_memory=kv_memory, draft_layers=drafting.layers,
+                                 draft_swa_layers=drafting.swa_layers or None)
+    return [Check(name, "full_layer_tokens", cap.details.full_layer_tokens, full),
+            Check(name, "swa_layer_tokens", cap.details.swa_layer_tokens, swa)]
+
+
+# gpt-oss's EAGLE3 head as a one-layer Llama (full attention, 8 KV heads of 64)
+GPT_OSS_EAGLE3 = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2880,
+                  "intermediate_size": 17280, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                  "num_hidden_layers": 1, "vocab_size": 201088, "max_position_embeddings": 131072,
+                  "torch_dtype": "bfloat16"}
+
+
+def swa_capacity_cases() -> list[dict]:
+    from ..catalog import get_model
+    return [dict(name="gpt-oss-20b EAGLE3 head", model=get_model("gpt-oss-20b"), kv_memory=20 << 30,
+                 speculative_algorithm="EAGLE3", speculative_draft_model_path=GPT_OSS_EAGLE3),
+            dict(name="gpt-oss-120b STANDALONE gpt-oss-20b", model=get_model("gpt-oss-120b"), kv_memory=30 << 30,
+                 speculative_algorithm="STANDALONE", speculative_draft_model_path="gpt-oss-20b")]

@@ -84,8 +84,8 @@ def test_speculative_refusals_name_the_setting():
         _cap("llama-3.1-8b", speculative_algorithm="DFLASH")
     with pytest.raises(ValueError, match="without speculative_algorithm"):
         _cap("llama-3.1-8b", speculative_num_steps=3)
-    with pytest.raises(ValueError, match="HybridSWAPoolConfigurator"):
-        _cap("gpt-oss-20b", speculative_algorithm="EAGLE", speculative_draft_model_path=EAGLE_HEAD)
+    with pytest.raises(ValueError, match="Mamba hybrid's draft pool"):
+        _cap("qwen3-next-80b-a3b", speculative_algorithm="EAGLE", speculative_draft_model_path=EAGLE_HEAD)
     with pytest.raises(ValueError, match="pp > 1"):
         kvmem.capacity("llama-3.1-8b", engine="sglang", kv_memory=20 * GIB, pp=2, speculative_algorithm="EAGLE",
                        speculative_draft_model_path=EAGLE_HEAD)
@@ -118,3 +118,13 @@ def test_speculative_decoding_admits_48_requests_unless_given():
     given = kvmem.capacity("deepseek-v3", engine="sglang", kv_memory=20 * GIB, tp=8, max_model_len=4096,
                            speculative_algorithm="NEXTN", max_running_requests=100)
     assert given.details.max_running_requests == 100
+
+
+def test_hybrid_swa_target_prices_the_draft_layers_in_its_cell():
+    # gpt-oss-20b: 12 full + 12 sliding layers of 8 x (64 + 64) x 2 = 2,048 B; a one-layer full-attention EAGLE3 head
+    # joins the full side: 2,048 x 13 + 0.8 x 2,048 x 12 = 46,284.8 B; 21,474,836,480 / 46,284.8 = 463,971 full
+    # tokens (485,451 without), int(463,971 x 0.8) = 371,176 SWA (HybridSWAPoolConfigurator gives the same)
+    head = {**EAGLE_HEAD, "hidden_size": 2880, "num_attention_heads": 64, "head_dim": 64}
+    cap = _cap("gpt-oss-20b", speculative_algorithm="EAGLE3", speculative_draft_model_path=head)
+    assert (cap.details.full_layer_tokens, cap.details.swa_layer_tokens) == (463_971, 371_176)
+    assert _cap("gpt-oss-20b").details.full_layer_tokens == 485_451

@@ -57,3 +57,10 @@ def test_speculative_decoding_caps_the_requests_as_sglang_resolves_them():
     assert (theirs["speculative_algorithm"], theirs["max_running_requests"]) == ("EAGLE", 48)
     assert theirs["mem_fraction_static"] == float(defaults.values["mem_fraction_static"]) == 0.897
     assert fit.capacity.details["max_running_requests"] == fit.max_batch == 48
+
+
+def test_hybrid_swa_draft_equals_sglangs_configurator():
+    cases = oracle.swa_capacity_cases()
+    bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
+           for case in cases for c in oracle.run_swa_capacity_case(**case) if not c.matches]
+    assert not bad, "\n".join(bad)

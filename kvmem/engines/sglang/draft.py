@@ -22,9 +22,17 @@ The engine options (SGLang's own names, python/sglang/srt/arg_groups/fields/spec
     speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
                                   written to the command; the pool's size does not read them (the
                                   configurator reads eagle_draft_num_layers only)
-Sized here: a one-pool MHA or MLA target on one pipeline stage. Refused by name: hybrid targets (SWA, Mamba:
-HybridSWAPoolConfigurator and the Mamba path size the draft otherwise), DSA/NSA targets (the indexer's own
-draft term, #L287-L309), DeepSeek-V4 (DSV4PoolConfigurator), pp > 1.
+Hybrid sliding-window targets (HybridSWAPoolConfigurator, pool_configurator.py#L729-L811): the draft's layers
+split into eagle_draft_swa_num_layers sliding ones -- the draft config's sliding layers when it is a hybrid-SWA
+model (a path-less draft reads the target's: spec_aux_hidden_state.py#L179-L182), at most the draft's layers --
+and full ones; each prices as a target layer of its kind, so the cell is
+    full x (F + d_full) + ratio x swa x (S + d_swa)
+and the full/SWA split follows from it (entry._split_swa). Sized here: one-pool MHA or MLA targets and hybrid
+SWA targets with full layers, on one pipeline stage. Refused by name: Mamba hybrids (the Mamba path),
+all-sliding targets, mtp_local_layer_ids configs, DSA/NSA targets (the indexer's own draft term, #L287-L309),
+DeepSeek-V4 (DSV4PoolConfigurator), pp > 1. The draft worker's own pools for a hybrid target (and so their log
+lines) are not modelled: the capacity gives the target's pools, the estimate the draft's rows at the
+configurator's prices (_draft_pool_bytes_per_token, #L805-L811).
 Not counted: the draft's weights (loaded after the pool is sized, out of 1 - mem_fraction_static; sglang#36452).
 """
 
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model import Model
+from ...model import SLIDING, Model
 from ...records import Record
 from ..declared import Option
 
@@ -64,6 +72,7 @@ class DraftSpec:
     algorithm: str | None
     draft: Model | None
     layers: int          # eagle_draft_num_layers; 0: no draft pool
+    swa_layers: int = 0  # eagle_draft_swa_num_layers, at most ``layers`` (hybrid-SWA targets only)
 
 
 def split(options: dict) -> tuple[dict, dict]:
@@ -111,7 +120,13 @@ def draft_layers(model: Model, spec: dict) -> DraftSpec:
     else:
         raise ValueError(f"speculative_algorithm {algorithm} without speculative_draft_model_path needs the model's "
                          f"MTP layers (num_nextn_predict_layers), and {model.name} has none: give the draft")
-    return DraftSpec(algorithm, draft, layers)
+    # sglang@v0.5.23 python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py#L179-L182
+    # (the draft config's SWA layers when it is hybrid SWA) and pool_configurator.py#L750-L754 (at most its layers)
+    if (source.config or {}).get("mtp_local_layer_ids") is not None:
+        raise ValueError(f"{source.name}: mtp_local_layer_ids places the draft's layers in SGLang's full-capacity SWA "
+                         "rows (pool_configurator.py#L739-L748), which kvmem does not size")
+    sliding = sum(layer.kind == SLIDING for layer in source.layers)
+    return DraftSpec(algorithm, draft, layers, min(sliding, layers))
 
 
 def draft_cell_bytes(cell: int, layers: int, target_layers: int) -> int:
@@ -125,10 +140,13 @@ def check_target(model: Model, layout, pp: int) -> None:
     if pp > 1:
         raise ValueError("a speculative draft with pp > 1: SGLang runs the draft on the last stage only; kvmem does "
                          "not model its pool there")
-    if layout.swa or layout.linear:
-        raise ValueError(f"{model.name}: SGLang sizes a hybrid model's draft pool in its hybrid configurators "
-                         "(pool_configurator.py HybridSWAPoolConfigurator, the Mamba path); kvmem sizes the "
-                         "one-pool MHA and MLA draft only")
+    if layout.linear:
+        raise ValueError(f"{model.name}: SGLang sizes a Mamba hybrid's draft pool on its Mamba path "
+                         "(pool_configurator.py, kv_cache_configurator.py); kvmem sizes the one-pool MHA/MLA and "
+                         "hybrid-SWA drafts only")
+    if layout.swa and not layout.full:
+        raise ValueError(f"{model.name}: every layer sliding: SGLang prices an all-SWA target's draft in its own "
+                         "branch (pool_configurator.py#L786-L796), which kvmem does not size")
     if layout.indexed or layout.sparse_index:
         raise ValueError(f"{model.name}: SGLang adds a DSA/NSA target's draft indexer separately "
                          "(pool_configurator.py#L287-L309); kvmem sizes the one-pool MHA and MLA draft only")

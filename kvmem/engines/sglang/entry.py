@@ -51,7 +51,10 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     if drafting.layers:   # the draft pool's rows: the same tokens, its layers shaped as the target's (draft.py)
         n = rows["full"] + page
         draft_row = (n * layout.k_row["full"], n * layout.v_row["full"], 0)
-        rows_per_layer = list(rows_per_layer) + [draft_row] * drafting.layers
+        rows_per_layer = list(rows_per_layer) + [draft_row] * (drafting.layers - drafting.swa_layers)
+        if drafting.swa_layers:   # sliding draft layers at the SWA pool's rows (pool_configurator.py#L805-L811)
+            n = rows["swa"] + page
+            rows_per_layer += [(n * layout.k_row["swa"], n * layout.v_row["swa"], 0)] * drafting.swa_layers
         notes.append(f"{drafting.algorithm} draft: {drafting.layers} draft layer{'s' * (drafting.layers != 1)} hold "
                      "the same tokens in the draft worker's own pool (the last rows of per_layer)")
     details = SglangDetails(layout=layout.kind, page_size=page, pages_per_sequence=pages, pool_tokens=rows["full"],
@@ -61,7 +64,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                     pp=pp, rows=rows_per_layer, notes=notes, details=details, block_size=page)
 
 
-def _split_swa(layout: Layout, stage: range, tokens: int, rest: int, ratio) -> tuple[int, int]:
+def _split_swa(layout: Layout, stage: range, tokens: int, rest: int, ratio, draft_full: int = 0,
+               draft_swa: int = 0) -> tuple[int, int]:
     """(full, swa) pool tokens from the KV bytes ``rest`` (``tokens``: rest // cell, page-aligned): full =
     int(T x (F n_f + S n_s) / (F n_f + r S n_s)), swa = int(full x r), both floored to page_size, r =
     swa_full_tokens_ratio (0.8); SGLang does these splits in float (GiB and ratios), and so does kvmem, so
@@ -81,7 +85,8 @@ def _split_swa(layout: Layout, stage: range, tokens: int, rest: int, ratio) -> t
     # count, swa int(full x ratio) page-aligned. (Flooring to rest // (full + SWA cell) first lost a token:
     # gpt-oss-120b on 10 GiB, SGLang 161,817 full / 129,453 SWA, kvmem had 161,816 / 129,452;
     # tests/oracles/test_hybrid_verdicts_oracle.py)
-    full_cell, swa_cell = layout.cell["full"] * n_full, layout.cell["swa"] * n_swa
+    # a speculative draft's layers price as the target's of their kind (pool_configurator.py#L771-L803)
+    full_cell, swa_cell = layout.cell["full"] * (n_full + draft_full), layout.cell["swa"] * (n_swa + draft_swa)
     full = int(rest // (full_cell + ratio * swa_cell)) // page * page
     return full, int(full * ratio) // page * page
 
@@ -141,7 +146,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     best = None
     for stage in pp_stages(model.num_layers, pp):
         cell = stage_cell(layout, stage)
-        if drafting.layers and cell:   # the draft's share of the cell (kvmem.engines.sglang.draft)
+        if drafting.layers and cell and not layout.swa:   # the draft's share of the cell (sglang/draft.py)
             draft_cell = spec_draft.draft_cell_bytes(cell, drafting.layers, len(stage))
             cell += draft_cell
         if not cell and (layout.full or layout.swa):
@@ -169,7 +174,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         return _refused(model, kv_memory, layout, cell, tokens, notes, NOT_ENOUGH_MEMORY)
     slots = state.slots if state else None
     per_request = state.per_request if state else None
-    full, swa = (_split_swa(layout, stage, tokens, rest, options["swa_full_tokens_ratio"]) if layout.swa
+    full, swa = (_split_swa(layout, stage, tokens, rest, options["swa_full_tokens_ratio"],
+                            drafting.layers - drafting.swa_layers, drafting.swa_layers) if layout.swa
                  else (tokens, 0))
     if not layout.full and layout.swa:  # every layer sliding: SGLang's max_total_num_tokens is the SWA pool
         full = swa
@@ -211,7 +217,12 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if full > 0:
         allocated = pools(model, num_tokens=full, kv_dtype=kv_dtype, tp=tp, pp=pp,
                           swa_num_tokens=swa if layout.swa else None, **options)
-        if drafting.layers:   # the draft worker's pool: the same #tokens, its layers shaped as the target's
+        if drafting.layers and layout.swa:   # hybrid SWA: the target's pools; the draft's are not modelled
+            extra.update(draft_layers=drafting.layers)
+            notes.append(f"{drafting.algorithm} draft: {drafting.layers - drafting.swa_layers} full and "
+                         f"{drafting.swa_layers} sliding draft layer(s) priced in the cell as the target's "
+                         "(HybridSWAPoolConfigurator); the draft worker's own pools are not modelled")
+        elif drafting.layers:   # the draft worker's pool: the same #tokens, its layers shaped as the target's
             allocated = allocated + (spec_draft.draft_pool_of(layout, full, drafting.layers, allocated[-1].dtype),)
             extra.update(draft_layers=drafting.layers, draft_cell_bytes=draft_cell,
                          draft_pool_bytes=allocated[-1].kv_bytes)
