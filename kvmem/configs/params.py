@@ -26,13 +26,14 @@ from ..errors import ConfigError
 from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
 from ..units import cdiv, show_value
 from .params_new import NEW_FAMILIES, body
+from .params_ssm import SSM_FAMILIES, ssm_body
 
 __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
 _UNSUPPORTED = {"lfm2_moe", "dbrx", "nemotron-nas",
-                "granitemoehybrid", "bamba", "falcon_h1", "mamba2", "ernie4_5_vl_moe_text",
+                "granitemoehybrid", "falcon_h1", "ernie4_5_vl_moe_text",
                 "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
                 "inkling2_loop_text", "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}
@@ -189,9 +190,10 @@ def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
     gated = t not in _PLAIN_MLP
     per_expert_mult = 3 if gated else 2
     active = total
-    if t in NEW_FAMILIES:
+    if t in NEW_FAMILIES or t in SSM_FAMILIES:
         mla = lambda layer: _attention_params(f, layer, hidden, heads, head_dim)  # noqa: E731
-        got = body(f, layers, hidden=hidden, heads=heads, head_dim=head_dim, moe=moe, mla_params=mla)
+        got = body(f, layers, hidden=hidden, heads=heads, head_dim=head_dim, moe=moe, mla_params=mla) \
+            if t in NEW_FAMILIES else ssm_body(f, layers, hidden=hidden, heads=heads)
         if got is None:
             return None, None, 0
         layers = ()

@@ -91,3 +91,35 @@ def test_gpt2_like_and_mamba_families(model_type):
     for i in range(CASES):
         cfg = _legacy(model_type, random.Random(f"{model_type}/{i}"))
         assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
+
+
+def _mamba2_like(model_type: str, rng) -> dict:
+    from transformers import CONFIG_MAPPING
+
+    n, hidden, heads, groups = rng.choice((2, 3, 4)), rng.choice((32, 64)), rng.choice((4, 8)), rng.choice((1, 2))
+    head_dim = 2 * hidden // heads           # expand 2: heads x head_dim = 2 x hidden, as the mixer needs
+    state, kernel = rng.choice((8, 16)), rng.choice((2, 4))
+    if model_type == "mamba2":
+        kw = dict(num_hidden_layers=n, hidden_size=hidden, num_heads=heads, head_dim=head_dim, n_groups=groups,
+                  state_size=state, conv_kernel=kernel, expand=2, use_bias=rng.choice((False, True)),
+                  use_conv_bias=rng.choice((False, True)))
+    else:
+        kw = dict(num_hidden_layers=n, hidden_size=hidden, mamba_n_heads=heads, mamba_d_head=head_dim,
+                  mamba_n_groups=groups, mamba_d_state=state, mamba_d_conv=kernel, mamba_expand=2,
+                  mamba_proj_bias=rng.choice((False, True)), mamba_conv_bias=rng.choice((False, True)),
+                  attn_layer_indices=sorted(rng.sample(range(n), rng.choice((0, 1, 2)))), num_attention_heads=4,
+                  num_key_value_heads=rng.choice((1, 2, 4)), intermediate_size=rng.choice((24, 40)),
+                  attention_bias=rng.choice((False, True)), mlp_bias=rng.choice((False, True)))
+    return CONFIG_MAPPING[model_type](vocab_size=rng.randrange(97, 300), **kw).to_dict()
+
+
+@pytest.mark.parametrize("model_type", ("mamba2", "bamba"))
+def test_mamba2_families(model_type):
+    import random
+
+    from transformers import CONFIG_MAPPING
+    default = CONFIG_MAPPING[model_type]().to_dict()
+    assert model_from_config(default).params_total == meta_count(default)
+    for i in range(CASES):
+        cfg = _mamba2_like(model_type, random.Random(f"{model_type}/{i}"))
+        assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)

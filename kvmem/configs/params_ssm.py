@@ -1,0 +1,58 @@
+"""Parameter layouts of the Mamba-2 families (kvmem/configs/params.py asks here).
+
+    mamba2   a Mamba-2 mixer and one RMSNorm a layer
+    bamba    a Mamba-2 mixer or (attn_layer_indices) a plain attention, then a gated MLP on every
+             layer; input_layernorm and pre_ff_layernorm
+
+A Mamba-2 mixer (transformers@5.24.0 models/mamba2/modeling_mamba2.py Mamba2Mixer, the same in
+models/bamba/modeling_bamba.py BambaMixer): in_proj hidden -> inner + conv channels + heads (gate,
+x/B/C, dt), a depthwise conv over the conv channels (inner + 2 x n_groups x state), dt_bias,
+A_log and D per head, a gated RMSNorm of inner, out_proj inner -> hidden; biases under
+use_bias / mamba_proj_bias and use_conv_bias / mamba_conv_bias. The conv channels, kernel and heads
+are kvmem's reading of the state (kvmem.configs.states); inner is int(expand x hidden), as the mixer
+takes it. Judged by transformers 5.24 on the meta device (tests/oracles/test_params_oracle.py).
+"""
+
+from __future__ import annotations
+
+from ..model import LINEAR
+
+__all__ = ["SSM_FAMILIES", "ssm_body"]
+
+SSM_FAMILIES = frozenset({"mamba2", "bamba"})
+# family: (expand, projection bias, conv bias) field names and the conv bias default
+_NAMES = {"mamba2": ("expand", "use_bias", "use_conv_bias"),
+          "bamba": ("mamba_expand", "mamba_proj_bias", "mamba_conv_bias")}
+
+
+def _mixer(f, layer, hidden: int) -> int:
+    expand, proj_bias, conv_bias = _NAMES[f.model_type]
+    s = layer.state
+    inner = int(f.get(expand) * hidden)
+    width = inner + s.conv_channels + s.ssm_heads
+    n = hidden * width + s.conv_channels * s.conv_kernel + 3 * s.ssm_heads + inner + inner * hidden
+    if f.get(proj_bias, default=False):
+        n += width + hidden
+    if f.get(conv_bias, default=True):
+        n += s.conv_channels
+    return n
+
+
+def ssm_body(f, layers, *, hidden: int, heads: int) -> tuple[int, int]:
+    """(total, active) of the decoder layers of a SSM_FAMILIES config (dense: the two are equal)."""
+    total = 0
+    for layer in layers:
+        if f.model_type == "mamba2":
+            total += _mixer(f, layer, hidden) + hidden
+            continue
+        if layer.kind == LINEAR:
+            mix = _mixer(f, layer, hidden)
+        else:   # modeling_bamba.py BambaAttention: q, k, v, o (attention_bias)
+            hd, kv = layer.head_dim_k, layer.kv_heads
+            mix = 2 * hidden * heads * hd + 2 * hidden * kv * hd
+            if f.get("attention_bias", default=False):
+                mix += heads * hd + 2 * kv * hd + hidden
+        inter = f.int("intermediate_size")
+        mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.get("mlp_bias", default=False) else 0)
+        total += mix + mlp + 2 * hidden
+    return total, total
