@@ -3,6 +3,10 @@
     mamba2   a Mamba-2 mixer and one RMSNorm a layer
     bamba    a Mamba-2 mixer or (attn_layer_indices) a plain attention, then a gated MLP on every
              layer; input_layernorm and pre_ff_layernorm
+    granitemoehybrid  (Granite 4.0) a Mamba-2 mixer or an attention by layer, then the routed
+             experts (num_local_experts of intermediate_size, a router; none when 0) beside a shared
+             gated MLP of shared_intermediate_size on every layer (modeling_granitemoehybrid.py
+             GraniteMoeHybridDecoderLayer, #L953-L955)
 
 A Mamba-2 mixer (transformers@5.24.0 models/mamba2/modeling_mamba2.py Mamba2Mixer, the same in
 models/bamba/modeling_bamba.py BambaMixer): in_proj hidden -> inner + conv channels + heads (gate,
@@ -19,10 +23,11 @@ from ..model import LINEAR
 
 __all__ = ["SSM_FAMILIES", "ssm_body"]
 
-SSM_FAMILIES = frozenset({"mamba2", "bamba"})
+SSM_FAMILIES = frozenset({"mamba2", "bamba", "granitemoehybrid"})
 # family: (expand, projection bias, conv bias) field names and the conv bias default
 _NAMES = {"mamba2": ("expand", "use_bias", "use_conv_bias"),
-          "bamba": ("mamba_expand", "mamba_proj_bias", "mamba_conv_bias")}
+          "bamba": ("mamba_expand", "mamba_proj_bias", "mamba_conv_bias"),
+          "granitemoehybrid": ("mamba_expand", "mamba_proj_bias", "mamba_conv_bias")}
 
 
 def _mixer(f, layer, hidden: int) -> int:
@@ -38,21 +43,37 @@ def _mixer(f, layer, hidden: int) -> int:
     return n
 
 
+def _mlp(f, hidden: int) -> tuple[int, int]:
+    """(all, active) of one layer's MLP block."""
+    if f.model_type == "granitemoehybrid":
+        shared = 3 * hidden * f.int("shared_intermediate_size")
+        experts = f.int("num_local_experts", default=0, minimum=0)
+        if not experts:
+            return shared, shared
+        one = 3 * hidden * f.int("intermediate_size")
+        common = shared + experts * hidden   # + the router
+        return experts * one + common, f.int("num_experts_per_tok") * one + common
+    inter = f.int("intermediate_size")
+    n = 3 * hidden * inter + ((2 * inter + hidden) if f.get("mlp_bias", default=False) else 0)
+    return n, n
+
+
 def ssm_body(f, layers, *, hidden: int, heads: int) -> tuple[int, int]:
-    """(total, active) of the decoder layers of a SSM_FAMILIES config (dense: the two are equal)."""
-    total = 0
+    """(total, active) of the decoder layers of a SSM_FAMILIES config."""
+    total = active = 0
     for layer in layers:
         if f.model_type == "mamba2":
-            total += _mixer(f, layer, hidden) + hidden
+            n = _mixer(f, layer, hidden) + hidden
+            total, active = total + n, active + n
             continue
         if layer.kind == LINEAR:
             mix = _mixer(f, layer, hidden)
-        else:   # modeling_bamba.py BambaAttention: q, k, v, o (attention_bias)
+        else:   # BambaAttention / GraniteMoeHybridAttention: q, k, v, o (attention_bias)
             hd, kv = layer.head_dim_k, layer.kv_heads
             mix = 2 * hidden * heads * hd + 2 * hidden * kv * hd
             if f.get("attention_bias", default=False):
                 mix += heads * hd + 2 * kv * hd + hidden
-        inter = f.int("intermediate_size")
-        mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.get("mlp_bias", default=False) else 0)
+        mlp, mlp_active = _mlp(f, hidden)
         total += mix + mlp + 2 * hidden
-    return total, total
+        active += mix + mlp_active + 2 * hidden
+    return total, active

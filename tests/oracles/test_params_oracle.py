@@ -103,6 +103,14 @@ def _mamba2_like(model_type: str, rng) -> dict:
         kw = dict(num_hidden_layers=n, hidden_size=hidden, num_heads=heads, head_dim=head_dim, n_groups=groups,
                   state_size=state, conv_kernel=kernel, expand=2, use_bias=rng.choice((False, True)),
                   use_conv_bias=rng.choice((False, True)))
+    elif model_type == "granitemoehybrid":
+        kw = dict(num_hidden_layers=n, hidden_size=hidden, mamba_n_heads=heads, mamba_d_head=head_dim,
+                  mamba_n_groups=groups, mamba_d_state=state, mamba_d_conv=kernel, mamba_expand=2,
+                  mamba_proj_bias=rng.choice((False, True)), mamba_conv_bias=rng.choice((False, True)),
+                  layer_types=[rng.choice(("linear_attention", "full_attention")) for _ in range(n)],
+                  num_attention_heads=4, num_key_value_heads=rng.choice((1, 2, 4)), intermediate_size=rng.choice((24, 40)),
+                  attention_bias=rng.choice((False, True)), num_local_experts=rng.choice((0, 4)),
+                  num_experts_per_tok=rng.choice((1, 2)), shared_intermediate_size=rng.choice((16, 32)))
     else:
         kw = dict(num_hidden_layers=n, hidden_size=hidden, mamba_n_heads=heads, mamba_d_head=head_dim,
                   mamba_n_groups=groups, mamba_d_state=state, mamba_d_conv=kernel, mamba_expand=2,
@@ -113,7 +121,7 @@ def _mamba2_like(model_type: str, rng) -> dict:
     return CONFIG_MAPPING[model_type](vocab_size=rng.randrange(97, 300), **kw).to_dict()
 
 
-@pytest.mark.parametrize("model_type", ("mamba2", "bamba"))
+@pytest.mark.parametrize("model_type", ("mamba2", "bamba", "granitemoehybrid"))
 def test_mamba2_families(model_type):
     import random
 
