@@ -18,9 +18,15 @@ The rules:
         (CUDA_Host: pinned host RAM) or the CPU's (#L2193-L2200).
     MTP turns on nextn rows: the target's unmasked (n_batch rows), the draft's masked
         (common/speculative.cpp#L545-L553)
-Judged by llama.cpp's own "output buffer size" and "n_outputs_max" lines (kvmem/oracles/llamacpp_draft.py).
-Not sized here: the draft context's own KV cache and compute buffer (its n_ubatch is the target's,
-llama.cpp#22673's report) -- placement does not yet hold a second context.
+    the MTP context's KV cache (--spec-type draft-mtp): a plain attention cache of the nextn layers alone
+        (il >= n_layer), n_ctx cells (padded to 256) of K and V rows in --cache-type-k/-v; the target's cache
+        keeps the trunk (il < n_layer)            src/llama-model.cpp#L2796-L2804 (and #L2400-L2420 for the
+        DSA architectures, whose nextn head runs dense MLA: not sized here)
+Judged by llama.cpp's own "output buffer size" and "n_outputs_max" lines (kvmem/oracles/llamacpp_draft.py)
+and by the MTP context's published lines in llama.cpp#22673 (a Qwen3.5 model, 8,192 cells: "output buffer
+size = 0.95 MiB", "llama_kv_cache: size = 32.00 MiB (8192 cells, 1 layers, 1/1 seqs)").
+Not sized here: the draft context's compute buffer (its n_ubatch is the target's, llama.cpp#22673's report);
+the placement holds one context, so none of these enter a fit yet.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from dataclasses import dataclass
 from ...units import require_positive_int
 
 __all__ = ["n_outputs_max", "server_outputs", "draft_outputs", "output_buffer_bytes", "SpeculativeOutputs",
-           "speculative_output_buffers"]
+           "speculative_output_buffers", "mtp_kv_bytes"]
 
 FLOAT_BYTES = 4
+N_PAD = 256   # llama.cpp@0c1e57098 src/llama-context.cpp#L290-L296 (kvmem.engines.llamacpp.settings._n_pad)
 
 
 def n_outputs_max(n_batch: int, requested: int = 0) -> int:
@@ -90,3 +97,17 @@ def speculative_output_buffers(*, n_vocab: int, n_embd: int, n_batch: int, n_par
     d_bytes = output_buffer_bytes(n_vocab if mtp or draft_n_vocab is None else draft_n_vocab, draft,
                                   n_seq_max=n_parallel, n_embd_out=n_embd, nextn="masked" if mtp else None)
     return SpeculativeOutputs(target, draft, t_bytes, d_bytes)
+
+
+def mtp_kv_bytes(*, kv_heads: int, head_dim_k: int, head_dim_v: int, n_ctx: int, nextn_layers: int = 1,
+                 type_k: str = "f16", type_v: str = "f16") -> tuple[int, int]:
+    """(K bytes, V bytes) of the MTP context's KV cache: ``nextn_layers`` attention layers of ``kv_heads`` heads at
+    n_ctx cells padded to 256 (module docstring)."""
+    from ...dtypes import dtype
+    for name, value in (("kv_heads", kv_heads), ("head_dim_k", head_dim_k), ("head_dim_v", head_dim_v),
+                        ("n_ctx", n_ctx), ("nextn_layers", nextn_layers)):
+        require_positive_int(name, value)
+    cells = -(-n_ctx // N_PAD) * N_PAD
+    k = cells * nextn_layers * dtype(type_k).row_bytes(kv_heads * head_dim_k)
+    v = cells * nextn_layers * dtype(type_v).row_bytes(kv_heads * head_dim_v)
+    return k, v
