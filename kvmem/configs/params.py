@@ -33,7 +33,7 @@ __all__ = ["count_params"]
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
 _UNSUPPORTED = {"lfm2_moe", "dbrx", "nemotron-nas",
-                "falcon_h1", "ernie4_5_vl_moe_text",
+                "ernie4_5_vl_moe_text",
                 "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
                 "inkling2_loop_text", "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}

@@ -7,6 +7,9 @@
              experts (num_local_experts of intermediate_size, a router; none when 0) beside a shared
              gated MLP of shared_intermediate_size on every layer (modeling_granitemoehybrid.py
              GraniteMoeHybridDecoderLayer, #L953-L955)
+    falcon_h1  every layer an attention and a Mamba-2 mixer side by side, then a gated MLP; the mixer's
+             width is mamba_d_ssm (else expand x hidden), its gated norm only under mamba_rms_norm,
+             out_proj biased under projectors_bias (modeling_falcon_h1.py FalconH1Mixer #L598-L653)
 
 A Mamba-2 mixer (transformers@5.24.0 models/mamba2/modeling_mamba2.py Mamba2Mixer, the same in
 models/bamba/modeling_bamba.py BambaMixer): in_proj hidden -> inner + conv channels + heads (gate,
@@ -23,7 +26,7 @@ from ..model import LINEAR
 
 __all__ = ["SSM_FAMILIES", "ssm_body"]
 
-SSM_FAMILIES = frozenset({"mamba2", "bamba", "granitemoehybrid"})
+SSM_FAMILIES = frozenset({"mamba2", "bamba", "granitemoehybrid", "falcon_h1"})
 # family: (expand, projection bias, conv bias) field names and the conv bias default
 _NAMES = {"mamba2": ("expand", "use_bias", "use_conv_bias"),
           "bamba": ("mamba_expand", "mamba_proj_bias", "mamba_conv_bias"),
@@ -41,6 +44,17 @@ def _mixer(f, layer, hidden: int) -> int:
     if f.get(conv_bias, default=True):
         n += s.conv_channels
     return n
+
+
+def _falcon_h1_mixer(f, hidden: int) -> int:
+    inner = f.int("mamba_d_ssm", default=None) or int(f.get("mamba_expand") * hidden)
+    heads, conv = f.int("mamba_n_heads"), inner + 2 * f.int("mamba_n_groups") * f.int("mamba_d_state")
+    width = inner + conv + heads
+    n = hidden * width + conv * f.int("mamba_d_conv") + 3 * heads + inner * hidden
+    n += width if f.get("mamba_proj_bias", default=False) else 0
+    n += conv if f.get("mamba_conv_bias", default=True) else 0
+    n += inner if f.get("mamba_rms_norm", default=False) else 0
+    return n + (hidden if f.get("projectors_bias", default=False) else 0)
 
 
 def _mlp(f, hidden: int) -> tuple[int, int]:
@@ -68,11 +82,13 @@ def ssm_body(f, layers, *, hidden: int, heads: int) -> tuple[int, int]:
             continue
         if layer.kind == LINEAR:
             mix = _mixer(f, layer, hidden)
-        else:   # BambaAttention / GraniteMoeHybridAttention: q, k, v, o (attention_bias)
+        else:   # Bamba / GraniteMoeHybrid / FalconH1 attention: q, k, v, o (attention_bias)
             hd, kv = layer.head_dim_k, layer.kv_heads
             mix = 2 * hidden * heads * hd + 2 * hidden * kv * hd
             if f.get("attention_bias", default=False):
                 mix += heads * hd + 2 * kv * hd + hidden
+            if f.model_type == "falcon_h1":
+                mix += _falcon_h1_mixer(f, hidden)
         mlp, mlp_active = _mlp(f, hidden)
         total += mix + mlp + 2 * hidden
         active += mix + mlp_active + 2 * hidden

@@ -111,6 +111,14 @@ def _mamba2_like(model_type: str, rng) -> dict:
                   num_attention_heads=4, num_key_value_heads=rng.choice((1, 2, 4)), intermediate_size=rng.choice((24, 40)),
                   attention_bias=rng.choice((False, True)), num_local_experts=rng.choice((0, 4)),
                   num_experts_per_tok=rng.choice((1, 2)), shared_intermediate_size=rng.choice((16, 32)))
+    elif model_type == "falcon_h1":
+        kw = dict(num_hidden_layers=n, hidden_size=hidden, mamba_n_heads=heads, mamba_d_head=head_dim,
+                  mamba_n_groups=groups, mamba_d_state=state, mamba_d_conv=kernel, mamba_expand=2,
+                  mamba_d_ssm=rng.choice((None, 2 * hidden)), mamba_rms_norm=rng.choice((False, True)),
+                  mamba_proj_bias=rng.choice((False, True)), mamba_conv_bias=rng.choice((False, True)),
+                  projectors_bias=rng.choice((False, True)), num_attention_heads=4,
+                  num_key_value_heads=rng.choice((1, 2, 4)), intermediate_size=rng.choice((24, 40)),
+                  attention_bias=rng.choice((False, True)), mlp_bias=rng.choice((False, True)))
     else:
         kw = dict(num_hidden_layers=n, hidden_size=hidden, mamba_n_heads=heads, mamba_d_head=head_dim,
                   mamba_n_groups=groups, mamba_d_state=state, mamba_d_conv=kernel, mamba_expand=2,
@@ -121,7 +129,7 @@ def _mamba2_like(model_type: str, rng) -> dict:
     return CONFIG_MAPPING[model_type](vocab_size=rng.randrange(97, 300), **kw).to_dict()
 
 
-@pytest.mark.parametrize("model_type", ("mamba2", "bamba", "granitemoehybrid"))
+@pytest.mark.parametrize("model_type", ("mamba2", "bamba", "granitemoehybrid", "falcon_h1"))
 def test_mamba2_families(model_type):
     import random
 
