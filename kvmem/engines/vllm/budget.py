@@ -178,7 +178,8 @@ def prefix_sharing(options: dict, est) -> PrefixSharing:
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
                      takes_utilization=True, weights_extra=_weights_extra, weight_notes=_weight_notes,
-                     defaults=_defaults, device_options=device_options, loads_fp32_as_fp16=True, replicates_kv_weights=True,
+                     defaults=_defaults, device_options=device_options, loads_fp32_as_fp16=True,
+                     replicates_kv_weights=True,
                      batch_dependent=True, pools_refuse=pools_refuse, weights_per_device=weights_per_device,
                      moe_over_replicas=True, host_terms=host_terms, host_inputs=HOST_INPUTS,
                      startup=StartupNumbers(
