@@ -32,7 +32,7 @@ __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
-_UNSUPPORTED = {"lfm2_moe", "dbrx", "nemotron-nas",
+_UNSUPPORTED = {"dbrx", "nemotron-nas",
                 "ernie4_5_vl_moe_text",
                 "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
@@ -97,6 +97,10 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         first_dense = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)
         is_moe = lambda i: i >= first_dense and i % freq == 0  # noqa: E731
+    elif t == "lfm2_moe":
+        # transformers@5.24.0 models/lfm2_moe/modeling_lfm2_moe.py#L480-L483: the first num_dense_layers dense
+        first_dense = f.int("num_dense_layers", default=0, minimum=0)
+        is_moe = lambda i: i >= first_dense  # noqa: E731
     elif t == "llama4_text":
         step = f.int("interleave_moe_layer_step", default=1)
         is_moe = lambda i: (i + 1) % step == 0  # noqa: E731

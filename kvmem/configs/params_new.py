@@ -25,7 +25,9 @@ tables and the final norm, which count_params adds as for every family.
                   router's e_score_correction_bias (a parameter here), a shared expert
     lfm2          short-convolution layers (in_proj 3 x hidden, depthwise conv of conv_L_cache, out_proj;
                   biases under conv_bias) beside attention layers with q/k norms; the FFN width
-                  auto-adjusted (block_auto_adjust_ff_dim: 2/3, the multiplier, multiple_of)
+                  auto-adjusted (block_auto_adjust_ff_dim: 2/3, the multiplier, multiple_of); lfm2_moe
+                  the same mixers, dense MLPs of intermediate_size on the first num_dense_layers, then
+                  routed experts and a router (expert_bias is a buffer)
     gpt_bigcode, gpt_neo  GPT-2-like blocks: LayerNorms with biases, learned positions, biased MLPs
                   (StarCoder's fused c_attn with one KV head under multi_query; GPT-Neo's bias-free q/k/v)
     mamba, falcon_mamba  Mamba-1 mixers: in_proj to 2 x intermediate, depthwise conv, x_proj to
@@ -43,7 +45,8 @@ from ..units import cdiv
 __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
-                          "mimo_v2_flash", "laguna", "lfm2", "gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"})
+                          "mimo_v2_flash", "laguna", "lfm2", "lfm2_moe", "gpt_bigcode", "gpt_neo", "mamba",
+                          "falcon_mamba"})
 _LEGACY = frozenset({"gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
@@ -174,7 +177,7 @@ def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
         return _mimo(f, layer, hidden, heads)
     if t == "laguna":
         return _laguna(f, i, layer, hidden)
-    if t == "lfm2":
+    if t in ("lfm2", "lfm2_moe"):
         return _lfm2(f, layer, hidden, heads)
     if t == "deepseek_v4":
         hc = f.int("hc_mult", default=1)

@@ -139,3 +139,20 @@ def test_mamba2_families(model_type):
     for i in range(CASES):
         cfg = _mamba2_like(model_type, random.Random(f"{model_type}/{i}"))
         assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
+
+
+def test_lfm2_moe():
+    import random
+
+    from transformers import CONFIG_MAPPING
+    for i in range(CASES):
+        rng = random.Random(f"lfm2_moe/{i}")
+        n = rng.choice((3, 4, 5))
+        types = [rng.choice(("conv", "full_attention")) for _ in range(n - 1)] + ["full_attention"]
+        cfg = CONFIG_MAPPING["lfm2_moe"](
+            num_hidden_layers=n, layer_types=types, num_dense_layers=rng.choice((0, 1, 2)), hidden_size=rng.choice((32, 64)),
+            num_attention_heads=4, num_key_value_heads=rng.choice((1, 2, 4)), intermediate_size=rng.choice((24, 40)),
+            moe_intermediate_size=rng.choice((8, 16)), num_experts=rng.choice((4, 8)), num_experts_per_tok=rng.choice((1, 2)),
+            conv_bias=rng.choice((False, True)), conv_L_cache=rng.choice((2, 3)), vocab_size=rng.randrange(97, 300),
+            tie_word_embeddings=rng.choice((True, False))).to_dict()
+        assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
