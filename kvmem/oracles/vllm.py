@@ -332,9 +332,12 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
 def dp_cases(seed: int = 0, n: int = 12) -> list[tuple[str, None, dict]]:
     """--data-parallel-size / --enable-expert-parallel settings (kvmem/oracles/vllm_dp.py): the directed ones and
     ``n`` seeded ones, judged by vLLM's own MoE placement (run_case: the setting holds them under "dp")."""
-    from . import vllm_dp
+    from . import vllm_dp, vllm_dp_dcp
     chosen = vllm_dp.cases() + [vllm_dp.random_case(seed, i) for i in range(n)]
-    return [(name, None, {"dp": setting}) for name, setting in chosen]
+    # decode context parallelism (vllm_dp_dcp.py): its setting under "dcp"
+    dcp = vllm_dp_dcp.cases() + [vllm_dp_dcp.random_case(seed, i) for i in range(n // 2)]
+    return ([(name, None, {"dp": setting}) for name, setting in chosen]
+            + [(name, None, {"dcp": setting}) for name, setting in dcp])
 
 
 # The opt-in families (kvmem.engines.vllm FAMILIES) with a seeded generator here, drawn in turn after the
@@ -595,6 +598,9 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     if "dp" in setting:
         from . import vllm_dp
         return vllm_dp.run_case(name, setting["dp"])
+    if "dcp" in setting:
+        from . import vllm_dp_dcp
+        return vllm_dp_dcp.run_case(name, setting["dcp"])
     v = _vllm()
     tp = setting.get("tp", 1)
     block_size = setting.get("block_size", 64 if any(layer.kind == MLA for layer in model.layers) else 16)

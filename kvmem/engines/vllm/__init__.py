@@ -29,6 +29,7 @@ REFUSALS below: families vLLM 0.33.0 cannot load, each with why. Unverified rule
 
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
+from .parallel import DCP_DEFAULT, dcp_capacity, dcp_estimate
 from .launch import LAUNCHER
 from .logs import READER
 from .options import OPTIONS
@@ -93,6 +94,11 @@ DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="-
             Option("gdn_prefill_backend", choices=("flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"),
                    help="--gdn-prefill-backend; unset: FlashInfer, vLLM's pick on Hopper (Triton on Ampere/Ada)"),
             Option("draft", model=True,
-                   help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"))
-SPECS = (EngineSpec("vllm", OPTIONS, estimate, capacity, SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
+                   help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"),
+            Option("decode_context_parallel_size", DCP_DEFAULT,
+                   help="--decode-context-parallel-size: each of N tp ranks keeps every Nth token (full attention "
+                        "and MLA models; GQA up to tp // KV heads)"))
+# decode context parallelism wraps the pool functions (kvmem.engines.vllm.parallel)
+SPECS = (EngineSpec("vllm", {**OPTIONS, "decode_context_parallel_size": DCP_DEFAULT}, dcp_estimate, dcp_capacity,
+                    SIZING, prefix_sharing, POSITIONS, pinned="vLLM 0.33.0",
                     refusals=REFUSALS, declared=DECLARED, families=FAMILIES, launch=LAUNCHER, log_reader=READER),)

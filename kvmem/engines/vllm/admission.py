@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ...model import Model
-from .entry import capacity
+from .parallel import dcp_capacity
 from .options import LATEST, OPTIONS, parse_release
 
 # vllm@v0.33.0 vllm/v1/core/kv_cache_manager.py#L531-L548 allocate_slots(full_sequence_must_fit): the request's
@@ -33,8 +33,9 @@ def pools_refuse(model: Model, *, kv_memory: int, tokens: int, batch: int, kv_dt
     release = parse_release(options.get("version", "latest"))
     if release is None or release < RESERVES_FULL_LENGTH:
         return None
-    cap = capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=tokens,
-                   **{k: v for k, v in options.items() if k in OPTIONS})
+    # through decode context parallelism's wrapper: a request's tokens over its dcp ranks
+    cap = dcp_capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=tokens,
+                       **{k: v for k, v in options.items() if k in OPTIONS or k == "decode_context_parallel_size"})
     if cap.refusal is not None:
         return cap.refusal.reason
     if cap.max_concurrency is None:

@@ -107,7 +107,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
             raise PlanRefused(f"vllm: kvmem does not write --speculative-config; option {name}={opts[name]!r} "
                               "has no flag here")
     refuse_options("vllm", opts, set(_SWITCHES) | set(_VALUED) | {"draft", "num_speculative_tokens",
-                                                                   "enable_prefix_caching"}, _SIZING_ONLY)
+                                                                   "enable_prefix_caching",
+                                                                   "decode_context_parallel_size"}, _SIZING_ONLY)
     model, why = model_argument(inp.model)
     out = [Flag("", model, why),
            Flag("--tensor-parallel-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
@@ -116,6 +117,10 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--data-parallel-size", str(s.replicas),
                         f"{s.replicas} replicas of tp x pp = {s.tp * s.pp} GPUs, each with its own KV pool"))
     out += expert_flags(s.sizing, s.tp * s.replicas)
+    if (opts.get("decode_context_parallel_size") or 1) > 1:
+        dcp = opts["decode_context_parallel_size"]
+        out.append(Flag("--decode-context-parallel-size", str(dcp), f"each of {dcp} tp ranks keeps every {dcp}th "
+                        "token of a sequence (kvmem.engines.vllm.parallel)"))
     out.append(Flag("--max-model-len", str(fit.context), "the context planned; vLLM admits a request only if its "
                     "worst case fits"))
     if opts.get("kv_cache_memory_bytes") is not None:
