@@ -323,6 +323,39 @@ def test_reduced_layers_keep_every_buffer():
     assert shorter >= 12
 
 
+def test_a_built_graph_scheduled_again_gives_the_bytes_of_a_fresh_one():
+    # scheduled._built keeps a graph across placements (ggml_sched puts back what it changes): 12 seeded
+    # placements of one shape scheduled on the kept graph, in turn, equal each scheduled on a graph built anew
+    import random
+
+    from kvmem.engines.llamacpp import scheduled
+    rng = random.Random(16)
+    shape, kw = _scheduled_case(rng)
+    while shape.n_expert == 0:
+        shape, kw = _scheduled_case(rng)
+    cases = []
+    for i in range(12):     # the layers split over the GPUs in order, some routed experts on the host
+        cuts = sorted(rng.randint(0, shape.n_layer) for _ in range(kw["n_gpus"] - 1))
+        gpus = tuple(sum(il >= c for c in cuts) for il in range(shape.n_layer))
+        weights = tuple(w for w in kw["weights"] if rng.random() < 0.5) if i % 3 else ()
+        # pipeline copies (n_copies 4: ggml_sched marks the inputs as outputs) where nothing is on the host
+        copies = 4 if kw["n_gpus"] > 1 and not weights and i % 2 else 1
+        cases.append({**kw, "layer_gpu": gpus + (kw["n_gpus"] - 1,), "weights": weights, "n_copies": copies,
+                      "n_ubatch": 512 if i % 4 < 2 else kw["n_ubatch"]})
+    kept = []
+    scheduled._graph_sizes.cache_clear()
+    scheduled._built.cache_clear()
+    for case in cases:      # the same graphs, scheduled one placement after another
+        kept.append(scheduled.gpu_graph_bytes(shape, **case))
+    fresh = []
+    for case in cases:      # each on graphs built for it alone
+        scheduled._graph_sizes.cache_clear()
+        scheduled._built.cache_clear()
+        fresh.append(scheduled.gpu_graph_bytes(shape, **case))
+    assert kept == fresh
+    assert len(set(kept)) > 1      # the placements differ in what they reserve
+
+
 def test_reduced_layers_cut_repeated_units():
     # 94 layers: 13 on GPU 0, 81 on GPU 1 -> 4 + (13 - 4) % 6 = 7, then 4 + (80 - 4) % 6 = 8, the last one
     shape = GraphShape("llama", n_layer=94, n_embd=256, n_head=4, n_head_kv=4, head_dim=64, n_ff=512, n_vocab=512)
