@@ -32,15 +32,16 @@ __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
-_UNSUPPORTED = {"dbrx", "nemotron-nas",
-                "ernie4_5_vl_moe_text",
-                "modernbert-decoder", "kosmos_2_5_text_model", "minimax_m3_vl_text",
+_UNSUPPORTED = {"dbrx", "nemotron-nas", "ernie4_5_vl_moe_text", "modernbert-decoder", "kosmos_2_5_text_model",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
-                "inkling2_loop_text", "deepseek_ref", "minimax_m3", "minimax_m3_text", "step3p5"}
+                "inkling2_loop_text", "deepseek_ref", "step3p5"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
 # their MoE shape): Ernie-4.5-VL lists [text, vision] experts in moe_num_experts / moe_intermediate_size;
 # LongCat-Flash adds zero-computation experts (zero_expert_num) of expert_ffn_hidden_size
 _UNREAD_MOE = {"ernie4_5_vl_moe_text", "longcat_flash"}
+# MiniMax-M3's text model under its three names (transformers' minimax_m3_vl_text; MiniMax's files and vLLM's
+# config class: minimax_m3, minimax_m3_text)
+_M3 = ("minimax_m3_vl_text", "minimax_m3", "minimax_m3_text")
 
 
 def moe_shape(f, n_layers: int) -> MoeShape | None:
@@ -64,6 +65,9 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     shared_inter = 0
     if t == "nemotron_h" and f.get("moe_shared_expert_intermediate_size", default=None):
         shared_inter = f.int("moe_shared_expert_intermediate_size")   # one shared expert of its own width
+    elif t in _M3 and f.get("shared_intermediate_size", default=None):
+        # MiniMaxM3VLSparseMoeBlock's shared_experts: one MLP of shared_intermediate_size (modeling_minimax_m3_vl.py)
+        shared_inter = f.int("shared_intermediate_size")
     elif t == "kimi_linear" and f.get("num_shared_experts", "n_shared_experts", default=None):
         # KimiLinearConfig.attribute_map: n_shared_experts -> num_shared_experts, the config.json's name
         # (transformers@5.24.0 models/kimi_linear/configuration_kimi_linear.py#L66-L73)
@@ -75,12 +79,14 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     elif t == "llama4_text":
         shared_inter = expert_inter
     mlp_types = f.get("mlp_layer_types", default=None) if t in ("glm_moe_dsa", "kimi_linear", "mimo_v2_flash",
-                                                               "laguna") else None
-    freq = f.get("moe_layer_freq", default=None) if t == "mimo_v2_flash" else None
+                                                               "laguna", *_M3) else None
+    freq = f.get("moe_layer_freq", default=None) if t in ("mimo_v2_flash", *_M3) else None
     if mlp_types is None and isinstance(freq, list):
         # MiMo-V2-Flash's published moe_layer_freq: 1 for a MoE layer, 0 for a dense one (vLLM's mimo_v2_flash.py
         # reads it; transformers' MiMoV2FlashConfig defaults mlp_layer_types to the same: the first layer dense)
         mlp_types = ["sparse" if x else "dense" for x in freq]
+    elif mlp_types is None and t in _M3:
+        mlp_types = ["sparse"] * n_layers   # configuration_minimax_m3_vl.py#L148-L151
     elif mlp_types is None and t in ("mimo_v2_flash", "laguna"):
         # configuration_mimo_v2_flash.py#L119-L120, configuration_laguna.py#L131-L132: the first layer dense
         mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)

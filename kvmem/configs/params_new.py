@@ -18,6 +18,11 @@ tables and the final norm, which count_params adds as for every family.
                   (vocab_size_per_layer_input x layers x hidden_size_per_layer_input) with its projection
                   and norm, the AltUp in/out projections; active leaves the per-layer table out (a token
                   reads one row of it, as of the input embedding)
+    minimax_m3*   (MiniMax-M3) per-head q/k norms, a lightning indexer (q_proj, k_proj and their norms) on
+                  the sparse layers, dense MLPs of dense_intermediate_size where mlp_layer_types /
+                  moe_layer_freq say, else experts of intermediate_size, a router and a shared MLP
+                  (transformers@5.24.0 models/minimax_m3_vl/modeling_minimax_m3_vl.py); a config with
+                  attention_output_gate or without use_qk_norm has no count (transformers builds neither)
     mimo_v2_flash per-layer K / V widths and KV heads (kvmem's layers: swa_* on sliding layers), attention
                   sinks where add_swa_attention_sink_bias / add_full_attention_sink_bias say, no shared expert
     laguna        query heads per layer (num_attention_heads_per_layer), q/k norms, a softplus output
@@ -46,7 +51,8 @@ __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
                           "mimo_v2_flash", "laguna", "lfm2", "lfm2_moe", "gpt_bigcode", "gpt_neo", "mamba",
-                          "falcon_mamba"})
+                          "falcon_mamba", "minimax_m3_vl_text", "minimax_m3", "minimax_m3_text"})
+_M3 = ("minimax_m3_vl_text", "minimax_m3", "minimax_m3_text")
 _LEGACY = frozenset({"gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
@@ -165,6 +171,9 @@ def _refusal(f) -> bool:
         # an abridged config (the gemma-3n presets keep only the cache fields): the class defaults
         # (intermediate_size 16,384, E4B's) would size another model
         return True
+    if t in _M3 and (f.get("attention_output_gate", default=False) or not f.get("use_qk_norm", default=True)
+                     or f.get("qk_norm_type", default="per_head") != "per_head"):
+        return True
     # transformers builds one shared expert of moe_intermediate_size whatever n_shared_experts says
     # (transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L1135): another count is ambiguous
     return t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1
@@ -179,6 +188,8 @@ def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
         return _laguna(f, i, layer, hidden)
     if t in ("lfm2", "lfm2_moe"):
         return _lfm2(f, layer, hidden, heads)
+    if t in _M3:
+        return _m3(f, layer, hidden, heads)
     if t == "deepseek_v4":
         hc = f.int("hc_mult", default=1)
         mix = (2 + hc) * hc
@@ -255,6 +266,15 @@ def _legacy_layer(f, hidden, heads) -> int:
     return attn + mlp + 4 * hidden
 
 
+def _m3(f, layer, hidden, heads) -> int:
+    hd, kv = layer.head_dim_k, layer.kv_heads
+    n = 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
+    if layer.index_head_dim:   # the sparse layers' indexer
+        idx = layer.index_head_dim
+        n += hidden * f.int("index_n_heads", "sparse_num_index_heads", default=None) * idx + hidden * idx + 2 * idx
+    return n
+
+
 def _mimo(f, layer, hidden, heads) -> int:
     # transformers@5.24.0 models/mimo_v2_flash/modeling_mimo_v2_flash.py#L352-L360: q and k of the K width, v and
     # o of the V width, sinks (one per head) on sliding layers; the published flags name where sinks are
@@ -294,6 +314,8 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             if t == "laguna":
                 common += moe.experts   # LagunaTopKRouter.e_score_correction_bias (modeling_laguna.py#L154)
             mlp, mlp_active = routed + common, routed_active + common
+        elif t in _M3:
+            mlp = mlp_active = 3 * hidden * f.int("dense_intermediate_size")
         else:
             mlp = mlp_active = _lfm2_ffn(f) if t == "lfm2" else 3 * hidden * f.int("intermediate_size")
         total += attn + mlp + 2 * hidden

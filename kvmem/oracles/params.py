@@ -20,7 +20,9 @@ import random
 
 __all__ = ["meta_count", "shrink", "text_config"]
 
-_ALIASES = {"minimax_m1": "minimax"}
+# MiniMax-M1 as transformers' minimax; MiniMax-M3's text model under MiniMax's / vLLM's names as
+# transformers' minimax_m3_vl_text (its config class reads their sparse_attention_config and moe_layer_freq)
+_ALIASES = {"minimax_m1": "minimax", "minimax_m3": "minimax_m3_vl_text", "minimax_m3_text": "minimax_m3_vl_text"}
 _DROP = ("auto_map", "architectures", "quantization_config")
 
 

@@ -156,3 +156,25 @@ def test_lfm2_moe():
             conv_bias=rng.choice((False, True)), conv_L_cache=rng.choice((2, 3)), vocab_size=rng.randrange(97, 300),
             tie_word_embeddings=rng.choice((True, False))).to_dict()
         assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
+
+
+def test_minimax_m3():
+    import random
+
+    from transformers import CONFIG_MAPPING
+    # tests/fixtures/configs/new/minimax-m3.json (MiniMaxAI/MiniMax-M3, condensed: SOURCES.md there), model_type
+    # minimax_m3, judged as transformers' minimax_m3_vl_text
+    cfg = json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text())
+    assert model_from_config(cfg).params_total == meta_count(cfg) == 426_174_565_632
+    for i in range(CASES):
+        rng = random.Random(f"minimax_m3/{i}")
+        n = rng.choice((2, 3, 4))
+        small = CONFIG_MAPPING["minimax_m3_vl_text"](
+            num_hidden_layers=n, layer_types=[rng.choice(("full_attention", "minimax_m3_sparse")) for _ in range(n)],
+            mlp_layer_types=[rng.choice(("dense", "sparse")) for _ in range(n)], hidden_size=rng.choice((32, 64)),
+            num_attention_heads=4, num_key_value_heads=rng.choice((1, 2)), head_dim=rng.choice((8, 16)),
+            num_local_experts=rng.choice((4, 8)), num_experts_per_tok=rng.choice((1, 2)), intermediate_size=8,
+            dense_intermediate_size=rng.choice((16, 24)), shared_intermediate_size=rng.choice((8, 12)),
+            index_head_dim=rng.choice((8, 16)), index_n_heads=rng.choice((1, 2)), vocab_size=rng.randrange(97, 300),
+            rotary_dim=4).to_dict()
+        assert model_from_config(small).params_total == meta_count(small), (i, small)
