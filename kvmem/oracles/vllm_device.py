@@ -95,8 +95,9 @@ def _platform_patches(stack: ExitStack, cap: tuple[int, int]):
 
 
 def vllm_attention(cap: tuple[int, int], *, use_mla: bool, kv_cache_dtype: str = "auto", head_size: int = 576,
-                   qk_nope_head_dim: int = 128, num_heads: int = 128) -> tuple[str, int]:
-    """(backend name, block size) vLLM 0.33.0 selects on a CUDA device of capability ``cap``."""
+                   qk_nope_head_dim: int = 128, num_heads: int = 128,
+                   use_sparse: bool = False) -> tuple[str, int] | None:
+    """(backend name, block size) vLLM 0.33.0 selects on a CUDA device of capability ``cap``; None: no backend."""
     ready = _prepare()
     torch, cuda = ready["torch"], ready["CudaPlatform"]
     from vllm.platforms.interface import DeviceCapability
@@ -108,7 +109,7 @@ def vllm_attention(cap: tuple[int, int], *, use_mla: bool, kv_cache_dtype: str =
         model_config=types.SimpleNamespace(hf_text_config=types.SimpleNamespace(
             qk_nope_head_dim=qk_nope_head_dim, qk_rope_head_dim=64, kv_lora_rank=512, num_attention_heads=num_heads)))
     config = AttentionSelectorConfig(head_size=head_size, dtype=torch.bfloat16, kv_cache_dtype=kv_cache_dtype,
-                                     block_size=None, use_mla=use_mla)
+                                     block_size=None, use_mla=use_mla, use_sparse=use_sparse)
     with ExitStack() as stack:
         _platform_patches(stack, cap)
         stack.enter_context(mock.patch.object(vllm_config, "get_current_vllm_config", lambda: stand_in))
@@ -118,6 +119,8 @@ def vllm_attention(cap: tuple[int, int], *, use_mla: bool, kv_cache_dtype: str =
                                               lambda: cap[0] == 9))
         stack.enter_context(mock.patch.object(ready["flashmla"], "_is_flashmla_available", lambda: (True, None)))
         valid, _ = cuda.get_valid_backends(DeviceCapability(*cap), config, num_heads=num_heads)
+        if not valid:
+            return None
         first = min(valid, key=lambda c: c.priority)
         return first.backend.name, first.backend_class.get_preferred_block_size(16)
 

@@ -102,3 +102,12 @@ def test_plan_writes_no_backend_flag_where_vllm_picks_the_same():
 def test_a_platform_vllm_is_not_sized_for_says_so():
     notes = device_options(get_gpu("gaudi3"), kvmem.get_model("deepseek-v3"), "auto", {})
     assert notes[0] == {} and "kvmem sizes its CUDA Hopper backends" in notes[1][0]
+
+
+def test_sparse_mla_is_refused_below_hopper_and_glm5_on_blackwell_says_its_cache():
+    # no sparse-MLA backend of vLLM 0.33.0 runs below SM 9.0 (cuda.py's sparse tail): fit refuses, naming it
+    with pytest.raises(ValueError, match=r"glm-5 under vLLM 0.33.0 on a100-sxm-80gb \(SM 8.0\): its sparse MLA"):
+        kvmem.fit("glm-5", gpu="a100-sxm-80gb", num_gpus=8, context=4096, engine="vllm")
+    _, notes = device_options(get_gpu("b200"), kvmem.get_model("glm-5"), "auto", {})
+    assert "runs GLM-5's kv_cache_dtype 'auto' as fp8_e4m3" in notes[0]
+    assert device_options(get_gpu("h100"), kvmem.get_model("glm-5"), "auto", {}) == ({}, ())

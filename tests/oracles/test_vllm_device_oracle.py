@@ -61,3 +61,14 @@ def test_plain_gqa_keeps_16_token_blocks_on_every_gpu():
     for cap in sorted({g.compute_capability for g in GPUS}):
         assert vllm_attention(cap, use_mla=False, head_size=128, num_heads=32)[1] == 16, cap
     assert all(kvmem_picks(g, model) == {"block_size": 16} for g in GPUS)
+
+
+def test_sparse_mla_below_hopper_has_no_backend_and_kvmem_refuses():
+    # DeepSeek-V3.2 / GLM-5 (an indexer): vLLM's sparse tail has no backend for SM 8.x / 7.x; SM 9.0 / 10.0 run it
+    import kvmem
+    from kvmem.engines.vllm.options import device_options
+    assert [vllm_attention(cap, use_mla=True, use_sparse=True, num_heads=64) for cap in ((7, 5), (8, 0), (8, 9))] \
+        == [None, None, None]
+    assert vllm_attention((10, 0), use_mla=True, use_sparse=True, num_heads=64) == ("FLASHMLA_SPARSE", 64)
+    with pytest.raises(ValueError, match="has no attention backend there"):
+        device_options(get_gpu("a100"), kvmem.get_model("glm-5"), "auto", {})

@@ -247,7 +247,8 @@ def _laguna_layers(model: Model, tp: int) -> tuple[Layer, ...]:
 #   _hy_v4_layers. Step-3.5/3.7: num_attention_groups KV heads (_check_step3p5). GPTBigCode, SmolLM3: the
 #   Transformers backend (vllm/model_executor/models/transformers/base.py). GLM-5: check_indexers (on
 #   Blackwell its kv "auto" is fp8_e4m3, vllm@v0.33.0 vllm/model_executor/models/config.py#L89-L116
-#   GlmMoeDsaForCausalLM: kvmem assumes Hopper and says so in a note; an MTP layer always keeps an indexer).
+#   GlmMoeDsaForCausalLM: kvmem sizes the kv_dtype asked and says so in a note, in fit too (the GPU known:
+#   left open); an MTP layer always keeps an indexer).
 def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]:
     """The model's layers as vLLM's model file shapes their attention, where it differs from kvmem's
     reading of the config (which follows transformers)."""

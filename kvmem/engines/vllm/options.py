@@ -32,7 +32,8 @@ OPTIONS = {
     "async_scheduling": True,
     # speculative_config.num_speculative_tokens: lookahead slots, Mamba conv columns and blocks.
     "num_speculative_tokens": 0,
-    # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2).
+    # VLLM_ATTENTION_BACKEND / --attention-backend; None = FLASHMLA (FLASHMLA_SPARSE for V3.2); kvmem.fit fills in
+    # vLLM's pick on the fit's GPU (device_options).
     "attention_backend": None,
     # --enable-prefix-caching / --no-enable-prefix-caching; None = vLLM's default for the model
     # (prefix_caching_default: on for decoders and, from HYBRID_PREFIX_CACHING, Mamba hybrids; off for
@@ -41,7 +42,8 @@ OPTIONS = {
     # --mamba-cache-mode: None = "align" with prefix caching, else "none" (resolve_mamba_mode).
     "mamba_cache_mode": None,
     # --gdn-prefill-backend (vllm@v0.33.0 vllm/engine/arg_utils.py#L1948-L1954): None = what
-    # _resolve_gdn_prefill_backend picks on Hopper, FlashInfer (exports_checkpoints); Triton on Ampere/Ada.
+    # _resolve_gdn_prefill_backend picks on Hopper, FlashInfer (exports_checkpoints); kvmem.fit fills in its pick on
+    # the fit's GPU (device_options: Triton on Ampere/Ada).
     "gdn_prefill_backend": None,
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (vllm@v0.33.0 vllm/config/cache.py#L296-L300, default "auto").
     "mamba_cache_dtype": "auto",
@@ -264,8 +266,8 @@ def exports_checkpoints(model: Model, opts: VllmOptions) -> bool:
     qwen_gdn_linear_attn.py#L689-L696), and each request holds one more state block (MambaSpec
     num_prefill_checkpoint_blocks=1: qwen_gdn_linear_attn.py#L739-L760, v1/kv_cache_interface.py#L1135-L1141).
     FlashInfer is what _resolve_gdn_prefill_backend picks on Hopper (qwen_gdn_linear_attn.py#L148-L271; also
-    Blackwell with head_k_dim 128 and CUDA >= 13); on Ampere/Ada it picks Triton, which exports none: kvmem
-    assumes Hopper unless gdn_prefill_backend says otherwise, as it does for the MLA backend (FLASHMLA)."""
+    Blackwell with head_k_dim 128 and CUDA >= 13); on Ampere/Ada it picks Triton, which exports none. kvmem.fit
+    sets gdn_prefill_backend to vLLM's pick on its GPU (device_options); without a GPU kvmem assumes Hopper."""
     return (opts.mamba_cache_mode == "align" and opts.release is not None and opts.release >= LATEST
             and model.model_type in GDN_CHECKPOINT_TYPES and opts.gdn_prefill_backend in (None, "flashinfer"))
 
@@ -275,7 +277,8 @@ def checkpoint_grid(model: Model, opts: VllmOptions, align: int, notes: list) ->
     if not exports_checkpoints(model, opts):
         return align
     notes.append(f"block a multiple of {GDN_CHECKPOINT_ALIGNMENT}: vLLM's FlashInfer GatedDeltaNet prefill "
-                 "(Hopper) checkpoints the state on that grid in mamba_cache_mode 'align'")
+                 "(its pick on Hopper, assumed without a GPU) checkpoints the state on that grid in mamba_cache_mode "
+                 "'align'")
     return math.lcm(align, GDN_CHECKPOINT_ALIGNMENT)
 
 
@@ -414,9 +417,23 @@ def device_options(gpu, model: Model, kv_dtype, engine_options: dict) -> tuple[d
         sparse = any(layer.index_head_dim for layer in layers)
         cap = gpu.compute_capability
         if sparse:
+            if gpu.platform == "cuda" and cap is not None and cap[0] < 9:
+                # the sparse tail of _get_backend_priorities: FLASH_ATTN_MLA_SPARSE (SM 9.x,
+                # flashattn_mla_sparse.py#L82-L83), FLASHMLA_SPARSE (SM 9.x / 10.x, flashmla_sparse.py),
+                # FLASHINFER_MLA_SPARSE_SM90 (SM 9.x): none runs below SM 9.0
+                raise ValueError(f"{model.name} under vLLM 0.33.0 on {device_name(gpu)}: its sparse MLA (an indexer) "
+                                 "has no attention backend there (vllm/platforms/cuda.py _get_backend_priorities: "
+                                 "FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE and FLASHINFER_MLA_SPARSE_SM90 take SM 9.x or "
+                                 "10.x only)")
             if gpu.platform != "cuda" or cap is None or cap[0] not in (9, 10):
                 notes.append(f"vLLM 0.33.0 picks another sparse MLA backend on {device_name(gpu)} "
                              "(cuda.py / rocm.py backend priorities); kvmem sizes FLASHMLA_SPARSE's 64-token blocks")
+            elif cap[0] == 10 and model.model_type == "glm_moe_dsa" and kv_format(model, kv_dtype).mode == "" \
+                    and str(kv_dtype).strip().lower() == "auto":
+                # vllm@v0.33.0 vllm/model_executor/models/config.py#L89-L116 GlmMoeDsaForCausalLM
+                notes.append(f"on {device_name(gpu)} vLLM 0.33.0 runs GLM-5's kv_cache_dtype 'auto' as fp8_e4m3 "
+                             "(GlmMoeDsaForCausalLM.verify_and_update_config), with the fp8 sparse backends first: "
+                             "kvmem sizes the 16-bit FLASHMLA_SPARSE cache, not that one")
         else:
             kv = kv_format(model, kv_dtype).name
             backend = mla_backend_on(gpu, kv, model.facts.qk_nope_head_dim)
