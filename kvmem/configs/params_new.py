@@ -247,7 +247,9 @@ def _legacy_layer(f, hidden, heads) -> int:
     if t in ("mamba", "falcon_mamba"):
         # transformers@5.24.0 models/mamba/modeling_mamba.py MambaMixer, MambaBlock (falcon_mamba: the same
         # weights; its extra RMS norms carry none)
-        inner, state, rank = f.int("intermediate_size"), f.int("state_size"), f.int("time_step_rank")
+        inner, state = f.int("intermediate_size"), f.int("state_size")
+        rank = f.get("time_step_rank", default="auto")   # "auto": ceil(hidden / 16) (configuration_mamba.py#L97)
+        rank = cdiv(hidden, 16) if rank == "auto" else f.int("time_step_rank")
         bias = f.get("use_bias", default=False)
         n = (hidden * 2 * inner + (2 * inner if bias else 0) + inner * f.int("conv_kernel")
              + (inner if f.get("use_conv_bias", default=True) else 0) + inner * (rank + 2 * state) + rank * inner

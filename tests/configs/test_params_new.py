@@ -134,3 +134,17 @@ def test_mimo_v2_flash_within_its_published_309b_15b():
     assert abs(m.params_total - 309_000_000_000) <= 500_000_000 and abs(m.params_active - 15_000_000_000) <= 500_000_000
     # the first layer dense (moe_layer_freq 0), 47 MoE layers of 256 experts x 3 x 4,096 x 2,048, top-8
     assert m.params_total - m.params_active == 47 * (256 - 8) * 3 * 4096 * 2048 + 152_576 * 4096
+
+
+def test_mamba_time_step_rank_auto():
+    # configuration_mamba.py: "auto" is ceil(hidden_size / 16); the published Mamba configs say "auto"
+    cfg = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 2, "vocab_size": 1000, "state_size": 16,
+           "intermediate_size": 1536, "conv_kernel": 4, "time_step_rank": "auto", "use_bias": False,
+           "use_conv_bias": True}
+    m = model_from_config(cfg)
+    rank = 48
+    mixer = (768 * 2 * 1536 + 1536 * 4 + 1536 + 1536 * (rank + 2 * 16) + rank * 1536 + 1536 + 1536 * 16 + 1536
+             + 1536 * 768)
+    assert m.params_total == 1000 * 768 + 2 * (mixer + 768) + 768   # tied head, a norm a layer, norm_f
+    cfg["time_step_rank"] = 48
+    assert model_from_config(cfg).params_total == m.params_total
