@@ -34,7 +34,7 @@ _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", 
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
 _UNSUPPORTED = {"dbrx", "nemotron-nas", "ernie4_5_vl_moe_text", "modernbert-decoder", "kosmos_2_5_text_model",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
-                "inkling2_loop_text", "deepseek_ref", "step3p5"}
+                "inkling2_loop_text", "step3p5"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads
 # their MoE shape): Ernie-4.5-VL lists [text, vision] experts in moe_num_experts / moe_intermediate_size;
 # LongCat-Flash adds zero-computation experts (zero_expert_num) of expert_ffn_hidden_size
@@ -192,7 +192,9 @@ def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
     vocab = f.int("vocab_size", "padded_vocab_size")
     embedding = vocab * hidden
     total = embedding
-    tied = f.get("tie_word_embeddings", default=True)  # PretrainedConfig's default
+    # PretrainedConfig's default; DeepSeek-V4's reference-format configs (deepseek_ref) name no such field and
+    # read as DeepseekV4Config, whose default is untied (transformers@5.24.0 configuration_deepseek_v4.py)
+    tied = f.get("tie_word_embeddings", default=t != "deepseek_ref")
     if not tied:
         total += vocab * hidden
     if t == "gpt2":

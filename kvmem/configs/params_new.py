@@ -37,7 +37,7 @@ tables and the final norm, which count_params adds as for every family.
                   (StarCoder's fused c_attn with one KV head under multi_query; GPT-Neo's bias-free q/k/v)
     mamba, falcon_mamba  Mamba-1 mixers: in_proj to 2 x intermediate, depthwise conv, x_proj to
                   time_step_rank + 2 x state_size, dt_proj, A_log, D, out_proj; one RMSNorm a layer
-    deepseek_v4   shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
+    deepseek_v4 (and deepseek_ref)  shared-KV MQA with a grouped low-rank output, attention sinks, CSA / HCA
                   compressors (CSA: overlapping, with a lightning indexer), hyper-connections
                   (hc_mult streams) around attention and MLP and at the head
 """
@@ -49,10 +49,12 @@ from ..units import cdiv
 
 __all__ = ["NEW_FAMILIES", "body"]
 
-NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4",
+NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4", "deepseek_ref",
                           "mimo_v2_flash", "laguna", "lfm2", "lfm2_moe", "gpt_bigcode", "gpt_neo", "mamba",
                           "falcon_mamba", "minimax_m3_vl_text", "minimax_m3", "minimax_m3_text"})
 _M3 = ("minimax_m3_vl_text", "minimax_m3", "minimax_m3_text")
+# DeepSeek-V4 and its reference-format config (sgl-project's files, model_type deepseek_ref: the same fields)
+_V4 = ("deepseek_v4", "deepseek_ref")
 _LEGACY = frozenset({"gpt_bigcode", "gpt_neo", "mamba", "falcon_mamba"})
 # Kimi-K3's text config (model_type kimi_linear; KimiK3ForConditionalGeneration wraps it) adds to
 # Kimi-Linear, all laid out by SGLang's model file (transformers 5.24 has no Kimi-K3):
@@ -176,7 +178,7 @@ def _refusal(f) -> bool:
         return True
     # transformers builds one shared expert of moe_intermediate_size whatever n_shared_experts says
     # (transformers@5.24.0 models/deepseek_v4/modeling_deepseek_v4.py#L1135): another count is ambiguous
-    return t == "deepseek_v4" and f.int("n_shared_experts", default=1) != 1
+    return t in _V4 and f.int("n_shared_experts", default=1) != 1
 
 
 def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
@@ -190,7 +192,7 @@ def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
         return _lfm2(f, layer, hidden, heads)
     if t in _M3:
         return _m3(f, layer, hidden, heads)
-    if t == "deepseek_v4":
+    if t in _V4:
         hc = f.int("hc_mult", default=1)
         mix = (2 + hc) * hc
         attn = _deepseek_v4_attention(f, layer, hidden, heads) + 2 * (mix * hc * hidden + mix + 3)  # attn/ffn_hc
@@ -329,7 +331,7 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
         extra, extra_active = _gemma3n_model(f, hidden, len(layers))
     if t in ("gpt_bigcode", "gpt_neo"):   # learned positions, ln_f's bias
         extra = extra_active = f.int("n_positions", "max_position_embeddings") * hidden + hidden
-    if t == "deepseek_v4":
+    if t in _V4:
         hc = f.int("hc_mult", default=1)
         extra = extra_active = hc * hc * hidden + hc + 1   # hc_head (DeepseekV4HyperHead, #L999-L1009)
     return total + extra, active + extra_active

@@ -22,7 +22,8 @@ __all__ = ["meta_count", "shrink", "text_config"]
 
 # MiniMax-M1 as transformers' minimax; MiniMax-M3's text model under MiniMax's / vLLM's names as
 # transformers' minimax_m3_vl_text (its config class reads their sparse_attention_config and moe_layer_freq)
-_ALIASES = {"minimax_m1": "minimax", "minimax_m3": "minimax_m3_vl_text", "minimax_m3_text": "minimax_m3_vl_text"}
+_ALIASES = {"minimax_m1": "minimax", "minimax_m3": "minimax_m3_vl_text", "minimax_m3_text": "minimax_m3_vl_text",
+            "deepseek_ref": "deepseek_v4"}   # SGLang's DeepSeek-V4 reference-format configs: the same fields
 _DROP = ("auto_map", "architectures", "quantization_config")
 
 
@@ -84,7 +85,7 @@ def shrink(config: dict, seed: str) -> dict:
     if kv is not None:
         t["num_key_value_heads"] = 1 if kv == 1 else heads if kv == config_heads(config) else rng.choice((1, 2))
     for key, choices in _CHOICES.items():
-        if t.get(key) and not (key == "n_shared_experts" and t.get("model_type") == "deepseek_v4"):
+        if t.get(key) and not (key == "n_shared_experts" and t.get("model_type") in ("deepseek_v4", "deepseek_ref")):
             t[key] = rng.choice(choices)
     if "first_k_dense_replace" in t:
         t["first_k_dense_replace"] = rng.choice((0, 1, 2))

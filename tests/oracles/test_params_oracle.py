@@ -54,7 +54,10 @@ def test_gemma3n_completed_config(name):
 @pytest.mark.parametrize("name, total", [("XiaomiMiMo--MiMo-V2-Flash", 308_778_768_832),
                                          ("poolside--Laguna-XS.2-FP8", 33_442_617_088),
                                          ("poolside--Laguna-S-2.1-FP8", 117_561_977_600),
-                                         ("FlameF0X--LFM2.5-1.2B-Distilled-Claude-4.6", 1_170_340_608)])
+                                         ("FlameF0X--LFM2.5-1.2B-Distilled-Claude-4.6", 1_170_340_608),
+                                         # deepseek_ref: the same totals as the deepseek_v4 presets (untied)
+                                         ("sgl-project--DeepSeek-V4-Flash-FP8", 284_332_230_231),
+                                         ("sgl-project--DeepSeek-V4-Pro-FP8", 1_572_997_179_491)])
 def test_published_configs(name, total):
     # the checkpoints' config.json files under tests/fixtures/configs/corpus/ (SOURCES.md there)
     cfg = json.loads((CORPUS / f"{name}.json").read_text())
