@@ -12,12 +12,18 @@ reads one row (unless it is tied to the output head). This is the convention of
 DeepSeek-V3 (671B total, 37B active) and gpt-oss (116.8B, 5.1B); Qwen's model cards
 count the embedding table too (Qwen3-30B-A3B "3.3B activated").
     linear/SSM  Qwen3-Next gated DeltaNet, Mamba-1 (Jamba) and Mamba-2 (Nemotron-H) projections
-Norms and biases are counted where the family has them. DeepSeek's multi-token-prediction
-layers are not counted (published sizes such as DeepSeek-V3's 671B leave them out).
-Families with extra per-layer embeddings (Gemma-3n) return None: a guess would be silent, and so
-do the families whose parameter layout has not been checked against a published total (the
-newest: per-layer head shapes, linear-attention variants, sparse-attention indexers); fit then
-asks for the weight bytes, or reads them exactly from the checkpoint's headers.
+Norms and biases are counted where the family has them. Multi-token-prediction / NextN layers
+are not counted in any family (num_nextn_predict_layers, num_mtp_modules: DeepSeek-V3's 671B,
+GLM-5's 744B, MiMo-V2-Flash's 309B, DeepSeek-V4's 284B / 1.6T all leave them out); nor is a
+router's e_score_correction_bias where transformers keeps it a buffer (DeepSeek-V3, GLM-5,
+Kimi), while Laguna's, a parameter there, is. A multimodal wrapper counts its text model and head.
+The 2026 families whose layers differ from the generic one are laid out in params_new.py
+(glm_moe_dsa's indexer is here) and the Mamba-2 families in params_ssm.py; each family's count
+equals transformers 5.24's model built on the meta device (tests/oracles/test_params_oracle.py),
+Kimi-K3's (no transformers class) SGLang's layout by hand. The families in _UNSUPPORTED and
+configs whose layout is not laid out (an abridged Gemma-3n, a DeepSeek-V4 with n_shared_experts
+other than 1, ...) return None: a guess would be silent; fit then asks for the weight bytes, or
+reads them exactly from the checkpoint's headers.
 """
 
 from __future__ import annotations
