@@ -38,7 +38,7 @@ __all__ = ["count_params"]
 
 _PLAIN_MLP = {"gpt2", "gpt_neox", "falcon", "gpt_bigcode", "starcoder2", "phi", "nemotron_h"}
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_5_vl_text", "mimo"}
-_UNSUPPORTED = {"dbrx", "nemotron-nas", "ernie4_5_vl_moe_text", "modernbert-decoder", "kosmos_2_5_text_model",
+_UNSUPPORTED = {"dbrx", "ernie4_5_vl_moe_text", "modernbert-decoder", "kosmos_2_5_text_model",
                 "inkling_text", "zaya", "longcat_flash", "mistral_large4_text", "bailing_hybrid", "inkling2_text",
                 "inkling2_loop_text", "step3p5"}
 # MoE layouts kvmem does not read (the parameter count refuses these families, and nothing else reads

@@ -23,6 +23,11 @@ tables and the final norm, which count_params adds as for every family.
                   moe_layer_freq say, else experts of intermediate_size, a router and a shared MLP
                   (transformers@5.24.0 models/minimax_m3_vl/modeling_minimax_m3_vl.py); a config with
                   attention_output_gate or without use_qk_norm has no count (transformers builds neither)
+    nemotron-nas  (DeciLM, Llama-Nemotron Super/Ultra) block_configs per layer: an attention of
+                  num_attention_heads // n_heads_in_group KV heads with its input norm, or none (no_op);
+                  an MLP of ffn_mult -> int(2 x ffn_mult x hidden / 3) rounded up to 256 with its norm,
+                  or none (vllm@v0.33.0 vllm/model_executor/models/nemotron_nas.py#L60-L71, #L128-L190;
+                  transformers 5.24 has no DeciLM); replace_with_linear blocks: no count
     mimo_v2_flash per-layer K / V widths and KV heads (kvmem's layers: swa_* on sliding layers), attention
                   sinks where add_swa_attention_sink_bias / add_full_attention_sink_bias say, no shared expert
     laguna        query heads per layer (num_attention_heads_per_layer), q/k norms, a softplus output
@@ -51,7 +56,7 @@ __all__ = ["NEW_FAMILIES", "body"]
 
 NEW_FAMILIES = frozenset({"gemma4_text", "gemma3n_text", "kimi_linear", "minimax", "deepseek_v4", "deepseek_ref",
                           "mimo_v2_flash", "laguna", "lfm2", "lfm2_moe", "gpt_bigcode", "gpt_neo", "mamba",
-                          "falcon_mamba", "minimax_m3_vl_text", "minimax_m3", "minimax_m3_text"})
+                          "falcon_mamba", "minimax_m3_vl_text", "minimax_m3", "minimax_m3_text", "nemotron-nas"})
 _M3 = ("minimax_m3_vl_text", "minimax_m3", "minimax_m3_text")
 # DeepSeek-V4 and its reference-format config (sgl-project's files, model_type deepseek_ref: the same fields)
 _V4 = ("deepseek_v4", "deepseek_ref")
@@ -279,6 +284,32 @@ def _m3(f, layer, hidden, heads) -> int:
     return n
 
 
+def _nas_block(block: dict, f, hidden: int, heads: int) -> int | None:
+    """One DeciLM block (vLLM's DeciLMDecoderLayer), or None for a layout vLLM does not build."""
+    attn, ffn = block.get("attention") or {}, block.get("ffn") or {}
+    if attn.get("replace_with_linear") or ffn.get("replace_with_linear"):
+        return None
+    n = 0
+    if not attn.get("no_op"):
+        hd, kv = hidden // heads, heads // int(attn["n_heads_in_group"])
+        n += 2 * hidden * heads * hd + 2 * hidden * kv * hd + hidden
+        if f.get("attention_bias", default=False):
+            n += heads * hd + 2 * kv * hd + hidden
+    if not ffn.get("no_op"):
+        inter = int(2 * ffn["ffn_mult"] * hidden / 3) if "ffn_mult" in ffn else int(ffn["intermediate_size"])
+        inter = cdiv(inter, 256) * 256 if "ffn_mult" in ffn else inter
+        n += 3 * hidden * inter + hidden + ((2 * inter + hidden) if f.get("mlp_bias", default=False) else 0)
+    return n
+
+
+def _nas(f, hidden: int, heads: int) -> tuple[int, int] | None:
+    blocks = f.get("block_configs", default=None)
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        return None
+    sizes = [_nas_block(b, f, hidden, heads) for b in blocks]
+    return None if None in sizes else (sum(sizes), sum(sizes))
+
+
 def _mimo(f, layer, hidden, heads) -> int:
     # transformers@5.24.0 models/mimo_v2_flash/modeling_mimo_v2_flash.py#L352-L360: q and k of the K width, v and
     # o of the V width, sinks (one per head) on sliding layers; the published flags name where sinks are
@@ -298,6 +329,8 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
     t = f.model_type
     if _refusal(f):
         return None
+    if t == "nemotron-nas":
+        return _nas(f, hidden, heads)
     total = active = 0
     for i, layer in enumerate(layers):
         if t == "gemma4_text":

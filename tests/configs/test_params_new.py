@@ -148,3 +148,19 @@ def test_mamba_time_step_rank_auto():
     assert m.params_total == 1000 * 768 + 2 * (mixer + 768) + 768   # tied head, a norm a layer, norm_f
     cfg["time_step_rank"] = 48
     assert model_from_config(cfg).params_total == m.params_total
+
+
+def test_nemotron_nas_by_hand_from_vllm_layout():
+    # vllm@v0.33.0 nemotron_nas.py (DeciLM; transformers 5.24 has none): Llama-3.3-Nemotron-Super-49B-v1's
+    # block_configs: 49 attention blocks (64 heads x 128, 8 KV heads), 31 no-op; FFN widths from ffn_mult:
+    # int(2 x mult x 8,192 / 3) rounded up to 256: 5.25 -> 28,672 (49 blocks), 2.625 -> 14,336 (6),
+    # 1.3125 -> 7,168 (10), 1.0 -> 5,632 (8), 0.5 -> 2,816 (6), 3.28125 -> 17,920 (1)
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "fixtures" / "configs" / "corpus" / "nvidia--Llama-3_3-Nemotron-Super-49B-v1.json"
+    h = 8192
+    attn = 2 * h * 64 * 128 + 2 * h * 8 * 128 + h                  # q, o, k, v, input_layernorm
+    ffn = {28_672: 49, 14_336: 6, 7_168: 10, 5_632: 8, 2_816: 6, 17_920: 1}
+    total = 2 * 128_256 * h + h + 49 * attn + sum(n * (3 * h * width + h) for width, n in ffn.items())
+    m = model_from_config(json.loads(path.read_text()))
+    assert m.params_total == total == 49_867_145_216
+    assert m.params_active == total - 128_256 * h
