@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 import kvmem
-from kvmem.engines import FamilyNotChecked
 from kvmem import ConfigError, Model
 
 FLASH = Path(__file__).parent.parent / "fixtures" / "configs" / "new" / "deepseek-v4-flash.json"
@@ -101,14 +100,16 @@ def test_who_sizes_it(flash):
         kvmem.estimate(flash, engine="hf-quantized", tokens=K)
     # SGLang 0.5.23 its own way (tests/engines/test_sglang_dsv4.py: DSV4PoolConfigurator, fp8 V4 pages)
     assert kvmem.estimate(flash, engine="sglang", tokens=K).kv_dtype == "fp8_e4m3"
-    for engine in ("trtllm",):        # kvmem's gap, said as such (llama.cpp: tests/engines/test_llamacpp_dsv4.py)
-        with pytest.raises(FamilyNotChecked, match="model_type 'deepseek_v4' the way this engine does yet"):
-            kvmem.estimate(flash, engine=engine, tokens=K)
+    # TensorRT-LLM its own way (tests/engines/test_trtllm_dsv4.py), with the block size its manager asserts:
+    # its default of 32 tokens per block is refused in its words
+    with pytest.raises(ValueError, match=r"asserts tokens_per_block in \[128, 256\]"):
+        kvmem.estimate(flash, engine="trtllm", tokens=K)
+    assert kvmem.estimate(flash, engine="trtllm", tokens=K, tokens_per_block=128, indexer_k_dtype="fp8").kv_bytes > 0
 
 
 def test_compressed_layers_outside_their_family_are_refused_by_the_other_engines(flash):
     hand_built = flash.with_layers(flash.layers, model_type="")
-    with pytest.raises(ValueError, match="engine 'trtllm' does not size compressed layers"):
+    with pytest.raises(ValueError, match="TensorRT-LLM builds compressed-attention caches only for DeepseekV4"):
         kvmem.estimate(hand_built, engine="trtllm", tokens=K)
     with pytest.raises(ValueError, match="SGLang 0.5.23 builds compressed-attention caches only in its DeepSeek-V4"):
         kvmem.estimate(hand_built, engine="sglang", tokens=K)

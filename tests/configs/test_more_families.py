@@ -133,14 +133,14 @@ def test_modernbert_decoder_window_is_half_the_local_attention_unless_the_file_n
     assert Model.from_hf_config(dict(cfg, sliding_window=16)).layers[1].window == 16
 
 
-def test_gpt_neo_is_sized_as_transformers_caches_it_and_refused_elsewhere():
+def test_gpt_neo_is_sized_as_transformers_caches_it_and_windowed_by_ideal():
     # modeling_gpt_neo.py: DynamicCache(config=...) from a config without layer_types: every layer whole,
     # the local layers' window_size is a mask. 24 x 16 x 128 x 2 x 2 B = 196,608 B/token
     cfg = {"model_type": "gpt_neo", "num_layers": 24, "num_heads": 16, "hidden_size": 2048,
            "attention_types": [[["global", "local"], 12]], "window_size": 256}
     assert kvmem.estimate(cfg, engine="hf-dynamic", tokens=K, kv_dtype="bf16").kv_bytes == 196_608 * K
-    with pytest.raises(ValueError, match="gpt_neo"):
-        kvmem.estimate(cfg, engine="ideal", tokens=K)
+    # the ideal count keeps only the window on the 12 local layers: 12 x 8,192 B x K + 12 x 8,192 B x 256
+    assert kvmem.estimate(cfg, engine="ideal", tokens=K, kv_dtype="bf16").kv_bytes == 12 * 8192 * (K + min(K, 256))
 
 
 def test_laguna_per_layer_heads_are_query_heads():

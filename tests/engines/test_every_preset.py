@@ -31,9 +31,8 @@ REFUSALS = {
     # DeepSeek-V4's compressed sparse attention: ideal and hf-dynamic only (StaticCache has no layer class for it)
     **{(name, "hf-static"): "StaticCache has no layer class for compressed_sparse_attention"
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
-    **{(name, engine): "kvmem does not size model_type 'deepseek_v4' the way this engine does yet"
-       for name in ("deepseek-v4-flash", "deepseek-v4-pro")
-       for engine in ("trtllm",)},
+    # TensorRT-LLM's DeepseekV4CacheManager asserts 128 or 256 tokens per block; its default is 32
+    **{(name, "trtllm"): "asserts tokens_per_block in [128, 256]" for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
     # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
     ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
 }

@@ -181,6 +181,7 @@ def estimate(model: Model, *, tokens: int, batch: int, k_dtype_name: str, tp: in
              indexer_k_dtype, max_attention_window, stages, details_cls):
     """The blocks ``batch`` sequences of ``tokens`` hold in DeepseekV4CacheManager's buffers, on the pipeline
     stage holding the most (CM: pp_layers; every tensor-parallel rank holds the whole latent, num_kv_heads 1)."""
+    _ratios(model)      # a model other than DeepSeek-V4 is refused before its options are read
     check_options(tokens_per_block=tokens_per_block, indexer_k_dtype=indexer_k_dtype,
                   max_attention_window=max_attention_window)
     layer_buffers = buffers(model, k_dtype_name=k_dtype_name, indexer_k_dtype=indexer_k_dtype)
