@@ -92,7 +92,7 @@ DECLARED = (Option("mamba_cache_mode", choices=("none", "align", "all"), help="-
             Option("enable_prefix_caching", choices=(True, False),
                    help="--[no-]enable-prefix-caching; unset: vLLM's choice for the model (on for hybrids)"),
             Option("gdn_prefill_backend", choices=("flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl"),
-                   help="--gdn-prefill-backend; unset: FlashInfer, vLLM's pick on Hopper (Triton on Ampere/Ada)"),
+                   help="--gdn-prefill-backend; unset: vLLM's pick on the fit's GPU (Hopper without one)"),
             Option("draft", model=True,
                    help="a draft model for speculative decoding: a preset or an HF id (the API also takes 'mtp')"),
             Option("decode_context_parallel_size", DCP_DEFAULT,
