@@ -96,13 +96,12 @@ def resolved_speculative(model_name: str, *, gpu_mib: int, tp: int, **spec) -> d
     from unittest import mock as _mock
 
     from ..catalog import preset
-    from .sglang_dp import _config_dir
-    from .sglang_runtime import load
+    from .sglang_runtime import config_dir, load
     load()
     import sglang.srt.arg_groups.memory_hook as memory_hook
     from sglang.srt.server_args import ServerArgs
     with _mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: float(gpu_mib)):
-        server_args = ServerArgs(model_path=_config_dir(preset(model_name)["config"]), tp_size=tp, device="cuda",
+        server_args = ServerArgs(model_path=config_dir(preset(model_name)["config"]), tp_size=tp, device="cuda",
                                  **spec)
         server_args.resolve_once()
     return server_args.resolved_dict()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from unittest import mock
 
 from .report import Check
-from .sglang_dp import _config_dir
+from .sglang_runtime import config_dir
 from .sglang_runtime import load as _load_sglang
 
 __all__ = ["resolved", "run_case", "directed_cases"]
@@ -25,7 +25,7 @@ def resolved(cfg: dict, *, gpu_mib: int, tp: int, max_running_requests: int | No
     _load_sglang()
     import sglang.srt.arg_groups.memory_hook as memory_hook
     from sglang.srt.server_args import ServerArgs
-    args = dict(model_path=_config_dir(cfg), tp_size=tp, device="cuda")
+    args = dict(model_path=config_dir(cfg), tp_size=tp, device="cuda")
     if max_running_requests is not None:
         args.update(max_running_requests=max_running_requests)
     with mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: float(gpu_mib)):

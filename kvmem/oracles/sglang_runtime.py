@@ -6,11 +6,14 @@ from __future__ import annotations
 import enum
 import functools
 import importlib.machinery
+import json
 import logging
+import os
 import sys
+import tempfile
 import types
 
-__all__ = ["load"]
+__all__ = ["load", "config_dir"]
 
 
 def _torchvision_stand_in() -> None:
@@ -52,3 +55,11 @@ def load():
     logger.addHandler(Capture())
     logger.setLevel(logging.INFO)
     return types.SimpleNamespace(torch=torch, sglang=sglang, pool=memory_pool, lines=lines)
+
+
+def config_dir(cfg: dict) -> str:
+    """A fresh folder holding ``cfg`` as config.json (its quantization_config left out), for SGLang's model_path."""
+    path = tempfile.mkdtemp(prefix="kvmem-sglang-dp-")
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({k: v for k, v in cfg.items() if k != "quantization_config"}, f)
+    return path

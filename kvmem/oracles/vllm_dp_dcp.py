@@ -2,11 +2,12 @@
 (--decode-context-parallel-size; kvmem.engines.vllm.parallel dcp_capacity).
 
 For one setting (a model, tp, dcp, KV memory per GPU, max_model_len): the attention layers' KV cache specs as
-vLLM's layers build them (kvmem/oracles/vllm.py _specs: FullAttentionSpec / MLAAttentionSpec, dcp_sharded by
-default), a VllmConfig whose ParallelConfig(tensor_parallel_size=tp, decode_context_parallel_size=dcp) runs vLLM's
-own width check, then get_global_kv_cache_groups, get_kv_cache_configs and get_kv_cache_capacity
-(vllm/v1/core/kv_cache_planning.py, kv_cache_utils.py): the blocks, the logged tokens and the concurrency,
-beside kvmem.capacity(engine="vllm", decode_context_parallel_size=dcp). vLLM's code is not edited.
+vLLM's layers build them (kvmem/oracles/vllm_lib.py layer_specs: FullAttentionSpec / MLAAttentionSpec,
+dcp_sharded by default), a VllmConfig whose ParallelConfig(tensor_parallel_size=tp,
+decode_context_parallel_size=dcp) runs vLLM's own width check, then get_global_kv_cache_groups,
+get_kv_cache_configs and get_kv_cache_capacity (vllm/v1/core/kv_cache_planning.py, kv_cache_utils.py): the
+blocks, the logged tokens and the concurrency, beside kvmem.capacity(engine="vllm",
+decode_context_parallel_size=dcp). vLLM's code is not edited.
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ def cases() -> list[tuple[str, dict]]:
 def random_case(seed: int, i: int) -> tuple[str, dict]:
     """Case ``i`` of ``seed``: a model, tp 8 or 16, a DCP width vLLM accepts for it, KV memory, max_model_len."""
     from kvmem.catalog import get_model
+    from kvmem.parallel import divides
     rng = random.Random(f"dcp-{seed}-{i}")
     name, tp = rng.choice(MODELS), rng.choice((8, 16))
     model = get_model(name)
     if any(layer.kind.per_head for layer in model.layers):   # GQA: dcp <= tp // kv, dividing the q heads per kv
         kv = max(layer.kv_heads for layer in model.layers)
-        widths = [d for d in (1, 2, 4, 8, 16) if d <= tp // kv and (model.num_attention_heads // kv) % d == 0]
+        widths = [d for d in (1, 2, 4, 8, 16) if d <= tp // kv and divides(d, model.num_attention_heads // kv)]
     else:
-        widths = [d for d in (1, 2, 4, 8, 16) if tp % d == 0]
+        widths = [d for d in (1, 2, 4, 8, 16) if divides(d, tp)]
     length = min(rng.choice((8192, 32768, 131072)), model.max_position_embeddings)
     return f"vllm-dcp-{seed}-{i}", dict(model=name, tp=tp, dcp=rng.choice(widths), kv_gib=rng.choice((8, 24, 60)),
                                         max_model_len=length)
@@ -51,19 +53,19 @@ def run_case(name: str, setting: dict) -> list[Check]:
     import kvmem
     from kvmem.catalog import get_model
 
-    from .vllm import _config, _layouts, _specs, _vllm
-    v = _vllm()
+    from .vllm_lib import kv_layouts, layer_specs, load_vllm, planning_config
+    v = load_vllm()
     model = get_model(setting["model"])
     tp, dcp, length = setting["tp"], setting["dcp"], setting["max_model_len"]
     memory = setting["kv_gib"] * GIB
     ours = kvmem.capacity(model, engine="vllm", kv_memory=memory, tp=tp, max_model_len=length,
                           decode_context_parallel_size=dcp)
-    config = _config(v, max_model_len=length, auto=False, batched=8192, block_size=ours.block_size, hybrid=True,
-                     tp=tp)
+    config = planning_config(v, max_model_len=length, auto=False, batched=8192, block_size=ours.block_size,
+                             hybrid=True, tp=tp)
     from vllm.config import ParallelConfig
     config.parallel_config = ParallelConfig(tensor_parallel_size=tp, decode_context_parallel_size=dcp)
-    specs = _specs(v, model, ours.block_size, tp)
-    v.resolve_kv_cache_layout(config, [_layouts(v, model)], specs.values())
+    specs = layer_specs(v, model, ours.block_size, tp)
+    v.resolve_kv_cache_layout(config, [kv_layouts(v, model)], specs.values())
     groups = v.get_global_kv_cache_groups(config, [specs])
     kv_config = v.get_kv_cache_configs(config, [specs], [memory], groups)[0]
     tokens, concurrency = v.get_kv_cache_capacity(config, kv_config)

@@ -129,11 +129,11 @@ VLLM_GPUS = ("h100-sxm-80gb", "a100-80gb", "l40s-48gb", "h200-sxm-141gb", "rtx-4
 
 def _vllm_concurrency(model, memory: int, length: int, block: int) -> float | None:
     """vLLM's Maximum concurrency for ``length``-token requests on ``memory`` bytes (None: it refuses to start)."""
-    from kvmem.oracles import vllm as vo
-    v = vo._vllm()
-    config = vo._config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
-    specs = vo._specs(v, model, block, 1)
-    v.resolve_kv_cache_layout(config, [vo._layouts(v, model)], specs.values())
+    from kvmem.oracles import vllm_lib as vl
+    v = vl.load_vllm()
+    config = vl.planning_config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
+    specs = vl.layer_specs(v, model, block, 1)
+    v.resolve_kv_cache_layout(config, [vl.kv_layouts(v, model)], specs.values())
     try:
         groups = v.get_global_kv_cache_groups(config, [specs])
         kv_config = v.get_kv_cache_configs(config, [specs], [memory], groups)[0]
@@ -156,9 +156,9 @@ def _vllm_mamba_concurrency(model, memory: int, length: int, hopper: bool = True
     from vllm.v1.kv_cache_interface import MambaSpec
 
     from kvmem.model import FULL
-    from kvmem.oracles import vllm as vo
+    from kvmem.oracles import vllm_lib as vl
     from kvmem.oracles import vllm_states as vs
-    v, w = vo._vllm(), vs._vllm()
+    v, w = vl.load_vllm(), vs._vllm()
     attention = next(layer for layer in model.layers if layer.kind == FULL)
     config = vs._vllm_config(w, model, vs._hf_config(model), tp=1, block_size=16, num_spec=0)
     config.model_config.get_head_size = lambda: attention.head_dim_k
@@ -189,10 +189,10 @@ def _vllm_mamba_concurrency(model, memory: int, length: int, hopper: bool = True
                 shapes=tuple(shapes), dtypes=tuple(dtypes), block_size=block, page_size_padded=padded,
                 mamba_type=kind, mamba_cache_mode=mode,
                 num_prefill_checkpoint_blocks=checkpoint_blocks)
-    planning = vo._config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
+    planning = vl.planning_config(v, max_model_len=length, auto=False, batched=8192, block_size=block, hybrid=True, tp=1)
     planning.cache_config.mamba_cache_mode = mode
     planning.cache_config.enable_prefix_caching = prefix_caching
-    v.resolve_kv_cache_layout(planning, [vo._layouts(v, model)], specs.values())
+    v.resolve_kv_cache_layout(planning, [vl.kv_layouts(v, model)], specs.values())
     try:
         groups = v.get_global_kv_cache_groups(planning, [specs])
         kv_config = v.get_kv_cache_configs(planning, [specs], [memory], groups)[0]

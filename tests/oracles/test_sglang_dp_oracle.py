@@ -9,6 +9,8 @@ require("sglang")
 import pytest  # noqa: E402
 
 from kvmem.oracles import sglang_dp as oracle  # noqa: E402
+from kvmem.oracles import sglang_dp_weights as weights  # noqa: E402
+from kvmem.oracles.sglang_runtime import config_dir  # noqa: E402
 
 
 def assert_agrees(name, setting):
@@ -53,19 +55,19 @@ def test_qwen3_235b_on_8_h200_with_attn_dp_8():
     assert numbers["tokens"] == 225249
 
 
-@pytest.mark.parametrize("model", oracle.WEIGHT_MODELS)
+@pytest.mark.parametrize("model", weights.WEIGHT_MODELS)
 def test_weights_attn_dp_adds_are_sglangs_layers(model):
     # SGLang's attention class and VocabParallelEmbedding for one rank at attn_tp and at tp (meta device, bf16):
     # what attn_dp_size adds to a GPU, kvmem's rule beside them, at attn_tp 1 and 4 of tp 8
     for attn_dp in (8, 2):
-        check = oracle.weights_case(model, tp=8, attn_dp=attn_dp)
+        check = weights.weights_case(model, tp=8, attn_dp=attn_dp)
         assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
 
 
 def test_weights_qwen2_moe_from_its_config():
     # Qwen1.5-MoE-A2.7B (no preset): Qwen2MoeAttention with its default q/k/v bias, 16 heads of 128 over attn_tp
     for tp, attn_dp in ((8, 8), (8, 2), (16, 4)):
-        check = oracle.weights_case("qwen1.5-moe-a2.7b", tp=tp, attn_dp=attn_dp, cfg=oracle.QWEN2_MOE_CONFIG)
+        check = weights.weights_case("qwen1.5-moe-a2.7b", tp=tp, attn_dp=attn_dp, cfg=weights.QWEN2_MOE_CONFIG)
         assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
 
 
@@ -73,7 +75,7 @@ def test_weights_qwen3_235b_by_hand():
     # SGLang's Qwen3MoeAttention a rank: qkv 4096 x (8 x 128 + 2 x 128) + o 1024 x 4096 at tp 8 (one KV head
     # replicated), qkv 4096 x (64 + 8) x 128 + o 8192 x 4096 at attn_tp 1; 94 layers; embedding 151,936 / 8 rows at
     # tp 8, all at attn_tp 1; at 2 B: 94 x 2 x (71,303,168 - 9,437,184) + 2 x 4,096 x 151,936 x 7/8 = 12,719,882,240
-    check = oracle.weights_case("qwen3-235b-a22b", tp=8, attn_dp=8)
+    check = weights.weights_case("qwen3-235b-a22b", tp=8, attn_dp=8)
     assert check.engine == 94 * 2 * (71303168 - 9437184) + 2 * 4096 * 151936 * 7 // 8 == 12719882240 == check.kvmem
 
 
@@ -83,14 +85,14 @@ def test_dp_lm_head_and_dense_tp_1_are_sglangs_layers(model):
     # ParallelLMHead(use_attn_tp_group=True) and the dense MLP class with parallel_group "replicated", beside the
     # defaults; Qwen3-MoE and GPT-OSS have no first_k_dense_replace layers: the head alone
     for attn_dp in (8, 2):
-        check = oracle.head_and_dense_case(model, tp=8, attn_dp=attn_dp)
+        check = weights.head_and_dense_case(model, tp=8, attn_dp=attn_dp)
         assert check.matches, f"{check.case}: kvmem {check.kvmem:,}, SGLang {check.engine:,}"
 
 
 def test_dp_lm_head_and_dense_tp_1_deepseek_v3_by_hand():
     # lm_head 129,280 x 7,168 x 2 B over attn_tp 1 not tp 8: + 7/8 of 1,853,358,080 = 1,621,688,320; the 3 dense
     # MLP layers 3 x 3 x 7,168 x 18,432 x 2 B whole, not 1/8: + 7/8 of 2,378,170,368 = 2,080,899,072
-    check = oracle.head_and_dense_case("deepseek-v3", tp=8, attn_dp=8)
+    check = weights.head_and_dense_case("deepseek-v3", tp=8, attn_dp=8)
     assert check.engine == 1621688320 + 2080899072 == 3702587392 == check.kvmem
 
 
@@ -111,7 +113,7 @@ def test_the_plan_is_what_sglang_resolves():
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     ns = parser.parse_args(plan.argv[3:])
-    ns.model_path = oracle._config_dir(preset("deepseek-v3")["config"])   # its config.json, for SGLang's ModelConfig
+    ns.model_path = config_dir(preset("deepseek-v3")["config"])   # its config.json, for SGLang's ModelConfig
     ns.device = "cuda"
     with mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: 143771.0):
         args = ServerArgs.from_cli_args(ns)

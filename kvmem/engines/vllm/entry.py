@@ -241,7 +241,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                    f"of KV cache, more than the {usable[stage] / GIB:.2f} GiB available{null}; the "
                    f"longest that fits is {longest:,}")
         notes.append(refuses)
-    log = _log_lines(release, num_blocks, tokens, concurrency, length)
+    log = pool_log_lines(release, num_blocks, tokens, concurrency, length)
     details = VllmCapacityDetails(version=opts.version, num_blocks=num_blocks, blocks_per_stage=per_stage,
                                   blocks_per_request=request, groups=len(plan.groups),
                                   group_layers=[len(g) for g in plan.groups], padding_layers=plan.padding_layers,
@@ -253,7 +253,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                     v_dtype=plan.fmt.name, refusal=Refusal(refuses) if refuses else None)
 
 
-def _log_lines(release, num_blocks: int, tokens: int, concurrency: float, length: int) -> list[str]:
+def pool_log_lines(release, num_blocks: int, tokens: int, concurrency: float, length: int) -> list[str]:
     """The lines vLLM prints for this pool, in the release's own format."""
     if release < TOKENS_FROM_BLOCKS:
         return [f"# GPU blocks: {num_blocks}",

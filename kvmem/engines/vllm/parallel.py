@@ -20,7 +20,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ...model import FULL, MLA, Model
-from ...parallel import pp_stages
+from ...parallel import divides, pp_stages
 from ...units import cdiv
 
 __all__ = ["PARALLEL_OPTIONS", "weights_per_device", "DCP_DEFAULT", "dcp_size", "check_dcp", "dcp_estimate",
@@ -94,7 +94,7 @@ def check_dcp(model: Model, tp: int, dcp: int, version) -> None:
     """Refused where vLLM 0.33.0 refuses the width, or kvmem does not size it (with which)."""
     if str(version).strip().lower() not in ("latest", "0.33.0", "v0.33.0"):
         raise ValueError(f"kvmem sizes decode_context_parallel_size as vLLM 0.33.0 plans it; version={version!r}")
-    if tp % dcp:
+    if not divides(dcp, tp):
         # vllm@v0.33.0 vllm/config/parallel.py#L596-L606 (prefill context parallelism 1)
         raise ValueError(f"tp_size={tp} must be divisible by dcp_size={dcp} (vLLM 0.33.0's check)")
     kinds = {layer.kind for layer in model.layers}
@@ -108,7 +108,7 @@ def check_dcp(model: Model, tp: int, dcp: int, version) -> None:
         if dcp > tp // kv_heads:
             raise ValueError(f"decode_context_parallel_size={dcp} exceeds tp_size // num_kv_heads = {tp} // "
                              f"{kv_heads} = {tp // kv_heads} for GQA/MQA (vLLM 0.33.0's check)")
-        if (heads // kv_heads) % dcp:
+        if not divides(dcp, heads // kv_heads):
             raise ValueError(f"the {heads // kv_heads} query heads per KV head must divide by "
                              f"decode_context_parallel_size={dcp} for GQA/MQA (vLLM 0.33.0's check)")
 
@@ -132,7 +132,7 @@ def dcp_capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, ma
     """entry.capacity with a request's tokens over dcp ranks (the section above)."""
     from dataclasses import replace
 
-    from .entry import _log_lines, capacity
+    from .entry import capacity, pool_log_lines
     from .options import parse_release
     dcp = dcp_size(options)
     rest = {k: v for k, v in options.items() if k != "decode_context_parallel_size"}
@@ -147,7 +147,7 @@ def dcp_capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, ma
     cap = capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=share, **rest)
     concurrency = cap.max_concurrency     # num_blocks / cdiv(share, block_size): vLLM's
     tokens = int(concurrency * length)    # vllm@v0.33.0 vllm/v1/core/kv_cache_utils.py#L1120-L1128
-    log = _log_lines(parse_release(rest.get("version", "latest")), cap.blocks, tokens, concurrency, length)
+    log = pool_log_lines(parse_release(rest.get("version", "latest")), cap.blocks, tokens, concurrency, length)
     notes = list(cap.notes)
     notes.append(f"decode context parallel {dcp}: each of {dcp} GPUs holds every {dcp}th token, "
                  f"cdiv({length:,}, {dcp}) = {share:,} of a {length:,}-token request")
