@@ -63,7 +63,7 @@ class HostTerm(Record):
     bytes_per_rank: int
     source: str                 # the flag or rule that sizes it, with the engine file
     tokens: int | None = None   # tokens a KV tier holds (None: not a KV tier)
-    binding: bool = True        # counted against host_memory_bytes; False: the engine shrinks it when RAM runs short
+    binding: bool = True        # counted against host_memory_bytes; False: shrunk by the engine, or not sized
 
 
 @dataclass(frozen=True)

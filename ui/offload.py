@@ -96,5 +96,5 @@ def host_panel(result) -> None:
     st.dataframe([{"term": t["name"], "per node": kvmem.format_bytes(t["bytes_per_node"]),
                    "per rank": kvmem.format_bytes(t["bytes_per_rank"]),
                    "tokens held": "—" if t.get("tokens") is None else f"{t['tokens']:,}",
-                   "counted": "yes" if t["binding"] else "no: the engine shrinks it",
+                   "counted": "yes" if t["binding"] else "no (its source says why)",
                    "source": t["source"]} for t in host["terms"]], hide_index=True)

@@ -80,3 +80,22 @@ def test_a_sliding_window_checkpoint_holds_the_window():
     nbytes, what = checkpoint_bytes(kvmem.get_model("gemma-3-27b"), tokens=32768)
     assert nbytes == 436_221_176 and "1,024 cells" in what
     assert checkpoint_bytes(kvmem.get_model("gemma-3-27b"), tokens=100)[0] == 100 * 425_996 + 24 + 52 * 24
+
+
+def test_a_chunked_cache_keeps_the_last_chunk_begun():
+    # Llama-4's chunked layers (n_swa 8,192, LLAMA_SWA_TYPE_CHUNKED): state_write keeps the cells is_masked_swa
+    # leaves against the last position, ((tokens - 1) % 8192) + 1 -- 8,192 at 8,192 tokens, 1 at 8,193
+    model = kvmem.get_model("llama-4-scout-17b-16e")
+    one, what = checkpoint_bytes(model, tokens=1)
+    full, _ = checkpoint_bytes(model, tokens=8192)
+    assert "the 1 cells" in what and checkpoint_bytes(model, tokens=8193)[0] == one
+    assert "3,616 cells" in checkpoint_bytes(model, tokens=20_000)[1]      # 19,999 % 8,192 + 1
+    per_cell = (full - one) // 8191
+    assert (full - one) % 8191 == 0 and per_cell == 12 + 36 * 2 * 8 * 128 * 2   # cell meta + 36 layers' K and V
+
+
+def test_a_checkpoint_kvmem_has_not_read_is_shown_and_not_counted():
+    fit = kvmem.fit("deepseek-v4-flash", gpu="h200-sxm-141gb", num_gpus=8, context=4096, engine="llama.cpp")
+    term = next(t for t in fit.host["terms"] if "checkpoints" in t["name"])
+    assert term["name"] == "llama.cpp context checkpoints (not sized)" and term["binding"] is False
+    assert "llama_kv_cache_dsv4" in term["source"] and term["bytes_per_node"] == 0

@@ -24,7 +24,7 @@ this module: 156,894,364 B = 149.63 MiB, x 128 = 18.70 GiB.
 from __future__ import annotations
 
 from ...host import HostInput, HostTerm
-from ...model import SLIDING
+from ...model import CHUNKED, SLIDING
 
 CTX_CHECKPOINTS = 32          # common/common.h#L631 n_ctx_checkpoints
 CACHE_RAM_MIB = 8192          # common/common.h#L634 cache_ram_mib
@@ -41,6 +41,10 @@ SWA_CELL_META_BYTES = 4 + 4 + 4
 SWA_LAYER_HEADER_BYTES = 2 * (4 + 8)
 
 
+class NotSized(ValueError):
+    """A checkpoint whose contents kvmem has not read (the host table says so; nothing is counted)."""
+
+
 def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
     """(bytes of one context checkpoint, what it holds) for ``model`` in llama-server after ``tokens`` tokens
     (one stream: the server's unified cache); (0, why) where the server makes none. A sliding-window model's
@@ -55,11 +59,21 @@ def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
         per_seq = (c["r_bytes"] + c["s_bytes"]) // c["cells"]
         return (STATE_HEADER_BYTES + RECURRENT_HEADER_BYTES + layers * RECURRENT_LAYER_HEADER_BYTES + per_seq,
                 f"the recurrent state of one sequence ({layers} layers)")
+    if any(c["cache"] == "dsv4_state" for c in caches):
+        raise NotSized("llama_kv_cache_dsv4's checkpoint (its SWA, compressed and indexer caches and compressor "
+                       "states) is not read by kvmem")
     swa = [c for c in caches if c["cache"] == "kv_swa"]
     if swa:
         c = swa[0]
-        window = min(layer.window for layer in model.layers if layer.kind == SLIDING)
-        cells = min(tokens, window)
+        # state_write keeps the cells is_masked_swa does not mask against the slot's last position
+        # (llama.cpp@0c1e57098 src/llama-kv-cache.cpp#L2092-L2096; src/llama-hparams.h#L475-L495): a window keeps
+        # min(tokens, n_swa); a chunk keeps the tokens of the last chunk begun, ((tokens - 1) % n_swa) + 1
+        sliding = [layer.window for layer in model.layers if layer.kind == SLIDING]
+        if sliding:
+            cells = min(tokens, min(sliding))
+        else:
+            chunk = min(layer.window for layer in model.layers if layer.kind == CHUNKED)
+            cells = (max(tokens, 1) - 1) % chunk + 1
         per_cell = (c["k_bytes"] + c["v_bytes"]) // c["cells_total"]
         return (STATE_HEADER_BYTES + SWA_HEADER_BYTES + cells * (SWA_CELL_META_BYTES + per_cell)
                 + c["layers"] * SWA_LAYER_HEADER_BYTES,
@@ -83,7 +97,14 @@ def host_terms(s, _kv_memory: int = 0, placement: dict | None = None) -> list[Ho
         terms.append(HostTerm(name="llama.cpp tensors in host RAM", bytes_per_node=placement["host_bytes"],
                               bytes_per_rank=placement["host_bytes"],
                               source="the placement's layers and tensors on the CPU (kvmem.engines.llamacpp.verdict)"))
-    one, what = checkpoint_bytes(s.model, tokens=s.context, kv_dtype=s.kv_dtype, **s.engine_options)
+    try:
+        one, what = checkpoint_bytes(s.model, tokens=s.context, kv_dtype=s.kv_dtype, **s.engine_options)
+    except NotSized as gap:     # reported, never counted as 0 B: the table says what is not sized
+        one, what = 0, ""
+        if count:
+            terms.append(HostTerm(name="llama.cpp context checkpoints (not sized)", bytes_per_node=0, bytes_per_rank=0,
+                                  binding=False, source=f"--ctx-checkpoints {count}: {gap} (kvmem.engines.llamacpp."
+                                                        "checkpoints); give ctx_checkpoints=0 to run without them"))
     if one and count:
         terms.append(HostTerm(name="llama.cpp context checkpoints", bytes_per_node=one * count * slots,
                               bytes_per_rank=one * count * slots,
