@@ -7,7 +7,7 @@ import pytest
 
 import kvmem
 from kvmem.disagg import disaggregate
-from kvmem.engines.sglang.parallel import swa_tail_tokens
+from kvmem.engines.sglang.disagg import swa_tail_tokens
 
 
 def test_swa_tail_tokens():

@@ -93,7 +93,7 @@ def weights_case(model: str, *, tp: int, attn_dp: int, cfg: dict | None = None) 
     """What attn_dp_size adds to one GPU's weights: kvmem's rule beside SGLang's own layers (bf16 attention);
     ``cfg``: a config.json for a model no preset has (``model`` then only names it)."""
     from kvmem.catalog import get_model, preset
-    from kvmem.engines.sglang.parallel import weights_per_device
+    from kvmem.engines.sglang.dp_weights import weights_per_device
     from kvmem.model import Model
     from kvmem.sizing.setup import model_weights
     m = Model.from_hf_config(cfg, name=model) if cfg is not None else get_model(model)
@@ -145,7 +145,7 @@ def head_and_dense_case(model: str, *, tp: int, attn_dp: int) -> Check:
     """What --enable-dp-lm-head and --moe-dense-tp-size 1 add to one GPU beside attn_dp_size alone: kvmem's rule
     (bf16 weights) beside SGLang's own ParallelLMHead and dense MLP classes."""
     from kvmem.catalog import get_model, preset
-    from kvmem.engines.sglang.parallel import weights_per_device
+    from kvmem.engines.sglang.dp_weights import weights_per_device
     from kvmem.sizing.setup import model_weights
     cfg = preset(model)["config"]
     m = get_model(model)

@@ -9,7 +9,7 @@ import pytest
 
 import kvmem
 from kvmem.engines.sglang.budget import sglang_mem_fraction_static
-from kvmem.engines.sglang.parallel import weights_per_device
+from kvmem.engines.sglang.dp_weights import weights_per_device
 from kvmem.parallel import attention_tp, check_expert_parallel, expert_share, gpus_of
 from kvmem.sizing.setup import model_weights
 

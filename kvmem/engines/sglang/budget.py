@@ -6,7 +6,8 @@ from fractions import Fraction
 
 from .admission import pools_refuse
 from .hicache import HOST_INPUTS, host_terms
-from .parallel import deepep, kv_groups, weights_per_device
+from .dp_weights import weights_per_device
+from .parallel import deepep, kv_groups
 from ..budget import kv_budget
 from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
                     share_whole_blocks)

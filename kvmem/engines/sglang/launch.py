@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from .draft import DRAFT_DEFAULTS
 from .pools import DEFAULTS
-from .parallel import PARALLEL_DEFAULTS, roles
+from .disagg import roles
+from .parallel import PARALLEL_DEFAULTS
 from .budget import sglang_chunked_prefill_size
 from ..serving import Launcher
 from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
