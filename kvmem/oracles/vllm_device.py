@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's own backend selection as the judge of kvmem's picks by the GPU (kvmem.engines.vllm.options
+"""vLLM 0.33.0's own backend selection as the judge of kvmem's picks by the GPU (kvmem.engines.vllm.device
 device_options: the MLA attention backend and its block size, the GatedDeltaNet prefill backend).
 
 The CPU environment has no CUDA: the selection code runs with the device answers patched in, each to what a
@@ -25,7 +25,7 @@ from contextlib import ExitStack
 from unittest import mock
 
 from ..catalog import as_model
-from ..engines.vllm.options import device_options
+from ..engines.vllm.device import device_options
 from ..gpus import get_gpu, list_gpus
 
 FA_NAMES = ("flash_attn_varlen_func", "get_scheduler_metadata")

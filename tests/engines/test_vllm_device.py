@@ -1,4 +1,4 @@
-"""vLLM's picks by the GPU of the fit (kvmem.engines.vllm.options.device_options): the MLA backend and the
+"""vLLM's picks by the GPU of the fit (kvmem.engines.vllm.device.device_options): the MLA backend and the
 GatedDeltaNet prefill backend follow the GPU's compute capability (gpus.json), as vLLM 0.33.0's
 _get_backend_priorities and _resolve_gdn_prefill_backend do (judged in tests/oracles/test_vllm_device_oracle.py);
 without a GPU, or with a custom one, kvmem keeps its Hopper assumption."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 import kvmem
-from kvmem.engines.vllm.options import device_options, mla_block
+from kvmem.engines.vllm.device import device_options
+from kvmem.engines.vllm.mla import mla_block
 from kvmem.gpus import GPU, get_gpu
 from kvmem.sizing.setup import make_setup
 

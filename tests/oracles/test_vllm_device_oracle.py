@@ -1,5 +1,5 @@
 """vLLM 0.33.0's own backend selection, run with each catalog GPU's compute capability patched in, judges what
-kvmem's fit picks on that GPU (kvmem.engines.vllm.options.device_options): the MLA backend and its block size
+kvmem's fit picks on that GPU (kvmem.engines.vllm.device.device_options): the MLA backend and its block size
 (deepseek-v3, bf16 and fp8 caches), the GatedDeltaNet prefill backend (qwen3-next-80b-a3b), and a plain GQA
 model's block (llama-3.1-8b). Bounded: one selection per capability and case (8 capabilities), seconds."""
 
@@ -40,7 +40,8 @@ def test_mla_backend_and_block_are_vllms_on_every_gpu(kv_dtype, vllm_kv):
 
 def test_blackwell_mla_without_flashinfers_head_dims_is_cutlass():
     # FlashInfer MLA takes qk_nope_head_dim 64 / 128 / 192 only (flashinfer_mla.py supports_combination)
-    from kvmem.engines.vllm.options import mla_backend_on, mla_block
+    from kvmem.engines.vllm.device import mla_backend_on
+    from kvmem.engines.vllm.mla import mla_block
     assert vllm_attention((10, 0), use_mla=True, qk_nope_head_dim=96) == ("CUTLASS_MLA", 128)
     assert mla_backend_on(get_gpu("b200"), "bf16", 96) == "CUTLASS_MLA" and mla_block("CUTLASS_MLA", 16) == 128
 
@@ -66,7 +67,7 @@ def test_plain_gqa_keeps_16_token_blocks_on_every_gpu():
 def test_sparse_mla_below_hopper_has_no_backend_and_kvmem_refuses():
     # DeepSeek-V3.2 / GLM-5 (an indexer): vLLM's sparse tail has no backend for SM 8.x / 7.x; SM 9.0 / 10.0 run it
     import kvmem
-    from kvmem.engines.vllm.options import device_options
+    from kvmem.engines.vllm.device import device_options
     assert [vllm_attention(cap, use_mla=True, use_sparse=True, num_heads=64) for cap in ((7, 5), (8, 0), (8, 9))] \
         == [None, None, None]
     assert vllm_attention((10, 0), use_mla=True, use_sparse=True, num_heads=64) == ("FLASHMLA_SPARSE", 64)

@@ -13,7 +13,8 @@ from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, Sizing
 from .admission import pools_refuse
 from .parallel import PARALLEL_OPTIONS, weights_per_device
 from .offload import HOST_INPUTS, host_terms
-from .options import VllmOptions, check_options, device_options, parse_release
+from .device import device_options
+from .options import VllmOptions, check_options, parse_release
 
 
 # ----------------------------------------------------------------------------- sizing: budget, activations, defaults

@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
 from ...parallel import kv_heads_per_rank, pp_stages
 from ...units import cdiv
-from .options import (BALANCED_GROUPS, HYBRID_GROUPS, INDEXER_QUANT_BLOCK, KVFormat, MLA_BACKENDS, VllmOptions,
-                      checkpoint_grid, exports_checkpoints, kv_format, mla_block)
+from .formats import KVFormat, kv_format
+from .mla import INDEXER_QUANT_BLOCK, MLA_BACKENDS, mla_block
+from .options import BALANCED_GROUPS, HYBRID_GROUPS, VllmOptions, checkpoint_grid, exports_checkpoints
 from .models import check_heads, check_indexers, draft_layers, vllm_layers
 from .compressed import DSV4_BLOCK, deepseek_v4_units, packed_groups
 from .inkling import INKLING_TYPES, sconv_spec

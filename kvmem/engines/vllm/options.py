@@ -1,4 +1,5 @@
-"""vLLM's options, checked, with each default's source; the release table; the KV cache formats."""
+"""vLLM's options, checked, with each default's source; the release table. The KV cache formats are formats.py,
+the MLA backends mla.py, the picks by the GPU device.py."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from ...dtypes import FLOAT_NAMES, float_bytes
-from ...model import MLA, Model
+from ...model import Model
 from ...units import require_positive_int
+from .formats import STATE_DTYPES
+from .mla import MLA_BACKENDS, OTHER_BACKENDS
 
 
 GIB = 1 << 30
@@ -74,38 +76,6 @@ ONE_LOG_LINE = (0, 28)
 # latest (merged before PR #47272); 0.27 unverified (vllm#51250 ran 0.27.1 with --enable-prefix-caching given)
 HYBRID_PREFIX_CACHING = (0, 28)
 LATEST = (0, 33)                      # the release kvmem was last checked against (vLLM 0.33.0)
-
-# --kv-cache-dtype values (vllm@v0.33.0 vllm/config/cache.py#L44-L67 CacheDType): bytes per element, quantisation
-# mode. fp8 / fp8_e4m3 / fp8_e5m2 / fp8_inc: 1 byte, their per-tensor scales take no page space.
-_KV_FORMATS = {
-    "float16": ("fp16", 2, ""), "fp16": ("fp16", 2, ""), "half": ("fp16", 2, ""),
-    "bfloat16": ("bf16", 2, ""), "bf16": ("bf16", 2, ""),
-    "fp8": ("fp8", 1, ""), "fp8_e4m3": ("fp8_e4m3", 1, ""), "fp8_e5m2": ("fp8_e5m2", 1, ""),
-    "fp8_inc": ("fp8_inc", 1, ""), "fp8_ds_mla": ("fp8_ds_mla", 1, "fp8_ds_mla"),
-    "int8_per_token_head": ("int8_per_token_head", 1, "per_token_head"),
-    "fp8_per_token_head": ("fp8_per_token_head", 1, "per_token_head"),
-    "nvfp4": ("nvfp4", 1, "nvfp4"),
-}
-MODEL_DTYPE_BYTES = {name: float_bytes(name) for name in FLOAT_NAMES}
-# --mamba-cache-dtype / --mamba-ssm-cache-dtype values and the config spellings kvmem takes, with their bytes
-STATE_DTYPES = {name: float_bytes(name) for name in ("float32", "fp32", "float16", "fp16", "bfloat16", "bf16")}
-
-# MLA backends: the block size each forces, from the kernel block sizes it supports; None = keep the block size.
-# FLASHMLA 64 (vllm@v0.33.0 vllm/v1/attention/backends/mla/flashmla.py#L57-L58; Hopper's pick for fp8 caches, and
-# kvmem's assumption where it knows no GPU), CUTLASS_MLA 128 (cutlass_mla.py#L49-L50), FLASHINFER_MLA 32, the
-# Blackwell pick (kernel sizes [32, 64], flashinfer_mla.py#L204-L205: a multiple of 32 is kept, else the smallest:
-# get_preferred_block_size, vllm/v1/attention/backend.py#L122-L163), FLASHMLA_SPARSE 64 (DeepSeek-V3.2;
-# flashmla_sparse.py#L158-L165); TRITON_MLA and FLASH_ATTN_MLA (Hopper's pick for 16-bit caches) take any multiple of
-# 16 (triton_mla.py#L114-L115, flashattn_mla.py#L49-L50): the block size is kept.
-# The backend order: vllm@v0.33.0 vllm/platforms/cuda.py#L84-L155 _get_backend_priorities; by GPU: device_options.
-MLA_BACKENDS = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 32, "FLASHMLA_SPARSE": 64,
-                 "TRITON_MLA": None, "FLASH_ATTN_MLA": None}
-_OTHER_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
-FP8_DS_MLA_BYTES_PER_TOKEN = 656     # 512 fp8 latent + 16 B scales + 64 x 2 B rope (flashmla_sparse.py#L76-L88)
-# DeepSeek-V3.2's lightning-indexer key: its own MLAAttentionSpec of 1 head x (index_head_dim + index_head_dim // 128
-# x 4) uint8 = 132 B per token (vllm@v0.33.0 vllm/model_executor/models/deepseek_v2.py#L638-L676
-# DeepseekV32IndexerCache), keyed on index_topk: fp8 values + one fp32 scale per 128
-INDEXER_QUANT_BLOCK = 128
 
 QWEN35_TYPES = ("qwen3_5_text", "qwen3_5_moe_text")
 # The IsAttentionFree generative classes of vLLM 0.33.0 among kvmem's families (vllm@v0.33.0
@@ -214,8 +184,8 @@ def check_options(opts: dict, model: Model | None = None) -> VllmOptions:
     backend = out["attention_backend"]
     if backend is not None:
         name = str(backend).strip().upper() if isinstance(backend, str) else None
-        if name not in MLA_BACKENDS and name not in _OTHER_BACKENDS:
-            names = ", ".join([*MLA_BACKENDS, *_OTHER_BACKENDS])
+        if name not in MLA_BACKENDS and name not in OTHER_BACKENDS:
+            names = ", ".join([*MLA_BACKENDS, *OTHER_BACKENDS])
             raise ValueError(f"attention_backend must be one of {names}, got {backend!r}")
         backend = name
     state_dtypes = {}
@@ -257,7 +227,6 @@ GDN_CHECKPOINT_ALIGNMENT = 64
 GDN_PREFILL_BACKENDS = ("flashinfer", "triton", "cutedsl", "aiter_flydsl", "sycl")
 
 
-
 def exports_checkpoints(model: Model, opts: VllmOptions) -> bool:
     """Its GatedDeltaNet layers export prefill checkpoints ("align" mode, from 0.33): in that mode
     _align_hybrid_block_size makes the block a multiple of every Mamba layer's prefill checkpoint alignment
@@ -280,177 +249,3 @@ def checkpoint_grid(model: Model, opts: VllmOptions, align: int, notes: list) ->
                  "(its pick on Hopper, assumed without a GPU) checkpoints the state on that grid in mamba_cache_mode "
                  "'align'")
     return math.lcm(align, GDN_CHECKPOINT_ALIGNMENT)
-
-
-def mla_block(backend: str, block: int) -> int:
-    """The block size an MLA backend runs with (options.MLA_BACKENDS: its kernel block sizes at v0.33.0)."""
-    if backend == "FLASHMLA":
-        return block if block % 64 == 0 else 64
-    if backend == "CUTLASS_MLA":
-        return block if block % 128 == 0 else 128
-    if backend == "FLASHINFER_MLA":
-        return block if block % 32 == 0 else 32
-    if backend == "FLASHMLA_SPARSE":
-        return 64
-    return block
-
-
-@dataclass(frozen=True)
-class KVFormat:
-    name: str
-    nbytes: int
-    mode: str          # "", "per_token_head", "nvfp4", "fp8_ds_mla"
-
-
-def kv_format(model: Model, kv_dtype) -> KVFormat:
-    """The attention cache format of --kv-cache-dtype ``kv_dtype`` ("auto" = the model dtype)."""
-    if isinstance(kv_dtype, str):
-        key = kv_dtype.strip().lower().replace("-", "_")
-    else:
-        key = getattr(kv_dtype, "name", None)
-    sparse = any(layer.kind == MLA and layer.index_head_dim for layer in model.layers)
-    if key == "auto":
-        # vllm@v0.33.0 vllm/config/model.py#L2423-L2464 _resolve_auto_dtype: float32 checkpoints are downcast to
-        # the platform's first supported dtype, bfloat16 on CUDA (sm80+); fp16/bf16 checkpoints keep theirs.
-        # DeepSeek-V3.2 with kv "auto" is bf16 in 0.33.0; older releases (models/config.py at commit 0144dd5b)
-        # mapped it to fp8_ds_mla too (unverified per release: pass kv_dtype="fp8_ds_mla")
-        name = model.dtype if model.dtype in ("fp16", "bf16") else "bf16"
-        return KVFormat(name, MODEL_DTYPE_BYTES[name], "")
-    if key not in _KV_FORMATS:
-        valid = ", ".join(["auto", *_KV_FORMATS])
-        from ...sources.bounded import quote
-        raise ValueError(f"kv_dtype {quote(kv_dtype)} is not a vLLM --kv-cache-dtype; valid: {valid}")
-    name, nbytes, mode = _KV_FORMATS[key]
-    if sparse and name.startswith("fp8"):
-        # DeepseekV32ForCausalLM.verify_and_update_config: fp8 caches become "fp8_ds_mla".
-        return KVFormat("fp8_ds_mla", 1, "fp8_ds_mla")
-    if mode == "fp8_ds_mla":
-        raise ValueError("kv_dtype 'fp8_ds_mla' is DeepSeek-V3.2's sparse-MLA format; this model has no "
-                         "indexer (index_head_dim)")
-    return KVFormat(name, nbytes, mode)
-
-
-# ----------------------------------------------------------------------------- picks by the GPU
-#
-# What vLLM 0.33.0 selects by the device where kvmem.fit knows it (GPU.platform, GPU.compute_capability):
-# the MLA attention backend (its block size: mla_block) and the GatedDeltaNet prefill backend (its checkpoint
-# grid: exports_checkpoints). Without a GPU (estimate, capacity) OPTIONS' None keeps the Hopper assumption.
-# Judged by vLLM's own selection code with the capability patched (kvmem/oracles/vllm_device.py).
-#
-# CUDA, dense MLA: the first backend of _get_backend_priorities (vllm@v0.33.0 vllm/platforms/cuda.py#L84-L155)
-# that validate_configuration accepts (vllm/v1/attention/backend.py#L279-L370; cuda.py#L377-L416):
-#   SM 10.x  FLASHINFER_MLA where qk_nope_head_dim is 64, 128 or 192 (flashinfer_mla.py#L220-L249), else
-#            CUTLASS_MLA (cutlass_mla.py#L65-L66; TOKENSPEED_MLA between them needs the tokenspeed_mla package,
-#            which vLLM's requirements do not install)
-#   SM 9.x   FLASH_ATTN_MLA for 16-bit caches (flashattn_mla.py#L40-L46, #L69-L87: FA3, which vLLM's CUDA wheels
-#            build for SM90, fa_utils.py#L325-L345), else FLASHMLA (fp8 / fp8_e4m3; flashmla.py#L47-L54, #L73-L74)
-#   others   TRITON_MLA (triton_mla.py#L140-L141; SM 12.x's list is TRITON_MLA first, cuda.py#L134-L138)
-# Sparse MLA (DeepSeek-V3.2, GLM-5) stays on FLASHMLA_SPARSE (kvmem.engines.vllm.layout), vLLM's pick on
-# SM 9.x/10.x with 64+ heads; elsewhere a note says vLLM picks another sparse backend.
-# ROCm (vllm@v0.33.0 vllm/platforms/rocm.py#L536-L552): TRITON_MLA unless VLLM_ROCM_USE_AITER=1 (default off,
-# vllm/envs.py#L1267-L1269), which kvmem assumes unset.
-_MLA_16BIT_KV = ("bf16", "fp16")
-_MLA_FP8_KV = ("fp8", "fp8_e4m3")
-_FLASHINFER_MLA_NOPE = (64, 128, 192)
-# The CUDA runtime vLLM 0.33.0's wheels ship: VLLM_MAIN_CUDA_VERSION "13.0" (vllm@v0.33.0 vllm/envs.py#L91), torch
-# 2.14.0 pinned with nvidia-cutlass-dsl[cu13] (its requirements/cuda.txt); _resolve_gdn_prefill_backend's
-# get_cuda_runtime_major() >= 13 holds there
-WHEEL_CUDA_RUNTIME_MAJOR = 13
-GDN_FLASHINFER_HEAD_K_DIM = 128
-
-
-def device_name(gpu) -> str:
-    cap = gpu.compute_capability
-    return f"{gpu.name} (SM {cap[0]}.{cap[1]})" if cap else f"{gpu.name} ({gpu.platform or 'unknown platform'})"
-
-
-def mla_backend_on(gpu, kv_name: str, qk_nope_head_dim: int) -> str | None:
-    """The dense-MLA backend vLLM 0.33.0 selects on ``gpu`` for a cache of ``kv_name`` (KVFormat.name);
-    None where kvmem does not know the device (no platform, or CUDA without a capability)."""
-    if gpu.platform == "rocm":
-        return "TRITON_MLA"
-    cap = gpu.compute_capability if gpu.platform == "cuda" else None
-    if cap is None:
-        return None
-    major = cap[0]
-    if major == 10:
-        if kv_name not in (*_MLA_16BIT_KV, *_MLA_FP8_KV):
-            return None
-        return "FLASHINFER_MLA" if qk_nope_head_dim in _FLASHINFER_MLA_NOPE else "CUTLASS_MLA"
-    if major == 9:
-        if kv_name in _MLA_16BIT_KV:
-            return "FLASH_ATTN_MLA"
-        return "FLASHMLA" if kv_name in _MLA_FP8_KV else None
-    return "TRITON_MLA"
-
-
-def gdn_backend_on(gpu, head_k_dim) -> str | None:
-    """The GatedDeltaNet prefill backend vLLM 0.33.0's _resolve_gdn_prefill_backend picks on ``gpu`` with
-    --gdn-prefill-backend unset (vllm@v0.33.0 vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py#L148-L271):
-    FlashInfer on SM 9.0; on SM 10.x / 12.x with head_k_dim 128 and CUDA >= 13 (the wheels' CUDA:
-    WHEEL_CUDA_RUNTIME_MAJOR); Triton elsewhere on CUDA. ROCm: Triton, or AITER FlyDSL only with
-    VLLM_ROCM_USE_AITER=1 (neither exports checkpoints: "triton" sizes both). None: the device unknown."""
-    if gpu.platform == "rocm":
-        return "triton"
-    cap = gpu.compute_capability if gpu.platform == "cuda" else None
-    if cap is None:
-        return None
-    if cap == (9, 0):
-        return "flashinfer"
-    if cap[0] in (10, 12) and head_k_dim == GDN_FLASHINFER_HEAD_K_DIM and WHEEL_CUDA_RUNTIME_MAJOR >= 13:
-        return "flashinfer"
-    return "triton"
-
-
-def device_options(gpu, model: Model, kv_dtype, engine_options: dict) -> tuple[dict, tuple[str, ...]]:
-    """The engine options vLLM 0.33.0 picks by the device, where the caller gave none: attention_backend
-    (dense MLA models) and gdn_prefill_backend (Qwen's GatedDeltaNet), with a note for each; nothing for
-    the v0 engine, older releases or a device kvmem does not know (the Hopper assumption stands)."""
-    release = parse_release(engine_options.get("version", OPTIONS["version"]))
-    if release is None or release < LATEST or not gpu.platform:
-        return {}, ()
-    if gpu.platform not in ("cuda", "rocm"):
-        return {}, (f"vLLM 0.33.0 on {gpu.name} ({gpu.platform}): kvmem sizes its CUDA Hopper backends",)
-    picks, notes = {}, []
-    layers = [layer for layer in model.layers if layer.kind == MLA]
-    if layers and engine_options.get("attention_backend") is None:
-        sparse = any(layer.index_head_dim for layer in layers)
-        cap = gpu.compute_capability
-        if sparse:
-            if gpu.platform == "cuda" and cap is not None and cap[0] < 9:
-                # the sparse tail of _get_backend_priorities: FLASH_ATTN_MLA_SPARSE (SM 9.x,
-                # flashattn_mla_sparse.py#L82-L83), FLASHMLA_SPARSE (SM 9.x / 10.x, flashmla_sparse.py),
-                # FLASHINFER_MLA_SPARSE_SM90 (SM 9.x): none runs below SM 9.0
-                raise ValueError(f"{model.name} under vLLM 0.33.0 on {device_name(gpu)}: its sparse MLA (an indexer) "
-                                 "has no attention backend there (vllm/platforms/cuda.py _get_backend_priorities: "
-                                 "FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE and FLASHINFER_MLA_SPARSE_SM90 take SM 9.x or "
-                                 "10.x only)")
-            if gpu.platform != "cuda" or cap is None or cap[0] not in (9, 10):
-                notes.append(f"vLLM 0.33.0 picks another sparse MLA backend on {device_name(gpu)} "
-                             "(cuda.py / rocm.py backend priorities); kvmem sizes FLASHMLA_SPARSE's 64-token blocks")
-            elif cap[0] == 10 and model.model_type == "glm_moe_dsa" and kv_format(model, kv_dtype).mode == "" \
-                    and str(kv_dtype).strip().lower() == "auto":
-                # vllm@v0.33.0 vllm/model_executor/models/config.py#L89-L116 GlmMoeDsaForCausalLM
-                notes.append(f"on {device_name(gpu)} vLLM 0.33.0 runs GLM-5's kv_cache_dtype 'auto' as fp8_e4m3 "
-                             "(GlmMoeDsaForCausalLM.verify_and_update_config), with the fp8 sparse backends first: "
-                             "kvmem sizes the 16-bit FLASHMLA_SPARSE cache, not that one")
-        else:
-            kv = kv_format(model, kv_dtype).name
-            backend = mla_backend_on(gpu, kv, model.facts.qk_nope_head_dim)
-            if backend is not None:
-                picks["attention_backend"] = backend
-                notes.append(f"MLA backend {backend}: vLLM 0.33.0's pick on {device_name(gpu)} for a {kv} cache "
-                             "(vllm/platforms/cuda.py _get_backend_priorities, rocm.py)")
-    if (model.model_type in GDN_CHECKPOINT_TYPES and engine_options.get("gdn_prefill_backend") is None):
-        cfg = model.config or {}
-        text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
-        head_k_dim = text.get("linear_key_head_dim", cfg.get("linear_key_head_dim"))
-        backend = gdn_backend_on(gpu, head_k_dim)
-        if backend is not None:
-            picks["gdn_prefill_backend"] = backend
-            why = (f" (head_k_dim {head_k_dim}, CUDA {WHEEL_CUDA_RUNTIME_MAJOR} as vLLM 0.33.0's wheels ship; an "
-                   "older CUDA runtime gets Triton)" if gpu.compute_capability and gpu.compute_capability[0] in (10, 12)
-                   else "")
-            notes.append(f"GatedDeltaNet prefill on {backend}: vLLM 0.33.0's pick on {device_name(gpu)}{why} "
-                         "(qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend)")
-    return picks, tuple(notes)

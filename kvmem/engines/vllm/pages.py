@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ...units import cdiv
-from .options import FP8_DS_MLA_BYTES_PER_TOKEN
+from .mla import FP8_DS_MLA_BYTES_PER_TOKEN
 
 
 @dataclass(frozen=True)

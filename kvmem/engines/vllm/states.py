@@ -8,8 +8,8 @@ from ...configs.fields import Fields
 from ...errors import ConfigError
 from ...model import Layer, Model
 from ...parallel import divides, require_divides
-from .options import (MODEL_DTYPE_BYTES,
-                      QWEN35_TYPES, STATE_DTYPES, VllmOptions)
+from .formats import MODEL_DTYPE_BYTES, STATE_DTYPES
+from .options import QWEN35_TYPES, VllmOptions
 
 __all__ = ["state_dtype_bytes", "state_elements", "config_int"]
 

@@ -16,7 +16,8 @@ from ..results import Capacity, Refusal, assemble
 from ...units import cdiv
 from .layout import Plan
 from .models import draft_layers
-from .options import GIB, MODEL_DTYPE_BYTES, VllmOptions
+from .formats import MODEL_DTYPE_BYTES
+from .options import GIB, VllmOptions
 from .pool import stage_units
 from .states import state_elements
 
