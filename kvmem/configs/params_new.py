@@ -50,7 +50,7 @@ tables and the final norm, which count_params adds as for every family.
 from __future__ import annotations
 
 from ..model import LINEAR, MLA, SHARED, SLIDING
-from ..units import cdiv
+from .params_more import laguna_mixer, legacy_layer, lfm2_ffn, lfm2_mixer, m3_mixer, mimo_mixer, nas_body
 
 __all__ = ["NEW_FAMILIES", "body"]
 
@@ -178,6 +178,8 @@ def _refusal(f) -> bool:
         # an abridged config (the gemma-3n presets keep only the cache fields): the class defaults
         # (intermediate_size 16,384, E4B's) would size another model
         return True
+    if t == "kimi_linear" and f.get("linear_attn_config", default=None) is None:
+        return True  # the KDA widths live in linear_attn_config: without it (transformers' bare default) no count
     if t in _M3 and (f.get("attention_output_gate", default=False) or not f.get("use_qk_norm", default=True)
                      or f.get("qk_norm_type", default="per_head") != "per_head"):
         return True
@@ -190,13 +192,13 @@ def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
     """One layer's token mixer (+ its per-layer extras) of deepseek_v4, kimi_linear, minimax."""
     t = f.model_type
     if t == "mimo_v2_flash":
-        return _mimo(f, layer, hidden, heads)
+        return mimo_mixer(f, layer, hidden, heads)
     if t == "laguna":
-        return _laguna(f, i, layer, hidden)
+        return laguna_mixer(f, i, layer, hidden)
     if t in ("lfm2", "lfm2_moe"):
-        return _lfm2(f, layer, hidden, heads)
+        return lfm2_mixer(f, layer, hidden, heads)
     if t in _M3:
-        return _m3(f, layer, hidden, heads)
+        return m3_mixer(f, layer, hidden, heads)
     if t in _V4:
         hc = f.int("hc_mult", default=1)
         mix = (2 + hc) * hc
@@ -214,123 +216,13 @@ def _attention(f, i, layer, *, hidden, heads, head_dim, mla_params) -> int:
     return attn
 
 
-def _laguna(f, i, layer, hidden) -> int:
-    # transformers@5.24.0 models/laguna/modeling_laguna.py#L326-L356 (LagunaAttention)
-    per_layer = f.get("num_attention_heads_per_layer", default=None)
-    heads = int(per_layer[i]) if isinstance(per_layer, list) else f.int("num_attention_heads")
-    hd, kv = layer.head_dim_k, layer.kv_heads
-    n = 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
-    if f.get("attention_bias", default=False):
-        n += heads * hd + 2 * kv * hd + hidden
-    gating = f.get("gating", default=True)
-    return n + hidden * (heads if gating is True or gating == "per-head" else heads * hd)
-
-
-def _lfm2_ffn(f) -> int:
-    # transformers@5.24.0 models/lfm2/modeling_lfm2.py#L111-L125 (Lfm2MLP)
-    inter = f.int("intermediate_size")
-    if f.get("block_auto_adjust_ff_dim", default=False):
-        inter = int(2 * inter / 3)
-        multiplier = f.get("block_ffn_dim_multiplier", default=None)
-        if multiplier is not None:
-            inter = int(multiplier * inter)
-            step = f.int("block_multiple_of")
-            inter = step * cdiv(inter, step)
-    return 3 * f.int("hidden_size") * inter
-
-
-def _lfm2(f, layer, hidden, heads) -> int:
-    # modeling_lfm2.py#L325-L338 (Lfm2ShortConv) and #L213-L218 (Lfm2Attention)
-    if layer.kind == LINEAR:
-        bias = 5 * hidden if f.get("conv_bias", default=False) else 0
-        return 4 * hidden * hidden + hidden * f.int("conv_L_cache") + bias
-    hd, kv = layer.head_dim_k, layer.kv_heads
-    return 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
-
-
-def _legacy_layer(f, hidden, heads) -> int:
-    """One whole block of gpt_bigcode, gpt_neo, mamba, falcon_mamba (norms included)."""
-    t = f.model_type
-    if t in ("mamba", "falcon_mamba"):
-        # transformers@5.24.0 models/mamba/modeling_mamba.py MambaMixer, MambaBlock (falcon_mamba: the same
-        # weights; its extra RMS norms carry none)
-        inner, state = f.int("intermediate_size"), f.int("state_size")
-        rank = f.get("time_step_rank", default="auto")   # "auto": ceil(hidden / 16) (configuration_mamba.py#L97)
-        rank = cdiv(hidden, 16) if rank == "auto" else f.int("time_step_rank")
-        bias = f.get("use_bias", default=False)
-        n = (hidden * 2 * inner + (2 * inner if bias else 0) + inner * f.int("conv_kernel")
-             + (inner if f.get("use_conv_bias", default=True) else 0) + inner * (rank + 2 * state) + rank * inner
-             + inner + inner * state + inner + inner * hidden + (hidden if bias else 0))
-        return n + hidden
-    inter = f.int("n_inner", "intermediate_size", default=None) or 4 * hidden
-    mlp = 2 * hidden * inter + inter + hidden
-    if t == "gpt_bigcode":
-        # models/gpt_bigcode/modeling_gpt_bigcode.py GPTBigCodeAttention: c_attn (q + one K/V head under
-        # multi_query), c_proj, all biased
-        kv_width = 2 * (hidden // heads) * (1 if f.get("multi_query", default=True) else heads)
-        attn = (hidden + 1) * (hidden + kv_width) + hidden * hidden + hidden
-    else:
-        # models/gpt_neo/modeling_gpt_neo.py GPTNeoSelfAttention: q/k/v without bias, out_proj with
-        attn = 4 * hidden * hidden + hidden
-    return attn + mlp + 4 * hidden
-
-
-def _m3(f, layer, hidden, heads) -> int:
-    hd, kv = layer.head_dim_k, layer.kv_heads
-    n = 2 * hidden * heads * hd + 2 * hidden * kv * hd + 2 * hd
-    if layer.index_head_dim:   # the sparse layers' indexer
-        idx = layer.index_head_dim
-        n += hidden * f.int("index_n_heads", "sparse_num_index_heads", default=None) * idx + hidden * idx + 2 * idx
-    return n
-
-
-def _nas_block(block: dict, f, hidden: int, heads: int) -> int | None:
-    """One DeciLM block (vLLM's DeciLMDecoderLayer), or None for a layout vLLM does not build."""
-    attn, ffn = block.get("attention") or {}, block.get("ffn") or {}
-    if attn.get("replace_with_linear") or ffn.get("replace_with_linear"):
-        return None
-    n = 0
-    if not attn.get("no_op"):
-        hd, kv = hidden // heads, heads // int(attn["n_heads_in_group"])
-        n += 2 * hidden * heads * hd + 2 * hidden * kv * hd + hidden
-        if f.get("attention_bias", default=False):
-            n += heads * hd + 2 * kv * hd + hidden
-    if not ffn.get("no_op"):
-        inter = int(2 * ffn["ffn_mult"] * hidden / 3) if "ffn_mult" in ffn else int(ffn["intermediate_size"])
-        inter = cdiv(inter, 256) * 256 if "ffn_mult" in ffn else inter
-        n += 3 * hidden * inter + hidden + ((2 * inter + hidden) if f.get("mlp_bias", default=False) else 0)
-    return n
-
-
-def _nas(f, hidden: int, heads: int) -> tuple[int, int] | None:
-    blocks = f.get("block_configs", default=None)
-    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-        return None
-    sizes = [_nas_block(b, f, hidden, heads) for b in blocks]
-    return None if None in sizes else (sum(sizes), sum(sizes))
-
-
-def _mimo(f, layer, hidden, heads) -> int:
-    # transformers@5.24.0 models/mimo_v2_flash/modeling_mimo_v2_flash.py#L352-L360: q and k of the K width, v and
-    # o of the V width, sinks (one per head) on sliding layers; the published flags name where sinks are
-    # (add_swa_attention_sink_bias true, add_full_attention_sink_bias false: where transformers puts them)
-    sliding = layer.kind == SLIDING
-    n = (hidden * heads * layer.head_dim_k + hidden * layer.kv_heads * (layer.head_dim_k + layer.head_dim_v)
-         + heads * layer.head_dim_v * hidden)
-    if f.get("attention_bias", default=False):
-        n += heads * layer.head_dim_k + layer.kv_heads * (layer.head_dim_k + layer.head_dim_v)
-    if f.get("add_swa_attention_sink_bias" if sliding else "add_full_attention_sink_bias", default=sliding):
-        n += heads
-    return n
-
-
 def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) -> tuple[int, int] | None:
     """(total, active) of the decoder layers (+ head extras) of a NEW_FAMILIES config, or None."""
     t = f.model_type
     if _refusal(f):
         return None
     if t == "nemotron-nas":
-        return _nas(f, hidden, heads)
+        return nas_body(f, hidden, heads)
     total = active = 0
     for i, layer in enumerate(layers):
         if t == "gemma4_text":
@@ -339,7 +231,7 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             continue
         if t == "gemma3n_text" or t in _LEGACY:
             n = (_gemma3n(f, i, layer, hidden, heads, head_dim) if t == "gemma3n_text"
-                 else _legacy_layer(f, hidden, heads))
+                 else legacy_layer(f, hidden, heads))
             total, active = total + n, active + n
             continue
         attn = _attention(f, i, layer, hidden=hidden, heads=heads, head_dim=head_dim, mla_params=mla_params)
@@ -354,7 +246,7 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
         elif t in _M3:
             mlp = mlp_active = 3 * hidden * f.int("dense_intermediate_size")
         else:
-            mlp = mlp_active = _lfm2_ffn(f) if t == "lfm2" else 3 * hidden * f.int("intermediate_size")
+            mlp = mlp_active = lfm2_ffn(f) if t == "lfm2" else 3 * hidden * f.int("intermediate_size")
         total += attn + mlp + 2 * hidden
         active += attn + mlp_active + 2 * hidden
     extra = extra_active = 0
