@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ...dtypes import dtype
 from ...model import Model
 from ...units import cdiv
 from ..results import assemble
@@ -50,7 +51,8 @@ OVERLAP_RATIO = 4               # DV DEEPSEEK_V4_OVERLAP_COMPRESSOR_RATIO: state
 STATE_BYTES = 4                 # CM compressor_dtype DataType.FLOAT (asserted); DV get_token_bytes: 4 B
 QUANT_BLOCK = {"fp8": 128, "fp4": 32}   # CM _init_indexer_dtype: one fp32 scale per 128, one ue8m0 byte per 32
 INDEXER_K_DTYPES = tuple(QUANT_BLOCK)   # LA: Literal["fp8", "fp4"]
-KV_DTYPES = {"bf16": 2, "fp8_e4m3": 1}  # CM __init__: assert dtype in [DataType.BF16, DataType.FP8]
+# CM __init__: assert dtype in [DataType.BF16, DataType.FP8]; bytes an element from kvmem.dtypes (2 and 1)
+KV_DTYPES = {name: dtype(name).block_bytes for name in ("bf16", "fp8_e4m3")}
 MANAGER = ("TensorRT-LLM's DeepseekV4CacheManager "
            "(tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py)")
 
