@@ -1,6 +1,6 @@
 """vLLM 0.33.0's own offload code as the judge of kvmem.engines.vllm.offload.native_tier.
 
-Per case, the KVCacheConfig is planned by vLLM's planning code (as kvmem/oracles/vllm.py does), the
+Per case, the KVCacheConfig is planned by vLLM's planning code (kvmem/oracles/vllm_lib.py), the
 VllmConfig's ``_post_init_kv_transfer_config`` turns ``kv_offloading_size`` into the connector's
 ``cpu_bytes_to_use``, ``build_offloading_config`` makes the OffloadingConfig and ``CPUOffloadingSpec``
 sizes the tier (vllm/v1/kv_offload/cpu/spec.py): its ``num_chunks``, ``kv_bytes_per_chunk`` and
@@ -22,8 +22,8 @@ GIB = 1 << 30
 
 def run_case(name: str, model: Model, *, size_gib: float, kv_memory: int, max_model_len: int, tp: int = 1,
              blocks_per_chunk: int = 1) -> list[Check]:
-    from . import vllm as planning
-    v = planning._vllm()
+    from . import vllm_lib as planning
+    v = planning.load_vllm()
     from vllm.config import KVTransferConfig
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.config import build_offloading_config
     from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
@@ -32,14 +32,14 @@ def run_case(name: str, model: Model, *, size_gib: float, kv_memory: int, max_mo
     ours = native_tier(model, kv_offloading_size=size_gib, max_model_len=max_model_len, tp=tp,
                        blocks_per_chunk=blocks_per_chunk, block_size=64 if mla else None)
     block_size = 64 if mla else 16
-    config = planning._config(v, max_model_len=max_model_len, auto=False, batched=8192, block_size=block_size,
-                              hybrid=True, tp=tp)
+    config = planning.planning_config(v, max_model_len=max_model_len, auto=False, batched=8192, block_size=block_size,
+                                      hybrid=True, tp=tp)
     # the MLA layer's own spec says every rank holds the same latent (max_tp_shards=1:
     # vllm/model_executor/layers/attention/mla_attention.py#L1370-L1380), which planning leaves aside
     specs = {layer: (dataclasses.replace(spec, max_tp_shards=1) if isinstance(spec, v.MLAAttentionSpec)
                      and spec.max_tp_shards is None else spec)
-             for layer, spec in planning._specs(v, model, block_size, tp).items()}
-    v.resolve_kv_cache_layout(config, [planning._layouts(v, model)], specs.values())
+             for layer, spec in planning.layer_specs(v, model, block_size, tp).items()}
+    v.resolve_kv_cache_layout(config, [planning.kv_layouts(v, model)], specs.values())
     groups = v.get_global_kv_cache_groups(config, [specs])
     kv_config = v.get_kv_cache_configs(config, [specs], [kv_memory], groups)[0]
     # the connector settings _post_init_kv_transfer_config writes for --kv-offloading-size (vllm.py#L1151-L1185)
