@@ -51,7 +51,8 @@ def legacy_layer(f, hidden, heads) -> int:
     if t in ("mamba", "falcon_mamba"):
         # transformers@5.24.0 models/mamba/modeling_mamba.py MambaMixer, MambaBlock (falcon_mamba: the same
         # weights; its extra RMS norms carry none)
-        inner, state = f.int("intermediate_size"), f.int("state_size")
+        # intermediate_size is recomputed from expand, whatever the config says (configuration_mamba.py#L95)
+        inner, state = int(f.get("expand", default=2) * hidden), f.int("state_size")
         rank = f.get("time_step_rank", default="auto")   # "auto": ceil(hidden / 16) (configuration_mamba.py#L97)
         rank = cdiv(hidden, 16) if rank == "auto" else f.int("time_step_rank")
         bias = f.get("use_bias", default=False)
@@ -93,6 +94,8 @@ def nas_block(block: dict, f, hidden: int, heads: int) -> int | None:
         if f.get("attention_bias", default=False):
             n += heads * hd + 2 * kv * hd + hidden
     if not ffn.get("no_op"):
+        if "ffn_mult" not in ffn and "intermediate_size" not in ffn:
+            return None     # a block whose MLP width the config does not give: no count, no guess
         inter = int(2 * ffn["ffn_mult"] * hidden / 3) if "ffn_mult" in ffn else int(ffn["intermediate_size"])
         inter = cdiv(inter, 256) * 256 if "ffn_mult" in ffn else inter
         n += 3 * hidden * inter + hidden + ((2 * inter + hidden) if f.get("mlp_bias", default=False) else 0)
