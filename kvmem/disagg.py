@@ -121,8 +121,8 @@ def disaggregate(model, *, gpu, prompt_tokens, output_tokens, request_rate, engi
     need (module docstring). ``prefill_gpus`` / ``decode_gpus``: GPUs an instance (default: the fewest that
     hold the model at one sequence, kvmem.fit's min_gpus); ``options``: engine options, for both roles."""
     from .catalog import as_model
-    from .gpus import get_gpu
     from .engines import ENGINES, engine_spec
+    from .gpus import get_gpu
     from .sizing import fit
     launcher = engine_spec(engine).launch
     if launcher is None or launcher.roles is None:

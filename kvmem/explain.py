@@ -4,8 +4,8 @@ and the Estimate (no new arithmetic: every number here comes from estimate() or 
 from __future__ import annotations
 
 from .engines import engine_estimate
-from .textbook import seed_terms
 from .model import CHUNKED, COMPRESSED, LINEAR, MLA, NONE, SHARED, SLIDING
+from .textbook import seed_terms
 from .units import format_bytes
 
 __all__ = ["reasons"]

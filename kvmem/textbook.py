@@ -120,7 +120,8 @@ def seed_terms(model, *, tokens: int, batch: int, kv_dtype="auto") -> SeedTerms:
     pair ("q8_0/f16", llama.cpp's type_k/type_v; kvmem.dtypes.kv_pair): p is then the mean of the two element
     sizes, since the formula's 2·p counts one K and one V element.
     """
-    from .dtypes import dtype as _dtype, kv_pair
+    from .dtypes import dtype as _dtype
+    from .dtypes import kv_pair
 
     k_name, v_name = kv_pair(kv_dtype)
     k_type = _dtype(k_name, model_dtype=model.dtype)

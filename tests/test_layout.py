@@ -182,6 +182,7 @@ def test_no_option_is_read_with_get_outside_its_engine():
     """issue 24 item 1: an engine's options (and fit's) are read by the engine, or once into a typed
     record (vLLM's VllmOptions, sizing.setup.Given); modules that are one engine's by design excepted."""
     import re
+
     from kvmem.engines import ENGINES
     root = KVMEM.parent
     options = ({name for spec in ENGINES.values() for name in spec.options}

@@ -185,8 +185,7 @@ def test_cuda_allocator_view(model, engine, options):
 
 
 def test_cuda_rounding_rules_read_from_the_allocator_source():
-    from kvmem.measurement.allocators import (cuda_block_model, cuda_fresh_block_size, cuda_round_size,
-                                              cuda_segment_size)
+    from kvmem.measurement.allocators import cuda_block_model, cuda_fresh_block_size, cuda_round_size, cuda_segment_size
     MiB = 2**20
     assert [cuda_round_size(n) for n in (1, 512, 513, 2048)] == [512, 512, 1024, 2048]
     assert [cuda_segment_size(n) for n in (4096, MiB, MiB + 1, 10 * MiB - 512, 10 * MiB - 1, 11 * MiB + 5)] == \

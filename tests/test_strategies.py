@@ -16,10 +16,19 @@ import kvmem
 from kvmem import Eviction, Layer, Model, estimate
 from kvmem.engines import ENGINES
 from kvmem.engines import ideal as ideal_engine
+from kvmem.strategies import (
+    QuantRow,
+    allocation_sweep,
+    apply_strategies,
+    architecture_variants,
+    offload_transfer_seconds,
+    quality_results,
+    quantization_options,
+    quantized_estimate,
+    request_lengths,
+    simulate_admission,
+)
 from kvmem.units import cdiv
-from kvmem.strategies import (QuantRow, allocation_sweep, apply_strategies, architecture_variants,
-                              offload_transfer_seconds, quality_results, quantization_options,
-                              quantized_estimate, request_lengths, simulate_admission)
 
 LLAMA = kvmem.get_model("llama-3.1-8b")
 PER_TOKEN = 32 * 8 * 128 * 2 * 2  # 131,072 B

@@ -1,9 +1,9 @@
 """`kvmem validate`: one JSON array, a table, a progress bar on stderr, exit 1 on any mismatch."""
 
 import dataclasses
-import os
 import importlib
 import json
+import os
 
 import pytest
 

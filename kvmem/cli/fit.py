@@ -6,8 +6,15 @@ from __future__ import annotations
 import sys
 
 from ..units import format_bytes
-from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_options, engine_refusal, fit_options,
-                     read_model)
+from .common import (
+    add_fit_arguments,
+    emit,
+    engine_numbers_lines,
+    engine_options,
+    engine_refusal,
+    fit_options,
+    read_model,
+)
 
 
 def _condition(result) -> str:

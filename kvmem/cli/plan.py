@@ -7,8 +7,7 @@ import json
 import shlex
 import sys
 
-from .common import (add_fit_arguments, emit, engine_numbers_lines, engine_refusal, fit_options,
-                     read_model)
+from .common import add_fit_arguments, emit, engine_numbers_lines, engine_refusal, fit_options, read_model
 from .output import add_output_arguments, check_output, open_output
 
 

@@ -14,9 +14,9 @@
 from ..errors import ConfigError
 from .build import custom_config, model_from_config
 from .families import FAMILIES, Family, family_of
-from .reads import CACHE_FIELDS
 from .fields import DEFAULT_FIELD_LIMIT, FIELD_LIMITS, Fields
 from .files import MAX_CONFIG_BYTES, MAX_NESTING, load_config
+from .reads import CACHE_FIELDS
 
 __all__ = ["ConfigError", "model_from_config", "load_config", "custom_config", "Fields", "FIELD_LIMITS",
            "DEFAULT_FIELD_LIMIT", "MAX_CONFIG_BYTES", "MAX_NESTING", "FAMILIES", "Family", "family_of",

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts, register_reader
-from .params import count_params, moe_shape
 from ..units import show_value
 from .families import ALIASES, family_of
-from .wrappers import TEXT_MODEL_TYPES
-from .reads import check_fields
 from .fields import Fields
 from .files import load_config
 from .kinds import layer_count
 from .layers import attention_shape, layers_of
+from .params import count_params, moe_shape
+from .reads import check_fields
+from .wrappers import TEXT_MODEL_TYPES
 
 __all__ = ["model_from_config", "custom_config"]
 

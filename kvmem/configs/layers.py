@@ -16,8 +16,17 @@ from .families import Family
 from .fields import Fields, check_int
 from .kinds import kinds_of
 from .layouts import decilm_groups, rope_layers
-from .shapes import (gemma4_shapes, indexer_layers, inkling_shapes, kv_sources, layer_windows, loop_copies,
-                     mimo_shapes, minimax_m3_index_dim, shared_sources)
+from .shapes import (
+    gemma4_shapes,
+    indexer_layers,
+    inkling_shapes,
+    kv_sources,
+    layer_windows,
+    loop_copies,
+    mimo_shapes,
+    minimax_m3_index_dim,
+    shared_sources,
+)
 from .states import hybrid_state, recurrent_state
 
 __all__ = ["attention_shape", "layers_of"]

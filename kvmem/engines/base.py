@@ -9,9 +9,9 @@ kvmem/parallel.py: each is imported from its home, not from here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from collections.abc import Callable
 
 from ..dtypes import DType, dtype
 from ..model import Model

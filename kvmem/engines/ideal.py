@@ -29,11 +29,11 @@ from dataclasses import replace
 from ..configs.fields import Fields
 from ..dtypes import dtype
 from ..model import SLIDING, Compressor, Model
+from ..parallel import layer_heads
 from ..textbook import ideal_layer_bytes
 from .base import Budget, BudgetRequest, CheckedFamilies, EngineSpec, SizingRules, resolve_dtypes, state_bytes
-from .results import Capacity, assemble
 from .budget import kv_budget
-from ..parallel import layer_heads
+from .results import Capacity, assemble
 
 
 def gpt_neo_layers(model: Model) -> Model:

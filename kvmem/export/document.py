@@ -35,8 +35,15 @@ from ..defaults import ENGINE
 from ..gpus import GPU, get_gpu
 from ..model import Model
 from ..sources import SourceError
-from ..sources.bounded import (MAX_JSON_DEPTH, MAX_JSON_ITEMS, MAX_REPORT_BYTES, check_shape, parse_json, quote,
-                               read_text)
+from ..sources.bounded import (
+    MAX_JSON_DEPTH,
+    MAX_JSON_ITEMS,
+    MAX_REPORT_BYTES,
+    check_shape,
+    parse_json,
+    quote,
+    read_text,
+)
 from ..units import parse_tokens
 
 FORMAT = "kvmem-report/1"

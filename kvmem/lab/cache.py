@@ -17,7 +17,6 @@ import math
 
 import torch
 
-
 # torch element types and the kvmem names of the same formats
 DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 

@@ -35,7 +35,7 @@ def launchers() -> dict:
 
 
 def _fit_or_refuse(model, **kwargs):
-    from ..sizing import fit     # kvmem.sizing is imported when a plan is made: an engine's launch.py imports
+    from ..sizing import fit  # kvmem.sizing is imported when a plan is made: an engine's launch.py imports
     result = fit(model, **kwargs)   # this package's base at its load, and a command that sizes nothing needs none
     if result.max_batch == 0:          # not one sequence: the fit says why (Fit.why_not)
         raise PlanRefused(f"no command: {result.why_not}", result)

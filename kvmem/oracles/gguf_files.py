@@ -31,8 +31,8 @@ def _field(model: Model, name: str, default=None):
 
 def write_gguf(model: Model, path: str) -> str:
     """Write ``model``'s llama.cpp GGUF (architecture from ARCHES) to ``path``; returns the arch."""
-    import numpy as np
     import gguf
+    import numpy as np
 
     arch = ARCHES.get(model.model_type)
     if arch is None:

@@ -18,8 +18,8 @@ import tempfile
 
 from ..engines.llamacpp.checkpoints import checkpoint_bytes
 from .gguf_files import write_gguf
-from .llamacpp_lib import load_library
 from .llamacpp_buffers import in_child
+from .llamacpp_lib import load_library
 from .report import Check
 
 

@@ -30,8 +30,8 @@ _LINE = re.compile(r"^(llama_kv_cache(_iswa|_dsv4)?: (size =|creating)|llama_dsv
 
 def write_dsv4_gguf(model: Model, path: str) -> None:
     """A deepseek4 GGUF with ``model``'s cache shapes (src/models/deepseek4.cpp)."""
-    import numpy as np
     import gguf
+    import numpy as np
 
     arch, n = "deepseek4", model.num_layers
     ratios = [layer.compressor.rate if layer.compressor else 0 for layer in model.layers]

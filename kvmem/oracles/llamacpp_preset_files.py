@@ -72,6 +72,7 @@ def write_gguf(model: Model, weight_format: str, path: str, *, source: bool = Fa
     """Write ``model``'s GGUF in ``weight_format`` (kvmem's tensor list and types; ``source``: the
     F16/F32 file convert_hf_to_gguf.py writes, for the quantiser) to ``path``; returns the tensors."""
     import gguf
+
     from ..engines.llamacpp.tensors import synthesised_tensors
 
     arch = ARCH[model.model_type]

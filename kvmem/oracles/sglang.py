@@ -17,11 +17,10 @@ bind; nothing in the KV pools uses it.
 
 from __future__ import annotations
 
-
 from ..catalog import get_model, list_models
 from ..engines import sglang as rules
-from ..parallel import kv_heads_per_rank, kv_heads_split
 from ..model import FULL, MLA, SLIDING, Model
+from ..parallel import kv_heads_per_rank, kv_heads_split
 from .architectures import in_turn, random_model
 from .report import Check
 from .sglang_runtime import load

@@ -107,6 +107,7 @@ def _model_config(cfg: dict):
     _load_sglang()   # the torchvision stand-in, before SGLang's config package is imported
     import logging
     import warnings
+
     from sglang.srt.configs.model_config import ModelConfig
     warnings.filterwarnings("ignore")
     logging.getLogger("sglang").setLevel(logging.ERROR)
@@ -178,9 +179,9 @@ def backend_writes(cfg: dict, device: str = "meta") -> dict[int, int]:
     them) and notes their widths. A layer the model never hands to the attention function writes nothing.
     ``device="cpu"`` runs a small config for real (models whose forward reads values)."""
     _load_sglang()
+    import sglang.srt.models.transformers  # noqa: F401  (registers the "sglang" attention function)
     import torch
     import transformers
-    import sglang.srt.models.transformers  # noqa: F401  (registers the "sglang" attention function)
     config = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "architectures"})
     config.architectures = cfg.get("architectures")
     text = config.get_text_config()
@@ -283,10 +284,13 @@ def minimax_pool_checks(name: str, cfg: dict, tp: int = 1, num_tokens: int = 100
     V bytes and the "KV Cache is allocated" lines they log, and the profile's cell (bytes a pool token costs)."""
     s = _load_sglang()
     import torch
-    from sglang.srt.configs.model_config import (get_minimax_sparse_attention_config,
-                                                 get_minimax_sparse_disable_value_layer_ids,
-                                                 get_minimax_sparse_layer_ids)
+    from sglang.srt.configs.model_config import (
+        get_minimax_sparse_attention_config,
+        get_minimax_sparse_disable_value_layer_ids,
+        get_minimax_sparse_layer_ids,
+    )
     from sglang.srt.runtime_context import get_parallel
+
     from ..engines.sglang.pools import cell_size, pools
     mc = _model_config(cfg)
     sparse = get_minimax_sparse_attention_config(mc.hf_config)

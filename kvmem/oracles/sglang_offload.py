@@ -134,6 +134,7 @@ def run_swa_case(name: str, model, *, kv_memory: int, host_available_bytes: int,
     SGLang's own _split_hicache_size, each pool checked against the RAM the one before left."""
     s = _sglang()
     from sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler import _split_hicache_size
+
     from ..engines import capacity
     try:
         ours = model_hicache_tier(model, kv_memory=kv_memory, ranks_per_node=1,

@@ -40,6 +40,7 @@ def _cached_model_config(cfg_json: str):
     import os
     import tempfile
     import warnings
+
     from sglang.srt.configs.model_config import ModelConfig
     warnings.filterwarnings("ignore")
     logging.getLogger("sglang").setLevel(logging.ERROR)

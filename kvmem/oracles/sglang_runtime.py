@@ -42,8 +42,8 @@ def _torchvision_stand_in() -> None:
 @functools.cache
 def load():
     _torchvision_stand_in()
-    import torch
     import sglang
+    import torch
     from sglang.srt.mem_cache import memory_pool
     lines = []
 

@@ -159,8 +159,10 @@ def version() -> str:
 def decoder_types() -> list[str]:
     """Every causal-LM model_type and every image-text-to-text one (transformers/models/auto/
     modeling_auto.py), sorted."""
-    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
     return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))
 
 
@@ -549,8 +551,10 @@ def model_class(config):
     """(class, config it is built from): the text decoder's causal-LM class for a composite config
     whose text config has one, else the type's own causal-LM (or image-text-to-text) class."""
     import transformers
-    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
     text = _text_config(config)
     if text is not config and text.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return getattr(transformers, _class_name(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, text.model_type)), text

@@ -100,9 +100,9 @@ def vllm_attention(cap: tuple[int, int], *, use_mla: bool, kv_cache_dtype: str =
     """(backend name, block size) vLLM 0.33.0 selects on a CUDA device of capability ``cap``; None: no backend."""
     ready = _prepare()
     torch, cuda = ready["torch"], ready["CudaPlatform"]
+    import vllm.config as vllm_config
     from vllm.platforms.interface import DeviceCapability
     from vllm.v1.attention.selector import AttentionSelectorConfig
-    import vllm.config as vllm_config
     stand_in = types.SimpleNamespace(
         parallel_config=types.SimpleNamespace(decode_context_parallel_size=1, prefill_context_parallel_size=1,
                                               tensor_parallel_size=1),

@@ -28,12 +28,16 @@ def load_vllm():
     # imported here (vLLM is heavy and optional) and handed over as one namespace: used through v.*
     import torch  # noqa: F401
     from vllm.config import CacheConfig, DeviceConfig, ParallelConfig, SchedulerConfig, VllmConfig  # noqa: F401
-    from vllm.v1.attention.backends.utils import (get_supported_kv_cache_layouts,  # noqa: F401
-                                                  resolve_kv_cache_layout)
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout  # noqa: F401
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs  # noqa: F401
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity  # noqa: F401
-    from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, FullAttentionSpec,  # noqa: F401
-                                            MLAAttentionSpec, SlidingWindowSpec, SparseCacheRole)
+    from vllm.v1.kv_cache_interface import (  # noqa: F401
+        ChunkedLocalAttentionSpec,
+        FullAttentionSpec,
+        MLAAttentionSpec,
+        SlidingWindowSpec,
+        SparseCacheRole,
+    )
     return types.SimpleNamespace(**locals())
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from .search import SEARCH_CAP, largest_fitting, linear_guess
 from .setup import Setup, SetupBudget, budget_for, make_setup, setup_estimate
 
-
 # ----------------------------------------------------------------------------- decode speed
 
 def kv_read_bytes(s: Setup, tokens: int, batch: int) -> int:

@@ -12,14 +12,13 @@ from ..engines.base import past_positions
 from ..gpus import list_gpus
 from ..host import host_memory
 from ..units import format_bytes
-from .decode import (active_weight_bytes, crossover_tokens, group_step_bytes, kv_read_bytes,
-                     replicas_weight_reads)
-from .results import Fit, MemoryBreakdown
+from .decode import active_weight_bytes, crossover_tokens, group_step_bytes, kv_read_bytes, replicas_weight_reads
 from .numbers import engine_numbers
+from .results import Fit, MemoryBreakdown
 from .search import answer, context_cap, pools_refuse, replica_batch
 from .setup import Setup, SetupBudget, make_setup, need_bytes, setup_estimate
-from .suggest import levers as _levers, min_gpus as _min_gpus
-
+from .suggest import levers as _levers
+from .suggest import min_gpus as _min_gpus
 
 # ----------------------------------------------------------------------------- fit
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..engines import ENGINES
-from ..engines.results import Capacity
-from ..engines.results import EngineVerdict, Refusal
+from ..engines.results import Capacity, EngineVerdict, Refusal
 from ..records import Record
 from .numbers import EngineNumbers
 

@@ -9,7 +9,6 @@ from ..model import Model
 from ..units import cdiv
 from .setup import Setup, SetupBudget, budget_for, need_bytes
 
-
 SEARCH_CAP = 1 << 24                # tokens / sequences searched at most when nothing else caps
 
 

@@ -11,15 +11,15 @@ from fractions import Fraction
 from functools import lru_cache
 
 from ..catalog import as_model
-from ..engines import ENGINES, engine_spec, engine_estimate
-from ..parallel import check_pp_layers, require_divides
+from ..engines import ENGINES, engine_estimate, engine_spec
 from ..engines.base import Budget, BudgetRequest, EngineDefaults, SizingRules, byte_option, fraction_option
 from ..gpus import GPU, get_gpu
 from ..host import host_memory_bytes
 from ..model import Model
+from ..parallel import check_pp_layers, require_divides
 from ..units import parse_bytes, parse_tokens, require_positive_int
-from ..weights import Weights, weights as _weights
-
+from ..weights import Weights
+from ..weights import weights as _weights
 
 DEFAULT_UTILIZATION = Fraction(9, 10)
 

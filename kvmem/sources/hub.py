@@ -39,8 +39,18 @@ from functools import lru_cache
 from urllib.parse import quote as url_quote
 
 from . import Checkpoint, DeadlineExceeded, SourceError
-from .bounded import (MAX_GGUF_HEADER_BYTES, MAX_INDEX_BYTES, MAX_JSON_BYTES, Deadline, confined, file_kind, plain_name,
-                      quote, read_json_file, read_text)
+from .bounded import (
+    MAX_GGUF_HEADER_BYTES,
+    MAX_INDEX_BYTES,
+    MAX_JSON_BYTES,
+    Deadline,
+    confined,
+    file_kind,
+    plain_name,
+    quote,
+    read_json_file,
+    read_text,
+)
 from .http import Body, HTTPStatusError, Unreachable, deadline_s, get, open_body
 from .safetensors import INDEX_FILE, MAX_HEADER_BYTES, SINGLE_FILE, checkpoint_from_headers, parse_header, shard_names
 

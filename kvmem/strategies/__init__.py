@@ -71,16 +71,20 @@ on kvmem.engines and name no engine: what an engine shares of a prefix is its ow
 (EngineSpec.prefix).
 """
 
-from .allocation import (REQUEST_DISTRIBUTIONS, allocation_sweep, preallocation_waste, request_lengths,
-                         simulate_admission)
-from .estimate import apply_strategies, estimate, offload_transfer_seconds
+from .allocation import (
+                         REQUEST_DISTRIBUTIONS,
+                         allocation_sweep,
+                         preallocation_waste,
+                         request_lengths,
+                         simulate_admission,
+)
 from .compare import compare_strategies
+from .estimate import apply_strategies, estimate, offload_transfer_seconds
 from .eviction import EVICTION_POLICIES, Eviction, EvictionPolicies, eviction_policies
 from .quality import quality_results
 from .quantisation import KIVI, quantization_options, quantized_estimate
 from .records import EvictionApplied, Offloaded, PrefixShared
-from .rows import (Admission, Admitted, AllocationRow, AllocationWaste, QuantRow, Reservation, StrategyRow,
-                   VariantRow)
+from .rows import Admission, Admitted, AllocationRow, AllocationWaste, QuantRow, Reservation, StrategyRow, VariantRow
 from .variants import architecture_variants
 
 __all__ = ["estimate", "Eviction", "EVICTION_POLICIES", "apply_strategies", "offload_transfer_seconds",

@@ -10,11 +10,11 @@ from importlib import resources
 
 from ..catalog import as_model
 from ..engines.base import resolve_dtypes
-from ..textbook import ideal_layer_bytes
 from ..model import Layer, Model
-from .rows import Admission, Admitted, AllocationRow, AllocationWaste, Reservation
-from .inputs import count, refuse_compressed
+from ..textbook import ideal_layer_bytes
 from ..units import cdiv, parse_bytes, parse_tokens, require_positive_int, show_value
+from .inputs import count, refuse_compressed
+from .rows import Admission, Admitted, AllocationRow, AllocationWaste, Reservation
 
 
 def _layer_token_bytes(model: Model, kv_dtype) -> list[tuple[Layer, int]]:

@@ -21,7 +21,6 @@ from .eviction import EVICTION_POLICIES, Eviction
 from .inputs import refuse_compressed
 from .records import EvictionApplied, Offloaded, PrefixShared
 
-
 _NVLINK_DIRECTIONS = 2  # gpus.json NVLink figures are NVIDIA's aggregate bidirectional numbers
 
 

@@ -11,7 +11,6 @@ from ..records import Record
 from ..units import require_positive_int
 from .inputs import count
 
-
 EVICTION_POLICIES = ("streaming", "h2o", "snapkv")
 _POLICY_ALIASES = {"streamingllm": "streaming", "sink": "streaming", "attention_sink": "streaming",
                    "heavy_hitter": "h2o", "h2o_eviction": "h2o"}

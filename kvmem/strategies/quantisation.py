@@ -8,8 +8,8 @@ from ..engines.base import resolve_dtypes, state_bytes
 from ..engines.results import Estimate, IdealDetails, assemble
 from ..parallel import layer_heads
 from ..textbook import ideal_layer_bytes
-from .inputs import count, refuse_compressed
 from ..units import parse_tokens, require_positive_int
+from .inputs import count, refuse_compressed
 from .quality import quality_text
 from .rows import QuantRow
 

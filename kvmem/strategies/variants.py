@@ -7,8 +7,8 @@ from dataclasses import replace
 from ..catalog import as_model
 from ..engines import engine_estimate
 from ..model import FULL, MLA, SHARED, Layer, Model
-from .rows import VariantRow
 from .inputs import count
+from .rows import VariantRow
 
 
 def _as_heads(model: Model, layer: Layer, kv_heads: int) -> Layer:

@@ -21,8 +21,10 @@ transformers = pytest.importorskip("transformers")
 from transformers import CONFIG_MAPPING  # noqa: E402
 from transformers.cache_utils import get_layer_types_and_kwargs  # noqa: E402
 from transformers.configuration_utils import get_head_shapes  # noqa: E402
-from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,  # noqa: E402
-                                                    MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+from transformers.models.auto.modeling_auto import (  # noqa: E402
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+    MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+)
 from transformers.utils import logging  # noqa: E402
 
 DECODER_TYPES = sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES))

@@ -70,6 +70,7 @@ def test_the_options_doc_is_the_one_the_declarations_give():
     """docs/engine_options.md is generated (kvmem.engines.declared.options_markdown): the committed file
     equals what the engines declare now; after a change, regenerate it with declared.REGENERATE."""
     from pathlib import Path
+
     from kvmem.engines.declared import REGENERATE, options_markdown
     doc = Path(__file__).resolve().parents[2] / "docs" / "engine_options.md"
     assert doc.read_text(encoding="utf-8") == options_markdown(engines.ENGINES.values()), REGENERATE

@@ -51,6 +51,7 @@ def test_every_no_class_family_is_in_no_auto_mapping_of_transformers(model_type)
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
     from kvmem.engines.hf import NO_CLASS
     assert model_type in NO_CLASS
     assert model_type not in CONFIG_MAPPING_NAMES and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES

@@ -9,8 +9,14 @@ from dataclasses import replace
 import pytest
 
 import kvmem
-from kvmem.engines.llamacpp.compute import (GraphShape, compute_buffer, estimate_bytes, graph_bytes,
-                                            llamacpp_compute_buffer, llamacpp_compute_bytes)
+from kvmem.engines.llamacpp.compute import (
+    GraphShape,
+    compute_buffer,
+    estimate_bytes,
+    graph_bytes,
+    llamacpp_compute_buffer,
+    llamacpp_compute_bytes,
+)
 from kvmem.engines.llamacpp.ggml_alloc import gallocr_size
 from kvmem.engines.llamacpp.ggml_graph import OUTPUT, Graph
 from kvmem.engines.llamacpp.offload import layout

@@ -3,8 +3,13 @@ lines judge output_buffer_bytes and n_outputs_max in tests/oracles/test_llamacpp
 
 import pytest
 
-from kvmem.engines.llamacpp.draft import (draft_outputs, n_outputs_max, output_buffer_bytes, server_outputs,
-                                          speculative_output_buffers)
+from kvmem.engines.llamacpp.draft import (
+    draft_outputs,
+    n_outputs_max,
+    output_buffer_bytes,
+    server_outputs,
+    speculative_output_buffers,
+)
 
 
 def test_output_counts():

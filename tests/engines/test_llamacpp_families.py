@@ -5,9 +5,9 @@ llama.cpp's own code lacks (docs/research/families_llamacpp.md)."""
 import pytest
 
 import kvmem
-from kvmem.errors import EngineRefusal
 from kvmem.configs.families import FAMILIES
 from kvmem.engines import ENGINES, engine_estimate
+from kvmem.errors import EngineRefusal
 
 SPEC = ENGINES["llama.cpp"]
 

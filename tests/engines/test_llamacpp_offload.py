@@ -7,8 +7,13 @@ import pytest
 
 import kvmem
 from kvmem.cli import main
-from kvmem.engines.llamacpp.offload import (CUDA_CONTEXT_BYTES, FIT_MARGIN_BYTES, host_bandwidth,
-                                            host_memory_presets, llamacpp_offload)
+from kvmem.engines.llamacpp.offload import (
+    CUDA_CONTEXT_BYTES,
+    FIT_MARGIN_BYTES,
+    host_bandwidth,
+    host_memory_presets,
+    llamacpp_offload,
+)
 from kvmem.engines.llamacpp.tensors import tensors_for
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import kvmem
-from kvmem.errors import EngineRefusal
 from kvmem.configs.families import FAMILIES
 from kvmem.engines import ENGINES
 from kvmem.engines.sglang.families import FAMILIES as DECLARED
 from kvmem.engines.sglang.refusals import REFUSALS
+from kvmem.errors import EngineRefusal
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "corpus"
 

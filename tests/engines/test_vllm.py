@@ -793,6 +793,7 @@ def test_options_resolve_once_into_a_frozen_record():
     and the budget reads the release it parsed instead of parsing version again."""
     import dataclasses
     import inspect
+
     from kvmem.engines.vllm import budget
     from kvmem.engines.vllm.options import check_options
     opts = check_options({"version": "0.19.0", "draft": "mtp", "enable_prefix_caching": True})

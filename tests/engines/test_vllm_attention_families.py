@@ -71,7 +71,8 @@ def test_qwen2_vl_text_model_is_qwen2():
 
 def test_families_vllm_cannot_load_are_refused_with_the_reason():
     from kvmem.configs.families import FAMILIES
-    from kvmem.engines.vllm import FAMILIES as VLLM_FAMILIES, REFUSALS
+    from kvmem.engines.vllm import FAMILIES as VLLM_FAMILIES
+    from kvmem.engines.vllm import REFUSALS
     assert set(REFUSALS) <= set(FAMILIES)
     assert not [t for t in REFUSALS if not FAMILIES[t].opt_in or VLLM_FAMILIES.sizes(t)]
     model = _model(model_type="xglm", num_layers=2, attention_heads=4, d_model=64)

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from kvmem.logcheck import check_log
-from tests.engines.test_sglang_log_check import QWEN35_LOG
 from tests.engines.test_sglang import qwen35_9b
+from tests.engines.test_sglang_log_check import QWEN35_LOG
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVING = json.loads((ROOT / "docs/research/engine_logs_serving.json").read_text())

@@ -28,8 +28,7 @@ from kvmem.engines.llamacpp.compute import llamacpp_compute_buffer  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place, tensor_group  # noqa: E402
 from kvmem.engines.llamacpp.plan import run_plan  # noqa: E402
 from kvmem.engines.llamacpp.settings import DEFAULTS  # noqa: E402
-from kvmem.oracles.llamacpp_presets import (  # noqa: E402
-    in_child, load, preset_cases, quantise_types, tensor_bytes, write_gguf)
+from kvmem.oracles.llamacpp_presets import in_child, load, preset_cases, quantise_types, tensor_bytes, write_gguf  # noqa: E402
 
 CASES, SKIPPED = preset_cases()
 MMAP_LIMIT = 3 << 29          # 1.5 GiB: larger files are judged with no_alloc

@@ -28,8 +28,9 @@ def test_sglang_parses_the_planned_speculative_flags():
     # the plan's command through SGLang 0.5.23's own parser (ServerArgs.add_cli_args): the draft as sized
     import argparse
 
-    import kvmem
     from sglang.srt.server_args import ServerArgs
+
+    import kvmem
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     plan = kvmem.plan("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, engine="sglang", context=32768,

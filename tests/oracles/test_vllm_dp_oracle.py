@@ -37,9 +37,10 @@ def test_seeded_random_settings(index):
 
 def check_vllm_expert_command():
     """Run in its own interpreter (as tests/oracles/test_plan_roundtrip.py does: vLLM's parser needs a device type)."""
-    import kvmem
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    import kvmem
     parser = FlexibleArgumentParser()
     EngineArgs.add_cli_args(parser)
     plan = kvmem.plan("deepseek-v3", engine="vllm", gpu="h200-sxm-141gb", num_gpus=16, tp=8, context=32768,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import kvmem
 import pytest
+
+import kvmem
 from tests.fixtures import gguf_models
 from tests.ui.apptest import run
 

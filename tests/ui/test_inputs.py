@@ -2,6 +2,7 @@
 Uploaded and pasted configs are parsed as JSON only; malformed input is a message naming the problem."""
 
 import json
+
 import pytest
 
 import kvmem

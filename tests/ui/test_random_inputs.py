@@ -8,7 +8,6 @@ import kvmem
 from kvmem.engines import ENGINES
 from tests.ui.apptest import run
 
-
 TOKENS = st.one_of(st.integers(-5, 2_000_000).map(str), st.sampled_from(["128k", "1M", "1.5k", "abc", "", "0.5", "8k"]),
                    st.text(max_size=6))
 

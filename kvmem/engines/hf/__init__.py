@@ -18,12 +18,19 @@ governs with its pin (DynamicCache: transformers@v5.24.0 src/transformers/cache_
 
 from ..base import CheckedFamilies, EngineSpec, PastPositions
 from ..declared import Option
-from .entry import (DEFAULTS, HfDetails, HfQuantizedDetails, HfStaticDetails, estimate_dynamic, estimate_quantized,
-                    estimate_static, prompt_tokens_of)
+from .entry import (
+                    DEFAULTS,
+                    HfDetails,
+                    HfQuantizedDetails,
+                    HfStaticDetails,
+                    estimate_dynamic,
+                    estimate_quantized,
+                    estimate_static,
+                    prompt_tokens_of,
+)
 from .growth import DynamicGrowth, StaticGrowth
 from .quantized import QuantizedGrowth, quantized_bytes
-from .sizing import (HF_WEIGHT_FORMATS, NON_TORCH_BYTES, SIZING, SIZING_OPTIONS, hf_activation_bytes,
-                     prefix_sharing)
+from .sizing import HF_WEIGHT_FORMATS, NON_TORCH_BYTES, SIZING, SIZING_OPTIONS, hf_activation_bytes, prefix_sharing
 from .slots import Slot, slots
 
 __all__ = ["Slot", "slots", "DEFAULTS", "quantized_bytes", "DynamicGrowth", "prompt_tokens_of", "StaticGrowth",

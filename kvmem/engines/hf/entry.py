@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...configs.fields import Fields
-from ...dtypes import dtype as _dtype, float_bytes
+from ...dtypes import dtype as _dtype
+from ...dtypes import float_bytes
 from ...model import Model
 from ...records import Record
 from ...units import require_positive_int

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ...activations import forward_bytes_per_token, forward_shape
 from ...model import Model
-from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, PrefixSharing, SizingRules
+from ..budget import kv_budget
 
 NON_TORCH_BYTES = 512 << 20
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None, "host_memory_bytes": None}

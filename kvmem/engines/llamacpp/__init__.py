@@ -27,8 +27,8 @@ from ..declared import Option
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
 from .entry import capacity, estimate
 from .launch import LAUNCHER
-from .logs import READER
 from .log_lines import LOG_STYLES, log_lines
+from .logs import READER
 from .settings import CACHE_TYPES, DEFAULTS, LLAMA_MAX_SEQ, MLA_MODES
 
 __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "MLA_MODES", "SPECS",

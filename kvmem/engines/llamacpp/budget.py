@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..budget import kv_budget
 from ..base import Budget, BudgetRequest, PrefixSharing, SizingRules, StartupNumbers
+from ..budget import kv_budget
 from ..results import Estimate
 from .checkpoints import HOST_INPUTS, host_terms
 from .compute import llamacpp_compute_bytes
@@ -11,7 +11,6 @@ from .entry import startup_cells
 from .plan import run_plan
 from .settings import DEFAULTS, LLAMA_MAX_SEQ
 from .verdict import placement_verdict
-
 
 # ---- sizing: weights + KV + compute buffer --------------------------------------------------
 #

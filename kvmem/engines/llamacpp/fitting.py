@@ -25,7 +25,8 @@ fit gives up when the user set -ngl, -ts, -ot or --n-cpu-moe (kvmem calls it wit
 from __future__ import annotations
 
 from ...model import Model
-from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout, layout as _layout
+from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout
+from .layouts import layout as _layout
 from .placement import CPU
 
 __all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout", "layout"]

@@ -16,9 +16,9 @@ not a flag) are refused by name.
 
 from __future__ import annotations
 
+from ...launch.base import Flag, Inputs, PlanRefused, as_value, refuse_options
 from .. import engine_estimate
 from ..serving import Launcher
-from ...launch.base import Flag, Inputs, PlanRefused, as_value, refuse_options
 
 RELEASE = "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"
 PROGRAM = ("llama-server",)

@@ -40,8 +40,8 @@ from ...model import Model
 from .compute import ggml_type_name, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
 from .ggml_graph import TYPES
 from .placement import CPU, Placement, cuda_alloc_bytes, place
-from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
 from .plan import run_plan
+from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
 from .settings import CURRENT, DEFAULTS
 
 PR_14959 = datetime.date(2025, 8, 1)   # K/V stored by ggml_set_rows with index inputs by default (approximate date: the

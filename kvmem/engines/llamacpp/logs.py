@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import re
 
-from .. import engine_estimate
-from .offload import layout
-from .layouts import MAX_LAYERS
-from .log_lines import log_lines
-from .placement import buffer_mib
-from .tensors import FORMATS, synthesised_tensors
-from ..serving import LogReader
 from ...logcheck.base import LineCheck, logged_number, strip_prefix
 from ...logcheck.printed import after, field, value_of
+from .. import engine_estimate
+from ..serving import LogReader
+from .layouts import MAX_LAYERS
+from .log_lines import log_lines
+from .offload import layout
+from .placement import buffer_mib
+from .tensors import FORMATS, synthesised_tensors
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
 # pass over a line however long (TYPES is matched right after the size line's "seqs)", never ".*").

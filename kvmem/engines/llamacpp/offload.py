@@ -24,9 +24,9 @@ from importlib import resources
 
 from ...model import Model
 from ...records import Record
+from .best import best_layout, fit_searched
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, layout
 from .layouts import CUDA_CONTEXT_BYTES, Layout
-from .best import best_layout, fit_searched
 from .tensors import tensors_for
 
 __all__ = ["Layout", "OffloadPlan", "DecodeStep", "layout", "offload", "fit_on", "llamacpp_offload", "decode_curve",
@@ -101,7 +101,7 @@ def host_bandwidth(value) -> int | None:
 # ---- kvmem's placement ------------------------------------------------------------------------
 
 def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, fit: bool) -> str:
-    from ...launch.base import as_value, shell_word      # a name is a value, one shell word (kvmem plan's rules)
+    from ...launch.base import as_value, shell_word  # a name is a value, one shell word (kvmem plan's rules)
     parts = ["llama-server", "-m", as_value(model_path)]
     if n_ctx is not None:
         parts += ["-c", str(n_ctx)]

@@ -13,11 +13,26 @@ from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
 from ...units import cdiv, pad
 from .dsv4 import DSV4_TYPES, dsv4_caches
-from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
-from .settings import (ALWAYS_ISWA, CURRENT, MLA_MODES, PER_HEAD_MLA, PR_12801, PR_13194, PR_14363, PR_17046, PR_19067,
-                       SWA_FULL_WARNING, WINDOW_IGNORED, Settings, as_f32, kvmem_dtype, printed_mib,
-                       resolve_settings)
+from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
+from .settings import (
+    ALWAYS_ISWA,
+    CURRENT,
+    MLA_MODES,
+    PER_HEAD_MLA,
+    PR_12801,
+    PR_13194,
+    PR_14363,
+    PR_17046,
+    PR_19067,
+    SWA_FULL_WARNING,
+    WINDOW_IGNORED,
+    Settings,
+    as_f32,
+    kvmem_dtype,
+    printed_mib,
+    resolve_settings,
+)
 
 
 @dataclass(frozen=True)

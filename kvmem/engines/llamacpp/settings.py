@@ -10,7 +10,6 @@ from ...dtypes import dtype
 from ...model import MLA, Model
 from ...units import MAX_COUNT, parse_tokens, require_positive_int
 
-
 # Engine defaults, each as llama.cpp's CLI (common/common.h, common/arg.cpp) sets it.
 DEFAULTS = {
     "n_ctx": None,        # -c; None: tokens x n_seq (= tokens x batch when n_seq is unset)

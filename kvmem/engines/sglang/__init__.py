@@ -24,14 +24,15 @@ sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2073-L2099):
 """
 
 from ..base import EngineSpec, PastPositions
-from .families import FAMILIES
-from .refusals import REFUSALS
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
-from .parallel import DECLARED, PARALLEL_DEFAULTS, capacity, estimate
-from .draft import DECLARED as DRAFT_DECLARED, DRAFT_DEFAULTS
+from .draft import DECLARED as DRAFT_DECLARED
+from .draft import DRAFT_DEFAULTS
+from .families import FAMILIES
 from .launch import LAUNCHER
 from .logs import READER
+from .parallel import DECLARED, PARALLEL_DEFAULTS, capacity, estimate
 from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
+from .refusals import REFUSALS
 
 __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "estimate", "capacity", "SPECS",
            "sglang_mem_fraction_static"]

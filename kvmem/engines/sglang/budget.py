@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .admission import pools_refuse
-from .hicache import HOST_INPUTS, host_terms
-from .dp_weights import weights_per_device
-from .parallel import deepep, kv_groups
+from ..base import (
+    Budget,
+    BudgetRequest,
+    EngineDefaults,
+    PrefixSharing,
+    SizingRules,
+    StartupNumbers,
+    fraction_option,
+    share_whole_blocks,
+)
 from ..budget import kv_budget
-from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
-                    share_whole_blocks)
 from ..results import Estimate
-
+from .admission import pools_refuse
+from .dp_weights import weights_per_device
+from .hicache import HOST_INPUTS, host_terms
+from .parallel import deepep, kv_groups
 
 # ---- sizing: the memory budget and its default fraction ---------------------------------------
 #

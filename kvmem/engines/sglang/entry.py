@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-
 from ...model import SLIDING, Model
-from ..results import Capacity, Refusal, assemble
 from ...parallel import pp_stages
 from ...units import cdiv
-from . import draft as spec_draft, dsv4, mamba
+from ..results import Capacity, Refusal, assemble
+from . import draft as spec_draft
+from . import dsv4, mamba
 from .details import SglangCapacityDetails, SglangDetails
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from ...configs.fields import Fields
 from ...model import Model
-from ..base import CheckedFamilies
 from ...parallel import divides
+from ..base import CheckedFamilies
 
 # Families SGLang runs only through its Transformers backend whose transformers model (AutoModel) has no tensor-
 # nor pipeline-parallel plan (no base_model_tp_plan / base_model_pp_plan), with that model's class name

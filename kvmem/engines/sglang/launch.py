@@ -32,13 +32,13 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
-from .draft import DRAFT_DEFAULTS
-from .pools import DEFAULTS
-from .disagg import roles
-from .parallel import PARALLEL_DEFAULTS
-from .budget import sglang_chunked_prefill_size
+from ...launch.base import Flag, Inputs, PlanRefused, model_argument, native_kv_dtype, refuse_options, weight_flags
 from ..serving import Launcher
-from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
+from .budget import sglang_chunked_prefill_size
+from .disagg import roles
+from .draft import DRAFT_DEFAULTS
+from .parallel import PARALLEL_DEFAULTS
+from .pools import DEFAULTS
 
 RELEASE = "SGLang 0.5.23"
 PROGRAM = ("python", "-m", "sglang.launch_server")

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import re
 
-from . import draft as spec_draft, mamba
-from .parallel import kv_groups, kv_tp
-from .pools import DEFAULTS, make_layout, pools as make_pools, state_parts_of
-from ...model import LINEAR
-from ..serving import LogReader
 from ...logcheck.base import LineCheck, logged_number, strip_prefix
 from ...logcheck.printed import field, read_fields, value_of
+from ...model import LINEAR
+from ..serving import LogReader
+from . import draft as spec_draft
+from . import mamba
+from .parallel import kv_groups, kv_tp
+from .pools import DEFAULTS, make_layout, state_parts_of
+from .pools import pools as make_pools
 
 # Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
 KV_LINE = re.compile(r"KV Cache is allocated\. +(dtype: *([^\s,]+), +)?#tokens: *(\d+) *,")

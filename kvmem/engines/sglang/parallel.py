@@ -218,8 +218,8 @@ def estimate(model: Model, *, tp: int, pp: int, **options):
 
 def capacity(model: Model, *, tp: int, pp: int, **options):
     """entry.capacity for one GPU of an attention group (its own pool, its own requests)."""
-    from .entry import capacity as pool_capacity
     from ..results import with_note
+    from .entry import capacity as pool_capacity
     tp_kv, rest = kv_tp(model, tp, pp, options)
     cap = pool_capacity(model, tp=tp_kv, pp=pp, **rest)
     groups = kv_groups(options)

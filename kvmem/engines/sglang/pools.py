@@ -7,18 +7,17 @@ beside its SGLang source.
 from __future__ import annotations
 
 import re
-
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from numbers import Real
 
 from ...configs.fields import Fields
 from ...dtypes import DType, dtype
-from ...model import FULL, LINEAR, MLA, Model, SHARED
-from ...units import require_positive_int
+from ...model import FULL, LINEAR, MLA, SHARED, Model
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
-from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse, check as check_family
-
+from ...units import require_positive_int
+from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse
+from .families import check as check_family
 
 GB = 1 << 30  # SGLang's "GB": sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L116
 

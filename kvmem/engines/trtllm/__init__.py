@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from ..base import EngineSpec
 from ..declared import Option
-from .cache import DEFAULTS, TrtllmCapacityDetails, TrtllmDetails, bytes_per_token, capacity, estimate, pp_layers
 from . import dsv4
+from .cache import DEFAULTS, TrtllmCapacityDetails, TrtllmDetails, bytes_per_token, capacity, estimate, pp_layers
 from .families import FAMILIES, REFUSALS
 from .launch import LAUNCHER
 from .logs import READER

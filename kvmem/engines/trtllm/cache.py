@@ -12,13 +12,23 @@ from fractions import Fraction
 
 from ...dtypes import DType, dtype
 from ...model import LINEAR, MLA, SLIDING, Model
+from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 from ...records import Record
 from ...units import cdiv, require_positive_int
 from ..results import Capacity, Estimate, assemble
 from . import dsv4
-from .models import (FORCED_DTYPE, V2_FAMILIES, check_model, check_v2, dsa_notes, gemma4_layout, indexer_elements,
-                     state_bytes_of, step3p5_text_config, v2_window_blocks)
-from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
+from .models import (
+    FORCED_DTYPE,
+    V2_FAMILIES,
+    check_model,
+    check_v2,
+    dsa_notes,
+    gemma4_layout,
+    indexer_elements,
+    state_bytes_of,
+    step3p5_text_config,
+    v2_window_blocks,
+)
 
 __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "TrtllmDetails",
            "TrtllmCapacityDetails"]

@@ -9,9 +9,9 @@ LLM API arguments: ``kv_cache_config: {dtype: ...}`` sets the KV element format 
 
 from __future__ import annotations
 
-from .cache import DEFAULTS
+from ...launch.base import Flag, Inputs, PlanRefused, model_argument, native_kv_dtype, refuse_options
 from ..serving import Launcher
-from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options
+from .cache import DEFAULTS
 
 RELEASE = "TensorRT-LLM (trtllm-serve, PyTorch backend)"
 PROGRAM = ("trtllm-serve",)

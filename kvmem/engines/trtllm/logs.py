@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import re
 
-from .. import capacity
-from .cache import bytes_per_token
-from ...sources.bounded import quote
-from ..serving import LogReader
 from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
 from ...logcheck.printed import after
+from ...sources.bounded import quote
+from .. import capacity
+from ..serving import LogReader
+from .cache import bytes_per_token
 
 AVAILABLE = re.compile(r"calculating max tokens in paged kv cache: +total: *([0-9.]+) *GiB, +available: *([0-9.]+) "
                        r"*GiB")

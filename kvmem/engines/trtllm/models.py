@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ...dtypes import dtype
 from ...model import MLA, SLIDING, Model
-from ..base import state_bytes
 from ...parallel import state_share
 from ...units import cdiv
+from ..base import state_bytes
 
 __all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
            "DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from ...activations import forward_bytes_per_token, forward_shape
 from ...units import require_positive_int
-from ..base import (Budget, BudgetRequest, PrefixSharing, SizingRules, StartupNumbers, fraction_option,
-                    share_whole_blocks)
-from ..results import Estimate
+from ..base import (
+    Budget,
+    BudgetRequest,
+    PrefixSharing,
+    SizingRules,
+    StartupNumbers,
+    fraction_option,
+    share_whole_blocks,
+)
 from ..budget import kv_budget
+from ..results import Estimate
 
 __all__ = ["SIZING", "prefix_sharing"]
 

@@ -27,14 +27,14 @@ vllm@v0.33.0 vllm/config/cache.py#L185):
 REFUSALS below: families vLLM 0.33.0 cannot load, each with why. Unverified rules say so where used.
 """
 
+from ..base import CheckedFamilies, EngineSpec, PastPositions
+from ..declared import Option
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
-from .parallel import DCP_DEFAULT, dcp_capacity, dcp_estimate
 from .launch import LAUNCHER
 from .logs import READER
 from .options import OPTIONS
-from ..base import CheckedFamilies, EngineSpec, PastPositions
-from ..declared import Option
+from .parallel import DCP_DEFAULT, dcp_capacity, dcp_estimate
 
 __all__ = ["estimate", "capacity", "OPTIONS", "SPECS", "vllm_activation_bytes", "batch_defaults",
            "rope_cache_bytes"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 
 from ...model import Model
-from .parallel import dcp_capacity
 from .options import LATEST, OPTIONS, parse_release
+from .parallel import dcp_capacity
 
 # vllm@v0.33.0 vllm/v1/core/kv_cache_manager.py#L531-L548 allocate_slots(full_sequence_must_fit): the request's
 #   full-length blocks (apply_admission_cap) must be free, else it waits

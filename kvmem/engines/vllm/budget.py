@@ -7,15 +7,22 @@ from fractions import Fraction
 from ...activations import forward_bytes_per_token, forward_shape
 from ...model import MLA, Model
 from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
+from ..base import (
+    Budget,
+    BudgetRequest,
+    EngineDefaults,
+    PrefixSharing,
+    SizingRules,
+    StartupNumbers,
+    byte_option,
+    share_whole_blocks,
+)
 from ..budget import kv_budget
-from ..base import (Budget, BudgetRequest, EngineDefaults, PrefixSharing, SizingRules, StartupNumbers, byte_option,
-                    share_whole_blocks)
 from .admission import pools_refuse
-from .parallel import PARALLEL_OPTIONS, weights_per_device
-from .offload import HOST_INPUTS, host_terms
 from .device import device_options
+from .offload import HOST_INPUTS, host_terms
 from .options import VllmOptions, check_options, parse_release
-
+from .parallel import PARALLEL_OPTIONS, weights_per_device
 
 # ----------------------------------------------------------------------------- sizing: budget, activations, defaults
 #

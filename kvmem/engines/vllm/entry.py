@@ -7,13 +7,35 @@ from functools import lru_cache
 
 from ...model import Model
 from ...records import Record
-from ..results import Capacity, Refusal, assemble
 from ...units import cdiv
-from .layout import Plan, make_plan as _make_plan
-from .options import (GIB, HYBRID_GROUPS, NULL_BLOCK, ONE_LOG_LINE, TOKENS_FROM_BLOCKS, TOKENS_FROM_CONCURRENCY,
-                      VllmOptions, check_options)
-from .pool import (stage_group_size, check_memory, group_details, held_pages, in_flight_tokens, longest_fitting, owners,
-                   pool_page_bytes, request_blocks, request_bytes, stage_blocks, stage_pool_bytes, stage_units)
+from ..results import Capacity, Refusal, assemble
+from .layout import Plan
+from .layout import make_plan as _make_plan
+from .options import (
+    GIB,
+    HYBRID_GROUPS,
+    NULL_BLOCK,
+    ONE_LOG_LINE,
+    TOKENS_FROM_BLOCKS,
+    TOKENS_FROM_CONCURRENCY,
+    VllmOptions,
+    check_options,
+)
+from .pool import (
+    check_memory,
+    group_details,
+    held_pages,
+    in_flight_tokens,
+    longest_fitting,
+    owners,
+    pool_page_bytes,
+    request_blocks,
+    request_bytes,
+    stage_blocks,
+    stage_group_size,
+    stage_pool_bytes,
+    stage_units,
+)
 from .v0 import capacity_v0, estimate_v0
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 
+from ...launch.base import Flag, Inputs, PlanRefused, model_argument, native_kv_dtype, refuse_options, weight_flags
 from ..serving import Launcher
-from ...launch.base import Flag, Inputs, PlanRefused, native_kv_dtype, model_argument, refuse_options, weight_flags
 
 RELEASE = "vLLM 0.33.0"
 PROGRAM = ("vllm", "serve")

@@ -5,15 +5,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ...model import CHUNKED, FULL, Layer, MLA, Model, SLIDING
+from ...model import CHUNKED, FULL, MLA, SLIDING, Layer, Model
 from ...parallel import kv_heads_per_rank, pp_stages
 from ...units import cdiv
-from .formats import KVFormat, kv_format
-from .mla import INDEXER_QUANT_BLOCK, MLA_BACKENDS, mla_block
-from .options import BALANCED_GROUPS, HYBRID_GROUPS, VllmOptions, checkpoint_grid, exports_checkpoints
-from .models import check_heads, check_indexers, draft_layers, vllm_layers
 from .compressed import DSV4_BLOCK, deepseek_v4_units, packed_groups
+from .formats import KVFormat, kv_format
 from .inkling import INKLING_TYPES, sconv_spec
+from .mla import INDEXER_QUANT_BLOCK, MLA_BACKENDS, mla_block
+from .models import check_heads, check_indexers, draft_layers, vllm_layers
+from .options import BALANCED_GROUPS, HYBRID_GROUPS, VllmOptions, checkpoint_grid, exports_checkpoints
 from .pages import PageSpec
 from .states import state_dtype_bytes, state_elements
 

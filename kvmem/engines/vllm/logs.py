@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import re
 
-from .. import ENGINES, capacity
-from ...units import format_bytes
-from ..serving import LogReader
 from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
 from ...logcheck.printed import after, read_fields
+from ...units import format_bytes
+from .. import ENGINES, capacity
+from ..serving import LogReader
 
 # Each pattern starts with a literal and repeats only a character class a separator ends: one pass
 # over a line, however long (no ".*" between two parts, no nested repetition).
@@ -256,7 +256,7 @@ def _weight_dtype(model, info: dict) -> tuple[str | None, str]:
     quantization = info["quantization"]
     if quantization is None:
         return "auto", "the checkpoint's own format, as the log's quantization=None says"
-    from ...weights import resolve_weight_dtype, weight_formats   # at a check: an estimate needs none
+    from ...weights import resolve_weight_dtype, weight_formats  # at a check: an estimate needs none
     own, _ = resolve_weight_dtype(model, "auto")
     if own not in ("fp32", "bf16", "fp16"):
         return "auto", f"the checkpoint's own {own}, as the log's quantization={quantization} says"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...configs.fields import Fields
-from ...model import CHUNKED, FULL, LINEAR, Layer, MLA, Model, RecurrentState, SLIDING
+from ...model import CHUNKED, FULL, LINEAR, MLA, SLIDING, Layer, Model, RecurrentState
 from ...parallel import divides
 from .inkling import INKLING_TYPES, inkling_layers
 from .states import config_int

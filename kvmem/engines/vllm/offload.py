@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from ...host import HostInput, HostTerm
 from ...model import MLA, NONE, Model
-from ...units import cdiv
 from ...records import Record
+from ...units import cdiv
 from .entry import make_plan
 from .options import check_options
 from .pool import block_bytes, stage_units

@@ -12,7 +12,6 @@ from ...units import require_positive_int
 from .formats import STATE_DTYPES
 from .mla import MLA_BACKENDS, OTHER_BACKENDS
 
-
 GIB = 1 << 30
 
 # Engine defaults, one table, each with its source.

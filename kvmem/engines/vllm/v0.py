@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 
 from ...model import Model
 from ...records import Record
-from ..results import Capacity, Refusal, assemble
 from ...units import cdiv
+from ..results import Capacity, Refusal, assemble
+from .formats import MODEL_DTYPE_BYTES
 from .layout import Plan
 from .models import draft_layers
-from .formats import MODEL_DTYPE_BYTES
 from .options import GIB, VllmOptions
 from .pool import stage_units
 from .states import state_elements
