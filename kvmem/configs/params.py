@@ -210,8 +210,11 @@ def count_params(f, layers, *, heads: int, head_dim: int, moe: MoeShape | None):
     active = total
     if t in NEW_FAMILIES or t in SSM_FAMILIES:
         mla = lambda layer: _attention_params(f, layer, hidden, heads, head_dim)  # noqa: E731
-        got = body(f, layers, hidden=hidden, heads=heads, head_dim=head_dim, moe=moe, mla_params=mla) \
-            if t in NEW_FAMILIES else ssm_body(f, layers, hidden=hidden, heads=heads)
+        try:
+            got = body(f, layers, hidden=hidden, heads=heads, head_dim=head_dim, moe=moe, mla_params=mla) \
+                if t in NEW_FAMILIES else ssm_body(f, layers, hidden=hidden, heads=heads)
+        except ConfigError:     # a field only the count reads, missing or odd: no count (the cache is read apart)
+            return None, None, 0
         if got is None:
             return None, None, 0
         layers = ()

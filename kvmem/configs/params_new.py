@@ -245,6 +245,8 @@ def body(f, layers, *, hidden: int, heads: int, head_dim: int, moe, mla_params) 
             mlp, mlp_active = routed + common, routed_active + common
         elif t in _M3:
             mlp = mlp_active = 3 * hidden * f.int("dense_intermediate_size")
+        elif t in _V4:   # DeepseekV4Config.attribute_map: intermediate_size reads moe_intermediate_size
+            mlp = mlp_active = 3 * hidden * f.int("moe_intermediate_size")   # (configuration_deepseek_v4.py#L101-L105)
         else:
             mlp = mlp_active = lfm2_ffn(f) if t == "lfm2" else 3 * hidden * f.int("intermediate_size")
         total += attn + mlp + 2 * hidden

@@ -28,11 +28,11 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
+from kvmem.dtypes import GGML_TYPES  # noqa: E402
 from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
-from kvmem.dtypes import GGML_TYPES  # noqa: E402
-from kvmem.engines.llamacpp.tensors import GPT_OSS_EXPERTS, _ARCH, _source_type, synthesised_tensors  # noqa: E402
+from kvmem.engines.llamacpp.tensors import _ARCH, GPT_OSS_EXPERTS, _source_type, synthesised_tensors  # noqa: E402
 from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child, llama_lib, write_sparse  # noqa: E402
 from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_bytes  # noqa: E402
@@ -211,7 +211,7 @@ def _small(preset: str) -> Model:
     cfg = dict(_model(preset).config)
     text = dict(cfg["text_config"]) if isinstance(cfg.get("text_config"), dict) else cfg
     text.update(SMALL[preset], vocab_size=32000)
-    for key in ("layer_types", "indexer_types"):
+    for key in ("layer_types", "indexer_types", "mlp_layer_types"):
         if text.get(key):
             text[key] = text[key][:text["num_hidden_layers"]]
     if "text_config" in cfg:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from tests.oracles.conftest import require
 
 require("vllm")
@@ -22,6 +21,7 @@ require("sglang")
 
 import kvmem  # noqa: E402
 from kvmem import PlanRefused  # noqa: E402
+from kvmem.weights.formats import resolve_weight_dtype  # noqa: E402
 
 CASES = 50
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -57,8 +57,9 @@ def random_plans(engine: str, kv_dtypes: list, seed: int):
 
 def assert_weights(dtype, quantization, fit):
     """--dtype / --quantization as the weight format kvmem sized (the checkpoint's own: neither)."""
-    native = kvmem.get_model(fit.model).dtype
-    if fit.weight_dtype == native:
+    model = kvmem.get_model(fit.model)
+    # the checkpoint's own format: its dtype, or the format it is published in (gpt-oss MXFP4, DeepSeek-V3 block FP8)
+    if fit.weight_dtype in (model.dtype, resolve_weight_dtype(model, "auto")[0]):
         assert (dtype, quantization) == ("auto", None)
     elif fit.weight_dtype == "fp8":
         assert (dtype, quantization) == ("auto", "fp8")

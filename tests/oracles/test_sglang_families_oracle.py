@@ -58,7 +58,9 @@ def assert_agrees(name, cfg, tp=1):
 
 def test_every_declared_family_has_a_case():
     assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx", "lfm2_moe",
-                                                                       "minimax_m3_vl_text"}   # below
+                                                                       "minimax_m3_vl_text",   # below
+                                                                       # tests/oracles/test_sglang_dsv4_oracle.py
+                                                                       "deepseek_v4"}
 
 
 @pytest.mark.parametrize("name, cfg", BASES, ids=[name for name, _ in BASES])
