@@ -107,7 +107,8 @@ def nas_body(f, hidden: int, heads: int) -> tuple[int, int] | None:
     if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
         return None
     sizes = [nas_block(b, f, hidden, heads) for b in blocks]
-    return None if None in sizes else (sum(sizes), sum(sizes))
+    known = [size for size in sizes if size is not None]
+    return None if len(known) < len(sizes) else (sum(known), sum(known))
 
 
 def mimo_mixer(f, layer, hidden, heads) -> int:
