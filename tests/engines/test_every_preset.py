@@ -19,7 +19,7 @@ REFUSALS = {
         "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b", "nemotron-3-nano-30b-a3b",
         # the opt-in families hf-quantized now declares (kvmem/engines/hf/__init__.py QUANTIZED_FAMILIES)
         "kimi-linear-48b-a3b", "minimax-m1", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5", "glm-5.1", "glm-5.2",
-        "kimi-k3", "gemma-4-26b-a4b")},
+        "kimi-k3", "gemma-4-26b-a4b", "minimax-m3")},
     # vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS: removed after 0.23.0
     ("minimax-m1", "vllm"): "vLLM 0.33.0 has no MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM",
     # python/sglang/srt/models/: no EntryClass for MiniMax-Text-01 / M1 (kvmem/engines/sglang/families.py)
@@ -35,6 +35,9 @@ REFUSALS = {
     **{(name, "trtllm"): "asserts tokens_per_block in [128, 256]" for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
     # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
     ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
+    # a gap in kvmem, not an engine refusal: TensorRT-LLM registers MiniMaxM3Sparse (modeling_minimaxm3.py) but
+    # kvmem/engines/trtllm has not checked MiniMax-M3's cache (sparse index keys) against it
+    ("minimax-m3", "trtllm"): "kvmem has not checked this family's cache against TensorRT-LLM",
 }
 
 

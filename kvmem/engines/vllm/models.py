@@ -75,7 +75,10 @@ def _check_minimax_m3(model: Model, draft) -> None:
     sparse_attention_config.sparse_attention_freq entry is not 0 (vllm/models/minimax_m3/nvidia/model.py
     #L99-L107 _sparse_attention_layer_ids; no list: none), of sparse_attention_config.sparse_index_dim
     (#L441); kvmem's reading (which also takes transformers' layer_types) must agree, else refused."""
-    sparse = model.config.get("sparse_attention_config") or {}
+    # the layers read vllm_config.model_config.hf_text_config: the VL shell's text_config
+    # (minimax_m3/nvidia/model.py#L694, #L709)
+    text = model.config.get("text_config") or model.config
+    sparse = text.get("sparse_attention_config") or {}
     freq = sparse.get("sparse_attention_freq") if isinstance(sparse, dict) else None
     theirs = [bool(freq and i < len(freq) and freq[i] != 0) for i in range(len(model.layers))]
     ours = [bool(layer.index_head_dim) for layer in model.layers]
