@@ -67,7 +67,10 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     # Gemma 4 names its routed top-k top_k_experts (transformers@5.24.0 models/gemma4/configuration_gemma4.py)
     top_k = f.int("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "top_k_experts", default=2)
     expert_inter = f.int("moe_intermediate_size", default=None) or f.int("intermediate_size")
-    dense_inter = f.int("intermediate_size_mlp", "intermediate_size", default=0, minimum=0)
+    # MiniMax-M3's dense layers are dense_intermediate_size wide, 12,288 by default (intermediate_size is its
+    # experts' width: transformers@v5.24.0 src/transformers/models/minimax_m3_vl/configuration_minimax_m3_vl.py#L105)
+    dense_inter = f.int("dense_intermediate_size", default=12288, minimum=0) if t in _M3 else \
+        f.int("intermediate_size_mlp", "intermediate_size", default=0, minimum=0)
     shared_inter = 0
     if t == "nemotron_h" and f.get("moe_shared_expert_intermediate_size", default=None):
         shared_inter = f.int("moe_shared_expert_intermediate_size")   # one shared expert of its own width

@@ -164,3 +164,11 @@ def test_nemotron_nas_by_hand_from_vllm_layout():
     m = model_from_config(json.loads(path.read_text()))
     assert m.params_total == total == 49_867_145_216
     assert m.params_active == total - 128_256 * h
+
+
+def test_minimax_m3_dense_layers_are_dense_intermediate_size_wide():
+    # the published config: intermediate_size 3,072 (experts and the shared MLP), dense_intermediate_size 12,288
+    # for the first three layers (moe_layer_freq 0, 0, 0, 1, ...)
+    moe = kvmem.get_model("minimax-m3").facts.moe
+    assert (moe.dense_intermediate_size, moe.intermediate_size, moe.shared_intermediate_size) == (12288, 3072, 3072)
+    assert moe.moe_layers[:4] == (False, False, False, True)
