@@ -31,7 +31,10 @@ HF_KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_at
 # (configuration_kimi_k3.py; no CONFIG_MAPPING entry), and Gemma 4's per-layer heads are read through
 # per_layer_config (a global num_key_value_heads raises AmbiguousGlobalPerLayerAttributeError); both are
 # read in tests/configs (test_families, test_new_families) and by tests/oracles/test_transformers_oracle.py.
-IGNORED_BY_TRANSFORMERS = {"minimax-m1", "kimi-k3", "gemma-4-26b-a4b"}
+# MiniMax-M3's published config is remote code (auto_map) whose text_config names no model_type: transformers
+# 5.24's MiniMaxM3VLConfig then builds it as "minimax_m3_sparse", which CONFIG_MAPPING lacks; kvmem reads it as
+# minimax_m3_vl_text, judged by SGLang's own pools in tests/oracles/test_sglang_families_oracle.py.
+IGNORED_BY_TRANSFORMERS = {"minimax-m1", "kimi-k3", "gemma-4-26b-a4b", "minimax-m3"}
 
 
 def _all_configs():

@@ -324,8 +324,8 @@ def test_kimi_k3_mla_blocks_and_kda_states():
 def test_kimi_linear_48b_is_refused_as_trtllm_runs_kimi_k3_only():
     # tests/fixtures/configs/new/kimi-linear-48b-a3b-instruct.json: no routed_expert_hidden_size
     model = kvmem.Model.from_hf_config("tests/fixtures/configs/new/kimi-linear-48b-a3b-instruct.json")
-    with pytest.raises(ValueError, match="KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for this "
-                                         "config: no routed_expert_hidden_size"):
+    with pytest.raises(ValueError, match="KimiLinearForCausalLM builds Kimi-K3's latent MoE layer only, and its MoE "
+                                         "layer raises for this model's config: no routed_expert_hidden_size"):
         kvmem.estimate(model, engine="trtllm", tokens=1024)
 
 

@@ -82,6 +82,8 @@ def engine_workloads(draw):
                                     ENGINE_WORDS)))
 @example(model="falcon-40b", kv_dtype="auto",
          engine_workload=("hf-dynamic", (dict(tokens=1024, batch=1, tp=1, pp=1, options={}), ENGINE_WORDS)))
+@example(model="kimi-linear-48b-a3b", kv_dtype="auto",   # a TensorRT-LLM refusal that named no field
+         engine_workload=("trtllm", (dict(tokens=1, batch=1, tp=1, pp=1, options={}), ENGINE_WORDS)))
 def test_estimate(model, kv_dtype, engine_workload):
     engine, (w, names) = engine_workload
     call(f"estimate({model}, {engine}, {kv_dtype}, {w!r:.120})",

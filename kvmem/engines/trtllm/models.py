@@ -72,9 +72,9 @@ def check_kimi(model: Model) -> None:
         config = config["text_config"]     # config_utils.py unwrap_kimi_text_config
     for field in ("routed_expert_hidden_size", "latent_moe_use_norm"):
         if not config.get(field):
-            raise ValueError(f"TensorRT-LLM's KimiLinearForCausalLM runs Kimi-K3's latent MoE only and raises for "
-                             f"this config: no {field} (modeling_kimi_linear.py @ cf328e85: \"Kimi K3 runtime "
-                             f"expects ...\")")
+            raise ValueError(f"TensorRT-LLM's KimiLinearForCausalLM builds Kimi-K3's latent MoE layer only, and its "
+                             f"MoE layer raises for this model's config: no {field} (modeling_kimi_linear.py @ "
+                             f"cf328e85: \"Kimi K3 runtime expects ...\")")
 
 
 def step3p5_text_config(model: Model) -> dict:
