@@ -27,7 +27,7 @@ REFUSALS = {
     # tensorrt_llm/_torch/models/_arch_index.py: MiniMaxM2 and MiniMaxM3Sparse only
     ("minimax-m1", "trtllm"): "TensorRT-LLM's PyTorch backend registers no MiniMaxText01ForCausalLM",
     # tensorrt_llm/_torch/models/modeling_kimi_linear.py: Kimi-K3's latent MoE only
-    ("kimi-linear-48b-a3b", "trtllm"): "KimiLinearForCausalLM runs Kimi-K3's latent MoE only",
+    ("kimi-linear-48b-a3b", "trtllm"): "KimiLinearForCausalLM builds Kimi-K3's latent MoE layer only",
     # DeepSeek-V4's compressed sparse attention: ideal and hf-dynamic only (StaticCache has no layer class for it)
     **{(name, "hf-static"): "StaticCache has no layer class for compressed_sparse_attention"
        for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
