@@ -24,16 +24,14 @@ refusal on llama.cpp's side.
 from __future__ import annotations
 
 import functools
-import os
 import re
-import tempfile
 
 from ..catalog import get_model, list_models
 from ..engines import engine_estimate
 from ..model import FULL, MLA, SLIDING, Model
 from .architectures import in_turn, random_model
 from .gguf_files import ARCHES, write_gguf
-from .llamacpp_lib import FLASH_ATTN, GGML_TYPE_IDS, load_library
+from .llamacpp_lib import GGML_TYPE_IDS, context_params, engine_in_child, load_library, load_model
 from .report import Check
 
 __all__ = ["version", "directed_cases", "random_cases", "random_case", "run_case"]
@@ -214,24 +212,9 @@ def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:
 def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:
     lib, lines, _ = load_library()
     del lines[:]
-    params = lib.llama_model_default_params()
-    params.no_alloc = True
-    params.use_extra_bufts = False
-    params.load_mode = lib.LLAMA_LOAD_MODE_NONE   # no mmap: with no_alloc nothing is mapped
-    model = lib.llama_model_load_from_file(path.encode(), params)
-    if not model:
-        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(c for _, c in lines[-20:]))
+    model = load_model(lib, lines, path)
     try:
-        cparams = lib.llama_context_default_params()
-        cparams.n_ctx = s["n_ctx"]
-        cparams.n_seq_max = s["n_seq"]
-        cparams.n_batch = s.get("n_batch", 2048)
-        cparams.n_ubatch = s.get("n_ubatch", 512)
-        cparams.type_k = GGML_TYPE_IDS[s["type_k"]]
-        cparams.type_v = GGML_TYPE_IDS[s["type_v"]]
-        cparams.flash_attn_type = FLASH_ATTN[s["flash_attn"]]
-        cparams.swa_full = s.get("swa_full", False)
-        cparams.kv_unified = s.get("kv_unified", False)
+        cparams = context_params(lib, s)
         ctx = lib.llama_init_from_model(model, cparams)
         text = "".join(chunk for _, chunk in lines).splitlines()
         if not ctx:   # the refusal is llama.cpp's GGML_LOG_LEVEL_ERROR line
@@ -244,40 +227,13 @@ def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:
         lib.llama_model_free(model)
 
 
-def _engine_in_child(model: Model, setting: dict) -> tuple:
-    """_engine_side in a forked child: a GGML_ASSERT abort ends the child, not this process."""
-    import multiprocessing
-
-    def child(conn):
-        os.environ["GGML_NO_BACKTRACE"] = "1"
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "model.gguf")
-            write_gguf(model, path)
-            try:
-                conn.send(("ok",) + _engine_side(path, setting))
-            except RuntimeError as error:
-                conn.send(("load", str(error).splitlines()[-2:]))
-        conn.close()
-
-    parent, sent = multiprocessing.get_context("fork").Pipe(duplex=False)
-    process = multiprocessing.get_context("fork").Process(target=child, args=(sent,))
-    process.start()
-    sent.close()
-    try:
-        reply = parent.recv()
-    except EOFError:
-        reply = ("abort", f"llama.cpp aborted (exit code {process.join() or process.exitcode})")
-    process.join()
-    return reply
-
-
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     """kvmem's llama.cpp log lines (or refusal) beside llama.cpp's own for one case."""
     if model.model_type == "deepseek_v4":
         from .llamacpp_dsv4 import run_case as dsv4_run
         return dsv4_run(name, model, setting)
     ours, our_error = _kvmem_side(model, setting)
-    reply = _engine_in_child(model, setting)
+    reply = engine_in_child(write_gguf, model, _engine_side, setting)
     if reply[0] == "load":      # a GGUF this writer got wrong: reported, never skipped
         return [Check(name, "llama.cpp loads the GGUF", True, reply[1])]
     if reply[0] == "abort":    # llama.cpp refuses by aborting: a quantised row that is not whole blocks

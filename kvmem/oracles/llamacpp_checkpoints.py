@@ -19,19 +19,13 @@ import tempfile
 from ..engines.llamacpp.checkpoints import checkpoint_bytes
 from .gguf_files import write_gguf
 from .llamacpp_buffers import in_child
-from .llamacpp_lib import load_library
+from .llamacpp_lib import load_library, load_model
 from .report import Check
 
 
 def _state_size(path: str) -> int:
     lib, lines, _ = load_library()
-    params = lib.llama_model_default_params()
-    params.no_alloc = True
-    params.use_extra_bufts = False
-    params.load_mode = lib.LLAMA_LOAD_MODE_NONE
-    model = lib.llama_model_load_from_file(path.encode(), params)
-    if not model:
-        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(c for _, c in lines[-20:]))
+    model = load_model(lib, lines, path)
     try:
         cparams = lib.llama_context_default_params()
         cparams.n_ctx, cparams.n_seq_max = 4096, 1

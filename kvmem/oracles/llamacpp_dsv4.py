@@ -19,7 +19,7 @@ from ..engines import engine_estimate
 from ..engines.llamacpp.dsv4 import HCA
 from ..model import Model
 from ..units import pad
-from .llamacpp_lib import FLASH_ATTN, GGML_TYPE_IDS, load_library
+from .llamacpp_lib import context_params, engine_in_child, load_library, load_model
 from .report import Check
 
 __all__ = ["write_dsv4_gguf", "run_case", "random_case", "directed_cases", "aborting_cases"]
@@ -160,21 +160,9 @@ def _kvmem_side(model: Model, s: dict):
 def _engine_side(path: str, s: dict):
     lib, lines, _ = load_library()
     del lines[:]
-    params = lib.llama_model_default_params()
-    params.no_alloc = True
-    params.use_extra_bufts = False
-    params.load_mode = lib.LLAMA_LOAD_MODE_NONE
-    model = lib.llama_model_load_from_file(path.encode(), params)
-    if not model:
-        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(c for _, c in lines[-20:]))
+    model = load_model(lib, lines, path)
     try:
-        cparams = lib.llama_context_default_params()
-        cparams.n_ctx, cparams.n_seq_max = s["n_ctx"], s["n_seq"]
-        cparams.n_batch, cparams.n_ubatch = s.get("n_batch", 2048), s.get("n_ubatch", 512)
-        cparams.n_rs_seq = s.get("n_rs_seq", 0)
-        cparams.type_k, cparams.type_v = GGML_TYPE_IDS[s["type_k"]], GGML_TYPE_IDS[s["type_v"]]
-        cparams.flash_attn_type = FLASH_ATTN[s["flash_attn"]]
-        cparams.swa_full, cparams.kv_unified = s.get("swa_full", False), s.get("kv_unified", False)
+        cparams = context_params(lib, {"n_rs_seq": 0, **s})
         ctx = lib.llama_init_from_model(model, cparams)
         text = "".join(chunk for _, chunk in lines).splitlines()
         if not ctx:
@@ -185,40 +173,10 @@ def _engine_side(path: str, s: dict):
         lib.llama_model_free(model)
 
 
-def _engine_in_child(model: Model, setting: dict) -> tuple:
-    """_engine_side in a forked child (a GGML_ASSERT abort ends the child, not this process)."""
-    import multiprocessing
-    import os
-    import tempfile
-
-    def child(conn):
-        os.environ["GGML_NO_BACKTRACE"] = "1"
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "model.gguf")
-            write_dsv4_gguf(model, path)
-            try:
-                conn.send(("ok",) + _engine_side(path, setting))
-            except RuntimeError as error:
-                conn.send(("load", str(error).splitlines()[-3:]))
-        conn.close()
-
-    context = multiprocessing.get_context("fork")
-    parent, sent = context.Pipe(duplex=False)
-    process = context.Process(target=child, args=(sent,))
-    process.start()
-    sent.close()
-    try:
-        reply = parent.recv()
-    except EOFError:
-        reply = ("abort", f"llama.cpp aborted (exit code {process.join() or process.exitcode})")
-    process.join()
-    return reply
-
-
 def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     """kvmem's lines for llama_kv_cache_dsv4 beside llama.cpp's own."""
     ours, our_error = _kvmem_side(model, setting)
-    reply = _engine_in_child(model, setting)
+    reply = engine_in_child(write_dsv4_gguf, model, _engine_side, setting, tail=3)
     if reply[0] != "ok":
         return [Check(name, "llama.cpp builds the context", True, reply[1])]
     theirs, their_error = reply[1], reply[2]
