@@ -152,3 +152,16 @@ def native_kv_dtype(engine: str, setup) -> str:
     from ..engines import engine_estimate
     return engine_estimate(setup.model, engine=engine, tokens=1, kv_dtype="auto", tp=setup.tp, pp=setup.pp,
                     **setup.engine_options).kv_dtype
+
+
+def kv_dtype_value(engine: str, inp, table: dict, unknown: str) -> str:
+    """The KV dtype flag's value for the fit's KV format: "auto" where the engine picks that format itself,
+    else ``table``'s spelling; a format the table lacks is refused, ``unknown`` saying what the engine takes
+    (formatted with ``name`` and ``auto``)."""
+    name, auto = inp.fit.kv_dtype, native_kv_dtype(engine, inp.setup)
+    if name == auto:
+        return "auto"
+    if name not in table:
+        raise PlanRefused(unknown.format(name=repr(name), auto=auto))
+    return table[name]
+

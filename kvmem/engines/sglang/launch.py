@@ -32,7 +32,15 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
-from ...launch.base import Flag, Inputs, PlanRefused, model_argument, native_kv_dtype, refuse_options, weight_flags
+from ...launch.base import (
+    Flag,
+    Inputs,
+    PlanRefused,
+    kv_dtype_value,
+    model_argument,
+    refuse_options,
+    weight_flags,
+)
 from ..serving import Launcher
 from .budget import sglang_chunked_prefill_size
 from .disagg import roles
@@ -93,15 +101,9 @@ _SWITCHES = {"disable_hybrid_swa_memory": ("--disable-hybrid-swa-memory", "slidi
 
 
 def kv_cache_dtype(inp: Inputs) -> str:
-    s = inp.setup
-    name = inp.fit.kv_dtype
-    auto = native_kv_dtype("sglang", s)
-    if name == auto:
-        return "auto"
-    if name not in KV_CACHE_DTYPE:
-        raise PlanRefused(f"sglang: --kv-cache-dtype has no {name!r} other than the model's own "
-                          f"({auto}); SGLang 0.5.23 takes auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4")
-    return KV_CACHE_DTYPE[name]
+    return kv_dtype_value("sglang", inp, KV_CACHE_DTYPE,
+                          "sglang: --kv-cache-dtype has no {name} other than the model's own ({auto}); "
+                          "SGLang 0.5.23 takes auto, bf16, fp8_e4m3, fp8_e5m2, nvfp4")
 
 
 def flags(inp: Inputs) -> tuple[Flag, ...]:

@@ -9,7 +9,7 @@ LLM API arguments: ``kv_cache_config: {dtype: ...}`` sets the KV element format 
 
 from __future__ import annotations
 
-from ...launch.base import Flag, Inputs, PlanRefused, model_argument, native_kv_dtype, refuse_options
+from ...launch.base import Flag, Inputs, PlanRefused, kv_dtype_value, model_argument, refuse_options
 from ..serving import Launcher
 from .cache import DEFAULTS
 
@@ -22,14 +22,8 @@ _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "free_gp
 
 
 def kv_cache_dtype(inp: Inputs) -> str:
-    s = inp.setup
-    name = inp.fit.kv_dtype
-    auto = native_kv_dtype("trtllm", s)
-    if name == auto:
-        return "auto"
-    if name not in KV_CACHE_DTYPE:
-        raise PlanRefused(f"trtllm: kv_cache_config.dtype has no {name!r}; kvmem writes auto, fp8 or nvfp4")
-    return KV_CACHE_DTYPE[name]
+    return kv_dtype_value("trtllm", inp, KV_CACHE_DTYPE,
+                          "trtllm: kv_cache_config.dtype has no {name}; kvmem writes auto, fp8 or nvfp4")
 
 
 def flags(inp: Inputs) -> tuple[Flag, ...]:

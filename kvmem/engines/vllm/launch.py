@@ -24,7 +24,15 @@ from __future__ import annotations
 
 import json
 
-from ...launch.base import Flag, Inputs, PlanRefused, model_argument, native_kv_dtype, refuse_options, weight_flags
+from ...launch.base import (
+    Flag,
+    Inputs,
+    PlanRefused,
+    kv_dtype_value,
+    model_argument,
+    refuse_options,
+    weight_flags,
+)
 from ..serving import Launcher
 
 RELEASE = "vLLM 0.33.0"
@@ -86,15 +94,8 @@ def roles(_role: str, _model, _prompt_tokens: int, _options: dict) -> tuple[list
 
 
 def kv_cache_dtype(inp: Inputs) -> str:
-    s = inp.setup
-    name = inp.fit.kv_dtype
-    auto = native_kv_dtype("vllm", s)
-    if name == auto:
-        return "auto"
-    if name not in KV_CACHE_DTYPE:
-        raise PlanRefused(f"vllm: --kv-cache-dtype has no {name!r} (vLLM 0.33 caches "
-                          + ", ".join(sorted(set(KV_CACHE_DTYPE.values()))) + ")")
-    return KV_CACHE_DTYPE[name]
+    return kv_dtype_value("vllm", inp, KV_CACHE_DTYPE, "vllm: --kv-cache-dtype has no {name} (vLLM 0.33 caches "
+                          + ", ".join(sorted(set(KV_CACHE_DTYPE.values()))).replace("{", "{{") + ")")
 
 
 def flags(inp: Inputs) -> tuple[Flag, ...]:
