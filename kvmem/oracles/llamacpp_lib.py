@@ -79,6 +79,6 @@ def engine_in_child(write, model, engine_side, setting: dict, *, tail: int = 2) 
     try:
         reply = parent.recv()
     except EOFError:
-        reply = ("abort", f"llama.cpp aborted (exit code {process.join() or process.exitcode})")
+        reply = None
     process.join()
-    return reply
+    return reply or ("abort", f"llama.cpp aborted (exit code {process.exitcode})")
