@@ -131,6 +131,37 @@ def test_every_format_is_smaller_than_bf16_and_named():
         assert result.to_dict()["total_bytes"] == result.total_bytes
 
 
+def test_kimi_k3_compressed_tensors_mxfp4_experts_only():
+    # moonshotai/Kimi-K3: compressed-tensors "mxfp4-pack-quantized", group 32, uint8 scales; its ignore list
+    # keeps attention, shared experts, the dense MLP and lm_head BF16, and the latent projections are BF16 in
+    # the published shards too (sglang@v0.5.23 kimi_k3.py#L654-L681 builds them unquantised).
+    # routed experts: 92 MoE layers x 896 x 3 x 3,072 x 3,584 = 2,722,740,830,208 params x 17/32 B
+    #   = 1,446,456,066,048 B; the rest: (2,779,484,393,568 - 2,722,740,830,208) params x 2 B = 113,487,126,720 B
+    # = 1,559,943,192,768 B: the "1.42 TiB across 96 shards" of the release (1.4188 TiB; 1.4125 had the latent
+    # projections been MXFP4)
+    w = weights("kimi-k3")
+    assert w.weight_dtype == "mxfp4"
+    assert w.expert_bytes == 1_446_456_066_048
+    assert w.total_bytes == 1_559_943_192_768
+    assert round(w.total_bytes / 2**40, 2) == 1.42
+    assert kvmem.fit("kimi-k3", gpu="h200-sxm-141gb", num_gpus=16, context="32k").fits
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda qc: qc.update(ignore=["re:.*lm_head.*"]),
+     "quantises attention, shared experts, dense MLP as well"),
+    (lambda qc: qc["ignore"].append("re:.*experts.*"), "quantises the routed experts themselves as well"),
+    (lambda qc: qc["config_groups"]["group_0"]["weights"].update(group_size=128),
+     "kvmem sizes MXFP4 only as 32 weights per uint8 scale"),
+])
+def test_compressed_tensors_mxfp4_refuses_what_it_cannot_split(change, message):
+    import copy
+    cfg = copy.deepcopy(preset("kimi-k3")["config"])
+    change(cfg["text_config"]["quantization_config"])
+    with pytest.raises(ValueError, match=re.escape(message)):
+        weights(kvmem.Model.from_hf_config(cfg))
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: weights("llama-3.1-8b", "q1_k"), "unknown weight_dtype 'q1_k'; formats: auto, fp32"),
     (lambda: weights("gemma-3n-e2b"), "model 'gemma-3n-e2b' has no parameter count"),

@@ -4,13 +4,14 @@ from the config.
 Formats (bytes per weight of the groups they quantise; docs/research/weight_formats.md):
 
 "auto" is the checkpoint's own format: ``quantization_config`` when the config has one
-(fp8 with weight_block_size -> fp8-block; mxfp4; awq; gptq; compressed-tensors int8/fp8/int4;
+(fp8 with weight_block_size -> fp8-block; mxfp4; awq; gptq; compressed-tensors int8/fp8/int4/MXFP4;
 modelopt FP8/NVFP4), else the published checkpoints of gpt-oss (MXFP4 experts, model card)
 and DeepSeek-V3/V3.2/R1 and Kimi K2 (block FP8, DeepSeek README_WEIGHTS), else the config dtype.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -97,7 +98,56 @@ def _lookup(name: str) -> _Format:
     return FORMATS[key]
 
 
-def _from_quantization_config(qc: dict) -> str:
+# A compressed-tensors MXFP4 checkpoint ("mxfp4-pack-quantized": 4-bit E2M1 weights, one uint8 E8M0
+# scale per 32) is kvmem's "mxfp4" (17/32 B per routed-expert weight, every other tensor 16-bit) only
+# where its ignore list keeps every non-expert linear out: these modules (with or without a multimodal
+# wrapper's "language_model." prefix) must be ignored, and a routed expert's must not.
+_MXFP4_KEPT_16BIT = {
+    "attention": ("model.layers.0.self_attn.o_proj",),
+    "shared experts": ("model.layers.1.block_sparse_moe.shared_experts.down_proj",
+                       "model.layers.1.mlp.shared_experts.down_proj"),
+    "dense MLP": ("model.layers.0.mlp.down_proj",),
+    "lm_head": ("lm_head",),
+}
+_MXFP4_EXPERT = ("model.layers.1.block_sparse_moe.experts.0.w2", "model.layers.1.mlp.experts.0.down_proj")
+
+
+def _ignored(ignore: list, name: str) -> bool:
+    """compressed-tensors' match of a module name against its ignore list: "re:" a regex (re.match),
+    else the exact name."""
+    for entry in ignore:
+        entry = str(entry)
+        for candidate in (name, "language_model." + name):
+            if entry.startswith("re:") and re.match(entry[3:], candidate) or entry == candidate:
+                return True
+    return False
+
+
+def _compressed_mxfp4(model: Model, qc: dict, weights: dict) -> str:
+    """ "mxfp4" for a compressed-tensors MXFP4 group, or a refusal naming what kvmem cannot split."""
+    if weights.get("group_size") != 32 or str(weights.get("scale_dtype", "torch.uint8")) != "torch.uint8":
+        raise ValueError(f"compressed-tensors 4-bit float weights with group_size {weights.get('group_size')!r} "
+                         f"and scale_dtype {weights.get('scale_dtype')!r}: kvmem sizes MXFP4 only as 32 weights "
+                         "per uint8 scale (17/32 B a weight); pass weight_dtype=")
+    if not model.facts.moe:
+        raise ValueError("compressed-tensors MXFP4 on a model without routed experts: kvmem's mxfp4 quantises "
+                         "routed experts only; pass weight_dtype=")
+    ignore = list(qc.get("ignore") or [])
+    quantised = [group for group, names in _MXFP4_KEPT_16BIT.items()
+                 if not any(_ignored(ignore, name) for name in names)]
+    if quantised or all(_ignored(ignore, name) for name in _MXFP4_EXPERT):
+        what = ", ".join(quantised) if quantised else "the routed experts themselves"
+        raise ValueError(f"compressed-tensors MXFP4 whose ignore list {ignore!r} quantises {what} as well: "
+                         "kvmem's mxfp4 keeps everything but the routed experts 16-bit; pass weight_dtype=")
+    # Kimi-K3's ignore list does not name block_sparse_moe.routed_expert_{down,up}_proj, yet the published
+    # checkpoint keeps them BF16 (1,559,943,192,768 B = the 1.42 TiB of its 96 shards; 1.41 TiB were
+    # they MXFP4) and SGLang builds them unquantised under compressed-tensors:
+    # sglang@v0.5.23 python/sglang/srt/models/kimi_k3.py#L654-L681 (quant_config=None unless the method
+    # declares supports_kimi_k3_quantized_latent_projections; only modelslim and expert_pack do)
+    return "mxfp4"
+
+
+def _from_quantization_config(qc: dict, model: Model | None = None) -> str:
     method = str(qc.get("quant_method", "")).lower()
     if method == "fp8":
         return "fp8-block" if qc.get("weight_block_size") else "fp8"
@@ -116,6 +166,9 @@ def _from_quantization_config(qc: dict) -> str:
                 return "fp8" if kind == "float" else "int8"
             if bits == 4 and kind == "int":
                 return "awq"
+            if bits == 4 and kind == "float" and model is not None and (
+                    str(qc.get("format", group.get("format", ""))) == "mxfp4-pack-quantized"):
+                return _compressed_mxfp4(model, qc, w)
     raise ValueError(f"quantization_config.quant_method {qc.get('quant_method')!r} is not a format kvmem "
                      f"sizes; pass weight_dtype= one of: {', '.join(FORMATS)}")
 
@@ -128,7 +181,7 @@ def resolve_weight_dtype(model: Model, weight_dtype="auto") -> tuple[str, str]:
         return _lookup(weight_dtype).name, ""
     qc = model.facts.quantization_config
     if qc is not None:
-        name = _from_quantization_config(qc)
+        name = _from_quantization_config(qc, model)
         return name, f"weight_dtype auto = {name} from the config's quantization_config"
     if model.model_type in _NATIVE:
         name, why = _NATIVE[model.model_type]
