@@ -23,18 +23,18 @@ require("llama_cpp")
 
 import ctypes  # noqa: E402
 import os  # noqa: E402
-import re  # noqa: E402
 
 import pytest  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
 from kvmem.dtypes import GGML_TYPES  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
+from kvmem.engines.llamacpp.arch_tensors import ARCHS  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
-from kvmem.engines.llamacpp.tensors import _ARCH, GPT_OSS_EXPERTS, _source_type, synthesised_tensors  # noqa: E402
+from kvmem.engines.llamacpp.tensors import GPT_OSS_EXPERTS, synthesised_tensors  # noqa: E402
 from kvmem.model import Model  # noqa: E402
-from kvmem.oracles.llamacpp_buffers import in_child, llama_lib, write_sparse  # noqa: E402
+from kvmem.oracles.llamacpp_buffers import in_child, llama_lib  # noqa: E402
+from kvmem.oracles.llamacpp_family_files import write_family as _write  # noqa: E402
 from kvmem.oracles.llamacpp_presets import BUFFER_LINE, DRY_RUN_LINE, tensor_bytes  # noqa: E402
 
 CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air", "q4_k_m"),
@@ -72,97 +72,6 @@ def _model(preset: str) -> Model:
     if preset == "qwen1.5-moe-a2.7b":
         return Model.from_hf_config(QWEN2_MOE, name=preset)
     return Model.from_hf_config(FIXTURES[preset]) if preset in FIXTURES else get_model(preset)
-
-
-def _metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
-    """The keys convert_hf_to_gguf writes for ``arch`` (conversion/{gpt_oss,glm,deepseek,qwen}.py
-    set_gguf_parameters) that load_arch_hparams reads."""
-    import gguf
-    moe, first = model.facts.moe, model.layers[-1]
-    w.add_context_length(model.max_position_embeddings or 4096)
-    w.add_embedding_length(model.hidden_size)
-    w.add_block_count(model.num_layers)
-    w.add_feed_forward_length(field(model, "intermediate_size", 0) or (moe.intermediate_size if moe else 0))
-    w.add_head_count(model.num_attention_heads)
-    if arch == "gemma4":     # conversion/gemma.py Gemma4Model: per-layer KV heads and head dims
-        w.add_head_count_kv([layer.kv_heads for layer in model.layers])
-    else:
-        w.add_head_count_kv(field(model, "num_key_value_heads", model.num_attention_heads))
-    w.add_layer_norm_rms_eps(float(field(model, "rms_norm_eps", 1e-6)))
-    w.add_rope_freq_base(10000.0)
-    w.add_vocab_size(model.facts.vocab_size)
-    w.add_tokenizer_model("none")
-    w.add_file_type(FTYPES[fmt][0])
-    if moe is not None:
-        w.add_expert_count(moe.experts)
-        w.add_expert_used_count(field(model, "top_k_experts", moe.top_k))
-        w.add_expert_feed_forward_length(moe.intermediate_size)
-    if arch in ("deepseek2", "glm-dsa", "deepseek32"):
-        kv_lora, rope = field(model, "kv_lora_rank"), field(model, "qk_rope_head_dim")
-        w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 0))
-        if field(model, "q_lora_rank"):
-            w.add_q_lora_rank(field(model, "q_lora_rank"))
-        w.add_kv_lora_rank(kv_lora)
-        w.add_key_length(kv_lora + rope)
-        w.add_value_length(kv_lora)
-        w.add_key_length_mla(field(model, "qk_nope_head_dim") + rope)
-        w.add_value_length_mla(field(model, "v_head_dim"))
-        w.add_rope_dimension_count(rope)
-        w.add_expert_shared_count(field(model, "n_shared_experts", 0))
-        w.add_expert_weights_scale(float(field(model, "routed_scaling_factor", 1.0)))
-        if field(model, "scoring_func") == "sigmoid":
-            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
-        if arch in ("glm-dsa", "deepseek32"):
-            w.add_indexer_head_count(field(model, "index_n_heads"))
-            w.add_indexer_key_length(field(model, "index_head_dim"))
-            w.add_indexer_top_k(field(model, "index_topk"))
-        return
-    w.add_key_length(first.head_dim_k)
-    w.add_value_length(first.head_dim_v)
-    if arch == "gemma4":
-        swa = [layer.window > 0 for layer in model.layers]
-        w.add_sliding_window_pattern(swa)
-        w.add_sliding_window(field(model, "sliding_window"))
-        w.add_key_length_swa(field(model, "head_dim"))
-        w.add_value_length_swa(field(model, "head_dim"))
-        w.add_embedding_length_per_layer_input(0)
-        w.add_shared_kv_layers(0)
-    w.add_rope_dimension_count(field(model, "rotary_dim", first.head_dim_k))
-    if arch == "gpt-oss":
-        w.add_sliding_window(128)
-    if arch == "glm4moe":
-        w.add_expert_shared_count(field(model, "n_shared_experts", 1))
-        w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 1))
-    if arch == "qwen2moe":
-        w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
-    if arch in ("qwen35", "qwen35moe", "qwen3next"):
-        d_state, v_heads = field(model, "linear_key_head_dim"), field(model, "linear_num_value_heads")
-        w.add_ssm_conv_kernel(field(model, "linear_conv_kernel_dim"))
-        w.add_ssm_inner_size(d_state * v_heads)
-        w.add_ssm_state_size(d_state)
-        w.add_ssm_time_step_rank(v_heads)
-        w.add_ssm_group_count(field(model, "linear_num_key_heads"))
-        w.add_full_attention_interval(field(model, "full_attention_interval", 4))
-        w.add_rope_dimension_sections([11, 11, 10, 0])
-        if moe is not None:
-            w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
-
-
-def _write(model: Model, fmt: str, path: str, *, source: bool) -> list:
-    import gguf
-    arch = ARCHS.get(model.model_type) or _ARCH.get(model.model_type, model.model_type)
-    tensors = synthesised_tensors(model, fmt)
-    w = gguf.GGUFWriter(path, arch)
-    _metadata(w, model, arch, fmt)
-    write_sparse(w, [(t.name, t.shape, _converted(arch, t) if source else t.dtype) for t in tensors])
-    return list(tensors)
-
-
-def _converted(arch: str, t) -> str:
-    """The type convert_hf_to_gguf --outtype f16 writes: gpt-oss's experts in the checkpoint's MXFP4."""
-    if any(re.search(pattern, t.name) for pattern, _ in (GPT_OSS_EXPERTS if arch == "gpt-oss" else ())):
-        return "MXFP4"
-    return _source_type(t.name, t.shape, "f16")
 
 
 def _dry_run(source: str, ftype: int, overrides=()) -> dict:
