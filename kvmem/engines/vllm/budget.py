@@ -19,6 +19,7 @@ from ..base import (
 )
 from ..budget import kv_budget
 from .admission import pools_refuse
+from .cudagraph import graph_note
 from .device import device_options
 from .offload import HOST_INPUTS, host_terms
 from .options import VllmOptions, check_options, parse_release
@@ -151,6 +152,8 @@ def _budget(req: BudgetRequest) -> Budget:
     opts, notes = req.sizing_options, []
     resolved = check_options(req.engine_options)
     graphs = 0 if resolved.release is None else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
+    if graphs and opts["kv_cache_memory_bytes"] is None:
+        notes.append(graph_note(graphs))          # how the graph term was come by (kvmem.engines.vllm.cudagraph)
     act = req.activation_bytes
     if act is None:
         # max_num_seqs not given: the batch sized, as `kvmem plan` sets --max-num-seqs to it, so that fit,

@@ -18,6 +18,8 @@ Tokens logged without the memory: kvmem.capacity is searched over the memory for
 those tokens (none: a block size or setting differs), and C is checked over the memories that give it.
 V0 (vllm/worker/worker.py): "Memory profiling results: ... kv_cache_size=X GiB ..." and
     "# GPU blocks: B, # CPU blocks: M" (the blocks checked over the budget's range, version "v0")
+The CUDA-graph lines ("Profiling CUDA graph memory", "Estimated CUDA graph memory: X GiB total", "Graph capturing
+finished in N secs, took X GiB", ...): kvmem.engines.vllm.cudagraph.check_graph_lines.
 With the budget and N, kvmem's capacity over the budget's range must hold N tokens. A budget below
 the plan's (``expected_kv_memory``) is the activation peak, non-torch memory or CUDA graphs above
 kvmem's estimate: that part is estimated, not exact. Fewer tokens than kvmem finds for the memory
@@ -34,6 +36,7 @@ from ...logcheck.printed import after, read_fields
 from ...units import format_bytes
 from .. import ENGINES, capacity
 from ..serving import LogReader
+from .cudagraph import check_graph_lines, read_graph_lines
 
 # Each pattern starts with a literal and repeats only a character class a separator ends: one pass
 # over a line, however long (no ".*" between two parts, no nested repetition).
@@ -103,6 +106,7 @@ def read(lines: list[str]) -> dict:
         if "weights" not in found and (m := WEIGHTS.search(line)):
             found["weights"] = (n, strip_prefix(line, m.group(0)[:5]), logged_number(m.group(1), n, line, float),
                                 m.group(1), m.group(2))
+    found.update(read_graph_lines(lines))
     return found
 
 
@@ -111,6 +115,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
     settings, checks, notes = {}, [], []
     info = info or {}
     offloading = options.pop("kv_offloading_size", None)
+    graphs = options.pop("cudagraph_bytes", None)
     length = found["concurrency"][2] if "concurrency" in found else options.pop("max_model_len", None)
     options.pop("max_model_len", None)
     if length:
@@ -165,6 +170,11 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory:
         _check_without_memory(found, model, kv_dtype, tp, pp, length, options, settings, checks)
     elif "tokens" in found:
         notes.append("GPU KV cache size is logged without max_model_len: nothing to compare it with")
+    if any(key.startswith("graph_") for key in found):
+        check_graph_lines(found, cudagraph_bytes=graphs, settings=settings, checks=checks, notes=notes,
+                          max_num_seqs=info.get("max_num_seqs"),
+                          max_num_batched_tokens=options.get("max_num_batched_tokens",
+                                                             info.get("max_num_batched_tokens")))
     if "offload" in found:
         _check_offload(found["offload"], model, offloading, kv_dtype, tp, pp, length, options, checks, notes)
     return settings, checks, notes
@@ -312,5 +322,5 @@ COMMAND_SWITCHES = {"--enable-prefix-caching": ("enable_prefix_caching", True),
                     "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
 # its lines ("KV cache size: N tokens", "Model loading took") are the most generic: it claims a log no other reader does
 READER = LogReader(read, claims, printed, check, "vLLM's 'Available KV cache memory' / 'GPU KV cache size'",
-                   check_options=("max_model_len", "kv_offloading_size"), runs=RUNS, command_flags=COMMAND_FLAGS,
-                   command_switches=COMMAND_SWITCHES, positional_model=True, generic=True)
+                   check_options=("max_model_len", "kv_offloading_size", "cudagraph_bytes"), runs=RUNS,
+                   command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES, positional_model=True, generic=True)
