@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts, register_reader
 from ..units import show_value
 from .families import ALIASES, family_of
-from .fields import Fields
+from .fields import Fields, check_int
 from .files import load_config
 from .kinds import layer_count
 from .layers import attention_shape, layers_of
@@ -103,7 +103,7 @@ def _facts(raw: dict, f: Fields, moe: MoeShape | None, *, has_linear: bool) -> M
     rotary = f.get("partial_rotary_factor", "rotary_pct", default=1) or 1
     return ModelFacts(
         architectures=tuple(architectures),
-        intermediate_size=f.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0) or 0,
+        intermediate_size=_mlp_width(f),
         vocab_size=f.int("vocab_size", "padded_vocab_size", default=0, minimum=0) or 0,
         tie_word_embeddings=bool(f.get("tie_word_embeddings", default=True)),
         q_lora_rank=f.int("q_lora_rank", default=0, minimum=0) or 0,
@@ -113,6 +113,15 @@ def _facts(raw: dict, f: Fields, moe: MoeShape | None, *, has_linear: bool) -> M
         new_decoder_architecture=bool(f.get("new_decoder_architecture", default=False)),
         quantization_config=qc if isinstance(qc, dict) else None,
         moe=moe, ssm=ssm)
+
+
+def _mlp_width(f) -> int:
+    """The MLP width; Gemma 3n writes one per layer (transformers@5.24.0 models/gemma3n/
+    configuration_gemma3n.py#L130-L138 expands an int to a list): its published configs repeat one width."""
+    value = f.get("intermediate_size", default=None)
+    if isinstance(value, list) and value and all(type(v) is int and v == value[0] for v in value):
+        return check_int("intermediate_size", value[0], minimum=0)
+    return f.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0) or 0
 
 
 def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,

@@ -172,3 +172,24 @@ def test_minimax_m3_dense_layers_are_dense_intermediate_size_wide():
     moe = kvmem.get_model("minimax-m3").facts.moe
     assert (moe.dense_intermediate_size, moe.intermediate_size, moe.shared_intermediate_size) == (12288, 3072, 3072)
     assert moe.moe_layers[:4] == (False, False, False, True)
+
+
+def test_gemma3n_per_layer_intermediate_size_is_read():
+    # transformers@5.24.0 configuration_gemma3n.py#L130-L138 writes intermediate_size one per layer (an int is
+    # expanded), so every config it saves carries a list; the reader took it for a malformed int. The default
+    # Gemma3nTextConfig (google/gemma-3n-E4B's shape: 35 layers, 2,048 wide, 16,384 MLPs, 15 KV-shared layers)
+    # built on the meta device: 6,835,235,568 parameters, tied weights once
+    cfg = {"model_type": "gemma3n_text", "vocab_size": 262_400, "vocab_size_per_layer_input": 262_144,
+           "hidden_size": 2048, "hidden_size_per_layer_input": 256, "intermediate_size": [16_384] * 35,
+           "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+           "num_kv_shared_layers": 15, "laurel_rank": 64, "altup_num_inputs": 4, "sliding_window": 512,
+           "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7}
+    m = model_from_config(cfg)
+    assert m.facts.intermediate_size == 16_384
+    assert m.params_total == 6_835_235_568
+    # the scalar spelling counts the same
+    assert model_from_config(dict(cfg, intermediate_size=16_384)).params_total == 6_835_235_568
+    # MatFormer-sliced checkpoints write differing widths: the count reads them per layer, the one-width
+    # facts refuse the field by name
+    with pytest.raises(kvmem.errors.ConfigError, match="'intermediate_size'"):
+        model_from_config(dict(cfg, intermediate_size=[8192] * 15 + [16_384] * 20))
