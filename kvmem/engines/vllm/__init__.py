@@ -46,6 +46,15 @@ POSITIONS = PastPositions("vLLM refuses a max_model_len above it", "VLLM_ALLOW_L
 # had them: MiniMax-Text-01/M1 and Bamba after 0.23.0, ...), those its registry never had (XGLM, LFM3, ZAYA, ...),
 # and BERT-style encoders run as decoders.
 _REMOVED = "vLLM 0.33.0 has no {arch} (registry.py _PREVIOUSLY_SUPPORTED_MODELS: last in {last})"
+_BACKEND_FAILS = ("vLLM 0.33.0 has no model file for {arch} (vllm/model_executor/models/registry.py), so it runs "
+                  "transformers' class with its Transformers backend (registry.py _try_resolve_transformers), and "
+                  "that raises on the first forward, which vLLM runs at startup to profile memory "
+                  "(vllm/v1/worker/gpu_worker.py determine_available_memory): {why}")
+_NO_ATTN = ("the backend attaches a vLLM Attention only to attention modules that carry a layer_idx "
+            "(vllm/model_executor/models/transformers/base.py _create_attention_instances), but {cls}'s block "
+            "attention residuals, in every decoder layer, call the same attention interface without one, and "
+            "vllm_attention_forward (transformers/__init__.py) raises AttributeError: "
+            "'{cls}BlockAttentionResidual' object has no attribute 'attn'")
 REFUSALS = {
     "minimax": _REMOVED.format(arch="MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM", last="0.23.0"),
     "bamba": _REMOVED.format(arch="BambaForCausalLM", last="0.23.0"),
@@ -69,6 +78,28 @@ REFUSALS = {
                "registry.py) lacks it and its Transformers-backend fallback (_try_resolve_transformers) turns down "
                "transformers' GPTNeoForCausalLM, which neither supports the attention backend interface nor can "
                "set its attention implementation",
+    # No model file, and the Transformers backend cannot run transformers' class (judged by building it through
+    # vLLM's own backend and running one forward: kvmem/oracles/vllm_transformers.py):
+    # vllm@v0.33.0 vllm/model_executor/models/registry.py#L1266-L1339 _try_resolve_transformers: a class that
+    #   supports the attention backend or can set its attention implementation goes to the backend class
+    #   (vllm/config/model.py#L1129-L1157: TransformersMultiModalMoEForCausalLM for these wrappers)
+    # vllm@v0.33.0 vllm/v1/worker/gpu_worker.py#L656-L700 determine_available_memory: profile_run (a forward)
+    #   runs at every start, kv_cache_memory_bytes or not, before the KV cache is allocated
+    **{t: _BACKEND_FAILS.format(arch=arch, why=why) for t, arch, why in (
+        # vllm@v0.33.0 vllm/model_executor/models/transformers/base.py#L515-L530, #L641-L708: one vLLM Attention
+        # per layer index, set as `attn` on the module whose layer_idx it is (fusers/attention.py#L133-L136);
+        # transformers/__init__.py#L68-L77 vllm_attention_forward reads module.attn; transformers 5.24
+        # modeling_inkling2.py#L833-L858 (#L868, #L912: every layer's mlp_input), modeling_inkling2_loop.py#L828-L850
+        ("inkling2_text", "Inkling2ForConditionalGeneration / Inkling2ForCausalLM", _NO_ATTN.format(cls="Inkling2")),
+        ("inkling2_loop_text", "Inkling2LoopForConditionalGeneration / Inkling2LoopForCausalLM",
+         _NO_ATTN.format(cls="Inkling2Loop")),
+        # transformers 5.24 masking_utils.py#L830-L831: no mask for an implementation without a mask function
+        # (vLLM registers "vllm" and "vllm_mla" as attention functions only, transformers/__init__.py#L125-L126);
+        # modeling_hy_v4_vl.py#L387-L395: the DSA indexer subscripts the mask
+        ("hy_v4_vl_text", "HYV4VLForConditionalGeneration",
+         "transformers builds no attention mask for vLLM's attention implementation (masking_utils.py), and "
+         "HY-V4-VL's DSA indexer subscripts it (modeling_hy_v4_vl.py HYV4VLAttention: attention_mask[:, 0, :, :]): "
+         "TypeError: 'NoneType' object is not subscriptable"))},
     # BERT-style encoders run as decoders (is_decoder): vLLM has no decoder class for them
     **{t: "vLLM 0.33.0 has no decoder (is_decoder) architecture for it; where it has the family at all, it "
           "runs it as an encoder or pooling model, with no KV cache"
