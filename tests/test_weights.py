@@ -147,12 +147,32 @@ def test_kimi_k3_compressed_tensors_mxfp4_experts_only():
     assert kvmem.fit("kimi-k3", gpu="h200-sxm-141gb", num_gpus=16, context="32k").fits
 
 
+def test_kimi_k2_5_int4_experts_only():
+    # moonshotai/Kimi-K2.5: compressed-tensors pack-quantized int4, group 32, symmetric, 16-bit scales, with the
+    # ignore list of Kimi-K3's; it was sized as awq on every linear (536,728,480,204 B). Routed experts:
+    # 60 MoE layers x 384 x 3 x 7,168 x 2,048 = 1,014,686,023,680 params x (1/2 + 2/32) B = 570,760,888,320 B;
+    # the rest (1,026,408,209,408 - 1,014,686,023,680) params x 2 B = 23,444,371,456 B
+    from pathlib import Path
+    path = Path(__file__).parent / "fixtures" / "configs" / "corpus" / "moonshotai--Kimi-K2.5.json"
+    w = weights(kvmem.Model.from_hf_config(str(path)))
+    assert w.weight_dtype == "int4-g32"
+    assert w.expert_bytes == 570_760_888_320
+    assert w.total_bytes == 594_205_259_776
+    # with no ignore list every linear is int4: sized as awq, as before
+    import json
+    cfg = json.loads(path.read_text())
+    cfg["text_config"]["quantization_config"]["ignore"] = []
+    assert weights(kvmem.Model.from_hf_config(cfg)).weight_dtype == "awq"
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda qc: qc.update(ignore=["re:.*lm_head.*"]),
      "quantises attention, shared experts, dense MLP as well"),
     (lambda qc: qc["ignore"].append("re:.*experts.*"), "quantises the routed experts themselves as well"),
     (lambda qc: qc["config_groups"]["group_0"]["weights"].update(group_size=128),
      "kvmem sizes MXFP4 only as 32 weights per uint8 scale"),
+    (lambda qc: qc["config_groups"]["group_0"]["weights"].update(type="int", group_size=128),
+     "compressed-tensors int4 experts with group_size 128"),
 ])
 def test_compressed_tensors_mxfp4_refuses_what_it_cannot_split(change, message):
     import copy

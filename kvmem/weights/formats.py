@@ -48,6 +48,9 @@ FORMATS = {
     "gptq": _Format("gptq", Fraction(133, 256), per_hidden=4),
     "nvfp4": _Format("nvfp4", Fraction(9, 16)),
     "mxfp4": _Format("mxfp4", Fraction(17, 32), experts_only=True),
+    # compressed-tensors pack-quantized int4, 32 symmetric weights per 16-bit scale, on the routed experts
+    # only (Kimi K2-Thinking / K2.5's ignore list keeps attention, shared experts, dense MLP, lm_head BF16)
+    "int4-g32": _Format("int4-g32", Fraction(9, 16), experts_only=True),
     "q8_0": _gguf("q8_0", "8.5008"), "q6_k": _gguf("q6_k", "6.5633"),
     "q5_k_m": _gguf("q5_k_m", "5.7036"), "q5_k_s": _gguf("q5_k_s", "5.5704"),
     "q4_k_m": _gguf("q4_k_m", "4.8944"), "q4_k_s": _gguf("q4_k_s", "4.6672"),
@@ -98,18 +101,20 @@ def _lookup(name: str) -> _Format:
     return FORMATS[key]
 
 
-# A compressed-tensors MXFP4 checkpoint ("mxfp4-pack-quantized": 4-bit E2M1 weights, one uint8 E8M0
-# scale per 32) is kvmem's "mxfp4" (17/32 B per routed-expert weight, every other tensor 16-bit) only
-# where its ignore list keeps every non-expert linear out: these modules (with or without a multimodal
-# wrapper's "language_model." prefix) must be ignored, and a routed expert's must not.
-_MXFP4_KEPT_16BIT = {
+# A compressed-tensors checkpoint whose ignore list keeps every non-expert linear 16-bit quantises the routed
+# experts only (kvmem's experts_only formats): these modules (with or without a multimodal wrapper's
+# "language_model." prefix) must be ignored where the model has them, and a routed expert's must not.
+# An ignored linear gets no scheme and loads unquantised: vllm@v0.33.0
+# vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py#L171-L175, #L1011-L1014;
+# the match is the exact name or a "re:" regex (compressed_tensors/utils.py#L53-L120, should_ignore_layer)
+_KEPT_16BIT = {
     "attention": ("model.layers.0.self_attn.o_proj",),
     "shared experts": ("model.layers.1.block_sparse_moe.shared_experts.down_proj",
                        "model.layers.1.mlp.shared_experts.down_proj"),
     "dense MLP": ("model.layers.0.mlp.down_proj",),
     "lm_head": ("lm_head",),
 }
-_MXFP4_EXPERT = ("model.layers.1.block_sparse_moe.experts.0.w2", "model.layers.1.mlp.experts.0.down_proj")
+_EXPERT = ("model.layers.1.block_sparse_moe.experts.0.w2", "model.layers.1.mlp.experts.0.down_proj")
 
 
 def _ignored(ignore: list, name: str) -> bool:
@@ -123,28 +128,47 @@ def _ignored(ignore: list, name: str) -> bool:
     return False
 
 
-def _compressed_mxfp4(model: Model, qc: dict, weights: dict) -> str:
-    """ "mxfp4" for a compressed-tensors MXFP4 group, or a refusal naming what kvmem cannot split."""
-    if weights.get("group_size") != 32 or str(weights.get("scale_dtype", "torch.uint8")) != "torch.uint8":
-        raise ValueError(f"compressed-tensors 4-bit float weights with group_size {weights.get('group_size')!r} "
-                         f"and scale_dtype {weights.get('scale_dtype')!r}: kvmem sizes MXFP4 only as 32 weights "
-                         "per uint8 scale (17/32 B a weight); pass weight_dtype=")
-    if not model.facts.moe:
-        raise ValueError("compressed-tensors MXFP4 on a model without routed experts: kvmem's mxfp4 quantises "
-                         "routed experts only; pass weight_dtype=")
+def _experts_only_refusal(model: Model, qc: dict) -> str:
+    """Why the checkpoint is not routed-experts-only quantised ("" when it is)."""
+    moe = model.facts.moe
+    if not moe:
+        return "the model has no routed experts"
     ignore = list(qc.get("ignore") or [])
-    quantised = [group for group, names in _MXFP4_KEPT_16BIT.items()
-                 if not any(_ignored(ignore, name) for name in names)]
-    if quantised or all(_ignored(ignore, name) for name in _MXFP4_EXPERT):
-        what = ", ".join(quantised) if quantised else "the routed experts themselves"
-        raise ValueError(f"compressed-tensors MXFP4 whose ignore list {ignore!r} quantises {what} as well: "
-                         "kvmem's mxfp4 keeps everything but the routed experts 16-bit; pass weight_dtype=")
+    present = {"attention": True, "shared experts": bool(moe.shared_intermediate_size),
+               "dense MLP": not all(moe.moe_layers), "lm_head": True}
+    quantised = [group for group, names in _KEPT_16BIT.items()
+                 if present[group] and not any(_ignored(ignore, name) for name in names)]
+    if quantised:
+        return f"its ignore list {ignore!r} quantises {', '.join(quantised)} as well"
+    if all(_ignored(ignore, name) for name in _EXPERT):
+        return f"its ignore list {ignore!r} quantises the routed experts themselves as well"
+    return ""
+
+
+def _compressed_4bit(model: Model, qc: dict, weights: dict, kind: str) -> str | None:
+    """A compressed-tensors 4-bit group as an experts-only format, None to fall back (int), or a refusal."""
+    mx = kind == "float"
+    group, scale = weights.get("group_size"), str(weights.get("scale_dtype") or "")
+    why = _experts_only_refusal(model, qc)
+    if why and not mx:
+        return None          # int4 on every linear: sized as awq, as before
+    if why:
+        raise ValueError(f"compressed-tensors MXFP4 where {why}: kvmem's mxfp4 keeps everything but the routed "
+                         "experts 16-bit; pass weight_dtype=")
+    if mx and (group != 32 or scale not in ("", "torch.uint8")):
+        raise ValueError(f"compressed-tensors 4-bit float weights with group_size {group!r} and scale_dtype "
+                         f"{scale!r}: kvmem sizes MXFP4 only as 32 weights per uint8 scale (17/32 B a weight); "
+                         "pass weight_dtype=")
+    if not mx and (group != 32 or weights.get("symmetric") is False or scale not in ("", "None")):
+        raise ValueError(f"compressed-tensors int4 experts with group_size {group!r}, symmetric "
+                         f"{weights.get('symmetric')!r}, scale_dtype {scale!r}: kvmem sizes them only as 32 "
+                         "symmetric weights per 16-bit scale (int4-g32, 9/16 B a weight); pass weight_dtype=")
     # Kimi-K3's ignore list does not name block_sparse_moe.routed_expert_{down,up}_proj, yet the published
     # checkpoint keeps them BF16 (1,559,943,192,768 B = the 1.42 TiB of its 96 shards; 1.41 TiB were
     # they MXFP4) and SGLang builds them unquantised under compressed-tensors:
     # sglang@v0.5.23 python/sglang/srt/models/kimi_k3.py#L654-L681 (quant_config=None unless the method
     # declares supports_kimi_k3_quantized_latent_projections; only modelslim and expert_pack do)
-    return "mxfp4"
+    return "mxfp4" if mx else "int4-g32"
 
 
 def _from_quantization_config(qc: dict, model: Model | None = None) -> str:
@@ -164,11 +188,13 @@ def _from_quantization_config(qc: dict, model: Model | None = None) -> str:
             bits, kind = w.get("num_bits"), w.get("type")
             if bits == 8:
                 return "fp8" if kind == "float" else "int8"
+            if bits == 4 and model is not None and (kind == "int" or (
+                    kind == "float" and str(qc.get("format", group.get("format", ""))) == "mxfp4-pack-quantized")):
+                name = _compressed_4bit(model, qc, w, kind)
+                if name:
+                    return name
             if bits == 4 and kind == "int":
                 return "awq"
-            if bits == 4 and kind == "float" and model is not None and (
-                    str(qc.get("format", group.get("format", ""))) == "mxfp4-pack-quantized"):
-                return _compressed_mxfp4(model, qc, w)
     raise ValueError(f"quantization_config.quant_method {qc.get('quant_method')!r} is not a format kvmem "
                      f"sizes; pass weight_dtype= one of: {', '.join(FORMATS)}")
 
