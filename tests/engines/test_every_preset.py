@@ -35,9 +35,6 @@ REFUSALS = {
     **{(name, "trtllm"): "asserts tokens_per_block in [128, 256]" for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
     # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
     ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
-    # a gap in kvmem, not an engine refusal: TensorRT-LLM registers MiniMaxM3Sparse (modeling_minimaxm3.py) but
-    # kvmem/engines/trtllm has not checked MiniMax-M3's cache (sparse index keys) against it
-    ("minimax-m3", "trtllm"): "kvmem has not checked this family's cache against TensorRT-LLM",
 }
 
 

@@ -17,8 +17,8 @@ from kvmem.engines import engine_spec, trtllm
 
 SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
-# says why for each): they keep kvmem's "not yet" refusal
-NOT_YET = {"minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"}
+# says why for each): they keep kvmem's "not yet" refusal. None is left.
+NOT_YET: set[str] = set()
 
 
 def _model(**cfg):
@@ -30,7 +30,8 @@ def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_
     opt_in = {t for t, family in FAMILIES.items() if family.opt_in}
     declared = {t for t in opt_in if SPEC.families.sizes(t)}
     assert declared == {"afmoe", "deepseek_v4", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "gemma4_unified_text",
-                        "glm_moe_dsa", "kimi_linear", "laguna", "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
+                        "glm_moe_dsa", "kimi_linear", "laguna", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
+                        "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
     assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
@@ -415,3 +416,65 @@ def test_gemma_4_refusals_name_the_engines_reason():
         kvmem.estimate(_gemma4(global_head_dim=64), engine="trtllm", tokens=64)
     with pytest.raises(ValueError, match="one byte quota that its runtime splits"):
         kvmem.capacity(_gemma4(), engine="trtllm", kv_memory=1 << 30)
+
+
+# MiniMax-M3 (kvmem/engines/trtllm/minimax.py): MiniMaxM3KVCacheManagerV2 -- K and V of ceil(kv_heads / tp) heads on every
+# layer, and a one-head index key of 128 in bf16 (fp16/fp32 when the cache is) on layers 3..N-1
+# (trtllm@0462117e sparse/minimax_m3/cache_manager.py _extra_buffers_per_layer, _torch_dtype_for_index_cache)
+
+def test_minimax_m3_keeps_kv_on_every_layer_and_a_bf16_index_key_on_layers_3_to_59():
+    model = kvmem.get_model("minimax-m3")      # MiniMaxAI/MiniMax-M3's config.json: 60 layers, 4 KV heads x 128
+    est = kvmem.estimate(model, engine="trtllm", tokens=1024)
+    # K/V 60 x 2 x 4 x 128 x 2 B = 122,880 + index 57 x 128 x 2 B = 14,592 -> 137,472 B/token
+    assert est.details.bytes_per_token == 137_472
+    # the per-token cost TensorRT-LLM sizes its quota with: K and V only
+    assert est.details.bytes_per_token_estimate == 122_880
+    # 1,024 tokens = 32 whole blocks of 32: 1,024 x 137,472 = 140,771,328 B
+    assert est.kv_bytes == 140_771_328
+    assert any("MiniMaxM3KVCacheManagerV2" in note and "layers 3..59" in note for note in est.notes)
+
+
+def test_minimax_m3_tp8_fp8_replicates_one_kv_head_and_keeps_the_index_key_in_bf16():
+    est = kvmem.estimate("minimax-m3", engine="trtllm", tokens=1000, tp=8, kv_dtype="fp8")
+    # ceil(4 / 8) = 1 head: 60 x 2 x 1 x 128 x 1 B = 15,360; the index key stays bf16, whole on each rank: 14,592
+    assert est.details.bytes_per_token == 29_952
+    # 1,000 tokens take 32 blocks of 32 = 1,024 slots: 1,024 x 29,952 = 30,670,848 B
+    assert est.kv_bytes == 30_670_848
+
+
+def test_minimax_m3_fp32_cache_keeps_an_fp32_index_key():
+    est = kvmem.estimate("minimax-m3", engine="trtllm", tokens=32, kv_dtype="fp32")
+    # 60 x 2 x 4 x 128 x 4 = 245,760 + 57 x 128 x 4 = 29,184 -> 274,944 B/token, 32 tokens = one block
+    assert est.kv_bytes == 32 * 274_944
+
+
+def test_minimax_m3_capacity_and_nvfp4_are_refused():
+    with pytest.raises(ValueError, match="MiniMaxM3KVCacheManagerV2 \\(KVCacheManagerV2\\) as one byte quota"):
+        kvmem.capacity("minimax-m3", engine="trtllm", kv_memory=10 << 30)
+    with pytest.raises(ValueError, match="kv_dtype nvfp4: KVCacheManagerV2 adds per-layer block-scale buffers"):
+        kvmem.estimate("minimax-m3", engine="trtllm", tokens=32, kv_dtype="nvfp4")
+
+
+def _m3_text(**changes):
+    config = json.loads(open("kvmem/data/models/minimax-m3.json").read())["config"]["text_config"]
+    return kvmem.Model.from_hf_config({**config, "model_type": "minimax_m3", **changes})
+
+
+def test_minimax_m3_text_config_under_the_registered_architecture_is_sized_as_the_vl_shell():
+    # the checkpoint's text_config names MiniMaxM3SparseForCausalLM: the same 137,472 B/token
+    assert kvmem.estimate(_m3_text(), engine="trtllm", tokens=32).kv_bytes == 32 * 137_472
+
+
+def test_minimax_m3_under_an_architecture_the_registry_lacks_is_refused():
+    with pytest.raises(ValueError, match="architectures\\[0\\] 'MiniMaxM3ForCausalLM': TensorRT-LLM's PyTorch backend "
+                                         "registers MiniMax-M3 as MiniMaxM3SparseForCausalLM"):
+        kvmem.estimate(_m3_text(architectures=["MiniMaxM3ForCausalLM"]), engine="trtllm", tokens=32)
+
+
+def test_minimax_m3_sparse_layers_other_than_3_onwards_are_refused():
+    config = json.loads(open("kvmem/data/models/minimax-m3.json").read())["config"]["text_config"]
+    sparse = dict(config["sparse_attention_config"])
+    sparse["sparse_attention_freq"] = [0] * 4 + [1] * 56
+    sparse["sparse_disable_index_value"] = [0] * 4 + [1] * 56
+    with pytest.raises(ValueError, match="keeps an index key on layers 3..59 whatever the config's"):
+        kvmem.estimate(_m3_text(sparse_attention_config=sparse), engine="trtllm", tokens=32)

@@ -39,6 +39,11 @@ __all__ = ["DEFAULTS", "bytes_per_token", "pp_layers", "estimate", "capacity", "
 # What was read: the cache manager at one main commit, the model registry and model files at later main
 # commits (each cited where used); the repository's history is not at hand to tie them to a release tag.
 PINNED = "TensorRT-LLM main (resource_manager.py @ 001541ba, model registry @ 065ff9e9)"
+# The other commits a rule's pin names (trtllm@<commit> <path>#L<a>-L<b>): files the code index stores at a commit other
+# than the two above, each read at the one version stored (docs/research/families_trtllm.md lists them)
+READ_AT = {
+    "0462117e": "tensorrt_llm/_torch/attention_backend/sparse/minimax_m3/cache_manager.py",
+}
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,
                     pinned=PINNED, refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,

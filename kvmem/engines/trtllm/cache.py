@@ -16,7 +16,7 @@ from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 from ...records import Record
 from ...units import cdiv, require_positive_int
 from ..results import Capacity, Estimate, assemble
-from . import dsv4
+from . import dsv4, minimax
 from .models import (
     FORCED_DTYPE,
     V2_FAMILIES,
@@ -146,6 +146,14 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
             row = k_dtype.row_bytes(kv_heads_per_rank(heads, tp) * head_dim)
             out.append(_LayerCache(row, row, window))
         return out
+    if minimax.is_m3(model):
+        # MiniMaxM3KVCacheManagerV2 (minimax.py): KVCacheManagerV2's K and V of (kv_heads + tp - 1) // tp heads on every
+        # layer, and on the sparse layers an INDEX_KEY buffer of one head, not split by tp, kept here with K
+        sparse, index = set(minimax.sparse_layers(model)), minimax.index_row_bytes(k_dtype.name)
+        for i, (layer, window) in enumerate(zip(model.layers, windows, strict=True)):
+            row = k_dtype.row_bytes(kv_heads_per_rank(layer.kv_heads, tp) * layer.head_dim_k)
+            out.append(_LayerCache(row + (index if i in sparse else 0), row, window))
+        return out
     index = indexer_elements(model)
     for layer, window in zip(model.layers, windows, strict=True):
         if layer.kind == MLA:
@@ -175,6 +183,13 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         # the bytes per token it reports are the allocated ones (get_layer_bytes_per_token over the layers)
         caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
         return sum(c.k_bytes + c.v_bytes for c in caches)
+    if minimax.is_m3(model):
+        # its per-token cost is KVCacheManagerV2's K and V: MiniMaxM3KVCacheManagerV2 overrides neither
+        # get_cache_size_per_token nor get_cache_bytes_per_token, so its index key is in no per-token cost
+        # (trtllm@0462117e tensorrt_llm/_torch/attention_backend/sparse/minimax_m3/cache_manager.py#L132-L450)
+        layers = pp_layers(model.num_layers, pp)[0]
+        return sum(2 * k_dtype.row_bytes(kv_heads_per_rank(model.layers[i].kv_heads, tp) * model.layers[i].head_dim_k)
+                   for i in layers)
     attention = [layer for layer in model.layers if layer.caches_tokens]
     if not attention:
         return 0
@@ -230,7 +245,7 @@ def _stage_rows(model, caches, tp, tokens, batch, tokens_per_block):
             state = batch * state_bytes_of(model, i, tp) if model.layers[i].kind == LINEAR else 0
             rows.append((0, 0, state))
             continue
-        if cache.window and model.model_type in V2_FAMILIES:
+        if cache.window and (model.model_type in V2_FAMILIES or minimax.is_m3(model)):
             n = v2_window_blocks(tokens, cache.window, tokens_per_block)
         else:
             n = cdiv(min(tokens, cache.window) if cache.window else tokens, tokens_per_block)
@@ -285,6 +300,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     v2 = model.model_type in V2_FAMILIES
     if v2:
         check_v2(k_dtype.name, pp)
+    if minimax.is_m3(model) and k_dtype.name == "nvfp4":
+        raise ValueError("kv_dtype nvfp4: KVCacheManagerV2 adds per-layer block-scale buffers (Role.KEY_BLOCK_SCALE) "
+                         "whose size kvmem has not read for MiniMax-M3; pass bf16/fp16 or fp8")
     windows = _windows(model, max_attention_window, None)
     caches = _layers(model, k_dtype, tp, windows)
     rows, blocks = _stage_rows(model, caches, tp, tokens, batch, tokens_per_block)
@@ -301,6 +319,13 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append("TRT-LLM's MixedMambaHybridCacheManager preallocates the recurrent states for max_batch_size + 1 "
                      "sequences (+1 more with attention DP), whatever the batch; kvmem counts the batch's")
     windowed = sum(layer.kind != MLA and layer.window > 0 for layer in model.layers)
+    if minimax.is_m3(model):
+        sparse = minimax.sparse_layers(model)
+        notes.append(f"TensorRT-LLM serves MiniMax-M3 with MiniMaxM3KVCacheManagerV2 (KVCacheManagerV2; the sparse "
+                     "attention config selects it): K and V on every layer and a one-head index key of "
+                     f"{minimax.INDEX_DIM} ({minimax.index_row_bytes(k_dtype.name)} B a token) on layers "
+                     f"{sparse.start}..{sparse.stop - 1}, in the same blocks; the per-token cost it sizes its quota "
+                     "with counts K and V only")
     if v2:
         notes.append("TensorRT-LLM lays Gemma 4 out with KVCacheManagerV2 (per-layer head_dim and KV heads); its "
                      "KV-shared layers keep their own (unused) K/V buffers; a sliding layer frees the blocks that "
@@ -310,7 +335,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                      "only when max_attention_window is set")
     if any(layer.kind.per_head and tp > layer.kv_heads for layer in model.layers):
         notes.append(f"tp={tp} exceeds the KV heads: each rank holds ceil(kv_heads / tp) = 1 head")
-    if static != real and static:
+    if static != real and static and not minimax.is_m3(model):
         notes.append(f"TRT-LLM sizes its pool with {float(static):,.0f} B/token but allocates {real:,} B/token "
                      "on this rank")
     details = TrtllmDetails(tokens_per_block=tokens_per_block, blocks_per_sequence=dict(sorted(blocks.items())),
@@ -364,6 +389,13 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     k_dtype = _kv_dtype(model, kv_dtype)
     if _dsv4(model, indexer_k_dtype):
         dsv4.refuse_capacity()
+    if minimax.is_m3(model):
+        # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L1244-L1246 (V2 ignores max_tokens), #L1287-L1288
+        # (its budget is max_gpu_total_bytes), as for Gemma 4 below
+        raise ValueError("capacity: TensorRT-LLM hands MiniMax-M3's KV budget to MiniMaxM3KVCacheManagerV2 "
+                         "(KVCacheManagerV2) as one byte quota (max_gpu_total_bytes) that its runtime storage manager "
+                         "turns into pools of K/V and index-key pages; kvmem sizes what a workload holds (estimate), "
+                         "not how many tokens a quota holds")
     if model.model_type in V2_FAMILIES:
         # _util.py @ 065ff9e9 configure_kv_cache_capacity: V2 gets the budget as max_gpu_total_bytes only;
         # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...);

@@ -146,4 +146,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # @ 015279e0): SWA, compressed, compressor-state and indexer buffers per layer (dsv4.buffers); tokens_per_block
     # other than 128/256 refused (asserted), the indexer dtype refused unless given (its default is the GPU's)
     "deepseek_v4",
+    # MiniMaxM3SparseForCausalLM / MiniMaxM3SparseForConditionalGeneration -> modeling_minimaxm3 (REGISTRY): its
+    # sparse attention config selects MiniMaxM3KVCacheManagerV2, K/V on every layer and a bf16 one-head index key of
+    # 128 on layers 3..N-1 (minimax.py); another architecture, other sparse layers or index width refused by name
+    # (minimax.check_m3), capacity refused (one V2 quota)
+    "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
 }))

@@ -8,6 +8,7 @@ from ...model import MLA, SLIDING, Model
 from ...parallel import state_share
 from ...units import cdiv
 from ..base import state_bytes
+from . import minimax
 
 __all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
            "DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
@@ -51,6 +52,8 @@ def check_model(model: Model) -> None:
         check_step3p5(model)
     if model.model_type in V2_FAMILIES:
         check_gemma4(model)
+    if minimax.is_m3(model):
+        minimax.check_m3(model)
     if model.model_type == "nemotron-nas":
         # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
         # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
