@@ -50,7 +50,7 @@ def _budget(req: BudgetRequest) -> Budget:
 
 def prefix_sharing(_options: dict, est: Estimate) -> PrefixSharing:
     """Sequences share cells only in a unified cache (-kvu): one stream per sequence shares nothing."""
-    if est.details.get("kv_unified") is False:
+    if getattr(est.details, "kv_unified", None) is False:
         return PrefixSharing(refusal="llama.cpp keeps one cache stream per sequence unless kv_unified=True")
     return PrefixSharing()
 

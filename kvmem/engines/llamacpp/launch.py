@@ -57,20 +57,20 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
                           f"{s.replicas} servers (this plan is for one of {s.pp} GPU(s))")
     out = [Flag("-m", as_value(f"{s.model.name}.gguf"), "the GGUF of the model sized (its path on your machine), "
                 f"weights {fit.weight_dtype}"),
-           Flag("-c", str(d["n_ctx_requested"]),
-                f"{fit.context:,} tokens x {d['n_seq']} sequences: {d['cells_total']:,} cells in all"),
-           Flag("-np", str(d["n_seq"]), f"{d['n_seq']} sequences at once, each a stream of {d['cells']:,} cells"),
+           Flag("-c", str(d.n_ctx_requested),
+                f"{fit.context:,} tokens x {d.n_seq} sequences: {d.cells_total:,} cells in all"),
+           Flag("-np", str(d.n_seq), f"{d.n_seq} sequences at once, each a stream of {d.cells:,} cells"),
            *(_placed(fit.placement) if fit.placement else
              [Flag("-ngl", ALL_LAYERS, "every layer on the GPU, as the fit assumed"
                    + (f" (split by layer over {s.pp} GPUs)" if s.pp > 1 else ""))]),
-           Flag("-fa", "on" if d["flash_attn"] else "off", "flash attention as planned (its compute buffer was sized "
+           Flag("-fa", "on" if d.flash_attn else "off", "flash attention as planned (its compute buffer was sized "
                 "for it)"),
-           Flag("-ctk", d["type_k"], f"K cache in {d['type_k']}"),
-           Flag("-ctv", d["type_v"], f"V cache in {d['type_v']}"),
-           Flag("-ub", str(d["n_ubatch"]), "the micro-batch the compute buffer was sized for")]
-    if d["swa_full"]:
+           Flag("-ctk", d.type_k, f"K cache in {d.type_k}"),
+           Flag("-ctv", d.type_v, f"V cache in {d.type_v}"),
+           Flag("-ub", str(d.n_ubatch), "the micro-batch the compute buffer was sized for")]
+    if d.swa_full:
         out.append(Flag("--swa-full", "", "sliding layers keep the full context, as planned"))
-    if d["kv_unified"]:
+    if d.kv_unified:
         out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as planned"))
     for name, (flag, default, why) in _HOST_FLAGS.items():
         if s.sizing.get(name, default) != default:

@@ -46,17 +46,17 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
     date. ``prefix`` sets the function name of a "kv_self" line.
     """
     d = estimate.details
-    if estimate.engine != "llama.cpp" or "caches" not in d:
+    if estimate.engine != "llama.cpp" or not hasattr(d, "caches"):
         raise ValueError(f"log_lines needs a llama.cpp estimate, got engine {estimate.engine!r}")
-    style = _style(d["build"], style)
-    if any(c.get("wrapper") == "dsv4" for c in d["caches"]):     # llama_kv_cache_dsv4 (dsv4.py)
+    style = _style(d.build, style)
+    if any(c.get("wrapper") == "dsv4" for c in d.caches):     # llama_kv_cache_dsv4 (dsv4.py)
         from .dsv4 import dsv4_log_lines
-        return dsv4_log_lines(d["caches"], mib)
-    kv = [c for c in d["caches"] if c["cache"] != "recurrent"]
+        return dsv4_log_lines(d.caches, mib)
+    kv = [c for c in d.caches if c["cache"] != "recurrent"]
     lines = []
     if style == "kv_self" and kv:
         if prefix is None:
-            date = CURRENT if d["build"] == "current" else datetime.date.fromisoformat(d["build"])
+            date = CURRENT if d.build == "current" else datetime.date.fromisoformat(d.build)
             prefix = "llama_new_context_with_model"
             for start, name in _KV_SELF_PREFIX:
                 prefix = name if date >= start else prefix
@@ -79,7 +79,7 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
             lines.append(f"{name}: size = {mib(c['k_bytes'] + c['v_bytes']):7.2f} MiB ({c['cells']:6d} cells, "
                          f"{c['layers']:3d} layers, {seqs} seqs), K ({c['k_type']}): {mib(c['k_bytes']):7.2f} MiB, "
                          f"V ({c['v_type']}): {mib(c['v_bytes']):7.2f} MiB")
-    for c in d["caches"]:
+    for c in d.caches:
         if c["cache"] == "recurrent":
             rs = f" {c['rs_seq']:2d} rs_seq" if c["rs_seq"] is not None else ""
             lines.append(f"llama_memory_recurrent: size = {mib(c['r_bytes'] + c['s_bytes']):7.2f} MiB "
