@@ -165,15 +165,16 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     for name, (flag, why) in _SWITCHES.items():
         if opts.get(name):
             out.append(Flag(flag, "", f"{why}, as planned"))
-    details = fit.capacity.details if fit.capacity else {}
-    if details.get("max_mamba_cache_size") is not None:
-        admitted = details["max_running_requests"]
+    details = fit.capacity.details if fit.capacity else None
+    slots = getattr(details, "max_mamba_cache_size", None)     # SglangCapacityDetails: None without a state pool
+    if slots is not None:
+        admitted = details.max_running_requests
         if admitted < inp.batch:
-            raise PlanRefused(f"sglang: the state pool's {details['max_mamba_cache_size']} slots admit only "
+            raise PlanRefused(f"sglang: the state pool's {slots} slots admit only "
                               f"{admitted} requests at once, fewer than the {inp.batch} planned")
         strategy = "extra_buffer" if opts.get("mamba_extra_buffer") else "no_buffer"
         out.append(Flag("--mamba-radix-cache-strategy", strategy, f"state slots per request as planned "
-                        f"({details['max_mamba_cache_size']} slots admit {admitted} requests)"))
+                        f"({slots} slots admit {admitted} requests)"))
         if opts.get("max_mamba_cache_size") is not None:
             out.append(Flag("--max-mamba-cache-size", str(opts["max_mamba_cache_size"]), "the state slots planned"))
     ssm = opts.get("mamba_ssm_dtype")

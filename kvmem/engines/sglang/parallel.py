@@ -223,7 +223,7 @@ def capacity(model: Model, *, tp: int, pp: int, **options):
     tp_kv, rest = kv_tp(model, tp, pp, options)
     cap = pool_capacity(model, tp=tp_kv, pp=pp, **rest)
     groups = kv_groups(options)
-    requests = cap.details.get("max_running_requests") if cap.details else None
+    requests = getattr(cap.details, "max_running_requests", None)     # None: no request cap in the pool
     if groups > 1 and cap.refusal is None and requests:
         cap = with_note(cap, f"{groups} attention groups of {tp_kv} GPU{'s' * (tp_kv != 1)}, each with this pool: "
                              f"{cap.tokens * groups:,} tokens and up to {requests * groups:,} requests at once in the "
