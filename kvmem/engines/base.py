@@ -83,7 +83,7 @@ def share_whole_blocks(option: str, options: dict, estimate: Estimate, notes=())
     """Whole blocks only, of the ``option`` tokens given, else the size the Estimate was built with."""
     unit = options.get(option)
     if unit is None:
-        unit = estimate.details.get(option, estimate.details.get("block_size"))
+        unit = getattr(estimate.details, option, getattr(estimate.details, "block_size", None))   # its record's
     return PrefixSharing(unit_tokens=unit, unit_option=option, notes=tuple(notes))
 
 
