@@ -1,4 +1,5 @@
-"""vLLM 0.33.0's own offload code as the judge of kvmem.engines.vllm.offload.native_tier.
+"""vLLM 0.33.0's own offload code as the judge of kvmem.engines.vllm.offload.native_tier, and LMCache 0.5.6's own
+sizing code as the judge of kvmem.engines.vllm.offload.lmcache_local_tiers.
 
 Per case, the KVCacheConfig is planned by vLLM's planning code (kvmem/oracles/vllm_lib.py), the
 VllmConfig's ``_post_init_kv_transfer_config`` turns ``kv_offloading_size`` into the connector's
@@ -12,8 +13,13 @@ vllm/platforms/cuda.py answers), with the ``mp`` executor on one node.
 from __future__ import annotations
 
 import dataclasses
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
 
-from ..engines.vllm.offload import native_tier
+from ..engines.vllm.offload import lmcache_local_tiers, native_tier
 from ..model import MLA, Model
 from .report import Check
 
@@ -87,4 +93,127 @@ def directed_cases() -> list[dict]:
     return cases
 
 
-__all__ = ["run_case", "directed_cases"]
+# LMCache's backends import modules this CPU machine lacks and the sizing never calls: its compiled device_ops
+# (lmcache/v1/gpu_connector/gpu_connectors.py#L10), aiofile (the disk writer), cryptography and uvicorn (servers).
+# Each is given an empty module, only when it cannot be imported, so that LMCache's own classes load.
+_ABSENT = ("aiofile", "cryptography", "uvicorn")
+
+
+class _Nothing:
+    def __init__(self, *_args, **_kwargs):
+        pass
+
+
+class _Empty(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Nothing
+
+
+class _EmptyFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, names: tuple):
+        self.names = names
+
+    def find_spec(self, fullname, path, target=None):   # noqa: ARG002 (the finder protocol)
+        if fullname.split(".")[0] not in self.names:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        module = _Empty(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+def load_lmcache():
+    """LMCache's config, vLLM service factory, local CPU backend and address manager (the comment above)."""
+    import lmcache
+    if "lmcache.device_ops" not in sys.modules and importlib.util.find_spec("lmcache.device_ops") is None:
+        sys.modules["lmcache.device_ops"] = lmcache.device_ops = _Empty("lmcache.device_ops")
+    missing = tuple(name for name in _ABSENT if name not in sys.modules and importlib.util.find_spec(name) is None)
+    finder = _EmptyFinder(missing)
+    sys.meta_path.insert(0, finder)
+    try:
+        from lmcache.integration.vllm.vllm_service_factory import VllmServiceFactory
+        from lmcache.v1.config import LMCacheEngineConfig
+        from lmcache.v1.memory_management import AddressManager
+        from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
+    finally:        # the empty modules leave with the finder: nothing else in this process meets them
+        sys.meta_path.remove(finder)
+        for name in [n for n, m in sys.modules.items() if isinstance(m, _Empty) and n.split(".")[0] in missing]:
+            del sys.modules[name]
+    return types.SimpleNamespace(factory=VllmServiceFactory, config=LMCacheEngineConfig, cpu=LocalCPUBackend,
+                                 address=AddressManager)
+
+
+def lmcache_sizes(preset: str, *, tp: int = 1, pp: int = 1, cpu_gib: float = 5.0, disk_gib: float = 0.0,
+                  kv_dtype: str = "auto", chunk_size: int = 256) -> dict:
+    """What LMCache 0.5.6 computes for one rank of each stage, from vLLM 0.33.0's own ModelConfig of the preset's
+    config.json: the kv_shape (VllmServiceFactory.get_or_create_metadata, role scheduler: no GPU probed), the
+    chunk bytes and the CPU chunk budget (LocalCPUBackend.get_full_chunk_size_bytes / calculate_chunk_budget),
+    the disk tier's chunks (int(max_local_disk_size x 2**30) // the aligned size AddressManager gives)."""
+    from vllm.config import CacheConfig, ModelConfig, ParallelConfig
+
+    from ..catalog import preset as preset_of
+    from .sglang_runtime import config_dir
+    lm = load_lmcache()
+    folder = config_dir(preset_of(preset)["config"])
+    model_config = ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True, dtype="auto",
+                               max_model_len=4096)
+    config = lm.config.from_defaults(max_local_cpu_size=cpu_gib, max_local_disk_size=disk_gib, chunk_size=chunk_size)
+    out: dict = {"kv_shape": [], "chunk_bytes": [], "cpu_chunks": [], "disk_chunks": []}
+    for stage in range(pp):
+        parallel = ParallelConfig(tensor_parallel_size=tp, pipeline_parallel_size=pp)
+        parallel.rank = stage * tp          # the first rank of the stage (get_layers_start_end_indices reads it)
+        vllm_config = types.SimpleNamespace(model_config=model_config, parallel_config=parallel,
+                                            cache_config=CacheConfig(cache_dtype=kv_dtype), speculative_config=None,
+                                            kv_transfer_config=None)
+        metadata = lm.factory(config, vllm_config, "scheduler").get_or_create_metadata()
+        backend = object.__new__(lm.cpu)
+        backend.config, backend.metadata, backend.layerwise = config, metadata, False
+        backend.memory_allocator = types.SimpleNamespace(align_bytes=lm.address.ALIGN_BYTES)
+        chunk = backend.get_full_chunk_size_bytes()
+        aligned = lm.address(1 << 30).compute_aligned_size(chunk)
+        out["kv_shape"].append(tuple(metadata.kv_shape))
+        out["chunk_bytes"].append(chunk)
+        out["cpu_chunks"].append(backend.calculate_chunk_budget())
+        out["disk_chunks"].append(int(config.max_local_disk_size * 1024**3) // aligned)
+        out["use_mla"] = metadata.use_mla
+    return out
+
+
+def run_lmcache_case(name: str, preset: str, *, tp: int = 1, pp: int = 1, cpu_gib: float = 5.0,
+                     disk_gib: float = 0.0, kv_dtype: str = "auto") -> list[Check]:
+    from ..catalog import get_model
+    from ..engines.vllm.offload import lmcache_kv_shapes
+    theirs = lmcache_sizes(preset, tp=tp, pp=pp, cpu_gib=cpu_gib, disk_gib=disk_gib, kv_dtype=kv_dtype)
+    model = get_model(preset)
+    shapes, element = lmcache_kv_shapes(model, tp=tp, pp=pp, kv_dtype=kv_dtype)
+    tiers = {t.backend: t for t in lmcache_local_tiers(model, max_local_cpu_size=cpu_gib, max_local_disk_size=disk_gib,
+                                                       tp=tp, pp=pp, kv_dtype=kv_dtype)}
+    checks = [Check(name, "kv_shape per stage", shapes, theirs["kv_shape"]),
+              Check(name, "chunk bytes (raw, per rank)",
+                    [a * b * c * d * e * element for a, b, c, d, e in shapes], theirs["chunk_bytes"]),
+              Check(name, "CPU chunks", tiers["lmcache-cpu"].chunks, min(theirs["cpu_chunks"])),
+              Check(name, "CPU tokens", tiers["lmcache-cpu"].tokens, min(theirs["cpu_chunks"]) * 256)]
+    if disk_gib:
+        checks.append(Check(name, "disk chunks", tiers["lmcache-disk"].chunks, min(theirs["disk_chunks"])))
+    return checks
+
+
+def lmcache_cases() -> list[dict]:
+    """One dense, one MLA, one hybrid (sliding + full) model at tp 1 and 2, a pp split and an fp8 KV."""
+    cases = []
+    for preset in ("llama-3.1-8b", "deepseek-v2-lite", "gpt-oss-20b"):
+        for tp in (1, 2):
+            cases.append(dict(name=f"{preset} tp{tp}", preset=preset, tp=tp, cpu_gib=5.0, disk_gib=100.0))
+    cases.append(dict(name="llama-3.1-8b tp2 pp3 37.5 GiB", preset="llama-3.1-8b", tp=2, pp=3, cpu_gib=37.5))
+    cases.append(dict(name="gpt-oss-20b fp8", preset="gpt-oss-20b", kv_dtype="fp8", cpu_gib=12.5, disk_gib=0.5))
+    return cases
+
+
+__all__ = ["run_case", "directed_cases", "run_lmcache_case", "lmcache_cases", "lmcache_sizes"]

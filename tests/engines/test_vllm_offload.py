@@ -4,7 +4,15 @@ tests/oracles/test_vllm_offload_oracle.py."""
 import pytest
 
 import kvmem
-from kvmem.engines.vllm.offload import lmcache_server_tier, lmcache_tier, native_tier, offload_log_line
+from kvmem.engines.vllm.offload import (
+    lmcache_kv_shapes,
+    lmcache_local_tiers,
+    lmcache_server_tier,
+    lmcache_tier,
+    native_tier,
+    offload_log_line,
+    pp_stage_layers,
+)
 
 GIB = 1 << 30
 
@@ -99,3 +107,77 @@ def test_check_log_reads_the_offload_region():
     assert not [c for c in wrong if c.quantity == "CPU offload region"][0].matches
     bare = check_log(log.replace(" --kv-offloading-size 37.5", ""))
     assert any("give -o kv_offloading_size" in note for note in bare.notes)
+
+
+def test_lmcache_connector_tiers_dense():
+    # llama-3.1-8b, tp 2: kv_shape (32 layers, K and V, 256 tokens, 4 heads, 128) x 2 B = 16,777,216 B a rank's
+    # chunk (a multiple of 4,096); 5 GiB // 16,777,216 = 320 chunks = 81,920 tokens; 100 GiB of disk: 6,400 chunks
+    model = kvmem.get_model("llama-3.1-8b")
+    assert lmcache_kv_shapes(model, tp=2) == ([(32, 2, 256, 4, 128)], 2)
+    cpu, disk = lmcache_local_tiers(model, tp=2, max_local_disk_size=100)
+    assert (cpu.backend, cpu.chunk_bytes, cpu.chunks, cpu.tokens) == ("lmcache-cpu", 16_777_216, 320, 81_920)
+    assert (cpu.host_bytes_per_rank, cpu.host_bytes_per_node) == (5 * GIB, 10 * GIB)
+    assert (disk.backend, disk.chunks, disk.tokens) == ("lmcache-disk", 6_400, 1_638_400)
+    # fp8: 1 B, half the chunk, twice the tokens; no disk tier by default (max_local_disk_size 0)
+    (fp8,) = lmcache_local_tiers(model, tp=2, kv_dtype="fp8")
+    assert (fp8.chunk_bytes, fp8.tokens) == (8_388_608, 163_840)
+
+
+def test_lmcache_connector_tiers_mla_keep_one_latent():
+    # deepseek-v2-lite: (27 layers, 1, 256 tokens, 1 head, 512 + 64) x 2 B = 7,962,624 B at any tp (one latent,
+    # not split); 5 GiB // 7,962,624 = 674 chunks = 172,544 tokens, stored on rank 0 while both ranks pin 5 GiB
+    model = kvmem.get_model("deepseek-v2-lite")
+    assert lmcache_kv_shapes(model, tp=2) == ([(27, 1, 256, 1, 576)], 2)
+    (cpu,) = lmcache_local_tiers(model, tp=2)
+    assert (cpu.chunk_bytes, cpu.chunks, cpu.tokens, cpu.host_bytes_per_node) == (7_962_624, 674, 172_544, 10 * GIB)
+    assert "rank 0 stores the chunks" in cpu.notes[0]
+
+
+def test_lmcache_connector_tiers_sliding_hybrid_count_every_layer():
+    # gpt-oss-20b (12 sliding-128 + 12 full layers): LMCache's budget counts all 24 at the chunk's length:
+    # 24 x 2 x 256 x 8 x 64 x 2 B = 12,582,912 B; 5 GiB // 12,582,912 = 426 chunks = 109,056 tokens
+    (cpu,) = lmcache_local_tiers(kvmem.get_model("gpt-oss-20b"))
+    assert (cpu.chunk_bytes, cpu.chunks, cpu.tokens) == (12_582_912, 426, 109_056)
+    assert any("sliding-window layers at the chunk's full length" in note for note in cpu.notes)
+
+
+def test_lmcache_pipeline_stages_and_alignment():
+    # 32 layers over 3 stages: 11, 11, 10 (vLLM gives the remainder to the stages before the last); the
+    # tier holds what its fullest stage's ranks hold: 37.5 GiB // (11 x 2 x 256 x 4 x 128 x 2 = 5,767,168 B) = 6,981
+    assert pp_stage_layers(32, 3) == [11, 11, 10] and pp_stage_layers(61, 4) == [15, 15, 16, 15]
+    (cpu,) = lmcache_local_tiers(kvmem.get_model("llama-3.1-8b"), tp=2, pp=3, max_local_cpu_size=37.5)
+    assert (cpu.chunks, cpu.tokens, cpu.ranks) == (6_981, 1_787_136, 6)
+    # a chunk that is no multiple of 4 KiB is aligned up: qwen3-8b at tp 8 with chunk_size 1 is
+    # 36 x 2 x 1 x 1 x 128 x 2 = 18,432 B raw -> 20,480 B; 0.001 GiB = 1,073,741 B // 20,480 = 52 chunks
+    shapes, element = lmcache_kv_shapes(kvmem.get_model("qwen3-8b"), tp=8, chunk_size=1)
+    assert shapes == [(36, 2, 1, 1, 128)] and element == 2
+    (tiny,) = lmcache_local_tiers(kvmem.get_model("qwen3-8b"), tp=8, max_local_cpu_size=0.001, chunk_size=1)
+    assert (tiny.chunk_bytes, tiny.chunks, tiny.tokens) == (20_480, 52, 52)
+
+
+def test_lmcache_refuses_what_its_one_shape_cannot_describe():
+    with pytest.raises(ValueError, match=r"layers of kind \['linear'\]"):
+        lmcache_local_tiers(kvmem.get_model("qwen3-next-80b-a3b"))
+    with pytest.raises(ValueError, match="saves an MLA model's chunks on rank 0 only"):
+        lmcache_local_tiers(kvmem.get_model("deepseek-v2-lite"), pp=2)
+    with pytest.raises(ValueError, match="kv_dtype 'nvfp4'"):
+        lmcache_local_tiers(kvmem.get_model("llama-3.1-8b"), kv_dtype="nvfp4")
+    with pytest.raises(ValueError, match="max_local_cpu_size must be a positive number of GiB, got 0"):
+        lmcache_local_tiers(kvmem.get_model("llama-3.1-8b"), max_local_cpu_size=0)
+
+
+def test_fit_reports_the_lmcache_connector_tiers():
+    # 2 ranks x 20 GiB pinned = 40 GiB of host RAM; 20 GiB // 16,777,216 = 1,280 chunks = 327,680 tokens; the
+    # disk tier (500 GiB a rank) is reported with its tokens and not counted against the RAM
+    f = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context="32k", engine="vllm",
+                  lmcache_max_local_cpu_size=20, lmcache_max_local_disk_size=500, host_memory_bytes="64GiB")
+    terms = {t["name"]: t for t in f.host["terms"]}
+    cpu, disk = terms["LMCache local CPU (LMCacheConnectorV1)"], terms["LMCache local disk"]
+    assert (cpu["bytes_per_node"], cpu["tokens"], cpu["binding"]) == (40 * GIB, 327_680, True)
+    assert (disk["tokens"], disk["binding"]) == (8_192_000, False) and f.host["total_bytes"] == 40 * GIB
+    over = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context="32k", engine="vllm",
+                     lmcache_max_local_cpu_size=40, host_memory_bytes="64GiB")
+    assert not over.fits and "LMCache local CPU (LMCacheConnectorV1) 80.00 GiB" in over.why_not
+    with pytest.raises(ValueError, match="vLLM 0.33.0 runs one KV connector"):
+        kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
+                  lmcache_max_local_cpu_size=20)

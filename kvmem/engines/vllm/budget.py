@@ -55,6 +55,8 @@ SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_by
                   # the LMCache server's --l1-size-gb (kvmem.engines.vllm.offload); host_memory_bytes the node's
                   # RAM (kvmem.host)
                   "kv_offloading_size": None, "kv_offloading_backend": "native", "lmcache_l1_size_gb": None,
+                  # LMCacheConnectorV1's max_local_cpu_size / max_local_disk_size, GiB per rank (offload.py)
+                  "lmcache_max_local_cpu_size": None, "lmcache_max_local_disk_size": None,
                   "host_memory_bytes": None, **PARALLEL_OPTIONS}
 # get_batch_defaults (vllm@v0.33.0 vllm/engine/arg_utils.py#L2939-L3039), OPENAI_API_SERVER usage context:
 #     device_memory >= 70 GiB and "a100" not in the device name: 8192 tokens, 1024 sequences

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...dtypes import float_bytes
 from ...host import HostInput, HostTerm
 from ...model import MLA, NONE, Model
 from ...records import Record
@@ -48,6 +49,27 @@ BACKENDS = ("native", "lmcache")
 # (lmcache/v1/distributed/config.py#L805-L809, #L1086-L1118).
 LMCACHE_CHUNK_TOKENS = 256
 LMCACHE_CPU_GIB = 5.0
+LMCACHE_DISK_GIB = 0.0       # lmcache/v1/config.py#L113 max_local_disk_size (a disk tier needs local_disk too, #L103)
+LMCACHE_ALIGN_BYTES = 4096   # lmcache/v1/memory_management.py#L1338 AddressManager.ALIGN_BYTES: MixedMemoryAllocator's
+#                              default align_bytes (memory_allocators/mixed_memory_allocator.py#L45)
+# The in-process connector (--kv-transfer-config '{"kv_connector": "LMCacheConnectorV1", ...}') sizes its tiers per
+# rank from one chunk (lmcache 0.5.6):
+#     kv_shape = (layers of the rank's stage + draft layers, 1 if MLA else 2, chunk_size, kv heads per rank, head size)
+#                 integration/vllm/vllm_service_factory.py#L86-L109, from vLLM's ModelConfig: get_num_layers (every
+#                 hidden layer of the stage: vllm/distributed/utils.py#L198-L240 get_pp_indices), get_num_kv_heads
+#                 (1 for MLA, else max(1, kv_heads // tp): vllm/config/model.py#L1663-L1683), get_head_size
+#                 (kv_lora_rank + qk_rope_head_dim for MLA)
+#     chunk bytes = product(kv_shape) x the KV dtype's bytes (vllm/utils/torch_utils.py#L420-L440: "auto" the model's,
+#                 fp8 1 B; no scale counted), aligned up to 4,096 B: local_cpu_backend.py#L885-L945
+#                 get_full_chunk_size_bytes and calculate_chunk_budget
+#     CPU chunks per rank = int(max_local_cpu_size x 2**30) // aligned chunk (the pinned buffer: #L380-L403)
+#     disk chunks per rank = int(max_local_disk_size x 2**30) // aligned chunk (local_disk_backend.py#L190; a stored
+#                 object's physical size is its aligned size, #L358)
+# An MLA model keeps its chunks on rank 0 only (save_only_first_rank defaults to use_mla: local_cpu_backend.py
+# #L383-L395), the other ranks pinning their buffer all the same.
+# vLLM's one-byte KV dtypes (vllm/utils/torch_utils.py#L40-L54: uint8, int8, float8_e4m3fn); floats: kvmem.dtypes
+_LMCACHE_ONE_BYTE = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "int8")
+_LMCACHE_KINDS = {"full", "sliding", "chunked", "mla"}
 
 
 @dataclass(frozen=True)
@@ -136,6 +158,104 @@ def lmcache_tier(bytes_per_token_per_rank: int, *, max_local_cpu_size=LMCACHE_CP
                        ranks=ranks, source=f"LMCache max_local_cpu_size {max_local_cpu_size:g} (GiB per rank)")
 
 
+def pp_stage_layers(layers: int, pp: int) -> list[int]:
+    """The hidden layers of each pipeline stage as vLLM 0.33.0 splits them without VLLM_PP_LAYER_PARTITION
+    (vllm/distributed/utils.py#L224-L230): even shares, the remainder one each to the stages before the last."""
+    parts = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def lmcache_kv_shapes(model: Model, *, tp: int = 1, pp: int = 1, kv_dtype="auto",
+                      chunk_size: int = LMCACHE_CHUNK_TOKENS, num_draft_layers: int = 0) -> tuple[list[tuple], int]:
+    """LMCache 0.5.6's kv_shape of one chunk on a rank of each pipeline stage, and the KV element's bytes (the
+    comment above LMCACHE_DISK_GIB); a model whose layers its one shape cannot describe is refused."""
+    for name, value in (("tp", tp), ("pp", pp), ("chunk_size", chunk_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(num_draft_layers, bool) or not isinstance(num_draft_layers, int) or num_draft_layers < 0:
+        raise ValueError(f"num_draft_layers must be a non-negative integer, got {num_draft_layers!r}")
+    kinds = {str(layer.kind) for layer in model.layers}
+    if kinds - _LMCACHE_KINDS:
+        raise ValueError(f"{model.name}: LMCache 0.5.6 sizes a chunk by vLLM's get_num_layers, every hidden layer "
+                         f"counted as attention (integration/vllm/vllm_service_factory.py#L96-L109), while its layers "
+                         f"of kind {sorted(kinds - _LMCACHE_KINDS)} store otherwise (recurrent-state or no KV: "
+                         "lmcache/v1/kv_layer_groups.py#L159-L222): kvmem does not size LMCache's tiers for it")
+    if any(layer.state is not None or layer.compressor is not None or layer.shared_with is not None
+           for layer in model.layers):
+        raise ValueError(f"{model.name}: layers with a recurrent state, a compressor or a shared KV store otherwise "
+                         "than LMCache's kv_shape counts them (vllm_service_factory.py#L96-L109, "
+                         "lmcache/v1/kv_layer_groups.py#L159-L222): kvmem does not size LMCache's tiers for it")
+    mla = "mla" in kinds
+    if mla and kinds != {"mla"}:
+        raise ValueError(f"{model.name}: MLA and other attention layers in one model: LMCache's one kv_shape "
+                         "(vllm_service_factory.py#L103-L109) describes only one of them")
+    if mla and pp > 1:
+        raise ValueError(f"{model.name}: LMCache 0.5.6 saves an MLA model's chunks on rank 0 only "
+                         "(save_only_first_rank, local_cpu_backend.py#L383-L395), so with pp > 1 the other stages' "
+                         "layers are never stored: kvmem does not size that tier")
+    if any(layer.index_head_dim for layer in model.layers):
+        raise ValueError(f"{model.name}: the indexer keys of its sparse layers are outside LMCache's kv_shape "
+                         "(vllm_service_factory.py#L103-L109) but inside its stored groups: kvmem does not size it")
+    shapes = {(layer.kv_heads, layer.head_dim_k, layer.head_dim_v, layer.kv_lora_rank, layer.qk_rope_head_dim)
+              for layer in model.layers}
+    if len(shapes) > 1:
+        raise ValueError(f"{model.name}: its layers differ in KV heads or head size ({len(shapes)} shapes), which "
+                         "LMCache's one kv_shape per rank (vllm_service_factory.py#L103-L109) cannot describe")
+    heads, head_k, head_v, rank, rope = shapes.pop()
+    if not mla and head_k != head_v:
+        raise ValueError(f"{model.name}: K head {head_k} and V head {head_v} differ; LMCache's kv_shape has one "
+                         "head size (vllm_service_factory.py#L103-L109)")
+    name = model.dtype if kv_dtype == "auto" else kv_dtype
+    element = 1 if name in _LMCACHE_ONE_BYTE else float_bytes(name)
+    if element is None:
+        raise ValueError(f"kv_dtype {kv_dtype!r} (model dtype {model.dtype!r}): LMCache sizes a chunk by vLLM's "
+                         "get_kv_cache_torch_dtype (vllm/utils/torch_utils.py#L420-L440); kvmem knows the bytes of "
+                         f"the float formats, {', '.join(_LMCACHE_ONE_BYTE)} and 'auto'")
+    kv_size, per_rank = (1, 1) if mla else (2, max(1, heads // tp))
+    head = rank + rope if mla else head_k
+    shapes_out = [(layers + num_draft_layers, kv_size, chunk_size, per_rank, head)
+                  for layers in pp_stage_layers(len(model.layers), pp)]
+    return shapes_out, element
+
+
+def lmcache_local_tiers(model: Model, *, max_local_cpu_size=LMCACHE_CPU_GIB, max_local_disk_size=LMCACHE_DISK_GIB,
+                        tp: int = 1, pp: int = 1, kv_dtype="auto", chunk_size: int = LMCACHE_CHUNK_TOKENS,
+                        num_draft_layers: int = 0) -> tuple[OffloadTier, ...]:
+    """LMCache 0.5.6's local CPU tier (and its disk tier where max_local_disk_size > 0) under vLLM's in-process
+    LMCacheConnectorV1: the tokens each holds for the engine (its least-holding rank; an MLA model's rank 0),
+    the bytes per rank and per node (tp x pp ranks; the comment above LMCACHE_DISK_GIB)."""
+    cpu_gib = _gib("max_local_cpu_size", max_local_cpu_size)
+    disk_gib = 0.0 if max_local_disk_size in (0, 0.0) else _gib("max_local_disk_size", max_local_disk_size)
+    shapes, element = lmcache_kv_shapes(model, tp=tp, pp=pp, kv_dtype=kv_dtype, chunk_size=chunk_size,
+                                        num_draft_layers=num_draft_layers)
+    raw = [layers * kv_size * tokens * heads * head * element for layers, kv_size, tokens, heads, head in shapes]
+    aligned = [cdiv(b, LMCACHE_ALIGN_BYTES) * LMCACHE_ALIGN_BYTES for b in raw]
+    ranks = tp * pp
+    mla = shapes[0][1] == 1
+    notes: tuple[str, ...] = (
+        ("an MLA model: rank 0 stores the chunks (save_only_first_rank); every rank pins its buffer",)
+        if mla and tp > 1 else ())
+    if any(layer.kind in ("sliding", "chunked") for layer in model.layers):
+        notes += ("LMCache's chunk budget counts the sliding-window layers at the chunk's full length "
+                  "(get_full_chunk_size_bytes)",)
+    tiers = []
+    for backend, gib, flag in (("lmcache-cpu", cpu_gib, "max_local_cpu_size"),
+                               ("lmcache-disk", disk_gib, "max_local_disk_size")):
+        if not gib:
+            continue
+        per_rank = int(gib * GIB)
+        chunks = min(per_rank // chunk for chunk in aligned)
+        where = "on local disk (with local_disk set), not RAM" if backend == "lmcache-disk" else "pinned RAM"
+        source = (f"LMCache {flag} {gib:g} (GiB per rank, {where}; chunks of {chunk_size} tokens, "
+                  f"{max(raw):,} B a rank's chunk, {max(aligned):,} B aligned)")
+        tiers.append(OffloadTier(engine="vllm", backend=backend, tokens=chunks * chunk_size, chunks=chunks,
+                                 chunk_bytes=max(aligned), host_bytes_per_rank=per_rank,
+                                 host_bytes_per_node=per_rank * ranks, ranks=ranks, source=source, notes=notes))
+    return tuple(tiers)
+
+
 def lmcache_server_tier(l1_size_gb) -> OffloadTier:
     """The LMCache multi-process server's L1 (vLLM 0.33.0 --kv-offloading-backend lmcache): --l1-size-gb x 2**30
     bytes on the node, for all its workers; the tokens it holds depend on the server's own chunking (None)."""
@@ -154,6 +274,8 @@ def host_terms(s, _kv_memory: int, _placement=None) -> list:
     """vLLM's host terms for a kvmem.sizing Setup (SizingRules.host_terms; kvmem.host): the CPU offload tier
     of --kv-offloading-size, one per engine replica on the node; none without it."""
     opts = s.sizing
+    if opts.get("lmcache_max_local_cpu_size") is not None or opts.get("lmcache_max_local_disk_size"):
+        return _lmcache_connector_terms(s, opts)
     if opts.get("kv_offloading_size") is None:
         return []
     replicas = max(s.num_gpus // (s.tp * s.pp), 1)
@@ -172,6 +294,26 @@ def host_terms(s, _kv_memory: int, _placement=None) -> list:
     return [HostTerm(name=f"vLLM KV offload ({backend})", bytes_per_node=tier.host_bytes_per_node * replicas,
                      bytes_per_rank=tier.host_bytes_per_rank, tokens=tier.tokens,
                      source=tier.source + " (kvmem.engines.vllm.offload)")]
+
+
+def _lmcache_connector_terms(s, opts: dict) -> list:
+    """LMCacheConnectorV1's local CPU and disk tiers, one set per engine replica on the node (lmcache_local_tiers)."""
+    if opts.get("kv_offloading_size") is not None:
+        # vllm@v0.33.0 vllm/config/vllm.py#L1157-L1181: --kv-offloading-size writes its own kv_connector over the one
+        # --kv-transfer-config names
+        raise ValueError("kv_offloading_size and LMCache's max_local_cpu_size / max_local_disk_size: vLLM 0.33.0 runs "
+                         "one KV connector, and --kv-offloading-size replaces LMCacheConnectorV1 "
+                         "(vllm/config/vllm.py#L1157-L1181); give one of them")
+    replicas = max(s.num_gpus // (s.tp * s.pp), 1)
+    cpu = opts.get("lmcache_max_local_cpu_size")
+    tiers = lmcache_local_tiers(s.model, max_local_cpu_size=LMCACHE_CPU_GIB if cpu is None else cpu,
+                                max_local_disk_size=opts.get("lmcache_max_local_disk_size") or 0.0, tp=s.tp,
+                                pp=s.pp, kv_dtype=s.kv_dtype)
+    names = {"lmcache-cpu": "LMCache local CPU (LMCacheConnectorV1)", "lmcache-disk": "LMCache local disk"}
+    return [HostTerm(name=names[t.backend], bytes_per_node=t.host_bytes_per_node * replicas,
+                     bytes_per_rank=t.host_bytes_per_rank, tokens=t.tokens,
+                     source=t.source + " (kvmem.engines.vllm.offload)", binding=t.backend == "lmcache-cpu")
+            for t in tiers]
 
 
 HOST_INPUTS = (HostInput("kv_offloading_size", "--kv-offloading-size, GiB (0: off)", "float", 0.0,
