@@ -27,7 +27,7 @@ from unittest import mock
 
 from .sglang_runtime import load as _load_sglang
 
-__all__ = ["model_config", "swa_pools", "mamba_pools"]
+__all__ = ["model_config", "swa_pools", "mamba_pools", "no_speculation", "Context"]
 
 GB = 1 << 30
 
@@ -63,7 +63,7 @@ def _never(*_args, **_kwargs) -> bool:
     return False
 
 
-def _spec():
+def no_speculation():
     return types.SimpleNamespace(is_eagle=_never, is_standalone=_never, is_dflash_family=_never,
                                  is_none=lambda: True, is_dspark=_never)
 
@@ -76,7 +76,7 @@ def swa_pools(mc, *, kv_memory: int, page_size: int = 1, swa_full_tokens_ratio: 
         kv_cache_dtype_str="auto", model_config=mc, kv_cache_dtype=sg.torch.bfloat16,
         layer_info=types.SimpleNamespace(full_attention_layer_ids=list(mc.full_attention_layer_ids),
                                          swa_attention_layer_ids=list(mc.swa_attention_layer_ids)),
-        sliding_window_size=mc.sliding_window_size, page_size=page_size, spec_algorithm=_spec(),
+        sliding_window_size=mc.sliding_window_size, page_size=page_size, spec_algorithm=no_speculation(),
         is_draft_worker=False, fused_entry_bytes=lambda _kind: None, attn_dp_size=1)
     with mock.patch.object(pc, "get_parallel", lambda: types.SimpleNamespace(attn_tp_size=1, attn_dcp_size=1)), \
             mock.patch.object(pc, "get_schedule",
@@ -91,7 +91,7 @@ def swa_pools(mc, *, kv_memory: int, page_size: int = 1, swa_full_tokens_ratio: 
             "window": mc.sliding_window_size, "error": None}
 
 
-class _Context:
+class Context:
     """get_context(): override(name, **fields) sets the fields on the schedule stand-in, as SGLang's
     runtime context makes them visible through get_schedule()."""
 
@@ -118,7 +118,7 @@ def mamba_pools(mc, *, kv_memory: int, context: int, page_size: int = 1) -> dict
     exec_ = types.SimpleNamespace(mamba=types.SimpleNamespace(
         enable_linear_replayssm_spec=False, enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False))
     kvc = types.SimpleNamespace(mambaish_config=None, pp_size=1, fused_entry_bytes=lambda _kind: None,
-                                spec_algorithm=_spec(), hybrid_gdn_config=None, hybrid_kda_config=None,
+                                spec_algorithm=no_speculation(), hybrid_gdn_config=None, hybrid_kda_config=None,
                                 extra_mamba_cache_bytes_per_req=0, attn_dp_size=1, model_config=mc)
     kvc._calculate_mamba_ratio = functools.partial(kc.KVCacheConfigurator._calculate_mamba_ratio, kvc)
     # the widths a launched server publishes (runtime_context.py), as sglang_families.sglang_view sets them
@@ -126,7 +126,7 @@ def mamba_pools(mc, *, kv_memory: int, context: int, page_size: int = 1) -> dict
             mock.patch.object(kc, "get_schedule", lambda: schedule), \
             mock.patch.object(kc, "get_memory", lambda: memory), \
             mock.patch.object(kc, "get_exec", lambda: exec_), \
-            mock.patch.object(kc, "get_context", lambda: _Context(schedule)):
+            mock.patch.object(kc, "get_context", lambda: Context(schedule)):
         kvc.mambaish_config = mamba = mambaish_config(mc)
         try:
             rest_gib = kc.KVCacheConfigurator._handle_max_mamba_cache(kvc, kv_memory / GB)

@@ -60,7 +60,9 @@ def test_every_declared_family_has_a_case():
     assert FAMILIES.names == set(REAL) | set(oracle.ARCHITECTURES) | {"nemotron-nas", "mimo", "dbrx", "lfm2_moe",
                                                                        "minimax_m3_vl_text",   # below
                                                                        # tests/oracles/test_sglang_dsv4_oracle.py
-                                                                       "deepseek_v4"}
+                                                                       "deepseek_v4",
+                                                                       # tests/oracles/test_sglang_inkling_oracle.py
+                                                                       "inkling_text"}
 
 
 @pytest.mark.parametrize("name, cfg", BASES, ids=[name for name, _ in BASES])

@@ -7,9 +7,17 @@ from ...parallel import pp_stages
 from ...units import cdiv
 from ..results import Capacity, Refusal, assemble
 from . import draft as spec_draft
-from . import dsv4, mamba
+from . import dsv4, inkling, mamba
 from .details import SglangCapacityDetails, SglangDetails
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
+
+
+def _model_defaults(model: Model, options: dict) -> tuple[dict, list[str]]:
+    """The options with a family's own defaults where SGLang's model overrides set them (Inkling's ratios and
+    extra-buffer strategy: kvmem.engines.sglang.inkling), and the notes saying so."""
+    if inkling.is_inkling(model):
+        return inkling.resolve_options(options)
+    return options, []
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):
@@ -26,13 +34,14 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
             raise ValueError(f"{model.name}: a speculative draft with DeepSeek-V4: DSV4PoolConfigurator sizes it "
                              "in its own code, which kvmem does not follow")
         return dsv4.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    options, notes = _model_defaults(model, options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     if drafting.layers:
         spec_draft.check_target(model, layout, pp)
     page = layout.page_size
     pages = cdiv(tokens, page)
     rows = {"full": batch * pages * page}
-    notes = list(layout.notes)
+    notes += layout.notes
     swa = {}
     if layout.swa:
         swa_pages = cdiv(min(tokens, layout.window), page)
@@ -44,7 +53,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     if pages * page != tokens:
         notes.append(f"each sequence takes whole {page}-token pages: {tokens:,} -> {pages * page:,} tokens")
     notes.append(f"each pool layer has one extra {page}-token page (slot 0, written by padded tokens)")
-    if layout.linear:
+    if layout.linear and not layout.states:   # Inkling's conv state says its own (kvmem.engines.sglang.inkling)
         notes.append("linear/Mamba layers keep a per-request state (conv in the model dtype, recurrent "
                      f"state in {layout.ssm_dtype.name}) instead of tokens")
     rows_per_layer = layer_rows(model, layout, tp, rows, batch)
@@ -107,11 +116,14 @@ def swa_pool_too_small(swa: int, window: int, page: int) -> str | None:
 NOT_ENOUGH_MEMORY = "SGLang raises RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
 
 
-def _refused(model: Model, kv_memory: int, layout: Layout, cell, tokens: int, notes: list, reason: str) -> Capacity:
-    """The pool SGLang would not build: no token, no block, and SGLang's own error as the refusal."""
+def _refused(model: Model, kv_memory: int, layout: Layout, cell, tokens: int, notes: list, reason: str,
+             state=None) -> Capacity:
+    """The pool SGLang would not build: no token, no block, and SGLang's own error as the refusal (with the state
+    slots SGLang had computed before it, where a hybrid's state pool came first)."""
     page = layout.page_size
     details = SglangCapacityDetails(layout=layout.kind, page_size=page, cell_bytes_per_token=int(cell),
-                                    max_total_num_tokens=max(tokens, 0))
+                                    max_total_num_tokens=max(tokens, 0),
+                                    **({} if state is None else {"max_mamba_cache_size": state.slots}))
     return Capacity(model=model.name, engine="sglang", kv_memory=kv_memory, blocks=0, tokens=0,
                     max_concurrency=0.0, longest_request_tokens=0, block_size=page,
                     notes=tuple(notes) + (reason,), details=details, k_dtype=layout.k_dtype.name,
@@ -137,11 +149,12 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                              "in its own code, which kvmem does not follow")
         return dsv4.capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
                              max_model_len=max_model_len, **options)
+    options, notes = _model_defaults(model, options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     if drafting.layers:
         spec_draft.check_target(model, layout, pp)
     page = layout.page_size
-    notes = list(layout.notes)
+    notes += layout.notes
     draft_cell = 0
     best = None
     for stage in pp_stages(model.num_layers, pp):
@@ -169,9 +182,9 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             best = (tokens, stage, cell, state, rest)
     tokens, stage, cell, state, rest = best
     if state is not None and state.slots <= 0:
-        return _refused(model, kv_memory, layout, cell, tokens, notes, mamba.too_small(kv_memory, state))
+        return _refused(model, kv_memory, layout, cell, tokens, notes, mamba.too_small(kv_memory, state), state)
     if tokens <= 0:
-        return _refused(model, kv_memory, layout, cell, tokens, notes, NOT_ENOUGH_MEMORY)
+        return _refused(model, kv_memory, layout, cell, tokens, notes, NOT_ENOUGH_MEMORY, state)
     slots = state.slots if state else None
     per_request = state.per_request if state else None
     full, swa = (_split_swa(layout, stage, tokens, rest, options["swa_full_tokens_ratio"],
@@ -183,7 +196,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         # a chunked-attention model (Llama 4) has no sliding_window_size, and SGLang skips the check
         too_small = swa_pool_too_small(swa, layout.window, page)
         if too_small is not None:
-            return _refused(model, kv_memory, layout, cell, tokens, notes, too_small)
+            return _refused(model, kv_memory, layout, cell, tokens, notes, too_small, state)
     concurrency = None
     if max_model_len:
         need = cdiv(max_model_len, page) * page
@@ -197,12 +210,14 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         requested = spec_draft.SPECULATIVE_MAX_RUNNING_REQUESTS
         notes.append(f"speculative decoding: SGLang sets max_running_requests to {requested} unless "
                      "--max-running-requests is given")
-    requests = mamba.max_running_requests(
-        full, max_model_len or model.max_position_embeddings or full, slots,
-        mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
-                    mamba_extra_buffer=options.get("mamba_extra_buffer", False),
-                    disable_overlap_schedule=options.get("disable_overlap_schedule", False)),
-        requested) if full > 0 else 0
+    slot_ratio = mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
+                             mamba_extra_buffer=options.get("mamba_extra_buffer", False),
+                             disable_overlap_schedule=options.get("disable_overlap_schedule", False))
+    requests = mamba.max_running_requests(full, max_model_len or model.max_position_embeddings or full, slots,
+                                          slot_ratio, requested) if full > 0 else 0
+    if slots is not None and full > 0 and requests <= 0:
+        return _refused(model, kv_memory, layout, cell, tokens, notes, mamba.serves_none(slots, slot_ratio, requests),
+                        state)
     if concurrency is not None and slots is not None:
         concurrency = min(concurrency, float(requests))
     extra = {"max_running_requests": requests}

@@ -114,6 +114,11 @@ FAMILIES = CheckedFamilies(frozenset({
     # K and V (K only where sparse_disable_index_value) (pools.make_layout, MiniMaxSparseKVPool); another
     # architecture runs through the Transformers backend: one MHA pool (backend_writes: the indexer keeps nothing)
     "minimax_m3_vl_text",
+    # inkling.py InklingForConditionalGeneration (model_type inkling_mm_model, SGLang's own InklingMMConfig): hybrid
+    # SWA on local_layer_ids plus a bfloat16 short-convolution state a request on every layer, sized by
+    # kvmem.engines.sglang.inkling; judged by SGLang's ModelConfig, InklingConvCacheParams, _handle_max_mamba_cache,
+    # HybridSWAPoolConfigurator and resolve_max_num_reqs on the CPU (kvmem/oracles/sglang_inkling.py)
+    "inkling_text",
 }))
 
 

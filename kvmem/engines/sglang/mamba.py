@@ -58,6 +58,14 @@ def too_small(kv_memory: int, state: StatePool) -> str:
             f"mamba_full_memory_ratio's share of the budget")
 
 
+def serves_none(slots: int, slot_ratio: int, requests: int) -> str:
+    """SGLang's error when the state slots admit no request (slots // ratio is 0)."""
+    # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3136-L3162 resolve_max_num_reqs
+    return (f"SGLang raises RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
+            f"requests. max_mamba_cache_size={slots}, mamba_ratio={slot_ratio}, resulting max_num_reqs={requests}: "
+            "each running request holds that many state slots")
+
+
 def ratio(*, disable_radix_cache: bool, mamba_extra_buffer: bool, disable_overlap_schedule: bool) -> int:
     """State slots one running request may hold (_calculate_mamba_ratio)."""
     if disable_radix_cache:

@@ -18,6 +18,7 @@ from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from ...units import require_positive_int
 from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse
 from .families import check as check_family
+from .inkling import CONV_STATE_BYTES, inkling_layout, is_inkling, resolve_options
 
 GB = 1 << 30  # SGLang's "GB": sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L116
 
@@ -146,6 +147,9 @@ class Layout:
     notes: tuple[str, ...]
     # MiniMax-M3 (MiniMaxSparseKVPool): sparse layer -> (index K, index V) bytes per token, one head each
     sparse_index: dict = field(default_factory=dict)
+    # a request's (conv, SSM) state bytes per layer where SGLang's config class sizes it apart from the layer kvmem
+    # reads (Inkling's InklingConvCacheParams: kvmem.engines.sglang.inkling)
+    states: dict = field(default_factory=dict)
 
 
 def _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
@@ -223,6 +227,12 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
                                mamba_full_memory_ratio, mamba_ssm_dtype)
     k_dtype = _kv_dtype(model, kv_dtype)
     check_family(model, tp, pp)
+    if is_inkling(model):   # its own pools: full, SWA and a conv state on every layer (kvmem.engines.sglang.inkling)
+        if k_dtype.name == "nvfp4":
+            raise ValueError("kv_dtype: SGLang's hybrid SWA pool has no fp4_e2m1 (nvfp4) layout")
+        parts = inkling_layout(model, tp, k_dtype)
+        return Layout(kind="mha", index_row=0, indexed=frozenset(), page_size=page_size, k_dtype=k_dtype,
+                      conv_bytes=CONV_STATE_BYTES, ssm_dtype=ssm_dtype, **parts)
     layers = model.layers
     notes = []
     # Which layers have buffers: every decoder layer of the pipeline stage (num_effective_layers = end_layer -
@@ -408,6 +418,8 @@ def _extra_conv_channels(model: Model, tp: int) -> int:
 
 def state_parts_of(model: Model, layout: Layout, i: int, tp: int) -> tuple[int, int]:
     """One request's (conv, SSM) state bytes in layer ``i`` on one rank (MambaPool shapes)."""
+    if i in layout.states:
+        return layout.states[i]
     state = model.layers[i].state
     channels = state.conv_channels + _extra_conv_channels(model, tp)
     conv = channels // tp * max(state.conv_kernel - 1, 0) * layout.conv_bytes
@@ -475,6 +487,8 @@ def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: in
     holding the most bytes."""
     require_positive_int("num_tokens", num_tokens)
     options = _with_defaults(options)
+    if is_inkling(model):   # its own ratio defaults (kvmem.engines.sglang.inkling)
+        options = resolve_options(options)[0]
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     page = layout.page_size
     if swa_num_tokens is None:
