@@ -49,6 +49,9 @@ SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix
                     pinned=PINNED, refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
                     declared=(Option("block_rounding", choices=("ceil", "floor"),
                                      help="how tokens round to whole blocks"),
+                              Option("draft", model=True,
+                                     help="speculative decoding: a draft model (a preset or an HF id; the API also "
+                                          "takes 'mtp', the model's MTP layers) whose KV cache shares the budget"),
                               Option("indexer_k_dtype", choices=dsv4.INDEXER_K_DTYPES,
                                      help="DeepSeek-V4's indexer key cache (sparse_attention_config.indexer_k_dtype; "
                                           "TensorRT-LLM's default is fp4 on Blackwell, fp8 below)"))),)

@@ -16,6 +16,7 @@ from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 from ...records import Record
 from ...units import cdiv, require_positive_int
 from ..results import Capacity, Estimate, assemble
+from . import draft as spec_draft
 from . import dsv4, minimax
 from .models import (
     FORCED_DTYPE,
@@ -40,6 +41,7 @@ DEFAULTS = {
     "block_rounding": "ceil",      # kvCacheManager.cpp calculateMaxNumBlocks: ceilDiv (Python main: "floor")
     "indexer_k_dtype": None,       # DeepSeek-V4 only: DeepSeekV4SparseAttentionConfig.indexer_k_dtype, whose default
                                    # the GPU decides (dsv4.check_options refuses None for a V4 model)
+    "draft": None,                 # speculative decoding: "mtp" (the model's MTP layers) or a draft Model (draft.py)
 }
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")  # get_cache_bytes_per_token's accepted types
 
@@ -265,6 +267,57 @@ def _dsv4(model: Model, indexer_k_dtype) -> bool:
     return False
 
 
+def _draft_caches(model: Model, draft, kv_dtype, tp: int, pp: int) -> tuple[list[_LayerCache], Fraction, str]:
+    """A speculative draft's KV cache (draft.py): its layers' caches on one rank (whole sequences), the per-token cost
+    TensorRT-LLM sizes it with (rule 2 of its layers), and what it is. "mtp": num_nextn_predict_layers layers of the
+    target's own attention -- the draft manager takes the target's config and get_num_spec_layers layers
+    (trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L1388-L1413); a Model: its own layers and dtype."""
+    draft = spec_draft.read_draft(draft)
+    if pp > 1:
+        # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L763-L769: EAGLE3/MTP draft layers on the last rank
+        raise ValueError(f"draft with pp={pp}: TensorRT-LLM keeps the draft's layers on the last pipeline rank only "
+                         "(_util.py _get_kv_size_per_token); kvmem sizes the draft on one pipeline stage (pp=1)")
+    target = model if draft == "mtp" else draft
+    for m in {model.name: model, target.name: target}.values():
+        if (dsv4.is_dsv4(m) or m.model_type in V2_FAMILIES or minimax.is_m3(m)
+                or any(layer.kind == LINEAR for layer in m.layers)):
+            raise ValueError(f"draft with {m.name}: its cache is a KVCacheManagerV2 or recurrent-state layout whose "
+                             "draft split kvmem has not modelled (draft.py covers one-pool KVCacheManager targets)")
+    check_model(target)
+    k_dtype = _kv_dtype(target, kv_dtype)
+    caches = _layers(target, k_dtype, tp, [0] * target.num_layers)
+    static = Fraction(_static_bytes_per_token(target, k_dtype, tp, 1))
+    if draft != "mtp":
+        return [c for c in caches if c], static, f"the draft {target.name}"
+    n = model.mtp_layers
+    if not n:
+        raise ValueError(f"draft='mtp' needs MTP layers, but {model.name} has none (num_nextn_predict_layers)")
+    shapes = {(layer.kind, layer.kv_heads, layer.head_dim_k, layer.kv_lora_rank, layer.qk_rope_head_dim,
+               layer.index_head_dim) for layer in model.layers}
+    if len(shapes) != 1 or not caches[0]:
+        raise ValueError(f"draft='mtp' with {model.name}: its layers are not all alike, so an MTP layer's cache is not "
+                         "one of the target's; kvmem sizes MTP drafts of one-kind targets (DeepSeek-V3's MLA, ...)")
+    return [caches[0]] * n, static / model.num_layers * n, f"{n} MTP layer{'s' * (n != 1)}"
+
+
+def _draft_share(model, draft, kv_dtype, tp, pp, kv_memory, static, windowed, blocking, notes):
+    """(the target's memory, (draft bytes a token allocated, its per-token cost, its blocks)) of a budget shared with a
+    speculative draft (draft.py): a one-window target keeps the whole budget, priced at both costs (blocks None: the
+    target's); a windowed one splits the bytes first (draft.split_budget) and the draft holds its share's blocks."""
+    draft_caches, draft_static, what = _draft_caches(model, draft, kv_dtype, tp, pp)
+    draft_real = sum(c.k_bytes + c.v_bytes for c in draft_caches)
+    if not windowed:
+        notes.append(f"speculative decoding: {what} price a token at {float(draft_static):,.0f} B more; both KV cache "
+                     f"managers hold max_tokens = {kv_memory:,} // {float(static + draft_static):,.0f}")
+        return kv_memory, (draft_real, draft_static, None)
+    target_bytes, draft_bytes = spec_draft.split_budget(kv_memory, spec_draft.CacheCost(int(static)),
+                                                        spec_draft.CacheCost(int(draft_static)))
+    notes.append(f"speculative decoding: {what} take {draft_bytes:,} B of the {kv_memory:,} B budget (TensorRT-LLM's "
+                 f"target/draft split of max_gpu_total_bytes); the target's windows share {target_bytes:,} B")
+    blocks = _to_blocks(int(draft_bytes // draft_static), *blocking)
+    return target_bytes, (draft_real, draft_static, blocks)
+
+
 @dataclass(frozen=True)
 class TrtllmDetails(Record):
     """Estimate.details: blocks per attention window (0 = the whole sequence), bytes per token."""
@@ -282,7 +335,7 @@ class TrtllmDetails(Record):
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, tokens_per_block: int,
-             max_attention_window, block_rounding, indexer_k_dtype=None) -> Estimate:
+             max_attention_window, block_rounding, indexer_k_dtype=None, draft=None) -> Estimate:
     """Bytes TRT-LLM's block pools hold for ``batch`` sequences of ``tokens`` (rule 5): every layer holds
     whole blocks per sequence (rule 4) of rule-1 bytes; Mamba/linear state is batch x the per-sequence
     state in the model dtype (MambaHybridCacheManager; its dtype option was not verified), Kimi-K3's KDA
@@ -293,6 +346,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     if _dsv4(model, indexer_k_dtype):
+        if draft is not None:
+            _draft_caches(model, draft, kv_dtype, tp, pp)      # refuses: V4's draft layers are not modelled
         return dsv4.estimate(model, tokens=tokens, batch=batch, k_dtype_name=k_dtype.name, tp=tp, pp=pp,
                              tokens_per_block=tokens_per_block, indexer_k_dtype=indexer_k_dtype,
                              max_attention_window=max_attention_window, stages=pp_layers(model.num_layers, pp),
@@ -309,8 +364,18 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     stages = pp_layers(model.num_layers, pp)
     largest = largest_stage(rows, stages)
     real = sum(caches[i].k_bytes + caches[i].v_bytes for i in largest if caches[i])
+    if draft is not None:
+        # the draft's manager holds the same sequences in its own blocks (whole sequences: draft.py)
+        draft_caches, _, what = _draft_caches(model, draft, kv_dtype, tp, pp)
+        slots = batch * cdiv(tokens, tokens_per_block) * tokens_per_block
+        rows = rows + [(slots * c.k_bytes, slots * c.v_bytes, 0) for c in draft_caches]
+        stages = [range(len(rows))]
     static = _static_bytes_per_token(model, k_dtype, tp, pp)
     notes = dsa_notes(model, tokens_per_block)
+    if draft is not None:
+        draft_bytes = sum(c.k_bytes + c.v_bytes for c in draft_caches)
+        notes.append(f"speculative decoding: {what} keep {draft_bytes:,} B a token in the draft's KV cache manager, "
+                     "for the same sequences (the last rows of per_layer)")
     if blocks and max(blocks.values()) * tokens_per_block != tokens:
         notes.append(f"each sequence takes whole {tokens_per_block}-token blocks: {tokens:,} -> "
                      f"{max(blocks.values()) * tokens_per_block:,} tokens")
@@ -358,8 +423,9 @@ class TrtllmCapacityDetails(Record):
     allocated_bytes: int
     block_rounding: str
     max_blocks_per_sequence: int | None = None   # a key only with max_model_len
+    draft_bytes_per_token: int | None = None     # a key only with a speculative draft (its manager, allocated)
 
-    OPTIONAL = ("max_blocks_per_sequence",)
+    OPTIONAL = ("max_blocks_per_sequence", "draft_bytes_per_token")
 
 
 def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
@@ -367,7 +433,8 @@ def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
 
 
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
-             tokens_per_block: int, max_attention_window, block_rounding, indexer_k_dtype=None) -> Capacity:
+             tokens_per_block: int, max_attention_window, block_rounding, indexer_k_dtype=None,
+             draft=None) -> Capacity:
     """max_tokens, blocks and the allocation a KV budget gives (rules 3 and 4).
 
     ``kv_memory`` is the memory TRT-LLM gives the cache on one rank: the PyTorch backend prints it as
@@ -420,9 +487,15 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if not static:
         raise ValueError(f"tp={tp}: {model.name} has no KV bytes per token left on a rank (more ranks than KV "
                          "heads to split); TensorRT-LLM needs tp <= the model's KV heads")
+    draft_pool = None
+    if draft is not None:
+        kv_memory, draft_pool = _draft_share(model, draft, kv_dtype, tp, pp, kv_memory, static, len(by_window) > 1,
+                                             (tokens_per_block, block_rounding), notes)
     if len(by_window) == 1:
         window, real = next(iter(by_window.items()))
-        pools = {window: int(kv_memory // static)}
+        # with a draft, trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L714-L770 (the per-token cost of target
+        # and draft managers together), #L1269-L1271 (max_tokens = budget // that cost; both managers: #L1937-L1938)
+        pools = {window: int(kv_memory // (static + (draft_pool[1] if draft_pool else 0)))}
         if static != real:
             notes.append(f"max_tokens uses TRT-LLM's estimate of {float(static):,.0f} B/token; the blocks "
                          f"then take {real:,} B/token on this rank")
@@ -438,6 +511,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                      "(calculateWindowSizeToShare); the memory given to the split is not verified")
     blocks = {w: _to_blocks(t, tokens_per_block, block_rounding) for w, t in pools.items()}
     allocated = sum(blocks[w] * tokens_per_block * by_window[w] for w in blocks)
+    if draft_pool is not None:
+        draft_real, _, draft_blocks = draft_pool
+        draft_blocks = max(blocks.values()) if draft_blocks is None else draft_blocks
+        allocated += draft_blocks * tokens_per_block * draft_real
     main = 0 if 0 in blocks else max(blocks)
     longest_fit = blocks[main] * tokens_per_block
     concurrency = None
@@ -448,7 +525,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         tokens_per_block=tokens_per_block, bytes_per_token_estimate=static, bytes_per_token=sum(by_window.values()),
         max_tokens=pools, blocks_per_window=blocks, allocated_tokens=blocks[main] * tokens_per_block,
         allocated_bytes=allocated, block_rounding=block_rounding,
-        max_blocks_per_sequence=cdiv(max_model_len, tokens_per_block) if max_model_len else None)
+        max_blocks_per_sequence=cdiv(max_model_len, tokens_per_block) if max_model_len else None,
+        draft_bytes_per_token=draft_pool[0] if draft_pool else None)
     return Capacity(model=model.name, engine="trtllm", kv_memory=kv_memory, blocks=blocks[main],
                     tokens=pools[main], max_concurrency=concurrency, longest_request_tokens=longest_fit,
                     block_size=tokens_per_block, notes=tuple(notes), details=details, k_dtype=k_dtype.name,

@@ -1,28 +1,29 @@
-"""TensorRT-LLM's split of one KV budget between the target's cache and a one-model draft's (TRT-LLM#12188).
+"""TensorRT-LLM's speculative draft KV cache beside the target's, and the split of one KV budget between them
+(TRT-LLM#12188), as KvCacheCreator does it
+(trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L308-L1955; the lines of each step below):
 
-Read in NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py at d8ae02ca (the one version the search
-index stores; kvmem's TRT-LLM pin 001541ba could not be read, kvmem.engines.trtllm), KvCacheCreator:
-    _get_target_and_draft_cache_costs   each cost is affine in tokens, CacheCost(slope, intercept): the slope
-                                        bytes per token, the intercept GPU-resident state (Mamba SSM state);
-                                        the draft's = the aggregate's (target + draft layers) less the target's
-    _compute_draft_budget_shares        draft = draft.intercept + int((B - t.intercept - d.intercept) x d.slope
-                                        / (t.slope + d.slope)); target = B - draft
-    _split_kv_cache_budget_for_draft    the split of max_gpu_total_bytes (and of host_cache_size, whose split
-                                        drops the intercepts: host memory holds no GPU state); a GPU budget not
-                                        above the two intercepts raises ValueError ("KV cache GPU budget (X GiB)
-                                        is smaller than the combined fixed cost ...")
-It applies where the draft keeps a separate KV cache manager (one-model speculative decoding with
-KVCacheManagerV2: _needs_gpu_kv_cache_budget_split). Each manager then sizes its own pool from its share.
-Not wired into kvmem.fit: the rule is read at d8ae02ca, not at kvmem's pin.
+  cost      each manager's cost is affine in tokens, CacheCost(slope, intercept) (#L308-L347): the slope bytes a
+            token, the intercept GPU-resident state (Mamba SSM state); _get_kv_size_per_token (#L714-L770) adds the
+            draft's manager (two-model, or one-model with a separate draft cache) to the target's
+  tokens    a one-window KVCacheManager target: max_tokens = budget // (target + draft slope) (#L1269-L1271), and
+            both managers are built with it: no byte split (#L1937-L1938); cache.capacity applies it
+  split     a target whose managers size pools from bytes (KVCacheManagerV2, or variable windows) splits
+            max_gpu_total_bytes first (#L1893-L1909, #L1936-L1944): the draft's cost is the aggregate's less the
+            target's (#L1524-L1545); draft = its intercept + int((B - both intercepts) x draft slope / both slopes),
+            target = B - draft (#L1547-L1566); host_cache_size drops the intercepts (#L1618-L1620); a GPU budget not
+            above the intercepts raises ValueError (#L1624-L1638)
+The option (cache.DEFAULTS "draft"): "mtp" -- the model's num_nextn_predict_layers MTP layers, which take the target's
+own config (#L1388-L1413) -- or a draft model (a kvmem Model or a preset name).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...model import Model
 from ...units import require_positive_int
 
-__all__ = ["CacheCost", "split_budget", "mtp_costs"]
+__all__ = ["CacheCost", "split_budget", "mtp_costs", "read_draft"]
 
 GIB = 1 << 30
 
@@ -31,6 +32,16 @@ GIB = 1 << 30
 class CacheCost:
     slope: int            # bytes per token
     intercept: int = 0    # fixed bytes (GPU-resident state)
+
+
+def read_draft(draft):
+    """The draft option: None, "mtp", or a Model (a preset name is read as one)."""
+    if draft is None or draft == "mtp" or isinstance(draft, Model):
+        return draft
+    if isinstance(draft, str):
+        from ...catalog import get_model
+        return get_model(draft)
+    raise ValueError(f"draft must be 'mtp', a kvmem Model or a preset name, got {type(draft).__name__}")
 
 
 def split_budget(total: int, target: CacheCost, draft: CacheCost, *,

@@ -31,7 +31,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     for name in ("tokens_per_block", "max_attention_window"):
         if opts.get(name) not in (None, DEFAULTS[name]):
             raise PlanRefused(f"trtllm: kvmem writes no flag for {name}={opts[name]!r}")
-    refuse_options("trtllm", opts, {"tokens_per_block", "max_attention_window"}, _SIZING_ONLY)
+    refuse_options("trtllm", opts, {"tokens_per_block", "max_attention_window", "encoder_cache_max_bytes"},
+                   _SIZING_ONLY)
     if s.replicas > 1:
         raise PlanRefused(f"trtllm: {s.replicas} replicas need {s.replicas} servers; "
                           f"plan one with num_gpus={s.tp * s.pp}")
@@ -55,7 +56,11 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
 
 def files(inp: Inputs) -> dict:
     """The extra LLM API options YAML --extra_llm_api_options names (after flags(), which refuses first)."""
-    return {EXTRA_OPTIONS_FILE: f"kv_cache_config:\n  dtype: {kv_cache_dtype(inp)}\n"}
+    text = f"kv_cache_config:\n  dtype: {kv_cache_dtype(inp)}\n"
+    encoder = inp.options.get("encoder_cache_max_bytes")
+    if encoder is not None:     # MultimodalConfig.encoder_cache_max_bytes: the reserve the fit kept out of the budget
+        text += f"multimodal_config:\n  encoder_cache_max_bytes: {int(encoder)}\n"
+    return {EXTRA_OPTIONS_FILE: text}
 
 
 LAUNCHER = Launcher(RELEASE, PROGRAM, flags, files)
