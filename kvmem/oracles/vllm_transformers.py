@@ -32,12 +32,14 @@ import sys
 import tempfile
 import traceback
 
-__all__ = ["WRAPPERS", "base_config", "random_config", "judge", "kvmem_refusal"]
+__all__ = ["WRAPPERS", "TEXT_ONLY", "base_config", "random_config", "text_only", "judge", "kvmem_refusal"]
 
 # kvmem model_type -> the wrapper model_type its published checkpoints use and their architecture
 WRAPPERS = {"inkling2_text": ("inkling2", "Inkling2ForConditionalGeneration"),
             "inkling2_loop_text": ("inkling2_loop", "Inkling2LoopForConditionalGeneration"),
             "hy_v4_vl_text": ("hy_v4_vl", "HYV4VLForConditionalGeneration")}
+# the text-only architecture transformers 5.24 has for the text config (HY-V4-VL has none)
+TEXT_ONLY = {"inkling2_text": "Inkling2ForCausalLM", "inkling2_loop_text": "Inkling2LoopForCausalLM"}
 
 
 def base_config(model_type: str) -> dict:
@@ -46,6 +48,12 @@ def base_config(model_type: str) -> dict:
     from .transformers import default_config, shrink
     wrapper, arch = WRAPPERS[model_type]
     return dict(shrink(default_config(wrapper)).to_dict(), architectures=[arch], dtype="bfloat16")
+
+
+def text_only(cfg: dict) -> dict:
+    """A wrapper config's text config alone, as a text-only checkpoint (TEXT_ONLY's architecture) carries it."""
+    text = cfg["text_config"]
+    return dict(text, architectures=[TEXT_ONLY[text["model_type"]]], dtype=cfg["dtype"])
 
 
 def random_config(model_type: str, seed: int) -> dict:
@@ -115,12 +123,14 @@ def _stand_ins():
     import torch
     import vllm.config.model as model_config
     import vllm.model_executor.layers.attention.attention as attention
+    import vllm.model_executor.layers.attention.encoder_only_attention as encoder_only
     import vllm.model_executor.models.transformers.moe as moe
     from vllm.model_executor.layers.attention import Attention
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
     model_config.ModelConfig._supports_multimodal_inputs = lambda _self: False
     moe.FusedMoEFactory = lambda **_kwargs: torch.nn.Identity()
     attention.get_attn_backend = lambda *_args, **_kwargs: CPUAttentionBackend
+    encoder_only.get_attn_backend = attention.get_attn_backend
     Attention.forward = lambda self, query, _key, _value, **_kwargs: torch.zeros(
         query.shape[0], self.num_heads * self.head_size_v, dtype=query.dtype)
 
@@ -161,7 +171,8 @@ def _one(folder: str) -> dict:
     with set_current_vllm_config(config):
         cls, arch = get_model_architecture(model_config)
         model = cls(vllm_config=config, prefix="")
-        specs = {name: [type(spec).__name__, spec.num_kv_heads, spec.head_size, spec.sliding_window]
+        specs = {name: [type(module).__name__] + ([] if spec is None else [
+                     type(spec).__name__, spec.num_kv_heads, spec.head_size, spec.sliding_window])
                  for name, module in model.named_modules() if isinstance(module, AttentionLayerBase)
                  for spec in [module.get_kv_cache_spec(config)]}
         model.to(model_config.dtype)
