@@ -30,7 +30,8 @@ import re
 
 from ..units import pad
 
-__all__ = ["random_spec", "write_spec", "write_sparse", "run_spec", "in_child", "llama_lib", "BUFFER_LINE"]
+__all__ = ["random_spec", "write_spec", "write_sparse", "run_spec", "printed_buffers", "in_child", "llama_lib",
+           "BUFFER_LINE"]
 
 BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
 # ~llama_context, at debug level: "<buft> compute buffer size is %8.4f MiB, matches expectation ..."
@@ -189,7 +190,7 @@ def llama_lib():
     return lib, lines, capture
 
 
-def _load(path: str, ctx: dict) -> dict:
+def printed_buffers(path: str, ctx: dict) -> dict:
     lib, lines, _ = llama_lib()
     del lines[:]
     params = lib.llama_model_default_params()
@@ -227,7 +228,7 @@ def _load(path: str, ctx: dict) -> dict:
 def run_spec(spec: dict, path: str) -> dict:
     """llama.cpp's printed buffers for ``spec`` written at ``path`` ({"CPU_Mapped model": MiB,
     "CPU KV": ..., "CPU compute": ..., "CPU compute 4dp": "%.4f" text}), from a forked child."""
-    return in_child(_load, path, spec["context"])
+    return in_child(printed_buffers, path, spec["context"])
 
 
 def in_child(fn, *args, **kwargs):

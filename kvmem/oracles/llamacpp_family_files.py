@@ -11,7 +11,7 @@ import re
 
 from ..engines.llamacpp.arch_tensors import ARCHS, field
 from ..engines.llamacpp.quant_mix import FTYPES
-from ..engines.llamacpp.tensors import _ARCH, GPT_OSS_EXPERTS, _source_type, synthesised_tensors
+from ..engines.llamacpp.tensors import GGUF_ARCH, GPT_OSS_EXPERTS, source_type, synthesised_tensors
 from ..model import Model
 from .llamacpp_buffers import write_sparse
 
@@ -84,11 +84,11 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
         w.add_shared_kv_layers(0)
     w.add_rope_dimension_count(field(model, "rotary_dim", first.head_dim_k))
     if arch == "gpt-oss":
-        w.add_sliding_window(128)
+        w.add_sliding_window(field(model, "sliding_window", 128))     # conversion/gpt_oss.py L130
     if arch == "glm4moe":
         w.add_expert_shared_count(field(model, "n_shared_experts", 1))
         w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 1))
-    if arch == "qwen2moe":
+    if arch == "qwen2moe" and moe is not None:
         w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
     if arch in ("qwen35", "qwen35moe", "qwen3next"):
         d_state, v_heads = field(model, "linear_key_head_dim"), field(model, "linear_num_value_heads")
@@ -105,7 +105,7 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
 
 def write_family(model: Model, fmt: str, path: str, *, source: bool) -> list:
     import gguf
-    arch = ARCHS.get(model.model_type) or _ARCH.get(model.model_type, model.model_type)
+    arch = ARCHS.get(model.model_type) or GGUF_ARCH.get(model.model_type, model.model_type)
     tensors = synthesised_tensors(model, fmt)
     w = gguf.GGUFWriter(path, arch)
     write_metadata(w, model, arch, fmt)
@@ -117,4 +117,4 @@ def _converted(arch: str, t) -> str:
     """The type convert_hf_to_gguf --outtype f16 writes: gpt-oss's experts in the checkpoint's MXFP4."""
     if any(re.search(pattern, t.name) for pattern, _ in (GPT_OSS_EXPERTS if arch == "gpt-oss" else ())):
         return "MXFP4"
-    return _source_type(t.name, t.shape, "f16")
+    return source_type(t.name, t.shape, "f16")

@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES, QuantModel, quant_types  # noqa: E402
-from kvmem.engines.llamacpp.tensors import _ARCH, _source_type  # noqa: E402
+from kvmem.engines.llamacpp.tensors import GGUF_ARCH, source_type  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child, llama_lib  # noqa: E402
 from kvmem.oracles.llamacpp_presets import DRY_RUN_LINE, write_gguf  # noqa: E402
 
@@ -63,11 +63,11 @@ def test_every_file_type_equals_llamacpps_quantiser(preset, tmp_path):
     tensors = write_gguf(model, "f16", source, source=True)
     theirs = in_child(_dry_runs, source, JUDGED)
     first, moe = model.layers[0], model.facts.moe
-    arch = _ARCH.get(model.model_type, model.model_type)
+    arch = GGUF_ARCH.get(model.model_type, model.model_type)
     qm = QuantModel(arch=arch, n_layer=model.num_layers, n_expert=moe.experts if moe else 0,
                     n_head=model.num_attention_heads, n_head_kv=first.kv_heads,
                     llm_type_70b=preset == "llama-3.3-70b")
-    specs = [(t.name, t.shape, _source_type(t.name, t.shape, "f16")) for t in tensors]
+    specs = [(t.name, t.shape, source_type(t.name, t.shape, "f16")) for t in tensors]
     for ftype in JUDGED:
         try:
             ours = quant_types(specs, ftype, qm)

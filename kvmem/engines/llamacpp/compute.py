@@ -95,8 +95,9 @@ from dataclasses import dataclass
 from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
-from .graphs import GraphShape, Pass, build
-from .graphs_gemma_phi3 import build_gemma_phi3
+from .graph_build import build_graph
+from .graphs import GraphShape, Pass
+from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "ggml_type_name",
@@ -123,6 +124,8 @@ class ComputeBuffer:
 
 def graph_shape(model) -> GraphShape | None:
     """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
+    if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
+        return mla_oss_shape(model)
     arch = FAMILIES.get(model.model_type)
     layers = model.layers
     kinds = ("full", "sliding") if arch in ISWA + NO_WINDOW else ("full",)
@@ -173,9 +176,8 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     pp_tokens = pad(n_ubatch, n_seq)          # llama_context::graph_reserve
-    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
-    pp = build_(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
-    tg = build_(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
+    tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 

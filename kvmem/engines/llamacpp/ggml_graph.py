@@ -34,8 +34,9 @@ TYPES = {name: (_GGML[name].block, _GGML[name].size)
 
 INPUT, OUTPUT = 1, 2
 VIEW_OPS = ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE")
-# ggml-alloc.c ggml_op_can_inplace (the ops this module builds)
-CAN_INPLACE = frozenset(("ADD", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX", "FILL"))
+# ggml-alloc.c ggml_op_can_inplace (ggml/src/ggml-alloc.c#L22-L50; the ops these graphs build)
+CAN_INPLACE = frozenset(("ADD", "ADD_ID", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX",
+                         "FILL"))
 
 
 class Tensor:
@@ -179,8 +180,17 @@ class Graph:
         return Tensor(a.type, (1,) + a.ne[1:], "SUM_ROWS", (a,))
 
     @classmethod
-    def flash_attn_ext(cls, q, k, v, mask) -> Tensor:
-        return Tensor("f32", (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", (q, k, v, mask))
+    def flash_attn_ext(cls, q, k, v, mask, sinks=None) -> Tensor:
+        """ggml_flash_attn_ext; ``sinks``: ggml_flash_attn_ext_add_sinks (src[4])."""
+        src = (q, k, v, mask) if sinks is None else (q, k, v, mask, sinks)
+        return Tensor("f32", (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), "FLASH_ATTN_EXT", src)
+
+    @classmethod
+    def concat(cls, a, b, dim=0) -> Tensor:
+        """ggml_concat (ggml.c#L2631-L2657): a's type, the dims added along ``dim``."""
+        ne = list(a.ne)
+        ne[dim] += b.ne[dim]
+        return Tensor(a.type, ne, "CONCAT", (a, b))
 
     # ---- order -------------------------------------------------------------------------------
 

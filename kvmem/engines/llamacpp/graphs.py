@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
 
-__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn", "token_inputs", "embeddings"]
+__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn", "token_inputs", "embeddings", "linear"]
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -38,6 +38,19 @@ class GraphShape:
     swa: tuple = ()         # per layer: a sliding-window layer of the iSWA cache (gemma2, gemma3)
     final_softcap: bool = False     # tanh softcap of the logits (gemma2 always, gemma3 when set)
     fused_qkv: bool = False         # one attn_qkv weight (phi3): Q, K, V are views of its product
+    # deepseek2 (MLA) and gpt-oss (kvmem.engines.llamacpp.graphs_mla_oss)
+    q_lora: int = 0         # attention.q_lora_rank (0: one attn_q, the "lite" layers)
+    kv_lora: int = 0        # attention.kv_lora_rank: the cached latent's width (K = kv_lora + rope_dim)
+    rope_dim: int = 0       # rope.dimension_count (qk_rope_head_dim)
+    v_head_dim: int = 0     # attention.value_length_mla; head_dim holds key_length_mla (nope + rope)
+    n_dense_lead: int = 0   # leading_dense_block_count: layers with the dense FFN (n_ff wide)
+    n_ff_shexp: int = 0     # shared experts' width (n_ff_exp x expert_shared_count)
+    gating: str = "softmax"     # expert_gating_func: "softmax", "sigmoid" or "softmax_weight" (gpt-oss)
+    probs_bias: bool = False    # exp_probs_b: the selection bias
+    norm_w: bool = False        # expert_weights_norm
+    scale_w: bool = False       # expert_weights_scale other than 0 and 1: a SCALE node
+    n_group: int = 0            # expert_group_count (> 1: group-limited routing)
+    n_group_used: int = 0       # expert_group_used_count
 
 
 @dataclass(frozen=True)
@@ -59,8 +72,8 @@ class Pass:
 
 
 def build(s: GraphShape, p: Pass) -> Graph:
-    """The graph llama.cpp builds for one reserve of ``p``: llama, qwen2, qwen3, qwen3moe (gemma2,
-    gemma3 and phi3: kvmem.engines.llamacpp.graphs_gemma_phi3.build_gemma_phi3)."""
+    """The graph llama.cpp builds for one reserve of ``p``: llama, qwen2, qwen3, qwen3moe (every family:
+    kvmem.engines.llamacpp.graph_build.build_graph)."""
     return _graph(s, p)
 
 
@@ -112,7 +125,7 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
         inp_sa = inp_l
         cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd, name="attn_norm"))
         widths = ((n_head * hd, "attn_q"), (n_gqa, "attn_k"), (n_gqa, "attn_v"))
-        q, k, v = (_linear(g, cur, width, s.qkv_bias, name) for width, name in widths)
+        q, k, v = (linear(g, cur, width, s.qkv_bias, name) for width, name in widths)
         q = g.reshape(q, hd, n_head, n_tokens)
         k = g.reshape(k, hd, n_head_kv, n_tokens)
         v = g.reshape(v, hd, n_head_kv, n_tokens)
@@ -153,10 +166,11 @@ def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     return k_idxs, v_idxs, mask, k_rot, v_rot
 
 
-def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool = False):
+def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool = False, sinks=None):
     """build_attn (KV cache; the iSWA one expands Q, K, V in that order, the plain one Q, V, K) and
     build_attn_mha; the cache holds p.n_stream streams of n_kv cells (llama_kv_cache::cpy_k, cpy_v,
-    get_k, get_v)."""
+    get_k, get_v). ``sinks``: the attention sinks weight (gpt-oss), a source of the softmax
+    (ggml_soft_max_add_sinks) or of the flash attention (ggml_flash_attn_ext_add_sinks)."""
     k_idxs, v_idxs, mask, k_rot, v_rot = inputs
     hd, n_head_kv, ns, n_tokens = s.head_dim, s.n_head_kv, p.n_stream, p.n_tokens
     n_gqa = hd * n_head_kv
@@ -192,13 +206,13 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
             kp = g.cast(kp, "f16")
         if vp.type == "f32":
             vp = g.cast(vp, "f16")
-        cur = g.flash_attn_ext(qp, kp, vp, mask)
+        cur = g.flash_attn_ext(qp, kp, vp, mask, sinks)
         cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
     else:
         kq = g.mul_mat(kp, qp)
         if s.arch == "gemma2":      # hparams.attn_soft_cap: scale, tanh, scale (flash attention: a parameter)
             kq = g.dup("SCALE", g.dup("UNARY", g.dup("SCALE", kq)))
-        kq = g.dup("SOFT_MAX", kq, mask)
+        kq = g.dup("SOFT_MAX", kq, mask) if sinks is None else g.dup("SOFT_MAX", kq, mask, sinks)
         kqv = g.mul_mat(vp, kq)
         cur = g.permute(kqv, 0, 2, 1, 3)
         cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
@@ -208,7 +222,7 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
     return cur
 
 
-def _linear(g, cur, width, bias, name=""):
+def linear(g, cur, width, bias, name=""):
     """build_qkv, separate Q/K/V: mul_mat, then ggml_add of the bias when there is one."""
     out = g.mul_mat(g.weight(cur.ne[0], width, name=name), cur)
     return g.dup("ADD", out, g.weight(width, name=f"{name}.bias")) if bias else out

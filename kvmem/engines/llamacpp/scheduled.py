@@ -18,8 +18,8 @@ from functools import lru_cache
 
 from ...units import cdiv, pad
 from .ggml_sched import OFFLOAD_MIN_BATCH, sched_sizes
-from .graphs import GraphShape, Pass, build
-from .graphs_gemma_phi3 import build_gemma_phi3
+from .graph_build import build_graph
+from .graphs import GraphShape, Pass
 
 __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "reduced_layers", "expert_weights"]
 
@@ -51,28 +51,28 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     """(a layer's weight names, the output layer's) in ``shape``'s graph, as g.weight names them: the
     weights gpu_graph_bytes can place (rope_freqs is not in the graph: ROPE's frequencies are read where
     ROPE runs)."""
-    one = replace(shape, n_layer=1, swa=shape.swa[:1])
-    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
-    graph = build_(one, Pass(1, 1, 256, 1, False, "f16", "f16"))
-    names = ({t.name for t in graph.leafs if t.external and not t.kv and t.layer == il} for il in (0, 1))
-    return tuple(frozenset(n) for n in names)
+    n = min(shape.n_layer, shape.n_dense_lead + 1)     # a dense layer and a MoE one (deepseek2's leading dense)
+    few = replace(shape, n_layer=n, swa=shape.swa[:n])
+    graph = build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16"))
+    weights = [t for t in graph.leafs if t.external and not t.kv]
+    return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
 
 
 def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> tuple:
     """The same graph with repeated layers cut: ``(shape, layer_gpu, weights)`` renumbered. Equal
-    layers: the same device, the same placed weights (names, devices and bytes) and the same cache (sliding or
-    not); a unit of up to RUN_UNIT layers repeated (Q4_K_M's ffn_down types repeat every third layer,
-    llama-quant.cpp use_more_bits) is cut to ceil(RUN_CAP / q) + (c - that) % (RUN_PERIOD / q) units; the
-    last layer (its rows picked by out_ids) stays. Every layer allocates and frees the same tensors in
-    the same order, so ggml-alloc's blocks repeat after a few equal layers with a period of 1 or 3 layers
-    (what was seen), and the buffers do not change: test_reduced_layers_keep_every_buffer checks it
-    against the whole graph."""
+    layers: the same device, the same placed weights (names, devices and bytes), the same cache (sliding or
+    not) and FFN (deepseek2's leading dense layers); a unit of up to RUN_UNIT layers repeated (Q4_K_M's
+    ffn_down types repeat every third layer, llama-quant.cpp use_more_bits) is cut to
+    ceil(RUN_CAP / q) + (c - that) % (RUN_PERIOD / q) units; the last layer (its rows picked by out_ids)
+    stays. Every layer allocates and frees the same tensors in the same order, so ggml-alloc's blocks
+    repeat after a few equal layers with a period of 1 or 3 layers (what was seen), and the buffers do
+    not change: test_reduced_layers_keep_every_buffer checks it against the whole graph."""
     n = shape.n_layer
     per_layer = {}
     for (il, name), where in weights:
         per_layer.setdefault(il, []).append((name, where))
-    sig = [(layer_gpu[il], tuple(sorted(per_layer.get(il, ()))), shape.swa[il] if shape.swa else None)
-           for il in range(n)]
+    sig = [(layer_gpu[il], tuple(sorted(per_layer.get(il, ()))), shape.swa[il] if shape.swa else None,
+            il < shape.n_dense_lead) for il in range(n)]
     keep, il, last = [], 0, n - 1            # the last layer is kept on its own
     while il < last:
         best_q, best_c = 1, 1                 # the unit of q layers repeated c times from il that covers most
@@ -91,7 +91,8 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
         return shape, layer_gpu, weights
     new = {il: i for i, il in enumerate(keep)}
     new[n] = len(keep)                        # the output layer
-    shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else ())
+    shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else (),
+                    n_dense_lead=sum(1 for il in keep if il < shape.n_dense_lead))
     return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
             tuple(((new[il], name), where) for (il, name), where in weights if il in new))
 
@@ -165,8 +166,7 @@ def _built(shape, p: Pass):
     """The graph of ``shape`` for one reserve ``p``, built once: it does not depend on where its layers and
     weights are (ggml_sched.sched_sizes leaves it as it came), so the placements a search tries that reduce
     to the same layers schedule one graph."""
-    build_ = build_gemma_phi3 if shape.arch in ("gemma2", "gemma3", "phi3") else build
-    return build_(shape, p)
+    return build_graph(shape, p)
 
 
 @lru_cache(maxsize=1024)

@@ -42,7 +42,7 @@ from .arch_tensors import ARCHS, arch_specs, field
 from .placement import GGML_TYPES
 from .quant_mix import FTYPES, UD_MIXES, QuantModel, ftype_names, quant_types, ud_base
 
-__all__ = ["GGUFTensor", "FORMATS", "tensors_for", "synthesised_tensors"]
+__all__ = ["GGUFTensor", "FORMATS", "GGUF_ARCH", "source_type", "tensors_for", "synthesised_tensors"]
 
 FORMATS = tuple(ftype_names())              # llama-quantize's file types (quant_mix.FTYPES), aliases after
 _SOURCE = {"f32": "F32", "bf16": "BF16"}    # convert_hf_to_gguf --outtype: 2-D weights in F16 unless f32 / bf16
@@ -57,8 +57,8 @@ _NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated 
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3",
                "gemma3_text", "phi3"}
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES) for the quantiser's arch rules
-_ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
-         "gemma3_text": "gemma3"}
+GGUF_ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
+             "gemma3_text": "gemma3"}
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _nbytes(ne: tuple, ggml_type: str) -> int:
     return count // block * size
 
 
-def _source_type(name: str, ne: tuple, fmt: str) -> str:
+def source_type(name: str, ne: tuple, fmt: str) -> str:
     """The type convert_hf_to_gguf.py writes a tensor in: F32 for 1-D tensors, norms and the router
     (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
     --outtype (F16 for a file quantised from it)."""
@@ -108,7 +108,7 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
     qm = QuantModel(arch=arch, n_layer=n, n_expert=moe.experts if moe else 0, n_head=model.num_attention_heads,
                     n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
     keep = GPT_OSS_EXPERTS if arch == "gpt-oss" else ()
-    types = quant_types([(name, ne, _source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
+    types = quant_types([(name, ne, source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
                         qkv_is_attn_v=qkv_is_attn_v, tensor_types=keep)
     for pattern, ggml in keep:         # F16/BF16/F32 files: the converter's own MXFP4 experts (no quantiser run)
         types.update({name: ggml.upper() for name, _ in specs if re.search(pattern, name)})
@@ -197,7 +197,7 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
             out += gate_up + [(b + "ffn_down.weight", (f, h))]
     # phi3's fused attn_qkv: the published files' quantiser had its own ATTENTION_QKV rule (Q5_K under
     # q4_k_m), which 0c1e57098's category_is_attn_v shadows (tests/oracles/test_llamacpp_presets_oracle.py)
-    return _typed(model, out, fmt, imatrix=imatrix, arch=_ARCH.get(model.model_type, model.model_type),
+    return _typed(model, out, fmt, imatrix=imatrix, arch=GGUF_ARCH.get(model.model_type, model.model_type),
                   qkv_is_attn_v=not fused)
 
 
