@@ -96,3 +96,15 @@ def test_a_budget_whose_slots_serve_no_request_is_refused():
     c = kvmem.capacity(model(), engine="sglang", kv_memory=2 * GIB, mamba_full_memory_ratio=0.01)
     assert c.refusal is not None and "too small to serve any requests" in c.refusal.reason
     assert c.details.max_mamba_cache_size == 1
+
+
+def test_the_default_mem_fraction_static_reserves_inklings_prefill_graph():
+    # H100 (81,559 MiB): 512 + 1.5 x 8,192 + 2 x 256 + 128 = 13,440 MiB, + 58 prefill capture sizes x 8 MiB = 13,904:
+    # round((81,559 - 13,904) / 81,559, 3) = 0.830 (a plain model: 0.835)
+    from kvmem.engines.sglang.budget import prefill_graph_mib, prefill_graph_sizes
+    assert len(prefill_graph_sizes(8192)) == 58 and prefill_graph_mib(["InklingForConditionalGeneration"], 81559 << 20) \
+        == 464
+    r = kvmem.fit(model(), gpu="h100-sxm-80gb", engine="sglang", context="32k", batch=4, weights_bytes=40 * GIB)
+    assert any("mem_fraction_static for this GPU and InklingForConditionalGeneration: 0.830" in n for n in r.notes)
+    plan = kvmem.plan(model(), gpu="h100-sxm-80gb", engine="sglang", context="32k", batch=4, weights_bytes=40 * GIB)
+    assert [f.value for f in plan.flags if f.flag == "--mem-fraction-static"] == ["0.83"]

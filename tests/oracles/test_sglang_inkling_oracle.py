@@ -51,3 +51,15 @@ def test_the_directed_cases_reach_each_outcome():
 def test_seeded_variations():
     for seed in range(24):
         _assert(*oracle.random_case(seed))
+
+
+@pytest.mark.parametrize("gpu_mib, tp", [(24564, 1), (46068, 4), (81559, 1), (81559, 4), (143771, 1), (183359, 4)])
+def test_the_default_mem_fraction_static_has_inklings_prefill_graph(gpu_mib, tp):
+    # SGLang's ServerArgs resolution for the checkpoint (the prefill graph on: 8 MiB a capture size, 58 sizes at
+    # chunked_prefill_size 8192) against kvmem's default for the model (kvmem.engines.sglang.budget)
+    from kvmem.engines.sglang.budget import prefill_graph_mib, sglang_mem_fraction_static
+    theirs = oracle.resolved_defaults(FLAGSHIP, gpu_mib=gpu_mib, tp=tp)
+    extra = prefill_graph_mib(["InklingForConditionalGeneration"], gpu_mib << 20)
+    ours = sglang_mem_fraction_static(gpu_mib << 20, tp=tp, prefill_graph_reserve_mib=extra)
+    assert float(ours) == theirs["mem_fraction_static"]
+    assert len(theirs["cuda_graph_config"]["prefill"]["bs"]) * 8 == extra
