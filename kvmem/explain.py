@@ -19,7 +19,7 @@ def reasons(model, result) -> list[str]:
                 "not apply.", *(model.reading.lines() if model.reading else ()), *result.notes]
     try:
         seed = seed_terms(model, tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype)
-        naive = f"The seed formula with these numbers gives {format_bytes(seed['bytes'])}"
+        naive = f"The seed formula with these numbers gives {format_bytes(seed.formula_bytes)}"
     except ValueError as exc:  # an MLA model whose config lacks the per-head widths
         naive = f"The seed formula has no naive reading here ({exc})"
     ideal = engine_estimate(model, engine="ideal", tokens=result.tokens, batch=result.batch, kv_dtype=result.kv_dtype,

@@ -215,7 +215,8 @@ def saving_text(fraction) -> str:
 def rows_frame(rows, *, drop=("model", "settings", "quality")) -> "pd.DataFrame":
     """A list of result rows (compare_strategies, architecture_variants, ...; dicts or records) as a
     table, GiB added."""
-    frame = _frame([{k: v for k, v in row.items() if k not in drop} for row in rows])
+    frame = _frame([{k: v for k, v in (row.to_dict() if isinstance(row, Record) else row).items() if k not in drop}
+                    for row in rows])
     if "bytes" in frame:
         frame["gib"] = frame["bytes"].map(lambda b: None if b is None or b != b else b / GIB)
     return frame

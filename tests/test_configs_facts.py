@@ -35,9 +35,9 @@ def test_glm_4_7_flash_sizes_on_sglang_as_its_log_printed():
     model = Model.from_hf_config(FIXTURES / "glm-4.7-flash.json")
     cap = kvmem.capacity(model, engine="sglang", kv_memory=383_872 * 54_144, tp=2)
     assert cap.tokens == 383_872
-    assert cap.details["log"] == ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 383872, KV size: 19.36 GB"]
+    assert cap.details.log == ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 383872, KV size: 19.36 GB"]
     older = kvmem.capacity(model, engine="sglang", kv_memory=383_872 * 54_144, tp=2, version="0.5.0")
-    assert older.details["log"] == ["KV Cache is allocated. #tokens: 383872, KV size: 19.36 GB"]   # no dtype field
+    assert older.details.log == ["KV Cache is allocated. #tokens: 383872, KV size: 19.36 GB"]   # no dtype field
     est = kvmem.estimate(model, engine="sglang", tokens=383_872, tp=2)
     assert f"{est.kv_bytes / 2**30:.2f}" == "19.36"
     assert kvmem.fit(model, gpu="h100", num_gpus=2, engine="sglang", context=32768).fits

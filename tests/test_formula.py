@@ -32,11 +32,11 @@ def test_seed_terms_read_naively():
     from kvmem.textbook import seed_terms
 
     terms = seed_terms(kvmem.get_model("llama-3.1-8b"), tokens=8192, batch=1)
-    assert terms == dict(bytes_per_element=2, batch=1, layers=32, kv_heads=8, head_dim=128, tokens=8192,
+    assert terms.to_dict() == dict(bytes_per_element=2, batch=1, layers=32, kv_heads=8, head_dim=128, tokens=8192,
                          head_dim_k=128, head_dim_v=128, dtype="bf16", bytes=1_073_741_824)
     # Gemma-3-27B: the naive count treats all 62 layers as full -> far above the real cache at 128k
     gemma = kvmem.get_model("gemma-3-27b")
-    assert seed_terms(gemma, tokens=131072, batch=1)["bytes"] > 5 * kvmem.estimate(gemma, tokens=131072).kv_bytes
+    assert seed_terms(gemma, tokens=131072, batch=1).formula_bytes > 5 * kvmem.estimate(gemma, tokens=131072).kv_bytes
 
 
 def test_seed_terms_read_mla_per_head():
@@ -46,9 +46,9 @@ def test_seed_terms_read_mla_per_head():
     from kvmem.textbook import seed_terms
 
     terms = seed_terms(kvmem.get_model("deepseek-v3"), tokens=1, batch=1)
-    assert (terms["kv_heads"], terms["head_dim_k"], terms["head_dim_v"], terms["head_dim"]) == (128, 192, 128, 160)
-    assert terms["bytes"] == 4_997_120
-    assert terms["bytes"] // kvmem.estimate("deepseek-v3", tokens=1).kv_bytes == 71
+    assert (terms.kv_heads, terms.head_dim_k, terms.head_dim_v, terms.head_dim) == (128, 192, 128, 160)
+    assert terms.formula_bytes == 4_997_120
+    assert terms.formula_bytes // kvmem.estimate("deepseek-v3", tokens=1).kv_bytes == 71
 
 
 @pytest.mark.parametrize("bad, message", [(float("nan"), "must be a non-negative number, got nan"),
@@ -68,10 +68,10 @@ def test_seed_terms_take_an_estimates_k_v_pair():
 
     gemma = kvmem.get_model("gemma-3-27b")
     terms = seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0/f16")
-    assert terms["bytes_per_element"] == 1.53125 and terms["dtype"] == "q8_0/fp16"
+    assert terms.bytes_per_element == 1.53125 and terms.dtype == "q8_0/fp16"
     # 2 x 1.53125 x 62 layers x 16 heads x 128 x 32,768 = 12,742,295,552
-    assert terms["bytes"] == 12_742_295_552
-    assert seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0")["bytes"] == 8_841_592_832
+    assert terms.formula_bytes == 12_742_295_552
+    assert seed_terms(gemma, tokens=32768, batch=1, kv_dtype="q8_0").formula_bytes == 8_841_592_832
 
 
 def test_seed_terms_are_a_frozen_record():
@@ -79,5 +79,5 @@ def test_seed_terms_are_a_frozen_record():
     from kvmem.textbook import SeedTerms, seed_terms
 
     terms = seed_terms(kvmem.get_model("llama-3.1-8b"), tokens=8, batch=1)
-    assert type(terms) is SeedTerms and terms.formula_bytes == terms["bytes"] == 8 * 131_072
-    assert terms.to_dict() == terms and list(terms)[-1] == "bytes"
+    assert type(terms) is SeedTerms and terms.formula_bytes == terms.to_dict()["bytes"] == 8 * 131_072
+    assert list(terms.to_dict())[-1] == "bytes"

@@ -64,7 +64,7 @@ def test_vllm_llama_3_1_8b_rtx_3090_max_model_len_20000():
     mid, low, high = (vllm_v0(**args, d=d) for d in (0, 0.005, -0.005))
     assert mid.fits and f"{mid.kv_memory_bytes / GIB:.2f}" == "3.81"
     assert low.capacity.blocks <= 1952 <= high.capacity.blocks and high.capacity.blocks - low.capacity.blocks <= 16
-    assert mid.capacity.details["log"][0] == "# GPU blocks: 1951, # CPU blocks: 2048"  # CPU: 4 GiB // 2 MiB
+    assert mid.capacity.details.log[0] == "# GPU blocks: 1951, # CPU blocks: 2048"  # CPU: 4 GiB // 2 MiB
     assert mid.max_batch == 1 and 1952 * 16 // 20000 == 1                              # 1.56x: one request
 
 
@@ -96,7 +96,7 @@ def test_vllm_qwen2_5_32b_two_l40s():
     mid, low, high = (vllm_v0(model, **args, d=d) for d in (0, 0.005, -0.005))
     assert mid.tp == 2 and f"{mid.kv_memory_bytes / GIB:.2f}" == "7.71"
     assert low.capacity.blocks <= 3947 <= high.capacity.blocks
-    assert "# CPU blocks: 2048" in mid.capacity.details["log"][0]
+    assert "# CPU blocks: 2048" in mid.capacity.details.log[0]
 
 
 def test_vllm_llama_3_2_11b_vision_h100():
@@ -117,7 +117,7 @@ def test_vllm_llama_3_2_11b_vision_h100():
                **{**common, "weights_bytes": gib(19.855)})
     assert f"{mid.kv_memory_bytes / GIB:.2f}" == "14.65"
     assert low.capacity.blocks <= 6001 <= high.capacity.blocks
-    assert "# CPU blocks: 1638" in mid.capacity.details["log"][0]
+    assert "# CPU blocks: 1638" in mid.capacity.details.log[0]
 
 
 def test_vllm_llama_3_1_70b_eight_h200_kv_memory():
@@ -252,7 +252,7 @@ def test_trtllm_gpt_oss_120b_dgx_spark():
                    weights_bytes=gib(63.52 + d), activation_bytes=gib(0.85 + d), non_torch_bytes=gib(48.72 + d))
     mid = result(0)
     assert f"{mid.kv_memory_bytes / GIB:.2f}" == "5.95"
-    assert result(0.005).capacity.details["max_tokens"][0] <= 86_711 <= result(-0.005).capacity.details["max_tokens"][0]
+    assert result(0.005).capacity.details.max_tokens[0] <= 86_711 <= result(-0.005).capacity.details.max_tokens[0]
 
 
 # ----------------------------------------------------------------------------- llama.cpp, transformers

@@ -267,44 +267,45 @@ def test_group_quantised_bytes_with_scales_and_residual():
 
 def test_quantization_options_cover_every_format():
     rows = quantization_options(LLAMA, tokens=1000)
-    names = {r["k_dtype"] for r in rows}
+    names = {r.k_dtype for r in rows}
     for name in ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "int2", "nvfp4", "mxfp4",
                  "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl", "int4-g32-fp16-zp", "int2-g32-fp16-zp",
                  "int4-g64-fp32-zp"):
         assert name in names
-    by = {r["k_dtype"]: r for r in rows}
-    assert by["bf16"]["saving_bytes"] == 0 and by["fp32"]["saving_bytes"] == -1000 * PER_TOKEN
-    assert by["fp8_e4m3"]["saving_fraction"] == 0.5 and "0.9168 -> 0.9181" in by["fp8_e4m3"]["cost"]
-    assert by["nvfp4"]["bytes"] == 1000 * 32 * 8 * 2 * 72  # 64 B + 8 scales per row of 128
+    by = {r.k_dtype: r for r in rows}
+    assert by["bf16"].saving_bytes == 0 and by["fp32"].saving_bytes == -1000 * PER_TOKEN
+    assert by["fp8_e4m3"].saving_fraction == 0.5 and "0.9168 -> 0.9181" in by["fp8_e4m3"].cost
+    assert by["nvfp4"].kv_bytes == 1000 * 32 * 8 * 2 * 72  # 64 B + 8 scales per row of 128
     odd = quantization_options(toy(head_dim=80), tokens=4)
-    q8 = next(r for r in odd if r["k_dtype"] == "q8_0")
-    assert q8["bytes"] is None and "not a whole number of blocks" in q8["cost"]
-    # frozen records that read like the dicts they were: a refused format has no bits or residual_length
-    assert type(q8) is QuantRow and list(q8) == ["k_dtype", "v_dtype", "bytes", "saving_bytes", "saving_fraction",
+    q8 = next(r for r in odd if r.k_dtype == "q8_0")
+    assert q8.kv_bytes is None and "not a whole number of blocks" in q8.cost
+    # frozen records whose plain data keeps the keys of the dicts they were: a refused format has no bits or
+    # residual_length
+    assert type(q8) is QuantRow and list(q8.to_dict()) == ["k_dtype", "v_dtype", "bytes", "saving_bytes", "saving_fraction",
                                                  "cost"]
-    assert by["bf16"] == by["bf16"].to_dict() and by["bf16"].kv_bytes == by["bf16"]["bytes"]
-    assert list(by["bf16"])[:5] == ["k_dtype", "v_dtype", "bits_k", "bits_v", "residual_length"]
+    assert by["bf16"].kv_bytes == by["bf16"].to_dict()["bytes"] == 1000 * PER_TOKEN
+    assert list(by["bf16"].to_dict())[:5] == ["k_dtype", "v_dtype", "bits_k", "bits_v", "residual_length"]
 
 
 # --------------------------------------------------------------------------- architecture variants
 
 def test_architecture_variants_of_an_mha_model():
-    rows = {r["variant"]: r for r in architecture_variants(kvmem.get_model("llama-2-7b"), tokens=1000)}
+    rows = {r.variant: r for r in architecture_variants(kvmem.get_model("llama-2-7b"), tokens=1000)}
     # Llama-2-7B: 32 layers x 32 heads x 128 x 2 (K, V) x 2 B = 524,288 B/token
-    assert rows["as is"]["bytes"] == rows["MHA"]["bytes"] == 1000 * 524_288
-    assert rows["GQA-8"]["bytes"] == 1000 * 131_072
-    assert rows["MQA"]["bytes"] == 1000 * 16_384
-    assert rows["MLA (latent 512 + rope 64)"]["bytes"] == 1000 * 32 * 576 * 2
-    assert rows["cross-layer KV sharing every 2"]["bytes"] == 1000 * 262_144
-    assert all(r["needs_retraining"] for name, r in rows.items() if name != "as is")
-    assert "needs up-training" in rows["MQA"]["cost"]
+    assert rows["as is"].total_bytes == rows["MHA"].total_bytes == 1000 * 524_288
+    assert rows["GQA-8"].total_bytes == 1000 * 131_072
+    assert rows["MQA"].total_bytes == 1000 * 16_384
+    assert rows["MLA (latent 512 + rope 64)"].total_bytes == 1000 * 32 * 576 * 2
+    assert rows["cross-layer KV sharing every 2"].total_bytes == 1000 * 262_144
+    assert all(r.needs_retraining for name, r in rows.items() if name != "as is")
+    assert "needs up-training" in rows["MQA"].cost
 
 
 def test_mla_model_as_per_head_attention():
-    rows = {r["variant"]: r for r in architecture_variants(kvmem.get_model("deepseek-v2-lite"), tokens=100)}
+    rows = {r.variant: r for r in architecture_variants(kvmem.get_model("deepseek-v2-lite"), tokens=100)}
     # 27 layers x 16 heads x (128 nope + 64 rope + 128 v) x 2 B = 276,480 B/token as MHA
-    assert rows["MHA"]["bytes"] == 100 * 27 * 16 * 320 * 2
-    assert rows["as is"]["bytes"] == 100 * 27 * 576 * 2
+    assert rows["MHA"].total_bytes == 100 * 27 * 16 * 320 * 2
+    assert rows["as is"].total_bytes == 100 * 27 * 576 * 2
     with pytest.raises(ValueError, match="GQA groups must divide the 16 query heads, got 3"):
         architecture_variants(kvmem.get_model("deepseek-v2-lite"), tokens=100, gqa_groups=(3,))
 
@@ -326,9 +327,9 @@ def test_admission_under_each_allocation():
     budget = 5000 * PER_TOKEN
     a = simulate_admission(LLAMA, lengths=[1000] * 10, kv_memory=budget, max_model_len=2048, block_size=16)
     # contiguous reserves 2048 each (2 fit), paged 1008 (4 fit: 4,032 <= 5,000), exact 1000 (5 fit)
-    assert a["admitted"] == {"contiguous": 2, "paged": 4, "exact": 5}
+    assert a.admitted == {"contiguous": 2, "paged": 4, "exact": 5}
     w = kvmem.preallocation_waste(LLAMA, lengths=[1000] * 10, max_model_len=2048, kv_memory=budget)
-    assert w["admitted"] == a["admitted"]
+    assert w.admitted == a.admitted
 
 
 def test_sliding_layers_round_their_window_to_blocks():
@@ -381,10 +382,10 @@ def test_allocation_sweep_waste_falls_with_block_size():
     rows = allocation_sweep(LLAMA, max_model_len=4096, kv_memory=64 * 4096 * PER_TOKEN, n=200,
                             block_sizes=(16, 128), distributions=("sharegpt",))
     contiguous, b16, b128 = rows
-    assert contiguous["admitted"] == 64 and contiguous["block_size"] is None
-    assert b16["waste_bytes"] < b128["waste_bytes"] < contiguous["waste_bytes"]
-    assert contiguous["waste_fraction"] > 0.8  # ~500-token requests in 4,096-token reservations
-    assert b16["admitted"] == 200  # 200 short requests fit in 64 x 4,096 tokens when paged
+    assert contiguous.admitted == 64 and contiguous.block_size is None
+    assert b16.waste_bytes < b128.waste_bytes < contiguous.waste_bytes
+    assert contiguous.waste_fraction > 0.8  # ~500-token requests in 4,096-token reservations
+    assert b16.admitted == 200  # 200 short requests fit in 64 x 4,096 tokens when paged
 
 
 # --------------------------------------------------------------------------- side by side
@@ -439,7 +440,7 @@ def test_h2o_cost_quoted_at_its_measured_budget():
 
 def test_variant_costs_are_each_their_own_and_cited():
     # issue 23 item 3: one uncited sentence was repeated on every row
-    rows = {r["variant"]: r["cost"] for r in architecture_variants("gemma-3-27b", tokens=100, gqa_groups=(8,))}
+    rows = {r.variant: r.cost for r in architecture_variants("gemma-3-27b", tokens=100, gqa_groups=(8,))}
     assert rows["as is"] == "none (the model as trained)"
     assert "arXiv:2305.13245" in rows["GQA-8"] and "arXiv:2405.04434" in rows["MLA (latent 512 + rope 64)"]
     assert "arXiv:2405.12981" in rows["cross-layer KV sharing every 2"]
@@ -449,13 +450,13 @@ def test_variant_costs_are_each_their_own_and_cited():
 def test_no_window_and_no_hybrid_variants():
     # issue 23 item 27: what the window saves, directly. Gemma-3-27B at 32k: 62 layers x 16 heads x 128 x 2 (K,V)
     # x 2 B = 507,904 B/token x 32,768 = 16,642,998,272 B with every layer full, against 3,120,562,176 as is
-    rows = {r["variant"]: r for r in architecture_variants("gemma-3-27b", tokens=32768, gqa_groups=())}
-    assert rows["as is"]["bytes"] == 3_120_562_176 and rows["no sliding window"]["bytes"] == 16_642_998_272
+    rows = {r.variant: r for r in architecture_variants("gemma-3-27b", tokens=32768, gqa_groups=())}
+    assert rows["as is"].total_bytes == 3_120_562_176 and rows["no sliding window"].total_bytes == 16_642_998_272
     assert "no hybrid" not in rows
     # Qwen3-Next-80B: its 36 DeltaNet layers as its full-attention layers (2 KV heads x 256), no state:
     # 48 x 2 x 256 x 2 x 2 B = 98,304 B/token x 32,768 = 3,221,225,472 B
-    rows = {r["variant"]: r for r in architecture_variants("qwen3-next-80b-a3b", tokens=32768, gqa_groups=())}
-    assert rows["no hybrid"]["bytes"] == 3_221_225_472 and "no sliding window" not in rows
+    rows = {r.variant: r for r in architecture_variants("qwen3-next-80b-a3b", tokens=32768, gqa_groups=())}
+    assert rows["no hybrid"].total_bytes == 3_221_225_472 and "no sliding window" not in rows
 
 
 def test_architecture_variant_refused_by_an_engine_is_reported():
@@ -466,12 +467,12 @@ def test_architecture_variant_refused_by_an_engine_is_reported():
 
     ENGINES["no-mla-test"] = kvmem.engines.base.EngineSpec("no-mla-test", {}, refuse_mla)
     try:
-        rows = {r["variant"]: r for r in architecture_variants(LLAMA, tokens=100, engine="no-mla-test")}
+        rows = {r.variant: r for r in architecture_variants(LLAMA, tokens=100, engine="no-mla-test")}
     finally:
         del ENGINES["no-mla-test"]
     mla = rows["MLA (latent 512 + rope 64)"]
-    assert mla["bytes"] is None and mla["cost"] == "not available in engine 'no-mla-test': this engine has no MLA"
-    assert rows["MQA"]["bytes"] == 100 * PER_TOKEN // 8
+    assert mla.total_bytes is None and mla.cost == "not available in engine 'no-mla-test': this engine has no MLA"
+    assert rows["MQA"].total_bytes == 100 * PER_TOKEN // 8
 
 
 # --------------------------------------------------------------------------- cited quality data
@@ -563,11 +564,11 @@ def test_results_are_frozen_records_that_read_like_their_dicts():
     with pytest.raises(dataclasses.FrozenInstanceError):
         rows[0].cost = "free"
     variants = architecture_variants(LLAMA, tokens=10)
-    assert type(variants[0]) is VariantRow and variants[0]["model"] is variants[0].model
+    assert type(variants[0]) is VariantRow and variants[0].to_dict()["model"] is variants[0].model
     w = kvmem.preallocation_waste(LLAMA, lengths=[100, 1000], max_model_len=2048, kv_memory=10**12)
     assert type(w) is AllocationWaste and w.paged.block_size == w["paged"]["block_size"] == 16
     assert w.to_dict()["admitted"] == {"contiguous": 2, "paged": 2, "exact": 2} == w.admitted
     assert "block_size" not in w.contiguous and w.to_dict()["contiguous"]["reserved_bytes"] == 2 * 2048 * PER_TOKEN
     sweep = allocation_sweep(LLAMA, max_model_len=2048, kv_memory="1GiB", n=10,
                              distributions=("fixed",), block_sizes=(16,))
-    assert [type(r) for r in sweep] == [AllocationRow, AllocationRow] and sweep[0]["block_size"] is None
+    assert [type(r) for r in sweep] == [AllocationRow, AllocationRow] and sweep[0].block_size is None

@@ -16,9 +16,9 @@ def test_context_points():
 def test_summary_with_weights_and_gpu():
     result = kvmem.estimate("llama-3.1-8b", tokens="8k", batch=2)
     summary = tables.estimate_summary(result, weights_bytes=16 * 2**30, gpu_memory_bytes=80 * 2**30)
-    assert summary["total_bytes"] == 2 * 2**30 and summary["per_sequence_bytes"] == 2**30
-    assert summary["device_bytes"] == 18 * 2**30 and summary["gpu_share"] == pytest.approx(18 / 80)
-    assert summary["per_token_bytes"] == 131072 and summary["total_gib"] == "2.00 GiB"
+    assert summary.total_bytes == 2 * 2**30 and summary.per_sequence_bytes == 2**30
+    assert summary.device_bytes == 18 * 2**30 and summary.gpu_share == pytest.approx(18 / 80)
+    assert summary.per_token_bytes == 131072 and summary.total_gib == "2.00 GiB"
 
 
 def test_rows_and_frames_agree():
@@ -32,9 +32,9 @@ def test_rows_and_frames_agree():
 
 def test_eviction_policies():
     policies = strategies.eviction_policies(1024)
-    assert list(policies) == ["keep everything", "StreamingLLM 4 + 1020", "H2O 1024"]
-    assert policies["H2O 1024"].recent == 512
-    assert type(policies) is strategies.EvictionPolicies and policies == {
+    assert list(policies.by_label()) == ["keep everything", "StreamingLLM 4 + 1020", "H2O 1024"]
+    assert policies.h2o.recent == 512 and policies.streaming.window == 1020 and policies.keep is None
+    assert type(policies) is strategies.EvictionPolicies and policies.by_label() == {
         "keep everything": None, "StreamingLLM 4 + 1020": strategies.Eviction("streaming", sink=4, window=1020),
         "H2O 1024": strategies.Eviction("h2o", budget=1024, recent=512)}
     assert policies.to_dict()["StreamingLLM 4 + 1020"] == {"policy": "streaming", "sink": 4, "window": 1020}
@@ -44,5 +44,5 @@ def test_eviction_policies():
 
 def test_summary_is_a_frozen_record():
     summary = tables.estimate_summary(kvmem.estimate("llama-3.1-8b", tokens=16))
-    assert type(summary) is tables.EstimateSummary and summary.total_bytes == summary["total_bytes"] == 16 * 131072
-    assert summary == summary.to_dict() and summary.gpu_share is None
+    assert type(summary) is tables.EstimateSummary and summary.total_bytes == summary.to_dict()["total_bytes"] == 16 * 131072
+    assert summary.gpu_share is None

@@ -34,25 +34,25 @@ else:
 summary = tables.estimate_summary(result, weights_bytes=weights_bytes or 0, gpu_memory_bytes=gpu.usable_memory_bytes)
 metrics = st.container(horizontal=True, horizontal_alignment="distribute")  # one block, not 5 columns
 kv_type = inputs.kv_type_text(result)
-metrics.metric("Total KV cache", summary["total_gib"],
-               help=f"{summary['total_bytes']:,} bytes = {summary['total_gb']} on one device ({work.engine}, "
+metrics.metric("Total KV cache", summary.total_gib,
+               help=f"{summary.total_bytes:,} bytes = {summary.total_gb} on one device ({work.engine}, "
                f"KV in {kv_type})")
 metrics.metric("Per token", summary.per_token_text,
                help="K + V bytes per cached token, all layers: KV bytes / (tokens x batch), exact where every token "
                     "costs the same; a mean where sliding or compressed layers hold fewer tokens")
-metrics.metric("Per sequence", summary["per_sequence_gib"],
-               help=f"{summary['per_sequence_bytes']:,} bytes = {summary['per_sequence_gb']}")
+metrics.metric("Per sequence", summary.per_sequence_gib,
+               help=f"{summary.per_sequence_bytes:,} bytes = {summary.per_sequence_gb}")
 if weights_bytes is None:   # unknown, not 0 B: no share of the GPU either
     metrics.metric("Weights per device", "unknown", help="no parameter count: give them in the sidebar")
     metrics.metric("Weights + KV / GPU", "—", help="the weights are unknown")
 else:
     metrics.metric("Weights per device", kvmem.format_bytes(weights_bytes), help=f"{weights_bytes:,} bytes {weights_from}")
-    metrics.metric("Weights + KV / GPU", f"{summary['gpu_share']:.0%}",
-                   help=f"{kvmem.format_bytes(summary['device_bytes'])} of "
+    metrics.metric("Weights + KV / GPU", f"{summary.gpu_share:.0%}",
+                   help=f"{kvmem.format_bytes(summary.device_bytes)} of "
                    f"{kvmem.format_bytes(gpu.usable_memory_bytes)} (activations and engine overheads are on the Fit "
                    "hardware page)")
-st.caption(f"Total: {summary['total_bytes']:,} bytes = {summary['total_gib']} (binary) = {summary['total_gb']} (decimal)"
-           + (f"; of which recurrent state {summary['state_bytes']:,} bytes" if summary["state_bytes"] else ""))
+st.caption(f"Total: {summary.total_bytes:,} bytes = {summary.total_gib} (binary) = {summary.total_gb} (decimal)"
+           + (f"; of which recurrent state {summary.state_bytes:,} bytes" if summary.state_bytes else ""))
 
 with st.expander("The seed's formula with your numbers, and why the engine differs", expanded=True):
     # the element format in force: an engine option (llama.cpp type_k / type_v) overrides the KV dtype
@@ -62,17 +62,17 @@ with st.expander("The seed's formula with your numbers, and why the engine diffe
         terms = None
         st.info(f"No naive reading of the seed's formula: {exc}")
     if terms:
-        widths = ("" if terms["head_dim_k"] == terms["head_dim_v"] else
-                  f"; d_head = ({terms['head_dim_k']} + {terms['head_dim_v']}) / 2, the mean of K's and V's head "
+        widths = ("" if terms.head_dim_k == terms.head_dim_v else
+                  f"; d_head = ({terms.head_dim_k} + {terms.head_dim_v}) / 2, the mean of K's and V's head "
                   "widths as the config gives them")
         st.caption("The seed is the notebook this project started from (a KV-cache tutorial, not in this "
                    "repository); its formula is the textbook count below, read naively off the model's config.  \n"
-                   f"p = {terms['bytes_per_element']} B per element: KV in {kv_type}"
-                   + (" (the mean of K's and V's element sizes)" if "/" in terms["dtype"] else "") + widths)
+                   f"p = {terms.bytes_per_element} B per element: KV in {kv_type}"
+                   + (" (the mean of K's and V's element sizes)" if "/" in terms.dtype else "") + widths)
         st.latex(r"\begin{aligned}\text{Memory} &= 2 \times p \times b \times n_{layers} \times n_{kv\_heads} \times "
                  r"d_{head} \times t \\"
-                 rf"&= 2 \times {terms['bytes_per_element']} \times {terms['batch']} \times {terms['layers']} \times "
-                 rf"{terms['kv_heads']} \times {terms['head_dim']} \times {terms['tokens']:,} = {terms['bytes']:,.0f}"
+                 rf"&= 2 \times {terms.bytes_per_element} \times {terms.batch} \times {terms.layers} \times "
+                 rf"{terms.kv_heads} \times {terms.head_dim} \times {terms.tokens:,} = {terms.formula_bytes:,.0f}"
                  r"\ \text{bytes}\end{aligned}".replace(",", "{,}"))
     st.markdown("\n".join(f"- {line}" for line in common.guard(explain.reasons, model, result)))
     if result.log_lines:

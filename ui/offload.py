@@ -44,9 +44,9 @@ def panel(model, fit_kwargs: dict) -> None:
                                   context=kvmem.parse_tokens(fit_kwargs["context"]), batch=fit_kwargs.get("batch"),
                                   weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
                                   host_memory=host, options=fit_kwargs)
-        st.dataframe([{"flag": f"{r['flag']} {r['value']}", "fits": r["fits"],
-                       "tokens/s (bound)": "—" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.1f}",
-                       **{device: kvmem.format_bytes(n) for device, n in r["total_bytes"].items()}} for r in rows],
+        st.dataframe([{"flag": f"{r.flag} {r.value}", "fits": r.fits,
+                       "tokens/s (bound)": "—" if r.tokens_per_s is None else f"{r.tokens_per_s:,.1f}",
+                       **{device: kvmem.format_bytes(n) for device, n in r.total_bytes.items()}} for r in rows],
                      hide_index=True)
 
 

@@ -57,7 +57,7 @@ with eviction:
                     "the model cannot attend to it.")
         policies = common.guard(strategies.eviction_policies, budget)
         contexts = tables.eviction_contexts(work.tokens, budget)
-        curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies,
+        curves = common.guard(tables.eviction_curves, model, contexts=contexts, evictions=policies.by_label(),
                               batch=work.batch, **work.engine_kwargs())
         common.chart(plots.compare_lines(curves, title="KV cache vs tokens generated",
                                          x_title="tokens generated per sequence (log)", merge_equal=True),

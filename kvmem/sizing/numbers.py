@@ -49,9 +49,7 @@ class EngineNumbers(Record):
     depends_on: str = ""             # what an estimated number depends on
 
     def to_dict(self) -> dict:
-        data = dict(self.items())
-        data["lines"] = list(self.lines)
-        return data
+        return {**super().to_dict(), "lines": list(self.lines)}
 
 
 GIB = 1 << 30

@@ -6,13 +6,14 @@ from dataclasses import asdict, dataclass, field
 
 from ..engines import ENGINES
 from ..engines.results import Capacity, EngineVerdict, Refusal
-from ..records import Record
+from ..records import DictRecord
 from .numbers import EngineNumbers
 
 
 @dataclass(frozen=True)
-class MemoryBreakdown(Record):
-    """One device's memory under the engine's rules (bytes): what ``Fit.breakdown`` holds.
+class MemoryBreakdown(DictRecord):
+    """One device's memory under the engine's rules (bytes): what ``Fit.breakdown`` holds, also a
+    read-only dict of its parts by their plain keys (``breakdown["kv"]``), as the API contract has it.
 
     ``kv`` is what the workload's cache needs, ``kv_pool`` what the engine reserves for KV (the
     whole budget for an engine that pre-allocates; at most the budget for one that does not);

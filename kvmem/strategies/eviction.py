@@ -115,9 +115,9 @@ class Eviction:
 
 @dataclass(frozen=True, eq=False)
 class EvictionPolicies(Record):
-    """eviction_policies: the seed's eviction families at one budget, read like the dict it was
-    (label -> Eviction, None for "keep everything"; ``policies["H2O 1024"]``, equal to that dict);
-    ``to_dict()`` gives each policy as plain data."""
+    """eviction_policies: the seed's eviction families at one budget: ``.streaming`` and ``.h2o``,
+    ``by_label()`` (label -> Eviction, None for "keep everything": what eviction_curves takes) and
+    ``to_dict()`` (each policy by its label, as plain data)."""
 
     streaming: Eviction
     h2o: Eviction
@@ -127,12 +127,14 @@ class EvictionPolicies(Record):
         """The baseline beside them: nothing evicted."""
         return None
 
-    def _keys(self) -> dict[str, str]:
-        return {"keep everything": "keep", f"StreamingLLM {self.streaming.sink} + {self.streaming.window}": "streaming",
-                f"H2O {self.h2o.budget}": "h2o"}
+    def by_label(self) -> dict[str, Eviction | None]:
+        """Each policy by the label its curve carries ("keep everything": None, nothing evicted)."""
+        return {"keep everything": self.keep,
+                f"StreamingLLM {self.streaming.sink} + {self.streaming.window}": self.streaming,
+                f"H2O {self.h2o.budget}": self.h2o}
 
     def to_dict(self) -> dict:
-        return {label: policy.to_dict() if policy else None for label, policy in self.items()}
+        return {label: policy.to_dict() if policy else None for label, policy in self.by_label().items()}
 
 
 def eviction_policies(budget: int, *, sink: int = 4) -> EvictionPolicies:
