@@ -62,12 +62,12 @@ def test_v0_llama31_8b_rtx3090_20k():
     # v0 cache block = 16 x 32 layers x 8 heads x 128 x 2 x 2 B = 2 MiB; 3.805..3.815 GiB -> 1948..1953 blocks;
     # CPU = 4 GiB swap // 2 MiB = 2048; concurrency = 1952 x 16 / 20000 = 1.5616.
     low, high = bracket(LLAMA_8B, "3.81", max_model_len=20000, version="v0")
-    assert low.details["cache_block_bytes"] == 2 * 2**20
+    assert low.details.cache_block_bytes == 2 * 2**20
     assert (low.blocks, high.blocks) == (1948, 1953) and low.blocks <= 1952 <= high.blocks
-    assert low.details["cpu_blocks"] == high.details["cpu_blocks"] == 2048
+    assert low.details.cpu_blocks == high.details.cpu_blocks == 2048
     assert "1.56" in concurrencies(LLAMA_8B, "3.81", max_model_len=20000, version="v0")
     exact = capacity(LLAMA_8B, engine="vllm", kv_memory=1952 * 2**21, max_model_len=20000, version="v0")
-    assert exact.details["log"] == ["# GPU blocks: 1952, # CPU blocks: 2048",
+    assert exact.details.log == ["# GPU blocks: 1952, # CPU blocks: 2048",
                                     "Maximum concurrency for 20000 tokens per request: 1.56x"]
 
 
@@ -100,9 +100,9 @@ def test_v0_rho_1b_h200():
                        num_hidden_layers=22, vocab_size=32000, max_position_embeddings=2048,
                        torch_dtype="bfloat16")
     low, high = bracket(rho, "122.71", max_model_len=2048, version="v0")
-    assert low.details["cache_block_bytes"] == 360_448
+    assert low.details.cache_block_bytes == 360_448
     assert low.blocks <= 365_549 <= high.blocks and (high.blocks - low.blocks) / 365_549 < 1e-4
-    assert low.details["cpu_blocks"] == 11_915
+    assert low.details.cpu_blocks == 11_915
     assert "2855.85" in concurrencies(rho, "122.71", max_model_len=2048, version="v0")
 
 
@@ -116,7 +116,7 @@ def test_v07_llama31_70b_gpu_blocks_line():
     model = kvmem.get_model("llama-3.1-70b")
     for memory in (1381 * 5 * 2**20, 1382 * 5 * 2**20 - 1):
         result = capacity(model, engine="vllm", kv_memory=memory, max_model_len=2048, version="0.7.0")
-        assert result.details["log"] == ["# GPU blocks: 1381",
+        assert result.details.log == ["# GPU blocks: 1381",
                                          "Maximum concurrency for 2048 tokens per request: 10.79x"]
 
 
@@ -130,7 +130,7 @@ def test_v08_deepseek_v3_mla_on_rocm():
     for blocks, tokens, printed in ((6739, 107_824, "3.29"), (6716, 107_456, "3.28"), (6707, 107_312, "3.27")):
         result = capacity(model, engine="vllm", kv_memory=blocks * 1_124_352, tp=8, max_model_len=32768,
                           attention_backend="TRITON_MLA", version="0.8.2")
-        assert result.details["page_bytes"] == [18_432]
+        assert result.details.page_bytes == [18_432]
         assert (result.blocks, result.tokens) == (blocks, tokens)
         assert f"{result.max_concurrency:.2f}" == printed
 
@@ -144,7 +144,7 @@ def test_eagle_draft_layer_shares_the_pool():
     # blocks; 25,633 x 16 = 410,128; 25,633 / 8192 = 3.129.
     kw = dict(max_model_len=131072, draft=EAGLE_LLAMA, version="0.9.1.dev705+g01220ce89")
     low, high = bracket(LLAMA_8B, "51.63", **kw)
-    assert low.details["group_layers"] == [33]
+    assert low.details.group_layers == [33]
     assert low.tokens <= 410_128 <= high.tokens and (high.tokens - low.tokens) / 410_128 < 0.005
     assert "3.13" in concurrencies(LLAMA_8B, "51.63", **kw)
     # Without the draft layer the same memory holds 422,944 tokens: the log rules that out.
@@ -197,11 +197,11 @@ def test_qwen36_35b_fp8_kv_prefix_caching_v024():
     kw = dict(kv_dtype="fp8", max_model_len=131072, enable_prefix_caching=True, max_num_batched_tokens=8192,
               version="0.24.0")
     low, high = bracket(model, "5.98", **kw)
-    assert low.block_size == 2096 and low.details["page_bytes"] == [2_146_304]
-    assert low.details["group_layers"] == [10, 10, 10, 10] and low.details["blocks_per_request"] == 69
+    assert low.block_size == 2096 and low.details.page_bytes == [2_146_304]
+    assert low.details.group_layers == [10, 10, 10, 10] and low.details.blocks_per_request == 69
     assert (low.blocks, high.blocks) == (298, 299)
     assert low.tokens <= 567_978 <= high.tokens and (high.tokens - low.tokens) / 567_978 < 0.005
-    assert high.details["log"] == ["GPU KV cache size: 567,978 tokens",
+    assert high.details.log == ["GPU KV cache size: 567,978 tokens",
                                    "Maximum concurrency for 131,072 tokens per request: 4.33x"]
     assert "4.33" in concurrencies(model, "5.98", **kw)
 
@@ -218,7 +218,7 @@ def test_llama4_scout_chunked_local_tp8_v012():
     model = kvmem.get_model("llama-4-scout-17b-16e")
     kw = dict(tp=8, max_model_len=8_388_608, max_num_batched_tokens=8192, version="0.12.0")
     low, high = bracket(model, "89.71", **kw)
-    assert low.details["group_layers"] == [12, 12, 12, 12] and low.details["blocks_per_request"] == 527_360
+    assert low.details.group_layers == [12, 12, 12, 12] and low.details.blocks_per_request == 527_360
     assert low.tokens <= 3_919_664 <= high.tokens and (high.tokens - low.tokens) / 3_919_664 < 0.001
     assert "1.86" in concurrencies(model, "89.71", **kw)
     # The same note's 5M (5,242,880) runs on that deployment: "2.96x" with the hybrid manager and "75%"
@@ -239,8 +239,8 @@ def test_gpt_oss_120b_sliding_request_needs():
     model = kvmem.get_model("gpt-oss-120b")
     result = capacity(model, engine="vllm", kv_memory=gib_interval("1.71")[0], max_model_len=131072,
                       max_num_batched_tokens=1024, version="0.11")
-    assert result.details["request_bytes"] == 18 * 32_768 * (8192 + 73)
-    assert f"{result.details['request_bytes'] / GIB:.2f}" == "4.54"
+    assert result.details.request_bytes == 18 * 32_768 * (8192 + 73)
+    assert f"{result.details.request_bytes / GIB:.2f}" == "4.54"
     assert any("needs 4.54 GiB" in note and "1.71 GiB available" in note for note in result.notes)
 
 
@@ -259,12 +259,12 @@ def test_qwen35_27b_hybrid_gdn_v019():
         result = capacity(model, engine="vllm", kv_memory=blocks * 16 * 3_211_264, max_model_len=32768,
                           max_num_batched_tokens=16384, version="0.19.0")
         assert result.blocks == blocks
-        prints[blocks] = tuple(result.details["log"])
+        prints[blocks] = tuple(result.details.log)
     assert [b for b, log in prints.items() if log == (
         "GPU KV cache size: 290,864 tokens",
         "Maximum concurrency for 32,768 tokens per request: 33.04x")] == [1487]
-    assert result.block_size == 784 and result.details["page_bytes"] == [3_211_264]
-    assert result.details["group_layers"] == [16, 16, 16, 16]
+    assert result.block_size == 784 and result.details.page_bytes == [3_211_264]
+    assert result.details.group_layers == [16, 16, 16, 16]
     # The release that prints int(concurrency x L) gives 1,082,800 for the same 1487-block pool (the same layout:
     # --no-enable-prefix-caching, as 0.19 ran hybrids by default).
     newer = capacity(model, engine="vllm", kv_memory=1487 * 16 * 3_211_264, max_model_len=32768,
@@ -285,10 +285,10 @@ def test_deepseek_v32_tp8_pp4_one_uniform_type_group():
     for memory in (18_976 * per_block, 18_977 * per_block - 1):
         result = capacity(model, engine="vllm", kv_memory=memory, tp=8, pp=4, max_model_len=163840,
                           version="0.13")
-        assert result.block_size == 64 and result.details["uniform_type"]
-        assert result.details["page_bytes"] == [8_448, 73_728]
-        assert result.blocks == 18_976 and min(result.details["blocks_per_stage"]) == 18_976
-        assert result.details["log"] == ["GPU KV cache size: 1,214,464 tokens",
+        assert result.block_size == 64 and result.details.uniform_type
+        assert result.details.page_bytes == [8_448, 73_728]
+        assert result.blocks == 18_976 and min(result.details.blocks_per_stage) == 18_976
+        assert result.details.log == ["GPU KV cache size: 1,214,464 tokens",
                                          "Maximum concurrency for 163,840 tokens per request: 7.41x"]
 
 
@@ -300,7 +300,7 @@ def test_qwen3_235b_tp4_printed_memory_is_one_rank():
     # 178,880 = 11,180 blocks, which 8.018 GiB on the poorest rank gives exactly.
     model = kvmem.get_model("qwen3-235b-a22b")
     low, _ = bracket(model, "8.11", tp=4, max_model_len=32768)
-    assert low.details["page_bytes"] == [8192] and low.tokens > 178_880
+    assert low.details.page_bytes == [8192] and low.tokens > 178_880
     poorest = capacity(model, engine="vllm", kv_memory=11_180 * 770_048, tp=4, max_model_len=32768)
     assert (poorest.blocks, poorest.tokens) == (11_180, 178_880)
 
@@ -313,14 +313,14 @@ def test_qwen3_235b_tp4_l40s_tokens_and_concurrency():
     model = kvmem.get_model("qwen3-235b-a22b")
     result = capacity(model, engine="vllm", kv_memory=14_888 * 770_048, tp=4, max_model_len=32768,
                       version="0.10")
-    assert result.details["log"] == ["GPU KV cache size: 238,208 tokens",
+    assert result.details.log == ["GPU KV cache size: 238,208 tokens",
                                      "Maximum concurrency for 32,768 tokens per request: 7.27x"]
 
 
 # ------------------------------------------------------------------ pages
 
 def page(model, **kw):
-    return capacity(model, engine="vllm", kv_memory=GIB, max_model_len=4096, **kw).details["page_bytes"]
+    return capacity(model, engine="vllm", kv_memory=GIB, max_model_len=4096, **kw).details.page_bytes
 
 
 def test_page_sizes_gqa_mqa_mha():
@@ -331,7 +331,7 @@ def test_page_sizes_gqa_mqa_mha():
     llama2 = kvmem.get_model("llama-2-7b")
     assert page(llama2) == [262_144]
     assert capacity(llama2, engine="vllm", kv_memory=GIB, max_model_len=4096,
-                    version="v0").details["cache_block_bytes"] == 8 * 2**20
+                    version="v0").details.cache_block_bytes == 8 * 2**20
 
 
 def test_page_with_different_k_and_v_head_dims():
@@ -398,7 +398,7 @@ def test_tp_replicates_kv_heads_beyond_their_count():
 def test_pp_reports_the_largest_stage():
     # 32 layers over 3 stages = 11, 11, 10 (vLLM get_pp_indices): capacity follows the 11-layer stage.
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=11 * 65_536 * 1000, pp=3, max_model_len=4096)
-    assert result.details["blocks_per_stage"] == [1000, 1000, 1100] and result.blocks == 1000
+    assert result.details.blocks_per_stage == [1000, 1000, 1100] and result.blocks == 1000
     est = estimate(LLAMA_8B, engine="vllm", tokens=16, pp=3)
     assert est.kv_bytes == 11 * 65_536 and est.per_layer[22:] == (0,) * 10
 
@@ -420,11 +420,11 @@ def test_sliding_hybrid_groups_and_padding():
     result = capacity(model, engine="vllm", kv_memory=10 * 131_072 * 1000, max_model_len=32768,
                       max_num_batched_tokens=8192)
     # Layer 0 is sliding, so its bucket comes first; stride split: members[i::6] -> 9, 9, 9, 9, 8, 8.
-    assert result.details["group_layers"] == [9, 9, 9, 9, 8, 8, 10]
-    assert result.details["padding_layers"] == 8 and result.blocks == 1000
+    assert result.details.group_layers == [9, 9, 9, 9, 8, 8, 10]
+    assert result.details.padding_layers == 8 and result.blocks == 1000
     # Per request (v0.26+, async scheduling: 2 x 8192 in-flight tokens): 2048 full blocks
     # + 6 x (cdiv(1023 + 16384, 16) + 1 = 1089) sliding blocks.
-    assert result.details["blocks_per_request"] == 2048 + 6 * 1089
+    assert result.details.blocks_per_request == 2048 + 6 * 1089
     assert any("8 padding layer(s)" in note for note in result.notes)
 
 
@@ -434,7 +434,7 @@ def test_float32_checkpoint_caches_in_bfloat16():
     model = kvmem.get_model("gpt-neox-20b")
     assert model.dtype == "fp32"
     result = capacity(model, engine="vllm", kv_memory=3 * GIB, max_model_len=2048)
-    assert result.details["page_bytes"] == [16 * 64 * 192 * 2] and result.blocks == 3 * GIB // (393_216 * 44)
+    assert result.details.page_bytes == [16 * 64 * 192 * 2] and result.blocks == 3 * GIB // (393_216 * 44)
 
 
 def test_in_flight_tokens_double_with_async_scheduling_from_v026():
@@ -443,8 +443,7 @@ def test_in_flight_tokens_double_with_async_scheduling_from_v026():
     # and before reserve one batch. gpt-oss-20b sliding window 128, block 16, T = 8192:
     model = kvmem.get_model("gpt-oss-20b")
     def sliding(**kw):   # the sliding group's share of one request's blocks (the full group: 8192)
-        return capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072, **kw).details[
-            "blocks_per_request"] - 8192
+        return capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072, **kw).details.blocks_per_request - 8192
     assert sliding() == 1033                              # cdiv(127 + 16384, 16) + 1
     assert sliding(async_scheduling=False) == 521         # cdiv(127 + 8192, 16) + 1
     assert sliding(version="0.25.1") == 521
@@ -461,8 +460,8 @@ def test_eagle_on_gpt_oss_uses_the_larger_group_from_v012():
                   hidden_size=2880, num_attention_heads=64)
     new = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=4096, draft=draft, version="0.12.0")
     old = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=4096, draft=draft, version="0.11.0")
-    assert sorted(new.details["group_layers"]) == [12, 13] and new.details["padding_layers"] == 1
-    assert sorted(old.details["group_layers"]) == [1, 12, 12] and old.details["padding_layers"] == 11
+    assert sorted(new.details.group_layers) == [12, 13] and new.details.padding_layers == 1
+    assert sorted(old.details.group_layers) == [1, 12, 12] and old.details.padding_layers == 11
     assert new.blocks == GIB // 32_768 // 13 and old.blocks == GIB // 32_768 // 12
 
 
@@ -471,8 +470,8 @@ def test_hybrid_manager_off_treats_sliding_as_full():
     on = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072)
     off = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=131072, hybrid_kv_cache_manager=False)
     # on: 2 groups of 12, per request 8192 + (cdiv(127 + 2 x 8192, 16) + 1 = 1033); off: 1 group of 24, 8192.
-    assert (on.blocks, on.details["blocks_per_request"]) == (GIB // 32_768 // 12, 8192 + 1033)
-    assert (off.blocks, off.details["blocks_per_request"]) == (GIB // 32_768 // 24, 8192)
+    assert (on.blocks, on.details.blocks_per_request) == (GIB // 32_768 // 12, 8192 + 1033)
+    assert (off.blocks, off.details.blocks_per_request) == (GIB // 32_768 // 24, 8192)
     assert any("cached as full attention" in note for note in off.notes)
     with pytest.raises(ValueError, match="Hybrid KV cache manager is disabled but failed to convert"):
         estimate(kvmem.get_model("qwen3.5-27b"), engine="vllm", tokens=10, hybrid_kv_cache_manager=False)
@@ -485,20 +484,20 @@ def test_linear_hybrid_fixed_state_and_block_alignment():
     # cdiv(1,097,728, 32,768) = 544, page 1,114,112 B.
     model = kvmem.get_model("qwen3-next-80b-a3b")
     result = estimate(model, engine="vllm", tokens=1000, batch=3, enable_prefix_caching=False)
-    assert result.details["block_size"] == 544 and result.details["page_bytes"] == [1_114_112]
+    assert result.details.block_size == 544 and result.details.page_bytes == [1_114_112]
     # Each of 3 sequences: cdiv(1000, 544) = 2 pages per full layer, 1 state page per GDN layer.
     assert result.kv_bytes == 3 * 12 * 2 * 1_114_112
     assert result.state_bytes == 3 * 36 * 1_114_112
     assert any("padded from 1,097,728 B to 1,114,112 B" in note for note in result.notes)
     # tp 2 halves both the heads and the state.
     assert estimate(model, engine="vllm", tokens=1000, tp=2,
-                    enable_prefix_caching=False).details["page_bytes"] == [557_056]
+                    enable_prefix_caching=False).details.page_bytes == [557_056]
     # vLLM 0.33.0's default for a hybrid: prefix caching on, mode "align", the FlashInfer GDN prefill (Hopper)
     # checkpointing every 64 tokens: block 64 x cdiv(1,097,728, 64 x 2048) = 576, page 576 x 2048 = 1,179,648 B;
     # per sequence cdiv(1000, 576) = 2 pages per full layer, 2 + 1 checkpoint state pages per GDN layer
     # (judged by vLLM's own planning in tests/oracles/test_hybrid_verdicts_oracle.py)
     served = estimate(model, engine="vllm", tokens=1000, batch=3)
-    assert served.details["block_size"] == 576 and served.details["page_bytes"] == [1_179_648]
+    assert served.details.block_size == 576 and served.details.page_bytes == [1_179_648]
     assert served.kv_bytes == 3 * 12 * 2 * 1_179_648 and served.state_bytes == 3 * 36 * 3 * 1_179_648
 
 
@@ -507,15 +506,15 @@ def test_mamba2_and_mamba1_states():
     # 61,440 B + ssm (128, 64, 128) fp32 4,194,304 B = 4,255,744 B; attention 8 x 256 x 2 = 4096 B/token
     # -> block 16 x cdiv(4,255,744, 65,536) = 1040.
     nemotron = estimate(kvmem.get_model("nemotron-h-8b"), engine="vllm", tokens=100)
-    assert nemotron.details["block_size"] == 1040 and nemotron.details["page_bytes"] == [1040 * 4096]
+    assert nemotron.details.block_size == 1040 and nemotron.details.page_bytes == [1040 * 4096]
     # Jamba-1.5-Mini (mamba1, ssm in the conv dtype): conv (8192, 3) + ssm (8192, 16) in bf16 =
     # 311,296 B; attention 4096 B/token -> block 16 x cdiv(311,296, 65,536) = 80.
     jamba = estimate(kvmem.get_model("jamba-1.5-mini"), engine="vllm", tokens=100)
-    assert jamba.details["block_size"] == 80
+    assert jamba.details.block_size == 80
     # The state dtype can be set: fp32 conv and ssm double Jamba's state to 622,592 B -> block 160.
     wide = estimate(kvmem.get_model("jamba-1.5-mini"), engine="vllm", tokens=100,
                     mamba_cache_dtype="float32", mamba_ssm_cache_dtype="float32")
-    assert wide.details["block_size"] == 160
+    assert wide.details.block_size == 160
 
 
 def test_mamba_modes_and_speculative_blocks():
@@ -527,20 +526,20 @@ def test_mamba_modes_and_speculative_blocks():
     blocks = {kw: capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, **dict(kw))
               for kw in ((), (("enable_prefix_caching", True),), (("enable_prefix_caching", False),))}
     off, on = blocks[(("enable_prefix_caching", False),)], blocks[(("enable_prefix_caching", True),)]
-    assert (off.block_size, off.details["blocks_per_request"]) == (784, 42 + 3)
-    assert (on.block_size, on.details["blocks_per_request"]) == (832, cdiv_(32768, 832) + 3 * 3) == (832, 49)
+    assert (off.block_size, off.details.blocks_per_request) == (784, 42 + 3)
+    assert (on.block_size, on.details.blocks_per_request) == (832, cdiv_(32768, 832) + 3 * 3) == (832, 49)
     assert blocks[()].details == on.details
     # before 0.33 kvmem's "align" has no checkpoint grid (0.24's Qwen3.6 log above reproduces without): 784, 2 blocks
     old = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, version="0.28",
                    enable_prefix_caching=True)
-    assert (old.block_size, old.details["blocks_per_request"]) == (784, 42 + 6)
+    assert (old.block_size, old.details.blocks_per_request) == (784, 42 + 6)
     spec = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, num_speculative_tokens=2,
                     enable_prefix_caching=False)
     # conv (5, 10,240) bf16 = 102,400 B + 3,145,728 -> block 16 x cdiv(3,248,128, 65,536) = 800.
-    assert spec.block_size == 800 and spec.details["blocks_per_request"] == cdiv_(32768, 800) + 3 * 3
+    assert spec.block_size == 800 and spec.details.blocks_per_request == cdiv_(32768, 800) + 3 * 3
     # the default: block 64 x cdiv(3,248,128, 262,144) = 832, 2 + 1 + 2 state blocks per GDN group
     spec = capacity(model, engine="vllm", kv_memory=GIB * 20, max_model_len=32768, num_speculative_tokens=2)
-    assert spec.block_size == 832 and spec.details["blocks_per_request"] == cdiv_(32768, 832) + 3 * 5
+    assert spec.block_size == 832 and spec.details.blocks_per_request == cdiv_(32768, 832) + 3 * 5
 
 
 def cdiv_(a, b):
@@ -552,7 +551,7 @@ def cdiv_(a, b):
 def test_estimate_rounds_to_whole_blocks_per_sequence():
     # 100 tokens -> 7 blocks of 16 per sequence and layer: 2 x 7 x 32 x 65,536 B.
     result = estimate(LLAMA_8B, engine="vllm", tokens=100, batch=2)
-    assert result.kv_bytes == 2 * 7 * 32 * 65_536 and result.details["blocks"] == 14
+    assert result.kv_bytes == 2 * 7 * 32 * 65_536 and result.details.blocks == 14
     assert result.k_bytes == result.v_bytes
     assert any("100 tokens take 112 slots" in note for note in result.notes)
 
@@ -561,14 +560,14 @@ def test_estimate_sliding_layers_hold_their_window():
     # gpt-oss-20b, 1000 tokens: full layers cdiv(1000, 16) = 63 blocks; sliding layers free the blocks
     # before token 1000 - 128 = 872: 63 - 872 // 16 = 9 blocks (window 128 = 8 blocks, + 1 partly used).
     result = estimate(kvmem.get_model("gpt-oss-20b"), engine="vllm", tokens=1000)
-    assert sorted(g["blocks_per_sequence"] for g in result.details["groups"]) == [9, 63]
+    assert sorted(g["blocks_per_sequence"] for g in result.details.groups) == [9, 63]
     assert result.kv_bytes == 12 * 63 * 32_768 + 12 * 9 * 32_768
 
 
 def test_estimate_chunked_layers_hold_the_current_chunk():
     # Llama-4-Scout, 10,000 tokens, chunk 8192: full 625 blocks; chunked 625 - 8192 // 16 = 113.
     result = estimate(kvmem.get_model("llama-4-scout-17b-16e"), engine="vllm", tokens=10_000)
-    assert sorted({g["blocks_per_sequence"] for g in result.details["groups"]}) == [113, 625]
+    assert sorted({g["blocks_per_sequence"] for g in result.details.groups}) == [113, 625]
     assert result.kv_bytes == (12 * 625 + 36 * 113) * 65_536
 
 
@@ -577,8 +576,8 @@ def test_estimate_padding_slots_count_in_kv_bytes_not_per_layer():
     # the pool with every block (kv_bytes = pool_bytes) but belong to no layer.
     result = estimate(kvmem.get_model("gemma-3-27b"), engine="vllm", tokens=2000)
     sliding = cdiv_(2000, 16) - (2000 - 1024) // 16
-    assert result.details["padding_bytes"] == 8 * sliding * 131_072
-    assert result.kv_bytes == result.details["pool_bytes"] == sum(result.per_layer) + result.details["padding_bytes"]
+    assert result.details.padding_bytes == 8 * sliding * 131_072
+    assert result.kv_bytes == result.details.pool_bytes == sum(result.per_layer) + result.details.padding_bytes
 
 
 def test_estimate_with_draft_and_lookahead():
@@ -591,7 +590,7 @@ def test_estimate_with_draft_and_lookahead():
 
 def test_estimate_v0_engine():
     result = estimate(LLAMA_8B, engine="vllm", tokens=100, version="v0")
-    assert result.kv_bytes == 7 * 32 * 65_536 and result.details["cache_block_bytes"] == 2 * 2**20
+    assert result.kv_bytes == 7 * 32 * 65_536 and result.details.cache_block_bytes == 2 * 2**20
 
 
 @settings(max_examples=50, deadline=None)
@@ -682,7 +681,7 @@ def test_bad_capacity_input():
 def test_default_max_model_len_and_version_strings():
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=64 * GIB)
     expected = f"Maximum concurrency for 131,072 tokens per request: {result.max_concurrency:.2f}x"
-    assert result.details["log"][-1].endswith(expected)
+    assert result.details.log[-1].endswith(expected)
     assert any("max_position_embeddings" in note for note in result.notes)
     for version in ("0.19.0", "v0.19.0", "0.19.1rc1.dev301+g60995c05b", "latest"):
         result = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=4096, version=version)
@@ -697,10 +696,10 @@ def test_unequal_pages_get_larger_blocks():
     model = Model(name="mixed", layers=(sliding, sliding, full) * 4, hidden_size=4096, num_attention_heads=32,
                   max_position_embeddings=32768)
     result = capacity(model, engine="vllm", kv_memory=GIB, max_model_len=32768, version="0.19")
-    assert result.details["page_bytes"] == [65_536] and result.details["group_layers"] == [4, 4, 4]
+    assert result.details.page_bytes == [65_536] and result.details.group_layers == [4, 4, 4]
     assert result.block_size == 16 and result.blocks == GIB // 65_536 // 4
     # One request: cdiv(32768, 16) full + 2 x (cdiv(511 + 8192, 32) + 1 = 273) sliding blocks.
-    assert result.details["blocks_per_request"] == 2048 + 2 * 273
+    assert result.details.blocks_per_request == 2048 + 2 * 273
     # Old token formula: blocks // 3 groups x the smallest block size (16).
     assert result.tokens == result.blocks // 3 * 16
     odd = Layer("sliding", kv_heads=3, head_dim_k=128, head_dim_v=128, window=512)
@@ -710,7 +709,7 @@ def test_unequal_pages_get_larger_blocks():
     # 0.33 (kv_cache_planning.py unify_kv_cache_spec_page_size) pads the 16 x 3 x 256 x 2 = 24,576 B
     # sliding page to the 65,536 B full page instead, its block size kept
     padded = capacity(bad, engine="vllm", kv_memory=GIB, max_model_len=4096)
-    assert padded.details["page_bytes"] == [65_536] and padded.block_size == 16
+    assert padded.details.page_bytes == [65_536] and padded.block_size == 16
     assert any("padded to 65,536 B" in note for note in padded.notes)
 
 
@@ -720,8 +719,8 @@ def test_uniform_type_draft_with_its_own_page():
     draft = Model(name="small-draft", layers=(Layer("full", kv_heads=4, head_dim_k=128, head_dim_v=128),),
                   hidden_size=4096, num_attention_heads=32)
     result = capacity(LLAMA_8B, engine="vllm", kv_memory=GIB, max_model_len=8192, draft=draft)
-    assert result.details["uniform_type"] and result.details["group_layers"] == [33]
-    assert result.blocks == GIB // (32 * 65_536 + 32_768) and result.details["blocks_per_request"] == 512
+    assert result.details.uniform_type and result.details.group_layers == [33]
+    assert result.blocks == GIB // (32 * 65_536 + 32_768) and result.details.blocks_per_request == 512
 
 
 def test_capacity_of_a_huge_budget_is_blocks_times_block_size():
@@ -837,8 +836,8 @@ def test_gdn_prefill_backend_triton_has_no_checkpoint_grid():
     model = kvmem.get_model("qwen3-next-80b-a3b")
     triton = capacity(model, engine="vllm", kv_memory=20 * GIB, max_model_len=32768, gdn_prefill_backend="triton")
     hopper = capacity(model, engine="vllm", kv_memory=20 * GIB, max_model_len=32768)
-    assert (triton.block_size, triton.details["blocks_per_request"]) == (544, cdiv_(32768, 544) + 3 * 2)
-    assert (hopper.block_size, hopper.details["blocks_per_request"]) == (576, cdiv_(32768, 576) + 3 * 3)
+    assert (triton.block_size, triton.details.blocks_per_request) == (544, cdiv_(32768, 544) + 3 * 2)
+    assert (hopper.block_size, hopper.details.blocks_per_request) == (576, cdiv_(32768, 576) + 3 * 3)
     argv = kvmem.plan("qwen3-next-80b-a3b", gpu="a100-sxm-80gb", num_gpus=4, context="32k", batch=4,
                       gdn_prefill_backend="triton").argv
     assert argv[argv.index("--gdn-prefill-backend") + 1] == "triton"

@@ -63,7 +63,7 @@ def test_deepseek_v3_on_eight_a100s_sizes_triton_mla_blocks_of_16():
     fit = kvmem.fit("deepseek-v3", gpu="a100-sxm-80gb", num_gpus=8, context=32768, engine="vllm", weight_dtype="int4")
     cap = kvmem.capacity("deepseek-v3", engine="vllm", kv_memory=fit.kv_memory_bytes, max_model_len=32768, tp=8,
                    attention_backend="TRITON_MLA")
-    assert cap.block_size == 16 and cap.details["page_bytes"] == [16 * 1152]
+    assert cap.block_size == 16 and cap.details.page_bytes == [16 * 1152]
     # 31,037,547,378 B // 1,124,352 = 27,604 blocks x 16 = 441,664 tokens (64-token blocks: 6,901 x 64, the same)
     assert fit.kv_memory_bytes == 31_037_547_378 and cap.tokens == 27_604 * 16 == 441_664
     assert fit.engine_numbers.tokens == 441_664 and fit.max_batch == 13
