@@ -126,7 +126,7 @@ def test_gqa_cell_and_estimate_with_page_padding():
     # 1000 tokens -> 63 pages of 16 = 1008 per sequence; 2 sequences = 2016 rows, + 16 padding
     # K = 2032 x 32 x 8 x 128 x 2 B
     assert result.k_bytes == result.v_bytes == 2032 * 32 * 8 * 128 * 2
-    assert result.details["pages_per_sequence"] == 63 and result.details["pool_tokens"] == 2016
+    assert result.details.pages_per_sequence == 63 and result.details.pool_tokens == 2016
     # 32 rows more than the ideal 2000 (8 + 8 page tail, 16 padding), 131,072 B each
     assert result.kv_bytes - kvmem.estimate(model, tokens=1000, batch=2).kv_bytes == 32 * 131_072
     assert any("1,000 -> 1,008" in note for note in result.notes)
@@ -174,7 +174,7 @@ def test_log_line_names_the_dtype_from_0_5_13():
     (fp8,) = sglang.pools(model, num_tokens=442750, kv_dtype="fp8_e4m3")
     assert fp8.log_line().startswith("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 442750")
     result = kvmem.capacity(model, engine="sglang", kv_memory=GiB, version="0.4.4")
-    assert all("dtype" not in line for line in result.details["log"])
+    assert all("dtype" not in line for line in result.details.log)
     with pytest.raises(ValueError, match="version must be 'latest' or an SGLang release"):
         sglang.pools(model, num_tokens=10, version="newest")
 
@@ -182,7 +182,7 @@ def test_log_line_names_the_dtype_from_0_5_13():
 def test_nsa_fp8_latent_indexer_and_forced_pages():
     model = kvmem.get_model("deepseek-v3.2")
     result = kvmem.estimate(model, engine="sglang", tokens=1000, kv_dtype="fp8")
-    assert result.details["page_size"] == 64 and any("forces 64-token pages" in n for n in result.notes)
+    assert result.details.page_size == 64 and any("forces 64-token pages" in n for n in result.notes)
     # 1000 -> 16 pages = 1024 rows + 64 padding = 1088 rows of 656 B (512 fp8 + 16 B scales + 128 B rope);
     # indexer: (1024 + 64 + 1) // 64 = 17 pages x 64 x 132 B; both x 61 layers
     assert result.k_bytes == 61 * (1088 * 656 + 17 * 64 * 132) and result.v_bytes == 0
@@ -219,8 +219,8 @@ def test_hybrid_swa_split_for_gpt_oss():
     # cell = (2048 x 18 + 2048 x 18) B = 73,728 B -> 42,949,672,960 // 73,728 = 582,542 tokens
     # full = int(42,949,672,960 // (36,864 + 0.8 x 36,864)) = 647,269 (SGLang's own from the bytes;
     # tests/oracles/test_hybrid_verdicts_oracle.py); swa = int(647,269 x 0.8) = 517,815
-    assert cap.details["max_total_num_tokens"] == 582_542
-    assert (cap.tokens, cap.details["swa_layer_tokens"]) == (647_269, 517_815)
+    assert cap.details.max_total_num_tokens == 582_542
+    assert (cap.tokens, cap.details.swa_layer_tokens) == (647_269, 517_815)
     swa_pool, full_pool = sglang.pools(model, num_tokens=647_269, swa_num_tokens=517_815)
     assert (swa_pool.role, full_pool.role) == ("swa", "full")
     assert swa_pool.k_bytes == 517_816 * 18 * 8 * 64 * 2
@@ -254,9 +254,9 @@ def test_linear_hybrid_pools_only_attention_layers_and_splits_mamba_memory():
     # KV cells get what the slots + 1 entries leave
     slots = int((30 * 0.9 / 1.9 * GiB - per_request) // per_request)
     assert slots == int((30 * 0.9 / 1.9) * GiB // per_request) - 1
-    assert cap.details["max_mamba_cache_size"] == slots
+    assert cap.details.max_mamba_cache_size == slots
     assert cap.tokens == (30 * GiB - (slots + 1) * per_request) // (12 * 1024)
-    assert cap.details["max_running_requests"] == slots // 3
+    assert cap.details.max_running_requests == slots // 3
 
 
 def qwen35_9b():
@@ -284,20 +284,20 @@ def test_qwen35_9b_tp2_held_out_log_186_slots_62_requests_327310_tokens():
     rest = 327_310 * cell + 187 * per_request
     cap = kvmem.capacity(qwen35_9b(), engine="sglang", kv_memory=rest, tp=2, max_model_len=262144, version="0.5.12")
     assert cap.tokens == 327_310
-    assert cap.details["max_mamba_cache_size"] == 186          # the ratio split alone gives 187
+    assert cap.details.max_mamba_cache_size == 186          # the ratio split alone gives 187
     assert int(rest / GiB * 0.9 / 1.9 * GiB // per_request) == 187
-    assert cap.details["max_running_requests"] == 62           # 186 // 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+    assert cap.details.max_running_requests == 62           # 186 // 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
     assert cap.log_lines == ("Mamba Cache is allocated. max_mamba_cache_size: 186, conv_state size: 0.10GB, "
                              "ssm_state size: 4.38GB ",
                              "KV Cache is allocated. #tokens: 327310, K size: 2.50 GB, V size: 2.50 GB")
     # with the extra buffer's ping-pong slots and overlap scheduling, a request holds 3 + 2 slots: 186 // 5
     extra = kvmem.capacity(qwen35_9b(), engine="sglang", kv_memory=rest, tp=2, max_model_len=262144,
                            mamba_extra_buffer=True)
-    assert extra.details["max_running_requests"] == 37
+    assert extra.details.max_running_requests == 37
     # --disable-radix-cache --max-running-requests 62: the pool is sized from the requests (62 slots)
     sized = kvmem.capacity(qwen35_9b(), engine="sglang", kv_memory=rest, tp=2, max_model_len=262144,
                            disable_radix_cache=True, max_running_requests=62)
-    assert sized.details["max_mamba_cache_size"] == 62 and sized.details["max_running_requests"] == 62
+    assert sized.details.max_mamba_cache_size == 62 and sized.details.max_running_requests == 62
     assert sized.tokens == (rest - 63 * per_request) // cell
 
 
@@ -365,8 +365,8 @@ def test_mla_with_a_window_pool_is_refused_not_a_crash():
     from kvmem import strategies
 
     rows = strategies.architecture_variants("gpt-oss-20b", tokens=32768, engine="sglang")
-    mla = next(r for r in rows if r["variant"].startswith("MLA"))
-    assert mla["bytes"] is None and "mixes both" in mla["cost"]
+    mla = next(r for r in rows if r.variant.startswith("MLA"))
+    assert mla.total_bytes is None and "mixes both" in mla.cost
 
 
 @pytest.mark.parametrize("engine", ["ideal", "sglang", "trtllm"])
@@ -390,7 +390,7 @@ def test_a_mamba_hybrid_whose_state_does_not_fit_is_refused_with_sglangs_runtime
         "SGLang raises RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
         "Computed max_mamba_cache_size=-1 (total_rest_memory=0.00 GB, mamba_cache_per_req=73.69 MB): one "
         "request's state does not fit in mamba_full_memory_ratio's share of the budget")
-    assert kvmem.capacity(model, engine="sglang", kv_memory=10**9).details["max_mamba_cache_size"] == 5
+    assert kvmem.capacity(model, engine="sglang", kv_memory=10**9).details.max_mamba_cache_size == 5
     from kvmem.cli import main
     assert main(["capacity", "qwen3-next-80b-a3b", "--engine", "sglang", "--kv-memory", "1B"]) == 1
     assert "max_mamba_cache_size=-1" in capsys.readouterr().err

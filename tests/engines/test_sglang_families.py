@@ -46,10 +46,10 @@ def test_gemma_4_two_pools_with_their_own_head_dims():
     # x 2 B = 8,192 B; 5 full layers x 2 heads x (512 + 512) x 2 B = 4,096 B; 1,000 < the 1,024 window
     result = sglang(corpus("google--gemma-4-26B-A4B.json"))
     assert result.kv_bytes == 1001 * (25 * 8192 + 5 * 4096) == 225_505_280
-    assert result.details["swa_window"] == 1024
+    assert result.details.swa_window == 1024
     cap = kvmem.capacity(kvmem.Model.from_hf_config(corpus("google--gemma-4-26B-A4B.json")), engine="sglang",
                          kv_memory=40 * 2**30)
-    assert cap.details["swa_layer_tokens"] == int(cap.details["full_layer_tokens"] * 0.8)
+    assert cap.details.swa_layer_tokens == int(cap.details.full_layer_tokens * 0.8)
 
 
 def test_gemma_4_unified_two_pools():
@@ -58,7 +58,7 @@ def test_gemma_4_unified_two_pools():
     from kvmem.oracles.sglang_families import default_case
     result = sglang(default_case("gemma4_unified_text"))
     assert result.kv_bytes == 1001 * (25 * 4096 + 5 * 8192) == 143_503_360
-    assert result.details["swa_window"] == 1024
+    assert result.details.swa_window == 1024
 
 
 def test_kimi_linear_mla_pool_and_kda_state():
@@ -140,7 +140,7 @@ def test_pure_mamba_models_keep_a_state_and_no_kv():
         # capacity: the state pool takes 1 GiB x 0.9 / 1.9 first: int((508,630,338 - 3,440,640) // 3,440,640)
         # = 146 slots; no KV cell, so SGLang's token count is the context length (none set here: 2,048)
         cap = kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang", kv_memory=2**30)
-        assert (cap.tokens, cap.details["max_mamba_cache_size"], cap.details["max_running_requests"]) == (2048, 146, 48)
+        assert (cap.tokens, cap.details.max_mamba_cache_size, cap.details.max_running_requests) == (2048, 146, 48)
 
 
 def test_mamba2_is_pure_ssm_and_needs_intermediate_size():
@@ -153,7 +153,7 @@ def test_mamba2_is_pure_ssm_and_needs_intermediate_size():
     assert (result.kv_bytes, result.state_bytes) == (0, 2 * 64 * (61_440 + 4_194_304)) == (0, 544_735_232)
     # 40 GiB: the state pool takes 0.9 / 1.9 of it: int((20,344,055,612 - 272,367,616) // 272,367,616) = 73 slots
     cap = kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang", kv_memory=40 * 2**30)
-    assert (cap.tokens, cap.details["max_mamba_cache_size"]) == (2048, 73)
+    assert (cap.tokens, cap.details.max_mamba_cache_size) == (2048, 73)
     # 1 GiB holds no request's state: SGLang's RuntimeError
     assert "Not enough GPU memory for hybrid" in kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang",
                                                                 kv_memory=2**30).refusal.reason
@@ -181,7 +181,7 @@ def test_falcon_h1_keeps_kv_and_a_mamba2_state_on_every_layer():
     # capacity, 40 GiB: the state pool first, 0.9 / 1.9 of it: 20,344,055,613 // 33,849,344 = 601 slots (600 and the
     # padding slot, 20,343,455,744 B); the rest 22,606,217,216 B / (32 x 4,096 B a token) = 172,471 tokens
     cap = kvmem.capacity(kvmem.Model.from_hf_config(cfg), engine="sglang", kv_memory=40 * 2**30)
-    assert (cap.tokens, cap.details["max_mamba_cache_size"]) == (172_471, 600)
+    assert (cap.tokens, cap.details.max_mamba_cache_size) == (172_471, 600)
 
 
 # The config classes' defaults (transformers 5.24) with SGLang's architecture; hand counts, 1,001 rows

@@ -46,7 +46,7 @@ def test_attn_dp_8_on_8_h200():
     assert (f.capacity.tokens, f.kv_memory_bytes, f.replicas, f.max_batch) == (273420, 19213818229, 8, 64)
     assert "SGLang's default mem_fraction_static for this GPU: 0.769" in f.notes
     # per DP worker SGLang's resolve_max_num_reqs: max(min(int(273,420 / 32,768 x 512), 4096), 2048) = 4,096
-    assert f.capacity.details["max_running_requests"] == 4096
+    assert f.capacity.details.max_running_requests == 4096
     assert ("8 attention groups of 1 GPU, each with this pool: 2,187,360 tokens and up to 32,768 requests at once "
             "in the tp group (4,096 a group, max_running_requests per DP worker)") in f.capacity.notes
 
