@@ -43,7 +43,9 @@ DEFAULTS = {
                                    # the GPU decides (dsv4.check_options refuses None for a V4 model)
     "draft": None,                 # speculative decoding: "mtp" (the model's MTP layers) or a draft Model (draft.py)
 }
-KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")  # get_cache_bytes_per_token's accepted types
+# get_cache_bytes_per_token's accepted types
+# (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L849-L864)
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8_e4m3", "nvfp4")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ class _LayerCache:
 
 
 def pp_layers(n_layers: int, pp: int) -> list[range]:
-    """TRT-LLM's pipeline split (Mapping.pp_layers): n // pp each, the first n % pp one more."""
+    """TRT-LLM's pipeline split (Mapping.pp_layers): n // pp each, the first n % pp one more
+    (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L120-L150 get_pp_layers)."""
     check_pp_layers(pp, n_layers)
     stages, start = [], 0
     for rank in range(pp):
@@ -91,15 +94,16 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     """Per-layer window (0 = whole sequence), clamped to max_seq_len as KVCacheManager does (rule 4).
 
     TRT-LLM caches every layer for the whole sequence unless KvCacheConfig.max_attention_window is set:
-    the default is [max_seq_len] (KVCacheManager.__init__), so gpt-oss's sliding layers cost as much as
-    its full ones (1.1.0rc3 logs "kv size is 73728" = 36 layers x 2 x 8 x 64 x 2). max_attention_window
-    takes that list (repeated over the layers as a pattern, each entry clamped to max_seq_len) or "model"
-    for the model's own sliding windows. A layer then holds cdiv(min(tokens, window), tokens_per_block)
-    blocks per sequence (KVCacheManager::calculateMaxBlockRequirementsPerBeam)."""
+    the default is [max_seq_len], a list given is clamped to max_seq_len
+    (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L283-L295 KVCacheManager.__init__), so
+    gpt-oss's sliding layers cost as much as its full ones (1.1.0rc3 logs "kv size is 73728" = 36 layers x 2 x 8 x
+    64 x 2). max_attention_window takes that list (repeated over the layers as a pattern, each entry clamped to
+    max_seq_len) or "model" for the model's own sliding windows. A layer then holds cdiv(min(tokens, window),
+    tokens_per_block) blocks per sequence (KVCacheManager::calculateMaxBlockRequirementsPerBeam)."""
     n = model.num_layers
     if max_attention_window in (None, "model") and model.model_type in V2_FAMILIES:
-        # _util.py @ 065ff9e9 _create_kv_cache_manager (Gemma 4): max_attention_window unset -> sliding_window on the
-        # sliding layers, max_seq_len on the full ones (models.gemma4_layout)
+        # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L2202-L2209 _create_kv_cache_manager (Gemma 4):
+        # max_attention_window unset -> sliding_window on the sliding layers, max_seq_len on the full ones
         windows = [window for _, _, window in gemma4_layout(model)]
     elif max_attention_window is None:
         windows = [0] * n
@@ -127,7 +131,8 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
 
 def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache | None]:
     """Rule 1 per layer on one tensor-parallel rank (None: no KV blocks): bytes per token as allocated
-    (KVCacheManager.__init__ / get_cache_bytes_per_token), kv_factor x sum over the rank's layers of
+    (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L229-L271 KVCacheManager.__init__, #L849-L864
+    get_cache_bytes_per_token), kv_factor x sum over the rank's layers of
     kv_heads_per_layer x head_dim in the cache dtype, kv_heads_per_layer = ceil(kv_heads / tp) ((num_kv_heads
     + tp - 1) // tp: one replicated head when tp > kv_heads; tp is 1 under attention data parallelism),
     kv_factor 2 (K and V), one head_dim for both. MLA (DeepSeek, Kimi) caches K only (CacheType SELFKONLY,
@@ -174,8 +179,9 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
 
 
 def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
-    """Rule 2 (get_cache_size_per_token) on the first (largest) pipeline rank: the cheaper estimate
-    _util.py KvCacheCreator turns memory into max_tokens with. MLA as rule 1; otherwise 2 x layers x
+    """Rule 2 (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L800-L847 get_cache_size_per_token)
+    on the first (largest) pipeline rank: the cheaper estimate KvCacheCreator turns memory into max_tokens with
+    (trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L1269-L1271). MLA as rule 1; otherwise 2 x layers x
     (head_dim x kv_heads // tp) x dtype bytes -- the product is floored, so when tp > kv_heads it counts a
     fraction of a head and sizes the pool for fewer bytes than rule 1 then allocates (kvmem notes it). fp8
     1 byte, fp4 ceil(x/2) + ceil(x/16), any other dtype 2 bytes. Layers: this rank's share of the attention
@@ -201,15 +207,17 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         elements = 1 * layers * (first.kv_lora_rank + first.qk_rope_head_dim)
     elif model.model_type == "nemotron-nas":
         # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: config.num_key_value_heads becomes one entry per
-        # layer, 0 where a block has no attention; get_cache_size_per_token (resource_manager.py @ 001541ba) takes
-        # its float mean over every layer, floors head_dim x mean // tp, and counts get_num_attention_layers() =
-        # num_hidden_layers of them (model_config.py @ 1a0dc5f7): float arithmetic, mirrored as such
+        # layer, 0 where a block has no attention; get_cache_size_per_token takes its float mean over every layer,
+        # floors head_dim x mean // tp (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L807-L823)
+        # and counts get_num_attention_layers() = num_hidden_layers of them (#L826-L828; model_config.py @ 1a0dc5f7):
+        # float arithmetic, mirrored as such
         heads = [layer.kv_heads if layer.caches_tokens else 0 for layer in model.layers]
         layers = len(pp_layers(model.num_layers, pp)[0])
         elements = 2 * layers * int(first.head_dim_k * (sum(heads) / len(heads)) // tp)
     else:
         kv_heads = Fraction(sum(layer.kv_heads for layer in attention), len(attention))
         elements = 2 * layers * int(first.head_dim_k * kv_heads // tp)
+    # trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L831-L846: fp8 1 byte, fp4 packed + scales
     if k_dtype.name == "fp8_e4m3":
         size = elements
     elif k_dtype.name == "nvfp4":
@@ -464,7 +472,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                          "turns into pools of K/V and index-key pages; kvmem sizes what a workload holds (estimate), "
                          "not how many tokens a quota holds")
     if model.model_type in V2_FAMILIES:
-        # _util.py @ 065ff9e9 configure_kv_cache_capacity: V2 gets the budget as max_gpu_total_bytes only;
+        # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L1236-L1288 configure_kv_cache_capacity: V2 gets the
+        # budget as max_gpu_total_bytes only;
         # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...);
         # runtime/kv_cache_manager_v2/_storage_manager.py @ 00f6bd61 StorageManager splits the quota between pool
         # groups (one per window life cycle) by a ratio from typical_step (else a 2,049-token request), rounds pools

@@ -5,7 +5,7 @@ The judge is the backend's model registry: AutoModelForCausalLM.from_config look
 of tensorrt_llm/_torch/models/modeling_*.py, and raises "Unknown architecture for
 AutoModelForCausalLM" for any other (modeling_auto.py @ 5d4a661c). The registry is read off its
 static index, which a test of the project holds equal to those decorators:
-tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9 MODEL_ARCH_TO_MODULE (85 architectures).
+trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118 MODEL_ARCH_TO_MODULE (81 architectures).
 
 REFUSALS: the families whose published architecture that index lacks (a family's architecture is
 the one its config.json names; transformers 5.24's class where the checkpoints use it).
@@ -20,6 +20,7 @@ from ..base import CheckedFamilies
 
 __all__ = ["REGISTRY", "REFUSALS", "FAMILIES"]
 
+# the registry as the refusals name it (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118)
 REGISTRY = "tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9"
 _NO_ARCH = ("TensorRT-LLM's PyTorch backend registers no {arch} ({registry} MODEL_ARCH_TO_MODULE; "
             "modeling_auto.py AutoModelForCausalLM raises 'Unknown architecture')")
@@ -68,6 +69,7 @@ _UNREGISTERED = {
     "zaya": "ZayaForCausalLM",
 }
 # BERT-style encoders run as decoders (is_decoder): the registry's only BERT is an encoder
+# (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L39 BertForSequenceClassification)
 _ENCODERS = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
              "rembert", "roberta", "roberta-prelayernorm", "roc_bert", "roformer", "xlm-roberta", "xlm-roberta-xl",
              "xmod")
@@ -92,48 +94,56 @@ _ALL = {**{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) for t, arch in _UNRE
         **{t: why.format(registry=REGISTRY) for t, why in _NO_CONFIG.items()}}
 REFUSALS = {t: why for t, why in _ALL.items() if t in READ_FAMILIES}
 
-# Each family below: its architecture in the registry (REGISTRY), the model file that builds its attention,
-# and what that file hands the KV cache manager (_util.py KvCacheCreator: num_key_value_heads and head_dim of
-# the (text) config, one KVCacheManager; windows only through KvCacheConfig.max_attention_window).
+# Each family below: its architecture in the registry (REGISTRY; its line in trtllm@065ff9e9
+# tensorrt_llm/_torch/models/_arch_index.py#L36-L118 is named per family), the model file that builds its attention, and
+# what that file hands the KV cache manager (_util.py KvCacheCreator: num_key_value_heads and head_dim of the (text)
+# config, one KVCacheManager; windows only through KvCacheConfig.max_attention_window).
 FAMILIES = CheckedFamilies(frozenset({
-    # modeling_exaone4.py @ fbbc05dd Exaone4Attention: num_key_value_heads on every layer; sliding layers pass
-    # attention_window_size to the kernel only; Exaone4ForCausalLM forces bf16 (cache.FORCED_DTYPE)
+    # Exaone4ForCausalLM (_arch_index.py#L49); modeling_exaone4.py @ fbbc05dd Exaone4Attention: num_key_value_heads on
+    # every layer; sliding layers pass attention_window_size to the kernel only; Exaone4ForCausalLM forces bf16
+    # (cache.FORCED_DTYPE)
     "exaone4",
-    # Exaone4_5_ForConditionalGeneration -> modeling_exaone4_5 (REGISTRY; file @ 0050262c): text_config's model_type
-    # exaone4_5_text is renamed exaone4 (Exaone4_5Config), self.llm = AutoModelForCausalLM on text_config (its
-    # architectures: Exaone4ForCausalLM, bf16 forced as for exaone4); post_config, inherited from Qwen2VLModelBase
+    # Exaone4_5_ForConditionalGeneration -> modeling_exaone4_5 (_arch_index.py#L50; file @ 0050262c): text_config's
+    # model_type exaone4_5_text is renamed exaone4 (Exaone4_5Config), self.llm = AutoModelForCausalLM on text_config
+    # (its architectures: Exaone4ForCausalLM, bf16 forced as for exaone4); post_config, inherited from Qwen2VLModelBase
     # (modeling_qwen2vl.py @ c666e7ea), hands that text config to the engine, KV cache included
     "exaone4_5_text",
-    # modeling_exaone_moe.py @ d2c804bc ExaoneMoeAttention: num_key_value_heads on every layer, window
-    # config.sliding_window on layer_types' sliding layers, through the kernel only
+    # ExaoneMoEForCausalLM (_arch_index.py#L51); modeling_exaone_moe.py @ d2c804bc ExaoneMoeAttention:
+    # num_key_value_heads on every layer, window config.sliding_window on layer_types' sliding layers, through the
+    # kernel only
     "exaone_moe",
-    # Step3p5ForCausalLM -> modeling_step3p7, Step3p7ForConditionalGeneration -> modeling_step3p7vl (REGISTRY; files
+    # Step3p5ForCausalLM -> modeling_step3p7, Step3p7ForConditionalGeneration -> modeling_step3p7vl (#L114-L115; files
     # @ 0c37d5ba, code-index id 56214812567): Step3p7Attention takes num_key_value_heads (else num_attention_groups)
     # x head_dim on every layer, the window goes to the kernel only; the wrapper mirrors num_attention_groups up as
     # the config's num_key_value_heads, the one count KVCacheManager gives every layer (_util.py, code-index id
     # 54555926407: KVCacheManagerV2 only for Gemma 4 / Inkling or use_kv_cache_manager_v2); sliding layers with
     # other KV heads (attention_other_setting) refused (models.check_step3p5)
     "step3p5",
-    # modeling_afmoe.py @ 3c4acdc9 AfmoeAttention: num_key_value_heads, head_dim on every layer; sliding layers
-    # (layer_types) pass config.sliding_window to the kernel only
+    # AfmoeForCausalLM (_arch_index.py#L37); modeling_afmoe.py @ 3c4acdc9 AfmoeAttention: num_key_value_heads, head_dim
+    # on every layer; sliding layers (layer_types) pass config.sliding_window to the kernel only
     "afmoe",
-    # modeling_laguna.py @ 9289d069 LagunaAttention: per-layer query heads (num_attention_heads_per_layer),
-    # num_key_value_heads on every layer; sliding layers (layer_types) pass config.sliding_window to the kernel
+    # LagunaForCausalLM (_arch_index.py#L68); modeling_laguna.py @ 9289d069 LagunaAttention: per-layer query heads
+    # (num_attention_heads_per_layer), num_key_value_heads on every layer; sliding layers (layer_types) pass
+    # config.sliding_window to the kernel
     "laguna",
-    # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: num_key_value_heads becomes the per-layer list
+    # DeciLMForCausalLM (_arch_index.py#L43); modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: num_key_value_heads
+    # becomes the per-layer list
     # num_attention_heads // n_heads_in_group (0 without attention), which KVCacheManager takes per layer
-    # (resource_manager.py @ 001541ba); the pool estimate averages it (cache._static_bytes_per_token)
+    # (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L242-L263); the pool estimate averages it
+    # (cache._static_bytes_per_token)
     "nemotron-nas",
-    # modeling_qwen2vl.py @ c666e7ea Qwen2VLModelBase: the language model is Qwen2ForCausalLM on
+    # Qwen2VL / Qwen2_5_VLForConditionalGeneration (_arch_index.py#L98-L99); modeling_qwen2vl.py @ c666e7ea
+    # Qwen2VLModelBase: the language model is Qwen2ForCausalLM on
     # config.text_config, and post_config hands that config to the engine (KV cache included)
     "qwen2_vl_text", "qwen2_5_vl_text",
-    # GlmMoeDsaForCausalLM -> modeling_deepseekv3 (REGISTRY): MLA latent (kv_lora_rank + qk_rope_head_dim, one
+    # GlmMoeDsaForCausalLM -> modeling_deepseekv3 (_arch_index.py#L59): MLA latent (kv_lora_rank + qk_rope_head_dim, one
     # head, SELFKONLY) and DSACacheManager's indexer key on every layer (models.indexer_elements)
     "glm_moe_dsa",
-    # KimiLinearForCausalLM -> modeling_kimi_linear (Kimi-K3): MLA layers 576 SELFKONLY, KDA layers a per-sequence
-    # state on the Mamba side (models.state_bytes_of); configs without K3's latent MoE refused (models.check_kimi)
+    # KimiLinearForCausalLM -> modeling_kimi_linear (_arch_index.py#L67; Kimi-K3): MLA layers 576 SELFKONLY, KDA layers
+    # a per-sequence state on the Mamba side (models.state_bytes_of); configs without K3's latent MoE refused
+    # (models.check_kimi)
     "kimi_linear",
-    # Gemma4ForCausalLM -> modeling_gemma4, Gemma4ForConditionalGeneration -> modeling_gemma4mm (REGISTRY; the wrapper
+    # Gemma4ForCausalLM -> modeling_gemma4, Gemma4ForConditionalGeneration -> modeling_gemma4mm (#L55-L57; the wrapper
     # @ 001a6a01 builds Gemma4ForCausalLM on text_config and post_config hands that config to the engine): a hybrid
     # config (global_head_dim != head_dim) takes KVCacheManagerV2 with per-layer heads / head_dim, the sliding layers
     # windowed by default, KV-shared layers keeping their own buffers (models.gemma4_layout); capacity refused.
@@ -141,12 +151,12 @@ FAMILIES = CheckedFamilies(frozenset({
     # Gemma4ForCausalLM on text_config, post_config surfacing it "so KV-cache sizing + is_gemma4_hybrid ... read the
     # text geometry"
     "gemma4_text", "gemma4_unified_text",
-    # DeepseekV4ForCausalLM -> modeling_deepseekv4 (REGISTRY): the checkpoint's compress_ratios and window build
-    # DeepseekV4CacheManager (model_config.py, code-index id 54702305068; sparse/deepseek_v4/cache_manager.py
-    # @ 015279e0): SWA, compressed, compressor-state and indexer buffers per layer (dsv4.buffers); tokens_per_block
-    # other than 128/256 refused (asserted), the indexer dtype refused unless given (its default is the GPU's)
+    # DeepseekV4ForCausalLM -> modeling_deepseekv4 (_arch_index.py#L46): the checkpoint's compress_ratios and window
+    # build DeepseekV4CacheManager (model_config.py, code-index id 54702305068; sparse/deepseek_v4/cache_manager.py @
+    # 015279e0): SWA, compressed, compressor-state and indexer buffers per layer (dsv4.buffers); tokens_per_block other
+    # than 128/256 refused (asserted), the indexer dtype refused unless given (its default is the GPU's)
     "deepseek_v4",
-    # MiniMaxM3SparseForCausalLM / MiniMaxM3SparseForConditionalGeneration -> modeling_minimaxm3 (REGISTRY): its
+    # MiniMaxM3SparseForCausalLM / MiniMaxM3SparseForConditionalGeneration -> modeling_minimaxm3 (#L77-L78): its
     # sparse attention config selects MiniMaxM3KVCacheManagerV2, K/V on every layer and a bf16 one-head index key of
     # 128 on layers 3..N-1 (minimax.py); another architecture, other sparse layers or index width refused by name
     # (minimax.check_m3), capacity refused (one V2 quota)

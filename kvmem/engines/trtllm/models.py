@@ -28,8 +28,8 @@ FORCED_DTYPE = {"exaone4": "bf16", "exaone4_5_text": "bf16"}
 def indexer_elements(model: Model) -> int:
     """DSA: the indexer key one token adds on every MLA layer, counted in the cache dtype.
 
-    The C++ KVCacheManager keeps an indexer pool for every local layer (resource_manager.py @ 001541ba
-    KVCacheManager.__init__: enable_indexer_k_cache, get_indexer_k_cache_pool_data; DSACacheManager builds
+    The C++ KVCacheManager keeps an indexer pool for every local layer (enable_indexer_k_cache handed to it:
+    trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L442-L445; DSACacheManager builds
     indexer_k_cache_pool_per_layer over range(num_local_layers)), of index_head_dim fp8 values and one
     float32 scale per 128 (quant_block_size); DSACacheManager.get_cache_bytes_per_token /
     get_cache_size_per_token count it as (index_head_dim + index_head_dim // 128 x 4) more elements of the
@@ -141,7 +141,7 @@ def gemma4_text_config(model: Model) -> dict:
 def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     """Gemma 4 under TensorRT-LLM: (kv_heads, head_dim, window) of every layer's own cache, window 0 = whole.
 
-    tensorrt_llm/_torch/pyexecutor/_util.py @ 065ff9e9 (the registry's commit) _create_kv_cache_manager, its
+    trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L2170-L2213 _create_kv_cache_manager, its
     is_gemma4_hybrid branch: per layer of
     layer_types a sliding layer takes num_key_value_heads x head_dim, a full layer global_head_dim with
     num_global_key_value_heads when attention_k_eq_v (else num_key_value_heads); K and V both cached (kv_factor 2:
@@ -150,7 +150,7 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     their source layer's slot through cache_layer_idx and leave their own unused). With max_attention_window unset,
     the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
     sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
-    takes V2 (_util.py @ 065ff9e9 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
+    takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
     multimodal wrappers hand the engine their text_config (modeling_gemma4mm.py @ 001a6a01 and
     modeling_gemma4_unified.py @ 1c0067ee: Gemma4ForCausalLM on text_config, then post_config).
     """
@@ -174,8 +174,9 @@ def check_gemma4(model: Model) -> None:
     config = gemma4_text_config(model)
     global_head_dim, head_dim = config.get("global_head_dim"), config.get("head_dim")
     if global_head_dim is None or not isinstance(head_dim, int) or global_head_dim == head_dim:
-        # config_utils.py (code-index id 57437625015) is_gemma4_hybrid is False: _util.py @ 065ff9e9 builds the V1
-        # KVCacheManager with one num_key_value_heads x head_dim for every layer, which Gemma4Attention's full layers
+        # config_utils.py (code-index id 57437625015) is_gemma4_hybrid is False: _non_hybrid_kv_cache_manager_cls
+        # (trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L92-L97) picks the V1
+        # KVCacheManager, one num_key_value_heads x head_dim for every layer, which Gemma4Attention's full layers
         # (global_head_dim, num_global_key_value_heads under attention_k_eq_v) do not match
         raise ValueError("Gemma 4 with global_head_dim equal to head_dim (or unset): TensorRT-LLM then gives every "
                          "layer one num_key_value_heads x head_dim cache (KVCacheManager, not V2) that its full "
