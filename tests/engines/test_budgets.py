@@ -29,7 +29,7 @@ def test_llamacpp_flash_attn_words_cost_the_activations_the_cache_is_built_with(
                  flash_attn=word)
     assert result.breakdown["activations"] == 4 * 512 * (128_256 + 4_096) == 271_056_896
     est = kvmem.estimate("llama-3.1-8b", engine="llama.cpp", tokens=32768, flash_attn=word)
-    assert est.details["flash_attn"] is True
+    assert est.details.flash_attn is True
 
 
 @pytest.mark.parametrize("word", ["disabled", "off", False])

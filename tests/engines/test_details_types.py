@@ -37,7 +37,7 @@ def test_details_are_the_engines_record_through_every_strategy(engine, strategy)
     assert type(est.shared_prefix) is (PrefixShared if strategy == "shared_prefix" else type(None))
     assert type(est.offload) is (Offloaded if strategy == "offload" else type(None))
     assert est.refusal is None or type(est.refusal) is Refusal
-    assert "engine_refuses" not in est.details and "engine_refuses" in est.to_dict()
+    assert "engine_refuses" not in est.details.to_dict() and "engine_refuses" in est.to_dict()
 
 
 def test_strategy_records_hold_what_they_did():
@@ -48,7 +48,7 @@ def test_strategy_records_hold_what_they_did():
     assert shared.shared_prefix == PrefixShared(tokens=1000, shared_tokens=992, unit_tokens=16,
                                                 saved_bytes=3 * 992 * 131_072)
     moved = kvmem.estimate("llama-3.1-8b", tokens=4096, offload=0.5)
-    assert moved.offload["host_kv_bytes"] == moved.offload.host_kv_bytes == 4096 * 131_072 // 2
+    assert moved.offload.to_dict()["host_kv_bytes"] == moved.offload.host_kv_bytes == 4096 * 131_072 // 2
     assert moved.to_dict()["offload"]["device_kv_bytes"] == moved.kv_bytes
 
 
@@ -58,7 +58,7 @@ def test_the_refusal_is_a_field_with_its_way_out():
     assert (est.engine_refuses, est.engine_allows_with) == (est.refusal.reason, est.refusal.allow_with)
     cap = kvmem.capacity("llama-3.1-8b", kv_memory="1GiB")     # one 131,072-token request needs 16 GiB
     assert cap.refusal.reason.startswith("vLLM refuses to start") and cap.refusal.allow_with is None
-    assert cap.to_dict()["engine_refuses"] == cap.refusal.reason and "engine_refuses" not in cap.details
+    assert cap.to_dict()["engine_refuses"] == cap.refusal.reason and "engine_refuses" not in cap.details.to_dict()
     fit = kvmem.fit("qwen3-8b", gpu="h100-sxm-80gb", context="64k", batch=1)
     assert type(fit.refusal) is Refusal and fit.to_dict()["engine_allows_with"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
 

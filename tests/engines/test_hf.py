@@ -152,7 +152,7 @@ def test_hqq_default_int4_group_64_bytes():
     # V the same; 32 layers -> 36,864,000 B (the bf16 cache is 131,072,000).
     result = est("llama-3.1-8b", engine="hf-quantized", tokens=1000, backend="hqq")
     assert result.kv_bytes == 32 * 2 * (512_000 + 16_000 * 4) == 36_864_000
-    assert result.details["residual_tokens"] == 0
+    assert result.details.residual_tokens == 0
 
 
 def test_residual_holds_new_tokens_until_residual_length_then_all_is_requantised():
@@ -162,7 +162,7 @@ def test_residual_holds_new_tokens_until_residual_length_then_all_is_requantised
     assert residual.kv_bytes == 36_864_000 + 32 * 2 * 204_800
     # the 128th decode token makes residual + 1 >= 128: all 1128 tokens re-quantised, residual empty
     flushed = est("llama-3.1-8b", engine="hf-quantized", tokens=1128, prompt_tokens=1000, backend="hqq")
-    assert flushed.details["quantized_tokens"] == 1128 and flushed.details["residual_tokens"] == 0
+    assert flushed.details.quantized_tokens == 1128 and flushed.details.residual_tokens == 0
     assert flushed.kv_bytes == 32 * 2 * (8 * 1128 * 128 // 2 + 8 * 1128 * 128 // 64 * 4)
 
 

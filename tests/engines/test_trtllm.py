@@ -63,12 +63,12 @@ def test_gpt_oss_120b_pytorch_backend_1_1_0rc3():
     exact = cap(model, 86_711 * 73_728, max_model_len=131_072)
     # blocks = ceil(86,711 / 32) = 2,710 -> 86,720 tokens x 73,728 B = 5.9546 GiB
     assert (exact.tokens, exact.blocks) == (86_711, 2_710)
-    assert exact.details["allocated_tokens"] == exact.longest_request_tokens == 86_720
-    assert gib2(exact.details["allocated_bytes"]) == 5.95
+    assert exact.details.allocated_tokens == exact.longest_request_tokens == 86_720
+    assert gib2(exact.details.allocated_bytes) == 5.95
     # the estimation pass first allocated max_num_tokens + 32 = 8,224 tokens:
     # "[MemUsageChange] Allocated 0.56 GiB for max tokens in paged KV cache (8224)." (8,224 x 73,728 B)
     probe = cap(model, 8_224 * 73_728)
-    assert probe.details["allocated_tokens"] == 8_224 and gib2(probe.details["allocated_bytes"]) == 0.56
+    assert probe.details.allocated_tokens == 8_224 and gib2(probe.details.allocated_bytes) == 0.56
 
 
 def test_kimi_k25_mla_fp8_pool():
@@ -82,10 +82,10 @@ def test_kimi_k25_mla_fp8_pool():
     assert trtllm.bytes_per_token(model, kv_dtype="fp8") == 35_136
     assert trtllm.bytes_per_token(model, kv_dtype="fp8", tp=8, allocated=True) == 35_136
     result = cap(model, 158_543 * 32 * 35_136, kv_dtype="fp8", tp=8, max_model_len=262_144)
-    assert result.blocks == 158_543 and result.details["allocated_tokens"] == 158_543 * 32 == 5_073_376
+    assert result.blocks == 158_543 and result.details.allocated_tokens == 158_543 * 32 == 5_073_376
     # 5,073,376 x 35,136 B = 178,258,139,136 B = 166.016 GiB
-    assert gib2(result.details["allocated_bytes"]) == 166.02
-    assert result.details["max_blocks_per_sequence"] == 262_144 // 32 == 8192
+    assert gib2(result.details.allocated_bytes) == 166.02
+    assert result.details.max_blocks_per_sequence == 262_144 // 32 == 8192
 
 
 def test_qwen15_7b_cpp_runtime_rounds_blocks_up():
@@ -117,9 +117,9 @@ def test_docs_memory_example_blocks_and_allocation():
                for available in (70.475, 70.485)]
     for result in results:
         # 70.48 x 0.9 GiB / 262,144 = 259,817 tokens -> ceil(/64) = 4,060 blocks = 259,840 tokens
-        assert result.blocks == 4060 and result.details["allocated_tokens"] == 259_840
-        assert gib2(result.details["allocated_bytes"]) == 63.44  # 4060 x 64 x 262,144 B = 63.4375 GiB
-        assert result.details["max_blocks_per_sequence"] == 32   # ceil(2048 / 64)
+        assert result.blocks == 4060 and result.details.allocated_tokens == 259_840
+        assert gib2(result.details.allocated_bytes) == 63.44  # 4060 x 64 x 262,144 B = 63.4375 GiB
+        assert result.details.max_blocks_per_sequence == 32   # ceil(2048 / 64)
 
 
 def test_llama2_7b_v05_token_count_rounded_to_blocks():
@@ -130,7 +130,7 @@ def test_llama2_7b_v05_token_count_rounded_to_blocks():
     model = kvmem.get_model("llama-2-7b")
     assert trtllm.bytes_per_token(model, kv_dtype="fp16") == 524_288  # 10,718 x this = 5.23 GiB
     result = cap(model, 10_718 * 524_288, kv_dtype="fp16", tokens_per_block=16)
-    assert (result.tokens, result.blocks, result.details["allocated_tokens"]) == (10_718, 670, 10_720)
+    assert (result.tokens, result.blocks, result.details.allocated_tokens) == (10_718, 670, 10_720)
 
 
 # ---- the rules ------------------------------------------------------------------------------
@@ -152,7 +152,7 @@ def test_replication_past_the_heads_and_the_floored_estimate():
     # TRT-LLM's estimate floors 128 x 4 // 8 = 64 values (half a head): 94 x 2 x 64 x 2 B
     assert trtllm.bytes_per_token(model, tp=8) == 24_064
     result = cap(model, 24_064 * 1000, tp=8)
-    assert result.tokens == 1000 and result.details["allocated_bytes"] == 32 * 32 * 48_128
+    assert result.tokens == 1000 and result.details.allocated_bytes == 32 * 32 * 48_128
     assert any("estimate of 24,064 B/token" in note for note in result.notes)
     estimate = kvmem.estimate(model, engine="trtllm", tokens=64, tp=8)
     assert estimate.kv_bytes == 64 * 48_128 and estimate.kv_bytes_all_devices == 8 * 64 * 48_128
@@ -170,7 +170,7 @@ def test_blocks_per_sequence_and_rounding_direction():
     model = kvmem.get_model("llama-3.1-8b")
     result = kvmem.estimate(model, engine="trtllm", tokens=1000, batch=3, tokens_per_block=64)
     # cdiv(1000, 64) = 16 blocks per sequence -> 3 x 1024 slots x 131,072 B
-    assert result.kv_bytes == 3 * 1024 * 131_072 and result.details["blocks"] == {0: 48}
+    assert result.kv_bytes == 3 * 1024 * 131_072 and result.details.blocks_by_window == {0: 48}
     assert any("1,000 -> 1,024" in note for note in result.notes)
     budget = 86_711 * 131_072
     assert cap(model, budget).blocks == 2710
@@ -187,7 +187,7 @@ def test_windows_only_when_asked():
     assert windowed.per_layer[0] == 4 * 32 * 2048 and windowed.per_layer[1] == 1024 * 2048
     pattern = kvmem.estimate(model, engine="trtllm", tokens=1000, max_attention_window=[128, 131072])
     assert pattern.kv_bytes == windowed.kv_bytes
-    assert windowed.details["blocks_per_sequence"] == {0: 32, 128: 4}
+    assert windowed.details.blocks_per_sequence == {0: 32, 128: 4}
 
 
 def test_variable_windows_share_memory_by_window_and_bytes():
@@ -196,8 +196,8 @@ def test_variable_windows_share_memory_by_window_and_bytes():
     # 18 layers x 2048 B in each window: shares 128 : 131,072 of 42,949,672,960 B
     # window 128: 42,949,672,960 x 128 / (131,200 x 36,864) = 1,136 tokens -> 36 blocks
     # full: 42,949,672,960 x 131,072 / (131,200 x 36,864) = 1,163,947 tokens -> 36,374 blocks
-    assert result.details["max_tokens"] == {128: 1_136, 0: 1_163_947}
-    assert result.details["blocks_per_window"] == {128: 36, 0: 36_374}
+    assert result.details.max_tokens == {128: 1_136, 0: 1_163_947}
+    assert result.details.blocks_per_window == {128: 36, 0: 36_374}
     assert result.blocks == 36_374 and result.tokens == 1_163_947
     # concurrency: min(36 / 4, 36,374 / 4,096)
     assert result.max_concurrency == 36_374 / 4096
