@@ -8,10 +8,13 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               llama.cpp's own prompt and one-token graphs allocated as ggml-alloc allocates them,
               equal to the printed "CPU compute buffer size" for llama / mistral / mixtral /
               qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3 / phi3 (200 random GGUFs in
-              tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells);
+              tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells)
+              and deepseek_v2 / deepseek_v3 / kimi_k2 (MLA) / gpt_oss (graphs_mla_oss;
+              tests/oracles/test_llamacpp_graphs_oracle.py);
               other families and older builds get the estimate, marked in ``compute_exact``.
               GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
-              experts moved by -ot / --n-cpu-moe; gemma / phi3 at full offload; ``_scheduled``):
+              experts moved by -ot / --n-cpu-moe; gemma / phi3 at full offload; gpt-oss with its SWA
+              cells; deepseek2 / gpt-oss from PR #14959's set_rows builds; ``_scheduled``):
               the same graphs split across the devices as ggml_backend_sched splits them
               (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights copied to
               the first GPU for the prompt; n_copies 4 with pipeline parallelism; builds before
@@ -179,9 +182,13 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     shape = graph_shape(model)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == n_layer + 1
-    if (shape is None or kv_on_host or any(shape.swa) or not p.gpus or type_k not in TYPES or type_v not in TYPES
+    # gpt-oss's sliding layers read the SWA cache's cells (plan.swa_cells); its weights are named in the graph
+    swa = shape is not None and any(shape.swa) and not (shape.arch == "gpt-oss" and plan.swa_cells)
+    if (shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES
             or (not full and shape.arch in ("gemma2", "gemma3", "phi3"))):
         return None
+    if shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959:
+        return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores only
     host_gpu = len(p.gpus)
 
     def index(device):
@@ -210,6 +217,6 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     n_outputs = min(s.n_batch, s.n_seq) if s.build >= PR_23861 else s.n_batch
     return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=n_outputs,
-                           n_seq=s.n_seq, kv_unified=plan.unified, n_copies=n_copies,
+                           n_seq=s.n_seq, kv_unified=plan.unified, swa_cells=plan.swa_cells or 0, n_copies=n_copies,
                            set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18550,
                            full_offload=full, fa_f16=s.build >= PR_23907)

@@ -1,0 +1,108 @@
+"""llama.cpp's deepseek2 (MLA) and gpt-oss compute graphs (kvmem/engines/llamacpp/graphs_mla_oss.py): the CPU
+compute buffers llama.cpp 0c1e57098 printed (llama-cpp-python 0.3.36, tests/oracles/test_llamacpp_graphs_oracle.py
+and kvmem.oracles.llamacpp_presets.load with no_alloc on the presets' full shapes), pinned here so they hold
+without llama.cpp; and the GPU scheduling of the same graphs (reduced layers equal to the whole graph)."""
+
+import random
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp import scheduled
+from kvmem.engines.llamacpp.compute import graph_shape, llamacpp_compute_buffer
+from kvmem.engines.llamacpp.placement import buffer_mib
+from kvmem.engines.llamacpp.scheduled import expert_weights, graph_weight_names
+from kvmem.oracles.llamacpp_graphs import random_graph_case
+
+
+def _cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", n_seq=1, kv_unified=False,
+                 swa_full=False):
+    kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, n_seq=n_seq, kv_unified=kv_unified,
+                        swa_full=swa_full, type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_ubatch=n_ubatch,
+                        n_batch=n_ctx)
+    d = kv.details
+    return llamacpp_compute_buffer(model, n_ctx=d["n_ctx"], n_ubatch=d["n_ubatch"], cells_per_stream=d["cells"],
+                                   flash_attn=flash_attn, type_k=type_k, type_v=type_v, n_outputs=d["n_batch"],
+                                   n_seq=n_seq, kv_unified=kv_unified, swa_cells=d["swa_cells"], backend="cpu")
+
+
+# "CPU compute buffer size" llama.cpp printed for the presets' full shapes (sparse GGUFs written by
+# kvmem.oracles.llamacpp_family_files, loaded with no_alloc: the prompt graph's reserve), f16 cache, one sequence
+PRESETS = [("deepseek-v2-lite", 4096, 512, True, 240.26), ("deepseek-v2-lite", 4096, 512, False, 240.26),
+           ("deepseek-v2-lite", 32768, 2048, True, 961.05), ("deepseek-v2-lite", 32768, 512, False, 1174.01),
+           ("gpt-oss-20b", 4096, 512, True, 414.40), ("gpt-oss-20b", 4096, 512, False, 558.39),
+           ("gpt-oss-20b", 32768, 2048, True, 1638.51), ("gpt-oss-120b", 32768, 512, False, 4198.39),
+           ("deepseek-v3", 4096, 512, True, 412.01), ("deepseek-v3", 4096, 512, False, 1440.01),
+           ("deepseek-v3", 32768, 2048, True, 1760.04), ("deepseek-v3", 32768, 512, False, 8648.01),
+           ("kimi-k2-instruct", 4096, 512, True, 380.01), ("kimi-k2-instruct", 32768, 512, False, 4376.01)]
+
+
+@pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, printed", PRESETS)
+def test_preset_cpu_compute_buffer_is_llamacpps(preset, n_ctx, n_ubatch, flash_attn, printed):
+    got = _cpu_compute(kvmem.get_model(preset), n_ctx, n_ubatch, flash_attn)
+    assert got.exact and buffer_mib(got.bytes) == printed
+
+
+# the four decimals ~llama_context printed for kvmem.oracles.llamacpp_graphs.random_graph_case(seed): MLA with
+# q_lora or "lite" 26/27-layer models, sigmoid / softmax routing, groups (seed 4), normalised and scaled weights,
+# leading dense layers; gpt-oss with windows 32-512, quantised caches, several sequences
+SEEDS = {0: "3.5055", 1: "3.2524", 2: "7.1911", 3: "2.1266", 4: "2.9399", 5: "2.6929", 6: "0.8703", 7: "6.9312",
+         8: "5.5068", 9: "0.2169", 10: "0.8287", 11: "2.3784"}
+
+
+@pytest.mark.parametrize("seed", sorted(SEEDS))
+def test_random_mla_and_gpt_oss_cases_are_llamacpps(seed):
+    model, _fmt, ctx = random_graph_case(seed)
+    got = _cpu_compute(model, ctx["n_ctx"], ctx["n_ubatch"], bool(ctx["flash_attn"]), ctx["type_k"], ctx["type_v"],
+                       ctx["n_seq"], ctx["kv_unified"], ctx["swa_full"])
+    assert got.exact and f"{got.bytes / 1048576.0:.4f}" == SEEDS[seed]
+
+
+def test_shapes_read_from_the_configs():
+    v3 = graph_shape(kvmem.get_model("deepseek-v3"))
+    # config.json: kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128, q_lora_rank 1536,
+    # first_k_dense_replace 3, n_group 8 / topk_group 4, sigmoid scoring, norm_topk_prob, routed_scaling_factor 2.5
+    assert (v3.arch, v3.n_head_kv, v3.head_dim, v3.kv_lora, v3.rope_dim, v3.v_head_dim, v3.q_lora) == (
+        "deepseek2", 1, 192, 512, 64, 128, 1536)
+    assert (v3.n_dense_lead, v3.n_group, v3.n_group_used, v3.gating, v3.probs_bias, v3.norm_w, v3.scale_w) == (
+        3, 8, 4, "sigmoid", True, True, True)
+    assert v3.n_ff_shexp == 2048 and v3.n_ff == 18432
+    oss = graph_shape(kvmem.get_model("gpt-oss-20b"))
+    assert (oss.arch, oss.swa[:4], oss.gating, oss.qkv_bias, oss.head_dim) == (
+        "gpt-oss", (True, False, True, False), "softmax_weight", True, 64)
+
+
+def test_weight_names_cover_dense_and_moe_layers():
+    per_layer, output = graph_weight_names(graph_shape(kvmem.get_model("deepseek-v3")))
+    assert {"ffn_up", "ffn_down_exps", "ffn_up_shexp", "exp_probs_b.bias", "attn_k_b", "attn_v_b",
+            "attn_kv_a_mqa", "attn_q_a_norm"} <= per_layer
+    assert output == {"output_norm", "output"}
+    per_layer, _ = graph_weight_names(graph_shape(kvmem.get_model("gpt-oss-20b")))
+    assert {"attn_sinks", "attn_output.bias", "ffn_gate_inp.bias", "ffn_up_exps.bias", "post_attention_norm"} <= per_layer
+
+
+def test_reduced_layers_keep_every_buffer_of_mla_and_gpt_oss():
+    # the GPU schedule of the whole graph equals that of the graph with runs of equal layers cut (deepseek2's
+    # leading dense layers kept apart from its MoE layers), on 1-3 GPUs with some experts on the host
+    rng = random.Random(23)
+    shorter = 0
+    for i in range(8):
+        oss = i % 2 == 1
+        model, _fmt, _ctx = random_graph_case(2 if oss else 3)
+        n = rng.randint(16, 30)
+        shape = graph_shape(model)
+        shape = type(shape)(**{**shape.__dict__, "n_layer": n,
+                               "swa": tuple(il % 2 == 0 for il in range(n)) if oss else ()})
+        n_gpus = rng.randint(1, 3)
+        cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
+        layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
+        experts = [((il, down), 50_000) for il in range(rng.randint(0, n)) for down in (True, False)]
+        fa = rng.random() < 0.5
+        kw = dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 1024]), n_ubatch=rng.choice([1, 64, 512]),
+                  flash_attn=fa, type_k="f16", type_v="f16", n_seq=1, swa_cells=256 if oss else 0,
+                  weights=expert_weights(experts, n_gpus))
+        whole = scheduled._gpu_graph_bytes(shape, kw["layer_gpu"], n_gpus, kw["n_kv"], kw["n_ubatch"], fa, "f16",
+                                           "f16", None, 1, False, kw["swa_cells"], 1, True, kw["weights"], True)
+        assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
+        shorter += scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer < n
+    assert shorter >= 4
