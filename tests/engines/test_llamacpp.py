@@ -78,10 +78,10 @@ def test_gpt_oss_20b_two_swa_lines_q8_0_and_the_four_device_buffers():
         "llama_kv_cache_iswa: creating     SWA KV cache, size = 256 cells",
         "llama_kv_cache: size =    3.19 MiB (   256 cells,  12 layers,  1/1 seqs), K (q8_0):    1.59 MiB, V (q8_0):    1.59 MiB",
     ]
-    assert result.details["swa_cells"] == 256 and result.details["n_ubatch"] == 128
+    assert result.details.swa_cells == 256 and result.details.n_ubatch == 128
     # layer il -> device upper_bound(il / 25): layers 0-6, 7-12, 13-18, 19-23. Each holds 3 full layers
     # (25.50 MiB) and 4/3/3/2 SWA layers of 256 x 1088 B = 0.265625 MiB -> 1.06, 0.80, 0.80, 0.53 MiB
-    buffers = [d["buffer_mib"] for d in result.details["devices"]]
+    buffers = [d["buffer_mib"] for d in result.details.devices]
     assert [b["kv"] for b in buffers] == [25.5] * 4
     assert [b["kv_swa"] for b in buffers] == [1.06, 0.8, 0.8, 0.53]
     assert result.kv_bytes == 3 * 8192 * 1088 + 4 * 256 * 1088  # the fullest device
@@ -118,7 +118,7 @@ def test_deepseek_v3_per_head_cache_one_buffer_for_8_sequences_2025():
     # x 16384 cells = 728 MiB per layer; the log's buffers: 8 layers 5824.00 MiB, 7 layers 5096.00 MiB
     result = llama("deepseek-v3", tokens=2048, batch=8, n_ctx=16384, n_seq=8, type_k="q4_0", type_v="f16",
                    mla="none", n_batch=256, n_ubatch=256, build="2025-02-01")
-    assert result.details["cells"] == 16384 and result.details["n_stream"] == 1
+    assert result.details.cells == 16384 and result.details.n_stream == 1
     assert result.per_layer == (728 * MiB,) * 61
     assert sum(result.per_layer[:8]) == 5824 * MiB and sum(result.per_layer[:7]) == 5096 * MiB
     assert (result.k_bytes, result.v_bytes) == (13176 * MiB, 31232 * MiB)  # derived totals, 44408 MiB
@@ -171,7 +171,7 @@ def test_gemma3_270m_parallel_slots(n_seq, n_ctx, base_cells, swa_cells, total_m
     # n_ctx_seq = pad256(n_ctx / np); SWA = pad256(min(n_ctx_seq, 512 + 512)) per stream; 1024 B per cell-layer
     # (1 head x 256 x 2 B x K,V): np x (3 x n_ctx_seq + 15 x swa) KiB, e.g. np 2, 4096: 2 x (6144 + 15360) KiB = 42 MiB
     result = llama(gemma3_270m(), batch=n_seq, n_ctx=n_ctx)
-    base, swa = result.details["caches"]
+    base, swa = result.details.caches
     assert (base["cells"], swa["cells"], base["streams"]) == (base_cells, swa_cells, n_seq)
     assert base["size_mib"] + swa["size_mib"] == total_mib
     assert result.kv_bytes == n_seq * (3 * base_cells + 15 * swa_cells) * 1024 == int(total_mib * MiB)
@@ -185,7 +185,7 @@ def test_gemma3_with_fewer_layers_than_the_pattern_keeps_two_caches():
     model = toy("gemma-3-tiny", [Layer("sliding", 1, 256, 256, window=512)] * 3, heads=4, hidden=640,
                 model_type="gemma3_text")
     result = llama(model, n_ctx=32113, n_ubatch=256)
-    assert result.details["log"] == [
+    assert result.details.log == [
         "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32256 cells",
         "llama_kv_cache: size =    0.00 MiB ( 32256 cells,   0 layers,  1/1 seqs), K (f16):    0.00 MiB, "
         "V (f16):    0.00 MiB",
@@ -196,7 +196,7 @@ def test_gemma3_with_fewer_layers_than_the_pattern_keeps_two_caches():
     # Mistral-style all-sliding llama models keep one full cache: llama.cpp does not read that window
     mistral = toy("mistral-tiny", [Layer("sliding", 8, 128, 128, window=4096)] * 2, heads=32, hidden=4096,
                   model_type="mistral")
-    assert len(llama(mistral, n_ctx=8192).details["log"]) == 1
+    assert len(llama(mistral, n_ctx=8192).details.log) == 1
 
 
 @pytest.mark.parametrize("n_seq, cells_total, mib", [(3, 1536, 27.0), (4, 1024, 18.0)])
@@ -205,7 +205,7 @@ def test_gemma3_270m_three_slots_round_the_total_up(n_seq, cells_total, mib):
     # -c 1024 -np 3: 1024 // 3 = 341 -> 512 per stream, n_ctx = 1536; SWA min(512, 1024) = 512:
     # 3 x (3 x 512 + 15 x 512) KiB = 27 MiB. -np 4: 256 per stream, 1024 cells, 18 MiB.
     result = llama(gemma3_270m(), batch=n_seq, n_ctx=1024)
-    assert result.details["cells_total"] == cells_total
+    assert result.details.cells_total == cells_total
     assert result.kv_bytes == int(mib * MiB)
 
 
@@ -267,7 +267,7 @@ def test_qwen_7b_chat_streams_round_up_and_oom_sizes():
     # f16, -c 32768 -np 10: 3276 -> 3328 per stream, "rounding down to 33280"; allocating 16640.00 MiB
     # = 33280 x 32 x 4096 x 2 B x (K, V). With --kv-unified: 32768 cells, 16384.00 MiB.
     oom = llama(model, tokens=3276, batch=10, n_ctx=32768)
-    assert oom.details["cells_total"] == 33280 and oom.kv_bytes == 16640 * MiB
+    assert oom.details.cells_total == 33280 and oom.kv_bytes == 16640 * MiB
     assert oom.notes == ("n_ctx is not divisible by n_seq_max - rounding down to 33280",)
     assert llama(model, tokens=3276, batch=10, n_ctx=32768, kv_unified=True).kv_bytes == 16384 * MiB
 
@@ -279,7 +279,7 @@ def test_llama_70b_over_two_rpc_devices_july_2025():
     result = llama("llama-3.3-70b", tokens=4096, n_ctx=4096, flash_attn=False, build="2025-07-25", pp=2)
     assert log_lines(result) == ["llama_kv_cache_unified: size = 1280.00 MiB (  4096 cells,  80 layers,  1/1 seqs), "
                                  "K (f16):  640.00 MiB, V (f16):  640.00 MiB"]
-    assert [d["buffer_mib"]["kv"] for d in result.details["devices"]] == [656.0, 624.0]
+    assert [d["buffer_mib"]["kv"] for d in result.details.devices] == [656.0, 624.0]
     assert result.kv_bytes == 656 * MiB and result.kv_bytes_all_devices == 1280 * MiB
 
 
@@ -316,12 +316,12 @@ def test_deepseek_r1_mla_latent_with_v_mid_2025_and_without_v_now():
     # MLA GGUF, one head: K 512 + 64 = 576 q4_0 = 324 B, V 512 q4_0 = 288 B per cell;
     # 131072 x 61 x 324 B = 2470.50 MiB, x 288 B = 2196.00 MiB. Since PR #19067 the V tensor is gone.
     mid_2025 = llama("deepseek-r1", tokens=131072, kv_dtype="q4_0", flash_attn=True, build="2025-06-01")
-    assert mid_2025.details["mla"] == "latent+v"
+    assert mid_2025.details.mla == "latent+v"
     assert squashed(log_lines(mid_2025)) == [squash(
         "llama_kv_cache_unified: size = 4666.50 MiB (131072 cells, 61 layers, 1 seqs), "
         "K (q4_0): 2470.50 MiB, V (q4_0): 2196.00 MiB")]
     now = llama("deepseek-r1", tokens=131072, kv_dtype="q4_0")
-    assert now.details["mla"] == "latent" and now.v_bytes == 0
+    assert now.details.mla == "latent" and now.v_bytes == 0
     assert log_lines(now) == ["llama_kv_cache: size = 2470.50 MiB (131072 cells,  61 layers,  1/1 seqs), "
                               "K (q4_0): 2470.50 MiB, V (q4_0):    0.00 MiB"]
 
@@ -357,7 +357,7 @@ def test_gemma4_12b_two_streams_swa_cache():
         "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells",
         "llama_kv_cache: size =  960.00 MiB ( 1536 cells, 40 layers, 2/2 seqs), K (f16): 480.00 MiB, V (f16): 480.00 MiB",
     ])
-    assert llama(gemma4_12b(), tokens=4096, batch=2, n_ctx=8192, n_ubatch=256).details["swa_cells"] == 1280
+    assert llama(gemma4_12b(), tokens=4096, batch=2, n_ctx=8192, n_ubatch=256).details.swa_cells == 1280
 
 
 def test_gemma4_12b_unified_auto_slots_swa_grows_with_sequences():
@@ -368,7 +368,7 @@ def test_gemma4_12b_unified_auto_slots_swa_grows_with_sequences():
     sizes = [squash(line.split("seqs)")[0] + "seqs)") for line in log_lines(result) if "size =" in line and "MiB" in line]
     assert sizes == [squash("llama_kv_cache: size =   68.00 MiB ( 8192 cells,  8 layers, 4/1 seqs)"),
                      squash("llama_kv_cache: size =  765.00 MiB ( 4608 cells, 40 layers, 4/1 seqs)")]
-    swa = result.details["caches"][1]
+    swa = result.details.caches[1]
     assert (swa["k_mib"], swa["v_mib"]) == (382.5, 382.5)
 
 
@@ -394,45 +394,45 @@ def test_qwen3_32b_ollama_q8_0_and_partial_offload():
 ])
 def test_padding_eras(build, flash_attn, cells):
     result = llama("llama-3.2-1b", tokens=4100, build=build, flash_attn=flash_attn)
-    assert result.details["cells"] == cells
+    assert result.details.cells == cells
     assert result.kv_bytes == cells * 16 * 512 * 2 * 2  # 16 layers x 512 values x 2 B x (K, V)
 
 
 def test_streams_before_and_after_pr_14363_and_the_unverified_window():
     model = dense("toy", 2, 1, 64, heads=1, hidden=64)
     before = llama(model, batch=3, n_ctx=1000, build="2025-06-01", flash_attn=False)
-    assert (before.details["n_stream"], before.details["cells"]) == (1, 1024)  # one buffer, pad 32
+    assert (before.details.n_stream, before.details.cells) == (1, 1024)  # one buffer, pad 32
     window = llama(model, batch=3, n_ctx=1000, build="2025-09-01", flash_attn=False)
-    assert (window.details["n_stream"], window.details["cells"]) == (3, 352)  # pad32(ceil(1000 / 3))
+    assert (window.details.n_stream, window.details.cells) == (3, 352)  # pad32(ceil(1000 / 3))
     now = llama(model, batch=3, n_ctx=1000)
-    assert (now.details["n_stream"], now.details["cells"], now.details["cells_total"]) == (3, 512, 1536)
+    assert (now.details.n_stream, now.details.cells, now.details.cells_total) == (3, 512, 1536)
 
 
 def test_swa_cells_rule_unified_full_and_before_the_swa_cache():
     model = gemma3_270m()
     # non-unified: pad256(min(n_ctx_seq, n_swa + n_ubatch)); n_ubatch = min(n_ctx, n_batch, n_ubatch)
-    assert llama(model, n_ctx=4096, n_ubatch=100).details["swa_cells"] == 768  # pad256(612)
-    assert llama(model, n_ctx=300).details["swa_cells"] == 512  # pad256(min(512, 512 + 300)) with n_ctx 512
+    assert llama(model, n_ctx=4096, n_ubatch=100).details.swa_cells == 768  # pad256(612)
+    assert llama(model, n_ctx=300).details.swa_cells == 512  # pad256(min(512, 512 + 300)) with n_ctx 512
     # unified: the window counts once per sequence
-    assert llama(model, batch=4, n_ctx=8192, kv_unified=True).details["swa_cells"] == 2560  # 4 x 512 + 512
+    assert llama(model, batch=4, n_ctx=8192, kv_unified=True).details.swa_cells == 2560  # 4 x 512 + 512
     # 2025-09 era: min(n_ctx_seq, pad(n_swa + n_ubatch, 32)) without flash attention
-    assert llama(model, n_ctx=4096, n_ubatch=100, build="2025-09-01", flash_attn=False).details["swa_cells"] == 640
+    assert llama(model, n_ctx=4096, n_ubatch=100, build="2025-09-01", flash_attn=False).details.swa_cells == 640
     full = llama(model, n_ctx=4096, swa_full=True)
-    assert full.details["swa_cells"] == 4096 and "using full-size SWA cache" in full.notes[0]
+    assert full.details.swa_cells == 4096 and "using full-size SWA cache" in full.notes[0]
     old = llama(model, n_ctx=4096, build="2025-05-01")
-    assert old.details["swa_cells"] is None and old.details["caches"][0]["layers"] == 18
+    assert old.details.swa_cells is None and old.details.caches[0]["layers"] == 18
 
 
 def test_llama4_chunked_layers_use_the_swa_cache():
     result = llama("llama-4-scout-17b-16e", tokens=32768)
-    base, swa = result.details["caches"]
+    base, swa = result.details.caches
     assert (base["layers"], swa["layers"]) == (12, 36)
     assert swa["cells"] == 8192 + 512  # pad256(min(32768, 8192 + 512))
 
 
 def test_gemma3n_shared_layers_hold_no_cache():
     result = llama("gemma-3n-e2b", tokens=4096)
-    assert [c["layers"] for c in result.details["caches"]] == [4, 16]  # 10 KV-sharing layers left out
+    assert [c["layers"] for c in result.details.caches] == [4, 16]  # 10 KV-sharing layers left out
     assert result.per_layer[20:] == (0,) * 10
 
 
@@ -441,9 +441,9 @@ def test_mla_modes_and_their_default_per_build():
     per_value = 61 * 1024 * 2
     assert llama("deepseek-v3", tokens=1024, mla="latent").kv_bytes == per_value * 576
     mid = llama("deepseek-v3", tokens=1024, build="2025-06-01")
-    assert (mid.details["mla"], mid.k_bytes, mid.v_bytes) == ("latent+v", per_value * 576, per_value * 512)
+    assert (mid.details.mla, mid.k_bytes, mid.v_bytes) == ("latent+v", per_value * 576, per_value * 512)
     old = llama("deepseek-v3", tokens=1024, build="2025-03-01")
-    assert (old.details["mla"], old.k_bytes, old.v_bytes) == ("none", per_value * 24576, per_value * 16384)
+    assert (old.details.mla, old.k_bytes, old.v_bytes) == ("none", per_value * 24576, per_value * 16384)
 
 
 def test_variable_v_widths_are_padded_without_flash_attention():
@@ -457,8 +457,8 @@ def test_variable_v_widths_are_padded_without_flash_attention():
 
 def test_defaults_f16_cache_whatever_the_model_dtype_and_one_sequence_per_batch_row():
     result = llama("llama-3.1-8b", tokens=1000, batch=2)
-    assert result.details["type_k"] == result.details["type_v"] == "f16" and result.kv_dtype == "f16"
-    assert (result.details["n_seq"], result.details["n_stream"], result.details["cells"]) == (2, 2, 1024)
+    assert result.details.type_k == result.details.type_v == "f16" and result.kv_dtype == "f16"
+    assert (result.details.n_seq, result.details.n_stream, result.details.cells) == (2, 2, 1024)
     assert llama("llama-3.1-8b", tokens=1000, type_k="q8_0", type_v="f16").kv_dtype == "q8_0/f16"
 
 
@@ -481,7 +481,7 @@ def test_quantised_v_needs_flash_attention_with_llama_cpp_words():
         llama("llama-3.1-8b", kv_dtype="q8_0", flash_attn=False)
     with pytest.raises(ValueError, match="V cache quantization requires flash_attn"):
         llama("llama-3.1-8b", kv_dtype="q8_0", build="2025-03-01")
-    assert llama("llama-3.1-8b", type_k="q8_0", flash_attn=False).details["type_k"] == "q8_0"
+    assert llama("llama-3.1-8b", type_k="q8_0", flash_attn=False).details.type_k == "q8_0"
 
 
 def test_mla_gguf_refuses_different_k_and_v_types():
@@ -493,7 +493,7 @@ def test_mla_gguf_refuses_different_k_and_v_types():
     with pytest.raises(ValueError, match=r"different K \(f16\) and V \(q8_0\)"):
         llama("deepseek-v2-lite", tokens=4096, type_k="f16", type_v="q8_0", flash_attn=False)
     # same types pass; a GGUF without the MLA split (mla="none") is not is_mla() and takes mixed types
-    assert llama("deepseek-v2-lite", tokens=4096, kv_dtype="q8_0").details["type_k"] == "q8_0"
+    assert llama("deepseek-v2-lite", tokens=4096, kv_dtype="q8_0").details.type_k == "q8_0"
     assert llama("deepseek-v2-lite", tokens=4096, type_k="q8_0", type_v="f16", mla="none").k_bytes > 0
 
 

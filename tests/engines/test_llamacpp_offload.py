@@ -146,21 +146,21 @@ def test_host_memory_bounds_the_placement():
 def test_decode_curve_over_n_cpu_moe():
     rows = kvmem.llamacpp_decode_curve("qwen3-30b-a3b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
                                        host_memory="ddr5-5600-2ch")
-    assert [r["value"] for r in rows] == list(range(48, -1, -1)) and {r["flag"] for r in rows} == {"--n-cpu-moe"}
-    speeds = [r["tokens_per_s"] for r in rows]
+    assert [r.value for r in rows] == list(range(48, -1, -1)) and {r.flag for r in rows} == {"--n-cpu-moe"}
+    speeds = [r.tokens_per_s for r in rows]
     assert speeds == sorted(speeds)                    # fewer experts on the host, faster
-    fitting = [r["value"] for r in rows if r["fits"]]
+    fitting = [r.value for r in rows if r.fits]
     assert min(fitting) == 27                          # the best placement's --n-cpu-moe
     # which then moves two more expert tensors to the GPU (test_qwen3_30b_a3b_32k_on_a_12gb_card): faster
     # than --n-cpu-moe 27 alone, slower than 26, which does not fit
     best = llamacpp_offload("qwen3-30b-a3b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
                             host_memory="ddr5-5600-2ch").decode_best
-    assert rows[48 - 27]["tokens_per_s"] < best < rows[48 - 26]["tokens_per_s"]
-    # frozen records that read like the dicts they were
+    assert rows[48 - 27].tokens_per_s < best < rows[48 - 26].tokens_per_s
+    # frozen records whose plain data keeps the keys of the dicts they were
     step = rows[0]
-    assert type(step).__name__ == "DecodeStep" and step.fits is step["fits"] and list(step) == [
+    assert type(step).__name__ == "DecodeStep" and list(step.to_dict()) == [
         "flag", "value", "fits", "tokens_per_s", "total_bytes"]
-    assert step == step.to_dict() == {"flag": "--n-cpu-moe", "value": 48, "fits": step.fits,
+    assert step.to_dict() == {"flag": "--n-cpu-moe", "value": 48, "fits": step.fits,
                                       "tokens_per_s": step.tokens_per_s, "total_bytes": step.total_bytes}
 
 
