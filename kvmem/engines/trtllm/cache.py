@@ -110,8 +110,8 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
     elif max_attention_window == "model":
         windows = [layer.window if layer.kind == SLIDING else 0 for layer in model.layers]
         if model.model_type == "exaone_moe" and {w for w in windows if w} - {model.config.get("sliding_window")}:
-            # modeling_exaone_moe.py @ d2c804bc ExaoneMoeAttention: every sliding layer attends over
-            # config.sliding_window; the per-layer sliding_windows K-EXAONE lists are not read
+            # trtllm@d2c804bc tensorrt_llm/_torch/models/modeling_exaone_moe.py#L83-L90 ExaoneMoeAttention: every
+            # sliding layer attends over config.sliding_window; K-EXAONE's per-layer sliding_windows are not read
             raise ValueError("max_attention_window='model': TensorRT-LLM's ExaoneMoeAttention gives every sliding "
                              "layer config.sliding_window, not the config's per-layer sliding_windows; pass the "
                              "windows as a list")

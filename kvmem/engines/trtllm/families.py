@@ -99,7 +99,8 @@ REFUSALS = {t: why for t, why in _ALL.items() if t in READ_FAMILIES}
 # what that file hands the KV cache manager (_util.py KvCacheCreator: num_key_value_heads and head_dim of the (text)
 # config, one KVCacheManager; windows only through KvCacheConfig.max_attention_window).
 FAMILIES = CheckedFamilies(frozenset({
-    # Exaone4ForCausalLM (_arch_index.py#L49); modeling_exaone4.py @ fbbc05dd Exaone4Attention: num_key_value_heads on
+    # Exaone4ForCausalLM (_arch_index.py#L49); Exaone4Attention
+    # (trtllm@fbbc05dd tensorrt_llm/_torch/models/modeling_exaone4.py#L52-L115): num_key_value_heads on
     # every layer; sliding layers pass attention_window_size to the kernel only; Exaone4ForCausalLM forces bf16
     # (cache.FORCED_DTYPE)
     "exaone4",
@@ -108,7 +109,8 @@ FAMILIES = CheckedFamilies(frozenset({
     # (its architectures: Exaone4ForCausalLM, bf16 forced as for exaone4); post_config, inherited from Qwen2VLModelBase
     # (modeling_qwen2vl.py @ c666e7ea), hands that text config to the engine, KV cache included
     "exaone4_5_text",
-    # ExaoneMoEForCausalLM (_arch_index.py#L51); modeling_exaone_moe.py @ d2c804bc ExaoneMoeAttention:
+    # ExaoneMoEForCausalLM (_arch_index.py#L51); ExaoneMoeAttention
+    # (trtllm@d2c804bc tensorrt_llm/_torch/models/modeling_exaone_moe.py#L72-L134):
     # num_key_value_heads on every layer, window config.sliding_window on layer_types' sliding layers, through the
     # kernel only
     "exaone_moe",

@@ -20,7 +20,8 @@ DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
 # to 64 for DeepSeek v3.2"); sparse/dsa/cache_manager.py @ eaab4c3a dropped the assertion
 DSA_TOKENS_PER_BLOCK = 64
 # Models whose TRT-LLM class sets the dtype the cache follows whatever the config says
-# (modeling_exaone4.py @ fbbc05dd Exaone4ForCausalLM.__init__: pretrained_config.torch_dtype = torch.bfloat16;
+# (trtllm@fbbc05dd tensorrt_llm/_torch/models/modeling_exaone4.py#L242-L253 Exaone4ForCausalLM.__init__:
+# pretrained_config.torch_dtype = torch.bfloat16;
 # EXAONE-4.5's language model is that class on its text config, modeling_exaone4_5.py @ 0050262c)
 FORCED_DTYPE = {"exaone4": "bf16", "exaone4_5_text": "bf16"}
 
