@@ -45,6 +45,7 @@ READ_AT = {
     "0462117e": "tensorrt_llm/_torch/attention_backend/sparse/minimax_m3/cache_manager.py",
     "fbbc05dd": "tensorrt_llm/_torch/models/modeling_exaone4.py",
     "d2c804bc": "tensorrt_llm/_torch/models/modeling_exaone_moe.py",
+    "4d365368": "tensorrt_llm/_torch/models/modeling_nemotron_nas.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

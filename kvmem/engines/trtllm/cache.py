@@ -206,11 +206,11 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
     if first.kind == MLA:
         elements = 1 * layers * (first.kv_lora_rank + first.qk_rope_head_dim)
     elif model.model_type == "nemotron-nas":
-        # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: config.num_key_value_heads becomes one entry per
-        # layer, 0 where a block has no attention; get_cache_size_per_token takes its float mean over every layer,
-        # floors head_dim x mean // tp (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L807-L823)
-        # and counts get_num_attention_layers() = num_hidden_layers of them (#L826-L828; model_config.py @ 1a0dc5f7):
-        # float arithmetic, mirrored as such
+        # NemotronNASModel (trtllm@4d365368 tensorrt_llm/_torch/models/modeling_nemotron_nas.py#L189-L194):
+        # config.num_key_value_heads becomes one entry per layer, 0 where a block has no attention;
+        # get_cache_size_per_token takes its float mean over every layer, floors head_dim x mean // tp (trtllm@001541ba
+        # tensorrt_llm/_torch/pyexecutor/resource_manager.py#L807-L823) and counts get_num_attention_layers() =
+        # num_hidden_layers of them (#L826-L828; model_config.py @ 1a0dc5f7): float arithmetic, mirrored as such
         heads = [layer.kv_heads if layer.caches_tokens else 0 for layer in model.layers]
         layers = len(pp_layers(model.num_layers, pp)[0])
         elements = 2 * layers * int(first.head_dim_k * (sum(heads) / len(heads)) // tp)

@@ -128,8 +128,8 @@ FAMILIES = CheckedFamilies(frozenset({
     # (num_attention_heads_per_layer), num_key_value_heads on every layer; sliding layers (layer_types) pass
     # config.sliding_window to the kernel
     "laguna",
-    # DeciLMForCausalLM (_arch_index.py#L43); modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: num_key_value_heads
-    # becomes the per-layer list
+    # DeciLMForCausalLM (_arch_index.py#L43); NemotronNASModel (trtllm@4d365368
+    # tensorrt_llm/_torch/models/modeling_nemotron_nas.py#L189-L194): num_key_value_heads becomes the per-layer list
     # num_attention_heads // n_heads_in_group (0 without attention), which KVCacheManager takes per layer
     # (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L242-L263); the pool estimate averages it
     # (cache._static_bytes_per_token)

@@ -56,8 +56,9 @@ def check_model(model: Model) -> None:
     if minimax.is_m3(model):
         minimax.check_m3(model)
     if model.model_type == "nemotron-nas":
-        # modeling_nemotron_nas.py @ 4d365368 NemotronNASModel: a layer's KV heads are num_attention_heads //
-        # n_heads_in_group whenever n_heads_in_group is set, no_op or replace_with_linear or not (0 only without it)
+        # NemotronNASModel (trtllm@4d365368 tensorrt_llm/_torch/models/modeling_nemotron_nas.py#L189-L194; its attention
+        # #L121-L129, #L66): a layer's KV heads are num_attention_heads // n_heads_in_group whenever n_heads_in_group is
+        # set, no_op or replace_with_linear or not (0 only without it)
         for i, block in enumerate(model.config.get("block_configs") or []):
             attention = block.get("attention") if isinstance(block, dict) else None
             if isinstance(attention, dict) and attention.get("n_heads_in_group") and (
