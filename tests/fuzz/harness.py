@@ -92,7 +92,7 @@ def check_estimate(est) -> str | None:
         return f"peak_bytes {est.peak_bytes} < kv_bytes {est.kv_bytes}"
     if any(_bytes("per_layer", b) for b in est.per_layer):
         return f"per_layer has a bad entry: {est.per_layer[:8]}"
-    padding = est.details.get("padding_bytes", 0)  # vLLM: slots of padding layers, owned by no model layer
+    padding = getattr(est.details, "padding_bytes", 0)  # vLLM: slots of padding layers, owned by no model layer
     if sum(est.per_layer) + padding < est.kv_bytes:
         return f"per_layer sums to {sum(est.per_layer)} (+ {padding} padding) < kv_bytes {est.kv_bytes}"
     return None
