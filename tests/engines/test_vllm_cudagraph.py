@@ -119,3 +119,22 @@ def test_the_fit_says_how_its_graph_term_was_come_by():
     given = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", cudagraph_bytes=558_345_748)
     assert "CUDA graphs: 532.48 MiB as given (cudagraph_bytes" in " ".join(given.notes)
     assert given.kv_memory_bytes == flat.kv_memory_bytes - (558_345_748 - 536_870_912)
+
+
+def test_releases_before_0_21_keep_the_graphs_out_of_the_kv_budget():
+    # "CUDA graph memory profiling is enabled (default since v0.21.0)": before it the graphs were captured in the
+    # memory gpu_memory_utilization leaves, so 0.20's budget is 512 MiB larger than 0.21's
+    import kvmem
+    old = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", version="0.20.0")
+    new = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", version="0.21.0")
+    assert old.kv_memory_bytes - new.kv_memory_bytes == CUDAGRAPH_BYTES
+    assert CUDAGRAPH_LABEL in new.notes and CUDAGRAPH_LABEL not in old.notes
+    # the opt-in era's log says the estimate was not used (vllm-project/vllm PR #30515, a GB10 run)
+    opt_in = ("INFO [gpu_model_runner.py:5651] Estimated CUDA graph memory: 0.26 GiB total\n"
+              "INFO [gpu_worker.py:490] In v0.19, CUDA graph memory profiling will be enabled by default "
+              "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts for CUDA graph memory "
+              "during KV cache allocation. To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and "
+              "increase --gpu-memory-utilization from 0.7000 to 0.7021 to maintain the same effective KV cache "
+              "size.\n")
+    (line,) = check_log(opt_in, "qwen3-8b", cudagraph_bytes=0).checks
+    assert line.quantity == "CUDA graph memory subtracted" and line.matches and line.line == 2

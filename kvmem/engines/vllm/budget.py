@@ -19,7 +19,7 @@ from ..base import (
 )
 from ..budget import kv_budget
 from .admission import pools_refuse
-from .cudagraph import graph_note
+from .cudagraph import CUDAGRAPH_BYTES, GRAPHS_IN_BUDGET, graph_note
 from .device import device_options
 from .offload import HOST_INPUTS, host_terms
 from .options import VllmOptions, check_options, parse_release
@@ -29,7 +29,7 @@ from .parallel import PARALLEL_OPTIONS, weights_per_device
 #
 # The memory budget (vllm@v0.33.0 vllm/v1/worker/gpu_worker.py#L640-L820 determine_available_memory):
 #     kv = total x gpu_memory_utilization - weights - activation peak - non-torch - CUDA-graph estimate
-# (the graph estimate is subtracted from v0.21; the v0 engine has none); ``kv_cache_memory_bytes``
+# (the graph estimate is subtracted from v0.21, GRAPHS_IN_BUDGET; the v0 engine has none); ``kv_cache_memory_bytes``
 # replaces all of it. Weights include the rotary cos/sin cache vLLM keeps beside them:
 # max_position_embeddings x rotary_dim x 2 B (vllm@v0.33.0 vllm/model_executor/layers/rotary_embedding/base.py#L94-L103;
 # "Loading model weights took 14.9888 GB" for
@@ -50,7 +50,7 @@ from .parallel import PARALLEL_OPTIONS, weights_per_device
 SAMPLER_BYTES_PER_LOGIT = 28
 NON_TORCH_BYTES = 256 << 20           # vLLM measures only the increase after start-up
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None,
-                  "max_num_seqs": None, "cudagraph_bytes": 512 << 20, "kv_cache_memory_bytes": None,
+                  "max_num_seqs": None, "cudagraph_bytes": CUDAGRAPH_BYTES, "kv_cache_memory_bytes": None,
                   # --kv-offloading-size GiB / --kv-offloading-backend (vllm/config/cache.py#L383-L392) and
                   # the LMCache server's --l1-size-gb (kvmem.engines.vllm.offload); host_memory_bytes the node's
                   # RAM (kvmem.host)
@@ -153,7 +153,8 @@ def _defaults_of(gpu, context: int, resolved: VllmOptions, engine_options: dict,
 def _budget(req: BudgetRequest) -> Budget:
     opts, notes = req.sizing_options, []
     resolved = check_options(req.engine_options)
-    graphs = 0 if resolved.release is None else byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
+    graphs = 0 if resolved.release is None or resolved.release < GRAPHS_IN_BUDGET else \
+        byte_option("cudagraph_bytes", opts["cudagraph_bytes"])
     if graphs and opts["kv_cache_memory_bytes"] is None:
         notes.append(graph_note(graphs))          # how the graph term was come by (kvmem.engines.vllm.cudagraph)
     act = req.activation_bytes

@@ -40,6 +40,10 @@ from ..base import byte_option
 DEFAULT_CEILING = 512            # vllm/config/vllm.py#L2463-L2465
 BLACKWELL_CEILING = 1024         # is_device_capability_family(100)
 CUDAGRAPH_BYTES = 512 << 20      # kvmem's flat figure for vLLM's graph estimate (module docstring)
+# The release from which the estimate is subtracted by default: vLLM 0.33.0 logs "CUDA graph memory profiling is
+# enabled (default since v0.21.0)" (vllm/v1/worker/gpu_worker.py#L786-L795); before it the variable was opt-in
+# (PR #30515) and the graphs were captured in the memory gpu_memory_utilization leaves, outside the KV budget
+GRAPHS_IN_BUDGET = (0, 21)
 CUDAGRAPH_LABEL = ("CUDA graphs: a flat 512 MiB by default (sizing option cudagraph_bytes), not vLLM's figure: vLLM "
                    "measures its graphs at start-up (published estimates 0.17-118.65 GiB, "
                    "docs/research/vllm_cudagraph_logs.md); its log's 'Estimated CUDA graph memory' is the number to "
@@ -137,6 +141,7 @@ POOL = re.compile(r"CUDA graph pool memory: *(-?)([0-9.]+) GiB \(actual\), *(-?)
 EQUIVALENT = re.compile(r"current --gpu-memory-utilization=([0-9.]+) is equivalent to "
                         r"--gpu-memory-utilization=([0-9.]+)")
 DISABLED = "CUDA graph memory profiling is disabled"
+OPT_IN = "To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"      # releases before 0.21, estimate not used
 
 
 def _signed(sign: str, digits: str, n: int, line: str) -> float:
@@ -156,8 +161,8 @@ def read_graph_lines(lines: list[str]) -> dict:
         if "graph_estimate" not in found and (m := ESTIMATE.search(line)):
             found["graph_estimate"] = (n, strip_prefix(line, "Estimated CUDA"),
                                        logged_number(m.group(1), n, line, float), m.group(1))
-        if "graph_disabled" not in found and DISABLED in line:
-            found["graph_disabled"] = (n, strip_prefix(line, DISABLED))
+        if "graph_disabled" not in found and (DISABLED in line or OPT_IN in line):
+            found["graph_disabled"] = (n, strip_prefix(line, DISABLED if DISABLED in line else "In v0."))
         if "graph_equivalent" not in found and (m := EQUIVALENT.search(line)):
             found["graph_equivalent"] = (n, logged_number(m.group(1), n, line, float),
                                          logged_number(m.group(2), n, line, float))
@@ -188,8 +193,9 @@ def check_graph_lines(found: dict, *, cudagraph_bytes, settings: dict, checks: l
         n, text = found["graph_disabled"]
         settings["cudagraph_subtracted_bytes"] = 0
         cause = "" if ours == 0 else (
-            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: vLLM subtracts no graph memory from the KV budget "
-            "(gpu_worker.py#L720-L757): give -o cudagraph_bytes=0 to plan as it ran")
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is off (0, or a release before 0.21 where it was opt-in): vLLM "
+            "subtracts no graph memory from the KV budget (gpu_worker.py#L720-L757): give -o cudagraph_bytes=0 to "
+            "plan as it ran")
         checks.append(LineCheck(n, text, "CUDA graph memory subtracted", "0 (profiling disabled)",
                                 f"{format_bytes(ours)} ({where})", ours == 0, cause))
     elif estimate is not None:
