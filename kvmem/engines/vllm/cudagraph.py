@@ -24,7 +24,8 @@ Published lines (docs/research/vllm_cudagraph_logs.md, 22 sources) put that esti
 (a 27B model, tp 4, 7 graphs) to 118.65 GiB (a 2.4T MoE on GB300, vllm#53013), with the same count of graphs
 costing 0.44 or 0.52 GiB on two models and the estimate over (vllm#45178: 3.1x fewer KV tokens) or under (vllm#57475:
 an OOM at capture) the graphs' real pool: no rule over the capture sizes and the model fits them. So kvmem's
-fit charges CUDAGRAPH_BYTES, a flat figure (sizing option cudagraph_bytes), labelled CUDAGRAPH_LABEL, and
+fit charges CUDAGRAPH_BYTES from 0.21 (GRAPHS_IN_BUDGET), a flat figure (sizing option cudagraph_bytes), labelled
+CUDAGRAPH_LABEL, and
 kvmem.check_log reads the lines above (check_graph_lines): a user's own "Estimated CUDA graph memory" is
 checked against the figure the fit used and names the -o cudagraph_bytes that reproduces it.
 """
