@@ -116,8 +116,9 @@ def _windows(model: Model, max_attention_window, max_seq_len: int | None) -> lis
                              "layer config.sliding_window, not the config's per-layer sliding_windows; pass the "
                              "windows as a list")
         if model.model_type == "step3p5" and not step3p5_text_config(model).get("layer_types"):
-            # modeling_step3p7.py @ 0c37d5ba _layer_attention_type: without layer_types, layers 0, 4, 8, ... are
-            # full and the others slide; kvmem's reading makes every such layer full
+            # _layer_attention_type (trtllm@0c37d5ba tensorrt_llm/_torch/models/modeling_step3p7.py#L222-L229): without
+            # layer_types, layers 0, 4, 8, ... are full and the others slide; kvmem's reading makes every such layer
+            # full
             raise ValueError("max_attention_window='model': the config has no layer_types, from which TensorRT-LLM's "
                              "Step3p7Attention slides 3 of every 4 layers and kvmem's reading none; pass the windows "
                              "as a list")

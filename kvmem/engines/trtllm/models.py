@@ -89,9 +89,9 @@ def step3p5_text_config(model: Model) -> dict:
 
 
 def check_step3p5(model: Model) -> None:
-    # modeling_step3p7.py @ 0c37d5ba _layer_kv_heads: a sliding layer's KV heads are
-    # attention_other_setting.num_attention_groups when set; _mirror_step3p7_text_aliases hands the cache manager
-    # num_attention_groups alone -- kvmem reads that one count for every layer
+    # _layer_kv_heads (trtllm@0c37d5ba tensorrt_llm/_torch/models/modeling_step3p7.py#L240-L247): a sliding layer's KV
+    # heads are attention_other_setting.num_attention_groups when set; _mirror_step3p7_text_aliases hands the cache
+    # manager num_attention_groups alone -- kvmem reads that one count for every layer
     config = step3p5_text_config(model)
     other = config.get("attention_other_setting")
     groups = other.get("num_attention_groups") if isinstance(other, dict) else None
