@@ -178,6 +178,13 @@ def test_fit_reports_the_lmcache_connector_tiers():
     over = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context="32k", engine="vllm",
                      lmcache_max_local_cpu_size=40, host_memory_bytes="64GiB")
     assert not over.fits and "LMCache local CPU (LMCacheConnectorV1) 80.00 GiB" in over.why_not
+    # deepseek-v3 at tp 8: one 61 x 576 x 2 B x 256 = 17,989,632 B latent chunk; 20 GiB // it = 1,193 chunks
+    mla = kvmem.fit("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, tp=8, context="32k", engine="vllm",
+                    lmcache_max_local_cpu_size=20)
+    assert (mla.host["terms"][0]["tokens"], mla.host["terms"][0]["bytes_per_node"]) == (1_193 * 256, 8 * 20 * GIB)
+    with pytest.raises(ValueError, match="kvmem does not size LMCache's tiers with a draft"):
+        kvmem.fit("deepseek-v3", gpu="h200-sxm-141gb", num_gpus=8, tp=8, context="32k", engine="vllm", draft="mtp",
+                  lmcache_max_local_cpu_size=20)
     with pytest.raises(ValueError, match="vLLM 0.33.0 runs one KV connector"):
         kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
                   lmcache_max_local_cpu_size=20)

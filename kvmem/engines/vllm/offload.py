@@ -304,6 +304,12 @@ def _lmcache_connector_terms(s, opts: dict) -> list:
         raise ValueError("kv_offloading_size and LMCache's max_local_cpu_size / max_local_disk_size: vLLM 0.33.0 runs "
                          "one KV connector, and --kv-offloading-size replaces LMCacheConnectorV1 "
                          "(vllm/config/vllm.py#L1157-L1181); give one of them")
+    if s.engine_options.get("draft") is not None:
+        # integration/vllm/utils.py#L570-L600 calculate_draft_layers: deepseek_mtp's num_nextn_predict_layers, an
+        # EAGLE drafter's layers, 0 for any other method name; kvmem's draft option does not say which vLLM runs
+        raise ValueError("LMCache adds draft layers to its chunk by the speculative method's name "
+                         "(lmcache integration/vllm/utils.py#L570-L600), which kvmem's draft option does not carry: "
+                         "kvmem does not size LMCache's tiers with a draft")
     replicas = max(s.num_gpus // (s.tp * s.pp), 1)
     cpu = opts.get("lmcache_max_local_cpu_size")
     tiers = lmcache_local_tiers(s.model, max_local_cpu_size=LMCACHE_CPU_GIB if cpu is None else cpu,
