@@ -188,7 +188,8 @@ def check_gemma4(model: Model) -> None:
 def v2_window_blocks(tokens: int, window: int, tokens_per_block: int) -> int:
     """Blocks a sliding layer holds under KVCacheManagerV2 for a sequence of ``tokens`` cached tokens.
 
-    runtime/kv_cache_manager_v2/_life_cycle_registry.py @ 1548780d AttnLifeCycle.get_stale_range: with
+    trtllm@1548780d tensorrt_llm/runtime/kv_cache_manager_v2/_life_cycle_registry.py#L42-L55
+    AttnLifeCycle.get_stale_range: with
     history_length h, blocks [0, (h + 1 - window) // tokens_per_block) are stale (freed); the live window keeps
     one in-flight token. kvmem takes h = tokens: held = ceil(tokens / tpb) - max(0, (tokens + 1 - window) // tpb).
     """
