@@ -18,6 +18,7 @@ from ..budget import kv_budget
 from ..results import Estimate
 from .admission import pools_refuse
 from .dp_weights import weights_per_device
+from .encoder import budget_terms, vlm_defaults
 from .hicache import HOST_INPUTS, host_terms
 from .parallel import deepep, kv_groups
 
@@ -143,19 +144,22 @@ def _defaults(gpu, _context: int, tp: int, pp: int, _engine_options: dict, sizin
 
 def model_defaults(model, gpu, context: int, tp: int, pp: int, engine_options: dict, sizing_options: dict):
     """_defaults for one model: with the prefill CUDA graph's reserve where its architecture turns the graph on
-    (Inkling: SGLang resolves 0.830 on an 80 GB H100 where a plain model gets 0.835)."""
+    (Inkling: SGLang resolves 0.830 on an 80 GB H100 where a plain model gets 0.835), and lowered for a multimodal
+    model's vision tower (kvmem.engines.sglang.encoder: Qwen2.5-VL-7B 0.707315 there)."""
     defaults = _defaults(gpu, context, tp, pp, engine_options, sizing_options)
+    given = sizing_options.get("mem_fraction_static") is not None
     extra = prefill_graph_mib(model.facts.architectures, gpu.memory_bytes, sizing_options.get("chunked_prefill_size"))
-    if sizing_options.get("mem_fraction_static") is not None or not extra:
-        return defaults
-    mfs = sglang_mem_fraction_static(gpu.memory_bytes, tp=tp, pp=pp,
-                                     chunked_prefill_size=sizing_options.get("chunked_prefill_size"),
-                                     cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"),
-                                     attn_dp_size=kv_groups(engine_options), deepep_a2a=deepep(engine_options),
-                                     prefill_graph_reserve_mib=extra)
-    return EngineDefaults("sglang", {"mem_fraction_static": mfs},
-                          f"SGLang's default mem_fraction_static for this GPU and {model.facts.architectures[0]}: "
-                          f"{float(mfs):.3f} (its prefill CUDA graph reserves {extra} MiB)")
+    if not given and extra:
+        mfs = sglang_mem_fraction_static(gpu.memory_bytes, tp=tp, pp=pp,
+                                         chunked_prefill_size=sizing_options.get("chunked_prefill_size"),
+                                         cuda_graph_max_bs=sizing_options.get("cuda_graph_max_bs"),
+                                         attn_dp_size=kv_groups(engine_options), deepep_a2a=deepep(engine_options),
+                                         prefill_graph_reserve_mib=extra)
+        defaults = EngineDefaults("sglang", {"mem_fraction_static": mfs},
+                                  f"SGLang's default mem_fraction_static for this GPU and "
+                                  f"{model.facts.architectures[0]}: {float(mfs):.3f} (its prefill CUDA graph reserves "
+                                  f"{extra} MiB)")
+    return vlm_defaults(model, gpu, defaults, given=given)
 
 
 def _budget(req: BudgetRequest) -> Budget:
@@ -167,7 +171,11 @@ def _budget(req: BudgetRequest) -> Budget:
     # of total: SGLang's static pool (weights + KV) is mem_fraction_static of the memory free
     # before it loads anything, i.e. of the device less its CUDA context; the rest is activations
     kv = kv_budget("of_total", total=free_before, weights=req.weights_bytes, fraction=mfs)
-    return Budget(total, req.weights_bytes, free_before - (kv + req.weights_bytes), req.non_torch_bytes, kv, notes)
+    # a multimodal model's embedding cache comes out of the KV budget (kvmem.engines.sglang.encoder)
+    cache, encoder_notes = budget_terms(req.model, req.gpu)
+    kv = max(0, kv - cache)
+    return Budget(total, req.weights_bytes, free_before - (kv + req.weights_bytes), req.non_torch_bytes, kv,
+                  notes + encoder_notes)
 
 
 def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:

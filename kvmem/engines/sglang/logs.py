@@ -20,6 +20,9 @@ Under data-parallel attention every attention group prints its own lines, for at
 and its share of --max-running-requests; the settings' attn_dp_size (or the deprecated "dp_size=N,
 enable_dp_attention=True"), ep_size, ep_num_redundant_experts and nnodes are read too.
 
+The CUDA-graph capture, weight-load and pool lines ("Capture ... graph end. ... mem usage=Y GB", "Load weight
+begin/end", "Memory pool end"): kvmem.engines.sglang.cudagraph, the graphs against the reserve beside the pool.
+
 Settings, read from the log (``printed``): "server_args=ServerArgs(model_path=..., tp_size=..., ...)"
 (0.5.x: "server_args={'model_path': ..., ...}", sglang@v0.5.23 python/sglang/srt/entrypoints/engine.py#L311).
 """
@@ -34,6 +37,7 @@ from ...model import LINEAR
 from ..serving import LogReader
 from . import draft as spec_draft
 from . import mamba
+from .cudagraph import check_graph_lines, read_graph_lines
 from .parallel import kv_groups, kv_tp
 from .pools import DEFAULTS, make_layout, state_parts_of
 from .pools import pools as make_pools
@@ -63,7 +67,9 @@ ARGS_FIELDS = {"model_path": "model", "tp_size": "tp", "pp_size": "pp", "kv_cach
                "attn_dp_size": "attn_dp_size", "ep_size": "ep_size",
                "ep_num_redundant_experts": "ep_num_redundant_experts", "nnodes": "nnodes",
                "enable_dp_lm_head": "enable_dp_lm_head", "moe_dense_tp_size": "moe_dense_tp_size",
-               "moe_a2a_backend": "moe_a2a_backend"}
+               "moe_a2a_backend": "moe_a2a_backend",
+               # the reserve the CUDA graphs and activations fit in (kvmem.engines.sglang.cudagraph)
+               "chunked_prefill_size": "chunked_prefill_size", "cuda_graph_max_bs": "cuda_graph_max_bs"}
 SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}   # --mamba-ssm-dtype as kvmem names it
 
 
@@ -113,6 +119,7 @@ def read(lines: list[str]) -> dict:
                                 m.group(3))
         elif found["mamba"] is None and (m := MAMBA_LINE.search(line)):
             found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), logged_number(m.group(1), n, line))
+    found.update(read_graph_lines(lines))
     return found
 
 
@@ -123,7 +130,20 @@ def _same(a: str, b: str) -> bool:
 
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
           **options) -> tuple[dict, list[LineCheck], list[str]]:
-    del info                                   # every setting SGLang's lines depend on is an engine option
+    """The pools' lines (every setting they depend on is an engine option), then the CUDA-graph lines
+    (against the reserve: mem_fraction_static, chunked_prefill_size and cuda_graph_max_bs, printed or given)."""
+    graph_options = {name: options.pop(name) for name in GRAPH_OPTIONS if name in options}
+    settings, checks, notes = _check_pools(model, found, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
+    check_graph_lines(found, info={**(info or {}), **graph_options}, options=graph_options, settings=settings,
+                      checks=checks, notes=notes)
+    return settings, checks, notes
+
+
+GRAPH_OPTIONS = ("chunked_prefill_size", "cuda_graph_max_bs")
+
+
+def _check_pools(model, found: dict, *, kv_dtype, tp: int, pp: int,
+                 **options) -> tuple[dict, list[LineCheck], list[str]]:
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
     hicache = {name: options.pop(name) for name in ("hicache_ratio", "hicache_size") if name in options}
@@ -249,7 +269,7 @@ def _check_requests(scheduler, slots, options: dict, settings: dict, checks: lis
 
 
 def claims(found: dict) -> bool:
-    return bool(found["kv"] or found["legacy"])
+    return bool(found["kv"] or found["legacy"] or found.get("graphs"))
 
 
 # The launch command above a log (kvmem.logcheck.command): SGLang's arguments (python/sglang/srt/server_args.py)
@@ -259,9 +279,11 @@ COMMAND_FLAGS = {"--model-path": "model", "--model": "model", "--tp-size": "tp",
                  "--max-running-requests": "max_running_requests", "--context-length": "context_length",
                  "--mem-fraction-static": "mem_fraction_static", "--swa-full-tokens-ratio": "swa_full_tokens_ratio",
                  "--max-mamba-cache-size": "max_mamba_cache_size", "--hicache-ratio": "hicache_ratio",
-                 "--hicache-size": "hicache_size"}
+                 "--hicache-size": "hicache_size", "--chunked-prefill-size": "chunked_prefill_size",
+                 "--cuda-graph-max-bs": "cuda_graph_max_bs"}
 COMMAND_SWITCHES = {"--disable-radix-cache": ("disable_radix_cache", True),
                     "--disable-overlap-schedule": ("disable_overlap_schedule", True)}
-READER = LogReader(read, claims, printed, check, "SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated'",
-                   check_options=("hicache_ratio", "hicache_size"), runs=RUNS, command_flags=COMMAND_FLAGS,
-                   command_switches=COMMAND_SWITCHES)
+READER = LogReader(read, claims, printed, check,
+                   "SGLang's 'KV Cache is allocated' / 'Mamba Cache is allocated' / 'Capture cuda graph end'",
+                   check_options=("hicache_ratio", "hicache_size", *GRAPH_OPTIONS), runs=RUNS,
+                   command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES)
