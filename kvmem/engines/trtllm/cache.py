@@ -140,10 +140,10 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
     kv_factor 1) with one "head" of kv_lora_rank + qk_rope_head_dim, not split by tp. NVFP4 adds one fp8
     scale per 16 values: ceil(x/2) + ceil(x/16) bytes (kvmem.dtype("nvfp4")). Layers without attention
     (Mamba, MLP-only) hold no blocks. DeepSeek sparse attention (DeepSeek-V3.2, GLM-5: DSACacheManager) adds
-    an indexer key on every layer, index_head_dim + index_head_dim // 128 x 4 more elements in the cache
-    dtype (sparse/dsa/cache_manager.py at eaab4c3a; the pool holds them as fp8 values and float32 scales,
-    1 byte each, in the C++ KVCacheManager's indexer pool): TRT-LLM's own accounting. Releases of early
-    2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
+    an indexer key on every layer, index_head_dim + index_head_dim // 128 x 4 more elements in the cache dtype
+    (trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L137-L161; the pool holds
+    them as fp8 values and float32 scales, 1 byte each, in the C++ KVCacheManager's indexer pool): TRT-LLM's own
+    accounting. Releases of early 2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
     out = []
     if model.model_type in V2_FAMILIES:
         # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__: per layer (kv_heads + tp - 1) // tp

@@ -17,7 +17,8 @@ __all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
 DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
 # DSACacheManager of early 2026 (attention_backend/sparse/dsa.py @ code-index id 126013056, the first with the
 # indexer pool in the C++ KVCacheManager, enable_indexer_k_cache) asserted tokens_per_block == 64 ("must be set
-# to 64 for DeepSeek v3.2"); sparse/dsa/cache_manager.py @ eaab4c3a dropped the assertion
+# to 64 for DeepSeek v3.2"); trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L33-L91
+# (DSACacheManager.__init__) has no such assertion
 DSA_TOKENS_PER_BLOCK = 64
 # Models whose TRT-LLM class sets the dtype the cache follows whatever the config says
 # (trtllm@fbbc05dd tensorrt_llm/_torch/models/modeling_exaone4.py#L242-L253 Exaone4ForCausalLM.__init__:
@@ -34,7 +35,8 @@ def indexer_elements(model: Model) -> int:
     indexer_k_cache_pool_per_layer over range(num_local_layers)), of index_head_dim fp8 values and one
     float32 scale per 128 (quant_block_size); DSACacheManager.get_cache_bytes_per_token /
     get_cache_size_per_token count it as (index_head_dim + index_head_dim // 128 x 4) more elements of the
-    cache dtype beside the latent (sparse/dsa/cache_manager.py @ eaab4c3a).
+    cache dtype beside the latent
+    (trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L109-L161).
     """
     dims = {layer.index_head_dim for layer in model.layers if layer.kind == MLA and layer.index_head_dim}
     if not dims:
