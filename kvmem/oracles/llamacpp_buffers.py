@@ -30,8 +30,8 @@ import re
 
 from ..units import pad
 
-__all__ = ["random_spec", "write_spec", "write_sparse", "run_spec", "printed_buffers", "in_child", "llama_lib",
-           "BUFFER_LINE"]
+__all__ = ["random_spec", "spec_tensors", "write_spec", "write_sparse", "run_spec", "printed_buffers", "in_child",
+           "llama_lib", "BUFFER_LINE"]
 
 BUFFER_LINE = re.compile(r"^\S+: +(\S+) (model|KV|compute) buffer size = +([0-9.]+) MiB")
 # ~llama_context, at debug level: "<buft> compute buffer size is %8.4f MiB, matches expectation ..."
@@ -70,7 +70,7 @@ def random_spec(seed: int) -> dict:
     if kind == "gemma2":        # every other layer sliding (load_swa_pattern(ml, 2)); output = token_embd
         spec.update(n_layer=rng.randint(1, 6), n_swa=rng.choice((64, 128, 512, 1024)), tied=True)
     spec["fused_qkv"] = kind == "phi3" and rng.random() < 0.75
-    spec["tensors"] = _tensors(spec, rng)
+    spec["tensors"] = spec_tensors(spec, rng)
     spec["context"] = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((32, 128, 512)),
                            flash_attn=rng.choice((0, 1)), type_k=rng.choice(_CACHE_TYPES),
                            mmap=rng.random() < 0.5)
@@ -82,7 +82,7 @@ def random_spec(seed: int) -> dict:
     return spec
 
 
-def _tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
+def spec_tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
     """(name, ne, ggml type) in the order convert_hf_to_gguf.py writes them."""
     def w(ne):   # a 2-D/3-D weight: a type whose block divides ne0
         choices = [t for t in _WEIGHT_TYPES if ne[0] % (256 if t.endswith("_K") or t == "IQ4_XS" else 32) == 0]
