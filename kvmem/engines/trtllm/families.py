@@ -122,8 +122,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # KVCacheManagerV2 only for Gemma 4 / Inkling or use_kv_cache_manager_v2); sliding layers with other KV heads
     # (attention_other_setting) refused (models.check_step3p5)
     "step3p5",
-    # AfmoeForCausalLM (_arch_index.py#L37); modeling_afmoe.py @ 3c4acdc9 AfmoeAttention: num_key_value_heads, head_dim
-    # on every layer; sliding layers (layer_types) pass config.sliding_window to the kernel only
+    # AfmoeForCausalLM (_arch_index.py#L37); AfmoeAttention (trtllm@3c4acdc9
+    # tensorrt_llm/_torch/models/modeling_afmoe.py#L229-L270; window #L248): num_key_value_heads, head_dim on every
+    # layer; sliding layers (layer_types) pass config.sliding_window to the kernel only
     "afmoe",
     # LagunaForCausalLM (_arch_index.py#L68); modeling_laguna.py @ 9289d069 LagunaAttention: per-layer query heads
     # (num_attention_heads_per_layer), num_key_value_heads on every layer; sliding layers (layer_types) pass
