@@ -50,6 +50,7 @@ READ_AT = {
     "1548780d": "tensorrt_llm/runtime/kv_cache_manager_v2/_life_cycle_registry.py",
     "eaab4c3a": "tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py",
     "3c4acdc9": "tensorrt_llm/_torch/models/modeling_afmoe.py",
+    "9289d069": "tensorrt_llm/_torch/models/modeling_laguna.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

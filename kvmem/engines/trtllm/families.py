@@ -126,9 +126,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # tensorrt_llm/_torch/models/modeling_afmoe.py#L229-L270; window #L248): num_key_value_heads, head_dim on every
     # layer; sliding layers (layer_types) pass config.sliding_window to the kernel only
     "afmoe",
-    # LagunaForCausalLM (_arch_index.py#L68); modeling_laguna.py @ 9289d069 LagunaAttention: per-layer query heads
-    # (num_attention_heads_per_layer), num_key_value_heads on every layer; sliding layers (layer_types) pass
-    # config.sliding_window to the kernel
+    # LagunaForCausalLM (_arch_index.py#L68); LagunaAttention (trtllm@9289d069
+    # tensorrt_llm/_torch/models/modeling_laguna.py#L215-L268): per-layer query heads (num_attention_heads_per_layer),
+    # num_key_value_heads on every layer; sliding layers (layer_types) pass config.sliding_window to the kernel
     "laguna",
     # DeciLMForCausalLM (_arch_index.py#L43); NemotronNASModel (trtllm@4d365368
     # tensorrt_llm/_torch/models/modeling_nemotron_nas.py#L189-L194): num_key_value_heads becomes the per-layer list
