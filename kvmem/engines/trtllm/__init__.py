@@ -51,6 +51,7 @@ READ_AT = {
     "eaab4c3a": "tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py",
     "3c4acdc9": "tensorrt_llm/_torch/models/modeling_afmoe.py",
     "9289d069": "tensorrt_llm/_torch/models/modeling_laguna.py",
+    "5d4a661c": "tensorrt_llm/_torch/models/modeling_auto.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

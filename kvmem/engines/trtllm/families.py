@@ -3,8 +3,8 @@
 The judge is the backend's model registry: AutoModelForCausalLM.from_config looks the config's
 ``architectures[0]`` up in MODEL_CLASS_MAPPING, filled by the ``@register_auto_model`` decorators
 of tensorrt_llm/_torch/models/modeling_*.py, and raises "Unknown architecture for
-AutoModelForCausalLM" for any other (modeling_auto.py @ 5d4a661c). The registry is read off its
-static index, which a test of the project holds equal to those decorators:
+AutoModelForCausalLM" for any other (trtllm@5d4a661c tensorrt_llm/_torch/models/modeling_auto.py#L37-L41). The
+registry is read off its static index, which a test of the project holds equal to those decorators:
 trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118 MODEL_ARCH_TO_MODULE (81 architectures).
 
 REFUSALS: the families whose published architecture that index lacks (a family's architecture is
