@@ -1,9 +1,9 @@
 """TensorRT-LLM: the paged KV cache of its KVCacheManager, in blocks of tokens_per_block.
 
-Read in NVIDIA/TensorRT-LLM (tensorrt_llm/_torch/pyexecutor/resource_manager.py at 001541ba and a
-2026 main; cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp; 2025 copies; PINNED below). Each rule
-sits beside the code it governs in cache.py, naming its file and function; line ranges are not
-pinned: the repository at 001541ba could not be read here (its snapshot is past the fetch limit).
+Read in NVIDIA/TensorRT-LLM through the code index (the repository is past the fetch limit): PINNED below names
+its two commits (the cache manager, the registry and KvCacheCreator), READ_AT the commits other files are stored
+at. Each rule sits beside its pin, trtllm@<commit> <path>#L<a>-L<b> (tests/test_pins.py counts them and the older
+citations still without lines).
 
   cache      1. bytes per token as allocated (_layers: kv_heads_per_layer = ceil(kv_heads / tp),
              MLA's one K-only "head", NVFP4 scales, DSA's indexer key); 2. the cheaper estimate that
@@ -12,12 +12,14 @@ pinned: the repository at 001541ba could not be read here (its snapshot is past 
              pools (_windows, capacity); 5. estimate (whole blocks per sequence, Mamba/KDA states)
   models     what its model files build where they differ from the config's reading; Gemma 4's
              KVCacheManagerV2 layout (gemma4_layout: per-layer heads, windows by default, v2_window_blocks)
+  minimax    MiniMax-M3's MiniMaxM3KVCacheManagerV2: K/V on every layer, a bf16 index key on layers 3..N-1
   families   the opt-in families the PyTorch backend's registry lacks are refused with its reason
-             (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9); those it runs, each with its
+             (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118); those it runs, each with its
              file; docs/research/families_trtllm.md is the table
   dsv4       DeepSeek-V4's DeepseekV4CacheManager (KVCacheManagerV2): SWA, compressed, compressor-state and
              indexer buffers per layer, each with its rows per block and window; capacity refused
-  sizing     the memory budget
+  draft      a speculative draft's KV cache (MTP layers or a draft model) and the budget it shares
+  sizing     the memory budget (the multimodal encoder cache reserve, a draft model's weights)
   launch, logs  the trtllm-serve command (LAUNCHER) and the startup log's reader (READER)
 Not modelled: beam search, sink tokens and the secondary (host) pool.
 """
