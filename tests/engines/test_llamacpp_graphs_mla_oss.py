@@ -106,3 +106,16 @@ def test_reduced_layers_keep_every_buffer_of_mla_and_gpt_oss():
         assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
         shorter += scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer < n
     assert shorter >= 4
+
+
+def test_mla_graph_only_over_the_latent_cache():
+    # builds before PR #19067 (2026-01-24) keep a V tensor beside the latent (mla='latent+v'): another graph,
+    # so the host buffer is the estimate, not marked exact; the current build's is the graph's
+    from kvmem.engines.llamacpp.layouts import layout
+    from kvmem.engines.llamacpp.tensors import tensors_for
+    model = kvmem.get_model("deepseek-v2-lite")
+    tensors, _ = tensors_for(model, "q4_k_m")
+    now = layout(model, tensors, n_gpu_layers=0, n_ctx=4096, flash_attn=True)
+    old = layout(model, tensors, n_gpu_layers=0, n_ctx=4096, flash_attn=True, build="2025-12-01")
+    assert now.compute_exact["CPU"] and not old.compute_exact["CPU"]
+    assert now.compute_bytes["CPU"] == _cpu_compute(model, 4096, 512, True).bytes

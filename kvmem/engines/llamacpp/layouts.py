@@ -40,7 +40,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from ...model import Model
-from .compute import ggml_type_name, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
+from .compute import estimate_bytes, ggml_type_name, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
 from .ggml_graph import TYPES
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import run_plan
@@ -142,6 +142,10 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 compute[d.device] = gpu_exact[-1]
             elif any_gpu:   # else the input embeddings' n_ubatch x hidden x 4 B
                 compute[d.device] = s.n_ubatch * model.hidden_size * 4
+            elif not _graph_matches_cache(model, plan):
+                compute[d.device] = estimate_bytes(model, n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
+                                                   flash_attn=s.flash_attn)
+                exact[d.device] = False
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
@@ -170,6 +174,14 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                   total_bytes=total, decode_bytes=decode, compute_exact=exact)
 
 
+def _graph_matches_cache(model, plan) -> bool:
+    """Whether the transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's graph
+    (graphs_mla_oss) is the latent MLA one (K-only cache); an old GGUF's per-head cache (mla='none') or the
+    latent+V cache of builds before PR #19067 run other graphs, not transcribed."""
+    shape = graph_shape(model)
+    return shape is None or shape.arch != "deepseek2" or plan.mla == "latent"
+
+
 def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
     (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
@@ -187,8 +199,8 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     if (shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES
             or (not full and shape.arch in ("gemma2", "gemma3", "phi3"))):
         return None
-    if shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959:
-        return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores only
+    if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959) or not _graph_matches_cache(model, plan):
+        return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
     host_gpu = len(p.gpus)
 
     def index(device):
