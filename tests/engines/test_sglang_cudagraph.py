@@ -32,7 +32,7 @@ def _by(result, quantity: str):
 
 
 def test_qwq_on_four_l4_graphs_within_the_reserve():
-    # didier-durand/llms-in-clouds docs/sglang.md: SGLang 0.4.3.post4, 4 x L4, tp 4, mem_fraction_static 0.85
+    # didier-durand/llms-in-clouds/docs/sglang.md: SGLang 0.4.3.post4, 4 x L4, tp 4, mem_fraction_static 0.85
     # (server_args), 13 decode graphs up to cuda_graph_max_bs 80
     result = check_log(_log("sglang_qwq32b_4xl4_startup.log"), _qwq(), engine="sglang")
     assert result.matches

@@ -22,7 +22,7 @@ The lines, each printed by every rank (the largest is read; "avail mem" is the f
             "Capture cuda graph bs [1, 2, 4, ...]"   (the decode batch sizes)
     "Load weight begin. avail mem=F GB"   (model_runner.py#L1274; F: free_before)
     "Load weight end. ... avail mem=A GB, mem usage=W GB."   (model_runner.py#L1371-L1379; W: the weights' bytes)
-    "Memory pool end. avail mem=P GB"   (kv_cache_configurator.py#L497-L502: the room the pool left)
+    "Memory pool end. avail mem=P GB"   (kv_cache_configurator.py#L498-L501: the room the pool left)
 With F and mem_fraction_static (server_args, the command, or given) the reserve is F x (1 - mem_fraction_static)
 and the graphs (decode + prefill) are checked against it; without them, against P, the room measured.
 """
@@ -35,10 +35,10 @@ from fractions import Fraction
 from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
 
 MIB = 1 << 20
-GRAPH_MIB_PER_BS = 2           # memory_hook.py#L366-L368: reserved_mem += decode max_bs x 2 (MiB)
-ACTIVATION_MIB_PER_TOKEN = Fraction(3, 2)    # memory_hook.py#L291-L296: activation_tokens x 1.5 (MiB)
+GRAPH_MIB_PER_BS = 2           # memory_hook.py#L364-L368: reserved_mem += decode max_bs x 2 (MiB)
+ACTIVATION_MIB_PER_TOKEN = Fraction(3, 2)    # memory_hook.py#L304-L310: activation_tokens x 1.5 (MiB)
 ACTIVATION_MIN_TOKENS = 2048                 # max(chunked_prefill_size, 2048)
-CONSTANT_MIB = 512                           # memory_hook.py#L293: "constant meta data"
+CONSTANT_MIB = 512                           # memory_hook.py#L308-L309: "constant meta data"
 
 # Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
 _GB = r"([0-9]+(?:\.[0-9]+)?) *GB"
@@ -96,7 +96,7 @@ def read_graph_lines(lines: list[str]) -> dict:
 
 def default_reserve_mib(*, chunked_prefill_size: int, max_bs: int, tp: int = 1, pp: int = 1,
                         gpu_mib: int | None = None) -> Fraction:
-    """SGLang 0.5.23's activation + decode-graph reserve in MiB (memory_hook.py#L284-L317, no DP attention, no
+    """SGLang 0.5.23's activation + decode-graph reserve in MiB (memory_hook.py#L296-L317, no DP attention, no
     prefill graph, no DeepEP: kvmem.engines.sglang.budget.sglang_mem_fraction_static has them all)."""
     reserved = (CONSTANT_MIB + ACTIVATION_MIB_PER_TOKEN * max(chunked_prefill_size, ACTIVATION_MIN_TOKENS)
                 + Fraction(tp * pp, 8) * 1024 + GRAPH_MIB_PER_BS * max_bs)
