@@ -1,6 +1,8 @@
 """vLLM's native CPU offload tier (kvmem.engines.vllm.offload), by hand; vLLM's own code judges it in
 tests/oracles/test_vllm_offload_oracle.py."""
 
+import json
+
 import pytest
 
 import kvmem
@@ -188,3 +190,20 @@ def test_fit_reports_the_lmcache_connector_tiers():
     with pytest.raises(ValueError, match="vLLM 0.33.0 runs one KV connector"):
         kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context="32k", engine="vllm", kv_offloading_size=10,
                   lmcache_max_local_cpu_size=20)
+
+
+def test_plan_writes_lmcache_local_cpu_tier_into_kv_transfer_config():
+    # the tier fit sized travels as lmcache.-prefixed extra config (vllm_v1_adapter.py#L494-L509); 20 GiB a rank
+    plan = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context=32768, engine="vllm",
+                      lmcache_max_local_cpu_size=20, host_memory_bytes="128GiB")
+    value = plan.argv[plan.argv.index("--kv-transfer-config") + 1]
+    assert json.loads(value) == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both",
+                                 "kv_connector_extra_config": {"lmcache.chunk_size": 256, "lmcache.local_cpu": True,
+                                                               "lmcache.max_local_cpu_size": 20.0}}
+    assert "'" + value + "'" in plan.command       # one shell word, pasted as is
+
+
+def test_plan_refuses_lmcache_disk_tier_without_a_path():
+    with pytest.raises(kvmem.PlanRefused, match="needs local_disk"):
+        kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context=32768, engine="vllm",
+                   lmcache_max_local_disk_size=20, host_memory_bytes="128GiB")

@@ -95,7 +95,31 @@ def check_vllm_commands():
                             cache_dtype=args.kv_cache_dtype)   # vLLM's own check of the dtype's name
         expected = "auto" if fit.kv_dtype == kvmem.get_model(fit.model).dtype else fit.kv_dtype
         assert cache.cache_dtype == {"bf16": "bfloat16", "fp16": "float16"}.get(expected, expected)
+    check_lmcache_command(parser)
     print(f"{CASES} vLLM commands parsed into the planned settings")
+
+
+def check_lmcache_command(parser):
+    """LMCache's local CPU tier as plan writes it: vLLM parses the connector, and LMCache's own config,
+    given its extra-config keys the way its vLLM adapter applies them (vllm_v1_adapter._apply_extra_config,
+    validate_and_set_config_value), holds the tier fit sized."""
+    from lmcache.v1.config import LMCacheEngineConfig
+    from lmcache.v1.config_base import validate_and_set_config_value
+    from vllm.engine.arg_utils import EngineArgs
+    plan = kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", num_gpus=2, tp=2, context=32768, engine="vllm",
+                      lmcache_max_local_cpu_size=20, host_memory_bytes="128GiB")
+    argv = plan.argv
+    args = EngineArgs.from_cli_args(parser.parse_args(["--model", argv[2], *argv[3:]]))
+    transfer = args.kv_transfer_config
+    assert (transfer.kv_connector, transfer.kv_role) == ("LMCacheConnectorV1", "kv_both"), plan.command
+    config = LMCacheEngineConfig.from_defaults()
+    for key, value in transfer.kv_connector_extra_config.items():
+        assert key.startswith("lmcache.") and validate_and_set_config_value(config, key[len("lmcache."):], value)
+    assert (config.chunk_size, config.local_cpu, config.max_local_cpu_size) == (256, True, 20.0)
+    # the tier fit reported: LMCache's chunks for llama-3.1-8b at tp 2 (16,777,216 B a rank's chunk) in 20 GiB
+    tier = next(t for t in plan.fit.host["terms"] if t["name"].startswith("LMCache local CPU"))
+    assert tier["tokens"] == (20 * 2**30 // 16_777_216) * 256 == 327_680
+    assert tier["bytes_per_rank"] == int(config.max_local_cpu_size * 2**30)
 
 
 def test_vllm_parses_every_command_into_the_planned_settings():

@@ -34,6 +34,7 @@ from ...launch.base import (
     weight_flags,
 )
 from ..serving import Launcher
+from .offload import LMCACHE_CHUNK_TOKENS, LMCACHE_CPU_GIB
 
 RELEASE = "vLLM 0.33.0"
 PROGRAM = ("vllm", "serve")
@@ -53,6 +54,7 @@ _SIZING_ONLY = {"weights_bytes", "activation_bytes", "non_torch_bytes", "cudagra
                 "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes", "version", "swap_space",
                 "enable_expert_parallel", "num_redundant_experts",   # expert_flags writes these two
                 "kv_offloading_size", "kv_offloading_backend", "lmcache_l1_size_gb",   # offload_flags
+                "lmcache_max_local_cpu_size", "lmcache_max_local_disk_size",           # lmcache_flags
                 "host_memory_bytes"}
 
 
@@ -69,6 +71,31 @@ def offload_flags(sizing: dict) -> list[Flag]:
                         f"the LMCache server's --l1-size-gb {sizing.get('lmcache_l1_size_gb')} sizes the tier (start "
                         "it with that); vLLM 0.33.0 does not pass --kv-offloading-size on to it"))
     return out
+
+
+def lmcache_flags(sizing: dict) -> list[Flag]:
+    """vLLM's in-process LMCacheConnectorV1 with the local tiers fit sized (kvmem.engines.vllm.offload
+    lmcache_local_tiers). LMCache reads its settings from LMCACHE_CONFIG_FILE or the environment, then takes
+    every "lmcache."-prefixed key of kv_connector_extra_config over them
+    (lmcache@0.5.6 lmcache/integration/vllm/vllm_v1_adapter.py#L466-L470, #L494-L509), so the command carries
+    them and needs no environment; vLLM registers the connector by that name
+    (vllm@v0.33.0 vllm/distributed/kv_transfer/kv_connector/factory.py#L165-L169)."""
+    cpu, disk = sizing.get("lmcache_max_local_cpu_size"), sizing.get("lmcache_max_local_disk_size")
+    if cpu is None and disk is None:
+        return []
+    if disk not in (None, 0, 0.0):
+        # lmcache@0.5.6 lmcache/v1/config.py#L103-L113: the disk tier needs local_disk, a path kvmem cannot choose
+        raise PlanRefused("vllm: LMCache's disk tier needs local_disk (a path on the server) as well as "
+                          f"max_local_disk_size={disk!r}; kvmem writes the CPU tier only: plan without "
+                          "lmcache_max_local_disk_size, then add \"lmcache.local_disk\" and "
+                          "\"lmcache.max_local_disk_size\" to the printed --kv-transfer-config")
+    # lmcache@0.5.6 lmcache/v1/config.py#L90-L96: chunk_size 256 and max_local_cpu_size 5.0 unless set
+    extra = {"lmcache.chunk_size": LMCACHE_CHUNK_TOKENS, "lmcache.local_cpu": True,
+             "lmcache.max_local_cpu_size": float(LMCACHE_CPU_GIB if cpu is None else cpu)}
+    config = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both", "kv_connector_extra_config": extra}
+    return [Flag("--kv-transfer-config", json.dumps(config, separators=(",", ":")),
+                 f"LMCache's local CPU tier, {extra['lmcache.max_local_cpu_size']:g} GiB of pinned RAM per rank in "
+                 f"chunks of {LMCACHE_CHUNK_TOKENS} tokens, as fit sized it")]
 
 
 def expert_flags(sizing: dict, ranks: int) -> list[Flag]:
@@ -90,6 +117,9 @@ def roles(_role: str, _model, _prompt_tokens: int, _options: dict) -> tuple[list
     kv_connector, kv_role); the KV pool is registered in place, no GPU buffer beside it
     (vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py#L794-L810: a host buffer only with
     kv_buffer_device "cpu")."""
+    if any(_options.get(name) is not None for name in ("lmcache_max_local_cpu_size", "lmcache_max_local_disk_size")):
+        raise PlanRefused("vllm: a disaggregated role takes one --kv-transfer-config, NIXL's; LMCache's local tiers "
+                          "beside it need vLLM's MultiConnector, which kvmem does not write")
     return ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})], []
 
 
@@ -140,6 +170,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--block-size", str(opts["block_size"]), "the block size planned (vLLM's default: 16)"))
     out += weight_flags("vllm", inp.model, fit.weight_dtype)
     out += offload_flags(s.sizing)
+    out += lmcache_flags(s.sizing)
     for name, (flag, default) in _SWITCHES.items():
         if name in opts and opts[name] is not None and opts[name] != default:
             out.append(Flag(flag, "", f"{name}={opts[name]} as planned"))
