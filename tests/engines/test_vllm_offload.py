@@ -207,3 +207,10 @@ def test_plan_refuses_lmcache_disk_tier_without_a_path():
     with pytest.raises(kvmem.PlanRefused, match="needs local_disk"):
         kvmem.plan("llama-3.1-8b", gpu="h100-sxm-80gb", context=32768, engine="vllm",
                    lmcache_max_local_disk_size=20, host_memory_bytes="128GiB")
+
+
+def test_disaggregated_roles_refuse_lmcache_beside_nixl():
+    from kvmem.disagg import disaggregate
+    with pytest.raises(kvmem.PlanRefused, match="MultiConnector"):
+        disaggregate("llama-3.1-8b", gpu="h100-sxm-80gb", engine="vllm", prompt_tokens=4096, output_tokens=1024,
+                     request_rate=2, lmcache_max_local_cpu_size=20, host_memory_bytes="128GiB")
