@@ -19,6 +19,7 @@ from __future__ import annotations
 from ...launch.base import Flag, Inputs, PlanRefused, as_value, refuse_options
 from .. import engine_estimate
 from ..serving import Launcher
+from .entry import LlamacppDetails
 
 RELEASE = "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"
 PROGRAM = ("llama-server",)
@@ -52,6 +53,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     est = engine_estimate(s.model, engine="llama.cpp", tokens=fit.context, batch=inp.batch, kv_dtype=s.kv_dtype,
                           tp=s.tp, pp=s.pp, **s.engine_options)
     d = est.details
+    assert isinstance(d, LlamacppDetails)      # a llama.cpp estimate's record
     if s.replicas > 1:
         raise PlanRefused(f"llama.cpp: one llama-server holds one copy of the model; {s.replicas} replicas need "
                           f"{s.replicas} servers (this plan is for one of {s.pp} GPU(s))")

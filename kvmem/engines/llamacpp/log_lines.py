@@ -48,7 +48,8 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
     d = estimate.details
     if estimate.engine != "llama.cpp" or not hasattr(d, "caches"):
         raise ValueError(f"log_lines needs a llama.cpp estimate, got engine {estimate.engine!r}")
-    style = _style(d.build, style)
+    build: str = d.build    # type: ignore[attr-defined]  # a LlamacppDetails (entry.py, which imports this module)
+    style = _style(build, style)
     if any(c.get("wrapper") == "dsv4" for c in d.caches):     # llama_kv_cache_dsv4 (dsv4.py)
         from .dsv4 import dsv4_log_lines
         return dsv4_log_lines(d.caches, mib)
@@ -56,7 +57,7 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
     lines = []
     if style == "kv_self" and kv:
         if prefix is None:
-            date = CURRENT if d.build == "current" else datetime.date.fromisoformat(d.build)
+            date = CURRENT if build == "current" else datetime.date.fromisoformat(build)
             prefix = "llama_new_context_with_model"
             for start, name in _KV_SELF_PREFIX:
                 prefix = name if date >= start else prefix
