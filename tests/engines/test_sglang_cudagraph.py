@@ -126,3 +126,24 @@ def test_the_reserve_is_the_one_the_default_fraction_leaves(gpu_mib, chunk, max_
     reserved = default_reserve_mib(chunked_prefill_size=chunk, max_bs=max_bs, tp=tp, gpu_mib=gpu_mib)
     assert round(Fraction(gpu_mib - reserved) / gpu_mib, 3) == Fraction(fraction)
     assert sglang_mem_fraction_static(gpu_mib * MIB, tp=tp) == Fraction(fraction)
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"mem_fraction_static": 32}, r"mem_fraction_static must be a number in \(0, 1\], got 32"),
+    ({"mem_fraction_static": "x"}, r"mem_fraction_static must be a number in \(0, 1\], got 'x'"),
+    ({"chunked_prefill_size": 0.93}, "chunked_prefill_size must be a positive integer, got 0.93"),
+])
+def test_a_setting_sglang_does_not_take_is_refused_by_name(given, message):
+    with pytest.raises(ValueError, match=message):
+        check_log(_log("sglang_qwq32b_4xl4_startup.log"), _qwq(), engine="sglang", **given)
+
+
+def test_a_long_line_is_read_in_one_pass():
+    # 2,000 "Load weight end." markers without the numbers after them: each search starts at a literal
+    import time
+    line = "[TP0] Load weight end. type=X, avail mem=1 GB" * 2000
+    check_log("[t] Capture cuda graph bs [1]", "llama-3.1-8b", engine="sglang")     # the readers imported
+    start = time.perf_counter()
+    check_log(line + "\n[TP0] Capture cuda graph end. Time elapsed: 1.00 s. mem usage=0.50 GB. avail mem=1.00 GB.",
+              "llama-3.1-8b", engine="sglang")
+    assert time.perf_counter() - start < 1.0

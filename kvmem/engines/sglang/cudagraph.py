@@ -50,7 +50,8 @@ END_EARLY = re.compile(r"Capture cuda graph end\. +Time elapsed: *[0-9.]+ *s\. +
                        + _GB)        # early 2025 (v0.4.3): avail mem before mem usage
 BS_BEFORE = re.compile(r"Capture cuda graph bs \[([0-9, ]*)\]")
 LOAD_BEGIN = re.compile(r"Load weight begin\. +avail mem=" + _GB)
-LOAD_END = re.compile(r"Load weight end\. [^\n]*?avail mem=" + _GB + r", +mem usage=" + _GB)
+LOAD_END = "Load weight end. "                      # then its numbers, searched from there (one pass a line)
+LOAD_END_NUMBERS = re.compile(r"avail mem=" + _GB + r", +mem usage=" + _GB)
 POOL_END = re.compile(r"Memory pool end\. +avail mem=" + _GB)
 
 
@@ -86,7 +87,8 @@ def read_graph_lines(lines: list[str]) -> dict:
                 found["graphs"][phase] = entry
         elif "load_begin" not in found and (m := LOAD_BEGIN.search(line)):
             found["load_begin"] = (n, _gib(m.group(1), n, line))
-        elif "load_end" not in found and (m := LOAD_END.search(line)):
+        elif ("load_end" not in found and (at := line.find(LOAD_END)) >= 0
+              and (m := LOAD_END_NUMBERS.search(line, at))):
             found["load_end"] = (n, strip_prefix(line, "Load weight end"), _gib(m.group(1), n, line),
                                  _gib(m.group(2), n, line))
         elif "pool_end" not in found and (m := POOL_END.search(line)):
@@ -105,6 +107,24 @@ def default_reserve_mib(*, chunked_prefill_size: int, max_bs: int, tp: int = 1, 
     return reserved
 
 
+def _setting(info: dict, name: str, kind):
+    """A setting the log printed or the caller gave, refused naming it when it is not what SGLang takes."""
+    value = info.get(name)
+    if value is None:
+        return None
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r:.60}")
+        return value
+    try:
+        fraction = Fraction(str(value)) if not isinstance(value, bool) else None
+    except (ValueError, ZeroDivisionError):
+        fraction = None
+    if fraction is None or not 0 < fraction <= 1:
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r:.60}")
+    return fraction
+
+
 def _gb(n_bytes: int | Fraction) -> str:
     return f"{float(n_bytes) / GIB:.2f} GB"
 
@@ -118,15 +138,16 @@ def check_graph_lines(found: dict, *, info: dict, options: dict, settings: dict,
     used = sum(entry[2] for entry in graphs.values())
     settings["cuda_graph_bytes"] = used
     last = max(graphs.values(), key=lambda e: e[0])
-    mfs = options.get("mem_fraction_static", info.get("mem_fraction_static"))
+    mfs = _setting({**info, **options}, "mem_fraction_static", Fraction)
     phases = " + ".join(f"{name} {_gb(entry[2])}" for name, entry in graphs.items())
     if "load_begin" in found and mfs is not None:
         free_before = found["load_begin"][1]
-        reserve = free_before * (1 - Fraction(str(mfs)))
+        reserve = free_before * (1 - mfs)
         settings["reserve_bytes"] = int(reserve)
         ok = used <= reserve
         checks.append(LineCheck(last[0], last[1], "CUDA graph memory within the reserve", phases,
-                                f"<= {_gb(reserve)} (free before the weights {_gb(free_before)} x (1 - {mfs}))", ok,
+                                f"<= {_gb(reserve)} (free before the weights {_gb(free_before)} x "
+                                f"(1 - {float(mfs):g}))", ok,
                                 "" if ok else (
                                     "the graphs took more than the room SGLang leaves beside the KV pool, which it "
                                     "sizes before capture: capture can run out of memory; lower "
@@ -143,7 +164,7 @@ def check_graph_lines(found: dict, *, info: dict, options: dict, settings: dict,
         notes.append(f"line {last[0]}: the graphs took {_gb(used)}; the reserve they fit in needs 'Load weight begin. "
                      "avail mem' and mem_fraction_static (or 'Memory pool end'), which the log does not print")
     bs = next((entry[4] for entry in graphs.values() if entry[4]), None) or found.get("bs")
-    max_bs = max(bs) if bs else info.get("cuda_graph_max_bs")
+    max_bs = max(bs) if bs else _setting(info, "cuda_graph_max_bs", int)
     if max_bs:
         settings["cuda_graph_max_bs"] = max_bs
         term = GRAPH_MIB_PER_BS * max_bs * MIB
@@ -154,6 +175,7 @@ def check_graph_lines(found: dict, *, info: dict, options: dict, settings: dict,
                          "(memory_hook.py reserve_for_graph_mb): the rest of the reserve (the activation term, and "
                          "above 60 GiB the 10 GiB floor) has to hold them")
     chunk = info.get("chunked_prefill_size")
+    chunk = None if chunk == -1 else _setting(info, "chunked_prefill_size", int)     # -1: chunking off
     if chunk:
         activations = (ACTIVATION_MIB_PER_TOKEN * max(chunk, ACTIVATION_MIN_TOKENS) + CONSTANT_MIB) * MIB
         if last[3] < activations:
@@ -172,4 +194,4 @@ def _check_load(found: dict, mfs, settings: dict) -> None:
     _, _, free_after, weights = found["load_end"]
     settings["weights_bytes_logged"] = weights
     if mfs is not None:
-        settings["kv_budget_bytes"] = int(free_after - free_before * (1 - Fraction(str(mfs))))
+        settings["kv_budget_bytes"] = int(free_after - free_before * (1 - mfs))
