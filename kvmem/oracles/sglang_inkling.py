@@ -24,9 +24,8 @@ from unittest import mock
 
 from ..model import Model
 from .report import Check
-from .sglang_pool_sizing import Context, no_speculation
+from .sglang_pool_sizing import Context, no_speculation, resolved_defaults
 from .sglang_pool_sizing import model_config as _model_config
-from .sglang_runtime import config_dir
 from .sglang_runtime import load as _load_sglang
 
 __all__ = ["resolved_defaults", "sglang_sizes", "kvmem_sizes", "run_case", "random_case", "wrap", "REAL_SHAPES"]
@@ -34,20 +33,6 @@ __all__ = ["resolved_defaults", "sglang_sizes", "kvmem_sizes", "run_case", "rand
 GB = 1 << 30
 _EXEC = types.SimpleNamespace(comm=types.SimpleNamespace(enable_scattered_sconv=False), mamba=types.SimpleNamespace(
     enable_linear_replayssm_spec=False, enable_mamba_extra_buffer=True, enable_mamba_extra_buffer_lazy=False))
-
-
-def resolved_defaults(cfg: dict, *, gpu_mib: int = 81559, tp: int = 1) -> dict:
-    """SGLang's ServerArgs resolution for the checkpoint (as kvmem/oracles/sglang_reserve.py runs it), with the
-    platform's extra-buffer support granted (a CUDA build has it; the CPU build does not)."""
-    _load_sglang()
-    import sglang.srt.arg_groups.mamba_hook as mamba_hook
-    import sglang.srt.arg_groups.memory_hook as memory_hook
-    from sglang.srt.server_args import ServerArgs
-    with mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: float(gpu_mib)), \
-            mock.patch.object(mamba_hook, "_platform_supports_mamba_cache_extra_buffer", lambda: True):
-        server_args = ServerArgs(model_path=config_dir(cfg), tp_size=tp, device="cuda")
-        server_args.resolve_once()
-    return server_args.resolved_dict()
 
 
 @functools.cache

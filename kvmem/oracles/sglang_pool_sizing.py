@@ -25,9 +25,10 @@ import functools
 import types
 from unittest import mock
 
+from .sglang_runtime import config_dir
 from .sglang_runtime import load as _load_sglang
 
-__all__ = ["model_config", "swa_pools", "mamba_pools", "no_speculation", "Context"]
+__all__ = ["model_config", "swa_pools", "mamba_pools", "no_speculation", "Context", "resolved_defaults"]
 
 GB = 1 << 30
 
@@ -53,10 +54,39 @@ def _cached_model_config(cfg_json: str):
 
 def model_config(name: str, cfg: dict):   # noqa: ARG001 (name: the caller's label)
     """SGLang's ModelConfig for a config.json (cached; quantization_config dropped: gpt-oss's
-    mxfp4 is a CUDA-only method ModelConfig refuses on the CPU, and it quantizes weights, not KV)."""
+    mxfp4 is a CUDA-only method ModelConfig refuses on the CPU, and it quantizes weights, not KV).
+    The config.json rides along (``kvmem_config_json``) for the server settings SGLang resolves from it."""
     import json
     _load_sglang()
-    return _cached_model_config(json.dumps(cfg, sort_keys=True))
+    text = json.dumps(cfg, sort_keys=True)
+    mc = _cached_model_config(text)
+    mc.kvmem_config_json = text
+    return mc
+
+
+def resolved_defaults(cfg: dict, *, gpu_mib: int = 81559, tp: int = 1, **server_args) -> dict:
+    """SGLang's ServerArgs resolution for the checkpoint (as kvmem/oracles/sglang_reserve.py runs it), with the
+    platform's extra-buffer support granted (a CUDA build has it; the CPU build does not); ``server_args``: flags
+    given (ServerArgs fields)."""
+    _load_sglang()
+    import sglang.srt.arg_groups.mamba_hook as mamba_hook
+    import sglang.srt.arg_groups.memory_hook as memory_hook
+    from sglang.srt.server_args import ServerArgs
+    with mock.patch.object(memory_hook, "get_device_memory_capacity", lambda *_a: float(gpu_mib)), \
+            mock.patch.object(mamba_hook, "_platform_supports_mamba_cache_extra_buffer", lambda: True):
+        resolved = ServerArgs(model_path=config_dir(cfg), tp_size=tp, device="cuda", **server_args)
+        resolved.resolve_once()
+    return resolved.resolved_dict()
+
+
+@functools.cache
+def _resolved_strategy(cfg_json: str) -> tuple[bool, bool]:
+    """(extra buffer, overlap scheduling off) as SGLang 0.5.23's ServerArgs pipeline resolves them for the config on
+    a CUDA device with no flag given (arg_groups/overrides.py _mamba_radix_cache_resolution)."""
+    import json
+
+    d = resolved_defaults(json.loads(cfg_json))
+    return d["mamba_radix_cache_strategy"] == "extra_buffer", bool(d["disable_overlap_schedule"])
 
 
 def _never(*_args, **_kwargs) -> bool:
@@ -105,18 +135,22 @@ class Context:
 
 def mamba_pools(mc, *, kv_memory: int, context: int, page_size: int = 1) -> dict:
     """{"slots", "tokens", "max_running_requests", "error"}: SGLang's Mamba-hybrid sizing for ``kv_memory``
-    bytes and ``--context-length context`` (bf16 KV, float32 SSM state: SGLang's defaults)."""
+    bytes and ``--context-length context`` (bf16 KV, float32 SSM state, the radix-cache strategy SGLang resolves
+    for the model: SGLang's defaults)."""
     _load_sglang()
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.mem_cache import kv_cache_configurator as kc
     from sglang.srt.runtime_context import get_parallel
     mc.context_len = context   # --context-length (ModelConfig.__init__ sets it from the argument)
+    # the radix-cache strategy SGLang resolves for the model (extra_buffer for Qwen3-Next/3.5, Nemotron-H, ...)
+    extra_buffer, no_overlap = _resolved_strategy(mc.kvmem_config_json)
     schedule = types.SimpleNamespace(max_mamba_cache_size=None, mamba_full_memory_ratio=0.9,
-                                     max_running_requests=None, disable_overlap_schedule=False,
+                                     max_running_requests=None, disable_overlap_schedule=no_overlap,
                                      max_total_tokens=None, page_size=page_size)
     memory = types.SimpleNamespace(disable_radix_cache=False, enable_unified_memory=False)
-    exec_ = types.SimpleNamespace(mamba=types.SimpleNamespace(
-        enable_linear_replayssm_spec=False, enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False))
+    exec_ = types.SimpleNamespace(mamba=types.SimpleNamespace(enable_linear_replayssm_spec=False,
+                                                              enable_mamba_extra_buffer=extra_buffer,
+                                                              enable_mamba_extra_buffer_lazy=False))
     kvc = types.SimpleNamespace(mambaish_config=None, pp_size=1, fused_entry_bytes=lambda _kind: None,
                                 spec_algorithm=no_speculation(), hybrid_gdn_config=None, hybrid_kda_config=None,
                                 extra_mamba_cache_bytes_per_req=0, attn_dp_size=1, model_config=mc)

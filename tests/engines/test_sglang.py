@@ -256,7 +256,11 @@ def test_linear_hybrid_pools_only_attention_layers_and_splits_mamba_memory():
     assert slots == int((30 * 0.9 / 1.9) * GiB // per_request) - 1
     assert cap.details.max_mamba_cache_size == slots
     assert cap.tokens == (30 * GiB - (slots + 1) * per_request) // (12 * 1024)
-    assert cap.details.max_running_requests == slots // 3
+    # SGLang 0.5.23 resolves --mamba-radix-cache-strategy auto to extra_buffer for Qwen3NextForCausalLM with overlap
+    # scheduling on (arg_groups/overrides.py _mamba_radix_cache_resolution): 3 + 2 state slots a request
+    assert cap.details.max_running_requests == slots // 5
+    pinned = kvmem.capacity(model, engine="sglang", kv_memory=30 * GiB, tp=2, mamba_extra_buffer=False)
+    assert pinned.details.max_running_requests == slots // 3
 
 
 def qwen35_9b():
@@ -272,6 +276,8 @@ def qwen35_9b():
 
 
 def test_qwen35_9b_tp2_held_out_log_186_slots_62_requests_327310_tokens():
+    # (the model below names no architecture, so no extra buffer is resolved for it: the April build printed 186 // 3;
+    # SGLang 0.5.23 would resolve extra_buffer for Qwen3_5ForConditionalGeneration and admit 186 // 5 = 37)
     # Held-out SGLang log (main build 0.0.0.dev11582+g4df60434d, 2026-04-14; --tp-size 2
     # --mem-fraction-static 0.8 --context-length 262144): "Mamba Cache is allocated. max_mamba_cache_size: 186,
     # conv_state size: 0.10GB, ssm_state size: 4.38GB", "KV Cache is allocated. #tokens: 327310, K size: 2.50 GB,

@@ -17,7 +17,7 @@ def _model_defaults(model: Model, options: dict) -> tuple[dict, list[str]]:
     extra-buffer strategy: kvmem.engines.sglang.inkling), and the notes saying so."""
     if inkling.is_inkling(model):
         return inkling.resolve_options(options)
-    return options, []
+    return mamba.resolve_extra_buffer(model.facts.architectures, options), []
 
 
 def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, **options):

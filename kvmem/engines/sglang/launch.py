@@ -45,6 +45,7 @@ from ..serving import Launcher
 from .budget import model_defaults, sglang_chunked_prefill_size
 from .disagg import roles
 from .draft import DRAFT_DEFAULTS
+from .mamba import resolve_extra_buffer
 from .parallel import PARALLEL_DEFAULTS
 from .pools import DEFAULTS
 
@@ -174,7 +175,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         if admitted < inp.batch:
             raise PlanRefused(f"sglang: the state pool's {slots} slots admit only "
                               f"{admitted} requests at once, fewer than the {inp.batch} planned")
-        strategy = "extra_buffer" if opts.get("mamba_extra_buffer") else "no_buffer"
+        # the strategy fit sized with: the one given, else SGLang's resolution of "auto" (mamba.resolve_extra_buffer)
+        resolved = resolve_extra_buffer(inp.model.facts.architectures, {**DEFAULTS, **opts})
+        strategy = "extra_buffer" if resolved["mamba_extra_buffer"] else "no_buffer"
         out.append(Flag("--mamba-radix-cache-strategy", strategy, f"state slots per request as planned "
                         f"({slots} slots admit {admitted} requests)"))
         if opts.get("max_mamba_cache_size") is not None:

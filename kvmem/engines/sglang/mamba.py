@@ -58,6 +58,52 @@ def too_small(kv_memory: int, state: StatePool) -> str:
             f"mamba_full_memory_ratio's share of the budget")
 
 
+# sglang@v0.5.23 python/sglang/srt/arg_groups/overrides.py#L369-L398 _MAMBA_RADIX_CACHE_ARCHS: the hybrids whose
+# --mamba-radix-cache-strategy "auto" is resolved (GraniteMoeHybrid only with a mamba layer, #L461-L466)
+RADIX_CACHE_ARCHITECTURES = frozenset({
+    "KimiLinearForCausalLM", "KimiK3ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM",
+    "Qwen4ExpForConditionalGeneration",
+    "MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration", "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
+    "JetVLMForConditionalGeneration", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "ZayaForCausalLM",
+    "Glm5NextForConditionalGeneration", "GraniteMoeHybridForCausalLM"})
+# #L401-L434 _MAMBA_EXTRA_BUFFER_ARCHS: those that support the extra_buffer strategy (with the default linear-attention
+# backend, triton: #L438-L450 supports_mamba_cache_extra_buffer)
+EXTRA_BUFFER_ARCHITECTURES = frozenset({
+    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+    "Glm5NextForConditionalGeneration", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM",
+    "NemotronH_Omni_Reasoning_V3", "KimiK3ForConditionalGeneration", "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP"})
+
+
+def resolve_extra_buffer(architectures, options: dict) -> dict:
+    """The options with mamba_extra_buffer resolved where it is None (not given: SGLang's "auto"), as SGLang 0.5.23
+    resolves --mamba-radix-cache-strategy on a CUDA device
+    (sglang@v0.5.23 python/sglang/srt/arg_groups/overrides.py#L453-L487 _mamba_radix_cache_resolution):
+    for a hybrid of RADIX_CACHE_ARCHITECTURES with the radix cache on,
+    extra_buffer when overlap scheduling is on (or pages are longer than a token) and the architecture supports it,
+    else no_buffer with overlap scheduling turned off; any other model keeps no extra buffer."""
+    if options.get("mamba_extra_buffer") is not None:
+        return options
+    arch = architectures[0] if architectures else None
+    out = dict(options, mamba_extra_buffer=False)
+    if arch not in RADIX_CACHE_ARCHITECTURES or options.get("disable_radix_cache"):
+        return out
+    wants = not options.get("disable_overlap_schedule") or (options.get("page_size") or 1) > 1
+    if wants and arch in EXTRA_BUFFER_ARCHITECTURES:
+        out["mamba_extra_buffer"] = True
+    else:
+        out["disable_overlap_schedule"] = True
+    return out
+
+
 def serves_none(slots: int, slot_ratio: int, requests: int) -> str:
     """SGLang's error when the state slots admit no request (slots // ratio is 0)."""
     # sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3136-L3162 resolve_max_num_reqs
@@ -66,7 +112,7 @@ def serves_none(slots: int, slot_ratio: int, requests: int) -> str:
             "each running request holds that many state slots")
 
 
-def ratio(*, disable_radix_cache: bool, mamba_extra_buffer: bool, disable_overlap_schedule: bool) -> int:
+def ratio(*, disable_radix_cache: bool, mamba_extra_buffer: bool | None, disable_overlap_schedule: bool) -> int:
     """State slots one running request may hold (_calculate_mamba_ratio)."""
     if disable_radix_cache:
         return 1

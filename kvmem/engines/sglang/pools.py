@@ -35,7 +35,9 @@ DEFAULTS = {
     "max_running_requests": None,        # server_args.py --max-running-requests (None: SGLang's estimate)
     "max_mamba_cache_size": None,        # --max-mamba-cache-size (None: from mamba_full_memory_ratio)
     "disable_radix_cache": False,        # --disable-radix-cache
-    "mamba_extra_buffer": False,         # --mamba-scheduler-strategy extra_buffer (ping-pong tracking slots)
+    # --mamba-radix-cache-strategy extra_buffer (ping-pong tracking slots); None: SGLang's "auto", resolved by
+    # architecture (kvmem.engines.sglang.mamba.resolve_extra_buffer: extra_buffer for Qwen3-Next/3.5, Nemotron-H, ...)
+    "mamba_extra_buffer": None,
     "disable_overlap_schedule": False,   # --disable-overlap-schedule
 }
 # "dtype: {torch dtype}, " in "KV Cache is allocated" (srt/mem_cache/memory_pool.py
@@ -172,7 +174,10 @@ def check_scheduling(options: dict) -> dict:
     for name in ("max_running_requests", "max_mamba_cache_size"):
         if options.get(name) is not None:
             require_positive_int(name, options[name])
-    for name in ("disable_radix_cache", "mamba_extra_buffer", "disable_overlap_schedule"):
+    if options.get("mamba_extra_buffer") is not None and not isinstance(options["mamba_extra_buffer"], bool):
+        raise ValueError(f"mamba_extra_buffer must be True, False or None (SGLang's auto), got "
+                         f"{options['mamba_extra_buffer']!r}")
+    for name in ("disable_radix_cache", "disable_overlap_schedule"):
         if not isinstance(options.get(name, False), bool):
             raise ValueError(f"{name} must be True or False, got {options[name]!r}")
     return options
