@@ -14,7 +14,7 @@ reserve), creates a context with the case's n_ctx, n_seq_max, n_ubatch, type_k, 
 flash_attn_type, swa_full and kv_unified (all passed explicitly: llama_context_default_params()
 has swa_full = true, the command line false), and captures llama.cpp's own log. Compared:
 its "llama_kv_cache[_iswa]: ..." cache lines, line for line, against kvmem's
-``details["log"]``; and a refusal (NULL context) against kvmem's ValueError, reason for reason
+``details.log``; and a refusal (NULL context) against kvmem's ValueError, reason for reason
 (llama.cpp's error text must appear in kvmem's message). Each context is created in a forked
 child: where llama.cpp refuses by aborting (GGML_ASSERT, e.g. a quantised row that is not whole
 32-value blocks, which kvmem refuses with a ValueError) the child dies and the case counts as a
@@ -206,7 +206,7 @@ def _kvmem_side(model: Model, s: dict) -> tuple[list[str] | None, str | None]:
                           n_rs_seq=0)   # the vendored build has the rollback rows, none by default
     except ValueError as error:
         return None, str(error)
-    return result.details["log"], None
+    return result.details.log, None
 
 
 def _engine_side(path: str, s: dict) -> tuple[list[str] | None, str | None]:

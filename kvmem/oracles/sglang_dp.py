@@ -142,7 +142,7 @@ def kvmem_numbers(model: str, *, gpu: str, tp: int, attn_dp: int, ep: int, redun
             "kv_memory": fit.kv_memory_bytes or None, "tokens": cap.tokens if cap else None,
             "pre_model_load_bytes": budget.total - budget.overhead, "weights_bytes": budget.weights,
             "max_batch": fit.max_batch, "replicas": fit.replicas,
-            "max_running_requests": cap.details.get("max_running_requests") if cap else None}
+            "max_running_requests": getattr(cap.details, "max_running_requests", None) if cap else None}
 
 
 def cases() -> list[tuple[str, dict]]:

@@ -143,7 +143,7 @@ def kvmem_picks(gpu, model, kv_dtype="auto") -> dict:
     picks, _ = device_options(gpu, model, kv_dtype, {})
     out = dict(picks)
     est = kvmem.estimate(model, engine="vllm", tokens=1024, kv_dtype=kv_dtype, **picks)
-    out["block_size"] = est.details.get("block_size")
+    out["block_size"] = est.details.block_size     # VllmDetails
     return out
 
 

@@ -44,16 +44,16 @@ def test_model_kv_and_compute_buffers_equal_llamacpp(seed, tmp_path):
     assert placement.host.buffer_name == buffer
     assert printed[f"{buffer} model"] == buffer_mib(placement.host.model_bytes)
     d = kv.details         # the caches, the cells per stream and the batch sizes llama.cpp settles on
-    caches = [c["k_bytes"] + c["v_bytes"] for c in d["caches"]]
+    caches = [c["k_bytes"] + c["v_bytes"] for c in d.caches]
     # an iSWA cache without global layers (gemma3 with fewer than six) allocates no base buffer
     assert sorted(printed["KV lines"]) == sorted(buffer_mib(n) for n in caches if n)
     assert sum(caches) == kv.k_bytes + kv.v_bytes
     # every tensor counted once in its group: the groups add up to the tensors' bytes
     assert sum(placement.host.group_bytes.values()) == sum(t.nbytes for t in header.tensors)
-    compute = llamacpp_compute_buffer(model, n_ctx=d["n_ctx"], n_ubatch=d["n_ubatch"], cells_per_stream=d["cells"],
+    compute = llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=d.n_ubatch, cells_per_stream=d.cells,
                                       flash_attn=bool(ctx["flash_attn"]), type_k=ctx["type_k"], type_v=ctx["type_v"],
-                                      n_outputs=d["n_batch"], n_seq=ctx["n_seq"], kv_unified=ctx["kv_unified"],
-                                      swa_cells=d["swa_cells"], backend="cpu")
+                                      n_outputs=d.n_batch, n_seq=ctx["n_seq"], kv_unified=ctx["kv_unified"],
+                                      swa_cells=d.swa_cells, backend="cpu")
     assert compute.exact
     assert buffer_mib(compute.bytes) == printed["CPU compute"]
     assert f"{compute.bytes / 1048576.0:.4f}" == printed["CPU compute 4dp"]

@@ -27,10 +27,10 @@ def _kvmem_compute(model, ctx):
                         type_v=ctx["type_v"], flash_attn=bool(ctx["flash_attn"]), n_ubatch=ctx["n_ubatch"],
                         n_batch=ctx["n_ctx"])
     d = kv.details
-    return llamacpp_compute_buffer(model, n_ctx=d["n_ctx"], n_ubatch=d["n_ubatch"], cells_per_stream=d["cells"],
+    return llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=d.n_ubatch, cells_per_stream=d.cells,
                                    flash_attn=bool(ctx["flash_attn"]), type_k=ctx["type_k"], type_v=ctx["type_v"],
-                                   n_outputs=d["n_batch"], n_seq=ctx["n_seq"], kv_unified=ctx["kv_unified"],
-                                   swa_cells=d["swa_cells"], backend="cpu")
+                                   n_outputs=d.n_batch, n_seq=ctx["n_seq"], kv_unified=ctx["kv_unified"],
+                                   swa_cells=d.swa_cells, backend="cpu")
 
 
 @pytest.mark.parametrize("seed", range(36))
@@ -56,6 +56,6 @@ def test_presets_full_shapes_prompt_graph_equals_llamacpp(preset, fmt, tmp_path)
         kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=fa, n_ubatch=n_ubatch,
                             n_batch=n_ctx, swa_full=False)
         d = kv.details
-        ours = graph_bytes(graph_shape(model), n_kv=d["cells"], n_ubatch=d["n_ubatch"], flash_attn=fa,
-                           swa_cells=d["swa_cells"] or 0)
+        ours = graph_bytes(graph_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=fa,
+                           swa_cells=d.swa_cells or 0)
         assert buffer_mib(ours) == printed["CPU compute"], (n_ctx, fa)

@@ -128,7 +128,7 @@ def _check_load(model, tensors, ggml, out, small, fa):
     # KV: each cache's layers and cells as llama.cpp creates them, its size to the printed MiB
     est = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=N_CTX, n_seq=1, type_k="f16", type_v="f16",
                          flash_attn=fa, n_ubatch=N_UBATCH, n_batch=N_CTX, swa_full=False)
-    caches = est.details["caches"]
+    caches = est.details.caches
     assert len(caches) == len(out["caches"])
     windowed = sorted(plan.windowed)
     for ours_cache, theirs_cache in zip(caches, out["caches"], strict=True):

@@ -150,9 +150,9 @@ def test_sglang_parses_every_command_into_the_planned_settings():
         assert ns.page_size == 1
         assert_weights(ns.dtype, ns.quantization, fit)
         assert ns.kv_cache_dtype == ("auto" if fit.kv_dtype == kvmem.get_model(fit.model).dtype else fit.kv_dtype)
-        if fit.capacity and fit.capacity.details.get("max_mamba_cache_size") is not None:
+        if fit.capacity and getattr(fit.capacity.details, "max_mamba_cache_size", None) is not None:
             assert ns.mamba_radix_cache_strategy == "no_buffer"
-            assert fit.capacity.details["max_running_requests"] >= ns.max_running_requests
+            assert fit.capacity.details.max_running_requests >= ns.max_running_requests
 
 
 # Issue 32 M6: model names that read as options. A name from a folder, a file or a config's

@@ -57,7 +57,7 @@ def test_speculative_decoding_caps_the_requests_as_sglang_resolves_them():
     defaults = kvmem.sizing.engine_defaults("sglang", "h200-sxm-141gb", context=4096, tp=8)
     assert (theirs["speculative_algorithm"], theirs["max_running_requests"]) == ("EAGLE", 48)
     assert theirs["mem_fraction_static"] == float(defaults.values["mem_fraction_static"]) == 0.897
-    assert fit.capacity.details["max_running_requests"] == fit.max_batch == 48
+    assert fit.capacity.details.max_running_requests == fit.max_batch == 48
 
 
 def test_hybrid_swa_draft_equals_sglangs_configurator():
