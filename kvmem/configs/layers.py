@@ -17,6 +17,7 @@ from .fields import Fields, check_int
 from .kinds import kinds_of
 from .layouts import decilm_groups, rope_layers
 from .shapes import (
+    HY_V4_TYPES,
     gemma4_shapes,
     indexer_layers,
     inkling_shapes,
@@ -74,6 +75,11 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
         if f.has("num_attention_groups") and f.int("num_attention_groups") != kv_heads:
             raise ConfigError(f"num_attention_groups ({f.int('num_attention_groups')}) and num_key_value_heads "
                               f"({kv_heads}) are one field of model_type 'step3p5' and disagree")
+    elif f.model_type in HY_V4_TYPES:
+        # MLA: the config class sets num_key_value_heads = num_attention_heads whatever the file says
+        # (transformers@5.24.0 models/hy_v4/configuration_hy_v4.py#L138-L139,
+        # hy_v4_vl/configuration_hy_v4_vl.py#L177-L178), not the declared default of 32
+        kv_heads = heads
     else:
         kv_heads = f.int("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
                          default=heads)

@@ -27,7 +27,8 @@ asks here; the kinds come from kvmem.configs.kinds):
     MLA families every attention layer caches the latent; an indexer key of index_head_dim
                  where the config sets index_topk (DeepSeek sparse attention, as vLLM keys it), on
                  the layers whose indexer_types entry is "full" (configuration_glm_moe_dsa.py:
-                 index_topk_pattern "F"/"S", else full where max(i - offset + 1, 0) % freq == 0)
+                 index_topk_pattern "F"/"S", else full where max(i - offset + 1, 0) % freq == 0;
+                 HY-V4 without indexer_types: layer 0 and where (i - 1) % 4 == 0)
 """
 
 from __future__ import annotations
@@ -171,11 +172,22 @@ def layer_windows(f: Fields, kinds: Sequence[str]) -> dict[int, int]:
     return windows
 
 
+# HY-V4's config classes fill an absent indexer_types with their own rule, not GLM-5's:
+# transformers@5.24.0 models/hy_v4/configuration_hy_v4.py#L151-L155, hy_v4_vl/configuration_hy_v4_vl.py#L190-L194
+HY_V4_TYPES = ("hy_v4", "hy_v4_vl_text")
+
+
 def indexer_layers(f: Fields, n_layers: int) -> list[bool]:
-    """Which MLA layers keep a sparse-attention indexer key (configuration_glm_moe_dsa.py)."""
+    """Which MLA layers keep a sparse-attention indexer key: indexer_types "full", else the family's
+    default (configuration_glm_moe_dsa.py; HY-V4's own rule, HY_V4_TYPES). A "shared" layer reuses an
+    earlier layer's top-k and builds no indexer (transformers@5.24.0 models/hy_v4/modeling_hy_v4.py#L370-L371),
+    so its cache_utils.py DynamicIndexedLayer keeps no indexer key."""
     if f.get("index_topk", default=None) is None:
         return [False] * n_layers
     types = f.get("indexer_types", default=None)
+    if types is None and f.model_type in HY_V4_TYPES:
+        # layer 0 and every layer with (i - 1) % 4 == 0 run their own indexer: 0, 1, 5, 9, ...
+        return [i == 0 or (i - 1) % 4 == 0 for i in range(n_layers)]
     pattern = f.get("index_topk_pattern", default=None)
     if types is None and pattern is not None:
         if not isinstance(pattern, str) or set(pattern) - {"F", "S"}:

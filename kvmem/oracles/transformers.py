@@ -21,6 +21,11 @@ types of ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES`` -- and for each:
    config.json): ``kvmem.estimate(engine="hf-dynamic", kv_dtype="fp32", prompt_tokens=48)``,
    its ``total_bytes`` (K + V + state), the quantity ``kvmem.measure`` compares too.
 
+A config's ``to_dict()`` writes every field out, derived ones included; a real file leaves many out.
+``judge(..., absent=fields)`` builds the model from the file without them (transformers' config class
+fills them in, ``leave_out``) and gives kvmem that file; ``absent_fields()`` leaves each declared field
+of every family out in turn and compares kvmem's reading with the class's, without building models.
+
 Each type ends in one class: "match", "wrong" (kvmem's number differs, or kvmem crashed),
 "refused" (kvmem raised ConfigError / ValueError) or "cannot-build" (transformers itself failed
 to build or run the model, or took longer than the time limit). Each type runs in a forked
@@ -36,6 +41,7 @@ each type's record; it is a tool, never imported by ``import kvmem``.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import random
@@ -43,7 +49,8 @@ import time
 from dataclasses import dataclass, field
 
 __all__ = ["TypeResult", "TransformersReport", "decoder_types", "shrink", "vary", "judge", "validate",
-           "OUTCOMES", "PROMPT", "STEPS", "BATCH", "WINDOW"]
+           "OUTCOMES", "PROMPT", "STEPS", "BATCH", "WINDOW", "leave_out", "absent_fields", "AbsentResult",
+           "ABSENT_OUTCOMES"]
 
 OUTCOMES = ("match", "wrong", "refused", "cannot-build")
 PROMPT, STEPS, BATCH = 48, 3, 2
@@ -740,11 +747,21 @@ def _layer_differences(predicted: tuple, measured: tuple) -> tuple:
 
 
 def judge(model_type: str, config=None, *, case: str = "", batch: int = BATCH,
-          dtype: str = "float32") -> TypeResult:
+          dtype: str = "float32", absent: tuple[str, ...] = ()) -> TypeResult:
     """One type (or one variation ``config`` of it) through transformers and kvmem: its class.
-    ``dtype`` bfloat16 checks the states a model keeps in its own dtype or in fp32."""
+    ``dtype`` bfloat16 checks the states a model keeps in its own dtype or in fp32. ``absent``: the
+    config file leaves these text fields out (``leave_out``): transformers' config class fills them in,
+    kvmem reads the file without them (its defaults, hf_defaults.json, and its family rules)."""
     from ..errors import ConfigError
     started = time.perf_counter()
+    file = None
+    if absent:
+        if config is None:
+            config = shrink(default_config(model_type))
+        try:
+            config, file = leave_out(config, absent)
+        except Exception as error:  # noqa: BLE001 -- the config class itself rejects the file
+            return TypeResult(model_type, "cannot-build", case=case, message=first_line(error))
 
     def done(outcome, **kw):
         return TypeResult(model_type, outcome, case=case, seconds=round(time.perf_counter() - started, 2), **kw)
@@ -755,7 +772,7 @@ def judge(model_type: str, config=None, *, case: str = "", batch: int = BATCH,
     except Exception as error:  # transformers itself could not build or run it
         return done("cannot-build", message=first_line(error))
     try:
-        first, last, layers = predict(config.to_dict(), batch=batch, dtype=dtype)
+        first, last, layers = predict(file or config.to_dict(), batch=batch, dtype=dtype)
     except (ConfigError, ValueError) as error:
         return done("refused", measured=total, prefill_measured=prefill, message=first_line(error),
                     cache=described)
@@ -779,13 +796,17 @@ def vary(config, rng: random.Random):
     """A seeded variation of a (shrunk) config: heads / KV heads (GQA ratio), head_dim, windows,
     layer count and pattern, where the text config has such fields; a new config object."""
     d = config.to_dict()
-    text = config.get_text_config(decoder=True)
-    target = d
-    if text is not config:
-        target = next((v for k, v in d.items() if isinstance(v, dict) and
-                       (v.get("model_type") == text.model_type or k in _SUB)), d)
-    _vary_text(target, rng)
+    _vary_text(text_part(d, config), rng)
     return type(config).from_dict(d)
+
+
+def text_part(d: dict, config) -> dict:
+    """The text decoder's part of ``config.to_dict()`` (``d``): its sub-config's dict, else ``d`` itself."""
+    text = config.get_text_config(decoder=True)
+    if text is config:
+        return d
+    return next((v for k, v in d.items() if isinstance(v, dict) and
+                 (v.get("model_type") == text.model_type or k in _SUB)), d)
 
 
 def _vary_text(d: dict, rng: random.Random) -> None:
@@ -811,6 +832,102 @@ def _vary_text(d: dict, rng: random.Random) -> None:
             d[name] = [d[name][i % layers] for i in range(layers + extra)]
         if lists or not _index_lists(d, layers):
             d[key] = layers + extra
+
+
+# ----------------------------------------------------------------------------- fields a file leaves out
+
+def leave_out(config, fields) -> tuple:
+    """(the config transformers builds from a file whose text part leaves ``fields`` out, that file as a
+    dict): the config class fills them in -- with its declared default, or with a value its
+    __post_init__ derives (HYV4Config: indexer_types by its own rule, num_key_value_heads =
+    num_attention_heads), which a config's ``to_dict()`` always writes out, so that a reader judged
+    on full dicts alone never meets the field absent."""
+    d = config.to_dict()
+    text = text_part(d, config)
+    for name in fields:
+        text.pop(name, None)
+    file = copy.deepcopy(d)
+    return type(config).from_dict(d), file
+
+
+def config_classes() -> dict:
+    """model_type -> config class: every type of CONFIG_MAPPING and every text config nested in one
+    (``get_text_config(decoder=True)``), as tools/hf_defaults.py finds kvmem/data/hf_defaults.json's."""
+    from transformers import CONFIG_MAPPING
+    classes: dict[str, type] = {}
+    for model_type, cls in CONFIG_MAPPING.items():
+        classes.setdefault(model_type, cls)
+        try:
+            text = cls().get_text_config(decoder=True)
+        except Exception:  # noqa: BLE001 -- a class its own defaults cannot build: its text part unknown
+            continue
+        classes.setdefault(text.model_type, type(text))
+    return classes
+
+
+ABSENT_OUTCOMES = ("same", "wrong", "refused")
+
+
+@dataclass(frozen=True)
+class AbsentResult:
+    """One field left out of one family's (shrunk default) config: kvmem's (prefill, end, per layer)
+    bytes for the file without it (``absent``, or kvmem's refusal) against kvmem's for the config
+    transformers fills it in to (``filled``)."""
+
+    model_type: str
+    field: str
+    outcome: str
+    absent: object = None
+    filled: object = None
+
+
+def _predicted(d: dict):
+    from ..errors import ConfigError
+    try:
+        return predict(d)
+    except (ConfigError, ValueError) as error:
+        return first_line(error)
+
+
+def absent_fields(types=None) -> list[AbsentResult]:
+    """Every family with a kvmem/data/hf_defaults.json entry (or ``types``): its default config shrunk,
+    and each field of its text part that the config class declares (or hf_defaults lists) left out in
+    turn (``leave_out``). kvmem's bytes for the file without the field against kvmem's for the config
+    transformers fills it in to -- a config kvmem reads right when given whole, as ``judge`` checks on
+    transformers' own caches: "wrong" where they differ, "refused" where kvmem refuses the file but
+    reads the filled-in config, else "same". No model is built (about 20 s for every family on one
+    core); ``judge(type, config, absent=(field,))`` then measures the real cache of a finding. A
+    field whose absence the config class rejects, and a type kvmem refuses even given whole, are
+    skipped."""
+    import dataclasses
+
+    from transformers import CONFIG_MAPPING
+
+    from ..configs.fields import hf_defaults
+    defaults, classes = hf_defaults(), config_classes()
+    results = []
+    for model_type in sorted(defaults) if types is None else types:
+        cls = classes.get(model_type)
+        if cls is None:
+            continue
+        try:
+            config = shrink(default_config(model_type) if model_type in CONFIG_MAPPING else cls())
+        except Exception:  # noqa: BLE001 -- no shrunk default config to leave fields out of
+            continue
+        text = text_part(config.to_dict(), config)
+        if isinstance(_predicted(config.to_dict()), str):
+            continue
+        declared = {f.name for f in dataclasses.fields(type(config.get_text_config(decoder=True)))}
+        for name in sorted(k for k in text if k in declared or k in defaults.get(model_type, {})):
+            try:
+                filled, file = leave_out(config, (name,))
+            except Exception:  # noqa: BLE001 -- the config class rejects the file without it
+                continue
+            absent, whole = _predicted(file), _predicted(filled.to_dict())
+            outcome = ("same" if absent == whole or (isinstance(absent, str) and isinstance(whole, str))
+                       else "refused" if isinstance(absent, str) else "wrong")
+            results.append(AbsentResult(model_type, name, outcome, absent, whole))
+    return results
 
 
 # ----------------------------------------------------------------------------- running them all
