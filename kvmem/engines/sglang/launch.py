@@ -43,6 +43,7 @@ from ...launch.base import (
 )
 from ..serving import Launcher
 from .budget import model_defaults, sglang_chunked_prefill_size
+from .details import SglangCapacityDetails
 from .disagg import roles
 from .draft import DRAFT_DEFAULTS
 from .mamba import resolve_extra_buffer
@@ -169,9 +170,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         if opts.get(name):
             out.append(Flag(flag, "", f"{why}, as planned"))
     details = fit.capacity.details if fit.capacity else None
-    slots = getattr(details, "max_mamba_cache_size", None)     # SglangCapacityDetails: None without a state pool
-    if slots is not None:
-        admitted = details.max_running_requests
+    if (isinstance(details, SglangCapacityDetails) and details.max_mamba_cache_size is not None
+            and details.max_running_requests is not None):     # a state pool: its slots and the requests they admit
+        slots, admitted = details.max_mamba_cache_size, details.max_running_requests
         if admitted < inp.batch:
             raise PlanRefused(f"sglang: the state pool's {slots} slots admit only "
                               f"{admitted} requests at once, fewer than the {inp.batch} planned")
