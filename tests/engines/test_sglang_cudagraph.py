@@ -147,3 +147,13 @@ def test_a_long_line_is_read_in_one_pass():
     check_log(line + "\n[TP0] Capture cuda graph end. Time elapsed: 1.00 s. mem usage=0.50 GB. avail mem=1.00 GB.",
               "llama-3.1-8b", engine="sglang")
     assert time.perf_counter() - start < 1.0
+
+
+def test_the_weight_load_against_kvmems_weights():
+    # "Load weight end. ... mem usage=15.54 GB": SGLang's free memory before less after the load; kvmem's weights a
+    # GPU: Qwen2.5-32B's 32,763,876,352 parameters x 2 B / tp 4 = 16,381,938,176 B (15.26 GB): 0.28 GB more was
+    # held over the load, memory kvmem's budget leaves in the KV pool
+    result = check_log(_log("sglang_qwq32b_4xl4_startup.log"), _qwq(), engine="sglang")
+    assert result.settings["weights_bytes_kvmem"] == 32_763_876_352 * 2 // 4
+    assert "line 12: SGLang measured 15.54 GB over the weight load; kvmem's bf16 weights are 15.26 GB a GPU " \
+           "(+0.28 GB" in " ".join(result.notes)

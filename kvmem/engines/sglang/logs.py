@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from ...logcheck.base import LineCheck, logged_number, strip_prefix
+from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
 from ...logcheck.printed import field, read_fields, value_of
 from ...model import LINEAR
 from ..serving import LogReader
@@ -75,7 +75,7 @@ SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}   # --ma
 
 def printed(lines: list[str]) -> dict:
     """The settings the log states: kvmem name -> (value, line number); the first of each wins."""
-    found = {}
+    found: dict = {}
     for n, line in enumerate(lines, 1):
         if (at := line.find(ARGS_MARKER)) >= 0:
             read_fields(line, n, at, ARGS_FIELDS, found)
@@ -97,7 +97,8 @@ def printed(lines: list[str]) -> dict:
 
 
 def read(lines: list[str]) -> dict:
-    found, seen = {"kv": [], "mamba": None, "legacy": None, "total": None, "scheduler": None}, set()
+    found: dict = {"kv": [], "mamba": None, "legacy": None, "total": None, "scheduler": None}
+    seen = set()
     for n, line in enumerate(lines, 1):
         if m := KV_LINE.search(line):
             text = strip_prefix(line, "KV Cache is allocated")
@@ -136,7 +137,30 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     settings, checks, notes = _check_pools(model, found, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     check_graph_lines(found, info={**(info or {}), **graph_options}, options=graph_options, settings=settings,
                       checks=checks, notes=notes)
+    if "load_end" in found:
+        _weights_note(model, found["load_end"], tp, pp, (info or {}).get("weight_dtype"), options, settings, notes)
     return settings, checks, notes
+
+
+def _weights_note(model, logged, tp: int, pp: int, weight_dtype, options: dict, settings: dict, notes: list) -> None:
+    """What SGLang measured over the weight load ("Load weight end. ... mem usage=W GB": free memory before less
+    after, model_runner.py#L1364-L1365) beside the weights kvmem budgets per GPU: a note, not a check, for the load
+    also keeps buffers that are no weight (kvmem's budget does not hold them: its pool is that much larger)."""
+    from ...weights import weights
+    from .dp_weights import weights_per_device
+    n, text, _, logged_bytes = logged
+    if weight_dtype is None and "quant=" in text:
+        notes.append(f"line {n}: the weights are not compared: the line names a quantization; give weight_dtype")
+        return
+    parallel = {k: v for k, v in options.items() if k in ("attn_dp_size", "ep_size", "ep_num_redundant_experts",
+                                                           "nnodes", "enable_dp_lm_head", "moe_dense_tp_size",
+                                                           "moe_a2a_backend")}
+    held = weights(model, weight_dtype or "auto")
+    ours, _ = weights_per_device(held, model, tp=tp, pp=pp, options=parallel)
+    settings["weights_bytes_kvmem"] = int(ours)
+    notes.append(f"line {n}: SGLang measured {logged_bytes / GIB:.2f} GB over the weight load; kvmem's "
+                 f"{held.weight_dtype} weights are {ours / GIB:.2f} GB a GPU ({(logged_bytes - ours) / GIB:+.2f} GB: "
+                 "what loads beside the weights, which kvmem's budget leaves in the KV pool)")
 
 
 GRAPH_OPTIONS = ("chunked_prefill_size", "cuda_graph_max_bs")
@@ -144,7 +168,9 @@ GRAPH_OPTIONS = ("chunked_prefill_size", "cuda_graph_max_bs")
 
 def _check_pools(model, found: dict, *, kv_dtype, tp: int, pp: int,
                  **options) -> tuple[dict, list[LineCheck], list[str]]:
-    settings, checks, notes = {}, [], []
+    settings: dict = {}
+    checks: list[LineCheck] = []
+    notes: list[str] = []
     options.pop("max_model_len", None)
     hicache = {name: options.pop(name) for name in ("hicache_ratio", "hicache_size") if name in options}
     spec, options = spec_draft.split(options)   # a speculative draft's pool logs its own line (draft.py)
