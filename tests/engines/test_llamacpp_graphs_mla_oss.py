@@ -119,3 +119,23 @@ def test_mla_graph_only_over_the_latent_cache():
     old = layout(model, tensors, n_gpu_layers=0, n_ctx=4096, flash_attn=True, build="2025-12-01")
     assert now.compute_exact["CPU"] and not old.compute_exact["CPU"]
     assert now.compute_bytes["CPU"] == _cpu_compute(model, 4096, 512, True).bytes
+
+
+@pytest.mark.parametrize("preset", ["gemma-3-27b", "gemma-2-9b", "phi-4"])
+def test_gemma_and_phi3_partial_offload_reduced_equals_whole(preset):
+    # gemma / phi3 weights are named in their graphs, so a partial offload is scheduled (host layers' weights
+    # copied to CUDA0 for the prompt); cut to 20 layers, the last 6 on the host, gemma with 1024 SWA cells
+    shape = graph_shape(kvmem.get_model(preset))
+    n = 20
+    shape = type(shape)(**{**shape.__dict__, "n_layer": n, "swa": shape.swa[:n]})
+    per_layer, _ = graph_weight_names(shape)
+    host = 1        # n_gpus = 1: device 1 is the host
+    layer_gpu = tuple(0 if il < n - 6 else host for il in range(n)) + (0,)
+    weights = tuple(sorted(((il, name), (host, 1_000_000)) for il in range(n - 6, n) for name in per_layer))
+    kw = dict(layer_gpu=layer_gpu, n_gpus=1, n_kv=4096, n_ubatch=512, flash_attn=True, swa_cells=1024 if any(shape.swa)
+              else 0, weights=weights, full_offload=False)
+    whole = scheduled._gpu_graph_bytes(shape, layer_gpu, 1, 4096, 512, True, "f16", "f16", None, 1, False,
+                                       kw["swa_cells"], 1, True, weights, True, False)
+    got = scheduled.gpu_graph_bytes(shape, **kw)
+    assert got == whole        # (gemma3's 6-layer pattern is longer than the units reduced_layers cuts)
+    assert got[0] > 1_000_000  # CUDA0 holds the copy of a host weight

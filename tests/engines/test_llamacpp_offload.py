@@ -72,7 +72,8 @@ def test_llama_70b_on_24_plus_12_gb():
 def test_fit_lowers_an_unset_context_and_stops_at_fit_ctx():
     p = llamacpp_offload("gemma-3-27b", gpus="rtx-4060-ti-16gb", context="128k", weight_dtype="q4_k_m",
                          context_set=False)
-    assert p.fit.n_ctx == 4096 and p.fit.flags() == ["-ngl", "53"]
+    # -ngl 55 since gemma's partial offload is scheduled on its graph (197 MiB on CUDA0; -ngl 53 with the estimate)
+    assert p.fit.n_ctx == 4096 and p.fit.flags() == ["-ngl", "55"]
     assert p.command_fit.endswith("--fit on --fit-ctx 4096")
 
 

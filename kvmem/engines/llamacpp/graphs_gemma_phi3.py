@@ -38,7 +38,7 @@ def build_gemma_phi3(s: GraphShape, p: Pass) -> Graph:
 
 def _logits(g: Graph, s: GraphShape, out: Tensor) -> Graph:
     """The lm_head, the optional logit softcap (scale, tanh, scale); result_norm and result_output are outputs."""
-    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab), out)
+    logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab, name="output"), out)
     if s.final_softcap:
         logits = g.dup("SCALE", g.dup("UNARY", g.dup("SCALE", logits)))
     out.flags |= OUTPUT
@@ -56,33 +56,33 @@ def _gemma(s: GraphShape, p: Pass) -> Graph:
     base, swa = attn_inputs(g, p, s, p.n_kv), attn_inputs(g, p, s, p.n_kv_swa)
     out_ids = g.input("i32", p.n_outputs)
 
-    def norm(x, width=e):
-        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width))
+    def norm(x, name, width=e):
+        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width, name=name))
 
     inp = embeddings(g, s, tokens, embd)
     inp_l = g.dup("SCALE", inp)
     for il in range(s.n_layer):
         g.layer = il
-        cur = norm(inp_l)
-        q = g.reshape(g.mul_mat(g.weight(e, n_head * hd), cur), hd, n_head, n_tokens)
-        k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
-        v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+        cur = norm(inp_l, "attn_norm")
+        q = g.reshape(g.mul_mat(g.weight(e, n_head * hd, name="attn_q"), cur), hd, n_head, n_tokens)
+        k = g.reshape(g.mul_mat(g.weight(e, n_gqa, name="attn_k"), cur), hd, n_head_kv, n_tokens)
+        v = g.reshape(g.mul_mat(g.weight(e, n_gqa, name="attn_v"), cur), hd, n_head_kv, n_tokens)
         if s.arch == "gemma3":
-            q, k = norm(q, hd), norm(k, hd)
+            q, k = norm(q, "attn_q_norm", hd), norm(k, "attn_k_norm", hd)
         q = g.dup("SCALE", g.dup("ROPE", q, pos))
         k = g.dup("ROPE", k, pos)
         sliding = s.swa[il]
         cur = attention(g, q, k, v, swa if sliding else base, p, s, p.n_kv_swa if sliding else p.n_kv,
                          iswa=any(s.swa))
-        cur = g.mul_mat(g.weight(n_head * hd, e), cur)
+        cur = g.mul_mat(g.weight(n_head * hd, e, name="attn_output"), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_l = g.get_rows(inp_l, out_ids)
-        sa_out = g.dup("ADD", norm(cur), inp_l)
-        cur = norm(ffn(g, norm(sa_out), s))
+        sa_out = g.dup("ADD", norm(cur, "post_attention_norm"), inp_l)
+        cur = norm(ffn(g, norm(sa_out, "ffn_norm"), s), "post_ffw_norm")
         inp_l = g.dup("ADD", cur, sa_out)
     g.layer = s.n_layer
-    return _logits(g, s, norm(inp_l))
+    return _logits(g, s, norm(inp_l, "output_norm"))
 
 
 def _phi3(s: GraphShape, p: Pass) -> Graph:
@@ -94,34 +94,34 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
     inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
 
-    def norm(x):
-        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(e))
+    def norm(x, name):
+        return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(e, name=name))
 
     inp = embeddings(g, s, tokens, embd)
     inp_l = inp
     for il in range(s.n_layer):
         g.layer = il
         residual = inp_l
-        cur = norm(inp_l)
+        cur = norm(inp_l, "attn_norm")
         if s.fused_qkv:         # build_qkv, fused: ggml_view_3d of the one product
-            qkv = g.mul_mat(g.weight(e, n_q + 2 * n_gqa), cur)
+            qkv = g.mul_mat(g.weight(e, n_q + 2 * n_gqa, name="attn_qkv"), cur)
             q, k, v = (g.view(qkv, (hd, heads, n_tokens), (qkv.nb[0], qkv.nb[0] * hd, qkv.nb[1]))
                        for heads in (n_head, n_head_kv, n_head_kv))
         else:
-            q = g.reshape(g.mul_mat(g.weight(e, n_q), cur), hd, n_head, n_tokens)
-            k = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
-            v = g.reshape(g.mul_mat(g.weight(e, n_gqa), cur), hd, n_head_kv, n_tokens)
+            q = g.reshape(g.mul_mat(g.weight(e, n_q, name="attn_q"), cur), hd, n_head, n_tokens)
+            k = g.reshape(g.mul_mat(g.weight(e, n_gqa, name="attn_k"), cur), hd, n_head_kv, n_tokens)
+            v = g.reshape(g.mul_mat(g.weight(e, n_gqa, name="attn_v"), cur), hd, n_head_kv, n_tokens)
         q = g.dup("SCALE", g.dup("ROPE", q, pos))
         k = g.dup("ROPE", k, pos)
         cur = attention(g, q, k, v, inputs, p, s, p.n_kv)
-        cur = g.mul_mat(g.weight(n_q, e), cur)
+        cur = g.mul_mat(g.weight(n_q, e, name="attn_output"), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
         residual = g.dup("ADD", cur, residual)
-        up = g.mul_mat(g.weight(e, 2 * s.n_ff), norm(residual))
+        up = g.mul_mat(g.weight(e, 2 * s.n_ff, name="ffn_up"), norm(residual, "ffn_norm"))
         swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)     # ggml_swiglu: half as wide
-        cur = g.mul_mat(g.weight(s.n_ff, e), swiglu)
+        cur = g.mul_mat(g.weight(s.n_ff, e, name="ffn_down"), swiglu)
         inp_l = g.dup("ADD", residual, cur)
     g.layer = s.n_layer
-    return _logits(g, s, norm(inp_l))
+    return _logits(g, s, norm(inp_l, "output_norm"))

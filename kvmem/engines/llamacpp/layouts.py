@@ -13,8 +13,8 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               tests/oracles/test_llamacpp_graphs_oracle.py);
               other families and older builds get the estimate, marked in ``compute_exact``.
               GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
-              experts moved by -ot / --n-cpu-moe; gemma / phi3 at full offload; gpt-oss with its SWA
-              cells; deepseek2 / gpt-oss from PR #14959's set_rows builds; ``_scheduled``):
+              experts moved by -ot / --n-cpu-moe; gemma2 / gemma3 / gpt-oss with their SWA cells;
+              deepseek2 / gpt-oss from PR #14959's set_rows builds; ``_scheduled``):
               the same graphs split across the devices as ggml_backend_sched splits them
               (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights copied to
               the first GPU for the prompt; n_copies 4 with pipeline parallelism; builds before
@@ -185,8 +185,8 @@ def _graph_matches_cache(model, plan) -> bool:
 def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
     (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
-    families, sliding-window caches, partial offload of gemma / phi3 (their weights are not named in
-    the graph), overrides that move a tensor the graph does not name. Partial offload: the host's
+    families, sliding-window caches without their cells, deepseek2 over another cache than the latent one,
+    overrides that move a tensor the graph does not name. Partial offload: the host's
     layers run on the host, their weights copied to the first GPU for prompt-sized ops (offload_op).
     Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded, layer split,
     KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES; builds before
@@ -194,10 +194,9 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     shape = graph_shape(model)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == n_layer + 1
-    # gpt-oss's sliding layers read the SWA cache's cells (plan.swa_cells); its weights are named in the graph
-    swa = shape is not None and any(shape.swa) and not (shape.arch == "gpt-oss" and plan.swa_cells)
-    if (shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES
-            or (not full and shape.arch in ("gemma2", "gemma3", "phi3"))):
+    # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells)
+    swa = shape is not None and any(shape.swa) and not plan.swa_cells
+    if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
         return None
     if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959) or not _graph_matches_cache(model, plan):
         return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
