@@ -61,11 +61,11 @@ class OffloadPlan:
                 "command_fit": self.command_fit, "notes": list(self.notes)}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class DecodeStep(Record):
-    """One step of decode_curve, read like the dict it was (``row["tokens_per_s"]``, equal to that
-    dict): the flag and its value, whether the layout fits the GPUs, its decode bound in tokens/s
-    (None without a bandwidth for every device it reads from) and its bytes per device."""
+    """One step of decode_curve (``step.tokens_per_s``; ``to_dict()`` under the same names): the flag
+    and its value, whether the layout fits the GPUs, its decode bound in tokens/s (None without a
+    bandwidth for every device it reads from) and its bytes per device."""
 
     flag: str
     value: int
