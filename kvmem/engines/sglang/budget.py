@@ -173,7 +173,7 @@ def _budget(req: BudgetRequest) -> Budget:
     kv = kv_budget("of_total", total=free_before, weights=req.weights_bytes, fraction=mfs)
     # a multimodal model's embedding cache comes out of the KV budget (kvmem.engines.sglang.encoder)
     cache, encoder_notes = budget_terms(req.model, req.gpu)
-    kv = max(0, kv - cache)
+    kv -= cache
     return Budget(total, req.weights_bytes, free_before - (kv + req.weights_bytes), req.non_torch_bytes, kv,
                   notes + encoder_notes)
 
