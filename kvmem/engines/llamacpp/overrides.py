@@ -51,17 +51,26 @@ def _top_level_or(pattern: str) -> bool:
 class Rules:
     r"""The override rules, asked per tensor name for the first that matches (create_tensor's loop). A
     rule whose pattern starts with blk\.N\. (or blk\.(N|M|...)\.) can match only names of those layers
-    (a name holds one blk.L. at its start), so it is tried only for them; order is kept."""
+    (a name holds one blk.L. at its start), so it is tried only for them; order is kept. Where every rule
+    tried on blk.L.REST starts so and the rest of its pattern (its "tail") looks at REST alone (no anchor,
+    lookbehind, word boundary, backreference or inline flag), the first match is decided by the tails
+    matched at REST's start: cached by value (_first_tail), the same for every layer that tries the same
+    rules, so a placement search's new -ot pattern costs a few regex matches, not one per tensor."""
 
     def __init__(self, rules):
-        self.rules, self.layers, self.per_layer, self.seen = rules, [], {}, {}
+        self.rules, self.layers, self.tails, self.per_layer, self.seen = rules, [], [], {}, {}
         for pattern, _ in rules:
             text = pattern.pattern
             m = _RULE_LAYERS.match(text)
             if m is None or text[m.end():m.end() + 1] in ("*", "?", "+", "{") or _top_level_or(text):
                 self.layers.append(None)        # anything else is tried on every name
+                self.tails.append(None)
             else:
-                self.layers.append({int(x) for x in (m.group(1) or m.group(2)).split("|")})
+                numbers = (m.group(1) or m.group(2)).split("|")
+                self.layers.append({int(x) for x in numbers})
+                tail = text[m.end():]
+                plain = all(x == str(int(x)) for x in numbers) and not _NOT_PLAIN_TAIL.search(tail)
+                self.tails.append(tail if plain else None)
 
     def target(self, name: str):
         try:
@@ -71,16 +80,46 @@ class Rules:
             return found
 
     def _first(self, name: str):
-        m = _LAYER.match(name)
-        layer = int(m.group(1)) if m else None
-        order = self.per_layer.get(layer)
-        if order is None:
-            order = self.per_layer[layer] = [rule for rule, layers in zip(self.rules, self.layers, strict=True)
-                                             if layers is None or layer in layers]
-        for pattern, target in order:
+        layer, rest = _layer_rest(name)
+        found = self.per_layer.get(layer)
+        if found is None:
+            order = tuple(i for i, layers in enumerate(self.layers) if layers is None or layer in layers)
+            tails = tuple(self.tails[i] for i in order)
+            found = self.per_layer[layer] = (order, None if layer is None or None in tails else tails)
+        order, tails = found
+        if tails is not None and rest is not None:
+            hit = _first_tail(tails, rest)
+            return None if hit is None else self.rules[order[hit]][1]
+        for i in order:
+            pattern, target = self.rules[i]
             if pattern.search(name):
                 return target
         return None
+
+
+@functools.lru_cache(maxsize=8192)
+def _layer_rest(name: str) -> tuple:
+    """(L, REST) of blk.L.REST (REST None where L is not written as str(L) or REST holds another blk.),
+    (None, None) for other names."""
+    m = _LAYER.match(name)
+    if m is None:
+        return None, None
+    layer, rest = int(m.group(1)), name[m.end():]
+    return layer, rest if m.group(1) == str(layer) and "blk." not in rest else None
+
+
+# a tail that may look past REST's start, or whose meaning changes once the blk prefix is cut off
+_NOT_PLAIN_TAIL = re.compile(r"\^|\\[AbBZ1-9]|\(\?(?!:)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_tail(tails: tuple, rest: str) -> int | None:
+    r"""The index of the first tail that re.match-es ``rest`` (what blk\.N\.TAIL searched in blk.N.REST
+    finds, for a name with one blk.N. at its start), or None."""
+    for i, tail in enumerate(tails):
+        if re.match(tail, rest):
+            return i
+    return None
 
 
 @functools.lru_cache(maxsize=256)

@@ -236,52 +236,53 @@ def cuda_alloc_bytes(t: PlacedTensor) -> int:
     return pad(size, CUDA_ALIGNMENT)
 
 
-def _offsets(tensors, alignment: int) -> list[int]:
-    out, at = [], 0
+@functools.lru_cache(maxsize=8)
+def _static(tensors: tuple, n_layer: int, alignment: int) -> tuple:
+    """What placing ``tensors`` leaves alone from one set of flags to the next: (tensor, file offset (the previous
+    one's end padded to ``alignment``), group, layer) of each; their names; the PlacedTensors made so far."""
+    rows, offset = [], 0
     for t in tensors:
-        out.append(at)
-        at += pad(t.nbytes, alignment)
-    return out
+        group, layer = tensor_group(t.name)
+        if t.dtype not in GGML_TYPES:
+            raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
+        if layer is not None and layer != -1 and layer >= n_layer:
+            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
+        rows.append((t, offset, group, layer))
+        offset += pad(t.nbytes, alignment)
+    return rows, frozenset(t.name for t in tensors), {}
 
 
 @functools.lru_cache(maxsize=256)
 def _placed(tensors: tuple, n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe, override_tensor,
             alignment, tied_output, build) -> tuple:
-    """(the placed tensors, the device of each layer and of the output layer) for place."""
+    """(the placed tensors, the device of each layer and of the output layer, _device_sums) for place."""
     gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_layer + 1)
     dev = [CPU if g is None else gpus[g] for g in gpu_of]
-    rules = override_rules(n_cpu_moe, cpu_moe, override_tensor)
-    offsets = _offsets(tensors, alignment)
-    names = {t.name for t in tensors}
-    if tied_output is None:
-        tied_output = "output.weight" not in names
+    target = override_rules(n_cpu_moe, cpu_moe, override_tensor).target
+    rows, names, made = _static(tensors, n_layer, alignment)
+    tied_output = "output.weight" not in names if tied_output is None else tied_output
     placed, held = [], set()
 
-    def put(t, offset, group, layer, device, name=None):
-        device = rules.target(t.name) or device
-        if (t.name, device) in held:     # a duplicate on a device that has the tensor already is that tensor
-            return
-        held.add((t.name, device))
-        placed.append(PlacedTensor(name or t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer, device))
+    def put(i, group, layer, device, name=None):
+        t = rows[i][0]
+        device = target(t.name) or device
+        if (t.name, device) not in held:     # a duplicate on a device that has the tensor already is that tensor
+            held.add((t.name, device))
+            key = (i, name, group, layer, device)
+            placed.append(made.get(key) or made.setdefault(key, PlacedTensor(
+                name or t.name, t.dtype, tuple(t.shape), t.nbytes, rows[i][1], group, layer, device)))
 
-    for t, offset in zip(tensors, offsets, strict=True):
-        group, layer = tensor_group(t.name)
-        if t.dtype not in GGML_TYPES:
-            raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
+    for i, (t, _, group, layer) in enumerate(rows):
         if layer == -1:         # rope_freqs: a copy in every layer
             for il in range(n_layer):
-                put(t, offset, group, il, dev[il], name=f"{t.name}#{il}")
+                put(i, group, il, dev[il], name=f"{t.name}#{il}")
             continue
-        if layer is not None and layer >= n_layer:
-            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
-        device = CPU if layer is None and group == "embeddings" else dev[n_layer] if layer is None else dev[layer]
-        put(t, offset, group, layer, device)
+        put(i, group, layer, CPU if group == "embeddings" else dev[n_layer if layer is None else layer])  # input: host
         if tied_output and t.name == "token_embd.weight":
-            put(t, offset, "output", None, dev[n_layer], name="output.weight(token_embd)")
-    return tuple(placed), tuple(dev)
+            put(i, "output", None, dev[n_layer], name="output.weight(token_embd)")
+    return (out := tuple(placed)), tuple(dev), _device_sums(out, gpus)
 
 
-@functools.lru_cache(maxsize=256)
 def _device_sums(placed: tuple, gpus: tuple) -> dict:
     """Per device: bytes per group, the CUDA buffer's and the host buffer's bytes, the file span."""
     sums = {name: [dict.fromkeys(GROUPS, 0), 0, 0, None, 0] for name in gpus + (CPU,)}
@@ -325,11 +326,10 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     key = (n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
            tuple(tuple(rule) for rule in override_tensor or ()), alignment, tied_output, build)
     try:
-        placed, dev = _placed(tuple(tensors), *key)     # the searches place the same flags at many contexts
+        placed, dev, sums = _placed(tuple(tensors), *key)   # the searches place the same flags at many contexts
     except TypeError:           # tensor infos that do not hash: placed, not remembered
-        placed, dev = _placed.__wrapped__(tuple(tensors), *key)
+        placed, dev, sums = _placed.__wrapped__(tuple(tensors), *key)
     kv = list(kv_per_layer) + [0] * (n_layer - len(kv_per_layer))
-    sums = _device_sums(placed, gpus)
     devices = []
     for name in gpus + (CPU,):
         groups, cuda, host, first, last = sums[name]

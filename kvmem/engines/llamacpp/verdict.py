@@ -85,6 +85,11 @@ def placement_verdict(s, found):
         return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
     flags = flags_of(best)
     tried = {(s.context, batch): True}      # the placement itself holds the workload
+    # and, as largest_fitting's 'fits' is monotone, one sequence of it and the first 256 cells of it: the
+    # searches' first asks (fits(1)), answered without laying the flags out again
+    tried[s.context, 1] = True
+    if s.context >= _PAD:
+        tried[_PAD, batch] = True
 
     def with_flags(context: int, seqs: int) -> bool:
         if (context, seqs) not in tried:
