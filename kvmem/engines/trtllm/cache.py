@@ -316,7 +316,8 @@ def _draft_share(model, draft, kv_dtype, tp, pp, kv_memory, static, windowed, bl
     draft_caches, draft_static, what = _draft_caches(model, draft, kv_dtype, tp, pp)
     draft_real = sum(c.k_bytes + c.v_bytes for c in draft_caches)
     if not windowed:
-        notes.append(f"speculative decoding: {what} price a token at {float(draft_static):,.0f} B more; both KV cache "
+        notes.append(f"speculative decoding: {what}, in a KV cache manager of their own (a draft model, or "
+                     f"use_separate_draft_kv_cache), price a token at {float(draft_static):,.0f} B more; both "
                      f"managers hold max_tokens = {kv_memory:,} // {float(static + draft_static):,.0f}")
         return kv_memory, (draft_real, draft_static, None)
     target_bytes, draft_bytes = spec_draft.split_budget(kv_memory, spec_draft.CacheCost(int(static)),
