@@ -100,6 +100,9 @@ def test_the_multimodal_encoder_cache_comes_off_the_kv_budget_before_the_fractio
     assert (alone.kv_memory_bytes, fit.kv_memory_bytes) == (25_783_368_394, 25_662_572_439)
     # 62 layers x 2 x 16 x 128 x 2 = 507,904 B a token at full length: 50,764 -> 50,526 tokens
     assert (alone.capacity.tokens, fit.capacity.tokens) == (50_764, 50_526)
+    assert kvmem.fit("gemma-3-27b", encoder_cache_max_bytes="128MiB", **kw).kv_memory_bytes == 25_662_572_439
+    with pytest.raises(ValueError, match="encoder_cache_max_bytes must be a byte count"):
+        kvmem.fit("gemma-3-27b", encoder_cache_max_bytes="lots", **kw)
     with pytest.raises(ValueError, match="llama-3.1-8b has no vision_config; TensorRT-LLM reserves the multimodal"):
         kvmem.fit("llama-3.1-8b", encoder_cache_max_bytes=1 << 27, **kw)
 

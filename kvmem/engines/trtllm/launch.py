@@ -10,6 +10,7 @@ LLM API arguments: ``kv_cache_config: {dtype: ...}`` sets the KV element format 
 from __future__ import annotations
 
 from ...launch.base import Flag, Inputs, PlanRefused, kv_dtype_value, model_argument, refuse_options
+from ..base import byte_option
 from ..serving import Launcher
 from .cache import DEFAULTS
 
@@ -59,7 +60,7 @@ def files(inp: Inputs) -> dict:
     text = f"kv_cache_config:\n  dtype: {kv_cache_dtype(inp)}\n"
     encoder = inp.options.get("encoder_cache_max_bytes")
     if encoder is not None:     # MultimodalConfig.encoder_cache_max_bytes: the reserve the fit kept out of the budget
-        text += f"multimodal_config:\n  encoder_cache_max_bytes: {int(encoder)}\n"
+        text += f"multimodal_config:\n  encoder_cache_max_bytes: {byte_option('encoder_cache_max_bytes', encoder)}\n"
     return {EXTRA_OPTIONS_FILE: text}
 
 

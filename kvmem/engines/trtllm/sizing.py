@@ -11,6 +11,7 @@ from ..base import (
     PrefixSharing,
     SizingRules,
     StartupNumbers,
+    byte_option,
     fraction_option,
     share_whole_blocks,
 )
@@ -57,8 +58,10 @@ def _encoder_reserve(model: Model, value) -> tuple[int, tuple[str, ...]]:
     """The multimodal encoder cache's bytes TensorRT-LLM keeps out of the KV budget (SIZING_OPTIONS' note)."""
     if value is None:
         return 0, ()
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"encoder_cache_max_bytes must be a non-negative integer of bytes, got {value!r}")
+    if isinstance(value, bool):
+        raise ValueError(f"encoder_cache_max_bytes must be a byte count (an int or a string like '128MiB'), "
+                         f"got {value!r}")
+    value = byte_option("encoder_cache_max_bytes", value)
     if value and not isinstance(model.config.get("vision_config"), dict):
         # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L931-L933: only a MultimodalModelMixin model
         raise ValueError(f"encoder_cache_max_bytes: {model.name} has no vision_config; TensorRT-LLM reserves the "
