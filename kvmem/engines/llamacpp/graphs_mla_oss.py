@@ -273,6 +273,9 @@ def mla_oss_shape(model) -> GraphShape | None:
     kv_lora, v_dim = field(model, "kv_lora_rank"), field(model, "v_head_dim")
     if not (rope and nope and kv_lora and v_dim):
         return None
+    groups, used = field(model, "n_group") or 0, field(model, "topk_group") or 0
+    if groups > 1 and (moe.experts % groups or used >= groups):
+        return None     # llama-model.cpp#L1365-L1370 asserts these: llama.cpp builds no graph for them
     scale = field(model, "routed_scaling_factor")
     sigmoid = field(model, "scoring_func") == "sigmoid"     # e_score_correction_bias -> exp_probs_b (arch_tensors)
     return GraphShape(**common, n_head_kv=1, head_dim=nope + rope, n_ff=field(model, "intermediate_size", 0),
@@ -281,4 +284,4 @@ def mla_oss_shape(model) -> GraphShape | None:
                       n_ff_shexp=moe.intermediate_size * field(model, "n_shared_experts", 1),
                       gating="sigmoid" if sigmoid else "softmax", probs_bias=sigmoid,
                       norm_w=bool(field(model, "norm_topk_prob")), scale_w=scale not in (None, 0, 1),
-                      n_group=field(model, "n_group") or 0, n_group_used=field(model, "topk_group") or 0)
+                      n_group=groups, n_group_used=used)
