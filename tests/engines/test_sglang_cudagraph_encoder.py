@@ -105,3 +105,38 @@ def test_the_fraction_is_sglangs_own(source, gpu, gpu_mib):
     theirs = resolved(config, gpu_mib=gpu_mib, tp=1)["mem_fraction_static"]
     ours = model_defaults(kvmem.Model.from_hf_config(config), get_gpu(gpu), 8192, 1, 1, {}, {})
     assert abs(float(ours.values["mem_fraction_static"]) - theirs) < 1e-12
+
+
+RESERVING = ("[2026-12-06 00:00:00 TP0] Reserving {} GB of the KV budget for post-sizing multimodal allocations "
+             "(feature-transport pools + embedding cache).")
+
+
+def test_check_log_reads_the_multimodal_reservation():
+    # kv_cache_configurator.py#L213-L218 prints reserved MiB / 1024 to two decimals: 100 / 1024 = 0.098 -> "0.10"
+    from kvmem.logcheck import check_log
+    vl = kvmem.Model.from_hf_config(QWEN25_VL)
+    (found,) = check_log(RESERVING.format("0.10"), vl, engine="sglang").checks
+    assert found.quantity == "multimodal reservation" and found.matches and found.kvmem == "0.10 GB"
+    # 1.10 GB: the embedding cache and a 1 GiB CUDA-IPC feature pool (SGLANG_MM_FEATURE_CACHE_MB's 1,024 MiB)
+    (other,) = check_log(RESERVING.format("1.10"), vl, engine="sglang").checks
+    assert not other.matches and "feature-transport pool" in other.cause
+    # Qwen3-VL's depends on the GPU (on a large Hopper: no cache, the 1 GiB CUDA-IPC feature pool, "1.00"): a note
+    qwen3 = check_log(RESERVING.format("1.00"), kvmem.Model.from_hf_config(QWEN3_VL), engine="sglang")
+    assert not qwen3.checks and any("depends on the GPU" in n for n in qwen3.notes)
+
+
+def test_the_reservation_line_sglang_itself_prints(caplog):
+    # SGLang 0.5.23's own mm_runtime_reservation_gb logs the line (.venv-oracles; skipped elsewhere)
+    pytest.importorskip("sglang")
+    import logging
+
+    from kvmem.logcheck import check_log
+    from kvmem.oracles.sglang_runtime import load
+    load()
+    from sglang.srt.mem_cache.kv_cache_configurator import mm_runtime_reservation_gb
+    with caplog.at_level(logging.INFO):
+        gb = mm_runtime_reservation_gb(is_multimodal=True, mm_feature_transport=None)
+    assert gb == 100 / 1024 == EMBEDDING_CACHE_BYTES / (1 << 30)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Reserving")]
+    (found,) = check_log(line, kvmem.Model.from_hf_config(QWEN25_VL), engine="sglang").checks
+    assert found.matches and found.logged == "0.10 GB"

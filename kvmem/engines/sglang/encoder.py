@@ -24,9 +24,11 @@ feature transport): kvmem warns there too.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ...logcheck.base import LineCheck, logged_number, strip_prefix
 from ...records import Record
 
 MIB = 1 << 20
@@ -149,3 +151,34 @@ def budget_terms(model, gpu) -> tuple[int, tuple[str, ...]]:
     return reserve.embedding_cache_bytes, (
         f"SGLang multimodal embedding cache: {reserve.embedding_cache_bytes // MIB} MiB out of the KV budget, counted "
         "with the activations (SGLANG_VLM_CACHE_SIZE_MB; kv_cache_configurator.py mm_runtime_reservation_gb)",)
+
+
+# "Reserving X GB of the KV budget for post-sizing multimodal allocations (feature-transport pools + embedding
+# cache)." (kv_cache_configurator.py#L213-L218, X = reserved MiB / 1024 to two decimals)
+RESERVING = re.compile(r"Reserving ([0-9]+(?:\.[0-9]+)?) GB of the KV budget for post-sizing multimodal")
+
+
+def read_reserve_line(lines: list[str]) -> tuple | None:
+    """The first "Reserving X GB of the KV budget ..." line: (line number, text, X as printed)."""
+    for n, line in enumerate(lines, 1):
+        if "Reserving" in line and (m := RESERVING.search(line)):
+            logged_number(m.group(1), n, line, float)          # a number no server prints is refused
+            return n, strip_prefix(line, "Reserving"), m.group(1)
+    return None
+
+
+def check_reserve_line(model, logged: tuple, checks: list, notes: list) -> None:
+    """The multimodal reservation SGLang logs against the embedding cache kvmem takes out of the KV budget."""
+    n, text, printed = logged
+    config = model.config or {}
+    if config.get("model_type") in HOPPER_QWEN3_VL:
+        notes.append(f"line {n}: {config['model_type']}'s reservation depends on the GPU (Hopper of 60 GiB or more: a "
+                     "feature-transport pool, model_overrides/qwen3_vl.py); it is not checked")
+        return
+    reserve = encoder_reserve(config)
+    ours = reserve.embedding_cache_bytes if reserve else 0
+    expected = f"{ours / MIB / 1024:.2f}"
+    ok = expected == printed
+    checks.append(LineCheck(n, text, "multimodal reservation", f"{printed} GB", f"{expected} GB", ok, "" if ok else (
+        "another SGLANG_VLM_CACHE_SIZE_MB, a GPU feature-transport pool (--mm-feature-transport cuda_ipc/cuda_vmm: "
+        "SGLANG_MM_FEATURE_CACHE_MB more) or a model kvmem reads as text-only")))

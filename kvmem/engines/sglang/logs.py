@@ -20,8 +20,10 @@ Under data-parallel attention every attention group prints its own lines, for at
 and its share of --max-running-requests; the settings' attn_dp_size (or the deprecated "dp_size=N,
 enable_dp_attention=True"), ep_size, ep_num_redundant_experts and nnodes are read too.
 
-The CUDA-graph capture, weight-load and pool lines ("Capture ... graph end. ... mem usage=Y GB", "Load weight
-begin/end", "Memory pool end"): kvmem.engines.sglang.cudagraph, the graphs against the reserve beside the pool.
+The multimodal reservation ("Reserving X GB of the KV budget for post-sizing multimodal allocations"):
+kvmem.engines.sglang.encoder. The CUDA-graph capture, weight-load and pool lines ("Capture ... graph end. ...
+mem usage=Y GB", "Load weight begin/end", "Memory pool end"): kvmem.engines.sglang.cudagraph, the graphs against
+the reserve beside the pool.
 
 Settings, read from the log (``printed``): "server_args=ServerArgs(model_path=..., tp_size=..., ...)"
 (0.5.x: "server_args={'model_path': ..., ...}", sglang@v0.5.23 python/sglang/srt/entrypoints/engine.py#L311).
@@ -38,6 +40,7 @@ from ..serving import LogReader
 from . import draft as spec_draft
 from . import mamba
 from .cudagraph import check_graph_lines, read_graph_lines
+from .encoder import check_reserve_line, read_reserve_line
 from .parallel import kv_groups, kv_tp
 from .pools import DEFAULTS, make_layout, state_parts_of
 from .pools import pools as make_pools
@@ -121,6 +124,7 @@ def read(lines: list[str]) -> dict:
         elif found["mamba"] is None and (m := MAMBA_LINE.search(line)):
             found["mamba"] = (n, strip_prefix(line, "Mamba Cache is allocated"), logged_number(m.group(1), n, line))
     found.update(read_graph_lines(lines))
+    found["mm_reserve"] = read_reserve_line(lines)
     return found
 
 
@@ -137,6 +141,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     settings, checks, notes = _check_pools(model, found, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     check_graph_lines(found, info={**(info or {}), **graph_options}, options=graph_options, settings=settings,
                       checks=checks, notes=notes)
+    if found.get("mm_reserve"):
+        check_reserve_line(model, found["mm_reserve"], checks, notes)
     if "load_end" in found:
         _weights_note(model, found["load_end"], tp, pp, (info or {}).get("weight_dtype"), options, settings, notes)
     return settings, checks, notes
