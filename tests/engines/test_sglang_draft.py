@@ -84,8 +84,12 @@ def test_speculative_refusals_name_the_setting():
         _cap("llama-3.1-8b", speculative_algorithm="DFLASH")
     with pytest.raises(ValueError, match="without speculative_algorithm"):
         _cap("llama-3.1-8b", speculative_num_steps=3)
-    with pytest.raises(ValueError, match="Mamba hybrid's draft pool"):
+    with pytest.raises(ValueError, match="a separate draft model beside a Mamba hybrid target"):
         _cap("qwen3-next-80b-a3b", speculative_algorithm="EAGLE", speculative_draft_model_path=EAGLE_HEAD)
+    with pytest.raises(ValueError, match="path-less draft as the target's MTP head only for"):
+        _cap("kimi-linear-48b-a3b", speculative_algorithm="NEXTN")
+    with pytest.raises(ValueError, match="asserts both unset"):
+        _cap("qwen3-next-80b-a3b", speculative_algorithm="NEXTN", speculative_num_draft_tokens=4)
     with pytest.raises(ValueError, match="pp > 1"):
         kvmem.capacity("llama-3.1-8b", engine="sglang", kv_memory=20 * GIB, pp=2, speculative_algorithm="EAGLE",
                        speculative_draft_model_path=EAGLE_HEAD)
@@ -128,3 +132,22 @@ def test_hybrid_swa_target_prices_the_draft_layers_in_its_cell():
     cap = _cap("gpt-oss-20b", speculative_algorithm="EAGLE3", speculative_draft_model_path=head)
     assert (cap.details.full_layer_tokens, cap.details.swa_layer_tokens) == (463_971, 371_176)
     assert _cap("gpt-oss-20b").details.full_layer_tokens == 485_451
+
+
+def test_a_mamba_targets_own_mtp_head():
+    # qwen3-next-80b-a3b tp 2, NEXTN, 30 GiB (SGLang's own numbers: tests/oracles/test_sglang_draft_oracle.py):
+    # a request's state 36 x (4,096 x 3 x 2 B + 262,144 x 4 B) = 38,633,472 B; D = 4 verify states (auto: 3 steps,
+    # topk 1); the joint solve int((30 GiB x 0.9 / 1.9 - 5 x 38,633,472) // (38,633,472 x (1 + 4 / 5))) = 216 slots;
+    # min(48, 216 // 5) + 1 = 44 requests' verify states, 44 x 4 x 38,633,472 = 6,799,491,072 B
+    cap = kvmem.capacity("qwen3-next-80b-a3b", engine="sglang", kv_memory=30 * GIB, tp=2,
+                         speculative_algorithm="NEXTN")
+    d = cap.details
+    assert (d.max_mamba_cache_size, d.max_running_requests, d.mamba_verify_state_bytes) == (216, 43, 6_799_491_072)
+    # the config names no num_nextn_predict_layers: no share of the cell (12 layers x 2 heads x 512 x 2 B = 12,288);
+    # the MTP head's pool, one layer of 1,024 B a token at the target's 1,385,848 tokens + 1 padding
+    assert (d.cell_bytes_per_token, cap.tokens, d.draft_cell_bytes) == (12_288, 1_385_848, 0)
+    assert d.draft_pool_bytes == (1_385_848 + 1) * 1024 == 1_419_109_376
+    e = kvmem.estimate("qwen3-next-80b-a3b", engine="sglang", tokens=1000, batch=2, tp=2,
+                       speculative_algorithm="NEXTN")
+    # 12 target layers + 1 draft layer, (2 x 1,000 + 1) rows of 1,024 B; the state kept 1 + 4 times
+    assert e.kv_bytes == 13 * 2001 * 1024 and e.state_bytes == 2 * 5 * 38_633_472

@@ -65,3 +65,15 @@ def test_hybrid_swa_draft_equals_sglangs_configurator():
     bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
            for case in cases for c in oracle.run_swa_capacity_case(**case) if not c.matches]
     assert not bad, "\n".join(bad)
+
+
+def test_mamba_targets_own_mtp_head_is_sized_as_sglang_does():
+    # SGLang's ServerArgs (verify width, 48 requests, extra_buffer), _resolve_eagle_aux_hidden_state,
+    # _handle_max_mamba_cache with the verify states, DefaultPoolConfigurator, resolve_max_num_reqs and the draft
+    # worker's one-layer MHATokenToKVPool (kvmem/oracles/sglang_mamba_draft.py): Qwen3-Next, Qwen3.5, Nemotron-H
+    from kvmem.oracles import sglang_mamba_draft as mamba_oracle
+    cases = mamba_oracle.cases()
+    assert len(cases) == 7
+    bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
+           for name, cfg, setting in cases for c in mamba_oracle.run_case(name, cfg, **setting) if not c.matches]
+    assert not bad, "\n".join(bad)

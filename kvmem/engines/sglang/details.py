@@ -45,7 +45,8 @@ class SglangCapacityDetails(Record):
     draft_layers: int | None = None        # a speculative draft's pool (kvmem.engines.sglang.draft)
     draft_cell_bytes: int | None = None
     draft_pool_bytes: int | None = None
+    mamba_verify_state_bytes: int | None = None   # a Mamba target's speculative verify states (mamba.state_pool)
 
     OPTIONAL = ("full_layer_tokens", "swa_layer_tokens", "max_mamba_cache_size", "mamba_bytes_per_request",
                 "max_running_requests", "pools", "allocated_bytes", "log", "draft_layers", "draft_cell_bytes",
-                "draft_pool_bytes")
+                "draft_pool_bytes", "mamba_verify_state_bytes")

@@ -28,11 +28,16 @@ model (a path-less draft reads the target's: spec_aux_hidden_state.py#L179-L182)
 and full ones; each prices as a target layer of its kind, so the cell is
     full x (F + d_full) + ratio x swa x (S + d_swa)
 and the full/SWA split follows from it (entry._split_swa). Sized here: one-pool MHA or MLA targets and hybrid
-SWA targets with full layers, on one pipeline stage. Refused by name: Mamba hybrids (the Mamba path),
-all-sliding targets, mtp_local_layer_ids configs, DSA/NSA targets (the indexer's own draft term, #L287-L309),
-DeepSeek-V4 (DSV4PoolConfigurator), pp > 1. The draft worker's own pools for a hybrid target (and so their log
-lines) are not modelled: the capacity gives the target's pools, the estimate the draft's rows at the
-configurator's prices (_draft_pool_bytes_per_token, #L805-L811).
+SWA targets with full layers, on one pipeline stage. Mamba hybrid targets (Qwen3-Next, Qwen3.5, Nemotron-H) with
+their own MTP head as the draft (NEXTN / EAGLE without a draft path; mamba_draft): the cell's share from the target
+config's num_nextn_predict_layers over its attention layers (none in the published configs: no share, and the
+draft worker's one-layer pool comes out of the memory outside mem_fraction_static), the verify width's states
+reserved beside the state slots (mamba.state_pool), the requests capped at slots // (3 + 2). Refused by name: a
+separate draft model beside a Mamba target, Inkling's MTP, all-sliding targets, mtp_local_layer_ids configs,
+DSA/NSA targets (the indexer's own draft term, #L287-L309), DeepSeek-V4 (DSV4PoolConfigurator), pp > 1. The draft
+worker's own pools for a hybrid-SWA target (and so their log lines) are not modelled: the capacity gives the
+target's pools, the estimate the draft's rows at the configurator's prices (_draft_pool_bytes_per_token,
+#L805-L811).
 Not counted: the draft's weights (loaded after the pool is sized, out of 1 - mem_fraction_static; sglang#36452).
 """
 
@@ -40,12 +45,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model import SLIDING, Model
+from ...model import LINEAR, SLIDING, Model
 from ...records import Record
 from ..declared import Option
 
 __all__ = ["DRAFT_DEFAULTS", "DECLARED", "DraftPool", "draft_pool", "split", "draft_layers", "draft_cell_bytes",
-           "DraftSpec", "check_target", "draft_pool_of"]
+           "DraftSpec", "check_target", "draft_pool_of", "mamba_draft", "is_mamba_target", "verify_width", "MTP_HEADS"]
 
 DRAFT_DEFAULTS = {"speculative_algorithm": None, "speculative_draft_model_path": None,
                   "speculative_num_steps": None, "speculative_eagle_topk": None,
@@ -71,8 +76,83 @@ DECLARED = (
 class DraftSpec:
     algorithm: str | None
     draft: Model | None
-    layers: int          # eagle_draft_num_layers; 0: no draft pool
+    layers: int          # eagle_draft_num_layers: the draft's share of the cell; 0: none
     swa_layers: int = 0  # eagle_draft_swa_num_layers, at most ``layers`` (hybrid-SWA targets only)
+    pool_layers: int | None = None   # the draft worker's pool layers where they differ from ``layers`` (Mamba targets)
+    draft_tokens: int = 0            # the verify width D whose states a Mamba target reserves (mamba_draft)
+
+    @property
+    def pool(self) -> int:
+        """Layers of the draft worker's own pool (0: no draft pool)."""
+        return self.layers if self.pool_layers is None else self.pool_layers
+
+
+# sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L1134-L1136, #L1159-L1181, #L1198-L1203: the hybrids whose
+# checkpoint a path-less NEXTN/EAGLE draft reads again as its own MTP head (num_nextn_predict_layers 1)
+MTP_HEADS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+                       "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "NemotronHForCausalLM",
+                       "NemotronHPuzzleForCausalLM"})
+# sglang@v0.5.23 python/sglang/srt/arg_groups/speculative_hook.py#L1430-L1461 _auto_choose_speculative_params:
+# (steps, topk, draft tokens) when --speculative-num-steps is not given
+AUTO_PARAMS = {"STANDALONE": (3, 1, 4), "LlamaForCausalLM": (5, 4, 8), "Grok1ForCausalLM": (5, 4, 8),
+               "Grok1VForCausalLM": (5, 4, 8)}
+DEFAULT_PARAMS = (3, 1, 4)
+
+
+def verify_width(model: Model, algorithm: str, spec: dict) -> int:
+    """--speculative-num-draft-tokens as SGLang 0.5.23 resolves it (speculative_hook.py#L1158-L1173, #L1255-L1266)."""
+    steps, topk, tokens = (spec.get(name) for name in ("speculative_num_steps", "speculative_eagle_topk",
+                                                       "speculative_num_draft_tokens"))
+    if steps is None:
+        if topk is not None or tokens is not None:
+            raise ValueError("speculative_eagle_topk or speculative_num_draft_tokens without speculative_num_steps: "
+                             "SGLang 0.5.23 asserts both unset then (arg_groups/speculative_hook.py "
+                             "_handle_eagle_family), and picks all three itself")
+        arch = model.facts.architectures[0] if model.facts.architectures else None
+        return AUTO_PARAMS.get(algorithm, AUTO_PARAMS.get(arch, DEFAULT_PARAMS))[2]
+    if topk == 1:
+        return steps + 1   # "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"
+    if topk is None or tokens is None:
+        raise ValueError("speculative_num_steps without speculative_eagle_topk and speculative_num_draft_tokens: "
+                         "give them (with topk 1 SGLang makes the draft tokens steps + 1)")
+    return tokens
+
+
+def is_mamba_target(model: Model) -> bool:
+    """A linear/Mamba hybrid (not hybrid SWA, not Inkling): its draft is sized by mamba_draft."""
+    from .inkling import is_inkling
+    from .pools import is_hybrid_swa
+    return (not is_inkling(model) and not is_hybrid_swa(model)
+            and any(layer.kind == LINEAR or layer.state is not None for layer in model.layers))
+
+
+def mamba_draft(model: Model, spec: dict) -> DraftSpec:
+    """A speculative draft beside a Mamba hybrid target, as SGLang 0.5.23 runs the target's own MTP head:
+    the cell's share from the target config's num_nextn_predict_layers (a path-less draft reads the TARGET config,
+    model_runner_components/spec_aux_hidden_state.py#L166-L178; none there, no share: the draft's pool then comes
+    out of the memory outside mem_fraction_static); the draft worker's pool one attention layer of the target's
+    shape at the target's #tokens (mem_cache/kv_cache_configurator.py#L2605-L2622 _build_hybrid_linear_kv_pool:
+    full_attention_layer_ids [0] for a draft worker); the verify width D (verify_width), whose states the target
+    reserves beside its state slots (mamba.state_pool)."""
+    algorithm = spec.get("speculative_algorithm")
+    if algorithm is None or str(algorithm).upper() not in WITH_POOL:
+        return draft_layers(model, spec)
+    algorithm = str(algorithm).upper()
+    if spec.get("speculative_draft_model_path") is not None or algorithm == "STANDALONE":
+        raise ValueError(f"{model.name}: a separate draft model beside a Mamba hybrid target: SGLang's draft worker "
+                         "builds its pool from the draft's own config (kv_cache_configurator.py "
+                         "_build_token_to_kv_pool), which kvmem does not size; the target's own MTP head (NEXTN or "
+                         "EAGLE without speculative_draft_model_path) is sized")
+    arch = model.facts.architectures[0] if model.facts.architectures else None
+    if arch not in MTP_HEADS:
+        raise ValueError(f"{model.name}: SGLang 0.5.23 reads a path-less draft as the target's MTP head only for "
+                         f"{', '.join(sorted(MTP_HEADS))} (configs/model_config.py), not {arch}: give a draft model, "
+                         "which kvmem does not size beside a Mamba hybrid")
+    text = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else model.config
+    nextn = text.get("num_nextn_predict_layers")   # configs/model_config.py#L1602-L1604 (the target's, unrewritten)
+    if nextn is not None and (isinstance(nextn, bool) or not isinstance(nextn, int) or nextn < 0):
+        raise ValueError(f"num_nextn_predict_layers must be a non-negative integer, got {nextn!r}")
+    return DraftSpec(algorithm, None, nextn or 0, pool_layers=1, draft_tokens=verify_width(model, algorithm, spec))
 
 
 def split(options: dict) -> tuple[dict, dict]:
@@ -135,15 +215,17 @@ def draft_cell_bytes(cell: int, layers: int, target_layers: int) -> int:
     return cell * layers // target_layers
 
 
-def check_target(model: Model, layout, pp: int) -> None:
-    """The targets whose draft this module sizes (module docstring); the others refused by name."""
+def check_target(model: Model, layout, pp: int, own_head: bool = False) -> None:
+    """The targets whose draft this module sizes (module docstring); the others refused by name. ``own_head``: a
+    Mamba target's own MTP head (mamba_draft)."""
     if pp > 1:
         raise ValueError("a speculative draft with pp > 1: SGLang runs the draft on the last stage only; kvmem does "
                          "not model its pool there")
-    if layout.linear:
-        raise ValueError(f"{model.name}: SGLang sizes a Mamba hybrid's draft pool on its Mamba path "
-                         "(pool_configurator.py, kv_cache_configurator.py); kvmem sizes the one-pool MHA/MLA and "
-                         "hybrid-SWA drafts only")
+    if layout.linear and not own_head:
+        raise ValueError(f"{model.name}: a draft beside a target with a conv/Mamba state and a sliding-window pool "
+                         "(Inkling's InklingForConditionalGenerationMTP): SGLang sizes it in its hybrid configurators "
+                         "with the state's own draft slots, which kvmem does not follow; kvmem sizes the one-pool "
+                         "MHA/MLA, hybrid-SWA and Mamba-hybrid (the target's own MTP head) drafts")
     if layout.swa and not layout.full:
         raise ValueError(f"{model.name}: every layer sliding: SGLang prices an all-SWA target's draft in its own "
                          "branch (pool_configurator.py#L786-L796), which kvmem does not size")

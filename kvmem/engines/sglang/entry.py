@@ -12,6 +12,14 @@ from .details import SglangCapacityDetails, SglangDetails
 from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
 
 
+def _drafting(model: Model, spec: dict):
+    """The speculative draft as SGLang sizes it: beside a Mamba hybrid, the target's own MTP head
+    (draft.mamba_draft); otherwise draft.draft_layers."""
+    if spec.get("speculative_algorithm") is not None and spec_draft.is_mamba_target(model):
+        return spec_draft.mamba_draft(model, spec)
+    return spec_draft.draft_layers(model, spec)
+
+
 def _model_defaults(model: Model, options: dict) -> tuple[dict, list[str]]:
     """The options with a family's own defaults where SGLang's model overrides set them (Inkling's ratios and
     extra-buffer strategy: kvmem.engines.sglang.inkling), and the notes saying so."""
@@ -28,7 +36,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     page-aligned, between steps), so the real occupancy runs up to about a window and a page above this.
     Recurrent state is ``batch`` x the per-request state (the pool's own extra slot is not counted)."""
     spec, options = spec_draft.split(options)
-    drafting = spec_draft.draft_layers(model, spec)
+    drafting = _drafting(model, spec)
     if dsv4.is_dsv4(model):   # DeepSeek-V4: SGLang's DSV4PoolConfigurator and DeepSeekV4TokenToKVPool
         if drafting.layers:
             raise ValueError(f"{model.name}: a speculative draft with DeepSeek-V4: DSV4PoolConfigurator sizes it "
@@ -36,8 +44,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         return dsv4.estimate(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     options, notes = _model_defaults(model, options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
-    if drafting.layers:
-        spec_draft.check_target(model, layout, pp)
+    if drafting.pool:
+        spec_draft.check_target(model, layout, pp, own_head=drafting.pool_layers is not None)
     page = layout.page_size
     pages = cdiv(tokens, page)
     rows = {"full": batch * pages * page}
@@ -57,14 +65,19 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append("linear/Mamba layers keep a per-request state (conv in the model dtype, recurrent "
                      f"state in {layout.ssm_dtype.name}) instead of tokens")
     rows_per_layer = layer_rows(model, layout, tp, rows, batch)
-    if drafting.layers:   # the draft pool's rows: the same tokens, its layers shaped as the target's (draft.py)
+    if drafting.draft_tokens and layout.linear:
+        # a Mamba target keeps D verify states a request beside its state (kv_cache_configurator.py#L3294-L3385)
+        rows_per_layer = [(k, v, st * (1 + drafting.draft_tokens)) for k, v, st in rows_per_layer]
+        notes.append(f"speculative verify: each request's linear/Mamba state is kept {drafting.draft_tokens} more "
+                     "times, one per draft token (SGLang's intermediate state cache)")
+    if drafting.pool:   # the draft pool's rows: the same tokens, its layers shaped as the target's (draft.py)
         n = rows["full"] + page
         draft_row = (n * layout.k_row["full"], n * layout.v_row["full"], 0)
-        rows_per_layer = list(rows_per_layer) + [draft_row] * (drafting.layers - drafting.swa_layers)
+        rows_per_layer = list(rows_per_layer) + [draft_row] * (drafting.pool - drafting.swa_layers)
         if drafting.swa_layers:   # sliding draft layers at the SWA pool's rows (pool_configurator.py#L805-L811)
             n = rows["swa"] + page
             rows_per_layer += [(n * layout.k_row["swa"], n * layout.v_row["swa"], 0)] * drafting.swa_layers
-        notes.append(f"{drafting.algorithm} draft: {drafting.layers} draft layer{'s' * (drafting.layers != 1)} hold "
+        notes.append(f"{drafting.algorithm} draft: {drafting.pool} draft layer{'s' * (drafting.pool != 1)} hold "
                      "the same tokens in the draft worker's own pool (the last rows of per_layer)")
     details = SglangDetails(layout=layout.kind, page_size=page, pages_per_sequence=pages, pool_tokens=rows["full"],
                             padding_tokens_per_layer=page, kv_heads_per_rank=layout.heads,
@@ -142,7 +155,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     scheduling); the cells get the remainder (kvmem.engines.sglang.mamba). Hybrid SWA then splits the tokens
     (_split_swa)."""
     spec, options = spec_draft.split(options)
-    drafting = spec_draft.draft_layers(model, spec)
+    drafting = _drafting(model, spec)
     if dsv4.is_dsv4(model):   # DeepSeek-V4: SGLang's DSV4PoolConfigurator and DeepSeekV4TokenToKVPool
         if drafting.layers:
             raise ValueError(f"{model.name}: a speculative draft with DeepSeek-V4: DSV4PoolConfigurator sizes it "
@@ -151,16 +164,30 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                              max_model_len=max_model_len, **options)
     options, notes = _model_defaults(model, options)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
-    if drafting.layers:
-        spec_draft.check_target(model, layout, pp)
+    if drafting.pool:
+        spec_draft.check_target(model, layout, pp, own_head=drafting.pool_layers is not None)
     page = layout.page_size
     notes += layout.notes
     draft_cell = 0
     best = None
+    full_layers = set(layout.full)
+    requested = options.get("max_running_requests")
+    if requested is None and drafting.algorithm is not None:
+        # sglang@v0.5.23 python/sglang/srt/arg_groups/speculative_hook.py#L1086-L1094 (EAGLE, EAGLE3, NEXTN,
+        # STANDALONE), #L1294-L1298 (NGRAM): speculative decoding sets max_running_requests to 48 unless given
+        requested = spec_draft.SPECULATIVE_MAX_RUNNING_REQUESTS
+        notes.append(f"speculative decoding: SGLang sets max_running_requests to {requested} unless "
+                     "--max-running-requests is given")
+    slot_ratio = mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
+                             mamba_extra_buffer=options.get("mamba_extra_buffer", False),
+                             disable_overlap_schedule=options.get("disable_overlap_schedule", False))
     for stage in pp_stages(model.num_layers, pp):
         cell = stage_cell(layout, stage)
         if drafting.layers and cell and not layout.swa:   # the draft's share of the cell (sglang/draft.py)
-            draft_cell = spec_draft.draft_cell_bytes(cell, drafting.layers, len(stage))
+            # over the stage's attention layers (pool_configurator.py#L229-L236: a Mamba hybrid's
+            # full_attention_layer_ids; every layer otherwise)
+            attention = sum(1 for i in stage if i in full_layers) or len(stage)
+            draft_cell = spec_draft.draft_cell_bytes(cell, drafting.layers, attention)
             cell += draft_cell
         if not cell and (layout.full or layout.swa):
             continue   # a stage without attention layers: no KV limit there (pool_configurator.py#L240-L250)
@@ -171,8 +198,9 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             state = mamba.state_pool(kv_memory, sum(c for c, _ in parts), sum(m for _, m in parts),
                                      memory_ratio=options["mamba_full_memory_ratio"],
                                      max_mamba_cache_size=options.get("max_mamba_cache_size"),
-                                     max_running_requests=options.get("max_running_requests"),
-                                     disable_radix_cache=options.get("disable_radix_cache", False))
+                                     max_running_requests=requested,
+                                     disable_radix_cache=options.get("disable_radix_cache", False),
+                                     draft_tokens=drafting.draft_tokens, slot_ratio=slot_ratio)
             rest = state.rest_bytes
         # a pure SSM model (no attention layer): a zero-byte cell, and SGLang's token count is the context
         # length (sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L246-L250, #L641-L645;
@@ -203,16 +231,6 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         concurrency = full / need
         if layout.swa:
             concurrency = min(concurrency, swa / (cdiv(min(max_model_len, layout.window), page) * page))
-    requested = options.get("max_running_requests")
-    if requested is None and drafting.algorithm is not None:
-        # sglang@v0.5.23 python/sglang/srt/arg_groups/speculative_hook.py#L1086-L1094 (EAGLE, EAGLE3, NEXTN,
-        # STANDALONE), #L1294-L1298 (NGRAM): speculative decoding sets max_running_requests to 48 unless given
-        requested = spec_draft.SPECULATIVE_MAX_RUNNING_REQUESTS
-        notes.append(f"speculative decoding: SGLang sets max_running_requests to {requested} unless "
-                     "--max-running-requests is given")
-    slot_ratio = mamba.ratio(disable_radix_cache=options.get("disable_radix_cache", False),
-                             mamba_extra_buffer=options.get("mamba_extra_buffer", False),
-                             disable_overlap_schedule=options.get("disable_overlap_schedule", False))
     requests = mamba.max_running_requests(full, max_model_len or model.max_position_embeddings or full, slots,
                                           slot_ratio, requested) if full > 0 else 0
     if slots is not None and full > 0 and requests <= 0:
@@ -237,13 +255,24 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             notes.append(f"{drafting.algorithm} draft: {drafting.layers - drafting.swa_layers} full and "
                          f"{drafting.swa_layers} sliding draft layer(s) priced in the cell as the target's "
                          "(HybridSWAPoolConfigurator); the draft worker's own pools are not modelled")
-        elif drafting.layers:   # the draft worker's pool: the same #tokens, its layers shaped as the target's
-            allocated = allocated + (spec_draft.draft_pool_of(layout, full, drafting.layers, allocated[-1].dtype),)
-            extra.update(draft_layers=drafting.layers, draft_cell_bytes=draft_cell,
+        elif drafting.pool:   # the draft worker's pool: the same #tokens, its layers shaped as the target's
+            allocated = allocated + (spec_draft.draft_pool_of(layout, full, drafting.pool, allocated[-1].dtype),)
+            extra.update(draft_layers=drafting.pool, draft_cell_bytes=draft_cell,
                          draft_pool_bytes=allocated[-1].kv_bytes)
-            notes.append(f"{drafting.algorithm} draft: each token also takes {draft_cell:,} B in the draft's pool "
-                         f"({drafting.layers} layer{'s' * (drafting.layers != 1)}; int(cell x {drafting.layers} / "
-                         f"layers), SGLang's pool_configurator.py): {allocated[-1].kv_bytes:,} B a GPU")
+            if drafting.layers:
+                notes.append(f"{drafting.algorithm} draft: each token also takes {draft_cell:,} B in the draft's "
+                             f"pool ({drafting.layers} layer{'s' * (drafting.layers != 1)}; int(cell x "
+                             f"{drafting.layers} / attention layers), SGLang's pool_configurator.py): "
+                             f"{allocated[-1].kv_bytes:,} B a GPU")
+            else:   # a Mamba target whose config names no num_nextn_predict_layers (draft.mamba_draft)
+                notes.append(f"{drafting.algorithm} draft: the target's MTP head keeps one attention layer at the "
+                             f"target's #tokens, {allocated[-1].kv_bytes:,} B a GPU, which SGLang's cell does not "
+                             "count (the target config has no num_nextn_predict_layers): it comes out of the memory "
+                             "outside mem_fraction_static")
+        if state is not None and state.intermediate_bytes:
+            extra.update(mamba_verify_state_bytes=state.intermediate_bytes)
+            notes.append(f"speculative verify: {state.intermediate_bytes:,} B of linear/Mamba states for "
+                         f"{drafting.draft_tokens} draft tokens, reserved before the KV pool")
         extra.update(pools=[p.to_dict() for p in allocated], allocated_bytes=sum(p.kv_bytes for p in allocated),
                      log=([state.log_line()] if state else [])
                      + [p.log_line(version=options.get("version", "latest")) for p in allocated])

@@ -43,6 +43,7 @@ class StatePool:
     ssm_bytes: int             # (slots + 1) x SSM state
     rest_bytes: int            # what the KV cells get
     per_request: int           # one request's conv + SSM state (mamba_cache_per_req)
+    intermediate_bytes: int = 0    # speculative decoding's verify states (D x per_request x requests + 1)
 
     def log_line(self) -> str:
         return (f"Mamba Cache is allocated. max_mamba_cache_size: {self.slots}, conv_state size: "
@@ -123,21 +124,36 @@ def ratio(*, disable_radix_cache: bool, mamba_extra_buffer: bool | None, disable
 
 def state_pool(kv_memory: int, conv_per_request: int, ssm_per_request: int, *, memory_ratio,
                max_mamba_cache_size: int | None, max_running_requests: int | None,
-               disable_radix_cache: bool) -> StatePool:
-    """The slots and the rest for KV (_handle_max_mamba_cache), in float GiB as SGLang does."""
+               disable_radix_cache: bool, draft_tokens: int | None = None, slot_ratio: int = BASE_RATIO) -> StatePool:
+    """The slots and the rest for KV (_handle_max_mamba_cache), in float GiB as SGLang does. ``draft_tokens``:
+    speculative decoding's verify width D, whose per-step states SGLang reserves beside the slots
+    (sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3294-L3385: D x a request's state for
+    each of min(max_running_requests, slots // ratio) + 1 requests, solved jointly with the slots)."""
     per_request = conv_per_request + ssm_per_request
     rest_gib = kv_memory / GB
+    spec = draft_tokens or 0
     if max_mamba_cache_size is not None:
         slots = max_mamba_cache_size
+        reserved = min(max(1, max_running_requests or 1), slots // slot_ratio) + 1 if spec else 0
     elif disable_radix_cache and max_running_requests is not None:
         slots = max_running_requests
+        reserved = slots + 1 if spec else 0
     else:
         budget_bytes = rest_gib * memory_ratio / (1 + memory_ratio) * GB
-        slots = int((budget_bytes - per_request) // per_request)
+        if spec:
+            # #L3359-L3378: the joint solve of the slots and their verify states
+            slots = int((budget_bytes - per_request * (1 + spec)) // (per_request * (1 + spec / slot_ratio)))
+            reserved = min(max(1, max_running_requests or 1), slots // slot_ratio) + 1
+        else:
+            slots = int((budget_bytes - per_request) // per_request)
+            reserved = 0
+    intermediate = per_request * reserved * spec
+    if intermediate:
+        rest_gib = rest_gib - intermediate / GB
     entries = slots + 1
     rest = int((rest_gib - entries * per_request / GB) * GB)
     return StatePool(slots=slots, conv_bytes=entries * conv_per_request, ssm_bytes=entries * ssm_per_request,
-                     rest_bytes=rest, per_request=per_request)
+                     rest_bytes=rest, per_request=per_request, intermediate_bytes=intermediate)
 
 
 def max_running_requests(tokens: int, context_len: int, slots: int | None, slot_ratio: int,
