@@ -157,3 +157,19 @@ def test_the_weight_load_against_kvmems_weights():
     assert result.settings["weights_bytes_kvmem"] == 32_763_876_352 * 2 // 4
     assert "line 12: SGLang measured 15.54 GB over the weight load; kvmem's bf16 weights are 15.26 GB a GPU " \
            "(+0.28 GB" in " ".join(result.notes)
+
+
+def test_a_speculative_start_sums_its_phases():
+    # the 0.5.23 spellings (cuda_graph_setup.py, speculative/eagle_worker_v2.py,
+    # multi_layer_eagle_draft_extend_cuda_graph_runner.py): target verify + draft decode + two draft extend steps
+    lines = ["[t TP0] Capture target verify CUDA graph end. bs=[1, 2, 4], elapsed=2.27 s, mem usage=0.14 GB, "
+             "avail mem=52.93 GB.",
+             "[t TP1] Capture target verify CUDA graph end. bs=[1, 2, 4], elapsed=2.27 s, mem usage=0.16 GB, "
+             "avail mem=52.91 GB.",
+             "[t] Capture draft decode CUDA graph end. elapsed=0.98 s, mem usage=0.18 GB, avail mem=52.66 GB.",
+             "[t] Capture draft extend CUDA graph end. step=0, elapsed=0.84 s, mem usage=0.11 GB, avail mem=52.54 GB.",
+             "[t] Capture draft extend CUDA graph end. step=1, elapsed=0.84 s, mem usage=0.12 GB, avail mem=52.42 GB."]
+    result = check_log("\n".join(lines), "llama-3.1-8b", engine="sglang")
+    # 0.16 (TP1, the larger rank) + 0.18 + 0.11 + 0.12 GB
+    assert result.settings["cuda_graph_bytes"] == sum(round(x * GIB) for x in (0.16, 0.18, 0.11, 0.12))
+    assert result.settings["cuda_graph_max_bs"] == 4

@@ -15,7 +15,10 @@ The lines, each printed by every rank (the largest is read; "avail mem" is the f
     0.5.23: "Capture target decode CUDA graph end. bs=[1, 2, ...], elapsed=T s, mem usage=Y GB, avail mem=Z GB."
             "Capture target prefill CUDA graph end. elapsed=T s, mem usage=Y GB, avail mem=Z GB."
             (model_executor/model_runner_components/cuda_graph_setup.py#L694-L699, #L786-L792; "verify" for a
-            speculative target, "draft" for its draft worker, "NPU graph" etc. off CUDA)
+            speculative target, "draft" for its draft worker, "NPU graph" etc. off CUDA; the draft's
+            "Capture draft decode|extend CUDA graph end." speculative/eagle_worker_v2.py#L531-L537, #L652-L658,
+            "... step=S, ..." per step, multi_layer_eagle_draft_extend_cuda_graph_runner.py#L640-L645, and
+            "Capture UNO tree draft CUDA graph end." uno_worker_v2.py#L185-L191: each phase summed)
     before: "Capture cuda graph end. Time elapsed: T s. mem usage=Y GB. avail mem=Z GB."
             "Capture cuda graph end. Time elapsed: T s. avail mem=Z GB. mem usage=Y GB."   (early 2025)
             "Capture piecewise CUDA graph end. Time elapsed: T s. mem usage=Y GB. avail mem=Z GB."
@@ -42,8 +45,9 @@ CONSTANT_MIB = 512                           # memory_hook.py#L308-L309: "consta
 
 # Each pattern starts with a literal and repeats only a character class a separator ends (linear in a line).
 _GB = r"([0-9]+(?:\.[0-9]+)?) *GB"
-END_NOW = re.compile(r"Capture (target|draft) (decode|verify|prefill) \w+ graph end\. +(?:bs=\[([0-9, ]*)\], +)?"
-                     r"elapsed=[0-9.]+ *s, +mem usage=" + _GB + r", +avail mem=" + _GB)
+END_NOW = re.compile(r"Capture ((?:target|draft|UNO tree draft)(?: (?:decode|verify|prefill|extend))?) \w+ graph "
+                     r"end\. +(?:step=(\d+), +)?(?:bs=\[([0-9, ]*)\], +)?elapsed=[0-9.]+ *s, +mem usage=" + _GB
+                     + r", +avail mem=" + _GB)
 END_BEFORE = re.compile(r"Capture (cuda|piecewise CUDA) graph end\. +Time elapsed: *[0-9.]+ *s\. +mem usage="
                         + _GB + r"\. +avail mem=" + _GB)
 END_EARLY = re.compile(r"Capture cuda graph end\. +Time elapsed: *[0-9.]+ *s\. +avail mem=" + _GB + r"\. +mem usage="
@@ -71,8 +75,9 @@ def read_graph_lines(lines: list[str]) -> dict:
     for n, line in enumerate(lines, 1):
         if "Capture" in line:
             if m := END_NOW.search(line):
-                phase, bs, used, avail = ("prefill" if m.group(2) == "prefill" else m.group(1) + " decode",
-                                          _bs(m.group(3), n, line), m.group(4), m.group(5))
+                # each step of a multi-layer draft extend is a graph of its own
+                phase = m.group(1) + (f" step {m.group(2)}" if m.group(2) else "")
+                bs, used, avail = _bs(m.group(3), n, line), m.group(4), m.group(5)
             elif m := END_BEFORE.search(line):
                 phase, bs, used, avail = ("decode" if m.group(1) == "cuda" else "piecewise", [], m.group(2),
                                           m.group(3))
@@ -168,7 +173,7 @@ def check_graph_lines(found: dict, *, info: dict, options: dict, settings: dict,
     if max_bs:
         settings["cuda_graph_max_bs"] = max_bs
         term = GRAPH_MIB_PER_BS * max_bs * MIB
-        decode = sum(entry[2] for name, entry in graphs.items() if name in ("decode", "target decode"))
+        decode = sum(entry[2] for name, entry in graphs.items() if name in ("decode", "target decode", "target verify"))
         if decode > term:
             notes.append(f"the decode graphs took {_gb(decode)}, above the {GRAPH_MIB_PER_BS} MiB x max_bs "
                          f"{max_bs} = {_gb(term)} SGLang's default mem_fraction_static sets aside for them "
