@@ -3,7 +3,8 @@
 Real config files leave out what the transformers config class fills in by default
 (Gemma-3's ``text_config`` has no head counts, Qwen2 no ``head_dim``, old configs no
 ``num_key_value_heads``). Those defaults are data, read from the transformers config
-classes into ``data/hf_defaults.json`` (``tools/hf_defaults.py``, version recorded there).
+classes into ``data/hf_defaults.json`` (``tools/hf_defaults.py``, version recorded there); a
+field a class derives from others when it is absent is a rule (kvmem.configs.derived).
 Every integer is bounded (FIELD_LIMITS), generously above every real model (largest today:
 126 layers, 128 heads, head_dim 576 with MLA, hidden 16,384, vocab 262,144, 384 experts, a
 10M-token context), so that a hostile file cannot make kvmem loop or allocate without end.
@@ -16,6 +17,7 @@ from functools import lru_cache
 from ..datafiles import read_json
 from ..errors import ConfigError
 from ..units import show_value
+from .derived import DERIVED_DEFAULTS
 
 __all__ = ["Fields", "FIELD_LIMITS", "DEFAULT_FIELD_LIMIT", "MISSING", "hf_defaults"]
 
@@ -84,6 +86,12 @@ class Fields:
             if default is not MISSING:
                 return default
             raise ConfigError(f"config field {names[0]!r} is null and model_type {self.model_type!r} needs it")
+        derived = DERIVED_DEFAULTS.get(self.model_type, {})
+        for name in names:
+            if name in derived:
+                value = derived[name](self)
+                self.from_defaults[name] = value
+                return value
         for name in names:
             if self.defaults.get(name) is not None:
                 self.from_defaults[name] = self.defaults[name]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..errors import ConfigError
 from ..model import CHUNKED, FULL, LINEAR, NONE, SLIDING, Kind
 from ..units import show_value
+from .derived import DERIVED_LAYER_TYPES
 from .families import Family
 from .fields import Fields, check_int
 from .layouts import layout_kinds
@@ -36,6 +37,12 @@ def layer_count(f: Fields) -> int:
     """num_hidden_layers (or its spellings); Nemotron-3 configs give only ``layers_block_type``."""
     if f.model_type == "longcat_flash":
         return _longcat_layers(f)
+    if f.model_type == "hrm_text" and not f.has("num_layers_per_stack"):
+        # HrmTextConfig.__post_init__ (transformers@5.24.0 models/hrm_text/configuration_hrm_text.py#L109-L115):
+        # a file without num_layers_per_stack gives the per-stack count as num_hidden_layers, which becomes
+        # per_stack x H_cycles x (L_cycles + 1): one cache layer per attention call of the recurrent forward
+        per_stack = f.int("num_hidden_layers")
+        return check_int("num_hidden_layers", per_stack * f.int("H_cycles") * (f.int("L_cycles") + 1))
     if f.model_type == "nemotron_h" and not any(f.has(n) for n in ("num_hidden_layers", "n_layer")):
         blocks = f.cfg.get("layers_block_type")
         if isinstance(blocks, list):
@@ -94,9 +101,13 @@ def _named_kinds(f: Fields, layout: str, n_layers: int) -> list[Kind] | None:
 
 
 def kinds_of(f: Fields, family: Family, n_layers: int) -> list[Kind]:
-    """Every layer's kind: ``layer_types`` (or ``layers_block_type``) when given, else the family rule."""
+    """Every layer's kind: ``layer_types`` (or ``layers_block_type``) when given, else the pattern the config
+    class writes in its place (DERIVED_LAYER_TYPES), else the family rule."""
     kinds = _named_kinds(f, family.layout, n_layers)
-    if kinds is None:
+    derived = DERIVED_LAYER_TYPES.get(f.model_type)
+    if kinds is None and derived is not None:     # the config class's own pattern (kvmem.configs.derived)
+        kinds = [derived[0](i, n_layers) for i in range(n_layers)]
+    elif kinds is None:
         kinds = layout_kinds(f, family.layout, n_layers)
     if family.layout == "gemma4" and kinds[-1] != FULL:
         kinds[-1] = FULL   # Gemma4TextConfig.__post_init__: "Last layer must use full_attention"

@@ -34,6 +34,10 @@ __all__ = ["attention_shape", "layers_of"]
 
 
 ATTENTION_FREE = ("mamba", "mamba2")
+# Config classes that set head_dim = hidden_size // num_attention_heads whatever the file says
+# (transformers@5.24.0 models/cohere2/configuration_cohere2.py#L91-L92,
+# cohere_compass/configuration_cohere_compass.py#L118-L119, deepseek_ocr2/configuration_deepseek_ocr2.py#L246)
+HEAD_DIM_FROM_HIDDEN = ("cohere2", "cohere_compass_text", "deepseek_ocr2_text")
 INKLING = ("inkling", "inkling_loop")
 
 
@@ -85,11 +89,13 @@ def attention_shape(f: Fields, family: Family) -> tuple[int, int, int, int]:
                          default=heads)
     if heads % kv_heads:
         raise ConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads})")
-    head_dim = f.int("head_dim", "kv_channels", default=None)
-    if head_dim is None and family.mla and f.has("qk_nope_head_dim"):
+    head_dim = None if f.model_type in HEAD_DIM_FROM_HIDDEN else f.int("head_dim", "kv_channels", default=None)
+    nope = f.int("qk_nope_head_dim", default=None) if family.mla and head_dim is None else None
+    if nope is not None:
         # MLA: a query/key head is qk_nope_head_dim + qk_rope_head_dim wide, whatever hidden / heads
-        # is (GLM-4.7-Flash: hidden 2048, 20 heads, 192 + 64); the cache holds the latent instead
-        head_dim = f.int("qk_nope_head_dim") + f.int("qk_rope_head_dim")
+        # is (GLM-4.7-Flash: hidden 2048, 20 heads, 192 + 64; the class default where the file has
+        # none); the cache holds the latent instead
+        head_dim = nope + f.int("qk_rope_head_dim")
     elif head_dim is None:
         hidden = f.int("hidden_size", "n_embd", "d_model", "embed_dim")
         if hidden % heads:

@@ -2,6 +2,8 @@
 included (issue 31): HY-V4's indexer_types and num_key_value_heads, Inkling-2-Loop's loop fields.
 The same configs through transformers' own cache: tests/oracles/test_transformers_absent_fields.py."""
 
+import pytest
+
 import kvmem
 from kvmem import Model
 
@@ -51,3 +53,79 @@ def test_inkling_2_loop_without_loop_fields_takes_6_18_and_3_passes():
     assert model.layers[24:36] == model.layers[6:18]
     assert kv_per_token(model) == 196_608
     assert dict(model.reading.from_defaults)["loop_num_passes"] == 3
+
+
+# ----------------------------------------------------------------------------- found by the sweep
+# (kvmem/oracles/transformers.py absent_fields: each declared field of every family left out in turn)
+
+def test_derived_layer_types_follow_each_config_class_for_1_to_13_layers():
+    # DERIVED_LAYER_TYPES against the classes themselves: the layer_types each __post_init__ writes when the
+    # file has none, for every layer count its validation accepts
+    pytest.importorskip("transformers")
+    from transformers.utils import logging
+
+    from kvmem.configs.derived import DERIVED_LAYER_TYPES
+    from kvmem.configs.kinds import LAYER_TYPE_NAMES
+    from kvmem.oracles.transformers import config_classes
+    logging.set_verbosity_error()
+    classes, checked = config_classes(), 0
+    for model_type, (rule, _) in DERIVED_LAYER_TYPES.items():
+        for n in range(1, 14):
+            try:
+                config = classes[model_type](num_hidden_layers=n)
+            except Exception:  # noqa: BLE001 -- a layer count the class rejects (OLMo-Hybrid needs a linear layer)
+                continue
+            assert [LAYER_TYPE_NAMES[t] for t in config.layer_types] == [rule(i, n) for i in range(n)], (model_type, n)
+            checked += 1
+    assert checked >= 15 * 12
+
+
+def test_olmo3_without_layer_types_is_full_every_fourth_layer():
+    # configuration_olmo3.py#L92-L95: sliding unless (i + 1) % 4 == 0 (the generic rule made all 8 sliding).
+    # 8 KV heads x 128 x 2 (K, V) x 2 B = 4,096 B/token a layer; at 8,192 tokens, window 4,096:
+    # 2 full x 4,096 x 8,192 + 6 sliding x 4,096 x 4,096 = 67,108,864 + 100,663,296 = 167,772,160 B
+    cfg = {"model_type": "olmo3", "num_hidden_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "sliding_window": 4096}
+    model = Model.from_hf_config(cfg)
+    assert [layer.window for layer in model.layers] == [4096, 4096, 4096, 0] * 2
+    assert kvmem.estimate(model, tokens=8192, kv_dtype="bf16").kv_bytes == 167_772_160
+
+
+def test_families_whose_class_takes_a_pattern_kwarg_default_it():
+    # Qwen3-Next without layer_types or full_attention_interval: the kwarg's 4 (configuration_qwen3_next.py
+    # #L129-L133); Cohere2 without sliding_window_pattern: 4 (configuration_cohere2.py#L95-L100)
+    qwen = Model.from_hf_config({"model_type": "qwen3_next", "num_hidden_layers": 8})
+    assert [layer.kind for layer in qwen.layers] == ["linear"] * 3 + ["full"] + ["linear"] * 3 + ["full"]
+    cohere = Model.from_hf_config({"model_type": "cohere2", "num_hidden_layers": 8, "sliding_window": 4096})
+    assert [layer.window for layer in cohere.layers] == [4096, 4096, 4096, 0] * 2
+
+
+def test_cohere2_takes_head_dim_from_hidden_size_whatever_the_file_says():
+    # Cohere2Config.__post_init__ sets head_dim = hidden_size // num_attention_heads (configuration_cohere2.py
+    # #L91-L92): 4096 / 32 = 128, not the file's 64. 8 KV heads x 128 x 2 x 2 B = 4,096 B/token a layer
+    cfg = {"model_type": "cohere2", "num_hidden_layers": 4, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 4096}
+    assert kv_per_token(Model.from_hf_config(cfg)) == 4 * 4_096
+
+
+def test_hrm_text_without_num_layers_per_stack_caches_every_attention_call():
+    # HrmTextConfig.__post_init__ (configuration_hrm_text.py#L109-L115): num_hidden_layers 4 is the per-stack
+    # count; the cache keeps 4 x H_cycles 2 x (L_cycles 3 + 1) = 32 layers
+    cfg = {"model_type": "hrm_text", "num_hidden_layers": 4}
+    assert len(Model.from_hf_config(cfg).layers) == 32
+    assert len(Model.from_hf_config({**cfg, "num_hidden_layers": 32, "num_layers_per_stack": 4}).layers) == 32
+
+
+def test_fields_a_class_derives_are_derived_not_refused():
+    # MiniCPM3 without v_head_dim: hidden // heads (configuration_minicpm3.py#L124-L125) = 2560 / 40 = 64
+    minicpm = {"model_type": "minicpm3", "num_hidden_layers": 2, "hidden_size": 2560, "num_attention_heads": 40}
+    assert Model.from_hf_config(minicpm).params_total == Model.from_hf_config({**minicpm, "v_head_dim": 64}).params_total
+    # OLMo-Hybrid without its linear dims: key heads = value heads = 32, key dim int(0.75 x 3840 / 32) = 90,
+    # value dim 180 (configuration_olmo_hybrid.py#L131-L138)
+    olmo = {"model_type": "olmo_hybrid", "num_hidden_layers": 4, "hidden_size": 3840, "num_attention_heads": 32}
+    explicit = {**olmo, "linear_num_key_heads": 32, "linear_num_value_heads": 32, "linear_key_head_dim": 90,
+                "linear_value_head_dim": 180}
+    assert Model.from_hf_config(olmo).layers == Model.from_hf_config(explicit).layers
+    # GLM-4.7-Flash's shape without qk_nope_head_dim: the class's 192 (+ 64 rope), not hidden / heads (2048 / 20)
+    glm = {"model_type": "glm4_moe_lite", "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 20}
+    assert kv_per_token(Model.from_hf_config(glm)) == 2 * (512 + 64) * 2
