@@ -158,3 +158,71 @@ def swa_capacity_cases() -> list[dict]:
                  speculative_algorithm="EAGLE3", speculative_draft_model_path=GPT_OSS_EAGLE3),
             dict(name="gpt-oss-120b STANDALONE gpt-oss-20b", model=get_model("gpt-oss-120b"), kv_memory=30 << 30,
                  speculative_algorithm="STANDALONE", speculative_draft_model_path="gpt-oss-20b")]
+
+
+def sglang_dsa(model, *, kv_memory: int, draft_layers: int, tp: int = 1, page_size: int = 64) -> dict:
+    """A DSA target (DeepSeek-V3.2, GLM-5) with ``draft_layers`` MTP layers: SGLang's DefaultPoolConfigurator cell and
+    tokens (fp8 KV, a backend with the scaled 656-byte latent: flashmla_sparse / flashmla_kv, no HiSparse, no PD),
+    and the draft worker's DSATokenToKVPool of ``draft_layers`` layers at those tokens: its bytes and log line."""
+    from .sglang_runtime import load
+    sg = load()
+    import torch
+    from sglang.srt.mem_cache import kv_cache_configurator as kc
+    from sglang.srt.model_executor import pool_configurator as pc
+    from sglang.srt.runtime_context import get_parallel
+    mc = model_config(model.name, model.config)
+    layers = mc.num_hidden_layers
+    spec = types.SimpleNamespace(is_eagle=lambda: True, is_standalone=lambda: False, is_dflash_family=lambda: False,
+                                 is_none=lambda: False, is_dspark=lambda: False)
+    kvc = types.SimpleNamespace(
+        kv_cache_dtype_str="fp8_e4m3", model_config=mc, kv_cache_dtype=torch.float8_e4m3fn, page_size=page_size,
+        layer_info=types.SimpleNamespace(num_effective_layers=layers, start_layer=0, end_layer=layers),
+        spec_algorithm=spec, is_draft_worker=False, fused_entry_bytes=lambda _kind: None, pp_size=1,
+        spec_aux_config=types.SimpleNamespace(eagle_draft_num_layers=draft_layers),
+        server_args=types.SimpleNamespace(enable_hisparse=False), use_mla_backend=True, attn_dp_size=1,
+        mambaish_config=None)
+    parallel = types.SimpleNamespace(attn_tp_size=tp, attn_dcp_size=1, tp_size=tp, enable_dsa_cache_layer_split=False)
+    kernel = types.SimpleNamespace(kernel=types.SimpleNamespace(dsa_prefill_backend="flashmla_sparse",
+                                                                dsa_decode_backend="flashmla_kv"))
+    memory = types.SimpleNamespace(enable_hisparse=False, enable_unified_memory=False, enable_hierarchical_cache=False,
+                                   enable_unified_cache_external_linker=False)
+    with get_parallel().override(tp_size=tp, attn_tp_size=tp, enable_dsa_cache_layer_split=False, attn_dcp_size=1), \
+            mock.patch.object(pc, "get_parallel", lambda: parallel), \
+            mock.patch.object(pc, "get_schedule", lambda: types.SimpleNamespace(max_total_tokens=None)), \
+            mock.patch.object(pc, "get_memory", lambda: memory), mock.patch.object(kc, "get_memory", lambda: memory), \
+            mock.patch.object(kc, "get_disagg", lambda: types.SimpleNamespace(disaggregation_mode="null")), \
+            mock.patch.object(kc, "get_exec", lambda: kernel), \
+            mock.patch.object(pc, "compute_page_shard_scratch_bytes", lambda *_a, **_k: 0):
+        configurator = pc.DefaultPoolConfigurator(kvc)
+        tokens = configurator.calculate_pool_sizes(kv_memory, page_size).max_total_num_tokens
+        dim = kc.calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=torch.float8_e4m3fn)
+        del sg.lines[:]
+        pool = sg.pool.DSATokenToKVPool(size=tokens, page_size=page_size, kv_lora_rank=mc.kv_lora_rank,
+                                        dtype=torch.float8_e4m3fn, qk_rope_head_dim=mc.qk_rope_head_dim,
+                                        layer_num=draft_layers, device="cpu", index_head_dim=mc.index_head_dim,
+                                        enable_memory_saver=False, kv_cache_dim=dim, start_layer=0,
+                                        end_layer=draft_layers)
+        draft = int(pool.get_kv_size_bytes())
+        del pool
+    line = next((text for text in sg.lines if text.startswith("KV Cache is allocated")), None)
+    return {"cell": configurator._cell_size, "tokens": tokens, "draft_pool_bytes": draft, "draft_log": line}
+
+
+def run_dsa_case(name: str, model, *, kv_memory: int, tp: int = 1, **spec) -> list[Check]:
+    """kvmem.capacity with the speculative options beside sglang_dsa for the draft layers kvmem resolves."""
+    from ..engines import capacity
+    from ..engines.sglang.draft import draft_layers
+    layers = draft_layers(model, spec).layers
+    cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype="fp8_e4m3", tp=tp, max_model_len=None,
+                   page_size=64, **spec)
+    theirs = sglang_dsa(model, kv_memory=kv_memory, draft_layers=layers, tp=tp)
+    ours = {"cell": cap.details.cell_bytes_per_token, "tokens": cap.tokens,
+            "draft_pool_bytes": cap.details.draft_pool_bytes, "draft_log": cap.log_lines[-1]}
+    return [Check(name, key, ours[key], theirs[key]) for key in theirs]
+
+
+def dsa_cases() -> list[dict]:
+    from ..catalog import get_model
+    return [dict(name=f"{preset} tp{tp} NEXTN {gib} GiB", model=get_model(preset), kv_memory=gib << 30, tp=tp,
+                 speculative_algorithm="NEXTN")
+            for preset, tp, gib in (("deepseek-v3.2", 8, 20), ("glm-5", 8, 20), ("glm-5.2", 8, 40), ("glm-5", 4, 7))]

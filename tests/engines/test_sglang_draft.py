@@ -151,3 +151,16 @@ def test_a_mamba_targets_own_mtp_head():
                        speculative_algorithm="NEXTN")
     # 12 target layers + 1 draft layer, (2 x 1,000 + 1) rows of 1,024 B; the state kept 1 + 4 times
     assert e.kv_bytes == 13 * 2001 * 1024 and e.state_bytes == 2 * 5 * 38_633_472
+
+
+def test_a_dsa_targets_mtp_layer_takes_its_latent_and_indexer():
+    # deepseek-v3.2 tp 8, fp8, NEXTN (1 MTP layer), 20 GiB: the target's cell 61 x 656 B (the fp8 latent with scales and
+    # a bf16 rope) + 61 x 132 B (indexer keys: 128 + 4 B scale) = 48,068; the draft's share int(61 x 656 x 1 / 61) +
+    # 132 (its indexer on every draft layer) = 788: 48,856 B a token, 20 GiB // 48,856 floored to 64-token pages =
+    # 439,552 tokens (SGLang's own configurator: tests/oracles/test_sglang_draft_oracle.py)
+    cap = kvmem.capacity("deepseek-v3.2", engine="sglang", kv_memory=20 * GIB, tp=8, kv_dtype="fp8_e4m3",
+                         speculative_algorithm="NEXTN")
+    d = cap.details
+    assert (d.cell_bytes_per_token, d.draft_cell_bytes, cap.tokens) == (48_856, 788, 439_552)
+    # the draft worker's DSATokenToKVPool: (439,552 + 64) x 656 + ((439,552 + 64 + 1) // 64 x 64) x 132
+    assert d.draft_pool_bytes == (439_552 + 64) * 656 + (439_552 + 65) // 64 * 64 * 132 == 346_417_408

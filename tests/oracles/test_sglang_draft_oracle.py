@@ -77,3 +77,12 @@ def test_mamba_targets_own_mtp_head_is_sized_as_sglang_does():
     bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
            for name, cfg, setting in cases for c in mamba_oracle.run_case(name, cfg, **setting) if not c.matches]
     assert not bad, "\n".join(bad)
+
+
+def test_dsa_targets_draft_cell_and_pool_are_sglangs():
+    # DeepSeek-V3.2 / GLM-5 / GLM-5.2 (shared top-k layers) with their MTP layer: the cell's latent share and the draft's
+    # indexer on every draft layer (pool_configurator.py), and the draft worker's DSATokenToKVPool built on the CPU
+    cases = oracle.dsa_cases()
+    bad = [f"{c.case}: {c.quantity}: kvmem {c.kvmem!r}, SGLang {c.engine!r}"
+           for case in cases for c in oracle.run_dsa_case(**case) if not c.matches]
+    assert not bad, "\n".join(bad)

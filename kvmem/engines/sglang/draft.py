@@ -229,19 +229,30 @@ def check_target(model: Model, layout, pp: int, own_head: bool = False) -> None:
     if layout.swa and not layout.full:
         raise ValueError(f"{model.name}: every layer sliding: SGLang prices an all-SWA target's draft in its own "
                          "branch (pool_configurator.py#L786-L796), which kvmem does not size")
-    if layout.indexed or layout.sparse_index:
-        raise ValueError(f"{model.name}: SGLang adds a DSA/NSA target's draft indexer separately "
-                         "(pool_configurator.py#L287-L309); kvmem sizes the one-pool MHA and MLA draft only")
+    if layout.sparse_index:
+        raise ValueError(f"{model.name}: a draft beside MiniMax-M3's sparse indexer pools (MiniMaxSparseKVPool): "
+                         "kvmem does not size its indexer rows in the draft's pool")
 
 
 def draft_pool_of(layout, num_tokens: int, layers: int, dtype: str):
     """The draft worker's pool as its "KV Cache is allocated" line reports it: the target's #tokens and padding
     page, ``layers`` layers shaped as the target's (SGLang's sizing assumes the draft shares the target's
     per-layer KV size, pool_configurator.py#L259-L260)."""
-    from .pools import Pool
+    from .pools import Pool, index_bytes
     n = num_tokens + layout.page_size
+    # a DSA draft keeps its indexer keys on every layer (pool_configurator.py#L302-L306: allocate_all_layers)
+    index = index_bytes(num_tokens, layout.page_size, layout.index_row) * layers
     return Pool(role="draft", layout=layout.kind, num_tokens=num_tokens, page_size=layout.page_size, layers=(),
-                k_bytes=n * layout.k_row["full"] * layers, v_bytes=n * layout.v_row["full"] * layers, dtype=dtype)
+                k_bytes=n * layout.k_row["full"] * layers + index, v_bytes=n * layout.v_row["full"] * layers,
+                dtype=dtype)
+
+
+def dsa_draft_cell_bytes(layout, stage: range, cell: int, layers: int) -> int:
+    """A DSA target's draft share of the cell: the latent int(kv_cell x draft layers / target layers) and the indexer
+    on every draft layer (sglang@v0.5.23 python/sglang/srt/model_executor/pool_configurator.py#L282-L309: the
+    target's indexer taken out of the cell first, the draft's added with allocate_all_layers)."""
+    target_index = layout.index_row * sum(1 for i in stage if i in layout.indexed)
+    return int((cell - target_index) * layers / len(stage)) + layout.index_row * layers
 
 
 @dataclass(frozen=True)

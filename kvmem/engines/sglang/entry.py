@@ -9,7 +9,7 @@ from ..results import Capacity, Refusal, assemble
 from . import draft as spec_draft
 from . import dsv4, inkling, mamba
 from .details import SglangCapacityDetails, SglangDetails
-from .pools import Layout, cell_size, layer_rows, make_layout, pools, stage_cell, state_parts_of
+from .pools import Layout, cell_size, index_bytes, layer_rows, make_layout, pools, stage_cell, state_parts_of
 
 
 def _drafting(model: Model, spec: dict):
@@ -72,7 +72,9 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
                      "times, one per draft token (SGLang's intermediate state cache)")
     if drafting.pool:   # the draft pool's rows: the same tokens, its layers shaped as the target's (draft.py)
         n = rows["full"] + page
-        draft_row = (n * layout.k_row["full"], n * layout.v_row["full"], 0)
+        # a DSA draft's indexer keys on every draft layer (draft.draft_pool_of)
+        draft_row = (n * layout.k_row["full"] + index_bytes(rows["full"], page, layout.index_row),
+                     n * layout.v_row["full"], 0)
         rows_per_layer = list(rows_per_layer) + [draft_row] * (drafting.pool - drafting.swa_layers)
         if drafting.swa_layers:   # sliding draft layers at the SWA pool's rows (pool_configurator.py#L805-L811)
             n = rows["swa"] + page
@@ -187,7 +189,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             # over the stage's attention layers (pool_configurator.py#L229-L236: a Mamba hybrid's
             # full_attention_layer_ids; every layer otherwise)
             attention = sum(1 for i in stage if i in full_layers) or len(stage)
-            draft_cell = spec_draft.draft_cell_bytes(cell, drafting.layers, attention)
+            draft_cell = (spec_draft.dsa_draft_cell_bytes(layout, stage, cell, drafting.layers) if layout.indexed
+                          else spec_draft.draft_cell_bytes(cell, drafting.layers, attention))
             cell += draft_cell
         if not cell and (layout.full or layout.swa):
             continue   # a stage without attention layers: no KV limit there (pool_configurator.py#L240-L250)

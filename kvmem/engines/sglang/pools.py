@@ -60,7 +60,7 @@ TORCH_DTYPES = {"fp32": "torch.float32", "fp16": "torch.float16", "bf16": "torch
 #   NSA  DeepSeek-V3.2 (#L5279-L5663 DSATokenToKVPool, NSATokenToKVPool before): the latent with fp8 takes
 #        kv_lora_rank + kv_lora_rank // 128 * 4 + qk_rope_head_dim * 2 = 656 B (fp8 latent, fp32 scales, bf16
 #        rope; sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L3412-L3475
-#        calculate_mla_kv_cache_dim), otherwise (rank + rope) elements; plus an indexer buffer (_index_bytes).
+#        calculate_mla_kv_cache_dim), otherwise (rank + rope) elements; plus an indexer buffer (index_bytes).
 #        SGLang forces page_size 64 for these models (server_args.py "Setting page size to 64 for DeepSeek
 #        NSA.", in the releases kvmem read it in); kvmem does the same and says so in the notes.
 NSA_PAGE_SIZE = 64      # server_args.py, DeepSeek NSA models
@@ -436,7 +436,7 @@ def state_bytes_of(model: Model, layout: Layout, i: int, tp: int) -> int:
     return sum(state_parts_of(model, layout, i, tp))
 
 
-def _index_bytes(rows: int, page: int, index_row: int) -> int:
+def index_bytes(rows: int, page: int, index_row: int) -> int:
     """NSA indexer buffer of one layer: ((rows + page + 1) // page) pages of page x index_row bytes."""
     return (rows + page + 1) // page * page * index_row if index_row else 0
 
@@ -451,7 +451,7 @@ def layer_rows(model: Model, layout: Layout, tp: int, rows: dict, batch: int):
         state = batch * state_bytes_of(model, layout, i, tp) if i in linear else 0   # Falcon-H1: KV and a state
         if role is not None:
             n = rows[role] + page
-            index = _index_bytes(rows[role], page, layout.index_row) if i in layout.indexed else 0
+            index = index_bytes(rows[role], page, layout.index_row) if i in layout.indexed else 0
             index_k, index_v = layout.sparse_index.get(i, (0, 0))   # MiniMax-M3's indexer pools: same rows
             out.append((n * (layout.k_row[role] + index_k) + index, n * (layout.v_row[role] + index_v), state))
         elif i in linear:
