@@ -34,7 +34,8 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     for kept in (best._BEST, best._FITS, best._TENSORS):     # the placements; the searches and the tensors laid out
         kept.clear()
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
-                   overrides._first_tail, overrides._layer_rest, placement._placed, placement._static):
+                   overrides._first_tail, overrides._tail_targets, overrides.layer_rest, placement._placed,
+                   placement._static):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()

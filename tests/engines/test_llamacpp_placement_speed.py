@@ -10,7 +10,8 @@ import kvmem
 from kvmem.engines.llamacpp.best import _tensors
 from kvmem.engines.llamacpp.offload import weight_format
 from kvmem.engines.llamacpp.overrides import Rules, _first_tail, compile_rules
-from kvmem.engines.llamacpp.placement import _placed, place
+from kvmem.engines.llamacpp.placement import CPU, layer_devices, place, tensor_group
+from kvmem.units import pad
 
 RESTS = ("ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_exps.weight", "ffn_gate_up_exps.weight",
          "ffn_up_chexps.weight", "ffn_gate_inp.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.bias",
@@ -65,22 +66,40 @@ def test_the_patterns_kvmem_writes_are_decided_by_their_tails():
     assert _first_tail((tails[1],), "ffn_up_exps.weight") is None       # ffn_up is not ffn_(gate|gate_up|down)
 
 
+def _reference(tensors, n_layer, gpus, split, n_gpu_layers, n_cpu_moe, override_tensor) -> list:
+    """(name, device, layer, offset) of every placed tensor as placement's module doc states the rules, tensor by
+    tensor: the first -ot / --n-cpu-moe pattern that re.search-es the name, else its layer's device."""
+    dev = [CPU if g is None else gpus[g] for g in layer_devices(n_layer, n_gpu_layers, split)]
+    rules, out, held, offset = compile_rules(n_cpu_moe, False, override_tensor), [], set(), 0
+    for t in tensors:
+        group, layer = tensor_group(t.name)
+        home = CPU if group == "embeddings" else dev[n_layer if layer is None else layer]
+        device = next((to for p, to in rules if p.search(t.name)), None) or home
+        if (t.name, device) not in held:
+            held.add((t.name, device))
+            out.append((t.name, device, layer, offset))
+        offset += pad(t.nbytes, 32)
+    return out
+
+
 def test_a_placement_is_the_same_placed_afresh():
-    """Qwen3-30B-A3B (48 layers, q4_k_m) on two GPUs with fit's kind of flags: the tensors reused from earlier
-    placements are those a placement with no cache at all makes (placement._placed.__wrapped__)."""
+    """Qwen3-30B-A3B (48 layers, q4_k_m, untied output) on two GPUs with fit's and the top-up's kind of flags, each
+    placed twice (the second from what the first made): every tensor where the rules one by one put it."""
     model = kvmem.get_model("qwen3-30b-a3b")
     tensors = tuple(_tensors(model, weight_format(model, "q4_k_m"))[0])
+    gpus = ("CUDA0", "CUDA1")
     flags = [dict(n_gpu_layers=49, tensor_split=(20, 29), override_tensor=((r"blk\.(30|31|40)\.ffn_(up|down)_exps",
                                                                             "CPU"),)),
              dict(n_gpu_layers=30, tensor_split=(1, 1), n_cpu_moe=12),
              dict(n_gpu_layers=49, tensor_split=(20, 29), override_tensor=((r"blk\.41\.ffn_down_exps\.weight",
-                                                                            "CUDA0"),))]
+                                                                            "CUDA0"), (r"\.ffn_gate_inp", "CPU")))]
     for f in flags * 2:
-        got = place(tensors, n_layer=48, gpus=("CUDA0", "CUDA1"), **f)
-        args = (48, f["n_gpu_layers"], ("CUDA0", "CUDA1"), f["tensor_split"], f.get("n_cpu_moe", 0), False,
-                f.get("override_tensor", ()), 32, None, None)
-        fresh, dev, _ = _placed.__wrapped__(tensors, *args)
-        assert got.tensors == fresh and got.layer_device + (got.output_device,) == dev
+        got = place(tensors, n_layer=48, gpus=gpus, **f)
+        want = _reference(tensors, 48, gpus, f["tensor_split"], f["n_gpu_layers"], f.get("n_cpu_moe", 0),
+                          f.get("override_tensor", ()))
+        assert [(t.name, t.device, t.layer, t.offset) for t in got.tensors] == want
     where = {t.name: t.device for t in got.tensors if t.layer == 41}
-    # -ts 20,29 over 49 layers: layer 41 on CUDA1 (41 / 49 >= 20 / 49), its ffn_down_exps moved to CUDA0 by -ot
+    # -ts 20,29 over 49 layers: layer 41 on CUDA1 (41 / 49 >= 20 / 49), its ffn_down_exps moved to CUDA0 by -ot,
+    # its router to the host by a pattern with no blk prefix
     assert where["blk.41.ffn_down_exps.weight"] == "CUDA0" and where["blk.41.ffn_up_exps.weight"] == "CUDA1"
+    assert where["blk.41.ffn_gate_inp.weight"] == "CPU"

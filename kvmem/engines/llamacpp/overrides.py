@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["CPU", "EXPS_REGEX", "Rules", "compile_rules", "override_rules"]
+__all__ = ["CPU", "EXPS_REGEX", "Rules", "compile_rules", "layer_rest", "override_rules"]
 
 CPU = "CPU"
 # common/arg.cpp LLM_FFN_EXPS_REGEX (--cpu-moe), and per layer for --n-cpu-moe
@@ -79,14 +79,26 @@ class Rules:
             self.seen[name] = found = self._first(name)
             return found
 
-    def _first(self, name: str):
-        layer, rest = _layer_rest(name)
+    def layer_targets(self, layer: int, names: tuple, rests: tuple) -> tuple:
+        """The target of each of ``names``, names of ``layer`` whose RESTs are ``rests`` (layer_rest's): decided
+        together by the tails where they decide, the same for every layer that tries the same rules."""
+        order, tails = self._order(layer)
+        if tails is None or None in rests:
+            return tuple(self.target(name) for name in names)
+        return _tail_targets(tails, tuple(self.rules[i][1] for i in order), rests)
+
+    def _order(self, layer) -> tuple:
+        """(the rules tried on names of ``layer``, their tails where every one has a tail, else None)."""
         found = self.per_layer.get(layer)
         if found is None:
             order = tuple(i for i, layers in enumerate(self.layers) if layers is None or layer in layers)
             tails = tuple(self.tails[i] for i in order)
             found = self.per_layer[layer] = (order, None if layer is None or None in tails else tails)
-        order, tails = found
+        return found
+
+    def _first(self, name: str):
+        layer, rest = layer_rest(name)
+        order, tails = self._order(layer)
         if tails is not None and rest is not None:
             hit = _first_tail(tails, rest)
             return None if hit is None else self.rules[order[hit]][1]
@@ -97,8 +109,15 @@ class Rules:
         return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _tail_targets(tails: tuple, targets: tuple, rests: tuple) -> tuple:
+    """Per REST, the target of the first tail that matches it (None: no rule)."""
+    hits = (_first_tail(tails, rest) for rest in rests)
+    return tuple(None if hit is None else targets[hit] for hit in hits)
+
+
 @functools.lru_cache(maxsize=8192)
-def _layer_rest(name: str) -> tuple:
+def layer_rest(name: str) -> tuple:
     """(L, REST) of blk.L.REST (REST None where L is not written as str(L) or REST holds another blk.),
     (None, None) for other names."""
     m = _LAYER.match(name)

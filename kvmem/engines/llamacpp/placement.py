@@ -68,11 +68,11 @@ import datetime
 import functools
 import re
 import struct
-from dataclasses import dataclass, field
 
 from ...dtypes import GGML_TYPES as _GGML
 from ...units import pad
-from .overrides import CPU, override_rules
+from .overrides import CPU, layer_rest, override_rules
+from .placed import DeviceMemory, PlacedTensor, Placement
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
            "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
@@ -101,75 +101,6 @@ def buffer_mib(nbytes: int) -> float:
 
 def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
-
-
-@dataclass(frozen=True)
-class PlacedTensor:
-    """One weight tensor as llama.cpp loads it: GGUF name, ggml type, ne (ne0 first), bytes, file
-    offset, group, layer (None for input/output tensors) and the device that holds it."""
-
-    name: str
-    type: str
-    ne: tuple
-    nbytes: int
-    offset: int
-    group: str
-    layer: int | None
-    device: str
-
-
-@dataclass(frozen=True)
-class DeviceMemory:
-    """One device's buffers: model weights (by group), KV, and the printed model buffer."""
-
-    device: str
-    model_bytes: int                 # the model buffer llama.cpp prints for this device
-    group_bytes: dict                # group -> sum of ggml_nbytes of the tensors placed here
-    kv_bytes: int
-    layers: tuple                    # repeating layers whose tensors/KV are here
-    buffer_name: str                 # "CUDA0", "CPU_Mapped", "CPU", "CUDA_Host"
-
-    def to_dict(self) -> dict:
-        return {"device": self.device, "buffer": self.buffer_name, "model_bytes": self.model_bytes,
-                "group_bytes": dict(self.group_bytes), "kv_bytes": self.kv_bytes, "layers": list(self.layers)}
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Every tensor's device and each device's buffers for one set of llama.cpp options."""
-
-    n_layer: int
-    n_gpu_layers: int
-    gpus: tuple                      # device names, main GPU first: ("CUDA0", "CUDA1")
-    tensor_split: tuple
-    mmap: bool
-    kv_offload: bool
-    tensors: tuple = field(repr=False)
-    layer_device: tuple = ()         # device of each repeating layer
-    output_device: str = CPU
-    devices: tuple = ()              # DeviceMemory per GPU, then the host
-    notes: tuple = ()
-
-    def device(self, name: str) -> DeviceMemory:
-        for d in self.devices:
-            if d.device == name:
-                return d
-        raise KeyError(name)
-
-    @property
-    def host(self) -> DeviceMemory:
-        return self.devices[-1]
-
-    @property
-    def offloaded_layers(self) -> int:
-        """llama.cpp's "offloaded N/n_layer+1 layers to GPU" N."""
-        return sum(d != CPU for d in self.layer_device) + (self.output_device != CPU)
-
-    def to_dict(self) -> dict:
-        return {"n_layer": self.n_layer, "n_gpu_layers": self.n_gpu_layers, "gpus": list(self.gpus),
-                "tensor_split": list(self.tensor_split), "mmap": self.mmap, "kv_offload": self.kv_offload,
-                "offloaded_layers": self.offloaded_layers, "devices": [d.to_dict() for d in self.devices],
-                "notes": list(self.notes)}
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -239,55 +170,82 @@ def cuda_alloc_bytes(t: PlacedTensor) -> int:
 @functools.lru_cache(maxsize=8)
 def _static(tensors: tuple, n_layer: int, alignment: int) -> tuple:
     """What placing ``tensors`` leaves alone from one set of flags to the next: (tensor, file offset (the previous
-    one's end padded to ``alignment``), group, layer) of each; their names; the PlacedTensors made so far."""
-    rows, offset = [], 0
+    one's end padded to ``alignment``), group, layer) of each; their names; the runs of one layer's tensors in
+    file order (start, end, layer, (names, RESTs of blk.L.REST)) where names are unique; what _placed made."""
+    rows: list[tuple] = []
+    runs: list[list] = []
+    offset = 0
     for t in tensors:
         group, layer = tensor_group(t.name)
         if t.dtype not in GGML_TYPES:
             raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
         if layer is not None and layer != -1 and layer >= n_layer:
             raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
+        if layer is None or layer < 0 or not runs or runs[-1][2] != layer or runs[-1][1] != len(rows):
+            runs.append([len(rows), len(rows), layer])
+        runs[-1][1] += 1
         rows.append((t, offset, group, layer))
         offset += pad(t.nbytes, alignment)
-    return rows, frozenset(t.name for t in tensors), {}
+    names = frozenset(t.name for t in tensors)
+    unique = len(names) == len(rows)
+    spans = [(a, b, il, (tuple(t.name for t, *_ in rows[a:b]), tuple(layer_rest(t.name)[1] for t, *_ in rows[a:b]))
+              if unique and il is not None and il >= 0 else None) for a, b, il in runs]
+    return rows, names, spans, {}
 
 
 @functools.lru_cache(maxsize=256)
 def _placed(tensors: tuple, n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe, override_tensor,
             alignment, tied_output, build) -> tuple:
-    """(the placed tensors, the device of each layer and of the output layer, _device_sums) for place."""
+    """(the placed tensors, the device of each layer and of the output layer, _device_sums) for place: a run of
+    one layer's tensors placed at once (its PlacedTensors made once for its device and its tensors' targets)."""
     gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_layer + 1)
     dev = [CPU if g is None else gpus[g] for g in gpu_of]
-    target = override_rules(n_cpu_moe, cpu_moe, override_tensor).target
-    rows, names, made = _static(tensors, n_layer, alignment)
+    rules = override_rules(n_cpu_moe, cpu_moe, override_tensor)
+    rows, names, runs, made = _static(tensors, n_layer, alignment)
     tied_output = "output.weight" not in names if tied_output is None else tied_output
     placed, held = [], set()
 
-    def put(i, group, layer, device, name=None):
+    def one(i, group, layer, device, name=None):
         t = rows[i][0]
-        device = target(t.name) or device
+        device = rules.target(t.name) or device
         if (t.name, device) not in held:     # a duplicate on a device that has the tensor already is that tensor
             held.add((t.name, device))
             key = (i, name, group, layer, device)
             placed.append(made.get(key) or made.setdefault(key, PlacedTensor(
                 name or t.name, t.dtype, tuple(t.shape), t.nbytes, rows[i][1], group, layer, device)))
 
-    for i, (t, _, group, layer) in enumerate(rows):
-        if layer == -1:         # rope_freqs: a copy in every layer
-            for il in range(n_layer):
-                put(i, group, il, dev[il], name=f"{t.name}#{il}")
+    parts = []
+    for a, b, layer, names_rests in runs:
+        if names_rests is not None:     # unique names of one layer: none is a duplicate
+            key = (a, dev[layer], rules.layer_targets(layer, *names_rests))
+            if key not in made:
+                run = tuple(PlacedTensor(t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer,
+                                         to or dev[layer]) for (t, offset, group, _), to in zip(rows[a:b], key[2],
+                                                                                                  strict=True))
+                made[key] = (run, _sums(run))
+            placed += made[key][0]
+            parts.append(made[key][1])
             continue
-        put(i, group, layer, CPU if group == "embeddings" else dev[n_layer if layer is None else layer])  # input: host
-        if tied_output and t.name == "token_embd.weight":
-            put(i, "output", None, dev[n_layer], name="output.weight(token_embd)")
-    return (out := tuple(placed)), tuple(dev), _device_sums(out, gpus)
+        first = len(placed)
+        for i in range(a, b):
+            t, _, group, _ = rows[i]
+            if layer == -1:         # rope_freqs: a copy in every layer
+                for il in range(n_layer):
+                    one(i, group, il, dev[il], name=f"{t.name}#{il}")
+                continue
+            one(i, group, layer, CPU if group == "embeddings" else dev[n_layer if layer is None else layer])  # input
+            if tied_output and t.name == "token_embd.weight":
+                one(i, "output", None, dev[n_layer], name="output.weight(token_embd)")
+        parts.append(_sums(placed[first:]))
+    return tuple(placed), tuple(dev), _device_sums(parts, gpus)
 
 
-def _device_sums(placed: tuple, gpus: tuple) -> dict:
-    """Per device: bytes per group, the CUDA buffer's and the host buffer's bytes, the file span."""
-    sums = {name: [dict.fromkeys(GROUPS, 0), 0, 0, None, 0] for name in gpus + (CPU,)}
+def _sums(placed) -> dict:
+    """Per device holding some of ``placed``: [bytes per group, the CUDA buffer's bytes, the host buffer's, the
+    file span's first and end offsets]."""
+    sums: dict = {}
     for p in placed:
-        row = sums[p.device]
+        row = sums.setdefault(p.device, [dict.fromkeys(GROUPS, 0), 0, 0, None, 0])
         row[0][p.group] += p.nbytes
         if p.device == CPU:
             row[2] += pad(p.nbytes, CPU_ALIGNMENT)
@@ -295,6 +253,21 @@ def _device_sums(placed: tuple, gpus: tuple) -> dict:
             row[4] = max(row[4], p.offset + p.nbytes)
         else:
             row[1] += cuda_alloc_bytes(p)
+    return sums
+
+
+def _device_sums(parts, gpus: tuple) -> dict:
+    """Per device (each GPU, then the host): _sums of every part together."""
+    sums = {name: [dict.fromkeys(GROUPS, 0), 0, 0, None, 0] for name in gpus + (CPU,)}
+    for part in parts:
+        for device, (groups, cuda, host, first, last) in part.items():
+            row = sums[device]
+            for group, nbytes in groups.items():
+                row[0][group] += nbytes
+            row[1] += cuda
+            row[2] += host
+            row[3] = first if row[3] is None else row[3] if first is None else min(row[3], first)
+            row[4] = max(row[4], last)
     return {name: (groups, cuda, host, first or 0, last) for name, (groups, cuda, host, first, last) in sums.items()}
 
 

@@ -1,0 +1,79 @@
+"""The records of a llama.cpp placement: each tensor's device, each device's buffers
+(kvmem.engines.llamacpp.placement.place makes them; its docstring has llama.cpp's rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .overrides import CPU
+
+__all__ = ["PlacedTensor", "DeviceMemory", "Placement"]
+
+
+@dataclass(frozen=True)
+class PlacedTensor:
+    """One weight tensor as llama.cpp loads it: GGUF name, ggml type, ne (ne0 first), bytes, file
+    offset, group, layer (None for input/output tensors) and the device that holds it."""
+
+    name: str
+    type: str
+    ne: tuple
+    nbytes: int
+    offset: int
+    group: str
+    layer: int | None
+    device: str
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's buffers: model weights (by group), KV, and the printed model buffer."""
+
+    device: str
+    model_bytes: int                 # the model buffer llama.cpp prints for this device
+    group_bytes: dict                # group -> sum of ggml_nbytes of the tensors placed here
+    kv_bytes: int
+    layers: tuple                    # repeating layers whose tensors/KV are here
+    buffer_name: str                 # "CUDA0", "CPU_Mapped", "CPU", "CUDA_Host"
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "buffer": self.buffer_name, "model_bytes": self.model_bytes,
+                "group_bytes": dict(self.group_bytes), "kv_bytes": self.kv_bytes, "layers": list(self.layers)}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Every tensor's device and each device's buffers for one set of llama.cpp options."""
+
+    n_layer: int
+    n_gpu_layers: int
+    gpus: tuple                      # device names, main GPU first: ("CUDA0", "CUDA1")
+    tensor_split: tuple
+    mmap: bool
+    kv_offload: bool
+    tensors: tuple = field(repr=False)
+    layer_device: tuple = ()         # device of each repeating layer
+    output_device: str = CPU
+    devices: tuple = ()              # DeviceMemory per GPU, then the host
+    notes: tuple = ()
+
+    def device(self, name: str) -> DeviceMemory:
+        for d in self.devices:
+            if d.device == name:
+                return d
+        raise KeyError(name)
+
+    @property
+    def host(self) -> DeviceMemory:
+        return self.devices[-1]
+
+    @property
+    def offloaded_layers(self) -> int:
+        """llama.cpp's "offloaded N/n_layer+1 layers to GPU" N."""
+        return sum(d != CPU for d in self.layer_device) + (self.output_device != CPU)
+
+    def to_dict(self) -> dict:
+        return {"n_layer": self.n_layer, "n_gpu_layers": self.n_gpu_layers, "gpus": list(self.gpus),
+                "tensor_split": list(self.tensor_split), "mmap": self.mmap, "kv_offload": self.kv_offload,
+                "offloaded_layers": self.offloaded_layers, "devices": [d.to_dict() for d in self.devices],
+                "notes": list(self.notes)}
