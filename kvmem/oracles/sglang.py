@@ -66,7 +66,17 @@ def directed_cases() -> list[tuple[str, Model, dict]]:
                 if not kv_heads_split(heads, tp):
                     continue
             out.append((f"{name}#{i}", model, setting))
-    return out + family_cases() + dp_cases()
+    return out + family_cases() + dp_cases() + inkling_cases()
+
+
+def inkling_cases(seed: int = 0, n: int = 4) -> list[tuple[str, None, dict]]:
+    """Inkling (kvmem/oracles/sglang_inkling.py): the published shapes and ``n`` seeded checkpoints, judged by
+    SGLang's own ServerArgs, ModelConfig, conv-state params and pool configurators (the setting holds them)."""
+    from . import sglang_inkling
+    chosen = [(name, sglang_inkling.wrap(text), {"kv_memory": 20 << 30})
+              for name, text in sglang_inkling.REAL_SHAPES.items()]
+    chosen += [sglang_inkling.random_case(seed * 1000 + i) for i in range(n)]
+    return [(f"inkling {name}", None, {"inkling": (cfg, setting)}) for name, cfg, setting in chosen]
 
 
 def dp_cases(seed: int = 0, n: int = 8) -> list[tuple[str, None, dict]]:
@@ -109,6 +119,10 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     if "dp" in setting:
         from . import sglang_dp
         return sglang_dp.run_case(name, setting["dp"])
+    if "inkling" in setting:
+        from . import sglang_inkling
+        cfg, sizing = setting["inkling"]
+        return sglang_inkling.run_case(name, cfg, **sizing)
     if "config" in setting:
         from . import sglang_families
         return sglang_families.run_config(name, setting["config"], setting["tp"])
