@@ -98,10 +98,10 @@ def model_contexts(model, tokens: int) -> list[int]:
     return context_points(tokens, at_least=model.max_position_embeddings or 0)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class EstimateSummary(Record):
-    """estimate_summary's headline numbers, read like the dict they were (``summary["total_gib"]``,
-    equal to it): bytes, and the same as text in GiB and GB."""
+    """estimate_summary's headline numbers (``summary.total_gib``): bytes, and the same as text in GiB
+    and GB; ``to_dict()`` gives them under the same names."""
 
     weights_bytes: int
     device_bytes: int

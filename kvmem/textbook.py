@@ -84,11 +84,10 @@ def ideal_layer_bytes(layer: Layer, *, tokens: int, batch: int, k_dtype: DType, 
     return k, v
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class SeedTerms(Record):
-    """seed_terms' result, read like the dict it was (``terms["bytes"]``, equal to it): the
-    formula's six terms, K's and V's head widths, the element format(s) and ``formula_bytes``
-    (key "bytes")."""
+    """seed_terms' result: the formula's six terms, K's and V's head widths, the element format(s)
+    and ``formula_bytes`` (to_dict key "bytes", the name the seed's dict had)."""
 
     bytes_per_element: int | float
     batch: int

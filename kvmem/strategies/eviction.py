@@ -113,7 +113,7 @@ class Eviction:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class EvictionPolicies(Record):
     """eviction_policies: the seed's eviction families at one budget: ``.streaming`` and ``.h2o``,
     ``by_label()`` (label -> Eviction, None for "keep everything": what eviction_curves takes) and

@@ -1,8 +1,8 @@
 """What a strategy did to an Estimate, attached to it beside the engine's own record:
 ``Estimate.eviction`` (EvictionApplied), ``.shared_prefix`` (PrefixShared), ``.offload`` (Offloaded).
 
-Each reads like the dict it replaced (kvmem.records.Record): ``est.offload["host_kv_bytes"]``,
-``.to_dict()`` with the keys those dicts had.
+Each is a kvmem.records.Record, read by attribute (``est.offload.host_kv_bytes``), with
+``.to_dict()`` giving the keys the dicts they replaced had.
 """
 
 from __future__ import annotations
@@ -25,18 +25,6 @@ class EvictionApplied(Record):
 
     def to_dict(self) -> dict:
         return {**self.policy.to_dict(), "held_tokens": self.held_tokens}
-
-    def __getitem__(self, key: str):
-        data = self.to_dict()
-        if key not in data:
-            raise KeyError(f"EvictionApplied has no {key!r}; keys: {', '.join(data)}")
-        return data[key]
-
-    def __iter__(self):
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""The strategies' results that were dicts: frozen records that still read like them
-(``row["bytes"]``, ``w["paged"]["reserved_bytes"]``, ``.items()``) and compare equal to them
-(kvmem.records.Record, without a dataclass __eq__), with ``to_dict()`` for plain data.
+"""The strategies' results that were dicts: frozen records read by attribute (``row.total_bytes``),
+with ``to_dict()`` for plain data under the keys the dicts had (``"bytes"``). The ones the API
+contract promises as dicts (compare_strategies' StrategyRow, preallocation_waste's AllocationWaste
+with its Reservation and Admitted) are DictRecords: also read-only dicts (``row["bytes"]``,
+``w["paged"]["reserved_bytes"]``), equal to those dicts (no dataclass __eq__).
 
 StrategyRow (compare_strategies), VariantRow (architecture_variants), AllocationWaste with its
 Reservation and Admitted (preallocation_waste), Admission (simulate_admission), AllocationRow
@@ -42,12 +44,11 @@ class StrategyRow(DictRecord):
             "needs_retraining": "needs_retraining", "settings": "settings", "quality": "quality"}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class VariantRow(Record):
-    """One row of architecture_variants, read like the dict it was (``row["bytes"]``, equal to
-    that dict): the variant's name (also as ``strategy``), its cache's ``total_bytes`` (key
-    "bytes"; None where the engine cannot size it), the saving against "as is", the cost with its
-    source, ``settings`` and the variant ``model`` itself."""
+    """One row of architecture_variants: the variant's name (also as ``strategy``), its cache's
+    ``total_bytes`` (to_dict key "bytes"; None where the engine cannot size it), the saving against
+    "as is", the cost with its source, ``settings`` and the variant ``model`` itself."""
 
     variant: str
     strategy: str
@@ -113,7 +114,7 @@ class AllocationWaste(DictRecord):
         return {key: value.to_dict() if isinstance(value, Record) else value for key, value in self.items()}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class Admission(Record):
     """simulate_admission: the requests ``kv_memory`` admits under each way of allocating."""
 
@@ -128,7 +129,7 @@ class Admission(Record):
         return {**super().to_dict(), "admitted": self.admitted.to_dict()}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class AllocationRow(Record):
     """One row of allocation_sweep: a distribution under one allocation (``block_size`` None:
     contiguous), its used, reserved and wasted bytes and the requests admitted."""
@@ -144,12 +145,12 @@ class AllocationRow(Record):
     mean_length: float
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class QuantRow(Record):
-    """One row of quantization_options, read like the dict it was (``row["bytes"]``, equal to
-    that dict): the K and V formats, the KV bytes in them (key "bytes"; None where a format cannot
-    store the model's rows, ``cost`` then saying why, without bits and residual_length), the
-    saving against the model's own dtype and the cost in words."""
+    """One row of quantization_options: the K and V formats, the KV bytes in them (``kv_bytes``,
+    to_dict key "bytes"; None where a format cannot store the model's rows, ``cost`` then saying
+    why, without bits and residual_length), the saving against the model's own dtype and the cost
+    in words."""
 
     k_dtype: str
     v_dtype: str
