@@ -108,3 +108,10 @@ def test_the_default_mem_fraction_static_reserves_inklings_prefill_graph():
     assert any("mem_fraction_static for this GPU and InklingForConditionalGeneration: 0.830" in n for n in r.notes)
     plan = kvmem.plan(model(), gpu="h100-sxm-80gb", engine="sglang", context="32k", batch=4, weights_bytes=40 * GIB)
     assert [f.value for f in plan.flags if f.flag == "--mem-fraction-static"] == ["0.83"]
+
+
+def test_a_draft_beside_inkling_is_refused_naming_sglangs_per_depth_pools():
+    for spec in (dict(speculative_algorithm="NEXTN"),
+                 dict(speculative_algorithm="EAGLE", speculative_draft_model_path="llama-3.1-8b")):
+        with pytest.raises(ValueError, match="one draft worker per MTP depth"):
+            kvmem.capacity(model(), engine="sglang", kv_memory=20 * GIB, **spec)

@@ -215,6 +215,16 @@ def draft_cell_bytes(cell: int, layers: int, target_layers: int) -> int:
     return cell * layers // target_layers
 
 
+# sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L748-L767 (each MTP depth clones the conv-state
+# pool), python/sglang/srt/model_executor/pool_configurator.py#L735-L758 (mtp_local_layer_ids), models/inkling.py
+# #L1771-L1856 InklingForConditionalGenerationMTP
+INKLING_DRAFT = ("a draft beside Inkling (its own MTP head, InklingForConditionalGenerationMTP, or another model): "
+                 "SGLang 0.5.23 runs one draft worker per MTP depth, each with its own window and full pools and its "
+                 "own clone of the conv-state pool (kv_cache_configurator.py clone_with_new_mamba), and prices "
+                 "mtp_local_layer_ids depths as full-capacity SWA rows (pool_configurator.py): kvmem does not size "
+                 "those pools")
+
+
 def check_target(model: Model, layout, pp: int, own_head: bool = False) -> None:
     """The targets whose draft this module sizes (module docstring); the others refused by name. ``own_head``: a
     Mamba target's own MTP head (mamba_draft)."""

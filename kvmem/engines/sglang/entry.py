@@ -17,6 +17,9 @@ def _drafting(model: Model, spec: dict):
     (draft.mamba_draft); otherwise draft.draft_layers."""
     if spec.get("speculative_algorithm") is not None and spec_draft.is_mamba_target(model):
         return spec_draft.mamba_draft(model, spec)
+    algorithm = spec.get("speculative_algorithm")
+    if inkling.is_inkling(model) and isinstance(algorithm, str) and algorithm.upper() in spec_draft.WITH_POOL:
+        raise ValueError(spec_draft.INKLING_DRAFT)
     return spec_draft.draft_layers(model, spec)
 
 
