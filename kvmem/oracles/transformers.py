@@ -49,8 +49,8 @@ import time
 from dataclasses import dataclass, field
 
 __all__ = ["TypeResult", "TransformersReport", "decoder_types", "shrink", "vary", "judge", "validate",
-           "OUTCOMES", "PROMPT", "STEPS", "BATCH", "WINDOW", "leave_out", "absent_fields", "AbsentResult",
-           "ABSENT_OUTCOMES"]
+           "OUTCOMES", "PROMPT", "STEPS", "BATCH", "WINDOW", "leave_out", "absent_fields", "overridden_fields",
+           "AbsentResult", "ABSENT_OUTCOMES"]
 
 OUTCOMES = ("match", "wrong", "refused", "cannot-build")
 PROMPT, STEPS, BATCH = 48, 3, 2
@@ -889,6 +889,30 @@ def _predicted(d: dict):
         return first_line(error)
 
 
+def _shrunk_defaults(types):
+    """(model_type, its shrunk default config) for every family with a kvmem/data/hf_defaults.json entry
+    (or ``types``) that kvmem reads whole."""
+    from transformers import CONFIG_MAPPING
+
+    from ..configs.fields import hf_defaults
+    classes = config_classes()
+    for model_type in sorted(hf_defaults()) if types is None else types:
+        cls = classes.get(model_type)
+        if cls is None:
+            continue
+        try:
+            config = shrink(default_config(model_type) if model_type in CONFIG_MAPPING else cls())
+        except Exception:  # noqa: BLE001 -- no shrunk default config to vary
+            continue
+        if not isinstance(_predicted(config.to_dict()), str):
+            yield model_type, config
+
+
+def _outcome(file, whole) -> str:
+    return ("same" if file == whole or (isinstance(file, str) and isinstance(whole, str))
+            else "refused" if isinstance(file, str) else "wrong")
+
+
 def absent_fields(types=None) -> list[AbsentResult]:
     """Every family with a kvmem/data/hf_defaults.json entry (or ``types``): its default config shrunk,
     and each field of its text part that the config class declares (or hf_defaults lists) left out in
@@ -901,22 +925,10 @@ def absent_fields(types=None) -> list[AbsentResult]:
     skipped."""
     import dataclasses
 
-    from transformers import CONFIG_MAPPING
-
     from ..configs.fields import hf_defaults
-    defaults, classes = hf_defaults(), config_classes()
-    results = []
-    for model_type in sorted(defaults) if types is None else types:
-        cls = classes.get(model_type)
-        if cls is None:
-            continue
-        try:
-            config = shrink(default_config(model_type) if model_type in CONFIG_MAPPING else cls())
-        except Exception:  # noqa: BLE001 -- no shrunk default config to leave fields out of
-            continue
+    defaults, results = hf_defaults(), []
+    for model_type, config in _shrunk_defaults(types):
         text = text_part(config.to_dict(), config)
-        if isinstance(_predicted(config.to_dict()), str):
-            continue
         declared = {f.name for f in dataclasses.fields(type(config.get_text_config(decoder=True)))}
         for name in sorted(k for k in text if k in declared or k in defaults.get(model_type, {})):
             try:
@@ -924,9 +936,36 @@ def absent_fields(types=None) -> list[AbsentResult]:
             except Exception:  # noqa: BLE001 -- the config class rejects the file without it
                 continue
             absent, whole = _predicted(file), _predicted(filled.to_dict())
-            outcome = ("same" if absent == whole or (isinstance(absent, str) and isinstance(whole, str))
-                       else "refused" if isinstance(absent, str) else "wrong")
-            results.append(AbsentResult(model_type, name, outcome, absent, whole))
+            results.append(AbsentResult(model_type, name, _outcome(absent, whole), absent, whole))
+    return results
+
+
+def overridden_fields(types=None) -> list[AbsentResult]:
+    """The other side of ``absent_fields``: each integer field kvmem reads from a family's shrunk default
+    config set to twice and to half its value in turn; where the config class keeps another value (its
+    __post_init__ overrides the file: HYV4Config's num_key_value_heads, DeepseekOcr2TextConfig's
+    head_dim), kvmem's bytes for the file against kvmem's for the class's config, as in absent_fields
+    (``field`` reads "name=value"). About 5 s for every family."""
+    import kvmem
+    results = []
+    for model_type, config in _shrunk_defaults(types):
+        whole_dict = config.to_dict()
+        text = text_part(whole_dict, config)
+        for name in kvmem.Model.from_hf_config(whole_dict).reading.from_config:
+            value = text.get(name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            for new in sorted({value * 2, max(1, value // 2)} - {value}):
+                file = copy.deepcopy(whole_dict)
+                text_part(file, config)[name] = new
+                try:
+                    built = type(config).from_dict(copy.deepcopy(file)).to_dict()
+                except Exception:  # noqa: BLE001 -- the config class rejects the value
+                    continue
+                if text_part(built, config).get(name) == new:
+                    continue
+                read, whole = _predicted(file), _predicted(built)
+                results.append(AbsentResult(model_type, f"{name}={new}", _outcome(read, whole), read, whole))
     return results
 
 

@@ -82,3 +82,16 @@ def test_no_family_fills_a_left_out_field_otherwise_than_its_config_class(sweep)
             ("hy_v4_vl_text", "num_key_value_heads"), ("inkling2_loop_text", "loop_layer_index_start"),
             ("inkling2_loop_text", "loop_layer_index_end"), ("inkling2_loop_text", "loop_num_passes")} <= same
     assert len({r.model_type for r in sweep}) > 150
+
+
+def test_no_family_reads_a_field_its_config_class_overrides():
+    # a field the file sets but __post_init__ replaces: HYV4Config's num_key_value_heads (= num_attention_heads,
+    # configuration_hy_v4.py#L138-L139), DeepseekOcr2TextConfig's head_dim (= hidden // heads,
+    # configuration_deepseek_ocr2.py#L246); kvmem follows the class
+    results = oracle.overridden_fields()
+    found = [f"{r.model_type} {r.field}: {r.outcome}: kvmem {r.absent} / class {r.filled}" for r in results
+             if r.outcome != "same"]
+    assert not found, "\n".join(found)
+    # what the sweep does meet: MLA classes set head_dim = qk_rope_head_dim whatever the file says, and kvmem's
+    # MLA layers cache the latent, not head_dim-wide heads
+    assert {("deepseek_v2", "head_dim=128"), ("hy_v4", "head_dim=128")} <= {(r.model_type, r.field) for r in results}
