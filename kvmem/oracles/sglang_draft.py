@@ -133,16 +133,50 @@ def sglang_swa_pools(model, *, kv_memory: int, draft_layers: int, draft_swa_laye
     return config.full_max_total_num_tokens, config.swa_max_total_num_tokens
 
 
+def sglang_draft_worker_pools(draft, *, full: int, swa: int, tp: int = 1) -> tuple[int, list[str]]:
+    """The draft worker's pools beside a hybrid-SWA target, built on the CPU as _build_token_to_kv_pool would for the
+    draft's own ModelConfig (kv_cache_configurator.py): a hybrid-SWA draft's SWA and full MHATokenToKVPool (as
+    SWAKVPool holds them: the SWA layers at ``swa`` tokens, the full layers at ``full``), any other draft one
+    MHATokenToKVPool of its layers at max_total_num_tokens (``full``); bf16. (their bytes, their log lines)"""
+    from sglang.srt.runtime_context import get_parallel
+
+    from .sglang_runtime import load
+    sg = load()
+    mc = model_config(draft.name, draft.config)
+    common = dict(page_size=1, dtype=sg.torch.bfloat16, device="cpu", enable_memory_saver=False)
+    with get_parallel().override(tp_size=tp, attn_tp_size=tp, attn_dcp_size=1):
+        if mc.is_hybrid_swa:
+            shapes = [(swa, mc.get_swa_num_kv_heads(tp), mc.swa_head_dim, mc.swa_v_head_dim,
+                       len(mc.swa_attention_layer_ids)),
+                      (full, mc.get_num_kv_heads(tp), mc.head_dim, mc.v_head_dim, len(mc.full_attention_layer_ids))]
+        else:
+            shapes = [(full, mc.get_num_kv_heads(tp), mc.head_dim, mc.v_head_dim, mc.num_hidden_layers)]
+        total = 0
+        del sg.lines[:]
+        for size, heads, head_dim, v_head_dim, layers in shapes:
+            pool = sg.pool.MHATokenToKVPool(size=size, head_num=heads, head_dim=head_dim, v_head_dim=v_head_dim,
+                                            layer_num=layers, start_layer=0, end_layer=layers, **common)
+            total += sum(int(x) for x in pool.get_kv_size_bytes())
+            del pool
+    return total, [line for line in sg.lines if line.startswith("KV Cache is allocated")]
+
+
 def run_swa_capacity_case(name: str, model, *, kv_memory: int, **spec) -> list[Check]:
-    """kvmem.capacity's full and SWA tokens with the speculative options against HybridSWAPoolConfigurator's."""
+    """kvmem.capacity's full and SWA tokens with the speculative options against HybridSWAPoolConfigurator's, and
+    the draft worker's own pools (sglang_draft_worker_pools) at those tokens."""
     from ..engines import capacity
     from ..engines.sglang.draft import draft_layers
     drafting = draft_layers(model, spec)
     cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype="auto", max_model_len=None, **spec)
     full, swa = sglang_swa_pools(model, kv_memory=kv_memory, draft_layers=drafting.layers,
                                  draft_swa_layers=drafting.swa_layers or None)
-    return [Check(name, "full_layer_tokens", cap.details.full_layer_tokens, full),
-            Check(name, "swa_layer_tokens", cap.details.swa_layer_tokens, swa)]
+    checks = [Check(name, "full_layer_tokens", cap.details.full_layer_tokens, full),
+              Check(name, "swa_layer_tokens", cap.details.swa_layer_tokens, swa)]
+    if drafting.draft is not None:
+        draft_bytes, lines = sglang_draft_worker_pools(drafting.draft, full=full, swa=swa)
+        checks += [Check(name, "draft worker's pool bytes", cap.details.draft_pool_bytes, draft_bytes),
+                   Check(name, "draft worker's log lines", list(cap.log_lines[-len(lines):]), lines)]
+    return checks
 
 
 # gpt-oss's EAGLE3 head as a one-layer Llama (full attention, 8 KV heads of 64)

@@ -132,6 +132,11 @@ def test_hybrid_swa_target_prices_the_draft_layers_in_its_cell():
     cap = _cap("gpt-oss-20b", speculative_algorithm="EAGLE3", speculative_draft_model_path=head)
     assert (cap.details.full_layer_tokens, cap.details.swa_layer_tokens) == (463_971, 371_176)
     assert _cap("gpt-oss-20b").details.full_layer_tokens == 485_451
+    # the draft worker's own pool, from the head's config at the target's max_total_num_tokens (the full pool's):
+    # (463,971 + 1) x 1 layer x 8 x (64 + 64) x 2 B = 950,214,656 B, its own "KV Cache is allocated" line last
+    assert cap.details.draft_pool_bytes == 463_972 * 2048 == 950_214_656
+    assert cap.log_lines[-1] == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 463971, K size: 0.44 GB, "
+                                 "V size: 0.44 GB")
 
 
 def test_a_mamba_targets_own_mtp_head():

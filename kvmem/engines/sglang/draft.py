@@ -34,10 +34,10 @@ config's num_nextn_predict_layers over its attention layers (none in the publish
 draft worker's one-layer pool comes out of the memory outside mem_fraction_static), the verify width's states
 reserved beside the state slots (mamba.state_pool), the requests capped at slots // (3 + 2). Refused by name: a
 separate draft model beside a Mamba target, Inkling's MTP, all-sliding targets, mtp_local_layer_ids configs,
-DSA/NSA targets (the indexer's own draft term, #L287-L309), DeepSeek-V4 (DSV4PoolConfigurator), pp > 1. The draft
-worker's own pools for a hybrid-SWA target (and so their log lines) are not modelled: the capacity gives the
-target's pools, the estimate the draft's rows at the configurator's prices (_draft_pool_bytes_per_token,
-#L805-L811).
+DeepSeek-V4 (DSV4PoolConfigurator), pp > 1. Beside a hybrid-SWA target a draft model's worker builds its own pools
+from the draft's config at the target's sizes (entry.capacity: their bytes and log lines); the pools of the
+target's own MTP head there (one draft worker a depth) are not modelled: the estimate gives the draft's rows at
+the configurator's prices (_draft_pool_bytes_per_token, #L805-L811). DSA targets: dsa_draft_cell_bytes.
 Not counted: the draft's weights (loaded after the pool is sized, out of 1 - mem_fraction_static; sglang#36452).
 """
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...model import SLIDING, Model
 from ...parallel import pp_stages
 from ...units import cdiv
@@ -256,11 +258,26 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if full > 0:
         allocated = pools(model, num_tokens=full, kv_dtype=kv_dtype, tp=tp, pp=pp,
                           swa_num_tokens=swa if layout.swa else None, **options)
-        if drafting.layers and layout.swa:   # hybrid SWA: the target's pools; the draft's are not modelled
+        if drafting.layers and layout.swa and drafting.draft is not None:
+            # a draft model beside a hybrid-SWA target: priced in the cell as the target's layers
+            # (HybridSWAPoolConfigurator), while the draft worker builds its own pools from the draft's config at the
+            # target's sizes: max_total_num_tokens (the full pool's) for a one-pool draft, the full and SWA counts
+            # for a hybrid-SWA draft (sglang@v0.5.23 python/sglang/srt/mem_cache/kv_cache_configurator.py#L528-L545
+            # _derive_pool_sizes, #L1884-L1921 _build_token_to_kv_pool)
+            own = pools(drafting.draft, num_tokens=full, kv_dtype=kv_dtype, tp=tp, swa_num_tokens=swa, **options)
+            own = tuple(replace(p, role="draft" if p.role == "full" else f"draft {p.role}") for p in own)
+            allocated = allocated + own
+            extra.update(draft_layers=drafting.layers, draft_pool_bytes=sum(p.kv_bytes for p in own))
+            notes.append(f"{drafting.algorithm} draft: {drafting.layers - drafting.swa_layers} full and "
+                         f"{drafting.swa_layers} sliding draft layer(s) priced in the cell as the target's "
+                         "(HybridSWAPoolConfigurator); the draft worker's own pools, from the draft's config: "
+                         f"{sum(p.kv_bytes for p in own):,} B a GPU")
+        elif drafting.layers and layout.swa:   # the target's own MTP head: its worker's pools are not modelled
             extra.update(draft_layers=drafting.layers)
             notes.append(f"{drafting.algorithm} draft: {drafting.layers - drafting.swa_layers} full and "
                          f"{drafting.swa_layers} sliding draft layer(s) priced in the cell as the target's "
-                         "(HybridSWAPoolConfigurator); the draft worker's own pools are not modelled")
+                         "(HybridSWAPoolConfigurator); the MTP head's own pools (one draft worker a depth) are not "
+                         "modelled")
         elif drafting.pool:   # the draft worker's pool: the same #tokens, its layers shaped as the target's
             allocated = allocated + (spec_draft.draft_pool_of(layout, full, drafting.pool, allocated[-1].dtype),)
             extra.update(draft_layers=drafting.pool, draft_cell_bytes=draft_cell,
