@@ -16,13 +16,16 @@ from .files import load_config
 from .kinds import layer_count
 from .layers import attention_shape, layers_of
 from .params import count_params, moe_shape
-from .reads import check_fields
+from .reads import CACHE_FIELDS, check_fields
 from .wrappers import TEXT_MODEL_TYPES
 
 __all__ = ["model_from_config", "custom_config"]
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+_TEXT_SHAPE = CACHE_FIELDS | {"hidden_size", "num_attention_heads", "num_hidden_layers"}
 
 
 def _alias(model_type: str | None) -> str | None:
@@ -50,7 +53,11 @@ def _text_part(raw: dict) -> tuple[dict, str | None]:
             # a wrapper that also repeats text fields at the top (Qwen2.5-VL saved by transformers 4.5x):
             # transformers reads text_config alone (configuration_utils.py#L1548-L1564)
             return dict(text), _alias(inner_type)
-        merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")}
+        # the wrapper's own fields fill what text_config leaves out, but never its shape: transformers
+        # builds the text model from text_config and its class defaults alone (Ovis2Config's own
+        # hidden_size, 1536, is not its Qwen2 text model's)
+        merged = {k: v for k, v in raw.items() if k not in ("text_config", "vision_config", "audio_config")
+                  and k not in _TEXT_SHAPE}
         merged.update(text)
         return merged, _alias(inner_type)
     if wrapped and text is None and "num_hidden_layers" in raw:

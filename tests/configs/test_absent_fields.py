@@ -129,3 +129,13 @@ def test_fields_a_class_derives_are_derived_not_refused():
     # GLM-4.7-Flash's shape without qk_nope_head_dim: the class's 192 (+ 64 rope), not hidden / heads (2048 / 20)
     glm = {"model_type": "glm4_moe_lite", "num_hidden_layers": 2, "hidden_size": 2048, "num_attention_heads": 20}
     assert kv_per_token(Model.from_hf_config(glm)) == 2 * (512 + 64) * 2
+
+
+def test_a_wrapper_s_own_width_does_not_fill_its_text_config():
+    # Ovis2Config has a hidden_size of its own (1536); its Qwen2 text model without one takes Qwen2Config's
+    # 4096 (transformers builds the text model from text_config alone). head_dim 4096 / 8 = 512:
+    # 2 layers x 2 KV heads x 512 x 2 (K, V) x 2 B = 8,192 B/token (the wrapper's width gave 192: 3,072)
+    cfg = {"model_type": "ovis2", "hidden_size": 1536,
+           "text_config": {"model_type": "qwen2", "num_hidden_layers": 2, "num_attention_heads": 8,
+                           "num_key_value_heads": 2}}
+    assert kv_per_token(Model.from_hf_config(cfg)) == 8_192
