@@ -9,6 +9,7 @@ to SGLang's defaults for the call; its cell (target + draft) and calculate_pool_
 from __future__ import annotations
 
 import types
+from typing import Any
 from unittest import mock
 
 from ..engines.sglang.draft import draft_pool
@@ -174,7 +175,8 @@ def run_swa_capacity_case(name: str, model, *, kv_memory: int, **spec) -> list[C
               Check(name, "swa_layer_tokens", cap.details.swa_layer_tokens, swa)]
     if drafting.draft is not None:
         draft_bytes, lines = sglang_draft_worker_pools(drafting.draft, full=full, swa=swa)
-        checks += [Check(name, "draft worker's pool bytes", cap.details.draft_pool_bytes, draft_bytes),
+        details: Any = cap.details
+        checks += [Check(name, "draft worker's pool bytes", details.draft_pool_bytes, draft_bytes),
                    Check(name, "draft worker's log lines", list(cap.log_lines[-len(lines):]), lines)]
     return checks
 
@@ -250,8 +252,9 @@ def run_dsa_case(name: str, model, *, kv_memory: int, tp: int = 1, **spec) -> li
     cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype="fp8_e4m3", tp=tp, max_model_len=None,
                    page_size=64, **spec)
     theirs = sglang_dsa(model, kv_memory=kv_memory, draft_layers=layers, tp=tp)
-    ours = {"cell": cap.details.cell_bytes_per_token, "tokens": cap.tokens,
-            "draft_pool_bytes": cap.details.draft_pool_bytes, "draft_log": cap.log_lines[-1]}
+    details: Any = cap.details
+    ours = {"cell": details.cell_bytes_per_token, "tokens": cap.tokens,
+            "draft_pool_bytes": details.draft_pool_bytes, "draft_log": cap.log_lines[-1]}
     return [Check(name, key, ours[key], theirs[key]) for key in theirs]
 
 

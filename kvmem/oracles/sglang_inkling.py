@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import random
 import types
+from typing import Any
 from unittest import mock
 
 from ..model import Model
@@ -80,7 +81,7 @@ def sglang_sizes(cfg: dict, *, kv_memory: int, tp: int = 1, page_size: int = 1, 
                                      max_total_tokens=None, page_size=page_size, swa_full_tokens_ratio=swa_ratio)
     memory = types.SimpleNamespace(disable_radix_cache=False, enable_unified_memory=False)
     window = _sliding_window_size(mc.hf_config.text_config)
-    out = {"full_ids": list(mc.full_attention_layer_ids), "swa_ids": list(mc.swa_attention_layer_ids)}
+    out: dict[str, Any] = {"full_ids": list(mc.full_attention_layer_ids), "swa_ids": list(mc.swa_attention_layer_ids)}
     with get_parallel().override(tp_size=tp, attn_tp_size=tp, enable_cp_tp_group_sharing=False, attn_dcp_size=1), \
             mock.patch.object(inkling_config, "get_exec", lambda: _EXEC), \
             mock.patch.object(kc, "get_schedule", lambda: schedule), \
@@ -122,9 +123,9 @@ def kvmem_sizes(cfg: dict, *, kv_memory: int, tp: int = 1, page_size: int = 1, c
 
     from ..engines.sglang.pools import DEFAULTS, make_layout, state_bytes_of
     model = Model.from_hf_config(cfg)
-    options = {k: v for k, v in DEFAULTS.items() if k != "version"}
+    options: dict[str, Any] = {k: v for k, v in DEFAULTS.items() if k != "version"}
     layout = make_layout(model, kv_dtype="bf16", tp=tp, **{**options, "page_size": page_size})
-    out = {"full_ids": list(layout.full), "swa_ids": list(layout.swa),
+    out: dict[str, Any] = {"full_ids": list(layout.full), "swa_ids": list(layout.swa),
            "rows": {role: layout.k_row[role] + layout.v_row[role] for role in ("full", "swa")},
            "state_per_request": sum(state_bytes_of(model, layout, i, tp) for i in layout.linear),
            "state_layers": list(layout.linear)}

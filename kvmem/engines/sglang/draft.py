@@ -109,7 +109,7 @@ def verify_width(model: Model, algorithm: str, spec: dict) -> int:
                              "SGLang 0.5.23 asserts both unset then (arg_groups/speculative_hook.py "
                              "_handle_eagle_family), and picks all three itself")
         arch = model.facts.architectures[0] if model.facts.architectures else None
-        return AUTO_PARAMS.get(algorithm, AUTO_PARAMS.get(arch, DEFAULT_PARAMS))[2]
+        return AUTO_PARAMS.get(algorithm, AUTO_PARAMS.get(arch or "", DEFAULT_PARAMS))[2]
     if topk == 1:
         return steps + 1   # "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1"
     if topk is None or tokens is None:
@@ -148,7 +148,8 @@ def mamba_draft(model: Model, spec: dict) -> DraftSpec:
         raise ValueError(f"{model.name}: SGLang 0.5.23 reads a path-less draft as the target's MTP head only for "
                          f"{', '.join(sorted(MTP_HEADS))} (configs/model_config.py), not {arch}: give a draft model, "
                          "which kvmem does not size beside a Mamba hybrid")
-    text = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else model.config
+    cfg = model.config or {}
+    text = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
     nextn = text.get("num_nextn_predict_layers")   # configs/model_config.py#L1602-L1604 (the target's, unrewritten)
     if nextn is not None and (isinstance(nextn, bool) or not isinstance(nextn, int) or nextn < 0):
         raise ValueError(f"num_nextn_predict_layers must be a non-negative integer, got {nextn!r}")

@@ -32,6 +32,8 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...launch.base import (
     Flag,
     Inputs,
@@ -116,8 +118,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
                    _SIZING_ONLY)
     model, why = model_argument(inp.model)
     # the model's own default where its architecture changes it (budget.model_defaults: Inkling's prefill graph)
-    mfs = model_defaults(inp.model, s.gpu, s.context, s.tp, s.pp, s.engine_options,
-                         s.sizing).values["mem_fraction_static"]
+    setup: Any = s
+    mfs = model_defaults(inp.model, setup.gpu, setup.context, setup.tp, setup.pp, setup.engine_options,
+                         setup.sizing).values["mem_fraction_static"]
     chunk = opts.get("chunked_prefill_size") or sglang_chunked_prefill_size(s.gpu.memory_bytes)
     out = [Flag("--model-path", model, why),
            Flag("--tp-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
@@ -152,7 +155,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--nnodes", str(nnodes), f"{s.num_gpus // nnodes} GPUs a node; run the command on every "
                         "node with its own --node-rank and one --dist-init-addr"))
     out += [Flag("--context-length", str(fit.context), "the context planned"),
-            Flag("--mem-fraction-static", f"{float(mfs):g}", "the fraction kvmem sized the pool with, pinned "
+            Flag("--mem-fraction-static", repr(float(mfs)), "the fraction kvmem sized the pool with, pinned "
                  "(SGLang's default depends on the GPU, tp and pp)"),
             Flag("--kv-cache-dtype", kv_cache_dtype(inp), f"KV elements in {fit.kv_dtype}, as planned"),
             Flag("--max-running-requests", str(inp.batch * attn_dp),
@@ -177,7 +180,8 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
             raise PlanRefused(f"sglang: the state pool's {slots} slots admit only "
                               f"{admitted} requests at once, fewer than the {inp.batch} planned")
         # the strategy fit sized with: the one given, else SGLang's resolution of "auto" (mamba.resolve_extra_buffer)
-        resolved = resolve_extra_buffer(inp.model.facts.architectures, {**DEFAULTS, **opts})
+        target: Any = inp.model
+        resolved = resolve_extra_buffer(target.facts.architectures, {**DEFAULTS, **opts})
         strategy = "extra_buffer" if resolved["mamba_extra_buffer"] else "no_buffer"
         out.append(Flag("--mamba-radix-cache-strategy", strategy, f"state slots per request as planned "
                         f"({slots} slots admit {admitted} requests)"))
