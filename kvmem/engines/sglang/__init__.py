@@ -31,7 +31,7 @@ from .families import FAMILIES
 from .launch import LAUNCHER
 from .logs import READER
 from .parallel import DECLARED, PARALLEL_DEFAULTS, capacity, estimate
-from .pools import DEFAULTS, GB, Pool, cell_size, is_hybrid_swa, pools
+from .pools import DEFAULTS, GB, POOL_DECLARED, Pool, cell_size, is_hybrid_swa, pools
 from .refusals import REFUSALS
 
 __all__ = ["DEFAULTS", "GB", "Pool", "pools", "cell_size", "is_hybrid_swa", "estimate", "capacity", "SPECS",
@@ -44,4 +44,4 @@ QUERY_HEADS = ("SGLang asserts total_num_heads % attn_tp_size == 0 (python/sglan
 SPECS = (EngineSpec("sglang", {**DEFAULTS, **PARALLEL_DEFAULTS, **DRAFT_DEFAULTS}, estimate, capacity, SIZING,
                     prefix_sharing, POSITIONS, QUERY_HEADS,
                     pinned="SGLang 0.5.23", refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
-                    declared=DECLARED + DRAFT_DECLARED),)
+                    declared=DECLARED + DRAFT_DECLARED + POOL_DECLARED),)

@@ -16,6 +16,7 @@ from ...dtypes import DType, dtype
 from ...model import FULL, LINEAR, MLA, SHARED, Model
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from ...units import require_positive_int
+from ..declared import Option
 from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse
 from .families import check as check_family
 from .inkling import CONV_STATE_BYTES, inkling_layout, is_inkling, resolve_options
@@ -40,6 +41,13 @@ DEFAULTS = {
     "mamba_extra_buffer": None,
     "disable_overlap_schedule": False,   # --disable-overlap-schedule
 }
+# the pool options typed beyond their default (kvmem.engines.declared.Option)
+POOL_DECLARED = (
+    Option("mamba_extra_buffer", None, choices=(True, False),
+           help="--mamba-radix-cache-strategy extra_buffer (True: 3 + 2 state slots a request) or no_buffer (False); "
+                "unset: SGLang 0.5.23's auto, extra_buffer for Qwen3-Next/3.5, Nemotron-H, Kimi-Linear, ... "
+                "(kvmem.engines.sglang.mamba.resolve_extra_buffer)"),
+)
 # "dtype: {torch dtype}, " in "KV Cache is allocated" (srt/mem_cache/memory_pool.py
 # KVCache._finalize_allocation_log, sgl-project/sglang@14c3feee): printed by SGLang 0.5.13 (a held-out
 # 0.5.13 log), absent from the April 2026 main build 0.0.0.dev11582+g4df60434d (its Qwen3.5-9B log).
