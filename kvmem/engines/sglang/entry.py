@@ -295,7 +295,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         if state is not None and state.intermediate_bytes:
             extra.update(mamba_verify_state_bytes=state.intermediate_bytes)
             notes.append(f"speculative verify: {state.intermediate_bytes:,} B of linear/Mamba states for "
-                         f"{drafting.draft_tokens} draft tokens, reserved before the KV pool")
+                         f"{drafting.draft_tokens} draft tokens, reserved before the KV pool; SGLang's \"Mamba Cache "
+                         "is allocated\" line then also prints intermediate_ssm_state_cache and "
+                         "intermediate_conv_window_cache sizes (memory_pool.py MambaPool), which the line here "
+                         "leaves out")
         extra.update(pools=[p.to_dict() for p in allocated], allocated_bytes=sum(p.kv_bytes for p in allocated),
                      log=([state.log_line()] if state else [])
                      + [p.log_line(version=options.get("version", "latest")) for p in allocated])
