@@ -77,19 +77,19 @@ def lmcache_flags(sizing: dict) -> list[Flag]:
     """vLLM's in-process LMCacheConnectorV1 with the local tiers fit sized (kvmem.engines.vllm.offload
     lmcache_local_tiers). LMCache reads its settings from LMCACHE_CONFIG_FILE or the environment, then takes
     every "lmcache."-prefixed key of kv_connector_extra_config over them
-    (lmcache@0.5.6 lmcache/integration/vllm/vllm_v1_adapter.py#L466-L470, #L494-L509), so the command carries
+    (LMCache 0.5.6 lmcache/integration/vllm/vllm_v1_adapter.py#L466-L470, #L494-L509), so the command carries
     them and needs no environment; vLLM registers the connector by that name
     (vllm@v0.33.0 vllm/distributed/kv_transfer/kv_connector/factory.py#L165-L169)."""
     cpu, disk = sizing.get("lmcache_max_local_cpu_size"), sizing.get("lmcache_max_local_disk_size")
     if cpu is None and disk is None:
         return []
     if disk not in (None, 0, 0.0):
-        # lmcache@0.5.6 lmcache/v1/config.py#L103-L113: the disk tier needs local_disk, a path kvmem cannot choose
+        # LMCache 0.5.6 lmcache/v1/config.py#L103-L113: the disk tier needs local_disk, a path kvmem cannot choose
         raise PlanRefused("vllm: LMCache's disk tier needs local_disk (a path on the server) as well as "
                           f"max_local_disk_size={disk!r}; kvmem writes the CPU tier only: plan without "
                           "lmcache_max_local_disk_size, then add \"lmcache.local_disk\" and "
                           "\"lmcache.max_local_disk_size\" to the printed --kv-transfer-config")
-    # lmcache@0.5.6 lmcache/v1/config.py#L90-L96: chunk_size 256 and max_local_cpu_size 5.0 unless set
+    # LMCache 0.5.6 lmcache/v1/config.py#L90-L96: chunk_size 256 and max_local_cpu_size 5.0 unless set
     extra = {"lmcache.chunk_size": LMCACHE_CHUNK_TOKENS, "lmcache.local_cpu": True,
              "lmcache.max_local_cpu_size": float(LMCACHE_CPU_GIB if cpu is None else cpu)}
     config = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both", "kv_connector_extra_config": extra}
