@@ -33,6 +33,9 @@ LAYER_TYPE_NAMES = {
     "moe": NONE, "mlp": NONE, "dummy": NONE,
 }
 
+_NEMOTRON_LAYER_LISTS = ("hybrid_override_pattern", "layers_block_type", "layer_types")
+
+
 def layer_count(f: Fields) -> int:
     """num_hidden_layers (or its spellings); Nemotron-3 configs give only ``layers_block_type``."""
     if f.model_type == "longcat_flash":
@@ -43,6 +46,11 @@ def layer_count(f: Fields) -> int:
         # per_stack x H_cycles x (L_cycles + 1): one cache layer per attention call of the recurrent forward
         per_stack = f.int("num_hidden_layers")
         return check_int("num_hidden_layers", per_stack * f.int("H_cycles") * (f.int("L_cycles") + 1))
+    if f.model_type == "nemotron_h" and not any(f.has(n) for n in _NEMOTRON_LAYER_LISTS):
+        raise ConfigError("model_type 'nemotron_h' needs hybrid_override_pattern or layers_block_type: without "
+                          "them NemotronHConfig builds its 4-layer default (mamba, moe, attention, mlp) whatever "
+                          "num_hidden_layers says (transformers@5.24.0 models/nemotron_h/configuration_nemotron_h.py"
+                          "#L174-L186), which kvmem does not take for the model")
     if f.model_type == "nemotron_h" and not any(f.has(n) for n in ("num_hidden_layers", "n_layer")):
         blocks = f.cfg.get("layers_block_type")
         if isinstance(blocks, list):

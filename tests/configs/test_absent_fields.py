@@ -139,3 +139,10 @@ def test_a_wrapper_s_own_width_does_not_fill_its_text_config():
            "text_config": {"model_type": "qwen2", "num_hidden_layers": 2, "num_attention_heads": 8,
                            "num_key_value_heads": 2}}
     assert kv_per_token(Model.from_hf_config(cfg)) == 8_192
+
+
+def test_nemotron_h_without_a_layer_list_is_refused_with_the_class_s_reason():
+    # NemotronHConfig without hybrid_override_pattern or layers_block_type builds a 4-layer default and ignores
+    # num_hidden_layers (configuration_nemotron_h.py#L174-L186): refused, saying so
+    with pytest.raises(kvmem.ConfigError, match="4-layer default"):
+        Model.from_hf_config({"model_type": "nemotron_h", "num_hidden_layers": 52})
