@@ -5,7 +5,7 @@ KVCacheManager target shares max_tokens = budget // (target + draft bytes a toke
 import pytest
 
 import kvmem
-from kvmem.engines.trtllm.draft import CacheCost, mtp_costs, read_draft, split_budget
+from kvmem.engines.trtllm.draft import CacheCost, read_draft, split_budget
 
 GIB = 1 << 30
 
@@ -25,14 +25,10 @@ def test_intercepts_are_charged_first_on_the_gpu_and_dropped_for_the_host():
         split_budget(GIB, CacheCost(1, GIB), CacheCost(1))
 
 
-def test_deepseek_v3_mtp_layer():
+def test_deepseek_v3_mtp_layer_split():
     # 61 MLA layers of 576 x 2 B = 70,272 B a token; one nextn layer 1,152 B; 40 GiB:
     # draft int(42,949,672,960 x 1,152 / 71,424) = 692,736,660 B
-    target, draft = mtp_costs(kvmem.get_model("deepseek-v3"))
-    assert (target.slope, draft.slope) == (70_272, 1_152)
-    assert split_budget(40 * GIB, target, draft) == (42_256_936_300, 692_736_660)
-    with pytest.raises(ValueError, match="no MTP layers"):
-        mtp_costs(kvmem.get_model("llama-3.1-8b"))
+    assert split_budget(40 * GIB, CacheCost(70_272), CacheCost(1_152)) == (42_256_936_300, 692_736_660)
 
 
 def test_deepseek_v3_mtp_capacity_shares_max_tokens_with_its_draft_layer():
@@ -114,3 +110,8 @@ def test_the_plan_carries_the_encoder_cache_and_refuses_a_draft():
     assert "multimodal_config:\n  encoder_cache_max_bytes: 134217728\n" in plan.files[launch.EXTRA_OPTIONS_FILE]
     with pytest.raises(ValueError, match="kvmem has no launch flag for option draft"):
         kvmem.plan("llama-3.1-8b", draft="llama-3.2-1b", **kw)
+
+
+def test_mtp_draft_needs_mtp_layers():
+    with pytest.raises(ValueError, match=r"draft='mtp' needs MTP layers, but .* has none"):
+        kvmem.capacity("llama-3.1-8b", engine="trtllm", kv_memory=20 * GIB, draft="mtp")

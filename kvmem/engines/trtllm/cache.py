@@ -144,7 +144,7 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
     (trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L137-L161; the pool holds
     them as fp8 values and float32 scales, 1 byte each, in the C++ KVCacheManager's indexer pool): TRT-LLM's own
     accounting. Releases of early 2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
-    out = []
+    out: list[_LayerCache | None] = []
     if model.model_type in V2_FAMILIES:
         # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__: per layer (kv_heads + tp - 1) // tp
         # heads of that layer's head_dim (num_kv_heads_per_layer, head_dim_per_layer); _build_base_config gives each
@@ -191,7 +191,7 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         # KVCacheManagerV2 sizes its pools from a byte quota (max_gpu_total_bytes), not from a per-token estimate:
         # the bytes per token it reports are the allocated ones (get_layer_bytes_per_token over the layers)
         caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
-        return sum(c.k_bytes + c.v_bytes for c in caches)
+        return sum(c.k_bytes + c.v_bytes for c in caches if c)
     if minimax.is_m3(model):
         # its per-token cost is KVCacheManagerV2's K and V: MiniMaxM3KVCacheManagerV2 overrides neither
         # get_cache_size_per_token nor get_cache_bytes_per_token, so its index key is in no per-token cost
@@ -245,7 +245,7 @@ def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
     if allocated:
         caches = _layers(model, k_dtype, tp, [0] * model.num_layers)
         stage = pp_layers(model.num_layers, pp)[0]
-        return sum(caches[i].k_bytes + caches[i].v_bytes for i in stage if caches[i])
+        return sum(c.k_bytes + c.v_bytes for i in stage if (c := caches[i]))
     return _static_bytes_per_token(model, k_dtype, tp, pp)
 
 
@@ -373,7 +373,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
     rows, blocks = _stage_rows(model, caches, tp, tokens, batch, tokens_per_block)
     stages = pp_layers(model.num_layers, pp)
     largest = largest_stage(rows, stages)
-    real = sum(caches[i].k_bytes + caches[i].v_bytes for i in largest if caches[i])
+    real = sum(c.k_bytes + c.v_bytes for i in largest if (c := caches[i]))
     if draft is not None:
         # the draft's manager holds the same sequences in its own blocks (whole sequences: draft.py)
         draft_caches, _, what = _draft_caches(model, draft, kv_dtype, tp, pp)
@@ -489,8 +489,8 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     stage = pp_layers(model.num_layers, pp)[0]
     by_window: dict[int, int] = {}
     for i in stage:
-        if caches[i] is not None:
-            by_window[caches[i].window] = by_window.get(caches[i].window, 0) + caches[i].k_bytes + caches[i].v_bytes
+        if (c := caches[i]) is not None:
+            by_window[c.window] = by_window.get(c.window, 0) + c.k_bytes + c.v_bytes
     if not by_window:
         raise ValueError(f"{model.name} has no attention layer for TensorRT-LLM's KV cache")
     notes = dsa_notes(model, tokens_per_block)

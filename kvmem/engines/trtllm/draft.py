@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ...model import Model
 from ...units import require_positive_int
 
-__all__ = ["CacheCost", "split_budget", "mtp_costs", "read_draft"]
+__all__ = ["CacheCost", "split_budget", "read_draft"]
 
 GIB = 1 << 30
 
@@ -62,19 +62,3 @@ def split_budget(total: int, target: CacheCost, draft: CacheCost, *,
                          "target+draft")
     draft_bytes = draft.intercept + int((total - fixed) * draft.slope / (target.slope + draft.slope))
     return total - draft_bytes, draft_bytes
-
-
-def mtp_costs(model, *, kv_dtype="auto", tp: int = 1) -> tuple[CacheCost, CacheCost]:
-    """The target's and its MTP draft's per-token costs for a one-pool model whose MTP layers repeat its
-    attention (DeepSeek-V3's nextn layer): the draft's slope is the aggregate's less the target's, i.e.
-    mtp_layers x the bytes of one of its layers."""
-    from .cache import bytes_per_token
-    if not model.mtp_layers:
-        raise ValueError(f"{model.name} has no MTP layers (num_nextn_predict_layers): give the draft's costs")
-    if len({layer.kind for layer in model.layers}) != 1:
-        raise ValueError(f"{model.name}: its layers are not all alike, so one MTP layer's bytes are not "
-                         "the target's per layer; give the draft's costs")
-    target = bytes_per_token(model, kv_dtype=kv_dtype, tp=tp)
-    if target % model.num_layers:
-        raise ValueError(f"{model.name}: {target} B per token does not split evenly over {model.num_layers} layers")
-    return CacheCost(target), CacheCost(target // model.num_layers * model.mtp_layers)
