@@ -193,6 +193,8 @@ class SizingRules:
     weight_notes(weight_dtype) -> notes  what its loaders do to a weight format
     defaults(gpu, context, tp, pp, engine_options, sizing_options) -> EngineDefaults (positional)
                                          its settings that depend on the device
+    model_defaults(model, gpu, context, tp, pp, engine_options, sizing_options) -> EngineDefaults
+                                         the same for one model, where its architecture moves them
     device_options(gpu, model, kv_dtype, engine_options) -> (options, notes)
                                          engine options it picks by the device (kernels by compute
                                          capability), filled in where the caller gave none
@@ -240,6 +242,7 @@ class SizingRules:
     weights_extra: Callable | None = None
     weight_notes: Callable | None = None
     defaults: Callable | None = None
+    model_defaults: Callable | None = None
     device_options: Callable | None = None
     fixed_options: dict = field(default_factory=dict)
     kv_smaller_dtype: str | None = "fp8"

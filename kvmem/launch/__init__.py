@@ -79,8 +79,9 @@ def plan(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, c
         raise PlanRefused(f"no command: {result.model} does not fit at {final_context:,} x {total_batch}", result)
     setup, _ = make_setup(model, engine=name, context=final_context, batch=total_batch, options=final_options, **base)
     rules = spec.sizing
-    defaults = (rules.defaults(setup.gpu, final_context, setup.tp, setup.pp, setup.engine_options, setup.sizing).values
-                if rules.defaults else {})
+    where = (setup.gpu, final_context, setup.tp, setup.pp, setup.engine_options, setup.sizing)
+    defaults = (rules.model_defaults(setup.model, *where).values if rules.model_defaults else
+                rules.defaults(*where).values if rules.defaults else {})
     inputs = Inputs(model=setup.model, fit=result, setup=setup, options=final_options, defaults=defaults,
                     batch=per_replica)
     flags = launcher.flags(inputs)

@@ -253,15 +253,21 @@ def make_setup(model, *, gpu, num_gpus, tp, pp, context, batch, weight_dtype, kv
     return s, notes
 
 
-def engine_defaults(engine: str, gpu, *, context, tp: int = 1, pp: int = 1, **options) -> EngineDefaults | None:
+def engine_defaults(engine: str, gpu, *, context, tp: int = 1, pp: int = 1, model=None,
+                    **options) -> EngineDefaults | None:
     """The engine's settings in force on ``gpu`` that depend on the device, and why (None: it has none).
 
     ``options`` are the engine and sizing options a fit would take: a value given is the one
     in force. vLLM: max_num_batched_tokens and max_num_seqs; SGLang: mem_fraction_static.
+    ``model`` (a Model or a name): the settings for that model, where its architecture moves them
+    (SGLang: Inkling's prefill CUDA graph, a vision tower's factor); without it, a text model's.
     """
     name, rules = engine_rules(engine)
     if rules.defaults is None:
         return None
     engine_opts, sizing = split_options(name, rules, ENGINES[name].options, options)
-    return rules.defaults(get_gpu(gpu), parse_tokens(context), require_positive_int("tp", tp),
-                          require_positive_int("pp", pp), engine_opts, sizing)
+    where = (get_gpu(gpu), parse_tokens(context), require_positive_int("tp", tp), require_positive_int("pp", pp),
+             engine_opts, sizing)
+    if model is not None and rules.model_defaults is not None:
+        return rules.model_defaults(as_model(model), *where)
+    return rules.defaults(*where)

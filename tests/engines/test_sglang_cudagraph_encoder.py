@@ -140,3 +140,16 @@ def test_the_reservation_line_sglang_itself_prints(caplog):
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Reserving")]
     (found,) = check_log(line, kvmem.Model.from_hf_config(QWEN25_VL), engine="sglang").checks
     assert found.matches and found.logged == "0.10 GB"
+
+
+def test_engine_defaults_and_plan_take_the_models_fraction():
+    # kvmem.engine_defaults with model= gives the vision tower's factor (0.835 x 2033/2400), without it the text
+    # model's 0.835; plan pins the model's, written exactly (repr of the float)
+    model = kvmem.Model.from_hf_config(QWEN25_VL)
+    text = kvmem.sizing.engine_defaults("sglang", "h100-sxm-80gb", context="8k")
+    vlm = kvmem.sizing.engine_defaults("sglang", "h100-sxm-80gb", context="8k", model=model)
+    assert text.values["mem_fraction_static"] == Fraction(835, 1000)
+    assert vlm.values["mem_fraction_static"] == Fraction(835, 1000) * Fraction(2033, 2400)
+    plan = kvmem.plan(model, gpu="h100-sxm-80gb", context="8k", engine="sglang")
+    # the exact fraction rounded once (SGLang's own float product, 0.7073145833333332, is one ulp below)
+    assert plan.argv[plan.argv.index("--mem-fraction-static") + 1] == "0.7073145833333333"

@@ -21,9 +21,7 @@ require("sglang")
 
 import kvmem  # noqa: E402
 from kvmem import PlanRefused  # noqa: E402
-from kvmem.engines.sglang.budget import model_defaults  # noqa: E402
 from kvmem.engines.sglang.mamba import resolve_extra_buffer  # noqa: E402
-from kvmem.sizing.setup import make_setup  # noqa: E402
 from kvmem.weights.formats import resolve_weight_dtype  # noqa: E402
 
 CASES = 50
@@ -147,12 +145,8 @@ def test_sglang_parses_every_command_into_the_planned_settings():
         assert (ns.tp_size, ns.pp_size) == (fit.tp, fit.pp), plan.command
         assert ns.context_length == plan.context
         # the model's own default (a vision tower lowers it: kvmem.engines.sglang.encoder), written exactly
-        setup, _ = make_setup(kvmem.get_model(fit.model), engine="sglang", gpu=kwargs["gpu"], num_gpus=fit.num_gpus,
-                              tp=fit.tp, pp=fit.pp, context=plan.context, batch=plan.batch,
-                              weight_dtype=kwargs["weight_dtype"], kv_dtype=kwargs["kv_dtype"],
-                              gpu_memory_utilization=0.9, options={})
-        defaults = model_defaults(setup.model, setup.gpu, plan.context, fit.tp, fit.pp, setup.engine_options,
-                                  setup.sizing)
+        defaults = kvmem.sizing.engine_defaults("sglang", kwargs["gpu"], context=plan.context, tp=fit.tp, pp=fit.pp,
+                                                model=fit.model)
         assert ns.mem_fraction_static == float(defaults.values["mem_fraction_static"]), plan.command
         assert ns.max_running_requests == -(-plan.batch // fit.replicas)
         assert ns.dp_size == fit.replicas

@@ -184,7 +184,8 @@ def prefix_sharing(options: dict, est: Estimate) -> PrefixSharing:
 
 
 SIZING = SizingRules(budget=_budget, options=SIZING_OPTIONS, non_torch_bytes=NON_TORCH_BYTES, preallocates=True,
-                     fraction_option="mem_fraction_static", defaults=_defaults, loads_fp32_as_fp16=True,
+                     fraction_option="mem_fraction_static", defaults=_defaults, model_defaults=model_defaults,
+                     loads_fp32_as_fp16=True,
                      replicates_kv_weights=True, pools_refuse=pools_refuse,
                      weights_per_device=weights_per_device, kv_groups=kv_groups, host_terms=host_terms,
                      host_inputs=HOST_INPUTS,

@@ -44,7 +44,7 @@ from ...launch.base import (
     weight_flags,
 )
 from ..serving import Launcher
-from .budget import model_defaults, sglang_chunked_prefill_size
+from .budget import sglang_chunked_prefill_size
 from .details import SglangCapacityDetails
 from .disagg import roles
 from .draft import DRAFT_DEFAULTS
@@ -117,10 +117,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     refuse_options("sglang", opts, set(_VALUED) | set(_SWITCHES) | {"mamba_ssm_dtype", "max_mamba_cache_size"},
                    _SIZING_ONLY)
     model, why = model_argument(inp.model)
-    # the model's own default where its architecture changes it (budget.model_defaults: Inkling's prefill graph)
-    setup: Any = s
-    mfs = model_defaults(inp.model, setup.gpu, setup.context, setup.tp, setup.pp, setup.engine_options,
-                         setup.sizing).values["mem_fraction_static"]
+    # the model's own default where its architecture changes it (budget.model_defaults: Inkling's prefill graph, a
+    # vision tower), as plan resolved it for this setup
+    mfs = inp.defaults["mem_fraction_static"]
     chunk = opts.get("chunked_prefill_size") or sglang_chunked_prefill_size(s.gpu.memory_bytes)
     out = [Flag("--model-path", model, why),
            Flag("--tp-size", str(s.tp), f"tp={s.tp}: each GPU holds 1/{s.tp} of the KV heads and weights"),
