@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model import FULL, LINEAR, SLIDING, Kind
 
-__all__ = ["DERIVED_DEFAULTS", "DERIVED_LAYER_TYPES"]
+__all__ = ["DERIVED_DEFAULTS", "KWARG_DEFAULTS", "DERIVED_LAYER_TYPES"]
 
 
 def _olmo_hybrid_key_dim(f: Any) -> int:
@@ -20,22 +20,27 @@ def _olmo_hybrid_key_dim(f: Any) -> int:
     return (3 * f.int("hidden_size")) // (4 * f.int("linear_num_key_heads"))
 
 
-# Fields a config class derives from others where the file leaves them out (its __post_init__), or takes
-# as a kwarg with a default of its own, which hf_defaults.json's declared defaults cannot say:
+# Fields a config class derives from others where the file leaves them out or sets them to null (its
+# __post_init__ tests "is None"), which hf_defaults.json's declared defaults (None) cannot say:
 # model_type -> field -> rule of the file's kvmem.configs.fields.Fields (Any: fields.py imports this).
 # transformers@5.24.0 models/minicpm3/configuration_minicpm3.py#L124-L125,
-# models/olmo_hybrid/configuration_olmo_hybrid.py#L131-L138; the kwargs: cohere2/configuration_cohere2.py
-# #L95-L100, qwen3_next/configuration_qwen3_next.py#L129-L133, qwen3_5/configuration_qwen3_5.py#L111-L115,
-# qwen3_5_moe/configuration_qwen3_5_moe.py#L123-L127
-_INTERVAL_4: dict[str, Callable[[Any], object]] = {"full_attention_interval": lambda _f: 4}
+# models/olmo_hybrid/configuration_olmo_hybrid.py#L131-L138
 DERIVED_DEFAULTS: dict[str, dict[str, Callable[[Any], object]]] = {
-    "cohere2": {"sliding_window_pattern": lambda _f: 4},
-    "qwen3_next": _INTERVAL_4, "qwen3_5_text": _INTERVAL_4, "qwen3_5_moe_text": _INTERVAL_4,
     "minicpm3": {"v_head_dim": lambda f: f.int("hidden_size") // f.int("num_attention_heads")},
     "olmo_hybrid": {"linear_num_key_heads": lambda f: f.int("num_attention_heads"),
                     "linear_num_value_heads": lambda f: f.int("num_attention_heads"),
                     "linear_key_head_dim": _olmo_hybrid_key_dim,
                     "linear_value_head_dim": lambda f: 2 * f.int("linear_key_head_dim")},
+}
+
+# Fields a config class takes as a kwarg with a default of its own where the file leaves them out (a
+# null one reaches the rule as None, which the class cannot use): model_type -> field -> value.
+# transformers@5.24.0 models/cohere2/configuration_cohere2.py#L95-L100,
+# qwen3_next/configuration_qwen3_next.py#L129-L133, qwen3_5/configuration_qwen3_5.py#L111-L115,
+# qwen3_5_moe/configuration_qwen3_5_moe.py#L123-L127
+KWARG_DEFAULTS: dict[str, dict[str, int]] = {
+    "cohere2": {"sliding_window_pattern": 4},
+    **{t: {"full_attention_interval": 4} for t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
 }
 
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from ..datafiles import read_json
 from ..errors import ConfigError
 from ..units import show_value
-from .derived import DERIVED_DEFAULTS
+from .derived import DERIVED_DEFAULTS, KWARG_DEFAULTS
 
 __all__ = ["Fields", "FIELD_LIMITS", "DEFAULT_FIELD_LIMIT", "MISSING", "hf_defaults"]
 
@@ -76,22 +76,27 @@ class Fields:
         """The first of ``names`` set in the config, else the family default.
 
         A field the config sets to null stays null (``default``), as in the config class:
-        Mistral-7B-v0.3's ``"sliding_window": null`` is not the class default of 4096.
+        Mistral-7B-v0.3's ``"sliding_window": null`` is not the class default of 4096; a field the
+        class derives from others when it is None (DERIVED_DEFAULTS) is derived, absent or null.
         """
         for name in names:
             if self.cfg.get(name) is not None:
                 self.from_config[name] = None
                 return self.cfg[name]
+        derived = DERIVED_DEFAULTS.get(self.model_type, {})
+        for name in names:
+            if name in derived:
+                self.from_defaults[name] = value = derived[name](self)
+                return value
         if any(name in self.cfg for name in names):
             if default is not MISSING:
                 return default
             raise ConfigError(f"config field {names[0]!r} is null and model_type {self.model_type!r} needs it")
-        derived = DERIVED_DEFAULTS.get(self.model_type, {})
+        kwargs = KWARG_DEFAULTS.get(self.model_type, {})
         for name in names:
-            if name in derived:
-                value = derived[name](self)
-                self.from_defaults[name] = value
-                return value
+            if name in kwargs:
+                self.from_defaults[name] = kwargs[name]
+                return kwargs[name]
         for name in names:
             if self.defaults.get(name) is not None:
                 self.from_defaults[name] = self.defaults[name]

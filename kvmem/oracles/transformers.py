@@ -836,16 +836,19 @@ def _vary_text(d: dict, rng: random.Random) -> None:
 
 # ----------------------------------------------------------------------------- fields a file leaves out
 
-def leave_out(config, fields) -> tuple:
+def leave_out(config, fields, *, as_null: bool = False) -> tuple:
     """(the config transformers builds from a file whose text part leaves ``fields`` out, that file as a
     dict): the config class fills them in -- with its declared default, or with a value its
     __post_init__ derives (HYV4Config: indexer_types by its own rule, num_key_value_heads =
     num_attention_heads), which a config's ``to_dict()`` always writes out, so that a reader judged
-    on full dicts alone never meets the field absent."""
+    on full dicts alone never meets the field absent. ``as_null``: the file sets them to null instead."""
     d = config.to_dict()
     text = text_part(d, config)
     for name in fields:
-        text.pop(name, None)
+        if as_null:
+            text[name] = None
+        else:
+            text.pop(name, None)
     file = copy.deepcopy(d)
     return type(config).from_dict(d), file
 
@@ -913,7 +916,7 @@ def _outcome(file, whole) -> str:
             else "refused" if isinstance(file, str) else "wrong")
 
 
-def absent_fields(types=None) -> list[AbsentResult]:
+def absent_fields(types=None, *, as_null: bool = False) -> list[AbsentResult]:
     """Every family with a kvmem/data/hf_defaults.json entry (or ``types``): its default config shrunk,
     and each field of its text part that the config class declares (or hf_defaults lists) left out in
     turn (``leave_out``). kvmem's bytes for the file without the field against kvmem's for the config
@@ -922,7 +925,7 @@ def absent_fields(types=None) -> list[AbsentResult]:
     reads the filled-in config, else "same". No model is built (about 20 s for every family on one
     core); ``judge(type, config, absent=(field,))`` then measures the real cache of a finding. A
     field whose absence the config class rejects, and a type kvmem refuses even given whole, are
-    skipped."""
+    skipped. ``as_null``: each field set to null instead (a class derives from None as from absence)."""
     import dataclasses
 
     from ..configs.fields import hf_defaults
@@ -930,9 +933,10 @@ def absent_fields(types=None) -> list[AbsentResult]:
     for model_type, config in _shrunk_defaults(types):
         text = text_part(config.to_dict(), config)
         declared = {f.name for f in dataclasses.fields(type(config.get_text_config(decoder=True)))}
-        for name in sorted(k for k in text if k in declared or k in defaults.get(model_type, {})):
+        for name in sorted(k for k in text if (k in declared or k in defaults.get(model_type, {}))
+                           and not (as_null and text[k] is None)):
             try:
-                filled, file = leave_out(config, (name,))
+                filled, file = leave_out(config, (name,), as_null=as_null)
             except Exception:  # noqa: BLE001 -- the config class rejects the file without it
                 continue
             absent, whole = _predicted(file), _predicted(filled.to_dict())

@@ -146,3 +146,11 @@ def test_nemotron_h_without_a_layer_list_is_refused_with_the_class_s_reason():
     # num_hidden_layers (configuration_nemotron_h.py#L174-L186): refused, saying so
     with pytest.raises(kvmem.ConfigError, match="4-layer default"):
         Model.from_hf_config({"model_type": "nemotron_h", "num_hidden_layers": 52})
+
+
+def test_a_null_field_the_class_derives_is_derived():
+    # MiniCPM3Config.__post_init__ derives v_head_dim when it is None, set to null as when absent
+    # (configuration_minicpm3.py#L124-L125): 2560 / 40 = 64
+    minicpm = {"model_type": "minicpm3", "num_hidden_layers": 2, "hidden_size": 2560, "num_attention_heads": 40}
+    model = Model.from_hf_config({**minicpm, "v_head_dim": None})
+    assert dict(model.reading.from_defaults)["v_head_dim"] == 64

@@ -90,6 +90,16 @@ def test_no_family_fills_a_left_out_field_otherwise_than_its_config_class(sweep)
     assert ("ovis2", "hidden_size") in same
 
 
+def test_a_field_set_to_null_is_read_as_the_config_class_reads_it():
+    # a null field reaches __post_init__ as None: MiniCPM3's v_head_dim and OLMo-Hybrid's linear dims are
+    # derived then too (kvmem.configs.derived DERIVED_DEFAULTS); a null declared default stays null
+    results = oracle.absent_fields(as_null=True)
+    found = {(r.model_type, r.field): (r.outcome, r.absent, r.filled) for r in results if r.outcome != "same"}
+    assert set(found) <= set(ACCEPTED), found
+    same = {(r.model_type, r.field) for r in results if r.outcome == "same"}
+    assert {("minicpm3", "v_head_dim"), ("olmo_hybrid", "linear_key_head_dim")} <= same and len(results) > 2000
+
+
 def test_no_family_reads_a_field_its_config_class_overrides():
     # a field the file sets but __post_init__ replaces: HYV4Config's num_key_value_heads (= num_attention_heads,
     # configuration_hy_v4.py#L138-L139), DeepseekOcr2TextConfig's head_dim (= hidden // heads,
