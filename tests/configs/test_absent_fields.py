@@ -154,3 +154,19 @@ def test_a_null_field_the_class_derives_is_derived():
     minicpm = {"model_type": "minicpm3", "num_hidden_layers": 2, "hidden_size": 2560, "num_attention_heads": 40}
     model = Model.from_hf_config({**minicpm, "v_head_dim": None})
     assert dict(model.reading.from_defaults)["v_head_dim"] == 64
+
+
+def test_beam_without_layer_types_under_vllm_is_every_layer_sliding():
+    # transformers' BeamConfig: every 6th and the last layer full (configuration_beam.py#L112-L117), kvmem's
+    # reading; vLLM 0.33's own BeamConfig: every layer sliding (vllm/transformers_utils/configs/beam.py#L50-L51),
+    # kvmem.engines.vllm.models.vllm_layers. 6 layers x 8 KV heads x 128 x 2 x 2 B = 24,576 B/token at most
+    cfg = {"model_type": "beam", "num_hidden_layers": 6, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 128, "sliding_window": 1024}
+    model = Model.from_hf_config(cfg)
+    assert [layer.window for layer in model.layers] == [1024] * 5 + [0]
+    listed = Model.from_hf_config({**cfg, "layer_types": ["sliding_attention"] * 6})
+    for tokens in (512, 8192):
+        vllm = kvmem.estimate(model, engine="vllm", tokens=tokens, kv_dtype="bf16")
+        assert vllm.kv_bytes == kvmem.estimate(listed, engine="vllm", tokens=tokens, kv_dtype="bf16").kv_bytes
+    # ideal at 8,192 tokens: 5 x 4,096 B x 1,024 + 4,096 B x 8,192 = 20,971,520 + 33,554,432 = 54,525,952 B
+    assert kvmem.estimate(model, tokens=8192, kv_dtype="bf16").kv_bytes == 54_525_952

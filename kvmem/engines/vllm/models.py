@@ -269,6 +269,11 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
         return _hy_v4_layers(model)
     if model.model_type == "mimo_v2_flash":
         return _mimo_layers(model, tp)
+    if model.model_type == "beam" and model.config.get("layer_types") is None:
+        # vllm@v0.33.0 vllm/transformers_utils/configs/beam.py#L32, #L50-L51: vLLM's own BeamConfig makes every
+        # layer sliding, sliding_window 4096 by default (transformers': every 6th and the last full, 512)
+        window = model.config.get("sliding_window") or 4096
+        return tuple(replace(layer, kind=SLIDING, window=window) for layer in model.layers)
     if model.model_type == "minicpm3":
         # vllm@v0.33.0 vllm/model_executor/models/minicpm3.py#L52-L183 MiniCPM3Attention: Attention(num_local_heads,
         # qk_head_dim, num_kv_heads=
