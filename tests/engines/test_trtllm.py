@@ -60,9 +60,14 @@ def test_gpt_oss_120b_pytorch_backend_1_1_0rc3():
     low = cap(model, 5.945 * GiB).tokens
     high = cap(model, 5.955 * GiB).tokens
     assert low <= 86_711 <= high and high - low <= 146
-    exact = cap(model, 86_711 * 73_728, max_model_len=131_072)
+    # 1.1.0rc3's Python calculate_max_num_blocks rounds up (math.ceil): block_rounding="ceil"
+    exact = cap(model, 86_711 * 73_728, max_model_len=131_072, block_rounding="ceil")
     # blocks = ceil(86,711 / 32) = 2,710 -> 86,720 tokens x 73,728 B = 5.9546 GiB
     assert (exact.tokens, exact.blocks) == (86_711, 2_710)
+    # the pinned main floors (DEFAULTS): 86,711 // 32 = 2,709 blocks = 86,688 tokens, 2,709 x 32 x 73,728 B
+    pinned = cap(model, 86_711 * 73_728, max_model_len=131_072)
+    assert (pinned.blocks, pinned.details.allocated_tokens) == (2_709, 86_688)
+    assert pinned.details.allocated_bytes == 6_391_332_864 and pinned.details.block_rounding == "floor"
     assert exact.details.allocated_tokens == exact.longest_request_tokens == 86_720
     assert gib2(exact.details.allocated_bytes) == 5.95
     # the estimation pass first allocated max_num_tokens + 32 = 8,224 tokens:
@@ -97,9 +102,11 @@ def test_qwen15_7b_cpp_runtime_rounds_blocks_up():
     assert trtllm.bytes_per_token(model, kv_dtype="fp16") == 524_288
     # 21.89 GiB x 0.9 / 524,288 = 40,347 tokens -> ceil(/64) = 631 (floor would be 630);
     # tokens_per_block 64, the TRT-engine default of that release (fits only with 64)
+    # the C++ runtime's calculateMaxNumBlocks rounds up: block_rounding="ceil" (the pinned main floors: 630)
     for available in (21.885, 21.895):
-        assert cap(model, available * 0.9 * GiB, kv_dtype="fp16", tokens_per_block=64).blocks == 631
-    floor = cap(model, 21.89 * 0.9 * GiB, kv_dtype="fp16", tokens_per_block=64, block_rounding="floor")
+        assert cap(model, available * 0.9 * GiB, kv_dtype="fp16", tokens_per_block=64,
+                   block_rounding="ceil").blocks == 631
+    floor = cap(model, 21.89 * 0.9 * GiB, kv_dtype="fp16", tokens_per_block=64)
     assert floor.blocks == 630
 
 
@@ -113,8 +120,8 @@ def test_docs_memory_example_blocks_and_allocation():
     # the upward block rounding and the allocation line, not the model.
     model = kvmem.get_model("llama-2-7b")
     assert trtllm.bytes_per_token(model, kv_dtype="fp8") == 262_144
-    results = [cap(model, available * 0.9 * GiB, kv_dtype="fp8", tokens_per_block=64, max_model_len=2048)
-               for available in (70.475, 70.485)]
+    results = [cap(model, available * 0.9 * GiB, kv_dtype="fp8", tokens_per_block=64, max_model_len=2048,
+                   block_rounding="ceil") for available in (70.475, 70.485)]
     for result in results:
         # 70.48 x 0.9 GiB / 262,144 = 259,817 tokens -> ceil(/64) = 4,060 blocks = 259,840 tokens
         assert result.blocks == 4060 and result.details.allocated_tokens == 259_840
@@ -129,8 +136,10 @@ def test_llama2_7b_v05_token_count_rounded_to_blocks():
     # not printed, so 10,718 itself is taken from the log.)
     model = kvmem.get_model("llama-2-7b")
     assert trtllm.bytes_per_token(model, kv_dtype="fp16") == 524_288  # 10,718 x this = 5.23 GiB
-    result = cap(model, 10_718 * 524_288, kv_dtype="fp16", tokens_per_block=16)
+    result = cap(model, 10_718 * 524_288, kv_dtype="fp16", tokens_per_block=16, block_rounding="ceil")
     assert (result.tokens, result.blocks, result.details.allocated_tokens) == (10_718, 670, 10_720)
+    # at the pinned main: 10,718 // 16 = 669 blocks = 10,704 tokens
+    assert cap(model, 10_718 * 524_288, kv_dtype="fp16", tokens_per_block=16).details.allocated_tokens == 10_704
 
 
 # ---- the rules ------------------------------------------------------------------------------
@@ -152,7 +161,8 @@ def test_replication_past_the_heads_and_the_floored_estimate():
     # TRT-LLM's estimate floors 128 x 4 // 8 = 64 values (half a head): 94 x 2 x 64 x 2 B
     assert trtllm.bytes_per_token(model, tp=8) == 24_064
     result = cap(model, 24_064 * 1000, tp=8)
-    assert result.tokens == 1000 and result.details.allocated_bytes == 32 * 32 * 48_128
+    # 1,000 // 32 = 31 blocks (the pinned main floors) of 32 tokens at the allocated 48,128 B
+    assert result.tokens == 1000 and result.details.allocated_bytes == 31 * 32 * 48_128 == 47_742_976
     assert any("estimate of 24,064 B/token" in note for note in result.notes)
     estimate = kvmem.estimate(model, engine="trtllm", tokens=64, tp=8)
     assert estimate.kv_bytes == 64 * 48_128 and estimate.kv_bytes_all_devices == 8 * 64 * 48_128
@@ -173,8 +183,8 @@ def test_blocks_per_sequence_and_rounding_direction():
     assert result.kv_bytes == 3 * 1024 * 131_072 and result.details.blocks_by_window == {0: 48}
     assert any("1,000 -> 1,024" in note for note in result.notes)
     budget = 86_711 * 131_072
-    assert cap(model, budget).blocks == 2710
-    assert cap(model, budget, block_rounding="floor").blocks == 2709
+    assert cap(model, budget, block_rounding="ceil").blocks == 2710
+    assert cap(model, budget).blocks == 2709    # the pinned main floors: 86,711 // 32
 
 
 def test_windows_only_when_asked():
@@ -190,17 +200,31 @@ def test_windows_only_when_asked():
     assert windowed.details.blocks_per_sequence == {0: 32, 128: 4}
 
 
-def test_variable_windows_share_memory_by_window_and_bytes():
+def test_variable_windows_share_memory_equally_at_the_pin_by_window_and_bytes_in_cpp():
     model = kvmem.get_model("gpt-oss-120b")
+    # the pinned main (calculate_max_num_blocks_for_vswa): each of the 2 windows gets half of 42,949,672,960 B;
+    # 18 layers x 2 x 8 x 64 x 2 B = 36,864 B a token in each window
+    # 21,474,836,480 // 36,864 = 582,542 tokens -> 582,542 // 32 = 18,204 blocks in each pool
     result = cap(model, 40 * GiB, max_model_len=131_072, max_attention_window="model")
-    # 18 layers x 2048 B in each window: shares 128 : 131,072 of 42,949,672,960 B
+    assert result.details.max_tokens == {128: 582_542, 0: 582_542}
+    assert result.details.blocks_per_window == {128: 18_204, 0: 18_204}
+    assert result.blocks == 18_204 and result.tokens == 582_542
+    assert result.details.allocated_bytes == 2 * 18_204 * 32 * 36_864 == 42_948_624_384
+    assert result.max_concurrency == 18_204 / 4096     # min(18,204 / 4, 18,204 / 4,096)
+    assert any("an equal share of the memory" in note for note in result.notes)
+    # the C++ calculateMaxNumBlocks ("ceil" releases): shares 128 : 131,072 of 42,949,672,960 B
     # window 128: 42,949,672,960 x 128 / (131,200 x 36,864) = 1,136 tokens -> 36 blocks
     # full: 42,949,672,960 x 131,072 / (131,200 x 36,864) = 1,163,947 tokens -> 36,374 blocks
-    assert result.details.max_tokens == {128: 1_136, 0: 1_163_947}
-    assert result.details.blocks_per_window == {128: 36, 0: 36_374}
-    assert result.blocks == 36_374 and result.tokens == 1_163_947
-    # concurrency: min(36 / 4, 36,374 / 4,096)
-    assert result.max_concurrency == 36_374 / 4096
+    cpp = cap(model, 40 * GiB, max_model_len=131_072, max_attention_window="model", block_rounding="ceil")
+    assert cpp.details.max_tokens == {128: 1_136, 0: 1_163_947}
+    assert cpp.details.blocks_per_window == {128: 36, 0: 36_374}
+    assert cpp.blocks == 36_374 and cpp.tokens == 1_163_947
+    assert cpp.max_concurrency == 36_374 / 4096         # min(36 / 4, 36,374 / 4,096)
+    # one sequence at both windows takes 131,200 x 36,864 = 4,836,556,800 B: with less, TRT-LLM shrinks the
+    # windows (adjust_window_sizes_for_vswa), which kvmem refuses by name
+    with pytest.raises(ValueError, match="needs 4,836,556,800 B of the 4,836,556,800 B given"):
+        cap(model, 4_836_556_800, max_model_len=131_072, max_attention_window="model")
+    assert cap(model, 4_836_556_801, max_model_len=131_072, max_attention_window="model").tokens == 65_600
 
 
 def test_pipeline_split_gives_first_ranks_the_extra_layer():

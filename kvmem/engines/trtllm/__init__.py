@@ -59,7 +59,8 @@ QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torc
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,
                     pinned=PINNED, refusals=REFUSALS, families=FAMILIES, launch=LAUNCHER, log_reader=READER,
                     declared=(Option("block_rounding", choices=("ceil", "floor"),
-                                     help="how tokens round to whole blocks"),
+                                     help="how the pool's tokens round to whole blocks: floor at the pinned main "
+                                          "(the default); ceil for the C++ runtime (0.x TRT engines) and 1.1.0rc3"),
                               Option("draft", model=True,
                                      help="speculative decoding: a draft model (a preset or an HF id; the API also "
                                           "takes 'mtp', the model's MTP layers) whose KV cache shares the budget"),

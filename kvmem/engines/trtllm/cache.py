@@ -38,7 +38,12 @@ DEFAULTS = {
     "tokens_per_block": 32,        # llmapi KvCacheConfig / PyTorch backend ("Number of tokens per block: 32.");
                                    # TRT-engine (C++ runtime, Triton) deployments commonly ran 64
     "max_attention_window": None,  # KvCacheConfig.max_attention_window; None -> [max_seq_len]
-    "block_rounding": "ceil",      # kvCacheManager.cpp calculateMaxNumBlocks: ceilDiv (Python main: "floor")
+    # the pinned main floors blocks: one pool, calculate_max_num_blocks (standard case, #L377-L390) int(max_tokens //
+    # tokens_per_block) (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L866-L914, #L907); VSWA
+    # pools, calculate_max_num_blocks_for_vswa, int(primary_tokens // tokens_per_block) (#L1384). "ceil" is the
+    # logged releases' rule: the C++ runtime's calculateMaxNumBlocks (0.5 to 0.13 TRT engines) and 1.1.0rc3's Python
+    # calculate_max_num_blocks (math.ceil), docs/research/engine_logs_serving.json (631, 4,060, 2,710 blocks)
+    "block_rounding": "floor",
     "indexer_k_dtype": None,       # DeepSeek-V4 only: DeepSeekV4SparseAttentionConfig.indexer_k_dtype, whose default
                                    # the GPU decides (dsv4.check_options refuses None for a V4 model)
     "draft": None,                 # speculative decoding: "mtp" (the model's MTP layers) or a draft Model (draft.py)
@@ -442,6 +447,27 @@ def _to_blocks(max_tokens: int, tokens_per_block: int, rounding: str) -> int:
     return cdiv(max_tokens, tokens_per_block) if rounding == "ceil" else max_tokens // tokens_per_block
 
 
+def _vswa_pools(by_window: dict, kv_memory: int, max_model_len, block_rounding: str) -> dict:
+    """Tokens each window's pool holds (rule 4). At the pinned main (block_rounding "floor") every window gets an
+    equal share of the memory and max_tokens is ignored (trtllm@001541ba
+    tensorrt_llm/_torch/pyexecutor/resource_manager.py#L1336-L1353, #L1364-L1373); when one sequence at every window
+    does not fit, TRT-LLM first shrinks the windows (#L1141-L1257, adjust_window_sizes_for_vswa), which kvmem refuses.
+    TRT-LLM divides in float64, kvmem exactly. The older C++ calculateMaxNumBlocks ("ceil") shares the memory by
+    window x bytes per token (calculateWindowSizeToShare)."""
+    window = {w: (w or max_model_len) for w in by_window}
+    if block_rounding == "ceil":
+        weight = {w: window[w] * b for w, b in by_window.items()}
+        total = sum(weight.values())
+        return {w: kv_memory * weight[w] // total // by_window[w] for w in by_window}
+    # window sizes clamped to max_seq_len (#L283-L295): a full layer's window is max_model_len
+    need = sum(min(window[w], max_model_len or window[w]) * b for w, b in by_window.items())
+    if need >= kv_memory:
+        raise ValueError(f"capacity: one sequence at every attention window needs {need:,} B of the {kv_memory:,} B "
+                         "given; unless it needs less, TensorRT-LLM shrinks the windows to fit "
+                         "(adjust_window_sizes_for_vswa), which kvmem does not model")
+    return {w: kv_memory // len(by_window) // b for w, b in by_window.items()}
+
+
 def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_model_len: int | None,
              tokens_per_block: int, max_attention_window, block_rounding, indexer_k_dtype=None,
              draft=None) -> Capacity:
@@ -451,16 +477,15 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     "available KV cache memory when calculating max tokens" = (device total - profiling peak + temporary
     KV) x free_gpu_memory_fraction (0.9); the older C++ runtime as "available" x free_gpu_memory_fraction.
     max_tokens = kv_memory // bytes_per_token (rule 2; "kv size is N" prints the divisor), blocks =
-    ceil(max_tokens / tokens_per_block) (block_rounding="ceil": the C++ calculateMaxNumBlocks and the Python
-    calculate_max_num_blocks of TRT-LLM <= 1.1 round up, as 0.13 engine logs and 1.1.0rc3 PyTorch logs
-    show; 2026 main's Python path floors, int(max_tokens // tokens_per_block): "floor"). Allocated: blocks
+    max_tokens // tokens_per_block (block_rounding="floor", the pinned main: DEFAULTS cites the lines); "ceil"
+    reproduces the logged releases, whose C++ calculateMaxNumBlocks (0.5 to 0.13 engines) and 1.1.0rc3's
+    Python calculate_max_num_blocks round up (0.13's 631 blocks, 1.1.0rc3's 2,710). Allocated: blocks
     x tokens_per_block tokens x rule-1 bytes ("[MemUsageChange] Allocated X GiB for max tokens in paged KV
     cache (N)"). The longest request that fits is blocks x tokens_per_block ("Attention window size W
     exceeds upper bound U for available blocks"). With several distinct windows (VSWA) each window has its
-    own pool: the memory is shared in proportion to window x bytes-per-token of that window's layers
-    (BlockManager::calculateWindowSizeToShare), max_tokens_w = kv_memory x share_w / bytes_w, rounded to
-    blocks as above; which memory the PyTorch backend hands to this split was not verified (kvmem gives it
-    kv_memory), and the share is computed in float32 there and exactly here: a count may differ by one."""
+    own pool (_vswa_pools: equal shares at the pinned main, window x bytes shares in the C++ path of the
+    releases that round up), rounded to blocks as above; which memory the PyTorch backend hands to this split
+    was not verified (kvmem gives it kv_memory)."""
     _check(tokens_per_block, max_attention_window, block_rounding)
     check_model(model)
     k_dtype = _kv_dtype(model, kv_dtype)
@@ -511,15 +536,18 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             notes.append(f"max_tokens uses TRT-LLM's estimate of {float(static):,.0f} B/token; the blocks "
                          f"then take {real:,} B/token on this rank")
     else:
-        # VSWA: window w's share of the memory is w x bytes_w / sum(w' x bytes_w') (rule 4).
         if 0 in by_window and not max_model_len:
             raise ValueError("max_model_len is needed to share memory between attention windows "
                              "(TRT-LLM's full-attention window is max_seq_len)")
-        weight = {w: (w or max_model_len) * b for w, b in by_window.items()}
-        total = sum(weight.values())
-        pools = {w: kv_memory * weight[w] // total // by_window[w] for w in by_window}
-        notes.append("variable windows: each window has its own pool, sized by window x bytes per token "
-                     "(calculateWindowSizeToShare); the memory given to the split is not verified")
+        pools = _vswa_pools(by_window, kv_memory, max_model_len, block_rounding)
+        if block_rounding == "ceil":
+            notes.append("variable windows: each window has its own pool, sized by window x bytes per token "
+                         "(the C++ calculateWindowSizeToShare of the releases that round blocks up); the memory "
+                         "given to the split is not verified")
+        else:
+            notes.append("variable windows: each window has its own pool, an equal share of the memory "
+                         "(calculate_max_num_blocks_for_vswa; TRTLLM_WINDOW_SIZE_SHARES, which changes the shares, "
+                         "is not read); max_tokens does not cap them")
     blocks = {w: _to_blocks(t, tokens_per_block, block_rounding) for w, t in pools.items()}
     allocated = sum(blocks[w] * tokens_per_block * by_window[w] for w in blocks)
     if draft_pool is not None:

@@ -82,8 +82,11 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         gib = found["available"][3][1]
         n, text, _, (blocks,) = found["blocks"]
         settings.update(available_gib=gib, blocks=blocks)
+        # these two lines are the C++ runtime's (0.x TRT engines), whose calculateMaxNumBlocks rounds blocks up
+        # (issue 2268's 631 blocks, docs/research/engine_logs_serving.json): "ceil" unless block_rounding is given
+        cpp = {"block_rounding": "ceil", **options}
         lo, hi = (capacity(model, engine="trtllm", kv_memory=int((gib * GIB + d) * fraction), kv_dtype=kv_dtype,
-                            tp=tp, pp=pp, **options).blocks for d in (-HALF_CENT, HALF_CENT))
+                            tp=tp, pp=pp, **cpp).blocks for d in (-HALF_CENT, HALF_CENT))
         ok = lo <= blocks <= hi
         checks.append(LineCheck(n, text, "KV cache primary pool blocks", f"{blocks:,}",
                                 f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}", ok, "" if ok else _CAUSE))
