@@ -1,6 +1,6 @@
 """kvmem's trtllm mode on the opt-in families: each one TensorRT-LLM's PyTorch backend runs, sized by hand
 from its model file (kvmem/engines/trtllm/families.py cites each), and each one it does not run, refused
-with the backend's own reason (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9).
+with the backend's own reason (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118).
 
 Bytes per token on one rank = 2 (K, V) x sum over the layers of ceil(kv_heads / tp) x head_dim x dtype
 bytes (KVCacheManager.get_cache_bytes_per_token, resource_manager.py @ 001541ba); MLA one latent of
@@ -34,7 +34,7 @@ def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_
                         "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
     assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
-    assert all("TensorRT-LLM's PyTorch backend" in why and "_arch_index.py @ 065ff9e9" in why
+    assert all("TensorRT-LLM's PyTorch backend" in why and "trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118" in why
                for why in SPEC.refusals.values())
 
 

@@ -21,7 +21,7 @@ from ..base import CheckedFamilies
 __all__ = ["REGISTRY", "REFUSALS", "FAMILIES"]
 
 # the registry as the refusals name it (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118)
-REGISTRY = "tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9"
+REGISTRY = "trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118"
 _NO_ARCH = ("TensorRT-LLM's PyTorch backend registers no {arch} ({registry} MODEL_ARCH_TO_MODULE; "
             "modeling_auto.py AutoModelForCausalLM raises 'Unknown architecture')")
 

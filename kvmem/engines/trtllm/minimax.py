@@ -55,8 +55,9 @@ def check_m3(model: Model) -> None:
     archs = model.config.get("architectures") or []
     if archs and archs[0] not in ARCHITECTURES:
         raise ValueError(f"architectures[0] {archs[0]!r}: TensorRT-LLM's PyTorch backend registers MiniMax-M3 as "
-                         f"{' / '.join(ARCHITECTURES)} only (tensorrt_llm/_torch/models/_arch_index.py @ 065ff9e9 "
-                         "MODEL_ARCH_TO_MODULE; modeling_auto.py AutoModelForCausalLM raises 'Unknown architecture')")
+                         f"{' / '.join(ARCHITECTURES)} only "
+                         "(trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L77-L78 MODEL_ARCH_TO_MODULE; "
+                         "modeling_auto.py AutoModelForCausalLM raises 'Unknown architecture')")
     ours = [i for i, layer in enumerate(model.layers) if layer.index_head_dim]
     if ours != list(sparse_layers(model)):
         raise ValueError(f"sparse layers {ours[:4]}...: TensorRT-LLM's MiniMaxM3KVCacheManagerV2 keeps an index key on "
