@@ -104,8 +104,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # every layer; sliding layers pass attention_window_size to the kernel only; Exaone4ForCausalLM forces bf16
     # (cache.FORCED_DTYPE)
     "exaone4",
-    # Exaone4_5_ForConditionalGeneration -> modeling_exaone4_5 (_arch_index.py#L50; file @ 0050262c): text_config's
-    # model_type exaone4_5_text is renamed exaone4 (Exaone4_5Config), self.llm = AutoModelForCausalLM on text_config
+    # Exaone4_5_ForConditionalGeneration -> modeling_exaone4_5 (_arch_index.py#L50): text_config's model_type
+    # exaone4_5_text is renamed exaone4 (trtllm@0050262c tensorrt_llm/_torch/models/modeling_exaone4_5.py#L97-L103,
+    # Exaone4_5Config where transformers has none), self.llm = AutoModelForCausalLM on text_config (#L182-L227)
     # (its architectures: Exaone4ForCausalLM, bf16 forced as for exaone4); post_config, inherited from Qwen2VLModelBase
     # (modeling_qwen2vl.py @ c666e7ea), hands that text config to the engine, KV cache included
     "exaone4_5_text",
@@ -151,9 +152,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # @ 001a6a01 builds Gemma4ForCausalLM on text_config and post_config hands that config to the engine): a hybrid
     # config (global_head_dim != head_dim) takes KVCacheManagerV2 with per-layer heads / head_dim, the sliding layers
     # windowed by default, KV-shared layers keeping their own buffers (models.gemma4_layout); capacity refused.
-    # Gemma4UnifiedForConditionalGeneration -> modeling_gemma4_unified (REGISTRY; file @ 1c0067ee): the same
-    # Gemma4ForCausalLM on text_config, post_config surfacing it "so KV-cache sizing + is_gemma4_hybrid ... read the
-    # text geometry"
+    # Gemma4UnifiedForConditionalGeneration -> modeling_gemma4_unified (REGISTRY): the same Gemma4ForCausalLM on
+    # text_config (trtllm@1c0067ee tensorrt_llm/_torch/models/modeling_gemma4_unified.py#L274-L275), post_config
+    # surfacing it "so KV-cache sizing + is_gemma4_hybrid ... read the text geometry" (#L313-L315)
     "gemma4_text", "gemma4_unified_text",
     # DeepseekV4ForCausalLM -> modeling_deepseekv4 (_arch_index.py#L46): the checkpoint's compress_ratios and window
     # build DeepseekV4CacheManager (model_config.py, code-index id 54702305068; sparse/deepseek_v4/cache_manager.py @

@@ -23,7 +23,8 @@ DSA_TOKENS_PER_BLOCK = 64
 # Models whose TRT-LLM class sets the dtype the cache follows whatever the config says
 # (trtllm@fbbc05dd tensorrt_llm/_torch/models/modeling_exaone4.py#L242-L253 Exaone4ForCausalLM.__init__:
 # pretrained_config.torch_dtype = torch.bfloat16;
-# EXAONE-4.5's language model is that class on its text config, modeling_exaone4_5.py @ 0050262c)
+# EXAONE-4.5's language model is that class on its text config,
+# trtllm@0050262c tensorrt_llm/_torch/models/modeling_exaone4_5.py#L225-L227)
 FORCED_DTYPE = {"exaone4": "bf16", "exaone4_5_text": "bf16"}
 
 
@@ -155,8 +156,9 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
     sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
     takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
-    multimodal wrappers hand the engine their text_config (modeling_gemma4mm.py @ 001a6a01 and
-    modeling_gemma4_unified.py @ 1c0067ee: Gemma4ForCausalLM on text_config, then post_config).
+    multimodal wrappers hand the engine their text_config (modeling_gemma4mm.py @ 001a6a01, and
+    trtllm@1c0067ee tensorrt_llm/_torch/models/modeling_gemma4_unified.py#L274-L275: Gemma4ForCausalLM on
+    text_config, then post_config, #L313-L315).
     """
     config = gemma4_text_config(model)
     kv_heads, head_dim = config.get("num_key_value_heads"), config.get("head_dim")
