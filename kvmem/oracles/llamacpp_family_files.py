@@ -71,6 +71,9 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
             w.add_indexer_head_count(field(model, "index_n_heads"))
             w.add_indexer_key_length(field(model, "index_head_dim"))
             w.add_indexer_top_k(field(model, "index_topk"))
+            types = field(model, "indexer_types")
+            if arch == "glm-dsa" and types is not None:    # conversion/glm.py L380-L382 (gguf-py: add_indexer_types)
+                w.add_array(f"{arch}.attention.indexer.types", [t == "full" for t in types])
         return
     w.add_key_length(first.head_dim_k)
     w.add_value_length(first.head_dim_v)

@@ -21,9 +21,10 @@ from ..model import Model
 from .llamacpp_buffers import in_child, printed_buffers
 from .llamacpp_family_files import write_family
 
-__all__ = ["random_graph_case", "run_graph_case", "KINDS"]
+__all__ = ["random_graph_case", "run_graph_case", "KINDS", "DSA_KINDS"]
 
 KINDS = ("deepseek2", "deepseek2-lite", "gpt-oss")
+DSA_KINDS = ("glm-dsa", "glm-dsa-shared", "deepseek32")     # kvmem.engines.llamacpp.graphs_dsa
 _FA_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16", "q5_1", "iq4_nl")
 _NO_FA_TYPES = ("f16", "f32", "bf16")     # MLA: V is a view of K (one type), a quantised V needs flash attention
 
@@ -55,6 +56,24 @@ def _deepseek(rng: random.Random, lite: bool) -> dict:
     return cfg
 
 
+def _dsa(rng: random.Random, kind: str) -> dict:
+    """A GLM-5.x (glm_moe_dsa; "glm-dsa-shared": GLM-5.2's indexer_types, the first layer full) or
+    DeepSeek-V3.2 (deepseek_v32) config: deepseek's MLA with q_lora, sigmoid routing, and the indexer."""
+    cfg = _deepseek(rng, False)
+    if cfg["scoring_func"] != "sigmoid":        # deepseek32 needs expert_gating_func; GLM-5.x routes by sigmoid
+        cfg.update(scoring_func="sigmoid", topk_method="noaux_tc")
+    glm = kind.startswith("glm")
+    cfg.update(model_type="glm_moe_dsa" if glm else "deepseek_v32",
+               architectures=["GlmMoeDsaForCausalLM" if glm else "DeepseekV32ForCausalLM"],
+               index_n_heads=rng.choice((1, 2, 4, 8, 16)), index_head_dim=rng.choice((64, 128)),
+               index_topk=rng.choice((1, 16, 64, 256, 2048)))
+    cfg["qk_rope_head_dim"] = min(cfg["qk_rope_head_dim"], cfg["index_head_dim"])
+    if kind == "glm-dsa-shared":
+        n = cfg["num_hidden_layers"]
+        cfg["indexer_types"] = ["full"] + [rng.choice(("full", "shared")) for _ in range(n - 1)]
+    return cfg
+
+
 def _gpt_oss(rng: random.Random) -> dict:
     # two layers or more: kvmem's plan gives a model with no full-attention layer one plain cache (swa_cells None)
     n_layer = rng.randint(2, 6)
@@ -69,11 +88,16 @@ def _gpt_oss(rng: random.Random) -> dict:
                 layer_types=["sliding_attention" if il % 2 == 0 else "full_attention" for il in range(n_layer)])
 
 
-def random_graph_case(seed: int) -> tuple[Model, str, dict]:
-    """(model, file type, context) of case ``seed``."""
+def random_graph_case(seed: int, kinds: tuple = KINDS) -> tuple[Model, str, dict]:
+    """(model, file type, context) of case ``seed``, its kind ``kinds[seed % len(kinds)]``."""
     rng = random.Random(f"graphs/{seed}")
-    kind = KINDS[seed % len(KINDS)]
-    cfg = _gpt_oss(rng) if kind == "gpt-oss" else _deepseek(rng, kind == "deepseek2-lite")
+    kind = kinds[seed % len(kinds)]
+    if kind == "gpt-oss":
+        cfg = _gpt_oss(rng)
+    elif kind in ("glm-dsa", "glm-dsa-shared", "deepseek32"):
+        cfg = _dsa(rng, kind)
+    else:
+        cfg = _deepseek(rng, kind == "deepseek2-lite")
     model = Model.from_hf_config(cfg, name=f"random-{kind}-{seed}")
     fa = rng.random() < 0.5
     type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)

@@ -4,7 +4,9 @@ by kvmem, loaded for real, a context created; the printed "CPU compute buffer si
 the printed MiB and to the four decimals ~llama_context prints (kvmem.oracles.llamacpp_graphs); and the
 presets DeepSeek-V3, gpt-oss-120b and DeepSeek-V2-Lite at their full shapes (no_alloc: the prompt graph's
 reserve, to the printed MiB). 300 random cases were equal when this was built (deepseek_v3 105, gpt_oss 100,
-deepseek_v2 95); 36 here. About 20 s."""
+deepseek_v2 95); 36 here. The glm-dsa / deepseek32 graphs (graphs_dsa.py) the same way: 300 of 300 random cases
+(GLM-5.x with and without shared indexer layers, DeepSeek-V3.2), 24 here, and DeepSeek-V3.2 and GLM-5.2 at their
+full shapes. About 30 s."""
 
 from tests.oracles.conftest import require
 
@@ -17,7 +19,7 @@ from kvmem.engines.llamacpp.compute import graph_bytes, graph_shape, llamacpp_co
 from kvmem.engines.llamacpp.placement import buffer_mib  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child  # noqa: E402
 from kvmem.oracles.llamacpp_family_files import write_family  # noqa: E402
-from kvmem.oracles.llamacpp_graphs import random_graph_case, run_graph_case  # noqa: E402
+from kvmem.oracles.llamacpp_graphs import DSA_KINDS, random_graph_case, run_graph_case  # noqa: E402
 from kvmem.oracles.llamacpp_presets import load  # noqa: E402
 
 
@@ -43,8 +45,22 @@ def test_mla_and_gpt_oss_compute_buffers_equal_llamacpp(seed, tmp_path):
     assert f"{compute.bytes / 1048576.0:.4f}" == printed["CPU compute 4dp"]
 
 
+@pytest.mark.parametrize("seed", range(24))
+def test_dsa_compute_buffers_equal_llamacpp(seed, tmp_path):
+    # glm-dsa (every layer full, or GLM-5.2's shared layers through attention.indexer.types) and deepseek32:
+    # the lightning indexer, its cache and top-k, the sparse mask (kvmem/engines/llamacpp/graphs_dsa.py);
+    # 300 of 300 random cases were equal when this was built
+    model, fmt, ctx = random_graph_case(seed, DSA_KINDS)
+    printed = run_graph_case(model, fmt, ctx, str(tmp_path / "model.gguf"))
+    compute = _kvmem_compute(model, ctx)
+    assert compute.exact
+    assert buffer_mib(compute.bytes) == printed["CPU compute"]
+    assert f"{compute.bytes / 1048576.0:.4f}" == printed["CPU compute 4dp"]
+
+
 @pytest.mark.parametrize("preset, fmt", [("deepseek-v3", "q4_k_m"), ("gpt-oss-120b", "mxfp4_moe"),
-                                         ("deepseek-v2-lite", "q4_k_m")])
+                                         ("deepseek-v2-lite", "q4_k_m"), ("deepseek-v3.2", "q4_k_m"),
+                                         ("glm-5.2", "q4_k_m")])
 def test_presets_full_shapes_prompt_graph_equals_llamacpp(preset, fmt, tmp_path):
     # the presets' own shapes, every layer (sparse GGUFs of hundreds of GB, never read): loaded with no_alloc,
     # llama.cpp prints the prompt graph's reserve (kvmem.oracles.llamacpp_presets), the larger graph here

@@ -97,6 +97,7 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
+from .graphs_dsa import DSA, dsa_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
@@ -127,6 +128,8 @@ def graph_shape(model) -> GraphShape | None:
     """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
         return mla_oss_shape(model)
+    if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer): graphs_dsa
+        return dsa_shape(model)
     arch = FAMILIES.get(model.model_type)
     layers = model.layers
     kinds = ("full", "sliding") if arch in ISWA + NO_WINDOW else ("full",)

@@ -1,11 +1,12 @@
 """The graph llama.cpp builds for a GraphShape, by its architecture: the one entry compute.py and scheduled.py
 call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: graphs_gemma_phi3; deepseek2
-and gpt-oss: graphs_mla_oss)."""
+and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa)."""
 
 from __future__ import annotations
 
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, build
+from .graphs_dsa import build_dsa
 from .graphs_gemma_phi3 import build_gemma_phi3
 from .graphs_mla_oss import build_mla_oss
 
@@ -16,6 +17,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
     """The graph of one reserve ``p`` of ``shape``'s architecture."""
     if shape.arch in ("deepseek2", "gpt-oss"):
         return build_mla_oss(shape, p)
+    if shape.arch in ("glm-dsa", "deepseek32"):
+        return build_dsa(shape, p)
     if shape.arch in ("gemma2", "gemma3", "phi3"):
         return build_gemma_phi3(shape, p)
     return build(shape, p)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
 
-__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn", "token_inputs", "embeddings", "linear"]
+__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn", "token_inputs", "embeddings", "linear",
+           "rot_size"]
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -51,6 +52,11 @@ class GraphShape:
     scale_w: bool = False       # expert_weights_scale other than 0 and 1: a SCALE node
     n_group: int = 0            # expert_group_count (> 1: group-limited routing)
     n_group_used: int = 0       # expert_group_used_count
+    # glm-dsa / deepseek32 (DeepSeek sparse attention: kvmem.engines.llamacpp.graphs_dsa)
+    n_indexer_head: int = 0     # attention.indexer.head_count
+    indexer_head: int = 0       # attention.indexer.key_length (the indexer cache's row)
+    indexer_top_k: int = 0      # attention.indexer.top_k
+    indexer_full: tuple = ()    # per layer: a "full" indexer layer (else it reuses the previous full layer's top-k)
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ def _hadamard(g: Graph, cur, rot):
     return g.reshape(g.mul_mat(rot, res), *cur.ne)
 
 
-def _rot_size(head_dim: int) -> int:
+def rot_size(head_dim: int) -> int:
     """llama_kv_cache::build_input_k_rot: the largest power of two (>= 64) dividing the head size."""
     nrot = 64
     while True:
@@ -161,7 +167,7 @@ def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     mask = g.input("f16" if p.fa and not p.mask_f32 else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
     if p.fa and p.mask_f32:
         mask = g.cast(mask, "f16")
-    k_rot = g.input("f32", _rot_size(hd), _rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
+    k_rot = g.input("f32", rot_size(hd), rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
     v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
     return k_idxs, v_idxs, mask, k_rot, v_rot
 

@@ -43,7 +43,7 @@ from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, token_inputs
 
-__all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_oss_shape"]
+__all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "mla_fields", "rms_norm", "dense_ffn"]
 
 # kvmem model_type -> the llama.cpp architecture whose graph this module transcribes (arch_tensors.ARCHS)
 MLA_OSS = {"deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2", "gpt_oss": "gpt-oss"}
@@ -54,12 +54,12 @@ def build_mla_oss(s: GraphShape, p: Pass) -> Graph:
     return _deepseek2(s, p) if s.arch == "deepseek2" else _gpt_oss(s, p)
 
 
-def _norm(g: Graph, x, width: int, name: str):
+def rms_norm(g: Graph, x, width: int, name: str):
     """build_norm, LLM_NORM_RMS: ggml_rms_norm, then ggml_mul by the weight."""
     return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width, name=name))
 
 
-def _ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = ""):
+def dense_ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = ""):
     """build_ffn, LLM_FFN_SILU / LLM_FFN_PAR: up, gate, ggml_swiglu_split, down."""
     up = g.mul_mat(g.weight(n_embd, n_ff, name="ffn_up" + suffix), cur)
     gate = g.mul_mat(g.weight(n_embd, n_ff, name="ffn_gate" + suffix), cur)
@@ -140,10 +140,10 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
     for il in range(s.n_layer):
         g.layer = il
         inp_sa = inp_l
-        cur = _norm(g, inp_l, e, "attn_norm")
+        cur = rms_norm(g, inp_l, e, "attn_norm")
         if s.q_lora:
             q = g.mul_mat(g.weight(e, s.q_lora, name="attn_q_a"), cur)
-            q = _norm(g, q, s.q_lora, "attn_q_a_norm")
+            q = rms_norm(g, q, s.q_lora, "attn_q_a_norm")
             q = g.mul_mat(g.weight(s.q_lora, n_head * hk, name="attn_q_b"), q)
         else:
             q = g.mul_mat(g.weight(e, n_head * hk, name="attn_q"), cur)
@@ -152,7 +152,7 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         kv_cmpr = g.view(kv_pe, (kv_lora, n_tokens), (f32, f32 * n_k))
         k_pe = g.view(kv_pe, (rope, 1, n_tokens), (f32, f32 * n_k, f32 * n_k))
         k_pe = g.dup("ROPE", k_pe, pos)
-        kv_cmpr = _norm(g, kv_cmpr, kv_lora, "attn_kv_a_norm")
+        kv_cmpr = rms_norm(g, kv_cmpr, kv_lora, "attn_kv_a_norm")
         q_nope = g.view(q, (nope, n_head, n_tokens), q.nb[:3])
         q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
         q_nope = g.permute(q_nope, 0, 2, 1, 3)
@@ -169,46 +169,55 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         g.expand(g.set_rows(dst, g.view(k_cur, (n_k, n_tokens), (k_cur.nb[0], k_cur.nb[2])), k_idxs))
         k = g.view(cache, (n_k, 1, p.n_kv, ns), (size, row(n_k), row(n_k), row(n_k * p.n_kv)))
         v = g.view(k, (kv_lora, 1, p.n_kv, ns), k.nb[:4])
-        # build_attn_mha with v_mla
-        per = n_tokens // ns
-        qv = g.view(q_cur, (q_cur.ne[0], n_head, per, ns), (q_cur.nb[0], q_cur.nb[1], q_cur.nb[2], q_cur.nb[2] * per))
-        qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3), g.permute(v, 0, 2, 1, 3)
-        wv_b = g.weight(kv_lora, vd, n_head, name="attn_v_b")
-        if p.fa:
-            if kp.type == "f32":
-                kp = g.cast(kp, "f16")
-            if vp.type == "f32":
-                vp = g.cast(vp, "f16")
-            cur = g.flash_attn_ext(qp, kp, vp, mask)
-            cur = g.mul_mat(wv_b, g.permute(cur, 0, 2, 1, 3))
-            cur = g.cont(g.permute(cur, 0, 2, 1, 3))
-            cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-        else:
-            kq = g.dup("SOFT_MAX", g.mul_mat(kp, qp), mask)
-            vt = g.cont(g.transpose(vp))
-            kqv = g.mul_mat(wv_b, g.mul_mat(vt, kq))
-            cur = g.permute(kqv, 0, 2, 1, 3)
-            cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-        g.expand(cur)
+        cur = mla_mha(g, s, p, q_cur, k, v, mask)
         cur = g.mul_mat(g.weight(n_head * vd, e, name="attn_output"), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_sa = g.get_rows(inp_sa, out_ids)
         ffn_inp = g.dup("ADD", cur, inp_sa)
-        cur = _norm(g, ffn_inp, e, "ffn_norm")
+        cur = rms_norm(g, ffn_inp, e, "ffn_norm")
         if il < s.n_dense_lead:
-            cur = _ffn(g, cur, e, s.n_ff)
+            cur = dense_ffn(g, cur, e, s.n_ff)
         else:
             moe = moe_ffn(g, cur, s)
-            cur = g.dup("ADD", moe, _ffn(g, cur, e, s.n_ff_shexp, "_shexp"))
+            cur = g.dup("ADD", moe, dense_ffn(g, cur, e, s.n_ff_shexp, "_shexp"))
         inp_l = g.dup("ADD", cur, ffn_inp)
     g.layer = s.n_layer
-    norm = _norm(g, inp_l, e, "output_norm")
+    norm = rms_norm(g, inp_l, e, "output_norm")
     logits = g.mul_mat(g.weight(e, s.n_vocab, name="output"), norm)
     norm.flags |= OUTPUT        # result_norm (also t_h_nextn)
     logits.flags |= OUTPUT
     g.expand(logits)
     return g
+
+
+def mla_mha(g: Graph, s: GraphShape, p: Pass, q_cur, k, v, mask):
+    """build_attn_mha with v_mla = attn_v_b (src/llama-graph.cpp#L2616-L2755): Q split into the streams,
+    Q, K, V permuted; flash attention (K, V cast to f16 where f32), the output permuted, multiplied by
+    attn_v_b, permuted back and made contiguous; or KQ, its masked softmax, V copied transposed, KQV, attn_v_b,
+    the streams recombined. The result expanded."""
+    n_head, n_tokens, ns, kv_lora, vd = s.n_head, p.n_tokens, p.n_stream, s.kv_lora, s.v_head_dim
+    per = n_tokens // ns
+    qv = g.view(q_cur, (q_cur.ne[0], n_head, per, ns), (q_cur.nb[0], q_cur.nb[1], q_cur.nb[2], q_cur.nb[2] * per))
+    qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3), g.permute(v, 0, 2, 1, 3)
+    wv_b = g.weight(kv_lora, vd, n_head, name="attn_v_b")
+    if p.fa:
+        if kp.type == "f32":
+            kp = g.cast(kp, "f16")
+        if vp.type == "f32":
+            vp = g.cast(vp, "f16")
+        cur = g.flash_attn_ext(qp, kp, vp, mask)
+        cur = g.mul_mat(wv_b, g.permute(cur, 0, 2, 1, 3))
+        cur = g.cont(g.permute(cur, 0, 2, 1, 3))
+        cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+    else:
+        kq = g.dup("SOFT_MAX", g.mul_mat(kp, qp), mask)
+        vt = g.cont(g.transpose(vp))
+        kqv = g.mul_mat(wv_b, g.mul_mat(vt, kq))
+        cur = g.permute(kqv, 0, 2, 1, 3)
+        cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+    g.expand(cur)
+    return cur
 
 
 def _gpt_oss(s: GraphShape, p: Pass) -> Graph:
@@ -222,7 +231,7 @@ def _gpt_oss(s: GraphShape, p: Pass) -> Graph:
     for il in range(s.n_layer):
         g.layer = il
         inp_sa = inp_l
-        cur = _norm(g, inp_l, e, "attn_norm")
+        cur = rms_norm(g, inp_l, e, "attn_norm")
         widths = ((n_head * hd, "attn_q"), (n_head_kv * hd, "attn_k"), (n_head_kv * hd, "attn_v"))
         q, k, v = (linear(g, cur, width, True, name) for width, name in widths)
         q = g.dup("ROPE", g.reshape(q, hd, n_head, n_tokens), pos)
@@ -234,11 +243,11 @@ def _gpt_oss(s: GraphShape, p: Pass) -> Graph:
         cur = g.mul_mat(g.weight(n_head * hd, e, name="attn_output"), cur)
         cur = g.dup("ADD", cur, g.weight(e, name="attn_output.bias"))
         ffn_inp = g.dup("ADD", cur, inp_sa)
-        cur = moe_ffn(g, _norm(g, ffn_inp, e, "post_attention_norm"), s, biases=True)
+        cur = moe_ffn(g, rms_norm(g, ffn_inp, e, "post_attention_norm"), s, biases=True)
         inp_l = g.dup("ADD", cur, ffn_inp)
     g.layer = s.n_layer
     inp_l.flags |= OUTPUT       # t_h_nextn: the last layer's output, every row
-    norm = _norm(g, g.get_rows(inp_l, out_ids), e, "output_norm")
+    norm = rms_norm(g, g.get_rows(inp_l, out_ids), e, "output_norm")
     logits = g.mul_mat(g.weight(e, s.n_vocab, name="output"), norm)
     norm.flags |= OUTPUT
     logits.flags |= OUTPUT
@@ -267,6 +276,14 @@ def mla_oss_shape(model) -> GraphShape | None:
             return None
         return GraphShape(**common, n_head_kv=first.kv_heads, head_dim=first.head_dim_k, n_ff=0, qkv_bias=True,
                           swa=swa, gating="softmax_weight")
+    fields = mla_fields(model)
+    return None if fields is None else GraphShape(**common, **fields)
+
+
+def mla_fields(model) -> dict | None:
+    """The MLA and routing widths of a deepseek2-like ``model`` (deepseek2, glm-dsa, deepseek32), or None
+    where llama.cpp builds another graph or none."""
+    moe = model.facts.moe
     if field(model, "llama_4_scaling") or field(model, "attn_temperature_len"):
         return None     # deepseek2.cpp L477-L480: the temperature scale's input and MUL, not transcribed
     rope, nope = field(model, "qk_rope_head_dim"), field(model, "qk_nope_head_dim")
@@ -278,10 +295,10 @@ def mla_oss_shape(model) -> GraphShape | None:
         return None     # llama-model.cpp#L1365-L1370 asserts these: llama.cpp builds no graph for them
     scale = field(model, "routed_scaling_factor")
     sigmoid = field(model, "scoring_func") == "sigmoid"     # e_score_correction_bias -> exp_probs_b (arch_tensors)
-    return GraphShape(**common, n_head_kv=1, head_dim=nope + rope, n_ff=field(model, "intermediate_size", 0),
-                      q_lora=field(model, "q_lora_rank") or 0, kv_lora=kv_lora, rope_dim=rope, v_head_dim=v_dim,
-                      n_dense_lead=field(model, "first_k_dense_replace", 0),
-                      n_ff_shexp=moe.intermediate_size * field(model, "n_shared_experts", 1),
-                      gating="sigmoid" if sigmoid else "softmax", probs_bias=sigmoid,
-                      norm_w=bool(field(model, "norm_topk_prob")), scale_w=scale not in (None, 0, 1),
-                      n_group=groups, n_group_used=used)
+    return dict(n_head_kv=1, head_dim=nope + rope, n_ff=field(model, "intermediate_size", 0),
+                q_lora=field(model, "q_lora_rank") or 0, kv_lora=kv_lora, rope_dim=rope, v_head_dim=v_dim,
+                n_dense_lead=field(model, "first_k_dense_replace", 0),
+                n_ff_shexp=moe.intermediate_size * field(model, "n_shared_experts", 1),
+                gating="sigmoid" if sigmoid else "softmax", probs_bias=sigmoid,
+                norm_w=bool(field(model, "norm_topk_prob")), scale_w=scale not in (None, 0, 1),
+                n_group=groups, n_group_used=used)

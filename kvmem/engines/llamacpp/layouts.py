@@ -9,8 +9,8 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               equal to the printed "CPU compute buffer size" for llama / mistral / mixtral /
               qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3 / phi3 (200 random GGUFs in
               tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells)
-              and deepseek_v2 / deepseek_v3 / kimi_k2 (MLA) / gpt_oss (graphs_mla_oss;
-              tests/oracles/test_llamacpp_graphs_oracle.py);
+              and deepseek_v2 / deepseek_v3 / kimi_k2 (MLA) / gpt_oss (graphs_mla_oss) / glm_moe_dsa /
+              deepseek_v32 (MLA + lightning indexer: graphs_dsa; tests/oracles/test_llamacpp_graphs_oracle.py);
               other families and older builds get the estimate, marked in ``compute_exact``.
               GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
               experts moved by -ot / --n-cpu-moe; gemma2 / gemma3 / gpt-oss with their SWA cells;
@@ -182,6 +182,15 @@ def _graph_matches_cache(model, plan) -> bool:
     return shape is None or shape.arch != "deepseek2" or plan.mla == "latent"
 
 
+def _cuda_runs_indexer(shape, type_k: str) -> bool:
+    """Whether CUDA takes glm-dsa / deepseek32's fused lightning indexer (graphs_dsa), so that ggml_sched keeps it
+    on its layer's GPU: a 128-wide head, 32 or 64 heads, K cached as f32, bf16, f16, q8_0, q5_1, q5_0, q4_1 or
+    q4_0 (llama.cpp@0c1e57098 ggml/src/ggml-cuda/lightning-indexer.cu#L536-L587; the top-k is CUDA's with CUB,
+    CUDART >= 11.7: ggml-cuda/common.cuh#L114-L115, ggml-cuda.cu#L5562-L5567)."""
+    return shape.indexer_head == 128 and shape.n_indexer_head in (32, 64) and type_k in (
+        "f32", "bf16", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
+
+
 def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
     (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
@@ -200,6 +209,8 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
         return None
     if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959) or not _graph_matches_cache(model, plan):
         return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
+    if shape.indexer_full and not _cuda_runs_indexer(shape, type_k):
+        return None     # the host runs the lightning indexer there: its copies are not modelled
     host_gpu = len(p.gpus)
 
     def index(device):

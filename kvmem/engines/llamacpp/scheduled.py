@@ -52,7 +52,7 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     weights gpu_graph_bytes can place (rope_freqs is not in the graph: ROPE's frequencies are read where
     ROPE runs)."""
     n = min(shape.n_layer, shape.n_dense_lead + 1)     # a dense layer and a MoE one (deepseek2's leading dense)
-    few = replace(shape, n_layer=n, swa=shape.swa[:n])
+    few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n])
     graph = build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16"))
     weights = [t for t in graph.leafs if t.external and not t.kv]
     return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
@@ -68,6 +68,11 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     repeat after a few equal layers with a period of 1 or 3 layers (what was seen), and the buffers do
     not change: test_reduced_layers_keep_every_buffer checks it against the whole graph."""
     n = shape.n_layer
+    if shape.indexer_full:
+        # glm-dsa / deepseek32: each layer's zero rows for the top-k mask are a leaf of the compute buffer
+        # (graphs_dsa._sparse_mask), and ggml-alloc allocates every leaf before the first node: the buffers
+        # grow with the layers, so no run is cut (cut, 16 of 16 random GPU layouts of GLM-5 / DeepSeek-V3.2 differed)
+        return shape, layer_gpu, weights
     per_layer = {}
     for (il, name), where in weights:
         per_layer.setdefault(il, []).append((name, where))
