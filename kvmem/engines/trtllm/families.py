@@ -149,7 +149,8 @@ FAMILIES = CheckedFamilies(frozenset({
     # (models.check_kimi)
     "kimi_linear",
     # Gemma4ForCausalLM -> modeling_gemma4, Gemma4ForConditionalGeneration -> modeling_gemma4mm (#L55-L57; the wrapper
-    # @ 001a6a01 builds Gemma4ForCausalLM on text_config and post_config hands that config to the engine): a hybrid
+    # builds Gemma4ForCausalLM on text_config and post_config hands that config to the engine:
+    # trtllm@001a6a01 tensorrt_llm/_torch/models/modeling_gemma4mm.py#L552-L580, #L658-L659, #L707): a hybrid
     # config (global_head_dim != head_dim) takes KVCacheManagerV2 with per-layer heads / head_dim, the sliding layers
     # windowed by default, KV-shared layers keeping their own buffers (models.gemma4_layout); capacity refused.
     # Gemma4UnifiedForConditionalGeneration -> modeling_gemma4_unified (REGISTRY): the same Gemma4ForCausalLM on

@@ -156,9 +156,9 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
     sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
     takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
-    multimodal wrappers hand the engine their text_config (modeling_gemma4mm.py @ 001a6a01, and
-    trtllm@1c0067ee tensorrt_llm/_torch/models/modeling_gemma4_unified.py#L274-L275: Gemma4ForCausalLM on
-    text_config, then post_config, #L313-L315).
+    multimodal wrappers hand the engine their text_config: Gemma4ForCausalLM on text_config, then post_config
+    (trtllm@001a6a01 tensorrt_llm/_torch/models/modeling_gemma4mm.py#L658-L659, #L707;
+    trtllm@1c0067ee tensorrt_llm/_torch/models/modeling_gemma4_unified.py#L274-L275, #L313-L315).
     """
     config = gemma4_text_config(model)
     kv_heads, head_dim = config.get("num_key_value_heads"), config.get("head_dim")
