@@ -46,7 +46,7 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["TypeResult", "TransformersReport", "decoder_types", "shrink", "vary", "judge", "validate",
            "OUTCOMES", "PROMPT", "STEPS", "BATCH", "WINDOW", "leave_out", "absent_fields", "overridden_fields",
@@ -124,9 +124,15 @@ class TransformersReport:
     random_cases: int
     results: tuple[TypeResult, ...]
     notes: tuple[str, ...] = field(default=())
+    # each field a file may leave out, set to null or have overridden (absent_fields, overridden_fields):
+    # kvmem's reading of the file against its reading of the config transformers' class makes of it
+    fields: tuple["AbsentResult", ...] = field(default=())
 
     def counts(self) -> dict:
         return {outcome: sum(r.outcome == outcome for r in self.results) for outcome in OUTCOMES}
+
+    def field_counts(self) -> dict:
+        return {outcome: sum(r.outcome == outcome for r in self.fields) for outcome in ("same", "refused", "wrong")}
 
     @property
     def wrong(self) -> tuple[TypeResult, ...]:
@@ -134,12 +140,15 @@ class TransformersReport:
 
     @property
     def passed(self) -> bool:
-        return not self.wrong
+        return not self.wrong and not any(r.outcome == "wrong" for r in self.fields)
 
     def to_dict(self) -> dict:
         return {"engine": "transformers", "version": self.version, "seed": self.seed,
                 "random_cases": self.random_cases, "counts": self.counts(), "passed": self.passed,
-                "results": [r.to_dict() for r in self.results], "notes": list(self.notes)}
+                "results": [r.to_dict() for r in self.results], "notes": list(self.notes),
+                "field_counts": self.field_counts(),
+                "fields": [{"model_type": r.model_type, "field": r.field, "outcome": r.outcome}
+                           for r in self.fields if r.outcome != "same"]}
 
     def lines(self) -> list[str]:
         counts = self.counts()
@@ -152,6 +161,12 @@ class TransformersReport:
             label = r.outcome.upper()
             numbers = f": kvmem {r.predicted!r}, measured {r.measured!r}" if r.outcome == "wrong" else ""
             out.append(f"{label} {r.case or r.model_type}{numbers}" + (f" ({r.message})" if r.message else ""))
+        if self.fields:
+            counts = self.field_counts()
+            out.append(f"fields left out (name), set to null (name=null) or overridden by the config class "
+                       f"(name=value): {len(self.fields)} cases: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+            out.extend(f"{r.outcome.upper()} {r.model_type} {r.field}: kvmem {r.absent!r}, "
+                       f"the class's config {r.filled!r}" for r in self.fields if r.outcome != "same")
         out.extend(f"note: {note}" for note in self.notes)
         return out
 
@@ -1085,8 +1100,10 @@ def random_jobs(results, cases: int, seed: int) -> list:
 
 
 def validate(*, types=None, cases: int = 0, seed: int = 0, workers: int | None = None,
-             limit: float = TIME_LIMIT, progress=None) -> TransformersReport:
-    """Every decoder type (or ``types``) and ``cases`` seeded variations: a TransformersReport."""
+             limit: float = TIME_LIMIT, progress=None, fields: bool = True) -> TransformersReport:
+    """Every decoder type (or ``types``) and ``cases`` seeded variations: a TransformersReport; with
+    ``fields``, also every field of those families left out, set to null and overridden in turn
+    (absent_fields, overridden_fields: no model built, about 45 s for every family)."""
     known = decoder_types()
     chosen = known if types is None else [t.strip() for t in types if t.strip()]
     unknown = [t for t in chosen if t not in known]
@@ -1096,8 +1113,13 @@ def validate(*, types=None, cases: int = 0, seed: int = 0, workers: int | None =
     results = _run_all([(t, None, "") for t in chosen], workers=workers, limit=limit, progress=progress)
     if cases:
         results += _run_all(random_jobs(results, cases, seed), workers=workers, limit=limit, progress=progress)
+    swept = ()
+    if fields:
+        families = None if types is None else chosen
+        nulls = [replace(r, field=f"{r.field}=null") for r in absent_fields(families, as_null=True)]
+        swept = (*absent_fields(families), *nulls, *overridden_fields(families))
     return TransformersReport(version=version(), seed=seed, random_cases=cases, results=tuple(results),
-                              notes=NOTES)
+                              notes=NOTES, fields=tuple(swept))
 
 
 NOTES = (f"each type: its default config shrunk (vocab {VOCAB}, FFN {FFN}, experts {EXPERTS}, windows and "

@@ -111,3 +111,13 @@ def test_no_family_reads_a_field_its_config_class_overrides():
     # what the sweep does meet: MLA classes set head_dim = qk_rope_head_dim whatever the file says, and kvmem's
     # MLA layers cache the latent, not head_dim-wide heads
     assert {("deepseek_v2", "head_dim=128"), ("hy_v4", "head_dim=128")} <= {(r.model_type, r.field) for r in results}
+
+
+def test_validate_reports_the_field_sweeps():
+    # kvmem validate --engine transformers: the field sweeps beside the caches; olmo3's own layer pattern
+    # (full where (i+1) % 4 == 0) is read from its class whether layer_types is left out or null
+    report = oracle.validate(types=["olmo3"])
+    counts = report.field_counts()
+    assert counts["wrong"] == 0 and counts["same"] == len(report.fields) > 0, counts
+    assert {"layer_types", "layer_types=null"} <= {r.field for r in report.fields}
+    assert report.passed and any(line.startswith("fields left out (name)") for line in report.lines())
