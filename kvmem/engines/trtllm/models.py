@@ -150,9 +150,10 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     is_gemma4_hybrid branch: per layer of
     layer_types a sliding layer takes num_key_value_heads x head_dim, a full layer global_head_dim with
     num_global_key_value_heads when attention_k_eq_v (else num_key_value_heads); K and V both cached (kv_factor 2:
-    modeling_gemma4.py @ 00e7d103 Gemma4Attention duplicates k_proj into v_proj for K=V layers). Every one of
-    num_hidden_layers gets its buffers, the KV-shared ones included ("No layer_mask exclusion needed": they read
-    their source layer's slot through cache_layer_idx and leave their own unused). With max_attention_window unset,
+    Gemma4Attention duplicates k_proj into v_proj for K=V layers,
+    trtllm@00e7d103 tensorrt_llm/_torch/models/modeling_gemma4.py#L303-L305; its per-layer heads #L143-L158).
+    Every one of num_hidden_layers gets its buffers, the KV-shared ones included ("No layer_mask exclusion
+    needed": they read their source layer's slot through cache_layer_idx, #L276-L279, and leave their own unused). With max_attention_window unset,
     the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
     sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
     takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
