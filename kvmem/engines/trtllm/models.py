@@ -147,18 +147,17 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     """Gemma 4 under TensorRT-LLM: (kv_heads, head_dim, window) of every layer's own cache, window 0 = whole.
 
     trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L2170-L2213 _create_kv_cache_manager, its
-    is_gemma4_hybrid branch: per layer of
-    layer_types a sliding layer takes num_key_value_heads x head_dim, a full layer global_head_dim with
-    num_global_key_value_heads when attention_k_eq_v (else num_key_value_heads); K and V both cached (kv_factor 2:
-    Gemma4Attention duplicates k_proj into v_proj for K=V layers,
-    trtllm@00e7d103 tensorrt_llm/_torch/models/modeling_gemma4.py#L303-L305; its per-layer heads #L143-L158).
-    Every one of num_hidden_layers gets its buffers, the KV-shared ones included ("No layer_mask exclusion
-    needed": they read their source layer's slot through cache_layer_idx, #L276-L279, and leave their own unused). With max_attention_window unset,
-    the same branch sets it to sliding_window on sliding layers and max_seq_len on full ones, so V2 keeps a
-    sliding layer's window only. Only a hybrid config (global_head_dim != head_dim, config_utils.is_gemma4_hybrid)
-    takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused by check_gemma4. The
-    multimodal wrappers hand the engine their text_config: Gemma4ForCausalLM on text_config, then post_config
-    (trtllm@001a6a01 tensorrt_llm/_torch/models/modeling_gemma4mm.py#L658-L659, #L707;
+    is_gemma4_hybrid branch: per layer of layer_types a sliding layer takes num_key_value_heads x head_dim, a full
+    layer global_head_dim with num_global_key_value_heads when attention_k_eq_v (else num_key_value_heads); K and V
+    both cached (kv_factor 2: Gemma4Attention duplicates k_proj into v_proj for K=V layers,
+    trtllm@00e7d103 tensorrt_llm/_torch/models/modeling_gemma4.py#L303-L305; its per-layer heads #L143-L158). Every
+    one of num_hidden_layers gets its buffers, the KV-shared ones included ("No layer_mask exclusion needed": they read
+    their source layer's slot through cache_layer_idx, #L276-L279, and leave their own unused). With
+    max_attention_window unset, the same branch sets it to sliding_window on sliding layers and max_seq_len on full
+    ones, so V2 keeps a sliding layer's window only. Only a hybrid config (global_head_dim != head_dim,
+    config_utils.is_gemma4_hybrid) takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused
+    by check_gemma4. The multimodal wrappers hand the engine their text_config: Gemma4ForCausalLM on text_config,
+    then post_config (trtllm@001a6a01 tensorrt_llm/_torch/models/modeling_gemma4mm.py#L658-L659, #L707;
     trtllm@1c0067ee tensorrt_llm/_torch/models/modeling_gemma4_unified.py#L274-L275, #L313-L315).
     """
     config = gemma4_text_config(model)
