@@ -502,9 +502,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L1236-L1288 configure_kv_cache_capacity: V2 gets the
         # budget as max_gpu_total_bytes only;
         # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...);
-        # runtime/kv_cache_manager_v2/_storage_manager.py @ 00f6bd61 StorageManager splits the quota between pool
-        # groups (one per window life cycle) by a ratio from typical_step (else a 2,049-token request), rounds pools
-        # to 2-32 MiB granules, and resizes the groups while serving (shrink_pool_group)
+        # trtllm@00f6bd61 tensorrt_llm/runtime/kv_cache_manager_v2/_storage_manager.py#L206-L276 StorageManager splits
+        # the quota between pool groups (one per window life cycle) by a ratio from the typical batch, else one
+        # 2,049-token request (#L243-L259), rounds pools to 2-32 MiB granules (#L116-L127), and resizes the groups
+        # while serving (shrink_pool_group)
         raise ValueError("capacity: TensorRT-LLM hands Gemma 4's KV budget to KVCacheManagerV2 as one byte quota that "
                          "its runtime splits between the sliding and full pool groups and resizes while serving "
                          "(runtime/kv_cache_manager_v2/_storage_manager.py StorageManager); kvmem sizes what a "
