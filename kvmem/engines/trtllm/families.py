@@ -80,11 +80,13 @@ _ENCODER = ("TensorRT-LLM's PyTorch backend has no decoder (is_decoder) architec
 _NO_CONFIG = {
     # tensorrt_llm/_torch/pyexecutor/config_utils.py (code-index id 55178335940) load_pretrained_config: a
     # model_type outside its _CONFIG_REGISTRY goes to transformers.AutoConfig.from_pretrained; configs/__init__.py
-    # @ 00b6d5a2 adds deepseek_v4 (DeepseekV4Config) to CONFIG_MAPPING, not deepseek_ref
+    # adds deepseek_v4 (DeepseekV4Config) to CONFIG_MAPPING, not deepseek_ref
+    # (trtllm@00b6d5a2 tensorrt_llm/_torch/configs/__init__.py#L49-L77, deepseek_v4 #L56)
     "deepseek_ref": ("TensorRT-LLM's PyTorch backend cannot load this config: load_pretrained_config "
                      "(tensorrt_llm/_torch/pyexecutor/config_utils.py) hands model_type 'deepseek_ref' to "
                      "transformers' AutoConfig, and neither transformers nor TensorRT-LLM registers a config class "
-                     "for it (tensorrt_llm/_torch/configs/__init__.py @ 00b6d5a2 registers deepseek_v4 only) and the "
+                     "for it (trtllm@00b6d5a2 tensorrt_llm/_torch/configs/__init__.py#L49-L77 registers deepseek_v4, "
+                     "not deepseek_ref) and the "
                      "file has no auto_map; DeepseekV4ForCausalLM ({registry}) loads model_type deepseek_v4"),
 }
 
