@@ -501,7 +501,10 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     if model.model_type in V2_FAMILIES:
         # trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L1236-L1288 configure_kv_cache_capacity: V2 gets the
         # budget as max_gpu_total_bytes only;
-        # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...);
+        # KVCacheManagerV2.__init__ makes it GpuCacheTierConfig(quota=...), the quota max_tokens' bytes or
+        # max_gpu_total_bytes, the smaller
+        # (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L1619-L1644; the class later moved to
+        # pyexecutor/kv_cache_manager_v2.py);
         # trtllm@00f6bd61 tensorrt_llm/runtime/kv_cache_manager_v2/_storage_manager.py#L206-L276 StorageManager splits
         # the quota between pool groups (one per window life cycle) by a ratio from the typical batch, else one
         # 2,049-token request (#L243-L259), rounds pools to 2-32 MiB granules (#L116-L127), and resizes the groups

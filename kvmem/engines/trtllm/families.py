@@ -117,8 +117,8 @@ FAMILIES = CheckedFamilies(frozenset({
     # num_key_value_heads on every layer, window config.sliding_window on layer_types' sliding layers, through the
     # kernel only
     "exaone_moe",
-    # Step3p5ForCausalLM -> modeling_step3p7, Step3p7ForConditionalGeneration -> modeling_step3p7vl (#L114-L115; files @
-    # 0c37d5ba, code-index id 56214812567): Step3p7Attention takes num_key_value_heads (else num_attention_groups;
+    # Step3p5ForCausalLM -> modeling_step3p7, Step3p7ForConditionalGeneration -> modeling_step3p7vl (#L114-L115; the
+    # wrapper read at code-index id 56214812567): Step3p7Attention takes num_key_value_heads (else num_attention_groups;
     # trtllm@0c37d5ba tensorrt_llm/_torch/models/modeling_step3p7.py#L240-L247 _layer_kv_heads) x head_dim on every
     # layer, the window goes to the kernel only; the wrapper mirrors num_attention_groups up as the config's
     # num_key_value_heads, the one count KVCacheManager gives every layer (_util.py, code-index id 54555926407:
