@@ -152,7 +152,8 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
     both cached (kv_factor 2: Gemma4Attention duplicates k_proj into v_proj for K=V layers,
     trtllm@00e7d103 tensorrt_llm/_torch/models/modeling_gemma4.py#L303-L305; its per-layer heads #L143-L158). Every
     one of num_hidden_layers gets its buffers, the KV-shared ones included ("No layer_mask exclusion needed": they read
-    their source layer's slot through cache_layer_idx, #L276-L279, and leave their own unused). With
+    their source layer's slot through cache_layer_idx, #L276-L279, the last non-shared layer of their type,
+    #L535-L549, and leave their own unused). With
     max_attention_window unset, the same branch sets it to sliding_window on sliding layers and max_seq_len on full
     ones, so V2 keeps a sliding layer's window only. Only a hybrid config (global_head_dim != head_dim,
     config_utils.is_gemma4_hybrid) takes V2 (_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); another is refused
@@ -204,7 +205,8 @@ def v2_window_blocks(tokens: int, window: int, tokens_per_block: int) -> int:
 def check_v2(k_dtype_name: str, pp: int) -> None:
     """Options TensorRT-LLM refuses for Gemma 4, or that kvmem has not checked against KVCacheManagerV2."""
     if pp > 1:
-        # modeling_gemma4.py @ 00e7d103 Gemma4ForCausalLM.__init__: assert mapping.pp_size == 1
+        # trtllm@00e7d103 tensorrt_llm/_torch/models/modeling_gemma4.py#L921-L926 Gemma4ForCausalLM.__init__:
+        # assert mapping.pp_size == 1
         raise ValueError("pp > 1: TensorRT-LLM's Gemma4ForCausalLM asserts pp_size == 1 (\"Gemma4 does not support "
                          "pipeline parallelism\", modeling_gemma4.py)")
     if k_dtype_name == "nvfp4":
