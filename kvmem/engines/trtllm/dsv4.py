@@ -5,8 +5,11 @@ the sparse attention config (algorithm "deepseek_v4") selects (attention_backend
 code-index id 56790227917, get_sparse_attn_kv_cache_manager). Read at (no release tag ties them together;
 docs/research/families_trtllm.md):
 
-  CM  tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py @ 015279e0 (the buffer sizes
-      agree with @ 10ce7685, which gives every attention type a manager layer of its own)
+  CM  trtllm@015279e0 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L126-L341
+      (DeepseekV4CacheManager: __init__'s asserts #L159-L175, rows a block #L196, get_buffers #L271-L324,
+      _get_window_size #L326-L341; the per-token sums #L68-L111; _build_cache_config, _init_indexer_dtype and
+      _get_cache_quota follow) (the buffer sizes agree with @ 10ce7685, which gives every attention type a manager
+      layer of its own)
   DV  tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/deepseek_v4.py @ 03c233a7
   MC  tensorrt_llm/_torch/model_config.py (code-index id 54702305068) ModelConfig.from_pretrained, the
       DeepseekV4ForCausalLM branch: the sparse config built from the checkpoint
@@ -42,6 +45,7 @@ from .models import v2_window_blocks
 __all__ = ["is_dsv4", "check_options", "buffers", "cache_bytes_per_token", "estimate", "refuse_capacity",
            "INDEXER_K_DTYPES", "TOKENS_PER_BLOCK"]
 
+# trtllm@015279e0 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L172-L175
 TOKENS_PER_BLOCK = (128, 256)   # CM DeepseekV4CacheManager.__init__: assert tokens_per_block in [128, 256]
 RATIOS = (1, 4, 128)            # DV DeepseekV4TrtllmAttentionMetadata.__post_init__ (_supported_ratios); CM
                                 # _build_cache_config raises "Unsupported DeepSeek-V4 compress ratio" for others
