@@ -10,7 +10,9 @@ docs/research/families_trtllm.md):
       _get_window_size #L326-L341; the per-token sums #L68-L111; _build_cache_config, _init_indexer_dtype and
       _get_cache_quota follow) (the buffer sizes agree with @ 10ce7685, which gives every attention type a manager
       layer of its own)
-  DV  tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/deepseek_v4.py @ 03c233a7
+  DV  trtllm@03c233a7 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/deepseek_v4.py#L53-L154
+      (the ratio constants #L53-L54, compress_ratio_has_attention #L79-L97, get_attn_dim #L100-L118,
+      get_token_bytes #L121-L154; the metadata's asserts, window_size == 128 #L198-L202, ratios #L209-L213)
   MC  tensorrt_llm/_torch/model_config.py (code-index id 54702305068) ModelConfig.from_pretrained, the
       DeepseekV4ForCausalLM branch: the sparse config built from the checkpoint
   LA  tensorrt_llm/llmapi/llm_args.py (code-index id 55143598664) DeepSeekV4SparseAttentionConfig
@@ -47,6 +49,8 @@ __all__ = ["is_dsv4", "check_options", "buffers", "cache_bytes_per_token", "esti
 
 # trtllm@015279e0 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L172-L175
 TOKENS_PER_BLOCK = (128, 256)   # CM DeepseekV4CacheManager.__init__: assert tokens_per_block in [128, 256]
+# trtllm@03c233a7 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/deepseek_v4.py#L209-L213 (ratios),
+# #L198-L202 (window), #L53-L54 (the sparse and overlap ratios)
 RATIOS = (1, 4, 128)            # DV DeepseekV4TrtllmAttentionMetadata.__post_init__ (_supported_ratios); CM
                                 # _build_cache_config raises "Unsupported DeepSeek-V4 compress ratio" for others
 WINDOW = 128                    # DV __post_init__: assert window_size == 128 ("Dual-pool sparse MLA requires ...")
