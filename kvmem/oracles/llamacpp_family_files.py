@@ -106,14 +106,57 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
             w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
 
 
-def write_family(model: Model, fmt: str, path: str, *, source: bool) -> list:
+def write_family(model: Model, fmt: str, path: str, *, source: bool, per_head_mla: bool = False) -> list:
+    """``per_head_mla``: a deepseek2 GGUF as converters wrote it before the MLA split (llama.cpp PR #12801): one
+    attn_kv_b [kv_lora_rank, n_head x (nope + v_head_dim)] for attn_k_b and attn_v_b, no key/value_length_mla,
+    key_length nope + rope, value_length v_head_dim, one KV head per head (deepseek2.cpp L114-L120 reads it)."""
     import gguf
     arch = ARCHS.get(model.model_type) or GGUF_ARCH.get(model.model_type, model.model_type)
     tensors = synthesised_tensors(model, fmt)
+    rows = [(t.name, t.shape, _converted(arch, t) if source else t.dtype) for t in tensors]
     w = gguf.GGUFWriter(path, arch)
+    if per_head_mla:
+        w = _PerHead(w, model)
+        n_head, nope, v_dim = model.num_attention_heads, field(model, "qk_nope_head_dim"), field(model, "v_head_dim")
+        out = []
+        for name, shape, dtype in rows:
+            if name.endswith(".attn_v_b.weight"):
+                continue
+            if name.endswith(".attn_k_b.weight"):
+                name, shape = name.replace("attn_k_b", "attn_kv_b"), (field(model, "kv_lora_rank"),
+                                                                      n_head * (nope + v_dim))
+                dtype = "F16" if dtype in ("F32", "BF16") else dtype
+            out.append((name, shape, dtype))
+        rows = out
     write_metadata(w, model, arch, fmt)
-    write_sparse(w, [(t.name, t.shape, _converted(arch, t) if source else t.dtype) for t in tensors])
+    write_sparse(getattr(w, "writer", w), rows)
     return list(tensors)
+
+
+class _PerHead:
+    """A GGUFWriter whose MLA keys are those of a GGUF before the MLA split: per-head K and V lengths, no
+    key/value_length_mla, head_count_kv = head_count."""
+
+    def __init__(self, writer, model: Model):
+        self.writer, self.model = writer, model
+
+    def add_key_length_mla(self, _n):
+        pass
+
+    def add_value_length_mla(self, _n):
+        pass
+
+    def add_key_length(self, _n):
+        self.writer.add_key_length(field(self.model, "qk_nope_head_dim") + field(self.model, "qk_rope_head_dim"))
+
+    def add_value_length(self, _n):
+        self.writer.add_value_length(field(self.model, "v_head_dim"))
+
+    def add_head_count_kv(self, _n):
+        self.writer.add_head_count_kv(self.model.num_attention_heads)
+
+    def __getattr__(self, name):
+        return getattr(self.writer, name)
 
 
 def _converted(arch: str, t) -> str:

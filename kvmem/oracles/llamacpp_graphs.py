@@ -10,7 +10,8 @@ convert_hf_to_gguf would write: kvmem.oracles.llamacpp_family_files), loads it f
 CPU-only build (llama-cpp-python 0.3.36) in a forked child and creates a context of random n_ctx,
 n_ubatch, flash attention, cache type, sequences and unified streams; the printed "CPU compute
 buffer size" (and the four decimals ~llama_context prints) is compared with kvmem's
-llamacpp_compute_buffer(backend="cpu") given the cells kvmem's own KV plan settles on.
+llamacpp_compute_buffer(backend="cpu") given the cells kvmem's own KV plan settles on. The same for glm-dsa /
+deepseek32 (DSA_KINDS, graphs_dsa) and for deepseek2 GGUFs without the MLA split (per_head_case).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..model import Model
 from .llamacpp_buffers import in_child, printed_buffers
 from .llamacpp_family_files import write_family
 
-__all__ = ["random_graph_case", "run_graph_case", "KINDS", "DSA_KINDS"]
+__all__ = ["random_graph_case", "run_graph_case", "per_head_case", "run_per_head_case", "KINDS", "DSA_KINDS"]
 
 KINDS = ("deepseek2", "deepseek2-lite", "gpt-oss")
 DSA_KINDS = ("glm-dsa", "glm-dsa-shared", "deepseek32")     # kvmem.engines.llamacpp.graphs_dsa
@@ -114,4 +115,21 @@ def run_graph_case(model: Model, fmt: str, ctx: dict, path: str) -> dict:
     """llama.cpp's printed buffers (kvmem.oracles.llamacpp_buffers.printed_buffers) for ``model`` laid out as
     ``fmt``."""
     write_family(model, fmt, path, source=False)
+    return in_child(printed_buffers, path, ctx)
+
+
+def per_head_case(seed: int) -> tuple[Model, str, dict]:
+    """A deepseek2 case (random_graph_case over the deepseek2 kinds) for a GGUF without the MLA split
+    (mla="none": per-head K and V, so V may take another type than K: a quantised V with flash attention on odd
+    seeds)."""
+    model, fmt, ctx = random_graph_case(seed, KINDS[:2])
+    if ctx["flash_attn"] and seed % 2:
+        ctx["type_v"] = "q4_0" if ctx["type_k"] != "q4_0" else "f16"
+    return model, fmt, ctx
+
+
+def run_per_head_case(model: Model, fmt: str, ctx: dict, path: str) -> dict:
+    """llama.cpp's printed buffers for ``model`` written as a per-head deepseek2 GGUF (write_family's
+    per_head_mla)."""
+    write_family(model, fmt, path, source=False, per_head_mla=True)
     return in_child(printed_buffers, path, ctx)

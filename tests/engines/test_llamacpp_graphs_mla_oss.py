@@ -139,3 +139,41 @@ def test_gemma_and_phi3_partial_offload_reduced_equals_whole(preset):
     got = scheduled.gpu_graph_bytes(shape, **kw)
     assert got == whole        # (gemma3's 6-layer pattern is longer than the units reduced_layers cuts)
     assert got[0] > 1_000_000  # CUDA0 holds the copy of a host weight
+
+
+# deepseek2 GGUFs without the MLA split (attn_kv_b, per-head K and V: mla="none"): the four decimals llama.cpp
+# printed for kvmem.oracles.llamacpp_graphs.per_head_case(seed) (tests/oracles/test_llamacpp_graphs_oracle.py);
+# 3: K q8_0 and V q4_0 with flash attention; 1, 3, 5, 7: the 26/27-layer "lite" models
+PER_HEAD = {0: "3.3833", 1: "3.3774", 2: "1.1256", 3: "0.0343", 4: "0.1095", 5: "1.0631", 6: "0.8706", 7: "4.7896"}
+
+
+@pytest.mark.parametrize("seed", sorted(PER_HEAD))
+def test_per_head_mla_cases_are_llamacpps(seed):
+    from kvmem.engines.llamacpp.compute import graph_bytes
+    from kvmem.engines.llamacpp.graphs_mla_oss import per_head_mla_shape
+    from kvmem.oracles.llamacpp_graphs import per_head_case
+    model, _fmt, ctx = per_head_case(seed)
+    d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=ctx["n_ctx"], n_seq=ctx["n_seq"],
+                       kv_unified=ctx["kv_unified"], type_k=ctx["type_k"], type_v=ctx["type_v"],
+                       flash_attn=bool(ctx["flash_attn"]), n_ubatch=ctx["n_ubatch"], n_batch=ctx["n_ctx"],
+                       mla="none").details
+    got = graph_bytes(per_head_mla_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=bool(ctx["flash_attn"]),
+                      type_k=ctx["type_k"], type_v=ctx["type_v"], n_outputs=d.n_batch, n_seq=ctx["n_seq"],
+                      kv_unified=ctx["kv_unified"])
+    assert f"{got / 1048576.0:.4f}" == PER_HEAD[seed]
+
+
+def test_builds_before_the_mla_split_take_the_per_head_graph():
+    # a build before PR #12801 caches per-head K and V (mla='none'): the host buffer is the per-head graph's
+    # (the vendored build's graph, so not marked exact at an older build), not the latent graph's
+    from kvmem.engines.llamacpp.compute import graph_bytes
+    from kvmem.engines.llamacpp.graphs_mla_oss import per_head_mla_shape
+    from kvmem.engines.llamacpp.layouts import layout
+    from kvmem.engines.llamacpp.tensors import tensors_for
+    model = kvmem.get_model("deepseek-v2-lite")
+    tensors, _ = tensors_for(model, "q4_k_m")
+    old = layout(model, tensors, n_gpu_layers=0, n_ctx=32768, flash_attn=False, build="2025-03-01")
+    per_head = graph_bytes(per_head_mla_shape(model), n_kv=32768, n_ubatch=512, flash_attn=False)
+    assert old.compute_bytes["CPU"] == per_head and not old.compute_exact["CPU"]
+    # 1136.27 MiB (the per-head graph, as the oracle's per-head GGUFs print it), the latent graph's 1174.01 MiB
+    assert buffer_mib(per_head) == 1136.27 and _cpu_compute(model, 32768, 512, False).bytes != per_head

@@ -57,6 +57,9 @@ class GraphShape:
     indexer_head: int = 0       # attention.indexer.key_length (the indexer cache's row)
     indexer_top_k: int = 0      # attention.indexer.top_k
     indexer_full: tuple = ()    # per layer: a "full" indexer layer (else it reuses the previous full layer's top-k)
+    # deepseek2 from a GGUF without the MLA split (attn_kv_b, per-head K and V: mla="none")
+    per_head_mla: bool = False
+    head_dim_v: int = 0         # V's head width where it is not head_dim (the per-head MLA cache: v_head_dim)
 
 
 @dataclass(frozen=True)
@@ -161,14 +164,14 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
 
 def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     """One cache's inputs: build_input_k_idxs/v_idxs, build_attn_inp_kq_mask, build_input_k_rot/v_rot."""
-    hd, n_tokens = s.head_dim, p.n_tokens
+    hd, hd_v, n_tokens = s.head_dim, s.head_dim_v or s.head_dim, p.n_tokens
     k_idxs = g.input("i64", n_tokens) if p.set_rows else None
-    v_idxs = (g.input("i64", n_tokens if p.fa else n_tokens * hd * s.n_head_kv)) if p.set_rows else None
+    v_idxs = (g.input("i64", n_tokens if p.fa else n_tokens * hd_v * s.n_head_kv)) if p.set_rows else None
     mask = g.input("f16" if p.fa and not p.mask_f32 else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
     if p.fa and p.mask_f32:
         mask = g.cast(mask, "f16")
     k_rot = g.input("f32", rot_size(hd), rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
-    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd % 64 == 0 else None
+    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd_v % 64 == 0 else None
     return k_idxs, v_idxs, mask, k_rot, v_rot
 
 
@@ -178,8 +181,8 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
     get_k, get_v). ``sinks``: the attention sinks weight (gpt-oss), a source of the softmax
     (ggml_soft_max_add_sinks) or of the flash attention (ggml_flash_attn_ext_add_sinks)."""
     k_idxs, v_idxs, mask, k_rot, v_rot = inputs
-    hd, n_head_kv, ns, n_tokens = s.head_dim, s.n_head_kv, p.n_stream, p.n_tokens
-    n_gqa = hd * n_head_kv
+    hd, hd_v, n_head_kv, ns, n_tokens = s.head_dim, s.head_dim_v or s.head_dim, s.n_head_kv, p.n_stream, p.n_tokens
+    n_gqa, n_gqa_v = hd * n_head_kv, hd_v * n_head_kv
     if k_rot is not None:
         q, k = _hadamard(g, q, k_rot), _hadamard(g, k, k_rot)
     if v_rot is not None:
@@ -187,23 +190,24 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
     for t in (q, k, v) if iswa else (q, v, k):
         g.expand(t)
     k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k, kv=True, name="cache_k")
-    v_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_v, kv=True, name="cache_v")
+    v_cache = g.weight(n_gqa_v, n_kv, ns, type_=p.type_v, kv=True, name="cache_v")
     k_dst = g.reshape(k_cache, n_gqa, n_kv * ns) if ns > 1 else k_cache
     g.expand(g.set_rows(k_dst, g.view(k, (n_gqa, n_tokens), (k.nb[0], k.nb[2])), k_idxs))
     if p.fa:
-        v_dst = g.reshape(v_cache, n_gqa, n_kv * ns) if ns > 1 else v_cache
-        g.expand(g.set_rows(v_dst, g.view(v, (n_gqa, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
+        v_dst = g.reshape(v_cache, n_gqa_v, n_kv * ns) if ns > 1 else v_cache
+        g.expand(g.set_rows(v_dst, g.view(v, (n_gqa_v, n_tokens), (v.nb[0], v.nb[2])), v_idxs))
     else:       # cpy_v: a V that is a view of a fused QKV product (phi3) is copied to be contiguous
-        v_2d = g.reshape(v, n_gqa, n_tokens) if v.nb[2] == v.nb[0] * n_gqa else g.cont(v, n_gqa, n_tokens)
-        v_cur = g.reshape(v_2d, 1, n_gqa * n_tokens)
+        v_2d = g.reshape(v, n_gqa_v, n_tokens) if v.nb[2] == v.nb[0] * n_gqa_v else g.cont(v, n_gqa_v, n_tokens)
+        v_cur = g.reshape(v_2d, 1, n_gqa_v * n_tokens)
         g.expand(g.set_rows(g.reshape(v_cache, 1, v_cache.nelements()), v_cur, v_idxs))
     rk, rv = _row(p.type_k), _row(p.type_v)
     kv = g.view(k_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_k][1], rk(hd), rk(n_gqa), rk(n_gqa * n_kv)))
     if p.fa:
-        vv = g.view(v_cache, (hd, n_head_kv, n_kv, ns), (TYPES[p.type_v][1], rv(hd), rv(n_gqa), rv(n_gqa * n_kv)))
+        vv = g.view(v_cache, (hd_v, n_head_kv, n_kv, ns),
+                    (TYPES[p.type_v][1], rv(hd_v), rv(n_gqa_v), rv(n_gqa_v * n_kv)))
     else:
-        vv = g.view(v_cache, (n_kv, n_head_kv, hd, ns),
-                    (TYPES[p.type_v][1], rv(n_kv * hd), rv(n_kv), rv(n_kv * n_gqa)))
+        vv = g.view(v_cache, (n_kv, n_head_kv, hd_v, ns),
+                    (TYPES[p.type_v][1], rv(n_kv * hd_v), rv(n_kv), rv(n_kv * n_gqa_v)))
     per = q.ne[2] // ns
     qv = g.view(q, (q.ne[0], q.ne[1], per, ns), (q.nb[0], q.nb[1], q.nb[2], q.nb[2] * per))
     qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(kv, 0, 2, 1, 3), g.permute(vv, 0, 2, 1, 3)

@@ -39,11 +39,14 @@ up / gate / down by ggml_mul_mat_id (+ ggml_add_id biases), the GLU, the weighti
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, token_inputs
 
-__all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "mla_fields", "rms_norm", "dense_ffn"]
+__all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "per_head_mla_shape", "mla_fields",
+           "rms_norm", "dense_ffn"]
 
 # kvmem model_type -> the llama.cpp architecture whose graph this module transcribes (arch_tensors.ARCHS)
 MLA_OSS = {"deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2", "gpt_oss": "gpt-oss"}
@@ -122,21 +125,21 @@ def moe_ffn(g: Graph, cur, s: GraphShape, *, biases: bool = False):
 
 
 def _deepseek2(s: GraphShape, p: Pass) -> Graph:
-    """llama_model_deepseek2::graph::graph, the MLA path (module docstring)."""
+    """llama_model_deepseek2::graph::graph: the MLA path (module docstring), or the per-head one of a GGUF without
+    the MLA split (``s.per_head_mla``)."""
     g = Graph()
     e, n_head, n_tokens, ns = s.n_embd, s.n_head, p.n_tokens, p.n_stream
     hk, rope, kv_lora, vd = s.head_dim, s.rope_dim, s.kv_lora, s.v_head_dim
-    nope, n_k = hk - rope, s.kv_lora + s.rope_dim          # the cache holds n_k per cell (one KV head)
+    n_k = s.kv_lora + s.rope_dim        # attn_kv_a_mqa's product: the latent and k_pe
     f32 = TYPES["f32"][1]
     tokens, embd, pos = token_inputs(g, s, p)
-    k_idxs = g.input("i64", n_tokens)
-    mask = g.input("f16" if p.fa else "f32", p.n_kv, n_tokens // ns, 1, ns)
+    if s.per_head_mla:      # build_attn_inp_kv: K and V indices, the mask, the Hadamard inputs (graphs.attn_inputs)
+        inputs = attn_inputs(g, p, s, p.n_kv)
+    else:                   # build_attn_inp_k: K indices and the mask
+        k_idxs = g.input("i64", n_tokens)
+        mask = g.input("f16" if p.fa else "f32", p.n_kv, n_tokens // ns, 1, ns)
     out_ids = g.input("i32", p.n_outputs)
     inp_l = embeddings(g, s, tokens, embd)
-    block, size = TYPES[p.type_k]
-
-    def row(n):
-        return size * n // block
     for il in range(s.n_layer):
         g.layer = il
         inp_sa = inp_l
@@ -153,23 +156,10 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         k_pe = g.view(kv_pe, (rope, 1, n_tokens), (f32, f32 * n_k, f32 * n_k))
         k_pe = g.dup("ROPE", k_pe, pos)
         kv_cmpr = rms_norm(g, kv_cmpr, kv_lora, "attn_kv_a_norm")
-        q_nope = g.view(q, (nope, n_head, n_tokens), q.nb[:3])
-        q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
-        q_nope = g.permute(q_nope, 0, 2, 1, 3)
-        absorbed = g.mul_mat(g.weight(nope, kv_lora, n_head, name="attn_k_b"), q_nope)
-        absorbed = g.permute(absorbed, 0, 2, 1, 3)
-        q_cur = g.concat(absorbed, q_pe)
-        kv_cmpr = g.reshape(kv_cmpr, kv_lora, 1, n_tokens)
-        k_cur = g.concat(kv_cmpr, k_pe)
-        for t in (q_cur, kv_cmpr, k_cur):
-            g.expand(t)
-        # llama_kv_cache::cpy_k: K rows set into the cache (the streams merged), get_k: its view
-        cache = g.weight(n_k, p.n_kv, ns, type_=p.type_k, kv=True, name="cache_k")
-        dst = g.reshape(cache, n_k, p.n_kv * ns) if ns > 1 else cache
-        g.expand(g.set_rows(dst, g.view(k_cur, (n_k, n_tokens), (k_cur.nb[0], k_cur.nb[2])), k_idxs))
-        k = g.view(cache, (n_k, 1, p.n_kv, ns), (size, row(n_k), row(n_k), row(n_k * p.n_kv)))
-        v = g.view(k, (kv_lora, 1, p.n_kv, ns), k.nb[:4])
-        cur = mla_mha(g, s, p, q_cur, k, v, mask)
+        if s.per_head_mla:
+            cur = _per_head_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs)
+        else:
+            cur = _absorbed_attention(g, s, p, q, kv_cmpr, k_pe, pos, k_idxs, mask)
         cur = g.mul_mat(g.weight(n_head * vd, e, name="attn_output"), cur)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
@@ -189,6 +179,50 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
     logits.flags |= OUTPUT
     g.expand(logits)
     return g
+
+
+def _absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, k_idxs, mask):
+    """The MLA path (is_mla, deepseek2.cpp L538-L582): Q's nope part absorbed by attn_k_b, K = the latent and
+    k_pe in a K-only cache, V its view, build_attn_mha with v_mla."""
+    n_head, n_tokens, ns, kv_lora, rope = s.n_head, p.n_tokens, p.n_stream, s.kv_lora, s.rope_dim
+    nope, n_k = s.head_dim - rope, kv_lora + rope
+    block, size = TYPES[p.type_k]
+
+    def row(n):
+        return size * n // block
+    q_nope = g.view(q, (nope, n_head, n_tokens), q.nb[:3])
+    q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
+    q_nope = g.permute(q_nope, 0, 2, 1, 3)
+    absorbed = g.mul_mat(g.weight(nope, kv_lora, n_head, name="attn_k_b"), q_nope)
+    absorbed = g.permute(absorbed, 0, 2, 1, 3)
+    q_cur = g.concat(absorbed, q_pe)
+    kv_cmpr = g.reshape(kv_cmpr, kv_lora, 1, n_tokens)
+    k_cur = g.concat(kv_cmpr, k_pe)
+    for t in (q_cur, kv_cmpr, k_cur):
+        g.expand(t)
+    # llama_kv_cache::cpy_k: K rows set into the cache (the streams merged), get_k: its view
+    cache = g.weight(n_k, p.n_kv, ns, type_=p.type_k, kv=True, name="cache_k")
+    dst = g.reshape(cache, n_k, p.n_kv * ns) if ns > 1 else cache
+    g.expand(g.set_rows(dst, g.view(k_cur, (n_k, n_tokens), (k_cur.nb[0], k_cur.nb[2])), k_idxs))
+    k = g.view(cache, (n_k, 1, p.n_kv, ns), (size, row(n_k), row(n_k), row(n_k * p.n_kv)))
+    v = g.view(k, (kv_lora, 1, p.n_kv, ns), k.nb[:4])
+    return mla_mha(g, s, p, q_cur, k, v, mask)
+
+
+def _per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):
+    """Without the MLA split (deepseek2.cpp L583-L627): attn_kv_b decompresses the latent into per-head K_nope and
+    V (V's view made contiguous), Q roped whole, K = K_nope and k_pe repeated over the heads (ggml_repeat_4d), a
+    plain per-head KV cache (build_attn with build_attn_inp_kv: graphs.attention, Q, V, K expanded)."""
+    n_head, n_tokens, kv_lora, rope, vd = s.n_head, p.n_tokens, s.kv_lora, s.rope_dim, s.head_dim_v
+    nope = s.head_dim - rope
+    f32 = TYPES["f32"][1]
+    kv = g.mul_mat(g.weight(kv_lora, n_head * (nope + vd), name="attn_kv_b"), kv_cmpr)
+    width = f32 * (nope + vd)
+    k_nope = g.view(kv, (nope, n_head, n_tokens), (f32, width, width * n_head))
+    v = g.cont(g.view(kv, (vd, n_head, n_tokens), (f32, width, width * n_head)))
+    q = g.dup("ROPE", q, pos)      # ggml_rope_set_offset: an op parameter of the same node
+    k = g.concat(k_nope, g.op("REPEAT", k_pe.type, (rope, n_head, n_tokens, 1), k_pe))
+    return attention(g, q, k, v, inputs, p, s, p.n_kv)
 
 
 def mla_mha(g: Graph, s: GraphShape, p: Pass, q_cur, k, v, mask):
@@ -278,6 +312,16 @@ def mla_oss_shape(model) -> GraphShape | None:
                           swa=swa, gating="softmax_weight")
     fields = mla_fields(model)
     return None if fields is None else GraphShape(**common, **fields)
+
+
+def per_head_mla_shape(model) -> GraphShape | None:
+    """deepseek2's graph over a GGUF without the MLA split (mla="none": converted before PR #12801, attn_kv_b and
+    per-head K = nope + rope, V = v_head_dim, one KV head per head: deepseek2.cpp L114-L120 and L583-L627), or None
+    where ``model`` has no deepseek2 graph here."""
+    shape = mla_oss_shape(model)
+    if shape is None or shape.arch != "deepseek2":
+        return None
+    return replace(shape, per_head_mla=True, n_head_kv=shape.n_head, head_dim_v=shape.v_head_dim)
 
 
 def mla_fields(model) -> dict | None:

@@ -40,8 +40,16 @@ import datetime
 from dataclasses import dataclass, field
 
 from ...model import Model
-from .compute import estimate_bytes, ggml_type_name, graph_shape, llamacpp_compute_buffer, llamacpp_compute_bytes
+from .compute import (
+    estimate_bytes,
+    ggml_type_name,
+    graph_bytes,
+    graph_shape,
+    llamacpp_compute_buffer,
+    llamacpp_compute_bytes,
+)
 from .ggml_graph import TYPES
+from .graphs_mla_oss import per_head_mla_shape
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import run_plan
 from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
@@ -146,6 +154,12 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 compute[d.device] = estimate_bytes(model, n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
                                                    flash_attn=s.flash_attn)
                 exact[d.device] = False
+            elif plan.mla == "none" and _types_known(s):    # the per-head graph (graphs_mla_oss)
+                compute[d.device] = graph_bytes(
+                    _graph_shape(model, plan), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
+                    flash_attn=s.flash_attn, type_k=ggml_type_name(s.type_k), type_v=ggml_type_name(s.type_v),
+                    n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified)
+                exact[d.device] = s.build == CURRENT
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
@@ -175,11 +189,24 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
 
 
 def _graph_matches_cache(model, plan) -> bool:
-    """Whether the transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's graph
-    (graphs_mla_oss) is the latent MLA one (K-only cache); an old GGUF's per-head cache (mla='none') or the
-    latent+V cache of builds before PR #19067 run other graphs, not transcribed."""
+    """Whether a transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's latent MLA
+    graph (K-only cache) or, for an old GGUF's per-head cache (mla='none'), its per-head graph (graphs_mla_oss);
+    the latent+V cache of builds before PR #19067 runs another graph, not transcribed."""
     shape = graph_shape(model)
-    return shape is None or shape.arch != "deepseek2" or plan.mla == "latent"
+    return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none")
+
+
+def _graph_shape(model, plan):
+    """The graph llama.cpp builds for ``model`` over ``plan``'s cache: deepseek2 over a per-head cache
+    (mla='none') takes the per-head graph (graphs_mla_oss.per_head_mla_shape)."""
+    shape = graph_shape(model)
+    if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
+        return per_head_mla_shape(model)
+    return shape
+
+
+def _types_known(s) -> bool:
+    return ggml_type_name(s.type_k) in TYPES and ggml_type_name(s.type_v) in TYPES
 
 
 def _cuda_runs_indexer(shape, type_k: str) -> bool:
@@ -200,7 +227,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded, layer split,
     KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES; builds before
     PR #14959 store K/V without index inputs."""
-    shape = graph_shape(model)
+    shape = _graph_shape(model, plan)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == n_layer + 1
     # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells)
