@@ -114,9 +114,9 @@ def write_family(model: Model, fmt: str, path: str, *, source: bool, per_head_ml
     arch = ARCHS.get(model.model_type) or GGUF_ARCH.get(model.model_type, model.model_type)
     tensors = synthesised_tensors(model, fmt)
     rows = [(t.name, t.shape, _converted(arch, t) if source else t.dtype) for t in tensors]
-    w = gguf.GGUFWriter(path, arch)
+    writer = gguf.GGUFWriter(path, arch)
+    w = _PerHead(writer, model) if per_head_mla else writer
     if per_head_mla:
-        w = _PerHead(w, model)
         n_head, nope, v_dim = model.num_attention_heads, field(model, "qk_nope_head_dim"), field(model, "v_head_dim")
         out = []
         for name, shape, dtype in rows:
@@ -129,7 +129,7 @@ def write_family(model: Model, fmt: str, path: str, *, source: bool, per_head_ml
             out.append((name, shape, dtype))
         rows = out
     write_metadata(w, model, arch, fmt)
-    write_sparse(getattr(w, "writer", w), rows)
+    write_sparse(writer, rows)
     return list(tensors)
 
 
