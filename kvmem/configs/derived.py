@@ -8,24 +8,24 @@ out in turn and comparing with the class (kvmem/oracles/transformers.py absent_f
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..model import FULL, LINEAR, SLIDING, Kind
 
 __all__ = ["DERIVED_DEFAULTS", "KWARG_DEFAULTS", "DERIVED_LAYER_TYPES"]
 
 
-def _olmo_hybrid_key_dim(f: Any) -> int:
+def _olmo_hybrid_key_dim(f) -> int:
     # int(0.75 * hidden_size / linear_num_key_heads), in integers
     return (3 * f.int("hidden_size")) // (4 * f.int("linear_num_key_heads"))
 
 
 # Fields a config class derives from others where the file leaves them out or sets them to null (its
 # __post_init__ tests "is None"), which hf_defaults.json's declared defaults (None) cannot say:
-# model_type -> field -> rule of the file's kvmem.configs.fields.Fields (Any: fields.py imports this).
+# model_type -> field -> rule of the file's kvmem.configs.fields.Fields (untyped: fields.py imports this, and
+# an estimate imports no typing).
 # transformers@5.24.0 models/minicpm3/configuration_minicpm3.py#L124-L125,
 # models/olmo_hybrid/configuration_olmo_hybrid.py#L131-L138
-DERIVED_DEFAULTS: dict[str, dict[str, Callable[[Any], object]]] = {
+DERIVED_DEFAULTS: dict[str, dict[str, Callable[..., object]]] = {
     "minicpm3": {"v_head_dim": lambda f: f.int("hidden_size") // f.int("num_attention_heads")},
     "olmo_hybrid": {"linear_num_key_heads": lambda f: f.int("num_attention_heads"),
                     "linear_num_value_heads": lambda f: f.int("num_attention_heads"),
