@@ -1,4 +1,4 @@
-"""compute.one_token_graph_dominated, checked against the scheduled graphs themselves: inside its domain the
+"""scheduled.one_token_graph_dominated, checked against the scheduled graphs themselves: inside its domain the
 one-token reserve never needs more of a device's compute buffer than the prompt reserve; outside it, it can."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import random
 import kvmem
 from kvmem.engines.llamacpp import layouts, scheduled
 from kvmem.engines.llamacpp.best import _tensors
-from kvmem.engines.llamacpp.compute import graph_shape, one_token_graph_dominated
+from kvmem.engines.llamacpp.compute import graph_shape
 from kvmem.engines.llamacpp.offload import weight_format
+from kvmem.engines.llamacpp.scheduled import one_token_graph_dominated
 from kvmem.units import pad
 
 

@@ -101,7 +101,6 @@ from .graphs_dsa import DSA, dsa_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
-           "one_token_graph_dominated",
            "ggml_type_name",
            "llamacpp_compute_bytes", "llamacpp_compute_buffer", "CPU_ALIGNMENT"]
 
@@ -183,18 +182,6 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
-
-
-def one_token_graph_dominated(n_ubatch: int, n_seq: int, flash_attn: bool) -> bool:
-    """Whether the one-token reserve (n_seq tokens and outputs) needs no more of any device's compute buffer
-    than the prompt reserve, so that sched_reserve's larger of the two is the prompt graph's and a placement
-    search could schedule that graph alone (about 45 % of a llama.cpp fit's CPU: bench/README.md). Checked, not
-    derived: n_ubatch >= 512, one sequence, flash attention: no device of 1,508 scheduled layouts (the 1,016 of
-    bench/llamacpp_fit_speed.py's commands, 492 random -ngl / -ts / --n-cpu-moe / K type layouts of every preset
-    with a graph; tests/engines/test_llamacpp_compute_rules.py keeps a seeded sample). Outside it the host's
-    can be larger (n_ubatch 32-128 with layers or experts on the host, or 4 sequences: 5 of 900 random layouts),
-    the host computing for itself what the prompt graph hands to the first GPU (ggml_sched offload_op)."""
-    return n_ubatch >= 512 and n_seq == 1 and bool(flash_attn)
 
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",

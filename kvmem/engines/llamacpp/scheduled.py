@@ -149,13 +149,28 @@ def _graphs(*args, reduce: bool) -> tuple:
             gc.enable()
 
 
+def one_token_graph_dominated(n_ubatch: int, n_seq: int, flash_attn: bool) -> bool:
+    """Whether the one-token reserve (n_seq tokens and outputs) needs no more of any device's compute buffer
+    than the prompt reserve, so that sched_reserve's larger of the two is the prompt graph's and a placement
+    search could schedule that graph alone (about 45 % of a llama.cpp fit's CPU: bench/README.md). Checked, not
+    derived: n_ubatch >= 512, one sequence, flash attention: no device of 1,508 scheduled layouts (the 1,016 of
+    bench/llamacpp_fit_speed.py's commands, 492 random -ngl / -ts / --n-cpu-moe / K type layouts of every preset
+    with a graph; tests/engines/test_llamacpp_compute_rules.py keeps a seeded sample). Outside it the host's
+    can be larger (n_ubatch 32-128 with layers or experts on the host, or 4 sequences: 5 of 900 random layouts),
+    the host computing for itself what the prompt graph hands to the first GPU (ggml_sched offload_op)."""
+    return n_ubatch >= 512 and n_seq == 1 and bool(flash_attn)
+
+
 def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq, kv_unified,
            swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, reduce) -> tuple:
     """The larger of the prompt graph's and the one-token graph's buffers, per device."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     sizes = []
-    for tokens, outputs in ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq)):
+    passes = ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq))
+    if one_token_graph_dominated(n_ubatch, n_seq, flash_attn):
+        passes = passes[:1]          # the prompt graph's buffers are the larger on every device (its docstring)
+    for tokens, outputs in passes:
         placed = weights if tokens >= OFFLOAD_MIN_BATCH else tuple((key, (dev, 0)) for key, (dev, _) in weights)
         args = (shape, layer_gpu, placed)
         if reduce:
