@@ -18,21 +18,26 @@ Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_
                                             PR #12801 have key_length = nope + rope instead)
     <arch>.expert_count / expert_used_count / expert_feed_forward_length   MoE shape
     <arch>.context_length                   max_position_embeddings
-    <arch>.nextn_predict_layers             num_nextn_predict_layers (MTP layers)
     <arch>.vocab_size, else the tokenizer.ggml.tokens count, else token_embd.weight's dims
                                             vocab_size; no output.weight = tied embeddings
 
     <arch>.full_attention_interval, ssm.*   Qwen3-Next gated DeltaNet layers (see _gated_deltanet)
     head_count_kv[i] == 0, ssm.*            Jamba / Nemotron-H Mamba layers (see _mamba_hybrid)
 
+    <arch>.nextn_predict_layers             MTP layers, counted in block_count: num_hidden_layers is
+                                            block_count - nextn (llama.cpp's n_layer())
+
 Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, qwen3next,
-gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h. Others
-(mamba, rwkv, ...) are refused with a message saying to use the model's config.json.
+gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h, and (their
+keys in kvmem/sources/gguf_arches.py) glm4moe (GLM-4.5/4.6/4.7), glm-dsa (GLM-5, 5.1, 5.2),
+deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and qwen35moe (Qwen3.5 / 3.6). Others
+(mamba, rwkv, gemma4, ...) are refused with a message saying to use the model's config.json.
 """
 
 from __future__ import annotations
 
 from . import SourceError
+from .gguf_arches import ARCH_MODEL_TYPES, arch_fields
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
 
@@ -40,7 +45,10 @@ __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
 _MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qwen3": "qwen3",
                 "qwen3moe": "qwen3_moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text",
                 "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
-                "falcon": "falcon", "qwen3next": "qwen3_next", "jamba": "jamba", "nemotron_h": "nemotron_h"}
+                "falcon": "falcon", "qwen3next": "qwen3_next", "jamba": "jamba", "nemotron_h": "nemotron_h",
+                **ARCH_MODEL_TYPES}
+_MLA = ("deepseek2", "glm-dsa", "deepseek32")            # the deepseek2 MLA keys (gguf_config._deepseek)
+_DELTANET = ("qwen3next", "qwen35", "qwen35moe")          # the gated DeltaNet ssm.* keys
 # Hybrids whose attention layers are the ones with head_count_kv > 0 (llama.cpp: recurrent_layer_arr[il]
 # = n_head_kv(il) == 0), the rest Mamba (and, for nemotron_h, MLP-only where feed_forward_length > 0).
 _HYBRIDS = ("jamba", "nemotron_h")
@@ -102,6 +110,13 @@ def config_from_header(header) -> dict:
     n_layers = key("block_count")
     if isinstance(n_layers, list) or not 1 <= n_layers <= MAX_LAYERS:
         raise SourceError(f"GGUF {arch}.block_count is {_quote(n_layers)}; kvmem reads 1 to {MAX_LAYERS:,} layers")
+    # MTP layers count in block_count: llama.cpp's trunk is n_layer_all - n_layer_nextn
+    # (llama.cpp@0c1e57098 src/llama-model.cpp#L1326-L1329, src/llama-hparams.cpp#L348-L350)
+    nextn = key("nextn_predict_layers", 0)
+    if isinstance(nextn, list) or nextn >= n_layers:
+        raise SourceError(f"GGUF {arch}.nextn_predict_layers is {_quote(nextn)}; it must be below block_count "
+                          f"({n_layers}), the MTP layers being counted in it")
+    trunk = n_layers - nextn
     heads = _per_layer(key("attention.head_count"), f"{arch}.attention.head_count")
     kv_raw = key("attention.head_count_kv", heads)
     if arch in _HYBRIDS:
@@ -112,7 +127,7 @@ def config_from_header(header) -> dict:
     names = {t.name: t for t in header.tensors}
     embed = names.get("token_embd.weight")
     cfg = {"model_type": _MODEL_TYPES[arch], "architectures": [f"gguf:{arch}"],
-           "num_hidden_layers": n_layers, "hidden_size": key("embedding_length"),
+           "num_hidden_layers": trunk, "hidden_size": key("embedding_length"),
            "num_attention_heads": heads, "num_key_value_heads": kv_heads,
            "tie_word_embeddings": "output.weight" not in names}
     for gguf_name, hf_name in (("context_length", "max_position_embeddings"),
@@ -132,19 +147,22 @@ def config_from_header(header) -> dict:
     if isinstance(meta.get("general.file_type"), int) and meta["general.file_type"] in _FILE_TYPE_DTYPES:
         cfg["torch_dtype"] = _FILE_TYPE_DTYPES[meta["general.file_type"]]
     key_length, value_length = key("attention.key_length", None), key("attention.value_length", None)
-    if arch == "deepseek2":
-        _deepseek(cfg, key, key_length, value_length, heads)
+    if arch in _MLA:
+        _deepseek(cfg, key, key_length, value_length, heads, arch)
+        # the routed experts' score-correction bias is an optional tensor, present for sigmoid routers
+        # (llama.cpp@0c1e57098 src/models/deepseek2.cpp#L132, deepseek32.cpp#L121, glm-dsa.cpp#L155)
+        if any(name.endswith(".exp_probs_b.bias") for name in names):
+            cfg["scoring_func"] = "sigmoid"
     elif key_length is not None:
         cfg["head_dim"] = key_length
         if value_length is not None and value_length != key_length:
             cfg["v_head_dim"] = value_length
-    if arch == "qwen3next":
-        _gated_deltanet(cfg, key)
+    if arch in _DELTANET:
+        _gated_deltanet(cfg, key, arch)
     if arch in _HYBRIDS:
         _mamba_hybrid(cfg, key, arch, kv_raw, n_layers)
     if arch == "falcon":
         cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
-    nextn = key("nextn_predict_layers", 0)
     if nextn:
         cfg["num_nextn_predict_layers"] = nextn
     experts = key("expert_count", 0)
@@ -170,7 +188,9 @@ def config_from_header(header) -> dict:
             if len(swa) != n_layers:
                 raise SourceError(f"GGUF {arch}.attention.sliding_window_pattern has {len(swa)} entries, "
                                   f"block_count is {n_layers}")
-            cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
+            cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa[:trunk]]
+    if arch in ARCH_MODEL_TYPES:
+        arch_fields(arch, cfg, key, trunk, names)
     return cfg
 
 
@@ -197,26 +217,28 @@ def _mamba_hybrid(cfg: dict, key, arch: str, kv_per_layer: list, n_layers: int) 
                n_groups=key("ssm.group_count"), conv_kernel=conv)
 
 
-def _gated_deltanet(cfg: dict, key) -> None:
+def _gated_deltanet(cfg: dict, key, arch: str) -> None:
     """Qwen3-Next's linear-attention layers (llama.cpp load_hparams for LLM_ARCH_QWEN3NEXT):
     ssm.group_count = key heads, ssm.time_step_rank = value heads, ssm.state_size = key head dim,
     ssm.inner_size = value heads x value head dim, ssm.conv_kernel; every full_attention_interval-th
-    layer is full attention."""
-    v_heads, inner = _positive(key("ssm.time_step_rank"), "qwen3next.ssm.time_step_rank"), key("ssm.inner_size")
+    layer is full attention (qwen35 / qwen35moe: 4 when the key is absent, qwen35.cpp L15-L16)."""
+    v_heads, inner = _positive(key("ssm.time_step_rank"), f"{arch}.ssm.time_step_rank"), key("ssm.inner_size")
     if inner % v_heads:
         raise SourceError(f"GGUF ssm.inner_size ({inner}) is not a multiple of ssm.time_step_rank ({v_heads})")
-    cfg.update(full_attention_interval=key("full_attention_interval"), linear_num_key_heads=key("ssm.group_count"),
+    interval = key("full_attention_interval", SourceError if arch == "qwen3next" else 4)
+    cfg.update(full_attention_interval=_positive(interval, f"{arch}.full_attention_interval"),
+               linear_num_key_heads=key("ssm.group_count"),
                linear_num_value_heads=v_heads, linear_key_head_dim=key("ssm.state_size"),
                linear_value_head_dim=inner // v_heads, linear_conv_kernel_dim=key("ssm.conv_kernel"))
 
 
-def _deepseek(cfg: dict, key, key_length, value_length, heads: int) -> None:
+def _deepseek(cfg: dict, key, key_length, value_length, heads: int, arch: str) -> None:
     """DeepSeek-2/3 MLA fields; new MLA GGUFs (PR #12801) write head_count_kv 1 and the
     per-head sizes as key_length_mla / value_length_mla."""
     rope = key("rope.dimension_count")
     nope_plus_rope = key("attention.key_length_mla", None) or key_length
     if not isinstance(nope_plus_rope, int) or isinstance(rope, list) or nope_plus_rope < rope:
-        raise SourceError(f"GGUF deepseek2.attention.key_length(_mla) is {_quote(nope_plus_rope)}; expected the "
+        raise SourceError(f"GGUF {arch}.attention.key_length(_mla) is {_quote(nope_plus_rope)}; expected the "
                           f"per-head key size, at least rope.dimension_count ({_quote(rope)})")
     cfg.update(num_key_value_heads=heads, kv_lora_rank=key("attention.kv_lora_rank"),
                q_lora_rank=key("attention.q_lora_rank", None), qk_rope_head_dim=rope,
@@ -225,5 +247,5 @@ def _deepseek(cfg: dict, key, key_length, value_length, heads: int) -> None:
                first_k_dense_replace=key("leading_dense_block_count", 0),
                n_shared_experts=key("expert_shared_count", 0))
     gating = key("expert_gating_func", None)
-    if gating == 1:      # LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX: DeepSeek-V2
+    if gating == 1 and arch == "deepseek2":      # LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX: DeepSeek-V2
         cfg["model_type"] = "deepseek_v2"
