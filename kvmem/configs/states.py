@@ -139,8 +139,10 @@ def recurrent_state(f: Fields, family: Family) -> RecurrentState:
 
 def hybrid_state(f: Fields, kv_heads: int, head_dim: int) -> RecurrentState:
     """Inkling: the short convolutions beside one layer's attention of ``kv_heads`` x ``head_dim``."""
-    kernel = f.int("conv_kernel_size", default=None)
-    alias = f.int("sconv_kernel_size", default=None)
+    # the file's own values only: a family default filled in beside the file's alias (transformers' class default
+    # conv_kernel_size 4) would "disagree" with a real checkpoint's sconv_kernel_size 3
+    kernel = f.int("conv_kernel_size") if f.has("conv_kernel_size") else None
+    alias = f.int("sconv_kernel_size") if f.has("sconv_kernel_size") else None
     if kernel and alias and kernel != alias:
         raise ConfigError(f"config fields 'conv_kernel_size' ({kernel}) and 'sconv_kernel_size' ({alias}) name one "
                           f"setting (configuration_inkling.py attribute_map) and disagree")
@@ -149,4 +151,6 @@ def hybrid_state(f: Fields, kv_heads: int, head_dim: int) -> RecurrentState:
         raise ConfigError(f"config field 'number_of_conv_states' is {states}; model_type {f.model_type!r} keeps 4 "
                           "(K, V, attention output, MLP output)")
     channels = 2 * kv_heads * head_dim + 2 * f.int("hidden_size")
-    return RecurrentState(channels, kernel or alias, 0, kv_heads, conv_dtype="fp32")
+    # neither in the file: the config class's default (4)
+    width = kernel or alias or f.int("conv_kernel_size")
+    return RecurrentState(channels, width, 0, kv_heads, conv_dtype="fp32")
