@@ -10,6 +10,7 @@ from ...configs.fields import Fields
 from ...model import CHUNKED, FULL, LINEAR, MLA, SLIDING, Layer, Model, RecurrentState
 from ...parallel import divides
 from .inkling import INKLING_TYPES, inkling_layers
+from .own_configs import OWN_CLASS_LAYERS, minimax_m3_sparse
 from .states import config_int
 
 __all__ = ["draft_layers", "check_indexers", "vllm_layers", "check_heads", "HIDDEN_HEAD_DIM_TYPES",
@@ -78,7 +79,7 @@ def _check_minimax_m3(model: Model, draft) -> None:
     # the layers read vllm_config.model_config.hf_text_config: the VL shell's text_config
     # (minimax_m3/nvidia/model.py#L694, #L709)
     text = model.config.get("text_config") or model.config
-    sparse = text.get("sparse_attention_config") or {}
+    sparse = minimax_m3_sparse(model, text.get("sparse_attention_config")) or {}
     freq = sparse.get("sparse_attention_freq") if isinstance(sparse, dict) else None
     theirs = [bool(freq and i < len(freq) and freq[i] != 0) for i in range(len(model.layers))]
     ours = [bool(layer.index_head_dim) for layer in model.layers]
@@ -269,11 +270,9 @@ def vllm_layers(model: Model, tp: int, release, draft=None) -> tuple[Layer, ...]
         return _hy_v4_layers(model)
     if model.model_type == "mimo_v2_flash":
         return _mimo_layers(model, tp)
-    if model.model_type == "beam" and model.config.get("layer_types") is None:
-        # vllm@v0.33.0 vllm/transformers_utils/configs/beam.py#L32, #L50-L51: vLLM's own BeamConfig makes every
-        # layer sliding, sliding_window 4096 by default (transformers': every 6th and the last full, 512)
-        window = model.config.get("sliding_window") or 4096
-        return tuple(replace(layer, kind=SLIDING, window=window) for layer in model.layers)
+    own_class = OWN_CLASS_LAYERS.get(model.model_type)
+    if own_class is not None:   # a family vLLM reads with its own config class, which fills a file in otherwise
+        return own_class(model)
     if model.model_type == "minicpm3":
         # vllm@v0.33.0 vllm/model_executor/models/minicpm3.py#L52-L183 MiniCPM3Attention: Attention(num_local_heads,
         # qk_head_dim, num_kv_heads=
