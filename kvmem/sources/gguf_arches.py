@@ -1,8 +1,9 @@
 """GGUF metadata -> config.json fields for the llama.cpp architectures kvmem's llama.cpp mode lays out
 (kvmem.engines.llamacpp.arch_tensors.ARCHS) beyond the first set in gguf_config.py: glm4moe (GLM-4.5 /
 4.6 / 4.7), glm-dsa (GLM-5, 5.1, 5.2), deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and
-qwen35moe (Qwen3.5 / 3.6). Every key is read as llama.cpp 0c1e57098 (vendored by llama-cpp-python 0.3.36)
-reads it in src/models/<arch>.cpp load_arch_hparams, and written as its converter writes it:
+qwen35moe (Qwen3.5 / 3.6), gemma4 (Gemma 4). Every key is read as llama.cpp 0c1e57098 (vendored by
+llama-cpp-python 0.3.36) reads it in src/models/<arch>.cpp load_arch_hparams, and written as its converter
+writes it:
 
     glm4moe     (glm4-moe.cpp L1-L24; conversion/glm.py Glm4MoeModel L151-L183)
         leading_dense_block_count   first_k_dense_replace
@@ -30,6 +31,16 @@ reads it in src/models/<arch>.cpp load_arch_hparams, and written as its converte
         expert_shared_feed_forward_length  shared_expert_intermediate_size
         rope.dimension_count        partial_rotary_factor = rope dims / key_length (qwen.py L392)
 
+    gemma4      (gemma4.cpp L1-L33; conversion/gemma.py Gemma4Model L671-L732)
+        attention.sliding_window_pattern   layer_types (required: get_arr)
+        attention.head_count_kv     per layer: the sliding layers' value num_key_value_heads, the full
+                                    layers' num_global_key_value_heads (gemma.py L715-L726)
+        attention.key_length / key_length_swa   global_head_dim / head_dim (gemma.py L696-L701)
+        attention.shared_kv_layers  num_kv_shared_layers; embedding_length_per_layer_input
+                                    hidden_size_per_layer_input (required)
+        expert_count > 0            enable_moe_block, top_k_experts = expert_used_count
+        no blk.N.attn_v.weight in a full layer   attention_k_eq_v (gemma4.cpp L84: wv TENSOR_NOT_REQUIRED)
+
 MTP layers: every converter here counts them in block_count and writes nextn_predict_layers
 (glm.py L119-L122 and L330-L333, deepseek.py L474-L477, qwen.py L298-L305 and L353-L354); llama.cpp's
 trunk is block_count - nextn_predict_layers (src/llama-hparams.cpp n_layer() L348-L350), which
@@ -40,11 +51,12 @@ from __future__ import annotations
 
 from . import SourceError
 
-__all__ = ["ARCH_MODEL_TYPES", "arch_fields", "GLM_5_2_CONTEXT"]
+__all__ = ["ARCH_MODEL_TYPES", "arch_fields", "gemma4_kv_heads", "GLM_5_2_CONTEXT"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the Hugging Face model_type kvmem.configs reads
 ARCH_MODEL_TYPES = {"glm4moe": "glm4_moe", "glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32",
-                    "minimax-m2": "minimax_m2", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text"}
+                    "minimax-m2": "minimax_m2", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text",
+                    "gemma4": "gemma4_text"}
 # llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L62: is_pre_5_2 = n_ctx_train < 1048576
 GLM_5_2_CONTEXT = 1_048_576
 _GLM_5_2_TABLE_LAYERS = 78      # glm-dsa.cpp L6-L27: 78 entries, the rest of LLAMA_MAX_LAYERS zero
@@ -86,6 +98,8 @@ def arch_fields(arch: str, cfg: dict, key, trunk: int, names) -> None:
         rope = key("rope.dimension_count", None)
         if rope is not None:
             cfg["rotary_dim"] = rope
+    elif arch == "gemma4":
+        _gemma4(cfg, key, trunk, names)
     elif arch in ("qwen35", "qwen35moe"):
         shared = key("expert_shared_feed_forward_length", None)
         if shared is not None:
@@ -124,3 +138,48 @@ def _recurrent_layers(cfg: dict, key, arch: str, trunk: int) -> None:
     if [bool(x) for x in listed[:trunk]] != ours or any(listed[trunk:]):
         raise SourceError(f"GGUF {arch}.attention.recurrent_layers is not every {interval}th layer full "
                           f"(full_attention_interval {interval}); kvmem sizes Qwen3.5 by the interval alone")
+
+
+def gemma4_kv_heads(per_layer: list, pattern) -> int:
+    """Gemma 4's sliding layers' KV heads from the per-layer head_count_kv (the full layers' are
+    num_global_key_value_heads, set by _gemma4)."""
+    if not isinstance(pattern, list) or len(pattern) != len(per_layer):
+        raise SourceError(f"GGUF gemma4.attention.sliding_window_pattern has {_count(pattern)} entries, "
+                          f"head_count_kv {len(per_layer)}; llama.cpp reads one of each per layer")
+    sliding = {kv for kv, swa in zip(per_layer, pattern, strict=True) if swa}
+    if len(sliding) > 1:
+        raise SourceError(f"GGUF gemma4.attention.head_count_kv differs between sliding layers ({sorted(sliding)}); "
+                          "kvmem maps one value for them")
+    return sliding.pop() if sliding else per_layer[0]
+
+
+def _count(value) -> str:
+    return str(len(value)) if isinstance(value, list) else "no"
+
+
+def _gemma4(cfg: dict, key, trunk: int, names) -> None:
+    pattern = key("attention.sliding_window_pattern")
+    if not isinstance(pattern, list):
+        raise SourceError("GGUF gemma4.attention.sliding_window_pattern must list one bool per layer")
+    kv_raw = key("attention.head_count_kv", cfg["num_key_value_heads"])
+    per_layer = kv_raw if isinstance(kv_raw, list) else [kv_raw] * len(pattern)
+    full = sorted({kv for kv, swa in zip(per_layer, pattern, strict=True) if not swa}) or [cfg["num_key_value_heads"]]
+    if len(full) > 1:
+        raise SourceError(f"GGUF gemma4.attention.head_count_kv differs between full layers ({full}); kvmem maps one "
+                          "value for them")
+    k_eq_v = any(not swa and f"blk.{i}.attn_v.weight" not in names for i, swa in enumerate(pattern[:trunk]))
+    cfg.update(head_dim=key("attention.key_length_swa"), global_head_dim=key("attention.key_length"),
+               num_kv_shared_layers=key("attention.shared_kv_layers", 0),
+               hidden_size_per_layer_input=key("embedding_length_per_layer_input"), attention_k_eq_v=k_eq_v,
+               enable_moe_block=bool(cfg.get("num_experts")))
+    cfg.pop("v_head_dim", None)
+    if cfg.get("num_experts"):
+        cfg["top_k_experts"] = cfg["num_experts_per_tok"]
+    if full[0] != cfg["num_key_value_heads"]:
+        if not k_eq_v:
+            # configuration_gemma4.py reads num_global_key_value_heads only under attention_k_eq_v
+            # (kvmem.configs.shapes.gemma4_shapes): the full layers' own count goes per layer
+            cfg["per_layer_config"] = {str(i): {"num_key_value_heads": full[0], "head_dim": cfg["global_head_dim"]}
+                                       for i, swa in enumerate(pattern[:trunk]) if not swa}
+        else:
+            cfg["num_global_key_value_heads"] = full[0]

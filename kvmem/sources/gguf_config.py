@@ -30,14 +30,14 @@ Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_
 Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, qwen3next,
 gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h, and (their
 keys in kvmem/sources/gguf_arches.py) glm4moe (GLM-4.5/4.6/4.7), glm-dsa (GLM-5, 5.1, 5.2),
-deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and qwen35moe (Qwen3.5 / 3.6). Others
-(mamba, rwkv, gemma4, ...) are refused with a message saying to use the model's config.json.
+deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and qwen35moe (Qwen3.5 / 3.6), gemma4.
+Others (mamba, rwkv, ...) are refused with a message saying to use the model's config.json.
 """
 
 from __future__ import annotations
 
 from . import SourceError
-from .gguf_arches import ARCH_MODEL_TYPES, arch_fields
+from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
 
@@ -122,6 +122,8 @@ def config_from_header(header) -> dict:
     if arch in _HYBRIDS:
         kv_raw = kv_raw if isinstance(kv_raw, list) else [kv_raw] * n_layers
         kv_heads = _per_layer([kv for kv in kv_raw if kv] or [heads], f"{arch}.attention.head_count_kv")
+    elif arch == "gemma4" and isinstance(kv_raw, list):
+        kv_heads = gemma4_kv_heads(kv_raw, key("attention.sliding_window_pattern"))
     else:
         kv_heads = _per_layer(kv_raw, f"{arch}.attention.head_count_kv")
     names = {t.name: t for t in header.tensors}

@@ -22,8 +22,9 @@ from tests.fixtures.gguf.published_headers import QWEN36_35B_A3B_MTP
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "configs" / "corpus"
 PRESETS = ("glm-4.5-air", "glm-4.7", "glm-5", "glm-5.1", "glm-5.2", "deepseek-v3.2", "qwen3.5-27b",
-           "qwen3.5-397b-a17b")
-CORPUS_CONFIGS = ("MiniMaxAI--MiniMax-M2.7", "Qwen--Qwen3.6-35B-A3B", "Qwen--Qwen3.5-122B-A10B", "zai-org--GLM-5.2")
+           "qwen3.5-397b-a17b", "gemma-4-26b-a4b")
+CORPUS_CONFIGS = ("MiniMaxAI--MiniMax-M2.7", "Qwen--Qwen3.6-35B-A3B", "Qwen--Qwen3.5-122B-A10B", "zai-org--GLM-5.2",
+                  "nvidia--Gemma-4-31B-IT-NVFP4")
 
 
 def _corpus(name: str):
@@ -162,6 +163,10 @@ _SHAPES = {
     "qwen3.5-27b": {"num_hidden_layers": (4, 8, 12), "full_attention_interval": (2, 4), "num_attention_heads": (8, 24),
                     "num_key_value_heads": (1, 4), "head_dim": (128, 256), "linear_num_value_heads": (16, 48),
                     "linear_num_key_heads": (8, 16), "linear_key_head_dim": (64, 128), "hidden_size": (512, 1024)},
+    "gemma-4-26b-a4b": {"num_hidden_layers": (4, 6, 12), "num_attention_heads": (8, 16),
+                        "num_key_value_heads": (4, 8), "num_global_key_value_heads": (1, 2), "head_dim": (128, 256),
+                        "global_head_dim": (256, 512), "attention_k_eq_v": (True, False),
+                        "enable_moe_block": (True, False), "sliding_window": (512, 1024), "hidden_size": (512, 1024)},
     "qwen3.5-397b-a17b": {"num_hidden_layers": (4, 8), "full_attention_interval": (2, 4),
                           "num_key_value_heads": (1, 2), "linear_num_value_heads": (32, 64),
                           "linear_key_head_dim": (64, 128), "num_experts": (8, 16), "hidden_size": (512, 1024)},
@@ -190,11 +195,16 @@ def _shaped(name: str, rng: random.Random) -> dict:
     n = text["num_hidden_layers"]
     text["num_hidden_layers"] = n - n % text.get("full_attention_interval", 1) or text.get("full_attention_interval", 1)
     n = text["num_hidden_layers"]
-    if "layer_types" in text:
+    if "layer_types" in text and "full_attention_interval" in text:
         interval = text["full_attention_interval"]
         text["layer_types"] = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
     if "indexer_types" in text:
         text["indexer_types"] = ["full"] + [rng.choice(("full", "shared")) for _ in range(n - 1)]
+    if text.get("model_type") == "gemma4_text":
+        text["layer_types"] = [rng.choice(("sliding_attention", "full_attention")) for _ in range(n)]
+        if not text["enable_moe_block"]:    # a dense Gemma 4 (31B): no expert fields
+            for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
+                text.pop(key, None)
     if "mlp_layer_types" in text:
         text.pop("mlp_layer_types")
     text["first_k_dense_replace"] = min(text.get("first_k_dense_replace", 0), n - 1)
@@ -253,3 +263,25 @@ def test_refusals_name_the_key(tmp_path):
     dsa["attention.indexer.types"] = [True] * 4
     with pytest.raises(SourceError, match="'glm-dsa.attention.indexer.head_count' is missing"):
         kvmem.Model.from_gguf(_header(tmp_path / "c.gguf", "glm-dsa", dsa))
+
+
+def test_gemma4_full_layers_with_their_own_kv_heads(tmp_path):
+    """A Gemma 4 header whose full layers keep 2 KV heads of 512 and the sliding ones 8 of 256, with V
+    projections in every layer (not attention_k_eq_v): the full layers' shape goes per layer."""
+    items = {"block_count": 4, "embedding_length": 256, "attention.head_count": 8, "attention.key_length": 512,
+             "attention.value_length": 512, "attention.key_length_swa": 256, "attention.value_length_swa": 256,
+             "attention.sliding_window": 128, "embedding_length_per_layer_input": 0, "feed_forward_length": 512,
+             "attention.sliding_window_pattern": [True, True, True, False], "attention.head_count_kv": [8, 8, 8, 2]}
+    path = tmp_path / "g.gguf"
+    writer = gguf.GGUFWriter(str(path), "gemma4")
+    for key, value in items.items():
+        if isinstance(value, list):
+            writer.add_array(f"gemma4.{key}", value)
+        else:
+            writer.add_uint32(f"gemma4.{key}", value)
+    write_sparse(writer, [("token_embd.weight", (256, 1024), "F32")]
+                 + [(f"blk.{i}.attn_v.weight", (256, 256), "F32") for i in range(4)])
+    model = kvmem.Model.from_gguf(path)
+    assert [(layer.kv_heads, layer.head_dim_k, bool(layer.window)) for layer in model.layers] == \
+        [(8, 256, True)] * 3 + [(2, 512, False)]
+    assert model.config["attention_k_eq_v"] is False
