@@ -28,6 +28,7 @@ import random
 import tempfile
 
 from ..engines.sglang.families import BACKEND_WITH_PLANS, EXPANDED_MLA, NO_PLANS
+from ..engines.sglang.own_configs import sglang_model
 from ..engines.sglang.pools import DEFAULTS, make_layout, state_parts_of
 from ..model import Model
 from .report import Check
@@ -157,7 +158,7 @@ def _view(cfg: dict, tp: int) -> dict:
 
 def kvmem_view(cfg: dict, tp: int = 1) -> dict:
     """The same quantities from kvmem's model and its SGLang layout."""
-    model = Model.from_hf_config(cfg)
+    model = sglang_model(Model.from_hf_config(cfg))   # as SGLang's own config class fills a left-out field
     options = {k: v for k, v in DEFAULTS.items() if k not in ("version",)}
     layout = make_layout(model, kv_dtype="bf16", tp=tp, **options)
     rows = {role: layout.k_row[role] + layout.v_row[role] for role in layout.k_row}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...model import Model
 from ...units import cdiv
+from .own_configs import sglang_model
 from .parallel import capacity, kv_tp
 from .pools import make_layout
 
@@ -19,6 +20,7 @@ from .pools import make_layout
 def pools_refuse(model: Model, *, kv_memory: int, tokens: int, batch: int, kv_dtype, tp: int, pp: int,
                  **options) -> str | None:
     """Why ``batch`` requests of ``tokens`` tokens are not served at once from ``kv_memory`` (None: they are)."""
+    model = sglang_model(model)   # as SGLang's own config class reads the file (own_configs)
     cap = capacity(model, kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp, max_model_len=tokens, **options)
     if cap.refusal is not None:
         return cap.refusal.reason

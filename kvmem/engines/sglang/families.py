@@ -272,7 +272,9 @@ def check(model: Model, tp: int = 1, pp: int = 1) -> None:
             raise ValueError("intermediate_size is not set: SGLang 0.5.23's Mamba2Config.mamba2_cache_params reads "
                              "config.intermediate_size (python/sglang/srt/configs/mamba2.py), which transformers' "
                              "Mamba2Config does not define, so SGLang raises AttributeError at startup")
-        heads, head_dim = model.config.get("num_heads"), model.config.get("head_dim")
+        # SGLang's Mamba2Config subclasses transformers' (configs/mamba2.py#L17-L22): a left-out field takes its default
+        f = Fields(model.config, "mamba2")
+        heads, head_dim = f.get("num_heads"), f.get("head_dim")
         if inner != heads * head_dim:
             # sglang@v0.5.23 python/sglang/srt/layers/attention/mamba/mamba.py#L221-L224: the mixer shards
             # intermediate_size through num_heads, taking intermediate_size = num_heads x head_dim

@@ -41,6 +41,7 @@ from . import draft as spec_draft
 from . import mamba
 from .cudagraph import check_graph_lines, read_graph_lines
 from .encoder import check_reserve_line, read_reserve_line
+from .own_configs import sglang_model
 from .parallel import kv_groups, kv_tp
 from .pools import DEFAULTS, make_layout, state_parts_of
 from .pools import pools as make_pools
@@ -137,6 +138,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
           **options) -> tuple[dict, list[LineCheck], list[str]]:
     """The pools' lines (every setting they depend on is an engine option), then the CUDA-graph lines
     (against the reserve: mem_fraction_static, chunked_prefill_size and cuda_graph_max_bs, printed or given)."""
+    model = sglang_model(model)   # as SGLang's own config class reads the file (own_configs)
     graph_options = {name: options.pop(name) for name in GRAPH_OPTIONS if name in options}
     settings, checks, notes = _check_pools(model, found, kv_dtype=kv_dtype, tp=tp, pp=pp, **options)
     check_graph_lines(found, info={**(info or {}), **graph_options}, options=graph_options, settings=settings,

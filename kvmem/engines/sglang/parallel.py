@@ -48,6 +48,7 @@ from ...model import Model
 from ...parallel import attention_tp, check_expert_parallel
 from ...units import require_positive_int
 from ..declared import Option
+from .own_configs import sglang_model
 
 __all__ = ["deepep", "head_and_dense", "check", "PARALLEL_DEFAULTS", "DECLARED", "settings", "kv_tp",
            "split_options", "kv_groups", "MOE_DENSE_TP_ARCHITECTURES", "DP_ATTENTION_ARCHITECTURES", "DP_ATTENTION",
@@ -212,6 +213,7 @@ def kv_groups(options: dict) -> int:
 def estimate(model: Model, *, tp: int, pp: int, **options):
     """entry.estimate for one GPU of an attention group: the pool laid out for attn_tp."""
     from .entry import estimate as pool_estimate
+    model = sglang_model(model)   # as SGLang's own config class reads the file (own_configs)
     tp_kv, rest = kv_tp(model, tp, pp, options)
     return pool_estimate(model, tp=tp_kv, pp=pp, **rest)
 
@@ -220,6 +222,7 @@ def capacity(model: Model, *, tp: int, pp: int, **options):
     """entry.capacity for one GPU of an attention group (its own pool, its own requests)."""
     from ..results import with_note
     from .entry import capacity as pool_capacity
+    model = sglang_model(model)
     tp_kv, rest = kv_tp(model, tp, pp, options)
     cap = pool_capacity(model, tp=tp_kv, pp=pp, **rest)
     groups = kv_groups(options)

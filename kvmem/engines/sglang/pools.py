@@ -13,13 +13,14 @@ from numbers import Real
 
 from ...configs.fields import Fields
 from ...dtypes import DType, dtype
-from ...model import FULL, LINEAR, MLA, SHARED, Model
+from ...model import FULL, LINEAR, MLA, SHARED, SLIDING, Model
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from ...units import require_positive_int
 from ..declared import Option
 from .families import EXPANDED_MLA, expanded_mla_shape, minimax_sparse
 from .families import check as check_family
 from .inkling import CONV_STATE_BYTES, inkling_layout, is_inkling, resolve_options
+from .own_configs import check_interval, sglang_model
 
 GB = 1 << 30  # SGLang's "GB": sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L116
 
@@ -201,6 +202,11 @@ def _kv_dtype(model: Model, kv_dtype) -> DType:
 
 
 def is_hybrid_swa(model: Model) -> bool:
+    if "MuseSparkForConditionalGeneration" in model.facts.architectures:
+        # sglang@v0.5.23 python/sglang/srt/configs/model_config.py#L2694-L2696: a text config whose is_hybrid_swa is
+        # true; SGLang's own MuseSparkTextConfig (registered over transformers', configs/muse_spark.py#L254-L259)
+        # says so when a layer is sliding (#L115-L117), its pools' layers from layer_types (model_config.py#L2801-L2811)
+        return any(layer.kind == SLIDING for layer in model.layers)
     return any(name in HYBRID_SWA_ARCHITECTURES for name in model.facts.architectures)
 
 
@@ -238,6 +244,12 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     check_scheduling(scheduling)   # the state pool's settings: read by capacity (kvmem.engines.sglang.mamba)
     ssm_dtype = _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
                                mamba_full_memory_ratio, mamba_ssm_dtype)
+    read = sglang_model(model)
+    if read is not model and read != model:
+        # a file SGLang's own config class fills otherwise (own_configs): its callers read it through sglang_model
+        raise ValueError(f"{model.name}: this config.json leaves out fields SGLang 0.5.23's own config class fills "
+                         "otherwise than transformers' (kvmem.engines.sglang.own_configs); give them in the file")
+    check_interval(model)
     k_dtype = _kv_dtype(model, kv_dtype)
     check_family(model, tp, pp)
     if is_inkling(model):   # its own pools: full, SWA and a conv state on every layer (kvmem.engines.sglang.inkling)
@@ -486,6 +498,7 @@ def stage_cell(layout: Layout, stage: range):
 def cell_size(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1, **options) -> int:
     """SGLang's cell_size (profile_max_num_token) on the pipeline stage with the most layers:
     bytes one token costs across the stage's pool layers, as the profile counts them."""
+    model = sglang_model(model)
     layout = make_layout(model, kv_dtype=kv_dtype, tp=tp, pp=pp, **_with_defaults(options))
     cells = [stage_cell(layout, stage) for stage in pp_stages(model.num_layers, pp)]
     return int(max(cells))
@@ -499,6 +512,7 @@ def pools(model: Model, *, num_tokens: int, kv_dtype="auto", tp: int = 1, pp: in
     ``int(num_tokens x swa_full_tokens_ratio)`` floored to a page. With pp > 1, the stage
     holding the most bytes."""
     require_positive_int("num_tokens", num_tokens)
+    model = sglang_model(model)
     options = _with_defaults(options)
     if is_inkling(model):   # its own ratio defaults (kvmem.engines.sglang.inkling)
         options = resolve_options(options)[0]
