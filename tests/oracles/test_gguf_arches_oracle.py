@@ -1,0 +1,104 @@
+"""Model.from_gguf against llama.cpp 0c1e57098 (llama-cpp-python 0.3.36, CPU) on the same file: GGUFs of the
+architectures kvmem/sources/gguf_arches.py maps, written as convert_hf_to_gguf writes them with the MTP layer
+kept (block_count counts it, nextn_predict_layers 1; the trunk's tensors only, which llama.cpp loads as
+"trunk only", src/models/deepseek2.cpp L59-L61), small shapes (4 layers, 4 experts, 32,000 tokens) so the
+sparse files load with mmap. Qwen3.5's files are written without the MTP layer: its loader has no
+trunk-only probe (qwen35moe.cpp L38-L41) and asks for the MTP layer's tensors, which kvmem does not lay
+out. llama.cpp's printed "CPU KV buffer size" lines (and "CPU RS" for the DeltaNet
+state) must equal kvmem's estimate of the model it reads from the header, to the printed MiB. About 5 s."""
+
+from tests.oracles.conftest import require
+
+require("llama_cpp")
+
+import re  # noqa: E402
+
+import gguf  # noqa: E402
+import pytest  # noqa: E402
+
+import kvmem  # noqa: E402
+from kvmem.engines.llamacpp.arch_tensors import ARCHS  # noqa: E402
+from kvmem.engines.llamacpp.tensors import synthesised_tensors  # noqa: E402
+from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib, write_sparse  # noqa: E402
+from kvmem.oracles.llamacpp_family_files import write_metadata  # noqa: E402
+
+_TOP2 = {"num_experts_per_tok": 2}
+_DSA = {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2}
+SMALL = {"glm-5": _DSA, "glm-5.2": _DSA, "deepseek-v3.2": _DSA,
+         "glm-4.7": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
+         "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
+         "qwen3.5-27b": {"num_hidden_layers": 8}}
+N_CTX = 4096
+
+
+def _small(preset: str):
+    cfg = dict(kvmem.get_model(preset).config)
+    text = dict(cfg["text_config"]) if isinstance(cfg.get("text_config"), dict) else cfg
+    text.update(SMALL[preset], vocab_size=32000)
+    for key in ("layer_types", "indexer_types", "mlp_layer_types"):
+        if text.get(key):
+            text[key] = text[key][:text["num_hidden_layers"]]
+    if "text_config" in cfg:
+        cfg["text_config"] = text
+    return kvmem.Model.from_hf_config(cfg, name=f"{preset}-small")
+
+
+RS_LINE = re.compile(r"^\S+: +(\S+) RS buffer size = +([0-9.]+) MiB")
+
+
+def _printed(path: str) -> dict:
+    """llama.cpp's KV lines and RS buffer (MiB) for a context of N_CTX cells, f16 K and V, no flash attention."""
+    lib, lines, _ = llama_lib()
+    del lines[:]
+    params = lib.llama_model_default_params()
+    params.use_extra_bufts = False
+    params.load_mode = lib.LLAMA_LOAD_MODE_MMAP
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        raise RuntimeError("llama.cpp could not load the GGUF:\n" + "".join(lines[-5:]))
+    try:
+        cparams = lib.llama_context_default_params()
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch, cparams.n_seq_max = N_CTX, N_CTX, 512, 1
+        cparams.flash_attn_type = 0
+        context = lib.llama_init_from_model(model, cparams)
+        if context:
+            lib.llama_free(context)
+    finally:
+        lib.llama_model_free(model)
+    out = {"KV": [], "RS": 0.0}
+    for line in "".join(lines).splitlines():
+        m = BUFFER_LINE.match(line.strip())
+        if m and m.group(2) == "KV":
+            out["KV"].append(float(m.group(3)))
+        m = RS_LINE.match(line.strip())
+        if m:
+            out["RS"] += float(m.group(2))
+    return out
+
+
+class _WithMTP:
+    def __init__(self, writer, nextn: int):
+        self.writer, self.nextn = writer, nextn
+
+    def add_block_count(self, n):
+        self.writer.add_block_count(n + self.nextn)
+        if self.nextn:
+            self.writer.add_nextn_predict_layers(self.nextn)
+
+    def __getattr__(self, name):
+        return getattr(self.writer, name)
+
+
+@pytest.mark.parametrize("preset", sorted(SMALL))
+def test_llamacpp_kv_of_the_header_equals_kvmem(preset, tmp_path):
+    model = _small(preset)
+    arch, path = ARCHS[model.model_type], str(tmp_path / "m.gguf")
+    writer = gguf.GGUFWriter(path, arch)
+    write_metadata(_WithMTP(writer, 0 if arch in ("qwen35", "qwen35moe") else 1), model, arch, "q8_0")
+    write_sparse(writer, [(t.name, t.shape, t.dtype) for t in synthesised_tensors(model, "q8_0")])
+    back = kvmem.Model.from_gguf(path)
+    assert back.num_layers == model.num_layers
+    printed = in_child(_printed, path)
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=N_CTX, kv_dtype="f16")
+    assert printed["KV"] and round(sum(printed["KV"]), 2) == round(est.kv_bytes / 2**20, 2), (printed, est.kv_bytes)
+    assert round(printed["RS"], 2) == round(est.state_bytes / 2**20, 2), (printed, est.state_bytes)
