@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from . import SourceError
 
-__all__ = ["ARCH_MODEL_TYPES", "arch_fields", "gemma4_kv_heads", "GLM_5_2_CONTEXT"]
+__all__ = ["ARCH_MODEL_TYPES", "arch_fields", "gemma4_kv_heads", "recurrent_layers", "GLM_5_2_CONTEXT"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the Hugging Face model_type kvmem.configs reads
 ARCH_MODEL_TYPES = {"glm4moe": "glm4_moe", "glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32",
@@ -105,7 +105,6 @@ def arch_fields(arch: str, cfg: dict, key, trunk: int, names) -> None:
         if shared is not None:
             cfg["shared_expert_intermediate_size"] = shared
         _rotary_fraction(cfg, key, arch)
-        _recurrent_layers(cfg, key, arch, trunk)
 
 
 def _indexer_types(cfg: dict, key, trunk: int) -> None:
@@ -126,9 +125,10 @@ def _indexer_types(cfg: dict, key, trunk: int) -> None:
     cfg["indexer_types"] = ["full" if f else "shared" for f in full]
 
 
-def _recurrent_layers(cfg: dict, key, arch: str, trunk: int) -> None:
-    """kvmem reads Qwen3.5's layers by full_attention_interval (configs/layouts.py 'interval'); a GGUF
-    whose recurrent_layers list is another pattern is refused, never sized as the interval."""
+def recurrent_layers(cfg: dict, key, arch: str, trunk: int) -> None:
+    """kvmem reads Qwen3-Next's and Qwen3.5's layers by full_attention_interval (configs/layouts.py
+    'interval'); a GGUF whose recurrent_layers list (llama.cpp@0c1e57098 src/models/qwen3next.cpp L14-L19,
+    qwen35.cpp L14-L20) is another pattern is refused, never sized as the interval."""
     listed = key("attention.recurrent_layers", None)
     interval = cfg["full_attention_interval"]
     if listed is None:
@@ -137,7 +137,7 @@ def _recurrent_layers(cfg: dict, key, arch: str, trunk: int) -> None:
     ours = [(i + 1) % interval != 0 for i in range(trunk)]
     if [bool(x) for x in listed[:trunk]] != ours or any(listed[trunk:]):
         raise SourceError(f"GGUF {arch}.attention.recurrent_layers is not every {interval}th layer full "
-                          f"(full_attention_interval {interval}); kvmem sizes Qwen3.5 by the interval alone")
+                          f"(full_attention_interval {interval}); kvmem sizes {arch} by the interval alone")
 
 
 def gemma4_kv_heads(per_layer: list, pattern) -> int:

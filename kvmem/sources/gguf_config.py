@@ -37,7 +37,7 @@ Others (mamba, rwkv, ...) are refused with a message saying to use the model's c
 from __future__ import annotations
 
 from . import SourceError
-from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads
+from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads, recurrent_layers
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
 
@@ -161,6 +161,7 @@ def config_from_header(header) -> dict:
             cfg["v_head_dim"] = value_length
     if arch in _DELTANET:
         _gated_deltanet(cfg, key, arch)
+        recurrent_layers(cfg, key, arch, trunk)
     if arch in _HYBRIDS:
         _mamba_hybrid(cfg, key, arch, kv_raw, n_layers)
     if arch == "falcon":
@@ -223,11 +224,12 @@ def _gated_deltanet(cfg: dict, key, arch: str) -> None:
     """Qwen3-Next's linear-attention layers (llama.cpp load_hparams for LLM_ARCH_QWEN3NEXT):
     ssm.group_count = key heads, ssm.time_step_rank = value heads, ssm.state_size = key head dim,
     ssm.inner_size = value heads x value head dim, ssm.conv_kernel; every full_attention_interval-th
-    layer is full attention (qwen35 / qwen35moe: 4 when the key is absent, qwen35.cpp L15-L16)."""
+    layer is full attention, 4 when the key is absent (llama.cpp@0c1e57098 src/models/qwen3next.cpp L15-L16,
+    qwen35.cpp L15-L16)."""
     v_heads, inner = _positive(key("ssm.time_step_rank"), f"{arch}.ssm.time_step_rank"), key("ssm.inner_size")
     if inner % v_heads:
         raise SourceError(f"GGUF ssm.inner_size ({inner}) is not a multiple of ssm.time_step_rank ({v_heads})")
-    interval = key("full_attention_interval", SourceError if arch == "qwen3next" else 4)
+    interval = key("full_attention_interval", 4)
     cfg.update(full_attention_interval=_positive(interval, f"{arch}.full_attention_interval"),
                linear_num_key_heads=key("ssm.group_count"),
                linear_num_value_heads=v_heads, linear_key_head_dim=key("ssm.state_size"),

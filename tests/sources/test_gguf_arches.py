@@ -240,6 +240,8 @@ def test_qwen35_defaults_and_recurrent_layers(tmp_path):
     # no full_attention_interval: 4 (qwen35.cpp L15-L16): layers 3 and 7 full
     model = kvmem.Model.from_gguf(_header(tmp_path / "a.gguf", "qwen35", _QWEN35))
     assert model.kinds == {"full": 2, "linear": 6}
+    # Qwen3-Next the same (qwen3next.cpp L15-L16)
+    assert kvmem.Model.from_gguf(_header(tmp_path / "n.gguf", "qwen3next", _QWEN35)).kinds == {"full": 2, "linear": 6}
     # a recurrent_layers list that is the interval's pattern, MTP layer last and not recurrent
     listed = [True, True, True, False, True, True, True, False, False]
     ok = dict(_QWEN35, block_count=9, nextn_predict_layers=1, **{"attention.recurrent_layers": listed})
