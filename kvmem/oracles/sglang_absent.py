@@ -44,15 +44,16 @@ def judge_file(d: dict) -> tuple[str, object, object]:
 
 def extra_cases() -> list[tuple[str, dict]]:
     """Cases beside sglang_families': Muse Spark under the architecture SGLang runs it as (its own
-    MuseSparkTextConfig, registered over transformers', python/sglang/srt/configs/muse_spark.py#L254-L259), and
-    Beam (SGLang's own BeamConfig, python/sglang/srt/configs/beam.py)."""
+    MuseSparkTextConfig, registered over transformers', python/sglang/srt/configs/muse_spark.py#L254-L259), Beam
+    and EXAONE (SGLang's own BeamConfig and ExaoneConfig, python/sglang/srt/configs/beam.py, exaone.py)."""
     # transformers' own class, imported by name: once SGLang is loaded, CONFIG_MAPPING["muse_spark"] is SGLang's
     from transformers.models.muse_spark.configuration_muse_spark import MuseSparkConfig
 
     from .transformers import default_config
     muse = {**MuseSparkConfig().to_dict(), "architectures": ["MuseSparkForConditionalGeneration"]}
     beam = {**default_config("beam").to_dict(), "architectures": ["BeamForCausalLM"]}   # SGLang's BeamConfig
-    return [("muse_spark", muse), ("beam", beam)]
+    exaone = {**default_config("exaone").to_dict(), "architectures": ["ExaoneForCausalLM"]}   # its ExaoneConfig
+    return [("muse_spark", muse), ("beam", beam), ("exaone", exaone)]
 
 
 def absent_fields(cases=None) -> list[AbsentResult]:

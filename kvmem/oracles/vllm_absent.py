@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+from typing import Any
 
 __all__ = ["AbsentResult", "OUTCOMES", "absent_fields", "leave_out", "sweep", "text_of", "vllm_reading",
            "vllm_classes", "base_configs"]
@@ -122,17 +123,30 @@ def vllm_classes() -> dict:
     return out
 
 
+def transformers_default(model_type: str):
+    """transformers' own config class for ``model_type`` (configuration_auto.py CONFIG_MAPPING_NAMES), with
+    kvmem.oracles.transformers' DEFAULT_OVERRIDES: imported by name, since SGLang registers its own classes over
+    CONFIG_MAPPING's (python/sglang/srt/configs/muse_spark.py#L254-L259) once it is loaded."""
+    import importlib
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES, model_type_to_module_name
+
+    from .transformers import DEFAULT_OVERRIDES
+    module = importlib.import_module(f"transformers.models.{model_type_to_module_name(model_type)}")
+    overrides: Any = DEFAULT_OVERRIDES.get(model_type, {})
+    return getattr(module, CONFIG_MAPPING_NAMES[model_type])(**overrides)
+
+
 def base_configs(classes: dict) -> list[tuple[str, dict]]:
     """(model_type, a config dict kvmem reads) per class: transformers' default config of the type where
     transformers ships it (the defaults kvmem's reader is judged on), else the engine class's own defaults."""
-    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     import kvmem
-
-    from .transformers import default_config
     out = []
     for model_type, cls in sorted(classes.items()):
-        makers = ([functools.partial(default_config, model_type)] if model_type in CONFIG_MAPPING else []) + [cls]
+        makers = [functools.partial(transformers_default, model_type)] if model_type in CONFIG_MAPPING_NAMES else []
+        makers.append(cls)
         for make in makers:
             try:
                 d = make().to_dict()

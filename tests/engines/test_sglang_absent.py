@@ -89,3 +89,14 @@ def test_muse_spark_hybrid_swa_with_sliding_layers_and_all_full_without_layer_ty
         return kvmem.estimate(Model.from_hf_config(c), engine="sglang", tokens=8192, kv_dtype="bf16").kv_bytes
     assert sglang(cfg) == 16 * 4096 * 8192 + 46 * 4096 * 2048 + 62 * 4096 == 923_000_832
     assert sglang(drop(cfg, "layer_types")) == 62 * 4096 * 8192 + 62 * 4096 == 2_080_628_736
+
+
+def test_exaone_without_kv_heads_is_multi_head_under_sglang():
+    # SGLang's own ExaoneConfig: num_key_value_heads None -> num_attention_heads (configs/exaone.py#L151, #L172-L174);
+    # transformers' ExaoneConfig: 8. EXAONE defaults: 32 layers, 32 heads x 128:
+    #   with 8 KV heads  32 x 8 x (128 + 128) x 2 B = 131,072 B/token
+    #   without          32 x 32 x 256 x 2 B = 524,288 B/token
+    cfg = {"model_type": "exaone", "architectures": ["ExaoneForCausalLM"], "num_layers": 32, "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 102400}
+    assert cell(cfg) == 131_072
+    assert cell(drop(cfg, "num_key_value_heads")) == 524_288

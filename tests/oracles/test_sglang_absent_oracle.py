@@ -1,5 +1,5 @@
 """Config files that leave fields out, judged by SGLang 0.5.23's own ModelConfig (kvmem/oracles/sglang_absent.py):
-each field kvmem reads left out of every sglang_families case (and Muse Spark, Beam) in turn; kvmem's SGLang layout
+each field kvmem reads left out of every sglang_families case (and Muse Spark, Beam, EXAONE) in turn; kvmem's SGLang layout
 of the file against what SGLang's ModelConfig makes of the same file. About 15 s."""
 
 import pytest
@@ -46,7 +46,7 @@ def test_the_fixed_findings_now_agree_with_sglang(sweep):
     # each was "wrong" or "engine-refuses" before kvmem.engines.sglang.own_configs: SGLang's own classes raise
     # (Qwen3NextConfig's full_attention_interval, NemotronHConfig's n_groups, Step3p5Config's layer_types, the
     # DSA index_head_dim, Kimi's MLA widths) or fill otherwise (Qwen3.5 2 KV heads, GraniteMoeHybrid's defaults,
-    # LongCat's qk_rope_head_dim 128, DeepSeek-V3.2 without index_topk plain MLA, Muse Spark all full)
+    # LongCat's qk_rope_head_dim 128, DeepSeek-V3.2 without index_topk plain MLA, Muse Spark all full, EXAONE MHA)
     same = {(r.model_type, r.field) for r in sweep if r.outcome == "same"}
     assert {("qwen3-next-80b-a3b", "full_attention_interval"), ("qwen3.5-27b", "num_key_value_heads"),
             ("nemotron-h-8b", "n_groups"), ("step3p5", "layer_types"), ("deepseek-v3.2", "index_head_dim"),
@@ -54,7 +54,7 @@ def test_the_fixed_findings_now_agree_with_sglang(sweep):
             ("kimi-k3", "qk_rope_head_dim"), ("granitemoehybrid", "layer_types"),
             ("granitemoehybrid", "mamba_d_state"), ("granitemoehybrid", "num_key_value_heads"),
             ("granitemoehybrid", "hidden_size"), ("longcat_flash", "qk_rope_head_dim"),
-            ("muse_spark", "layer_types"), ("mamba2", "head_dim")} <= same
+            ("muse_spark", "layer_types"), ("mamba2", "head_dim"), ("exaone", "num_key_value_heads")} <= same
 
 
 def test_muse_spark_with_sliding_layers_is_hybrid_swa_as_sglang_makes_it():

@@ -8,7 +8,7 @@ AutoConfig otherwise. Each entry below is judged by SGLang's own ModelConfig on 
     a value      SGLang's class fills the field with it: kvmem's SGLang mode reads the file with it filled in
     Required     SGLang's class has no usable default and SGLang raises: kvmem refuses, with SGLang's reason
     a phrase     a rule sglang_model applies: GraniteMoeHybrid's layer pattern, Muse Spark's all-full layers,
-                 DeepSeek-V3.2 without index_topk read as plain MLA
+                 DeepSeek-V3.2 without index_topk read as plain MLA, EXAONE's KV heads = its query heads
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ OWN_DEFAULTS: dict[str, dict[str, object]] = {
         "layer_types": "attention every 6th layer",   # (i + 1) % 6 == 0 attention, else mamba (#L186-L193)
     },
     "longcat_flash": {"qk_rope_head_dim": 128},   # configs/longcat_flash.py#L26
+    # configs/exaone.py#L151, #L172-L174: ExaoneConfig's num_key_value_heads None -> num_attention_heads (MHA;
+    # transformers' ExaoneConfig: 8)
+    "exaone": {"num_key_value_heads": "num_attention_heads"},
     "nemotron_h": {
         # configs/nemotron_h.py#L425-L430 mamba2_cache_params reads self.n_groups, which only the file sets
         "n_groups": Required("SGLang 0.5.23's NemotronHConfig reads n_groups for its Mamba2 state "
@@ -111,6 +114,8 @@ def sglang_model(model: Model) -> Model:
         if isinstance(rule, Required):
             raise ValueError(f"config field {name!r} is absent: {rule.why}")
     fills = {name: rules[name] for name in absent if isinstance(rules[name], int) and not isinstance(rules[name], bool)}
+    if rules.get("num_key_value_heads") == "num_attention_heads" and "num_key_value_heads" in absent:
+        fills["num_key_value_heads"] = model.num_attention_heads
     if "layer_types" in absent and model.model_type == "granitemoehybrid":
         layers = text.get("num_hidden_layers") or fills.get("num_hidden_layers")
         if isinstance(layers, int):

@@ -51,7 +51,9 @@ MUSE_SPARK_REQUIRED = ("hidden_act", "attention_bias", "rope_parameters", "num_s
 def _check_muse_spark(model: Model) -> None:
     """Muse Spark: vLLM 0.33.0 reads the text config with its own MuseSparkTextConfig, which fills nothing in."""
     text = model.config.get("text_config") or model.config
-    missing = [name for name in MUSE_SPARK_REQUIRED if name not in text]
+    # every field kvmem's reader took from transformers' defaults is one vLLM's class does not have
+    defaulted = dict(model.reading.from_defaults) if model.reading is not None else {}
+    missing = [name for name in (*MUSE_SPARK_REQUIRED, *defaulted) if name not in text]
     if missing:
         raise ValueError(f"vLLM 0.33.0's MuseSparkTextConfig has no defaults (configs/muse_spark.py#L321-L343) and "
                          f"reads {missing[0]!r}, which this config.json does not give: AttributeError, vLLM refuses "
