@@ -1113,7 +1113,7 @@ def validate(*, types=None, cases: int = 0, seed: int = 0, workers: int | None =
     results = _run_all([(t, None, "") for t in chosen], workers=workers, limit=limit, progress=progress)
     if cases:
         results += _run_all(random_jobs(results, cases, seed), workers=workers, limit=limit, progress=progress)
-    swept = ()
+    swept: tuple[AbsentResult, ...] = ()
     if fields:
         families = None if types is None else chosen
         nulls = [replace(r, field=f"{r.field}=null") for r in absent_fields(families, as_null=True)]
