@@ -455,6 +455,38 @@ def test_variable_v_widths_are_padded_without_flash_attention():
     assert "padding V cache to 2048" in " ".join(no_fa.notes)
 
 
+def gemma4_six(kv_sliding, kv_full):
+    # Gemma 4 shrunk to 6 layers as tests/oracles/test_gguf_arches_oracle.py writes it: 5 SWA (kv_sliding x 256,
+    # window 1024) then 1 full (kv_full x 512)
+    layers = [Layer("sliding", kv_heads=kv_sliding, head_dim_k=256, head_dim_v=256, window=1024)] * 5
+    return toy("gemma-4-six", [*layers, Layer("full", kv_heads=kv_full, head_dim_k=512, head_dim_v=512)],
+               heads=16, hidden=2816, model_type="gemma4_text")
+
+
+@pytest.mark.parametrize(("kv_sliding", "kv_full", "full_on", "full_off", "swa"), [
+    # 26B-A4B: SWA 5 x 1536 x (2048 + 2048) x 2 B = 60 MiB; full 4096 x (1024 + 1024) x 2 = 16 MiB with FA,
+    # 4096 x (1024 + 2048) x 2 = 24 MiB without (V padded to the SWA layers' 8 x 256 = 2048)
+    (8, 2, ("16.00", "8.00", "8.00"), ("24.00", "8.00", "16.00"), ("60.00", "30.00", "30.00")),
+    # 31B: SWA 5 x 1536 x (4096 + 4096) x 2 = 120 MiB; full 4096 x (2048 + 2048) x 2 = 32 MiB with FA,
+    # 4096 x (2048 + 4096) x 2 = 48 MiB without
+    (16, 4, ("32.00", "16.00", "16.00"), ("48.00", "16.00", "32.00"), ("120.00", "60.00", "60.00"))])
+def test_gemma4_six_layers_printed_by_llamacpp_with_and_without_flash_attention(kv_sliding, kv_full, full_on,
+                                                                                 full_off, swa):
+    # llama.cpp 0c1e57098 printed these lines for the 6-layer GGUFs (n_ctx 4096, n_ubatch 512, swa_full off):
+    # SWA cells min(4096, 1024 + 512) = 1536; without FA every layer's V row is n_embd_v_gqa_max wide
+    # (src/llama-kv-cache.cpp L157-L161, L208-L210)
+    model = gemma4_six(kv_sliding, kv_full)
+    for fa, full in (("on", full_on), ("off", full_off)):
+        result = llama(model, tokens=4096, n_ctx=4096, flash_attn=fa)
+        sizes = [line for line in result.log_lines if line.startswith("llama_kv_cache: size")]
+        assert squashed(sizes) == [
+            squash(f"llama_kv_cache: size = {full[0]} MiB ( 4096 cells, 1 layers, 1/1 seqs), "
+                   f"K (f16): {full[1]} MiB, V (f16): {full[2]} MiB"),
+            squash(f"llama_kv_cache: size = {swa[0]} MiB ( 1536 cells, 5 layers, 1/1 seqs), "
+                   f"K (f16): {swa[1]} MiB, V (f16): {swa[2]} MiB")]
+        assert result.kv_bytes == (float(full[0]) + float(swa[0])) * MiB
+
+
 def test_defaults_f16_cache_whatever_the_model_dtype_and_one_sequence_per_batch_row():
     result = llama("llama-3.1-8b", tokens=1000, batch=2)
     assert result.details.type_k == result.details.type_v == "f16" and result.kv_dtype == "f16"
