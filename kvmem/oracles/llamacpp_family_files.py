@@ -75,16 +75,26 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
             if arch == "glm-dsa" and types is not None:    # conversion/glm.py L380-L382 (gguf-py: add_indexer_types)
                 w.add_array(f"{arch}.attention.indexer.types", [t == "full" for t in types])
         return
-    w.add_key_length(first.head_dim_k)
-    w.add_value_length(first.head_dim_v)
     if arch == "gemma4":
+        # conversion/gemma.py Gemma4Model.set_gguf_parameters L696-L701, L729-L733: key/value_length the full
+        # layers' head dim (global_head_dim), *_swa head_dim (whichever layer comes last), rope dims the full head
+        # dim and head_dim x rope_parameters' top-level partial_rotary_factor (absent in the published configs,
+        # whose factors sit under full_attention: 1.0)
+        full_hd = next(layer.head_dim_k for layer in model.layers if layer.window == 0)
         swa = [layer.window > 0 for layer in model.layers]
+        w.add_key_length(full_hd)
+        w.add_value_length(full_hd)
         w.add_sliding_window_pattern(swa)
         w.add_sliding_window(field(model, "sliding_window"))
         w.add_key_length_swa(field(model, "head_dim"))
         w.add_value_length_swa(field(model, "head_dim"))
         w.add_embedding_length_per_layer_input(0)
         w.add_shared_kv_layers(0)
+        w.add_rope_dimension_count(full_hd)
+        w.add_rope_dimension_count_swa(field(model, "head_dim"))
+        return
+    w.add_key_length(first.head_dim_k)
+    w.add_value_length(first.head_dim_v)
     w.add_rope_dimension_count(field(model, "rotary_dim", first.head_dim_k))
     if arch == "gpt-oss":
         w.add_sliding_window(field(model, "sliding_window", 128))     # conversion/gpt_oss.py L130
