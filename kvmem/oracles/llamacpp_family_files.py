@@ -15,17 +15,35 @@ from ..engines.llamacpp.tensors import GGUF_ARCH, GPT_OSS_EXPERTS, source_type, 
 from ..model import Model
 from .llamacpp_buffers import write_sparse
 
-__all__ = ["write_metadata", "write_family"]
+__all__ = ["write_metadata", "write_family", "mtp_layers"]
 
 
-def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
+def mtp_layers(model: Model, arch: str) -> int:
+    """The MTP layers convert_hf_to_gguf adds to block_count without --no-mtp: num_nextn_predict_layers for
+    deepseek32 (conversion/deepseek.py L472-L476), glm-dsa (conversion/glm.py L328-L333) and glm4moe
+    (L117-L122), mtp_num_hidden_layers for qwen35/qwen35moe/qwen3next (conversion/qwen.py L296-L306, _QwenMtpMixin);
+    none for deepseek2 (DeepseekV2Model keeps num_hidden_layers) and the others."""
+    if arch in ("deepseek32", "glm-dsa", "glm4moe"):
+        return field(model, "num_nextn_predict_layers", 0) or 0
+    if arch in ("qwen35", "qwen35moe", "qwen3next"):
+        return field(model, "mtp_num_hidden_layers", 0) or 0
+    return 0
+
+
+def write_metadata(w, model: Model, arch: str, fmt: str, *, mtp: bool = False) -> None:  # noqa: C901
     """The keys convert_hf_to_gguf writes for ``arch`` (conversion/{gpt_oss,glm,deepseek,qwen}.py
-    set_gguf_parameters) that load_arch_hparams reads."""
-    import gguf
+    set_gguf_parameters) that load_arch_hparams reads. ``mtp``: the MTP layers count in block_count and
+    nextn_predict_layers is written, as the converter writes them by default; without it, as its --no-mtp writes
+    (the default here: tests/sources/test_gguf_arches.py adds them through its own writer proxy). kvmem's tensors
+    are the trunk's either way: llama.cpp loads deepseek32/glm-dsa/glm4moe files without the MTP tensors as
+    trunk only; qwen35's loader asks for them, so a qwen35 file with ``mtp`` does not load."""
     moe, first = model.facts.moe, model.layers[-1]
+    n_mtp = mtp_layers(model, arch) if mtp else 0
     w.add_context_length(model.max_position_embeddings or 4096)
     w.add_embedding_length(model.hidden_size)
-    w.add_block_count(model.num_layers)
+    w.add_block_count(model.num_layers + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     w.add_feed_forward_length(field(model, "intermediate_size", 0) or (moe.intermediate_size if moe else 0))
     w.add_head_count(model.num_attention_heads)
     if arch == "gemma4":     # conversion/gemma.py Gemma4Model: per-layer KV heads and head dims
@@ -42,6 +60,14 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
     w.add_vocab_size(model.facts.vocab_size)
     w.add_tokenizer_model("none")
     w.add_file_type(FTYPES[fmt][0])
+    scoring = field(model, "scoring_func")     # conversion/base.py L1530-L1539, every TextModel
+    if scoring is not None:
+        # src/llama-hparams.h L17-L21 LLAMA_EXPERT_GATING_FUNC_TYPE_*: the installed gguf-py may predate SQRTSOFTPLUS
+        gating = {"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
+        if scoring not in gating:
+            raise ValueError(f"scoring_func {scoring!r}: convert_hf_to_gguf raises \"Unsupported expert score "
+                             "gating function value\" (conversion/base.py L1538-L1539)")
+        w.add_uint32(f"{arch}.expert_gating_func", gating[scoring])
     if moe is not None:
         w.add_expert_count(moe.experts)
         w.add_expert_used_count(field(model, "top_k_experts", moe.top_k))
@@ -65,8 +91,6 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
             w.add_expert_group_count(field(model, "n_group"))
         if field(model, "topk_group") is not None:
             w.add_expert_group_used_count(field(model, "topk_group"))
-        if field(model, "scoring_func") == "sigmoid":
-            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         if arch in ("glm-dsa", "deepseek32"):
             w.add_indexer_head_count(field(model, "index_n_heads"))
             w.add_indexer_key_length(field(model, "index_head_dim"))
@@ -106,7 +130,7 @@ def write_metadata(w, model: Model, arch: str, fmt: str) -> None:  # noqa: C901
     if arch in ("qwen35", "qwen35moe", "qwen3next"):
         d_state, v_heads = field(model, "linear_key_head_dim"), field(model, "linear_num_value_heads")
         w.add_ssm_conv_kernel(field(model, "linear_conv_kernel_dim"))
-        w.add_ssm_inner_size(d_state * v_heads)
+        w.add_ssm_inner_size(field(model, "linear_value_head_dim") * v_heads)     # conversion/qwen.py L381
         w.add_ssm_state_size(d_state)
         w.add_ssm_time_step_rank(v_heads)
         w.add_ssm_group_count(field(model, "linear_num_key_heads"))

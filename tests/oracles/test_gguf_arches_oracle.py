@@ -21,10 +21,10 @@ import gguf  # noqa: E402
 import pytest  # noqa: E402
 
 import kvmem  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import ARCHS  # noqa: E402
+from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
 from kvmem.engines.llamacpp.tensors import synthesised_tensors  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib, write_sparse  # noqa: E402
-from kvmem.oracles.llamacpp_family_files import write_metadata  # noqa: E402
+from kvmem.oracles.llamacpp_family_files import mtp_layers, write_metadata  # noqa: E402
 
 _TOP2 = {"num_experts_per_tok": 2}
 _DSA = {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2}
@@ -95,30 +95,15 @@ def _printed(path: str, flash_attn: bool = False) -> dict:
     return out
 
 
-class _WithMTP:
-    def __init__(self, writer, nextn: int):
-        self.writer, self.nextn = writer, nextn
-
-    def add_block_count(self, n):
-        self.writer.add_block_count(n + self.nextn)
-        if self.nextn:
-            self.writer.add_nextn_predict_layers(self.nextn)
-
-    def __getattr__(self, name):
-        return getattr(self.writer, name)
-
-
 @pytest.mark.parametrize(("preset", "flash_attn"), CASES)
 def test_llamacpp_kv_of_the_header_equals_kvmem(preset, flash_attn, tmp_path):
     model = _small(preset)
     arch, path = ARCHS[model.model_type], str(tmp_path / "m.gguf")
     writer = gguf.GGUFWriter(path, arch)
-    nextn = 1 if arch in ("glm-dsa", "deepseek32", "glm4moe") else 0
-    write_metadata(_WithMTP(writer, nextn), model, arch, "q8_0")
-    if arch == "minimax-m2":
-        # published MiniMax-M2.x GGUFs carry expert_gating_func 2 (sigmoid: ollama/ollama#13049,
-        # ggml-org/llama.cpp#21610 kv dumps); the family writer leaves it out and build_moe_ffn aborts on none
-        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    # the MTP layer in block_count (nextn_predict_layers 1 in these configs) for glm-dsa, deepseek32, glm4moe
+    write_metadata(writer, model, arch, "q8_0", mtp=arch not in ("qwen35", "qwen35moe"))
+    assert mtp_layers(model, arch) == (1 if arch in ("glm-dsa", "deepseek32", "glm4moe") else
+                                       field(model, "mtp_num_hidden_layers", 0) or 0)
     write_sparse(writer, [(t.name, t.shape, t.dtype) for t in synthesised_tensors(model, "q8_0")])
     back = kvmem.Model.from_gguf(path)
     assert back.num_layers == model.num_layers
