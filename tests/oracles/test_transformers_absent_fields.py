@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow      # every family's fields swept: ~35 s, in `make test`
 if importlib.util.find_spec("vllm") is not None:
     pytest.skip("judged in the main environment already (same transformers 5.24)", allow_module_level=True)
 

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow      # transformers modeling code built and run for each type: ~40 s, in `make test`
 if importlib.util.find_spec("vllm") is not None:
     pytest.skip("judged in the main environment already (same transformers 5.24)", allow_module_level=True)
 

@@ -31,6 +31,7 @@ def test_bare_json_fields_still_read_and_errors_keep_their_grammar():
         _from_text('"model_type": "llama",\n"x" 3', "pasted config")
 
 
+@pytest.mark.slow      # writes and reads a whole q4_k_m GGUF: ~16 s, in `make test`
 def test_a_q4_k_m_gguf_is_described_by_its_tensor_types(tmp_path):
     from kvmem.sources.gguf import model_from_gguf_bytes
     from tests.fixtures import gguf_models
