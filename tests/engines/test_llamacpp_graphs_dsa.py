@@ -7,24 +7,13 @@ import pytest
 
 import kvmem
 from kvmem.engines.llamacpp import scheduled
-from kvmem.engines.llamacpp.compute import estimate_bytes, graph_shape, llamacpp_compute_buffer
+from kvmem.engines.llamacpp.compute import estimate_bytes, graph_shape
 from kvmem.engines.llamacpp.layouts import layout
 from kvmem.engines.llamacpp.placement import buffer_mib
 from kvmem.engines.llamacpp.scheduled import graph_weight_names, reduced_layers
 from kvmem.engines.llamacpp.tensors import tensors_for
 from kvmem.oracles.llamacpp_graphs import DSA_KINDS, random_graph_case
-
-
-def _cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", n_seq=1, kv_unified=False,
-                 swa_full=False):
-    kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, n_seq=n_seq, kv_unified=kv_unified,
-                        swa_full=swa_full, type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_ubatch=n_ubatch,
-                        n_batch=n_ctx)
-    d = kv.details
-    return llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=d.n_ubatch, cells_per_stream=d.cells,
-                                   flash_attn=flash_attn, type_k=type_k, type_v=type_v, n_outputs=d.n_batch,
-                                   n_seq=n_seq, kv_unified=kv_unified, swa_cells=d.swa_cells, backend="cpu")
-
+from tests.engines.test_llamacpp_graphs_mla_oss import cpu_compute
 
 # "CPU compute buffer size" llama.cpp printed for the presets' full shapes (sparse q4_k_m GGUFs written by
 # kvmem.oracles.llamacpp_family_files, loaded with no_alloc: the prompt graph's reserve), f16 cache, one sequence
@@ -37,7 +26,7 @@ PRESETS = [("deepseek-v3.2", 4096, 512, True, 660.08), ("deepseek-v3.2", 32768, 
 
 @pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, printed", PRESETS)
 def test_preset_cpu_compute_buffer_is_llamacpps(preset, n_ctx, n_ubatch, flash_attn, printed):
-    got = _cpu_compute(kvmem.get_model(preset), n_ctx, n_ubatch, flash_attn)
+    got = cpu_compute(kvmem.get_model(preset), n_ctx, n_ubatch, flash_attn)
     assert got.exact and buffer_mib(got.bytes) == printed
 
 
@@ -51,7 +40,7 @@ SEEDS = {0: "0.0876", 1: "0.2901", 2: "2.6438", 3: "0.1017", 4: "1.4232", 5: "0.
 @pytest.mark.parametrize("seed", sorted(SEEDS))
 def test_random_dsa_cases_are_llamacpps(seed):
     model, _fmt, ctx = random_graph_case(seed, DSA_KINDS)
-    got = _cpu_compute(model, ctx["n_ctx"], ctx["n_ubatch"], bool(ctx["flash_attn"]), ctx["type_k"], ctx["type_v"],
+    got = cpu_compute(model, ctx["n_ctx"], ctx["n_ubatch"], bool(ctx["flash_attn"]), ctx["type_k"], ctx["type_v"],
                        ctx["n_seq"], ctx["kv_unified"], ctx["swa_full"])
     assert got.exact and f"{got.bytes / 1048576.0:.4f}" == SEEDS[seed]
 

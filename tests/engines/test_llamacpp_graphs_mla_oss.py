@@ -15,7 +15,7 @@ from kvmem.engines.llamacpp.scheduled import expert_weights, graph_weight_names
 from kvmem.oracles.llamacpp_graphs import random_graph_case
 
 
-def _cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", n_seq=1, kv_unified=False,
+def cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", n_seq=1, kv_unified=False,
                  swa_full=False):
     kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, n_seq=n_seq, kv_unified=kv_unified,
                         swa_full=swa_full, type_k=type_k, type_v=type_v, flash_attn=flash_attn, n_ubatch=n_ubatch,
@@ -39,7 +39,7 @@ PRESETS = [("deepseek-v2-lite", 4096, 512, True, 240.26), ("deepseek-v2-lite", 4
 
 @pytest.mark.parametrize("preset, n_ctx, n_ubatch, flash_attn, printed", PRESETS)
 def test_preset_cpu_compute_buffer_is_llamacpps(preset, n_ctx, n_ubatch, flash_attn, printed):
-    got = _cpu_compute(kvmem.get_model(preset), n_ctx, n_ubatch, flash_attn)
+    got = cpu_compute(kvmem.get_model(preset), n_ctx, n_ubatch, flash_attn)
     assert got.exact and buffer_mib(got.bytes) == printed
 
 
@@ -53,7 +53,7 @@ SEEDS = {0: "3.5055", 1: "3.2524", 2: "7.1911", 3: "2.1266", 4: "2.9399", 5: "2.
 @pytest.mark.parametrize("seed", sorted(SEEDS))
 def test_random_mla_and_gpt_oss_cases_are_llamacpps(seed):
     model, _fmt, ctx = random_graph_case(seed)
-    got = _cpu_compute(model, ctx["n_ctx"], ctx["n_ubatch"], bool(ctx["flash_attn"]), ctx["type_k"], ctx["type_v"],
+    got = cpu_compute(model, ctx["n_ctx"], ctx["n_ubatch"], bool(ctx["flash_attn"]), ctx["type_k"], ctx["type_v"],
                        ctx["n_seq"], ctx["kv_unified"], ctx["swa_full"])
     assert got.exact and f"{got.bytes / 1048576.0:.4f}" == SEEDS[seed]
 
@@ -118,7 +118,7 @@ def test_mla_graph_only_over_the_latent_cache():
     now = layout(model, tensors, n_gpu_layers=0, n_ctx=4096, flash_attn=True)
     old = layout(model, tensors, n_gpu_layers=0, n_ctx=4096, flash_attn=True, build="2025-12-01")
     assert now.compute_exact["CPU"] and not old.compute_exact["CPU"]
-    assert now.compute_bytes["CPU"] == _cpu_compute(model, 4096, 512, True).bytes
+    assert now.compute_bytes["CPU"] == cpu_compute(model, 4096, 512, True).bytes
 
 
 @pytest.mark.parametrize("preset", ["gemma-3-27b", "gemma-2-9b", "phi-4"])
@@ -176,4 +176,4 @@ def test_builds_before_the_mla_split_take_the_per_head_graph():
     per_head = graph_bytes(per_head_mla_shape(model), n_kv=32768, n_ubatch=512, flash_attn=False)
     assert old.compute_bytes["CPU"] == per_head and not old.compute_exact["CPU"]
     # 1136.27 MiB (the per-head graph, as the oracle's per-head GGUFs print it), the latent graph's 1174.01 MiB
-    assert buffer_mib(per_head) == 1136.27 and _cpu_compute(model, 32768, 512, False).bytes != per_head
+    assert buffer_mib(per_head) == 1136.27 and cpu_compute(model, 32768, 512, False).bytes != per_head
