@@ -153,8 +153,13 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
         cur = g.dup("MUL", g.dup("RMS_NORM", ffn_inp), g.weight(s.n_embd, name="ffn_norm"))
         cur = _moe(g, cur, s) if s.n_expert else ffn(g, cur, s)
         inp_l = g.dup("ADD", cur, ffn_inp)
+    return output_head(g, s, inp_l)
+
+
+def output_head(g: Graph, s: GraphShape, x) -> Graph:
+    """The graph's end: output_norm (RMS, result_norm) and the lm_head on ``x``, both outputs."""
     g.layer = s.n_layer
-    norm = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd, name="output_norm"))
+    norm = g.dup("MUL", g.dup("RMS_NORM", x), g.weight(s.n_embd, name="output_norm"))
     logits = g.mul_mat(g.weight(s.n_embd, s.n_vocab, name="output"), norm)
     norm.flags |= OUTPUT
     logits.flags |= OUTPUT

@@ -38,9 +38,9 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
 from __future__ import annotations
 
 from .arch_tensors import field
-from .ggml_graph import OUTPUT, TYPES, Graph, Tensor
-from .graphs import GraphShape, Pass, embeddings, rot_size, token_inputs
-from .graphs_mla_oss import dense_ffn, mla_fields, mla_mha, moe_ffn, rms_norm
+from .ggml_graph import TYPES, Graph, Tensor
+from .graphs import GraphShape, Pass, embeddings, output_head, rot_size, token_inputs
+from .graphs_mla_oss import deepseek_ffn, mla_fields, mla_mha, rms_norm
 from .indexers import indexer_widths
 
 __all__ = ["DSA", "build_dsa", "dsa_shape"]
@@ -145,23 +145,8 @@ def build_dsa(s: GraphShape, p: Pass) -> Graph:
         v = g.view(k, (kv_lora, 1, p.n_kv, ns), k.nb[:4])
         cur = mla_mha(g, s, p, q_cur, k, v, sparse)
         cur = g.mul_mat(g.weight(n_head * s.v_head_dim, e, name="attn_output"), cur)
-        if il == s.n_layer - 1:
-            cur = g.get_rows(cur, out_ids)
-            inp_sa = g.get_rows(inp_sa, out_ids)
-        ffn_inp = g.dup("ADD", cur, inp_sa)
-        cur = rms_norm(g, ffn_inp, e, "ffn_norm")
-        if il < s.n_dense_lead:
-            cur = dense_ffn(g, cur, e, s.n_ff)
-        else:
-            cur = g.dup("ADD", moe_ffn(g, cur, s), dense_ffn(g, cur, e, s.n_ff_shexp, "_shexp"))
-        inp_l = g.dup("ADD", cur, ffn_inp)
-    g.layer = s.n_layer
-    norm = rms_norm(g, inp_l, e, "output_norm")
-    logits = g.mul_mat(g.weight(e, s.n_vocab, name="output"), norm)
-    norm.flags |= OUTPUT        # t_h_nextn and result_norm
-    logits.flags |= OUTPUT
-    g.expand(logits)
-    return g
+        inp_l = deepseek_ffn(g, s, il, cur, inp_sa, out_ids)
+    return output_head(g, s, inp_l)        # result_norm is also t_h_nextn
 
 
 def dsa_shape(model) -> GraphShape | None:

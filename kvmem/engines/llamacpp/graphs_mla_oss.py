@@ -43,7 +43,7 @@ from dataclasses import replace
 
 from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, token_inputs
+from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
 
 __all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "per_head_mla_shape", "mla_fields",
            "rms_norm", "dense_ffn"]
@@ -161,24 +161,20 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         else:
             cur = _absorbed_attention(g, s, p, q, kv_cmpr, k_pe, pos, k_idxs, mask)
         cur = g.mul_mat(g.weight(n_head * vd, e, name="attn_output"), cur)
-        if il == s.n_layer - 1:
-            cur = g.get_rows(cur, out_ids)
-            inp_sa = g.get_rows(inp_sa, out_ids)
-        ffn_inp = g.dup("ADD", cur, inp_sa)
-        cur = rms_norm(g, ffn_inp, e, "ffn_norm")
-        if il < s.n_dense_lead:
-            cur = dense_ffn(g, cur, e, s.n_ff)
-        else:
-            moe = moe_ffn(g, cur, s)
-            cur = g.dup("ADD", moe, dense_ffn(g, cur, e, s.n_ff_shexp, "_shexp"))
-        inp_l = g.dup("ADD", cur, ffn_inp)
-    g.layer = s.n_layer
-    norm = rms_norm(g, inp_l, e, "output_norm")
-    logits = g.mul_mat(g.weight(e, s.n_vocab, name="output"), norm)
-    norm.flags |= OUTPUT        # result_norm (also t_h_nextn)
-    logits.flags |= OUTPUT
-    g.expand(logits)
-    return g
+        inp_l = deepseek_ffn(g, s, il, cur, inp_sa, out_ids)
+    return output_head(g, s, inp_l)        # result_norm is also t_h_nextn
+
+
+def deepseek_ffn(g: Graph, s: GraphShape, il: int, cur, inp_sa, out_ids):
+    """After attn_output (deepseek2, glm-dsa, deepseek32.cpp alike): the last layer's rows by out_ids, ffn_norm,
+    a leading layer's dense FFN or the MoE beside the shared experts, the residual."""
+    if il == s.n_layer - 1:
+        cur, inp_sa = g.get_rows(cur, out_ids), g.get_rows(inp_sa, out_ids)
+    ffn_inp, e = g.dup("ADD", cur, inp_sa), s.n_embd
+    cur = rms_norm(g, ffn_inp, e, "ffn_norm")
+    if il < s.n_dense_lead:
+        return g.dup("ADD", dense_ffn(g, cur, e, s.n_ff), ffn_inp)
+    return g.dup("ADD", g.dup("ADD", moe_ffn(g, cur, s), dense_ffn(g, cur, e, s.n_ff_shexp, "_shexp")), ffn_inp)
 
 
 def _absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, k_idxs, mask):
@@ -281,12 +277,7 @@ def _gpt_oss(s: GraphShape, p: Pass) -> Graph:
         inp_l = g.dup("ADD", cur, ffn_inp)
     g.layer = s.n_layer
     inp_l.flags |= OUTPUT       # t_h_nextn: the last layer's output, every row
-    norm = rms_norm(g, g.get_rows(inp_l, out_ids), e, "output_norm")
-    logits = g.mul_mat(g.weight(e, s.n_vocab, name="output"), norm)
-    norm.flags |= OUTPUT
-    logits.flags |= OUTPUT
-    g.expand(logits)
-    return g
+    return output_head(g, s, g.get_rows(inp_l, out_ids))
 
 
 def mla_oss_shape(model) -> GraphShape | None:
