@@ -78,9 +78,9 @@ _ENCODER = ("TensorRT-LLM's PyTorch backend has no decoder (is_decoder) architec
 
 # Families whose architecture is registered but whose config.json the backend cannot load
 _NO_CONFIG = {
-    # tensorrt_llm/_torch/pyexecutor/config_utils.py (code-index id 55178335940) load_pretrained_config: a
-    # model_type outside its _CONFIG_REGISTRY goes to transformers.AutoConfig.from_pretrained; configs/__init__.py
-    # adds deepseek_v4 (DeepseekV4Config) to CONFIG_MAPPING, not deepseek_ref
+    # trtllm@00679c66 tensorrt_llm/_torch/pyexecutor/config_utils.py#L802-L951 load_pretrained_config: a
+    # model_type outside its _CONFIG_REGISTRY (#L790-L799) goes to transformers.AutoConfig.from_pretrained
+    # (#L949-L951); configs/__init__.py adds deepseek_v4 (DeepseekV4Config) to CONFIG_MAPPING, not deepseek_ref
     # (trtllm@00b6d5a2 tensorrt_llm/_torch/configs/__init__.py#L49-L77, deepseek_v4 #L56)
     "deepseek_ref": ("TensorRT-LLM's PyTorch backend cannot load this config: load_pretrained_config "
                      "(tensorrt_llm/_torch/pyexecutor/config_utils.py) hands model_type 'deepseek_ref' to "
@@ -121,9 +121,10 @@ FAMILIES = CheckedFamilies(frozenset({
     # wrapper read at code-index id 56214812567): Step3p7Attention takes num_key_value_heads (else num_attention_groups;
     # trtllm@0c37d5ba tensorrt_llm/_torch/models/modeling_step3p7.py#L240-L247 _layer_kv_heads) x head_dim on every
     # layer, the window goes to the kernel only; the wrapper mirrors num_attention_groups up as the config's
-    # num_key_value_heads, the one count KVCacheManager gives every layer (_util.py, code-index id 54555926407:
-    # KVCacheManagerV2 only for Gemma 4 / Inkling or use_kv_cache_manager_v2); sliding layers with other KV heads
-    # (attention_other_setting) refused (models.check_step3p5)
+    # num_key_value_heads, the one count KVCacheManager gives every layer (KVCacheManagerV2 only for a Gemma 4 hybrid
+    # config or use_kv_cache_manager_v2: trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L92-L97
+    # _non_hybrid_kv_cache_manager_cls); sliding layers with other KV heads (attention_other_setting) refused
+    # (models.check_step3p5)
     "step3p5",
     # AfmoeForCausalLM (_arch_index.py#L37); AfmoeAttention (trtllm@3c4acdc9
     # tensorrt_llm/_torch/models/modeling_afmoe.py#L229-L270; window #L248): num_key_value_heads, head_dim on every

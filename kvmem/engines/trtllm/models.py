@@ -122,10 +122,13 @@ def dsa_notes(model: Model, tokens_per_block: int) -> list[str]:
 def state_bytes_of(model: Model, i: int, tp: int) -> int:
     state = model.layers[i].state
     if model.model_type == "kimi_linear":
-        # config_utils.py (code-index id 57437625015) extract_mamba_kv_cache_params: KDA on the Mamba pool with
-        # conv_kernel = short_conv_kernel_size + 1, so the conv slot keeps all short_conv_kernel_size columns of
-        # 3 x heads x head_dim channels in the model dtype; the [heads, head_dim, head_dim] recurrent state is
-        # forced to fp32 ("KDA recurrent state must be fp32"); both split by tp (get_states_bytes_per_layer)
+        # trtllm@00679c66 tensorrt_llm/_torch/pyexecutor/config_utils.py#L534-L627 extract_mamba_kv_cache_params:
+        # KDA on the Mamba pool (#L570-L585), 3 x heads x head_dim conv channels in the model dtype, the [heads,
+        # head_dim, head_dim] recurrent state forced to fp32 (#L605-L613, "KDA recurrent state must be fp32"), both
+        # split by tp (get_states_bytes_per_layer #L517-L531). kvmem keeps short_conv_kernel_size conv columns, as
+        # an earlier stored copy of this file does (conv_kernel = short_conv_kernel_size + 1, the pool's
+        # conv_kernel - 1 columns the whole ShortConvolution window); at 00679c66 conv_kernel is
+        # short_conv_kernel_size (#L581), one column fewer (#L527): which of the two 065ff9e9 runs is not known
         conv = state_share(state.conv_channels * state.conv_kernel, state.ssm_heads, tp)
         ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
         return dtype(model.dtype).row_bytes(conv) + dtype("fp32").row_bytes(ssm)
@@ -181,7 +184,8 @@ def check_gemma4(model: Model) -> None:
     config = gemma4_text_config(model)
     global_head_dim, head_dim = config.get("global_head_dim"), config.get("head_dim")
     if global_head_dim is None or not isinstance(head_dim, int) or global_head_dim == head_dim:
-        # config_utils.py (code-index id 57437625015) is_gemma4_hybrid is False: _non_hybrid_kv_cache_manager_cls
+        # trtllm@00679c66 tensorrt_llm/_torch/pyexecutor/config_utils.py#L127-L132 is_gemma4_hybrid is False:
+        # _non_hybrid_kv_cache_manager_cls
         # (trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L92-L97) picks the V1
         # KVCacheManager, one num_key_value_heads x head_dim for every layer, which Gemma4Attention's full layers
         # (global_head_dim, num_global_key_value_heads under attention_k_eq_v) do not match
