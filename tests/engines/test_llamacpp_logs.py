@@ -4,7 +4,9 @@ out from the preset's config in the file's weight format (tensors.synthesised_te
 
 import datetime
 import json
+import math
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -116,7 +118,7 @@ def reproduce(entry) -> dict:
     tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)) \
         if entry.get("weight_format") else ()
     p = place(tensors, n_layer=model.num_layers, n_gpu_layers=s["n_gpu_layers"], gpus=tuple(s["gpus"]),
-              tensor_split=s.get("tensor_split"), n_cpu_moe=s.get("n_cpu_moe", 0),
+              tensor_split=_split(entry, model), n_cpu_moe=s.get("n_cpu_moe", 0),
               override_tensor=[tuple(o) for o in s.get("override_tensor", ())], mmap=s["mmap"],
               kv_offload=s.get("kv_offload", True), kv_per_layer=kv, build=build)
     printed = entry["printed"]
@@ -127,6 +129,33 @@ def reproduce(entry) -> dict:
                        if d.kv_bytes}}
 
 
+def _split(entry, model):
+    """The entry's -ts as kvmem's placement must be given it. llama.cpp puts layer il on the first device whose
+    cumulative share of -ts exceeds il / act_gpu_layers, act_gpu_layers = min(-ngl, n_layer_all + 1): a GGUF that
+    carries MTP/NextN blocks (GLM-5.x, DeepSeek-V3.2 from Unsloth: "print_info: n_layer_all = 79") counts them
+    (llama.cpp@0c1e57098 src/llama-model.cpp#L1579-L1611); kvmem's placement counts model.num_layers + 1. Here the
+    same layers per device, as kvmem-counted shares (each boundary half a layer inside its interval)."""
+    s = entry["settings"]
+    split, n_all = s.get("tensor_split"), s.get("n_layer_all")
+    if not split or not n_all or n_all == model.num_layers:
+        return split
+    act_llama, act_kvmem = min(s["n_gpu_layers"], n_all + 1), min(s["n_gpu_layers"], model.num_layers + 1)
+    total, cum, bounds = sum(split), 0, []
+    for w in split[:-1]:
+        cum += w
+        bounds.append(math.ceil(Fraction(cum, total) * act_llama))   # the first layer of the next device
+    shares = [(Fraction(2 * b - 1, 2 * act_kvmem)) for b in bounds] + [Fraction(1)]
+    return [float(b - a) for a, b in zip([Fraction(0)] + shares[:-1], shares, strict=True)]
+
+
+def _kv_printed(printed):
+    """Per device, the KV lines' sum: a DSA model prints the main and the indexer cache (kv_idx_mib) apart."""
+    kv = dict(printed.get("kv_mib", {}))
+    for dev, mib in printed.get("kv_idx_mib", {}).items():
+        kv[dev] = kv.get(dev, 0.0) + mib
+    return kv
+
+
 # the two-cache (iSWA) KV log has its own test above; every other entry with settings goes through reproduce()
 REPRODUCED = [e for e in LOGS.values() if (e.get("preset") or e.get("config")) and "n_gpu_layers" in e.get("settings", {})
               and "not_reproduced" not in e and "kv_swa_mib" not in e["printed"]]
@@ -134,10 +163,42 @@ REPRODUCED = [e for e in LOGS.values() if (e.get("preset") or e.get("config")) a
 
 @pytest.mark.parametrize("entry", REPRODUCED, ids=[e["id"] for e in REPRODUCED])
 def test_published_log_model_and_kv_buffers(entry):
+    # a kind the entry cannot reproduce says why in "not_checked" (the docs list them)
     got = reproduce(entry)
-    for kind in ("model_mib", "kv_mib"):
-        printed = entry["printed"].get(kind, {})
-        assert {d: got[kind].get(d, 0.0) for d in printed} == printed, kind
+    printed_kinds = {"model_mib": entry["printed"].get("model_mib", {}), "kv_mib": _kv_printed(entry["printed"])}
+    for kind, printed in printed_kinds.items():
+        if kind not in entry.get("not_checked", {}):
+            assert {d: got[kind].get(d, 0.0) for d in printed} == printed, kind
+    # common_memory_breakdown_print's "context" column: each device's KV buffers, whole MiB (int() of the sum)
+    for dev, context in entry["printed"].get("breakdown_context_mib", {}).items():
+        assert int(got["kv_mib"][dev]) == context, dev
+
+
+def test_glm_5_2_layer_split_counts_the_mtp_block():
+    # GLM-5.2 UD-Q5_K_XL on 4 GPUs, -ngl 999 -ts 54,9,8,8 --n-cpu-moe 54, 768,000 cells (build 10505). llama.cpp
+    # splits n_layer_all + 1 = 80 layers (the unused MTP block blk.78 and the output included): shares 54/79, 63/79,
+    # 71/79 of 80 put layers 0-54 on CUDA0 (55 x 843.75 MiB = 46406.25: 768,000 x 576 x 2 B a layer), 55-63 on CUDA1
+    # (9 x 843.75 = 7593.75), 64-71 on CUDA2 (6750.00), 72-77 and the output on CUDA3 (5062.50); the indexer cache
+    # (768,000 x 128 x 2 B = 187.50 MiB a layer, 21 layers) 16 / 2 / 2 / 1 of them
+    entry = LOGS["glm-5.2-ud-q5kxl-ncmoe54-ts-54-9-8-8-ctx768000"]
+    model = _model(entry)
+    assert _split(entry, model) == pytest.approx([54.5 / 79, 9 / 79, 8 / 79, 7.5 / 79])
+    assert reproduce(entry)["kv_mib"] == {"CUDA0": 49406.25, "CUDA1": 7968.75, "CUDA2": 7125.0, "CUDA3": 5250.0} \
+        == _kv_printed(entry["printed"])
+
+
+@pytest.mark.xfail(strict=True, reason="kvmem's placement splits model.num_layers + 1 = 79 layers for a GLM-5.2 GGUF "
+                   "that carries its MTP block (llama.cpp: n_layer_all + 1 = 80, src/llama-model.cpp#L1589-L1590): "
+                   "layers 0-53 / 54-62 / 63-70 / 71-77, one layer off on CUDA0 and CUDA3 (engine code, reported)")
+def test_glm_5_2_split_as_kvmem_places_it_unaided():
+    entry = LOGS["glm-5.2-ud-q5kxl-ncmoe54-ts-54-9-8-8-ctx768000"]
+    s = entry["settings"]
+    model = _model(entry)
+    lay = layout(model, synthesised_tensors(model, entry["weight_format"], imatrix=True), gpus=tuple(s["gpus"]),
+                 n_gpu_layers=s["n_gpu_layers"], tensor_split=s["tensor_split"], n_cpu_moe=s["n_cpu_moe"],
+                 n_ctx=s["n_ctx"], flash_attn=True)
+    # kvmem today: CUDA0 48375.00 (54 layers + 16 indexer), CUDA3 6093.75 (7 layers + 1)
+    assert {g: buffer_mib(lay.placement.device(g).kv_bytes) for g in s["gpus"]} == _kv_printed(entry["printed"])
 
 
 def test_the_collection_covers_the_flags():
@@ -151,6 +212,7 @@ def test_the_collection_covers_the_flags():
     assert any(s.get("tensor_split") and len(s["gpus"]) > 1 for s in settings)    # -ts / free-memory splits
     assert any(s.get("override_tensor") for s in settings)                         # -ot
     assert any(_model(e).facts.moe for e in placed)                                # MoE models
+    assert any(s.get("n_cpu_moe") for s in settings)                               # --n-cpu-moe
 
 
 def _model(entry):
@@ -219,13 +281,14 @@ def test_device_compute_buffer_within_tolerance(entry):
     tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)) \
         if entry.get("weight_format") else ()
     lay = layout(model, tensors, gpus=tuple(s["gpus"]), n_gpu_layers=s["n_gpu_layers"],
-                 tensor_split=s.get("tensor_split"), n_cpu_moe=s.get("n_cpu_moe", 0),
+                 tensor_split=_split(entry, model), n_cpu_moe=s.get("n_cpu_moe", 0),
                  override_tensor=[tuple(o) for o in s.get("override_tensor", ())], n_ctx=s["n_ctx"],
                  n_ubatch=s.get("n_ubatch", 512), type_k=s.get("type_k", "f16"), type_v=s.get("type_v", "f16"),
                  flash_attn=s.get("flash_attn", False), mmap=s["mmap"], kv_offload=s.get("kv_offload", True),
                  n_seq=s.get("n_seq", 1), build=s.get("build"), kv_unified=s.get("kv_unified", False))
     for dev, printed in entry["printed"]["compute_mib"].items():
-        if not dev.endswith("_Host"):
+        # a device whose line kvmem cannot reproduce says why in "compute_not_modelled_devices" (the docs list them)
+        if not dev.endswith("_Host") and dev not in entry.get("compute_not_modelled_devices", {}):
             got = buffer_mib(lay.compute_bytes[dev])
             assert abs(got - printed) <= COMPUTE_TOLERANCE * printed, (dev, got, printed)
             # llama.cpp's graphs through ggml_sched (layouts._scheduled): every checked line to the printed MiB
@@ -242,8 +305,12 @@ def test_host_compute_buffer(entry):
     # GET_ROWS, from the same scheduled run (layouts._scheduled), per build (PR #14959 index inputs, PR #18550 inp_embd)
     s = entry["settings"]
     host = [v for d, v in entry["printed"]["compute_mib"].items() if d.endswith("_Host")]
-    lay = layout(_model(entry), (), gpus=tuple(s["gpus"]), n_gpu_layers=s["n_gpu_layers"],
-                 tensor_split=s.get("tensor_split"), n_ctx=s["n_ctx"], n_ubatch=s.get("n_ubatch", 512),
+    model = _model(entry)
+    # --n-cpu-moe: the host experts' placement needs the tensors
+    tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)) \
+        if s.get("n_cpu_moe") else ()
+    lay = layout(model, tensors, gpus=tuple(s["gpus"]), n_gpu_layers=s["n_gpu_layers"], n_cpu_moe=s.get("n_cpu_moe", 0),
+                 tensor_split=_split(entry, model), n_ctx=s["n_ctx"], n_ubatch=s.get("n_ubatch", 512),
                  type_k=s.get("type_k", "f16"), type_v=s.get("type_v", "f16"), flash_attn=s.get("flash_attn", False),
                  n_seq=s.get("n_seq", 1), build=s.get("build"))
     if entry.get("override_tensor") or s.get("override_tensor"):
@@ -273,9 +340,13 @@ def test_compute_exclusions_say_why():
 def test_every_log_is_in_the_docs_table():
     doc = (Path(__file__).parents[2] / "docs/research/llamacpp_offload_logs.md").read_text()
     assert all(f"| {i} |" in doc for i in LOGS)
-    # the docs' count is the file's: every entry reproduced, none listed as not reproduced
-    assert f"{len(LOGS)} entries, all reproduced exactly" in doc
+    # the docs' count is the file's; no entry is wholly unreproduced, and a printed kind or compute line an entry
+    # does not reproduce ("not_checked", "compute_not_modelled_devices") is said in the docs' table of them
+    assert f"{len(LOGS)} entries" in doc
     assert not [i for i, e in LOGS.items() if "not_reproduced" in e]
+    partial = [i for i, e in LOGS.items() if e.get("not_checked") or e.get("compute_not_modelled_devices")]
+    table = doc.split("## Lines not reproduced", 1)[1]
+    assert partial and all(f"| {i} |" in table for i in partial)
 
 
 def test_partial_offload_is_scheduled_and_not_marked_exact():
