@@ -80,6 +80,16 @@ def largest(lo: int, hi: int, ok) -> int | None:
 Trial = tuple   # ((n_layer, n_part, kind), ...) per device, then the overflow targets
 
 
+def _mmproj_on_first(kw: dict, gpu: str) -> int:
+    """The projector's bytes on the first GPU: its weights and compute buffer there, as layouts.layout counts
+    them. llama-server's --fit adds the same to that device's target (llama.cpp@0c1e57098
+    tools/server/server-context.cpp#L1044-L1070: mtmd_get_memory_usage per device, weights and compute, added to
+    fit_params_target; the host's part lands past the GPUs' targets, which fit.cpp never reads)."""
+    if not kw.get("mmproj_offload", True):
+        return 0
+    return kw.get("mmproj_bytes", 0) + dict(kw.get("mmproj_compute") or ()).get(gpu, 0)
+
+
 def _u32(x: int) -> int:
     return x & 0xFFFFFFFF
 
@@ -165,9 +175,10 @@ def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: di
     def mem(per, overflow):
         key = (tuple(per), tuple(overflow))
         if not any(p[0] for p in per):
-            # no layer on a GPU: kvmem's layout puts nothing there but a projector on the first (its host
-            # side, the costly CPU graph, is not what fit measures); the same numbers without laying it out
-            return [kw.get("mmproj_bytes", 0) if d == 0 and kw.get("mmproj_offload", True) else 0 for d in range(nd)]
+            # no layer on a GPU: kvmem's layout puts nothing there but a projector on the first, its weights and
+            # its compute buffer there (its host side, the costly CPU graph, is not what fit measures); the same
+            # numbers without laying it out
+            return [_mmproj_on_first(kw, gpus[0]) if d == 0 else 0 for d in range(nd)]
         if key not in memo:
             lay = fit_layout(model, tensors, gpus, per, overflow, kw, ctx)
             memo[key] = (lay, [used(lay, g) for g in gpus])

@@ -24,16 +24,36 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
 ggml-alloc then sizes the buffer as for the text graphs (kvmem.engines.llamacpp.ggml_alloc; CPU alignment 32).
 Judged by llama.cpp itself: tests/oracles/test_llamacpp_mmproj_oracle.py (mtmd_init_from_file on sparse
 mmproj GGUFs: random SigLIP shapes and Gemma 3's own).
+
+Where the buffers live (``clip_compute_buffers``), clip.cpp#L181-L222 clip_ctx: the clip backend is the
+mmproj device (llama-server: -mmdev, else the first of --device, common/arg.cpp#L889-L893), else the first
+GPU (ggml_backend_init_by_type GPU); --no-mmproj-offload (use_gpu false) keeps it on the CPU. The scheduler
+gets that backend and the CPU's, so with a GPU two buffers are reserved and printed (#L3810-L3819): the
+image input on the CPU (a graph input: ggml_backend_sched's last backend) and on the GPU every node plus the
+input's copy, scheduled as kvmem.engines.llamacpp.ggml_sched does the text graphs (CUDA alignment 128). A
+published CUDA log of Gemma 3's mmproj (llama.cpp PR #22790) prints "CUDA0 compute buffer size = 121.25 MiB",
+"CPU compute buffer size = 9.19 MiB", graph splits 1: these functions give 127,139,840 and 9,633,792 B.
+Flash attention "auto" stays on where the backend runs FLASH_ATTN_EXT (warmup, #L3737-L3770): the CPU
+always; CUDA for the head sizes CUDA_FA_HEAD_SIZES. Elsewhere (CUDA with another head size) mtmd reserves
+twice and keeps the larger of each buffer: not computed here, said so by a ValueError.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import Graph
+from .ggml_sched import sched_sizes
 
-__all__ = ["MmprojShape", "mmproj_shape", "build_gemma3_mmproj", "mmproj_compute_bytes"]
+__all__ = ["MmprojShape", "mmproj_shape", "mmproj_shape_from_header", "build_gemma3_mmproj", "mmproj_compute_bytes",
+           "clip_compute_buffers", "mmproj_weight_bytes", "CUDA_FA_HEAD_SIZES"]
+
+# ggml-cuda/fattn.cu#L576-L627 ggml_cuda_get_best_fattn_kernel: CUDA's FLASH_ATTN_EXT takes these K head sizes
+# with V's equal; 192, 320, 512 and 576 need a mask (gqa_opt_applies), which the vision tower's attention has not
+CUDA_FA_HEAD_SIZES = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
+_FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -128,3 +148,64 @@ def build_gemma3_mmproj(s: MmprojShape, flash_attn: bool) -> Graph:
 def mmproj_compute_bytes(shape: MmprojShape, *, flash_attn: bool = True, alignment: int = 32) -> int:
     """The compute buffer mtmd reserves for ``shape``'s warmup image (flash attention: the CPU's AUTO)."""
     return gallocr_size(build_gemma3_mmproj(shape, flash_attn), alignment)
+
+
+def mmproj_shape_from_header(header) -> MmprojShape:
+    """The projector of an mmproj GGUF header (kvmem.sources.gguf.read_header): clip.projector_type "gemma3"
+    with its clip.vision.* keys (clip.cpp load_hparams; projector.scale_factor 4 when absent, #L1634-L1641).
+    Any other projector: ValueError naming it (its graph is not transcribed here)."""
+    meta = header.metadata
+    kind = meta.get("clip.projector_type") or meta.get("clip.vision.projector_type")
+    if kind != "gemma3":
+        raise ValueError(f"mmproj projector_type {kind!r}: kvmem transcribes only gemma3's clip graph "
+                         "(graphs_mmproj), so its compute buffer is not computed")
+    types = {t.name: t.dtype.upper() for t in header.tensors}
+    patch, proj = types.get("v.patch_embd.weight"), types.get("mm.input_projection.weight")
+    if patch not in _FLOAT_TYPES or proj not in _FLOAT_TYPES:
+        raise ValueError(f"mmproj v.patch_embd.weight {patch} / mm.input_projection.weight {proj}: the graph is "
+                         "transcribed for F32, F16 or BF16 ones only, so its compute buffer is not computed")
+    try:
+        return MmprojShape(image_size=int(meta["clip.vision.image_size"]),
+                           patch_size=int(meta["clip.vision.patch_size"]),
+                           n_embd=int(meta["clip.vision.embedding_length"]),
+                           n_ff=int(meta["clip.vision.feed_forward_length"]),
+                           n_layer=int(meta["clip.vision.block_count"]),
+                           n_head=int(meta["clip.vision.attention.head_count"]),
+                           n_embd_text=int(meta["clip.vision.projection_dim"]),
+                           n_merge=int(meta.get("clip.vision.projector.scale_factor", 4)),
+                           patch_type=_FLOAT_TYPES[patch], proj_type=_FLOAT_TYPES[proj])
+    except KeyError as exc:
+        raise ValueError(f"mmproj GGUF has no {exc.args[0]}: clip.cpp load_hparams requires it") from None
+
+
+def mmproj_weight_bytes(header, *, offload: bool) -> int:
+    """The projector's weight buffer (clip.cpp#L3642-L3644 ggml_backend_alloc_ctx_tensors_from_buft in the clip
+    backend's buffer type): each tensor padded to CUDA's 128 B with its quantised-row padding
+    (placement.cuda_alloc_bytes), or, on the CPU, to 32 B."""
+    from .placed import PlacedTensor
+    from .placement import cuda_alloc_bytes
+    if offload:
+        return sum(cuda_alloc_bytes(PlacedTensor(t.name, t.dtype.upper(), tuple(t.shape), t.nbytes, 0, "mmproj", None,
+                                                 "CUDA0")) for t in header.tensors)
+    return sum(pad(t.nbytes, 32) for t in header.tensors)
+
+
+def clip_compute_buffers(shape: MmprojShape, *, gpu: str | None, flash_attn=None) -> dict:
+    """The compute buffers mtmd reserves for ``shape`` (module doc), buffer -> bytes: {gpu: ..., "CPU": ...}
+    with the clip backend on ``gpu`` (a device name, "CUDA0"), {"CPU": ...} without (--no-mmproj-offload).
+    ``flash_attn``: llama-server's -fa, passed to mtmd (server-context.cpp#L1033): True/"on", False/"off",
+    None/"auto". ValueError where the buffers are not computed (CUDA's flash attention without this head size)."""
+    words = {"on": True, "off": False, "auto": None, "enabled": True, "disabled": False}
+    fa = words.get(flash_attn.strip().lower(), flash_attn) if isinstance(flash_attn, str) else flash_attn
+    if fa is not None and not isinstance(fa, bool):
+        raise ValueError(f"flash_attn must be True/'on', False/'off', 'auto' or None, got {flash_attn!r}")
+    if gpu is None:
+        return {"CPU": mmproj_compute_bytes(shape, flash_attn=fa is not False)}
+    head = shape.n_embd // shape.n_head
+    if fa is not False and head not in CUDA_FA_HEAD_SIZES:
+        raise ValueError(f"the vision tower's head size {head} is not one CUDA's flash attention takes "
+                         f"({', '.join(map(str, sorted(CUDA_FA_HEAD_SIZES)))}): mtmd "
+                         + ("runs it on the CPU" if fa else "reserves with and without it")
+                         + ", not computed by kvmem (give flash_attn='off' to size it without)")
+    on_gpu, on_host = sched_sizes(build_gemma3_mmproj(shape, fa is not False), lambda _t, _e: 0, 1)
+    return {gpu: on_gpu, "CPU": on_host}

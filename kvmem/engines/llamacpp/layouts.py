@@ -81,6 +81,9 @@ class Layout:
     total_bytes: dict             # device -> model + KV + compute (+ CUDA context on GPUs; host: resident tensors)
     decode_bytes: dict            # device -> bytes read per decoded token
     compute_exact: dict = field(default_factory=dict)   # device -> compute_bytes is llama.cpp's own (not an estimate)
+    # the multimodal projector (mtmd), counted in total_bytes: "device" (its weights'), "weights_bytes",
+    # "compute_bytes" (buffer -> bytes; None: not computed, and not counted); empty without one
+    mmproj: dict = field(default_factory=dict)
 
     def fits(self, budgets: dict) -> bool:
         return all(self.total_bytes[d] <= b for d, b in budgets.items())
@@ -116,7 +119,8 @@ class Layout:
                 "devices": [{**d.to_dict(), "compute_bytes": self.compute_bytes[d.device],
                              "compute_exact": self.compute_exact.get(d.device, False),
                              "total_bytes": self.total_bytes[d.device],
-                             "decode_bytes": self.decode_bytes[d.device]} for d in self.placement.devices]}
+                             "decode_bytes": self.decode_bytes[d.device]} for d in self.placement.devices],
+                **({"mmproj": self.mmproj} if self.mmproj else {})}
 
 
 def _num(x) -> str:
@@ -126,9 +130,12 @@ def _num(x) -> str:
 def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, tensor_split=None,
            n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
            flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
-           mmproj_offload: bool = True, build=None, kv_unified: bool = False) -> Layout:
+           mmproj_offload: bool = True, build=None, kv_unified: bool = False, mmproj_compute=None) -> Layout:
     """Memory per device for one set of llama.cpp flags (see the module doc); ``kv_unified``: -kvu (one
-    stream for the n_seq sequences, as llama-server's -np auto sets it)."""
+    stream for the n_seq sequences, as llama-server's -np auto sets it). ``mmproj_bytes``: the projector's
+    weight buffer, on the first GPU (the clip backend) or the host (``mmproj_offload`` False);
+    ``mmproj_compute``: its compute buffers, (device, bytes) pairs (graphs_mmproj.clip_compute_buffers), None: not
+    computed (then recorded as such in Layout.mmproj, never counted as 0)."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
                "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified}
     s, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
@@ -180,12 +187,17 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 continue            # token_embd: one row per token (GET_ROWS)
             weights += t.nbytes * share[0] // share[1] if t.group == "experts" else t.nbytes
         decode[d.device] = weights + d.kv_bytes
-    if mmproj_bytes:    # the projector's weights (its compute buffer is not counted)
-        where = gpus[0] if gpus and mmproj_offload else CPU
+    mmproj = {}
+    if mmproj_bytes or mmproj_compute:      # the projector: weights on the clip backend, its compute buffers
+        where = gpus[0] if gpus and mmproj_offload else CPU     # llama.cpp@0c1e57098 tools/mtmd/clip.cpp#L181-L207
         total[where] += mmproj_bytes
+        for device, nbytes in dict(mmproj_compute or ()).items():
+            total[device] += nbytes
+        mmproj = {"device": where, "weights_bytes": mmproj_bytes,
+                  "compute_bytes": None if mmproj_compute is None else dict(mmproj_compute)}
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
-                  total_bytes=total, decode_bytes=decode, compute_exact=exact)
+                  total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj)
 
 
 def _graph_matches_cache(model, plan) -> bool:

@@ -129,14 +129,17 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
             n_ubatch: int = 512, type_k="f16", type_v="f16", flash_attn=None, mmap: bool = True,
             kv_offload: bool = True, n_seq: int = 1, context_set: bool = True,
             model_path: str = "model.gguf", mmproj_bytes: int = 0, mmproj_offload: bool = True,
-            mmproj_path: str | None = None) -> OffloadPlan:
+            mmproj_path: str | None = None, mmproj_compute=None, mmproj_note: str = "") -> OffloadPlan:
     """kvmem's placement and --fit's for ``model`` on ``gpus`` (kvmem.gpus.GPU values) at ``context``
-    tokens (-c); ``context_set`` False lets --fit lower it as it does when -c is not given."""
+    tokens (-c); ``context_set`` False lets --fit lower it as it does when -c is not given. A projector:
+    ``mmproj_bytes`` its weights, ``mmproj_compute`` its compute buffers ((device, bytes) pairs; None: not
+    computed, ``mmproj_note`` says why), counted in both placements (layouts.layout)."""
     names = tuple(f"CUDA{i}" for i in range(len(gpus)))
     usable = {n: g.usable_memory_bytes for n, g in zip(names, gpus, strict=True)}
     budgets = dict(usable)
     kw = dict(n_ctx=context, n_ubatch=n_ubatch, type_k=type_k, type_v=type_v, flash_attn=flash_attn, mmap=mmap,
-              kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mmproj_bytes, mmproj_offload=mmproj_offload)
+              kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mmproj_bytes, mmproj_offload=mmproj_offload,
+              mmproj_compute=mmproj_compute)
     free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     best, tensors, source = best_layout(model, weight_format, tuple(usable.items()), tuple(sorted(kw.items())))
@@ -144,7 +147,7 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
     notes = (f"tensors: {source}",
              "compute buffers on GPUs are estimates (see kvmem/engines/llamacpp/layouts.py); model and KV bytes "
-             "are exact for the tensors given")
+             "are exact for the tensors given") + ((mmproj_note,) if mmproj_note else ())
     return OffloadPlan(model=model.name, tensors_source=source, gpus=tuple(g.name for g in gpus), budgets=budgets,
                        context=context, best=best, fit=fit, fit_note=fit_note,
                        decode_best=best.decode_tokens_per_s(bws, host_bandwidth_bytes_per_s) if best else None,
@@ -181,11 +184,13 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
     fmt = weight_format(model, weight_dtype)
     path = model_path or (model.name if model.name.endswith(".gguf") else f"{model.name}-{fmt or 'gguf'}.gguf")
+    weights, compute, note = mmproj_memory(model, mmproj, gpu="CUDA0" if mmproj_offload else None,
+                                           flash_attn=flash_attn)
     return offload(model, gpus=gpus, context=context, weight_format=fmt,
                    host_bandwidth_bytes_per_s=host_bandwidth(host_memory), n_ubatch=n_ubatch,
                    type_k=type_k or cache, type_v=type_v or cache, flash_attn=flash_attn, mmap=mmap,
                    kv_offload=kv_offload, n_seq=n_seq, context_set=context_set, model_path=path,
-                   mmproj_bytes=_mmproj_bytes(mmproj), mmproj_offload=mmproj_offload,
+                   mmproj_bytes=weights, mmproj_offload=mmproj_offload, mmproj_compute=compute, mmproj_note=note,
                    mmproj_path=mmproj if isinstance(mmproj, str) else ("mmproj.gguf" if mmproj else None))
 
 
@@ -197,16 +202,44 @@ def weight_format(model: Model, weight_dtype) -> str | None:
     return fmt
 
 
-def _mmproj_bytes(mmproj) -> int:
-    """The projector's weight bytes: a GGUF file's tensor infos, or a byte count."""
+def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> tuple:
+    """(weight bytes, compute buffers as (device, bytes) pairs or None, note) of a projector loaded beside
+    ``model`` with its clip backend on ``gpu`` (None: --no-mmproj-offload). ``mmproj``: an mmproj GGUF (its
+    tensors padded as the clip backend's buffer pads them, its clip.* keys for the graph) or its weight bytes
+    (the graph then from ``model``'s config: Gemma 3's vision_config). The compute buffers are mtmd's
+    (graphs_mmproj.clip_compute_buffers) where kvmem has the projector's graph, else None and the note says
+    that they are not computed, and why."""
+    from .graphs_mmproj import clip_compute_buffers, mmproj_shape, mmproj_shape_from_header, mmproj_weight_bytes
     if mmproj is None:
-        return 0
-    if isinstance(mmproj, int) and not isinstance(mmproj, bool) and mmproj >= 0:
-        return mmproj
+        return 0, None, ""
     if isinstance(mmproj, str):
         from ...sources.gguf import read_header
-        return sum(t.nbytes for t in read_header(mmproj).tensors)
-    raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")
+        header = read_header(mmproj)
+        weights = mmproj_weight_bytes(header, offload=gpu is not None)
+        try:
+            shape = mmproj_shape_from_header(header)
+        except ValueError as exc:
+            return weights, None, _not_computed(str(exc))
+    elif isinstance(mmproj, int) and not isinstance(mmproj, bool) and mmproj >= 0:
+        weights, shape = mmproj, mmproj_shape(model)
+        if shape is None:
+            return weights, None, _not_computed(
+                f"{model.name}'s config has no Gemma 3 vision_config to build the projector's graph from; give the "
+                "mmproj GGUF itself")
+    else:
+        raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")
+    try:
+        compute = clip_compute_buffers(shape, gpu=gpu, flash_attn=flash_attn)
+    except ValueError as exc:
+        return weights, None, _not_computed(str(exc))
+    where = ", ".join(f"{device} {nbytes:,} B" for device, nbytes in compute.items())
+    return weights, tuple(compute.items()), (f"mmproj: weights {weights:,} B on {gpu or 'CPU'}; its compute buffers "
+                                             f"{where} (mtmd's warmup reserve, counted in both placements)")
+
+
+def _not_computed(why: str) -> str:
+    return (f"mmproj: its compute buffer is NOT COMPUTED and not counted in these placements ({why}): they "
+            "overcommit by that much")
 
 
 def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto", type_k=None,
