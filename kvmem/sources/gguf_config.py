@@ -30,14 +30,16 @@ Metadata mapping (llama.cpp src/llama-model.cpp ``load_hparams`` and convert_hf_
 Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, qwen3next,
 gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h, and (their
 keys in kvmem/sources/gguf_arches.py) glm4moe (GLM-4.5/4.6/4.7), glm-dsa (GLM-5, 5.1, 5.2),
-deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and qwen35moe (Qwen3.5 / 3.6), gemma4.
-Others (mamba, rwkv, ...) are refused with a message saying to use the model's config.json.
+deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and qwen35moe (Qwen3.5 / 3.6), gemma4, and
+(kvmem/sources/gguf_more.py) deepseek4, gemma3n and 24 architectures of the common keys (olmo2, granite, ...).
+Others are refused by name (gguf_more.UNMAPPED says why) with a message saying to use the model's config.json.
 """
 
 from __future__ import annotations
 
 from . import SourceError
 from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads, recurrent_layers
+from .gguf_more import MORE_MODEL_TYPES, MORE_SWA_PATTERN, UNMAPPED, more_fields
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
 
@@ -46,7 +48,7 @@ _MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qw
                 "qwen3moe": "qwen3_moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3_text",
                 "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
                 "falcon": "falcon", "qwen3next": "qwen3_next", "jamba": "jamba", "nemotron_h": "nemotron_h",
-                **ARCH_MODEL_TYPES}
+                **ARCH_MODEL_TYPES, **MORE_MODEL_TYPES}
 _MLA = ("deepseek2", "glm-dsa", "deepseek32")            # the deepseek2 MLA keys (gguf_config._deepseek)
 _DELTANET = ("qwen3next", "qwen35", "qwen35moe")          # the gated DeltaNet ssm.* keys
 # Hybrids whose attention layers are the ones with head_count_kv > 0 (llama.cpp: recurrent_layer_arr[il]
@@ -54,7 +56,7 @@ _DELTANET = ("qwen3next", "qwen35", "qwen35moe")          # the gated DeltaNet s
 _HYBRIDS = ("jamba", "nemotron_h")
 MAPPED_ARCHITECTURES = tuple(sorted(_MODEL_TYPES))
 # llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
-_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
+_SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, **MORE_SWA_PATTERN}
 _FILE_TYPE_DTYPES = {0: "float32", 1: "float16", 32: "bfloat16"}   # LlamaFileType ALL_F32, MOSTLY_F16/BF16
 MAX_LAYERS = 1024       # kvmem.configs refuses deeper models (8x the deepest real one); checked before lists
 
@@ -96,7 +98,8 @@ def config_from_header(header) -> dict:
     """A config.json-shaped dict (Hugging Face field names) from the GGUF metadata."""
     arch, meta = header.arch, header.metadata
     if arch not in _MODEL_TYPES:
-        raise SourceError(f"GGUF architecture {arch!r} is not mapped to a kvmem model; mapped: "
+        why = f" ({UNMAPPED[arch]})" if arch in UNMAPPED else ""
+        raise SourceError(f"GGUF architecture {arch!r} is not mapped to a kvmem model{why}; mapped: "
                           f"{', '.join(sorted(_MODEL_TYPES))}. Use the model's config.json instead")
 
     def key(name, default=SourceError):
@@ -194,6 +197,8 @@ def config_from_header(header) -> dict:
             cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa[:trunk]]
     if arch in ARCH_MODEL_TYPES:
         arch_fields(arch, cfg, key, trunk, names)
+    if arch in MORE_MODEL_TYPES:
+        more_fields(arch, cfg, key, trunk, meta)
     return cfg
 
 

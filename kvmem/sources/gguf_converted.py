@@ -1,0 +1,138 @@
+"""The GGUF metadata llama.cpp's converter (convert_hf_to_gguf.py at 0c1e57098, conversion/*.py) writes for a
+config.json of the architectures kvmem/sources/gguf_more.py maps: ``converted_metadata(config)`` returns
+(arch, {key: value}), the keys its set_gguf_parameters writes that load_arch_hparams reads (tokenizer,
+rope scaling and the per-tensor data left out). Ints are written as uint32, floats as float32, lists as
+arrays, as gguf-py's GGUFWriter.add_uint32 / add_float32 / add_array write them. tests/sources and
+tests/oracles use it to write the header a converted checkpoint would carry (the round trip, and llama.cpp
+itself building that model).
+"""
+
+from __future__ import annotations
+
+from .gguf_more import MORE_MODEL_TYPES
+
+__all__ = ["converted_metadata", "CONVERTED_ARCHES"]
+
+# Hugging Face model_type -> llama.cpp arch, by the converter class registered for its architectures
+# (conversion/<file>.py ModelBase.register)
+CONVERTED_ARCHES = {**{t: a for a, t in MORE_MODEL_TYPES.items()}, "olmo3": "olmo2",
+                    "granitemoeshared": "granitemoe"}
+# conversion/base.py TextModel.set_gguf_parameters L1434-L1550: find_hparam's names, first found wins
+_BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
+                             "max_sequence_length", "model_max_length")),
+         ("embedding_length", ("hidden_size", "n_embd", "dim")),
+         ("feed_forward_length", ("prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size",
+                                  "n_inner", "hidden_dim")),
+         ("attention.head_count", ("num_attention_heads", "n_head", "n_heads")),
+         ("attention.head_count_kv", ("num_key_value_heads", "n_kv_heads")),
+         ("attention.layer_norm_rms_epsilon", ("rms_norm_eps", "norm_eps")),
+         ("attention.layer_norm_epsilon", ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")),
+         ("expert_count", ("num_local_experts", "num_experts", "n_routed_experts")),
+         ("expert_used_count", ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
+_GATING = {"sigmoid": 2, "softmax": 1, "sqrtsoftplus": 4}     # base.py L1530-L1539, gguf.ExpertGatingFuncType
+
+
+def _find(cfg: dict, names: tuple):
+    return next((cfg[n] for n in names if cfg.get(n) is not None), None)
+
+
+def _first(value):
+    return value[0] if isinstance(value, list) else value
+
+
+def converted_metadata(config: dict) -> tuple[str, dict]:
+    """(llama.cpp arch, {"<arch>.<key>": value}) for a config.json (its text_config where it nests one)."""
+    cfg = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    arch = CONVERTED_ARCHES[cfg["model_type"]]
+    out = {"block_count": cfg["num_hidden_layers"]}
+    for key, names in _BASE:
+        value = _find(cfg, names)
+        if value is not None:
+            out[key] = value
+    score = _find(cfg, ("score_function", "scoring_func", "score_func"))
+    if score is not None:
+        out["expert_gating_func"] = _GATING[score]
+    if cfg.get("head_dim") is not None:
+        out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
+    if arch == "deepseek4":
+        _deepseek4(cfg, out)
+    elif arch == "gemma3n":
+        _gemma3n(cfg, out)
+    elif cfg.get("sliding_window") and arch in ("olmo2", "exaone4", "mellum", "afmoe"):
+        _sliding(cfg, arch, out)
+    if arch == "granitemoe" and cfg.get("shared_intermediate_size"):     # granite.py L185-L192
+        out["expert_shared_feed_forward_length"] = cfg["shared_intermediate_size"]
+    if arch == "dots1":      # conversion/dots1.py Dots1Model L22-L27
+        out.update({"leading_dense_block_count": cfg["first_k_dense_replace"],
+                    "expert_shared_count": cfg["n_shared_experts"],
+                    "expert_weights_scale": float(cfg["routed_scaling_factor"]),
+                    "expert_weights_norm": bool(cfg["norm_topk_prob"])})
+    if arch == "hunyuan-moe":      # conversion/hunyuan.py HunYuanMoEModel L75-L91: one value of each per-layer list
+        out.update({"expert_shared_feed_forward_length": cfg["intermediate_size"],
+                    "expert_feed_forward_length": _first(cfg["moe_intermediate_size"]),
+                    "expert_used_count": _first(cfg["moe_topk"]),
+                    "expert_shared_count": _first(cfg["num_shared_expert"])})
+    elif "moe_intermediate_size" in cfg and arch in ("afmoe", "dots1", "ernie4_5-moe"):
+        out["expert_feed_forward_length"] = cfg["moe_intermediate_size"]
+    return arch, {f"{arch}.{key}": value for key, value in out.items()}
+
+
+def _deepseek4(cfg: dict, out: dict) -> None:
+    # conversion/deepseek.py DeepseekV4Model.set_gguf_parameters L659-L689 (hparams[...]: KeyError if absent);
+    # block_count num_hidden_layers (L24-L26: the MTP layers only with --mtp-only)
+    n = cfg["num_hidden_layers"]
+    out.update({"rope.dimension_count": cfg["qk_rope_head_dim"], "attention.q_lora_rank": cfg["q_lora_rank"],
+                "attention.sliding_window": cfg["sliding_window"],
+                "expert_feed_forward_length": cfg["moe_intermediate_size"],
+                "expert_shared_count": cfg["n_shared_experts"],
+                "expert_weights_scale": float(cfg["routed_scaling_factor"]),
+                "expert_weights_norm": bool(cfg["norm_topk_prob"]),
+                "swiglu_clamp_exp": [float(cfg["swiglu_limit"])] * n,
+                "swiglu_clamp_shexp": [float(cfg["swiglu_limit"])] * n,
+                "attention.indexer.head_count": cfg["index_n_heads"],
+                "attention.indexer.key_length": cfg["index_head_dim"],
+                "attention.indexer.top_k": cfg["index_topk"],
+                "attention.output_group_count": cfg["o_groups"], "attention.output_lora_rank": cfg["o_lora_rank"],
+                "attention.compress_ratios": list(cfg["compress_ratios"]),
+                "attention.compress_rope_freq_base": float(cfg["compress_rope_theta"]),
+                "hyper_connection.count": cfg["hc_mult"],
+                "hyper_connection.sinkhorn_iterations": cfg["hc_sinkhorn_iters"],
+                "hyper_connection.epsilon": float(cfg["hc_eps"]), "hash_layer_count": cfg["num_hash_layers"],
+                "embedding_length_out": cfg["hidden_size"] * cfg["hc_mult"]})
+
+
+def _gemma3n(cfg: dict, out: dict) -> None:
+    # conversion/gemma.py Gemma3Model.set_gguf_parameters L141-L158 (its defaults where the config has none),
+    # Gemma3NModel L533-L550; activation_sparsity_scale (normal quantiles of the pattern) left out: no cache key
+    head_dim = cfg.get("head_dim", 256)
+    out.update({"context_length": cfg.get("max_position_embeddings", 131072),
+                "attention.head_count": cfg.get("num_attention_heads", 8),
+                "attention.layer_norm_rms_epsilon": cfg.get("rms_norm_eps", 1e-6),
+                "attention.key_length": head_dim, "attention.value_length": head_dim,
+                "attention.head_count_kv": cfg.get("num_key_value_heads", 4),
+                "altup.active_idx": cfg["altup_active_idx"], "altup.num_inputs": cfg["altup_num_inputs"],
+                "embedding_length_per_layer_input": cfg["hidden_size_per_layer_input"],
+                "attention.shared_kv_layers": cfg["num_kv_shared_layers"],
+                "attention.sliding_window_pattern": [t == "sliding_attention" for t in cfg["layer_types"]]})
+    if cfg.get("sliding_window_pattern") != 1:
+        out["attention.sliding_window"] = cfg["sliding_window"]
+
+
+def _sliding(cfg: dict, arch: str, out: dict) -> None:
+    """The window and per-layer pattern: conversion/olmo.py Olmo2Model L52-L68 (layer_types, else every 4th
+    full), exaone.py Exaone4Model L13-L31 (layer_types, else sliding_window_pattern as an int or "LLLG"),
+    mellum.py L3-L15 (when use_sliding_window is not false; layer_types), afmoe.py L37-L39 (the window only)."""
+    if arch == "mellum" and cfg.get("use_sliding_window") is False:
+        return
+    n, types, pattern = cfg["num_hidden_layers"], cfg.get("layer_types"), cfg.get("sliding_window_pattern")
+    out["attention.sliding_window"] = cfg["sliding_window"]
+    if arch == "afmoe":
+        return
+    if types:
+        out["attention.sliding_window_pattern"] = [t == "sliding_attention" for t in types]
+    elif arch == "olmo2":
+        out["attention.sliding_window_pattern"] = [(i + 1) % 4 != 0 for i in range(n)]
+    elif arch == "exaone4" and isinstance(pattern, str) and pattern:
+        out["attention.sliding_window_pattern"] = [pattern[i % len(pattern)] == "L" for i in range(n)]
+    elif arch == "exaone4" and isinstance(pattern, int) and pattern:
+        out["attention.sliding_window_pattern"] = [(i + 1) % pattern != 0 for i in range(n)]

@@ -1,0 +1,143 @@
+"""GGUF metadata -> config.json fields for the llama.cpp architectures mapped after gguf_arches.py's:
+deepseek4 (DeepSeek-V4), gemma3n (Gemma 3n), and the architectures whose cache llama.cpp 0c1e57098 sizes
+from the common keys alone (gguf_config's head_count / head_count_kv / key_length / sliding_window path),
+each read as its src/models/<arch>.cpp load_arch_hparams reads it and written as its converter writes it:
+
+    deepseek4   deepseek4.cpp L19-L75; conversion/deepseek.py DeepseekV4Model L659-L689 (_deepseek4 below)
+    gemma3n     gemma3n.cpp L3-L19; conversion/gemma.py Gemma3Model L141-L158, Gemma3NModel L533-L550
+    olmo2 (OLMo 2 / Olmo 3), olmo, olmoe, granite, granitemoe (+ shared experts), starcoder2, stablelm,
+    seed_oss, exaone4, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe, glm4, command-r (Cohere), apertus,
+    arcee, phi2 (Phi-1/2), nemotron, smollm3, mellum, dots1, afmoe, bitnet: conversion/base.py
+    TextModel.set_gguf_parameters L1434-L1550 and each arch's few keys; the sliding layers (olmo2, exaone4,
+    mellum, afmoe: load_swa_pattern(ml, 4)) as gguf_config reads any sliding_window_pattern.
+
+Left unmapped (refused by gguf_config with the architecture's name), each for the reason beside it in
+UNMAPPED below: the recurrent and hybrid families (mamba, mamba2, falcon-h1, granitehybrid, lfm2, lfm2moe,
+kimi-linear, rwkv*, plamo2), whose state keys are not read here yet; and the families whose llama.cpp
+keys carry per-layer attention shapes this reader does not model (llama4, cohere2moe, exaone-moe, laguna,
+step35, mimo2, minimax-m3, muse-glimmer, hy_v4, minicpm3, dbrx, gpt2, gptneox, bloom, starcoder, chatglm,
+qwen2vl / qwen3vl / qwen3vlmoe, mistral3, jais2, hrm_text, chameleon).
+"""
+
+from __future__ import annotations
+
+from . import SourceError
+
+__all__ = ["MORE_MODEL_TYPES", "MORE_SWA_PATTERN", "UNMAPPED", "more_fields", "GEMMA3N_KV_LAYERS"]
+
+# llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the Hugging Face model_type kvmem.configs reads;
+# olmo2 and granitemoe are refined by more_fields (olmo3 where the file slides, granitemoeshared with a
+# shared expert)
+MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo2": "olmo2", "olmo": "olmo",
+                    "olmoe": "olmoe", "granite": "granite", "granitemoe": "granitemoe", "starcoder2": "starcoder2",
+                    "stablelm": "stablelm", "seed_oss": "seed_oss", "exaone4": "exaone4", "ernie4_5": "ernie4_5",
+                    "ernie4_5-moe": "ernie4_5_moe", "hunyuan-dense": "hunyuan_v1_dense",
+                    "hunyuan-moe": "hunyuan_v1_moe", "glm4": "glm4", "command-r": "cohere", "apertus": "apertus",
+                    "arcee": "arcee", "phi2": "phi", "nemotron": "nemotron", "smollm3": "smollm3",
+                    "mellum": "mellum", "dots1": "dots1", "afmoe": "afmoe", "bitnet": "bitnet"}
+# load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
+# (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17)
+MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4}
+# llama.cpp@0c1e57098 src/models/gemma3n.cpp#L7: hparams.n_layer_kv_from_start = 20, whatever the file says
+GEMMA3N_KV_LAYERS = 20
+# exaone4.cpp#L4-L7: only a 64-layer model slides, with a 4,096-token window unless the file names one
+_EXAONE4_SWA_LAYERS, _EXAONE4_WINDOW = 64, 4096
+_SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
+
+_STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
+_SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
+UNMAPPED = {**{arch: _STATE for arch in ("mamba", "mamba2", "falcon-h1", "granitehybrid", "lfm2", "lfm2moe",
+                                         "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
+            **{arch: _SHAPES for arch in ("llama4", "cohere2moe", "exaone-moe", "laguna", "step35", "mimo2",
+                                          "minimax-m3", "muse-glimmer", "hy_v4", "minicpm3", "dbrx", "gpt2",
+                                          "gptneox", "bloom", "starcoder", "chatglm", "qwen2vl", "qwen3vl",
+                                          "qwen3vlmoe", "mistral3", "jais2", "hrm_text", "chameleon")}}
+
+
+def _number(meta: dict, full: str, *, default=SourceError):
+    """A float key (or one value of a per-layer float array, which must agree)."""
+    value = meta.get(full, default)
+    if value is SourceError:
+        raise SourceError(f"GGUF metadata {full!r} is missing")
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise SourceError(f"GGUF metadata {full!r} is {str(value)[:100]}; expected a number")
+    if len(set(values)) != 1:
+        raise SourceError(f"GGUF {full} differs per layer ({sorted(set(values))[:8]}); kvmem maps one value")
+    return values[0]
+
+
+def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
+    """Add the fields of ``arch`` (one of MORE_MODEL_TYPES) to ``cfg``."""
+    if arch == "deepseek4":
+        _deepseek4(cfg, key, meta)
+    elif arch == "gemma3n":
+        _gemma3n(cfg, key, trunk)
+    elif arch == "exaone4":
+        _exaone4(cfg, trunk)
+    elif arch == "olmo2" and cfg.get("sliding_window"):
+        cfg["model_type"] = "olmo3"          # conversion/olmo.py Olmo2Model L52-L68: Olmo 3 writes the window
+    elif arch == "granitemoe" and key("expert_shared_feed_forward_length", 0):
+        # granite-moe.cpp load_arch_hparams: EXPERT_SHARED_FEED_FORWARD_LENGTH > 0 adds the shared expert
+        cfg.update(model_type="granitemoeshared", shared_intermediate_size=key("expert_shared_feed_forward_length"))
+    if arch in ("dots1", "afmoe"):
+        # dots1.cpp / afmoe.cpp: leading dense layers and shared experts (weights only, not the cache)
+        cfg.update(first_k_dense_replace=key("leading_dense_block_count", 0),
+                   n_shared_experts=key("expert_shared_count", 0))
+
+
+def _deepseek4(cfg: dict, key, meta: dict) -> None:
+    """Every key DeepseekV4Model.set_gguf_parameters writes and deepseek4.cpp L28-L66 reads, as the config
+    field it came from (kvmem.engines.llamacpp.dsv4.CONVERTER_KEYS: the llama.cpp mode refuses a config
+    without them, as the converter does)."""
+    gating = key("expert_gating_func")
+    if gating != _SQRT_SOFTPLUS:
+        # deepseek4.cpp#L63-L66
+        raise SourceError(f"GGUF deepseek4.expert_gating_func is {gating}: llama.cpp 0c1e57098 refuses it "
+                          "(\"DeepSeek-V4 loader currently expects sqrtsoftplus MoE scoring\")")
+    ratios = key("attention.compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < cfg["num_hidden_layers"]:
+        # deepseek4.cpp#L55-L59
+        raise SourceError("GGUF deepseek4.attention.compress_ratios is shorter than block_count: llama.cpp "
+                          "0c1e57098 refuses it (\"DeepSeek-V4 compress_ratios is shorter than block_count\")")
+    a = "deepseek4."
+    cfg.update(qk_rope_head_dim=key("rope.dimension_count"), q_lora_rank=key("attention.q_lora_rank"),
+               sliding_window=key("attention.sliding_window"), n_shared_experts=key("expert_shared_count"),
+               routed_scaling_factor=_number(meta, a + "expert_weights_scale"),
+               norm_topk_prob=bool(key("expert_weights_norm")), swiglu_limit=_number(meta, a + "swiglu_clamp_exp"),
+               index_n_heads=key("attention.indexer.head_count"), index_head_dim=key("attention.indexer.key_length"),
+               index_topk=key("attention.indexer.top_k"), o_groups=key("attention.output_group_count"),
+               o_lora_rank=key("attention.output_lora_rank"), compress_ratios=ratios,
+               compress_rope_theta=_number(meta, a + "attention.compress_rope_freq_base"),
+               hc_mult=key("hyper_connection.count"), hc_sinkhorn_iters=key("hyper_connection.sinkhorn_iterations"),
+               hc_eps=_number(meta, a + "hyper_connection.epsilon"), num_hash_layers=key("hash_layer_count"),
+               scoring_func="sqrtsoftplus")
+    cfg.pop("layer_types", None)     # deepseek4.cpp#L67-L68: set_swa_pattern(0), every layer sliding
+
+
+def _gemma3n(cfg: dict, key, trunk: int) -> None:
+    """Gemma 3n: llama.cpp caches the first GEMMA3N_KV_LAYERS layers (gemma3n.cpp#L7) and never reads
+    attention.shared_kv_layers; a file whose count says otherwise is refused, not sized two ways."""
+    shared = key("attention.shared_kv_layers", None)
+    kv_layers = min(trunk, GEMMA3N_KV_LAYERS)
+    if shared is not None and trunk - shared != kv_layers:
+        raise SourceError(f"GGUF gemma3n.attention.shared_kv_layers is {shared} of {trunk} layers, so the model "
+                          f"caches {trunk - shared}; llama.cpp 0c1e57098 caches the first {kv_layers} whatever the "
+                          "file says (src/models/gemma3n.cpp#L7 n_layer_kv_from_start = 20)")
+    cfg.update(num_kv_shared_layers=trunk - kv_layers,
+               hidden_size_per_layer_input=key("embedding_length_per_layer_input"),
+               altup_active_idx=key("altup.active_idx", 0), altup_num_inputs=key("altup.num_inputs", 4))
+
+
+def _exaone4(cfg: dict, trunk: int) -> None:
+    """exaone4.cpp#L4-L14: a 64-layer model slides (window 4,096 unless the file names one, every 4th layer
+    full); any other depth is cached whole even where the file names a window."""
+    if trunk == _EXAONE4_SWA_LAYERS:
+        if not cfg.get("sliding_window"):
+            cfg["sliding_window"] = _EXAONE4_WINDOW
+            cfg["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention"
+                                  for i in range(trunk)]
+    elif "sliding_attention" in cfg.get("layer_types", ()):
+        raise SourceError(f"GGUF exaone4 of {trunk} layers names a sliding window: llama.cpp 0c1e57098 slides only "
+                          "64-layer EXAONE 4 (src/models/exaone4.cpp#L4-L8) and caches these layers whole, "
+                          "the model's own code windows them; kvmem does not pick one")

@@ -1,0 +1,157 @@
+"""GGUF headers of the architectures kvmem/sources/gguf_more.py maps (deepseek4, gemma3n and the common-key
+architectures), judged by round trip: kvmem.sources.gguf_converted writes the keys llama.cpp's converter writes
+for a config, Model.from_gguf reads the header back, and the layers and llama.cpp mode's KV bytes and state must
+equal the config's. tests/oracles/test_gguf_more_oracle.py has llama.cpp itself build the same headers."""
+
+from __future__ import annotations
+
+import gguf
+import pytest
+
+import kvmem
+from kvmem.sources import SourceError
+from kvmem.sources.gguf_config import config_from_header
+from kvmem.sources.gguf_converted import converted_metadata
+
+
+def write_header(path, arch: str, meta: dict) -> None:
+    """A GGUF of ``meta`` and no tensors, each value typed as the converter's gguf-py calls type it."""
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in meta.items():
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_array(key, value)
+    w.add_tokenizer_model("none")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+
+
+def small_config(model_type: str, **fields) -> dict:
+    """transformers' own config class for ``model_type`` (its defaults) at a small shape."""
+    from transformers import AutoConfig
+    shape = dict(num_hidden_layers=8, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=1000, max_position_embeddings=8192)
+    shape.update(fields)
+    cfg = AutoConfig.for_model(model_type, **shape).to_dict()
+    cfg["model_type"] = model_type
+    return cfg
+
+
+def preset_config(name: str) -> dict:
+    """A preset's config; Gemma 3n's (text fields only) completed by transformers' Gemma3nTextConfig, whose
+    altup and per-layer-input fields the converter reads (conversion/gemma.py L533-L538)."""
+    cfg = dict(kvmem.get_model(name).config)
+    if cfg["model_type"] == "gemma3n":
+        from transformers import AutoConfig
+        text = cfg["text_config"]
+        cfg = AutoConfig.for_model("gemma3n_text", **{k: v for k, v in text.items() if k != "model_type"}).to_dict()
+        cfg["model_type"] = "gemma3n_text"
+    return cfg
+
+
+def round_trip(cfg: dict, path):
+    model = kvmem.Model.from_hf_config(cfg, name="src")
+    arch, meta = converted_metadata(cfg)
+    write_header(path, arch, meta)
+    return model, kvmem.Model.from_gguf(path)
+
+
+def same_kv(model, back) -> None:
+    assert back.num_layers == model.num_layers
+    for tokens, batch, kv_dtype in ((8192, 1, "auto"), (32768, 2, "q8_0")):
+        mine = kvmem.estimate(back, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype)
+        theirs = kvmem.estimate(model, engine="llama.cpp", tokens=tokens, batch=batch, kv_dtype=kv_dtype)
+        assert (mine.kv_bytes, mine.state_bytes) == (theirs.kv_bytes, theirs.state_bytes), (tokens, kv_dtype)
+
+
+COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"num_experts": 8, "num_experts_per_tok": 2},
+          "granite": {}, "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
+          "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 256},
+          "starcoder2": {}, "stablelm": {}, "seed_oss": {"head_dim": 128}, "exaone4": {"sliding_window": None, "layer_types": ["full_attention"] * 8},
+          "exaone4-64": {"num_hidden_layers": 64, "sliding_window": 4096},
+          "ernie4_5": {}, "ernie4_5_moe": {}, "hunyuan_v1_dense": {"head_dim": 64}, "hunyuan_v1_moe": {"head_dim": 64, "num_experts": 8, "moe_topk": 2, "moe_intermediate_size": 256,
+                             "num_shared_expert": 1},
+          "glm4": {"head_dim": 64}, "cohere": {}, "apertus": {}, "arcee": {}, "phi": {}, "nemotron": {"head_dim": 64},
+          "smollm3": {}, "mellum": {}, "dots1": {"n_shared_experts": 1, "n_routed_experts": 8, "num_experts_per_tok": 2}, "afmoe": {}, "bitnet": {}}
+
+
+@pytest.mark.parametrize("model_type", sorted(COMMON))
+def test_common_key_architectures_round_trip(tmp_path, model_type):
+    same_kv(*round_trip(small_config(model_type.split("-")[0], **COMMON[model_type]), tmp_path / "m.gguf"))
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4-flash", "deepseek-v4-pro", "gemma-3n-e2b", "gemma-3n-e4b"])
+def test_presets_round_trip(tmp_path, name):
+    same_kv(*round_trip(preset_config(name), tmp_path / "m.gguf"))
+
+
+def test_deepseek4_header_by_hand(tmp_path):
+    # DeepSeek-V4-Flash: 43 layers, compress_ratios [0, 0, 4, 128, 4, 128, ...] (+ the MTP layer's entry);
+    # the header keeps all 44 entries and block_count 43 (the converter's default, no --mtp-only)
+    cfg = dict(kvmem.get_model("deepseek-v4-flash").config)
+    arch, meta = converted_metadata(cfg)
+    assert (arch, meta["deepseek4.block_count"], len(meta["deepseek4.attention.compress_ratios"])) == ("deepseek4", 43, 44)
+    write_header(tmp_path / "m.gguf", arch, meta)
+    back = kvmem.Model.from_gguf(tmp_path / "m.gguf")
+    assert (back.model_type, back.config["head_dim"], back.config["sliding_window"], back.config["index_head_dim"]) == \
+        ("deepseek_v4", 512, 128, 128)
+
+
+def test_gemma3n_kv_layers_by_hand(tmp_path):
+    # Gemma 3n E2B: 30 layers, the last 10 share KV: 20 cached, 4 of them full (every 5th), 16 sliding (512)
+    # f16 at 8,192 tokens: full 4 x 2 heads x 256 x 2 (K, V) x 2 B x 8,192 = 64 MiB;
+    # sliding 16 x 2 x 256 x 2 x 2 B x 1,024 cells (512 + 512 ubatch, padded to 256) = 32 MiB: 96 MiB
+    cfg = preset_config("gemma-3n-e2b")
+    _, back = round_trip(cfg, tmp_path / "m.gguf")
+    assert back.config["num_kv_shared_layers"] == 10
+    kv = kvmem.estimate(back, engine="llama.cpp", tokens=8192, kv_dtype="f16").kv_bytes
+    assert kv == 96 * 2**20
+
+
+def test_gemma3n_shared_count_llama_cpp_does_not_read_is_refused(tmp_path):
+    # llama.cpp caches the first 20 layers (gemma3n.cpp L7) whatever attention.shared_kv_layers says
+    cfg = preset_config("gemma-3n-e2b")
+    arch, meta = converted_metadata(cfg)
+    meta["gemma3n.attention.shared_kv_layers"] = 12
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match=r"shared_kv_layers is 12 of 30 layers.*caches the first 20"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
+
+
+def test_deepseek4_other_gating_is_refused(tmp_path):
+    arch, meta = converted_metadata(dict(kvmem.get_model("deepseek-v4-flash").config))
+    meta["deepseek4.expert_gating_func"] = 2
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match="expects sqrtsoftplus"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
+
+
+def test_exaone4_window_llama_cpp_ignores_is_refused(tmp_path):
+    # exaone4.cpp L4-L8: only a 64-layer model slides; an 8-layer file with a window is cached whole by llama.cpp
+    arch, meta = converted_metadata(small_config("exaone4"))
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match="slides only 64-layer EXAONE 4"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
+
+
+def test_exaone4_64_layers_without_window_slide_as_llama_cpp_does():
+    # exaone4.cpp L4-L7: n_swa 4,096, every 4th layer full, though the header names no window
+    header = type("H", (), {"arch": "exaone4", "tensors": [], "metadata": {
+        "exaone4.block_count": 64, "exaone4.embedding_length": 256, "exaone4.attention.head_count": 4,
+        "exaone4.attention.head_count_kv": 2}})()
+    cfg = config_from_header(header)
+    assert cfg["sliding_window"] == 4096 and cfg["layer_types"].count("full_attention") == 16
+
+
+@pytest.mark.parametrize("arch", ["mamba", "llama4", "gpt2", "rwkv7"])
+def test_unmapped_architectures_refused_with_reason(arch):
+    header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
+    with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
+        config_from_header(header)
