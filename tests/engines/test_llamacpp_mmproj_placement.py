@@ -1,0 +1,143 @@
+"""The multimodal projector's compute buffers where llama.cpp 0c1e57098's mtmd reserves them (the clip backend:
+the first GPU, or the CPU with --no-mmproj-offload), counted in the placements, the --fit emulation and the
+notes; projectors kvmem has no graph for are said NOT COMPUTED, never counted as 0."""
+
+import dataclasses
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp.fitting import _mmproj_on_first
+from kvmem.engines.llamacpp.graphs_mmproj import (
+    clip_compute_buffers,
+    mmproj_compute_bytes,
+    mmproj_shape,
+    mmproj_shape_from_header,
+    mmproj_weight_bytes,
+)
+from kvmem.engines.llamacpp.offload import llamacpp_offload, mmproj_memory, offload
+from kvmem.gpus import get_gpu
+from kvmem.sources import Tensor
+from kvmem.sources.gguf import GGUFHeader
+
+GEMMA3 = mmproj_shape(kvmem.get_model("gemma-3-27b"))
+IMAGE = 896 * 896 * 3 * 4       # the warmup image, f32: 9,633,792 B, the graph's one input (on the CPU)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 1048576.0:.2f}"
+
+
+def test_gemma3_4b_on_cuda_is_the_published_log():
+    # llama.cpp PR #22790 (gemma-3-4b-it, its mmproj on CUDA0, flash attention enabled, graph splits = 1):
+    #   CUDA0 compute buffer size =   121.25 MiB
+    #     CPU compute buffer size =     9.19 MiB
+    shape = dataclasses.replace(GEMMA3, n_embd_text=2560)      # projection_dim 2560 (the 4B's hidden size)
+    buffers = clip_compute_buffers(shape, gpu="CUDA0")
+    assert buffers == {"CUDA0": 127_139_840, "CPU": IMAGE}
+    assert (_mib(buffers["CUDA0"]), _mib(buffers["CPU"])) == ("121.25", "9.19")
+
+
+def test_the_clip_backend_decides_where_the_buffers_are():
+    # offloaded: every node on the GPU (the input's copy in place of the input), the image on the host
+    assert clip_compute_buffers(GEMMA3, gpu="CUDA0") == {"CUDA0": 127_139_840, "CPU": IMAGE}
+    # --no-mmproj-offload: one CPU buffer, the one the CPU oracle judges (test_llamacpp_graph_mmproj.py)
+    assert clip_compute_buffers(GEMMA3, gpu=None) == {"CPU": mmproj_compute_bytes(GEMMA3)} == {"CPU": 127_139_840}
+    # -fa off: the 16 heads' KQ, 4,096 x 4,096 x 16 x 4 B = 1,073,741,824 B, is materialised
+    off = clip_compute_buffers(GEMMA3, gpu="CUDA0", flash_attn="off")
+    assert off == {"CUDA0": 1_186_988_032, "CPU": IMAGE} and off["CUDA0"] - 127_139_840 > 1_073_741_824 - 2 ** 27
+
+
+def test_a_head_size_cuda_flash_attention_lacks_is_not_computed_but_said():
+    shape = dataclasses.replace(GEMMA3, n_head=8)       # 1,152 / 8 = 144: not a size fattn.cu takes
+    with pytest.raises(ValueError, match="head size 144 is not one CUDA's flash attention takes"):
+        clip_compute_buffers(shape, gpu="CUDA0")
+    with pytest.raises(ValueError, match="runs it on the CPU"):
+        clip_compute_buffers(shape, gpu="CUDA0", flash_attn="on")
+    assert clip_compute_buffers(shape, gpu="CUDA0", flash_attn=False)["CPU"] == IMAGE
+    assert clip_compute_buffers(shape, gpu=None) == {"CPU": mmproj_compute_bytes(shape)}   # the CPU runs it
+
+
+def _header(projector="gemma3", patch="F16", drop=()):
+    s = GEMMA3
+    meta = {"general.architecture": "clip", "clip.projector_type": projector, "clip.vision.image_size": s.image_size,
+            "clip.vision.patch_size": s.patch_size, "clip.vision.embedding_length": s.n_embd,
+            "clip.vision.feed_forward_length": s.n_ff, "clip.vision.block_count": s.n_layer,
+            "clip.vision.attention.head_count": s.n_head, "clip.vision.projection_dim": s.n_embd_text}
+    for key in drop:
+        del meta[key]
+    tensors = (Tensor("v.patch_embd.weight", patch, (14, 14, 3, 1152), 14 * 14 * 3 * 1152 * 2),
+               Tensor("v.blk.0.attn_q.weight", "Q8_0", (1152, 1152), 1152 * 1152 // 32 * 34),
+               Tensor("v.blk.0.ffn_up.bias", "F32", (4304,), 4304 * 4),
+               Tensor("mm.input_projection.weight", "F16", (5376, 1152), 5376 * 1152 * 2))
+    return GGUFHeader(meta, tensors, 0, "mmproj.gguf")
+
+
+def test_an_mmproj_gguf_gives_its_shape_or_a_reason():
+    assert mmproj_shape_from_header(_header()) == GEMMA3
+    with pytest.raises(ValueError, match="projector_type 'qwen3vl_merger': kvmem transcribes only gemma3"):
+        mmproj_shape_from_header(_header("qwen3vl_merger"))
+    with pytest.raises(ValueError, match="v.patch_embd.weight Q8_0"):
+        mmproj_shape_from_header(_header(patch="Q8_0"))
+    with pytest.raises(ValueError, match="has no clip.vision.block_count"):
+        mmproj_shape_from_header(_header(drop=("clip.vision.block_count",)))
+
+
+def test_mmproj_weights_are_padded_as_the_clip_backend_pads_them():
+    # CUDA (ggml_backend_cuda_buffer_type_get_alloc_size, 128 B alignment):
+    #   patch kernel 1,354,752 B (a multiple of 128); attn_q Q8_0 1,410,048 B + (512 - 1,152 % 512) / 32 x 34 B =
+    #   408 B of row padding -> 1,410,456, padded to 1,410,560; the f32 bias 17,216 -> 17,280; the projection
+    #   12,386,304 B (a multiple of 128)
+    assert mmproj_weight_bytes(_header(), offload=True) == 1_354_752 + 1_410_560 + 17_280 + 12_386_304
+    # CPU: each tensor padded to 32 B (all four already are)
+    assert mmproj_weight_bytes(_header(), offload=False) == 1_354_752 + 1_410_048 + 17_216 + 12_386_304
+
+
+def test_placement_counts_the_projector_and_records_it():
+    kw = dict(gpus="rtx-3090-24gb", context="32k", weight_dtype="q4_k_m")
+    base = llamacpp_offload("gemma-3-27b", **kw)
+    p = llamacpp_offload("gemma-3-27b", mmproj=858_000_000, **kw)
+    for lay, was in ((p.best, base.best), (p.fit, base.fit)):
+        assert lay.total_bytes["CUDA0"] == was.total_bytes["CUDA0"] + 858_000_000 + 127_139_840
+        assert lay.total_bytes["CPU"] == was.total_bytes["CPU"] + IMAGE
+        assert lay.mmproj == {"device": "CUDA0", "weights_bytes": 858_000_000,
+                              "compute_bytes": {"CUDA0": 127_139_840, "CPU": IMAGE}}
+        assert lay.to_dict()["mmproj"] == lay.mmproj
+    assert "mmproj: weights 858,000,000 B on CUDA0; its compute buffers CUDA0 127,139,840 B, CPU 9,633,792 B" in \
+        p.notes[-1]
+    assert "mmproj" not in base.best.to_dict()
+
+
+def test_the_compute_buffer_moves_the_longest_context_on_one_3090():
+    # gemma-3-27b q4_k_m with an 858 MB mmproj on one RTX 3090 (24 GiB): at -c 84,480 every layer fits when only
+    # the projector's weights are counted (CUDA0 25,760,617,600 of 25,769,803,776 B), but the 121.25 MiB compute
+    # buffer mtmd reserves beside them makes that 25,887,757,440 B: kvmem's placement there drops a layer, and
+    # the longest -c with all 63 on the GPU is 82,944
+    model, gpus = kvmem.get_model("gemma-3-27b"), [get_gpu("rtx-3090-24gb")]
+    compute = (("CUDA0", 127_139_840), ("CPU", IMAGE))
+
+    def ngl(context, computed):
+        return offload(model, gpus=gpus, context=context, weight_format="q4_k_m", mmproj_bytes=858_000_000,
+                       mmproj_compute=compute if computed else None).best.placement.offloaded_layers
+    assert (ngl(84_480, False), ngl(84_480, True)) == (63, 62)
+    assert (ngl(82_944, True), ngl(83_200, True)) == (63, 62)
+
+
+def test_a_projector_without_a_graph_is_said_not_computed():
+    p = llamacpp_offload("llama-3-8b", gpus="rtx-3090-24gb", context="8k", weight_dtype="q4_k_m", mmproj=600_000_000)
+    assert p.best.mmproj == {"device": "CUDA0", "weights_bytes": 600_000_000, "compute_bytes": None}
+    assert "its compute buffer is NOT COMPUTED and not counted" in p.notes[-1]
+    assert "config has no Gemma 3 vision_config" in p.notes[-1]
+    model = kvmem.get_model("gemma-3-27b")
+    weights, compute, note = mmproj_memory(model, 1, gpu="CUDA0", flash_attn=None)
+    assert (weights, compute) == (1, (("CUDA0", 127_139_840), ("CPU", IMAGE)))
+    with pytest.raises(ValueError, match="mmproj must be a GGUF path or a byte count"):
+        mmproj_memory(model, 1.5, gpu="CUDA0")
+
+
+def test_fit_counts_the_projector_on_the_first_gpu_only_when_offloaded():
+    # server-context.cpp adds mtmd_get_memory_usage (weights + compute) to the first GPU's fit target
+    kw = {"mmproj_bytes": 858_000_000, "mmproj_compute": (("CUDA0", 127_139_840), ("CPU", IMAGE))}
+    assert _mmproj_on_first(kw, "CUDA0") == 858_000_000 + 127_139_840
+    assert _mmproj_on_first({**kw, "mmproj_offload": False}, "CUDA0") == 0
+    assert _mmproj_on_first({"mmproj_bytes": 5}, "CUDA0") == 5      # not computed: the weights alone
