@@ -216,7 +216,8 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         # config.num_key_value_heads becomes one entry per layer, 0 where a block has no attention;
         # get_cache_size_per_token takes its float mean over every layer, floors head_dim x mean // tp (trtllm@001541ba
         # tensorrt_llm/_torch/pyexecutor/resource_manager.py#L807-L823) and counts get_num_attention_layers() =
-        # num_hidden_layers of them (#L826-L828; model_config.py @ 1a0dc5f7): float arithmetic, mirrored as such
+        # num_hidden_layers of them (#L826-L828; trtllm@1a0dc5f7 tensorrt_llm/_torch/model_config.py#L602-L606):
+        # float arithmetic, mirrored as such
         heads = [layer.kv_heads if layer.caches_tokens else 0 for layer in model.layers]
         layers = len(pp_layers(model.num_layers, pp)[0])
         elements = 2 * layers * int(first.head_dim_k * (sum(heads) / len(heads)) // tp)

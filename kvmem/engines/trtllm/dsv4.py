@@ -1,9 +1,10 @@
 """DeepSeek-V4 under TensorRT-LLM: DeepseekV4CacheManager's buffers, per layer and attention type.
 
 TensorRT-LLM runs DeepseekV4ForCausalLM with its own KVCacheManagerV2 subclass, DeepseekV4CacheManager, which
-the sparse attention config (algorithm "deepseek_v4") selects (attention_backend/sparse/__init__.py,
-code-index id 56790227917, get_sparse_attn_kv_cache_manager). Read at (no release tag ties them together;
-docs/research/families_trtllm.md):
+the sparse attention config (algorithm "deepseek_v4") selects: a sparse config goes to the sparse managers' factory
+(trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L289-L291), get_sparse_attn_kv_cache_manager under
+attention_backend/sparse/ (its stored copies with the deepseek_v4 branch carry no commit). Read at (no release tag
+ties them together; docs/research/families_trtllm.md):
 
   CM  trtllm@015279e0 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L126-L341
       (DeepseekV4CacheManager: __init__'s asserts #L159-L175, rows a block #L196, get_buffers #L271-L324,
