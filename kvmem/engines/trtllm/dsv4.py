@@ -14,8 +14,10 @@ ties them together; docs/research/families_trtllm.md):
   DV  trtllm@03c233a7 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/deepseek_v4.py#L53-L154
       (the ratio constants #L53-L54, compress_ratio_has_attention #L79-L97, get_attn_dim #L100-L118,
       get_token_bytes #L121-L154; the metadata's asserts, window_size == 128 #L198-L202, ratios #L209-L213)
-  MC  tensorrt_llm/_torch/model_config.py (code-index id 54702305068) ModelConfig.from_pretrained, the
-      DeepseekV4ForCausalLM branch: the sparse config built from the checkpoint
+  MC  trtllm@008e0af8 tensorrt_llm/_torch/model_config.py#L1081-L1173 (ModelConfig.from_pretrained's
+      DeepseekV4ForCausalLM branch: the sparse config built from the checkpoint, window_size else sliding_window
+      #L1108-L1131, compress_ratios 0 -> 1 #L1152-L1154; without a sparse_attention_config the indexer dtype is
+      DeepSeekV4SparseAttentionConfig's default, #L997-L999)
   LA  tensorrt_llm/llmapi/llm_args.py (code-index id 55143598664) DeepSeekV4SparseAttentionConfig
 
 Per layer of compress ratio r (the checkpoint's compress_ratios, 0 read as 1: MC), with H = head_dim (one K-only

@@ -161,8 +161,9 @@ FAMILIES = CheckedFamilies(frozenset({
     # surfacing it "so KV-cache sizing + is_gemma4_hybrid ... read the text geometry" (#L313-L315)
     "gemma4_text", "gemma4_unified_text",
     # DeepseekV4ForCausalLM -> modeling_deepseekv4 (_arch_index.py#L46): the checkpoint's compress_ratios and window
-    # build DeepseekV4CacheManager (model_config.py, code-index id 54702305068; sparse/deepseek_v4/cache_manager.py @
-    # 015279e0): SWA, compressed, compressor-state and indexer buffers per layer (dsv4.buffers); tokens_per_block other
+    # build DeepseekV4CacheManager (trtllm@008e0af8 tensorrt_llm/_torch/model_config.py#L1081-L1173; trtllm@015279e0
+    # tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L126-L341): SWA, compressed,
+    # compressor-state and indexer buffers per layer (dsv4.buffers); tokens_per_block other
     # than 128/256 refused (asserted), the indexer dtype refused unless given (its default is the GPU's)
     "deepseek_v4",
     # MiniMaxM3SparseForCausalLM / MiniMaxM3SparseForConditionalGeneration -> modeling_minimaxm3 (#L77-L78): its
