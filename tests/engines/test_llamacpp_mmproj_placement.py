@@ -141,3 +141,51 @@ def test_fit_counts_the_projector_on_the_first_gpu_only_when_offloaded():
     assert _mmproj_on_first(kw, "CUDA0") == 858_000_000 + 127_139_840
     assert _mmproj_on_first({**kw, "mmproj_offload": False}, "CUDA0") == 0
     assert _mmproj_on_first({"mmproj_bytes": 5}, "CUDA0") == 5      # not computed: the weights alone
+
+
+# ---- kvmem fit / plan: the sizing options mmproj and mmproj_offload ------------------------------------------
+
+FIT = dict(context="32k", weight_dtype="q4_k_m", engine="llama.cpp", batch=1)
+
+
+def test_fit_counts_the_projector_on_the_gpu():
+    # every layer on one 3090: the projector's 858,000,000 B join the weights and its 127,139,840 B compute buffer
+    # the activations; the longest context loses (858,000,000 + 127,139,840) B / 81,920 B a token (gemma-3-27b's 10
+    # full layers x 16 KV heads x 128 x 2 (K, V) x 2 B; its SWA cells do not grow) = 12,025.6 tokens: 47 pads of 256
+    base = kvmem.fit("gemma-3-27b", gpu="rtx-3090-24gb", **FIT)
+    with_mm = kvmem.fit("gemma-3-27b", gpu="rtx-3090-24gb", mmproj=858_000_000, **FIT)
+    assert with_mm.breakdown.weights_bytes == base.breakdown.weights_bytes + 858_000_000
+    assert with_mm.breakdown.activations_bytes == base.breakdown.activations_bytes + 127_139_840
+    assert (base.max_context, with_mm.max_context) == (91_392, 79_360) and 91_392 - 79_360 == 47 * 256
+    assert any(n.startswith("mmproj: weights 858,000,000 B on CUDA0") for n in with_mm.notes)
+    host = kvmem.fit("gemma-3-27b", gpu="rtx-3090-24gb", mmproj=858_000_000, mmproj_offload=False, **FIT)
+    assert host.breakdown == base.breakdown         # on the host: the GPU's parts are the text model's
+
+
+def test_the_verdict_places_the_projector_and_the_plan_loads_it(tmp_path):
+    from kvmem.oracles.llamacpp_mmproj import write_mmproj
+    path = str(tmp_path / "mmproj-gemma-3-27b.gguf")
+    write_mmproj(GEMMA3, path)      # sparse: its header and 856,359,360 B of tensors, 27 x 64 B short of 128 B each
+    base = kvmem.fit("gemma-3-27b", gpu="rtx-3060-12gb", **FIT)
+    fit = kvmem.fit("gemma-3-27b", gpu="rtx-3060-12gb", mmproj=path, **FIT)
+    assert (base.placement["flags"], fit.placement["flags"]) == (["-ngl", "36"], ["-ngl", "33"])
+    parts = fit.placement["breakdown"]
+    assert parts["total_bytes"] == sum(parts[k] for k in ("weights_bytes", "kv_bytes", "activations_bytes",
+                                                          "overhead_bytes", "free_bytes"))
+    assert parts["total_bytes"] - parts["free_bytes"] == fit.placement["total_bytes"]["CUDA0"]
+    lay = kvmem.llamacpp_offload("gemma-3-27b", gpus="rtx-3060-12gb", context="32k", weight_dtype="q4_k_m",
+                                 mmproj=path)
+    assert lay.best.mmproj == {"device": "CUDA0", "weights_bytes": 856_359_360 + 27 * 64,
+                               "compute_bytes": {"CUDA0": 127_139_840, "CPU": IMAGE}}
+    assert "'load_hparams: model size:         816.69 MiB'" in lay.notes[-1]       # 856,359,360 B, unpadded
+    plan = kvmem.plan("gemma-3-27b", gpu="rtx-3090-24gb", mmproj=path, mmproj_offload=False, **FIT)
+    assert plan.command.endswith(f"--mmproj {path} --no-mmproj-offload")
+
+
+def test_mmproj_options_are_read_or_refused_by_name():
+    from kvmem.engines.llamacpp.offload import mmproj_option
+    model = kvmem.get_model("gemma-3-27b")
+    assert mmproj_option(model, {"mmproj": "858MB"})[0] == 858_000_000
+    assert mmproj_option(model, {}) == (0, None, "")
+    with pytest.raises(ValueError, match="mmproj_offload must be true or false, got 'yes'"):
+        mmproj_option(model, {"mmproj": 1, "mmproj_offload": "yes"})

@@ -27,8 +27,10 @@ NON_TORCH_BYTES = 512 << 20
 # None: not bounded
 # ctx_checkpoints (--ctx-checkpoints) and cache_ram_mib (--cache-ram): llama-server's host RAM beside the model
 # (kvmem.engines.llamacpp.checkpoints, each default's source there)
+# mmproj (an mmproj GGUF path or its weight bytes) and mmproj_offload: the multimodal projector, its weights and
+# compute buffer on the first GPU (kvmem.engines.llamacpp.offload.mmproj_option)
 SIZING_OPTIONS = {"weights_bytes": None, "activation_bytes": None, "non_torch_bytes": None, "host_memory_bytes": None,
-                  "ctx_checkpoints": 32, "cache_ram_mib": 8192}
+                  "ctx_checkpoints": 32, "cache_ram_mib": 8192, "mmproj": None, "mmproj_offload": True}
 GGUF_WEIGHT_FORMATS = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k")
 
 
@@ -40,12 +42,17 @@ def _budget(req: BudgetRequest) -> Budget:
                               options=options)
         act = llamacpp_compute_bytes(req.model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                      cells_per_stream=plan.n_ctx_seq, swa_cells=plan.swa_cells)
+    from .offload import mmproj_option
     total = req.gpu.usable_memory_bytes
+    weights, mm_weights, mm_compute, mm_note = req.weights_bytes, *mmproj_option(
+        req.model, req.sizing_options, req.engine_options.get("flash_attn"))
+    if req.sizing_options.get("mmproj_offload", True):      # the projector on the (first) GPU
+        weights, act = weights + mm_weights, act + dict(mm_compute or ()).get("CUDA0", 0)
     # reserve: llama.cpp takes no memory fraction; the cache is sized by n_ctx and must fit in
     # what the weights, the compute buffers and the CUDA context leave
-    return Budget(total, req.weights_bytes, act, req.non_torch_bytes,
-                  kv_budget("reserve", total=total, weights=req.weights_bytes, activations=act,
-                            overhead=req.non_torch_bytes))
+    return Budget(total, weights, act, req.non_torch_bytes,
+                  kv_budget("reserve", total=total, weights=weights, activations=act, overhead=req.non_torch_bytes),
+                  (mm_note,) if mm_note else ())
 
 
 def prefix_sharing(_options: dict, est: Estimate) -> PrefixSharing:

@@ -48,7 +48,7 @@ from .ggml_graph import Graph
 from .ggml_sched import sched_sizes
 
 __all__ = ["MmprojShape", "mmproj_shape", "mmproj_shape_from_header", "build_gemma3_mmproj", "mmproj_compute_bytes",
-           "clip_compute_buffers", "mmproj_weight_bytes", "CUDA_FA_HEAD_SIZES"]
+           "clip_compute_buffers", "mmproj_weight_bytes", "clip_log_lines", "CUDA_FA_HEAD_SIZES"]
 
 # ggml-cuda/fattn.cu#L576-L627 ggml_cuda_get_best_fattn_kernel: CUDA's FLASH_ATTN_EXT takes these K head sizes
 # with V's equal; 192, 320, 512 and 576 need a mask (gqa_opt_applies), which the vision tower's attention has not
@@ -209,3 +209,13 @@ def clip_compute_buffers(shape: MmprojShape, *, gpu: str | None, flash_attn=None
                          + ", not computed by kvmem (give flash_attn='off' to size it without)")
     on_gpu, on_host = sched_sizes(build_gemma3_mmproj(shape, fa is not False), lambda _t, _e: 0, 1)
     return {gpu: on_gpu, "CPU": on_host}
+
+
+def clip_log_lines(compute: dict, model_size: int) -> list[str]:
+    """The lines mtmd prints for these buffers: clip.cpp#L2125 "load_hparams: model size: %.2f MiB" (the
+    tensors' ggml_nbytes, unpadded) and #L3813-L3817 one "reserve_compute_meta: %10s compute buffer size =
+    %8.2f MiB" per buffer type over 1 byte (the GPU's, then "CPU")."""
+    lines = [f"load_hparams: model size:         {model_size / 1048576.0:.2f} MiB"]
+    lines += [f"reserve_compute_meta: {device:>10} compute buffer size = {nbytes / 1048576.0:8.2f} MiB"
+              for device, nbytes in compute.items() if nbytes > 1]
+    return lines

@@ -10,6 +10,7 @@ Argument names from llama.cpp's common/arg.cpp at that build:
     -ctk, -ctv the K and V cache types (f16, q8_0, q4_0, ...)
     -ub        n_ubatch, the compute buffer's batch (default 512)
     --swa-full, --kv-unified (-kvu)   only when the plan set them
+    --mmproj, --no-mmproj-offload      the projector given (sizing options mmproj, mmproj_offload)
 A build date other than the current build (option ``build``) or the MLA cache mode (set by the GGUF,
 not a flag) are refused by name.
 """
@@ -49,7 +50,7 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     s, fit, opts = inp.setup, inp.fit, inp.options
     if opts.get("build") not in (None, "current"):
         raise PlanRefused(f"llama.cpp: the command is for {RELEASE}; build={opts['build']!r} has other flags")
-    refuse_options("llama.cpp", opts, set(), _SIZING_ONLY)
+    refuse_options("llama.cpp", opts, {"mmproj", "mmproj_offload"}, _SIZING_ONLY)
     est = engine_estimate(s.model, engine="llama.cpp", tokens=fit.context, batch=inp.batch, kv_dtype=s.kv_dtype,
                           tp=s.tp, pp=s.pp, **s.engine_options)
     d = est.details
@@ -74,6 +75,13 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--swa-full", "", "sliding layers keep the full context, as planned"))
     if d.kv_unified:
         out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as planned"))
+    mmproj = s.sizing.get("mmproj")
+    if mmproj is not None:      # the projector the fit counted (kvmem.engines.llamacpp.offload.mmproj_option)
+        path = mmproj if isinstance(mmproj, str) and mmproj.lower().endswith(".gguf") else "mmproj.gguf"
+        out.append(Flag("--mmproj", as_value(path), "the multimodal projector: its weights and compute buffer "
+                        "were counted" + ("" if isinstance(mmproj, str) else " (its path on your machine)")))
+        if s.sizing.get("mmproj_offload", True) is False:
+            out.append(Flag("--no-mmproj-offload", "", "the projector on the host, as planned"))
     for name, (flag, default, why) in _HOST_FLAGS.items():
         if s.sizing.get(name, default) != default:
             out.append(Flag(flag, str(s.sizing[name]), why))

@@ -18,6 +18,7 @@ kvmem's placement (``offload``): the most on the GPUs at the given context. One 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
@@ -30,6 +31,7 @@ from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .tensors import tensors_for
 
 __all__ = ["Layout", "OffloadPlan", "DecodeStep", "layout", "offload", "fit_on", "llamacpp_offload", "decode_curve",
+           "mmproj_memory", "mmproj_option",
            "llamacpp_decode_curve", "host_memory_presets", "host_bandwidth", "FIT_MARGIN_BYTES", "FIT_CTX",
            "CUDA_CONTEXT_BYTES"]
 
@@ -167,8 +169,9 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     ``--fit on`` would choose, MiB per device and on the host, the decode bound with
     ``host_memory`` (a preset of data/host_memory.json, bytes/s or "NGB/s") and both commands.
     ``weight_dtype`` "auto": the GGUF's own tensors, else the config's dtype (f16/bf16).
-    ``mmproj``: a multimodal projector GGUF (path) or its bytes, loaded on the first GPU
-    (mtmd's default; --no-mmproj-offload keeps it on the host: ``mmproj_offload=False``)."""
+    ``mmproj``: a multimodal projector GGUF (path) or its weight bytes (an int or "858MB"), loaded on the first
+    GPU (mtmd's default; --no-mmproj-offload keeps it on the host: ``mmproj_offload=False``), its compute
+    buffers beside it (mmproj_memory)."""
     from ...catalog import as_model
     from ...gpus import get_gpu
     from ...units import parse_tokens
@@ -184,14 +187,14 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
     fmt = weight_format(model, weight_dtype)
     path = model_path or (model.name if model.name.endswith(".gguf") else f"{model.name}-{fmt or 'gguf'}.gguf")
-    weights, compute, note = mmproj_memory(model, mmproj, gpu="CUDA0" if mmproj_offload else None,
-                                           flash_attn=flash_attn)
+    weights, compute, note = mmproj_option(model, {"mmproj": mmproj, "mmproj_offload": mmproj_offload}, flash_attn)
+    path_given = isinstance(mmproj, str) and mmproj.lower().endswith(".gguf")
     return offload(model, gpus=gpus, context=context, weight_format=fmt,
                    host_bandwidth_bytes_per_s=host_bandwidth(host_memory), n_ubatch=n_ubatch,
                    type_k=type_k or cache, type_v=type_v or cache, flash_attn=flash_attn, mmap=mmap,
                    kv_offload=kv_offload, n_seq=n_seq, context_set=context_set, model_path=path,
                    mmproj_bytes=weights, mmproj_offload=mmproj_offload, mmproj_compute=compute, mmproj_note=note,
-                   mmproj_path=mmproj if isinstance(mmproj, str) else ("mmproj.gguf" if mmproj else None))
+                   mmproj_path=mmproj if path_given else ("mmproj.gguf" if mmproj is not None else None))
 
 
 def weight_format(model: Model, weight_dtype) -> str | None:
@@ -209,13 +212,21 @@ def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> 
     (the graph then from ``model``'s config: Gemma 3's vision_config). The compute buffers are mtmd's
     (graphs_mmproj.clip_compute_buffers) where kvmem has the projector's graph, else None and the note says
     that they are not computed, and why."""
-    from .graphs_mmproj import clip_compute_buffers, mmproj_shape, mmproj_shape_from_header, mmproj_weight_bytes
+    from .graphs_mmproj import (
+        clip_compute_buffers,
+        clip_log_lines,
+        mmproj_shape,
+        mmproj_shape_from_header,
+        mmproj_weight_bytes,
+    )
     if mmproj is None:
         return 0, None, ""
+    model_size = mmproj
     if isinstance(mmproj, str):
         from ...sources.gguf import read_header
         header = read_header(mmproj)
         weights = mmproj_weight_bytes(header, offload=gpu is not None)
+        model_size = sum(t.nbytes for t in header.tensors)
         try:
             shape = mmproj_shape_from_header(header)
         except ValueError as exc:
@@ -233,8 +244,32 @@ def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> 
     except ValueError as exc:
         return weights, None, _not_computed(str(exc))
     where = ", ".join(f"{device} {nbytes:,} B" for device, nbytes in compute.items())
-    return weights, tuple(compute.items()), (f"mmproj: weights {weights:,} B on {gpu or 'CPU'}; its compute buffers "
-                                             f"{where} (mtmd's warmup reserve, counted in both placements)")
+    lines = "; ".join(f"'{line}'" for line in clip_log_lines(compute, model_size))
+    return weights, tuple(compute.items()), (
+        f"mmproj: weights {weights:,} B on {gpu or 'CPU'}; its compute buffers {where} (mtmd's warmup reserve, "
+        f"counted where they are: in the placements" + (f", and with {gpu}'s weights and activations" if gpu else
+                                                         ", on the host") + f"); llama-server prints {lines}")
+
+
+def mmproj_option(model: Model, options: dict, flash_attn=None) -> tuple:
+    """mmproj_memory for the sizing options "mmproj" (an mmproj GGUF path, or its weight bytes: an int or
+    "858MB") and "mmproj_offload" (False: --no-mmproj-offload) that kvmem fit, plan and the verdict take;
+    (0, None, "") without an mmproj. Remembered per (model, options): a fit asks it for every workload."""
+    value, on_gpu = options.get("mmproj"), options.get("mmproj_offload", True)
+    if value is None:
+        return 0, None, ""
+    if not isinstance(on_gpu, bool):
+        raise ValueError(f"mmproj_offload must be true or false, got {on_gpu!r}")
+    if isinstance(value, str) and not value.lower().endswith(".gguf"):
+        from ...units import parse_bytes
+        value = parse_bytes(value)
+    fa = flash_attn.strip().lower() if isinstance(flash_attn, str) else flash_attn
+    return _mmproj_remembered(model, value, on_gpu, fa)
+
+
+@functools.lru_cache(maxsize=16)
+def _mmproj_remembered(model: Model, value, on_gpu: bool, flash_attn) -> tuple:
+    return mmproj_memory(model, value, gpu="CUDA0" if on_gpu else None, flash_attn=flash_attn)
 
 
 def _not_computed(why: str) -> str:

@@ -52,7 +52,7 @@ def placement_verdict(s, found):
     from ...sizing.search import largest_fitting
     from .fitting import layout
     from .layouts import CUDA_CONTEXT_BYTES
-    from .offload import weight_format
+    from .offload import mmproj_option, weight_format
     from .panel import offload_options
 
     if s.given.weights_bytes is not None or s.given.activation_bytes is not None:
@@ -63,9 +63,13 @@ def placement_verdict(s, found):
     batch = cdiv(s.batch or 1, s.replicas)
     opts = offload_options(s.engine_options)
     cache = _cache_type(s.kv_dtype)
+    try:    # the projector (sizing options mmproj, mmproj_offload): weights and compute buffers, as offload counts them
+        mm_weights, mm_compute, mm_note = mmproj_option(s.model, s.sizing, opts.get("flash_attn"))
+    except ValueError as exc:
+        return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
     kw = dict(n_ubatch=opts.get("n_ubatch", 512), type_k=opts.get("type_k") or cache,
               type_v=opts.get("type_v") or cache, flash_attn=opts.get("flash_attn"), mmap=True, kv_offload=True,
-              mmproj_bytes=0, mmproj_offload=True)
+              mmproj_bytes=mm_weights, mmproj_offload=s.sizing.get("mmproj_offload", True), mmproj_compute=mm_compute)
     names = tuple(f"CUDA{i}" for i in range(s.pp))
     budgets = tuple((n, s.gpu.usable_memory_bytes) for n in names)
     try:
@@ -136,8 +140,13 @@ def placement_verdict(s, found):
     on_host = best.total_bytes["CPU"]
     fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
     gpu = best.placement.device(fullest)
-    breakdown = dict(total_bytes=dict(budgets)[fullest], weights_bytes=gpu.model_bytes, kv_bytes=gpu.kv_bytes,
-                     kv_pool_bytes=gpu.kv_bytes, activations_bytes=best.compute_bytes[fullest],
+    # the projector on its device: its weights with the model's, its compute buffer with the graph's
+    mm_here = best.mmproj.get("device") == fullest
+    mm_compute_here = dict(best.mmproj.get("compute_bytes") or {}).get(fullest, 0)
+    breakdown = dict(total_bytes=dict(budgets)[fullest],
+                     weights_bytes=gpu.model_bytes + (best.mmproj["weights_bytes"] if mm_here else 0),
+                     kv_bytes=gpu.kv_bytes, kv_pool_bytes=gpu.kv_bytes,
+                     activations_bytes=best.compute_bytes[fullest] + mm_compute_here,
                      overhead_bytes=CUDA_CONTEXT_BYTES, free_bytes=dict(budgets)[fullest] - best.total_bytes[fullest],
                      shortfall_bytes=0)
     placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": work,
@@ -154,7 +163,7 @@ def placement_verdict(s, found):
             f"{best.placement.offloaded_layers}/{best.placement.n_layer + 1} layers on the GPUs; {host_note}; "
             f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
     return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
-                   work_batch=work, notes=(note,))
+                   work_batch=work, notes=(note,) + ((mm_note,) if mm_note else ()))
 
 
 class _Placer:
