@@ -52,8 +52,9 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     score = _find(cfg, ("score_function", "scoring_func", "score_func"))
     if score is not None:
         out["expert_gating_func"] = _GATING[score]
-    if cfg.get("head_dim") is not None:
+    if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe"):     # granite.py L33: popped
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
+    _required(cfg, arch, out)
     if arch == "deepseek4":
         _deepseek4(cfg, out)
     elif arch == "gemma3n":
@@ -72,9 +73,10 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
                     "expert_feed_forward_length": _first(cfg["moe_intermediate_size"]),
                     "expert_used_count": _first(cfg["moe_topk"]),
                     "expert_shared_count": _first(cfg["num_shared_expert"])})
-    elif "moe_intermediate_size" in cfg and arch in ("afmoe", "dots1", "ernie4_5-moe"):
+    elif "moe_intermediate_size" in cfg and arch == "dots1":
         out["expert_feed_forward_length"] = cfg["moe_intermediate_size"]
-    return arch, {f"{arch}.{key}": value for key, value in out.items()}
+    # llama-arch.cpp L428-L431: the xIELU keys carry no architecture prefix
+    return arch, {key if key.startswith("xielu.") else f"{arch}.{key}": value for key, value in out.items()}
 
 
 def _deepseek4(cfg: dict, out: dict) -> None:
@@ -136,3 +138,42 @@ def _sliding(cfg: dict, arch: str, out: dict) -> None:
         out["attention.sliding_window_pattern"] = [pattern[i % len(pattern)] == "L" for i in range(n)]
     elif arch == "exaone4" and isinstance(pattern, int) and pattern:
         out["attention.sliding_window_pattern"] = [(i + 1) % pattern != 0 for i in range(n)]
+
+
+def _required(cfg: dict, arch: str, out: dict) -> None:
+    """Keys the converter writes that llama.cpp's loader requires though the cache does not read them."""
+    n = cfg["num_hidden_layers"]
+    if arch == "olmo":          # conversion/olmo.py OlmoModel L21-L23
+        out["attention.layer_norm_epsilon"] = 1e-5
+    elif arch == "olmoe":       # olmo.py OlmoeModel: add_layer_norm_rms_eps(1e-5)
+        out["attention.layer_norm_rms_epsilon"] = 1e-5
+    elif arch == "nemotron":    # conversion/nemotron.py NemotronModel L165-L177
+        out["attention.layer_norm_epsilon"] = _find(cfg, ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon",
+                                                           "norm_eps"))
+        rot = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
+        out["rope.dimension_count"] = int(rot * cfg["hidden_size"]) // cfg["num_attention_heads"]
+    elif arch in ("granite", "granitemoe"):      # conversion/granite.py GraniteModel L38-L48
+        for name, key in (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
+                          ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale")):
+            if cfg.get(name):
+                out[key] = float(cfg[name])
+    elif arch == "ernie4_5-moe":     # conversion/ernie.py Ernie4_5MoeModel L86-L97
+        out.update({"expert_count": cfg["moe_num_experts"], "expert_used_count": cfg["moe_k"],
+                    "interleave_moe_layer_step": cfg["moe_layer_interval"],
+                    "leading_dense_block_count": cfg["moe_layer_start_index"],
+                    "expert_feed_forward_length": cfg["moe_intermediate_size"]})
+        if cfg.get("moe_num_shared_experts"):
+            out["expert_shared_count"] = cfg["moe_num_shared_experts"]
+    elif arch == "mellum" and cfg.get("moe_intermediate_size"):     # conversion/mellum.py L5-L6
+        out["expert_feed_forward_length"] = cfg["moe_intermediate_size"]
+    elif arch == "afmoe":            # conversion/afmoe.py AfmoeModel L20-L39
+        for name, key in (("num_shared_experts", "expert_shared_count"), ("moe_intermediate_size",
+                          "expert_feed_forward_length"), ("num_dense_layers", "leading_dense_block_count"),
+                          ("route_norm", "expert_weights_norm"), ("route_scale", "expert_weights_scale")):
+            if cfg.get(name) is not None:
+                out[key] = cfg[name]
+    elif arch == "apertus":
+        # conversion/llama.py ApertusModel L442-L464: the xIELU parameters, one per layer, from each layer's
+        # act_fn tensors (not in config.json): the checkpoint's values, here transformers' XIELUActivation defaults
+        out.update({"xielu.alpha_n": [0.8] * n, "xielu.alpha_p": [0.8] * n, "xielu.beta": [0.5] * n,
+                    "xielu.eps": [-1e-6] * n})

@@ -80,6 +80,12 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
     elif arch == "granitemoe" and key("expert_shared_feed_forward_length", 0):
         # granite-moe.cpp load_arch_hparams: EXPERT_SHARED_FEED_FORWARD_LENGTH > 0 adds the shared expert
         cfg.update(model_type="granitemoeshared", shared_intermediate_size=key("expert_shared_feed_forward_length"))
+    if (arch in MORE_SWA_PATTERN and cfg.get("sliding_window") and (arch != "exaone4" or trunk == _EXAONE4_SWA_LAYERS)
+            and "sliding_attention" not in cfg.get("layer_types", ())):
+        # a window makes the cache iSWA (swa_type STANDARD); with no sliding layer llama.cpp aborts creating it
+        raise SourceError(f"GGUF {arch} names a sliding window ({cfg['sliding_window']}) but no sliding layer: "
+                          "llama.cpp 0c1e57098 aborts creating its cache (GGML_ASSERT(hparams.is_swa_any()), "
+                          "src/llama-model.cpp#L2806-L2807)")
     if arch in ("dots1", "afmoe"):
         # dots1.cpp / afmoe.cpp: leading dense layers and shared experts (weights only, not the cache)
         cfg.update(first_k_dense_replace=key("leading_dense_block_count", 0),

@@ -71,7 +71,7 @@ def same_kv(model, back) -> None:
         assert (mine.kv_bytes, mine.state_bytes) == (theirs.kv_bytes, theirs.state_bytes), (tokens, kv_dtype)
 
 
-COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"num_experts": 8, "num_experts_per_tok": 2},
+COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"num_experts": 8, "num_experts_per_tok": 2, "num_key_value_heads": 4},
           "granite": {}, "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
           "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 256},
           "starcoder2": {}, "stablelm": {}, "seed_oss": {"head_dim": 128}, "exaone4": {"sliding_window": None, "layer_types": ["full_attention"] * 8},
@@ -79,7 +79,7 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "ernie4_5": {}, "ernie4_5_moe": {}, "hunyuan_v1_dense": {"head_dim": 64}, "hunyuan_v1_moe": {"head_dim": 64, "num_experts": 8, "moe_topk": 2, "moe_intermediate_size": 256,
                              "num_shared_expert": 1},
           "glm4": {"head_dim": 64}, "cohere": {}, "apertus": {}, "arcee": {}, "phi": {}, "nemotron": {"head_dim": 64},
-          "smollm3": {}, "mellum": {}, "dots1": {"n_shared_experts": 1, "n_routed_experts": 8, "num_experts_per_tok": 2}, "afmoe": {}, "bitnet": {}}
+          "smollm3": {}, "mellum": {"layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(8)]}, "dots1": {"n_shared_experts": 1, "scoring_func": "sigmoid", "num_key_value_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2}, "afmoe": {}, "bitnet": {}}
 
 
 @pytest.mark.parametrize("model_type", sorted(COMMON))
@@ -148,6 +148,16 @@ def test_exaone4_64_layers_without_window_slide_as_llama_cpp_does():
         "exaone4.attention.head_count_kv": 2}})()
     cfg = config_from_header(header)
     assert cfg["sliding_window"] == 4096 and cfg["layer_types"].count("full_attention") == 16
+
+
+def test_window_without_sliding_layers_is_refused(tmp_path):
+    # transformers' MellumConfig defaults: sliding_window 1,024, every layer "full_attention"; the converter
+    # writes both (conversion/mellum.py L9-L14) and llama.cpp aborts building the iSWA cache
+    arch, meta = converted_metadata(small_config("mellum"))
+    assert meta["mellum.attention.sliding_window"] == 1024 and not any(meta["mellum.attention.sliding_window_pattern"])
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match=r"no sliding layer: llama.cpp 0c1e57098 aborts"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
 @pytest.mark.parametrize("arch", ["mamba", "llama4", "gpt2", "rwkv7"])

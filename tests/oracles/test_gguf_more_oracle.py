@@ -1,0 +1,98 @@
+"""Model.from_gguf against llama.cpp 0c1e57098 (llama-cpp-python 0.3.36, CPU) for the architectures
+kvmem/sources/gguf_more.py maps: the header convert_hf_to_gguf would write for a small config
+(kvmem.sources.gguf_converted, no tensors) is handed to llama.cpp's llama_model_init_from_user, which creates
+every tensor its load_arch_tensors asks for (F32, in memory: include/llama.h L505-L512), and a context of
+N_CTX cells; each "llama_kv_cache: size = ..." line it prints, and the sum of its "CPU KV buffer size" lines,
+must be kvmem's for the model it reads from the same header (-fa off, swa_full off as llama-server).
+The small configs are tests/sources/test_gguf_more.py's; OLMoE and dots1 keep one KV head per head, as their
+published models do (llama.cpp's olmoe and dots1 graphs abort at reserve time on GQA shapes: ggml_can_repeat,
+ggml_reshape_3d). 29 cases, about 12 s on the shared 2-core machine."""
+
+from tests.oracles.conftest import require
+
+require("llama_cpp")
+
+import ctypes  # noqa: E402
+
+import pytest  # noqa: E402
+
+import kvmem  # noqa: E402
+from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib  # noqa: E402
+from kvmem.oracles.llamacpp_presets import _ggml  # noqa: E402
+from kvmem.sources.gguf_converted import converted_metadata  # noqa: E402
+from tests.sources.test_gguf_more import COMMON, preset_config, small_config, write_header  # noqa: E402
+
+N_CTX = 4096
+# each cache's size line, and DeepSeek-V4's compressor states (src/llama-kv-cache-dsv4.cpp)
+_SIZE_LINES = ("llama_kv_cache: size =", "llama_dsv4_comp_state: csa", "llama_dsv4_comp_state: hca",
+               "llama_dsv4_comp_state: lid")
+VOCAB = 1000
+_DSV4 = dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, head_dim=64, qk_rope_head_dim=32,
+             q_lora_rank=64, o_lora_rank=32, o_groups=8, n_routed_experts=4, num_experts_per_tok=2,
+             moe_intermediate_size=256, index_n_heads=8, index_head_dim=64, num_hash_layers=0,
+             compress_ratios=[0, 0, 4, 128, 0], num_nextn_predict_layers=1)
+# Gemma 3n: llama.cpp caches 20 layers whatever the shape (gemma3n.cpp L7): 24 layers, 4 of them sharing
+_GEMMA3N = dict(num_hidden_layers=24, num_kv_shared_layers=4, hidden_size=256, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=128, intermediate_size=[512] * 24, hidden_size_per_layer_input=32,
+                vocab_size_per_layer_input=VOCAB, laurel_rank=16, sliding_window=512,
+                activation_sparsity_pattern=[0.0] * 24,
+                layer_types=["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(24)])
+
+
+def _config(case: str) -> dict:
+    if case == "deepseek-v4":
+        cfg = preset_config("deepseek-v4-flash")
+        cfg.update(_DSV4)
+    elif case == "gemma-3n":
+        cfg = preset_config("gemma-3n-e2b")
+        cfg.update(_GEMMA3N)
+    else:
+        cfg = small_config(case.split("-")[0], **COMMON[case])
+    cfg["vocab_size"] = VOCAB
+    return cfg
+
+
+def _printed(path: str) -> dict:
+    """llama.cpp's cache lines for N_CTX cells (f16) of the model llama_model_init_from_user builds from the
+    header at ``path``."""
+    lib, lines, _ = llama_lib()
+    base, init_params = _ggml()
+    del lines[:]
+    ctx = ctypes.c_void_p()
+    gctx = base.gguf_init_from_file(path.encode(), init_params(True, ctypes.pointer(ctx)))
+    leave = lib.llama_model_set_tensor_data_t(lambda _tensor, _user: None)     # the data is never read
+    model = lib.llama_model_init_from_user(gctx, leave, None, lib.llama_model_default_params())
+    if not model:
+        raise RuntimeError("llama.cpp could not build the model:\n" + "".join(lines[-6:]))
+    cparams = lib.llama_context_default_params()
+    cparams.n_ctx, cparams.n_batch, cparams.n_ubatch, cparams.n_seq_max = N_CTX, N_CTX, 512, 1
+    cparams.flash_attn_type = 0
+    cparams.swa_full = False
+    context = lib.llama_init_from_model(model, cparams)
+    if not context:
+        raise RuntimeError("llama.cpp could not create the context:\n" + "".join(lines[-6:]))
+    out = {"size": [], "KV": []}
+    for line in "".join(lines).splitlines():
+        if line.startswith(_SIZE_LINES):
+            out["size"].append(line.strip())
+        m = BUFFER_LINE.match(line.strip())
+        if m and m.group(2) == "KV":
+            out["KV"].append(float(m.group(3)))
+    return out
+
+
+CASES = ["deepseek-v4", "gemma-3n", *sorted(COMMON)]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_llamacpp_kv_of_the_converted_header_equals_kvmem(case, tmp_path):
+    arch, meta = converted_metadata(_config(case))
+    meta[f"{arch}.vocab_size"] = VOCAB
+    path = str(tmp_path / "m.gguf")
+    write_header(path, arch, meta)
+    back = kvmem.Model.from_gguf(path)
+    printed = in_child(_printed, path)
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=N_CTX, kv_dtype="f16", flash_attn="off")
+    assert printed["size"] and printed["size"] == [line for line in est.log_lines if line.startswith(_SIZE_LINES)]
+    # one "CPU KV buffer size" line per cache, each rounded to 0.01 MiB
+    assert abs(sum(printed["KV"]) - est.kv_bytes / 2**20) <= 0.005 * len(printed["KV"]), (printed, est.kv_bytes)
