@@ -72,9 +72,10 @@ def check_model(model: Model) -> None:
 
 
 def check_kimi(model: Model) -> None:
-    # modeling_kimi_linear.py @ cf328e85 (KimiLinearForCausalLM, written for Kimi-K3): its MoE layer raises
-    # ValueError without the latent MoE ("Kimi K3 runtime expects the latent MoE (routed_expert_hidden_size)",
-    # "... expects latent_moe_use_norm=True") -- Kimi-Linear-48B-A3B's config has neither
+    # trtllm@cf328e85 tensorrt_llm/_torch/models/modeling_kimi_linear.py#L1079-L1082 (KimiLinearForCausalLM, written
+    # for Kimi-K3; KimiK3MoERuntime.__init__): its MoE layer raises ValueError without the latent MoE ("Kimi K3
+    # runtime expects the latent MoE (routed_expert_hidden_size)", "... expects latent_moe_use_norm=True") --
+    # Kimi-Linear-48B-A3B's config has neither
     config = model.config
     if config.get("model_type") == "kimi_k3" and isinstance(config.get("text_config"), dict):
         config = config["text_config"]     # config_utils.py unwrap_kimi_text_config
@@ -125,10 +126,11 @@ def state_bytes_of(model: Model, i: int, tp: int) -> int:
         # trtllm@00679c66 tensorrt_llm/_torch/pyexecutor/config_utils.py#L534-L627 extract_mamba_kv_cache_params:
         # KDA on the Mamba pool (#L570-L585), 3 x heads x head_dim conv channels in the model dtype, the [heads,
         # head_dim, head_dim] recurrent state forced to fp32 (#L605-L613, "KDA recurrent state must be fp32"), both
-        # split by tp (get_states_bytes_per_layer #L517-L531). kvmem keeps short_conv_kernel_size conv columns, as
-        # an earlier stored copy of this file does (conv_kernel = short_conv_kernel_size + 1, the pool's
-        # conv_kernel - 1 columns the whole ShortConvolution window); at 00679c66 conv_kernel is
-        # short_conv_kernel_size (#L581), one column fewer (#L527): which of the two 065ff9e9 runs is not known
+        # split by tp (get_states_bytes_per_layer #L517-L531). kvmem keeps short_conv_kernel_size conv columns, the
+        # layout trtllm@cf328e85 tensorrt_llm/_torch/models/modeling_kimi_linear.py#L21-L28 states ([3 x heads x
+        # head_dim, W], "the full FLA ShortConvolution cache window") and an earlier stored copy of config_utils.py
+        # builds (conv_kernel = short_conv_kernel_size + 1); at 00679c66 conv_kernel is short_conv_kernel_size
+        # (#L581), one column fewer (#L527): which of the two 065ff9e9 runs is not known
         conv = state_share(state.conv_channels * state.conv_kernel, state.ssm_heads, tp)
         ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
         return dtype(model.dtype).row_bytes(conv) + dtype("fp32").row_bytes(ssm)
