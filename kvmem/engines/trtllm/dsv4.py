@@ -9,8 +9,9 @@ ties them together; docs/research/families_trtllm.md):
   CM  trtllm@015279e0 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L126-L341
       (DeepseekV4CacheManager: __init__'s asserts #L159-L175, rows a block #L196, get_buffers #L271-L324,
       _get_window_size #L326-L341; the per-token sums #L68-L111; _build_cache_config, _init_indexer_dtype and
-      _get_cache_quota follow) (the buffer sizes agree with @ 10ce7685, which gives every attention type a manager
-      layer of its own)
+      _get_cache_quota follow) (the buffer sizes agree with the copy at trtllm@10ce7685
+      tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py#L378-L446, whose
+      _build_cache_config gives every attention type of a layer a manager layer of its own, _add_layer #L378-L396)
   DV  trtllm@03c233a7 tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/deepseek_v4.py#L53-L154
       (the ratio constants #L53-L54, compress_ratio_has_attention #L79-L97, get_attn_dim #L100-L118,
       get_token_bytes #L121-L154; the metadata's asserts, window_size == 128 #L198-L202, ratios #L209-L213)
