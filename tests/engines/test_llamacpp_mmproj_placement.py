@@ -189,3 +189,24 @@ def test_mmproj_options_are_read_or_refused_by_name():
     assert mmproj_option(model, {}) == (0, None, "")
     with pytest.raises(ValueError, match="mmproj_offload must be true or false, got 'yes'"):
         mmproj_option(model, {"mmproj": 1, "mmproj_offload": "yes"})
+
+
+def test_check_log_keeps_the_projectors_buffers_apart():
+    # a published full-offload log (docs/research/llamacpp_offload_logs.json) with PR #22790's clip lines after it
+    # (timestamped as llama-server prints them): the text model's CUDA0 and CUDA_Host compute lines still match
+    # alone, the clip's are said not checked (before: summed with them, 379.75 MiB against kvmem's 258.50)
+    import json
+    from pathlib import Path
+
+    from kvmem import logcheck
+    entry = next(e for e in json.loads((Path(__file__).parents[2] / "docs/research/llamacpp_offload_logs.json")
+                                       .read_text()) if e["id"] == "llama3-8b-q4km-full-offload")
+    log = entry["log"] + ("\n0.00.856.041 I clip_ctx: CLIP using CUDA0 backend\n"
+                          "0.01.030.317 I reserve_compute_meta:      CUDA0 compute buffer size =   121.25 MiB\n"
+                          "0.01.030.323 I reserve_compute_meta:        CPU compute buffer size =     9.19 MiB\n")
+    report = logcheck.check_log(log, model="llama-3-8b", engine="llama.cpp", build="2024-07-01", n_ctx=512,
+                                weight_format="q4_k_m", flash_attn=False)
+    compute = [c for c in report.checks if "compute buffer" in c.quantity]
+    assert [(c.quantity, c.logged, c.matches) for c in compute] == [("CUDA0 compute buffer", "258.50 MiB", True),
+                                                                    ("CUDA_Host compute buffer", "9.01 MiB", True)]
+    assert any("projector's compute buffers (mtmd) are not checked" in n for n in report.notes)

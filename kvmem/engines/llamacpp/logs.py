@@ -64,6 +64,9 @@ WEIGHT_FORMATS = {"Q4_K - Medium": "q4_k_m", "Q5_K - Medium": "q5_k_m", "Q4_0": 
                   "Q8_0": "q8_0", "F16": "f16", "BF16": "bf16"}
 CACHE_INIT = "llama_kv_cache_init: kv_size = "   # early 2025: "..., type_k = 'q4_0', type_v = 'f16', n_layer = 61"
 MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
+# mtmd's compute buffer lines (llama.cpp@0c1e57098 tools/mtmd/clip.cpp#L3815 reserve_compute_meta; alloc_compute_meta
+# in earlier builds)
+CLIP_COMPUTE = ("reserve_compute_meta:", "alloc_compute_meta:")
 
 
 def _buffer(line: str, n: int):
@@ -114,7 +117,9 @@ def read(lines: list[str]) -> dict:
                 raw = field(line, name, start)
                 if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
                     context[name], at[name] = value, n
-        if "buffer size = " in line and (buffer := _buffer(line, n)) is not None:
+        if "buffer size = " in line and any(prefix in line for prefix in CLIP_COMPUTE):
+            found.setdefault("clip", []).append(n)      # the projector's buffers: not the text model's
+        elif "buffer size = " in line and (buffer := _buffer(line, n)) is not None:
             found["buffers"].append((n, strip_prefix(line, buffer[1]), *buffer))
         if found["offloaded"] is None and (start := line.find(OFFLOADED)) >= 0 and " layers to GPU" in line:
             parts = line[start + len(OFFLOADED):start + len(OFFLOADED) + 30].split(" ", 1)[0].split("/")
@@ -196,6 +201,9 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         else:
             notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
                          "line with")
+    if found.get("clip"):
+        notes.append(f"line {found['clip'][0]}: the multimodal projector's compute buffers (mtmd) are not checked "
+                     "here (kvmem.llamacpp_offload's mmproj counts them) and not mixed into the text model's")
     if found["buffers"]:
         _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes)
     if found.get("checkpoint"):
