@@ -210,3 +210,14 @@ def test_check_log_keeps_the_projectors_buffers_apart():
     assert [(c.quantity, c.logged, c.matches) for c in compute] == [("CUDA0 compute buffer", "258.50 MiB", True),
                                                                     ("CUDA_Host compute buffer", "9.01 MiB", True)]
     assert any("projector's compute buffers (mtmd) are not checked" in n for n in report.notes)
+
+
+def test_the_decode_curve_takes_the_projector_the_panel_passes():
+    # the Fit page's expander passes llamacpp_offload's options on (panel.offload_options): mmproj was a TypeError
+    from kvmem.engines.llamacpp.panel import panel_decode_curve
+    args = dict(gpus=["rtx-3090-24gb"], context=32768, batch=1, weight_dtype="q4_k_m", kv_dtype="auto",
+                host_memory=None)
+    model = kvmem.get_model("gemma-3-27b")
+    base, with_mm = (panel_decode_curve(model, options=o, **args)[-1] for o in ({}, {"mmproj": 858_000_000}))
+    assert with_mm.total_bytes["CUDA0"] == base.total_bytes["CUDA0"] + 858_000_000 + 127_139_840
+    assert with_mm.total_bytes["CPU"] == base.total_bytes["CPU"] + IMAGE

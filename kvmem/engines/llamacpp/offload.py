@@ -279,11 +279,12 @@ def _not_computed(why: str) -> str:
 
 def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto", type_k=None,
                  type_v=None, flash_attn=None, n_ubatch: int = 512, n_seq: int = 1, mmap: bool = True,
-                 kv_offload: bool = True) -> list[DecodeStep]:
+                 kv_offload: bool = True, mmproj=None, mmproj_offload: bool = True) -> list[DecodeStep]:
     """kvmem.llamacpp_decode_curve: the decode bound and memory at each step of offload, one
     DecodeStep per -ngl (dense: 0 .. n_layer + 1) or per --n-cpu-moe (MoE, every layer offloaded:
     n_layer .. 0), each saying whether it fits the GPUs (keys "flag", "value", "fits",
-    "tokens_per_s", "total_bytes")."""
+    "tokens_per_s", "total_bytes"); ``mmproj``, ``mmproj_offload``: a projector, counted as llamacpp_offload
+    counts it."""
     from ...catalog import as_model
     from ...gpus import get_gpu
     from ...units import parse_tokens
@@ -292,8 +293,10 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     names = tuple(f"CUDA{i}" for i in range(len(gpu_list)))
     tensors, _ = tensors_for(model, weight_format(model, weight_dtype))
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
+    mm_weights, mm_compute, _ = mmproj_option(model, {"mmproj": mmproj, "mmproj_offload": mmproj_offload}, flash_attn)
     kw = dict(n_ctx=parse_tokens(context), n_ubatch=n_ubatch, type_k=type_k or cache, type_v=type_v or cache,
-              flash_attn=flash_attn, mmap=mmap, kv_offload=kv_offload, n_seq=n_seq)
+              flash_attn=flash_attn, mmap=mmap, kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mm_weights,
+              mmproj_offload=mmproj_offload, mmproj_compute=mm_compute)
     split = tuple(g.usable_memory_bytes - CUDA_CONTEXT_BYTES for g in gpu_list) if len(names) > 1 else None
     budgets = {n: g.usable_memory_bytes for n, g in zip(names, gpu_list, strict=True)}
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpu_list, strict=True)}
