@@ -61,22 +61,37 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         _gemma3n(cfg, out)
     elif cfg.get("sliding_window") and arch in ("olmo2", "exaone4", "mellum", "afmoe"):
         _sliding(cfg, arch, out)
+    _moe_and_rope(cfg, config, arch, out)
+    # llama-arch.cpp L428-L431: the xIELU keys carry no architecture prefix
+    return arch, {key if key.startswith("xielu.") else f"{arch}.{key}": value for key, value in out.items()}
+
+
+def _moe_and_rope(cfg: dict, config: dict, arch: str, out: dict) -> None:
+    """The MoE and rope-section keys of llama4, the Qwen VL models, granitemoe, dots1 and hunyuan-moe."""
+    if arch == "llama4":        # conversion/llama.py Llama4Model L383-L397
+        out.update({"feed_forward_length": cfg["intermediate_size_mlp"],
+                    "expert_feed_forward_length": cfg["intermediate_size"],
+                    "interleave_moe_layer_step": cfg["interleave_moe_layer_step"]})
+        if cfg.get("layer_types") and all(t == "full_attention" for t in cfg["layer_types"]):
+            out["attention.sliding_window"] = 0
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if rope.get("mrope_section"):       # base.py L1495-L1502: padded to 4
+        out["rope.dimension_sections"] = (list(rope["mrope_section"]) + [0] * 4)[:4]
+    if arch in ("qwen3vl", "qwen3vlmoe"):     # conversion/qwen3vl.py L285-L292: the vision config's count
+        out["n_deepstack_layers"] = len((config.get("vision_config") or {}).get("deepstack_visual_indexes", []))
     if arch == "granitemoe" and cfg.get("shared_intermediate_size"):     # granite.py L185-L192
         out["expert_shared_feed_forward_length"] = cfg["shared_intermediate_size"]
     if arch == "dots1":      # conversion/dots1.py Dots1Model L22-L27
         out.update({"leading_dense_block_count": cfg["first_k_dense_replace"],
                     "expert_shared_count": cfg["n_shared_experts"],
                     "expert_weights_scale": float(cfg["routed_scaling_factor"]),
-                    "expert_weights_norm": bool(cfg["norm_topk_prob"])})
+                    "expert_weights_norm": bool(cfg["norm_topk_prob"]),
+                    "expert_feed_forward_length": cfg["moe_intermediate_size"]})
     if arch == "hunyuan-moe":      # conversion/hunyuan.py HunYuanMoEModel L75-L91: one value of each per-layer list
         out.update({"expert_shared_feed_forward_length": cfg["intermediate_size"],
                     "expert_feed_forward_length": _first(cfg["moe_intermediate_size"]),
                     "expert_used_count": _first(cfg["moe_topk"]),
                     "expert_shared_count": _first(cfg["num_shared_expert"])})
-    elif "moe_intermediate_size" in cfg and arch == "dots1":
-        out["expert_feed_forward_length"] = cfg["moe_intermediate_size"]
-    # llama-arch.cpp L428-L431: the xIELU keys carry no architecture prefix
-    return arch, {key if key.startswith("xielu.") else f"{arch}.{key}": value for key, value in out.items()}
 
 
 def _deepseek4(cfg: dict, out: dict) -> None:

@@ -1,22 +1,25 @@
 """GGUF metadata -> config.json fields for the llama.cpp architectures mapped after gguf_arches.py's:
-deepseek4 (DeepSeek-V4), gemma3n (Gemma 3n), and the architectures whose cache llama.cpp 0c1e57098 sizes
+deepseek4 (DeepSeek-V4), gemma3n (Gemma 3n), llama4 and the architectures whose cache llama.cpp 0c1e57098 sizes
 from the common keys alone (gguf_config's head_count / head_count_kv / key_length / sliding_window path),
-each read as its src/models/<arch>.cpp load_arch_hparams reads it and written as its converter writes it:
+each read as its src/models/<arch>.cpp load_arch_hparams reads it and written as its converter writes it
+(kvmem/sources/gguf_converted.py writes them back for the tests):
 
     deepseek4   deepseek4.cpp L19-L75; conversion/deepseek.py DeepseekV4Model L659-L689 (_deepseek4 below)
-    gemma3n     gemma3n.cpp L3-L19; conversion/gemma.py Gemma3Model L141-L158, Gemma3NModel L533-L550
+    gemma3n     gemma3n.cpp L3-L19 (20 cached layers); conversion/gemma.py Gemma3Model L141-L158, L533-L550
+    llama4      llama4.cpp L3-L42 (chunked 8,192 unless sliding_window 0); conversion/llama.py L379-L397
     olmo2 (OLMo 2 / Olmo 3), olmo, olmoe, granite, granitemoe (+ shared experts), starcoder2, stablelm,
     seed_oss, exaone4, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe, glm4, command-r (Cohere), apertus,
-    arcee, phi2 (Phi-1/2), nemotron, smollm3, mellum, dots1, afmoe, bitnet: conversion/base.py
-    TextModel.set_gguf_parameters L1434-L1550 and each arch's few keys; the sliding layers (olmo2, exaone4,
-    mellum, afmoe: load_swa_pattern(ml, 4)) as gguf_config reads any sliding_window_pattern.
+    arcee, phi2 (Phi-1/2), nemotron, smollm3, mellum, dots1, afmoe, bitnet, qwen2vl, qwen3vl, qwen3vlmoe,
+    mistral3 (Ministral 3 / Mistral Small 3.x): conversion/base.py TextModel.set_gguf_parameters
+    L1434-L1550 and each arch's few keys; the sliding layers (olmo2, exaone4, mellum, afmoe:
+    load_swa_pattern(ml, 4)) as gguf_config reads any sliding_window_pattern.
 
-Left unmapped (refused by gguf_config with the architecture's name), each for the reason beside it in
-UNMAPPED below: the recurrent and hybrid families (mamba, mamba2, falcon-h1, granitehybrid, lfm2, lfm2moe,
-kimi-linear, rwkv*, plamo2), whose state keys are not read here yet; and the families whose llama.cpp
-keys carry per-layer attention shapes this reader does not model (llama4, cohere2moe, exaone-moe, laguna,
-step35, mimo2, minimax-m3, muse-glimmer, hy_v4, minicpm3, dbrx, gpt2, gptneox, bloom, starcoder, chatglm,
-qwen2vl / qwen3vl / qwen3vlmoe, mistral3, jais2, hrm_text, chameleon).
+Left unmapped (refused by gguf_config naming the architecture and the reason in UNMAPPED): the recurrent and
+hybrid families (mamba, mamba2, falcon-h1, granitehybrid, lfm2, lfm2moe, kimi-linear, rwkv6/7, plamo2), whose
+state keys gguf_config does not read; and the families whose keys set per-layer attention shapes it does not
+model (cohere2moe, exaone-moe, laguna, step35, mimo2, minimax-m3, muse-glimmer, hy_v4, minicpm3, mistral4,
+dbrx, gpt2, gptneox, bloom, starcoder, chatglm, jais2, hrm_text, chameleon). Either is a gap of this reader,
+said as such: the model's config.json sizes them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "ernie4_5-moe": "ernie4_5_moe", "hunyuan-dense": "hunyuan_v1_dense",
                     "hunyuan-moe": "hunyuan_v1_moe", "glm4": "glm4", "command-r": "cohere", "apertus": "apertus",
                     "arcee": "arcee", "phi2": "phi", "nemotron": "nemotron", "smollm3": "smollm3",
-                    "mellum": "mellum", "dots1": "dots1", "afmoe": "afmoe", "bitnet": "bitnet"}
+                    "mellum": "mellum", "dots1": "dots1", "afmoe": "afmoe", "bitnet": "bitnet",
+                    "llama4": "llama4_text", "qwen2vl": "qwen2_vl_text", "qwen3vl": "qwen3_vl_text",
+                    "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3"}
 # load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
 # (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17)
 MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4}
@@ -42,16 +47,17 @@ MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe"
 GEMMA3N_KV_LAYERS = 20
 # exaone4.cpp#L4-L7: only a 64-layer model slides, with a 4,096-token window unless the file names one
 _EXAONE4_SWA_LAYERS, _EXAONE4_WINDOW = 64, 4096
+_LLAMA4_CHUNK = 8192       # llama4.cpp#L14: n_swa = 8192 for every chunked file
 _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
 
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
 UNMAPPED = {**{arch: _STATE for arch in ("mamba", "mamba2", "falcon-h1", "granitehybrid", "lfm2", "lfm2moe",
                                          "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
-            **{arch: _SHAPES for arch in ("llama4", "cohere2moe", "exaone-moe", "laguna", "step35", "mimo2",
+            **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2",
                                           "minimax-m3", "muse-glimmer", "hy_v4", "minicpm3", "dbrx", "gpt2",
-                                          "gptneox", "bloom", "starcoder", "chatglm", "qwen2vl", "qwen3vl",
-                                          "qwen3vlmoe", "mistral3", "jais2", "hrm_text", "chameleon")}}
+                                          "gptneox", "bloom", "starcoder", "chatglm",
+                                          "jais2", "hrm_text", "chameleon", "mistral4")}}
 
 
 def _number(meta: dict, full: str, *, default=SourceError):
@@ -73,6 +79,8 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         _deepseek4(cfg, key, meta)
     elif arch == "gemma3n":
         _gemma3n(cfg, key, trunk)
+    elif arch == "llama4":
+        _llama4(cfg, key, trunk)
     elif arch == "exaone4":
         _exaone4(cfg, trunk)
     elif arch == "olmo2" and cfg.get("sliding_window"):
@@ -130,9 +138,34 @@ def _gemma3n(cfg: dict, key, trunk: int) -> None:
         raise SourceError(f"GGUF gemma3n.attention.shared_kv_layers is {shared} of {trunk} layers, so the model "
                           f"caches {trunk - shared}; llama.cpp 0c1e57098 caches the first {kv_layers} whatever the "
                           "file says (src/models/gemma3n.cpp#L7 n_layer_kv_from_start = 20)")
+    every_fifth = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(trunk)]
+    if cfg.get("layer_types", every_fifth) != every_fifth:
+        # kvmem.configs reads Gemma 3n as every 5th layer full (configs/layouts.py _gemma3n)
+        raise SourceError("GGUF gemma3n.attention.sliding_window_pattern is not every 5th layer full; kvmem sizes "
+                          "Gemma 3n by that pattern alone")
     cfg.update(num_kv_shared_layers=trunk - kv_layers,
                hidden_size_per_layer_input=key("embedding_length_per_layer_input"),
                altup_active_idx=key("altup.active_idx", 0), altup_num_inputs=key("altup.num_inputs", 4))
+
+
+def _llama4(cfg: dict, key, trunk: int) -> None:
+    """llama4.cpp#L8-L24: a file with sliding_window 0 attends fully everywhere; any other (or none) is chunked,
+    8,192 tokens whatever the key says, in the layers the sliding_window_pattern marks (every 4th full without
+    one): configuration_llama4.py's attention_chunk_size and no_rope_layers (1 = chunked, rope)."""
+    window = key("attention.sliding_window", None)
+    pattern = key("attention.sliding_window_pattern", 4)
+    chunked = ([bool(p) for p in pattern] if isinstance(pattern, list)
+               else [(i + 1) % pattern != 0 for i in range(trunk)])
+    for name in ("sliding_window", "layer_types"):
+        cfg.pop(name, None)
+    # conversion/llama.py Llama4Model L383-L395: feed_forward_length is intermediate_size_mlp, the experts' the
+    # config's intermediate_size; use_qk_norm unless 128 experts (llama4.cpp#L41)
+    cfg.update(intermediate_size_mlp=key("feed_forward_length"), intermediate_size=key("expert_feed_forward_length"),
+               interleave_moe_layer_step=key("interleave_moe_layer_step"), use_qk_norm=cfg.get("num_experts") != 128)
+    if window == 0:
+        cfg.update(attention_chunk_size=None, no_rope_layers=[1] * trunk)
+    else:
+        cfg.update(attention_chunk_size=_LLAMA4_CHUNK, no_rope_layers=[int(c) for c in chunked[:trunk]])
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

@@ -43,6 +43,11 @@ def _config(case: str) -> dict:
     if case == "deepseek-v4":
         cfg = preset_config("deepseek-v4-flash")
         cfg.update(_DSV4)
+    elif case == "llama-4":     # Scout's config at 8 layers: 6 chunked (8,192), 2 full
+        cfg = preset_config("llama-4-scout-17b-16e")
+        cfg["text_config"].update(num_hidden_layers=8, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+                                  head_dim=64, intermediate_size=256, intermediate_size_mlp=512, num_local_experts=4)
+        cfg["text_config"]["vocab_size"] = VOCAB
     elif case == "gemma-3n":
         cfg = preset_config("gemma-3n-e2b")
         cfg.update(_GEMMA3N)
@@ -81,7 +86,7 @@ def _printed(path: str) -> dict:
     return out
 
 
-CASES = ["deepseek-v4", "gemma-3n", *sorted(COMMON)]
+CASES = ["deepseek-v4", "gemma-3n", "llama-4", *sorted(COMMON)]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -71,6 +71,7 @@ def same_kv(model, back) -> None:
         assert (mine.kv_bytes, mine.state_bytes) == (theirs.kv_bytes, theirs.state_bytes), (tokens, kv_dtype)
 
 
+_MROPE = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [12, 10, 10], "mrope_interleaved": True}
 COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"num_experts": 8, "num_experts_per_tok": 2, "num_key_value_heads": 4},
           "granite": {}, "granitemoe": {"num_local_experts": 8, "num_experts_per_tok": 2},
           "granitemoeshared": {"num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 256},
@@ -79,7 +80,13 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "ernie4_5": {}, "ernie4_5_moe": {}, "hunyuan_v1_dense": {"head_dim": 64}, "hunyuan_v1_moe": {"head_dim": 64, "num_experts": 8, "moe_topk": 2, "moe_intermediate_size": 256,
                              "num_shared_expert": 1},
           "glm4": {"head_dim": 64}, "cohere": {}, "apertus": {}, "arcee": {}, "phi": {}, "nemotron": {"head_dim": 64},
-          "smollm3": {}, "mellum": {"layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(8)]}, "dots1": {"n_shared_experts": 1, "scoring_func": "sigmoid", "num_key_value_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2}, "afmoe": {}, "bitnet": {}}
+          "smollm3": {}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
+          "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
+          "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
+          "ministral3": {},
+          "llama4_text": {"num_local_experts": 4, "intermediate_size_mlp": 512, "head_dim": 64},
+          "llama4_text-full": {"num_local_experts": 4, "intermediate_size_mlp": 512, "head_dim": 64,
+                               "layer_types": ["full_attention"] * 8, "attention_chunk_size": None}, "mellum": {"layer_types": ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(8)]}, "dots1": {"n_shared_experts": 1, "scoring_func": "sigmoid", "num_key_value_heads": 4, "n_routed_experts": 8, "num_experts_per_tok": 2}, "afmoe": {}, "bitnet": {}}
 
 
 @pytest.mark.parametrize("model_type", sorted(COMMON))
@@ -87,7 +94,8 @@ def test_common_key_architectures_round_trip(tmp_path, model_type):
     same_kv(*round_trip(small_config(model_type.split("-")[0], **COMMON[model_type]), tmp_path / "m.gguf"))
 
 
-@pytest.mark.parametrize("name", ["deepseek-v4-flash", "deepseek-v4-pro", "gemma-3n-e2b", "gemma-3n-e4b"])
+@pytest.mark.parametrize("name", ["deepseek-v4-flash", "deepseek-v4-pro", "gemma-3n-e2b", "gemma-3n-e4b",
+                                  "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e"])
 def test_presets_round_trip(tmp_path, name):
     same_kv(*round_trip(preset_config(name), tmp_path / "m.gguf"))
 
@@ -102,6 +110,16 @@ def test_deepseek4_header_by_hand(tmp_path):
     back = kvmem.Model.from_gguf(tmp_path / "m.gguf")
     assert (back.model_type, back.config["head_dim"], back.config["sliding_window"], back.config["index_head_dim"]) == \
         ("deepseek_v4", 512, 128, 128)
+
+
+def test_llama4_chunks_by_hand(tmp_path):
+    # Llama-4-Scout: 48 layers, every 4th full (12), 36 chunked at 8,192 tokens (llama4.cpp L13-L19);
+    # 8 KV heads x 128 x 2 (K, V) x 2 B = 4,096 B a token a layer; at 32,768 tokens f16:
+    # full 12 x 4,096 x 32,768 = 1,536 MiB; chunked 36 x 4,096 x 8,704 cells (8,192 + 512, padded to 256) = 1,224 MiB
+    _, back = round_trip(preset_config("llama-4-scout-17b-16e"), tmp_path / "m.gguf")
+    assert back.config["attention_chunk_size"] == 8192 and back.config["no_rope_layers"][:4] == [1, 1, 1, 0]
+    kv = kvmem.estimate(back, engine="llama.cpp", tokens=32768, kv_dtype="f16").kv_bytes
+    assert kv == (1536 + 1224) * 2**20
 
 
 def test_gemma3n_kv_layers_by_hand(tmp_path):
@@ -160,7 +178,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
-@pytest.mark.parametrize("arch", ["mamba", "llama4", "gpt2", "rwkv7"])
+@pytest.mark.parametrize("arch", ["mamba", "dbrx", "gpt2", "rwkv7"])
 def test_unmapped_architectures_refused_with_reason(arch):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
