@@ -110,7 +110,8 @@ FAMILIES = CheckedFamilies(frozenset({
     # exaone4_5_text is renamed exaone4 (trtllm@0050262c tensorrt_llm/_torch/models/modeling_exaone4_5.py#L97-L103,
     # Exaone4_5Config where transformers has none), self.llm = AutoModelForCausalLM on text_config (#L182-L227)
     # (its architectures: Exaone4ForCausalLM, bf16 forced as for exaone4); post_config, inherited from Qwen2VLModelBase
-    # (modeling_qwen2vl.py @ c666e7ea), hands that text config to the engine, KV cache included
+    # (trtllm@c666e7ea tensorrt_llm/_torch/models/modeling_qwen2vl.py#L933-L936), hands that text config to the
+    # engine, KV cache included
     "exaone4_5_text",
     # ExaoneMoEForCausalLM (_arch_index.py#L51); ExaoneMoeAttention
     # (trtllm@d2c804bc tensorrt_llm/_torch/models/modeling_exaone_moe.py#L72-L134):
@@ -140,9 +141,10 @@ FAMILIES = CheckedFamilies(frozenset({
     # (trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L242-L263); the pool estimate averages it
     # (cache._static_bytes_per_token)
     "nemotron-nas",
-    # Qwen2VL / Qwen2_5_VLForConditionalGeneration (_arch_index.py#L98-L99); modeling_qwen2vl.py @ c666e7ea
-    # Qwen2VLModelBase: the language model is Qwen2ForCausalLM on
-    # config.text_config, and post_config hands that config to the engine (KV cache included)
+    # Qwen2VL / Qwen2_5_VLForConditionalGeneration (_arch_index.py#L98-L99); Qwen2VLModelBase
+    # (trtllm@c666e7ea tensorrt_llm/_torch/models/modeling_qwen2vl.py#L897-L901): the language model is
+    # Qwen2ForCausalLM on config.text_config, and post_config (#L933-L936) hands that config to the engine (KV cache
+    # included)
     "qwen2_vl_text", "qwen2_5_vl_text",
     # GlmMoeDsaForCausalLM -> modeling_deepseekv3 (_arch_index.py#L59): MLA latent (kv_lora_rank + qk_rope_head_dim, one
     # head, SELFKONLY) and DSACacheManager's indexer key on every layer (models.indexer_elements)
