@@ -42,6 +42,7 @@ if takes_utilization(work.engine):
         help=f"{work.engine} budgets this share of the device's total memory.")
 kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
 kwargs.update(offload.host_inputs(work.engine, kwargs))   # host RAM as a budget (kvmem.host)
+kwargs.update(offload.mmproj_inputs(work.engine, kwargs))   # a multimodal projector beside the model
 
 try:
     result = kvmem.fit(model, **kwargs)

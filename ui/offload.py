@@ -50,6 +50,23 @@ def panel(model, fit_kwargs: dict) -> None:
                      hide_index=True)
 
 
+def mmproj_inputs(engine: str, fit_kwargs: dict) -> dict:
+    """The multimodal projector, for an engine whose sizing takes one (its SizingRules.options name "mmproj"):
+    its weight bytes and whether it is on the GPU; only what the user set is passed (sizing options of kvmem.fit)."""
+    rules = kvmem.engines.engine_spec(engine).sizing
+    if rules is None or "mmproj" not in rules.options or "mmproj" in fit_kwargs:
+        return {}
+    with st.expander("Multimodal projector (mmproj)"):
+        mb = st.number_input("mmproj weights, MB (0: none)", 0, 1 << 20, 0, key="mmproj_mb",
+                             help="The --mmproj GGUF's tensors (its 'load_hparams: model size'); its compute buffer "
+                                  "is counted beside it where kvmem has the projector's graph (Gemma 3), else a "
+                                  "note says it is not computed.")
+        on_gpu = st.toggle("On the GPU (--mmproj-offload, the default)", value=True, key="mmproj_offload")
+    if not mb:
+        return {}
+    return {"mmproj": mb * 1_000_000, **({} if on_gpu else {"mmproj_offload": False})}
+
+
 # ---- host RAM as a budget (kvmem.host): the node's RAM and the tiers each engine keeps there
 
 _GIB = 1 << 30
