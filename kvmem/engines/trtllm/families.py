@@ -118,14 +118,15 @@ FAMILIES = CheckedFamilies(frozenset({
     # num_key_value_heads on every layer, window config.sliding_window on layer_types' sliding layers, through the
     # kernel only
     "exaone_moe",
-    # Step3p5ForCausalLM -> modeling_step3p7, Step3p7ForConditionalGeneration -> modeling_step3p7vl (#L114-L115; the
-    # wrapper read at code-index id 56214812567): Step3p7Attention takes num_key_value_heads (else num_attention_groups;
+    # Step3p5ForCausalLM -> modeling_step3p7, Step3p7ForConditionalGeneration -> modeling_step3p7vl (#L114-L115):
+    # Step3p7Attention takes num_key_value_heads (else num_attention_groups;
     # trtllm@0c37d5ba tensorrt_llm/_torch/models/modeling_step3p7.py#L240-L247 _layer_kv_heads) x head_dim on every
-    # layer, the window goes to the kernel only; the wrapper mirrors num_attention_groups up as the config's
-    # num_key_value_heads, the one count KVCacheManager gives every layer (KVCacheManagerV2 only for a Gemma 4 hybrid
-    # config or use_kv_cache_manager_v2: trtllm@065ff9e9 tensorrt_llm/_torch/pyexecutor/_util.py#L92-L97
-    # _non_hybrid_kv_cache_manager_cls); sliding layers with other KV heads (attention_other_setting) refused
-    # (models.check_step3p5)
+    # layer, the window goes to the kernel only; _mirror_step3p7_text_aliases (#L180-L212, which the wrapper imports:
+    # trtllm@047098b7 tensorrt_llm/_torch/models/modeling_step3p7vl.py#L66-L71) mirrors num_attention_groups up as
+    # the config's num_key_value_heads (#L195-L202), the one count KVCacheManager gives every layer
+    # (KVCacheManagerV2 only for a Gemma 4 hybrid config or use_kv_cache_manager_v2: trtllm@065ff9e9
+    # tensorrt_llm/_torch/pyexecutor/_util.py#L92-L97 _non_hybrid_kv_cache_manager_cls); sliding layers with other
+    # KV heads (attention_other_setting) refused (models.check_step3p5)
     "step3p5",
     # AfmoeForCausalLM (_arch_index.py#L37); AfmoeAttention (trtllm@3c4acdc9
     # tensorrt_llm/_torch/models/modeling_afmoe.py#L229-L270; window #L248): num_key_value_heads, head_dim on every
