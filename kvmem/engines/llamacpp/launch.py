@@ -75,12 +75,12 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         out.append(Flag("--swa-full", "", "sliding layers keep the full context, as planned"))
     if d.kv_unified:
         out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as planned"))
-    mmproj = s.sizing.get("mmproj")
+    mmproj = opts.get("mmproj")
     if mmproj is not None:      # the projector the fit counted (kvmem.engines.llamacpp.offload.mmproj_option)
         path = mmproj if isinstance(mmproj, str) and mmproj.lower().endswith(".gguf") else "mmproj.gguf"
         out.append(Flag("--mmproj", as_value(path), "the multimodal projector: its weights and compute buffer "
                         "were counted" + ("" if isinstance(mmproj, str) else " (its path on your machine)")))
-        if s.sizing.get("mmproj_offload", True) is False:
+        if opts.get("mmproj_offload", True) is False:
             out.append(Flag("--no-mmproj-offload", "", "the projector on the host, as planned"))
     for name, (flag, default, why) in _HOST_FLAGS.items():
         if s.sizing.get(name, default) != default:

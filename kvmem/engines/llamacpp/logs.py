@@ -86,6 +86,7 @@ def _buffer(line: str, n: int):
 def read(lines: list[str]) -> dict:
     found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None,
                    "kv_self": []}, set()
+    clip: list[int] = []        # the lines of the projector's buffers (mtmd): not the text model's
     for n, line in enumerate(lines, 1):
         if "checkpoint" not in found and "context checkpoint" in line and (m := CHECKPOINT.search(line)):
             found["checkpoint"] = (n, strip_prefix(line, "created context"), logged_number(m.group(2), n, line),
@@ -118,7 +119,7 @@ def read(lines: list[str]) -> dict:
                 if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
                     context[name], at[name] = value, n
         if "buffer size = " in line and any(prefix in line for prefix in CLIP_COMPUTE):
-            found.setdefault("clip", []).append(n)      # the projector's buffers: not the text model's
+            clip.append(n)
         elif "buffer size = " in line and (buffer := _buffer(line, n)) is not None:
             found["buffers"].append((n, strip_prefix(line, buffer[1]), *buffer))
         if found["offloaded"] is None and (start := line.find(OFFLOADED)) >= 0 and " layers to GPU" in line:
@@ -139,6 +140,7 @@ def read(lines: list[str]) -> dict:
             path = line[start + len(MODEL_FILE):start + len(MODEL_FILE) + 400].split(" (version")[0].strip()
             if path:
                 context["model"], at["model"] = path, n
+    found["clip"] = clip
     return found
 
 
@@ -201,8 +203,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         else:
             notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
                          "line with")
-    if found.get("clip"):
-        notes.append(f"line {found['clip'][0]}: the multimodal projector's compute buffers (mtmd) are not checked "
+    if isinstance(clip := found.get("clip"), list) and clip:
+        notes.append(f"line {clip[0]}: the multimodal projector's compute buffers (mtmd) are not checked "
                      "here (kvmem.llamacpp_offload's mmproj counts them) and not mixed into the text model's")
     if found["buffers"]:
         _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes)

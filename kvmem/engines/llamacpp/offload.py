@@ -232,11 +232,12 @@ def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> 
         except ValueError as exc:
             return weights, None, _not_computed(str(exc))
     elif isinstance(mmproj, int) and not isinstance(mmproj, bool) and mmproj >= 0:
-        weights, shape = mmproj, mmproj_shape(model)
-        if shape is None:
+        weights, from_config = mmproj, mmproj_shape(model)
+        if from_config is None:
             return weights, None, _not_computed(
                 f"{model.name}'s config has no Gemma 3 vision_config to build the projector's graph from; give the "
                 "mmproj GGUF itself")
+        shape = from_config
     else:
         raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")
     try:
