@@ -84,7 +84,9 @@ def _mmproj_on_first(kw: dict, gpu: str) -> int:
     """The projector's bytes on the first GPU: its weights and compute buffer there, as layouts.layout counts
     them. llama-server's --fit adds the same to that device's target (llama.cpp@0c1e57098
     tools/server/server-context.cpp#L1044-L1070: mtmd_get_memory_usage per device, weights and compute, added to
-    fit_params_target; the host's part lands past the GPUs' targets, which fit.cpp never reads)."""
+    fit_params_target; the host's part lands past the GPUs' targets, which fit.cpp never reads). mtmd's weights
+    there are the tensors' ggml_nbytes (clip.cpp#L2181), the layout's the padded buffer: at most 127 B a tensor
+    more (1,728 B for Gemma 3's 439 tensors), so fit's choice can differ only within those bytes of a target."""
     if not kw.get("mmproj_offload", True):
         return 0
     return kw.get("mmproj_bytes", 0) + dict(kw.get("mmproj_compute") or ()).get(gpu, 0)
