@@ -46,6 +46,9 @@ def test_the_clip_backend_decides_where_the_buffers_are():
     # -fa off: the 16 heads' KQ, 4,096 x 4,096 x 16 x 4 B = 1,073,741,824 B, is materialised
     off = clip_compute_buffers(GEMMA3, gpu="CUDA0", flash_attn="off")
     assert off == {"CUDA0": 1_186_988_032, "CPU": IMAGE} and off["CUDA0"] - 127_139_840 > 1_073_741_824 - 2 ** 27
+    # gpustack/gguf-parser-go issue #44 measured gemma3's clip compute buffer on an MI300X (ROCm0, from llama-server's
+    # "[mtmd] adding N MiB to fit_params_target"): 1132 MiB with -fa off, 121 with -fa on
+    assert (off["CUDA0"] // 2 ** 20, 127_139_840 // 2 ** 20) == (1132, 121)
 
 
 def test_a_head_size_cuda_flash_attention_lacks_is_not_computed_but_said():

@@ -32,7 +32,8 @@ gets that backend and the CPU's, so with a GPU two buffers are reserved and prin
 image input on the CPU (a graph input: ggml_backend_sched's last backend) and on the GPU every node plus the
 input's copy, scheduled as kvmem.engines.llamacpp.ggml_sched does the text graphs (CUDA alignment 128). A
 published CUDA log of Gemma 3's mmproj (llama.cpp PR #22790) prints "CUDA0 compute buffer size = 121.25 MiB",
-"CPU compute buffer size = 9.19 MiB", graph splits 1: these functions give 127,139,840 and 9,633,792 B.
+"CPU compute buffer size = 9.19 MiB", graph splits 1: these functions give 127,139,840 and 9,633,792 B (and
+gpustack/gguf-parser-go issue #44 measured 121 MiB, 1132 with -fa off, on ROCm: 1,186,988,032 B here).
 Flash attention "auto" stays on where the backend runs FLASH_ATTN_EXT (warmup, #L3737-L3770): the CPU
 always; CUDA for the head sizes CUDA_FA_HEAD_SIZES. Elsewhere (CUDA with another head size) mtmd reserves
 twice and keeps the larger of each buffer: not computed here, said so by a ValueError.
