@@ -69,6 +69,7 @@ READ_AT = {
     "10ce7685": "tensorrt_llm/_torch/attention_backend/sparse/deepseek_v4/cache_manager.py",
     "c666e7ea": "tensorrt_llm/_torch/models/modeling_qwen2vl.py",
     "047098b7": "tensorrt_llm/_torch/models/modeling_step3p7vl.py",
+    "00be09f7": "tensorrt_llm/_torch/pyexecutor/kv_cache_manager_v2.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

@@ -151,8 +151,9 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
     accounting. Releases of early 2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
     out: list[_LayerCache | None] = []
     if model.model_type in V2_FAMILIES:
-        # pyexecutor/kv_cache_manager_v2.py @ 00be09f7 KVCacheManagerV2.__init__: per layer (kv_heads + tp - 1) // tp
-        # heads of that layer's head_dim (num_kv_heads_per_layer, head_dim_per_layer); _build_base_config gives each
+        # trtllm@00be09f7 tensorrt_llm/_torch/pyexecutor/kv_cache_manager_v2.py#L971-L1015 KVCacheManagerV2.__init__:
+        # per layer (kv_heads + tp - 1) // tp heads (num_kv_heads_per_layer, #L971-L998; tp 1 under attention DP,
+        # #L859-L861) of that layer's head_dim (head_dim_per_layer, #L1000-L1015); _build_base_config gives each
         # layer a KEY and a VALUE buffer, a page of tokens_per_block x heads x head_dim in the cache dtype
         # (get_buffers); every layer has them
         for (heads, head_dim, _), window in zip(gemma4_layout(model), windows, strict=True):
