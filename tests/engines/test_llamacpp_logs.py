@@ -4,14 +4,13 @@ out from the preset's config in the file's weight format (tensors.synthesised_te
 
 import datetime
 import json
-import math
 from collections import Counter
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 import kvmem
+from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers
 from kvmem.engines.llamacpp.offload import layout
 from kvmem.engines.llamacpp.placement import buffer_mib, place
 from kvmem.engines.llamacpp.plan import run_plan
@@ -117,35 +116,19 @@ def reproduce(entry) -> dict:
     # a log that prints only KV lines needs no tensors
     tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)) \
         if entry.get("weight_format") else ()
+    # a GGUF that carries NextN/MTP blocks ("print_info: n_layer_all") splits n_layer_all + 1 layers
+    n_nextn = s.get("n_layer_all", model.num_layers) - model.num_layers
+    assert n_nextn == gguf_nextn_layers(model)      # the blocks convert_hf_to_gguf writes by default
     p = place(tensors, n_layer=model.num_layers, n_gpu_layers=s["n_gpu_layers"], gpus=tuple(s["gpus"]),
-              tensor_split=_split(entry, model), n_cpu_moe=s.get("n_cpu_moe", 0),
+              tensor_split=s.get("tensor_split"), n_cpu_moe=s.get("n_cpu_moe", 0),
               override_tensor=[tuple(o) for o in s.get("override_tensor", ())], mmap=s["mmap"],
-              kv_offload=s.get("kv_offload", True), kv_per_layer=kv, build=build)
+              kv_offload=s.get("kv_offload", True), kv_per_layer=kv, build=build, n_nextn=n_nextn)
     printed = entry["printed"]
     host = next((k for k in printed.get("model_mib", {}) if k in _HOST), "CPU_Mapped")
     host_kv = next((k for k in printed.get("kv_mib", {}) if k in _HOST), "CPU")   # -nkvo: pinned CUDA_Host, or CPU
     return {"model_mib": {(host if d.device == "CPU" else d.device): buffer_mib(d.model_bytes) for d in p.devices},
             "kv_mib": {(host_kv if d.device == "CPU" else d.device): buffer_mib(d.kv_bytes) for d in p.devices
                        if d.kv_bytes}}
-
-
-def _split(entry, model):
-    """The entry's -ts as kvmem's placement must be given it. llama.cpp puts layer il on the first device whose
-    cumulative share of -ts exceeds il / act_gpu_layers, act_gpu_layers = min(-ngl, n_layer_all + 1): a GGUF that
-    carries MTP/NextN blocks (GLM-5.x, DeepSeek-V3.2 from Unsloth: "print_info: n_layer_all = 79") counts them
-    (llama.cpp@0c1e57098 src/llama-model.cpp#L1579-L1611); kvmem's placement counts model.num_layers + 1. Here the
-    same layers per device, as kvmem-counted shares (each boundary half a layer inside its interval)."""
-    s = entry["settings"]
-    split, n_all = s.get("tensor_split"), s.get("n_layer_all")
-    if not split or not n_all or n_all == model.num_layers:
-        return split
-    act_llama, act_kvmem = min(s["n_gpu_layers"], n_all + 1), min(s["n_gpu_layers"], model.num_layers + 1)
-    total, cum, bounds = sum(split), 0, []
-    for w in split[:-1]:
-        cum += w
-        bounds.append(math.ceil(Fraction(cum, total) * act_llama))   # the first layer of the next device
-    shares = [(Fraction(2 * b - 1, 2 * act_kvmem)) for b in bounds] + [Fraction(1)]
-    return [float(b - a) for a, b in zip([Fraction(0)] + shares[:-1], shares, strict=True)]
 
 
 def _kv_printed(printed):
@@ -176,29 +159,26 @@ def test_published_log_model_and_kv_buffers(entry):
 
 def test_glm_5_2_layer_split_counts_the_mtp_block():
     # GLM-5.2 UD-Q5_K_XL on 4 GPUs, -ngl 999 -ts 54,9,8,8 --n-cpu-moe 54, 768,000 cells (build 10505). llama.cpp
-    # splits n_layer_all + 1 = 80 layers (the unused MTP block blk.78 and the output included): shares 54/79, 63/79,
-    # 71/79 of 80 put layers 0-54 on CUDA0 (55 x 843.75 MiB = 46406.25: 768,000 x 576 x 2 B a layer), 55-63 on CUDA1
-    # (9 x 843.75 = 7593.75), 64-71 on CUDA2 (6750.00), 72-77 and the output on CUDA3 (5062.50); the indexer cache
-    # (768,000 x 128 x 2 B = 187.50 MiB a layer, 21 layers) 16 / 2 / 2 / 1 of them
-    entry = LOGS["glm-5.2-ud-q5kxl-ncmoe54-ts-54-9-8-8-ctx768000"]
-    model = _model(entry)
-    assert _split(entry, model) == pytest.approx([54.5 / 79, 9 / 79, 8 / 79, 7.5 / 79])
-    assert reproduce(entry)["kv_mib"] == {"CUDA0": 49406.25, "CUDA1": 7968.75, "CUDA2": 7125.0, "CUDA3": 5250.0} \
-        == _kv_printed(entry["printed"])
-
-
-@pytest.mark.xfail(strict=True, reason="kvmem's placement splits model.num_layers + 1 = 79 layers for a GLM-5.2 GGUF "
-                   "that carries its MTP block (llama.cpp: n_layer_all + 1 = 80, src/llama-model.cpp#L1589-L1590): "
-                   "layers 0-53 / 54-62 / 63-70 / 71-77, one layer off on CUDA0 and CUDA3 (engine code, reported)")
-def test_glm_5_2_split_as_kvmem_places_it_unaided():
+    # splits n_layer_all + 1 = 80 layers (the unused MTP block blk.78 and the output included): split points
+    # 54/79, 63/79, 71/79 against il / 80 put layers 0-54 on CUDA0 (54/79 x 80 = 54.68: il 54 is below, 55 not;
+    # 55 x 843.75 MiB = 46406.25: 768,000 x 576 x 2 B a layer), 55-63 on CUDA1 (9 x 843.75 = 7593.75), 64-71 on
+    # CUDA2 (6750.00), 72-77, the MTP block 78 and the output 79 on CUDA3 (6 x 843.75 = 5062.50); the indexer cache
+    # (768,000 x 128 x 2 B = 187.50 MiB a layer, 21 layers) 16 / 2 / 2 / 1 of them. Before the MTP block counted,
+    # kvmem split 79 layers: 0-53 / 54-62 / 63-70 / 71-77, CUDA0 48375.00 (54 x 843.75 + 15 x 187.50)
     entry = LOGS["glm-5.2-ud-q5kxl-ncmoe54-ts-54-9-8-8-ctx768000"]
     s = entry["settings"]
     model = _model(entry)
     lay = layout(model, synthesised_tensors(model, entry["weight_format"], imatrix=True), gpus=tuple(s["gpus"]),
                  n_gpu_layers=s["n_gpu_layers"], tensor_split=s["tensor_split"], n_cpu_moe=s["n_cpu_moe"],
                  n_ctx=s["n_ctx"], flash_attn=True)
-    # kvmem today: CUDA0 48375.00 (54 layers + 15 indexer layers), CUDA3 6093.75 (7 layers + 1)
-    assert {g: buffer_mib(lay.placement.device(g).kv_bytes) for g in s["gpus"]} == _kv_printed(entry["printed"])
+    p = lay.placement
+    assert (p.n_layer, p.n_nextn, p.offloaded_layers, p.layers_total) == (78, 1, 80, 80)   # "offloaded 80/80"
+    assert p.device("CUDA0").layers == tuple(range(55)) and p.device("CUDA3").layers == tuple(range(72, 78))
+    assert p.nextn_device == ("CUDA3",) and p.output_device == "CUDA3"
+    assert not any(t.layer == 78 for t in p.tensors)      # the MTP block's tensors are not loaded
+    assert {g: buffer_mib(p.device(g).kv_bytes) for g in s["gpus"]} == _kv_printed(entry["printed"]) \
+        == {"CUDA0": 49406.25, "CUDA1": 7968.75, "CUDA2": 7125.0, "CUDA3": 5250.0}
+    assert reproduce(entry)["kv_mib"] == _kv_printed(entry["printed"])
 
 
 def test_the_collection_covers_the_flags():
@@ -281,7 +261,7 @@ def test_device_compute_buffer_within_tolerance(entry):
     tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)) \
         if entry.get("weight_format") else ()
     lay = layout(model, tensors, gpus=tuple(s["gpus"]), n_gpu_layers=s["n_gpu_layers"],
-                 tensor_split=_split(entry, model), n_cpu_moe=s.get("n_cpu_moe", 0),
+                 tensor_split=s.get("tensor_split"), n_cpu_moe=s.get("n_cpu_moe", 0),
                  override_tensor=[tuple(o) for o in s.get("override_tensor", ())], n_ctx=s["n_ctx"],
                  n_ubatch=s.get("n_ubatch", 512), type_k=s.get("type_k", "f16"), type_v=s.get("type_v", "f16"),
                  flash_attn=s.get("flash_attn", False), mmap=s["mmap"], kv_offload=s.get("kv_offload", True),
@@ -310,7 +290,7 @@ def test_host_compute_buffer(entry):
     tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False)) \
         if s.get("n_cpu_moe") else ()
     lay = layout(model, tensors, gpus=tuple(s["gpus"]), n_gpu_layers=s["n_gpu_layers"], n_cpu_moe=s.get("n_cpu_moe", 0),
-                 tensor_split=_split(entry, model), n_ctx=s["n_ctx"], n_ubatch=s.get("n_ubatch", 512),
+                 tensor_split=s.get("tensor_split"), n_ctx=s["n_ctx"], n_ubatch=s.get("n_ubatch", 512),
                  type_k=s.get("type_k", "f16"), type_v=s.get("type_v", "f16"), flash_attn=s.get("flash_attn", False),
                  n_seq=s.get("n_seq", 1), build=s.get("build"))
     if entry.get("override_tensor") or s.get("override_tensor"):

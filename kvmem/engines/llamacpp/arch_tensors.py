@@ -36,16 +36,19 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
                and with enable_moe_block a router (ffn_gate_inp, its .scale), ffn_gate_up_exps fused,
                ffn_down_exps and its .scale, three more norms; one rope_freqs (global_head_dim / 2, the
                proportional rope's factors). Per-layer inputs (E2B/E4B) and shared-KV layers are refused.
-The NextN/MTP layer (GLM-4.5, DeepSeek-V3, Qwen3.5) is not laid out: llama.cpp loads it only with
-load_mtp (TENSOR_SKIP otherwise), so a default load takes the trunk's memory; the layout is the file
-convert_hf_to_gguf --no-mtp writes (DeepseekV2Model always skips it: skip_mtp).
+The NextN/MTP blocks: convert_hf_to_gguf writes them by default (--no-mtp drops them), counted in block_count with
+nextn_predict_layers (gguf_nextn_layers below). llama.cpp loads their tensors only with load_mtp (TENSOR_SKIP
+otherwise: placement's module doc), so their tensors are not listed here; the blocks still take a share of the
+-ts split (placement.place n_nextn) and count in the quantiser's n_layer_all (tensors._typed).
 """
 
 from __future__ import annotations
 
+import re
+
 from ...model import FULL, Model
 
-__all__ = ["ARCHS", "arch_specs"]
+__all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers"]
 
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
@@ -60,6 +63,41 @@ def field(model: Model, name: str, default=None):
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
     value = text.get(name, cfg.get(name))
     return default if value is None else value
+
+
+# llama.cpp architecture -> the config field convert_hf_to_gguf adds to block_count without --no-mtp (and writes as
+# nextn_predict_layers): llama.cpp@0c1e57098 conversion/glm.py#L117-L122 (glm4moe), #L328-L333 (glm-dsa),
+# conversion/deepseek.py#L472-L476 (deepseek32), conversion/qwen.py#L296-L306 (qwen35, qwen35moe, qwen3next:
+# _QwenMtpMixin). deepseek2 writes none (DeepseekV2Model skip_mtp, conversion/deepseek.py#L240, #L398-L402); nor do
+# gpt-oss, minimax-m2 (conversion/minimax.py) and gemma4, nor the llama-like types.
+_NEXTN_FIELD = {"glm4moe": "num_nextn_predict_layers", "glm-dsa": "num_nextn_predict_layers",
+                "deepseek32": "num_nextn_predict_layers", "qwen35": "mtp_num_hidden_layers",
+                "qwen35moe": "mtp_num_hidden_layers", "qwen3next": "mtp_num_hidden_layers"}
+
+
+def gguf_nextn_layers(model: Model) -> int:
+    """The NextN/MTP blocks a llama.cpp GGUF of ``model`` carries after its trunk (block_count - n_layer): a model
+    read from a GGUF, its nextn_predict_layers (kvmem.sources.gguf_config: Model.mtp_layers); from a config, what
+    convert_hf_to_gguf writes by default (_NEXTN_FIELD). Qwen3-Next's config names no count: its converter counts
+    the checkpoint's (model.)mtp.layers.N tensors (conversion/qwen.py#L301-L305, #L316-L337), read here from a
+    safetensors checkpoint when one is attached, else 0 (the published Qwen3-Next GGUFs predate _QwenMtpMixin)."""
+    checkpoint = model.checkpoint
+    if getattr(checkpoint, "format", None) == "gguf":
+        return model.mtp_layers
+    name = _NEXTN_FIELD.get(ARCHS.get(model.model_type, ""))
+    if name is None:
+        return 0
+    count = field(model, name, 0) or 0
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"{model.name}: config field {name!r} is {count!r}; convert_hf_to_gguf adds it to "
+                         "block_count as a whole number of MTP layers")
+    if count == 0 and name == "mtp_num_hidden_layers" and getattr(checkpoint, "format", None) == "safetensors":
+        found = {int(m.group(1)) for t in checkpoint.tensors if (m := _MTP_TENSOR.match(t.name))}
+        count = max(found) + 1 if found else 0
+    return count
+
+
+_MTP_TENSOR = re.compile(r"^(?:model\.)?mtp\.layers\.(\d+)\.")    # conversion/qwen.py#L322-L337
 
 
 def _need(model: Model, name: str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from .arch_tensors import gguf_nextn_layers
 from .fitting import FIT_MARGIN_BYTES, fit_on, largest, layout
 from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .placement import CPU, cuda_alloc_bytes
@@ -18,6 +19,7 @@ __all__ = ["best_layout", "fit_searched", "room_left", "top_up"]
 
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
     n = model.num_layers
+    top = n + 1 + gguf_nextn_layers(model)      # every layer: the file's MTP blocks count in -ngl (placement)
     cache = {}
 
     def at(ngl, ncm):
@@ -28,12 +30,12 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
 
     if model.facts.moe is not None and gpus:
         def keeps(k):       # k = the last layers keeping their experts on the GPU (--n-cpu-moe n - k)
-            return at(n + 1, n - k).fits(budgets)
+            return at(top, n - k).fits(budgets)
 
         if keeps(0):
             # a guess from the bytes alone (each layer's experts as the GPU allocates them, in the room every
             # expert on the host leaves), then checked layout by layout from there: 2 or 3 layouts, not a bisection
-            base = at(n + 1, n)
+            base = at(top, n)
             room = min(budgets[g] - base.total_bytes[g] for g in gpus)
             per_layer = [0] * n
             for t in base.placement.tensors:
@@ -47,13 +49,13 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
                 k -= 1
             while k < n and keeps(k + 1):
                 k += 1
-            return at(n + 1, n - k)
-        ngl = largest(0, n + 1, lambda g: at(g, n).fits(budgets))
+            return at(top, n - k)
+        ngl = largest(0, top, lambda g: at(g, n).fits(budgets))
         return at(ngl, n) if ngl is not None else None
     if not gpus:
         return at(0, 0)
     # from one layer up: -ngl 0 lays everything out on the host, whose compute graph costs the most to size
-    ngl = largest(1, n + 1, lambda g: at(g, 0).fits(budgets))
+    ngl = largest(1, top, lambda g: at(g, 0).fits(budgets))
     if ngl is None:
         ngl = 0 if at(0, 0).fits(budgets) else None
     return at(ngl, 0) if ngl is not None else None
@@ -68,7 +70,7 @@ def _spread(model, tensors, gpus, budgets, kw) -> Layout | None:
     the one with the most room, until every card holds its part (top_up then fills the room with experts).
     None where no split of whole layers holds (a card would be left with none, or a split comes back)."""
     n, k = model.num_layers, len(gpus)
-    total = n + 1
+    total = n + 1 + gguf_nextn_layers(model)    # the file's MTP blocks take their -ts count (placement)
     if total < k:
         return None
     weights = [budgets[g] for g in gpus]

@@ -40,6 +40,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from ...model import Model
+from .arch_tensors import gguf_nextn_layers
 from .compute import (
     estimate_bytes,
     ggml_type_name,
@@ -143,7 +144,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     n_layer = model.num_layers
     p = place(tensors, n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split,
               n_cpu_moe=n_cpu_moe, override_tensor=override_tensor, mmap=mmap, kv_offload=kv_offload,
-              kv_per_layer=kv_rows, build=s.build)   # the split of the build: output layer first from PR #18148
+              kv_per_layer=kv_rows, build=s.build,   # the split of the build: output layer first from PR #18148
+              n_nextn=gguf_nextn_layers(model))     # the file's MTP blocks take their share of the split
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
     gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload)
@@ -241,7 +243,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     PR #14959 store K/V without index inputs."""
     shape = _graph_shape(model, plan)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
-    full = p.offloaded_layers == n_layer + 1
+    full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
     # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells)
     swa = shape is not None and any(shape.swa) and not plan.swa_cells
     if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:

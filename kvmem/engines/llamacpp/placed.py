@@ -56,6 +56,10 @@ class Placement:
     output_device: str = CPU
     devices: tuple = ()              # DeviceMemory per GPU, then the host
     notes: tuple = ()
+    # the file's NextN/MTP blocks (blk.n_layer .. blk.n_layer_all - 1): each gets a device by the split and holds
+    # nothing (their tensors skipped at load, no KV cells in the main context)
+    n_nextn: int = 0
+    nextn_device: tuple = ()
 
     def device(self, name: str) -> DeviceMemory:
         for d in self.devices:
@@ -68,12 +72,24 @@ class Placement:
         return self.devices[-1]
 
     @property
+    def n_layer_all(self) -> int:
+        """hparams.n_layer_all: the GGUF's block_count, trunk and NextN/MTP blocks."""
+        return self.n_layer + self.n_nextn
+
+    @property
+    def layers_total(self) -> int:
+        """llama.cpp's "offloaded N/M layers to GPU" M: n_layer_all + 1 (the output layer)."""
+        return self.n_layer_all + 1
+
+    @property
     def offloaded_layers(self) -> int:
-        """llama.cpp's "offloaded N/n_layer+1 layers to GPU" N."""
-        return sum(d != CPU for d in self.layer_device) + (self.output_device != CPU)
+        """llama.cpp's "offloaded N/M layers to GPU" N = min(-ngl, n_layer_all + 1): the layers (trunk, MTP blocks
+        and output) the split gives a GPU."""
+        return sum(d != CPU for d in self.layer_device + self.nextn_device) + (self.output_device != CPU)
 
     def to_dict(self) -> dict:
-        return {"n_layer": self.n_layer, "n_gpu_layers": self.n_gpu_layers, "gpus": list(self.gpus),
-                "tensor_split": list(self.tensor_split), "mmap": self.mmap, "kv_offload": self.kv_offload,
-                "offloaded_layers": self.offloaded_layers, "devices": [d.to_dict() for d in self.devices],
+        return {"n_layer": self.n_layer, "n_nextn": self.n_nextn, "n_gpu_layers": self.n_gpu_layers,
+                "gpus": list(self.gpus), "tensor_split": list(self.tensor_split), "mmap": self.mmap,
+                "kv_offload": self.kv_offload, "offloaded_layers": self.offloaded_layers,
+                "layers_total": self.layers_total, "devices": [d.to_dict() for d in self.devices],
                 "notes": list(self.notes)}

@@ -14,6 +14,17 @@ PR #18148 ("llama: offload output layer to GPU first", 2025-12-17; ``build`` Non
     -ngl n_layer + 1 (or more) every layer ("offloaded N/n_layer+1 layers to GPU").
     Builds before PR #18148: i_gpu_start = max(n_layer - n_gpu_layers, 0), the same act_gpu_layers:
     -ngl N offloads the last N repeating layers, and the output layer only from -ngl n_layer + 1.
+NextN/MTP blocks (a GGUF whose block_count counts them and writes nextn_predict_layers: n_layer_all =
+    block_count, the trunk n_layer = n_layer_all - n_nextn, src/llama-hparams.cpp#L348-L350): the split above runs
+    over n_layer_all + 1, the MTP blocks il = n_layer .. n_layer_all - 1 taking their share and the output layer
+    il = n_layer_all (llama.cpp@0c1e57098 src/llama-model.cpp#L1589-L1614), and the log prints "offloaded
+    min(-ngl, n_layer_all + 1)/n_layer_all + 1" (#L1911-L1925). Their tensors are created with TENSOR_SKIP unless
+    load_mtp (--spec-type draft-mtp, common/common.cpp#L1625): not loaded, in no buffer ("model has unused tensor
+    blk.N.* -- ignoring", src/llama-model-loader.cpp#L1177-L1184; glm4-moe.cpp#L32-L40, glm-dsa.cpp#L79-L89,
+    deepseek2.cpp / deepseek32.cpp / mimo2.cpp likewise, qwen35.cpp#L38, qwen35moe.cpp#L41, qwen3next.cpp#L40);
+    their bytes stay in the file (offsets). The main context's KV cache holds the trunk only
+    (src/llama-model.cpp#L2796-L2803, and #L2397-L2424 for glm-dsa/deepseek32). kvmem lays out the default load
+    (load_mtp false).
 Input layer ("assign the input layer ... always keep it on the CPU"): token_embd and the
     other input tensors are on the host whatever -ngl says.
 Output layer: output.weight and output_norm follow layer n_layer. A GGUF without output.weight
@@ -168,7 +179,7 @@ def cuda_alloc_bytes(t: PlacedTensor) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _static(tensors: tuple, n_layer: int, alignment: int) -> tuple:
+def _static(tensors: tuple, n_layer_all: int, alignment: int) -> tuple:
     """What placing ``tensors`` leaves alone from one set of flags to the next: (tensor, file offset (the previous
     one's end padded to ``alignment``), group, layer) of each; their names; the runs of one layer's tensors in
     file order (start, end, layer, (names, RESTs of blk.L.REST)) where names are unique; what _placed made."""
@@ -179,8 +190,8 @@ def _static(tensors: tuple, n_layer: int, alignment: int) -> tuple:
         group, layer = tensor_group(t.name)
         if t.dtype not in GGML_TYPES:
             raise ValueError(f"tensor {t.name!r} has ggml type {t.dtype!r}, not one kvmem sizes")
-        if layer is not None and layer != -1 and layer >= n_layer:
-            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer} layers")
+        if layer is not None and layer != -1 and layer >= n_layer_all:
+            raise ValueError(f"tensor {t.name!r} is in layer {layer}, past the model's {n_layer_all} layers")
         if layer is None or layer < 0 or not runs or runs[-1][2] != layer or runs[-1][1] != len(rows):
             runs.append([len(rows), len(rows), layer])
         runs[-1][1] += 1
@@ -194,14 +205,16 @@ def _static(tensors: tuple, n_layer: int, alignment: int) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def _placed(tensors: tuple, n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe, override_tensor,
+def _placed(tensors: tuple, n_layer, n_nextn, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe, override_tensor,
             alignment, tied_output, build) -> tuple:
-    """(the placed tensors, the device of each layer and of the output layer, _device_sums) for place: a run of
-    one layer's tensors placed at once (its PlacedTensors made once for its device and its tensors' targets)."""
-    gpu_of = layer_devices(n_layer, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_layer + 1)
+    """(the placed tensors, the device of each layer, of each MTP block and of the output layer, _device_sums) for
+    place: a run of one layer's tensors placed at once (its PlacedTensors made once for its device and its tensors'
+    targets); the MTP blocks' tensors are skipped (TENSOR_SKIP: the module doc)."""
+    n_all = n_layer + n_nextn
+    gpu_of = layer_devices(n_all, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_all + 1)
     dev = [CPU if g is None else gpus[g] for g in gpu_of]
     rules = override_rules(n_cpu_moe, cpu_moe, override_tensor)
-    rows, names, runs, made = _static(tensors, n_layer, alignment)
+    rows, names, runs, made = _static(tensors, n_all, alignment)
     tied_output = "output.weight" not in names if tied_output is None else tied_output
     placed, held = [], set()
 
@@ -216,6 +229,8 @@ def _placed(tensors: tuple, n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe
 
     parts = []
     for a, b, layer, names_rests in runs:
+        if layer is not None and layer >= n_layer:
+            continue            # an MTP block: not loaded
         if names_rests is not None:     # unique names of one layer: none is a duplicate
             key = (a, dev[layer], rules.layer_targets(layer, *names_rests))
             if key not in made:
@@ -233,9 +248,9 @@ def _placed(tensors: tuple, n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe
                 for il in range(n_layer):
                     one(i, group, il, dev[il], name=f"{t.name}#{il}")
                 continue
-            one(i, group, layer, CPU if group == "embeddings" else dev[n_layer if layer is None else layer])  # input
+            one(i, group, layer, CPU if group == "embeddings" else dev[n_all if layer is None else layer])  # input
             if tied_output and t.name == "token_embd.weight":
-                one(i, "output", None, dev[n_layer], name="output.weight(token_embd)")
+                one(i, "output", None, dev[n_all], name="output.weight(token_embd)")
         parts.append(_sums(placed[first:]))
     return tuple(placed), tuple(dev), _device_sums(parts, gpus)
 
@@ -274,14 +289,15 @@ def _device_sums(parts, gpus: tuple) -> dict:
 def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=None, n_cpu_moe: int = 0,
           cpu_moe: bool = False, override_tensor=(), mmap: bool = True, kv_offload: bool = True,
           kv_per_layer=(), alignment: int = 32, tied_output: bool | None = None,
-          gpu_backend: str = "CUDA", build: datetime.date | None = None) -> Placement:
+          gpu_backend: str = "CUDA", build: datetime.date | None = None, n_nextn: int = 0) -> Placement:
     """Each tensor's device and each device's buffers.
 
     ``tensors``: the GGUF's tensor infos in file order (objects with name, dtype (ggml type name),
     shape (ne0 first) and nbytes: kvmem.sources.Tensor); ``gpus``: device names ("CUDA0", ...);
     ``tensor_split``: -ts, one weight per GPU (default: equal); ``kv_per_layer``: K+V bytes of each
     repeating layer (plan.rows); ``alignment``: the GGUF's general.alignment; ``build``: the
-    llama.cpp build's date (None: current).
+    llama.cpp build's date (None: current); ``n_layer``: the trunk's layers; ``n_nextn``: the NextN/MTP blocks the
+    file carries after them (arch_tensors.gguf_nextn_layers; block_count = n_layer + n_nextn).
     """
     gpus = tuple(gpus)
     if tensor_split is None:
@@ -293,10 +309,12 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
         raise ValueError(f"n_gpu_layers must be a whole number >= 0, got {n_gpu_layers!r}")
     if isinstance(n_cpu_moe, bool) or not isinstance(n_cpu_moe, int) or n_cpu_moe < 0:
         raise ValueError(f"n_cpu_moe must be a whole number >= 0, got {n_cpu_moe!r}")
+    if isinstance(n_nextn, bool) or not isinstance(n_nextn, int) or n_nextn < 0:
+        raise ValueError(f"n_nextn must be a whole number >= 0, got {n_nextn!r}")
     for _, target in override_tensor or ():
         if target != CPU and target not in gpus:
             raise ValueError(f"override_tensor target {target!r} is neither CPU nor one of {list(gpus)}")
-    key = (n_layer, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
+    key = (n_layer, n_nextn, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
            tuple(tuple(rule) for rule in override_tensor or ()), alignment, tied_output, build)
     try:
         placed, dev, sums = _placed(tuple(tensors), *key)   # the searches place the same flags at many contexts
@@ -320,4 +338,5 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
         devices.append(DeviceMemory(name, model_bytes, dict(groups), kv_here, layers, buffer))
     return Placement(n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split, mmap=mmap,
                      kv_offload=kv_offload, tensors=tuple(placed), layer_device=tuple(dev[:n_layer]),
-                     output_device=dev[n_layer], devices=tuple(devices))
+                     output_device=dev[-1], devices=tuple(devices), n_nextn=n_nextn,
+                     nextn_device=tuple(dev[n_layer:-1]))

@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 
 from ...model import FULL, SLIDING, Model
-from .arch_tensors import ARCHS, arch_specs, field
+from .arch_tensors import ARCHS, arch_specs, field, gguf_nextn_layers
 from .placement import GGML_TYPES
 from .quant_mix import FTYPES, UD_MIXES, QuantModel, ftype_names, quant_types, ud_base
 
@@ -105,7 +105,10 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
     n = model.num_layers
     # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
     seventy = n == 80 and (arch == "qwen2" or (arch == "llama" and first.kv_heads != model.num_attention_heads))
-    qm = QuantModel(arch=arch, n_layer=n, n_expert=moe.experts if moe else 0, n_head=model.num_attention_heads,
+    # the quantiser's layer count is n_layer_all, the file's MTP blocks included (llama.cpp@0c1e57098
+    # src/llama-quant.cpp#L940: n_ffn_down = n_ffn_gate = n_ffn_up = hparams.n_layer_all)
+    qm = QuantModel(arch=arch, n_layer=n + gguf_nextn_layers(model), n_expert=moe.experts if moe else 0,
+                    n_head=model.num_attention_heads,
                     n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
     keep = GPT_OSS_EXPERTS if arch == "gpt-oss" else ()
     types = quant_types([(name, ne, source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
@@ -220,12 +223,16 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
         raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
                          f"({', '.join(FORMATS)})")
     tensors = synthesised_tensors(model, weight_format)
+    nextn = gguf_nextn_layers(model)
+    mtp = (f"; the file carries {nextn} NextN/MTP block{'s' * (nextn > 1)} after the {model.num_layers} trunk layers, "
+           "as convert_hf_to_gguf writes it by default: not loaded (no --spec-type draft-mtp), but counted in the -ts "
+           "split (a --no-mtp file splits one block fewer)") if nextn else ""
     base = ud_base(weight_format)
     if base is not None:
         return tensors, (f"APPROXIMATION: Unsloth's {weight_format} chooses every tensor's type per model and "
                          f"publishes no rule (https://unsloth.ai/docs/basics/unsloth-dynamic-2.0-ggufs); laid out "
                          f"here as llama.cpp's {base} mix; published UD files are 0.87 to 1.41 times its bytes "
-                         "(kvmem.engines.llamacpp.quant_mix.UD_PUBLISHED): give the file for its bytes")
+                         "(kvmem.engines.llamacpp.quant_mix.UD_PUBLISHED): give the file for its bytes" + mtp)
     return tensors, (
         f"laid out from the config with llama.cpp's {weight_format} mix (src/llama-quant.cpp llama_tensor_get_type, "
-        "no importance matrix); a real GGUF differs by a few percent: give the file for exact bytes")
+        "no importance matrix); a real GGUF differs by a few percent: give the file for exact bytes" + mtp)

@@ -151,7 +151,7 @@ def placement_verdict(s, found):
                      shortfall_bytes=0)
     placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": work,
               "total_bytes": dict(best.total_bytes), "offloaded_layers": best.placement.offloaded_layers,
-              "n_layer_plus_output": best.placement.n_layer + 1, "host_bytes": on_host, "host_memory_bytes": bound,
+              "n_layer_plus_output": best.placement.layers_total, "host_bytes": on_host, "host_memory_bytes": bound,
               "device": fullest, "breakdown": breakdown,
               # what "fits" rests on that kvmem cannot check: the host's free RAM, unless given
               "condition": (f"if the host has {format_bytes(on_host)} of free RAM for it (not checked: kvmem does not "
@@ -160,7 +160,7 @@ def placement_verdict(s, found):
     host_note = (f"host RAM not bounded (sizing option {HOST_OPTION}): this placement takes {on_host:,} B there"
                  if bound is None else f"host RAM {bound:,} B ({HOST_OPTION}): this placement takes {on_host:,} B")
     note = (f"llama.cpp fits with layers or experts in host RAM: {' '.join(best.flags())}; "
-            f"{best.placement.offloaded_layers}/{best.placement.n_layer + 1} layers on the GPUs; {host_note}; "
+            f"{best.placement.offloaded_layers}/{best.placement.layers_total} layers on the GPUs; {host_note}; "
             f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
     return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
                    work_batch=work, notes=(note,) + ((mm_note,) if mm_note else ()))
