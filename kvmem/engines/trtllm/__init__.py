@@ -70,6 +70,7 @@ READ_AT = {
     "c666e7ea": "tensorrt_llm/_torch/models/modeling_qwen2vl.py",
     "047098b7": "tensorrt_llm/_torch/models/modeling_step3p7vl.py",
     "00be09f7": "tensorrt_llm/_torch/pyexecutor/kv_cache_manager_v2.py",
+    "28295084": "tensorrt_llm/_torch/pyexecutor/kv_cache/mamba_cache_manager/common.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

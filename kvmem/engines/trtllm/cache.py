@@ -397,7 +397,8 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         notes.append(f"each sequence takes whole {tokens_per_block}-token blocks: {tokens:,} -> "
                      f"{max(blocks.values()) * tokens_per_block:,} tokens")
     if any(layer.kind == LINEAR for layer in model.layers):
-        # pyexecutor mamba cache manager (code-index id 55521704021) _get_mamba_hybrid_pool_size
+        # trtllm@28295084 tensorrt_llm/_torch/pyexecutor/kv_cache/mamba_cache_manager/common.py#L608-L618
+        # _get_mamba_hybrid_pool_size: max_batch_size + 1 slots, + 1 more under attention DP
         notes.append("TRT-LLM's MixedMambaHybridCacheManager preallocates the recurrent states for max_batch_size + 1 "
                      "sequences (+1 more with attention DP), whatever the batch; kvmem counts the batch's")
     windowed = sum(layer.kind != MLA and layer.window > 0 for layer in model.layers)
