@@ -71,7 +71,12 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     if shape.indexer_full:
         # glm-dsa / deepseek32: each layer's zero rows for the top-k mask are a leaf of the compute buffer
         # (graphs_dsa._sparse_mask), and ggml-alloc allocates every leaf before the first node: the buffers
-        # grow with the layers, so no run is cut (cut, 16 of 16 random GPU layouts of GLM-5 / DeepSeek-V3.2 differed)
+        # grow with the layers, so no run is cut (cut, 16 of 16 random GPU layouts of GLM-5 / DeepSeek-V3.2 differed).
+        # Nor by one leaf a layer (test_llamacpp_dsa_leaves.py: GLM-5's 21st layer adds 352 MiB, not 16): a cut graph
+        # plus the leaves it left out differed on 7 of 15 random layouts (up to 116 MiB); a cut graph that keeps every
+        # leaf, freed with the run's last unit, on 17 of 678 (up to 392 MiB: layers on the host, no flash attention,
+        # quantised caches with several sequences, runs kept to 4 layers), as the room the freed leaves leave is
+        # taken by later layers' tensors, differently as it grows
         return shape, layer_gpu, weights
     per_layer = {}
     for (il, name), where in weights:
