@@ -9,11 +9,11 @@ from __future__ import annotations
 PLACED = frozenset({"model", "gpus", "context", "weight_dtype", "kv_dtype", "host_memory"})
 
 
-def offload_options(options: dict) -> dict:
-    """The entries of ``options`` that kvmem.llamacpp_offload takes as keyword arguments (its
-    parameters beyond PLACED: type_k, type_v, flash_attn, n_ubatch, n_seq, ...)."""
+def offload_options(options: dict, function=None) -> dict:
+    """The entries of ``options`` that ``function`` (kvmem.llamacpp_offload by default) takes as keyword
+    arguments (its parameters beyond PLACED: type_k, type_v, flash_attn, n_ubatch, n_seq, ...)."""
     from .offload import llamacpp_offload
-    code = llamacpp_offload.__code__     # its parameters, without importing inspect (the CLI's start-up)
+    code = (function or llamacpp_offload).__code__   # its parameters, without importing inspect (start-up)
     takes = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - PLACED
     return {name: value for name, value in options.items() if name in takes}
 
@@ -31,15 +31,15 @@ def panel_decode_curve(model, *, gpus, context: int, batch: int | None, weight_d
                        options: dict):
     """kvmem.llamacpp_decode_curve of the same workload as panel_offload."""
     from .offload import decode_curve
-    seqs, opts = _streams(batch, options)
+    seqs, opts = _streams(batch, options, decode_curve)     # not model_path / context_set: no -ngl step reads them
     return decode_curve(model, gpus=gpus, context=context * seqs, n_seq=seqs, weight_dtype=weight_dtype,
                         host_memory=host_memory, kv_dtype=kv_dtype, **opts)
 
 
-def _streams(batch: int | None, options: dict) -> tuple[int, dict]:
+def _streams(batch: int | None, options: dict, function=None) -> tuple[int, dict]:
     """The sequences (-np) of the workload, and the other options llamacpp_offload takes; an n_seq option
     other than the batch is refused by name (fit sizes n_seq = batch)."""
-    seqs, opts = batch or 1, offload_options(options)
+    seqs, opts = batch or 1, offload_options(options, function)
     given = opts.pop("n_seq", None)
     if given is not None and given != seqs:
         raise ValueError(f"n_seq={given!r}: the offload placement serves the batch, {seqs} sequences (n_seq = batch)")
