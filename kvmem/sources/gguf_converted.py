@@ -15,7 +15,7 @@ __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
 
 # Hugging Face model_type -> llama.cpp arch, by the converter class registered for its architectures
 # (conversion/<file>.py ModelBase.register)
-CONVERTED_ARCHES = {**{t: a for a, t in MORE_MODEL_TYPES.items()}, "olmo3": "olmo2",
+CONVERTED_ARCHES = {**{t: a for a, t in MORE_MODEL_TYPES.items()}, "olmo3": "olmo2", "falcon_mamba": "mamba",
                     "granitemoeshared": "granitemoe"}
 # conversion/base.py TextModel.set_gguf_parameters L1434-L1550: find_hparam's names, first found wins
 _BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
@@ -55,6 +55,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe"):     # granite.py L33: popped
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
     _required(cfg, arch, out)
+    if arch in ("mamba", "mamba2"):
+        return arch, _mamba(cfg, arch)
     if arch == "deepseek4":
         _deepseek4(cfg, out)
     elif arch == "gemma3n":
@@ -192,3 +194,27 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
         # act_fn tensors (not in config.json): the checkpoint's values, here transformers' XIELUActivation defaults
         out.update({"xielu.alpha_n": [0.8] * n, "xielu.alpha_p": [0.8] * n, "xielu.beta": [0.5] * n,
                     "xielu.eps": [-1e-6] * n})
+
+
+def _mamba(cfg: dict, arch: str) -> dict:
+    """conversion/mamba.py MambaModel.set_gguf_parameters L46-L74 and Mamba2Model L143-L166: every key of its
+    own (the base keys are not written), with their defaults where the config has none."""
+    d_model = _find(cfg, ("hidden_size", "d_model"))
+    d_conv = _find(cfg, ("conv_kernel", "d_conv")) or 4
+    eps = _find(cfg, ("layer_norm_epsilon", "rms_norm_eps")) or 1e-5
+    out = {"context_length": 2**20, "embedding_length": d_model, "feed_forward_length": 0,
+           "attention.head_count": 0, "block_count": cfg["num_hidden_layers"], "ssm.conv_kernel": d_conv,
+           "attention.layer_norm_rms_epsilon": eps}
+    if arch == "mamba":
+        d_inner = _find(cfg, ("intermediate_size", "d_inner")) or 2 * d_model
+        out.update({"ssm.inner_size": d_inner, "ssm.state_size": _find(cfg, ("state_size", "d_state")) or 16,
+                    "ssm.time_step_rank": _find(cfg, ("time_step_rank", "dt_rank")) or -(d_model // -16),
+                    "ssm.dt_b_c_rms": cfg.get("model_type") == "falcon_mamba"})
+    else:
+        # Mamba2Model.__init__ L119-L121: expand, d_inner (else expand x d_model), n_group
+        expand = _find(cfg, ("mamba_expand", "expand")) or 2
+        d_inner = _find(cfg, ("mamba_d_ssm", "intermediate_size", "d_inner")) or expand * d_model
+        head_dim = _find(cfg, ("mamba_d_head", "head_dim")) or 64
+        out.update({"ssm.inner_size": d_inner, "ssm.state_size": _find(cfg, ("state_size", "d_state")) or 128,
+                    "ssm.time_step_rank": d_inner // head_dim, "ssm.group_count": cfg.get("n_groups") or 1})
+    return {f"{arch}.{key}": value for key, value in out.items()}

@@ -39,7 +39,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "arcee": "arcee", "phi2": "phi", "nemotron": "nemotron", "smollm3": "smollm3",
                     "mellum": "mellum", "dots1": "dots1", "afmoe": "afmoe", "bitnet": "bitnet",
                     "llama4": "llama4_text", "qwen2vl": "qwen2_vl_text", "qwen3vl": "qwen3_vl_text",
-                    "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3"}
+                    "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2"}
 # load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
 # (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17)
 MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4}
@@ -52,7 +52,7 @@ _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT
 
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
-UNMAPPED = {**{arch: _STATE for arch in ("mamba", "mamba2", "falcon-h1", "granitehybrid", "lfm2", "lfm2moe",
+UNMAPPED = {**{arch: _STATE for arch in ("falcon-h1", "granitehybrid", "lfm2", "lfm2moe",
                                          "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
             **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2",
                                           "minimax-m3", "muse-glimmer", "hy_v4", "minicpm3", "dbrx", "gpt2",
@@ -81,6 +81,8 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         _gemma3n(cfg, key, trunk)
     elif arch == "llama4":
         _llama4(cfg, key, trunk)
+    elif arch in ("mamba", "mamba2"):
+        _mamba(cfg, key, arch)
     elif arch == "exaone4":
         _exaone4(cfg, trunk)
     elif arch == "olmo2" and cfg.get("sliding_window"):
@@ -166,6 +168,28 @@ def _llama4(cfg: dict, key, trunk: int) -> None:
         cfg.update(attention_chunk_size=None, no_rope_layers=[1] * trunk)
     else:
         cfg.update(attention_chunk_size=_LLAMA4_CHUNK, no_rope_layers=[int(c) for c in chunked[:trunk]])
+
+
+def _mamba(cfg: dict, key, arch: str) -> None:
+    """Mamba / Mamba-2 (mamba.cpp, mamba2.cpp load_arch_hparams: ssm.conv_kernel, inner_size, state_size,
+    time_step_rank, group_count; conversion/mamba.py MambaModel L46-L74, Mamba2Model L143-L166 write head_count 0
+    and time_step_rank = inner / head_dim for Mamba-2) as configuration_mamba.py / configuration_mamba2.py fields;
+    ssm.dt_b_c_rms marks Falcon-Mamba (L56-L59)."""
+    hidden, inner = cfg["hidden_size"], key("ssm.inner_size")
+    if not hidden or inner % hidden:
+        raise SourceError(f"GGUF {arch}.ssm.inner_size ({inner}) is not a multiple of embedding_length ({hidden}); "
+                          "kvmem reads the mixer's width as expand x hidden_size")
+    for name in ("num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim"):
+        cfg.pop(name, None)
+    cfg.update(state_size=key("ssm.state_size"), conv_kernel=key("ssm.conv_kernel"), expand=inner // hidden)
+    if arch == "mamba":
+        cfg.update(model_type="falcon_mamba" if key("ssm.dt_b_c_rms", 0) else "mamba", intermediate_size=inner,
+                   time_step_rank=key("ssm.time_step_rank"))
+        return
+    heads = key("ssm.time_step_rank")
+    if not heads or inner % heads:
+        raise SourceError(f"GGUF mamba2.ssm.time_step_rank ({heads}) does not divide ssm.inner_size ({inner})")
+    cfg.update(num_heads=heads, head_dim=inner // heads, n_groups=key("ssm.group_count"))
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

@@ -13,6 +13,7 @@ from tests.oracles.conftest import require
 require("llama_cpp")
 
 import ctypes  # noqa: E402
+import re  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -76,14 +77,30 @@ def _printed(path: str) -> dict:
     context = lib.llama_init_from_model(model, cparams)
     if not context:
         raise RuntimeError("llama.cpp could not create the context:\n" + "".join(lines[-6:]))
-    out = {"size": [], "KV": []}
+    out = {"size": [], "KV": [], "RS": [], "recurrent": []}
     for line in "".join(lines).splitlines():
         if line.startswith(_SIZE_LINES):
             out["size"].append(line.strip())
+        out["recurrent"] += _recurrent(line)
+        m = RS_LINE.match(line.strip())
+        if m:
+            out["RS"].append(float(m.group(2)))
         m = BUFFER_LINE.match(line.strip())
         if m and m.group(2) == "KV":
             out["KV"].append(float(m.group(3)))
     return out
+
+
+RS_LINE = re.compile(r"^\S+: +(\S+) RS buffer size = +([0-9.]+) MiB")
+# llama_memory_recurrent's size line: MiB, cells, layers, R and S (the pinned build adds "rs_seq" and a P term,
+# which kvmem's line does not print: the numbers are compared)
+_RECURRENT = re.compile(r"^llama_memory_recurrent: size = +([0-9.]+) MiB \( +(\d+) cells, +(\d+) layers.*"
+                        r"R \(\w+\): +([0-9.]+) MiB, S \(\w+\): +([0-9.]+) MiB")
+
+
+def _recurrent(line: str) -> list:
+    m = _RECURRENT.match(line.strip())
+    return [m.groups()] if m else []
 
 
 CASES = ["deepseek-v4", "gemma-3n", "llama-4", *sorted(COMMON)]
@@ -98,6 +115,10 @@ def test_llamacpp_kv_of_the_converted_header_equals_kvmem(case, tmp_path):
     back = kvmem.Model.from_gguf(path)
     printed = in_child(_printed, path)
     est = kvmem.estimate(back, engine="llama.cpp", tokens=N_CTX, kv_dtype="f16", flash_attn="off")
-    assert printed["size"] and printed["size"] == [line for line in est.log_lines if line.startswith(_SIZE_LINES)]
-    # one "CPU KV buffer size" line per cache, each rounded to 0.01 MiB
+    assert printed["size"] or printed["recurrent"], printed
+    assert printed["size"] == [line for line in est.log_lines if line.startswith(_SIZE_LINES)]
+    # one "CPU KV buffer size" line per cache, each rounded to 0.01 MiB; the recurrent state in "RS" lines
     assert abs(sum(printed["KV"]) - est.kv_bytes / 2**20) <= 0.005 * len(printed["KV"]), (printed, est.kv_bytes)
+    if case != "deepseek-v4":      # its compressor states print their own lines (compared above), no RS buffer
+        assert abs(sum(printed["RS"]) - est.state_bytes / 2**20) <= 0.005 * len(printed["RS"]), printed
+    assert printed["recurrent"] == [g for line in est.log_lines for g in _recurrent(line)]

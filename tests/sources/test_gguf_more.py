@@ -80,7 +80,9 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "ernie4_5": {}, "ernie4_5_moe": {}, "hunyuan_v1_dense": {"head_dim": 64}, "hunyuan_v1_moe": {"head_dim": 64, "num_experts": 8, "moe_topk": 2, "moe_intermediate_size": 256,
                              "num_shared_expert": 1},
           "glm4": {"head_dim": 64}, "cohere": {}, "apertus": {}, "arcee": {}, "phi": {}, "nemotron": {"head_dim": 64},
-          "smollm3": {}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
+          "smollm3": {}, "mamba": {"intermediate_size": 512, "state_size": 16, "time_step_rank": 16},
+          "falcon_mamba": {"intermediate_size": 512, "state_size": 16, "time_step_rank": 16},
+          "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
           "ministral3": {},
@@ -178,7 +180,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
-@pytest.mark.parametrize("arch", ["mamba", "dbrx", "gpt2", "rwkv7"])
+@pytest.mark.parametrize("arch", ["dbrx", "gpt2", "rwkv7", "lfm2"])
 def test_unmapped_architectures_refused_with_reason(arch):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
