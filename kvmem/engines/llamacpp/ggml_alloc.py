@@ -22,74 +22,146 @@ Allocation (ggml/src/ggml-alloc.c)
 
 from __future__ import annotations
 
-from ...units import pad
-from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph
+from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph, Tensor
 
-__all__ = ["gallocr_size", "gallocr_sizes"]
+__all__ = ["FREE", "TAKEN", "NEVER", "reserve", "gallocr_size", "gallocr_sizes"]
+
+# a tensor's allocator state (Tensor.allocated): not allocated, allocated, never allocated (a view, or a
+# tensor with data: a weight, the KV cache)
+FREE, TAKEN, NEVER = 0, 1, 2
 
 
-class _Alloc:
-    """ggml_dyn_tallocr with one chunk (the CPU and CUDA buffer types have no size limit here)."""
+def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
+    """ggml_gallocr_alloc_graph_impl over ``nodes`` and ``leafs`` with one ggml_dyn_tallocr per buffer type
+    (one chunk: the CPU and CUDA buffer types have no size limit here). Each tensor is allocated in buffer
+    ``tensor.sched`` (a source not yet allocated: in its node's); ``alignments``: each buffer's;
+    ``size_of[buffer](tensor)``: the bytes it asks (ggml_backend_buft_get_alloc_size; size_of[-1] for a
+    tensor given no buffer, -1, which takes the last buffer's memory); ``touched``: every tensor the nodes
+    and leafs reach (by sources and roots), whose allocator state is reset and whose children and views are
+    counted here (None: the caller did both, every graph input being a leaf, as ggml_sched does while it
+    copies the graph). The bytes each buffer reserves (its high-water mark)."""
+    if touched is not None:
+        for t in touched:
+            t.n_children = t.n_views = 0
+            t.allocated = NEVER if t.external or t.view_src is not None else FREE
+    aligns = list(alignments)
+    block_off = [[0] for _ in aligns]           # each buffer's free blocks in address order, the last unbounded
+    block_size = [[1 << 62] for _ in aligns]
+    high = [0] * len(aligns)
 
-    def __init__(self, alignment):
-        self.alignment, self.blocks, self.max_size = alignment, [[0, 1 << 62]], 0
+    def alloc(b, size):         # ggml_dyn_tallocr_alloc
+        a = aligns[b]
+        size = -(-size // a) * a
+        offs, sizes = block_off[b], block_size[b]
+        last = best = len(sizes) - 1
+        best_size = 0
+        for i in range(last):
+            s = sizes[i]
+            if s >= size and (best == last or s <= best_size):
+                best, best_size = i, s
+        at = offs[best]
+        offs[best] = at + size
+        rest = sizes[best] - size
+        if rest:
+            sizes[best] = rest
+        else:
+            del offs[best], sizes[best]
+        if at + size > high[b]:
+            high[b] = at + size
+        return at
 
-    def align(self, size):
-        return pad(size, self.alignment)
-
-    def alloc(self, size):
-        size = self.align(size)
-        best, best_size = -1, None
-        for i, (_, bsize) in enumerate(self.blocks[:-1]):
-            if bsize >= size and (best_size is None or bsize <= best_size):
-                best, best_size = i, bsize
-        if best == -1:
-            best = len(self.blocks) - 1
-        block = self.blocks[best]
-        offset = block[0]
-        block[0] += size
-        block[1] -= size
-        if block[1] == 0:
-            del self.blocks[best]
-        self.max_size = max(self.max_size, offset + size)
-        return offset
-
-    def free(self, offset, size):
-        size = self.align(size)
-        blocks = self.blocks
-        for i, block in enumerate(blocks):
-            if block[0] + block[1] == offset:
-                block[1] += size
-                if i + 1 < len(blocks) and block[0] + block[1] == blocks[i + 1][0]:
-                    block[1] += blocks[i + 1][1]
-                    del blocks[i + 1]
+    def free_bytes(b, at, size):    # ggml_dyn_tallocr_free_bytes
+        a = aligns[b]
+        size = -(-size // a) * a
+        offs, sizes = block_off[b], block_size[b]
+        count = len(offs)
+        for i in range(count):
+            o = offs[i]
+            if o + sizes[i] == at:
+                sizes[i] += size
+                if i + 1 < count and o + sizes[i] == offs[i + 1]:
+                    sizes[i] += sizes[i + 1]
+                    del offs[i + 1], sizes[i + 1]
                 return
-            if offset + size == block[0]:
-                block[0] = offset
-                block[1] += size
-                if i > 0 and blocks[i - 1][0] + blocks[i - 1][1] == block[0]:
-                    blocks[i - 1][1] += block[1]
-                    del blocks[i]
+            if at + size == o:
+                offs[i] = at
+                sizes[i] += size
+                if i > 0 and offs[i - 1] + sizes[i - 1] == at:
+                    sizes[i - 1] += sizes[i]
+                    del offs[i], sizes[i]
                 return
         pos = 0
-        while pos < len(blocks) and blocks[pos][0] < offset:
+        while pos < count and offs[pos] < at:
             pos += 1
-        blocks.insert(pos, [offset, size])
+        offs.insert(pos, at)
+        sizes.insert(pos, size)
 
+    def allocate(t, b):         # ggml_gallocr_allocate_node of a FREE tensor
+        t.allocated = TAKEN
+        if t.op in CAN_INPLACE:
+            for p in t.src:
+                if p is None or p is t or p.allocated != TAKEN or p.flags & OUTPUT:
+                    continue
+                if p.n_children == 1 and p.n_views == 0 and p.type == t.type and p.ne == t.ne and p.nb == t.nb:
+                    b = p.buffer
+                    t.offset, t.buffer, t.size = p.offset, b, size_of[b](t)
+                    p.allocated = FREE
+                    a = aligns[b]
+                    kept = -(-t.nbytes() // a) * a
+                    extra = -(-p.nbytes() // a) * a - kept
+                    if extra > 0:
+                        free_bytes(b, p.offset + kept, extra)
+                    return
+        t.buffer = b
+        t.size = size = size_of[b](t)
+        t.offset = alloc(b, size)
 
-def _touched(nodes, leafs):
-    """Every tensor the allocator reads: the leafs, the nodes, their sources and the sources' roots."""
-    seen = {}
-    for t in (*leafs, *nodes):
-        seen[id(t)] = t
-        for s in t.src:
+    for leaf in leafs:
+        if leaf.allocated == FREE:
+            allocate(leaf, leaf.sched)
+    for node in nodes if touched is not None else ():
+        if node.view_src is not None and node.op != "NONE":
+            node.view_src.n_views += 1
+        if node.flags & INPUT and node.allocated == FREE:
+            allocate(node, node.sched)
+        for s in node.src:
             if s is not None:
-                seen[id(s)] = s
-                if s.view_src is not None:
-                    seen[id(s.view_src)] = s.view_src
-        if t.view_src is not None:
-            seen[id(t.view_src)] = t.view_src
-    return seen.values()
+                s.n_children += 1
+                if s.flags & INPUT and s.allocated == FREE:
+                    allocate(s, node.sched)
+    # a source is allocated before its node (a leaf, or an earlier node) unless the graph is out of order: the
+    # caller that counted (touched None) hands an ordered graph whose sources are never allocated here
+    early = touched is not None
+    for node in nodes:
+        b = node.sched
+        srcs = node.src
+        if early:
+            for s in srcs:
+                if s is not None and s.allocated == FREE:
+                    allocate(s, b)
+        if node.allocated == FREE:
+            if node.op in CAN_INPLACE:
+                allocate(node, b)
+            else:
+                node.allocated, node.buffer = TAKEN, b
+                node.size = size = size_of[b](node)
+                node.offset = alloc(b, size)
+        for p in srcs:
+            if p is None:
+                continue
+            p.n_children -= 1
+            if p.n_children or p.n_views:
+                continue
+            v = p.view_src
+            if v is not None:
+                v.n_views -= 1
+                if v.n_views or v.n_children:
+                    continue
+                p = v
+            if p.allocated == TAKEN and not p.flags & OUTPUT:     # ggml_gallocr_free_node
+                free_bytes(p.buffer, p.offset, p.size)
+                p.allocated = FREE
+    return high
 
 
 def gallocr_size(graph: Graph, alignment: int = 32) -> int:
@@ -103,70 +175,16 @@ def gallocr_sizes(nodes, leafs, backend, alignments, alloc_size=None) -> list[in
     for its inputs), ``alignments`` each buffer's alignment; the bytes each buffer reserves.
     ``alloc_size(tensor, buffer)``: the buffer type's get_alloc_size where it is not ggml_nbytes
     (ggml_gallocr_allocate_node and ggml_gallocr_free_node ask ggml_backend_buft_get_alloc_size)."""
-    allocs = [_Alloc(a) for a in alignments]
-    size_of = alloc_size or (lambda t, _b: t.nbytes())
-    for t in _touched(nodes, leafs):    # each tensor's allocator state (ggml_gallocr's hash set), reset
-        t.n_children = t.n_views = t.offset = 0
-        t.allocated, t.buffer = False, -1
-
-    def allocate(t, b):
-        if t.external or t.allocated or t.view_src is not None:
-            return
-        t.allocated = True
-        if t.op in CAN_INPLACE:
-            for p in t.src:
-                if p is None or p is t:
-                    continue
-                if not p.allocated or p.flags & OUTPUT or p.view_src is not None:
-                    continue
-                if (p.type, p.ne, p.nb) != (t.type, t.ne, t.nb):
-                    continue
-                if p.n_children == 1 and p.n_views == 0:
-                    a = allocs[p.buffer]
-                    t.offset, t.buffer = p.offset, p.buffer
-                    p.allocated = False
-                    extra = a.align(p.nbytes()) - a.align(t.nbytes())
-                    if extra > 0:
-                        a.free(p.offset + a.align(t.nbytes()), extra)
-                    return
-        t.buffer = b
-        t.offset = allocs[b].alloc(size_of(t, b))
-
-    def free(t):
-        if t.flags & OUTPUT:
-            return
-        allocs[t.buffer].free(t.offset, size_of(t, t.buffer))
-        t.allocated = False
-
-    for leaf in leafs:
-        allocate(leaf, backend(leaf))
-    for node in nodes:
-        if node.view_src is not None and node.op != "NONE":
-            node.view_src.n_views += 1
-        if node.flags & INPUT:
-            allocate(node, backend(node))
-        for s in node.src:
+    seen = {}
+    for t in (*leafs, *nodes):      # every tensor the allocator reads: the sources' roots too
+        seen[id(t)] = t
+        for s in (*t.src, t.view_src):
             if s is not None:
-                s.n_children += 1
-                if s.flags & INPUT:
-                    allocate(s, backend(node))
-    for node in nodes:
-        b = backend(node)
-        for s in node.src:     # allocate's own early return, tested here: most sources are allocated already
-            if s is not None and not (s.external or s.allocated or s.view_src is not None):
-                allocate(s, b)
-        if not (node.external or node.allocated or node.view_src is not None):
-            allocate(node, b)
-        for p in node.src:
-            if p is None:
-                continue
-            p.n_children -= 1
-            if p.n_children == 0 and p.n_views == 0:
-                if p.view_src is not None:
-                    v = p.view_src
-                    v.n_views -= 1
-                    if v.n_views == 0 and v.n_children == 0 and v.allocated:
-                        free(v)
-                elif p.allocated:
-                    free(p)
-    return [a.max_size for a in allocs]
+                seen[id(s)] = s
+                if s.view_src is not None:
+                    seen[id(s.view_src)] = s.view_src
+    for t in seen.values():
+        t.sched = backend(t)
+    sizes = [Tensor.nbytes if alloc_size is None else (lambda t, b=b: alloc_size(t, b))
+             for b in (*range(len(alignments)), -1)]
+    return reserve(nodes, leafs, alignments, sizes, seen.values())

@@ -43,7 +43,7 @@ class Tensor:
     """One ggml tensor of a graph being built (mutable while the graph is built, like ggml's)."""
 
     __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name", "_nbytes",
-                 "n_children", "n_views", "allocated", "offset", "buffer",   # ggml_alloc's state
+                 "n_children", "n_views", "allocated", "offset", "buffer", "size",   # ggml_alloc's state
                  "sched")       # the backend ggml_sched assigns (every leaf and node, before it is read)
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):

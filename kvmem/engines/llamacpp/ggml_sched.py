@@ -34,8 +34,10 @@ allocated in its consumer's; frees go back to the tensor's own buffer.
 
 from __future__ import annotations
 
+import weakref
+
 from ...units import cdiv
-from .ggml_alloc import gallocr_sizes
+from .ggml_alloc import FREE, NEVER, reserve
 from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 
 __all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
@@ -43,6 +45,8 @@ __all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH
 CUDA_ALIGNMENT = 128    # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
 HOST_ALIGNMENT = 32     # ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU buffer type's
 OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu: op_offload_min_batch_size (GGML_OP_OFFLOAD_MIN_BATCH) default
+_VIEWS = frozenset(VIEW_OPS)
+_NOT_WITH_WEIGHT = frozenset(("ROPE", "FLASH_ATTN_EXT"))    # ops that do not run where their weight is
 
 
 def _batch(t: Tensor) -> int:
@@ -56,6 +60,39 @@ def _batch(t: Tensor) -> int:
     return t.ne[1] * t.ne[2] * t.ne[3]
 
 
+class _Plan:
+    """What sched_sizes reads of a graph whatever the placement, taken once per graph (a built graph is scheduled
+    again for other placements: scheduled._built): pass 1's rule per leaf and node (ggml_backend_sched_backend_id_
+    from_cur: every weight and KV tensor is a leaf, placed before the ops that read it), the RMS_NORM nodes a
+    caller may pin, the non-view nodes (pass 2), the tensors ggml-alloc never allocates (views and weights)."""
+
+    __slots__ = ("count", "everything", "experts", "weights", "weight_views", "inputs", "weight_ops", "norms", "work",
+                 "never", "__weakref__")
+
+    def __init__(self, graph: Graph):
+        self.count = (len(graph.leafs), len(graph.nodes))
+        self.everything = graph.leafs + graph.nodes
+        experts = self.experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
+        self.weights, self.weight_views, self.inputs, self.weight_ops = [], [], [], []
+        for t in self.everything:
+            if t.external:
+                self.weights.append((t, id(t) in experts))
+            elif t.view_src is not None and t.view_src.external:
+                self.weight_views.append(t)
+            elif t.flags & INPUT:
+                self.inputs.append(t)
+            elif t.op not in ("ROPE", "FLASH_ATTN_EXT"):     # the first weight it reads (not the KV cache)
+                w = next((s for s in t.src if s is not None and s.external and not s.kv), None)
+                if w is not None:
+                    self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH))
+        self.norms = [t for t in self.everything if t.op == "RMS_NORM" and t.layer is not None and t.layer >= 0]
+        self.work = [n for n in graph.nodes if n.op not in _VIEWS]
+        self.never = [t for t in self.everything if t.external or t.view_src is not None]
+
+
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
                 weight_bytes=None, norm_backend=None, gpu_alloc_size=None) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
@@ -65,48 +102,48 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     ggml_backend_cuda_buffer_type_get_alloc_size's row padding (the graph's weights are f32 stand-ins).
     ``norm_backend(il)``: the backend llama.cpp pins a layer's "norm" node to (src/llama-context.cpp
     graph_get_cb: with full offload or under 32 tokens, ggml_backend_sched_set_tensor_backend of each
-    build_norm's RMS_NORM to its layer's device; -1: not pinned), set before pass 1 as user assignments."""
+    build_norm's RMS_NORM to its layer's device; -1: not pinned), set before pass 1 as user assignments.
+    ``gpu_alloc_size(tensor)``: a GPU buffer type's get_alloc_size where it is not ggml_nbytes."""
     # the graph is left as it came (a built graph is scheduled again for other placements: scheduled._built):
     # the sources pass 5 replaces by copies and the input leafs' OUTPUT flag are put back once it is allocated
+    plan = _PLANS.get(graph)
+    if plan is None or plan.count != (len(graph.leafs), len(graph.nodes)):
+        plan = _PLANS[graph] = _Plan(graph)
     saved: list = []        # (tensor, its sources, its flags) before pass 5 / 6 changed them
     try:
-        return _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_bytes, norm_backend,
-                            gpu_alloc_size, saved)
+        wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend)
+        return _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved)
     finally:
         for t, src, flags in saved:
             t.src, t.flags = src, flags
 
 
-def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_bytes, norm_backend,
-                 gpu_alloc_size, saved: list) -> list:
-    cpu = n_gpus
-    experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
-
-    def wb(t):
-        return weight_backend(t, id(t) in experts)
-
-    def from_cur(t):
-        if t.external:
-            return wb(t)
-        if t.view_src is not None and t.view_src.external:
-            return wb(t.view_src)
-        if t.flags & INPUT:
-            return cpu
-        if t.op not in ("ROPE", "FLASH_ATTN_EXT"):
-            for s in t.src:
-                if s is not None and s.external and not s.kv:
-                    b = wb(s)
-                    if op_offload and b == cpu and n_gpus and _batch(t) >= OFFLOAD_MIN_BATCH:
-                        return 0
-                    return b
-        return -1
-
-    for t in graph.leafs + graph.nodes:
-        pinned = norm_backend(t.layer) if norm_backend and t.op == "RMS_NORM" and t.layer >= 0 else -1
-        t.sched = pinned if pinned != -1 else from_cur(t)
-    work = [n for n in graph.nodes if n.op not in VIEW_OPS]
+def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dict:
+    """Passes 1 and 2: each leaf's and node's backend (Tensor.sched; -1 none yet), ggml-alloc's state reset;
+    the weights' backends by id."""
+    cpu, wb = n_gpus, {}
+    for t in plan.everything:
+        t.sched, t.n_children, t.n_views, t.allocated = -1, 0, 0, FREE
+    for t in plan.never:
+        t.allocated = NEVER
+    for t, expert in plan.weights:                  # pass 1: ggml_backend_sched_backend_id_from_cur
+        t.sched = wb[id(t)] = weight_backend(t, expert)
+    for t in plan.weight_views:
+        t.sched = t.view_src.sched
+    for t in plan.inputs:
+        t.sched = cpu
+    for t, w, big in plan.weight_ops:
+        b = w.sched
+        t.sched = 0 if big and op_offload and b == cpu and n_gpus else b
+    if norm_backend is not None:                    # the user's pins, before pass 1 (so over its rules)
+        pins: dict = {}
+        for t in plan.norms:
+            pinned = pins[t.layer] if t.layer in pins else pins.setdefault(t.layer, norm_backend(t.layer))
+            if pinned != -1:
+                t.sched = pinned
+    work = plan.work
     for gpu_only in (True, False):               # pass 2: expand gpu down, up; then the rest down, up
-        for order in (work, work[::-1]):
+        for order in (work, reversed(work)):
             cur = -1
             for n in order:
                 b = n.sched
@@ -114,75 +151,89 @@ def _sched_sizes(graph, weight_backend, n_gpus, n_copies, op_offload, weight_byt
                     cur = -1 if gpu_only and b == cpu else b
                 elif cur != -1:
                     n.sched = cur
-    for n in graph.nodes:                        # pass 4
-        if n.view_src is not None and n.sched == -1:
-            n.sched = n.view_src.sched
-        for s in n.src:
-            if s is not None and s.sched == -1:
-                s.sched = s.view_src.sched if s.view_src is not None else n.sched
-        if n.sched == -1:
-            n.sched = 0
-    # pass 5: splits and copies
-    splits, copies, cur = [], {}, None
+    return wb
+
+
+def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved: list) -> list:
+    """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
+    copied graph (the module's docstring), its children and views counted as ggml-alloc counts them, then
+    allocated by ggml_alloc.reserve."""
+    splits, copies, made, cur, inputs, members = [], {}, [], None, None, None
+    unplaced = -1 in wb.values()        # a weight pass 4 places: its source may not cross yet start a split
     for n in graph.nodes:
-        if n.op in VIEW_OPS:
-            if splits:
-                splits[-1][2].append(n)
+        b, v = n.sched, n.view_src                  # pass 4: the node's backend, then its sources'
+        if b == -1 and v is not None:
+            b = v.sched
+        first = b                                   # what a source without one takes (before the default 0)
+        n.sched = b = 0 if b == -1 else b
+        counted = members is not None or n.op not in _VIEWS     # a view before the first split is in no split
+        crossing = False                            # a source on another backend
+        for s in n.src:
+            if s is not None:
+                if s.sched == -1:
+                    s.sched = s.view_src.sched if s.view_src is not None else first
+                if counted:
+                    s.n_children += 1
+                    crossing = crossing or s.sched != b
+        if not counted:
             continue
-        b = n.sched
-        new = cur is None or b != cur
-        if not new and splits[-1][1]:
-            new = any(s is not None and s.external and not s.kv and wb(s) != cur for s in n.src)
-        if new:
-            splits.append((b, [], []))
-            cur = b
-        split = splits[-1]
+        if v is not None and n.op != "NONE":
+            v.n_views += 1
+        if n.op in _VIEWS:                          # pass 5: splits and copies (a view joins the split)
+            members.append(n)
+            continue
+        if b != cur or (crossing or unplaced) and inputs and any(
+                s is not None and s.external and not s.kv and wb[id(s)] != cur for s in n.src):
+            cur, inputs, members = b, [], []
+            splits.append((b, inputs, members))
+        members.append(n)
+        if not crossing:
+            continue
         src = list(n.src)
         for j, s in enumerate(src):
             if s is None or s.sched == cur:
                 continue
             key = (id(s), cur)
             if key not in copies:
-                made = []
-                for _ in range(n_copies):
-                    c = Tensor(s.type, s.ne, nb=s.nb)
-                    if s.external and weight_bytes is not None:     # the same bytes as an f32 row
-                        c = Tensor("f32", (cdiv(weight_bytes(s, id(s) in experts), 4),))
-                    c.sched = cur
-                    if n_copies > 1:
-                        c.flags |= INPUT | OUTPUT
-                    made.append(c)
-                copies[key] = made
-                split[1].append(s)
-            src[j] = copies[key][0]
-        src = tuple(src)
-        if src != n.src:
-            saved.append((n, n.src, n.flags))
-            n.src = src
-        split[2].append(n)
-    # the copied graph
-    nodes, leafs = [], []
+                copies[key] = [_copy(s, cur, n_copies, weight_bytes, plan) for _ in range(n_copies)]
+                made += copies[key]
+                inputs.append(s)
+            src[j] = c = copies[key][0]
+            s.n_children -= 1
+            c.n_children += 1
+        saved.append((n, n.src, n.flags))
+        n.src = tuple(src)
+    nodes, leafs = [], []                        # the copied graph
     for b, inputs, members in splits:
         for s in inputs:
             dep = Tensor(s.type, s.ne, "NONE", (s,), view_src=s, nb=s.nb)
-            dep.sched = s.sched
+            dep.sched, dep.n_children, dep.n_views, dep.allocated = s.sched, 0, 0, NEVER
+            s.n_children += 1
             nodes += [dep, copies[(id(s), b)][0]]
         nodes += members
-    if n_copies > 1:
+    if n_copies > 1:                             # pass 6
         for leaf in graph.leafs:
             if leaf.flags & INPUT:
                 saved.append((leaf, leaf.src, leaf.flags))
                 leaf.flags |= OUTPUT
-                for _ in range(n_copies - 1):
-                    c = Tensor(leaf.type, leaf.ne, nb=leaf.nb)
-                    c.flags |= INPUT | OUTPUT
-                    c.sched = leaf.sched
-                    leafs.append(c)
+                leafs += [_copy(leaf, leaf.sched, n_copies, None, plan) for _ in range(n_copies - 1)]
         for b, inputs, _ in splits:
             for s in inputs:
                 leafs += copies[(id(s), b)]
     leafs += graph.leafs
-    size = None if gpu_alloc_size is None else (lambda t, b: gpu_alloc_size(t) if b < n_gpus else t.nbytes())
-    return gallocr_sizes(nodes, leafs, lambda t: t.sched, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], size)
+    plain = Tensor.nbytes
+    gpu = plain if gpu_alloc_size is None else gpu_alloc_size
+    return reserve(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
 
 
+def _copy(s: Tensor, backend: int, n_copies: int, weight_bytes, plan: _Plan) -> Tensor:
+    """ggml_dup_tensor_layout of source ``s`` in ``backend`` (an input and output with n_copies > 1), its
+    allocator state fresh."""
+    if s.external and weight_bytes is not None:     # the same bytes as an f32 row
+        c = Tensor("f32", (cdiv(weight_bytes(s, id(s) in plan.experts), 4),))
+    else:
+        c = Tensor(s.type, s.ne, nb=s.nb)
+    c.sched, c.n_children, c.n_views, c.allocated = backend, 0, 0, FREE
+    if n_copies > 1:
+        c.flags |= INPUT | OUTPUT
+    return c
