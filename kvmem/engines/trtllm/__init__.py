@@ -71,6 +71,7 @@ READ_AT = {
     "047098b7": "tensorrt_llm/_torch/models/modeling_step3p7vl.py",
     "00be09f7": "tensorrt_llm/_torch/pyexecutor/kv_cache_manager_v2.py",
     "28295084": "tensorrt_llm/_torch/pyexecutor/kv_cache/mamba_cache_manager/common.py",
+    "00043967": "tensorrt_llm/llmapi/llm_args.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

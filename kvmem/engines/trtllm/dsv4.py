@@ -19,7 +19,9 @@ ties them together; docs/research/families_trtllm.md):
       DeepseekV4ForCausalLM branch: the sparse config built from the checkpoint, window_size else sliding_window
       #L1108-L1131, compress_ratios 0 -> 1 #L1152-L1154; without a sparse_attention_config the indexer dtype is
       DeepSeekV4SparseAttentionConfig's default, #L997-L999)
-  LA  tensorrt_llm/llmapi/llm_args.py (code-index id 55143598664) DeepSeekV4SparseAttentionConfig
+  LA  trtllm@00043967 tensorrt_llm/llmapi/llm_args.py#L1295-L1307 DeepSeekV4SparseAttentionConfig (indexer_k_dtype
+      Literal["fp8", "fp4"], default fp4; the parent's validator falls back to fp8 below SM100 unless it was set,
+      #L1126-L1161)
 
 Per layer of compress ratio r (the checkpoint's compress_ratios, 0 read as 1: MC), with H = head_dim (one K-only
 latent row, SELFKONLY, num_kv_heads 1), d the cache dtype's bytes (bf16 2, fp8 1), I = index_head_dim, sf = 2
