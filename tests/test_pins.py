@@ -14,12 +14,9 @@ PATH = re.compile(r" ((?:[\w.\-]+/)+[\w.\-]+\.\w+)#L(\d+)(?:-L(\d+))?\b")
 MAX_DOCSTRING_LINES = 30
 # pins there are at least (the count only grows: a rule moved beside its code keeps its pin)
 AT_LEAST = {"vllm": 91, "sglang": 65, "llamacpp": 40, "hf": 5, "trtllm": 90}
-# TensorRT-LLM citations still in the older form, a file "@ <commit>" or a code-index id without a line range (each
-# is to become a trtllm@<commit> <path>#L<a>-L<b> pin; the count only shrinks, and this goes when it reaches 0). The
-# release declaration (PINNED, read by declared() as "vLLM 0.33.0" is for vLLM) is not a citation and is left out.
-# The one left: models.py's early-2026 DSACacheManager (tokens_per_block == 64 asserted), stored in the code index
-# only as id 126013056 with no commit; the stored dsa.py versions with a commit (00e3c1a5, eaf50262) lack the assert.
-TRTLLM_UNPINNED_AT_MOST = 1
+# TensorRT-LLM citations in the older form, a file "@ <commit>" or a code-index id without a line range: none is
+# left, and none may come back. The release declaration (PINNED, read by declared() as "vLLM 0.33.0" is for vLLM)
+# is not a citation and is left out.
 _TRTLLM_UNPINNED = re.compile(r"(?<![\w@])@ [0-9a-f]{7,}\b|code-index id \d+")
 # engine packages whose docstring is not yet an index (its lines: only shrinks, and leaves at 30); none is left
 LONG_DOCSTRINGS: dict[str, int] = {}
@@ -97,10 +94,10 @@ def test_engine_package_docstrings_are_short_indexes():
     assert done == [], f"an index now: drop {done} from LONG_DOCSTRINGS"
 
 
-def test_trtllm_citations_without_a_line_range_only_shrink():
+def test_no_trtllm_citation_lacks_a_line_range():
     from kvmem.engines import trtllm
     declaration = f'PINNED = "{trtllm.PINNED}"'
     assert (ENGINES_DIR / "trtllm" / "__init__.py").read_text(encoding="utf-8").count(declaration) == 1
     found = {path.name: len(_TRTLLM_UNPINNED.findall(path.read_text(encoding="utf-8").replace(declaration, "")))
              for path in sorted((ENGINES_DIR / "trtllm").glob("*.py"))}
-    assert sum(found.values()) <= TRTLLM_UNPINNED_AT_MOST, f"new unpinned TensorRT-LLM citations: {found}"
+    assert sum(found.values()) == 0, f"TensorRT-LLM citations without a path and line range: {found}"

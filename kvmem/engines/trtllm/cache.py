@@ -148,7 +148,8 @@ def _layers(model: Model, k_dtype: DType, tp: int, windows) -> list[_LayerCache 
     an indexer key on every layer, index_head_dim + index_head_dim // 128 x 4 more elements in the cache dtype
     (trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L137-L161; the pool holds
     them as fp8 values and float32 scales, 1 byte each, in the C++ KVCacheManager's indexer pool): TRT-LLM's own
-    accounting. Releases of early 2026 asserted tokens_per_block == 64 for it (kvmem notes another)."""
+    accounting, at any tokens_per_block (DSACacheManager.__init__ checks none:
+    trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L33-L91)."""
     out: list[_LayerCache | None] = []
     if model.model_type in V2_FAMILIES:
         # trtllm@00be09f7 tensorrt_llm/_torch/pyexecutor/kv_cache_manager_v2.py#L971-L1015 KVCacheManagerV2.__init__:
@@ -388,7 +389,7 @@ def estimate(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: in
         rows = rows + [(slots * c.k_bytes, slots * c.v_bytes, 0) for c in draft_caches]
         stages = [range(len(rows))]
     static = _static_bytes_per_token(model, k_dtype, tp, pp)
-    notes = dsa_notes(model, tokens_per_block)
+    notes = dsa_notes(model)
     if draft is not None:
         draft_bytes = sum(c.k_bytes + c.v_bytes for c in draft_caches)
         notes.append(f"speculative decoding: {what} keep {draft_bytes:,} B a token in the draft's KV cache manager, "
@@ -525,7 +526,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
             by_window[c.window] = by_window.get(c.window, 0) + c.k_bytes + c.v_bytes
     if not by_window:
         raise ValueError(f"{model.name} has no attention layer for TensorRT-LLM's KV cache")
-    notes = dsa_notes(model, tokens_per_block)
+    notes = dsa_notes(model)
     static = _static_bytes_per_token(model, k_dtype, tp, pp)
     if not static:
         raise ValueError(f"tp={tp}: {model.name} has no KV bytes per token left on a rank (more ranks than KV "

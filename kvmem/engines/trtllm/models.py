@@ -11,15 +11,10 @@ from ..base import state_bytes
 from . import minimax
 
 __all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
-           "DSA_QUANT_BLOCK", "DSA_TOKENS_PER_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
+           "DSA_QUANT_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
            "state_bytes_of", "step3p5_text_config"]
 
 DSA_QUANT_BLOCK = 128          # DSACacheManager quant_block_size
-# DSACacheManager of early 2026 (attention_backend/sparse/dsa.py @ code-index id 126013056, the first with the
-# indexer pool in the C++ KVCacheManager, enable_indexer_k_cache) asserted tokens_per_block == 64 ("must be set
-# to 64 for DeepSeek v3.2"); trtllm@eaab4c3a tensorrt_llm/_torch/attention_backend/sparse/dsa/cache_manager.py#L33-L91
-# (DSACacheManager.__init__) has no such assertion
-DSA_TOKENS_PER_BLOCK = 64
 # Models whose TRT-LLM class sets the dtype the cache follows whatever the config says
 # (trtllm@fbbc05dd tensorrt_llm/_torch/models/modeling_exaone4.py#L242-L253 Exaone4ForCausalLM.__init__:
 # pretrained_config.torch_dtype = torch.bfloat16;
@@ -106,13 +101,11 @@ def check_step3p5(model: Model) -> None:
                          "kvmem's reading gives every layer the same heads, so it does not size this config")
 
 
-def dsa_notes(model: Model, tokens_per_block: int) -> list[str]:
+def dsa_notes(model: Model) -> list[str]:
+    """What TRT-LLM's DSA cache keeps that the config does not ask for."""
     if not indexer_elements(model):
         return []
     notes = []
-    if tokens_per_block != DSA_TOKENS_PER_BLOCK:
-        notes.append(f"DeepSeek sparse attention: TRT-LLM's DSACacheManager of early 2026 asserts tokens_per_block == "
-                     f"{DSA_TOKENS_PER_BLOCK} (later main has no such check)")
     skipped = sum(layer.kind == MLA and not layer.index_head_dim for layer in model.layers)
     if skipped:
         notes.append(f"{skipped} layers the config gives no indexer key (indexer_types) keep one in TRT-LLM: its "
