@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from . import SourceError
 from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads, recurrent_layers
-from .gguf_more import MORE_MODEL_TYPES, MORE_SWA_PATTERN, UNMAPPED, more_fields
+from .gguf_more import MORE_MODEL_TYPES, MORE_SWA_PATTERN, UNMAPPED, ZERO_KV_ARCHES, more_fields
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
 
@@ -122,7 +122,7 @@ def config_from_header(header) -> dict:
     trunk = n_layers - nextn
     heads = _per_layer(key("attention.head_count"), f"{arch}.attention.head_count")
     kv_raw = key("attention.head_count_kv", heads)
-    if arch in _HYBRIDS:
+    if arch in _HYBRIDS or arch in ZERO_KV_ARCHES:
         kv_raw = kv_raw if isinstance(kv_raw, list) else [kv_raw] * n_layers
         kv_heads = _per_layer([kv for kv in kv_raw if kv] or [heads], f"{arch}.attention.head_count_kv")
     elif arch == "gemma4" and isinstance(kv_raw, list):
@@ -138,7 +138,7 @@ def config_from_header(header) -> dict:
     for gguf_name, hf_name in (("context_length", "max_position_embeddings"),
                                ("feed_forward_length", "intermediate_size")):
         value = key(gguf_name, None)
-        if isinstance(value, list) and arch in _HYBRIDS:
+        if isinstance(value, list) and (arch in _HYBRIDS or arch in ZERO_KV_ARCHES):
             value = max(value)
         if value is not None:
             cfg[hf_name] = _per_layer(value, f"{arch}.{gguf_name}")

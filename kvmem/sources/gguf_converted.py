@@ -55,6 +55,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe"):     # granite.py L33: popped
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
     _required(cfg, arch, out)
+    if arch in ("lfm2", "lfm2moe", "granitehybrid"):
+        _zero_kv(cfg, arch, out)
     if arch in ("mamba", "mamba2"):
         return arch, _mamba(cfg, arch)
     if arch == "deepseek4":
@@ -169,7 +171,7 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
                                                            "norm_eps"))
         rot = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
         out["rope.dimension_count"] = int(rot * cfg["hidden_size"]) // cfg["num_attention_heads"]
-    elif arch in ("granite", "granitemoe"):      # conversion/granite.py GraniteModel L38-L48
+    elif arch in ("granite", "granitemoe", "granitehybrid"):      # conversion/granite.py GraniteModel L38-L48
         for name, key in (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
                           ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale")):
             if cfg.get(name):
@@ -218,3 +220,24 @@ def _mamba(cfg: dict, arch: str) -> dict:
         out.update({"ssm.inner_size": d_inner, "ssm.state_size": _find(cfg, ("state_size", "d_state")) or 128,
                     "ssm.time_step_rank": d_inner // head_dim, "ssm.group_count": cfg.get("n_groups") or 1})
     return {f"{arch}.{key}": value for key, value in out.items()}
+
+
+def _zero_kv(cfg: dict, arch: str, out: dict) -> None:
+    """conversion/lfm2.py LFM2Model L35-L46, LFM2MoeModel L102-L116: head_count_kv 0 on the conv layers;
+    conversion/granite.py GraniteHybridModel L486-L521: 0 on the Mamba layers, the Mamba-2 mixer's keys."""
+    types = cfg["layer_types"]
+    if arch == "granitehybrid":
+        expand, hidden = cfg.get("mamba_expand", 2), cfg["hidden_size"]
+        out.update({"attention.head_count_kv": [cfg["num_key_value_heads"] if t == "attention" else 0 for t in types],
+                    "ssm.conv_kernel": cfg["mamba_d_conv"], "ssm.state_size": cfg["mamba_d_state"],
+                    "ssm.group_count": cfg["mamba_n_groups"], "ssm.inner_size": expand * hidden,
+                    "ssm.time_step_rank": cfg["mamba_n_heads"], "rope.scaling.finetuned": True})
+        if cfg.get("shared_intermediate_size"):
+            out["expert_shared_feed_forward_length"] = cfg["shared_intermediate_size"]
+        return
+    attends = "full_attention"
+    out.update({"attention.head_count_kv": [cfg["num_key_value_heads"] if t == attends else 0 for t in types],
+                "shortconv.l_cache": cfg["conv_L_cache"], "attention.layer_norm_rms_epsilon": cfg["norm_eps"]})
+    if arch == "lfm2moe":
+        out.update({"expert_feed_forward_length": cfg["moe_intermediate_size"],
+                    "leading_dense_block_count": cfg["num_dense_layers"], "expert_gating_func": 2})

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from . import SourceError
 
-__all__ = ["MORE_MODEL_TYPES", "MORE_SWA_PATTERN", "UNMAPPED", "more_fields", "GEMMA3N_KV_LAYERS"]
+__all__ = ["MORE_MODEL_TYPES", "MORE_SWA_PATTERN", "UNMAPPED", "ZERO_KV_ARCHES", "more_fields", "GEMMA3N_KV_LAYERS"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the Hugging Face model_type kvmem.configs reads;
 # olmo2 and granitemoe are refined by more_fields (olmo3 where the file slides, granitemoeshared with a
@@ -39,7 +39,11 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "arcee": "arcee", "phi2": "phi", "nemotron": "nemotron", "smollm3": "smollm3",
                     "mellum": "mellum", "dots1": "dots1", "afmoe": "afmoe", "bitnet": "bitnet",
                     "llama4": "llama4_text", "qwen2vl": "qwen2_vl_text", "qwen3vl": "qwen3_vl_text",
-                    "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2"}
+                    "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2",
+                    "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid"}
+# head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
+# granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
+ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
 # load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
 # (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17)
 MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4}
@@ -52,8 +56,7 @@ _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT
 
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
-UNMAPPED = {**{arch: _STATE for arch in ("falcon-h1", "granitehybrid", "lfm2", "lfm2moe",
-                                         "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
+UNMAPPED = {**{arch: _STATE for arch in ("falcon-h1", "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
             **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2",
                                           "minimax-m3", "muse-glimmer", "hy_v4", "minicpm3", "dbrx", "gpt2",
                                           "gptneox", "bloom", "starcoder", "chatglm",
@@ -83,6 +86,8 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         _llama4(cfg, key, trunk)
     elif arch in ("mamba", "mamba2"):
         _mamba(cfg, key, arch)
+    elif arch in ZERO_KV_ARCHES:
+        _recurrent_by_kv(cfg, key, arch, trunk)
     elif arch == "exaone4":
         _exaone4(cfg, trunk)
     elif arch == "olmo2" and cfg.get("sliding_window"):
@@ -190,6 +195,32 @@ def _mamba(cfg: dict, key, arch: str) -> None:
     if not heads or inner % heads:
         raise SourceError(f"GGUF mamba2.ssm.time_step_rank ({heads}) does not divide ssm.inner_size ({inner})")
     cfg.update(num_heads=heads, head_dim=inner // heads, n_groups=key("ssm.group_count"))
+
+
+def _recurrent_by_kv(cfg: dict, key, arch: str, trunk: int) -> None:
+    """LFM2 / LFM2-MoE (short convolutions where head_count_kv is 0; shortconv.l_cache) and Granite 4 hybrids
+    (Mamba-2 there: ssm.inner_size, time_step_rank = heads, group_count, state_size, conv_kernel; conversion/granite.py
+    GraniteHybridModel L486-L512) as configuration_lfm2(_moe).py / configuration_granitemoehybrid.py fields."""
+    kv = key("attention.head_count_kv")
+    kv = kv if isinstance(kv, list) else [kv] * trunk
+    if arch != "granitehybrid":
+        if cfg.get("sliding_window"):
+            # lfm2.cpp#L26-L30: a window makes every attention layer sliding, which configuration_lfm2.py has not
+            raise SourceError(f"GGUF {arch}.attention.sliding_window is {cfg['sliding_window']}: llama.cpp slides "
+                              "every attention layer of it; kvmem reads LFM2's attention layers as full")
+        cfg.update(conv_L_cache=key("shortconv.l_cache"),
+                   layer_types=["full_attention" if h else "conv" for h in kv[:trunk]])
+        if arch == "lfm2moe":
+            cfg["num_dense_layers"] = key("leading_dense_block_count", 0)
+        return
+    hidden, inner, heads = cfg["hidden_size"], key("ssm.inner_size"), key("ssm.time_step_rank")
+    if not hidden or not heads or inner % hidden or inner % heads:
+        raise SourceError(f"GGUF granitehybrid.ssm.inner_size ({inner}) is not a multiple of embedding_length "
+                          f"({hidden}) and ssm.time_step_rank ({heads}); kvmem reads it as mamba_expand x hidden_size")
+    cfg.update(layer_types=["attention" if h else "mamba" for h in kv[:trunk]], mamba_n_heads=heads,
+               mamba_d_head=inner // heads, mamba_n_groups=key("ssm.group_count"), mamba_d_state=key("ssm.state_size"),
+               mamba_d_conv=key("ssm.conv_kernel"), mamba_expand=inner // hidden,
+               shared_intermediate_size=key("expert_shared_feed_forward_length", 0))
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

@@ -41,6 +41,8 @@ def small_config(model_type: str, **fields) -> dict:
     shape.update(fields)
     cfg = AutoConfig.for_model(model_type, **shape).to_dict()
     cfg["model_type"] = model_type
+    if "layer_types" in fields:     # as the file gives them (Granite 4's "mamba" / "attention", which to_dict renames)
+        cfg["layer_types"] = fields["layer_types"]
     return cfg
 
 
@@ -82,6 +84,13 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "glm4": {"head_dim": 64}, "cohere": {}, "apertus": {}, "arcee": {}, "phi": {}, "nemotron": {"head_dim": 64},
           "smollm3": {}, "mamba": {"intermediate_size": 512, "state_size": 16, "time_step_rank": 16},
           "falcon_mamba": {"intermediate_size": 512, "state_size": 16, "time_step_rank": 16},
+          "lfm2": {"layer_types": ["conv", "conv", "full_attention"] * 2 + ["conv", "full_attention"],
+                   "conv_L_cache": 3},
+          "lfm2_moe": {"layer_types": ["conv", "conv", "full_attention"] * 2 + ["conv", "full_attention"],
+                       "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256},
+          "granitemoehybrid": {"layer_types": ["mamba"] * 3 + ["attention"] + ["mamba"] * 3 + ["attention"],
+                               "mamba_n_heads": 8, "mamba_d_head": 64, "mamba_d_state": 64, "mamba_n_groups": 1,
+                               "num_local_experts": 8, "shared_intermediate_size": 256},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
@@ -180,7 +189,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
-@pytest.mark.parametrize("arch", ["dbrx", "gpt2", "rwkv7", "lfm2"])
+@pytest.mark.parametrize("arch", ["dbrx", "gpt2", "rwkv7", "falcon-h1"])
 def test_unmapped_architectures_refused_with_reason(arch):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
