@@ -48,7 +48,7 @@ import re
 
 from ...model import FULL, Model
 
-__all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers"]
+__all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers", "nextn_loaded"]
 
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
@@ -95,6 +95,13 @@ def gguf_nextn_layers(model: Model) -> int:
         found = {int(m.group(1)) for t in checkpoint.tensors if (m := _MTP_TENSOR.match(t.name))}
         count = max(found) + 1 if found else 0
     return count
+
+
+def nextn_loaded(model: Model) -> tuple:
+    """Name endings of the MTP block's tensors llama.cpp loads without load_mtp: glm-dsa and deepseek32 create
+    exp_probs_b.bias with TENSOR_NOT_REQUIRED alone in every layer (llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L155,
+    src/models/deepseek32.cpp#L121), the block's others with TENSOR_SKIP."""
+    return (".exp_probs_b.bias",) if ARCHS.get(model.model_type) in ("glm-dsa", "deepseek32") else ()
 
 
 _MTP_TENSOR = re.compile(r"^(?:model\.)?mtp\.layers\.(\d+)\.")    # conversion/qwen.py#L322-L337

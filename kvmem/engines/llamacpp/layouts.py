@@ -40,7 +40,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from ...model import Model
-from .arch_tensors import gguf_nextn_layers
+from .arch_tensors import gguf_nextn_layers, nextn_loaded
 from .compute import (
     estimate_bytes,
     ggml_type_name,
@@ -145,7 +145,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     p = place(tensors, n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split,
               n_cpu_moe=n_cpu_moe, override_tensor=override_tensor, mmap=mmap, kv_offload=kv_offload,
               kv_per_layer=kv_rows, build=s.build,   # the split of the build: output layer first from PR #18148
-              n_nextn=gguf_nextn_layers(model))     # the file's MTP blocks take their share of the split
+              n_nextn=gguf_nextn_layers(model),     # the file's MTP blocks take their share of the split
+              nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
     gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload)

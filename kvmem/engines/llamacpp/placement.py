@@ -22,9 +22,10 @@ NextN/MTP blocks (a GGUF whose block_count counts them and writes nextn_predict_
     load_mtp (--spec-type draft-mtp, common/common.cpp#L1625): not loaded, in no buffer ("model has unused tensor
     blk.N.* -- ignoring", src/llama-model-loader.cpp#L1177-L1184; glm4-moe.cpp#L32-L40, glm-dsa.cpp#L79-L89,
     deepseek2.cpp / deepseek32.cpp / mimo2.cpp likewise, qwen35.cpp#L38, qwen35moe.cpp#L41, qwen3next.cpp#L40);
-    their bytes stay in the file (offsets). The main context's KV cache holds the trunk only
-    (src/llama-model.cpp#L2796-L2803, and #L2397-L2424 for glm-dsa/deepseek32). kvmem lays out the default load
-    (load_mtp false).
+    their bytes stay in the file (offsets). Exception: glm-dsa and deepseek32 create the MTP block's
+    exp_probs_b.bias without the MTP flags (glm-dsa.cpp#L155, deepseek32.cpp#L121): loaded on the block's device
+    (checked: tests/oracles/test_llamacpp_nextn_oracle.py). The main context's KV cache holds the trunk only
+    (src/llama-model.cpp#L2796-L2803, and #L2397-L2424 for glm-dsa/deepseek32). kvmem lays out load_mtp false.
 Input layer ("assign the input layer ... always keep it on the CPU"): token_embd and the
     other input tensors are on the host whatever -ngl says.
 Output layer: output.weight and output_norm follow layer n_layer. A GGUF without output.weight
@@ -205,8 +206,8 @@ def _static(tensors: tuple, n_layer_all: int, alignment: int) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def _placed(tensors: tuple, n_layer, n_nextn, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe, override_tensor,
-            alignment, tied_output, build) -> tuple:
+def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
+            override_tensor, alignment, tied_output, build) -> tuple:
     """(the placed tensors, the device of each layer, of each MTP block and of the output layer, _device_sums) for
     place: a run of one layer's tensors placed at once (its PlacedTensors made once for its device and its tensors'
     targets); the MTP blocks' tensors are skipped (TENSOR_SKIP: the module doc)."""
@@ -229,8 +230,13 @@ def _placed(tensors: tuple, n_layer, n_nextn, n_gpu_layers, gpus, tensor_split, 
 
     parts = []
     for a, b, layer, names_rests in runs:
-        if layer is not None and layer >= n_layer:
-            continue            # an MTP block: not loaded
+        if layer is not None and layer >= n_layer:     # an MTP block: skipped, but for nextn_loaded's tensors
+            first = len(placed)
+            for i in range(a, b):
+                if rows[i][0].name.endswith(nextn_loaded):
+                    one(i, rows[i][2], layer, dev[layer])
+            parts.append(_sums(placed[first:]))
+            continue
         if names_rests is not None:     # unique names of one layer: none is a duplicate
             key = (a, dev[layer], rules.layer_targets(layer, *names_rests))
             if key not in made:
@@ -289,7 +295,8 @@ def _device_sums(parts, gpus: tuple) -> dict:
 def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=None, n_cpu_moe: int = 0,
           cpu_moe: bool = False, override_tensor=(), mmap: bool = True, kv_offload: bool = True,
           kv_per_layer=(), alignment: int = 32, tied_output: bool | None = None,
-          gpu_backend: str = "CUDA", build: datetime.date | None = None, n_nextn: int = 0) -> Placement:
+          gpu_backend: str = "CUDA", build: datetime.date | None = None, n_nextn: int = 0,
+          nextn_loaded: tuple = ()) -> Placement:
     """Each tensor's device and each device's buffers.
 
     ``tensors``: the GGUF's tensor infos in file order (objects with name, dtype (ggml type name),
@@ -297,7 +304,8 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     ``tensor_split``: -ts, one weight per GPU (default: equal); ``kv_per_layer``: K+V bytes of each
     repeating layer (plan.rows); ``alignment``: the GGUF's general.alignment; ``build``: the
     llama.cpp build's date (None: current); ``n_layer``: the trunk's layers; ``n_nextn``: the NextN/MTP blocks the
-    file carries after them (arch_tensors.gguf_nextn_layers; block_count = n_layer + n_nextn).
+    file carries after them (arch_tensors.gguf_nextn_layers; block_count = n_layer + n_nextn); ``nextn_loaded``:
+    the name endings of MTP-block tensors the architecture loads all the same (arch_tensors.nextn_loaded).
     """
     gpus = tuple(gpus)
     if tensor_split is None:
@@ -314,7 +322,7 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     for _, target in override_tensor or ():
         if target != CPU and target not in gpus:
             raise ValueError(f"override_tensor target {target!r} is neither CPU nor one of {list(gpus)}")
-    key = (n_layer, n_nextn, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
+    key = (n_layer, n_nextn, tuple(nextn_loaded), n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
            tuple(tuple(rule) for rule in override_tensor or ()), alignment, tied_output, build)
     try:
         placed, dev, sums = _placed(tuple(tensors), *key)   # the searches place the same flags at many contexts

@@ -1,0 +1,60 @@
+"""A GGUF's NextN/MTP blocks in kvmem's llama.cpp placement (placement.place n_nextn, arch_tensors.gguf_nextn_layers):
+the split over n_layer_all + 1, the blocks' tensors skipped but nextn_loaded's, the trunk's KV, "offloaded N/M"."""
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers, nextn_loaded
+from kvmem.engines.llamacpp.placement import place
+from kvmem.engines.llamacpp.tensors import GGUFTensor
+
+
+def test_split_counts_the_mtp_block():
+    # 5 trunk layers + 1 MTP block, -ts 1,1: split points 0.5, 1 against il / 7 (n_layer_all + 1 = 7):
+    # il 0-3 on CUDA0 (3/7 = 0.43 < 0.5), il 4, the MTP block 5 and the output 6 on CUDA1; KV 10 B a trunk layer:
+    # CUDA0 4 x 10 = 40, CUDA1 1 x 10 = 10. Without the block (over 6): il 0-2 on CUDA0 (3/6 = 0.5 goes to CUDA1)
+    kw = dict(n_layer=5, n_gpu_layers=999, gpus=("CUDA0", "CUDA1"), tensor_split=(1, 1), kv_per_layer=[10] * 5)
+    p = place([], n_nextn=1, **kw)
+    assert p.layer_device == ("CUDA0",) * 4 + ("CUDA1",) and p.nextn_device == ("CUDA1",)
+    assert (p.device("CUDA0").kv_bytes, p.device("CUDA1").kv_bytes) == (40, 10)
+    assert (p.offloaded_layers, p.layers_total) == (7, 7)          # "offloaded 7/7 layers to GPU"
+    q = place([], **kw)
+    assert q.device("CUDA0").layers == (0, 1, 2) and (q.offloaded_layers, q.layers_total) == (6, 6)
+
+
+def test_ngl_counts_from_the_back_of_n_layer_all():
+    # -ngl 6 of n_layer_all + 1 = 7: i_gpu_start = 7 - 6 = 1, layer 0 on the host ("offloaded 6/7")
+    p = place([], n_layer=5, n_nextn=1, n_gpu_layers=6, gpus=("CUDA0",), kv_per_layer=[10] * 5)
+    assert p.layer_device[0] == "CPU" and p.layer_device[1:] == ("CUDA0",) * 4 and p.output_device == "CUDA0"
+    assert (p.offloaded_layers, p.layers_total, p.host.kv_bytes) == (6, 7, 10)
+
+
+def test_mtp_tensors_skipped_but_the_ones_loaded():
+    # blk.2 is the MTP block of a 2-layer trunk: its tensors are skipped (TENSOR_SKIP) but exp_probs_b.bias
+    # (glm-dsa.cpp#L155: 256 experts x 4 B = 1,024 B, on the block's device)
+    t = [GGUFTensor("token_embd.weight", "F32", (8, 16), 512), GGUFTensor("blk.0.attn_norm.weight", "F32", (8,), 32),
+         GGUFTensor("blk.1.attn_norm.weight", "F32", (8,), 32), GGUFTensor("blk.2.attn_norm.weight", "F32", (8,), 32),
+         GGUFTensor("blk.2.exp_probs_b.bias", "F32", (256,), 1024)]
+    p = place(t, n_layer=2, n_nextn=1, n_gpu_layers=999, gpus=("CUDA0",), nextn_loaded=(".exp_probs_b.bias",),
+              tied_output=False)
+    assert [x.name for x in p.tensors if x.device == "CUDA0"] == ["blk.0.attn_norm.weight", "blk.1.attn_norm.weight",
+                                                                  "blk.2.exp_probs_b.bias"]
+    # CUDA0: 128 + 128 + 1,024 (each padded to 128 B); the host: token_embd's 512 B span
+    assert (p.device("CUDA0").model_bytes, p.host.model_bytes) == (1280, 512)
+    assert [x.name for x in place(t, n_layer=2, n_nextn=1, n_gpu_layers=999, gpus=("CUDA0",)).tensors
+            if x.layer == 2] == []
+    with pytest.raises(ValueError, match="past the model's 2 layers"):
+        place(t, n_layer=2, n_gpu_layers=999, gpus=("CUDA0",))
+    with pytest.raises(ValueError, match="n_nextn must be a whole number"):
+        place(t, n_layer=2, n_nextn=-1, n_gpu_layers=0)
+
+
+def test_nextn_count_per_converter():
+    # convert_hf_to_gguf's defaults: glm4moe / glm-dsa / deepseek32 add num_nextn_predict_layers (1 in these
+    # configs), qwen35moe mtp_num_hidden_layers (1); DeepseekV2Model drops them (skip_mtp); llama has none
+    counts = {name: gguf_nextn_layers(kvmem.get_model(name)) for name in
+              ("glm-4.5-air", "glm-5.2", "deepseek-v3.2", "qwen3.5-397b-a17b", "deepseek-v3", "llama-3.1-8b")}
+    assert counts == {"glm-4.5-air": 1, "glm-5.2": 1, "deepseek-v3.2": 1, "qwen3.5-397b-a17b": 1, "deepseek-v3": 0,
+                      "llama-3.1-8b": 0}
+    assert nextn_loaded(kvmem.get_model("glm-5.2")) == (".exp_probs_b.bias",)
+    assert nextn_loaded(kvmem.get_model("glm-4.5-air")) == ()
