@@ -44,7 +44,7 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     """(llama.cpp arch, {"<arch>.<key>": value}) for a config.json (its text_config where it nests one)."""
     cfg = config["text_config"] if isinstance(config.get("text_config"), dict) else config
     arch = CONVERTED_ARCHES[cfg["model_type"]]
-    out = {"block_count": cfg["num_hidden_layers"]}
+    out = {"block_count": _find(cfg, ("num_hidden_layers", "n_layer", "n_layers"))}
     for key, names in _BASE:
         value = _find(cfg, names)
         if value is not None:
@@ -55,6 +55,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe"):     # granite.py L33: popped
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
     _required(cfg, arch, out)
+    if arch in _OWN_KEYS:
+        return arch, {f"{arch}.{key}": value for key, value in _OWN_KEYS[arch](cfg).items()}
     if arch in ("lfm2", "lfm2moe", "granitehybrid"):
         _zero_kv(cfg, arch, out)
     if arch in ("mamba", "mamba2"):
@@ -161,7 +163,7 @@ def _sliding(cfg: dict, arch: str, out: dict) -> None:
 
 def _required(cfg: dict, arch: str, out: dict) -> None:
     """Keys the converter writes that llama.cpp's loader requires though the cache does not read them."""
-    n = cfg["num_hidden_layers"]
+    n = out["block_count"]
     if arch == "olmo":          # conversion/olmo.py OlmoModel L21-L23
         out["attention.layer_norm_epsilon"] = 1e-5
     elif arch == "olmoe":       # olmo.py OlmoeModel: add_layer_norm_rms_eps(1e-5)
@@ -241,3 +243,38 @@ def _zero_kv(cfg: dict, arch: str, out: dict) -> None:
     if arch == "lfm2moe":
         out.update({"expert_feed_forward_length": cfg["moe_intermediate_size"],
                     "leading_dense_block_count": cfg["num_dense_layers"], "expert_gating_func": 2})
+
+
+# Converters that write every key themselves (their set_gguf_parameters calls no base): config.json -> keys
+_OWN_KEYS = {
+    # conversion/gpt2.py GPT2Model: n_ctx, n_embd, 4 x n_embd, n_head, layer_norm_epsilon
+    "gpt2": lambda c: {"block_count": c["n_layer"], "context_length": c["n_ctx"], "embedding_length": c["n_embd"],
+                       "feed_forward_length": 4 * c["n_embd"], "attention.head_count": c["n_head"],
+                       "attention.layer_norm_epsilon": c["layer_norm_epsilon"]},
+    # conversion/starcoder.py StarCoderModel: as gpt2, n_positions, head_count_kv 1 (multi-query)
+    "starcoder": lambda c: {"block_count": c["n_layer"], "context_length": c["n_positions"],
+                            "embedding_length": c["n_embd"], "feed_forward_length": 4 * c["n_embd"],
+                            "attention.head_count": c["n_head"], "attention.head_count_kv": 1,
+                            "attention.layer_norm_epsilon": c["layer_norm_epsilon"]},
+    # conversion/bloom.py BloomModel: seq_length (else n_embed), head_count_kv = n_head
+    "bloom": lambda c: {"block_count": c["n_layer"], "context_length": c.get("seq_length", c["hidden_size"]),
+                        "embedding_length": c["hidden_size"], "feed_forward_length": 4 * c["hidden_size"],
+                        "attention.head_count": c["n_head"], "attention.head_count_kv": c["n_head"],
+                        "attention.layer_norm_epsilon": c["layer_norm_epsilon"]},
+    # conversion/gptneox.py GPTNeoXModel: rope dims rotary_pct x head size, parallel residual
+    "gptneox": lambda c: {"block_count": c["num_hidden_layers"], "context_length": c["max_position_embeddings"],
+                          "embedding_length": c["hidden_size"], "feed_forward_length": c["intermediate_size"],
+                          "rope.dimension_count": int(c.get("rotary_pct", (c.get("rope_parameters") or {}).get(
+                              "partial_rotary_factor", 0.25)) * (c["hidden_size"] // c["num_attention_heads"])),
+                          "attention.head_count": c["num_attention_heads"],
+                          "use_parallel_residual": bool(c.get("use_parallel_residual", True)),
+                          "attention.layer_norm_epsilon": c["layer_norm_eps"]},
+    # conversion/dbrx.py DbrxModel: d_model, n_heads, attn_config.kv_n_heads, ffn_config's experts
+    "dbrx": lambda c: {"block_count": c["n_layers"], "context_length": c["max_seq_len"],
+                       "embedding_length": c["d_model"],
+                       "feed_forward_length": c["ffn_config"]["ffn_hidden_size"], "attention.head_count": c["n_heads"],
+                       "attention.head_count_kv": c["attn_config"]["kv_n_heads"],
+                       "attention.clamp_kqv": float(c["attn_config"].get("clip_qkv") or 8.0),
+                       "expert_count": c["ffn_config"]["moe_num_experts"],
+                       "expert_used_count": c["ffn_config"]["moe_top_k"], "attention.layer_norm_epsilon": 1e-5},
+}

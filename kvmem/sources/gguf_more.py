@@ -40,7 +40,9 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "mellum": "mellum", "dots1": "dots1", "afmoe": "afmoe", "bitnet": "bitnet",
                     "llama4": "llama4_text", "qwen2vl": "qwen2_vl_text", "qwen3vl": "qwen3_vl_text",
                     "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2",
-                    "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid"}
+                    "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid", "gpt2": "gpt2",
+                    "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
+                    "chatglm": "glm"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -57,10 +59,9 @@ _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
 UNMAPPED = {**{arch: _STATE for arch in ("falcon-h1", "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
-            **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2",
-                                          "minimax-m3", "muse-glimmer", "hy_v4", "minicpm3", "dbrx", "gpt2",
-                                          "gptneox", "bloom", "starcoder", "chatglm",
-                                          "jais2", "hrm_text", "chameleon", "mistral4")}}
+            **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2", "minimax-m3",
+                                          "muse-glimmer", "hy_v4", "minicpm3", "jais2", "hrm_text", "chameleon",
+                                          "mistral4")}}
 
 
 def _number(meta: dict, full: str, *, default=SourceError):
@@ -101,6 +102,10 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         raise SourceError(f"GGUF {arch} names a sliding window ({cfg['sliding_window']}) but no sliding layer: "
                           "llama.cpp 0c1e57098 aborts creating its cache (GGML_ASSERT(hparams.is_swa_any()), "
                           "src/llama-model.cpp#L2806-L2807)")
+    if arch == "starcoder":     # conversion/starcoder.py L20: head_count_kv 1, configuration_gpt_bigcode multi_query
+        cfg["multi_query"] = cfg["num_key_value_heads"] == 1
+    elif arch == "dbrx":        # conversion/dbrx.py: head_count_kv from attn_config.kv_n_heads
+        cfg["attn_config"] = {"kv_n_heads": cfg["num_key_value_heads"]}
     if arch in ("dots1", "afmoe"):
         # dots1.cpp / afmoe.cpp: leading dense layers and shared experts (weights only, not the cache)
         cfg.update(first_k_dense_replace=key("leading_dense_block_count", 0),
