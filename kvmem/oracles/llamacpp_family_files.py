@@ -162,7 +162,9 @@ def write_family(model: Model, fmt: str, path: str, *, source: bool, per_head_ml
                 dtype = "F16" if dtype in ("F32", "BF16") else dtype
             out.append((name, shape, dtype))
         rows = out
-    write_metadata(w, model, arch, fmt)
+    # a list with MTP-block tensors (arch_tensors._mtp_loaded: glm-dsa/deepseek32) is the default converter's file:
+    # the block counted in block_count (llama.cpp loads it trunk-only: no nextn.eh_proj)
+    write_metadata(w, model, arch, fmt, mtp=any(t.name.startswith(f"blk.{model.num_layers}.") for t in tensors))
     write_sparse(writer, rows)
     return list(tensors)
 

@@ -175,7 +175,9 @@ def test_glm_5_2_layer_split_counts_the_mtp_block():
     assert (p.n_layer, p.n_nextn, p.offloaded_layers, p.layers_total) == (78, 1, 80, 80)   # "offloaded 80/80"
     assert p.device("CUDA0").layers == tuple(range(55)) and p.device("CUDA3").layers == tuple(range(72, 78))
     assert p.nextn_device == ("CUDA3",) and p.output_device == "CUDA3"
-    assert not any(t.layer == 78 for t in p.tensors)      # the MTP block's tensors are not loaded
+    # the MTP block's tensors are skipped but its exp_probs_b.bias (glm-dsa.cpp#L155): 256 x 4 B on CUDA3
+    assert [(t.name, t.device, t.nbytes) for t in p.tensors if t.layer == 78] == [("blk.78.exp_probs_b.bias", "CUDA3",
+                                                                                    1024)]
     assert {g: buffer_mib(p.device(g).kv_bytes) for g in s["gpus"]} == _kv_printed(entry["printed"]) \
         == {"CUDA0": 49406.25, "CUDA1": 7968.75, "CUDA2": 7125.0, "CUDA3": 5250.0}
     assert reproduce(entry)["kv_mib"] == _kv_printed(entry["printed"])

@@ -58,3 +58,21 @@ def test_nextn_count_per_converter():
                       "llama-3.1-8b": 0}
     assert nextn_loaded(kvmem.get_model("glm-5.2")) == (".exp_probs_b.bias",)
     assert nextn_loaded(kvmem.get_model("glm-4.5-air")) == ()
+
+
+def test_the_loaded_mtp_tensor_is_in_no_graph():
+    # GLM-5.2 on two GPUs (the glm-dsa graph scheduled, layouts._scheduled): the MTP block's exp_probs_b.bias moved
+    # to the host by -ot is no weight of the main context's graph, so every compute buffer stays as it was (before,
+    # the graph refused the unknown weight and fell back to the estimate); the bias leaves CUDA1 for the host
+    from kvmem.engines.llamacpp.layouts import layout
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = kvmem.get_model("glm-5.2")
+    tensors = synthesised_tensors(model, "q4_k_m")
+    kw = dict(gpus=("CUDA0", "CUDA1"), n_cpu_moe=78, n_ctx=4096, flash_attn=True)
+    base = layout(model, tensors, **kw)
+    moved = layout(model, tensors, override_tensor=((r"blk\.78\.", "CPU"),), **kw)
+    assert [(t.name, t.device) for t in base.placement.tensors if t.layer == 78] == [("blk.78.exp_probs_b.bias",
+                                                                                     "CUDA1")]
+    assert moved.compute_bytes == base.compute_bytes
+    # 256 experts x 4 B = 1,024 B, a multiple of CUDA's 128-byte alignment
+    assert base.placement.device("CUDA1").model_bytes - moved.placement.device("CUDA1").model_bytes == 1024

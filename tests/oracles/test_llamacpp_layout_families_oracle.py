@@ -28,7 +28,7 @@ import pytest  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
 from kvmem.dtypes import GGML_TYPES  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import ARCHS  # noqa: E402
+from kvmem.engines.llamacpp.arch_tensors import ARCHS, gguf_nextn_layers, nextn_loaded  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
 from kvmem.engines.llamacpp.tensors import GPT_OSS_EXPERTS, synthesised_tensors  # noqa: E402
@@ -152,7 +152,8 @@ def test_family_model_buffer_equals_llamacpp(preset, tmp_path):
     path = str(tmp_path / "model.gguf")
     tensors = _write(model, fmt, path, source=False)
     out = in_child(_load, path, False)
-    host = place(tensors, n_layer=model.num_layers, n_gpu_layers=0, mmap=True).host
+    host = place(tensors, n_layer=model.num_layers, n_gpu_layers=0, mmap=True, n_nextn=gguf_nextn_layers(model),
+                 nextn_loaded=nextn_loaded(model)).host
     assert out["size"] == sum(host.group_bytes.values())
     assert out["buffers"] == {"CPU_Mapped": buffer_mib(host.model_bytes)}
 

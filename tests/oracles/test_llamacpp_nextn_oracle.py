@@ -48,12 +48,13 @@ def _small(preset: str) -> Model:
 
 
 def _with_mtp_block(model: Model, tensors) -> list:
-    """(name, ne, type) of the file: the trunk's tensors, then the MTP block blk.n (the last trunk layer's
-    tensors under its number, and its nextn tensors)."""
+    """(name, ne, type) of the file: kvmem's tensors (the trunk, and the MTP block's tensors llama.cpp loads), then
+    the rest of the MTP block blk.n (the last trunk layer's tensors under its number, and its nextn tensors)."""
     n, h = model.num_layers, model.hidden_size
-    rows = [(t.name, t.shape, t.dtype) for t in tensors]
+    rows = [(t.name, t.shape, t.dtype) for t in tensors]     # glm-dsa's: blk.n.exp_probs_b.bias among them
+    have = {t.name for t in tensors}
     last = [(t.name.replace(f"blk.{n - 1}.", f"blk.{n}.", 1), t.shape, t.dtype) for t in tensors
-            if t.name.startswith(f"blk.{n - 1}.")]
+            if t.name.startswith(f"blk.{n - 1}.") and t.name.replace(f"blk.{n - 1}.", f"blk.{n}.", 1) not in have]
     nextn = [(f"blk.{n}.nextn.eh_proj.weight", (2 * h, h), "F16")] + \
         [(f"blk.{n}.nextn.{norm}.weight", (h,), "F32") for norm in ("enorm", "hnorm", "shared_head_norm")]
     return rows + last + nextn

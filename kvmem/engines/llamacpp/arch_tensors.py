@@ -38,8 +38,9 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
                proportional rope's factors). Per-layer inputs (E2B/E4B) and shared-KV layers are refused.
 The NextN/MTP blocks: convert_hf_to_gguf writes them by default (--no-mtp drops them), counted in block_count with
 nextn_predict_layers (gguf_nextn_layers below). llama.cpp loads their tensors only with load_mtp (TENSOR_SKIP
-otherwise: placement's module doc), so their tensors are not listed here; the blocks still take a share of the
--ts split (placement.place n_nextn) and count in the quantiser's n_layer_all (tensors._typed).
+otherwise: placement's module doc), so their tensors are not listed here but for those loaded all the same
+(glm-dsa/deepseek32's exp_probs_b.bias: _mtp_loaded); the blocks still take a share of the -ts split
+(placement.place n_nextn) and count in the quantiser's n_layer_all (tensors._typed).
 """
 
 from __future__ import annotations
@@ -327,4 +328,14 @@ def arch_specs(model: Model) -> tuple[str, list] | None:
     if arch in ("gpt-oss", "glm4moe", "qwen35moe", "qwen3next", "glm-dsa", "deepseek32", "minimax-m2") \
             and model.facts.moe is None:
         raise ValueError(f"{model.name}: llama.cpp's {arch} layers are MoE, and the config gives no experts")
-    return arch, _head(model, h, vocab) + _LAYOUTS[arch](model, h)
+    return arch, _head(model, h, vocab) + _LAYOUTS[arch](model, h) + _mtp_loaded(model, arch)
+
+
+def _mtp_loaded(model: Model, arch: str) -> list:
+    """The MTP blocks' tensors llama.cpp loads without load_mtp (nextn_loaded), after the trunk: glm-dsa's and
+    deepseek32's exp_probs_b.bias [n_expert], which the converter writes from each block's e_score_correction_bias
+    (scoring_func sigmoid). The blocks' other tensors are skipped at load and not listed."""
+    if arch not in ("glm-dsa", "deepseek32") or field(model, "scoring_func") != "sigmoid":
+        return []
+    n, e = model.num_layers, model.facts.moe.experts
+    return [(f"blk.{n + j}.exp_probs_b.bias", (e,)) for j in range(gguf_nextn_layers(model))]

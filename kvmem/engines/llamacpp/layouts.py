@@ -262,8 +262,9 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     weights, moved = [], False
     for t in p.tensors:
         layer = n_layer if t.group == "output" else t.layer
-        if layer is None or t.name.startswith("rope_freqs"):
-            continue                # token_embd (the host's GET_ROWS), rope_freqs (read by ROPE where it runs)
+        if layer is None or t.name.startswith("rope_freqs") or (t.group != "output" and layer >= n_layer):
+            continue                # token_embd (the host's GET_ROWS), rope_freqs (read by ROPE where it runs), an
+            #                         MTP block's loaded tensor (placement nextn_loaded: in no main-context graph)
         own = p.output_device if layer == n_layer else p.layer_device[layer]
         if t.device != own:
             moved = True
