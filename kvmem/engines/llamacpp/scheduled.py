@@ -226,5 +226,8 @@ def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_str
         return size
     graph = _built(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
                                inp_embd))
+    # with an f16 K and V fa_alloc is ggml_nbytes (flash attention reads the cache's f16 views, an f32 one cast to
+    # f16: graphs.attention, graphs_mla_oss.mla_mha): left out, the allocator asks ggml_nbytes itself
+    converts = fa_f16 and not type_k == type_v == "f16"
     return sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
-                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=fa_alloc if fa_f16 else None)
+                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=fa_alloc if converts else None)
