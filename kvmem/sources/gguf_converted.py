@@ -61,6 +61,15 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         _zero_kv(cfg, arch, out)
     if arch in ("mamba", "mamba2"):
         return arch, _mamba(cfg, arch)
+    if arch == "falcon-h1":
+        # conversion/falcon_h1.py FalconH1Model L98-L119: Mamba2Model's keys (the mamba_ names first), then the
+        # attention's over them
+        mixer = _mamba({**cfg, "mamba_d_ssm": cfg["mamba_d_ssm"], "state_size": cfg["mamba_d_state"],
+                        "conv_kernel": cfg["mamba_d_conv"], "n_groups": cfg["mamba_n_groups"]}, "mamba2")
+        out.update({key.removeprefix("mamba2."): value for key, value in mixer.items()
+                    if key.startswith("mamba2.ssm.")})
+        out.update({"context_length": cfg.get("max_position_embeddings", 0),
+                    "attention.key_length": cfg["head_dim"], "attention.value_length": cfg["head_dim"]})
     if arch == "deepseek4":
         _deepseek4(cfg, out)
     elif arch == "gemma3n":

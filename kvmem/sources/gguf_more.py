@@ -42,7 +42,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2",
                     "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid", "gpt2": "gpt2",
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
-                    "chatglm": "glm"}
+                    "chatglm": "glm", "falcon-h1": "falcon_h1"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -58,7 +58,7 @@ _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT
 
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
-UNMAPPED = {**{arch: _STATE for arch in ("falcon-h1", "kimi-linear", "rwkv6", "rwkv7", "plamo2")},
+UNMAPPED = {**{arch: _STATE for arch in ("kimi-linear", "rwkv6", "rwkv7", "plamo2")},
             **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2", "minimax-m3",
                                           "muse-glimmer", "hy_v4", "minicpm3", "jais2", "hrm_text", "chameleon",
                                           "mistral4")}}
@@ -87,6 +87,8 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         _llama4(cfg, key, trunk)
     elif arch in ("mamba", "mamba2"):
         _mamba(cfg, key, arch)
+    elif arch == "falcon-h1":
+        _falcon_h1(cfg, key)
     elif arch in ZERO_KV_ARCHES:
         _recurrent_by_kv(cfg, key, arch, trunk)
     elif arch == "exaone4":
@@ -226,6 +228,17 @@ def _recurrent_by_kv(cfg: dict, key, arch: str, trunk: int) -> None:
                mamba_d_head=inner // heads, mamba_n_groups=key("ssm.group_count"), mamba_d_state=key("ssm.state_size"),
                mamba_d_conv=key("ssm.conv_kernel"), mamba_expand=inner // hidden,
                shared_intermediate_size=key("expert_shared_feed_forward_length", 0))
+
+
+def _falcon_h1(cfg: dict, key) -> None:
+    """Falcon-H1: attention and a Mamba-2 mixer in every layer (falcon-h1.cpp#L3-L14); conversion/falcon_h1.py
+    FalconH1Model L98-L119 writes Mamba2Model's ssm keys (inner_size mamba_d_ssm, time_step_rank = inner /
+    mamba_d_head) and the attention's; configuration_falcon_h1.py fields."""
+    inner, heads = key("ssm.inner_size"), key("ssm.time_step_rank")
+    if not heads or inner % heads:
+        raise SourceError(f"GGUF falcon-h1.ssm.time_step_rank ({heads}) does not divide ssm.inner_size ({inner})")
+    cfg.update(mamba_d_ssm=inner, mamba_n_heads=heads, mamba_d_head=inner // heads, mamba_n_groups=key(
+        "ssm.group_count"), mamba_d_state=key("ssm.state_size"), mamba_d_conv=key("ssm.conv_kernel"))
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

@@ -98,6 +98,8 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
                    "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
                    "ffn_config": {"ffn_hidden_size": 512, "moe_num_experts": 4, "moe_top_k": 2}},
           "glm": {"head_dim": 64},
+          "falcon_h1": {"head_dim": 64, "mamba_d_ssm": 512, "mamba_n_heads": 8, "mamba_d_head": 64,
+                        "mamba_n_groups": 1, "mamba_d_state": 64, "mamba_d_conv": 4},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
@@ -196,7 +198,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
-@pytest.mark.parametrize("arch", ["step35", "jais2", "rwkv7", "falcon-h1"])
+@pytest.mark.parametrize("arch", ["step35", "jais2", "rwkv7", "kimi-linear"])
 def test_unmapped_architectures_refused_with_reason(arch):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
