@@ -76,3 +76,24 @@ def test_the_loaded_mtp_tensor_is_in_no_graph():
     assert moved.compute_bytes == base.compute_bytes
     # 256 experts x 4 B = 1,024 B, a multiple of CUDA's 128-byte alignment
     assert base.placement.device("CUDA1").model_bytes - moved.placement.device("CUDA1").model_bytes == 1024
+
+
+def test_check_log_splits_a_glm_5_2_log_as_printed():
+    # the published GLM-5.2 log (-ts 54,9,8,8, 4,096 cells, "offloaded 80/80"): both DSA caches' KV lines per GPU,
+    # 55 / 9 / 8 / 6 of the 78 trunk layers x 4.50 MiB (4,096 x 576 x 2 B) + 16 / 2 / 2 / 1 indexer layers x 1.00
+    # MiB (4,096 x 128 x 2 B): CUDA0 247.50 + 16.00 = 263.50 (the 79-layer split gave 54 x 4.50 + 15 = 258.00)
+    import json
+    from pathlib import Path
+
+    from kvmem.logcheck import check_log
+    logs = {e["id"]: e for e in json.loads((Path(__file__).parents[2] / "docs/research/llamacpp_offload_logs.json")
+                                           .read_text())}
+    log = logs["glm-5.2-ud-q5kxl-ncmoe54-ts-54-9-8-8-ctx4096"]["log"]
+    r = check_log(log, "glm-5.2", tensor_split="54,9,8,8")
+    assert r.matches and [(c.quantity, c.kvmem) for c in r.checks if "KV buffer" in c.quantity] == [
+        ("CUDA0 KV buffer", "263.50 MiB"), ("CUDA1 KV buffer", "42.50 MiB"), ("CUDA2 KV buffer", "38.00 MiB"),
+        ("CUDA3 KV buffer", "28.00 MiB")]
+    # a file with another count of MTP blocks prints another M: said in a note (the split moves)
+    other = check_log(log.replace("offloaded 80/80", "offloaded 79/79"), "glm-5.2", tensor_split="54,9,8,8")
+    assert "line 1: 'offloaded 79/79 layers to GPU' counts 78 layers in the file, kvmem 79 (78 and 1 NextN/MTP)" \
+        in other.notes[-1]

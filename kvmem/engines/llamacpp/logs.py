@@ -323,6 +323,13 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         return
     if fmt is None:
         kinds -= {"model", "compute"}
+    if offloaded is not None and offloaded[2] != lay.placement.layers_total:
+        # "offloaded N/M layers to GPU": M = n_layer_all + 1, the file's NextN/MTP blocks counted
+        # (llama.cpp@0c1e57098 src/llama-model.cpp#L1911-L1925); they take a share of the split
+        p = lay.placement
+        notes.append(f"line {offloaded[0]}: 'offloaded {offloaded[1]}/{offloaded[2]} layers to GPU' counts "
+                     f"{offloaded[2] - 1} layers in the file, kvmem {p.n_layer_all} ({p.n_layer} and {p.n_nextn} "
+                     "NextN/MTP): another number of MTP blocks (a --no-mtp file?) moves the -ts split")
     logged: dict = {}
     for n, text, kind, device, _, mib in buffers:
         if kind in kinds:

@@ -25,6 +25,7 @@ from importlib import resources
 
 from ...model import Model
 from ...records import Record
+from .arch_tensors import gguf_nextn_layers
 from .best import best_layout, fit_searched
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, layout
 from .layouts import CUDA_CONTEXT_BYTES, Layout
@@ -303,8 +304,9 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpu_list, strict=True)}
     host = host_bandwidth(host_memory)
     n = model.num_layers
-    steps = [("--n-cpu-moe", k, dict(n_gpu_layers=n + 1, n_cpu_moe=k)) for k in range(n, -1, -1)] \
-        if model.facts.moe is not None else [("-ngl", g, dict(n_gpu_layers=g)) for g in range(n + 2)]
+    top = n + 1 + gguf_nextn_layers(model)      # every layer: the file's MTP blocks count in -ngl (placement)
+    steps = [("--n-cpu-moe", k, dict(n_gpu_layers=top, n_cpu_moe=k)) for k in range(n, -1, -1)] \
+        if model.facts.moe is not None else [("-ngl", g, dict(n_gpu_layers=g)) for g in range(top + 1)]
     rows = []
     for flag, value, flags in steps:
         lay = layout(model, tensors, gpus=names, tensor_split=split, **flags, **kw)
