@@ -27,7 +27,7 @@ from kvmem.catalog import get_model  # noqa: E402
 from kvmem.engines.llamacpp.arch_tensors import ARCHS, gguf_nextn_layers, nextn_loaded  # noqa: E402
 from kvmem.engines.llamacpp.layouts import layout  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib  # noqa: E402
-from kvmem.engines.llamacpp.tensors import synthesised_tensors  # noqa: E402
+from kvmem.engines.llamacpp.tensors import synthesised_tensors, tensors_for  # noqa: E402
 from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib, write_sparse  # noqa: E402
 from kvmem.oracles.llamacpp_family_files import write_metadata  # noqa: E402
@@ -121,10 +121,18 @@ def test_mtp_block_counted_in_the_split_and_not_loaded(preset, tmp_path):
     p = lay.placement
     assert (p.n_layer, p.n_nextn, p.layers_total, p.offloaded_layers) == (n, 1, n + 2, 0)
     assert [t.name for t in p.tensors if t.layer == n] == loaded
-    # the CPU_Mapped span ends at the trunk's last tensor: the MTP block after it is not mapped
+    # the CPU_Mapped span ends at the last loaded tensor (glm-dsa: the block's exp_probs_b.bias, listed first in
+    # it): the skipped MTP tensors after it are not mapped
     assert out["buffers"]["CPU_Mapped model"] == buffer_mib(p.host.model_bytes)
     # the trunk's KV (glm-dsa: the DSA and the indexer cache, two lines, each rounded to 0.01 MiB)
     assert abs(out["buffers"]["CPU KV"] - p.host.kv_bytes / 2**20) <= 0.005 * (2 if arch == "glm-dsa" else 1)
+    # the same file read by kvmem (Model.from_gguf: block_count - nextn_predict_layers trunk layers, the file's own
+    # tensor infos): the same placement
+    read = Model.from_gguf(path)
+    assert (read.num_layers, read.mtp_layers, gguf_nextn_layers(read)) == (n, 1, 1)
+    again = layout(read, tensors_for(read, None)[0], gpus=(), n_gpu_layers=0, n_ctx=N_CTX, n_ubatch=N_CTX,
+                   flash_attn=True).placement
+    assert (again.host.model_bytes, again.host.kv_bytes, again.n_nextn) == (p.host.model_bytes, p.host.kv_bytes, 1)
 
 
 def _nbytes(ne, dtype: str) -> int:
