@@ -70,6 +70,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
                     if key.startswith("mamba2.ssm.")})
         out.update({"context_length": cfg.get("max_position_embeddings", 0),
                     "attention.key_length": cfg["head_dim"], "attention.value_length": cfg["head_dim"]})
+    if arch == "mistral4":
+        _mla(cfg, out)
     if arch == "deepseek4":
         _deepseek4(cfg, out)
     elif arch == "gemma3n":
@@ -287,3 +289,27 @@ _OWN_KEYS = {
                        "expert_count": c["ffn_config"]["moe_num_experts"],
                        "expert_used_count": c["ffn_config"]["moe_top_k"], "attention.layer_norm_epsilon": 1e-5},
 }
+
+
+def _mla(cfg: dict, out: dict) -> None:
+    """conversion/deepseek.py DeepseekV2Model.set_gguf_parameters L319-L386 (Mistral 4 through
+    conversion/mistral3.py Mistral4Model): MLA written as one KV head of kv_lora_rank + rope."""
+    kv_lora, rope = cfg.get("kv_lora_rank", 512), cfg["qk_rope_head_dim"]
+    moe = cfg.get("n_routed_experts") is not None
+    out.update({"attention.head_count_kv": 1, "attention.layer_norm_rms_epsilon": cfg.get("rms_norm_eps", 1e-6),
+                "leading_dense_block_count": cfg.get("first_k_dense_replace",
+                                                     0 if moe else cfg["num_hidden_layers"]),
+                "attention.kv_lora_rank": kv_lora, "attention.key_length": kv_lora + rope,
+                "attention.value_length": kv_lora, "attention.key_length_mla": cfg["qk_nope_head_dim"] + rope,
+                "attention.value_length_mla": cfg["v_head_dim"],
+                "expert_feed_forward_length": _find(cfg, ("moe_intermediate_size", "intermediate_size")),
+                "expert_shared_count": cfg.get("n_shared_experts", 0), "rope.dimension_count": rope})
+    if cfg.get("q_lora_rank") is not None:
+        out["attention.q_lora_rank"] = cfg["q_lora_rank"]
+    if cfg.get("routed_scaling_factor") is not None:
+        out["expert_weights_scale"] = float(cfg["routed_scaling_factor"])
+    if cfg.get("norm_topk_prob"):
+        out["expert_weights_norm"] = True
+    for name, key in (("n_group", "expert_group_count"), ("topk_group", "expert_group_used_count")):
+        if cfg.get(name) is not None:       # conversion/base.py L1523-L1527
+            out[key] = cfg[name]

@@ -42,7 +42,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2",
                     "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid", "gpt2": "gpt2",
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
-                    "chatglm": "glm", "falcon-h1": "falcon_h1"}
+                    "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -60,8 +60,7 @@ _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvm
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
 UNMAPPED = {**{arch: _STATE for arch in ("kimi-linear", "rwkv6", "rwkv7", "plamo2")},
             **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2", "minimax-m3",
-                                          "muse-glimmer", "hy_v4", "minicpm3", "jais2", "hrm_text", "chameleon",
-                                          "mistral4")}}
+                                          "muse-glimmer", "hy_v4", "minicpm3", "jais2", "hrm_text", "chameleon")}}
 
 
 def _number(meta: dict, full: str, *, default=SourceError):
