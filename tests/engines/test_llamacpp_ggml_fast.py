@@ -71,14 +71,15 @@ def _random_graph(rng: random.Random, n_ops: int) -> Graph:
     return g
 
 
-def _placement(seed: float, n_gpus: int):
+def _placement(seed: float, n_gpus: int, unplaced: bool = False):
     """weight_backend, weight_bytes, norm_backend and gpu_alloc_size of a random placement: pure functions
-    (each answer drawn from the seed and the question, whatever order they are asked in)."""
+    (each answer drawn from the seed and the question, whatever order they are asked in); ``unplaced``: some
+    weights given no backend (-1: ggml_sched's pass 4 places them)."""
     def draw(*key):
         return random.Random(f"{seed} {key}")
 
     def weight_backend(t, expert):
-        return draw(t.layer, t.name, expert).randint(0, n_gpus)
+        return draw(t.layer, t.name, expert).randint(-1 if unplaced else 0, n_gpus)
 
     def weight_bytes(t, expert):
         return t.nbytes() // draw(t.layer, t.name, expert).choice((2, 3, 4)) + draw(t.layer, t.name).randrange(64)
@@ -97,7 +98,7 @@ def _both(graph, rng, n_gpus, **options):
     seed = rng.random()
     answers = []
     for module in (ggml_sched, ref):
-        wb, nbytes, norms, alloc_size = _placement(seed, n_gpus)
+        wb, nbytes, norms, alloc_size = _placement(seed, n_gpus, options.get("unplaced", False))
         answers.append(module.sched_sizes(graph, wb, n_gpus, weight_bytes=nbytes if options.get("placed", True) else None,
                                           norm_backend=norms if options.get("pins") else None,
                                           gpu_alloc_size=alloc_size if options.get("fa") else None,
@@ -112,14 +113,15 @@ def test_sched_sizes_equal_the_reference_on_random_graphs(seed):
     for _ in range(4):          # the same graph scheduled again for other placements (scheduled._built)
         n_gpus = rng.randint(1, 4)
         fast, slow = _both(graph, rng, n_gpus, n_copies=rng.choice((1, 1, 2, 4)), pins=rng.random() < 0.5,
-                           fa=rng.random() < 0.5, offload=rng.random() < 0.8)
+                           fa=rng.random() < 0.5, offload=rng.random() < 0.8, unplaced=rng.random() < 0.2)
         assert fast == slow and len(fast) == n_gpus + 1
         assert sum(fast) > 0
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(120))
 def test_gallocr_sizes_equal_the_reference_on_random_graphs(seed):
-    rng = random.Random(1000 + seed)
+    """(seeds 35, 41, 76 and 106 need the best fit's tie to go to the later free block)"""
+    rng = random.Random(seed)
     graph = _random_graph(rng, rng.randint(10, 80))
     buffers = {}
 

@@ -149,8 +149,9 @@ def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
         for p in srcs:
             if p is None:
                 continue
-            p.n_children -= 1
-            if p.n_children or p.n_views:
+            left = p.n_children - 1
+            p.n_children = left
+            if left or p.n_views:
                 continue
             v = p.view_src
             if v is not None:

@@ -159,31 +159,36 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
     copied graph (the module's docstring), its children and views counted as ggml-alloc counts them, then
     allocated by ggml_alloc.reserve."""
     splits, copies, made, cur, inputs, members = [], {}, [], None, None, None
-    unplaced = -1 in wb.values()        # a weight pass 4 places: its source may not cross yet start a split
+    # a weight's backend is its Tensor.sched unless weight_backend gave -1 (then pass 4 placed it)
+    unplaced = -1 in wb.values()
     for n in graph.nodes:
         b, v = n.sched, n.view_src                  # pass 4: the node's backend, then its sources'
         if b == -1 and v is not None:
             b = v.sched
         first = b                                   # what a source without one takes (before the default 0)
         n.sched = b = 0 if b == -1 else b
-        counted = members is not None or n.op not in _VIEWS     # a view before the first split is in no split
-        crossing = False                            # a source on another backend
+        is_view = n.op in _VIEWS
+        counted = members is not None or not is_view    # a view before the first split is in no split
+        crossing = weight_crossing = False          # a source on another backend; a weight (not the KV cache)
         for s in n.src:
             if s is not None:
-                if s.sched == -1:
-                    s.sched = s.view_src.sched if s.view_src is not None else first
+                sb = s.sched
+                if sb == -1:
+                    s.sched = sb = s.view_src.sched if s.view_src is not None else first
                 if counted:
                     s.n_children += 1
-                    crossing = crossing or s.sched != b
+                    if sb != b:
+                        crossing = True
+                        weight_crossing = weight_crossing or s.external and not s.kv
         if not counted:
             continue
         if v is not None and n.op != "NONE":
             v.n_views += 1
-        if n.op in _VIEWS:                          # pass 5: splits and copies (a view joins the split)
+        if is_view:                                 # pass 5: splits and copies (a view joins the split)
             members.append(n)
             continue
-        if b != cur or (crossing or unplaced) and inputs and any(
-                s is not None and s.external and not s.kv and wb[id(s)] != cur for s in n.src):
+        if b != cur or inputs and (weight_crossing if not unplaced else any(
+                s is not None and s.external and not s.kv and wb[id(s)] != cur for s in n.src)):
             cur, inputs, members = b, [], []
             splits.append((b, inputs, members))
         members.append(n)
