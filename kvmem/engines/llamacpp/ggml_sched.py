@@ -81,7 +81,7 @@ class _Plan:
                 self.weight_views.append(t)
             elif t.flags & INPUT:
                 self.inputs.append(t)
-            elif t.op not in ("ROPE", "FLASH_ATTN_EXT"):     # the first weight it reads (not the KV cache)
+            elif t.op not in _NOT_WITH_WEIGHT:               # the first weight it reads (not the KV cache)
                 w = next((s for s in t.src if s is not None and s.external and not s.kv), None)
                 if w is not None:
                     self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH))
@@ -158,7 +158,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
     """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
     copied graph (the module's docstring), its children and views counted as ggml-alloc counts them, then
     allocated by ggml_alloc.reserve."""
-    splits, copies, made, cur, inputs, members = [], {}, [], None, None, None
+    splits, copies, cur, inputs, members = [], {}, None, None, None
     # a weight's backend is its Tensor.sched unless weight_backend gave -1 (then pass 4 placed it)
     unplaced = -1 in wb.values()
     for n in graph.nodes:
@@ -201,7 +201,6 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
             key = (id(s), cur)
             if key not in copies:
                 copies[key] = [_copy(s, cur, n_copies, weight_bytes, plan) for _ in range(n_copies)]
-                made += copies[key]
                 inputs.append(s)
             src[j] = c = copies[key][0]
             s.n_children -= 1
