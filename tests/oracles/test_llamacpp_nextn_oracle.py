@@ -144,6 +144,33 @@ def _nbytes(ne, dtype: str) -> int:
     return count // block * size
 
 
+MTP_QUANT = [("deepseek-v3.2", "q5_k_m"), ("glm-5.2", "q4_k_m"), ("glm-4.7", "q3_k_m"), ("glm-4.5-air", "q5_k_m"),
+             ("qwen3.5-397b-a17b", "q4_k_m")]
+
+
+@pytest.mark.parametrize("preset,fmt", MTP_QUANT)
+def test_quantiser_types_the_trunk_of_an_mtp_file(preset, fmt, tmp_path):
+    # the other MTP-carrying presets: every trunk tensor's type as llama-quantize gives it in the default
+    # converter's file (the MTP block's tensors counted by the quantiser, not listed by kvmem)
+    import gguf
+
+    from kvmem.engines.llamacpp.quant_mix import FTYPES
+    from kvmem.engines.llamacpp.tensors import source_type
+    from tests.oracles.test_llamacpp_layout_families_oracle import _dry_run
+    model = get_model(preset)
+    arch, n = ARCHS[model.model_type], model.num_layers
+    tensors = synthesised_tensors(model, fmt)
+    rows = [(name, ne, source_type(name, ne, "f16") if not name.startswith(f"blk.{n}.nextn.") else dtype)
+            for name, ne, dtype in _with_mtp_block(model, tensors)]
+    source = str(tmp_path / "source.gguf")
+    writer = gguf.GGUFWriter(source, arch)
+    write_metadata(writer, model, arch, fmt, mtp=True)
+    write_sparse(writer, rows)
+    theirs = in_child(_dry_run, source, FTYPES[fmt][0])
+    ours = {t.name: t.dtype for t in tensors}
+    assert {name: theirs[name] for name in ours} == ours
+
+
 def test_quantiser_counts_the_mtp_block(tmp_path):
     # llama-quantize's layer count is n_layer_all (src/llama-quant.cpp#L940): DeepSeek-V3.2 as converted by
     # default (61 trunk layers + the MTP block: 62) under Q5_K_M gives ffn_down_exps of layer il Q6_K where

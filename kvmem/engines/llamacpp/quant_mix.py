@@ -64,6 +64,7 @@ class QuantModel:
     n_head: int = 1            # of layer 0: n_gqa() = n_head / n_head_kv
     n_head_kv: int = 1
     llm_type_70b: bool = False  # LLM_TYPE_70B (llama: 80 layers with GQA; qwen2: 80 layers)
+    unlisted_attn_v: int = 0   # the file's attn_v-like tensors not in the list quantised (its MTP blocks')
 
     @property
     def n_gqa(self) -> int:
@@ -109,7 +110,7 @@ class _State:
 
     def __init__(self, model: QuantModel, names, imatrix: bool, qkv_is_attn_v: bool):
         cats = [_category(n, qkv_is_attn_v) for n in names]
-        self.n_attention_wv = sum(c in ("attn_v", "attn_kv_b") for c in cats)
+        self.n_attention_wv = sum(c in ("attn_v", "attn_kv_b") for c in cats) + model.unlisted_attn_v
         self.tied = "output" not in cats
         self.n_ffn = model.n_layer
         self.i_attention_wv = self.i_ffn_down = self.i_ffn_gate = self.i_ffn_up = 0

@@ -106,10 +106,15 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
     # LLM_TYPE_70B (models/llama.cpp, models/qwen2.cpp load_hparams): 80 layers, llama's with GQA
     seventy = n == 80 and (arch == "qwen2" or (arch == "llama" and first.kv_heads != model.num_attention_heads))
     # the quantiser's layer count is n_layer_all, the file's MTP blocks included (llama.cpp@0c1e57098
-    # src/llama-quant.cpp#L940: n_ffn_down = n_ffn_gate = n_ffn_up = hparams.n_layer_all)
-    qm = QuantModel(arch=arch, n_layer=n + gguf_nextn_layers(model), n_expert=moe.experts if moe else 0,
+    # src/llama-quant.cpp#L940: n_ffn_down = n_ffn_gate = n_ffn_up = hparams.n_layer_all), and the MTP blocks'
+    # attention in n_attention_wv (#L927-L940, counted over the file's tensors): one attn_v each where the block is
+    # an attention layer with V (glm4-moe.cpp#L62, qwen35.cpp#L100, qwen35moe.cpp#L116, qwen3next's trunk layer);
+    # MLA blocks write attn_k_b / attn_v_b, in no attn_v category
+    nextn = gguf_nextn_layers(model)
+    qm = QuantModel(arch=arch, n_layer=n + nextn, n_expert=moe.experts if moe else 0,
                     n_head=model.num_attention_heads,
-                    n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy)
+                    n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy,
+                    unlisted_attn_v=nextn if arch in ("glm4moe", "qwen35", "qwen35moe", "qwen3next") else 0)
     keep = GPT_OSS_EXPERTS if arch == "gpt-oss" else ()
     types = quant_types([(name, ne, source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
                         qkv_is_attn_v=qkv_is_attn_v, tensor_types=keep)
