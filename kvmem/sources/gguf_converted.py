@@ -175,11 +175,7 @@ def _sliding(cfg: dict, arch: str, out: dict) -> None:
 def _required(cfg: dict, arch: str, out: dict) -> None:
     """Keys the converter writes that llama.cpp's loader requires though the cache does not read them."""
     n = out["block_count"]
-    if arch == "olmo":          # conversion/olmo.py OlmoModel L21-L23
-        out["attention.layer_norm_epsilon"] = 1e-5
-    elif arch == "olmoe":       # olmo.py OlmoeModel: add_layer_norm_rms_eps(1e-5)
-        out["attention.layer_norm_rms_epsilon"] = 1e-5
-    elif arch == "nemotron":    # conversion/nemotron.py NemotronModel L165-L177
+    if arch == "nemotron":    # conversion/nemotron.py NemotronModel L165-L177
         out["attention.layer_norm_epsilon"] = _find(cfg, ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon",
                                                            "norm_eps"))
         rot = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
@@ -204,6 +200,8 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
                           ("route_norm", "expert_weights_norm"), ("route_scale", "expert_weights_scale")):
             if cfg.get(name) is not None:
                 out[key] = cfg[name]
+    elif arch in _EXTRA:
+        out.update(_EXTRA[arch](cfg))
     elif arch == "apertus":
         # conversion/llama.py ApertusModel L442-L464: the xIELU parameters, one per layer, from each layer's
         # act_fn tensors (not in config.json): the checkpoint's values, here transformers' XIELUActivation defaults
@@ -313,3 +311,19 @@ def _mla(cfg: dict, out: dict) -> None:
     for name, key in (("n_group", "expert_group_count"), ("topk_group", "expert_group_used_count")):
         if cfg.get(name) is not None:       # conversion/base.py L1523-L1527
             out[key] = cfg[name]
+
+
+# A few keys more on top of the base ones
+_EXTRA = {
+    "olmo": lambda _c: {"attention.layer_norm_epsilon": 1e-5},          # conversion/olmo.py OlmoModel L21-L23
+    "olmoe": lambda _c: {"attention.layer_norm_rms_epsilon": 1e-5},     # olmo.py OlmoeModel
+    # conversion/jais.py Jais2Model: rope over the whole head
+    "jais2": lambda c: {"rope.dimension_count": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]},
+    "chameleon": lambda c: {"swin_norm": bool(c.get("swin_norm", False))},     # conversion/chameleon.py
+    # conversion/muse_glimmer.py MuseGlimmerModel
+    "muse-glimmer": lambda c: {"final_logit_softcapping": float(c["final_logit_softcapping"]),
+                               "logit_scale": float(c["output_multiplier"]),
+                               "attention.sliding_window": c["sliding_window"],
+                               "attention.sliding_window_pattern": [t == "sliding_attention"
+                                                                    for t in c["layer_types"]]},
+}

@@ -42,13 +42,15 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "qwen3vlmoe": "qwen3_vl_moe_text", "mistral3": "ministral3", "mamba": "mamba", "mamba2": "mamba2",
                     "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid", "gpt2": "gpt2",
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
-                    "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4"}
+                    "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
+                    "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
 # load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
-# (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17)
-MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4}
+# (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17,
+# muse-glimmer.cpp load_arch_hparams)
+MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4, "muse-glimmer": 4}
 # llama.cpp@0c1e57098 src/models/gemma3n.cpp#L7: hparams.n_layer_kv_from_start = 20, whatever the file says
 GEMMA3N_KV_LAYERS = 20
 # exaone4.cpp#L4-L7: only a 64-layer model slides, with a 4,096-token window unless the file names one
@@ -60,7 +62,7 @@ _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvm
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
 UNMAPPED = {**{arch: _STATE for arch in ("kimi-linear", "rwkv6", "rwkv7", "plamo2")},
             **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2", "minimax-m3",
-                                          "muse-glimmer", "hy_v4", "minicpm3", "jais2", "hrm_text", "chameleon")}}
+                                          "hy_v4", "minicpm3", "hrm_text")}}
 
 
 def _number(meta: dict, full: str, *, default=SourceError):

@@ -103,6 +103,7 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "mistral4": {"num_key_value_heads": 4, "kv_lora_rank": 128, "q_lora_rank": 256, "qk_rope_head_dim": 32,
                        "qk_nope_head_dim": 32, "v_head_dim": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
                        "moe_intermediate_size": 128},
+          "jais2": {"head_dim": 64}, "chameleon": {}, "muse_glimmer_text": {"head_dim": 64, "sliding_window": 512},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
@@ -201,7 +202,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
-@pytest.mark.parametrize("arch", ["step35", "jais2", "rwkv7", "kimi-linear"])
+@pytest.mark.parametrize("arch", ["step35", "hrm_text", "rwkv7", "kimi-linear"])
 def test_unmapped_architectures_refused_with_reason(arch):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
