@@ -101,7 +101,12 @@ def gguf_nextn_layers(model: Model) -> int:
 def nextn_loaded(model: Model) -> tuple:
     """Name endings of the MTP block's tensors llama.cpp loads without load_mtp: glm-dsa and deepseek32 create
     exp_probs_b.bias with TENSOR_NOT_REQUIRED alone in every layer (llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L155,
-    src/models/deepseek32.cpp#L121), the block's others with TENSOR_SKIP."""
+    src/models/deepseek32.cpp#L121), the block's others with TENSOR_SKIP; so do the other architectures kvmem
+    reads (the loaders of glm4moe, deepseek2, qwen35/qwen35moe/qwen3next, exaone-moe, glm4, bailingmoe2/3, dots3note,
+    mimo2, nemotron-h flag every block tensor). Not here, as kvmem's GGUF reader refuses them (gguf_more.UNMAPPED):
+    step35 loads most of its block (step35.cpp#L115-L171, TENSOR_NOT_REQUIRED alone), cohere2moe and hy-v3 the
+    block's nextn.embed_tokens / shared_head_head / shared_head_norm (cohere2moe.cpp#L102 load_block_mtp,
+    hy-v3.cpp#L91-L95)."""
     return (".exp_probs_b.bias",) if ARCHS.get(model.model_type) in ("glm-dsa", "deepseek32") else ()
 
 
