@@ -97,3 +97,21 @@ def test_check_log_splits_a_glm_5_2_log_as_printed():
     other = check_log(log.replace("offloaded 80/80", "offloaded 79/79"), "glm-5.2", tensor_split="54,9,8,8")
     assert "line 1: 'offloaded 79/79 layers to GPU' counts 78 layers in the file, kvmem 79 (78 and 1 NextN/MTP)" \
         in other.notes[-1]
+
+
+def test_fit_emulation_counts_the_trunk_as_fit_cpp_does():
+    # common/fit.cpp counts hp_ngl = llama_model_n_layer (the trunk; + n_layer_nextn only with load_mtp,
+    # llama.cpp@0c1e57098 common/fit.cpp#L140-L143) and writes -ngl = the layers it assigned, at most hp_ngl + 1
+    # (#L553-L560); the load then splits n_layer_all + 1. GLM-4.5-Air (46 trunk layers + 1 MTP block) given 20 + 27
+    # = 47 = hp_ngl + 1 layers: -ngl 47 -ts 20,27 over 48 layers, i_gpu_start = 48 - 47 = 1, so layer 0 stays on the
+    # host ("offloaded 47/48"); layers 1-20 on CUDA0 ((il - 1) / 47 < 20/47), 21-45, the block and the output on CUDA1
+    from kvmem.engines.llamacpp.fitting import fit_layout
+    from kvmem.engines.llamacpp.placement import CPU
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = kvmem.get_model("glm-4.5-air")
+    lay = fit_layout(model, synthesised_tensors(model, "q4_k_m"), ("CUDA0", "CUDA1"),
+                     [(20, 0, "MOE"), (27, 0, "MOE")], [CPU, CPU], {}, 4096)
+    p = lay.placement
+    assert (lay.n_gpu_layers, lay.tensor_split, p.offloaded_layers, p.layers_total) == (47, (20, 27), 47, 48)
+    assert p.layer_device[0] == CPU and p.device("CUDA0").layers == tuple(range(1, 21))
+    assert p.nextn_device == ("CUDA1",) and p.output_device == "CUDA1"
