@@ -191,7 +191,9 @@ def config_from_header(header) -> dict:
         else:
             swa = None
         if swa is not None:
-            if len(swa) != n_layers:
+            # one per layer, or one per trunk layer (conversion/exaone.py ExaoneMoEModel writes the config's
+            # layer_types beside the MTP layers in block_count; the loader's get_arr leaves the rest unset)
+            if len(swa) not in (n_layers, trunk):
                 raise SourceError(f"GGUF {arch}.attention.sliding_window_pattern has {len(swa)} entries, "
                                   f"block_count is {n_layers}")
             cfg["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa[:trunk]]

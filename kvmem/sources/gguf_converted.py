@@ -76,8 +76,18 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         _deepseek4(cfg, out)
     elif arch == "gemma3n":
         _gemma3n(cfg, out)
-    elif cfg.get("sliding_window") and arch in ("olmo2", "exaone4", "mellum", "afmoe"):
+    elif cfg.get("sliding_window") and arch in ("olmo2", "exaone4", "mellum", "afmoe", "exaone-moe"):
         _sliding(cfg, arch, out)
+    if arch == "exaone-moe":
+        # conversion/exaone.py ExaoneMoEModel L135-L151: Exaone4Model's keys, block_count with the MTP layers
+        nextn, moe = cfg.get("num_nextn_predict_layers", 0), cfg["moe_intermediate_size"]
+        out.update({"block_count": cfg["num_hidden_layers"] + nextn, "nextn_predict_layers": nextn,
+                    "expert_feed_forward_length": moe, "expert_shared_count": cfg["num_shared_experts"],
+                    "expert_shared_feed_forward_length": moe * cfg["num_shared_experts"],
+                    "expert_weights_scale": float(cfg["routed_scaling_factor"]),
+                    "expert_weights_norm": bool(cfg["norm_topk_prob"]),
+                    "leading_dense_block_count": cfg.get("first_k_dense_replace",
+                                                         cfg.get("first_last_k_dense_replace", 0))})
     _moe_and_rope(cfg, config, arch, out)
     # llama-arch.cpp L428-L431: the xIELU keys carry no architecture prefix
     return arch, {key if key.startswith("xielu.") else f"{arch}.{key}": value for key, value in out.items()}
@@ -166,9 +176,9 @@ def _sliding(cfg: dict, arch: str, out: dict) -> None:
         out["attention.sliding_window_pattern"] = [t == "sliding_attention" for t in types]
     elif arch == "olmo2":
         out["attention.sliding_window_pattern"] = [(i + 1) % 4 != 0 for i in range(n)]
-    elif arch == "exaone4" and isinstance(pattern, str) and pattern:
+    elif arch in ("exaone4", "exaone-moe") and isinstance(pattern, str) and pattern:
         out["attention.sliding_window_pattern"] = [pattern[i % len(pattern)] == "L" for i in range(n)]
-    elif arch == "exaone4" and isinstance(pattern, int) and pattern:
+    elif arch in ("exaone4", "exaone-moe") and isinstance(pattern, int) and pattern:
         out["attention.sliding_window_pattern"] = [(i + 1) % pattern != 0 for i in range(n)]
 
 

@@ -43,14 +43,15 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid", "gpt2": "gpt2",
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
-                    "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text"}
+                    "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
 # load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
 # (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17,
-# muse-glimmer.cpp load_arch_hparams)
-MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4, "muse-glimmer": 4}
+# muse-glimmer.cpp load_arch_hparams, exaone-moe.cpp#L6)
+MORE_SWA_PATTERN = {"gemma3n": 5, "olmo2": 4, "exaone4": 4, "mellum": 4, "afmoe": 4, "muse-glimmer": 4,
+                    "exaone-moe": 4}
 # llama.cpp@0c1e57098 src/models/gemma3n.cpp#L7: hparams.n_layer_kv_from_start = 20, whatever the file says
 GEMMA3N_KV_LAYERS = 20
 # exaone4.cpp#L4-L7: only a 64-layer model slides, with a 4,096-token window unless the file names one
@@ -61,7 +62,7 @@ _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
 UNMAPPED = {**{arch: _STATE for arch in ("kimi-linear", "rwkv6", "rwkv7", "plamo2")},
-            **{arch: _SHAPES for arch in ("cohere2moe", "exaone-moe", "laguna", "step35", "mimo2", "minimax-m3",
+            **{arch: _SHAPES for arch in ("cohere2moe", "laguna", "step35", "mimo2", "minimax-m3",
                                           "hy_v4", "minicpm3", "hrm_text")}}
 
 
@@ -109,7 +110,7 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         cfg["multi_query"] = cfg["num_key_value_heads"] == 1
     elif arch == "dbrx":        # conversion/dbrx.py: head_count_kv from attn_config.kv_n_heads
         cfg["attn_config"] = {"kv_n_heads": cfg["num_key_value_heads"]}
-    if arch in ("dots1", "afmoe"):
+    if arch in ("dots1", "afmoe", "exaone-moe"):
         # dots1.cpp / afmoe.cpp: leading dense layers and shared experts (weights only, not the cache)
         cfg.update(first_k_dense_replace=key("leading_dense_block_count", 0),
                    n_shared_experts=key("expert_shared_count", 0))

@@ -106,7 +106,10 @@ def _recurrent(line: str) -> list:
     return [m.groups()] if m else []
 
 
-CASES = ["deepseek-v4", "gemma-3n", "llama-4", *sorted(COMMON)]
+# exaone_moe-mtp left out: llama_model_init_from_user aborts on the MTP block's skipped tensors
+# (src/llama-model-loader.cpp#L1329 GGML_ASSERT(buft != nullptr)); files with MTP layers are judged by
+# test_gguf_arches_oracle.py, which loads them from disk
+CASES = ["deepseek-v4", "gemma-3n", "llama-4", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
 
 
 @pytest.mark.parametrize("case", CASES)
