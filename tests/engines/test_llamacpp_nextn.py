@@ -115,3 +115,10 @@ def test_fit_emulation_counts_the_trunk_as_fit_cpp_does():
     assert (lay.n_gpu_layers, lay.tensor_split, p.offloaded_layers, p.layers_total) == (47, (20, 27), 47, 48)
     assert p.layer_device[0] == CPU and p.device("CUDA0").layers == tuple(range(1, 21))
     assert p.nextn_device == ("CUDA1",) and p.output_device == "CUDA1"
+
+
+def test_pipeline_plan_splits_the_mtp_block_too():
+    # plan's per-GPU layers under an equal split (all offloaded): 5 trunk layers + 1 block over 2 GPUs, il / 7
+    # against 0.5: layers 0-3 on GPU 0 (3/7 = 0.43), 4 on GPU 1; without the block il / 6: 0-2 and 3-4
+    from kvmem.engines.llamacpp.plan import _layer_devices
+    assert _layer_devices(5, 2, 1) == [0, 0, 0, 0, 1] and _layer_devices(5, 2) == [0, 0, 0, 1, 1]

@@ -12,6 +12,7 @@ from ...dtypes import dtype
 from ...model import FULL, MLA, Model
 from ...parallel import check_pp_layers
 from ...units import cdiv, pad
+from .arch_tensors import gguf_nextn_layers
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
 from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
@@ -205,14 +206,15 @@ def _hybrid(model: Model) -> bool:
     return model.model_type not in RECURRENT_ONLY and any(layer.state is not None for layer in model.layers)
 
 
-def _layer_devices(n_layer: int, pp: int) -> list[int]:
+def _layer_devices(n_layer: int, pp: int, n_nextn: int = 0) -> list[int]:
     """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded (pp = the GPUs):
-    layer il goes to the GPU whose split interval holds il / (n_layer + 1), an upper_bound over the normalised
-    splits in float32 (llama.cpp@0c1e57098 src/llama-model.cpp#L1558-L1597 llama_model::load_tensors). The
-    reported device is the one holding the most bytes."""
+    layer il goes to the GPU whose split interval holds il / (n_layer_all + 1), an upper_bound over the normalised
+    splits in float32 (llama.cpp@0c1e57098 src/llama-model.cpp#L1579-L1614 llama_model::load_tensors), n_layer_all
+    counting the file's ``n_nextn`` MTP blocks (arch_tensors.gguf_nextn_layers). The reported device is the one
+    holding the most bytes."""
     check_pp_layers(pp, n_layer)
     splits = [as_f32(as_f32(float(d + 1)) / as_f32(float(pp))) for d in range(pp)]
-    act = n_layer + 1  # act_gpu_layers = min(n_gpu_layers, n_layer + 1): the output layer counts
+    act = n_layer + n_nextn + 1  # act_gpu_layers = min(n_gpu_layers, n_layer_all + 1): the output layer counts
     return [min(sum(split <= as_f32(il / act) for split in splits), pp - 1) for il in range(n_layer)]
 
 
@@ -242,7 +244,8 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
         caches, rows, swa_cells = dsv4_caches(model, s, n_ctx_seq)
         return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=None,
                     n_swa=model.layers[0].window, swa_cells=swa_cells, caches=caches, rows=rows,
-                    devices=_layer_devices(model.num_layers, pp), notes=notes, windowed=set(range(model.num_layers)))
+                    devices=_layer_devices(model.num_layers, pp, gguf_nextn_layers(model)), notes=notes,
+                    windowed=set(range(model.num_layers)))
     mode = _mla_mode(model, s)
     if mode not in (None, "per_head") and s.mla is None:
         notes.append(f"mla={mode!r}: the cache of an MLA GGUF on this build; GGUFs converted before "
@@ -340,7 +343,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
                 v += v_type.row_bytes(index_v[i]) * n_ctx_seq * n_stream if i in index_v else 0
         rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
 
-    devices = _layer_devices(model.num_layers, pp)
+    devices = _layer_devices(model.num_layers, pp, gguf_nextn_layers(model))
     return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=mode, n_swa=n_swa,
                 swa_cells=swa_cells, caches=caches, rows=rows, devices=devices, notes=notes, windowed=windowed)
 
