@@ -553,9 +553,9 @@ def test_unknown_mla_mode_lists_the_valid_ones():
         llama("deepseek-v3", mla="latent+v")
     with pytest.raises(ValueError, match="has no MLA layers"):
         llama("llama-3.1-8b", mla="latent")
-    # DeepSeek-V3.2 is sized at the vendored build (tests/engines/test_llamacpp_families.py); an earlier one,
-    # whose DSA cache is not pinned, and a mode other than the K-only latent are refused
-    with pytest.raises(ValueError, match="llama_kv_cache_dsa, PR #21149"):
+    # DeepSeek-V3.2 is sized from PR #23346 on (tests/engines/test_llamacpp_dsa_builds.py); an earlier build,
+    # which has no deepseek32 architecture, and a mode other than the K-only latent are refused
+    with pytest.raises(ValueError, match="have no deepseek32 architecture; build 2026-02-01"):
         llama("deepseek-v3.2", build="2026-02-01")
     with pytest.raises(ValueError, match="caches the latent alone"):
         llama("deepseek-v3.2", mla="none")

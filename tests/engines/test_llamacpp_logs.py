@@ -170,7 +170,7 @@ def test_glm_5_2_layer_split_counts_the_mtp_block():
     model = _model(entry)
     lay = layout(model, synthesised_tensors(model, entry["weight_format"], imatrix=True), gpus=tuple(s["gpus"]),
                  n_gpu_layers=s["n_gpu_layers"], tensor_split=s["tensor_split"], n_cpu_moe=s["n_cpu_moe"],
-                 n_ctx=s["n_ctx"], flash_attn=True)
+                 n_ctx=s["n_ctx"], flash_attn=True, build=s["build"])   # build 10505, given as 2026-08-19
     p = lay.placement
     assert (p.n_layer, p.n_nextn, p.offloaded_layers, p.layers_total) == (78, 1, 80, 80)   # "offloaded 80/80"
     assert p.device("CUDA0").layers == tuple(range(55)) and p.device("CUDA3").layers == tuple(range(72, 78))

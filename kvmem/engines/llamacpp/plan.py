@@ -19,6 +19,7 @@ from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
 from .settings import (
     ALWAYS_ISWA,
     CURRENT,
+    DSA_GLM_FROM,
     MLA_MODES,
     PER_HEAD_MLA,
     PR_12801,
@@ -26,6 +27,9 @@ from .settings import (
     PR_14363,
     PR_17046,
     PR_19067,
+    PR_19460,
+    PR_23346,
+    PR_25407_BY,
     SWA_FULL_WARNING,
     WINDOW_IGNORED,
     Settings,
@@ -127,12 +131,7 @@ def _mla_mode(model: Model, s: Settings) -> str | None:
                              "writes per-head K/V lengths); leave mla unset")
         return "per_head"
     if any(layer.index_head_dim for layer in model.layers):
-        # llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp) is in the vendored build 0c1e57098; the build
-        # that added it (PR #21149) is not pinned here, and it takes the MLA GGUF's K-only latent cache
-        if build != CURRENT:
-            raise ValueError(f"{model.name}: the DeepSeek sparse-attention cache (llama_kv_cache_dsa, PR #21149) is "
-                             f"modelled at the vendored build 0c1e57098 only; the build that added it is not pinned "
-                             f"here, so build {build} is refused")
+        _dsa_build(model, build)
         if mode not in (None, "latent"):
             raise ValueError(f"mla={mode!r}: a DeepSeek sparse-attention GGUF (deepseek32, glm-dsa) caches the latent "
                              "alone (llama_kv_cache_dsa over an MLA GGUF); use mla='latent'")
@@ -150,6 +149,41 @@ def _mla_mode(model: Model, s: Settings) -> str | None:
         raise ValueError("mla='latent+v': builds from 2026-01-24 on (PR #19067) keep no V tensor for MLA GGUFs; "
                          "use mla='latent'")
     return mode
+
+
+# llama.cpp's architectures for DeepSeek sparse attention (src/llama-arch.cpp LLM_ARCH_GLM_DSA "glm-dsa",
+# LLM_ARCH_DEEPSEEK32 "deepseek32"), by the config's model_type
+_DSA_ARCH = {"glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32"}
+
+
+def _dsa_build(model: Model, build) -> None:
+    """Refuse a build whose llama.cpp does not lay a DSA model out as llama_kv_cache_dsa does at 0c1e57098
+    (settings.PR_19460 .. DSA_GLM_FROM give the pull requests and their dates)."""
+    arch = _DSA_ARCH.get(model.model_type)
+    if arch == "deepseek32":
+        # PR #23346 added LLM_ARCH_DEEPSEEK32 with llama_kv_cache_dsa; before it llama_model_loader has no
+        # "deepseek32" architecture and the GGUF fails to load (unknown model architecture)
+        if build < PR_23346:
+            raise ValueError(f"{model.name}: llama.cpp builds before 2026-05-29 (PR #23346, LLM_ARCH_DEEPSEEK32) "
+                             f"have no deepseek32 architecture; build {build} cannot load its GGUF")
+        return
+    if arch == "glm-dsa":
+        if build < PR_19460:
+            raise ValueError(f"{model.name}: llama.cpp builds before 2026-02-13 (PR #19460, LLM_ARCH_GLM_DSA) have "
+                             f"no glm-dsa architecture; build {build} cannot load its GGUF")
+        if build < PR_25407_BY:
+            raise ValueError(f"{model.name}: llama.cpp build {build} runs glm-dsa without its indexer (PR #19460: "
+                             "deepseek2's graph over a plain MLA llama_kv_cache, no indexer cache) until PR #25407; "
+                             "kvmem lays glm-dsa out with llama_kv_cache_dsa only (builds from 2026-08-19)")
+        if build < DSA_GLM_FROM:
+            raise ValueError(f"{model.name}: build {build} falls between 2026-07-24 and 2026-08-19, where PR #25407 "
+                             "(glm-dsa over llama_kv_cache_dsa) and PR #26474 (the indexer cache in 'full' layers "
+                             "only) were merged on dates not pinned here; give a build from 2026-08-19 (build "
+                             "10505 has both) or one before 2026-07-24")
+        return
+    if build != CURRENT:
+        raise ValueError(f"{model.name}: a sparse-attention MLA model of type {model.model_type!r} is laid out at "
+                         f"the vendored build 0c1e57098 only (llama_kv_cache_dsa); build {build} is refused")
 
 
 def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:
