@@ -78,6 +78,28 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         _gemma3n(cfg, out)
     elif cfg.get("sliding_window") and arch in ("olmo2", "exaone4", "mellum", "afmoe", "exaone-moe"):
         _sliding(cfg, arch, out)
+    _moe_sliding(cfg, arch, out)
+    _moe_and_rope(cfg, config, arch, out)
+    # llama-arch.cpp L428-L431: the xIELU keys carry no architecture prefix
+    return arch, {key if key.startswith("xielu.") else f"{arch}.{key}": value for key, value in out.items()}
+
+
+def _moe_sliding(cfg: dict, arch: str, out: dict) -> None:
+    """The MoE keys of cohere2moe and exaone-moe, whose window and pattern come with them."""
+    if arch == "cohere2moe":
+        # conversion/command_r.py Cohere2MoeModel L91-L116: the experts are intermediate_size wide; the dense lead
+        # from mlp_layer_types
+        types = cfg.get("mlp_layer_types")
+        lead = (next((i for i, t in enumerate(types) if t != "dense"), len(types)) if types is not None
+                else cfg.get("first_k_dense_replace", 0))
+        out.update({"logit_scale": float(cfg["logit_scale"]), "attention.sliding_window": cfg["sliding_window"],
+                    "attention.sliding_window_pattern": [t == "sliding_attention" for t in cfg["layer_types"]],
+                    "expert_feed_forward_length": cfg["intermediate_size"], "leading_dense_block_count": lead,
+                    "expert_weights_norm": bool(cfg.get("norm_topk_prob", False)),
+                    "rope.dimension_count": cfg["head_dim"]})
+        if cfg.get("num_shared_experts", 0) > 0:
+            out.update({"expert_shared_count": cfg["num_shared_experts"],
+                        "expert_shared_feed_forward_length": cfg["intermediate_size"] * cfg["num_shared_experts"]})
     if arch == "exaone-moe":
         # conversion/exaone.py ExaoneMoEModel L135-L151: Exaone4Model's keys, block_count with the MTP layers
         nextn, moe = cfg.get("num_nextn_predict_layers", 0), cfg["moe_intermediate_size"]
@@ -88,9 +110,6 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
                     "expert_weights_norm": bool(cfg["norm_topk_prob"]),
                     "leading_dense_block_count": cfg.get("first_k_dense_replace",
                                                          cfg.get("first_last_k_dense_replace", 0))})
-    _moe_and_rope(cfg, config, arch, out)
-    # llama-arch.cpp L428-L431: the xIELU keys carry no architecture prefix
-    return arch, {key if key.startswith("xielu.") else f"{arch}.{key}": value for key, value in out.items()}
 
 
 def _moe_and_rope(cfg: dict, config: dict, arch: str, out: dict) -> None:

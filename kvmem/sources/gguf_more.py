@@ -43,7 +43,8 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "lfm2": "lfm2", "lfm2moe": "lfm2_moe", "granitehybrid": "granitemoehybrid", "gpt2": "gpt2",
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
-                    "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe"}
+                    "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
+                    "cohere2moe": "cohere2_moe"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -62,7 +63,7 @@ _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT
 _STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
 _SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
 UNMAPPED = {**{arch: _STATE for arch in ("kimi-linear", "rwkv6", "rwkv7", "plamo2")},
-            **{arch: _SHAPES for arch in ("cohere2moe", "laguna", "step35", "mimo2", "minimax-m3",
+            **{arch: _SHAPES for arch in ("laguna", "step35", "mimo2", "minimax-m3",
                                           "hy_v4", "minicpm3", "hrm_text")}}
 
 
@@ -89,6 +90,10 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         _llama4(cfg, key, trunk)
     elif arch in ("mamba", "mamba2"):
         _mamba(cfg, key, arch)
+    elif arch == "cohere2moe" and cfg.get("sliding_window") and "layer_types" not in cfg:
+        # cohere2moe.cpp#L27-L28: load_swa_pattern(ml, 4, dense_first): full where i % 4 == 0
+        # (src/llama-hparams.cpp#L8-L12)
+        cfg["layer_types"] = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(trunk)]
     elif arch == "falcon-h1":
         _falcon_h1(cfg, key)
     elif arch in ZERO_KV_ARCHES:
@@ -97,20 +102,27 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         _exaone4(cfg, trunk)
     elif arch == "olmo2" and cfg.get("sliding_window"):
         cfg["model_type"] = "olmo3"          # conversion/olmo.py Olmo2Model L52-L68: Olmo 3 writes the window
-    elif arch == "granitemoe" and key("expert_shared_feed_forward_length", 0):
-        # granite-moe.cpp load_arch_hparams: EXPERT_SHARED_FEED_FORWARD_LENGTH > 0 adds the shared expert
-        cfg.update(model_type="granitemoeshared", shared_intermediate_size=key("expert_shared_feed_forward_length"))
     if (arch in MORE_SWA_PATTERN and cfg.get("sliding_window") and (arch != "exaone4" or trunk == _EXAONE4_SWA_LAYERS)
             and "sliding_attention" not in cfg.get("layer_types", ())):
         # a window makes the cache iSWA (swa_type STANDARD); with no sliding layer llama.cpp aborts creating it
         raise SourceError(f"GGUF {arch} names a sliding window ({cfg['sliding_window']}) but no sliding layer: "
                           "llama.cpp 0c1e57098 aborts creating its cache (GGML_ASSERT(hparams.is_swa_any()), "
                           "src/llama-model.cpp#L2806-L2807)")
+    _named_fields(arch, cfg, key)
+
+
+def _named_fields(arch: str, cfg: dict, key) -> None:
+    """Fields a family names its own way (the cache's heads) or that its weights read."""
     if arch == "starcoder":     # conversion/starcoder.py L20: head_count_kv 1, configuration_gpt_bigcode multi_query
         cfg["multi_query"] = cfg["num_key_value_heads"] == 1
     elif arch == "dbrx":        # conversion/dbrx.py: head_count_kv from attn_config.kv_n_heads
         cfg["attn_config"] = {"kv_n_heads": cfg["num_key_value_heads"]}
-    if arch in ("dots1", "afmoe", "exaone-moe"):
+    elif arch == "cohere2moe":
+        cfg["first_k_dense_replace"] = key("leading_dense_block_count")
+    elif arch == "granitemoe" and key("expert_shared_feed_forward_length", 0):
+        # granite-moe.cpp load_arch_hparams: EXPERT_SHARED_FEED_FORWARD_LENGTH > 0 adds the shared expert
+        cfg.update(model_type="granitemoeshared", shared_intermediate_size=key("expert_shared_feed_forward_length"))
+    elif arch in ("dots1", "afmoe", "exaone-moe"):
         # dots1.cpp / afmoe.cpp: leading dense layers and shared experts (weights only, not the cache)
         cfg.update(first_k_dense_replace=key("leading_dense_block_count", 0),
                    n_shared_experts=key("expert_shared_count", 0))

@@ -107,6 +107,8 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "exaone_moe": {"num_experts": 8, "moe_intermediate_size": 128, "scoring_func": "sigmoid"},
           "exaone_moe-mtp": {"num_experts": 8, "moe_intermediate_size": 128, "scoring_func": "sigmoid",
                              "num_nextn_predict_layers": 1},
+          "cohere2_moe": {"head_dim": 64, "num_experts": 8, "num_experts_per_tok": 2, "sliding_window": 512,
+                          "layer_norm_eps": 1e-5},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
@@ -210,3 +212,14 @@ def test_unmapped_architectures_refused_with_reason(arch):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \(its "):
         config_from_header(header)
+
+
+def test_cohere2moe_without_pattern_is_dense_first():
+    # cohere2moe.cpp L27-L28: load_swa_pattern(ml, 4, dense_first = true) -> full where i % 4 == 0
+    # (llama-hparams.cpp L8-L12), unlike the other archs' (i + 1) % 4 == 0
+    header = type("H", (), {"arch": "cohere2moe", "tensors": [], "metadata": {
+        "cohere2moe.block_count": 8, "cohere2moe.embedding_length": 256, "cohere2moe.attention.head_count": 4,
+        "cohere2moe.attention.head_count_kv": 2, "cohere2moe.attention.sliding_window": 512,
+        "cohere2moe.leading_dense_block_count": 0}})()
+    types = config_from_header(header)["layer_types"]
+    assert [i for i, t in enumerate(types) if t == "full_attention"] == [0, 4]
