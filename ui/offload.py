@@ -35,7 +35,7 @@ def panel(model, fit_kwargs: dict) -> None:
             continue
         memory = ", ".join(f"{device} {kvmem.format_bytes(n)}" for device, n in lay.total_bytes.items())
         bound = "—" if speed is None else f"{speed:,.1f} tok/s"
-        st.markdown(f"**{label}**: {lay.placement.offloaded_layers}/{lay.placement.n_layer + 1} layers on the GPUs, "
+        st.markdown(f"**{label}**: {lay.placement.offloaded_layers}/{lay.placement.layers_total} layers on the GPUs, "
                     f"context {lay.n_ctx:,}; {memory}; decode bound {bound}")
         st.code(command, language="bash")
     st.caption(f"--fit on: {plan.fit_note}. " + " ".join(plan.notes))

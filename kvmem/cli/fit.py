@@ -72,7 +72,7 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
             continue
         mib = ", ".join(f"{d} {lay.total_bytes[d] / 2**20:,.0f} MiB" for d in lay.total_bytes)
         speed = f"{tps:,.1f} tokens/s" if tps else "needs --host-memory (and GPU bandwidth)"
-        lines += [f"  {label}: {lay.placement.offloaded_layers}/{lay.placement.n_layer + 1} layers on the GPUs, "
+        lines += [f"  {label}: {lay.placement.offloaded_layers}/{lay.placement.layers_total} layers on the GPUs, "
                   f"n_ctx {lay.n_ctx:,}; {mib}; decode bound {speed}", f"    {cmd}"]
         if label != "kvmem":
             lines.append(f"    (it chooses {' '.join(lay.flags())})")
@@ -143,6 +143,8 @@ def cmd_fit(args) -> int:
     offload = "offload" in engine_spec(args.engine).panels   # the engine places layers on GPUs and host
     if offload and "," in args.gpu:     # mixed cards: the offload placement only, its verdict first
         lines, data = _offload_lines(model, args)
+        if "error" in data:     # bad input (an unknown card, an option): an error, not a verdict
+            raise ValueError(data["error"])
         placed = bool(data.get("best")) and not any("it does not run" in line for line in lines)
         lines.insert(0, f"{model.name} on {args.gpu.replace(',', ' + ')} · llama.cpp: "
                         + ("fits with the placement below" if placed else "does not fit: no placement below runs"))
