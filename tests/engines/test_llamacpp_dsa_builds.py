@@ -54,3 +54,67 @@ def test_glm_dsa_from_build_10505_on_is_the_vendored_layout():
     logged = llama("glm-5.2", build="2026-08-19")
     assert [(c["layers"], c["k_bytes"]) for c in logged.details.caches] == [(78, 368_050_176), (21, 22_020_096)]
     assert logged.kv_bytes == llama("glm-5.2").kv_bytes == 351 * MiB + 21 * MiB
+
+
+# ---- the GLM-5.2 runs of build 10505: CUDA0's compute line is set by which host expert is the largest ------
+
+def _glm52_entries():
+    import json
+    from pathlib import Path
+    logs = json.loads((Path(__file__).parents[2] / "docs/research/llamacpp_offload_logs.json").read_text())
+    return {e["id"]: e for e in logs if e["id"].startswith("glm-5.2-ud-")}
+
+
+GLM52 = _glm52_entries()
+# bytes per weight of a 256 x 6144 x 2048 expert tensor: Q4_K 144 B / 256, Q6_K 210 B / 256, Q8_0 34 B / 32
+# (llama.cpp@0c1e57098 ggml/src/ggml-common.h block_q4_K, block_q6_K, block_q8_0)
+_BYTES = {"Q4_K": (144, 256), "Q6_K": (210, 256), "Q8_0": (34, 32)}
+# one tensor retyped in kvmem's approximate UD mix (tensors.synthesised_tensors: llama-quantize's Q5_K_M /
+# Q4_K_M rules, Q6_K ffn_down_exps on layers 0-9 by use_more_bits): the Q5 file's largest host expert is a Q8_0
+# (the printed Q5 CUDA0 is 744.00 MiB = 3264 - 2520 above the Q4 run at the same flags), put in layer 8's
+# ffn_down_exps; the Q4 file (4 q6_K tensors in all) has no Q6_K expert in layer 3, the first MoE layer
+RETYPED = {"q5": ("blk.8.ffn_down_exps.weight", "Q8_0"), "q4": ("blk.3.ffn_down_exps.weight", "Q4_K")}
+
+
+def _cuda0(entry, retype=None):
+    import dataclasses
+    import math
+
+    import kvmem
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.placement import buffer_mib
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    s = entry["settings"]
+    model = kvmem.get_model(entry["preset"])
+    tensors = synthesised_tensors(model, entry["weight_format"], imatrix=entry.get("imatrix", False))
+    if retype:
+        name, dtype = retype
+        num, den = _BYTES[dtype]
+        tensors = [dataclasses.replace(t, dtype=dtype, nbytes=math.prod(t.shape) * num // den) if t.name == name
+                   else t for t in tensors]
+    lay = layout(model, tensors, gpus=tuple(s["gpus"]), n_gpu_layers=s["n_gpu_layers"],
+                 tensor_split=s["tensor_split"], n_cpu_moe=s["n_cpu_moe"], n_ctx=s["n_ctx"],
+                 n_ubatch=s.get("n_ubatch", 512), flash_attn=s["flash_attn"], mmap=s["mmap"], build=s["build"])
+    return buffer_mib(lay.compute_bytes["CUDA0"])
+
+
+@pytest.mark.parametrize("entry_id", sorted(GLM52))
+def test_glm52_cuda0_compute_is_the_printed_with_the_files_largest_host_expert(entry_id):
+    # -ncmoe 54: CUDA0 runs every host layer's prompt-sized MUL_MAT_ID on a copy of its expert tensor (pass 1's
+    # op offload; each weight starts a split, ggml-backend.cpp#L1325-L1360, its copy allocated at the split's
+    # start, #L1514-L1530), so the line is the largest copy + what is live beside it. The scheduler and allocator
+    # as kvmem emulates them give every printed CUDA0 line to the MiB, nine of nine, once one tensor of the mix
+    # has the file's type (the log prints only type counts: which tensor it is, is the fit)
+    entry = GLM52[entry_id]
+    retype = RETYPED["q5" if "-q5kxl-" in entry_id else "q4"]
+    assert _cuda0(entry, retype) == entry["printed"]["compute_mib"]["CUDA0"]
+
+
+def test_glm52_largest_host_expert_in_the_first_moe_layer_costs_44_mib():
+    # the 44.00 MiB the Q4 lines were over (4424.07 against 4380.07) is the mix's Q6_K blk.3.ffn_down_exps: after
+    # dense layer 2 the freed ffn_moe_up output (512 x 8 x 2048 x 4 B = 32 MiB) leaves a hole below ffn_inp
+    # (512 x 6144 x 4 B = 12 MiB), the GLU output goes above it and the down copy (2520 MiB) above that, at
+    # 1808.07. In later layers (e.g. 26) ffn_inp and the norm output lie below the masks (at 220 and 0 MiB) and
+    # the copy follows the GLU output at 1732.07 directly: 1732.07 + 32 + 2520 + 96 (its output) = 4380.07
+    entry = GLM52["glm-5.2-ud-q4kxl-ncmoe54-ts-54-9-8-8-ctx768000"]
+    assert _cuda0(entry) == 4424.07 == entry["printed"]["compute_mib"]["CUDA0"] + 44.00
