@@ -9,6 +9,7 @@ itself building that model).
 
 from __future__ import annotations
 
+from .gguf_converted_keys import EXTRA, OWN_KEYS, mla_keys
 from .gguf_more import MORE_MODEL_TYPES
 
 __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
@@ -55,8 +56,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe"):     # granite.py L33: popped
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
     _required(cfg, arch, out)
-    if arch in _OWN_KEYS:
-        return arch, {f"{arch}.{key}": value for key, value in _OWN_KEYS[arch](cfg).items()}
+    if arch in OWN_KEYS:
+        return arch, {f"{arch}.{key}": value for key, value in OWN_KEYS[arch](cfg).items()}
     if arch in ("lfm2", "lfm2moe", "granitehybrid"):
         _zero_kv(cfg, arch, out)
     if arch in ("mamba", "mamba2"):
@@ -71,7 +72,7 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         out.update({"context_length": cfg.get("max_position_embeddings", 0),
                     "attention.key_length": cfg["head_dim"], "attention.value_length": cfg["head_dim"]})
     if arch == "mistral4":
-        _mla(cfg, out)
+        mla_keys(cfg, out)
     if arch == "deepseek4":
         _deepseek4(cfg, out)
     elif arch == "gemma3n":
@@ -229,8 +230,8 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
                           ("route_norm", "expert_weights_norm"), ("route_scale", "expert_weights_scale")):
             if cfg.get(name) is not None:
                 out[key] = cfg[name]
-    elif arch in _EXTRA:
-        out.update(_EXTRA[arch](cfg))
+    elif arch in EXTRA:
+        out.update(EXTRA[arch](cfg))
     elif arch == "apertus":
         # conversion/llama.py ApertusModel L442-L464: the xIELU parameters, one per layer, from each layer's
         # act_fn tensors (not in config.json): the checkpoint's values, here transformers' XIELUActivation defaults
@@ -281,78 +282,3 @@ def _zero_kv(cfg: dict, arch: str, out: dict) -> None:
     if arch == "lfm2moe":
         out.update({"expert_feed_forward_length": cfg["moe_intermediate_size"],
                     "leading_dense_block_count": cfg["num_dense_layers"], "expert_gating_func": 2})
-
-
-# Converters that write every key themselves (their set_gguf_parameters calls no base): config.json -> keys
-_OWN_KEYS = {
-    # conversion/gpt2.py GPT2Model: n_ctx, n_embd, 4 x n_embd, n_head, layer_norm_epsilon
-    "gpt2": lambda c: {"block_count": c["n_layer"], "context_length": c["n_ctx"], "embedding_length": c["n_embd"],
-                       "feed_forward_length": 4 * c["n_embd"], "attention.head_count": c["n_head"],
-                       "attention.layer_norm_epsilon": c["layer_norm_epsilon"]},
-    # conversion/starcoder.py StarCoderModel: as gpt2, n_positions, head_count_kv 1 (multi-query)
-    "starcoder": lambda c: {"block_count": c["n_layer"], "context_length": c["n_positions"],
-                            "embedding_length": c["n_embd"], "feed_forward_length": 4 * c["n_embd"],
-                            "attention.head_count": c["n_head"], "attention.head_count_kv": 1,
-                            "attention.layer_norm_epsilon": c["layer_norm_epsilon"]},
-    # conversion/bloom.py BloomModel: seq_length (else n_embed), head_count_kv = n_head
-    "bloom": lambda c: {"block_count": c["n_layer"], "context_length": c.get("seq_length", c["hidden_size"]),
-                        "embedding_length": c["hidden_size"], "feed_forward_length": 4 * c["hidden_size"],
-                        "attention.head_count": c["n_head"], "attention.head_count_kv": c["n_head"],
-                        "attention.layer_norm_epsilon": c["layer_norm_epsilon"]},
-    # conversion/gptneox.py GPTNeoXModel: rope dims rotary_pct x head size, parallel residual
-    "gptneox": lambda c: {"block_count": c["num_hidden_layers"], "context_length": c["max_position_embeddings"],
-                          "embedding_length": c["hidden_size"], "feed_forward_length": c["intermediate_size"],
-                          "rope.dimension_count": int(c.get("rotary_pct", (c.get("rope_parameters") or {}).get(
-                              "partial_rotary_factor", 0.25)) * (c["hidden_size"] // c["num_attention_heads"])),
-                          "attention.head_count": c["num_attention_heads"],
-                          "use_parallel_residual": bool(c.get("use_parallel_residual", True)),
-                          "attention.layer_norm_epsilon": c["layer_norm_eps"]},
-    # conversion/dbrx.py DbrxModel: d_model, n_heads, attn_config.kv_n_heads, ffn_config's experts
-    "dbrx": lambda c: {"block_count": c["n_layers"], "context_length": c["max_seq_len"],
-                       "embedding_length": c["d_model"],
-                       "feed_forward_length": c["ffn_config"]["ffn_hidden_size"], "attention.head_count": c["n_heads"],
-                       "attention.head_count_kv": c["attn_config"]["kv_n_heads"],
-                       "attention.clamp_kqv": float(c["attn_config"].get("clip_qkv") or 8.0),
-                       "expert_count": c["ffn_config"]["moe_num_experts"],
-                       "expert_used_count": c["ffn_config"]["moe_top_k"], "attention.layer_norm_epsilon": 1e-5},
-}
-
-
-def _mla(cfg: dict, out: dict) -> None:
-    """conversion/deepseek.py DeepseekV2Model.set_gguf_parameters L319-L386 (Mistral 4 through
-    conversion/mistral3.py Mistral4Model): MLA written as one KV head of kv_lora_rank + rope."""
-    kv_lora, rope = cfg.get("kv_lora_rank", 512), cfg["qk_rope_head_dim"]
-    moe = cfg.get("n_routed_experts") is not None
-    out.update({"attention.head_count_kv": 1, "attention.layer_norm_rms_epsilon": cfg.get("rms_norm_eps", 1e-6),
-                "leading_dense_block_count": cfg.get("first_k_dense_replace",
-                                                     0 if moe else cfg["num_hidden_layers"]),
-                "attention.kv_lora_rank": kv_lora, "attention.key_length": kv_lora + rope,
-                "attention.value_length": kv_lora, "attention.key_length_mla": cfg["qk_nope_head_dim"] + rope,
-                "attention.value_length_mla": cfg["v_head_dim"],
-                "expert_feed_forward_length": _find(cfg, ("moe_intermediate_size", "intermediate_size")),
-                "expert_shared_count": cfg.get("n_shared_experts", 0), "rope.dimension_count": rope})
-    if cfg.get("q_lora_rank") is not None:
-        out["attention.q_lora_rank"] = cfg["q_lora_rank"]
-    if cfg.get("routed_scaling_factor") is not None:
-        out["expert_weights_scale"] = float(cfg["routed_scaling_factor"])
-    if cfg.get("norm_topk_prob"):
-        out["expert_weights_norm"] = True
-    for name, key in (("n_group", "expert_group_count"), ("topk_group", "expert_group_used_count")):
-        if cfg.get(name) is not None:       # conversion/base.py L1523-L1527
-            out[key] = cfg[name]
-
-
-# A few keys more on top of the base ones
-_EXTRA = {
-    "olmo": lambda _c: {"attention.layer_norm_epsilon": 1e-5},          # conversion/olmo.py OlmoModel L21-L23
-    "olmoe": lambda _c: {"attention.layer_norm_rms_epsilon": 1e-5},     # olmo.py OlmoeModel
-    # conversion/jais.py Jais2Model: rope over the whole head
-    "jais2": lambda c: {"rope.dimension_count": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]},
-    "chameleon": lambda c: {"swin_norm": bool(c.get("swin_norm", False))},     # conversion/chameleon.py
-    # conversion/muse_glimmer.py MuseGlimmerModel
-    "muse-glimmer": lambda c: {"final_logit_softcapping": float(c["final_logit_softcapping"]),
-                               "logit_scale": float(c["output_multiplier"]),
-                               "attention.sliding_window": c["sliding_window"],
-                               "attention.sliding_window_pattern": [t == "sliding_attention"
-                                                                    for t in c["layer_types"]]},
-}
