@@ -269,3 +269,33 @@ def test_override_rules_keep_their_order_when_tried_by_layer():
                                        "output.weight", "blk.3.ffn_up_exps.weight", "blk.5.ffn_up_exps.weight",
                                        "blk.0.ffn_up_exps.weight", "token_embd.weight")] == [
         None, "CUDA2", "CUDA1", "CUDA1", "CUDA0", "CUDA3", "CUDA3", None]
+
+
+@pytest.mark.parametrize("gpus", [("h100-sxm-80gb",) * 2, MIXES[3], MIXES[4]])
+def test_no_layer_sits_on_the_host_while_gpus_hold_routed_experts(gpus):
+    """Files that carry MTP blocks: --fit counts the trunk alone in -ngl while the split counts the blocks, so
+    its placement leaves layer 0 on the host (glm-5.2 q4_k_m on 2 x H100 at 32k: -ngl 79 -ts 15,64, 79/80);
+    kvmem's own takes every layer (-ngl 80 -ts 16,64, 80/80) and moves routed experts to the host instead."""
+    from kvmem.catalog import as_model
+    from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers
+    from kvmem.engines.llamacpp.offload import llamacpp_offload
+    checked = []
+    for name in _moe_presets():
+        model = as_model(name)
+        if not gguf_nextn_layers(model):
+            continue
+        try:
+            p = llamacpp_offload(name, gpus=list(gpus), context="32k", weight_dtype="q4_k_m")
+        except ValueError as exc:
+            assert "give the GGUF" in str(exc) or "give th" in str(exc), (name, str(exc))
+            continue
+        if p.best is None:
+            continue
+        placement = p.best.placement
+        layers_on_host = [i for i, d in enumerate(placement.layer_device[:model.num_layers]) if d == "CPU"]
+        experts_on_gpus = sum(placement.device(g).group_bytes["experts"] for g in placement.gpus)
+        assert not (layers_on_host and experts_on_gpus), (name, layers_on_host, p.best.flags())
+        checked.append((name, placement.offloaded_layers, placement.layers_total))
+    assert len(checked) >= 5, checked
+    if gpus == ("h100-sxm-80gb",) * 2:
+        assert ("glm-5.2", 80, 80) in checked

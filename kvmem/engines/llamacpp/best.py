@@ -2,7 +2,8 @@
 --n-cpu-moe (MoE) or the most -ngl (dense) that fits; on several, --fit's own search
 (kvmem.engines.llamacpp.fitting) with its margin (for MoE where it places nothing that holds, ``_spread``:
 every layer on the GPUs in whole counts, the experts on the host), then ``top_up``: routed expert tensors moved from the
-host to any GPU with room. Each search's result is kept (best_layout), as fit and its searches ask again."""
+host to any GPU with room (``first_layers`` before it: the first layers --fit leaves on the host beside a file's
+MTP blocks). Each search's result is kept (best_layout), as fit and its searches ask again."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
 
-__all__ = ["best_layout", "fit_searched", "room_left", "top_up"]
+__all__ = ["best_layout", "first_layers", "fit_searched", "room_left", "top_up"]
 
 
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
@@ -107,6 +108,37 @@ def _moved(model, tensors, lay: Layout, t, device, kw) -> Layout:
     return layout(model, tensors, gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers,
                   tensor_split=lay.tensor_split if len(lay.placement.gpus) > 1 else None, n_cpu_moe=lay.n_cpu_moe,
                   override_tensor=(rule,) + tuple(lay.override_tensor), **{**kw, "n_ctx": lay.n_ctx})
+
+
+def first_layers(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layout | None:
+    """--fit counts the trunk alone in -ngl (llama.cpp@0c1e57098 common/fit.cpp#L140-L142), while the split
+    counts a file's MTP blocks too (placement), so its placement leaves the first layer(s) on the host: kvmem's
+    takes them onto the first GPU (-ngl and its -ts count raised by the blocks, every other layer where it was)
+    and, where that card then runs over, moves its routed expert tensors to the host, the smallest that makes
+    room (else the largest, and again); top_up then fills any room left. Layers before experts, as fit.cpp
+    itself orders them. ``lay`` unchanged where no such layout holds."""
+    blocks = gguf_nextn_layers(model)
+    if (lay is None or not blocks or model.facts.moe is None or len(lay.placement.gpus) < 2
+            or lay.n_gpu_layers != model.num_layers + 1 or sum(lay.tensor_split) != lay.n_gpu_layers):
+        return lay
+    first = lay.placement.gpus[0]
+    trial = layout(model, tensors, gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers + blocks,
+                   tensor_split=(lay.tensor_split[0] + blocks,) + tuple(lay.tensor_split[1:]),
+                   n_cpu_moe=lay.n_cpu_moe, override_tensor=lay.override_tensor, **{**kw, "n_ctx": lay.n_ctx})
+    for _ in range(8):
+        if trial.fits(budgets):
+            return trial
+        over = trial.total_bytes[first] - budgets[first]
+        if over <= 0 or any(trial.total_bytes[g] > budgets[g] for g in trial.placement.gpus if g != first):
+            return lay
+        on_first = sorted((t for t in trial.placement.tensors
+                           if t.device == first and t.group == "experts" and "_exps" in t.name),
+                          key=lambda t: (cuda_alloc_bytes(t), t.layer, t.name))
+        if not on_first:
+            return lay
+        enough = [t for t in on_first if cuda_alloc_bytes(t) >= over]
+        trial = _moved(model, tensors, trial, enough[0] if enough else on_first[-1], CPU, kw)
+    return trial if trial.fits(budgets) else lay
 
 
 def top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layout | None:
@@ -208,7 +240,7 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
             best = _spread(model, tensors, names, usable, kw) if model.facts.moe is not None else None
     else:
         best = _best(model, tensors, names, None, usable, kw)
-    best = top_up(model, tensors, best, usable, kw_fit)
+    best = top_up(model, tensors, first_layers(model, tensors, best, usable, kw_fit), usable, kw_fit)
     if len(_BEST) >= _BEST_KEPT:
         _BEST.pop(next(iter(_BEST)))
     _BEST[key] = (best, tensors, source)
