@@ -115,10 +115,10 @@ def first_layers(model, tensors, lay: Layout | None, budgets: dict, kw: dict) ->
     counts a file's MTP blocks too (placement), so its placement leaves the first layer(s) on the host: kvmem's
     takes them onto the first GPU (-ngl and its -ts count raised by the blocks, every other layer where it was)
     and, where that card then runs over, moves its routed expert tensors to the host, the smallest that makes
-    room (else the largest, and again); top_up then fills any room left. Layers before experts, as fit.cpp
-    itself orders them. ``lay`` unchanged where no such layout holds."""
+    room (else the largest, and again; a dense model has none to move); top_up then fills any room left.
+    Layers before experts, as fit.cpp itself orders them. ``lay`` unchanged where no such layout holds."""
     blocks = gguf_nextn_layers(model)
-    if (lay is None or not blocks or model.facts.moe is None or len(lay.placement.gpus) < 2
+    if (lay is None or not blocks or len(lay.placement.gpus) < 2
             or lay.n_gpu_layers != model.num_layers + 1 or sum(lay.tensor_split) != lay.n_gpu_layers):
         return lay
     first = lay.placement.gpus[0]
