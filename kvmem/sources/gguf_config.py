@@ -53,7 +53,7 @@ _MLA = ("deepseek2", "glm-dsa", "deepseek32", "mistral4")   # the deepseek2 MLA 
 _DELTANET = ("qwen3next", "qwen35", "qwen35moe")          # the gated DeltaNet ssm.* keys
 # Hybrids whose attention layers are the ones with head_count_kv > 0 (llama.cpp: recurrent_layer_arr[il]
 # = n_head_kv(il) == 0), the rest Mamba (and, for nemotron_h, MLP-only where feed_forward_length > 0).
-_HYBRIDS = ("jamba", "nemotron_h")
+_HYBRIDS = ("jamba", "nemotron_h", "nemotron_h_moe")
 MAPPED_ARCHITECTURES = tuple(sorted(_MODEL_TYPES))
 # llama.cpp load_hparams: hparams.set_swa_pattern(n) per arch when the GGUF carries no pattern.
 _SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, **MORE_SWA_PATTERN}

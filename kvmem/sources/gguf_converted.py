@@ -44,6 +44,8 @@ def _first(value):
 def converted_metadata(config: dict) -> tuple[str, dict]:
     """(llama.cpp arch, {"<arch>.<key>": value}) for a config.json (its text_config where it nests one)."""
     cfg = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    if cfg["model_type"] == "nemotron_h":
+        return _nemotron_h(cfg)
     arch = CONVERTED_ARCHES[cfg["model_type"]]
     out = {"block_count": _find(cfg, ("num_hidden_layers", "n_layer", "n_layers"))}
     for key, names in _BASE:
@@ -282,3 +284,29 @@ def _zero_kv(cfg: dict, arch: str, out: dict) -> None:
     if arch == "lfm2moe":
         out.update({"expert_feed_forward_length": cfg["moe_intermediate_size"],
                     "leading_dense_block_count": cfg["num_dense_layers"], "expert_gating_func": 2})
+
+
+def _nemotron_h(cfg: dict) -> tuple[str, dict]:
+    """conversion/nemotron.py NemotronHModel (L198-L365, on GraniteHybridModel): nemotron_h_moe where the config
+    names num_experts_per_tok; head_count_kv on the '*' layers, feed_forward_length on the MLP / MoE layers
+    ('-' / 'E'), the Mamba-2 mixer of mamba_num_heads x mamba_head_dim."""
+    moe = "num_experts_per_tok" in cfg
+    arch, pattern = ("nemotron_h_moe" if moe else "nemotron_h"), cfg["hybrid_override_pattern"]
+    ff = cfg["moe_intermediate_size"] if moe else cfg["intermediate_size"]
+    heads, head_dim = cfg["mamba_num_heads"], cfg["mamba_head_dim"]
+    out = {"block_count": cfg["num_hidden_layers"], "context_length": cfg["max_position_embeddings"],
+           "embedding_length": cfg["hidden_size"], "attention.head_count": cfg["num_attention_heads"],
+           "attention.head_count_kv": [cfg["num_key_value_heads"] if c == "*" else 0 for c in pattern],
+           "attention.key_length": cfg.get("head_dim") or cfg["attention_head_dim"],
+           "attention.value_length": cfg.get("head_dim") or cfg["attention_head_dim"],
+           "attention.layer_norm_epsilon": cfg.get("layer_norm_epsilon", 1e-5),
+           "feed_forward_length": [ff if c in "-E" else 0 for c in pattern],
+           "ssm.conv_kernel": cfg["conv_kernel"], "ssm.state_size": cfg["ssm_state_size"],
+           "ssm.group_count": cfg["n_groups"], "ssm.inner_size": heads * head_dim, "ssm.time_step_rank": heads}
+    if moe:
+        out.update({"expert_used_count": cfg["num_experts_per_tok"], "expert_feed_forward_length": ff,
+                    "expert_shared_feed_forward_length": cfg["moe_shared_expert_intermediate_size"],
+                    "expert_count": cfg["n_routed_experts"], "expert_shared_count": cfg["n_shared_experts"],
+                    "expert_weights_norm": bool(cfg["norm_topk_prob"]),
+                    "expert_weights_scale": float(cfg["routed_scaling_factor"]), "expert_group_count": cfg["n_group"]})
+    return arch, {f"{arch}.{key}": value for key, value in out.items()}

@@ -44,7 +44,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
                     "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
-                    "cohere2moe": "cohere2_moe"}
+                    "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -94,6 +94,12 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         # cohere2moe.cpp#L27-L28: load_swa_pattern(ml, 4, dense_first): full where i % 4 == 0
         # (src/llama-hparams.cpp#L8-L12)
         cfg["layer_types"] = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(trunk)]
+    elif arch == "nemotron_h_moe":
+        # nemotron-h.cpp#L12-L16 (llama_model_nemotron_h_moe : llama_model_nemotron_h, models.h L1545): the layers
+        # with a feed-forward width are the MoE ones ('E'); the pattern is the trunk's
+        pattern = cfg["hybrid_override_pattern"][:trunk]
+        cfg.update(hybrid_override_pattern=pattern.replace("-", "E"), n_shared_experts=key("expert_shared_count", 0),
+                   moe_shared_expert_intermediate_size=key("expert_shared_feed_forward_length", 0))
     elif arch == "falcon-h1":
         _falcon_h1(cfg, key)
     elif arch in ZERO_KV_ARCHES:

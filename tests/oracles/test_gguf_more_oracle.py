@@ -52,6 +52,12 @@ def _config(case: str) -> dict:
         cfg["text_config"].update(num_hidden_layers=8, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
                                   head_dim=64, intermediate_size=256, intermediate_size_mlp=512, num_local_experts=4)
         cfg["text_config"]["vocab_size"] = VOCAB
+    elif case == "nemotron-3-nano":      # 10 layers: 4 Mamba-2, 4 MoE, 2 attention
+        cfg = preset_config("nemotron-3-nano-30b-a3b")
+        cfg.update(num_hidden_layers=10, hybrid_override_pattern="MEM*EMEM*E", hidden_size=256, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=64, mamba_num_heads=8, mamba_head_dim=32, n_groups=2,
+                   ssm_state_size=32, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=128,
+                   moe_shared_expert_intermediate_size=256)
     elif case == "gemma-3n":
         cfg = preset_config("gemma-3n-e2b")
         cfg.update(_GEMMA3N)
@@ -109,7 +115,7 @@ def _recurrent(line: str) -> list:
 # exaone_moe-mtp left out: llama_model_init_from_user aborts on the MTP block's skipped tensors
 # (src/llama-model-loader.cpp#L1329 GGML_ASSERT(buft != nullptr)); files with MTP layers are judged by
 # test_gguf_arches_oracle.py, which loads them from disk
-CASES = ["deepseek-v4", "gemma-3n", "llama-4", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
+CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
 
 
 @pytest.mark.parametrize("case", CASES)
