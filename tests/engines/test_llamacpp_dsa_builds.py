@@ -1,9 +1,10 @@
 """llama.cpp DeepSeek sparse attention (glm-dsa, deepseek32) by build date (plan._dsa_build).
 
-The dates (settings.PR_19460 .. DSA_GLM_FROM): glm-dsa loads from PR #19460 (2026-02-13) with its indexer
-ignored; deepseek32 and llama_kv_cache_dsa come with PR #23346 (2026-05-29); glm-dsa takes llama_kv_cache_dsa
-with PR #25407 and its "full"-layer indexer cache with PR #26474, both merged between 2026-07-24 and the
-build 10505 runs of 2026-08-19.
+The dates (settings.PR_19460 .. DSA_FROM): glm-dsa loads from PR #19460 (2026-02-13) with its indexer ignored;
+deepseek32 and llama_kv_cache_dsa come with PR #23346 (2026-05-29), its indexer of generic ggml ops until
+GGML_OP_LIGHTNING_INDEXER (PR #24231, opened 2026-06-06); glm-dsa takes llama_kv_cache_dsa with PR #25407 and
+its "full"-layer indexer cache with PR #26474, both merged after 2026-07-24; all are in build 10505, whose runs
+of 2026-08-19 are published.
 """
 
 import pytest
@@ -18,16 +19,23 @@ def llama(model, **kw):
     return estimate(model, engine="llama.cpp", **kw)
 
 
-def test_deepseek32_is_laid_out_from_pr_23346_and_refused_before():
-    # from 2026-05-29 llama_kv_cache_dsa as at the vendored build: 61 x 576 x 2 B x 4096 = 287,834,112 B and the
+def test_deepseek32_is_laid_out_from_2026_08_19_and_refused_before_with_the_reason():
+    # from 2026-08-19 llama_kv_cache_dsa as at the vendored build: 61 x 576 x 2 B x 4096 = 287,834,112 B and the
     # indexer 61 x 128 x 2 B x 4096 = 63,963,136 B
-    for build in ("2026-05-29", "2026-08-19", None):
+    for build in ("2026-08-19", "2026-10-01", None):
         caches = llama("deepseek-v3.2", build=build).details.caches
         assert [(c["cache"], c["k_bytes"], c["v_bytes"]) for c in caches] == [
             ("kv", 287_834_112, 0), ("kv_idx", 63_963_136, 0)]
     with pytest.raises(ValueError, match="builds before 2026-05-29 .PR #23346, LLM_ARCH_DEEPSEEK32. have no "
                                          "deepseek32 architecture; build 2026-05-28"):
         llama("deepseek-v3.2", build="2026-05-28")
+    # the same cache, another graph: the indexer of generic ggml ops until GGML_OP_LIGHTNING_INDEXER
+    for build in ("2026-05-29", "2026-06-05"):
+        with pytest.raises(ValueError, match="builds the lightning indexer from generic ggml ops .PR #23346."):
+            llama("deepseek-v3.2", build=build)
+    for build in ("2026-06-06", "2026-08-18"):
+        with pytest.raises(ValueError, match="falls before 2026-08-19, where PR #24231 .GGML_OP_LIGHTNING_INDEXER."):
+            llama("deepseek-v3.2", build=build)
 
 
 def test_glm_dsa_before_pr_19460_has_no_architecture():
@@ -43,7 +51,7 @@ def test_glm_dsa_without_its_indexer_and_the_unpinned_merge_window_are_refused_w
     with pytest.raises(ValueError, match="runs glm-dsa without its indexer"):
         llama("glm-5.1", build="2026-07-23")
     for build in ("2026-07-24", "2026-08-18"):
-        with pytest.raises(ValueError, match="between 2026-07-24 and 2026-08-19, where PR #25407"):
+        with pytest.raises(ValueError, match="falls before 2026-08-19, where PR #24231"):
             llama("glm-5.2", build=build)
 
 

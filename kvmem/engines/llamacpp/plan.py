@@ -19,7 +19,7 @@ from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
 from .settings import (
     ALWAYS_ISWA,
     CURRENT,
-    DSA_GLM_FROM,
+    DSA_FROM,
     MLA_MODES,
     PER_HEAD_MLA,
     PR_12801,
@@ -29,6 +29,7 @@ from .settings import (
     PR_19067,
     PR_19460,
     PR_23346,
+    PR_24231_OPENED,
     PR_25407_BY,
     SWA_FULL_WARNING,
     WINDOW_IGNORED,
@@ -157,8 +158,8 @@ _DSA_ARCH = {"glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32"}
 
 
 def _dsa_build(model: Model, build) -> None:
-    """Refuse a build whose llama.cpp does not lay a DSA model out as llama_kv_cache_dsa does at 0c1e57098
-    (settings.PR_19460 .. DSA_GLM_FROM give the pull requests and their dates)."""
+    """Refuse a build whose llama.cpp does not lay a DSA model out as at 0c1e57098: llama_kv_cache_dsa and the
+    GGML_OP_LIGHTNING_INDEXER graph (settings.PR_19460 .. DSA_FROM give the pull requests and their dates)."""
     arch = _DSA_ARCH.get(model.model_type)
     if arch == "deepseek32":
         # PR #23346 added LLM_ARCH_DEEPSEEK32 with llama_kv_cache_dsa; before it llama_model_loader has no
@@ -166,8 +167,12 @@ def _dsa_build(model: Model, build) -> None:
         if build < PR_23346:
             raise ValueError(f"{model.name}: llama.cpp builds before 2026-05-29 (PR #23346, LLM_ARCH_DEEPSEEK32) "
                              f"have no deepseek32 architecture; build {build} cannot load its GGUF")
-        return
-    if arch == "glm-dsa":
+        if build < PR_24231_OPENED:
+            raise ValueError(f"{model.name}: llama.cpp build {build} builds the lightning indexer from generic ggml "
+                             "ops (PR #23346), whose compute buffer is another graph's (PR #24231's DeepSeek-V3.2 run: "
+                             "168368.12 MiB against 5808.12 with GGML_OP_LIGHTNING_INDEXER); kvmem transcribes the "
+                             "GGML_OP_LIGHTNING_INDEXER graph (builds from 2026-08-19)")
+    elif arch == "glm-dsa":
         if build < PR_19460:
             raise ValueError(f"{model.name}: llama.cpp builds before 2026-02-13 (PR #19460, LLM_ARCH_GLM_DSA) have "
                              f"no glm-dsa architecture; build {build} cannot load its GGUF")
@@ -175,15 +180,14 @@ def _dsa_build(model: Model, build) -> None:
             raise ValueError(f"{model.name}: llama.cpp build {build} runs glm-dsa without its indexer (PR #19460: "
                              "deepseek2's graph over a plain MLA llama_kv_cache, no indexer cache) until PR #25407; "
                              "kvmem lays glm-dsa out with llama_kv_cache_dsa only (builds from 2026-08-19)")
-        if build < DSA_GLM_FROM:
-            raise ValueError(f"{model.name}: build {build} falls between 2026-07-24 and 2026-08-19, where PR #25407 "
-                             "(glm-dsa over llama_kv_cache_dsa) and PR #26474 (the indexer cache in 'full' layers "
-                             "only) were merged on dates not pinned here; give a build from 2026-08-19 (build "
-                             "10505 has both) or one before 2026-07-24")
-        return
-    if build != CURRENT:
+    elif build != CURRENT:
         raise ValueError(f"{model.name}: a sparse-attention MLA model of type {model.model_type!r} is laid out at "
                          f"the vendored build 0c1e57098 only (llama_kv_cache_dsa); build {build} is refused")
+    if build < DSA_FROM:
+        raise ValueError(f"{model.name}: build {build} falls before 2026-08-19, where PR #24231 "
+                         "(GGML_OP_LIGHTNING_INDEXER), PR #25407 (glm-dsa over llama_kv_cache_dsa) and PR #26474 (the "
+                         "glm-dsa indexer cache in 'full' layers only) were merged on dates not pinned here; give a "
+                         "build from 2026-08-19 on (build 10505 has all three)")
 
 
 def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:

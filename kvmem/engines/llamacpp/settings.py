@@ -42,16 +42,22 @@ PR_12801, PR_13194, PR_14363 = _D(2025, 4, 15), _D(2025, 5, 20), _D(2025, 7, 16)
 FA_AUTO, PR_15467, PR_16812, PR_17046, PR_19067 = (
     _D(2025, 8, 30), _D(2025, 8, 21), _D(2025, 10, 28), _D(2025, 11, 6), _D(2026, 1, 24))
 CURRENT = datetime.date.max
-# DeepSeek sparse attention (llama_kv_cache_dsa) by build date; merge dates from the pull requests' pages:
+# DeepSeek sparse attention (llama_kv_cache_dsa) by build date; dates from the pull requests' pages:
 # - PR #19460 "model: support GLM MoE DSA arch (NOTE: indexer is not yet supported)", merged 2026-02-13: glm-dsa
 #   loads, its indexer tensors are ignored and it runs deepseek2's graph over a plain MLA llama_kv_cache;
 # - PR #23346 "Support for DeepseekV32ForCausalLM with generic DSA" (the continuation of the closed PR #21149),
-#   merged 2026-05-29: LLM_ARCH_DEEPSEEK32 and llama_kv_cache_dsa (the MLA latent + the indexer key cache);
+#   merged 2026-05-29: LLM_ARCH_DEEPSEEK32 and llama_kv_cache_dsa (the MLA latent + the indexer key cache), its
+#   lightning indexer built from generic ggml ops;
+# - PR #24231 "New GGML_OP_LIGHTNING_INDEXER" (opened 2026-06-06, in the b9967..b10052 range): the indexer as one
+#   op, the graph kvmem transcribes (its DeepSeek-V3.2 -ub 2048 run: CPU compute 168368.12 MiB before, 5808.12
+#   after);
 # - PR #25407 "GLM 5.2 Indexer support" (glm-dsa's own graph over llama_kv_cache_dsa, the indexer.types key;
-#   still in review on 2026-07-24) and PR #26474 (the glm-dsa indexer cache only in "full" layers, opened
-#   2026-08-02): merged between those dates and build 10505 (ee4c505a4), whose published GLM-5.2 runs of
-#   2026-08-19 print llama_kv_cache_dsa with a 21-layer indexer cache (docs/research/llamacpp_offload_logs.json).
-PR_19460, PR_23346, PR_25407_BY, DSA_GLM_FROM = _D(2026, 2, 13), _D(2026, 5, 29), _D(2026, 7, 24), _D(2026, 8, 19)
+#   still in review on 2026-07-24, in the b10076..b10133 range) and PR #26474 (the glm-dsa indexer cache in
+#   "full" layers only, opened 2026-08-02);
+# all of them are in build 10505 (ee4c505a4), whose published GLM-5.2 runs of 2026-08-19 print llama_kv_cache_dsa
+# with a 21-layer indexer cache (docs/research/llamacpp_offload_logs.json); their merge dates are not pinned here.
+PR_19460, PR_23346, PR_24231_OPENED, PR_25407_BY, DSA_FROM = (
+    _D(2026, 2, 13), _D(2026, 5, 29), _D(2026, 6, 6), _D(2026, 7, 24), _D(2026, 8, 19))
 
 
 # Models with both windowed and full layers get a second cache for the windowed ones (chunked attention, Llama 4,
