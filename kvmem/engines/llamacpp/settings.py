@@ -48,9 +48,10 @@ CURRENT = datetime.date.max
 # - PR #23346 "Support for DeepseekV32ForCausalLM with generic DSA" (the continuation of the closed PR #21149),
 #   merged 2026-05-29: LLM_ARCH_DEEPSEEK32 and llama_kv_cache_dsa (the MLA latent + the indexer key cache), its
 #   lightning indexer built from generic ggml ops;
-# - PR #24231 "New GGML_OP_LIGHTNING_INDEXER" (opened 2026-06-06, in the b9967..b10052 range): the indexer as one
-#   op, the graph kvmem transcribes (its DeepSeek-V3.2 -ub 2048 run: CPU compute 168368.12 MiB before, 5808.12
-#   after);
+# - PR #24231 "New GGML_OP_LIGHTNING_INDEXER" (opened 2026-06-06, on master by build 9988 of 2026-07-13, issue
+#   #25468): the indexer as one op, the graph kvmem transcribes (its DeepSeek-V3.2 -ub 2048 run: CPU compute
+#   168368.12 MiB before, 5808.12 after); CPU-only until PR #25545's CUDA kernel (in the b9968..b10052 range):
+#   before it a CUDA build disables the op (resolve_fused_ops) and falls back to the dense scores;
 # - PR #25407 "GLM 5.2 Indexer support" (glm-dsa's own graph over llama_kv_cache_dsa, the indexer.types key;
 #   still in review on 2026-07-24, in the b10076..b10133 range) and PR #26474 (the glm-dsa indexer cache in
 #   "full" layers only, opened 2026-08-02);
