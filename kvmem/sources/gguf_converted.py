@@ -17,6 +17,7 @@ __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
 # Hugging Face model_type -> llama.cpp arch, by the converter class registered for its architectures
 # (conversion/<file>.py ModelBase.register)
 CONVERTED_ARCHES = {**{t: a for a, t in MORE_MODEL_TYPES.items()}, "olmo3": "olmo2", "falcon_mamba": "mamba",
+                    "granitemoe_swa": "granite_swa",
                     "granitemoeshared": "granitemoe"}
 # conversion/base.py TextModel.set_gguf_parameters L1434-L1550: find_hparam's names, first found wins
 _BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
@@ -55,7 +56,7 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     score = _find(cfg, ("score_function", "scoring_func", "score_func"))
     if score is not None:
         out["expert_gating_func"] = _GATING[score]
-    if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe"):     # granite.py L33: popped
+    if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe", "granite_swa"):  # granite.py L33
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
     _required(cfg, arch, out)
     if arch in OWN_KEYS:
@@ -212,7 +213,7 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
                                                            "norm_eps"))
         rot = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
         out["rope.dimension_count"] = int(rot * cfg["hidden_size"]) // cfg["num_attention_heads"]
-    elif arch in ("granite", "granitemoe", "granitehybrid"):      # conversion/granite.py GraniteModel L38-L48
+    elif arch in ("granite", "granitemoe", "granitehybrid", "granite_swa"):      # conversion/granite.py L38-L48
         for name, key in (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
                           ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale")):
             if cfg.get(name):
@@ -232,7 +233,7 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
                           ("route_norm", "expert_weights_norm"), ("route_scale", "expert_weights_scale")):
             if cfg.get(name) is not None:
                 out[key] = cfg[name]
-    elif arch in EXTRA:
+    if arch in EXTRA:
         out.update(EXTRA[arch](cfg))
     elif arch == "apertus":
         # conversion/llama.py ApertusModel L442-L464: the xIELU parameters, one per layer, from each layer's

@@ -12,6 +12,15 @@ def _find(cfg: dict, names: tuple):
 
 # Converters that write every key themselves (their set_gguf_parameters calls no base): config.json -> keys
 OWN_KEYS = {
+    # conversion/mpt.py MPTModel: d_model, n_heads, attn_config's kv_n_heads / clip_qkv / alibi
+    "mpt": lambda c: {"block_count": c["n_layers"], "context_length": c["max_seq_len"],
+                      "embedding_length": c["d_model"],
+                      "feed_forward_length": 4 * c["d_model"], "attention.head_count": c["n_heads"],
+                      **({"attention.head_count_kv": c["attn_config"]["kv_n_heads"]}
+                         if c["attn_config"].get("kv_n_heads") else {}),
+                      "attention.layer_norm_epsilon": 1e-5,
+                      "attention.max_alibi_bias": float(c["attn_config"].get("alibi_bias_max", 8.0)
+                                                        if c["attn_config"].get("alibi") else 0.0)},
     # conversion/gpt2.py GPT2Model: n_ctx, n_embd, 4 x n_embd, n_head, layer_norm_epsilon
     "gpt2": lambda c: {"block_count": c["n_layer"], "context_length": c["n_ctx"], "embedding_length": c["n_embd"],
                        "feed_forward_length": 4 * c["n_embd"], "attention.head_count": c["n_head"],
@@ -72,6 +81,17 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 # A few keys more on top of the base ones
 EXTRA = {
+    # conversion/hunyuan.py HYV3Model: the experts' keys, sigmoid routing
+    "hy_v3": lambda c: {"expert_feed_forward_length": c["moe_intermediate_size"],
+                        "expert_shared_feed_forward_length": c["moe_intermediate_size"]
+                        * c.get("num_shared_experts", 1),
+                        "expert_weights_norm": bool(c.get("route_norm", True)),
+                        "expert_weights_scale": float(c.get("router_scaling_factor", 1.0)), "expert_gating_func": 2},
+    # conversion/granite.py GraniteSWAModel L91-L110: the window (128 unless named), the pattern from layer_types
+    # or i % 4 != 0
+    "granite_swa": lambda c: {"attention.sliding_window": c.get("sliding_window", 128),
+                              "attention.sliding_window_pattern": [t == "sliding_attention" for t in c["layer_types"]]
+                              if c.get("layer_types") else [i % 4 != 0 for i in range(c["num_hidden_layers"])]},
     "olmo": lambda _c: {"attention.layer_norm_epsilon": 1e-5},          # conversion/olmo.py OlmoModel L21-L23
     "olmoe": lambda _c: {"attention.layer_norm_rms_epsilon": 1e-5},     # olmo.py OlmoeModel
     # conversion/jais.py Jais2Model: rope over the whole head

@@ -44,7 +44,8 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "gptneox": "gpt_neox", "bloom": "bloom", "starcoder": "gpt_bigcode", "dbrx": "dbrx",
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
                     "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
-                    "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h"}
+                    "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
+                    "hy_v3": "hy_v3", "mpt": "mpt"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -125,6 +126,10 @@ def _named_fields(arch: str, cfg: dict, key) -> None:
         cfg["attn_config"] = {"kv_n_heads": cfg["num_key_value_heads"]}
     elif arch == "cohere2moe":
         cfg["first_k_dense_replace"] = key("leading_dense_block_count")
+    elif arch == "granite_swa" and cfg.get("num_experts"):      # conversion/granite.py: GraniteMoeSWA's experts
+        cfg["model_type"] = "granitemoe_swa"
+    elif arch == "mpt":         # conversion/mpt.py MPTModel: attn_config.kv_n_heads where the config names one
+        cfg["attn_config"] = {"kv_n_heads": cfg["num_key_value_heads"]}
     elif arch == "granitemoe" and key("expert_shared_feed_forward_length", 0):
         # granite-moe.cpp load_arch_hparams: EXPERT_SHARED_FEED_FORWARD_LENGTH > 0 adds the shared expert
         cfg.update(model_type="granitemoeshared", shared_intermediate_size=key("expert_shared_feed_forward_length"))
