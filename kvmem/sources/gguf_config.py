@@ -31,7 +31,7 @@ Architectures mapped: llama (Llama, Mistral), qwen2, qwen2moe, qwen3, qwen3moe, 
 gemma, gemma2, gemma3, cohere2, deepseek2, gpt-oss, phi3, falcon, jamba, nemotron_h, and (their
 keys in kvmem/sources/gguf_arches.py) glm4moe (GLM-4.5/4.6/4.7), glm-dsa (GLM-5, 5.1, 5.2),
 deepseek32 (DeepSeek-V3.2), minimax-m2 (MiniMax-M2.x), qwen35 and qwen35moe (Qwen3.5 / 3.6), gemma4, and
-(kvmem/sources/gguf_more.py) deepseek4, gemma3n, llama4 and 28 architectures of the common keys (olmo2, ...).
+(kvmem/sources/gguf_more.py, its docstring the index) deepseek4, gemma3n, llama4, mamba, lfm2, nemotron_h_moe, ...
 Others are refused by name (gguf_more.UNMAPPED says why) with a message saying to use the model's config.json.
 """
 

@@ -1,25 +1,27 @@
-"""GGUF metadata -> config.json fields for the llama.cpp architectures mapped after gguf_arches.py's:
-deepseek4 (DeepSeek-V4), gemma3n (Gemma 3n), llama4 and the architectures whose cache llama.cpp 0c1e57098 sizes
-from the common keys alone (gguf_config's head_count / head_count_kv / key_length / sliding_window path),
-each read as its src/models/<arch>.cpp load_arch_hparams reads it and written as its converter writes it
-(kvmem/sources/gguf_converted.py writes them back for the tests):
+"""GGUF metadata -> config.json fields for the llama.cpp 0c1e57098 architectures mapped beyond gguf_arches.py's,
+each key read as src/models/<arch>.cpp load_arch_hparams reads it, written as conversion/*.py writes it (the
+tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracles/test_gguf_more_oracle.py):
 
-    deepseek4   deepseek4.cpp L19-L75; conversion/deepseek.py DeepseekV4Model L659-L689 (_deepseek4 below)
-    gemma3n     gemma3n.cpp L3-L19 (20 cached layers); conversion/gemma.py Gemma3Model L141-L158, L533-L550
-    llama4      llama4.cpp L3-L42 (chunked 8,192 unless sliding_window 0); conversion/llama.py L379-L397
-    olmo2 (OLMo 2 / Olmo 3), olmo, olmoe, granite, granitemoe (+ shared experts), starcoder2, stablelm,
-    seed_oss, exaone4, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe, glm4, command-r (Cohere), apertus,
-    arcee, phi2 (Phi-1/2), nemotron, smollm3, mellum, dots1, afmoe, bitnet, qwen2vl, qwen3vl, qwen3vlmoe,
-    mistral3 (Ministral 3 / Mistral Small 3.x): conversion/base.py TextModel.set_gguf_parameters
-    L1434-L1550 and each arch's few keys; the sliding layers (olmo2, exaone4, mellum, afmoe:
-    load_swa_pattern(ml, 4)) as gguf_config reads any sliding_window_pattern.
+    deepseek4   deepseek4.cpp L19-L75 (_deepseek4)            gemma3n     gemma3n.cpp L3-L19: 20 layers cached
+    llama4      llama4.cpp L3-L42: chunked 8,192              mistral4    deepseek2's MLA keys (gguf_config)
+    mamba, mamba2 (falcon_mamba)   ssm.* (_mamba)            falcon-h1   attention + Mamba-2 in every layer
+    lfm2, lfm2moe, granitehybrid   recurrent where head_count_kv is 0 (_recurrent_by_kv)
+    nemotron_h_moe                 nemotron_h's keys, its feed-forward layers MoE
+    the common keys (gguf_config's head_count / head_count_kv / key_length / sliding_window path) and a few
+    of their own: olmo, olmo2 (Olmo 3 when it slides), olmoe, granite, granitemoe(shared), granite_swa,
+    starcoder2, stablelm, seed_oss, exaone4, exaone-moe, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe,
+    hy_v3, glm4, chatglm, command-r, cohere2moe, apertus, arcee, phi2, nemotron, smollm3, mellum, dots1, afmoe,
+    bitnet, qwen2vl, qwen3vl, qwen3vlmoe, mistral3, jais2, chameleon, muse-glimmer, gpt2, gptneox, bloom,
+    starcoder (gpt_bigcode), dbrx, mpt.
+Refused where llama.cpp would not run the file or would size it otherwise than its config: a window
+without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers, gemma3n whose
+shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window.
 
-Left unmapped (refused by gguf_config naming the architecture and the reason in UNMAPPED): the recurrent and
-hybrid families (mamba, mamba2, falcon-h1, granitehybrid, lfm2, lfm2moe, kimi-linear, rwkv6/7, plamo2), whose
-state keys gguf_config does not read; and the families whose keys set per-layer attention shapes it does not
-model (cohere2moe, exaone-moe, laguna, step35, mimo2, minimax-m3, muse-glimmer, hy_v4, minicpm3, mistral4,
-dbrx, gpt2, gptneox, bloom, starcoder, chatglm, jais2, hrm_text, chameleon). Either is a gap of this reader,
-said as such: the model's config.json sizes them.
+Left unmapped, refused naming the architecture with the reason in UNMAPPED: kimi-linear, laguna, step35,
+mimo2, minimax-m3, hy_v4, minicpm3, hrm_text, phimoe, minimax-01, deci, exaone, hunyuan_vl, paddleocr,
+deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
+at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
+gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
 """
 
 from __future__ import annotations
@@ -61,11 +63,30 @@ _EXAONE4_SWA_LAYERS, _EXAONE4_WINDOW = 64, 4096
 _LLAMA4_CHUNK = 8192       # llama4.cpp#L14: n_swa = 8192 for every chunked file
 _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
 
-_STATE = "its recurrent state keys (ssm.* / shortconv / KDA) are not read by kvmem.sources.gguf_config"
-_SHAPES = "its llama.cpp keys set per-layer attention shapes kvmem.sources.gguf_config does not read"
-UNMAPPED = {**{arch: _STATE for arch in ("kimi-linear", "rwkv6", "rwkv7", "plamo2")},
-            **{arch: _SHAPES for arch in ("laguna", "step35", "mimo2", "minimax-m3",
-                                          "hy_v4", "minicpm3", "hrm_text")}}
+_GAP = "not mapped yet: kvmem.sources.gguf_config does not read "
+_NO_FAMILY = "kvmem reads no Hugging Face family of it (kvmem.configs.families)"
+# llama.cpp architectures left unmapped, each with why (the message of gguf_config's refusal)
+UNMAPPED = {
+    "kimi-linear": _GAP + "its KDA state keys (kda.head_dim, ssm.conv_kernel) beside the per-layer MLA",
+    "laguna": _GAP + "its per-layer head_count array and dense-first sliding pattern (laguna.cpp)",
+    "step35": _GAP + "its per-layer head_count / head_count_kv arrays (conversion/step3.py Step35Model)",
+    "mimo2": _GAP + "its per-layer sliding shapes and attention.value_scale (mimo2.cpp)",
+    "minimax-m3": _GAP + "its sparse layers' indexer keys (minimax-m3.cpp)",
+    "hy_v4": _GAP + "its MLA, indexer types and hyper-connection keys (hy-v4.cpp)",
+    "minicpm3": _GAP + "its MLA keys as minicpm3.cpp reads them (kv_lora_rank, q_lora_rank, per-head key_length)",
+    "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
+    "phimoe": _GAP + "the phi3 keys it carries under another name (conversion/phi.py PhiMoeModel)",
+    "minimax-01": _GAP + "its lightning-attention layers (minimax-01.cpp)",
+    "deci": _GAP + "its per-layer head counts (nemotron-nas block_configs; conversion/deci.py)",
+    "exaone": _GAP + "EXAONE 3's keys (exaone.cpp)",
+    "hunyuan_vl": _GAP + "its keys (hunyuan-vl.cpp)",
+    "paddleocr": _GAP + "its keys (paddleocr.cpp)",
+    "deepseek2-ocr": _GAP + "its keys (deepseek2ocr.cpp)",
+    "gptj": "no converter at llama.cpp 0c1e57098 writes it (conversion/ has no MODEL_ARCH.GPTJ)",
+    **{arch: _NO_FAMILY for arch in ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "plamo", "plamo2", "plamo3",
+                                      "xverse", "orion", "baichuan", "qwen", "internlm2", "minicpm", "openelm",
+                                      "arctic", "deepseek", "codeshell", "refact", "grok", "t5", "t5encoder")},
+}
 
 
 def _number(meta: dict, full: str, *, default=SourceError):

@@ -141,8 +141,8 @@ def test_unmapped_architecture_says_what_to_do(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(SourceError, match=r"GGUF architecture 'rwkv7' is not mapped to a kvmem model \(its recurrent "
-                                          r"state keys .* Use the model's config.json"):
+    with pytest.raises(SourceError, match=r"GGUF architecture 'rwkv7' is not mapped to a kvmem model \(kvmem reads "
+                                          r"no Hugging Face family of it .* Use the model's config.json"):
         kvmem.Model.from_gguf(path)
 
 
