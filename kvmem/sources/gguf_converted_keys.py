@@ -81,6 +81,9 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 # A few keys more on top of the base ones
 EXTRA = {
+    # conversion/phi.py Phi3MiniModel L149-L173 (PhiMoeModel's parent): rope dims over the head, the window or 0
+    "phimoe": lambda c: {"rope.dimension_count": c["hidden_size"] // c["num_attention_heads"],
+                         "attention.sliding_window": c.get("sliding_window") or 0},
     # conversion/hunyuan.py HYV3Model: the experts' keys, sigmoid routing
     "hy_v3": lambda c: {"expert_feed_forward_length": c["moe_intermediate_size"],
                         "expert_shared_feed_forward_length": c["moe_intermediate_size"]

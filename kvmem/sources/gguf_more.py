@@ -12,7 +12,7 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
     starcoder2, stablelm, seed_oss, exaone4, exaone-moe, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe,
     hy_v3, glm4, chatglm, command-r, cohere2moe, apertus, arcee, phi2, nemotron, smollm3, mellum, dots1, afmoe,
     bitnet, qwen2vl, qwen3vl, qwen3vlmoe, mistral3, jais2, chameleon, muse-glimmer, gpt2, gptneox, bloom,
-    starcoder (gpt_bigcode), dbrx, mpt.
+    starcoder (gpt_bigcode), dbrx, mpt, phimoe (every layer whole, as phimoe.cpp reads no window).
 Refused where llama.cpp would not run the file or would size it otherwise than its config: a window
 without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers, gemma3n whose
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window.
@@ -47,7 +47,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
                     "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
-                    "hy_v3": "hy_v3", "mpt": "mpt"}
+                    "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -75,7 +75,6 @@ UNMAPPED = {
     "hy_v4": _GAP + "its MLA, indexer types and hyper-connection keys (hy-v4.cpp)",
     "minicpm3": _GAP + "its MLA keys as minicpm3.cpp reads them (kv_lora_rank, q_lora_rank, per-head key_length)",
     "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
-    "phimoe": _GAP + "the phi3 keys it carries under another name (conversion/phi.py PhiMoeModel)",
     "minimax-01": _GAP + "its lightning-attention layers (minimax-01.cpp)",
     "deci": _GAP + "its per-layer head counts (nemotron-nas block_configs; conversion/deci.py)",
     "exaone": _GAP + "EXAONE 3's keys (exaone.cpp)",
@@ -147,6 +146,8 @@ def _named_fields(arch: str, cfg: dict, key) -> None:
         cfg["attn_config"] = {"kv_n_heads": cfg["num_key_value_heads"]}
     elif arch == "cohere2moe":
         cfg["first_k_dense_replace"] = key("leading_dense_block_count")
+    elif arch == "phimoe":
+        _phimoe(cfg)
     elif arch == "granite_swa" and cfg.get("num_experts"):      # conversion/granite.py: GraniteMoeSWA's experts
         cfg["model_type"] = "granitemoe_swa"
     elif arch == "mpt":         # conversion/mpt.py MPTModel: attn_config.kv_n_heads where the config names one
@@ -285,6 +286,18 @@ def _falcon_h1(cfg: dict, key) -> None:
         raise SourceError(f"GGUF falcon-h1.ssm.time_step_rank ({heads}) does not divide ssm.inner_size ({inner})")
     cfg.update(mamba_d_ssm=inner, mamba_n_heads=heads, mamba_d_head=inner // heads, mamba_n_groups=key(
         "ssm.group_count"), mamba_d_state=key("ssm.state_size"), mamba_d_conv=key("ssm.conv_kernel"))
+
+
+def _phimoe(cfg: dict) -> None:
+    """phimoe.cpp load_arch_hparams reads no window: every layer is cached whole. conversion/phi.py Phi3MiniModel
+    L169-L173 writes the config's sliding_window (Phi-3.5-MoE: 131,072, its whole context); a window shorter than
+    context_length would be the model's sliding and llama.cpp's full cache at once: refused."""
+    window, context = cfg.pop("sliding_window", 0), cfg.get("max_position_embeddings", 0)
+    cfg.pop("layer_types", None)
+    if window and window < context:
+        raise SourceError(f"GGUF phimoe.attention.sliding_window is {window}, below context_length ({context}): "
+                          "llama.cpp 0c1e57098 caches every layer whole (phimoe.cpp reads no window), the model's "
+                          "own code windows them; kvmem does not pick one")
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

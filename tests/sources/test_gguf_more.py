@@ -112,6 +112,7 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "granite_swa": {"sliding_window": 256}, "granitemoe_swa": {"sliding_window": 256, "num_local_experts": 4},
           "hy_v3": {"head_dim": 64, "num_experts": 8, "moe_intermediate_size": 128},
           "mpt": {"n_layers": 8, "d_model": 256, "n_heads": 4, "max_seq_len": 2048, "num_key_value_heads": 4},
+          "phimoe": {"num_local_experts": 4, "sliding_window": 8192},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
@@ -219,6 +220,14 @@ def test_unmapped_architectures_refused_with_reason(arch, why):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
     with pytest.raises(SourceError, match=rf"GGUF architecture '{arch}' is not mapped to a kvmem model \({why}"):
         config_from_header(header)
+
+
+def test_phimoe_window_below_context_is_refused(tmp_path):
+    # phimoe.cpp reads no window; the model's code would slide 4,096 of its 8,192 positions
+    arch, meta = converted_metadata(small_config("phimoe", num_local_experts=4, sliding_window=4096))
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match=r"sliding_window is 4096, below context_length \(8192\)"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
 
 
 def test_cohere2moe_without_pattern_is_dense_first():
