@@ -31,6 +31,8 @@ VOCAB = 1000
 # Chameleon's graph masks its image tokens by id (8,192 and up): llama.cpp's own test-llama-archs.cpp L156-L157
 # builds it with 10,240 tokens
 _VOCAB = {"chameleon": 10240}
+# Llama 4's chunks are 8,192 tokens (llama4.cpp L14): a context past them tells the chunk's size
+_N_CTX = {"llama-4": 16384}
 _DSV4 = dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, head_dim=64, qk_rope_head_dim=32,
              q_lora_rank=64, o_lora_rank=32, o_groups=8, n_routed_experts=4, num_experts_per_tok=2,
              moe_intermediate_size=256, index_n_heads=8, index_head_dim=64, num_hash_layers=0,
@@ -67,8 +69,8 @@ def _config(case: str) -> dict:
     return cfg
 
 
-def _printed(path: str) -> dict:
-    """llama.cpp's cache lines for N_CTX cells (f16) of the model llama_model_init_from_user builds from the
+def _printed(path: str, n_ctx: int = N_CTX) -> dict:
+    """llama.cpp's cache lines for n_ctx cells (f16) of the model llama_model_init_from_user builds from the
     header at ``path``."""
     lib, lines, _ = llama_lib()
     base, init_params = _ggml()
@@ -80,7 +82,7 @@ def _printed(path: str) -> dict:
     if not model:
         raise RuntimeError("llama.cpp could not build the model:\n" + "".join(lines[-6:]))
     cparams = lib.llama_context_default_params()
-    cparams.n_ctx, cparams.n_batch, cparams.n_ubatch, cparams.n_seq_max = N_CTX, N_CTX, 512, 1
+    cparams.n_ctx, cparams.n_batch, cparams.n_ubatch, cparams.n_seq_max = n_ctx, n_ctx, 512, 1
     cparams.flash_attn_type = 0
     cparams.swa_full = False
     context = lib.llama_init_from_model(model, cparams)
@@ -125,8 +127,9 @@ def test_llamacpp_kv_of_the_converted_header_equals_kvmem(case, tmp_path):
     path = str(tmp_path / "m.gguf")
     write_header(path, arch, meta)
     back = kvmem.Model.from_gguf(path)
-    printed = in_child(_printed, path)
-    est = kvmem.estimate(back, engine="llama.cpp", tokens=N_CTX, kv_dtype="f16", flash_attn="off")
+    n_ctx = _N_CTX.get(case, N_CTX)
+    printed = in_child(_printed, path, n_ctx)
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=n_ctx, kv_dtype="f16", flash_attn="off")
     assert printed["size"] or printed["recurrent"], printed
     assert printed["size"] == [line for line in est.log_lines if line.startswith(_SIZE_LINES)]
     # one "CPU KV buffer size" line per cache, each rounded to 0.01 MiB; the recurrent state in "RS" lines
