@@ -12,6 +12,16 @@ def _find(cfg: dict, names: tuple):
 
 # Converters that write every key themselves (their set_gguf_parameters calls no base): config.json -> keys
 OWN_KEYS = {
+    # conversion/minicpm.py MiniCPM3Model L69-L85
+    "minicpm3": lambda c: {"context_length": c["max_position_embeddings"], "embedding_length": c["hidden_size"],
+                           "block_count": c["num_hidden_layers"], "feed_forward_length": c["intermediate_size"],
+                           "attention.head_count": c["num_attention_heads"],
+                           "attention.head_count_kv": c["num_key_value_heads"],
+                           "attention.layer_norm_rms_epsilon": c["rms_norm_eps"],
+                           **({"attention.q_lora_rank": c["q_lora_rank"]} if c.get("q_lora_rank") else {}),
+                           "attention.kv_lora_rank": c["kv_lora_rank"],
+                           "attention.key_length": c["qk_nope_head_dim"] + c["qk_rope_head_dim"],
+                           "rope.dimension_count": c["qk_rope_head_dim"]},
     # conversion/mpt.py MPTModel: d_model, n_heads, attn_config's kv_n_heads / clip_qkv / alibi
     "mpt": lambda c: {"block_count": c["n_layers"], "context_length": c["max_seq_len"],
                       "embedding_length": c["d_model"],

@@ -47,7 +47,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
                     "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
-                    "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe"}
+                    "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
@@ -73,7 +73,6 @@ UNMAPPED = {
     "mimo2": _GAP + "its per-layer sliding shapes and attention.value_scale (mimo2.cpp)",
     "minimax-m3": _GAP + "its sparse layers' indexer keys (minimax-m3.cpp)",
     "hy_v4": _GAP + "its MLA, indexer types and hyper-connection keys (hy-v4.cpp)",
-    "minicpm3": _GAP + "its MLA keys as minicpm3.cpp reads them (kv_lora_rank, q_lora_rank, per-head key_length)",
     "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
     "minimax-01": _GAP + "its lightning-attention layers (minimax-01.cpp)",
     "deci": _GAP + "its per-layer head counts (nemotron-nas block_configs; conversion/deci.py)",
@@ -148,6 +147,13 @@ def _named_fields(arch: str, cfg: dict, key) -> None:
         cfg["first_k_dense_replace"] = key("leading_dense_block_count")
     elif arch == "phimoe":
         _phimoe(cfg)
+    elif arch == "minicpm3":
+        # minicpm3.cpp L3-L7 reads q/kv_lora_rank; conversion/minicpm.py MiniCPM3Model L69-L85 writes key_length
+        # nope + rope and no value_length (llama.cpp: n_embd / n_head)
+        rope, head = key("rope.dimension_count"), cfg.pop("head_dim")
+        cfg.update(kv_lora_rank=key("attention.kv_lora_rank"), q_lora_rank=key("attention.q_lora_rank"),
+                   qk_rope_head_dim=rope, qk_nope_head_dim=head - rope,
+                   v_head_dim=cfg.pop("v_head_dim", None) or cfg["hidden_size"] // cfg["num_attention_heads"])
     elif arch == "granite_swa" and cfg.get("num_experts"):      # conversion/granite.py: GraniteMoeSWA's experts
         cfg["model_type"] = "granitemoe_swa"
     elif arch == "mpt":         # conversion/mpt.py MPTModel: attn_config.kv_n_heads where the config names one

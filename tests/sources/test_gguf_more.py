@@ -114,6 +114,8 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "hy_v3": {"head_dim": 64, "num_experts": 8, "moe_intermediate_size": 128},
           "mpt": {"n_layers": 8, "d_model": 256, "n_heads": 4, "max_seq_len": 2048, "num_key_value_heads": 4},
           "phimoe": {"num_local_experts": 4, "sliding_window": 8192},
+          "minicpm3": {"num_key_value_heads": 4, "kv_lora_rank": 128, "q_lora_rank": 192, "qk_nope_head_dim": 32,
+                       "qk_rope_head_dim": 32, "v_head_dim": 64},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
