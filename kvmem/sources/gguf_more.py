@@ -4,6 +4,7 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
 
     deepseek4   deepseek4.cpp L19-L75 (_deepseek4)            gemma3n     gemma3n.cpp L3-L19: 20 layers cached
     llama4      llama4.cpp L3-L42: chunked 8,192              mistral4    deepseek2's MLA keys (gguf_config)
+    minicpm3    its lora ranks, K nope + rope per head        phimoe      every layer whole (no window read)
     mamba, mamba2 (falcon_mamba)   ssm.* (_mamba)            falcon-h1   attention + Mamba-2 in every layer
     lfm2, lfm2moe, granitehybrid   recurrent where head_count_kv is 0 (_recurrent_by_kv)
     nemotron_h_moe                 nemotron_h's keys, its feed-forward layers MoE
@@ -12,13 +13,14 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
     starcoder2, stablelm, seed_oss, exaone4, exaone-moe, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe,
     hy_v3, glm4, chatglm, command-r, cohere2moe, apertus, arcee, phi2, nemotron, smollm3, mellum, dots1, afmoe,
     bitnet, qwen2vl, qwen3vl, qwen3vlmoe, mistral3, jais2, chameleon, muse-glimmer, gpt2, gptneox, bloom,
-    starcoder (gpt_bigcode), dbrx, mpt, phimoe (every layer whole, as phimoe.cpp reads no window).
+    starcoder (gpt_bigcode), dbrx, mpt.
 Refused where llama.cpp would not run the file or would size it otherwise than its config: a window
 without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers, gemma3n whose
-shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window.
+shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
+window shorter than its context.
 
 Left unmapped, refused naming the architecture with the reason in UNMAPPED: kimi-linear, laguna, step35,
-mimo2, minimax-m3, hy_v4, minicpm3, hrm_text, phimoe, minimax-01, deci, exaone, hunyuan_vl, paddleocr,
+mimo2, minimax-m3, hy_v4, hrm_text, minimax-01, deci, exaone, hunyuan_vl, paddleocr,
 deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
 at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
 gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
