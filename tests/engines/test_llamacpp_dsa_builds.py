@@ -44,12 +44,7 @@ def test_glm_dsa_before_pr_19460_has_no_architecture():
         llama("glm-5.2", build="2026-02-12")
 
 
-def test_glm_dsa_without_its_indexer_and_the_unpinned_merge_window_are_refused_with_the_reason():
-    with pytest.raises(ValueError, match="runs glm-dsa without its indexer .PR #19460: deepseek2's graph over a "
-                                         "plain MLA llama_kv_cache, no indexer cache. until PR #25407"):
-        llama("glm-5.2", build="2026-02-13")
-    with pytest.raises(ValueError, match="runs glm-dsa without its indexer"):
-        llama("glm-5.1", build="2026-07-23")
+def test_glm_dsa_after_its_indexer_pr_is_refused_as_the_unpinned_merge_window():
     for build in ("2026-07-24", "2026-08-18"):
         with pytest.raises(ValueError, match="falls before 2026-08-19, where PR #24231"):
             llama("glm-5.2", build=build)
@@ -126,3 +121,74 @@ def test_glm52_largest_host_expert_in_the_first_moe_layer_costs_44_mib():
     # the copy follows the GLU output at 1732.07 directly: 1732.07 + 32 + 2520 + 96 (its output) = 4380.07
     entry = GLM52["glm-5.2-ud-q4kxl-ncmoe54-ts-54-9-8-8-ctx768000"]
     assert _cuda0(entry) == 4424.07 == entry["printed"]["compute_mib"]["CUDA0"] + 44.00
+
+
+# ---- glm-dsa at builds 2026-02-13 .. 2026-07-23: PR #19460's glm-dsa, its indexer loaded and ignored ------------
+
+def _small_glm5(**extra):
+    """A GLM-5-shaped glm_moe_dsa config (zai-org/GLM-5 geometry), 4 layers, the first dense."""
+    import kvmem
+    config = dict(
+        model_type="glm_moe_dsa", num_hidden_layers=4, hidden_size=6144, num_attention_heads=64,
+        num_key_value_heads=64, kv_lora_rank=512, q_lora_rank=2048, qk_nope_head_dim=192, qk_rope_head_dim=64,
+        v_head_dim=256, index_topk=2048, index_head_dim=128, index_n_heads=32, vocab_size=154880,
+        intermediate_size=12288, moe_intermediate_size=2048, n_routed_experts=256, num_experts_per_tok=8,
+        first_k_dense_replace=1, max_position_embeddings=202752)
+    return kvmem.Model.from_hf_config({**config, **extra})
+
+
+def test_glm_dsa_at_2026_03_01_caches_the_latent_alone_in_a_plain_llama_kv_cache():
+    # deepseek2's llama_kv_cache, MLA latent only (PR #19067): 4 layers x (512 + 64) x 2 B x 4096 cells =
+    # 18,874,368 B, no V and no indexer cache; from 2026-08-19 llama_kv_cache_dsa adds 4 x 128 x 2 B x 4096 =
+    # 4,194,304 B of indexer keys
+    model = _small_glm5()
+    old = llama(model, build="2026-03-01").details.caches
+    assert [(c["cache"], c["layers"], c["k_bytes"], c["v_bytes"]) for c in old] == [("kv", 4, 18_874_368, 0)]
+    new = llama(model, build="2026-08-19").details.caches
+    assert [(c["cache"], c["k_bytes"]) for c in new] == [("kv", 18_874_368), ("kv_idx", 4_194_304)]
+    # GLM-5.1 (78 layers, no indexer_types) at 4096 cells: 78 x 576 x 2 x 4096 = 368,050,176 B (351.00 MiB)
+    assert llama("glm-5.1", build="2026-07-23").kv_bytes == 368_050_176 == 351 * MiB
+
+
+def test_glm_dsa_at_2026_03_01_loads_the_indexer_weights_and_runs_deepseek2s_graph():
+    import dataclasses
+    import datetime
+
+    import kvmem
+    from kvmem.engines.llamacpp.compute import graph_bytes, graph_shape
+    from kvmem.engines.llamacpp.graphs_mla_oss import mla_oss_shape
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = _small_glm5()
+    tensors = synthesised_tensors(model, "q8_0")
+    old = layout(model, tensors, n_ctx=4096, build="2026-03-01")
+    new = layout(model, tensors, n_ctx=4096, build="2026-08-19")
+    # the same tensors loaded (PR #19460 requires the indexer's five in every trunk layer; PR #24770's description:
+    # "loaded-but-unused"): the model buffer does not move
+    assert old.placement.devices[0].model_bytes == new.placement.devices[0].model_bytes
+    idx = {t.name: t.nbytes for t in old.placement.tensors if ".indexer." in t.name}
+    # per layer: k_norm weight and bias 128 x 4 B each (F32), and in the file's Q8_0 (34 B per 32 values) proj
+    # 6144 x 32, attn_k 6144 x 128 and attn_q_b 2048 x 4096: 1,024 + 208,896 + 835,584 + 8,912,896 = 9,958,400 B
+    assert len(idx) == 4 * 5 and sum(idx.values()) == 4 * 9_958_400
+    # the graph: deepseek2's over the same widths (the DeepSeek-V3 config of this geometry, GLM's sigmoid gating
+    # without a selection bias), no indexer
+    day = datetime.date(2026, 3, 1)
+    shape = graph_shape(model, day)
+    v3 = kvmem.Model.from_hf_config({**model.config, "model_type": "deepseek_v3"})
+    assert shape == dataclasses.replace(mla_oss_shape(v3), gating="sigmoid", probs_bias=False)
+    assert graph_shape(model).arch == "glm-dsa" and graph_shape(model, datetime.date(2026, 8, 19)).indexer_full
+    # CPU compute at 4096 cells, -ub 512, FA: deepseek2's graph 371,730,432 B (354.51 MiB), not the vendored
+    # glm-dsa graph's 354,945,024 B (338.50 MiB)
+    kw = dict(n_kv=4096, n_ubatch=512, flash_attn=True)
+    assert (graph_bytes(shape, **kw), graph_bytes(graph_shape(model), **kw)) == (371_730_432, 354_945_024)
+
+
+def test_glm_5_2_before_pr_24770_fails_to_load_its_shared_layers():
+    with pytest.raises(ValueError, match="requires the indexer tensors in every layer .PR #19460's glm-dsa "
+                                         "load_tensors, until PR #24770 of 2026-06-18 made them optional.; a GGUF "
+                                         "converted from its config has none in its 57 'shared' layers"):
+        llama("glm-5.2", build="2026-03-01")
+    with pytest.raises(ValueError, match="falls between 2026-06-18 and 2026-07-07, where PR #24770"):
+        llama("glm-5.2", build="2026-07-06")
+    # from 2026-07-07 (PR #25407's description: the indexer tensors "are loaded when present (#24770)"): laid out
+    assert [c["cache"] for c in llama("glm-5.2", build="2026-07-07").details.caches] == ["kv"]

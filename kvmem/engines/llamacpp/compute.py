@@ -90,7 +90,7 @@ at build_inp_embd): the published CUDA logs of Llama-3-8B, from older builds, ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...units import pad
 from .ggml_alloc import gallocr_size
@@ -99,6 +99,7 @@ from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_dsa import DSA, dsa_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
+from .settings import CURRENT, glm_dsa_indexer_ignored
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "ggml_type_name",
@@ -123,12 +124,19 @@ class ComputeBuffer:
     note: str = ""
 
 
-def graph_shape(model) -> GraphShape | None:
-    """The graph widths of ``model``, or None when its family's graph is not transcribed here."""
+def graph_shape(model, build=CURRENT) -> GraphShape | None:
+    """The graph widths of ``model`` at llama.cpp ``build`` (a date; the vendored build by default), or None when
+    its family's graph is not transcribed here."""
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
         return mla_oss_shape(model)
     if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer): graphs_dsa
-        return dsa_shape(model)
+        shape = dsa_shape(model)
+        if shape is not None and glm_dsa_indexer_ignored(model.model_type, build or CURRENT):
+            # PR #19460 .. PR #25407: glm-dsa builds deepseek2's graph (models.h `using graph =
+            # llama_model_deepseek2::graph`, which PR #25407 replaced), the same MLA and routing widths, no indexer
+            return replace(shape, arch="deepseek2", n_indexer_head=0, indexer_head=0, indexer_top_k=0,
+                           indexer_full=())
+        return shape
     arch = FAMILIES.get(model.model_type)
     layers = model.layers
     kinds = ("full", "sliding") if arch in ISWA + NO_WINDOW else ("full",)
@@ -186,9 +194,9 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
                    n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False, swa_cells: int = 0,
-                   alignment: int = CPU_ALIGNMENT) -> ComputeBuffer:
+                   alignment: int = CPU_ALIGNMENT, build=CURRENT) -> ComputeBuffer:
     """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate."""
-    shape = graph_shape(model)
+    shape = graph_shape(model, build)
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
     if shape is not None and any(shape.swa) and not swa_cells:
         return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
@@ -206,7 +214,7 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                             cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
                             n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
-                            swa_cells: int | None = None, backend: str = "cuda") -> ComputeBuffer:
+                            swa_cells: int | None = None, backend: str = "cuda", build=CURRENT) -> ComputeBuffer:
     """llama.cpp's compute buffer on one device for a context of ``n_ctx`` cells (one stream of
     ``cells_per_stream``, n_ctx rounded up to 256 by default): ``backend="cpu"`` the CPU buffer,
     exact for the transcribed families (``compute_buffer``); ``backend="cuda"`` the estimate
@@ -222,7 +230,8 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
     n_kv = cells_per_stream if cells_per_stream is not None else pad(n_ctx, 256)
     if backend == "cpu":
         return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
-                              n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells or 0)
+                              n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells or 0,
+                              build=build)
     if backend != "cuda":
         raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn), False,

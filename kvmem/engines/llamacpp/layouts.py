@@ -172,6 +172,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 exact[d.device] = s.build == CURRENT
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
+                                               build=s.build,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
                                                n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
                                                swa_cells=plan.swa_cells, backend="cpu")
@@ -211,10 +212,11 @@ def _graph_matches_cache(model, plan) -> bool:
     return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none")
 
 
-def _graph_shape(model, plan):
+def _graph_shape(model, plan, build=CURRENT):
     """The graph llama.cpp builds for ``model`` over ``plan``'s cache: deepseek2 over a per-head cache
-    (mla='none') takes the per-head graph (graphs_mla_oss.per_head_mla_shape)."""
-    shape = graph_shape(model)
+    (mla='none') takes the per-head graph (graphs_mla_oss.per_head_mla_shape); glm-dsa at a ``build`` that runs it
+    without its indexer, deepseek2's (compute.graph_shape)."""
+    shape = graph_shape(model, build)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
         return per_head_mla_shape(model)
     return shape
@@ -242,7 +244,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded, layer split,
     KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES; builds before
     PR #14959 store K/V without index inputs."""
-    shape = _graph_shape(model, plan)
+    shape = _graph_shape(model, plan, s.build)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
     # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells)

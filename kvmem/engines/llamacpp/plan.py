@@ -30,11 +30,14 @@ from .settings import (
     PR_19460,
     PR_23346,
     PR_24231_OPENED,
+    PR_24770_BY,
+    PR_24770_OPENED,
     PR_25407_BY,
     SWA_FULL_WARNING,
     WINDOW_IGNORED,
     Settings,
     as_f32,
+    glm_dsa_indexer_ignored,
     kvmem_dtype,
     printed_mib,
     resolve_settings,
@@ -158,8 +161,9 @@ _DSA_ARCH = {"glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32"}
 
 
 def _dsa_build(model: Model, build) -> None:
-    """Refuse a build whose llama.cpp does not lay a DSA model out as at 0c1e57098: llama_kv_cache_dsa and the
-    GGML_OP_LIGHTNING_INDEXER graph (settings.PR_19460 .. DSA_FROM give the pull requests and their dates)."""
+    """Refuse a build whose llama.cpp does not lay a DSA model out as at 0c1e57098 (llama_kv_cache_dsa and the
+    GGML_OP_LIGHTNING_INDEXER graph) nor as glm-dsa without its indexer (PR #19460 until PR #25407); settings.PR_19460
+    .. DSA_FROM give the pull requests and their dates."""
     arch = _DSA_ARCH.get(model.model_type)
     if arch == "deepseek32":
         # PR #23346 added LLM_ARCH_DEEPSEEK32 with llama_kv_cache_dsa; before it llama_model_loader has no
@@ -177,9 +181,30 @@ def _dsa_build(model: Model, build) -> None:
             raise ValueError(f"{model.name}: llama.cpp builds before 2026-02-13 (PR #19460, LLM_ARCH_GLM_DSA) have "
                              f"no glm-dsa architecture; build {build} cannot load its GGUF")
         if build < PR_25407_BY:
-            raise ValueError(f"{model.name}: llama.cpp build {build} runs glm-dsa without its indexer (PR #19460: "
-                             "deepseek2's graph over a plain MLA llama_kv_cache, no indexer cache) until PR #25407; "
-                             "kvmem lays glm-dsa out with llama_kv_cache_dsa only (builds from 2026-08-19)")
+            # PR #19460's glm-dsa: the indexer weights loaded into their layer's buffer and never read, deepseek2's
+            # graph over a plain MLA llama_kv_cache, no indexer cache (PR #24770's description: "GLM_DSA uses
+            # llama_model_deepseek2::graph (plain MLA) and never references the indexer tensors ... loaded-but-
+            # unused"; PR #25407 adds `case LLM_ARCH_GLM_DSA` to create_memory's llama_kv_cache_dsa); the MTP block
+            # TENSOR_SKIP, its exp_probs_b.bias loaded, as at the vendored build without load_mtp
+            # (llama.cpp@06e514f61 src/models/glm-dsa.cpp#L111-L117, #L150; ik_llama.cpp PR #1268, 2026-02-14: "As
+            # in the mainline PR (#19460) no DSA and no MTP ... reuses the DeepSeek2 arch"). Laid out as that: the
+            # plan (no kv_idx) and compute.graph_shape (deepseek2) read settings.glm_dsa_indexer_ignored.
+            # convert_hf_to_gguf writes the indexer tensors the checkpoint has: none in GLM-5.2's "shared" layers;
+            # a GGUF that carries them in every layer (Unsloth's GLM-5.2: ik_llama.cpp PR #2017) loads
+            types = (model.config or {}).get("indexer_types") or ()
+            names = {t.name for t in getattr(model.checkpoint, "tensors", None) or ()}
+            shared = [i for i, t in enumerate(types) if t == "shared" and f"blk.{i}.indexer.k_norm.weight" not in names]
+            if shared and build < PR_24770_OPENED:
+                raise ValueError(f"{model.name}: llama.cpp build {build} requires the indexer tensors in every layer "
+                                 f"(PR #19460's glm-dsa load_tensors, until PR #24770 of 2026-06-18 made them "
+                                 f"optional); a GGUF converted from its config has none in its {len(shared)} 'shared' "
+                                 f"layers and fails to load (missing tensor 'blk.{shared[0]}.indexer.k_norm.weight')")
+            if shared and build < PR_24770_BY:
+                raise ValueError(f"{model.name}: build {build} falls between 2026-06-18 and 2026-07-07, where PR "
+                                 "#24770 (glm-dsa's indexer tensors optional, without which its GGUF with no indexer "
+                                 f"in its {len(shared)} 'shared' layers fails to load) was merged on a date not pinned "
+                                 "here; give a build from 2026-07-07 on")
+            return
     elif build != CURRENT:
         raise ValueError(f"{model.name}: a sparse-attention MLA model of type {model.model_type!r} is laid out at "
                          f"the vendored build 0c1e57098 only (llama_kv_cache_dsa); build {build} is refused")
@@ -324,7 +349,8 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
 
     windowed = {i for i in owners if n_swa is not None and model.layers[i].kind.windowed}
     base_ids = [i for i in owners if i not in windowed]
-    index = indexer_widths(model) if mode is not None else {}
+    # no indexer cache where the build runs glm-dsa without its indexer (settings.glm_dsa_indexer_ignored)
+    index = indexer_widths(model) if mode is not None and not glm_dsa_indexer_ignored(model.model_type, s.build) else {}
     index_v, index_cache = {}, "dsa"
     if model.model_type in MSA_FAMILIES:
         if s.build != CURRENT:

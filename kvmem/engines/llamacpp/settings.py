@@ -59,6 +59,19 @@ CURRENT = datetime.date.max
 # with a 21-layer indexer cache (docs/research/llamacpp_offload_logs.json); their merge dates are not pinned here.
 PR_19460, PR_23346, PR_24231_OPENED, PR_25407_BY, DSA_FROM = (
     _D(2026, 2, 13), _D(2026, 5, 29), _D(2026, 6, 6), _D(2026, 7, 24), _D(2026, 8, 19))
+# PR #24770 "model : glm-dsa load DSA indexer tensors as optional" (opened 2026-06-18): until it glm-dsa's
+# load_tensors creates the five indexer tensors of every trunk layer as required, so a GGUF without them in GLM-5.2's
+# "shared" layers fails with "missing tensor 'blk.3.indexer.k_norm.weight'" (its description); PR #25407's
+# description of 2026-07-07 says the indexer tensors "are loaded when present (#24770), but ignored (#19460)", so
+# it is merged by then
+PR_24770_OPENED, PR_24770_BY = _D(2026, 6, 18), _D(2026, 7, 7)
+
+
+def glm_dsa_indexer_ignored(model_type: str | None, build) -> bool:
+    """Whether llama.cpp ``build`` runs a glm-dsa GGUF (model_type glm_moe_dsa) without its lightning indexer:
+    PR #19460 (2026-02-13) until PR #25407 (after 2026-07-24) load the indexer weights and leave them unused,
+    deepseek2's graph over a plain MLA llama_kv_cache (plan._dsa_build has the sources)."""
+    return model_type == "glm_moe_dsa" and PR_19460 <= build < PR_25407_BY
 
 
 # Models with both windowed and full layers get a second cache for the windowed ones (chunked attention, Llama 4,
