@@ -22,13 +22,16 @@ Allocation (ggml/src/ggml-alloc.c)
 
 from __future__ import annotations
 
-from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph, Tensor
+from operator import attrgetter
 
-__all__ = ["FREE", "TAKEN", "NEVER", "reserve", "gallocr_size", "gallocr_sizes"]
+from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph
+
+__all__ = ["FREE", "TAKEN", "NEVER", "NBYTES", "reserve", "gallocr_size", "gallocr_sizes"]
 
 # a tensor's allocator state (Tensor.allocated): not allocated, allocated, never allocated (a view, or a
 # tensor with data: a weight, the KV cache)
 FREE, TAKEN, NEVER = 0, 1, 2
+NBYTES = attrgetter("size0")        # a tensor's ggml_nbytes (Tensor.nbytes() without a Python call)
 
 
 def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
@@ -107,8 +110,8 @@ def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
                     t.offset, t.buffer, t.size = p.offset, b, size_of[b](t)
                     p.allocated = FREE
                     a = aligns[b]
-                    kept = -(-t.nbytes() // a) * a
-                    extra = -(-p.nbytes() // a) * a - kept
+                    kept = -(-t.size0 // a) * a
+                    extra = -(-p.size0 // a) * a - kept
                     if extra > 0:
                         free_bytes(b, p.offset + kept, extra)
                     return
@@ -186,6 +189,6 @@ def gallocr_sizes(nodes, leafs, backend, alignments, alloc_size=None) -> list[in
                     seen[id(s.view_src)] = s.view_src
     for t in seen.values():
         t.sched = backend(t)
-    sizes = [Tensor.nbytes if alloc_size is None else (lambda t, b=b: alloc_size(t, b))
+    sizes = [NBYTES if alloc_size is None else (lambda t, b=b: alloc_size(t, b))
              for b in (*range(len(alignments)), -1)]
     return reserve(nodes, leafs, alignments, sizes, seen.values())

@@ -42,7 +42,7 @@ CAN_INPLACE = frozenset(("ADD", "ADD_ID", "MUL", "DIV", "SCALE", "UNARY", "ROPE"
 class Tensor:
     """One ggml tensor of a graph being built (mutable while the graph is built, like ggml's)."""
 
-    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name", "_nbytes",
+    __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name", "size0",
                  "n_children", "n_views", "allocated", "offset", "buffer", "size",   # ggml_alloc's state
                  "sched")       # the backend ggml_sched assigns (every leaf and node, before it is read)
 
@@ -50,24 +50,34 @@ class Tensor:
         self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external
         self.layer, self.kv = None, False     # an external tensor's layer (-1 token_embd, n_layer output), KV
         self.name = ""                        # a weight's GGUF name without blk.N. and .weight ("attn_q", "output")
-        self._nbytes = None
-        self.ne = tuple(ne) + (1,) * (4 - len(ne))
-        self.view_src = view_src.view_src or view_src if view_src is not None else None
-        self.nb = tuple(nb) if nb is not None else contiguous_nb(type_, self.ne)
+        if type(ne) is not tuple:
+            ne = tuple(ne)
+        if len(ne) < 4:
+            ne += (1,) * (4 - len(ne))
+        self.ne = n0, n1, n2, n3 = ne
+        if view_src is not None:
+            view_src = view_src.view_src or view_src
+        self.view_src = view_src
+        block, size = TYPES[type_]
+        if nb is None:          # contiguous_nb, written out (a graph makes tens of thousands of tensors)
+            b1 = size * (n0 // block)
+            b2 = b1 * n1
+            nb = (size, b1, b2, b2 * n2)
+        elif type(nb) is not tuple:
+            nb = tuple(nb)
+        self.nb = b0, b1, b2, b3 = nb
+        # ggml_nbytes, once: ne, nb and type do not change once a tensor is made (the allocator reads size0)
+        if n0 <= 0 or n1 <= 0 or n2 <= 0 or n3 <= 0:
+            self.size0 = 0
+        elif block == 1:
+            self.size0 = size + (n0 - 1) * b0 + (n1 - 1) * b1 + (n2 - 1) * b2 + (n3 - 1) * b3
+        else:
+            self.size0 = n0 * b0 // block + (n1 - 1) * b1 + (n2 - 1) * b2 + (n3 - 1) * b3
 
     def nbytes(self) -> int:
-        if self._nbytes is None:        # ne, nb and type do not change once a tensor is made
-            self._nbytes = self._count()
-        return self._nbytes
-
-    def _count(self) -> int:
-        if any(n <= 0 for n in self.ne):
-            return 0
-        block, size = TYPES[self.type]
-        if block == 1:
-            return size + sum((n - 1) * b for n, b in zip(self.ne, self.nb, strict=True))
-        rest = sum((n - 1) * b for n, b in zip(self.ne[1:], self.nb[1:], strict=True))
-        return self.ne[0] * self.nb[0] // block + rest
+        """ggml_nbytes (ggml.c): 0 if any ne is 0; else the type size + sum (ne[i] - 1) x nb[i] (block 1), or
+        ne[0] x nb[0] / block + sum over i >= 1 (quantised)."""
+        return self.size0
 
     def is_contiguous(self) -> bool:
         return self.nb == contiguous_nb(self.type, self.ne)
@@ -196,19 +206,20 @@ class Graph:
 
     def expand(self, t: Tensor) -> None:
         """ggml_build_forward_expand: depth first over src[0..], each tensor once."""
-        if id(t) in self._seen:
+        seen = self._seen
+        if t in seen:           # a Tensor hashes by identity
             return
-        self._seen.add(id(t))
-        stack = [(t, 0)]
+        seen.add(t)
+        nodes, leafs = self.nodes, self.leafs
+        stack = [(t, iter(t.src))]
+        push, pop = stack.append, stack.pop
         while stack:
-            node, i = stack.pop()
-            while i < len(node.src):
-                s = node.src[i]
-                i += 1
-                if s is not None and id(s) not in self._seen:
-                    self._seen.add(id(s))
-                    stack.append((node, i))
-                    stack.append((s, 0))
+            node, rest = stack[-1]
+            for s in rest:      # the next source not seen yet (the iterator resumes after it)
+                if s is not None and s not in seen:
+                    seen.add(s)
+                    push((s, iter(s.src)))
                     break
             else:
-                (self.leafs if node.op == "NONE" else self.nodes).append(node)
+                pop()
+                (leafs if node.op == "NONE" else nodes).append(node)

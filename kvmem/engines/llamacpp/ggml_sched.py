@@ -37,7 +37,7 @@ from __future__ import annotations
 import weakref
 
 from ...units import cdiv
-from .ggml_alloc import FREE, NEVER, reserve
+from .ggml_alloc import FREE, NBYTES, NEVER, reserve
 from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 
 __all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
@@ -225,7 +225,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
             for s in inputs:
                 leafs += copies[(id(s), b)]
     leafs += graph.leafs
-    plain = Tensor.nbytes
+    plain = NBYTES
     gpu = plain if gpu_alloc_size is None else gpu_alloc_size
     return reserve(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
 

@@ -150,10 +150,15 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
     gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload)
-    compute, total, decode, exact = {}, {}, {}, {}
+    compute, total, exact = {}, {}, {}
     moe = model.facts.moe
     share = (moe.top_k, moe.experts) if moe else (1, 1)
     any_gpu = p.offloaded_layers > 0
+    decode = {d.device: 0 for d in p.devices}       # the weights one decoded token reads, per device
+    for t in p.tensors:
+        if t.group == "embeddings" or t.device not in decode:
+            continue            # token_embd: one row per token (GET_ROWS)
+        decode[t.device] += t.nbytes * share[0] // share[1] if t.group == "experts" else t.nbytes
     for d in p.devices:
         if d.device == CPU:
             if gpu_exact:   # the scheduled run's host buffer (GPUs present, whatever they hold)
@@ -185,12 +190,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
             # scheduled: a GPU that holds no layer still takes the host's prompt-sized ops (offload_op)
             compute[d.device] = gpu_exact[p.gpus.index(d.device)] if gpu_exact else full if holds else 0
             total[d.device] = d.model_bytes + d.kv_bytes + compute[d.device] + CUDA_CONTEXT_BYTES
-        weights = 0
-        for t in p.tensors:
-            if t.device != d.device or t.group == "embeddings":
-                continue            # token_embd: one row per token (GET_ROWS)
-            weights += t.nbytes * share[0] // share[1] if t.group == "experts" else t.nbytes
-        decode[d.device] = weights + d.kv_bytes
+        decode[d.device] += d.kv_bytes
     mmproj = {}
     if mmproj_bytes or mmproj_compute:      # the projector: weights on the clip backend, its compute buffers
         where = gpus[0] if gpus and mmproj_offload else CPU     # llama.cpp@0c1e57098 tools/mtmd/clip.cpp#L181-L207

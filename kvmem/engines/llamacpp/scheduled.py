@@ -194,6 +194,20 @@ def _built(shape, p: Pass):
     return build_graph(shape, p)
 
 
+def _fa_alloc(t) -> int:
+    """ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu
+    ggml_cuda_flash_attn_ext_get_alloc_size: the tile and MMA kernels (more than 2 query rows
+    per stream) convert a K or V that is not f16 into f16 behind the output
+    (fattn-common.cuh ggml_cuda_flash_attn_ext_get_f16_extra_data: each padded to 128 bytes)."""
+    size = t.size0
+    if t.op != "FLASH_ATTN_EXT" or t.src[0].ne[1] <= 2:
+        return size
+    for kv in (t.src[1], t.src[2]):
+        if kv.type != "f16":
+            size = pad(size, 128) + kv.nelements() * 2
+    return size
+
+
 @lru_cache(maxsize=1024)
 def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
                  swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16) -> list:
@@ -212,22 +226,10 @@ def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_str
     def pinned(il):
         return layer_gpu[il] if il < shape.n_layer else -1
 
-    def fa_alloc(t):
-        """ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu
-        ggml_cuda_flash_attn_ext_get_alloc_size: the tile and MMA kernels (more than 2 query rows
-        per stream) convert a K or V that is not f16 into f16 behind the output
-        (fattn-common.cuh ggml_cuda_flash_attn_ext_get_f16_extra_data: each padded to 128 bytes)."""
-        size = t.nbytes()
-        if t.op != "FLASH_ATTN_EXT" or t.src[0].ne[1] <= 2:
-            return size
-        for kv in (t.src[1], t.src[2]):
-            if kv.type != "f16":
-                size = pad(size, 128) + kv.nelements() * 2
-        return size
     graph = _built(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
                                inp_embd))
     # with an f16 K and V fa_alloc is ggml_nbytes (flash attention reads the cache's f16 views, an f32 one cast to
     # f16: graphs.attention, graphs_mla_oss.mla_mha): left out, the allocator asks ggml_nbytes itself
     converts = fa_f16 and not type_k == type_v == "f16"
     return sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
-                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=fa_alloc if converts else None)
+                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=_fa_alloc if converts else None)
