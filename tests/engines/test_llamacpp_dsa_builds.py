@@ -192,3 +192,38 @@ def test_glm_5_2_before_pr_24770_fails_to_load_its_shared_layers():
         llama("glm-5.2", build="2026-07-06")
     # from 2026-07-07 (PR #25407's description: the indexer tensors "are loaded when present (#24770)"): laid out
     assert [c["cache"] for c in llama("glm-5.2", build="2026-07-07").details.caches] == ["kv"]
+
+
+def test_a_gguf_with_the_indexer_in_every_layer_loads_before_pr_24770():
+    # Unsloth's GLM-5.2 GGUFs carry the indexer tensors in every layer (ik_llama.cpp PR #2017: they load without
+    # PR #24770): a checkpoint naming them in the "shared" layers is laid out at 2026-03-01, latent only:
+    # 4 x 576 x 2 B x 4096 = 18,874,368 B
+    from kvmem.engines.llamacpp.tensors import GGUFTensor
+    from kvmem.sources import Checkpoint
+    model = _small_glm5(indexer_types=["full", "shared", "shared", "full"])
+    with pytest.raises(ValueError, match=r"none in its 2 'shared' layers and fails to load \(missing tensor "
+                                         r"'blk.1.indexer.k_norm.weight'\)"):
+        llama(model, build="2026-03-01")
+    gguf = Checkpoint("gguf", "glm.gguf", tuple(GGUFTensor(f"blk.{i}.indexer.k_norm.weight", "F32", (128,), 1)
+                                                for i in range(4)))
+    caches = llama(model.with_checkpoint(gguf), build="2026-03-01").details.caches
+    assert [(c["cache"], c["k_bytes"]) for c in caches] == [("kv", 18_874_368)]
+
+
+def test_glm_5_2_on_dense_master_of_2026_07_20_has_the_published_cuda0_compute_buffer():
+    # https://github.com/ggml-org/llama.cpp/pull/25407 (comment of 2026-07-20): GLM-5.2 UD-IQ2_M on 8 x RTX 5090,
+    # all layers on GPU, -fa 1 -ctk q8_0 -ctv q8_0, -c 8192; "dense master" (deepseek2's graph, no indexer):
+    # CUDA0 304 MiB, CUDA1-7 316-364 MiB. kvmem at 2026-07-20 (deepseek2's graph, the q2_k mix: every expert on a
+    # GPU, so the graph's buffers do not read the weights' types): CUDA0 304.02, CUDA1-7 316.02 each (the range's
+    # low end; which card printed 364 the comment does not say); the DSA graph of build 10505 gives CUDA0 433.29
+    import kvmem
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.placement import buffer_mib
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = kvmem.get_model("glm-5.2")
+    tensors = synthesised_tensors(model, "q2_k")
+    gpus = tuple(f"CUDA{i}" for i in range(8))
+    kw = dict(gpus=gpus, n_ctx=8192, flash_attn=True, type_k="q8_0", type_v="q8_0")
+    dense = layout(model, tensors, build="2026-07-20", **kw).compute_bytes
+    assert buffer_mib(dense["CUDA0"]) == 304.02 and {buffer_mib(dense[g]) for g in gpus[1:]} == {316.02}
+    assert buffer_mib(layout(model, tensors, build="2026-08-19", **kw).compute_bytes["CUDA0"]) == 433.29
