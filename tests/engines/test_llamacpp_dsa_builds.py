@@ -1,6 +1,8 @@
 """llama.cpp DeepSeek sparse attention (glm-dsa, deepseek32) by build date (plan._dsa_build).
 
-The dates (settings.PR_19460 .. DSA_FROM): glm-dsa loads from PR #19460 (2026-02-13) with its indexer ignored;
+The dates (settings.PR_19460 .. DSA_FROM): glm-dsa loads from PR #19460 (2026-02-13) with its indexer ignored,
+laid out so until 2026-07-23 (deepseek2's graph over a plain MLA cache, the indexer weights loaded; GLM-5.2's
+"shared" layers load from PR #24770, merged by 2026-07-07);
 deepseek32 and llama_kv_cache_dsa come with PR #23346 (2026-05-29), its indexer of generic ggml ops until
 GGML_OP_LIGHTNING_INDEXER (PR #24231, opened 2026-06-06); glm-dsa takes llama_kv_cache_dsa with PR #25407 and
 its "full"-layer indexer cache with PR #26474, both merged after 2026-07-24; all are in build 10505, whose runs
