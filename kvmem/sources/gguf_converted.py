@@ -9,7 +9,7 @@ itself building that model).
 
 from __future__ import annotations
 
-from .gguf_converted_keys import EXTRA, OWN_KEYS, mla_keys
+from .gguf_converted_keys import EXTRA, OWN_KEYS, kimi_keys, mla_keys
 from .gguf_more import MORE_MODEL_TYPES
 
 __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
@@ -53,7 +53,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         value = _find(cfg, names)
         if value is not None:
             out[key] = value
-    score = _find(cfg, ("score_function", "scoring_func", "score_func"))
+    score = _find(cfg, ("score_function", "scoring_func", "score_func", "moe_router_activation",
+                        "moe_router_activation_func", "expert_selection_fn"))
     if score is not None:
         out["expert_gating_func"] = _GATING[score]
     if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe", "granite_swa"):  # granite.py L33
@@ -63,6 +64,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
         return arch, {f"{arch}.{key}": value for key, value in OWN_KEYS[arch](cfg).items()}
     if arch in ("lfm2", "lfm2moe", "granitehybrid"):
         _zero_kv(cfg, arch, out)
+    if arch == "kimi-linear":
+        kimi_keys(cfg, out)
     if arch in ("mamba", "mamba2"):
         return arch, _mamba(cfg, arch)
     if arch == "falcon-h1":

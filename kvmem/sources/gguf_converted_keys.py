@@ -3,7 +3,7 @@ key themselves, the few keys some add on top of conversion/base.py's, and Deepse
 
 from __future__ import annotations
 
-__all__ = ["OWN_KEYS", "EXTRA", "mla_keys"]
+__all__ = ["OWN_KEYS", "EXTRA", "mla_keys", "kimi_keys"]
 
 
 def _find(cfg: dict, names: tuple):
@@ -117,3 +117,22 @@ EXTRA = {
                                "attention.sliding_window_pattern": [t == "sliding_attention"
                                                                     for t in c["layer_types"]]},
 }
+
+
+def kimi_keys(cfg: dict, out: dict) -> None:
+    """conversion/kimi_linear.py KimiLinearModel.set_gguf_parameters L78-L142 over the base keys: head_count_kv 1 on
+    the MLA layers (linear_attn_config's full_attn_layers, 1-indexed), 0 on the KDA ones; key_length the latent
+    and rope; key/value_length_mla the heads' widths."""
+    linear, n = cfg["linear_attn_config"], cfg["num_hidden_layers"]
+    kv_lora, rope = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]
+    out.update({"attention.head_count_kv": [1 if i + 1 in linear["full_attn_layers"] else 0 for i in range(n)],
+                "ssm.conv_kernel": linear["short_conv_kernel_size"], "kda.head_dim": linear["head_dim"],
+                "attention.kv_lora_rank": kv_lora, "rope.dimension_count": rope, "attention.key_length": kv_lora + rope,
+                "attention.key_length_mla": cfg["qk_nope_head_dim"] + rope,
+                "attention.value_length_mla": cfg["v_head_dim"],
+                "expert_feed_forward_length": cfg["moe_intermediate_size"],
+                "expert_shared_count": cfg["num_shared_experts"],
+                "leading_dense_block_count": cfg["first_k_dense_replace"],
+                "expert_weights_scale": float(cfg["routed_scaling_factor"])})
+    if cfg.get("q_lora_rank") is not None:
+        out["attention.q_lora_rank"] = cfg["q_lora_rank"]

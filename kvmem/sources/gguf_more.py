@@ -6,7 +6,7 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
     llama4      llama4.cpp L3-L42: chunked 8,192              mistral4    deepseek2's MLA keys (gguf_config)
     minicpm3    its lora ranks, K nope + rope per head        phimoe      every layer whole (no window read)
     mamba, mamba2 (falcon_mamba)   ssm.* (_mamba)            falcon-h1   attention + Mamba-2 in every layer
-    lfm2, lfm2moe, granitehybrid   recurrent where head_count_kv is 0 (_recurrent_by_kv)
+    lfm2, lfm2moe, granitehybrid, kimi-linear   recurrent where head_count_kv is 0 (_recurrent_by_kv, _kimi_linear)
     nemotron_h_moe                 nemotron_h's keys, its feed-forward layers MoE
     the common keys (gguf_config's head_count / head_count_kv / key_length / sliding_window path) and a few
     of their own: olmo, olmo2 (Olmo 3 when it slides), olmoe, granite, granitemoe(shared), granite_swa,
@@ -19,7 +19,7 @@ without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
-Left unmapped, refused naming the architecture with the reason in UNMAPPED: kimi-linear, laguna, step35,
+Left unmapped, refused naming the architecture with the reason in UNMAPPED: laguna, step35,
 mimo2, minimax-m3, hy_v4, hrm_text, minimax-01, deci, exaone, hunyuan_vl, paddleocr,
 deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
 at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
@@ -49,10 +49,11 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "chatglm": "glm", "falcon-h1": "falcon_h1", "mistral4": "mistral4", "jais2": "jais2",
                     "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
-                    "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3"}
+                    "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3",
+                    "kimi-linear": "kimi_linear"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
-# granite-hybrid.cpp#L22-L25): gguf_config reads the attention layers' count from the others
-ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid")
+# granite-hybrid.cpp#L22-L25, kimi-linear.cpp#L15-L19): gguf_config reads the attention layers' count from the others
+ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid", "kimi-linear")
 # load_swa_pattern(ml, n) when the file has a window but no pattern: every n-th layer full
 # (llama.cpp@0c1e57098 src/models/gemma3n.cpp#L5, olmo2.cpp#L9, exaone4.cpp#L7, mellum.cpp#L11, afmoe.cpp#L17,
 # muse-glimmer.cpp load_arch_hparams, exaone-moe.cpp#L6)
@@ -69,7 +70,6 @@ _GAP = "not mapped yet: kvmem.sources.gguf_config does not read "
 _NO_FAMILY = "kvmem reads no Hugging Face family of it (kvmem.configs.families)"
 # llama.cpp architectures left unmapped, each with why (the message of gguf_config's refusal)
 UNMAPPED = {
-    "kimi-linear": _GAP + "its KDA state keys (kda.head_dim, ssm.conv_kernel) beside the per-layer MLA",
     "laguna": _GAP + "its per-layer head_count array and dense-first sliding pattern (laguna.cpp)",
     "step35": _GAP + "its per-layer head_count / head_count_kv arrays (conversion/step3.py Step35Model)",
     "mimo2": _GAP + "its per-layer sliding shapes and attention.value_scale (mimo2.cpp)",
@@ -122,6 +122,8 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         pattern = cfg["hybrid_override_pattern"][:trunk]
         cfg.update(hybrid_override_pattern=pattern.replace("-", "E"), n_shared_experts=key("expert_shared_count", 0),
                    moe_shared_expert_intermediate_size=key("expert_shared_feed_forward_length", 0))
+    elif arch == "kimi-linear":
+        _kimi_linear(cfg, key, trunk)
     elif arch == "falcon-h1":
         _falcon_h1(cfg, key)
     elif arch in ZERO_KV_ARCHES:
@@ -306,6 +308,23 @@ def _phimoe(cfg: dict) -> None:
         raise SourceError(f"GGUF phimoe.attention.sliding_window is {window}, below context_length ({context}): "
                           "llama.cpp 0c1e57098 caches every layer whole (phimoe.cpp reads no window), the model's "
                           "own code windows them; kvmem does not pick one")
+
+
+def _kimi_linear(cfg: dict, key, trunk: int) -> None:
+    """Kimi-Linear: MLA where head_count_kv > 0, KDA (kda.head_dim, ssm.conv_kernel) elsewhere (kimi-linear.cpp
+    L4-L26); conversion/kimi_linear.py L78-L142 writes value_length the config's head_dim (base.py L1545) and the
+    MLA widths as key/value_length_mla: configuration_kimi_linear.py's linear_attn_config (1-indexed layers)."""
+    kv = key("attention.head_count_kv")
+    kv = kv if isinstance(kv, list) else [kv] * trunk
+    rope, heads = key("rope.dimension_count"), cfg["num_attention_heads"]
+    cfg.update(linear_attn_config={"full_attn_layers": [i + 1 for i in range(trunk) if kv[i]],
+                                   "kda_layers": [i + 1 for i in range(trunk) if not kv[i]], "num_heads": heads,
+                                   "head_dim": key("kda.head_dim"), "short_conv_kernel_size": key("ssm.conv_kernel")},
+               kv_lora_rank=key("attention.kv_lora_rank"), q_lora_rank=key("attention.q_lora_rank", None),
+               qk_rope_head_dim=rope, qk_nope_head_dim=key("attention.key_length_mla") - rope,
+               v_head_dim=key("attention.value_length_mla"), head_dim=key("attention.value_length"),
+               num_key_value_heads=heads, first_k_dense_replace=key("leading_dense_block_count", 0),
+               num_shared_experts=key("expert_shared_count", 0))
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

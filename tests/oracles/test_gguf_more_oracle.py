@@ -60,6 +60,13 @@ def _config(case: str) -> dict:
                    num_key_value_heads=2, head_dim=64, mamba_num_heads=8, mamba_head_dim=32, n_groups=2,
                    ssm_state_size=32, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=128,
                    moe_shared_expert_intermediate_size=256)
+    elif case == "kimi-linear":      # 8 layers: MLA at 4 and 8 (1-indexed), KDA elsewhere
+        cfg = preset_config("kimi-linear-48b-a3b")
+        cfg.update(num_hidden_layers=8, hidden_size=256, num_attention_heads=4, num_key_value_heads=4, head_dim=64,
+                   kv_lora_rank=128, qk_nope_head_dim=32, qk_rope_head_dim=32, v_head_dim=32, num_experts=4,
+                   num_experts_per_token=2, moe_intermediate_size=128,
+                   linear_attn_config={"full_attn_layers": [4, 8], "kda_layers": [1, 2, 3, 5, 6, 7], "num_heads": 4,
+                                       "head_dim": 64, "short_conv_kernel_size": 4})
     elif case == "gemma-3n":
         cfg = preset_config("gemma-3n-e2b")
         cfg.update(_GEMMA3N)
@@ -117,7 +124,7 @@ def _recurrent(line: str) -> list:
 # exaone_moe-mtp left out: llama_model_init_from_user aborts on the MTP block's skipped tensors
 # (src/llama-model-loader.cpp#L1329 GGML_ASSERT(buft != nullptr)); files with MTP layers are judged by
 # test_gguf_arches_oracle.py, which loads them from disk
-CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
+CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", "kimi-linear", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
 
 
 @pytest.mark.parametrize("case", CASES)

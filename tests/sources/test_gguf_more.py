@@ -132,7 +132,7 @@ def test_common_key_architectures_round_trip(tmp_path, model_type):
 
 @pytest.mark.parametrize("name", ["deepseek-v4-flash", "deepseek-v4-pro", "gemma-3n-e2b", "gemma-3n-e4b",
                                   "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "nemotron-3-nano-30b-a3b",
-                                  "nemotron-h-8b"])
+                                  "nemotron-h-8b", "kimi-linear-48b-a3b"])
 def test_presets_round_trip(tmp_path, name):
     same_kv(*round_trip(preset_config(name), tmp_path / "m.gguf"))
 
@@ -217,7 +217,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
 
 @pytest.mark.parametrize(("arch", "why"), [
     ("step35", "not mapped yet: .* per-layer head_count / head_count_kv arrays"),
-    ("hrm_text", "not mapped yet: .* cache slots"), ("kimi-linear", "not mapped yet: .* KDA state keys"),
+    ("hrm_text", "not mapped yet: .* cache slots"), ("laguna", "not mapped yet: .* per-layer head_count array"),
     ("gptj", "no converter at llama.cpp 0c1e57098 writes it"), ("rwkv7", "kvmem reads no Hugging Face family of it")])
 def test_unmapped_architectures_refused_with_reason(arch, why):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
