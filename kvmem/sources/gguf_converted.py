@@ -48,7 +48,7 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     if cfg["model_type"] == "nemotron_h":
         return _nemotron_h(cfg)
     arch = CONVERTED_ARCHES[cfg["model_type"]]
-    out = {"block_count": _find(cfg, ("num_hidden_layers", "n_layer", "n_layers"))}
+    out = {"block_count": _find(cfg, ("n_layers", "num_hidden_layers", "n_layer", "num_layers"))}
     for key, names in _BASE:
         value = _find(cfg, names)
         if value is not None:

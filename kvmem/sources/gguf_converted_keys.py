@@ -91,6 +91,9 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 # A few keys more on top of the base ones
 EXTRA = {
+    # conversion/exaone.py ExaoneModel L22-L30: rope over partial_rotary_factor (1.0) of the head
+    "exaone": lambda c: {"rope.dimension_count": int((c.get("partial_rotary_factor") or 1.0)
+                                                     * (c["hidden_size"] // c["num_attention_heads"]))},
     # conversion/phi.py Phi3MiniModel L149-L173 (PhiMoeModel's parent): rope dims over the head, the window or 0
     "phimoe": lambda c: {"rope.dimension_count": c["hidden_size"] // c["num_attention_heads"],
                          "attention.sliding_window": c.get("sliding_window") or 0},

@@ -21,7 +21,7 @@ import kvmem  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib  # noqa: E402
 from kvmem.oracles.llamacpp_presets import _ggml  # noqa: E402
 from kvmem.sources.gguf_converted import converted_metadata  # noqa: E402
-from tests.sources.test_gguf_more import COMMON, preset_config, small_config, write_header  # noqa: E402
+from tests.sources.test_gguf_more import COMMON, EXAONE_3, preset_config, small_config, write_header  # noqa: E402
 
 N_CTX = 4096
 # each cache's size line, and DeepSeek-V4's compressor states (src/llama-kv-cache-dsv4.cpp)
@@ -67,6 +67,8 @@ def _config(case: str) -> dict:
                    num_experts_per_token=2, moe_intermediate_size=128,
                    linear_attn_config={"full_attn_layers": [4, 8], "kda_layers": [1, 2, 3, 5, 6, 7], "num_heads": 4,
                                        "head_dim": 64, "short_conv_kernel_size": 4})
+    elif case == "exaone-3":
+        cfg = dict(EXAONE_3)
     elif case == "gemma-3n":
         cfg = preset_config("gemma-3n-e2b")
         cfg.update(_GEMMA3N)
@@ -124,13 +126,18 @@ def _recurrent(line: str) -> list:
 # exaone_moe-mtp left out: llama_model_init_from_user aborts on the MTP block's skipped tensors
 # (src/llama-model-loader.cpp#L1329 GGML_ASSERT(buft != nullptr)); files with MTP layers are judged by
 # test_gguf_arches_oracle.py, which loads them from disk
-CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", "kimi-linear", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
+CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", "kimi-linear", "exaone-3", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_llamacpp_kv_of_the_converted_header_equals_kvmem(case, tmp_path):
     arch, meta = converted_metadata(_config(case))
     meta[f"{arch}.vocab_size"] = _VOCAB.get(case, VOCAB)
+    if case == "exaone-3":
+        # exaone.cpp L4 requires the RMS epsilon; the pinned converter writes EXAONE 3.5's layer_norm_epsilon as
+        # attention.layer_norm_epsilon only (conversion/base.py L1511-L1516), so its own file does not load: the
+        # key added here so that llama.cpp loads it (the cache does not read it)
+        meta["exaone.attention.layer_norm_rms_epsilon"] = 1e-5
     path = str(tmp_path / "m.gguf")
     write_header(path, arch, meta)
     back = kvmem.Model.from_gguf(path)

@@ -58,6 +58,13 @@ def preset_config(name: str) -> dict:
     return cfg
 
 
+# EXAONE 3.5's config.json fields (remote code: transformers has no exaone class), at a small shape
+EXAONE_3 = {"model_type": "exaone", "architectures": ["ExaoneForCausalLM"], "num_layers": 8, "hidden_size": 256,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+            "max_position_embeddings": 8192, "layer_norm_epsilon": 1e-5, "activation_function": "silu",
+            "rope_theta": 1e6, "tie_word_embeddings": False}
+
+
 def round_trip(cfg: dict, path):
     model = kvmem.Model.from_hf_config(cfg, name="src")
     arch, meta = converted_metadata(cfg)
@@ -147,6 +154,10 @@ def test_deepseek4_header_by_hand(tmp_path):
     back = kvmem.Model.from_gguf(tmp_path / "m.gguf")
     assert (back.model_type, back.config["head_dim"], back.config["sliding_window"], back.config["index_head_dim"]) == \
         ("deepseek_v4", 512, 128, 128)
+
+
+def test_exaone_3_round_trip(tmp_path):
+    same_kv(*round_trip(dict(EXAONE_3), tmp_path / "m.gguf"))
 
 
 def test_llama4_chunks_by_hand(tmp_path):
