@@ -145,10 +145,27 @@ def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
         if node.allocated == FREE:
             if node.op in CAN_INPLACE:
                 allocate(node, b)
-            else:
+            else:               # ggml_dyn_tallocr_alloc (alloc, written out: most nodes take this path)
                 node.allocated, node.buffer = TAKEN, b
                 node.size = size = size_of[b](node)
-                node.offset = alloc(b, size)
+                a = aligns[b]
+                size = -(-size // a) * a
+                offs, sizes = block_off[b], block_size[b]
+                last = best = len(sizes) - 1
+                best_size = 0
+                for i in range(last):
+                    s = sizes[i]
+                    if s >= size and (best == last or s <= best_size):
+                        best, best_size = i, s
+                node.offset = at = offs[best]
+                offs[best] = at + size
+                rest = sizes[best] - size
+                if rest:
+                    sizes[best] = rest
+                else:
+                    del offs[best], sizes[best]
+                if at + size > high[b]:
+                    high[b] = at + size
         for p in srcs:
             if p is None:
                 continue

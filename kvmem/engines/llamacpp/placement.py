@@ -80,11 +80,13 @@ import datetime
 import functools
 import re
 import struct
+from array import array
+from bisect import bisect_right
 
 from ...dtypes import GGML_TYPES as _GGML
 from ...units import pad
 from .overrides import CPU, layer_rest, override_rules
-from .placed import DeviceMemory, PlacedTensor, Placement
+from .placed import DeviceMemory, PlacedTensor, Placement, hashed_infos
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
            "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
@@ -160,14 +162,14 @@ def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split, build: datetime
     before = build is not None and build < PR_18148
     i_gpu_start = max(n_layer - n_gpu_layers if before else n_layer + 1 - n_gpu_layers, 0)
     act = min(n_gpu_layers, n_layer + 1)
-    out = []
-    for il in range(n_layer + 1):
-        if il < i_gpu_start or il - i_gpu_start >= act:
-            out.append(None)
-            continue
-        x = _f32(_f32(float(il - i_gpu_start)) / _f32(float(act)))
-        out.append(min(sum(s <= x for s in splits), n_dev - 1))   # upper_bound; .at() never past the end
-    return out
+    # k / act in float32 for the k-th offloaded layer (k and act exact in float32 below 2^24; the quotient rounded as
+    # array('f') stores it, as _f32 does), then std::upper_bound: a binary search where the splits are sorted
+    xs = array("f", [k / act for k in range(act)]) if act < 1 << 24 else [_f32(_f32(k) / _f32(act)) for k in range(act)]
+    ordered = all(a <= b for a, b in zip(splits, splits[1:], strict=False))
+    gpu = [min(bisect_right(splits, x) if ordered else sum(s <= x for s in splits), n_dev - 1) for x in xs]  # .at()
+    start = min(i_gpu_start, n_layer + 1)
+    gpu = gpu[:n_layer + 1 - start]
+    return [None] * start + gpu + [None] * (n_layer + 1 - start - len(gpu))
 
 
 def cuda_alloc_bytes(t: PlacedTensor) -> int:
@@ -308,9 +310,7 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     the name endings of MTP-block tensors the architecture loads all the same (arch_tensors.nextn_loaded).
     """
     gpus = tuple(gpus)
-    if tensor_split is None:
-        tensor_split = (1.0,) * len(gpus)
-    tensor_split = tuple(tensor_split)
+    tensor_split = (1.0,) * len(gpus) if tensor_split is None else tuple(tensor_split)
     if len(tensor_split) != len(gpus):
         raise ValueError(f"tensor_split has {len(tensor_split)} values for {len(gpus)} GPUs")
     if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int) or n_gpu_layers < 0:
@@ -325,7 +325,7 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     key = (n_layer, n_nextn, tuple(nextn_loaded), n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
            tuple(tuple(rule) for rule in override_tensor or ()), alignment, tied_output, build)
     try:
-        placed, dev, sums = _placed(tuple(tensors), *key)   # the searches place the same flags at many contexts
+        placed, dev, sums = _placed(hashed_infos(tensors), *key)   # the searches place the same flags at many contexts
     except TypeError:           # tensor infos that do not hash: placed, not remembered
         placed, dev, sums = _placed.__wrapped__(tuple(tensors), *key)
     kv = list(kv_per_layer) + [0] * (n_layer - len(kv_per_layer))
