@@ -93,7 +93,8 @@ def gguf_nextn_layers(model: Model) -> int:
         raise ValueError(f"{model.name}: config field {name!r} is {count!r}; convert_hf_to_gguf adds it to "
                          "block_count as a whole number of MTP layers")
     if count == 0 and name == "mtp_num_hidden_layers" and getattr(checkpoint, "format", None) == "safetensors":
-        found = {int(m.group(1)) for t in checkpoint.tensors if (m := _MTP_TENSOR.match(t.name))}
+        found = {int(m.group(1)) for t in getattr(checkpoint, "tensors", ())
+                 if (m := _MTP_TENSOR.match(t.name))}
         count = max(found) + 1 if found else 0
     return count
 
@@ -340,7 +341,8 @@ def _mtp_loaded(model: Model, arch: str) -> list:
     """The MTP blocks' tensors llama.cpp loads without load_mtp (nextn_loaded), after the trunk: glm-dsa's and
     deepseek32's exp_probs_b.bias [n_expert], which the converter writes from each block's e_score_correction_bias
     (scoring_func sigmoid). The blocks' other tensors are skipped at load and not listed."""
-    if arch not in ("glm-dsa", "deepseek32") or field(model, "scoring_func") != "sigmoid":
+    moe = model.facts.moe
+    if arch not in ("glm-dsa", "deepseek32") or moe is None or field(model, "scoring_func") != "sigmoid":
         return []
-    n, e = model.num_layers, model.facts.moe.experts
+    n, e = model.num_layers, moe.experts
     return [(f"blk.{n + j}.exp_probs_b.bias", (e,)) for j in range(gguf_nextn_layers(model))]
