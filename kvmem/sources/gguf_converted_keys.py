@@ -91,6 +91,8 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 # A few keys more on top of the base ones
 EXTRA = {
+    # conversion/hunyuan.py HunyuanVLTextModel L345-L360: the XD-RoPE sections
+    "hunyuan_vl": lambda c: {"rope.dimension_sections": list(c["rope_parameters"]["xdrope_section"])},
     # conversion/exaone.py ExaoneModel L22-L30: rope over partial_rotary_factor (1.0) of the head
     "exaone": lambda c: {"rope.dimension_count": int((c.get("partial_rotary_factor") or 1.0)
                                                      * (c["hidden_size"] // c["num_attention_heads"]))},

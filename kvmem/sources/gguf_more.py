@@ -13,14 +13,14 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
     starcoder2, stablelm, seed_oss, exaone4, exaone-moe, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe,
     hy_v3, glm4, chatglm, command-r, cohere2moe, apertus, arcee, phi2, nemotron, smollm3, mellum, dots1, afmoe,
     bitnet, qwen2vl, qwen3vl, qwen3vlmoe, mistral3, jais2, chameleon, muse-glimmer, gpt2, gptneox, bloom,
-    starcoder (gpt_bigcode), dbrx, mpt, exaone (EXAONE 3.x).
+    starcoder (gpt_bigcode), dbrx, mpt, exaone (EXAONE 3.x), hunyuan_vl, paddleocr (their text models).
 Refused where llama.cpp would not run the file or would size it otherwise than its config: a window
 without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers, gemma3n whose
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
 Left unmapped, refused naming the architecture with the reason in UNMAPPED: laguna, step35,
-mimo2, minimax-m3, hy_v4, hrm_text, minimax-01, deci, hunyuan_vl, paddleocr,
+mimo2, minimax-m3, hy_v4, hrm_text, minimax-01, deci,
 deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
 at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
 gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
@@ -50,7 +50,8 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "chameleon": "chameleon", "muse-glimmer": "muse_glimmer_text", "exaone-moe": "exaone_moe",
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
                     "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3",
-                    "kimi-linear": "kimi_linear", "exaone": "exaone"}
+                    "kimi-linear": "kimi_linear", "exaone": "exaone", "hunyuan_vl": "hunyuan_vl_text",
+                    "paddleocr": "paddleocr_vl_text"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25, kimi-linear.cpp#L15-L19): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid", "kimi-linear")
@@ -78,8 +79,6 @@ UNMAPPED = {
     "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
     "minimax-01": _GAP + "its lightning-attention layers (minimax-01.cpp)",
     "deci": _GAP + "its per-layer head counts (nemotron-nas block_configs; conversion/deci.py)",
-    "hunyuan_vl": _GAP + "its keys (hunyuan-vl.cpp)",
-    "paddleocr": _GAP + "its keys (paddleocr.cpp)",
     "deepseek2-ocr": _GAP + "its keys (deepseek2ocr.cpp)",
     "gptj": "no converter at llama.cpp 0c1e57098 writes it (conversion/ has no MODEL_ARCH.GPTJ)",
     **{arch: _NO_FAMILY for arch in ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "plamo", "plamo2", "plamo3",

@@ -5,6 +5,8 @@ equal the config's. tests/oracles/test_gguf_more_oracle.py has llama.cpp itself 
 
 from __future__ import annotations
 
+import json
+
 import gguf
 import pytest
 
@@ -39,10 +41,11 @@ def small_config(model_type: str, **fields) -> dict:
     shape = dict(num_hidden_layers=8, hidden_size=256, intermediate_size=512, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=1000, max_position_embeddings=8192)
     shape.update(fields)
-    cfg = AutoConfig.for_model(model_type, **shape).to_dict()
+    cfg = AutoConfig.for_model(model_type, **json.loads(json.dumps(shape))).to_dict()     # a copy: it edits dicts
     cfg["model_type"] = model_type
-    if "layer_types" in fields:     # as the file gives them (Granite 4's "mamba" / "attention", which to_dict renames)
-        cfg["layer_types"] = fields["layer_types"]
+    for name in ("layer_types", "rope_parameters"):     # as the file gives them: to_dict renames Granite 4's
+        if name in fields:                              # "mamba" / "attention", drops HunYuan-VL's xdrope_section
+            cfg[name] = fields[name]
     return cfg
 
 
@@ -123,6 +126,9 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "phimoe": {"num_local_experts": 4, "sliding_window": 8192},
           "minicpm3": {"num_key_value_heads": 4, "kv_lora_rank": 128, "q_lora_rank": 192, "qk_nope_head_dim": 32,
                        "qk_rope_head_dim": 32, "v_head_dim": 64},
+          "hunyuan_vl_text": {"head_dim": 64, "rope_parameters": {"rope_type": "xdrope", "rope_theta": 1e4, "alpha": 1000.0, "factor": 1.0,
+                                                                  "xdrope_section": [8, 8, 8, 8]}},
+          "paddleocr_vl_text": {"head_dim": 64},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
