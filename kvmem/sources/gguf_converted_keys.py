@@ -3,6 +3,8 @@ key themselves, the few keys some add on top of conversion/base.py's, and Deepse
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["OWN_KEYS", "EXTRA", "mla_keys", "kimi_keys"]
 
 
@@ -11,7 +13,7 @@ def _find(cfg: dict, names: tuple):
 
 
 # Converters that write every key themselves (their set_gguf_parameters calls no base): config.json -> keys
-OWN_KEYS = {
+OWN_KEYS: dict[str, Callable[[dict], dict]] = {
     # conversion/minicpm.py MiniCPM3Model L69-L85
     "minicpm3": lambda c: {"context_length": c["max_position_embeddings"], "embedding_length": c["hidden_size"],
                            "block_count": c["num_hidden_layers"], "feed_forward_length": c["intermediate_size"],
@@ -90,7 +92,7 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 
 # A few keys more on top of the base ones
-EXTRA = {
+EXTRA: dict[str, Callable[[dict], dict]] = {
     # conversion/hunyuan.py HunyuanVLTextModel L345-L360: the XD-RoPE sections
     "hunyuan_vl": lambda c: {"rope.dimension_sections": list(c["rope_parameters"]["xdrope_section"])},
     # conversion/exaone.py ExaoneModel L22-L30: rope over partial_rotary_factor (1.0) of the head
