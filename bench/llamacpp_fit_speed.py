@@ -30,10 +30,11 @@ TARGET_S = 0.25
 
 def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
-    from kvmem.engines.llamacpp import best, fitting, overrides, placement, plan, scheduled
+    from kvmem.engines.llamacpp import best, fitting, overrides, placed, placement, plan, scheduled
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules,
     for kept in (best._BEST, best._FITS, best._TENSORS):     # the placements; the searches and the tensors laid out
         kept.clear()
+    placed._LAST_INFOS[:] = [None, None]        # and the tensor tuple place hashed last
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
                    overrides._first_tail, overrides._tail_targets, overrides.layer_rest, placement._placed,
                    placement._static):
