@@ -120,7 +120,10 @@ def config_from_header(header) -> dict:
         raise SourceError(f"GGUF {arch}.nextn_predict_layers is {_quote(nextn)}; it must be below block_count "
                           f"({n_layers}), the MTP layers being counted in it")
     trunk = n_layers - nextn
-    heads = _per_layer(key("attention.head_count"), f"{arch}.attention.head_count")
+    heads_raw = key("attention.head_count")
+    # Laguna's query heads differ per layer, its K/V heads do not (gguf_more._laguna keeps the list)
+    heads = (max(heads_raw) if arch == "laguna" and isinstance(heads_raw, list) and heads_raw
+             else _per_layer(heads_raw, f"{arch}.attention.head_count"))
     kv_raw = key("attention.head_count_kv", heads)
     if arch in _HYBRIDS or arch in ZERO_KV_ARCHES:
         kv_raw = kv_raw if isinstance(kv_raw, list) else [kv_raw] * n_layers

@@ -93,6 +93,16 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 # A few keys more on top of the base ones
 EXTRA: dict[str, Callable[[dict], dict]] = {
+    # conversion/laguna.py LagunaModel L64-L117: query heads per layer, the window where there is one, the MoE keys
+    "laguna": lambda c: {"attention.head_count": c.get("num_attention_heads_per_layer")
+                         or [c["num_attention_heads"]] * c["num_hidden_layers"],
+                         **({"attention.sliding_window": c["sliding_window"]} if c.get("sliding_window") else {}),
+                         "expert_feed_forward_length": c["moe_intermediate_size"],
+                         "expert_shared_feed_forward_length": c["shared_expert_intermediate_size"],
+                         "expert_weights_norm": True, "expert_weights_scale": float(c["moe_routed_scaling_factor"]),
+                         "expert_gating_func": 2,
+                         "leading_dense_block_count": next((i for i, t in enumerate(c["mlp_layer_types"])
+                                                            if t != "dense"), len(c["mlp_layer_types"]))},
     # conversion/hunyuan.py HunyuanVLTextModel L345-L360: the XD-RoPE sections
     "hunyuan_vl": lambda c: {"rope.dimension_sections": list(c["rope_parameters"]["xdrope_section"])},
     # conversion/exaone.py ExaoneModel L22-L30: rope over partial_rotary_factor (1.0) of the head

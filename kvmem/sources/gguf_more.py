@@ -5,21 +5,21 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
     deepseek4   deepseek4.cpp L19-L75 (_deepseek4)            gemma3n     gemma3n.cpp L3-L19: 20 layers cached
     llama4      llama4.cpp L3-L42: chunked 8,192              mistral4    deepseek2's MLA keys (gguf_config)
     minicpm3    its lora ranks, K nope + rope per head        phimoe      every layer whole (no window read)
-    mamba, mamba2 (falcon_mamba)   ssm.* (_mamba)            falcon-h1   attention + Mamba-2 in every layer
-    lfm2, lfm2moe, granitehybrid, kimi-linear   recurrent where head_count_kv is 0 (_recurrent_by_kv, _kimi_linear)
+    mamba, mamba2 (falcon_mamba)   ssm.*                     falcon-h1   attention + Mamba-2 in every layer
+    lfm2, lfm2moe, granitehybrid, kimi-linear   recurrent where head_count_kv is 0 (these: gguf_recurrent.py)
     nemotron_h_moe                 nemotron_h's keys, its feed-forward layers MoE
     the common keys (gguf_config's head_count / head_count_kv / key_length / sliding_window path) and a few
     of their own: olmo, olmo2 (Olmo 3 when it slides), olmoe, granite, granitemoe(shared), granite_swa,
     starcoder2, stablelm, seed_oss, exaone4, exaone-moe, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe,
     hy_v3, glm4, chatglm, command-r, cohere2moe, apertus, arcee, phi2, nemotron, smollm3, mellum, dots1, afmoe,
     bitnet, qwen2vl, qwen3vl, qwen3vlmoe, mistral3, jais2, chameleon, muse-glimmer, gpt2, gptneox, bloom,
-    starcoder (gpt_bigcode), dbrx, mpt, exaone (EXAONE 3.x), hunyuan_vl, paddleocr (their text models).
+    starcoder (gpt_bigcode), dbrx, mpt, exaone (EXAONE 3.x), hunyuan_vl, paddleocr (their text models), laguna.
 Refused where llama.cpp would not run the file or would size it otherwise than its config: a window
 without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers, gemma3n whose
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
-Left unmapped, refused naming the architecture with the reason in UNMAPPED: laguna, step35,
+Left unmapped, refused naming the architecture with the reason in UNMAPPED: step35,
 mimo2, minimax-m3, hy_v4, hrm_text, minimax-01, deci,
 deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
 at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
@@ -29,6 +29,7 @@ gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kv
 from __future__ import annotations
 
 from . import SourceError
+from .gguf_recurrent import falcon_h1_fields, kimi_linear_fields, mamba_fields, recurrent_by_kv_fields
 
 __all__ = ["MORE_MODEL_TYPES", "MORE_SWA_PATTERN", "UNMAPPED", "ZERO_KV_ARCHES", "more_fields", "GEMMA3N_KV_LAYERS"]
 
@@ -51,7 +52,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
                     "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3",
                     "kimi-linear": "kimi_linear", "exaone": "exaone", "hunyuan_vl": "hunyuan_vl_text",
-                    "paddleocr": "paddleocr_vl_text"}
+                    "paddleocr": "paddleocr_vl_text", "laguna": "laguna"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25, kimi-linear.cpp#L15-L19): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid", "kimi-linear")
@@ -71,7 +72,6 @@ _GAP = "not mapped yet: kvmem.sources.gguf_config does not read "
 _NO_FAMILY = "kvmem reads no Hugging Face family of it (kvmem.configs.families)"
 # llama.cpp architectures left unmapped, each with why (the message of gguf_config's refusal)
 UNMAPPED = {
-    "laguna": _GAP + "its per-layer head_count array and dense-first sliding pattern (laguna.cpp)",
     "step35": _GAP + "its per-layer head_count / head_count_kv arrays (conversion/step3.py Step35Model)",
     "mimo2": _GAP + "its per-layer sliding shapes and attention.value_scale (mimo2.cpp)",
     "minimax-m3": _GAP + "its sparse layers' indexer keys (minimax-m3.cpp)",
@@ -109,7 +109,7 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
     elif arch == "llama4":
         _llama4(cfg, key, trunk)
     elif arch in ("mamba", "mamba2"):
-        _mamba(cfg, key, arch)
+        mamba_fields(cfg, key, arch)
     elif arch == "cohere2moe" and cfg.get("sliding_window") and "layer_types" not in cfg:
         # cohere2moe.cpp#L27-L28: load_swa_pattern(ml, 4, dense_first): full where i % 4 == 0
         # (src/llama-hparams.cpp#L8-L12)
@@ -120,12 +120,14 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         pattern = cfg["hybrid_override_pattern"][:trunk]
         cfg.update(hybrid_override_pattern=pattern.replace("-", "E"), n_shared_experts=key("expert_shared_count", 0),
                    moe_shared_expert_intermediate_size=key("expert_shared_feed_forward_length", 0))
+    elif arch == "laguna":
+        _laguna(cfg, key, trunk)
     elif arch == "kimi-linear":
-        _kimi_linear(cfg, key, trunk)
+        kimi_linear_fields(cfg, key, trunk)
     elif arch == "falcon-h1":
-        _falcon_h1(cfg, key)
+        falcon_h1_fields(cfg, key)
     elif arch in ZERO_KV_ARCHES:
-        _recurrent_by_kv(cfg, key, arch, trunk)
+        recurrent_by_kv_fields(cfg, key, arch, trunk)
     elif arch == "exaone4":
         _exaone4(cfg, trunk)
     elif arch == "olmo2" and cfg.get("sliding_window"):
@@ -237,63 +239,6 @@ def _llama4(cfg: dict, key, trunk: int) -> None:
         cfg.update(attention_chunk_size=_LLAMA4_CHUNK, no_rope_layers=[int(c) for c in chunked[:trunk]])
 
 
-def _mamba(cfg: dict, key, arch: str) -> None:
-    """Mamba / Mamba-2 (mamba.cpp, mamba2.cpp load_arch_hparams: ssm.conv_kernel, inner_size, state_size,
-    time_step_rank, group_count; conversion/mamba.py MambaModel L46-L74, Mamba2Model L143-L166 write head_count 0
-    and time_step_rank = inner / head_dim for Mamba-2) as configuration_mamba.py / configuration_mamba2.py fields;
-    ssm.dt_b_c_rms marks Falcon-Mamba (L56-L59)."""
-    hidden, inner = cfg["hidden_size"], key("ssm.inner_size")
-    if not hidden or inner % hidden:
-        raise SourceError(f"GGUF {arch}.ssm.inner_size ({inner}) is not a multiple of embedding_length ({hidden}); "
-                          "kvmem reads the mixer's width as expand x hidden_size")
-    for name in ("num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim"):
-        cfg.pop(name, None)
-    cfg.update(state_size=key("ssm.state_size"), conv_kernel=key("ssm.conv_kernel"), expand=inner // hidden)
-    if arch == "mamba":
-        cfg.update(model_type="falcon_mamba" if key("ssm.dt_b_c_rms", 0) else "mamba", intermediate_size=inner,
-                   time_step_rank=key("ssm.time_step_rank"))
-        return
-    heads = key("ssm.time_step_rank")
-    if not heads or inner % heads:
-        raise SourceError(f"GGUF mamba2.ssm.time_step_rank ({heads}) does not divide ssm.inner_size ({inner})")
-    cfg.update(num_heads=heads, head_dim=inner // heads, n_groups=key("ssm.group_count"))
-
-
-def _recurrent_by_kv(cfg: dict, key, arch: str, trunk: int) -> None:
-    """LFM2 / LFM2-MoE (short convolutions where head_count_kv is 0; shortconv.l_cache) and Granite 4 hybrids
-    (Mamba-2 there: ssm.inner_size, time_step_rank = heads, group_count, state_size, conv_kernel; conversion/granite.py
-    GraniteHybridModel L486-L512) as configuration_lfm2(_moe).py / configuration_granitemoehybrid.py fields."""
-    kv = key("attention.head_count_kv")
-    kv = kv if isinstance(kv, list) else [kv] * trunk
-    if arch != "granitehybrid":
-        if cfg.get("sliding_window"):
-            # lfm2.cpp#L26-L30: a window makes every attention layer sliding, which configuration_lfm2.py has not
-            raise SourceError(f"GGUF {arch}.attention.sliding_window is {cfg['sliding_window']}: llama.cpp slides "
-                              "every attention layer of it; kvmem reads LFM2's attention layers as full")
-        cfg.update(conv_L_cache=key("shortconv.l_cache"),
-                   layer_types=["full_attention" if h else "conv" for h in kv[:trunk]])
-        if arch == "lfm2moe":
-            cfg["num_dense_layers"] = key("leading_dense_block_count", 0)
-        return
-    hidden, inner, heads = cfg["hidden_size"], key("ssm.inner_size"), key("ssm.time_step_rank")
-    if not hidden or not heads or inner % hidden or inner % heads:
-        raise SourceError(f"GGUF granitehybrid.ssm.inner_size ({inner}) is not a multiple of embedding_length "
-                          f"({hidden}) and ssm.time_step_rank ({heads}); kvmem reads it as mamba_expand x hidden_size")
-    cfg.update(layer_types=["attention" if h else "mamba" for h in kv[:trunk]], mamba_n_heads=heads,
-               mamba_d_head=inner // heads, mamba_n_groups=key("ssm.group_count"), mamba_d_state=key("ssm.state_size"),
-               mamba_d_conv=key("ssm.conv_kernel"), mamba_expand=inner // hidden,
-               shared_intermediate_size=key("expert_shared_feed_forward_length", 0))
-
-
-def _falcon_h1(cfg: dict, key) -> None:
-    """Falcon-H1: attention and a Mamba-2 mixer in every layer (falcon-h1.cpp#L3-L14); conversion/falcon_h1.py
-    FalconH1Model L98-L119 writes Mamba2Model's ssm keys (inner_size mamba_d_ssm, time_step_rank = inner /
-    mamba_d_head) and the attention's; configuration_falcon_h1.py fields."""
-    inner, heads = key("ssm.inner_size"), key("ssm.time_step_rank")
-    if not heads or inner % heads:
-        raise SourceError(f"GGUF falcon-h1.ssm.time_step_rank ({heads}) does not divide ssm.inner_size ({inner})")
-    cfg.update(mamba_d_ssm=inner, mamba_n_heads=heads, mamba_d_head=inner // heads, mamba_n_groups=key(
-        "ssm.group_count"), mamba_d_state=key("ssm.state_size"), mamba_d_conv=key("ssm.conv_kernel"))
 
 
 def _phimoe(cfg: dict) -> None:
@@ -308,21 +253,18 @@ def _phimoe(cfg: dict) -> None:
                           "own code windows them; kvmem does not pick one")
 
 
-def _kimi_linear(cfg: dict, key, trunk: int) -> None:
-    """Kimi-Linear: MLA where head_count_kv > 0, KDA (kda.head_dim, ssm.conv_kernel) elsewhere (kimi-linear.cpp
-    L4-L26); conversion/kimi_linear.py L78-L142 writes value_length the config's head_dim (base.py L1545) and the
-    MLA widths as key/value_length_mla: configuration_kimi_linear.py's linear_attn_config (1-indexed layers)."""
-    kv = key("attention.head_count_kv")
-    kv = kv if isinstance(kv, list) else [kv] * trunk
-    rope, heads = key("rope.dimension_count"), cfg["num_attention_heads"]
-    cfg.update(linear_attn_config={"full_attn_layers": [i + 1 for i in range(trunk) if kv[i]],
-                                   "kda_layers": [i + 1 for i in range(trunk) if not kv[i]], "num_heads": heads,
-                                   "head_dim": key("kda.head_dim"), "short_conv_kernel_size": key("ssm.conv_kernel")},
-               kv_lora_rank=key("attention.kv_lora_rank"), q_lora_rank=key("attention.q_lora_rank", None),
-               qk_rope_head_dim=rope, qk_nope_head_dim=key("attention.key_length_mla") - rope,
-               v_head_dim=key("attention.value_length_mla"), head_dim=key("attention.value_length"),
-               num_key_value_heads=heads, first_k_dense_replace=key("leading_dense_block_count", 0),
-               num_shared_experts=key("expert_shared_count", 0))
+
+def _laguna(cfg: dict, key, trunk: int) -> None:
+    """Laguna (laguna.cpp L9-L55): query heads per layer (conversion/laguna.py L73-L80 writes head_count as a list:
+    configuration_laguna.py's num_attention_heads_per_layer), K/V heads one count; a window slides every layer
+    but those where i % 4 == 0 (load_swa_pattern(ml, 4, dense_first), llama-hparams.cpp#L8-L12), the
+    converter writing no pattern."""
+    heads = key("attention.head_count")
+    if isinstance(heads, list):
+        cfg["num_attention_heads_per_layer"] = heads[:trunk]
+    if cfg.get("sliding_window") and "layer_types" not in cfg:
+        cfg["layer_types"] = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(trunk)]
+    cfg["first_k_dense_replace"] = key("leading_dense_block_count")
 
 
 def _exaone4(cfg: dict, trunk: int) -> None:

@@ -129,6 +129,10 @@ COMMON = {"olmo2": {}, "olmo3": {"sliding_window": 512}, "olmo": {}, "olmoe": {"
           "hunyuan_vl_text": {"head_dim": 64, "rope_parameters": {"rope_type": "xdrope", "rope_theta": 1e4, "alpha": 1000.0, "factor": 1.0,
                                                                   "xdrope_section": [8, 8, 8, 8]}},
           "paddleocr_vl_text": {"head_dim": 64},
+          "laguna": {"head_dim": 64, "num_attention_heads_per_layer": [4, 8] * 4, "sliding_window": 512,
+                     "layer_types": ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(8)],
+                     "num_experts": 8, "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128,
+                     "mlp_layer_types": ["dense"] + ["sparse"] * 7},
           "mamba2": {"num_heads": 8, "head_dim": 64, "expand": 2, "n_groups": 2, "state_size": 64}, "qwen2_vl_text": {"rope_parameters": {"rope_type": "default", "mrope_section": [16, 8, 8]}},
           "qwen3_vl_text": {"head_dim": 64, "rope_parameters": _MROPE},
           "qwen3_vl_moe_text": {"head_dim": 64, "num_experts": 8, "rope_parameters": _MROPE},
@@ -234,7 +238,7 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
 
 @pytest.mark.parametrize(("arch", "why"), [
     ("step35", "not mapped yet: .* per-layer head_count / head_count_kv arrays"),
-    ("hrm_text", "not mapped yet: .* cache slots"), ("laguna", "not mapped yet: .* per-layer head_count array"),
+    ("hrm_text", "not mapped yet: .* cache slots"), ("mimo2", "not mapped yet: .* per-layer sliding shapes"),
     ("gptj", "no converter at llama.cpp 0c1e57098 writes it"), ("rwkv7", "kvmem reads no Hugging Face family of it")])
 def test_unmapped_architectures_refused_with_reason(arch, why):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()
