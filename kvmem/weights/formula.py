@@ -8,7 +8,8 @@ The parameter count comes from the config (kvmem.configs.params: ``params_total`
     lm_head    the output projection, vocab x hidden; 0 when tied to the input table
                (tied embeddings are stored and counted once)
     experts    routed MoE experts (every expert is resident); from the config,
-               (total - active - untied lm_head) x experts / (experts - top_k)
+               (total - active - untied lm_head) x experts / (experts - top_k), or from the experts' shape
+               (MoE layers x experts x 3 (2 for a plain MLP) x hidden x expert width) when every expert is active
     dense      everything else: attention, dense and shared-expert MLPs, routers, norms
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..catalog import as_model
+from ..configs.params import _PLAIN_MLP
 from ..units import cdiv
 from .checkpoint import exact_weights, parallel_facts
 from .formats import EMBED_16, FORMATS, GGUF_FORMATS, resolve_weight_dtype
@@ -44,7 +46,13 @@ def weights(model, weight_dtype="auto") -> Weights:
     moe = model.facts.moe
     experts, top_k = (moe.experts, moe.top_k) if moe else (0, 0)
     expert_params = expert_bias = 0
-    if experts:
+    if experts and top_k >= experts:
+        # every routed expert is read by every token: total - active holds no inactive expert to scale up,
+        # so the routed experts are counted from their shape (each a gated or plain MLP of its own width)
+        per_expert = 2 if model.model_type in _PLAIN_MLP else 3
+        moe_layers = sum(1 for i in range(model.num_layers) if moe.is_moe(i))
+        expert_params = moe_layers * experts * per_expert * model.hidden_size * moe.intermediate_size
+    elif experts:
         expert_params = (total - active - lm_head) * experts // (experts - top_k)
         if model.model_type == "gpt_oss":   # per-expert biases of gate_up (2 x inter) and down (hidden)
             inter = model.facts.intermediate_size

@@ -1,0 +1,51 @@
+"""Weights from the parameter count when every routed expert is active (top_k == experts; review finding 6)."""
+
+import kvmem
+from kvmem.cli import main
+from kvmem.weights import weights
+
+# transformers' HYV3Config at a small shape: 8 layers, hidden 256, 4 heads of 64 (2 KV), 8 experts of width 128,
+# num_experts_per_tok 8 (its default): every expert is read by every token, so total - active is only the
+# untied lm_head and the experts cannot be scaled up from it
+HY_V3 = {"model_type": "hy_v3", "architectures": ["HYV3ForCausalLM"], "num_hidden_layers": 8, "hidden_size": 256,
+         "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+         "vocab_size": 1000, "max_position_embeddings": 8192, "num_experts": 8, "num_experts_per_tok": 8,
+         "moe_intermediate_size": 128, "tie_word_embeddings": False, "rms_norm_eps": 1e-5, "rope_theta": 1e4}
+
+
+def test_every_expert_active_counts_experts_from_their_shape():
+    model = kvmem.Model.from_hf_config(HY_V3, name="hy")
+    # experts: 8 layers x 8 experts x 3 (gate, up, down) x 256 x 128 = 6,291,456 parameters;
+    # embedding 1,000 x 256 = 256,000 and an untied lm_head of as many; dense = 8,397,056 - 512,000 - 6,291,456
+    # = 1,593,600 (attention 8 x 196,608, routers 8 x 2,048, norms 8 x 512, final norm 256)
+    assert (model.params_total, model.params_active) == (8_397_056, 8_141_056)
+    w = weights(model, "bf16")
+    assert (w.embedding_bytes, w.lm_head_bytes, w.expert_bytes, w.dense_bytes) == \
+        (512_000, 512_000, 2 * 6_291_456, 2 * 1_593_600)
+
+
+def test_fit_of_an_all_active_gguf_header_does_not_crash(tmp_path, capsys):
+    # was ZeroDivisionError (exit 70) at formula.py: (experts - top_k) == 0
+    import gguf
+
+    from kvmem.sources.gguf_converted import converted_metadata
+    arch, meta = converted_metadata(HY_V3)
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), arch)
+    for key, value in meta.items():
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_array(key, value)
+    w.add_tokenizer_model("none")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    code = main(["fit", str(tmp_path / "m.gguf"), "--engine", "llama.cpp", "--weight-dtype", "q4_k_m",
+                 "--gpu", "rtx-3090", "--context", "8k"])
+    out = capsys.readouterr().out
+    assert code == 0 and "max context at batch 1: 8,192" in out
