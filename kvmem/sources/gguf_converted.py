@@ -17,7 +17,7 @@ __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
 # Hugging Face model_type -> llama.cpp arch, by the converter class registered for its architectures
 # (conversion/<file>.py ModelBase.register)
 CONVERTED_ARCHES = {**{t: a for a, t in MORE_MODEL_TYPES.items()}, "olmo3": "olmo2", "falcon_mamba": "mamba",
-                    "granitemoe_swa": "granite_swa",
+                    "granitemoe_swa": "granite_swa", "minimax_text_01": "minimax-01", "minimax": "minimax-01",
                     "granitemoeshared": "granitemoe"}
 # conversion/base.py TextModel.set_gguf_parameters L1434-L1550: find_hparam's names, first found wins
 _BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",

@@ -93,6 +93,9 @@ def mla_keys(cfg: dict, out: dict) -> None:
 
 # A few keys more on top of the base ones
 EXTRA: dict[str, Callable[[dict], dict]] = {
+    # conversion/minimax.py MiniMaxText01Model: the layernorm alpha as residual_scale, rotary_dim
+    "minimax-01": lambda c: {"residual_scale": float(c["layernorm_full_attention_alpha"]),
+                             "rope.dimension_count": c["rotary_dim"]},
     # conversion/laguna.py LagunaModel L64-L117: query heads per layer, the window where there is one, the MoE keys
     "laguna": lambda c: {"attention.head_count": c.get("num_attention_heads_per_layer")
                          or [c["num_attention_heads"]] * c["num_hidden_layers"],

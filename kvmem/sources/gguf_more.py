@@ -13,14 +13,15 @@ tests write headers with gguf_converted.py; llama.cpp builds them in tests/oracl
     starcoder2, stablelm, seed_oss, exaone4, exaone-moe, ernie4_5, ernie4_5-moe, hunyuan-dense, hunyuan-moe,
     hy_v3, glm4, chatglm, command-r, cohere2moe, apertus, arcee, phi2, nemotron, smollm3, mellum, dots1, afmoe,
     bitnet, qwen2vl, qwen3vl, qwen3vlmoe, mistral3, jais2, chameleon, muse-glimmer, gpt2, gptneox, bloom,
-    starcoder (gpt_bigcode), dbrx, mpt, exaone (EXAONE 3.x), hunyuan_vl, paddleocr (their text models), laguna.
+    starcoder (gpt_bigcode), dbrx, mpt, exaone (EXAONE 3.x), hunyuan_vl, paddleocr (their text models), laguna,
+    minimax-01 (MiniMax-Text-01 / M1: lightning layers by recurrent_layers or full_attention_interval 8).
 Refused where llama.cpp would not run the file or would size it otherwise than its config: a window
 without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers, gemma3n whose
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
 Left unmapped, refused naming the architecture with the reason in UNMAPPED: step35,
-mimo2, minimax-m3, hy_v4, hrm_text, minimax-01, deci,
+mimo2, minimax-m3, hy_v4, hrm_text, deci,
 deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
 at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
 gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
@@ -52,7 +53,7 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
                     "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3",
                     "kimi-linear": "kimi_linear", "exaone": "exaone", "hunyuan_vl": "hunyuan_vl_text",
-                    "paddleocr": "paddleocr_vl_text", "laguna": "laguna"}
+                    "paddleocr": "paddleocr_vl_text", "laguna": "laguna", "minimax-01": "minimax_m1"}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25, kimi-linear.cpp#L15-L19): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid", "kimi-linear")
@@ -77,7 +78,6 @@ UNMAPPED = {
     "minimax-m3": _GAP + "its sparse layers' indexer keys (minimax-m3.cpp)",
     "hy_v4": _GAP + "its MLA, indexer types and hyper-connection keys (hy-v4.cpp)",
     "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
-    "minimax-01": _GAP + "its lightning-attention layers (minimax-01.cpp)",
     "deci": _GAP + "its per-layer head counts (nemotron-nas block_configs; conversion/deci.py)",
     "deepseek2-ocr": _GAP + "its keys (deepseek2ocr.cpp)",
     "gptj": "no converter at llama.cpp 0c1e57098 writes it (conversion/ has no MODEL_ARCH.GPTJ)",
@@ -85,6 +85,12 @@ UNMAPPED = {
                                       "xverse", "orion", "baichuan", "qwen", "internlm2", "minicpm", "openelm",
                                       "arctic", "deepseek", "codeshell", "refact", "grok", "t5", "t5encoder")},
 }
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, list) or value < 1:
+        raise SourceError(f"GGUF {name} is {str(value)[:100]}; it must be at least 1")
+    return value
 
 
 def _number(meta: dict, full: str, *, default=SourceError):
@@ -120,6 +126,14 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         pattern = cfg["hybrid_override_pattern"][:trunk]
         cfg.update(hybrid_override_pattern=pattern.replace("-", "E"), n_shared_experts=key("expert_shared_count", 0),
                    moe_shared_expert_intermediate_size=key("expert_shared_feed_forward_length", 0))
+    elif arch == "minimax-01":
+        # minimax-01.cpp#L11-L18: attention.recurrent_layers, else lightning unless (i + 1) % full_attention_interval
+        # (8 by default); conversion/minimax.py writes neither: configuration_minimax.py's attn_type_list (1 full)
+        listed = key("attention.recurrent_layers", None)
+        interval = _positive_int(key("full_attention_interval", 8), "minimax-01.full_attention_interval")
+        recurrent = ([bool(x) for x in listed[:trunk]] if isinstance(listed, list)
+                     else [(i + 1) % interval != 0 for i in range(trunk)])
+        cfg.update(attn_type_list=[0 if r else 1 for r in recurrent], rotary_dim=key("rope.dimension_count"))
     elif arch == "laguna":
         _laguna(cfg, key, trunk)
     elif arch == "kimi-linear":

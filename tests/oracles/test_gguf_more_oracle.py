@@ -67,6 +67,10 @@ def _config(case: str) -> dict:
                    num_experts_per_token=2, moe_intermediate_size=128,
                    linear_attn_config={"full_attn_layers": [4, 8], "kda_layers": [1, 2, 3, 5, 6, 7], "num_heads": 4,
                                        "head_dim": 64, "short_conv_kernel_size": 4})
+    elif case == "minimax-m1":      # 8 layers: 7 lightning, the 8th full
+        cfg = preset_config("minimax-m1")
+        cfg.update(num_hidden_layers=8, hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                   rotary_dim=32, num_local_experts=4, intermediate_size=256, attn_type_list=[0] * 7 + [1])
     elif case == "exaone-3":
         cfg = dict(EXAONE_3)
     elif case == "gemma-3n":
@@ -126,7 +130,7 @@ def _recurrent(line: str) -> list:
 # exaone_moe-mtp left out: llama_model_init_from_user aborts on the MTP block's skipped tensors
 # (src/llama-model-loader.cpp#L1329 GGML_ASSERT(buft != nullptr)); files with MTP layers are judged by
 # test_gguf_arches_oracle.py, which loads them from disk
-CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", "kimi-linear", "exaone-3", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
+CASES = ["deepseek-v4", "gemma-3n", "llama-4", "nemotron-3-nano", "kimi-linear", "exaone-3", "minimax-m1", *sorted(c for c in COMMON if c != "exaone_moe-mtp")]
 
 
 @pytest.mark.parametrize("case", CASES)

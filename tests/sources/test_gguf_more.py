@@ -149,7 +149,7 @@ def test_common_key_architectures_round_trip(tmp_path, model_type):
 
 @pytest.mark.parametrize("name", ["deepseek-v4-flash", "deepseek-v4-pro", "gemma-3n-e2b", "gemma-3n-e4b",
                                   "llama-4-scout-17b-16e", "llama-4-maverick-17b-128e", "nemotron-3-nano-30b-a3b",
-                                  "nemotron-h-8b", "kimi-linear-48b-a3b"])
+                                  "nemotron-h-8b", "kimi-linear-48b-a3b", "minimax-m1"])
 def test_presets_round_trip(tmp_path, name):
     same_kv(*round_trip(preset_config(name), tmp_path / "m.gguf"))
 
