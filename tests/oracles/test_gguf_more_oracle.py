@@ -6,7 +6,7 @@ N_CTX cells; each "llama_kv_cache: size = ..." line it prints, and the sum of it
 must be kvmem's for the model it reads from the same header (-fa off, swa_full off as llama-server).
 The small configs are tests/sources/test_gguf_more.py's; OLMoE and dots1 keep one KV head per head, as their
 published models do (llama.cpp's olmoe and dots1 graphs abort at reserve time on GQA shapes: ggml_can_repeat,
-ggml_reshape_3d). 61 cases, 10-18 s on the shared 2-core machine."""
+ggml_reshape_3d). 68 cases, 8-27 s on the shared 2-core machine."""
 
 from tests.oracles.conftest import require
 
