@@ -20,10 +20,9 @@ without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
-Left unmapped, refused naming the architecture with the reason in UNMAPPED: step35,
-mimo2, minimax-m3, hy_v4, hrm_text, deci,
-deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj (no converter
-at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
+Left unmapped, refused naming the architecture with the reason in UNMAPPED: step35, mimo2, minimax-m3, hy_v4,
+hrm_text, deci, deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj
+(no converter at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
 gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
 """
 
