@@ -36,7 +36,13 @@ def cmd_check_log(args) -> int:
 
 
 def _shown(value) -> str:
-    return quote(value, 120) if isinstance(value, str) else str(value)
+    """A setting as the "settings:" line shows it: a model by its name (never its whole record), text quoted,
+    anything else as Python writes it, each at most 120 characters."""
+    if isinstance(value, str):
+        return quote(value, 120)
+    name = getattr(value, "name", None)          # a kvmem.model.Model given with --model
+    text = quote(name, 120) if isinstance(name, str) else str(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 class _Readable:

@@ -11,11 +11,24 @@ over the command (kvmem.logcheck.check_log); a flag kvmem does not use is left a
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
+from typing import Callable
 
 from .printed import value_of
 
 MAX_COMMAND_CHARS = 8000      # a launch command; a longer line is not read as one
 MAX_TRIED = 8                 # lines that look like a command and are split (shlex is slow): a log holds one or two
+
+
+@dataclass(frozen=True)
+class Appends:
+    """A flag that may be given many times, each adding items to one list, in the command's order (llama.cpp's
+    -ot, --cpu-moe, --n-cpu-moe: one list of tensor overrides): ``parse(word)`` -> the items one use adds
+    (``word`` None for a flag that takes no value). A value ``parse`` refuses raises ValueError naming it."""
+
+    name: str
+    parse: Callable
+    takes_value: bool = True
 
 
 def read(lines: list[str], reader) -> dict:
@@ -49,7 +62,16 @@ def _flags(words: list[str], first: int, reader, n: int, line: str) -> dict:
     while i < len(words):
         word, i = words[i], i + 1
         name, _, inline = word.partition("=") if word.startswith("--") else (word, "", "")
-        if name in switches and not inline:
+        if isinstance(target := flags.get(name), Appends):
+            raw = (inline or (words[i] if i < len(words) else None)) if target.takes_value else None
+            i += 1 if target.takes_value and not inline else 0
+            if raw is not None or not target.takes_value:
+                try:
+                    items = target.parse(raw)
+                except ValueError as exc:
+                    raise ValueError(f"log line {n}, the command: {name} {raw!r}: {exc}") from None
+                found.setdefault(target.name, ([], where))[0].extend(items)
+        elif name in switches and not inline:
             key, value = switches[name]
             words_for = reader.switch_values.get(key, {})      # llama.cpp's -fa on|off|auto
             if i < len(words) and words[i] in words_for:

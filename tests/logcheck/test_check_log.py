@@ -38,6 +38,15 @@ def test_cli_check_log(tmp_path):
     assert kvmem.check_log is check_log
 
 
+def test_cli_settings_line_names_the_model_given():
+    # review finding 5: --model gives a Model; the settings line names it, never its 16,001-character repr
+    out = subprocess.run([sys.executable, "-m", "kvmem", "check-log", "-", "--model", "qwen2.5-7b"], input=VLLM_LOG,
+                         capture_output=True, text=True).stdout
+    settings = next(line for line in out.splitlines() if line.startswith("settings: "))
+    assert settings.startswith("settings: model 'qwen2.5-7b' (given); ") and "Model(" not in settings
+    assert max(len(part) for part in settings.split("; ")) < 200
+
+
 # Every serving log in docs/research whose model kvmem has (a preset, or the shape its test builds), with the
 # settings the log's source states: what check-log makes of each. None: nothing in the log to compare with
 # (a block count without memory, tokens without memory); False: a known difference, its cause named.

@@ -21,12 +21,14 @@ from __future__ import annotations
 import re
 
 from ...logcheck.base import LineCheck, logged_number, strip_prefix
+from ...logcheck.command import Appends
 from ...logcheck.printed import after, field, value_of
 from .. import engine_estimate
 from ..serving import LogReader
 from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
+from .overrides import CPU, EXPS_REGEX
 from .placement import buffer_mib
 from .tensors import FORMATS, synthesised_tensors
 
@@ -193,6 +195,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     del tp                                         # llama.cpp splits layers (pp), never tensors
     checks, notes = [], []
     options.pop("max_model_len", None)
+    placed = _overrides(options.pop("override_tensor", None), options.pop("cpu_moe", False),
+                        options.pop("n_cpu_moe", 0))
     settings = _settings(found)
     settings.pop("model", None)
     if found["kv_self"] and not found["sizes"]:
@@ -207,7 +211,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         notes.append(f"line {clip[0]}: the multimodal projector's compute buffers (mtmd) are not checked "
                      "here (kvmem.llamacpp_offload's mmproj counts them) and not mixed into the text model's")
     if found["buffers"]:
-        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes)
+        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes, placed)
     if found.get("checkpoint"):
         _check_checkpoint(model, found["checkpoint"], checks, notes)
     return settings, checks, notes
@@ -241,7 +245,7 @@ def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options:
     for kind in ("kv", "recurrent"):           # pair the log's lines with kvmem's of the same cache, in order
         logged = [(n, t, m) for n, t, m in found["sizes"] if (m.group(1) == "llama_memory_recurrent") == (kind != "kv")]
         mine = [line for line in ours if line.startswith("llama_memory_recurrent") == (kind != "kv")]
-        for (n, text, m), expected in zip(logged, mine, strict=False):
+        for (n, text, m), expected in _paired(logged, mine):
             if text.endswith("seqs)"):         # a line printed without its K/V part: compare what it has
                 expected = expected[:expected.index("seqs)") + len("seqs)")]
             ok = _same(expected, text)
@@ -253,6 +257,21 @@ def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options:
             checks.append(LineCheck(n, text, m.group(1), text, expected, ok, cause))
         if len(logged) != len(mine) and logged:
             notes.append(f"the log has {len(logged)} {kind} cache size line(s), kvmem {len(mine)} for these settings")
+
+
+def _paired(logged: list, mine: list) -> list:
+    """Each logged size line with kvmem's line of the same cache: the first unused one with as many layers (a DSA
+    model's main cache, 78 layers, and its indexer cache, 21 layers, each printed after its own "creating ... KV
+    cache" line: an excerpt may hold only one), else the next unused one in order."""
+    left, pairs = list(mine), []
+    for row in logged:
+        if not left:
+            break
+        layers = row[2].group(3)
+        expected = next((line for line in left if SIZE.search(line).group(3) == layers), left[0])
+        left.remove(expected)
+        pairs.append((row, expected))
+    return pairs
 
 
 def _split(value) -> list | None:
@@ -281,9 +300,11 @@ def _check_kv_self(model, row, settings: dict, kv_dtype, pp: int, checks: list, 
         "other bytes: another -c, cache type (-ctk/-ctv) or other layers than the log states")))
 
 
-def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list) -> None:
+def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list,
+                   placed: dict | None = None) -> None:
     """Model, KV (+ recurrent state) and compute buffers per device against kvmem.engines.llamacpp.offload.layout,
-    the call kvmem's offload plan makes, under the placement the log states (module docstring)."""
+    the call kvmem's offload plan makes, under the placement the log states (module docstring) and the tensor
+    overrides ``placed`` (_overrides: -ot, --cpu-moe, --n-cpu-moe)."""
     buffers = found["buffers"]
     gpus = [d for d in found["free"] if any(b[3] == d for b in buffers)] or \
         sorted({b[3] for b in buffers if b[3] not in HOSTS})
@@ -317,7 +338,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                      flash_attn=settings.get("flash_attn"), mmap=info.get("mmap", "CUDA_Host" not in hosts or
                                                                            "CPU_Mapped" in hosts),
                      kv_offload=not (host_kv and not gpu_kv and gpus),      # -nkvo: every KV buffer on the host
-                     n_seq=settings.get("n_seq", 1), build=settings.get("build"))
+                     n_seq=settings.get("n_seq", 1), build=settings.get("build"), **(placed or {}))
     except ValueError as exc:
         notes.append(f"buffers are not checked: {exc}")
         return
@@ -363,15 +384,65 @@ def claims(found: dict) -> bool:
     return bool(found["sizes"] or found["buffers"])
 
 
+# Tensor overrides as llama.cpp@0c1e57098 common/arg.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe,
+# --n-cpu-ffn appends (pattern, buffer type) rules to one list in the command's order (#L2753-L2785), and
+# create_tensor takes the first that matches (kvmem.engines.llamacpp.overrides)
+def _ot_rules(value) -> list:
+    """-ot PATTERN=BUFT,...: split at every comma, each at its first '=' (common/arg.cpp#L252-L283
+    parse_tensor_buffer_overrides; no '=' is its "invalid value"). A list of pairs (the Python API) as given."""
+    if isinstance(value, (list, tuple)):
+        return [tuple(rule) for rule in value]
+    rules = []
+    for item in str(value).split(","):
+        pattern, eq, buft = item.partition("=")
+        if not eq:
+            raise ValueError(f"override_tensor {item!r} is not PATTERN=BUFFER_TYPE (llama.cpp: 'invalid value')")
+        rules.append((pattern, buft))
+    return rules
+
+
+def _first_layers(n, ffn_regex: str) -> list:
+    """--n-cpu-moe / --n-cpu-ffn N: blk\\.i + the FFN pattern to CPU for i < N (common/common.h#L1198-L1217
+    llm_add_n_cpu_ffn_overrides), as one alternation: it matches the names one of them matches."""
+    if not str(n).isdigit():
+        raise ValueError(f"takes a whole number of layers, got {n!r} (llama.cpp: 'invalid value')")
+    count = min(int(n), MAX_LAYERS)           # rules past the last layer match no tensor
+    return [(rf"blk\.(?:{'|'.join(map(str, range(count)))}){ffn_regex}", CPU)] if count else []
+
+
+_DENSE_FFN_REGEX = r"\.ffn_(up|down|gate)\."     # common/common.h#L1200 LLM_FFN_DENSE_REGEX (--n-cpu-ffn)
+_OVERRIDES = {"-ot": Appends("override_tensor", _ot_rules), "--override-tensor": Appends("override_tensor", _ot_rules),
+              "-cmoe": Appends("override_tensor", lambda _: [(EXPS_REGEX, CPU)], takes_value=False),
+              "--cpu-moe": Appends("override_tensor", lambda _: [(EXPS_REGEX, CPU)], takes_value=False),
+              "-ncmoe": Appends("override_tensor", lambda n: _first_layers(n, EXPS_REGEX)),
+              "--n-cpu-moe": Appends("override_tensor", lambda n: _first_layers(n, EXPS_REGEX)),
+              "-ncffn": Appends("override_tensor", lambda n: _first_layers(n, _DENSE_FFN_REGEX)),
+              "--n-cpu-ffn": Appends("override_tensor", lambda n: _first_layers(n, _DENSE_FFN_REGEX))}
+
+
+def _overrides(override_tensor, cpu_moe, n_cpu_moe) -> dict:
+    """The placement's tensor overrides: the command's (or -o override_tensor's) rules in order, then -o cpu_moe's
+    and -o n_cpu_moe's (the order kvmem's own commands write them: overrides.compile_rules)."""
+    rules = _ot_rules(override_tensor) if override_tensor is not None else []
+    if cpu_moe not in (False, None, 0, "false", "False"):
+        if cpu_moe not in (True, 1, "true", "True"):
+            raise ValueError(f"cpu_moe must be true or false (llama.cpp's --cpu-moe), got {cpu_moe!r}")
+        rules.append((EXPS_REGEX, CPU))
+    rules += _first_layers(n_cpu_moe or 0, EXPS_REGEX)
+    return {"override_tensor": tuple(rules)} if rules else {}
+
+
 # The launch command above a log (kvmem.logcheck.command): llama.cpp's arguments (common/arg.cpp)
 RUNS = ("llama-server ", "llama-cli ", "llama-server.exe ", "llama-cli.exe ")
 COMMAND_FLAGS = {"-m": "model", "--model": "model", "-c": "n_ctx", "--ctx-size": "n_ctx", "-np": "n_seq",
                  "--parallel": "n_seq", "-ctk": "type_k", "--cache-type-k": "type_k", "-ctv": "type_v",
                  "--cache-type-v": "type_v", "-ub": "n_ubatch", "--ubatch-size": "n_ubatch", "-b": "n_batch",
                  "--batch-size": "n_batch", "-ngl": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
-                 "--gpu-layers": "n_gpu_layers", "-ts": "tensor_split", "--tensor-split": "tensor_split"}
+                 "--gpu-layers": "n_gpu_layers", "-ts": "tensor_split", "--tensor-split": "tensor_split",
+                 **_OVERRIDES}
 COMMAND_SWITCHES = {"-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True), "--no-mmap": ("mmap", False),
                     "-fa": ("flash_attn", True), "--flash-attn": ("flash_attn", True)}
 SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None}}   # -fa on|off|auto (auto: left to the build)
 READER = LogReader(read, claims, printed, check, "llama.cpp's cache size lines", runs=RUNS,
+                   check_options=("override_tensor", "cpu_moe", "n_cpu_moe"),
                    command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES, switch_values=SWITCH_VALUES)
