@@ -81,10 +81,11 @@ class _Plan:
                 self.weight_views.append(t)
             elif t.flags & INPUT:
                 self.inputs.append(t)
-            elif t.op not in _NOT_WITH_WEIGHT:               # the first weight it reads (not the KV cache)
-                w = next((s for s in t.src if s is not None and s.external and not s.kv), None)
-                if w is not None:
-                    self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH))
+            elif t.op not in _NOT_WITH_WEIGHT:
+                for w in t.src:                             # the first weight it reads (not the KV cache)
+                    if w is not None and w.external and not w.kv:
+                        self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH))
+                        break
         self.norms = [t for t in self.everything if t.op == "RMS_NORM" and t.layer is not None and t.layer >= 0]
         self.work = [n for n in graph.nodes if n.op not in _VIEWS]
         self.never = [t for t in self.everything if t.external or t.view_src is not None]
