@@ -192,6 +192,8 @@ def cmd_fit(args) -> int:
     lines.insert(3, _weights_line(result))
     if offload:     # the placement first: the verdict above is its verdict (kvmem.engines.llamacpp.verdict)
         more, data["llamacpp_offload"] = _offload_lines(model, args)
+        if "error" in data["llamacpp_offload"]:     # refused (a layout it cannot place): the refusal, exit 2,
+            raise ValueError(data["llamacpp_offload"]["error"])     # as on mixed cards, whatever the count
         lines[2:2] = more
     if error:
         data["error"] = error

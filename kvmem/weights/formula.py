@@ -18,7 +18,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..catalog import as_model
-from ..configs.params import _PLAIN_MLP
 from ..units import cdiv
 from .checkpoint import exact_weights, parallel_facts
 from .formats import EMBED_16, FORMATS, GGUF_FORMATS, resolve_weight_dtype
@@ -49,7 +48,9 @@ def weights(model, weight_dtype="auto") -> Weights:
     if experts and top_k >= experts:
         # every routed expert is read by every token: total - active holds no inactive expert to scale up,
         # so the routed experts are counted from their shape (each a gated or plain MLP of its own width)
-        per_expert = 2 if model.model_type in _PLAIN_MLP else 3
+        # (Nemotron-H's experts are relu2 up/down, two matrices: transformers@5.24.0 models/nemotron_h/
+        # modeling_nemotron_h.py NemotronHMoE, as kvmem.configs.params counts them; the others gate, up, down)
+        per_expert = 2 if model.model_type == "nemotron_h" else 3
         moe_layers = sum(1 for i in range(model.num_layers) if moe.is_moe(i))
         expert_params = moe_layers * experts * per_expert * model.hidden_size * moe.intermediate_size
     elif experts:

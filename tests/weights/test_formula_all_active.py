@@ -25,27 +25,12 @@ def test_every_expert_active_counts_experts_from_their_shape():
 
 
 def test_fit_of_an_all_active_gguf_header_does_not_crash(tmp_path, capsys):
-    # was ZeroDivisionError (exit 70) at formula.py: (experts - top_k) == 0
-    import gguf
-
+    # was ZeroDivisionError (exit 70) at formula.py: (experts - top_k) == 0; now the fit is sized and llama.cpp's
+    # placement refuses the family by name (exit 2, the refusal)
     from kvmem.sources.gguf_converted import converted_metadata
-    arch, meta = converted_metadata(HY_V3)
-    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), arch)
-    for key, value in meta.items():
-        if isinstance(value, bool):
-            w.add_bool(key, value)
-        elif isinstance(value, int):
-            w.add_uint32(key, value)
-        elif isinstance(value, float):
-            w.add_float32(key, value)
-        else:
-            w.add_array(key, value)
-    w.add_tokenizer_model("none")
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
+    from tests.sources.test_gguf_more import write_header
+    write_header(tmp_path / "m.gguf", *converted_metadata(HY_V3))
     code = main(["fit", str(tmp_path / "m.gguf"), "--engine", "llama.cpp", "--weight-dtype", "q4_k_m",
                  "--gpu", "rtx-3090", "--context", "8k"])
-    out = capsys.readouterr().out
-    assert code == 0 and "max context at batch 1: 8,192" in out
+    err = capsys.readouterr().err
+    assert code == 2 and "'hy_v3' is not one of them" in err and "give the GGUF file itself" in err

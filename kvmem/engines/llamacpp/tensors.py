@@ -151,7 +151,8 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
                          f"{', '.join(sorted(_LLAMA_LIKE | set(ARCHS)))}; {model.model_type!r} is not one of them (its "
                          "load_arch_tensors in llama.cpp's src/models/ is not transcribed): give the GGUF file itself")
     if bad:
-        raise ValueError(f"{model.name}: layer {bad[0]} is {model.layers[bad[0]].kind!r}; kvmem lays out llama.cpp "
+        kind = model.layers[bad[0]].kind.value
+        raise ValueError(f"{model.name}: layer {bad[0]} is {kind!r}; kvmem lays out llama.cpp "
                          "tensors from a config only for full/sliding attention layers and for the "
                          f"{', '.join(sorted(set(ARCHS.values())))} architectures, not {model.model_type}: give the "
                          "GGUF file itself")

@@ -1,0 +1,28 @@
+"""kvmem fit --engine llama.cpp: a layout the placement refuses is one refusal (exit 2) whatever the cards
+(review finding 9), its layer kind shown by value."""
+
+import pytest
+
+from kvmem.cli import main
+from kvmem.sources.gguf_converted import converted_metadata
+from tests.sources.test_gguf_more import preset_config, write_header
+
+
+@pytest.fixture(scope="module")
+def scout_header(tmp_path_factory):
+    # Llama-4-Scout's converted header: 48 layers, layer 0 chunked (every 4th full), which kvmem's tensor
+    # layout from a config does not take (kvmem/engines/llamacpp/tensors.py)
+    path = tmp_path_factory.mktemp("scout") / "m.gguf"
+    write_header(path, *converted_metadata(preset_config("llama-4-scout-17b-16e")))
+    return str(path)
+
+
+@pytest.mark.parametrize("cards", [["--gpu", "rtx-3090"], ["--gpu", "rtx-3090", "--num-gpus", "2"],
+                                   ["--gpu", "rtx-3090", "--num-gpus", "3"], ["--gpu", "rtx-3090,rtx-3060"]])
+def test_refused_layout_exits_2_on_any_cards(scout_header, cards, capsys):
+    code = main(["fit", scout_header, "--engine", "llama.cpp", "--weight-dtype", "q4_k_m", "--context", "8k",
+                 *cards])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == ""
+    assert "m: layer 0 is 'chunked'; kvmem lays out llama.cpp tensors from a config only" in out.err
+    assert "<Kind" not in out.err and "fits: no" not in out.err
