@@ -385,11 +385,12 @@ def claims(found: dict) -> bool:
 
 
 # Tensor overrides as llama.cpp@0c1e57098 common/arg.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe,
-# --n-cpu-ffn appends (pattern, buffer type) rules to one list in the command's order (#L2753-L2785), and
+# --n-cpu-ffn appends (pattern, buffer type) rules to one list in the command's order (#L2753-L2786), and
 # create_tensor takes the first that matches (kvmem.engines.llamacpp.overrides)
 def _ot_rules(value) -> list:
-    """-ot PATTERN=BUFT,...: split at every comma, each at its first '=' (common/arg.cpp#L252-L283
-    parse_tensor_buffer_overrides; no '=' is its "invalid value"). A list of pairs (the Python API) as given."""
+    """-ot PATTERN=BUFT,...: split at every comma, each at its first '=' (llama.cpp@0c1e57098
+    common/arg.cpp#L252-L284 parse_tensor_buffer_overrides; no '=' is its "invalid value"). A list of pairs (the
+    Python API) as given."""
     if isinstance(value, (list, tuple)):
         return [tuple(rule) for rule in value]
     rules = []
@@ -402,15 +403,16 @@ def _ot_rules(value) -> list:
 
 
 def _first_layers(n, ffn_regex: str) -> list:
-    """--n-cpu-moe / --n-cpu-ffn N: blk\\.i + the FFN pattern to CPU for i < N (common/common.h#L1198-L1217
-    llm_add_n_cpu_ffn_overrides), as one alternation: it matches the names one of them matches."""
+    """--n-cpu-moe / --n-cpu-ffn N: blk\\.i + the FFN pattern to CPU for i < N (llama.cpp@0c1e57098
+    common/common.h#L1198-L1217 llm_add_n_cpu_ffn_overrides), as one alternation: it matches the names one of them
+    matches."""
     if not str(n).isdigit():
         raise ValueError(f"takes a whole number of layers, got {n!r} (llama.cpp: 'invalid value')")
     count = min(int(n), MAX_LAYERS)           # rules past the last layer match no tensor
     return [(rf"blk\.(?:{'|'.join(map(str, range(count)))}){ffn_regex}", CPU)] if count else []
 
 
-_DENSE_FFN_REGEX = r"\.ffn_(up|down|gate)\."     # common/common.h#L1200 LLM_FFN_DENSE_REGEX (--n-cpu-ffn)
+_DENSE_FFN_REGEX = r"\.ffn_(up|down|gate)\."  # llama.cpp@0c1e57098 common/common.h#L1200 (--n-cpu-ffn)
 _OVERRIDES = {"-ot": Appends("override_tensor", _ot_rules), "--override-tensor": Appends("override_tensor", _ot_rules),
               "-cmoe": Appends("override_tensor", lambda _: [(EXPS_REGEX, CPU)], takes_value=False),
               "--cpu-moe": Appends("override_tensor", lambda _: [(EXPS_REGEX, CPU)], takes_value=False),
