@@ -53,7 +53,10 @@ class LogCheck:
 
 
 def _plain(value):
-    """A setting as JSON holds it: a Model given (or any other object) by its text."""
+    """A setting as JSON holds it: a list (llama.cpp's tensor overrides) as a list, a Model given by its name, any
+    other object by its text."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(getattr(value, "name", value))
 
 

@@ -30,6 +30,8 @@ def test_the_ot_command_places_every_expert_on_the_host():
     r = check_log(_with_command(QWEN_OT), weight_format="q4_k_m", tensor_split="9862,31518")
     assert r.model == "qwen3-30b-a3b" and r.matches and len(r.checks) == 9
     assert r.inputs["override_tensor"] == ([(".ffn_.*_exps.", "CPU")], "log line 1, the command")
+    assert r.to_dict()["inputs"]["override_tensor"] == {"value": [[".ffn_.*_exps.", "CPU"]],
+                                                         "from": "log line 1, the command"}
     host = next(c for c in r.checks if c.quantity == "CPU_Mapped model buffer")
     assert host.kvmem == "17447.91 MiB" and host.matches
 
