@@ -78,7 +78,7 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
             lines.append(f"    (it chooses {' '.join(lay.flags())})")
     lines.append(f"  how --fit on chose: {p.fit_note}")
     lines += [f"  note: {note}" for note in p.notes]
-    return lines, p.to_dict()
+    return lines, {**p.to_dict(), "host_shortfall": short}
 
 
 def host_memory_argument(value) -> tuple[str | None, int | None]:
@@ -132,6 +132,62 @@ def lever_flags(change: dict) -> str:
     return " ".join(words)
 
 
+def _mixed_flags(args) -> list[str]:
+    """The cards of --gpu A,B,...; --num-gpus, --tp or --pp that contradict the list refused by name (llama.cpp
+    splits the layers over the cards listed, one each: pp = their number, tp 1)."""
+    gpus = [g.strip() for g in args.gpu.split(",")]
+    n = len(gpus)
+    for flag, value, fine in (("--num-gpus", args.num_gpus, (1, n)), ("--pp", args.pp, (1, n)),
+                              ("--tp", args.tp, (None, 1))):
+        if value not in fine:
+            raise ValueError(f"{flag} {value}: --gpu {args.gpu} lists {n} cards, which llama.cpp runs as one "
+                             f"replica split by layers over the {n} (num_gpus {n}, pp {n}, tp 1); give {flag} "
+                             "so, or leave it out")
+    return gpus
+
+
+def _mixed_cards(model, args) -> int:
+    """--gpu A,B with llama.cpp: kvmem's placement over the cards listed; the verdict is the placement record's
+    (a placement exists and the host RAM given holds it), max batch and max context the largest workloads that
+    have one (llama.cpp pads each stream's cells to 256: the context searched in steps of 256)."""
+    from ..engines.llamacpp.panel import host_shortfall, panel_offload
+    from ..engines.llamacpp.settings import LLAMA_MAX_SEQ
+    from ..sizing.search import largest_fitting
+    from ..units import parse_tokens
+    gpus = _mixed_flags(args)
+    lines, data = _offload_lines(model, args)
+    if "error" in data:     # refused (an unknown card, an option, a layout it cannot place): exit 2
+        raise ValueError(data["error"])
+    options = engine_options(args.option)
+    bandwidth, host_bytes = host_memory_argument(args.host_memory)
+    if host_bytes is not None:
+        options["host_memory_bytes"] = host_bytes
+    context, batch = parse_tokens(args.context), args.batch
+
+    def runs(ctx: int, seqs: int) -> bool:
+        try:
+            p = panel_offload(model, gpus=gpus, context=ctx, batch=seqs, weight_dtype=args.weight_dtype,
+                              kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
+        except ValueError:
+            return False
+        return p.best is not None and host_shortfall(p, options) is None
+
+    fits = data.get("best") is not None and not data.get("host_shortfall")
+    max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1)
+    cap = max(model.max_position_embeddings or context, context)
+    units = largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
+    max_context = min(units * 256, cap)
+    workload = f"{context:,} tokens x batch {batch}" if batch is not None else f"{context:,} tokens, batch 1"
+    lines.insert(0, f"{model.name} on {' + '.join(gpus)} · llama.cpp: "
+                    + ("fits with the placement below" if fits else "does not fit: no placement below runs"))
+    lines[1:1] = [f"fits: {'yes' if fits else 'no'} — {workload}", f"max batch at {context:,} tokens: {max_batch}",
+                  f"max context at batch {batch or 1}: {max_context:,}"]
+    emit({"model": model.name, "gpu": gpus, "num_gpus": len(gpus), "tp": 1, "pp": len(gpus), "engine": "llama.cpp",
+          "context": context, "batch": batch, "fits": fits, "max_batch": max_batch, "max_context": max_context,
+          "llamacpp_offload": data}, args.json, lines)
+    return 0 if fits else 1
+
+
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from ..engines import engine_spec
@@ -142,14 +198,7 @@ def cmd_fit(args) -> int:
     model = read_model(args.model, args.revision)
     offload = "offload" in engine_spec(args.engine).panels   # the engine places layers on GPUs and host
     if offload and "," in args.gpu:     # mixed cards: the offload placement only, its verdict first
-        lines, data = _offload_lines(model, args)
-        if "error" in data:     # bad input (an unknown card, an option): an error, not a verdict
-            raise ValueError(data["error"])
-        placed = bool(data.get("best")) and not any("it does not run" in line for line in lines)
-        lines.insert(0, f"{model.name} on {args.gpu.replace(',', ' + ')} · llama.cpp: "
-                        + ("fits with the placement below" if placed else "does not fit: no placement below runs"))
-        emit({"llamacpp_offload": data}, args.json, lines)
-        return 0 if placed else 1
+        return _mixed_cards(model, args)
     options = fit_options(args)
     host_bytes = host_memory_argument(args.host_memory)[1]
     if host_bytes is not None:
