@@ -101,6 +101,11 @@ def test_a_malformed_override_is_refused_naming_it():
         _flags("llama-server -m m.gguf -ot exps-CPU")
     with pytest.raises(ValueError, match=r"--n-cpu-moe '-3': takes a whole number"):
         _flags("llama-server -m m.gguf --n-cpu-moe -3")
+    # a log is an input from outside: "(.*a)*b" would backtrack 2**n steps on an n-character tensor name
+    with pytest.raises(ValueError, match=r"pattern '\(\.\*a\)\*b' repeats a group that repeats inside"):
+        _flags("llama-server -m m.gguf -ot '(.*a)*b=CPU'")
+    with pytest.raises(ValueError, match="repeats a group"):
+        check_log(QWEN_OT["log"], "qwen3-30b-a3b", override_tensor="(.*[)])+=CPU")
     with pytest.raises(ValueError, match="cpu_moe must be true or false"):
         check_log(QWEN_OT["log"], "qwen3-30b-a3b", cpu_moe="maybe")
 

@@ -398,8 +398,38 @@ def _ot_rules(value) -> list:
         pattern, eq, buft = item.partition("=")
         if not eq:
             raise ValueError(f"override_tensor {item!r} is not PATTERN=BUFFER_TYPE (llama.cpp: 'invalid value')")
+        if _nested_repeat(pattern):
+            raise ValueError(f"override_tensor pattern {pattern!r} repeats a group that repeats inside: kvmem does "
+                             "not search tensor names with it (its backtracking can take hours on a 30-character "
+                             "name); write it without the nested repeat")
         rules.append((pattern, buft))
     return rules
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """Whether ``pattern`` has a group repeated by *, + or {..} that itself holds *, + or {..} (as "(.*a)*b"): the
+    shape whose backtracking grows exponentially with the name searched. A log is an input from outside."""
+    inner, escaped, in_class = [False], False, 0    # per open group: a repeat inside it; in_class: [ seen at
+    for at, ch in enumerate(pattern):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:                        # a class's ( ) * + are literals; a ] first in it (or after ^) too
+            first = at == in_class or (at == in_class + 1 and pattern[in_class] == "^")
+            in_class = 0 if ch == "]" and not first else in_class
+        elif ch == "[":
+            in_class = at + 1
+        elif ch == "(":
+            inner.append(False)
+        elif ch in "*+{":
+            inner[-1] = True
+        elif ch == ")" and len(inner) > 1:
+            repeated = inner.pop()
+            if repeated and pattern[at + 1:at + 2] in ("*", "+", "{"):
+                return True
+            inner[-1] = inner[-1] or repeated
+    return False
 
 
 def _first_layers(n, ffn_regex: str) -> list:
