@@ -51,7 +51,7 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
     from ..engines.llamacpp.panel import host_shortfall, panel_offload
     from ..units import parse_tokens
     options = engine_options(args.option)
-    bandwidth, host_bytes = host_memory_argument(args.host_memory)
+    bandwidth, host_bytes = host_memory_argument(getattr(args, "host_memory", None))
     if host_bytes is not None:
         options["host_memory_bytes"] = host_bytes
     try:
@@ -146,10 +146,11 @@ def _mixed_flags(args) -> list[str]:
     return gpus
 
 
-def _mixed_cards(model, args) -> int:
+def mixed_cards_answer(model, args) -> dict:
     """--gpu A,B with llama.cpp: kvmem's placement over the cards listed; the verdict is the placement record's
     (a placement exists and the host RAM given holds it), max batch and max context the largest workloads that
-    have one (llama.cpp pads each stream's cells to 256: the context searched in steps of 256)."""
+    have one (llama.cpp pads each stream's cells to 256: the context searched in steps of 256). Also
+    ``placed(context, batch)``: the placement of another workload on the same cards (kvmem plan's command)."""
     from ..engines.llamacpp.panel import host_shortfall, panel_offload
     from ..engines.llamacpp.settings import LLAMA_MAX_SEQ
     from ..sizing.search import largest_fitting
@@ -159,15 +160,18 @@ def _mixed_cards(model, args) -> int:
     if "error" in data:     # refused (an unknown card, an option, a layout it cannot place): exit 2
         raise ValueError(data["error"])
     options = engine_options(args.option)
-    bandwidth, host_bytes = host_memory_argument(args.host_memory)
+    bandwidth, host_bytes = host_memory_argument(getattr(args, "host_memory", None))
     if host_bytes is not None:
         options["host_memory_bytes"] = host_bytes
     context, batch = parse_tokens(args.context), args.batch
 
+    def placed(ctx: int, seqs: int):
+        return panel_offload(model, gpus=gpus, context=ctx, batch=seqs, weight_dtype=args.weight_dtype,
+                             kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
+
     def runs(ctx: int, seqs: int) -> bool:
         try:
-            p = panel_offload(model, gpus=gpus, context=ctx, batch=seqs, weight_dtype=args.weight_dtype,
-                              kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
+            p = placed(ctx, seqs)
         except ValueError:
             return False
         return p.best is not None and host_shortfall(p, options) is None
@@ -176,15 +180,23 @@ def _mixed_cards(model, args) -> int:
     max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1)
     cap = max(model.max_position_embeddings or context, context)
     units = largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
-    max_context = min(units * 256, cap)
+    return {"gpus": gpus, "lines": lines, "data": data, "context": context, "batch": batch, "fits": fits,
+            "max_batch": max_batch, "max_context": min(units * 256, cap), "placed": placed}
+
+
+def _mixed_cards(model, args) -> int:
+    """kvmem fit --gpu A,B (mixed_cards_answer): exit 0 when kvmem's placement runs, 1 when none does."""
+    got = mixed_cards_answer(model, args)
+    gpus, lines, context, batch, fits = got["gpus"], got["lines"], got["context"], got["batch"], got["fits"]
     workload = f"{context:,} tokens x batch {batch}" if batch is not None else f"{context:,} tokens, batch 1"
     lines.insert(0, f"{model.name} on {' + '.join(gpus)} · llama.cpp: "
                     + ("fits with the placement below" if fits else "does not fit: no placement below runs"))
-    lines[1:1] = [f"fits: {'yes' if fits else 'no'} — {workload}", f"max batch at {context:,} tokens: {max_batch}",
-                  f"max context at batch {batch or 1}: {max_context:,}"]
+    lines[1:1] = [f"fits: {'yes' if fits else 'no'} — {workload}",
+                  f"max batch at {context:,} tokens: {got['max_batch']}",
+                  f"max context at batch {batch or 1}: {got['max_context']:,}"]
     emit({"model": model.name, "gpu": gpus, "num_gpus": len(gpus), "tp": 1, "pp": len(gpus), "engine": "llama.cpp",
-          "context": context, "batch": batch, "fits": fits, "max_batch": max_batch, "max_context": max_context,
-          "llamacpp_offload": data}, args.json, lines)
+          "context": context, "batch": batch, "fits": fits, "max_batch": got["max_batch"],
+          "max_context": got["max_context"], "llamacpp_offload": got["data"]}, args.json, lines)
     return 0 if fits else 1
 
 

@@ -16,6 +16,8 @@ def cmd_plan(args) -> int:
     from ..launch import PlanRefused, plan
     if args.disaggregate:
         return _disaggregated(args)
+    if "," in args.gpu:
+        return _mixed_cards(args)
     try:
         result = plan(read_model(args.model, args.revision), gpu=args.gpu, num_gpus=args.num_gpus, tp=args.tp,
                       pp=args.pp, context=args.context, batch=args.batch, target=args.target,
@@ -33,6 +35,38 @@ def cmd_plan(args) -> int:
         lines += ["", f"# {name}:"] + text.rstrip("\n").split("\n")
     lines += engine_numbers_lines(result.fit.engine_numbers)
     emit(result.to_dict(), args.json, lines)
+    return 0
+
+
+def _mixed_cards(args) -> int:
+    """--gpu A,B: llama.cpp's command for kvmem's placement over the cards listed (kvmem.cli.fit
+    mixed_cards_answer) at the --target workload; other engines run one kind of card (kvmem.plan)."""
+    from ..engines import engine_spec
+    from .fit import mixed_cards_answer
+    if "offload" not in engine_spec(args.engine).panels:
+        raise ValueError(f"--gpu {args.gpu}: mixed cards are laid out by llama.cpp's offload placement only; "
+                         f"engine {args.engine} runs one kind of card: give one --gpu and --num-gpus")
+    model = read_model(args.model, args.revision)
+    got = mixed_cards_answer(model, args)
+    context, batch = got["context"], got["batch"] or 1
+    if args.target == "max_batch":
+        batch = got["max_batch"]
+    elif args.target == "max_context":
+        context = got["max_context"]
+    why = ("no placement runs" if not got["fits"] and args.target == "workload" else
+           f"not one sequence of {context:,} tokens has a placement" if batch == 0 else
+           f"no context of 256 tokens or more has a placement at batch {batch}" if context == 0 else None)
+    if why:
+        message = f"{model.name} on {' + '.join(got['gpus'])} (llama.cpp): {why}"
+        print(f"kvmem plan: refused: {message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": message, "type": "PlanRefused", "command": "plan", "exit_code": 1}))
+        return 1
+    p = got["placed"](context, batch)
+    lines = [f"# llama.cpp on {' + '.join(got['gpus'])}: {batch:,} x {context:,} tokens ({args.target})",
+             p.command_best, ""] + [f"note: {note}" for note in p.notes]
+    emit({"model": model.name, "gpu": got["gpus"], "engine": "llama.cpp", "context": context, "batch": batch,
+          "target": args.target, "command": p.command_best, "llamacpp_offload": p.to_dict()}, args.json, lines)
     return 0
 
 
