@@ -102,10 +102,16 @@ def test_a_malformed_override_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"--n-cpu-moe '-3': takes a whole number"):
         _flags("llama-server -m m.gguf --n-cpu-moe -3")
     # a log is an input from outside: "(.*a)*b" would backtrack 2**n steps on an n-character tensor name
-    with pytest.raises(ValueError, match=r"pattern '\(\.\*a\)\*b' repeats a group that repeats inside"):
+    with pytest.raises(ValueError, match=r"pattern '\(\.\*a\)\*b' repeats a group that holds a repeat or an alt"):
         _flags("llama-server -m m.gguf -ot '(.*a)*b=CPU'")
-    with pytest.raises(ValueError, match="repeats a group"):
-        check_log(QWEN_OT["log"], "qwen3-30b-a3b", override_tensor="(.*[)])+=CPU")
+    for pattern in ("(.*[)])+", "(a|a)*"):          # a ) in a class; overlapping alternatives: 2**n too
+        with pytest.raises(ValueError, match="repeats a group"):
+            check_log(QWEN_OT["log"], "qwen3-30b-a3b", override_tensor=f"{pattern}=CPU")
+    # ".*" seven times: n**7 steps on an n-character name (ten times: 4 s on blk.10.ffn_down_exps.weight)
+    with pytest.raises(ValueError, match=r"has 7 repeats \(\*, \+, \{\.\.\}\), more than the 6"):
+        _flags("llama-server -m m.gguf -ot '" + ".*" * 7 + "=CPU'")
+    assert _flags(r"llama-server -ot 'blk\.(1[0-9]|2[0-9])\.ffn_.*=CPU'")["override_tensor"][0] == [
+        (r"blk\.(1[0-9]|2[0-9])\.ffn_.*", "CPU")]       # a group with | that is not repeated: read
     with pytest.raises(ValueError, match="cpu_moe must be true or false"):
         check_log(QWEN_OT["log"], "qwen3-30b-a3b", cpu_moe="maybe")
 

@@ -387,6 +387,9 @@ def claims(found: dict) -> bool:
 # Tensor overrides as llama.cpp@0c1e57098 common/arg.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe,
 # --n-cpu-ffn appends (pattern, buffer type) rules to one list in the command's order (#L2753-L2786), and
 # create_tensor takes the first that matches (kvmem.engines.llamacpp.overrides)
+MAX_PATTERN_REPEATS = 6       # an -ot pattern's * + {..}: the published ones have one to three
+
+
 def _ot_rules(value) -> list:
     """-ot PATTERN=BUFT,...: split at every comma, each at its first '=' (llama.cpp@0c1e57098
     common/arg.cpp#L252-L284 parse_tensor_buffer_overrides; no '=' is its "invalid value"). A list of pairs (the
@@ -398,38 +401,41 @@ def _ot_rules(value) -> list:
         pattern, eq, buft = item.partition("=")
         if not eq:
             raise ValueError(f"override_tensor {item!r} is not PATTERN=BUFFER_TYPE (llama.cpp: 'invalid value')")
-        if _nested_repeat(pattern):
-            raise ValueError(f"override_tensor pattern {pattern!r} repeats a group that repeats inside: kvmem does "
-                             "not search tensor names with it (its backtracking can take hours on a 30-character "
-                             "name); write it without the nested repeat")
+        if (slow := _slow_pattern(pattern)) is not None:
+            raise ValueError(f"override_tensor pattern {pattern!r} {slow}: its backtracking can take hours on a "
+                             "tensor name, and kvmem does not search names with it; write it more simply")
         rules.append((pattern, buft))
     return rules
 
 
-def _nested_repeat(pattern: str) -> bool:
-    """Whether ``pattern`` has a group repeated by *, + or {..} that itself holds *, + or {..} (as "(.*a)*b"): the
-    shape whose backtracking grows exponentially with the name searched. A log is an input from outside."""
-    inner, escaped, in_class = [False], False, 0    # per open group: a repeat inside it; in_class: [ seen at
+def _slow_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` could take hours to search a 30-character tensor name by backtracking, or None: a group
+    repeated by *, + or {..} that holds a repeat or an alternation ("(.*a)*b", "(a|a)*": 2**n steps), or more
+    than MAX_PATTERN_REPEATS repeats (".*" ten times: n**10). A log is an input from outside."""
+    inner, escaped, in_class, repeats = [False], False, 0, 0   # per open group: a repeat or | inside it
     for at, ch in enumerate(pattern):
         if escaped:
             escaped = False
         elif ch == "\\":
             escaped = True
-        elif in_class:                        # a class's ( ) * + are literals; a ] first in it (or after ^) too
+        elif in_class:                        # a class's ( ) * + | are literals; a ] first in it (or after ^) too
             first = at == in_class or (at == in_class + 1 and pattern[in_class] == "^")
             in_class = 0 if ch == "]" and not first else in_class
         elif ch == "[":
             in_class = at + 1
         elif ch == "(":
             inner.append(False)
-        elif ch in "*+{":
+        elif ch in "*+{|" or (ch == "?" and pattern[at - 1:at] != "("):
             inner[-1] = True
+            repeats += ch in "*+{"
         elif ch == ")" and len(inner) > 1:
-            repeated = inner.pop()
-            if repeated and pattern[at + 1:at + 2] in ("*", "+", "{"):
-                return True
-            inner[-1] = inner[-1] or repeated
-    return False
+            held = inner.pop()
+            if held and pattern[at + 1:at + 2] in ("*", "+", "{"):
+                return "repeats a group that holds a repeat or an alternation"
+            inner[-1] = inner[-1] or held
+    if repeats > MAX_PATTERN_REPEATS:
+        return f"has {repeats} repeats (*, +, {{..}}), more than the {MAX_PATTERN_REPEATS} kvmem searches names with"
+    return None
 
 
 def _first_layers(n, ffn_regex: str) -> list:
