@@ -27,7 +27,7 @@ def test_qwen3_30b_a3b_32k_on_a_12gb_card():
     # graph's (llama-server's one output row, PR #23861; the host experts' copies for the prompt): 249.51 MiB
     assert best.flags() == ["-ngl", "49", "--n-cpu-moe", "27", "-ot", r"blk\.1\.ffn_down_exps\.weight=CUDA0",
                             "-ot", r"blk\.0\.ffn_down_exps\.weight=CUDA0"]
-    assert p.command_best == ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 "
+    assert p.command_best == ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 "
                               r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0'")
     assert best.compute_bytes["CUDA0"] == 261_630_208
     assert best.total_bytes["CUDA0"] <= 12 * 2**30 < p.best.total_bytes["CUDA0"] + 113_246_208
@@ -43,7 +43,7 @@ def test_qwen3_30b_a3b_32k_on_a_12gb_card():
     assert fit.total_bytes["CUDA0"] - CUDA_CONTEXT_BYTES <= 12 * 2**30 - CUDA_CONTEXT_BYTES - FIT_MARGIN_BYTES
     assert fit.override_tensor[0] == (r"blk\.18\.ffn_down.*", "CPU")          # one layer split: only ffn_down
     assert fit.override_tensor[1][0].startswith(r"blk\.(19|20|") and "|47)" in fit.override_tensor[1][0]
-    assert p.command_fit == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit on"
+    assert p.command_fit == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit on"
 
 
 def test_gemma_3_27b_32k_on_an_l4_fits_whole():
@@ -90,7 +90,7 @@ def test_host_memory_presets_and_refusals():
         tensors_for(kvmem.get_model("llama-3.3-70b"), None)
     # weight_dtype "auto" without a GGUF: the config's own dtype, bf16
     assert llamacpp_offload("llama-3.1-8b", gpus="l4-24gb", context="8k").command_best == \
-        "llama-server -m llama-3.1-8b-bf16.gguf -c 8192 --fit off -ngl 33"
+        "llama-server -m llama-3.1-8b-bf16.gguf -c 8192 -np 1 --fit off -ngl 33"
     with pytest.raises(ValueError, match="only for full/sliding attention layers"):   # minimax (M1): not laid out
         llamacpp_offload("minimax-m1", gpus="l4-24gb", context="8k", weight_dtype="q4_k_m")
 
@@ -100,7 +100,7 @@ def test_cli_fit_mixed_gpus(capsys):
                  "llama.cpp", "--weight-dtype", "q4_k_m", "--host-memory", "ddr5-5600-2ch", "--json"])
     data = json.loads(capsys.readouterr().out)["llamacpp_offload"]
     assert code == 0
-    assert data["command_best"] == "llama-server -m llama-3.3-70b-q4_k_m.gguf -c 32768 --fit off -ngl 55 -ts 38,17"
+    assert data["command_best"] == "llama-server -m llama-3.3-70b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 55 -ts 38,17"
 
 
 def test_cli_fit_one_verdict_the_placement_s(capsys):
@@ -116,7 +116,7 @@ def test_cli_fit_one_verdict_the_placement_s(capsys):
     assert lines[1] == ("fits: yes, if the host has 9.07 GiB of free RAM for it (not checked: kvmem does not know the "
                         "host's memory; -o host_memory_bytes=... checks it) — 32,768 tokens x batch 1")
     assert lines[2] == "llama.cpp offload on rtx-3060-12gb at 32,768 tokens:"
-    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 --fit off -ngl 49 --n-cpu-moe 27 -ot" in out
+    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 -ot" in out
     assert "decode bound 51.9 tokens/s" in out
     assert "(it chooses -ngl 49 -ot blk\\.18\\.ffn_down.*=CPU -ot blk\\.(19|20|" in out
     # the flags hold 32,768 tokens and no more (they were chosen to fill the card at 32k: 6.6 MiB left)

@@ -13,8 +13,6 @@ def _fit(model, **kw):
     return kvmem.fit(model, engine="llama.cpp", weight_dtype="q4_k_m", batch=1, **kw)
 
 
-@pytest.mark.xfail(strict=True, reason="verdict.py and panel.offload_options drop swa_full: the placement is laid "
-                                       "out with the 1,536-cell SWA cache")
 def test_swa_full_reaches_the_placement():
     # gemma-3-27b: 52 SWA layers x 16 KV heads x 128 x 2 (K,V) x 2 B = 8,192 B per layer and cell;
     # -c 32768 with --swa-full: the SWA cache keeps 32,768 cells, not 1,536 (the engine numbers print
@@ -26,8 +24,6 @@ def test_swa_full_reaches_the_placement():
         >= 52 * (32_768 - 1_536) * 8_192
 
 
-@pytest.mark.xfail(strict=True, reason="verdict.py and panel.offload_options drop build: the placement is the "
-                                       "pinned build's DSA layout at every build")
 def test_build_reaches_the_placement():
     # glm-5.2 at build 2026-07-10 (PR #19460's plain MLA cache, deepseek2's graph): the engine numbers print no
     # indexer cache (21 layers x 32,768 cells x 128 x 2 B = 176,160,768 B at the pinned build), so the
@@ -56,8 +52,6 @@ def test_max_context_does_not_depend_on_the_context_asked(gpu, num_gpus, asked, 
     assert short.max_context == long.max_context
 
 
-@pytest.mark.xfail(strict=True, reason="offload._command writes no -np, and --fit on's command no -nkvo / "
-                                       "--no-mmap")
 def test_commands_carry_the_sequences_and_the_host_switches():
     # the placement is laid out for 4 streams with the KV on the host and no mmap; the commands must ask for it
     p = kvmem.llamacpp_offload("qwen3-30b-a3b", gpus="rtx-3060-12gb", context=32_768, weight_dtype="q4_k_m",
@@ -66,7 +60,6 @@ def test_commands_carry_the_sequences_and_the_host_switches():
     assert all(flag in p.command_fit.split() for flag in ("-np", "-nkvo", "--no-mmap"))
 
 
-@pytest.mark.xfail(strict=True, reason="offload._command writes no -np: llama-server then runs 4 unified slots")
 def test_a_one_sequence_command_says_np_1():
     # llama-server without -np runs 4 slots with a unified cache (llama.cpp@0c1e57098 tools/server/server.cpp
     # #L156-L160, common/arg.cpp#L1403), and the SWA cache is then GGML_PAD(min(n_ctx, n_swa x 4 + n_ubatch), 256)

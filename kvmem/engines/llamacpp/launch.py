@@ -9,7 +9,10 @@ Argument names from llama.cpp's common/arg.cpp at that build:
     -fa        flash attention on/off as planned (a quantised V cache needs it on)
     -ctk, -ctv the K and V cache types (f16, q8_0, q4_0, ...)
     -ub        n_ubatch, the compute buffer's batch (default 512)
+    -b         n_batch, only when not the default 2048
     --swa-full, --kv-unified (-kvu)   only when the plan set them
+    -nkvo, --no-mmap                   only for kvmem.llamacpp_offload's kv_offload=False, mmap=False
+    (server_flags writes these for kvmem plan and for llamacpp_offload's two commands alike)
     --mmproj, --no-mmproj-offload      the projector given (sizing options mmproj, mmproj_offload)
 A build date other than the current build (option ``build``) or the MLA cache mode (set by the GGUF,
 not a flag) are refused by name.
@@ -46,6 +49,57 @@ def _placed(placement: dict) -> list:
     return [Flag("--fit", "off", "the placement is given below")] + pairs
 
 
+def server_flags(n_seq: int, *, n_ubatch: int = 512, type_k="f16", type_v="f16", flash_attn=None,
+                 n_batch: int = 2048, swa_full: bool = False, kv_unified: bool = False, kv_offload: bool = True,
+                 mmap: bool = True, every: bool = False, **_placed) -> list[Flag]:
+    """The flags that size llama-server's cache and buffers, -np first (kvmem plan's command and
+    kvmem.llamacpp_offload's two): ``every`` writes -fa, -ctk, -ctv and -ub also at llama-server's defaults
+    (flash_attn None, "auto", is then left out). -np is always written: without it llama-server runs 4 slots
+    with a unified cache (llama.cpp@0c1e57098 tools/server/server.cpp#L155-L160; common/arg.cpp#L1403), and a
+    sliding-window cache of 4 x n_swa + n_ubatch cells (src/llama-kv-cache-iswa.cpp#L73), not the cache sized."""
+    out = [Flag("-np", str(n_seq), f"{n_seq} sequence(s) at once, as sized (llama-server's default is 4 slots)")]
+    if flash_attn in (True, False) or (every and flash_attn is not None):
+        on = flash_attn is True or str(flash_attn).lower() in ("on", "true", "1")
+        out.append(Flag("-fa", "on" if on else "off", "flash attention as sized (its compute buffer was sized for it)"))
+    for flag, value, default, why in (("-ctk", type_k, "f16", "K cache in"), ("-ctv", type_v, "f16", "V cache in"),
+                                      ("-ub", n_ubatch, 512, "the micro-batch the compute buffer was sized for:"),
+                                      ("-b", n_batch, 2048, "the logical batch the outputs were sized for:")):
+        if value != default or (every and flag != "-b"):
+            out.append(Flag(flag, str(value), f"{why} {value}"))
+    if swa_full:
+        out.append(Flag("--swa-full", "", "sliding layers keep the full context, as sized"))
+    if kv_unified:
+        out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as sized"))
+    if not kv_offload:
+        out.append(Flag("-nkvo", "", "the KV cache in host RAM, as placed"))
+    if not mmap:
+        out.append(Flag("--no-mmap", "", "the weights read into memory, not mapped, as placed"))
+    return out
+
+
+def cache_words(kw: dict) -> list[tuple[str, str]]:
+    """server_flags of a layout's settings (kvmem.engines.llamacpp.offload), as (flag, value) pairs."""
+    return [(f.flag, f.value) for f in server_flags(kw.get("n_seq", 1), **{k: v for k, v in kw.items()
+                                                                          if k != "n_seq"})]
+
+
+def cache_settings(*, n_batch: int = 2048, swa_full: bool = False, kv_unified: bool = False, build=None, mla=None,
+                   nextn: bool = False, n_rs_seq=None) -> dict:
+    """The cache's settings a layout takes beside its flags (layouts.layout), None taken as the default."""
+    return dict(n_batch=2048 if n_batch is None else n_batch, swa_full=bool(swa_full), kv_unified=bool(kv_unified),
+                build=build, mla=mla, nextn=bool(nextn), n_rs_seq=n_rs_seq)
+
+
+def unflagged_notes(kw: dict) -> tuple:
+    """Notes for the settings the placements honour that no llama-server flag of the pinned build carries."""
+    unflagged = {"build": "the commands are written with this build's flags",
+                 "mla": "the MLA cache's mode is the GGUF's, not a flag",
+                 "nextn": "whether the MTP layers load is the build's, not a flag",
+                 "n_rs_seq": "the recurrent rollback snapshots are the build's, not a flag"}
+    return tuple(f"{name}={kw[name]!r}: in both placements; no llama-server flag of {RELEASE} sets it ({why})"
+                 for name, why in unflagged.items() if kw.get(name) not in (None, False, "current"))
+
+
 def flags(inp: Inputs) -> tuple[Flag, ...]:
     s, fit, opts = inp.setup, inp.fit, inp.options
     if opts.get("build") not in (None, "current"):
@@ -58,25 +112,22 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if s.replicas > 1:
         raise PlanRefused(f"llama.cpp: one llama-server holds one copy of the model; {s.replicas} replicas need "
                           f"{s.replicas} servers (this plan is for one of {s.pp} GPU(s))")
+    cache = server_flags(d.n_seq, n_ubatch=d.n_ubatch, type_k=d.type_k, type_v=d.type_v, flash_attn=bool(d.flash_attn),
+                         n_batch=d.n_batch, swa_full=d.swa_full,
+                         kv_unified=d.kv_unified, every=True)
     out = [Flag("-m", as_value(f"{s.model.name}.gguf"), "the GGUF of the model sized (its path on your machine), "
                 f"weights {fit.weight_dtype}"),
            Flag("-c", str(d.n_ctx_requested),
                 f"{fit.context:,} tokens x {d.n_seq} sequences: {d.cells_total:,} cells in all"),
            Flag("-np", str(d.n_seq), f"{d.n_seq} sequences at once, each a stream of {d.cells:,} cells"),
-           *(_placed(fit.placement) if fit.placement else
+           # a placement with every layer on one GPU is -ngl 999's (kvmem.engines.llamacpp.verdict 'whole')
+           *(_placed(fit.placement) if fit.placement and not (fit.placement.get("whole") and s.pp == 1) else
              [Flag("-ngl", ALL_LAYERS, "every layer on the GPU, as the fit assumed"
                    + (f" (split by layer over {s.pp} GPUs)" if s.pp > 1 else ""))]),
-           Flag("-fa", "on" if d.flash_attn else "off", "flash attention as planned (its compute buffer was sized "
-                "for it)"),
-           Flag("-ctk", d.type_k, f"K cache in {d.type_k}"),
-           Flag("-ctv", d.type_v, f"V cache in {d.type_v}"),
-           Flag("-ub", str(d.n_ubatch), "the micro-batch the compute buffer was sized for")]
-    if d.swa_full:
-        out.append(Flag("--swa-full", "", "sliding layers keep the full context, as planned"))
-    if d.kv_unified:
-        out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as planned"))
+           *cache[1:]]
     mmproj = opts.get("mmproj")
-    if mmproj is not None:      # the projector the fit counted (kvmem.engines.llamacpp.offload.mmproj_option)
+    # the projector the fit counted (kvmem.engines.llamacpp.offload.mmproj_option)
+    if mmproj is not None and not no_projector(mmproj):
         path = mmproj if isinstance(mmproj, str) and mmproj.lower().endswith(".gguf") else "mmproj.gguf"
         out.append(Flag("--mmproj", as_value(path), "the multimodal projector: its weights and compute buffer "
                         "were counted" + ("" if isinstance(mmproj, str) else " (its path on your machine)")))
@@ -86,6 +137,15 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
         if s.sizing.get(name, default) != default:
             out.append(Flag(flag, str(s.sizing[name]), why))
     return tuple(out)
+
+
+def no_projector(mmproj) -> bool:
+    """mmproj=0 (or "0MB", "0 GiB"): no projector, charged nothing and given no --mmproj (offload.mmproj_option,
+    this module's flags), as budget.py's other zero options (0 checkpoints, 0 MiB of prompt cache) charge nothing."""
+    if isinstance(mmproj, str):
+        number = mmproj.strip().rstrip("KMGTPBkmgtpbi").strip()
+        return number.replace(".", "", 1).strip("0") == "" and number[:1] in ("0", ".")
+    return mmproj == 0 and not isinstance(mmproj, bool)
 
 
 LAUNCHER = Launcher(RELEASE, PROGRAM, flags)

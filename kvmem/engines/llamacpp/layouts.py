@@ -131,14 +131,17 @@ def _num(x) -> str:
 def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, tensor_split=None,
            n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
            flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
-           mmproj_offload: bool = True, build=None, kv_unified: bool = False, mmproj_compute=None) -> Layout:
+           mmproj_offload: bool = True, build=None, kv_unified: bool = False, mmproj_compute=None,
+           swa_full: bool = False, n_batch: int = 2048, mla=None, nextn: bool = False, n_rs_seq=None) -> Layout:
     """Memory per device for one set of llama.cpp flags (see the module doc); ``kv_unified``: -kvu (one
     stream for the n_seq sequences, as llama-server's -np auto sets it). ``mmproj_bytes``: the projector's
     weight buffer, on the first GPU (the clip backend) or the host (``mmproj_offload`` False);
     ``mmproj_compute``: its compute buffers, (device, bytes) pairs (graphs_mmproj.clip_compute_buffers), None: not
-    computed (then recorded as such in Layout.mmproj, never counted as 0)."""
+    computed (then recorded as such in Layout.mmproj, never counted as 0). ``swa_full``, ``n_batch``, ``mla``,
+    ``nextn``, ``n_rs_seq``: the cache's settings (settings.DEFAULTS), as kvmem.estimate takes them."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
-               "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified}
+               "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified, "swa_full": swa_full,
+               "n_batch": n_batch, "mla": mla, "nextn": nextn, "n_rs_seq": n_rs_seq}
     s, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
     kv_rows = [k + v + state for k, v, state in plan.rows]
     n_layer = model.num_layers

@@ -104,18 +104,16 @@ def host_bandwidth(value) -> int | None:
 # ---- kvmem's placement ------------------------------------------------------------------------
 
 def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, fit: bool) -> str:
+    """The llama-server command of a placement (``fit``: --fit on's): the cache's flags are kvmem plan's
+    (launch.cache_words), so both commands and plan's size the same server."""
     from ...launch.base import as_value, shell_word  # a name is a value, one shell word (kvmem plan's rules)
+    from .launch import cache_words
     parts = ["llama-server", "-m", as_value(model_path)]
     if n_ctx is not None:
         parts += ["-c", str(n_ctx)]
-    if kw.get("n_ubatch", 512) != 512:
-        parts += ["-ub", str(kw["n_ubatch"])]
-    if kw.get("type_k", "f16") != "f16":
-        parts += ["-ctk", kw["type_k"]]
-    if kw.get("type_v", "f16") != "f16":
-        parts += ["-ctv", kw["type_v"]]
-    if kw.get("flash_attn") is True:
-        parts += ["-fa", "on"]
+    # -nkvo and --no-mmap: kvmem's layout writes them with its flags (Layout.flags), --fit on's here
+    switches = {} if fit else {"kv_offload": True, "mmap": True}
+    parts += [word for flag, value in cache_words({**kw, **switches}) for word in (flag, value) if word != ""]
     if kw.get("mmproj"):
         parts += ["--mmproj", as_value(kw["mmproj"])] + ([] if kw.get("mmproj_offload", True)
                                                           else ["--no-mmproj-offload"])
@@ -132,17 +130,24 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
             n_ubatch: int = 512, type_k="f16", type_v="f16", flash_attn=None, mmap: bool = True,
             kv_offload: bool = True, n_seq: int = 1, context_set: bool = True,
             model_path: str = "model.gguf", mmproj_bytes: int = 0, mmproj_offload: bool = True,
-            mmproj_path: str | None = None, mmproj_compute=None, mmproj_note: str = "") -> OffloadPlan:
+            mmproj_path: str | None = None, mmproj_compute=None, mmproj_note: str = "", n_batch: int = 2048,
+            swa_full: bool = False, kv_unified: bool = False, build=None, mla=None, nextn: bool = False,
+            n_rs_seq=None) -> OffloadPlan:
     """kvmem's placement and --fit's for ``model`` on ``gpus`` (kvmem.gpus.GPU values) at ``context``
     tokens (-c); ``context_set`` False lets --fit lower it as it does when -c is not given. A projector:
     ``mmproj_bytes`` its weights, ``mmproj_compute`` its compute buffers ((device, bytes) pairs; None: not
-    computed, ``mmproj_note`` says why), counted in both placements (layouts.layout)."""
+    computed, ``mmproj_note`` says why), counted in both placements (layouts.layout). ``n_batch``, ``swa_full``,
+    ``kv_unified``, ``build``, ``mla``, ``nextn``, ``n_rs_seq``: the cache's settings, as kvmem.estimate takes
+    them (settings.DEFAULTS), in both placements and both commands."""
+    from .launch import cache_settings, unflagged_notes
     names = tuple(f"CUDA{i}" for i in range(len(gpus)))
     usable = {n: g.usable_memory_bytes for n, g in zip(names, gpus, strict=True)}
     budgets = dict(usable)
     kw = dict(n_ctx=context, n_ubatch=n_ubatch, type_k=type_k, type_v=type_v, flash_attn=flash_attn, mmap=mmap,
               kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mmproj_bytes, mmproj_offload=mmproj_offload,
-              mmproj_compute=mmproj_compute)
+              mmproj_compute=mmproj_compute, **cache_settings(n_batch=n_batch, swa_full=swa_full,
+                                                              kv_unified=kv_unified, build=build, mla=mla,
+                                                              nextn=nextn, n_rs_seq=n_rs_seq))
     free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     best, tensors, source = best_layout(model, weight_format, tuple(usable.items()), tuple(sorted(kw.items())))
@@ -150,7 +155,7 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
     notes = (f"tensors: {source}",
              "compute buffers on GPUs are estimates (see kvmem/engines/llamacpp/layouts.py); model and KV bytes "
-             "are exact for the tensors given") + ((mmproj_note,) if mmproj_note else ())
+             "are exact for the tensors given") + ((mmproj_note,) if mmproj_note else ()) + unflagged_notes(kw)
     return OffloadPlan(model=model.name, tensors_source=source, gpus=tuple(g.name for g in gpus), budgets=budgets,
                        context=context, best=best, fit=fit, fit_note=fit_note,
                        decode_best=best.decode_tokens_per_s(bws, host_bandwidth_bytes_per_s) if best else None,
@@ -164,7 +169,9 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
 def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto",
                      type_k=None, type_v=None, flash_attn=None, n_ubatch: int = 512, n_seq: int = 1,
                      mmap: bool = True, kv_offload: bool = True, context_set: bool = True,
-                     model_path: str | None = None, mmproj=None, mmproj_offload: bool = True) -> OffloadPlan:
+                     model_path: str | None = None, mmproj=None, mmproj_offload: bool = True, n_batch: int = 2048,
+                     swa_full: bool = False, kv_unified: bool = False, build=None, mla=None, nextn: bool = False,
+                     n_rs_seq=None) -> OffloadPlan:
     """kvmem.llamacpp_offload: the llama.cpp placement that keeps the most on ``gpus`` (a GPU name,
     a list of them — mixed cards allowed — or kvmem.GPU values) at ``context`` tokens, what
     ``--fit on`` would choose, MiB per device and on the host, the decode bound with
@@ -172,7 +179,9 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     ``weight_dtype`` "auto": the GGUF's own tensors, else the config's dtype (f16/bf16).
     ``mmproj``: a multimodal projector GGUF (path) or its weight bytes (an int or "858MB"), loaded on the first
     GPU (mtmd's default; --no-mmproj-offload keeps it on the host: ``mmproj_offload=False``), its compute
-    buffers beside it (mmproj_memory)."""
+    buffers beside it (mmproj_memory); 0 (or "0MB"): no projector, nothing charged and no --mmproj.
+    ``n_batch``, ``swa_full``, ``kv_unified``, ``build``, ``mla``, ``nextn``, ``n_rs_seq``: the cache's settings as
+    kvmem.estimate takes them (settings.DEFAULTS; offload)."""
     from ...catalog import as_model
     from ...gpus import get_gpu
     from ...units import parse_tokens
@@ -190,12 +199,16 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     path = model_path or (model.name if model.name.endswith(".gguf") else f"{model.name}-{fmt or 'gguf'}.gguf")
     weights, compute, note = mmproj_option(model, {"mmproj": mmproj, "mmproj_offload": mmproj_offload}, flash_attn)
     path_given = isinstance(mmproj, str) and mmproj.lower().endswith(".gguf")
+    if not path_given and not weights and compute is None:
+        mmproj = None       # mmproj=0: no projector (mmproj_option)
     return offload(model, gpus=gpus, context=context, weight_format=fmt,
                    host_bandwidth_bytes_per_s=host_bandwidth(host_memory), n_ubatch=n_ubatch,
                    type_k=type_k or cache, type_v=type_v or cache, flash_attn=flash_attn, mmap=mmap,
                    kv_offload=kv_offload, n_seq=n_seq, context_set=context_set, model_path=path,
                    mmproj_bytes=weights, mmproj_offload=mmproj_offload, mmproj_compute=compute, mmproj_note=note,
-                   mmproj_path=mmproj if path_given else ("mmproj.gguf" if mmproj is not None else None))
+                   mmproj_path=mmproj if path_given else ("mmproj.gguf" if mmproj is not None else None),
+                   n_batch=n_batch, swa_full=swa_full, kv_unified=kv_unified, build=build, mla=mla, nextn=nextn,
+                   n_rs_seq=n_rs_seq)
 
 
 def weight_format(model: Model, weight_dtype) -> str | None:
@@ -262,6 +275,9 @@ def mmproj_option(model: Model, options: dict, flash_attn=None) -> tuple:
         return 0, None, ""
     if not isinstance(on_gpu, bool):
         raise ValueError(f"mmproj_offload must be true or false, got {on_gpu!r}")
+    from .launch import no_projector
+    if no_projector(value):     # 0 B of projector weights: no projector, nothing charged
+        return 0, None, ""
     if isinstance(value, str) and not value.lower().endswith(".gguf"):
         from ...units import parse_bytes
         value = parse_bytes(value)
@@ -281,7 +297,9 @@ def _not_computed(why: str) -> str:
 
 def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto", type_k=None,
                  type_v=None, flash_attn=None, n_ubatch: int = 512, n_seq: int = 1, mmap: bool = True,
-                 kv_offload: bool = True, mmproj=None, mmproj_offload: bool = True) -> list[DecodeStep]:
+                 kv_offload: bool = True, mmproj=None, mmproj_offload: bool = True, n_batch: int = 2048,
+                 swa_full: bool = False, kv_unified: bool = False, build=None, mla=None, nextn: bool = False,
+                 n_rs_seq=None) -> list[DecodeStep]:
     """kvmem.llamacpp_decode_curve: the decode bound and memory at each step of offload, one
     DecodeStep per -ngl (dense: 0 .. n_layer + 1) or per --n-cpu-moe (MoE, every layer offloaded:
     n_layer .. 0), each saying whether it fits the GPUs (keys "flag", "value", "fits",
@@ -290,6 +308,7 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     from ...catalog import as_model
     from ...gpus import get_gpu
     from ...units import parse_tokens
+    from .launch import cache_settings
     model = as_model(model)
     gpu_list = [get_gpu(g) for g in ([x.strip() for x in gpus.split(",")] if isinstance(gpus, str) else gpus)]
     names = tuple(f"CUDA{i}" for i in range(len(gpu_list)))
@@ -298,7 +317,9 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     mm_weights, mm_compute, _ = mmproj_option(model, {"mmproj": mmproj, "mmproj_offload": mmproj_offload}, flash_attn)
     kw = dict(n_ctx=parse_tokens(context), n_ubatch=n_ubatch, type_k=type_k or cache, type_v=type_v or cache,
               flash_attn=flash_attn, mmap=mmap, kv_offload=kv_offload, n_seq=n_seq, mmproj_bytes=mm_weights,
-              mmproj_offload=mmproj_offload, mmproj_compute=mm_compute)
+              mmproj_offload=mmproj_offload, mmproj_compute=mm_compute,
+              **cache_settings(n_batch=n_batch, swa_full=swa_full, kv_unified=kv_unified, build=build, mla=mla,
+                               nextn=nextn, n_rs_seq=n_rs_seq))
     split = tuple(g.usable_memory_bytes - CUDA_CONTEXT_BYTES for g in gpu_list) if len(names) > 1 else None
     budgets = {n: g.usable_memory_bytes for n, g in zip(names, gpu_list, strict=True)}
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpu_list, strict=True)}

@@ -9,13 +9,31 @@ from __future__ import annotations
 PLACED = frozenset({"model", "gpus", "context", "weight_dtype", "kv_dtype", "host_memory"})
 
 
+# options that shape no buffer of the placement: the host RAM bound (host_shortfall, the verdict), the host terms
+# beside it (checkpoints.host_terms), byte counts given (the verdict then places nothing), and fit's own n_ctx, n_seq
+NOT_PLACED = frozenset({"host_memory_bytes", "ctx_checkpoints", "cache_ram_mib", "weights_bytes", "activation_bytes",
+                        "non_torch_bytes", "n_ctx", "n_seq"})
+# budget.SIZING_OPTIONS that shape the placement's buffers (not imported: budget imports the verdict, which imports
+# this module); tests/engines/test_llamacpp_options_reach.py checks that the two sets cover SIZING_OPTIONS
+PLACEMENT_SIZING = frozenset({"mmproj", "mmproj_offload"})
+
+
 def offload_options(options: dict, function=None) -> dict:
     """The entries of ``options`` that ``function`` (kvmem.llamacpp_offload by default) takes as keyword
-    arguments (its parameters beyond PLACED: type_k, type_v, flash_attn, n_ubatch, n_seq, ...)."""
+    arguments (its parameters beyond PLACED: type_k, type_v, flash_attn, n_ubatch, n_seq, swa_full, build, ...).
+    Any other of llama.cpp's engine or sizing options (settings.DEFAULTS, PLACEMENT_SIZING) that is not
+    NOT_PLACED is refused by name (ValueError): a placement never drops one. Other names (kvmem.fit's own
+    arguments, which the Fit page passes along) are not llama.cpp's options and are left out."""
     from .offload import llamacpp_offload
+    from .settings import DEFAULTS
     code = (function or llamacpp_offload).__code__   # its parameters, without importing inspect (start-up)
     takes = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) - PLACED
-    return {name: value for name, value in options.items() if name in takes}
+    dropped = sorted(name for name, value in options.items() if value is not None and name in {
+        *DEFAULTS, *PLACEMENT_SIZING} - takes - NOT_PLACED)
+    if dropped:
+        raise ValueError(f"option {dropped[0]}={options[dropped[0]]!r}: the llama.cpp offload placement does not "
+                         "take it, and would size another server without it")
+    return {name: value for name, value in options.items() if name in takes and value is not None}
 
 
 def panel_offload(model, *, gpus, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory, options: dict):

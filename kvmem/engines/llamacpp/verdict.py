@@ -38,6 +38,7 @@ __all__ = ["placement_verdict", "HOST_OPTION"]
 
 HOST_OPTION = "host_memory_bytes"
 _PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
+_CACHE_SETTINGS = ("n_batch", "swa_full", "kv_unified", "build", "mla", "nextn", "n_rs_seq")   # launch.cache_settings
 _KV_TYPES = {"auto": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
 
 
@@ -51,6 +52,7 @@ def placement_verdict(s, found):
     answer with every layer on the GPUs stands."""
     from ...sizing.search import largest_fitting
     from .fitting import layout
+    from .launch import cache_settings
     from .layouts import CUDA_CONTEXT_BYTES
     from .offload import mmproj_option, weight_format
     from .panel import offload_options
@@ -67,9 +69,12 @@ def placement_verdict(s, found):
         mm_weights, mm_compute, mm_note = mmproj_option(s.model, s.sizing, opts.get("flash_attn"))
     except ValueError as exc:
         return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
-    kw = dict(n_ubatch=opts.get("n_ubatch", 512), type_k=opts.get("type_k") or cache,
+    # every cache setting kvmem.estimate takes (swa_full, kv_unified, n_batch, build, mla, nextn, n_rs_seq) lays
+    # the placement out too (offload_options refuses by name any option the placement does not take)
+    kw = dict(n_ubatch=opts.get("n_ubatch") or 512, type_k=opts.get("type_k") or cache,
               type_v=opts.get("type_v") or cache, flash_attn=opts.get("flash_attn"), mmap=True, kv_offload=True,
-              mmproj_bytes=mm_weights, mmproj_offload=s.sizing.get("mmproj_offload", True), mmproj_compute=mm_compute)
+              mmproj_bytes=mm_weights, mmproj_offload=s.sizing.get("mmproj_offload", True), mmproj_compute=mm_compute,
+              **cache_settings(**{k: v for k, v in opts.items() if k in _CACHE_SETTINGS}))
     names = tuple(f"CUDA{i}" for i in range(s.pp))
     budgets = tuple((n, s.gpu.usable_memory_bytes) for n in names)
     try:
