@@ -56,11 +56,27 @@ def min_gpus(s: Setup) -> int | None:
     if s.rules.one_device:
         return 1 if workload_fits(replace(s, num_gpus=1, batch=wanted)) else None
     if s.rules.layer_split:
-        for pp in range(1, min(64, s.model.num_layers) + 1):
-            trial = replace(s, pp=pp, num_gpus=pp, batch=wanted)
-            if workload_fits(trial):
-                return pp
-        return None
+        most = min(64, s.model.num_layers)
+        every = next((pp for pp in range(1, most + 1)
+                      if workload_fits(replace(s, pp=pp, num_gpus=pp, batch=wanted))), None)
+        if s.rules.placement_verdict is None:
+            return every
+        # an engine whose verdict is its placement's (llama.cpp: layers or experts in host RAM too) needs the
+        # fewest cards that placement runs on, as fit's verdict says it (search.answer), not the fewest that
+        # hold every layer: pp 1 first, then bisected up to the cards that hold every layer (fewer cards never
+        # place more), the verdict taken as monotone in the cards
+        def placed(pp: int) -> bool:
+            return answer(replace(s, pp=pp, num_gpus=pp, batch=wanted)).fits
+        if placed(1):
+            return 1
+        hi = every if every is not None else (most if placed(most) else None)
+        if hi is None:
+            return None
+        lo = 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if placed(mid) else (mid, hi)
+        return hi
     for tp in _tp_candidates(s):
         trial = replace(s, tp=tp, num_gpus=tp * s.pp, batch=wanted)
         try:
