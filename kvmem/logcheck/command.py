@@ -65,12 +65,13 @@ def _flags(words: list[str], first: int, reader, n: int, line: str) -> dict:
         if isinstance(target := flags.get(name), Appends):
             raw = (inline or (words[i] if i < len(words) else None)) if target.takes_value else None
             i += 1 if target.takes_value and not inline else 0
-            if raw is not None or not target.takes_value:
-                try:
-                    items = target.parse(raw)
-                except ValueError as exc:
-                    raise ValueError(f"log line {n}, the command: {name} {raw!r}: {exc}") from None
-                found.setdefault(target.name, ([], where))[0].extend(items)
+            if raw is None and target.takes_value:
+                raise ValueError(f"log line {n}, the command: {name} takes a value and has none")
+            try:
+                items = target.parse(raw)
+            except ValueError as exc:
+                raise ValueError(f"log line {n}, the command: {name} {raw!r}: {exc}") from None
+            found.setdefault(target.name, ([], where))[0].extend(items)
         elif name in switches and not inline:
             key, value = switches[name]
             words_for = reader.switch_values.get(key, {})      # llama.cpp's -fa on|off|auto

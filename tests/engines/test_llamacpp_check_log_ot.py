@@ -96,6 +96,15 @@ def test_ot_lists_and_the_cpu_moe_switch():
     assert _flags("llama-server -m m.gguf --n-cpu-moe 0")["override_tensor"][0] == []
 
 
+def test_a_buffer_type_kvmem_has_no_device_for_is_said():
+    # -ot exps=CUDA7 on a two-GPU log: the buffers are not checked, and the note says why; the cache line still is
+    r = check_log('llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -ot "exps=CUDA7"\n' + QWEN_OT["log"],
+                  weight_format="q4_k_m", tensor_split="9862,31518")
+    assert [c.quantity for c in r.checks] == ["llama_kv_cache_unified"] and r.matches
+    assert r.notes == ("buffers are not checked: override_tensor target 'CUDA7' is neither CPU nor one of "
+                       "['CUDA0', 'CUDA1']",)
+
+
 def test_a_malformed_override_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"log line 1, the command: -ot 'exps-CPU': .*'invalid value'"):
         _flags("llama-server -m m.gguf -ot exps-CPU")
@@ -107,9 +116,16 @@ def test_a_malformed_override_is_refused_naming_it():
     for pattern in ("(.*[)])+", "(a|a)*"):          # a ) in a class; overlapping alternatives: 2**n too
         with pytest.raises(ValueError, match="repeats a group"):
             check_log(QWEN_OT["log"], "qwen3-30b-a3b", override_tensor=f"{pattern}=CPU")
-    # ".*" seven times: n**7 steps on an n-character name (ten times: 4 s on blk.10.ffn_down_exps.weight)
-    with pytest.raises(ValueError, match=r"has 7 repeats \(\*, \+, \{\.\.\}\), more than the 6"):
-        _flags("llama-server -m m.gguf -ot '" + ".*" * 7 + "=CPU'")
+    # ".*" five times: n**5 steps on an n-character name (ten times: 4 s on blk.10.ffn_down_exps.weight; 300 -ot
+    # rules of six ".*" in one command: 6.8 s, of four: 0.5 s)
+    with pytest.raises(ValueError, match=r"has 5 repeats \(\*, \+, \{\.\.\}\), more than the 4"):
+        _flags("llama-server -m m.gguf -ot '" + ".*" * 5 + "=CPU'")
+    with pytest.raises(ValueError, match=r"-ot '\[=CPU': override_tensor pattern '\[' is not a regular expression"):
+        _flags("llama-server -m m.gguf -ot '[=CPU'")
+    with pytest.raises(ValueError, match="log line 1, the command: -ot takes a value and has none"):
+        _flags("llama-server -m m.gguf -ot")
+    with pytest.raises(ValueError, match=r"override_tensor 3 is not PATTERN=BUFFER_TYPE"):
+        check_log(QWEN_OT["log"], "qwen3-30b-a3b", override_tensor=[3])
     assert _flags(r"llama-server -ot 'blk\.(1[0-9]|2[0-9])\.ffn_.*=CPU'")["override_tensor"][0] == [
         (r"blk\.(1[0-9]|2[0-9])\.ffn_.*", "CPU")]       # a group with | that is not repeated: read
     with pytest.raises(ValueError, match="cpu_moe must be true or false"):

@@ -387,23 +387,29 @@ def claims(found: dict) -> bool:
 # Tensor overrides as llama.cpp@0c1e57098 common/arg.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe,
 # --n-cpu-ffn appends (pattern, buffer type) rules to one list in the command's order (#L2753-L2786), and
 # create_tensor takes the first that matches (kvmem.engines.llamacpp.overrides)
-MAX_PATTERN_REPEATS = 6       # an -ot pattern's * + {..}: the published ones have one to three
+MAX_PATTERN_REPEATS = 4       # an -ot pattern's * + {..}: the published ones have one to three
 
 
 def _ot_rules(value) -> list:
     """-ot PATTERN=BUFT,...: split at every comma, each at its first '=' (llama.cpp@0c1e57098
     common/arg.cpp#L252-L284 parse_tensor_buffer_overrides; no '=' is its "invalid value"). A list of pairs (the
     Python API) as given."""
-    if isinstance(value, (list, tuple)):
-        return [tuple(rule) for rule in value]
     rules = []
-    for item in str(value).split(","):
-        pattern, eq, buft = item.partition("=")
+    for item in value if isinstance(value, (list, tuple)) else str(value).split(","):
+        if isinstance(item, str):
+            pattern, eq, buft = item.partition("=")
+        else:                                 # a pair (pattern, buffer type)
+            pair = isinstance(item, (list, tuple)) and len(item) == 2
+            pattern, eq, buft = (str(item[0]), "=", str(item[1])) if pair else ("", "", "")
         if not eq:
             raise ValueError(f"override_tensor {item!r} is not PATTERN=BUFFER_TYPE (llama.cpp: 'invalid value')")
         if (slow := _slow_pattern(pattern)) is not None:
             raise ValueError(f"override_tensor pattern {pattern!r} {slow}: its backtracking can take hours on a "
                              "tensor name, and kvmem does not search names with it; write it more simply")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"override_tensor pattern {pattern!r} is not a regular expression ({exc})") from None
         rules.append((pattern, buft))
     return rules
 
