@@ -3,7 +3,8 @@
 A line that runs a server ("vllm serve", "sglang.launch_server", "llama-server" / "llama-cli",
 "trtllm-serve") is split as a shell would (shlex, within MAX_COMMAND_CHARS) and the flags kvmem uses
 are read under their engine's names (each engine's LogReader: runs, command_flags, command_switches,
-in kvmem/engines/<engine>/logs.py, from the engine's own argument parser). What the
+in kvmem/engines/<engine>/logs.py, from the engine's own argument parser; a flag given many times into one
+list, in order, where the reader declares it an Appends: llama.cpp's -ot / --n-cpu-moe). What the
 engine prints later (its config line, server_args, llama_context lines) is what it ran with and wins
 over the command (kvmem.logcheck.check_log); a flag kvmem does not use is left alone.
 """
