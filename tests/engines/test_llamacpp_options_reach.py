@@ -84,3 +84,18 @@ def test_an_option_the_placement_does_not_take_is_refused_by_name():
     assert offload_options({"gpu": "h100", "n_ubatch": 256}, placement_without_swa_full) == {"n_ubatch": 256}
     # every sizing option is either laid out or named as not the placement's
     assert set(SIZING_OPTIONS) <= PLACEMENT_SIZING | NOT_PLACED
+
+
+def test_the_checkpoints_count_the_slots_the_kv_was_sized_for():
+    # qwen3.5-27b after 32k tokens: one context checkpoint 156,894,364 B (tests/engines/test_llamacpp_checkpoints.py);
+    # fit with no batch answers for its work batch (the placement's n_seq, the -np its commands write), so the
+    # host-RAM line counts 32 x 3 slots, not llama-server's auto 4: 15,061,858,944 B
+    from types import SimpleNamespace
+
+    from kvmem.engines.llamacpp.checkpoints import host_terms
+    s = SimpleNamespace(model=kvmem.get_model("qwen3.5-27b"), sizing={}, batch=None, context=32_768, kv_dtype="auto",
+                        engine_options={})
+    counted = {t.name: t.bytes_per_node for t in host_terms(s, 0, {"n_seq": 3, "host_bytes": 0})}
+    assert counted["llama.cpp context checkpoints"] == 32 * 3 * 156_894_364 == 15_061_858_944
+    counted = {t.name: t.bytes_per_node for t in host_terms(s, 0, None)}      # no placement, no batch: auto 4
+    assert counted["llama.cpp context checkpoints"] == 32 * 4 * 156_894_364

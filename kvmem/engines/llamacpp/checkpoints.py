@@ -84,14 +84,16 @@ def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
 def host_terms(s, _kv_memory: int = 0, placement: dict | None = None) -> list[HostTerm]:
     """llama.cpp's host terms for a kvmem.sizing Setup (SizingRules.host_terms; kvmem.host): the tensors its
     placement keeps in host RAM, the context checkpoints and the prompt cache (its sizing options
-    ctx_checkpoints, cache_ram_mib; the slots: its batch, else the server's auto 4)."""
+    ctx_checkpoints, cache_ram_mib; the slots: the placement's n_seq, else its batch, else the server's auto 4)."""
     count = s.sizing.get("ctx_checkpoints", CTX_CHECKPOINTS)
     cache_ram = s.sizing.get("cache_ram_mib", CACHE_RAM_MIB)
     for name, value in (("ctx_checkpoints", count), ("cache_ram_mib", cache_ram)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (-1 if name == "cache_ram_mib" else 0):
             raise ValueError(f"{name} must be a whole number ({'-1 for no limit, ' * (name == 'cache_ram_mib')}"
                              f"0 for none), got {value!r}")
-    slots = s.batch or AUTO_SLOTS
+    # the slots the KV was sized for: the placement's sequences (fit's work batch, the -np its commands write),
+    # else the batch, else llama-server's auto 4
+    slots = (placement or {}).get("n_seq") or s.batch or AUTO_SLOTS
     terms = []
     if placement and placement.get("host_bytes"):
         terms.append(HostTerm(name="llama.cpp tensors in host RAM", bytes_per_node=placement["host_bytes"],
