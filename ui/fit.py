@@ -58,18 +58,24 @@ if result.placement:    # llama.cpp's verdict is its placement's (kvmem.engines.
         verdict += f" — {result.placement['condition']}"
 formats = f"KV {result.kv_dtype}, weights {result.weight_dtype}"
 st.subheader(f"{common.plain(model.name)} on {result.num_gpus} × {result.gpu} ({formats}): {verdict}")
+host_bandwidth = None
 if "offload" in ENGINES[work.engine].panels:   # the engine places layers on GPUs and host: its placement first
-    offload.panel(model, kwargs)
+    host_bandwidth = offload.panel(model, kwargs)
+decode = result.decode_tokens_per_s
+decode_help = "per sequence: active weights + every sequence's KV read once per step"
+if decode is None and host_bandwidth and result.fits and result.placement and not result.placement.get("whole"):
+    # layers or experts in host RAM: the placement's bound at the host RAM bandwidth the panel above uses
+    decode = offload.decode_bound(model, kwargs, host_bandwidth, result.breakdown_batch)
+    decode_help = (f"per sequence: kvmem's placement, each device's bytes read per step over its bandwidth, host RAM "
+                   f"at {host_bandwidth} (the panel's choice)")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Max batch", f"{result.max_batch:,}", help=f"sequences of {result.context:,} tokens at once"
           + (f", over {result.replicas} replicas" if result.replicas > 1 else ""))
 m2.metric("Max context", f"{result.max_context:,}", help=f"tokens per sequence at batch {result.batch or 1}")
 m3.metric("Fewest GPUs", "—" if result.min_gpus is None else f"{result.min_gpus}",
           help="smallest tp (x pp) that holds the workload")
-m4.metric(f"Decode bound at batch {result.breakdown_batch:,}",
-          "—" if result.decode_tokens_per_s is None else f"{result.decode_tokens_per_s:,.1f} tok/s",
-          help="per sequence: active weights + every sequence's KV read once per step"
-               + ("" if result.decode_text is None else f"; {result.decode_text}"))
+m4.metric(f"Decode bound at batch {result.breakdown_batch:,}", "—" if decode is None else f"{decode:,.1f} tok/s",
+          help=decode_help + ("" if result.decode_text is None else f"; {result.decode_text}"))
 if result.kv_crossover_tokens:
     st.caption(f"KV reads overtake weight reads from {result.kv_crossover_tokens:,} tokens per sequence.")
 if result.why_not:    # the one shortfall and what would fit, said once on this page (the Deploy box refers to it)

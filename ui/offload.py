@@ -14,7 +14,9 @@ from kvmem.engines.llamacpp.offload import host_memory_presets
 from kvmem.engines.llamacpp.panel import panel_decode_curve, panel_offload
 
 
-def panel(model, fit_kwargs: dict) -> None:
+def panel(model, fit_kwargs: dict) -> str | None:
+    """Draw the panel; the host RAM bandwidth it was drawn with (the page's decode bound takes the same one), or
+    None where nothing is placed."""
     st.subheader("llama.cpp: layers and experts on the GPUs")
     presets = list(host_memory_presets())
     host = st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
@@ -27,7 +29,7 @@ def panel(model, fit_kwargs: dict) -> None:
                              host_memory=host, options=fit_kwargs)
     except ValueError as exc:
         st.info(f"Not placed: {exc}")
-        return
+        return None
     for label, lay, speed, command in (("kvmem: the most on the GPUs", plan.best, plan.decode_best, plan.command_best),
                                        ("--fit on", plan.fit, plan.decode_fit, plan.command_fit)):
         if lay is None:
@@ -48,6 +50,21 @@ def panel(model, fit_kwargs: dict) -> None:
                        "tokens/s (bound)": "—" if r.tokens_per_s is None else f"{r.tokens_per_s:,.1f}",
                        **{device: kvmem.format_bytes(n) for device, n in r.total_bytes.items()}} for r in rows],
                      hide_index=True)
+    return host
+
+
+def decode_bound(model, fit_kwargs: dict, host: str, batch: int) -> float | None:
+    """kvmem's placement's decode bound (tokens/s per sequence) for ``batch`` sequences, host RAM read at
+    ``host``: the Fit page's metric where the fit keeps layers or experts in host RAM (kvmem.fit has no host
+    bandwidth), with the bandwidth the panel uses."""
+    try:
+        plan = panel_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
+                             context=kvmem.parse_tokens(fit_kwargs["context"]), batch=batch,
+                             weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
+                             host_memory=host, options=fit_kwargs)
+    except ValueError:
+        return None
+    return plan.decode_best
 
 
 def mmproj_inputs(engine: str, fit_kwargs: dict) -> dict:
