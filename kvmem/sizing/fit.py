@@ -68,7 +68,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         breakdown = MemoryBreakdown(**found.placed["breakdown"])
     speed = speed_all = crossover = None
     # no decode bound for a workload that does not run, nor here for one partly in host RAM (its placement's)
-    if s.gpu.bandwidth_bytes_per_s and fits and found.placed is None:
+    if s.gpu.bandwidth_bytes_per_s and fits and (found.placed is None or found.placed.get("whole")):
         groups = s.rules.kv_groups(s.engine_options) if s.rules.kv_groups else 1
         if groups > 1:    # data-parallel attention: the fullest GPU's reads bound the step (decode.group_step_bytes)
             speed = s.gpu.bandwidth_bytes_per_s / group_step_bytes(s, budget, work_batch, groups)

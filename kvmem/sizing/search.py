@@ -153,7 +153,8 @@ def answer(s: Setup) -> Answer:
     found = Answer(at_one=at_one, per_replica_max=per_replica_max, max_batch=per_replica_max * s.replicas,
                    max_context=search_max_context(s, at_one.kv_memory, per_replica), work_batch=work_batch,
                    budget=budget, wanted=s.batch or 1)
-    if not found.fits and s.rules.placement_verdict is not None:
-        # an engine that also places layers in host RAM (llama.cpp) answers with its best placement
+    if s.rules.placement_verdict is not None:
+        # an engine that also places layers in host RAM (llama.cpp) answers with its best placement, also where
+        # every layer fits the GPUs: the verdict, max batch and max context from one computation (the placement's)
         return s.rules.placement_verdict(s, found) or found
     return found

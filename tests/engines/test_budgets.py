@@ -22,12 +22,15 @@ def test_every_engine_fit_sizes_has_its_rules_in_its_own_module():
 
 @pytest.mark.parametrize("word", ["enabled", "on", True, "auto", None])
 def test_llamacpp_flash_attn_words_cost_the_activations_the_cache_is_built_with(word):
-    # Llama-3.1-8B, 32,768 cells, n_ubatch 512, flash attention on: the output stage wins,
-    # 4 B x 512 x (128,256 vocab + 4,096) = 271,056,896 B. Off, the attention stage:
-    # 4 B x 512 x (32,768 x (32 + 1) + 4 x 4,096) = 2,248,146,944 B (the cost "enabled" got before).
+    # Llama-3.1-8B, 32,768 cells, n_ubatch 512, flash attention on: budget.py's estimate (the fallback where no
+    # placement is laid out) takes the output stage, 4 B x 512 x (128,256 vocab + 4,096) = 271,056,896 B. Off, the
+    # attention stage: 4 B x 512 x (32,768 x (32 + 1) + 4 x 4,096) = 2,248,146,944 B (the cost "enabled" got before).
+    assert llamacpp_compute_bytes("llama-3.1-8b", n_ctx=32768, flash_attn=True) == 271_056_896
+    # fit's breakdown is the placement's (review finding 3): its scheduled graph with min(n_batch, n_seq) = 1 output
+    # row of logits, 146,811,008 B on CUDA0 at every word for flash attention on (2,252,347,520 B off, below)
     result = fit(model="llama-3.1-8b", gpu="rtx-4090", context=32768, engine="llama.cpp", weight_dtype="q4_k_m",
                  flash_attn=word)
-    assert result.breakdown["activations"] == 4 * 512 * (128_256 + 4_096) == 271_056_896
+    assert result.breakdown["activations"] == result.placement["breakdown"]["activations_bytes"] == 146_811_008
     est = kvmem.estimate("llama-3.1-8b", engine="llama.cpp", tokens=32768, flash_attn=word)
     assert est.details.flash_attn is True
 
@@ -36,8 +39,10 @@ def test_llamacpp_flash_attn_words_cost_the_activations_the_cache_is_built_with(
 def test_llamacpp_flash_attn_off_costs_the_kq_matrix(word):
     result = fit(model="llama-3.1-8b", gpu="rtx-4090", context=32768, engine="llama.cpp", weight_dtype="q4_k_m",
                  flash_attn=word)
-    assert result.breakdown["activations"] == 4 * 512 * (32_768 * 33 + 4 * 4_096) == 2_248_146_944
-    assert result.breakdown["activations"] == llamacpp_compute_bytes("llama-3.1-8b", n_ctx=32768, flash_attn=False)
+    assert llamacpp_compute_bytes("llama-3.1-8b", n_ctx=32768, flash_attn=False) == \
+        4 * 512 * (32_768 * 33 + 4 * 4_096) == 2_248_146_944
+    # the placement's graph (fit's breakdown since review finding 3): the same KQ matrix stage, 4,200,576 B more
+    assert result.breakdown["activations"] == 2_252_347_520 == 2_248_146_944 + 4_200_576
 
 
 def test_llamacpp_flash_attn_bad_word_is_refused_once_by_the_engine():

@@ -139,9 +139,11 @@ def test_host_memory_bounds_the_placement():
     assert not short.fits and short.max_batch == 0 and short.placement is None
     assert any("no placement of 1 x 32,768 tokens fits the GPUs and 9,734,385,696 B on the host" in note
                for note in short.notes)
-    # a model that fits the GPUs whole keeps fit's own answer: no placement is asked
+    # a model that fits the GPUs whole: the placement answers too (review finding 3), every layer on the GPU, with no
+    # host-RAM condition and the decode bound of the model on the GPU
     whole = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
-    assert whole.fits and whole.placement is None and whole.decode_tokens_per_s is not None
+    assert whole.fits and whole.placement["whole"] and whole.placement["flags"] == ["-ngl", "49"]
+    assert whole.placement["condition"] == "" and whole.decode_tokens_per_s is not None
 
 
 def test_decode_curve_over_n_cpu_moe():

@@ -18,7 +18,8 @@ def test_an_mmproj_moves_the_max_context_and_is_said_in_the_panel():
     expected = kvmem.fit("gemma-3-27b", gpu="rtx-3090-24gb", context="32k", batch=1, engine="llama.cpp",
                          weight_dtype="q4_k_m", mmproj=858_000_000)
     after = {m.label: m.value for m in at.metric}["Max context"]
-    assert (before, after) == ("91,392", f"{expected.max_context:,}") == ("91,392", "79,360")
+    # kvmem's placement (every layer on the GPU) since review finding 3; budget.py's estimate gave 91,392 and 79,360
+    assert (before, after) == ("94,720", f"{expected.max_context:,}") == ("94,720", "82,944")
     assert any("mmproj: weights 858,000,000 B on CUDA0; its compute buffers CUDA0 127,139,840 B" in c.value
                for c in at.caption)
     assert any(c.value.endswith("--mmproj mmproj.gguf --fit off -ngl 63") for c in at.code)

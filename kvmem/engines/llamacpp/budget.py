@@ -15,12 +15,15 @@ from .verdict import placement_verdict
 # ---- sizing: weights + KV + compute buffer --------------------------------------------------
 #
 # llama.cpp allocates weights, its n_ctx cells of KV and a compute buffer up front, plus the CUDA
-# context (512 MiB, a typical value). The compute buffer is compute.llamacpp_compute_bytes: on a
-# GPU (this budget) the estimate that reproduces the published CUDA logs, on the CPU llama.cpp's
-# own graphs allocated as ggml-alloc does (exact for llama, mistral, mixtral, qwen2, qwen3,
-# qwen3_moe, gemma2, gemma3, phi3). Flash attention, n_ubatch, n_batch, the cells per stream and the
-# sliding-window cache's cells are the cache's own settings (plan.run_plan), so the buffer and the
-# cache never disagree.
+# context (512 MiB, a typical value). The compute buffer here is compute.llamacpp_compute_bytes, an
+# estimate (the largest stage of the graph with n_ubatch outputs' logits, 512 by default; llama.cpp's
+# scheduled graph reserves min(n_batch, n_seq) outputs), so it runs above the placement's buffer and is no
+# reproduction of a CUDA log. Flash attention, n_ubatch, n_batch, the cells per stream and the sliding-window
+# cache's cells are the cache's own settings (plan.run_plan).
+# This budget is the fallback only: kvmem.sizing asks the placement verdict (verdict.placement_verdict) for
+# every workload, and fit's verdict, max batch and max context come from kvmem's placement (layouts.layout:
+# the scheduled graph, the projector on the first GPU) wherever kvmem can lay the model out; this budget
+# answers where it cannot (weights or activations given as byte counts, a family refused from a config).
 
 NON_TORCH_BYTES = 512 << 20
 # host_memory_bytes: the host RAM a placement may use beyond the GPUs (kvmem.engines.llamacpp.verdict);

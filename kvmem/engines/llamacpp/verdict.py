@@ -2,8 +2,10 @@
 kvmem's best placement of it fits (kvmem.engines.llamacpp.best.best_layout: layers and routed
 experts over the GPUs, the rest in host RAM), not only when every layer fits on the GPUs.
 
-kvmem.sizing asks this only when the workload does not fit with every layer on the GPUs (then
-that is the best placement, and fit's own numbers stand). Otherwise, for ``batch`` (1 when none)
+kvmem.sizing asks this for every workload, also where every layer fits the GPUs: the verdict, max batch and
+max context then come from one computation, the placement's (its scheduled graph's compute buffer, with
+min(n_batch, n_seq) outputs, and the projector on the first GPU only), so that they do not depend on the
+context asked (budget.py's estimate, 512 outputs' logits, is larger). For ``batch`` (1 when none)
 sequences of ``context`` tokens (n_ctx = context x batch, n_seq = batch, as fit sets them):
 
     fits         the placement exists: every GPU holds what it puts there, and the host holds the
@@ -23,7 +25,9 @@ one-sequence flags at max_batch, what fit and kvmem.plan at that batch then take
 
 Where kvmem cannot lay the model out (a family it refuses from a config, weights or activations
 given as byte counts, a weight format that is no GGUF type), the answer with every layer on the
-GPUs stands, and fit's notes say why.
+GPUs (budget.py's) stands, and fit's notes say why where it does not fit. A placement with every layer
+and expert on the GPUs is marked ``whole``: fit then states no host-RAM condition (llama.cpp keeps the
+input embeddings and a CPU compute buffer in host RAM on every run) and gives its decode bound.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ def placement_verdict(s, found):
     from .panel import offload_options
 
     if s.given.weights_bytes is not None or s.given.activation_bytes is not None:
+        if found.fits:      # the answer with every layer on the GPUs stands, as the module doc says
+            return None
         return replace(found, notes=("llama.cpp: weights or activations given as byte counts: no placement over "
                                      "GPUs and host is sized; every layer on the GPUs",))
     bound = s.sizing.get(HOST_OPTION)
@@ -68,7 +74,7 @@ def placement_verdict(s, found):
     try:    # the projector (sizing options mmproj, mmproj_offload): weights and compute buffers, as offload counts them
         mm_weights, mm_compute, mm_note = mmproj_option(s.model, s.sizing, opts.get("flash_attn"))
     except ValueError as exc:
-        return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
+        return None if found.fits else replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
     # every cache setting kvmem.estimate takes (swa_full, kv_unified, n_batch, build, mla, nextn, n_rs_seq) lays
     # the placement out too (offload_options refuses by name any option the placement does not take)
     kw = dict(n_ubatch=opts.get("n_ubatch") or 512, type_k=opts.get("type_k") or cache,
@@ -80,7 +86,7 @@ def placement_verdict(s, found):
     try:
         fmt = weight_format(s.model, s.weight_dtype)
     except ValueError as exc:
-        return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
+        return None if found.fits else replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
 
     placer = _Placer(s.model, fmt, budgets, kw, bound, s.context)
     holds, flags_of, placed_at = placer.holds, placer.flags_of, placer.placed_at
@@ -88,10 +94,9 @@ def placement_verdict(s, found):
     try:
         best, tensors = placed_at(batch)
     except ValueError as exc:
-        return replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
+        return None if found.fits else replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
     if best is None or not holds(best):
-        host = "" if best is None else f" and {best.total_bytes['CPU']:,} B on the host (host_memory_bytes {bound:,})"
-        return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
+        return _not_held(s, found, placer, best, batch)
     flags = flags_of(best)
     tried = {(s.context, batch): True}      # the placement itself holds the workload
     # and, as largest_fitting's 'fits' is monotone, one sequence of it and the first 256 cells of it: the
@@ -154,21 +159,46 @@ def placement_verdict(s, found):
                      activations_bytes=best.compute_bytes[fullest] + mm_compute_here,
                      overhead_bytes=CUDA_CONTEXT_BYTES, free_bytes=dict(budgets)[fullest] - best.total_bytes[fullest],
                      shortfall_bytes=0)
-    placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": work,
+    # every layer and expert on the GPUs: llama.cpp's host part is then what any run keeps there (the input
+    # embeddings, the CPU compute buffer), and fit's answer is that of the model on the GPUs, its decode bound too
+    whole = (best.placement.offloaded_layers == best.placement.layers_total and not best.n_cpu_moe
+             and not best.override_tensor)
+    placed = {"flags": best.flags(), "gpus": list(names), "n_ctx": best.n_ctx, "n_seq": work, "whole": whole,
               "total_bytes": dict(best.total_bytes), "offloaded_layers": best.placement.offloaded_layers,
               "n_layer_plus_output": best.placement.layers_total, "host_bytes": on_host, "host_memory_bytes": bound,
               "device": fullest, "breakdown": breakdown,
               # what "fits" rests on that kvmem cannot check: the host's free RAM, unless given
               "condition": (f"if the host has {format_bytes(on_host)} of free RAM for it (not checked: kvmem does not "
                             f"know the host's memory; -o {HOST_OPTION}=... checks it)") if bound is None and on_host
-              else ""}
+              and not whole else ""}
     host_note = (f"host RAM not bounded (sizing option {HOST_OPTION}): this placement takes {on_host:,} B there"
                  if bound is None else f"host RAM {bound:,} B ({HOST_OPTION}): this placement takes {on_host:,} B")
-    note = (f"llama.cpp fits with layers or experts in host RAM: {' '.join(best.flags())}; "
+    where = "every layer on the GPUs" if whole else "layers or experts in host RAM"
+    note = (f"llama.cpp fits with {where}: {' '.join(best.flags())}; "
             f"{best.placement.offloaded_layers}/{best.placement.layers_total} layers on the GPUs; {host_note}; "
             f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
     return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
                    work_batch=work, notes=(note,) + ((mm_note,) if mm_note else ()))
+
+
+def _not_held(s, found, placer, best, batch: int):
+    """The Answer where kvmem's best placement of ``batch`` sequences does not hold them: where the budget's
+    estimate said it fits, the most sequences a placement holds (the placement's word stands)."""
+    from ...sizing.search import largest_fitting
+
+    if found.fits:
+        def held(seqs: int) -> bool:
+            try:
+                lay = placer.placed_at(seqs)[0]
+            except ValueError:
+                return False
+            return lay is not None and placer.holds(lay)
+        most = largest_fitting(held, batch - 1, 1) if batch > 1 and held(1) else 0
+        found = replace(found, per_replica_max=most, max_batch=most * s.replicas)
+    bound = placer.bound
+    host = ("" if best is None or bound is None
+            else f" and {best.total_bytes['CPU']:,} B on the host (host_memory_bytes {bound:,})")
+    return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
 
 
 class _Placer:
