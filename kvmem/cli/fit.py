@@ -253,8 +253,11 @@ def cmd_fit(args) -> int:
     lines.insert(3, _weights_line(result))
     if offload:     # the placement first: the verdict above is its verdict (kvmem.engines.llamacpp.verdict)
         more, data["llamacpp_offload"] = _offload_lines(model, args)
-        if "error" in data["llamacpp_offload"]:     # refused (a layout it cannot place): the refusal, exit 2,
-            raise ValueError(data["llamacpp_offload"]["error"])     # as on mixed cards, whatever the count
+        measured = options.get("weights_bytes") is not None or options.get("activation_bytes") is not None
+        if "error" in data["llamacpp_offload"] and not measured:
+            # refused (a layout it cannot place): the refusal, exit 2, as on mixed cards, whatever the count; with
+            # byte counts given the verdict places nothing (every layer on the GPUs, verdict.py), the note says so
+            raise ValueError(data["llamacpp_offload"]["error"])
         lines[2:2] = more
     if error:
         data["error"] = error

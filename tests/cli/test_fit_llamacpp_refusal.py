@@ -26,3 +26,13 @@ def test_refused_layout_exits_2_on_any_cards(scout_header, cards, capsys):
     assert code == 2 and out.out == ""
     assert "m: layer 0 is 'chunked'; kvmem lays out llama.cpp tensors from a config only" in out.err
     assert "<Kind" not in out.err and "fits: no" not in out.err
+
+
+def test_weights_given_as_bytes_place_nothing_and_answer(capsys):
+    # with the weight bytes given the verdict places nothing (every layer on the GPUs: verdict.py), so a layout
+    # the placement refuses is a note, not the refusal: Llama-4-Scout, 60 GB of weights on an H100 at 8k fits
+    code = main(["fit", "llama-4-scout-17b-16e", "--engine", "llama.cpp", "--gpu", "h100-sxm-80gb", "--context", "8k",
+                 "--weights", "60GB"])
+    out = capsys.readouterr().out
+    assert code == 0 and "fits: yes" in out and "llama.cpp offload: not placed: llama-4-scout-17b-16e: layer 0 is " \
+        "'chunked'" in out
