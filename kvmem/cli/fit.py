@@ -143,6 +143,13 @@ def _mixed_flags(args) -> list[str]:
             raise ValueError(f"{flag} {value}: --gpu {args.gpu} lists {n} cards, which llama.cpp runs as one "
                              f"replica split by layers over the {n} (num_gpus {n}, pp {n}, tp 1); give {flag} "
                              "so, or leave it out")
+    given = engine_options(args.option)
+    for name, value in (("--weights", getattr(args, "weights", None)), ("-o weights_bytes", given.get("weights_bytes")),
+                        ("-o activation_bytes", given.get("activation_bytes"))):
+        if value is not None:
+            raise ValueError(f"{name}: on mixed cards kvmem lays out llama.cpp's tensors and buffers itself (its "
+                             "placement takes no byte counts); leave it out, or give one --gpu for the sizing "
+                             "that takes it")
     return gpus
 
 

@@ -24,6 +24,13 @@ def test_flags_contradicting_the_list_are_refused(capsys, flag):
     assert f"{flag[0]} {flag[1]}: --gpu rtx-3090,rtx-3060 lists 2 cards" in err
 
 
+@pytest.mark.parametrize("flag", [("--weights", "20GB"), ("-o", "activation_bytes=1GB")])
+def test_byte_counts_the_placement_does_not_take_are_refused(capsys, flag):
+    code, out, err = run(capsys, *QWEN, "--context", "32k", *flag)
+    name = flag[0] if flag[0] == "--weights" else "-o activation_bytes"
+    assert code == 2 and out == "" and f"{name}: on mixed cards kvmem lays out llama.cpp's tensors" in err
+
+
 def test_json_has_the_single_card_keys(capsys):
     # Qwen3-30B-A3B Q4_K_M on a 3090 + a 3060 with 8 GiB of host RAM at 32k: kvmem places it (49/49 layers on
     # the GPUs at one sequence); 8 sequences of 32k have a placement the 8 GiB hold, 9 none; at one sequence the
