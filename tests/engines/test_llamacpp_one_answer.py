@@ -56,7 +56,9 @@ def test_commands_carry_the_sequences_and_the_host_switches():
     p = kvmem.llamacpp_offload("qwen3-30b-a3b", gpus="rtx-3060-12gb", context=32_768, weight_dtype="q4_k_m",
                                n_seq=4, kv_offload=False, mmap=False)
     assert "-np 4" in p.command_best
-    assert all(flag in p.command_fit.split() for flag in ("-np", "-nkvo", "--no-mmap"))
+    # (mmap off: -lm none, llama.cpp@0c1e57098 common/arg.cpp#L2690-L2708: that build has no --no-mmap)
+    assert all(flag in p.command_fit.split() for flag in ("-np", "-nkvo", "-lm"))
+    assert "-nkvo -lm none --fit on" in p.command_fit and p.command_best.endswith("-nkvo -lm none")
 
 
 def test_a_one_sequence_command_says_np_1():

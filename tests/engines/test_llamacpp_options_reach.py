@@ -56,7 +56,7 @@ def test_the_cache_flags_are_kvmem_plans():
     # 4 unified slots), the rest where they differ from llama-server's defaults
     words = [w for f in server_flags(2, n_batch=4096, kv_unified=True, flash_attn=False, kv_offload=False,
                                      mmap=False, type_k="q8_0") for w in f.argv]
-    assert words == ["-np", "2", "-fa", "off", "-ctk", "q8_0", "-b", "4096", "--kv-unified", "-nkvo", "--no-mmap"]
+    assert words == ["-np", "2", "-fa", "off", "-ctk", "q8_0", "-b", "4096", "--kv-unified", "-nkvo", "-lm", "none"]
     assert [w for f in server_flags(1) for w in f.argv] == ["-np", "1"]
     p = kvmem.llamacpp_offload("llama-3.1-8b", gpus="rtx-3060-12gb", context=8_192, weight_dtype="q4_k_m",
                                n_batch=1024, kv_unified=True, n_seq=2)

@@ -11,7 +11,8 @@ Argument names from llama.cpp's common/arg.cpp at that build:
     -ub        n_ubatch, the compute buffer's batch (default 512)
     -b         n_batch, only when not the default 2048
     --swa-full, --kv-unified (-kvu)   only when the plan set them
-    -nkvo, --no-mmap                   only for kvmem.llamacpp_offload's kv_offload=False, mmap=False
+    -nkvo, -lm none                    only for kvmem.llamacpp_offload's kv_offload=False, mmap=False (this build
+                                       has no --no-mmap: its --load-mode none loads without mmap)
     (server_flags writes these for kvmem plan and for llamacpp_offload's two commands alike)
     --mmproj, --no-mmproj-offload      the projector given (sizing options mmproj, mmproj_offload)
 A build date other than the current build (option ``build``) or the MLA cache mode (set by the GGUF,
@@ -51,12 +52,14 @@ def _placed(placement: dict) -> list:
 
 def server_flags(n_seq: int, *, n_ubatch: int = 512, type_k="f16", type_v="f16", flash_attn=None,
                  n_batch: int = 2048, swa_full: bool = False, kv_unified: bool = False, kv_offload: bool = True,
-                 mmap: bool = True, every: bool = False, **_placed) -> list[Flag]:
+                 mmap: bool = True, every: bool = False, **_layout) -> list[Flag]:
     """The flags that size llama-server's cache and buffers, -np first (kvmem plan's command and
     kvmem.llamacpp_offload's two): ``every`` writes -fa, -ctk, -ctv and -ub also at llama-server's defaults
-    (flash_attn None, "auto", is then left out). -np is always written: without it llama-server runs 4 slots
-    with a unified cache (llama.cpp@0c1e57098 tools/server/server.cpp#L155-L160; common/arg.cpp#L1403), and a
-    sliding-window cache of 4 x n_swa + n_ubatch cells (src/llama-kv-cache-iswa.cpp#L73), not the cache sized."""
+    (flash_attn None, "auto", is then left out; defaults: common/common.h#L453-L454 n_batch 2048, n_ubatch 512,
+    #L501 flash attention auto, #L589 cache types f16). -np is always written: without it llama-server runs 4 slots
+    with a unified cache, and a sliding-window cache of 4 x n_swa + n_ubatch cells, not the cache sized."""
+    # llama.cpp@0c1e57098 common/arg.cpp#L1403 (-np auto for the server), tools/server/server.cpp#L156-L160 (auto:
+    # 4 slots, kv_unified), src/llama-kv-cache-iswa.cpp#L73 (the SWA cells: n_swa x n_seq_max + n_ubatch, unified)
     out = [Flag("-np", str(n_seq), f"{n_seq} sequence(s) at once, as sized (llama-server's default is 4 slots)")]
     if flash_attn in (True, False) or (every and flash_attn is not None):
         on = flash_attn is True or str(flash_attn).lower() in ("on", "true", "1")
@@ -72,8 +75,9 @@ def server_flags(n_seq: int, *, n_ubatch: int = 512, type_k="f16", type_v="f16",
         out.append(Flag("--kv-unified", "", "one cell buffer shared by all sequences, as sized"))
     if not kv_offload:
         out.append(Flag("-nkvo", "", "the KV cache in host RAM, as placed"))
-    if not mmap:
-        out.append(Flag("--no-mmap", "", "the weights read into memory, not mapped, as placed"))
+    if not mmap:    # llama.cpp@0c1e57098 common/arg.cpp#L2690-L2708 (-lm, --load-mode; no --no-mmap at this build),
+        # src/llama-model-loader.cpp#L559 (use_mmap only for auto, mmap, mmap+mlock)
+        out.append(Flag("-lm", "none", "the weights read into memory, not mapped, as placed"))
     return out
 
 

@@ -99,8 +99,8 @@ class Layout:
             out += ["-ot", f"{pattern}={target}"]
         if not self.placement.kv_offload:
             out.append("-nkvo")
-        if not self.placement.mmap:
-            out.append("--no-mmap")
+        if not self.placement.mmap:     # no --no-mmap at 0c1e57098: -lm none (common/arg.cpp#L2690-L2708,
+            out += ["-lm", "none"]      # src/llama-model-loader.cpp#L559: use_mmap only for auto, mmap, mmap+mlock)
         return out
 
     def decode_tokens_per_s(self, gpu_bandwidths: dict, host_bandwidth: int | None) -> float | None:

@@ -111,7 +111,7 @@ def _command(model_path: str, lay: Layout | None, n_ctx: int | None, kw: dict, f
     parts = ["llama-server", "-m", as_value(model_path)]
     if n_ctx is not None:
         parts += ["-c", str(n_ctx)]
-    # -nkvo and --no-mmap: kvmem's layout writes them with its flags (Layout.flags), --fit on's here
+    # -nkvo and -lm none: kvmem's layout writes them with its flags (Layout.flags), --fit on's here
     switches = {} if fit else {"kv_offload": True, "mmap": True}
     parts += [word for flag, value in cache_words({**kw, **switches}) for word in (flag, value) if word != ""]
     if kw.get("mmproj"):
