@@ -198,7 +198,11 @@ def _mixed_cards(model, args) -> int:
     workload = f"{context:,} tokens x batch {batch}" if batch is not None else f"{context:,} tokens, batch 1"
     lines.insert(0, f"{model.name} on {' + '.join(gpus)} · llama.cpp: "
                     + ("fits with the placement below" if fits else "does not fit: no placement below runs"))
-    lines[1:1] = [f"fits: {'yes' if fits else 'no'} — {workload}",
+    best = got["data"].get("best") or {}
+    on_host = sum(d["total_bytes"] for d in best.get("devices", ()) if d["device"] == "CPU")
+    condition = (f", if the host has {format_bytes(on_host)} of free RAM for it (not checked: --host-memory checks "
+                 "it)") if fits and on_host and host_memory_argument(args.host_memory)[1] is None else ""
+    lines[1:1] = [f"fits: {'yes' if fits else 'no'}{condition} — {workload}",
                   f"max batch at {context:,} tokens: {got['max_batch']}",
                   f"max context at batch {batch or 1}: {got['max_context']:,}"]
     emit({"model": model.name, "gpu": gpus, "num_gpus": len(gpus), "tp": 1, "pp": len(gpus), "engine": "llama.cpp",

@@ -51,3 +51,11 @@ def test_verdict_is_the_records_host_shortfall(capsys):
     data = json.loads(out)
     assert code == 1 and (data["fits"], data["max_batch"], data["max_context"]) == (False, 0, 0)
     assert data["llamacpp_offload"]["host_shortfall"].startswith("kvmem's placement needs 107,621,494,816 B")
+
+
+def test_unbounded_host_says_what_the_yes_rests_on(capsys):
+    # the same placement with no --host-memory: it runs if the host has its 107,621,494,816 B (100.23 GiB)
+    code, out, _ = run(capsys, "fit", "qwen3-235b-a22b", "--engine", "llama.cpp", "--weight-dtype", "q4_k_m",
+                       "--gpu", "rtx-3090,rtx-3060", "--context", "8k")
+    assert code == 0 and out.split("\n")[1] == ("fits: yes, if the host has 100.23 GiB of free RAM for it (not "
+                                                "checked: --host-memory checks it) — 8,192 tokens, batch 1")
