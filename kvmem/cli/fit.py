@@ -143,9 +143,10 @@ def _mixed_flags(args) -> list[str]:
             raise ValueError(f"{flag} {value}: --gpu {args.gpu} lists {n} cards, which llama.cpp runs as one "
                              f"replica split by layers over the {n} (num_gpus {n}, pp {n}, tp 1); give {flag} "
                              "so, or leave it out")
-    given = engine_options(args.option)
-    for name, value in (("--weights", getattr(args, "weights", None)), ("-o weights_bytes", given.get("weights_bytes")),
-                        ("-o activation_bytes", given.get("activation_bytes"))):
+    from ..sizing.setup import Given
+    given = Given.of(engine_options(args.option))
+    for name, value in (("--weights", getattr(args, "weights", None)), ("-o weights_bytes", given.weights_bytes),
+                        ("-o activation_bytes", given.activation_bytes)):
         if value is not None:
             raise ValueError(f"{name}: on mixed cards kvmem lays out llama.cpp's tensors and buffers itself (its "
                              "placement takes no byte counts); leave it out, or give one --gpu for the sizing "
@@ -158,6 +159,7 @@ def mixed_cards_answer(model, args) -> dict:
     (a placement exists and the host RAM given holds it), max batch and max context the largest workloads that
     have one (llama.cpp pads each stream's cells to 256: the context searched in steps of 256). Also
     ``placed(context, batch)``: the placement of another workload on the same cards (kvmem plan's command)."""
+    from ..engines import engine_spec
     from ..engines.llamacpp.panel import host_shortfall, panel_offload
     from ..engines.llamacpp.settings import LLAMA_MAX_SEQ
     from ..sizing.search import largest_fitting
@@ -187,7 +189,8 @@ def mixed_cards_answer(model, args) -> dict:
     max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1)
     cap = max(model.max_position_embeddings or context, context)
     units = largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
-    return {"gpus": gpus, "lines": lines, "data": data, "context": context, "batch": batch, "fits": fits,
+    return {"engine": engine_spec(args.engine).name, "gpus": gpus, "lines": lines, "data": data, "context": context,
+            "batch": batch, "fits": fits,
             "max_batch": max_batch, "max_context": min(units * 256, cap), "placed": placed}
 
 
@@ -205,7 +208,7 @@ def _mixed_cards(model, args) -> int:
     lines[1:1] = [f"fits: {'yes' if fits else 'no'}{condition} — {workload}",
                   f"max batch at {context:,} tokens: {got['max_batch']}",
                   f"max context at batch {batch or 1}: {got['max_context']:,}"]
-    emit({"model": model.name, "gpu": gpus, "num_gpus": len(gpus), "tp": 1, "pp": len(gpus), "engine": "llama.cpp",
+    emit({"model": model.name, "gpu": gpus, "num_gpus": len(gpus), "tp": 1, "pp": len(gpus), "engine": got["engine"],
           "context": context, "batch": batch, "fits": fits, "max_batch": got["max_batch"],
           "max_context": got["max_context"], "llamacpp_offload": got["data"]}, args.json, lines)
     return 0 if fits else 1
@@ -264,7 +267,9 @@ def cmd_fit(args) -> int:
     lines.insert(3, _weights_line(result))
     if offload:     # the placement first: the verdict above is its verdict (kvmem.engines.llamacpp.verdict)
         more, data["llamacpp_offload"] = _offload_lines(model, args)
-        measured = options.get("weights_bytes") is not None or options.get("activation_bytes") is not None
+        from ..sizing.setup import Given
+        given = Given.of(options)
+        measured = given.weights_bytes is not None or given.activation_bytes is not None
         if "error" in data["llamacpp_offload"] and not measured:
             # refused (a layout it cannot place): the refusal, exit 2, as on mixed cards, whatever the count; with
             # byte counts given the verdict places nothing (every layer on the GPUs, verdict.py), the note says so

@@ -57,15 +57,15 @@ def _mixed_cards(args) -> int:
            f"not one sequence of {context:,} tokens has a placement" if batch == 0 else
            f"no context of 256 tokens or more has a placement at batch {batch}" if context == 0 else None)
     if why:
-        message = f"{model.name} on {' + '.join(got['gpus'])} (llama.cpp): {why}"
+        message = f"{model.name} on {' + '.join(got['gpus'])} ({got['engine']}): {why}"
         print(f"kvmem plan: refused: {message}", file=sys.stderr)
         if args.json:
             print(json.dumps({"error": message, "type": "PlanRefused", "command": "plan", "exit_code": 1}))
         return 1
     p = got["placed"](context, batch)
-    lines = [f"# llama.cpp on {' + '.join(got['gpus'])}: {batch:,} x {context:,} tokens ({args.target})",
+    lines = [f"# {got['engine']} on {' + '.join(got['gpus'])}: {batch:,} x {context:,} tokens ({args.target})",
              p.command_best, ""] + [f"note: {note}" for note in p.notes]
-    emit({"model": model.name, "gpu": got["gpus"], "engine": "llama.cpp", "context": context, "batch": batch,
+    emit({"model": model.name, "gpu": got["gpus"], "engine": got["engine"], "context": context, "batch": batch,
           "target": args.target, "command": p.command_best, "llamacpp_offload": p.to_dict()}, args.json, lines)
     return 0
 
