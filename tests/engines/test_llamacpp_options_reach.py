@@ -58,6 +58,10 @@ def test_the_cache_flags_are_kvmem_plans():
                                      mmap=False, type_k="q8_0") for w in f.argv]
     assert words == ["-np", "2", "-fa", "off", "-ctk", "q8_0", "-b", "4096", "--kv-unified", "-nkvo", "-lm", "none"]
     assert [w for f in server_flags(1) for w in f.argv] == ["-np", "1"]
+    # flash attention as settings.py reads its words: "enabled" is on, "auto" (llama-server's default) unwritten
+    assert [w for f in server_flags(1, flash_attn="enabled") for w in f.argv] == ["-np", "1", "-fa", "on"]
+    assert [w for f in server_flags(1, flash_attn="disabled") for w in f.argv] == ["-np", "1", "-fa", "off"]
+    assert [w for f in server_flags(1, flash_attn="auto") for w in f.argv] == ["-np", "1"]
     p = kvmem.llamacpp_offload("llama-3.1-8b", gpus="rtx-3060-12gb", context=8_192, weight_dtype="q4_k_m",
                                n_batch=1024, kv_unified=True, n_seq=2)
     assert p.command_best.startswith("llama-server -m llama-3.1-8b-q4_k_m.gguf -c 8192 -np 2 -b 1024 --kv-unified "
@@ -99,3 +103,15 @@ def test_the_checkpoints_count_the_slots_the_kv_was_sized_for():
     assert counted["llama.cpp context checkpoints"] == 32 * 3 * 156_894_364 == 15_061_858_944
     counted = {t.name: t.bytes_per_node for t in host_terms(s, 0, None)}      # no placement, no batch: auto 4
     assert counted["llama.cpp context checkpoints"] == 32 * 4 * 156_894_364
+
+
+def test_the_decode_curve_lays_out_the_swa_full_cache():
+    # every layer on the GPU (-ngl 63): --swa-full adds 52 x (32,768 - 1,536) x 8,192 B = 13,304,332,288 B of KV
+    # on CUDA0 (and the graph's reads of the longer SWA cache)
+    from kvmem.engines.llamacpp.panel import panel_decode_curve
+    kw = dict(gpus=["rtx-3060-12gb"], context=32_768, batch=1, weight_dtype="q4_k_m", kv_dtype="auto",
+              host_memory=None)
+    full = panel_decode_curve("gemma-3-27b", options={"swa_full": True}, **kw)[-1]
+    plain = panel_decode_curve("gemma-3-27b", options={}, **kw)[-1]
+    assert full.value == plain.value == 63
+    assert full.total_bytes["CUDA0"] - plain.total_bytes["CUDA0"] >= 52 * (32_768 - 1_536) * 8_192 == 13_304_332_288

@@ -61,8 +61,8 @@ def server_flags(n_seq: int, *, n_ubatch: int = 512, type_k="f16", type_v="f16",
     # llama.cpp@0c1e57098 common/arg.cpp#L1403 (-np auto for the server), tools/server/server.cpp#L156-L160 (auto:
     # 4 slots, kv_unified), src/llama-kv-cache-iswa.cpp#L73 (the SWA cells: n_swa x n_seq_max + n_ubatch, unified)
     out = [Flag("-np", str(n_seq), f"{n_seq} sequence(s) at once, as sized (llama-server's default is 4 slots)")]
-    if flash_attn in (True, False) or (every and flash_attn is not None):
-        on = flash_attn is True or str(flash_attn).lower() in ("on", "true", "1")
+    if flash_attn is not None and str(flash_attn).strip().lower() != "auto":  # True/False or settings.py's words
+        on = flash_attn is True or str(flash_attn).strip().lower() in ("on", "enabled")
         out.append(Flag("-fa", "on" if on else "off", "flash attention as sized (its compute buffer was sized for it)"))
     for flag, value, default, why in (("-ctk", type_k, "f16", "K cache in"), ("-ctv", type_v, "f16", "V cache in"),
                                       ("-ub", n_ubatch, 512, "the micro-batch the compute buffer was sized for:"),
