@@ -41,7 +41,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         notes.append(f"max_context stops at the model's max_position_embeddings ({max_context:,})")
     if per_replica_max == s.rules.max_sequences:
         notes.append(f"max_batch stops at {s.engine}'s limit of {per_replica_max} sequences per replica")
-    min_gpus = _min_gpus(s)
+    min_gpus = _min_gpus(s, found if s.rules.placement_verdict is not None else None)
     kv_per_seq = need_bytes(s, s.context, 1)
     one = setup_estimate(s, s.context, 1)
     if one.peak_bytes > one.total_bytes:

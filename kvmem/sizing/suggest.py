@@ -50,8 +50,9 @@ def _tp_candidates(s: Setup) -> list[int]:
     return [tp for tp in (1, 2, 4, 8, 16, 32, 64) if divides(tp, heads)]
 
 
-def min_gpus(s: Setup) -> int | None:
-    """The fewest GPUs (one replica: tp x pp) that fit the workload."""
+def min_gpus(s: Setup, known=None) -> int | None:
+    """The fewest GPUs (one replica: tp x pp) that fit the workload; ``known``: search.answer(s) where the caller
+    has it (fit), so that the placement verdict of ``s``'s own cards is not asked again."""
     wanted = s.batch or 1
     if s.rules.one_device:
         return 1 if workload_fits(replace(s, num_gpus=1, batch=wanted)) else None
@@ -66,6 +67,8 @@ def min_gpus(s: Setup) -> int | None:
         # hold every layer: pp 1 first, then bisected up to the cards that hold every layer (fewer cards never
         # place more), the verdict taken as monotone in the cards
         def placed(pp: int) -> bool:
+            if known is not None and pp == s.pp == s.num_gpus:      # the verdict fit has (batch None: 1 sequence)
+                return known.fits
             return answer(replace(s, pp=pp, num_gpus=pp, batch=wanted)).fits
         if placed(1):
             return 1

@@ -55,7 +55,11 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
         return at(ngl, n) if ngl is not None else None
     if not gpus:
         return at(0, 0)
-    # from one layer up: -ngl 0 lays everything out on the host, whose compute graph costs the most to size
+    # every layer first (kvmem fit asks the placement of every workload, most of which fit whole: one layout, not
+    # the bisection's seven; the same answer, 'fits' being monotone in -ngl); then from one layer up: -ngl 0 lays
+    # everything out on the host, whose compute graph costs the most to size
+    if at(top, 0).fits(budgets):
+        return at(top, 0)
     ngl = largest(1, top, lambda g: at(g, 0).fits(budgets))
     if ngl is None:
         ngl = 0 if at(0, 0).fits(budgets) else None
