@@ -109,13 +109,14 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
     if opts.get("build") not in (None, "current"):
         raise PlanRefused(f"llama.cpp: the command is for {RELEASE}; build={opts['build']!r} has other flags")
     refuse_options("llama.cpp", opts, {"mmproj", "mmproj_offload"}, _SIZING_ONLY)
+    pp = s.pp
     est = engine_estimate(s.model, engine="llama.cpp", tokens=fit.context, batch=inp.batch, kv_dtype=s.kv_dtype,
-                          tp=s.tp, pp=s.pp, **s.engine_options)
+                          tp=s.tp, pp=pp, **s.engine_options)
     d = est.details
     assert isinstance(d, LlamacppDetails)      # a llama.cpp estimate's record
     if s.replicas > 1:
         raise PlanRefused(f"llama.cpp: one llama-server holds one copy of the model; {s.replicas} replicas need "
-                          f"{s.replicas} servers (this plan is for one of {s.pp} GPU(s))")
+                          f"{s.replicas} servers (this plan is for one of {pp} GPU(s))")
     cache = server_flags(d.n_seq, n_ubatch=d.n_ubatch, type_k=d.type_k, type_v=d.type_v, flash_attn=bool(d.flash_attn),
                          n_batch=d.n_batch, swa_full=d.swa_full,
                          kv_unified=d.kv_unified, every=True)
@@ -125,9 +126,9 @@ def flags(inp: Inputs) -> tuple[Flag, ...]:
                 f"{fit.context:,} tokens x {d.n_seq} sequences: {d.cells_total:,} cells in all"),
            Flag("-np", str(d.n_seq), f"{d.n_seq} sequences at once, each a stream of {d.cells:,} cells"),
            # a placement with every layer on one GPU is -ngl 999's (kvmem.engines.llamacpp.verdict 'whole')
-           *(_placed(fit.placement) if fit.placement and not (fit.placement.get("whole") and s.pp == 1) else
+           *(_placed(fit.placement) if fit.placement and not (fit.placement.get("whole") and pp == 1) else
              [Flag("-ngl", ALL_LAYERS, "every layer on the GPU, as the fit assumed"
-                   + (f" (split by layer over {s.pp} GPUs)" if s.pp > 1 else ""))]),
+                   + (f" (split by layer over {pp} GPUs)" if pp > 1 else ""))]),
            *cache[1:]]
     mmproj = opts.get("mmproj")
     # the projector the fit counted (kvmem.engines.llamacpp.offload.mmproj_option)
