@@ -49,7 +49,10 @@ def _budget(req: BudgetRequest) -> Budget:
     total = req.gpu.usable_memory_bytes
     weights, mm_weights, mm_compute, mm_note = req.weights_bytes, *mmproj_option(
         req.model, req.sizing_options, req.engine_options.get("flash_attn"))
-    if req.sizing_options.get("mmproj_offload", True):      # the projector on the (first) GPU
+    # the projector on the (first) GPU; this budget is one device's, so at pp > 1 it charges every stage with it
+    # (mtmd loads it on the first only): the fallback leaves the later stages too little room; the placement
+    # counts it on CUDA0 alone
+    if req.sizing_options.get("mmproj_offload", True):
         weights, act = weights + mm_weights, act + dict(mm_compute or ()).get("CUDA0", 0)
     # reserve: llama.cpp takes no memory fraction; the cache is sized by n_ctx and must fit in
     # what the weights, the compute buffers and the CUDA context leave
