@@ -12,8 +12,8 @@ over the command (kvmem.logcheck.check_log); a flag kvmem does not use is left a
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .printed import value_of
 
