@@ -154,3 +154,16 @@ def test_kvmems_own_command_places_as_kvmem_does():
     # today: planned 8,693,140,992 B of weights on CUDA0, the command 8,527,990,016 B (blk.1's ffn_down experts,
     # 165,150,976 B, stay on the host: --n-cpu-moe's rule matches them first)
     assert ran.placement.device("CUDA0").model_bytes == planned.placement.device("CUDA0").model_bytes
+
+
+def test_load_mode_reads_as_llama_cpp_maps_it_to_mmap():
+    # llama.cpp@0c1e57098 has no --no-mmap: -lm MODE, mmap for auto / mmap / mmap+mlock only
+    # (src/llama-model-loader.cpp#L559); the commands kvmem prints write -lm none for mmap off
+    from kvmem.engines.llamacpp.logs import READER
+    from kvmem.logcheck.command import read
+    for mode, mmap in (("none", False), ("dio", False), ("mlock", False), ("mmap", True), ("mmap+mlock", True),
+                       ("auto", True)):
+        found = read([f"llama-server -m m.gguf -c 4096 -lm {mode} -ngl 99"], READER)
+        assert found["mmap"][0] is mmap, (mode, found)
+        assert found["n_gpu_layers"][0] == 99
+    assert "mmap" not in read(["llama-server -m m.gguf -c 4096"], READER)

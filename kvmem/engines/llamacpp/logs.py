@@ -485,8 +485,13 @@ COMMAND_FLAGS = {"-m": "model", "--model": "model", "-c": "n_ctx", "--ctx-size":
                  "--gpu-layers": "n_gpu_layers", "-ts": "tensor_split", "--tensor-split": "tensor_split",
                  **_OVERRIDES}
 COMMAND_SWITCHES = {"-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True), "--no-mmap": ("mmap", False),
-                    "-fa": ("flash_attn", True), "--flash-attn": ("flash_attn", True)}
-SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None}}   # -fa on|off|auto (auto: left to the build)
+                    "-fa": ("flash_attn", True), "--flash-attn": ("flash_attn", True),
+                    "-lm": ("mmap", None), "--load-mode": ("mmap", None)}
+SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None},   # -fa on|off|auto (auto: left to the build)
+                 # -lm MODE (llama.cpp@0c1e57098 common/arg.cpp#L2690-L2708): mmap for auto, mmap and mmap+mlock
+                 # (src/llama-model-loader.cpp#L559), not for none, mlock or dio
+                 "mmap": {"auto": True, "mmap": True, "mmap+mlock": True, "none": False, "mlock": False,
+                          "dio": False}}
 READER = LogReader(read, claims, printed, check, "llama.cpp's cache size lines", runs=RUNS,
                    check_options=("override_tensor", "cpu_moe", "n_cpu_moe"),
                    command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES, switch_values=SWITCH_VALUES)
