@@ -143,8 +143,9 @@ class Answer:
         return self.max_batch >= self.wanted
 
 
-def answer(s: Setup) -> Answer:
-    """search_max_batch and search_max_context for ``s``, and the budget of the batch answered."""
+def answer(s: Setup, searches: bool = True) -> Answer:
+    """search_max_batch and search_max_context for ``s``, and the budget of the batch answered; ``searches``
+    False: an engine's placement verdict says only whether the workload fits (its own searches skipped)."""
     per_replica = replica_batch(s)
     at_one = budget_for(s, 1)
     per_replica_max = search_max_batch(s, at_one.kv_memory)
@@ -156,5 +157,7 @@ def answer(s: Setup) -> Answer:
     if s.rules.placement_verdict is not None:
         # an engine that also places layers in host RAM (llama.cpp) answers with its best placement, also where
         # every layer fits the GPUs: the verdict, max batch and max context from one computation (the placement's)
+        if not searches:
+            return s.rules.placement_verdict(s, found, searches=False) or found
         return s.rules.placement_verdict(s, found) or found
     return found

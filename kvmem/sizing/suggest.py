@@ -69,7 +69,7 @@ def min_gpus(s: Setup, known=None) -> int | None:
         def placed(pp: int) -> bool:
             if known is not None and pp == s.pp == s.num_gpus:      # the verdict fit has (batch None: 1 sequence)
                 return known.fits
-            return answer(replace(s, pp=pp, num_gpus=pp, batch=wanted)).fits
+            return answer(replace(s, pp=pp, num_gpus=pp, batch=wanted), searches=False).fits
         if placed(1):
             return 1
         hi = every if every is not None else (most if placed(most) else None)

@@ -51,9 +51,10 @@ def _cache_type(value) -> str:
     return _KV_TYPES.get(text, text)
 
 
-def placement_verdict(s, found):
+def placement_verdict(s, found, searches: bool = True):
     """The Answer from kvmem's best placement of ``s``'s workload (module doc), or None where the
-    answer with every layer on the GPUs stands."""
+    answer with every layer on the GPUs stands. ``searches`` False: the verdict alone (sizing.min_gpus asks
+    only whether it fits), max batch and max context left the workload's own."""
     from ...sizing.search import largest_fitting
     from .fitting import layout
     from .launch import cache_settings
@@ -95,6 +96,9 @@ def placement_verdict(s, found):
         best, tensors = placed_at(batch)
     except ValueError as exc:
         return None if found.fits else replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
+    if not searches:
+        most = batch if best is not None and holds(best) else 0
+        return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=s.context)
     if best is None or not holds(best):
         return _not_held(s, found, placer, best, batch)
     flags = flags_of(best)
