@@ -132,13 +132,10 @@ def test_a_malformed_override_is_refused_naming_it():
         check_log(QWEN_OT["log"], "qwen3-30b-a3b", cpu_moe="maybe")
 
 
-@pytest.mark.xfail(strict=True, reason="kvmem.engines.llamacpp.layouts Layout.flags writes --n-cpu-moe before the -ot "
-                   "rules, while the placement applies the -ot rules first (overrides.compile_rules): llama.cpp "
-                   "applies them in the command's order, so a -ot moving a --n-cpu-moe layer's expert back to the "
-                   "GPU never wins; fix: write -ot first in Layout.flags")
 def test_kvmems_own_command_places_as_kvmem_does():
     # kvmem fit qwen3-30b-a3b --gpu rtx-3060-12gb --context 32k prints this kind of command:
-    # -ngl 49 --n-cpu-moe 27 -ot 'blk\.1\.ffn_down_exps\.weight=CUDA0'
+    # -ngl 49 -ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' --n-cpu-moe 27 (the -ot first: llama.cpp takes the first
+    # matching rule in the command's order)
     import shlex
 
     from kvmem.catalog import as_model
@@ -151,8 +148,8 @@ def test_kvmems_own_command_places_as_kvmem_does():
                      **kw)
     rules = _flags("llama-server -m m.gguf " + shlex.join(planned.flags()))["override_tensor"][0]
     ran = layout(model, tensors, override_tensor=tuple(rules), **kw)
-    # today: planned 8,693,140,992 B of weights on CUDA0, the command 8,527,990,016 B (blk.1's ffn_down experts,
-    # 165,150,976 B, stay on the host: --n-cpu-moe's rule matches them first)
+    # 8,693,140,992 B of weights on CUDA0 both ways; with --n-cpu-moe written first the command gave 8,527,990,016 B
+    # (blk.1's ffn_down experts, 165,150,976 B, stayed on the host: --n-cpu-moe's rule matched them first)
     assert ran.placement.device("CUDA0").model_bytes == planned.placement.device("CUDA0").model_bytes
 
 

@@ -25,10 +25,12 @@ def test_qwen3_30b_a3b_32k_on_a_12gb_card():
     # room left (under one layer's 391,643,136 B of experts) takes blk.0's and blk.1's ffn_down_exps (Q6_K,
     # 165,150,720 B each) back, each named in an -ot ahead of the rest. The compute buffer is the scheduled
     # graph's (llama-server's one output row, PR #23861; the host experts' copies for the prompt): 249.51 MiB
-    assert best.flags() == ["-ngl", "49", "--n-cpu-moe", "27", "-ot", r"blk\.1\.ffn_down_exps\.weight=CUDA0",
-                            "-ot", r"blk\.0\.ffn_down_exps\.weight=CUDA0"]
-    assert p.command_best == ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 "
-                              r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0'")
+    # (the -ot rules written before --n-cpu-moe: llama.cpp takes the first matching rule in the command's order)
+    assert best.flags() == ["-ngl", "49", "-ot", r"blk\.1\.ffn_down_exps\.weight=CUDA0",
+                            "-ot", r"blk\.0\.ffn_down_exps\.weight=CUDA0", "--n-cpu-moe", "27"]
+    assert p.command_best == ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 "
+                              r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0' "
+                              "--n-cpu-moe 27")
     assert best.compute_bytes["CUDA0"] == 261_630_208
     assert best.total_bytes["CUDA0"] <= 12 * 2**30 < p.best.total_bytes["CUDA0"] + 113_246_208
     # 27 layers x (gate + up Q4_K 113,246,208 B each + down 113,246,208 (Q4_K) or 165,150,720 (Q6_K))
@@ -116,7 +118,8 @@ def test_cli_fit_one_verdict_the_placement_s(capsys):
     assert lines[1] == ("fits: yes, if the host has 9.07 GiB of free RAM for it (not checked: kvmem does not know the "
                         "host's memory; -o host_memory_bytes=... checks it) — 32,768 tokens x batch 1")
     assert lines[2] == "llama.cpp offload on rtx-3060-12gb at 32,768 tokens:"
-    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 -ot" in out
+    assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 -ot" in out
+    assert "weight=CUDA0' --n-cpu-moe 27" in out
     assert "decode bound 51.9 tokens/s" in out
     assert "(it chooses -ngl 49 -ot blk\\.18\\.ffn_down.*=CPU -ot blk\\.(19|20|" in out
     # the flags hold 32,768 tokens and no more (they were chosen to fill the card at 32k: 6.6 MiB left)
@@ -130,7 +133,7 @@ def test_host_memory_bounds_the_placement():
     fits = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp",
                      weight_dtype="q4_k_m", host_memory_bytes="10GiB")
     assert fits.fits and fits.placement["host_bytes"] == 9_734_385_696 and fits.decode_tokens_per_s is None
-    assert fits.placement["flags"][:4] == ["-ngl", "49", "--n-cpu-moe", "27"]
+    assert fits.placement["flags"][:2] == ["-ngl", "49"] and fits.placement["flags"][-2:] == ["--n-cpu-moe", "27"]
     try:
         short = kvmem.fit("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp",
                           weight_dtype="q4_k_m", host_memory_bytes="8GiB")
@@ -195,9 +198,9 @@ def test_plan_writes_the_placement_of_the_verdict():
     """kvmem plan: the command of a fit that holds only with experts in host RAM carries that
     placement's flags (and --fit off), not -ngl 999, which would not load."""
     p = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3060-12gb", context="32k", engine="llama.cpp", weight_dtype="q4_k_m")
-    assert p.command == ("llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 "
+    assert p.command == ("llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 --fit off -ngl 49 "
                          r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0' "
-                         "-fa on -ctk f16 -ctv f16 -ub 512")
+                         "--n-cpu-moe 27 -fa on -ctk f16 -ctv f16 -ub 512")
     whole = kvmem.plan("qwen3-30b-a3b", gpu="rtx-3090-24gb", context="8k", engine="llama.cpp", weight_dtype="q4_k_m")
     assert " -ngl 999 " in whole.command and "--fit" not in whole.command
 

@@ -93,10 +93,12 @@ class Layout:
         out = ["-ngl", str(self.n_gpu_layers)]
         if len(self.placement.gpus) > 1:
             out += ["-ts", ",".join(_num(x) for x in self.tensor_split)]
-        if self.n_cpu_moe:
-            out += ["--n-cpu-moe", str(self.n_cpu_moe)]
+        # -ot before --n-cpu-moe: llama.cpp appends both to one override list in the command's order and the first
+        # match wins (common/arg.cpp#L2753-L2775), and kvmem's placement applies the -ot rules first
         for pattern, target in self.override_tensor:
             out += ["-ot", f"{pattern}={target}"]
+        if self.n_cpu_moe:
+            out += ["--n-cpu-moe", str(self.n_cpu_moe)]
         if not self.placement.kv_offload:
             out.append("-nkvo")
         if not self.placement.mmap:     # no --no-mmap at 0c1e57098: -lm none (common/arg.cpp#L2690-L2708,
