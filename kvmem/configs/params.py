@@ -81,6 +81,12 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         # KimiLinearConfig.attribute_map: n_shared_experts -> num_shared_experts, the config.json's name
         # (transformers@5.24.0 models/kimi_linear/configuration_kimi_linear.py#L66-L73)
         shared_inter = f.int("num_shared_experts", "n_shared_experts") * expert_inter
+    elif t == "hy_v3":
+        # HYV3MoE's shared_experts: one MLP of moe_intermediate_size x num_shared_experts (1 by default)
+        # (transformers@5.24.0 models/hy_v3/modeling_hy_v3.py#L348-L349, configuration_hy_v3.py#L101-L102); 0 is
+        # refused: HYV3MLP then takes intermediate_size (modeling_hy_v3.py#L117), llama.cpp one expert's width
+        # (llama.cpp@0c1e57098 src/models/hy-v3.cpp#L49)
+        shared_inter = f.int("num_shared_experts") * expert_inter
     elif f.get("n_shared_experts", default=None):
         shared_inter = f.int("n_shared_experts") * expert_inter
     elif f.get("shared_expert_intermediate_size", default=None):
@@ -88,7 +94,7 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     elif t == "llama4_text":
         shared_inter = expert_inter
     mlp_types = f.get("mlp_layer_types", default=None) if t in ("glm_moe_dsa", "kimi_linear", "mimo_v2_flash",
-                                                               "laguna", *_M3) else None
+                                                               "laguna", "hy_v3", *_M3) else None
     freq = f.get("moe_layer_freq", default=None) if t in ("mimo_v2_flash", *_M3) else None
     if mlp_types is None and isinstance(freq, list):
         # MiMo-V2-Flash's published moe_layer_freq: 1 for a MoE layer, 0 for a dense one (vLLM's mimo_v2_flash.py
@@ -96,8 +102,9 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         mlp_types = ["sparse" if x else "dense" for x in freq]
     elif mlp_types is None and t in _M3:
         mlp_types = ["sparse"] * n_layers   # configuration_minimax_m3_vl.py#L148-L151
-    elif mlp_types is None and t in ("mimo_v2_flash", "laguna"):
-        # configuration_mimo_v2_flash.py#L119-L120, configuration_laguna.py#L131-L132: the first layer dense
+    elif mlp_types is None and t in ("mimo_v2_flash", "laguna", "hy_v3"):
+        # configuration_mimo_v2_flash.py#L119-L120, configuration_laguna.py#L131-L132,
+        # configuration_hy_v3.py#L110-L113 (HYV3DecoderLayer: modeling_hy_v3.py#L374): the first layer dense
         mlp_types = ["dense"] + ["sparse"] * (n_layers - 1)
     if mlp_types is not None:
         # an explicit per-layer list ("dense" / "sparse") wins over first_k_dense_replace
@@ -161,8 +168,9 @@ def _attention_params(f, layer, hidden, heads, head_dim) -> int:
             n += heads * head_dim + 2 * kv * head_dim
         if f.get("attention_bias", "bias", default=False) or t in ("gpt2", "gpt_neox"):
             n += hidden
-        if t in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2", "qwen3_5_text"):
-            n += 2 * head_dim  # q_norm, k_norm
+        if t in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2", "qwen3_5_text", "hy_v3"):
+            # q_norm, k_norm (hy_v3: transformers@5.24.0 models/hy_v3/modeling_hy_v3.py#L224-L225)
+            n += 2 * head_dim
         if t == "qwen3_next":
             n += hidden * heads * head_dim  # output gate doubles q_proj
         if t == "gpt_oss":

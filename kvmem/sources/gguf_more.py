@@ -178,10 +178,25 @@ def _named_fields(arch: str, cfg: dict, key) -> None:
     elif arch == "granitemoe" and key("expert_shared_feed_forward_length", 0):
         # granite-moe.cpp load_arch_hparams: EXPERT_SHARED_FEED_FORWARD_LENGTH > 0 adds the shared expert
         cfg.update(model_type="granitemoeshared", shared_intermediate_size=key("expert_shared_feed_forward_length"))
+    elif arch == "hy_v3" and key("expert_shared_feed_forward_length", 0):
+        _hy_v3(cfg, key("expert_shared_feed_forward_length"))
     elif arch in ("dots1", "afmoe", "exaone-moe"):
         # dots1.cpp / afmoe.cpp: leading dense layers and shared experts (weights only, not the cache)
         cfg.update(first_k_dense_replace=key("leading_dense_block_count", 0),
                    n_shared_experts=key("expert_shared_count", 0))
+
+
+def _hy_v3(cfg: dict, shared: int) -> None:
+    """hy_v3's shared expert width back to num_shared_experts: llama.cpp@0c1e57098 src/models/hy-v3.cpp#L6 reads
+    expert_shared_feed_forward_length (#L49: absent, one expert's width), which conversion/hunyuan.py#L393-L395
+    writes as moe_intermediate_size x num_shared_experts, the width transformers' HYV3MoE builds
+    (transformers@5.24.0 models/hy_v3/modeling_hy_v3.py#L348-L349)."""
+    width = cfg.get("moe_intermediate_size")
+    if not width or shared % width:
+        raise SourceError(f"GGUF hy_v3.expert_shared_feed_forward_length is {shared}, not a multiple of "
+                          f"expert_feed_forward_length ({width}): transformers' HYV3 config has no such shared "
+                          "expert (moe_intermediate_size x num_shared_experts, modeling_hy_v3.py#L348)")
+    cfg["num_shared_experts"] = shared // width
 
 
 def _deepseek4(cfg: dict, key, meta: dict) -> None:

@@ -263,3 +263,21 @@ def test_cohere2moe_without_pattern_is_dense_first():
         "cohere2moe.leading_dense_block_count": 0}})()
     types = config_from_header(header)["layer_types"]
     assert [i for i, t in enumerate(types) if t == "full_attention"] == [0, 4]
+
+
+def test_hy_v3_shared_expert_width_round_trips(tmp_path):
+    # conversion/hunyuan.py#L393-L395 writes expert_shared_feed_forward_length = 128 x 2 = 256; read back as
+    # num_shared_experts 2, the shared MLP is 256 wide again (was the default 1: 128)
+    model, back = round_trip(small_config("hy_v3", head_dim=64, num_experts=8, moe_intermediate_size=128,
+                                          num_shared_experts=2), tmp_path / "m.gguf")
+    assert back.config["num_shared_experts"] == 2
+    assert back.facts.moe == model.facts.moe
+    assert (back.facts.moe.shared_intermediate_size, back.facts.moe.moe_layers[:2]) == (256, (False, True))
+
+
+def test_hy_v3_shared_width_not_a_multiple_is_refused(tmp_path):
+    arch, meta = converted_metadata(small_config("hy_v3", head_dim=64, num_experts=8, moe_intermediate_size=128))
+    meta["hy_v3.expert_shared_feed_forward_length"] = 200
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match=r"expert_shared_feed_forward_length is 200, not a multiple of .*\(128\)"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
