@@ -56,7 +56,8 @@ def read(lines: list[str], reader) -> dict:
 
 def _flags(words: list[str], first: int, reader, n: int, line: str) -> dict:
     """The flags of ``words`` from ``words[first]`` on (the words before it run the server)."""
-    found, where = {}, f"{n}, the command"
+    found: dict = {}
+    where = f"{n}, the command"
     flags, switches = reader.command_flags, reader.command_switches
     positional = reader.positional_model            # vllm serve MODEL, trtllm-serve MODEL
     i = first

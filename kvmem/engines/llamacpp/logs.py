@@ -193,7 +193,8 @@ def _same(a: str, b: str) -> bool:
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
           **options) -> tuple[dict, list[LineCheck], list[str]]:
     del tp                                         # llama.cpp splits layers (pp), never tensors
-    checks, notes = [], []
+    checks: list[LineCheck] = []
+    notes: list[str] = []
     options.pop("max_model_len", None)
     placed = _overrides(options.pop("override_tensor", None), options.pop("cpu_moe", False),
                         options.pop("n_cpu_moe", 0))
@@ -277,7 +278,7 @@ def _paired(logged: list, mine: list) -> list:
 def _split(value) -> list | None:
     """-ts as given: a list of numbers, or its text "10,6" (a command line's)."""
     if value is None or isinstance(value, (list, tuple)):
-        return value
+        return None if value is None else list(value)
     parts = str(value).split(",")
     if not all(p.strip().replace(".", "", 1).isdigit() for p in parts):
         raise ValueError(f"tensor_split must be numbers separated by commas (llama.cpp's -ts), got {value!r}")
