@@ -87,6 +87,14 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
         # refused: HYV3MLP then takes intermediate_size (modeling_hy_v3.py#L117), llama.cpp one expert's width
         # (llama.cpp@0c1e57098 src/models/hy-v3.cpp#L49)
         shared_inter = f.int("num_shared_experts") * expert_inter
+    elif t in ("afmoe", "exaone_moe", "cohere2_moe") and f.get("num_shared_experts", "n_shared_experts", default=None):
+        # one shared MLP of num_shared_experts x the routed experts' width (transformers@5.24.0
+        # models/afmoe/modeling_afmoe.py#L209, exaone_moe/modeling_exaone_moe.py#L319-L320,
+        # cohere2_moe/modeling_cohere2_moe.py#L176-L180); GGUF's dots1/afmoe/exaone-moe give n_shared_experts
+        shared_inter = f.int("num_shared_experts", "n_shared_experts") * expert_inter
+    elif t == "aria_text" and f.get("moe_num_shared_experts", default=None):
+        # AriaSharedExpertsMLP: intermediate_size x moe_num_shared_experts (models/aria/modeling_aria.py#L242)
+        shared_inter = f.int("moe_num_shared_experts") * expert_inter
     elif f.get("n_shared_experts", default=None):
         shared_inter = f.int("n_shared_experts") * expert_inter
     elif f.get("shared_expert_intermediate_size", default=None):
@@ -94,7 +102,7 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
     elif t == "llama4_text":
         shared_inter = expert_inter
     mlp_types = f.get("mlp_layer_types", default=None) if t in ("glm_moe_dsa", "kimi_linear", "mimo_v2_flash",
-                                                               "laguna", "hy_v3", *_M3) else None
+                                                               "laguna", "hy_v3", "exaone_moe", *_M3) else None
     freq = f.get("moe_layer_freq", default=None) if t in ("mimo_v2_flash", *_M3) else None
     if mlp_types is None and isinstance(freq, list):
         # MiMo-V2-Flash's published moe_layer_freq: 1 for a MoE layer, 0 for a dense one (vLLM's mimo_v2_flash.py
@@ -115,13 +123,17 @@ def moe_shape(f, n_layers: int) -> MoeShape | None:
                               f"got {show_value(mlp_types)}")
         is_moe = lambda i: mlp_types[i] == "sparse"  # noqa: E731
     elif t in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa",
-               "kimi_linear"):
+               "kimi_linear", "exaone_moe"):
+        # exaone_moe: mlp_layer_types, else the first first_k_dense_replace (1 by default) dense
+        # (transformers@5.24.0 models/exaone_moe/configuration_exaone_moe.py#L126-L129, modeling #L339)
         first_dense = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)
         is_moe = lambda i: i >= first_dense and i % freq == 0  # noqa: E731
-    elif t == "lfm2_moe":
-        # transformers@5.24.0 models/lfm2_moe/modeling_lfm2_moe.py#L480-L483: the first num_dense_layers dense
-        first_dense = f.int("num_dense_layers", default=0, minimum=0)
+    elif t in ("lfm2_moe", "afmoe"):
+        # transformers@5.24.0 models/lfm2_moe/modeling_lfm2_moe.py#L480-L483, afmoe/modeling_afmoe.py#L413: the
+        # first num_dense_layers dense (afmoe's GGUF: first_k_dense_replace from leading_dense_block_count)
+        names = ("num_dense_layers", "first_k_dense_replace") if t == "afmoe" else ("num_dense_layers",)
+        first_dense = f.int(*names, default=0, minimum=0)
         is_moe = lambda i: i >= first_dense  # noqa: E731
     elif t == "llama4_text":
         step = f.int("interleave_moe_layer_step", default=1)
