@@ -180,8 +180,9 @@ def _attention_params(f, layer, hidden, heads, head_dim) -> int:
             n += heads * head_dim + 2 * kv * head_dim
         if f.get("attention_bias", "bias", default=False) or t in ("gpt2", "gpt_neox"):
             n += hidden
-        if t in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2", "qwen3_5_text", "hy_v3"):
-            # q_norm, k_norm (hy_v3: transformers@5.24.0 models/hy_v3/modeling_hy_v3.py#L224-L225)
+        if t in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2", "qwen3_5_text", "hy_v3", "exaone_moe"):
+            # q_norm, k_norm (transformers@5.24.0 models/hy_v3/modeling_hy_v3.py#L224-L225,
+            # exaone_moe/modeling_exaone_moe.py#L160-L161)
             n += 2 * head_dim
         if t == "qwen3_next":
             n += hidden * heads * head_dim  # output gate doubles q_proj

@@ -47,7 +47,10 @@ def test_first_layer_dense(model_type):
         (False, True, True, True)
 
 
-def test_aria_text_total_is_transformers():
-    cfg = _config("aria_text", moe_num_experts=4, moe_num_shared_experts=3)
+@pytest.mark.parametrize(("model_type", "total"), [("aria_text", 605_248), ("exaone_moe", 236_480)])
+def test_total_is_transformers(model_type, total):
+    # exaone_moe: with its q/k norms (2 x 16 a layer x 4); afmoe and cohere2_moe differ elsewhere (not shared)
     from kvmem.oracles.params import meta_count
-    assert model_from_config(cfg).params_total == meta_count(cfg) == 605_248
+    field, moe, _ = CASES[model_type]
+    cfg = _config(model_type, **moe, **{field: 3})
+    assert model_from_config(cfg).params_total == meta_count(cfg) == total
