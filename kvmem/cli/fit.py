@@ -27,8 +27,10 @@ def _weights_line(result) -> str:
     """Which weight bytes fit used: a checkpoint's headers (exact), the formula (fallback), or given."""
     per_device = format_bytes(result.breakdown.get("weights", 0))
     if result.placement:
-        return (f"weights from: the {result.weight_dtype} tensors kvmem lays out, as placed: {per_device} on "
-                f"{result.placement['device']}, {format_bytes(result.placement['host_bytes'])} in host RAM in all")
+        source = ("the gguf headers' own tensors, exact" if result.weight_dtype == "gguf"
+                  else f"the {result.weight_dtype} tensors kvmem lays out from the config")
+        return (f"weights from: {source}, as placed: {per_device} on {result.placement['device']}, "
+                f"{format_bytes(result.placement['host_bytes'])} in host RAM in all")
     if result.weight_dtype in ("safetensors", "gguf"):
         return f"weights from: the {result.weight_dtype} headers, exact ({per_device} per device)"
     if result.weight_dtype == "given":

@@ -153,7 +153,9 @@ def test_cli_takes_a_gguf_path(tmp_path, capsys):
     assert code == 0 and json.loads(capsys.readouterr().out)["kv_bytes"] == 131_072 * 8192
     code = main(["fit", str(path), "--gpu", "rtx-4090-24gb", "--context", "8192", "--engine", "llama.cpp"])
     out = capsys.readouterr().out
-    assert f"weights from: the gguf headers, exact ({kvmem.format_bytes(real['weight_bytes'])} per device)" in out
+    # every layer on the GPU but token_embd (Q4_K, 128,256 x 4,096: 295,501,824 B), which llama.cpp keeps on the host
+    on_gpu = real["weight_bytes"] - 128_256 * 4096 * 144 // 256
+    assert f"weights from: the gguf headers' own tensors, exact, as placed: {kvmem.format_bytes(on_gpu)} on CUDA0" in out
     code = main(["estimate", str(tmp_path / "missing.gguf"), "--tokens", "8"])
     assert code == 2 and "does not exist" in capsys.readouterr().err
 

@@ -19,8 +19,8 @@ def test_offload_panel_for_qwen3_30b_a3b_on_a_12gb_card():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Max batch"] == "1" and metrics["Max context"] == "32,768"
     codes = [c.value for c in at.code]
-    assert ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 --n-cpu-moe 27 "
-            r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0'") in codes
+    assert ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 49 "
+            r"-ot 'blk\.1\.ffn_down_exps\.weight=CUDA0' -ot 'blk\.0\.ffn_down_exps\.weight=CUDA0' --n-cpu-moe 27") in codes
     assert "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit on" in codes
     panel = [m.value for m in at.markdown if m.value.startswith("**kvmem: the most on the GPUs**")]
     assert panel and "49/49 layers on the GPUs" in panel[0] and "decode bound 51.9 tok/s" in panel[0]

@@ -385,8 +385,8 @@ def claims(found: dict) -> bool:
     return bool(found["sizes"] or found["buffers"])
 
 
-# Tensor overrides as llama.cpp@0c1e57098 common/arg.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe,
-# --n-cpu-ffn appends (pattern, buffer type) rules to one list in the command's order (#L2753-L2786), and
+# Tensor overrides as llama.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn appends (pattern,
+# buffer type) rules to one list in the command's order (llama.cpp@0c1e57098 common/arg.cpp#L2753-L2786), and
 # create_tensor takes the first that matches (kvmem.engines.llamacpp.overrides)
 MAX_PATTERN_REPEATS = 4       # an -ot pattern's * + {..}: the published ones have one to three
 

@@ -186,8 +186,9 @@ def _dsa_build(model: Model, build) -> None:
             # llama_model_deepseek2::graph (plain MLA) and never references the indexer tensors ... loaded-but-
             # unused"; PR #25407 adds `case LLM_ARCH_GLM_DSA` to create_memory's llama_kv_cache_dsa); the MTP block
             # TENSOR_SKIP, its exp_probs_b.bias loaded, as at the vendored build without load_mtp
-            # (llama.cpp@06e514f61 src/models/glm-dsa.cpp#L111-L117, #L150; ik_llama.cpp PR #1268, 2026-02-14: "As
-            # in the mainline PR (#19460) no DSA and no MTP ... reuses the DeepSeek2 arch"). Laid out as that: the
+            # (glm-dsa.cpp of 2026-06-20, commit 06e514f61 in the code index, lines 111-117 and 150; ik_llama.cpp
+            # PR #1268, 2026-02-14: "As in the mainline PR (#19460) no DSA and no MTP ... reuses the DeepSeek2
+            # arch"). Laid out as that: the
             # plan (no kv_idx) and compute.graph_shape (deepseek2) read settings.glm_dsa_indexer_ignored.
             # convert_hf_to_gguf writes the indexer tensors the checkpoint has: none in GLM-5.2's "shared" layers;
             # a GGUF that carries them in every layer (Unsloth's GLM-5.2: ik_llama.cpp PR #2017) loads
