@@ -17,7 +17,7 @@ _HOME = {
     "formula": ".textbook",
     "GPU": ".gpus", "get_gpu": ".gpus", "list_gpus": ".gpus",
     "Measurement": ".measurement", "measure": ".measurement",
-    "Layer": ".model", "Model": ".model", "RecurrentState": ".model",
+    "Layer": ".layer", "Model": ".model", "RecurrentState": ".layer",
     "OracleReport": ".oracles", "validate_engine": ".oracles",
     "Fit": ".sizing", "FitError": ".sizing", "fit": ".sizing", "sweep": ".sizing", "SweepCell": ".sizing",
     "Plan": ".launch", "PlanRefused": ".launch", "plan": ".launch",

@@ -16,21 +16,12 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from .configs import load_config, model_from_config
+from .configs import load_config
 from .datafiles import has_json, json_names, read_json
-from .model import Model, register_reader
+from .model import Model
 from .units import show_value
 
 __all__ = ["list_models", "get_model", "preset", "presets", "as_model"]
-
-
-def _gguf_model(path) -> Model:
-    """Model.from_gguf: kvmem.sources.gguf reads the header (the gguf package, imported when used)."""
-    from .sources.gguf import model_from_gguf
-    return model_from_gguf(path)
-
-
-register_reader("gguf", _gguf_model)
 
 
 @lru_cache(maxsize=1)
@@ -87,8 +78,8 @@ def preset(name: str) -> dict:
 @lru_cache(maxsize=None)
 def _preset_model(key: str) -> Model:
     data = _preset_file(key)
-    return model_from_config(data["config"], name=data["name"], hf_id=data.get("hf_id"),
-                             source=data.get("source"))
+    return Model.from_hf_config(data["config"], name=data["name"], hf_id=data.get("hf_id"),
+                                source=data.get("source"))
 
 
 def get_model(name: str, *, revision: str | None = None) -> Model:
@@ -141,7 +132,7 @@ def as_model(model, *, revision: str | None = None) -> Model:
             path = os.path.abspath(model)
             own = os.path.splitext(os.path.basename(path))[0]
             name = (os.path.basename(os.path.dirname(path)) or own) if own == "config" else own
-            return model_from_config(cfg, name=None if cfg.get("_name_or_path") else name)
+            return Model.from_hf_config(cfg, name=None if cfg.get("_name_or_path") else name)
         return get_model(model, revision=revision)
     raise ValueError(f"model must be a kvmem.Model, a preset name or a config dict, got {type(model).__name__} "
                      "(a name may also be an HF id, a path to a config.json, a model folder or a .gguf file)")

@@ -4,7 +4,7 @@ and the Estimate (no new arithmetic: every number here comes from estimate() or 
 from __future__ import annotations
 
 from .engines import engine_estimate
-from .model import CHUNKED, COMPRESSED, LINEAR, MLA, NONE, SHARED, SLIDING
+from .layer import CHUNKED, COMPRESSED, LINEAR, MLA, NONE, SHARED, SLIDING
 from .textbook import seed_terms
 from .units import format_bytes
 

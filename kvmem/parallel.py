@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .model import MLA, Layer
+from .layer import MLA, Layer
 from .units import require_positive_int
 
 MAX_PARALLEL = 65536  # tp and pp: far above any deployment (and any head or layer count kvmem reads)

@@ -176,11 +176,11 @@ def _name(relative: str) -> str:
 def reach_config(config: dict, *, path: str = "", name: str | None = None, engines=None,
                  tokens: int = TOKENS) -> ReachEntry:
     """What the reader makes of one config (a dict) and what every engine mode does with it."""
-    from .configs import model_from_config
     from .engines import ENGINES, FamilyNotChecked, engine_estimate
+    from .model import Model
     names = tuple(engines or ENGINES)
     try:
-        model = model_from_config(config, name=name)
+        model = Model.from_hf_config(config, name=name)
     except ValueError as exc:                  # ConfigError: the reader's refusal, naming the field
         refusal = str(exc)
         return ReachEntry(path, name, config.get("model_type") if isinstance(config, dict) else None,

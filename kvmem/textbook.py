@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 from .dtypes import DType
-from .model import Layer
+from .layer import Layer
 from .records import Record
 from .units import show_value
 

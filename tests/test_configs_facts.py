@@ -7,7 +7,7 @@ import pytest
 import kvmem
 from kvmem import ConfigError, Model
 from kvmem.activations import forward_shape
-from kvmem.model import ModelFacts, MoeShape
+from kvmem.facts import ModelFacts, MoeShape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,

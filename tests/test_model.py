@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from kvmem import Layer, Model, RecurrentState
-from kvmem.model import Compressor
+from kvmem.layer import Compressor
 
 ONE_ROW = "a compressed layer caches one row shared by K and V: kv_heads 1, head_dim_k >= 1, head_dim_v 0"
 
@@ -56,7 +56,7 @@ def test_model_needs_a_layer_and_is_frozen():
 
 
 def test_kinds_are_one_vocabulary_with_capabilities():
-    from kvmem.model import Kind
+    from kvmem.layer import Kind
     assert [kind for kind in Kind if kind.per_head] == ["full", "sliding", "chunked"]
     assert [kind for kind in Kind if kind.windowed] == ["sliding", "chunked"]
     assert [kind for kind in Kind if kind.caches_tokens] == ["full", "sliding", "chunked", "mla", "compressed"]
@@ -119,7 +119,7 @@ def test_the_same_model_read_twice_is_one_model_whatever_the_key_order():
 
 
 def test_facts_config_and_checkpoint_are_part_of_the_identity():
-    from kvmem.model import ModelFacts, MoeShape
+    from kvmem.facts import ModelFacts, MoeShape
     from kvmem.sources import Checkpoint, Tensor
     base = Model(name="m", layers=[Layer("full", kv_heads=1, head_dim_k=8, head_dim_v=8)], hidden_size=8,
                  num_attention_heads=1)
@@ -132,3 +132,14 @@ def test_facts_config_and_checkpoint_are_part_of_the_identity():
     assert len({m.fingerprint for m in variants}) == len(variants)
     assert all(a != b for i, a in enumerate(variants) for b in variants[i + 1:])
     assert len(set(variants)) == len(variants)      # hashable, and no two equal
+
+
+def test_from_hf_config_builds_the_model_from_the_readers_fields():
+    from kvmem.configs import custom_config, model_fields
+    cfg = custom_config(layers=2, heads=4, kv_heads=2, head_dim=64)
+    m = Model.from_hf_config(cfg, hf_id="org/tiny", source="here")
+    # no name given: the Hub id names it; 2 layers x 2 KV heads x (64 + 64) = 512 elements per token
+    assert (m.name, m.hf_id, m.source, m.model_type) == ("org/tiny", "org/tiny", "here", "custom")
+    assert sum(layer.k_width + layer.v_width for layer in m.layers) == 512
+    assert m == Model(**model_fields(cfg, hf_id="org/tiny", source="here"))
+    assert Model.from_hf_config(cfg).name == "custom"         # else the file's _name_or_path

@@ -525,7 +525,7 @@ def test_offload_of_a_third_keeps_all_devices_at_least_one_device():
 
 
 def _deepseek_v4_like() -> Model:
-    from kvmem.model import Compressor
+    from kvmem.layer import Compressor
     window = Layer("compressed", kv_heads=1, head_dim_k=512, window=128)
     csa = Layer("compressed", kv_heads=1, head_dim_k=512, window=128, compressor=Compressor(4, 512, 128, overlap=True))
     return Model("v4-like", (window, csa), hidden_size=4096, num_attention_heads=64)

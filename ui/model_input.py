@@ -121,8 +121,8 @@ def model_input(container=st.sidebar) -> kvmem.Model:
                                               "head -c 16M model.gguf > header.gguf.")
         if upload is None:
             raise ValueError("upload a .gguf file or its first MBs, or choose another model source")
-        from kvmem.sources.gguf import model_from_gguf_bytes
-        model = model_from_gguf_bytes(upload, name=upload.name)      # reads the header's bytes only
+        from kvmem.sources.gguf import fields_from_gguf_bytes
+        model = kvmem.Model(**fields_from_gguf_bytes(upload, name=upload.name))      # reads the header's bytes only
         container.caption(f"{upload.name}: the header only — metadata and {len(model.checkpoint.tensors):,} tensor "
                           "infos; tensor data is never read.")
         weights_caption(container, model)

@@ -1,4 +1,4 @@
-"""Hugging Face ``config.json`` -> Model: the one reader of config fields.
+"""Hugging Face ``config.json`` -> a Model's fields: the one reader of config fields.
 
 The text model's part of the file (multimodal configs nest it in ``text_config``), its family
 (kvmem.configs.families: unknown families and unread cache fields are refused), the layers
@@ -8,7 +8,8 @@ The text model's part of the file (multimodal configs nest it in ``text_config``
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import LINEAR, ConfigReading, Model, ModelFacts, MoeShape, SsmFacts, register_reader
+from ..facts import ConfigReading, ModelFacts, MoeShape, SsmFacts
+from ..layer import LINEAR
 from ..units import show_value
 from .families import ALIASES, family_of
 from .fields import Fields, check_int
@@ -19,7 +20,7 @@ from .params import count_params, moe_shape
 from .reads import CACHE_FIELDS, check_fields
 from .wrappers import TEXT_MODEL_TYPES
 
-__all__ = ["model_from_config", "custom_config"]
+__all__ = ["model_fields", "custom_config"]
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "bf16": "bf16",
            "fp16": "fp16", "fp32": "fp32", "half": "fp16", "float": "fp32"}
@@ -131,9 +132,10 @@ def _mlp_width(f) -> int:
     return f.int("intermediate_size", "n_inner", "ffn_hidden_size", default=0, minimum=0) or 0
 
 
-def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
-                      source: str | None = None) -> Model:
-    """Build a Model from a Hugging Face config (dict, JSON text or path)."""
+def model_fields(cfg, *, name: str | None = None, hf_id: str | None = None,
+                 source: str | None = None) -> dict:
+    """A Hugging Face config (dict, JSON text or path) read into kvmem.model.Model's keyword arguments:
+    Model.from_hf_config builds the Model from them (this package sits below kvmem.model)."""
     raw = load_config(cfg)
     text, found_type = _text_part(raw)
     model_type = found_type or ""       # family_of refuses a config without one
@@ -152,7 +154,7 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
     facts = _facts(raw, f, moe, has_linear=any(layer.kind == LINEAR for layer in layers))
     ignored = tuple((name, why) for name, why in family.ignores if text.get(name) not in (None, False, 0, "", [], {}))
     reading = ConfigReading(model_type, family.source, tuple(f.from_config), tuple(f.from_defaults.items()), ignored)
-    return Model(
+    return dict(
         name=name or hf_id or given_name or model_type or "custom",
         layers=layers,
         hidden_size=f.int("hidden_size", "n_embd", "d_model", "embed_dim"),
@@ -168,8 +170,6 @@ def model_from_config(cfg, *, name: str | None = None, hf_id: str | None = None,
         reading=reading,
     )
 
-
-register_reader("hf_config", model_from_config)
 
 
 def custom_config(*, layers: int, heads: int, kv_heads: int, head_dim: int, hidden_size: int | None = None,

@@ -16,13 +16,13 @@ transformers 5.24 configuration_deepseek_v4.py and modeling_deepseek_v4.py:
                    window's Ca slice kept) and a lightning indexer keeping its own compressed
                    keys of index_head_dim (DeepseekV4CSACache, DeepseekV4Indexer)
 
-What each keeps per token and per sequence is kvmem.model.Compressor's docstring.
+What each keeps per token and per sequence is kvmem.layer.Compressor's docstring.
 """
 
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import COMPRESSED, Compressor, Layer
+from ..layer import COMPRESSED, Compressor, Layer
 from ..units import show_value
 from .fields import Fields, check_int
 

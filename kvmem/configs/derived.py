@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..model import FULL, LINEAR, SLIDING, Kind
+from ..layer import FULL, LINEAR, SLIDING, Kind
 
 __all__ = ["DERIVED_DEFAULTS", "KWARG_DEFAULTS", "DERIVED_LAYER_TYPES"]
 

@@ -9,7 +9,7 @@ reader's own three (HYBRID, HYBRID_SLIDING, SPARSE) become layers in kvmem.confi
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import CHUNKED, FULL, LINEAR, NONE, SLIDING, Kind
+from ..layer import CHUNKED, FULL, LINEAR, NONE, SLIDING, Kind
 from ..units import show_value
 from .derived import DERIVED_LAYER_TYPES
 from .families import Family

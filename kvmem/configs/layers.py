@@ -9,7 +9,7 @@ from kvmem.configs.kinds).
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer
+from ..layer import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Layer
 from ..units import show_value
 from .compressed import compressed_layers
 from .families import Family

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..model import CHUNKED, FULL, LINEAR, NONE, SLIDING, Kind
+from ..layer import CHUNKED, FULL, LINEAR, NONE, SLIDING, Kind
 from ..units import show_value
 from .fields import Fields, check_int
 

@@ -29,7 +29,8 @@ reads them exactly from the checkpoint's headers.
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, MoeShape
+from ..facts import MoeShape
+from ..layer import CHUNKED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING
 from ..units import cdiv, show_value
 from .params_new import NEW_FAMILIES, body
 from .params_ssm import SSM_FAMILIES, ssm_body

@@ -5,7 +5,7 @@ params_new.py's docstring; the judge: transformers 5.24 on the meta device, test
 
 from __future__ import annotations
 
-from ..model import LINEAR, SLIDING
+from ..layer import LINEAR, SLIDING
 from ..units import cdiv
 
 __all__ = ["laguna_mixer", "lfm2_ffn", "lfm2_mixer", "legacy_layer", "m3_mixer", "nas_block", "nas_body", "mimo_mixer"]

@@ -49,7 +49,7 @@ tables and the final norm, which count_params adds as for every family.
 
 from __future__ import annotations
 
-from ..model import LINEAR, MLA, SHARED, SLIDING
+from ..layer import LINEAR, MLA, SHARED, SLIDING
 from .params_more import laguna_mixer, legacy_layer, lfm2_ffn, lfm2_mixer, m3_mixer, mimo_mixer, nas_body
 
 __all__ = ["NEW_FAMILIES", "body"]

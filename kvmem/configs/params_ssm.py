@@ -22,7 +22,7 @@ takes it. Judged by transformers 5.24 on the meta device (tests/oracles/test_par
 
 from __future__ import annotations
 
-from ..model import LINEAR
+from ..layer import LINEAR
 
 __all__ = ["SSM_FAMILIES", "ssm_body"]
 

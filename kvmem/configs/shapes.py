@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ConfigError
-from ..model import FULL, SLIDING, Layer
+from ..layer import FULL, SLIDING, Layer
 from ..units import show_value
 from .fields import Fields, check_int
 

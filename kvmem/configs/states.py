@@ -41,7 +41,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..model import RecurrentState
+from ..layer import RecurrentState
 from .families import Family
 from .fields import Fields, check_int
 

@@ -108,7 +108,7 @@ def engine_spec(engine: str) -> EngineSpec:
     return ENGINES[key]
 
 
-# The engine modes that size compressed layers (DeepSeek-V4's CSA / HCA, kvmem.model.Compressor),
+# The engine modes that size compressed layers (DeepSeek-V4's CSA / HCA, kvmem.layer.Compressor),
 # whatever model carries them: the others have no rule for their compressed rows and buffers.
 COMPRESSED_ENGINES = ("ideal", "hf-dynamic", "vllm", "hf-quantized", "llama.cpp", "sglang", "trtllm")
 

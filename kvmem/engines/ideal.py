@@ -14,7 +14,7 @@ Per layer and sequence of t tokens (kvmem.textbook.ideal_layer_bytes):
                   projected tokens, (t mod rate) x buffer_width kv + gate in the model's dtype,
                   and once a window has closed (CSA) its Ca slice, rate x (head_dim +
                   index_head_dim) in the model's dtype + the same in fp32 for the gate
-                  (kvmem.model.Compressor; modeling_deepseek_v4.py DeepseekV4HCACache/CSACache)
+                  (kvmem.layer.Compressor; modeling_deepseek_v4.py DeepseekV4HCACache/CSACache)
     shared, none  nothing
 Element bytes from kvmem.dtypes (ggml blocks and group scales included). With tp the
 heads split as in kvmem.engines.base; with pp the largest stage is reported.
@@ -28,7 +28,8 @@ from dataclasses import replace
 
 from ..configs.fields import Fields
 from ..dtypes import dtype
-from ..model import SLIDING, Compressor, Model
+from ..layer import SLIDING, Compressor
+from ..model import Model
 from ..parallel import layer_heads
 from ..textbook import ideal_layer_bytes
 from .base import Budget, BudgetRequest, CheckedFamilies, EngineSpec, SizingRules, resolve_dtypes, state_bytes

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from ..model import FULL, Layer, Model
+from ..layer import FULL, Layer
+from ..model import Model
 from .cache import DTYPE_NAMES, DecoderCache, KVCache, attention, positive_int
 
 

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from ..model import FULL, Layer, Model
+from ..layer import FULL, Layer
+from ..model import Model
 from .cache import KVCache, attention, positive_int
 from .memory import MemoryCheck, memory_check
 

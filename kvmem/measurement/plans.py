@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import FULL, Model
+from ..layer import FULL
+from ..model import Model
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ nothing is written: llama.cpp with no_alloc reads only the header).
 
 from __future__ import annotations
 
-from ..model import SLIDING, Model
+from ..layer import SLIDING
+from ..model import Model
 from ..units import pad
 
 __all__ = ["ARCHES", "write_gguf"]

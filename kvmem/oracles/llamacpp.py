@@ -28,7 +28,8 @@ import re
 
 from ..catalog import get_model, list_models
 from ..engines import engine_estimate
-from ..model import FULL, MLA, SLIDING, Model
+from ..layer import FULL, MLA, SLIDING
+from ..model import Model
 from .architectures import in_turn, random_model
 from .gguf_files import ARCHES, write_gguf
 from .llamacpp_lib import GGML_TYPE_IDS, context_params, engine_in_child, load_library, load_model

@@ -14,7 +14,6 @@ import random
 import re
 from pathlib import Path
 
-from ..configs import model_from_config
 from ..engines import engine_estimate
 from ..engines.llamacpp.dsv4 import HCA
 from ..model import Model
@@ -192,7 +191,7 @@ FLASH = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "configs" /
 
 def directed_cases() -> list[tuple[str, Model, dict]]:
     """DeepSeek-V4-Flash's own config at a few contexts, sequences, cache types and options."""
-    model = model_from_config(json.loads(FLASH.read_text()), name="deepseek-v4-flash")
+    model = Model.from_hf_config(json.loads(FLASH.read_text()), name="deepseek-v4-flash")
     base = dict(type_k="f16", type_v="f16", flash_attn=True)
     settings = [dict(base, n_ctx=8192, n_seq=1), dict(base, n_ctx=32768, n_seq=4),
                 dict(base, n_ctx=4096, n_seq=2, type_k="q8_0", type_v="q8_0"),
@@ -215,7 +214,7 @@ def random_case(seed: int) -> tuple[str, Model, dict]:
     cfg.update(num_hidden_layers=n, compress_ratios=ratios + [0], head_dim=head, index_head_dim=index,
                sliding_window=rng.choice((16, 64, 128, 256)), num_nextn_predict_layers=0)
     cfg.pop("layer_types", None)
-    model = model_from_config(cfg, name=f"dsv4-random-{seed}")
+    model = Model.from_hf_config(cfg, name=f"dsv4-random-{seed}")
     kind = rng.choice(("f16", "q8_0", "q4_0", "f32"))
     setting = dict(type_k=kind, type_v=kind, flash_attn=True, n_ctx=rng.choice((256, 1000, 4096, 20000)),
                    n_seq=rng.choice((1, 2, 3)), swa_full=rng.random() < 0.2, n_rs_seq=rng.choice((0, 0, 1, 2)),
@@ -232,5 +231,5 @@ def aborting_cases() -> list[tuple[str, Model, dict]]:
                          ("index-as-wide", dict(compress_ratios=[0, 4, 4, 0], index_head_dim=512))):
         cfg = json.loads(FLASH.read_text())
         cfg.update(num_hidden_layers=3, num_nextn_predict_layers=0, **change)
-        out.append((f"dsv4-{name}", model_from_config(cfg, name=f"dsv4-{name}"), setting))
+        out.append((f"dsv4-{name}", Model.from_hf_config(cfg, name=f"dsv4-{name}"), setting))
     return out

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from ..catalog import get_model, list_models
 from ..engines import sglang as rules
-from ..model import FULL, MLA, SLIDING, Model
+from ..layer import FULL, MLA, SLIDING
+from ..model import Model
 from ..parallel import kv_heads_per_rank, kv_heads_split
 from .architectures import in_turn, random_model
 from .report import Check

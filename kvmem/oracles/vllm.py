@@ -33,7 +33,8 @@ import re
 
 from ..catalog import get_model, list_models
 from ..engines import capacity
-from ..model import MLA, Model
+from ..layer import MLA
+from ..model import Model
 from ..parallel import divides
 from .architectures import random_model
 from .report import Check

@@ -7,7 +7,8 @@ import functools
 import os
 import types
 
-from ..model import CHUNKED, FULL, MLA, NONE, SLIDING, Model
+from ..layer import CHUNKED, FULL, MLA, NONE, SLIDING
+from ..model import Model
 from ..parallel import kv_heads_per_rank
 
 __all__ = ["supported", "load_vllm", "kv_layouts", "layer_specs", "planning_config"]

@@ -20,7 +20,8 @@ import sys
 import types
 
 from ..engines.vllm.offload import lmcache_local_tiers, native_tier
-from ..model import MLA, Model
+from ..layer import MLA
+from ..model import Model
 from .report import Check
 
 GIB = 1 << 30

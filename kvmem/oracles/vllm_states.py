@@ -20,7 +20,6 @@ import os
 import random
 import types
 
-from ..configs import model_from_config
 from ..engines.vllm.layout import make_plan
 from ..engines.vllm.options import check_options
 from ..model import Model
@@ -221,7 +220,7 @@ def random_config(model_type: str, seed: int) -> Model:
                    layer_types=["full_attention" if b else "linear_attention" for b in both])
     else:
         raise ValueError(f"no random configs for {model_type!r}")
-    return model_from_config({**cfg, "model_type": model_type}, name=f"random-{model_type}-{seed}")
+    return Model.from_hf_config({**cfg, "model_type": model_type}, name=f"random-{model_type}-{seed}")
 
 
 def served_cache_modes(model: Model, config) -> tuple[bool, str]:

@@ -34,7 +34,8 @@ from .bounded import MAX_GGUF_HEADER_BYTES, check_count, quote
 from .gguf_config import config_from_header
 
 __all__ = ["HeaderTruncated", "GGUFHeader", "Skipped", "read_header", "parse_stream", "header_from_bytes",
-           "config_from_header", "header_from_stream", "model_from_header", "model_from_gguf", "model_from_gguf_bytes"]
+           "config_from_header", "header_from_stream", "fields_from_header", "fields_from_gguf",
+           "fields_from_gguf_bytes"]
 
 MAX_KEYS = 65_536
 MAX_TENSORS = 65_536
@@ -252,15 +253,16 @@ def header_from_bytes(prefix: bytes, source: str) -> GGUFHeader:
     return parse_stream(io.BytesIO(prefix), source)
 
 
-def model_from_header(header: GGUFHeader, *, name: str):
-    """A kvmem Model from a GGUF header: its config through kvmem.configs, exact weights attached."""
-    from ..configs import ConfigError, model_from_config
+def fields_from_header(header: GGUFHeader, *, name: str) -> dict:
+    """A kvmem Model's keyword arguments from a GGUF header: its config through kvmem.configs, exact
+    weights attached (``kvmem.Model(**fields)``; kvmem.Model.from_gguf builds it from a file)."""
+    from ..configs import ConfigError, model_fields
     cfg = config_from_header(header)
     try:
-        model = model_from_config(cfg, name=name, source=f"GGUF header of {header.source}")
+        fields = model_fields(cfg, name=name, source=f"GGUF header of {header.source}")
     except ConfigError as exc:
         raise SourceError(f"{header.source}: {exc}") from None
-    return model.with_checkpoint(header.checkpoint())
+    return {**fields, "checkpoint": header.checkpoint()}
 
 
 def header_from_stream(stream, source: str) -> GGUFHeader:
@@ -273,14 +275,14 @@ def header_from_stream(stream, source: str) -> GGUFHeader:
                           "header of an 8B model with its tokenizer is about 6 MB)") from None
 
 
-def model_from_gguf_bytes(data, *, name: str):
-    """A Model from a GGUF file's first bytes (bytes, or a binary stream such as an upload)."""
+def fields_from_gguf_bytes(data, *, name: str) -> dict:
+    """A Model's keyword arguments from a GGUF file's first bytes (bytes, or a binary stream such as an upload)."""
     import io
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
-    return model_from_header(header_from_stream(stream, name), name=name.removesuffix(".gguf"))
+    return fields_from_header(header_from_stream(stream, name), name=name.removesuffix(".gguf"))
 
 
-def model_from_gguf(path):
-    """A Model from a local .gguf file's header (kvmem.Model.from_gguf)."""
+def fields_from_gguf(path) -> dict:
+    """A Model's keyword arguments from a local .gguf file's header (kvmem.Model.from_gguf)."""
     header = read_header(path)
-    return model_from_header(header, name=os.path.basename(os.fspath(path)).removesuffix(".gguf"))
+    return fields_from_header(header, name=os.path.basename(os.fspath(path)).removesuffix(".gguf"))

@@ -428,14 +428,15 @@ def _commit_of(path: str) -> str:
 def model_from_hub(repo_id: str, *, revision: str | None = None):
     """The Model of a Hub repository from its config.json (cache first); exact weights are read
     from its safetensors headers when kvmem.weights asks (HubCheckpoint)."""
-    from ..configs import ConfigError, model_from_config
+    from ..configs import ConfigError
+    from ..model import Model
     revision = _check_revision(revision)
     path = fetch_file(repo_id, "config.json", revision=revision)
     commit = _commit_of(path)
     s = settings()
     try:                           # kvmem.configs reads the file, bounded, like any config.json
-        model = model_from_config(path, name=repo_id, hf_id=repo_id,
-                                  source=f"{s.endpoint}/{repo_id}/blob/{commit}/config.json")
+        model = Model.from_hf_config(path, name=repo_id, hf_id=repo_id,
+                                     source=f"{s.endpoint}/{repo_id}/blob/{commit}/config.json")
     except ConfigError as exc:
         raise ConfigError(f"{repo_id} config.json: {exc}") from None
     return model.with_checkpoint(HubCheckpoint(repo_id, commit if commit != "?" else revision))
@@ -653,6 +654,7 @@ def remote_gguf_header(repo_id: str, filename: str, *, revision: str | None = No
 
 
 def model_from_remote_gguf(repo_id: str, filename: str, *, revision: str | None = None):
-    from .gguf import model_from_header
+    from ..model import Model
+    from .gguf import fields_from_header
     header, _ = remote_gguf_header(repo_id, filename, revision=revision)
-    return model_from_header(header, name=f"{repo_id}/{filename}")
+    return Model(**fields_from_header(header, name=f"{repo_id}/{filename}"))

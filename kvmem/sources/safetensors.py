@@ -150,9 +150,9 @@ class FolderCheckpoint:
 def model_from_folder(folder):
     """A Model from a local model folder: its config.json (kvmem.configs) and, when present,
     its safetensors headers (exact weight bytes)."""
-    from ..configs import model_from_config
+    from ..model import Model
     folder = os.path.abspath(os.fspath(folder))
     name = os.path.basename(folder.rstrip(os.sep)) or folder
-    model = model_from_config(confined(folder, "config.json", folder), name=name, source=folder)
+    model = Model.from_hf_config(confined(folder, "config.json", folder), name=name, source=folder)
     has_weights = any(os.path.isfile(os.path.join(folder, f)) for f in (SINGLE_FILE, INDEX_FILE))
     return model.with_checkpoint(FolderCheckpoint(folder)) if has_weights else model

@@ -10,7 +10,8 @@ from importlib import resources
 
 from ..catalog import as_model
 from ..engines.base import resolve_dtypes
-from ..model import Layer, Model
+from ..layer import Layer
+from ..model import Model
 from ..textbook import ideal_layer_bytes
 from ..units import cdiv, parse_bytes, parse_tokens, require_positive_int, show_value
 from .inputs import count, refuse_compressed

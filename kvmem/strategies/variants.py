@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from ..catalog import as_model
 from ..engines import engine_estimate
-from ..model import FULL, MLA, SHARED, Layer, Model
+from ..layer import FULL, MLA, SHARED, Layer
+from ..model import Model
 from .inputs import count
 from .rows import VariantRow
 

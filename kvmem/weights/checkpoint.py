@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..model import MLA, Model
+from ..layer import MLA
+from ..model import Model
 from ..units import format_bytes
 from .record import WeightLayout, Weights
 

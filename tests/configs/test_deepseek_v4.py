@@ -7,7 +7,7 @@ head_dim 512, one KV head, sliding_window 128, index_head_dim 128, compress_rati
 build), so layers 0-1 sliding only, 21 CSA layers (2, 4, ..., 42; compress rate 4) and 20 HCA
 layers (3, 5, ..., 41; compress rate 128), the rates of DeepseekV4Config.default_compress_rates.
 
-Per layer and sequence of t tokens (modeling_deepseek_v4.py; kvmem.model.Compressor):
+Per layer and sequence of t tokens (modeling_deepseek_v4.py; kvmem.layer.Compressor):
     every layer   min(t, 128) x 512 K=V rows                       (DeepseekV4Attention kv_proj)
     CSA           + floor(t / 4) x (512 + 128) compressed rows and indexer keys
                   + (t mod 4) x 2 x 640 projected tokens, kv and gate (Ca, Cb series)

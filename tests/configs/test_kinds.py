@@ -9,7 +9,7 @@ from kvmem.configs.families import FAMILIES
 from kvmem.configs.fields import Fields
 from kvmem.configs.kinds import kinds_of
 from kvmem.configs.layouts import LAYOUTS, layout_table
-from kvmem.model import KINDS, Kind
+from kvmem.layer import KINDS, Kind
 
 # layouts read by the generic rule (no entry of their own): their layer kinds come from other modules
 # (kvmem.configs.layers: MLA, DeepSeek-V4's compressed layers, multi-query heads)

@@ -11,7 +11,6 @@ import pytest
 
 import kvmem
 from kvmem.catalog import get_model, list_models, preset
-from kvmem.configs import model_from_config
 
 # preset: (total, active) -- total from transformers 5.24 on the meta device
 TOTALS = {"glm-5": (743_911_199_232, 40_833_126_912), "glm-5.1": (743_911_199_232, 40_833_126_912),
@@ -43,7 +42,7 @@ def test_gemma4_reads_top_k_experts():
     assert (m.facts.moe.experts, m.facts.moe.top_k) == (128, 8)
     cfg = json.loads(json.dumps(preset("gemma-4-26b-a4b")["config"]))
     cfg["text_config"]["top_k_experts"] = 2
-    two = model_from_config(cfg)
+    two = kvmem.Model.from_hf_config(cfg)
     # 6 fewer experts a layer x 30 layers x 3 x 2816 x 704 weights
     assert m.params_active - two.params_active == 6 * 30 * 3 * 2816 * 704
 
@@ -51,7 +50,7 @@ def test_gemma4_reads_top_k_experts():
 def test_kimi_linear_reads_num_shared_experts():
     cfg = json.loads(json.dumps(preset("kimi-linear-48b-a3b")["config"]))
     cfg["num_shared_experts"] = 2
-    two = model_from_config(cfg)
+    two = kvmem.Model.from_hf_config(cfg)
     # one more shared expert on the 26 MoE layers (first_k_dense_replace 1): 3 x 2304 x 1024 each
     assert two.params_total - TOTALS["kimi-linear-48b-a3b"][0] == 26 * 3 * 2304 * 1024
 
@@ -90,9 +89,9 @@ def test_fit_on_8_h200_needs_no_weight_bytes(name):
 
 def test_gemma3n_abridged_preset_has_no_count_but_a_complete_config_has():
     cfg = json.loads(json.dumps(preset("gemma-3n-e2b")["config"]))
-    assert model_from_config(cfg).params_total is None     # class default intermediate_size is E4B's 16,384
+    assert kvmem.Model.from_hf_config(cfg).params_total is None     # class default intermediate_size is E4B's 16,384
     cfg["text_config"].update(vocab_size=262_400, intermediate_size=8192)
-    m = model_from_config(cfg)
+    m = kvmem.Model.from_hf_config(cfg)
     # transformers 5.24 on the meta device: 4,435,182,688; active leaves out the per-layer table
     # (262,144 x 30 layers x 256) and the input embedding (262,400 x 2,048; tied, so the head keeps it)
     assert m.params_total == 4_435_182_688
@@ -129,7 +128,7 @@ def test_mimo_v2_flash_within_its_published_309b_15b():
     # https://github.qingwei-s.workers.dev/XiaomiMiMo/MiMo-V2-Flash; transformers 5.24 on the meta device: 308,778,768,832
     from pathlib import Path
     path = Path(__file__).parents[1] / "fixtures" / "configs" / "corpus" / "XiaomiMiMo--MiMo-V2-Flash.json"
-    m = model_from_config(json.loads(path.read_text()))
+    m = kvmem.Model.from_hf_config(json.loads(path.read_text()))
     assert (m.params_total, m.params_active) == (308_778_768_832, 14_820_972_992)
     assert abs(m.params_total - 309_000_000_000) <= 500_000_000 and abs(m.params_active - 15_000_000_000) <= 500_000_000
     # the first layer dense (moe_layer_freq 0), 47 MoE layers of 256 experts x 3 x 4,096 x 2,048, top-8
@@ -141,13 +140,13 @@ def test_mamba_time_step_rank_auto():
     cfg = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 2, "vocab_size": 1000, "state_size": 16,
            "intermediate_size": 1536, "conv_kernel": 4, "time_step_rank": "auto", "use_bias": False,
            "use_conv_bias": True}
-    m = model_from_config(cfg)
+    m = kvmem.Model.from_hf_config(cfg)
     rank = 48
     mixer = (768 * 2 * 1536 + 1536 * 4 + 1536 + 1536 * (rank + 2 * 16) + rank * 1536 + 1536 + 1536 * 16 + 1536
              + 1536 * 768)
     assert m.params_total == 1000 * 768 + 2 * (mixer + 768) + 768   # tied head, a norm a layer, norm_f
     cfg["time_step_rank"] = 48
-    assert model_from_config(cfg).params_total == m.params_total
+    assert kvmem.Model.from_hf_config(cfg).params_total == m.params_total
 
 
 def test_nemotron_nas_by_hand_from_vllm_layout():
@@ -161,7 +160,7 @@ def test_nemotron_nas_by_hand_from_vllm_layout():
     attn = 2 * h * 64 * 128 + 2 * h * 8 * 128 + h                  # q, o, k, v, input_layernorm
     ffn = {28_672: 49, 14_336: 6, 7_168: 10, 5_632: 8, 2_816: 6, 17_920: 1}
     total = 2 * 128_256 * h + h + 49 * attn + sum(n * (3 * h * width + h) for width, n in ffn.items())
-    m = model_from_config(json.loads(path.read_text()))
+    m = kvmem.Model.from_hf_config(json.loads(path.read_text()))
     assert m.params_total == total == 49_867_145_216
     assert m.params_active == total - 128_256 * h
 
@@ -184,12 +183,12 @@ def test_gemma3n_per_layer_intermediate_size_is_read():
            "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
            "num_kv_shared_layers": 15, "laurel_rank": 64, "altup_num_inputs": 4, "sliding_window": 512,
            "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7}
-    m = model_from_config(cfg)
+    m = kvmem.Model.from_hf_config(cfg)
     assert m.facts.intermediate_size == 16_384
     assert m.params_total == 6_835_235_568
     # the scalar spelling counts the same
-    assert model_from_config(dict(cfg, intermediate_size=16_384)).params_total == 6_835_235_568
+    assert kvmem.Model.from_hf_config(dict(cfg, intermediate_size=16_384)).params_total == 6_835_235_568
     # MatFormer-sliced checkpoints write differing widths: the count reads them per layer, the one-width
     # facts refuse the field by name
     with pytest.raises(kvmem.errors.ConfigError, match="'intermediate_size'"):
-        model_from_config(dict(cfg, intermediate_size=[8192] * 15 + [16_384] * 20))
+        kvmem.Model.from_hf_config(dict(cfg, intermediate_size=[8192] * 15 + [16_384] * 20))

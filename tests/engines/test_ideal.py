@@ -112,7 +112,7 @@ def test_bad_input(bad, message):
 
 
 def test_the_ideal_capacity_refuses_compressed_rows():
-    from kvmem.model import Compressor
+    from kvmem.layer import Compressor
     layer = Layer("compressed", kv_heads=1, head_dim_k=512, window=128, compressor=Compressor(128, 512))
     model = Model("v4-like", (layer,), hidden_size=4096, num_attention_heads=64)
     with pytest.raises(ValueError, match="a compressed layer's rows"):

@@ -266,7 +266,8 @@ def test_linear_hybrid_pools_only_attention_layers_and_splits_mamba_memory():
 def qwen35_9b():
     """Qwen/Qwen3.5-9B (config.json as the held-out log's author quotes it): 32 layers, every 4th full
     attention (4 KV heads x 256), the rest gated DeltaNet (16 key / 32 value heads of 128, conv kernel 4)."""
-    from kvmem.model import Layer, Model, RecurrentState
+    from kvmem.layer import Layer, RecurrentState
+    from kvmem.model import Model
     state = RecurrentState(conv_channels=2 * 16 * 128 + 32 * 128, conv_kernel=4, ssm_elements=32 * 128 * 128,
                            ssm_heads=32)
     layers = [Layer("full", kv_heads=4, head_dim_k=256, head_dim_v=256) if (i + 1) % 4 == 0

@@ -19,7 +19,6 @@ import pathlib
 import pytest
 
 import kvmem
-from kvmem.configs import model_from_config
 from kvmem.engines import check_family, engine_estimate, engine_spec
 from kvmem.engines.trtllm import dsv4
 from kvmem.reach import SIZED, family_reach
@@ -30,7 +29,7 @@ RUN = {"tokens_per_block": 128, "indexer_k_dtype": "fp8"}
 
 
 def _flash(**changes):
-    return model_from_config({**FLASH, **changes})
+    return kvmem.Model.from_hf_config({**FLASH, **changes})
 
 
 def test_the_flash_layers_are_two_ratio_1_21_ratio_4_and_20_ratio_128():

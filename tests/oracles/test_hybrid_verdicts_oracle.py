@@ -155,7 +155,7 @@ def _vllm_mamba_concurrency(model, memory: int, length: int, hopper: bool = True
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import MambaSpec
 
-    from kvmem.model import FULL
+    from kvmem.layer import FULL
     from kvmem.oracles import vllm_lib as vl
     from kvmem.oracles import vllm_states as vs
     v, w = vl.load_vllm(), vs._vllm()

@@ -22,7 +22,7 @@ import kvmem  # noqa: E402
 from kvmem.engines.llamacpp.compute import llamacpp_compute_buffer  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import random_spec, run_spec, write_spec  # noqa: E402
-from kvmem.sources.gguf import model_from_header, read_header  # noqa: E402
+from kvmem.sources.gguf import fields_from_header, read_header  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -32,7 +32,7 @@ def test_model_kv_and_compute_buffers_equal_llamacpp(seed, tmp_path):
     path = str(tmp_path / "model.gguf")
     write_spec(spec, path)
     header = read_header(path)
-    model = model_from_header(header, name=f"random-{seed}")
+    model = kvmem.Model(**fields_from_header(header, name=f"random-{seed}"))
     placement = place(header.tensors, n_layer=spec["n_layer"], n_gpu_layers=0, mmap=ctx["mmap"],
                       alignment=header.metadata.get("general.alignment", 32))
     kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=ctx["n_ctx"], n_seq=ctx["n_seq"],

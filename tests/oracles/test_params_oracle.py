@@ -16,7 +16,7 @@ if importlib.util.find_spec("vllm") is not None:
     pytest.skip("judged in the main environment already (same transformers 5.24)", allow_module_level=True)
 
 from kvmem.catalog import get_model, preset  # noqa: E402
-from kvmem.configs import model_from_config  # noqa: E402
+from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.params import meta_count, shrink  # noqa: E402
 
 PRESETS = ("glm-5", "glm-5.2", "deepseek-v4-flash", "deepseek-v4-pro", "gemma-4-26b-a4b", "kimi-linear-48b-a3b",
@@ -36,7 +36,7 @@ def test_preset_total_is_transformers(name):
 def test_shrunk_variations(name):
     for i in range(CASES):
         cfg = shrink(preset(name)["config"], f"{name}/{i}")
-        assert model_from_config(cfg).params_total == meta_count(cfg), (name, i, cfg)
+        assert Model.from_hf_config(cfg).params_total == meta_count(cfg), (name, i, cfg)
 
 
 @pytest.mark.parametrize("name", ("gemma-3n-e2b", "gemma-3n-e4b"))
@@ -45,10 +45,10 @@ def test_gemma3n_completed_config(name):
     # with the two set, kvmem's count is transformers' (the class defaults for AltUp, LAuReL, per-layer inputs)
     cfg = json.loads(json.dumps(preset(name)["config"]))
     cfg["text_config"].update(vocab_size=262_400, intermediate_size=8192)
-    assert model_from_config(cfg).params_total == meta_count(cfg)
+    assert Model.from_hf_config(cfg).params_total == meta_count(cfg)
     for i in range(CASES):
         small = shrink(cfg, f"{name}/{i}")
-        assert model_from_config(small).params_total == meta_count(small), (name, i, small)
+        assert Model.from_hf_config(small).params_total == meta_count(small), (name, i, small)
 
 
 @pytest.mark.parametrize("name, total", [("XiaomiMiMo--MiMo-V2-Flash", 308_778_768_832),
@@ -61,10 +61,10 @@ def test_gemma3n_completed_config(name):
 def test_published_configs(name, total):
     # the checkpoints' config.json files under tests/fixtures/configs/corpus/ (SOURCES.md there)
     cfg = json.loads((CORPUS / f"{name}.json").read_text())
-    assert model_from_config(cfg).params_total == meta_count(cfg) == total
+    assert Model.from_hf_config(cfg).params_total == meta_count(cfg) == total
     for i in range(CASES):
         small = shrink(cfg, f"{name}/{i}")
-        assert model_from_config(small).params_total == meta_count(small), (i, small)
+        assert Model.from_hf_config(small).params_total == meta_count(small), (i, small)
 
 
 def _legacy(model_type: str, rng) -> dict:
@@ -90,10 +90,10 @@ def test_gpt2_like_and_mamba_families(model_type):
 
     from transformers import CONFIG_MAPPING
     default = CONFIG_MAPPING[model_type]().to_dict()
-    assert model_from_config(default).params_total == meta_count(default)
+    assert Model.from_hf_config(default).params_total == meta_count(default)
     for i in range(CASES):
         cfg = _legacy(model_type, random.Random(f"{model_type}/{i}"))
-        assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
+        assert Model.from_hf_config(cfg).params_total == meta_count(cfg), (i, cfg)
 
 
 def _mamba2_like(model_type: str, rng) -> dict:
@@ -138,10 +138,10 @@ def test_mamba2_families(model_type):
 
     from transformers import CONFIG_MAPPING
     default = CONFIG_MAPPING[model_type]().to_dict()
-    assert model_from_config(default).params_total == meta_count(default)
+    assert Model.from_hf_config(default).params_total == meta_count(default)
     for i in range(CASES):
         cfg = _mamba2_like(model_type, random.Random(f"{model_type}/{i}"))
-        assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
+        assert Model.from_hf_config(cfg).params_total == meta_count(cfg), (i, cfg)
 
 
 def test_lfm2_moe():
@@ -158,7 +158,7 @@ def test_lfm2_moe():
             moe_intermediate_size=rng.choice((8, 16)), num_experts=rng.choice((4, 8)), num_experts_per_tok=rng.choice((1, 2)),
             conv_bias=rng.choice((False, True)), conv_L_cache=rng.choice((2, 3)), vocab_size=rng.randrange(97, 300),
             tie_word_embeddings=rng.choice((True, False))).to_dict()
-        assert model_from_config(cfg).params_total == meta_count(cfg), (i, cfg)
+        assert Model.from_hf_config(cfg).params_total == meta_count(cfg), (i, cfg)
 
 
 def test_minimax_m3():
@@ -168,7 +168,7 @@ def test_minimax_m3():
     # tests/fixtures/configs/new/minimax-m3.json (MiniMaxAI/MiniMax-M3, condensed: SOURCES.md there), model_type
     # minimax_m3, judged as transformers' minimax_m3_vl_text
     cfg = json.loads((CORPUS.parent / "new" / "minimax-m3.json").read_text())
-    assert model_from_config(cfg).params_total == meta_count(cfg) == 426_174_565_632
+    assert Model.from_hf_config(cfg).params_total == meta_count(cfg) == 426_174_565_632
     for i in range(CASES):
         rng = random.Random(f"minimax_m3/{i}")
         n = rng.choice((2, 3, 4))
@@ -180,4 +180,4 @@ def test_minimax_m3():
             dense_intermediate_size=rng.choice((16, 24)), shared_intermediate_size=rng.choice((8, 12)),
             index_head_dim=rng.choice((8, 16)), index_n_heads=rng.choice((1, 2)), vocab_size=rng.randrange(97, 300),
             rotary_dim=4).to_dict()
-        assert model_from_config(small).params_total == meta_count(small), (i, small)
+        assert Model.from_hf_config(small).params_total == meta_count(small), (i, small)

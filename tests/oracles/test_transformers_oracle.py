@@ -97,7 +97,7 @@ def test_inkling_keeps_its_convolutions_in_fp32_in_a_bf16_model():
 
 
 # DeepSeek-V4 shrunk (DEFAULT_OVERRIDES): layers sliding, CSA (rate 4, indexer 128), HCA (rate 20), sliding;
-# head_dim 512, one K=V head, window 16, batch 2 (modeling_deepseek_v4.py; kvmem.model.Compressor). At 51
+# head_dim 512, one K=V head, window 16, batch 2 (modeling_deepseek_v4.py; kvmem.layer.Compressor). At 51
 # tokens, per sequence, in elements of the model's dtype (and fp32 for CSA's overlap gate):
 #   sliding      K and V apart, each the 16-token cat the kept 15-token view pins: 2 x 16 x 512
 #   CSA          16 x 512 window; floor(51 / 4) = 12 rows of 512 + 128; the buffers (kv, gate) pin the

@@ -11,13 +11,13 @@ require("vllm")
 from pathlib import Path  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
-from kvmem.configs import model_from_config  # noqa: E402
+from kvmem.model import Model  # noqa: E402
 from kvmem.oracles import vllm_states as oracle  # noqa: E402
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs" / "new"
 # presets, and verbatim published configs (tests/fixtures/configs/new/SOURCES.md)
 PRESETS = {"kimi-linear-48b-a3b": lambda: get_model("kimi-linear-48b-a3b"),
-           "lfm2.5-1.2b": lambda: model_from_config(FIXTURES / "lfm2.5-1.2b-finetune.json")}
+           "lfm2.5-1.2b": lambda: Model.from_hf_config(FIXTURES / "lfm2.5-1.2b-finetune.json")}
 FAMILIES = ("kimi_linear", "granitemoehybrid", "falcon_h1", "mamba", "falcon_mamba", "mamba2", "lfm2", "lfm2_moe",
             "olmo_hybrid", "bailing_hybrid")
 SEEDS = range(6)
@@ -79,7 +79,7 @@ def test_bailing_hybrid_kda_layers_are_vllms():
 def test_bailing_hybrid_numbers():
     # 32 heads x 64: conv 3 x 2,048 x (4 - 1) x 2 B = 36,864, recurrent 32 x 64 x 64 x 4 B = 524,288: 561,152 B;
     # MLA 576 x 2 B = 1,152 B a token, block 128 x cdiv(561,152, 128 x 1,152) = 512
-    model = model_from_config({"model_type": "bailing_hybrid", "architectures": ["BailingMoeV3ForCausalLM"],
+    model = Model.from_hf_config({"model_type": "bailing_hybrid", "architectures": ["BailingMoeV3ForCausalLM"],
                                "num_hidden_layers": 20, "layer_group_size": 6, "num_attention_heads": 32,
                                "head_dim": 64, "qk_rope_head_dim": 64, "kv_lora_rank": 512, "hidden_size": 2048,
                                "short_conv_kernel_size": 4, "no_kda_lora": True, "torch_dtype": "bfloat16"})

@@ -169,7 +169,7 @@ def test_importing_kvmem_does_not_import_gguf():
 
 
 def test_a_stream_is_read_for_its_header_only(tmp_path):
-    from kvmem.sources.gguf import model_from_gguf_bytes
+    from kvmem.sources.gguf import fields_from_gguf_bytes
     path = tmp_path / "g.gguf"
     gguf_models.write(path, "gemma-3-27b", tiny=False)
     header_bytes = read_header(path).header_bytes            # 48,768 B of a 16 GB file
@@ -185,12 +185,12 @@ def test_a_stream_is_read_for_its_header_only(tmp_path):
 
     with open(path, "rb") as handle:
         stream = Counting(handle)
-        model = model_from_gguf_bytes(stream, name="g.gguf")
+        model = kvmem.Model(**fields_from_gguf_bytes(stream, name="g.gguf"))
     assert model.count("sliding") == 52 and header_bytes <= stream.read_bytes <= max(2 * header_bytes, 1 << 16)
 
 
 def test_two_uploads_named_alike_that_differ_in_tensor_types_are_two_models(tmp_path, monkeypatch):
-    from kvmem.sources.gguf import model_from_gguf_bytes
+    from kvmem.sources.gguf import fields_from_gguf_bytes
     spec = gguf_models.SPECS["llama-3-8b"]
     q6_output = [(n, dims, gguf.GGMLQuantizationType.Q6_K if n == "token_embd.weight" else t)
                  for n, dims, t in spec["tensors"]]
@@ -198,7 +198,7 @@ def test_two_uploads_named_alike_that_differ_in_tensor_types_are_two_models(tmp_
     gguf_models.write(tmp_path / "a.gguf", "llama-3-8b", tiny=False)
     gguf_models.write(tmp_path / "b.gguf", "llama-3-8b-q6-embd", tiny=False)
     with open(tmp_path / "a.gguf", "rb") as one, open(tmp_path / "b.gguf", "rb") as two:   # two uploads
-        a, b = model_from_gguf_bytes(one, name="model.gguf"), model_from_gguf_bytes(two, name="model.gguf")
+        a, b = (kvmem.Model(**fields_from_gguf_bytes(data, name="model.gguf")) for data in (one, two))
     assert a.name == b.name and a.layers == b.layers and a != b and a.fingerprint != b.fingerprint
     # token_embd 4096 x 128256 elements: Q4_K 144 B per 256 -> 295,501,824 B; Q6_K 210 B per 256 -> 430,940,160 B
     assert weights(b).total_bytes - weights(a).total_bytes == 430_940_160 - 295_501_824
@@ -237,8 +237,8 @@ def _nested_claim(depth: int, count: int = 1) -> bytes:
 
 
 def test_nesting_and_counts_stay_bounded():
-    from kvmem.sources.gguf import model_from_gguf_bytes
+    from kvmem.sources.gguf import fields_from_gguf_bytes
     with pytest.raises(SourceError, match="'general.deep' nests arrays more than 16 deep, the most kvmem reads"):
-        model_from_gguf_bytes(_nested_claim(17), name="deep.gguf")
+        fields_from_gguf_bytes(_nested_claim(17), name="deep.gguf")
     with pytest.raises(SourceError, match="metadata array 'general.deep'"):   # 10^9 arrays of >= 12 bytes each
-        model_from_gguf_bytes(_nested_claim(2, count=10**9) + b"\0" * (8 << 20), name="many.gguf")
+        fields_from_gguf_bytes(_nested_claim(2, count=10**9) + b"\0" * (8 << 20), name="many.gguf")

@@ -13,7 +13,6 @@ import gguf
 import pytest
 
 import kvmem
-from kvmem.configs import model_from_config
 from kvmem.engines.llamacpp.tensors import synthesised_tensors
 from kvmem.oracles.llamacpp_buffers import write_sparse
 from kvmem.oracles.llamacpp_family_files import write_family
@@ -28,7 +27,7 @@ CORPUS_CONFIGS = ("MiniMaxAI--MiniMax-M2.7", "Qwen--Qwen3.6-35B-A3B", "Qwen--Qwe
 
 
 def _corpus(name: str):
-    return model_from_config(json.loads((CORPUS / f"{name}.json").read_text()), name=name)
+    return kvmem.Model.from_hf_config(json.loads((CORPUS / f"{name}.json").read_text()), name=name)
 
 
 def _same(model, back, fmt: str = "q4_k_m") -> None:
@@ -228,7 +227,7 @@ def test_seeded_random_shapes_round_trip(tmp_path, name):
     rng = random.Random(f"h32-{name}")
     for i in range(4):
         cfg = _shaped(name, rng)
-        model = model_from_config(cfg, name=f"{name}-{i}")
+        model = kvmem.Model.from_hf_config(cfg, name=f"{name}-{i}")
         _same(model, _round_trip(model, tmp_path / f"{i}.gguf"))
 
 

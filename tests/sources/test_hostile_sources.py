@@ -294,10 +294,10 @@ def test_a_hostile_gguf_file_is_refused_fast_and_small(tmp_path, case):
 
 
 def test_a_hostile_gguf_upload_is_refused_fast():
-    from kvmem.sources.gguf import model_from_gguf_bytes
+    from kvmem.sources.gguf import fields_from_gguf_bytes
     data = _gguf([_kv_str("general.architecture", "llama"), _kv_array_claim("tokenizer.ggml.tokens", 8, 10**9)])
     stream = io.BytesIO(data + b"\0" * ((8 << 20) - len(data)))  # the 8 MB upload of the issue
-    error, seconds = within(10, lambda: model_from_gguf_bytes(stream, name="evil.gguf"))
+    error, seconds = within(10, lambda: kvmem.Model(**fields_from_gguf_bytes(stream, name="evil.gguf")))
     assert isinstance(error, SourceError) and "tokenizer.ggml.tokens" in str(error) and seconds < 2
     assert stream.tell() <= 1 << 20                              # the count was refused before it was read
 

@@ -33,10 +33,12 @@ def test_bare_json_fields_still_read_and_errors_keep_their_grammar():
 
 @pytest.mark.slow      # writes and reads a whole q4_k_m GGUF: ~16 s, in `make test`
 def test_a_q4_k_m_gguf_is_described_by_its_tensor_types(tmp_path):
-    from kvmem.sources.gguf import model_from_gguf_bytes
+    from kvmem.model import Model
+    from kvmem.sources.gguf import fields_from_gguf_bytes
     from tests.fixtures import gguf_models
     path = tmp_path / "m.gguf"
     gguf_models.write(path, "llama-3-8b", tiny=False)        # Q4_K everywhere, Q6_K on attn_v/ffn_down/output
-    model = model_from_gguf_bytes(io.BytesIO(path.read_bytes()[:16 << 20]), name="Meta-Llama-3-8B.Q4_K_M.gguf")
+    fields = fields_from_gguf_bytes(io.BytesIO(path.read_bytes()[:16 << 20]), name="Meta-Llama-3-8B.Q4_K_M.gguf")
+    model = Model(**fields)
     assert model.describe().endswith("8.03B params, weights Q4_K + Q6_K + F32 (GGUF)")
     assert "bf16" not in model.describe()

@@ -7,7 +7,8 @@ import importlib.util
 
 import pytest
 
-from kvmem.configs import ConfigError, model_from_config
+from kvmem import Model
+from kvmem.configs import ConfigError
 from tests.weights.test_formula_all_active import HY_V3
 
 # transformers' HYV3Config at its defaults (configuration_hy_v3.py#L80-L113): 80 layers, hidden 4096
@@ -23,7 +24,7 @@ def test_default_shape_by_hand():
     #   + 192 x 4,096 (router) = 3,643,539,456; final norm 4,096
     # 989,855,744 + 80 x 75,505,920 + 163,577,856 + 79 x 3,643,539,456 + 4,096 = 295,033,528,320
     # (transformers 5.24 on the meta device: the same; was 297,003,520,000 with no shared expert, 80 MoE layers)
-    m = model_from_config(DEFAULT)
+    m = Model.from_hf_config(DEFAULT)
     assert m.params_total == 295_033_528_320
     moe = m.facts.moe
     assert (moe.shared_intermediate_size, moe.dense_intermediate_size) == (1536, 13312)
@@ -38,7 +39,7 @@ def test_default_shape_by_hand():
 def test_small_configs_are_transformers(fields):
     from kvmem.oracles.params import meta_count
     cfg = {**HY_V3, **fields}
-    assert model_from_config(cfg).params_total == meta_count(cfg)
+    assert Model.from_hf_config(cfg).params_total == meta_count(cfg)
 
 
 def test_small_config_by_hand():
@@ -47,11 +48,11 @@ def test_small_config_by_hand():
     # norms 8 x 512 + 256; layer 0 dense 3 x 256 x 512 = 393,216; 7 MoE layers x (8 x 3 x 256 x 128
     # + 3 x 256 x 128 + 8 x 256) = 7 x 886,784; 512,000 + 1,573,888 + 4,352 + 393,216 + 6,207,488 = 8,690,944
     # (was 8,397,056: no shared expert, no q/k norm, layer 0 MoE)
-    assert model_from_config(HY_V3).params_total == 8_690_944
+    assert Model.from_hf_config(HY_V3).params_total == 8_690_944
 
 
 def test_no_shared_expert_is_refused():
     # transformers builds an intermediate_size-wide shared MLP for num_shared_experts 0 (HYV3MLP's
     # "intermediate_size or config.intermediate_size"), llama.cpp a moe_intermediate_size-wide one: no one count
     with pytest.raises(ConfigError, match="'num_shared_experts' must be an integer from 1"):
-        model_from_config({**HY_V3, "num_shared_experts": 0})
+        Model.from_hf_config({**HY_V3, "num_shared_experts": 0})

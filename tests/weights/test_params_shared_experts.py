@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from kvmem.configs import model_from_config
+from kvmem import Model
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None
                                 or importlib.util.find_spec("vllm") is not None,
@@ -37,13 +37,13 @@ def test_shared_experts_counted_as_transformers(model_type):
     from kvmem.oracles.params import meta_count
     field, moe, by_hand = CASES[model_type]
     one, three = _config(model_type, **moe, **{field: 1}), _config(model_type, **moe, **{field: 3})
-    mine = model_from_config(three).params_total - model_from_config(one).params_total
+    mine = Model.from_hf_config(three).params_total - Model.from_hf_config(one).params_total
     assert mine == meta_count(three) - meta_count(one) == by_hand      # was 0: the field was not read
 
 
 @pytest.mark.parametrize("model_type", ["afmoe", "exaone_moe"])
 def test_first_layer_dense(model_type):
-    assert model_from_config(_config(model_type, **CASES[model_type][1])).facts.moe.moe_layers == \
+    assert Model.from_hf_config(_config(model_type, **CASES[model_type][1])).facts.moe.moe_layers == \
         (False, True, True, True)
 
 
@@ -53,4 +53,4 @@ def test_total_is_transformers(model_type, total):
     from kvmem.oracles.params import meta_count
     field, moe, _ = CASES[model_type]
     cfg = _config(model_type, **moe, **{field: 3})
-    assert model_from_config(cfg).params_total == meta_count(cfg) == total
+    assert Model.from_hf_config(cfg).params_total == meta_count(cfg) == total

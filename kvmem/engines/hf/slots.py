@@ -28,7 +28,7 @@
                 head_dim]; a sliding_attention layer hands it as K and as V to a
                 DynamicSlidingWindowLayer (two copies), DeepseekV4HCACache / CSACache keep one
                 (values = keys) beside the compressor's compressed rows, buffers and overlap state
-                (kvmem.model.Compressor; the buffers pin their last projection, growth.py)
+                (kvmem.layer.Compressor; the buffers pin their last projection, growth.py)
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import dtype
-from ...model import CHUNKED, COMPRESSED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Compressor, Model
+from ...layer import CHUNKED, COMPRESSED, FULL, LINEAR, MLA, NONE, SHARED, SLIDING, Compressor
+from ...model import Model
 
 _HF_TYPE = {FULL: "full_attention", SLIDING: "sliding_attention", CHUNKED: "chunked_attention",
             LINEAR: "linear_attention", SHARED: "dummy", NONE: "dummy"}

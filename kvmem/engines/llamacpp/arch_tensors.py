@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import re
 
-from ...model import FULL, Model
+from ...layer import FULL
+from ...model import Model
 
 __all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers", "nextn_loaded"]
 

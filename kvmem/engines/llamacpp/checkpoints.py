@@ -24,7 +24,7 @@ this module: 156,894,364 B = 149.63 MiB, x 128 = 18.70 GiB.
 from __future__ import annotations
 
 from ...host import HostInput, HostTerm
-from ...model import CHUNKED, SLIDING
+from ...layer import CHUNKED, SLIDING
 
 CTX_CHECKPOINTS = 32          # common/common.h#L631 n_ctx_checkpoints
 CACHE_RAM_MIB = 8192          # common/common.h#L634 cache_ram_mib

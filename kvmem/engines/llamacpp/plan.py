@@ -9,7 +9,8 @@ import functools
 from dataclasses import dataclass, replace
 
 from ...dtypes import dtype
-from ...model import FULL, MLA, Model
+from ...layer import FULL, MLA
+from ...model import Model
 from ...parallel import check_pp_layers
 from ...units import cdiv, pad
 from .arch_tensors import gguf_nextn_layers

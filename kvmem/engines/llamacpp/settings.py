@@ -7,7 +7,8 @@ import struct
 from dataclasses import dataclass
 
 from ...dtypes import dtype
-from ...model import MLA, Model
+from ...layer import MLA
+from ...model import Model
 from ...units import MAX_COUNT, parse_tokens, require_positive_int
 
 # Engine defaults, each as llama.cpp's CLI (common/common.h, common/arg.cpp) sets it.

@@ -37,7 +37,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...model import FULL, SLIDING, Model
+from ...layer import FULL, SLIDING
+from ...model import Model
 from .arch_tensors import ARCHS, arch_specs, field, gguf_nextn_layers
 from .placement import GGML_TYPES
 from .quant_mix import FTYPES, UD_MIXES, QuantModel, ftype_names, quant_types, ud_base

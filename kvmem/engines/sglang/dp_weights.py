@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ...model import MLA, Model
+from ...layer import MLA
+from ...model import Model
 from ...parallel import attention_tp, expert_share, replicated_excess
 from ...units import require_positive_int
 from .parallel import MOE_DENSE_TP_ARCHITECTURES, check, head_and_dense

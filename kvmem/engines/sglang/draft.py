@@ -45,7 +45,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model import LINEAR, SLIDING, Model
+from ...layer import LINEAR, SLIDING
+from ...model import Model
 from ...records import Record
 from ..declared import Option
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...model import SLIDING, Model
+from ...layer import SLIDING
+from ...model import Model
 from ...parallel import pp_stages
 from ...units import cdiv
 from ..results import Capacity, Refusal, assemble

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import re
 
+from ...layer import LINEAR
 from ...logcheck.base import GIB, LineCheck, logged_number, strip_prefix
 from ...logcheck.printed import field, read_fields, value_of
-from ...model import LINEAR
 from ..serving import LogReader
 from . import draft as spec_draft
 from . import mamba

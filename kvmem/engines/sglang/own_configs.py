@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ...model import FULL, SLIDING, Model
+from ...layer import FULL, SLIDING
+from ...model import Model
 
 __all__ = ["Required", "OWN_DEFAULTS", "sglang_model", "check_interval"]
 

@@ -13,7 +13,8 @@ from numbers import Real
 
 from ...configs.fields import Fields
 from ...dtypes import DType, dtype
-from ...model import FULL, LINEAR, MLA, SHARED, SLIDING, Model
+from ...layer import FULL, LINEAR, MLA, SHARED, SLIDING
+from ...model import Model
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from ...units import require_positive_int
 from ..declared import Option

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ...dtypes import DType, dtype
-from ...model import LINEAR, MLA, SLIDING, Model
+from ...layer import LINEAR, MLA, SLIDING
+from ...model import Model
 from ...parallel import check_pp_layers, kv_heads_per_rank, largest_stage
 from ...records import Record
 from ...units import cdiv, require_positive_int

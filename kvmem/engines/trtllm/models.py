@@ -4,7 +4,8 @@ model classes refuse or lay out otherwise, and the recurrent state a layer keeps
 from __future__ import annotations
 
 from ...dtypes import dtype
-from ...model import MLA, SLIDING, Model
+from ...layer import MLA, SLIDING
+from ...model import Model
 from ...parallel import state_share
 from ...units import cdiv
 from ..base import state_bytes

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ...activations import forward_bytes_per_token, forward_shape
-from ...model import MLA, Model
+from ...layer import MLA
+from ...model import Model
 from ...units import MAX_COUNT, format_bytes, parse_bytes, require_positive_int
 from ..base import (
     Budget,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ...model import MLA, Model
+from ...layer import MLA
+from ...model import Model
 from .formats import kv_format
 from .options import GDN_CHECKPOINT_TYPES, LATEST, OPTIONS, parse_release
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import FLOAT_NAMES, float_bytes
-from ...model import MLA, Model
+from ...layer import MLA
+from ...model import Model
 
 __all__ = ["MODEL_DTYPE_BYTES", "STATE_DTYPES", "KVFormat", "kv_format"]
 

@@ -17,7 +17,8 @@ default differs between vLLM's InklingModelConfig and transformers' InklingTextC
 
 from __future__ import annotations
 
-from ...model import FULL, SLIDING, Layer, Model
+from ...layer import FULL, SLIDING, Layer
+from ...model import Model
 from ...parallel import divides
 from .pages import PageSpec
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ...model import CHUNKED, FULL, MLA, SLIDING, Layer, Model
+from ...layer import CHUNKED, FULL, MLA, SLIDING, Layer
+from ...model import Model
 from ...parallel import kv_heads_per_rank, pp_stages
 from ...units import cdiv
 from .compressed import DSV4_BLOCK, deepseek_v4_units, packed_groups

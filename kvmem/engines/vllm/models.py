@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...configs.fields import Fields
-from ...model import CHUNKED, FULL, LINEAR, MLA, SLIDING, Layer, Model, RecurrentState
+from ...layer import CHUNKED, FULL, LINEAR, MLA, SLIDING, Layer, RecurrentState
+from ...model import Model
 from ...parallel import divides
 from .inkling import INKLING_TYPES, inkling_layers
 from .own_configs import OWN_CLASS_LAYERS, minimax_m3_sparse

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from ...dtypes import float_bytes
 from ...host import HostInput, HostTerm
-from ...model import MLA, NONE, Model
+from ...layer import MLA, NONE
+from ...model import Model
 from ...records import Record
 from ...units import cdiv
 from .entry import make_plan

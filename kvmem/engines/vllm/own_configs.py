@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...model import SLIDING, Layer, Model
+from ...layer import SLIDING, Layer
+from ...model import Model
 
 __all__ = ["OWN_CLASS_LAYERS", "BEAM_DEFAULTS", "MUSE_SPARK_REQUIRED", "minimax_m3_sparse"]
 

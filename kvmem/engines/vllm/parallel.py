@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ...model import FULL, MLA, Model
+from ...layer import FULL, MLA
+from ...model import Model
 from ...parallel import divides, pp_stages
 from ...units import cdiv
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ...configs.fields import Fields
 from ...errors import ConfigError
-from ...model import Layer, Model
+from ...layer import Layer
+from ...model import Model
 from ...parallel import divides, require_divides
 from .formats import MODEL_DTYPE_BYTES, STATE_DTYPES
 from .options import QWEN35_TYPES, VllmOptions
