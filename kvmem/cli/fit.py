@@ -158,8 +158,9 @@ def _mixed_flags(args) -> list[str]:
 
 def mixed_cards_answer(model, args) -> dict:
     """--gpu A,B with llama.cpp: kvmem's placement over the cards listed; the verdict is the placement record's
-    (a placement exists and the host RAM given holds it), max batch and max context the largest workloads that
-    have one (llama.cpp pads each stream's cells to 256: the context searched in steps of 256). Also
+    (a placement exists and the host RAM given holds it), max batch and max context the largest workloads its
+    flags hold, as for one kind of card (llama.cpp pads each stream's cells to 256: the context searched in steps
+    of 256; a placement searched anew for each probe cost 25 s of CPU for glm-5 on 4 cards). Also
     ``placed(context, batch)``: the placement of another workload on the same cards (kvmem plan's command)."""
     from ..engines import engine_spec
     from ..engines.llamacpp.panel import host_shortfall, panel_offload
@@ -176,21 +177,28 @@ def mixed_cards_answer(model, args) -> dict:
         options["host_memory_bytes"] = host_bytes
     context, batch = parse_tokens(args.context), args.batch
 
-    def placed(ctx: int, seqs: int):
+    def placed(ctx: int, seqs: int, hold=None):
         return panel_offload(model, gpus=gpus, context=ctx, batch=seqs, weight_dtype=args.weight_dtype,
-                             kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
+                             kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options, hold=hold)
+
+    fits = data.get("best") is not None and not data.get("host_shortfall")
+    held = placed(context, batch or 1).best if fits else None
 
     def runs(ctx: int, seqs: int) -> bool:
+        """The placement's flags hold ``seqs`` sequences of ``ctx`` tokens (one layout a probe, as the verdict's
+        searches for one kind of card: "the flags hold N tokens and no more")."""
+        if held is None:
+            return False
         try:
-            p = placed(ctx, seqs)
+            p = placed(ctx, seqs, hold=held)
         except ValueError:
             return False
         return p.best is not None and host_shortfall(p, options) is None
 
-    fits = data.get("best") is not None and not data.get("host_shortfall")
-    max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1)
+    max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1) if fits else 0
     cap = max(model.max_position_embeddings or context, context)
-    units = largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
+    units = (largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
+             if fits else 0)
     return {"engine": engine_spec(args.engine).name, "gpus": gpus, "lines": lines, "data": data, "context": context,
             "batch": batch, "fits": fits,
             "max_batch": max_batch, "max_context": min(units * 256, cap), "placed": placed}

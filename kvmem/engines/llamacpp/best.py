@@ -15,7 +15,7 @@ from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
 
-__all__ = ["best_layout", "first_layers", "fit_searched", "room_left", "top_up"]
+__all__ = ["best_layout", "first_layers", "fit_searched", "held_layout", "room_left", "top_up"]
 
 
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
@@ -216,6 +216,17 @@ def _tensors(model, weight_format) -> tuple:
             _TENSORS.pop(next(iter(_TENSORS)))
         _TENSORS[key] = tensors_for(model, weight_format)
     return _TENSORS[key]
+
+
+def held_layout(model, weight_format, held: Layout, options: tuple) -> tuple:
+    """(``held``'s flags laid out at the workload of ``options`` (n_ctx, n_seq, ...), the tensors, their source):
+    what the most sequences or the longest context a placement's flags hold is searched with (one layout a
+    probe, as the verdict's with_flags), not a new placement search."""
+    tensors, source = _tensors(model, weight_format)
+    lay = layout(model, tensors, gpus=held.placement.gpus, n_gpu_layers=held.n_gpu_layers,
+                 tensor_split=held.tensor_split if len(held.placement.gpus) > 1 else None, n_cpu_moe=held.n_cpu_moe,
+                 override_tensor=held.override_tensor, **dict(options))
+    return lay, tensors, source
 
 
 def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:

@@ -26,7 +26,7 @@ from importlib import resources
 from ...model import Model
 from ...records import Record
 from .arch_tensors import gguf_nextn_layers
-from .best import best_layout, fit_searched
+from .best import best_layout, fit_searched, held_layout
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, layout
 from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .tensors import tensors_for
@@ -132,13 +132,14 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
             model_path: str = "model.gguf", mmproj_bytes: int = 0, mmproj_offload: bool = True,
             mmproj_path: str | None = None, mmproj_compute=None, mmproj_note: str = "", n_batch: int = 2048,
             swa_full: bool = False, kv_unified: bool = False, build=None, mla=None, nextn: bool = False,
-            n_rs_seq=None) -> OffloadPlan:
+            n_rs_seq=None, hold: Layout | None = None) -> OffloadPlan:
     """kvmem's placement and --fit's for ``model`` on ``gpus`` (kvmem.gpus.GPU values) at ``context``
     tokens (-c); ``context_set`` False lets --fit lower it as it does when -c is not given. A projector:
     ``mmproj_bytes`` its weights, ``mmproj_compute`` its compute buffers ((device, bytes) pairs; None: not
     computed, ``mmproj_note`` says why), counted in both placements (layouts.layout). ``n_batch``, ``swa_full``,
     ``kv_unified``, ``build``, ``mla``, ``nextn``, ``n_rs_seq``: the cache's settings, as kvmem.estimate takes
-    them (settings.DEFAULTS), in both placements and both commands."""
+    them (settings.DEFAULTS), in both placements and both commands. ``hold``: a placement whose flags are laid out
+    at this workload instead of searching (best None where they do not fit; no --fit emulation)."""
     from .launch import cache_settings, unflagged_notes
     names = tuple(f"CUDA{i}" for i in range(len(gpus)))
     usable = {n: g.usable_memory_bytes for n, g in zip(names, gpus, strict=True)}
@@ -150,8 +151,13 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
                                                               nextn=nextn, n_rs_seq=n_rs_seq))
     free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
-    best, tensors, source = best_layout(model, weight_format, tuple(usable.items()), tuple(sorted(kw.items())))
-    fit, fit_note = fit_searched(model, tensors, names, free, context if context_set else None, kw_fit)
+    if hold is None:
+        best, tensors, source = best_layout(model, weight_format, tuple(usable.items()), tuple(sorted(kw.items())))
+        fit, fit_note = fit_searched(model, tensors, names, free, context if context_set else None, kw_fit)
+    else:       # a placement's flags at another workload: how much they hold, not a new search
+        best, tensors, source = held_layout(model, weight_format, hold, tuple(sorted(kw.items())))
+        best = best if best.fits(budgets) else None
+        fit, fit_note = None, "not searched: kvmem's placement's flags held at this workload"
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
     notes = (f"tensors: {source}",
              "compute buffers on GPUs are estimates (see kvmem/engines/llamacpp/layouts.py); model and KV bytes "
@@ -171,7 +177,7 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
                      mmap: bool = True, kv_offload: bool = True, context_set: bool = True,
                      model_path: str | None = None, mmproj=None, mmproj_offload: bool = True, n_batch: int = 2048,
                      swa_full: bool = False, kv_unified: bool = False, build=None, mla=None, nextn: bool = False,
-                     n_rs_seq=None) -> OffloadPlan:
+                     n_rs_seq=None, hold: Layout | None = None) -> OffloadPlan:
     """kvmem.llamacpp_offload: the llama.cpp placement that keeps the most on ``gpus`` (a GPU name,
     a list of them — mixed cards allowed — or kvmem.GPU values) at ``context`` tokens, what
     ``--fit on`` would choose, MiB per device and on the host, the decode bound with
@@ -181,7 +187,8 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
     GPU (mtmd's default; --no-mmproj-offload keeps it on the host: ``mmproj_offload=False``), its compute
     buffers beside it (mmproj_memory); 0 (or "0MB"): no projector, nothing charged and no --mmproj.
     ``n_batch``, ``swa_full``, ``kv_unified``, ``build``, ``mla``, ``nextn``, ``n_rs_seq``: the cache's settings as
-    kvmem.estimate takes them (settings.DEFAULTS; offload)."""
+    kvmem.estimate takes them (settings.DEFAULTS; offload). ``hold``: another workload's placement, whose flags
+    are laid out at this one (offload)."""
     from ...catalog import as_model
     from ...gpus import get_gpu
     from ...units import parse_tokens
@@ -208,7 +215,7 @@ def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=N
                    mmproj_bytes=weights, mmproj_offload=mmproj_offload, mmproj_compute=compute, mmproj_note=note,
                    mmproj_path=mmproj if path_given else ("mmproj.gguf" if mmproj is not None else None),
                    n_batch=n_batch, swa_full=swa_full, kv_unified=kv_unified, build=build, mla=mla, nextn=nextn,
-                   n_rs_seq=n_rs_seq)
+                   n_rs_seq=n_rs_seq, hold=hold)
 
 
 def weight_format(model: Model, weight_dtype) -> str | None:

@@ -6,7 +6,7 @@ and whether the host RAM given (the sizing option host_memory_bytes) holds kvmem
 from __future__ import annotations
 
 # given by the panel and the report themselves: the model, the cards, the context, the formats, the host
-PLACED = frozenset({"model", "gpus", "context", "weight_dtype", "kv_dtype", "host_memory"})
+PLACED = frozenset({"model", "gpus", "context", "weight_dtype", "kv_dtype", "host_memory", "hold"})
 
 
 # options that shape no buffer of the placement: the host RAM bound (host_shortfall, the verdict), the host terms
@@ -36,13 +36,14 @@ def offload_options(options: dict, function=None) -> dict:
     return {name: value for name, value in options.items() if name in takes and value is not None}
 
 
-def panel_offload(model, *, gpus, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory, options: dict):
+def panel_offload(model, *, gpus, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory, options: dict,
+                  hold=None):
     """kvmem.llamacpp_offload of the workload kvmem.fit sizes: ``batch`` sequences of ``context``
     tokens are n_ctx = context x batch cells in n_seq = batch streams (llama-server -c, -np)."""
     from .offload import llamacpp_offload
     seqs, opts = _streams(batch, options)
     return llamacpp_offload(model, gpus=gpus, context=context * seqs, n_seq=seqs, weight_dtype=weight_dtype,
-                            host_memory=host_memory, kv_dtype=kv_dtype, **opts)
+                            host_memory=host_memory, kv_dtype=kv_dtype, **opts, hold=hold)
 
 
 def panel_decode_curve(model, *, gpus, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory,
