@@ -39,7 +39,7 @@ import time
 SEED_BYTES = 8_388_608_000  # the seed's figure: 2 x 2 B x 32 x 32 layers x 32 heads x 128 x 500
 
 # Full size (a GPU) and the CPU dry run's reduced sizes.
-SIZES = {
+SIZES: dict[str, dict] = {
     "full": {
         "seed": dict(layers=32, heads=32, head_dim=128, tokens=500, batch=32, vocab=32000, dtype="fp16",
                      prompt=1, uncached_lengths=(125, 250, 500), repeats=3, warmup=1),
@@ -57,7 +57,7 @@ SIZES = {
 # The KV formats on the device: (label, model, engine, batch, kv_dtype, options). The last entry
 # is the suite's own quanto entry, run here too because the script keeps optimum-quanto out of
 # the suite's process (its CUDA kernels compile on first use: that phase has its own limit).
-FORMATS = (
+FORMATS: tuple[tuple, ...] = (
     ("bf16", "llama-3.1-8b", "hf-dynamic", 2, "bf16", {}),
     ("fp16", "llama-3.1-8b", "hf-dynamic", 2, "fp16", {}),
     ("fp32", "llama-3.2-1b", "hf-dynamic", 2, "fp32", {}),
@@ -149,7 +149,7 @@ def _measure_row(label, model, engine, batch, kv_dtype, options, *, tokens, devi
 def _rows(entries, *, save, **kwargs) -> dict:
     """Measure ``entries`` one by one; ``save(partial)`` after each, so that a phase stopped at its
     time limit still leaves the rows it finished (and names those it did not reach)."""
-    rows = []
+    rows: list = []
     for i, entry in enumerate(entries):
         if save:
             save({"rows": rows, "not_reached": [e[0] for e in entries[i:]]})
@@ -167,9 +167,9 @@ def run_long(device: str, size: str, *, save=None, skip=()) -> dict:
     preallocation)."""
     spec = SIZES[size]["long"]
     tokens, prompt = spec["tokens"], spec["tokens"] - spec["decode"]
-    entries = ((f"{tokens:,} tokens, dynamic", spec["model"], "hf-dynamic", spec["batch"], "bf16", {}),
-               (f"{tokens:,} tokens, static", spec["model"], "hf-static", spec["batch"], "bf16",
-                {"max_cache_len": tokens}))
+    entries: tuple[tuple, ...] = (
+        (f"{tokens:,} tokens, dynamic", spec["model"], "hf-dynamic", spec["batch"], "bf16", {}),
+        (f"{tokens:,} tokens, static", spec["model"], "hf-static", spec["batch"], "bf16", {"max_cache_len": tokens}))
     return {**_rows(entries, save=save, tokens=(tokens, prompt), device=device, skip=skip), "spec": spec}
 
 
@@ -285,7 +285,7 @@ def _generate(model, ids, spec, dev) -> dict:
                          "memory_allocated": torch.cuda.memory_allocated(dev),
                          "memory_reserved": torch.cuda.memory_reserved(dev), **blocks}
         cache_bytes = tensor_bytes(held)
-        cache = held = token = None  # the cache's memory back before the uncached steps
+        cache = held = token = None  # type: ignore[assignment]  # the cache's memory back before the uncached steps (the names are dead after)
         # Without the cache each new token reruns the whole sequence; timed at a few context
         # lengths (median of repeats after warm-up), not over all t steps.
         uncached = []

@@ -33,7 +33,7 @@ def random_config(family: str, rng: random.Random) -> dict:
     layers = rng.randint(1, 40)
     heads, kv = _heads(rng)
     head_dim = rng.choice(_HEAD_DIMS)
-    cfg = {"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
+    cfg: dict = {"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv,
            "hidden_size": heads * head_dim, "intermediate_size": 64, "vocab_size": 256,
            "max_position_embeddings": rng.choice((2048, 4096, 8192, 32768, 131072)),
            "torch_dtype": "bfloat16", "rms_norm_eps": 1e-6, "rope_theta": 10000.0}

@@ -58,7 +58,7 @@ def random_spec(seed: int) -> dict:
     if kind in ("qwen2", "phi3"):       # attention n_embd wide (llama_model_qwen2/phi3::load_arch_tensors)
         n_head = n_embd // head_dim
     n_head_kv = rng.choice([h for h in (1, 2, 4, 8) if n_head % h == 0])
-    spec = dict(arch="llama" if kind == "llama-moe" else kind, n_layer=rng.randint(1, 6), n_embd=n_embd,
+    spec: dict = dict(arch="llama" if kind == "llama-moe" else kind, n_layer=rng.randint(1, 6), n_embd=n_embd,
                 head_dim=head_dim, n_head=n_head, n_head_kv=n_head_kv, n_vocab=rng.choice((256, 512, 1000, 2048)),
                 n_ff=256 * rng.randint(1, 6), tied=rng.random() < 0.3,
                 n_expert=rng.choice((4, 8, 16)) if moe else 0, n_ff_exp=256 * rng.randint(1, 2))
@@ -88,7 +88,7 @@ def spec_tensors(s: dict, rng: random.Random) -> list[tuple[str, tuple, str]]:
         choices = [t for t in _WEIGHT_TYPES if ne[0] % (256 if t.endswith("_K") or t == "IQ4_XS" else 32) == 0]
         return rng.choice(choices)
     e, hd = s["n_embd"], s["head_dim"]
-    out = [("token_embd.weight", (e, s["n_vocab"]))]
+    out: list[tuple[str, tuple]] = [("token_embd.weight", (e, s["n_vocab"]))]
     for i in range(s["n_layer"]):
         b = f"blk.{i}."
         out.append((b + "attn_norm.weight", (e,)))
@@ -212,7 +212,7 @@ def printed_buffers(path: str, ctx: dict) -> dict:
             lib.llama_free(context)
     finally:
         lib.llama_model_free(model)
-    out = {}
+    out: dict = {}
     for line in "".join(lines).splitlines():
         m = BUFFER_LINE.match(line.strip())
         if m:
