@@ -63,7 +63,7 @@ def field(model: Model, name: str, default=None):
     """A config field, from text_config where the config nests it (Qwen3.5's)."""
     cfg = model.config or {}
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
-    value = text.get(name, cfg.get(name))
+    value = text.get(name, cfg.get(name))  # type: ignore[union-attr]  # text is a dict: the isinstance above
     return default if value is None else value
 
 
@@ -129,8 +129,9 @@ def _head(model: Model, h: int, vocab: int) -> list:
 
 
 def _experts(b: str, h: int, f: int, e: int, *, bias: bool = False) -> list:
-    out = [(b + "ffn_gate_exps.weight", (h, f, e)), (b + "ffn_down_exps.weight", (f, h, e)),
-           (b + "ffn_up_exps.weight", (h, f, e))]
+    out: list[tuple[str, tuple[int, ...]]] = [
+        (b + "ffn_gate_exps.weight", (h, f, e)), (b + "ffn_down_exps.weight", (f, h, e)),
+        (b + "ffn_up_exps.weight", (h, f, e))]
     if bias:
         out += [(b + "ffn_gate_exps.bias", (f, e)), (b + "ffn_down_exps.bias", (h, e)),
                 (b + "ffn_up_exps.bias", (f, e))]
@@ -147,9 +148,10 @@ def _dense(b: str, h: int, f: int) -> list:
 
 
 def _gpt_oss(model: Model, h: int) -> list:
-    n_head, e = model.num_attention_heads, model.facts.moe.experts
-    f = model.facts.moe.intermediate_size
-    out = []
+    # arch_specs refuses gpt-oss without MoE, so facts.moe is set here
+    n_head, e = model.num_attention_heads, model.facts.moe.experts  # type: ignore[union-attr]  # set: above
+    f = model.facts.moe.intermediate_size  # type: ignore[union-attr]  # set: above
+    out: list[tuple[str, tuple[int, ...]]] = []
     for i, layer in enumerate(model.layers):
         b, hd = f"blk.{i}.", layer.head_dim_k
         q, kv = n_head * hd, layer.kv_heads * hd
@@ -165,13 +167,13 @@ def _gpt_oss(model: Model, h: int) -> list:
 
 def _glm4_moe(model: Model, h: int) -> list:
     moe = model.facts.moe
-    n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size
+    n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size  # type: ignore[union-attr]  # arch_specs refuses this arch without MoE
     dense_f = _need(model, "intermediate_size")
     first_dense = field(model, "first_k_dense_replace", 0)
     shared = field(model, "n_shared_experts", 0)
     qk_norm = bool(field(model, "use_qk_norm", False))
     bias = bool(field(model, "attention_bias", False))
-    out = []
+    out: list[tuple[str, tuple[int, ...]]] = []
     for i, layer in enumerate(model.layers):
         b, hd = f"blk.{i}.", layer.head_dim_k
         q, kv = n_head * hd, layer.kv_heads * hd
@@ -206,7 +208,7 @@ def _deepseek2(model: Model, h: int, indexer: bool = False) -> list:
     # indexer None when shared)
     types = field(model, "indexer_types") or ["full"] * model.num_layers
     own_indexer = [t != "shared" for t in types]
-    out = []
+    out: list[tuple[str, tuple[int, ...]]] = []
     for i in range(model.num_layers):
         b = f"blk.{i}."
         out.append((b + "attn_norm.weight", (h,)))
@@ -242,8 +244,8 @@ def _glm_dsa(model: Model, h: int) -> list:
 
 def _minimax_m2(model: Model, h: int) -> list:
     moe = model.facts.moe
-    n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size
-    out = []
+    n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size  # type: ignore[union-attr]  # arch_specs refuses this arch without MoE
+    out: list[tuple[str, tuple[int, ...]]] = []
     for i, layer in enumerate(model.layers):
         b, hd = f"blk.{i}.", layer.head_dim_k
         q, kv = n_head * hd, layer.kv_heads * hd
@@ -263,7 +265,7 @@ def _gemma4(model: Model, h: int) -> list:
     n_head, f = model.num_attention_heads, _need(model, "intermediate_size")
     k_eq_v = bool(field(model, "attention_k_eq_v", False))
     full_hd = max((layer.head_dim_k for layer in model.layers if layer.kind == FULL), default=0)
-    out = [("rope_freqs.weight", (full_hd // 2,))] if full_hd else []
+    out: list[tuple[str, tuple[int, ...]]] = [("rope_freqs.weight", (full_hd // 2,))] if full_hd else []
     for i, layer in enumerate(model.layers):
         b, hd = f"blk.{i}.", layer.head_dim_k
         out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (h, n_head * hd)),
@@ -290,7 +292,7 @@ def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
     v_heads, d_conv = _need(model, "linear_num_value_heads"), _need(model, "linear_conv_kernel_dim")
     key_dim, value_dim = d_state * k_heads, d_state * v_heads     # head_k_dim = head_v_dim = ssm_d_state
     interval = field(model, "full_attention_interval", 4)
-    out = []
+    out: list[tuple[str, tuple[int, ...]]] = []
     for i, layer in enumerate(model.layers):
         b = f"blk.{i}."
         out += [(b + "attn_norm.weight", (h,)), (b + "post_attention_norm.weight", (h,))]

@@ -305,6 +305,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
+    swa_cells: int | None      # None without windowed layers
     if model.model_type in DSV4_TYPES:     # llama_kv_cache_dsv4 (kvmem.engines.llamacpp.dsv4)
         caches, rows, swa_cells = dsv4_caches(model, s, n_ctx_seq)
         return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=None,
@@ -383,12 +384,12 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
         # src/llama-memory-recurrent.cpp#L101-L103; n_rs_seq, 2026 builds: rollback snapshots); the log's layers
         # is hparams.n_layer (with nextn the MTP layers)
         cells = max(1, s.n_seq)
-        rows = cells * (1 + (s.n_rs_seq or 0))
+        rs_rows = cells * (1 + (s.n_rs_seq or 0))
         f32 = dtype("fp32")
         for i in recurrent_ids:
             state = model.layers[i].state
-            rows_per_layer[i] = (rows * f32.row_bytes(state.conv_channels * max(state.conv_kernel - 1, 0)),
-                                 rows * f32.row_bytes(state.ssm_elements))
+            rows_per_layer[i] = (rs_rows * f32.row_bytes(state.conv_channels * max(state.conv_kernel - 1, 0)),  # type: ignore[union-attr]  # not None
+                                 rs_rows * f32.row_bytes(state.ssm_elements))  # type: ignore[union-attr]  # not None
         r = sum(r for r, _ in rows_per_layer.values())
         s_bytes = sum(x for _, x in rows_per_layer.values())
         layers = model.num_layers + (model.mtp_layers if s.nextn else 0)
@@ -401,7 +402,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     for i in range(model.num_layers):
         k = v = 0
         if i in widths:
-            cells = swa_cells if i in windowed else n_ctx_seq
+            cells = swa_cells if i in windowed else n_ctx_seq  # type: ignore[assignment]  # set where windowed
             k = k_type.row_bytes(widths[i][0]) * cells * n_stream
             v = v_type.row_bytes(widths[i][1]) * cells * n_stream if widths[i][1] is not None else 0
             if i in index:
@@ -418,7 +419,7 @@ def _device_table(plan: Plan, pp: int) -> list[dict]:
     table = []
     for d in range(pp):
         ids = [i for i, dev in enumerate(plan.devices) if dev == d]
-        buffers = {}
+        buffers: dict[str, int] = {}
         for i in ids:
             k, v, state = plan.rows[i]
             name = "kv_swa" if i in plan.windowed else "kv"

@@ -163,7 +163,7 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
     moe = facts.moe
     fused = model.model_type in _FUSED
-    out = []
+    out: list[tuple[str, tuple[int, ...]]] = []
     if not facts.tie_word_embeddings:
         out.append(("output.weight", (h, vocab)))
     out += [("output_norm.weight", (h,)), ("token_embd.weight", (h, vocab))]
@@ -189,11 +189,11 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
         out.append((b + "ffn_norm.weight", (h,)))
         routed = moe is not None and (not moe.moe_layers or moe.moe_layers[i])
         if routed:
-            e, f = moe.experts, moe.intermediate_size
+            e, f = moe.experts, moe.intermediate_size  # type: ignore[union-attr]  # routed: moe is not None
             out += [(b + "ffn_gate_inp.weight", (h, e)), (b + "ffn_gate_exps.weight", (h, f, e)),
                     (b + "ffn_up_exps.weight", (h, f, e)), (b + "ffn_down_exps.weight", (f, h, e))]
-            if moe.shared_intermediate_size:
-                s = moe.shared_intermediate_size
+            if moe.shared_intermediate_size:  # type: ignore[union-attr]  # routed: moe is not None
+                s = moe.shared_intermediate_size  # type: ignore[union-attr]  # routed: moe is not None
                 if model.model_type == "qwen2_moe":     # models/qwen2moe.cpp: the shared expert's sigmoid gate
                     out.append((b + "ffn_gate_inp_shexp.weight", (h,)))
                 out += [(b + "ffn_gate_shexp.weight", (h, s)), (b + "ffn_up_shexp.weight", (h, s)),
@@ -216,16 +216,16 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
     weight_format is None or "auto"), else the synthesised layout."""
     checkpoint = model.checkpoint
     if checkpoint is not None and getattr(checkpoint, "format", None) == "gguf" and weight_format in (None, "auto"):
-        tensors = tuple(checkpoint.tensors)
+        tensors = tuple(checkpoint.tensors)  # type: ignore[attr-defined]  # a GGUF checkpoint: format == "gguf"
         parts = [t.name.split(".") for t in tensors]
         layers = {int(p[1]) for p in parts if p[0] == "blk" and len(p) > 1 and p[1].isdigit()}
         missing = sorted(set(range(model.num_layers)) - layers)
         if missing or not any(t.name == "token_embd.weight" for t in tensors):
-            raise ValueError(f"{checkpoint.source}: the GGUF's tensor list lacks "
+            raise ValueError(f"{checkpoint.source}: the GGUF's tensor list lacks "  # type: ignore[attr-defined]  # GGUF
                              + (f"layers {missing[0]}..{missing[-1]}" if missing else "token_embd.weight")
                              + " (one part of a split GGUF?): placement needs every tensor; merge the parts "
                                "(llama-gguf-split --merge) or give a weight format")
-        return tensors, f"the GGUF's own tensor infos ({checkpoint.source})"
+        return tensors, f"the GGUF's own tensor infos ({checkpoint.source})"  # type: ignore[attr-defined]  # GGUF
     if weight_format in (None, "auto"):
         raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
                          f"({', '.join(FORMATS)})")
