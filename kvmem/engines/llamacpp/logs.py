@@ -86,6 +86,8 @@ def _buffer(line: str, n: int):
 
 
 def read(lines: list[str]) -> dict:
+    found: dict       # lists, dicts, tuples and None by key: one plain dict, as the callers read it
+    seen: set[str]
     found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None,
                    "kv_self": []}, set()
     clip: list[int] = []        # the lines of the projector's buffers (mtmd): not the text model's
@@ -252,7 +254,7 @@ def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options:
             ok = _same(expected, text)
             cause = "" if ok else (
                 "other cells: another -c, -np, --kv-unified or -ub than the log states, or another build's padding"
-                if SIZE.search(expected).group(2) != m.group(2) else
+                if SIZE.search(expected).group(2) != m.group(2) else  # type: ignore[union-attr]  # ours: SIZE lines
                 "other bytes: another cache type (-ctk/-ctv, or --type-k/--type-v given here), or other layers "
                 "(the GGUF's architecture, an MLA split cache) than the model given")
             checks.append(LineCheck(n, text, m.group(1), text, expected, ok, cause))
@@ -269,7 +271,8 @@ def _paired(logged: list, mine: list) -> list:
         if not left:
             break
         layers = row[2].group(3)
-        expected = next((line for line in left if SIZE.search(line).group(3) == layers), left[0])
+        expected = next((line for line in left if SIZE.search(line).group(3) == layers),  # type: ignore[union-attr]
+                        left[0])  # mine: lines SIZE matched
         left.remove(expected)
         pairs.append((row, expected))
     return pairs
