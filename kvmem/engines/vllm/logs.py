@@ -70,7 +70,7 @@ QUANTIZATION = {"awq_marlin": "awq", "gptq_marlin": "gptq", "modelopt_fp4": "nvf
 
 def printed(lines: list[str]) -> dict:
     """The settings the log states: kvmem name -> (value, line number); the first of each wins."""
-    found = {}
+    found: dict = {}
     for n, line in enumerate(lines, 1):
         if (at := line.find(CONFIG_MARKER)) >= 0:
             read_fields(line, n, at, CONFIG_FIELDS, found)
@@ -85,7 +85,7 @@ def printed(lines: list[str]) -> dict:
 
 def read(lines: list[str]) -> dict:
     """The first of each line kvmem reads, with its numbers (a number no server prints: refused naming the line)."""
-    found = {}
+    found: dict = {}
     for n, line in enumerate(lines, 1):
         if "available" not in found and (m := AVAILABLE.search(line)):
             found["available"] = (n, strip_prefix(line, "Available"), logged_number(m.group(1), n, line, float))
@@ -112,6 +112,9 @@ def read(lines: list[str]) -> dict:
 
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, expected_kv_memory: int | None = None,
           info: dict | None = None, **options) -> tuple[dict, list[LineCheck], list[str]]:
+    settings: dict
+    checks: list[LineCheck]
+    notes: list[str]
     settings, checks, notes = {}, [], []
     info = info or {}
     offloading = options.pop("kv_offloading_size", None)
@@ -287,15 +290,15 @@ def _check_weights(model, logged, tp: int, pp: int, info: dict, checks: list, no
     rules = ENGINES["vllm"].sizing
     from ...weights import weights
     held = weights(model, dtype)
-    extra, _ = rules.weights_extra(model)
-    ours = held.per_device(tp=tp, pp=pp, replicated=rules.replicates_kv_weights) + extra
+    extra, _ = rules.weights_extra(model)  # type: ignore[union-attr,misc]  # vLLM's SizingRules set weights_extra
+    ours = held.per_device(tp=tp, pp=pp, replicated=rules.replicates_kv_weights) + extra  # type: ignore[union-attr]  # vLLM has rules
     places = len(digits.partition(".")[2])
     shown = f"{ours / GIB:.{places}f}"
     ok = float(shown) == gib
     cause = "" if ok else " ".join((
         f"the weights per GPU differ from kvmem's {held.weight_dtype} ({source}) under tp={tp}, pp={pp}:",
         "another quantization, dtype or checkpoint than the model given, or memory the kernels keep beside it",
-        *rules.weight_notes(held.weight_dtype)))
+        *rules.weight_notes(held.weight_dtype)))  # type: ignore[union-attr,misc]  # vLLM's rules set weight_notes
     checks.append(LineCheck(n, text, "Model loading (weights)", f"{digits} {unit}", f"{shown} GiB", ok, cause))
 
 
