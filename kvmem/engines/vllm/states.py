@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...configs.fields import Fields
 from ...errors import ConfigError
-from ...layer import Layer
+from ...layer import Layer, RecurrentState
 from ...model import Model
 from ...parallel import divides, require_divides
 from .formats import MODEL_DTYPE_BYTES, STATE_DTYPES
@@ -24,7 +24,8 @@ __all__ = ["state_dtype_bytes", "state_elements", "config_int"]
 def state_dtype_bytes(model: Model, opts: VllmOptions, notes: list) -> tuple[int, int]:
     """(conv state bytes, ssm state bytes) per element, with vLLM's per-model hooks."""
     model_bytes = MODEL_DTYPE_BYTES.get(model.dtype, 2)
-    conv = model_bytes if opts.mamba_cache_dtype == "auto" else STATE_DTYPES[opts.mamba_cache_dtype]
+    # MODEL_DTYPE_BYTES and STATE_DTYPES hold float names only, whose bytes float_bytes never leaves None
+    conv: int = model_bytes if opts.mamba_cache_dtype == "auto" else STATE_DTYPES[opts.mamba_cache_dtype]  # type: ignore[assignment]
     ssm_option = opts.mamba_ssm_cache_dtype
     if model.model_type == "kimi_linear" and ssm_option not in ("auto", "float32", "fp32"):
         # kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention.get_state_dtype passes no
@@ -135,7 +136,7 @@ def _divide(what: str, value: int, tp: int) -> int:
 
 def state_elements(model: Model, layer: Layer, tp: int, num_spec: int) -> tuple[int, int]:
     """(conv elements, ssm elements) of one sequence's state on one tensor-parallel rank."""
-    state = layer.state
+    state: RecurrentState = layer.state  # type: ignore[assignment]  # callers pass stateful layers only
     kind = model.model_type
     if kind in MAMBA1_TYPES:   # mamba1_state_shape: no speculative conv columns
         inner = _divide("mamba inner channels", state.conv_channels, tp)
