@@ -204,9 +204,9 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         # its per-token cost is KVCacheManagerV2's K and V: MiniMaxM3KVCacheManagerV2 overrides neither
         # get_cache_size_per_token nor get_cache_bytes_per_token, so its index key is in no per-token cost
         # (trtllm@0462117e tensorrt_llm/_torch/attention_backend/sparse/minimax_m3/cache_manager.py#L132-L450)
-        layers = pp_layers(model.num_layers, pp)[0]
+        m3_layers = pp_layers(model.num_layers, pp)[0]
         return sum(2 * k_dtype.row_bytes(kv_heads_per_rank(model.layers[i].kv_heads, tp) * model.layers[i].head_dim_k)
-                   for i in layers)
+                   for i in m3_layers)
     attention = [layer for layer in model.layers if layer.caches_tokens]
     if not attention:
         return 0
@@ -228,6 +228,7 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
         kv_heads = Fraction(sum(layer.kv_heads for layer in attention), len(attention))
         elements = 2 * layers * int(first.head_dim_k * kv_heads // tp)
     # trtllm@001541ba tensorrt_llm/_torch/pyexecutor/resource_manager.py#L831-L846: fp8 1 byte, fp4 packed + scales
+    size: int | Fraction
     if k_dtype.name == "fp8_e4m3":
         size = elements
     elif k_dtype.name == "nvfp4":
@@ -242,7 +243,8 @@ def _static_bytes_per_token(model: Model, k_dtype: DType, tp: int, pp: int):
 
 
 def bytes_per_token(model: Model, *, kv_dtype="auto", tp: int = 1, pp: int = 1,
-                    tokens_per_block: int = DEFAULTS["tokens_per_block"], allocated: bool = False):
+                    tokens_per_block: int = DEFAULTS["tokens_per_block"],  # type: ignore[assignment]  # an int: 32
+                    allocated: bool = False):
     """TRT-LLM's bytes per token on the first pipeline rank: the estimate it sizes the pool
     with ("kv size is N"; rule 2), or with ``allocated`` what each token then takes (rule 1)."""
     require_positive_int("tokens_per_block", tokens_per_block)

@@ -52,7 +52,7 @@ def printed(lines: list[str]) -> dict:
 
 
 def read(lines: list[str]) -> dict:
-    found = {}
+    found: dict = {}
     for n, line in enumerate(lines, 1):
         for name, pattern, marker in (("available", AVAILABLE, "Memory usage"), ("blocks", BLOCKS, "Number of"),
                                       ("allocated", ALLOCATED, "Allocated"), ("using", USING, "Using")):
@@ -75,6 +75,7 @@ def read(lines: list[str]) -> dict:
 def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None = None,
           **options) -> tuple[dict, list[LineCheck], list[str]]:
     del info                                   # every setting TRT-LLM's lines depend on is an option
+    settings: dict
     settings, checks, notes = {}, [], []
     options.pop("max_model_len", None)
     fraction = _fraction(options.pop("free_gpu_memory_fraction", 0.9))

@@ -125,8 +125,8 @@ def state_bytes_of(model: Model, i: int, tp: int) -> int:
         # head_dim, W], "the full FLA ShortConvolution cache window") and an earlier stored copy of config_utils.py
         # builds (conv_kernel = short_conv_kernel_size + 1); at 00679c66 conv_kernel is short_conv_kernel_size
         # (#L581), one column fewer (#L527): which of the two 065ff9e9 runs is not known
-        conv = state_share(state.conv_channels * state.conv_kernel, state.ssm_heads, tp)
-        ssm = state_share(state.ssm_elements, state.ssm_heads, tp)
+        conv = state_share(state.conv_channels * state.conv_kernel, state.ssm_heads, tp)  # type: ignore[union-attr]  # a LINEAR layer's
+        ssm = state_share(state.ssm_elements, state.ssm_heads, tp)  # type: ignore[union-attr]  # a LINEAR layer's
         return dtype(model.dtype).row_bytes(conv) + dtype("fp32").row_bytes(ssm)
     # the whole state in the model's dtype (a config's mamba_ssm_dtype is not checked against TRT-LLM)
     return state_bytes(state, model.dtype, tp, ssm_dtype=model.dtype)
@@ -173,7 +173,7 @@ def gemma4_layout(model: Model) -> list[tuple[int, int, int]]:
             layout.append((kv_heads, head_dim, window))
         else:
             layout.append((global_heads if k_eq_v else kv_heads, config.get("global_head_dim"), 0))
-    return layout
+    return layout  # type: ignore[return-value]  # the config's heads and dims are ints (check_gemma4)
 
 
 def check_gemma4(model: Model) -> None:
