@@ -27,7 +27,7 @@ _N_FF = 32
 def _field(model: Model, name: str, default=None):
     cfg = model.config or {}
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
-    return cfg.get(name, text.get(name, default))
+    return cfg.get(name, text.get(name, default))  # type: ignore[union-attr]  # text: a dict (isinstance above)
 
 
 def write_gguf(model: Model, path: str) -> str:
@@ -127,8 +127,8 @@ def write_gguf(model: Model, path: str) -> str:
         # src/models/minimax-01.cpp: lightning layers ((il + 1) % 8 != 0, no layer list in the GGUF) hold a fused
         # attn_qkv, attn_norm_2 and attn_gate; the full layers Q/K/V; every layer two experts
         dk = _field(model, "head_dim") or n_embd // n_head   # key_length: the lightning layers' head size too
-        kv = max((layer.kv_heads for layer in layers if layer.caches_tokens), default=1)
-        w.add_head_count_kv(kv)
+        kv_max = max((layer.kv_heads for layer in layers if layer.caches_tokens), default=1)
+        w.add_head_count_kv(kv_max)
         w.add_key_length(dk)
         w.add_value_length(dk)
         w.add_rope_dimension_count(dk)
@@ -144,8 +144,8 @@ def write_gguf(model: Model, path: str) -> str:
                 t(b + "attn_gate.weight", n_embd, dk * n_head)
             else:
                 t(b + "attn_q.weight", n_embd, dk * n_head)
-                t(b + "attn_k.weight", n_embd, kv * dk)
-                t(b + "attn_v.weight", n_embd, kv * dk)
+                t(b + "attn_k.weight", n_embd, kv_max * dk)
+                t(b + "attn_v.weight", n_embd, kv_max * dk)
             t(b + "attn_output.weight", dk * n_head, n_embd)
             t(b + "ffn_norm.weight", n_embd)
             t(b + "ffn_gate_inp.weight", n_embd, 2)
@@ -155,7 +155,7 @@ def write_gguf(model: Model, path: str) -> str:
     elif arch == "mamba":
         # conversion/mamba.py set_gguf_parameters and src/models/mamba.cpp load_arch_tensors (d_inner = 2 x n_embd)
         state = layers[0].state
-        d_inner, d_conv, d_state = state.conv_channels, state.conv_kernel, state.ssm_elements // state.conv_channels
+        d_inner, d_conv, d_state = state.conv_channels, state.conv_kernel, state.ssm_elements // state.conv_channels  # type: ignore[union-attr]  # mamba: every layer a state
         dt_rank = -(n_embd // -16)
         w.add_ssm_conv_kernel(d_conv)
         w.add_ssm_inner_size(d_inner)
@@ -231,13 +231,13 @@ def write_gguf(model: Model, path: str) -> str:
                 t(b + "indexer.attn_q_b.weight", q_lora, index_heads * index_dim)
             _ffn(t, b, n_embd)
     else:
-        kv = {layer.kv_heads for layer in layers}
+        kv_sizes = {layer.kv_heads for layer in layers}
         head_k = {layer.head_dim_k for layer in layers}
         head_v = {layer.head_dim_v for layer in layers}
-        if len(kv) != 1 or len(head_k) != 1 or len(head_v) != 1:
+        if len(kv_sizes) != 1 or len(head_k) != 1 or len(head_v) != 1:
             raise ValueError(f"{model.name}: per-layer KV heads or head dims differ; the GGUF writer here "
                              "takes one value per model")
-        n_head_kv, dk, dv = kv.pop(), head_k.pop(), head_v.pop()
+        n_head_kv, dk, dv = kv_sizes.pop(), head_k.pop(), head_v.pop()
         w.add_head_count_kv(n_head_kv)
         w.add_key_length(dk)
         w.add_value_length(dv)
@@ -281,7 +281,7 @@ def write_gguf(model: Model, path: str) -> str:
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
-    fout = w.fout[0]
+    fout = w.fout[0]  # type: ignore[index]  # write_header_to_file opened it
     fout.flush()
     start = pad(fout.tell(), w.data_alignment)
     size = sum(pad(ti.nbytes, w.data_alignment) for ti in w.tensors[0].values())

@@ -125,8 +125,8 @@ def load(path: str, *, no_alloc: bool = False, n_ctx: int = 4096, n_ubatch: int 
         lib.llama_free(context)
     finally:
         lib.llama_model_free(model)
-    out = {"size": int(size), "buffers": {"CPU KV": []}, "caches": []}
-    cache = None
+    out: dict = {"size": int(size), "buffers": {"CPU KV": []}, "caches": []}
+    cache: dict | None = None
     for line in "".join(lines).splitlines():
         line = line.strip()
         m = BUFFER_LINE.match(line)

@@ -50,12 +50,12 @@ def _supported(model: Model) -> bool:
     return len({(layer.kv_heads, layer.head_dim_k, layer.head_dim_v) for layer in model.layers}) == 1
 
 
-def directed_cases() -> list[tuple[str, Model, dict]]:
-    settings = [dict(num_tokens=1000, kv_dtype="bf16", page_size=1), dict(num_tokens=4096, kv_dtype="fp8_e4m3",
-                page_size=16), dict(num_tokens=777, kv_dtype="fp16", page_size=64, tp=2),
-                dict(num_tokens=300, kv_dtype="fp32", page_size=1), dict(num_tokens=2048, kv_dtype="fp8_e5m2",
-                page_size=32)]
-    out = []
+def directed_cases() -> list[tuple[str, Model | None, dict]]:
+    settings: list[dict] = [
+        dict(num_tokens=1000, kv_dtype="bf16", page_size=1), dict(num_tokens=4096, kv_dtype="fp8_e4m3", page_size=16),
+        dict(num_tokens=777, kv_dtype="fp16", page_size=64, tp=2), dict(num_tokens=300, kv_dtype="fp32", page_size=1),
+        dict(num_tokens=2048, kv_dtype="fp8_e5m2", page_size=32)]
+    out: list[tuple[str, Model | None, dict]] = []
     for name in list_models():
         model = get_model(name)
         if not _supported(model):
@@ -93,7 +93,7 @@ def family_cases(seed: int = 0, variations: int = 2) -> list[tuple[str, Model | 
     """The opt-in families' configs (kvmem/oracles/sglang_families.py) and ``variations`` seeded variations
     of each, judged by SGLang's ModelConfig (run_case: the setting holds the config and tp)."""
     from . import sglang_families
-    out = []
+    out: list[tuple[str, Model | None, dict]] = []
     for name, cfg in sglang_families.base_configs():
         out.append((f"family {name}", None, {"config": cfg, "tp": 1}))
         for i, (varied, tp) in enumerate(sglang_families.variations(cfg, variations, seed)):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import types
 
+from ..engines.sglang.details import SglangCapacityDetails
 from ..engines.sglang.hicache import model_hicache_tier
+from ..engines.vllm.offload import OffloadTier
 from .report import Check
 
 GIB = 1 << 30
@@ -90,7 +92,8 @@ def run_case(name: str, model, *, kv_memory: int, tp: int = 1, host_available_by
     except ValueError as error:
         ours, refused = None, str(error)
     from ..engines import capacity
-    d = capacity(model, engine="sglang", kv_memory=kv_memory, tp=tp, max_model_len=None).details
+    d: SglangCapacityDetails = capacity(  # type: ignore[assignment]  # engine="sglang": SGLang's record
+        model, engine="sglang", kv_memory=kv_memory, tp=tp, max_model_len=None).details
     spt = _size_per_token(s, model, tp)
     checks = [Check(name, "size_per_token", d.cell_bytes_per_token, spt)]
     ratio = 2.0 if hicache_ratio is None else hicache_ratio
@@ -137,12 +140,12 @@ def run_swa_case(name: str, model, *, kv_memory: int, host_available_bytes: int,
 
     from ..engines import capacity
     try:
-        ours = model_hicache_tier(model, kv_memory=kv_memory, ranks_per_node=1,
-                                  host_available_bytes=host_available_bytes, hicache_ratio=hicache_ratio,
-                                  hicache_size=hicache_size)
+        ours: OffloadTier = model_hicache_tier(model, kv_memory=kv_memory, ranks_per_node=1,
+                                               host_available_bytes=host_available_bytes,
+                                               hicache_ratio=hicache_ratio, hicache_size=hicache_size)
         refused = None
     except ValueError as error:
-        ours, refused = None, str(error)
+        ours, refused = None, str(error)  # type: ignore[assignment]  # read below only when refused is None
     pools = sorted(capacity(model, engine="sglang", kv_memory=kv_memory, max_model_len=None).details.pools,
                    key=lambda p: p["role"])
     stubs = [types.SimpleNamespace(get_kv_size_bytes=lambda p=p: (p["k_bytes"], p["v_bytes"])) for p in pools]

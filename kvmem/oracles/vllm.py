@@ -52,10 +52,10 @@ def version() -> str:
     return vllm.__version__
 
 
-def directed_cases() -> list[tuple[str, Model, dict]]:
+def directed_cases() -> list[tuple[str, Model | None, dict]]:
     """Every attention-only preset across memory, max_model_len (auto too), block size, T, hybrid on/off, tp."""
-    out = []
-    settings = [dict(kv_memory=3 * GIB, max_model_len=None), dict(kv_memory=20 * GIB, max_model_len=32768),
+    out: list[tuple[str, Model | None, dict]] = []
+    settings: list[dict] = [dict(kv_memory=3 * GIB, max_model_len=None), dict(kv_memory=20 * GIB, max_model_len=32768),
                 dict(kv_memory=8 * GIB, max_model_len=131072, max_num_batched_tokens=2048),
                 dict(kv_memory=40 * GIB, max_model_len=None, block_size=32, hybrid_kv_cache_manager=False),
                 dict(kv_memory=GIB, max_model_len=8192, tp=2)]
@@ -122,7 +122,7 @@ def random_inkling_case(seed: int) -> tuple[str, Model, dict]:
     heads, swa_heads = rng.choice((4, 8, 16)), rng.choice((4, 8, 16))
     kv, swa_kv = rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4, 8, 16))
     kv, swa_kv = min(kv, heads), min(swa_kv, swa_heads)
-    text = dict(model_type="inkling_text", hidden_size=rng.choice((512, 1024, 2048)), num_hidden_layers=n,
+    text: dict = dict(model_type="inkling_text", hidden_size=rng.choice((512, 1024, 2048)), num_hidden_layers=n,
                 num_attention_heads=heads, num_key_value_heads=kv, head_dim=rng.choice((64, 128)),
                 swa_num_attention_heads=swa_heads, swa_num_key_value_heads=swa_kv,
                 swa_head_dim=rng.choice((64, 128)), sliding_window_size=rng.choice((64, 256, 512)),
@@ -355,7 +355,7 @@ def run_case(name: str, model: Model, setting: dict) -> list[Check]:
     memory = setting["kv_memory"]
     auto = setting["max_model_len"] is None
     # vLLM refuses a max_model_len above the model's own (ModelConfig), so no case asks for one
-    length = min(setting["max_model_len"] or model.max_position_embeddings, model.max_position_embeddings)
+    length: int = min(setting["max_model_len"] or model.max_position_embeddings, model.max_position_embeddings)  # type: ignore[type-var, assignment]  # every case sets max_position_embeddings
     ours = capacity(model, engine="vllm", kv_memory=memory, max_model_len=length, tp=tp,
                     block_size=block_size, max_num_batched_tokens=batched, hybrid_kv_cache_manager=hybrid)
     # the MLA backend's forced block size is CUDA platform code (vllm/platforms/cuda.py): kvmem's
