@@ -188,7 +188,7 @@ def reach_config(config: dict, *, path: str = "", name: str | None = None, engin
                           engines={e: {"status": NOT_YET, "reason": f"the reader refuses the config: {refusal}"}
                                    for e in names})
     layers = dict(sorted(Counter(str(getattr(layer.kind, "value", layer.kind)) for layer in model.layers).items()))
-    results = {}
+    results: dict[str, dict] = {}
     for engine in names:
         try:
             estimate = engine_estimate(model, engine=engine, tokens=tokens)

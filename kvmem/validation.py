@@ -23,7 +23,7 @@ CUDA_REPORT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "validation
 # full run and for --quick. Token counts are small so that the whole suite runs in well under
 # two minutes on two CPU cores with every layer at its real shape; prompt < tokens adds decode
 # steps after the prefill (cat growth, residual flushes, sliding-window rolls).
-SUITE = (
+SUITE: tuple[dict, ...] = (
     dict(model="gpt2", engine="toy", batch=2, full=(64, 56), quick=(10, 8), about="MHA, the seed's cat-grown cache"),
     dict(model="llama-2-7b", engine="hf-dynamic", batch=2, full=(40, 32), quick=(10, 8),
          about="MHA, DynamicLayer cat growth"),

@@ -190,7 +190,7 @@ def _model_options() -> frozenset:
 def _model_input(model: Model) -> dict:
     if model.name in list_models() and model == as_model(model.name):
         return {"preset": model.name}
-    out = {"name": model.name}
+    out: dict = {"name": model.name}
     if model.checkpoint is not None:        # its weights came from the headers: only they give the same bytes
         if model.hf_id:
             out["hf_id"] = model.hf_id
@@ -258,7 +258,7 @@ def _gpu_back(spec) -> GPU:
 
 def _sources(model: Model, gpu: GPU) -> dict:
     """Where the model's config and published facts, and the GPU's figures, were read."""
-    out = {"model": {"name": model.name, "hf_id": model.hf_id, "config": model.source}}
+    out: dict[str, dict] = {"model": {"name": model.name, "hf_id": model.hf_id, "config": model.source}}
     if {"preset": model.name} == _model_input(model):
         published = preset(model.name).get("published") or {}
         out["model"]["published"] = published

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ...facts import MoeShape
 from ...layer import MLA
 from ...model import Model
 from ...parallel import attention_tp, expert_share, replicated_excess
@@ -81,7 +82,7 @@ def _attention_widening(weights, model: Model, tp: int, attn_tp: int) -> Fractio
     widen = Fraction(1, attn_tp) - Fraction(1, tp)
     if any(layer.kind == MLA for layer in model.layers):
         attn, replicated = _mla_attention_params(model)
-        kv = ()
+        kv: tuple[tuple[int, int], ...] = ()
     else:
         attn, kv = _gqa_attention_params(model)
         replicated = 0
@@ -139,7 +140,7 @@ def weights_per_device(weights, model: Model, *, tp: int, pp: int, dp: int = 1,
         notes.append(f"--moe-dense-tp-size 1: the {model.config['first_k_dense_replace']} dense MLP layers whole on "
                      "every GPU")
     if redundant:
-        moe = model.facts.moe
+        moe: MoeShape = model.facts.moe     # type: ignore[assignment]  # redundant experts: check() found a MoE
         extra += weights.expert_bytes * (expert_share(tp, moe.experts, redundant) - Fraction(1, tp))
         notes.append(f"{redundant} redundant experts: {moe.experts + redundant} physical experts")
     return base + int(extra), tuple(notes)

@@ -102,9 +102,9 @@ def _split_swa(layout: Layout, stage: range, tokens: int, rest: int, ratio, draf
     the printed counts come out the same; bytes stay exact integers (sglang@v0.5.23
     python/sglang/srt/model_executor/pool_configurator.py#L859-L893 HybridSWAPoolConfigurator._solve_pool_sizes)."""
     page = layout.page_size
-    full, swa = set(layout.full), set(layout.swa)
-    n_full = sum(i in full for i in stage)
-    n_swa = sum(i in swa for i in stage)
+    full_ids, swa_ids = set(layout.full), set(layout.swa)
+    n_full = sum(i in full_ids for i in stage)
+    n_swa = sum(i in swa_ids for i in stage)
     if n_swa == 0:
         return tokens, 0
     if n_full == 0:
@@ -177,7 +177,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
     page = layout.page_size
     notes += layout.notes
     draft_cell = 0
-    best = None
+    best: tuple[int, range, int, mamba.StatePool | None, int] | None = None     # (tokens, stage, cell, state, rest)
     full_layers = set(layout.full)
     requested = options.get("max_running_requests")
     if requested is None and drafting.algorithm is not None:
@@ -217,7 +217,7 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
         tokens = (int(rest // cell) if cell else max_model_len or model.max_position_embeddings or 2048) // page * page
         if best is None or tokens < best[0]:
             best = (tokens, stage, cell, state, rest)
-    tokens, stage, cell, state, rest = best
+    tokens, stage, cell, state, rest = best     # type: ignore[misc]  # pp_stages gives at least one stage
     if state is not None and state.slots <= 0:
         return _refused(model, kv_memory, layout, cell, tokens, notes, mamba.too_small(kv_memory, state), state)
     if tokens <= 0:
@@ -247,13 +247,13 @@ def capacity(model: Model, *, kv_memory: int, kv_dtype, tp: int, pp: int, max_mo
                         state)
     if concurrency is not None and slots is not None:
         concurrency = min(concurrency, float(requests))
-    extra = {"max_running_requests": requests}
+    extra: dict = {"max_running_requests": requests}
     if layout.swa:
         extra.update(full_layer_tokens=full, swa_layer_tokens=swa)
     if slots is not None:
         extra.update(max_mamba_cache_size=slots, mamba_bytes_per_request=per_request)
         notes.append(f"{slots:,} Mamba state slots (and a padding slot) take "
-                     f"{state.conv_bytes + state.ssm_bytes:,} B of the budget first "
+                     f"{state.conv_bytes + state.ssm_bytes:,} B of the budget first "  # type: ignore[union-attr]  # slots set: a state pool
                      f"(mamba_full_memory_ratio {options['mamba_full_memory_ratio']}); SGLang admits "
                      f"{requests:,} requests at once (max_running_requests)")
     if full > 0:

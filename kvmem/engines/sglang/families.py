@@ -183,7 +183,8 @@ def expanded_mla_shape(model: Model) -> tuple[int, int]:
     hands it per-head K of qk_nope_head_dim + qk_rope_head_dim and V of v_head_dim (modeling_mistral4.py
     expand_kv, #L441-L500) for num_attention_heads heads, so the three widths must be head_dim and the KV heads the
     query heads."""
-    cfg = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else model.config
+    cfg: dict = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else \
+        model.config     # type: ignore[assignment]  # a dict either way: the isinstance test
     t = model.model_type
     archs = model.config.get("architectures") or []
     if t == "mistral4" and "Mistral3ForConditionalGeneration" in archs:
@@ -226,8 +227,8 @@ def check(model: Model, tp: int = 1, pp: int = 1) -> None:
     if model.model_type in BACKEND_WITH_PLANS and tp > 1:
         # sglang@v0.5.23 python/sglang/srt/models/transformers.py#L943-L949: RadixAttention(num_heads=divide(
         # num_heads, tp), num_kv_heads=divide(num_kv_heads, tp)); distributed/utils.py#L75-L79 divide asserts it
-        kv = {layer.kv_heads for layer in model.layers if layer.kv_heads}
-        bad = sorted(h for h in kv if not divides(tp, h))
+        kv_counts = {layer.kv_heads for layer in model.layers if layer.kv_heads}
+        bad = sorted(h for h in kv_counts if not divides(tp, h))
         if bad:
             raise ValueError(f"SGLang 0.5.23 runs {model.model_type} through its Transformers backend, whose "
                              f"RadixAttention divides the {bad[0]} KV heads by tp {tp} (divide() asserts "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ...host import HostInput, HostTerm
 from ..vllm.offload import OffloadTier
+from .details import SglangCapacityDetails
 
 GIB = 1 << 30
 HOST_RESERVE_BYTES = 10 * GIB            # pool_host/base.py#L28 HICACHE_HOST_MEMORY_RESERVE_BYTES
@@ -69,7 +70,7 @@ def hicache_tier(*, device_tokens: int, size_per_token: int, page_size: int, dev
             notes.append(f"ratio {ratio:g} as asked: SGLang lowers it until the pools fit "
                          f"{fraction:g} of the host's free RAM, which kvmem was not given (--host-memory)")
         else:
-            budget = int(available * fraction)
+            budget = int(available * fraction)     # type: ignore[operator]  # host_available_bytes given: available set
             requested = ratio
             ratio = min(requested, budget * (1 - ALLOCATION_SLACK) / device_pool_bytes)
             if ratio <= 0:       # hicache_auto_size.py#L108-L112
@@ -120,7 +121,7 @@ def model_hicache_tier(model, *, kv_memory: int, tp: int = 1, pp: int = 1, kv_dt
     from ...engines import capacity
     cap = capacity(model, engine="sglang", kv_memory=kv_memory, kv_dtype=kv_dtype, tp=tp, pp=pp,
                    max_model_len=None)
-    d = cap.details
+    d: SglangCapacityDetails = cap.details     # type: ignore[assignment]  # engine="sglang": its details
     ranks = ranks_per_node or tp * pp
     roles = sorted(p["role"] for p in d.pools)
     if d.layout not in ("mha", "mla") or roles not in (["full"], ["full", "swa"]) or d.max_mamba_cache_size:

@@ -32,7 +32,7 @@ A release other than 0.5.23 is refused by name.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...launch.base import (
     Flag,
@@ -51,6 +51,10 @@ from .draft import DRAFT_DEFAULTS
 from .mamba import resolve_extra_buffer
 from .parallel import PARALLEL_DEFAULTS
 from .pools import DEFAULTS
+
+if TYPE_CHECKING:                 # annotations only: not imported at run time
+    from ...sizing.results import Fit
+    from ...sizing.setup import Setup
 
 RELEASE = "SGLang 0.5.23"
 PROGRAM = ("python", "-m", "sglang.launch_server")
@@ -111,7 +115,7 @@ def kv_cache_dtype(inp: Inputs) -> str:
 
 
 def flags(inp: Inputs) -> tuple[Flag, ...]:
-    s, fit, opts = inp.setup, inp.fit, inp.options
+    s, fit, opts = cast("Setup", inp.setup), cast("Fit", inp.fit), inp.options
     if str(opts.get("version", "latest")).lower() not in ("latest", "0.5.23", "v0.5.23"):
         raise PlanRefused(f"sglang: the command is for {RELEASE}; version={opts['version']!r} has other flags")
     refuse_options("sglang", opts, set(_VALUED) | set(_SWITCHES) | {"mamba_ssm_dtype", "max_mamba_cache_size"},

@@ -13,7 +13,7 @@ from numbers import Real
 
 from ...configs.fields import Fields
 from ...dtypes import DType, dtype
-from ...layer import FULL, LINEAR, MLA, SHARED, SLIDING
+from ...layer import FULL, LINEAR, MLA, SHARED, SLIDING, RecurrentState
 from ...model import Model
 from ...parallel import divides, kv_heads_per_rank, pp_stages, require_divides
 from ...units import require_positive_int
@@ -169,7 +169,7 @@ def _check_options(page_size, swa_full_tokens_ratio, disable_hybrid_swa_memory,
     require_positive_int("page_size", page_size)
     for name, value in (("swa_full_tokens_ratio", swa_full_tokens_ratio),
                         ("mamba_full_memory_ratio", mamba_full_memory_ratio)):
-        if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+        if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:  # type: ignore[operator]  # numbers.Real has no comparison in typeshed
             raise ValueError(f"{name} must be a positive number, got {value!r}")
     if not isinstance(disable_hybrid_swa_memory, bool):
         raise ValueError(f"disable_hybrid_swa_memory must be True or False, got {disable_hybrid_swa_memory!r}")
@@ -229,7 +229,7 @@ def _step3p5_swa_kv_heads(model: Model, kv_heads: int) -> int:
     (sglang@v0.5.23 python/sglang/srt/models/step3p5.py#L443-L451; configs/model_config.py#L1713-L1724
     get_swa_num_kv_heads sizes the SWA pool from it)."""
     cfg = model.config.get("text_config") if isinstance(model.config.get("text_config"), dict) else model.config
-    other = cfg.get("attention_other_setting")
+    other = cfg.get("attention_other_setting")     # type: ignore[union-attr]  # cfg is a dict: isinstance above
     groups = other.get("num_attention_groups") if isinstance(other, dict) else None
     if groups is None:
         return kv_heads
@@ -279,7 +279,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
                   and any(layer.kind.windowed for layer in layers))
     if linear:
         full = tuple(i for i, layer in enumerate(layers) if layer.kind in (FULL, MLA))
-        swa = ()
+        swa: tuple[int, ...] = ()
     elif hybrid_swa:
         swa = tuple(i for i, layer in enumerate(layers) if layer.kind.windowed)
         full = tuple(i for i in range(len(layers)) if i not in swa)
@@ -305,9 +305,10 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
     # the Transformers backend runs these MLA families as MHA of the expanded heads (families.expanded_mla_shape)
     expanded = expanded_mla_shape(model) if model.model_type in EXPANDED_MLA else None
     mla = [layers[i] for i in full if layers[i].kind == MLA and expanded is None]
+    cell: dict[str, int | Fraction]     # role -> bytes per token per layer (nvfp4: a Fraction)
     k_row, v_row, cell, sparse_index = {}, {}, {}, {}
     index_row = window = 0
-    indexed = frozenset()
+    indexed: frozenset[int] = frozenset()
     if mla:
         if any(layers[i].kind.per_head for i in full) or swa:
             raise ValueError(f"SGLang's pool is either MLA or per-head (with or without a window pool); "
@@ -388,7 +389,7 @@ def make_layout(model: Model, *, kv_dtype, tp: int, pp: int = 1, page_size: int,
             raise ValueError(f"SGLang 0.5.23's Mamba2 mixer asserts \"If tensor parallel world size does not divide "
                              f"num_groups, then num_groups must equal 1.\" (tp {tp}, n_groups {groups})")
     for i in linear:
-        state = layers[i].state
+        state: RecurrentState = layers[i].state     # type: ignore[assignment]  # a linear layer keeps a state
         require_divides(tp, state.conv_channels, f"conv channels of layer {i}")
         if state.ssm_elements:   # LFM2's short convolutions keep no recurrent state (configs/lfm2.py)
             require_divides(tp, state.ssm_heads, f"recurrent-state heads of layer {i}")
@@ -446,7 +447,7 @@ def state_parts_of(model: Model, layout: Layout, i: int, tp: int) -> tuple[int, 
     """One request's (conv, SSM) state bytes in layer ``i`` on one rank (MambaPool shapes)."""
     if i in layout.states:
         return layout.states[i]
-    state = model.layers[i].state
+    state: RecurrentState = model.layers[i].state     # type: ignore[assignment]  # layout.linear: layers with a state
     channels = state.conv_channels + _extra_conv_channels(model, tp)
     conv = channels // tp * max(state.conv_kernel - 1, 0) * layout.conv_bytes
     return conv, layout.ssm_dtype.row_bytes(state.ssm_elements // tp)
