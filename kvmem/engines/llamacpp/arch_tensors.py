@@ -149,8 +149,7 @@ def _dense(b: str, h: int, f: int) -> list:
 
 def _gpt_oss(model: Model, h: int) -> list:
     # arch_specs refuses gpt-oss without MoE, so facts.moe is set here
-    n_head, e = model.num_attention_heads, model.facts.moe.experts  # type: ignore[union-attr]  # set: above
-    f = model.facts.moe.intermediate_size  # type: ignore[union-attr]  # set: above
+    n_head, e, f = model.num_attention_heads, model.facts.moe.experts, model.facts.moe.intermediate_size  # type: ignore[union-attr]  # set: above
     out: list[tuple[str, tuple[int, ...]]] = []
     for i, layer in enumerate(model.layers):
         b, hd = f"blk.{i}.", layer.head_dim_k
