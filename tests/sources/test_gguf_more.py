@@ -5,6 +5,7 @@ equal the config's. tests/oracles/test_gguf_more_oracle.py has llama.cpp itself 
 
 from __future__ import annotations
 
+import copy
 import json
 
 import gguf
@@ -52,7 +53,7 @@ def small_config(model_type: str, **fields) -> dict:
 def preset_config(name: str) -> dict:
     """A preset's config; Gemma 3n's (text fields only) completed by transformers' Gemma3nTextConfig, whose
     altup and per-layer-input fields the converter reads (conversion/gemma.py L533-L538)."""
-    cfg = dict(kvmem.get_model(name).config)
+    cfg = copy.deepcopy(kvmem.get_model(name).config)     # a copy: the callers change nested dicts (text_config)
     if cfg["model_type"] == "gemma3n":
         from transformers import AutoConfig
         text = cfg["text_config"]
