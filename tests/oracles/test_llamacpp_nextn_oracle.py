@@ -152,22 +152,7 @@ MTP_QUANT = [("deepseek-v3.2", "q5_k_m"), ("glm-5.2", "q4_k_m"), ("glm-4.7", "q3
 def test_quantiser_types_the_trunk_of_an_mtp_file(preset, fmt, tmp_path):
     # the other MTP-carrying presets: every trunk tensor's type as llama-quantize gives it in the default
     # converter's file (the MTP block's tensors counted by the quantiser, not listed by kvmem)
-    import gguf
-
-    from kvmem.engines.llamacpp.quant_mix import FTYPES
-    from kvmem.engines.llamacpp.tensors import source_type
-    from tests.oracles.test_llamacpp_layout_families_oracle import _dry_run
-    model = get_model(preset)
-    arch, n = ARCHS[model.model_type], model.num_layers
-    tensors = synthesised_tensors(model, fmt)
-    rows = [(name, ne, source_type(name, ne, "f16") if not name.startswith(f"blk.{n}.nextn.") else dtype)
-            for name, ne, dtype in _with_mtp_block(model, tensors)]
-    source = str(tmp_path / "source.gguf")
-    writer = gguf.GGUFWriter(source, arch)
-    write_metadata(writer, model, arch, fmt, mtp=True)
-    write_sparse(writer, rows)
-    theirs = in_child(_dry_run, source, FTYPES[fmt][0])
-    ours = {t.name: t.dtype for t in tensors}
+    ours, theirs = _quantised(get_model(preset), fmt, tmp_path)
     assert {name: theirs[name] for name in ours} == ours
 
 
@@ -176,12 +161,19 @@ def test_quantiser_counts_the_mtp_block(tmp_path):
     # default (61 trunk layers + the MTP block: 62) under Q5_K_M gives ffn_down_exps of layer il Q6_K where
     # use_more_bits(il, 62): il < 62/8 = 7, il >= 7 x 62/8 = 54, or (il - 7) % 3 == 2. Layer 53: 53 < 54 and
     # 46 % 3 = 1, so Q5_K (with the trunk's 61 it would be Q6_K: 53 >= 7 x 61/8 = 53)
+    ours, theirs = _quantised(get_model("deepseek-v3.2"), "q5_k_m", tmp_path)
+    assert ours["blk.53.ffn_down_exps.weight"] == "Q5_K" and ours["blk.54.ffn_down_exps.weight"] == "Q6_K"
+    assert {name: theirs[name] for name in ours} == ours
+
+
+def _quantised(model, fmt, tmp_path) -> tuple[dict, dict]:
+    """(kvmem's type of each tensor in ``fmt``, llama-quantize's dry run of the default converter's f16 file, MTP
+    block included)."""
     import gguf
 
     from kvmem.engines.llamacpp.quant_mix import FTYPES
     from kvmem.engines.llamacpp.tensors import source_type
     from tests.oracles.test_llamacpp_layout_families_oracle import _dry_run
-    model, fmt = get_model("deepseek-v3.2"), "q5_k_m"
     arch, n = ARCHS[model.model_type], model.num_layers
     tensors = synthesised_tensors(model, fmt)
     rows = [(name, ne, source_type(name, ne, "f16") if not name.startswith(f"blk.{n}.nextn.") else dtype)
@@ -190,7 +182,4 @@ def test_quantiser_counts_the_mtp_block(tmp_path):
     writer = gguf.GGUFWriter(source, arch)
     write_metadata(writer, model, arch, fmt, mtp=True)
     write_sparse(writer, rows)
-    theirs = in_child(_dry_run, source, FTYPES[fmt][0])
-    ours = {t.name: t.dtype for t in tensors}
-    assert ours["blk.53.ffn_down_exps.weight"] == "Q5_K" and ours["blk.54.ffn_down_exps.weight"] == "Q6_K"
-    assert {name: theirs[name] for name in ours} == ours
+    return {t.name: t.dtype for t in tensors}, in_child(_dry_run, source, FTYPES[fmt][0])
