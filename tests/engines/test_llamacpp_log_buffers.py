@@ -30,12 +30,13 @@ def test_an_ollama_log_checks_every_buffer_it_prints():
                          "V (f16):  512.00 MiB"),
         ("CUDA0 compute buffer", "560.00 MiB"), ("CUDA_Host compute buffer", "24.01 MiB")]
     assert r.notes == ()
-    # read as a current build, the CUDA0 compute buffer is kvmem's estimate: said in a note, not checked (a
-    # current llama-server reserves one output row per slot, PR #23861: 4 rows of logits, not 512)
+    # read as a current build, the CUDA0 compute buffer is that build's graph (a current llama-server reserves one
+    # output row per slot, PR #23861: 4 rows of logits, not 512): 168.01 MiB, checked, so the line fails and says why
     current = check_log(OLLAMA_8B, "llama-3.1-8b", build="current")
-    assert current.matches and current.notes == (
-        "line 21: CUDA0 compute buffer logged 560.00 MiB, kvmem estimates 168.01 MiB (an estimate for this layout, "
-        "kvmem.engines.llamacpp.layouts: not checked)",)
+    failed = [c for c in current.checks if not c.matches]
+    assert not current.matches and current.notes == ()
+    assert [(c.quantity, c.kvmem) for c in failed] == [("CUDA0 compute buffer", "168.01 MiB")]
+    assert "build" in failed[0].cause
 
 
 @pytest.mark.parametrize("old, new, quantity", [
@@ -56,10 +57,16 @@ def test_a_log_without_its_file_type_names_what_is_missing():
     r = check_log(log, "phi-4")
     assert r.matches and [c.quantity for c in r.checks] == ["CUDA0 KV buffer", "llama_kv_cache"]
     assert r.notes[0].startswith("model buffers are not checked: the log prints no file type kvmem lays out")
-    given = check_log(log, "phi-4", weight_format="q4_k_m")
-    # host token_embd Q4_K 100352 x 5120 = 275.62 MiB; CUDA0 8354.71 MiB; the CUDA0 compute buffer 353.01 MiB
+    given = check_log(log, "phi-4", weight_format="q4_k_m", build="2025-12-01")
+    # host token_embd Q4_K 100352 x 5120 = 275.62 MiB; CUDA0 8354.71 MiB; the CUDA0 compute buffer 353.01 MiB, the
+    # host's 23.01 (a late-2025 build: no unused inp_embd input, PR #18550)
     assert given.matches and given.inputs["weight_format"] == ("q4_k_m", "given")
     assert [c.kvmem for c in given.checks if "model" in c.quantity] == ["275.62 MiB", "8354.71 MiB"]
+    # the log dates no build: read as the current one, the host's buffer has the 512 x 5120 x 4 B (10 MiB) input
+    # embeddings PR #18550 added, so that line fails and names the build among the causes
+    current = check_log(log, "phi-4", weight_format="q4_k_m")
+    failed = [(c.quantity, c.kvmem) for c in current.checks if not c.matches]
+    assert failed == [("CUDA_Host compute buffer", "33.01 MiB")] and not current.matches
 
 
 def test_what_the_log_does_not_state_is_named():

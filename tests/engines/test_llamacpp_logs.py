@@ -331,13 +331,13 @@ def test_every_log_is_in_the_docs_table():
     assert partial and all(f"| {i} |" in table for i in partial)
 
 
-def test_partial_offload_is_scheduled_and_not_marked_exact():
+def test_partial_offload_is_scheduled_and_marked_exact():
     # layouts._scheduled: a partial offload gets llama.cpp's graphs as ggml_backend_sched splits them too. Llama-3-8B
     # -ngl 20 on a 2024 build (before PR #18148: the output layer stays on the host): CUDA0 takes the host's
     # prompt-sized products (offload_op, 512 tokens >= 32) on copies of their weights; its peak is the output's:
     # output.weight Q6_K 4096 x 128,256 / 256 x 210 B = 430,940,160 B (410.98 MiB) copied, the logits
     # 512 x 128,256 x 4 B (250.50 MiB) and the final norm 512 x 4096 x 4 B (8.00 MiB): 669.48 MiB, where the
-    # full offload takes 258.50. Neither is marked exact on a GPU.
+    # full offload takes 258.50. Both are the scheduled graph's, marked exact (check-log checks them).
     model = kvmem.get_model("llama-3-8b")
     tensors = synthesised_tensors(model, "q4_k_m")
     full = layout(model, tensors, gpus=("CUDA0",), n_gpu_layers=33, n_ctx=512, flash_attn=False, build="2024-07-01")
@@ -345,7 +345,7 @@ def test_partial_offload_is_scheduled_and_not_marked_exact():
     assert buffer_mib(full.compute_bytes["CUDA0"]) == 258.50
     assert part.placement.output_device == "CPU"
     assert part.compute_bytes["CUDA0"] == 430_940_160 + 512 * 128_256 * 4 + 512 * 4096 * 4 == 701_997_056
-    assert not full.compute_exact.get("CUDA0") and not part.compute_exact.get("CUDA0")
+    assert full.compute_exact["CUDA0"] and part.compute_exact["CUDA0"]
     # -ngl 0 beside a GPU: the GPU holds no layer and still takes the host's prompt-sized products, attention's
     # included (the cache is on the host too): 751.42 MiB, the scheduled graph's figure (no published -ngl 0
     # log of this model pins it); the host-only layout (no GPU) has no such buffer

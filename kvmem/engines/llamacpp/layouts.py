@@ -167,7 +167,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     for d in p.devices:
         if d.device == CPU:
             if gpu_exact:   # the scheduled run's host buffer (GPUs present, whatever they hold)
-                compute[d.device] = gpu_exact[-1]
+                compute[d.device], exact[d.device] = gpu_exact[-1], True
             elif any_gpu:   # else the input embeddings' n_ubatch x hidden x 4 B
                 compute[d.device] = s.n_ubatch * model.hidden_size * 4
             elif not _graph_matches_cache(model, plan):
@@ -194,6 +194,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
             holds = bool(d.layers) or p.output_device == d.device
             # scheduled: a GPU that holds no layer still takes the host's prompt-sized ops (offload_op)
             compute[d.device] = gpu_exact[p.gpus.index(d.device)] if gpu_exact else full if holds else 0
+            exact[d.device] = bool(gpu_exact) or not holds     # the scheduled graph, or nothing to compute
             total[d.device] = d.model_bytes + d.kv_bytes + compute[d.device] + CUDA_CONTEXT_BYTES
         decode[d.device] += d.kv_bytes
     mmproj = {}

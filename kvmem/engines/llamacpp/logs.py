@@ -379,7 +379,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
             "model": "other weights on this device: another file type or -ngl / -ts / -ot than the log states, or "
                      "another build's layer split",
             "KV": "other KV on this device: another -c, -np, cache type or layer split than the log states",
-            "compute": "another -ub, -c or flash attention than the log states"}[kind]
+            "compute": "another -ub, -c, flash attention or build than the log states"}[kind]
         checks.append(LineCheck(n, text, f"{printed_as} {kind} buffer", shown, f"{buffer_mib(ours):.2f} MiB", ok,
                                 cause))
 

@@ -159,9 +159,8 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
         best = best if best.fits(budgets) else None
         fit, fit_note = None, "not searched: kvmem's placement's flags held at this workload"
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpus, strict=True)}
-    notes = (f"tensors: {source}",
-             "compute buffers on GPUs are estimates (see kvmem/engines/llamacpp/layouts.py); model and KV bytes "
-             "are exact for the tensors given") + ((mmproj_note,) if mmproj_note else ()) + unflagged_notes(kw)
+    notes = (f"tensors: {source}", _compute_note(best, fit)) + ((mmproj_note,) if mmproj_note else ()) \
+        + unflagged_notes(kw)
     return OffloadPlan(model=model.name, tensors_source=source, gpus=tuple(g.name for g in gpus), budgets=budgets,
                        context=context, best=best, fit=fit, fit_note=fit_note,
                        decode_best=best.decode_tokens_per_s(bws, host_bandwidth_bytes_per_s) if best else None,
@@ -170,6 +169,18 @@ def offload(model: Model, *, gpus, context: int, weight_format=None, host_bandwi
                        command_fit=_command(model_path, fit, context if context_set else None,
                                             {**kw, "mmproj": mmproj_path}, fit=True),
                        notes=notes)
+
+
+def _compute_note(*layouts) -> str:
+    """Which compute buffers the placements shown carry as estimates (compute.estimate_bytes) rather than
+    llama.cpp's own graph sizes (Layout.compute_exact); model and KV bytes are exact for the tensors either way."""
+    estimated = sorted({device for lay in layouts if lay is not None
+                        for device in lay.compute_bytes if not lay.compute_exact.get(device)})
+    if not estimated:
+        return ("compute buffers: llama.cpp's graphs as ggml_backend_sched splits and allocates them "
+                "(kvmem/engines/llamacpp/scheduled.py); model and KV bytes are exact for the tensors given")
+    return (f"compute buffers on {', '.join(estimated)} are estimates (see kvmem/engines/llamacpp/layouts.py); "
+            "model and KV bytes are exact for the tensors given")
 
 
 def llamacpp_offload(model, *, gpus, context, weight_dtype="auto", host_memory=None, kv_dtype="auto",
