@@ -48,23 +48,33 @@ def _breakdown_text(result) -> str:
     return ", ".join(f"{names[k]} {format_bytes(v)}" for k, v in shown_parts(result.breakdown, result.fits).items())
 
 
-def _offload_lines(model, args) -> tuple[list[str], dict]:
-    """llama.cpp: the placement that keeps the most on the GPUs, --fit on's, both commands."""
-    from ..engines.llamacpp.panel import host_shortfall, panel_offload
-    from ..units import parse_tokens
+def _offload_inputs(args) -> tuple[dict, str | None]:
+    """llama.cpp's options (-o, and --host-memory's size as host_memory_bytes) and --host-memory's bandwidth."""
     options = engine_options(args.option)
     bandwidth, host_bytes = host_memory_argument(getattr(args, "host_memory", None))
     if host_bytes is not None:
         options["host_memory_bytes"] = host_bytes
+    return options, bandwidth
+
+
+def _offload_lines(model, args) -> tuple[list[str], dict]:
+    """llama.cpp on one kind of card: the placement that keeps the most on the GPUs, --fit on's, both commands."""
+    from ..engines.llamacpp.panel import host_shortfall, panel_offload
+    from ..units import parse_tokens
+    options, bandwidth = _offload_inputs(args)
     try:
-        gpus = args.gpu if "," in args.gpu else [args.gpu] * (args.num_gpus or 1)   # the cards fit sizes
-        p = panel_offload(model, gpus=gpus, context=parse_tokens(args.context), batch=args.batch,
-                          weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=bandwidth,
-                          options=options)
+        p = panel_offload(model, gpus=[args.gpu] * (args.num_gpus or 1), context=parse_tokens(args.context),
+                          batch=args.batch, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                          host_memory=bandwidth, options=options)
     except ValueError as exc:
         return [f"llama.cpp offload: not placed: {exc}"], {"error": str(exc)}
-    lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
     short = host_shortfall(p, options)       # the bound the verdict holds the placement to
+    return _placement_lines(p, short), {**p.to_dict(), "host_shortfall": short}
+
+
+def _placement_lines(p, short: str | None) -> list[str]:
+    """An offload plan (kvmem.llamacpp_offload) as lines: kvmem's placement and --fit on's, each with its command."""
+    lines = [f"llama.cpp offload on {' + '.join(p.gpus)} at {p.context:,} tokens:"]
     if short:
         lines.append(f"  {short}")
     for label, lay, tps, cmd in (("kvmem", p.best, p.decode_best, p.command_best),
@@ -80,7 +90,7 @@ def _offload_lines(model, args) -> tuple[list[str], dict]:
             lines.append(f"    (it chooses {' '.join(lay.flags())})")
     lines.append(f"  how --fit on chose: {p.fit_note}")
     lines += [f"  note: {note}" for note in p.notes]
-    return lines, {**p.to_dict(), "host_shortfall": short}
+    return lines
 
 
 def host_memory_argument(value) -> tuple[str | None, int | None]:
@@ -157,64 +167,31 @@ def _mixed_flags(args) -> list[str]:
 
 
 def mixed_cards_answer(model, args) -> dict:
-    """--gpu A,B with llama.cpp: kvmem's placement over the cards listed; the verdict is the placement record's
-    (a placement exists and the host RAM given holds it), max batch and max context the largest workloads its
-    flags hold, as for one kind of card (llama.cpp pads each stream's cells to 256: the context searched in steps
-    of 256; a placement searched anew for each probe cost 25 s of CPU for glm-5 on 4 cards). Also
-    ``placed(context, batch)``: the placement of another workload on the same cards (kvmem plan's command)."""
-    from ..engines import engine_spec
-    from ..engines.llamacpp.panel import host_shortfall, panel_offload
-    from ..engines.llamacpp.settings import LLAMA_MAX_SEQ
-    from ..sizing.search import largest_fitting
+    """--gpu A,B with llama.cpp: kvmem.engines.llamacpp.panel.mixed_cards (the app's Fit page reads the same
+    record) after the flags are checked against the list; its lines, its record and ``placed(context, batch)``,
+    the placement of another workload on the same cards (kvmem plan's command)."""
+    from ..engines.llamacpp.panel import mixed_cards
     from ..units import parse_tokens
     gpus = _mixed_flags(args)
-    lines, data = _offload_lines(model, args)
-    if "error" in data:     # refused (an unknown card, an option, a layout it cannot place): exit 2
-        raise ValueError(data["error"])
-    options = engine_options(args.option)
-    bandwidth, host_bytes = host_memory_argument(getattr(args, "host_memory", None))
-    if host_bytes is not None:
-        options["host_memory_bytes"] = host_bytes
-    context, batch = parse_tokens(args.context), args.batch
-
-    def placed(ctx: int, seqs: int, hold=None):
-        return panel_offload(model, gpus=gpus, context=ctx, batch=seqs, weight_dtype=args.weight_dtype,
-                             kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options, hold=hold)
-
-    fits = data.get("best") is not None and not data.get("host_shortfall")
-    held = placed(context, batch or 1).best if fits else None
-
-    def runs(ctx: int, seqs: int) -> bool:
-        """The placement's flags hold ``seqs`` sequences of ``ctx`` tokens (one layout a probe, as the verdict's
-        searches for one kind of card: "the flags hold N tokens and no more")."""
-        if held is None:
-            return False
-        try:
-            p = placed(ctx, seqs, hold=held)
-        except ValueError:
-            return False
-        return p.best is not None and host_shortfall(p, options) is None
-
-    max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1) if fits else 0
-    cap = max(model.max_position_embeddings or context, context)
-    units = (largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
-             if fits else 0)
-    return {"engine": engine_spec(args.engine).name, "gpus": gpus, "lines": lines, "data": data, "context": context,
-            "batch": batch, "fits": fits,
-            "max_batch": max_batch, "max_context": min(units * 256, cap), "placed": placed}
+    options, bandwidth = _offload_inputs(args)
+    # refused (an unknown card, an option, a layout it cannot place): ValueError, exit 2
+    got = mixed_cards(model, gpus, context=parse_tokens(args.context), batch=args.batch,
+                      weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
+    return {"engine": got.engine, "gpus": list(got.gpus), "lines": _placement_lines(got.plan, got.host_shortfall),
+            "data": got.to_dict(), "context": got.context, "batch": got.batch, "fits": got.fits,
+            "max_batch": got.max_batch, "max_context": got.max_context, "placed": got.placed, "record": got}
 
 
 def _mixed_cards(model, args) -> int:
     """kvmem fit --gpu A,B (mixed_cards_answer): exit 0 when kvmem's placement runs, 1 when none does."""
     got = mixed_cards_answer(model, args)
+    record = got["record"]
     gpus, lines, context, batch, fits = got["gpus"], got["lines"], got["context"], got["batch"], got["fits"]
     workload = f"{context:,} tokens x batch {batch}" if batch is not None else f"{context:,} tokens, batch 1"
     lines.insert(0, f"{model.name} on {' + '.join(gpus)} · llama.cpp: "
                     + ("fits with the placement below" if fits else "does not fit: no placement below runs"))
-    best = got["data"].get("best") or {}
-    on_host = sum(d["total_bytes"] for d in best.get("devices", ()) if d["device"] == "CPU")
-    condition = (f", if the host has {format_bytes(on_host)} of free RAM for it (not checked: --host-memory checks "
-                 "it)") if fits and on_host and host_memory_argument(args.host_memory)[1] is None else ""
+    condition = (f", if the host has {format_bytes(record.host_bytes)} of free RAM for it (not checked: --host-memory "
+                 "checks it)") if fits and record.host_bytes and not record.host_checked else ""
     lines[1:1] = [f"fits: {'yes' if fits else 'no'}{condition} — {workload}",
                   f"max batch at {context:,} tokens: {got['max_batch']}",
                   f"max context at batch {batch or 1}: {got['max_context']:,}"]

@@ -5,6 +5,9 @@ and whether the host RAM given (the sizing option host_memory_bytes) holds kvmem
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 # given by the panel and the report themselves: the model, the cards, the context, the formats, the host
 PLACED = frozenset({"model", "gpus", "context", "weight_dtype", "kv_dtype", "host_memory", "hold"})
 
@@ -76,3 +79,79 @@ def host_shortfall(placed, options: dict) -> str | None:
     if need <= bound:
         return None
     return f"kvmem's placement needs {need:,} B of host RAM, more than host_memory_bytes {bound:,}: it does not run"
+
+
+@dataclass(frozen=True)
+class MixedCards:
+    """kvmem's llama.cpp placement over mixed cards (``gpus``, in CUDA order) and the verdict it gives
+    (mixed_cards): ``kvmem fit --gpu A,B``, ``kvmem plan --gpu A,B`` and the app's Fit page read this one record.
+
+    ``fits``: a placement exists and the host RAM given (host_memory_bytes) holds it; ``max_batch`` and
+    ``max_context``: the largest workloads that placement's flags hold; ``host_bytes``: what it keeps in host RAM,
+    ``host_checked``: whether host RAM was given to check it against."""
+
+    engine: str
+    gpus: tuple[str, ...]
+    context: int
+    batch: int | None
+    plan: Any = field(repr=False)         # the workload's offload.OffloadPlan: kvmem's placement and --fit on's
+    host_shortfall: str | None
+    fits: bool
+    max_batch: int
+    max_context: int
+    host_bytes: int
+    host_checked: bool
+    _place: Any = field(repr=False, compare=False)
+
+    @property
+    def command(self) -> str | None:
+        """kvmem's placement's llama-server command (None where nothing is placed)."""
+        return self.plan.command_best if self.plan.best is not None else None
+
+    def placed(self, context: int, batch: int):
+        """The placement of another workload on the same cards (kvmem plan --target's command)."""
+        return self._place(context, batch)
+
+    def to_dict(self) -> dict:
+        """The placement as kvmem.llamacpp_offload's record, with the verdict's host shortfall."""
+        return {**self.plan.to_dict(), "host_shortfall": self.host_shortfall}
+
+
+def mixed_cards(model, gpus, *, context: int, batch: int | None, weight_dtype, kv_dtype, host_memory=None,
+                options: dict) -> MixedCards:
+    """llama.cpp on the cards ``gpus`` (names as kvmem.get_gpu reads them, in CUDA order, mixed kinds allowed):
+    kvmem's placement of ``batch`` sequences of ``context`` tokens (panel_offload), its verdict and the largest
+    workloads its flags hold, one layout a probe, as the verdict searches one kind of card ("the flags hold N
+    tokens and no more"; a placement searched anew for each probe cost 25 s of CPU for glm-5 on 4 cards).
+    llama.cpp pads each stream's cells to 256 (settings), so the context is searched in steps of 256, up to the
+    model's positions. ``host_memory``: the host RAM bandwidth of the decode bound; ``options``: llama.cpp's
+    engine and sizing options (host_memory_bytes bounds the host RAM). A layout it cannot place: ValueError."""
+    from ...sizing.search import largest_fitting
+    from .. import engine_spec
+    from .settings import LLAMA_MAX_SEQ
+    gpus = tuple(gpus)
+
+    def place(ctx: int, seqs: int | None, hold=None):
+        return panel_offload(model, gpus=list(gpus), context=ctx, batch=seqs, weight_dtype=weight_dtype,
+                             kv_dtype=kv_dtype, host_memory=host_memory, options=options, hold=hold)
+
+    plan = place(context, batch)
+    short = host_shortfall(plan, options)
+    fits = plan.best is not None and not short
+
+    def runs(ctx: int, seqs: int) -> bool:
+        """kvmem's placement's flags hold ``seqs`` sequences of ``ctx`` tokens."""
+        try:
+            p = place(ctx, seqs, hold=plan.best)
+        except ValueError:
+            return False
+        return p.best is not None and host_shortfall(p, options) is None
+
+    max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1) if fits else 0
+    cap = max(model.max_position_embeddings or context, context)
+    units = (largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
+             if fits else 0)
+    return MixedCards(engine=engine_spec("llama.cpp").name, gpus=gpus, context=context, batch=batch, plan=plan,
+                      host_shortfall=short, fits=fits, max_batch=max_batch, max_context=min(units * 256, cap),
+                      host_bytes=plan.best.total_bytes.get("CPU", 0) if plan.best is not None else 0,
+                      host_checked=options.get("host_memory_bytes") is not None, _place=place)
