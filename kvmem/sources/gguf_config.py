@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from . import SourceError
 from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads, recurrent_layers
+from .gguf_layered import PER_LAYER_HEADS, PER_LAYER_KV
 from .gguf_more import MORE_MODEL_TYPES, MORE_SWA_PATTERN, UNMAPPED, ZERO_KV_ARCHES, more_fields
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
@@ -121,13 +122,15 @@ def config_from_header(header) -> dict:
                           f"({n_layers}), the MTP layers being counted in it")
     trunk = n_layers - nextn
     heads_raw = key("attention.head_count")
-    # Laguna's query heads differ per layer, its K/V heads do not (gguf_more._laguna keeps the list)
-    heads = (max(heads_raw) if arch == "laguna" and isinstance(heads_raw, list) and heads_raw
+    # Laguna's and DeciLM's query heads differ per layer (gguf_more._laguna, gguf_layered keep the lists)
+    heads = (max(heads_raw) if arch in PER_LAYER_HEADS and isinstance(heads_raw, list) and heads_raw
              else _per_layer(heads_raw, f"{arch}.attention.head_count"))
     kv_raw = key("attention.head_count_kv", heads)
     if arch in _HYBRIDS or arch in ZERO_KV_ARCHES:
         kv_raw = kv_raw if isinstance(kv_raw, list) else [kv_raw] * n_layers
         kv_heads = _per_layer([kv for kv in kv_raw if kv] or [heads], f"{arch}.attention.head_count_kv")
+    elif arch in PER_LAYER_KV and isinstance(kv_raw, list):
+        kv_heads = max(kv_raw) or heads         # per layer in gguf_layered
     elif arch == "gemma4" and isinstance(kv_raw, list):
         kv_heads = gemma4_kv_heads(kv_raw, key("attention.sliding_window_pattern"))
     else:
@@ -141,7 +144,7 @@ def config_from_header(header) -> dict:
     for gguf_name, hf_name in (("context_length", "max_position_embeddings"),
                                ("feed_forward_length", "intermediate_size")):
         value = key(gguf_name, None)
-        if isinstance(value, list) and (arch in _HYBRIDS or arch in ZERO_KV_ARCHES):
+        if isinstance(value, list) and (arch in _HYBRIDS or arch in ZERO_KV_ARCHES or arch in PER_LAYER_KV):
             value = max(value)
         if value is not None:
             cfg[hf_name] = _per_layer(value, f"{arch}.{gguf_name}")

@@ -10,6 +10,7 @@ itself building that model).
 from __future__ import annotations
 
 from .gguf_converted_keys import EXTRA, OWN_KEYS, kimi_keys, mla_keys
+from .gguf_converted_layered import LAYERED_KEYS
 from .gguf_more import MORE_MODEL_TYPES
 
 __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
@@ -31,6 +32,8 @@ _BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", 
          ("attention.layer_norm_epsilon", ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon")),
          ("expert_count", ("num_local_experts", "num_experts", "n_routed_experts")),
          ("expert_used_count", ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
+# converters that write every key themselves
+_OWN_KEYS = {**OWN_KEYS, **LAYERED_KEYS}
 _GATING = {"sigmoid": 2, "softmax": 1, "sqrtsoftplus": 4}     # base.py L1530-L1539, gguf.ExpertGatingFuncType
 
 
@@ -60,8 +63,8 @@ def converted_metadata(config: dict) -> tuple[str, dict]:
     if cfg.get("head_dim") is not None and arch not in ("granite", "granitemoe", "granite_swa"):  # granite.py L33
         out["attention.key_length"] = out["attention.value_length"] = cfg["head_dim"]
     _required(cfg, arch, out)
-    if arch in OWN_KEYS:
-        return arch, {f"{arch}.{key}": value for key, value in OWN_KEYS[arch](cfg).items()}
+    if arch in _OWN_KEYS:
+        return arch, {f"{arch}.{key}": value for key, value in _OWN_KEYS[arch](cfg).items()}
     if arch in ("lfm2", "lfm2moe", "granitehybrid"):
         _zero_kv(cfg, arch, out)
     if arch == "kimi-linear":

@@ -20,15 +20,19 @@ without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
+The architectures whose attention differs per layer (deci: Nemotron-NAS) are read in gguf_layered.py.
 Left unmapped, refused naming the architecture with the reason in UNMAPPED: step35, mimo2, minimax-m3, hy_v4,
-hrm_text, deci, deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj
+hrm_text, deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj
 (no converter at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
 gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from . import SourceError
+from .gguf_layered import LAYERED_MODEL_TYPES, layered_fields
 from .gguf_recurrent import falcon_h1_fields, kimi_linear_fields, mamba_fields, recurrent_by_kv_fields
 
 __all__ = ["MORE_MODEL_TYPES", "MORE_SWA_PATTERN", "UNMAPPED", "ZERO_KV_ARCHES", "more_fields", "GEMMA3N_KV_LAYERS"]
@@ -52,7 +56,8 @@ MORE_MODEL_TYPES = {"deepseek4": "deepseek_v4", "gemma3n": "gemma3n_text", "olmo
                     "cohere2moe": "cohere2_moe", "nemotron_h_moe": "nemotron_h", "granite_swa": "granite_swa",
                     "hy_v3": "hy_v3", "mpt": "mpt", "phimoe": "phimoe", "minicpm3": "minicpm3",
                     "kimi-linear": "kimi_linear", "exaone": "exaone", "hunyuan_vl": "hunyuan_vl_text",
-                    "paddleocr": "paddleocr_vl_text", "laguna": "laguna", "minimax-01": "minimax_m1"}
+                    "paddleocr": "paddleocr_vl_text", "laguna": "laguna", "minimax-01": "minimax_m1",
+                    **LAYERED_MODEL_TYPES}
 # head_count_kv per layer, 0 where the layer is recurrent (lfm2.cpp#L11-L13, lfm2moe.cpp#L12-L14,
 # granite-hybrid.cpp#L22-L25, kimi-linear.cpp#L15-L19): gguf_config reads the attention layers' count from the others
 ZERO_KV_ARCHES = ("lfm2", "lfm2moe", "granitehybrid", "kimi-linear")
@@ -77,7 +82,6 @@ UNMAPPED = {
     "minimax-m3": _GAP + "its sparse layers' indexer keys (minimax-m3.cpp)",
     "hy_v4": _GAP + "its MLA, indexer types and hyper-connection keys (hy-v4.cpp)",
     "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
-    "deci": _GAP + "its per-layer head counts (nemotron-nas block_configs; conversion/deci.py)",
     "deepseek2-ocr": _GAP + "its keys (deepseek2ocr.cpp)",
     "gptj": "no converter at llama.cpp 0c1e57098 writes it (conversion/ has no MODEL_ARCH.GPTJ)",
     **{arch: _NO_FAMILY for arch in ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "plamo", "plamo2", "plamo3",
@@ -133,10 +137,8 @@ def more_fields(arch: str, cfg: dict, key, trunk: int, meta: dict) -> None:
         recurrent = ([bool(x) for x in listed[:trunk]] if isinstance(listed, list)
                      else [(i + 1) % interval != 0 for i in range(trunk)])
         cfg.update(attn_type_list=[0 if r else 1 for r in recurrent], rotary_dim=key("rope.dimension_count"))
-    elif arch == "laguna":
-        _laguna(cfg, key, trunk)
-    elif arch == "kimi-linear":
-        kimi_linear_fields(cfg, key, trunk)
+    elif arch in _BY_TRUNK:
+        _BY_TRUNK[arch](cfg, key, trunk)
     elif arch == "falcon-h1":
         falcon_h1_fields(cfg, key)
     elif arch in ZERO_KV_ARCHES:
@@ -307,3 +309,8 @@ def _exaone4(cfg: dict, trunk: int) -> None:
         raise SourceError(f"GGUF exaone4 of {trunk} layers names a sliding window: llama.cpp 0c1e57098 slides only "
                           "64-layer EXAONE 4 (src/models/exaone4.cpp#L4-L8) and caches these layers whole, "
                           "the model's own code windows them; kvmem does not pick one")
+
+
+# the architectures whose fields come from the keys and the trunk's depth alone
+_BY_TRUNK = {"laguna": _laguna, "kimi-linear": kimi_linear_fields,
+             **{arch: partial(layered_fields, arch) for arch in LAYERED_MODEL_TYPES}}

@@ -82,9 +82,9 @@ def _config(case: str) -> dict:
     return cfg
 
 
-def _printed(path: str, n_ctx: int = N_CTX) -> dict:
+def _printed(path: str, n_ctx: int = N_CTX, flash: bool = False) -> dict:
     """llama.cpp's cache lines for n_ctx cells (f16) of the model llama_model_init_from_user builds from the
-    header at ``path``."""
+    header at ``path`` (flash attention on where ``flash``: LLAMA_FLASH_ATTN_TYPE_ENABLED 1, include/llama.h)."""
     lib, lines, _ = llama_lib()
     base, init_params = _ggml()
     del lines[:]
@@ -96,7 +96,7 @@ def _printed(path: str, n_ctx: int = N_CTX) -> dict:
         raise RuntimeError("llama.cpp could not build the model:\n" + "".join(lines[-6:]))
     cparams = lib.llama_context_default_params()
     cparams.n_ctx, cparams.n_batch, cparams.n_ubatch, cparams.n_seq_max = n_ctx, n_ctx, 512, 1
-    cparams.flash_attn_type = 0
+    cparams.flash_attn_type = 1 if flash else 0
     cparams.swa_full = False
     context = lib.llama_init_from_model(model, cparams)
     if not context:

@@ -1,0 +1,40 @@
+"""The GGUF keys convert_hf_to_gguf (llama.cpp 0c1e57098, conversion/*.py) writes for the architectures of
+kvmem/sources/gguf_layered.py, for kvmem/sources/gguf_converted.py (split for length): config.json -> keys, each
+converter's set_gguf_parameters writing them all itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["LAYERED_KEYS"]
+
+
+def _deci(c: dict) -> dict:
+    """conversion/deci.py DeciModel L35-L80 (block_configs -> per-layer heads, K/V heads, FFN widths), L104-L120
+    (the keys), L121-L127 (vocab_size, rope over head_dim or the head)."""
+    heads, kv, ffn = [], [], []
+    for block in c["block_configs"]:
+        group = block["attention"]["n_heads_in_group"]
+        if group is None:       # replace_with_linear: query heads and no K/V; else no attention at all
+            linear = block["attention"]["replace_with_linear"] is True
+            kv.append(0)
+            heads.append(c["num_attention_heads"] if linear else 0)
+        else:
+            kv.append(c["num_attention_heads"] // group)
+            heads.append(c["num_attention_heads"])
+        mult = block["ffn"]["ffn_mult"] or 0.0
+        width = int(2 * mult * c["hidden_size"] / 3)        # DeciModel._ffn_mult_to_intermediate_size, to 256
+        ffn.append(width if width % 256 == 0 else width + 256 - width % 256)
+    head = c["hidden_size"] // c["num_attention_heads"]
+    out = {"head_count_kv": kv, "head_count": heads, "feed_forward_length": ffn, "block_count": len(heads),
+           "context_length": c["max_position_embeddings"], "embedding_length": c["hidden_size"],
+           "attention.layer_norm_rms_epsilon": c["rms_norm_eps"], "attention.key_length": head,
+           "attention.value_length": head, "vocab_size": c["vocab_size"],
+           "rope.dimension_count": c.get("head_dim") or head}
+    if c.get("rope_theta") is not None:
+        out["rope.freq_base"] = float(c["rope_theta"])
+    return {("attention." + k if k.startswith("head_count") else k): v for k, v in out.items()}
+
+
+# llama.cpp arch -> the keys (without the "<arch>." prefix) its converter writes for a config
+LAYERED_KEYS: dict[str, Callable[[dict], dict]] = {"deci": _deci}

@@ -1,0 +1,95 @@
+"""GGUF headers of the architectures kvmem/sources/gguf_layered.py maps (attention shapes per layer), judged by
+round trip (kvmem.sources.gguf_converted writes what convert_hf_to_gguf writes for a config, Model.from_gguf reads
+it back: same layers, same llama.cpp KV bytes) and by hand; tests/oracles/test_gguf_arches_layered_oracle.py has
+llama.cpp itself build the same headers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import kvmem
+from kvmem.sources import SourceError
+from kvmem.sources.gguf_config import config_from_header
+from kvmem.sources.gguf_converted import converted_metadata
+from tests.sources.test_gguf_more import round_trip, same_kv, write_header
+
+NEMOTRON_SUPER = "tests/fixtures/configs/corpus/nvidia--Llama-3_3-Nemotron-Super-49B-v1.json"
+
+
+def _block(group, *, linear=False, ffn_mult=2.625):
+    return {"attention": {"n_heads_in_group": group, "no_op": group is None and not linear,
+                          "replace_with_linear": linear},
+            "ffn": {"ffn_mult": ffn_mult, "no_op": ffn_mult is None, "replace_with_linear": False}}
+
+
+# 8 blocks of 4 query heads (head 64): K/V heads 2, 1, none (no-op), none (linear), 2, 2 (no FFN), 1, 2
+SMALL_NAS = {"model_type": "nemotron-nas", "architectures": ["DeciLMForCausalLM"], "num_hidden_layers": 8,
+             "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": None, "intermediate_size": None,
+             "vocab_size": 1000, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+             "tie_word_embeddings": False,
+             "block_configs": [_block(2), _block(4), _block(None), _block(None, linear=True), _block(2),
+                               _block(2, ffn_mult=None), _block(4), _block(2)]}
+
+
+def test_nemotron_super_round_trip(tmp_path):
+    # Llama-3.3-Nemotron-Super-49B's published config: 80 blocks, 49 with attention (8 K/V heads of 128)
+    with open(NEMOTRON_SUPER) as f:
+        cfg = json.load(f)
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert back.model_type == "nemotron-nas"
+    assert [b["attention"]["no_op"] for b in back.config["block_configs"]] == [
+        b["attention"]["n_heads_in_group"] is None for b in cfg["block_configs"]]
+
+
+def test_small_nas_by_hand(tmp_path):
+    model, back = round_trip(SMALL_NAS, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert [layer.kv_heads if layer.caches_tokens else 0 for layer in back.layers] == [2, 1, 0, 0, 2, 2, 1, 2]
+    # llama.cpp gives every block K and V (0 wide without K/V heads), V padded to the widest without flash attention:
+    # K (2+1+0+0+2+2+1+2) x 64 = 640, V 8 x 128 = 1,024; x 2 B (f16) = 3,328 B per token; with it V = K: 2,560 B
+    off = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="off")
+    on = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert (off.kv_bytes, on.kv_bytes) == (3328 * 4096, 2560 * 4096)
+
+
+def _deci_header(**meta):
+    base = {"deci.block_count": 4, "deci.embedding_length": 256, "deci.attention.head_count": 4,
+            "deci.attention.head_count_kv": [4, 2, 1, 2], "deci.feed_forward_length": 512,
+            "deci.attention.key_length": 64, "deci.attention.value_length": 64}
+    return type("H", (), {"arch": "deci", "tensors": [], "metadata": {**base, **meta}})()
+
+
+def test_decilm_7b_shape_by_hand():
+    # DeciLM-7B writes head_count once and num_key_value_heads_per_layer (conversion/deci.py L113-L118): groups
+    # 4 // 4, 4 // 2, 4 // 1, 4 // 2
+    cfg = config_from_header(_deci_header())
+    assert [b["attention"]["n_heads_in_group"] for b in cfg["block_configs"]] == [1, 2, 4, 2]
+    assert [b["ffn"] for b in cfg["block_configs"]] == [{"intermediate_size": 512, "no_op": False}] * 4
+    model = kvmem.Model.from_hf_config(cfg, name="decilm")
+    # K = V = (4 + 2 + 1 + 2) x 64 = 576 per token; f16 with flash attention: 2,304 B x 4,096 cells
+    assert kvmem.estimate(model, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on").kv_bytes == 2304 * 4096
+
+
+def test_deci_kv_heads_that_do_not_divide_are_refused():
+    with pytest.raises(SourceError, match=r"head_count_kv\[1\] is 3, which does not divide head_count\[1\] \(4\)"):
+        config_from_header(_deci_header(**{"deci.attention.head_count_kv": [4, 3, 1, 2]}))
+
+
+def test_deci_converted_keys():
+    # conversion/deci.py: Nemotron-Super's first blocks, ffn_mult 2.625 and 5.25 of 8,192: int(2 x 2.625 x 8192 / 3)
+    # = 14,336 (a multiple of 256), int(2 x 5.25 x 8192 / 3) = 28,672; block 6 is a no-op attention
+    with open(NEMOTRON_SUPER) as f:
+        arch, meta = converted_metadata(json.load(f))
+    assert arch == "deci"
+    assert meta["deci.feed_forward_length"][:2] == [14336, 28672]
+    assert meta["deci.attention.head_count_kv"][5:8] == [8, 0, 0] and meta["deci.attention.head_count"][6] == 0
+
+
+def test_small_nas_header_written(tmp_path):
+    arch, meta = converted_metadata(SMALL_NAS)
+    write_header(tmp_path / "m.gguf", arch, meta)
+    assert kvmem.Model.from_gguf(tmp_path / "m.gguf").config["block_configs"][3]["attention"] == {
+        "n_heads_in_group": None, "no_op": False, "replace_with_linear": True}
