@@ -10,7 +10,7 @@ itself building that model).
 from __future__ import annotations
 
 from .gguf_converted_keys import EXTRA, OWN_KEYS, kimi_keys, mla_keys
-from .gguf_converted_layered import LAYERED_KEYS
+from .gguf_converted_layered import LAYERED_EXTRA, LAYERED_KEYS
 from .gguf_more import MORE_MODEL_TYPES
 
 __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
@@ -34,6 +34,7 @@ _BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", 
          ("expert_used_count", ("num_experts_per_tok", "num_experts_per_token", "top_k_experts")))
 # converters that write every key themselves
 _OWN_KEYS = {**OWN_KEYS, **LAYERED_KEYS}
+_EXTRA = {**EXTRA, **LAYERED_EXTRA}         # keys some write over the base ones
 _GATING = {"sigmoid": 2, "softmax": 1, "sqrtsoftplus": 4}     # base.py L1530-L1539, gguf.ExpertGatingFuncType
 
 
@@ -239,8 +240,8 @@ def _required(cfg: dict, arch: str, out: dict) -> None:
                           ("route_norm", "expert_weights_norm"), ("route_scale", "expert_weights_scale")):
             if cfg.get(name) is not None:
                 out[key] = cfg[name]
-    if arch in EXTRA:
-        out.update(EXTRA[arch](cfg))
+    if arch in _EXTRA:
+        out.update(_EXTRA[arch](cfg))
     elif arch == "apertus":
         # conversion/llama.py ApertusModel L442-L464: the xIELU parameters, one per layer, from each layer's
         # act_fn tensors (not in config.json): the checkpoint's values, here transformers' XIELUActivation defaults

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["LAYERED_KEYS"]
+__all__ = ["LAYERED_KEYS", "LAYERED_EXTRA"]
 
 
 def _deci(c: dict) -> dict:
@@ -38,3 +38,33 @@ def _deci(c: dict) -> dict:
 
 # llama.cpp arch -> the keys (without the "<arch>." prefix) its converter writes for a config
 LAYERED_KEYS: dict[str, Callable[[dict], dict]] = {"deci": _deci}
+
+
+def _step35(c: dict) -> dict:
+    """conversion/step3.py Step35Model L134-L226 over the base keys: block_count with the MTP layers (L114-L123),
+    heads and K/V heads per layer (attention_other_setting's on sliding layers), the window and its pattern
+    (layer_types padded with full layers), the MoE keys; the leading dense blocks from moe_layers_enum."""
+    n = c["num_hidden_layers"] + int(c.get("num_nextn_predict_layers", 0))
+    types = (list(c.get("layer_types") or []) + ["full_attention"] * n)[:n]
+    other = c.get("attention_other_setting") or {}
+    sliding = [t == "sliding_attention" for t in types]
+    enum = c.get("moe_layers_enum")
+    moe = sorted(int(i) for i in enum.strip().split(",")) if isinstance(enum, str) and enum.strip() else []
+    out = {"block_count": n, "attention.head_count": [other.get("num_attention_heads", c["num_attention_heads"])
+                                                      if s else c["num_attention_heads"] for s in sliding],
+           "attention.head_count_kv": [other.get("num_attention_groups", c["num_attention_groups"])
+                                       if s else c["num_attention_groups"] for s in sliding],
+           "attention.sliding_window": c["sliding_window"], "attention.sliding_window_pattern": sliding,
+           "attention.value_length": c["head_dim"], "expert_count": c["moe_num_experts"],
+           "expert_used_count": c["moe_top_k"], "expert_feed_forward_length": c["moe_intermediate_size"],
+           "expert_shared_feed_forward_length": c["share_expert_dim"],
+           "leading_dense_block_count": max(0, moe[0]) if moe else 0,
+           "moe_every_n_layers": int(c.get("moe_every_n_layer", 1)),
+           "attention.layer_norm_rms_epsilon": c.get("rms_norm_eps", 1e-5)}
+    if c.get("num_nextn_predict_layers"):
+        out["nextn_predict_layers"] = int(c["num_nextn_predict_layers"])
+    return out
+
+
+# llama.cpp arch -> the keys its converter writes over conversion/base.py's (gguf_converted._required)
+LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35}

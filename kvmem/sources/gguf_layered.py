@@ -4,6 +4,8 @@ and the shared loader read it, as the Hugging Face config fields kvmem.configs r
 
     deci      Nemotron-NAS / DeciLM (conversion/deci.py): per-layer head_count, head_count_kv and
               feed_forward_length as block_configs (no-op and linear-replaced attention where head_count_kv is 0)
+    step35    Step-3.5 / 3.7 (conversion/step3.py Step35Model): query and K/V heads per layer, one count for the
+              full layers and one for the sliding ones (attention_other_setting)
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from . import SourceError
 __all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fields"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
-LAYERED_MODEL_TYPES = {"deci": "nemotron-nas"}
+LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5"}
 # architectures whose head_count / head_count_kv gguf_config takes per layer (the widest as the model's count; the
 # per-layer shapes are set here)
-PER_LAYER_HEADS = ("laguna", "deci")
-PER_LAYER_KV = ("deci",)
+PER_LAYER_HEADS = ("laguna", "deci", "step35")
+PER_LAYER_KV = ("deci", "step35")
 
 
 def _per_layer(value, trunk: int) -> list:
@@ -28,6 +30,8 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
     """Add the fields of ``arch`` (one of LAYERED_MODEL_TYPES) to ``cfg``."""
     if arch == "deci":
         _deci(cfg, key, trunk)
+    elif arch == "step35":
+        _step35(cfg, key, trunk)
 
 
 def _deci(cfg: dict, key, trunk: int) -> None:
@@ -56,3 +60,38 @@ def _deci(cfg: dict, key, trunk: int) -> None:
     cfg["block_configs"] = blocks
     cfg.pop("intermediate_size", None)      # the blocks' own widths; the model has none (Nemotron-Super: null)
     cfg["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def _one(values: list, what: str) -> int:
+    if len(set(values)) > 1:
+        raise SourceError(f"GGUF step35.attention.{what} differs across the {len(values)} layers of one kind "
+                          f"({sorted(set(values))}); conversion/step3.py L146-L179 writes one count for the full "
+                          "layers and one for the sliding ones, as the config has them")
+    return values[0]
+
+
+def _step35(cfg: dict, key, trunk: int) -> None:
+    """Step-3.5: conversion/step3.py Step35Model L134-L226 writes head_count / head_count_kv per layer (the config's
+    num_attention_heads / num_attention_groups on full layers, attention_other_setting's on sliding ones), the
+    window and its pattern, the MoE widths and the leading dense blocks; step35.cpp#L3-L30 reads them (swa_type
+    STANDARD, the window and pattern required). kvmem's step3p5 keeps one K/V count in every layer
+    (configs/layers.py; vllm@v0.33.0 step3p5.py#L443 num_attention_groups): a file whose sliding layers keep
+    another is refused."""
+    heads = _per_layer(key("attention.head_count"), trunk)
+    kv = _per_layer(key("attention.head_count_kv"), trunk)
+    sliding = [t == "sliding_attention" for t in cfg.get("layer_types", ["full_attention"] * trunk)]
+    full = [i for i in range(trunk) if not sliding[i]] or list(range(trunk))
+    swa = [i for i in range(trunk) if sliding[i]]
+    n_head, n_kv = _one([heads[i] for i in full], "head_count"), _one([kv[i] for i in full], "head_count_kv")
+    cfg.update(num_attention_heads=n_head, num_attention_groups=n_kv, num_key_value_heads=n_kv,
+               share_expert_dim=key("expert_shared_feed_forward_length", 0),
+               first_k_dense_replace=key("leading_dense_block_count", 0))
+    if swa:
+        swa_head, swa_kv = _one([heads[i] for i in swa], "head_count"), _one([kv[i] for i in swa], "head_count_kv")
+        if swa_kv != n_kv:
+            raise SourceError(f"GGUF step35 keeps {swa_kv} K/V heads in its sliding layers and {n_kv} in its full "
+                              "ones; kvmem reads Step-3.5's K/V heads as one count in every layer (model_type "
+                              "step3p5: num_attention_groups, vllm@v0.33.0 step3p5.py#L443)")
+        cfg["attention_other_setting"] = {"num_attention_heads": swa_head, "num_attention_groups": swa_kv}
+    if cfg.get("num_experts"):
+        cfg["n_shared_experts"] = 1 if cfg["share_expert_dim"] else 0

@@ -16,15 +16,16 @@ from kvmem.oracles.llamacpp_buffers import in_child  # noqa: E402
 from kvmem.sources.gguf_converted import converted_metadata  # noqa: E402
 from tests.oracles.test_gguf_more_oracle import _SIZE_LINES, N_CTX, _printed  # noqa: E402
 from tests.sources.test_gguf_more import write_header  # noqa: E402
-from tests.sources.test_gguf_more_layered import SMALL_NAS  # noqa: E402
+from tests.sources.test_gguf_more_layered import SMALL_NAS, SMALL_STEP35  # noqa: E402
 
-CASES = {"deci": SMALL_NAS}
+CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35}
 
 
 @pytest.mark.parametrize("flash", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_llamacpp_kv_of_the_layered_header_equals_kvmem(case, flash, tmp_path):
     arch, meta = converted_metadata(CASES[case])
+    meta[f"{arch}.vocab_size"] = CASES[case]["vocab_size"]      # the tokenizer's count, which the header omits
     path = str(tmp_path / "m.gguf")
     write_header(path, arch, meta)
     back = kvmem.Model.from_gguf(path)

@@ -93,3 +93,47 @@ def test_small_nas_header_written(tmp_path):
     write_header(tmp_path / "m.gguf", arch, meta)
     assert kvmem.Model.from_gguf(tmp_path / "m.gguf").config["block_configs"][3]["attention"] == {
         "n_heads_in_group": None, "no_op": False, "replace_with_linear": True}
+
+
+# Step-3.5-Flash's config.json fields (model_type step3p5) at a small shape: 8 layers, full then 3 sliding (window
+# 512), 4 query heads on full layers and 8 on sliding ones (attention_other_setting), 2 K/V heads of 64 everywhere
+SMALL_STEP35 = {"model_type": "step3p5", "architectures": ["Step3p5ForCausalLM"], "num_hidden_layers": 8,
+                "hidden_size": 256, "num_attention_heads": 4, "num_attention_groups": 2, "head_dim": 64,
+                "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+                "rope_theta": 10000.0, "sliding_window": 512,
+                "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"] * 2,
+                "partial_rotary_factors": [0.5, 1.0, 1.0, 1.0] * 2,
+                "attention_other_setting": {"attention_type": "sliding_attention", "num_attention_heads": 8,
+                                            "num_attention_groups": 2, "head_dim": 64, "true_head_dim": 64},
+                "moe_num_experts": 4, "moe_top_k": 2, "moe_intermediate_size": 128, "share_expert_dim": 128,
+                "moe_layers_enum": "1,2,3,4,5,6,7", "tie_word_embeddings": False}
+
+
+def test_step35_small_by_hand(tmp_path):
+    model, back = round_trip(SMALL_STEP35, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert (back.config["num_attention_heads"], back.config["attention_other_setting"]["num_attention_heads"]) == (4, 8)
+    assert [layer.kind.windowed for layer in back.layers] == [False, True, True, True] * 2
+    # llama.cpp at 4,096 cells (f16): 2 full layers x 4,096 cells x 2 heads x 64 x 2 (K, V) x 2 B = 4 MiB; 6 sliding
+    # layers of 1,024 cells (the window 512 + n_ubatch 512, llama_kv_cache_iswa) x 2 x 64 x 2 x 2 = 3 MiB
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert est.kv_bytes == 2 * 4096 * 512 + 6 * 1024 * 512
+
+
+def test_step35_with_mtp_round_trip(tmp_path):
+    # the converter counts the MTP layer in block_count (conversion/step3.py L114-L123) and pads layer_types with a
+    # full layer; llama.cpp's trunk is block_count - nextn_predict_layers
+    cfg = {**SMALL_STEP35, "num_nextn_predict_layers": 1}
+    arch, meta = converted_metadata(cfg)
+    assert (meta["step35.block_count"], meta["step35.nextn_predict_layers"]) == (9, 1)
+    assert meta["step35.attention.head_count"] == [4, 8, 8, 8] * 2 + [4]
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+
+
+def test_step35_sliding_kv_heads_of_their_own_are_refused(tmp_path):
+    cfg = {**SMALL_STEP35, "attention_other_setting": {"num_attention_heads": 8, "num_attention_groups": 4}}
+    arch, meta = converted_metadata(cfg)
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match="keeps 4 K/V heads in its sliding layers and 2 in its full ones"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
