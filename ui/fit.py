@@ -35,14 +35,22 @@ def _engine_numbers(record, command) -> None:
 
 work = inputs.sidebar()
 model = work.model
+cards = offload.cards_input(work.engine)    # llama.cpp on mixed cards: kvmem fit --gpu A,B's record
 page_args = {}
 if takes_utilization(work.engine):
     page_args["gpu_memory_utilization"] = inputs.number(
         st, f"gpu_memory_utilization ({work.engine})", 0.05, 1.0, 0.9, key="util", step=0.01,
         help=f"{work.engine} budgets this share of the device's total memory.")
 kwargs = work.fit_kwargs(**page_args)  # every sidebar input, engine options included
-kwargs.update(offload.host_inputs(work.engine, kwargs))   # host RAM as a budget (kvmem.host)
-kwargs.update(offload.mmproj_inputs(work.engine, kwargs))   # a multimodal projector beside the model
+host_args = offload.host_inputs(work.engine, kwargs)     # host RAM as a budget (kvmem.host)
+kwargs.update(host_args)
+mmproj_args = offload.mmproj_inputs(work.engine, kwargs)   # a multimodal projector beside the model
+kwargs.update(mmproj_args)
+if cards:   # the placement over the cards listed, the CLI's answer for the same inputs; one kind of card below
+    inputs.not_used("gpu", "num_gpus", why="the mixed cards replace them")
+    offload.mixed_panel(model, work, cards, {**work.options, **host_args, **mmproj_args})
+    st.caption("Deploy, Which engine? and the GPU grid size one kind of card: clear the mixed cards for them.")
+    st.stop()
 
 try:
     result = kvmem.fit(model, **kwargs)

@@ -18,18 +18,31 @@ def panel(model, fit_kwargs: dict) -> str | None:
     """Draw the panel; the host RAM bandwidth it was drawn with (the page's decode bound takes the same one), or
     None where nothing is placed."""
     st.subheader("llama.cpp: layers and experts on the GPUs")
-    presets = list(host_memory_presets())
-    host = st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
-                        help="For the decode bound: bytes read per token from host RAM over this bandwidth "
-                             "(kvmem/data/host_memory.json, each with its source).")
+    host = host_bandwidth_input()
+    gpus = [fit_kwargs["gpu"]] * fit_kwargs["num_gpus"]
     try:
-        plan = panel_offload(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
-                             context=kvmem.parse_tokens(fit_kwargs["context"]), batch=fit_kwargs.get("batch"),
-                             weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
-                             host_memory=host, options=fit_kwargs)
+        plan = panel_offload(model, gpus=gpus, context=kvmem.parse_tokens(fit_kwargs["context"]),
+                             batch=fit_kwargs.get("batch"), weight_dtype=fit_kwargs["weight_dtype"],
+                             kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, options=fit_kwargs)
     except ValueError as exc:
         st.info(f"Not placed: {exc}")
         return None
+    draw_plan(plan)
+    decode_steps(model, gpus, fit_kwargs, host)
+    return host
+
+
+def host_bandwidth_input() -> str:
+    """The host RAM bandwidth of the decode bound (a kvmem/data/host_memory.json preset)."""
+    presets = list(host_memory_presets())
+    return st.selectbox("Host RAM bandwidth", presets, index=presets.index("ddr5-5600-2ch"), key="offload_host",
+                        help="For the decode bound: bytes read per token from host RAM over this bandwidth "
+                             "(kvmem/data/host_memory.json, each with its source).")
+
+
+def draw_plan(plan) -> None:
+    """kvmem's placement and --fit on's (kvmem.llamacpp_offload): layers, memory per device, the decode bound and
+    each command (st.code: a copy button; the command's -ot patterns are shell-quoted)."""
     for label, lay, speed, command in (("kvmem: the most on the GPUs", plan.best, plan.decode_best, plan.command_best),
                                        ("--fit on", plan.fit, plan.decode_fit, plan.command_fit)):
         if lay is None:
@@ -41,16 +54,18 @@ def panel(model, fit_kwargs: dict) -> str | None:
                     f"context {lay.n_ctx:,}; {memory}; decode bound {bound}")
         st.code(command, language="bash")
     st.caption(f"--fit on: {plan.fit_note}. " + " ".join(plan.notes))
+
+
+def decode_steps(model, gpus: list, fit_kwargs: dict, host: str) -> None:
+    """The decode bound at each step of offload (kvmem.llamacpp_decode_curve), in an expander."""
     with st.expander("Decode bound at each step of offload"):
-        rows = panel_decode_curve(model, gpus=[fit_kwargs["gpu"]] * fit_kwargs["num_gpus"],
-                                  context=kvmem.parse_tokens(fit_kwargs["context"]), batch=fit_kwargs.get("batch"),
-                                  weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"],
-                                  host_memory=host, options=fit_kwargs)
+        rows = panel_decode_curve(model, gpus=gpus, context=kvmem.parse_tokens(fit_kwargs["context"]),
+                                  batch=fit_kwargs.get("batch"), weight_dtype=fit_kwargs["weight_dtype"],
+                                  kv_dtype=fit_kwargs["kv_dtype"], host_memory=host, options=fit_kwargs)
         st.dataframe([{"flag": f"{r.flag} {r.value}", "fits": r.fits,
                        "tokens/s (bound)": "—" if r.tokens_per_s is None else f"{r.tokens_per_s:,.1f}",
                        **{device: kvmem.format_bytes(n) for device, n in r.total_bytes.items()}} for r in rows],
                      hide_index=True)
-    return host
 
 
 def decode_bound(model, fit_kwargs: dict, host: str, batch: int) -> float | None:
@@ -132,3 +147,143 @@ def host_panel(result) -> None:
                    "tokens held": "—" if t.get("tokens") is None else f"{t['tokens']:,}",
                    "counted": "yes" if t["binding"] else "no (its source says why)",
                    "source": t["source"]} for t in host["terms"]], hide_index=True)
+
+
+# ---- mixed cards (a 3090 and a 4090, a 24 GB and a 12 GB card): kvmem fit --gpu A,B's record, drawn
+
+MAX_CARDS = 8      # cards the app takes in its mixed-cards box (kvmem fit --gpu A,B,... takes any number)
+CARDS_KEY = "cards"
+
+
+def parse_cards(text) -> list[str]:
+    """The mixed-cards box: two to MAX_CARDS GPU names (kvmem.get_gpu: a catalog name, an alias such as rtx-3090
+    or a custom spec), comma-separated, in CUDA order; empty: none (the sidebar's GPU x GPUs)."""
+    text = str(text).strip()
+    if not text:
+        return []
+    if len(text) > 40 * MAX_CARDS:
+        raise ValueError(f"{len(text):,} characters is not a list of at most {MAX_CARDS} GPU names")
+    cards = [card.strip() for card in text.split(",")]
+    if len(cards) > MAX_CARDS:
+        raise ValueError(f"{len(cards)} cards: the app takes at most {MAX_CARDS} (kvmem fit --gpu takes the list "
+                         "whole)")
+    if len(cards) < 2:
+        raise ValueError(f"one card ({cards[0]}) is the sidebar's GPU: give two or more, comma-separated, or none")
+    for i, card in enumerate(cards, 1):
+        if not card:
+            raise ValueError(f"card {i} is empty: one GPU name between each pair of commas")
+        try:
+            kvmem.get_gpu(card)
+        except ValueError as exc:
+            from ui.urlparams import nearest_choice
+            near = nearest_choice(card, kvmem.list_gpus())
+            raise ValueError(f"card {i}, {card!r}: " + (f"not a GPU kvmem knows; nearest: {near}" if near else
+                                                        str(exc))) from None
+    return cards
+
+
+def cards_input(engine: str) -> list[str]:
+    """The Fit page's mixed-cards box, for an engine that places layers on unequal cards (EngineSpec.panels
+    "offload"); for the others, one line on why they take one kind of card. A bad list stops the page, named."""
+    from kvmem.engines import ENGINES
+    from ui import urlparams
+    if "offload" not in ENGINES[engine].panels:
+        placing = " and ".join(spec.name for spec in ENGINES.values() if "offload" in spec.panels)
+        st.caption(f"Mixed cards (a 3090 beside a 4090) are {placing}'s: it splits the layers over unequal cards. "
+                   f"{ENGINES[engine].name} is sized on one kind of card: vLLM, SGLang and TensorRT-LLM give each "
+                   "tensor-parallel rank an equal share of every layer, so unequal cards run as the smallest.")
+        linked = st.query_params.get(CARDS_KEY)
+        if linked:      # a link's cards for an engine that takes one kind: refused by name, not dropped silently
+            urlparams.refuse(CARDS_KEY, linked, f"mixed cards are {placing}'s; engine {ENGINES[engine].name} takes "
+                                                "one kind of card (GPU x GPUs in the sidebar)")
+        return []
+    urlparams.check_text(CARDS_KEY, parse_cards, max_chars=40 * MAX_CARDS)
+    text = st.text_input("Mixed cards, in CUDA order", "", key=CARDS_KEY, bind="query-params",
+                         placeholder="rtx-4090-24gb,rtx-3090-24gb (empty: the sidebar's GPU x GPUs)",
+                         help=f"Two to {MAX_CARDS} GPUs, comma-separated, CUDA0 first, as kvmem fit --gpu A,B takes "
+                              "them: the GPU list in the sidebar names each, or custom:24GiB:936GB/s. llama.cpp "
+                              "splits the layers over them (--split-mode layer, -ts); the sidebar's GPU and GPUs are "
+                              "then not used.")
+    try:
+        return parse_cards(text)
+    except ValueError as exc:
+        st.error(f"Mixed cards: {exc}")
+        st.stop()
+
+
+def _contradiction(work, cards: list[str], options: dict) -> str | None:
+    """A sidebar input that the cards contradict, as kvmem fit --gpu A,B refuses its flags (cli.fit._mixed_flags):
+    llama.cpp runs them as one replica split by layers (GPUs n, pp n, tp 1), and lays out its own bytes."""
+    from kvmem.sizing.setup import Given
+    n = len(cards)
+    for label, value, fine in (("GPUs", work.num_gpus, (1, n)), ("Pipeline parallel", work.pp, (1, n)),
+                               ("Tensor parallel", work.tp, (1,))):
+        if value not in fine:
+            return (f"{label} {value}: the {n} mixed cards run as one llama.cpp replica split by layers over the {n} "
+                    f"(GPUs {n}, pipeline parallel {n}, tensor parallel 1); set {label} so in the sidebar, or clear "
+                    "the mixed cards")
+    given = Given.of(options)
+    for label, value in (("Weights per device", work.weights_bytes), ("weights_bytes", given.weights_bytes),
+                         ("activation_bytes", given.activation_bytes)):
+        if value is not None:
+            return (f"{label}: on mixed cards kvmem lays out llama.cpp's tensors and buffers itself (its placement "
+                    "takes no byte counts); clear it, or clear the mixed cards for the sizing that takes it")
+    return None
+
+
+def mixed_panel(model, work, cards: list[str], options: dict) -> None:
+    """kvmem fit --gpu A,B on the page (kvmem.engines.llamacpp.panel.mixed_cards, the record the CLI prints): the
+    verdict's headline, the placement right under it (both commands), max batch and context, memory per device."""
+    from kvmem.engines.llamacpp.panel import mixed_cards
+    from ui import common
+    why = _contradiction(work, cards, options)
+    if why:
+        st.error(why)
+        st.stop()
+    host = host_bandwidth_input()
+    try:
+        got = mixed_cards(model, cards, context=work.tokens, batch=work.batch, weight_dtype=work.weight_dtype,
+                          kv_dtype=work.kv_dtype, host_memory=host, options=options)
+    except ValueError as exc:
+        st.error(f"Not placed: {exc}")
+        st.stop()
+    st.subheader(f"{common.plain(model.name)} on {' + '.join(got.gpus)} · {got.engine}: "
+                 + ("fits with the placement below" if got.fits else "does not fit: no placement below runs"))
+    draw_plan(got.plan)
+    if got.host_shortfall:
+        st.error(got.host_shortfall)
+    elif got.fits and got.host_bytes and not got.host_checked:
+        st.info(f"It runs if the host has {kvmem.format_bytes(got.host_bytes)} of free RAM for it (not checked: "
+                "Host RAM per node, under Host RAM, checks it).")
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Max batch", f"{got.max_batch:,}", help=f"sequences of {got.context:,} tokens that kvmem's placement's "
+              "flags hold")
+    m2.metric("Max context", f"{got.max_context:,}", help=f"tokens per sequence at batch {got.batch or 1} that its "
+              "flags hold (llama.cpp pads each sequence's cells to 256)")
+    m3.metric("In host RAM", kvmem.format_bytes(got.host_bytes), help="kvmem's placement's tensors and buffers there")
+    speed = got.plan.decode_best if got.plan.best is not None else None
+    m4.metric(f"Decode bound at batch {got.batch or 1}", "—" if speed is None else f"{speed:,.1f} tok/s",
+              help=f"per sequence: each device's bytes read per step over its bandwidth, host RAM at {host}")
+    _device_bars(got.to_dict())
+    if got.plan.best is not None:
+        decode_steps(model, list(got.gpus), {"context": got.context, "batch": got.batch,
+                                             "weight_dtype": work.weight_dtype, "kv_dtype": work.kv_dtype,
+                                             **options}, host)
+
+
+def _device_bars(record: dict) -> None:
+    """kvmem's placement per device: weights, KV and compute buffers against the card's memory, bars and a table."""
+    best = record.get("best")
+    if not best:
+        return
+    budgets = record["budgets"]
+    devices = [d["device"] for d in best["devices"]]
+    parts = {"weights": "model_bytes", "KV": "kv_bytes", "compute": "compute_bytes"}
+    st.bar_chart({"device": devices, **{name: [d[key] / _GIB for d in best["devices"]] for name, key in parts.items()}},
+                 x="device", y=list(parts), horizontal=True, stack=True, x_label="GiB (2^30 bytes)", y_label="",
+                 height=80 + 40 * len(devices))
+    st.dataframe([{"device": d["device"], "layers": len(d["layers"]), "weights": kvmem.format_bytes(d["model_bytes"]),
+                   "KV": kvmem.format_bytes(d["kv_bytes"]), "compute": kvmem.format_bytes(d["compute_bytes"]),
+                   "total": kvmem.format_bytes(d["total_bytes"]),
+                   "memory": kvmem.format_bytes(budgets[d["device"]]) if d["device"] in budgets else "host RAM"}
+                  for d in best["devices"]], hide_index=True)
