@@ -66,5 +66,26 @@ def _step35(c: dict) -> dict:
     return out
 
 
+def _mimo2(c: dict) -> dict:
+    """conversion/mimo.py MimoV2Model L18-L32, L143-L175 over the base keys: three MTP layers in block_count (the
+    count hard-coded, L24; --no-mtp drops them), head_count_kv per layer and the pattern extended with sliding MTP
+    entries, value_length v_head_dim, the experts, rope over partial_rotary_factor of the head."""
+    n_mtp = 3
+    hybrid = list(c["hybrid_layer_pattern"]) + [1] * n_mtp
+    rope = c.get("rope_parameters") or {}
+    out = {"block_count": c["num_hidden_layers"] + n_mtp, "nextn_predict_layers": n_mtp,
+           "attention.head_count_kv": [c["swa_num_key_value_heads"] if s == 1 else c["num_key_value_heads"]
+                                       for s in hybrid],
+           "attention.sliding_window": c["sliding_window"], "attention.sliding_window_pattern": hybrid,
+           "attention.value_length": c["v_head_dim"], "expert_count": c["n_routed_experts"],
+           "expert_feed_forward_length": c["moe_intermediate_size"],
+           "rope.dimension_count": int(c["head_dim"] * rope.get("partial_rotary_factor",
+                                                                c.get("partial_rotary_factor", 1.0))),
+           "attention.layer_norm_rms_epsilon": c.get("layernorm_epsilon", 1e-5)}
+    if c.get("attention_value_scale") is not None:
+        out["attention.value_scale"] = float(c["attention_value_scale"])
+    return out
+
+
 # llama.cpp arch -> the keys its converter writes over conversion/base.py's (gguf_converted._required)
-LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35}
+LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35, "mimo2": _mimo2}

@@ -6,6 +6,8 @@ and the shared loader read it, as the Hugging Face config fields kvmem.configs r
               feed_forward_length as block_configs (no-op and linear-replaced attention where head_count_kv is 0)
     step35    Step-3.5 / 3.7 (conversion/step3.py Step35Model): query and K/V heads per layer, one count for the
               full layers and one for the sliding ones (attention_other_setting)
+    mimo2     MiMo-V2-Flash / V2.5 (conversion/mimo.py MimoV2Model): K/V heads per layer, the sliding layers' as
+              swa_num_key_value_heads, the pattern as hybrid_layer_pattern
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from . import SourceError
 __all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fields"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
-LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5"}
+LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash"}
 # architectures whose head_count / head_count_kv gguf_config takes per layer (the widest as the model's count; the
 # per-layer shapes are set here)
 PER_LAYER_HEADS = ("laguna", "deci", "step35")
-PER_LAYER_KV = ("deci", "step35")
+PER_LAYER_KV = ("deci", "step35", "mimo2")
 
 
 def _per_layer(value, trunk: int) -> list:
@@ -32,6 +34,8 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
         _deci(cfg, key, trunk)
     elif arch == "step35":
         _step35(cfg, key, trunk)
+    elif arch == "mimo2":
+        _mimo2(cfg, key, trunk)
 
 
 def _deci(cfg: dict, key, trunk: int) -> None:
@@ -62,11 +66,11 @@ def _deci(cfg: dict, key, trunk: int) -> None:
     cfg["head_dim"] = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
-def _one(values: list, what: str) -> int:
+def _one(values: list, what: str, source: str = "conversion/step3.py L146-L179") -> int:
     if len(set(values)) > 1:
-        raise SourceError(f"GGUF step35.attention.{what} differs across the {len(values)} layers of one kind "
-                          f"({sorted(set(values))}); conversion/step3.py L146-L179 writes one count for the full "
-                          "layers and one for the sliding ones, as the config has them")
+        raise SourceError(f"GGUF {what} differs across the {len(values)} layers of one kind "
+                          f"({sorted(set(values))}); {source} writes one count for the full layers and one for the "
+                          "sliding ones, as the config has them")
     return values[0]
 
 
@@ -82,12 +86,14 @@ def _step35(cfg: dict, key, trunk: int) -> None:
     sliding = [t == "sliding_attention" for t in cfg.get("layer_types", ["full_attention"] * trunk)]
     full = [i for i in range(trunk) if not sliding[i]] or list(range(trunk))
     swa = [i for i in range(trunk) if sliding[i]]
-    n_head, n_kv = _one([heads[i] for i in full], "head_count"), _one([kv[i] for i in full], "head_count_kv")
+    n_head, n_kv = _one([heads[i] for i in full], "step35.attention.head_count"), _one(
+        [kv[i] for i in full], "step35.attention.head_count_kv")
     cfg.update(num_attention_heads=n_head, num_attention_groups=n_kv, num_key_value_heads=n_kv,
                share_expert_dim=key("expert_shared_feed_forward_length", 0),
                first_k_dense_replace=key("leading_dense_block_count", 0))
     if swa:
-        swa_head, swa_kv = _one([heads[i] for i in swa], "head_count"), _one([kv[i] for i in swa], "head_count_kv")
+        swa_head = _one([heads[i] for i in swa], "step35.attention.head_count")
+        swa_kv = _one([kv[i] for i in swa], "step35.attention.head_count_kv")
         if swa_kv != n_kv:
             raise SourceError(f"GGUF step35 keeps {swa_kv} K/V heads in its sliding layers and {n_kv} in its full "
                               "ones; kvmem reads Step-3.5's K/V heads as one count in every layer (model_type "
@@ -95,3 +101,20 @@ def _step35(cfg: dict, key, trunk: int) -> None:
         cfg["attention_other_setting"] = {"num_attention_heads": swa_head, "num_attention_groups": swa_kv}
     if cfg.get("num_experts"):
         cfg["n_shared_experts"] = 1 if cfg["share_expert_dim"] else 0
+
+
+def _mimo2(cfg: dict, key, trunk: int) -> None:
+    """MiMo-V2: conversion/mimo.py MimoV2Model L143-L175 writes head_count_kv per layer (swa_num_key_value_heads
+    where hybrid_layer_pattern is 1, num_key_value_heads where 0), the window and that pattern (both required by
+    mimo2.cpp#L3-L12, swa_type STANDARD), key_length head_dim and value_length v_head_dim; the sliding layers'
+    query heads and head dims equal the full ones' (it asserts so, L146-L148): configuration_mimo_v2_flash.py's
+    swa_* fields."""
+    kv = _per_layer(key("attention.head_count_kv"), trunk)
+    sliding = [t == "sliding_attention" for t in cfg.pop("layer_types", ["full_attention"] * trunk)]
+    source = "conversion/mimo.py L151-L157"
+    full = _one([kv[i] for i in range(trunk) if not sliding[i]] or [kv[0]], "mimo2.attention.head_count_kv", source)
+    swa = _one([kv[i] for i in range(trunk) if sliding[i]] or [full], "mimo2.attention.head_count_kv", source)
+    head, v_head = cfg["head_dim"], cfg.get("v_head_dim", cfg["head_dim"])
+    cfg.update(num_key_value_heads=full, swa_num_key_value_heads=swa, swa_num_attention_heads=cfg[
+        "num_attention_heads"], swa_head_dim=head, v_head_dim=v_head, swa_v_head_dim=v_head,
+        hybrid_layer_pattern=[int(s) for s in sliding])

@@ -16,9 +16,19 @@ from kvmem.oracles.llamacpp_buffers import in_child  # noqa: E402
 from kvmem.sources.gguf_converted import converted_metadata  # noqa: E402
 from tests.oracles.test_gguf_more_oracle import _SIZE_LINES, N_CTX, _printed  # noqa: E402
 from tests.sources.test_gguf_more import write_header  # noqa: E402
-from tests.sources.test_gguf_more_layered import SMALL_NAS, SMALL_STEP35  # noqa: E402
+from tests.sources.test_gguf_more_layered import SMALL_MIMO2, SMALL_NAS, SMALL_STEP35  # noqa: E402
 
-CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35}
+CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35, "mimo2": SMALL_MIMO2}
+
+
+def _no_mtp(arch: str, meta: dict, n_layers: int) -> None:
+    """The header as the converter's --no-mtp writes it (conversion/mimo.py L29-L31: no MTP layers): with them,
+    llama_model_init_from_user aborts on the MTP block's skipped tensors (src/llama-model-loader.cpp#L1329)."""
+    if meta.pop(f"{arch}.nextn_predict_layers", 0):
+        meta[f"{arch}.block_count"] = n_layers
+        for name, value in meta.items():
+            if isinstance(value, list):
+                meta[name] = value[:n_layers]
 
 
 @pytest.mark.parametrize("flash", [False, True])
@@ -26,6 +36,7 @@ CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35}
 def test_llamacpp_kv_of_the_layered_header_equals_kvmem(case, flash, tmp_path):
     arch, meta = converted_metadata(CASES[case])
     meta[f"{arch}.vocab_size"] = CASES[case]["vocab_size"]      # the tokenizer's count, which the header omits
+    _no_mtp(arch, meta, CASES[case]["num_hidden_layers"])
     path = str(tmp_path / "m.gguf")
     write_header(path, arch, meta)
     back = kvmem.Model.from_gguf(path)

@@ -137,3 +137,41 @@ def test_step35_sliding_kv_heads_of_their_own_are_refused(tmp_path):
     write_header(tmp_path / "m.gguf", arch, meta)
     with pytest.raises(SourceError, match="keeps 4 K/V heads in its sliding layers and 2 in its full ones"):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
+
+
+MIMO_V2_FLASH = "tests/fixtures/configs/corpus/XiaomiMiMo--MiMo-V2-Flash.json"
+# MiMo-V2-Flash's fields at a small shape: 8 layers (full at 0 and 5), 4 K/V heads on full layers and 8 on
+# sliding ones (window 128), K 192 and V 128 wide
+SMALL_MIMO2 = {"model_type": "mimo_v2_flash", "architectures": ["MiMoV2FlashForCausalLM"], "num_hidden_layers": 8,
+               "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 192,
+               "v_head_dim": 128, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 8192,
+               "rope_theta": 5e6, "swa_rope_theta": 1e4, "partial_rotary_factor": 0.334, "sliding_window": 128,
+               "swa_num_attention_heads": 8, "swa_num_key_value_heads": 8, "swa_head_dim": 192, "swa_v_head_dim": 128,
+               "hybrid_layer_pattern": [0, 1, 1, 1, 1, 0, 1, 1], "moe_layer_freq": [0] + [1] * 7,
+               "moe_intermediate_size": 128, "n_routed_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True,
+               "scoring_func": "sigmoid", "n_group": 1, "topk_group": 1, "topk_method": "noaux_tc",
+               "layernorm_epsilon": 1e-5, "attention_value_scale": 0.707, "add_swa_attention_sink_bias": True,
+               "add_full_attention_sink_bias": False, "tie_word_embeddings": False}
+
+
+def test_mimo_v2_flash_round_trip(tmp_path):
+    # the published config: 48 layers, 39 sliding (8 K/V heads), 9 full (4); the converter adds 3 MTP layers
+    with open(MIMO_V2_FLASH) as f:
+        cfg = json.load(f)
+    arch, meta = converted_metadata(cfg)
+    assert (arch, meta["mimo2.block_count"], meta["mimo2.nextn_predict_layers"]) == ("mimo2", 51, 3)
+    assert meta["mimo2.rope.dimension_count"] == 64      # int(192 x 0.334)
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert back.config["hybrid_layer_pattern"] == cfg["hybrid_layer_pattern"]
+
+
+def test_mimo2_small_by_hand(tmp_path):
+    model, back = round_trip(SMALL_MIMO2, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert [(layer.kv_heads, layer.head_dim_k, layer.head_dim_v) for layer in back.layers[:2]] == [(4, 192, 128),
+                                                                                                 (8, 192, 128)]
+    # llama.cpp at 4,096 cells (f16, flash attention): 2 full layers x 4,096 x 4 x (192 + 128) x 2 B = 20 MiB; 6
+    # sliding of 768 cells (128 + 512 ubatch, padded to 256) x 8 x 320 x 2 B = 22.5 MiB
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert est.kv_bytes == 2 * 4096 * 4 * 320 * 2 + 6 * 768 * 8 * 320 * 2
