@@ -10,7 +10,7 @@ itself building that model).
 from __future__ import annotations
 
 from .gguf_converted_keys import EXTRA, OWN_KEYS, kimi_keys, mla_keys
-from .gguf_converted_layered import LAYERED_EXTRA, LAYERED_KEYS
+from .gguf_converted_layered import LAYERED_ALIASES, LAYERED_EXTRA, LAYERED_KEYS
 from .gguf_more import MORE_MODEL_TYPES
 
 __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
@@ -19,7 +19,7 @@ __all__ = ["converted_metadata", "CONVERTED_ARCHES"]
 # (conversion/<file>.py ModelBase.register)
 CONVERTED_ARCHES = {**{t: a for a, t in MORE_MODEL_TYPES.items()}, "olmo3": "olmo2", "falcon_mamba": "mamba",
                     "granitemoe_swa": "granite_swa", "minimax_text_01": "minimax-01", "minimax": "minimax-01",
-                    "granitemoeshared": "granitemoe"}
+                    "granitemoeshared": "granitemoe", **LAYERED_ALIASES}
 # conversion/base.py TextModel.set_gguf_parameters L1434-L1550: find_hparam's names, first found wins
 _BASE = (("context_length", ("max_position_embeddings", "n_ctx", "n_positions", "max_length",
                              "max_sequence_length", "model_max_length")),

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["LAYERED_KEYS", "LAYERED_EXTRA"]
+__all__ = ["LAYERED_KEYS", "LAYERED_EXTRA", "LAYERED_ALIASES"]
+
+# the other model_types a converter class of these takes (conversion/minimax.py L167-L169: MiniMax-M3's text model)
+LAYERED_ALIASES = {"minimax_m3_vl_text": "minimax-m3", "minimax_m3_text": "minimax-m3"}
 
 
 def _deci(c: dict) -> dict:
@@ -87,5 +90,21 @@ def _mimo2(c: dict) -> dict:
     return out
 
 
+def _minimax_m3(c: dict) -> dict:
+    """conversion/minimax.py MiniMaxM2Model L126-L131 (the experts' width intermediate_size, rope rotary_dim) and
+    MiniMaxM3Model L178-L198 over the base keys (feed_forward_length dense_intermediate_size, base.py L1446)."""
+    sac, freq = c["sparse_attention_config"], c["moe_layer_freq"]
+    return {"expert_feed_forward_length": c["intermediate_size"], "rope.dimension_count": c["rotary_dim"],
+            "expert_shared_count": c["n_shared_experts"],
+            "expert_weights_scale": float(c["routed_scaling_factor"]), "expert_weights_norm": True,
+            "attention.indexer.head_count": sac["sparse_num_index_heads"],
+            "attention.indexer.key_length": sac["sparse_index_dim"],
+            "attention.indexer.top_k": sac["sparse_topk_blocks"],
+            "attention.indexer.block_size": sac["sparse_block_size"],
+            "attention.indexer.local_blocks": sac["sparse_local_block"],
+            "leading_dense_block_count": next((i for i, v in enumerate(freq) if v != 0), len(freq))}
+
+
 # llama.cpp arch -> the keys its converter writes over conversion/base.py's (gguf_converted._required)
-LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35, "mimo2": _mimo2}
+LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35, "mimo2": _mimo2,
+                                                    "minimax-m3": _minimax_m3}

@@ -8,6 +8,8 @@ and the shared loader read it, as the Hugging Face config fields kvmem.configs r
               full layers and one for the sliding ones (attention_other_setting)
     mimo2     MiMo-V2-Flash / V2.5 (conversion/mimo.py MimoV2Model): K/V heads per layer, the sliding layers' as
               swa_num_key_value_heads, the pattern as hybrid_layer_pattern
+    minimax-m3  MiniMax-M3 (conversion/minimax.py MiniMaxM3Model): the sparse (MSA) layers, with their indexer,
+              from leading_dense_block_count on, as moe_layer_freq and sparse_attention_config
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from . import SourceError
 __all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fields"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
-LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash"}
+LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash",
+                       "minimax-m3": "minimax_m3"}
 # architectures whose head_count / head_count_kv gguf_config takes per layer (the widest as the model's count; the
 # per-layer shapes are set here)
 PER_LAYER_HEADS = ("laguna", "deci", "step35")
@@ -36,6 +39,8 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
         _step35(cfg, key, trunk)
     elif arch == "mimo2":
         _mimo2(cfg, key, trunk)
+    elif arch == "minimax-m3":
+        _minimax_m3(cfg, key, trunk)
 
 
 def _deci(cfg: dict, key, trunk: int) -> None:
@@ -118,3 +123,27 @@ def _mimo2(cfg: dict, key, trunk: int) -> None:
     cfg.update(num_key_value_heads=full, swa_num_key_value_heads=swa, swa_num_attention_heads=cfg[
         "num_attention_heads"], swa_head_dim=head, v_head_dim=v_head, swa_v_head_dim=v_head,
         hybrid_layer_pattern=[int(s) for s in sliding])
+
+
+def _minimax_m3(cfg: dict, key, trunk: int) -> None:
+    """MiniMax-M3: conversion/minimax.py MiniMaxM3Model L169-L198 (over MiniMaxM2Model L126-L131) writes the
+    indexer's heads, key length, top-k, block size and local blocks from sparse_attention_config, the leading dense
+    blocks (moe_layer_freq's leading zeros), the shared experts, feed_forward_length the dense MLP
+    (dense_intermediate_size, conversion/base.py L1446) and expert_feed_forward_length intermediate_size;
+    minimax-m3.cpp#L13-L33 reads them all (required). llama.cpp keeps the indexer cache on the layers from
+    n_layer_dense_lead on (src/llama-model.cpp#L2375-L2395): those are the sparse ones read back."""
+    lead = key("leading_dense_block_count", 0)
+    if lead > trunk:
+        raise SourceError(f"GGUF minimax-m3.leading_dense_block_count is {lead}, past block_count ({trunk})")
+    sparse = [0] * lead + [1] * (trunk - lead)
+    moe, shared = key("expert_feed_forward_length"), key("expert_shared_count")
+    cfg.update(moe_layer_freq=sparse, first_k_dense_replace=lead, n_shared_experts=shared,
+               dense_intermediate_size=cfg.pop("intermediate_size", None), intermediate_size=moe,
+               moe_intermediate_size=moe, shared_intermediate_size=moe * shared,     # minimax-m3.cpp L80-L82
+               rotary_dim=key("rope.dimension_count"),
+               sparse_attention_config={"use_sparse_attention": True, "sparse_attention_freq": sparse,
+                                        "sparse_num_index_heads": key("attention.indexer.head_count"),
+                                        "sparse_index_dim": key("attention.indexer.key_length"),
+                                        "sparse_topk_blocks": key("attention.indexer.top_k"),
+                                        "sparse_block_size": key("attention.indexer.block_size"),
+                                        "sparse_local_block": key("attention.indexer.local_blocks")})

@@ -16,9 +16,14 @@ from kvmem.oracles.llamacpp_buffers import in_child  # noqa: E402
 from kvmem.sources.gguf_converted import converted_metadata  # noqa: E402
 from tests.oracles.test_gguf_more_oracle import _SIZE_LINES, N_CTX, _printed  # noqa: E402
 from tests.sources.test_gguf_more import write_header  # noqa: E402
-from tests.sources.test_gguf_more_layered import SMALL_MIMO2, SMALL_NAS, SMALL_STEP35  # noqa: E402
+from tests.sources.test_gguf_more_layered import (  # noqa: E402
+    SMALL_MIMO2,
+    SMALL_MINIMAX_M3,
+    SMALL_NAS,
+    SMALL_STEP35,
+)
 
-CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35, "mimo2": SMALL_MIMO2}
+CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35, "mimo2": SMALL_MIMO2, "minimax-m3": SMALL_MINIMAX_M3}
 
 
 def _no_mtp(arch: str, meta: dict, n_layers: int) -> None:

@@ -5,6 +5,7 @@ llama.cpp itself build the same headers."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -175,3 +176,46 @@ def test_mimo2_small_by_hand(tmp_path):
     # sliding of 768 cells (128 + 512 ubatch, padded to 256) x 8 x 320 x 2 B = 22.5 MiB
     est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
     assert est.kv_bytes == 2 * 4096 * 4 * 320 * 2 + 6 * 768 * 8 * 320 * 2
+
+
+MINIMAX_M3 = "tests/fixtures/configs/new/minimax-m3.json"
+# MiniMax-M3's fields at a small shape: 4 layers, the first dense (no indexer), 2 K/V heads of 64, an indexer key of 64
+SMALL_MINIMAX_M3 = {"model_type": "minimax_m3", "architectures": ["MiniMaxM3ForCausalLM"], "num_hidden_layers": 4,
+                    "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                    "intermediate_size": 128, "dense_intermediate_size": 512, "moe_intermediate_size": 128,
+                    "shared_intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 8192,
+                    "rms_norm_eps": 1e-6, "rope_theta": 5e6, "rotary_dim": 32, "partial_rotary_factor": 0.5,
+                    "num_local_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "scoring_func": "sigmoid",
+                    "routed_scaling_factor": 2.0, "moe_layer_freq": [0, 1, 1, 1], "tie_word_embeddings": False,
+                    "sparse_attention_config": {"use_sparse_attention": True, "sparse_attention_freq": [0, 1, 1, 1],
+                                                "sparse_index_dim": 64, "sparse_num_index_heads": 2,
+                                                "sparse_topk_blocks": 4, "sparse_block_size": 128,
+                                                "sparse_local_block": 1, "sparse_init_block": 0}}
+
+
+def test_minimax_m3_round_trip(tmp_path):
+    # the published config: 60 layers, 3 dense; the indexer (4 heads of 128, top 16 blocks of 128) on the other 57
+    with open(MINIMAX_M3) as f:
+        cfg = json.load(f)
+    arch, meta = converted_metadata(cfg)
+    assert (arch, meta["minimax-m3.leading_dense_block_count"], meta["minimax-m3.feed_forward_length"],
+            meta["minimax-m3.expert_feed_forward_length"]) == ("minimax-m3", 3, 12288, 3072)
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert back.config["sparse_attention_config"]["sparse_attention_freq"] == [0] * 3 + [1] * 57
+
+
+def test_minimax_m3_preset_text_model_round_trip(tmp_path):
+    cfg = copy.deepcopy(kvmem.get_model("minimax-m3").config)
+    cfg["text_config"]["model_type"] = "minimax_m3_vl_text"       # the preset's text model, as its class names it
+    same_kv(*round_trip(cfg, tmp_path / "m.gguf"))
+
+
+def test_minimax_m3_small_by_hand(tmp_path):
+    model, back = round_trip(SMALL_MINIMAX_M3, tmp_path / "m.gguf")
+    same_kv(model, back)
+    # llama.cpp at 4,096 cells (f16): K and V of 2 x 64 in 4 layers = 4 x 4,096 x 256 x 2 B = 8 MiB; the MSA indexer
+    # cache of layers 1-3 one K head of sparse_index_dim 64 and one V head of value_length 64 (llama.cpp@0c1e57098
+    # src/llama-kv-cache-msa.cpp#L39-L50): 3 x 4,096 x 128 x 2 B = 3 MiB
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert est.kv_bytes == 4 * 4096 * 256 * 2 + 3 * 4096 * (64 + 64) * 2
