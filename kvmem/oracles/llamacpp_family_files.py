@@ -125,6 +125,14 @@ def write_metadata(w, model: Model, arch: str, fmt: str, *, mtp: bool = False) -
     if arch == "glm4moe":
         w.add_expert_shared_count(field(model, "n_shared_experts", 1))
         w.add_leading_dense_block_count(field(model, "first_k_dense_replace", 1))
+        if field(model, "routed_scaling_factor") is not None:    # conversion/glm.py L174-L180
+            w.add_expert_weights_scale(float(field(model, "routed_scaling_factor")))
+        if field(model, "norm_topk_prob") is not None:
+            w.add_expert_weights_norm(bool(field(model, "norm_topk_prob")))
+        if field(model, "n_group") is not None:     # conversion/base.py L1523-L1527, every TextModel
+            w.add_expert_group_count(field(model, "n_group"))
+        if field(model, "topk_group") is not None:
+            w.add_expert_group_used_count(field(model, "topk_group"))
     if arch == "qwen2moe" and moe is not None:
         w.add_expert_shared_feed_forward_length(moe.shared_intermediate_size)
     if arch in ("qwen35", "qwen35moe", "qwen3next"):

@@ -60,6 +60,7 @@ class GraphShape:
     # deepseek2 from a GGUF without the MLA split (attn_kv_b, per-head K and V: mla="none")
     per_head_mla: bool = False
     head_dim_v: int = 0         # V's head width where it is not head_dim (the per-head MLA cache: v_head_dim)
+    qk_norm: bool = False       # glm4moe: attn_q_norm / attn_k_norm present (kvmem.engines.llamacpp.graphs_glm4moe)
 
 
 @dataclass(frozen=True)

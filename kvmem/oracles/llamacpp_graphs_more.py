@@ -1,0 +1,52 @@
+"""Random cases for llama.cpp's own compute buffer as the judge of the glm4moe graph
+(kvmem.engines.llamacpp.graphs_glm4moe): tests/oracles/test_llamacpp_graphs_more_oracle.py loads them in
+llama.cpp, tests/engines/test_llamacpp_graphs_glm4moe.py pins what llama.cpp printed for them.
+
+Each case draws a glm4_moe config from a seed (1-5 layers, 0-2 leading dense ones, 1-2 shared experts, Q/K/V
+biases or not, Q/K norms or not, normalised or not, routed_scaling_factor 1 or 2.5, group-limited routing
+sometimes), laid out by kvmem (kvmem.oracles.llamacpp_family_files: the metadata conversion/glm.py writes), and a
+context: n_ctx, n_ubatch, flash attention, cache types, sequences, unified streams.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..model import Model
+
+__all__ = ["random_glm4moe_case"]
+
+_FA_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16", "q5_1", "iq4_nl")
+_NO_FA_TYPES = ("f16", "f32", "bf16")
+
+
+def _glm4moe(rng: random.Random) -> dict:
+    n_layer = rng.randint(1, 5)
+    n_exp = rng.choice((4, 8, 16))
+    n_head = rng.choice((2, 4, 8, 12))
+    cfg = dict(architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", num_hidden_layers=n_layer,
+               hidden_size=256 * rng.randint(1, 3), head_dim=rng.choice((64, 128)), num_attention_heads=n_head,
+               num_key_value_heads=rng.choice([h for h in (1, 2, 4) if n_head % h == 0]),
+               intermediate_size=256 * rng.randint(1, 4), moe_intermediate_size=128 * rng.randint(1, 3),
+               n_routed_experts=n_exp, num_experts_per_tok=rng.choice((1, 2, 4)),
+               n_shared_experts=rng.choice((1, 1, 2)), first_k_dense_replace=rng.randint(0, min(n_layer, 2)),
+               attention_bias=rng.random() < 0.7, use_qk_norm=rng.random() < 0.5,
+               norm_topk_prob=rng.random() < 0.7, routed_scaling_factor=rng.choice((1.0, 2.5)),
+               partial_rotary_factor=0.5, vocab_size=rng.choice((256, 1000, 2048)), max_position_embeddings=8192,
+               rms_norm_eps=1e-5, rope_theta=1000000.0, tie_word_embeddings=False, n_group=1, topk_group=1)
+    if n_exp >= 8 and rng.random() < 0.25:      # llama-model.cpp#L1365-L1370: the experts used fit in the groups
+        cfg.update(n_group=4, topk_group=rng.randint(1, 3))
+        cfg["num_experts_per_tok"] = min(cfg["num_experts_per_tok"], cfg["topk_group"] * (n_exp // 4))
+    return cfg
+
+
+def random_glm4moe_case(seed: int) -> tuple[Model, str, dict]:
+    """(model, file type, context) of glm4moe case ``seed``."""
+    rng = random.Random(f"graphs-more/glm4moe/{seed}")
+    model = Model.from_hf_config(_glm4moe(rng), name=f"random-glm4moe-{seed}")
+    fa = rng.random() < 0.5
+    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
+    ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
+               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
+               n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=False)
+    return model, rng.choice(("f16", "q8_0")), ctx
