@@ -50,7 +50,7 @@ _MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen2moe": "qwen2_moe", "qw
                 "cohere2": "cohere2", "deepseek2": "deepseek_v3", "gpt-oss": "gpt_oss", "phi3": "phi3",
                 "falcon": "falcon", "qwen3next": "qwen3_next", "jamba": "jamba", "nemotron_h": "nemotron_h",
                 **ARCH_MODEL_TYPES, **MORE_MODEL_TYPES}
-_MLA = ("deepseek2", "glm-dsa", "deepseek32", "mistral4")   # the deepseek2 MLA keys (gguf_config._deepseek)
+_MLA = ("deepseek2", "glm-dsa", "deepseek32", "mistral4", "hy_v4")   # the deepseek2 MLA keys (gguf_config._deepseek)
 _DELTANET = ("qwen3next", "qwen35", "qwen35moe")          # the gated DeltaNet ssm.* keys
 # Hybrids whose attention layers are the ones with head_count_kv > 0 (llama.cpp: recurrent_layer_arr[il]
 # = n_head_kv(il) == 0), the rest Mamba (and, for nemotron_h, MLP-only where feed_forward_length > 0).

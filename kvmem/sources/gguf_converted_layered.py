@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .gguf_converted_keys import mla_keys
+
 __all__ = ["LAYERED_KEYS", "LAYERED_EXTRA", "LAYERED_ALIASES"]
 
 # the other model_types a converter class of these takes (conversion/minimax.py L167-L169: MiniMax-M3's text model)
@@ -105,6 +107,38 @@ def _minimax_m3(c: dict) -> dict:
             "leading_dense_block_count": next((i for i, v in enumerate(freq) if v != 0), len(freq))}
 
 
+def _hy_v4(c: dict) -> dict:
+    """conversion/hy_v4.py HYV4Model L102-L175: n_group / topk_group of 1 dropped, first_k_dense_replace (else
+    mlp_layer_types' leading dense blocks), DeepseekV2Model's MLA keys (conversion/deepseek.py L319-L386), sigmoid
+    gating, the routed experts' clamp, the hyper-connection keys, the indexer where indexer_types (else the sparse
+    layer_types) names one."""
+    c = dict(c)
+    if c.get("n_group") == 1 and c.get("topk_group") == 1:
+        c.pop("n_group")
+        c.pop("topk_group")
+    if c.get("first_k_dense_replace") is None:
+        types = c["mlp_layer_types"]
+        c["first_k_dense_replace"] = next((i for i, t in enumerate(types) if t != "dense"), len(types))
+    out: dict = {}
+    mla_keys(c, out)
+    n = c["num_hidden_layers"]
+    out.update({"expert_gating_func": 2, "hyper_connection.count": c["hc_mult"],
+                "hyper_connection.epsilon": float(c["hc_eps"]), "hyper_connection.magnitude": float(c["hc_magnitude"])})
+    if float(c.get("swiglu_limit") or 0.0) > 0.0:
+        out["swiglu_clamp_exp"] = [float(c["swiglu_limit"])] * n
+    if c.get("indexer_types") is not None:
+        full = [t == "full" for t in c["indexer_types"][:n]]
+    else:
+        types = c.get("layer_types") or []
+        full = [t in ("sparse_attention", "deepseek_sparse_attention") for t in types[:n]] if any(
+            t in ("sparse_attention", "deepseek_sparse_attention") for t in types) else None
+    if full is not None:
+        out.update({"attention.indexer.head_count": c["index_n_heads"],
+                    "attention.indexer.key_length": c["index_head_dim"], "attention.indexer.top_k": c["index_topk"],
+                    "attention.indexer.types": full})
+    return out
+
+
 # llama.cpp arch -> the keys its converter writes over conversion/base.py's (gguf_converted._required)
 LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35, "mimo2": _mimo2,
-                                                    "minimax-m3": _minimax_m3}
+                                                    "minimax-m3": _minimax_m3, "hy_v4": _hy_v4}

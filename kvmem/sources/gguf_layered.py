@@ -10,6 +10,8 @@ and the shared loader read it, as the Hugging Face config fields kvmem.configs r
               swa_num_key_value_heads, the pattern as hybrid_layer_pattern
     minimax-m3  MiniMax-M3 (conversion/minimax.py MiniMaxM3Model): the sparse (MSA) layers, with their indexer,
               from leading_dense_block_count on, as moe_layer_freq and sparse_attention_config
+    hy_v4     HY-V4 (conversion/hy_v4.py HYV4Model, on DeepseekV2Model): MLA (gguf_config's deepseek2 keys) and
+              the DSA indexer on the layers attention.indexer.types marks "full"
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ __all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fi
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
 LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash",
-                       "minimax-m3": "minimax_m3"}
+                       "minimax-m3": "minimax_m3", "hy_v4": "hy_v4"}
 # architectures whose head_count / head_count_kv gguf_config takes per layer (the widest as the model's count; the
 # per-layer shapes are set here)
 PER_LAYER_HEADS = ("laguna", "deci", "step35")
@@ -41,6 +43,8 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
         _mimo2(cfg, key, trunk)
     elif arch == "minimax-m3":
         _minimax_m3(cfg, key, trunk)
+    elif arch == "hy_v4":
+        _hy_v4(cfg, key, trunk)
 
 
 def _deci(cfg: dict, key, trunk: int) -> None:
@@ -147,3 +151,27 @@ def _minimax_m3(cfg: dict, key, trunk: int) -> None:
                                         "sparse_topk_blocks": key("attention.indexer.top_k"),
                                         "sparse_block_size": key("attention.indexer.block_size"),
                                         "sparse_local_block": key("attention.indexer.local_blocks")})
+
+
+def _hy_v4(cfg: dict, key, trunk: int) -> None:
+    """HY-V4: conversion/hy_v4.py L102-L175 writes DeepseekV2Model's MLA keys, sigmoid gating, the hyper-connection
+    keys and, where the checkpoint has DSA layers, the indexer's heads, key length, top-k and per-layer types (True:
+    the layer owns an indexer, "full"; False: it reuses the previous one's top-k, "shared"). hy-v4.cpp#L21-L59
+    reads them: an indexer only with top_k > 0, then layer 0 must own one and the key be longer than the rope
+    (llama.cpp refuses the file otherwise); llama-model.cpp#L2494-L2535 caches the indexer key on the full layers."""
+    cfg["hc_mult"] = key("hyper_connection.count")
+    top_k = key("attention.indexer.top_k", 0)
+    if not top_k:
+        cfg["index_topk"] = None        # no indexer (HYV4Config's own default would give one: configs/shapes.py)
+        return
+    heads, width = key("attention.indexer.head_count", 0), key("attention.indexer.key_length", 0)
+    full = [bool(t) for t in _per_layer(key("attention.indexer.types", 0), trunk)]
+    if not heads or width <= cfg["qk_rope_head_dim"]:
+        raise SourceError(f"GGUF hy_v4.attention.indexer.head_count is {heads} and key_length {width} (rope "
+                          f"{cfg['qk_rope_head_dim']}): llama.cpp 0c1e57098 refuses it (\"hy_v4: bad indexer head "
+                          "count / key length\", src/models/hy-v4.cpp#L43-L45)")
+    if not full[0]:
+        raise SourceError("GGUF hy_v4.attention.indexer.types does not give layer 0 an indexer: llama.cpp 0c1e57098 "
+                          "refuses it (\"layer 0 must own an indexer\", src/models/hy-v4.cpp#L47-L50)")
+    cfg.update(index_topk=top_k, index_n_heads=heads, index_head_dim=width,
+               indexer_types=["full" if f else "shared" for f in full])

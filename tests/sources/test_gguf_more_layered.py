@@ -14,7 +14,7 @@ import kvmem
 from kvmem.sources import SourceError
 from kvmem.sources.gguf_config import config_from_header
 from kvmem.sources.gguf_converted import converted_metadata
-from tests.sources.test_gguf_more import round_trip, same_kv, write_header
+from tests.sources.test_gguf_more import round_trip, same_kv, small_config, write_header
 
 NEMOTRON_SUPER = "tests/fixtures/configs/corpus/nvidia--Llama-3_3-Nemotron-Super-49B-v1.json"
 
@@ -219,3 +219,44 @@ def test_minimax_m3_small_by_hand(tmp_path):
     # src/llama-kv-cache-msa.cpp#L39-L50): 3 x 4,096 x 128 x 2 B = 3 MiB
     est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
     assert est.kv_bytes == 4 * 4096 * 256 * 2 + 3 * 4096 * (64 + 64) * 2
+
+
+def small_hy_v4(**fields) -> dict:
+    """transformers' HYV4Config at 8 layers (its indexer_types: full at 0, 1 and 5; 1 leading dense block), MLA of a
+    128 latent + 32 rope, an indexer key of 64."""
+    return small_config("hy_v4", **{"num_attention_heads": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+                                    "moe_intermediate_size": 128, "q_lora_rank": 64, "kv_lora_rank": 128,
+                                    "qk_nope_head_dim": 32, "qk_rope_head_dim": 32, "v_head_dim": 64,
+                                    "index_head_dim": 64, "index_n_heads": 2, "index_topk": 64, "pad_token_id": None,
+                                    "bos_token_id": None, "eos_token_id": None, **fields})
+
+
+def test_hy_v4_small_by_hand(tmp_path):
+    cfg = small_hy_v4()
+    arch, meta = converted_metadata(cfg)
+    assert meta["hy_v4.attention.indexer.types"] == [True, True, False, False, False, True, False, False]
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    # llama.cpp at 4,096 cells (f16): the latent and rope key (128 + 32) in 8 layers, no V (MLA): 8 x 4,096 x 160 x
+    # 2 B = 10 MiB; the indexer key (64) on the 3 full layers: 3 x 4,096 x 64 x 2 B = 1.5 MiB
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert est.kv_bytes == 8 * 4096 * 160 * 2 + 3 * 4096 * 64 * 2
+
+
+def test_hy_v4_without_dsa_layers_has_no_indexer(tmp_path):
+    # conversion/hy_v4.py L67-L86: neither indexer_types nor a sparse layer_types: no indexer keys, a plain MLA cache
+    cfg = small_hy_v4()
+    cfg["indexer_types"] = None
+    arch, meta = converted_metadata(cfg)
+    assert "hy_v4.attention.indexer.top_k" not in meta
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert not any(layer.index_head_dim for layer in back.layers)
+
+
+def test_hy_v4_layer_0_without_indexer_is_refused(tmp_path):
+    arch, meta = converted_metadata(small_hy_v4())
+    meta["hy_v4.attention.indexer.types"] = [False] + [True] * 7
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match="does not give layer 0 an indexer: llama.cpp 0c1e57098 refuses it"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
