@@ -1,13 +1,15 @@
-"""llama.cpp DeepSeek sparse attention (glm-dsa, deepseek32) by build date (plan._dsa_build).
+"""llama.cpp DeepSeek sparse attention (glm-dsa, deepseek32) by build date (plan._dsa_build, graphs_dsa.dsa_build_shape).
 
-The dates (settings.PR_19460 .. DSA_FROM): glm-dsa loads from PR #19460 (2026-02-13) with its indexer ignored,
-laid out so until 2026-07-23 (deepseek2's graph over a plain MLA cache, the indexer weights loaded; GLM-5.2's
-"shared" layers load from PR #24770, merged by 2026-07-07);
-deepseek32 and llama_kv_cache_dsa come with PR #23346 (2026-05-29), its indexer of generic ggml ops until
-GGML_OP_LIGHTNING_INDEXER (PR #24231, opened 2026-06-06); glm-dsa takes llama_kv_cache_dsa with PR #25407 and
-its "full"-layer indexer cache with PR #26474, both merged after 2026-07-24; all are in build 10505, whose runs
-of 2026-08-19 are published.
+The dates are the merge commits on llama.cpp master (settings.PR_19460 .. PR_27176): glm-dsa loads from PR #19460
+(2026-02-13) with its indexer ignored (deepseek2's graph over a plain MLA cache) until PR #25407 (2026-07-24);
+GLM-5.2's "shared" layers load from PR #24770 (2026-06-20); deepseek32 and llama_kv_cache_dsa come with PR #23346
+(2026-05-29), its indexer of generic ggml ops until GGML_OP_LIGHTNING_INDEXER (PR #24231, 2026-07-11; CUDA from
+PR #25545, 2026-07-15); from PR #24060 (2026-06-05) the GGUF's MTP block holds a cache layer until the trunk filter
+(glm-dsa PR #25980 2026-07-29, deepseek32 PR #26457 2026-08-03); glm-dsa's indexer cache is in every layer until
+PR #26474 (2026-08-03); the indexer ropes views and concatenates them until PR #27176 (2026-08-16).
 """
+
+import datetime
 
 import pytest
 
@@ -21,23 +23,38 @@ def llama(model, **kw):
     return estimate(model, engine="llama.cpp", **kw)
 
 
-def test_deepseek32_is_laid_out_from_2026_08_19_and_refused_before_with_the_reason():
-    # from 2026-08-19 llama_kv_cache_dsa as at the vendored build: 61 x 576 x 2 B x 4096 = 287,834,112 B and the
-    # indexer 61 x 128 x 2 B x 4096 = 63,963,136 B
-    for build in ("2026-08-19", "2026-10-01", None):
-        caches = llama("deepseek-v3.2", build=build).details.caches
-        assert [(c["cache"], c["k_bytes"], c["v_bytes"]) for c in caches] == [
-            ("kv", 287_834_112, 0), ("kv_idx", 63_963_136, 0)]
+def _caches(model, build):
+    return [(c["cache"], c["layers"], c["k_bytes"]) for c in llama(model, build=build).details.caches]
+
+
+def test_deepseek32_caches_by_build_the_mtp_layer_between_pr_24060_and_pr_26457():
+    # DeepSeek-V3.2 at 4096 cells: the latent 61 x 576 x 2 B x 4096 = 287,834,112 B, the indexer 61 x 128 x 2 B x
+    # 4096 = 63,963,136 B; its GGUF carries the MTP block (block_count 62), cached from PR #24060 (2026-06-05) until
+    # PR #26457 (2026-08-03): 62 x 576 x 2 x 4096 = 292,552,704 B and 62 x 128 x 2 x 4096 = 65,011,712 B
+    trunk = [("kv", 61, 287_834_112), ("kv_idx", 61, 63_963_136)]
+    with_mtp = [("kv", 62, 292_552_704), ("kv_idx", 62, 65_011_712)]
+    for build in ("2026-05-29", "2026-06-04", "2026-08-03", "2026-08-19", None):
+        assert _caches("deepseek-v3.2", build) == trunk
+    for build in ("2026-06-05", "2026-07-11", "2026-08-02"):
+        assert _caches("deepseek-v3.2", build) == with_mtp
     with pytest.raises(ValueError, match="builds before 2026-05-29 .PR #23346, LLM_ARCH_DEEPSEEK32. have no "
                                          "deepseek32 architecture; build 2026-05-28"):
         llama("deepseek-v3.2", build="2026-05-28")
-    # the same cache, another graph: the indexer of generic ggml ops until GGML_OP_LIGHTNING_INDEXER
-    for build in ("2026-05-29", "2026-06-05"):
-        with pytest.raises(ValueError, match="builds the lightning indexer from generic ggml ops .PR #23346."):
-            llama("deepseek-v3.2", build=build)
-    for build in ("2026-06-06", "2026-08-18"):
-        with pytest.raises(ValueError, match="falls before 2026-08-19, where PR #24231 .GGML_OP_LIGHTNING_INDEXER."):
-            llama("deepseek-v3.2", build=build)
+
+
+def test_deepseek32_graph_before_the_fused_indexer_is_refused_as_not_computed():
+    # the KV cache is given (above); the compute buffer of the generic-op indexer is not: a layout says so
+    import kvmem
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = kvmem.get_model("deepseek-v3.2")
+    tensors = synthesised_tensors(model, "q4_k_m")
+    with pytest.raises(ValueError, match=r"build 2026-06-01 builds its lightning indexer from generic ggml ops "
+                                         r".*the compute buffer of that graph is not computed here"):
+        layout(model, tensors, n_ctx=4096, build="2026-06-01")
+    with pytest.raises(ValueError, match=r"build 2026-07-14 runs GGML_OP_LIGHTNING_INDEXER on the CPU only: a CUDA "
+                                         r"build disables it .*until PR #25545 \(2026-07-15\)"):
+        layout(model, tensors, n_ctx=4096, build="2026-07-14")
 
 
 def test_glm_dsa_before_pr_19460_has_no_architecture():
@@ -46,19 +63,49 @@ def test_glm_dsa_before_pr_19460_has_no_architecture():
         llama("glm-5.2", build="2026-02-12")
 
 
-def test_glm_dsa_after_its_indexer_pr_is_refused_as_the_unpinned_merge_window():
-    for build in ("2026-07-24", "2026-08-18"):
-        with pytest.raises(ValueError, match="falls before 2026-08-19, where PR #24231"):
-            llama("glm-5.2", build=build)
+def test_glm_5_2_caches_by_build():
+    # GLM-5.2 at 4096 cells, its GGUF with the MTP block (block_count 79): the latent 78 x 576 x 2 B x 4096 =
+    # 368,050,176 B (351.00 MiB); 79 layers 372,768,768 B from PR #24060 (2026-06-05) until PR #25980 (2026-07-29);
+    # the indexer cache from PR #25407 (2026-07-24): every layer x 128 x 2 B x 4096 (79: 82,837,504 B; 78:
+    # 81,788,928 B) until PR #26474 (2026-08-03) keeps the 21 "full" layers: 22,020,096 B (21.00 MiB), as build
+    # 10505's log prints 21 layers
+    assert _caches("glm-5.2", "2026-06-20") == _caches("glm-5.2", "2026-07-23") == [("kv", 79, 372_768_768)]
+    assert _caches("glm-5.2", "2026-07-24") == [("kv", 79, 372_768_768), ("kv_idx", 79, 82_837_504)]
+    assert _caches("glm-5.2", "2026-07-29") == _caches("glm-5.2", "2026-08-02") == [
+        ("kv", 78, 368_050_176), ("kv_idx", 78, 81_788_928)]
+    assert _caches("glm-5.2", "2026-08-03") == _caches("glm-5.2", "2026-08-19") == [
+        ("kv", 78, 368_050_176), ("kv_idx", 21, 22_020_096)]
+    assert llama("glm-5.2", build="2026-08-19").kv_bytes == llama("glm-5.2").kv_bytes == 351 * MiB + 21 * MiB
 
 
-def test_glm_dsa_from_build_10505_on_is_the_vendored_layout():
-    # GLM-5.2 at 4096 cells: 78 layers x 576 x 2 B x 4096 = 368,050,176 B (351.00 MiB); the indexer in the 21
-    # "full" layers (PR #26474) x 128 x 2 B x 4096 = 22,020,096 B (21.00 MiB), as build 10505's log prints
-    # 21 layers
-    logged = llama("glm-5.2", build="2026-08-19")
-    assert [(c["layers"], c["k_bytes"]) for c in logged.details.caches] == [(78, 368_050_176), (21, 22_020_096)]
-    assert logged.kv_bytes == llama("glm-5.2").kv_bytes == 351 * MiB + 21 * MiB
+def test_the_mtp_layers_cache_sits_on_the_mtp_blocks_device():
+    # -ngl all on 2 GPUs, equal split over n_layer_all + 1 = 80: layers 0-39 on CUDA0, 40-77, the MTP block 78
+    # (and the output) on CUDA1, so its latent and indexer rows, (576 + 128) x 2 B x 4096 = 5,767,168 B, go to
+    # CUDA1 at 2026-07-24, not from PR #25980 (2026-07-29) on
+    import kvmem
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = kvmem.get_model("glm-5.1")
+    tensors = synthesised_tensors(model, "q2_k")
+    kv = {b: {d.device: d.kv_bytes for d in layout(model, tensors, gpus=("CUDA0", "CUDA1"), n_ctx=4096,
+                                                    build=b).placement.devices} for b in ("2026-07-24", "2026-07-29")}
+    assert kv["2026-07-24"]["CUDA0"] == kv["2026-07-29"]["CUDA0"] == 40 * 704 * 2 * 4096
+    assert kv["2026-07-24"]["CUDA1"] - kv["2026-07-29"]["CUDA1"] == 5_767_168
+
+
+def test_the_indexer_graph_ropes_views_and_concatenates_before_pr_27176():
+    # PR #27176 (2026-08-16) removed two ggml_concat per full indexer layer: GLM-5.2's 21 full layers, 7134 nodes
+    # before (the node count PR #25407's 2026-07-20 comment prints for its branch at -c 8192), 7050 after
+    import kvmem
+    from kvmem.engines.llamacpp.compute import graph_shape
+    from kvmem.engines.llamacpp.graph_build import build_graph
+    from kvmem.engines.llamacpp.graphs import Pass
+    model = kvmem.get_model("glm-5.2")
+    p = Pass(512, 512, 8192, 1, True, "q8_0", "q8_0")
+    nodes = {b: build_graph(graph_shape(model, datetime.date.fromisoformat(b)), p).nodes
+             for b in ("2026-07-24", "2026-08-15", "2026-08-16")}
+    assert [len(n) for n in nodes.values()] == [7134, 7134, 7050]
+    assert sum(n.op == "CONCAT" for n in nodes["2026-08-15"]) - sum(n.op == "CONCAT" for n in nodes["2026-08-16"]) == 42
 
 
 # ---- the GLM-5.2 runs of build 10505: CUDA0's compute line is set by which host expert is the largest ------
@@ -148,8 +195,10 @@ def test_glm_dsa_at_2026_03_01_caches_the_latent_alone_in_a_plain_llama_kv_cache
     assert [(c["cache"], c["layers"], c["k_bytes"], c["v_bytes"]) for c in old] == [("kv", 4, 18_874_368, 0)]
     new = llama(model, build="2026-08-19").details.caches
     assert [(c["cache"], c["k_bytes"]) for c in new] == [("kv", 18_874_368), ("kv_idx", 4_194_304)]
-    # GLM-5.1 (78 layers, no indexer_types) at 4096 cells: 78 x 576 x 2 x 4096 = 368,050,176 B (351.00 MiB)
-    assert llama("glm-5.1", build="2026-07-23").kv_bytes == 368_050_176 == 351 * MiB
+    # GLM-5.1 (78 layers and the MTP block, no indexer_types) at 4096 cells: 78 x 576 x 2 x 4096 = 368,050,176 B
+    # (351.00 MiB) before PR #24060, the MTP block's layer too from it: 79 x 576 x 2 x 4096 = 372,768,768 B
+    assert llama("glm-5.1", build="2026-06-04").kv_bytes == 368_050_176 == 351 * MiB
+    assert llama("glm-5.1", build="2026-07-23").kv_bytes == 372_768_768
 
 
 def test_glm_dsa_at_2026_03_01_loads_the_indexer_weights_and_runs_deepseek2s_graph():
@@ -187,13 +236,13 @@ def test_glm_dsa_at_2026_03_01_loads_the_indexer_weights_and_runs_deepseek2s_gra
 
 def test_glm_5_2_before_pr_24770_fails_to_load_its_shared_layers():
     with pytest.raises(ValueError, match="requires the indexer tensors in every layer .PR #19460's glm-dsa "
-                                         "load_tensors, until PR #24770 of 2026-06-18 made them optional.; a GGUF "
+                                         "load_tensors, until PR #24770 of 2026-06-20 made them optional.; a GGUF "
                                          "converted from its config has none in its 57 'shared' layers"):
         llama("glm-5.2", build="2026-03-01")
-    with pytest.raises(ValueError, match="falls between 2026-06-18 and 2026-07-07, where PR #24770"):
-        llama("glm-5.2", build="2026-07-06")
-    # from 2026-07-07 (PR #25407's description: the indexer tensors "are loaded when present (#24770)"): laid out
-    assert [c["cache"] for c in llama("glm-5.2", build="2026-07-07").details.caches] == ["kv"]
+    with pytest.raises(ValueError, match="until PR #24770 of 2026-06-20 made them optional"):
+        llama("glm-5.2", build="2026-06-19")
+    # from PR #24770's merge (796f41bed, 2026-06-20): laid out
+    assert [c["cache"] for c in llama("glm-5.2", build="2026-06-20").details.caches] == ["kv"]
 
 
 def test_a_gguf_with_the_indexer_in_every_layer_loads_before_pr_24770():

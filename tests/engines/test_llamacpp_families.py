@@ -106,11 +106,10 @@ def test_hy_v4_indexer_layers_by_indexer_types_else_sparse_layer_types_else_none
     assert _kv(llama(_m(**base))) == [("kv", 4, 4096, 18_874_368, 0)]
 
 
-def test_dsa_refuses_an_unpinned_build_and_other_mla_modes():
-    # 2026-07-24 .. 2026-08-18: PR #25407 / #26474 merged on dates not pinned (2026-03-01, deepseek2's graph with
-    # no indexer cache, is laid out: test_llamacpp_dsa_builds)
-    with pytest.raises(ValueError, match="build 2026-07-24 falls before 2026-08-19"):
-        llama(_glm5(), build="2026-07-24")
+def test_dsa_lays_out_every_build_from_its_pr_and_refuses_other_mla_modes():
+    # PR #25407 (2026-07-24) puts glm-dsa over llama_kv_cache_dsa, its indexer cache in every layer until PR #26474
+    # (2026-08-03): the builds between are laid out (test_llamacpp_dsa_builds has each window)
+    assert [c["cache"] for c in llama(_glm5(), build="2026-07-24").details.caches] == ["kv", "kv_idx"]
     with pytest.raises(ValueError, match="use mla='latent'"):
         llama(_glm5(), mla="none")
 

@@ -39,15 +39,16 @@ def test_fit_places_the_swa_full_cache_it_prints():
 
 
 def test_an_older_build_places_its_own_cache():
-    # glm-5.2 at build 2026-07-10 (PR #19460's plain MLA cache: no indexer cache) and at the pinned build
-    # (the DSA indexer's 21 layers x 32,768 cells x 128 x 2 B = 176,160,768 B more): the placement's KV is
+    # glm-5.2 at build 2026-07-10 (PR #19460's plain MLA cache: no indexer cache, the MTP block's layer cached from
+    # PR #24060 to PR #25980) and at the pinned build (the DSA indexer's 21 layers x 32,768 cells x 128 x 2 B =
+    # 176,160,768 B more, the MTP layer's 32,768 x 576 x 2 B = 37,748,736 B less): the placement's KV is
     # kvmem.estimate's at each build
     kw = dict(gpus="h100-sxm-80gb,h100-sxm-80gb", context=32_768, weight_dtype="q4_k_m")
     old = kvmem.llamacpp_offload("glm-5.2", build="2026-07-10", **kw)
     now = kvmem.llamacpp_offload("glm-5.2", **kw)
     assert _kv(old.best) == _estimate_kv("glm-5.2", build="2026-07-10")
     assert _kv(now.best) == _estimate_kv("glm-5.2")
-    assert _kv(now.best) - _kv(old.best) == 21 * 32_768 * 128 * 2 == 176_160_768
+    assert _kv(now.best) - _kv(old.best) == 21 * 32_768 * 128 * 2 - 32_768 * 576 * 2 == 138_412_032
     assert any(note.startswith("build='2026-07-10': in both placements") for note in old.notes)
 
 

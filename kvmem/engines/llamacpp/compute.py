@@ -90,17 +90,16 @@ at build_inp_embd): the published CUDA logs of Llama-3-8B, from older builds, ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
-from .graphs_dsa import DSA, dsa_shape
-from .graphs_glm4moe import GLM4MOE, glm4moe_shape
+from .graphs_dsa import DSA, dsa_build_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
-from .settings import CURRENT, glm_dsa_indexer_ignored
+from .settings import CURRENT
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "ggml_type_name",
@@ -128,18 +127,10 @@ class ComputeBuffer:
 def graph_shape(model, build=CURRENT) -> GraphShape | None:
     """The graph widths of ``model`` at llama.cpp ``build`` (a date; the vendored build by default), or None when
     its family's graph is not transcribed here."""
-    if model.model_type in GLM4MOE:     # glm4moe (GLM-4.5/4.6/4.7): kvmem.engines.llamacpp.graphs_glm4moe
-        return glm4moe_shape(model)
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
         return mla_oss_shape(model)
-    if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer): graphs_dsa
-        shape = dsa_shape(model)
-        if shape is not None and glm_dsa_indexer_ignored(model.model_type, build or CURRENT):
-            # PR #19460 .. PR #25407: glm-dsa builds deepseek2's graph (models.h `using graph =
-            # llama_model_deepseek2::graph`, which PR #25407 replaced), the same MLA and routing widths, no indexer
-            return replace(shape, arch="deepseek2", n_indexer_head=0, indexer_head=0, indexer_top_k=0,
-                           indexer_full=())
-        return shape
+    if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer) by build: graphs_dsa
+        return dsa_build_shape(model, build or CURRENT)
     arch = FAMILIES.get(model.model_type)
     layers = model.layers
     kinds = ("full", "sliding") if arch in ISWA + NO_WINDOW else ("full",)

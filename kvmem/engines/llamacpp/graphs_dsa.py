@@ -37,16 +37,55 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
 
 from __future__ import annotations
 
+import datetime
+from dataclasses import dataclass, replace
+
 from .arch_tensors import field
 from .ggml_graph import TYPES, Graph, Tensor
 from .graphs import GraphShape, Pass, embeddings, output_head, rot_size, token_inputs
 from .graphs_mla_oss import deepseek_ffn, mla_fields, mla_mha, rms_norm
 from .indexers import indexer_widths
+from .settings import CURRENT, PR_24231, PR_25545, PR_27176, glm_dsa_indexer_ignored
 
-__all__ = ["DSA", "build_dsa", "dsa_shape"]
+__all__ = ["DSA", "DSAShape", "build_dsa", "dsa_shape", "dsa_build_shape"]
 
 # kvmem model_type -> the llama.cpp architecture (arch_tensors.ARCHS)
 DSA = {"glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32"}
+
+
+@dataclass(frozen=True)
+class DSAShape(GraphShape):
+    """The graph of builds before PR #27176 (settings.PR_27176, 2026-08-16): the indexer's q and k roped as views of
+    their first n_rot values and joined back to the rest by ggml_concat (llama.cpp@563dec81c
+    src/models/deepseek32.cpp#L233-L287, src/models/glm-dsa.cpp likewise), not reshaped and roped whole."""
+
+    indexer_concat: bool = True
+
+
+def dsa_build_shape(model, build: datetime.date = CURRENT) -> GraphShape | None:
+    """The graph llama.cpp ``build`` builds for a glm-dsa / deepseek32 ``model`` (dsa_shape at the vendored build),
+    None where dsa_shape has none. glm-dsa before PR #25407 builds deepseek2's graph (models.h `using graph =
+    llama_model_deepseek2::graph`, which PR #25407 replaced): the same MLA and routing widths, no indexer. Raises
+    where kvmem does not compute the build's graph: deepseek32 before PR #24231 (2026-07-11) builds its indexer from
+    generic ggml ops, and CUDA builds before PR #25545 (2026-07-15) disable the fused op (cparams.auto_flid's probe
+    finds it on the host, llama.cpp@00f5442cc src/llama-context.cpp#L500-L546) and take the same generic ops."""
+    shape = dsa_shape(model)
+    if shape is None:
+        return None
+    if glm_dsa_indexer_ignored(model.model_type, build):
+        return replace(shape, arch="deepseek2", n_indexer_head=0, indexer_head=0, indexer_top_k=0, indexer_full=())
+    if build < PR_25545:
+        how = ("builds its lightning indexer from generic ggml ops (PR #23346; GGML_OP_LIGHTNING_INDEXER came with "
+               "PR #24231 on 2026-07-11)" if build < PR_24231 else
+               "runs GGML_OP_LIGHTNING_INDEXER on the CPU only: a CUDA build disables it and builds the indexer from "
+               "generic ggml ops until PR #25545 (2026-07-15), and kvmem does not tell the two builds apart")
+        raise ValueError(f"{model.name}: llama.cpp build {build} {how}; the compute buffer of that graph is not "
+                         "computed here (PR #24231's DeepSeek-V3.2 run at -ub 2048: 168368.12 MiB of CPU compute "
+                         "before the op, 5808.12 with it); the KV cache is (kvmem.estimate), the layout from a build "
+                         "of 2026-07-15 on")
+    if build < PR_27176:
+        return DSAShape(**{f: getattr(shape, f) for f in shape.__dataclass_fields__})
+    return shape
 
 
 def _layer_norm(g: Graph, x, width: int, name: str):
@@ -70,9 +109,12 @@ def _indexer(g: Graph, s: GraphShape, p: Pass, cur, qr, pos, k_idxs, mask, k_rot
     """The lightning indexer of one full layer (module docstring): its top-k cell indices."""
     n_tokens, ns, ih, ihd = p.n_tokens, p.n_stream, s.n_indexer_head, s.indexer_head
     q = g.mul_mat(g.weight(s.q_lora, ih * ihd, name="indexer.attn_q_b"), qr)
-    q = g.dup("ROPE", g.reshape(q, ihd, ih, n_tokens), pos)
     k = _layer_norm(g, g.mul_mat(g.weight(s.n_embd, ihd, name="indexer.attn_k"), cur), ihd, "indexer.k_norm")
-    k = g.dup("ROPE", g.reshape(k, ihd, 1, n_tokens), pos)
+    if getattr(s, "indexer_concat", False):
+        q, k = _rope_concat(g, q, ih, n_tokens, s.rope_dim, pos), _rope_concat(g, k, 1, n_tokens, s.rope_dim, pos)
+    else:
+        q = g.dup("ROPE", g.reshape(q, ihd, ih, n_tokens), pos)
+        k = g.dup("ROPE", g.reshape(k, ihd, 1, n_tokens), pos)
     q, k = g.mul_mat(k_rot, q), g.mul_mat(k_rot, k)
     dst, cached = _cache_k(g, ihd, p, "cache_k_lid")
     g.expand(g.set_rows(dst, g.view(k, (k.ne[0] * k.ne[1], n_tokens), (k.nb[0], k.nb[2])), k_idxs))
@@ -85,6 +127,15 @@ def _indexer(g: Graph, s: GraphShape, p: Pass, cur, qr, pos, k_idxs, mask, k_rot
     score = g.op("LIGHTNING_INDEXER", "f32", (cached.ne[2], q.ne[2], 1, q.ne[3]), q, cached, weights, mask)
     top = min(score.ne[0], s.indexer_top_k)
     return g.cont(g.op("TOP_K", "i32", (top,) + score.ne[1:], score))
+
+
+def _rope_concat(g: Graph, x, heads: int, n_tokens: int, rope: int, pos):
+    """Builds before PR #27176 (DSAShape): views {rope, heads, tokens} and {head - rope, heads, tokens} of ``x``,
+    the first roped (a new tensor) and concatenated with the second along dim 0."""
+    f32, head = TYPES["f32"][1], x.ne[0] // heads
+    nb = (f32, f32 * head, f32 * head * heads)
+    pe = g.dup("ROPE", g.view(x, (rope, heads, n_tokens), nb), pos)
+    return g.concat(pe, g.view(x, (head - rope, heads, n_tokens), nb))
 
 
 def _sparse_mask(g: Graph, mask, top_k):

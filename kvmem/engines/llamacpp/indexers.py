@@ -3,9 +3,12 @@ keys (llama_kv_cache_dsa: deepseek32, glm-dsa, hy_v4) and MiniMax-M3's (llama_kv
 
 from __future__ import annotations
 
-from ...model import Model
+import datetime
 
-__all__ = ["indexer_widths", "msa_indexer", "MSA_FAMILIES"]
+from ...model import Model
+from .settings import CURRENT, PR_24060, PR_25980, PR_26457, PR_26474
+
+__all__ = ["indexer_widths", "dsa_cached_nextn", "msa_indexer", "MSA_FAMILIES"]
 
 
 # llama.cpp's GLM-5.2 default indexer layers, for a glm-dsa GGUF without indexer types and a training
@@ -18,7 +21,7 @@ def _glm_5_2_default(il: int) -> bool:
     return il < 2 or (il - 2) % 4 == 0
 
 
-def indexer_widths(model: Model) -> dict[int, int]:
+def indexer_widths(model: Model, build: datetime.date = CURRENT) -> dict[int, int]:
     """Layer -> the width of its lightning-indexer key row in llama_kv_cache_dsa's indexer cache (one K
     head of indexer_head_size; no V: the indexer hparams are MLA's), for the layers llama.cpp gives one.
 
@@ -28,10 +31,15 @@ def indexer_widths(model: Model) -> dict[int, int]:
     context, the GLM-5.2 default pattern from 1M (llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L58-L66).
     hy_v4: indexer_types == "full", else the sparse layer_types, else none (conversion/hy_v4.py;
     llama.cpp@0c1e57098 src/llama-model.cpp#L2494-L2535: llama_kv_cache_dsa only when indexer_top_k > 0).
+    glm-dsa at a ``build`` before PR #26474 (settings.PR_26474): every trunk layer, "full" or "shared" (one
+    layer_filter_cb for both caches, llama.cpp@88bfee142 src/llama-model.cpp#L2068-L2085).
     """
     widths = {i: layer.index_head_dim for i, layer in enumerate(model.layers) if layer.index_head_dim}
     if not widths or model.model_type not in ("glm_moe_dsa", "hy_v4"):
         return widths
+    if model.model_type == "glm_moe_dsa" and build < PR_26474:
+        width = max(widths.values())
+        return {i: width for i, layer in enumerate(model.layers) if layer.caches_tokens}
     width = max(widths.values())
     cfg = model.config or {}
     types = cfg.get("indexer_types")
@@ -48,6 +56,18 @@ def indexer_widths(model: Model) -> dict[int, int]:
     else:
         full = [_glm_5_2_default(i) for i in range(model.num_layers)]
     return {i: width for i in range(model.num_layers) if full[i] and model.layers[i].caches_tokens}
+
+
+def dsa_cached_nextn(model: Model, n_nextn: int, build: datetime.date) -> int:
+    """How many of the GGUF's ``n_nextn`` MTP blocks (arch_tensors.gguf_nextn_layers) the main context's cache of a
+    glm-dsa / deepseek32 GGUF holds at ``build``: each a cache layer of a trunk layer's widths, in the indexer cache
+    too where there is one. From PR #24060 (2026-06-05: glm-dsa and deepseek32 stopped setting
+    n_layer_kv_from_start, and llama_kv_cache loops over n_layer_all with has_kv true for every layer,
+    llama.cpp@00f5442cc src/llama-kv-cache.cpp#L100, #L163-L171, src/llama-hparams.cpp#L259-L270) until the trunk
+    filter il < n_layer() came: glm-dsa's with PR #25980 (2026-07-29; before PR #25407 its plain cache had no
+    filter either, llama.cpp@76f46ad29 src/llama-model.cpp#L2172-L2191), deepseek32's with PR #26457 (2026-08-03)."""
+    until = {"glm_moe_dsa": PR_25980, "deepseek_v32": PR_26457}.get(model.model_type)
+    return n_nextn if until is not None and PR_24060 <= build < until else 0
 
 
 # MiniMax-M3 (llama_kv_cache_msa, src/llama-model.cpp L2375-L2395): K and V in every layer, and an indexer

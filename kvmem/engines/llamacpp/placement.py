@@ -342,7 +342,8 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
         else:
             model_bytes, buffer = host, CPU
         layers = tuple(il for il in range(n_layer) if dev[il] == name)
-        kv_here = sum(kv[il] for il in range(n_layer) if (dev[il] if kv_offload else CPU) == name)
+        # the trunk's rows, then an MTP block's cache layer (plan.rows after the trunk) on the block's device
+        kv_here = sum(kv[il] for il in range(min(len(kv), len(dev) - 1)) if (dev[il] if kv_offload else CPU) == name)
         devices.append(DeviceMemory(name, model_bytes, dict(groups), kv_here, layers, buffer))
     return Placement(n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split, mmap=mmap,
                      kv_offload=kv_offload, tensors=tuple(placed), layer_device=tuple(dev[:n_layer]),

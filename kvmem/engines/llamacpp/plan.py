@@ -16,11 +16,10 @@ from ...units import cdiv, pad
 from .arch_tensors import gguf_nextn_layers
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
-from .indexers import MSA_FAMILIES, indexer_widths, msa_indexer
+from .indexers import MSA_FAMILIES, dsa_cached_nextn, indexer_widths, msa_indexer
 from .settings import (
     ALWAYS_ISWA,
     CURRENT,
-    DSA_FROM,
     MLA_MODES,
     PER_HEAD_MLA,
     PR_12801,
@@ -30,10 +29,7 @@ from .settings import (
     PR_19067,
     PR_19460,
     PR_23346,
-    PR_24231_OPENED,
-    PR_24770_BY,
-    PR_24770_OPENED,
-    PR_25407_BY,
+    PR_24770,
     SWA_FULL_WARNING,
     WINDOW_IGNORED,
     Settings,
@@ -162,9 +158,10 @@ _DSA_ARCH = {"glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32"}
 
 
 def _dsa_build(model: Model, build) -> None:
-    """Refuse a build whose llama.cpp does not lay a DSA model out as at 0c1e57098 (llama_kv_cache_dsa and the
-    GGML_OP_LIGHTNING_INDEXER graph) nor as glm-dsa without its indexer (PR #19460 until PR #25407); settings.PR_19460
-    .. DSA_FROM give the pull requests and their dates."""
+    """Refuse a build that cannot load a DSA model's GGUF (settings.PR_19460 .. PR_27176 give the pull requests, their
+    commits and dates). Every other build is laid out: the caches by plan (llama_kv_cache_dsa; glm-dsa without its
+    indexer until PR #25407, settings.glm_dsa_indexer_ignored; the MTP block's cache layer, indexers.dsa_cached_nextn;
+    the indexer layers, indexers.indexer_widths) and the graph by graphs_dsa.dsa_build_shape."""
     arch = _DSA_ARCH.get(model.model_type)
     if arch == "deepseek32":
         # PR #23346 added LLM_ARCH_DEEPSEEK32 with llama_kv_cache_dsa; before it llama_model_loader has no
@@ -172,49 +169,31 @@ def _dsa_build(model: Model, build) -> None:
         if build < PR_23346:
             raise ValueError(f"{model.name}: llama.cpp builds before 2026-05-29 (PR #23346, LLM_ARCH_DEEPSEEK32) "
                              f"have no deepseek32 architecture; build {build} cannot load its GGUF")
-        if build < PR_24231_OPENED:
-            raise ValueError(f"{model.name}: llama.cpp build {build} builds the lightning indexer from generic ggml "
-                             "ops (PR #23346), whose compute buffer is another graph's (PR #24231's DeepSeek-V3.2 run: "
-                             "168368.12 MiB against 5808.12 with GGML_OP_LIGHTNING_INDEXER); kvmem transcribes the "
-                             "GGML_OP_LIGHTNING_INDEXER graph (builds from 2026-08-19)")
     elif arch == "glm-dsa":
         if build < PR_19460:
             raise ValueError(f"{model.name}: llama.cpp builds before 2026-02-13 (PR #19460, LLM_ARCH_GLM_DSA) have "
                              f"no glm-dsa architecture; build {build} cannot load its GGUF")
-        if build < PR_25407_BY:
-            # PR #19460's glm-dsa: the indexer weights loaded into their layer's buffer and never read, deepseek2's
-            # graph over a plain MLA llama_kv_cache, no indexer cache (PR #24770's description: "GLM_DSA uses
-            # llama_model_deepseek2::graph (plain MLA) and never references the indexer tensors ... loaded-but-
-            # unused"; PR #25407 adds `case LLM_ARCH_GLM_DSA` to create_memory's llama_kv_cache_dsa); the MTP block
-            # TENSOR_SKIP, its exp_probs_b.bias loaded, as at the vendored build without load_mtp
-            # (glm-dsa.cpp of 2026-06-20, commit 06e514f61 in the code index, lines 111-117 and 150; ik_llama.cpp
-            # PR #1268, 2026-02-14: "As in the mainline PR (#19460) no DSA and no MTP ... reuses the DeepSeek2
-            # arch"). Laid out as that: the
-            # plan (no kv_idx) and compute.graph_shape (deepseek2) read settings.glm_dsa_indexer_ignored.
-            # convert_hf_to_gguf writes the indexer tensors the checkpoint has: none in GLM-5.2's "shared" layers;
-            # a GGUF that carries them in every layer (Unsloth's GLM-5.2: ik_llama.cpp PR #2017) loads
-            types = (model.config or {}).get("indexer_types") or ()
-            names = {t.name for t in getattr(model.checkpoint, "tensors", None) or ()}
-            shared = [i for i, t in enumerate(types) if t == "shared" and f"blk.{i}.indexer.k_norm.weight" not in names]
-            if shared and build < PR_24770_OPENED:
-                raise ValueError(f"{model.name}: llama.cpp build {build} requires the indexer tensors in every layer "
-                                 f"(PR #19460's glm-dsa load_tensors, until PR #24770 of 2026-06-18 made them "
-                                 f"optional); a GGUF converted from its config has none in its {len(shared)} 'shared' "
-                                 f"layers and fails to load (missing tensor 'blk.{shared[0]}.indexer.k_norm.weight')")
-            if shared and build < PR_24770_BY:
-                raise ValueError(f"{model.name}: build {build} falls between 2026-06-18 and 2026-07-07, where PR "
-                                 "#24770 (glm-dsa's indexer tensors optional, without which its GGUF with no indexer "
-                                 f"in its {len(shared)} 'shared' layers fails to load) was merged on a date not pinned "
-                                 "here; give a build from 2026-07-07 on")
-            return
+        # PR #19460's glm-dsa: the indexer weights loaded into their layer's buffer and never read, deepseek2's graph
+        # over a plain MLA llama_kv_cache, no indexer cache (PR #24770's description: "GLM_DSA uses
+        # llama_model_deepseek2::graph (plain MLA) and never references the indexer tensors ... loaded-but-unused";
+        # PR #25407 adds `case LLM_ARCH_GLM_DSA` to create_memory's llama_kv_cache_dsa); the MTP block TENSOR_SKIP,
+        # its exp_probs_b.bias loaded, as at the vendored build without load_mtp (glm-dsa.cpp of 2026-06-20, commit
+        # 06e514f61 in the code index, lines 111-117 and 150; ik_llama.cpp PR #1268, 2026-02-14: "As in the mainline
+        # PR (#19460) no DSA and no MTP ... reuses the DeepSeek2 arch"). Until PR #24770 (796f41bed, 2026-06-20) its
+        # load_tensors requires the five indexer tensors in every trunk layer: convert_hf_to_gguf writes those the
+        # checkpoint has, none in GLM-5.2's "shared" layers; a GGUF that carries them in every layer (Unsloth's
+        # GLM-5.2: ik_llama.cpp PR #2017) loads
+        types = (model.config or {}).get("indexer_types") or ()
+        names = {t.name for t in getattr(model.checkpoint, "tensors", None) or ()}
+        shared = [i for i, t in enumerate(types) if t == "shared" and f"blk.{i}.indexer.k_norm.weight" not in names]
+        if shared and build < PR_24770:
+            raise ValueError(f"{model.name}: llama.cpp build {build} requires the indexer tensors in every layer "
+                             f"(PR #19460's glm-dsa load_tensors, until PR #24770 of 2026-06-20 made them "
+                             f"optional); a GGUF converted from its config has none in its {len(shared)} 'shared' "
+                             f"layers and fails to load (missing tensor 'blk.{shared[0]}.indexer.k_norm.weight')")
     elif build != CURRENT:
         raise ValueError(f"{model.name}: a sparse-attention MLA model of type {model.model_type!r} is laid out at "
                          f"the vendored build 0c1e57098 only (llama_kv_cache_dsa); build {build} is refused")
-    if build < DSA_FROM:
-        raise ValueError(f"{model.name}: build {build} falls before 2026-08-19, where PR #24231 "
-                         "(GGML_OP_LIGHTNING_INDEXER), PR #25407 (glm-dsa over llama_kv_cache_dsa) and PR #26474 (the "
-                         "glm-dsa indexer cache in 'full' layers only) were merged on dates not pinned here; give a "
-                         "build from 2026-08-19 on (build 10505 has all three)")
 
 
 def _widths(model: Model, layer, mode: str | None) -> tuple[int, int | None]:
@@ -271,16 +250,16 @@ def _hybrid(model: Model) -> bool:
     return model.model_type not in RECURRENT_ONLY and any(layer.state is not None for layer in model.layers)
 
 
-def _layer_devices(n_layer: int, pp: int, n_nextn: int = 0) -> list[int]:
+def _layer_devices(n_layer: int, pp: int, n_nextn: int = 0, cached_nextn: int = 0) -> list[int]:
     """GPU of each layer under --split-mode layer, equal --tensor-split, all layers offloaded (pp = the GPUs):
     layer il goes to the GPU whose split interval holds il / (n_layer_all + 1), an upper_bound over the normalised
     splits in float32 (llama.cpp@0c1e57098 src/llama-model.cpp#L1579-L1614 llama_model::load_tensors), n_layer_all
-    counting the file's ``n_nextn`` MTP blocks (arch_tensors.gguf_nextn_layers). The reported device is the one
-    holding the most bytes."""
+    counting the file's ``n_nextn`` MTP blocks (arch_tensors.gguf_nextn_layers), of which ``cached_nextn`` hold a
+    cache layer (listed after the trunk's). The reported device is the one holding the most bytes."""
     check_pp_layers(pp, n_layer)
     splits = [as_f32(as_f32(float(d + 1)) / as_f32(float(pp))) for d in range(pp)]
     act = n_layer + n_nextn + 1  # act_gpu_layers = min(n_gpu_layers, n_layer_all + 1): the output layer counts
-    return [min(sum(split <= as_f32(il / act) for split in splits), pp - 1) for il in range(n_layer)]
+    return [min(sum(split <= as_f32(il / act) for split in splits), pp - 1) for il in range(n_layer + cached_nextn)]
 
 
 def _plan(model: Model, s: Settings, pp: int) -> Plan:
@@ -350,10 +329,17 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
                            k_bytes=k, v_bytes=v, size_mib=printed_mib(k + v), k_mib=printed_mib(k),
                            v_mib=printed_mib(v)))
 
+    # the GGUF's MTP blocks a DSA build also caches, each with a trunk layer's widths (indexers.dsa_cached_nextn)
+    nextn_ids = list(range(model.num_layers, model.num_layers + dsa_cached_nextn(
+        model, gguf_nextn_layers(model), s.build))) if mode is not None and owners else []
+    widths.update({i: widths[owners[-1]] for i in nextn_ids})
     windowed = {i for i in owners if n_swa is not None and model.layers[i].kind.windowed}
-    base_ids = [i for i in owners if i not in windowed]
+    base_ids = [i for i in owners if i not in windowed] + nextn_ids
     # no indexer cache where the build runs glm-dsa without its indexer (settings.glm_dsa_indexer_ignored)
-    index = indexer_widths(model) if mode is not None and not glm_dsa_indexer_ignored(model.model_type, s.build) else {}
+    index = indexer_widths(model, s.build) if mode is not None and not glm_dsa_indexer_ignored(
+        model.model_type, s.build) else {}
+    if index:
+        index.update({i: max(index.values()) for i in nextn_ids})
     index_v, index_cache = {}, "dsa"
     if model.model_type in MSA_FAMILIES:
         if s.build != CURRENT:
@@ -399,7 +385,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
                            s_mib=printed_mib(s_bytes)))
 
     rows = []
-    for i in range(model.num_layers):
+    for i in range(model.num_layers + len(nextn_ids)):
         k = v = 0
         if i in widths:
             cells = swa_cells if i in windowed else n_ctx_seq  # type: ignore[assignment]  # set where windowed
@@ -410,7 +396,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
                 v += v_type.row_bytes(index_v[i]) * n_ctx_seq * n_stream if i in index_v else 0
         rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
 
-    devices = _layer_devices(model.num_layers, pp, gguf_nextn_layers(model))
+    devices = _layer_devices(model.num_layers, pp, gguf_nextn_layers(model), len(nextn_ids))
     return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=mode, n_swa=n_swa,
                 swa_cells=swa_cells, caches=caches, rows=rows, devices=devices, notes=notes, windowed=windowed)
 

@@ -43,36 +43,47 @@ PR_12801, PR_13194, PR_14363 = _D(2025, 4, 15), _D(2025, 5, 20), _D(2025, 7, 16)
 FA_AUTO, PR_15467, PR_16812, PR_17046, PR_19067 = (
     _D(2025, 8, 30), _D(2025, 8, 21), _D(2025, 10, 28), _D(2025, 11, 6), _D(2026, 1, 24))
 CURRENT = datetime.date.max
-# DeepSeek sparse attention (llama_kv_cache_dsa) by build date; dates from the pull requests' pages:
-# - PR #19460 "model: support GLM MoE DSA arch (NOTE: indexer is not yet supported)", merged 2026-02-13: glm-dsa
-#   loads, its indexer tensors are ignored and it runs deepseek2's graph over a plain MLA llama_kv_cache;
-# - PR #23346 "Support for DeepseekV32ForCausalLM with generic DSA" (the continuation of the closed PR #21149),
-#   merged 2026-05-29: LLM_ARCH_DEEPSEEK32 and llama_kv_cache_dsa (the MLA latent + the indexer key cache), its
-#   lightning indexer built from generic ggml ops;
-# - PR #24231 "New GGML_OP_LIGHTNING_INDEXER" (opened 2026-06-06, on master by build 9988 of 2026-07-13, issue
-#   #25468): the indexer as one op, the graph kvmem transcribes (its DeepSeek-V3.2 -ub 2048 run: CPU compute
-#   168368.12 MiB before, 5808.12 after); CPU-only until PR #25545's CUDA kernel (in the b9968..b10052 range):
-#   before it a CUDA build disables the op (resolve_fused_ops) and falls back to the dense scores;
-# - PR #25407 "GLM 5.2 Indexer support" (glm-dsa's own graph over llama_kv_cache_dsa, the indexer.types key;
-#   still in review on 2026-07-24, in the b10076..b10133 range) and PR #26474 (the glm-dsa indexer cache in
-#   "full" layers only, opened 2026-08-02);
-# all of them are in build 10505 (ee4c505a4), whose published GLM-5.2 runs of 2026-08-19 print llama_kv_cache_dsa
-# with a 21-layer indexer cache (docs/research/llamacpp_offload_logs.json); their merge dates are not pinned here.
-PR_19460, PR_23346, PR_24231_OPENED, PR_25407_BY, DSA_FROM = (
-    _D(2026, 2, 13), _D(2026, 5, 29), _D(2026, 6, 6), _D(2026, 7, 24), _D(2026, 8, 19))
-# PR #24770 "model : glm-dsa load DSA indexer tensors as optional" (opened 2026-06-18): until it glm-dsa's
-# load_tensors creates the five indexer tensors of every trunk layer as required, so a GGUF without them in GLM-5.2's
-# "shared" layers fails with "missing tensor 'blk.3.indexer.k_norm.weight'" (its description); PR #25407's
-# description of 2026-07-07 says the indexer tensors "are loaded when present (#24770), but ignored (#19460)", so
-# it is merged by then
-PR_24770_OPENED, PR_24770_BY = _D(2026, 6, 18), _D(2026, 7, 7)
+# DeepSeek sparse attention (glm-dsa, deepseek32) by build date. Each date is the pull request's squash-merge commit on
+# ggml-org/llama.cpp master (its committer date), b<N> the build number (git rev-list --count <commit>: build 10505 is
+# ee4c505a4, build 9988 is f4253ef96 of 2026-07-13), read from the history of a master mirror (ngxson/llama.cpp, to
+# 3f545becc, b10587 of 2026-08-22); a build of the merge day is taken to have it:
+# - PR #19460 752584d5f 2026-02-13 b8036: LLM_ARCH_GLM_DSA, deepseek2's graph over a plain MLA llama_kv_cache, the
+#   indexer tensors loaded and unused (required in every trunk layer) and the MTP block without a cache
+#   (n_layer_kv_from_start = n_layer - nextn_predict_layers);
+# - PR #23346 1f0aa2a69 2026-05-29 b9411: LLM_ARCH_DEEPSEEK32 over llama_kv_cache_dsa (the latent + an indexer key
+#   cache in every layer), its lightning indexer of generic ggml ops;
+# - PR #24060 7acb4e8cd 2026-06-05 b9523 "hparams : refactor hparams.n_layer": glm-dsa and deepseek32 no longer set
+#   n_layer_kv_from_start and llama_kv_cache loops over n_layer_all (src/llama-kv-cache.cpp#L100 at 00f5442cc), so
+#   a GGUF's MTP block gets a cache layer (and an indexer one) until PR #25980 / #26457 below;
+# - PR #24770 796f41bed 2026-06-20 b9736: glm-dsa's indexer tensors optional (GLM-5.2's "shared" layers load);
+# - PR #24231 00f5442cc 2026-07-11 b9970: GGML_OP_LIGHTNING_INDEXER, used where the layer's backend runs it
+#   (cparams.auto_flid resolves fused_lid, src/llama-context.cpp#L540-L546 at 00f5442cc): the CPU;
+# - PR #25545 3b5321936 2026-07-15 b10032: its CUDA kernel (before it a CUDA build disables fused_lid: generic ops);
+# - PR #25407 88bfee142 2026-07-24 b10119: glm-dsa's own graph (its indexer) over llama_kv_cache_dsa;
+# - PR #25980 7be2c65dc 2026-07-29 b10174: glm-dsa's DSA cache filtered to the trunk (il < n_layer());
+# - PR #26457 2b63e0610 2026-08-03 b10237: deepseek32's likewise; PR #26474 563dec81c 2026-08-03 b10243: glm-dsa's
+#   indexer cache in its "full" layers only;
+# - PR #27176 3cb7ffb1a 2026-08-16 b10453 "model : remove some ggml_concat": before it both graphs rope the indexer's
+#   first n_rot values as views and concatenate them back (ggml_concat); after it they rope it whole, as at 0c1e57098.
+# Build 10505 (ee4c505a4, 2026-08-19) has them all: its published GLM-5.2 runs print llama_kv_cache_dsa with a
+# 21-layer indexer cache (docs/research/llamacpp_offload_logs.json); the vendored 0c1e57098 is b11312 of 2026-10-01.
+PR_19460, PR_23346, PR_24060, PR_24770, PR_24231, PR_25545 = (
+    _D(2026, 2, 13), _D(2026, 5, 29), _D(2026, 6, 5), _D(2026, 6, 20), _D(2026, 7, 11), _D(2026, 7, 15))
+PR_25407, PR_25980, PR_26457, PR_26474, PR_27176 = (
+    _D(2026, 7, 24), _D(2026, 7, 29), _D(2026, 8, 3), _D(2026, 8, 3), _D(2026, 8, 16))
+# ggml_backend_sched with pipeline parallelism (n_copies > 1) makes the n_copies copies of a graph input when a node
+# reads it (pass 5, ggml/src/ggml-backend.cpp#L1330-L1350 at 76f46ad29 of 2026-07-20), so the unused inp_embd input
+# (PR #18550) is allocated once; the vendored build copies every input leaf (pass 6 "collect all input tensors",
+# llama.cpp@0c1e57098 ggml/src/ggml-backend.cpp#L1407-L1444). Master has the old rule up to 3f545becc (2026-08-22);
+# the commit that changed it, after that and by 0c1e57098, is not pinned here
+SCHED_USED_INPUT_COPIES_TO = _D(2026, 8, 22)
 
 
 def glm_dsa_indexer_ignored(model_type: str | None, build) -> bool:
     """Whether llama.cpp ``build`` runs a glm-dsa GGUF (model_type glm_moe_dsa) without its lightning indexer:
-    PR #19460 (2026-02-13) until PR #25407 (after 2026-07-24) load the indexer weights and leave them unused,
+    PR #19460 (2026-02-13) until PR #25407 (2026-07-24) load the indexer weights and leave them unused,
     deepseek2's graph over a plain MLA llama_kv_cache (plan._dsa_build has the sources)."""
-    return model_type == "glm_moe_dsa" and PR_19460 <= build < PR_25407_BY
+    return model_type == "glm_moe_dsa" and PR_19460 <= build < PR_25407
 
 
 # Models with both windowed and full layers get a second cache for the windowed ones (chunked attention, Llama 4,
