@@ -1,6 +1,8 @@
 """The Fit page's llama.cpp offload panel, drawn right under the verdict (which is its placement's:
 kvmem.engines.llamacpp.verdict): the flags that keep the most on the GPUs, --fit on's, the memory
-per device and on the host, the decode bound and both llama-server commands.
+per device and on the host, the decode bound and both llama-server commands. On mixed cards (the
+page's "Mixed cards" box) the page is kvmem fit --gpu A,B's record (kvmem.engines.llamacpp.panel
+mixed_cards), drawn here: its headline, this panel, max batch and context, memory per device.
 
 Thin: kvmem.llamacpp_offload computes everything; this draws it (st.code has a copy button).
 """
@@ -189,13 +191,17 @@ def cards_input(engine: str) -> list[str]:
     from ui import urlparams
     if "offload" not in ENGINES[engine].panels:
         placing = " and ".join(spec.name for spec in ENGINES.values() if "offload" in spec.panels)
-        st.caption(f"Mixed cards (a 3090 beside a 4090) are {placing}'s: it splits the layers over unequal cards. "
-                   f"{ENGINES[engine].name} is sized on one kind of card: vLLM, SGLang and TensorRT-LLM give each "
-                   "tensor-parallel rank an equal share of every layer, so unequal cards run as the smallest.")
-        linked = st.query_params.get(CARDS_KEY)
+        why = (f"mixed cards (a 3090 beside a 4090) are {placing}'s: it splits the layers over unequal cards. "
+               f"{ENGINES[engine].name} is sized on one kind of card: vLLM, SGLang and TensorRT-LLM give each "
+               "tensor-parallel rank an equal share of every layer, so unequal cards run as the smallest")
+        linked, held = urlparams.link_value(CARDS_KEY), st.session_state.get(CARDS_KEY)
         if linked:      # a link's cards for an engine that takes one kind: refused by name, not dropped silently
             urlparams.refuse(CARDS_KEY, linked, f"mixed cards are {placing}'s; engine {ENGINES[engine].name} takes "
                                                 "one kind of card (GPU x GPUs in the sidebar)")
+        elif held:      # typed under another engine: said where the box was
+            st.info(f"Mixed cards {held} not used: {why}.")
+            return []
+        st.caption(why[0].upper() + why[1:] + ".")
         return []
     urlparams.check_text(CARDS_KEY, parse_cards, max_chars=40 * MAX_CARDS)
     text = st.text_input("Mixed cards, in CUDA order", "", key=CARDS_KEY, bind="query-params",

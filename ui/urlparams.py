@@ -179,3 +179,10 @@ def check_text(key: str, parse, max_chars: int = 200) -> None:
         refuse(key, text, str(exc))
         return
     _accepted(key)
+
+
+def link_value(key: str) -> str | None:
+    """The URL's value of ``key`` when a link gave it (not a widget the user changed), else None: for a
+    parameter whose widget the page does not draw this run (the Fit page's mixed cards under another engine)."""
+    values = _link_values(key)
+    return values[-1] if values else None

@@ -143,3 +143,12 @@ def test_links_are_checked():
     warned = " ".join(w.value for w in at.warning)
     assert not at.exception and "`cards=rtx-3090,rtx-3060` refused: mixed cards are llama.cpp's; engine vllm" in warned
     assert any(c.value.startswith("Mixed cards (a 3090 beside a 4090) are llama.cpp's") for c in at.caption)
+
+
+def test_cards_typed_then_another_engine_say_they_are_not_used():
+    at = page({**QWEN, "cards": "rtx-3090,rtx-3060"})
+    at.selectbox(key="engine").set_value("vllm").run()
+    assert not at.exception and at.info[0].value.startswith("Mixed cards rtx-3090,rtx-3060 not used: mixed cards (a "
+                                                            "3090 beside a 4090) are llama.cpp's")
+    at.selectbox(key="engine").set_value("llama.cpp").run()     # back: the cards and their answer again
+    assert at.text_input(key="cards").value == "rtx-3090,rtx-3060" and at.metric[1].value == "40,960"
