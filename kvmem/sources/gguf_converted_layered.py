@@ -139,6 +139,34 @@ def _hy_v4(c: dict) -> dict:
     return out
 
 
+def _deepseek2_ocr(c: dict) -> dict:
+    """conversion/deepseek.py DeepseekV2Model L319-L383, is_ocr (L248-L255: DeepseekOCR(2)ForCausalLM,
+    UnlimitedOCRForCausalLM): over the base keys, no MLA keys; first_k_dense_replace (else from mlp_layer_types'
+    leading dense blocks, as transformers' class keeps it), the experts, rope qk_rope_head_dim (the language
+    config's; transformers' text class has none: the head), the window where the config names one."""
+    types = c.get("mlp_layer_types")
+    lead = c.get("first_k_dense_replace")
+    if lead is None:
+        lead = (next((i for i, t in enumerate(types) if t != "dense"), len(types)) if types
+                else 0 if c.get("n_routed_experts") is not None else c["num_hidden_layers"])
+    out = {"leading_dense_block_count": lead, "vocab_size": c["vocab_size"],
+           "expert_feed_forward_length": c.get("moe_intermediate_size") or c["intermediate_size"],
+           "expert_shared_count": c.get("n_shared_experts", 0),
+           "rope.dimension_count": c.get("qk_rope_head_dim") or c["hidden_size"] // c["num_attention_heads"],
+           "attention.layer_norm_rms_epsilon": c.get("rms_norm_eps", 1e-6)}
+    if c.get("n_routed_experts") is not None:
+        out["expert_count"] = c["n_routed_experts"]
+    if c.get("routed_scaling_factor") is not None:
+        out["expert_weights_scale"] = float(c["routed_scaling_factor"])
+    if c.get("norm_topk_prob"):
+        out["expert_weights_norm"] = True
+    window = c.get("sliding_window_size") or c.get("sliding_window")
+    if window:
+        out["attention.sliding_window"] = window
+    return out
+
+
 # llama.cpp arch -> the keys its converter writes over conversion/base.py's (gguf_converted._required)
 LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35, "mimo2": _mimo2,
-                                                    "minimax-m3": _minimax_m3, "hy_v4": _hy_v4}
+                                                    "minimax-m3": _minimax_m3, "hy_v4": _hy_v4,
+                                                    "deepseek2-ocr": _deepseek2_ocr}

@@ -12,6 +12,8 @@ and the shared loader read it, as the Hugging Face config fields kvmem.configs r
               from leading_dense_block_count on, as moe_layer_freq and sparse_attention_config
     hy_v4     HY-V4 (conversion/hy_v4.py HYV4Model, on DeepseekV2Model): MLA (gguf_config's deepseek2 keys) and
               the DSA indexer on the layers attention.indexer.types marks "full"
+    deepseek2-ocr  DeepSeek-OCR / OCR-2 / Unlimited-OCR's language model (conversion/deepseek.py DeepseekV2Model,
+              is_ocr): DeepSeek-V2's MoE without MLA, heads of embedding_length / head_count, the window unread
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ __all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fi
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
 LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash",
-                       "minimax-m3": "minimax_m3", "hy_v4": "hy_v4"}
+                       "minimax-m3": "minimax_m3", "hy_v4": "hy_v4",
+                       "deepseek2-ocr": "deepseek_ocr2_text"}
 # architectures whose head_count / head_count_kv gguf_config takes per layer (the widest as the model's count; the
 # per-layer shapes are set here)
 PER_LAYER_HEADS = ("laguna", "deci", "step35")
@@ -45,6 +48,8 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
         _minimax_m3(cfg, key, trunk)
     elif arch == "hy_v4":
         _hy_v4(cfg, key, trunk)
+    elif arch == "deepseek2-ocr":
+        _deepseek2_ocr(cfg, key, trunk)
 
 
 def _deci(cfg: dict, key, trunk: int) -> None:
@@ -175,3 +180,24 @@ def _hy_v4(cfg: dict, key, trunk: int) -> None:
                           "refuses it (\"layer 0 must own an indexer\", src/models/hy-v4.cpp#L47-L50)")
     cfg.update(index_topk=top_k, index_n_heads=heads, index_head_dim=width,
                indexer_types=["full" if f else "shared" for f in full])
+
+
+def _deepseek2_ocr(cfg: dict, key, trunk: int) -> None:
+    """DeepSeek-OCR's decoder: conversion/deepseek.py DeepseekV2Model L319-L383 with is_ocr writes the base keys
+    (head_count_kv num_key_value_heads; no MLA keys), the leading dense blocks, expert_feed_forward_length, the
+    shared experts and a sliding window "for metadata, the decoder ignores it (full MHA)" (L373-L377):
+    deepseek2ocr.cpp#L3-L21 reads no window and src/llama-model.cpp's loader none for it, so every layer is cached
+    whole. configuration_deepseek_ocr2.py's text model (deepseek_ocr2_text) takes head_dim = hidden / heads
+    (L246), as llama.cpp does without attention.key_length."""
+    head = cfg["hidden_size"] // cfg["num_attention_heads"]
+    for name in ("head_dim", "v_head_dim"):
+        if cfg.get(name, head) != head:
+            raise SourceError(f"GGUF deepseek2-ocr.attention.key_length / value_length is {cfg[name]}, not "
+                              f"embedding_length / head_count ({head}): deepseek_ocr2_text's config takes its head "
+                              "as hidden_size / num_attention_heads (configuration_deepseek_ocr2.py#L246)")
+    for name in ("sliding_window", "layer_types", "head_dim", "v_head_dim"):
+        cfg.pop(name, None)
+    lead = key("leading_dense_block_count", 0)
+    cfg.update(first_k_dense_replace=lead, n_shared_experts=key("expert_shared_count", 0),
+               mlp_layer_types=["dense" if i < lead or not cfg.get("n_routed_experts") else "sparse"
+                                for i in range(trunk)])

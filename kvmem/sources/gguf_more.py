@@ -20,9 +20,9 @@ without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
-The architectures whose attention differs per layer (deci: Nemotron-NAS, step35, mimo2, minimax-m3, hy_v4) are
-read in gguf_layered.py. Left unmapped, refused naming the architecture with the reason in UNMAPPED:
-hrm_text, deepseek2-ocr (families kvmem reads whose keys this reader does not: gaps, said as such), gptj
+The architectures whose attention differs per layer (deci: Nemotron-NAS, step35, mimo2, minimax-m3, hy_v4) and
+deepseek2-ocr are read in gguf_layered.py. Left unmapped, refused naming the architecture with the reason in
+UNMAPPED: hrm_text (families kvmem reads whose keys this reader does not: gaps, said as such), gptj
 (no converter at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
 gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
 """
@@ -78,7 +78,6 @@ _NO_FAMILY = "kvmem reads no Hugging Face family of it (kvmem.configs.families)"
 # llama.cpp architectures left unmapped, each with why (the message of gguf_config's refusal)
 UNMAPPED = {
     "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
-    "deepseek2-ocr": _GAP + "its keys (deepseek2ocr.cpp)",
     "gptj": "no converter at llama.cpp 0c1e57098 writes it (conversion/ has no MODEL_ARCH.GPTJ)",
     **{arch: _NO_FAMILY for arch in ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "plamo", "plamo2", "plamo3",
                                       "xverse", "orion", "baichuan", "qwen", "internlm2", "minicpm", "openelm",

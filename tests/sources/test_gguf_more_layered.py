@@ -260,3 +260,37 @@ def test_hy_v4_layer_0_without_indexer_is_refused(tmp_path):
     write_header(tmp_path / "m.gguf", arch, meta)
     with pytest.raises(SourceError, match="does not give layer 0 an indexer: llama.cpp 0c1e57098 refuses it"):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
+
+
+def small_deepseek_ocr(**fields) -> dict:
+    """transformers' DeepSeek-OCR-2 text config at 8 layers of 4 heads (head 256 / 4 = 64, 4 K/V heads), 4 experts."""
+    return small_config("deepseek_ocr2_text", **{"num_key_value_heads": 4, "n_routed_experts": 4,
+                                                 "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+                                                 "pad_token_id": None, "bos_token_id": None, "eos_token_id": None,
+                                                 **fields})
+
+
+def test_deepseek2_ocr_small_by_hand(tmp_path):
+    # Unlimited-OCR's window is written "for metadata" (conversion/deepseek.py L373-L377) and read by nothing:
+    # every layer whole, 8 x 4,096 cells x 4 heads x 64 x 2 (K, V) x 2 B = 32 MiB
+    cfg = {**small_deepseek_ocr(), "sliding_window_size": 1024}
+    arch, meta = converted_metadata(cfg)
+    assert (arch, meta["deepseek2-ocr.attention.sliding_window"]) == ("deepseek2-ocr", 1024)
+    write_header(tmp_path / "m.gguf", arch, meta)
+    back = kvmem.Model.from_gguf(tmp_path / "m.gguf")
+    assert "sliding_window" not in back.config
+    assert not any(layer.kind.windowed for layer in back.layers)
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert est.kv_bytes == 8 * 4096 * 4 * 64 * 2 * 2 == 32 * 2**20
+
+
+def test_deepseek2_ocr_round_trip(tmp_path):
+    same_kv(*round_trip(small_deepseek_ocr(), tmp_path / "m.gguf"))
+
+
+def test_deepseek2_ocr_other_head_width_is_refused(tmp_path):
+    arch, meta = converted_metadata(small_deepseek_ocr())
+    meta["deepseek2-ocr.attention.key_length"] = meta["deepseek2-ocr.attention.value_length"] = 128
+    write_header(tmp_path / "m.gguf", arch, meta)
+    with pytest.raises(SourceError, match=r"key_length / value_length is 128, not embedding_length / head_count \(64\)"):
+        kvmem.Model.from_gguf(tmp_path / "m.gguf")
