@@ -1,6 +1,7 @@
 """Random cases for llama.cpp's own compute buffer as the judge of the glm4moe graph
-(kvmem.engines.llamacpp.graphs_glm4moe): tests/oracles/test_llamacpp_graphs_more_oracle.py loads them in
-llama.cpp, tests/engines/test_llamacpp_graphs_glm4moe.py pins what llama.cpp printed for them.
+(kvmem.engines.llamacpp.graphs_glm4moe) and the hybrid Gated DeltaNet graphs (graphs_delta: qwen3next, qwen35,
+qwen35moe): tests/oracles/test_llamacpp_graphs_more_oracle.py loads them in llama.cpp,
+tests/engines/test_llamacpp_graphs_glm4moe.py and test_llamacpp_graphs_delta.py pin what llama.cpp printed for them.
 
 Each case draws a glm4_moe config from a seed (1-5 layers, 0-2 leading dense ones, 1-2 shared experts, Q/K/V
 biases or not, Q/K norms or not, normalised or not, routed_scaling_factor 1 or 2.5, group-limited routing
@@ -14,7 +15,9 @@ import random
 
 from ..model import Model
 
-__all__ = ["random_glm4moe_case"]
+__all__ = ["random_glm4moe_case", "random_delta_case", "DELTA_KINDS"]
+
+DELTA_KINDS = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
 
 _FA_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16", "q5_1", "iq4_nl")
 _NO_FA_TYPES = ("f16", "f32", "bf16")
@@ -44,6 +47,42 @@ def random_glm4moe_case(seed: int) -> tuple[Model, str, dict]:
     """(model, file type, context) of glm4moe case ``seed``."""
     rng = random.Random(f"graphs-more/glm4moe/{seed}")
     model = Model.from_hf_config(_glm4moe(rng), name=f"random-glm4moe-{seed}")
+    fa = rng.random() < 0.5
+    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
+    ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
+               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
+               n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=False)
+    return model, rng.choice(("f16", "q8_0")), ctx
+
+
+def _delta(rng: random.Random, model_type: str) -> dict:
+    """A Qwen3-Next / Qwen3.5-MoE / Qwen3.5 config: 4 or 8 layers (every 4th full attention, as in every published
+    config: the family writer's files of 5 layers did not load), 1-4 key heads, 1-2 value heads per key head of 32-128,
+    and for the MoE kinds 4-16 experts with a shared expert."""
+    n_k = rng.choice((1, 2, 4))
+    n_head = rng.choice((2, 4, 8))
+    d = rng.choice((32, 64, 128))
+    cfg = dict(architectures=["Qwen3NextForCausalLM"], model_type=model_type, num_hidden_layers=rng.choice((4, 8)),
+               hidden_size=256 * rng.randint(1, 3), head_dim=rng.choice((64, 128, 256)), num_attention_heads=n_head,
+               num_key_value_heads=rng.choice([h for h in (1, 2) if n_head % h == 0]),
+               intermediate_size=256 * rng.randint(1, 3), linear_conv_kernel_dim=4, linear_key_head_dim=d,
+               linear_value_head_dim=d, linear_num_key_heads=n_k, linear_num_value_heads=n_k * rng.choice((1, 2)),
+               full_attention_interval=4, vocab_size=rng.choice((256, 1000)), max_position_embeddings=8192,
+               rms_norm_eps=1e-6, rope_theta=1e6, partial_rotary_factor=0.25, tie_word_embeddings=False)
+    if model_type != "qwen3_5_text":
+        cfg.update(moe_intermediate_size=128 * rng.randint(1, 3),
+                   shared_expert_intermediate_size=128 * rng.randint(1, 3), num_experts=rng.choice((4, 8, 16)),
+                   num_experts_per_tok=rng.choice((1, 2, 4)), norm_topk_prob=True,
+                   decoder_sparse_step=1, mlp_only_layers=[])
+    return cfg
+
+
+def random_delta_case(seed: int) -> tuple[Model, str, dict]:
+    """(model, file type, context) of hybrid case ``seed``, its kind DELTA_KINDS[seed % 3]; several sequences with a
+    KV stream each or unified."""
+    model_type = DELTA_KINDS[seed % len(DELTA_KINDS)]
+    rng = random.Random(f"graphs-more/delta/{seed}")
+    model = Model.from_hf_config(_delta(rng, model_type), name=f"random-{model_type}-{seed}")
     fa = rng.random() < 0.5
     type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
     ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),

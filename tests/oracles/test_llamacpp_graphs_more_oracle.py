@@ -1,9 +1,13 @@
-"""kvmem's glm4moe compute graph (kvmem/engines/llamacpp/graphs_glm4moe.py) against llama.cpp 0c1e57098 itself
+"""kvmem's glm4moe and hybrid Gated DeltaNet compute graphs (kvmem/engines/llamacpp/graphs_glm4moe.py,
+graphs_delta.py: qwen3next, qwen35, qwen35moe) against llama.cpp 0c1e57098 itself
 (llama-cpp-python 0.3.36, CPU-only): random glm4_moe configs laid out by kvmem (kvmem.oracles.llamacpp_family_files,
 the metadata conversion/glm.py writes), loaded for real, a context created; the printed "CPU compute buffer size"
 must equal kvmem's to the printed MiB and to the four decimals ~llama_context prints. Then GLM-4.5-Air and GLM-4.7
 cut to 4 layers (their own widths, leading dense layers kept) at real contexts, and both at their full shapes
-(no_alloc). kvmem.oracles.llamacpp_graphs_more says what the random cases vary. About 35 s."""
+(no_alloc). The same for the hybrid graphs: 24 random cases (Qwen3-Next, Qwen3.5-MoE, Qwen3.5 alike; several
+sequences, unified or not), Qwen3-Next-80B-A3B / Qwen3.5-27B / Qwen3.5-397B-A17B at their full shapes (36 of 36
+random cases and 12 of 12 full-shape contexts were equal when this was built). kvmem.oracles.llamacpp_graphs_more says
+what the random cases vary. About 90 s."""
 
 from tests.oracles.conftest import require
 
@@ -13,11 +17,12 @@ import pytest  # noqa: E402
 
 import kvmem  # noqa: E402
 from kvmem.engines.llamacpp.compute import graph_bytes, graph_shape, llamacpp_compute_buffer  # noqa: E402
+from kvmem.engines.llamacpp.graphs_delta import delta_shape, hybrid_graph_bytes  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib  # noqa: E402
 from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child, printed_buffers  # noqa: E402
 from kvmem.oracles.llamacpp_family_files import write_family  # noqa: E402
-from kvmem.oracles.llamacpp_graphs_more import random_glm4moe_case  # noqa: E402
+from kvmem.oracles.llamacpp_graphs_more import random_delta_case, random_glm4moe_case  # noqa: E402
 from kvmem.oracles.llamacpp_presets import load  # noqa: E402
 
 
@@ -73,4 +78,35 @@ def test_glm4moe_presets_full_shapes_prompt_graph_equals_llamacpp(preset, tmp_pa
         d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=fa, n_ubatch=n_ubatch,
                            n_batch=n_ctx).details
         ours = graph_bytes(graph_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=fa)
+        assert buffer_mib(ours) == printed["CPU compute"], (n_ctx, fa)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_hybrid_delta_net_compute_buffers_equal_llamacpp(seed, tmp_path):
+    # the recurrent part over the n_seq sequences whatever the KV streams (kv_unified), the attention cache's cells
+    # kvmem's plan settles on (llama_memory_hybrid: n_pad 1)
+    model, fmt, ctx = random_delta_case(seed)
+    path = str(tmp_path / "model.gguf")
+    write_family(model, fmt, path, source=False)
+    printed = in_child(printed_buffers, path, ctx)
+    d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=ctx["n_ctx"], n_seq=ctx["n_seq"],
+                       kv_unified=ctx["kv_unified"], type_k=ctx["type_k"], type_v=ctx["type_v"],
+                       flash_attn=bool(ctx["flash_attn"]), n_ubatch=ctx["n_ubatch"], n_batch=ctx["n_ctx"]).details
+    ours = hybrid_graph_bytes(delta_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=bool(ctx["flash_attn"]),
+                              type_k=ctx["type_k"], type_v=ctx["type_v"], n_outputs=d.n_batch, n_seq=ctx["n_seq"],
+                              kv_unified=ctx["kv_unified"])
+    assert buffer_mib(ours) == printed["CPU compute"]
+    assert f"{ours / 1048576.0:.4f}" == printed["CPU compute 4dp"]
+
+
+@pytest.mark.parametrize("preset", ["qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b"])
+def test_hybrid_presets_full_shapes_prompt_graph_equals_llamacpp(preset, tmp_path):
+    model = kvmem.get_model(preset)
+    path = str(tmp_path / "model.gguf")
+    write_family(model, "q4_k_m", path, source=False)
+    for n_ctx, n_ubatch, fa in ((4096, 512, True), (32768, 512, False), (65536, 2048, True), (262144, 512, True)):
+        printed = in_child(load, path, no_alloc=True, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=fa)["buffers"]
+        d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=fa, n_ubatch=n_ubatch,
+                           n_batch=n_ctx).details
+        ours = hybrid_graph_bytes(delta_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=fa)
         assert buffer_mib(ours) == printed["CPU compute"], (n_ctx, fa)
