@@ -191,9 +191,11 @@ def cards_input(engine: str) -> list[str]:
     from ui import urlparams
     if "offload" not in ENGINES[engine].panels:
         placing = " and ".join(spec.name for spec in ENGINES.values() if "offload" in spec.panels)
+        # vllm@v0.33.0 vllm/v1/core/kv_cache_planning.py#L1580-L1595 (every rank re-planned at min_num_blocks);
+        # sglang@v0.5.23 python/sglang/srt/utils/common.py#L427-L433 get_available_gpu_memory (distributed: the minimum)
         why = (f"mixed cards (a 3090 beside a 4090) are {placing}'s: it splits the layers over unequal cards. "
-               f"{ENGINES[engine].name} is sized on one kind of card: vLLM, SGLang and TensorRT-LLM give each "
-               "tensor-parallel rank an equal share of every layer, so unequal cards run as the smallest")
+               f"{ENGINES[engine].name} is sized on one kind of card: tensor parallelism gives each card an equal "
+               "share of every layer, and vLLM and SGLang size every rank's KV cache by the smallest rank's")
         linked, held = urlparams.link_value(CARDS_KEY), st.session_state.get(CARDS_KEY)
         if linked:      # a link's cards for an engine that takes one kind: refused by name, not dropped silently
             urlparams.refuse(CARDS_KEY, linked, f"mixed cards are {placing}'s; engine {ENGINES[engine].name} takes "
