@@ -179,8 +179,11 @@ def parse_cards(text) -> list[str]:
         except ValueError as exc:
             from ui.urlparams import nearest_choice
             near = nearest_choice(card, kvmem.list_gpus())
-            raise ValueError(f"card {i}, {card!r}: " + (f"not a GPU kvmem knows; nearest: {near}" if near else
-                                                        str(exc))) from None
+            named = card if len(card) <= 40 else card[:37] + "..."
+            why = (str(exc) if card.lower().startswith("custom:") else
+                   "not a GPU kvmem knows; " + (f"nearest: {near}" if near else "the sidebar's GPU list names them "
+                                                "all, or give a custom spec such as custom:24GiB:936GB/s"))
+            raise ValueError(f"card {i}, {named!r}: {why}") from None
     return cards
 
 
@@ -201,7 +204,8 @@ def cards_input(engine: str) -> list[str]:
             urlparams.refuse(CARDS_KEY, linked, f"mixed cards are {placing}'s; engine {ENGINES[engine].name} takes "
                                                 "one kind of card (GPU x GPUs in the sidebar)")
         elif held:      # typed under another engine: said where the box was
-            st.info(f"Mixed cards {held} not used: {why}.")
+            shown = held if len(str(held)) <= 80 else str(held)[:77] + "..."
+            st.info(f"Mixed cards {shown} not used: {why}.")
             return []
         st.caption(why[0].upper() + why[1:] + ".")
         return []

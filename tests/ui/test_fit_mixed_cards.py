@@ -106,6 +106,8 @@ def test_the_host_shortfall_is_the_verdict(capsys):
 
 @pytest.mark.parametrize("cards, message", [
     ("rtx-3090,rtx-309x", "Mixed cards: card 2, 'rtx-309x': not a GPU kvmem knows; nearest: rtx-3090-24gb"),
+    ("rtx-3090,zzzz", "Mixed cards: card 2, 'zzzz': not a GPU kvmem knows; the sidebar's GPU list names them all, or "
+                      "give a custom spec such as custom:24GiB:936GB/s"),
     ("rtx-3090", "Mixed cards: one card (rtx-3090) is the sidebar's GPU: give two or more, comma-separated, or none"),
     ("rtx-3090,,rtx-3060", "Mixed cards: card 2 is empty: one GPU name between each pair of commas"),
     (",".join(["rtx-3090"] * 9), "Mixed cards: 9 cards: the app takes at most 8 (kvmem fit --gpu takes the list "
@@ -152,3 +154,14 @@ def test_cards_typed_then_another_engine_say_they_are_not_used():
                                                             "3090 beside a 4090) are llama.cpp's")
     at.selectbox(key="engine").set_value("llama.cpp").run()     # back: the cards and their answer again
     assert at.text_input(key="cards").value == "rtx-3090,rtx-3060" and at.metric[1].value == "40,960"
+
+
+def test_a_custom_card_beside_a_preset(capsys):
+    # a 24 GiB custom card (CUDA0) and a 3060: the page and kvmem fit --gpu custom:...,rtx-3060 say the same
+    at = page({"model": "llama-3.1-8b", "tokens": "8k", "engine": "llama.cpp", "cards": "custom:24GiB:936GB/s,rtx-3060"})
+    _, _, data = cli(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "custom:24GiB:936GB/s,rtx-3060",
+                     "--context", "8k", "--batch", "1")
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Max batch"], metrics["Max context"]) == (f"{data['max_batch']:,}", f"{data['max_context']:,}") \
+        == ("9", "70,144")
+    assert at.code[0].value == data["llamacpp_offload"]["command_best"]
