@@ -284,18 +284,29 @@ def mixed_panel(model, work, cards: list[str], options: dict) -> None:
 
 
 def _device_bars(record: dict) -> None:
-    """kvmem's placement per device: weights, KV and compute buffers against the card's memory, bars and a table."""
+    """kvmem's placement per device, the parts of each device's total (layouts.Layout.total_bytes): the weights
+    resident there (on the host, its own tensors: the mmap span llama.cpp prints as CPU_Mapped also covers GPU
+    tensors, read once at load), KV, compute buffers and the rest (the CUDA context, a projector); as bars against
+    the card's memory and as a table."""
     best = record.get("best")
     if not best:
         return
     budgets = record["budgets"]
-    devices = [d["device"] for d in best["devices"]]
-    parts = {"weights": "model_bytes", "KV": "kv_bytes", "compute": "compute_bytes"}
-    st.bar_chart({"device": devices, **{name: [d[key] / _GIB for d in best["devices"]] for name, key in parts.items()}},
-                 x="device", y=list(parts), horizontal=True, stack=True, x_label="GiB (2^30 bytes)", y_label="",
-                 height=80 + 40 * len(devices))
-    st.dataframe([{"device": d["device"], "layers": len(d["layers"]), "weights": kvmem.format_bytes(d["model_bytes"]),
-                   "KV": kvmem.format_bytes(d["kv_bytes"]), "compute": kvmem.format_bytes(d["compute_bytes"]),
-                   "total": kvmem.format_bytes(d["total_bytes"]),
-                   "memory": kvmem.format_bytes(budgets[d["device"]]) if d["device"] in budgets else "host RAM"}
-                  for d in best["devices"]], hide_index=True)
+    rows = []
+    for d in best["devices"]:
+        weights = d["model_bytes"] if d["device"] in budgets else sum(d["group_bytes"].values())
+        rows.append({"device": d["device"], "layers": len(d["layers"]), "weights": weights, "KV": d["kv_bytes"],
+                     "compute": d["compute_bytes"],
+                     "other": d["total_bytes"] - weights - d["kv_bytes"] - d["compute_bytes"],
+                     "total": d["total_bytes"], "memory": budgets.get(d["device"])})
+    parts = ["weights", "KV", "compute", "other"]
+    st.bar_chart({"device": [r["device"] for r in rows], **{part: [r[part] / _GIB for r in rows] for part in parts}},
+                 x="device", y=parts, horizontal=True, stack=True, x_label="GiB (2^30 bytes)", y_label="",
+                 height=80 + 40 * len(rows))
+    st.dataframe([{**{k: v for k, v in r.items() if k not in (*parts, "total", "memory")},
+                   **{k: kvmem.format_bytes(r[k]) for k in (*parts, "total")},
+                   "memory": "host RAM" if r["memory"] is None else kvmem.format_bytes(r["memory"])} for r in rows],
+                 hide_index=True)
+    st.caption("other: the CUDA context on each GPU, a multimodal projector where it sits. Host weights: the tensors "
+               "kept there; llama.cpp's CPU_Mapped line prints the mapped span that holds them, with any GPU tensors "
+               "between them.")

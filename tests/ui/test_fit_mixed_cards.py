@@ -72,6 +72,10 @@ def test_two_mixed_cards_give_the_clis_answer(capsys):
     rows = at.dataframe[0].value
     assert list(rows["device"]) == ["CUDA0", "CUDA1", "CPU"] and list(rows["layers"]) == [25, 23, 0]
     assert list(rows["memory"]) == ["24.00 GiB", "12.00 GiB", "host RAM"]
+    # each total the CLI's (CUDA0 11,316 MiB = 11.05 GiB): weights + KV + compute + the 512 MiB CUDA context; the
+    # host's weights are token_embd's 175,030,272 B (166.92 MiB) beside its 155,238,528 B compute buffer
+    assert list(rows["total"]) == ["11.05 GiB", "10.51 GiB", "314.97 MiB"]
+    assert list(rows["other"]) == ["512.00 MiB", "512.00 MiB", "0 B"] and rows["weights"][2] == "166.92 MiB"
     assert len(at.get("vega_lite_chart")) == 1
     assert "Not used on this page: GPU, GPUs (the mixed cards replace them)." in [c.value for c in at.caption]
 
