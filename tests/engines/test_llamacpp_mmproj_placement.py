@@ -78,7 +78,11 @@ def _header(projector="gemma3", patch="F16", drop=()):
 
 def test_an_mmproj_gguf_gives_its_shape_or_a_reason():
     assert mmproj_shape_from_header(_header()) == GEMMA3
-    with pytest.raises(ValueError, match="projector_type 'qwen3vl_merger': kvmem transcribes only gemma3"):
+    with pytest.raises(ValueError, match="projector_type 'llama4': kvmem transcribes the clip graphs of gemma3, "
+                                         "qwen2vl_merger, qwen2.5vl_merger, qwen3vl_merger, pixtral only"):
+        mmproj_shape_from_header(_header("llama4"))
+    # a qwen3vl_merger file is read as Qwen3-VL's, and this one lacks its layers' output projection
+    with pytest.raises(ValueError, match=r"mmproj \(qwen3vl\) has no tensor v.blk.0.attn_out.weight: clip.cpp"):
         mmproj_shape_from_header(_header("qwen3vl_merger"))
     with pytest.raises(ValueError, match="v.patch_embd.weight Q8_0"):
         mmproj_shape_from_header(_header(patch="Q8_0"))
@@ -130,7 +134,7 @@ def test_a_projector_without_a_graph_is_said_not_computed():
     p = llamacpp_offload("llama-3-8b", gpus="rtx-3090-24gb", context="8k", weight_dtype="q4_k_m", mmproj=600_000_000)
     assert p.best.mmproj == {"device": "CUDA0", "weights_bytes": 600_000_000, "compute_bytes": None}
     assert "its compute buffer is NOT COMPUTED and not counted" in p.notes[-1]
-    assert "config has no Gemma 3 vision_config" in p.notes[-1]
+    assert "config has no vision_config kvmem builds a projector's graph from (Gemma 3, Qwen2-VL" in p.notes[-1]
     model = kvmem.get_model("gemma-3-27b")
     weights, compute, note = mmproj_memory(model, 1, gpu="CUDA0", flash_attn=None)
     assert (weights, compute) == (1, (("CUDA0", 127_139_840), ("CPU", IMAGE)))
@@ -226,3 +230,11 @@ def test_the_decode_curve_takes_the_projector_the_panel_passes():
     base, with_mm = (panel_decode_curve(model, options=o, **args)[-1] for o in ({}, {"mmproj": 858_000_000}))
     assert with_mm.total_bytes["CUDA0"] == base.total_bytes["CUDA0"] + 858_000_000 + 127_139_840
     assert with_mm.total_bytes["CPU"] == base.total_bytes["CPU"] + IMAGE
+
+
+def test_a_qwen35_projector_from_its_config_is_counted():
+    # qwen3.5-27b's vision_config gives Qwen3.5's tower (tests/engines/test_llamacpp_mmproj_clip.py): with an mmproj
+    # given as its weight bytes, mtmd's buffers are counted on CUDA0 (248.10 MiB) and the host (24.93 MiB)
+    weights, compute, note = mmproj_memory(kvmem.get_model("qwen3.5-27b"), 931_000_000, gpu="CUDA0", flash_attn=None)
+    assert (weights, compute) == (931_000_000, (("CUDA0", 260_149_504), ("CPU", 26_136_832)))
+    assert "'reserve_compute_meta:      CUDA0 compute buffer size =   248.10 MiB'" in note

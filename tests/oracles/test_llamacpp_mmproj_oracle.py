@@ -1,7 +1,10 @@
 """kvmem's Gemma 3 mmproj compute buffer (kvmem/engines/llamacpp/graphs_mmproj.py) against llama.cpp 0c1e57098's
 libmtmd (llama-cpp-python 0.3.36, CPU): random SigLIP towers and Gemma-3-27B's own (its preset's vision_config),
 flash attention on and off; the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
-kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj). About 15 s."""
+kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj). The Qwen-VL and Pixtral towers
+(graphs_mmproj_qwen, graphs_mmproj_pixtral) likewise, read back from the GGUF through kvmem's header reader:
+16 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1, Pixtral 12B).
+About 60 s."""
 
 from tests.oracles.conftest import require
 
@@ -12,6 +15,7 @@ import pytest  # noqa: E402
 import kvmem  # noqa: E402
 from kvmem.engines.llamacpp.graphs_mmproj import MmprojShape, mmproj_compute_bytes, mmproj_shape  # noqa: E402
 from kvmem.oracles.llamacpp_mmproj import printed_mmproj_mib, random_mmproj_shape  # noqa: E402
+from tests.engines.test_llamacpp_mmproj_clip import REAL, random_clip_shape, real_shape  # noqa: E402
 
 
 def _case(shape, flash_attn, tmp_path):
@@ -33,3 +37,112 @@ def test_gemma3_27b_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
 def test_siglip_base_sized_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
     # a SigLIP-B/16-sized tower at 448 px (784 patches, 12 layers) under a 2048-wide text model
     _case(MmprojShape(448, 16, 768, 3072, 12, 12, 2048, 4, "bf16"), flash_attn, tmp_path)
+
+
+# ---- Qwen-VL and Pixtral (graphs_mmproj_qwen, graphs_mmproj_pixtral) ------------------------------------------
+# Each case writes a sparse mmproj GGUF of the ClipShape (the keys and tensors conversion/qwenvl.py,
+# conversion/qwen3vl.py and conversion/llava.py + pixtral.py write; a one-layer llama text model as wide as
+# clip_n_mmproj_embd), reads it back through kvmem's header reader, and compares the CPU compute buffer mtmd
+# prints with kvmem's for the shape read.
+
+def _clip_tensors(s):
+    """(name, ne, type) of every tensor of ``s``'s mmproj GGUF."""
+    e, f, m, text = s.n_embd, s.n_ff, s.n_mm, s.n_embd_text
+    kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
+    t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), kernel)]
+    if s.projector.startswith("qwen"):
+        t.append(("v.patch_embd.weight.1", (s.patch_size, s.patch_size, 3, e), kernel))
+    if s.has("patch_bias"):
+        t.append(("v.patch_embd.bias", (e,), "F32"))
+    if s.n_pos_embd:
+        t.append(("v.position_embd.weight", (e, s.n_pos_embd), "F32"))
+    for role in ("pre_ln", "post_ln"):
+        if s.has(role):
+            t += [(f"v.{role}.weight", (e,), "F32")] + ([(f"v.{role}.bias", (e,), "F32")] if s.has(role + ".bias")
+                                                        else [])
+    for il in range(s.n_layer):
+        b = f"v.blk.{il}."
+        t += [(b + "ln1.weight", (e,), "F32"), (b + "ln2.weight", (e,), "F32"), (b + "attn_out.weight", (e, e), "F16"),
+              (b + "ffn_up.weight", (e, f), "F16"), (b + "ffn_down.weight", (f, e), "F16")]
+        if s.projector == "qwen3vl":
+            t += [(b + "attn_qkv.weight", (e, 3 * e), "F16"), (b + "attn_qkv.bias", (3 * e,), "F32")]
+        else:
+            t += [(b + f"attn_{x}.weight", (e, e), "F16") for x in "qkv"]
+        if s.has("ffn_gate"):
+            t.append((b + "ffn_gate.weight", (e, f), "F16"))
+        for role in ("ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                     "ffn_up.bias", "ffn_gate.bias", "ffn_down.bias"):
+            if s.has(role):
+                t.append((b + role, (f if role.startswith(("ffn_up", "ffn_gate")) else e,), "F32"))
+        if il in s.deepstack:
+            d = f"v.deepstack.{il}."
+            t += [(d + "norm.weight", (4 * e,), "F32"), (d + "norm.bias", (4 * e,), "F32"),
+                  (d + "fc1.weight", (4 * e, m), "F16"), (d + "fc1.bias", (m,), "F32"),
+                  (d + "fc2.weight", (m, text), "F16"), (d + "fc2.bias", (text,), "F32")]
+    first = "mm.0" if s.projector.startswith("qwen") else "mm.1"
+    t += [(f"{first}.weight", (4 * e if first == "mm.0" else e, m), "F16"), ("mm.2.weight", (m, text), "F16")]
+    t += [(f"{first}.bias", (m,), "F32")] if s.has(f"{first}.bias") else []
+    t += [("mm.2.bias", (text,), "F32")] if s.has("mm.2.bias") else []
+    if s.projector == "pixtral":
+        t.append(("v.token_embd.img_break", (text,), "F32"))
+        if s.has("patch_merger"):
+            t += [("mm.input_norm.weight", (e,), "F32"), ("mm.patch_merger.weight", (e * s.n_merge ** 2, e), "F16")]
+    return t
+
+
+def _write_clip_mmproj(s, path):
+    import gguf
+
+    from kvmem.oracles.llamacpp_buffers import write_sparse
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_string("clip.projector_type", {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
+                                         "qwen3vl": "qwen3vl_merger"}.get(s.projector, s.projector))
+    w.add_uint32("clip.vision.projection_dim", s.n_embd_text)
+    w.add_uint32("clip.vision.image_size", 560)
+    w.add_uint32("clip.vision.patch_size", s.patch_size)
+    w.add_uint32("clip.vision.embedding_length", s.n_embd)
+    w.add_uint32("clip.vision.feed_forward_length", s.n_ff)
+    w.add_uint32("clip.vision.block_count", s.n_layer)
+    w.add_uint32("clip.vision.attention.head_count", s.n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    w.add_bool("clip.use_silu" if s.has("ffn_gate") else "clip.use_gelu", True)
+    if s.n_merge != (2 if s.projector.startswith("qwen") else 1):
+        w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
+    if s.n_wa_pattern:
+        w.add_uint32("clip.vision.n_wa_pattern", s.n_wa_pattern)
+    write_sparse(w, _clip_tensors(s))
+
+
+def _clip_case(shape, flash_attn, tmp_path):
+    """kvmem's bytes for the shape read back from the written file, and the CPU line mtmd printed."""
+    from kvmem.engines.llamacpp.graphs_mmproj import mmproj_shape_from_header
+    from kvmem.oracles.llamacpp_buffers import in_child
+    from kvmem.oracles.llamacpp_mmproj import _mmproj_lines, write_text_model
+    from kvmem.sources.gguf import read_header
+    mmproj, text = str(tmp_path / "mmproj.gguf"), str(tmp_path / "text.gguf")
+    _write_clip_mmproj(shape, mmproj)
+    read = mmproj_shape_from_header(read_header(mmproj))
+    assert read == shape
+    write_text_model(shape.n_embd_text * (1 + len(shape.deepstack)), text)
+    printed = in_child(_mmproj_lines, mmproj, text, 1 if flash_attn else 0)[-1].split("=")[-1].split()[0]
+    assert f"{mmproj_compute_bytes(read, flash_attn=flash_attn) / 1048576.0:.2f}" == printed
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_qwen_pixtral_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_clip_shape(seed), seed % 8 < 4, tmp_path)
+
+
+@pytest.mark.parametrize("name, flash_attn", [(name, True) for name in REAL]
+                         + [("qwen2.5-vl-7b", False), ("mistral-small-3.1", False)])
+def test_real_mmproj_compute_buffer_equals_mtmd(name, flash_attn, tmp_path):
+    # the real towers (tests/engines/test_llamacpp_mmproj_clip.REAL) as convert_hf_to_gguf would write them
+    _clip_case(real_shape(name), flash_attn, tmp_path)
+
+
+def test_qwen35_27b_mmproj_compute_buffer_equals_mtmd(tmp_path):
+    # the tower of the qwen3.5-27b preset's vision_config (a qwen3vl_merger without deepstack layers)
+    _clip_case(mmproj_shape(kvmem.get_model("qwen3.5-27b")), True, tmp_path)

@@ -1,5 +1,8 @@
-"""llama.cpp's multimodal projector (mtmd / clip) compute buffer for Gemma 3's SigLIP vision tower, node by
-node: the "reserve_compute_meta: CPU compute buffer size" line mtmd prints when it loads an mmproj GGUF.
+"""llama.cpp's multimodal projector (mtmd / clip) compute buffer, node by node: the "reserve_compute_meta: CPU
+compute buffer size" line mtmd prints when it loads an mmproj GGUF. Gemma 3's SigLIP tower is built here; the
+Qwen-VL towers (clip.projector_type qwen2vl, qwen25vl, qwen3vl) in graphs_mmproj_qwen and Pixtral's (pixtral)
+in graphs_mmproj_pixtral, from the shape mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShape). Any other
+projector type is refused by name (its graph is not transcribed).
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098), tools/mtmd/:
 
@@ -47,14 +50,21 @@ from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import Graph
 from .ggml_sched import sched_sizes
+from .graphs_mmproj_pixtral import build_pixtral_mmproj
+from .graphs_mmproj_qwen import QWEN_PROJECTORS, build_qwen_mmproj
+from .graphs_mmproj_vit import ClipShape
 
-__all__ = ["MmprojShape", "mmproj_shape", "mmproj_shape_from_header", "build_gemma3_mmproj", "mmproj_compute_bytes",
-           "clip_compute_buffers", "mmproj_weight_bytes", "clip_log_lines", "CUDA_FA_HEAD_SIZES"]
+__all__ = ["MmprojShape", "mmproj_shape", "mmproj_shape_from_header", "build_gemma3_mmproj", "build_mmproj",
+           "mmproj_compute_bytes", "clip_compute_buffers", "mmproj_weight_bytes", "clip_log_lines",
+           "CUDA_FA_HEAD_SIZES", "PROJECTORS"]
 
 # ggml-cuda/fattn.cu#L576-L627 ggml_cuda_get_best_fattn_kernel: CUDA's FLASH_ATTN_EXT takes these K head sizes
 # with V's equal; 192, 320, 512 and 576 need a mask (gqa_opt_applies), which the vision tower's attention has not
 CUDA_FA_HEAD_SIZES = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
 _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
+# clip.projector_type (the GGUF's string, clip-impl.h#L500-L540 PROJECTOR_TYPE_NAMES) -> the graph kvmem builds
+PROJECTORS = {"gemma3": "gemma3", "qwen2vl_merger": "qwen2vl", "qwen2.5vl_merger": "qwen25vl",
+              "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral"}
 
 
 @dataclass(frozen=True)
@@ -73,11 +83,17 @@ class MmprojShape:
     proj_type: str = "f16"      # mm.input_projection's type (conversion/gemma.py: always F16)
 
 
-def mmproj_shape(model) -> MmprojShape | None:
-    """The projector of a Gemma 3 config (model_type gemma3 with a siglip vision_config), or None."""
+def mmproj_shape(model) -> MmprojShape | ClipShape | None:
+    """The projector convert_hf_to_gguf would write for ``model``'s config: Gemma 3 (model_type gemma3 with a
+    siglip vision_config), the Qwen-VL and Pixtral configs graphs_mmproj_header.clip_shape_from_config reads;
+    None for any other config."""
     cfg = model.config or {}
     vision, text = cfg.get("vision_config"), cfg.get("text_config")
-    if cfg.get("model_type") != "gemma3" or not isinstance(vision, dict) or not isinstance(text, dict):
+    if cfg.get("model_type") != "gemma3":
+        from .graphs_mmproj_header import clip_shape_from_config
+        text = text if isinstance(text, dict) else {}
+        return clip_shape_from_config(cfg, text.get("hidden_size") or cfg.get("hidden_size") or model.hidden_size)
+    if not isinstance(vision, dict) or not isinstance(text, dict):
         return None
     image, patch = vision.get("image_size"), vision.get("patch_size")
     tokens = cfg.get("mm_tokens_per_image", 256)
@@ -146,20 +162,33 @@ def build_gemma3_mmproj(s: MmprojShape, flash_attn: bool) -> Graph:
     return g
 
 
-def mmproj_compute_bytes(shape: MmprojShape, *, flash_attn: bool = True, alignment: int = 32) -> int:
+def build_mmproj(shape: MmprojShape | ClipShape, flash_attn: bool) -> Graph:
+    """The warmup graph of ``shape``'s projector (clip.cpp#L932-L1090 clip_get_graph_builder by projector type)."""
+    if isinstance(shape, MmprojShape):
+        return build_gemma3_mmproj(shape, flash_attn)
+    if shape.projector in QWEN_PROJECTORS:
+        return build_qwen_mmproj(shape, flash_attn)
+    return build_pixtral_mmproj(shape, flash_attn)
+
+
+def mmproj_compute_bytes(shape: MmprojShape | ClipShape, *, flash_attn: bool = True, alignment: int = 32) -> int:
     """The compute buffer mtmd reserves for ``shape``'s warmup image (flash attention: the CPU's AUTO)."""
-    return gallocr_size(build_gemma3_mmproj(shape, flash_attn), alignment)
+    return gallocr_size(build_mmproj(shape, flash_attn), alignment)
 
 
-def mmproj_shape_from_header(header) -> MmprojShape:
+def mmproj_shape_from_header(header) -> MmprojShape | ClipShape:
     """The projector of an mmproj GGUF header (kvmem.sources.gguf.read_header): clip.projector_type "gemma3"
-    with its clip.vision.* keys (clip.cpp load_hparams; projector.scale_factor 4 when absent, #L1634-L1641).
-    Any other projector: ValueError naming it (its graph is not transcribed here)."""
+    with its clip.vision.* keys (clip.cpp load_hparams; projector.scale_factor 4 when absent, #L1634-L1641),
+    or one of PROJECTORS (graphs_mmproj_header.clip_shape_from_header). Any other projector: ValueError naming
+    it (its graph is not transcribed here)."""
     meta = header.metadata
     kind = meta.get("clip.projector_type") or meta.get("clip.vision.projector_type")
+    if kind in PROJECTORS and kind != "gemma3":
+        from .graphs_mmproj_header import clip_shape_from_header
+        return clip_shape_from_header(header, PROJECTORS[kind])
     if kind != "gemma3":
-        raise ValueError(f"mmproj projector_type {kind!r}: kvmem transcribes only gemma3's clip graph "
-                         "(graphs_mmproj), so its compute buffer is not computed")
+        raise ValueError(f"mmproj projector_type {kind!r}: kvmem transcribes the clip graphs of "
+                         f"{', '.join(PROJECTORS)} only (graphs_mmproj*), so its compute buffer is not computed")
     types = {t.name: t.dtype.upper() for t in header.tensors}
     patch, proj = types.get("v.patch_embd.weight"), types.get("mm.input_projection.weight")
     if patch not in _FLOAT_TYPES or proj not in _FLOAT_TYPES:
@@ -208,7 +237,7 @@ def clip_compute_buffers(shape: MmprojShape, *, gpu: str | None, flash_attn=None
                          f"({', '.join(map(str, sorted(CUDA_FA_HEAD_SIZES)))}): mtmd "
                          + ("runs it on the CPU" if fa else "reserves with and without it")
                          + ", not computed by kvmem (give flash_attn='off' to size it without)")
-    on_gpu, on_host = sched_sizes(build_gemma3_mmproj(shape, fa is not False), lambda _t, _e: 0, 1)
+    on_gpu, on_host = sched_sizes(build_mmproj(shape, fa is not False), lambda _t, _e: 0, 1)
     return {gpu: on_gpu, "CPU": on_host}
 
 

@@ -267,8 +267,8 @@ def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> 
         weights, from_config = mmproj, mmproj_shape(model)
         if from_config is None:
             return weights, None, _not_computed(
-                f"{model.name}'s config has no Gemma 3 vision_config to build the projector's graph from; give the "
-                "mmproj GGUF itself")
+                f"{model.name}'s config has no vision_config kvmem builds a projector's graph from (Gemma 3, "
+                "Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3 / Pixtral); give the mmproj GGUF itself")
         shape = from_config
     else:
         raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")

@@ -1,0 +1,167 @@
+"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL or Pixtral mmproj GGUF header, read as llama.cpp 0c1e57098's
+tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320: clip.vision.embedding_length, head_count,
+block_count, patch_size; #L1668-L1687 qwen: spatial_merge_size 2 when absent, n_wa_pattern required for
+qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent) and load_tensors (#L2256-L2345 the layers'
+tensors, each optional one a node where present; #L2496-L2510 qwen's mm.0 / mm.2; #L2798-L2809 pixtral's
+mm.1 / mm.2, v.token_embd.img_break, mm.input_norm and mm.patch_merger). Widths come from the tensors the
+graph multiplies by (the FFN's from ffn_up, the projector's from mm.*), as ggml takes them. A file with a
+tensor the transcribed graph does not build (layer scales, post-attention norms, Q/K norms, a MoE FFN) or
+without one it needs is refused, naming the tensor."""
+
+from __future__ import annotations
+
+from .graphs_mmproj_pixtral import pixtral_warmup_size
+from .graphs_mmproj_qwen import qwen_warmup_size
+from .graphs_mmproj_vit import ClipShape
+
+__all__ = ["clip_shape_from_header"]
+
+_FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
+# the per-layer tensors (v.blk.N.<role>.weight, or <role> as a full suffix) whose presence adds nodes
+_LAYER_ROLES = ("ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias",
+                "ffn_gate", "ffn_gate.bias", "ffn_down.bias")
+_TOP_ROLES = {"pre_ln": "v.pre_ln.weight", "pre_ln.bias": "v.pre_ln.bias", "post_ln": "v.post_ln.weight",
+              "post_ln.bias": "v.post_ln.bias", "patch_bias": "v.patch_embd.bias", "mm.0.bias": "mm.0.bias",
+              "mm.1.bias": "mm.1.bias", "mm.2.bias": "mm.2.bias", "patch_merger": "mm.patch_merger.weight"}
+# clip.cpp#L2270-L2300: layer tensors build_vit would add nodes for, which these graphs do not build
+_UNBUILT = ("ls1", "ls2", "ls_out", "attn_post_norm", "ffn_post_norm", "attn_q_norm", "attn_k_norm", "ffn_gate_exps",
+            "attn_sinks")
+# clip.cpp#L2262-L2329 requires each layer's attn_out, ffn_up and ffn_down weights; the norms' weights are optional
+# there, and every graph here multiplies by them: a file without them is refused as not covered
+_LAYER_WEIGHTS = ("attn_out", "ffn_up", "ffn_down")
+_NORM_WEIGHTS = ("ln1", "ln2")
+# tensors clip.cpp requires (get_tensor without "optional") for each projector type, with {il} per layer
+_REQUIRED = {
+    "qwen2vl": ("v.patch_embd.weight.1", "v.blk.{il}.attn_q.bias", "v.blk.{il}.attn_k.bias", "v.blk.{il}.attn_v.bias",
+                "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias"),
+    "qwen3vl": ("v.patch_embd.weight.1", "v.patch_embd.bias", "v.position_embd.weight", "v.blk.{il}.attn_qkv.weight",
+                "v.blk.{il}.attn_qkv.bias", "mm.0.weight", "mm.0.bias", "mm.2.weight", "mm.2.bias"),
+    "pixtral": ("v.blk.{il}.attn_q.weight", "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.1.weight",
+                "mm.2.weight", "v.token_embd.img_break"),
+}
+_REQUIRED["qwen25vl"] = _REQUIRED["qwen2vl"]
+
+
+def _refuse(kind: str, what: str):
+    return ValueError(f"mmproj ({kind}) {what}: kvmem's transcription of its clip graph (graphs_mmproj_{kind}) "
+                      "does not cover it, so its compute buffer is not computed")
+
+
+def _present(kind: str, family: str, tensors: dict, n_layer: int) -> frozenset:
+    """The optional tensor roles the file has (the same in every layer), after the required ones are checked."""
+    required = [name.format(il=il) for name in _REQUIRED[kind]
+                for il in (range(n_layer) if "{il}" in name else (0,))]
+    for name in ["v.patch_embd.weight", *(f"v.blk.{il}.{r}.weight" for il in range(n_layer) for r in _LAYER_WEIGHTS),
+                 *required]:
+        if name not in tensors:
+            raise ValueError(f"mmproj ({kind}) has no tensor {name}: clip.cpp load_tensors requires it")
+    for t in tensors:
+        if t.startswith("v.blk.") and t.split(".")[3] in _UNBUILT:
+            raise _refuse(family, f"tensor {t}")
+    for name in (f"v.blk.{il}.{r}.weight" for il in range(n_layer) for r in _NORM_WEIGHTS):
+        if name not in tensors:
+            raise _refuse(family, f"a layer without {name}")
+    roles = {il: frozenset(r for r in _LAYER_ROLES if f"v.blk.{il}.{r}" + ("" if "." in r else ".weight") in tensors)
+             for il in range(n_layer)}
+    if len(set(roles.values())) > 1:
+        raise _refuse(family, "layers with different optional tensors")
+    return frozenset(roles[0] | {role for role, name in _TOP_ROLES.items() if name in tensors})
+
+
+def clip_shape_from_header(header, kind: str) -> ClipShape:
+    """The ClipShape of an mmproj GGUF of projector type ``kind`` (module docstring); ValueError naming the key or
+    tensor where clip.cpp would refuse the file or kvmem's graph would not be llama.cpp's."""
+    meta, tensors = header.metadata, {t.name: t for t in header.tensors}
+    family = "qwen" if kind.startswith("qwen") else "pixtral"
+
+    def key(name, default=None):
+        value = meta.get(f"clip.vision.{name}", default)
+        if value is None:
+            raise ValueError(f"mmproj GGUF has no clip.vision.{name}: clip.cpp load_hparams requires it") from None
+        return int(value)
+
+    e, n_head, n_layer, patch = (key(k) for k in ("embedding_length", "attention.head_count", "block_count",
+                                                  "patch_size"))
+    for extra, expected in (("attention.head_dim", e // n_head), ("attention.head_count_kv", n_head)):
+        if key(extra, expected) != expected:
+            raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
+    n_merge = key("spatial_merge_size", 2 if family == "qwen" else 1)
+    present = _present(kind, family, tensors, n_layer)
+    patch_type = tensors["v.patch_embd.weight"].dtype.upper()
+    if patch_type not in _FLOAT_TYPES or tensors.get("v.patch_embd.weight.1", tensors["v.patch_embd.weight"]).dtype \
+            .upper() != patch_type:
+        raise _refuse(family, f"v.patch_embd.weight {patch_type} (F32, F16 or BF16 kernels, both alike)")
+    up = tensors["v.blk.0.ffn_up.weight"].shape
+    n_ff = up[1] if up[0] == e else up[0]       # clip.cpp#L2330-L2361: legacy files swap up and down
+    first, last = ("mm.0.weight", "mm.2.weight") if family == "qwen" else ("mm.1.weight", "mm.2.weight")
+    n_pos_embd, deepstack, n_wa = 0, (), 0
+    if kind == "qwen3vl":
+        pos = tensors["v.position_embd.weight"]
+        if pos.dtype.upper() != "F32":
+            raise _refuse(family, f"v.position_embd.weight {pos.dtype} (ggml_interpolate takes F32 only)")
+        n_pos_embd = pos.shape[1]
+        deepstack = tuple(il for il in range(n_layer) if f"v.deepstack.{il}.fc1.weight" in tensors)
+        if any(tensors[f"v.deepstack.{il}.fc1.weight"].shape[1] != tensors[first].shape[1] for il in deepstack):
+            raise _refuse(family, "deepstack fc1 widths other than mm.0's")
+    elif kind == "qwen25vl":
+        n_wa = key("n_wa_pattern")
+    elif kind == "qwen2vl":
+        n_wa = key("n_wa_pattern", 0)
+    if family == "pixtral" and "patch_merger" in present and "mm.input_norm.weight" not in tensors:
+        raise ValueError("mmproj (pixtral) has mm.patch_merger.weight without mm.input_norm.weight: clip.cpp's "
+                         "pixtral graph multiplies by both")
+    if family == "pixtral" and "patch_merger" not in present and n_merge != 1:
+        raise _refuse(family, f"clip.vision.spatial_merge_size {n_merge} without mm.patch_merger.weight")
+    warmup = (qwen_warmup_size if family == "qwen" else pixtral_warmup_size)(patch, n_merge)
+    return ClipShape(projector=kind, image_size=warmup, patch_size=patch, n_embd=e, n_ff=n_ff, n_layer=n_layer,
+                     n_head=n_head, n_embd_text=tensors[last].shape[1], n_mm=tensors[first].shape[1],
+                     n_merge=n_merge, n_wa_pattern=n_wa, n_pos_embd=n_pos_embd, deepstack=deepstack,
+                     tensors=frozenset(present), patch_type=_FLOAT_TYPES[patch_type])
+
+
+# the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,
+# conversion/qwen3vl.py Qwen3VLVisionModel, conversion/llava.py LlavaVisionModel; the HF modules they map)
+_CONVERTED = {
+    "qwen2vl": frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                          "ffn_up.bias", "ffn_down.bias", "post_ln", "post_ln.bias", "mm.0.bias", "mm.2.bias"}),
+    "qwen25vl": frozenset({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias", "ffn_gate",
+                           "ffn_gate.bias", "ffn_down.bias", "post_ln", "mm.0.bias", "mm.2.bias"}),
+    "qwen3vl": frozenset({"ln1.bias", "ln2.bias", "attn_out.bias", "ffn_up.bias", "ffn_down.bias", "post_ln",
+                          "post_ln.bias", "mm.0.bias", "mm.2.bias", "patch_bias"}),
+    "pixtral": frozenset({"pre_ln", "ffn_gate"}),
+}
+_QWEN_CONFIGS = {"qwen2_vl": "qwen2vl", "qwen2_5_vl": "qwen25vl", "qwen3_vl": "qwen3vl", "qwen3_vl_moe": "qwen3vl",
+                 "qwen3_5": "qwen3vl", "qwen3_5_moe": "qwen3vl"}
+
+
+def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
+    """The ClipShape convert_hf_to_gguf's mmproj of an HF config would have (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
+    Qwen3.5: vision_config; Mistral 3 and Llava with a pixtral vision_config), or None for any other config.
+    ``n_embd_text``: the text model's hidden size (MmprojModel's projection_dim)."""
+    vision, model_type = cfg.get("vision_config"), cfg.get("model_type")
+    if not isinstance(vision, dict):
+        return None
+    if model_type in _QWEN_CONFIGS:
+        kind = _QWEN_CONFIGS[model_type]
+        e = vision.get("embed_dim") or vision["hidden_size"]          # qwen2vl: embed_dim, mlp_ratio
+        n_ff = e * vision.get("mlp_ratio", 4) if "embed_dim" in vision else vision["intermediate_size"]
+        patch, merge = vision.get("patch_size", 14), vision.get("spatial_merge_size", 2)
+        text = vision.get("out_hidden_size") or (vision["hidden_size"] if "embed_dim" in vision else n_embd_text)
+        full = vision.get("fullatt_block_indexes", (7, 15, 23, 31)) if kind == "qwen25vl" else ()
+        deep = vision.get("deepstack_visual_indexes", (8, 16, 24)) if model_type.startswith("qwen3_vl") else ()
+        return ClipShape(projector=kind, image_size=qwen_warmup_size(patch, merge), patch_size=patch, n_embd=e,
+                         n_ff=n_ff, n_layer=vision["depth"], n_head=vision["num_heads"], n_embd_text=text,
+                         n_mm=e * merge * merge, n_merge=merge, n_wa_pattern=full[0] + 1 if full else 0,
+                         n_pos_embd=vision.get("num_position_embeddings", 2304) if kind == "qwen3vl" else 0,
+                         deepstack=tuple(deep), tensors=_CONVERTED[kind])
+    if vision.get("model_type") == "pixtral" and model_type in ("mistral3", "llava"):
+        merge = cfg.get("spatial_merge_size", 2) if model_type == "mistral3" else 1
+        bias = cfg.get("multimodal_projector_bias", model_type == "llava")     # Mistral3Config / LlavaConfig
+        tensors = _CONVERTED["pixtral"] | ({"mm.1.bias", "mm.2.bias"} if bias else set()) \
+            | ({"patch_merger"} if model_type == "mistral3" else set())
+        patch = vision.get("patch_size", 16)
+        return ClipShape(projector="pixtral", image_size=pixtral_warmup_size(patch, merge), patch_size=patch,
+                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
+                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
+                         n_embd_text=n_embd_text, n_mm=n_embd_text, n_merge=merge, tensors=tensors)
+    return None

@@ -1,0 +1,210 @@
+"""The Qwen-VL and Pixtral mmproj compute buffers (kvmem/engines/llamacpp/graphs_mmproj_qwen.py,
+graphs_mmproj_pixtral.py, graphs_mmproj_header.py): the "reserve_compute_meta: CPU compute buffer size" lines
+llama.cpp 0c1e57098's libmtmd printed for sparse mmproj GGUFs (tests/oracles/test_llamacpp_mmproj_oracle.py),
+pinned so they hold without llama.cpp, and the lines published logs print for real projectors."""
+
+import random
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp.graphs_mmproj import (
+    build_mmproj,
+    clip_compute_buffers,
+    mmproj_compute_bytes,
+    mmproj_shape,
+    mmproj_shape_from_header,
+)
+from kvmem.engines.llamacpp.graphs_mmproj_header import clip_shape_from_config
+from kvmem.engines.llamacpp.graphs_mmproj_pixtral import pixtral_warmup_size
+from kvmem.engines.llamacpp.graphs_mmproj_qwen import qwen_warmup_size
+from kvmem.engines.llamacpp.graphs_mmproj_vit import ClipShape
+from kvmem.sources.gguf import GGUFHeader, Tensor
+
+# the optional tensors convert_hf_to_gguf writes for each projector (graphs_mmproj_header._CONVERTED)
+QWEN2 = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                   "ffn_up.bias", "ffn_down.bias", "post_ln", "post_ln.bias", "mm.0.bias", "mm.2.bias"})
+QWEN25 = frozenset({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias", "ffn_gate",
+                    "ffn_gate.bias", "ffn_down.bias", "post_ln", "mm.0.bias", "mm.2.bias"})
+QWEN3 = frozenset({"ln1.bias", "ln2.bias", "attn_out.bias", "ffn_up.bias", "ffn_down.bias", "post_ln",
+                   "post_ln.bias", "mm.0.bias", "mm.2.bias", "patch_bias"})
+PIXTRAL = frozenset({"pre_ln", "ffn_gate"})
+
+
+def _qwen3(depth, e, ff, out, deepstack, model_type="qwen3_vl"):
+    return {"model_type": model_type, "vision_config": {
+        "depth": depth, "hidden_size": e, "intermediate_size": ff, "num_heads": 16, "out_hidden_size": out,
+        "deepstack_visual_indexes": deepstack, "patch_size": 16, "num_position_embeddings": 2304,
+        "spatial_merge_size": 2}}
+
+
+# the vision towers of real models (their config.json's vision_config; the text model's hidden size beside it)
+REAL = {
+    "qwen2-vl-2b": ({"model_type": "qwen2_vl", "vision_config": {"depth": 32, "embed_dim": 1280, "hidden_size": 1536,
+                                                                 "mlp_ratio": 4, "num_heads": 16, "patch_size": 14}},
+                    1536),
+    "qwen2.5-vl-7b": ({"model_type": "qwen2_5_vl", "vision_config": {
+        "depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "out_hidden_size": 3584,
+        "patch_size": 14, "fullatt_block_indexes": [7, 15, 23, 31]}}, 3584),
+    "qwen3-vl-4b": (_qwen3(24, 1024, 4096, 2560, [5, 11, 17]), 2560),
+    "qwen3-vl-8b": (_qwen3(27, 1152, 4304, 4096, [8, 16, 24]), 4096),
+    "qwen3.5-4b": (_qwen3(24, 1024, 4096, 2560, [], "qwen3_5"), 2560),
+    "mistral-small-3.1": ({"model_type": "mistral3", "spatial_merge_size": 2, "multimodal_projector_bias": False,
+                           "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096,
+                                             "num_hidden_layers": 24, "num_attention_heads": 16, "patch_size": 14,
+                                             "image_size": 1540}}, 5120),
+    "pixtral-12b": ({"model_type": "llava", "vision_config": {
+        "model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "patch_size": 16, "image_size": 1024}}, 5120),
+}
+
+
+def real_shape(name: str) -> ClipShape:
+    cfg, text = REAL[name]
+    return clip_shape_from_config(cfg, text)
+
+
+def random_clip_shape(seed: int) -> ClipShape:
+    """A random Qwen2-VL / Qwen2.5-VL / Qwen3-VL / Pixtral tower and projector from ``seed``."""
+    rng = random.Random(f"clip/{seed}")
+    kind = ("qwen2vl", "qwen25vl", "qwen3vl", "pixtral")[seed % 4]
+    n_head = rng.choice((1, 2, 4))
+    e = 8 * n_head * rng.randint(1, 3)
+    n_layer = rng.randint(1, 4)
+    patch = rng.choice((2, 4, 6))
+    common = dict(projector=kind, patch_size=patch, n_embd=e, n_ff=16 * rng.randint(1, 6), n_layer=n_layer,
+                  n_head=n_head, n_embd_text=64 * rng.randint(1, 2), n_mm=16 * rng.randint(1, 8),
+                  patch_type=rng.choice(("f16", "f32", "bf16")))
+    if kind == "pixtral":
+        merger = rng.random() < 0.5
+        n_merge = rng.choice((1, 2)) if merger else 1
+        tensors = PIXTRAL | ({"patch_merger"} if merger else set()) | set(rng.sample(["mm.1.bias", "mm.2.bias"], 1))
+        return ClipShape(image_size=pixtral_warmup_size(patch, n_merge), n_merge=n_merge, tensors=frozenset(tensors),
+                         **common)
+    extra = {}
+    if kind == "qwen25vl":
+        extra["n_wa_pattern"] = rng.randint(1, 3)
+    if kind == "qwen3vl":
+        extra["n_pos_embd"] = rng.choice((16, 92)) ** 2
+        extra["deepstack"] = tuple(sorted(rng.sample(range(n_layer), rng.randint(0, n_layer))))
+        common["n_mm"] = 4 * e      # the deepstack mergers' fc1 is as wide as the merger's (HF: hidden * merge**2)
+    return ClipShape(image_size=qwen_warmup_size(patch, 2), n_merge=2,
+                     tensors={"qwen2vl": QWEN2, "qwen25vl": QWEN25, "qwen3vl": QWEN3}[kind], **common, **extra)
+
+
+def _mib(nbytes):
+    return f"{nbytes / 1048576.0:.2f}"
+
+
+def test_warmup_images_are_clip_cpps():
+    # clip-model.h#L210-L215 set_warmup_n_tokens: tokens per side x patch x merge; qwen 46 x 46 tokens, pixtral 16 x 16
+    assert (qwen_warmup_size(14, 2), qwen_warmup_size(16, 2)) == (1288, 1472)
+    assert (pixtral_warmup_size(14, 2), pixtral_warmup_size(16, 1)) == (448, 256)
+    assert real_shape("mistral-small-3.1").image_size == 448     # "warmup with image size = 448 x 448" (issue 16842)
+
+
+def test_qwen35_27b_lines_are_the_published_ones():
+    # ollama/ollama issue #17482 (llama-server on CUDA, a qwen3vl_merger mmproj 1152 wide, 27 layers, projection
+    # 5120, no deepstack: Qwen3.5-27B's tower): "warmup with image size = 1472 x 1472", "reserve_compute_meta:
+    # CUDA0 compute buffer size = 248.10 MiB", "CPU compute buffer size = 24.93 MiB", "graph splits = 1, nodes = 823"
+    shape = mmproj_shape(kvmem.get_model("qwen3.5-27b"))
+    assert shape == ClipShape("qwen3vl", 1472, 16, 1152, 4304, 27, 16, 5120, 4608, 2, 0, 2304, (), QWEN3)
+    buffers = clip_compute_buffers(shape, gpu="CUDA0")
+    assert {k: _mib(v) for k, v in buffers.items()} == {"CUDA0": "248.10", "CPU": "24.93"}
+    assert buffers == {"CUDA0": 260_149_504, "CPU": 26_136_832}
+    assert len(build_mmproj(shape, True).nodes) == 823
+    # the CPU line is the f32 warmup image, 1472 x 1472 x 3 x 4 B = 26,001,408 B, and the i32 M-RoPE positions,
+    # 8,464 patches x 4 x 4 B = 135,424 B: 26,136,832
+    assert 1472 * 1472 * 3 * 4 + 8464 * 4 * 4 == 26_136_832
+
+
+def test_qwen35_4b_cuda_line_is_the_published_one():
+    # ggml-org/llama.cpp PR #22673 (a Qwen3.5-4B mmproj: n_embd 1024, 16 heads, n_ff 4096, 24 layers, projection
+    # 2560): "warmup with image size = 1472 x 1472", "CUDA0 compute buffer size = 223.30 MiB"
+    assert _mib(clip_compute_buffers(real_shape("qwen3.5-4b"), gpu="CUDA0")["CUDA0"]) == "223.30"
+
+
+@pytest.mark.parametrize("name, off, on", [("qwen2.5-vl-7b", 4872, 705), ("qwen2-vl-2b", 4598, 267)])
+def test_qwen_gpu_buffers_are_the_published_ones(name, off, on):
+    # gpustack/gguf-parser-go issue #44: the clip compute buffer llama-server reported on an MI300X (ROCm0, the
+    # CUDA backend built for HIP), flash attention off and on, in whole MiB: Qwen2.5-VL 4872 / 705, Qwen2-VL
+    # 4598 / 267 (kvmem: 4871.57 / 704.79, 4598.27 / 267.08; the 3B and 7B towers are alike but for mm.2, as are
+    # Qwen2-VL's 2B and 7B, and give the same bytes)
+    gpu = [round(clip_compute_buffers(real_shape(name), gpu="CUDA0", flash_attn=fa)["CUDA0"] / 2 ** 20)
+           for fa in ("off", "on")]
+    assert gpu == [off, on]
+
+
+def test_qwen3vl_gpu_buffer_against_the_published_one():
+    # the same issue's Qwen3-VL: 4728 MiB with flash attention off, which the 1024-wide tower (Qwen3-VL 2B / 4B)
+    # gives to the MiB, and 323 with it on, where kvmem gives 322.49: 0.51 MiB short. The issue names neither the
+    # model nor its build (it predates the pinned one), so the gap is recorded here, not explained
+    off, on = (clip_compute_buffers(real_shape("qwen3-vl-4b"), gpu="CUDA0", flash_attn=fa)["CUDA0"]
+               for fa in ("off", "on"))
+    assert (round(off / 2 ** 20), _mib(on)) == (4728, "322.49")
+
+
+@pytest.mark.parametrize("name, fa, no_fa", [
+    ("qwen2.5-vl-7b", "704.79", "4871.57"), ("qwen3-vl-8b", "372.08", "4769.39"), ("qwen2-vl-2b", "267.08", "4598.27"),
+    ("mistral-small-3.1", "64.62", "86.62"), ("pixtral-12b", "16.56", "16.06")])
+def test_real_towers_are_mtmds(name, fa, no_fa):
+    # mtmd's CPU line for each real tower's sparse mmproj (the oracle's test_real_mmproj_compute_buffer_equals_mtmd)
+    shape = real_shape(name)
+    assert (_mib(mmproj_compute_bytes(shape, flash_attn=True)), _mib(mmproj_compute_bytes(shape, flash_attn=False))) \
+        == (fa, no_fa)
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 8_667_136), (1, 432_561_216), (2, 9_750_528), (3, 733_184),
+                                           (5, 868_355_648), (6, 1_169_521_664), (14, 1_172_771_840),
+                                           (15, 9_383_936)])
+def test_random_towers_are_mtmds(seed, printed):
+    # mtmd printed these to two decimals (the oracle's seeds; flash attention for seeds 0-3 and 8-11): 8.27, 412.52,
+    # 9.30, 0.70, 828.13, 1115.34, 1118.44, 8.95 MiB
+    assert mmproj_compute_bytes(random_clip_shape(seed), flash_attn=seed % 8 < 4) == printed
+
+
+def _header(projector="qwen2.5vl_merger", drop=(), extra=(), meta=None):
+    e, f, m = 64, 96, 256
+    keys = {"clip.projector_type": projector, "clip.vision.patch_size": 14, "clip.vision.embedding_length": e,
+            "clip.vision.attention.head_count": 4, "clip.vision.block_count": 2, "clip.vision.n_wa_pattern": 2,
+            **(meta or {})}
+    names = [("v.patch_embd.weight", "F16", (14, 14, 3, e)), ("v.patch_embd.weight.1", "F16", (14, 14, 3, e)),
+             ("v.post_ln.weight", "F32", (e,)), ("mm.0.weight", "F16", (4 * e, m)), ("mm.0.bias", "F32", (m,)),
+             ("mm.2.weight", "F16", (m, 512)), ("mm.2.bias", "F32", (512,))]
+    for il in range(2):
+        b = f"v.blk.{il}."
+        names += [(b + n + ".weight", "F32", (e,)) for n in ("ln1", "ln2")]
+        names += [(b + f"attn_{x}.{w}", "F16" if w == "weight" else "F32", (e, e) if w == "weight" else (e,))
+                  for x in ("q", "k", "v", "out") for w in ("weight", "bias")]
+        names += [(b + f"ffn_{x}.weight", "F16", (e, f) if x != "down" else (f, e)) for x in ("up", "gate", "down")]
+        names += [(b + f"ffn_{x}.bias", "F32", (f if x != "down" else e,)) for x in ("up", "gate", "down")]
+    tensors = tuple(Tensor(n, t, s, 0) for n, t, s in [*names, *extra] if n not in drop)
+    return GGUFHeader(keys, tensors, 0, "mmproj.gguf")
+
+
+def test_a_qwen25vl_gguf_gives_its_shape():
+    # 64 wide, 4 heads, 2 layers, every 2nd attends in full; FFN width from ffn_up (96), mm.0 256 rows, mm.2 512
+    assert mmproj_shape_from_header(_header()) == ClipShape("qwen25vl", 1288, 14, 64, 96, 2, 4, 512, 256, 2, 2, 0,
+                                                            (), QWEN25)
+
+
+def test_a_gguf_the_graph_does_not_cover_is_refused_by_name():
+    with pytest.raises(ValueError, match="has no clip.vision.n_wa_pattern: clip.cpp load_hparams requires it"):
+        mmproj_shape_from_header(_header(meta={"clip.vision.n_wa_pattern": None}))
+    with pytest.raises(ValueError, match=r"mmproj \(qwen25vl\) has no tensor v.blk.1.attn_k.bias"):
+        mmproj_shape_from_header(_header(drop=("v.blk.1.attn_k.bias",)))
+    with pytest.raises(ValueError, match="tensor v.blk.0.ls1.weight: kvmem's transcription"):
+        mmproj_shape_from_header(_header(extra=[("v.blk.0.ls1.weight", "F32", (64,))]))
+    with pytest.raises(ValueError, match="a layer without v.blk.1.ln2.weight: kvmem's transcription"):
+        mmproj_shape_from_header(_header(drop=("v.blk.1.ln2.weight",)))
+    with pytest.raises(ValueError, match="layers with different optional tensors"):
+        mmproj_shape_from_header(_header(drop=("v.blk.1.ffn_gate.bias",)))
+    with pytest.raises(ValueError, match=r"clip.vision.attention.head_dim 32 \(the graph has 16\)"):
+        mmproj_shape_from_header(_header(meta={"clip.vision.attention.head_dim": 32}))
+    with pytest.raises(ValueError, match="projector_type 'qwen2.5o'"):      # the omni model: an audio tower beside
+        mmproj_shape_from_header(_header("qwen2.5o"))
+
+
+def test_configs_without_a_transcribed_tower_have_no_shape():
+    assert mmproj_shape(kvmem.get_model("llama-4-scout-17b-16e")) is None       # llama4's projector
+    assert clip_shape_from_config({"model_type": "qwen2_5_vl"}, 3584) is None   # no vision_config
