@@ -12,8 +12,11 @@ _D = datetime.date
 
 # Log format eras (approximate dates; log_lines(style=...) pins one):
 #   "kv_self"          "<prefix>: KV self size  = ..., K (t): ..., V (t): ..."; prefix llama_new_context_with_model,
-#                      llama_init_from_model from ~2025-01-12, llama_context from ~2025-03-13
-#   "unified"          ~2025-05-01: "llama_kv_cache_unified: size = ... (%6u cells, %3d layers, %2u seqs)"
+#                      llama_init_from_model from ~2025-01-12, llama_context from 2025-03-13 (build 4881, PR #12181),
+#                      llama_kv_cache_unified from 2025-05-02 (build 5262, PR #12799: src/llama-kv-cache.cpp#L129 at
+#                      3bf785f3e)
+#   "unified"          2025-05-21 (build 5441, PR #13660): "llama_kv_cache_unified: size = ... (%6u cells, %3d layers,
+#                      %2u seqs)" (src/llama-kv-cache.cpp#L131 at cdf94a180); builds: kvmem/data/llamacpp_builds.json
 #   "unified_streams"  2025-07-16 (PR #14363): "... %2u/%2u seqs"
 #   "unified_seqs"     ~2025-07-20: "... %2u/%u seqs"
 #   "current"          2025-08-21 (PR #15467): "llama_kv_cache: size = ... %2u/%u seqs"
@@ -21,9 +24,10 @@ _D = datetime.date
 #                      src/llama-memory-recurrent.cpp#L133-L135)
 # MiB = (float)bytes / 2^20 printed "%7.2f": float32, then round-half-even to 2 decimals (settings.printed_mib).
 LOG_STYLES = ("kv_self", "unified", "unified_streams", "unified_seqs", "current")
-_STYLE_FROM = ((_D(2025, 5, 1), "unified"), (PR_14363, "unified_streams"),
+_STYLE_FROM = ((_D(2025, 5, 21), "unified"), (PR_14363, "unified_streams"),
                (_D(2025, 7, 20), "unified_seqs"), (PR_15467, "current"))
-_KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13), "llama_context"))
+_KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13), "llama_context"),
+                   (_D(2025, 5, 2), "llama_kv_cache_unified"))
 
 
 def _style(build: str, style: str | None) -> str:

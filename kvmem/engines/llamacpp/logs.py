@@ -3,8 +3,9 @@ src/llama-memory-recurrent.cpp; log_lines.py beside it renders the same lines): 
 asks (READER, EngineSpec.log_reader). Over 300 lines by design: one reader for every era of the cache lines
 (size lines, KV self lines, buffers per device) and the launch command pasted above them.
 
-The line format dates the build (llama_kv_cache_unified with "N seqs": about May to mid-July
-2025; with "s/t seqs": to Aug 21, 2025; llama_kv_cache: later), and kvmem renders that build's
+The build line ("build: 5331 (33eff402) ...", "build_info: b8946-...": kvmem.engines.llamacpp.builds) dates
+the build by master's history; without one the line format dates it (llama_kv_cache_unified with "N seqs": about
+May to mid-July 2025; with "s/t seqs": to Aug 21, 2025; llama_kv_cache: later), and kvmem renders that build's
 rules (option ``build`` overrides). Settings come from the log: "llama_context: n_ctx = N",
 "n_seq_max = S", "kv_unified = true", "n_ubatch = U" and "flash_attn" where it prints them;
 otherwise from the first size line "llama_kv_cache: size = X MiB ( C cells, L layers, s/t
@@ -25,6 +26,7 @@ from ...logcheck.command import Appends
 from ...logcheck.printed import after, field, value_of
 from .. import engine_estimate
 from ..serving import LogReader
+from .builds import build_date, build_line
 from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
@@ -47,12 +49,16 @@ CONTEXT = {"n_ctx": re.compile(r"(?:llama_context|llama_init_from_model|llama_ne
            "n_ubatch": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ubatch += "
                                   r"(\d+)")}
 UNIFIED = re.compile(r"kv_unified += (true|false|1|0)")
-# Before the size line (2024 to Apr 2025): "<prefix>: KV self size  = X MiB, K (f16): A MiB, V (f16): B MiB"
-KV_SELF = re.compile(r"(llama_new_context_with_model|llama_init_from_model|llama_context): KV self size += +[0-9.]+ "
-                     r"MiB, +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\): +[0-9.]+ MiB")
-# a build of the era each KV self prefix dates (kvmem.engines.llamacpp.log_lines _KV_SELF_PREFIX; approximate within it)
+# Before the size line (2024 to May 20, 2025): "<prefix>: KV self size  = X MiB, K (f16): A MiB, V (f16): B MiB";
+# llama_kv_cache_unified from build 5262 (PR #12799, 2025-05-02, src/llama-kv-cache.cpp#L129 at 3bf785f3e) to
+# build 5440 (PR #13660's size line from build 5441, 2025-05-21). A recurrent cache's "KV self size" (R/S, or
+# llama_kv_cache_recurrent's K/V of b5262-b5558) is not read here.
+KV_SELF = re.compile(r"(llama_new_context_with_model|llama_init_from_model|llama_context|llama_kv_cache_unified): KV "
+                     r"self size += +[0-9.]+ MiB, +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\): +[0-9.]+ MiB")
+# a build of the era each KV self prefix dates (kvmem.engines.llamacpp.log_lines _KV_SELF_PREFIX; approximate within
+# it: a build line in the log dates it exactly, kvmem.engines.llamacpp.builds)
 _KV_SELF_BUILD = {"llama_new_context_with_model": "2024-12-01", "llama_init_from_model": "2025-02-01",
-                  "llama_context": "2025-04-01"}
+                  "llama_context": "2025-04-01", "llama_kv_cache_unified": "2025-05-10"}
 FLASH = re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): flash_attn += (\w+)")
 # Buffers per device (found by str.find: the device is the word before the marker, the MiB after it)
 BUFFERS = ((" model buffer size = ", "model"), (" KV buffer size = ", "KV"), (" RS buffer size = ", "KV"),
@@ -64,7 +70,10 @@ FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_loa
 # llama_model_ftype_name (src/llama-model-loader.cpp) -> the formats kvmem.engines.llamacpp.tensors lays out
 WEIGHT_FORMATS = {"Q4_K - Medium": "q4_k_m", "Q5_K - Medium": "q5_k_m", "Q4_0": "q4_0", "Q6_K": "q6_k",
                   "Q8_0": "q8_0", "F16": "f16", "BF16": "bf16"}
-CACHE_INIT = "llama_kv_cache_init: kv_size = "   # early 2025: "..., type_k = 'q4_0', type_v = 'f16', n_layer = 61"
+# early 2025: "llama_kv_cache_init: kv_size = 4096, offload = 1, type_k = 'q4_0', type_v = 'f16', n_layer = 61";
+# builds 5262-5440: "llama_kv_cache_unified: kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61,
+# can_shift = 0, padding = 256" (src/llama-kv-cache.cpp#L38 at 3bf785f3e)
+CACHE_INIT = ("llama_kv_cache_init: kv_size = ", "llama_kv_cache_unified: kv_size = ")
 MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
 # mtmd's compute buffer lines (llama.cpp@0c1e57098 tools/mtmd/clip.cpp#L3815 reserve_compute_meta; alloc_compute_meta
 # in earlier builds)
@@ -114,7 +123,7 @@ def read(lines: list[str]) -> dict:
         if "flash_attn" not in context and (m := FLASH.search(line)) and m.group(1) != "auto":
             # "auto" is resolved later (and said: "Flash Attention was auto, set to enabled"): left to the build
             context["flash_attn"], at["flash_attn"] = m.group(1) in ("enabled", "1", "true", "on"), n
-        if (start := line.find(CACHE_INIT)) >= 0:
+        if "kv_size = " in line and (start := max(line.find(marker) for marker in CACHE_INIT)) >= 0:
             cells = field(line, "kv_size", start)
             if "n_ctx" not in context and cells is not None and cells.isdigit():
                 context["n_ctx"], at["n_ctx"] = logged_number(cells, n, line), n
@@ -145,6 +154,12 @@ def read(lines: list[str]) -> dict:
             if path:
                 context["model"], at["model"] = path, n
     found["clip"] = clip
+    found["build_notes"] = []
+    if (built := build_line(lines)) is not None:      # "build: 5331 (33eff402) with ...": kvmem.engines.llamacpp.builds
+        n, number, commit, line = built
+        logged_number(str(number), n, line)
+        date, found["build_notes"] = build_date(number, commit)
+        found["context"]["build"], found["at"]["build"] = date or "current", n
     return found
 
 
@@ -168,12 +183,13 @@ def _settings(found: dict) -> dict:
     if not found["sizes"]:                    # the KV self line: its types, and its prefix dates the build
         if found["kv_self"]:
             m = found["kv_self"][0][2]
-            ctx.update(type_k=m.group(2), type_v=m.group(3), build=_KV_SELF_BUILD[m.group(1)])
+            ctx.update(type_k=m.group(2), type_v=m.group(3))
+            ctx.setdefault("build", _KV_SELF_BUILD[m.group(1)])     # the build line's date, where printed, wins
         return ctx
     name, first_line = found["sizes"][0][2].group(1), found["sizes"][0][2]
     for era_name, streams_shown, build in _ERA:
         if name == era_name and (first_line.group(5) is not None) == streams_shown:
-            ctx["build"] = build
+            ctx.setdefault("build", build)          # the build line's date, where printed, wins
     first = next((m for _, _, m in found["sizes"] if m.group(1) != "llama_memory_recurrent"), None)
     if first is not None:
         cells, seqs, streams = int(first.group(2)), int(first.group(4)), int(first.group(5) or 1)
@@ -202,6 +218,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
                         options.pop("n_cpu_moe", 0))
     settings = _settings(found)
     settings.pop("model", None)
+    if options.get("build", settings.get("build")) == settings.get("build"):   # not overridden by -o build=
+        notes += found.get("build_notes", [])
     if found["kv_self"] and not found["sizes"]:
         _check_kv_self(model, found["kv_self"][0], {**settings, **options}, kv_dtype, pp, checks, notes)
     if found["sizes"]:

@@ -1,0 +1,113 @@
+"""llama.cpp's build number, as a log prints it, read as the date kvmem's build rules go by.
+
+A build's number is ``git rev-list --count`` of the commit it was built from (llama.cpp@0c1e57098
+cmake/build-info.cmake), printed as "build: 5331 (33eff402) with ..." (common/common.cpp, llama.cpp@74b8fc17f
+#L370), "main: build = 1234 (...)" (2024: common/common.h #L30 at e141ce624), "version: 6699 (c08002a1)"
+(--version, common/arg.cpp #L1728 at 74b8fc17f), "version: X (build N, commit H)" (common/build-info.cpp.in #L33
+at 3f545becc) or "build_info: b8946-0f1bb602d" (tools/server/server.cpp #L113 at b97ebdc98). Build N of
+master is dated by kvmem/data/llamacpp_builds.json (tools/llamacpp_builds.py, from master's history): the day of
+its commit, moved where that day's date alone would give a rule kvmem dates by a pull request (settings.PR_<N>
+and the like) the build does not have, or drop one it has (the table holds each PR's first build). A build past
+the table, or a commit that is not master's build N (a fork or a local branch: "(e59a5f1e)"), is said, never
+dated silently.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+from ...datafiles import read_json
+
+# a log's build line: the number and, where printed, the commit (its first hex digits)
+BUILD_LINES = (re.compile(r"\bbuild: (\d{1,6}) \(([0-9a-f]{4,40})\)"),
+               re.compile(r"\w: build = (\d{1,6}) \(([0-9a-f]{4,40})\)"),
+               re.compile(r"^version: (\d{1,6}) \(([0-9a-f]{4,40})\)"),
+               re.compile(r"^version: \S{1,40} \(build (\d{1,6}), commit ([0-9a-f]{4,40})\)"),
+               re.compile(r"\bbuild_info: b(\d{1,6})-([0-9a-f]{4,40})\b"))
+PINNED = (11312, "0c1e57098", "2026-10-01")    # the build kvmem's rules are pinned to (settings.py)
+_TABLE: dict = {}
+
+
+def table() -> dict:
+    if not _TABLE:
+        _TABLE.update(read_json("llamacpp_builds.json"))
+    return _TABLE
+
+
+def build_line(lines: list[str]):
+    """(line number, build number, commit or None, the line) of the log's first build line, or None."""
+    for n, line in enumerate(lines, 1):
+        if "build" not in line and "version: " not in line:
+            continue
+        for pattern in BUILD_LINES:
+            if m := pattern.search(line.strip()):
+                return n, int(m.group(1)), m.group(2), line.strip()
+    return None
+
+
+def _dated_prs() -> dict:
+    """PR number -> the date kvmem's rules give it (the PR_<N> constants of the llama.cpp modules)."""
+    from . import layouts, placement, scheduled, settings
+    dated = {}
+    for module in (settings, layouts, placement, scheduled):
+        for name, value in vars(module).items():
+            if name.startswith("PR_") and name[3:].isdigit() and isinstance(value, datetime.date):
+                dated[int(name[3:])] = value
+    return dated
+
+
+def build_date(number: int, commit: str | None = None) -> tuple[str | None, list[str]]:
+    """The date ("YYYY-MM-DD") kvmem's rules should use for llama.cpp build ``number``, or None (the newest rules
+    kvmem knows), and what the reader should be told about it."""
+    data = table()
+    last, last_date, last_commit = data["last"]
+    notes: list[str] = []
+    if number > last:
+        beyond = (f"build {number} is newer than kvmem's table of llama.cpp builds (build {last}, {last_date}; "
+                  "kvmem/data/llamacpp_builds.json)")
+        if number <= PINNED[0]:
+            notes.append(f"{beyond}: checked under the rules of build {PINNED[0]} ({PINNED[1]}, {PINNED[2]}), the "
+                         "newest kvmem knows; a rule changed between the two (ggml_backend_sched's input copies "
+                         "with -ts pipeline parallelism, settings.SCHED_USED_INPUT_COPIES_TO) is undetermined: "
+                         "-o build=YYYY-MM-DD pins it")
+        else:
+            notes.append(f"{beyond} and than build {PINNED[0]} ({PINNED[1]}, {PINNED[2]}) kvmem's rules are pinned "
+                         "to: checked under that build's rules, which may not be this build's")
+        return None, notes
+    if number < 1:
+        return None, [f"build {number} is not a llama.cpp build number"]
+    days = data["days"]
+    lo, hi = 0, len(days) - 1
+    while lo < hi:                                   # the last day whose first build is <= number
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if days[mid][0] <= number else (lo, mid - 1)
+    day = datetime.date.fromisoformat(days[lo][1])
+    if commit is not None:
+        ours = data["hashes"][4 * (number - 1):4 * number]
+        if not commit.lower().startswith(ours):
+            notes.append(f"the log's commit {commit} is not master's build {number} ({ours}...): a fork or a local "
+                         f"branch; dated by its number as master's build {number} ({day})")
+    # the PR dates kvmem's rules use, against the first build holding each PR
+    has, lacks = [], []
+    for pr, date in _dated_prs().items():
+        first = data["prs"].get(str(pr))
+        if first is not None:
+            (has if number >= first[0] else lacks).append((date, pr, first[0]))
+    low = max(has, default=None)
+    high = min(lacks, default=None)
+    chosen = day
+    if low is not None and chosen < low[0]:
+        chosen = low[0]
+    if high is not None and chosen >= high[0]:
+        chosen = high[0] - datetime.timedelta(days=1)
+    if low is not None and chosen < low[0]:
+        notes.append(f"build {number} ({day}) has PR #{low[1]} (build {low[2]}), which kvmem's rules date "
+                     f"{low[0]}, and not PR #{high[1]} (build {high[2]}), dated {high[0]}: no date gives both; "  # type: ignore[index]
+                     f"checked as {chosen}, without PR #{low[1]}'s rule: -o build=YYYY-MM-DD decides")
+    elif chosen != day:
+        pr = (high if high is not None and chosen < day else low)
+        notes.append(f"build {number} is of {day}; checked as {chosen}: kvmem's rules date PR #{pr[1]} "  # type: ignore[index]
+                     f"{pr[0]} and the build {'lacks' if chosen < day else 'has'} it (its first build is "  # type: ignore[index]
+                     f"{pr[2]})")  # type: ignore[index]
+    return chosen.isoformat(), notes

@@ -1,0 +1,79 @@
+"""What a llama.cpp log states and check-log reads: the build line (kvmem.engines.llamacpp.builds), the May 2025
+prefixes, the commands of llama.cpp's other tools, every file type name, the host compute lines, the GGUF names.
+Lines from published logs (docs/research/heldout/llamacpp_logs_2026-12-06.md, its appendix and sources), a line or
+two per rule: the held-out cases themselves stay out of kvmem's corpus."""
+
+from __future__ import annotations
+
+import kvmem
+from kvmem.engines.llamacpp import logs
+from kvmem.engines.llamacpp.builds import build_date, build_line, table
+
+# ikawrakow/ik_llama.cpp PR #394 (Panchovix, 2025-05-10): mainline llama.cpp b5331, DeepSeek-V3-0324 on 4 GPUs
+CASE02 = """build: 5331 (33eff402) with gcc-14 (GCC) 14.2.1 20250210 (Red Hat 14.2.1-8) for x86_64-redhat-linux
+llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 5090) - 29249 MiB free
+llama_model_load_from_file_impl: using device CUDA1 (NVIDIA GeForce RTX 4090) - 23633 MiB free
+llama_model_load_from_file_impl: using device CUDA2 (NVIDIA GeForce RTX 4090) - 23698 MiB free
+llama_model_load_from_file_impl: using device CUDA3 (NVIDIA RTX A6000) - 48280 MiB free
+llama_context: n_seq_max     = 1
+llama_context: n_ctx         = 16384
+llama_context: n_ubatch      = 1024
+llama_context: flash_attn    = 1
+llama_kv_cache_unified: kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61, can_shift = 1, padding = 256
+llama_kv_cache_unified:      CUDA0 KV buffer size =   510.00 MiB
+llama_kv_cache_unified:      CUDA1 KV buffer size =   408.00 MiB
+llama_kv_cache_unified:      CUDA2 KV buffer size =   408.00 MiB
+llama_kv_cache_unified:      CUDA3 KV buffer size =   748.00 MiB
+llama_kv_cache_unified: KV self size  = 2074.00 MiB, K (f16): 1098.00 MiB, V (f16):  976.00 MiB
+"""
+
+
+def test_build_lines_of_each_era():
+    # common/common.cpp "build: %d (%s) with %s for %s%s"; tools/server "build_info: b<N>-<commit>";
+    # --version "version: %d (%s)"; 2024's "%s: build = %d (%s)"
+    assert build_line(["build: 5331 (33eff402) with gcc-14 (GCC) 14.2.1 for x86_64-redhat-linux"])[1:3] == \
+        (5331, "33eff402")
+    assert build_line(["x", "build_info: b8946-0f1bb602d"])[:3] == (2, 8946, "0f1bb602d")
+    assert build_line(["version: 6699 (c08002a1)"])[1:3] == (6699, "c08002a1")
+    assert build_line(["main: build = 3000 (4b2e3e5c)"])[1:3] == (3000, "4b2e3e5c")
+    assert build_line(["version: 0.0.10587 (build 10587, commit 3f545becc)"])[1:3] == (10587, "3f545becc")
+    assert build_line(["llama_context: n_batch = 2048"]) is None
+
+
+def test_build_numbers_dated_from_masters_history():
+    # git rev-list --count 33eff402 = 5331, committed 2025-05-09 (ngxson/llama.cpp mirror of master)
+    assert build_date(5331, "33eff402") == ("2025-05-09", [])
+    assert build_date(6699, "c08002a1") == ("2025-10-06", [])
+    assert table()["prs"]["14363"] == [5913, "2025-07-16", "225e7a143"]
+    # a commit that is not master's build 5192 (ubergarm's local build): dated by its number, and said
+    date, notes = build_date(5192, "e59a5f1e")
+    assert date == "2025-04-26" and "not master's build 5192" in notes[0]
+    # build 6974 is of 2025-11-07 but lacks PR #17046 (build 6975), which kvmem's rules date 2025-11-06
+    date, notes = build_date(6974)
+    assert date == "2025-11-05" and "PR #17046" in notes[0]
+    assert build_date(6975)[0] == "2025-11-07"
+    # past the table: the newest rules, flagged
+    date, notes = build_date(10600)
+    assert date is None and "newer than kvmem's table" in notes[0]
+    date, notes = build_date(20000)
+    assert date is None and "pinned to" in notes[0]
+
+
+def test_case02_kv_lines_of_may_2025_read():
+    # the KV self line of builds 5262-5440 and the build line: K and V cached (MLA "none" before PR #12801's
+    # successor rules), 510/408/408/748 MiB per device, exactly as printed
+    result = kvmem.check_log(CASE02, "deepseek-v3")
+    assert result.settings["build"] == "2025-05-09"
+    assert [(c.line, c.matches) for c in result.checks] == [(11, True), (12, True), (13, True), (14, True), (15, True)]
+    # the newest rules cache the latent only: 270/216/216/396 MiB, wrong for this build
+    newest = kvmem.check_log(CASE02, "deepseek-v3", build="current")
+    assert not any(c.matches for c in newest.checks if c.quantity.endswith("KV buffer"))
+    # no build line: the KV self line's prefix dates the era (builds 5262-5440)
+    undated = kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3")
+    assert undated.settings["build"] == "2025-05-10" and all(c.matches for c in undated.checks)
+
+
+def test_kv_size_line_of_may_2025_gives_n_ctx():
+    found = logs.read(["llama_kv_cache_unified: kv_size = 16384, type_k = 'q8_0', type_v = 'f16', n_layer = 61, "
+                       "can_shift = 1, padding = 256"])
+    assert found["context"] == {"n_ctx": 16384, "type_k": "q8_0", "type_v": "f16"}
