@@ -208,3 +208,15 @@ def test_a_gguf_the_graph_does_not_cover_is_refused_by_name():
 def test_configs_without_a_transcribed_tower_have_no_shape():
     assert mmproj_shape(kvmem.get_model("llama-4-scout-17b-16e")) is None       # llama4's projector
     assert clip_shape_from_config({"model_type": "qwen2_5_vl"}, 3584) is None   # no vision_config
+
+
+def test_pixtral_gpu_buffers_are_computed_without_the_merger_only():
+    # Pixtral 12B (no patch merger) runs every op on the GPU; its CPU buffer is the f32 256 x 256 image and the two
+    # i32 position inputs: 256 x 256 x 3 x 4 + 2 x 256 x 4 = 788,480 B
+    buffers = clip_compute_buffers(real_shape("pixtral-12b"), gpu="CUDA0")
+    assert buffers["CPU"] == 256 * 256 * 3 * 4 + 2 * 256 * 4 == 788_480
+    # Mistral Small 3.1's merger im2col runs on the CPU under CUDA (a strided kernel view): refused on a GPU, sized
+    # on the CPU (--no-mmproj-offload)
+    with pytest.raises(ValueError, match="Pixtral's patch merger .* runs its im2col on the CPU"):
+        clip_compute_buffers(real_shape("mistral-small-3.1"), gpu="CUDA0")
+    assert _mib(clip_compute_buffers(real_shape("mistral-small-3.1"), gpu=None)["CPU"]) == "64.62"

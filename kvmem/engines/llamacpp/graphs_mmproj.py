@@ -220,11 +220,12 @@ def mmproj_weight_bytes(header, *, offload: bool) -> int:
     return sum(pad(t.nbytes, 32) for t in header.tensors)
 
 
-def clip_compute_buffers(shape: MmprojShape, *, gpu: str | None, flash_attn=None) -> dict:
+def clip_compute_buffers(shape: MmprojShape | ClipShape, *, gpu: str | None, flash_attn=None) -> dict:
     """The compute buffers mtmd reserves for ``shape`` (module doc), buffer -> bytes: {gpu: ..., "CPU": ...}
     with the clip backend on ``gpu`` (a device name, "CUDA0"), {"CPU": ...} without (--no-mmproj-offload).
     ``flash_attn``: llama-server's -fa, passed to mtmd (server-context.cpp#L1033): True/"on", False/"off",
-    None/"auto". ValueError where the buffers are not computed (CUDA's flash attention without this head size)."""
+    None/"auto". ValueError where the buffers are not computed (CUDA's flash attention without this head size; a
+    GPU op the scheduler emulation would have to move to the CPU)."""
     words = {"on": True, "off": False, "auto": None, "enabled": True, "disabled": False}
     fa = words.get(flash_attn.strip().lower(), flash_attn) if isinstance(flash_attn, str) else flash_attn
     if fa is not None and not isinstance(fa, bool):
@@ -237,6 +238,12 @@ def clip_compute_buffers(shape: MmprojShape, *, gpu: str | None, flash_attn=None
                          f"({', '.join(map(str, sorted(CUDA_FA_HEAD_SIZES)))}): mtmd "
                          + ("runs it on the CPU" if fa else "reserves with and without it")
                          + ", not computed by kvmem (give flash_attn='off' to size it without)")
+    if isinstance(shape, ClipShape) and shape.has("patch_merger"):
+        # ggml-cuda.cu#L5541-L5544 supports_op: IM2COL wants contiguous sources, and pixtral.cpp#L41-L42's merger
+        # kernel is a strided view, so ggml_backend_sched runs that im2col on the CPU between two GPU splits
+        raise ValueError("Pixtral's patch merger (mm.patch_merger: Mistral Small 3.x) runs its im2col on the CPU "
+                         "(CUDA takes contiguous im2col sources only), a split kvmem's scheduler emulation does not "
+                         f"make: its {gpu} buffers are not computed (with --no-mmproj-offload its CPU buffer is)")
     on_gpu, on_host = sched_sizes(build_mmproj(shape, fa is not False), lambda _t, _e: 0, 1)
     return {gpu: on_gpu, "CPU": on_host}
 
