@@ -166,7 +166,20 @@ def _deepseek2_ocr(c: dict) -> dict:
     return out
 
 
+def _hrm_text(c: dict) -> dict:
+    """conversion/hrm_text.py HrmTextModel L18-L44 over the base keys: block_count the cache slots (the per-stack
+    count from num_layers_per_stack, else num_hidden_layers), rope over the head, the HRM keys."""
+    per_stack = c.get("num_layers_per_stack") or c["num_hidden_layers"]
+    out = {"block_count": per_stack * c["H_cycles"] * (c["L_cycles"] + 1),
+           "rope.dimension_count": c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+           "hrm.layers_per_stack": per_stack, "hrm.h_cycles": c["H_cycles"], "hrm.l_cycles": c["L_cycles"],
+           "hrm.prefix_lm": bool(c.get("prefix_lm", False))}
+    if c.get("embedding_scale") is not None:
+        out["embedding_scale"] = float(c["embedding_scale"])
+    return out
+
+
 # llama.cpp arch -> the keys its converter writes over conversion/base.py's (gguf_converted._required)
 LAYERED_EXTRA: dict[str, Callable[[dict], dict]] = {"step35": _step35, "mimo2": _mimo2,
                                                     "minimax-m3": _minimax_m3, "hy_v4": _hy_v4,
-                                                    "deepseek2-ocr": _deepseek2_ocr}
+                                                    "deepseek2-ocr": _deepseek2_ocr, "hrm_text": _hrm_text}

@@ -14,6 +14,8 @@ and the shared loader read it, as the Hugging Face config fields kvmem.configs r
               the DSA indexer on the layers attention.indexer.types marks "full"
     deepseek2-ocr  DeepSeek-OCR / OCR-2 / Unlimited-OCR's language model (conversion/deepseek.py DeepseekV2Model,
               is_ocr): DeepSeek-V2's MoE without MLA, heads of embedding_length / head_count, the window unread
+    hrm_text  HRM-Text (conversion/hrm_text.py): block_count the cache slots, layers_per_stack x h_cycles x
+              (l_cycles + 1), each caching whole (HrmTextConfig's num_hidden_layers)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ __all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fi
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
 LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash",
                        "minimax-m3": "minimax_m3", "hy_v4": "hy_v4",
-                       "deepseek2-ocr": "deepseek_ocr2_text"}
+                       "deepseek2-ocr": "deepseek_ocr2_text", "hrm_text": "hrm_text"}
 # architectures whose head_count / head_count_kv gguf_config takes per layer (the widest as the model's count; the
 # per-layer shapes are set here)
 PER_LAYER_HEADS = ("laguna", "deci", "step35")
@@ -50,6 +52,8 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
         _hy_v4(cfg, key, trunk)
     elif arch == "deepseek2-ocr":
         _deepseek2_ocr(cfg, key, trunk)
+    elif arch == "hrm_text":
+        _hrm_text(cfg, key, trunk)
 
 
 def _deci(cfg: dict, key, trunk: int) -> None:
@@ -201,3 +205,16 @@ def _deepseek2_ocr(cfg: dict, key, trunk: int) -> None:
     cfg.update(first_k_dense_replace=lead, n_shared_experts=key("expert_shared_count", 0),
                mlp_layer_types=["dense" if i < lead or not cfg.get("n_routed_experts") else "sparse"
                                 for i in range(trunk)])
+
+
+def _hrm_text(cfg: dict, key, trunk: int) -> None:
+    """HRM-Text: conversion/hrm_text.py L18-L44 writes block_count as the expanded cache-slot count (the file holds 2 x
+    layers_per_stack physical blocks, later passes aliasing them) and hrm.layers_per_stack / h_cycles / l_cycles;
+    hrm-text.cpp#L6-L24 requires the three and asserts block_count = per stack x h x (l + 1). Each slot is a cache
+    layer, as HrmTextConfig.__post_init__ rewrites num_hidden_layers (configuration_hrm_text.py#L109-L115)."""
+    per_stack, h, low = key("hrm.layers_per_stack"), key("hrm.h_cycles"), key("hrm.l_cycles")
+    if not per_stack or not h or not low or trunk != per_stack * h * (low + 1):
+        raise SourceError(f"GGUF hrm_text.block_count is {trunk}, not hrm.layers_per_stack x h_cycles x (l_cycles + 1) "
+                          f"({per_stack} x {h} x ({low} + 1)): llama.cpp 0c1e57098 aborts loading it "
+                          "(src/models/hrm-text.cpp#L17-L24)")
+    cfg.update(num_layers_per_stack=per_stack, H_cycles=h, L_cycles=low)

@@ -20,11 +20,11 @@ without sliding layers (llama.cpp aborts), exaone4 with a window below 64 layers
 shared_kv_layers or pattern says otherwise, deepseek4 without sqrtsoftplus routing, an lfm2 window, a phimoe
 window shorter than its context.
 
-The architectures whose attention differs per layer (deci: Nemotron-NAS, step35, mimo2, minimax-m3, hy_v4) and
-deepseek2-ocr are read in gguf_layered.py. Left unmapped, refused naming the architecture with the reason in
-UNMAPPED: hrm_text (families kvmem reads whose keys this reader does not: gaps, said as such), gptj
-(no converter at the pin writes it), and the architectures of no family kvmem reads (rwkv*, plamo*, ...). bert,
-gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem sizes from a GGUF.
+The architectures whose attention differs per layer (deci: Nemotron-NAS, step35, mimo2, minimax-m3, hy_v4),
+deepseek2-ocr and hrm_text are read in gguf_layered.py. Left unmapped, refused naming the architecture with the
+reason in UNMAPPED: gptj (no converter at the pin writes it), and the architectures of no family kvmem reads
+(rwkv*, plamo*, ...). bert, gemma-embedding, clip and the other encoders, drafts and codecs cache nothing kvmem
+sizes from a GGUF.
 """
 
 from __future__ import annotations
@@ -73,11 +73,9 @@ _EXAONE4_SWA_LAYERS, _EXAONE4_WINDOW = 64, 4096
 _LLAMA4_CHUNK = 8192       # llama4.cpp#L14: n_swa = 8192 for every chunked file
 _SQRT_SOFTPLUS = 4      # src/llama-hparams.h LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
 
-_GAP = "not mapped yet: kvmem.sources.gguf_config does not read "
 _NO_FAMILY = "kvmem reads no Hugging Face family of it (kvmem.configs.families)"
 # llama.cpp architectures left unmapped, each with why (the message of gguf_config's refusal)
 UNMAPPED = {
-    "hrm_text": _GAP + "its cache slots, which alias layers across hrm.h_cycles x hrm.l_cycles (hrm-text.cpp)",
     "gptj": "no converter at llama.cpp 0c1e57098 writes it (conversion/ has no MODEL_ARCH.GPTJ)",
     **{arch: _NO_FAMILY for arch in ("rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7", "plamo", "plamo2", "plamo3",
                                       "xverse", "orion", "baichuan", "qwen", "internlm2", "minicpm", "openelm",

@@ -22,12 +22,13 @@ from tests.sources.test_gguf_more_layered import (  # noqa: E402
     SMALL_NAS,
     SMALL_STEP35,
     small_deepseek_ocr,
+    small_hrm_text,
     small_hy_v4,
 )
 
 CASES = {"deci": SMALL_NAS, "step35": SMALL_STEP35, "mimo2": SMALL_MIMO2, "minimax-m3": SMALL_MINIMAX_M3,
          "hy_v4": small_hy_v4(), "hy_v4-no-dsa": {**small_hy_v4(), "indexer_types": None},
-         "deepseek2-ocr": {**small_deepseek_ocr(), "sliding_window_size": 1024}}
+         "deepseek2-ocr": {**small_deepseek_ocr(), "sliding_window_size": 1024}, "hrm_text": small_hrm_text()}
 
 
 def _no_mtp(arch: str, meta: dict, n_layers: int) -> None:

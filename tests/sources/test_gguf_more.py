@@ -238,7 +238,6 @@ def test_window_without_sliding_layers_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("arch", "why"), [
-    ("hrm_text", "not mapped yet: .* cache slots"),
     ("gptj", "no converter at llama.cpp 0c1e57098 writes it"), ("rwkv7", "kvmem reads no Hugging Face family of it")])
 def test_unmapped_architectures_refused_with_reason(arch, why):
     header = type("H", (), {"arch": arch, "tensors": [], "metadata": {}})()

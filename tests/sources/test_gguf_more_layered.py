@@ -294,3 +294,38 @@ def test_deepseek2_ocr_other_head_width_is_refused(tmp_path):
     write_header(tmp_path / "m.gguf", arch, meta)
     with pytest.raises(SourceError, match=r"key_length / value_length is 128, not embedding_length / head_count \(64\)"):
         kvmem.Model.from_gguf(tmp_path / "m.gguf")
+
+
+def small_hrm_text(**fields) -> dict:
+    """transformers' HrmTextConfig: 2 layers per stack, H_cycles 2, L_cycles 2 -> 2 x 2 x 3 = 12 cache slots."""
+    return small_config("hrm_text", **{"num_hidden_layers": 2, "H_cycles": 2, "L_cycles": 2, "head_dim": 64,
+                                       "embedding_scale": 1.0, "pad_token_id": None, "bos_token_id": None,
+                                       "eos_token_id": None, **fields})
+
+
+def test_hrm_text_slots_by_hand(tmp_path):
+    cfg = small_hrm_text()
+    arch, meta = converted_metadata(cfg)
+    assert (meta["hrm_text.block_count"], meta["hrm_text.hrm.layers_per_stack"]) == (12, 2)
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    # 12 slots x 4,096 cells x 2 K/V heads x 64 x 2 (K, V) x 2 B (f16) = 24 MiB
+    est = kvmem.estimate(back, engine="llama.cpp", tokens=4096, kv_dtype="f16", flash_attn="on")
+    assert (back.num_layers, est.kv_bytes) == (12, 24 * 2**20)
+
+
+def test_hrm_text_training_style_config_round_trip(tmp_path):
+    # a checkpoint's config.json with the per-stack count in num_hidden_layers (conversion/hrm_text.py L21-L23)
+    cfg = {k: v for k, v in small_hrm_text().items() if k != "num_layers_per_stack"}
+    cfg["num_hidden_layers"] = 2
+    model, back = round_trip(cfg, tmp_path / "m.gguf")
+    same_kv(model, back)
+    assert model.num_layers == back.num_layers == 12
+
+
+def test_hrm_text_slot_count_that_does_not_multiply_is_refused():
+    header = type("H", (), {"arch": "hrm_text", "tensors": [], "metadata": {
+        "hrm_text.block_count": 10, "hrm_text.embedding_length": 256, "hrm_text.attention.head_count": 4,
+        "hrm_text.hrm.layers_per_stack": 2, "hrm_text.hrm.h_cycles": 2, "hrm_text.hrm.l_cycles": 2}})()
+    with pytest.raises(SourceError, match=r"block_count is 10, not .* \(2 x 2 x \(2 \+ 1\)\): llama.cpp 0c1e57098 aborts"):
+        config_from_header(header)
