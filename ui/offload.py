@@ -301,7 +301,7 @@ def _device_bars(record: dict) -> None:
                      "total": d["total_bytes"], "memory": budgets.get(d["device"])})
     parts = ["weights", "KV", "compute", "other"]
     st.bar_chart({"device": [r["device"] for r in rows], **{part: [r[part] / _GIB for r in rows] for part in parts}},
-                 x="device", y=parts, horizontal=True, stack=True, x_label="GiB (2^30 bytes)", y_label="",
+                 x="device", y=parts, horizontal=True, stack=True, sort=False, x_label="", y_label="GiB (2^30 bytes)",
                  height=80 + 40 * len(rows))
     st.dataframe([{**{k: v for k, v in r.items() if k not in (*parts, "total", "memory")},
                    **{k: kvmem.format_bytes(r[k]) for k in (*parts, "total")},
