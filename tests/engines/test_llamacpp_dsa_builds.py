@@ -278,3 +278,23 @@ def test_glm_5_2_on_dense_master_of_2026_07_20_has_the_published_cuda0_compute_b
     dense = layout(model, tensors, build="2026-07-20", **kw).compute_bytes
     assert buffer_mib(dense["CUDA0"]) == 304.02 and {buffer_mib(dense[g]) for g in gpus[1:]} == {316.02}
     assert buffer_mib(layout(model, tensors, build="2026-08-19", **kw).compute_bytes["CUDA0"]) == 433.29
+
+
+def test_glm_5_2_on_dense_master_of_2026_07_20_has_the_published_host_compute_buffer():
+    # the same run's CUDA_Host line: 56 MiB ("dense master"), 88 MiB (PR #25407's branch). 8 GPUs, every layer
+    # offloaded: pipeline parallelism, n_copies = 4 copies of each graph input on the host: tokens, positions, K
+    # indices and out_ids (2 KiB each at -ub 512), the f16 KQ mask 8192 x 512 x 2 B = 8 MiB; plus token_embd's
+    # GET_ROWS output 6144 x 512 x 4 B = 12 MiB and the unused inp_embd input (PR #18550), 12 MiB once: builds to
+    # 2026-08-22 copy only the inputs a node reads (settings.SCHED_USED_INPUT_COPIES_TO), so 4 x 8 + 12 + 12 = 56 MiB
+    # and 56.03 printed; four copies of inp_embd (the vendored scheduler's pass 6) made it 92.03. With the indexer
+    # (PR #25407, 2026-07-24 on) its f16 mask adds 4 x 8 MiB: 88.30, the branch's 88
+    import kvmem
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.placement import buffer_mib
+    from kvmem.engines.llamacpp.tensors import synthesised_tensors
+    model = kvmem.get_model("glm-5.2")
+    tensors = synthesised_tensors(model, "q2_k")
+    kw = dict(gpus=tuple(f"CUDA{i}" for i in range(8)), n_ctx=8192, flash_attn=True, type_k="q8_0", type_v="q8_0")
+    host = {b: buffer_mib(layout(model, tensors, build=b, **kw).compute_bytes["CPU"])
+            for b in ("2026-07-20", "2026-07-24", "2026-08-22", "2026-08-23")}
+    assert host == {"2026-07-20": 56.03, "2026-07-24": 88.30, "2026-08-22": 88.30, "2026-08-23": 124.30}

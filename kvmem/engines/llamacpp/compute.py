@@ -98,6 +98,7 @@ from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_dsa import DSA, dsa_build_shape
+from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .settings import CURRENT
 
@@ -127,6 +128,8 @@ class ComputeBuffer:
 def graph_shape(model, build=CURRENT) -> GraphShape | None:
     """The graph widths of ``model`` at llama.cpp ``build`` (a date; the vendored build by default), or None when
     its family's graph is not transcribed here."""
+    if model.model_type in GLM4MOE:     # glm4moe (GLM-4.5/4.6/4.7): kvmem.engines.llamacpp.graphs_glm4moe
+        return glm4moe_shape(model)
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
         return mla_oss_shape(model)
     if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer) by build: graphs_dsa

@@ -95,7 +95,7 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
-                weight_bytes=None, norm_backend=None, gpu_alloc_size=None) -> list:
+                weight_bytes=None, norm_backend=None, gpu_alloc_size=None, copy_unused_inputs: bool = True) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
     ``graph`` when ``weight_backend(tensor, expert)`` gives the backend of each weight and KV tensor
     (``expert``: src[0] of a MUL_MAT_ID). A weight copied to another backend (a host weight whose op
@@ -104,7 +104,10 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     ``norm_backend(il)``: the backend llama.cpp pins a layer's "norm" node to (src/llama-context.cpp
     graph_get_cb: with full offload or under 32 tokens, ggml_backend_sched_set_tensor_backend of each
     build_norm's RMS_NORM to its layer's device; -1: not pinned), set before pass 1 as user assignments.
-    ``gpu_alloc_size(tensor)``: a GPU buffer type's get_alloc_size where it is not ggml_nbytes."""
+    ``gpu_alloc_size(tensor)``: a GPU buffer type's get_alloc_size where it is not ggml_nbytes.
+    ``copy_unused_inputs`` False: pass 5 makes the n_copies copies of a graph input where a node reads it, so an input
+    no node reads (the unused inp_embd) is allocated once (llama.cpp@76f46ad29 ggml/src/ggml-backend.cpp#L1330-L1350,
+    settings.SCHED_USED_INPUT_COPIES_TO); True: pass 6 copies every input leaf (#L1407-L1444 at 0c1e57098)."""
     # the graph is left as it came (a built graph is scheduled again for other placements: scheduled._built):
     # the sources pass 5 replaces by copies and the input leafs' OUTPUT flag are put back once it is allocated
     plan = _PLANS.get(graph)
@@ -113,7 +116,8 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     saved: list = []        # (tensor, its sources, its flags) before pass 5 / 6 changed them
     try:
         wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend)
-        return _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved)
+        return _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved,
+                                   copy_unused_inputs)
     finally:
         for t, src, flags in saved:
             t.src, t.flags = src, flags
@@ -155,11 +159,14 @@ def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dic
     return wb
 
 
-def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved: list) -> list:
+def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved: list,
+                        copy_unused_inputs: bool = True) -> list:
     """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
     copied graph (the module's docstring), its children and views counted as ggml-alloc counts them, then
     allocated by ggml_alloc.reserve."""
     splits, copies, cur, inputs, members = [], {}, None, None, None
+    # the inputs a node reads, before pass 5 points its readers at copies (pass 6 of builds that copy only those)
+    read = None if copy_unused_inputs or n_copies == 1 else {id(s) for n in graph.nodes for s in n.src}
     # a weight's backend is its Tensor.sched unless weight_backend gave -1 (then pass 4 placed it)
     unplaced = -1 in wb.values()
     for n in graph.nodes:
@@ -218,7 +225,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
         nodes += members
     if n_copies > 1:                             # pass 6
         for leaf in graph.leafs:
-            if leaf.flags & INPUT:
+            if leaf.flags & INPUT and (read is None or id(leaf) in read):
                 saved.append((leaf, leaf.src, leaf.flags))
                 leaf.flags |= OUTPUT
                 leafs += [_copy(leaf, leaf.sched, n_copies, None, plan) for _ in range(n_copies - 1)]

@@ -54,7 +54,7 @@ from .graphs_mla_oss import per_head_mla_shape
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import run_plan
 from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
-from .settings import CURRENT, DEFAULTS
+from .settings import CURRENT, DEFAULTS, SCHED_USED_INPUT_COPIES_TO
 
 PR_14959 = datetime.date(2025, 8, 1)   # K/V stored by ggml_set_rows with index inputs by default (approximate date: the
                             # PR was opened 2025-07-30 and merged in early August; no log falls in between)
@@ -292,4 +292,6 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=n_outputs,
                            n_seq=s.n_seq, kv_unified=plan.unified, swa_cells=plan.swa_cells or 0, n_copies=n_copies,
                            set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18550,
-                           full_offload=full, fa_f16=s.build >= PR_23907)
+                           full_offload=full, fa_f16=s.build >= PR_23907,
+                           # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
+                           copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO)

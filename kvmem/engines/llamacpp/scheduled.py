@@ -111,7 +111,7 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
                     type_k: str = "f16", type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1,
                     kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
                     weights: tuple = (), inp_embd: bool = True, full_offload: bool = True,
-                    fa_f16: bool = False) -> tuple:
+                    fa_f16: bool = False, copy_unused_inputs: bool = True) -> tuple:
     """The compute buffers per GPU then the host ("CUDA_Host") of the same two graphs as graph_bytes,
     scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the graph inputs and
     token_embd's GET_ROWS on the host, every other node on the device of its weights, copies of what
@@ -125,20 +125,22 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     (src/llama-context.cpp graph_get_cb pins each layer's norm to its device with full offload, or
     below 32 tokens). ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs
     (PR #14959). ``inp_embd``: the build makes the unused embeddings input (PR #18550; on the host).
+    ``copy_unused_inputs``: with n_copies > 1, ggml_sched copies an input no node reads (ggml_sched.sched_sizes).
     Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
     reduced graph once (cached); below OFFLOAD_MIN_BATCH tokens the one-token graph copies no weight
     (no op is offloaded), so its weights' bytes are left out of its key."""
     return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                    kv_unified, swa_cells, n_copies, set_rows, tuple(sorted(weights)), inp_embd, full_offload, fa_f16,
-                   reduce=True)
+                   copy_unused_inputs, reduce=True)
 
 
 def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                      kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload=True,
-                     fa_f16=False) -> tuple:
+                     fa_f16=False, copy_unused_inputs=True) -> tuple:
     """gpu_graph_bytes on the whole graph, every layer built (what reduced_layers is checked against)."""
     return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
-                   kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, reduce=False)
+                   kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16,
+                   copy_unused_inputs, reduce=False)
 
 
 def _graphs(*args, reduce: bool) -> tuple:
@@ -167,7 +169,8 @@ def one_token_graph_dominated(n_ubatch: int, n_seq: int, flash_attn: bool) -> bo
 
 
 def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq, kv_unified,
-           swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, reduce) -> tuple:
+           swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, copy_unused_inputs,
+           reduce) -> tuple:
     """The larger of the prompt graph's and the one-token graph's buffers, per device."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
@@ -182,7 +185,8 @@ def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v,
             args = reduced_layers(*args)
         one = _graph_sizes if reduce else _graph_sizes.__wrapped__
         sizes.append(one(*args, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells,
-                         n_copies, set_rows, inp_embd, full_offload or tokens < 32, fa_f16 and flash_attn))
+                         n_copies, set_rows, inp_embd, full_offload or tokens < 32, fa_f16 and flash_attn,
+                         copy_unused_inputs))
     return tuple(max(col) for col in zip(*sizes, strict=True))
 
 
@@ -210,7 +214,7 @@ def _fa_alloc(t) -> int:
 
 @lru_cache(maxsize=1024)
 def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
-                 swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16) -> list:
+                 swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16, copy_unused_inputs=True) -> list:
     """One graph of ``tokens`` tokens built, scheduled and allocated: the bytes per device."""
     placed = dict(weights)
 
@@ -232,4 +236,5 @@ def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_str
     # f16: graphs.attention, graphs_mla_oss.mla_mha): left out, the allocator asks ggml_nbytes itself
     converts = fa_f16 and not type_k == type_v == "f16"
     return sched_sizes(graph, where, n_gpus, n_copies=n_copies, weight_bytes=nbytes if placed else None,
-                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=_fa_alloc if converts else None)
+                       norm_backend=pinned if pin_norms else None, gpu_alloc_size=_fa_alloc if converts else None,
+                       copy_unused_inputs=copy_unused_inputs)
