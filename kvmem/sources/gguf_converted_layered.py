@@ -109,9 +109,9 @@ def _minimax_m3(c: dict) -> dict:
 
 def _hy_v4(c: dict) -> dict:
     """conversion/hy_v4.py HYV4Model L102-L175: n_group / topk_group of 1 dropped, first_k_dense_replace (else
-    mlp_layer_types' leading dense blocks), DeepseekV2Model's MLA keys (conversion/deepseek.py L319-L386), sigmoid
-    gating, the routed experts' clamp, the hyper-connection keys, the indexer where indexer_types (else the sparse
-    layer_types) names one."""
+    mlp_layer_types' leading dense blocks), DeepseekV2Model's MLA keys and vocab_size (conversion/deepseek.py
+    L319-L386), sigmoid gating, the routed experts' clamp, the hyper-connection keys, the indexer where
+    indexer_types (else the sparse layer_types) names one."""
     c = dict(c)
     if c.get("n_group") == 1 and c.get("topk_group") == 1:
         c.pop("n_group")
@@ -122,7 +122,7 @@ def _hy_v4(c: dict) -> dict:
     out: dict = {}
     mla_keys(c, out)
     n = c["num_hidden_layers"]
-    out.update({"expert_gating_func": 2, "hyper_connection.count": c["hc_mult"],
+    out.update({"vocab_size": c["vocab_size"], "expert_gating_func": 2, "hyper_connection.count": c["hc_mult"],
                 "hyper_connection.epsilon": float(c["hc_eps"]), "hyper_connection.magnitude": float(c["hc_magnitude"])})
     if float(c.get("swiglu_limit") or 0.0) > 0.0:
         out["swiglu_clamp_exp"] = [float(c["swiglu_limit"])] * n
