@@ -15,8 +15,8 @@ LAYERED_ALIASES = {"minimax_m3_vl_text": "minimax-m3", "minimax_m3_text": "minim
 
 
 def _deci(c: dict) -> dict:
-    """conversion/deci.py DeciModel L35-L80 (block_configs -> per-layer heads, K/V heads, FFN widths), L104-L120
-    (the keys), L121-L127 (vocab_size, rope over head_dim or the head)."""
+    """conversion/deci.py DeciModel L35-L80 (block_configs -> per-layer heads, K/V heads, FFN widths), L97-L125
+    (the keys, vocab_size, rope over head_dim or the head)."""
     heads, kv, ffn = [], [], []
     for block in c["block_configs"]:
         group = block["attention"]["n_heads_in_group"]
@@ -93,8 +93,8 @@ def _mimo2(c: dict) -> dict:
 
 
 def _minimax_m3(c: dict) -> dict:
-    """conversion/minimax.py MiniMaxM2Model L126-L131 (the experts' width intermediate_size, rope rotary_dim) and
-    MiniMaxM3Model L178-L198 over the base keys (feed_forward_length dense_intermediate_size, base.py L1446)."""
+    """conversion/minimax.py MiniMaxM2Model L128-L132 (the experts' width intermediate_size, rope rotary_dim) and
+    MiniMaxM3Model L177-L198 over the base keys (feed_forward_length dense_intermediate_size, base.py L1445)."""
     sac, freq = c["sparse_attention_config"], c["moe_layer_freq"]
     return {"expert_feed_forward_length": c["intermediate_size"], "rope.dimension_count": c["rotary_dim"],
             "expert_shared_count": c["n_shared_experts"],
@@ -110,7 +110,7 @@ def _minimax_m3(c: dict) -> dict:
 def _hy_v4(c: dict) -> dict:
     """conversion/hy_v4.py HYV4Model L102-L175: n_group / topk_group of 1 dropped, first_k_dense_replace (else
     mlp_layer_types' leading dense blocks), DeepseekV2Model's MLA keys and vocab_size (conversion/deepseek.py
-    L319-L386), sigmoid gating, the routed experts' clamp, the hyper-connection keys, the indexer where
+    L319-L386, L343), sigmoid gating, the routed experts' clamp, the hyper-connection keys, the indexer where
     indexer_types (else the sparse layer_types) names one."""
     c = dict(c)
     if c.get("n_group") == 1 and c.get("topk_group") == 1:

@@ -58,7 +58,7 @@ def layered_fields(arch: str, cfg: dict, key, trunk: int) -> None:
 
 def _deci(cfg: dict, key, trunk: int) -> None:
     """DeciLM / Nemotron-NAS as configuration_decilm.py's block_configs. conversion/deci.py DeciModel L35-L80,
-    L104-L120 writes per layer: head_count_kv = num_attention_heads // n_heads_in_group and head_count
+    L97-L125 writes per layer: head_count_kv = num_attention_heads // n_heads_in_group and head_count
     num_attention_heads for an attention block; 0 and num_attention_heads where it is replace_with_linear; 0 and 0
     for a no-op one; feed_forward_length the FFN's width (0: no FFN). DeciLM-7B writes head_count once and
     head_count_kv per layer (num_key_value_heads_per_layer). src/models/deci.cpp#L36-L46 builds attention where
@@ -139,10 +139,10 @@ def _mimo2(cfg: dict, key, trunk: int) -> None:
 
 
 def _minimax_m3(cfg: dict, key, trunk: int) -> None:
-    """MiniMax-M3: conversion/minimax.py MiniMaxM3Model L169-L198 (over MiniMaxM2Model L126-L131) writes the
+    """MiniMax-M3: conversion/minimax.py MiniMaxM3Model L177-L198 (over MiniMaxM2Model L128-L132) writes the
     indexer's heads, key length, top-k, block size and local blocks from sparse_attention_config, the leading dense
     blocks (moe_layer_freq's leading zeros), the shared experts, feed_forward_length the dense MLP
-    (dense_intermediate_size, conversion/base.py L1446) and expert_feed_forward_length intermediate_size;
+    (dense_intermediate_size, conversion/base.py L1445) and expert_feed_forward_length intermediate_size;
     minimax-m3.cpp#L13-L33 reads them all (required). llama.cpp keeps the indexer cache on the layers from
     n_layer_dense_lead on (src/llama-model.cpp#L2375-L2395): those are the sparse ones read back."""
     lead = key("leading_dense_block_count", 0)
@@ -165,7 +165,7 @@ def _minimax_m3(cfg: dict, key, trunk: int) -> None:
 def _hy_v4(cfg: dict, key, trunk: int) -> None:
     """HY-V4: conversion/hy_v4.py L102-L175 writes DeepseekV2Model's MLA keys, sigmoid gating, the hyper-connection
     keys and, where the checkpoint has DSA layers, the indexer's heads, key length, top-k and per-layer types (True:
-    the layer owns an indexer, "full"; False: it reuses the previous one's top-k, "shared"). hy-v4.cpp#L21-L59
+    the layer owns an indexer, "full"; False: it reuses the previous one's top-k, "shared"). hy-v4.cpp#L24-L66
     reads them: an indexer only with top_k > 0, then layer 0 must own one and the key be longer than the rope
     (llama.cpp refuses the file otherwise); llama-model.cpp#L2494-L2535 caches the indexer key on the full layers."""
     cfg["hc_mult"] = key("hyper_connection.count")
@@ -178,10 +178,10 @@ def _hy_v4(cfg: dict, key, trunk: int) -> None:
     if not heads or width <= cfg["qk_rope_head_dim"]:
         raise SourceError(f"GGUF hy_v4.attention.indexer.head_count is {heads} and key_length {width} (rope "
                           f"{cfg['qk_rope_head_dim']}): llama.cpp 0c1e57098 refuses it (\"hy_v4: bad indexer head "
-                          "count / key length\", src/models/hy-v4.cpp#L43-L45)")
+                          "count / key length\", src/models/hy-v4.cpp#L54-L57)")
     if not full[0]:
         raise SourceError("GGUF hy_v4.attention.indexer.types does not give layer 0 an indexer: llama.cpp 0c1e57098 "
-                          "refuses it (\"layer 0 must own an indexer\", src/models/hy-v4.cpp#L47-L50)")
+                          "refuses it (\"layer 0 must own an indexer\", src/models/hy-v4.cpp#L59-L62)")
     cfg.update(index_topk=top_k, index_n_heads=heads, index_head_dim=width,
                indexer_types=["full" if f else "shared" for f in full])
 
@@ -189,7 +189,7 @@ def _hy_v4(cfg: dict, key, trunk: int) -> None:
 def _deepseek2_ocr(cfg: dict, key, trunk: int) -> None:
     """DeepSeek-OCR's decoder: conversion/deepseek.py DeepseekV2Model L319-L383 with is_ocr writes the base keys
     (head_count_kv num_key_value_heads; no MLA keys), the leading dense blocks, expert_feed_forward_length, the
-    shared experts and a sliding window "for metadata, the decoder ignores it (full MHA)" (L373-L377):
+    shared experts and a sliding window "for metadata, the decoder ignores it (full MHA)" (L376-L380):
     deepseek2ocr.cpp#L3-L21 reads no window and src/llama-model.cpp's loader none for it, so every layer is cached
     whole. configuration_deepseek_ocr2.py's text model (deepseek_ocr2_text) takes head_dim = hidden / heads
     (L246), as llama.cpp does without attention.key_length."""

@@ -64,7 +64,7 @@ def _deci_header(**meta):
 
 
 def test_decilm_7b_shape_by_hand():
-    # DeciLM-7B writes head_count once and num_key_value_heads_per_layer (conversion/deci.py L113-L118): groups
+    # DeciLM-7B writes head_count once and num_key_value_heads_per_layer (conversion/deci.py L114-L119): groups
     # 4 // 4, 4 // 2, 4 // 1, 4 // 2
     cfg = config_from_header(_deci_header())
     assert [b["attention"]["n_heads_in_group"] for b in cfg["block_configs"]] == [1, 2, 4, 2]
@@ -271,7 +271,7 @@ def small_deepseek_ocr(**fields) -> dict:
 
 
 def test_deepseek2_ocr_small_by_hand(tmp_path):
-    # Unlimited-OCR's window is written "for metadata" (conversion/deepseek.py L373-L377) and read by nothing:
+    # Unlimited-OCR's window is written "for metadata" (conversion/deepseek.py L376-L380) and read by nothing:
     # every layer whole, 8 x 4,096 cells x 4 heads x 64 x 2 (K, V) x 2 B = 32 MiB
     cfg = {**small_deepseek_ocr(), "sliding_window_size": 1024}
     arch, meta = converted_metadata(cfg)
