@@ -126,12 +126,12 @@ def _hy_v4(c: dict) -> dict:
                 "hyper_connection.epsilon": float(c["hc_eps"]), "hyper_connection.magnitude": float(c["hc_magnitude"])})
     if float(c.get("swiglu_limit") or 0.0) > 0.0:
         out["swiglu_clamp_exp"] = [float(c["swiglu_limit"])] * n
+    sparse = ("sparse_attention", "deepseek_sparse_attention")
+    full: list[bool] | None = None
     if c.get("indexer_types") is not None:
         full = [t == "full" for t in c["indexer_types"][:n]]
-    else:
-        types = c.get("layer_types") or []
-        full = [t in ("sparse_attention", "deepseek_sparse_attention") for t in types[:n]] if any(
-            t in ("sparse_attention", "deepseek_sparse_attention") for t in types) else None
+    elif any(t in sparse for t in c.get("layer_types") or []):
+        full = [t in sparse for t in c["layer_types"][:n]]
     if full is not None:
         out.update({"attention.indexer.head_count": c["index_n_heads"],
                     "attention.indexer.key_length": c["index_head_dim"], "attention.indexer.top_k": c["index_topk"],

@@ -29,6 +29,7 @@ sizes from a GGUF.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from . import SourceError
@@ -305,5 +306,6 @@ def _exaone4(cfg: dict, trunk: int) -> None:
 
 
 # the architectures whose fields come from the keys and the trunk's depth alone
-_BY_TRUNK = {"laguna": _laguna, "kimi-linear": kimi_linear_fields,
-             **{arch: partial(layered_fields, arch) for arch in LAYERED_MODEL_TYPES}}
+_BY_TRUNK: dict[str, Callable[[dict, Callable, int], None]] = {"laguna": _laguna, "kimi-linear": kimi_linear_fields,
+                                                                 **{arch: partial(layered_fields, arch)
+                                                                    for arch in LAYERED_MODEL_TYPES}}
