@@ -28,6 +28,7 @@ read by patterns that take one pass over a line however long it is, and a number
 from __future__ import annotations
 
 import os
+import re
 
 from ..catalog import as_model, preset
 from ..engines import ENGINES
@@ -93,7 +94,8 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
     printed = {**command.read(lines, reader), **reader.printed(lines)}   # what the engine printed wins
     inputs = _inputs(printed, model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options,
                      fallback=fallback or {})
-    model = _model(inputs, (fallback or {}).get("model"))
+    architecture = inputs.pop("architecture", (None,))[0]     # what the log prints of the model's shape
+    model = _model(inputs, (fallback or {}).get("model"), architecture)
     inputs = {"model": inputs.pop("model"), **inputs}
     try:
         tp, pp = check_parallel(inputs["tp"][0], inputs["pp"][0])
@@ -134,9 +136,11 @@ def _inputs(printed: dict, *, model, kv_dtype, tp, pp, options: dict, fallback: 
     return inputs
 
 
-def _model(inputs: dict, fallback=None):
+def _model(inputs: dict, fallback=None, architecture: dict | None = None):
     """The model given, else the preset the log names (its id, folder or GGUF file name), else ``fallback``;
-    never the network."""
+    never the network. A preset the log's name is read as is checked against the ``architecture`` the log prints
+    (llama.cpp's n_layer, n_embd, n_expert): a mismatch is refused naming it, and a name read only by dropping a
+    variant tag (a date "-0324", a context "-128K") needs a printed architecture that agrees."""
     if "model" not in inputs or inputs["model"][0] is None:
         if fallback is not None:
             inputs["model"] = (getattr(fallback, "name", fallback), "fallback; the log names no model")
@@ -146,13 +150,19 @@ def _model(inputs: dict, fallback=None):
     value, source = inputs["model"]
     if source == "given":
         return as_model(value)
-    for name in _model_names(str(value)):
+    names = _model_names(str(value))
+    for name in names + [v for v in _variants(names) if v not in names]:
         try:
             key = preset(name)["name"]
         except ValueError:
             continue
-        inputs["model"] = (key, f"{source}: {quote(value, 120)}" + ("" if name == value else f", read as {name}"))
-        return as_model(key)
+        found = as_model(key)
+        dropped = name not in names
+        _same_architecture(found, architecture, value, name, dropped)
+        inputs["model"] = (key, f"{source}: {quote(value, 120)}" + ("" if name == value else f", read as {name}") +
+                           (" (its architecture as the log prints it: " + ", ".join(
+                               f"{k} {v}" for k, v in architecture.items()) + ")" if dropped and architecture else ""))
+        return found
     for name in _model_names(str(value)):     # a quantised checkpoint of a preset: the same KV, other weights
         base = _unquantised(name)
         try:
@@ -171,6 +181,45 @@ def _model(inputs: dict, fallback=None):
                      "check-log does not fetch it: give the model (--model: a preset, an HF id or a config.json)")
 
 
+# name parts that name a variant of a model, not another model: a release date ("0324", "2507"), a context length
+# ("128K", "1M"); dropped only where the log prints an architecture that agrees with the preset (_same_architecture)
+_VARIANT = re.compile(r"(?:\d{4}|\d{1,4}[KkMm])")
+
+
+def _variants(names: list[str]) -> list[str]:
+    """``names`` with their variant parts dropped, from the end ("Qwen3-235B-A22B-128K" -> "Qwen3-235B-A22B",
+    "DeepSeek-V3-0324" -> "DeepSeek-V3")."""
+    out = []
+    for name in names:
+        parts = name.split("-")
+        while len(parts) > 1 and _VARIANT.fullmatch(parts[-1]):
+            parts.pop()
+            out.append("-".join(parts))
+    return list(dict.fromkeys(out))
+
+
+def _same_architecture(model, architecture: dict | None, value, name: str, dropped: bool) -> None:
+    """Refuse a preset the log's architecture contradicts (llama.cpp's n_layer may count the file's NextN/MTP
+    blocks); a name read by dropping a variant tag needs an architecture to agree with."""
+    if not architecture:
+        if dropped:
+            raise ValueError(f"the log names the model {quote(value, 120)}, read as {name!r} only by dropping a "
+                             "variant tag, and prints no architecture (n_layer, n_embd, n_expert) to confirm it: give "
+                             "the model (--model: a preset, an HF id or a config.json)")
+        return
+    config = model.config if isinstance(model.config, dict) else {}
+    experts = next((config[k] for k in ("n_routed_experts", "num_experts", "num_local_experts")
+                    if isinstance(config.get(k), int)), 0)
+    ours = {"n_layer": (model.num_layers, model.num_layers + (model.mtp_layers or 0)),
+            "n_embd": (model.hidden_size,), "n_expert": (experts,)}
+    wrong = [f"{k} {v} (kvmem's {model.name}: {' or '.join(map(str, dict.fromkeys(ours[k])))})"
+             for k, v in architecture.items() if k in ours and v not in ours[k]]
+    if wrong:
+        raise ValueError(f"the log names the model {quote(value, 120)}, read as kvmem's {model.name}, but prints "
+                         f"{'; '.join(wrong)}: another model; give the model (--model: a preset, an HF id or a "
+                         "config.json)")
+
+
 def _unquantised(name: str) -> str | None:
     """``name`` without a quantised checkpoint's ending ("Qwen/Qwen3-235B-A22B-FP8" -> "Qwen/Qwen3-235B-A22B")."""
     lowered = name.lower()
@@ -183,13 +232,21 @@ def _model_names(value: str) -> list[str]:
     path = value.replace("\\", "/").rstrip("/")
     base = os.path.basename(path)
     names = [value, base]
+    if " " in value.strip() and "/" not in value:      # a GGUF's general.name: "Meta Llama 3.1 8B Instruct"
+        names.append("-".join(value.split()))
     if (at := path.find("models--")) >= 0:     # an HF cache folder: .../hub/models--Org--Name/snapshots/<commit>
         names.append(path[at + len("models--"):].split("/", 1)[0].replace("--", "/", 1))
     if base.lower().endswith(".gguf"):
         stem = base[:-5]
         parts = stem.split("-")
+        # a split file's "-00001-of-00004", a merged split's "-merged" (llama-gguf-split), then the quantisation
+        # tags, Unsloth's "UD-" (its dynamic mixes) among them
+        if len(parts) > 3 and parts[-2] == "of" and parts[-1].isdigit() and parts[-3].isdigit():
+            parts = parts[:-3]
+        if len(parts) > 1 and parts[-1].lower() == "merged":
+            parts.pop()
         while len(parts) > 1 and (parts[-1].lower() in _QUANT_TAGS or parts[-1][:1].lower() in "qi"
-                                  and any(c.isdigit() for c in parts[-1][:3])):
+                                  and any(c.isdigit() for c in parts[-1][:3]) or parts[-1] == "UD"):
             parts.pop()
         names += [stem, "-".join(parts)]
         if "_" in parts[0]:                    # "Org_Name-Q4_K_M.gguf" (bartowski's naming): Org/Name

@@ -78,6 +78,10 @@ _ALIASES = {
     "w8a8": "int8", "int8-w8a8": "int8",
     "int4": "awq", "awq-int4": "awq", "int4-awq": "awq", "w4a16": "awq", "awq_marlin": "awq",
     "gptq-int4": "gptq", "gptq_marlin": "gptq", "fp4": "nvfp4",
+    # llama-quantize's names for the same formats (llama.cpp@0c1e57098 tools/quantize/quantize.cpp#L34-L75:
+    # MXFP4_MOE, and Q3_K / Q4_K / Q5_K for their _M mixes; kvmem.engines.llamacpp.file_types._ALIASES), so
+    # that --weight-dtype takes every name check-log's weight_format does (kvmem.engines.llamacpp.tensors.FORMATS)
+    "mxfp4_moe": "mxfp4", "q3_k": "q3_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m",
 }
 
 

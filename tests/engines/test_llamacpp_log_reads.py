@@ -77,3 +77,63 @@ def test_kv_size_line_of_may_2025_gives_n_ctx():
     found = logs.read(["llama_kv_cache_unified: kv_size = 16384, type_k = 'q8_0', type_v = 'f16', n_layer = 61, "
                        "can_shift = 1, padding = 256"])
     assert found["context"] == {"n_ctx": 16384, "type_k": "q8_0", "type_v": "f16"}
+
+
+def test_every_file_type_name_read():
+    # llama.cpp@0c1e57098 src/llama-model-loader.cpp#L33-L76: every name but NVFP4 is a format kvmem lays out
+    from kvmem.engines.llamacpp.file_types import FILE_TYPE_NAMES
+    for fmt, name in FILE_TYPE_NAMES.items():
+        assert logs.read([f"print_info: file type   = {name}"])["context"]["weight_format"] == fmt
+    # case 08 (ik_llama.cpp #822, b6699), case 02 (b5331), case 10 (b5274)
+    assert logs.read(["print_info: file type   = MXFP4 MoE"])["context"]["weight_format"] == "mxfp4_moe"
+    assert logs.read(["print_info: file type   = Q2_K - Medium"])["context"]["weight_format"] == "q2_k"
+    assert logs.read(["print_info: file type   = IQ4_XS - 4.25 bpw"])["context"]["weight_format"] == "iq4_xs"
+    # a guessed type: "(guessed) " before the name at the pinned build, " (guessed)" after it earlier; 2023's "mostly"
+    for line in ("print_info: file type   = (guessed) Q4_K - Medium", "print_info: file type   = Q4_K - Medium (guessed)",
+                 "llm_load_print_meta: model ftype      = mostly Q4_K - Medium"):
+        assert logs.read([line])["context"]["weight_format"] == "q4_k_m"
+    assert "weight_format" not in logs.read(["print_info: file type   = NVFP4"])["context"]
+
+
+def test_an_unmapped_file_type_says_model_and_compute_are_not_checked():
+    lines = ["print_info: file type   = NVFP4", "load_tensors: offloaded 33/33 layers to GPU",
+             "load_tensors:        CUDA0 model buffer size =  4403.49 MiB", "llama_context: n_ctx         = 8192",
+             "llama_context:      CUDA0 compute buffer size =   560.00 MiB"]
+    r = kvmem.check_log("\n".join(lines), "llama-3.1-8b")
+    assert r.checks == () and r.notes[0].startswith("model and compute buffers are not checked: line 1: file type "
+                                                    "'NVFP4' is not a format kvmem lays out")
+
+
+def test_weight_dtype_takes_every_name_check_log_takes():
+    # --weight-dtype and check-log's weight_format: one list of names (mxfp4_moe was refused by fit)
+    from kvmem.engines.llamacpp.tensors import FORMATS
+    from kvmem.weights.formats import _lookup
+    for name in FORMATS:
+        _lookup(name)
+    assert _lookup("mxfp4_moe") is _lookup("mxfp4") and _lookup("q4_k") is _lookup("q4_k_m")
+
+
+def test_gguf_names_read_as_presets_where_the_architecture_agrees():
+    path = "llama_model_loader: loaded meta data with 64 key-value pairs and 1086 tensors from /GGUFs/" \
+           "DeepSeek-V3-0324-UD-Q2_K_XL-merged.gguf (version GGUF V3 (latest))"
+    kv = "llama_kv_cache_unified: kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61, can_shift = 1, " \
+         "padding = 256"
+    kv += "\nllama_kv_cache_unified:      CUDA0 KV buffer size =   510.00 MiB"
+    r = kvmem.check_log("\n".join([path, "print_info: n_embd           = 7168", kv]))
+    assert r.model == "deepseek-v3" and "read as DeepSeek-V3 (its architecture" in r.inputs["model"][1]
+    # the date tag dropped only where the log prints an architecture, and one that agrees
+    import pytest
+    with pytest.raises(ValueError, match="prints no architecture"):
+        kvmem.check_log("\n".join([path, "llama_kv_cache_unified:      CUDA0 KV buffer size =   510.00 MiB"]))
+    with pytest.raises(ValueError, match=r"n_embd 4096 \(kvmem's deepseek-v3: 7168\)"):
+        kvmem.check_log("\n".join([path, "print_info: n_embd           = 4096", kv]))
+    # ik_llama.cpp #357 (b5269): a split file of Unsloth's 128K variant; n_layer from the kv_size line
+    split = "llama_model_loader: loaded meta data with 46 key-value pairs and 1131 tensors from /m/" \
+            "Qwen3-235B-A22B-128K-Q6_K-00001-of-00004.gguf (version GGUF V3 (latest))"
+    r = kvmem.check_log("\n".join([split, kv.replace("n_layer = 61", "n_layer = 94")]))
+    assert r.model == "qwen3-235b-a22b"
+    # discussion #562 (b5781): no file path, the GGUF's general.name; "offloaded 33/33": 32 layers
+    r = kvmem.check_log("print_info: general.name     = Meta Llama 3.1 8B Instruct\n"
+                        "load_tensors: offloaded 33/33 layers to GPU\nllama_context: n_ctx         = 16384\n"
+                        "llama_kv_cache_unified:    Vulkan0 KV buffer size =  2048.00 MiB")
+    assert r.model == "llama-3.1-8b" and r.matches

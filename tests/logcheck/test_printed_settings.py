@@ -167,7 +167,8 @@ def test_a_llamacpp_log_names_its_model_by_its_gguf_file():
     # an old build's kv_size line states the cache types (llama_kv_cache_init: ..., type_k = 'q4_0', ...)
     old = "llama_kv_cache_init: kv_size = 16384, offload = 1, type_k = 'q4_0', type_v = 'f16', n_layer = 61, can_shift = 0"
     from kvmem.engines.llamacpp import logs as llamacpp
-    assert llamacpp.printed([old]) == {"n_ctx": (16384, 1), "type_k": ("q4_0", 1), "type_v": ("f16", 1)}
+    assert llamacpp.printed([old]) == {"n_ctx": (16384, 1), "type_k": ("q4_0", 1), "type_v": ("f16", 1),
+                                       "architecture": ({"n_layer": 61}, 1)}   # its n_layer checks a preset
 
 
 def test_trtllm_reads_its_tokens_per_block():

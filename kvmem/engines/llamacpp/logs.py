@@ -27,6 +27,7 @@ from ...logcheck.printed import after, field, value_of
 from .. import engine_estimate
 from ..serving import LogReader
 from .builds import build_date, build_line
+from .file_types import FILE_TYPE_NAMES
 from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
@@ -67,14 +68,24 @@ HOSTS = {"CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host", "Metal_Mapped", "Vulkan_
 OFFLOADED = "offloaded "                          # "load_tensors: offloaded 33/49 layers to GPU"
 FREE = "using device "                            # "using device CUDA0 (NVIDIA ...) - 23982 MiB free"
 FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_load_print_meta
-# llama_model_ftype_name (src/llama-model-loader.cpp) -> the formats kvmem.engines.llamacpp.tensors lays out
-WEIGHT_FORMATS = {"Q4_K - Medium": "q4_k_m", "Q5_K - Medium": "q5_k_m", "Q4_0": "q4_0", "Q6_K": "q6_k",
-                  "Q8_0": "q8_0", "F16": "f16", "BF16": "bf16"}
+# llama_ftype_name (llama.cpp@0c1e57098 src/llama-model-loader.cpp#L33-L76; kvmem.engines.llamacpp.file_types
+# FILE_TYPE_NAMES) -> the formats kvmem.engines.llamacpp.tensors lays out: every name but "NVFP4" (no default type at
+# the pinned build: llama-quantize writes no such file) and "unknown, may not work"
+WEIGHT_FORMATS = {name: fmt for fmt, name in FILE_TYPE_NAMES.items() if fmt in FORMATS}
+# a type guessed from the tensors (general.file_type absent): "(guessed) " before the name at the pinned build
+# (#L29, #L74), " (guessed)" after it in builds before; 2023's names began "mostly " ("mostly Q4_K - Medium")
+_GUESSED = ("(guessed) ", " (guessed)", "mostly ")
 # early 2025: "llama_kv_cache_init: kv_size = 4096, offload = 1, type_k = 'q4_0', type_v = 'f16', n_layer = 61";
 # builds 5262-5440: "llama_kv_cache_unified: kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61,
 # can_shift = 0, padding = 256" (src/llama-kv-cache.cpp#L38 at 3bf785f3e)
-CACHE_INIT = ("llama_kv_cache_init: kv_size = ", "llama_kv_cache_unified: kv_size = ")
+# (b5192's llama_kv_cache_unified::init prints it as "init: kv_size = ...", src/llama-kv-cache.cpp#L32 at 77d5e9a76)
+CACHE_INIT = ("init: kv_size = ", "llama_kv_cache_unified: kv_size = ")
 MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
+GENERAL_NAME = ("print_info: general.name", "llm_load_print_meta: general.name")   # "... = Deepseek-V3-0324"
+# the architecture the log prints (print_info / llm_load_print_meta: "n_layer = 61", "n_embd = 7168",
+# "n_expert = 256"; a per-layer array "[...]" is not read): kvmem.logcheck checks the preset a GGUF name is read as
+ARCH_PREFIXES = ("print_info: ", "llm_load_print_meta: ")
+ARCH_FACTS = ("n_layer", "n_embd", "n_expert")
 # mtmd's compute buffer lines (llama.cpp@0c1e57098 tools/mtmd/clip.cpp#L3815 reserve_compute_meta; alloc_compute_meta
 # in earlier builds)
 CLIP_COMPUTE = ("reserve_compute_meta:", "alloc_compute_meta:")
@@ -98,7 +109,7 @@ def read(lines: list[str]) -> dict:
     found: dict       # lists, dicts, tuples and None by key: one plain dict, as the callers read it
     seen: set[str]
     found, seen = {"sizes": [], "context": {}, "at": {}, "buffers": [], "free": {}, "offloaded": None,
-                   "kv_self": []}, set()
+                   "kv_self": [], "arch": {}}, set()
     clip: list[int] = []        # the lines of the projector's buffers (mtmd): not the text model's
     for n, line in enumerate(lines, 1):
         if "checkpoint" not in found and "context checkpoint" in line and (m := CHECKPOINT.search(line)):
@@ -127,6 +138,8 @@ def read(lines: list[str]) -> dict:
             cells = field(line, "kv_size", start)
             if "n_ctx" not in context and cells is not None and cells.isdigit():
                 context["n_ctx"], at["n_ctx"] = logged_number(cells, n, line), n
+            if (layers := field(line, "n_layer", start)) is not None and layers.isdigit():
+                found["arch"].setdefault("n_layer", (logged_number(layers, n, line), n))
             for name in ("type_k", "type_v"):
                 raw = field(line, name, start)
                 if name not in context and raw is not None and isinstance(value := value_of(raw, n, line), str):
@@ -145,15 +158,28 @@ def read(lines: list[str]) -> dict:
             if device and free.isdigit() and device not in found["free"]:
                 found["free"][device] = logged_number(free, n, line)
         for marker in FILE_TYPE:
-            if "weight_format" not in context and (start := line.find(marker)) >= 0:
-                name = line[start + len(marker):start + len(marker) + 40].split(" (")[0].strip()
+            if "file_type" not in found and (start := line.find(marker)) >= 0:
+                name = line[start + len(marker):start + len(marker) + 60].strip()
+                for extra in _GUESSED:
+                    name = name.replace(extra, "")
+                found["file_type"] = (n, name)
                 if name in WEIGHT_FORMATS:
                     context["weight_format"], at["weight_format"] = WEIGHT_FORMATS[name], n
+        if line.startswith(ARCH_PREFIXES) and " = " in line:
+            key, _, raw = line.split(": ", 1)[1].partition(" = ")
+            if key.strip() in ARCH_FACTS and raw.strip().isdigit():
+                found["arch"].setdefault(key.strip(), (logged_number(raw.strip(), n, line), n))
+            elif key.strip() == "general.name" and raw.strip():
+                found.setdefault("general_name", (raw.strip()[:200], n))
         if "model" not in context and (start := line.find(MODEL_FILE)) >= 0 and "loaded meta data" in line:
             path = line[start + len(MODEL_FILE):start + len(MODEL_FILE) + 400].split(" (version")[0].strip()
             if path:
                 context["model"], at["model"] = path, n
     found["clip"] = clip
+    if "model" not in found["context"] and "general_name" in found:     # no file path printed: the GGUF's name
+        found["context"]["model"], found["at"]["model"] = found["general_name"]
+    if found["offloaded"] is not None:      # "offloaded N/M layers": M - 1 layers in the file (NextN/MTP counted)
+        found["arch"].setdefault("n_layer", (found["offloaded"][2] - 1, found["offloaded"][0]))
     found["build_notes"] = []
     if (built := build_line(lines)) is not None:      # "build: 5331 (33eff402) with ...": kvmem.engines.llamacpp.builds
         n, number, commit, line = built
@@ -167,10 +193,12 @@ def printed(lines: list[str]) -> dict:
     """The settings the log states: kvmem name -> (value, line number). From the llama_context lines where
     it prints them, else from the first KV size line (its cells, sequences and types)."""
     found = read(lines)
+    arch = {"architecture": ({k: v for k, (v, _) in found["arch"].items()}, min(n for _, n in found["arch"].values()))
+            } if found["arch"] else {}      # kvmem.logcheck._model checks the preset a name is read as against it
     if not found["sizes"] and not found["kv_self"]:
-        return {name: (value, found["at"][name]) for name, value in found["context"].items()}
+        return {**arch, **{name: (value, found["at"][name]) for name, value in found["context"].items()}}
     first = (found["sizes"] or found["kv_self"])[0][0]
-    return {name: (value, found["at"].get(name, first)) for name, value in _settings(found).items()}
+    return {**arch, **{name: (value, found["at"].get(name, first)) for name, value in _settings(found).items()}}
 
 
 # A build of the era whose line format the log shows (kvmem.engines.llamacpp.log_lines): the format dates the build
@@ -217,7 +245,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     placed = _overrides(options.pop("override_tensor", None), options.pop("cpu_moe", False),
                         options.pop("n_cpu_moe", 0))
     settings = _settings(found)
-    settings.pop("model", None)
+    path = str(settings.pop("model", ""))
+    ud_mix = "UD-" in path.replace("\\", "/").rsplit("/", 1)[-1]     # Unsloth's dynamic mixes: UD-Q2_K_XL, ...
     if options.get("build", settings.get("build")) == settings.get("build"):   # not overridden by -o build=
         notes += found.get("build_notes", [])
     if found["kv_self"] and not found["sizes"]:
@@ -232,7 +261,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         notes.append(f"line {clip[0]}: the multimodal projector's compute buffers (mtmd) are not checked "
                      "here (kvmem.llamacpp_offload's mmproj counts them) and not mixed into the text model's")
     if found["buffers"]:
-        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes, placed)
+        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes, placed, ud_mix)
     if found.get("checkpoint"):
         _check_checkpoint(model, found["checkpoint"], checks, notes)
     return settings, checks, notes
@@ -323,7 +352,7 @@ def _check_kv_self(model, row, settings: dict, kv_dtype, pp: int, checks: list, 
 
 
 def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list,
-                   placed: dict | None = None) -> None:
+                   placed: dict | None = None, ud_mix: bool = False) -> None:
     """Model, KV (+ recurrent state) and compute buffers per device against kvmem.engines.llamacpp.offload.layout,
     the call kvmem's offload plan makes, under the placement the log states (module docstring) and the tensor
     overrides ``placed`` (_overrides: -ot, --cpu-moe, --n-cpu-moe)."""
@@ -332,9 +361,19 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         sorted({b[3] for b in buffers if b[3] not in HOSTS})
     fmt = info.get("weight_format")
     kinds = {b[2] for b in buffers}
-    if "model" in kinds and fmt is None:
-        notes.append("model buffers are not checked: the log prints no file type kvmem lays out (print_info: file "
-                     f"type; kvmem lays out {', '.join(FORMATS)}): give weight_format")
+    if kinds & {"model", "compute"} and fmt is None:
+        # the weights' types size the model buffers and the compute graph's weight ops (dequantised copies,
+        # matmul inputs): without the file's format neither is checked, and said
+        what = " and ".join(k for k in ("model", "compute") if k in kinds)
+        if (typed := found.get("file_type")) is None:
+            why = "the log prints no file type (print_info: file type = ...)"
+        else:
+            why = (f"line {typed[0]}: file type {typed[1]!r} is not a format kvmem lays out (its tensors' types "
+                   "are not known: llama.cpp@0c1e57098 src/llama-quant.cpp has no default type for NVFP4)"
+                   if typed[1] == "NVFP4" else f"line {typed[0]}: file type {typed[1]!r} is not one of llama.cpp's "
+                   "file types kvmem lays out (src/llama-model-loader.cpp llama_ftype_name)")
+        notes.append(f"{what} buffers are not checked: {why}; kvmem lays out {', '.join(FORMATS)}: give "
+                     "weight_format")
     if len(gpus) > 1 and info.get("tensor_split") is None and len(found["free"]) < len(gpus):
         notes.append("buffers are not checked: several devices and no split (llama.cpp splits by each device's free "
                      "memory, 'using device ... MiB free', which the log does not print): give tensor_split")
@@ -366,6 +405,12 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         return
     if fmt is None:
         kinds -= {"model", "compute"}
+    elif ud_mix and "model" in kinds:
+        # Unsloth chooses each tensor's type per model and publishes no rule (kvmem.engines.llamacpp.file_types
+        # UD_MIXES): kvmem's layout of the printed file type is an approximation of the file's bytes
+        notes.append(f"model buffers are not checked: an Unsloth UD-* file, whose tensor types are Unsloth's own; "
+                     f"kvmem lays out llama-quantize's {fmt} mix (UD_PUBLISHED: published UD files weigh more)")
+        kinds -= {"model"}
     if offloaded is not None and offloaded[2] != lay.placement.layers_total:
         # "offloaded N/M layers to GPU": M = n_layer_all + 1, the file's NextN/MTP blocks counted
         # (llama.cpp@0c1e57098 src/llama-model.cpp#L1911-L1925); they take a share of the split
