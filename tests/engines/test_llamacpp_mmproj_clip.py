@@ -15,6 +15,7 @@ from kvmem.engines.llamacpp.graphs_mmproj import (
     mmproj_shape,
     mmproj_shape_from_header,
 )
+from kvmem.engines.llamacpp.graphs_mmproj_gemma4 import gemma4v_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_header import clip_shape_from_config
 from kvmem.engines.llamacpp.graphs_mmproj_pixtral import pixtral_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_qwen import qwen_warmup_size
@@ -90,6 +91,16 @@ def random_clip_shape(seed: int) -> ClipShape:
         common["n_mm"] = 4 * e      # the deepstack mergers' fc1 is as wide as the merger's (HF: hidden * merge**2)
     return ClipShape(image_size=qwen_warmup_size(patch, 2), n_merge=2,
                      tensors={"qwen2vl": QWEN2, "qwen25vl": QWEN25, "qwen3vl": QWEN3}[kind], **common, **extra)
+
+
+def random_gemma4v_shape(seed: int) -> ClipShape:
+    """A random Gemma 4 vision tower from ``seed`` (head sizes a multiple of 4: two NEOX ropes of half a head)."""
+    rng = random.Random(f"gemma4v/{seed}")
+    n_head, patch, k = rng.choice((1, 2, 4)), rng.choice((2, 4, 6)), rng.choice((1, 2, 3))
+    return ClipShape("gemma4v", gemma4v_warmup_size(patch, k), patch, n_head * 4 * rng.randint(2, 6),
+                     16 * rng.randint(1, 6), rng.randint(1, 3), n_head, 64 * rng.randint(1, 3), 0, k,
+                     n_pos_embd=rng.choice((64, 1024)), tensors=frozenset({"std"} if rng.random() < 0.5 else ()),
+                     patch_type=rng.choice(("f16", "f32", "bf16")))
 
 
 def _mib(nbytes):
@@ -220,3 +231,33 @@ def test_pixtral_gpu_buffers_are_computed_without_the_merger_only():
     with pytest.raises(ValueError, match="Pixtral's patch merger .* runs its im2col on the CPU"):
         clip_compute_buffers(real_shape("mistral-small-3.1"), gpu="CUDA0")
     assert _mib(clip_compute_buffers(real_shape("mistral-small-3.1"), gpu=None)["CPU"]) == "64.62"
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 260_096), (1, 1_488_896), (2, 3_078_144), (3, 22_247_424),
+                                           (7, 44_402_688)])
+def test_random_gemma4v_towers_are_mtmds(seed, printed):
+    # mtmd printed 0.25, 1.42, 2.94, 21.22 and 42.35 MiB (the oracle's seeds; flash attention for the even ones)
+    assert mmproj_compute_bytes(random_gemma4v_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+def test_gemma4_26b_tower_is_mtmds():
+    # the preset's vision_config: 1152 wide, 27 layers of 16 heads of 72, FFN 4304, 16-pixel patches pooled 3 x 3,
+    # 10,240 positions per axis, standardized; text 2816 wide. Warmup 16 x 16 x 3 = 768 px: 48 x 48 = 2,304 patches.
+    # mtmd printed 150.63 MiB with flash attention, 381.39 without (the oracle's test_gemma4_26b_...)
+    shape = mmproj_shape(kvmem.get_model("gemma-4-26b-a4b"))
+    assert shape == ClipShape("gemma4v", 768, 16, 1152, 4304, 27, 16, 2816, 0, 3, n_pos_embd=10240,
+                              tensors=frozenset({"std"}))
+    assert (_mib(mmproj_compute_bytes(shape, flash_attn=True)), _mib(mmproj_compute_bytes(shape, flash_attn=False))) \
+        == ("150.63", "381.39")
+    # on CUDA every op runs on the GPU; the host keeps the f32 image (768 x 768 x 3 x 4 B = 7,077,888 B) and the two
+    # i32 position inputs (2 x 2,304 x 4 B = 18,432 B)
+    assert clip_compute_buffers(shape, gpu="CUDA0")["CPU"] == 7_077_888 + 18_432
+
+
+def test_an_mmproj_with_an_audio_tower_is_refused():
+    header = _header("gemma4v", meta={"clip.has_audio_encoder": True})
+    with pytest.raises(ValueError, match=r"mmproj \(gemma4v\) has an audio encoder \(clip.has_audio_encoder\)"):
+        mmproj_shape_from_header(header)
+    # a gemma4v file with Qwen's layer tensors lacks the per-head norms Gemma 4's graph multiplies by
+    with pytest.raises(ValueError, match=r"mmproj \(gemma4v\) has no tensor v.position_embd.weight"):
+        mmproj_shape_from_header(_header("gemma4v"))

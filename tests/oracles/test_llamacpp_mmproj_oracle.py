@@ -2,9 +2,9 @@
 libmtmd (llama-cpp-python 0.3.36, CPU): random SigLIP towers and Gemma-3-27B's own (its preset's vision_config),
 flash attention on and off; the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
 kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj). The Qwen-VL and Pixtral towers
-(graphs_mmproj_qwen, graphs_mmproj_pixtral) likewise, read back from the GGUF through kvmem's header reader:
-16 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1, Pixtral 12B).
-About 60 s."""
+and Gemma 4's (graphs_mmproj_qwen, graphs_mmproj_pixtral, graphs_mmproj_gemma4) likewise, read back from the
+GGUF through kvmem's header reader: 24 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5,
+Mistral Small 3.1, Pixtral 12B, Gemma 4 26B). About 80 s."""
 
 from tests.oracles.conftest import require
 
@@ -15,7 +15,12 @@ import pytest  # noqa: E402
 import kvmem  # noqa: E402
 from kvmem.engines.llamacpp.graphs_mmproj import MmprojShape, mmproj_compute_bytes, mmproj_shape  # noqa: E402
 from kvmem.oracles.llamacpp_mmproj import printed_mmproj_mib, random_mmproj_shape  # noqa: E402
-from tests.engines.test_llamacpp_mmproj_clip import REAL, random_clip_shape, real_shape  # noqa: E402
+from tests.engines.test_llamacpp_mmproj_clip import (  # noqa: E402
+    REAL,
+    random_clip_shape,
+    random_gemma4v_shape,
+    real_shape,
+)
 
 
 def _case(shape, flash_attn, tmp_path):
@@ -45,10 +50,30 @@ def test_siglip_base_sized_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_pat
 # clip_n_mmproj_embd), reads it back through kvmem's header reader, and compares the CPU compute buffer mtmd
 # prints with kvmem's for the shape read.
 
+def _gemma4v_tensors(s, kernel):
+    """(name, ne, type) of every tensor of a gemma4v ``s``'s mmproj GGUF (conversion/gemma.py
+    Gemma4VisionAudioModel: the position tables forced to F32, the patch kernel as the conv's)."""
+    e, f, d = s.n_embd, s.n_ff, s.n_embd // s.n_head
+    t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), kernel),
+         ("v.position_embd.weight", (e, s.n_pos_embd, 2), "F32"), ("mm.input_projection.weight", (e, s.n_embd_text),
+                                                                     "F16")]
+    t += [("v.std_bias", (e,), "F32"), ("v.std_scale", (e,), "F32")] if s.has("std") else []
+    for il in range(s.n_layer):
+        b = f"v.blk.{il}."
+        t += [(b + r + ".weight", (e,), "F32") for r in ("ln1", "ln2", "attn_post_norm", "ffn_post_norm")]
+        t += [(b + r + ".weight", (d,), "F32") for r in ("attn_q_norm", "attn_k_norm")]
+        t += [(b + f"attn_{x}.weight", (e, e), "F16") for x in ("q", "k", "v", "out")]
+        t += [(b + "ffn_up.weight", (e, f), "F16"), (b + "ffn_gate.weight", (e, f), "F16"),
+              (b + "ffn_down.weight", (f, e), "F16")]
+    return t
+
+
 def _clip_tensors(s):
     """(name, ne, type) of every tensor of ``s``'s mmproj GGUF."""
     e, f, m, text = s.n_embd, s.n_ff, s.n_mm, s.n_embd_text
     kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
+    if s.projector == "gemma4v":
+        return _gemma4v_tensors(s, kernel)
     t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), kernel)]
     if s.projector.startswith("qwen"):
         t.append(("v.patch_embd.weight.1", (s.patch_size, s.patch_size, 3, e), kernel))
@@ -96,8 +121,9 @@ def _write_clip_mmproj(s, path):
     from kvmem.oracles.llamacpp_buffers import write_sparse
     w = gguf.GGUFWriter(path, "clip")
     w.add_bool("clip.has_vision_encoder", True)
-    w.add_string("clip.projector_type", {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
-                                         "qwen3vl": "qwen3vl_merger"}.get(s.projector, s.projector))
+    w.add_string("clip.vision.projector_type" if s.projector == "gemma4v" else "clip.projector_type",
+                 {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
+                  "qwen3vl": "qwen3vl_merger"}.get(s.projector, s.projector))
     w.add_uint32("clip.vision.projection_dim", s.n_embd_text)
     w.add_uint32("clip.vision.image_size", 560)
     w.add_uint32("clip.vision.patch_size", s.patch_size)
@@ -109,7 +135,10 @@ def _write_clip_mmproj(s, path):
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     w.add_bool("clip.use_silu" if s.has("ffn_gate") else "clip.use_gelu", True)
-    if s.n_merge != (2 if s.projector.startswith("qwen") else 1):
+    if s.projector == "gemma4v":
+        if s.n_merge != 3:
+            w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
+    elif s.n_merge != (2 if s.projector.startswith("qwen") else 1):
         w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
     if s.n_wa_pattern:
         w.add_uint32("clip.vision.n_wa_pattern", s.n_wa_pattern)
@@ -141,6 +170,17 @@ def test_random_qwen_pixtral_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
 def test_real_mmproj_compute_buffer_equals_mtmd(name, flash_attn, tmp_path):
     # the real towers (tests/engines/test_llamacpp_mmproj_clip.REAL) as convert_hf_to_gguf would write them
     _clip_case(real_shape(name), flash_attn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_gemma4v_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_gemma4v_shape(seed), seed % 2 == 0, tmp_path)
+
+
+@pytest.mark.parametrize("flash_attn", [True, False])
+def test_gemma4_26b_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
+    # the gemma-4-26b-a4b preset's vision_config (SigLIP-sized, 27 layers, 768 px warmup, a 3 x 3 pool)
+    _clip_case(mmproj_shape(kvmem.get_model("gemma-4-26b-a4b")), flash_attn, tmp_path)
 
 
 def test_qwen35_27b_mmproj_compute_buffer_equals_mtmd(tmp_path):

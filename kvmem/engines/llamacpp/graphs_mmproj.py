@@ -1,8 +1,9 @@
 """llama.cpp's multimodal projector (mtmd / clip) compute buffer, node by node: the "reserve_compute_meta: CPU
 compute buffer size" line mtmd prints when it loads an mmproj GGUF. Gemma 3's SigLIP tower is built here; the
-Qwen-VL towers (clip.projector_type qwen2vl, qwen25vl, qwen3vl) in graphs_mmproj_qwen and Pixtral's (pixtral)
-in graphs_mmproj_pixtral, from the shape mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShape). Any other
-projector type is refused by name (its graph is not transcribed).
+Qwen-VL towers (clip.projector_type qwen2vl, qwen25vl, qwen3vl) in graphs_mmproj_qwen, Pixtral's (pixtral)
+in graphs_mmproj_pixtral and Gemma 4's (gemma4v) in graphs_mmproj_gemma4, from the shape
+mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShape). Any other projector type, and an mmproj with an
+audio encoder, is refused by name (its graph is not transcribed).
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098), tools/mtmd/:
 
@@ -50,6 +51,7 @@ from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import Graph
 from .ggml_sched import sched_sizes
+from .graphs_mmproj_gemma4 import build_gemma4v_mmproj, gemma4v_shape_from_config
 from .graphs_mmproj_pixtral import build_pixtral_mmproj
 from .graphs_mmproj_qwen import QWEN_PROJECTORS, build_qwen_mmproj
 from .graphs_mmproj_vit import ClipShape
@@ -64,7 +66,7 @@ CUDA_FA_HEAD_SIZES = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
 _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # clip.projector_type (the GGUF's string, clip-impl.h#L500-L540 PROJECTOR_TYPE_NAMES) -> the graph kvmem builds
 PROJECTORS = {"gemma3": "gemma3", "qwen2vl_merger": "qwen2vl", "qwen2.5vl_merger": "qwen25vl",
-              "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral"}
+              "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral", "gemma4v": "gemma4v"}
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,17 @@ class MmprojShape:
 
 def mmproj_shape(model) -> MmprojShape | ClipShape | None:
     """The projector convert_hf_to_gguf would write for ``model``'s config: Gemma 3 (model_type gemma3 with a
-    siglip vision_config), the Qwen-VL and Pixtral configs graphs_mmproj_header.clip_shape_from_config reads;
-    None for any other config."""
+    siglip vision_config), Gemma 4 (graphs_mmproj_gemma4), the Qwen-VL and Pixtral configs
+    graphs_mmproj_header.clip_shape_from_config reads; None for any other config."""
     cfg = model.config or {}
     vision, text = cfg.get("vision_config"), cfg.get("text_config")
     if cfg.get("model_type") != "gemma3":
         from .graphs_mmproj_header import clip_shape_from_config
         text = text if isinstance(text, dict) else {}
-        return clip_shape_from_config(cfg, text.get("hidden_size") or cfg.get("hidden_size") or model.hidden_size)
+        n_embd_text = text.get("hidden_size") or cfg.get("hidden_size") or model.hidden_size
+        if cfg.get("model_type") == "gemma4":
+            return gemma4v_shape_from_config(cfg, n_embd_text)
+        return clip_shape_from_config(cfg, n_embd_text)
     if not isinstance(vision, dict) or not isinstance(text, dict):
         return None
     image, patch = vision.get("image_size"), vision.get("patch_size")
@@ -168,6 +173,8 @@ def build_mmproj(shape: MmprojShape | ClipShape, flash_attn: bool) -> Graph:
         return build_gemma3_mmproj(shape, flash_attn)
     if shape.projector in QWEN_PROJECTORS:
         return build_qwen_mmproj(shape, flash_attn)
+    if shape.projector == "gemma4v":
+        return build_gemma4v_mmproj(shape, flash_attn)
     return build_pixtral_mmproj(shape, flash_attn)
 
 
@@ -183,6 +190,12 @@ def mmproj_shape_from_header(header) -> MmprojShape | ClipShape:
     it (its graph is not transcribed here)."""
     meta = header.metadata
     kind = meta.get("clip.projector_type") or meta.get("clip.vision.projector_type")
+    if meta.get("clip.has_audio_encoder"):      # mtmd.cpp builds an audio clip context beside the vision one
+        raise ValueError(f"mmproj ({kind}) has an audio encoder (clip.has_audio_encoder): its compute buffers are "
+                         "not transcribed, so the projector's compute buffer is not computed")
+    if kind == "gemma4v":
+        from .graphs_mmproj_gemma4 import gemma4v_shape_from_header
+        return gemma4v_shape_from_header(header)
     if kind in PROJECTORS and kind != "gemma3":
         from .graphs_mmproj_header import clip_shape_from_header
         return clip_shape_from_header(header, PROJECTORS[kind])

@@ -74,18 +74,18 @@ def glu(a: Tensor, b: Tensor) -> Tensor:
     return Tensor(a.type, a.ne, "GLU", (a, b))
 
 
-def linear(g: Graph, w: Tensor, x: Tensor, b: Tensor | None) -> Tensor:
-    """build_mm then ggml_add of the bias where there is one."""
-    out = g.mul_mat(w, x)
+def linear(g: Graph, w: Tensor, x: Tensor, b: Tensor | None, mm=None) -> Tensor:
+    """build_mm (``mm``: a projector's override of it; else ggml_mul_mat) then ggml_add of the bias, if any."""
+    out = (mm or g.mul_mat)(w, x)
     return g.dup("ADD", out, b) if b is not None else out
 
 
-def ffn(g: Graph, x: Tensor, up, up_b, gate, gate_b, down, down_b) -> Tensor:
+def ffn(g: Graph, x: Tensor, up, up_b, gate, gate_b, down, down_b, mm=None) -> Tensor:
     """clip_graph::build_ffn: up (+ bias), the gate (+ bias) and a GLU of gate and up where there is a gate,
     else the activation (GELU, SiLU or quick GELU: one UNARY node), then down (+ bias)."""
-    tmp = linear(g, up, x, up_b) if up is not None else x
-    cur = glu(linear(g, gate, x, gate_b), tmp) if gate is not None else g.dup("UNARY", tmp)
-    return linear(g, down, cur, down_b) if down is not None else cur
+    tmp = linear(g, up, x, up_b, mm) if up is not None else x
+    cur = glu(linear(g, gate, x, gate_b, mm), tmp) if gate is not None else g.dup("UNARY", tmp)
+    return linear(g, down, cur, down_b, mm) if down is not None else cur
 
 
 def rope(g: Graph, a: Tensor, positions: Tensor) -> Tensor:
@@ -98,7 +98,7 @@ def interpolate(a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int) -> Tensor:
     return Tensor("f32", (ne0, ne1, ne2, ne3), "UPSCALE", (a,))
 
 
-def attn(g: Graph, q_cur, k_cur, v_cur, mask, wo, wo_b, flash_attn: bool) -> Tensor:
+def attn(g: Graph, q_cur, k_cur, v_cur, mask, wo, wo_b, flash_attn: bool, mm=None) -> Tensor:
     """clip_graph::build_attn: Q, K and V ordered (ggml_build_forward_order), then flash attention over
     permuted Q and K, V cast to F16 (and the mask, where there is one), or KQ, the masked softmax and KQV,
     permuted and made contiguous; the output projection and its bias."""
@@ -116,4 +116,4 @@ def attn(g: Graph, q_cur, k_cur, v_cur, mask, wo, wo_b, flash_attn: bool) -> Ten
         kq = Tensor(kq.type, kq.ne, "SOFT_MAX", (kq, mask))
         out = g.permute(g.mul_mat(v, kq), 0, 2, 1, 3)
         out = g.cont(out, out.ne[0] * out.ne[1], out.ne[2] * out.ne[3])
-    return linear(g, wo, out, wo_b)
+    return linear(g, wo, out, wo_b, mm)
