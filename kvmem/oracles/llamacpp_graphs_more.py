@@ -1,6 +1,6 @@
 """Random cases for llama.cpp's own compute buffer as the judge of the glm4moe graph
-(kvmem.engines.llamacpp.graphs_glm4moe) and the hybrid Gated DeltaNet graphs (graphs_delta: qwen3next, qwen35,
-qwen35moe): tests/oracles/test_llamacpp_graphs_more_oracle.py loads them in llama.cpp,
+(kvmem.engines.llamacpp.graphs_glm4moe), the hybrid Gated DeltaNet graphs (graphs_delta: qwen3next, qwen35,
+qwen35moe) and gemma4 (graphs_gemma4): tests/oracles/test_llamacpp_graphs_more_oracle.py loads them in llama.cpp,
 tests/engines/test_llamacpp_graphs_glm4moe.py and test_llamacpp_graphs_delta.py pin what llama.cpp printed for them.
 
 Each case draws a glm4_moe config from a seed (1-5 layers, 0-2 leading dense ones, 1-2 shared experts, Q/K/V
@@ -15,7 +15,7 @@ import random
 
 from ..model import Model
 
-__all__ = ["random_glm4moe_case", "random_delta_case", "DELTA_KINDS"]
+__all__ = ["random_glm4moe_case", "random_delta_case", "random_gemma4_case", "DELTA_KINDS"]
 
 DELTA_KINDS = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
 
@@ -88,4 +88,40 @@ def random_delta_case(seed: int) -> tuple[Model, str, dict]:
     ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
                flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
                n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=False)
+    return model, rng.choice(("f16", "q8_0")), ctx
+
+
+def _gemma4(rng: random.Random) -> dict:
+    """A Gemma 4 text config without per-layer inputs or shared-KV layers: 2-8 layers, every 6th and the last full
+    attention, sliding heads of 128-256, full heads as wide or twice, K = V on full layers or not, a window of
+    128-1024, the MoE block (experts beside the dense FFN) or not, a logit softcap or not."""
+    n_layer = rng.randint(2, 8)
+    n_head = rng.choice((2, 4, 8))
+    head_dim = rng.choice((128, 256))
+    cfg = dict(architectures=["Gemma4ForCausalLM"], model_type="gemma4_text", num_hidden_layers=n_layer,
+               hidden_size=rng.choice((256, 512, 768)), num_attention_heads=n_head, head_dim=head_dim,
+               num_key_value_heads=rng.choice([h for h in (1, 2, 4) if n_head % h == 0]),
+               global_head_dim=rng.choice((head_dim, 2 * head_dim)), attention_k_eq_v=rng.random() < 0.5,
+               num_global_key_value_heads=rng.choice([h for h in (1, 2) if n_head % h == 0]),
+               intermediate_size=256 * rng.randint(1, 3), sliding_window=rng.choice((128, 512, 1024)),
+               layer_types=["full_attention" if (i + 1) % 6 == 0 or i == n_layer - 1 else "sliding_attention"
+                            for i in range(n_layer)],
+               vocab_size=rng.choice((256, 1000)), max_position_embeddings=8192, rms_norm_eps=1e-6,
+               final_logit_softcapping=rng.choice((None, 30.0)), hidden_size_per_layer_input=0,
+               num_kv_shared_layers=0, tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh")
+    if rng.random() < 0.6:
+        cfg.update(enable_moe_block=True, num_experts=rng.choice((4, 8, 16)), top_k_experts=rng.choice((1, 2, 4)),
+                   moe_intermediate_size=128 * rng.randint(1, 3))
+    return cfg
+
+
+def random_gemma4_case(seed: int) -> tuple[Model, str, dict]:
+    """(model, file type, context) of gemma4 case ``seed``; the sliding cache sized with swa_full on or off."""
+    rng = random.Random(f"graphs-more/gemma4/{seed}")
+    model = Model.from_hf_config(_gemma4(rng), name=f"random-gemma4-{seed}")
+    fa = rng.random() < 0.5
+    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
+    ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
+               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
+               n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=rng.random() < 0.3)
     return model, rng.choice(("f16", "q8_0")), ctx

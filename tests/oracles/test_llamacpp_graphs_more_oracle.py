@@ -1,13 +1,14 @@
-"""kvmem's glm4moe and hybrid Gated DeltaNet compute graphs (kvmem/engines/llamacpp/graphs_glm4moe.py,
-graphs_delta.py: qwen3next, qwen35, qwen35moe) against llama.cpp 0c1e57098 itself
+"""kvmem's glm4moe, hybrid Gated DeltaNet and gemma4 compute graphs (kvmem/engines/llamacpp/graphs_glm4moe.py,
+graphs_delta.py: qwen3next, qwen35, qwen35moe; graphs_gemma4.py) against llama.cpp 0c1e57098 itself
 (llama-cpp-python 0.3.36, CPU-only): random glm4_moe configs laid out by kvmem (kvmem.oracles.llamacpp_family_files,
 the metadata conversion/glm.py writes), loaded for real, a context created; the printed "CPU compute buffer size"
 must equal kvmem's to the printed MiB and to the four decimals ~llama_context prints. Then GLM-4.5-Air and GLM-4.7
 cut to 4 layers (their own widths, leading dense layers kept) at real contexts, and both at their full shapes
 (no_alloc). The same for the hybrid graphs: 24 random cases (Qwen3-Next, Qwen3.5-MoE, Qwen3.5 alike; several
 sequences, unified or not), Qwen3-Next-80B-A3B / Qwen3.5-27B / Qwen3.5-397B-A17B at their full shapes (36 of 36
-random cases and 12 of 12 full-shape contexts were equal when this was built). kvmem.oracles.llamacpp_graphs_more says
-what the random cases vary. About 90 s."""
+random cases and 12 of 12 full-shape contexts were equal when this was built); gemma4: 24 random cases (20 of 20 when
+this was built) and Gemma 4 26B-A4B at its full shape. kvmem.oracles.llamacpp_graphs_more says what the random cases
+vary. About 2 minutes."""
 
 from tests.oracles.conftest import require
 
@@ -22,7 +23,7 @@ from kvmem.engines.llamacpp.placement import buffer_mib  # noqa: E402
 from kvmem.model import Model  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import in_child, printed_buffers  # noqa: E402
 from kvmem.oracles.llamacpp_family_files import write_family  # noqa: E402
-from kvmem.oracles.llamacpp_graphs_more import random_delta_case, random_glm4moe_case  # noqa: E402
+from kvmem.oracles.llamacpp_graphs_more import random_delta_case, random_gemma4_case, random_glm4moe_case  # noqa: E402
 from kvmem.oracles.llamacpp_presets import load  # noqa: E402
 
 
@@ -109,4 +110,25 @@ def test_hybrid_presets_full_shapes_prompt_graph_equals_llamacpp(preset, tmp_pat
         d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=fa, n_ubatch=n_ubatch,
                            n_batch=n_ctx).details
         ours = hybrid_graph_bytes(delta_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=fa)
+        assert buffer_mib(ours) == printed["CPU compute"], (n_ctx, fa)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_gemma4_compute_buffers_equal_llamacpp(seed, tmp_path):
+    # per-layer head widths and KV heads (sliding / full), K = V on full layers, the MoE block beside the dense FFN,
+    # the sliding cache's cells from kvmem's plan (swa_full on or off)
+    model, fmt, ctx = random_gemma4_case(seed)
+    _check(model, fmt, ctx, str(tmp_path / "model.gguf"))
+
+
+def test_gemma4_preset_full_shape_prompt_graph_equals_llamacpp(tmp_path):
+    model = kvmem.get_model("gemma-4-26b-a4b")
+    path = str(tmp_path / "model.gguf")
+    write_family(model, "q4_k_m", path, source=False)
+    for n_ctx, n_ubatch, fa in ((4096, 512, True), (32768, 512, False), (65536, 2048, True), (262144, 512, True)):
+        printed = in_child(load, path, no_alloc=True, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=fa)["buffers"]
+        d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=fa, n_ubatch=n_ubatch,
+                           n_batch=n_ctx, swa_full=False).details
+        ours = graph_bytes(graph_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=fa,
+                           swa_cells=d.swa_cells or 0)
         assert buffer_mib(ours) == printed["CPU compute"], (n_ctx, fa)

@@ -98,6 +98,7 @@ from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_dsa import DSA, dsa_build_shape
+from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .settings import CURRENT
@@ -130,6 +131,8 @@ def graph_shape(model, build=CURRENT) -> GraphShape | None:
     its family's graph is not transcribed here."""
     if model.model_type in GLM4MOE:     # glm4moe (GLM-4.5/4.6/4.7): kvmem.engines.llamacpp.graphs_glm4moe
         return glm4moe_shape(model)
+    if model.model_type in GEMMA4:      # gemma4 (Gemma 4 26B-A4B / 31B): kvmem.engines.llamacpp.graphs_gemma4
+        return gemma4_shape(model)
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
         return mla_oss_shape(model)
     if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer) by build: graphs_dsa

@@ -1,12 +1,13 @@
 """The graph llama.cpp builds for a GraphShape, by its architecture: the one entry compute.py and scheduled.py
 call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: graphs_gemma_phi3; deepseek2
-and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4moe: graphs_glm4moe)."""
+and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4moe: graphs_glm4moe; gemma4: graphs_gemma4)."""
 
 from __future__ import annotations
 
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, build
 from .graphs_dsa import build_dsa
+from .graphs_gemma4 import build_gemma4
 from .graphs_gemma_phi3 import build_gemma_phi3
 from .graphs_glm4moe import build_glm4moe
 from .graphs_mla_oss import build_mla_oss
@@ -20,6 +21,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_mla_oss(shape, p)
     if shape.arch in ("glm-dsa", "deepseek32"):
         return build_dsa(shape, p)
+    if shape.arch == "gemma4":
+        return build_gemma4(shape, p)
     if shape.arch == "glm4moe":
         return build_glm4moe(shape, p)
     if shape.arch in ("gemma2", "gemma3", "phi3"):
