@@ -76,6 +76,14 @@ def test_no_shared_expert_is_no_graph():
     assert graph_shape(kvmem.Model.from_hf_config(cfg, name="no-shared")) is None
 
 
+def test_unknown_weight_normalisation_is_no_graph():
+    # a config without norm_topk_prob (as kvmem.sources.gguf reads a GGUF: expert_weights_norm is not mapped) leaves
+    # the normalisation's nodes unknown: the estimate, not a guessed graph
+    cfg = dict(kvmem.get_model("glm-4.5-air").config)
+    del cfg["norm_topk_prob"]
+    assert graph_shape(kvmem.Model.from_hf_config(cfg, name="no-norm-field")) is None
+
+
 def test_weight_names_cover_dense_and_moe_layers():
     per_layer, output = graph_weight_names(graph_shape(kvmem.get_model("glm-4.7")))
     assert {"ffn_up", "ffn_down_exps", "ffn_gate_shexp", "exp_probs_b.bias", "ffn_gate_inp", "post_attention_norm",

@@ -148,8 +148,9 @@ def build_gemma4(s: Gemma4Shape, p: Pass) -> Graph:
 def gemma4_shape(model) -> Gemma4Shape | None:
     """The graph widths of a gemma4 ``model`` as convert_hf_to_gguf writes its GGUF (conversion/gemma.py
     Gemma4Model; kvmem.engines.llamacpp.arch_tensors._gemma4 for the tensors), or None where the graph above is not
-    the one llama.cpp builds: per-layer inputs (E2B/E4B), shared-KV layers, the double-wide MLP, layers whose
-    widths are not one per kind."""
+    the one llama.cpp builds: per-layer inputs (E2B/E4B), shared-KV layers, the double-wide MLP or per-layer FFN
+    widths, layers whose widths are not one per kind, a GGUF with a fused attn_qkv or separate gate/up experts
+    (gemma4.cpp L79-L85, L123-L128: also loaded, another graph)."""
     if GEMMA4.get(model.model_type) is None:
         return None
     layers, moe = model.layers, model.facts.moe
@@ -164,6 +165,12 @@ def gemma4_shape(model) -> Gemma4Shape | None:
             len(v) != 1 or next(iter(v))[1] != next(iter(v))[2] for v in kinds.values()):
         return None
     moe = moe if field(model, "enable_moe_block", False) else None
+    names = [t.name for t in getattr(model.checkpoint, "tensors", None) or ()]
+    if any(".attn_qkv." in n for n in names) or (moe is not None and names and not any(
+            ".ffn_gate_up_exps." in n for n in names)):
+        return None     # a fused attn_qkv (views made contiguous) or separate gate/up experts: other graphs
+    if not isinstance(field(model, "intermediate_size", 0), int):
+        return None     # per-layer FFN widths
     full_kv, full_hd, _ = next(iter(kinds.get(False, kinds.get(True))))
     swa_kv, swa_hd, _ = next(iter(kinds.get(True, kinds.get(False))))
     return Gemma4Shape(arch="gemma4", n_layer=len(layers), n_embd=model.hidden_size,

@@ -70,9 +70,9 @@ def build_glm4moe(s: GraphShape, p: Pass) -> Graph:
 def glm4moe_shape(model) -> GraphShape | None:
     """The graph widths of a glm4_moe ``model`` as convert_hf_to_gguf writes its GGUF (conversion/glm.py
     Glm4MoeModel, kvmem.engines.llamacpp.arch_tensors._glm4_moe for the tensors), or None where the graph above
-    is not the one llama.cpp builds: no routed or no shared experts, per-layer widths, expert groups llama.cpp
-    refuses. Group-limited routing (n_group > 1, written by conversion/base.py L1523-L1527, read for every arch
-    by llama-model.cpp#L1334) is moe_ffn's."""
+    is not the one llama.cpp builds or not known: no routed or no shared experts, per-layer widths, expert groups
+    llama.cpp refuses, no norm_topk_prob (a model read from a GGUF). Group-limited routing (n_group > 1, written by
+    conversion/base.py L1523-L1527, read for every arch by llama-model.cpp#L1334) is moe_ffn's."""
     if GLM4MOE.get(model.model_type) is None:
         return None
     moe, layers = model.facts.moe, model.layers
@@ -81,6 +81,11 @@ def glm4moe_shape(model) -> GraphShape | None:
     first = layers[0]
     if any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
            != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers):
+        return None
+    if field(model, "norm_topk_prob") is None:
+        # the config that conversion/glm.py reads expert_weights_norm from (L178-L180) does not say; a model read
+        # from a GGUF has no such field here (kvmem.sources.gguf does not map expert_weights_norm / _scale): the
+        # normalisation's nodes would be guessed
         return None
     groups, used = field(model, "n_group") or 0, field(model, "topk_group") or 0
     if groups > 1 and (moe.experts % groups or used >= groups):
