@@ -137,3 +137,47 @@ def test_gguf_names_read_as_presets_where_the_architecture_agrees():
                         "load_tensors: offloaded 33/33 layers to GPU\nllama_context: n_ctx         = 16384\n"
                         "llama_kv_cache_unified:    Vulkan0 KV buffer size =  2048.00 MiB")
     assert r.model == "llama-3.1-8b" and r.matches
+
+
+# ik_llama.cpp discussion #357 / PR #370 (mainline b5269-b5271): Qwen3-235B-A22B-128K Q6_K, experts -ot to the host
+_OT = r"""-c 16384 -t 48 -fa -ctk q8_0 -ctv q8_0 -ngl 99 -ot 'blk\.(0|1|2|3|4)\.ffn.*=CUDA0' -ot 'blk\.(5|6|7|8|9)\.ffn.*=CPU' -ot 'blk\.1[0-9]\.ffn.*=CPU' -ot 'blk\.[2-9][0-9]\.ffn.*=CPU'"""  # noqa: E501
+CASE05 = """build: 5269 (1d36b367) with cc (GCC) 14.2.1 20250110 (Red Hat 14.2.1-7) for x86_64-redhat-linux
+llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 3090) - 23871 MiB free
+print_info: file type   = Q6_K
+load_tensors: offloaded 95/95 layers to GPU
+llama_context: n_ctx         = 16384
+llama_context: n_ubatch      = 512
+llama_context: flash_attn    = 1
+llama_kv_cache_unified: kv_size = 16384, type_k = 'q8_0', type_v = 'q8_0', n_layer = 94, can_shift = 1, padding = 256
+llama_kv_cache_unified:      CUDA0 KV buffer size =  1598.00 MiB
+llama_context:      CUDA0 compute buffer size =   774.00 MiB
+llama_context:        CPU compute buffer size =     8.25 MiB
+llama_context:  CUDA_Host compute buffer size =    40.01 MiB
+"""
+
+
+def test_other_tools_commands_read():
+    from kvmem.logcheck import command
+    # the held-out run's own command: ./build/bin/llama-sweep-bench takes llama-server's flags (common/arg.cpp)
+    line = "./build/bin/llama-sweep-bench -m /m/Qwen3-235B-A22B-128K-Q6_K-00001-of-00004.gguf " + _OT
+    read = command.read([line], logs.READER)
+    assert read["type_k"] == ("q8_0", "1, the command") and read["n_gpu_layers"][0] == 99
+    assert [rule[1] for rule in read["override_tensor"][0]] == ["CUDA0", "CPU", "CPU", "CPU"]
+    for tool in ("llama-completion", "llama-mtmd-cli", "llama-cli.exe"):
+        assert command.read([f"{tool} -m x.gguf -c 4096 -ctk q4_0"], logs.READER)["type_k"][0] == "q4_0"
+    # llama-bench parses its own flags (comma lists, -p/-n): not read, and said
+    bench = "./llama-bench -m x.gguf -p 512 -n 128 -ctk q8_0 -fa 1,0"
+    assert command.read([bench], logs.READER) == {}
+    r = kvmem.check_log(bench + "\n" + CASE05.split("\n", 1)[1], "qwen3-235b-a22b")
+    assert any(note.startswith("line 1: the llama-bench command is not read: llama-bench parses its own flags")
+               for note in r.notes)
+
+
+def test_host_compute_lines_checked_apart():
+    # CPU 8.25 MiB beside CUDA_Host 40.01 MiB: kvmem's one host figure is the pinned buffer's (layers on the GPU);
+    # the CUDA_Host line is checked alone (was 48.26 MiB "in 2 lines"), the CPU backend's said
+    r = kvmem.check_log(f"llama-server -m /m/Qwen3-235B-A22B-128K-Q6_K-00001-of-00004.gguf {_OT}\n{CASE05}")
+    host = [c for c in r.checks if c.quantity.endswith("_Host compute buffer")]
+    assert [(c.line, c.logged) for c in host] == [(13, "40.01 MiB")]
+    assert not any(c.line == 12 for c in r.checks)
+    assert any(note.startswith("line 12: the CPU compute buffer (8.25 MiB) is not checked") for note in r.notes)

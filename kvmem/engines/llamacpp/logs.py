@@ -176,6 +176,8 @@ def read(lines: list[str]) -> dict:
             if path:
                 context["model"], at["model"] = path, n
     found["clip"] = clip
+    found["unread_command"] = next(((n, run.strip(), why) for n, line in enumerate(lines[:200], 1)
+                                    for run, why in UNREAD_RUNS.items() if run in line and " -" in line), None)
     if "model" not in found["context"] and "general_name" in found:     # no file path printed: the GGUF's name
         found["context"]["model"], found["at"]["model"] = found["general_name"]
     if found["offloaded"] is not None:      # "offloaded N/M layers": M - 1 layers in the file (NextN/MTP counted)
@@ -257,6 +259,10 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         else:
             notes.append("the log states no n_ctx and no KV size line with cells: nothing to compare the recurrent "
                          "line with")
+    if found.get("unread_command"):
+        n, run, why = found["unread_command"]
+        notes.append(f"line {n}: the {run} command is not read: {why}; its -ngl, -ts, -ot, -ctk/-ctv are not taken "
+                     "from it, only the log's own lines (give them with -o where the log does not print them)")
     if isinstance(clip := found.get("clip"), list) and clip:
         notes.append(f"line {clip[0]}: the multimodal projector's compute buffers (mtmd) are not checked "
                      "here (kvmem.llamacpp_offload's mmproj counts them) and not mixed into the text model's")
@@ -422,6 +428,22 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     for n, text, kind, device, _, mib in buffers:
         if kind in kinds:
             logged.setdefault((kind, "CPU" if device in HOSTS else device), []).append((n, text, mib, device))
+    host_compute = logged.get(("compute", "CPU"), [])
+    if len({row[3] for row in host_compute}) > 1 and gpus:
+        # "CPU compute buffer" beside "CUDA_Host compute buffer": the CPU backend's own buffer (the ops it runs: of
+        # host layers, of weights -ot left on the host) and the GPU backend's pinned host buffer (graph inputs and
+        # their copies). kvmem's layout has one host figure (kvmem.engines.llamacpp.layouts.layout): the pinned
+        # buffer's where a GPU holds layers or the scheduled run is computed, else the CPU backend's graph. That line
+        # is checked against it; the other is said, never summed into it
+        pinned = lay.placement.offloaded_layers > 0 or bool(lay.compute_exact.get(CPU))
+        kept = [row for row in host_compute if (row[3] != "CPU") == pinned]
+        for row in host_compute:
+            if row not in kept:
+                notes.append(f"line {row[0]}: the {row[3]} compute buffer ({row[2]:.2f} MiB) is not checked: kvmem's "
+                             "layout (kvmem.engines.llamacpp.layouts) has one host compute figure, "
+                             + ("the pinned host buffer's: the CPU backend's own beside GPUs is not modelled" if pinned
+                                else "the CPU backend's: the pinned host buffer beside it is not modelled"))
+        logged[("compute", "CPU")] = kept
     for (kind, device), rows in logged.items():
         try:
             held = lay.placement.device(device)
@@ -543,8 +565,23 @@ def _overrides(override_tensor, cpu_moe, n_cpu_moe) -> dict:
     return {"override_tensor": tuple(rules)} if rules else {}
 
 
-# The launch command above a log (kvmem.logcheck.command): llama.cpp's arguments (common/arg.cpp)
-RUNS = ("llama-server ", "llama-cli ", "llama-server.exe ", "llama-cli.exe ")
+# The launch command above a log (kvmem.logcheck.command): llama.cpp's arguments (common/arg.cpp). The tools that
+# parse them with common_params_parse and give -c / -np / -b their meaning (llama.cpp@3f545becc tools/cli/cli.cpp#L40,
+# tools/completion/completion.cpp#L94, tools/mtmd/mtmd-cli.cpp#L386; llama-sweep-bench, a bench of ik_llama.cpp
+# ported to mainline branches, likewise); a path before the name ("./build/bin/llama-sweep-bench") is read as it
+_TOOLS = ("llama-server", "llama-cli", "llama-completion", "llama-mtmd-cli", "llama-sweep-bench")
+RUNS = tuple(f"{tool}{exe} " for tool in _TOOLS for exe in ("", ".exe"))
+# Commands whose flags are not llama-server's: not read, and said (the log's own lines give the settings)
+UNREAD_RUNS = {
+    "llama-bench ": "llama-bench parses its own flags (tools/llama-bench/llama-bench.cpp cmd_params: comma lists, "
+                    "-p/-n tests, its own defaults)",
+    "llama-perplexity ": "llama-perplexity sets n_ctx = -c x (-b / -c) sequences and its own -c default of 512 "
+                         "(tools/perplexity/perplexity.cpp#L2016-L2035)",
+    "llama-imatrix ": "llama-imatrix sets n_ctx and n_seq from -c and -b (tools/imatrix/imatrix.cpp#L1084-L1117)",
+    "llama-batched-bench ": "llama-batched-bench sizes n_seq_max from -npl (tools/batched-bench/batched-bench.cpp#L58)",
+    "llama_cpp.server": "llama-cpp-python's server takes its own flags (--n_ctx, --n_gpu_layers, --type_k as a ggml "
+                        "type number)",
+}
 COMMAND_FLAGS = {"-m": "model", "--model": "model", "-c": "n_ctx", "--ctx-size": "n_ctx", "-np": "n_seq",
                  "--parallel": "n_seq", "-ctk": "type_k", "--cache-type-k": "type_k", "-ctv": "type_v",
                  "--cache-type-v": "type_v", "-ub": "n_ubatch", "--ubatch-size": "n_ubatch", "-b": "n_batch",
