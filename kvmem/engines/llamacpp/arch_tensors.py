@@ -101,14 +101,14 @@ def gguf_nextn_layers(model: Model) -> int:
 
 
 def nextn_loaded(model: Model) -> tuple:
-    """Name endings of the MTP block's tensors llama.cpp loads without load_mtp: glm-dsa and deepseek32 create
-    exp_probs_b.bias with TENSOR_NOT_REQUIRED alone in every layer (llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L155,
-    src/models/deepseek32.cpp#L121), the block's others with TENSOR_SKIP; so do the other architectures kvmem
-    reads (the loaders of glm4moe, deepseek2, qwen35/qwen35moe/qwen3next, exaone-moe, glm4, bailingmoe2/3, dots3note,
-    mimo2, nemotron-h flag every block tensor). Not here, as kvmem's GGUF reader refuses them (gguf_more.UNMAPPED):
-    step35 loads most of its block (step35.cpp#L115-L171, TENSOR_NOT_REQUIRED alone), cohere2moe and hy-v3 the
-    block's nextn.embed_tokens / shared_head_head / shared_head_norm (cohere2moe.cpp#L102 load_block_mtp,
-    hy-v3.cpp#L91-L95)."""
+    """Name endings of the MTP block's tensors llama.cpp creates with TENSOR_NOT_REQUIRED alone, so loads without
+    load_mtp: glm-dsa's and deepseek32's exp_probs_b.bias (llama.cpp@0c1e57098 src/models/glm-dsa.cpp#L155,
+    deepseek32.cpp#L121); step35's block but attn_norm, Q/K/V/output, ffn_norm, eh_proj/enorm/hnorm (step35.cpp
+    #L115-L171). Not listed: cohere2moe's and hy-v3's nextn tensors (cohere2moe.cpp#L102, hy-v3.cpp#L91-L95)."""
+    if model.model_type == "step3p5":
+        return (".exp_probs_b.bias", *(f".{n}.weight" for n in "attn_q_norm attn_k_norm attn_gate ffn_gate ffn_down "
+                "ffn_up ffn_gate_inp ffn_gate_exps ffn_down_exps ffn_up_exps ffn_gate_shexp ffn_up_shexp "
+                "ffn_down_shexp nextn.embed_tokens nextn.shared_head_head nextn.shared_head_norm".split()))
     return (".exp_probs_b.bias",) if ARCHS.get(model.model_type) in ("glm-dsa", "deepseek32") else ()
 
 
