@@ -92,7 +92,9 @@ def test_every_file_type_name_read():
     for line in ("print_info: file type   = (guessed) Q4_K - Medium", "print_info: file type   = Q4_K - Medium (guessed)",
                  "llm_load_print_meta: model ftype      = mostly Q4_K - Medium"):
         assert logs.read([line])["context"]["weight_format"] == "q4_k_m"
+    assert logs.read(["llm_load_print_meta: model ftype      = mostly Q2_K"])["context"]["weight_format"] == "q2_k"
     assert "weight_format" not in logs.read(["print_info: file type   = NVFP4"])["context"]
+    assert "weight_format" not in logs.read(["llm_load_print_meta: model ftype      = mostly Q4_1, some F16"])["context"]
 
 
 def test_an_unmapped_file_type_says_model_and_compute_are_not_checked():

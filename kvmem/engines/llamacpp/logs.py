@@ -71,9 +71,12 @@ FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_loa
 # llama_ftype_name (llama.cpp@0c1e57098 src/llama-model-loader.cpp#L33-L76; kvmem.engines.llamacpp.file_types
 # FILE_TYPE_NAMES) -> the formats kvmem.engines.llamacpp.tensors lays out: every name but "NVFP4" (no default type at
 # the pinned build: llama-quantize writes no such file) and "unknown, may not work"
-WEIGHT_FORMATS = {name: fmt for fmt, name in FILE_TYPE_NAMES.items() if fmt in FORMATS}
+# the same at 2025-05 builds (src/llama-model-loader.cpp at 053b1539c); 2023's called Q2_K "mostly Q2_K"
+# (llama.cpp#L1784 at f5ef5cfb1); "Q4_1, some F16" (2023-2024) is a mix kvmem does not lay out
+WEIGHT_FORMATS = {**{name: fmt for fmt, name in FILE_TYPE_NAMES.items() if fmt in FORMATS}, "Q2_K": "q2_k"}
 # a type guessed from the tensors (general.file_type absent): "(guessed) " before the name at the pinned build
-# (#L29, #L74), " (guessed)" after it in builds before; 2023's names began "mostly " ("mostly Q4_K - Medium")
+# (#L29, #L74), " (guessed)" after it before (src/llama-model-loader.cpp#L26 at 053b1539c); 2023's names began
+# "mostly " ("mostly Q4_K - Medium", llama.cpp#L1789 at f5ef5cfb1)
 _GUESSED = ("(guessed) ", " (guessed)", "mostly ")
 # early 2025: "llama_kv_cache_init: kv_size = 4096, offload = 1, type_k = 'q4_0', type_v = 'f16', n_layer = 61";
 # builds 5262-5440: "llama_kv_cache_unified: kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61,
