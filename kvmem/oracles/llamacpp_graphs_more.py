@@ -12,6 +12,7 @@ context: n_ctx, n_ubatch, flash attention, cache types, sequences, unified strea
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..model import Model
 
@@ -27,7 +28,7 @@ def _glm4moe(rng: random.Random) -> dict:
     n_layer = rng.randint(1, 5)
     n_exp = rng.choice((4, 8, 16))
     n_head = rng.choice((2, 4, 8, 12))
-    cfg = dict(architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", num_hidden_layers=n_layer,
+    cfg: dict[str, Any] = dict(architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", num_hidden_layers=n_layer,
                hidden_size=256 * rng.randint(1, 3), head_dim=rng.choice((64, 128)), num_attention_heads=n_head,
                num_key_value_heads=rng.choice([h for h in (1, 2, 4) if n_head % h == 0]),
                intermediate_size=256 * rng.randint(1, 4), moe_intermediate_size=128 * rng.randint(1, 3),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, build
 from .graphs_dsa import build_dsa
-from .graphs_gemma4 import build_gemma4
+from .graphs_gemma4 import Gemma4Shape, build_gemma4
 from .graphs_gemma_phi3 import build_gemma_phi3
 from .graphs_glm4moe import build_glm4moe
 from .graphs_mla_oss import build_mla_oss
@@ -21,7 +21,7 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_mla_oss(shape, p)
     if shape.arch in ("glm-dsa", "deepseek32"):
         return build_dsa(shape, p)
-    if shape.arch == "gemma4":
+    if isinstance(shape, Gemma4Shape):
         return build_gemma4(shape, p)
     if shape.arch == "glm4moe":
         return build_glm4moe(shape, p)

@@ -158,7 +158,7 @@ def gemma4_shape(model) -> Gemma4Shape | None:
             or field(model, "num_kv_shared_layers", 0) or field(model, "use_double_wide_mlp", False):
         return None
     swa = tuple(str(layer.kind) == "sliding" for layer in layers)
-    kinds = {}
+    kinds: dict[bool, set[tuple[int, int, int]]] = {}
     for is_swa, layer in zip(swa, layers, strict=True):
         kinds.setdefault(is_swa, set()).add((layer.kv_heads, layer.head_dim_k, layer.head_dim_v))
     if any(str(layer.kind) not in ("full", "sliding") for layer in layers) or any(
@@ -171,8 +171,8 @@ def gemma4_shape(model) -> Gemma4Shape | None:
         return None     # a fused attn_qkv (views made contiguous) or separate gate/up experts: other graphs
     if not isinstance(field(model, "intermediate_size", 0), int):
         return None     # per-layer FFN widths
-    full_kv, full_hd, _ = next(iter(kinds.get(False, kinds.get(True))))
-    swa_kv, swa_hd, _ = next(iter(kinds.get(True, kinds.get(False))))
+    full_kv, full_hd, _ = next(iter(kinds[False] if False in kinds else kinds[True]))
+    swa_kv, swa_hd, _ = next(iter(kinds[True] if True in kinds else kinds[False]))
     return Gemma4Shape(arch="gemma4", n_layer=len(layers), n_embd=model.hidden_size,
                        n_head=model.num_attention_heads, n_head_kv=full_kv, head_dim=full_hd,
                        n_ff=field(model, "intermediate_size", 0), n_vocab=model.facts.vocab_size,
