@@ -30,6 +30,8 @@ QWEN25 = frozenset({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias"
 QWEN3 = frozenset({"ln1.bias", "ln2.bias", "attn_out.bias", "ffn_up.bias", "ffn_down.bias", "post_ln",
                    "post_ln.bias", "mm.0.bias", "mm.2.bias", "patch_bias"})
 PIXTRAL = frozenset({"pre_ln", "ffn_gate"})
+LLAMA4 = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                    "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias", "post_ln", "post_ln.bias"})
 
 
 def _qwen3(depth, e, ff, out, deepstack, model_type="qwen3_vl"):
@@ -101,6 +103,15 @@ def random_gemma4v_shape(seed: int) -> ClipShape:
                      16 * rng.randint(1, 6), rng.randint(1, 3), n_head, 64 * rng.randint(1, 3), 0, k,
                      n_pos_embd=rng.choice((64, 1024)), tensors=frozenset({"std"} if rng.random() < 0.5 else ()),
                      patch_type=rng.choice(("f16", "f32", "bf16")))
+
+
+def random_llama4_shape(seed: int) -> ClipShape:
+    """A random Llama 4 vision tower from ``seed`` (head sizes a multiple of 4: two ropes of half a head)."""
+    rng = random.Random(f"llama4/{seed}")
+    n_head, patch, sf = rng.choice((1, 2, 4)), rng.choice((4, 8)), rng.choice((1, 2))
+    return ClipShape("llama4", patch * sf * rng.randint(4, 12), patch, n_head * 4 * rng.randint(2, 8),
+                     32 * rng.randint(1, 8), rng.randint(1, 3), n_head, 64 * rng.randint(1, 4), 32 * rng.randint(1, 6),
+                     sf, tensors=LLAMA4, n_mm2=32 * rng.randint(1, 6))
 
 
 def _mib(nbytes):
@@ -217,7 +228,7 @@ def test_a_gguf_the_graph_does_not_cover_is_refused_by_name():
 
 
 def test_configs_without_a_transcribed_tower_have_no_shape():
-    assert mmproj_shape(kvmem.get_model("llama-4-scout-17b-16e")) is None       # llama4's projector
+    assert mmproj_shape(kvmem.get_model("minimax-m3")) is None      # minimax_m3's projector: not transcribed
     assert clip_shape_from_config({"model_type": "qwen2_5_vl"}, 3584) is None   # no vision_config
 
 
@@ -261,3 +272,23 @@ def test_an_mmproj_with_an_audio_tower_is_refused():
     # a gemma4v file with Qwen's layer tensors lacks the per-head norms Gemma 4's graph multiplies by
     with pytest.raises(ValueError, match=r"mmproj \(gemma4v\) has no tensor v.position_embd.weight"):
         mmproj_shape_from_header(_header("gemma4v"))
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 46_784), (1, 391_392), (4, 241_728), (5, 924_512)])
+def test_random_llama4_towers_are_mtmds(seed, printed):
+    # mtmd printed 0.04, 0.37, 0.23 and 0.88 MiB (the oracle's seeds; flash attention for the even ones)
+    assert mmproj_compute_bytes(random_llama4_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+def test_llama4_scout_tower_is_mtmds():
+    # the preset's vision_config: one 336 px tile of 14-pixel patches (576 + [CLS]), 1408 wide, 34 layers of 16 heads
+    # of 88, FFN 5632, a 2 x 2 pixel shuffle (5632 wide) into 4096 -> 4096 -> the text's 5120. mtmd printed 19.89 MiB
+    # with flash attention, 37.11 without (the oracle's test_llama4_scout_...)
+    shape = mmproj_shape(kvmem.get_model("llama-4-scout-17b-16e"))
+    assert shape == ClipShape("llama4", 336, 14, 1408, 5632, 34, 16, 5120, 4096, 2, tensors=LLAMA4, n_mm2=4096)
+    assert (mmproj_compute_bytes(shape, flash_attn=True), mmproj_compute_bytes(shape, flash_attn=False)) \
+        == (20_857_408, 38_915_200)
+    # a head of 88 is not one CUDA's flash attention takes: on a GPU only -fa off is computed
+    with pytest.raises(ValueError, match="head size 88 is not one CUDA's flash attention takes"):
+        clip_compute_buffers(shape, gpu="CUDA0")
+    assert _mib(clip_compute_buffers(shape, gpu="CUDA0", flash_attn="off")["CUDA0"]) == "37.11"

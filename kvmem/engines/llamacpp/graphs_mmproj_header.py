@@ -1,12 +1,13 @@
-"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL or Pixtral mmproj GGUF header, read as llama.cpp 0c1e57098's
-tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320: clip.vision.embedding_length, head_count,
+"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL, Pixtral or Llama 4 mmproj GGUF header, read as llama.cpp
+0c1e57098's tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320: clip.vision.embedding_length, head_count,
 block_count, patch_size; #L1668-L1687 qwen: spatial_merge_size 2 when absent, n_wa_pattern required for
-qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent) and load_tensors (#L2256-L2345 the layers'
-tensors, each optional one a node where present; #L2496-L2510 qwen's mm.0 / mm.2; #L2798-L2809 pixtral's
-mm.1 / mm.2, v.token_embd.img_break, mm.input_norm and mm.patch_merger). Widths come from the tensors the
-graph multiplies by (the FFN's from ffn_up, the projector's from mm.*), as ggml takes them. A file with a
-tensor the transcribed graph does not build (layer scales, post-attention norms, Q/K norms, a MoE FFN) or
-without one it needs is refused, naming the tensor."""
+qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent; #L1788-L1794 llama4: projector.scale_factor)
+and load_tensors (#L2256-L2345 the layers' tensors, each optional one a node where present; #L2496-L2510
+qwen's mm.0 / mm.2; #L2798-L2809 pixtral's mm.1 / mm.2, v.token_embd.img_break, mm.input_norm and
+mm.patch_merger; #L3217-L3222 llama4's mm.model.*). Widths come from the tensors the graph multiplies by (the
+FFN's from ffn_up, the projector's from mm.*), as ggml takes them. A file with a tensor the transcribed graph
+does not build (layer scales, post-attention norms, Q/K norms, a MoE FFN) or without one it needs is refused,
+naming the tensor."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ _REQUIRED = {
                 "mm.2.weight", "v.token_embd.img_break"),
 }
 _REQUIRED["qwen25vl"] = _REQUIRED["qwen2vl"]
+# llama4: every optional tensor its graph builds is there (conversion/llama4.py of Llama4VisionModel)
+_LLAMA4 = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                     "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias", "post_ln", "post_ln.bias"})
+_REQUIRED["llama4"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
+                       "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.1.weight",
+                       "mm.model.mlp.2.weight", "mm.model.fc.weight")
 
 
 def _refuse(kind: str, what: str):
@@ -72,7 +79,7 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     """The ClipShape of an mmproj GGUF of projector type ``kind`` (module docstring); ValueError naming the key or
     tensor where clip.cpp would refuse the file or kvmem's graph would not be llama.cpp's."""
     meta, tensors = header.metadata, {t.name: t for t in header.tensors}
-    family = "qwen" if kind.startswith("qwen") else "pixtral"
+    family = "qwen" if kind.startswith("qwen") else kind
 
     def key(name, default=None):
         value = meta.get(f"clip.vision.{name}", default)
@@ -85,8 +92,11 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     for extra, expected in (("attention.head_dim", e // n_head), ("attention.head_count_kv", n_head)):
         if key(extra, expected) != expected:
             raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
-    n_merge = key("spatial_merge_size", 2 if family == "qwen" else 1)
+    n_merge = key("projector.scale_factor") if kind == "llama4" else key("spatial_merge_size", 2 if family == "qwen"
+                                                                                                else 1)
     present = _present(kind, family, tensors, n_layer)
+    if kind == "llama4":
+        return _llama4_shape(meta, tensors, present, e, n_head, n_layer, patch, n_merge)
     patch_type = tensors["v.patch_embd.weight"].dtype.upper()
     if patch_type not in _FLOAT_TYPES or tensors.get("v.patch_embd.weight.1", tensors["v.patch_embd.weight"]).dtype \
             .upper() != patch_type:
@@ -119,6 +129,19 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
                      tensors=frozenset(present), patch_type=_FLOAT_TYPES[patch_type])
 
 
+def _llama4_shape(meta, tensors, present, e, n_head, n_layer, patch, n_merge) -> ClipShape:
+    """The llama4 ClipShape: the graph adds every bias and both outer LayerNorms (graphs_mmproj_llama4)."""
+    if present != _LLAMA4:
+        raise _refuse("llama4", f"optional tensors {sorted(present ^ _LLAMA4)} other than Llama 4's")
+    if "clip.vision.image_size" not in meta:
+        raise ValueError("mmproj GGUF has no clip.vision.image_size: clip.cpp load_hparams requires it")
+    up = tensors["v.blk.0.ffn_up.weight"].shape
+    return ClipShape(projector="llama4", image_size=int(meta["clip.vision.image_size"]), patch_size=patch, n_embd=e,
+                     n_ff=up[1] if up[0] == e else up[0], n_layer=n_layer, n_head=n_head,
+                     n_embd_text=tensors["mm.model.fc.weight"].shape[1], n_mm=tensors["mm.model.mlp.1.weight"].shape[1],
+                     n_merge=n_merge, tensors=_LLAMA4, n_mm2=tensors["mm.model.mlp.2.weight"].shape[1])
+
+
 # the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,
 # conversion/qwen3vl.py Qwen3VLVisionModel, conversion/llava.py LlavaVisionModel; the HF modules they map)
 _CONVERTED = {
@@ -136,7 +159,8 @@ _QWEN_CONFIGS = {"qwen2_vl": "qwen2vl", "qwen2_5_vl": "qwen25vl", "qwen3_vl": "q
 
 def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
     """The ClipShape convert_hf_to_gguf's mmproj of an HF config would have (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
-    Qwen3.5: vision_config; Mistral 3 and Llava with a pixtral vision_config), or None for any other config.
+    Qwen3.5: vision_config; Mistral 3 and Llava with a pixtral vision_config; Llama 4: conversion/llama4.py,
+    scale factor 1 / pixel_shuffle_ratio), or None for any other config.
     ``n_embd_text``: the text model's hidden size (MmprojModel's projection_dim)."""
     vision, model_type = cfg.get("vision_config"), cfg.get("model_type")
     if not isinstance(vision, dict):
@@ -164,4 +188,18 @@ def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
                          n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
                          n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
                          n_embd_text=n_embd_text, n_mm=n_embd_text, n_merge=merge, tensors=tensors)
+    if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
+        return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
+                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
+                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
+                         n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
+                         n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=_LLAMA4,
+                         n_mm2=vision["projector_output_dim"])
+    if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
+        return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
+                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
+                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
+                         n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
+                         n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=_LLAMA4,
+                         n_mm2=vision["projector_output_dim"])
     return None
