@@ -183,3 +183,12 @@ def test_host_compute_lines_checked_apart():
     assert [(c.line, c.logged) for c in host] == [(13, "40.01 MiB")]
     assert not any(c.line == 12 for c in r.checks)
     assert any(note.startswith("line 12: the CPU compute buffer (8.25 MiB) is not checked") for note in r.notes)
+
+
+def test_build_option_takes_a_build_number():
+    # -o build=b5331 dates the build as the log's line does; the newest rules say so
+    plain = kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3", build="b5331")
+    assert all(c.matches for c in plain.checks) and len(plain.checks) == 5
+    newest = kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3", build="20000")
+    assert not all(c.matches for c in newest.checks)
+    assert any(note.startswith("build 20000 given: build 20000 is newer than kvmem's table") for note in newest.notes)

@@ -254,6 +254,11 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     ud_mix = "UD-" in path.replace("\\", "/").rsplit("/", 1)[-1]     # Unsloth's dynamic mixes: UD-Q2_K_XL, ...
     if options.get("build", settings.get("build")) == settings.get("build"):   # not overridden by -o build=
         notes += found.get("build_notes", [])
+    elif isinstance(given := options.get("build"), (str, int)) and str(given).lstrip("b").isdigit():
+        # -o build=5331 / b5331: a build number, dated as a log's build line is (kvmem.engines.llamacpp.builds)
+        date, said = build_date(int(str(given).lstrip("b")))
+        options["build"] = date or "current"
+        notes += [f"build {given} given: {note}" for note in said]
     if found["kv_self"] and not found["sizes"]:
         _check_kv_self(model, found["kv_self"][0], {**settings, **options}, kv_dtype, pp, checks, notes)
     if found["sizes"]:
