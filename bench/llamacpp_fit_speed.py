@@ -34,10 +34,11 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules,
     for kept in (best._BEST, best._FITS, best._TENSORS):     # the placements; the searches and the tensors laid out
         kept.clear()
-    placed._LAST_INFOS[:] = [None, None]        # and the tensor tuple place hashed last
+    placed._LAST_INFOS[:] = [None, None]        # and the tensor tuple place hashed last, what layout derived per run
+    placed._RUN_DERIVED.clear()
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
                    overrides._first_tail, overrides._tail_targets, overrides.layer_rest, placement._placed,
-                   placement._static):
+                   placement._static, placement._layer_devices):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()

@@ -51,8 +51,9 @@ from .compute import (
 )
 from .ggml_graph import TYPES
 from .graphs_mla_oss import per_head_mla_shape
+from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
-from .plan import run_plan
+from .plan import settled_plan
 from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
 from .settings import CURRENT, DEFAULTS, SCHED_USED_INPUT_COPIES_TO
 
@@ -144,7 +145,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
                "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified, "swa_full": swa_full,
                "n_batch": n_batch, "mla": mla, "nextn": nextn, "n_rs_seq": n_rs_seq}
-    s, plan, _ = run_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
+    s, plan = settled_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1, options=options)
     kv_rows = [k + v + state for k, v, state in plan.rows]
     n_layer = model.num_layers
     p = place(tensors, n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split,
@@ -160,10 +161,10 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     share = (moe.top_k, moe.experts) if moe else (1, 1)
     any_gpu = p.offloaded_layers > 0
     decode = {d.device: 0 for d in p.devices}       # the weights one decoded token reads, per device
-    for t in p.tensors:
-        if t.group == "embeddings" or t.device not in decode:
-            continue            # token_embd: one row per token (GET_ROWS)
-        decode[t.device] += t.nbytes * share[0] // share[1] if t.group == "experts" else t.nbytes
+    for run in runs_of(p):        # summed per run of one layer's tensors (placed.run_decode)
+        for device, nbytes in per_run(run, ("decode", share), run_decode).items():
+            if device in decode:
+                decode[device] += nbytes
     for d in p.devices:
         if d.device == CPU:
             if gpu_exact:   # the scheduled run's host buffer (GPUs present, whatever they hold)
@@ -266,19 +267,20 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
     def index(device):
         return host_gpu if device == CPU else p.gpus.index(device)
     gpus = [index(d) for d in p.layer_device] + [index(p.output_device)]
-    # ((layer, name), (device, CUDA bytes)) of every host weight but token_embd, and of a weight -ot moved
+    # ((layer, name), (device, CUDA bytes)) of every host weight but token_embd, and of a weight -ot moved; a run of
+    # one repeating layer's tensors derived once for its layer's device (_run_weights)
     weights, moved = [], False
-    for t in p.tensors:
-        layer = n_layer if t.group == "output" else t.layer
-        if layer is None or t.name.startswith("rope_freqs") or (t.group != "output" and layer >= n_layer):
-            continue                # token_embd (the host's GET_ROWS), rope_freqs (read by ROPE where it runs), an
-            #                         MTP block's loaded tensor (placement nextn_loaded: in no main-context graph)
-        own = p.output_device if layer == n_layer else p.layer_device[layer]
-        if t.device != own:
-            moved = True
-        if t.device == CPU or t.device != own:
-            name = t.name.split("(")[0].removeprefix(f"blk.{layer}.").removesuffix(".weight")
-            weights.append(((layer, name), (index(t.device), cuda_alloc_bytes(t))))
+    for run in runs_of(p):
+        layer = run[0].layer
+        uniform = None
+        if layer is not None and 0 <= layer < n_layer and run[0].group != "output":
+            uniform = per_run(run, ("weights", n_layer, p.layer_device[layer], p.gpus), _run_weights)
+        if uniform is None:
+            more, moved_here = _weights(run, n_layer, p.layer_device, p.output_device, index)
+        else:
+            more, moved_here = uniform
+        weights += more
+        moved = moved or moved_here
     if p.output_device == CPU and not any(key == (n_layer, "output") for key, _ in weights):
         embd = next(t for t in p.tensors if t.name == "token_embd.weight")     # tied: the output is token_embd
         weights.append(((n_layer, "output"), (host_gpu, cuda_alloc_bytes(embd))))
@@ -295,3 +297,34 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
                            full_offload=full, fa_f16=s.build >= PR_23907,
                            # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
                            copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO)
+
+
+def _weights(tensors, n_layer: int, layer_device, output_device, index) -> tuple:
+    """(((layer, name), (device index, CUDA bytes)) of each of ``tensors`` on the host but token_embd and of each a
+    rule moved off its layer's device, whether one was moved) for _scheduled."""
+    weights, moved = [], False
+    for t in tensors:
+        layer = n_layer if t.group == "output" else t.layer
+        if layer is None or t.name.startswith("rope_freqs") or (t.group != "output" and layer >= n_layer):
+            continue                # token_embd (the host's GET_ROWS), rope_freqs (read by ROPE where it runs), an
+            #                         MTP block's loaded tensor (placement nextn_loaded: in no main-context graph)
+        own = output_device if layer == n_layer else layer_device[layer]
+        if t.device != own:
+            moved = True
+        if t.device == CPU or t.device != own:
+            name = t.name.split("(")[0].removeprefix(f"blk.{layer}.").removesuffix(".weight")
+            weights.append(((layer, name), (index(t.device), cuda_alloc_bytes(t))))
+    return weights, moved
+
+
+def _run_weights(run: tuple, n_layer: int, own: str, gpus: tuple) -> tuple | None:
+    """_weights of a run whose tensors are all of one repeating layer on device ``own`` (its layer's), the GPUs
+    ``gpus``; None for any other run."""
+    layer = run[0].layer
+    if any(t.layer != layer or t.group == "output" for t in run):
+        return None
+
+    def index(device):
+        return len(gpus) if device == CPU else gpus.index(device)
+    weights, moved = _weights(run, n_layer, {layer: own}, None, index)
+    return tuple(weights), moved

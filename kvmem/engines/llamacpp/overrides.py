@@ -59,6 +59,7 @@ class Rules:
 
     def __init__(self, rules):
         self.rules, self.layers, self.tails, self.per_layer, self.seen = rules, [], [], {}, {}
+        self.by_order: dict = {}        # the rules tried (indices) -> _order's answer: most layers try the same
         for pattern, _ in rules:
             text = pattern.pattern
             m = _RULE_LAYERS.match(text)
@@ -71,6 +72,12 @@ class Rules:
                 tail = text[m.end():]
                 plain = all(x == str(int(x)) for x in numbers) and not _NOT_PLAIN_TAIL.search(tail)
                 self.tails.append(tail if plain else None)
+        # the rules tried on every name, and per layer those tried on its names alone
+        self.general = tuple(i for i, layers in enumerate(self.layers) if layers is None)
+        self.specific: dict = {}
+        for i, layers in enumerate(self.layers):
+            for layer in layers or ():
+                self.specific.setdefault(layer, []).append(i)
 
     def target(self, name: str):
         try:
@@ -82,23 +89,29 @@ class Rules:
     def layer_targets(self, layer: int, names: tuple, rests: tuple) -> tuple:
         """The target of each of ``names``, names of ``layer`` whose RESTs are ``rests`` (layer_rest's): decided
         together by the tails where they decide, the same for every layer that tries the same rules."""
-        order, tails = self._order(layer)
+        _, tails, targets = self._order(layer)
         if tails is None or None in rests:
             return tuple(self.target(name) for name in names)
-        return _tail_targets(tails, tuple(self.rules[i][1] for i in order), rests)
+        return _tail_targets(tails, targets, rests)
 
     def _order(self, layer) -> tuple:
-        """(the rules tried on names of ``layer``, their tails where every one has a tail, else None)."""
+        """(the rules tried on names of ``layer``, their tails where every one has a tail, else None, their
+        targets)."""
         found = self.per_layer.get(layer)
         if found is None:
-            order = tuple(i for i, layers in enumerate(self.layers) if layers is None or layer in layers)
-            tails = tuple(self.tails[i] for i in order)
-            found = self.per_layer[layer] = (order, None if layer is None or None in tails else tails)
+            only = self.specific.get(layer)
+            order = tuple(sorted(self.general + tuple(only))) if only else self.general
+            found = self.by_order.get((order, layer is None))
+            if found is None:
+                tails = tuple(self.tails[i] for i in order)
+                found = self.by_order[order, layer is None] = (
+                    order, None if layer is None or None in tails else tails, tuple(self.rules[i][1] for i in order))
+            self.per_layer[layer] = found
         return found
 
     def _first(self, name: str):
         layer, rest = layer_rest(name)
-        order, tails = self._order(layer)
+        order, tails, _ = self._order(layer)
         if tails is not None and rest is not None:
             hit = _first_tail(tails, rest)
             return None if hit is None else self.rules[order[hit]][1]

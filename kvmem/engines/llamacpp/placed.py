@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 
 from .overrides import CPU
 
-__all__ = ["PlacedTensor", "DeviceMemory", "Placement", "TensorInfos", "hashed_infos"]
+__all__ = ["PlacedTensor", "DeviceMemory", "Placement", "TensorInfos", "hashed_infos", "tensor_group", "per_run",
+           "run_decode", "runs_of"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class Placement:
     # nothing (their tensors skipped at load, no KV cells in the main context)
     n_nextn: int = 0
     nextn_device: tuple = ()
+    # ``tensors`` in runs (tensors concatenated in order): a run of one layer's tensors is the same tuple in every
+    # placement that places it alike (placement._placed), so what is derived from a run can be kept by it (layouts)
+    runs: tuple = field(default=(), repr=False, compare=False)
 
     def device(self, name: str) -> DeviceMemory:
         for d in self.devices:
@@ -116,4 +122,75 @@ def hashed_infos(tensors) -> TensorInfos:
     out = TensorInfos(tensors)
     if type(tensors) is tuple:
         _LAST_INFOS[:] = [tensors, out]
+    return out
+
+
+# the groups of placement's per-group table (placement's module doc)
+_INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd", "per_layer_model_proj",
+          "per_layer_proj_norm")
+_OUTPUT = ("output", "output_norm", "cls", "cls_out")
+_LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def tensor_group(name: str) -> tuple[str, int | None]:
+    """(group, layer) of a GGUF tensor name; a name llama.cpp would not place here is refused
+    (remembered: a placement search asks the same names for every trial)."""
+    m = _LAYER.match(name)
+    if m is None:
+        base = name.rsplit(".", 1)[0]
+        if base in _INPUT:
+            return "embeddings", None
+        if base in _OUTPUT:
+            return "output", None
+        if base == "rope_freqs":
+            return "other", -1      # one copy per layer (TENSOR_DUPLICATED)
+        raise ValueError(f"tensor {name!r}: kvmem does not know which llama.cpp layer loads it "
+                         "(not token_embd*, output*, rope_freqs or blk.N.*); a multimodal projector "
+                         "belongs in its own --mmproj file")
+    layer, rest = int(m.group(1)), m.group(2)
+    base = rest.rsplit(".", 1)[0]
+    if "exps" in base and "shexp" not in base:
+        return "experts", layer
+    if "shexp" in base:
+        return "shared_experts", layer
+    if base.startswith("attn_"):
+        return "attention", layer
+    if base in ("ffn_gate", "ffn_up", "ffn_down", "ffn_norm", "ffn_gate_up"):
+        return "ffn", layer
+    return "other", layer
+
+
+_RUN_KEPT = 1 << 14
+_RUN_DERIVED: dict = {}     # (id(run), what) -> (run, value): what layouts.layout derives from a run
+
+
+def per_run(run: tuple, what: tuple, make):
+    """``make(run, *what[1:])``, kept for ``run`` (a tuple of PlacedTensors, Placement.runs): a placement search's
+    trials share most runs (placement._placed makes a run once for its device and targets), so a trial derives
+    only what its new runs hold. The entry keeps ``run`` alive, so its id names it while kept."""
+    key = (id(run),) + what
+    hit = _RUN_DERIVED.get(key)
+    if hit is not None and hit[0] is run:
+        return hit[1]
+    value = make(run, *what[1:])
+    if len(_RUN_DERIVED) >= _RUN_KEPT:
+        _RUN_DERIVED.pop(next(iter(_RUN_DERIVED)))
+    _RUN_DERIVED[key] = (run, value)
+    return value
+
+
+def runs_of(p) -> tuple:
+    """``p``'s tensors in runs (Placement.runs; all of them as one where it has none)."""
+    return p.runs or ((p.tensors,) if p.tensors else ())
+
+
+def run_decode(run: tuple, share: tuple) -> dict:
+    """device -> the bytes one decoded token reads of ``run``'s tensors there: routed experts top_k of n_experts of
+    each expert tensor (floored per tensor), token_embd none (one row per token: GET_ROWS)."""
+    out: dict = {}
+    for t in run:
+        if t.group != "embeddings":
+            out[t.device] = out.get(t.device, 0) + (t.nbytes * share[0] // share[1] if t.group == "experts"
+                                                    else t.nbytes)
     return out

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import re
 import struct
 from array import array
 from bisect import bisect_right
@@ -86,7 +85,7 @@ from bisect import bisect_right
 from ...dtypes import GGML_TYPES as _GGML
 from ...units import pad
 from .overrides import CPU, layer_rest, override_rules
-from .placed import DeviceMemory, PlacedTensor, Placement, hashed_infos
+from .placed import DeviceMemory, PlacedTensor, Placement, hashed_infos, tensor_group
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
            "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
@@ -101,10 +100,6 @@ MATRIX_ROW_PADDING = 512    # ggml-cuda/common.cuh
 # table of ggml's types, kvmem.dtypes.GGML_TYPES (ggml/src/ggml.c type_traits)
 GGML_TYPES = {name.upper(): (t.block, t.size) for name, t in _GGML.items()}
 _QUANTISED = {name for name, (block, _) in GGML_TYPES.items() if block > 1}
-_INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd", "per_layer_model_proj",
-          "per_layer_proj_norm")
-_OUTPUT = ("output", "output_norm", "cls", "cls_out")
-_LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
 
 
 def buffer_mib(nbytes: int) -> float:
@@ -117,41 +112,18 @@ def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def tensor_group(name: str) -> tuple[str, int | None]:
-    """(group, layer) of a GGUF tensor name; a name llama.cpp would not place here is refused
-    (remembered: a placement search asks the same names for every trial)."""
-    m = _LAYER.match(name)
-    if m is None:
-        base = name.rsplit(".", 1)[0]
-        if base in _INPUT:
-            return "embeddings", None
-        if base in _OUTPUT:
-            return "output", None
-        if base == "rope_freqs":
-            return "other", -1      # one copy per layer (TENSOR_DUPLICATED)
-        raise ValueError(f"tensor {name!r}: kvmem does not know which llama.cpp layer loads it "
-                         "(not token_embd*, output*, rope_freqs or blk.N.*); a multimodal projector "
-                         "belongs in its own --mmproj file")
-    layer, rest = int(m.group(1)), m.group(2)
-    base = rest.rsplit(".", 1)[0]
-    if "exps" in base and "shexp" not in base:
-        return "experts", layer
-    if "shexp" in base:
-        return "shared_experts", layer
-    if base.startswith("attn_"):
-        return "attention", layer
-    if base in ("ffn_gate", "ffn_up", "ffn_down", "ffn_norm", "ffn_gate_up"):
-        return "ffn", layer
-    return "other", layer
-
-
 def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split, build: datetime.date | None = None) -> list:
     """GPU index (into tensor_split) of layers 0..n_layer (the last is the output layer), None on the
     host: llama_model::load_tensors get_layer_buft_list, float32 as llama.cpp computes it."""
+    return list(_layer_devices(n_layer, n_gpu_layers, tuple(tensor_split), build))
+
+
+@functools.lru_cache(maxsize=256)
+def _layer_devices(n_layer: int, n_gpu_layers: int, tensor_split: tuple, build: datetime.date | None) -> tuple:
+    """layer_devices, remembered: a placement search tries many -ot sets over one -ngl and -ts."""
     n_dev = len(tensor_split)
     if n_dev == 0:
-        return [None] * (n_layer + 1)
+        return (None,) * (n_layer + 1)
     sums, total = [], _f32(0.0)
     for x in tensor_split:
         total = _f32(total + _f32(float(x)))
@@ -169,7 +141,7 @@ def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split, build: datetime
     gpu = [min(bisect_right(splits, x) if ordered else sum(s <= x for s in splits), n_dev - 1) for x in xs]  # .at()
     start = min(i_gpu_start, n_layer + 1)
     gpu = gpu[:n_layer + 1 - start]
-    return [None] * start + gpu + [None] * (n_layer + 1 - start - len(gpu))
+    return (None,) * start + tuple(gpu) + (None,) * (n_layer + 1 - start - len(gpu))
 
 
 def cuda_alloc_bytes(t: PlacedTensor) -> int:
@@ -210,11 +182,12 @@ def _static(tensors: tuple, n_layer_all: int, alignment: int) -> tuple:
 @functools.lru_cache(maxsize=256)
 def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
             override_tensor, alignment, tied_output, build) -> tuple:
-    """(the placed tensors, the device of each layer, of each MTP block and of the output layer, _device_sums) for
-    place: a run of one layer's tensors placed at once (its PlacedTensors made once for its device and its tensors'
-    targets); the MTP blocks' tensors are skipped (TENSOR_SKIP: the module doc)."""
+    """(the placed tensors, the device of each layer, of each MTP block and of the output layer, _device_sums, the
+    runs) for place: a run of one layer's tensors placed at once (its PlacedTensors made once for its device and its
+    tensors' targets: the same tuple for every set of flags that places that run alike, Placement.runs); the MTP
+    blocks' tensors are skipped (TENSOR_SKIP: the module doc)."""
     n_all = n_layer + n_nextn
-    gpu_of = layer_devices(n_all, n_gpu_layers, tensor_split, build) if gpus else [None] * (n_all + 1)
+    gpu_of = _layer_devices(n_all, n_gpu_layers, tensor_split, build) if gpus else (None,) * (n_all + 1)
     dev = [CPU if g is None else gpus[g] for g in gpu_of]
     rules = override_rules(n_cpu_moe, cpu_moe, override_tensor)
     rows, names, runs, made = _static(tensors, n_all, alignment)
@@ -230,7 +203,7 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
             placed.append(made.get(key) or made.setdefault(key, PlacedTensor(
                 name or t.name, t.dtype, tuple(t.shape), t.nbytes, rows[i][1], group, layer, device)))
 
-    parts = []
+    parts, pieces = [], []
     for a, b, layer, names_rests in runs:
         if layer is not None and layer >= n_layer:     # an MTP block: skipped, but for nextn_loaded's tensors
             first = len(placed)
@@ -238,6 +211,7 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
                 if rows[i][0].name.endswith(nextn_loaded):
                     one(i, rows[i][2], layer, dev[layer])
             parts.append(_sums(placed[first:]))
+            pieces.append(tuple(placed[first:]))
             continue
         if names_rests is not None:     # unique names of one layer: none is a duplicate
             key = (a, dev[layer], rules.layer_targets(layer, *names_rests))
@@ -248,6 +222,7 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
                 made[key] = (run, _sums(run))
             placed += made[key][0]
             parts.append(made[key][1])
+            pieces.append(made[key][0])
             continue
         first = len(placed)
         for i in range(a, b):
@@ -260,38 +235,44 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
             if tied_output and t.name == "token_embd.weight":
                 one(i, "output", None, dev[n_all], name="output.weight(token_embd)")
         parts.append(_sums(placed[first:]))
-    return tuple(placed), tuple(dev), _device_sums(parts, gpus)
+        pieces.append(tuple(placed[first:]))
+    return tuple(placed), tuple(dev), _device_sums(parts, gpus), tuple(piece for piece in pieces if piece)
 
 
 def _sums(placed) -> dict:
-    """Per device holding some of ``placed``: [bytes per group, the CUDA buffer's bytes, the host buffer's, the
-    file span's first and end offsets]."""
+    """Per device holding some of ``placed``: (bytes of each of GROUPS, the CUDA buffer's bytes, the host buffer's,
+    the file span's first (None on a GPU) and end offsets), one flat tuple."""
     sums: dict = {}
     for p in placed:
-        row = sums.setdefault(p.device, [dict.fromkeys(GROUPS, 0), 0, 0, None, 0])
-        row[0][p.group] += p.nbytes
+        row = sums.setdefault(p.device, [0] * len(GROUPS) + [0, 0, None, 0])
+        row[_GROUP_INDEX[p.group]] += p.nbytes
         if p.device == CPU:
-            row[2] += pad(p.nbytes, CPU_ALIGNMENT)
-            row[3] = p.offset if row[3] is None else min(row[3], p.offset)
-            row[4] = max(row[4], p.offset + p.nbytes)
+            row[-3] += pad(p.nbytes, CPU_ALIGNMENT)
+            row[-2] = p.offset if row[-2] is None else min(row[-2], p.offset)
+            row[-1] = max(row[-1], p.offset + p.nbytes)
         else:
-            row[1] += cuda_alloc_bytes(p)
-    return sums
+            row[-4] += cuda_alloc_bytes(p)
+    return {device: tuple(row) for device, row in sums.items()}
+
+
+_GROUP_INDEX = {group: i for i, group in enumerate(GROUPS)}
 
 
 def _device_sums(parts, gpus: tuple) -> dict:
-    """Per device (each GPU, then the host): _sums of every part together."""
-    sums = {name: [dict.fromkeys(GROUPS, 0), 0, 0, None, 0] for name in gpus + (CPU,)}
+    """Per device (each GPU, then the host): (bytes per group, CUDA bytes, host bytes, first offset, end offset) of
+    every part's _sums together."""
+    rows: dict = {name: [] for name in gpus + (CPU,)}
     for part in parts:
-        for device, (groups, cuda, host, first, last) in part.items():
-            row = sums[device]
-            for group, nbytes in groups.items():
-                row[0][group] += nbytes
-            row[1] += cuda
-            row[2] += host
-            row[3] = first if row[3] is None else row[3] if first is None else min(row[3], first)
-            row[4] = max(row[4], last)
-    return {name: (groups, cuda, host, first or 0, last) for name, (groups, cuda, host, first, last) in sums.items()}
+        for device, row in part.items():
+            rows[device].append(row)
+    out = {}
+    n = len(GROUPS)
+    for name, mine in rows.items():
+        columns = list(zip(*mine, strict=True)) or [()] * (n + 4)
+        firsts = [x for x in columns[n + 2] if x is not None]
+        out[name] = (dict(zip(GROUPS, map(sum, columns[:n]), strict=True)), sum(columns[n]), sum(columns[n + 1]),
+                     min(firsts) if firsts else 0, max(columns[n + 3], default=0))
+    return out
 
 
 def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=None, n_cpu_moe: int = 0,
@@ -325,11 +306,18 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
     key = (n_layer, n_nextn, tuple(nextn_loaded), n_gpu_layers, gpus, tensor_split, n_cpu_moe, cpu_moe,
            tuple(tuple(rule) for rule in override_tensor or ()), alignment, tied_output, build)
     try:
-        placed, dev, sums = _placed(hashed_infos(tensors), *key)   # the searches place the same flags at many contexts
-    except TypeError:           # tensor infos that do not hash: placed, not remembered
-        placed, dev, sums = _placed.__wrapped__(tuple(tensors), *key)
+        placed, dev, sums, runs = _placed(hashed_infos(tensors), *key)   # the searches place the same flags at many
+    except TypeError:           # tensor infos that do not hash: placed, not remembered          # contexts
+        placed, dev, sums, runs = _placed.__wrapped__(tuple(tensors), *key)
     kv = list(kv_per_layer) + [0] * (n_layer - len(kv_per_layer))
     devices = []
+    layers_of: dict = {name: [] for name in gpus + (CPU,)}
+    kv_of = dict.fromkeys(gpus + (CPU,), 0)
+    for il in range(n_layer):
+        layers_of[dev[il]].append(il)
+        kv_of[dev[il] if kv_offload else CPU] += kv[il]
+    for il in range(n_layer, min(len(kv), len(dev) - 1)):   # an MTP block's cache layer (plan.rows after the trunk)
+        kv_of[dev[il] if kv_offload else CPU] += kv[il]
     for name in gpus + (CPU,):
         groups, cuda, host, first, last = sums[name]
         if name != CPU:
@@ -341,11 +329,8 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
             model_bytes, buffer = host, f"{gpu_backend}_Host"
         else:
             model_bytes, buffer = host, CPU
-        layers = tuple(il for il in range(n_layer) if dev[il] == name)
-        # the trunk's rows, then an MTP block's cache layer (plan.rows after the trunk) on the block's device
-        kv_here = sum(kv[il] for il in range(min(len(kv), len(dev) - 1)) if (dev[il] if kv_offload else CPU) == name)
-        devices.append(DeviceMemory(name, model_bytes, dict(groups), kv_here, layers, buffer))
+        devices.append(DeviceMemory(name, model_bytes, dict(groups), kv_of[name], tuple(layers_of[name]), buffer))
     return Placement(n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split, mmap=mmap,
                      kv_offload=kv_offload, tensors=tuple(placed), layer_device=tuple(dev[:n_layer]),
                      output_device=dev[-1], devices=tuple(devices), n_nextn=n_nextn,
-                     nextn_device=tuple(dev[n_layer:-1]))
+                     nextn_device=tuple(dev[n_layer:-1]), runs=runs)

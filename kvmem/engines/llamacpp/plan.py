@@ -420,6 +420,11 @@ def _device_table(plan: Plan, pp: int) -> list[dict]:
 
 
 def run_plan(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, options: dict):
-    s = resolve_settings(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, options=options)
-    plan = _plan(model, s, pp)
+    s, plan = settled_plan(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options)
     return s, plan, _device_table(plan, pp)
+
+
+def settled_plan(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int, pp: int, options: dict):
+    """run_plan's settings and plan without its per-device table (layouts.layout reads the rows alone)."""
+    s = resolve_settings(model, tokens=tokens, batch=batch, kv_dtype=kv_dtype, tp=tp, options=options)
+    return s, _plan(model, s, pp)
