@@ -56,7 +56,9 @@ def _inputs(g: Graph, s: Gemma4Shape, p: Pass, hd: int, n_kv: int, v_max: int):
     rotate = s.head_dim % 64 == 0
     k_idxs = g.input("i64", p.n_tokens)
     v_idxs = g.input("i64", p.n_tokens if p.fa else p.n_tokens * v_max)
-    mask = g.input("f16" if p.fa else "f32", n_kv, p.n_tokens // p.n_stream, 1, p.n_stream)
+    mask = g.input("f16" if p.fa and not p.mask_f32 else "f32", n_kv, p.n_tokens // p.n_stream, 1, p.n_stream)
+    if p.fa and p.mask_f32:     # builds before PR #23764: the f32 mask cast to f16 (graphs.attn_inputs)
+        mask = g.cast(mask, "f16")
     k_rot = g.input("f32", rot_size(hd), rot_size(hd)) if p.type_k in QUANTISED and rotate else None
     v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and rotate else None
     return k_idxs, v_idxs, mask, k_rot, v_rot
