@@ -26,7 +26,7 @@ from operator import attrgetter
 
 from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph
 
-__all__ = ["FREE", "TAKEN", "NEVER", "NBYTES", "reserve", "gallocr_size", "gallocr_sizes"]
+__all__ = ["FREE", "TAKEN", "NEVER", "NBYTES", "reserve", "reserve_counted", "gallocr_size", "gallocr_sizes"]
 
 # a tensor's allocator state (Tensor.allocated): not allocated, allocated, never allocated (a view, or a
 # tensor with data: a weight, the KV cache)
@@ -41,8 +41,8 @@ def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
     ``size_of[buffer](tensor)``: the bytes it asks (ggml_backend_buft_get_alloc_size; size_of[-1] for a
     tensor given no buffer, -1, which takes the last buffer's memory); ``touched``: every tensor the nodes
     and leafs reach (by sources and roots), whose allocator state is reset and whose children and views are
-    counted here (None: the caller did both, every graph input being a leaf, as ggml_sched does while it
-    copies the graph). The bytes each buffer reserves (its high-water mark)."""
+    counted here (None: the caller did both, every graph input being a leaf; ggml_sched, which does, allocates
+    with reserve_counted). The bytes each buffer reserves (its high-water mark)."""
     if touched is not None:
         for t in touched:
             t.n_children = t.n_views = 0
@@ -183,6 +183,101 @@ def reserve(nodes, leafs, alignments, size_of, touched=None) -> list[int]:
                 free_bytes(p.buffer, p.offset, p.size)
                 p.allocated = FREE
     return high
+
+
+def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
+    """reserve of ggml_sched's copied graph (``touched`` None: the counts and states set), in one loop over the
+    leafs then the nodes, each node's sources read from Tensor.alloc_src (its sources but None and those of a weight
+    or the KV cache: never allocated, never freed); ggml_sched leaves out the nodes with nothing to do (not
+    allocated, no such source)."""
+    aligns = list(alignments)
+    block_off = [[0] for _ in aligns]
+    block_size = [[1 << 62] for _ in aligns]
+    high = [0] * len(aligns)
+    inplace = CAN_INPLACE
+    for node in (*leafs, *nodes):
+        if node.allocated == FREE:
+            b = node.sched
+            node.allocated = TAKEN
+            took = False
+            if node.op in inplace:      # ggml_gallocr_allocate_node: the memory of a source it alone reads
+                for p in node.alloc_src:
+                    if p is node or p.allocated != TAKEN or p.flags & OUTPUT or p.n_children != 1 or \
+                            p.n_views or p.type != node.type or p.ne != node.ne or p.nb != node.nb:
+                        continue
+                    b = p.buffer
+                    node.offset, node.buffer, node.size = p.offset, b, size_of[b](node)
+                    p.allocated = FREE
+                    a = aligns[b]
+                    kept = -(-node.size0 // a) * a
+                    extra = -(-p.size0 // a) * a - kept
+                    if extra > 0:
+                        _free_bytes(block_off[b], block_size[b], p.offset + kept, extra)
+                    took = True
+                    break
+            if not took:                # ggml_dyn_tallocr_alloc
+                node.buffer = b
+                node.size = size = size_of[b](node)
+                a = aligns[b]
+                size = -(-size // a) * a
+                offs, sizes = block_off[b], block_size[b]
+                last = best = len(sizes) - 1
+                best_size = 0
+                for i in range(last):
+                    s = sizes[i]
+                    if s >= size and (best == last or s <= best_size):
+                        best, best_size = i, s
+                node.offset = at = offs[best]
+                offs[best] = at + size
+                rest = sizes[best] - size
+                if rest:
+                    sizes[best] = rest
+                else:
+                    del offs[best], sizes[best]
+                if at + size > high[b]:
+                    high[b] = at + size
+        for p in node.alloc_src:
+            left = p.n_children - 1
+            p.n_children = left
+            if left or p.n_views:
+                continue
+            v = p.view_src
+            if v is not None:
+                v.n_views -= 1
+                if v.n_views or v.n_children:
+                    continue
+                p = v
+            if p.allocated == TAKEN and not p.flags & OUTPUT:     # ggml_gallocr_free_node
+                b = p.buffer
+                a = aligns[b]
+                _free_bytes(block_off[b], block_size[b], p.offset, -(-p.size // a) * a)
+                p.allocated = FREE
+    return high
+
+
+def _free_bytes(offs: list, sizes: list, at: int, size: int) -> None:
+    """ggml_dyn_tallocr_free_bytes of ``size`` bytes (aligned) at ``at`` into a buffer's free blocks."""
+    count = len(offs)
+    for i in range(count):
+        o = offs[i]
+        if o + sizes[i] == at:
+            sizes[i] += size
+            if i + 1 < count and o + sizes[i] == offs[i + 1]:
+                sizes[i] += sizes[i + 1]
+                del offs[i + 1], sizes[i + 1]
+            return
+        if at + size == o:
+            offs[i] = at
+            sizes[i] += size
+            if i > 0 and offs[i - 1] + sizes[i - 1] == at:
+                sizes[i - 1] += sizes[i]
+                del offs[i], sizes[i]
+            return
+    pos = 0
+    while pos < count and offs[pos] < at:
+        pos += 1
+    offs.insert(pos, at)
+    sizes.insert(pos, size)
 
 
 def gallocr_size(graph: Graph, alignment: int = 32) -> int:

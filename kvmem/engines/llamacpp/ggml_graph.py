@@ -44,7 +44,8 @@ class Tensor:
 
     __slots__ = ("type", "ne", "nb", "op", "src", "view_src", "flags", "external", "layer", "kv", "name", "size0",
                  "n_children", "n_views", "allocated", "offset", "buffer", "size",   # ggml_alloc's state
-                 "sched")       # the backend ggml_sched assigns (every leaf and node, before it is read)
+                 "sched",       # the backend ggml_sched assigns (every leaf and node, before it is read)
+                 "alloc_src")   # the sources ggml-alloc may allocate or free (not None, not of a weight or the cache)
     # the allocator's and the scheduler's state, set by them before they read it (ggml_alloc.py, ggml_sched.py)
     n_children: int
     n_views: int
@@ -53,6 +54,7 @@ class Tensor:
     buffer: int
     size: int
     sched: int
+    alloc_src: tuple
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):
         self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external

@@ -35,9 +35,12 @@ allocated in its consumer's; frees go back to the tensor's own buffer.
 from __future__ import annotations
 
 import weakref
+from collections import Counter
+from itertools import chain, repeat
+from operator import attrgetter
 
 from ...units import cdiv
-from .ggml_alloc import FREE, NBYTES, NEVER, reserve
+from .ggml_alloc import FREE, NBYTES, NEVER, reserve_counted
 from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 
 __all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
@@ -46,6 +49,7 @@ CUDA_ALIGNMENT = 128    # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignme
 HOST_ALIGNMENT = 32     # ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU buffer type's
 OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu: op_offload_min_batch_size (GGML_OP_OFFLOAD_MIN_BATCH) default
 _VIEWS = frozenset(VIEW_OPS)
+_SRC, _VIEW_SRC = attrgetter("src"), attrgetter("view_src")
 _NOT_WITH_WEIGHT = frozenset(("ROPE", "FLASH_ATTN_EXT"))    # ops that do not run where their weight is
 
 
@@ -64,10 +68,13 @@ class _Plan:
     """What sched_sizes reads of a graph whatever the placement, taken once per graph (a built graph is scheduled
     again for other placements: scheduled._built): pass 1's rule per leaf and node (ggml_backend_sched_backend_id_
     from_cur: every weight and KV tensor is a leaf, placed before the ops that read it), the RMS_NORM nodes a
-    caller may pin, the non-view nodes (pass 2), the tensors ggml-alloc never allocates (views and weights)."""
+    caller may pin, the non-view nodes (pass 2: those pass 1 may place, and the runs between them it never places),
+    each tensor's children and views before pass 5's copies move them, the tensors ggml-alloc never allocates (views
+    and weights), each node's sources it may allocate or free (Tensor.alloc_src), and the copies pass 5 and 6 made
+    (their fields but the allocator's state do not depend on the placement: made once, reused)."""
 
     __slots__ = ("count", "everything", "experts", "weights", "weight_views", "inputs", "weight_ops", "norms", "work",
-                 "never", "__weakref__")
+                 "start", "free_leafs", "copies", "__weakref__")
 
     def __init__(self, graph: Graph):
         self.count = (len(graph.leafs), len(graph.nodes))
@@ -87,8 +94,44 @@ class _Plan:
                         self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH))
                         break
         self.norms = [t for t in self.everything if t.op == "RMS_NORM" and t.layer is not None and t.layer >= 0]
-        self.work = [n for n in graph.nodes if n.op not in _VIEWS]
-        self.never = [t for t in self.everything if t.external or t.view_src is not None]
+        # pass 2's nodes in order (not views): each one pass 1 may place, and between them the runs it never places
+        placeable = {id(t) for t in (*self.weight_views, *self.inputs, *self.norms)}
+        placeable.update(id(t) for t, _, _ in self.weight_ops)
+        work: list = []
+        run: list = []
+        for n in graph.nodes:
+            if n.op in _VIEWS:
+                continue
+            if id(n) in placeable:
+                if run:
+                    work.append(run)
+                    run = []
+                work.append(n)
+            else:
+                run.append(n)
+        if run:
+            work.append(run)
+        self.work = work
+        # ggml-alloc's counts before pass 5's copies, the same for every placement: each source's children and each
+        # root's views over the nodes a split holds (every node from the first that is not a view), counted once here
+        counted = graph.nodes[next((i for i, n in enumerate(graph.nodes) if n.op not in _VIEWS), len(graph.nodes)):]
+        children = Counter(map(id, chain.from_iterable(map(_SRC, counted))))
+        views = Counter(map(id, filter(None, map(_VIEW_SRC, counted))))
+        ids = list(map(id, self.everything))
+        never = {id(t) for t in self.everything if t.external or t.view_src is not None}
+        self.start = list(zip(self.everything, map(children.get, ids, repeat(0)), map(views.get, ids, repeat(0)),
+                              [NEVER if i in never else FREE for i in ids], strict=True))
+        # each one's sources ggml-alloc may allocate or free (reserve_counted): not None, not a weight or the cache
+        # or a view of one
+        idle = {id(t) for t in self.everything if t.external or t.view_src is not None and t.view_src.external}
+        idle.add(id(None))
+        for t in graph.leafs:
+            t.alloc_src = ()
+        for t in graph.nodes:
+            src = t.src
+            t.alloc_src = src if idle.isdisjoint(map(id, src)) else tuple([x for x in src if id(x) not in idle])
+        self.free_leafs = [t for t in graph.leafs if not t.external and t.view_src is None]
+        self.copies: dict = {}      # (id(source), backend, bytes) -> its copies, reused across placements (_copies)
 
 
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -119,18 +162,16 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
         return _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved,
                                    copy_unused_inputs)
     finally:
-        for t, src, flags in saved:
-            t.src, t.flags = src, flags
+        for t, src, flags, alloc_src in saved:
+            t.src, t.flags, t.alloc_src = src, flags, alloc_src
 
 
 def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dict:
     """Passes 1 and 2: each leaf's and node's backend (Tensor.sched; -1 none yet), ggml-alloc's state reset;
     the weights' backends by id."""
     cpu, wb = n_gpus, {}
-    for t in plan.everything:
-        t.sched, t.n_children, t.n_views, t.allocated = -1, 0, 0, FREE
-    for t in plan.never:
-        t.allocated = NEVER
+    for t, children, views, allocated in plan.start:     # ggml-alloc's counts and states (_Plan), no backend yet
+        t.sched, t.n_children, t.n_views, t.allocated = -1, children, views, allocated
     for t, expert in plan.weights:                  # pass 1: ggml_backend_sched_backend_id_from_cur
         t.sched = wb[id(t)] = weight_backend(t, expert)
     for t in plan.weight_views:
@@ -146,24 +187,47 @@ def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dic
             pinned = pins[t.layer] if t.layer in pins else pins.setdefault(t.layer, norm_backend(t.layer))
             if pinned != -1:
                 t.sched = pinned
-    work = plan.work
-    for gpu_only in (True, False):               # pass 2: expand gpu down, up; then the rest down, up
-        for order in (work, reversed(work)):
-            cur = -1
-            for n in order:
-                b = n.sched
-                if b != -1:
-                    cur = -1 if gpu_only and b == cpu else b
-                elif cur != -1:
-                    n.sched = cur
+    pending: list = []           # pass 2 (expand GPUs down, up; then the rest down, up), run by run: a run
+    before = -2                  # of unplaced nodes takes the backend of the placed node before it if a GPU,
+    for t in plan.work:          # else of the one after it if a GPU, else the one before, else the one after
+        if type(t) is list or t.sched == -1:
+            pending.append(t)
+            continue
+        if pending:
+            _expand(pending, before, t.sched, cpu)
+            pending = []
+        before = t.sched
+    if pending:
+        _expand(pending, before, -2, cpu)
     return wb
+
+
+def _expand(run: list, before: int, after: int, cpu: int) -> None:
+    """Pass 2 on a run of unplaced nodes (single nodes and lists of nodes) between placed ones of backends
+    ``before`` and ``after`` (-2: none): the first of the four sweeps to reach it places all of it."""
+    if before not in (-2, cpu):
+        b = before
+    elif after not in (-2, cpu):
+        b = after
+    elif before != -2:
+        b = before
+    elif after != -2:
+        b = after
+    else:
+        return
+    for t in run:
+        if type(t) is list:
+            for n in t:
+                n.sched = b
+        else:
+            t.sched = b
 
 
 def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved: list,
                         copy_unused_inputs: bool = True) -> list:
     """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
-    copied graph (the module's docstring), its children and views counted as ggml-alloc counts them, then
-    allocated by ggml_alloc.reserve."""
+    copied graph (the module's docstring), its children and views as ggml-alloc counts them (_Plan's counts, moved
+    by the copies), then allocated by ggml_alloc.reserve_counted."""
     splits, copies, cur, inputs, members = [], {}, None, None, None
     # the inputs a node reads, before pass 5 points its readers at copies (pass 6 of builds that copy only those)
     read = None if copy_unused_inputs or n_copies == 1 else {id(s) for n in graph.nodes for s in n.src}
@@ -175,50 +239,51 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
             b = v.sched
         first = b                                   # what a source without one takes (before the default 0)
         n.sched = b = 0 if b == -1 else b
-        is_view = n.op in _VIEWS
-        counted = members is not None or not is_view    # a view before the first split is in no split
+        if n.op in _VIEWS:                          # pass 5: a view joins the split (one before the first split is
+            if members is not None and (n.alloc_src or n.allocated != NEVER):  # in none; one ggml-alloc has nothing
+                members.append(n)                   # to do for is left out); its source has a backend: its root's
+            continue
         crossing = weight_crossing = False          # a source on another backend; a weight (not the KV cache)
         for s in n.src:
             if s is not None:
                 sb = s.sched
                 if sb == -1:
                     s.sched = sb = s.view_src.sched if s.view_src is not None else first
-                if counted:
-                    s.n_children += 1
-                    if sb != b:
-                        crossing = True
-                        weight_crossing = weight_crossing or s.external and not s.kv
-        if not counted:
-            continue
-        if v is not None and n.op != "NONE":
-            v.n_views += 1
-        if is_view:                                 # pass 5: splits and copies (a view joins the split)
-            members.append(n)
-            continue
+                if sb != b:
+                    crossing = True
+                    if s.external and not s.kv:
+                        weight_crossing = True
         if b != cur or inputs and (weight_crossing if not unplaced else any(
                 s is not None and s.external and not s.kv and wb[id(s)] != cur for s in n.src)):
-            cur, inputs, members = b, [], []
+            cur, inputs, members = b, [], []        # a new split (a weight of another backend after inputs)
             splits.append((b, inputs, members))
-        members.append(n)
         if not crossing:
+            if n.alloc_src or n.allocated != NEVER:
+                members.append(n)
             continue
+        members.append(n)
         src = list(n.src)
         for j, s in enumerate(src):
             if s is None or s.sched == cur:
                 continue
             key = (id(s), cur)
             if key not in copies:
-                copies[key] = [_copy(s, cur, n_copies, weight_bytes, plan) for _ in range(n_copies)]
+                copies[key] = _copies(s, cur, n_copies, n_copies, weight_bytes, plan)
                 inputs.append(s)
             src[j] = c = copies[key][0]
             s.n_children -= 1
             c.n_children += 1
-        saved.append((n, n.src, n.flags))
+        saved.append((n, n.src, n.flags, n.alloc_src))
         n.src = tuple(src)
+        n.alloc_src = tuple(s for s in src if s is not None and not (s.view_src or s).external)
     nodes, leafs = [], []                        # the copied graph
+    deps = plan.copies
     for b, inputs, members in splits:
         for s in inputs:
-            dep = Tensor(s.type, s.ne, "NONE", (s,), view_src=s, nb=s.nb)
+            dep = deps.get(id(s))
+            if dep is None:                      # a view of the input that keeps it until its copy (made once)
+                dep = deps[id(s)] = Tensor(s.type, s.ne, "NONE", (s,), view_src=s, nb=s.nb)
+                dep.alloc_src = () if (s.view_src or s).external else (s,)
             dep.sched, dep.n_children, dep.n_views, dep.allocated = s.sched, 0, 0, NEVER
             s.n_children += 1
             nodes += [dep, copies[(id(s), b)][0]]
@@ -226,26 +291,35 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
     if n_copies > 1:                             # pass 6
         for leaf in graph.leafs:
             if leaf.flags & INPUT and (read is None or id(leaf) in read):
-                saved.append((leaf, leaf.src, leaf.flags))
+                saved.append((leaf, leaf.src, leaf.flags, leaf.alloc_src))
                 leaf.flags |= OUTPUT
-                leafs += [_copy(leaf, leaf.sched, n_copies, None, plan) for _ in range(n_copies - 1)]
+                leafs += _copies(leaf, leaf.sched, n_copies - 1, n_copies, None, plan)
         for b, inputs, _ in splits:
             for s in inputs:
                 leafs += copies[(id(s), b)]
-    leafs += graph.leafs
+    leafs += plan.free_leafs                     # the graph's leafs ggml-alloc allocates (not weights, not views)
     plain = NBYTES
     gpu = plain if gpu_alloc_size is None else gpu_alloc_size
-    return reserve(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
+    return reserve_counted(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
 
 
-def _copy(s: Tensor, backend: int, n_copies: int, weight_bytes, plan: _Plan) -> Tensor:
-    """ggml_dup_tensor_layout of source ``s`` in ``backend`` (an input and output with n_copies > 1), its
-    allocator state fresh."""
-    if s.external and weight_bytes is not None:     # the same bytes as an f32 row
-        c = Tensor("f32", (cdiv(weight_bytes(s, id(s) in plan.experts), 4),))
-    else:
-        c = Tensor(s.type, s.ne, nb=s.nb)
-    c.sched, c.n_children, c.n_views, c.allocated = backend, 0, 0, FREE
-    if n_copies > 1:
-        c.flags |= INPUT | OUTPUT
+def _copies(s: Tensor, backend: int, count: int, n_copies: int, weight_bytes, plan: _Plan) -> list:
+    """``count`` copies (ggml_dup_tensor_layout) of source ``s`` in ``backend`` (inputs and outputs with n_copies >
+    1), their allocator state fresh: tensors kept in ``plan`` by source, backend and bytes and reused (a copy's
+    every field but that state is the same each time)."""
+    nbytes = weight_bytes(s, id(s) in plan.experts) if s.external and weight_bytes is not None else -1
+    key = (id(s), backend, nbytes, count)
+    made = plan.copies.get(key)
+    if made is None:
+        made = plan.copies[key] = [_copy(s, nbytes) for _ in range(count)]
+    flags = INPUT | OUTPUT if n_copies > 1 else 0
+    for c in made:
+        c.sched, c.n_children, c.n_views, c.allocated, c.flags = backend, 0, 0, FREE, flags
+    return made
+
+
+def _copy(s: Tensor, nbytes: int) -> Tensor:
+    """ggml_dup_tensor_layout of ``s`` (``nbytes`` >= 0: a weight's bytes in the copy's buffer, as an f32 row)."""
+    c = Tensor("f32", (cdiv(nbytes, 4),)) if nbytes >= 0 else Tensor(s.type, s.ne, nb=s.nb)
+    c.alloc_src = ()
     return c
