@@ -192,3 +192,24 @@ def test_build_option_takes_a_build_number():
     newest = kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3", build="20000")
     assert not all(c.matches for c in newest.checks)
     assert any(note.startswith("build 20000 given: build 20000 is newer than kvmem's table") for note in newest.notes)
+
+
+def test_size_line_without_seqs_of_builds_5429_to_5440():
+    # src/llama-kv-cache.cpp#L132 at e298d2fbd (b5429): "(%6d cells, %3d layers), K (%s)": Llama-3.1-8B at 4096
+    # cells, 32 layers x 8 heads x 128 x 2 B = 128 KiB a cell: 512.00 MiB
+    line = "llama_kv_cache_unified: size =  512.00 MiB (  4096 cells,  32 layers), K (f16):  256.00 MiB, V (f16):  " \
+           "256.00 MiB"
+    r = kvmem.check_log("build: 5429 (e298d2fb)\nllama_context: n_ctx         = 4096\n" + line, "llama-3.1-8b")
+    assert r.settings["build"] == "2025-05-20" and [c.matches for c in r.checks] == [True]
+    assert kvmem.check_log(line, "llama-3.1-8b").settings["build"] == "2025-05-20"     # the format dates it
+    # 8192 cells is another -c: a mismatch, named
+    other = kvmem.check_log(line.replace("  4096 cells", "  8192 cells"), "llama-3.1-8b", n_ctx=4096)
+    assert [c.matches for c in other.checks] == [False]
+
+
+def test_build_lines_read_in_one_pass():
+    import time
+    for line in ("build: " * 50_000, "build_info: b" * 30_000, "version: 1 (" * 30_000, "x: build = 1 (" * 30_000):
+        start = time.perf_counter()
+        assert build_line([line]) is None
+        assert time.perf_counter() - start < 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 
 from ..results import Estimate
-from .settings import CURRENT, PR_14363, PR_15467, mib
+from .settings import CURRENT, PR_13194, PR_14363, PR_15467, mib
 
 _D = datetime.date
 
@@ -15,6 +15,8 @@ _D = datetime.date
 #                      llama_init_from_model from ~2025-01-12, llama_context from 2025-03-13 (build 4881, PR #12181),
 #                      llama_kv_cache_unified from 2025-05-02 (build 5262, PR #12799: src/llama-kv-cache.cpp#L129 at
 #                      3bf785f3e)
+#   "unified_layers"   2025-05-20 (build 5429, PR #13194): "llama_kv_cache_unified: size = ... (%6d cells, %3d layers),
+#                      K ..." (src/llama-kv-cache.cpp#L132 at e298d2fbd), to build 5440
 #   "unified"          2025-05-21 (build 5441, PR #13660): "llama_kv_cache_unified: size = ... (%6u cells, %3d layers,
 #                      %2u seqs)" (src/llama-kv-cache.cpp#L131 at cdf94a180); builds: kvmem/data/llamacpp_builds.json
 #   "unified_streams"  2025-07-16 (PR #14363): "... %2u/%2u seqs"
@@ -23,8 +25,8 @@ _D = datetime.date
 #                      (llama.cpp@0c1e57098 src/llama-kv-cache.cpp#L301-L303; the recurrent line
 #                      src/llama-memory-recurrent.cpp#L133-L135)
 # MiB = (float)bytes / 2^20 printed "%7.2f": float32, then round-half-even to 2 decimals (settings.printed_mib).
-LOG_STYLES = ("kv_self", "unified", "unified_streams", "unified_seqs", "current")
-_STYLE_FROM = ((_D(2025, 5, 21), "unified"), (PR_14363, "unified_streams"),
+LOG_STYLES = ("kv_self", "unified_layers", "unified", "unified_streams", "unified_seqs", "current")
+_STYLE_FROM = ((PR_13194, "unified_layers"), (_D(2025, 5, 21), "unified"), (PR_14363, "unified_streams"),
                (_D(2025, 7, 20), "unified_seqs"), (PR_15467, "current"))
 _KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13), "llama_context"),
                    (_D(2025, 5, 2), "llama_kv_cache_unified"))
@@ -81,8 +83,9 @@ def log_lines(estimate: Estimate, style: str | None = None, prefix: str | None =
                 lines.append(f"{name}_iswa: creating {label} KV cache, size = {c['cells']} cells")
             seqs = {"unified": f"{c['seqs']:2d}", "unified_streams": f"{c['seqs']:2d}/{c['streams']:2d}"}.get(
                 style, f"{c['seqs']:2d}/{c['streams']}")
+            seqs = "" if style == "unified_layers" else f", {seqs} seqs"
             lines.append(f"{name}: size = {mib(c['k_bytes'] + c['v_bytes']):7.2f} MiB ({c['cells']:6d} cells, "
-                         f"{c['layers']:3d} layers, {seqs} seqs), K ({c['k_type']}): {mib(c['k_bytes']):7.2f} MiB, "
+                         f"{c['layers']:3d} layers{seqs}), K ({c['k_type']}): {mib(c['k_bytes']):7.2f} MiB, "
                          f"V ({c['v_type']}): {mib(c['v_bytes']):7.2f} MiB")
     for c in d.caches:
         if c["cache"] == "recurrent":

@@ -40,9 +40,11 @@ from .tensors import FORMATS, synthesised_tensors
 # llama-server's context checkpoint (tools/server/server-context.cpp#L2349-L2352, size in MiB of 2**20 B):
 # kvmem.engines.llamacpp.checkpoints
 CHECKPOINT = re.compile(r"created context checkpoint (\d+) of (\d+) \([^)]{0,200}size = ([0-9.]+) MiB\)")
+# builds 5429-5440 (PR #13194's SWA caches, 2025-05-20, to PR #13660) print no seqs: "( 16384 cells,  61 layers), K
+# (f16): ..." (src/llama-kv-cache.cpp#L132 at e298d2fbd)
 SIZE = re.compile(r"(llama_kv_cache(?:_unified)?|llama_memory_recurrent): size = +[0-9.]+ MiB \( *(\d+) cells, +(\d+) "
-                  r"layers, +(\d+)(?:/ *(\d+))? seqs")
-TYPES = re.compile(r"seqs\), +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\):")
+                  r"layers(?:, +(\d+)(?:/ *(\d+))? seqs|\))")
+TYPES = re.compile(r"(?:seqs|layers)\), +K \((\w+)\): +[0-9.]+ MiB, +V \((\w+)\):")
 # llama_context (from mid-2025), llama_init_from_model (early 2025), llama_new_context_with_model (2024)
 CONTEXT = {"n_ctx": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_ctx += (\d+)"),
            "n_seq": re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_with_model): n_seq_max += "
@@ -222,10 +224,12 @@ def _settings(found: dict) -> dict:
     name, first_line = found["sizes"][0][2].group(1), found["sizes"][0][2]
     for era_name, streams_shown, build in _ERA:
         if name == era_name and (first_line.group(5) is not None) == streams_shown:
-            ctx.setdefault("build", build)          # the build line's date, where printed, wins
+            # the build line's date, where printed, wins; no seqs: builds 5429-5440 (2025-05-20/21)
+            ctx.setdefault("build", build if first_line.group(4) is not None else "2025-05-20")
     first = next((m for _, _, m in found["sizes"] if m.group(1) != "llama_memory_recurrent"), None)
     if first is not None:
-        cells, seqs, streams = int(first.group(2)), int(first.group(4)), int(first.group(5) or 1)
+        cells, streams = int(first.group(2)), int(first.group(5) or 1)
+        seqs = int(first.group(4) or ctx.get("n_seq", 1))         # no seqs printed: llama_context's n_seq_max
         ctx.setdefault("kv_unified", streams == 1 and seqs > 1)
         ctx.setdefault("n_seq", seqs)
         ctx.setdefault("n_ctx", cells * streams)
@@ -310,8 +314,8 @@ def _check_sizes(model, found: dict, settings: dict, kv_dtype, pp: int, options:
         logged = [(n, t, m) for n, t, m in found["sizes"] if (m.group(1) == "llama_memory_recurrent") == (kind != "kv")]
         mine = [line for line in ours if line.startswith("llama_memory_recurrent") == (kind != "kv")]
         for (n, text, m), expected in _paired(logged, mine):
-            if text.endswith("seqs)"):         # a line printed without its K/V part: compare what it has
-                expected = expected[:expected.index("seqs)") + len("seqs)")]
+            if text.endswith(("seqs)", "layers)")):   # a line printed without its K/V part: compare what it has
+                expected = expected[:expected.index("s)") + len("s)")]
             ok = _same(expected, text)
             cause = "" if ok else (
                 "other cells: another -c, -np, --kv-unified or -ub than the log states, or another build's padding"
