@@ -54,10 +54,26 @@ def read(lines: list[str], reader) -> dict:
     return {}
 
 
-def _flags(words: list[str], first: int, reader, n: int, line: str) -> dict:
-    """The flags of ``words`` from ``words[first]`` on (the words before it run the server)."""
+def read_flags(text: str, reader, *, max_chars: int = MAX_COMMAND_CHARS, what: str = "the flags") -> dict:
+    """The flags of ``text`` alone (no command word before them: a user's "-ngl 99 -ts 3,1 ..."), read by the
+    same ``reader`` as a log's command, strictly: a word that is not one of its flags, a bare word, a flag with no
+    value, or one given twice with two values (the engine keeps the last; a log's command, the first) is refused
+    by name (ValueError), never left alone. kvmem name -> (value, where)."""
+    if len(text) > max_chars:
+        raise ValueError(f"{what}: {len(text):,} characters, more than the {max_chars:,} kvmem reads")
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:                # an unclosed quote
+        raise ValueError(f"{what}: not split as a shell would ({exc})") from None
+    return _flags(words, 0, reader, 0, text, strict=what)
+
+
+def _flags(words: list[str], first: int, reader, n: int, line: str, strict: str | None = None) -> dict:
+    """The flags of ``words`` from ``words[first]`` on (the words before it run the server); ``strict``: the
+    words' name in a refusal (read_flags), where a word kvmem does not read is refused rather than left alone."""
     found: dict = {}
-    where = f"{n}, the command"
+    where = strict or f"{n}, the command"
+    label = strict or f"log line {n}, the command"
     flags, switches = reader.command_flags, reader.command_switches
     positional = reader.positional_model            # vllm serve MODEL, trtllm-serve MODEL
     i = first
@@ -68,11 +84,11 @@ def _flags(words: list[str], first: int, reader, n: int, line: str) -> dict:
             raw = (inline or (words[i] if i < len(words) else None)) if target.takes_value else None
             i += 1 if target.takes_value and not inline else 0
             if raw is None and target.takes_value:
-                raise ValueError(f"log line {n}, the command: {name} takes a value and has none")
+                raise ValueError(f"{label}: {name} takes a value and has none")
             try:
                 items = target.parse(raw)
             except ValueError as exc:
-                raise ValueError(f"log line {n}, the command: {name} {raw!r}: {exc}") from None
+                raise ValueError(f"{label}: {name} {raw!r}: {exc}") from None
             found.setdefault(target.name, ([], where))[0].extend(items)
         elif name in switches and not inline:
             key, value = switches[name]
@@ -85,8 +101,17 @@ def _flags(words: list[str], first: int, reader, n: int, line: str) -> dict:
             raw = inline or (words[i] if i < len(words) else None)
             i += 0 if inline else 1
             if raw is not None:
-                found.setdefault(flags[name], (value_of(raw, n, line), where))
+                value = value_of(raw, n, line)
+                if strict and flags[name] in found and found[flags[name]][0] != value:
+                    raise ValueError(f"{label}: {name} {raw} given again (first {found[flags[name]][0]!r}): give "
+                                     "it once")
+                found.setdefault(flags[name], (value, where))
+            elif strict:
+                raise ValueError(f"{label}: {name} takes a value and has none")
         elif positional and not word.startswith("-") and "model" not in found:
             found["model"] = (word, where)
+        elif strict:
+            raise ValueError(f"{label}: {word!r} is not a flag kvmem reads (it reads "
+                             f"{', '.join(sorted({*flags, *switches}, key=str.lower))})")
         positional = positional and not word.startswith("-")
     return found
