@@ -213,3 +213,15 @@ def test_build_lines_read_in_one_pass():
         start = time.perf_counter()
         assert build_line([line]) is None
         assert time.perf_counter() - start < 1.0
+
+
+def test_every_dated_pr_has_its_first_build():
+    # a PR_<N> rule added to kvmem's llama.cpp code needs its first build in kvmem/data/llamacpp_builds.json:
+    # rerun tools/llamacpp_builds.py on a mirror of master (PR #6438 of 2024: no "(#6438)" commit on master)
+    import datetime
+
+    from kvmem.engines.llamacpp.builds import _dated_prs
+    data = table()
+    last = datetime.date.fromisoformat(data["last"][1])
+    missing = [pr for pr, date in _dated_prs().items() if date <= last and str(pr) not in data["prs"] and pr != 6438]
+    assert missing == []

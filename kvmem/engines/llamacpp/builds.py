@@ -48,9 +48,9 @@ def build_line(lines: list[str]):
 
 def _dated_prs() -> dict:
     """PR number -> the date kvmem's rules give it (the PR_<N> constants of the llama.cpp modules)."""
-    from . import layouts, placement, scheduled, settings
+    from . import graphs, layouts, placement, scheduled, settings
     dated = {}
-    for module in (settings, layouts, placement, scheduled):
+    for module in (settings, graphs, layouts, placement, scheduled):
         for name, value in vars(module).items():
             if name.startswith("PR_") and name[3:].isdigit() and isinstance(value, datetime.date):
                 dated[int(name[3:])] = value
