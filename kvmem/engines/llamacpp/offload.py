@@ -19,15 +19,14 @@ kvmem's placement (``offload``): the most on the GPUs at the given context. One 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
-from importlib import resources
 
 from ...model import Model
 from ...records import Record
 from .arch_tensors import gguf_nextn_layers
 from .best import best_layout, fit_searched, held_layout
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, layout
+from .host_memory import host_bandwidth, host_memory_presets
 from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .tensors import tensors_for
 
@@ -75,30 +74,6 @@ class DecodeStep(Record):
     fits: bool
     tokens_per_s: float | None
     total_bytes: dict
-
-
-# ---- host memory bandwidth presets ------------------------------------------------------------
-
-def host_memory_presets() -> dict:
-    """name -> {"bandwidth_bytes_per_s", "source"} (data/host_memory.json)."""
-    text = resources.files("kvmem").joinpath("data/host_memory.json").read_text(encoding="utf-8")
-    return {e["name"]: e for e in json.loads(text)["presets"]}
-
-
-def host_bandwidth(value) -> int | None:
-    """A host bandwidth: a preset name, bytes/s (int), or "89.6GB/s" text."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    presets = host_memory_presets()
-    if isinstance(value, str) and value in presets:
-        return presets[value]["bandwidth_bytes_per_s"]
-    if isinstance(value, str) and value.strip().lower().endswith("/s"):
-        from ...units import parse_bytes
-        return parse_bytes(value.strip()[:-2])
-    raise ValueError(f"host_bandwidth must be a preset ({', '.join(presets)}), bytes per second or 'NGB/s', "
-                     f"got {value!r}")
 
 
 # ---- kvmem's placement ------------------------------------------------------------------------
