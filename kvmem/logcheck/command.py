@@ -57,8 +57,10 @@ def read(lines: list[str], reader) -> dict:
 def read_flags(text: str, reader, *, max_chars: int = MAX_COMMAND_CHARS, what: str = "the flags") -> dict:
     """The flags of ``text`` alone (no command word before them: a user's "-ngl 99 -ts 3,1 ..."), read by the
     same ``reader`` as a log's command, strictly: a word that is not one of its flags, a bare word, a flag with no
-    value, or one given twice with two values (the engine keeps the last; a log's command, the first) is refused
-    by name (ValueError), never left alone. kvmem name -> (value, where)."""
+    value is refused by name (ValueError), never left alone. As llama.cpp reads its own arguments (llama.cpp@0c1e57098
+    common/arg.cpp#L820-L836): a "--" flag's '_' read as '-', no "--flag=value" form (its "invalid argument"), and a
+    flag given twice keeps its last value (-ot and the others that add to one list: every value).
+    kvmem name -> (value, where)."""
     if len(text) > max_chars:
         raise ValueError(f"{what}: {len(text):,} characters, more than the {max_chars:,} kvmem reads")
     try:
@@ -79,7 +81,8 @@ def _flags(words: list[str], first: int, reader, n: int, line: str, strict: str 
     i = first
     while i < len(words):
         word, i = words[i], i + 1
-        name, _, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        name, _, inline = _strict_name(word, label) if strict else \
+            word.partition("=") if word.startswith("--") else (word, "", "")
         if isinstance(target := flags.get(name), Appends):
             raw = (inline or (words[i] if i < len(words) else None)) if target.takes_value else None
             i += 1 if target.takes_value and not inline else 0
@@ -95,16 +98,15 @@ def _flags(words: list[str], first: int, reader, n: int, line: str, strict: str 
             words_for = reader.switch_values.get(key, {})      # llama.cpp's -fa on|off|auto
             if i < len(words) and words[i] in words_for:
                 value, i = words_for[words[i]], i + 1
-            if value is not None:
-                found.setdefault(key, (value, where))
+            if value is not None or strict:  # strict: the last given, None (-fa auto: left to the engine) too
+                found[key] = (value, where) if strict else found.get(key, (value, where))
         elif name in flags:
             raw = inline or (words[i] if i < len(words) else None)
             i += 0 if inline else 1
             if raw is not None:
                 value = value_of(raw, n, line)
-                if strict and flags[name] in found and found[flags[name]][0] != value:
-                    raise ValueError(f"{label}: {name} {raw} given again (first {found[flags[name]][0]!r}): give "
-                                     "it once")
+                if strict:                   # llama.cpp: "only last value will be used"
+                    found[flags[name]] = (value, where)
                 found.setdefault(flags[name], (value, where))
             elif strict:
                 raise ValueError(f"{label}: {name} takes a value and has none")
@@ -115,3 +117,14 @@ def _flags(words: list[str], first: int, reader, n: int, line: str, strict: str 
                              f"{', '.join(sorted({*flags, *switches}, key=str.lower))})")
         positional = positional and not word.startswith("-")
     return found
+
+
+def _strict_name(word: str, label: str) -> tuple[str, str, str]:
+    """A word as llama.cpp looks it up (llama.cpp@0c1e57098 common/arg.cpp#L820-L828): a "--" flag's '_' read as
+    '-', and no "--flag=value" form (its "invalid argument"); (name, "", "") as str.partition gives it."""
+    if not word.startswith("--"):
+        return word, "", ""
+    if "=" in word:
+        raise ValueError(f"{label}: llama.cpp: error: invalid argument: {word} (no --flag=value form: give "
+                         f"{word.partition('=')[0]} VALUE)")
+    return word.replace("_", "-"), "", ""

@@ -16,10 +16,17 @@ def test_the_flags_check_log_reads_are_read_the_same():
     assert values["override_tensor"] == [(rf"blk\.(?:0|1){EXPS_REGEX}", "CPU"), (r"blk\.(1|2)\.ffn_.*", "CPU")]
 
 
+def test_as_llama_cpp_reads_them_the_last_value_wins_and_underscores_are_dashes():
+    # common/arg.cpp#L820-L836: '_' -> '-' in a "--" flag; "only last value will be used"; -ot values add up
+    got = read_flags("-ngl 99 --n_gpu_layers 40 -fa on -fa auto -ot a=CPU -ot b=CUDA0", READER)
+    assert got["n_gpu_layers"][0] == 40 and got["flash_attn"][0] is None
+    assert got["override_tensor"][0] == [("a", "CPU"), ("b", "CUDA0")]
+
+
 @pytest.mark.parametrize("text, named", [
     ("-ngl 99 -sm row", "'-sm' is not a flag kvmem reads"),
     ("-ngl 99 model.gguf", "'model.gguf' is not a flag kvmem reads"),
-    ("-ngl 99 -ngl 40", "-ngl 40 given again (first 99)"),
+    ("--n-gpu-layers=99", "llama.cpp: error: invalid argument: --n-gpu-layers=99"),
     ("-ngl", "-ngl takes a value and has none"),
     ("--n-cpu-moe -3", "takes a whole number of layers"),
     ("-ot 'blk", "not split as a shell would"),
