@@ -8,12 +8,23 @@ measured against llama.cpp.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
 
-__all__ = ["GraphShape", "Pass", "build", "attention", "attn_inputs", "ffn", "token_inputs", "embeddings", "linear",
-           "rot_size"]
+__all__ = ["GraphShape", "Pass", "PR_23764", "build", "attention", "attn_inputs", "ffn", "kq_mask", "token_inputs",
+           "embeddings", "linear", "rot_size"]
+
+# ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM", squash-merged as 031ddb2e0 on 2026-05-29
+# (master's history, ngxson/llama.cpp mirror): before it build_attn_inp_kq_mask made the KQ mask an f32 input and every
+# attention input cast it to f16 under flash attention (self_kq_mask_cnv = ggml_cast(..., GGML_TYPE_F16):
+# src/llama-graph.cpp build_attn_inp_kv_impl, build_attn_inp_k_impl, build_attn_inp_kv_iswa, build_inp_mem_hybrid_iswa
+# at 031ddb2e0~1); from it the input itself is f16 (031ddb2e0 src/llama-graph.cpp#L29-L35) and there is no cast. A
+# build of the merge day is taken to have it. The DSA inputs (build_attn_inp_k_dsa) came the same day after it
+# (PR #23346, 1f0aa2a69) and cast an f16 mask to f16 until PR #23864 (764f1e64a, hours later: PR #23877 proposed the
+# same and was closed); kvmem's DSA graph starts at PR #25545 (graphs_dsa), glm-dsa before PR #25407 runs deepseek2's.
+PR_23764 = datetime.date(2026, 5, 29)
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -78,7 +89,7 @@ class Pass:
     set_rows: bool = True   # K/V stored by ggml_set_rows with i64 index inputs (PR #14285, default since
                             # PR #14959); False: the older view + ggml_cpy of contiguous slots (no inputs)
     inp_embd: bool = True   # build_inp_embd also makes the (unused) embeddings input (PR #18550)
-    mask_f32: bool = False  # older builds: an f32 KQ mask, cast to f16 for flash attention (ggml_cast)
+    mask_f32: bool = False  # builds before PR #23764: an f32 KQ mask, cast to f16 for flash attention (kq_mask)
 
 
 def build(s: GraphShape, p: Pass) -> Graph:
@@ -173,12 +184,18 @@ def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     hd, hd_v, n_tokens = s.head_dim, s.head_dim_v or s.head_dim, p.n_tokens
     k_idxs = g.input("i64", n_tokens) if p.set_rows else None
     v_idxs = (g.input("i64", n_tokens if p.fa else n_tokens * hd_v * s.n_head_kv)) if p.set_rows else None
-    mask = g.input("f16" if p.fa and not p.mask_f32 else "f32", n_kv, n_tokens // p.n_stream, 1, p.n_stream)
-    if p.fa and p.mask_f32:
-        mask = g.cast(mask, "f16")
+    mask = kq_mask(g, p, n_kv)
     k_rot = g.input("f32", rot_size(hd), rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
     v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd_v % 64 == 0 else None
     return k_idxs, v_idxs, mask, k_rot, v_rot
+
+
+def kq_mask(g, p: Pass, n_kv: int):
+    """build_attn_inp_kq_mask {n_kv, tokens per stream, 1, streams} as flash attention reads it: an f16 input with
+    flash attention (PR #23764 on), an f32 one without; builds before PR #23764 (``p.mask_f32``) make it f32 and cast it
+    to f16 for flash attention (ggml_cast: a CPY node, both in the compute buffer)."""
+    mask = g.input("f16" if p.fa and not p.mask_f32 else "f32", n_kv, p.n_tokens // p.n_stream, 1, p.n_stream)
+    return g.cast(mask, "f16") if p.fa and p.mask_f32 else mask
 
 
 def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool = False, sinks=None):

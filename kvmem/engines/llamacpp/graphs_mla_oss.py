@@ -43,7 +43,7 @@ from dataclasses import replace
 
 from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
+from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, kq_mask, linear, output_head, token_inputs
 
 __all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "per_head_mla_shape", "mla_fields",
            "rms_norm", "dense_ffn"]
@@ -128,7 +128,7 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
     """llama_model_deepseek2::graph::graph: the MLA path (module docstring), or the per-head one of a GGUF without
     the MLA split (``s.per_head_mla``)."""
     g = Graph()
-    e, n_head, n_tokens, ns = s.n_embd, s.n_head, p.n_tokens, p.n_stream
+    e, n_head, n_tokens = s.n_embd, s.n_head, p.n_tokens
     hk, rope, kv_lora, vd = s.head_dim, s.rope_dim, s.kv_lora, s.v_head_dim
     n_k = s.kv_lora + s.rope_dim        # attn_kv_a_mqa's product: the latent and k_pe
     f32 = TYPES["f32"][1]
@@ -137,7 +137,7 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         inputs = attn_inputs(g, p, s, p.n_kv)
     else:                   # build_attn_inp_k: K indices and the mask
         k_idxs = g.input("i64", n_tokens)
-        mask = g.input("f16" if p.fa else "f32", p.n_kv, n_tokens // ns, 1, ns)
+        mask = kq_mask(g, p, p.n_kv)       # an f32 one cast to f16 by builds before PR #23764 (glm-dsa's too)
     out_ids = g.input("i32", p.n_outputs)
     inp_l = embeddings(g, s, tokens, embd)
     for il in range(s.n_layer):
