@@ -137,19 +137,37 @@ def _inputs(printed: dict, *, model, kv_dtype, tp, pp, options: dict, fallback: 
 
 
 def _model(inputs: dict, fallback=None, architecture: dict | None = None):
-    """The model given, else the preset the log names (its id, folder or GGUF file name), else ``fallback``;
-    never the network. A preset the log's name is read as is checked against the ``architecture`` the log prints
-    (llama.cpp's n_layer, n_embd, n_expert): a mismatch is refused naming it, and a name read only by dropping a
-    variant tag (a date "-0324", a context "-128K") needs a printed architecture that agrees."""
+    """The model given, else the preset the log names (its id, folder or GGUF file name; then the name the GGUF
+    gives itself, ``model_name``), else ``fallback``; never the network. A preset the log's name is read as is
+    checked against the ``architecture`` the log prints (llama.cpp's n_layer, n_embd, n_expert): a mismatch is
+    refused naming it, and a name read only by dropping a variant tag (a date "-0324", a context "-128K") needs a
+    printed architecture that agrees."""
+    named = inputs.pop("model_name", None)      # llama.cpp's general.name: below a path the log or command gives
     if "model" not in inputs or inputs["model"][0] is None:
-        if fallback is not None:
+        if named is not None:
+            inputs["model"] = named
+        elif fallback is not None:
             inputs["model"] = (getattr(fallback, "name", fallback), "fallback; the log names no model")
             return as_model(fallback)
-        raise ValueError("no model given and the log names none: give the model (--model: a preset, an HF id or a "
-                         "config.json)")
+        else:
+            raise ValueError("no model given and the log names none: give the model (--model: a preset, an HF id or "
+                             "a config.json)")
     value, source = inputs["model"]
     if source == "given":
         return as_model(value)
+    for name, where in dict.fromkeys([(value, source)] + ([named] if named is not None else [])):
+        if (found := _preset_named(inputs, name, where, architecture)) is not None:
+            return found
+    if fallback is not None:
+        inputs["model"] = (getattr(fallback, "name", fallback),
+                           f"fallback; the log's {quote(value, 120)} ({source}) is not a kvmem preset")
+        return as_model(fallback)
+    raise ValueError(f"the log names the model {quote(value, 120)} ({source}), which is not a kvmem preset; "
+                     "check-log does not fetch it: give the model (--model: a preset, an HF id or a config.json)")
+
+
+def _preset_named(inputs: dict, value, source: str, architecture: dict | None):
+    """The preset ``value`` (a name the log prints) is read as, recorded in inputs["model"], or None."""
     names = _model_names(str(value))
     for name in names + [v for v in _variants(names) if v not in names]:
         try:
@@ -163,7 +181,7 @@ def _model(inputs: dict, fallback=None, architecture: dict | None = None):
                            (" (its architecture as the log prints it: " + ", ".join(
                                f"{k} {v}" for k, v in architecture.items()) + ")" if dropped and architecture else ""))
         return found
-    for name in _model_names(str(value)):     # a quantised checkpoint of a preset: the same KV, other weights
+    for name in names:     # a quantised checkpoint of a preset: the same KV, other weights
         base = _unquantised(name)
         try:
             key = preset(base)["name"] if base else None
@@ -173,12 +191,7 @@ def _model(inputs: dict, fallback=None, architecture: dict | None = None):
             inputs["model"] = (key, f"{source}: {quote(value, 120)}, read as {base}, whose quantised checkpoint it is "
                                     "(the same KV; its weights from the log's quantization)")
             return as_model(key)
-    if fallback is not None:
-        inputs["model"] = (getattr(fallback, "name", fallback),
-                           f"fallback; the log's {quote(value, 120)} ({source}) is not a kvmem preset")
-        return as_model(fallback)
-    raise ValueError(f"the log names the model {quote(value, 120)} ({source}), which is not a kvmem preset; "
-                     "check-log does not fetch it: give the model (--model: a preset, an HF id or a config.json)")
+    return None
 
 
 # name parts that name a variant of a model, not another model: a release date ("0324", "2507"), a context length

@@ -225,3 +225,15 @@ def test_every_dated_pr_has_its_first_build():
     last = datetime.date.fromisoformat(data["last"][1])
     missing = [pr for pr, date in _dated_prs().items() if date <= last and str(pr) not in data["prs"] and pr != 6438]
     assert missing == []
+
+
+def test_general_name_below_the_path():
+    # a GGUF's general.name ("Snapshots", "Models": whatever its converter wrote) never hides the -m path's preset
+    kv = "llama_kv_cache_unified:    CUDA0 KV buffer size =  2048.00 MiB\nllama_context: n_ctx         = 16384"
+    r = kvmem.check_log("llama-server -m /m/Meta-Llama-3.1-8B-Instruct-Q4_0.gguf -c 16384\n"
+                        "print_info: general.name     = Snapshots\n" + kv)
+    assert r.model == "llama-3.1-8b" and r.inputs["model"][1].startswith("log line 1, the command")
+    # and where the path is no preset's, the GGUF's own name is read (the source named)
+    r = kvmem.check_log("llama-server -m /m/model.gguf -c 16384\nprint_info: general.name     = Meta Llama 3.1 8B "
+                        "Instruct\nload_tensors: offloaded 33/33 layers to GPU\n" + kv)
+    assert r.model == "llama-3.1-8b" and r.inputs["model"][1].startswith("log line 2: 'Meta Llama 3.1 8B Instruct'")

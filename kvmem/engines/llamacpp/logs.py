@@ -183,8 +183,8 @@ def read(lines: list[str]) -> dict:
     found["clip"] = clip
     found["unread_command"] = next(((n, run.strip(), why) for n, line in enumerate(lines[:200], 1)
                                     for run, why in UNREAD_RUNS.items() if run in line and " -" in line), None)
-    if "model" not in found["context"] and "general_name" in found:     # no file path printed: the GGUF's name
-        found["context"]["model"], found["at"]["model"] = found["general_name"]
+    if "general_name" in found:     # the GGUF's own name: kvmem.logcheck reads it where no path names a preset
+        found["context"]["model_name"], found["at"]["model_name"] = found["general_name"]
     if found["offloaded"] is not None:      # "offloaded N/M layers": M - 1 layers in the file (NextN/MTP counted)
         found["arch"].setdefault("n_layer", (found["offloaded"][2] - 1, found["offloaded"][0]))
     found["build_notes"] = []
@@ -255,6 +255,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
                         options.pop("n_cpu_moe", 0))
     settings = _settings(found)
     path = str(settings.pop("model", ""))
+    settings.pop("model_name", None)
     ud_mix = "UD-" in path.replace("\\", "/").rsplit("/", 1)[-1]     # Unsloth's dynamic mixes: UD-Q2_K_XL, ...
     if options.get("build", settings.get("build")) == settings.get("build"):   # not overridden by -o build=
         notes += found.get("build_notes", [])
@@ -416,7 +417,8 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                      type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
                      flash_attn=settings.get("flash_attn"), mmap=info.get("mmap", "CUDA_Host" not in hosts or
                                                                            "CPU_Mapped" in hosts),
-                     kv_offload=not (host_kv and not gpu_kv and gpus),      # -nkvo: every KV buffer on the host
+                     # -nkvo: every KV buffer on the host though a GPU holds layers (-ngl 0: the host's layers hold it)
+                     kv_offload=not (host_kv and not gpu_kv and gpus and n_gpu_layers),
                      n_seq=settings.get("n_seq", 1), build=settings.get("build"), **(placed or {}))
     except ValueError as exc:
         notes.append(f"buffers are not checked: {exc}")
