@@ -114,6 +114,22 @@ def random_llama4_shape(seed: int) -> ClipShape:
                      sf, tensors=LLAMA4, n_mm2=32 * rng.randint(1, 6))
 
 
+INTERNVL = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                      "ffn_up.bias", "ffn_down.bias", "ls1", "ls2", "patch_bias"})
+# InternVL3-8B's tower (InternViT-300M-448px-V2.5: 448 px, 14-pixel patches, 1024 wide, 24 layers of 16 heads,
+# FFN 4096, downsample_ratio 0.5) under its 3584-wide text model (mlp1: LayerNorm 4096, 4096 -> 3584 -> 3584)
+INTERNVL3_8B = ClipShape("internvl", 448, 14, 1024, 4096, 24, 16, 3584, 3584, 2, tensors=INTERNVL)
+
+
+def random_internvl_shape(seed: int) -> ClipShape:
+    """A random InternViT tower and projector from ``seed``."""
+    rng = random.Random(f"internvl/{seed}")
+    n_head, patch, sf = rng.choice((1, 2, 4)), rng.choice((4, 8)), rng.choice((1, 2))
+    return ClipShape("internvl", patch * sf * rng.randint(4, 12), patch, n_head * 8 * rng.randint(1, 8),
+                     32 * rng.randint(1, 8), rng.randint(1, 3), n_head, 64 * rng.randint(1, 4), 32 * rng.randint(1, 6),
+                     sf, tensors=INTERNVL, patch_type=rng.choice(("f16", "f32", "bf16")))
+
+
 def _mib(nbytes):
     return f"{nbytes / 1048576.0:.2f}"
 
@@ -292,3 +308,17 @@ def test_llama4_scout_tower_is_mtmds():
     with pytest.raises(ValueError, match="head size 88 is not one CUDA's flash attention takes"):
         clip_compute_buffers(shape, gpu="CUDA0")
     assert _mib(clip_compute_buffers(shape, gpu="CUDA0", flash_attn="off")["CUDA0"]) == "37.11"
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 88_064), (1, 630_528), (3, 193_600), (5, 410_656)])
+def test_random_internvl_towers_are_mtmds(seed, printed):
+    # mtmd printed 0.08, 0.60, 0.18 and 0.39 MiB (the oracle's seeds; flash attention for the even ones)
+    assert mmproj_compute_bytes(random_internvl_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+def test_internvl3_8b_tower_is_mtmds():
+    # one 448 px tile: 1,024 patches + [CLS]; mtmd printed 28.03 MiB with flash attention, 80.14 without (the
+    # oracle's test_internvl3_8b_...); on CUDA the host keeps the f32 tile, 448 x 448 x 3 x 4 B = 2,408,448 B
+    assert (mmproj_compute_bytes(INTERNVL3_8B, flash_attn=True), mmproj_compute_bytes(INTERNVL3_8B, flash_attn=False)) \
+        == (29_388_800, 84_033_600)
+    assert clip_compute_buffers(INTERNVL3_8B, gpu="CUDA0")["CPU"] == 448 * 448 * 3 * 4 == 2_408_448

@@ -1,10 +1,10 @@
 """kvmem's Gemma 3 mmproj compute buffer (kvmem/engines/llamacpp/graphs_mmproj.py) against llama.cpp 0c1e57098's
 libmtmd (llama-cpp-python 0.3.36, CPU): random SigLIP towers and Gemma-3-27B's own (its preset's vision_config),
 flash attention on and off; the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
-kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj). The Qwen-VL, Pixtral,
-Gemma 4's and Llama 4's (graphs_mmproj_qwen, _pixtral, _gemma4, _llama4) likewise, read back from the
-GGUF through kvmem's header reader: 30 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5,
-Mistral Small 3.1, Pixtral 12B, Gemma 4 26B, Llama 4 Scout). About 90 s."""
+kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj). The Qwen-VL, Pixtral, Gemma 4, Llama 4 and
+InternVL towers (graphs_mmproj_qwen, _pixtral, _gemma4, _llama4, _internvl) likewise, read back from the GGUF
+through kvmem's header reader: 36 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5,
+Mistral Small 3.1, Pixtral 12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B). About 90 s."""
 
 from tests.oracles.conftest import require
 
@@ -16,9 +16,11 @@ import kvmem  # noqa: E402
 from kvmem.engines.llamacpp.graphs_mmproj import MmprojShape, mmproj_compute_bytes, mmproj_shape  # noqa: E402
 from kvmem.oracles.llamacpp_mmproj import printed_mmproj_mib, random_mmproj_shape  # noqa: E402
 from tests.engines.test_llamacpp_mmproj_clip import (  # noqa: E402
+    INTERNVL3_8B,
     REAL,
     random_clip_shape,
     random_gemma4v_shape,
+    random_internvl_shape,
     random_llama4_shape,
     real_shape,
 )
@@ -88,6 +90,27 @@ def _llama4_tensors(s):
     return t
 
 
+def _internvl_tensors(s):
+    """(name, ne, type) of every tensor of an internvl ``s``'s mmproj GGUF (conversion/internvl.py: QKV split,
+    biases, the layer scales, [CLS], the position table in F32, the projector's LayerNorm and two linears)."""
+    e, f, px, m = s.n_embd, s.n_ff, s.image_size // s.patch_size, s.n_embd * s.n_merge ** 2
+    kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
+    t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), kernel), ("v.patch_embd.bias", (e,), "F32"),
+         ("v.class_embd", (e,), "F32"), ("v.position_embd.weight", (e, px * px + 1), "F32"),
+         ("mm.model.mlp.0.weight", (m,), "F32"), ("mm.model.mlp.0.bias", (m,), "F32"),
+         ("mm.model.mlp.1.weight", (m, s.n_mm), "F16"), ("mm.model.mlp.1.bias", (s.n_mm,), "F32"),
+         ("mm.model.mlp.3.weight", (s.n_mm, s.n_embd_text), "F16"), ("mm.model.mlp.3.bias", (s.n_embd_text,), "F32")]
+    for il in range(s.n_layer):
+        b = f"v.blk.{il}."
+        t += [(b + f"{n}.{w}", (e,), "F32") for n in ("ln1", "ln2") for w in ("weight", "bias")]
+        t += [(b + "ls1.weight", (e,), "F32"), (b + "ls2.weight", (e,), "F32")]
+        t += [(b + f"attn_{x}.weight", (e, e), "F16") for x in ("q", "k", "v", "out")]
+        t += [(b + f"attn_{x}.bias", (e,), "F32") for x in ("q", "k", "v", "out")]
+        t += [(b + "ffn_up.weight", (e, f), "F16"), (b + "ffn_up.bias", (f,), "F32"),
+              (b + "ffn_down.weight", (f, e), "F16"), (b + "ffn_down.bias", (e,), "F32")]
+    return t
+
+
 def _clip_tensors(s):
     """(name, ne, type) of every tensor of ``s``'s mmproj GGUF."""
     e, f, m, text = s.n_embd, s.n_ff, s.n_mm, s.n_embd_text
@@ -143,7 +166,7 @@ def _write_clip_mmproj(s, path):
                  {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
                   "qwen3vl": "qwen3vl_merger"}.get(s.projector, s.projector))
     w.add_uint32("clip.vision.projection_dim", s.n_embd_text)
-    w.add_uint32("clip.vision.image_size", s.image_size if s.projector == "llama4" else 560)
+    w.add_uint32("clip.vision.image_size", s.image_size if s.projector in ("llama4", "internvl") else 560)
     w.add_uint32("clip.vision.patch_size", s.patch_size)
     w.add_uint32("clip.vision.embedding_length", s.n_embd)
     w.add_uint32("clip.vision.feed_forward_length", s.n_ff)
@@ -156,14 +179,15 @@ def _write_clip_mmproj(s, path):
     if s.projector == "gemma4v":
         if s.n_merge != 3:
             w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
-    elif s.projector == "llama4":
+    elif s.projector in ("llama4", "internvl"):
         w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
     elif s.n_merge != (2 if s.projector.startswith("qwen") else 1):
         w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
     if s.n_wa_pattern:
         w.add_uint32("clip.vision.n_wa_pattern", s.n_wa_pattern)
-    write_sparse(w, _gemma4v_tensors(s, {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type])
-                 if s.projector == "gemma4v" else _llama4_tensors(s) if s.projector == "llama4" else _clip_tensors(s))
+    kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
+    write_sparse(w, {"gemma4v": lambda: _gemma4v_tensors(s, kernel), "llama4": lambda: _llama4_tensors(s),
+                     "internvl": lambda: _internvl_tensors(s)}.get(s.projector, lambda: _clip_tensors(s))())
 
 
 def _clip_case(shape, flash_attn, tmp_path):
@@ -201,6 +225,16 @@ def test_random_gemma4v_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
 @pytest.mark.parametrize("seed", range(6))
 def test_random_llama4_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
     _clip_case(random_llama4_shape(seed), seed % 2 == 0, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_internvl_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_internvl_shape(seed), seed % 2 == 0, tmp_path)
+
+
+@pytest.mark.parametrize("flash_attn", [True, False])
+def test_internvl3_8b_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
+    _clip_case(INTERNVL3_8B, flash_attn, tmp_path)
 
 
 @pytest.mark.parametrize("flash_attn", [True, False])

@@ -1,8 +1,8 @@
 """llama.cpp's multimodal projector (mtmd / clip) compute buffer, node by node: the "reserve_compute_meta: CPU
 compute buffer size" line mtmd prints when it loads an mmproj GGUF. Gemma 3's SigLIP tower is built here; the
 Qwen-VL towers (clip.projector_type qwen2vl, qwen25vl, qwen3vl) in graphs_mmproj_qwen, Pixtral's (pixtral)
-in graphs_mmproj_pixtral, Gemma 4's (gemma4v) in graphs_mmproj_gemma4 and Llama 4's (llama4) in
-graphs_mmproj_llama4, from the shape
+in graphs_mmproj_pixtral, Gemma 4's (gemma4v) in graphs_mmproj_gemma4, Llama 4's (llama4) in
+graphs_mmproj_llama4 and InternVL's (internvl) in graphs_mmproj_internvl, from the shape
 mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShape). Any other projector type, and an mmproj with an
 audio encoder, is refused by name (its graph is not transcribed).
 
@@ -53,6 +53,7 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import Graph
 from .ggml_sched import sched_sizes
 from .graphs_mmproj_gemma4 import build_gemma4v_mmproj, gemma4v_shape_from_config
+from .graphs_mmproj_internvl import build_internvl_mmproj
 from .graphs_mmproj_llama4 import build_llama4_mmproj
 from .graphs_mmproj_pixtral import build_pixtral_mmproj
 from .graphs_mmproj_qwen import QWEN_PROJECTORS, build_qwen_mmproj
@@ -68,7 +69,8 @@ CUDA_FA_HEAD_SIZES = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
 _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # clip.projector_type (the GGUF's string, clip-impl.h#L500-L540 PROJECTOR_TYPE_NAMES) -> the graph kvmem builds
 PROJECTORS = {"gemma3": "gemma3", "qwen2vl_merger": "qwen2vl", "qwen2.5vl_merger": "qwen25vl",
-              "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral", "gemma4v": "gemma4v", "llama4": "llama4"}
+              "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral", "gemma4v": "gemma4v", "llama4": "llama4",
+              "internvl": "internvl"}
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,8 @@ def build_mmproj(shape: MmprojShape | ClipShape, flash_attn: bool) -> Graph:
         return build_gemma4v_mmproj(shape, flash_attn)
     if shape.projector == "llama4":
         return build_llama4_mmproj(shape, flash_attn)
+    if shape.projector == "internvl":
+        return build_internvl_mmproj(shape, flash_attn)
     return build_pixtral_mmproj(shape, flash_attn)
 
 

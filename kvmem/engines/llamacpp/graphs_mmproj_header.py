@@ -1,13 +1,13 @@
-"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL, Pixtral or Llama 4 mmproj GGUF header, read as llama.cpp
-0c1e57098's tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320: clip.vision.embedding_length, head_count,
-block_count, patch_size; #L1668-L1687 qwen: spatial_merge_size 2 when absent, n_wa_pattern required for
-qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent; #L1788-L1794 llama4: projector.scale_factor)
-and load_tensors (#L2256-L2345 the layers' tensors, each optional one a node where present; #L2496-L2510
-qwen's mm.0 / mm.2; #L2798-L2809 pixtral's mm.1 / mm.2, v.token_embd.img_break, mm.input_norm and
-mm.patch_merger; #L3217-L3222 llama4's mm.model.*). Widths come from the tensors the graph multiplies by (the
-FFN's from ffn_up, the projector's from mm.*), as ggml takes them. A file with a tensor the transcribed graph
-does not build (layer scales, post-attention norms, Q/K norms, a MoE FFN) or without one it needs is refused,
-naming the tensor."""
+"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL, Pixtral, Llama 4 or InternVL mmproj GGUF header, read as
+llama.cpp 0c1e57098's tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320: clip.vision.embedding_length,
+head_count, block_count, patch_size; #L1668-L1687 qwen: spatial_merge_size 2 when absent, n_wa_pattern required
+for qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent; #L1788-L1794 llama4 and #L1479-L1490
+internvl: projector.scale_factor, 1 when absent, clip-model.h#L60) and load_tensors (#L2256-L2345 the layers'
+tensors, each optional one a node where present; #L2496-L2510 qwen's mm.0 / mm.2; #L2798-L2809 pixtral's mm.1 /
+mm.2, v.token_embd.img_break, mm.input_norm and mm.patch_merger; #L3187-L3222 internvl's and llama4's
+mm.model.*). Widths come from the tensors the graph multiplies by (the FFN's from ffn_up, the projector's from
+mm.*), as ggml takes them. A file with a tensor the transcribed graph does not build (layer scales but
+InternViT's, post-attention norms, Q/K norms, a MoE FFN) or without one it needs is refused, naming it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ __all__ = ["clip_shape_from_header"]
 _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # the per-layer tensors (v.blk.N.<role>.weight, or <role> as a full suffix) whose presence adds nodes
 _LAYER_ROLES = ("ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias",
-                "ffn_gate", "ffn_gate.bias", "ffn_down.bias")
+                "ffn_gate", "ffn_gate.bias", "ffn_down.bias", "ls1", "ls2")
 _TOP_ROLES = {"pre_ln": "v.pre_ln.weight", "pre_ln.bias": "v.pre_ln.bias", "post_ln": "v.post_ln.weight",
               "post_ln.bias": "v.post_ln.bias", "patch_bias": "v.patch_embd.bias", "mm.0.bias": "mm.0.bias",
               "mm.1.bias": "mm.1.bias", "mm.2.bias": "mm.2.bias", "patch_merger": "mm.patch_merger.weight"}
@@ -44,6 +44,10 @@ _REQUIRED["qwen25vl"] = _REQUIRED["qwen2vl"]
 # llama4: every optional tensor its graph builds is there (conversion/llama4.py of Llama4VisionModel)
 _LLAMA4 = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
                      "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias", "post_ln", "post_ln.bias"})
+_REQUIRED["internvl"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
+                         "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.0.weight",
+                         "mm.model.mlp.0.bias", "mm.model.mlp.1.weight", "mm.model.mlp.1.bias", "mm.model.mlp.3.weight",
+                         "mm.model.mlp.3.bias")
 _REQUIRED["llama4"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
                        "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.1.weight",
                        "mm.model.mlp.2.weight", "mm.model.fc.weight")
@@ -62,8 +66,9 @@ def _present(kind: str, family: str, tensors: dict, n_layer: int) -> frozenset:
                  *required]:
         if name not in tensors:
             raise ValueError(f"mmproj ({kind}) has no tensor {name}: clip.cpp load_tensors requires it")
+    unbuilt = set(_UNBUILT) - ({"ls1", "ls2"} if kind == "internvl" else set())    # InternViT's layer scales
     for t in tensors:
-        if t.startswith("v.blk.") and t.split(".")[3] in _UNBUILT:
+        if t.startswith("v.blk.") and t.split(".")[3] in unbuilt:
             raise _refuse(family, f"tensor {t}")
     for name in (f"v.blk.{il}.{r}.weight" for il in range(n_layer) for r in _NORM_WEIGHTS):
         if name not in tensors:
@@ -92,11 +97,11 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     for extra, expected in (("attention.head_dim", e // n_head), ("attention.head_count_kv", n_head)):
         if key(extra, expected) != expected:
             raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
-    n_merge = key("projector.scale_factor") if kind == "llama4" else key("spatial_merge_size", 2 if family == "qwen"
-                                                                                                else 1)
+    n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl") \
+        else key("spatial_merge_size", 2 if family == "qwen" else 1)
     present = _present(kind, family, tensors, n_layer)
-    if kind == "llama4":
-        return _llama4_shape(meta, tensors, present, e, n_head, n_layer, patch, n_merge)
+    if kind in ("llama4", "internvl"):
+        return _tiled_shape(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
     patch_type = tensors["v.patch_embd.weight"].dtype.upper()
     if patch_type not in _FLOAT_TYPES or tensors.get("v.patch_embd.weight.1", tensors["v.patch_embd.weight"]).dtype \
             .upper() != patch_type:
@@ -129,17 +134,27 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
                      tensors=frozenset(present), patch_type=_FLOAT_TYPES[patch_type])
 
 
-def _llama4_shape(meta, tensors, present, e, n_head, n_layer, patch, n_merge) -> ClipShape:
-    """The llama4 ClipShape: the graph adds every bias and both outer LayerNorms (graphs_mmproj_llama4)."""
-    if present != _LLAMA4:
-        raise _refuse("llama4", f"optional tensors {sorted(present ^ _LLAMA4)} other than Llama 4's")
+def _tiled_shape(kind: str, meta, tensors, present, dims) -> ClipShape:
+    """The llama4 or internvl ClipShape: one image_size tile warms up; llama4's graph adds every bias and both
+    outer LayerNorms (graphs_mmproj_llama4), internvl's has none of them (graphs_mmproj_internvl)."""
+    e, n_head, n_layer, patch, n_merge = dims
+    if kind == "llama4" and present != _LLAMA4:
+        raise _refuse(kind, f"optional tensors {sorted(present ^ _LLAMA4)} other than Llama 4's")
+    if kind == "internvl" and present & {"pre_ln", "post_ln", "ffn_gate"}:
+        raise _refuse(kind, f"tensors {sorted(present & {'pre_ln', 'post_ln', 'ffn_gate'})}")
     if "clip.vision.image_size" not in meta:
         raise ValueError("mmproj GGUF has no clip.vision.image_size: clip.cpp load_hparams requires it")
+    patch_type = tensors["v.patch_embd.weight"].dtype.upper()
+    if patch_type not in _FLOAT_TYPES:
+        raise _refuse(kind, f"v.patch_embd.weight {patch_type} (F32, F16 or BF16 kernels)")
     up = tensors["v.blk.0.ffn_up.weight"].shape
-    return ClipShape(projector="llama4", image_size=int(meta["clip.vision.image_size"]), patch_size=patch, n_embd=e,
+    first, mid, last = (("mm.model.mlp.1.weight", "mm.model.mlp.2.weight", "mm.model.fc.weight") if kind == "llama4"
+                        else ("mm.model.mlp.1.weight", None, "mm.model.mlp.3.weight"))
+    return ClipShape(projector=kind, image_size=int(meta["clip.vision.image_size"]), patch_size=patch, n_embd=e,
                      n_ff=up[1] if up[0] == e else up[0], n_layer=n_layer, n_head=n_head,
-                     n_embd_text=tensors["mm.model.fc.weight"].shape[1], n_mm=tensors["mm.model.mlp.1.weight"].shape[1],
-                     n_merge=n_merge, tensors=_LLAMA4, n_mm2=tensors["mm.model.mlp.2.weight"].shape[1])
+                     n_embd_text=tensors[last].shape[1], n_mm=tensors[first].shape[1], n_merge=n_merge,
+                     tensors=present, patch_type=_FLOAT_TYPES[patch_type],
+                     n_mm2=tensors[mid].shape[1] if mid else 0)
 
 
 # the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,

@@ -29,7 +29,7 @@ class ClipShape:
     "patch_merger", "patch_bias", ...): clip.cpp builds a node for each one present (build_norm's bias, the
     FFN's gate, ...)."""
 
-    projector: str          # clip.projector_type: qwen2vl, qwen25vl, qwen3vl, pixtral, gemma4v, llama4
+    projector: str          # clip.projector_type: qwen2vl, qwen25vl, qwen3vl, pixtral, gemma4v, llama4, internvl
     image_size: int         # the warmup image's side in pixels (clip_hparams::warmup_image_size)
     patch_size: int
     n_embd: int
@@ -37,7 +37,7 @@ class ClipShape:
     n_layer: int
     n_head: int
     n_embd_text: int        # the projector's output width (the last mm.N's rows)
-    n_mm: int               # the projector MLP's hidden width (rows of qwen's mm.0, pixtral's mm.1, llama4's mlp.1)
+    n_mm: int               # the projector MLP's hidden width (rows of mm.0: qwen; mm.1: pixtral; mlp.1: the rest)
     n_merge: int = 1        # clip.vision.spatial_merge_size
     n_wa_pattern: int = 0   # clip.vision.n_wa_pattern (qwen25vl: every n-th layer attends in full)
     n_pos_embd: int = 0     # v.position_embd.weight's rows (qwen3vl's learned positions; 0: none)
