@@ -109,7 +109,8 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     up = tensors["v.blk.0.ffn_up.weight"].shape
     n_ff = up[1] if up[0] == e else up[0]       # clip.cpp#L2330-L2361: legacy files swap up and down
     first, last = ("mm.0.weight", "mm.2.weight") if family == "qwen" else ("mm.1.weight", "mm.2.weight")
-    n_pos_embd, deepstack, n_wa = 0, (), 0
+    n_pos_embd, n_wa = 0, 0
+    deepstack: tuple[int, ...] = ()
     if kind == "qwen3vl":
         pos = tensors["v.position_embd.weight"]
         if pos.dtype.upper() != "F32":
