@@ -220,9 +220,8 @@ def _same_architecture(model, architecture: dict | None, value, name: str, dropp
                              "variant tag, and prints no architecture (n_layer, n_embd, n_expert) to confirm it: give "
                              "the model (--model: a preset, an HF id or a config.json)")
         return
-    config = model.config if isinstance(model.config, dict) else {}
-    experts = next((config[k] for k in ("n_routed_experts", "num_experts", "num_local_experts")
-                    if isinstance(config.get(k), int)), 0)
+    moe = model.facts.moe
+    experts = moe.experts if moe else 0
     ours = {"n_layer": (model.num_layers, model.num_layers + (model.mtp_layers or 0)),
             "n_embd": (model.hidden_size,), "n_expert": (experts,)}
     wrong = [f"{k} {v} (kvmem's {model.name}: {' or '.join(map(str, dict.fromkeys(ours[k])))})"

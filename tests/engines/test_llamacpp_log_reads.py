@@ -129,6 +129,8 @@ def test_gguf_names_read_as_presets_where_the_architecture_agrees():
         kvmem.check_log("\n".join([path, "llama_kv_cache_unified:      CUDA0 KV buffer size =   510.00 MiB"]))
     with pytest.raises(ValueError, match=r"n_embd 4096 \(kvmem's deepseek-v3: 7168\)"):
         kvmem.check_log("\n".join([path, "print_info: n_embd           = 4096", kv]))
+    with pytest.raises(ValueError, match=r"n_expert 128 \(kvmem's deepseek-v3: 256\)"):
+        kvmem.check_log("\n".join([path, "print_info: n_expert         = 128", kv]))
     # ik_llama.cpp #357 (b5269): a split file of Unsloth's 128K variant; n_layer from the kv_size line
     split = "llama_model_loader: loaded meta data with 46 key-value pairs and 1131 tensors from /m/" \
             "Qwen3-235B-A22B-128K-Q6_K-00001-of-00004.gguf (version GGUF V3 (latest))"
