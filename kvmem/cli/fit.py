@@ -201,6 +201,41 @@ def _mixed_cards(model, args) -> int:
     return 0 if fits else 1
 
 
+def own_flags_answer(model, args):
+    """--llama-args "FLAGS": kvmem.engines.llamacpp.own_flags of the user's llama-server flags on the cards of
+    --gpu (a list, or one card x --num-gpus), the record kvmem fit, kvmem plan --json and the Fit page show."""
+    from ..engines import engine_spec
+    from ..engines.llamacpp.own_flags import own_flags
+    from ..units import parse_tokens
+    if "offload" not in engine_spec(args.engine).panels:
+        raise ValueError(f"--llama-args: the flags of llama.cpp's llama-server; engine {args.engine} is not "
+                         "llama.cpp: give --engine llama.cpp, or leave --llama-args out")
+    if "," in args.gpu:
+        gpus = _mixed_flags(args)
+    else:
+        n = args.num_gpus or 1
+        if args.tp not in (None, 1) or args.pp not in (1, n):
+            raise ValueError(f"--tp {args.tp} / --pp {args.pp}: llama.cpp splits the layers over the {n} card"
+                             f"{'s' * (n != 1)} by -ts (num_gpus {n}, pp {n}, tp 1); leave --tp and --pp out")
+        gpus = [args.gpu] * n
+    options, bandwidth = _offload_inputs(args)
+    for name in ("weights_bytes", "activation_bytes"):
+        if options.get(name) is not None or (name == "weights_bytes" and getattr(args, "weights", None)):
+            raise ValueError(f"--llama-args: kvmem lays out llama.cpp's tensors and buffers for your flags itself "
+                             f"(they take no byte counts): leave {name} / --weights out")
+    return own_flags(model, gpus, llama_args=args.llama_args, context=parse_tokens(args.context), batch=args.batch,
+                     weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
+
+
+def _own_flags(model, args) -> int:
+    """kvmem fit --llama-args: the verdict of the user's flags; exit 0 when they fit, 1 when they do not."""
+    got = own_flags_answer(model, args)
+    emit({"model": model.name, "gpu": list(got.gpus), "engine": got.engine, "context": got.context,
+          "batch": got.batch, "fits": got.fits, "max_batch": got.max_batch, "max_context": got.max_context,
+          "own_flags": got.to_dict()}, args.json, [f"{model.name}: {got.lines()[0]}", *got.lines()[1:]])
+    return 0 if got.fits else 1
+
+
 def cmd_fit(args) -> int:
     """Exit 0 when the workload fits, 1 when it does not (the reason and what would fit printed)."""
     from ..engines import engine_spec
@@ -209,6 +244,8 @@ def cmd_fit(args) -> int:
         from .compare import cmd_compare
         return cmd_compare(args)
     model = read_model(args.model, args.revision)
+    if getattr(args, "llama_args", None) is not None:     # the user's own llama-server flags
+        return _own_flags(model, args)
     offload = "offload" in engine_spec(args.engine).panels   # the engine places layers on GPUs and host
     if offload and "," in args.gpu:     # mixed cards: the offload placement only, its verdict first
         return _mixed_cards(model, args)
@@ -281,4 +318,15 @@ def configure(fitp) -> None:
                            "term), and/or, for llama.cpp's decode bound, its RAM bandwidth (a preset: ddr5-5600-2ch, "
                            "epyc-9004-12ch-ddr5-4800, ... or '89.6GB/s'); both as 'ddr5-5600-2ch,128GiB'. "
                            "--gpu A,B gives mixed cards")
+    add_llama_args(fitp)
     fitp.set_defaults(func=cmd_fit)
+
+
+def add_llama_args(parser) -> None:
+    """--llama-args: the user's own llama-server flags (kvmem fit and kvmem plan)."""
+    parser.add_argument("--llama-args", default=None, metavar="FLAGS",
+                        help='llama.cpp: YOUR llama-server flags, e.g. "-ngl 99 -ts 3,1 --n-cpu-moe 30" (read as '
+                             "check-log reads a command; at most 2,000 characters, never run): whether they fit, "
+                             "per device, the largest batch and context they hold, what --fit on and kvmem's "
+                             "placement do instead, and the lines llama.cpp would print; write "
+                             '--llama-args="-ot ..." where they start with -o (kvmem\'s own -o)')

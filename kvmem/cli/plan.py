@@ -16,6 +16,8 @@ def cmd_plan(args) -> int:
     from ..launch import PlanRefused, plan
     if args.disaggregate:
         return _disaggregated(args)
+    if args.llama_args is not None:
+        return _own_flags(args)
     if "," in args.gpu:
         return _mixed_cards(args)
     try:
@@ -67,6 +69,33 @@ def _mixed_cards(args) -> int:
              p.command_best, ""] + [f"note: {note}" for note in p.notes]
     emit({"model": model.name, "gpu": got["gpus"], "engine": got["engine"], "context": context, "batch": batch,
           "target": args.target, "command": p.command_best, "llamacpp_offload": p.to_dict()}, args.json, lines)
+    return 0
+
+
+def _own_flags(args) -> int:
+    """--llama-args: the command of the user's own flags, sized (kvmem.cli.fit own_flags_answer, the record kvmem
+    fit prints); exit 1 when they do not fit. The flags fix the placement: --target max_batch / max_context is
+    answered with the number, as -np / -c to give."""
+    from .fit import own_flags_answer
+    model = read_model(args.model, args.revision)
+    got = own_flags_answer(model, args)
+    if args.target != "workload" or not got.fits:
+        message = (f"{model.name}: your flags do not fit {got.n_seq} x {got.context:,} tokens on "
+                   f"{' + '.join(got.gpus)} (kvmem fit --llama-args shows each device)" if not got.fits else
+                   f"--target {args.target} with --llama-args: your flags hold "
+                   + (f"{got.max_batch} sequences of {got.context:,} tokens: give -np {got.max_batch}"
+                      if args.target == "max_batch" else
+                      f"{got.max_context:,} tokens a sequence at {got.n_seq}: give --context {got.max_context}"))
+        print(f"kvmem plan: refused: {message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": message, "type": "PlanRefused", "command": "plan", "exit_code": 1,
+                              "own_flags": got.to_dict()}))
+        return 1
+    lines = [f"# {got.engine} on {' + '.join(got.gpus)}: your flags, {got.n_seq:,} x {got.context:,} tokens",
+             got.command, ""] + got.lines()
+    emit({"model": model.name, "gpu": list(got.gpus), "engine": got.engine, "context": got.context,
+          "batch": got.batch, "target": args.target, "command": got.command, "own_flags": got.to_dict()},
+         args.json, lines)
     return 0
 
 
@@ -137,6 +166,8 @@ def configure_plan(planp) -> None:
     dis.add_argument("--decode-gpus", type=int, default=None, help="GPUs a decode instance (default: the fewest)")
     dis.add_argument("--prefill-tokens-per-s", type=float, default=None,
                      help="measured prompt tokens a second of one prefill instance (default: from FLOPs, MFU 0.4)")
+    from .fit import add_llama_args
+    add_llama_args(planp)
     planp.set_defaults(func=cmd_plan)
 
 
