@@ -6,8 +6,14 @@ two per rule: the held-out cases themselves stay out of kvmem's corpus."""
 from __future__ import annotations
 
 import kvmem
+from kvmem.datafiles import has_json, read_json
 from kvmem.engines.llamacpp import logs
 from kvmem.engines.llamacpp.builds import build_date, build_line, table
+
+
+def _prs() -> dict:
+    """PR -> [first build, date, commit, ...]: the PR table (its own file where there is one)."""
+    return read_json("llamacpp_prs.json")["prs"] if has_json("llamacpp_prs.json") else table()["prs"]
 
 # ikawrakow/ik_llama.cpp PR #394 (Panchovix, 2025-05-10): mainline llama.cpp b5331, DeepSeek-V3-0324 on 4 GPUs
 CASE02 = """build: 5331 (33eff402) with gcc-14 (GCC) 14.2.1 20250210 (Red Hat 14.2.1-8) for x86_64-redhat-linux
@@ -44,14 +50,18 @@ def test_build_numbers_dated_from_masters_history():
     # git rev-list --count 33eff402 = 5331, committed 2025-05-09 (ngxson/llama.cpp mirror of master)
     assert build_date(5331, "33eff402") == ("2025-05-09", [])
     assert build_date(6699, "c08002a1") == ("2025-10-06", [])
-    assert table()["prs"]["14363"] == [5913, "2025-07-16", "225e7a143"]
+    assert _prs()["14363"][:3] == [5913, "2025-07-16", "225e7a143"]
     # a commit that is not master's build 5192 (ubergarm's local build): dated by its number, and said
     date, notes = build_date(5192, "e59a5f1e")
     assert date == "2025-04-26" and "not master's build 5192" in notes[0]
-    # build 6974 is of 2025-11-07 but lacks PR #17046 (build 6975), which kvmem's rules date 2025-11-06
+    # build 6974 is of 2025-11-07 but lacks PR #17046 (build 6975, merged that day): checked as the day before the
+    # date kvmem's rules give the PR, and said; build 6975 has it
+    import datetime
+
+    from kvmem.engines.llamacpp.settings import PR_17046
     date, notes = build_date(6974)
-    assert date == "2025-11-05" and "PR #17046" in notes[0]
-    assert build_date(6975)[0] == "2025-11-07"
+    assert date == (PR_17046 - datetime.timedelta(days=1)).isoformat() and "PR #17046" in notes[0]
+    assert build_date(6975)[0] == "2025-11-07" >= PR_17046.isoformat()
     # past the table: the newest rules, flagged
     date, notes = build_date(10600)
     assert date is None and "newer than kvmem's table" in notes[0]
@@ -218,14 +228,17 @@ def test_build_lines_read_in_one_pass():
 
 
 def test_every_dated_pr_has_its_first_build():
-    # a PR_<N> rule added to kvmem's llama.cpp code needs its first build in kvmem/data/llamacpp_builds.json:
-    # rerun tools/llamacpp_builds.py on a mirror of master (PR #6438 of 2024: no "(#6438)" commit on master)
-    import datetime
+    # a PR_<N> rule in kvmem's llama.cpp code needs its first build in the PR table (kvmem/data/llamacpp_prs.json, or
+    # llamacpp_builds.json's "prs"): rerun tools/llamacpp_builds.py on a mirror of master. A PR merged past the
+    # mirror's tip may stand without one; PR #6438 of 2024 has no "(#6438)" commit on master
+    import pathlib
+    import re
 
-    from kvmem.engines.llamacpp.builds import _dated_prs
-    data = table()
-    last = datetime.date.fromisoformat(data["last"][1])
-    missing = [pr for pr, date in _dated_prs().items() if date <= last and str(pr) not in data["prs"] and pr != 6438]
+    source = pathlib.Path(logs.__file__).parent
+    named = {int(n) for path in source.glob("*.py") for n in re.findall(r"\bPR_(\d+)\b", path.read_text())}
+    prs, last = _prs(), table()["last"][1]
+    missing = [pr for pr in sorted(named - {6438})
+               if str(pr) not in prs or prs[str(pr)][0] is None and prs[str(pr)][1] <= last]
     assert missing == []
 
 
