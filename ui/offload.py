@@ -31,6 +31,9 @@ def panel(model, fit_kwargs: dict) -> str | None:
         return None
     draw_plan(plan)
     decode_steps(model, gpus, fit_kwargs, host)
+    own_flags_panel(model, gpus, context=kvmem.parse_tokens(fit_kwargs["context"]), batch=fit_kwargs.get("batch"),
+                    weight_dtype=fit_kwargs["weight_dtype"], kv_dtype=fit_kwargs["kv_dtype"], host=host,
+                    options=fit_kwargs)
     return host
 
 
@@ -281,6 +284,8 @@ def mixed_panel(model, work, cards: list[str], options: dict) -> None:
         decode_steps(model, list(got.gpus), {"context": got.context, "batch": got.batch,
                                              "weight_dtype": work.weight_dtype, "kv_dtype": work.kv_dtype,
                                              **options}, host)
+    own_flags_panel(model, list(got.gpus), context=work.tokens, batch=work.batch, weight_dtype=work.weight_dtype,
+                    kv_dtype=work.kv_dtype, host=host, options=options)
 
 
 def _device_bars(record: dict) -> None:
@@ -310,3 +315,49 @@ def _device_bars(record: dict) -> None:
     st.caption("other: the CUDA context on each GPU, a multimodal projector where it sits. Host weights: the tensors "
                "kept there; llama.cpp's CPU_Mapped line prints the mapped span that holds them, with any GPU tensors "
                "between them.")
+
+
+OWN_FLAGS_KEY = "llama_args"
+
+
+def own_flags_panel(model, gpus: list, *, context: int, batch, weight_dtype, kv_dtype, host, options: dict) -> None:
+    """"Your llama-server flags": kvmem fit --llama-args's record (kvmem.engines.llamacpp.own_flags) for the flags
+    typed here, on the page's cards and workload: the verdict, each device against its memory, the largest batch
+    and context they hold, what kvmem and --fit on would do instead and the lines llama.cpp would print. The text
+    is bounded (MAX_ARGS_CHARS), read as check-log reads a command, never run, and shown back shell-quoted."""
+    from kvmem.engines.llamacpp.own_flags import MAX_ARGS_CHARS, own_flags
+    st.markdown("##### Your llama-server flags")
+    text = st.text_input("Your llama-server flags", "", key=OWN_FLAGS_KEY, max_chars=MAX_ARGS_CHARS,
+                         placeholder="-ngl 99 -ts 3,1 --n-cpu-moe 30", label_visibility="collapsed",
+                         help="The placement flags of YOUR llama-server command (-ngl, -ts, -ot, --cpu-moe, "
+                              "--n-cpu-moe, -c, -np, -ctk/-ctv, -fa, -ub, -b, -kvu, -nkvo, -lm, --fit), as "
+                              "kvmem fit --llama-args takes them: whether they fit these cards at this workload. "
+                              "Read, never run.")
+    if not text.strip():
+        return
+    try:
+        got = own_flags(model, gpus, llama_args=text, context=context, batch=batch, weight_dtype=weight_dtype,
+                        kv_dtype=kv_dtype, host_memory=host, options=options)
+    except ValueError as exc:
+        st.error(f"Your flags: {exc}")
+        return
+    head, *rest = got.lines()
+    (st.success if got.fits else st.error)(head[0].upper() + head[1:])
+    st.code(got.given or "(no flags)", language="bash")
+    st.dataframe([{"device": d["device"], "weights": kvmem.format_bytes(d["model_bytes"]),
+                   "KV": kvmem.format_bytes(d["kv_bytes"]),
+                   "compute": kvmem.format_bytes(d["compute_bytes"]) + ("" if d["compute_exact"] else " (estimate)"),
+                   "total": kvmem.format_bytes(d["total_bytes"]),
+                   "memory": "not given" if d["memory_bytes"] is None else kvmem.format_bytes(d["memory_bytes"]),
+                   "holds it": "—" if d["memory_bytes"] is None else ("yes" if d["fits"] else "NO")}
+                  for d in got.devices], hide_index=True)
+    c1, c2 = st.columns(2)
+    c1.metric("Your flags: max batch", f"{got.max_batch:,}", help=f"sequences of {got.context:,} tokens these flags "
+              "hold")
+    c2.metric("Your flags: max context", f"{got.max_context:,}", help=f"tokens a sequence at batch {got.batch} these "
+              "flags hold")
+    st.code("\n".join(line.strip() for line in rest if line.strip().startswith(("instead", "sized as"))),
+            language="text")
+    st.code("\n".join(got.log_lines), language="text")
+    if got.notes:
+        st.caption(" ".join(got.notes))

@@ -219,10 +219,9 @@ def own_flags_answer(model, args):
                              f"{'s' * (n != 1)} by -ts (num_gpus {n}, pp {n}, tp 1); leave --tp and --pp out")
         gpus = [args.gpu] * n
     options, bandwidth = _offload_inputs(args)
-    for name in ("weights_bytes", "activation_bytes"):
-        if options.get(name) is not None or (name == "weights_bytes" and getattr(args, "weights", None)):
-            raise ValueError(f"--llama-args: kvmem lays out llama.cpp's tensors and buffers for your flags itself "
-                             f"(they take no byte counts): leave {name} / --weights out")
+    if getattr(args, "weights", None):      # -o weights_bytes / activation_bytes: refused by own_flags
+        raise ValueError("--weights: kvmem lays out llama.cpp's tensors and buffers for your flags itself (they take "
+                         "no byte counts); leave it out")
     return own_flags(model, gpus, llama_args=args.llama_args, context=parse_tokens(args.context), batch=args.batch,
                      weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype, host_memory=bandwidth, options=options)
 

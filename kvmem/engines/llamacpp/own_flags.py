@@ -296,6 +296,10 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
         raise ValueError("gpus: give at least one GPU")
     names = tuple(f"CUDA{i}" for i in range(len(cards)))
     settings = read_llama_args(llama_args)
+    for name in ("weights_bytes", "activation_bytes"):
+        if options.get(name) is not None:
+            raise ValueError(f"{name}: kvmem lays out llama.cpp's tensors and buffers for your flags itself (they "
+                             "take no byte counts); leave it out")
     opts = offload_options(options)              # refuses an option the placement does not take, by name
     opts.pop("n_seq", None)
     cache = _agree(settings, opts, kv_dtype)
