@@ -30,7 +30,7 @@ TARGET_S = 0.25
 
 def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
-    from kvmem.engines.llamacpp import best, fitting, overrides, placed, placement, plan, scheduled
+    from kvmem.engines.llamacpp import best, fitting, layouts, overrides, placed, placement, plan, scheduled
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules,
     for kept in (best._BEST, best._FITS, best._TENSORS):     # the placements; the searches and the tensors laid out
         kept.clear()
@@ -38,7 +38,7 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     placed._RUN_DERIVED.clear()
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
                    overrides._first_tail, overrides._tail_targets, overrides.layer_rest, placement._placed,
-                   placement._static, placement._layer_devices):
+                   placement._static, placement._layer_devices, layouts._shape_of):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()

@@ -37,6 +37,7 @@ Decode bound: one token reads every weight it uses once (routed experts: top_k o
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass, field
 
 from ...model import Model
@@ -211,11 +212,17 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                   total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj)
 
 
+@functools.lru_cache(maxsize=64)
+def _shape_of(model, build):
+    """compute.graph_shape, remembered (a model is frozen): a placement search asks it twice a layout."""
+    return graph_shape(model, build)
+
+
 def _graph_matches_cache(model, plan) -> bool:
     """Whether a transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's latent MLA
     graph (K-only cache) or, for an old GGUF's per-head cache (mla='none'), its per-head graph (graphs_mla_oss);
     the latent+V cache of builds before PR #19067 runs another graph, not transcribed."""
-    shape = graph_shape(model)
+    shape = _shape_of(model, CURRENT)
     return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none")
 
 
@@ -223,7 +230,7 @@ def _graph_shape(model, plan, build=CURRENT):
     """The graph llama.cpp builds for ``model`` over ``plan``'s cache: deepseek2 over a per-head cache
     (mla='none') takes the per-head graph (graphs_mla_oss.per_head_mla_shape); glm-dsa at a ``build`` that runs it
     without its indexer, deepseek2's (compute.graph_shape)."""
-    shape = graph_shape(model, build)
+    shape = _shape_of(model, build)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
         return per_head_mla_shape(model)
     return shape
