@@ -342,11 +342,12 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
                              f"{plan.fit_note}")
     else:
         free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
-        held = _Held(n_gpu_layers=MAX_LAYERS if ngl < 0 else ngl,
+        held: Any = _Held(n_gpu_layers=MAX_LAYERS if ngl < 0 else ngl,
                      tensor_split=tuple(split) if any(split) else tuple(float(free[n]) for n in names),
                      override_tensor=rules, placement=SimpleNamespace(gpus=names))
-        cache_kw = cache_settings(**{k: place_kw.get(k) for k in ("n_batch", "swa_full", "build", "mla", "nextn",
-                                                                   "n_rs_seq")}, kv_unified=kv_unified)
+        given: dict[str, Any] = {k: place_kw[k] for k in ("n_batch", "swa_full", "build", "mla", "nextn", "n_rs_seq")
+                                 if k in place_kw}
+        cache_kw = cache_settings(**given, kv_unified=kv_unified)
         flash = place_kw.get("flash_attn")
         mm_weights, mm_compute, _ = mmproj_option(model, {"mmproj": place_kw.get("mmproj"), "mmproj_offload":
                                                           place_kw.get("mmproj_offload", True)}, flash)
