@@ -120,6 +120,18 @@ def test_what_llama_cpp_accepts_is_laid_out_as_it_does():
         assert got.layout.placement.offloaded_layers == 49
 
 
+def test_host_ram_given_bounds_what_the_flags_keep_there():
+    # --n-cpu-moe 30 keeps the experts of 30 layers in host RAM: 11,135,807,520 B (10.37 GiB), over 8 GiB
+    got = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb", "rtx-3060-12gb"], llama_args="-ngl 99 -ts 3,1 --n-cpu-moe 30",
+                    context=32768, batch=1, weight_dtype="q4_k_m", options={"host_memory_bytes": 8 << 30})
+    host = got.devices[-1]
+    assert (host["device"], host["total_bytes"], host["memory_bytes"], host["fits"]) == (
+        "CPU", 11_135_807_520, 8 << 30, False)
+    assert not got.fits and got.max_batch == 0
+    assert got.host_shortfall == ("your flags keep 11,135,807,520 B in host RAM, more than host_memory_bytes "
+                                  "8,589,934,592: they do not run")
+
+
 def test_no_np_is_llama_servers_auto_four_slots_in_one_pool():
     got = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 --n-cpu-moe 20 -c 32768", context=32768,
                     weight_dtype="q4_k_m")
@@ -143,7 +155,8 @@ def test_the_predicted_lines_are_what_check_log_checks_as_matching():
     ("-ngl 99 -c 65536", {}, "-c 65536 contradicts --context 32,768 x 1 sequence = 32,768 cells: give --context 65536"),
     ("-np 2", {"batch": 1}, "-np 2 contradicts --batch 1"),
     ("-ctk q8_0", {"kv_dtype": "q4_0"}, "-ctk q8_0 contradicts --kv-dtype q4_0"),
-    ("-fa off", {"options": {"flash_attn": True}}, "-fa False contradicts -o flash_attn=True"),
+    ("-fa off", {"options": {"flash_attn": True}}, "-fa off contradicts -o flash_attn=True"),
+    ("-ngl 99", {"options": {"weights_bytes": "20GB"}}, "weights_bytes: kvmem lays out llama.cpp's tensors"),
     ("-ot exps=CUDA1", {}, 'error while handling argument "-ot": unknown buffer type'),
     ("-ngl lots", {}, 'error while handling argument "-ngl": stoi'),
     ("-ts " + ",".join(["1"] * 16), {}, "got 16 input configs, but system only has 16 devices"),

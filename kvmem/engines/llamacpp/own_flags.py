@@ -220,7 +220,8 @@ def _agree(settings: dict, options: dict, kv_dtype) -> dict:
     for name, option in _OPTIONS.items():
         flag, given = settings.get(name), options.get(option)
         if name in settings and given is not None and flag is not None and flag != given:
-            raise ValueError(f"{WHAT}: {_FLAG_OF[name]} {flag} contradicts -o {option}={given}: give it once")
+            shown = {True: "on", False: "off"}.get(flag, flag) if name == "flash_attn" else flag
+            raise ValueError(f"{WHAT}: {_FLAG_OF[name]} {shown} contradicts -o {option}={given}: give it once")
         value = flag if name in settings else given
         if value is not None:
             merged[option] = value
@@ -282,6 +283,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     from ...gpus import get_gpu
     from ...sizing.search import largest_fitting
     from .. import engine_spec
+    from ..base import byte_option
     from .best import held_layout
     from .launch import cache_settings
     from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS
@@ -359,12 +361,14 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
         lay = held_layout(model, fmt, held, tuple(sorted(kw.items())))[0]
         placed_by = "your flags"
     short = host_shortfall(SimpleNamespace(best=lay), options)
+    if short:       # the bound panel.host_shortfall holds a placement to, said of these flags
+        short = (f"your flags keep {lay.total_bytes[CPU]:,} B in host RAM, more than host_memory_bytes "
+                 f"{byte_option('host_memory_bytes', options['host_memory_bytes']):,}: they do not run")
     devices = []
     for d in lay.placement.devices:
         gpu = d.device != CPU
         memory = usable.get(d.device) if gpu else options.get("host_memory_bytes")
         if memory is not None and not gpu:
-            from ..base import byte_option
             memory = byte_option("host_memory_bytes", memory)
         total = lay.total_bytes[d.device]
         # the host's weights: its resident tensors (an mmap span's printed buffer also covers GPU tensors between
