@@ -132,6 +132,19 @@ def test_host_ram_given_bounds_what_the_flags_keep_there():
                                   "8,589,934,592: they do not run")
 
 
+def test_words_the_pinned_build_reads_otherwise_are_said():
+    got = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 --n-cpu-moe 48 -np 1 --no-mmap -fa",
+                    context=8192, weight_dtype="q4_k_m")
+    assert got.layout.placement.mmap is False and got.settings["flash_attn"] is True
+    assert any(n.startswith("llama.cpp@0c1e57098 has no --no-mmap") for n in got.notes)
+    assert any(n.startswith("-fa with no value") for n in got.notes)
+    # -fa 1 / -fa enabled: is_truthy (common/arg.cpp#L1334-L1336); -no-kvu: -kvu's negative
+    one = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 -np 2 -kvu -no-kvu -fa 1", context=8192,
+                    weight_dtype="q4_k_m")
+    assert one.settings["flash_attn"] is True and one.kv_unified is False
+    assert not any("with no value" in n for n in one.notes)
+
+
 def test_no_np_is_llama_servers_auto_four_slots_in_one_pool():
     got = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 --n-cpu-moe 20 -c 32768", context=32768,
                     weight_dtype="q4_k_m")

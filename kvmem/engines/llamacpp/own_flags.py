@@ -37,13 +37,19 @@ WHAT = "--llama-args"
 LLAMA_MAX_DEVICES = 16        # llama.cpp@0c1e57098 src/llama.cpp#L86-L88 llama_max_devices
 AUTO_SLOTS = 4                # tools/server/server.cpp#L156-L160: -np auto -> 4 slots, kv_unified
 
-# beside check-log's reader: -kvo/-nkvo (common/arg.cpp#L2413-L2420, a bool pair) and -fit/--fit on|off
-# (common/arg.cpp#L2867-L2879; its values common_arg_utils::is_truthy / is_falsey, #L1334-L1340)
+# beside check-log's reader: -kvo/-nkvo (common/arg.cpp#L2413-L2420, a bool pair), -no-kvu (#L1723-L1730, -kvu's
+# negative) and -fit/--fit on|off (#L2867-L2879); the values of --fit and -fa are common_arg_utils::is_truthy /
+# is_falsey / is_autoy's (#L1334-L1344; -fa #L1754-L1768)
 _SWITCHES = {"-nkvo": ("kv_offload", False), "--no-kv-offload": ("kv_offload", False),
              "-kvo": ("kv_offload", True), "--kv-offload": ("kv_offload", True),
+             "-no-kvu": ("kv_unified", False), "--no-kv-unified": ("kv_unified", False),
              "-fit": ("fit", True), "--fit": ("fit", True)}
-_VALUES = {"fit": {**dict.fromkeys(("on", "enabled", "true", "1"), True),
-                   **dict.fromkeys(("off", "disabled", "false", "0"), False)}}
+_TRUTHY = {**dict.fromkeys(("on", "enabled", "true", "1"), True), **dict.fromkeys(("off", "disabled", "false", "0"),
+                                                                                  False)}
+_VALUES = {"fit": _TRUTHY, "flash_attn": {**_TRUTHY, "auto": None, "-1": None}}
+# words the pinned build reads otherwise than the builds check-log reads them for: said, read as those builds did
+_OLDER = {"--no-mmap": "llama.cpp@0c1e57098 has no --no-mmap (-lm none replaced it, common/arg.cpp#L2690-L2708): "
+                       "that build refuses it ('error: invalid argument'); read as -lm none, as the builds that had it"}
 # a flag's kvmem name -> the llama_offload option it sets (and the -o option it must agree with)
 _OPTIONS = {"type_k": "type_k", "type_v": "type_v", "n_ubatch": "n_ubatch", "n_batch": "n_batch",
             "flash_attn": "flash_attn", "kv_unified": "kv_unified", "mmap": "mmap", "kv_offload": "kv_offload"}
@@ -55,6 +61,19 @@ def _reader():
     from .logs import READER
     return replace(READER, command_switches={**READER.command_switches, **_SWITCHES},
                    switch_values={**READER.switch_values, **_VALUES})
+
+
+def _older_words(text: str) -> list[str]:
+    """Notes on the words of ``text`` that the pinned build reads otherwise (_OLDER; a -fa with no value, which
+    builds from 2025-08 read the next word as: common/arg.cpp#L1754-L1768)."""
+    words = shlex.split(text)
+    notes = [why for word, why in _OLDER.items() if word in words]
+    for at, word in enumerate(words):
+        if word in ("-fa", "--flash-attn") and (at + 1 == len(words) or words[at + 1] not in _VALUES["flash_attn"]):
+            notes.append(f"{word} with no value: llama.cpp@0c1e57098 takes -fa on|off|auto (common/arg.cpp"
+                         f"#L1754-L1768) and reads the next word as its value; read as -fa on, as earlier builds")
+            break
+    return notes
 
 
 def read_llama_args(text) -> dict:
@@ -308,6 +327,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     auto = settings.get("n_seq") is None and batch is None and options.get("n_seq") is None
     n_ctx, n_seq, sequences, kv_unified, notes = _workload(settings, context, batch, options,
                                                            bool(cache.pop("kv_unified", False)))
+    notes = _older_words(llama_args) + notes
     ngl = _layers(settings.get("n_gpu_layers"))
     split = _split(settings.get("tensor_split"), len(names))
     rules = tuple(settings.get("override_tensor", ()))
