@@ -19,6 +19,7 @@ from kvmem.engines.llamacpp.graphs_mmproj_gemma4 import gemma4v_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_header import clip_shape_from_config
 from kvmem.engines.llamacpp.graphs_mmproj_pixtral import pixtral_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_qwen import qwen_warmup_size
+from kvmem.engines.llamacpp.graphs_mmproj_siglip import lfm2_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_vit import ClipShape
 from kvmem.sources.gguf import GGUFHeader, Tensor
 
@@ -128,6 +129,34 @@ def random_internvl_shape(seed: int) -> ClipShape:
     return ClipShape("internvl", patch * sf * rng.randint(4, 12), patch, n_head * 8 * rng.randint(1, 8),
                      32 * rng.randint(1, 8), rng.randint(1, 3), n_head, 64 * rng.randint(1, 4), 32 * rng.randint(1, 6),
                      sf, tensors=INTERNVL, patch_type=rng.choice(("f16", "f32", "bf16")))
+
+
+SIGLIP = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                    "ffn_up.bias", "ffn_down.bias", "post_ln", "post_ln.bias", "patch_bias"})
+LFM2 = SIGLIP | {"input_norm", "input_norm.bias", "mm.1.bias", "mm.2.bias"}
+# SmolVLM2-2.2B: SigLIP-so400m at 384 px of 14-pixel patches (27 x 27), a 3 x 3 shuffle into a 2048-wide text model;
+# LFM2-VL-1.6B: SigLIP2-so400m NaFlex (16-pixel patches, 16 x 16 learned positions), a 2 x 2 unshuffle, 2048 text
+SIGLIP_REAL = {
+    "smolvlm2-2.2b": ClipShape("idefics3", 384, 14, 1152, 4304, 27, 16, 2048, 0, 3, n_pos_embd=729, tensors=SIGLIP),
+    "lfm2-vl-1.6b": ClipShape("lfm2", lfm2_warmup_size(16, 2), 16, 1152, 4304, 26, 16, 2048, 2048, 2, n_pos_embd=256,
+                              tensors=LFM2),
+}
+
+
+def random_siglip_shape(seed: int) -> ClipShape:
+    """A random SmolVLM (idefics3) or LFM2-VL (lfm2) tower and projector from ``seed``."""
+    rng = random.Random(f"siglip/{seed}")
+    kind = ("idefics3", "lfm2")[seed % 2]
+    n_head, patch, sf = rng.choice((1, 2, 4)), rng.choice((4, 8)), rng.choice((2, 3))     # clip.cpp#L902: > 1
+    if kind == "idefics3":
+        px = rng.randint(4, 12)         # not always a multiple of the merge: build_patch_merge_permute pads
+        image, n_pos, tensors = patch * px, px * px, SIGLIP
+    else:
+        image, n_pos = lfm2_warmup_size(patch, sf), rng.choice((8, 16 * sf)) ** 2
+        tensors = SIGLIP | {"mm.1.bias", "mm.2.bias"} | set(rng.sample(["input_norm", "input_norm.bias"], 1))
+    return ClipShape(kind, image, patch, n_head * 8 * rng.randint(1, 8), 32 * rng.randint(1, 8), rng.randint(1, 3),
+                     n_head, 64 * rng.randint(1, 4), 32 * rng.randint(1, 6) if kind == "lfm2" else 0, sf,
+                     n_pos_embd=n_pos, tensors=frozenset(tensors), patch_type=rng.choice(("f16", "f32", "bf16")))
 
 
 def _mib(nbytes):
@@ -322,3 +351,20 @@ def test_internvl3_8b_tower_is_mtmds():
     assert (mmproj_compute_bytes(INTERNVL3_8B, flash_attn=True), mmproj_compute_bytes(INTERNVL3_8B, flash_attn=False)) \
         == (29_388_800, 84_033_600)
     assert clip_compute_buffers(INTERNVL3_8B, gpu="CUDA0")["CPU"] == 448 * 448 * 3 * 4 == 2_408_448
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 92_160), (1, 5_242_880), (2, 20_800), (3, 10_223_616), (4, 112_000),
+                                           (6, 259_200)])
+def test_random_siglip_towers_are_mtmds(seed, printed):
+    # mtmd printed 0.09, 5.00, 0.02, 9.75, 0.11 and 0.25 MiB (the oracle's seeds; flash attention for the even ones;
+    # seeds 2, 4 and 6 pad a 5 x 5 or 9 x 9 patch grid to the merge before the shuffle)
+    assert mmproj_compute_bytes(random_siglip_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+@pytest.mark.parametrize("name, fa, no_fa", [("smolvlm2-2.2b", 22_628_160, 47_449_152),
+                                             ("lfm2-vl-1.6b", 31_784_960, 85_983_232)])
+def test_siglip_real_towers_are_mtmds(name, fa, no_fa):
+    # mtmd printed 21.58 / 45.25 MiB (SmolVLM2-2.2B, 384 px) and 30.31 / 82.00 MiB (LFM2-VL-1.6B, a 512 px warmup:
+    # 16 x 16 tokens of 2 x 2 patches, its 16 x 16 position table resized to 32 x 32)
+    shape = SIGLIP_REAL[name]
+    assert (mmproj_compute_bytes(shape, flash_attn=True), mmproj_compute_bytes(shape, flash_attn=False)) == (fa, no_fa)

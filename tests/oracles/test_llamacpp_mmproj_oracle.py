@@ -1,10 +1,10 @@
-"""kvmem's Gemma 3 mmproj compute buffer (kvmem/engines/llamacpp/graphs_mmproj.py) against llama.cpp 0c1e57098's
-libmtmd (llama-cpp-python 0.3.36, CPU): random SigLIP towers and Gemma-3-27B's own (its preset's vision_config),
-flash attention on and off; the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
-kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj). The Qwen-VL, Pixtral, Gemma 4, Llama 4 and
-InternVL towers (graphs_mmproj_qwen, _pixtral, _gemma4, _llama4, _internvl) likewise, read back from the GGUF
-through kvmem's header reader: 36 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5,
-Mistral Small 3.1, Pixtral 12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B). About 90 s."""
+"""kvmem's mmproj compute buffers (kvmem/engines/llamacpp/graphs_mmproj*.py) against llama.cpp 0c1e57098's libmtmd
+(llama-cpp-python 0.3.36, CPU): the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
+kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj), flash attention on and off. Gemma 3: random
+SigLIP towers and Gemma-3-27B's own (its preset's vision_config). The Qwen-VL, Pixtral, Gemma 4, Llama 4,
+InternVL, SmolVLM and LFM2-VL towers likewise, read back from the GGUF through kvmem's header reader: 44 random
+ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1, Pixtral 12B, Gemma 4 26B,
+Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B). About 100 s."""
 
 from tests.oracles.conftest import require
 
@@ -18,10 +18,12 @@ from kvmem.oracles.llamacpp_mmproj import printed_mmproj_mib, random_mmproj_shap
 from tests.engines.test_llamacpp_mmproj_clip import (  # noqa: E402
     INTERNVL3_8B,
     REAL,
+    SIGLIP_REAL,
     random_clip_shape,
     random_gemma4v_shape,
     random_internvl_shape,
     random_llama4_shape,
+    random_siglip_shape,
     real_shape,
 )
 
@@ -111,6 +113,17 @@ def _internvl_tensors(s):
     return t
 
 
+def _siglip_projector(s):
+    """idefics3's mm.model.fc, or lfm2's input LayerNorm and mm.1 / mm.2, over the pixel-shuffled rows."""
+    m, text = s.n_embd * s.n_merge ** 2, s.n_embd_text
+    if s.projector == "idefics3":
+        return [("mm.model.fc.weight", (m, text), "F16")]
+    t = [("mm.1.weight", (m, s.n_mm), "F16"), ("mm.1.bias", (s.n_mm,), "F32"), ("mm.2.weight", (s.n_mm, text), "F16"),
+         ("mm.2.bias", (text,), "F32")]
+    t += [("mm.input_norm.weight", (m,), "F32")] if s.has("input_norm") else []
+    return t + ([("mm.input_norm.bias", (m,), "F32")] if s.has("input_norm.bias") else [])
+
+
 def _clip_tensors(s):
     """(name, ne, type) of every tensor of ``s``'s mmproj GGUF."""
     e, f, m, text = s.n_embd, s.n_ff, s.n_mm, s.n_embd_text
@@ -145,6 +158,8 @@ def _clip_tensors(s):
             t += [(d + "norm.weight", (4 * e,), "F32"), (d + "norm.bias", (4 * e,), "F32"),
                   (d + "fc1.weight", (4 * e, m), "F16"), (d + "fc1.bias", (m,), "F32"),
                   (d + "fc2.weight", (m, text), "F16"), (d + "fc2.bias", (text,), "F32")]
+    if s.projector in ("idefics3", "lfm2"):
+        return t + _siglip_projector(s)
     first = "mm.0" if s.projector.startswith("qwen") else "mm.1"
     t += [(f"{first}.weight", (4 * e if first == "mm.0" else e, m), "F16"), ("mm.2.weight", (m, text), "F16")]
     t += [(f"{first}.bias", (m,), "F32")] if s.has(f"{first}.bias") else []
@@ -166,7 +181,7 @@ def _write_clip_mmproj(s, path):
                  {"qwen2vl": "qwen2vl_merger", "qwen25vl": "qwen2.5vl_merger",
                   "qwen3vl": "qwen3vl_merger"}.get(s.projector, s.projector))
     w.add_uint32("clip.vision.projection_dim", s.n_embd_text)
-    w.add_uint32("clip.vision.image_size", s.image_size if s.projector in ("llama4", "internvl") else 560)
+    w.add_uint32("clip.vision.image_size", s.image_size if s.projector in ("llama4", "internvl", "idefics3") else 560)
     w.add_uint32("clip.vision.patch_size", s.patch_size)
     w.add_uint32("clip.vision.embedding_length", s.n_embd)
     w.add_uint32("clip.vision.feed_forward_length", s.n_ff)
@@ -179,7 +194,7 @@ def _write_clip_mmproj(s, path):
     if s.projector == "gemma4v":
         if s.n_merge != 3:
             w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
-    elif s.projector in ("llama4", "internvl"):
+    elif s.projector in ("llama4", "internvl", "idefics3", "lfm2"):
         w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
     elif s.n_merge != (2 if s.projector.startswith("qwen") else 1):
         w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
@@ -188,6 +203,40 @@ def _write_clip_mmproj(s, path):
     kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
     write_sparse(w, {"gemma4v": lambda: _gemma4v_tensors(s, kernel), "llama4": lambda: _llama4_tensors(s),
                      "internvl": lambda: _internvl_tensors(s)}.get(s.projector, lambda: _clip_tensors(s))())
+
+
+def _write_text_model_with_vocab(n_embd, path):
+    """A one-layer llama GGUF ``n_embd`` wide with a small gpt2 vocabulary: mtmd looks up idefics3's and lfm2's
+    image marker tokens in the text model's vocabulary (mtmd.cpp#L656-L760 lookup_token), which write_text_model's
+    tokenizer "none" cannot answer."""
+    import random
+
+    import gguf
+
+    from kvmem.oracles.llamacpp_buffers import random_spec, spec_tensors, write_sparse
+    spec = random_spec(0)
+    spec.update(arch="llama", n_layer=1, n_embd=n_embd, head_dim=64, n_head=n_embd // 64, n_head_kv=n_embd // 64,
+                n_vocab=256, n_ff=256, n_expert=0, n_expert_used=0, tied=False, fused_qkv=False)
+    tensors = [(name, ne, "F16" if len(ne) > 1 else "F32") for name, ne, _ in spec_tensors(spec, random.Random(0))]
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_context_length(8192)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(1)
+    w.add_feed_forward_length(256)
+    w.add_head_count(n_embd // 64)
+    w.add_head_count_kv(n_embd // 64)
+    w.add_rope_dimension_count(64)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    special = ["<unk>", "<s>", "</s>", "<image>", "</image>", "<slice>", "</slice>", "<fake_token_around_image>",
+               "<global-img>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"]
+    w.add_token_list(special + [f"t{i}" for i in range(256 - len(special))])
+    w.add_token_types([3] * len(special) + [1] * (256 - len(special)))
+    w.add_token_merges(["t 0"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    write_sparse(w, tensors)
 
 
 def _clip_case(shape, flash_attn, tmp_path):
@@ -200,7 +249,10 @@ def _clip_case(shape, flash_attn, tmp_path):
     _write_clip_mmproj(shape, mmproj)
     read = mmproj_shape_from_header(read_header(mmproj))
     assert read == shape
-    write_text_model(shape.n_embd_text * (1 + len(shape.deepstack)), text)
+    if shape.projector in ("idefics3", "lfm2"):
+        _write_text_model_with_vocab(shape.n_embd_text, text)
+    else:
+        write_text_model(shape.n_embd_text * (1 + len(shape.deepstack)), text)
     printed = in_child(_mmproj_lines, mmproj, text, 1 if flash_attn else 0)[-1].split("=")[-1].split()[0]
     assert f"{mmproj_compute_bytes(read, flash_attn=flash_attn) / 1048576.0:.2f}" == printed
 
@@ -235,6 +287,17 @@ def test_random_internvl_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
 @pytest.mark.parametrize("flash_attn", [True, False])
 def test_internvl3_8b_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
     _clip_case(INTERNVL3_8B, flash_attn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_siglip_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_siglip_shape(seed), seed % 2 == 0, tmp_path)
+
+
+@pytest.mark.parametrize("name, flash_attn", [("smolvlm2-2.2b", True), ("smolvlm2-2.2b", False),
+                                              ("lfm2-vl-1.6b", True), ("lfm2-vl-1.6b", False)])
+def test_siglip_real_mmproj_compute_buffer_equals_mtmd(name, flash_attn, tmp_path):
+    _clip_case(SIGLIP_REAL[name], flash_attn, tmp_path)
 
 
 @pytest.mark.parametrize("flash_attn", [True, False])

@@ -1,18 +1,20 @@
-"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL, Pixtral, Llama 4 or InternVL mmproj GGUF header, read as
-llama.cpp 0c1e57098's tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320: clip.vision.embedding_length,
-head_count, block_count, patch_size; #L1668-L1687 qwen: spatial_merge_size 2 when absent, n_wa_pattern required
-for qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent; #L1788-L1794 llama4 and #L1479-L1490
-internvl: projector.scale_factor, 1 when absent, clip-model.h#L60) and load_tensors (#L2256-L2345 the layers'
-tensors, each optional one a node where present; #L2496-L2510 qwen's mm.0 / mm.2; #L2798-L2809 pixtral's mm.1 /
-mm.2, v.token_embd.img_break, mm.input_norm and mm.patch_merger; #L3187-L3222 internvl's and llama4's
-mm.model.*). Widths come from the tensors the graph multiplies by (the FFN's from ffn_up, the projector's from
-mm.*), as ggml takes them. A file with a tensor the transcribed graph does not build (layer scales but
-InternViT's, post-attention norms, Q/K norms, a MoE FFN) or without one it needs is refused, naming it."""
+"""The ClipShape (graphs_mmproj_vit) of a Qwen-VL, Pixtral, Llama 4, InternVL, SmolVLM (idefics3) or LFM2-VL mmproj
+GGUF header, read as llama.cpp 0c1e57098's tools/mtmd/clip.cpp reads it: load_hparams (#L1300-L1320:
+clip.vision.embedding_length, head_count, block_count, patch_size; #L1668-L1687 qwen: spatial_merge_size 2 when
+absent, n_wa_pattern required for qwen25vl; #L1534-L1544 pixtral: spatial_merge_size 1 when absent; llama4
+#L1788-L1794, internvl #L1479-L1490, idefics3 and lfm2 #L1509-L1525: projector.scale_factor, 1 when absent,
+clip-model.h#L60) and load_tensors (#L2256-L2345 the layers' tensors, each optional one a node where present;
+#L2496-L2510 qwen's mm.0 / mm.2; #L2798-L2809 pixtral's mm.1 / mm.2, v.token_embd.img_break, mm.input_norm and
+mm.patch_merger; #L2762-L2774 idefics3's and lfm2's, #L3187-L3222 internvl's and llama4's). Widths come from the
+tensors the graph multiplies by (the FFN's from ffn_up, the projector's from mm.*), as ggml takes them. A file
+with a tensor the transcribed graph does not build (layer scales but InternViT's, post-attention norms, Q/K
+norms, a MoE FFN) or without one it needs is refused, naming it."""
 
 from __future__ import annotations
 
 from .graphs_mmproj_pixtral import pixtral_warmup_size
 from .graphs_mmproj_qwen import qwen_warmup_size
+from .graphs_mmproj_siglip import lfm2_warmup_size
 from .graphs_mmproj_vit import ClipShape
 
 __all__ = ["clip_shape_from_header"]
@@ -21,7 +23,8 @@ _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # the per-layer tensors (v.blk.N.<role>.weight, or <role> as a full suffix) whose presence adds nodes
 _LAYER_ROLES = ("ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias",
                 "ffn_gate", "ffn_gate.bias", "ffn_down.bias", "ls1", "ls2")
-_TOP_ROLES = {"pre_ln": "v.pre_ln.weight", "pre_ln.bias": "v.pre_ln.bias", "post_ln": "v.post_ln.weight",
+_TOP_ROLES = {"input_norm": "mm.input_norm.weight", "input_norm.bias": "mm.input_norm.bias",
+              "pre_ln": "v.pre_ln.weight", "pre_ln.bias": "v.pre_ln.bias", "post_ln": "v.post_ln.weight",
               "post_ln.bias": "v.post_ln.bias", "patch_bias": "v.patch_embd.bias", "mm.0.bias": "mm.0.bias",
               "mm.1.bias": "mm.1.bias", "mm.2.bias": "mm.2.bias", "patch_merger": "mm.patch_merger.weight"}
 # clip.cpp#L2270-L2300: layer tensors build_vit would add nodes for, which these graphs do not build
@@ -48,6 +51,10 @@ _REQUIRED["internvl"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.a
                          "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.0.weight",
                          "mm.model.mlp.0.bias", "mm.model.mlp.1.weight", "mm.model.mlp.1.bias", "mm.model.mlp.3.weight",
                          "mm.model.mlp.3.bias")
+_REQUIRED["idefics3"] = ("v.position_embd.weight", "v.blk.{il}.attn_q.weight", "v.blk.{il}.attn_k.weight",
+                         "v.blk.{il}.attn_v.weight", "mm.model.fc.weight")
+_REQUIRED["lfm2"] = ("v.position_embd.weight", "v.blk.{il}.attn_q.weight", "v.blk.{il}.attn_k.weight",
+                     "v.blk.{il}.attn_v.weight", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias")
 _REQUIRED["llama4"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
                        "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.1.weight",
                        "mm.model.mlp.2.weight", "mm.model.fc.weight")
@@ -77,7 +84,10 @@ def _present(kind: str, family: str, tensors: dict, n_layer: int) -> frozenset:
              for il in range(n_layer)}
     if len(set(roles.values())) > 1:
         raise _refuse(family, "layers with different optional tensors")
-    return frozenset(roles[0] | {role for role, name in _TOP_ROLES.items() if name in tensors})
+    top = {role for role, name in _TOP_ROLES.items() if name in tensors}
+    if kind != "lfm2":      # pixtral's mm.input_norm goes with its merger (patch_merger); no other graph reads it
+        top -= {"input_norm", "input_norm.bias"}
+    return frozenset(roles[0] | top)
 
 
 def clip_shape_from_header(header, kind: str) -> ClipShape:
@@ -97,11 +107,13 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     for extra, expected in (("attention.head_dim", e // n_head), ("attention.head_count_kv", n_head)):
         if key(extra, expected) != expected:
             raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
-    n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl") \
+    n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl", "idefics3", "lfm2") \
         else key("spatial_merge_size", 2 if family == "qwen" else 1)
     present = _present(kind, family, tensors, n_layer)
     if kind in ("llama4", "internvl"):
         return _tiled_shape(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
+    if kind in ("idefics3", "lfm2"):
+        return _siglip_shape(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
     patch_type = tensors["v.patch_embd.weight"].dtype.upper()
     if patch_type not in _FLOAT_TYPES or tensors.get("v.patch_embd.weight.1", tensors["v.patch_embd.weight"]).dtype \
             .upper() != patch_type:
@@ -156,6 +168,32 @@ def _tiled_shape(kind: str, meta, tensors, present, dims) -> ClipShape:
                      n_embd_text=tensors[last].shape[1], n_mm=tensors[first].shape[1], n_merge=n_merge,
                      tensors=present, patch_type=_FLOAT_TYPES[patch_type],
                      n_mm2=tensors[mid].shape[1] if mid else 0)
+
+
+def _siglip_shape(kind: str, meta, tensors, present, dims) -> ClipShape:
+    """The idefics3 or lfm2 ClipShape (graphs_mmproj_siglip): idefics3 warms up with image_size, lfm2 with 16 x 16
+    merged tokens; the position table's rows from the file."""
+    e, n_head, n_layer, patch, n_merge = dims
+    if "clip.vision.image_size" not in meta:
+        raise ValueError("mmproj GGUF has no clip.vision.image_size: clip.cpp load_hparams requires it")
+    if n_merge <= 1:
+        raise ValueError(f"mmproj ({kind}) clip.vision.projector.scale_factor {n_merge}: llama.cpp aborts its warmup "
+                         "(clip.cpp#L902 build_patch_merge_permute asserts a scale factor over 1)")
+    patch_type = tensors["v.patch_embd.weight"].dtype.upper()
+    pos = tensors["v.position_embd.weight"]
+    if patch_type not in _FLOAT_TYPES:
+        raise _refuse(kind, f"v.patch_embd.weight {patch_type} (F32, F16 or BF16 kernels)")
+    if kind == "lfm2" and pos.dtype.upper() != "F32":
+        raise _refuse(kind, f"v.position_embd.weight {pos.dtype} (ggml_interpolate takes F32 only)")
+    image = lfm2_warmup_size(patch, n_merge) if kind == "lfm2" else int(meta["clip.vision.image_size"])
+    if kind == "idefics3" and (image // patch) ** 2 != pos.shape[1]:
+        raise _refuse(kind, f"a {image // patch} x {image // patch} patch grid with {pos.shape[1]} learned positions")
+    up = tensors["v.blk.0.ffn_up.weight"].shape
+    last = "mm.model.fc.weight" if kind == "idefics3" else "mm.2.weight"
+    return ClipShape(projector=kind, image_size=image, patch_size=patch, n_embd=e, n_ff=up[1] if up[0] == e else up[0],
+                     n_layer=n_layer, n_head=n_head, n_embd_text=tensors[last].shape[1],
+                     n_mm=tensors["mm.1.weight"].shape[1] if kind == "lfm2" else 0, n_merge=n_merge,
+                     n_pos_embd=pos.shape[1], tensors=present, patch_type=_FLOAT_TYPES[patch_type])
 
 
 # the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,
