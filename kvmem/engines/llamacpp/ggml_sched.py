@@ -19,6 +19,18 @@ Followed from the vendored ggml (llama-cpp-python 0.3.36), ggml/src/ggml-backend
     pass 2    expand GPU assignments down then up over the non-view nodes, then any assignment
               down then up (every op here is supported by every backend).
     pass 4    views take their view_src's backend, unassigned sources their node's.
+    BLAS      (``blas``: a build with GGML_BLAS, whose "CPU compute buffer" a log prints beside the pinned host one) an
+              ACCEL backend between the GPUs and the CPU (src/llama-context.cpp adds ACCEL devices before the CPU),
+              its buffer type the plain CPU one (ggml-blas.cpp ggml_backend_blas_device_get_buffer_type), reading
+              any host buffer (supports_buft: ggml_backend_buft_is_host) and running only MUL_MAT of contiguous
+              sources, src1 f32, ne0, ne1 and ne10 >= 32 (supports_op, min_batch 32). Pass 1 gives a host weight's
+              op the highest-priority backend that takes the weight's buffer and the op
+              (ggml_backend_sched_backend_from_buffer): such a MUL_MAT goes to BLAS, and as BLAS is not the last
+              backend no GPU offloads it (offload_op is asked only when that backend is the CPU); ops BLAS does not
+              run (MUL_MAT_ID, the norms' MUL) go on as without it. Pass 2 expands no other op onto BLAS; a source in
+              host memory is not copied between BLAS and the CPU (ggml_backend_sched_buffer_supported).
+              (llama.cpp@1d36b3670 (b5269) ggml/src/ggml-blas/ggml-blas.cpp#L374-L441,
+              ggml/src/ggml-backend.cpp#L695-L715, #L758-L780, #L834-L853.)
     pass 5    splits: a new split when the backend changes (or a weight of another backend is
               used after the split has inputs); each source on another backend gets n_copies
               copies (ggml_dup_tensor_layout) in the split's backend, made once per backend, listed
@@ -91,12 +103,12 @@ class _Plan:
             elif t.op not in _NOT_WITH_WEIGHT:
                 for w in t.src:                             # the first weight it reads (not the KV cache)
                     if w is not None and w.external and not w.kv:
-                        self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH))
+                        self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH, _blas_runs(t)))
                         break
         self.norms = [t for t in self.everything if t.op == "RMS_NORM" and t.layer is not None and t.layer >= 0]
         # pass 2's nodes in order (not views): each one pass 1 may place, and between them the runs it never places
         placeable = {id(t) for t in (*self.weight_views, *self.inputs, *self.norms)}
-        placeable.update(id(t) for t, _, _ in self.weight_ops)
+        placeable.update(id(t) for t, _, _, _ in self.weight_ops)
         work: list = []
         run: list = []
         for n in graph.nodes:
@@ -137,8 +149,18 @@ class _Plan:
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _blas_runs(t: Tensor) -> bool:
+    """ggml-blas.cpp ggml_backend_blas_device_supports_op for a node (llama.cpp@1d36b3670 #L399-L418)."""
+    if t.op != "MUL_MAT":
+        return False
+    a, b = t.src[0], t.src[1]
+    return (a.is_contiguous() and b.is_contiguous() and b.type == "f32" and t.ne[0] >= 32 and t.ne[1] >= 32
+            and b.ne[0] >= 32)
+
+
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
-                weight_bytes=None, norm_backend=None, gpu_alloc_size=None, copy_unused_inputs: bool = True) -> list:
+                weight_bytes=None, norm_backend=None, gpu_alloc_size=None, copy_unused_inputs: bool = True,
+                blas: bool = False) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
     ``graph`` when ``weight_backend(tensor, expert)`` gives the backend of each weight and KV tensor
     (``expert``: src[0] of a MUL_MAT_ID). A weight copied to another backend (a host weight whose op
@@ -150,7 +172,8 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     ``gpu_alloc_size(tensor)``: a GPU buffer type's get_alloc_size where it is not ggml_nbytes.
     ``copy_unused_inputs`` False: pass 5 makes the n_copies copies of a graph input where a node reads it, so an input
     no node reads (the unused inp_embd) is allocated once (llama.cpp@76f46ad29 ggml/src/ggml-backend.cpp#L1330-L1350,
-    settings.SCHED_USED_INPUT_COPIES_TO); True: pass 6 copies every input leaf (#L1407-L1444 at 0c1e57098)."""
+    settings.SCHED_USED_INPUT_COPIES_TO); True: pass 6 copies every input leaf (#L1407-L1444 at 0c1e57098).
+    ``blas``: a BLAS backend (the module's docstring), index n_gpus + 1: its buffer's bytes come last."""
     # the graph is left as it came (a built graph is scheduled again for other placements: scheduled._built):
     # the sources pass 5 replaces by copies and the input leafs' OUTPUT flag are put back once it is allocated
     plan = _PLANS.get(graph)
@@ -158,15 +181,15 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
         plan = _PLANS[graph] = _Plan(graph)
     saved: list = []        # (tensor, its sources, its flags) before pass 5 / 6 changed them
     try:
-        wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend)
+        wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend, blas)
         return _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved,
-                                   copy_unused_inputs)
+                                   copy_unused_inputs, blas)
     finally:
         for t, src, flags, alloc_src in saved:
             t.src, t.flags, t.alloc_src = src, flags, alloc_src
 
 
-def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dict:
+def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend, blas=False) -> dict:
     """Passes 1 and 2: each leaf's and node's backend (Tensor.sched; -1 none yet), ggml-alloc's state reset;
     the weights' backends by id."""
     cpu, wb = n_gpus, {}
@@ -178,9 +201,12 @@ def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dic
         t.sched = t.view_src.sched
     for t in plan.inputs:
         t.sched = cpu
-    for t, w, big in plan.weight_ops:
+    for t, w, big, blas_runs in plan.weight_ops:
         b = w.sched
-        t.sched = 0 if big and op_offload and b == cpu and n_gpus else b
+        if blas and blas_runs and b == cpu:
+            t.sched = cpu + 1               # BLAS takes it (before the CPU: no offload asked)
+        else:
+            t.sched = 0 if big and op_offload and b == cpu and n_gpus else b
     if norm_backend is not None:                    # the user's pins, before pass 1 (so over its rules)
         pins: dict = {}
         for t in plan.norms:
@@ -194,17 +220,20 @@ def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend) -> dic
             pending.append(t)
             continue
         if pending:
-            _expand(pending, before, t.sched, cpu)
+            _expand(pending, before, t.sched, cpu, blas)
             pending = []
         before = t.sched
     if pending:
-        _expand(pending, before, -2, cpu)
+        _expand(pending, before, -2, cpu, blas)
     return wb
 
 
-def _expand(run: list, before: int, after: int, cpu: int) -> None:
+def _expand(run: list, before: int, after: int, cpu: int, blas: bool = False) -> None:
     """Pass 2 on a run of unplaced nodes (single nodes and lists of nodes) between placed ones of backends
-    ``before`` and ``after`` (-2: none): the first of the four sweeps to reach it places all of it."""
+    ``before`` and ``after`` (-2: none): the first of the four sweeps to reach it places all of it (BLAS, which runs
+    none of them, as none)."""
+    if blas:
+        before, after = (-2 if x == cpu + 1 else x for x in (before, after))
     if before not in (-2, cpu):
         b = before
     elif after not in (-2, cpu):
@@ -224,7 +253,7 @@ def _expand(run: list, before: int, after: int, cpu: int) -> None:
 
 
 def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved: list,
-                        copy_unused_inputs: bool = True) -> list:
+                        copy_unused_inputs: bool = True, blas: bool = False) -> list:
     """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
     copied graph (the module's docstring), its children and views as ggml-alloc counts them (_Plan's counts, moved
     by the copies), then allocated by ggml_alloc.reserve_counted."""
@@ -249,7 +278,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
                 sb = s.sched
                 if sb == -1:
                     s.sched = sb = s.view_src.sched if s.view_src is not None else first
-                if sb != b:
+                if sb != b and not (blas and sb >= n_gpus and b >= n_gpus):     # BLAS and the CPU: host memory
                     crossing = True
                     if s.external and not s.kv:
                         weight_crossing = True
@@ -264,7 +293,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
         members.append(n)
         src = list(n.src)
         for j, s in enumerate(src):
-            if s is None or s.sched == cur:
+            if s is None or s.sched == cur or blas and s.sched >= n_gpus and cur >= n_gpus:
                 continue
             key = (id(s), cur)
             if key not in copies:
@@ -300,6 +329,9 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
     leafs += plan.free_leafs                     # the graph's leafs ggml-alloc allocates (not weights, not views)
     plain = NBYTES
     gpu = plain if gpu_alloc_size is None else gpu_alloc_size
+    if blas:        # the BLAS buffer: ggml_backend_cpu_buffer_type, TENSOR_ALIGNMENT (32) as the pinned one
+        return reserve_counted(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT] * 2,
+                               [gpu] * n_gpus + [plain, plain, gpu])
     return reserve_counted(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
 
-__all__ = ["GraphShape", "Pass", "PR_23764", "build", "attention", "attn_inputs", "ffn", "kq_mask", "token_inputs",
-           "embeddings", "linear", "rot_size"]
+__all__ = ["GraphShape", "Pass", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn", "kq_mask",
+           "token_inputs", "embeddings", "linear", "rot_size"]
 
 # ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM", squash-merged as 031ddb2e0 on 2026-05-29
 # (master's history, ngxson/llama.cpp mirror): before it build_attn_inp_kq_mask made the KQ mask an f32 input and every
@@ -25,6 +25,11 @@ __all__ = ["GraphShape", "Pass", "PR_23764", "build", "attention", "attn_inputs"
 # (PR #23346, 1f0aa2a69) and cast an f16 mask to f16 until PR #23864 (764f1e64a, hours later: PR #23877 proposed the
 # same and was closed); kvmem's DSA graph starts at PR #25545 (graphs_dsa), glm-dsa before PR #25407 runs deepseek2's.
 PR_23764 = datetime.date(2026, 5, 29)
+# ggml-org/llama.cpp PR #21038 "llama : rotate activations for better quantization", squash-merged as 744c0c731 on
+# 2026-04-01: from it a quantised K (V) cache with a head size % 64 == 0 rotates Q and K (V, and the attention's output)
+# by a Walsh-Hadamard matrix, an f32 graph input (llama_kv_cache::build_input_k_rot / build_input_v_rot,
+# 744c0c731 src/llama-kv-cache.cpp#L1301-L1340); before it no build has these inputs or their matmuls.
+PR_21038 = datetime.date(2026, 4, 1)
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -90,6 +95,7 @@ class Pass:
                             # PR #14959); False: the older view + ggml_cpy of contiguous slots (no inputs)
     inp_embd: bool = True   # build_inp_embd also makes the (unused) embeddings input (PR #18550)
     mask_f32: bool = False  # builds before PR #23764: an f32 KQ mask, cast to f16 for flash attention (kq_mask)
+    kv_rot: bool = True     # builds from PR #21038: a quantised cache's Hadamard rotations (attn_inputs)
 
 
 def build(s: GraphShape, p: Pass) -> Graph:
@@ -185,8 +191,8 @@ def attn_inputs(g, p: Pass, s: GraphShape, n_kv: int):
     k_idxs = g.input("i64", n_tokens) if p.set_rows else None
     v_idxs = (g.input("i64", n_tokens if p.fa else n_tokens * hd_v * s.n_head_kv)) if p.set_rows else None
     mask = kq_mask(g, p, n_kv)
-    k_rot = g.input("f32", rot_size(hd), rot_size(hd)) if p.type_k in QUANTISED and hd % 64 == 0 else None
-    v_rot = g.input("f32", 64, 64) if p.type_v in QUANTISED and hd_v % 64 == 0 else None
+    k_rot = g.input("f32", rot_size(hd), rot_size(hd)) if p.kv_rot and p.type_k in QUANTISED and hd % 64 == 0 else None
+    v_rot = g.input("f32", 64, 64) if p.kv_rot and p.type_v in QUANTISED and hd_v % 64 == 0 else None
     return k_idxs, v_idxs, mask, k_rot, v_rot
 
 
