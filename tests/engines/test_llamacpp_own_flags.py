@@ -160,7 +160,21 @@ def test_the_predicted_lines_are_what_check_log_checks_as_matching():
     text = "\n".join(["llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf " + got.command.split(".gguf ", 1)[1],
                       "print_info: file type   = Q4_K - Medium", *got.log_lines])
     checks = check_log(text, model="qwen3-30b-a3b").checks
-    assert len(checks) == 8 and all(c.matches for c in checks)
+    # 3 model, 2 KV buffer, the cache's size line, 3 compute buffers
+    assert len(checks) == 9 and all(c.matches for c in checks)
+    assert "llama_kv_cache: size = 3072.00 MiB ( 32768 cells,  48 layers,  1/1 seqs), K (f16): 1536.00 MiB, V (f16): " \
+        "1536.00 MiB" in got.log_lines
+
+
+def test_a_model_with_several_caches_gets_their_size_lines_and_a_note():
+    """Qwen3-Next: a KV cache of 12 attention layers and a recurrent state of 48: llama.cpp prints each cache's
+    buffers apart, so no per-device KV line is predicted (the table's KV is their sum), said."""
+    got = own_flags("qwen3-next-80b-a3b", ["rtx-4060-ti-16gb"] * 2, llama_args="-ngl 99 -ts 16,15 --n-cpu-moe 27",
+                    context=8192, batch=1, weight_dtype="q4_k_m")
+    assert [line.split(":")[0] for line in got.log_lines if "size =" in line and "buffer" not in line] == [
+        "llama_kv_cache", "llama_memory_recurrent"]
+    assert not any("KV buffer" in line for line in got.log_lines)
+    assert any(n.startswith("llama.cpp prints each cache's buffers apart") for n in got.notes)
 
 
 @pytest.mark.parametrize("args, kwargs, named", [

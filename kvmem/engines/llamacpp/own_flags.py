@@ -417,13 +417,33 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     notes += [f"compute buffers on {', '.join(d['device'] for d in devices if not d['compute_exact'])} are "
               "estimates (kvmem/engines/llamacpp/layouts.py)"] if not all(d["compute_exact"] for d in devices) else []
     notes += [n for n in plan.notes if n.startswith("tensors:")]
+    cache_lines = _cache_lines(model, kv_dtype, {**place_kw, **cache, "n_ctx": n_ctx, "n_seq": n_seq,
+                                                 "kv_unified": kv_unified}, notes)
     return OwnFlags(engine=engine_spec("llama.cpp").name, gpus=gpus, given=shlex.join(shlex.split(llama_args)),
                     settings=settings, context=context, batch=sequences, n_ctx=n_ctx, n_seq=n_seq,
                     kv_unified=kv_unified,
                     placed_by=placed_by, layout=lay, devices=tuple(devices), host_bytes=lay.total_bytes.get(CPU, 0),
                     host_shortfall=short, fits=fits, max_batch=max_batch, max_context=min(units * 256, cap),
                     command=_sized(model, fmt, llama_args, settings, n_ctx, n_seq, cache, auto),
-                    plan=plan, log_lines=tuple(start_up_lines(lay)), notes=tuple(notes))
+                    plan=plan, log_lines=tuple(start_up_lines(lay, cache_lines)), notes=tuple(notes))
+
+
+def _cache_lines(model, kv_dtype, kw: dict, notes: list) -> tuple:
+    """The cache's "size =" lines at these settings (kvmem.engines.engine_estimate's log_lines, as check-log checks
+    them); where the model has several caches, a note that their per-device buffers are printed each apart."""
+    from .. import engine_estimate
+    given = {k: kw[k] for k in ("n_ctx", "n_seq", "n_ubatch", "type_k", "type_v", "kv_unified", "flash_attn",
+                                "build", "swa_full", "mla", "nextn", "n_rs_seq") if kw.get(k) is not None}
+    try:
+        lines = tuple(engine_estimate(model, engine="llama.cpp", tokens=1, batch=1, kv_dtype=kv_dtype,
+                                      **given).log_lines)
+    except ValueError as exc:
+        notes.append(f"the cache's size lines are not predicted: {exc}")
+        return ()
+    if len(lines) != 1:
+        notes.append("llama.cpp prints each cache's buffers apart (" + ", ".join(line.split(":")[0] for line in lines)
+                     + "): their sum a device is the table's KV; the per-device buffer lines are not predicted")
+    return lines
 
 
 def _sized(model, fmt, llama_args: str, settings: dict, n_ctx: int, n_seq: int, cache: dict, auto: bool) -> str:
@@ -448,10 +468,11 @@ def _sized(model, fmt, llama_args: str, settings: dict, n_ctx: int, n_seq: int, 
     return shlex.join(words)
 
 
-def start_up_lines(lay) -> list[str]:
+def start_up_lines(lay, cache_lines: tuple = ()) -> list[str]:
     """The buffer lines llama.cpp prints for a layout, in its formats at 0c1e57098: "load_tensors: offloaded N/M
     layers to GPU" (src/llama-model.cpp#L1924), "%12s model buffer size = %8.2f MiB" (#L1930), the KV cache's
-    "%10s KV buffer size" (src/llama-kv-cache.cpp#L291) and sched_reserve's "%10s compute buffer size"
+    "%10s KV buffer size" (src/llama-kv-cache.cpp#L291) then its ``cache_lines`` (the estimate's "size =" lines,
+    log_lines), and sched_reserve's "%10s compute buffer size"
     (src/llama-context.cpp#L740, buffers over 1 B); MiB as placement.buffer_mib. The host's compute buffer is the
     pinned CUDA_Host one where a GPU holds layers, else the CPU backend's (layouts.layout's one host figure)."""
     from .placement import CPU, buffer_mib
@@ -463,9 +484,13 @@ def start_up_lines(lay) -> list[str]:
     for d in (host, *gpus):
         if d.model_bytes:
             out.append(f"load_tensors: {d.buffer_name:>12} model buffer size = {buffer_mib(d.model_bytes):8.2f} MiB")
-    for d in (*gpus, host):
-        if d.kv_bytes:
-            out.append(f"llama_kv_cache: {d.device:>10} KV buffer size = {buffer_mib(d.kv_bytes):8.2f} MiB")
+    # one cache (one size line): one KV buffer a device; SWA / indexer / recurrent caches print their buffers each
+    # apart, which the placement sums per device (said in own_flags' notes, not printed as one line)
+    if len(cache_lines) == 1 and cache_lines[0].startswith("llama_kv_cache"):
+        for d in (*gpus, host):
+            if d.kv_bytes:
+                out.append(f"llama_kv_cache: {d.device:>10} KV buffer size = {buffer_mib(d.kv_bytes):8.2f} MiB")
+    out += cache_lines
     for d in (*gpus, host):
         nbytes = lay.compute_bytes.get(d.device, 0)
         name = ("CUDA_Host" if p.gpus and p.offloaded_layers else CPU) if d.device == CPU else d.device
