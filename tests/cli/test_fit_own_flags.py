@@ -80,3 +80,9 @@ def test_without_llama_args_fit_is_unchanged(capsys):
     code, out, _ = run(capsys, "fit", *CARDS)
     assert code == 0 and out.startswith("qwen3-30b-a3b on rtx-3090-24gb + rtx-3060-12gb · llama.cpp: fits with the "
                                         "placement below")
+
+
+def test_plan_target_max_batch_answers_with_the_number(capsys):
+    code, out, err = run(capsys, "plan", *CARDS, "--llama-args", FLAGS, "--target", "max_batch")
+    assert code == 1 and out == ""
+    assert "--target max_batch with --llama-args: your flags hold 8 sequences of 32,768 tokens: give -np 8" in err

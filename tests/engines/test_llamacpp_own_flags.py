@@ -177,6 +177,19 @@ def test_a_model_with_several_caches_gets_their_size_lines_and_a_note():
     assert any(n.startswith("llama.cpp prints each cache's buffers apart") for n in got.notes)
 
 
+def test_check_log_and_llama_args_read_a_command_alike():
+    """The flags pasted above a log (kvmem.logcheck.command.read) and given as --llama-args read to the same values."""
+    from kvmem.engines.llamacpp.logs import READER
+    from kvmem.engines.llamacpp.own_flags import read_llama_args
+    from kvmem.logcheck.command import read as read_command
+    flags = ("-ngl 99 -ts 3,1 -ot 'blk\\.(1|2)\\.ffn_.*_exps=CPU' --n-cpu-moe 30 -c 65536 -np 2 -ctk q8_0 -ctv q8_0 "
+             "-fa on -ub 1024 -b 4096 -kvu -lm none")
+    logged = {k: v for k, (v, _) in read_command([f"llama-server -m model.gguf {flags}"], READER).items()}
+    logged.pop("model")
+    assert read_llama_args(flags) == logged
+    assert logged["override_tensor"][0] == (r"blk\.(1|2)\.ffn_.*_exps", "CPU") and logged["mmap"] is False
+
+
 @pytest.mark.parametrize("args, kwargs, named", [
     ("-ngl 99 -sm row", {}, "'-sm' is not a flag kvmem reads"),
     ("-ngl 99 -c 65536", {}, "-c 65536 contradicts --context 32,768 x 1 sequence = 32,768 cells: give --context 65536"),
