@@ -1,4 +1,5 @@
-"""Write kvmem/data/llamacpp_builds.json: llama.cpp's build numbers, their dates and the pull requests kvmem dates.
+"""Write kvmem/data/llamacpp_builds.json (llama.cpp's build numbers and their dates) and kvmem/data/llamacpp_prs.json
+(the pull requests kvmem's llama.cpp rules date: settings.PR_<N>).
 
 llama.cpp's build number is `git rev-list --count HEAD` of the commit it was built from
 (llama.cpp@0c1e57098 cmake/build-info.cmake: BUILD_NUMBER from "git rev-list --count HEAD"); its logs print it
@@ -9,11 +10,14 @@ mirror: `fetch github:ngxson/llama.cpp`, whose master follows ggml-org/llama.cpp
   git's %cs; the dates kvmem's rules use, kvmem/engines/llamacpp/settings.py, are the same squash-merge dates);
 - "hashes": the first 4 hex digits of build N's commit at characters 4(N-1) .. 4N (a log's "(33eff402)" confirms
   that its number is master's build);
-- "prs": PR number -> [first build that holds it, its date, its commit]: every PR_<N> name kvmem's llama.cpp code
-  dates (found by the "(#N)" its squash-merge subject ends with);
-- "source": the mirror and commit it was generated from.
+- "source": the mirror and commit it was generated from;
+and llamacpp_prs.json's "prs": PR number -> [first build that holds it, its date, its commit, its subject] for every
+PR of the existing table, every PR_<N> name under kvmem/engines/llamacpp/ and each --add N (found by the "(#N)" its
+squash-merge subject ends with): the one table kvmem's PR dates come from (settings.py loads it). A PR the mirror
+lacks (merged after its tip, or never on master) is kept as the table has it, [null, date, null, its source], and
+said.
 
-Usage: python tools/llamacpp_builds.py GIT_DIR [--ref master]
+Usage: python tools/llamacpp_builds.py GIT_DIR [--ref master] [--add N ...]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "kvmem" / "data" / "llamacpp_builds.json"
+PRS = ROOT / "kvmem" / "data" / "llamacpp_prs.json"
 
 
 def _git(git_dir: str, *args: str) -> str:
@@ -33,9 +38,10 @@ def _git(git_dir: str, *args: str) -> str:
                           text=True).stdout
 
 
-def _dated_prs() -> list[int]:
-    """The PR numbers kvmem's llama.cpp rules date (PR_<N> names under kvmem/engines/llamacpp/)."""
-    found = set()
+def _dated_prs(old: dict, added: list[int]) -> list[int]:
+    """The PR numbers kvmem's llama.cpp rules date: the table's, the PR_<N> names under kvmem/engines/llamacpp/ and
+    those added."""
+    found = {int(n) for n in old} | set(added)
     for path in (ROOT / "kvmem" / "engines" / "llamacpp").glob("*.py"):
         found |= {int(n) for n in re.findall(r"\bPR_(\d+)\b", path.read_text())}
     return sorted(found)
@@ -46,6 +52,7 @@ def main() -> None:
     parser.add_argument("git_dir")
     parser.add_argument("--ref", default="master")
     parser.add_argument("--source", default="github:ngxson/llama.cpp (a mirror of ggml-org/llama.cpp master)")
+    parser.add_argument("--add", type=int, nargs="*", default=[], help="PR numbers to add to the table")
     args = parser.parse_args()
     # every commit of the ref, oldest first, with its build number: rev-list --count of each, computed from the
     # first-parent chain plus the commits each merge brings in (master is squash-merged: one merge in 10,587)
@@ -70,18 +77,28 @@ def main() -> None:
     for n, commit, _, _ in builds:
         hashes[n - 1] = commit[:4]
     hashes = [h or "...." for h in hashes]                  # a merged side commit: no master build of its own
-    prs = {}
-    for pr in _dated_prs():
+    old = json.loads(PRS.read_text())["prs"] if PRS.exists() else {}
+    prs, kept = {}, []
+    for pr in _dated_prs(old, args.add):
         tag = f"(#{pr})"
-        hit = next(((n, c, d) for n, c, d, s in builds if s.rstrip().endswith(tag) or f" {tag}" in s), None)
+        hit = next(((n, c, d, s) for n, c, d, s in builds if s.rstrip().endswith(tag) or f" {tag}" in s), None)
         if hit is not None:
-            prs[str(pr)] = [hit[0], hit[2], hit[1][:9]]
-    data = {"source": f"{args.source} {args.ref} at {tip[1][:9]} (build {tip[0]}, {tip[2]}); written by "
-                      "tools/llamacpp_builds.py",
-            "last": [tip[0], tip[2], tip[1][:9]],
-            "days": days, "hashes": "".join(hashes), "prs": prs}
+            prs[str(pr)] = [hit[0], hit[2], hit[1][:9], hit[3].replace(f" {tag}", "").strip()]
+        elif str(pr) in old and old[str(pr)][0] is None:
+            prs[str(pr)] = old[str(pr)]                     # not on the mirror: its date and source as kept
+            kept.append(pr)
+        else:
+            raise SystemExit(f"PR #{pr}: no '{tag}' commit on {args.ref}; enter it as [null, date, null, source]")
+    source = (f"{args.source} {args.ref} at {tip[1][:9]} (build {tip[0]}, {tip[2]}); written by "
+              "tools/llamacpp_builds.py")
+    data = {"source": source, "last": [tip[0], tip[2], tip[1][:9]], "days": days, "hashes": "".join(hashes)}
     OUT.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-    print(f"{OUT}: {len(days)} days, builds 1..{tip[0]}, {len(prs)} PRs of {len(_dated_prs())}")
+    note = ("[first build, date (%cs of the squash merge), commit, subject]; [null, date, null, source]: not on the "
+            "mirror")
+    rows = ",\n".join(f"{json.dumps(n)}:{json.dumps(prs[n])}" for n in sorted(prs, key=int))   # a PR a line
+    PRS.write_text(f'{{"source":{json.dumps(source + ": " + note)},\n"prs":{{\n{rows}}}}}\n')
+    print(f"{OUT}: {len(days)} days, builds 1..{tip[0]}; {PRS}: {len(prs)} PRs ({len(kept)} not on the mirror: "
+          f"{kept})")
 
 
 if __name__ == "__main__":

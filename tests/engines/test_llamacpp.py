@@ -276,7 +276,9 @@ def test_llama_70b_over_two_rpc_devices_july_2025():
     # GitHub repository file, search-index file id 21146195652 (RPC cluster notes). Llama-3.x-70B: 80 layers,
     # 8 KV heads x 128: 4096 x 80 x 1024 x 2 B = 640 MiB per K and V; 16 MiB per layer.
     # Layer split, 2 devices: il / 81 < 0.5 for il <= 40 -> 41 layers (656.00 MiB) and 39 (624.00 MiB)
-    result = llama("llama-3.3-70b", tokens=4096, n_ctx=4096, flash_attn=False, build="2025-07-25", pp=2)
+    # its "1/1 seqs" is PR #15040's form (4fdea540b, 2025-08-02; "%2u/%2u" from PR #14363 before): a build of
+    # 2025-08-02 to 08-20 (llama_kv_cache_unified: until PR #15467)
+    result = llama("llama-3.3-70b", tokens=4096, n_ctx=4096, flash_attn=False, build="2025-08-05", pp=2)
     assert log_lines(result) == ["llama_kv_cache_unified: size = 1280.00 MiB (  4096 cells,  80 layers,  1/1 seqs), "
                                  "K (f16):  640.00 MiB, V (f16):  640.00 MiB"]
     assert [d["buffer_mib"]["kv"] for d in result.details.devices] == [656.0, 624.0]
@@ -384,9 +386,11 @@ def test_qwen3_32b_ollama_q8_0_and_partial_offload():
 # ---- the rules --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("build, flash_attn, cells", [
-    ("2023-06-01", False, 4100),   # before PR #4280: no padding
-    ("2024-01-15", False, 4128),   # PR #4280: pad 32
-    ("2024-04-15", False, 4352),   # PR #6438: pad 256
+    ("2023-06-01", False, 4100),   # no padding
+    ("2024-03-21", False, 4100),   # still none: PR #4280 (2023-12-03) padded the graph's view, not the cache
+    ("2024-03-22", False, 4128),   # PR #6177: pad 32
+    ("2024-04-29", False, 4128),   # ... to the day before flash attention (PR #5021)
+    ("2024-04-30", False, 4352),   # PR #5021: pad 256
     ("2024-06-01", False, 4128),   # PR #7257: 32 without flash attention ...
     ("2024-06-01", True, 4352),    # ... 256 with it
     ("2025-10-30", True, 4100),    # PR #16812: no padding for a week
@@ -547,7 +551,7 @@ def test_quantised_block_must_divide_each_head_with_flash_attention():
 def test_unknown_mla_mode_lists_the_valid_ones():
     with pytest.raises(ValueError, match="mla must be one of latent, latent\\+v, none, got 'compressed'"):
         llama("deepseek-v3", mla="compressed")
-    with pytest.raises(ValueError, match="needs a build from 2026-01-24 on"):
+    with pytest.raises(ValueError, match="needs a build from 2026-01-25 on"):
         llama("deepseek-v3", mla="latent", build="2025-06-01")
     with pytest.raises(ValueError, match="keep no V tensor"):
         llama("deepseek-v3", mla="latent+v")

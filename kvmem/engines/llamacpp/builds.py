@@ -6,8 +6,9 @@ cmake/build-info.cmake), printed as "build: 5331 (33eff402) with ..." (common/co
 (--version, common/arg.cpp #L1728 at 74b8fc17f), "version: X (build N, commit H)" (common/build-info.cpp.in #L33
 at 3f545becc) or "build_info: b8946-0f1bb602d" (tools/server/server.cpp #L113 at b97ebdc98). Build N of
 master is dated by kvmem/data/llamacpp_builds.json (tools/llamacpp_builds.py, from master's history): the day of
-its commit, moved where that day's date alone would give a rule kvmem dates by a pull request (settings.PR_<N>
-and the like) the build does not have, or drop one it has (the table holds each PR's first build). A build past
+its commit, moved only where that day holds the merge of a pull request kvmem's rules date (settings.PR_<N>, from
+kvmem/data/llamacpp_prs.json: each PR's date and first build) and the build comes before it, or where master's
+commit dates step back, so that the date gives the build the rules it has. A build past
 the table, or a commit that is not master's build N (a fork or a local branch: "(e59a5f1e)"), is said, never
 dated silently.
 """
@@ -47,14 +48,9 @@ def build_line(lines: list[str]):
 
 
 def _dated_prs() -> dict:
-    """PR number -> the date kvmem's rules give it (the PR_<N> constants of the llama.cpp modules)."""
-    from . import graphs, layouts, placement, scheduled, settings
-    dated = {}
-    for module in (settings, graphs, layouts, placement, scheduled):
-        for name, value in vars(module).items():
-            if name.startswith("PR_") and name[3:].isdigit() and isinstance(value, datetime.date):
-                dated[int(name[3:])] = value
-    return dated
+    """PR number -> (its date, its first build): kvmem/data/llamacpp_prs.json, the table settings.PR_<N> come from."""
+    return {int(n): (datetime.date.fromisoformat(date), first)
+            for n, (first, date, *_) in read_json("llamacpp_prs.json")["prs"].items() if first is not None}
 
 
 def build_date(number: int, commit: str | None = None) -> tuple[str | None, list[str]]:
@@ -89,11 +85,10 @@ def build_date(number: int, commit: str | None = None) -> tuple[str | None, list
             notes.append(f"the log's commit {commit} is not master's build {number} ({ours}...): a fork or a local "
                          f"branch; dated by its number as master's build {number} ({day})")
     # the PR dates kvmem's rules use, against the first build holding each PR
-    has, lacks = [], []
-    for pr, date in _dated_prs().items():
-        first = data["prs"].get(str(pr))
-        if first is not None:
-            (has if number >= first[0] else lacks).append((date, pr, first[0]))
+    has: list[tuple] = []
+    lacks: list[tuple] = []
+    for pr, (date, first) in _dated_prs().items():
+        (has if number >= first else lacks).append((date, pr, first))
     low = max(has, default=None)
     high = min(lacks, default=None)
     chosen = day

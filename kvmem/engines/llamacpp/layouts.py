@@ -36,7 +36,6 @@ Decode bound: one token reads every weight it uses once (routed experts: top_k o
 
 from __future__ import annotations
 
-import datetime
 import functools
 from dataclasses import dataclass, field
 
@@ -56,12 +55,10 @@ from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import settled_plan
 from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
-from .settings import CURRENT, DEFAULTS, SCHED_USED_INPUT_COPIES_TO
+from .settings import CURRENT, DEFAULTS, PR_14959, PR_18550, SCHED_USED_INPUT_COPIES_TO
 
-PR_14959 = datetime.date(2025, 8, 1)   # K/V stored by ggml_set_rows with index inputs by default (approximate date: the
-                            # PR was opened 2025-07-30 and merged in early August; no log falls in between)
-PR_18550 = datetime.date(2026, 1, 3)   # build_inp_embd's unused embeddings input (approximate: after the Dec 2025
-                                       # logs that lack it, before the vendored build that has it)
+# PR #14959 (a4569c41f, 2025-08-02): K/V stored by ggml_set_rows with index inputs by default; PR #18550 (365a3e8c3,
+# 2026-01-19): build_inp_embd's unused embeddings input (dates: kvmem/data/llamacpp_prs.json)
 SCHED_MAX_COPIES = 4        # ggml-backend.cpp GGML_SCHED_MAX_COPIES: the pipeline-parallel copies
 
 __all__ = ["Layout", "layout", "CUDA_CONTEXT_BYTES", "MAX_LAYERS"]

@@ -5,14 +5,12 @@ from __future__ import annotations
 import datetime
 
 from ..results import Estimate
-from .settings import CURRENT, PR_13194, PR_14363, PR_15467, mib
+from .settings import CURRENT, PR_11110, PR_12181, PR_12799, PR_13194, PR_13660, PR_14363, PR_15040, PR_15467, mib
 
-_D = datetime.date
-
-
-# Log format eras (approximate dates; log_lines(style=...) pins one):
+# Log format eras (each from its PR's squash merge, settings.PR_<N>; log_lines(style=...) pins one):
 #   "kv_self"          "<prefix>: KV self size  = ..., K (t): ..., V (t): ..."; prefix llama_new_context_with_model,
-#                      llama_init_from_model from ~2025-01-12, llama_context from 2025-03-13 (build 4881, PR #12181),
+#                      llama_init_from_model from 2025-01-12 (build 4463, PR #11110), llama_context from 2025-03-13
+#                      (build 4881, PR #12181),
 #                      llama_kv_cache_unified from 2025-05-02 (build 5262, PR #12799: src/llama-kv-cache.cpp#L129 at
 #                      3bf785f3e)
 #   "unified_layers"   2025-05-20 (build 5429, PR #13194): "llama_kv_cache_unified: size = ... (%6d cells, %3d layers),
@@ -20,16 +18,16 @@ _D = datetime.date
 #   "unified"          2025-05-21 (build 5441, PR #13660): "llama_kv_cache_unified: size = ... (%6u cells, %3d layers,
 #                      %2u seqs)" (src/llama-kv-cache.cpp#L131 at cdf94a180); builds: kvmem/data/llamacpp_builds.json
 #   "unified_streams"  2025-07-16 (PR #14363): "... %2u/%2u seqs"
-#   "unified_seqs"     ~2025-07-20: "... %2u/%u seqs"
+#   "unified_seqs"     2025-08-02 (build 6072, PR #15040): "... %2u/%u seqs"
 #   "current"          2025-08-21 (PR #15467): "llama_kv_cache: size = ... %2u/%u seqs"
 #                      (llama.cpp@0c1e57098 src/llama-kv-cache.cpp#L301-L303; the recurrent line
 #                      src/llama-memory-recurrent.cpp#L133-L135)
 # MiB = (float)bytes / 2^20 printed "%7.2f": float32, then round-half-even to 2 decimals (settings.printed_mib).
 LOG_STYLES = ("kv_self", "unified_layers", "unified", "unified_streams", "unified_seqs", "current")
-_STYLE_FROM = ((PR_13194, "unified_layers"), (_D(2025, 5, 21), "unified"), (PR_14363, "unified_streams"),
-               (_D(2025, 7, 20), "unified_seqs"), (PR_15467, "current"))
-_KV_SELF_PREFIX = ((_D(2025, 1, 12), "llama_init_from_model"), (_D(2025, 3, 13), "llama_context"),
-                   (_D(2025, 5, 2), "llama_kv_cache_unified"))
+_STYLE_FROM = ((PR_13194, "unified_layers"), (PR_13660, "unified"), (PR_14363, "unified_streams"),
+               (PR_15040, "unified_seqs"), (PR_15467, "current"))
+_KV_SELF_PREFIX = ((PR_11110, "llama_init_from_model"), (PR_12181, "llama_context"),
+                   (PR_12799, "llama_kv_cache_unified"))
 
 
 def _style(build: str, style: str | None) -> str:

@@ -3,7 +3,7 @@
 Rules, as llama.cpp 0c1e57098 (vendored by llama-cpp-python 0.3.36) and current master hold them:
 
 Layers (src/llama-model.cpp llama_model::load_tensors, "calculate the split points"), builds from
-PR #18148 ("llama: offload output layer to GPU first", 2025-12-17; ``build`` None or later):
+PR #18148 ("llama: offload output layer to GPU first", 2025-12-18; ``build`` None or later):
     i_gpu_start    = max(n_layer + 1 - n_gpu_layers, 0)
     act_gpu_layers = min(n_gpu_layers, n_layer + 1)          (0 with no GPU)
     layer il in 0..n_layer (il == n_layer is the output layer) is on the CPU when
@@ -86,11 +86,11 @@ from ...dtypes import GGML_TYPES as _GGML
 from ...units import pad
 from .overrides import CPU, layer_rest, override_rules
 from .placed import DeviceMemory, PlacedTensor, Placement, hashed_infos, tensor_group
+from .settings import PR_18148  # the output layer offloaded first (2025-12-18, 57c1e0564)
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
            "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
 
-PR_18148 = datetime.date(2025, 12, 17)   # the output layer offloaded first
 
 GROUPS = ("embeddings", "attention", "ffn", "experts", "shared_experts", "other", "output")
 CPU_ALIGNMENT = 32          # ggml-backend.cpp / ggml-impl.h TENSOR_ALIGNMENT

@@ -66,10 +66,10 @@ def cells_of(s: Settings) -> tuple[int, int, int, bool, list[str]]:
 
     A cell holds one token of one layer. n_ctx (-c) is padded, then split into streams: one stream for a
     unified cache (kv_unified, -kvu), else one per sequence (n_seq, -np); the log's cells are per stream,
-    the bytes cover all streams. From 2025-11-06 (PR #17046): n_ctx = pad256(n_ctx); unified: n_ctx_seq =
+    the bytes cover all streams. From 2025-11-07 (PR #17046): n_ctx = pad256(n_ctx); unified: n_ctx_seq =
     n_ctx; else n_ctx_seq = pad256(n_ctx // n_seq), n_ctx = n_ctx_seq x n_seq, with the warning "n_ctx is not
     divisible by n_seq_max - rounding down to N" even when N went up (llama.cpp@0c1e57098
-    src/llama-context.cpp#L290-L305). 2025-07-16 (PR #14363, per-sequence streams) to 2025-11-06: unified
+    src/llama-context.cpp#L290-L305). 2025-07-16 (PR #14363, per-sequence streams) to 2025-11-07: unified
     pad(n_ctx, n_pad), else pad(ceil(n_ctx / n_seq), n_pad) per stream; this window's rounding order is
     UNVERIFIED upstream (read from a downstream copy of llama_model::create_memory of that period). Before
     PR #14363: one buffer of pad(n_ctx, n_pad) cells shared by every sequence."""
@@ -116,7 +116,7 @@ def _swa_cells(s: Settings, n_ctx_seq: int, n_swa: int, unified: bool) -> int:
 # ---- layers ---------------------------------------------------------------------------------
 
 # MLA (DeepSeek-V2/V3, Kimi): "latent": one row of kv_lora_rank + rope (576) per token as K and no V tensor (builds
-# from 2026-01-24, PR #19067, print "V (f16): 0.00 MiB"); "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from
+# from 2026-01-25, PR #19067, print "V (f16): 0.00 MiB"); "latent+v": K 576 and V kv_lora_rank (512) (MLA GGUFs from
 # April 2025, PR #12801, until PR #19067); "none": per-head K = n_head x (qk_nope + qk_rope) and V = n_head x
 # v_head_dim (GGUFs converted before PR #12801, on any build). The default is the build's mode for an MLA GGUF
 # (llama.cpp@0c1e57098 src/llama-hparams.cpp#L298-L318 is_mla, n_embd_head_k/v).
@@ -144,10 +144,10 @@ def _mla_mode(model: Model, s: Settings) -> str | None:
         raise ValueError(f"mla={mode!r}: MLA GGUFs need a build from April 2025 on (PR #12801); build {build} "
                          "caches per-head K/V (mla='none')")
     if mode == "latent" and build < PR_19067:
-        raise ValueError(f"mla='latent' (no V tensor) needs a build from 2026-01-24 on (PR #19067); "
+        raise ValueError(f"mla='latent' (no V tensor) needs a build from {PR_19067} on (PR #19067); "
                          f"build {build} keeps V = kv_lora_rank (mla='latent+v')")
     if mode == "latent+v" and build >= PR_19067:
-        raise ValueError("mla='latent+v': builds from 2026-01-24 on (PR #19067) keep no V tensor for MLA GGUFs; "
+        raise ValueError(f"mla='latent+v': builds from {PR_19067} on (PR #19067) keep no V tensor for MLA GGUFs; "
                          "use mla='latent'")
     return mode
 

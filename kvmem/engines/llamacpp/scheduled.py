@@ -11,7 +11,6 @@ schedules each reduced graph once (``_gpu_graph_bytes`` is cached).
 
 from __future__ import annotations
 
-import datetime
 import gc
 from dataclasses import replace
 from functools import lru_cache
@@ -20,19 +19,18 @@ from ...units import cdiv, pad
 from .ggml_sched import OFFLOAD_MIN_BATCH, sched_sizes
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
+from .settings import PR_23861, PR_23907
 
 __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "reduced_layers", "expert_weights"]
 
-# ggml-org/llama.cpp PR #23861 "llama: limit max outputs of llama_context" (opened 2026-05-29; llama-cpp-python
-# synced its n_outputs_max field on 2026-06-02, so merged by then; the date is approximate): llama-server
+# ggml-org/llama.cpp PR #23861 "llama: limit max outputs of llama_context" (squash-merged as de6f727aa on 2026-06-01,
+# build 9460; settings.PR_23861): llama-server
 # reserves the prompt graph with n_outputs_max = min(n_batch, n_parallel x (1 + n_draft)) outputs
 # (tools/server/server-context.cpp server_output_limits, common/speculative.cpp
 # common_speculative_get_output_limits; src/llama-context.cpp n_outputs_pp = min(n_tokens, n_outputs_max))
-PR_23861 = datetime.date(2026, 6, 1)
-# ggml-org/llama.cpp PR #23907 "cuda: reserve space for quantize kv-cache at startup" (opened 2026-05-30, cited
-# as merged by issue #24166 on 2026-06-05; approximate): the flash-attention output's CUDA alloc size holds
+# ggml-org/llama.cpp PR #23907 "cuda: reserve space for quantize kv-cache at startup" (squash-merged as f8f0a47a5
+# on 2026-06-03, build 9489; settings.PR_23907): the flash-attention output's CUDA alloc size holds
 # f16 copies of a quantised K and V (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size)
-PR_23907 = datetime.date(2026, 6, 4)
 # a unit of q <= RUN_UNIT layers repeated c times, c over cap = ceil(RUN_CAP / q), is cut to
 # cap + (c - cap) % (RUN_PERIOD / q) times (reduced_layers)
 RUN_UNIT, RUN_CAP, RUN_PERIOD = 3, 4, 6

@@ -6,6 +6,7 @@ import datetime
 import struct
 from dataclasses import dataclass
 
+from ...datafiles import read_json
 from ...dtypes import dtype
 from ...layer import MLA
 from ...model import Model
@@ -38,15 +39,33 @@ LLAMA_MAX_SEQ = 256  # llama.cpp@0c1e57098 src/llama-cparams.h#L8
 _QUANT_BLOCK = 32
 
 _D = datetime.date
-PR_4280, PR_6438, PR_5021, PR_7257 = _D(2023, 12, 3), _D(2024, 4, 2), _D(2024, 4, 30), _D(2024, 5, 13)
-PR_12801, PR_13194, PR_14363 = _D(2025, 4, 15), _D(2025, 5, 20), _D(2025, 7, 16)
-FA_AUTO, PR_15467, PR_16812, PR_17046, PR_19067 = (
-    _D(2025, 8, 30), _D(2025, 8, 21), _D(2025, 10, 28), _D(2025, 11, 6), _D(2026, 1, 24))
+
+
+def _pr_dates() -> dict[int, datetime.date]:
+    """PR number -> the date of its squash merge on master, from kvmem/data/llamacpp_prs.json (tools/llamacpp_builds.py
+    reads master's history: each PR's merge commit, date and first build; every llama.cpp rule's PR date is one)."""
+    return {int(n): _D.fromisoformat(row[1]) for n, row in read_json("llamacpp_prs.json")["prs"].items()}
+
+
+PR_DATES = _pr_dates()
+# The llama.cpp pull requests kvmem's rules switch on, each dated by its squash merge on master (a build of the merge
+# day is taken to have it; builds.build_date dates a log's build number by the first build holding each):
+# - #5021 flash attention; #6177 n_ctx padded to 32, #5021 to 256, #7257 256 with flash attention only (_n_pad);
+# - #11110 / #12181 / #12799: the KV self line's prefix llama_init_from_model / llama_context / llama_kv_cache_unified,
+#   #13194 / #13660 / #14363 / #15040 / #15467 its "size = " line's forms (log_lines._STYLE_FROM);
+# - #12801 / #19067 the MLA cache modes; #14363 per-sequence streams; #14959 ggml_set_rows by default (layouts);
+# - #15434 flash attention "auto" by default (FA_AUTO); #16812 / #17046 the padding removed, then 256;
+# - #18148 the output layer offloaded first (placement); #18550 build_inp_embd's unused input (layouts);
+# - #21038 a quantised cache's Hadamard rotations, #23764 the f16 KQ mask (graphs); #23861 n_outputs_max, #23907
+#   the quantised-KV flash-attention alloc (scheduled);
+# - the DSA ones below.
+(PR_5021, PR_6177, PR_7257, PR_11110, PR_12181, PR_12799, PR_12801, PR_13194, PR_13660, PR_14363, PR_14959,
+ PR_15040, PR_15434, PR_15467, PR_16812, PR_17046, PR_18148, PR_18550, PR_19067, PR_21038, PR_23764, PR_23861,
+ PR_23907) = (PR_DATES[n] for n in (5021, 6177, 7257, 11110, 12181, 12799, 12801, 13194, 13660, 14363, 14959, 15040,
+                                     15434, 15467, 16812, 17046, 18148, 18550, 19067, 21038, 23764, 23861, 23907))
+FA_AUTO = PR_15434      # "llama: use FA + max. GPU layers by default": -fa's default "auto"
 CURRENT = datetime.date.max
-# DeepSeek sparse attention (glm-dsa, deepseek32) by build date. Each date is the pull request's squash-merge commit on
-# ggml-org/llama.cpp master (its committer date), b<N> the build number (git rev-list --count <commit>: build 10505 is
-# ee4c505a4, build 9988 is f4253ef96 of 2026-07-13), read from the history of a master mirror (ngxson/llama.cpp, to
-# 3f545becc, b10587 of 2026-08-22); a build of the merge day is taken to have it:
+# DeepSeek sparse attention (glm-dsa, deepseek32) by build date (b<N>: the first build holding the PR):
 # - PR #19460 752584d5f 2026-02-13 b8036: LLM_ARCH_GLM_DSA, deepseek2's graph over a plain MLA llama_kv_cache, the
 #   indexer tensors loaded and unused (required in every trunk layer) and the MTP block without a cache
 #   (n_layer_kv_from_start = n_layer - nextn_predict_layers);
@@ -67,10 +86,8 @@ CURRENT = datetime.date.max
 #   first n_rot values as views and concatenate them back (ggml_concat); after it they rope it whole, as at 0c1e57098.
 # Build 10505 (ee4c505a4, 2026-08-19) has them all: its published GLM-5.2 runs print llama_kv_cache_dsa with a
 # 21-layer indexer cache (docs/research/llamacpp_offload_logs.json); the vendored 0c1e57098 is b11312 of 2026-10-01.
-PR_19460, PR_23346, PR_24060, PR_24770, PR_24231, PR_25545 = (
-    _D(2026, 2, 13), _D(2026, 5, 29), _D(2026, 6, 5), _D(2026, 6, 20), _D(2026, 7, 11), _D(2026, 7, 15))
-PR_25407, PR_25980, PR_26457, PR_26474, PR_27176 = (
-    _D(2026, 7, 24), _D(2026, 7, 29), _D(2026, 8, 3), _D(2026, 8, 3), _D(2026, 8, 16))
+PR_19460, PR_23346, PR_24060, PR_24770, PR_24231, PR_25545, PR_25407, PR_25980, PR_26457, PR_26474, PR_27176 = (
+    PR_DATES[n] for n in (19460, 23346, 24060, 24770, 24231, 25545, 25407, 25980, 26457, 26474, 27176))
 # ggml_backend_sched with pipeline parallelism (n_copies > 1) makes the n_copies copies of a graph input when a node
 # reads it (pass 5, ggml/src/ggml-backend.cpp#L1330-L1350 at 76f46ad29 of 2026-07-20), so the unused inp_embd input
 # (PR #18550) is allocated once; the vendored build copies every input leaf (pass 6 "collect all input tensors",
@@ -180,9 +197,12 @@ def count_option(field: str, value, *, allow_zero: bool = False) -> int:
     return require_positive_int(field, value, MAX_COUNT)
 
 
-# n_pad: 1 before 2023-12-03 (PR #4280); 32 from then; 256 from 2024-04-02 (PR #6438); 256 with flash attention,
-# 32 without, from 2024-05-13 (PR #7257); 1 from 2025-10-28 (PR #16812, "remove KV cache size padding"); 256
-# always from 2025-11-06 (PR #17046: llama.cpp@0c1e57098 src/llama-context.cpp#L290-L296, the llama_context ctor)
+# n_pad: 1 before 2024-03-22 (PR #4280 of 2023-12-03 padded the graph's KV view kv_self.n to 32, not the cache);
+# 32 from PR #6177 (95d576b48 llama.cpp#L13047 "cparams.n_ctx = GGML_PAD(cparams.n_ctx, 32)"); 256 from PR #5021,
+# 2024-04-30 (9c67c2773 llama.cpp "GGML_PAD(cparams.n_ctx, 256)"); 256 with flash attention, 32 without, from
+# 2024-05-13 (PR #7257, 614d3b914 llama_kv_cache_get_padding); 1 from 2025-10-28 (PR #16812, "remove KV cache size
+# padding"); 256 always from 2025-11-07 (PR #17046: llama.cpp@0c1e57098 src/llama-context.cpp#L290-L296, the
+# llama_context ctor)
 def _n_pad(build: datetime.date, flash_attn: bool) -> int:
     if build >= PR_17046:
         return 256
@@ -190,9 +210,9 @@ def _n_pad(build: datetime.date, flash_attn: bool) -> int:
         return 1
     if build >= PR_7257:
         return 256 if flash_attn else 32
-    if build >= PR_6438:
+    if build >= PR_5021:
         return 256
-    return 32 if build >= PR_4280 else 1
+    return 32 if build >= PR_6177 else 1
 
 
 @dataclass(frozen=True)
@@ -232,7 +252,7 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     if (options["mla"] or mla_default) == "latent" and type_k != type_v:
         # llama_init_from_model, before every other cache-type check: hparams.is_mla() (a GGUF with the
         # MLA split cache) refuses different K and V types (llama.cpp@0c1e57098 src/llama-context.cpp#L3835-L3838).
-        # The build that added it is not pinned: kvmem applies it with mla="latent" (builds from 2026-01-24);
+        # The build that added it is not pinned: kvmem applies it with mla="latent" (builds from 2026-01-25);
         # GGUFs without the split (mla="none") take mixed types.
         raise ValueError(f"type_k={type_k}, type_v={type_v}: llama_init_from_model: model does not support "
                          f"different K ({type_k}) and V ({type_v}) cache types")
