@@ -8,10 +8,10 @@ measured against llama.cpp.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
+from .settings import PR_21038, PR_23764
 
 __all__ = ["GraphShape", "Pass", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn", "kq_mask",
            "token_inputs", "embeddings", "linear", "rot_size"]
@@ -24,12 +24,10 @@ __all__ = ["GraphShape", "Pass", "PR_21038", "PR_23764", "build", "attention", "
 # build of the merge day is taken to have it. The DSA inputs (build_attn_inp_k_dsa) came the same day after it
 # (PR #23346, 1f0aa2a69) and cast an f16 mask to f16 until PR #23864 (764f1e64a, hours later: PR #23877 proposed the
 # same and was closed); kvmem's DSA graph starts at PR #25545 (graphs_dsa), glm-dsa before PR #25407 runs deepseek2's.
-PR_23764 = datetime.date(2026, 5, 29)
 # ggml-org/llama.cpp PR #21038 "llama : rotate activations for better quantization", squash-merged as 744c0c731 on
 # 2026-04-01: from it a quantised K (V) cache with a head size % 64 == 0 rotates Q and K (V, and the attention's output)
 # by a Walsh-Hadamard matrix, an f32 graph input (llama_kv_cache::build_input_k_rot / build_input_v_rot,
 # 744c0c731 src/llama-kv-cache.cpp#L1301-L1340); before it no build has these inputs or their matmuls.
-PR_21038 = datetime.date(2026, 4, 1)
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
