@@ -17,6 +17,7 @@ from kvmem.engines.llamacpp.graphs_mmproj import (
 )
 from kvmem.engines.llamacpp.graphs_mmproj_gemma4 import gemma4v_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_header import clip_shape_from_config
+from kvmem.engines.llamacpp.graphs_mmproj_minimax import minimax_m3_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_pixtral import pixtral_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_qwen import qwen_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_siglip import lfm2_warmup_size
@@ -159,6 +160,19 @@ def random_siglip_shape(seed: int) -> ClipShape:
                      n_pos_embd=n_pos, tensors=frozenset(tensors), patch_type=rng.choice(("f16", "f32", "bf16")))
 
 
+MINIMAX = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                     "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias"})
+
+
+def random_minimax_shape(seed: int) -> ClipShape:
+    """A random MiniMax-M3 tower from ``seed`` (heads of 12 to 32: apply_rope's two NEOX ropes of 2/3 of a head)."""
+    rng = random.Random(f"minimax/{seed}")
+    n_head, patch, m, d_head = rng.choice((1, 2, 4)), rng.choice((2, 4)), rng.choice((1, 2)), rng.choice((12, 16, 32))
+    return ClipShape("minimax_m3", minimax_m3_warmup_size(patch, m), patch, n_head * d_head, 32 * rng.randint(1, 6),
+                     rng.randint(1, 3), n_head, 64 * rng.randint(1, 3), 32 * rng.randint(1, 6), m, tensors=MINIMAX,
+                     patch_type=rng.choice(("f16", "f32", "bf16")), n_mm2=32 * rng.randint(1, 6))
+
+
 def _mib(nbytes):
     return f"{nbytes / 1048576.0:.2f}"
 
@@ -273,7 +287,7 @@ def test_a_gguf_the_graph_does_not_cover_is_refused_by_name():
 
 
 def test_configs_without_a_transcribed_tower_have_no_shape():
-    assert mmproj_shape(kvmem.get_model("minimax-m3")) is None      # minimax_m3's projector: not transcribed
+    assert mmproj_shape(kvmem.get_model("kimi-k3")) is None     # kimik25's projector: not transcribed
     assert clip_shape_from_config({"model_type": "qwen2_5_vl"}, 3584) is None   # no vision_config
 
 
@@ -368,3 +382,20 @@ def test_siglip_real_towers_are_mtmds(name, fa, no_fa):
     # 16 x 16 tokens of 2 x 2 patches, its 16 x 16 position table resized to 32 x 32)
     shape = SIGLIP_REAL[name]
     assert (mmproj_compute_bytes(shape, flash_attn=True), mmproj_compute_bytes(shape, flash_attn=False)) == (fa, no_fa)
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 221_184), (1, 706_560), (2, 974_848), (3, 4_923_392),
+                                           (5, 17_817_600)])
+def test_random_minimax_m3_towers_are_mtmds(seed, printed):
+    # mtmd printed 0.21, 0.67, 0.93, 4.70 and 16.99 MiB (the oracle's seeds; flash attention for the even ones)
+    assert mmproj_compute_bytes(random_minimax_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+def test_minimax_m3_tower_is_mtmds():
+    # the preset's vision_config: a 448 px warmup (32 x 32 patches of 14 px, merged 2 x 2), 1280 wide, 32 layers of
+    # 16 heads, FFN 5120, projector 6144 into the 6144-wide text model; mtmd printed 53.00 MiB with flash attention,
+    # 91.30 without (the oracle's test_minimax_m3_...)
+    shape = mmproj_shape(kvmem.get_model("minimax-m3"))
+    assert shape == ClipShape("minimax_m3", 448, 14, 1280, 5120, 32, 16, 6144, 6144, 2, tensors=MINIMAX, n_mm2=6144)
+    assert (mmproj_compute_bytes(shape, flash_attn=True), mmproj_compute_bytes(shape, flash_attn=False)) \
+        == (55_574_528, 95_739_904)

@@ -2,9 +2,9 @@
 (llama-cpp-python 0.3.36, CPU): the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
 kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj), flash attention on and off. Gemma 3: random
 SigLIP towers and Gemma-3-27B's own (its preset's vision_config). The Qwen-VL, Pixtral, Gemma 4, Llama 4,
-InternVL, SmolVLM and LFM2-VL towers likewise, read back from the GGUF through kvmem's header reader: 44 random
-ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1, Pixtral 12B, Gemma 4 26B,
-Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B). About 100 s."""
+InternVL, SmolVLM, LFM2-VL and MiniMax-M3 towers likewise, read back from the GGUF through kvmem's header
+reader: 50 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1, Pixtral
+12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B, MiniMax-M3). About 90 s."""
 
 from tests.oracles.conftest import require
 
@@ -23,6 +23,7 @@ from tests.engines.test_llamacpp_mmproj_clip import (  # noqa: E402
     random_gemma4v_shape,
     random_internvl_shape,
     random_llama4_shape,
+    random_minimax_shape,
     random_siglip_shape,
     real_shape,
 )
@@ -113,6 +114,31 @@ def _internvl_tensors(s):
     return t
 
 
+def _minimax_tensors(s):
+    """(name, ne, type) of every tensor of a minimax_m3 ``s``'s mmproj GGUF (conversion/minimax.py
+    MiniMaxM3VisionModel: the Conv3d's two slices, the CLIP tower with biases and its pre LayerNorm, the per-patch
+    and merge MLPs, and the sentinel embeddings clip.cpp#L2528-L2540 requires)."""
+    e, f, text, m = s.n_embd, s.n_ff, s.n_embd_text, s.n_merge
+    kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
+    t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), kernel),
+         ("v.patch_embd.weight.1", (s.patch_size, s.patch_size, 3, e), kernel),
+         ("v.pre_ln.weight", (e,), "F32"), ("v.pre_ln.bias", (e,), "F32"),
+         ("mm.1.weight", (e, s.n_mm), "F16"), ("mm.1.bias", (s.n_mm,), "F32"),
+         ("mm.2.weight", (s.n_mm, text), "F16"), ("mm.2.bias", (text,), "F32"),
+         ("mm.merger.fc1.weight", (text * m * m, s.n_mm2), "F16"), ("mm.merger.fc1.bias", (s.n_mm2,), "F32"),
+         ("mm.merger.fc2.weight", (s.n_mm2, text), "F16"), ("mm.merger.fc2.bias", (text,), "F32")]
+    t += [(n, (text,), "F32") for n in ("v.image_newline", "v.token_embd.img_start", "v.token_embd.img_end",
+                                         "v.token_embd.img_pad")]
+    for il in range(s.n_layer):
+        b = f"v.blk.{il}."
+        t += [(b + f"{n}.{w}", (e,), "F32") for n in ("ln1", "ln2") for w in ("weight", "bias")]
+        t += [(b + f"attn_{x}.weight", (e, e), "F16") for x in ("q", "k", "v", "out")]
+        t += [(b + f"attn_{x}.bias", (e,), "F32") for x in ("q", "k", "v", "out")]
+        t += [(b + "ffn_up.weight", (e, f), "F16"), (b + "ffn_up.bias", (f,), "F32"),
+              (b + "ffn_down.weight", (f, e), "F16"), (b + "ffn_down.bias", (e,), "F32")]
+    return t
+
+
 def _siglip_projector(s):
     """idefics3's mm.model.fc, or lfm2's input LayerNorm and mm.1 / mm.2, over the pixel-shuffled rows."""
     m, text = s.n_embd * s.n_merge ** 2, s.n_embd_text
@@ -196,13 +222,14 @@ def _write_clip_mmproj(s, path):
             w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
     elif s.projector in ("llama4", "internvl", "idefics3", "lfm2"):
         w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
-    elif s.n_merge != (2 if s.projector.startswith("qwen") else 1):
+    elif s.n_merge != (2 if s.projector.startswith("qwen") or s.projector == "minimax_m3" else 1):
         w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
     if s.n_wa_pattern:
         w.add_uint32("clip.vision.n_wa_pattern", s.n_wa_pattern)
     kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
     write_sparse(w, {"gemma4v": lambda: _gemma4v_tensors(s, kernel), "llama4": lambda: _llama4_tensors(s),
-                     "internvl": lambda: _internvl_tensors(s)}.get(s.projector, lambda: _clip_tensors(s))())
+                     "internvl": lambda: _internvl_tensors(s), "minimax_m3": lambda: _minimax_tensors(s)}
+                 .get(s.projector, lambda: _clip_tensors(s))())
 
 
 def _write_text_model_with_vocab(n_embd, path):
@@ -249,7 +276,7 @@ def _clip_case(shape, flash_attn, tmp_path):
     _write_clip_mmproj(shape, mmproj)
     read = mmproj_shape_from_header(read_header(mmproj))
     assert read == shape
-    if shape.projector in ("idefics3", "lfm2"):
+    if shape.projector in ("idefics3", "lfm2", "minimax_m3"):
         _write_text_model_with_vocab(shape.n_embd_text, text)
     else:
         write_text_model(shape.n_embd_text * (1 + len(shape.deepstack)), text)
@@ -298,6 +325,17 @@ def test_random_siglip_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
                                               ("lfm2-vl-1.6b", True), ("lfm2-vl-1.6b", False)])
 def test_siglip_real_mmproj_compute_buffer_equals_mtmd(name, flash_attn, tmp_path):
     _clip_case(SIGLIP_REAL[name], flash_attn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_minimax_m3_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_minimax_shape(seed), seed % 2 == 0, tmp_path)
+
+
+@pytest.mark.parametrize("flash_attn", [True, False])
+def test_minimax_m3_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
+    # the minimax-m3 preset's vision_config (448 px warmup: 32 x 32 patches, 1280 wide, 32 layers, 6144 projector)
+    _clip_case(mmproj_shape(kvmem.get_model("minimax-m3")), flash_attn, tmp_path)
 
 
 @pytest.mark.parametrize("flash_attn", [True, False])

@@ -3,8 +3,8 @@ compute buffer size" line mtmd prints when it loads an mmproj GGUF. Gemma 3's Si
 others from the shape mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShape): the Qwen-VL towers
 (clip.projector_type qwen2vl_merger, qwen2.5vl_merger, qwen3vl_merger) in graphs_mmproj_qwen, pixtral in
 graphs_mmproj_pixtral, gemma4v in graphs_mmproj_gemma4, llama4 in graphs_mmproj_llama4, internvl in
-graphs_mmproj_internvl, idefics3 and lfm2 in graphs_mmproj_siglip. Any other projector type, and an mmproj with
-an audio encoder, is refused by name (its graph is not transcribed).
+graphs_mmproj_internvl, idefics3 and lfm2 in graphs_mmproj_siglip, minimax_m3 in graphs_mmproj_minimax. Any
+other projector type, and an mmproj with an audio encoder, is refused by name (its graph is not transcribed).
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098), tools/mtmd/:
 
@@ -55,6 +55,7 @@ from .ggml_sched import sched_sizes
 from .graphs_mmproj_gemma4 import build_gemma4v_mmproj, gemma4v_shape_from_config
 from .graphs_mmproj_internvl import build_internvl_mmproj
 from .graphs_mmproj_llama4 import build_llama4_mmproj
+from .graphs_mmproj_minimax import build_minimax_m3_mmproj
 from .graphs_mmproj_pixtral import build_pixtral_mmproj
 from .graphs_mmproj_qwen import QWEN_PROJECTORS, build_qwen_mmproj
 from .graphs_mmproj_siglip import build_siglip_mmproj
@@ -71,7 +72,7 @@ _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # clip.projector_type (the GGUF's string, clip-impl.h#L500-L540 PROJECTOR_TYPE_NAMES) -> the graph kvmem builds
 PROJECTORS = {"gemma3": "gemma3", "qwen2vl_merger": "qwen2vl", "qwen2.5vl_merger": "qwen25vl",
               "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral", "gemma4v": "gemma4v", "llama4": "llama4",
-              "internvl": "internvl", "idefics3": "idefics3", "lfm2": "lfm2"}
+              "internvl": "internvl", "idefics3": "idefics3", "lfm2": "lfm2", "minimax_m3": "minimax_m3"}
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,8 @@ def build_mmproj(shape: MmprojShape | ClipShape, flash_attn: bool) -> Graph:
         return build_internvl_mmproj(shape, flash_attn)
     if shape.projector in ("idefics3", "lfm2"):
         return build_siglip_mmproj(shape, flash_attn)
+    if shape.projector == "minimax_m3":
+        return build_minimax_m3_mmproj(shape, flash_attn)
     return build_pixtral_mmproj(shape, flash_attn)
 
 

@@ -12,6 +12,7 @@ norms, a MoE FFN) or without one it needs is refused, naming it."""
 
 from __future__ import annotations
 
+from .graphs_mmproj_minimax import minimax_m3_warmup_size
 from .graphs_mmproj_pixtral import pixtral_warmup_size
 from .graphs_mmproj_qwen import qwen_warmup_size
 from .graphs_mmproj_siglip import lfm2_warmup_size
@@ -55,6 +56,9 @@ _REQUIRED["idefics3"] = ("v.position_embd.weight", "v.blk.{il}.attn_q.weight", "
                          "v.blk.{il}.attn_v.weight", "mm.model.fc.weight")
 _REQUIRED["lfm2"] = ("v.position_embd.weight", "v.blk.{il}.attn_q.weight", "v.blk.{il}.attn_k.weight",
                      "v.blk.{il}.attn_v.weight", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias")
+_REQUIRED["minimax_m3"] = ("v.patch_embd.weight.1", "v.blk.{il}.attn_q.weight", "v.blk.{il}.attn_k.weight",
+                           "v.blk.{il}.attn_v.weight", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias",
+                           "mm.merger.fc1.weight", "mm.merger.fc1.bias", "mm.merger.fc2.weight", "mm.merger.fc2.bias")
 _REQUIRED["llama4"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
                        "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.1.weight",
                        "mm.model.mlp.2.weight", "mm.model.fc.weight")
@@ -108,12 +112,12 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
         if key(extra, expected) != expected:
             raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
     n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl", "idefics3", "lfm2") \
-        else key("spatial_merge_size", 2 if family == "qwen" else 1)
+        else key("spatial_merge_size", 2 if family in ("qwen", "minimax_m3") else 1)
     present = _present(kind, family, tensors, n_layer)
-    if kind in ("llama4", "internvl"):
-        return _tiled_shape(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
-    if kind in ("idefics3", "lfm2"):
-        return _siglip_shape(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
+    reader = {"llama4": _tiled_shape, "internvl": _tiled_shape, "idefics3": _siglip_shape, "lfm2": _siglip_shape,
+              "minimax_m3": _minimax_shape}.get(kind)
+    if reader is not None:
+        return reader(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
     patch_type = tensors["v.patch_embd.weight"].dtype.upper()
     if patch_type not in _FLOAT_TYPES or tensors.get("v.patch_embd.weight.1", tensors["v.patch_embd.weight"]).dtype \
             .upper() != patch_type:
@@ -196,6 +200,25 @@ def _siglip_shape(kind: str, meta, tensors, present, dims) -> ClipShape:
                      n_pos_embd=pos.shape[1], tensors=present, patch_type=_FLOAT_TYPES[patch_type])
 
 
+def _minimax_shape(_kind, _meta, tensors, present, dims) -> ClipShape:
+    """The minimax_m3 ClipShape (graphs_mmproj_minimax): mm.1 / mm.2 per patch, then mm.merger.fc1 / fc2."""
+    e, n_head, n_layer, patch, n_merge = dims
+    patch_type = tensors["v.patch_embd.weight"].dtype.upper()
+    if patch_type not in _FLOAT_TYPES or tensors["v.patch_embd.weight.1"].dtype.upper() != patch_type:
+        raise _refuse("minimax_m3", f"v.patch_embd.weight {patch_type} (F32, F16 or BF16 kernels, both alike)")
+    if "ffn_gate" in present:
+        raise _refuse("minimax_m3", "a gated FFN (v.blk.0.ffn_gate.weight)")
+    text = tensors["mm.2.weight"].shape[1]
+    if tensors["mm.merger.fc2.weight"].shape[1] != text:
+        raise _refuse("minimax_m3", "mm.merger.fc2 rows other than mm.2's")
+    up = tensors["v.blk.0.ffn_up.weight"].shape
+    return ClipShape(projector="minimax_m3", image_size=minimax_m3_warmup_size(patch, n_merge), patch_size=patch,
+                     n_embd=e, n_ff=up[1] if up[0] == e else up[0], n_layer=n_layer, n_head=n_head, n_embd_text=text,
+                     n_mm=tensors["mm.1.weight"].shape[1], n_merge=n_merge,
+                     tensors=present - {"mm.1.bias", "mm.2.bias"},      # required here: the graph always adds them
+                     patch_type=_FLOAT_TYPES[patch_type], n_mm2=tensors["mm.merger.fc1.weight"].shape[1])
+
+
 # the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,
 # conversion/qwen3vl.py Qwen3VLVisionModel, conversion/llava.py LlavaVisionModel; the HF modules they map)
 _CONVERTED = {
@@ -207,6 +230,9 @@ _CONVERTED = {
                           "post_ln.bias", "mm.0.bias", "mm.2.bias", "patch_bias"}),
     "pixtral": frozenset({"pre_ln", "ffn_gate"}),
 }
+# MiniMax-M3's CLIP tower: LayerNorms, attention and MLP with biases, the pre LayerNorm (no post one)
+_MINIMAX = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+                      "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias"})
 _QWEN_CONFIGS = {"qwen2_vl": "qwen2vl", "qwen2_5_vl": "qwen25vl", "qwen3_vl": "qwen3vl", "qwen3_vl_moe": "qwen3vl",
                  "qwen3_5": "qwen3vl", "qwen3_5_moe": "qwen3vl"}
 
@@ -242,6 +268,14 @@ def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
                          n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
                          n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
                          n_embd_text=n_embd_text, n_mm=n_embd_text, n_merge=merge, tensors=tensors)
+    if model_type == "minimax_m3_vl":       # conversion/minimax.py MiniMaxM3VisionModel; MiniMaxM3VLMultiModalProjector
+        merge = (vision.get("img_token_compression_config") or {}).get("spatial_merge_size", 2)
+        patch = vision["patch_size"]
+        return ClipShape(projector="minimax_m3", image_size=minimax_m3_warmup_size(patch, merge), patch_size=patch,
+                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
+                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
+                         n_embd_text=n_embd_text, n_mm=cfg.get("projector_hidden_size", 6144), n_merge=merge,
+                         tensors=_MINIMAX, n_mm2=cfg.get("projector_hidden_size", 6144))
     if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
         return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
                          n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
@@ -249,6 +283,14 @@ def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
                          n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
                          n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=_LLAMA4,
                          n_mm2=vision["projector_output_dim"])
+    if model_type == "minimax_m3_vl":       # conversion/minimax.py MiniMaxM3VisionModel; MiniMaxM3VLMultiModalProjector
+        merge = (vision.get("img_token_compression_config") or {}).get("spatial_merge_size", 2)
+        patch = vision["patch_size"]
+        return ClipShape(projector="minimax_m3", image_size=minimax_m3_warmup_size(patch, merge), patch_size=patch,
+                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
+                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
+                         n_embd_text=n_embd_text, n_mm=cfg.get("projector_hidden_size", 6144), n_merge=merge,
+                         tensors=_MINIMAX, n_mm2=cfg.get("projector_hidden_size", 6144))
     if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
         return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
                          n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
