@@ -97,6 +97,7 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
+from .graphs_delta import DELTA, delta_shape, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
@@ -133,6 +134,8 @@ def graph_shape(model, build=CURRENT) -> GraphShape | None:
         return glm4moe_shape(model)
     if model.model_type in GEMMA4:      # gemma4 (Gemma 4 26B-A4B / 31B): kvmem.engines.llamacpp.graphs_gemma4
         return gemma4_shape(model)
+    if model.model_type in DELTA:       # qwen3next / qwen35 / qwen35moe (Gated DeltaNet hybrids): graphs_delta
+        return delta_shape(model)
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
         return mla_oss_shape(model)
     if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer) by build: graphs_dsa
@@ -187,6 +190,7 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     pp_tokens = pad(n_ubatch, n_seq)          # llama_context::graph_reserve
+    shape = with_seqs(shape, n_seq)           # graphs_delta's recurrent part: n_seq sequences, whatever the streams
     pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))

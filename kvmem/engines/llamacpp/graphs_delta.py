@@ -35,22 +35,23 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
                 no selection bias, expert_weights_scale unset: no SCALE) then the shared expert's build_ffn,
                 x sigmoid(ffn_gate_inp_shexp . x), added; qwen35 (dense): build_ffn.
 
-Covered: one sequence, or several with one KV stream each (kv_unified off), n_rs_seq 0 (llama-context.cpp#L105-L110:
-the default). Not wired into kvmem.engines.llamacpp.compute.graph_shape yet: kvmem.engines.llamacpp.scheduled
-cuts runs of equal layers by placement, cache kind and FFN, not by linear vs full attention, and the graph's
-recurrent part needs the sequences where Pass holds the streams (see hybrid_graph_bytes).
+Covered: one sequence or several (a KV stream each, or unified), n_rs_seq 0 (llama-context.cpp#L105-L110: the
+default). Wired into kvmem.engines.llamacpp.compute.graph_shape and the scheduled GPU path: the recurrent part is
+built over the reserve's sequences (ubatch.n_seqs = n_seq_max in sched_reserve, whatever the KV streams), which
+compute.graph_bytes and scheduled put in the shape (``with_seqs``: Pass holds the KV streams); scheduled.reduced_layers
+cuts runs of equal layers with linear vs full attention in a layer's signature.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph, Tensor
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, token_inputs
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm
 
-__all__ = ["DELTA", "DeltaShape", "build_delta", "delta_shape"]
+__all__ = ["DELTA", "DeltaShape", "build_delta", "delta_shape", "hybrid_graph_bytes", "with_seqs"]
 
 # kvmem model_type -> the llama.cpp architecture whose graph this module transcribes (arch_tensors.ARCHS)
 DELTA = {"qwen3_next": "qwen3next", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
@@ -68,6 +69,14 @@ class DeltaShape(GraphShape):
     n_k_heads: int = 0          # ssm.group_count
     n_v_heads: int = 0          # ssm.time_step_rank
     d_inner: int = 0            # ssm.inner_size: n_v_heads x the value head width
+    n_seqs: int = 0             # the reserve's sequences (n_seq_max) where set by with_seqs; 0: Pass.n_stream
+
+
+def with_seqs(shape: GraphShape, n_seq: int) -> GraphShape:
+    """``shape`` with the reserve's sequences for the recurrent part (a DeltaShape; any other shape as it is)."""
+    if isinstance(shape, DeltaShape) and shape.n_seqs != n_seq:
+        return replace(shape, n_seqs=n_seq)
+    return shape
 
 
 def _cpy(a: Tensor, dst: Tensor) -> Tensor:
@@ -195,8 +204,8 @@ def _ffn(g: Graph, s: DeltaShape, cur):
 
 def build_delta(s: DeltaShape, p: Pass, n_seqs: int | None = None) -> Graph:
     """The graph of one reserve ``p`` (module docstring); ``n_seqs``: the ubatch's sequences (llama.cpp's n_seq_max;
-    p.n_stream by default, which is it without kv_unified)."""
-    n_seqs = n_seqs or p.n_stream
+    by default s.n_seqs, else p.n_stream, which is it without kv_unified)."""
+    n_seqs = n_seqs or s.n_seqs or p.n_stream
     g = Graph()
     e = s.n_embd
     tokens, embd, pos = token_inputs(g, s, p)

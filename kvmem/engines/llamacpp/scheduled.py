@@ -12,6 +12,7 @@ schedules each reduced graph once (``_gpu_graph_bytes`` is cached).
 from __future__ import annotations
 
 import gc
+import math
 from dataclasses import replace
 from functools import lru_cache
 
@@ -19,6 +20,7 @@ from ...units import cdiv, pad
 from .ggml_sched import OFFLOAD_MIN_BATCH, sched_sizes
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
+from .graphs_delta import with_seqs
 from .settings import PR_23861, PR_23907
 
 __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "reduced_layers", "expert_weights"]
@@ -32,8 +34,11 @@ __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "red
 # on 2026-06-03, build 9489; settings.PR_23907): the flash-attention output's CUDA alloc size holds
 # f16 copies of a quantised K and V (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size)
 # a unit of q <= RUN_UNIT layers repeated c times, c over cap = ceil(RUN_CAP / q), is cut to
-# cap + (c - cap) % (RUN_PERIOD / q) times (reduced_layers)
+# cap + (c - cap) % (lcm(q, RUN_PERIOD) / q) times (reduced_layers)
 RUN_UNIT, RUN_CAP, RUN_PERIOD = 3, 4, 6
+# where the layers' kinds repeat: units up to RUN_UNIT_PATTERN layers (linear/full x Q4_K_M's every third ffn_down:
+# 12), at least RUN_CAP_PATTERN units kept (reduced_layers)
+RUN_UNIT_PATTERN, RUN_CAP_PATTERN = 12, 3
 EXPERT_NAMES = {True: ("ffn_down_exps",), False: ("ffn_up_exps", "ffn_gate_exps")}
 
 
@@ -50,7 +55,11 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     weights gpu_graph_bytes can place (rope_freqs is not in the graph: ROPE's frequencies are read where
     ROPE runs)."""
     n = min(shape.n_layer, shape.n_dense_lead + 1)     # a dense layer and a MoE one (deepseek2's leading dense)
-    few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n])
+    recurrent = getattr(shape, "recurrent", ())
+    if recurrent:       # graphs_delta: through the first full-attention layer (its weights are not the linear ones')
+        n = max(n, recurrent.index(False) + 1 if False in recurrent else n)
+    few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n],
+                  **({"recurrent": recurrent[:n]} if recurrent else {}))
     graph = build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16"))
     weights = [t for t in graph.leafs if t.external and not t.kv]
     return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
@@ -59,12 +68,17 @@ def graph_weight_names(shape: GraphShape) -> tuple:
 def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> tuple:
     """The same graph with repeated layers cut: ``(shape, layer_gpu, weights)`` renumbered. Equal
     layers: the same device, the same placed weights (names, devices and bytes), the same cache (sliding or
-    not) and FFN (deepseek2's leading dense layers); a unit of up to RUN_UNIT layers repeated (Q4_K_M's
-    ffn_down types repeat every third layer, llama-quant.cpp use_more_bits) is cut to
-    ceil(RUN_CAP / q) + (c - that) % (RUN_PERIOD / q) units; the last layer (its rows picked by out_ids)
+    not), FFN (deepseek2's leading dense layers) and attention (graphs_delta: linear or full); a unit of up to
+    RUN_UNIT layers repeated (Q4_K_M's ffn_down types repeat every third layer, llama-quant.cpp use_more_bits)
+    is cut to ceil(RUN_CAP / q) + (c - that) % (lcm(q, RUN_PERIOD) / q) units; where the layers' kinds form a
+    pattern (sliding / full, linear / full) units of up to RUN_UNIT_PATTERN layers, at least RUN_CAP_PATTERN
+    of them kept (fewer differed from the whole graph: 1 unit of 4 or 6 layers on 38 of 700 random hybrid / gemma2
+    / gemma3 / gemma4 layouts, 2 units on 4 of 32 of those, gemma2's 2 units of 2 on 1 of 300); the last layer
+    (its rows picked by out_ids)
     stays. Every layer allocates and frees the same tensors in the same order, so ggml-alloc's blocks
     repeat after a few equal layers with a period of 1 or 3 layers (what was seen), and the buffers do
-    not change: test_reduced_layers_keep_every_buffer checks it against the whole graph."""
+    not change: test_reduced_layers_keep_every_buffer and tests/engines/test_llamacpp_reduced_patterns.py
+    check it against the whole graph."""
     n = shape.n_layer
     if shape.indexer_full:
         # glm-dsa / deepseek32: each layer's zero rows for the top-k mask are a leaf of the compute buffer
@@ -79,18 +93,22 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     per_layer = {}
     for (il, name), where in weights:
         per_layer.setdefault(il, []).append((name, where))
+    recurrent = getattr(shape, "recurrent", ())         # graphs_delta: a linear-attention layer, else full
     sig = [(layer_gpu[il], tuple(sorted(per_layer.get(il, ()))), shape.swa[il] if shape.swa else None,
-            il < shape.n_dense_lead) for il in range(n)]
+            il < shape.n_dense_lead, recurrent[il] if recurrent else None) for il in range(n)]
+    unit = RUN_UNIT_PATTERN if any(shape.swa) or any(recurrent) else RUN_UNIT
     keep, il, last = [], 0, n - 1            # the last layer is kept on its own
     while il < last:
         best_q, best_c = 1, 1                 # the unit of q layers repeated c times from il that covers most
-        for q in range(1, RUN_UNIT + 1):
+        for q in range(1, unit + 1):
             c = 1
             while il + (c + 1) * q <= last and sig[il + c * q:il + (c + 1) * q] == sig[il:il + q]:
                 c += 1
             if c > 1 and c * q > best_c * best_q:
                 best_q, best_c = q, c
-        cap, period = cdiv(RUN_CAP, best_q), RUN_PERIOD // best_q
+        cap, period = cdiv(RUN_CAP, best_q), math.lcm(best_q, RUN_PERIOD) // best_q
+        if unit > RUN_UNIT:
+            cap = max(cap, RUN_CAP_PATTERN)
         kept = best_c if best_c <= cap else cap + (best_c - cap) % period
         keep += range(il, il + kept * best_q)
         il += best_c * best_q
@@ -100,7 +118,8 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     new = {il: i for i, il in enumerate(keep)}
     new[n] = len(keep)                        # the output layer
     shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else (),
-                    n_dense_lead=sum(1 for il in keep if il < shape.n_dense_lead))
+                    n_dense_lead=sum(1 for il in keep if il < shape.n_dense_lead),
+                    **({"recurrent": tuple(recurrent[il] for il in keep)} if recurrent else {}))
     return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
             tuple(((new[il], name), where) for (il, name), where in weights if il in new))
 
@@ -172,6 +191,7 @@ def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v,
     """The larger of the prompt graph's and the one-token graph's buffers, per device."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
+    shape = with_seqs(shape, n_seq)           # graphs_delta's recurrent part: n_seq sequences, whatever the streams
     sizes = []
     passes: tuple[tuple[int, int], ...] = ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq))
     if one_token_graph_dominated(n_ubatch, n_seq, flash_attn):
