@@ -98,6 +98,8 @@ def test_hybrid_delta_net_compute_buffers_equal_llamacpp(seed, tmp_path):
                               kv_unified=ctx["kv_unified"])
     assert buffer_mib(ours) == printed["CPU compute"]
     assert f"{ours / 1048576.0:.4f}" == printed["CPU compute 4dp"]
+    wired = _kvmem_compute(model, ctx)      # the same bytes through compute.graph_shape (the wired path)
+    assert wired.exact and wired.bytes == ours
 
 
 @pytest.mark.parametrize("preset", ["qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b"])
