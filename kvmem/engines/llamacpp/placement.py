@@ -215,14 +215,13 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
             continue
         if names_rests is not None:     # unique names of one layer: none is a duplicate
             key = (a, dev[layer], rules.layer_targets(layer, *names_rests))
-            if key not in made:
-                run = tuple(PlacedTensor(t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer,
-                                         to or dev[layer]) for (t, offset, group, _), to in zip(rows[a:b], key[2],
-                                                                                                  strict=True))
-                made[key] = (run, _sums(run))
-            placed += made[key][0]
-            parts.append(made[key][1])
-            pieces.append(made[key][0])
+            hit = made.get(key)
+            if hit is None:     # each tensor made once per device it is placed on (_on), whatever its run's others do
+                run = tuple(_on(made, rows, i, to or dev[layer]) for i, to in zip(range(a, b), key[2], strict=True))
+                hit = made[key] = (run, _sums(run))
+            placed += hit[0]
+            parts.append(hit[1])
+            pieces.append(hit[0])
             continue
         first = len(placed)
         for i in range(a, b):
@@ -237,6 +236,16 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
         parts.append(_sums(placed[first:]))
         pieces.append(tuple(placed[first:]))
     return tuple(placed), tuple(dev), _device_sums(parts, gpus), tuple(piece for piece in pieces if piece)
+
+
+def _on(made: dict, rows: list, i: int, device: str) -> PlacedTensor:
+    """Row ``i``'s tensor (of a run of one layer: _static) placed on ``device``, made once and kept in ``made``."""
+    key = ("on", i, device)
+    hit = made.get(key)
+    if hit is None:
+        t, offset, group, layer = rows[i]
+        hit = made[key] = PlacedTensor(t.name, t.dtype, tuple(t.shape), t.nbytes, offset, group, layer, device)
+    return hit
 
 
 def _sums(placed) -> dict:
