@@ -50,6 +50,7 @@ from .compute import (
     llamacpp_compute_bytes,
 )
 from .ggml_graph import TYPES
+from .graphs import PR_21038, PR_23764
 from .graphs_mla_oss import per_head_mla_shape
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
@@ -84,6 +85,8 @@ class Layout:
     # the multimodal projector (mtmd), counted in total_bytes: "device" (its weights'), "weights_bytes",
     # "compute_bytes" (buffer -> bytes; None: not computed, and not counted); empty without one
     mmproj: dict = field(default_factory=dict)
+    # of compute_bytes[CPU], a GGML_BLAS build's BLAS backend buffer ("CPU compute buffer", beside the pinned host one)
+    blas_compute_bytes: int = 0
 
     def fits(self, budgets: dict) -> bool:
         return all(self.total_bytes[d] <= b for d, b in budgets.items())
@@ -133,13 +136,16 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
            n_cpu_moe: int = 0, override_tensor=(), n_ctx: int, n_ubatch: int = 512, type_k="f16", type_v="f16",
            flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
            mmproj_offload: bool = True, build=None, kv_unified: bool = False, mmproj_compute=None,
-           swa_full: bool = False, n_batch: int = 2048, mla=None, nextn: bool = False, n_rs_seq=None) -> Layout:
+           swa_full: bool = False, n_batch: int = 2048, mla=None, nextn: bool = False, n_rs_seq=None,
+           blas: bool = False) -> Layout:
     """Memory per device for one set of llama.cpp flags (see the module doc); ``kv_unified``: -kvu (one
     stream for the n_seq sequences, as llama-server's -np auto sets it). ``mmproj_bytes``: the projector's
     weight buffer, on the first GPU (the clip backend) or the host (``mmproj_offload`` False);
     ``mmproj_compute``: its compute buffers, (device, bytes) pairs (graphs_mmproj.clip_compute_buffers), None: not
     computed (then recorded as such in Layout.mmproj, never counted as 0). ``swa_full``, ``n_batch``, ``mla``,
-    ``nextn``, ``n_rs_seq``: the cache's settings (settings.DEFAULTS), as kvmem.estimate takes them."""
+    ``nextn``, ``n_rs_seq``: the cache's settings (settings.DEFAULTS), as kvmem.estimate takes them. ``blas``: a
+    GGML_BLAS build beside GPUs (ggml_sched.sched_sizes: host weights' matmuls on its BLAS backend, not offloaded),
+    its buffer counted in the host's compute and told apart in Layout.blas_compute_bytes."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
                "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified, "swa_full": swa_full,
                "n_batch": n_batch, "mla": mla, "nextn": nextn, "n_rs_seq": n_rs_seq}
@@ -153,7 +159,11 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload)
+    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas)
+    blas_bytes = 0
+    if gpu_exact and blas:          # the BLAS buffer last: host memory too, counted with the pinned host buffer
+        *gpu_exact, blas_bytes = gpu_exact
+        gpu_exact[-1] += blas_bytes
     compute, total, exact = {}, {}, {}
     moe = model.facts.moe
     share = (moe.top_k, moe.experts) if moe else (1, 1)
@@ -177,7 +187,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 compute[d.device] = graph_bytes(
                     _graph_shape(model, plan), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
                     flash_attn=s.flash_attn, type_k=ggml_type_name(s.type_k), type_v=ggml_type_name(s.type_v),
-                    n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified)
+                    n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified, mask_f32=s.build < PR_23764,
+                    kv_rot=s.build >= PR_21038)
                 exact[d.device] = s.build == CURRENT
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
@@ -206,7 +217,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                   "compute_bytes": None if mmproj_compute is None else dict(mmproj_compute)}
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
-                  total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj)
+                  total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj,
+                  blas_compute_bytes=blas_bytes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -246,7 +258,7 @@ def _cuda_runs_indexer(shape, type_k: str) -> bool:
         "f32", "bf16", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
 
 
-def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list | None:
+def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: bool = False) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
     (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
     families, sliding-window caches without their cells, deepseek2 over another cache than the latent one,
@@ -300,7 +312,8 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host) -> list |
                            set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18550,
                            full_offload=full, fa_f16=s.build >= PR_23907,
                            # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
-                           copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO)
+                           copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO, mask_f32=s.build < PR_23764,
+                           kv_rot=s.build >= PR_21038, blas=blas)
 
 
 def _weights(tensors, n_layer: int, layer_device, output_device, index) -> tuple:

@@ -410,6 +410,11 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     n_gpu_layers = offloaded[1] if offloaded else info.get("n_gpu_layers", MAX_LAYERS if gpus else 0)
     hosts = {b[3] for b in buffers if b[3] in HOSTS}
     split = _split(info.get("tensor_split")) or ([found["free"][g] for g in gpus] if len(gpus) > 1 else None)
+    # "CPU compute buffer" beside a GPU's pinned host one ("CUDA_Host"): an ACCEL backend of the plain CPU buffer type,
+    # a GGML_BLAS build (llama_context puts ACCEL backends before the CPU, whose buffer is the pinned one with a GPU:
+    # llama.cpp@1d36b3670 src/llama-context.cpp#L131-L207; ggml-blas.cpp#L374-L378): ggml_sched.sched_sizes' blas
+    computes = {b[3] for b in buffers if b[2] == "compute"}
+    blas = bool(gpus) and "CPU" in computes and any(d in HOSTS and d != "CPU" for d in computes)
     try:
         tensors = synthesised_tensors(model, fmt) if fmt is not None else ()
         lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
@@ -419,7 +424,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                                                                            "CPU_Mapped" in hosts),
                      # -nkvo: every KV buffer on the host though a GPU holds layers (-ngl 0: the host's layers hold it)
                      kv_offload=not (host_kv and not gpu_kv and gpus and n_gpu_layers),
-                     n_seq=settings.get("n_seq", 1), build=settings.get("build"), **(placed or {}))
+                     n_seq=settings.get("n_seq", 1), build=settings.get("build"), blas=blas, **(placed or {}))
     except ValueError as exc:
         notes.append(f"buffers are not checked: {exc}")
         return
@@ -443,7 +448,10 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         if kind in kinds:
             logged.setdefault((kind, "CPU" if device in HOSTS else device), []).append((n, text, mib, device))
     host_compute = logged.get(("compute", "CPU"), [])
-    if len({row[3] for row in host_compute}) > 1 and gpus:
+    blas_rows = [row for row in host_compute if row[3] == "CPU"] if blas and lay.compute_exact.get(CPU) else []
+    if blas_rows:       # the BLAS buffer checked on its own (Layout.blas_compute_bytes), the pinned one below
+        logged[("compute", "CPU")] = [row for row in host_compute if row[3] != "CPU"]
+    elif len({row[3] for row in host_compute}) > 1 and gpus:
         # "CPU compute buffer" beside "CUDA_Host compute buffer": the CPU backend's own buffer (the ops it runs: of
         # host layers, of weights -ot left on the host) and the GPU backend's pinned host buffer (graph inputs and
         # their copies). kvmem's layout has one host figure (kvmem.engines.llamacpp.layouts.layout): the pinned
@@ -464,7 +472,8 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         except KeyError:
             notes.append(f"line {rows[0][0]}: {device} holds nothing in kvmem's placement for these settings")
             continue
-        ours = {"model": held.model_bytes, "KV": held.kv_bytes, "compute": lay.compute_bytes.get(device, 0)}[kind]
+        ours = {"model": held.model_bytes, "KV": held.kv_bytes, "compute": lay.compute_bytes.get(device, 0)
+                - (lay.blas_compute_bytes if device == CPU else 0)}[kind]
         total = sum(row[2] for row in rows)
         ok = abs(total - buffer_mib(ours)) <= 0.005 * len(rows) + 1e-9    # each line rounded to 0.01 MiB
         n, text, _, printed_as = rows[0]
@@ -481,6 +490,11 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
             "compute": "another -ub, -c, flash attention or build than the log states"}[kind]
         checks.append(LineCheck(n, text, f"{printed_as} {kind} buffer", shown, f"{buffer_mib(ours):.2f} MiB", ok,
                                 cause))
+    for n, text, mib, _ in blas_rows:
+        ours = buffer_mib(lay.blas_compute_bytes)
+        ok = abs(mib - ours) <= 0.005 + 1e-9
+        checks.append(LineCheck(n, text, "CPU (BLAS) compute buffer", f"{mib:.2f} MiB", f"{ours:.2f} MiB", ok,
+                                "" if ok else "another -ub, -c, flash attention or build than the log states"))
 
 
 def claims(found: dict) -> bool:
