@@ -173,6 +173,29 @@ def random_minimax_shape(seed: int) -> ClipShape:
                      patch_type=rng.choice(("f16", "f32", "bf16")), n_mm2=32 * rng.randint(1, 6))
 
 
+# GLM-4.1V's tower as its HF config describes it (1536 wide, 24 layers of 12 heads, 14-pixel patches, a 24 x 24
+# position table, the post-conv and post RMS norms, a gated FFN, no biases; the merger 4096 wide, its MLP 13696)
+# under a 4096-wide text model: a shape to size, not a published file
+GLM41V_SIZED = ClipShape("glm4v", qwen_warmup_size(14, 2), 14, 1536, 4096, 24, 12, 4096, 4096, 2, n_pos_embd=576,
+                         tensors=frozenset({"norm_embd", "post_ln", "ffn_gate"}), n_mm2=13696, n_mm0=4096)
+
+
+def random_glm4v_shape(seed: int) -> ClipShape:
+    """A random GLM-4.xV tower and projector from ``seed`` (heads a multiple of 8: M-RoPE quarters of half a head)."""
+    rng = random.Random(f"glm4v/{seed}")
+    n_head, patch = rng.choice((1, 2, 4)), rng.choice((2, 4))
+    optional = ["norm_embd", "norm_embd.bias", "post_ln", "post_ln.bias", "attn_qkv.bias", "attn_out.bias",
+                "ln1.bias", "ln2.bias", "mm.up.bias", "mm.gate.bias", "mm.down.bias", "mm.post_norm.bias"]
+    tensors = {"ffn_gate"} | set(rng.sample(optional, rng.randint(0, 6)))
+    tensors -= {"norm_embd.bias"} if "norm_embd" not in tensors else set()
+    tensors -= {"post_ln.bias"} if "post_ln" not in tensors else set()
+    return ClipShape("glm4v", qwen_warmup_size(patch, 2), patch, n_head * 8 * rng.randint(1, 4), 32 * rng.randint(1, 6),
+                     rng.randint(1, 3), n_head, 64 * rng.randint(1, 3), 32 * rng.randint(1, 4), 2,
+                     n_pos_embd=rng.choice((0, 16 * 16, 92 * 92)), tensors=frozenset(tensors),
+                     patch_type=rng.choice(("f16", "f32", "bf16")), n_mm2=32 * rng.randint(1, 4),
+                     n_mm0=32 * rng.randint(1, 4), merger_type=rng.choice(("f16", "f32", "bf16")))
+
+
 def _mib(nbytes):
     return f"{nbytes / 1048576.0:.2f}"
 
@@ -399,3 +422,19 @@ def test_minimax_m3_tower_is_mtmds():
     assert shape == ClipShape("minimax_m3", 448, 14, 1280, 5120, 32, 16, 6144, 6144, 2, tensors=MINIMAX, n_mm2=6144)
     assert (mmproj_compute_bytes(shape, flash_attn=True), mmproj_compute_bytes(shape, flash_attn=False)) \
         == (55_574_528, 95_739_904)
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 28_709_888), (1, 1_154_354_176), (3, 290_484_480), (4, 15_709_184),
+                                           (5, 1_177_105_408)])
+def test_random_glm4v_towers_are_mtmds(seed, printed):
+    # mtmd printed 27.38, 1100.88, 277.03, 14.98 and 1122.58 MiB (the oracle's seeds; flash attention for the even
+    # ones; seeds 3 and 5 resize a 16 x 16 position table, seed 4's is the warmup's own 92 x 92)
+    assert mmproj_compute_bytes(random_glm4v_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+def test_glm41v_sized_tower_is_mtmds():
+    # a 1288 px warmup (92 x 92 patches of 14 px): mtmd printed 515.05 MiB with flash attention, 3645.66 without
+    # (the oracle's test_glm41v_sized_...); the 12 heads of 128 are CUDA's: both computed on a GPU
+    assert (mmproj_compute_bytes(GLM41V_SIZED, flash_attn=True), mmproj_compute_bytes(GLM41V_SIZED, flash_attn=False)) \
+        == (540_070_912, 3_822_748_672)
+    assert _mib(clip_compute_buffers(GLM41V_SIZED, gpu="CUDA0")["CUDA0"]) == "515.05"

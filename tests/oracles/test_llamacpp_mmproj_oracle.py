@@ -2,9 +2,10 @@
 (llama-cpp-python 0.3.36, CPU): the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
 kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj), flash attention on and off. Gemma 3: random
 SigLIP towers and Gemma-3-27B's own (its preset's vision_config). The Qwen-VL, Pixtral, Gemma 4, Llama 4,
-InternVL, SmolVLM, LFM2-VL and MiniMax-M3 towers likewise, read back from the GGUF through kvmem's header
-reader: 50 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1, Pixtral
-12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B, MiniMax-M3). About 90 s."""
+InternVL, SmolVLM, LFM2-VL, MiniMax-M3 and GLM-4.xV towers likewise, read back from the GGUF through kvmem's
+header reader: 56 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1,
+Pixtral 12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B, MiniMax-M3, a GLM-4.1V-sized
+tower). About 100 s."""
 
 from tests.oracles.conftest import require
 
@@ -16,11 +17,13 @@ import kvmem  # noqa: E402
 from kvmem.engines.llamacpp.graphs_mmproj import MmprojShape, mmproj_compute_bytes, mmproj_shape  # noqa: E402
 from kvmem.oracles.llamacpp_mmproj import printed_mmproj_mib, random_mmproj_shape  # noqa: E402
 from tests.engines.test_llamacpp_mmproj_clip import (  # noqa: E402
+    GLM41V_SIZED,
     INTERNVL3_8B,
     REAL,
     SIGLIP_REAL,
     random_clip_shape,
     random_gemma4v_shape,
+    random_glm4v_shape,
     random_internvl_shape,
     random_llama4_shape,
     random_minimax_shape,
@@ -139,6 +142,33 @@ def _minimax_tensors(s):
     return t
 
 
+def _glm4v_tensors(s):
+    """(name, ne, type) of every tensor of a glm4v ``s``'s mmproj GGUF (conversion/qwen3vl.py Glm4VVisionModel: the
+    Conv3d's two slices and bias, the fused QKV, the merger conv and its MLP; optional tensors by ``s.tensors``)."""
+    e, f, m, text = s.n_embd, s.n_ff, s.n_merge, s.n_embd_text
+    kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}
+    t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), kernel[s.patch_type]),
+         ("v.patch_embd.weight.1", (s.patch_size, s.patch_size, 3, e), kernel[s.patch_type]),
+         ("v.patch_embd.bias", (e,), "F32"), ("mm.patch_merger.weight", (m, m, e, s.n_mm0), kernel[s.merger_type]),
+         ("mm.patch_merger.bias", (s.n_mm0,), "F32"), ("mm.model.fc.weight", (s.n_mm0, s.n_mm), "F16"),
+         ("mm.post_norm.weight", (s.n_mm,), "F32"), ("mm.up.weight", (s.n_mm, s.n_mm2), "F16"),
+         ("mm.gate.weight", (s.n_mm, s.n_mm2), "F16"), ("mm.down.weight", (s.n_mm2, text), "F16")]
+    sizes = {"norm_embd.bias": e, "mm.post_norm.bias": s.n_mm, "mm.up.bias": s.n_mm2, "mm.gate.bias": s.n_mm2,
+             "mm.down.bias": text, "post_ln.bias": e}
+    t += [(("v." if r.startswith(("norm", "post")) else "") + r, (n,), "F32") for r, n in sizes.items() if s.has(r)]
+    t += [(f"v.{r}.weight", (e,), "F32") for r in ("norm_embd", "post_ln") if s.has(r)]
+    t += [("v.position_embd.weight", (e, s.n_pos_embd), "F32")] if s.n_pos_embd else []
+    for il in range(s.n_layer):
+        b = f"v.blk.{il}."
+        t += [(b + "ln1.weight", (e,), "F32"), (b + "ln2.weight", (e,), "F32"), (b + "attn_qkv.weight", (e, 3 * e), "F16"),
+              (b + "attn_out.weight", (e, e), "F16"), (b + "ffn_up.weight", (e, f), "F16"),
+              (b + "ffn_gate.weight", (e, f), "F16"), (b + "ffn_down.weight", (f, e), "F16")]
+        widths = {"ln1.bias": e, "ln2.bias": e, "attn_qkv.bias": 3 * e, "attn_out.bias": e, "ffn_up.bias": f,
+                  "ffn_gate.bias": f, "ffn_down.bias": e}
+        t += [(b + r, (n,), "F32") for r, n in widths.items() if s.has(r)]
+    return t
+
+
 def _siglip_projector(s):
     """idefics3's mm.model.fc, or lfm2's input LayerNorm and mm.1 / mm.2, over the pixel-shuffled rows."""
     m, text = s.n_embd * s.n_merge ** 2, s.n_embd_text
@@ -222,13 +252,14 @@ def _write_clip_mmproj(s, path):
             w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
     elif s.projector in ("llama4", "internvl", "idefics3", "lfm2"):
         w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
-    elif s.n_merge != (2 if s.projector.startswith("qwen") or s.projector == "minimax_m3" else 1):
+    elif s.n_merge != (2 if s.projector.startswith("qwen") or s.projector in ("minimax_m3", "glm4v") else 1):
         w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
     if s.n_wa_pattern:
         w.add_uint32("clip.vision.n_wa_pattern", s.n_wa_pattern)
     kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
     write_sparse(w, {"gemma4v": lambda: _gemma4v_tensors(s, kernel), "llama4": lambda: _llama4_tensors(s),
-                     "internvl": lambda: _internvl_tensors(s), "minimax_m3": lambda: _minimax_tensors(s)}
+                     "internvl": lambda: _internvl_tensors(s), "minimax_m3": lambda: _minimax_tensors(s),
+                     "glm4v": lambda: _glm4v_tensors(s)}
                  .get(s.projector, lambda: _clip_tensors(s))())
 
 
@@ -276,7 +307,7 @@ def _clip_case(shape, flash_attn, tmp_path):
     _write_clip_mmproj(shape, mmproj)
     read = mmproj_shape_from_header(read_header(mmproj))
     assert read == shape
-    if shape.projector in ("idefics3", "lfm2", "minimax_m3"):
+    if shape.projector in ("idefics3", "lfm2", "minimax_m3", "glm4v"):
         _write_text_model_with_vocab(shape.n_embd_text, text)
     else:
         write_text_model(shape.n_embd_text * (1 + len(shape.deepstack)), text)
@@ -336,6 +367,16 @@ def test_random_minimax_m3_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
 def test_minimax_m3_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
     # the minimax-m3 preset's vision_config (448 px warmup: 32 x 32 patches, 1280 wide, 32 layers, 6144 projector)
     _clip_case(mmproj_shape(kvmem.get_model("minimax-m3")), flash_attn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_glm4v_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_glm4v_shape(seed), seed % 2 == 0, tmp_path)
+
+
+@pytest.mark.parametrize("flash_attn", [True, False])
+def test_glm41v_sized_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
+    _clip_case(GLM41V_SIZED, flash_attn, tmp_path)
 
 
 @pytest.mark.parametrize("flash_attn", [True, False])

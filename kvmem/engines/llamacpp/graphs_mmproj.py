@@ -3,8 +3,9 @@ compute buffer size" line mtmd prints when it loads an mmproj GGUF. Gemma 3's Si
 others from the shape mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShape): the Qwen-VL towers
 (clip.projector_type qwen2vl_merger, qwen2.5vl_merger, qwen3vl_merger) in graphs_mmproj_qwen, pixtral in
 graphs_mmproj_pixtral, gemma4v in graphs_mmproj_gemma4, llama4 in graphs_mmproj_llama4, internvl in
-graphs_mmproj_internvl, idefics3 and lfm2 in graphs_mmproj_siglip, minimax_m3 in graphs_mmproj_minimax. Any
-other projector type, and an mmproj with an audio encoder, is refused by name (its graph is not transcribed).
+graphs_mmproj_internvl, idefics3 and lfm2 in graphs_mmproj_siglip, minimax_m3 in graphs_mmproj_minimax, glm4v
+in graphs_mmproj_glm4v. Any other projector type, and an mmproj with an audio encoder, is refused by name (its
+graph is not transcribed).
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098), tools/mtmd/:
 
@@ -53,6 +54,7 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import Graph
 from .ggml_sched import sched_sizes
 from .graphs_mmproj_gemma4 import build_gemma4v_mmproj, gemma4v_shape_from_config
+from .graphs_mmproj_glm4v import build_glm4v_mmproj
 from .graphs_mmproj_internvl import build_internvl_mmproj
 from .graphs_mmproj_llama4 import build_llama4_mmproj
 from .graphs_mmproj_minimax import build_minimax_m3_mmproj
@@ -72,7 +74,8 @@ _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # clip.projector_type (the GGUF's string, clip-impl.h#L500-L540 PROJECTOR_TYPE_NAMES) -> the graph kvmem builds
 PROJECTORS = {"gemma3": "gemma3", "qwen2vl_merger": "qwen2vl", "qwen2.5vl_merger": "qwen25vl",
               "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral", "gemma4v": "gemma4v", "llama4": "llama4",
-              "internvl": "internvl", "idefics3": "idefics3", "lfm2": "lfm2", "minimax_m3": "minimax_m3"}
+              "internvl": "internvl", "idefics3": "idefics3", "lfm2": "lfm2", "minimax_m3": "minimax_m3",
+              "glm4v": "glm4v"}
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,8 @@ def build_mmproj(shape: MmprojShape | ClipShape, flash_attn: bool) -> Graph:
         return build_siglip_mmproj(shape, flash_attn)
     if shape.projector == "minimax_m3":
         return build_minimax_m3_mmproj(shape, flash_attn)
+    if shape.projector == "glm4v":
+        return build_glm4v_mmproj(shape, flash_attn)
     return build_pixtral_mmproj(shape, flash_attn)
 
 

@@ -23,8 +23,10 @@ __all__ = ["clip_shape_from_header"]
 _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # the per-layer tensors (v.blk.N.<role>.weight, or <role> as a full suffix) whose presence adds nodes
 _LAYER_ROLES = ("ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias",
-                "ffn_gate", "ffn_gate.bias", "ffn_down.bias", "ls1", "ls2")
+                "ffn_gate", "ffn_gate.bias", "ffn_down.bias", "ls1", "ls2", "attn_qkv.bias")
 _TOP_ROLES = {"input_norm": "mm.input_norm.weight", "input_norm.bias": "mm.input_norm.bias",
+              "norm_embd": "v.norm_embd.weight", "norm_embd.bias": "v.norm_embd.bias", "mm.up.bias": "mm.up.bias",
+              "mm.gate.bias": "mm.gate.bias", "mm.down.bias": "mm.down.bias", "mm.post_norm.bias": "mm.post_norm.bias",
               "pre_ln": "v.pre_ln.weight", "pre_ln.bias": "v.pre_ln.bias", "post_ln": "v.post_ln.weight",
               "post_ln.bias": "v.post_ln.bias", "patch_bias": "v.patch_embd.bias", "mm.0.bias": "mm.0.bias",
               "mm.1.bias": "mm.1.bias", "mm.2.bias": "mm.2.bias", "patch_merger": "mm.patch_merger.weight"}
@@ -59,6 +61,9 @@ _REQUIRED["lfm2"] = ("v.position_embd.weight", "v.blk.{il}.attn_q.weight", "v.bl
 _REQUIRED["minimax_m3"] = ("v.patch_embd.weight.1", "v.blk.{il}.attn_q.weight", "v.blk.{il}.attn_k.weight",
                            "v.blk.{il}.attn_v.weight", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias",
                            "mm.merger.fc1.weight", "mm.merger.fc1.bias", "mm.merger.fc2.weight", "mm.merger.fc2.bias")
+_REQUIRED["glm4v"] = ("v.patch_embd.weight.1", "v.patch_embd.bias", "v.blk.{il}.attn_qkv.weight",
+                      "mm.patch_merger.weight", "mm.patch_merger.bias", "mm.model.fc.weight", "mm.up.weight",
+                      "mm.gate.weight", "mm.down.weight", "mm.post_norm.weight")
 _REQUIRED["llama4"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
                        "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.1.weight",
                        "mm.model.mlp.2.weight", "mm.model.fc.weight")
@@ -112,10 +117,10 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
         if key(extra, expected) != expected:
             raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
     n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl", "idefics3", "lfm2") \
-        else key("spatial_merge_size", 2 if family in ("qwen", "minimax_m3") else 1)
+        else key("spatial_merge_size", 2 if family in ("qwen", "minimax_m3", "glm4v") else 1)
     present = _present(kind, family, tensors, n_layer)
     reader = {"llama4": _tiled_shape, "internvl": _tiled_shape, "idefics3": _siglip_shape, "lfm2": _siglip_shape,
-              "minimax_m3": _minimax_shape}.get(kind)
+              "minimax_m3": _minimax_shape, "glm4v": _glm4v_shape}.get(kind)
     if reader is not None:
         return reader(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
     patch_type = tensors["v.patch_embd.weight"].dtype.upper()
@@ -217,6 +222,27 @@ def _minimax_shape(_kind, _meta, tensors, present, dims) -> ClipShape:
                      n_mm=tensors["mm.1.weight"].shape[1], n_merge=n_merge,
                      tensors=present - {"mm.1.bias", "mm.2.bias"},      # required here: the graph always adds them
                      patch_type=_FLOAT_TYPES[patch_type], n_mm2=tensors["mm.merger.fc1.weight"].shape[1])
+
+
+def _glm4v_shape(kind, _meta, tensors, present, dims) -> ClipShape:
+    """The glm4v ClipShape (graphs_mmproj_glm4v): widths from the merger's conv and mm.model.fc / up / down."""
+    e, n_head, n_layer, patch, n_merge = dims
+    patch_type, merger = tensors["v.patch_embd.weight"].dtype.upper(), tensors["mm.patch_merger.weight"]
+    if patch_type not in _FLOAT_TYPES or tensors["v.patch_embd.weight.1"].dtype.upper() != patch_type:
+        raise _refuse(kind, f"v.patch_embd.weight {patch_type} (F32, F16 or BF16 kernels, both alike)")
+    if merger.dtype.upper() not in _FLOAT_TYPES:
+        raise _refuse(kind, f"mm.patch_merger.weight {merger.dtype} (F32, F16 or BF16)")
+    pos = tensors.get("v.position_embd.weight")
+    if pos is not None and pos.dtype.upper() != "F32":
+        raise _refuse(kind, f"v.position_embd.weight {pos.dtype} (ggml_interpolate takes F32 only)")
+    up = tensors["v.blk.0.ffn_up.weight"].shape
+    return ClipShape(projector=kind, image_size=qwen_warmup_size(patch, n_merge), patch_size=patch, n_embd=e,
+                     n_ff=up[1] if up[0] == e else up[0], n_layer=n_layer, n_head=n_head,
+                     n_embd_text=tensors["mm.down.weight"].shape[1], n_mm=tensors["mm.model.fc.weight"].shape[1],
+                     n_merge=n_merge, n_pos_embd=pos.shape[1] if pos is not None else 0,
+                     tensors=present - {"patch_bias", "patch_merger"},      # required here: always nodes
+                     patch_type=_FLOAT_TYPES[patch_type], n_mm2=tensors["mm.up.weight"].shape[1],
+                     n_mm0=merger.shape[3], merger_type=_FLOAT_TYPES[merger.dtype.upper()])
 
 
 # the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,

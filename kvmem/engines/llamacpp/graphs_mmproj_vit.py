@@ -29,7 +29,7 @@ class ClipShape:
     "patch_merger", "patch_bias", ...): clip.cpp builds a node for each one present (build_norm's bias, the
     FFN's gate, ...)."""
 
-    projector: str          # clip.projector_type: qwen2vl, qwen25vl, qwen3vl, pixtral, gemma4v, llama4, internvl
+    projector: str          # the graph: qwen2vl, qwen25vl, qwen3vl, pixtral, gemma4v, llama4, internvl, glm4v, ...
     image_size: int         # the warmup image's side in pixels (clip_hparams::warmup_image_size)
     patch_size: int
     n_embd: int
@@ -44,7 +44,9 @@ class ClipShape:
     deepstack: tuple = ()   # the layers with a v.deepstack.N merger (qwen3vl)
     tensors: frozenset = frozenset()
     patch_type: str = "f16"     # v.patch_embd.weight's type (ggml_conv_2d: im2col in F16, F32 for BF16)
-    n_mm2: int = 0          # llama4: mm.model.mlp.2's rows (the adapter's second layer)
+    n_mm2: int = 0          # llama4: mm.model.mlp.2's rows; minimax_m3: mm.merger.fc1's; glm4v: mm.up's
+    n_mm0: int = 0          # glm4v: mm.patch_merger's output channels
+    merger_type: str = "f16"    # glm4v: mm.patch_merger.weight's type (its ggml_conv_2d's im2col as patch_type's)
 
     def has(self, role: str) -> bool:
         return role in self.tensors
