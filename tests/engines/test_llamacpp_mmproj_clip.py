@@ -438,3 +438,22 @@ def test_glm41v_sized_tower_is_mtmds():
     assert (mmproj_compute_bytes(GLM41V_SIZED, flash_attn=True), mmproj_compute_bytes(GLM41V_SIZED, flash_attn=False)) \
         == (540_070_912, 3_822_748_672)
     assert _mib(clip_compute_buffers(GLM41V_SIZED, gpu="CUDA0")["CUDA0"]) == "515.05"
+
+
+def test_a_qwen3vl_gguf_gives_its_shape():
+    # Qwen3-VL's required tensors (the QKV bias, patch bias, position table) are not roles; its optional ones are
+    e, f = 64, 96
+    meta = {"clip.projector_type": "qwen3vl_merger", "clip.vision.patch_size": 16, "clip.vision.embedding_length": e,
+            "clip.vision.attention.head_count": 4, "clip.vision.block_count": 1}
+    names = [("v.patch_embd.weight", "F16", (16, 16, 3, e)), ("v.patch_embd.weight.1", "F16", (16, 16, 3, e)),
+             ("v.patch_embd.bias", "F32", (e,)), ("v.position_embd.weight", "F32", (e, 2304)),
+             ("v.post_ln.weight", "F32", (e,)), ("v.post_ln.bias", "F32", (e,)), ("mm.0.weight", "F16", (4 * e, 4 * e)),
+             ("mm.0.bias", "F32", (4 * e,)), ("mm.2.weight", "F16", (4 * e, 128)), ("mm.2.bias", "F32", (128,)),
+             ("v.blk.0.attn_qkv.weight", "F16", (e, 3 * e)), ("v.blk.0.attn_qkv.bias", "F32", (3 * e,)),
+             ("v.blk.0.attn_out.weight", "F16", (e, e)), ("v.blk.0.attn_out.bias", "F32", (e,)),
+             ("v.blk.0.ffn_up.weight", "F16", (e, f)), ("v.blk.0.ffn_up.bias", "F32", (f,)),
+             ("v.blk.0.ffn_down.weight", "F16", (f, e)), ("v.blk.0.ffn_down.bias", "F32", (e,))]
+    names += [(f"v.blk.0.{n}.{w}", "F32", (e,)) for n in ("ln1", "ln2") for w in ("weight", "bias")]
+    header = GGUFHeader(meta, tuple(Tensor(n, t, s, 0) for n, t, s in names), 0, "mmproj.gguf")
+    assert mmproj_shape_from_header(header) == ClipShape("qwen3vl", 1472, 16, e, f, 1, 4, 128, 4 * e, 2,
+                                                         n_pos_embd=2304, tensors=QWEN3)

@@ -119,6 +119,8 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl", "idefics3", "lfm2") \
         else key("spatial_merge_size", 2 if family in ("qwen", "minimax_m3", "glm4v") else 1)
     present = _present(kind, family, tensors, n_layer)
+    if kind == "qwen3vl":       # its QKV bias is required (qwen3vl.cpp#L82 adds it unconditionally): not a role
+        present -= {"attn_qkv.bias"}
     reader = {"llama4": _tiled_shape, "internvl": _tiled_shape, "idefics3": _siglip_shape, "lfm2": _siglip_shape,
               "minimax_m3": _minimax_shape, "glm4v": _glm4v_shape}.get(kind)
     if reader is not None:
