@@ -3,6 +3,7 @@ gemma4's 5 sliding + 1 full, gemma2 / gpt-oss alternating): the reduced graph's 
 whole graph's (scheduled._gpu_graph_bytes), on seeded random layouts; the hybrid graphs wired into the GPU path
 (compute.graph_shape, graph_weight_names, the recurrent part over n_seq sequences)."""
 
+import datetime
 import random
 from dataclasses import replace
 
@@ -15,6 +16,7 @@ from kvmem.engines.llamacpp.graph_build import build_graph
 from kvmem.engines.llamacpp.graphs import GraphShape, Pass
 from kvmem.engines.llamacpp.graphs_delta import DeltaShape
 from kvmem.engines.llamacpp.layouts import layout
+from kvmem.engines.llamacpp.placement import buffer_mib
 from kvmem.engines.llamacpp.tensors import tensors_for
 from kvmem.oracles.llamacpp_graphs import random_graph_case
 from kvmem.oracles.llamacpp_graphs_more import random_delta_case, random_gemma4_case
@@ -173,3 +175,15 @@ def test_preset_layouts_are_scheduled_as_the_whole_graph(preset, flags, monkeypa
     args = [k.pop(name) for name in ("layer_gpu", "n_gpus", "n_kv", "n_ubatch", "flash_attn", "type_k", "type_v",
                                      "n_outputs", "n_seq", "kv_unified", "swa_cells", "n_copies", "set_rows")]
     assert scheduled._gpu_graph_bytes(shape, *args, weights, k.pop("inp_embd"), **k) == reduced
+
+
+def test_held_out_qwen35_27b_on_a_3090():
+    # held-out log 07 (llama-server b8946, 2026-04-27): Qwen3.5-27B, RTX 3090, -ngl 99 (65/65), -c 200192, q8_0 K/V,
+    # -fa on: "CUDA0 compute buffer size = 654.78 MiB", "CUDA_Host compute buffer size = 411.29 MiB" (the estimate
+    # before the hybrid graphs were wired: 495.00 / 10.00)
+    model = kvmem.get_model("qwen3.5-27b")
+    tensors, _ = tensors_for(model, "q4_k_m")
+    lay = layout(model, tensors, gpus=("rtx-3090-24gb",), n_ctx=200192, type_k="q8_0", type_v="q8_0",
+                 flash_attn=True, build=datetime.date(2026, 4, 27))
+    assert {k: buffer_mib(v) for k, v in lay.compute_bytes.items()} == {"rtx-3090-24gb": 654.78, "CPU": 411.29}
+    assert lay.compute_exact == {"rtx-3090-24gb": True, "CPU": True}
