@@ -109,7 +109,7 @@ def test_reduced_layers_keep_every_buffer_of_mla_and_gpt_oss():
 
 
 def test_mla_graph_only_over_the_latent_cache():
-    # builds before PR #19067 (2026-01-24) keep a V tensor beside the latent (mla='latent+v'): another graph,
+    # builds before PR #19067 (2026-01-25) keep a V tensor beside the latent (mla='latent+v'): another graph,
     # so the host buffer is the estimate, not marked exact; the current build's is the graph's
     from kvmem.engines.llamacpp.layouts import layout
     from kvmem.engines.llamacpp.tensors import tensors_for

@@ -7,7 +7,7 @@ from kvmem.engines.llamacpp.tensors import synthesised_tensors
 
 
 def test_layout_takes_the_builds_layer_split():
-    """-ngl 32 on Llama-3.1-8B (32 layers): builds from PR #18148 (2025-12-17) offload the output layer
+    """-ngl 32 on Llama-3.1-8B (32 layers): builds from PR #18148 (2025-12-18) offload the output layer
     first, so layer 0 stays on the host ("offloaded 32/33 layers"); earlier builds offload the 32
     repeating layers and keep the output on the host (also 32/33)."""
     model = get_model("llama-3.1-8b")
