@@ -15,8 +15,9 @@ from kvmem.engines.llamacpp.graphs_mmproj import (
     mmproj_shape,
     mmproj_shape_from_header,
 )
+from kvmem.engines.llamacpp.graphs_mmproj_config import clip_shape_from_config
 from kvmem.engines.llamacpp.graphs_mmproj_gemma4 import gemma4v_warmup_size
-from kvmem.engines.llamacpp.graphs_mmproj_header import clip_shape_from_config
+from kvmem.engines.llamacpp.graphs_mmproj_kimi import kimik25_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_minimax import minimax_m3_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_pixtral import pixtral_warmup_size
 from kvmem.engines.llamacpp.graphs_mmproj_qwen import qwen_warmup_size
@@ -194,6 +195,28 @@ def random_glm4v_shape(seed: int) -> ClipShape:
                      n_pos_embd=rng.choice((0, 16 * 16, 92 * 92)), tensors=frozenset(tensors),
                      patch_type=rng.choice(("f16", "f32", "bf16")), n_mm2=32 * rng.randint(1, 4),
                      n_mm0=32 * rng.randint(1, 4), merger_type=rng.choice(("f16", "f32", "bf16")))
+
+
+KIMI = frozenset({"ln1.bias", "ln2.bias", "attn_qkv.bias", "attn_out.bias", "ffn_up.bias", "ffn_down.bias",
+                  "patch_bias", "post_ln", "post_ln.bias"})
+# Kimi-K2.5's MoonViT as its config describes it (1152 wide, 27 layers of 16 heads, FFN 4304, 14-pixel patches, a
+# 64 x 64 position table, 2 x 2 merge into 4608 -> 7168) with conversion/kimivl.py's default patch limit (16,384
+# patches: a 1792 px warmup): a shape to size, not a published file
+KIMIK25_SIZED = ClipShape("kimik25", kimik25_warmup_size(14, 2, 16384 * 14 * 14), 14, 1152, 4304, 27, 16, 7168,
+                          4608, 2, n_pos_embd=64, tensors=KIMI)
+
+
+def random_kimik25_shape(seed: int) -> ClipShape:
+    """A random MoonViT tower and merger from ``seed`` (heads a multiple of 8: two ropes of half a head)."""
+    rng = random.Random(f"kimik25/{seed}")
+    n_head, patch, sf = rng.choice((1, 2, 4)), rng.choice((2, 4)), rng.choice((2, 3))
+    px = sf * rng.randint(2, 8)
+    dropped = set(rng.sample(["patch_bias", "post_ln"], rng.randint(0, 2)))
+    tensors = KIMI - dropped - ({"post_ln.bias"} if "post_ln" in dropped else set())
+    return ClipShape("kimik25", kimik25_warmup_size(patch, sf, (px * patch) ** 2), patch,
+                     n_head * 8 * rng.randint(1, 4), 32 * rng.randint(1, 6), rng.randint(1, 3), n_head,
+                     64 * rng.randint(1, 3), 32 * rng.randint(1, 4), sf, n_pos_embd=rng.choice((px, 8)),
+                     tensors=frozenset(tensors), patch_type=rng.choice(("f16", "f32", "bf16")))
 
 
 def _mib(nbytes):
@@ -457,3 +480,18 @@ def test_a_qwen3vl_gguf_gives_its_shape():
     header = GGUFHeader(meta, tuple(Tensor(n, t, s, 0) for n, t, s in names), 0, "mmproj.gguf")
     assert mmproj_shape_from_header(header) == ClipShape("qwen3vl", 1472, 16, e, f, 1, 4, 128, 4 * e, 2,
                                                          n_pos_embd=2304, tensors=QWEN3)
+
+
+@pytest.mark.parametrize("seed, printed", [(0, 406_976), (1, 772_096), (3, 567_680), (7, 855_936), (8, 255_616),
+                                           (9, 1_982_816)])
+def test_random_kimik25_towers_are_mtmds(seed, printed):
+    # mtmd printed 0.39, 0.74, 0.54, 0.82, 0.24 and 1.89 MiB (the oracle's seeds; flash attention for the even ones;
+    # seeds 7-9 use the position table as it is, the others resize it)
+    assert mmproj_compute_bytes(random_kimik25_shape(seed), flash_attn=seed % 2 == 0) == printed
+
+
+def test_kimik25_sized_tower_is_mtmds():
+    # a 1792 px warmup (128 x 128 patches, the table resized from 64 x 64): mtmd printed 468.88 MiB with flash
+    # attention (the oracle's test_kimik25_sized_...); the heads of 72 are CUDA's
+    assert mmproj_compute_bytes(KIMIK25_SIZED, flash_attn=True) == 491_651_072
+    assert _mib(clip_compute_buffers(KIMIK25_SIZED, gpu="CUDA0")["CUDA0"]) == "468.88"

@@ -78,10 +78,10 @@ def _header(projector="gemma3", patch="F16", drop=()):
 
 def test_an_mmproj_gguf_gives_its_shape_or_a_reason():
     assert mmproj_shape_from_header(_header()) == GEMMA3
-    with pytest.raises(ValueError, match="projector_type 'kimik25': kvmem transcribes the clip graphs of gemma3, "
+    with pytest.raises(ValueError, match="projector_type 'phi4': kvmem transcribes the clip graphs of gemma3, "
                                          "qwen2vl_merger, qwen2.5vl_merger, qwen3vl_merger, pixtral, gemma4v, "
-                                         "llama4, internvl, idefics3, lfm2, minimax_m3, glm4v only"):
-        mmproj_shape_from_header(_header("kimik25"))
+                                         "llama4, internvl, idefics3, lfm2, minimax_m3, glm4v, kimik25 only"):
+        mmproj_shape_from_header(_header("phi4"))
     # a qwen3vl_merger file is read as Qwen3-VL's, and this one lacks its layers' output projection
     with pytest.raises(ValueError, match=r"mmproj \(qwen3vl\) has no tensor v.blk.0.attn_out.weight: clip.cpp"):
         mmproj_shape_from_header(_header("qwen3vl_merger"))

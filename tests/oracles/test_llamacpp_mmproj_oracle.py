@@ -2,10 +2,10 @@
 (llama-cpp-python 0.3.36, CPU): the "reserve_compute_meta: CPU compute buffer size" line mtmd prints must equal
 kvmem's bytes printed the same way (kvmem.oracles.llamacpp_mmproj), flash attention on and off. Gemma 3: random
 SigLIP towers and Gemma-3-27B's own (its preset's vision_config). The Qwen-VL, Pixtral, Gemma 4, Llama 4,
-InternVL, SmolVLM, LFM2-VL, MiniMax-M3 and GLM-4.xV towers likewise, read back from the GGUF through kvmem's
-header reader: 56 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1,
-Pixtral 12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B, MiniMax-M3, a GLM-4.1V-sized
-tower). About 100 s."""
+InternVL, SmolVLM, LFM2-VL, MiniMax-M3, GLM-4.xV and Kimi-K2.5 towers likewise, read back from the GGUF through
+kvmem's header reader: 66 random ones and real models' (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral Small 3.1,
+Pixtral 12B, Gemma 4 26B, Llama 4 Scout, InternVL3 8B, SmolVLM2 2.2B, LFM2-VL 1.6B, MiniMax-M3, GLM-4.1V- and
+Kimi-K2.5-sized towers). About 2 minutes."""
 
 from tests.oracles.conftest import require
 
@@ -19,12 +19,14 @@ from kvmem.oracles.llamacpp_mmproj import printed_mmproj_mib, random_mmproj_shap
 from tests.engines.test_llamacpp_mmproj_clip import (  # noqa: E402
     GLM41V_SIZED,
     INTERNVL3_8B,
+    KIMIK25_SIZED,
     REAL,
     SIGLIP_REAL,
     random_clip_shape,
     random_gemma4v_shape,
     random_glm4v_shape,
     random_internvl_shape,
+    random_kimik25_shape,
     random_llama4_shape,
     random_minimax_shape,
     random_siglip_shape,
@@ -169,6 +171,27 @@ def _glm4v_tensors(s):
     return t
 
 
+def _kimik25_tensors(s):
+    """(name, ne, type) of every tensor of a kimik25 ``s``'s mmproj GGUF (conversion/kimivl.py KimiK25Model: the
+    fused QKV, the square [e, w, h] position table, the merger's LayerNorm and MLP; optional ones by s.tensors)."""
+    e, f, m, text = s.n_embd, s.n_ff, s.n_embd * s.n_merge ** 2, s.n_embd_text
+    t = [("v.patch_embd.weight", (s.patch_size, s.patch_size, 3, e), {"f16": "F16", "f32": "F32",
+                                                                       "bf16": "BF16"}[s.patch_type]),
+         ("v.position_embd.weight", (e, s.n_pos_embd, s.n_pos_embd), "F32"), ("mm.input_norm.weight", (e,), "F32"),
+         ("mm.input_norm.bias", (e,), "F32"), ("mm.1.weight", (m, s.n_mm), "F16"), ("mm.1.bias", (s.n_mm,), "F32"),
+         ("mm.2.weight", (s.n_mm, text), "F16"), ("mm.2.bias", (text,), "F32")]
+    t += [("v.patch_embd.bias", (e,), "F32")] if s.has("patch_bias") else []
+    t += [(f"v.post_ln.{w}", (e,), "F32") for w in ("weight", "bias")] if s.has("post_ln") else []
+    for il in range(s.n_layer):
+        b = f"v.blk.{il}."
+        t += [(b + f"{n}.{w}", (e,), "F32") for n in ("ln1", "ln2") for w in ("weight", "bias")]
+        t += [(b + "attn_qkv.weight", (e, 3 * e), "F16"), (b + "attn_qkv.bias", (3 * e,), "F32"),
+              (b + "attn_out.weight", (e, e), "F16"), (b + "attn_out.bias", (e,), "F32"),
+              (b + "ffn_up.weight", (e, f), "F16"), (b + "ffn_up.bias", (f,), "F32"),
+              (b + "ffn_down.weight", (f, e), "F16"), (b + "ffn_down.bias", (e,), "F32")]
+    return t
+
+
 def _siglip_projector(s):
     """idefics3's mm.model.fc, or lfm2's input LayerNorm and mm.1 / mm.2, over the pixel-shuffled rows."""
     m, text = s.n_embd * s.n_merge ** 2, s.n_embd_text
@@ -250,8 +273,11 @@ def _write_clip_mmproj(s, path):
     if s.projector == "gemma4v":
         if s.n_merge != 3:
             w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
-    elif s.projector in ("llama4", "internvl", "idefics3", "lfm2"):
+    elif s.projector in ("llama4", "internvl", "idefics3", "lfm2", "kimik25"):
         w.add_uint32("clip.vision.projector.scale_factor", s.n_merge)
+    if s.projector == "kimik25":        # conversion/kimivl.py: the preprocessor's patch limits, in pixels
+        w.add_uint32("clip.vision.image_min_pixels", 8 * s.patch_size ** 2)
+        w.add_uint32("clip.vision.image_max_pixels", s.image_size ** 2)
     elif s.n_merge != (2 if s.projector.startswith("qwen") or s.projector in ("minimax_m3", "glm4v") else 1):
         w.add_uint32("clip.vision.spatial_merge_size", s.n_merge)
     if s.n_wa_pattern:
@@ -259,7 +285,7 @@ def _write_clip_mmproj(s, path):
     kernel = {"f16": "F16", "f32": "F32", "bf16": "BF16"}[s.patch_type]
     write_sparse(w, {"gemma4v": lambda: _gemma4v_tensors(s, kernel), "llama4": lambda: _llama4_tensors(s),
                      "internvl": lambda: _internvl_tensors(s), "minimax_m3": lambda: _minimax_tensors(s),
-                     "glm4v": lambda: _glm4v_tensors(s)}
+                     "glm4v": lambda: _glm4v_tensors(s), "kimik25": lambda: _kimik25_tensors(s)}
                  .get(s.projector, lambda: _clip_tensors(s))())
 
 
@@ -307,7 +333,7 @@ def _clip_case(shape, flash_attn, tmp_path):
     _write_clip_mmproj(shape, mmproj)
     read = mmproj_shape_from_header(read_header(mmproj))
     assert read == shape
-    if shape.projector in ("idefics3", "lfm2", "minimax_m3", "glm4v"):
+    if shape.projector in ("idefics3", "lfm2", "minimax_m3", "glm4v", "kimik25"):
         _write_text_model_with_vocab(shape.n_embd_text, text)
     else:
         write_text_model(shape.n_embd_text * (1 + len(shape.deepstack)), text)
@@ -377,6 +403,16 @@ def test_random_glm4v_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
 @pytest.mark.parametrize("flash_attn", [True, False])
 def test_glm41v_sized_mmproj_compute_buffer_equals_mtmd(flash_attn, tmp_path):
     _clip_case(GLM41V_SIZED, flash_attn, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_kimik25_mmproj_compute_buffer_equals_mtmd(seed, tmp_path):
+    _clip_case(random_kimik25_shape(seed), seed % 2 == 0, tmp_path)
+
+
+def test_kimik25_sized_mmproj_compute_buffer_equals_mtmd(tmp_path):
+    # flash attention only: without it the 16 x 16,384^2 f32 scores alone are 16 GiB
+    _clip_case(KIMIK25_SIZED, True, tmp_path)
 
 
 @pytest.mark.parametrize("flash_attn", [True, False])

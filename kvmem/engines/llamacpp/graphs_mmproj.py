@@ -4,8 +4,8 @@ others from the shape mmproj_shape_from_header reads (graphs_mmproj_vit.ClipShap
 (clip.projector_type qwen2vl_merger, qwen2.5vl_merger, qwen3vl_merger) in graphs_mmproj_qwen, pixtral in
 graphs_mmproj_pixtral, gemma4v in graphs_mmproj_gemma4, llama4 in graphs_mmproj_llama4, internvl in
 graphs_mmproj_internvl, idefics3 and lfm2 in graphs_mmproj_siglip, minimax_m3 in graphs_mmproj_minimax, glm4v
-in graphs_mmproj_glm4v. Any other projector type, and an mmproj with an audio encoder, is refused by name (its
-graph is not transcribed).
+in graphs_mmproj_glm4v, kimik25 in graphs_mmproj_kimi. Any other projector type, and an mmproj with an audio
+encoder, is refused by name (its graph is not transcribed).
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098), tools/mtmd/:
 
@@ -56,6 +56,7 @@ from .ggml_sched import sched_sizes
 from .graphs_mmproj_gemma4 import build_gemma4v_mmproj, gemma4v_shape_from_config
 from .graphs_mmproj_glm4v import build_glm4v_mmproj
 from .graphs_mmproj_internvl import build_internvl_mmproj
+from .graphs_mmproj_kimi import build_kimik25_mmproj
 from .graphs_mmproj_llama4 import build_llama4_mmproj
 from .graphs_mmproj_minimax import build_minimax_m3_mmproj
 from .graphs_mmproj_pixtral import build_pixtral_mmproj
@@ -75,7 +76,7 @@ _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 PROJECTORS = {"gemma3": "gemma3", "qwen2vl_merger": "qwen2vl", "qwen2.5vl_merger": "qwen25vl",
               "qwen3vl_merger": "qwen3vl", "pixtral": "pixtral", "gemma4v": "gemma4v", "llama4": "llama4",
               "internvl": "internvl", "idefics3": "idefics3", "lfm2": "lfm2", "minimax_m3": "minimax_m3",
-              "glm4v": "glm4v"}
+              "glm4v": "glm4v", "kimik25": "kimik25"}
 
 
 @dataclass(frozen=True)
@@ -97,11 +98,11 @@ class MmprojShape:
 def mmproj_shape(model) -> MmprojShape | ClipShape | None:
     """The projector convert_hf_to_gguf would write for ``model``'s config: Gemma 3 (model_type gemma3 with a
     siglip vision_config), Gemma 4 (graphs_mmproj_gemma4), the Qwen-VL and Pixtral configs
-    graphs_mmproj_header.clip_shape_from_config reads; None for any other config."""
+    graphs_mmproj_config.clip_shape_from_config reads; None for any other config."""
     cfg = model.config or {}
     vision, text = cfg.get("vision_config"), cfg.get("text_config")
     if cfg.get("model_type") != "gemma3":
-        from .graphs_mmproj_header import clip_shape_from_config
+        from .graphs_mmproj_config import clip_shape_from_config
         text = text if isinstance(text, dict) else {}
         n_embd_text = text.get("hidden_size") or cfg.get("hidden_size") or model.hidden_size
         if cfg.get("model_type") == "gemma4":
@@ -194,6 +195,8 @@ def build_mmproj(shape: MmprojShape | ClipShape, flash_attn: bool) -> Graph:
         return build_minimax_m3_mmproj(shape, flash_attn)
     if shape.projector == "glm4v":
         return build_glm4v_mmproj(shape, flash_attn)
+    if shape.projector == "kimik25":
+        return build_kimik25_mmproj(shape, flash_attn)
     return build_pixtral_mmproj(shape, flash_attn)
 
 

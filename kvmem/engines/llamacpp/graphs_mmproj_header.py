@@ -12,13 +12,14 @@ norms, a MoE FFN) or without one it needs is refused, naming it."""
 
 from __future__ import annotations
 
+from .graphs_mmproj_kimi import kimik25_warmup_size
 from .graphs_mmproj_minimax import minimax_m3_warmup_size
 from .graphs_mmproj_pixtral import pixtral_warmup_size
 from .graphs_mmproj_qwen import qwen_warmup_size
 from .graphs_mmproj_siglip import lfm2_warmup_size
 from .graphs_mmproj_vit import ClipShape
 
-__all__ = ["clip_shape_from_header"]
+__all__ = ["clip_shape_from_header", "LLAMA4_TENSORS"]
 
 _FLOAT_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 # the per-layer tensors (v.blk.N.<role>.weight, or <role> as a full suffix) whose presence adds nodes
@@ -48,7 +49,7 @@ _REQUIRED = {
 }
 _REQUIRED["qwen25vl"] = _REQUIRED["qwen2vl"]
 # llama4: every optional tensor its graph builds is there (conversion/llama4.py of Llama4VisionModel)
-_LLAMA4 = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
+LLAMA4_TENSORS = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
                      "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias", "post_ln", "post_ln.bias"})
 _REQUIRED["internvl"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
                          "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.0.weight",
@@ -64,6 +65,8 @@ _REQUIRED["minimax_m3"] = ("v.patch_embd.weight.1", "v.blk.{il}.attn_q.weight", 
 _REQUIRED["glm4v"] = ("v.patch_embd.weight.1", "v.patch_embd.bias", "v.blk.{il}.attn_qkv.weight",
                       "mm.patch_merger.weight", "mm.patch_merger.bias", "mm.model.fc.weight", "mm.up.weight",
                       "mm.gate.weight", "mm.down.weight", "mm.post_norm.weight")
+_REQUIRED["kimik25"] = ("v.position_embd.weight", "v.blk.{il}.attn_qkv.weight", "mm.input_norm.weight",
+                        "mm.input_norm.bias", "mm.1.weight", "mm.1.bias", "mm.2.weight", "mm.2.bias")
 _REQUIRED["llama4"] = ("v.class_embd", "v.position_embd.weight", "v.blk.{il}.attn_q.weight",
                        "v.blk.{il}.attn_k.weight", "v.blk.{il}.attn_v.weight", "mm.model.mlp.1.weight",
                        "mm.model.mlp.2.weight", "mm.model.fc.weight")
@@ -116,13 +119,13 @@ def clip_shape_from_header(header, kind: str) -> ClipShape:
     for extra, expected in (("attention.head_dim", e // n_head), ("attention.head_count_kv", n_head)):
         if key(extra, expected) != expected:
             raise _refuse(family, f"clip.vision.{extra} {key(extra)} (the graph has {expected})")
-    n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl", "idefics3", "lfm2") \
+    n_merge = key("projector.scale_factor", 1) if kind in ("llama4", "internvl", "idefics3", "lfm2", "kimik25") \
         else key("spatial_merge_size", 2 if family in ("qwen", "minimax_m3", "glm4v") else 1)
     present = _present(kind, family, tensors, n_layer)
     if kind == "qwen3vl":       # its QKV bias is required (qwen3vl.cpp#L82 adds it unconditionally): not a role
         present -= {"attn_qkv.bias"}
     reader = {"llama4": _tiled_shape, "internvl": _tiled_shape, "idefics3": _siglip_shape, "lfm2": _siglip_shape,
-              "minimax_m3": _minimax_shape, "glm4v": _glm4v_shape}.get(kind)
+              "minimax_m3": _minimax_shape, "glm4v": _glm4v_shape, "kimik25": _kimik25_shape}.get(kind)
     if reader is not None:
         return reader(kind, meta, tensors, present, (e, n_head, n_layer, patch, n_merge))
     patch_type = tensors["v.patch_embd.weight"].dtype.upper()
@@ -162,8 +165,8 @@ def _tiled_shape(kind: str, meta, tensors, present, dims) -> ClipShape:
     """The llama4 or internvl ClipShape: one image_size tile warms up; llama4's graph adds every bias and both
     outer LayerNorms (graphs_mmproj_llama4), internvl's has none of them (graphs_mmproj_internvl)."""
     e, n_head, n_layer, patch, n_merge = dims
-    if kind == "llama4" and present != _LLAMA4:
-        raise _refuse(kind, f"optional tensors {sorted(present ^ _LLAMA4)} other than Llama 4's")
+    if kind == "llama4" and present != LLAMA4_TENSORS:
+        raise _refuse(kind, f"optional tensors {sorted(present ^ LLAMA4_TENSORS)} other than Llama 4's")
     if kind == "internvl" and present & {"pre_ln", "post_ln", "ffn_gate"}:
         raise _refuse(kind, f"tensors {sorted(present & {'pre_ln', 'post_ln', 'ffn_gate'})}")
     if "clip.vision.image_size" not in meta:
@@ -247,83 +250,22 @@ def _glm4v_shape(kind, _meta, tensors, present, dims) -> ClipShape:
                      n_mm0=merger.shape[3], merger_type=_FLOAT_TYPES[merger.dtype.upper()])
 
 
-# the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,
-# conversion/qwen3vl.py Qwen3VLVisionModel, conversion/llava.py LlavaVisionModel; the HF modules they map)
-_CONVERTED = {
-    "qwen2vl": frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
-                          "ffn_up.bias", "ffn_down.bias", "post_ln", "post_ln.bias", "mm.0.bias", "mm.2.bias"}),
-    "qwen25vl": frozenset({"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias", "ffn_up.bias", "ffn_gate",
-                           "ffn_gate.bias", "ffn_down.bias", "post_ln", "mm.0.bias", "mm.2.bias"}),
-    "qwen3vl": frozenset({"ln1.bias", "ln2.bias", "attn_out.bias", "ffn_up.bias", "ffn_down.bias", "post_ln",
-                          "post_ln.bias", "mm.0.bias", "mm.2.bias", "patch_bias"}),
-    "pixtral": frozenset({"pre_ln", "ffn_gate"}),
-}
-# MiniMax-M3's CLIP tower: LayerNorms, attention and MLP with biases, the pre LayerNorm (no post one)
-_MINIMAX = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_out.bias",
-                      "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias"})
-_QWEN_CONFIGS = {"qwen2_vl": "qwen2vl", "qwen2_5_vl": "qwen25vl", "qwen3_vl": "qwen3vl", "qwen3_vl_moe": "qwen3vl",
-                 "qwen3_5": "qwen3vl", "qwen3_5_moe": "qwen3vl"}
-
-
-def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
-    """The ClipShape convert_hf_to_gguf's mmproj of an HF config would have (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
-    Qwen3.5: vision_config; Mistral 3 and Llava with a pixtral vision_config; Llama 4: conversion/llama4.py,
-    scale factor 1 / pixel_shuffle_ratio), or None for any other config.
-    ``n_embd_text``: the text model's hidden size (MmprojModel's projection_dim)."""
-    vision, model_type = cfg.get("vision_config"), cfg.get("model_type")
-    if not isinstance(vision, dict):
-        return None
-    if model_type in _QWEN_CONFIGS:
-        kind = _QWEN_CONFIGS[model_type]
-        e = vision.get("embed_dim") or vision["hidden_size"]          # qwen2vl: embed_dim, mlp_ratio
-        n_ff = e * vision.get("mlp_ratio", 4) if "embed_dim" in vision else vision["intermediate_size"]
-        patch, merge = vision.get("patch_size", 14), vision.get("spatial_merge_size", 2)
-        text = vision.get("out_hidden_size") or (vision["hidden_size"] if "embed_dim" in vision else n_embd_text)
-        full = vision.get("fullatt_block_indexes", (7, 15, 23, 31)) if kind == "qwen25vl" else ()
-        deep = vision.get("deepstack_visual_indexes", (8, 16, 24)) if model_type.startswith("qwen3_vl") else ()
-        return ClipShape(projector=kind, image_size=qwen_warmup_size(patch, merge), patch_size=patch, n_embd=e,
-                         n_ff=n_ff, n_layer=vision["depth"], n_head=vision["num_heads"], n_embd_text=text,
-                         n_mm=e * merge * merge, n_merge=merge, n_wa_pattern=full[0] + 1 if full else 0,
-                         n_pos_embd=vision.get("num_position_embeddings", 2304) if kind == "qwen3vl" else 0,
-                         deepstack=tuple(deep), tensors=_CONVERTED[kind])
-    if vision.get("model_type") == "pixtral" and model_type in ("mistral3", "llava"):
-        merge = cfg.get("spatial_merge_size", 2) if model_type == "mistral3" else 1
-        bias = cfg.get("multimodal_projector_bias", model_type == "llava")     # Mistral3Config / LlavaConfig
-        tensors = _CONVERTED["pixtral"] | ({"mm.1.bias", "mm.2.bias"} if bias else set()) \
-            | ({"patch_merger"} if model_type == "mistral3" else set())
-        patch = vision.get("patch_size", 16)
-        return ClipShape(projector="pixtral", image_size=pixtral_warmup_size(patch, merge), patch_size=patch,
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=n_embd_text, n_merge=merge, tensors=tensors)
-    if model_type == "minimax_m3_vl":       # conversion/minimax.py MiniMaxM3VisionModel; MiniMaxM3VLMultiModalProjector
-        merge = (vision.get("img_token_compression_config") or {}).get("spatial_merge_size", 2)
-        patch = vision["patch_size"]
-        return ClipShape(projector="minimax_m3", image_size=minimax_m3_warmup_size(patch, merge), patch_size=patch,
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=cfg.get("projector_hidden_size", 6144), n_merge=merge,
-                         tensors=_MINIMAX, n_mm2=cfg.get("projector_hidden_size", 6144))
-    if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
-        return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
-                         n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=_LLAMA4,
-                         n_mm2=vision["projector_output_dim"])
-    if model_type == "minimax_m3_vl":       # conversion/minimax.py MiniMaxM3VisionModel; MiniMaxM3VLMultiModalProjector
-        merge = (vision.get("img_token_compression_config") or {}).get("spatial_merge_size", 2)
-        patch = vision["patch_size"]
-        return ClipShape(projector="minimax_m3", image_size=minimax_m3_warmup_size(patch, merge), patch_size=patch,
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=cfg.get("projector_hidden_size", 6144), n_merge=merge,
-                         tensors=_MINIMAX, n_mm2=cfg.get("projector_hidden_size", 6144))
-    if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
-        return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
-                         n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=_LLAMA4,
-                         n_mm2=vision["projector_output_dim"])
-    return None
+def _kimik25_shape(kind, meta, tensors, present, dims) -> ClipShape:
+    """The kimik25 ClipShape (graphs_mmproj_kimi): the warmup from the file's pixel limits, the square [e, w, h]
+    position table's side in n_pos_embd."""
+    e, n_head, n_layer, patch, n_merge = dims
+    patch_type, pos = tensors["v.patch_embd.weight"].dtype.upper(), tensors["v.position_embd.weight"]
+    if patch_type not in _FLOAT_TYPES:
+        raise _refuse(kind, f"v.patch_embd.weight {patch_type} (F32, F16 or BF16 kernels)")
+    if n_merge <= 1:
+        raise ValueError(f"mmproj ({kind}) clip.vision.projector.scale_factor {n_merge}: llama.cpp aborts its warmup "
+                         "(clip.cpp#L902 build_patch_merge_permute asserts a scale factor over 1)")
+    if len(pos.shape) < 3 or pos.shape[1] != pos.shape[2] or pos.dtype.upper() != "F32":
+        raise _refuse(kind, f"v.position_embd.weight {pos.dtype} {tuple(pos.shape)} (a square F32 [e, w, h] table)")
+    limits = [int(meta.get(f"clip.vision.image_{b}_pixels", 0)) for b in ("min", "max")]
+    up = tensors["v.blk.0.ffn_up.weight"].shape
+    return ClipShape(projector=kind, image_size=kimik25_warmup_size(patch, n_merge, limits[1] if all(limits) else 0),
+                     patch_size=patch, n_embd=e, n_ff=up[1] if up[0] == e else up[0], n_layer=n_layer, n_head=n_head,
+                     n_embd_text=tensors["mm.2.weight"].shape[1], n_mm=tensors["mm.1.weight"].shape[1],
+                     n_merge=n_merge, n_pos_embd=pos.shape[1], tensors=present - {"mm.1.bias", "mm.2.bias"},
+                     patch_type=_FLOAT_TYPES[patch_type])

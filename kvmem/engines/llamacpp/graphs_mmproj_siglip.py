@@ -23,7 +23,7 @@ from __future__ import annotations
 from .ggml_graph import Graph, Tensor
 from .graphs_mmproj_vit import ClipShape, attn, conv_2d, ffn, interpolate, linear, norm
 
-__all__ = ["build_siglip_mmproj", "lfm2_warmup_size"]
+__all__ = ["build_siglip_mmproj", "lfm2_warmup_size", "merge_permute"]
 
 
 def lfm2_warmup_size(patch_size: int, n_merge: int) -> int:
@@ -31,7 +31,7 @@ def lfm2_warmup_size(patch_size: int, n_merge: int) -> int:
     return 16 * patch_size * n_merge
 
 
-def _merge_permute(g: Graph, cur: Tensor, e: int, px: int, sf: int) -> Tensor:
+def merge_permute(g: Graph, cur: Tensor, e: int, px: int, sf: int) -> Tensor:
     """clip.cpp#L901-L930 build_patch_merge_permute of a px x px grid (ggml_pad where px is not a multiple)."""
     cur = g.reshape(cur, e, px, px)
     pad = -px % sf
@@ -78,7 +78,7 @@ def build_siglip_mmproj(s: ClipShape, flash_attn: bool) -> Graph:
         inp_l = g.dup("ADD", inp_l, cur)
     if s.has("post_ln"):
         inp_l = norm(g, inp_l, g.weight(e), opt("post_ln.bias", e), False)
-    cur = _merge_permute(g, g.reshape(inp_l, e, n_pos, 1), e, px, s.n_merge)
+    cur = merge_permute(g, g.reshape(inp_l, e, n_pos, 1), e, px, s.n_merge)
     m = cur.ne[0]
     if s.projector == "idefics3":
         g.expand(g.mul_mat(g.weight(m, s.n_embd_text), cur))
