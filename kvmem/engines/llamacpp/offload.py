@@ -242,8 +242,8 @@ def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> 
         weights, from_config = mmproj, mmproj_shape(model)
         if from_config is None:
             return weights, None, _not_computed(
-                f"{model.name}'s config has no vision_config kvmem builds a projector's graph from (Gemma 3, "
-                "Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, Mistral 3 / Pixtral); give the mmproj GGUF itself")
+                f"{model.name}'s config has no vision_config kvmem builds a projector's graph from (Gemma 3 / 4, "
+                "Qwen2-VL to Qwen3.5, Mistral 3 / Pixtral, Llama 4, MiniMax-M3); give the mmproj GGUF itself")
         shape = from_config
     else:
         raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")
