@@ -113,10 +113,7 @@ def _indexer_types(cfg: dict, key, trunk: int) -> None:
     if types is None:
         context = cfg.get("max_position_embeddings", 0)
         full = [True] * trunk if context < GLM_5_2_CONTEXT else _glm_5_2_default(trunk)
-    elif isinstance(types, list):
-        if len(types) != trunk:
-            raise SourceError(f"GGUF glm-dsa.attention.indexer.types has {len(types)} entries; llama.cpp reads one per "
-                              f"trunk layer ({trunk}: block_count less nextn_predict_layers)")
+    elif isinstance(types, list):       # one per trunk layer (gguf_layered.layer_array refuses another length)
         full = [bool(t) for t in types]
     else:
         full = [bool(types)] * trunk

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from . import SourceError
 from .gguf_arches import ARCH_MODEL_TYPES, arch_fields, gemma4_kv_heads, recurrent_layers
-from .gguf_layered import PER_LAYER_HEADS, PER_LAYER_KV
+from .gguf_layered import PER_LAYER_HEADS, PER_LAYER_KV, layer_array
 from .gguf_more import MORE_MODEL_TYPES, MORE_SWA_PATTERN, UNMAPPED, ZERO_KV_ARCHES, more_fields
 
 __all__ = ["config_from_header", "MAPPED_ARCHITECTURES"]
@@ -103,10 +103,12 @@ def config_from_header(header) -> dict:
         raise SourceError(f"GGUF architecture {arch!r} is not mapped to a kvmem model{why}; mapped: "
                           f"{', '.join(sorted(_MODEL_TYPES))}. Use the model's config.json instead")
 
+    depth: list[int] = []       # block_count and the trunk, once read: per-layer arrays are checked against them
+
     def key(name, default=SourceError):
         full = f"{arch}.{name}"
         if full in meta:
-            return _counts(meta[full], full)
+            return layer_array(arch, name, _counts(meta[full], full), *depth) if depth else _counts(meta[full], full)
         if default is SourceError:
             raise SourceError(f"GGUF metadata {full!r} is missing (architecture {arch})")
         return default
@@ -121,6 +123,7 @@ def config_from_header(header) -> dict:
         raise SourceError(f"GGUF {arch}.nextn_predict_layers is {_quote(nextn)}; it must be below block_count "
                           f"({n_layers}), the MTP layers being counted in it")
     trunk = n_layers - nextn
+    depth[:] = n_layers, trunk
     heads_raw = key("attention.head_count")
     # Laguna's and DeciLM's query heads differ per layer (gguf_more._laguna, gguf_layered keep the lists)
     heads = (max(heads_raw) if arch in PER_LAYER_HEADS and isinstance(heads_raw, list) and heads_raw

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from . import SourceError
 
-__all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fields"]
+__all__ = ["LAYERED_MODEL_TYPES", "PER_LAYER_HEADS", "PER_LAYER_KV", "layered_fields", "layer_array"]
 
 # llama.cpp arch (src/llama-arch.cpp LLM_ARCH_NAMES) -> the model_type kvmem.configs reads
 LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mimo_v2_flash",
@@ -32,6 +32,37 @@ LAYERED_MODEL_TYPES = {"deci": "nemotron-nas", "step35": "step3p5", "mimo2": "mi
 # per-layer shapes are set here)
 PER_LAYER_HEADS = ("laguna", "deci", "step35")
 PER_LAYER_KV = ("deci", "step35", "mimo2")
+
+
+# The per-layer keys llama.cpp reads with get_key_or_arr(key, arr, n): one number for every layer, or an array of
+# exactly n entries, else it refuses the file, "key %s has wrong array length; expected %u, got %u"
+# (llama.cpp@0c1e57098 src/llama-model-loader.cpp#L459-L479). n is n_layer_all, block_count with the MTP layers:
+_ALL_LAYERS = {"feed_forward_length": "src/llama-model.cpp#L1395", "attention.head_count": "src/llama-model.cpp#L1396",
+               "attention.head_count_kv": "src/llama-model.cpp#L1404",
+               "expert_used_count": "src/llama-model.cpp#L1333",
+               "expert_feed_forward_length": "src/models/<arch>.cpp, e.g. step35.cpp#L12, mimo2.cpp#L8",
+               "attention.recurrent_layers": "src/models/qwen3next.cpp#L17, qwen35.cpp#L17, qwen35moe.cpp#L20, "
+                                             "minimax-01.cpp#L12"}
+# ... or n_layer(), block_count less nextn_predict_layers (src/llama-hparams.cpp#L348-L350), for these arches only
+# (dots3note.cpp#L40 reads its indexer types with get_arr, which takes any length)
+_TRUNK_LAYERS = {("glm-dsa", "attention.indexer.types"): "src/models/glm-dsa.cpp#L66",
+                 ("hy_v4", "attention.indexer.types"): "src/models/hy-v4.cpp#L59"}
+
+
+def layer_array(arch: str, name: str, value, n_layers: int, trunk: int):
+    """``value`` of GGUF key ``<arch>.<name>``, refused as llama.cpp refuses it where it is a per-layer array of
+    another length than the loader reads."""
+    if not isinstance(value, list):
+        return value
+    source, n, what = _ALL_LAYERS.get(name), n_layers, "block_count"
+    if (arch, name) in _TRUNK_LAYERS:
+        source, n, what = _TRUNK_LAYERS[arch, name], trunk, "block_count less nextn_predict_layers"
+    if source is not None and len(value) != n:
+        full = f"{arch}.{name}"
+        raise SourceError(f"GGUF {full} has {len(value)} entries, one per layer, and {what} is {n}: llama.cpp "
+                          f"0c1e57098 refuses the file (\"key {full} has wrong array length; expected {n}, got "
+                          f"{len(value)}\", src/llama-model-loader.cpp#L476-L479 get_key_or_arr, read by {source})")
+    return value
 
 
 def _per_layer(value, trunk: int) -> list:

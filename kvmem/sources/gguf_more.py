@@ -205,10 +205,13 @@ def _deepseek4(cfg: dict, key, meta: dict) -> None:
         raise SourceError(f"GGUF deepseek4.expert_gating_func is {gating}: llama.cpp 0c1e57098 refuses it "
                           "(\"DeepSeek-V4 loader currently expects sqrtsoftplus MoE scoring\")")
     ratios = key("attention.compress_ratios")
-    if not isinstance(ratios, list) or len(ratios) < cfg["num_hidden_layers"]:
+    n_layers = cfg["num_hidden_layers"] + cfg.get("num_nextn_predict_layers", 0)     # n_layer_all, with the MTP ones
+    if not isinstance(ratios, list) or len(ratios) < n_layers:
         # deepseek4.cpp#L55-L59
-        raise SourceError("GGUF deepseek4.attention.compress_ratios is shorter than block_count: llama.cpp "
-                          "0c1e57098 refuses it (\"DeepSeek-V4 compress_ratios is shorter than block_count\")")
+        entries = len(ratios) if isinstance(ratios, list) else "no"
+        raise SourceError(f"GGUF deepseek4.attention.compress_ratios has {entries} entries, block_count is "
+                          f"{n_layers}: llama.cpp 0c1e57098 refuses it (\"DeepSeek-V4 compress_ratios is shorter than "
+                          "block_count\", src/models/deepseek4.cpp#L55-L59)")
     a = "deepseek4."
     cfg.update(qk_rope_head_dim=key("rope.dimension_count"), q_lora_rank=key("attention.q_lora_rank"),
                sliding_window=key("attention.sliding_window"), n_shared_experts=key("expert_shared_count"),

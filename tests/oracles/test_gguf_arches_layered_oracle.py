@@ -139,3 +139,21 @@ def test_step35_mtp_block_tensors_loaded_as_llama_cpp_loads_them(tmp_path):
     p = layout(read, tensors_for(read, None)[0], gpus=(), n_gpu_layers=0, n_ctx=N_CTX, flash_attn=True).placement
     assert (p.n_layer, p.n_nextn) == (8, 1)
     assert out["buffers"]["CPU_Mapped model"] == buffer_mib(p.host.model_bytes)
+
+
+@pytest.mark.parametrize("delta", [-1, 1], ids=["short", "long"])
+@pytest.mark.parametrize("case, name", [("step35", "attention.head_count_kv"), ("mimo2", "attention.head_count_kv"),
+                                        ("deci", "feed_forward_length"), ("hy_v4", "attention.indexer.types")])
+def test_llamacpp_refuses_a_per_layer_array_of_another_length_as_kvmem_does(case, name, delta, tmp_path):
+    arch, meta = converted_metadata(CASES[case])
+    full = f"{arch}.{name}"
+    meta[full] = meta[full][:-1] if delta < 0 else meta[full] + meta[full][-1:]
+    path = str(tmp_path / "m.gguf")
+    write_header(path, arch, meta)
+    with pytest.raises(RuntimeError) as theirs:
+        in_child(_printed, path, N_CTX, False)
+    with pytest.raises(kvmem.sources.SourceError) as ours:
+        kvmem.Model.from_gguf(path)
+    said = re.search(r"key \S+ has wrong array length; expected \d+, got \d+", str(theirs.value))
+    assert said, str(theirs.value)
+    assert f'"{said.group(0)}"' in str(ours.value)

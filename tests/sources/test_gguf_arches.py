@@ -262,6 +262,17 @@ def test_qwen35_defaults_and_recurrent_layers(tmp_path):
         kvmem.Model.from_gguf(_header(tmp_path / "c.gguf", "qwen35", other))
 
 
+def test_qwen35_recurrent_layers_of_another_length_are_refused(tmp_path):
+    # qwen35.cpp#L17 reads recurrent_layers with get_key_or_arr over block_count (9, with the MTP layer): 8 entries
+    # (the trunk's) or 10 are refused as llama.cpp refuses them
+    listed = [True, True, True, False, True, True, True, False, False]
+    for cut in (listed[:8], listed + [False]):
+        bad = dict(_QWEN35, block_count=9, nextn_predict_layers=1, **{"attention.recurrent_layers": cut})
+        with pytest.raises(SourceError, match=rf"qwen35.attention.recurrent_layers has {len(cut)} entries, one per "
+                                              rf"layer, and block_count is 9: .*expected 9, got {len(cut)}"):
+            kvmem.Model.from_gguf(_header(tmp_path / "r.gguf", "qwen35", bad))
+
+
 def test_refusals_name_the_key(tmp_path):
     with pytest.raises(SourceError, match="nextn_predict_layers is 8; it must be below block_count"):
         kvmem.Model.from_gguf(_header(tmp_path / "a.gguf", "qwen35", dict(_QWEN35, nextn_predict_layers=8)))
@@ -270,7 +281,10 @@ def test_refusals_name_the_key(tmp_path):
            "attention.key_length_mla": 48, "attention.value_length_mla": 32, "attention.indexer.head_count": 2,
            "attention.indexer.key_length": 32, "attention.indexer.top_k": 64,
            "attention.indexer.types": [True, False, True]}
-    with pytest.raises(SourceError, match="indexer.types has 3 entries; llama.cpp reads one per trunk layer .4"):
+    with pytest.raises(SourceError, match=r"indexer.types has 3 entries, one per layer, and block_count less "
+                                          r"nextn_predict_layers is 4: llama.cpp 0c1e57098 refuses the file \("
+                                          r"\"key glm-dsa.attention.indexer.types has wrong array length; expected "
+                                          r"4, got 3\""):
         kvmem.Model.from_gguf(_header(tmp_path / "b.gguf", "glm-dsa", dsa))
     del dsa["attention.indexer.head_count"]
     dsa["attention.indexer.types"] = [True] * 4

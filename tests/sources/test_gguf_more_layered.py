@@ -329,3 +329,50 @@ def test_hrm_text_slot_count_that_does_not_multiply_is_refused():
         "hrm_text.hrm.layers_per_stack": 2, "hrm_text.hrm.h_cycles": 2, "hrm_text.hrm.l_cycles": 2}})()
     with pytest.raises(SourceError, match=r"block_count is 10, not .* \(2 x 2 x \(2 \+ 1\)\): llama.cpp 0c1e57098 aborts"):
         config_from_header(header)
+
+
+def _header(arch: str, meta: dict):
+    return type("H", (), {"arch": arch, "tensors": [], "metadata": meta})()
+
+
+# (config, per-layer key, the length llama.cpp's get_key_or_arr reads): block_count for head_count, head_count_kv,
+# feed_forward_length and expert_feed_forward_length (src/llama-model.cpp#L1395-L1404, step35.cpp#L12), counting the
+# MTP layers (MiMo-V2's converter adds 3: 8 + 3 = 11; Step-3.5 with one: 9); block_count less them for HY-V4's
+# indexer types (hy-v4.cpp#L59: n_layer())
+_PER_LAYER_KEYS = [("deci", SMALL_NAS, "attention.head_count", 8), ("deci", SMALL_NAS, "attention.head_count_kv", 8),
+                   ("deci", SMALL_NAS, "feed_forward_length", 8),
+                   ("step35", SMALL_STEP35, "attention.head_count", 8),
+                   ("step35", SMALL_STEP35, "attention.head_count_kv", 8),
+                   ("step35-mtp", {**SMALL_STEP35, "num_nextn_predict_layers": 1}, "attention.head_count_kv", 9),
+                   ("step35", SMALL_STEP35, "expert_feed_forward_length", 8),
+                   ("mimo2", SMALL_MIMO2, "attention.head_count_kv", 11),
+                   ("hy_v4", small_hy_v4(), "attention.indexer.types", 8)]
+
+
+@pytest.mark.parametrize("case, cfg, name, n", _PER_LAYER_KEYS, ids=[f"{c[0]}:{c[2]}" for c in _PER_LAYER_KEYS])
+@pytest.mark.parametrize("delta", [-1, 1], ids=["short", "long"])
+def test_per_layer_array_of_another_length_is_refused_as_llamacpp_does(case, cfg, name, n, delta):
+    # llama.cpp 0c1e57098 src/llama-model-loader.cpp#L476-L479: "key %s has wrong array length; expected %u, got %u"
+    # (tests/oracles/test_gguf_arches_layered_oracle.py has llama.cpp refuse the same headers)
+    arch, meta = converted_metadata(cfg)
+    full = f"{arch}.{name}"
+    value = meta[full] if isinstance(meta[full], list) else [meta[full]] * n
+    assert len(value) == n          # as the converter writes it, the length llama.cpp reads
+    config_from_header(_header(arch, dict(meta, **{full: value})))
+    cut = value[:n - 3] if delta < 0 else value + value[-1:]
+    depth = "block_count less nextn_predict_layers" if name == "attention.indexer.types" else "block_count"
+    with pytest.raises(SourceError, match=rf"GGUF {full} has {len(cut)} entries, one per layer, and {depth} is {n}: "
+                                          rf"llama.cpp 0c1e57098 refuses the file \(\"key {full} has wrong array "
+                                          rf"length; expected {n}, got {len(cut)}\""):
+        config_from_header(_header(arch, dict(meta, **{full: cut})))
+
+
+def test_llama_head_count_kv_array_of_another_length_is_refused():
+    # any architecture: src/llama-model.cpp#L1404 reads head_count_kv with get_key_or_arr over block_count (4 here);
+    # [8, 8, 8] was read as 8 K/V heads before
+    meta = {"llama.block_count": 4, "llama.embedding_length": 256, "llama.attention.head_count": 8,
+            "llama.attention.head_count_kv": [8, 8, 8, 8]}
+    assert config_from_header(_header("llama", meta))["num_key_value_heads"] == 8
+    with pytest.raises(SourceError, match=r"llama.attention.head_count_kv has 3 entries, .* block_count is 4: .*"
+                                          r"expected 4, got 3"):
+        config_from_header(_header("llama", dict(meta, **{"llama.attention.head_count_kv": [8, 8, 8]})))
