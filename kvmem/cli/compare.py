@@ -14,9 +14,19 @@ def engines_asked(text: str) -> list[str] | None:
     return [engine_spec(name.strip()).name for name in text.split(",") if name.strip()]
 
 
+def one_kind_of_card(args, command: str, why: str) -> None:
+    """--gpu A,B (mixed cards) refused by a command that sizes one kind of card, naming those that lay them out."""
+    if "," in args.gpu:
+        raise ValueError(f"--gpu {args.gpu} lists mixed cards; kvmem {command} takes one kind of card (--gpu NAME "
+                         f"--num-gpus N): {why}. Mixed cards are laid out by llama.cpp's offload placement in kvmem "
+                         f"fit and kvmem plan: kvmem fit {args.model} --gpu {args.gpu} --engine llama.cpp")
+
+
 def cmd_compare(args) -> int:
     """Exit 0 when the workload fits under at least one engine, 1 when under none."""
     from ..engine_choice import engine_rows
+    one_kind_of_card(args, "compare (fit --engine all)",
+                     "it sizes every engine mode on the same cards, and only llama.cpp runs mixed ones")
     rows = engine_rows(read_model(args.model, args.revision), engines=engines_asked(args.engine), gpu=args.gpu,
                        num_gpus=args.num_gpus, tp=args.tp, pp=args.pp, context=args.context, batch=args.batch,
                        weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,

@@ -135,6 +135,8 @@ def _disaggregated(args) -> int:
 def cmd_report(args) -> int:
     """The whole plan as Markdown or JSON (kvmem.report); exit 0 when the workload fits, 1 when it does not."""
     from ..export import report
+    from .compare import one_kind_of_card
+    one_kind_of_card(args, "report", "its document is kvmem.fit of one card kind, which kvmem.rerun_report runs again")
     fmt = "json" if args.json else args.format or ("json" if (args.output or "").endswith(".json") else "md")
     if args.output:
         check_output(args.output, args.force)          # before the report: a link or an existing file is refused
