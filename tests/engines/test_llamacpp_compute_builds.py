@@ -125,6 +125,39 @@ llama_context:  CUDA_Host compute buffer size =    40.01 MiB
 """)
 
 
+# ikawrakow/ik_llama.cpp PR #394 (Panchovix, the mainline reference run, b5331 of 2025-05-09): DeepSeek-V3-0324
+# UD-Q2_K_XL on 5090 + 4090 + 4090 + A6000, the latent + V MLA cache: https://github.com/ikawrakow/ik_llama.cpp/pull/394
+DEEPSEEK_V3_B5331 = (
+    r"./llama-server -m '/GGUFs/DeepSeek-V3-0324-UD-Q2_K_XL-merged.gguf' -c 16384 --no-mmap --no-warmup -ngl 99 "
+    r"--override-tensor 'blk\.([0-7])\..*_exps\.=CUDA0' --override-tensor 'blk\.([8-9]|1[0-1])\..*_exps\.=CUDA1' "
+    r"--override-tensor 'blk\.(1[2-6])\..*_exps\.=CUDA2' --override-tensor 'blk\.(1[7-9]|2[0-6])\..*_exps\.=CUDA3' "
+    r"-fa --override-tensor 'blk\..*_exps\.=CPU' -mg 0 --ubatch-size 1024" + """
+build: 5331 (33eff402) with gcc-14 (GCC) 14.2.1 20250210 (Red Hat 14.2.1-8) for x86_64-redhat-linux
+llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 5090) - 29249 MiB free
+llama_model_load_from_file_impl: using device CUDA1 (NVIDIA GeForce RTX 4090) - 23633 MiB free
+llama_model_load_from_file_impl: using device CUDA2 (NVIDIA GeForce RTX 4090) - 23698 MiB free
+llama_model_load_from_file_impl: using device CUDA3 (NVIDIA RTX A6000) - 48280 MiB free
+print_info: file type   = Q2_K - Medium
+load_tensors: offloaded 62/62 layers to GPU
+llama_context: n_seq_max     = 1
+llama_context: n_ctx         = 16384
+llama_context: n_batch       = 2048
+llama_context: n_ubatch      = 1024
+llama_context: flash_attn    = 1
+llama_kv_cache_unified: kv_size = 16384, type_k = 'f16', type_v = 'f16', n_layer = 61, can_shift = 1, padding = 256
+llama_kv_cache_unified:      CUDA0 KV buffer size =   510.00 MiB
+llama_kv_cache_unified:      CUDA1 KV buffer size =   408.00 MiB
+llama_kv_cache_unified:      CUDA2 KV buffer size =   408.00 MiB
+llama_kv_cache_unified:      CUDA3 KV buffer size =   748.00 MiB
+llama_kv_cache_unified: KV self size  = 2074.00 MiB, K (f16): 1098.00 MiB, V (f16):  976.00 MiB
+llama_context:      CUDA0 compute buffer size =  3285.00 MiB
+llama_context:      CUDA1 compute buffer size =   788.00 MiB
+llama_context:      CUDA2 compute buffer size =   788.00 MiB
+llama_context:      CUDA3 compute buffer size =   788.01 MiB
+llama_context:  CUDA_Host compute buffer size =    92.01 MiB
+""")
+
+
 def _compute(result) -> dict:
     return {c.quantity: (c.kvmem, c.matches) for c in result.checks if "compute" in c.quantity}
 
@@ -165,6 +198,20 @@ def test_flash_attention_mask_of_older_builds(log, model, expected):
 def test_a_blas_build_beside_a_gpu(log, expected):
     r = check_log(log, "qwen3-235b-a22b")
     assert _compute(r) == {quantity: (mib, True) for quantity, mib in expected.items()}
+
+
+def test_deepseek_latent_v_cache_of_may_2025():
+    # builds PR #12801 to PR #19067 keep V (512 wide) beside the latent K (576): graphs_mla_oss._latent_v_attention
+    # (Q and K rope first, V stored by ggml_cpy in a cache of its own, attn_v_b after flash attention), over the f32
+    # mask of a build before PR #23764. kvmem gave the estimate, 533.00 MiB on each GPU and 28.00 on the host
+    r = check_log(DEEPSEEK_V3_B5331, "deepseek-v3")
+    assert _compute(r) == {"CUDA0 compute buffer": ("2745.00 MiB", False), "CUDA1 compute buffer": ("788.00 MiB", True),
+                           "CUDA2 compute buffer": ("788.00 MiB", True), "CUDA3 compute buffer": ("788.01 MiB", True),
+                           "CUDA_Host compute buffer": ("92.01 MiB", True)}
+    # CUDA0 takes the host experts' prompt-sized MUL_MAT_IDs (offload_op): its peak is the largest host expert tensor
+    # copied, whose type is Unsloth's UD mix (the log counts q2_K 122, q3_K 54, q4_K 389, q5_K 23, q6_K 15 tensors),
+    # not llama-quantize's Q2_K mix kvmem lays out: 540 MiB short, as the UD GLM-5.2 lines of
+    # docs/research/llamacpp_offload_logs.md
 
 
 def test_the_day_of_pr_23764_moves_only_the_mask():

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ggml_graph import OUTPUT, TYPES, Graph
-from .settings import PR_21038, PR_23764
+from .settings import PR_16884, PR_21038, PR_23764
 
-__all__ = ["GraphShape", "Pass", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn", "kq_mask",
-           "token_inputs", "embeddings", "linear", "rot_size"]
+__all__ = ["GraphShape", "Pass", "PR_16884", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn",
+           "kq_mask", "token_inputs", "embeddings", "linear", "rot_size"]
 
 # ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM", squash-merged as 031ddb2e0 on 2026-05-29
 # (master's history, ngxson/llama.cpp mirror): before it build_attn_inp_kq_mask made the KQ mask an f32 input and every
@@ -28,6 +28,9 @@ __all__ = ["GraphShape", "Pass", "PR_21038", "PR_23764", "build", "attention", "
 # 2026-04-01: from it a quantised K (V) cache with a head size % 64 == 0 rotates Q and K (V, and the attention's output)
 # by a Walsh-Hadamard matrix, an f32 graph input (llama_kv_cache::build_input_k_rot / build_input_v_rot,
 # 744c0c731 src/llama-kv-cache.cpp#L1301-L1340); before it no build has these inputs or their matmuls.
+# ggml-org/llama.cpp PR #16884 "CUDA: fuse rope + set_rows", squash-merged as a90eb94ca on 2025-11-13: from it
+# build_attn's KV-cache path expands Q, V, K ("expand k later to enable rope fusion", src/llama-graph.cpp#L1793-L1798
+# at b7800); before it Q, K, V (#L1366-L1370 at a4569c41f, b6071; #L1392-L1408 at 33eff4024, b5331); b7044
 
 QUANTISED = frozenset(t for t, (block, _) in TYPES.items() if block > 1)
 QK_NORM = ("qwen3", "qwen3moe")       # RMS-normed Q and K before RoPE
@@ -75,6 +78,7 @@ class GraphShape:
     per_head_mla: bool = False
     head_dim_v: int = 0         # V's head width where it is not head_dim (the per-head MLA cache: v_head_dim)
     qk_norm: bool = False       # glm4moe: attn_q_norm / attn_k_norm present (kvmem.engines.llamacpp.graphs_glm4moe)
+    mla_v: bool = False         # deepseek2 over the latent + V cache of builds PR #12801 to PR #19067 (graphs_mla_oss)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class Pass:
     inp_embd: bool = True   # build_inp_embd also makes the (unused) embeddings input (PR #18550)
     mask_f32: bool = False  # builds before PR #23764: an f32 KQ mask, cast to f16 for flash attention (kq_mask)
     kv_rot: bool = True     # builds from PR #21038: a quantised cache's Hadamard rotations (attn_inputs)
+    qkv_order: bool = False  # builds before PR #16884: build_attn's KV path expands Q, K, V (then Q, V, K)
 
 
 def build(s: GraphShape, p: Pass) -> Graph:
@@ -203,7 +208,7 @@ def kq_mask(g, p: Pass, n_kv: int):
 
 
 def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool = False, sinks=None):
-    """build_attn (KV cache; the iSWA one expands Q, K, V in that order, the plain one Q, V, K) and
+    """build_attn (KV cache; the iSWA one expands Q, K, V in that order, the plain one Q, V, K from PR #16884) and
     build_attn_mha; the cache holds p.n_stream streams of n_kv cells (llama_kv_cache::cpy_k, cpy_v,
     get_k, get_v). ``sinks``: the attention sinks weight (gpt-oss), a source of the softmax
     (ggml_soft_max_add_sinks) or of the flash attention (ggml_flash_attn_ext_add_sinks)."""
@@ -214,7 +219,7 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
         q, k = _hadamard(g, q, k_rot), _hadamard(g, k, k_rot)
     if v_rot is not None:
         v = _hadamard(g, v, v_rot)
-    for t in (q, k, v) if iswa else (q, v, k):
+    for t in (q, k, v) if iswa or p.qkv_order else (q, v, k):     # Q, K, V before PR #16884 (Pass.qkv_order)
         g.expand(t)
     k_cache = g.weight(n_gqa, n_kv, ns, type_=p.type_k, kv=True, name="cache_k")
     v_cache = g.weight(n_gqa_v, n_kv, ns, type_=p.type_v, kv=True, name="cache_v")

@@ -135,6 +135,9 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
     tokens, embd, pos = token_inputs(g, s, p)
     if s.per_head_mla:      # build_attn_inp_kv: K and V indices, the mask, the Hadamard inputs (graphs.attn_inputs)
         inputs = attn_inputs(g, p, s, p.n_kv)
+    elif s.mla_v:           # build_attn_inp_kv_unified over the latent + V cache: one KV head, K 576 wide, V 512
+        inputs = attn_inputs(g, p, replace(s, head_dim=s.kv_lora + s.rope_dim, head_dim_v=s.kv_lora, n_head_kv=1),
+                             p.n_kv)
     else:                   # build_attn_inp_k: K indices and the mask
         k_idxs = g.input("i64", n_tokens)
         mask = kq_mask(g, p, p.n_kv)       # an f32 one cast to f16 by builds before PR #23764 (glm-dsa's too)
@@ -158,6 +161,8 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         kv_cmpr = rms_norm(g, kv_cmpr, kv_lora, "attn_kv_a_norm")
         if s.per_head_mla:
             cur = _per_head_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs)
+        elif s.mla_v:
+            cur = _latent_v_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs)
         else:
             cur = _absorbed_attention(g, s, p, q, kv_cmpr, k_pe, pos, k_idxs, mask)
         cur = g.mul_mat(g.weight(n_head * vd, e, name="attn_output"), cur)
@@ -203,6 +208,36 @@ def _absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos,
     k = g.view(cache, (n_k, 1, p.n_kv, ns), (size, row(n_k), row(n_k), row(n_k * p.n_kv)))
     v = g.view(k, (kv_lora, 1, p.n_kv, ns), k.nb[:4])
     return mla_mha(g, s, p, q_cur, k, v, mask)
+
+
+def _latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):
+    """The MLA path of builds PR #12801 to PR #19067 (llama.cpp@33eff4024 (b5331) src/llama-model.cpp
+    llm_build_deepseek2 L10131-L10392, src/llama-graph.cpp build_attn L1392-L1515, build_attn_mha L1182): Q = the roped
+    q_pe then the absorbed nope part, K = k_pe then the latent ("rope must go first"), V = the latent, stored in a V
+    cache of its own (K then V, views of each cache, ggml_cpy before PR #14959); Q, K, V expanded in that order before
+    PR #16884 (Pass.qkv_order); build_attn_mha with v_mla = attn_v_b. Flash attention only (layouts gives the estimate
+    without it: the transposed V cache is not transcribed here)."""
+    n_head, n_tokens, ns, kv_lora, rope = s.n_head, p.n_tokens, p.n_stream, s.kv_lora, s.rope_dim
+    nope, n_k = s.head_dim - rope, kv_lora + rope
+    k_idxs, v_idxs, mask, _, _ = inputs
+    q_nope = g.view(q, (nope, n_head, n_tokens), q.nb[:3])
+    q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
+    absorbed = g.mul_mat(g.weight(nope, kv_lora, n_head, name="attn_k_b"), g.permute(q_nope, 0, 2, 1, 3))
+    q_cur = g.concat(q_pe, g.permute(absorbed, 0, 2, 1, 3))
+    v_cur = g.reshape(kv_cmpr, kv_lora, 1, n_tokens)
+    k_cur = g.concat(k_pe, v_cur)
+    for t in (q_cur, k_cur, v_cur) if p.qkv_order else (q_cur, v_cur, k_cur):
+        g.expand(t)
+    caches = []
+    for width, cur, idxs, type_, name in ((n_k, k_cur, k_idxs, p.type_k, "cache_k"),
+                                           (kv_lora, v_cur, v_idxs, p.type_v, "cache_v")):
+        block, size = TYPES[type_]
+        cache = g.weight(width, p.n_kv, ns, type_=type_, kv=True, name=name)
+        dst = g.reshape(cache, width, p.n_kv * ns) if ns > 1 else cache
+        g.expand(g.set_rows(dst, g.view(cur, (width, n_tokens), (cur.nb[0], cur.nb[2])), idxs))
+        caches.append(g.view(cache, (width, 1, p.n_kv, ns), (size, size * width // block, size * width // block,
+                                                              size * width * p.n_kv // block)))
+    return mla_mha(g, s, p, q_cur, caches[0], caches[1], mask)
 
 
 def _per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):

@@ -14,11 +14,14 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               other families and older builds get the estimate, marked in ``compute_exact``.
               GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
               experts moved by -ot / --n-cpu-moe; gemma2 / gemma3 / gpt-oss with their SWA cells;
-              deepseek2 / gpt-oss from PR #14959's set_rows builds; ``_scheduled``):
+              deepseek2 / gpt-oss from PR #14959's set_rows builds, deepseek2's latent + V cache with flash
+              attention before; ``_scheduled``):
               the same graphs split across the devices as ggml_backend_sched splits them
               (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights copied to
               the first GPU for the prompt; n_copies 4 with pipeline parallelism; builds before
-              PR #14959 without set_rows index inputs; norms pinned to their layer's GPU at full
+              PR #14959 without set_rows index inputs, before PR #16884 Q, K, V expanded in that order,
+              before PR #21038 no Hadamard inputs, before PR #23764 an f32 KQ mask cast to f16; a GGML_BLAS
+              build's BLAS backend with ``blas``; norms pinned to their layer's GPU at full
               offload): 14 of the 16 published GPU lines to the printed MiB
               (docs/research/llamacpp_offload_logs.md); checked only against those logs, so not
               marked exact. Other GPU layouts: the estimate
@@ -37,7 +40,7 @@ Decode bound: one token reads every weight it uses once (routed experts: top_k o
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...model import Model
 from .arch_tensors import gguf_nextn_layers, nextn_loaded
@@ -50,7 +53,7 @@ from .compute import (
     llamacpp_compute_bytes,
 )
 from .ggml_graph import TYPES
-from .graphs import PR_21038, PR_23764
+from .graphs import PR_16884, PR_21038, PR_23764
 from .graphs_mla_oss import per_head_mla_shape
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
@@ -179,16 +182,16 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 compute[d.device], exact[d.device] = gpu_exact[-1], True
             elif any_gpu:   # else the input embeddings' n_ubatch x hidden x 4 B
                 compute[d.device] = s.n_ubatch * model.hidden_size * 4
-            elif not _graph_matches_cache(model, plan):
+            elif not _graph_matches_cache(model, plan, s.flash_attn):
                 compute[d.device] = estimate_bytes(model, n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
                                                    flash_attn=s.flash_attn)
                 exact[d.device] = False
-            elif plan.mla == "none" and _types_known(s):    # the per-head graph (graphs_mla_oss)
+            elif plan.mla in ("none", "latent+v") and _types_known(s):  # per-head or latent+V graph (graphs_mla_oss)
                 compute[d.device] = graph_bytes(
                     _graph_shape(model, plan), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
                     flash_attn=s.flash_attn, type_k=ggml_type_name(s.type_k), type_v=ggml_type_name(s.type_v),
                     n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified, mask_f32=s.build < PR_23764,
-                    kv_rot=s.build >= PR_21038)
+                    kv_rot=s.build >= PR_21038, qkv_order=s.build < PR_16884)
                 exact[d.device] = s.build == CURRENT
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
@@ -227,12 +230,14 @@ def _shape_of(model, build):
     return graph_shape(model, build)
 
 
-def _graph_matches_cache(model, plan) -> bool:
+def _graph_matches_cache(model, plan, flash_attn=True) -> bool:
     """Whether a transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's latent MLA
-    graph (K-only cache) or, for an old GGUF's per-head cache (mla='none'), its per-head graph (graphs_mla_oss);
-    the latent+V cache of builds before PR #19067 runs another graph, not transcribed."""
+    graph (K-only cache) or, for an old GGUF's per-head cache (mla='none'), its per-head graph, or the latent+V cache
+    of builds before PR #19067 with flash attention (graphs_mla_oss._latent_v_attention; without it its V cache is
+    transposed, not transcribed)."""
     shape = _shape_of(model, CURRENT)
-    return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none")
+    return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none") or (
+        plan.mla == "latent+v" and bool(flash_attn))
 
 
 def _graph_shape(model, plan, build=CURRENT):
@@ -242,6 +247,8 @@ def _graph_shape(model, plan, build=CURRENT):
     shape = _shape_of(model, build)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
         return per_head_mla_shape(model)
+    if shape is not None and shape.arch == "deepseek2" and plan.mla == "latent+v":
+        return replace(shape, mla_v=True)
     return shape
 
 
@@ -274,7 +281,8 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     swa = shape is not None and any(shape.swa) and not plan.swa_cells
     if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
         return None
-    if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959) or not _graph_matches_cache(model, plan):
+    if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959 and not shape.mla_v) or not _graph_matches_cache(
+            model, plan, s.flash_attn):
         return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
     if shape.indexer_full and not _cuda_runs_indexer(shape, type_k):
         return None     # the host runs the lightning indexer there: its copies are not modelled
@@ -313,7 +321,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
                            full_offload=full, fa_f16=s.build >= PR_23907,
                            # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
                            copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO, mask_f32=s.build < PR_23764,
-                           kv_rot=s.build >= PR_21038, blas=blas)
+                           kv_rot=s.build >= PR_21038, blas=blas, qkv_order=s.build < PR_16884)
 
 
 def _weights(tensors, n_layer: int, layer_device, output_device, index) -> tuple:

@@ -129,7 +129,7 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
                     kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
                     weights: tuple = (), inp_embd: bool = True, full_offload: bool = True,
                     fa_f16: bool = False, copy_unused_inputs: bool = True, mask_f32: bool = False,
-                    kv_rot: bool = True, blas: bool = False) -> tuple:
+                    kv_rot: bool = True, blas: bool = False, qkv_order: bool = False) -> tuple:
     """The compute buffers per GPU then the host ("CUDA_Host") of the same two graphs as graph_bytes,
     scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the graph inputs and
     token_embd's GET_ROWS on the host, every other node on the device of its weights, copies of what
@@ -146,22 +146,24 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     ``copy_unused_inputs``: with n_copies > 1, ggml_sched copies an input no node reads (ggml_sched.sched_sizes).
     ``mask_f32``: the build makes the KQ mask f32 and casts it to f16 for flash attention (before PR #23764).
     ``kv_rot``: the build rotates a quantised cache's K / V by Hadamard matrices (PR #21038 on: graphs.attn_inputs).
+    ``qkv_order``: the build expands Q, K, V in build_attn's KV path (before PR #16884: graphs.Pass).
     ``blas``: a GGML_BLAS build (ggml_sched.sched_sizes): its BLAS buffer ("CPU compute buffer") after the host's.
     Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
     reduced graph once (cached); below OFFLOAD_MIN_BATCH tokens the one-token graph copies no weight
     (no op is offloaded), so its weights' bytes are left out of its key."""
     return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                    kv_unified, swa_cells, n_copies, set_rows, tuple(sorted(weights)), inp_embd, full_offload, fa_f16,
-                   copy_unused_inputs, mask_f32, kv_rot, blas, reduce=True)
+                   copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, reduce=True)
 
 
 def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                      kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload=True,
-                     fa_f16=False, copy_unused_inputs=True, mask_f32=False, kv_rot=True, blas=False) -> tuple:
+                     fa_f16=False, copy_unused_inputs=True, mask_f32=False, kv_rot=True, blas=False,
+                     qkv_order=False) -> tuple:
     """gpu_graph_bytes on the whole graph, every layer built (what reduced_layers is checked against)."""
     return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                    kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16,
-                   copy_unused_inputs, mask_f32, kv_rot, blas, reduce=False)
+                   copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, reduce=False)
 
 
 def _graphs(*args, reduce: bool) -> tuple:
@@ -191,7 +193,7 @@ def one_token_graph_dominated(n_ubatch: int, n_seq: int, flash_attn: bool) -> bo
 
 def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq, kv_unified,
            swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, copy_unused_inputs, mask_f32,
-           kv_rot, blas, reduce) -> tuple:
+           kv_rot, blas, qkv_order, reduce) -> tuple:
     """The larger of the prompt graph's and the one-token graph's buffers, per device."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
@@ -208,7 +210,7 @@ def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v,
         one = _graph_sizes if reduce else _graph_sizes.__wrapped__
         sizes.append(one(*args, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells,
                          n_copies, set_rows, inp_embd, full_offload or tokens < 32, fa_f16 and flash_attn,
-                         copy_unused_inputs, mask_f32, kv_rot, blas))
+                         copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order))
     return tuple(max(col) for col in zip(*sizes, strict=True))
 
 
@@ -237,7 +239,7 @@ def _fa_alloc(t) -> int:
 @lru_cache(maxsize=1024)
 def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
                  swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16, copy_unused_inputs=True,
-                 mask_f32=False, kv_rot=True, blas=False) -> list:
+                 mask_f32=False, kv_rot=True, blas=False, qkv_order=False) -> list:
     """One graph of ``tokens`` tokens built, scheduled and allocated: the bytes per device."""
     placed = dict(weights)
 
@@ -254,7 +256,7 @@ def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_str
         return layer_gpu[il] if il < shape.n_layer else -1
 
     graph = _built(shape, Pass(tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, set_rows,
-                               inp_embd, mask_f32, kv_rot))
+                               inp_embd, mask_f32, kv_rot, qkv_order))
     # with an f16 K and V fa_alloc is ggml_nbytes (flash attention reads the cache's f16 views, an f32 one cast to
     # f16: graphs.attention, graphs_mla_oss.mla_mha): left out, the allocator asks ggml_nbytes itself
     converts = fa_f16 and not type_k == type_v == "f16"

@@ -56,13 +56,15 @@ PR_DATES = _pr_dates()
 # - #12801 / #19067 the MLA cache modes; #14363 per-sequence streams; #14959 ggml_set_rows by default (layouts);
 # - #15434 flash attention "auto" by default (FA_AUTO); #16812 / #17046 the padding removed, then 256;
 # - #18148 the output layer offloaded first (placement); #18550 build_inp_embd's unused input (layouts);
-# - #21038 a quantised cache's Hadamard rotations, #23764 the f16 KQ mask (graphs); #23861 n_outputs_max, #23907
+# - #16884 build_attn's Q, V, K order, #21038 a quantised cache's Hadamard rotations, #23764 the f16 KQ mask (graphs);
+#   #23861 n_outputs_max, #23907
 #   the quantised-KV flash-attention alloc (scheduled);
 # - the DSA ones below.
 (PR_5021, PR_6177, PR_7257, PR_11110, PR_12181, PR_12799, PR_12801, PR_13194, PR_13660, PR_14363, PR_14959,
- PR_15040, PR_15434, PR_15467, PR_16812, PR_17046, PR_18148, PR_18550, PR_19067, PR_21038, PR_23764, PR_23861,
- PR_23907) = (PR_DATES[n] for n in (5021, 6177, 7257, 11110, 12181, 12799, 12801, 13194, 13660, 14363, 14959, 15040,
-                                     15434, 15467, 16812, 17046, 18148, 18550, 19067, 21038, 23764, 23861, 23907))
+ PR_15040, PR_15434, PR_15467, PR_16812, PR_16884, PR_17046, PR_18148, PR_18550, PR_19067, PR_21038, PR_23764,
+ PR_23861, PR_23907) = (PR_DATES[n] for n in (5021, 6177, 7257, 11110, 12181, 12799, 12801, 13194, 13660, 14363,
+                                               14959, 15040, 15434, 15467, 16812, 16884, 17046, 18148, 18550, 19067,
+                                               21038, 23764, 23861, 23907))
 FA_AUTO = PR_15434      # "llama: use FA + max. GPU layers by default": -fa's default "auto"
 CURRENT = datetime.date.max
 # DeepSeek sparse attention (glm-dsa, deepseek32) by build date (b<N>: the first build holding the PR):
