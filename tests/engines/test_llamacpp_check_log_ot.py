@@ -117,9 +117,11 @@ def test_a_malformed_override_is_refused_naming_it():
         with pytest.raises(ValueError, match="repeats a group"):
             check_log(QWEN_OT["log"], "qwen3-30b-a3b", override_tensor=f"{pattern}=CPU")
     # ".*" five times: n**5 steps on an n-character name (ten times: 4 s on blk.10.ffn_down_exps.weight; 300 -ot
-    # rules of six ".*" in one command: 6.8 s, of four: 0.5 s)
-    with pytest.raises(ValueError, match=r"has 5 repeats \(\*, \+, \{\.\.\}\), more than the 4"):
+    # rules of six ".*" in one command: 6.8 s, of four: 0.5 s); apart, five still more than kvmem searches with
+    with pytest.raises(ValueError, match=r"has two repeats side by side that can match the same characters"):
         _flags("llama-server -m m.gguf -ot '" + ".*" * 5 + "=CPU'")
+    with pytest.raises(ValueError, match=r"has 5 variable repeats \(\?, \*, \+, \{m,n\}\), more than the 4"):
+        _flags("llama-server -m m.gguf -ot '" + ".*_" * 5 + "=CPU'")
     with pytest.raises(ValueError, match=r"-ot '\[=CPU': override_tensor pattern '\[' is not a regular expression"):
         _flags("llama-server -m m.gguf -ot '[=CPU'")
     with pytest.raises(ValueError, match="log line 1, the command: -ot takes a value and has none"):

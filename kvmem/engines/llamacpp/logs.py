@@ -31,7 +31,7 @@ from .file_types import FILE_TYPE_NAMES
 from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
-from .overrides import CPU, EXPS_REGEX
+from .overrides import CPU, EXPS_REGEX, check_pattern
 from .placement import buffer_mib
 from .tensors import FORMATS, synthesised_tensors
 
@@ -504,7 +504,6 @@ def claims(found: dict) -> bool:
 # Tensor overrides as llama.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn appends (pattern,
 # buffer type) rules to one list in the command's order (llama.cpp@0c1e57098 common/arg.cpp#L2753-L2786), and
 # create_tensor takes the first that matches (kvmem.engines.llamacpp.overrides)
-MAX_PATTERN_REPEATS = 4       # an -ot pattern's * + {..}: the published ones have one to three
 
 
 def _ot_rules(value) -> list:
@@ -520,45 +519,13 @@ def _ot_rules(value) -> list:
             pattern, eq, buft = (str(item[0]), "=", str(item[1])) if pair else ("", "", "")
         if not eq:
             raise ValueError(f"override_tensor {item!r} is not PATTERN=BUFFER_TYPE (llama.cpp: 'invalid value')")
-        if (slow := _slow_pattern(pattern)) is not None:
-            raise ValueError(f"override_tensor pattern {pattern!r} {slow}: its backtracking can take hours on a "
-                             "tensor name, and kvmem does not search names with it; write it more simply")
+        check_pattern(pattern)                # a pattern whose backtracking can blow up: refused, naming it
         try:
             re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"override_tensor pattern {pattern!r} is not a regular expression ({exc})") from None
         rules.append((pattern, buft))
     return rules
-
-
-def _slow_pattern(pattern: str) -> str | None:
-    """Why ``pattern`` could take hours to search a 30-character tensor name by backtracking, or None: a group
-    repeated by *, + or {..} that holds a repeat or an alternation ("(.*a)*b", "(a|a)*": 2**n steps), or more
-    than MAX_PATTERN_REPEATS repeats (".*" ten times: n**10). A log is an input from outside."""
-    inner, escaped, in_class, repeats = [False], False, 0, 0   # per open group: a repeat or | inside it
-    for at, ch in enumerate(pattern):
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif in_class:                        # a class's ( ) * + | are literals; a ] first in it (or after ^) too
-            first = at == in_class or (at == in_class + 1 and pattern[in_class] == "^")
-            in_class = 0 if ch == "]" and not first else in_class
-        elif ch == "[":
-            in_class = at + 1
-        elif ch == "(":
-            inner.append(False)
-        elif ch in "*+{|" or (ch == "?" and pattern[at - 1:at] != "("):
-            inner[-1] = True
-            repeats += ch in "*+{"
-        elif ch == ")" and len(inner) > 1:
-            held = inner.pop()
-            if held and pattern[at + 1:at + 2] in ("*", "+", "{"):
-                return "repeats a group that holds a repeat or an alternation"
-            inner[-1] = inner[-1] or held
-    if repeats > MAX_PATTERN_REPEATS:
-        return f"has {repeats} repeats (*, +, {{..}}), more than the {MAX_PATTERN_REPEATS} kvmem searches names with"
-    return None
 
 
 def _first_layers(n, ffn_regex: str) -> list:
