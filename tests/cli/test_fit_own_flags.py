@@ -28,7 +28,9 @@ def test_fit_prints_the_verdict_per_device_and_what_llama_cpp_prints(capsys):
     # CUDA0: 2,783.37 MiB of weights + 2,368 MiB KV + 249.51 MiB compute + 512 MiB CUDA context = 5.77 GiB
     assert ("  CUDA0: weights 2.72 GiB, KV 2.31 GiB, compute 249.51 MiB, CUDA context 512.00 MiB = 5.77 GiB of "
             "24.00 GiB ok") in lines
-    assert "  max batch at 32,768 tokens: 8 (sequences, these flags)" in lines
+    # -np 1 and -c 32,768: one sequence; 8 need -c 8 x 32,768 = 262,144 and -np 8 (review finding 5b)
+    assert "  with -c 32,768 (1 slot): 1 sequence of 32,768 tokens at once; a sequence up to 32,768 tokens" in lines
+    assert "  max batch at 32,768 tokens: 8, with -c raised to 262,144 and -np 8" in lines
     assert ("  sized as: llama-server -m qwen3-30b-a3b-q4_k_m.gguf -ngl 99 -ts 3,1 --n-cpu-moe 30 -np 1 -c 32768"
             in lines)
     assert any(line.startswith("  instead, kvmem: -ngl 999 -ts 1,1;") for line in lines)
@@ -85,4 +87,6 @@ def test_without_llama_args_fit_is_unchanged(capsys):
 def test_plan_target_max_batch_answers_with_the_number(capsys):
     code, out, err = run(capsys, "plan", *CARDS, "--llama-args", FLAGS, "--target", "max_batch")
     assert code == 1 and out == ""
-    assert "--target max_batch with --llama-args: your flags hold 8 sequences of 32,768 tokens: give -np 8" in err
+    assert ("--target max_batch with --llama-args: your flags' placement holds 8 sequences of 32,768 tokens with -c "
+            "raised to 262,144 (your -c 32,768 holds 1 sequence of 32,768 tokens, each up to 32,768): give -np 8 among "
+            "your flags (kvmem then writes -c 262144)") in err

@@ -209,3 +209,43 @@ def test_refusals_are_named(args, kwargs, named):
         own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args=args, context=32768, weight_dtype="q4_k_m",
                   **kwargs)
     assert named in str(err.value)
+
+
+def test_the_flags_own_c_and_np_apart_from_the_c_each_maximum_needs():
+    """Review finding 5b: with no -np (4 slots, one pool of -c 32,768 cells) the flags hold one 32,768-token sequence;
+    the max batch (3) and max context (40,960) need -c raised, and say so."""
+    got = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 --n-cpu-moe 10 -fa on", context=32768,
+                    weight_dtype="q4_k_m")
+    assert (got.n_ctx, got.n_seq, got.kv_unified, got.fits) == (32768, 4, True, True)
+    # one pool: a slot takes all 32,768 cells (src/llama-context.cpp#L292-L293), 32,768 // 32,768 = 1 sequence
+    assert (got.pool_sequences, got.slot_context) == (1, 32768)
+    # the probes' -c: 3 x 32,768 = 98,304 (still 4 slots); 40,960 (the model's positions) x 1
+    assert (got.max_batch, got.max_context) == (3, 40960)
+    assert got.raised == {"max_batch": {"n_ctx": 98304, "n_seq": 4}, "max_context": {"n_ctx": 40960, "n_seq": 4}}
+    lines = got.lines()
+    assert "  with -c 32,768 (4 slots, one pool): 1 sequence of 32,768 tokens at once; a sequence up to 32,768 " \
+           "tokens" in lines
+    assert "  max batch at 32,768 tokens: 3, with -c raised to 98,304" in lines
+    assert "  max context at batch 1: 40,960 tokens a sequence, with -c raised to 40,960" in lines
+    assert got.to_dict()["pool_sequences"] == 1 and got.to_dict()["raised"]["max_batch"]["n_ctx"] == 98304
+
+
+@pytest.mark.parametrize("n_ctx, n_seq, unified, context, train, held", [
+    (131072, 4, False, 32768, 40960, (4, 32768)),     # 4 streams of 131,072 / 4 = 32,768 cells
+    (100000, 4, False, 32768, 40960, (0, 25088)),     # padded to 100,096; / 4 = 25,024, padded to 25,088 < 32,768
+    (98304, 4, True, 32768, 40960, (3, 40960)),       # one pool: 3 sequences; a slot capped at n_ctx_train 40,960
+    (200000, 4, True, 50000, 40960, (0, 40960)),      # a slot capped below the context: none of 50,000 tokens
+    (65536, 1, True, 32768, None, (1, 65536)),        # one slot: one sequence at a time, whatever the cells
+])
+def test_what_the_flags_own_c_and_np_hold(n_ctx, n_seq, unified, context, train, held):
+    from kvmem.engines.llamacpp.own_flags import _held
+    assert _held(n_ctx, n_seq, unified, context, train) == held
+
+
+def test_flags_that_do_not_fit_hold_nothing_and_say_so():
+    got = own_flags("qwen3-next-80b-a3b", ["rtx-4060-ti-16gb"] * 2, llama_args="-ngl 99 -ts 16,15 --n-cpu-moe 27",
+                    context=8192, batch=1, weight_dtype="q4_k_m")
+    assert not got.fits and (got.pool_sequences, got.slot_context, got.max_batch, got.max_context) == (0, 0, 0, 0)
+    lines = got.lines()
+    assert "  with -c 8,192 (1 slot): nothing runs" in lines
+    assert "  max batch at 8,192 tokens: 0, none runs" in lines

@@ -151,7 +151,10 @@ class OwnFlags:
     ``layout``: the flags laid out (layouts.Layout; --fit on's where the flags leave it to place: ``placed_by``);
     ``devices``: per device its weights, KV, compute, total and the memory it has (None on the host unless
     host_memory_bytes bounds it) and whether it holds them; ``fits``: every device holds its share;
-    ``max_batch`` / ``max_context``: the largest workloads these flags hold (0 where they do not fit);
+    ``pool_sequences`` / ``slot_context``: what the flags' own -c and -np give (0 where they do not fit): the
+    sequences of ``context`` tokens the KV pool holds at once and the longest context one sequence (slot) gets;
+    ``max_batch`` / ``max_context``: the largest workloads these flags' placement holds with -c (and -np) raised to
+    what they need, ``raised``'s n_ctx and n_seq for each (0 where they do not fit);
     ``plan``: kvmem's placement and --fit on's at the same workload (offload.OffloadPlan); ``log_lines``: what
     llama.cpp prints for these buffers at start-up."""
 
@@ -172,6 +175,9 @@ class OwnFlags:
     fits: bool
     max_batch: int
     max_context: int
+    pool_sequences: int
+    slot_context: int
+    raised: dict                  # {"max_batch" | "max_context": {"n_ctx", "n_seq"}}: the -c and -np each needs
     command: str                  # the command kvmem sized: llama-server, the model, -c, -np and the flags
     plan: Any = field(repr=False)
     log_lines: tuple
@@ -184,7 +190,9 @@ class OwnFlags:
                 "context": self.context, "batch": self.batch, "n_ctx": self.n_ctx, "n_seq": self.n_seq,
                 "kv_unified": self.kv_unified, "placed_by": self.placed_by, "fits": self.fits,
                 "devices": [dict(d) for d in self.devices], "host_bytes": self.host_bytes,
-                "host_shortfall": self.host_shortfall, "max_batch": self.max_batch, "max_context": self.max_context,
+                "host_shortfall": self.host_shortfall, "pool_sequences": self.pool_sequences,
+                "slot_context": self.slot_context, "max_batch": self.max_batch, "max_context": self.max_context,
+                "raised": {k: dict(v) for k, v in self.raised.items()},
                 "command": self.command, "layout": self.layout.to_dict(),
                 "instead": {"kvmem": _alternative(p.best, p.budgets, p.command_best),
                             "fit_on": _alternative(p.fit, p.budgets, p.command_fit)},
@@ -209,8 +217,13 @@ class OwnFlags:
                        f", compute {format_bytes(d['compute_bytes'])}{'' if d['compute_exact'] else ' (estimate)'}"
                        + (f", CUDA context {format_bytes(d['context_bytes'])}" if d["context_bytes"] else "")
                        + f" = {format_bytes(d['total_bytes'])}{have}{verdict}")
-        out += [f"  max batch at {self.context:,} tokens: {self.max_batch} (sequences, these flags)",
-                f"  max context at batch {self.batch}: {self.max_context:,} (tokens a sequence, these flags)",
+        slots = f"{self.n_seq} slot{'s' * (self.n_seq != 1)}" + (", one pool" if self.kv_unified else "")
+        out += [f"  with -c {self.n_ctx:,} ({slots}): " + (
+                    f"{self.pool_sequences} sequence{'s' * (self.pool_sequences != 1)} of {self.context:,} tokens at "
+                    f"once; a sequence up to {self.slot_context:,} tokens" if self.fits else "nothing runs"),
+                f"  max batch at {self.context:,} tokens: {self.max_batch}, {self._raised('max_batch')}",
+                f"  max context at batch {self.batch}: {self.max_context:,} tokens a sequence, "
+                f"{self._raised('max_context')}",
                 f"  sized as: {self.command}"]
         p = self.plan
         for label, lay, cmd in (("instead, kvmem", p.best, p.command_best), ("instead, --fit on", p.fit,
@@ -224,6 +237,32 @@ class OwnFlags:
         out += [f"    {line}" for line in self.log_lines]
         out += [f"  note: {note}" for note in self.notes]
         return out
+
+
+    def _raised(self, what: str) -> str:
+        """The -c (and -np) ``what`` needs, said as a change of the flags' own where it is one."""
+        need = self.raised[what]
+        if not need["n_ctx"]:
+            return "none runs"
+        if (need["n_ctx"], need["n_seq"]) == (self.n_ctx, self.n_seq):
+            return "with your -c"
+        return f"with -c raised to {need['n_ctx']:,}" + (f" and -np {need['n_seq']}" if need["n_seq"] != self.n_seq
+                                                         else "")
+
+
+def _held(n_ctx: int, n_seq: int, kv_unified: bool, context: int, n_ctx_train) -> tuple:
+    """(sequences of ``context`` tokens the KV pool holds at once, the longest context a sequence gets) with -c
+    ``n_ctx`` and -np ``n_seq`` as given, nothing raised. llama.cpp@0c1e57098 src/llama-context.cpp#L289-L306: n_ctx
+    padded to 256; one unified pool gives each slot all n_ctx cells, separate streams n_ctx / n_seq (padded to 256);
+    llama-server caps a slot at the model's training context (tools/server/server-context.cpp#L4007-L4016
+    n_ctx_slot)."""
+    n_ctx = -(-n_ctx // 256) * 256
+    slot = n_ctx if kv_unified else -(-(n_ctx // n_seq) // 256) * 256
+    if n_ctx_train:
+        slot = min(slot, n_ctx_train)
+    if slot < context:
+        return 0, slot
+    return (min(n_seq, n_ctx // context) if kv_unified else n_seq), slot
 
 
 def _alternative(lay, budgets: dict, command: str) -> dict | None:
@@ -308,7 +347,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS
     from .offload import llamacpp_offload, mmproj_option, weight_format
     from .panel import host_shortfall, offload_options
-    from .placement import CPU
+    from .placement import CPU, free_split
     from .settings import LLAMA_MAX_SEQ
     model, options = as_model(model), dict(options or {})
     gpus = tuple(g.strip() for g in gpus.split(",")) if isinstance(gpus, str) else tuple(gpus)
@@ -338,7 +377,8 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
         split = ()
     if not split and len(names) > 1:    # llama.cpp's split by free memory (src/llama-model.cpp#L1557-L1576)
         notes.append("no -ts: llama.cpp splits the layers by each device's free memory (src/llama-model.cpp"
-                     "#L1557-L1576); kvmem takes it as each card's usable memory less the CUDA context")
+                     "#L1557-L1576); kvmem takes it as each card's usable memory less the CUDA context, in whole MiB "
+                     "as llama.cpp prints it")
     raw_split = settings.get("tensor_split")
     if raw_split is not None and len(re.split(r"[,/]+", str(raw_split))) > len(names):
         notes.append(f"-ts {settings['tensor_split']} gives more values than the {len(names)} GPU"
@@ -365,7 +405,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     else:
         free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
         held: Any = _Held(n_gpu_layers=MAX_LAYERS if ngl < 0 else ngl,
-                     tensor_split=tuple(split) if any(split) else tuple(float(free[n]) for n in names),
+                     tensor_split=tuple(split) if any(split) else free_split([free[n] for n in names]),
                      override_tensor=rules, placement=SimpleNamespace(gpus=names))
         given: dict[str, Any] = {k: place_kw[k] for k in ("n_batch", "swa_full", "build", "mla", "nextn", "n_rs_seq")
                                  if k in place_kw}
@@ -419,11 +459,20 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     notes += [n for n in plan.notes if n.startswith("tensors:")]
     cache_lines = _cache_lines(model, kv_dtype, {**place_kw, **cache, "n_ctx": n_ctx, "n_seq": n_seq,
                                                  "kv_unified": kv_unified}, notes)
+    pool_sequences, slot_context = _held(n_ctx, n_seq, kv_unified, context, model.max_position_embeddings)
+    max_context = min(units * 256, cap)
+    # the -c and -np runs() probed for each (a pool: at least the flags' slots)
+    raised = {"max_batch": {"n_ctx": context * max_batch,
+                            "n_seq": max(max_batch, n_seq) if kv_unified else max_batch},
+              "max_context": {"n_ctx": max_context * sequences,
+                              "n_seq": max(sequences, n_seq) if kv_unified else sequences}}
     return OwnFlags(engine=engine_spec("llama.cpp").name, gpus=gpus, given=shlex.join(shlex.split(llama_args)),
                     settings=settings, context=context, batch=sequences, n_ctx=n_ctx, n_seq=n_seq,
                     kv_unified=kv_unified,
                     placed_by=placed_by, layout=lay, devices=tuple(devices), host_bytes=lay.total_bytes.get(CPU, 0),
-                    host_shortfall=short, fits=fits, max_batch=max_batch, max_context=min(units * 256, cap),
+                    host_shortfall=short, fits=fits, max_batch=max_batch, max_context=max_context,
+                    pool_sequences=pool_sequences if fits else 0, slot_context=slot_context if fits else 0,
+                    raised=raised,
                     command=_sized(model, fmt, llama_args, settings, n_ctx, n_seq, cache, auto),
                     plan=plan, log_lines=tuple(start_up_lines(lay, cache_lines)), notes=tuple(notes))
 
