@@ -33,14 +33,14 @@ def test_byte_counts_the_placement_does_not_take_are_refused(capsys, flag):
 
 def test_json_has_the_single_card_keys(capsys):
     # Qwen3-30B-A3B Q4_K_M on a 3090 + a 3060 with 8 GiB of host RAM at 32k: kvmem places it (49/49 layers on
-    # the GPUs at one sequence, -ngl 999 -ts 1,1); those flags hold 2 sequences of 32k, not 3 (the 3060's half of
-    # the layers and KV); at one sequence the context stops at the model's 40,960 positions
+    # the GPUs at one sequence, -ngl 999 -ts 47,23: the cards' free memory); those flags hold 5 sequences of 32k,
+    # not 6 (tests/engines/test_llamacpp_mixed_cards.py); at one sequence the context stops at 40,960 positions
     code, out, _ = run(capsys, *QWEN, "--context", "32k", "--host-memory", "8GiB", "--json")
     data = json.loads(out)
     single = json.loads(run(capsys, "fit", "qwen3-30b-a3b", "--engine", "llama.cpp", "--weight-dtype", "q4_k_m",
                             "--gpu", "rtx-3090", "--context", "32k", "--json")[1])
     assert {"fits", "max_batch", "max_context", "llamacpp_offload"} <= set(data) & set(single)
-    assert code == 0 and (data["fits"], data["max_batch"], data["max_context"]) == (True, 2, 40960)
+    assert code == 0 and (data["fits"], data["max_batch"], data["max_context"]) == (True, 5, 40960)
     assert (data["num_gpus"], data["pp"], data["tp"]) == (2, 2, 1)
 
 

@@ -33,8 +33,8 @@ def test_fit_prints_the_verdict_per_device_and_what_llama_cpp_prints(capsys):
     assert "  max batch at 32,768 tokens: 8, with -c raised to 262,144 and -np 8" in lines
     assert ("  sized as: llama-server -m qwen3-30b-a3b-q4_k_m.gguf -ngl 99 -ts 3,1 --n-cpu-moe 30 -np 1 -c 32768"
             in lines)
-    assert any(line.startswith("  instead, kvmem: -ngl 999 -ts 1,1;") for line in lines)
-    assert any(line.startswith("  instead, --fit on: -ngl 999 -ts 1,1;") for line in lines)
+    assert any(line.startswith("  instead, kvmem: -ngl 999 -ts 47,23;") for line in lines)
+    assert any(line.startswith("  instead, --fit on: -ngl 999 -ts 47,23;") for line in lines)
     assert "    load_tensors:        CUDA1 model buffer size =  4328.06 MiB" in lines
 
 

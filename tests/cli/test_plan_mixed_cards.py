@@ -8,11 +8,12 @@ QWEN = ("plan", "qwen3-30b-a3b", "--weight-dtype", "q4_k_m", "--gpu", "rtx-3090,
 
 
 def test_plan_lays_out_mixed_cards_for_llama_cpp(capsys):
-    # Qwen3-30B-A3B Q4_K_M, one sequence of 32k on a 3090 + a 3060: every layer on the GPUs, split 1:1
+    # Qwen3-30B-A3B Q4_K_M, one sequence of 32k on a 3090 + a 3060: every layer on the GPUs, split by free memory
+    # (24,064 : 11,776 MiB = 47 : 23)
     code = main([*QWEN, "--engine", "llama.cpp", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and (data["batch"], data["context"]) == (1, 32768)
-    assert data["command"] == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 999 -ts 1,1"
+    assert data["command"] == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 999 -ts 47,23"
 
 
 def test_plan_max_context_is_fits_answer(capsys):

@@ -18,18 +18,20 @@ def cli_json(capsys, *argv):
 
 
 def test_qwen3_30b_a3b_on_a_3090_and_a_3060():
-    # Qwen3-30B-A3B Q4_K_M at 32k with 8 GiB of host RAM: all 49 layers on the two cards, -ts 1,1 (CUDA0 takes
-    # layers 0-24, CUDA1 25-47 and the output); the host keeps token_embd (175,030,272 B) and its compute buffer
-    # (155,238,528 B): 330,268,800 B. Those flags hold 2 sequences of 32k, not 3 (the 3060's half of the layers
-    # and KV); at one sequence the context stops at the model's 40,960 positions
+    # Qwen3-30B-A3B Q4_K_M at 32k with 8 GiB of host RAM: all 49 layers on the two cards, split by free memory as
+    # llama.cpp does with no -ts: 24,064 and 11,776 MiB (usable less the 512 MiB CUDA context) over their gcd 512,
+    # -ts 47,23; split point 47/70 = 0.6714 against k/49: CUDA0 takes layers 0-32, CUDA1 33-47 and the output. The
+    # host keeps token_embd (175,030,272 B) and its compute buffer (155,238,528 B): 330,268,800 B. KV on CUDA0:
+    # 33 layers x 4 heads x 128 x 2 (K,V) x 2 B x 32,768 = 2,214,592,512 B a sequence: 5 sequences take CUDA0 to
+    # 24,229,890,816 B of 25,769,803,776, a 6th past it; at one sequence the context stops at the model's 40,960
     got = mixed_cards(kvmem.get_model("qwen3-30b-a3b"), ["rtx-3090", "rtx-3060"], **QWEN,
                       options={"host_memory_bytes": 8 << 30})
     assert (got.engine, got.gpus, got.fits, got.max_batch, got.max_context) == (
-        "llama.cpp", ("rtx-3090", "rtx-3060"), True, 2, 40960)
-    assert got.command == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 999 -ts 1,1"
+        "llama.cpp", ("rtx-3090", "rtx-3060"), True, 5, 40960)
+    assert got.command == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 999 -ts 47,23"
     assert (got.host_bytes, got.host_checked, got.host_shortfall) == (330_268_800, True, None)
     assert got.placed(40960, 1).command_best == ("llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 40960 -np 1 --fit off "
-                                                 "-ngl 999 -ts 1,1")
+                                                 "-ngl 999 -ts 47,23")
 
 
 def test_the_cli_prints_the_record(capsys):
@@ -38,7 +40,7 @@ def test_the_cli_prints_the_record(capsys):
                       options={"host_memory_bytes": 8 << 30})
     code, data = cli_json(capsys, "qwen3-30b-a3b", "--engine", "llama.cpp", "--weight-dtype", "q4_k_m", "--gpu",
                           "rtx-3090,rtx-3060", "--context", "32k", "--host-memory", "8GiB")
-    assert code == 0 and (data["fits"], data["max_batch"], data["max_context"]) == (True, 2, 40960)
+    assert code == 0 and (data["fits"], data["max_batch"], data["max_context"]) == (True, 5, 40960)
     assert data["llamacpp_offload"] == json.loads(json.dumps(got.to_dict()))
 
 

@@ -49,48 +49,51 @@ def order(at) -> list[str]:
 
 
 def test_two_mixed_cards_give_the_clis_answer(capsys):
-    # Qwen3-30B-A3B Q4_K_M on a 3090 + a 3060 at 32k with 8 GiB of host RAM: kvmem places all 49 layers, -ts 1,1;
-    # its flags hold 2 sequences of 32k and, at one sequence, the model's 40,960 positions
+    # Qwen3-30B-A3B Q4_K_M on a 3090 + a 3060 at 32k with 8 GiB of host RAM: kvmem places all 49 layers, -ts 47,23
+    # (the cards' 24,064 : 11,776 MiB free, as llama.cpp splits with no -ts); its flags hold 5 sequences of 32k
+    # and, at one sequence, the model's 40,960 positions (tests/engines/test_llamacpp_mixed_cards.py)
     at = page({**QWEN, "cards": "rtx-3090,rtx-3060"}, host_ram_gib=8)
     code, text, data = cli(capsys, "qwen3-30b-a3b", "--engine", "llama.cpp", "--weight-dtype", "q4_k_m", "--gpu",
                            "rtx-3090,rtx-3060", "--context", "32k", "--batch", "1", "--host-memory", "8GiB")
     metrics = {m.label: m.value for m in at.metric}
     assert code == 0 and data["fits"] and not at.error
-    assert metrics["Max batch"] == f"{data['max_batch']:,}" == "2"
+    assert metrics["Max batch"] == f"{data['max_batch']:,}" == "5"
     assert metrics["Max context"] == f"{data['max_context']:,}" == "40,960"
     command = data["llamacpp_offload"]["command_best"]
-    assert command == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 999 -ts 1,1"
+    assert command == "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -c 32768 -np 1 --fit off -ngl 999 -ts 47,23"
     assert [c.value for c in at.code][:2] == [command, data["llamacpp_offload"]["command_fit"]]
     # the CLI's headline, word for word; the placement right under it, the metrics after
     assert at.subheader[0].value.replace("\\", "") == text.split("\n")[0] == (
         "qwen3-30b-a3b on rtx-3090 + rtx-3060 · llama.cpp: fits with the placement below")
     drawn = order(at)
     assert drawn[:2] == [at.subheader[0].value, "**kvmem: the most on the GPUs**: 49/49 layers on the GPUs, context "
-                         "32,768; CUDA0 11.05 GiB, CUDA1 10.51 GiB, CPU 314.97 MiB; decode bound 100.7 tok/s"]
+                         "32,768; CUDA0 14.31 GiB, CUDA1 7.24 GiB, CPU 314.97 MiB; decode bound 117.0 tok/s"]
     assert drawn[2].startswith("**--fit on**: 49/49 layers") and drawn[3] == "metric Max batch"
-    # per device: the record's bytes (CUDA1 holds layers 25-47 and the output: 23 layers)
+    # per device: the record's bytes (CUDA0 layers 0-32, CUDA1 33-47: 15 layers, and the output)
     rows = at.dataframe[0].value
-    assert list(rows["device"]) == ["CUDA0", "CUDA1", "CPU"] and list(rows["layers"]) == [25, 23, 0]
+    assert list(rows["device"]) == ["CUDA0", "CUDA1", "CPU"] and list(rows["layers"]) == [33, 15, 0]
     assert list(rows["memory"]) == ["24.00 GiB", "12.00 GiB", "host RAM"]
-    # each total the CLI's (CUDA0 11,316 MiB = 11.05 GiB): weights + KV + compute + the 512 MiB CUDA context; the
+    # each total the CLI's (CUDA0 14,658 MiB = 14.31 GiB): weights + KV + compute + the 512 MiB CUDA context; the
     # host's weights are token_embd's 175,030,272 B (166.92 MiB) beside its 155,238,528 B compute buffer
-    assert list(rows["total"]) == ["11.05 GiB", "10.51 GiB", "314.97 MiB"]
+    assert list(rows["total"]) == ["14.31 GiB", "7.24 GiB", "314.97 MiB"]
     assert list(rows["other"]) == ["512.00 MiB", "512.00 MiB", "0 B"] and rows["weights"][2] == "166.92 MiB"
     assert len(at.get("vega_lite_chart")) == 1
     assert "Not used on this page: GPU, GPUs (the mixed cards replace them)." in [c.value for c in at.caption]
 
 
 def test_three_cards_and_a_batch(capsys):
-    # Llama-3.1-8B bf16 on a 4090 + 3090 + 3060, 2 x 16k: -ts 1,1,1 holds 10 sequences of 16k, 2 of 78,848
+    # Llama-3.1-8B bf16 on a 4090 + 3090 + 3060, 2 x 16k: the cards' free 24,052 : 24,064 : 11,776 MiB over their
+    # gcd 4, -ts 6013,6016,2944 (14, 13 and 5 layers and the output), holds 20 sequences of 16k and, at 2, the
+    # model's 131,072 positions (-ts 1,1,1 held 10 and 78,848: the 3060's third of the layers filled it first)
     at = page({"model": "llama-3.1-8b", "tokens": "16k", "engine": "llama.cpp", "batch": "2",
                "cards": "rtx-4090-24gb,rtx-3090-24gb,rtx-3060-12gb"})
     _, _, data = cli(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu",
                      "rtx-4090-24gb,rtx-3090-24gb,rtx-3060-12gb", "--context", "16k", "--batch", "2")
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["Max batch"], metrics["Max context"]) == (f"{data['max_batch']:,}", f"{data['max_context']:,}") \
-        == ("10", "78,848")
+        == ("20", "131,072")
     assert at.code[0].value == data["llamacpp_offload"]["command_best"] == (
-        "llama-server -m llama-3.1-8b-bf16.gguf -c 32768 -np 2 --fit off -ngl 999 -ts 1,1,1")
+        "llama-server -m llama-3.1-8b-bf16.gguf -c 32768 -np 2 --fit off -ngl 999 -ts 6013,6016,2944")
     # no host RAM given: the yes says what it rests on (1.08 GiB there: token_embd and the host's compute buffer)
     assert [i.value for i in at.info] == ["It runs if the host has 1.08 GiB of free RAM for it (not checked: Host RAM "
                                           "per node, under Host RAM, checks it)."]
@@ -162,10 +165,11 @@ def test_cards_typed_then_another_engine_say_they_are_not_used():
 
 def test_a_custom_card_beside_a_preset(capsys):
     # a 24 GiB custom card (CUDA0) and a 3060: the page and kvmem fit --gpu custom:...,rtx-3060 say the same
+    # (split by free memory, 24,064 : 11,776 MiB = -ts 47,23: 19 sequences of 8k, the model's 131,072 positions)
     at = page({"model": "llama-3.1-8b", "tokens": "8k", "engine": "llama.cpp", "cards": "custom:24GiB:936GB/s,rtx-3060"})
     _, _, data = cli(capsys, "llama-3.1-8b", "--engine", "llama.cpp", "--gpu", "custom:24GiB:936GB/s,rtx-3060",
                      "--context", "8k", "--batch", "1")
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["Max batch"], metrics["Max context"]) == (f"{data['max_batch']:,}", f"{data['max_context']:,}") \
-        == ("9", "70,144")
+        == ("19", "131,072")
     assert at.code[0].value == data["llamacpp_offload"]["command_best"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ...model import Model
 from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout
 from .layouts import layout as _layout
-from .placement import CPU
+from .placement import CPU, free_split
 
 __all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout", "layout"]
 
@@ -131,25 +131,70 @@ def fit_layout(model: Model, tensors, gpus, per_device, overflow, kw: dict, n_ct
                   **{**kw, "n_ctx": n_ctx})
 
 
+def _layers_per_gpu(lay: Layout) -> str:
+    """"CUDA0 41 layers, CUDA1 7": the repeating layers each GPU holds."""
+    counts = [(g, sum(d == g for d in lay.placement.layer_device)) for g in lay.placement.gpus]
+    return ", ".join(f"{g} {k}" + " layers" * (i == 0) for i, (g, k) in enumerate(counts))
+
+
 def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: dict,
            margin: int = FIT_MARGIN_BYTES, fit_ctx: int = FIT_CTX) -> tuple[Layout | None, str]:
     """What llama.cpp's --fit on would choose (module doc); ``free``: device -> free bytes as
-    llama.cpp sees them (memory - CUDA context); ``n_ctx`` None: -c unset."""
+    llama.cpp sees them (memory - CUDA context); ``n_ctx`` None: -c unset. Its note says where the choice
+    overruns a GPU and how llama.cpp's load then fails (_overrun)."""
+    lay, note = _fit_on(model, tensors, gpus, free, n_ctx=n_ctx, kw=kw, margin=margin, fit_ctx=fit_ctx)
+    return lay, note + _overrun(lay, gpus, free)
+
+
+def _overrun(lay: Layout | None, gpus, free: dict) -> str:
+    """fit.cpp checks a device only while it fills it (and, for the extra layer, the next one), so a later
+    device's layers can still grow an earlier one's compute buffer (the host experts it copies in); after its
+    last step it writes the flags with no check (llama.cpp@0c1e57098 common/fit.cpp#L876, then "successfully fit
+    params", #L893) and llama.cpp loads them (common/common.cpp#L1233): the model buffers device by device
+    ("unable to allocate CUDA1 buffer", src/llama-model.cpp#L1886, and "failed to load model", common/common.cpp
+    #L1346), then the KV cache ("failed to allocate buffer for kv cache", src/llama-kv-cache.cpp#L288), then the
+    compute buffers ("failed to allocate compute buffers", src/llama-context.cpp#L2574). "" where every GPU
+    holds its part."""
+    if lay is None:
+        return ""
+    over = [g for g in gpus if lay.total_bytes[g] - CUDA_CONTEXT_BYTES > free[g]]
+    if not over:
+        return ""
+    parts = ", ".join(f"{g} {(lay.total_bytes[g] - CUDA_CONTEXT_BYTES) / MiB:,.0f} MiB of {free[g] / MiB:,.0f} "
+                      "MiB free" for g in over)
+    stages = ((lambda d: d.model_bytes, "unable to allocate {g} buffer / failed to load model"),
+              (lambda d: d.model_bytes + d.kv_bytes, "failed to allocate buffer for kv cache"),
+              (lambda d: lay.total_bytes[d.device] - CUDA_CONTEXT_BYTES, "failed to allocate compute buffers"))
+    first, message = next((g, message) for took, message in stages for g in gpus
+                          if took(lay.placement.device(g)) > free[g])
+    return (f"; its choice does NOT fit: {parts} (fit.cpp checks a device only while it fills it, then writes "
+            f"its choice unchecked): llama.cpp stops at load, '{message.format(g=first)}'")
+
+
+MiB = 1 << 20
+
+
+def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: dict,
+            margin: int = FIT_MARGIN_BYTES, fit_ctx: int = FIT_CTX) -> tuple[Layout | None, str]:
+    """fit_on's search."""
     n = model.num_layers
     nd = len(gpus)
     ctx_train = model.max_position_embeddings or fit_ctx
     n_streams = 1 if kw.get("kv_unified") else max(1, kw.get("n_seq", 1))
     ctx = n_ctx if n_ctx is not None else ctx_train * n_streams
     targets = [free[g] - margin for g in gpus]
+    # fit measures with the user's flags: no -ts, so llama.cpp's split by free memory (placement.free_split)
+    split = free_split([free[g] for g in gpus]) if nd > 1 else None
 
     def used(lay, g):
         return lay.total_bytes[g] - CUDA_CONTEXT_BYTES
 
-    full = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, **{**kw, "n_ctx": ctx})
+    full = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, **{**kw, "n_ctx": ctx})
     if nd == 0:
         return full, "no GPU: everything on the host"
     if all(used(full, g) <= free[g] - margin for g in gpus):
-        return full, "it fits at full offload: --fit changes nothing"
+        return full, "it fits at full offload: --fit changes nothing" + (
+            f" (no -ts: llama.cpp splits the layers by free memory, {_layers_per_gpu(full)})" if nd > 1 else "")
     # step 2 (fit.cpp "try reducing memory use by reducing the context size")
     sum_used = sum(used(full, g) for g in gpus)
     note_ctx = ""
@@ -159,7 +204,7 @@ def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: di
         if nd > 1:   # fit.cpp: model_per_layer = sum_projected_model / min(n_gpu_layers, hp_ngl)
             per_layer = sum(full.placement.device(g).model_bytes for g in gpus) // n
             target -= (nd + 1) * per_layer // (2 if model.facts.moe is None else 6)
-        lo = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, **{**kw, "n_ctx": ctx_min})
+        lo = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, **{**kw, "n_ctx": ctx_min})
         sum_lo = sum(used(lo, g) for g in gpus)
         new_ctx = ctx_min
         if target > sum_lo and sum_used > sum_lo:
@@ -188,7 +233,8 @@ def fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: di
 
     surplus_cpu_moe = 0
     if moe:      # every expert on the host, every layer offloaded, the default split
-        lay = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, n_cpu_moe=n, **{**kw, "n_ctx": ctx})
+        lay = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, n_cpu_moe=n,
+                     **{**kw, "n_ctx": ctx})
         surplus_cpu_moe = sum(free[g] - used(lay, g) - margin for g in gpus)
     host = [CPU] * nd
     per = [(0, 0, "MOE")] * nd

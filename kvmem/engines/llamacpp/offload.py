@@ -28,6 +28,7 @@ from .best import best_layout, fit_searched, held_layout
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, layout
 from .host_memory import host_bandwidth, host_memory_presets
 from .layouts import CUDA_CONTEXT_BYTES, Layout
+from .placement import free_split
 from .tensors import tensors_for
 
 __all__ = ["Layout", "OffloadPlan", "DecodeStep", "layout", "offload", "fit_on", "llamacpp_offload", "decode_curve",
@@ -313,7 +314,8 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
               mmproj_offload=mmproj_offload, mmproj_compute=mm_compute,
               **cache_settings(n_batch=n_batch, swa_full=swa_full, kv_unified=kv_unified, build=build, mla=mla,
                                nextn=nextn, n_rs_seq=n_rs_seq))
-    split = tuple(g.usable_memory_bytes - CUDA_CONTEXT_BYTES for g in gpu_list) if len(names) > 1 else None
+    # no -ts: llama.cpp's split by free memory, as kvmem's placement and --fit on take it (placement.free_split)
+    split = free_split([g.usable_memory_bytes - CUDA_CONTEXT_BYTES for g in gpu_list]) if len(names) > 1 else None
     budgets = {n: g.usable_memory_bytes for n, g in zip(names, gpu_list, strict=True)}
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpu_list, strict=True)}
     host = host_bandwidth(host_memory)

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import math
 import struct
 from array import array
 from bisect import bisect_right
@@ -89,7 +90,7 @@ from .placed import DeviceMemory, PlacedTensor, Placement, hashed_infos, tensor_
 from .settings import PR_18148  # the output layer offloaded first (2025-12-18, 57c1e0564)
 
 __all__ = ["GGML_TYPES", "PlacedTensor", "Placement", "DeviceMemory", "GROUPS", "place", "tensor_group",
-           "layer_devices", "cuda_alloc_bytes", "buffer_mib", "PR_18148"]
+           "layer_devices", "cuda_alloc_bytes", "buffer_mib", "free_split", "PR_18148"]
 
 
 GROUPS = ("embeddings", "attention", "ffn", "experts", "shared_experts", "other", "output")
@@ -110,6 +111,19 @@ def buffer_mib(nbytes: int) -> float:
 
 def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def free_split(free_bytes) -> tuple:
+    """The -ts llama.cpp takes when none is given (or all zero): each device's free memory
+    (llama.cpp@0c1e57098 src/llama-model.cpp#L1556-L1576, ggml_backend_dev_memory's free, as a float), here
+    ``free_bytes`` per GPU (kvmem: usable memory less the CUDA context) in whole MiB (the "using device ... MiB
+    free" figure) divided by their greatest common divisor: MiB values are exact in float32, so the split points,
+    and the layers, are those of the MiB figures themselves; equal cards give (1.0, ..., 1.0) as a bare -ts 1,1."""
+    mib = [max(int(b) >> 20, 0) for b in free_bytes]
+    if not any(mib):
+        raise ValueError(f"free memory {list(free_bytes)!r}: no GPU has a MiB free to split the layers by")
+    g = math.gcd(*mib)
+    return tuple(float(m // g) for m in mib)
 
 
 def layer_devices(n_layer: int, n_gpu_layers: int, tensor_split, build: datetime.date | None = None) -> list:
