@@ -106,3 +106,28 @@ def test_an_old_kv_self_line_and_a_host_kv_buffer():
     # given -c 8192 instead, both differ
     other = check_log(LOGS["llama-2-13b-q5km-full-offload-kv-on-host"]["log"], "llama-2-13b", n_ctx=8192)
     assert not other.matches and all(not c.matches for c in other.checks)
+
+
+KVU_LINES = """load_tensors: offloaded 49/49 layers to GPU
+load_tensors:   CPU_Mapped model buffer size =  3866.64 MiB
+load_tensors:        CUDA0 model buffer size = 13937.93 MiB
+llama_kv_cache:      CUDA0 KV buffer size =  3072.00 MiB
+llama_kv_cache: size = 3072.00 MiB ( 32768 cells,  48 layers,  {seqs} seqs), K (f16): 1536.00 MiB, V (f16): 1536.00 MiB
+sched_reserve:      CUDA0 compute buffer size =   249.51 MiB
+sched_reserve:  CUDA_Host compute buffer size =    40.01 MiB
+"""
+
+
+def test_kv_unified_sizes_the_compute_buffers():
+    # review finding 3: `kvmem fit qwen3-30b-a3b --engine llama.cpp --gpu rtx-3090-24gb --context 32k --weight-dtype
+    # q4_k_m --llama-args "-ngl 99 --n-cpu-moe 10 -fa on -np 4 -kvu"` prints these lines (CUDA0 compute 249.51, host
+    # 40.01 MiB): one KV stream, so the KQ mask spans all 32,768 cells. check-log of its command + lines read -kvu and
+    # matched the KV lines but laid the compute graph out with 4 streams (225.51 / 16.01 MiB: "another -ub ...")
+    command = "llama-server -m qwen3-30b-a3b-q4_k_m.gguf -ngl 99 --n-cpu-moe 10 -fa on -np 4 {kvu}-c 32768\n"
+    r = check_log(command.format(kvu="-kvu ") + KVU_LINES.format(seqs="4/1"), weight_format="q4_k_m")
+    assert r.inputs["kv_unified"][0] is True and r.matches and len(r.checks) == 6     # 2 model, KV, size, 2 compute
+    assert [c.kvmem for c in r.checks[-2:]] == ["249.51 MiB", "40.01 MiB"]
+    # the log's own "kv_unified = true" (llama_context prints it) without -kvu in the command: the same
+    r = check_log(command.format(kvu="") + "llama_context: kv_unified    = true\n" + KVU_LINES.format(seqs="4/1"),
+                  weight_format="q4_k_m")
+    assert r.inputs["kv_unified"][0] is True and r.matches

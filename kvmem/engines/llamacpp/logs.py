@@ -424,7 +424,11 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                                                                            "CPU_Mapped" in hosts),
                      # -nkvo: every KV buffer on the host though a GPU holds layers (-ngl 0: the host's layers hold it)
                      kv_offload=not (host_kv and not gpu_kv and gpus and n_gpu_layers),
-                     n_seq=settings.get("n_seq", 1), build=settings.get("build"), blas=blas, **(placed or {}))
+                     n_seq=settings.get("n_seq", 1), build=settings.get("build"), blas=blas,
+                     # -kvu (the command's, or the log's "kv_unified = true"): one KV stream for every sequence, so
+                     # the graph's KQ mask spans all n_ctx cells in one stream (kvmem.engines.llamacpp.compute:
+                     # build_attn_inp_kq_mask n_stream = kv_unified ? 1 : n_seqs)
+                     kv_unified=bool(settings.get("kv_unified", False)), **(placed or {}))
     except ValueError as exc:
         notes.append(f"buffers are not checked: {exc}")
         return
