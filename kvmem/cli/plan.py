@@ -76,6 +76,7 @@ def _own_flags(args) -> int:
     """--llama-args: the command of the user's own flags, sized (kvmem.cli.fit own_flags_answer, the record kvmem
     fit prints); exit 1 when they do not fit. The flags fix the placement: --target max_batch / max_context is
     answered with the number, as -np / -c to give."""
+    from ..engines.llamacpp.server_slots import target_answer
     from .fit import own_flags_answer
     model = read_model(args.model, args.revision)
     got = own_flags_answer(model, args)
@@ -83,7 +84,7 @@ def _own_flags(args) -> int:
         message = (f"{model.name}: your flags do not fit {got.batch} x {got.context:,} tokens on "
                    f"{' + '.join(got.gpus)} (kvmem fit --llama-args shows each device)" if not got.fits else
                    f"--target {args.target} with --llama-args: your flags' placement holds "
-                   + _raised(got, args.target))
+                   + target_answer(got, args.target))
         print(f"kvmem plan: refused: {message}", file=sys.stderr)
         if args.json:
             print(json.dumps({"error": message, "type": "PlanRefused", "command": "plan", "exit_code": 1,
@@ -95,24 +96,6 @@ def _own_flags(args) -> int:
           "batch": got.batch, "target": args.target, "command": got.command, "own_flags": got.to_dict()},
          args.json, lines)
     return 0
-
-
-def _raised(got, target: str) -> str:
-    """The --target answer of own flags: the workload, the -c (and -np) it needs and what to give kvmem plan for it
-    (kvmem writes -c = --context x the sequences where the flags give none: own_flags._workload)."""
-    need = got.raised[target]
-    c = (f" (kvmem then writes -c {need['n_ctx']})" if "n_ctx" not in got.settings else
-         f" and -c {need['n_ctx']} among your flags")
-    if target == "max_batch":
-        held = f"{got.max_batch} sequences of {got.context:,} tokens with -c raised to {need['n_ctx']:,}"
-        # one pool: --batch sets the sequences; with no -np kvmem would give --batch's count as -np (separate pools)
-        slots = "" if "n_seq" in got.settings else f" and -np {need['n_seq']} -kvu among your flags"
-        give = (f"--batch {got.max_batch}{slots}" if got.kv_unified else f"-np {need['n_seq']} among your flags") + c
-    else:
-        held = f"{got.max_context:,} tokens a sequence at batch {got.batch} with -c raised to {need['n_ctx']:,}"
-        give = f"--context {got.max_context}" + c
-    return (f"{held} (your -c {got.n_ctx:,} holds {got.pool_sequences} sequence{'s' * (got.pool_sequences != 1)} "
-            f"of {got.context:,} tokens, each up to {got.slot_context:,}): give {give}")
 
 
 def _disaggregated(args) -> int:

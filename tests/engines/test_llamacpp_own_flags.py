@@ -238,8 +238,8 @@ def test_the_flags_own_c_and_np_apart_from_the_c_each_maximum_needs():
     (65536, 1, True, 32768, None, (1, 65536)),        # one slot: one sequence at a time, whatever the cells
 ])
 def test_what_the_flags_own_c_and_np_hold(n_ctx, n_seq, unified, context, train, held):
-    from kvmem.engines.llamacpp.own_flags import _held
-    assert _held(n_ctx, n_seq, unified, context, train) == held
+    from kvmem.engines.llamacpp.server_slots import held as slots_held
+    assert slots_held(n_ctx, n_seq, unified, context, train) == held
 
 
 def test_flags_that_do_not_fit_hold_nothing_and_say_so():

@@ -201,6 +201,7 @@ class OwnFlags:
     def lines(self) -> list[str]:
         """The record as kvmem fit prints it: the verdict first, per device, what it holds, the other placements."""
         from ...units import format_bytes
+        from .server_slots import raised_words
         head = (f"your flags on {' + '.join(self.gpus)} · llama.cpp: "
                 + ("fit" if self.fits else "do not fit") + f" — {self.batch} x {self.context:,} tokens "
                 f"(-c {self.n_ctx:,}, {self.n_seq} slot{'s' * (self.n_seq != 1)}"
@@ -221,9 +222,9 @@ class OwnFlags:
         out += [f"  with -c {self.n_ctx:,} ({slots}): " + (
                     f"{self.pool_sequences} sequence{'s' * (self.pool_sequences != 1)} of {self.context:,} tokens at "
                     f"once; a sequence up to {self.slot_context:,} tokens" if self.fits else "nothing runs"),
-                f"  max batch at {self.context:,} tokens: {self.max_batch}, {self._raised('max_batch')}",
+                f"  max batch at {self.context:,} tokens: {self.max_batch}, {raised_words(self, 'max_batch')}",
                 f"  max context at batch {self.batch}: {self.max_context:,} tokens a sequence, "
-                f"{self._raised('max_context')}",
+                f"{raised_words(self, 'max_context')}",
                 f"  sized as: {self.command}"]
         p = self.plan
         for label, lay, cmd in (("instead, kvmem", p.best, p.command_best), ("instead, --fit on", p.fit,
@@ -237,32 +238,6 @@ class OwnFlags:
         out += [f"    {line}" for line in self.log_lines]
         out += [f"  note: {note}" for note in self.notes]
         return out
-
-
-    def _raised(self, what: str) -> str:
-        """The -c (and -np) ``what`` needs, said as a change of the flags' own where it is one."""
-        need = self.raised[what]
-        if not need["n_ctx"]:
-            return "none runs"
-        if (need["n_ctx"], need["n_seq"]) == (self.n_ctx, self.n_seq):
-            return "with your -c"
-        return f"with -c raised to {need['n_ctx']:,}" + (f" and -np {need['n_seq']}" if need["n_seq"] != self.n_seq
-                                                         else "")
-
-
-def _held(n_ctx: int, n_seq: int, kv_unified: bool, context: int, n_ctx_train) -> tuple:
-    """(sequences of ``context`` tokens the KV pool holds at once, the longest context a sequence gets) with -c
-    ``n_ctx`` and -np ``n_seq`` as given, nothing raised. llama.cpp@0c1e57098 src/llama-context.cpp#L289-L306: n_ctx
-    padded to 256; one unified pool gives each slot all n_ctx cells, separate streams n_ctx / n_seq (padded to 256);
-    llama-server caps a slot at the model's training context (tools/server/server-context.cpp#L4007-L4016
-    n_ctx_slot)."""
-    n_ctx = -(-n_ctx // 256) * 256
-    slot = n_ctx if kv_unified else -(-(n_ctx // n_seq) // 256) * 256
-    if n_ctx_train:
-        slot = min(slot, n_ctx_train)
-    if slot < context:
-        return 0, slot
-    return (min(n_seq, n_ctx // context) if kv_unified else n_seq), slot
 
 
 def _alternative(lay, budgets: dict, command: str) -> dict | None:
@@ -348,6 +323,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     from .offload import llamacpp_offload, mmproj_option, weight_format
     from .panel import host_shortfall, offload_options
     from .placement import CPU, free_split
+    from .server_slots import held as slots_held
     from .settings import LLAMA_MAX_SEQ
     model, options = as_model(model), dict(options or {})
     gpus = tuple(g.strip() for g in gpus.split(",")) if isinstance(gpus, str) else tuple(gpus)
@@ -459,7 +435,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     notes += [n for n in plan.notes if n.startswith("tensors:")]
     cache_lines = _cache_lines(model, kv_dtype, {**place_kw, **cache, "n_ctx": n_ctx, "n_seq": n_seq,
                                                  "kv_unified": kv_unified}, notes)
-    pool_sequences, slot_context = _held(n_ctx, n_seq, kv_unified, context, model.max_position_embeddings)
+    pool_sequences, slot_context = slots_held(n_ctx, n_seq, kv_unified, context, model.max_position_embeddings)
     max_context = min(units * 256, cap)
     # the -c and -np runs() probed for each (a pool: at least the flags' slots)
     raised = {"max_batch": {"n_ctx": context * max_batch,
