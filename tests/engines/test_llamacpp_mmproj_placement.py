@@ -135,7 +135,7 @@ def test_a_projector_without_a_graph_is_said_not_computed():
     p = llamacpp_offload("llama-3-8b", gpus="rtx-3090-24gb", context="8k", weight_dtype="q4_k_m", mmproj=600_000_000)
     assert p.best.mmproj == {"device": "CUDA0", "weights_bytes": 600_000_000, "compute_bytes": None}
     assert "its compute buffer is NOT COMPUTED and not counted" in p.notes[-1]
-    assert "config has no vision_config kvmem builds a projector's graph from (Gemma 3 / 4, Qwen2-VL" in p.notes[-1]
+    assert "config has no vision_config kvmem builds a projector's graph from (Gemma 3, Gemma 4, Qwen2-VL" in p.notes[-1]
     model = kvmem.get_model("gemma-3-27b")
     weights, compute, note = mmproj_memory(model, 1, gpu="CUDA0", flash_attn=None)
     assert (weights, compute) == (1, (("CUDA0", 127_139_840), ("CPU", IMAGE)))

@@ -99,8 +99,11 @@ def mmproj_shape(model) -> MmprojShape | ClipShape | None:
     """The projector convert_hf_to_gguf would write for ``model``'s config: Gemma 3 (model_type gemma3 with a
     siglip vision_config), Gemma 4 (graphs_mmproj_gemma4), the Qwen-VL and Pixtral configs
     graphs_mmproj_config.clip_shape_from_config reads; None for any other config."""
+    from .graphs_mmproj_config import CONFIG_PROJECTORS
     cfg = model.config or {}
     vision, text = cfg.get("vision_config"), cfg.get("text_config")
+    if cfg.get("model_type") not in CONFIG_PROJECTORS:      # the list a refusal names (offload.mmproj_memory)
+        return None
     if cfg.get("model_type") != "gemma3":
         from .graphs_mmproj_config import clip_shape_from_config
         text = text if isinstance(text, dict) else {}

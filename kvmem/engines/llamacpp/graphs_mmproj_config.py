@@ -11,7 +11,7 @@ from .graphs_mmproj_pixtral import pixtral_warmup_size
 from .graphs_mmproj_qwen import qwen_warmup_size
 from .graphs_mmproj_vit import ClipShape
 
-__all__ = ["clip_shape_from_config"]
+__all__ = ["CONFIG_PROJECTORS", "clip_shape_from_config", "config_projector_names"]
 
 
 # the mmproj tensors convert_hf_to_gguf writes for each projector (conversion/qwenvl.py Qwen2VLVisionModel,
@@ -30,6 +30,18 @@ _MINIMAX = frozenset({"ln1.bias", "ln2.bias", "attn_q.bias", "attn_k.bias", "att
                       "ffn_up.bias", "ffn_down.bias", "pre_ln", "pre_ln.bias"})
 _QWEN_CONFIGS = {"qwen2_vl": "qwen2vl", "qwen2_5_vl": "qwen25vl", "qwen3_vl": "qwen3vl", "qwen3_vl_moe": "qwen3vl",
                  "qwen3_5": "qwen3vl", "qwen3_5_moe": "qwen3vl"}
+# every config (model_type) whose projector kvmem builds from config.json alone, with the name said for it: the
+# Qwen-VL ones, Mistral 3 / Llava with a pixtral tower, Llama 4, MiniMax-M3 (here), Gemma 3 and Gemma 4
+# (graphs_mmproj.mmproj_shape, which returns None for any model_type not listed)
+CONFIG_PROJECTORS = {"gemma3": "Gemma 3", "gemma4": "Gemma 4", "qwen2_vl": "Qwen2-VL", "qwen2_5_vl": "Qwen2.5-VL",
+                     "qwen3_vl": "Qwen3-VL", "qwen3_vl_moe": "Qwen3-VL", "qwen3_5": "Qwen3.5", "qwen3_5_moe": "Qwen3.5",
+                     "mistral3": "Mistral 3 / Pixtral", "llava": "Llava / Pixtral", "llama4": "Llama 4",
+                     "minimax_m3_vl": "MiniMax-M3"}
+
+
+def config_projector_names() -> str:
+    """CONFIG_PROJECTORS as a message lists them: each name once, in order."""
+    return ", ".join(dict.fromkeys(CONFIG_PROJECTORS.values()))
 
 
 def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:

@@ -242,9 +242,10 @@ def mmproj_memory(model: Model, mmproj, *, gpu: str | None, flash_attn=None) -> 
     elif isinstance(mmproj, int) and not isinstance(mmproj, bool) and mmproj >= 0:
         weights, from_config = mmproj, mmproj_shape(model)
         if from_config is None:
+            from .graphs_mmproj_config import config_projector_names
             return weights, None, _not_computed(
-                f"{model.name}'s config has no vision_config kvmem builds a projector's graph from (Gemma 3 / 4, "
-                "Qwen2-VL to Qwen3.5, Mistral 3 / Pixtral, Llama 4, MiniMax-M3); give the mmproj GGUF itself")
+                f"{model.name}'s config has no vision_config kvmem builds a projector's graph from "
+                f"({config_projector_names()}); give the mmproj GGUF itself")
         shape = from_config
     else:
         raise ValueError(f"mmproj must be a GGUF path or a byte count, got {mmproj!r}")
