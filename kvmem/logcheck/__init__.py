@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 from ..catalog import as_model, preset
 from ..engines import ENGINES
@@ -91,7 +92,9 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
         name = model if isinstance(model, str) else getattr(model, "name", "")
         return LogCheck(engine=engine, model=name or "", settings={}, notes=tuple(notes), ignored=len(lines))
     reader = reading[engine]
-    printed = {**command.read(lines, reader), **reader.printed(lines)}   # what the engine printed wins
+    unread: list = []                     # a command line kvmem did not read: said, and no flag of it blamed
+    printed = {**command.read(lines, reader, unread), **reader.printed(lines)}   # what the engine printed wins
+    notes += unread
     inputs = _inputs(printed, model=model, kv_dtype=kv_dtype, tp=tp, pp=pp, options=options,
                      fallback=fallback or {})
     architecture = inputs.pop("architecture", (None,))[0]     # what the log prints of the model's shape
@@ -116,6 +119,10 @@ def check_log(text: str, model=None, *, engine: str | None = None, kv_dtype=None
     settings, checks, more = reader.check(model, found[engine], kv_dtype=inputs["kv_dtype"][0], tp=tp,
                                                    pp=pp, info=info, **extra, **used)
     notes += more
+    if unread:
+        checks = [c if c.matches else replace(c, cause="the command above the log was not read (see the note): its "
+                                                   "flags are not known to kvmem; give them as options (-o NAME=VALUE)")
+                  for c in checks]
     if not checks:
         notes.append("no line kvmem can check for this engine in the log")
     in_order = tuple(sorted(checks, key=lambda c: c.line))

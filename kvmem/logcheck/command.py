@@ -11,6 +11,7 @@ over the command (kvmem.logcheck.check_log); a flag kvmem does not use is left a
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,26 +33,54 @@ class Appends:
     takes_value: bool = True
 
 
-def read(lines: list[str], reader) -> dict:
+def read(lines: list[str], reader, unread: list | None = None) -> dict:
     """The settings of the first launch command of an engine in ``lines``, read by its LogReader ``reader``
-    (kvmem.engines.base.LogReader): kvmem name -> (value, where)."""
-    tried = 0
+    (kvmem.engines.base.LogReader): kvmem name -> (value, where). Where a line runs the engine but is not read
+    (over MAX_COMMAND_CHARS, an unclosed quote, past MAX_TRIED) and no later one is, why goes into ``unread``."""
+    tried, skipped = 0, []
     for n, line in enumerate(lines, 1):
         hits = [(at, run) for run in reader.runs if (at := line.find(run)) >= 0]
         if not hits:
             continue
         start, run = min(hits)
         if len(line) - start > MAX_COMMAND_CHARS:
+            skipped.append(f"log line {n} runs {run.strip()} but is {len(line) - start:,} characters from there, more "
+                           f"than the {MAX_COMMAND_CHARS:,} kvmem reads as a command")
             continue
         tried += 1
         if tried > MAX_TRIED:
+            skipped.append(f"log line {n} runs {run.strip()}, past the {MAX_TRIED} command lines kvmem splits")
             break
         try:
-            words = shlex.split(line[start:])
-        except ValueError:                   # an unclosed quote: not a command kvmem reads
+            words = split(line[start:], windows=_windows(line[start:], run))
+        except ValueError as exc:            # an unclosed quote: not a command kvmem reads
+            skipped.append(f"log line {n} runs {run.strip()} but is not split as a shell would ({exc}: an unclosed "
+                           "quote?)")
             continue
         return _flags(words, len(run.split()), reader, n, line)
+    if unread is not None and skipped:
+        unread.append(f"the command was not read, so no setting comes from it: {skipped[0]}")
     return {}
+
+
+# A Windows command line (cmd.exe, PowerShell) passes a backslash as it is: "llama-server.exe -m C:\\models\\x.gguf"
+_DRIVE_PATH = re.compile(r"(?:^|[\s\"'=])[A-Za-z]:\\")
+
+
+def _windows(text: str, run: str) -> bool:
+    """Whether ``text`` (a command from its run word on) is a Windows one: the program ends .exe, or a word starts
+    with a drive letter path (C:\\...)."""
+    return run.strip().endswith(".exe") or _DRIVE_PATH.search(text) is not None
+
+
+def split(text: str, *, windows: bool = False) -> list[str]:
+    """``text``'s words as the program receives them: POSIX shell rules (a backslash escapes), or, ``windows``, as
+    cmd.exe / PowerShell pass them (a backslash is kept; a word's enclosing quotes removed)."""
+    if not windows:
+        return shlex.split(text)
+    lexer = shlex.shlex(text, posix=False)
+    lexer.whitespace_split = True
+    return [w[1:-1] if len(w) >= 2 and w[0] == w[-1] and w[0] in "\"'" else w for w in lexer]
 
 
 def read_flags(text: str, reader, *, max_chars: int = MAX_COMMAND_CHARS, what: str = "the flags") -> dict:

@@ -9,6 +9,7 @@ import kvmem
 from kvmem.datafiles import has_json, read_json
 from kvmem.engines.llamacpp import logs
 from kvmem.engines.llamacpp.builds import build_date, build_line, table
+from kvmem.logcheck import command
 
 
 def _prs() -> dict:
@@ -67,6 +68,13 @@ def test_build_numbers_dated_from_masters_history():
     assert date is None and "newer than kvmem's table" in notes[0]
     date, notes = build_date(20000)
     assert date is None and "pinned to" in notes[0]
+    # the pinned build itself (11312, 0c1e57098): its own rules, no "undetermined" note (review 5e: it had one);
+    # its commit checked as any build's
+    assert build_date(11312) == (None, []) == build_date(11312, "0c1e5709")
+    date, notes = build_date(11312, "e59a5f1e")
+    assert date is None and notes == ["the log's commit e59a5f1e is not master's build 11312 (0c1e57098): a fork or "
+                                      "a local branch; checked under the rules of master's build 11312 (2026-10-01)"]
+    assert "undetermined" in build_date(11311)[1][0]        # between the table's last build and the pinned one
 
 
 def test_case02_kv_lines_of_may_2025_read():
@@ -205,6 +213,34 @@ def test_build_option_takes_a_build_number():
     newest = kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3", build="20000")
     assert not all(c.matches for c in newest.checks)
     assert any(note.startswith("build 20000 given: build 20000 is newer than kvmem's table") for note in newest.notes)
+
+
+def test_build_option_of_the_pinned_build_says_nothing():
+    # -o build=11312: the build kvmem's rules are pinned to, checked under them without a note (was "undetermined")
+    r = kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3", build="11312")
+    assert not any("build 11312" in note for note in r.notes)
+    assert r.notes == kvmem.check_log(CASE02.split("\n", 1)[1], "deepseek-v3").notes
+
+
+def test_a_windows_command_keeps_its_backslashes():
+    # review 5d: cmd.exe and PowerShell pass a backslash as it is; shlex's POSIX rules ate them
+    # ('C:modelsQwen3-30B-A3B-Q4_K_M.gguf'). A .exe program or a drive letter path: split as Windows does
+    exe = command.read([r"llama-server.exe -m C:\models\Qwen3-30B-A3B-Q4_K_M.gguf -c 4096 -ot blk\.1\.ffn.*=CPU"],
+                       logs.READER)
+    assert exe["model"][0] == r"C:\models\Qwen3-30B-A3B-Q4_K_M.gguf" and exe["n_ctx"][0] == 4096
+    assert exe["override_tensor"][0] == [(r"blk\.1\.ffn.*", "CPU")]
+    quoted = command.read([r'PS C:\Users\me> .\llama-server -m "D:\my models\Qwen3-30B-A3B-Q4_K_M.gguf" -c 8192'],
+                          logs.READER)
+    assert quoted["model"][0] == r"D:\my models\Qwen3-30B-A3B-Q4_K_M.gguf" and quoted["n_ctx"][0] == 8192
+    r = kvmem.check_log(r"llama-server.exe -m C:\models\Qwen3-30B-A3B-Q4_K_M.gguf -c 4096" + "\n" +
+                        "llama_kv_cache: size =  384.00 MiB (  4096 cells,  48 layers,  1/1 seqs), K (f16):  192.00 "
+                        "MiB, V (f16):  192.00 MiB\n")
+    # 48 layers x 4 KV heads x 128 x 2 (K, V) x 2 B x 4,096 cells = 384 MiB
+    assert r.model == "qwen3-30b-a3b" and r.matches
+    assert r.inputs["model"][1] == "log line 1, the command: 'C:\\\\models\\\\Qwen3-30B-A3B-Q4_K_M.gguf', read as Qwen3-30B-A3B"
+    # a POSIX shell's line still reads \\ as one backslash
+    posix = command.read([r"llama-server -m /m/x.gguf -ot blk\\.3\\.ffn=CPU"], logs.READER)
+    assert posix["override_tensor"][0] == [(r"blk\.3\.ffn", "CPU")]
 
 
 def test_size_line_without_seqs_of_builds_5429_to_5440():

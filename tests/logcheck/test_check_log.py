@@ -79,3 +79,22 @@ def test_the_repositorys_serving_logs():
             assert expected or all(c.cause for c in r.checks if not c.matches)
 
 
+
+
+def test_a_command_not_read_is_said_and_its_flags_not_blamed():
+    # review 5c: a command line over 8,000 characters, or with an unclosed quote, was skipped silently and the buffer
+    # check then blamed "another -ngl, -ts or -ot than the log states". The two-GPU -ot log of
+    # docs/research/llamacpp_offload_logs.json: read, every line matches; not read, the note says why
+    entry = next(e for e in json.loads((ROOT / "docs/research/llamacpp_offload_logs.json").read_text())
+                 if e["id"] == "qwen3-30b-a3b-q4km-ot-exps-two-gpus")
+    cmd, kw = entry["settings"]["command"], {"weight_format": "q4_k_m", "tensor_split": "9862,31518"}
+    assert check_log(cmd + "\n" + entry["log"], "qwen3-30b-a3b", **kw).matches
+    for line, why in ((cmd.replace('.=CPU"', ".=CPU"), "log line 1 runs llama-cli but is not split as a shell would "
+                                                        "(No closing quotation: an unclosed quote?)"),
+                      (cmd + " --alias " + "x" * 8000, "log line 1 runs llama-cli but is 8,128 characters from there, "
+                                                       "more than the 8,000 kvmem reads as a command")):
+        r = check_log(line + "\n" + entry["log"], "qwen3-30b-a3b", **kw)
+        assert r.notes == ("the command was not read, so no setting comes from it: " + why,)
+        assert "override_tensor" not in r.inputs and not r.matches     # the experts laid out on the GPUs
+        wrong = [c for c in r.checks if not c.matches]
+        assert wrong and all(c.cause.startswith("the command above the log was not read (see the note)") for c in wrong)

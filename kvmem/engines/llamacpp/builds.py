@@ -59,6 +59,12 @@ def build_date(number: int, commit: str | None = None) -> tuple[str | None, list
     data = table()
     last, last_date, last_commit = data["last"]
     notes: list[str] = []
+    if number == PINNED[0]:           # the pinned build itself: its rules are kvmem's newest, nothing undetermined
+        shared = min(len(commit or ""), len(PINNED[1]))
+        if commit is not None and commit.lower()[:shared] != PINNED[1][:shared]:
+            notes.append(f"the log's commit {commit} is not master's build {number} ({PINNED[1]}): a fork or a local "
+                         f"branch; checked under the rules of master's build {number} ({PINNED[2]})")
+        return None, notes
     if number > last:
         beyond = (f"build {number} is newer than kvmem's table of llama.cpp builds (build {last}, {last_date}; "
                   "kvmem/data/llamacpp_builds.json)")
