@@ -189,6 +189,7 @@ def check_pattern(pattern: str) -> str:
     return pattern
 
 
+@functools.lru_cache(maxsize=4096)
 def slow_pattern(pattern: str) -> str | None:
     """Why searching a tensor name with ``pattern`` could backtrack for minutes or more, or None:
     - a group repeated more than once ("*", "+", "{m,n}", "{m}") that holds a variable repeat or an alternation:
