@@ -351,11 +351,15 @@ def own_flags_panel(model, gpus: list, *, context: int, batch, weight_dtype, kv_
                    "memory": "not given" if d["memory_bytes"] is None else kvmem.format_bytes(d["memory_bytes"]),
                    "holds it": "—" if d["memory_bytes"] is None else ("yes" if d["fits"] else "NO")}
                   for d in got.devices], hide_index=True)
-    c1, c2 = st.columns(2)
-    c1.metric("Your flags: max batch", f"{got.max_batch:,}", help=f"sequences of {got.context:,} tokens these flags "
-              "hold")
-    c2.metric("Your flags: max context", f"{got.max_context:,}", help=f"tokens a sequence at batch {got.batch} these "
-              "flags hold")
+    from kvmem.engines.llamacpp.server_slots import raised_words
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Your -c / -np: sequences at once", f"{got.pool_sequences:,}",
+              help=f"sequences of {got.context:,} tokens the flags' own -c and -np hold")
+    c2.metric("Your -c / -np: longest sequence", f"{got.slot_context:,}", help="tokens one slot gets")
+    c3.metric("Max batch", f"{got.max_batch:,}", help=f"sequences of {got.context:,} tokens this placement holds, "
+              + raised_words(got, "max_batch"))
+    c4.metric("Max context", f"{got.max_context:,}", help=f"tokens a sequence at batch {got.batch} this placement "
+              "holds, " + raised_words(got, "max_context"))
     st.code("\n".join(line.strip() for line in rest if line.strip().startswith(("instead", "sized as"))),
             language="text")
     st.code("\n".join(got.log_lines), language="text")

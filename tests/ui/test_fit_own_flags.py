@@ -36,8 +36,11 @@ def test_mixed_cards_and_your_flags_give_the_clis_record(capsys):
     assert [s.value for s in at.success] == ["Your flags on rtx-3090-24gb + rtx-3060-12gb · llama.cpp: fit — 1 x "
                                              "32,768 tokens (-c 32,768, 1 slot)"]
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Your flags: max batch"] == f"{record['max_batch']:,}" == "8"
-    assert metrics["Your flags: max context"] == f"{record['max_context']:,}" == "40,960"
+    assert metrics["Max batch"] == f"{record['max_batch']:,}" == "8"
+    assert metrics["Max context"] == f"{record['max_context']:,}" == "40,960"
+    # what the flags' own -c 32768 and 4 unified slots hold: one 32,768-token sequence
+    assert metrics["Your -c / -np: sequences at once"] == f"{record['pool_sequences']:,}" == "1"
+    assert metrics["Your -c / -np: longest sequence"] == f"{record['slot_context']:,}" == "32,768"
     codes = [c.value for c in at.code]
     assert FLAGS in codes                                   # shown back shell-quoted
     assert "\n".join(record["log_lines"]) in codes          # llama.cpp's start-up lines, as the CLI prints them
