@@ -19,6 +19,7 @@ from .search import answer, context_cap, pools_refuse, replica_batch
 from .setup import Setup, SetupBudget, make_setup, need_bytes, setup_estimate
 from .suggest import levers as _levers
 from .suggest import min_gpus as _min_gpus
+from .suggest import placed_context as _placed_context
 
 # ----------------------------------------------------------------------------- fit
 
@@ -34,6 +35,8 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     per_replica = replica_batch(s)
     found = answer(s)
     per_replica_max, max_batch, max_context = found.per_replica_max, found.max_batch, found.max_context
+    if found.why_not and not max_context:      # the budget's search knows no host RAM: the placement's own
+        max_context = _placed_context(s)
     fits, work_batch, budget = found.fits, found.work_batch, found.budget
     notes.extend(budget.notes)
     notes.extend(found.notes)          # the engine's placement verdict, where it gave one
@@ -100,7 +103,8 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
                  refusal=past[1] if past else None,
                  engine_numbers=numbers, placement=found.placed)
     if not fits:      # one contract: a workload that does not fit is a Fit with .fits False and .why_not
-        result = replace(result, why_not=_not_fitting_message(s, budget, result) if max_batch == 0
+        result = replace(result, why_not=_placement_message(s, result, found.why_not) if found.why_not
+                         else _not_fitting_message(s, budget, result) if max_batch == 0
                          else _short_message(s, result))
     host = host_memory(s, max(budget.kv_memory, 0), found.placed)   # host RAM as a budget (kvmem.host)
     if host is not None:
@@ -109,6 +113,14 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
             result = replace(result, fits=False, why_not=host.refusal if result.why_not is None
                              else f"{result.why_not} And {host.refusal}")
     return result
+
+
+def _placement_message(s: Setup, result: Fit, why: str) -> str:
+    """Why the engine's placement (llama.cpp's: GPUs and host RAM) does not run the workload, in its own words."""
+    held = (f"holds {result.max_batch:,} sequence{'s' * (result.max_batch != 1)} of {s.context:,} tokens, not "
+            f"{s.batch:,}" if result.max_batch else "does not fit")
+    text = f"{s.model.name} {held} on {s.num_gpus} x {s.gpu.name} ({s.engine}): {why}."
+    return text + (" What would fit: " + "; ".join(result.suggestions) + "." if result.suggestions else "")
 
 
 def _short_message(s: Setup, result: Fit) -> str:

@@ -137,6 +137,7 @@ class Answer:
     wanted: int                     # the sequences asked (1 when none)
     placed: dict | None = None      # the engine's placement the answer comes from (SizingRules.placement_verdict)
     notes: tuple = ()               # what the engine's placement verdict says about it
+    why_not: str | None = None      # the engine's placement's reason the workload does not run (fit's headline)
 
     @property
     def fits(self) -> bool:

@@ -3,7 +3,8 @@
 For a workload that does not fit, each change below is tried on its own, in this order:
 vLLM's own budget raised to gpu_memory_utilization=0.95 (its knob, for the engine that takes it:
 the cheapest change), an engine setting given where kvmem plan otherwise sets it (vLLM's
-max_num_seqs: the sampler's profile peak is sized for the batch then), more GPUs per replica
+max_num_seqs: the sampler's profile peak is sized for the batch then), the host RAM the engine's
+placement keeps there (llama.cpp, where host_memory_bytes is given and short), more GPUs per replica
 (the fewest, tp from 1, 2, 4 ... 64, or pp for an engine that splits layers), more replicas, a
 smaller weight format (the engine's serving formats, smallest first that fits), fp8 KV for a
 16/32-bit cache, and the longest context or largest batch that fits as given.
@@ -23,9 +24,9 @@ from importlib import import_module
 
 from ..engines import engine_estimate
 from ..parallel import divides
-from ..units import cdiv
+from ..units import cdiv, format_bytes
 from ..weights import weights as _weights
-from .search import answer, workload_fits
+from .search import answer, largest_fitting, workload_fits
 from .setup import Given, Setup, make_setup
 
 RAISED_UTILIZATION = Fraction(95, 100)   # vLLM's budget raised: what users try first (and 0.9 is its default)
@@ -146,6 +147,7 @@ def levers(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | 
     for name, value in s.sizing.items():   # a setting given where the engine's default is kvmem's to set
         if value is not None and s.rules.options.get(name, 0) is None and name not in MEASURED:
             attempt(f"{name} as kvmem plan sets it, not {value!r}", {name: None}, sizing={**s.sizing, name: None})
+    _host_lever(s, attempt)
     gpus_per_replica = s.tp * s.pp
     if fewest_gpus and fewest_gpus > gpus_per_replica:
         if s.rules.layer_split or s.rules.one_device:
@@ -178,6 +180,32 @@ def levers(s: Setup, max_context: int, per_replica_max: int, fewest_gpus: int | 
     if s.batch and 0 < max_batch < s.batch:
         attempt(f"batch <= {max_batch} at {s.context:,} tokens", {"batch": max_batch}, batch=max_batch)
     return tuple(out)
+
+
+def placed_context(s: Setup) -> int:
+    """The longest context, in 256-token steps (llama.cpp pads each stream's cells to 256), shorter than the one
+    asked, at which the engine's placement (GPUs and the host RAM given) runs the batch (0: not even 256 tokens;
+    0 too for an engine with no placement verdict or no host_memory_bytes given)."""
+    if s.rules.placement_verdict is None or s.given.host_memory_bytes is None:
+        return 0
+    def fits(units: int) -> bool:
+        return answer(replace(s, context=units * 256), searches=False).fits
+    return largest_fitting(fits, cdiv(s.context, 256) - 1, cdiv(s.context, 512)) * 256
+
+
+def _host_lever(s: Setup, attempt) -> None:
+    """An engine whose placement keeps layers or experts in host RAM (llama.cpp), given host_memory_bytes: the
+    host RAM its placement of the workload keeps there, where that is more than given."""
+    limit = s.given.host_memory_bytes
+    if limit is None or s.rules.placement_verdict is None:
+        return
+    free = replace(s, batch=s.batch or 1, sizing={**s.sizing, "host_memory_bytes": None},
+                   given=replace(s.given, host_memory_bytes=None))
+    found = answer(free)
+    need = found.placed.get("host_bytes") if found.fits and found.placed else None
+    if need is not None and need > limit:
+        attempt(f"host RAM {format_bytes(need)} ({need:,} B), not {format_bytes(limit)}", {"host_memory_bytes": need},
+                sizing={**s.sizing, "host_memory_bytes": need}, given=replace(s.given, host_memory_bytes=need))
 
 
 def _weight_lever(s: Setup, attempt) -> None:

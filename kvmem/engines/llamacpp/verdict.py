@@ -202,7 +202,17 @@ def _not_held(s, found, placer, best, batch: int):
     bound = placer.bound
     host = ("" if best is None or bound is None
             else f" and {best.total_bytes['CPU']:,} B on the host (host_memory_bytes {bound:,})")
-    return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",))
+    why = None
+    if best is not None and bound is not None and best.fits(dict(placer.budgets)):
+        # the GPUs hold kvmem's placement: the host RAM is what is short, by what the placement keeps there
+        need = best.total_bytes["CPU"]
+        on_gpus = (f"{best.placement.offloaded_layers}/{best.placement.layers_total} layers on the GPUs"
+                   + (f", --n-cpu-moe {best.n_cpu_moe}" if best.n_cpu_moe else ""))
+        why = (f"kvmem's placement ({on_gpus}) holds the GPUs but keeps {format_bytes(need)} "
+               f"({need:,} B) in host RAM, more than the {format_bytes(bound)} given: host RAM short by "
+               f"{format_bytes(need - bound)} ({need - bound:,} B)")
+    return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",),
+                   why_not=why)
 
 
 class _Placer:
