@@ -109,6 +109,24 @@ def test_kvmem_holds_at_least_what_fit_on_holds_on_mixed_pairs(name, weight_dtyp
         assert got.max_batch >= held[0] and got.max_context >= held[1], (gpus, held)
 
 
+@pytest.mark.parametrize("name, weight_dtype, context, fit_holds", [
+    ("qwen3-235b-a22b", "q4_k_m", 8192, (2, 16128)), ("llama-3.3-70b", "q4_k_m", 8192, (1, 15104)),
+    ("qwen3-32b", "q8_0", 16384, (1, 25088))])
+def test_where_the_cards_are_tight_kvmem_answers_at_least_fit_on(name, weight_dtype, context, fit_holds):
+    # a 3090 + a 3060 that do not hold the model whole: kvmem's flags put the most on the GPUs (llama-3.3-70b:
+    # -ngl 67 -ts 46,21, whose flags hold 9,216 tokens), --fit on's keep 1 GiB a card (-ngl 63 -ts 44,19: 15,104);
+    # max batch and max context are the larger of the two, and kvmem plan finds a placement for them
+    model = kvmem.get_model(name)
+    gpus = ("rtx-3090-24gb", "rtx-3060-12gb")
+    got = mixed_cards(model, gpus, context=context, batch=None, weight_dtype=weight_dtype, kv_dtype="auto",
+                      options={})
+    assert _fit_holds(model, gpus, context, weight_dtype, got) == fit_holds
+    assert (got.max_batch, got.max_context) == fit_holds
+    for ctx, seqs in ((context, got.max_batch), (got.max_context, 1)):
+        plan = got.placed(ctx, seqs)
+        assert plan.best is not None and plan.best.fits(plan.budgets), (ctx, seqs)
+
+
 def test_fit_on_says_when_its_choice_overruns_a_card():
     # review finding 5g: GLM-5 Q2_K at 64k on a 4090 + 3090 + 2 x 3060. fit.cpp fills CUDA0 first (9 layers, one
     # split GATE: 22,705 MiB of its 23,028 MiB target), then CUDA1's layers grow CUDA0's compute buffer (the host

@@ -87,8 +87,8 @@ class MixedCards:
     (mixed_cards): ``kvmem fit --gpu A,B``, ``kvmem plan --gpu A,B`` and the app's Fit page read this one record.
 
     ``fits``: a placement exists and the host RAM given (host_memory_bytes) holds it; ``max_batch`` and
-    ``max_context``: the largest workloads that placement's flags hold; ``host_bytes``: what it keeps in host RAM,
-    ``host_checked``: whether host RAM was given to check it against."""
+    ``max_context``: the largest workloads that placement's flags, or --fit on's, hold; ``host_bytes``: what it
+    keeps in host RAM, ``host_checked``: whether host RAM was given to check it against."""
 
     engine: str
     gpus: tuple[str, ...]
@@ -121,7 +121,8 @@ def mixed_cards(model, gpus, *, context: int, batch: int | None, weight_dtype, k
                 options: dict) -> MixedCards:
     """llama.cpp on the cards ``gpus`` (names as kvmem.get_gpu reads them, in CUDA order, mixed kinds allowed):
     kvmem's placement of ``batch`` sequences of ``context`` tokens (panel_offload), its verdict and the largest
-    workloads its flags hold, one layout a probe, as the verdict searches one kind of card ("the flags hold N
+    workloads its flags (or --fit on's, where they hold more) hold, one layout a probe, as the verdict searches one
+    kind of card ("the flags hold N
     tokens and no more"; a placement searched anew for each probe cost 25 s of CPU for glm-5 on 4 cards).
     llama.cpp pads each stream's cells to 256 (settings), so the context is searched in steps of 256, up to the
     model's positions. ``host_memory``: the host RAM bandwidth of the decode bound; ``options``: llama.cpp's
@@ -139,18 +140,24 @@ def mixed_cards(model, gpus, *, context: int, batch: int | None, weight_dtype, k
     short = host_shortfall(plan, options)
     fits = plan.best is not None and not short
 
-    def runs(ctx: int, seqs: int) -> bool:
-        """kvmem's placement's flags hold ``seqs`` sequences of ``ctx`` tokens."""
+    def runs(ctx: int, seqs: int, hold) -> bool:
+        """``hold``'s flags hold ``seqs`` sequences of ``ctx`` tokens."""
         try:
-            p = place(ctx, seqs, hold=plan.best)
+            p = place(ctx, seqs, hold=hold)
         except ValueError:
             return False
         return p.best is not None and host_shortfall(p, options) is None
 
-    max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, batch or 1) if fits else 0
+    # kvmem's flags put the most on the GPUs for this workload; --fit on's keep its 1 GiB margin a card, which can
+    # hold more sequences or a longer context: the larger of the two (a placement holds it: kvmem plan searches
+    # one for that workload), so that kvmem never answers less than --fit on
+    holds = [plan.best] + ([plan.fit] if fits and plan.fit is not None and plan.fit.flags() != plan.best.flags()
+                           and runs(context, batch or 1, plan.fit) else [])
     cap = max(model.max_position_embeddings or context, context)
-    units = (largest_fitting(lambda u: runs(min(u * 256, cap), batch or 1), -(-cap // 256), -(-context // 256))
-             if fits else 0)
+    max_batch = max(largest_fitting(lambda b, h=h: runs(context, b, h), LLAMA_MAX_SEQ, batch or 1)
+                    for h in holds) if fits else 0
+    units = max(largest_fitting(lambda u, h=h: runs(min(u * 256, cap), batch or 1, h), -(-cap // 256),
+                                -(-context // 256)) for h in holds) if fits else 0
     return MixedCards(engine=engine_spec("llama.cpp").name, gpus=gpus, context=context, batch=batch, plan=plan,
                       host_shortfall=short, fits=fits, max_batch=max_batch, max_context=min(units * 256, cap),
                       host_bytes=plan.best.total_bytes.get("CPU", 0) if plan.best is not None else 0,
