@@ -106,12 +106,13 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
         result = replace(result, why_not=_placement_message(s, result, found.why_not) if found.why_not
                          else _not_fitting_message(s, budget, result) if max_batch == 0
                          else _short_message(s, result))
-    host = host_memory(s, max(budget.kv_memory, 0), found.placed)   # host RAM as a budget (kvmem.host)
+    # host RAM as a budget (kvmem.host); a placement that does not run (found.unrun) shows what it keeps there
+    host = host_memory(s, max(budget.kv_memory, 0), found.placed or found.unrun)
     if host is not None:
         result = replace(result, host=host.to_dict())
-        if host.refusal:
+        if host.refusal:        # the placement's own headline says the host RAM already (found.why_not)
             result = replace(result, fits=False, why_not=host.refusal if result.why_not is None
-                             else f"{result.why_not} And {host.refusal}")
+                             else result.why_not if found.unrun else f"{result.why_not} And {host.refusal}")
     return result
 
 

@@ -138,6 +138,7 @@ class Answer:
     placed: dict | None = None      # the engine's placement the answer comes from (SizingRules.placement_verdict)
     notes: tuple = ()               # what the engine's placement verdict says about it
     why_not: str | None = None      # the engine's placement's reason the workload does not run (fit's headline)
+    unrun: dict | None = None       # that placement's host side ("host_bytes", "n_seq"): fit's host RAM line
 
     @property
     def fits(self) -> bool:

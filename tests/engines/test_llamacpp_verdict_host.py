@@ -21,7 +21,9 @@ def test_the_headline_is_the_host_gap():
         "qwen3-30b-a3b does not fit on 1 x rtx-3060-12gb (llama.cpp): kvmem's placement (49/49 layers on the GPUs, "
         "--n-cpu-moe 27) holds the GPUs but keeps 9.07 GiB (9,734,385,696 B) in host RAM, more than the 8.00 GiB "
         "given: host RAM short by 1.07 GiB (1,144,451,104 B). What would fit: ")
-    assert "per device" not in got.why_not
+    assert "per device" not in got.why_not and " And host RAM" not in got.why_not     # said once
+    # the host RAM line is the placement's (it said 0 B of 8 GiB): its tensors in host RAM, against the 8 GiB
+    assert (got.host["total_bytes"], got.host["host_memory_bytes"]) == (9_734_385_696, 8 * GiB)
     assert got.suggestions[0] == "host RAM 9.07 GiB (9,734,385,696 B), not 8.00 GiB"
     assert {"weight_dtype='q3_k_m'", "context <= 20,992 tokens"} <= set(got.suggestions)
 

@@ -202,7 +202,7 @@ def _not_held(s, found, placer, best, batch: int):
     bound = placer.bound
     host = ("" if best is None or bound is None
             else f" and {best.total_bytes['CPU']:,} B on the host (host_memory_bytes {bound:,})")
-    why = None
+    why = unrun = None
     if best is not None and bound is not None and best.fits(dict(placer.budgets)):
         # the GPUs hold kvmem's placement: the host RAM is what is short, by what the placement keeps there
         need = best.total_bytes["CPU"]
@@ -211,8 +211,9 @@ def _not_held(s, found, placer, best, batch: int):
         why = (f"kvmem's placement ({on_gpus}) holds the GPUs but keeps {format_bytes(need)} "
                f"({need:,} B) in host RAM, more than the {format_bytes(bound)} given: host RAM short by "
                f"{format_bytes(need - bound)} ({need - bound:,} B)")
+        unrun = {"host_bytes": need, "n_seq": batch}
     return replace(found, notes=(f"llama.cpp: no placement of {batch} x {s.context:,} tokens fits the GPUs{host}",),
-                   why_not=why)
+                   why_not=why, unrun=unrun)
 
 
 class _Placer:
