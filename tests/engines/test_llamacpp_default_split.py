@@ -139,3 +139,17 @@ def test_fit_on_says_when_its_choice_overruns_a_card():
         "(fit.cpp checks a device only while it fills it, then writes its choice unchecked): llama.cpp stops at "
         "load, 'unable to allocate CUDA1 buffer / failed to load model'")
     assert got.plan.best.fits(got.plan.budgets)      # kvmem's own placement holds on every card
+
+
+@pytest.mark.parametrize("name, gpu, n, fit_holds", [("llama-3.3-70b", "rtx-3060-12gb", 3, (2, 23552)),
+                                                     ("qwen3-235b-a22b", "rtx-3090-24gb", 2, (2, 16384))])
+def test_one_kind_of_card_answers_as_the_list_of_them(name, gpu, n, fit_holds):
+    # kvmem fit --gpu X --num-gpus N (the sizing verdict) and --gpu X,X,... (mixed_cards) answer alike, at least
+    # what --fit on's flags hold: llama-3.3-70b q4_k_m 8k on 3 x 3060 said max batch 1, max context 9,216 (kvmem's
+    # flags, the most layers on the GPUs), qwen3-235b-a22b on 2 x 3090 1 and 8,192
+    model = kvmem.get_model(name)
+    got = kvmem.fit(model, gpu=gpu, num_gpus=n, pp=n, context=8192, weight_dtype="q4_k_m", engine="llama.cpp")
+    listed = mixed_cards(model, [gpu] * n, context=8192, batch=None, weight_dtype="q4_k_m", kv_dtype="auto",
+                         options={})
+    assert got.fits and (got.max_batch, got.max_context) == (listed.max_batch, listed.max_context) == fit_holds
+    assert _fit_holds(model, [gpu] * n, 8192, "q4_k_m", listed) == fit_holds

@@ -148,11 +148,13 @@ def mixed_cards(model, gpus, *, context: int, batch: int | None, weight_dtype, k
             return False
         return p.best is not None and host_shortfall(p, options) is None
 
-    # kvmem's flags put the most on the GPUs for this workload; --fit on's keep its 1 GiB margin a card, which can
-    # hold more sequences or a longer context: the larger of the two (a placement holds it: kvmem plan searches
-    # one for that workload), so that kvmem never answers less than --fit on
-    holds = [plan.best] + ([plan.fit] if fits and plan.fit is not None and plan.fit.flags() != plan.best.flags()
-                           and runs(context, batch or 1, plan.fit) else [])
+    # kvmem's flags put the most on the GPUs for this workload; where they keep layers or experts in host RAM,
+    # --fit on's keep its 1 GiB margin a card, which can hold more sequences or a longer context: the larger of the
+    # two (a placement holds it: kvmem plan searches one for that workload), as the sizing verdict answers
+    whole = fits and (plan.best.placement.offloaded_layers == plan.best.placement.layers_total
+                      and not plan.best.n_cpu_moe and not plan.best.override_tensor)
+    holds = [plan.best] + ([plan.fit] if fits and not whole and plan.fit is not None
+                           and plan.fit.flags() != plan.best.flags() and runs(context, batch or 1, plan.fit) else [])
     cap = max(model.max_position_embeddings or context, context)
     max_batch = max(largest_fitting(lambda b, h=h: runs(context, b, h), LLAMA_MAX_SEQ, batch or 1)
                     for h in holds) if fits else 0

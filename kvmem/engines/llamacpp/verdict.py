@@ -144,12 +144,16 @@ def placement_verdict(s, found, searches: bool = True):
     else:
         top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units, cells + more_units)
     longest = max(min(top * _PAD, context_cap), s.context)
+    # --fit on's flags keep 1 GiB a card where kvmem's put the most on the GPUs: they can hold more sequences or a
+    # longer context; kvmem answers the larger (as on mixed cards, panel.mixed_cards)
+    most, longest, alt = _or_fit_on(s, placer, tensors, best, batch, (most, longest),
+                                    (seq_cap, units, cells, context_cap))
     work = batch
     if s.batch is None and most > batch:
         # no batch asked: fit answers for its max batch (kvmem.sizing.search.Answer.work_batch), as kvmem.plan
         # then asks it: the placement, the per-device parts and the engine's numbers are those of ``most``
-        # sequences (placed_at(most) holds them: the flags above do)
-        best, tensors = placed_at(most)
+        # sequences (placed_at(most) holds them: the flags above do, else --fit on's flags laid out for them)
+        best, tensors = placed_at(most, alt)
         work = most
     on_host = best.total_bytes["CPU"]
     fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
@@ -183,6 +187,37 @@ def placement_verdict(s, found, searches: bool = True):
             f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
     return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
                    work_batch=work, notes=(note,) + ((mm_note,) if mm_note else ()))
+
+
+def _or_fit_on(s, placer, tensors, best, batch: int, held: tuple, caps: tuple) -> tuple:
+    """(most, longest, --fit on's flags or None): ``held`` (the most sequences of ``s.context`` and the longest
+    context at ``batch`` the flags of kvmem's placement ``best`` hold) raised to what --fit on's flags hold where
+    they differ and hold the workload: on several GPUs (one GPU's placement is not fit's search), where kvmem's
+    keeps layers or experts in host RAM (a placement of every layer on the GPUs answers for itself, the same at
+    every context asked: tests/engines/test_llamacpp_fit_one_model.py); ``caps``: the sequence cap, the 256-cell
+    units of the longest context, those of the context asked, the longest context."""
+    from ...sizing.search import largest_fitting
+    from .fitting import layout
+    whole = (best.placement.offloaded_layers == best.placement.layers_total and not best.n_cpu_moe
+             and not best.override_tensor)
+    alt = placer.by_fit(batch) if len(placer.budgets) > 1 and not whole else None
+    if alt is None or not placer.holds(alt) or placer.flags_of(alt) == placer.flags_of(best):
+        return (*held, None)
+    alt_flags = placer.flags_of(alt)
+    seq_cap, units, cells, context_cap = caps
+    seen: dict = {}
+
+    def fits(context: int, seqs: int) -> bool:
+        if (context, seqs) not in seen:
+            try:
+                seen[context, seqs] = placer.room(layout(s.model, tensors, **alt_flags, **placer.kw,
+                                                         n_ctx=context * seqs, n_seq=seqs)) >= 0
+            except ValueError:
+                seen[context, seqs] = False
+        return seen[context, seqs]
+    most = largest_fitting(lambda b: fits(s.context, b), seq_cap, batch)
+    top = largest_fitting(lambda u: fits(min(u * _PAD, context_cap), batch), units, cells)
+    return max(held[0], most), max(held[1], min(top * _PAD, context_cap)), alt_flags
 
 
 def _not_held(s, found, placer, best, batch: int):
@@ -235,16 +270,26 @@ class _Placer:
                     tensor_split=lay.tensor_split if len(self.budgets) > 1 else None,
                     override_tensor=lay.override_tensor)
 
+    def by_fit(self, seqs: int):
+        """--fit on's placement of ``seqs`` sequences (fitting.fit_on with its margin, as best_layout asks it)."""
+        from .best import fit_searched
+        from .layouts import CUDA_CONTEXT_BYTES
+        tensors = self.searched(seqs)[1]
+        free = {name: budget - CUDA_CONTEXT_BYTES for name, budget in self.budgets}
+        return fit_searched(self.model, tensors, tuple(free), free, self.context * seqs,
+                            {**self.kw, "n_seq": seqs})[0]
+
     def searched(self, seqs: int):
         from .best import best_layout
         return best_layout(self.model, self.fmt, self.budgets, tuple(sorted(
             {**self.kw, "n_ctx": self.context * seqs, "n_seq": seqs}.items())))
 
-    def placed_at(self, seqs: int):
+    def placed_at(self, seqs: int, fallback: dict | None = None):
         """(the placement of ``seqs`` sequences, its tensors): one sequence's placement with its flags laid out
         for ``seqs`` where that holds them (so fit with no batch, which answers its max batch with those flags,
         and fit or plan at that batch take the same placement), else kvmem's best for ``seqs`` (None or a
-        layout that does not hold where there is none)."""
+        layout that does not hold where there is none; ``fallback``: flags known to hold ``seqs``, --fit on's,
+        laid out instead of one that does not hold)."""
         from .fitting import layout
         if seqs > 1:
             one, tensors_one, _ = self.searched(1)
@@ -257,6 +302,8 @@ class _Placer:
                 if again is not None and self.holds(again):
                     return again, tensors_one
         lay, tensors, _ = self.searched(seqs)
+        if fallback is not None and (lay is None or not self.holds(lay)):   # flags known to hold ``seqs``
+            lay = layout(self.model, tensors, **fallback, **self.kw, n_ctx=self.context * seqs, n_seq=seqs)
         return lay, tensors
 
 
