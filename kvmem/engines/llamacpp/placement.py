@@ -307,7 +307,8 @@ def place(tensors, *, n_layer: int, n_gpu_layers: int, gpus=(), tensor_split=Non
 
     ``tensors``: the GGUF's tensor infos in file order (objects with name, dtype (ggml type name),
     shape (ne0 first) and nbytes: kvmem.sources.Tensor); ``gpus``: device names ("CUDA0", ...);
-    ``tensor_split``: -ts, one weight per GPU (default: equal); ``kv_per_layer``: K+V bytes of each
+    ``tensor_split``: -ts, one weight per GPU (default: equal; llama.cpp's own with no -ts is by free memory,
+    which kvmem's callers pass as free_split); ``kv_per_layer``: K+V bytes of each
     repeating layer (plan.rows); ``alignment``: the GGUF's general.alignment; ``build``: the
     llama.cpp build's date (None: current); ``n_layer``: the trunk's layers; ``n_nextn``: the NextN/MTP blocks the
     file carries after them (arch_tensors.gguf_nextn_layers; block_count = n_layer + n_nextn); ``nextn_loaded``:
