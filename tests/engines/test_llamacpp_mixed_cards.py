@@ -51,8 +51,10 @@ def test_host_shortfall_is_the_verdict():
     got = mixed_cards(model, ["rtx-3090", "rtx-3060"], **{**QWEN, "context": 8192},
                       options={"host_memory_bytes": 16 << 30})
     assert (got.fits, got.max_batch, got.max_context, got.host_bytes) == (False, 0, 0, 107_621_494_816)
+    # short by 107,621,494,816 - 17,179,869,184 = 90,441,625,632 B (84.23 GiB), said with the host RAM that runs it
     assert got.host_shortfall == ("kvmem's placement needs 107,621,494,816 B of host RAM, more than "
-                                  "host_memory_bytes 17,179,869,184: it does not run")
+                                  "host_memory_bytes 17,179,869,184: it does not run (host RAM short by 84.23 GiB, "
+                                  "90,441,625,632 B; it runs with host_memory_bytes=107621494816 or more)")
     assert got.to_dict()["host_shortfall"] == got.host_shortfall
 
 

@@ -78,7 +78,10 @@ def host_shortfall(placed, options: dict) -> str | None:
     need = placed.best.total_bytes["CPU"]
     if need <= bound:
         return None
-    return f"kvmem's placement needs {need:,} B of host RAM, more than host_memory_bytes {bound:,}: it does not run"
+    from ...units import format_bytes
+    return (f"kvmem's placement needs {need:,} B of host RAM, more than host_memory_bytes {bound:,}: it does not run "
+            f"(host RAM short by {format_bytes(need - bound)}, {need - bound:,} B; it runs with host_memory_bytes="
+            f"{need} or more)")
 
 
 @dataclass(frozen=True)
