@@ -136,7 +136,7 @@ def test_words_the_pinned_build_reads_otherwise_are_said():
     got = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 --n-cpu-moe 48 -np 1 --no-mmap -fa",
                     context=8192, weight_dtype="q4_k_m")
     assert got.layout.placement.mmap is False and got.settings["flash_attn"] is True
-    assert any(n.startswith("llama.cpp@0c1e57098 has no --no-mmap") for n in got.notes)
+    assert any(n.startswith("llama.cpp@0c1e57098 common/arg.cpp#L2690-L2708 has no --no-mmap") for n in got.notes)
     assert any(n.startswith("-fa with no value") for n in got.notes)
     # -fa 1 / -fa enabled: is_truthy (common/arg.cpp#L1334-L1336); -no-kvu: -kvu's negative
     one = own_flags("qwen3-30b-a3b", ["rtx-3090-24gb"], llama_args="-ngl 99 -np 2 -kvu -no-kvu -fa 1", context=8192,

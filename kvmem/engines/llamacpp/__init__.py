@@ -31,6 +31,19 @@ from .log_lines import LOG_STYLES, log_lines
 from .logs import READER
 from .settings import CACHE_TYPES, DEFAULTS, LLAMA_MAX_SEQ, MLA_MODES
 
+# the master commits whose files rules for older builds are read at (llama.cpp@<commit> <path>#L<a>-L<b>), each
+# named by its build and date (kvmem/data/llamacpp_builds.json); the vendored build is SPECS' pinned 0c1e57098
+READ_AT = {
+    "33eff4024": "b5331, 2025-05-09: deepseek2's MLA cache with V (graphs_mla_oss)",
+    "1d36b3670": "b5269, 2025-05-03: ggml-blas and llama-context of a BLAS build (ggml_sched, logs)",
+    "74b8fc17f": "a 2025 master commit: the build line's printf (builds)",
+    "00f5442cc": "b9970, 2026-07-11: PR #24231's merge, the lightning indexer as one op (graphs_dsa, indexers)",
+    "88bfee142": "b10119, 2026-07-24: PR #25407's merge, glm-dsa over llama_kv_cache_dsa (indexers)",
+    "563dec81c": "b10243, 2026-08-03: PR #26474's merge, the indexer cache in full layers (graphs_dsa)",
+    "76f46ad29": "2026-08 master: ggml-backend's input copies, the indexer cache's layers (ggml_sched, indexers)",
+    "3f545becc": "b10587, 2026-08-22: the newest master commit kvmem reads (logs: tools/cli)",
+}
+
 __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "MLA_MODES", "SPECS",
            "llamacpp_compute_bytes", "DEFAULTS", "LLAMA_MAX_SEQ"]
 

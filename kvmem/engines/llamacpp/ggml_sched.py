@@ -29,7 +29,7 @@ Followed from the vendored ggml (llama-cpp-python 0.3.36), ggml/src/ggml-backend
               backend no GPU offloads it (offload_op is asked only when that backend is the CPU); ops BLAS does not
               run (MUL_MAT_ID, the norms' MUL) go on as without it. Pass 2 expands no other op onto BLAS; a source in
               host memory is not copied between BLAS and the CPU (ggml_backend_sched_buffer_supported).
-              (llama.cpp@1d36b3670 (b5269) ggml/src/ggml-blas/ggml-blas.cpp#L374-L441,
+              (b5269: llama.cpp@1d36b3670 ggml/src/ggml-blas/ggml-blas.cpp#L374-L441,
               ggml/src/ggml-backend.cpp#L695-L715, #L758-L780, #L834-L853.)
     pass 5    splits: a new split when the backend changes (or a weight of another backend is
               used after the split has inputs); each source on another backend gets n_copies
@@ -150,7 +150,8 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _blas_runs(t: Tensor) -> bool:
-    """ggml-blas.cpp ggml_backend_blas_device_supports_op for a node (llama.cpp@1d36b3670 #L399-L418)."""
+    """ggml-blas.cpp ggml_backend_blas_device_supports_op for a node (llama.cpp@1d36b3670
+    ggml/src/ggml-blas/ggml-blas.cpp#L399-L418)."""
     if t.op != "MUL_MAT":
         return False
     a, b = t.src[0], t.src[1]

@@ -211,8 +211,9 @@ def _absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos,
 
 
 def _latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):
-    """The MLA path of builds PR #12801 to PR #19067 (llama.cpp@33eff4024 (b5331) src/llama-model.cpp
-    llm_build_deepseek2 L10131-L10392, src/llama-graph.cpp build_attn L1392-L1515, build_attn_mha L1182): Q = the roped
+    """The MLA path of builds PR #12801 to PR #19067 (b5331: llama.cpp@33eff4024
+    src/llama-model.cpp#L10131-L10392 llm_build_deepseek2, src/llama-graph.cpp build_attn L1392-L1515, build_attn_mha
+    L1182): Q = the roped
     q_pe then the absorbed nope part, K = k_pe then the latent ("rope must go first"), V = the latent, stored in a V
     cache of its own (K then V, views of each cache, ggml_cpy before PR #14959); Q, K, V expanded in that order before
     PR #16884 (Pass.qkv_order); build_attn_mha with v_mla = attn_v_b. Flash attention only (layouts gives the estimate

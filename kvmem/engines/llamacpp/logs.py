@@ -388,7 +388,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
             why = "the log prints no file type (print_info: file type = ...)"
         else:
             why = (f"line {typed[0]}: file type {typed[1]!r} is not a format kvmem lays out (its tensors' types "
-                   "are not known: llama.cpp@0c1e57098 src/llama-quant.cpp has no default type for NVFP4)"
+                   "are not known: the vendored build's src/llama-quant.cpp has no default type for NVFP4)"
                    if typed[1] == "NVFP4" else f"line {typed[0]}: file type {typed[1]!r} is not one of llama.cpp's "
                    "file types kvmem lays out (src/llama-model-loader.cpp llama_ftype_name)")
         notes.append(f"{what} buffers are not checked: {why}; kvmem lays out {', '.join(FORMATS)}: give "

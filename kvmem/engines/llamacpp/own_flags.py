@@ -7,7 +7,7 @@ and the lines llama.cpp would print at start-up.
 The flags are read by check-log's own reader (logs.READER through kvmem.logcheck.command.read_flags, strictly: a
 flag it does not read is refused by name), with the two switches a placement needs that check-log reads from the
 log itself (-nkvo, --fit), so a command pasted above a log and the same flags given here cannot be read apart.
-What llama.cpp does with them is transcribed at llama.cpp@0c1e57098 (the vendored build):
+What llama.cpp does with them is transcribed from the vendored build 0c1e57098:
 
 - -ngl N | auto | all (common/arg.cpp#L2788-L2806): auto -1 and all -2; a negative count offloads every layer
   (src/llama-model.cpp#L2002-L2005); anything else std::stoi refuses (its error, common/arg.cpp#L870-L875);
@@ -48,7 +48,7 @@ _TRUTHY = {**dict.fromkeys(("on", "enabled", "true", "1"), True), **dict.fromkey
                                                                                   False)}
 _VALUES = {"fit": _TRUTHY, "flash_attn": {**_TRUTHY, "auto": None, "-1": None}}
 # words the pinned build reads otherwise than the builds check-log reads them for: said, read as those builds did
-_OLDER = {"--no-mmap": "llama.cpp@0c1e57098 has no --no-mmap (-lm none replaced it, common/arg.cpp#L2690-L2708): "
+_OLDER = {"--no-mmap": "llama.cpp@0c1e57098 common/arg.cpp#L2690-L2708 has no --no-mmap (-lm none replaced it): "
                        "that build refuses it ('error: invalid argument'); read as -lm none, as the builds that had it"}
 # a flag's kvmem name -> the llama_offload option it sets (and the -o option it must agree with)
 _OPTIONS = {"type_k": "type_k", "type_v": "type_v", "n_ubatch": "n_ubatch", "n_batch": "n_batch",
@@ -70,8 +70,8 @@ def _older_words(text: str) -> list[str]:
     notes = [why for word, why in _OLDER.items() if word in words]
     for at, word in enumerate(words):
         if word in ("-fa", "--flash-attn") and (at + 1 == len(words) or words[at + 1] not in _VALUES["flash_attn"]):
-            notes.append(f"{word} with no value: llama.cpp@0c1e57098 takes -fa on|off|auto (common/arg.cpp"
-                         f"#L1754-L1768) and reads the next word as its value; read as -fa on, as earlier builds")
+            notes.append(f"{word} with no value: llama.cpp@0c1e57098 common/arg.cpp#L1754-L1768 takes -fa "
+                         f"on|off|auto and reads the next word as its value; read as -fa on, as earlier builds")
             break
     return notes
 
