@@ -1,17 +1,15 @@
 """llama.cpp's build number, as a log prints it, read as the date kvmem's build rules go by.
 
-A build's number is ``git rev-list --count`` of the commit it was built from (cmake/build-info.cmake
-of the vendored build 0c1e57098), printed as "build: 5331 (33eff402) with ..." (llama.cpp@74b8fc17f
-common/common.cpp#L370), "main: build = 1234 (...)" (2024: common/common.h #L30 at e141ce624),
-"version: 6699 (c08002a1)" (--version, common/arg.cpp #L1728 at 74b8fc17f), "version: X (build N, commit H)"
-(common/build-info.cpp.in #L33 at 3f545becc) or "build_info: b8946-0f1bb602d" (tools/server/server.cpp #L113 at
-b97ebdc98). Build N of master is dated by kvmem/data/llamacpp_builds.json (tools/llamacpp_builds.py, from master's history): the day of
-its commit, moved only where that day holds the merge of a pull request kvmem's rules date (settings.PR_<N>, from
+A build's number is ``git rev-list --count`` of the commit it was built from (cmake/build-info.cmake of the vendored
+build 0c1e57098), printed as "build: 5331 (33eff402) with ..." (llama.cpp@74b8fc17f common/common.cpp#L370), "main:
+build = 1234 (...)" (2024: common/common.h #L30 at e141ce624), "version: 6699 (c08002a1)" (--version, common/arg.cpp
+#L1728 at 74b8fc17f), "version: X (build N, commit H)" (common/build-info.cpp.in #L33 at 3f545becc) or "build_info:
+b8946-0f1bb602d" (tools/server/server.cpp #L113 at b97ebdc98). Build N of master is dated by
+kvmem/data/llamacpp_builds.json (tools/llamacpp_builds.py, from master's history): the day of its commit, moved only
+where that day holds the merge of a pull request kvmem's rules date (settings.PR_<N>, from
 kvmem/data/llamacpp_prs.json: each PR's date and first build) and the build comes before it, or where master's
-commit dates step back, so that the date gives the build the rules it has. A build past
-the table, or a commit that is not master's build N (a fork or a local branch: "(e59a5f1e)"), is said, never
-dated silently.
-"""
+commit dates step back, so that the date gives the build the rules it has. A build past the table, or a commit that
+is not master's build N (a fork or a local branch: "(e59a5f1e)"), is said, never dated silently. """
 
 from __future__ import annotations
 
