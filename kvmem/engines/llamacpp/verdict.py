@@ -153,7 +153,7 @@ def placement_verdict(s, found, searches: bool = True):
         # no batch asked: fit answers for its max batch (kvmem.sizing.search.Answer.work_batch), as kvmem.plan
         # then asks it: the placement, the per-device parts and the engine's numbers are those of ``most``
         # sequences (placed_at(most) holds them: the flags above do, else --fit on's flags laid out for them)
-        best, tensors = placed_at(most, alt)
+        best, tensors = placed_at(most, alt and flags_of(alt))
         work = most
     on_host = best.total_bytes["CPU"]
     fullest = max(names, key=lambda n: best.total_bytes[n] - dict(budgets)[n])
@@ -184,13 +184,15 @@ def placement_verdict(s, found, searches: bool = True):
     where = "every layer on the GPUs" if whole else "layers or experts in host RAM"
     note = (f"llama.cpp fits with {where}: {' '.join(best.flags())}; "
             f"{best.placement.offloaded_layers}/{best.placement.layers_total} layers on the GPUs; {host_note}; "
-            f"max batch and max context are what these flags hold; the per-device parts are {fullest}'s")
+            f"max batch and max context are what these flags hold"
+            + (f" (or --fit on's, {' '.join(alt.flags())}, where they hold more)" if alt else "")
+            + f"; the per-device parts are {fullest}'s")
     return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=longest, placed=placed,
                    work_batch=work, notes=(note,) + ((mm_note,) if mm_note else ()))
 
 
 def _or_fit_on(s, placer, tensors, best, batch: int, held: tuple, caps: tuple) -> tuple:
-    """(most, longest, --fit on's flags or None): ``held`` (the most sequences of ``s.context`` and the longest
+    """(most, longest, --fit on's placement or None): ``held`` (the most sequences of ``s.context`` and the longest
     context at ``batch`` the flags of kvmem's placement ``best`` hold) raised to what --fit on's flags hold where
     they differ and hold the workload: on several GPUs (one GPU's placement is not fit's search), where kvmem's
     keeps layers or experts in host RAM (a placement of every layer on the GPUs answers for itself, the same at
@@ -205,19 +207,35 @@ def _or_fit_on(s, placer, tensors, best, batch: int, held: tuple, caps: tuple) -
         return (*held, None)
     alt_flags = placer.flags_of(alt)
     seq_cap, units, cells, context_cap = caps
-    seen: dict = {}
+    rooms: dict = {(s.context, batch): placer.room(alt)}    # (context, seqs) -> the least room left (None: refused)
+
+    def room(context: int, seqs: int):
+        if (context, seqs) not in rooms:
+            try:
+                rooms[context, seqs] = placer.room(layout(s.model, tensors, **alt_flags, **placer.kw,
+                                                          n_ctx=context * seqs, n_seq=seqs))
+            except ValueError:
+                rooms[context, seqs] = None
+        return rooms[context, seqs]
 
     def fits(context: int, seqs: int) -> bool:
-        if (context, seqs) not in seen:
-            try:
-                seen[context, seqs] = placer.room(layout(s.model, tensors, **alt_flags, **placer.kw,
-                                                         n_ctx=context * seqs, n_seq=seqs)) >= 0
-            except ValueError:
-                seen[context, seqs] = False
-        return seen[context, seqs]
-    most = largest_fitting(lambda b: fits(s.context, b), seq_cap, batch)
-    top = largest_fitting(lambda u: fits(min(u * _PAD, context_cap), batch), units, cells)
-    return max(held[0], most), max(held[1], min(top * _PAD, context_cap)), alt_flags
+        left = room(context, seqs)
+        return left is not None and left >= 0
+
+    # first guesses from the bytes, as the verdict's own searches: the tightest GPU's slack over its KV
+    dict_budgets = dict(placer.budgets)
+    holding = [(dict_budgets[n] - alt.total_bytes[n], alt.placement.device(n).kv_bytes) for n in dict_budgets]
+    holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
+    most = largest_fitting(lambda b: fits(s.context, b), seq_cap,
+                           batch + min(slack * batch // kv for slack, kv in holding))
+    guess = cells + min(slack * cells // kv for slack, kv in holding)
+    if s.context >= _PAD:       # the flags hold s.context, so 256 tokens too: false position on the room left
+        top = _longest(lambda u: fits(min(u * _PAD, context_cap), batch),
+                       lambda u: rooms.get((min(u * _PAD, context_cap), batch)), units, guess,
+                       (s.context / _PAD, rooms[s.context, batch]))
+    else:
+        top = largest_fitting(lambda u: fits(min(u * _PAD, context_cap), batch), units, guess)
+    return max(held[0], most), max(held[1], min(top * _PAD, context_cap)), alt
 
 
 def _not_held(s, found, placer, best, batch: int):
