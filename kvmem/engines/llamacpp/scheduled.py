@@ -90,14 +90,15 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
         # quantised caches with several sequences, runs kept to 4 layers), as the room the freed leaves leave is
         # taken by later layers' tensors, differently as it grows
         return shape, layer_gpu, weights
-    per_layer = {}
+    per_layer: dict[int, list] = {}
     for (il, name), where in weights:
         per_layer.setdefault(il, []).append((name, where))
     recurrent = getattr(shape, "recurrent", ())         # graphs_delta: a linear-attention layer, else full
     sig = [(layer_gpu[il], tuple(sorted(per_layer.get(il, ()))), shape.swa[il] if shape.swa else None,
             il < shape.n_dense_lead, recurrent[il] if recurrent else None) for il in range(n)]
     unit = RUN_UNIT_PATTERN if any(shape.swa) or any(recurrent) else RUN_UNIT
-    keep, il, last = [], 0, n - 1            # the last layer is kept on its own
+    keep: list[int] = []
+    il, last = 0, n - 1                      # the last layer is kept on its own
     while il < last:
         best_q, best_c = 1, 1                 # the unit of q layers repeated c times from il that covers most
         for q in range(1, unit + 1):
@@ -118,8 +119,9 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     new = {il: i for i, il in enumerate(keep)}
     new[n] = len(keep)                        # the output layer
     shape = replace(shape, n_layer=len(keep), swa=tuple(shape.swa[il] for il in keep) if shape.swa else (),
-                    n_dense_lead=sum(1 for il in keep if il < shape.n_dense_lead),
-                    **({"recurrent": tuple(recurrent[il] for il in keep)} if recurrent else {}))
+                    n_dense_lead=sum(1 for il in keep if il < shape.n_dense_lead))
+    if recurrent:
+        shape = replace(shape, recurrent=tuple(recurrent[il] for il in keep))  # type: ignore[call-arg]
     return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
             tuple(((new[il], name), where) for (il, name), where in weights if il in new))
 
@@ -173,7 +175,7 @@ def _graphs(*args, reduce: bool) -> tuple:
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _sized(*args, reduce=reduce)
+        return _sized(*args, reduce=reduce)  # type: ignore[misc]  # args: _sized's positional parameters before reduce
     finally:
         if paused:
             gc.enable()
