@@ -24,7 +24,7 @@ def held(n_ctx: int, n_seq: int, kv_unified: bool, context: int, n_ctx_train) ->
 def target_answer(got, target: str) -> str:
     """kvmem plan --target max_batch | max_context with the flags ``got`` (own_flags.OwnFlags): the workload their
     placement holds, the -c (and -np) it needs, and what to give kvmem plan for it (kvmem writes -c = --context x
-    the sequences where the flags give none: own_flags._workload)."""
+    the sequences where the flags give none: own_flags_read.workload)."""
     need = got.raised[target]
     c = (f" (kvmem then writes -c {need['n_ctx']})" if "n_ctx" not in got.settings else
          f" and -c {need['n_ctx']} among your flags")
