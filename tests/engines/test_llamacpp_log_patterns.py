@@ -11,8 +11,9 @@ import time
 import pytest
 
 from kvmem.engines.llamacpp import fitting, logs
-from kvmem.engines.llamacpp.overrides import EXPS_REGEX, MAX_PATTERN_WAYS, compile_rules, slow_pattern
+from kvmem.engines.llamacpp.overrides import EXPS_REGEX, compile_rules
 from kvmem.engines.llamacpp.own_flags import read_llama_args
+from kvmem.engines.llamacpp.regex_guard import MAX_PATTERN_WAYS, slow_pattern
 from kvmem.logcheck import check_log
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
