@@ -201,7 +201,7 @@ def test_a_blas_build_beside_a_gpu(log, expected):
 
 
 def test_deepseek_latent_v_cache_of_may_2025():
-    # builds PR #12801 to PR #19067 keep V (512 wide) beside the latent K (576): graphs_mla_oss._latent_v_attention
+    # builds PR #12801 to PR #19067 keep V (512 wide) beside the latent K (576): graphs_mla_attn.latent_v_attention
     # (Q and K rope first, V stored by ggml_cpy in a cache of its own, attn_v_b after flash attention), over the f32
     # mask of a build before PR #23764. kvmem gave the estimate, 533.00 MiB on each GPU and 28.00 on the host
     r = check_log(DEEPSEEK_V3_B5331, "deepseek-v3")
