@@ -160,9 +160,10 @@ def test_the_graph_is_left_as_it_came():
 
 @pytest.mark.parametrize("seed", range(8))
 def test_a_graph_scheduled_again_and_again_keeps_equal_to_the_reference(seed):
-    """ggml_sched keeps per graph what does not depend on the placement (its _Plan: the counts before pass 5, the
-    sources ggml-alloc reads, pass 2's runs, the copies and their views made once and reused): 6 placements, then
-    the same 6 in reverse order, each equal to the reference (which keeps nothing) and to its first answer."""
+    """ggml_sched keeps per graph what does not depend on the placement (ggml_sched_plan.SchedPlan: the counts
+    before pass 5, the sources ggml-alloc reads, pass 2's runs, the copies and their views made once and reused):
+    6 placements, then the same 6 in reverse order, each equal to the reference (which keeps nothing) and to its
+    first answer."""
     rng = random.Random(1000 + seed)
     graph = _random_graph(rng, rng.randint(40, 80))
     draws = [(rng.random(), rng.randint(1, 4), rng.choice((1, 2, 4)), rng.random() < 0.5, rng.random() < 0.2)

@@ -46,117 +46,16 @@ allocated in its consumer's; frees go back to the tensor's own buffer.
 
 from __future__ import annotations
 
-import weakref
-from collections import Counter
-from itertools import chain, repeat
-from operator import attrgetter
-
 from ...units import cdiv
 from .ggml_alloc import FREE, NBYTES, NEVER, reserve_counted
 from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
+from .ggml_sched_plan import OFFLOAD_MIN_BATCH, SchedPlan, plan_of
 
 __all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
 
 CUDA_ALIGNMENT = 128    # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
 HOST_ALIGNMENT = 32     # ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU buffer type's
-OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu: op_offload_min_batch_size (GGML_OP_OFFLOAD_MIN_BATCH) default
 _VIEWS = frozenset(VIEW_OPS)
-_SRC, _VIEW_SRC = attrgetter("src"), attrgetter("view_src")
-_NOT_WITH_WEIGHT = frozenset(("ROPE", "FLASH_ATTN_EXT"))    # ops that do not run where their weight is
-
-
-def _batch(t: Tensor) -> int:
-    """ggml-cuda.cu get_op_batch_size."""
-    if t.op == "GET_ROWS":
-        return 0
-    if t.op == "MUL_MAT":
-        return t.ne[1]
-    if t.op in ("MUL_MAT_ID", "ROPE"):
-        return t.ne[2]
-    return t.ne[1] * t.ne[2] * t.ne[3]
-
-
-class _Plan:
-    """What sched_sizes reads of a graph whatever the placement, taken once per graph (a built graph is scheduled
-    again for other placements: scheduled._built): pass 1's rule per leaf and node (ggml_backend_sched_backend_id_
-    from_cur: every weight and KV tensor is a leaf, placed before the ops that read it), the RMS_NORM nodes a
-    caller may pin, the non-view nodes (pass 2: those pass 1 may place, and the runs between them it never places),
-    each tensor's children and views before pass 5's copies move them, the tensors ggml-alloc never allocates (views
-    and weights), each node's sources it may allocate or free (Tensor.alloc_src), and the copies pass 5 and 6 made
-    (their fields but the allocator's state do not depend on the placement: made once, reused)."""
-
-    __slots__ = ("count", "everything", "experts", "weights", "weight_views", "inputs", "weight_ops", "norms", "work",
-                 "start", "free_leafs", "copies", "__weakref__")
-
-    def __init__(self, graph: Graph):
-        self.count = (len(graph.leafs), len(graph.nodes))
-        self.everything = graph.leafs + graph.nodes
-        experts = self.experts = {id(n.src[0]) for n in graph.nodes if n.op == "MUL_MAT_ID"}
-        self.weights, self.weight_views, self.inputs, self.weight_ops = [], [], [], []
-        for t in self.everything:
-            if t.external:
-                self.weights.append((t, id(t) in experts))
-            elif t.view_src is not None and t.view_src.external:
-                self.weight_views.append(t)
-            elif t.flags & INPUT:
-                self.inputs.append(t)
-            elif t.op not in _NOT_WITH_WEIGHT:
-                for w in t.src:                             # the first weight it reads (not the KV cache)
-                    if w is not None and w.external and not w.kv:
-                        self.weight_ops.append((t, w, _batch(t) >= OFFLOAD_MIN_BATCH, _blas_runs(t)))
-                        break
-        self.norms = [t for t in self.everything if t.op == "RMS_NORM" and t.layer is not None and t.layer >= 0]
-        # pass 2's nodes in order (not views): each one pass 1 may place, and between them the runs it never places
-        placeable = {id(t) for t in (*self.weight_views, *self.inputs, *self.norms)}
-        placeable.update(id(t) for t, _, _, _ in self.weight_ops)
-        work: list = []
-        run: list = []
-        for n in graph.nodes:
-            if n.op in _VIEWS:
-                continue
-            if id(n) in placeable:
-                if run:
-                    work.append(run)
-                    run = []
-                work.append(n)
-            else:
-                run.append(n)
-        if run:
-            work.append(run)
-        self.work = work
-        # ggml-alloc's counts before pass 5's copies, the same for every placement: each source's children and each
-        # root's views over the nodes a split holds (every node from the first that is not a view), counted once here
-        counted = graph.nodes[next((i for i, n in enumerate(graph.nodes) if n.op not in _VIEWS), len(graph.nodes)):]
-        children = Counter(map(id, chain.from_iterable(map(_SRC, counted))))
-        views = Counter(map(id, filter(None, map(_VIEW_SRC, counted))))
-        ids = list(map(id, self.everything))
-        never = {id(t) for t in self.everything if t.external or t.view_src is not None}
-        self.start = list(zip(self.everything, map(children.get, ids, repeat(0)), map(views.get, ids, repeat(0)),
-                              [NEVER if i in never else FREE for i in ids], strict=True))
-        # each one's sources ggml-alloc may allocate or free (reserve_counted): not None, not a weight or the cache
-        # or a view of one
-        idle = {id(t) for t in self.everything if t.external or t.view_src is not None and t.view_src.external}
-        idle.add(id(None))
-        for t in graph.leafs:
-            t.alloc_src = ()
-        for t in graph.nodes:
-            src = t.src
-            t.alloc_src = src if idle.isdisjoint(map(id, src)) else tuple([x for x in src if id(x) not in idle])
-        self.free_leafs = [t for t in graph.leafs if not t.external and t.view_src is None]
-        self.copies: dict = {}      # (id(source), backend, bytes) -> its copies, reused across placements (_copies)
-
-
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _blas_runs(t: Tensor) -> bool:
-    """ggml-blas.cpp ggml_backend_blas_device_supports_op for a node (llama.cpp@1d36b3670
-    ggml/src/ggml-blas/ggml-blas.cpp#L399-L418)."""
-    if t.op != "MUL_MAT":
-        return False
-    a, b = t.src[0], t.src[1]
-    return (a.is_contiguous() and b.is_contiguous() and b.type == "f32" and t.ne[0] >= 32 and t.ne[1] >= 32
-            and b.ne[0] >= 32)
 
 
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
@@ -177,9 +76,7 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     ``blas``: a BLAS backend (the module's docstring), index n_gpus + 1: its buffer's bytes come last."""
     # the graph is left as it came (a built graph is scheduled again for other placements: scheduled._built):
     # the sources pass 5 replaces by copies and the input leafs' OUTPUT flag are put back once it is allocated
-    plan = _PLANS.get(graph)
-    if plan is None or plan.count != (len(graph.leafs), len(graph.nodes)):
-        plan = _PLANS[graph] = _Plan(graph)
+    plan = plan_of(graph)
     saved: list = []        # (tensor, its sources, its flags) before pass 5 / 6 changed them
     try:
         wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend, blas)
@@ -190,11 +87,11 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
             t.src, t.flags, t.alloc_src = src, flags, alloc_src
 
 
-def _place(plan: _Plan, weight_backend, n_gpus, op_offload, norm_backend, blas=False) -> dict:
+def _place(plan: SchedPlan, weight_backend, n_gpus, op_offload, norm_backend, blas=False) -> dict:
     """Passes 1 and 2: each leaf's and node's backend (Tensor.sched; -1 none yet), ggml-alloc's state reset;
     the weights' backends by id."""
     cpu, wb = n_gpus, {}
-    for t, children, views, allocated in plan.start:     # ggml-alloc's counts and states (_Plan), no backend yet
+    for t, children, views, allocated in plan.start:     # ggml-alloc's counts and states (SchedPlan), no backend yet
         t.sched, t.n_children, t.n_views, t.allocated = -1, children, views, allocated
     for t, expert in plan.weights:                  # pass 1: ggml_backend_sched_backend_id_from_cur
         t.sched = wb[id(t)] = weight_backend(t, expert)
@@ -256,7 +153,7 @@ def _expand(run: list, before: int, after: int, cpu: int, blas: bool = False) ->
 def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved: list,
                         copy_unused_inputs: bool = True, blas: bool = False) -> list:
     """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
-    copied graph (the module's docstring), its children and views as ggml-alloc counts them (_Plan's counts, moved
+    copied graph (the module's docstring), its children and views as ggml-alloc counts them (SchedPlan's counts, moved
     by the copies), then allocated by ggml_alloc.reserve_counted."""
     splits, copies, cur, inputs, members = [], {}, None, None, None
     # the inputs a node reads, before pass 5 points its readers at copies (pass 6 of builds that copy only those)
@@ -336,7 +233,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
     return reserve_counted(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
 
 
-def _copies(s: Tensor, backend: int, count: int, n_copies: int, weight_bytes, plan: _Plan) -> list:
+def _copies(s: Tensor, backend: int, count: int, n_copies: int, weight_bytes, plan: SchedPlan) -> list:
     """``count`` copies (ggml_dup_tensor_layout) of source ``s`` in ``backend`` (inputs and outputs with n_copies >
     1), their allocator state fresh: tensors kept in ``plan`` by source, backend and bytes and reused (a copy's
     every field but that state is the same each time)."""
