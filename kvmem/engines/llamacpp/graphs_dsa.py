@@ -47,7 +47,7 @@ from .graphs_mla_oss import deepseek_ffn, mla_fields, mla_mha, rms_norm
 from .indexers import indexer_widths
 from .settings import CURRENT, PR_24231, PR_25545, PR_27176, glm_dsa_indexer_ignored
 
-__all__ = ["DSA", "DSAShape", "build_dsa", "dsa_shape", "dsa_build_shape"]
+__all__ = ["DSA", "DSAShape", "build_dsa", "dsa_shape", "dsa_build_shape", "cuda_runs_indexer"]
 
 # kvmem model_type -> the llama.cpp architecture (arch_tensors.ARCHS)
 DSA = {"glm_moe_dsa": "glm-dsa", "deepseek_v32": "deepseek32"}
@@ -228,3 +228,12 @@ def dsa_shape(model) -> GraphShape | None:
                       n_vocab=model.facts.vocab_size, n_expert=moe.experts, n_expert_used=moe.top_k,
                       n_ff_exp=moe.intermediate_size, n_indexer_head=ih, indexer_head=ihd, indexer_top_k=top,
                       indexer_full=indexer_full, **fields)
+
+
+def cuda_runs_indexer(shape, type_k: str) -> bool:
+    """Whether CUDA takes glm-dsa / deepseek32's fused lightning indexer (graphs_dsa), so that ggml_sched keeps it
+    on its layer's GPU: a 128-wide head, 32 or 64 heads, K cached as f32, bf16, f16, q8_0, q5_1, q5_0, q4_1 or
+    q4_0 (llama.cpp@0c1e57098 ggml/src/ggml-cuda/lightning-indexer.cu#L536-L587; the top-k is CUDA's with CUB,
+    CUDART >= 11.7: ggml-cuda/common.cuh#L114-L115, ggml-cuda.cu#L5562-L5567)."""
+    return shape.indexer_head == 128 and shape.n_indexer_head in (32, 64) and type_k in (
+        "f32", "bf16", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0")

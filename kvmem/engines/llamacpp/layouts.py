@@ -54,6 +54,7 @@ from .compute import (
 )
 from .ggml_graph import TYPES
 from .graphs import PR_16884, PR_21038, PR_23764
+from .graphs_dsa import cuda_runs_indexer
 from .graphs_mla_oss import per_head_mla_shape
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
@@ -233,7 +234,7 @@ def _shape_of(model, build):
 def _graph_matches_cache(model, plan, flash_attn=True) -> bool:
     """Whether a transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's latent MLA
     graph (K-only cache) or, for an old GGUF's per-head cache (mla='none'), its per-head graph, or the latent+V cache
-    of builds before PR #19067 with flash attention (graphs_mla_oss._latent_v_attention; without it its V cache is
+    of builds before PR #19067 with flash attention (graphs_mla_attn.latent_v_attention; without it its V cache is
     transposed, not transcribed)."""
     shape = _shape_of(model, CURRENT)
     return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none") or (
@@ -256,15 +257,6 @@ def _types_known(s) -> bool:
     return ggml_type_name(s.type_k) in TYPES and ggml_type_name(s.type_v) in TYPES
 
 
-def _cuda_runs_indexer(shape, type_k: str) -> bool:
-    """Whether CUDA takes glm-dsa / deepseek32's fused lightning indexer (graphs_dsa), so that ggml_sched keeps it
-    on its layer's GPU: a 128-wide head, 32 or 64 heads, K cached as f32, bf16, f16, q8_0, q5_1, q5_0, q4_1 or
-    q4_0 (llama.cpp@0c1e57098 ggml/src/ggml-cuda/lightning-indexer.cu#L536-L587; the top-k is CUDA's with CUB,
-    CUDART >= 11.7: ggml-cuda/common.cuh#L114-L115, ggml-cuda.cu#L5562-L5567)."""
-    return shape.indexer_head == 128 and shape.n_indexer_head in (32, 64) and type_k in (
-        "f32", "bf16", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
-
-
 def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: bool = False) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
     (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
@@ -284,7 +276,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959 and not shape.mla_v) or not _graph_matches_cache(
             model, plan, s.flash_attn):
         return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
-    if shape.indexer_full and not _cuda_runs_indexer(shape, type_k):
+    if shape.indexer_full and not cuda_runs_indexer(shape, type_k):
         return None     # the host runs the lightning indexer there: its copies are not modelled
     host_gpu = len(p.gpus)
 
