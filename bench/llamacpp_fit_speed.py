@@ -30,15 +30,25 @@ TARGET_S = 0.25
 
 def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.cli import main
-    from kvmem.engines.llamacpp import best, fitting, layouts, overrides, placed, placement, plan, scheduled
+    from kvmem.engines.llamacpp import (
+        best,
+        fitting,
+        layer_split,
+        layouts,
+        overrides,
+        placed,
+        placement,
+        plan,
+        scheduled,
+    )
     fitting._LAID.clear()       # every command a first ask: the layouts, the scheduled graphs, the plans, the rules,
     for kept in (best._BEST, best._FITS, best._TENSORS):     # the placements; the searches and the tensors laid out
         kept.clear()
     placed._LAST_INFOS[:] = [None, None]        # and the tensor tuple place hashed last, what layout derived per run
     placed._RUN_DERIVED.clear()
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
-                   overrides._first_tail, overrides._tail_targets, overrides.layer_rest, placement._placed,
-                   placement._static, placement._layer_devices, layouts._shape_of):
+                   overrides._first_tail, overrides._tail_targets, overrides.layer_rest, overrides.slow_pattern,
+                   placement._placed, placement._static, layer_split.layer_devices_cached, layouts._shape_of):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()
