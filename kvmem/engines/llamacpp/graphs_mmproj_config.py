@@ -90,19 +90,4 @@ def clip_shape_from_config(cfg: dict, n_embd_text: int) -> ClipShape | None:
                          n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
                          n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=LLAMA4_TENSORS,
                          n_mm2=vision["projector_output_dim"])
-    if model_type == "minimax_m3_vl":       # conversion/minimax.py MiniMaxM3VisionModel; MiniMaxM3VLMultiModalProjector
-        merge = (vision.get("img_token_compression_config") or {}).get("spatial_merge_size", 2)
-        patch = vision["patch_size"]
-        return ClipShape(projector="minimax_m3", image_size=minimax_m3_warmup_size(patch, merge), patch_size=patch,
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=cfg.get("projector_hidden_size", 6144), n_merge=merge,
-                         tensors=_MINIMAX, n_mm2=cfg.get("projector_hidden_size", 6144))
-    if vision.get("model_type") == "llama4_vision_model" and model_type == "llama4":
-        return ClipShape(projector="llama4", image_size=vision["image_size"], patch_size=vision["patch_size"],
-                         n_embd=vision["hidden_size"], n_ff=vision["intermediate_size"],
-                         n_layer=vision["num_hidden_layers"], n_head=vision["num_attention_heads"],
-                         n_embd_text=n_embd_text, n_mm=vision["projector_input_dim"],
-                         n_merge=round(1 / vision["pixel_shuffle_ratio"]), tensors=LLAMA4_TENSORS,
-                         n_mm2=vision["projector_output_dim"])
     return None
