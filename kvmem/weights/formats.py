@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..model import Model
+from ..regex_guard import slow_pattern
 
 EMBED_16 = Fraction(2)
 
@@ -126,6 +127,9 @@ def _ignored(ignore: list, name: str) -> bool:
     else the exact name."""
     for entry in ignore:
         entry = str(entry)
+        if entry.startswith("re:") and (slow := slow_pattern(entry[3:])) is not None:
+            raise ValueError(f"quantization_config ignore entry {entry[:80]!r} {slow}: its backtracking can take hours "
+                             "on a module name, and kvmem does not search names with it")
         for candidate in (name, "language_model." + name):
             if entry.startswith("re:") and re.match(entry[3:], candidate) or entry == candidate:
                 return True

@@ -13,8 +13,8 @@ import pytest
 from kvmem.engines.llamacpp import fitting, logs
 from kvmem.engines.llamacpp.overrides import EXPS_REGEX, compile_rules
 from kvmem.engines.llamacpp.own_flags import read_llama_args
-from kvmem.engines.llamacpp.regex_guard import MAX_PATTERN_WAYS, slow_pattern
 from kvmem.logcheck import check_log
+from kvmem.regex_guard import MAX_PATTERN_WAYS, slow_pattern
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # the reviewer's log: a hostile -ot above two lines of a Llama 3.1 8B run

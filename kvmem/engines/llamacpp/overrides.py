@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 
-from .regex_guard import check_pattern, slow_pattern
+from ...regex_guard import slow_pattern
 
 __all__ = ["CPU", "EXPS_REGEX", "Rules", "check_pattern", "compile_rules", "layer_rest", "override_rules",
            "slow_pattern"]
@@ -168,3 +168,11 @@ def compile_rules(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> list
         layers = "|".join(str(il) for il in range(n_cpu_moe))
         rules.append((re.compile(rf"blk\.(?:{layers}){EXPS_REGEX}"), CPU))
     return rules
+
+
+def check_pattern(pattern: str) -> str:
+    """``pattern`` itself, or ValueError naming it where slow_pattern refuses it."""
+    if (slow := slow_pattern(pattern)) is not None:
+        raise ValueError(f"override_tensor pattern {pattern!r} {slow}: its backtracking can take hours on a tensor "
+                         "name, and kvmem does not search names with it; write it more simply")
+    return pattern

@@ -1,32 +1,23 @@
-"""The guard on the -ot patterns kvmem searches tensor names with (overrides.compile_rules compiles each through
-check_pattern). A user's -ot pattern is searched in every tensor name by Python's backtracking matcher (llama.cpp's
-std::regex backtracks too), and an -ot comes from outside (a pasted log, --llama-args, the Python API): a pattern
-whose ways of matching one name multiply is refused before it is searched. The check reads the pattern once (re's own
-parser) and is strict: it refuses harmless patterns rather than let a slow one through.
+"""A guard on regular expressions that come from outside (llama.cpp -ot patterns from a pasted log, --llama-args
+or the Python API; a quantization config's "re:" entries): Python's matcher backtracks (llama.cpp's std::regex
+too), so a pattern whose ways of matching one name multiply is refused before it is searched. The check reads the
+pattern once (re's own parser) and is strict: it refuses harmless patterns rather than let a slow one through.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from re import _constants as _sre  # type: ignore[attr-defined]  # re's own parser reads -ot patterns
+from re import _constants as _sre  # type: ignore[attr-defined]  # re's own parser reads the patterns
 from re import _parser as _sre_parse  # type: ignore[attr-defined]
 
-__all__ = ["MAX_PATTERN_REPEATS", "MAX_PATTERN_WAYS", "check_pattern", "slow_pattern"]
+__all__ = ["MAX_PATTERN_REPEATS", "MAX_PATTERN_WAYS", "slow_pattern"]
 
 MAX_PATTERN_REPEATS = 4          # variable repeats (?, *, +, {m,n}) in one pattern: the published -ot have 1 to 3
 MAX_PATTERN_WAYS = 1_000         # alternatives that can start alike, multiplied (kvmem's --n-cpu-moe 999 rule: 444)
 _REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT)
 _ONE_CHAR = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)
 _DIGITS = frozenset(range(48, 58))
-
-
-def check_pattern(pattern: str) -> str:
-    """``pattern`` itself, or ValueError naming it where slow_pattern refuses it."""
-    if (slow := slow_pattern(pattern)) is not None:
-        raise ValueError(f"override_tensor pattern {pattern!r} {slow}: its backtracking can take hours on a tensor "
-                         "name, and kvmem does not search names with it; write it more simply")
-    return pattern
 
 
 @functools.lru_cache(maxsize=4096)
