@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .ggml_graph import Graph
 from .graphs_mmproj_siglip import merge_permute
-from .graphs_mmproj_vit import ClipShape, attn, conv_2d, ffn, interpolate, linear, norm, rope
+from .graphs_mmproj_vit import ClipShape, attn_ffn_residual, conv_2d, ffn, interpolate, linear, norm, rope
 
 __all__ = ["build_kimik25_mmproj", "kimik25_warmup_size"]
 
@@ -63,13 +63,7 @@ def build_kimik25_mmproj(s: ClipShape, flash_attn: bool) -> Graph:
         q, k, v = (g.view(qkv, (d_head, s.n_head, n_pos, 1), (4, 4 * d_head, qkv.nb[1], qkv.nb[1] * n_pos))
                    for _ in range(3))
         q, k = (rope(g, rope(g, t, pos_w), pos_h) for t in (q, k))
-        cur = attn(g, q, k, v, None, g.weight(e, e), opt("attn_out.bias", e), flash_attn)
-        inp_l = g.dup("ADD", cur, inp_l)
-        cur = norm(g, inp_l, g.weight(e), opt("ln2.bias", e), False)
-        cur = ffn(g, cur, g.weight(e, s.n_ff), opt("ffn_up.bias", s.n_ff),
-                  g.weight(e, s.n_ff) if s.has("ffn_gate") else None, opt("ffn_gate.bias", s.n_ff),
-                  g.weight(s.n_ff, e), opt("ffn_down.bias", e))
-        inp_l = g.dup("ADD", inp_l, cur)
+        inp_l = attn_ffn_residual(g, s, inp_l, q, k, v, opt, False, flash_attn)
     if s.has("post_ln"):
         inp_l = norm(g, inp_l, g.weight(e), opt("post_ln.bias", e), False)
     cur = merge_permute(g, g.reshape(inp_l, e, n_pos, 1), e, px, sf)

@@ -21,7 +21,7 @@ Judged by llama.cpp itself: tests/oracles/test_llamacpp_mmproj_oracle.py.
 from __future__ import annotations
 
 from .ggml_graph import Graph, Tensor
-from .graphs_mmproj_vit import ClipShape, attn, conv_2d, ffn, interpolate, linear, norm
+from .graphs_mmproj_vit import ClipShape, attn_ffn_residual, conv_2d, ffn, interpolate, linear, norm
 
 __all__ = ["build_siglip_mmproj", "lfm2_warmup_size", "merge_permute"]
 
@@ -69,13 +69,7 @@ def build_siglip_mmproj(s: ClipShape, flash_attn: bool) -> Graph:
         cur = norm(g, inp_l, g.weight(e), opt("ln1.bias", e), False)
         q, k, v = (g.reshape(linear(g, g.weight(e, e), cur, opt(f"attn_{x}.bias", e)), d_head, s.n_head, n_pos, 1)
                    for x in "qkv")
-        cur = attn(g, q, k, v, None, g.weight(e, e), opt("attn_out.bias", e), flash_attn)
-        inp_l = g.dup("ADD", cur, inp_l)
-        cur = norm(g, inp_l, g.weight(e), opt("ln2.bias", e), False)
-        cur = ffn(g, cur, g.weight(e, s.n_ff), opt("ffn_up.bias", s.n_ff),
-                  g.weight(e, s.n_ff) if s.has("ffn_gate") else None, opt("ffn_gate.bias", s.n_ff),
-                  g.weight(s.n_ff, e), opt("ffn_down.bias", e))
-        inp_l = g.dup("ADD", inp_l, cur)
+        inp_l = attn_ffn_residual(g, s, inp_l, q, k, v, opt, False, flash_attn)
     if s.has("post_ln"):
         inp_l = norm(g, inp_l, g.weight(e), opt("post_ln.bias", e), False)
     cur = merge_permute(g, g.reshape(inp_l, e, n_pos, 1), e, px, s.n_merge)

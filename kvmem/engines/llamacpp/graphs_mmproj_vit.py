@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .ggml_graph import Graph, Tensor
 
-__all__ = ["ClipShape", "conv_2d", "norm", "ffn", "attn", "rope", "interpolate", "glu"]
+__all__ = ["ClipShape", "conv_2d", "norm", "ffn", "attn", "rope", "interpolate", "glu", "attn_ffn_residual"]
 
 
 @dataclass(frozen=True)
@@ -120,3 +120,17 @@ def attn(g: Graph, q_cur, k_cur, v_cur, mask, wo, wo_b, flash_attn: bool, mm=Non
         out = g.permute(g.mul_mat(v, kq), 0, 2, 1, 3)
         out = g.cont(out, out.ne[0] * out.ne[1], out.ne[2] * out.ne[3])
     return linear(g, wo, out, wo_b, mm)
+
+
+def attn_ffn_residual(g: Graph, s, inp_l: Tensor, q, k, v, opt, rms: bool, flash_attn: bool) -> Tensor:
+    """build_vit's layer after its Q, K and V (clip.cpp build_vit): attention and its output projection, the
+    residual, ln2 (RMS or LayerNorm), the FFN (gated where the tower has ffn_gate), the residual. ``opt(role, n)``:
+    the tower's optional bias of that role and width, or None."""
+    e = s.n_embd
+    cur = attn(g, q, k, v, None, g.weight(e, e), opt("attn_out.bias", e), flash_attn)
+    inp_l = g.dup("ADD", cur, inp_l)
+    cur = norm(g, inp_l, g.weight(e), opt("ln2.bias", e), rms)
+    cur = ffn(g, cur, g.weight(e, s.n_ff), opt("ffn_up.bias", s.n_ff),
+              g.weight(e, s.n_ff) if s.has("ffn_gate") else None, opt("ffn_gate.bias", s.n_ff),
+              g.weight(s.n_ff, e), opt("ffn_down.bias", e))
+    return g.dup("ADD", inp_l, cur)
