@@ -137,4 +137,6 @@ def test_a_strategies_tab_keeps_the_other_tabs_inputs_and_lives_in_the_url(page,
     page.get_by_role("tab", name="Prefix sharing and offloading").click()
     wait_for_app(page)
     assert page.get_by_role("spinbutton", name="Shared prefix (tokens)").input_value(timeout=60_000) == "4096"
-    assert page.locator('[data-testid="stMetricLabel"]').filter(has_text="KV on the device").count() == 1
+    kv_metric = page.locator('[data-testid="stMetricLabel"]').filter(has_text="KV on the device")
+    kv_metric.first.wait_for(timeout=60_000)        # the tab's metrics draw after its inputs: wait, then count
+    assert kv_metric.count() == 1
