@@ -4,6 +4,10 @@ writes them; tensors.synthesised_tensors types them with quant_mix.
 
     gpt-oss    src/models/openai-moe.cpp#L22-L56: attention with q/k/v/output biases, attn_sinks
                [n_head], post_attention_norm, router with bias, expert tensors with biases
+    glm4       src/models/glm4.cpp#L15-L58 load_arch_tensors (dense GLM-4-0414, GLM-Z1): create_tensor_qkv's
+               separate Q/K/V with their optional biases (attention_bias; llama-model.cpp#L3424-L3431),
+               post_attention_norm, ffn_norm, ffn_up of 2 x n_ff (the fused gate_up_proj), ffn_down,
+               post_ffw_norm; no NextN blocks (conversion/glm.py Glm4Model writes none, GlmOCRModel only)
     glm4moe    src/models/glm4-moe.cpp load_arch_tensors: q/k/v biases, optional q/k norms
                (use_qk_norm), post_attention_norm as the FFN norm, first_k_dense_replace dense
                layers, then router, exp_probs_b, routed and shared experts
@@ -56,7 +60,8 @@ __all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers", "nextn_loaded"]
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
          "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
          "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
-         "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4"}
+         "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4",
+         "glm4": "glm4"}
 
 
 def field(model: Model, name: str, default=None):
@@ -161,6 +166,24 @@ def _gpt_oss(model: Model, h: int) -> list:
                 (b + "attn_sinks.weight", (n_head,)),
                 (b + "ffn_gate_inp.weight", (h, e)), (b + "ffn_gate_inp.bias", (e,))]
         out += _experts(b, h, f, e, bias=True)
+    return out
+
+
+def _glm4(model: Model, h: int) -> list:
+    # llama.cpp@0c1e57098 src/models/glm4.cpp#L28-L50 (the n_layer trunk; create_tensor_qkv llama-model.cpp#L3424-L3431)
+    n_head, f = model.num_attention_heads, _need(model, "intermediate_size")
+    bias = bool(field(model, "attention_bias", False))
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for i, layer in enumerate(model.layers):
+        b, hd = f"blk.{i}.", layer.head_dim_k
+        q, kv = n_head * hd, layer.kv_heads * hd
+        out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv)),
+                (b + "attn_v.weight", (h, kv))]
+        if bias:
+            out += [(b + "attn_q.bias", (q,)), (b + "attn_k.bias", (kv,)), (b + "attn_v.bias", (kv,))]
+        out += [(b + "attn_output.weight", (q, h)), (b + "post_attention_norm.weight", (h,)),
+                (b + "ffn_norm.weight", (h,)), (b + "ffn_down.weight", (f, h)), (b + "ffn_up.weight", (h, 2 * f)),
+                (b + "post_ffw_norm.weight", (h,))]
     return out
 
 
@@ -318,7 +341,7 @@ def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
     return out
 
 
-_LAYOUTS = {"gpt-oss": _gpt_oss, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
+_LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
             "deepseek32": lambda model, h: _deepseek2(model, h, indexer=True), "minimax-m2": _minimax_m2,
             "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
             "gemma4": _gemma4}

@@ -100,6 +100,7 @@ from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
 from .graphs_delta import DELTA, delta_shape, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
+from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .settings import CURRENT
@@ -130,6 +131,8 @@ class ComputeBuffer:
 def graph_shape(model, build=CURRENT) -> GraphShape | None:
     """The graph widths of ``model`` at llama.cpp ``build`` (a date; the vendored build by default), or None when
     its family's graph is not transcribed here."""
+    if model.model_type in GLM4:        # glm4 (dense GLM-4-0414, GLM-Z1): kvmem.engines.llamacpp.graphs_glm4
+        return glm4_shape(model)
     if model.model_type in GLM4MOE:     # glm4moe (GLM-4.5/4.6/4.7): kvmem.engines.llamacpp.graphs_glm4moe
         return glm4moe_shape(model)
     if model.model_type in GEMMA4:      # gemma4 (Gemma 4 26B-A4B / 31B): kvmem.engines.llamacpp.graphs_gemma4

@@ -1,7 +1,7 @@
 """The graph llama.cpp builds for a GraphShape, by its architecture: the one entry compute.py and scheduled.py
 call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: graphs_gemma_phi3; deepseek2
-and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4moe: graphs_glm4moe; gemma4: graphs_gemma4;
-qwen3next / qwen35 / qwen35moe: graphs_delta)."""
+and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4: graphs_glm4; glm4moe: graphs_glm4moe;
+gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .graphs_delta import DeltaShape, build_delta
 from .graphs_dsa import build_dsa
 from .graphs_gemma4 import Gemma4Shape, build_gemma4
 from .graphs_gemma_phi3 import build_gemma_phi3
+from .graphs_glm4 import build_glm4
 from .graphs_glm4moe import build_glm4moe
 from .graphs_mla_oss import build_mla_oss
 
@@ -27,6 +28,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_delta(shape, p)
     if isinstance(shape, Gemma4Shape):
         return build_gemma4(shape, p)
+    if shape.arch == "glm4":
+        return build_glm4(shape, p)
     if shape.arch == "glm4moe":
         return build_glm4moe(shape, p)
     if shape.arch in ("gemma2", "gemma3", "phi3"):
