@@ -17,6 +17,7 @@ REFUSALS = {
         "gemma-3n-e2b", "gemma-3n-e4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-1.5-mini", "llama-4-maverick-17b-128e",
         "llama-4-scout-17b-16e", "mistral-7b-v0.1", "nemotron-h-8b", "phi-3-medium-4k", "phi-3-mini-4k",
         "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b", "nemotron-3-nano-30b-a3b",
+        "qwen3.5-9b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.6-35b-a3b",
         # the opt-in families hf-quantized now declares (kvmem/engines/hf/__init__.py QUANTIZED_FAMILIES)
         "kimi-linear-48b-a3b", "minimax-m1", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5", "glm-5.1", "glm-5.2",
         "kimi-k3", "gemma-4-26b-a4b", "minimax-m3")},
