@@ -245,6 +245,11 @@ def _unquantised(name: str) -> str | None:
     return next((name[:-len(end)] for end in _QUANTISED if lowered.endswith(end) and len(name) > len(end)), None)
 
 
+def _quant_tag(part: str) -> bool:
+    """Whether a GGUF file name's ``part`` names its quantisation ("Q4_K_M", "IQ2_XXS", "BF16")."""
+    return part.lower() in _QUANT_TAGS or part[:1].lower() in "qi" and any(c.isdigit() for c in part[:3])
+
+
 def _model_names(value: str) -> list[str]:
     """The names a model the log prints may go by: as printed, its folder or file name, the HF id of an HF
     cache folder, and a GGUF file's name without its quantisation tag ("Qwen3-0.6B-Q8_0.gguf" -> "Qwen3-0.6B")."""
@@ -253,6 +258,9 @@ def _model_names(value: str) -> list[str]:
     names = [value, base]
     if " " in value.strip() and "/" not in value:      # a GGUF's general.name: "Meta Llama 3.1 8B Instruct"
         names.append("-".join(value.split()))
+        # a name that ends in the type its checkpoint was converted from ("DeepSeek R1 BF16"): without it
+        if len(words := value.split()) > 1 and words[-1].lower() in _QUANT_TAGS:
+            names.append("-".join(words[:-1]))
     if (at := path.find("models--")) >= 0:     # an HF cache folder: .../hub/models--Org--Name/snapshots/<commit>
         names.append(path[at + len("models--"):].split("/", 1)[0].replace("--", "/", 1))
     if base.lower().endswith(".gguf"):
@@ -264,8 +272,10 @@ def _model_names(value: str) -> list[str]:
             parts = parts[:-3]
         if len(parts) > 1 and parts[-1].lower() == "merged":
             parts.pop()
-        while len(parts) > 1 and (parts[-1].lower() in _QUANT_TAGS or parts[-1][:1].lower() in "qi"
-                                  and any(c.isdigit() for c in parts[-1][:3]) or parts[-1] == "UD"):
+        # the quantisation after a dot ("DeepSeek-R1.Q8_0-00001-of-00015.gguf", "llama-2-7b.Q4_K_M.gguf")
+        if "." in parts[-1] and _quant_tag(parts[-1].rsplit(".", 1)[1]):
+            parts[-1] = parts[-1].rsplit(".", 1)[0]
+        while len(parts) > 1 and (_quant_tag(parts[-1]) or parts[-1] == "UD"):
             parts.pop()
         names += [stem, "-".join(parts)]
         if "_" in parts[0]:                    # "Org_Name-Q4_K_M.gguf" (bartowski's naming): Org/Name

@@ -51,16 +51,40 @@ def read(lines: list[str], reader, unread: list | None = None) -> dict:
         if tried > MAX_TRIED:
             skipped.append(f"log line {n} runs {run.strip()}, past the {MAX_TRIED} command lines kvmem splits")
             break
+        text = _continued(lines, n, line[start:], run)
         try:
-            words = split(line[start:], windows=_windows(line[start:], run))
+            words = split(text, windows=_windows(text, run))
         except ValueError as exc:            # an unclosed quote: not a command kvmem reads
             skipped.append(f"log line {n} runs {run.strip()} but is not split as a shell would ({exc}: an unclosed "
                            "quote?)")
             continue
-        return _flags(words, len(run.split()), reader, n, line)
+        return _flags(words, len(run.split()), reader, n, text)
     if unread is not None and skipped:
         unread.append(f"the command was not read, so no setting comes from it: {skipped[0]}")
     return {}
+
+
+MAX_CONTINUED = 64           # lines one command may be continued over ("\\" at a line's end)
+
+
+def _continued(lines: list[str], n: int, text: str, run: str) -> str:
+    """The command that starts at log line ``n`` with ``text``, with the lines it continues over: a POSIX shell
+    joins a line ending in a backslash to the next ("llama-server \\" then "    --model x.gguf \\" ..., as a
+    command is pasted over several lines), within MAX_CONTINUED lines and MAX_COMMAND_CHARS. A Windows command
+    (_windows) keeps its backslashes: not continued."""
+    if _windows(text, run):
+        return text
+    parts = [text]
+    at = n           # lines[at] is the line after the last one joined
+    while parts[-1].rstrip().endswith("\\") and at < len(lines) and len(parts) <= MAX_CONTINUED:
+        parts[-1] = parts[-1].rstrip()[:-1]
+        parts.append(lines[at])
+        at += 1
+        if sum(map(len, parts)) > MAX_COMMAND_CHARS:
+            return text
+    if parts[-1].rstrip().endswith("\\"):      # continued past the log's last line (or MAX_CONTINUED): cut there
+        parts[-1] = parts[-1].rstrip()[:-1]
+    return " ".join(parts)
 
 
 # A Windows command line (cmd.exe, PowerShell) passes a backslash as it is: "llama-server.exe -m C:\\models\\x.gguf"

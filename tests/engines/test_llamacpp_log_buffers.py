@@ -54,10 +54,12 @@ def test_an_altered_buffer_line_fails(old, new, quantity):
 def test_a_log_without_its_file_type_names_what_is_missing():
     # Phi-4 (Ollama, Dec 2025): no print_info file type in the excerpt; the KV buffer and size line are still checked
     log = LOGS["phi-4-q4km-ollama-full-offload"]["log"]
-    r = check_log(log, "phi-4")
-    assert r.matches and [c.quantity for c in r.checks] == ["CUDA0 KV buffer", "llama_kv_cache"]
-    # its compute line too: said, not dropped silently
-    assert r.notes[0].startswith("model and compute buffers are not checked: the log prints no file type (print_info")
+    r = check_log(log, "phi-4", build="2025-12-01")
+    # every layer on the GPU: no weight's type enters the compute buffers, checked without it (the same 353.01 /
+    # 23.01 MiB as with weight_format=q4_k_m below); the model buffers are said, not dropped silently
+    assert r.matches and [c.quantity for c in r.checks] == ["CUDA0 KV buffer", "llama_kv_cache", "CUDA0 compute buffer",
+                                                            "CUDA_Host compute buffer"]
+    assert r.notes[0].startswith("model buffers are not checked: the log prints no file type (print_info")
     given = check_log(log, "phi-4", weight_format="q4_k_m", build="2025-12-01")
     # host token_embd Q4_K 100352 x 5120 = 275.62 MiB; CUDA0 8354.71 MiB; the CUDA0 compute buffer 353.01 MiB, the
     # host's 23.01 (a late-2025 build: no unused inp_embd input, PR #18550)

@@ -117,11 +117,19 @@ def test_every_file_type_name_read():
 
 def test_an_unmapped_file_type_says_model_and_compute_are_not_checked():
     lines = ["print_info: file type   = NVFP4", "load_tensors: offloaded 33/33 layers to GPU",
-             "load_tensors:        CUDA0 model buffer size =  4403.49 MiB", "llama_context: n_ctx         = 8192",
+             "load_tensors:        CUDA0 model buffer size =  4403.49 MiB",
+             "load_tensors:   CPU_Mapped model buffer size =   281.81 MiB", "llama_context: n_ctx         = 8192",
              "llama_context:      CUDA0 compute buffer size =   560.00 MiB"]
-    r = kvmem.check_log("\n".join(lines), "llama-3.1-8b")
+    # some layers on the host: their matmuls at >= 32 tokens copy the weights to the GPU, sized by their type
+    partial = [line.replace("33/33", "20/33") for line in lines]
+    r = kvmem.check_log("\n".join(partial), "llama-3.1-8b")
     assert r.checks == () and r.notes[0].startswith("model and compute buffers are not checked: line 1: file type "
                                                     "'NVFP4' is not a format kvmem lays out")
+    # every layer on the GPU: no weight's type enters the compute buffer, which is checked (2026-12-07's rule,
+    # test_llamacpp_log_reads_2026_12_07); the model buffer is not
+    r = kvmem.check_log("\n".join(lines), "llama-3.1-8b")
+    assert [c.quantity for c in r.checks] == ["CUDA0 compute buffer"]
+    assert r.notes[0].startswith("model buffers are not checked: line 1: file type 'NVFP4' is not a format kvmem")
 
 
 def test_weight_dtype_takes_every_name_check_log_takes():

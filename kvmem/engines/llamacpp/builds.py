@@ -4,7 +4,9 @@ A build's number is ``git rev-list --count`` of the commit it was built from (cm
 build 0c1e57098), printed as "build: 5331 (33eff402) with ..." (llama.cpp@74b8fc17f common/common.cpp#L370), "main:
 build = 1234 (...)" (2024: common/common.h #L30 at e141ce624), "version: 6699 (c08002a1)" (--version, common/arg.cpp
 #L1728 at 74b8fc17f), "version: X (build N, commit H)" (common/build-info.cpp.in #L33 at 3f545becc) or "build_info:
-b8946-0f1bb602d" (tools/server/server.cpp #L113 at b97ebdc98). Build N of master is dated by
+b8946-0f1bb602d" (tools/server/server.cpp #L113 at b97ebdc98), "common_params_print_info: build 10505 (ee4c505a4) with
+..." (common/common.cpp#L403 at 3f545becc), and llama-bench's "build: e3a9421b (5389)", the commit first
+(tools/llama-bench/llama-bench.cpp#L2065 at 3f545becc). Build N of master is dated by
 kvmem/data/llamacpp_builds.json (tools/llamacpp_builds.py, from master's history): the day of its commit, moved only
 where that day holds the merge of a pull request kvmem's rules date (settings.PR_<N>, from
 kvmem/data/llamacpp_prs.json: each PR's date and first build) and the build comes before it, or where master's
@@ -23,7 +25,10 @@ BUILD_LINES = (re.compile(r"\bbuild: (\d{1,6}) \(([0-9a-f]{4,40})\)"),
                re.compile(r"\w: build = (\d{1,6}) \(([0-9a-f]{4,40})\)"),
                re.compile(r"^version: (\d{1,6}) \(([0-9a-f]{4,40})\)"),
                re.compile(r"^version: \S{1,40} \(build (\d{1,6}), commit ([0-9a-f]{4,40})\)"),
-               re.compile(r"\bbuild_info: b(\d{1,6})-([0-9a-f]{4,40})\b"))
+               re.compile(r"\bbuild_info: b(\d{1,6})-([0-9a-f]{4,40})\b"),
+               re.compile(r"\w: build (\d{1,6}) \(([0-9a-f]{4,40})\) with "))
+# llama-bench's: the commit, then the number (tools/llama-bench/llama-bench.cpp#L2065 at 3f545becc)
+BENCH_BUILD_LINE = re.compile(r"^build: ([0-9a-f]{7,40}) \((\d{1,6})\)$")
 PINNED = (11312, "0c1e57098", "2026-10-01")    # the build kvmem's rules are pinned to (settings.py)
 _TABLE: dict = {}
 
@@ -42,6 +47,23 @@ def build_line(lines: list[str]):
         for pattern in BUILD_LINES:
             if m := pattern.search(line.strip()):
                 return n, int(m.group(1)), m.group(2), line.strip()
+        if m := BENCH_BUILD_LINE.search(line.strip()):
+            return n, int(m.group(2)), m.group(1), line.strip()
+    return None
+
+
+def uncounted(number: int, commit: str | None) -> str | None:
+    """Why ``number`` is not a count of master's commits, or None. cmake counts the commits the checkout holds
+    (cmake/build-info.cmake#L1, #L31-L38 at 3f545becc: BUILD_NUMBER 0 without git, else ``git rev-list --count
+    HEAD``): a shallow clone (``git clone --depth 1``, as packagers and Dockerfiles make) prints build 1, a tarball
+    build 0, whatever its code. Such a number dates nothing; a build 1 whose commit is master's build 1 is master's."""
+    if number == 0:
+        return "build 0 is cmake's number where no git history was found (a source tarball): it dates nothing"
+    if number == 1 and commit is not None:
+        ours = table()["hashes"][:4]
+        if not commit.lower().startswith(ours):
+            return (f"build 1 with commit {commit}, which is not master's build 1 ({ours}...): the commit count of a "
+                    "shallow clone (git clone --depth 1), not a build number; it dates nothing")
     return None
 
 

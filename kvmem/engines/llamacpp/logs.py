@@ -26,7 +26,7 @@ from ...logcheck.command import Appends
 from ...logcheck.printed import after, field, value_of
 from .. import engine_estimate
 from ..serving import LogReader
-from .builds import build_date, build_line
+from .builds import build_date, build_line, uncounted
 from .file_types import FILE_TYPE_NAMES
 from .layouts import MAX_LAYERS
 from .log_lines import log_lines
@@ -66,7 +66,13 @@ FLASH = re.compile(r"(?:llama_context|llama_init_from_model|llama_new_context_wi
 # Buffers per device (found by str.find: the device is the word before the marker, the MiB after it)
 BUFFERS = ((" model buffer size = ", "model"), (" KV buffer size = ", "KV"), (" RS buffer size = ", "KV"),
            (" compute buffer size = ", "compute"), (" buffer size = ", "model"))   # the last: llm_load_tensors (2024)
-HOSTS = {"CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host", "Metal_Mapped", "Vulkan_Host", "CPU_REPACK"}
+# The CPU backend's extra weight buffer types (llama.cpp@3f545becc ggml/src/ggml-cpu/amx/amx.cpp#L122 "AMX",
+# ggml/src/ggml-cpu/repack.cpp#L4746 "CPU_REPACK"): the host weights such a type takes are loaded into a buffer of
+# its own, while the mmap'd "CPU_Mapped" buffer spans the file range [first, last] of the default buffer type's
+# tensors (src/llama-model.cpp#L1612-L1632 is_default_buft; src/llama-model-loader.cpp#L1381-L1394
+# get_mapping_range), which holds the repacked tensors' bytes too when they lie between
+EXTRA_HOSTS = {"AMX", "CPU_REPACK"}
+HOSTS = {"CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host", "Metal_Mapped", "Vulkan_Host", *EXTRA_HOSTS}
 OFFLOADED = "offloaded "                          # "load_tensors: offloaded 33/49 layers to GPU"
 FREE = "using device "                            # "using device CUDA0 (NVIDIA ...) - 23982 MiB free"
 FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_load_print_meta
@@ -85,6 +91,7 @@ _GUESSED = ("(guessed) ", " (guessed)", "mostly ")
 # can_shift = 0, padding = 256" (src/llama-kv-cache.cpp#L38 at 3bf785f3e)
 # (b5192's llama_kv_cache_unified::init prints it as "init: kv_size = ...", src/llama-kv-cache.cpp#L32 at 77d5e9a76)
 CACHE_INIT = ("init: kv_size = ", "llama_kv_cache_unified: kv_size = ")
+LOADING_MODEL = "load_model: loading model '"
 MODEL_FILE = " tensors from "                     # "llama_model_loader: loaded meta data with ... tensors from PATH"
 GENERAL_NAME = ("print_info: general.name", "llm_load_print_meta: general.name")   # "... = Deepseek-V3-0324"
 # the architecture the log prints (print_info / llm_load_print_meta: "n_layer = 61", "n_embd = 7168",
@@ -180,6 +187,11 @@ def read(lines: list[str]) -> dict:
             path = line[start + len(MODEL_FILE):start + len(MODEL_FILE) + 400].split(" (version")[0].strip()
             if path:
                 context["model"], at["model"] = path, n
+        # llama-server's "srv    load_model: loading model '/models/x-UD-Q4_K_XL.gguf'" (llama.cpp@3f545becc
+        # tools/server/server-context.cpp#L992): the file the loader's line names next, read where that is not pasted
+        if "model" not in context and (start := line.find(LOADING_MODEL)) >= 0 and line.rstrip().endswith("'"):
+            if path := line[start + len(LOADING_MODEL):].rstrip()[:-1][:400].strip():
+                context["model"], at["model"] = path, n
     found["clip"] = clip
     found["unread_command"] = next(((n, run.strip(), why) for n, line in enumerate(lines[:200], 1)
                                     for run, why in UNREAD_RUNS.items() if run in line and " -" in line), None)
@@ -191,8 +203,12 @@ def read(lines: list[str]) -> dict:
     if (built := build_line(lines)) is not None:      # "build: 5331 (33eff402) with ...": kvmem.engines.llamacpp.builds
         n, number, commit, line = built
         logged_number(str(number), n, line)
-        date, found["build_notes"] = build_date(number, commit)
-        found["context"]["build"], found["at"]["build"] = date or "current", n
+        if (why := uncounted(number, commit)) is not None:      # a shallow clone's "build: 1 (b548c7c)"
+            found["build_notes"] = [f"line {n}: {why}: the build is dated by the log's line formats, else kvmem's "
+                                    "newest rules (-o build=YYYY-MM-DD pins it)"]
+        else:
+            date, found["build_notes"] = build_date(number, commit)
+            found["context"]["build"], found["at"]["build"] = date or "current", n
     return found
 
 
@@ -253,6 +269,7 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
     options.pop("max_model_len", None)
     placed = _overrides(options.pop("override_tensor", None), options.pop("cpu_moe", False),
                         options.pop("n_cpu_moe", 0))
+    tensor_types = _tensor_type_rules(options.pop("tensor_type", None))
     settings = _settings(found)
     path = str(settings.pop("model", ""))
     settings.pop("model_name", None)
@@ -280,7 +297,8 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         notes.append(f"line {clip[0]}: the multimodal projector's compute buffers (mtmd) are not checked "
                      "here (kvmem.llamacpp_offload's mmproj counts them) and not mixed into the text model's")
     if found["buffers"]:
-        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes, placed, ud_mix)
+        _check_buffers(model, found, {**settings, **options}, info or {}, checks, notes, placed, ud_mix,
+                       tensor_types)
     if found.get("checkpoint"):
         _check_checkpoint(model, found["checkpoint"], checks, notes)
     return settings, checks, notes
@@ -371,19 +389,36 @@ def _check_kv_self(model, row, settings: dict, kv_dtype, pp: int, checks: list, 
 
 
 def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list, notes: list,
-                   placed: dict | None = None, ud_mix: bool = False) -> None:
+                   placed: dict | None = None, ud_mix: bool = False, tensor_types=()) -> None:
     """Model, KV (+ recurrent state) and compute buffers per device against kvmem.engines.llamacpp.offload.layout,
     the call kvmem's offload plan makes, under the placement the log states (module docstring) and the tensor
-    overrides ``placed`` (_overrides: -ot, --cpu-moe, --n-cpu-moe)."""
+    overrides ``placed`` (_overrides: -ot, --cpu-moe, --n-cpu-moe); ``tensor_types``: the --tensor-type rules the
+    file was quantised with (-o tensor_type=...), over the file type's own mix."""
     buffers = found["buffers"]
     gpus = [d for d in found["free"] if any(b[3] == d for b in buffers)] or \
         sorted({b[3] for b in buffers if b[3] not in HOSTS})
     fmt = info.get("weight_format")
     kinds = {b[2] for b in buffers}
+    offloaded = found["offloaded"]
+    # Without the file's format the compute buffers are still checked where no weight's type enters them: every
+    # weight on the backend that runs its ops, so the scheduler copies none (a host weight's matmul at >= 32 tokens
+    # is offloaded with a copy of the weight sized by its type: ggml_backend_sched, llama.cpp@3f545becc
+    # ggml/src/ggml-cuda/ggml-cuda.cu#L5321-L5340 offload_op; never token_embd's GET_ROWS, batch size 0, whose result
+    # is f32 whatever the type), and the graph's own tensors are activations (a MUL_MAT's result f32; the CPU backend
+    # converts a quantised matmul's input in its work buffer, not the graph's). So: no GPU (the CPU backend alone),
+    # or every layer on the GPUs ("offloaded N/N layers"), no tensor override stated, and host model buffers no
+    # larger than token_embd could be (n_vocab x n_embd x 4 B: the host holds nothing else; -ot / --n-cpu-moe given
+    # where the log does not show it, an environment's LLAMA_ARG_*, would put layer weights there). kvmem's graphs
+    # agree: a preset's compute bytes are the same for q4_0, q8_0 and f16 there (test_llamacpp_log_reads_2026_12_07)
+    host_model = [b[5] for b in buffers if b[2] == "model" and b[3] in HOSTS and b[3] not in EXTRA_HOSTS]
+    compute_untyped = fmt is None and "compute" in kinds and not placed and (not gpus or (
+        offloaded is not None and offloaded[1] >= offloaded[2] and bool(host_model)
+        and sum(host_model) <= (model.facts.vocab_size or 0) * model.hidden_size * 4 / 2**20))
     if kinds & {"model", "compute"} and fmt is None:
         # the weights' types size the model buffers and the compute graph's weight ops (dequantised copies,
-        # matmul inputs): without the file's format neither is checked, and said
-        what = " and ".join(k for k in ("model", "compute") if k in kinds)
+        # matmul inputs): without the file's format neither is checked (compute: but where no type enters it,
+        # compute_untyped), and said
+        what = " and ".join(k for k in ("model", "compute") if k in kinds and not (k == "compute" and compute_untyped))
         if (typed := found.get("file_type")) is None:
             why = "the log prints no file type (print_info: file type = ...)"
         else:
@@ -400,7 +435,6 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     if "n_ctx" not in settings and kinds & {"KV", "compute"}:
         notes.append("KV and compute buffers are not checked: the log states no n_ctx")
         kinds -= {"KV", "compute"}
-    offloaded = found["offloaded"]
     host_kv = any(b[2] == "KV" and b[3] in HOSTS for b in buffers)
     gpu_kv = any(b[2] == "KV" and b[3] not in HOSTS for b in buffers)
     if offloaded is None and host_kv and gpu_kv and "n_gpu_layers" not in info:
@@ -416,7 +450,9 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     computes = {b[3] for b in buffers if b[2] == "compute"}
     blas = bool(gpus) and "CPU" in computes and any(d in HOSTS and d != "CPU" for d in computes)
     try:
-        tensors = synthesised_tensors(model, fmt) if fmt is not None else ()
+        # compute_untyped: any format gives these compute bytes; f16's layout is used, its model bytes never checked
+        tensors = synthesised_tensors(model, fmt or "f16", build=settings.get("build"), tensor_types=tensor_types) \
+            if fmt is not None or compute_untyped else ()
         lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
                      n_ctx=settings.get("n_ctx", 256), n_ubatch=settings.get("n_ubatch", 512),
                      type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
@@ -433,7 +469,12 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         notes.append(f"buffers are not checked: {exc}")
         return
     if fmt is None:
-        kinds -= {"model", "compute"}
+        kinds -= {"model"} if compute_untyped else {"model", "compute"}
+        if compute_untyped:
+            notes.append("compute buffers are checked without the file type: every weight is on the device that "
+                         "runs its ops (" + ("no GPU" if not gpus else "every layer offloaded, no tensor override, "
+                                                 "the host's model buffer no larger than token_embd")
+                         + "), so no weight's type enters them")
     elif ud_mix and "model" in kinds:
         # Unsloth chooses each tensor's type per model and publishes no rule (kvmem.engines.llamacpp.file_types
         # UD_MIXES): kvmem's layout of the printed file type is an approximation of the file's bytes
@@ -449,6 +490,11 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                      "NextN/MTP): another number of MTP blocks (a --no-mtp file?) moves the -ts split")
     logged: dict = {}
     for n, text, kind, device, _, mib in buffers:
+        if kind == "model" and device in EXTRA_HOSTS and kind in kinds:
+            notes.append(f"line {n}: the {device} model buffer ({mib:.2f} MiB) is not checked: a CPU extra buffer "
+                         "type, a repacked copy of the host weights it takes beside the mapped file; kvmem lays out "
+                         "the host weights without it (the mapped range is checked)")
+            continue
         if kind in kinds:
             logged.setdefault((kind, "CPU" if device in HOSTS else device), []).append((n, text, mib, device))
     host_compute = logged.get(("compute", "CPU"), [])
@@ -470,14 +516,21 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                              + ("the pinned host buffer's: the CPU backend's own beside GPUs is not modelled" if pinned
                                 else "the CPU backend's: the pinned host buffer beside it is not modelled"))
         logged[("compute", "CPU")] = kept
+    # a hybrid's recurrent state is its own "RS buffer" line (llama.cpp@0c1e57098 src/llama-memory-recurrent.cpp#L124,
+    # beside the KV cache's, src/llama-kv-cache.cpp#L291): a log without those lines (an excerpt) is checked
+    # against the KV cache alone, and said
+    no_rs = lay.state_bytes and "KV" in kinds and not any(" RS buffer size = " in b[1] for b in buffers)
+    if no_rs:
+        notes.append("the log has no 'RS buffer size' lines (an excerpt?): its KV buffer lines are checked against "
+                     "the KV cache alone, without the recurrent state llama.cpp prints on those lines")
     for (kind, device), rows in logged.items():
         try:
             held = lay.placement.device(device)
         except KeyError:
             notes.append(f"line {rows[0][0]}: {device} holds nothing in kvmem's placement for these settings")
             continue
-        ours = {"model": held.model_bytes, "KV": held.kv_bytes, "compute": lay.compute_bytes.get(device, 0)
-                - (lay.blas_compute_bytes if device == CPU else 0)}[kind]
+        ours = {"model": held.model_bytes, "KV": held.kv_bytes - (lay.state_bytes.get(device, 0) if no_rs else 0),
+                "compute": lay.compute_bytes.get(device, 0) - (lay.blas_compute_bytes if device == CPU else 0)}[kind]
         total = sum(row[2] for row in rows)
         ok = abs(total - buffer_mib(ours)) <= 0.005 * len(rows) + 1e-9    # each line rounded to 0.01 MiB
         n, text, _, printed_as = rows[0]
@@ -530,6 +583,30 @@ def _ot_rules(value) -> list:
             raise ValueError(f"override_tensor pattern {pattern!r} is not a regular expression ({exc})") from None
         rules.append((pattern, buft))
     return rules
+
+
+def _tensor_type_rules(value) -> tuple:
+    """-o tensor_type=PATTERN=TYPE,...: llama-quantize's --tensor-type rules the file was made with, in order (each
+    split at its first '=', its pattern lower-cased and searched in the tensor names: llama.cpp@0c1e57098
+    tools/quantize/quantize.cpp#L317-L347 parse_tensor_type; the first that matches types a quantised tensor,
+    src/llama-quant.cpp, quant_mix.quant_types). A published file that is not llama-quantize's plain mix (its header
+    lists each tensor's type) is laid out with them. Split at every comma, as -ot is; a list of pairs as given."""
+    if value is None:
+        return ()
+    rules = []
+    for item in value if isinstance(value, (list, tuple)) else str(value).split(","):
+        pair = isinstance(item, (list, tuple)) and len(item) == 2
+        pattern, eq, ggml = (str(item[0]), "=", str(item[1])) if pair else str(item).partition("=")
+        if not eq or not pattern or not ggml:
+            raise ValueError(f"tensor_type {str(item)[:100]!r} is not PATTERN=TYPE (llama-quantize: 'malformed "
+                             "tensor type')")
+        check_pattern(pattern.lower())
+        try:
+            re.compile(pattern.lower())
+        except re.error as exc:
+            raise ValueError(f"tensor_type pattern {pattern[:100]!r} is not a regular expression ({exc})") from None
+        rules.append((pattern.lower(), ggml.strip().lower()))
+    return tuple(rules)
 
 
 def _first_layers(n, ffn_regex: str) -> list:
@@ -596,5 +673,5 @@ SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None},   # -fa
                  "mmap": {"auto": True, "mmap": True, "mmap+mlock": True, "none": False, "mlock": False,
                           "dio": False}}
 READER = LogReader(read, claims, printed, check, "llama.cpp's cache size lines", runs=RUNS,
-                   check_options=("override_tensor", "cpu_moe", "n_cpu_moe"),
+                   check_options=("override_tensor", "cpu_moe", "n_cpu_moe", "tensor_type"),
                    command_flags=COMMAND_FLAGS, command_switches=COMMAND_SWITCHES, switch_values=SWITCH_VALUES)
