@@ -23,7 +23,8 @@ Order: output.weight, output_norm, token_embd, then blk.0, blk.1, ... as the Qwe
 
 This is a model of a file, not a file: real GGUFs differ (an importance matrix, per-uploader
 --tensor-type overrides such as the Unsloth UD mixes) by a few percent; the result says so in its notes.
-Architectures whose tensors are not llama's: gpt-oss, glm4moe, deepseek2 (MLA), glm-dsa and deepseek32
+Architectures whose tensors are not llama's: gpt-oss, glm4 (dense GLM-4-0414: test_llamacpp_glm4_oracle.py),
+glm4moe, deepseek2 (MLA), glm-dsa and deepseek32
 (MLA + indexer), minimax-m2, gemma4, qwen35, qwen35moe and qwen3next (Gated DeltaNet) from
 kvmem.engines.llamacpp.arch_tensors, each checked against llama.cpp loading a sparse
 GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py). Refused by name: gpt_neox (llama.cpp
