@@ -203,6 +203,7 @@ def printed_buffers(path: str, ctx: dict) -> dict:
         cparams = lib.llama_context_default_params()
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = ctx["n_ctx"], ctx["n_ctx"], ctx["n_ubatch"]
         cparams.n_seq_max = ctx.get("n_seq", 1)
+        cparams.n_rs_seq = ctx.get("n_rs_seq", 0)       # recurrent rollback snapshots (include/llama.h)
         cparams.kv_unified = ctx.get("kv_unified", False)
         cparams.swa_full = ctx.get("swa_full", True)         # the C API's default
         cparams.type_k, cparams.type_v = _GGML[ctx["type_k"]], _GGML[ctx["type_v"]]

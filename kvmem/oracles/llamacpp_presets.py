@@ -95,7 +95,8 @@ def quantise_types(source_path: str, weight_format: str) -> dict[str, tuple[str,
     return out
 
 
-def load(path: str, *, no_alloc: bool = False, n_ctx: int = 4096, n_ubatch: int = 512, flash_attn: bool = True) -> dict:
+def load(path: str, *, no_alloc: bool = False, n_ctx: int = 4096, n_ubatch: int = 512, flash_attn: bool = True,
+         n_rs_seq: int = 0) -> dict:
     """llama.cpp's load of ``path`` (mmap on) and a context: {"size": llama_model_size, "buffers":
     {"CPU_Mapped model": MiB, "CPU KV": [MiB per cache], "CPU compute": MiB, "CPU compute 4dp": str},
     "caches": [{"cache": "kv" | "non-SWA" | "SWA", "cells": N, "layers": [...], "size_mib": "%.2f"
@@ -115,6 +116,7 @@ def load(path: str, *, no_alloc: bool = False, n_ctx: int = 4096, n_ubatch: int 
         cparams = lib.llama_context_default_params()
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, n_ctx, n_ubatch
         cparams.n_seq_max = 1
+        cparams.n_rs_seq = n_rs_seq     # recurrent rollback snapshots per sequence (include/llama.h)
         cparams.type_k = cparams.type_v = 1
         cparams.flash_attn_type = int(flash_attn)
         cparams.swa_full = False

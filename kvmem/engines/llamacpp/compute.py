@@ -97,7 +97,7 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
-from .graphs_delta import DELTA, delta_shape, with_seqs
+from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_glm4 import GLM4, glm4_shape
@@ -206,9 +206,10 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
                    n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False, swa_cells: int = 0,
-                   alignment: int = CPU_ALIGNMENT, build=CURRENT) -> ComputeBuffer:
-    """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate."""
-    shape = graph_shape(model, build)
+                   alignment: int = CPU_ALIGNMENT, build=CURRENT, n_rs_seq: int = 0) -> ComputeBuffer:
+    """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate;
+    ``n_rs_seq``: the context's recurrent rollback snapshots (graphs_delta.with_rs_seq)."""
+    shape = with_rs_seq(graph_shape(model, build), n_rs_seq)
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
     if shape is not None and any(shape.swa) and not swa_cells:
         return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
@@ -229,7 +230,8 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
 def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
                             cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
                             n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
-                            swa_cells: int | None = None, backend: str = "cuda", build=CURRENT) -> ComputeBuffer:
+                            swa_cells: int | None = None, backend: str = "cuda", build=CURRENT,
+                            n_rs_seq: int = 0) -> ComputeBuffer:
     """llama.cpp's compute buffer on one device for a context of ``n_ctx`` cells (one stream of
     ``cells_per_stream``, n_ctx rounded up to 256 by default): ``backend="cpu"`` the CPU buffer,
     exact for the transcribed families (``compute_buffer``); ``backend="cuda"`` the estimate
@@ -246,7 +248,7 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
     if backend == "cpu":
         return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
                               n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells or 0,
-                              build=build)
+                              build=build, n_rs_seq=n_rs_seq)
     if backend != "cuda":
         raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn), False,

@@ -23,7 +23,7 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
                 conversion/qwen.py writes them, not ssm_in): qkv_mixed reshaped per sequence, z; qwen3next's
                 ssm_ba product split into beta (made contiguous, sigmoid) and alpha (cont_3d), qwen35's separate
                 ssm_beta (sigmoid) and ssm_alpha; alpha + ssm_dt, softplus, x ssm_a; build_conv_state
-                (models/delta-net-base.cpp#L449-L525, n_rs_seq 0: build_rs of the conv states, the transposed
+                (models/delta-net-base.cpp#L449-L525: build_rs of the conv states, the transposed
                 qkv_mixed concatenated after them, the last d_conv - 1 columns copied back), build_rs of the ssm
                 state (src/llama-graph.cpp#L3512-L3546: one state zeroed in place, the rows of s_copy_main, the
                 extra rows copied back), ggml_ssm_conv, silu, the Q/K/V views, Q and K L2-normed
@@ -36,7 +36,9 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
                 x sigmoid(ffn_gate_inp_shexp . x), added; qwen35 (dense): build_ffn.
 
 Covered: one sequence or several (a KV stream each, or unified), n_rs_seq 0 (llama-context.cpp#L105-L110: the
-default). Wired into kvmem.engines.llamacpp.compute.graph_shape and the scheduled GPU path: the recurrent part is
+default) or more (with_rs_seq: qwen35 / qwen35moe keep n_rs_seq + 1 state slots per sequence in the memory and in the
+gated delta net's output, the conv state copied per slot; qwen3next has no rollback, llama.cpp clamps it to 0).
+Wired into kvmem.engines.llamacpp.compute.graph_shape and the scheduled GPU path: the recurrent part is
 built over the reserve's sequences (ubatch.n_seqs = n_seq_max in sched_reserve, whatever the KV streams), which
 compute.graph_bytes and scheduled put in the shape (``with_seqs``: Pass holds the KV streams); scheduled.reduced_layers
 cuts runs of equal layers with linear vs full attention in a layer's signature.
@@ -51,7 +53,8 @@ from .ggml_graph import OUTPUT, TYPES, Graph, Tensor
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, token_inputs
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm
 
-__all__ = ["DELTA", "DeltaShape", "build_delta", "delta_shape", "hybrid_graph_bytes", "with_seqs"]
+__all__ = ["DELTA", "RS_ROLLBACK", "DeltaShape", "build_delta", "delta_shape", "hybrid_graph_bytes", "with_rs_seq",
+           "with_seqs"]
 
 # kvmem model_type -> the llama.cpp architecture whose graph this module transcribes (arch_tensors.ARCHS)
 DELTA = {"qwen3_next": "qwen3next", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
@@ -70,12 +73,29 @@ class DeltaShape(GraphShape):
     n_v_heads: int = 0          # ssm.time_step_rank
     d_inner: int = 0            # ssm.inner_size: n_v_heads x the value head width
     n_seqs: int = 0             # the reserve's sequences (n_seq_max) where set by with_seqs; 0: Pass.n_stream
+    n_rs_seq: int = 0           # cparams.n_rs_seq: rollback snapshots per sequence (with_rs_seq)
 
 
 def with_seqs(shape: GraphShape, n_seq: int) -> GraphShape:
     """``shape`` with the reserve's sequences for the recurrent part (a DeltaShape; any other shape as it is)."""
     if isinstance(shape, DeltaShape) and shape.n_seqs != n_seq:
         return replace(shape, n_seqs=n_seq)
+    return shape
+
+
+# llama.cpp@0c1e57098 src/llama-arch.cpp#L1123-L1140 llm_arch_supports_rs_rollback: of these graphs only qwen35 and
+# qwen35moe; llama_context's constructor clamps n_rs_seq to 0 for any other (src/llama-context.cpp#L105-L110)
+RS_ROLLBACK = ("qwen35", "qwen35moe")
+
+
+def with_rs_seq(shape: GraphShape, n_rs_seq) -> GraphShape:
+    """``shape`` with the context's rollback snapshots per sequence (``n_rs_seq``: llama_context_params.n_rs_seq,
+    which common_params_speculative::need_n_rs_seq sets to --spec-draft-n-max with a draft-mtp / eagle3 / dflash /
+    dspark --spec-type: llama.cpp@0c1e57098 common/common.h#L396-L402, common/common.cpp#L1635), as llama_context
+    keeps it (clamped to 0 where the architecture has no rollback); any other shape as it is."""
+    if isinstance(shape, DeltaShape):
+        n = int(n_rs_seq or 0) if shape.arch in RS_ROLLBACK else 0
+        return replace(shape, n_rs_seq=n) if n != shape.n_rs_seq else shape
     return shape
 
 
@@ -88,15 +108,16 @@ def _scale_inplace(a: Tensor) -> Tensor:
     return Tensor(a.type, a.ne, "SCALE", (a,), view_src=a, nb=a.nb)
 
 
-def _rs(g: Graph, s: Tensor, state_size: int, n_seqs: int, s_copy: tuple) -> Tensor:
-    """llm_graph_context::build_rs over the whole memory (init_full: n_rs = its size, head 0, rs_z 0)."""
+def _rs(g: Graph, s: Tensor, state_size: int, s_copy: tuple) -> Tensor:
+    """llm_graph_context::build_rs over the whole memory (init_full: n_rs = its size n_seqs, head 0, rs_z 0; the
+    states reshaped over all s.ne[1] rows, the snapshots' too)."""
     main, extra = s_copy
     states = g.reshape(s, state_size, s.ne[1])
     g.expand(_scale_inplace(g.view(states, (state_size,), (F32,))))
     out = g.get_rows(states, main)
     g.expand(out)
     rest = g.get_rows(states, extra)
-    g.expand(_cpy(rest, g.view(s, (state_size, s.ne[1] - n_seqs), (F32, s.nb[1]))))
+    g.expand(_cpy(rest, g.view(s, (state_size, 0), (F32, s.nb[1]))))      # n_rs - n_seqs = 0 rows
     return out
 
 
@@ -125,16 +146,19 @@ def _linear_attention(g: Graph, s: DeltaShape, cur, n_seqs: int, s_copy: tuple):
     if s.arch == "qwen3next":
         beta = g.reshape(beta, 1, nv, nst, n_seqs)
     gate = g.reshape(gate, 1, nv, nst, n_seqs)
-    n_rows = n_seqs             # the recurrent memory's cells: max(1, n_seq_max) x (1 + n_rs_seq), n_rs_seq 0
+    # the recurrent memory's rows: max(1, n_seq_max) x (1 + n_rs_seq) (src/llama-memory-recurrent.cpp#L101-L103)
+    n_rows, keep = n_seqs * (1 + s.n_rs_seq), s.n_rs_seq + 1
     conv_all = g.weight((s.d_conv - 1) * channels, n_rows, kv=True, name="cache_r")
     ssm_all = g.weight(s.d_state * s.d_inner, n_rows, kv=True, name="cache_s")
-    # build_conv_state
-    conv_states = _rs(g, conv_all, (s.d_conv - 1) * channels, n_seqs, s_copy)
+    # build_conv_state; n_rs_seq > 0: a copy of the last d_conv - 1 columns per snapshot slot, views all
+    # (llama.cpp@0c1e57098 src/models/delta-net-base.cpp#L479-L521)
+    conv_states = _rs(g, conv_all, (s.d_conv - 1) * channels, s_copy)
     conv_states = g.reshape(conv_states, s.d_conv - 1, channels, n_seqs)
     conv_input = g.concat(conv_states, g.transpose(qkv), 0)
-    last = g.view(conv_input, (s.d_conv - 1, channels, n_seqs), conv_input.nb[:3])
-    g.expand(_cpy(last, g.view(conv_all, ((s.d_conv - 1) * channels, n_seqs), (F32, conv_all.nb[1]))))
-    state = _rs(g, ssm_all, s.d_state * s.d_inner, n_seqs, s_copy)
+    for _ in range(keep if s.n_rs_seq else 1):
+        last = g.view(conv_input, (s.d_conv - 1, channels, n_seqs), conv_input.nb[:3])
+        g.expand(_cpy(last, g.view(conv_all, ((s.d_conv - 1) * channels, n_seqs), (F32, conv_all.nb[1]))))
+    state = _rs(g, ssm_all, s.d_state * s.d_inner, s_copy)
     state = g.reshape(state, hv, hv, nv, n_seqs)
     conv = g.op("SSM_CONV", "f32", (channels, nst, n_seqs), conv_input, g.weight(s.d_conv, channels,
                                                                                  name="ssm_conv1d"))
@@ -151,10 +175,15 @@ def _linear_attention(g: Graph, s: DeltaShape, cur, n_seqs: int, s_copy: tuple):
         k = g.op("REPEAT", "f32", (hk, rep, nk, nst * n_seqs), g.reshape(k, hk, 1, nk, nst * n_seqs))
         q = g.reshape(q, hk, nk * rep, nst, n_seqs)
         k = g.reshape(k, hk, nk * rep, nst, n_seqs)
-    out = g.op("GATED_DELTA_NET", "f32", (hv * nv, nst * n_seqs + hv * n_seqs), q, k, v, gate, beta, state)
+    # build_recurrent_attn (delta-net-base.cpp#L527-L605): ggml_gated_delta_net's output rows, then K state slots of
+    # S_v rows per sequence (ggml/src/ggml.c#L6413-L6415), K = 1, or n_rs_seq + 1 snapshots; the slots written
+    # (min(tokens, K)) copied into the memory
+    out = g.op("GATED_DELTA_NET", "f32", (hv * nv, nst * n_seqs + keep * hv * n_seqs), q, k, v, gate, beta, state)
     o = g.view(out, (hv, nv, nst, n_seqs), (F32 * hv, F32 * hv * nv, F32 * hv * nv * nst))
-    new_state = g.view(out, (hv, hv, nv, n_seqs), (F32 * hv, F32 * hv * hv, F32 * hv * hv * nv))
-    g.expand(_cpy(new_state, g.view(ssm_all, (s.d_state * s.d_inner, n_seqs), (F32, ssm_all.nb[1]))))
+    written = min(nst, keep) if s.n_rs_seq else 1
+    new_state = g.view(out, (hv * hv * nv, n_seqs, written), (F32, F32 * hv * hv * nv, F32 * hv * nv * nst * n_seqs))
+    g.expand(_cpy(new_state, g.view(ssm_all, (s.d_state * s.d_inner, n_seqs, written), (F32, ssm_all.nb[1],
+                                                                                         ssm_all.nb[1] * n_seqs))))
     z = g.reshape(z, hv, nv, nst, n_seqs)
     normed = rms_norm(g, o, s.d_state, "ssm_norm")
     cur = g.dup("MUL", normed, g.dup("UNARY", z))

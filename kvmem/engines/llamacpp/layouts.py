@@ -54,6 +54,7 @@ from .compute import (
 )
 from .ggml_graph import TYPES
 from .graphs import PR_16884, PR_21038, PR_23764
+from .graphs_delta import with_rs_seq
 from .graphs_dsa import cuda_runs_indexer
 from .graphs_mla_oss import per_head_mla_shape
 from .placed import per_run, run_decode, runs_of
@@ -199,7 +200,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                                                build=s.build,
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
                                                n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
-                                               swa_cells=plan.swa_cells, backend="cpu")
+                                               swa_cells=plan.swa_cells, backend="cpu", n_rs_seq=s.n_rs_seq or 0)
                 compute[d.device], exact[d.device] = host.bytes, host.exact and s.build == CURRENT
             # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
             # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
@@ -241,11 +242,11 @@ def _graph_matches_cache(model, plan, flash_attn=True) -> bool:
         plan.mla == "latent+v" and bool(flash_attn))
 
 
-def _graph_shape(model, plan, build=CURRENT):
+def _graph_shape(model, plan, build=CURRENT, n_rs_seq=0):
     """The graph llama.cpp builds for ``model`` over ``plan``'s cache: deepseek2 over a per-head cache
     (mla='none') takes the per-head graph (graphs_mla_oss.per_head_mla_shape); glm-dsa at a ``build`` that runs it
-    without its indexer, deepseek2's (compute.graph_shape)."""
-    shape = _shape_of(model, build)
+    without its indexer, deepseek2's (compute.graph_shape); a DeltaNet hybrid's with its ``n_rs_seq`` snapshots."""
+    shape = with_rs_seq(_shape_of(model, build), n_rs_seq)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
         return per_head_mla_shape(model)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "latent+v":
@@ -266,7 +267,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded, layer split,
     KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES; builds before
     PR #14959 store K/V without index inputs."""
-    shape = _graph_shape(model, plan, s.build)
+    shape = _graph_shape(model, plan, s.build, s.n_rs_seq)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
     # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells)
