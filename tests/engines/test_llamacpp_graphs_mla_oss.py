@@ -177,3 +177,32 @@ def test_builds_before_the_mla_split_take_the_per_head_graph():
     assert old.compute_bytes["CPU"] == per_head and not old.compute_exact["CPU"]
     # 1136.27 MiB (the per-head graph, as the oracle's per-head GGUFs print it), the latent graph's 1174.01 MiB
     assert buffer_mib(per_head) == 1136.27 and cpu_compute(model, 32768, 512, False).bytes != per_head
+
+
+def test_latent_v_cache_without_flash_attention_reads_v_transposed():
+    # builds PR #12801 to PR #19067 without flash attention (v_trans): graphs_mla_attn.latent_v_attention stores the
+    # latent into a transposed V cache one element a row and multiplies KQ by the cache's transposed view as it is;
+    # the diff against the flash-attention latent+V graph, node by node, for deepseek-v2-lite (27 layers, 16 heads,
+    # kv_lora 512, rope 64, V heads 128) at 4096 cells and 512 tokens
+    from dataclasses import replace
+
+    from kvmem.engines.llamacpp.graph_build import build_graph
+    from kvmem.engines.llamacpp.graphs import Pass
+    from kvmem.engines.llamacpp.graphs_mla_oss import mla_oss_shape
+    shape = replace(mla_oss_shape(kvmem.get_model("deepseek-v2-lite")), mla_v=True)
+    n_layer = shape.n_layer
+    fa, plain = (build_graph(shape, Pass(512, 512, 4096, 1, on, "f16", "f16", mask_f32=True, qkv_order=True))
+                 for on in (True, False))
+
+    def v_stores(g):
+        return [(t.src[0].ne[:2], t.src[1].ne[0]) for t in g.nodes if t.op == "SET_ROWS" and t.src[2].ne[1] != 4096]
+    # flash attention: one V row of 512 per token (512 i64 indices) into the 512 x 4096 cache as K's 576-wide rows;
+    # without it one row per element (512 x 512 indices) into the cache seen as 1 x (512 x 4096)
+    assert v_stores(plain) == [((1, 512 * 512), 512 * 512)] * n_layer
+    assert not v_stores(fa) and sum(t.op == "SET_ROWS" for t in fa.nodes) == 2 * n_layer
+    # no ggml_cont of V: the transposed cache is already n_kv-major, KQV = V (4096 x 512) x softmax(KQ) -> 512 x 512 x 16
+    assert not [t for t in plain.nodes if t.op == "CONT" and t.ne[:2] == (4096, 512)]
+    kqv = [t for t in plain.nodes if t.op == "MUL_MAT" and t.src[0].ne[:3] == (4096, 512, 1)]
+    assert len(kqv) == n_layer and kqv[0].ne[:3] == (512, 512, 16)
+    # and attn_v_b after it (128 x 512 x 16 per head)
+    assert sum(t.op == "MUL_MAT" and t.src[0].name == "attn_v_b" for t in plain.nodes) == n_layer

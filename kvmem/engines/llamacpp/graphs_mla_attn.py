@@ -3,7 +3,8 @@
 
     absorbed_attention   the MLA path of the vendored build 0c1e57098 (is_mla): Q's nope part absorbed by attn_k_b,
                          the latent and k_pe in a K-only cache, V a view of it;
-    latent_v_attention   builds PR #12801 to PR #19067 (b5331): the latent in a V cache of its own beside K;
+    latent_v_attention   builds PR #12801 to PR #19067 (b5331): the latent in a V cache of its own beside K
+                         (transposed without flash attention);
     per_head_attention   a GGUF without the MLA split (mla="none"): attn_kv_b's per-head K and V, a plain KV cache;
     mla_mha              build_attn_mha with v_mla = attn_v_b, which the first two end in.
 
@@ -52,8 +53,12 @@ def latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     L1182): Q = the roped
     q_pe then the absorbed nope part, K = k_pe then the latent ("rope must go first"), V = the latent, stored in a V
     cache of its own (K then V, views of each cache, ggml_cpy before PR #14959); Q, K, V expanded in that order before
-    PR #16884 (Pass.qkv_order); build_attn_mha with v_mla = attn_v_b. Flash attention only (layouts gives the estimate
-    without it: the transposed V cache is not transcribed here)."""
+    PR #16884 (Pass.qkv_order); build_attn_mha with v_mla = attn_v_b. Without flash attention the V cache is
+    transposed (v_trans = !flash_attn): cpy_v stores the latent one element a row (one V index per element, a view
+    of the cache; before PR #14959 ggml_cpy of the transposed latent into a 2-D view), get_v views it transposed
+    (llama.cpp@70d860824 src/llama-kv-cache.cpp#L1028-L1058, #L1095-L1149; at b5331 llama.cpp@33eff4024
+    src/llama-graph.cpp#L1420-L1485) and build_attn_mha multiplies KQ by it as it is, with no ggml_cont of V
+    (llama.cpp@70d860824 src/llama-graph.cpp#L1579-L1579 v_trans = v->nb[1] > v->nb[2], #L1677-L1683)."""
     n_head, n_tokens, ns, kv_lora, rope = s.n_head, p.n_tokens, p.n_stream, s.kv_lora, s.rope_dim
     nope, n_k = s.head_dim - rope, kv_lora + rope
     k_idxs, v_idxs, mask, _, _ = inputs
@@ -70,11 +75,17 @@ def latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
                                            (kv_lora, v_cur, v_idxs, p.type_v, "cache_v")):
         block, size = TYPES[type_]
         cache = g.weight(width, p.n_kv, ns, type_=type_, kv=True, name=name)
+        if name == "cache_v" and not p.fa:      # the transposed V cache: one row per element, viewed transposed
+            flat = g.reshape(g.reshape(cur, width, n_tokens), 1, width * n_tokens)
+            g.expand(g.set_rows(g.reshape(cache, 1, cache.nelements()), flat, idxs))
+            row = size * p.n_kv // block
+            caches.append(g.view(cache, (p.n_kv, 1, width, ns), (size, row * width, row, row * width)))
+            continue
         dst = g.reshape(cache, width, p.n_kv * ns) if ns > 1 else cache
         g.expand(g.set_rows(dst, g.view(cur, (width, n_tokens), (cur.nb[0], cur.nb[2])), idxs))
         caches.append(g.view(cache, (width, 1, p.n_kv, ns), (size, size * width // block, size * width // block,
                                                               size * width * p.n_kv // block)))
-    return mla_mha(g, s, p, q_cur, caches[0], caches[1], mask)
+    return mla_mha(g, s, p, q_cur, caches[0], caches[1], mask, v_trans=not p.fa)
 
 
 def per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):
@@ -93,11 +104,11 @@ def per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     return attention(g, q, k, v, inputs, p, s, p.n_kv)
 
 
-def mla_mha(g: Graph, s: GraphShape, p: Pass, q_cur, k, v, mask):
+def mla_mha(g: Graph, s: GraphShape, p: Pass, q_cur, k, v, mask, v_trans: bool = False):
     """build_attn_mha with v_mla = attn_v_b (src/llama-graph.cpp#L2616-L2755): Q split into the streams,
     Q, K, V permuted; flash attention (K, V cast to f16 where f32), the output permuted, multiplied by
-    attn_v_b, permuted back and made contiguous; or KQ, its masked softmax, V copied transposed, KQV, attn_v_b,
-    the streams recombined. The result expanded."""
+    attn_v_b, permuted back and made contiguous; or KQ, its masked softmax, V copied transposed (``v_trans``: a
+    transposed V cache's view, used as it is), KQV, attn_v_b, the streams recombined. The result expanded."""
     n_head, n_tokens, ns, kv_lora, vd = s.n_head, p.n_tokens, p.n_stream, s.kv_lora, s.v_head_dim
     per = n_tokens // ns
     qv = g.view(q_cur, (q_cur.ne[0], n_head, per, ns), (q_cur.nb[0], q_cur.nb[1], q_cur.nb[2], q_cur.nb[2] * per))
@@ -114,7 +125,7 @@ def mla_mha(g: Graph, s: GraphShape, p: Pass, q_cur, k, v, mask):
         cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
     else:
         kq = g.dup("SOFT_MAX", g.mul_mat(kp, qp), mask)
-        vt = g.cont(g.transpose(vp))
+        vt = vp if v_trans else g.cont(g.transpose(vp))
         kqv = g.mul_mat(wv_b, g.mul_mat(vt, kq))
         cur = g.permute(kqv, 0, 2, 1, 3)
         cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])

@@ -14,8 +14,8 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               other families and older builds get the estimate, marked in ``compute_exact``.
               GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
               experts moved by -ot / --n-cpu-moe; gemma2 / gemma3 / gpt-oss with their SWA cells;
-              deepseek2 / gpt-oss from PR #14959's set_rows builds, deepseek2's latent + V cache with flash
-              attention before; ``_scheduled``):
+              deepseek2 / gpt-oss from PR #14959's set_rows builds, deepseek2's latent + V cache before (its
+              V transposed without flash attention); ``_scheduled``):
               the same graphs split across the devices as ggml_backend_sched splits them
               (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights copied to
               the first GPU for the prompt; n_copies 4 with pipeline parallelism; builds before
@@ -184,7 +184,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 compute[d.device], exact[d.device] = gpu_exact[-1], True
             elif any_gpu:   # else the input embeddings' n_ubatch x hidden x 4 B
                 compute[d.device] = s.n_ubatch * model.hidden_size * 4
-            elif not _graph_matches_cache(model, plan, s.flash_attn):
+            elif not _graph_matches_cache(model, plan):
                 compute[d.device] = estimate_bytes(model, n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
                                                    flash_attn=s.flash_attn)
                 exact[d.device] = False
@@ -232,14 +232,12 @@ def _shape_of(model, build):
     return graph_shape(model, build)
 
 
-def _graph_matches_cache(model, plan, flash_attn=True) -> bool:
+def _graph_matches_cache(model, plan) -> bool:
     """Whether a transcribed graph is the one llama.cpp builds over this plan's cache: deepseek2's latent MLA
     graph (K-only cache) or, for an old GGUF's per-head cache (mla='none'), its per-head graph, or the latent+V cache
-    of builds before PR #19067 with flash attention (graphs_mla_attn.latent_v_attention; without it its V cache is
-    transposed, not transcribed)."""
+    of builds before PR #19067 (graphs_mla_attn.latent_v_attention, its V transposed without flash attention)."""
     shape = _shape_of(model, CURRENT)
-    return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none") or (
-        plan.mla == "latent+v" and bool(flash_attn))
+    return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none", "latent+v")
 
 
 def _graph_shape(model, plan, build=CURRENT, n_rs_seq=0):
@@ -275,7 +273,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
         return None
     if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959 and not shape.mla_v) or not _graph_matches_cache(
-            model, plan, s.flash_attn):
+            model, plan):
         return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
     if shape.indexer_full and not cuda_runs_indexer(shape, type_k):
         return None     # the host runs the lightning indexer there: its copies are not modelled
