@@ -118,3 +118,15 @@ def test_glm4_full_shapes_prompt_graph_equals_llamacpp(name, tmp_path):
                            n_batch=n_ctx).details
         ours = graph_bytes(graph_shape(model), n_kv=d.cells, n_ubatch=d.n_ubatch, flash_attn=fa)
         assert buffer_mib(ours) == printed["CPU compute"], (n_ctx, fa)
+
+
+def test_a_glm4_gguf_read_back_has_the_configs_graph(tmp_path):
+    # kvmem.sources' GGUF reader (glm4: kvmem/sources/gguf_more.py) gives the graph the config gives: the Q/K/V biases
+    # read from the file's tensor names, n_ff from feed_forward_length
+    cfg = dict(NINE_B, num_hidden_layers=3, vocab_size=32000)
+    model = Model.from_hf_config(cfg, name="nine-b-small")
+    path = str(tmp_path / "glm4.gguf")
+    write_family(model, "q4_k_m", path, source=False)
+    read = Model.from_gguf(path)
+    assert read.model_type == "glm4" and graph_shape(read) == graph_shape(model)
+    assert (graph_shape(read).qkv_bias, graph_shape(read).n_ff) == (True, 13696)
