@@ -53,6 +53,7 @@ import re
 
 from ...layer import FULL
 from ...model import Model
+from .settings import PR_22673, _build
 
 __all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers", "nextn_loaded"]
 
@@ -82,17 +83,20 @@ _NEXTN_FIELD = {"glm4moe": "num_nextn_predict_layers", "glm-dsa": "num_nextn_pre
                 "qwen35moe": "mtp_num_hidden_layers", "qwen3next": "mtp_num_hidden_layers"}
 
 
-def gguf_nextn_layers(model: Model) -> int:
+def gguf_nextn_layers(model: Model, build=None) -> int:
     """The NextN/MTP blocks a llama.cpp GGUF of ``model`` carries after its trunk (block_count - n_layer): a model
     read from a GGUF, its nextn_predict_layers (kvmem.sources.gguf_config: Model.mtp_layers); from a config, what
     convert_hf_to_gguf writes by default (_NEXTN_FIELD). Qwen3-Next's config names no count: its converter counts
     the checkpoint's (model.)mtp.layers.N tensors (conversion/qwen.py#L301-L305, #L316-L337), read here from a
-    safetensors checkpoint when one is attached, else 0 (the published Qwen3-Next GGUFs predate _QwenMtpMixin)."""
+    safetensors checkpoint when one is attached, else 0 (the published Qwen3-Next GGUFs predate _QwenMtpMixin).
+    ``build`` (the llama.cpp build's date, None: current): a build before PR #22673 (settings.PR_22673) loads a
+    qwen35 / qwen35moe file written without the MTP block (the converter of its day skipped mtp.*): 0 there."""
     checkpoint = model.checkpoint
     if getattr(checkpoint, "format", None) == "gguf":
         return model.mtp_layers
-    name = _NEXTN_FIELD.get(ARCHS.get(model.model_type, ""))
-    if name is None:
+    arch = ARCHS.get(model.model_type, "")
+    name = _NEXTN_FIELD.get(arch)
+    if name is None or (arch in ("qwen35", "qwen35moe") and build is not None and _build(build) < PR_22673):
         return 0
     count = field(model, name, 0) or 0
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:

@@ -92,6 +92,9 @@ class Layout:
     mmproj: dict = field(default_factory=dict)
     # of compute_bytes[CPU], a GGML_BLAS build's BLAS backend buffer ("CPU compute buffer", beside the pinned host one)
     blas_compute_bytes: int = 0
+    # device -> of its placement kv_bytes, the recurrent state (llama_memory_recurrent's "RS buffer", printed on its
+    # own line beside the "KV buffer" one); empty for a model without one
+    state_bytes: dict = field(default_factory=dict)
 
     def fits(self, budgets: dict) -> bool:
         return all(self.total_bytes[d] <= b for d, b in budgets.items())
@@ -160,7 +163,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     p = place(tensors, n_layer=n_layer, n_gpu_layers=n_gpu_layers, gpus=gpus, tensor_split=tensor_split,
               n_cpu_moe=n_cpu_moe, override_tensor=override_tensor, mmap=mmap, kv_offload=kv_offload,
               kv_per_layer=kv_rows, build=s.build,   # the split of the build: output layer first from PR #18148
-              n_nextn=gguf_nextn_layers(model),     # the file's MTP blocks take their share of the split
+              n_nextn=gguf_nextn_layers(model, s.build),    # the file's MTP blocks take their share of the split
               nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
@@ -220,10 +223,16 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
             total[device] += nbytes
         mmproj = {"device": where, "weights_bytes": mmproj_bytes,
                   "compute_bytes": None if mmproj_compute is None else dict(mmproj_compute)}
+    state: dict = {}    # the recurrent rows of kv_rows, on the device placement puts each layer's cache
+    where = p.layer_device + p.nextn_device
+    for il, (_, _, nbytes) in enumerate(plan.rows[:len(where)]):
+        if nbytes:
+            device = where[il] if kv_offload else CPU
+            state[device] = state.get(device, 0) + nbytes
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
                   total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj,
-                  blas_compute_bytes=blas_bytes)
+                  blas_compute_bytes=blas_bytes, state_bytes=state)
 
 
 @functools.lru_cache(maxsize=64)

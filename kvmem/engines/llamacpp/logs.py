@@ -32,7 +32,7 @@ from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
 from .overrides import CPU, EXPS_REGEX, check_pattern
-from .placement import buffer_mib
+from .placement import GGML_TYPES, buffer_mib
 from .tensors import FORMATS, synthesised_tensors
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
@@ -605,6 +605,9 @@ def _tensor_type_rules(value) -> tuple:
             re.compile(pattern.lower())
         except re.error as exc:
             raise ValueError(f"tensor_type pattern {pattern[:100]!r} is not a regular expression ({exc})") from None
+        if ggml.strip().upper() not in GGML_TYPES:     # parse_ggml_type: a ggml type's name, any case
+            raise ValueError(f"tensor_type {str(item)[:100]!r} names {ggml.strip()[:40]!r}, not a ggml type "
+                             f"({', '.join(GGML_TYPES)})")
         rules.append((pattern.lower(), ggml.strip().lower()))
     return tuple(rules)
 

@@ -96,6 +96,12 @@ PR_19460, PR_23346, PR_24060, PR_24770, PR_24231, PR_25545, PR_25407, PR_25980, 
 # llama.cpp@0c1e57098 ggml/src/ggml-backend.cpp#L1407-L1444). Master has the old rule up to 3f545becc (2026-08-22);
 # the commit that changed it, after that and by 0c1e57098, is not pinned here
 SCHED_USED_INPUT_COPIES_TO = _D(2026, 8, 22)
+# PR #22673 255582687 2026-05-16 "llama + spec: MTP Support": convert_hf_to_gguf writes Qwen3.5/3.6's MTP block
+# (_Qwen35MtpMixin, conversion/qwen.py#L538-L582 at 255582687: block_count + mtp_num_hidden_layers and
+# nextn_predict_layers) and qwen35/qwen35moe load it as a NextN block; before it the converter skipped every mtp.*
+# tensor (Qwen3NextModel.modify_tensors, convert_hf_to_gguf.py#L4781-L4782 at e365e658f of 2026-04-19), so a build
+# before it loads only trunk-only Qwen3.5 files (arch_tensors.gguf_nextn_layers)
+PR_22673 = PR_DATES[22673]
 
 
 def glm_dsa_indexer_ignored(model_type: str | None, build) -> bool:

@@ -100,7 +100,7 @@ GPT_OSS_EXPERTS = ((r"ffn_(gate|up|down)_exps\.weight", "mxfp4"),)
 
 
 def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_head_kv: int = 0,
-           qkv_is_attn_v: bool = True) -> tuple:
+           qkv_is_attn_v: bool = True, build=None, tensor_types=()) -> tuple:
     """GGUFTensors of ``specs`` ((name, ne) in file order) typed by llama.cpp's quantiser (quant_mix)."""
     first = model.layers[0]
     moe = model.facts.moe
@@ -112,22 +112,26 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
     # attention in n_attention_wv (#L927-L940, counted over the file's tensors): one attn_v each where the block is
     # an attention layer with V (glm4-moe.cpp#L62, qwen35.cpp#L100, qwen35moe.cpp#L116, qwen3next's trunk layer);
     # MLA blocks write attn_k_b / attn_v_b, in no attn_v category
-    nextn = gguf_nextn_layers(model)
+    nextn = gguf_nextn_layers(model, build)
     qm = QuantModel(arch=arch, n_layer=n + nextn, n_expert=moe.experts if moe else 0,
                     n_head=model.num_attention_heads,
                     n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy,
                     unlisted_attn_v=nextn if arch in ("glm4moe", "qwen35", "qwen35moe", "qwen3next") else 0)
     keep = GPT_OSS_EXPERTS if arch == "gpt-oss" else ()
     types = quant_types([(name, ne, source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
-                        qkv_is_attn_v=qkv_is_attn_v, tensor_types=keep)
+                        qkv_is_attn_v=qkv_is_attn_v, tensor_types=tuple(tensor_types) + keep)
     for pattern, ggml in keep:         # F16/BF16/F32 files: the converter's own MXFP4 experts (no quantiser run)
         types.update({name: ggml.upper() for name, _ in specs if re.search(pattern, name)})
     return tuple(GGUFTensor(name, types[name], tuple(ne), _nbytes(ne, types[name])) for name, ne in specs)
 
 
-def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = False) -> tuple[GGUFTensor, ...]:
+def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = False, build=None,
+                        tensor_types=()) -> tuple[GGUFTensor, ...]:
     """The tensors a llama.cpp GGUF of ``model`` in ``weight_format`` (a llama-quantize file type)
-    would hold (see the module doc); ``imatrix``: the file was quantised with an importance matrix."""
+    would hold (see the module doc); ``imatrix``: the file was quantised with an importance matrix; ``build``: the
+    date of the llama.cpp build that loads it (None: current), which bounds the file's MTP blocks
+    (arch_tensors.gguf_nextn_layers) and so the quantiser's layer count; ``tensor_types``: llama-quantize's
+    --tensor-type PATTERN=TYPE rules, in order (quant_mix.quant_types), for a file quantised with them."""
     fmt = str(weight_format).lower().replace("-", "_")
     if fmt.startswith("ud_"):          # an Unsloth UD-* mix: approximated by llama-quantize's mix (quant_mix.UD_MIXES)
         base = ud_base(fmt)
@@ -143,7 +147,7 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     own = arch_specs(model)
     if own is not None:     # head_count_kv as convert_hf_to_gguf writes it: num_key_value_heads
         return _typed(model, own[1], fmt, imatrix=imatrix, arch=own[0],
-                      n_head_kv=field(model, "num_key_value_heads", 0))
+                      n_head_kv=field(model, "num_key_value_heads", 0), build=build, tensor_types=tensor_types)
     if model.model_type in _NOT_LAID_OUT:
         raise ValueError(f"{model.name}: kvmem does not lay out llama.cpp's {model.model_type} tensors "
                          f"({_NOT_LAID_OUT[model.model_type]}): give the GGUF file itself")
