@@ -198,3 +198,49 @@ def test_the_loading_model_line_names_the_file_an_unsloth_ud_mix():
     found = logs.read(log.splitlines())
     assert found["context"]["model"].endswith("GLM-5.2-UD-Q5_K_XL-00001-of-00013.gguf")
     assert found["context"]["build"] == "2026-08-19"
+
+
+# A public GitHub notes file (search index id 1349331823): mainline llama-server on a Mac Pro's two FirePro D700
+# (Vulkan), Llama-4-Scout UD-Q2_K_XL, -ngl 11 -nkvo -c 256000; llama-bench names the file type "Q2_K - Medium"
+SCOUT = """./build/bin/llama-server -m ../llm-models/Llama-4-Scout-17B-16E-Instruct-UD-Q2_K_XL.gguf -t 11 -ngl 11 -nkvo --ctx-size 256000
+llama_model_load_from_file_impl: using device Vulkan0 (AMD Radeon HD - FirePro D700) - 6144 MiB free
+llama_model_load_from_file_impl: using device Vulkan1 (AMD Radeon HD - FirePro D700) - 6144 MiB free
+load_tensors: offloaded 11/49 layers to GPU
+load_tensors:   CPU_Mapped model buffer size = 31730.07 MiB
+load_tensors:      Vulkan1 model buffer size =  4034.57 MiB
+load_tensors:      Vulkan0 model buffer size =  4841.48 MiB
+init: kv_size = 256000, offload = 0, type_k = 'f16', type_v = 'f16', n_layer = 48, can_shift = 1
+init:        CPU KV buffer size = 48000.00 MiB
+llama_context: KV self size  = 48000.00 MiB, K (f16): 24000.00 MiB, V (f16): 24000.00 MiB
+llama_context:    Vulkan0 compute buffer size =   616.06 MiB
+"""
+
+
+def test_a_file_type_given_for_an_architecture_not_laid_out_keeps_the_kv_checks():
+    # the 48000.00 MiB host KV buffer (-nkvo: 256000 cells x 48 layers x 8 x 128 x 2 x 2 B) is checked with and
+    # without the file type; given it, the llama4 layout's refusal (chunked layers) once dropped every buffer line
+    for options in ({}, {"weight_format": "q2_k"}):
+        result = check_log(SCOUT, **options)
+        assert _checks(result)["CPU KV buffer"] == ("48000.00 MiB", "48000.00 MiB", True)
+    assert any(n.startswith("model and compute buffers are not checked: llama-4-scout-17b-16e: layer 0 is 'chunked'")
+               for n in check_log(SCOUT, weight_format="q2_k").notes)
+
+
+# A Chinese deployment note (search index id 44321302313):
+# mainline b6115 on eight Ascend 910B (CANN): the pinned host buffer is "CANN_Host" (ggml-cann.cpp#L1653)
+def test_every_backends_pinned_host_buffer_is_the_hosts():
+    from kvmem.engines.llamacpp.logs import HOSTS
+    assert {"CUDA_Host", "ROCm_Host", "MUSA_Host", "SYCL_Host", "Vulkan_Host", "CANN_Host"} <= HOSTS
+    log = """llama_model_load_from_file_impl: using device CANN0 (Ascend910B4) - 29812 MiB free
+print_info: file type   = MXFP4 MoE
+load_tensors: offloaded 25/25 layers to GPU
+load_tensors:   CPU_Mapped model buffer size = 10949.33 MiB
+load_tensors:        CANN0 model buffer size =   109.20 MiB
+llama_context: n_ctx         = 131072
+llama_context: n_ubatch      = 512
+llama_context: flash_attn    = 1
+llama_context:  CANN_Host compute buffer size =   402.27 MiB
+"""
+    result = check_log(log, "gpt-oss-20b")
+    assert not any("CANN_Host holds nothing" in n for n in result.notes)
+    assert "CANN_Host compute buffer" in _checks(result)

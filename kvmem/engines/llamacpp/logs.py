@@ -32,7 +32,7 @@ from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
 from .overrides import CPU, EXPS_REGEX, check_pattern
-from .placement import GGML_TYPES, buffer_mib
+from .placement import buffer_mib
 from .tensors import FORMATS, synthesised_tensors
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
@@ -72,7 +72,11 @@ BUFFERS = ((" model buffer size = ", "model"), (" KV buffer size = ", "KV"), (" 
 # tensors (src/llama-model.cpp#L1612-L1632 is_default_buft; src/llama-model-loader.cpp#L1381-L1394
 # get_mapping_range), which holds the repacked tensors' bytes too when they lie between
 EXTRA_HOSTS = {"AMX", "CPU_REPACK"}
-HOSTS = {"CPU", "CPU_Mapped", "CUDA_Host", "ROCm_Host", "Metal_Mapped", "Vulkan_Host", *EXTRA_HOSTS}
+# a GPU backend's pinned host buffer type, "<backend>_Host" (llama.cpp@3f545becc ggml/src/ggml-cuda/ggml-cuda.cu#L1263
+# with GGML_CUDA_NAME "CUDA" / "ROCm" / "MUSA", ggml/include/ggml-cuda.h#L11-L17; ggml-sycl.cpp#L1467 "SYCL";
+# ggml-vulkan.cpp#L16173 "Vulkan"; ggml-cann.cpp#L1653 "CANN_Host")
+HOSTS = {"CPU", "CPU_Mapped", "Metal_Mapped", *(f"{name}_Host" for name in ("CUDA", "ROCm", "MUSA", "SYCL", "Vulkan",
+                                                                             "CANN")), *EXTRA_HOSTS}
 OFFLOADED = "offloaded "                          # "load_tensors: offloaded 33/49 layers to GPU"
 FREE = "using device "                            # "using device CUDA0 (NVIDIA ...) - 23982 MiB free"
 FILE_TYPE = ("file type   = ", "model ftype      = ")     # print_info / llm_load_print_meta
@@ -449,10 +453,15 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     # llama.cpp@1d36b3670 src/llama-context.cpp#L131-L207; ggml-blas.cpp#L374-L378): ggml_sched.sched_sizes' blas
     computes = {b[3] for b in buffers if b[2] == "compute"}
     blas = bool(gpus) and "CPU" in computes and any(d in HOSTS and d != "CPU" for d in computes)
+    untyped = False         # the weights are not laid out: KV buffers are still checked (their split needs no types)
     try:
         # compute_untyped: any format gives these compute bytes; f16's layout is used, its model bytes never checked
         tensors = synthesised_tensors(model, fmt or "f16", build=settings.get("build"), tensor_types=tensor_types) \
             if fmt is not None or compute_untyped else ()
+    except ValueError as exc:       # an architecture kvmem does not lay out from a config (llama4's chunked layers)
+        notes.append(f"model and compute buffers are not checked: {exc}")
+        tensors, untyped = (), True
+    try:
         lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
                      n_ctx=settings.get("n_ctx", 256), n_ubatch=settings.get("n_ubatch", 512),
                      type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
@@ -468,7 +477,9 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     except ValueError as exc:
         notes.append(f"buffers are not checked: {exc}")
         return
-    if fmt is None:
+    if untyped:
+        kinds -= {"model", "compute"}
+    elif fmt is None:
         kinds -= {"model"} if compute_untyped else {"model", "compute"}
         if compute_untyped:
             notes.append("compute buffers are checked without the file type: every weight is on the device that "
@@ -605,9 +616,6 @@ def _tensor_type_rules(value) -> tuple:
             re.compile(pattern.lower())
         except re.error as exc:
             raise ValueError(f"tensor_type pattern {pattern[:100]!r} is not a regular expression ({exc})") from None
-        if ggml.strip().upper() not in GGML_TYPES:     # parse_ggml_type: a ggml type's name, any case
-            raise ValueError(f"tensor_type {str(item)[:100]!r} names {ggml.strip()[:40]!r}, not a ggml type "
-                             f"({', '.join(GGML_TYPES)})")
         rules.append((pattern.lower(), ggml.strip().lower()))
     return tuple(rules)
 
