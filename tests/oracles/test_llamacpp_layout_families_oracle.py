@@ -42,7 +42,7 @@ CASES = [("gpt-oss-20b", "mxfp4_moe"), ("gpt-oss-120b", "q4_k_m"), ("glm-4.5-air
          ("kimi-k2-instruct", "iq1_s"), ("qwen3.5-27b", "q4_k_m"), ("qwen3.5-397b-a17b", "iq4_xs"),
          ("glm-5", "q4_k_m"), ("glm-5.2", "q4_k_m"), ("minimax-m2.5", "iq3_xxs"), ("deepseek-v3.2", "q4_k_s"),
          ("qwen3-next-80b-a3b", "q5_k_m"), ("gemma-4-26b-a4b", "q4_k_m"),
-         ("qwen1.5-moe-a2.7b", "q4_k_m")]
+         ("qwen1.5-moe-a2.7b", "q4_k_m"), ("qwen3.5-122b-a10b", "q4_k_m"), ("qwen3.5-9b", "q5_k_m")]
 # MiniMax-M2.5 has no preset: its published config (tests/fixtures/configs/new/SOURCES.md)
 FIXTURES = {"minimax-m2.5": "tests/fixtures/configs/new/minimax-m2.5.json"}
 # qwen2moe (Qwen1.5-MoE-A2.7B's shapes): laid out llama's way plus its shared-expert gate
@@ -60,6 +60,8 @@ SMALL = {"gpt-oss-20b": {"num_hidden_layers": 2, "num_local_experts": 4, "expert
          "deepseek-v3": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "qwen3.5-27b": {"num_hidden_layers": 4},
          "qwen3.5-397b-a17b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
+         "qwen3.5-122b-a10b": {"num_hidden_layers": 4, "num_experts": 4, **_TOP2},
+         "qwen3.5-9b": {"num_hidden_layers": 4},
          "glm-5": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "glm-5.2": {"num_hidden_layers": 4, "n_routed_experts": 4, "n_group": 1, "topk_group": 1, **_TOP2},
          "minimax-m2.5": {"num_hidden_layers": 2, "num_local_experts": 4, **_TOP2},
