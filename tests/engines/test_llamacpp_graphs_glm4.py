@@ -14,16 +14,9 @@ from kvmem.engines.llamacpp.tensors import synthesised_tensors
 from kvmem.logcheck import check_log
 from kvmem.oracles.llamacpp_glm4 import random_glm4_case
 
-# GLM-4-9B-0414's widths as llama.cpp printed them for GLM-Z1-9B-0414 (ggml-org/llama.cpp#12946), with its Q/K/V
-# biases (the attention_bias branch of glm4.cpp's create_tensor_qkv): as tests/oracles/test_llamacpp_glm4_oracle.py
-NINE_B = {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "hidden_size": 4096, "num_hidden_layers": 40,
-          "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 13696,
-          "attention_bias": True, "partial_rotary_factor": 0.5, "vocab_size": 151552, "max_position_embeddings": 32768,
-          "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False}
-
 
 def _model(name):
-    return kvmem.Model.from_hf_config(NINE_B, name=name) if name == "nine-b-biases" else kvmem.get_model(name)
+    return kvmem.get_model(name)
 
 
 def cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", n_seq=1, kv_unified=False):
@@ -39,8 +32,8 @@ def cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", 
 # kvmem.oracles.llamacpp_family_files, no_alloc: the prompt graph's reserve), f16 cache, one sequence
 PRESETS = [("glm-z1-32b-0414", 4096, 512, True, 320.00), ("glm-z1-32b-0414", 32768, 512, False, 3197.01),
            ("glm-z1-32b-0414", 32768, 2048, True, 1280.01), ("glm-z1-32b-0414", 131072, 512, True, 320.00),
-           ("nine-b-biases", 4096, 512, True, 312.00), ("nine-b-biases", 32768, 512, False, 2153.01),
-           ("nine-b-biases", 32768, 2048, True, 1248.01), ("nine-b-biases", 131072, 512, True, 312.00)]
+           ("glm-4-9b-0414", 4096, 512, True, 312.00), ("glm-4-9b-0414", 32768, 512, False, 2153.01),
+           ("glm-4-9b-0414", 32768, 2048, True, 1248.01), ("glm-4-9b-0414", 131072, 512, True, 312.00)]
 
 
 @pytest.mark.parametrize("name, n_ctx, n_ubatch, flash_attn, printed", PRESETS)
@@ -68,12 +61,12 @@ def test_shapes_read_from_the_configs():
     # 61 layers, 48 heads of 128, 2 KV heads, n_ff 23040 (ffn_up 2 x 23040 wide), no Q/K/V biases
     assert (z1.arch, z1.n_layer, z1.n_embd, z1.n_head, z1.n_head_kv, z1.head_dim, z1.n_ff, z1.n_vocab, z1.qkv_bias) \
         == ("glm4", 61, 6144, 48, 2, 128, 23040, 151552, False)
-    assert graph_shape(_model("nine-b-biases")).qkv_bias is True
+    assert graph_shape(_model("glm-4-9b-0414")).qkv_bias is True
 
 
 def test_glm4v_mrope_sections_are_no_graph():
     # a config with M-RoPE sections (GLM-4.1V's text model) makes ggml_rope_multi, not transcribed: the estimate
-    cfg = dict(NINE_B, rope_scaling={"rope_type": "default", "mrope_section": [8, 12, 12]})
+    cfg = dict(kvmem.get_model("glm-4-9b-0414").config, rope_scaling={"rope_type": "default", "mrope_section": [8, 12, 12]})
     assert graph_shape(kvmem.Model.from_hf_config(cfg, name="mrope")) is None
 
 
@@ -81,13 +74,25 @@ def test_tensors_are_glm4s():
     # glm4.cpp load_arch_tensors: 10 tensors a layer without biases (attn_norm, attn_q/k/v, attn_output,
     # post_attention_norm, ffn_norm, ffn_down, ffn_up [6144, 46080], post_ffw_norm) and output, output_norm,
     # token_embd: 3 + 61 x 10 = 613, the tensor count of the published GLM-Z1-32B-0414 GGUFs (ik_llama.cpp#370);
-    # the 9B-like config 3 more a layer (attn_q/k/v.bias)
+    # glm-4-9b-0414 (attention_bias) 3 more a layer (attn_q/k/v.bias)
     z1 = {t.name: t.shape for t in synthesised_tensors(kvmem.get_model("glm-z1-32b-0414"), "q8_0")}
     assert len(z1) == 613 and z1["blk.0.ffn_up.weight"] == (6144, 46080) and z1["blk.60.ffn_down.weight"] == (23040,
                                                                                                              6144)
     assert not any(".bias" in name for name in z1)
-    nine = {t.name for t in synthesised_tensors(_model("nine-b-biases"), "q8_0")}
+    nine = {t.name for t in synthesised_tensors(_model("glm-4-9b-0414"), "q8_0")}
     assert len(nine) == 3 + 40 * 13 and "blk.39.attn_k.bias" in nine
+
+
+def test_glm_9b_q5_k_m_is_the_published_files_mix():
+    # ggml-org/llama.cpp#12946 (a GLM-Z1-9B-0414 Q5_K_M GGUF): "type q5_K: 181 tensors", "type q6_K: 21 tensors",
+    # "file size = 6.56 GiB"; kvmem's layout of glm-4-9b-0414: 281 f32 (4 norms and 3 biases a layer, output_norm),
+    # 181 q5_K, 21 q6_K (attn_v and ffn_down of the use_more_bits layers, output), 20 q8_0 / 20 q5_1 attn_v / attn_k
+    tensors = synthesised_tensors(kvmem.get_model("glm-4-9b-0414"), "q5_k_m")
+    counts = {}
+    for t in tensors:
+        counts[t.dtype] = counts.get(t.dtype, 0) + 1
+    assert (counts["Q5_K"], counts["Q6_K"], counts["F32"]) == (181, 21, 281)
+    assert f"{sum(t.nbytes for t in tensors) / 2**30:.2f}" == "6.56"
 
 
 # The held-out log's lines (ikawrakow/ik_llama.cpp#370, the mainline run): llama-server of GLM-Z1-32B-0414 IQ4_XS

@@ -2,7 +2,8 @@
 _glm4, graphs_glm4.py) against llama.cpp 0c1e57098 itself (llama-cpp-python 0.3.36, CPU-only), on sparse GGUFs
 written from kvmem's tensor list with the metadata conversion/glm.py writes (kvmem.oracles.llamacpp_family_files):
 1. the quantiser: llama_model_quantize --dry-run of the converter's F16 source gives every tensor kvmem's type, for
-   the presets' files (IQ4_XS, Q4_K_M, Q8_0) and every file type on GLM-Z1-32B-0414's tensors;
+   the presets' files (IQ4_XS, Q4_K_M, Q5_K_M, Q8_0; GLM-4-9B-0414 with its Q/K/V biases) and every file type on
+   GLM-Z1-32B-0414's tensors;
 2. the loader: the presets at full shape load with no_alloc (every tensor glm4.cpp load_arch_tensors asks for, no
    other), llama_model_size is kvmem's sum; a 3-layer cut (real widths, 32,000-token vocabulary) loads with mmap
    and its CPU_Mapped model buffer is kvmem's placement's to the printed MiB;
@@ -31,19 +32,12 @@ from kvmem.oracles.llamacpp_glm4 import random_glm4_case  # noqa: E402
 from kvmem.oracles.llamacpp_presets import load, tensor_bytes  # noqa: E402
 from tests.oracles.test_llamacpp_layout_families_oracle import _dry_run, _dry_runs, _load  # noqa: E402
 
-PRESETS = ["glm-z1-32b-0414", "glm-4-32b-0414"]
-# GLM-4-9B-0414's widths as llama.cpp printed them for GLM-Z1-9B-0414 (ggml-org/llama.cpp#12946: n_embd 4096,
-# n_layer 40, n_head 32, n_head_kv 2, head 128, n_ff 13696), with Q/K/V biases: the attention_bias branch
-NINE_B = {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "hidden_size": 4096, "num_hidden_layers": 40,
-          "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 13696,
-          "attention_bias": True, "partial_rotary_factor": 0.5, "vocab_size": 151552, "max_position_embeddings": 32768,
-          "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False}
 CASES = [("glm-z1-32b-0414", "iq4_xs"), ("glm-z1-32b-0414", "q4_k_m"), ("glm-4-32b-0414", "q8_0"),
-         ("nine-b-biases", "q4_k_m")]
+         ("glm-4-9b-0414", "q4_k_m"), ("glm-4-9b-0414", "q5_k_m")]
 
 
 def _model(name: str) -> Model:
-    return Model.from_hf_config(NINE_B, name=name) if name == "nine-b-biases" else kvmem.get_model(name)
+    return kvmem.get_model(name)
 
 
 @pytest.mark.parametrize("name,fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
@@ -73,7 +67,7 @@ def test_every_file_type_on_glm4_equals_llamacpps_quantiser(tmp_path):
                                                 if theirs[ftype].get(k) != v})
 
 
-@pytest.mark.parametrize("name", ["glm-z1-32b-0414", "nine-b-biases"])
+@pytest.mark.parametrize("name", ["glm-z1-32b-0414", "glm-4-9b-0414"])
 def test_glm4_model_buffer_equals_llamacpp(name, tmp_path):
     cfg = dict(_model(name).config, num_hidden_layers=3, vocab_size=32000)
     model = Model.from_hf_config(cfg, name=f"{name}-small")
@@ -107,7 +101,7 @@ def test_glm4_kv_and_compute_buffers_equal_llamacpp(seed, tmp_path):
     assert buffer_mib(kv.total_bytes) == printed["CPU KV"]
 
 
-@pytest.mark.parametrize("name", ["glm-z1-32b-0414", "nine-b-biases"])
+@pytest.mark.parametrize("name", ["glm-z1-32b-0414", "glm-4-9b-0414"])
 def test_glm4_full_shapes_prompt_graph_equals_llamacpp(name, tmp_path):
     model = _model(name)
     path = str(tmp_path / "model.gguf")
@@ -123,8 +117,8 @@ def test_glm4_full_shapes_prompt_graph_equals_llamacpp(name, tmp_path):
 def test_a_glm4_gguf_read_back_has_the_configs_graph(tmp_path):
     # kvmem.sources' GGUF reader (glm4: kvmem/sources/gguf_more.py) gives the graph the config gives: the Q/K/V biases
     # read from the file's tensor names, n_ff from feed_forward_length
-    cfg = dict(NINE_B, num_hidden_layers=3, vocab_size=32000)
-    model = Model.from_hf_config(cfg, name="nine-b-small")
+    cfg = dict(kvmem.get_model("glm-4-9b-0414").config, num_hidden_layers=3, vocab_size=32000)
+    model = Model.from_hf_config(cfg, name="glm-4-9b-small")
     path = str(tmp_path / "glm4.gguf")
     write_family(model, "q4_k_m", path, source=False)
     read = Model.from_gguf(path)
