@@ -61,7 +61,7 @@ from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import settled_plan
 from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
-from .settings import CURRENT, DEFAULTS, PR_14959, PR_18550, SCHED_USED_INPUT_COPIES_TO
+from .settings import CURRENT, DEFAULTS, PR_13194, PR_14959, PR_18550, SCHED_USED_INPUT_COPIES_TO
 
 # PR #14959 (a4569c41f, 2025-08-02): K/V stored by ggml_set_rows with index inputs by default; PR #18550 (365a3e8c3,
 # 2026-01-19): build_inp_embd's unused embeddings input (dates: kvmem/data/llamacpp_prs.json)
@@ -277,8 +277,10 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     shape = _graph_shape(model, plan, s.build, s.n_rs_seq)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
-    # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells)
-    swa = shape is not None and any(shape.swa) and not plan.swa_cells
+    # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells); before PR #13194 the one
+    # cache's n_kv cells, which both masks span (llama.cpp@33eff4024 src/llama-graph.cpp#L1366-L1390)
+    swa_cells = plan.swa_cells or (plan.n_ctx_seq if s.build < PR_13194 else 0)
+    swa = shape is not None and any(shape.swa) and not swa_cells
     if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
         return None
     if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959 and not shape.mla_v) or not _graph_matches_cache(
@@ -316,7 +318,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     n_outputs = min(s.n_batch, s.n_seq) if s.build >= PR_23861 else s.n_batch
     return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=n_outputs,
-                           n_seq=s.n_seq, kv_unified=plan.unified, swa_cells=plan.swa_cells or 0, n_copies=n_copies,
+                           n_seq=s.n_seq, kv_unified=plan.unified, swa_cells=swa_cells, n_copies=n_copies,
                            set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18550,
                            full_offload=full, fa_f16=s.build >= PR_23907,
                            # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
