@@ -462,7 +462,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         notes.append(f"model and compute buffers are not checked: {exc}")
         tensors, untyped = (), True
     try:
-        lay = layout(model, tensors, gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
+        lay = layout(model, tensors, **(args := dict(gpus=tuple(gpus), n_gpu_layers=n_gpu_layers, tensor_split=split,
                      n_ctx=settings.get("n_ctx", 256), n_ubatch=settings.get("n_ubatch", 512),
                      type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
                      flash_attn=settings.get("flash_attn"), mmap=info.get("mmap", "CUDA_Host" not in hosts or
@@ -473,7 +473,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                      # -kvu (the command's, or the log's "kv_unified = true"): one KV stream for every sequence, so
                      # the graph's KQ mask spans all n_ctx cells in one stream (kvmem.engines.llamacpp.compute:
                      # build_attn_inp_kq_mask n_stream = kv_unified ? 1 : n_seqs)
-                     kv_unified=bool(settings.get("kv_unified", False)), **(placed or {}))
+                     kv_unified=bool(settings.get("kv_unified", False)), **(placed or {}))))
     except ValueError as exc:
         notes.append(f"buffers are not checked: {exc}")
         return
@@ -534,6 +534,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     if no_rs:
         notes.append("the log has no 'RS buffer size' lines (an excerpt?): its KV buffer lines are checked against "
                      "the KV cache alone, without the recurrent state llama.cpp prints on those lines")
+    imatrix: list = []      # the file laid out as quantised with an importance matrix, at a model buffer off without
     for (kind, device), rows in logged.items():
         try:
             held = lay.placement.device(device)
@@ -546,6 +547,18 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         ok = abs(total - buffer_mib(ours)) <= 0.005 * len(rows) + 1e-9    # each line rounded to 0.01 MiB
         n, text, _, printed_as = rows[0]
         shown = f"{total:.2f} MiB" + (f" in {len(rows)} lines" if len(rows) > 1 else "")
+        if kind == "model" and not ok and fmt is not None and tensors:
+            # llama-quantize --imatrix changes a few tensors' types (quant_mix: has_imatrix, e.g. IQ4_XS's first
+            # n_layer / 8 ffn_down IQ4_XS, not Q5_K: llama.cpp@0c1e57098 src/llama-quant.cpp#L654), and the log need not
+            # say that the file had one (its quantize.imatrix.* keys): the buffer is checked against that layout too
+            imatrix = imatrix or [layout(model, synthesised_tensors(model, fmt, imatrix=True, build=settings.get(
+                "build"), tensor_types=tensor_types), **args)]
+            other = imatrix[0].placement.device(device).model_bytes
+            if abs(total - buffer_mib(other)) <= 0.005 * len(rows) + 1e-9:
+                notes.append(f"line {n}: {printed_as} model buffer: {shown} is kvmem's layout of the file quantised "
+                             f"with an importance matrix (llama-quantize --imatrix); without one "
+                             f"{buffer_mib(ours):.2f} MiB")
+                ours, ok = other, True
         if kind == "compute" and not ok and not lay.compute_exact.get(device):
             notes.append(f"line {n}: {printed_as} compute buffer logged {shown}, kvmem estimates "
                          f"{buffer_mib(ours):.2f} MiB (an estimate for this layout, kvmem.engines.llamacpp.layouts: "
