@@ -14,7 +14,7 @@ REFUSALS = {
     # transformers' QuantizedCache refuses any layer that is not full attention (cache_utils.py)
     **{(name, "hf-quantized"): _QUANTIZED_CACHE for name in (
         "deepseek-v3.2", "gemma-2-27b", "gemma-2-2b", "gemma-2-9b", "gemma-3-1b", "gemma-3-27b", "gemma-3-4b",
-        "gemma-3n-e2b", "gemma-3n-e4b", "gpt-oss-120b", "gpt-oss-20b", "jamba-1.5-mini", "llama-4-maverick-17b-128e",
+        "gemma-3n-e2b", "gemma-3n-e4b", "gemma-3-12b", "gpt-oss-120b", "gpt-oss-20b", "jamba-1.5-mini", "llama-4-maverick-17b-128e",
         "llama-4-scout-17b-16e", "mistral-7b-v0.1", "nemotron-h-8b", "phi-3-medium-4k", "phi-3-mini-4k",
         "qwen3-next-80b-a3b", "qwen3.5-27b", "qwen3.5-397b-a17b", "nemotron-3-nano-30b-a3b",
         "qwen3.5-9b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.6-35b-a3b",
@@ -36,6 +36,9 @@ REFUSALS = {
     **{(name, "trtllm"): "asserts tokens_per_block in [128, 256]" for name in ("deepseek-v4-flash", "deepseek-v4-pro")},
     # python/sglang/srt/models/: no EntryClass for JambaForCausalLM (kvmem/engines/sglang/families.py)
     ("jamba-1.5-mini", "sglang"): "SGLang 0.5.23 has no model file for JambaForCausalLM",
+    # tensorrt_llm/_torch/models/_arch_index.py: Glm4MoeForCausalLM, no Glm4ForCausalLM (kvmem/engines/trtllm/families.py)
+    **{(name, "trtllm"): "TensorRT-LLM's PyTorch backend registers no Glm4ForCausalLM"
+       for name in ("glm-4-32b-0414", "glm-z1-32b-0414", "glm-4-9b-0414")},
 }
 
 

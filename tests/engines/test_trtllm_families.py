@@ -32,7 +32,8 @@ def test_every_opt_in_family_is_sized_refused_with_the_engines_reason_or_listed_
     assert declared == {"afmoe", "deepseek_v4", "exaone4", "exaone4_5_text", "exaone_moe", "gemma4_text", "gemma4_unified_text",
                         "glm_moe_dsa", "kimi_linear", "laguna", "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
                         "nemotron-nas", "qwen2_5_vl_text", "qwen2_vl_text", "step3p5"}
-    assert set(SPEC.refusals) <= opt_in and not set(SPEC.refusals) & declared
+    # glm4 (GLM-4-0414) is read by every mode, and refused here all the same: the registry has no Glm4ForCausalLM
+    assert set(SPEC.refusals) - {"glm4"} <= opt_in and not set(SPEC.refusals) & declared
     assert opt_in - declared - set(SPEC.refusals) == NOT_YET
     assert all("TensorRT-LLM's PyTorch backend" in why and "trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118" in why
                for why in SPEC.refusals.values())
@@ -47,6 +48,15 @@ def test_a_family_the_registry_lacks_is_refused_naming_the_architecture():
                                          r"model registry @ 065ff9e9\)\) does not size model_type 'mimo_v2_flash': "
                                          r"TensorRT-LLM's PyTorch backend registers no MiMoV2FlashForCausalLM"):
         kvmem.estimate(model, engine="trtllm", tokens=1024)
+
+
+def test_glm_4_0414_is_refused_as_the_registry_has_glm4_moe_only():
+    # trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118: Glm4MoeForCausalLM (#L58) and
+    # GlmMoeDsaForCausalLM, no Glm4ForCausalLM: AutoModelForCausalLM raises "Unknown architecture" for the dense GLM-4
+    for name in ("glm-4-32b-0414", "glm-z1-32b-0414", "glm-4-9b-0414"):
+        with pytest.raises(ValueError, match=r"does not size model_type 'glm4': TensorRT-LLM's PyTorch backend "
+                                             r"registers no Glm4ForCausalLM \(it has Glm4MoeForCausalLM only\)"):
+            kvmem.estimate(name, engine="trtllm", tokens=1024)
 
 
 def test_deepseek_ref_is_refused_as_the_backend_cannot_load_its_config():

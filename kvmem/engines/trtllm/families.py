@@ -37,6 +37,7 @@ _UNREGISTERED = {
     "ernie4_5_vl_moe_text": "Ernie4_5_VLMoeForConditionalGeneration",
     "falcon_h1": "FalconH1ForCausalLM",
     "falcon_mamba": "FalconMambaForCausalLM",
+    "glm4": "Glm4ForCausalLM (it has Glm4MoeForCausalLM only)",     # GLM-4-0414 / GLM-Z1-0414: not opt-in
     "gpt_bigcode": "GPTBigCodeForCausalLM",
     "gpt_neo": "GPTNeoForCausalLM",
     "granitemoehybrid": "GraniteMoeHybridForCausalLM",
