@@ -53,6 +53,7 @@ import re
 
 from ...layer import FULL
 from ...model import Model
+from .graphs_llama4 import llama4_tensors
 from .settings import PR_22673, _build
 
 __all__ = ["ARCHS", "arch_specs", "gguf_nextn_layers", "nextn_loaded"]
@@ -62,7 +63,7 @@ ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2"
          "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
          "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
          "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4",
-         "glm4": "glm4"}
+         "glm4": "glm4", "llama4": "llama4", "llama4_text": "llama4"}
 
 
 def field(model: Model, name: str, default=None):
@@ -348,7 +349,7 @@ def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
 _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
             "deepseek32": lambda model, h: _deepseek2(model, h, indexer=True), "minimax-m2": _minimax_m2,
             "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
-            "gemma4": _gemma4}
+            "gemma4": _gemma4, "llama4": llama4_tensors}     # llama4: graphs_llama4 (its module doc)
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:

@@ -103,6 +103,7 @@ from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
+from .graphs_llama4 import LLAMA4, llama4_shape
 from .settings import CURRENT
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
@@ -116,6 +117,11 @@ FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "
 ISWA = ("gemma2", "gemma3")           # an iSWA cache: sliding layers read their own cells
 NO_WINDOW = ("llama", "phi3")         # sliding_window ignored: the llama graph reads none, phi3 disables it
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
+# families whose graph (and widths) a module of their own transcribes: glm4 (dense GLM-4-0414, GLM-Z1): graphs_glm4;
+# glm4moe (GLM-4.5/4.6/4.7): graphs_glm4moe; llama4 (Llama 4 Scout / Maverick: chunked iSWA): graphs_llama4;
+# gemma4 (Gemma 4 26B-A4B / 31B): graphs_gemma4
+_OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4moe_shape),
+               **dict.fromkeys(LLAMA4, llama4_shape), **dict.fromkeys(GEMMA4, gemma4_shape)}
 
 
 @dataclass(frozen=True)
@@ -131,12 +137,9 @@ class ComputeBuffer:
 def graph_shape(model, build=CURRENT) -> GraphShape | None:
     """The graph widths of ``model`` at llama.cpp ``build`` (a date; the vendored build by default), or None when
     its family's graph is not transcribed here."""
-    if model.model_type in GLM4:        # glm4 (dense GLM-4-0414, GLM-Z1): kvmem.engines.llamacpp.graphs_glm4
-        return glm4_shape(model)
-    if model.model_type in GLM4MOE:     # glm4moe (GLM-4.5/4.6/4.7): kvmem.engines.llamacpp.graphs_glm4moe
-        return glm4moe_shape(model)
-    if model.model_type in GEMMA4:      # gemma4 (Gemma 4 26B-A4B / 31B): kvmem.engines.llamacpp.graphs_gemma4
-        return gemma4_shape(model)
+    own = _OWN_SHAPES.get(model.model_type)
+    if own is not None:
+        return own(model)
     if model.model_type in DELTA:       # qwen3next / qwen35 / qwen35moe (Gated DeltaNet hybrids): graphs_delta
         return delta_shape(model)
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss

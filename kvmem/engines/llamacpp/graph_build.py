@@ -1,7 +1,7 @@
 """The graph llama.cpp builds for a GraphShape, by its architecture: the one entry compute.py and scheduled.py
 call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: graphs_gemma_phi3; deepseek2
 and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4: graphs_glm4; glm4moe: graphs_glm4moe;
-gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta)."""
+gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta; llama4: graphs_llama4)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from .graphs_gemma4 import Gemma4Shape, build_gemma4
 from .graphs_gemma_phi3 import build_gemma_phi3
 from .graphs_glm4 import build_glm4
 from .graphs_glm4moe import build_glm4moe
+from .graphs_llama4 import Llama4Shape, build_llama4
 from .graphs_mla_oss import build_mla_oss
 
 __all__ = ["build_graph"]
@@ -26,6 +27,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_dsa(shape, p)
     if isinstance(shape, DeltaShape):
         return build_delta(shape, p)
+    if isinstance(shape, Llama4Shape):
+        return build_llama4(shape, p)
     if isinstance(shape, Gemma4Shape):
         return build_gemma4(shape, p)
     if shape.arch == "glm4":

@@ -58,8 +58,10 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     recurrent = getattr(shape, "recurrent", ())
     if recurrent:       # graphs_delta: through the first full-attention layer (its weights are not the linear ones')
         n = max(n, recurrent.index(False) + 1 if False in recurrent else n)
+    moe = getattr(shape, "moe_layers", ())             # graphs_llama4: through the first dense and MoE layers
+    n = max(n, *(moe.index(x) + 1 for x in (True, False) if x in moe)) if moe else n
     few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n],
-                  **({"recurrent": recurrent[:n]} if recurrent else {}))
+                  **({"recurrent": recurrent[:n]} if recurrent else {}), **({"moe_layers": moe[:n]} if moe else {}))
     graph = build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16"))
     weights = [t for t in graph.leafs if t.external and not t.kv]
     return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
@@ -95,7 +97,8 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
         per_layer.setdefault(il, []).append((name, where))
     recurrent = getattr(shape, "recurrent", ())         # graphs_delta: a linear-attention layer, else full
     sig = [(layer_gpu[il], tuple(sorted(per_layer.get(il, ()))), shape.swa[il] if shape.swa else None,
-            il < shape.n_dense_lead, recurrent[il] if recurrent else None) for il in range(n)]
+            il < shape.n_dense_lead, recurrent[il] if recurrent else None,
+            getattr(shape, "moe_layers", (None,) * n)[il]) for il in range(n)]
     unit = RUN_UNIT_PATTERN if any(shape.swa) or any(recurrent) else RUN_UNIT
     keep: list[int] = []
     il, last = 0, n - 1                      # the last layer is kept on its own
@@ -122,6 +125,8 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
                     n_dense_lead=sum(1 for il in keep if il < shape.n_dense_lead))
     if recurrent:
         shape = replace(shape, recurrent=tuple(recurrent[il] for il in keep))  # type: ignore[call-arg]
+    if getattr(shape, "moe_layers", ()):
+        shape = replace(shape, moe_layers=tuple(shape.moe_layers[il] for il in keep))  # type: ignore[call-arg,attr-defined]
     return (shape, tuple(layer_gpu[il] for il in keep) + (layer_gpu[n],),
             tuple(((new[il], name), where) for (il, name), where in weights if il in new))
 

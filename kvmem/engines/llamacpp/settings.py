@@ -122,8 +122,8 @@ WINDOW_IGNORED = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen2_moe", "
 # Architectures llama.cpp always gives the two-cache iSWA memory (hparams.swa_type set in
 # llama_model::load_hparams), even when every layer is windowed: fewer layers than the pattern. Then the non-SWA
 # cache is empty, "0 layers", 0.00 MiB, beside a window-sized SWA cache (llama.cpp@0c1e57098
-# src/models/gemma2.cpp#L3-L6, src/models/gemma3.cpp#L3-L7 swa_type).
-ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text"}
+# src/models/gemma2.cpp#L3-L6, src/models/gemma3.cpp#L3-L7 swa_type; llama4: src/models/llama4.cpp#L13, chunked).
+ALWAYS_ISWA = {"gemma2", "gemma3", "gemma3_text", "llama4", "llama4_text"}
 # MLA in transformers, per-head K/V in llama.cpp: conversion/minicpm.py MiniCPM3Model writes head_count_kv =
 # num_key_value_heads, key_length = qk_nope + qk_rope and no value_length (n_embd_head_v = n_embd / n_head)
 # nor the MLA lengths, so hparams.is_mla() is false and src/models/minicpm3.cpp caches the decompressed heads
