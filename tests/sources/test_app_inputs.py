@@ -17,26 +17,26 @@ def app():
 
 
 def test_hugging_face_id_from_the_hub(hub, app):
-    hub.add("Qwen/Qwen3-4B", {"config.json": hub_configs()["Qwen/Qwen3-4B"]})
+    hub.add("Qwen/Qwen2.5-14B", {"config.json": hub_configs()["Qwen/Qwen2.5-14B"]})
     app.radio(key="source").set_value("Hugging Face id").run()
     assert "type a Hugging Face id" in app.error[0].value
-    app.text_input(key="hf_id").set_value("Qwen/Qwen3-4B").run()
+    app.text_input(key="hf_id").set_value("Qwen/Qwen2.5-14B").run()
     assert not app.exception and not app.error
-    expected = kvmem.estimate(kvmem.get_model("Qwen/Qwen3-4B"), engine="vllm", tokens=8192, kv_dtype="bf16")
+    expected = kvmem.estimate(kvmem.get_model("Qwen/Qwen2.5-14B"), engine="vllm", tokens=8192, kv_dtype="bf16")
     assert app.metric[0].value == kvmem.format_bytes(expected.total_bytes)
-    # 36 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 147,456 B per token
-    assert app.metric[1].value == "147,456 B"
+    # 48 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 196,608 B per token (Qwen3-4B is a preset since issue 34)
+    assert app.metric[1].value == "196,608 B"
     assert any("Weights (format auto): the formula estimate" in c.value for c in app.sidebar.caption)
 
 
 def test_a_shared_link_with_an_id_restores_it(hub):
     from tests.ui.apptest import load
-    hub.add("Qwen/Qwen3-4B", {"config.json": hub_configs()["Qwen/Qwen3-4B"]})
+    hub.add("Qwen/Qwen2.5-14B", {"config.json": hub_configs()["Qwen/Qwen2.5-14B"]})
     at = load("app.py")
-    at.query_params.update({"source": "Hugging Face id", "hf_id": "Qwen/Qwen3-4B"})
+    at.query_params.update({"source": "Hugging Face id", "hf_id": "Qwen/Qwen2.5-14B"})
     at.run()
     assert not at.exception and not at.error
-    assert at.text_input(key="hf_id").value == "Qwen/Qwen3-4B" and at.metric[1].value == "147,456 B"
+    assert at.text_input(key="hf_id").value == "Qwen/Qwen2.5-14B" and at.metric[1].value == "196,608 B"
 
 
 def test_hugging_face_id_errors_are_messages(hub, app):
