@@ -166,6 +166,8 @@ def test_per_head_mla_cases_are_llamacpps(seed):
 def test_builds_before_the_mla_split_take_the_per_head_graph():
     # a build before PR #12801 caches per-head K and V (mla='none'): the host buffer is the per-head graph's
     # (the vendored build's graph, so not marked exact at an older build), not the latent graph's
+    import datetime
+
     from kvmem.engines.llamacpp.compute import graph_bytes
     from kvmem.engines.llamacpp.graphs_mla_oss import per_head_mla_shape
     from kvmem.engines.llamacpp.layouts import layout
@@ -173,10 +175,37 @@ def test_builds_before_the_mla_split_take_the_per_head_graph():
     model = kvmem.get_model("deepseek-v2-lite")
     tensors, _ = tensors_for(model, "q4_k_m")
     old = layout(model, tensors, n_gpu_layers=0, n_ctx=32768, flash_attn=False, build="2025-03-01")
+    then = graph_bytes(per_head_mla_shape(model, datetime.date(2025, 3, 1)), n_kv=32768, n_ubatch=512,
+                       flash_attn=False)
+    assert old.compute_bytes["CPU"] == then and not old.compute_exact["CPU"]
+    # 1136.27 MiB (the vendored per-head graph, as the oracle's per-head GGUFs print it), the latent graph's 1174.01
     per_head = graph_bytes(per_head_mla_shape(model), n_kv=32768, n_ubatch=512, flash_attn=False)
-    assert old.compute_bytes["CPU"] == per_head and not old.compute_exact["CPU"]
-    # 1136.27 MiB (the per-head graph, as the oracle's per-head GGUFs print it), the latent graph's 1174.01 MiB
     assert buffer_mib(per_head) == 1136.27 and cpu_compute(model, 32768, 512, False).bytes != per_head
+
+
+def test_builds_before_pr_27382_rope_q_pe_first():
+    # before PR #27382 (2026-08-21) deepseek2 ropes Q's 64-wide rope part before k_pe, and the per-head path
+    # concatenates Q = (q_nope, roped q_pe): a 192 x 16 x 512 f32 CONCAT beside the 64 x 16 x 512 ROPE, where the
+    # vendored build ropes the whole 192-wide Q once (ggml_rope_set_offset); deepseek-v2-lite, 512 tokens, 27 layers
+    # (K = concat(k_nope, k_pe repeated) and k_pe's ROPE in both)
+    import collections
+    import datetime
+
+    from kvmem.engines.llamacpp.graph_build import build_graph
+    from kvmem.engines.llamacpp.graphs import Pass
+    from kvmem.engines.llamacpp.graphs_mla_oss import mla_oss_shape, per_head_mla_shape
+    model = kvmem.get_model("deepseek-v2-lite")
+    p = Pass(512, 512, 4096, 1, True, "f16", "f16")
+    before, merged = datetime.date(2026, 8, 20), datetime.date(2026, 8, 21)
+
+    def ops(shape):
+        return collections.Counter((t.op, t.ne[:3]) for t in build_graph(shape, p).nodes if t.op in ("ROPE", "CONCAT"))
+    assert ops(per_head_mla_shape(model)) == {("CONCAT", (192, 16, 512)): 27, ("ROPE", (64, 1, 512)): 27,
+                                              ("ROPE", (192, 16, 512)): 27}
+    assert ops(per_head_mla_shape(model, before)) == {("CONCAT", (192, 16, 512)): 54, ("ROPE", (64, 1, 512)): 27,
+                                                      ("ROPE", (64, 16, 512)): 27}
+    assert not mla_oss_shape(model).rope_q_early and mla_oss_shape(model, before).rope_q_early
+    assert not mla_oss_shape(model, merged).rope_q_early      # the merge day's build has it
 
 
 def test_latent_v_cache_without_flash_attention_reads_v_transposed():

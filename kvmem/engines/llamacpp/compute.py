@@ -143,7 +143,7 @@ def graph_shape(model, build=CURRENT) -> GraphShape | None:
     if model.model_type in DELTA:       # qwen3next / qwen35 / qwen35moe (Gated DeltaNet hybrids): graphs_delta
         return delta_shape(model)
     if model.model_type in MLA_OSS:     # deepseek2 (MLA) and gpt-oss: kvmem.engines.llamacpp.graphs_mla_oss
-        return mla_oss_shape(model)
+        return mla_oss_shape(model, build or CURRENT)
     if model.model_type in DSA:         # glm-dsa and deepseek32 (MLA + lightning indexer) by build: graphs_dsa
         return dsa_build_shape(model, build or CURRENT)
     arch = FAMILIES.get(model.model_type)

@@ -79,6 +79,7 @@ class GraphShape:
     head_dim_v: int = 0         # V's head width where it is not head_dim (the per-head MLA cache: v_head_dim)
     qk_norm: bool = False       # glm4moe: attn_q_norm / attn_k_norm present (kvmem.engines.llamacpp.graphs_glm4moe)
     mla_v: bool = False         # deepseek2 over the latent + V cache of builds PR #12801 to PR #19067 (graphs_mla_oss)
+    rope_q_early: bool = False  # deepseek2 at builds before PR #27382: Q's rope part roped first (graphs_mla_oss)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .graphs import GraphShape, Pass, attention
 __all__ = ["absorbed_attention", "latent_v_attention", "mla_mha", "per_head_attention"]
 
 
-def absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, k_idxs, mask):
+def absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, k_idxs, mask, q_pe=None):
     """The MLA path (is_mla, deepseek2.cpp L538-L582): Q's nope part absorbed by attn_k_b, K = the latent and
     k_pe in a K-only cache, V its view, build_attn_mha with v_mla."""
     n_head, n_tokens, ns, kv_lora, rope = s.n_head, p.n_tokens, p.n_stream, s.kv_lora, s.rope_dim
@@ -29,7 +29,7 @@ def absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     def row(n):
         return size * n // block
     q_nope = g.view(q, (nope, n_head, n_tokens), q.nb[:3])
-    q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
+    q_pe = q_pe if q_pe is not None else g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
     q_nope = g.permute(q_nope, 0, 2, 1, 3)
     absorbed = g.mul_mat(g.weight(nope, kv_lora, n_head, name="attn_k_b"), q_nope)
     absorbed = g.permute(absorbed, 0, 2, 1, 3)
@@ -47,7 +47,7 @@ def absorbed_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     return mla_mha(g, s, p, q_cur, k, v, mask)
 
 
-def latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):
+def latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs, q_pe=None):
     """The MLA path of builds PR #12801 to PR #19067 (b5331: llama.cpp@33eff4024
     src/llama-model.cpp#L10131-L10392 llm_build_deepseek2, src/llama-graph.cpp build_attn L1392-L1515, build_attn_mha
     L1182): Q = the roped
@@ -63,7 +63,7 @@ def latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     nope, n_k = s.head_dim - rope, kv_lora + rope
     k_idxs, v_idxs, mask, _, _ = inputs
     q_nope = g.view(q, (nope, n_head, n_tokens), q.nb[:3])
-    q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
+    q_pe = q_pe if q_pe is not None else g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
     absorbed = g.mul_mat(g.weight(nope, kv_lora, n_head, name="attn_k_b"), g.permute(q_nope, 0, 2, 1, 3))
     q_cur = g.concat(q_pe, g.permute(absorbed, 0, 2, 1, 3))
     v_cur = g.reshape(kv_cmpr, kv_lora, 1, n_tokens)
@@ -88,7 +88,7 @@ def latent_v_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     return mla_mha(g, s, p, q_cur, caches[0], caches[1], mask, v_trans=not p.fa)
 
 
-def per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs):
+def per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, inputs, q_pe=None):
     """Without the MLA split (deepseek2.cpp L583-L627): attn_kv_b decompresses the latent into per-head K_nope and
     V (V's view made contiguous), Q roped whole, K = K_nope and k_pe repeated over the heads (ggml_repeat_4d), a
     plain per-head KV cache (build_attn with build_attn_inp_kv: graphs.attention, Q, V, K expanded)."""
@@ -99,7 +99,10 @@ def per_head_attention(g: Graph, s: GraphShape, p: Pass, q, kv_cmpr, k_pe, pos, 
     width = f32 * (nope + vd)
     k_nope = g.view(kv, (nope, n_head, n_tokens), (f32, width, width * n_head))
     v = g.cont(g.view(kv, (vd, n_head, n_tokens), (f32, width, width * n_head)))
-    q = g.dup("ROPE", q, pos)      # ggml_rope_set_offset: an op parameter of the same node
+    if q_pe is None:
+        q = g.dup("ROPE", q, pos)      # ggml_rope_set_offset: an op parameter of the same node
+    else:       # before PR #27382: Q = concat(q_nope, the roped q_pe), K's rope part repeated to q_pe's shape
+        q = g.concat(g.view(q, (nope, n_head, n_tokens), q.nb[:3]), q_pe)
     k = g.concat(k_nope, g.op("REPEAT", k_pe.type, (rope, n_head, n_tokens, 1), k_pe))
     return attention(g, q, k, v, inputs, p, s, p.n_kv)
 

@@ -45,10 +45,15 @@ from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, kq_mask, linear, output_head, token_inputs
 from .graphs_mla_attn import absorbed_attention, latent_v_attention, mla_mha, per_head_attention
+from .settings import CURRENT, PR_27382
 
 __all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "per_head_mla_shape", "mla_fields",
            "rms_norm", "dense_ffn"]
 
+# ggml-org/llama.cpp PR #27382 "model: use ggml_rope_set_offset()" (873e5d8e3, 2026-08-21): from it deepseek2 ropes
+# Q whole from the nope offset (per-head path) and q_pe inside the MLA branch; before it q_pe is roped first, before
+# k_pe, and the per-head Q is concat(q_nope, q_pe) (llama.cpp@873e5d8e3 src/models/deepseek2.cpp#L524-L640 and its
+# parent's, the diff's two sides)
 # kvmem model_type -> the llama.cpp architecture whose graph this module transcribes (arch_tensors.ARCHS)
 MLA_OSS = {"deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "kimi_k2": "deepseek2", "gpt_oss": "gpt-oss"}
 
@@ -158,14 +163,17 @@ def _deepseek2(s: GraphShape, p: Pass) -> Graph:
         kv_pe = g.mul_mat(g.weight(e, n_k, name="attn_kv_a_mqa"), cur)
         kv_cmpr = g.view(kv_pe, (kv_lora, n_tokens), (f32, f32 * n_k))
         k_pe = g.view(kv_pe, (rope, 1, n_tokens), (f32, f32 * n_k, f32 * n_k))
+        q_pe = None     # builds before PR #27382 rope Q's rope part here, before k_pe (GraphShape.rope_q_early)
+        if s.rope_q_early:
+            q_pe = g.dup("ROPE", g.view(q, (rope, n_head, n_tokens), q.nb[:3]), pos)
         k_pe = g.dup("ROPE", k_pe, pos)
         kv_cmpr = rms_norm(g, kv_cmpr, kv_lora, "attn_kv_a_norm")
         if s.per_head_mla:
-            cur = per_head_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs)
+            cur = per_head_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs, q_pe)
         elif s.mla_v:
-            cur = latent_v_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs)
+            cur = latent_v_attention(g, s, p, q, kv_cmpr, k_pe, pos, inputs, q_pe)
         else:
-            cur = absorbed_attention(g, s, p, q, kv_cmpr, k_pe, pos, k_idxs, mask)
+            cur = absorbed_attention(g, s, p, q, kv_cmpr, k_pe, pos, k_idxs, mask, q_pe)
         cur = g.mul_mat(g.weight(n_head * vd, e, name="attn_output"), cur)
         inp_l = deepseek_ffn(g, s, il, cur, inp_sa, out_ids)
     return output_head(g, s, inp_l)        # result_norm is also t_h_nextn
@@ -213,7 +221,7 @@ def _gpt_oss(s: GraphShape, p: Pass) -> Graph:
     return output_head(g, s, g.get_rows(inp_l, out_ids))
 
 
-def mla_oss_shape(model) -> GraphShape | None:
+def mla_oss_shape(model, build=CURRENT) -> GraphShape | None:
     """The graph widths of a deepseek2 or gpt-oss ``model`` as the GGUF convert_hf_to_gguf writes for it
     (conversion/deepseek.py DeepseekV2Model, conversion/gpt_oss.py), or None where the graph above is not
     the one llama.cpp would build: no routed experts, DeepSeek's attention temperature (mistral-large),
@@ -235,14 +243,14 @@ def mla_oss_shape(model) -> GraphShape | None:
         return GraphShape(**common, n_head_kv=first.kv_heads, head_dim=first.head_dim_k, n_ff=0, qkv_bias=True,
                           swa=swa, gating="softmax_weight")
     fields = mla_fields(model)
-    return None if fields is None else GraphShape(**common, **fields)
+    return None if fields is None else GraphShape(**common, **fields, rope_q_early=(build or CURRENT) < PR_27382)
 
 
-def per_head_mla_shape(model) -> GraphShape | None:
+def per_head_mla_shape(model, build=CURRENT) -> GraphShape | None:
     """deepseek2's graph over a GGUF without the MLA split (mla="none": converted before PR #12801, attn_kv_b and
     per-head K = nope + rope, V = v_head_dim, one KV head per head: deepseek2.cpp L114-L120 and L583-L627), or None
     where ``model`` has no deepseek2 graph here."""
-    shape = mla_oss_shape(model)
+    shape = mla_oss_shape(model, build)
     if shape is None or shape.arch != "deepseek2":
         return None
     return replace(shape, per_head_mla=True, n_head_kv=shape.n_head, head_dim_v=shape.v_head_dim)

@@ -255,7 +255,7 @@ def _graph_shape(model, plan, build=CURRENT, n_rs_seq=0):
     without its indexer, deepseek2's (compute.graph_shape); a DeltaNet hybrid's with its ``n_rs_seq`` snapshots."""
     shape = with_rs_seq(_shape_of(model, build), n_rs_seq)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
-        return per_head_mla_shape(model)
+        return per_head_mla_shape(model, build)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "latent+v":
         return replace(shape, mla_v=True)
     return shape

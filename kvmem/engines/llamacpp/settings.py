@@ -102,6 +102,8 @@ SCHED_USED_INPUT_COPIES_TO = _D(2026, 8, 22)
 # tensor (Qwen3NextModel.modify_tensors, convert_hf_to_gguf.py#L4781-L4782 at e365e658f of 2026-04-19), so a build
 # before it loads only trunk-only Qwen3.5 files (arch_tensors.gguf_nextn_layers)
 PR_22673 = PR_DATES[22673]
+# PR #27382 873e5d8e3 2026-08-21 b10568 "model: use ggml_rope_set_offset()": deepseek2's Q roped whole (graphs_mla_oss)
+PR_27382 = PR_DATES[27382]
 
 
 def glm_dsa_indexer_ignored(model_type: str | None, build) -> bool:
