@@ -119,3 +119,35 @@ def test_the_heldout_scout_log():
     assert not any("chunked" in n for n in result.notes)
     # -nkvo: the scheduled graphs do not model a host KV cache beside GPUs (layouts._scheduled): compute estimated
     assert any("Vulkan0 compute buffer logged 616.06 MiB" in n and "not checked" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("preset, flags", [("llama-4-scout-17b-16e", dict(n_cpu_moe=48)),
+                                           ("llama-4-maverick-17b-128e", dict(n_gpu_layers=5)),
+                                           ("llama-4-maverick-17b-128e", dict(n_cpu_moe=48))])
+def test_gpu_layouts_cut_with_their_moe_layers(preset, flags, monkeypatch):
+    # scheduled.reduced_layers keeps each kept layer's MoE flag (Maverick: dense and MoE layers alternate, the chunked
+    # / full pattern every 4th): the cut graph's buffers on the GPU and the host equal the whole graph's (Q8_0: one
+    # type in every layer, so runs of 4 layers repeat; Q4_K_M's ffn_down every third makes units of 12, not cut at 48)
+    from kvmem.engines.llamacpp import layouts, scheduled
+    from kvmem.engines.llamacpp.offload import layout
+    from kvmem.engines.llamacpp.tensors import tensors_for
+    calls = []
+
+    def kept(shape, **kw):
+        calls.append((shape, kw))
+        return scheduled.gpu_graph_bytes(shape, **kw)
+    monkeypatch.setattr(layouts, "gpu_graph_bytes", kept)
+    model = kvmem.get_model(preset)
+    tensors, _ = tensors_for(model, "q8_0")
+    lay = layout(model, tensors, gpus=("rtx-3090-24gb",), n_ctx=16384, flash_attn=True, **flags)
+    assert lay.compute_exact == {"rtx-3090-24gb": True, "CPU": True}
+    shape, kw = calls[-1]
+    k = dict(kw)
+    weights = tuple(sorted(k.pop("weights")))
+    cut = scheduled.reduced_layers(shape, k["layer_gpu"], weights)[0]
+    assert cut.n_layer < shape.n_layer
+    assert cut.moe_layers == tuple(shape.moe_layers[il] for il in range(cut.n_layer - 1)) + (shape.moe_layers[-1],)
+    args = [k.pop(name) for name in ("layer_gpu", "n_gpus", "n_kv", "n_ubatch", "flash_attn", "type_k", "type_v",
+                                     "n_outputs", "n_seq", "kv_unified", "swa_cells", "n_copies", "set_rows")]
+    whole = scheduled._gpu_graph_bytes(shape, *args, weights, k.pop("inp_embd"), **k)
+    assert (lay.compute_bytes["rtx-3090-24gb"], lay.compute_bytes["CPU"]) == whole
