@@ -26,7 +26,8 @@ This is a model of a file, not a file: real GGUFs differ (an importance matrix, 
 Architectures whose tensors are not llama's: gpt-oss, glm4 (dense GLM-4-0414: test_llamacpp_glm4_oracle.py),
 glm4moe, deepseek2 (MLA), glm-dsa and deepseek32
 (MLA + indexer), minimax-m2, gemma4, qwen35, qwen35moe and qwen3next (Gated DeltaNet) from
-kvmem.engines.llamacpp.arch_tensors, each checked against llama.cpp loading a sparse
+kvmem.engines.llamacpp.arch_tensors, llama4 (Llama 4 Scout / Maverick: graphs_llama4.llama4_tensors,
+test_llamacpp_llama4_oracle.py), each checked against llama.cpp loading a sparse
 GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py). Refused by name: gpt_neox (llama.cpp
 0c1e57098 refuses kvmem's llama-style layout of it: "check_tensor_dims: tensor 'output_norm.bias' not
 found", models/gptneox.cpp); other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
