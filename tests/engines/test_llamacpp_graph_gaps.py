@@ -24,3 +24,29 @@ def test_gemma3_before_the_swa_cache_masks_every_cell():
     assert may_20.compute_bytes["CPU"] == (32768 + 1024) * 512 * 4 + 1152 * 512 * 4 + 3 * 512 * 4     # 68.26 MiB
     # the GPU's peak here is the prompt graph's logits, not a mask: the same on both builds
     assert may_9.compute_bytes["CUDA0"] == may_20.compute_bytes["CUDA0"]
+
+
+def test_deepseek2_per_head_cache_with_ggml_cpy_stores():
+    # builds from PR #12181 (2025-03-13, llm_graph_context) to PR #14959 (2025-08-02) store K / V by ggml_cpy into
+    # views (no index inputs): the per-head graph (graphs_mla_attn.per_head_attention, Q concatenated before PR #27382)
+    # over a GGUF without the MLA split (b5331: llama.cpp@33eff4024 src/llama-model.cpp#L10275-L10308); before PR #12801
+    # (2025-04-15) every deepseek2 GGUF is one. deepseek-v2-lite (hidden 2048, 16 heads, V 128), 8192 cells, 512 tokens
+    model = kvmem.get_model("deepseek-v2-lite")
+    tensors, _ = tensors_for(model, "q4_k_m")
+
+    def lay(build, mla=None):
+        return layout(model, tensors, gpus=["CUDA0"], n_gpu_layers=99, n_ctx=8192, build=build, mla=mla,
+                      flash_attn=False)
+    april = lay("2025-04-01")
+    # the host: the f32 mask (8192 x 512 x 4 B), token_embd's GET_ROWS (2048 x 512 x 4 B), tokens, positions, out_ids
+    assert april.compute_bytes["CPU"] == 8192 * 512 * 4 + 2048 * 512 * 4 + 3 * 512 * 4
+    assert april.compute_exact == {"CUDA0": True, "CPU": True}
+    assert lay("2025-07-01", "none").compute_bytes == april.compute_bytes
+    # PR #14959's day: ggml_set_rows with i64 indices, K's one a token and the transposed V's one an element
+    # (512 x 16 heads x 128), on the host and copied to the GPU
+    aug = lay("2025-08-02", "none")
+    for device in ("CPU", "CUDA0"):
+        assert aug.compute_bytes[device] - april.compute_bytes[device] == 512 * 8 + 512 * 16 * 128 * 8
+    # before PR #12181 the graph was llm_build_context's, not transcribed: the estimate, marked
+    assert not layout(model, tensors, gpus=["CUDA0"], n_gpu_layers=99, n_ctx=8192, build="2025-03-01",
+                      flash_attn=False).compute_exact["CUDA0"]

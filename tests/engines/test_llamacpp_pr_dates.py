@@ -54,7 +54,7 @@ def test_table_rows_are_masters_builds():
         return max((d for d in days if d[0] <= build), key=lambda d: d[0])[1]
 
     rows = sorted((row for row in PRS.values() if row[0] is not None), key=lambda row: row[0])
-    assert len(rows) == len(PRS) == 35                      # every PR kvmem dates is on the mirror
+    assert len(rows) == len(PRS) >= 35                      # every PR kvmem dates is on the mirror
     for first, date, commit, subject in rows:
         assert day_of(first) == date, (first, date, subject)
         assert commit.startswith(hashes[4 * (first - 1):4 * first]), (first, commit)

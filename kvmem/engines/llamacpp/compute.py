@@ -102,11 +102,12 @@ from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
 from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
+from .graphs_gemma_phi3 import phi3_dated
 from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .graphs_llama4 import LLAMA4, llama4_shape
-from .settings import CURRENT
+from .settings import CURRENT, PR_14959, PR_18898
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "ggml_type_name",
@@ -184,28 +185,28 @@ def graph_shape(model, build=CURRENT) -> GraphShape | None:
                       n_ff_exp=(moe.intermediate_size or facts.intermediate_size) if moe else 0, qkv_bias=qkv_bias,
                       swa=tuple(str(layer.kind) == "sliding" for layer in layers) if arch in ISWA else (),
                       final_softcap=arch == "gemma2" or bool(config.get("final_logit_softcapping")),
-                      fused_qkv=fused_qkv)
+                      fused_qkv=fused_qkv, **phi3_dated(arch, build))
 
 
 def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16",
                 type_v: str = "f16", n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
                 swa_cells: int = 0, alignment: int = CPU_ALIGNMENT, mask_f32: bool = False, kv_rot: bool = True,
-                qkv_order: bool = False) -> int:
+                qkv_order: bool = False, set_rows: bool = True, inp_embd: bool = True) -> int:
     """The compute buffer llama_context::sched_reserve keeps: the larger of the prompt graph
     (``n_ubatch`` tokens rounded up to a multiple of ``n_seq``, ``n_outputs`` of them output,
     n_ubatch by default) and the one-token-per-sequence graph (n_seq tokens and outputs), both over
     ``n_kv`` cells per stream; one stream per sequence unless ``kv_unified`` (build_attn_inp_kq_mask:
     n_stream = kv_unified ? 1 : n_seqs_unq; llama_batch_allocr::ubatch_reserve). ``mask_f32``: builds before
     PR #23764 (an f32 KQ mask cast to f16 for flash attention: graphs.kq_mask); ``kv_rot`` False: builds before
-    PR #21038 (no Hadamard rotation of a quantised cache); ``qkv_order``: before PR #16884 (graphs.Pass)."""
+    PR #21038 (no Hadamard rotation of a quantised cache); ``qkv_order``: before PR #16884; ``set_rows`` False: before
+    PR #14959, ``inp_embd`` False: before PR #18898 (graphs.Pass)."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     pp_tokens = pad(n_ubatch, n_seq)          # llama_context::graph_reserve
     shape = with_seqs(shape, n_seq)           # graphs_delta's recurrent part: n_seq sequences, whatever the streams
-    pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells,
-                                 mask_f32=mask_f32, kv_rot=kv_rot, qkv_order=qkv_order))
-    tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells,
-                                 mask_f32=mask_f32, kv_rot=kv_rot, qkv_order=qkv_order))
+    dated = dict(mask_f32=mask_f32, kv_rot=kv_rot, qkv_order=qkv_order, set_rows=set_rows, inp_embd=inp_embd)
+    pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, **dated))
+    tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, **dated))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
 
 
@@ -225,7 +226,11 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
                                          swa_cells=swa_cells, alignment=alignment,
                                          mask_f32=(build or CURRENT) < PR_23764,
                                          kv_rot=(build or CURRENT) >= PR_21038,
-                                         qkv_order=(build or CURRENT) < PR_16884), True)
+                                         qkv_order=(build or CURRENT) < PR_16884,
+                                         set_rows=(build or CURRENT) >= PR_14959,
+                                         inp_embd=(build or CURRENT) >= PR_18898),
+                             # deepseek2 / gpt-oss before PR #14959's set_rows stores: not transcribed (layouts)
+                             not (shape.arch in ("deepseek2", "gpt-oss") and (build or CURRENT) < PR_14959))
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
                          "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "

@@ -56,6 +56,8 @@ class GraphShape:
     swa: tuple = ()         # per layer: a sliding-window layer of the iSWA cache (gemma2, gemma3)
     final_softcap: bool = False     # tanh softcap of the logits (gemma2 always, gemma3 when set)
     fused_qkv: bool = False         # one attn_qkv weight (phi3): Q, K, V are views of its product
+    qkv_cont: str = ""      # which of "q", "k", "v" an older phi3 graph copies out of that product (graphs_gemma_phi3)
+    glu_split: bool = False  # an older build_ffn SWIGLU: two ggml_cont halves, silu, mul (graphs_gemma_phi3)
     # deepseek2 (MLA) and gpt-oss (kvmem.engines.llamacpp.graphs_mla_oss)
     q_lora: int = 0         # attention.q_lora_rank (0: one attn_q, the "lite" layers)
     kv_lora: int = 0        # attention.kv_lora_rank: the cached latent's width (K = kv_lora + rope_dim)
@@ -96,7 +98,7 @@ class Pass:
     n_kv_swa: int = 0       # cells per stream of the sliding-window cache (llama_kv_cache_iswa)
     set_rows: bool = True   # K/V stored by ggml_set_rows with i64 index inputs (PR #14285, default since
                             # PR #14959); False: the older view + ggml_cpy of contiguous slots (no inputs)
-    inp_embd: bool = True   # build_inp_embd also makes the (unused) embeddings input (PR #18550)
+    inp_embd: bool = True   # build_inp_embd also makes the (unused) embeddings input (PR #18898)
     mask_f32: bool = False  # builds before PR #23764: an f32 KQ mask, cast to f16 for flash attention (kq_mask)
     kv_rot: bool = True     # builds from PR #21038: a quantised cache's Hadamard rotations (attn_inputs)
     qkv_order: bool = False  # builds before PR #16884: build_attn's KV path expands Q, K, V (then Q, V, K)

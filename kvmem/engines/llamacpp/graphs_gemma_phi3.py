@@ -21,14 +21,28 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
             llama-kv-cache.cpp cpy_v copies V with ggml_cont_2d), Q scaled after RoPE, a fused
             ffn_up of 2 x n_ff (build_ffn LLM_FFN_SWIGLU, LLM_FFN_SEQ: ggml_swiglu of the one
             product, half as wide), residual adds, no biases.
+            Older builds (``phi3_dated``): before PR #14568 (12f55c302, 2025-07-07) Q, K and V each a ggml_cont of
+            a view_2d of the product, reshaped; from it to PR #15662 (cf0e3ba15, 2025-09-08) V alone (ggml_cont,
+            then ggml_cont_3d from PR #15380: the same one copy); before PR #14158 (a0535ffa0, 2025-06-29) build_ffn's
+            SWIGLU two ggml_cont halves of the product, ggml_silu of the first, ggml_mul (master's history:
+            src/llama-model.cpp llm_build_phi3 and src/llama-graph.cpp build_ffn at those commits' parents).
 """
 
 from __future__ import annotations
 
 from .ggml_graph import OUTPUT, Graph, Tensor
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, ffn, token_inputs
+from .settings import CURRENT, PR_14158, PR_14568, PR_15662
 
-__all__ = ["build_gemma_phi3"]
+__all__ = ["build_gemma_phi3", "phi3_dated"]
+
+
+def phi3_dated(arch: str, build) -> dict:
+    """GraphShape's qkv_cont and glu_split for ``arch`` at llama.cpp ``build`` (a date; None: the newest)."""
+    build = build or CURRENT
+    if arch != "phi3":
+        return {}
+    return {"qkv_cont": "qkv" if build < PR_14568 else "v" if build < PR_15662 else "", "glu_split": build < PR_14158}
 
 
 def build_gemma_phi3(s: GraphShape, p: Pass) -> Graph:
@@ -107,6 +121,9 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
             qkv = g.mul_mat(g.weight(e, n_q + 2 * n_gqa, name="attn_qkv"), cur)
             q, k, v = (g.view(qkv, (hd, heads, n_tokens), (qkv.nb[0], qkv.nb[0] * hd, qkv.nb[1]))
                        for heads in (n_head, n_head_kv, n_head_kv))
+            # older builds: ggml_cont(ggml_view_2d(...)) then a reshape (phi3_dated)
+            q, k, v = (g.reshape(g.cont(t, hd * t.ne[1], n_tokens), *t.ne[:3]) if name in s.qkv_cont else t
+                       for name, t in zip("qkv", (q, k, v), strict=True))
         else:
             q = g.reshape(g.mul_mat(g.weight(e, n_q, name="attn_q"), cur), hd, n_head, n_tokens)
             k = g.reshape(g.mul_mat(g.weight(e, n_gqa, name="attn_k"), cur), hd, n_head_kv, n_tokens)
@@ -120,7 +137,11 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
             residual = g.get_rows(residual, out_ids)
         residual = g.dup("ADD", cur, residual)
         up = g.mul_mat(g.weight(e, 2 * s.n_ff, name="ffn_up"), norm(residual, "ffn_norm"))
-        swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)     # ggml_swiglu: half as wide
+        if s.glu_split:         # before PR #14158: ggml_cont of each half (view_2d), ggml_silu, ggml_mul
+            x0, x1 = (g.cont(g.view(up, (s.n_ff, up.ne[1]), (up.nb[0], up.nb[1]))) for _ in range(2))
+            swiglu = g.dup("MUL", g.dup("UNARY", x0), x1)
+        else:
+            swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)     # ggml_swiglu: half as wide
         cur = g.mul_mat(g.weight(s.n_ff, e, name="ffn_down"), swiglu)
         inp_l = g.dup("ADD", residual, cur)
     g.layer = s.n_layer

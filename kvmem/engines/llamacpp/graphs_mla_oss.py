@@ -45,10 +45,10 @@ from .arch_tensors import field
 from .ggml_graph import OUTPUT, TYPES, Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, kq_mask, linear, output_head, token_inputs
 from .graphs_mla_attn import absorbed_attention, latent_v_attention, mla_mha, per_head_attention
-from .settings import CURRENT, PR_27382
+from .settings import CURRENT, PR_12181, PR_14959, PR_27382
 
-__all__ = ["MLA_OSS", "build_mla_oss", "moe_ffn", "mla_mha", "mla_oss_shape", "per_head_mla_shape", "mla_fields",
-           "rms_norm", "dense_ffn"]
+__all__ = ["MLA_OSS", "build_mla_oss", "stores_transcribed", "moe_ffn", "mla_mha", "mla_oss_shape",
+           "per_head_mla_shape", "mla_fields", "rms_norm", "dense_ffn"]
 
 # ggml-org/llama.cpp PR #27382 "model: use ggml_rope_set_offset()" (873e5d8e3, 2026-08-21): from it deepseek2 ropes
 # Q whole from the nope offset (per-head path) and q_pe inside the MLA branch; before it q_pe is roped first, before
@@ -244,6 +244,13 @@ def mla_oss_shape(model, build=CURRENT) -> GraphShape | None:
                           swa=swa, gating="softmax_weight")
     fields = mla_fields(model)
     return None if fields is None else GraphShape(**common, **fields, rope_q_early=(build or CURRENT) < PR_27382)
+
+
+def stores_transcribed(shape: GraphShape, build) -> bool:
+    """Whether the deepseek2 / gpt-oss graph of ``shape`` is transcribed at ``build``: from PR #14959 (ggml_set_rows
+    stores), and before it (ggml_cpy into views, no index inputs) the latent + V graph and, from PR #12181
+    (llm_graph_context), the per-head one (b5331's: llama.cpp@33eff4024 src/llama-model.cpp#L10275-L10308)."""
+    return build >= PR_14959 or shape.mla_v or (shape.per_head_mla and build >= PR_12181)
 
 
 def per_head_mla_shape(model, build=CURRENT) -> GraphShape | None:

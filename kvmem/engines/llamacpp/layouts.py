@@ -11,7 +11,8 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells)
               and deepseek_v2 / deepseek_v3 / kimi_k2 (MLA) / gpt_oss (graphs_mla_oss) / glm_moe_dsa /
               deepseek_v32 (MLA + lightning indexer: graphs_dsa; tests/oracles/test_llamacpp_graphs_oracle.py);
-              other families and older builds get the estimate, marked in ``compute_exact``.
+              older builds their graph (compute.compute_buffer's dated rules; MLA per-head / latent+V: the
+              vendored graph, not exact), other families the estimate, marked in ``compute_exact``.
               GPUs, any offload of a transcribed family (partial, -ngl 0 beside a GPU, routed
               experts moved by -ot / --n-cpu-moe; gemma2 / gemma3 / gpt-oss with their SWA cells;
               deepseek2 / gpt-oss from PR #14959's set_rows builds, deepseek2's latent + V cache before (its
@@ -56,15 +57,16 @@ from .ggml_graph import TYPES
 from .graphs import PR_16884, PR_21038, PR_23764
 from .graphs_delta import with_rs_seq
 from .graphs_dsa import cuda_runs_indexer
-from .graphs_mla_oss import per_head_mla_shape
+from .graphs_mla_oss import per_head_mla_shape, stores_transcribed
+from .pipeline import pipeline_parallel
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import settled_plan
 from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
-from .settings import CURRENT, DEFAULTS, PR_13194, PR_14959, PR_18550, SCHED_USED_INPUT_COPIES_TO
+from .settings import CURRENT, DEFAULTS, PR_13194, PR_14959, PR_18898, SCHED_USED_INPUT_COPIES_TO
 
-# PR #14959 (a4569c41f, 2025-08-02): K/V stored by ggml_set_rows with index inputs by default; PR #18550 (365a3e8c3,
-# 2026-01-19): build_inp_embd's unused embeddings input (dates: kvmem/data/llamacpp_prs.json)
+# PR #14959 (a4569c41f, 2025-08-02): K/V stored by ggml_set_rows with index inputs by default; PR #18898 (557515be1,
+# 2026-01-23): build_inp_embd's unused embeddings input (dates: kvmem/data/llamacpp_prs.json)
 SCHED_MAX_COPIES = 4        # ggml-backend.cpp GGML_SCHED_MAX_COPIES: the pipeline-parallel copies
 
 __all__ = ["Layout", "layout", "CUDA_CONTEXT_BYTES", "MAX_LAYERS"]
@@ -167,7 +169,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas)
+    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas, bool(override_tensor) or n_cpu_moe > 0)
     blas_bytes = 0
     if gpu_exact and blas:          # the BLAS buffer last: host memory too, counted with the pinned host buffer
         *gpu_exact, blas_bytes = gpu_exact
@@ -204,7 +206,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                                                cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
                                                n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
                                                swa_cells=plan.swa_cells, backend="cpu", n_rs_seq=s.n_rs_seq or 0)
-                compute[d.device], exact[d.device] = host.bytes, host.exact and s.build == CURRENT
+                compute[d.device], exact[d.device] = host.bytes, host.exact     # the build's graph (compute_buffer)
             # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
             # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
             total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
@@ -265,15 +267,14 @@ def _types_known(s) -> bool:
     return ggml_type_name(s.type_k) in TYPES and ggml_type_name(s.type_v) in TYPES
 
 
-def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: bool = False) -> list | None:
+def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=False, overrides=False) -> list | None:
     """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
     (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
     families, sliding-window caches without their cells, deepseek2 over another cache than the latent one,
     overrides that move a tensor the graph does not name. Partial offload: the host's
     layers run on the host, their weights copied to the first GPU for prompt-sized ops (offload_op).
-    Pipeline parallelism (src/llama-context.cpp: several devices, every layer offloaded, layer split,
-    KV offloaded, no tensor overrides) gives n_copies = GGML_SCHED_MAX_COPIES; builds before
-    PR #14959 store K/V without index inputs."""
+    Pipeline parallelism (pipeline.pipeline_parallel: -ot / --n-cpu-moe given, ``overrides``, or a backend without
+    async and events rules it out) gives n_copies = GGML_SCHED_MAX_COPIES; builds before PR #14959: no index inputs."""
     shape = _graph_shape(model, plan, s.build, s.n_rs_seq)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
@@ -283,9 +284,9 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     swa = shape is not None and any(shape.swa) and not swa_cells
     if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
         return None
-    if (shape.arch in ("deepseek2", "gpt-oss") and s.build < PR_14959 and not shape.mla_v) or not _graph_matches_cache(
+    if shape.arch in ("deepseek2", "gpt-oss") and not stores_transcribed(shape, s.build) or not _graph_matches_cache(
             model, plan):
-        return None     # graphs_mla_oss transcribes the ggml_set_rows cache stores and the latent MLA cache only
+        return None     # before PR #14959's ggml_set_rows: graphs_mla_oss.stores_transcribed
     if shape.indexer_full and not cuda_runs_indexer(shape, type_k):
         return None     # the host runs the lightning indexer there: its copies are not modelled
     host_gpu = len(p.gpus)
@@ -313,13 +314,14 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas: boo
     per_layer, output = graph_weight_names(shape)
     if any(name not in (output if layer == n_layer else per_layer) for (layer, name), _ in weights):
         return None                 # a weight the transcribed graph does not have: not modelled
-    n_copies = SCHED_MAX_COPIES if len(p.gpus) > 1 and full and not moved else 1
+    pp = pipeline_parallel(p.gpus, full=full, overrides=overrides or moved, blas=blas, build=s.build)
+    n_copies = SCHED_MAX_COPIES if pp else 1
     # llama-server's output rows (PR #23861), one per slot; the library's default before: n_batch
     n_outputs = min(s.n_batch, s.n_seq) if s.build >= PR_23861 else s.n_batch
     return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=n_outputs,
                            n_seq=s.n_seq, kv_unified=plan.unified, swa_cells=swa_cells, n_copies=n_copies,
-                           set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18550,
+                           set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18898,
                            full_offload=full, fa_f16=s.build >= PR_23907,
                            # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
                            copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO, mask_f32=s.build < PR_23764,

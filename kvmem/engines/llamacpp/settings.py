@@ -65,6 +65,15 @@ PR_DATES = _pr_dates()
  PR_23861, PR_23907) = (PR_DATES[n] for n in (5021, 6177, 7257, 11110, 12181, 12799, 12801, 13194, 13660, 14363,
                                                14959, 15040, 15434, 15467, 16812, 16884, 17046, 18148, 18550, 19067,
                                                21038, 23764, 23861, 23907))
+# ggml-org/llama.cpp PR #18898 (557515be1, 2026-01-23) "graph : utilize ggml_build_forward_select()": from it
+# build_inp_embd makes the inp_embd input whatever the batch holds
+# (llama.cpp@3f545becc src/llama-graph.cpp#L2321-L2323), before it only for a batch of embeddings (PR #18550,
+# 2026-01-19, added ggml_build_forward_select to ggml alone: no src/ file)
+PR_18898 = PR_DATES[18898]
+# PR #18047 (e1f15b454, 2025-12-21): Vulkan devices report async compute and events (pipeline); PR #14158 (a0535ffa0,
+# 2025-06-29) ggml_swiglu, #14568 (12f55c302, 2025-07-07) and #15662 (cf0e3ba15, 2025-09-08) phi3's views of its fused
+# QKV product (graphs_gemma_phi3)
+PR_14158, PR_14568, PR_15662, PR_18047 = (PR_DATES[n] for n in (14158, 14568, 15662, 18047))
 FA_AUTO = PR_15434      # "llama: use FA + max. GPU layers by default": -fa's default "auto"
 CURRENT = datetime.date.max
 # DeepSeek sparse attention (glm-dsa, deepseek32) by build date (b<N>: the first build holding the PR):
