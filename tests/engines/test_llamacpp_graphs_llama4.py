@@ -73,13 +73,22 @@ def test_the_presets_tensors():
     assert (len(scout), len(mav)) == (628, 531)
 
 
-def test_llamacpps_fixed_chunks_are_required():
+def test_llamacpps_fixed_chunks_and_pattern():
     # llama.cpp chunks every llama4 file by 8192 tokens, 3 layers of 4 (src/models/llama4.cpp#L8-L19), whatever the
-    # config says: another attention_chunk_size is refused by name, not laid out as llama.cpp would not cache it
+    # config says: another attention_chunk_size gets llama.cpp's cache (families.config_window), another
+    # no_rope_layers pattern is refused by name (families.check_family; the layout too)
     cfg = dict(kvmem.get_model("llama-4-scout-17b-16e").config)
-    cfg["text_config"] = dict(cfg["text_config"], attention_chunk_size=4096, num_hidden_layers=4)
+    cfg["text_config"] = dict(cfg["text_config"], attention_chunk_size=4096)
     model = Model.from_hf_config(cfg, name="scout-chunk-4096")
-    with pytest.raises(ValueError, match="chunked by 8192 tokens"):
+    est = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=32768, n_batch=32768, swa_full=False)
+    assert [(c["cells"], c["layers"], c["size_mib"]) for c in est.details.caches] == FULL[
+        ("llama-4-scout-17b-16e", 32768, 512, False)][1]
+    assert graph_shape(model) == graph_shape(kvmem.get_model("llama-4-scout-17b-16e"))
+    cfg["text_config"] = dict(cfg["text_config"], no_rope_layers=[1, 1, 0, 1] * 12)    # layer 2 NoPE (full)
+    model = Model.from_hf_config(cfg, name="scout-pattern")
+    with pytest.raises(ValueError, match="llama.cpp makes layer 2 sliding"):
+        kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=32768)
+    with pytest.raises(ValueError, match="every 4th layer full"):
         synthesised_tensors(model, "q4_k_m")
     assert graph_shape(model) is None
 

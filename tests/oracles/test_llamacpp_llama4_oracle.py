@@ -93,3 +93,22 @@ def test_a_llama4_gguf_read_back_has_the_configs_graph(name, tmp_path):
     read = Model.from_gguf(path)
     assert graph_shape(read) is not None and graph_shape(read) == graph_shape(model)
     assert graph_shape(read).moe_layers == ((True,) * 8 if "scout" in name else (False, True) * 4)
+
+
+def test_another_chunk_size_in_the_config_is_cached_as_llamacpp_does(tmp_path):
+    # attention_chunk_size 1024 in the config: the converter does not write it and llama.cpp chunks by 8192
+    # (families.config_window): at 20000 cells the chunked cache holds 8192 + 512 -> 8704 cells, not 1536
+    from kvmem.model import Model
+    model, fmt, ctx = random_llama4_case(7)
+    cfg = dict(model.config, attention_chunk_size=1024)
+    model = Model.from_hf_config(cfg, name="llama4-chunk-1024")
+    assert {layer.window for layer in model.layers if layer.window} == {1024}     # kvmem's reading of the config
+    ctx = dict(ctx, n_ctx=20000, n_ubatch=512, n_seq=1, kv_unified=False)
+    path = str(tmp_path / "model.gguf")
+    write_llama4(model, fmt, path)
+    printed = in_child(printed_buffers, path, ctx)
+    kv = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=20000, n_seq=1, swa_full=False,
+                        type_k=ctx["type_k"], type_v=ctx["type_v"], flash_attn=bool(ctx["flash_attn"]), n_ubatch=512,
+                        n_batch=20000)
+    assert kv.details.swa_cells == 8704
+    assert buffer_mib(kv.total_bytes) == pytest.approx(sum(printed["KV lines"]), abs=0.011)

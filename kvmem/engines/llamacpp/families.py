@@ -16,6 +16,9 @@ Sliding windows (hparams.is_swa, set_swa_pattern in llama.cpp@0c1e57098 src/llam
                  L83-L84), whatever per-layer sliding_windows it lists
     mimo_v2_flash  n_swa = the config's sliding_window (conversion/mimo.py add_sliding_window), not the
                  window + 1 transformers masks with; layers by hybrid_layer_pattern as written
+    llama4       il % 4 < 3 chunked, n_swa 8192, whatever no_rope_layers / attention_chunk_size say
+                 (src/models/llama4.cpp#L8-L19; conversion/llama.py#L396-L399 writes only sliding_window 0, for
+                 layer_types all full_attention: then no layer is chunked)
 Recurrent rows per layer and sequence (src/llama-hparams.cpp n_embd_r L208-L234, n_embd_s L236-L261;
 f32), from the GGUF the converter writes:
     mamba, falcon_mamba  R = (d_conv - 1) x d_inner, S = d_state x d_inner; d_inner = intermediate_size
@@ -43,6 +46,7 @@ __all__ = ["window_ignored", "config_window", "check_family", "ZERO_WIDTH_LAYERS
 # they count in the cache's layers and, without flash attention, take V rows padded to the widest
 # ([TAG_V_CACHE_VARIABLE]): Nemotron-NAS / DeciLM (conversion/deci.py)
 ZERO_WIDTH_LAYERS = {"nemotron-nas"}
+_LLAMA4 = ("llama4", "llama4_text")
 
 
 def _cfg(model: Model, name: str, default=None):
@@ -63,7 +67,7 @@ def config_window(model: Model) -> int | None:
     """The one n_swa llama.cpp takes where it is not the layers' own window (exaone_moe, mimo_v2_flash)."""
     if model.model_type in ("exaone_moe", "mimo_v2_flash"):
         return int(_cfg(model, "sliding_window"))
-    return None
+    return 8192 if model.model_type in _LLAMA4 else None
 
 
 def _swa_layers(model: Model) -> list[bool] | None:
@@ -72,6 +76,10 @@ def _swa_layers(model: Model) -> list[bool] | None:
     window = _cfg(model, "sliding_window", 0) or 0
     if t == "afmoe":
         return [window > 0 and il % 4 < 3 for il in range(n)]
+    if t in _LLAMA4:
+        types = _cfg(model, "layer_types")
+        chunked = not (isinstance(types, list) and types and all(x == "full_attention" for x in types))
+        return [chunked and il % 4 < 3 for il in range(n)]
     if t == "laguna":
         return [window > 0 and il % 4 != 0 for il in range(n)]
     if t == "step3p5":

@@ -89,16 +89,16 @@ def _moe_layers(model) -> tuple:
 
 
 def _check_layers(model) -> None:
-    """kvmem's layers (kvmem.configs.layouts._llama4: no_rope_layers, attention_chunk_size) against llama.cpp's
-    fixed ones: a config whose chunks or pattern differ is refused by name, as llama.cpp would cache it otherwise."""
+    """kvmem's layers (kvmem.configs.layouts._llama4: no_rope_layers) against llama.cpp's fixed ones: a config whose
+    pattern differs is refused by name (families.check_family refuses it for the cache too; its config_window gives
+    the cache llama.cpp's 8192 whatever attention_chunk_size says: the graph does not depend on it)."""
     chunked = _chunked(model)
     for il, layer in enumerate(model.layers):
-        want = chunked and (il + 1) % _STEP != 0
-        if (layer.kind != FULL) != want or (want and layer.window != CHUNK):
+        if (layer.kind != FULL) != (chunked and (il + 1) % _STEP != 0):
             raise ValueError(
-                f"{model.name}: layer {il} is {layer.kind.value!r} (window {layer.window}); llama.cpp's llama4 makes "
-                f"every {_STEP}th layer full and the others chunked by {CHUNK} tokens whatever the config's "
-                "no_rope_layers / attention_chunk_size say (src/models/llama4.cpp#L8-L19): give the GGUF file itself")
+                f"{model.name}: layer {il} is {layer.kind.value!r}; llama.cpp's llama4 makes every {_STEP}th layer "
+                f"full and the others chunked (by {CHUNK} tokens) whatever the config's no_rope_layers say "
+                "(src/models/llama4.cpp#L8-L19): give the GGUF file itself")
 
 
 def llama4_tensors(model, h: int) -> list:
