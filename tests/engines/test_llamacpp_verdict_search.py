@@ -1,11 +1,11 @@
-"""The verdict's longest-context search (verdict._longest): the same answer as largest_fitting for every
+"""The verdict's longest-context search (verdict_search.longest): the same answer as largest_fitting for every
 monotone 'fits', in fewer probes where the guess is off."""
 
 from __future__ import annotations
 
 import random
 
-from kvmem.engines.llamacpp.verdict import _longest
+from kvmem.engines.llamacpp.verdict_search import longest as _longest
 from kvmem.sizing.search import largest_fitting
 
 

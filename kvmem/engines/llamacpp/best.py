@@ -15,7 +15,7 @@ from .layouts import CUDA_CONTEXT_BYTES, Layout
 from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
 
-__all__ = ["best_layout", "first_layers", "fit_searched", "held_layout", "room_left", "top_up"]
+__all__ = ["best_layout", "first_layers", "fit_searched", "held_layout", "placement_holds", "room_left", "top_up"]
 
 
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
@@ -260,6 +260,38 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
         _BEST.pop(next(iter(_BEST)))
     _BEST[key] = (best, tensors, source)
     return _BEST[key]
+
+
+def placement_holds(model, weight_format, budgets: tuple, options: tuple) -> bool:
+    """Whether best_layout(model, weight_format, budgets, options) finds a placement (it then fits ``budgets``),
+    asked without searching the placement itself (sizing.min_gpus asks only this of other card counts): every
+    search best_layout runs keeps a placement that fits (first_layers and top_up change one only into another that
+    fits), so one exists exactly where the search it starts from finds one: on one GPU, _best's first fitting
+    layout (MoE: every expert on the host, else -ngl 0 with them; dense: every layer, -ngl 1, -ngl 0: what its
+    bisection first asks), on several, a --fit search that fits (or, MoE, _spread's). The same bool as the
+    placement's own, with neither _best's guess nor the top-up laid out."""
+    key = (model, weight_format, budgets, options)
+    if key in _BEST:
+        lay = _BEST[key][0]
+        return lay is not None and lay.fits(dict(budgets))
+    tensors, _ = _tensors(model, weight_format)
+    names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
+    if len(names) > 1:
+        free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
+        kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
+        for margin in _MARGINS if model.facts.moe is not None else _MARGINS_DENSE:
+            if fit_searched(model, tensors, names, free, kw["n_ctx"], kw_fit, margin)[0].fits(usable):
+                return True
+        return model.facts.moe is not None and _spread(model, tensors, names, usable, kw) is not None
+    n = model.num_layers
+    top = n + 1 + gguf_nextn_layers(model)
+
+    def fits(ngl: int, ncm: int) -> bool:
+        return layout(model, tensors, gpus=names, n_gpu_layers=ngl, tensor_split=None, n_cpu_moe=ncm,
+                      **kw).fits(usable)
+    if model.facts.moe is not None:     # _best: keeps(0), else largest(0, top, ...) is None only where -ngl 0 fails
+        return fits(top, n) or fits(0, n)
+    return fits(top, 0) or fits(1, 0) or fits(0, 0)     # _best: every layer, largest(1, top, ...)'s first ask, -ngl 0
 
 
 # ---- the plan ---------------------------------------------------------------------------------

@@ -25,6 +25,9 @@ fit gives up when the user set -ngl, -ts, -ot or --n-cpu-moe (kvmem calls it wit
 from __future__ import annotations
 
 from ...model import Model
+from . import layouts
+from .fit_probes import Probe
+from .fit_probes import step as _step
 from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout
 from .layouts import layout as _layout
 from .placement import CPU, free_split
@@ -92,23 +95,13 @@ def _mmproj_on_first(kw: dict, gpu: str) -> int:
     return kw.get("mmproj_bytes", 0) + dict(kw.get("mmproj_compute") or ()).get(gpu, 0)
 
 
-def _u32(x: int) -> int:
-    return x & 0xFFFFFFFF
-
-
-def _step(delta: int, target: int, low: int, high: int) -> int:
-    """fit.cpp's false-position step: int64 delta x (target - low) / (high - low), truncated toward
-    zero, stored in a uint32_t, then clamped to 1 .. delta - 1."""
-    num = delta * (target - low)
-    q = abs(num) // abs(high - low) * (1 if (num >= 0) == (high - low >= 0) else -1)
-    return min(max(_u32(q), 1), delta - 1)
-
-
-def fit_layout(model: Model, tensors, gpus, per_device, overflow, kw: dict, n_ctx: int) -> Layout:
+def fit_layout(model: Model, tensors, gpus, per_device, overflow, kw: dict, n_ctx: int,
+               remember: bool = True) -> Layout:
     """The flags fit.cpp's set_ngl_tensor_split_tbo writes for ``per_device`` ((n_layer, n_part,
     kind) per device) and ``overflow`` (where each device's first partial layer overflows), laid out:
     -ngl the sum of layers, -ts the layers per device (several devices), and per partial layer a
-    pattern to the host (MOE) or, for the first partial layer of a device, ``kind`` to its target."""
+    pattern to the host (MOE) or, for the first partial layer of a device, ``kind`` to its target. ``remember``
+    False: laid out afresh and not kept (_weights_floor's layouts, which no search asks again)."""
     n = model.num_layers
     ngl = sum(p[0] for p in per_device)
     overrides, moe_layers, il0 = [], [], n + 1 - ngl
@@ -127,8 +120,8 @@ def fit_layout(model: Model, tensors, gpus, per_device, overflow, kw: dict, n_ct
     split = tuple(p[0] for p in per_device) if len(gpus) > 1 else None
     if split is not None and not any(split):
         split = None
-    return layout(model, tensors, gpus=gpus, n_gpu_layers=ngl, tensor_split=split, override_tensor=tuple(overrides),
-                  **{**kw, "n_ctx": n_ctx})
+    return (layout if remember else layouts.layout)(model, tensors, gpus=gpus, n_gpu_layers=ngl, tensor_split=split,
+                                                    override_tensor=tuple(overrides), **{**kw, "n_ctx": n_ctx})
 
 
 def _layers_per_gpu(lay: Layout) -> str:
@@ -172,6 +165,17 @@ def _overrun(lay: Layout | None, gpus, free: dict) -> str:
 
 
 MiB = 1 << 20
+
+
+def _weights_floor(model: Model, tensors, gpus, flags: dict) -> list:
+    """The weights each GPU holds under a probe's flags (fit_layout's ``flags``), at most what it takes there: the
+    flags laid out with the cache on the host (-nkvo: place moves only the cache; layouts schedules no graph)."""
+    try:
+        lay = fit_layout(model, tensors, gpus, flags["per_device"], flags["overflow"],
+                         {**flags["kw"], "kv_offload": False}, flags["n_ctx"], remember=False)
+    except ValueError:      # refused: no floor
+        return [0] * len(gpus)
+    return [lay.placement.device(g).model_bytes for g in gpus]
 
 
 def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: dict,
@@ -225,11 +229,12 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
             # no layer on a GPU: kvmem's layout puts nothing there but a projector on the first, its weights and
             # its compute buffer there (its host side, the costly CPU graph, is not what fit measures); the same
             # numbers without laying it out
-            return [_mmproj_on_first(kw, gpus[0]) if d == 0 else 0 for d in range(nd)]
+            return Probe(None, [_mmproj_on_first(kw, gpus[0]) if d == 0 else 0 for d in range(nd)])
         if key not in memo:
-            lay = fit_layout(model, tensors, gpus, per, overflow, kw, ctx)
-            memo[key] = (lay, [used(lay, g) for g in gpus])
-        return memo[key][1]
+            flags = dict(per_device=key[0], overflow=key[1], kw=kw, n_ctx=ctx)   # the probe's own (per is mutated)
+            memo[key] = Probe(lambda: [used(fit_layout(model, tensors, gpus, **flags), g) for g in gpus], None,
+                               lambda: _weights_floor(model, tensors, gpus, flags))
+        return memo[key]
 
     surplus_cpu_moe = 0
     if moe:      # every expert on the host, every layer offloaded, the default split
@@ -247,7 +252,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
         if high[d][0] == 0:
             continue
         m_high = mem(high, host)
-        if m_high[d] > targets[d]:
+        if m_high.over(d, targets[d]):
             delta = high[d][0] - per[d][0]
             while delta > 1:
                 step = _step(delta, targets[d], m[d], m_high[d])
@@ -257,7 +262,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
                 test = list(per)
                 test[d] = (layers + step, part, kind)
                 m_test = mem(test, host)
-                if m_test[d] <= targets[d]:
+                if not m_test.over(d, targets[d]):
                     per, m = test, m_test
                 else:
                     high, m_high = test, m_test
@@ -286,7 +291,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
             high[j] = (high[j][0] - move, 0, high[j][2])
         dense_start_high = nd - 1
         m_high = mem(high, overflow)
-        if m_high[d] > targets[d]:
+        if m_high.over(d, targets[d]):
             delta = (high[d][0] - high[d][1]) - (per[d][0] - per[d][1])
             while delta > 1:
                 step = _step(delta, targets[d], m[d], m_high[d])
@@ -300,7 +305,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
                         break
                     start += 1
                 m_test = mem(test, overflow)
-                if m_test[d] <= targets[d]:
+                if not m_test.over(d, targets[d]):
                     per, m, dense_start = test, m_test, start
                 else:
                     high, m_high, dense_start_high = test, m_test, start
@@ -319,7 +324,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
                 over[d] = gpus[d + 1]
 
             def ok(m_test, d=d):
-                return m_test[d] < targets[d] and (d + 1 == nd or m_test[d + 1] < targets[d + 1])
+                return m_test.under(((d, targets[d]),) + (((d + 1, targets[d + 1]),) if d + 1 < nd else ()))
 
             test[d] = (test[d][0], test[d][1], "UP")
             m_test = mem(test, over)

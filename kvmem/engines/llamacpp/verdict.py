@@ -37,11 +37,12 @@ from dataclasses import replace
 from ...units import cdiv, format_bytes
 from ..base import byte_option
 from .settings import LLAMA_MAX_SEQ
+from .verdict_search import PAD as _PAD
+from .verdict_search import beyond, or_fit_on, own_longest
 
 __all__ = ["placement_verdict", "HOST_OPTION"]
 
 HOST_OPTION = "host_memory_bytes"
-_PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
 _CACHE_SETTINGS = ("n_batch", "swa_full", "kv_unified", "build", "mla", "nextn", "n_rs_seq")   # launch.cache_settings
 _KV_TYPES = {"auto": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16"}
 
@@ -92,13 +93,12 @@ def placement_verdict(s, found, searches: bool = True):
     placer = _Placer(s.model, fmt, budgets, kw, bound, s.context)
     holds, flags_of, placed_at = placer.holds, placer.flags_of, placer.placed_at
 
+    if not searches:
+        return _alone(s, found, placer, batch)
     try:
         best, tensors = placed_at(batch)
     except ValueError as exc:
         return None if found.fits else replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
-    if not searches:
-        most = batch if best is not None and holds(best) else 0
-        return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=s.context)
     if best is None or not holds(best):
         return _not_held(s, found, placer, best, batch)
     flags = flags_of(best)
@@ -133,21 +133,24 @@ def placement_verdict(s, found, searches: bool = True):
         # each sequence is a stream of the same cells (kv_unified off): one more adds kv / batch on every GPU
         # holding KV, more than one of them has left (its compute buffer does not shrink): it does not fit
         tried[s.context, batch + 1] = False
-    most = largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + more_seqs)
     context_cap = max(s.model.max_position_embeddings or s.context, s.context)
     units = cdiv(context_cap, _PAD)
     more_units = min(slack * cells // kv for slack, kv in holding)
-    if s.context >= _PAD:       # fits(1) taken (above): the boundary by false position on the room left
-        top = _longest(lambda u: with_flags(min(u * _PAD, context_cap), batch),
-                       lambda u: left.get((min(u * _PAD, context_cap), batch)), units, cells + more_units,
-                       (s.context / _PAD, left[s.context, batch]))
-    else:
-        top = largest_fitting(lambda u: with_flags(min(u * _PAD, context_cap), batch), units, cells + more_units)
-    longest = max(min(top * _PAD, context_cap), s.context)
     # --fit on's flags keep 1 GiB a card where kvmem's put the most on the GPUs: they can hold more sequences or a
-    # longer context; kvmem answers the larger (as on mixed cards, panel.mixed_cards)
-    most, longest, alt = _or_fit_on(s, placer, tensors, best, batch, (most, longest),
-                                    (seq_cap, units, cells, context_cap))
+    # longer context; kvmem answers the larger (as on mixed cards, panel.mixed_cards). Searched first: kvmem's own
+    # searches then ask only whether these flags hold one more than --fit on's (_beyond)
+    alt_most, alt_longest, alt = or_fit_on(s, placer, tensors, best, batch, (seq_cap, units, cells, context_cap))
+    # (kvmem's flags hold ``batch``; where one more is known not to fit, nor do more than --fit on's)
+    known = max(alt_most, batch)
+    most = beyond(known, lambda: alt is None or known < seq_cap and tried.get((s.context, batch + 1)) is not False
+                   and with_flags(s.context, known + 1),
+                   lambda: largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + more_seqs))
+    past = alt_longest // _PAD + 1          # the fewest units past --fit on's longest context
+    longest = max(beyond(alt_longest, lambda: alt is None or past <= units and with_flags(
+        min(past * _PAD, context_cap), batch), lambda: own_longest(
+            s.context, lambda u: with_flags(min(u * _PAD, context_cap), batch),
+            lambda u: left.get((min(u * _PAD, context_cap), batch)), (units, cells + more_units, context_cap),
+            left[s.context, batch])), s.context)
     work = batch
     if s.batch is None and most > batch:
         # no batch asked: fit answers for its max batch (kvmem.sizing.search.Answer.work_batch), as kvmem.plan
@@ -191,51 +194,20 @@ def placement_verdict(s, found, searches: bool = True):
                    work_batch=work, notes=(note,) + ((mm_note,) if mm_note else ()))
 
 
-def _or_fit_on(s, placer, tensors, best, batch: int, held: tuple, caps: tuple) -> tuple:
-    """(most, longest, --fit on's placement or None): ``held`` (the most sequences of ``s.context`` and the longest
-    context at ``batch`` the flags of kvmem's placement ``best`` hold) raised to what --fit on's flags hold where
-    they differ and hold the workload: on several GPUs (one GPU's placement is not fit's search), where kvmem's
-    keeps layers or experts in host RAM (a placement of every layer on the GPUs answers for itself, the same at
-    every context asked: tests/engines/test_llamacpp_fit_one_model.py); ``caps``: the sequence cap, the 256-cell
-    units of the longest context, those of the context asked, the longest context."""
-    from ...sizing.search import largest_fitting
-    from .fitting import layout
-    whole = (best.placement.offloaded_layers == best.placement.layers_total and not best.n_cpu_moe
-             and not best.override_tensor)
-    alt = placer.by_fit(batch) if len(placer.budgets) > 1 and not whole else None
-    if alt is None or not placer.holds(alt) or placer.flags_of(alt) == placer.flags_of(best):
-        return (*held, None)
-    alt_flags = placer.flags_of(alt)
-    seq_cap, units, cells, context_cap = caps
-    rooms: dict = {(s.context, batch): placer.room(alt)}    # (context, seqs) -> the least room left (None: refused)
-
-    def room(context: int, seqs: int):
-        if (context, seqs) not in rooms:
-            try:
-                rooms[context, seqs] = placer.room(layout(s.model, tensors, **alt_flags, **placer.kw,
-                                                          n_ctx=context * seqs, n_seq=seqs))
-            except ValueError:
-                rooms[context, seqs] = None
-        return rooms[context, seqs]
-
-    def fits(context: int, seqs: int) -> bool:
-        left = room(context, seqs)
-        return left is not None and left >= 0
-
-    # first guesses from the bytes, as the verdict's own searches: the tightest GPU's slack over its KV
-    dict_budgets = dict(placer.budgets)
-    holding = [(dict_budgets[n] - alt.total_bytes[n], alt.placement.device(n).kv_bytes) for n in dict_budgets]
-    holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
-    most = largest_fitting(lambda b: fits(s.context, b), seq_cap,
-                           batch + min(slack * batch // kv for slack, kv in holding))
-    guess = cells + min(slack * cells // kv for slack, kv in holding)
-    if s.context >= _PAD:       # the flags hold s.context, so 256 tokens too: false position on the room left
-        top = _longest(lambda u: fits(min(u * _PAD, context_cap), batch),
-                       lambda u: rooms.get((min(u * _PAD, context_cap), batch)), units, guess,
-                       (s.context / _PAD, rooms[s.context, batch]))
-    else:
-        top = largest_fitting(lambda u: fits(min(u * _PAD, context_cap), batch), units, guess)
-    return max(held[0], most), max(held[1], min(top * _PAD, context_cap)), alt
+def _alone(s, found, placer, batch: int):
+    """placement_verdict's verdict alone (``searches`` False): whether kvmem's placement of ``batch`` sequences holds
+    them; of one sequence with the host unbounded, whether that placement exists (it then holds the GPUs), asked
+    without searching it (best.placement_holds: the same bool)."""
+    try:
+        if placer.bound is None and batch == 1:
+            ok = placer.exists()
+        else:
+            best = placer.placed_at(batch)[0]
+            ok = best is not None and placer.holds(best)
+    except ValueError as exc:
+        return None if found.fits else replace(found, notes=(f"llama.cpp: no placement over GPUs and host: {exc}",))
+    most = batch if ok else 0
+    return replace(found, per_replica_max=most, max_batch=most * s.replicas, max_context=s.context)
 
 
 def _not_held(s, found, placer, best, batch: int):
@@ -297,6 +269,12 @@ class _Placer:
         return fit_searched(self.model, tensors, tuple(free), free, self.context * seqs,
                             {**self.kw, "n_seq": seqs})[0]
 
+    def exists(self) -> bool:
+        """holds(placed_at(1)[0]) where the host is not bounded (best.placement_holds)."""
+        from .best import placement_holds
+        return placement_holds(self.model, self.fmt, self.budgets, tuple(sorted(
+            {**self.kw, "n_ctx": self.context, "n_seq": 1}.items())))
+
     def searched(self, seqs: int):
         from .best import best_layout
         return best_layout(self.model, self.fmt, self.budgets, tuple(sorted(
@@ -323,28 +301,3 @@ class _Placer:
         if fallback is not None and (lay is None or not self.holds(lay)):   # flags known to hold ``seqs``
             lay = layout(self.model, tensors, **fallback, **self.kw, n_ctx=self.context * seqs, n_seq=seqs)
         return lay, tensors
-
-
-def _longest(fits, room, cap: int, guess: int, anchor: tuple) -> int:
-    """largest_fitting's answer for a monotone ``fits`` known true at 1 (the largest u in 1..cap with fits(u)),
-    its first two probes (the guess, then one unit past it or short of it), then false position: ``room(u)``,
-    the least room left where u was laid out (None where it was not), is near linear in u (KV, the mask), so
-    the line through the last two rooms (or ``anchor``, (u, room) known) lands next to the boundary where a
-    guess a few percent off gallops for a dozen layouts. Every probe is inside the bracket (lo fits, hi does
-    not or is past cap), so it ends; two false-position probes the same side in a row halve it instead."""
-    lo, hi, u, sides, points = 1, cap + 1, min(max(guess, 1), cap), [], [anchor]
-    while hi - lo > 1:
-        ok = fits(u)
-        lo, hi = (u, hi) if ok else (lo, u)
-        sides.append(ok)
-        if room(u) is not None:
-            points.append((u, room(u)))
-        (u0, r0), (u1, r1) = points[-2:] if len(points) > 1 else (points[0], points[0])
-        if len(sides) == 1:
-            u = lo + 1 if ok else hi - 1
-        elif len(sides) > 3 and sides[-1] == sides[-2]:
-            u = (lo + hi) // 2
-        else:
-            u = int(u1 + (u1 - u0) * r1 / (r0 - r1)) if r0 != r1 else hi - 1
-        u = min(max(u, lo + 1), hi - 1)
-    return lo

@@ -1,0 +1,51 @@
+"""fit.cpp's probes (kvmem.engines.llamacpp.fitting): the false-position step between two of them, and a probe's memory
+per device read only as far as fit's comparisons need it (Probe)."""
+
+from __future__ import annotations
+
+__all__ = ["Probe", "step"]
+
+
+def _u32(x: int) -> int:
+    return x & 0xFFFFFFFF
+
+
+def step(delta: int, target: int, low: int, high: int) -> int:
+    """fit.cpp's false-position step: int64 delta x (target - low) / (high - low), truncated toward
+    zero, stored in a uint32_t, then clamped to 1 .. delta - 1."""
+    num = delta * (target - low)
+    q = abs(num) // abs(high - low) * (1 if (num >= 0) == (high - low >= 0) else -1)
+    return min(max(_u32(q), 1), delta - 1)
+
+
+class Probe:
+    """One of fit.cpp's probes: the memory each device takes (layout's total less the CUDA context), laid out only
+    when a value is read that the probe's weights alone do not settle: a device whose weights exceed a target is
+    over it whatever its KV and compute buffer add (both >= 0), so fit's comparison needs no graph; the exact value
+    is laid out only where fit reads it (a false-position step, an accepted probe), the same numbers either way."""
+
+    def __init__(self, exact_of, exact: list | None, floor_of=None):
+        self._exact_of, self._exact, self._floor_of, self._floor = exact_of, exact, floor_of, None
+
+    def __getitem__(self, d: int) -> int:
+        if self._exact is None:
+            self._exact = self._exact_of()
+        return self._exact[d]
+
+    def floor(self, d: int) -> int:
+        """At most self[d]: the exact value where laid out, else the weights the probe puts on device d."""
+        if self._exact is not None:
+            return self._exact[d]
+        if self._floor is None:
+            self._floor = self._floor_of()
+        return self._floor[d]
+
+    def over(self, d: int, target: int) -> bool:
+        """self[d] > target."""
+        return self.floor(d) > target or self[d] > target
+
+    def under(self, checks) -> bool:
+        """self[d] < target for every (d, target) of ``checks``."""
+        if any(self.floor(d) >= target for d, target in checks):
+            return False
+        return all(self[d] < target for d, target in checks)

@@ -1,0 +1,101 @@
+"""The verdict's searches (kvmem.engines.llamacpp.verdict): the longest context a placement's flags hold, by false
+position on the room left (longest, own_longest), what --fit on's flags hold (or_fit_on), and kvmem's own searches
+past it (beyond)."""
+
+from __future__ import annotations
+
+__all__ = ["PAD", "beyond", "longest", "or_fit_on", "own_longest"]
+
+PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
+
+
+def own_longest(context: int, fits, room, caps: tuple, room_asked: int) -> int:
+    """The longest context (tokens, at most the cap) kvmem's flags hold, searched in 256-cell units: ``fits(u)``,
+    ``room(u)`` (the least room left where laid out), ``caps``: the units of the longest context, the first guess,
+    the longest context; ``room_asked``: the room left at the context asked."""
+    units, guess, context_cap = caps
+    if context >= PAD:       # fits(1) taken (placement_verdict): the boundary by false position on the room left
+        u = longest(fits, room, units, guess, (context / PAD, room_asked))
+    else:
+        from ...sizing.search import largest_fitting
+        u = largest_fitting(fits, units, guess)
+    return min(u * PAD, context_cap)
+
+
+def beyond(known: int, past, search) -> int:
+    """max(known, search()), search() the largest value a monotone 'fits' holds and ``past()`` whether it holds the
+    least value past ``known`` (True also where that is not to be asked): where it does not, search() is at most
+    ``known`` and is not run (kvmem's own searches past what --fit on's flags hold: one layout, not a search)."""
+    return max(known, search()) if past() else known
+
+
+def or_fit_on(s, placer, tensors, best, batch: int, caps: tuple) -> tuple:
+    """(most, longest, --fit on's placement): the most sequences of ``s.context`` and the longest context at
+    ``batch`` --fit on's flags hold, where they differ from those of kvmem's placement ``best`` and hold the
+    workload: on several GPUs (one GPU's placement is not fit's search), where kvmem's keeps layers or experts in
+    host RAM (a placement of every layer on the GPUs answers for itself, the same at every context asked:
+    tests/engines/test_llamacpp_fit_one_model.py); (0, 0, None) elsewhere. ``caps``: the sequence cap, the 256-cell
+    units of the longest context, those of the context asked, the longest context."""
+    from ...sizing.search import largest_fitting
+    from .fitting import layout
+    whole = (best.placement.offloaded_layers == best.placement.layers_total and not best.n_cpu_moe
+             and not best.override_tensor)
+    alt = placer.by_fit(batch) if len(placer.budgets) > 1 and not whole else None
+    if alt is None or not placer.holds(alt) or placer.flags_of(alt) == placer.flags_of(best):
+        return 0, 0, None
+    alt_flags = placer.flags_of(alt)
+    seq_cap, units, cells, context_cap = caps
+    rooms: dict = {(s.context, batch): placer.room(alt)}    # (context, seqs) -> the least room left (None: refused)
+
+    def room(context: int, seqs: int):
+        if (context, seqs) not in rooms:
+            try:
+                rooms[context, seqs] = placer.room(layout(s.model, tensors, **alt_flags, **placer.kw,
+                                                          n_ctx=context * seqs, n_seq=seqs))
+            except ValueError:
+                rooms[context, seqs] = None
+        return rooms[context, seqs]
+
+    def fits(context: int, seqs: int) -> bool:
+        left = room(context, seqs)
+        return left is not None and left >= 0
+
+    # first guesses from the bytes, as the verdict's own searches: the tightest GPU's slack over its KV
+    dict_budgets = dict(placer.budgets)
+    holding = [(dict_budgets[n] - alt.total_bytes[n], alt.placement.device(n).kv_bytes) for n in dict_budgets]
+    holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
+    most = largest_fitting(lambda b: fits(s.context, b), seq_cap,
+                           batch + min(slack * batch // kv for slack, kv in holding))
+    guess = cells + min(slack * cells // kv for slack, kv in holding)
+    if s.context >= PAD:       # the flags hold s.context, so 256 tokens too: false position on the room left
+        top = longest(lambda u: fits(min(u * PAD, context_cap), batch),
+                      lambda u: rooms.get((min(u * PAD, context_cap), batch)), units, guess,
+                      (s.context / PAD, rooms[s.context, batch]))
+    else:
+        top = largest_fitting(lambda u: fits(min(u * PAD, context_cap), batch), units, guess)
+    return most, min(top * PAD, context_cap), alt
+
+
+def longest(fits, room, cap: int, guess: int, anchor: tuple) -> int:
+    """largest_fitting's answer for a monotone ``fits`` known true at 1 (the largest u in 1..cap with fits(u)),
+    its first two probes (the guess, then one unit past it or short of it), then false position: ``room(u)``,
+    the least room left where u was laid out (None where it was not), is near linear in u (KV, the mask), so
+    the line through the last two rooms (or ``anchor``, (u, room) known) lands next to the boundary where a
+    guess a few percent off gallops for a dozen layouts. Every probe is inside the bracket (lo fits, hi does
+    not or is past cap), so it ends; two false-position probes the same side in a row halve it instead."""
+    lo, hi, u, sides, points = 1, cap + 1, min(max(guess, 1), cap), [], [anchor]
+    while hi - lo > 1:
+        ok = fits(u)
+        lo, hi = (u, hi) if ok else (lo, u)
+        sides.append(ok)
+        if room(u) is not None:
+            points.append((u, room(u)))
+        (u0, r0), (u1, r1) = points[-2:] if len(points) > 1 else (points[0], points[0])
+        if len(sides) == 1:
+            u = lo + 1 if ok else hi - 1
+        elif len(sides) > 3 and sides[-1] == sides[-2]:
+            u = (lo + hi) // 2
+        else:
+            u = int(u1 + (u1 - u0) * r1 / (r0 - r1)) if r0 != r1 else hi - 1
+        u = min(max(u, lo + 1), hi - 1)
+    return lo
