@@ -176,7 +176,7 @@ def test_builds_before_the_mla_split_take_the_per_head_graph():
     tensors, _ = tensors_for(model, "q4_k_m")
     old = layout(model, tensors, n_gpu_layers=0, n_ctx=32768, flash_attn=False, build="2025-03-01")
     then = graph_bytes(per_head_mla_shape(model, datetime.date(2025, 3, 1)), n_kv=32768, n_ubatch=512,
-                       flash_attn=False)
+                       flash_attn=False, set_rows=False, inp_embd=False)    # the build's: before PRs #14959, #18898
     assert old.compute_bytes["CPU"] == then and not old.compute_exact["CPU"]
     # 1136.27 MiB (the vendored per-head graph, as the oracle's per-head GGUFs print it), the latent graph's 1174.01
     per_head = graph_bytes(per_head_mla_shape(model), n_kv=32768, n_ubatch=512, flash_attn=False)

@@ -204,3 +204,31 @@ def test_phi3_copies_q_k_v_out_of_the_fused_product_before_pr_14568():
                       "CUDA_Host compute buffer": ("7.00 MiB", "7.00 MiB", True)}
     later = _compute(check_log(CASE02, build="2025-07-08"))       # Q and K views from PR #14568, V still copied
     assert later["CUDA0 compute buffer"] == ("150.00 MiB", "138.00 MiB", False)
+
+
+# https://github.com/ikawrakow/ik_llama.cpp/issues/285: mainline llama-perplexity build 4905 (b1b132ef, 2025-03-17),
+# Xeon with AMX, CPU only, unsloth's DeepSeek-R1 Q8_0 (per-head K/V: a file converted before the MLA split), -c 512
+# x 4 sequences, flash attention off
+CASE04 = """./build/bin/llama-perplexity --model /models/DeepSeek-R1-Q8_0/DeepSeek-R1.Q8_0-00001-of-00015.gguf -ctk f16 -ctv f16 --ctx-size 512 --ubatch-size 512 -f wiki.test.raw
+build: 4905 (b1b132ef) with cc (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 for x86_64-linux-gnu
+print_info: file type   = Q8_0
+print_info: arch             = deepseek2
+print_info: n_layer          = 61
+print_info: general.name     = DeepSeek R1 BF16
+llama_context: n_seq_max     = 4
+llama_context: n_ctx         = 2048
+llama_context: n_ctx_per_seq = 512
+llama_context: n_batch       = 2048
+llama_context: n_ubatch      = 512
+llama_context: flash_attn    = 0
+init:        CPU KV buffer size =  9760.00 MiB
+llama_context: KV self size  = 9760.00 MiB, K (f16): 5856.00 MiB, V (f16): 3904.00 MiB
+llama_context:        CPU compute buffer size =   670.01 MiB
+"""
+
+
+def test_deepseek2_per_head_host_graph_at_b4905():
+    # the per-head graph of that build (graphs_mla_oss, from PR #12181) with its stores: no set_rows index inputs
+    # (before PR #14959), no unused inp_embd input (before PR #18898); with both kvmem said 732.01 MiB, "estimate"
+    checks = _compute(check_log(CASE04))
+    assert checks == {"CPU compute buffer": ("670.01 MiB", "670.01 MiB", True)}

@@ -27,10 +27,9 @@ Memory of one set of flags (``layout``), per GPU and on the host:
               hidden x 4 B (the input embeddings the host looks up).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
-Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of
-    each expert tensor) and the KV of the context; time = bytes on GPU d / bandwidth of d summed
-    over GPUs (layers run one after another) + host bytes / host bandwidth. An upper bound on
-    tokens per second: kernels, PCIe and the CPU's compute are not counted.
+Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of each expert tensor) and
+    the KV of the context; time = bytes on GPU d / bandwidth of d summed over GPUs (layers run one after another) + host
+    bytes / host bandwidth. An upper bound on tokens per second: kernels, PCIe and the CPU's compute are not counted.
 """
 
 from __future__ import annotations
@@ -189,12 +188,13 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                                                    flash_attn=s.flash_attn)
                 exact[d.device] = False
             elif plan.mla in ("none", "latent+v") and _types_known(s):  # per-head or latent+V graph (graphs_mla_oss)
-                compute[d.device] = graph_bytes(
-                    _graph_shape(model, plan), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
+                compute[d.device] = graph_bytes(   # the build's graph and stores (graphs_mla_oss.stores_transcribed)
+                    ms := _graph_shape(model, plan, s.build), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
                     flash_attn=s.flash_attn, type_k=ggml_type_name(s.type_k), type_v=ggml_type_name(s.type_v),
                     n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified, mask_f32=s.build < PR_23764,
-                    kv_rot=s.build >= PR_21038, qkv_order=s.build < PR_16884)
-                exact[d.device] = s.build == CURRENT
+                    kv_rot=s.build >= PR_21038, qkv_order=s.build < PR_16884, set_rows=s.build >= PR_14959,
+                    inp_embd=s.build >= PR_18898)
+                exact[d.device] = s.build == CURRENT or plan.mla == "none" and stores_transcribed(ms, s.build)
             else:
                 host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                                build=s.build,
