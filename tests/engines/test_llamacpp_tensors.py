@@ -163,3 +163,20 @@ def test_gemma4_26b_a4b_equals_a_published_q4_k_m():
     names = {t.name: t for t in ts}
     assert "blk.5.attn_v.weight" not in names and names["blk.5.attn_q.weight"].shape == (2816, 16 * 512)
     assert names["blk.0.attn_v.weight"].shape == (2816, 8 * 256) and names["rope_freqs.weight"].shape == (256,)
+
+
+def test_tensor_type_rules_reach_the_llama_layout():
+    """--tensor-type on a llama-style config (the generic layout, not arch_tensors): '\\.weight=q8_0' makes every
+    quantisable tensor Q8_0 (34 B a 32-block). llama-3.1-8b: token_embd + output 2 x 4096 x 128256 = 1,050,673,152
+    values, 32 layers x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336) = 6,979,321,856: 8,029,995,008 / 32 x 34 =
+    8,531,869,696 B, plus 65 norms x 4096 x 4 B + rope_freqs 64 x 4 B = 1,065,216 B F32: 8,532,934,912 B (the plain
+    Q4_K_M mix: 4,912,898,304 B)."""
+    model = get_model("llama-3.1-8b")
+    plain = synthesised_tensors(model, "q4_k_m")
+    q8 = synthesised_tensors(model, "q4_k_m", tensor_types=[(r"\.weight", "q8_0")])
+    assert Counter(t.dtype for t in q8) == {"Q8_0": 226, "F32": 66}
+    assert (sum(t.nbytes for t in plain), sum(t.nbytes for t in q8)) == (4_912_898_304, 8_532_934_912)
+    # qwen3-30b-a3b (qwen3_moe, the same generic layout): one rule moves only the 48 ffn_down_exps to Q8_0
+    moe = Counter(t.dtype for t in synthesised_tensors(get_model("qwen3-30b-a3b"), "q4_k_m",
+                                                       tensor_types=[("ffn_down_exps", "q8_0")]))
+    assert moe == {"Q4_K": 265, "F32": 241, "Q8_0": 48, "Q6_K": 25}

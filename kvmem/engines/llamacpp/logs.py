@@ -32,7 +32,7 @@ from .layouts import MAX_LAYERS
 from .log_lines import log_lines
 from .offload import layout
 from .overrides import CPU, EXPS_REGEX, check_pattern
-from .placement import buffer_mib
+from .placement import GGML_TYPES, buffer_mib
 from .tensors import FORMATS, synthesised_tensors
 
 # Each pattern starts with a literal and repeats only a character class the next literal ends: one
@@ -609,6 +609,13 @@ def _ot_rules(value) -> list:
     return rules
 
 
+# the ggml types llama-quantize can write a tensor in: ggml_quantize_chunk's cases (llama.cpp@0c1e57098
+# ggml/src/ggml.c#L8092-L8134); Q8_1, Q8_K, I8-I64 and F64 reach its "default: assert(false)" (#L8135-L8136)
+QUANTIZE_WRITES = frozenset({"Q1_0", "Q2_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4", "NVFP4", "Q2_K", "Q3_K",
+                             "Q4_K", "Q5_K", "Q6_K", "TQ1_0", "TQ2_0", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ3_S",
+                             "IQ2_S", "IQ1_S", "IQ1_M", "IQ4_NL", "IQ4_XS", "F16", "BF16", "F32"})
+
+
 def _tensor_type_rules(value) -> tuple:
     """-o tensor_type=PATTERN=TYPE,...: llama-quantize's --tensor-type rules the file was made with, in order (each
     split at its first '=', its pattern lower-cased and searched in the tensor names: llama.cpp@0c1e57098
@@ -624,11 +631,20 @@ def _tensor_type_rules(value) -> tuple:
         if not eq or not pattern or not ggml:
             raise ValueError(f"tensor_type {str(item)[:100]!r} is not PATTERN=TYPE (llama-quantize: 'malformed "
                              "tensor type')")
-        check_pattern(pattern.lower())
+        check_pattern(pattern.lower(), "tensor_type")
         try:
             re.compile(pattern.lower())
         except re.error as exc:
             raise ValueError(f"tensor_type pattern {pattern[:100]!r} is not a regular expression ({exc})") from None
+        name = ggml.strip().upper()
+        if name not in GGML_TYPES:     # parse_ggml_type: a ggml type's name, any case
+            raise ValueError(f"tensor_type {str(item)[:100]!r} names {ggml.strip()[:40]!r}, not a ggml type "
+                             f"(llama-quantize writes {', '.join(sorted(QUANTIZE_WRITES))})")
+        if name not in QUANTIZE_WRITES:
+            raise ValueError(f"tensor_type {str(item)[:100]!r}: llama-quantize cannot write {name} "
+                             "(ggml_quantize_chunk has no case for it and stops at its 'default: assert(false)', "
+                             "llama.cpp@0c1e57098 ggml/src/ggml.c#L8092-L8136), so no file holds it; it writes "
+                             f"{', '.join(sorted(QUANTIZE_WRITES))}")
         rules.append((pattern.lower(), ggml.strip().lower()))
     return tuple(rules)
 

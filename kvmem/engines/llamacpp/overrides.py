@@ -170,9 +170,10 @@ def compile_rules(n_cpu_moe: int, cpu_moe: bool, override_tensor: tuple) -> list
     return rules
 
 
-def check_pattern(pattern: str) -> str:
-    """``pattern`` itself, or ValueError naming it where slow_pattern refuses it."""
+def check_pattern(pattern: str, option: str = "override_tensor") -> str:
+    """``pattern`` itself, or ValueError naming it (and ``option``, the option that gave it) where slow_pattern
+    refuses it."""
     if (slow := slow_pattern(pattern)) is not None:
-        raise ValueError(f"override_tensor pattern {pattern!r} {slow}: its backtracking can take hours on a tensor "
+        raise ValueError(f"{option} pattern {pattern[:100]!r} {slow}: its backtracking can take hours on a tensor "
                          "name, and kvmem does not search names with it; write it more simply")
     return pattern

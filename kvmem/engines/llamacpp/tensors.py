@@ -214,7 +214,7 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     # phi3's fused attn_qkv: the published files' quantiser had its own ATTENTION_QKV rule (Q5_K under
     # q4_k_m), which 0c1e57098's category_is_attn_v shadows (tests/oracles/test_llamacpp_presets_oracle.py)
     return _typed(model, out, fmt, imatrix=imatrix, arch=GGUF_ARCH.get(model.model_type, model.model_type),
-                  qkv_is_attn_v=not fused)
+                  qkv_is_attn_v=not fused, build=build, tensor_types=tensor_types)
 
 
 def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
