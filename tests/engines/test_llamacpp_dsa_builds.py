@@ -284,7 +284,7 @@ def test_glm_5_2_on_dense_master_of_2026_07_20_has_the_published_host_compute_bu
     # the same run's CUDA_Host line: 56 MiB ("dense master"), 88 MiB (PR #25407's branch). 8 GPUs, every layer
     # offloaded: pipeline parallelism, n_copies = 4 copies of each graph input on the host: tokens and positions
     # (2 KiB each at -ub 512), K indices (4 KiB), out_ids, the f16 KQ mask 8192 x 512 x 2 B = 8 MiB; plus token_embd's
-    # GET_ROWS output 6144 x 512 x 4 B = 12 MiB and the unused inp_embd input (PR #18550), 12 MiB once: builds to
+    # GET_ROWS output 6144 x 512 x 4 B = 12 MiB and the unused inp_embd input (PR #18898), 12 MiB once: builds to
     # 2026-08-22 copy only the inputs a node reads (settings.SCHED_USED_INPUT_COPIES_TO), so 4 x 8 + 12 + 12 = 56 MiB
     # and 56.03 printed; four copies of inp_embd (the vendored scheduler's pass 6) made it 92.03. With the indexer
     # (PR #25407, 2026-07-24 on) its f16 mask adds 4 x 8 MiB: 88.30, the branch's 88

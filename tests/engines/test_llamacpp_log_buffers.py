@@ -62,11 +62,11 @@ def test_a_log_without_its_file_type_names_what_is_missing():
     assert r.notes[0].startswith("model buffers are not checked: the log prints no file type (print_info")
     given = check_log(log, "phi-4", weight_format="q4_k_m", build="2025-12-01")
     # host token_embd Q4_K 100352 x 5120 = 275.62 MiB; CUDA0 8354.71 MiB; the CUDA0 compute buffer 353.01 MiB, the
-    # host's 23.01 (a late-2025 build: no unused inp_embd input, PR #18550)
+    # host's 23.01 (a late-2025 build: no unused inp_embd input, PR #18898)
     assert given.matches and given.inputs["weight_format"] == ("q4_k_m", "given")
     assert [c.kvmem for c in given.checks if "model" in c.quantity] == ["275.62 MiB", "8354.71 MiB"]
     # the log dates no build: read as the current one, the host's buffer has the 512 x 5120 x 4 B (10 MiB) input
-    # embeddings PR #18550 added, so that line fails and names the build among the causes
+    # embeddings PR #18898 added, so that line fails and names the build among the causes
     current = check_log(log, "phi-4", weight_format="q4_k_m")
     failed = [(c.quantity, c.kvmem) for c in current.checks if not c.matches]
     assert failed == [("CUDA_Host compute buffer", "33.01 MiB")] and not current.matches

@@ -45,7 +45,7 @@ def test_llama3_8b_full_offload():
     assert buffer_mib(lay.compute_bytes["CUDA0"]) == entry["printed"]["compute_mib"]["CUDA0"]           # 258.50
     assert buffer_mib(lay.compute_bytes["CPU"]) == entry["printed"]["compute_mib"]["CUDA_Host"]         # 9.01
     # the current build as llama-server runs it: one output row (PR #23861), so 105.01 MiB; the host adds
-    # PR #18550's unused inp_embd input (8 MiB) and the i64 K/V index inputs of set_rows (PR #14959): 21.01
+    # PR #18898's unused inp_embd input (8 MiB) and the i64 K/V index inputs of set_rows (PR #14959): 21.01
     now = layout(kvmem.get_model("llama-3-8b"), synthesised_tensors(kvmem.get_model("llama-3-8b"), "q4_k_m"),
                  gpus=("CUDA0",), n_gpu_layers=33, n_ctx=s["n_ctx"], n_ubatch=s["n_ubatch"], flash_attn=False)
     assert buffer_mib(now.compute_bytes["CUDA0"]) == 105.01 and buffer_mib(now.compute_bytes["CPU"]) == 21.01
@@ -286,7 +286,7 @@ HOST_NOT_MODELLED: dict = {}
 @pytest.mark.parametrize("entry", COMPUTE, ids=[e["id"] for e in COMPUTE])
 def test_host_compute_buffer(entry):
     # the "CUDA_Host compute buffer size" beside the GPUs: graph inputs, their pipeline copies and token_embd's
-    # GET_ROWS, from the same scheduled run (layouts._scheduled), per build (PR #14959 index inputs, PR #18550 inp_embd)
+    # GET_ROWS, from the same scheduled run (layouts._scheduled), per build (PR #14959 index inputs, PR #18898 inp_embd)
     s = entry["settings"]
     host = [v for d, v in entry["printed"]["compute_mib"].items() if d.endswith("_Host")]
     model = _model(entry)

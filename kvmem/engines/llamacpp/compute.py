@@ -85,8 +85,8 @@ weights copied to the first GPU for prompt-sized ops, copies across devices, 128
 alignment, n_copies with pipeline parallelism; llama-server's output rows from PR #23861, the
 flash-attention output's f16 K/V from PR #23907); 14 of the 16 published GPU lines to the printed
 MiB (docs/research/llamacpp_offload_logs.md). The graphs are this build's (llama.cpp 0c1e57098);
-older builds' graphs differ (the unused inp_embd input came with ggml-org/llama.cpp PR #18550, cited
-at build_inp_embd): the published CUDA logs of Llama-3-8B, from older builds, are 8.00 MiB (n_ctx
+older builds' graphs differ (the unused inp_embd input came with ggml-org/llama.cpp PR #18898,
+settings.PR_18898): the published CUDA logs of Llama-3-8B, from older builds, are 8.00 MiB (n_ctx
 512) and 12.01 MiB (8192) below this build's CPU graph.
 """
 

@@ -149,7 +149,7 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     rows or more). ``full_offload``: every layer and the output on GPUs
     (src/llama-context.cpp graph_get_cb pins each layer's norm to its device with full offload, or
     below 32 tokens). ``set_rows``: whether the build stores K/V by ggml_set_rows with index inputs
-    (PR #14959). ``inp_embd``: the build makes the unused embeddings input (PR #18550; on the host).
+    (PR #14959). ``inp_embd``: the build makes the unused embeddings input (PR #18898; on the host).
     ``copy_unused_inputs``: with n_copies > 1, ggml_sched copies an input no node reads (ggml_sched.sched_sizes).
     ``mask_f32``: the build makes the KQ mask f32 and casts it to f16 for flash attention (before PR #23764).
     ``kv_rot``: the build rotates a quantised cache's K / V by Hadamard matrices (PR #21038 on: graphs.attn_inputs).

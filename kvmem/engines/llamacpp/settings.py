@@ -55,7 +55,7 @@ PR_DATES = _pr_dates()
 #   #13194 / #13660 / #14363 / #15040 / #15467 its "size = " line's forms (log_lines._STYLE_FROM);
 # - #12801 / #19067 the MLA cache modes; #14363 per-sequence streams; #14959 ggml_set_rows by default (layouts);
 # - #15434 flash attention "auto" by default (FA_AUTO); #16812 / #17046 the padding removed, then 256;
-# - #18148 the output layer offloaded first (placement); #18550 build_inp_embd's unused input (layouts);
+# - #18148 the output layer offloaded first (placement); #18898 build_inp_embd's unused input (layouts, compute);
 # - #16884 build_attn's Q, V, K order, #21038 a quantised cache's Hadamard rotations, #23764 the f16 KQ mask (graphs);
 #   #23861 n_outputs_max, #23907
 #   the quantised-KV flash-attention alloc (scheduled);
@@ -101,7 +101,7 @@ PR_19460, PR_23346, PR_24060, PR_24770, PR_24231, PR_25545, PR_25407, PR_25980, 
     PR_DATES[n] for n in (19460, 23346, 24060, 24770, 24231, 25545, 25407, 25980, 26457, 26474, 27176))
 # ggml_backend_sched with pipeline parallelism (n_copies > 1) makes the n_copies copies of a graph input when a node
 # reads it (pass 5, ggml/src/ggml-backend.cpp#L1330-L1350 at 76f46ad29 of 2026-07-20), so the unused inp_embd input
-# (PR #18550) is allocated once; the vendored build copies every input leaf (pass 6 "collect all input tensors",
+# (PR #18898) is allocated once; the vendored build copies every input leaf (pass 6 "collect all input tensors",
 # llama.cpp@0c1e57098 ggml/src/ggml-backend.cpp#L1407-L1444). Master has the old rule up to 3f545becc (2026-08-22);
 # the commit that changed it, after that and by 0c1e57098, is not pinned here
 SCHED_USED_INPUT_COPIES_TO = _D(2026, 8, 22)
