@@ -36,7 +36,8 @@ def _details(model, ctx, n_rs_seq):
 def test_hybrid_rollback_snapshots_compute_buffers_equal_llamacpp(seed, tmp_path):
     model, fmt, ctx = random_delta_case(seed)
     n_rs_seq = random.Random(f"graphs-rs/{seed}").randint(1, 16)
-    # kvmem's settle raises n_ubatch to n_rs_seq + 2 (settings.settle); llama.cpp is given the same
+    # -ub at least n_rs_seq + 2 (below it llama.cpp's first decode aborts and kvmem refuses: rs_seq.kept_rs_seq)
+    ctx = dict(ctx, n_ubatch=max(ctx["n_ubatch"], n_rs_seq + 2))
     d = _details(model, ctx, n_rs_seq)
     ctx = dict(ctx, n_rs_seq=n_rs_seq, n_ubatch=d.n_ubatch)
     path = str(tmp_path / "model.gguf")

@@ -367,7 +367,8 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     if recurrent_ids:
         # per sequence one cell of R = (d_conv - 1) x conv channels and S = the SSM state, both f32, in
         # max(1, n_seq) x (1 + n_rs_seq) rows (llama.cpp@0c1e57098 src/llama-model.cpp#L2485,
-        # src/llama-memory-recurrent.cpp#L101-L103; n_rs_seq, 2026 builds: rollback snapshots); the log's layers
+        # src/llama-memory-recurrent.cpp#L101-L103; n_rs_seq, 2026 builds: rollback snapshots, 0 where the architecture
+        # has none: llama.cpp@0c1e57098 src/llama-context.cpp#L105-L110, rs_seq.kept_rs_seq); the log's layers
         # is hparams.n_layer (with nextn the MTP layers)
         cells = max(1, s.n_seq)
         rs_rows = cells * (1 + (s.n_rs_seq or 0))

@@ -11,6 +11,7 @@ from ...dtypes import dtype
 from ...layer import MLA
 from ...model import Model
 from ...units import MAX_COUNT, parse_tokens, require_positive_int
+from .rs_seq import kept_rs_seq
 
 # Engine defaults, each as llama.cpp's CLI (common/common.h, common/arg.cpp) sets it.
 DEFAULTS = {
@@ -297,8 +298,7 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     n_ubatch = min(n_batch, count_option("n_ubatch", options["n_ubatch"]))
     n_rs_seq = options["n_rs_seq"]
     if n_rs_seq is not None:
-        n_rs_seq = count_option("n_rs_seq", n_rs_seq, allow_zero=True)
-        n_ubatch = max(n_ubatch, n_rs_seq + 2) if n_rs_seq else n_ubatch
+        n_rs_seq = kept_rs_seq(model, count_option("n_rs_seq", n_rs_seq, allow_zero=True), n_ubatch)
     for name in ("swa_full", "kv_unified", "nextn"):
         if not isinstance(options[name], bool):
             raise ValueError(f"{name} must be True or False, got {options[name]!r}")

@@ -1,0 +1,58 @@
+"""n_rs_seq (recurrent rollback snapshots) as llama.cpp 0c1e57098 keeps it (kvmem/engines/llamacpp/rs_seq.py
+kept_rs_seq): clamped to 0 for an architecture without rollback, and -ub at least n_rs_seq + 2 where it is kept. The
+numbers are llama.cpp's own, run here (tests/oracles/test_llamacpp_rs_seq_oracle.py) on the random hybrid cases of
+kvmem.oracles.llamacpp_graphs_more, pinned so they hold without it."""
+
+import random
+
+import pytest
+
+import kvmem
+from kvmem.oracles.llamacpp_graphs_more import random_delta_case
+
+
+def case(seed, n_ubatch=None):
+    model, _fmt, ctx = random_delta_case(seed)
+    n_rs_seq = random.Random(f"graphs-rs/{seed}").randint(1, 16)
+    return model, ctx, n_rs_seq, dict(tokens=1, n_ctx=ctx["n_ctx"], n_seq=ctx["n_seq"], kv_unified=ctx["kv_unified"],
+                                      type_k=ctx["type_k"], type_v=ctx["type_v"], flash_attn=bool(ctx["flash_attn"]),
+                                      n_ubatch=n_ubatch or ctx["n_ubatch"], n_batch=ctx["n_ctx"], n_rs_seq=n_rs_seq)
+
+
+def test_qwen3next_recurrent_rows_are_clamped_to_no_snapshots():
+    model, ctx, n_rs_seq, kw = case(0)
+    assert (model.model_type, n_rs_seq, ctx["n_seq"], ctx["kv_unified"]) == ("qwen3_next", 10, 2, True)
+    d = kvmem.estimate(model, engine="llama.cpp", **kw).details
+    rs = [c for c in d.caches if c["cache"] == "recurrent"][0]
+    # llama.cpp printed "n_rs_seq=10 requested but model does not support recurrent partial rollback; clamping to 0",
+    # "n_rs_seq = 0" and "CPU RS buffer size = 0.41 MiB": max(1, 2) = 2 rows (not 2 x 11), R 36,864 + S 393,216 B =
+    # 430,080 B = 0.41 MiB (kvmem gave 11 x that, 4.51 MiB, before the clamp)
+    assert (d.n_rs_seq, rs["rs_seq"], rs["r_bytes"], rs["s_bytes"], rs["size_mib"]) == (0, 0, 36864, 393216, 0.41)
+
+
+def test_qwen35_keeps_its_snapshots():
+    model, _ctx, n_rs_seq, kw = case(4, n_ubatch=12)
+    assert (model.model_type, n_rs_seq) == ("qwen3_5_moe_text", 10)
+    d = kvmem.estimate(model, engine="llama.cpp", **kw).details
+    rs = [c for c in d.caches if c["cache"] == "recurrent"][0]
+    assert (d.n_rs_seq, d.n_ubatch, rs["size_mib"]) == (10, 12, 1.22)     # llama.cpp: "CPU RS buffer size = 1.22 MiB"
+
+
+def test_a_micro_batch_that_cannot_hold_the_snapshots_is_refused_not_raised():
+    # -ub 7, n_rs_seq 10: llama.cpp builds the context (a 0.48 MiB compute buffer, n_ubatch = 7), then aborts at
+    # the first decode: GGML_ASSERT(n_ubatch > n_keep_tail), n_keep_tail = 11 (src/llama-batch.cpp#L641). kvmem
+    # raised -ub to 12 without a word (0.5278 MiB, a buffer llama.cpp never prints at -ub 7)
+    model, _ctx, _n, kw = case(4)
+    assert kw["n_ubatch"] == 7
+    with pytest.raises(ValueError, match=r"n_rs_seq=10 with n_ubatch=7 .*GGML_ASSERT\(n_ubatch > n_keep_tail\).*>= 12"):
+        kvmem.estimate(model, engine="llama.cpp", **kw)
+    with pytest.raises(ValueError, match="n_ubatch=11"):
+        kvmem.estimate(model, engine="llama.cpp", **dict(kw, n_ubatch=11))
+    assert kvmem.estimate(model, engine="llama.cpp", **dict(kw, n_ubatch=512)).details.n_ubatch == 256   # -c 256
+
+
+def test_without_rollback_a_small_micro_batch_stands():
+    # qwen3next clamps n_rs_seq to 0: n_keep_tail 0, no assert; -ub 7 stays 7 (kvmem made it n_rs_seq + 2 = 12)
+    model, _ctx, n_rs_seq, kw = case(0, n_ubatch=7)
+    d = kvmem.estimate(model, engine="llama.cpp", **kw).details
+    assert (n_rs_seq, d.n_rs_seq, d.n_ubatch) == (10, 0, 7)
