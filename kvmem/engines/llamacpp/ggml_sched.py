@@ -51,7 +51,7 @@ from .ggml_alloc import FREE, NBYTES, NEVER, reserve_counted
 from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 from .ggml_sched_plan import OFFLOAD_MIN_BATCH, SchedPlan, plan_of
 
-__all__ = ["sched_sizes", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
+__all__ = ["sched_sizes", "sched_bounds", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
 
 CUDA_ALIGNMENT = 128    # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
 HOST_ALIGNMENT = 32     # ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU buffer type's
@@ -85,6 +85,47 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     finally:
         for t, src, flags, alloc_src in saved:
             t.src, t.flags, t.alloc_src = src, flags, alloc_src
+
+
+def sched_bounds(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
+                 weight_bytes=None, norm_backend=None, gpu_alloc_size=None, blas: bool = False) -> list | None:
+    """Bytes per backend that sched_sizes' answer (the same arguments) cannot exceed, from passes 1 and 2 alone: a
+    buffer's size is its high-water mark, which ggml_dyn_tallocr_alloc raises by at most the aligned size of each
+    allocation (a free block other than the last lies below the mark; the last starts at or below it), so it is at
+    most the sum of what is allocated in it. Summed per backend: each node allocated on its backend; n_copies copies
+    of each source of another backend (or none yet: pass 4 may place it elsewhere) in the reading node's backend, the
+    copies ggml_dup_tensor_layout makes (a weight at ``weight_bytes``); each leaf ggml-alloc allocates on its
+    backend, or, with none yet, on the host and every backend a node runs on (pass 4 gives it its first reader's); with
+    n_copies > 1 pass 6's copies of the inputs. None where a node is left with no backend (pass 4's default) or with
+    BLAS (host memory shared by two buffers)."""
+    if blas:
+        return None
+    plan = plan_of(graph)
+    _place(plan, weight_backend, n_gpus, op_offload, norm_backend)
+    aligns = [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT]
+    sizes = [NBYTES if gpu_alloc_size is None else gpu_alloc_size] * n_gpus + [NBYTES]
+    bound, busy = [0] * (n_gpus + 1), set()
+    for n in graph.nodes:
+        if n.op in _VIEWS:                      # never allocated, never copying a source
+            continue
+        b = n.sched
+        if b == -1:
+            return None
+        busy.add(b)
+        a = aligns[b]
+        if n.allocated != NEVER:
+            bound[b] += cdiv(sizes[b](n), a) * a
+        for s in n.src:
+            if s is not None and s.sched != b:
+                nbytes = weight_bytes(s, id(s) in plan.experts) if s.external and weight_bytes is not None else -1
+                size = s.size0 if nbytes < 0 else cdiv(nbytes, 4) * 4      # _copy's tensor
+                bound[b] += n_copies * cdiv(size, a) * a
+    for leaf in plan.free_leafs:
+        extra = n_copies - 1 if n_copies > 1 and leaf.flags & INPUT else 0
+        for b in (leaf.sched,) if leaf.sched != -1 else busy | {n_gpus}:
+            a = aligns[b]
+            bound[b] += (1 + extra) * cdiv(leaf.size0, a) * a
+    return bound
 
 
 def _place(plan: SchedPlan, weight_backend, n_gpus, op_offload, norm_backend, blas=False) -> dict:
