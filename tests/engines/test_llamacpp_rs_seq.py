@@ -56,3 +56,12 @@ def test_without_rollback_a_small_micro_batch_stands():
     model, _ctx, n_rs_seq, kw = case(0, n_ubatch=7)
     d = kvmem.estimate(model, engine="llama.cpp", **kw).details
     assert (n_rs_seq, d.n_rs_seq, d.n_ubatch) == (10, 0, 7)
+
+
+def test_a_context_shorter_than_the_snapshots_is_laid_out_with_a_note():
+    # -c 8 caps -b and -ub at 8 (src/llama-context.cpp#L246-L248): what llama.cpp builds, then aborts at decode;
+    # the searches probe such contexts, so kvmem lays it out and says so
+    model, _ctx, _n, kw = case(4, n_ubatch=512)
+    d = kvmem.estimate(model, engine="llama.cpp", **dict(kw, n_ctx=8, n_batch=2048))
+    assert (d.details.n_ubatch, d.details.n_rs_seq) == (8, 10)
+    assert any("n_ubatch = n_ctx = 8 <= n_rs_seq + 1" in note for note in d.notes)

@@ -94,21 +94,34 @@ def cache_settings(*, n_batch: int = 2048, swa_full: bool = False, kv_unified: b
                 build=build, mla=mla, nextn=bool(nextn), n_rs_seq=n_rs_seq)
 
 
+# The draft flags that carry n_rs_seq and nextn at the pinned build: llama-server sets n_rs_seq to --spec-draft-n-max
+# (default 3, common/common.h#L328) when --spec-type names draft-mtp, eagle3, dflash or dspark
+# (llama.cpp@0c1e57098 common/common.h#L396-L402, common/common.cpp#L1635) and loads the MTP layers (load_mtp) for
+# draft-mtp (common/common.cpp#L1625); each also builds a draft context of the target's n_ctx (an MTP context on the
+# same weights, or a draft model's: common/speculative.cpp#L2517-L2535), which kvmem does not size. So the commands
+# carry no --spec-type, and the sized setting is named beside them instead.
+_DRAFT_ONLY = ("llama-server sets it only with --spec-type draft-mtp, eagle3, dflash or dspark, which also run a draft "
+               "context kvmem does not size; these commands carry no --spec-type")
+_UNFLAGGED = {"build": "no llama-server flag of {release} sets it: the commands are written with this build's flags",
+              "mla": "no llama-server flag of {release} sets it: the MLA cache's mode is the GGUF's",
+              "nextn": "the MTP layers load under --spec-type draft-mtp alone (load_mtp); " + _DRAFT_ONLY,
+              "n_rs_seq": "the rollback snapshots are --spec-draft-n-max (default 3): " + _DRAFT_ONLY}
+
+
 def unflagged_notes(kw: dict) -> tuple:
-    """Notes for the settings the placements honour that no llama-server flag of the pinned build carries."""
-    unflagged = {"build": "the commands are written with this build's flags",
-                 "mla": "the MLA cache's mode is the GGUF's, not a flag",
-                 "nextn": "whether the MTP layers load is the build's, not a flag",
-                 "n_rs_seq": "the recurrent rollback snapshots are the build's, not a flag"}
-    return tuple(f"{name}={kw[name]!r}: in both placements; no llama-server flag of {RELEASE} sets it ({why})"
-                 for name, why in unflagged.items() if kw.get(name) not in (None, False, "current"))
+    """Notes for the settings the placements honour that the commands do not carry, each with why."""
+    return tuple(f"{name}={kw[name]!r}: in both placements; {why.format(release=RELEASE)}"
+                 for name, why in _UNFLAGGED.items() if kw.get(name) not in (None, False, 0, "current"))
 
 
 def flags(inp: Inputs) -> tuple[Flag, ...]:
     s, fit, opts = inp.setup, inp.fit, inp.options
     if opts.get("build") not in (None, "current"):
         raise PlanRefused(f"llama.cpp: the command is for {RELEASE}; build={opts['build']!r} has other flags")
-    refuse_options("llama.cpp", opts, {"mmproj", "mmproj_offload"}, _SIZING_ONLY)
+    if opts.get("n_rs_seq"):
+        raise PlanRefused(f"llama.cpp: n_rs_seq={opts['n_rs_seq']!r}: {_UNFLAGGED['n_rs_seq']}")
+    # n_rs_seq 0: llama-server's own without --spec-type (common/common.h#L396-L402)
+    refuse_options("llama.cpp", opts, {"mmproj", "mmproj_offload", "n_rs_seq"}, _SIZING_ONLY)
     pp = s.pp
     est = engine_estimate(s.model, engine="llama.cpp", tokens=fit.context, batch=inp.batch, kv_dtype=s.kv_dtype,
                           tp=s.tp, pp=pp, **s.engine_options)

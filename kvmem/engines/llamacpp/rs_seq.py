@@ -23,11 +23,13 @@ def kept_rs_seq(model: Model, n_rs_seq: int, n_ubatch: int) -> int:
     src/llama-memory-recurrent.cpp#L443-L445, src/llama-kv-cache-dsv4.cpp#L1412-L1413). Nothing checks it sooner:
     the context builds and prints its buffers at the n_ubatch given, then the first decode (llama-server's warm-up)
     aborts (llama.cpp run here: seed 4 of the random hybrid cases, -ub 7 and n_rs_seq 10, prints a 0.48 MiB compute
-    buffer, then "GGML_ASSERT(n_ubatch > n_keep_tail) failed"). kvmem refuses that, as it runs nothing."""
+    buffer, then "GGML_ASSERT(n_ubatch > n_keep_tail) failed"). kvmem refuses that for -ub / -b as given
+    (``n_ubatch``: the smaller); a context shorter than n_rs_seq + 2 cells caps n_ubatch likewise
+    (src/llama-context.cpp#L246-L248) and is laid out with a note (plan), the searches probing such contexts."""
     if model.model_type not in RS_ROLLBACK_TYPES:
         return 0
     if n_rs_seq and n_ubatch <= n_rs_seq + 1:
-        raise ValueError(f"n_rs_seq={n_rs_seq} with n_ubatch={n_ubatch} (min of -ub, -b and -c): llama.cpp builds the "
+        raise ValueError(f"n_rs_seq={n_rs_seq} with n_ubatch={n_ubatch} (min of -ub and -b): llama.cpp builds the "
                          f"context, then its first decode aborts with GGML_ASSERT(n_ubatch > n_keep_tail) "
                          f"(src/llama-batch.cpp: the trailing n_rs_seq + 1 = {n_rs_seq + 1} tokens of a sequence must "
                          f"share a micro-batch); give n_ubatch (-ub) >= {n_rs_seq + 2}")

@@ -298,7 +298,9 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
     n_ubatch = min(n_batch, count_option("n_ubatch", options["n_ubatch"]))
     n_rs_seq = options["n_rs_seq"]
     if n_rs_seq is not None:
-        n_rs_seq = kept_rs_seq(model, count_option("n_rs_seq", n_rs_seq, allow_zero=True), n_ubatch)
+        # -ub and -b as set: a context shorter than n_rs_seq + 2 (a search's probe) is laid out, with plan's note
+        set_ub = min(count_option("n_batch", options["n_batch"]), count_option("n_ubatch", options["n_ubatch"]))
+        n_rs_seq = kept_rs_seq(model, count_option("n_rs_seq", n_rs_seq, allow_zero=True), set_ub)
     for name in ("swa_full", "kv_unified", "nextn"):
         if not isinstance(options[name], bool):
             raise ValueError(f"{name} must be True or False, got {options[name]!r}")
