@@ -99,3 +99,14 @@ def test_a_checkpoint_kvmem_has_not_read_is_shown_and_not_counted():
     term = next(t for t in fit.host["terms"] if "checkpoints" in t["name"])
     assert term["name"] == "llama.cpp context checkpoints (not sized)" and term["binding"] is False
     assert "llama_kv_cache_dsv4" in term["source"] and term["bytes_per_node"] == 0
+
+
+@pytest.mark.parametrize("n_rs_seq", [None, 0, 4])
+def test_rollback_snapshots_do_not_grow_a_checkpoint(n_rs_seq):
+    # qwen3.5-9b: 24 Gated DeltaNet layers, R 3 x (2 x 16 x 128 + 32 x 128) x 4 B = 98,304 and S 32 x 128 x 128 x 4 B =
+    # 2,097,152 a layer -> 52,690,944 B, + 8 + 20 + 24 x 24 B of headers = 52,691,548 B whatever n_rs_seq: the state
+    # holds the current row of a cell, not its snapshots (review finding: -o n_rs_seq=4 gave 5 x, 263,455,324 B;
+    # llama.cpp itself: tests/oracles/test_llamacpp_checkpoints_rs_oracle.py)
+    options = {} if n_rs_seq is None else {"n_rs_seq": n_rs_seq}
+    one, what = checkpoint_bytes(kvmem.get_model("qwen3.5-9b"), tokens=8192, **options)
+    assert (one, what) == (52_691_548, "the recurrent state of one sequence (24 layers)")

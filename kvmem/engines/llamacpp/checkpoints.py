@@ -11,8 +11,9 @@ The rules (llama.cpp at llama-cpp-python 0.3.36's vendored build, 0c1e5709):
             src/llama-context.cpp#L3191-L3216, src/llama-memory-hybrid.cpp#L190-L195,
             src/llama-kv-cache-iswa.cpp#L259-L265
     recurrent state of one sequence: cell_count 4 + (pos 4, n_seq_id 4) + s_trans 4 + n_layer 4, then per
-        recurrent layer: R type 4 + R row size 8 + the R row, S type 4 + S row size 8 + the S row
-                                              src/llama-memory-recurrent.cpp#L766-L960
+        recurrent layer: R type 4 + R row size 8 + the R row, S type 4 + S row size 8 + the S row: the
+        sequence's current row only, whatever n_rs_seq rollback snapshots the memory keeps (rows 1 + n_rs_seq
+        a cell; cell_id = rs_idx_cur * size + src)   src/llama-memory-recurrent.cpp#L766-L960, #L801-L803
     slots: -np; "auto" (the server's default) is 4 with a unified KV cache   tools/server/server.cpp#L155-L160
     --cache-ram M MiB (default 8192; -1 no limit, 0 off): the prompt cache of idle slots' states, evicted
         above M MiB, its limit lowered when an allocation fails (so reported, not counted against the host)
@@ -56,7 +57,9 @@ def checkpoint_bytes(model, *, tokens: int = 1, **options) -> tuple[int, str]:
     if recurrent:
         c = recurrent[0]
         layers = sum(layer.state is not None for layer in model.layers)
-        per_seq = (c["r_bytes"] + c["s_bytes"]) // c["cells"]
+        # one R and one S row per cell: the current one, rs_idx_cur * size + src, never the n_rs_seq rollback
+        # snapshots the memory holds beside it (llama.cpp@0c1e57098 src/llama-memory-recurrent.cpp#L801-L803)
+        per_seq = (c["r_bytes"] + c["s_bytes"]) // (c["cells"] * (1 + (c.get("rs_seq") or 0)))
         return (STATE_HEADER_BYTES + RECURRENT_HEADER_BYTES + layers * RECURRENT_LAYER_HEADER_BYTES + per_seq,
                 f"the recurrent state of one sequence ({layers} layers)")
     if any(c["cache"] == "dsv4_state" for c in caches):
