@@ -25,7 +25,9 @@ class Probe:
     is laid out only where fit reads it (a false-position step, an accepted probe), the same numbers either way."""
 
     def __init__(self, exact_of, exact: list | None, floor_of=None):
-        self._exact_of, self._exact, self._floor_of, self._floor = exact_of, exact, floor_of, None
+        self._exact_of, self._floor_of = exact_of, floor_of
+        self._exact: list | None = exact
+        self._floor: list | None = None
 
     def __getitem__(self, d: int) -> int:
         if self._exact is None:
