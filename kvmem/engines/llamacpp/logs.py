@@ -20,12 +20,15 @@ the model given.
 from __future__ import annotations
 
 import re
+from datetime import date as _D
 
 from ...logcheck.base import LineCheck, logged_number, strip_prefix
 from ...logcheck.command import Appends
 from ...logcheck.printed import after, field, value_of
 from .. import engine_estimate
 from ..serving import LogReader
+from .arch_builds import first_build
+from .arch_tensors import ARCHS
 from .builds import build_date, build_line, uncounted
 from .file_types import FILE_TYPE_NAMES
 from .layouts import MAX_LAYERS
@@ -260,6 +263,19 @@ def _settings(found: dict) -> dict:
     return ctx
 
 
+def _format_dated(model, settings: dict) -> list:
+    """A build dated by the log's line formats alone (_ERA, _KV_SELF_BUILD: a day inside the era the format was
+    printed in, approximate) that predates the log's architecture is taken at the architecture's first day
+    (arch_builds.first_build), said; never refused on an approximate date."""
+    first = first_build(model)
+    if first is None or _D.fromisoformat(settings["build"]) >= first[0]:
+        return []
+    note = (f"no build line: the log's line formats date its build about {settings['build']} (approximate); it ran "
+            f"{ARCHS[model.model_type]}, which builds before {first[0]} lack (PR #{first[1]}): taken as {first[0]}")
+    settings["build"] = first[0].isoformat()
+    return [note]
+
+
 def _same(a: str, b: str) -> bool:
     """Equal but for the widths of llama.cpp's padded fields."""
     return "".join(a.split()) == "".join(b.split())
@@ -285,6 +301,10 @@ def check(model, found: dict, *, kv_dtype, tp: int, pp: int, info: dict | None =
         date, said = build_date(int(str(given).lstrip("b")))
         options["build"] = date or "current"
         notes += [f"build {given} given: {note}" for note in said]
+    if "build" not in found["context"] and options.get("build", settings.get("build")) == settings.get("build") \
+            and "build" in settings:     # dated by the line formats alone (logcheck passes it back as an option)
+        notes += _format_dated(model, settings)
+        options["build"] = settings["build"]
     if found["kv_self"] and not found["sizes"]:
         _check_kv_self(model, found["kv_self"][0], {**settings, **options}, kv_dtype, pp, checks, notes)
     if found["sizes"]:
