@@ -280,15 +280,21 @@ def _plan_cached(model: Model, s: Settings, pp: int) -> Plan:
     return _plan_of(model, s, pp)
 
 
+def _short_for_snapshots(s: Settings) -> list[str]:
+    """A context shorter than n_rs_seq + 2 cells caps -ub below it (src/llama-context.cpp#L246-L248; rs_seq)."""
+    if s.n_rs_seq and s.n_ubatch <= s.n_rs_seq + 1:
+        return [f"n_ubatch = n_ctx = {s.n_ubatch} <= n_rs_seq + 1: llama.cpp builds this context, then its first "
+                "decode aborts (GGML_ASSERT(n_ubatch > n_keep_tail), src/llama-batch.cpp)"]
+    return []
+
+
 def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     check_family(model)
     check_arch_build(model, s.build)        # a build before the architecture's PR: refused (arch_builds)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
-    if s.n_rs_seq and s.n_ubatch <= s.n_rs_seq + 1:     # -c caps -ub (src/llama-context.cpp#L246-L248; rs_seq)
-        notes.append(f"n_ubatch = n_ctx = {s.n_ubatch} <= n_rs_seq + 1: llama.cpp builds this context, then its first "
-                     "decode aborts (GGML_ASSERT(n_ubatch > n_keep_tail), src/llama-batch.cpp)")
+    notes += _short_for_snapshots(s)
     swa_cells: int | None      # None without windowed layers
     if model.model_type in DSV4_TYPES:     # llama_kv_cache_dsv4 (kvmem.engines.llamacpp.dsv4)
         caches, rows, swa_cells = dsv4_caches(model, s, n_ctx_seq)
