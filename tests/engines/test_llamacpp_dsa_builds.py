@@ -221,12 +221,13 @@ def test_glm_dsa_at_2026_03_01_loads_the_indexer_weights_and_runs_deepseek2s_gra
     # per layer: k_norm weight and bias 128 x 4 B each (F32), and in the file's Q8_0 (34 B per 32 values) proj
     # 6144 x 32, attn_k 6144 x 128 and attn_q_b 2048 x 4096: 1,024 + 208,896 + 835,584 + 8,912,896 = 9,958,400 B
     assert len(idx) == 4 * 5 and sum(idx.values()) == 4 * 9_958_400
-    # the graph: deepseek2's over the same widths (the DeepSeek-V3 config of this geometry, GLM's sigmoid gating
-    # without a selection bias), no indexer
+    # the graph: deepseek2's at that build over the same widths (the DeepSeek-V3 config of this geometry, GLM's
+    # sigmoid gating without a selection bias), no indexer; Q's rope part roped first, as deepseek2 before PR #27382
     day = datetime.date(2026, 3, 1)
     shape = graph_shape(model, day)
     v3 = kvmem.Model.from_hf_config({**model.config, "model_type": "deepseek_v3"})
-    assert shape == dataclasses.replace(mla_oss_shape(v3), gating="sigmoid", probs_bias=False)
+    assert shape == dataclasses.replace(mla_oss_shape(v3, day), gating="sigmoid", probs_bias=False)
+    assert shape.rope_q_early and not graph_shape(model, datetime.date(2026, 7, 24)).rope_q_early
     assert graph_shape(model).arch == "glm-dsa" and graph_shape(model, datetime.date(2026, 8, 19)).indexer_full
     # CPU compute at 4096 cells, -ub 512, FA: deepseek2's graph 371,730,432 B (354.51 MiB), not the vendored
     # glm-dsa graph's 354,945,024 B (338.50 MiB)

@@ -45,7 +45,7 @@ from .ggml_graph import TYPES, Graph, Tensor
 from .graphs import GraphShape, Pass, embeddings, output_head, rot_size, token_inputs
 from .graphs_mla_oss import deepseek_ffn, mla_fields, mla_mha, rms_norm
 from .indexers import indexer_widths
-from .settings import CURRENT, PR_24231, PR_25545, PR_27176, glm_dsa_indexer_ignored
+from .settings import CURRENT, PR_24231, PR_25545, PR_27176, PR_27382, glm_dsa_indexer_ignored
 
 __all__ = ["DSA", "DSAShape", "build_dsa", "dsa_shape", "dsa_build_shape", "cuda_runs_indexer"]
 
@@ -73,7 +73,9 @@ def dsa_build_shape(model, build: datetime.date = CURRENT) -> GraphShape | None:
     if shape is None:
         return None
     if glm_dsa_indexer_ignored(model.model_type, build):
-        return replace(shape, arch="deepseek2", n_indexer_head=0, indexer_head=0, indexer_top_k=0, indexer_full=())
+        # deepseek2's graph as that build has it: Q's rope part roped first before PR #27382 (graphs_mla_oss)
+        return replace(shape, arch="deepseek2", n_indexer_head=0, indexer_head=0, indexer_top_k=0, indexer_full=(),
+                       rope_q_early=build < PR_27382)
     if build < PR_25545:
         how = ("builds its lightning indexer from generic ggml ops (PR #23346; GGML_OP_LIGHTNING_INDEXER came with "
                "PR #24231 on 2026-07-11)" if build < PR_24231 else
