@@ -433,7 +433,9 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     # or every layer on the GPUs ("offloaded N/N layers"), no tensor override stated, and host model buffers no
     # larger than token_embd could be (n_vocab x n_embd x 4 B: the host holds nothing else; -ot / --n-cpu-moe given
     # where the log does not show it, an environment's LLAMA_ARG_*, would put layer weights there). kvmem's graphs
-    # agree: a preset's compute bytes are the same for q4_0, q8_0 and f16 there (test_llamacpp_log_reads_2026_12_07)
+    # agree: a preset's compute bytes are the same for q4_0, q8_0 and f16 there (test_llamacpp_log_reads_2026_12_07),
+    # and so does llama.cpp's CPU build: one model as F16, Q4_0, Q8_0 and Q4_0 with an F16 token_embd prints one
+    # compute buffer, which check-log checks untyped (tests/oracles/test_llamacpp_untyped_compute_oracle.py)
     host_model = [b[5] for b in buffers if b[2] == "model" and b[3] in HOSTS and b[3] not in EXTRA_HOSTS]
     compute_untyped = fmt is None and "compute" in kinds and not placed and (not gpus or (
         offloaded is not None and offloaded[1] >= offloaded[2] and bool(host_model)
