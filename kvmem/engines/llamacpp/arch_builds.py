@@ -24,6 +24,8 @@ ADDED = {"deepseek2": (7519, "llama.cpp#L263"), "llama4": (12791, "src/llama-arc
          "qwen3next": (16095, "src/llama-arch.cpp#L35"), "qwen35": (19468, "src/llama-arch.cpp#L40"),
          "qwen35moe": (19468, "src/llama-arch.cpp#L41"), "gemma4": (21309, "src/llama-arch.cpp#L59")}
 
+_COMMITS = {int(n): row[2] for n, row in read_json("llamacpp_prs.json")["prs"].items()}     # read once
+
 
 def first_build(model: Model) -> tuple[datetime.date, int, str] | None:
     """(the first build date that has ``model``'s llama.cpp architecture, its PR, the line that says so), or None
@@ -32,8 +34,7 @@ def first_build(model: Model) -> tuple[datetime.date, int, str] | None:
     if arch not in ADDED:
         return None
     pr, where = ADDED[arch]
-    commit = read_json("llamacpp_prs.json")["prs"][str(pr)][2]
-    return PR_DATES[pr], pr, f"its LLM_ARCH_NAMES entry, {where} at {commit}"
+    return PR_DATES[pr], pr, f"its LLM_ARCH_NAMES entry, {where} at {_COMMITS[pr]}"
 
 
 def check_arch_build(model: Model, build: datetime.date) -> None:
