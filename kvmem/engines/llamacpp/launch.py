@@ -16,7 +16,8 @@ Argument names from llama.cpp's common/arg.cpp at that build:
     (server_flags writes these for kvmem plan and for llamacpp_offload's two commands alike)
     --mmproj, --no-mmproj-offload      the projector given (sizing options mmproj, mmproj_offload)
 A build date other than the current build (option ``build``) or the MLA cache mode (set by the GGUF,
-not a flag) are refused by name.
+not a flag) are refused by name, and so is n_rs_seq > 0: llama-server sets it (and nextn's MTP layers) only with
+--spec-type draft-mtp / eagle3 / dflash / dspark, which also run a draft context kvmem does not size (_UNFLAGGED).
 """
 
 from __future__ import annotations
