@@ -43,3 +43,12 @@ def test_types_it_writes_are_taken(ggml):
 def test_a_slow_pattern_is_refused_naming_tensor_type():
     with pytest.raises(ValueError, match=r"^tensor_type pattern '\(a\+\)\+b' .*backtracking"):
         check_log(LOG, "llama-3.1-8b", tensor_type="(a+)+b=q8_0")
+
+
+def test_more_rules_than_kvmem_searches_are_refused_by_name():
+    # kvmem's own bound (logs.MAX_TENSOR_TYPE_RULES, 4096): 20,000 rules took 4 s before, a million would take minutes
+    with pytest.raises(ValueError, match="tensor_type gives 4,097 rules; kvmem takes at most 4,096"):
+        check_log(LOG, "llama-3.1-8b", tensor_type=",".join(f"x{i}=q8_0" for i in range(4097)))
+    with pytest.raises(ValueError, match="tensor_type gives 5,000 rules"):
+        check_log(LOG, "llama-3.1-8b", tensor_type=[(f"x{i}", "q8_0") for i in range(5000)])
+    assert check_log(LOG, "llama-3.1-8b", tensor_type=",".join(f"x{i}=q8_0" for i in range(4096))).matches
