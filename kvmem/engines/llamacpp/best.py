@@ -18,9 +18,15 @@ from .tensors import tensors_for
 __all__ = ["best_layout", "first_layers", "fit_searched", "held_layout", "placement_holds", "room_left", "top_up"]
 
 
+def _blocks(model, kw: dict) -> int:
+    """The MTP blocks of the file the layout's build loads (arch_tensors.gguf_nextn_layers: none in a Qwen3.5 file
+    before PR #22673), as layouts.layout counts them in the split: every search here counts the same."""
+    return gguf_nextn_layers(model, kw.get("build"))
+
+
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
     n = model.num_layers
-    top = n + 1 + gguf_nextn_layers(model)      # every layer: the file's MTP blocks count in -ngl (placement)
+    top = n + 1 + _blocks(model, kw)    # every layer: the file's MTP blocks count in -ngl (placement)
     cache = {}
 
     def at(ngl, ncm):
@@ -75,7 +81,7 @@ def _spread(model, tensors, gpus, budgets, kw) -> Layout | None:
     the one with the most room, until every card holds its part (top_up then fills the room with experts).
     None where no split of whole layers holds (a card would be left with none, or a split comes back)."""
     n, k = model.num_layers, len(gpus)
-    total = n + 1 + gguf_nextn_layers(model)    # the file's MTP blocks take their -ts count (placement)
+    total = n + 1 + _blocks(model, kw)  # the file's MTP blocks take their -ts count (placement)
     if total < k:
         return None
     weights = [budgets[g] for g in gpus]
@@ -121,7 +127,7 @@ def first_layers(model, tensors, lay: Layout | None, budgets: dict, kw: dict) ->
     and, where that card then runs over, moves its routed expert tensors to the host, the smallest that makes
     room (else the largest, and again; a dense model has none to move); top_up then fills any room left.
     Layers before experts, as fit.cpp itself orders them. ``lay`` unchanged where no such layout holds."""
-    blocks = gguf_nextn_layers(model)
+    blocks = _blocks(model, kw)
     if (lay is None or not blocks or len(lay.placement.gpus) < 2
             or lay.n_gpu_layers != model.num_layers + 1 or sum(lay.tensor_split) != lay.n_gpu_layers):
         return lay
@@ -206,15 +212,17 @@ def fit_searched(model, tensors, names, free: dict, n_ctx, kw: dict, margin: int
     return found
 
 
-_TENSORS: dict = {}   # (model, weight format) -> (tensors, source): one object per model, so layouts are remembered
+_TENSORS: dict = {}   # (model, weight format, build) -> (tensors, source): one object each, so layouts are remembered
 
 
-def _tensors(model, weight_format) -> tuple:
-    key = (model, weight_format)
+def _tensors(model, weight_format, build=None) -> tuple:
+    """tensors_for at the build: the file it loads (a Qwen3.5 file before PR #22673 has no MTP block, and its
+    quantiser counted one layer fewer: tensors._typed)."""
+    key = (model, weight_format, build)
     if key not in _TENSORS:
         if len(_TENSORS) >= 8:
             _TENSORS.pop(next(iter(_TENSORS)))
-        _TENSORS[key] = tensors_for(model, weight_format)
+        _TENSORS[key] = tensors_for(model, weight_format, build)
     return _TENSORS[key]
 
 
@@ -222,7 +230,7 @@ def held_layout(model, weight_format, held: Layout, options: tuple) -> tuple:
     """(``held``'s flags laid out at the workload of ``options`` (n_ctx, n_seq, ...), the tensors, their source):
     what the most sequences or the longest context a placement's flags hold is searched with (one layout a
     probe, as the verdict's with_flags), not a new placement search."""
-    tensors, source = _tensors(model, weight_format)
+    tensors, source = _tensors(model, weight_format, dict(options).get("build"))
     lay = layout(model, tensors, gpus=held.placement.gpus, n_gpu_layers=held.n_gpu_layers,
                  tensor_split=held.tensor_split if len(held.placement.gpus) > 1 else None, n_cpu_moe=held.n_cpu_moe,
                  override_tensor=held.override_tensor, **dict(options))
@@ -238,8 +246,8 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     key = (model, weight_format, budgets, options)
     if key in _BEST:
         return _BEST[key]
-    tensors, source = _tensors(model, weight_format)
     names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
+    tensors, source = _tensors(model, weight_format, kw.get("build"))
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)
         free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
@@ -274,8 +282,8 @@ def placement_holds(model, weight_format, budgets: tuple, options: tuple) -> boo
     if key in _BEST:
         lay = _BEST[key][0]
         return lay is not None and lay.fits(dict(budgets))
-    tensors, _ = _tensors(model, weight_format)
     names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
+    tensors, _ = _tensors(model, weight_format, kw.get("build"))
     if len(names) > 1:
         free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
         kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
@@ -284,7 +292,7 @@ def placement_holds(model, weight_format, budgets: tuple, options: tuple) -> boo
                 return True
         return model.facts.moe is not None and _spread(model, tensors, names, usable, kw) is not None
     n = model.num_layers
-    top = n + 1 + gguf_nextn_layers(model)
+    top = n + 1 + _blocks(model, kw)
 
     def fits(ngl: int, ncm: int) -> bool:
         return layout(model, tensors, gpus=names, n_gpu_layers=ngl, tensor_split=None, n_cpu_moe=ncm,

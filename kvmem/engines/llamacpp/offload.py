@@ -307,7 +307,7 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     model = as_model(model)
     gpu_list = [get_gpu(g) for g in ([x.strip() for x in gpus.split(",")] if isinstance(gpus, str) else gpus)]
     names = tuple(f"CUDA{i}" for i in range(len(gpu_list)))
-    tensors, _ = tensors_for(model, weight_format(model, weight_dtype))
+    tensors, _ = tensors_for(model, weight_format(model, weight_dtype), build)
     cache = "f16" if kv_dtype in (None, "auto") else kv_dtype
     mm_weights, mm_compute, _ = mmproj_option(model, {"mmproj": mmproj, "mmproj_offload": mmproj_offload}, flash_attn)
     kw = dict(n_ctx=parse_tokens(context), n_ubatch=n_ubatch, type_k=type_k or cache, type_v=type_v or cache,
@@ -321,7 +321,7 @@ def decode_curve(model, *, gpus, context, weight_dtype="auto", host_memory=None,
     bws = {n: g.bandwidth_bytes_per_s for n, g in zip(names, gpu_list, strict=True)}
     host = host_bandwidth(host_memory)
     n = model.num_layers
-    top = n + 1 + gguf_nextn_layers(model)      # every layer: the file's MTP blocks count in -ngl (placement)
+    top = n + 1 + gguf_nextn_layers(model, build)   # every layer: the build's file's MTP blocks count in -ngl
     steps = [("--n-cpu-moe", k, dict(n_gpu_layers=top, n_cpu_moe=k)) for k in range(n, -1, -1)] \
         if model.facts.moe is not None else [("-ngl", g, dict(n_gpu_layers=g)) for g in range(top + 1)]
     rows = []

@@ -14,7 +14,7 @@ from ...model import Model
 from ...parallel import check_pp_layers
 from ...units import cdiv, pad
 from .arch_builds import check_arch_build
-from .arch_tensors import gguf_nextn_layers
+from .arch_tensors import ARCHS, gguf_nextn_layers
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
 from .indexers import MSA_FAMILIES, dsa_cached_nextn, indexer_widths, msa_indexer
@@ -29,6 +29,7 @@ from .settings import (
     PR_17046,
     PR_19067,
     PR_19460,
+    PR_22673,
     PR_23346,
     PR_24770,
     SWA_FULL_WARNING,
@@ -280,6 +281,21 @@ def _plan_cached(model: Model, s: Settings, pp: int) -> Plan:
     return _plan_of(model, s, pp)
 
 
+def _check_nextn_build(model: Model, s: Settings) -> None:
+    """nextn=True (the MTP layers loaded, --spec-type draft-mtp) at a build before PR #22673 (settings.PR_22673) for
+    Qwen3.5 / Qwen3.6: refused. Before it llama.cpp has no MTP for them: qwen35 / qwen35moe load_hparams read no
+    nextn_predict_layers and load_arch_tensors build n_layer trunk blocks alone (llama.cpp@b81c2cdd7, the PR's parent,
+    src/models/qwen35.cpp#L4-L30, #L32-L55, src/models/qwen35moe.cpp#L4-L33), and llama-server has no draft-mtp
+    speculative type (b81c2cdd7 common/common.h#L158-L168; COMMON_SPECULATIVE_TYPE_DRAFT_MTP comes with the PR,
+    255582687 common/common.h#L163), nor does the converter of its day write the block (gguf_nextn_layers)."""
+    if s.nextn and ARCHS.get(model.model_type) in ("qwen35", "qwen35moe") and s.build < PR_22673:
+        raise ValueError(f"nextn=True at build {s.build.isoformat()}: llama.cpp before PR #22673 (255582687, "
+                         f"{PR_22673.isoformat()}, 'llama + spec: MTP Support') has no MTP for {model.name}'s "
+                         f"{ARCHS[model.model_type]} architecture (src/models/{ARCHS[model.model_type]}.cpp reads "
+                         "no nextn_predict_layers, and --spec-type has no draft-mtp) and its converter wrote no MTP "
+                         f"block: nextn=False, or a build from {PR_22673.isoformat()} on")
+
+
 def _short_for_snapshots(s: Settings) -> list[str]:
     """A context shorter than n_rs_seq + 2 cells caps -ub below it (src/llama-context.cpp#L246-L248; rs_seq)."""
     if s.n_rs_seq and s.n_ubatch <= s.n_rs_seq + 1:
@@ -291,6 +307,7 @@ def _short_for_snapshots(s: Settings) -> list[str]:
 def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     check_family(model)
     check_arch_build(model, s.build)        # a build before the architecture's PR: refused (arch_builds)
+    _check_nextn_build(model, s)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
@@ -300,7 +317,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
         caches, rows, swa_cells = dsv4_caches(model, s, n_ctx_seq)
         return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=None,
                     n_swa=model.layers[0].window, swa_cells=swa_cells, caches=caches, rows=rows,
-                    devices=_layer_devices(model.num_layers, pp, gguf_nextn_layers(model)), notes=notes,
+                    devices=_layer_devices(model.num_layers, pp, gguf_nextn_layers(model, s.build)), notes=notes,
                     windowed=set(range(model.num_layers)))
     mode = _mla_mode(model, s)
     if mode not in (None, "per_head") and s.mla is None:
@@ -342,7 +359,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
 
     # the GGUF's MTP blocks a DSA build also caches, each with a trunk layer's widths (indexers.dsa_cached_nextn)
     nextn_ids = list(range(model.num_layers, model.num_layers + dsa_cached_nextn(
-        model, gguf_nextn_layers(model), s.build))) if mode is not None and owners else []
+        model, gguf_nextn_layers(model, s.build), s.build))) if mode is not None and owners else []
     widths.update({i: widths[owners[-1]] for i in nextn_ids})
     windowed = {i for i in owners if n_swa is not None and model.layers[i].kind.windowed}
     base_ids = [i for i in owners if i not in windowed] + nextn_ids
@@ -408,7 +425,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
                 v += v_type.row_bytes(index_v[i]) * n_ctx_seq * n_stream if i in index_v else 0
         rows.append((k, v, sum(rows_per_layer.get(i, (0, 0)))))
 
-    devices = _layer_devices(model.num_layers, pp, gguf_nextn_layers(model), len(nextn_ids))
+    devices = _layer_devices(model.num_layers, pp, gguf_nextn_layers(model, s.build), len(nextn_ids))
     return Plan(n_ctx=n_ctx, n_ctx_seq=n_ctx_seq, n_stream=n_stream, unified=unified, mla=mode, n_swa=n_swa,
                 swa_cells=swa_cells, caches=caches, rows=rows, devices=devices, notes=notes, windowed=windowed)
 

@@ -217,9 +217,10 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
                   qkv_is_attn_v=not fused, build=build, tensor_types=tensor_types)
 
 
-def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
+def tensors_for(model: Model, weight_format: str | None, build=None) -> tuple[tuple, str]:
     """(tensors, source): the GGUF's own tensor infos when ``model`` was read from one (and
-    weight_format is None or "auto"), else the synthesised layout."""
+    weight_format is None or "auto"), else the synthesised layout for the file a llama.cpp of ``build`` (its date,
+    None: current) loads, with its MTP blocks (arch_tensors.gguf_nextn_layers)."""
     checkpoint = model.checkpoint
     if checkpoint is not None and getattr(checkpoint, "format", None) == "gguf" and weight_format in (None, "auto"):
         tensors = tuple(checkpoint.tensors)  # type: ignore[attr-defined]  # a GGUF checkpoint: format == "gguf"
@@ -235,8 +236,8 @@ def tensors_for(model: Model, weight_format: str | None) -> tuple[tuple, str]:
     if weight_format in (None, "auto"):
         raise ValueError(f"{model.name}: no GGUF file was read, so the llama.cpp layout needs a weight format "
                          f"({', '.join(FORMATS)})")
-    tensors = synthesised_tensors(model, weight_format)
-    nextn = gguf_nextn_layers(model)
+    tensors = synthesised_tensors(model, weight_format, build=build)
+    nextn = gguf_nextn_layers(model, build)
     mtp = (f"; the file carries {nextn} NextN/MTP block{'s' * (nextn > 1)} after the {model.num_layers} trunk layers, "
            "as convert_hf_to_gguf writes it by default: not loaded (no --spec-type draft-mtp), but counted in the -ts "
            "split (a --no-mtp file splits one block fewer)") if nextn else ""
