@@ -9,30 +9,30 @@ from tests.sources.test_gguf_more import preset_config, write_header
 
 
 @pytest.fixture(scope="module")
-def scout_header(tmp_path_factory):
-    # Llama-4-Scout's converted header: 48 layers, layer 0 chunked (every 4th full), which kvmem's tensor
-    # layout from a config does not take (kvmem/engines/llamacpp/tensors.py)
-    path = tmp_path_factory.mktemp("scout") / "m.gguf"
-    write_header(path, *converted_metadata(preset_config("llama-4-scout-17b-16e")))
+def nemotron_header(tmp_path_factory):
+    # Nemotron-H-8B's converted header: layer 0 a Mamba-2 ('linear') layer, which kvmem's tensor layout from a
+    # config does not take (kvmem/engines/llamacpp/tensors.py; llama4's chunked layers it now does)
+    path = tmp_path_factory.mktemp("nemotron") / "m.gguf"
+    write_header(path, *converted_metadata(preset_config("nemotron-h-8b")))
     return str(path)
 
 
 @pytest.mark.parametrize("cards", [["--gpu", "rtx-3090"], ["--gpu", "rtx-3090", "--num-gpus", "2"],
                                    ["--gpu", "rtx-3090", "--num-gpus", "3"], ["--gpu", "rtx-3090,rtx-3060"]])
-def test_refused_layout_exits_2_on_any_cards(scout_header, cards, capsys):
-    code = main(["fit", scout_header, "--engine", "llama.cpp", "--weight-dtype", "q4_k_m", "--context", "8k",
+def test_refused_layout_exits_2_on_any_cards(nemotron_header, cards, capsys):
+    code = main(["fit", nemotron_header, "--engine", "llama.cpp", "--weight-dtype", "q4_k_m", "--context", "8k",
                  *cards])
     out = capsys.readouterr()
     assert code == 2 and out.out == ""
-    assert "m: layer 0 is 'chunked'; kvmem lays out llama.cpp tensors from a config only" in out.err
+    assert "m: layer 0 is 'linear'; kvmem lays out llama.cpp tensors from a config only" in out.err
     assert "<Kind" not in out.err and "fits: no" not in out.err
 
 
 def test_weights_given_as_bytes_place_nothing_and_answer(capsys):
     # with the weight bytes given the verdict places nothing (every layer on the GPUs: verdict.py), so a layout
-    # the placement refuses is a note, not the refusal: Llama-4-Scout, 60 GB of weights on an H100 at 8k fits
-    code = main(["fit", "llama-4-scout-17b-16e", "--engine", "llama.cpp", "--gpu", "h100-sxm-80gb", "--context", "8k",
-                 "--weights", "60GB"])
+    # the placement refuses is a note, not the refusal: Nemotron-H-8B, 16 GB of weights on an H100 at 8k fits
+    code = main(["fit", "nemotron-h-8b", "--engine", "llama.cpp", "--gpu", "h100-sxm-80gb", "--context", "8k",
+                 "--weights", "16GB"])
     out = capsys.readouterr().out
-    assert code == 0 and "fits: yes" in out and "llama.cpp offload: not placed: llama-4-scout-17b-16e: layer 0 is " \
-        "'chunked'" in out
+    assert code == 0 and "fits: yes" in out and "llama.cpp offload: not placed: nemotron-h-8b: layer 0 is " \
+        "'linear'" in out

@@ -77,7 +77,9 @@ def _swa_layers(model: Model) -> list[bool] | None:
     if t == "afmoe":
         return [window > 0 and il % 4 < 3 for il in range(n)]
     if t in _LLAMA4:
-        types = _cfg(model, "layer_types")
+        if getattr(model.checkpoint, "format", None) == "gguf":
+            return None     # the file's own sliding_window (0: none chunked) and pattern, read as llama4.cpp reads them
+        types = _cfg(model, "layer_types")              # (kvmem.sources.gguf_more._llama4)
         chunked = not (isinstance(types, list) and types and all(x == "full_attention" for x in types))
         return [chunked and il % 4 < 3 for il in range(n)]
     if t == "laguna":
