@@ -1,15 +1,18 @@
 """Qwen3.5's MTP block dated by build on every llama.cpp path, not only layouts.layout and check-log: GGUFs carry it
 only from PR #22673 (255582687, 2026-05-16; settings.PR_22673, arch_tensors.gguf_nextn_layers), so at an earlier
 build kvmem's placement (best.py), its -ngl / -ts, the tensors' note (tensors.tensors_for), the decode curve
-(offload.decode_curve) and the pipeline-parallel plan (plan._layer_devices) count 48 + output, and nextn=True is
-refused (plan._check_nextn_build)."""
+(offload.decode_curve) and the pipeline-parallel plan (plan._layer_devices) count 48 + output; nextn=True, and a GGUF
+that carries the block, are refused there (plan._check_mtp_build)."""
 
+import gguf
 import pytest
 
 import kvmem
 from kvmem.engines.llamacpp import log_lines
 from kvmem.engines.llamacpp.offload import decode_curve
 from kvmem.engines.llamacpp.tensors import synthesised_tensors, tensors_for
+from kvmem.oracles.llamacpp_buffers import write_sparse
+from tests.fixtures.gguf.published_headers import QWEN36_35B_A3B_MTP
 
 BEFORE, FROM = "2026-04-20", "2026-06-01"    # either side of PR #22673 (2026-05-16)
 
@@ -74,3 +77,21 @@ def test_nextn_from_the_pr_and_other_families_unchanged():
                                "R (f32):    2.25 MiB, S (f32):   48.00 MiB")
     # glm4moe's converter wrote its NextN layer long before the PR: not refused by this rule
     kvmem.estimate("glm-4.5-air", engine="llama.cpp", tokens=4096, build=BEFORE, nextn=True)
+
+
+def test_a_gguf_with_the_block_is_refused_before_the_pr(tmp_path):
+    # Qwen3.6-35B-A3B's published MTP header (block_count 41, nextn_predict_layers 1: 40 trunk layers). A build before
+    # the PR reads no nextn_predict_layers: n_layer 41, and blk.40 is a Gated DeltaNet layer there ((40 + 1) % 4 != 0,
+    # llama.cpp@b81c2cdd7 src/models/qwen35moe.cpp#L20-L23) whose ssm_conv1d the MTP block lacks: the load fails
+    path = tmp_path / "q36-mtp.gguf"
+    writer = gguf.GGUFWriter(str(path), "qwen35moe")
+    for key, value in QWEN36_35B_A3B_MTP.items():
+        if key != "general.architecture":
+            writer.add_uint32(key, value)
+    write_sparse(writer, [("token_embd.weight", (2048, 248320), "Q4_K")])
+    model = kvmem.Model.from_gguf(path)
+    with pytest.raises(ValueError, match=r"the GGUF carries 1 MTP block \(nextn_predict_layers 1, block_count 41;.*"
+                                         r"\"missing tensor 'blk\.40\.ssm_conv1d\.weight'\""):
+        kvmem.estimate(model, engine="llama.cpp", tokens=4096, build="2026-05-15")
+    # from the PR day it loads: 10 full layers x 2 KV heads x 256 x 2 (K, V) x 2 B x 4,096 tokens = 80 MiB
+    assert kvmem.estimate(model, engine="llama.cpp", tokens=4096, build="2026-05-16").kv_bytes == 80 * 2**20

@@ -281,19 +281,39 @@ def _plan_cached(model: Model, s: Settings, pp: int) -> Plan:
     return _plan_of(model, s, pp)
 
 
-def _check_nextn_build(model: Model, s: Settings) -> None:
-    """nextn=True (the MTP layers loaded, --spec-type draft-mtp) at a build before PR #22673 (settings.PR_22673) for
-    Qwen3.5 / Qwen3.6: refused. Before it llama.cpp has no MTP for them: qwen35 / qwen35moe load_hparams read no
-    nextn_predict_layers and load_arch_tensors build n_layer trunk blocks alone (llama.cpp@b81c2cdd7, the PR's parent,
-    src/models/qwen35.cpp#L4-L30, #L32-L55, src/models/qwen35moe.cpp#L4-L33), and llama-server has no draft-mtp
-    speculative type (b81c2cdd7 common/common.h#L158-L168; COMMON_SPECULATIVE_TYPE_DRAFT_MTP comes with the PR,
-    255582687 common/common.h#L163), nor does the converter of its day write the block (gguf_nextn_layers)."""
-    if s.nextn and ARCHS.get(model.model_type) in ("qwen35", "qwen35moe") and s.build < PR_22673:
-        raise ValueError(f"nextn=True at build {s.build.isoformat()}: llama.cpp before PR #22673 (255582687, "
-                         f"{PR_22673.isoformat()}, 'llama + spec: MTP Support') has no MTP for {model.name}'s "
-                         f"{ARCHS[model.model_type]} architecture (src/models/{ARCHS[model.model_type]}.cpp reads "
-                         "no nextn_predict_layers, and --spec-type has no draft-mtp) and its converter wrote no MTP "
-                         f"block: nextn=False, or a build from {PR_22673.isoformat()} on")
+def _check_mtp_build(model: Model, s: Settings) -> None:
+    """Qwen3.5 / Qwen3.6 at a build before PR #22673 (settings.PR_22673), which has no MTP for them: qwen35 /
+    qwen35moe load_hparams read no nextn_predict_layers and load_arch_tensors build n_layer = block_count trunk blocks
+    (llama.cpp@b81c2cdd7, the PR's parent, src/models/qwen35.cpp#L4-L30, #L55-L80, src/models/qwen35moe.cpp#L4-L33,
+    #L60-L79), and llama-server has no draft-mtp speculative type (b81c2cdd7 common/common.h#L158-L168;
+    COMMON_SPECULATIVE_TYPE_DRAFT_MTP comes with the PR, 255582687 common/common.h#L163). Refused there: nextn=True,
+    and a GGUF that carries MTP blocks (written from the PR on), which such a build loads as trunk blocks and fails."""
+    arch = ARCHS.get(model.model_type)
+    if arch not in ("qwen35", "qwen35moe") or s.build >= PR_22673:
+        return
+    before = (f"llama.cpp before PR #22673 (255582687, {PR_22673.isoformat()}, 'llama + spec: MTP Support') has no "
+              f"MTP for the {arch} architecture (src/models/{arch}.cpp reads no nextn_predict_layers")
+    if s.nextn:
+        raise ValueError(f"nextn=True at build {s.build.isoformat()}: {before}, and --spec-type has no draft-mtp) and "
+                         f"its converter wrote no MTP block: nextn=False, or a build from {PR_22673.isoformat()} on")
+    blocks = model.mtp_layers if getattr(model.checkpoint, "format", None) == "gguf" else 0
+    if blocks:
+        n = model.num_layers
+        full = [i for i, layer in enumerate(model.layers) if layer.state is None]
+        interval = full[0] + 1 if full else 0
+        # recurrent_layer_arr[i] = (i + 1) % full_attention_interval != 0 over block_count (qwen35.cpp#L15-L22): an
+        # MTP block (full attention, no ssm_* tensors: 255582687 qwen35.cpp#L99-L122) taken as a Gated DeltaNet layer
+        # misses its ssm_conv1d; taken as an attention layer, its nextn.* tensors are left over
+        delta = [j for j in range(n, n + blocks) if not interval or (j + 1) % interval]
+        fails = (f"blk.{delta[0]} is a Gated DeltaNet layer at that build, and the block has no ssm_conv1d: "
+                 f"\"missing tensor 'blk.{delta[0]}.ssm_conv1d.weight'\" (src/llama-model-loader.cpp#L1078-L1083)"
+                 if delta else "the blocks' nextn.* tensors are left unclaimed: 'wrong number of tensors' "
+                 "(src/llama-model-loader.cpp#L1314-L1317)")
+        raise ValueError(f"{model.name}: the GGUF carries {blocks} MTP block{'s' * (blocks > 1)} "
+                         f"(nextn_predict_layers {blocks}, block_count {n + blocks}; llama.cpp's converter writes them "
+                         f"from PR #22673 on); at build {s.build.isoformat()} {before}): it loads all {n + blocks} "
+                         f"blocks as trunk layers and fails, {fails}. A build from {PR_22673.isoformat()} on, or the "
+                         "file converted with --no-mtp (convert_hf_to_gguf.py#L125 at 255582687)")
 
 
 def _short_for_snapshots(s: Settings) -> list[str]:
@@ -307,7 +327,7 @@ def _short_for_snapshots(s: Settings) -> list[str]:
 def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     check_family(model)
     check_arch_build(model, s.build)        # a build before the architecture's PR: refused (arch_builds)
-    _check_nextn_build(model, s)
+    _check_mtp_build(model, s)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
