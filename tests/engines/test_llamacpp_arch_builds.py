@@ -58,6 +58,22 @@ def test_gpt_oss_before_pr_15091_is_refused_in_its_message():
         "architecture: 'gpt-oss'\")")
 
 
+@pytest.mark.parametrize("preset, day, pr, tokenizer", [
+    ("deepseek-v3", "2025-01-04", 11049, "deepseek-v3"), ("deepseek-r1", "2025-01-04", 11049, "deepseek-v3"),
+    ("kimi-k2-instruct", "2025-07-15", 14654, "kimi-k2")])
+def test_deepseek_v3_and_kimi_k2_gguf_need_their_pre_tokenizer(preset, day, pr, tokenizer):
+    # deepseek2 exists from 2024-05-28, but these GGUFs carry a pre-tokenizer (convert_hf_to_gguf.py at 9394bbd48
+    # #L692 / at 4a4f42694 #L845) that builds before their PR throw on: "unknown pre-tokenizer type" (src/llama-model.cpp
+    # #L1355 at 9394bbd48's parent, src/llama-vocab.cpp#L1958 at 4a4f42694's parent). Kimi K2's config is read as
+    # deepseek_v3 (configs ALIASES): its own model_type decides
+    before = (datetime.date.fromisoformat(day) - datetime.timedelta(days=1)).isoformat()
+    with pytest.raises(ValueError, match=rf"builds before {day} \(PR #{pr}\) do not read the pre-tokenizer "
+                                         rf"'{tokenizer}' .* at {PRS[str(pr)][2]}\); build {before} cannot load its "
+                                         rf"GGUF \(\"unknown pre-tokenizer type: '{tokenizer}'\"\)"):
+        kvmem.estimate(preset, engine="llama.cpp", tokens=4096, build=before)
+    assert kvmem.estimate(preset, engine="llama.cpp", tokens=4096, build=day).total_bytes > 0
+
+
 # a llama4 log of llama.cpp's "llama_context: KV self size" era (PR #12181, 2025-03-13, to PR #12799, 2025-05-02),
 # which logs.py dates 2025-04-01 without a build line: before llama4 existed (PR #12791, 2025-04-07, build 5074)
 _KV = log_lines(kvmem.estimate("llama-4-scout-17b-16e", engine="llama.cpp", tokens=8192, build="2025-04-07"))
@@ -69,8 +85,9 @@ def test_a_log_dated_by_its_format_alone_is_taken_at_the_architectures_first_day
     result = check_log(LOG, "llama-4-scout-17b-16e", engine="llama.cpp")
     assert [c.matches for c in result.checks] == [True]
     assert result.settings["build"] == "2025-04-07"
-    assert ("no build line: the log's line formats date its build about 2025-04-01 (approximate); it ran llama4, "
-            "which builds before 2025-04-07 lack (PR #12791): taken as 2025-04-07") in result.notes
+    assert ("no build line: the log's line formats date its build about 2025-04-01 (approximate); it ran "
+            "llama-4-scout-17b-16e, which builds before 2025-04-07 cannot load (PR #12791): taken as 2025-04-07"
+            ) in result.notes
 
 
 def test_a_log_whose_build_line_predates_the_architecture_is_refused():

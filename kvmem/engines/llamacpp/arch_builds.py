@@ -1,8 +1,9 @@
 """The builds that have each architecture kvmem lays out (arch_tensors.ARCHS): a build dated before the pull request
 that added the architecture's LLM_ARCH_NAMES entry cannot load its GGUF (llama_model_loader: "unknown model
-architecture"), so such a build is refused by name (plan._plan_of), where the build is given (-o build=, or a log's
-build line). A log dated only by its line formats is taken at the architecture's first day instead
-(logs.check: those dates are approximate, and the log ran the model). glm-dsa and deepseek32: plan._dsa_build."""
+architecture"; DeepSeek-V3 and Kimi K2 on deepseek2: "unknown pre-tokenizer type", TYPE_ADDED), so such a build is
+refused by name (plan._plan_of), where the build is given (-o build=, or a log's build line). A log dated only by
+its line formats is taken at the architecture's first day instead (logs.check: those dates are approximate, and the
+log ran the model). glm-dsa and deepseek32: plan._dsa_build."""
 
 from __future__ import annotations
 
@@ -24,25 +25,39 @@ ADDED = {"deepseek2": (7519, "llama.cpp#L263"), "llama4": (12791, "src/llama-arc
          "qwen3next": (16095, "src/llama-arch.cpp#L35"), "qwen35": (19468, "src/llama-arch.cpp#L40"),
          "qwen35moe": (19468, "src/llama-arch.cpp#L41"), "gemma4": (21309, "src/llama-arch.cpp#L59")}
 
+# model types (the config's own, before kvmem's aliases) whose GGUF their architecture loads only from a later PR,
+# each for the pre-tokenizer its converter writes; before it llama_model_loader throws "unknown pre-tokenizer type":
+# DeepSeek-V3 / R1 on deepseek2 from PR #11049 (2025-01-04; convert_hf_to_gguf.py#L692 "deepseek-v3", #L3855
+# DeepseekV3ForCausalLM at 9394bbd48; the throw at src/llama-model.cpp#L1355 of its parent); Kimi K2 from PR #14654
+# (2025-07-15; convert_hf_to_gguf.py#L845 "kimi-k2" at 4a4f42694; the throw at src/llama-vocab.cpp#L1958 of its parent)
+TYPE_ADDED = {"deepseek_v3": (11049, "do not read the pre-tokenizer 'deepseek-v3' its converter writes",
+                              "src/llama-model.cpp#L1280", "unknown pre-tokenizer type: 'deepseek-v3'"),
+              "kimi_k2": (14654, "do not read the pre-tokenizer 'kimi-k2' its converter writes",
+                          "src/llama-vocab.cpp#L1965", "unknown pre-tokenizer type: 'kimi-k2'")}
+
 _COMMITS = {int(n): row[2] for n, row in read_json("llamacpp_prs.json")["prs"].items()}     # read once
 
 
-def first_build(model: Model) -> tuple[datetime.date, int, str] | None:
-    """(the first build date that has ``model``'s llama.cpp architecture, its PR, the line that says so), or None
-    where kvmem dates no such architecture."""
-    arch = ARCHS.get(model.model_type)
-    if arch not in ADDED:
+def first_build(model: Model) -> tuple[datetime.date, int, str, str, str] | None:
+    """(the first build date that loads ``model``'s GGUF, its PR, what builds before it lack, the line the PR added
+    at its commit, llama.cpp's error before it), or None where kvmem dates no such architecture."""
+    arch, own = ARCHS.get(model.model_type), (model.config or {}).get("model_type") or model.model_type
+    if arch is not None and own in TYPE_ADDED:
+        pr, lack, where, error = TYPE_ADDED[own]
+    elif arch in ADDED:
+        pr, where = ADDED[arch]
+        lack, error = f"have no {arch} architecture", f"unknown model architecture: '{arch}'"
+        where = f"its LLM_ARCH_NAMES entry, {where}"
+    else:
         return None
-    pr, where = ADDED[arch]
-    return PR_DATES[pr], pr, f"its LLM_ARCH_NAMES entry, {where} at {_COMMITS[pr]}"
+    return PR_DATES[pr], pr, lack, f"{where} at {_COMMITS[pr]}", error
 
 
 def check_arch_build(model: Model, build: datetime.date) -> None:
-    """Refuse a build dated before ``model``'s llama.cpp architecture existed: llama_model_loader throws "unknown
-    model architecture: '<arch>'" (src/llama-model.cpp#L438 at fd1234cb4's parent)."""
+    """Refuse a build dated before ``model``'s GGUF loads: llama_model_loader throws "unknown model architecture:
+    '<arch>'" (src/llama-model.cpp#L438 at fd1234cb4's parent) or, for TYPE_ADDED, the error named there."""
     first = first_build(model)
     if first is not None and build < first[0]:
-        arch = ARCHS[model.model_type]
-        raise ValueError(f"{model.name}: llama.cpp builds before {first[0]} (PR #{first[1]}) have no {arch} "
-                         f"architecture ({first[2]}); build {build} cannot load its GGUF "
-                         f"(\"unknown model architecture: '{arch}'\")")
+        date, pr, lack, where, error = first
+        raise ValueError(f"{model.name}: llama.cpp builds before {date} (PR #{pr}) {lack} ({where}); build {build} "
+                         f"cannot load its GGUF (\"{error}\")")

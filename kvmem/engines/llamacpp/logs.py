@@ -28,7 +28,6 @@ from ...logcheck.printed import after, field, value_of
 from .. import engine_estimate
 from ..serving import LogReader
 from .arch_builds import first_build
-from .arch_tensors import ARCHS
 from .builds import build_date, build_line, uncounted
 from .file_types import FILE_TYPE_NAMES
 from .layouts import MAX_LAYERS
@@ -271,7 +270,7 @@ def _format_dated(model, settings: dict) -> list:
     if first is None or _D.fromisoformat(settings["build"]) >= first[0]:
         return []
     note = (f"no build line: the log's line formats date its build about {settings['build']} (approximate); it ran "
-            f"{ARCHS[model.model_type]}, which builds before {first[0]} lack (PR #{first[1]}): taken as {first[0]}")
+            f"{model.name}, which builds before {first[0]} cannot load (PR #{first[1]}): taken as {first[0]}")
     settings["build"] = first[0].isoformat()
     return [note]
 
