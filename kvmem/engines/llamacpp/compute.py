@@ -105,8 +105,8 @@ from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_gemma_phi3 import phi3_dated
 from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
-from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .graphs_llama4 import LLAMA4, llama4_shape
+from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .settings import CURRENT, PR_14959, PR_18898
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
@@ -119,12 +119,12 @@ FAMILIES = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "
             "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3"}
 ISWA = ("gemma2", "gemma3")           # an iSWA cache: sliding layers read their own cells
 NO_WINDOW = ("llama", "phi3")         # sliding_window ignored: the llama graph reads none, phi3 disables it
-QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 # families whose graph (and widths) a module of their own transcribes: glm4 (dense GLM-4-0414, GLM-Z1): graphs_glm4;
 # glm4moe (GLM-4.5/4.6/4.7): graphs_glm4moe; llama4 (Llama 4 Scout / Maverick: chunked iSWA): graphs_llama4;
 # gemma4 (Gemma 4 26B-A4B / 31B): graphs_gemma4
 _OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4moe_shape),
                **dict.fromkeys(LLAMA4, llama4_shape), **dict.fromkeys(GEMMA4, gemma4_shape)}
+QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 
 @dataclass(frozen=True)
