@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..engines.llamacpp.arch_tensors import ARCHS, field
+from ..engines.llamacpp.arch_fields import ARCHS, field
 from ..engines.llamacpp.quant_mix import FTYPES
 from ..engines.llamacpp.tensors import GGUF_ARCH, GPT_OSS_EXPERTS, source_type, synthesised_tensors
 from ..model import Model

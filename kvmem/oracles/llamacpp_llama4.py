@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ..engines.llamacpp.arch_tensors import field
+from ..engines.llamacpp.arch_fields import field
 from ..engines.llamacpp.tensors import source_type, synthesised_tensors
 from ..model import Model
 from .llamacpp_buffers import write_sparse

@@ -13,7 +13,7 @@ import pytest
 import kvmem
 from kvmem.datafiles import read_json
 from kvmem.engines.llamacpp.arch_builds import ADDED, first_build
-from kvmem.engines.llamacpp.arch_tensors import ARCHS
+from kvmem.engines.llamacpp.arch_fields import ARCHS
 from kvmem.engines.llamacpp.log_lines import log_lines
 from kvmem.logcheck import check_log
 

@@ -16,7 +16,7 @@ file has them. The facts the log does not print, given as the report states them
 
 import pytest
 
-from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers
+from kvmem.engines.llamacpp.nextn import gguf_nextn_layers
 from kvmem.logcheck import check_log
 
 LOG = r"""llama-server -m Qwen3.5-122B-A10B-Q4_K_M-00001-of-00003.gguf -ngl 999 -fa on -c 32768 -ub 1586 -ctk f16 -ctv f16 -ot blk\.([0-9]|1[0-3]|2[0-4]|3[1-9]|4[0-7])\.ffn_.*_exps\.weight=CPU

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kvmem
-from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers
+from kvmem.engines.llamacpp.nextn import gguf_nextn_layers
 from kvmem.engines.llamacpp.offload import layout
 from kvmem.engines.llamacpp.placement import buffer_mib, place
 from kvmem.engines.llamacpp.plan import run_plan

@@ -4,7 +4,7 @@ the split over n_layer_all + 1, the blocks' tensors skipped but nextn_loaded's, 
 import pytest
 
 import kvmem
-from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers, nextn_loaded
+from kvmem.engines.llamacpp.nextn import gguf_nextn_layers, nextn_loaded
 from kvmem.engines.llamacpp.placement import place
 from kvmem.engines.llamacpp.tensors import GGUFTensor
 

@@ -277,7 +277,7 @@ def test_no_layer_sits_on_the_host_while_gpus_hold_routed_experts(gpus):
     its placement leaves layer 0 on the host (glm-5.2 q4_k_m on 2 x H100 at 32k: -ngl 79 -ts 15,64, 79/80);
     kvmem's own takes every layer (-ngl 80 -ts 16,64, 80/80) and moves routed experts to the host instead."""
     from kvmem.catalog import as_model
-    from kvmem.engines.llamacpp.arch_tensors import gguf_nextn_layers
+    from kvmem.engines.llamacpp.nextn import gguf_nextn_layers
     from kvmem.engines.llamacpp.offload import llamacpp_offload
     checked = []
     for name in _moe_presets():

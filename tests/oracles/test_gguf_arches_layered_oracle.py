@@ -15,8 +15,8 @@ import gguf  # noqa: E402
 import pytest  # noqa: E402
 
 import kvmem  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import nextn_loaded  # noqa: E402
 from kvmem.engines.llamacpp.layouts import layout  # noqa: E402
+from kvmem.engines.llamacpp.nextn import nextn_loaded  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib  # noqa: E402
 from kvmem.engines.llamacpp.tensors import tensors_for  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib, write_sparse  # noqa: E402

@@ -21,7 +21,7 @@ import gguf  # noqa: E402
 import pytest  # noqa: E402
 
 import kvmem  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import ARCHS, field  # noqa: E402
+from kvmem.engines.llamacpp.arch_fields import ARCHS, field  # noqa: E402
 from kvmem.engines.llamacpp.tensors import synthesised_tensors  # noqa: E402
 from kvmem.oracles.llamacpp_buffers import BUFFER_LINE, in_child, llama_lib, write_sparse  # noqa: E402
 from kvmem.oracles.llamacpp_family_files import mtp_layers, write_metadata  # noqa: E402

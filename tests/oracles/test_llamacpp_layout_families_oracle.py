@@ -28,7 +28,8 @@ import pytest  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
 from kvmem.dtypes import GGML_TYPES  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import ARCHS, gguf_nextn_layers, nextn_loaded  # noqa: E402
+from kvmem.engines.llamacpp.arch_fields import ARCHS  # noqa: E402
+from kvmem.engines.llamacpp.nextn import gguf_nextn_layers, nextn_loaded  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib, place  # noqa: E402
 from kvmem.engines.llamacpp.quant_mix import FTYPES  # noqa: E402
 from kvmem.engines.llamacpp.tensors import GPT_OSS_EXPERTS, synthesised_tensors  # noqa: E402

@@ -24,8 +24,9 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 
 from kvmem.catalog import get_model  # noqa: E402
-from kvmem.engines.llamacpp.arch_tensors import ARCHS, gguf_nextn_layers, nextn_loaded  # noqa: E402
+from kvmem.engines.llamacpp.arch_fields import ARCHS  # noqa: E402
 from kvmem.engines.llamacpp.layouts import layout  # noqa: E402
+from kvmem.engines.llamacpp.nextn import gguf_nextn_layers, nextn_loaded  # noqa: E402
 from kvmem.engines.llamacpp.placement import buffer_mib  # noqa: E402
 from kvmem.engines.llamacpp.tensors import synthesised_tensors, tensors_for  # noqa: E402
 from kvmem.model import Model  # noqa: E402

@@ -101,7 +101,7 @@ class _Converted:
 
 
 def _write_converted(model, path, nextn: int, *, drop: tuple = (), context: int | None = None):
-    from kvmem.engines.llamacpp.arch_tensors import ARCHS
+    from kvmem.engines.llamacpp.arch_fields import ARCHS
     from kvmem.oracles.llamacpp_family_files import write_metadata
     arch = ARCHS[model.model_type]
     writer = gguf.GGUFWriter(str(path), arch)

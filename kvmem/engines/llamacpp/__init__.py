@@ -37,6 +37,7 @@ READ_AT = {
     "33eff4024": "b5331, 2025-05-09: deepseek2's MLA cache with V (graphs_mla_oss)",
     "70d860824": "2026-01-25, the parent of PR #19067's merge d9c6ce46f (b7832): the last MLA cache with V, its "
                  "transposed V without flash attention (graphs_mla_attn)",
+    "b81c2cdd7": "2026-05-16, the parent of PR #22673's merge 255582687: qwen35 / qwen35moe without MTP (plan)",
     "873e5d8e3": "b10568, 2026-08-21: PR #27382's merge, deepseek2's Q roped whole (graphs_mla_oss)",
     "1d36b3670": "b5269, 2025-05-03: ggml-blas and llama-context of a BLAS build (ggml_sched, logs)",
     "74b8fc17f": "a 2025 master commit: the build line's printf (builds)",

@@ -11,7 +11,7 @@ import datetime
 
 from ...datafiles import read_json
 from ...model import Model
-from .arch_tensors import ARCHS
+from .arch_fields import ARCHS
 from .settings import PR_DATES
 
 # llama.cpp architecture -> (PR, the file and line of its LLM_ARCH_NAMES entry at the PR's squash-merge commit on

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .arch_tensors import gguf_nextn_layers
 from .fitting import FIT_MARGIN_BYTES, fit_on, largest, layout
 from .layouts import CUDA_CONTEXT_BYTES, Layout
+from .nextn import gguf_nextn_layers
 from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
 

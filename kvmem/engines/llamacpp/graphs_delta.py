@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .arch_tensors import field
+from .arch_fields import field
 from .ggml_graph import OUTPUT, TYPES, Graph, Tensor
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, token_inputs
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm

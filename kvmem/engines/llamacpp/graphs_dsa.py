@@ -40,7 +40,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, replace
 
-from .arch_tensors import field
+from .arch_fields import field
 from .ggml_graph import TYPES, Graph, Tensor
 from .graphs import GraphShape, Pass, embeddings, output_head, rot_size, token_inputs
 from .graphs_mla_oss import deepseek_ffn, mla_fields, mla_mha, rms_norm

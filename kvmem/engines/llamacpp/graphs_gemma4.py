@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .arch_tensors import field
+from .arch_fields import field
 from .ggml_graph import OUTPUT, Graph
 from .graphs import QUANTISED, GraphShape, Pass, attention, embeddings, ffn, rot_size, token_inputs
 from .graphs_mla_oss import rms_norm

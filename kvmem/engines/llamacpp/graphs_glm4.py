@@ -17,7 +17,7 @@ src/models/glm4.cpp llama_model_glm4::graph::graph (L68-L186):
 
 from __future__ import annotations
 
-from .arch_tensors import field
+from .arch_fields import field
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
 from .graphs_mla_oss import rms_norm

@@ -20,7 +20,7 @@ src/models/glm4-moe.cpp llama_model_glm4_moe::graph::graph (L291-L444):
 
 from __future__ import annotations
 
-from .arch_tensors import field
+from .arch_fields import field
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .arch_tensors import field
+from .arch_fields import field
 from .ggml_graph import OUTPUT, TYPES, Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, kq_mask, linear, output_head, token_inputs
 from .graphs_mla_attn import absorbed_attention, latent_v_attention, mla_mha, per_head_attention

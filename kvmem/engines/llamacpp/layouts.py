@@ -5,26 +5,21 @@ Memory of one set of flags (``layout``), per GPU and on the host:
     model     placement.place: the GGUF's tensors (or tensors.synthesised_tensors) on their devices
     KV        plan.rows per layer on the layer's device (host with kv_offload=False)
     compute   compute.llamacpp_compute_buffer. Host only (no GPU holds a layer): the CPU buffer, llama.cpp's own prompt
-              and one-token graphs allocated as ggml-alloc allocates them, equal to the printed "CPU compute buffer
-              size" for llama / mistral / mixtral / qwen2 / qwen3 / qwen3_moe / gemma2 / gemma3 / phi3 (200 random GGUFs
-              in tests/oracles/test_llamacpp_buffers_oracle.py; gemma's sliding-window cells from plan.swa_cells) and
-              deepseek_v2 / deepseek_v3 / kimi_k2 (MLA) / gpt_oss (graphs_mla_oss) / glm_moe_dsa / deepseek_v32 (MLA +
-              lightning indexer: graphs_dsa; tests/oracles/test_llamacpp_graphs_oracle.py); older builds their graph
-              (compute.compute_buffer's dated rules; MLA per-head / latent+V: the vendored graph, not exact), other
-              families the estimate, marked in ``compute_exact``. GPUs, any offload of a transcribed family (partial,
-              -ngl 0 beside a GPU, routed experts moved by -ot / --n-cpu-moe; gemma2 / gemma3 / gpt-oss with their SWA
-              cells; deepseek2 / gpt-oss from PR #14959's set_rows builds, deepseek2's latent + V cache before (its V
-              transposed without flash attention); ``_scheduled``): the same graphs split across the devices as
-              ggml_backend_sched splits them (scheduled.gpu_graph_bytes, kvmem.engines.llamacpp.ggml_sched; host weights
-              copied to the first GPU for the prompt; n_copies 4 where pipeline.py pipelines; builds before PR #14959
-              without set_rows index inputs, before PR #16884 Q, K, V expanded in that order, before PR #21038 no
-              Hadamard inputs, before PR #23764 an f32 KQ mask cast to f16; a GGML_BLAS build's BLAS backend with
-              ``blas``; norms pinned to their layer's GPU at full offload): 14 of the 16 published GPU lines to the
-              printed MiB (docs/research/llamacpp_offload_logs.md); checked only against those logs, so not marked
-              exact. Other GPU layouts: the estimate (compute.estimate_bytes) on every GPU that holds a layer. On the
-              host beside GPUs: the scheduled run's host buffer (the "CUDA_Host compute buffer": inputs and their
-              copies, token_embd's GET_ROWS; builds from PR #18898 the unused inp_embd input too), else n_ubatch x
-              hidden x 4 B (the input embeddings the host looks up).
+              and one-token graphs allocated as ggml-alloc allocates them for every family compute.py transcribes
+              (its module doc lists them; each equals llama.cpp's printed CPU buffer in tests/oracles), at the build's
+              date (compute.compute_buffer's dated rules; MLA per-head / latent + V before PR #14959: the vendored
+              graph, not exact); other families the estimate, marked in ``compute_exact``. GPUs, any offload of a
+              transcribed family (partial, -ngl 0 beside a GPU, routed experts moved by -ot / --n-cpu-moe;
+              ``_scheduled``): the same graphs split across the devices as ggml_backend_sched splits them
+              (scheduled.gpu_graph_bytes, ggml_sched; host weights copied to the first GPU for the prompt; n_copies 4
+              where pipeline.py pipelines; builds before PR #14959 without set_rows index inputs, before PR #16884
+              Q, K, V expanded in that order, before PR #21038 no Hadamard inputs, before PR #23764 an f32 KQ mask
+              cast to f16; a GGML_BLAS build's BLAS backend with ``blas``; norms pinned to their layer's GPU at full
+              offload), checked against the published GPU lines (docs/research/llamacpp_offload_logs.md, the held-out
+              logs in docs/research/heldout/), so not marked exact. Other GPU layouts: the estimate
+              (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs: the scheduled run's
+              host buffer (the "CUDA_Host compute buffer": inputs and their copies, token_embd's GET_ROWS; builds
+              from PR #18898 the unused inp_embd input too), else n_ubatch x hidden x 4 B (the input embeddings).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of each expert tensor) and
@@ -38,7 +33,6 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from ...model import Model
-from .arch_tensors import gguf_nextn_layers, nextn_loaded
 from .compute import (
     estimate_bytes,
     ggml_type_name,
@@ -52,6 +46,7 @@ from .graphs import PR_16884, PR_21038, PR_23764
 from .graphs_delta import with_rs_seq
 from .graphs_dsa import cuda_runs_indexer
 from .graphs_mla_oss import per_head_mla_shape, stores_transcribed
+from .nextn import gguf_nextn_layers, nextn_loaded
 from .pipeline import pipeline_parallel
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place

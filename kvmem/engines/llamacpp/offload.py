@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from ...model import Model
 from ...records import Record
-from .arch_tensors import gguf_nextn_layers
 from .best import best_layout, fit_searched, held_layout
 from .fitting import FIT_CTX, FIT_MARGIN_BYTES, fit_on, layout
 from .host_memory import host_bandwidth, host_memory_presets
 from .layouts import CUDA_CONTEXT_BYTES, Layout
+from .nextn import gguf_nextn_layers
 from .placement import free_split
 from .tensors import tensors_for
 

@@ -14,10 +14,11 @@ from ...model import Model
 from ...parallel import check_pp_layers
 from ...units import cdiv, pad
 from .arch_builds import check_arch_build
-from .arch_tensors import ARCHS, gguf_nextn_layers
+from .arch_fields import ARCHS
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
 from .indexers import MSA_FAMILIES, dsa_cached_nextn, indexer_widths, msa_indexer
+from .nextn import gguf_nextn_layers
 from .settings import (
     ALWAYS_ISWA,
     CURRENT,
@@ -284,10 +285,11 @@ def _plan_cached(model: Model, s: Settings, pp: int) -> Plan:
 def _check_mtp_build(model: Model, s: Settings) -> None:
     """Qwen3.5 / Qwen3.6 at a build before PR #22673 (settings.PR_22673), which has no MTP for them: qwen35 /
     qwen35moe load_hparams read no nextn_predict_layers and load_arch_tensors build n_layer = block_count trunk blocks
-    (llama.cpp@b81c2cdd7, the PR's parent, src/models/qwen35.cpp#L4-L30, #L55-L80, src/models/qwen35moe.cpp#L4-L33,
-    #L60-L79), and llama-server has no draft-mtp speculative type (b81c2cdd7 common/common.h#L158-L168;
-    COMMON_SPECULATIVE_TYPE_DRAFT_MTP comes with the PR, 255582687 common/common.h#L163). Refused there: nextn=True,
-    and a GGUF that carries MTP blocks (written from the PR on), which such a build loads as trunk blocks and fails."""
+    (llama.cpp@b81c2cdd7 src/models/qwen35.cpp#L4-L30, #L55-L80, src/models/qwen35moe.cpp#L4-L33, #L60-L79;
+    b81c2cdd7 is the PR's parent), and llama-server has no draft-mtp speculative type (b81c2cdd7
+    common/common.h#L158-L168; COMMON_SPECULATIVE_TYPE_DRAFT_MTP comes with the PR, 255582687
+    common/common.h#L163). Refused there: nextn=True, and a GGUF that carries MTP blocks (written from the PR on),
+    which such a build loads as trunk blocks and fails."""
     arch = ARCHS.get(model.model_type)
     if arch not in ("qwen35", "qwen35moe") or s.build >= PR_22673:
         return

@@ -163,7 +163,8 @@ def printed_mib(nbytes: int) -> float:
 
 # ---- inputs ---------------------------------------------------------------------------------
 
-def _build(value) -> datetime.date:
+def build_date(value) -> datetime.date:
+    """The build option (a date, "current" / "latest", or None) as the day of the llama.cpp build."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("current", "latest")):
         return CURRENT
     if isinstance(value, datetime.date):
@@ -266,7 +267,7 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
         raise ValueError(f"tp={tp}: llama.cpp does not split the KV cache by heads across tensor-parallel "
                          "ranks (--split-mode row keeps the whole KV cache on the main GPU); use pp for "
                          "--split-mode layer")
-    build = _build(options["build"])
+    build = build_date(options["build"])
     type_k = _cache_type("type_k", options["type_k"] if options["type_k"] is not None else kv_dtype)
     type_v = _cache_type("type_v", options["type_v"] if options["type_v"] is not None else kv_dtype)
     flash_attn = _flash_attn(options["flash_attn"], build)

@@ -41,7 +41,9 @@ from dataclasses import dataclass
 
 from ...layer import FULL, SLIDING
 from ...model import Model
-from .arch_tensors import ARCHS, arch_specs, field, gguf_nextn_layers
+from .arch_fields import ARCHS, field
+from .arch_tensors import arch_specs
+from .nextn import gguf_nextn_layers
 from .placement import GGML_TYPES
 from .quant_mix import FTYPES, UD_MIXES, QuantModel, ftype_names, quant_types, ud_base
 

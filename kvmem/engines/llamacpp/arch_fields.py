@@ -1,0 +1,32 @@
+"""The config fields llama.cpp's converter reads for the architectures kvmem lays out itself (arch_tensors,
+nextn, the graphs_* modules): which llama.cpp architecture a model_type converts to, and a field read where a
+config nests it (text_config)."""
+
+from __future__ import annotations
+
+from ...model import Model
+
+__all__ = ["ARCHS", "field", "need"]
+
+# kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
+ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
+         "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
+         "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
+         "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4",
+         "glm4": "glm4", "llama4": "llama4", "llama4_text": "llama4"}
+
+
+def field(model: Model, name: str, default=None):
+    """A config field, from text_config where the config nests it (Qwen3.5's)."""
+    cfg = model.config or {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    value = text.get(name, cfg.get(name))  # type: ignore[union-attr]  # text is a dict: the isinstance above
+    return default if value is None else value
+
+
+def need(model: Model, name: str) -> int:
+    value = field(model, name)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{model.name}: config field {name!r} is {value!r}; llama.cpp's "
+                         f"{ARCHS[model.model_type]} tensors need it as a positive integer")
+    return value
