@@ -215,7 +215,8 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
                    alignment: int = CPU_ALIGNMENT, build=CURRENT, n_rs_seq: int = 0) -> ComputeBuffer:
     """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate;
     ``n_rs_seq``: the context's recurrent rollback snapshots (graphs_delta.with_rs_seq)."""
-    shape = with_rs_seq(graph_shape(model, build), n_rs_seq)
+    shape = graph_shape(model, build)
+    shape = with_rs_seq(shape, n_rs_seq) if shape is not None else None
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
     if shape is not None and any(shape.swa) and not swa_cells:
         return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,

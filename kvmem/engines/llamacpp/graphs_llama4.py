@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ...layer import FULL
+from .arch_fields import field
 from .ggml_graph import Graph
 from .graphs import (
     QUANTISED,
@@ -67,21 +68,14 @@ class Llama4Shape(GraphShape):
     kq_norm: bool = True
 
 
-def _field(model, name: str, default=None):
-    cfg = model.config or {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    value = text.get(name, cfg.get(name))
-    return default if value is None else value
-
-
 def _chunked(model) -> bool:
     """Whether the GGUF convert_hf_to_gguf writes gets chunked attention (no sliding_window 0 written)."""
-    types = _field(model, "layer_types")
+    types = field(model, "layer_types")
     return not (isinstance(types, list) and types and all(t == "full_attention" for t in types))
 
 
 def _moe_layers(model) -> tuple:
-    step = _field(model, "interleave_moe_layer_step", 1)
+    step = field(model, "interleave_moe_layer_step", 1)
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ValueError(f"{model.name}: config field 'interleave_moe_layer_step' is {step!r}; llama.cpp reads it "
                          "as a whole number (src/models/llama4.cpp#L6)")
@@ -110,13 +104,13 @@ def llama4_tensors(model, h: int) -> list:
                          "zero experts\", src/models/llama4.cpp#L47-L49)")
     _check_layers(model)
     n_head, e, f = model.num_attention_heads, moe.experts, moe.intermediate_size
-    dense_f = _field(model, "intermediate_size_mlp")
+    dense_f = field(model, "intermediate_size_mlp")
     routed = _moe_layers(model)
     if not all(routed) and (not isinstance(dense_f, int) or dense_f <= 0):
         raise ValueError(f"{model.name}: config field 'intermediate_size_mlp' is {dense_f!r}; llama.cpp's dense "
                          "llama4 layers need it as feed_forward_length (conversion/llama.py#L383-L387)")
     out: list[tuple[str, tuple[int, ...]]] = []
-    rope = _field(model, "rope_scaling") or {}
+    rope = field(model, "rope_scaling") or {}
     if isinstance(rope, dict) and rope.get("rope_type") == "llama3":      # conversion/llama.py#L298-L326
         out.append(("rope_freqs.weight", (model.layers[0].head_dim_k // 2,)))
     for il, layer in enumerate(model.layers):
@@ -153,7 +147,7 @@ def llama4_shape(model) -> Llama4Shape | None:
         routed = _moe_layers(model)
     except ValueError:
         return None
-    dense_f = _field(model, "intermediate_size_mlp", 0) or 0
+    dense_f = field(model, "intermediate_size_mlp", 0) or 0
     if not all(routed) and dense_f <= 0:
         return None
     chunked = _chunked(model)

@@ -206,7 +206,7 @@ def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v,
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     shape = with_seqs(shape, n_seq)           # graphs_delta's recurrent part: n_seq sequences, whatever the streams
-    sizes = []
+    sizes: list = []
     passes: tuple[tuple[int, int], ...] = ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq))
     if one_token_graph_dominated(n_ubatch, n_seq, flash_attn):
         passes = passes[:1]          # the prompt graph's buffers are the larger on every device (its docstring)
