@@ -146,8 +146,7 @@ def rot_size(head_dim: int) -> int:
 def _graph(s: GraphShape, p: Pass) -> Graph:
     """src/models/llama.cpp, qwen2.cpp, qwen3.cpp and qwen3moe.cpp: one graph with four variants."""
     g = Graph()
-    hd, n_head, n_head_kv, n_tokens = s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
-    n_gqa = hd * n_head_kv
+    hd, n_head = s.head_dim, s.n_head
     # inputs (build_inp_embd, build_inp_pos, build_attn_inp_kv, build_inp_out_ids)
     tokens, embd, pos = token_inputs(g, s, p)
     inputs = attn_inputs(g, p, s, p.n_kv)
@@ -157,11 +156,7 @@ def _graph(s: GraphShape, p: Pass) -> Graph:
         g.layer = il
         inp_sa = inp_l
         cur = g.dup("MUL", g.dup("RMS_NORM", inp_l), g.weight(s.n_embd, name="attn_norm"))
-        widths = ((n_head * hd, "attn_q"), (n_gqa, "attn_k"), (n_gqa, "attn_v"))
-        q, k, v = (linear(g, cur, width, s.qkv_bias, name) for width, name in widths)
-        q = g.reshape(q, hd, n_head, n_tokens)
-        k = g.reshape(k, hd, n_head_kv, n_tokens)
-        v = g.reshape(v, hd, n_head_kv, n_tokens)
+        q, k, v = qkv_heads(g, s, p, cur, s.qkv_bias)
         if s.arch in QK_NORM:
             q = g.dup("MUL", g.dup("RMS_NORM", q), g.weight(hd, name="attn_q_norm"))
         q = g.dup("ROPE", q, pos)
@@ -271,6 +266,15 @@ def linear(g, cur, width, bias, name=""):
     """build_qkv, separate Q/K/V: mul_mat, then ggml_add of the bias when there is one."""
     out = g.mul_mat(g.weight(cur.ne[0], width, name=name), cur)
     return g.dup("ADD", out, g.weight(width, name=f"{name}.bias")) if bias else out
+
+
+def qkv_heads(g, s: GraphShape, p: Pass, cur, bias: bool) -> tuple:
+    """build_qkv with separate Q/K/V: the three projections (``linear``), each reshaped to its heads."""
+    hd, n_tokens = s.head_dim, p.n_tokens
+    widths = ((s.n_head * hd, "attn_q"), (s.n_head_kv * hd, "attn_k"), (s.n_head_kv * hd, "attn_v"))
+    q, k, v = (linear(g, cur, width, bias, name) for width, name in widths)
+    return (g.reshape(q, hd, s.n_head, n_tokens), g.reshape(k, hd, s.n_head_kv, n_tokens),
+            g.reshape(v, hd, s.n_head_kv, n_tokens))
 
 
 def _row(type_):

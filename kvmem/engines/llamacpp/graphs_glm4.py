@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .arch_fields import field
 from .ggml_graph import Graph
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
+from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, output_head, qkv_heads, token_inputs
 from .graphs_mla_oss import rms_norm
 
 __all__ = ["GLM4", "build_glm4", "glm4_shape"]
@@ -31,7 +31,7 @@ GLM4 = {"glm4": "glm4"}
 def build_glm4(s: GraphShape, p: Pass) -> Graph:
     """llama_model_glm4::graph::graph for one reserve ``p`` (module docstring)."""
     g = Graph()
-    e, hd, n_head, n_head_kv, n_tokens = s.n_embd, s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
+    e, hd, n_head = s.n_embd, s.head_dim, s.n_head
     tokens, embd, pos = token_inputs(g, s, p)
     inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
@@ -40,11 +40,7 @@ def build_glm4(s: GraphShape, p: Pass) -> Graph:
         g.layer = il
         inp_sa = inp_l
         cur = rms_norm(g, inp_l, e, "attn_norm")
-        widths = ((n_head * hd, "attn_q"), (n_head_kv * hd, "attn_k"), (n_head_kv * hd, "attn_v"))
-        q, k, v = (linear(g, cur, width, s.qkv_bias, name) for width, name in widths)
-        q = g.reshape(q, hd, n_head, n_tokens)
-        k = g.reshape(k, hd, n_head_kv, n_tokens)
-        v = g.reshape(v, hd, n_head_kv, n_tokens)
+        q, k, v = qkv_heads(g, s, p, cur, s.qkv_bias)
         q, k = g.dup("ROPE", q, pos), g.dup("ROPE", k, pos)
         cur = attention(g, q, k, v, inputs, p, s, p.n_kv)
         cur = g.mul_mat(g.weight(n_head * hd, e, name="attn_output"), cur)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .arch_fields import field
 from .ggml_graph import Graph
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
+from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, output_head, qkv_heads, token_inputs
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm
 
 __all__ = ["GLM4MOE", "build_glm4moe", "glm4moe_shape"]
@@ -34,7 +34,7 @@ GLM4MOE = {"glm4_moe": "glm4moe"}
 def build_glm4moe(s: GraphShape, p: Pass) -> Graph:
     """llama_model_glm4_moe::graph::graph for one reserve ``p`` (module docstring)."""
     g = Graph()
-    e, hd, n_head, n_head_kv, n_tokens = s.n_embd, s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
+    e, hd, n_head = s.n_embd, s.head_dim, s.n_head
     tokens, embd, pos = token_inputs(g, s, p)
     inputs = attn_inputs(g, p, s, p.n_kv)
     out_ids = g.input("i32", p.n_outputs)
@@ -43,11 +43,7 @@ def build_glm4moe(s: GraphShape, p: Pass) -> Graph:
         g.layer = il
         inp_sa = inp_l
         cur = rms_norm(g, inp_l, e, "attn_norm")
-        widths = ((n_head * hd, "attn_q"), (n_head_kv * hd, "attn_k"), (n_head_kv * hd, "attn_v"))
-        q, k, v = (linear(g, cur, width, s.qkv_bias, name) for width, name in widths)
-        q = g.reshape(q, hd, n_head, n_tokens)
-        k = g.reshape(k, hd, n_head_kv, n_tokens)
-        v = g.reshape(v, hd, n_head_kv, n_tokens)
+        q, k, v = qkv_heads(g, s, p, cur, s.qkv_bias)
         if s.qk_norm:       # glm4-moe.cpp L331-L338: both norms before either RoPE
             q = rms_norm(g, q, hd, "attn_q_norm")
             k = rms_norm(g, k, hd, "attn_k_norm")

@@ -45,8 +45,8 @@ from .graphs import (
     attention,
     attn_inputs,
     embeddings,
-    linear,
     output_head,
+    qkv_heads,
     rot_size,
     token_inputs,
 )
@@ -212,7 +212,7 @@ def _ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = ""):
 def build_llama4(s: Llama4Shape, p: Pass) -> Graph:
     """llama_model_llama4::graph<iswa> for one reserve ``p`` (module docstring)."""
     g = Graph()
-    e, hd, n_head, n_head_kv, n_tokens = s.n_embd, s.head_dim, s.n_head, s.n_head_kv, p.n_tokens
+    e, hd, n_head, n_tokens = s.n_embd, s.head_dim, s.n_head, p.n_tokens
     iswa = any(s.swa)
     tokens, embd, pos = token_inputs(g, s, p)
     attn_scale = g.input("f32", 1, 1, n_tokens)
@@ -227,11 +227,7 @@ def build_llama4(s: Llama4Shape, p: Pass) -> Graph:
         g.layer = il
         inp_sa = inp_l
         cur = norm(inp_l, "attn_norm")
-        widths = ((n_head * hd, "attn_q"), (n_head_kv * hd, "attn_k"), (n_head_kv * hd, "attn_v"))
-        q, k, v = (linear(g, cur, width, False, name) for width, name in widths)
-        q = g.reshape(q, hd, n_head, n_tokens)
-        k = g.reshape(k, hd, n_head_kv, n_tokens)
-        v = g.reshape(v, hd, n_head_kv, n_tokens)
+        q, k, v = qkv_heads(g, s, p, cur, False)
         # use_rope: (il + 1) % n_no_rope_layer_step != 0; a file with sliding_window 0 sets the step to n_layer
         rope = (il + 1) % (_STEP if iswa else s.n_layer) != 0
         if rope:
