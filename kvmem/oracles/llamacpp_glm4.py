@@ -15,11 +15,9 @@ import random
 from typing import Any
 
 from ..model import Model
+from .llamacpp_graphs_more import random_run
 
 __all__ = ["random_glm4_case"]
-
-_FA_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16", "q5_1", "iq4_nl")
-_NO_FA_TYPES = ("f16", "f32", "bf16")
 
 
 def _glm4(rng: random.Random) -> dict:
@@ -40,9 +38,4 @@ def random_glm4_case(seed: int) -> tuple[Model, str, dict]:
     """(model, file type, context) of glm4 case ``seed``."""
     rng = random.Random(f"graphs/glm4/{seed}")
     model = Model.from_hf_config(_glm4(rng), name=f"random-glm4-{seed}")
-    fa = rng.random() < 0.5
-    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
-    ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
-               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
-               n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=False)
-    return model, rng.choice(("f16", "q8_0")), ctx
+    return (model, *random_run(rng))

@@ -44,16 +44,22 @@ def _glm4moe(rng: random.Random) -> dict:
     return cfg
 
 
+def random_run(rng: random.Random, contexts: tuple = (256, 512, 1000, 4096), seqs: tuple = (1, 1, 2, 3, 4)) -> tuple:
+    """(file type, context) of a random case after its model is drawn: flash attention or not, the cache types it
+    takes, the context, the ubatch, the sequences (a KV stream each, or unified)."""
+    fa = rng.random() < 0.5
+    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
+    ctx = dict(n_ctx=rng.choice(contexts), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
+               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
+               n_seq=rng.choice(seqs), kv_unified=rng.random() < 0.3, swa_full=False)
+    return rng.choice(("f16", "q8_0")), ctx
+
+
 def random_glm4moe_case(seed: int) -> tuple[Model, str, dict]:
     """(model, file type, context) of glm4moe case ``seed``."""
     rng = random.Random(f"graphs-more/glm4moe/{seed}")
     model = Model.from_hf_config(_glm4moe(rng), name=f"random-glm4moe-{seed}")
-    fa = rng.random() < 0.5
-    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
-    ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
-               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
-               n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=False)
-    return model, rng.choice(("f16", "q8_0")), ctx
+    return (model, *random_run(rng))
 
 
 def _delta(rng: random.Random, model_type: str) -> dict:
@@ -84,12 +90,7 @@ def random_delta_case(seed: int) -> tuple[Model, str, dict]:
     model_type = DELTA_KINDS[seed % len(DELTA_KINDS)]
     rng = random.Random(f"graphs-more/delta/{seed}")
     model = Model.from_hf_config(_delta(rng, model_type), name=f"random-{model_type}-{seed}")
-    fa = rng.random() < 0.5
-    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
-    ctx = dict(n_ctx=rng.choice((256, 512, 1000, 4096)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
-               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
-               n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=False)
-    return model, rng.choice(("f16", "q8_0")), ctx
+    return (model, *random_run(rng))
 
 
 def _gemma4(rng: random.Random) -> dict:

@@ -21,11 +21,9 @@ from ..engines.llamacpp.tensors import source_type, synthesised_tensors
 from ..model import Model
 from .llamacpp_buffers import write_sparse
 from .llamacpp_family_files import write_metadata
+from .llamacpp_graphs_more import random_run
 
 __all__ = ["write_llama4", "random_llama4_case"]
-
-_FA_TYPES = ("f16", "q8_0", "q4_0", "f32", "bf16", "q5_1", "iq4_nl")
-_NO_FA_TYPES = ("f16", "f32", "bf16")
 
 
 class _Llama4Writer:
@@ -76,9 +74,4 @@ def random_llama4_case(seed: int) -> tuple[Model, str, dict]:
     """(model, file type, context) of llama4 case ``seed``."""
     rng = random.Random(f"graphs/llama4/{seed}")
     model = Model.from_hf_config(_llama4(rng), name=f"random-llama4-{seed}")
-    fa = rng.random() < 0.5
-    type_k = rng.choice(_FA_TYPES if fa else _NO_FA_TYPES)
-    ctx = dict(n_ctx=rng.choice((256, 1000, 4096, 9000, 16384, 20000)), n_ubatch=rng.choice((1, 7, 32, 128, 512)),
-               flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
-               n_seq=rng.choice((1, 1, 2, 3)), kv_unified=rng.random() < 0.3, swa_full=False)
-    return model, rng.choice(("f16", "q8_0")), ctx
+    return (model, *random_run(rng, contexts=(256, 1000, 4096, 9000, 16384, 20000), seqs=(1, 1, 2, 3)))
