@@ -243,4 +243,5 @@ llama_context:  CANN_Host compute buffer size =   402.27 MiB
 """
     result = check_log(log, "gpt-oss-20b")
     assert not any("CANN_Host holds nothing" in n for n in result.notes)
-    assert "CANN_Host compute buffer" in _checks(result)
+    # read as the host's line: it differs, and CANN decides its own op support, so it is said (the test below)
+    assert any(n.startswith("line 9: CANN_Host compute buffer logged 402.27 MiB") for n in result.notes)

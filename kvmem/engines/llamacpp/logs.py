@@ -555,6 +555,8 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
     if no_rs:
         notes.append("the log has no 'RS buffer size' lines (an excerpt?): its KV buffer lines are checked against "
                      "the KV cache alone, without the recurrent state llama.cpp prints on those lines")
+    # a backend that decides its own op support (_OWN_OP_SUPPORT), by its devices' name
+    own_ops = next((b for _, d in logged for b in _OWN_OP_SUPPORT if d.startswith(b)), "")
     imatrix: list = []      # the file laid out as quantised with an importance matrix, at a model buffer off without
     for (kind, device), rows in logged.items():
         try:
@@ -580,6 +582,13 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                              f"with an importance matrix (llama-quantize --imatrix); without one "
                              f"{buffer_mib(ours):.2f} MiB")
                 ours, ok = other, True
+        if kind in ("model", "compute") and not ok and own_ops and (device == CPU or device.startswith(own_ops)):
+            notes.append(f"line {n}: {printed_as} {kind} buffer logged {shown}, kvmem {buffer_mib(ours):.2f} MiB: not "
+                         "checked, as kvmem places weights and splits the graph by the CUDA and CPU backends' "
+                         f"supports_op / offload_op, and the {own_ops} backend decides its own (CANN refuses "
+                         "MUL_MAT_ID on MXFP4, so the experts stay on the host: ggml-cann.cpp#L2457-L2471 at "
+                         "3f545becc)")
+            continue
         if kind == "compute" and not ok and not lay.compute_exact.get(device):
             notes.append(f"line {n}: {printed_as} compute buffer logged {shown}, kvmem estimates "
                          f"{buffer_mib(ours):.2f} MiB (an estimate for this layout, kvmem.engines.llamacpp.layouts: "
@@ -601,6 +610,13 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
 
 def claims(found: dict) -> bool:
     return bool(found["sizes"] or found["buffers"])
+
+
+# backends (by their devices' names) whose supports_op / offload_op kvmem does not transcribe: where a model or
+# compute line differs, it is said, not counted as a mismatch (CANN takes no MUL_MAT_ID over MXFP4 weights:
+# llama.cpp@3f545becc ggml/src/ggml-cann/ggml-cann.cpp#L2457-L2471; OpenCL, OpenVINO and Hexagon (HTP) have op
+# tables of their own too)
+_OWN_OP_SUPPORT = ("CANN", "GPUOpenCL", "OPENVINO", "HTP")
 
 
 # Tensor overrides as llama.cpp parses them: each -ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn appends (pattern,
