@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import datetime
 
-from ...datafiles import read_json
 from ...model import Model
 from .arch_fields import ARCHS
-from .settings import PR_DATES
+from .settings import PR_DATES, PR_ROWS
 
 # llama.cpp architecture -> (PR, the file and line of its LLM_ARCH_NAMES entry at the PR's squash-merge commit on
 # master, which the commit's parent lacks: `git log -S'{ LLM_ARCH_<X>,' master`; the commits and dates are
@@ -35,8 +34,6 @@ TYPE_ADDED = {"deepseek_v3": (11049, "do not read the pre-tokenizer 'deepseek-v3
               "kimi_k2": (14654, "do not read the pre-tokenizer 'kimi-k2' its converter writes",
                           "src/llama-vocab.cpp#L1965", "unknown pre-tokenizer type: 'kimi-k2'")}
 
-_COMMITS = {int(n): row[2] for n, row in read_json("llamacpp_prs.json")["prs"].items()}     # read once
-
 
 def first_build(model: Model) -> tuple[datetime.date, int, str, str, str] | None:
     """(the first build date that loads ``model``'s GGUF, its PR, what builds before it lack, the line the PR added
@@ -50,7 +47,7 @@ def first_build(model: Model) -> tuple[datetime.date, int, str, str, str] | None
         where = f"its LLM_ARCH_NAMES entry, {where}"
     else:
         return None
-    return PR_DATES[pr], pr, lack, f"{where} at {_COMMITS[pr]}", error
+    return PR_DATES[pr], pr, lack, f"{where} at {PR_ROWS[pr][2]}", error
 
 
 def check_arch_build(model: Model, build: datetime.date) -> None:

@@ -19,6 +19,7 @@ import datetime
 import re
 
 from ...datafiles import read_json
+from .settings import PR_DATES, PR_ROWS
 
 # a log's build line: the number and, where printed, the commit (its first hex digits)
 BUILD_LINES = (re.compile(r"\bbuild: (\d{1,6}) \(([0-9a-f]{4,40})\)"),
@@ -68,9 +69,8 @@ def uncounted(number: int, commit: str | None) -> str | None:
 
 
 def _dated_prs() -> dict:
-    """PR number -> (its date, its first build): kvmem/data/llamacpp_prs.json, the table settings.PR_<N> come from."""
-    return {int(n): (datetime.date.fromisoformat(date), first)
-            for n, (first, date, *_) in read_json("llamacpp_prs.json")["prs"].items() if first is not None}
+    """PR number -> (its date, its first build): settings.PR_ROWS, the table settings.PR_<N> come from."""
+    return {n: (PR_DATES[n], first) for n, (first, *_) in PR_ROWS.items() if first is not None}
 
 
 def build_date(number: int, commit: str | None = None) -> tuple[str | None, list[str]]:

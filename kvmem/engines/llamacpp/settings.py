@@ -42,13 +42,11 @@ _QUANT_BLOCK = 32
 _D = datetime.date
 
 
-def _pr_dates() -> dict[int, datetime.date]:
-    """PR number -> the date of its squash merge on master, from kvmem/data/llamacpp_prs.json (tools/llamacpp_builds.py
-    reads master's history: each PR's merge commit, date and first build; every llama.cpp rule's PR date is one)."""
-    return {int(n): _D.fromisoformat(row[1]) for n, row in read_json("llamacpp_prs.json")["prs"].items()}
-
-
-PR_DATES = _pr_dates()
+# PR number -> (its first build or None, the date of its squash merge on master, the merge commit, its subject):
+# kvmem/data/llamacpp_prs.json, which tools/llamacpp_builds.py reads from master's history; every llama.cpp rule's
+# PR date is one (PR_DATES)
+PR_ROWS = {int(n): tuple(row) for n, row in read_json("llamacpp_prs.json")["prs"].items()}
+PR_DATES = {n: _D.fromisoformat(row[1]) for n, row in PR_ROWS.items()}
 # The llama.cpp pull requests kvmem's rules switch on, each dated by its squash merge on master (a build of the merge
 # day is taken to have it; builds.build_date dates a log's build number by the first build holding each):
 # - #5021 flash attention; #6177 n_ctx padded to 32, #5021 to 256, #7257 256 with flash attention only (_n_pad);

@@ -38,7 +38,7 @@ from ...units import cdiv, format_bytes
 from ..base import byte_option
 from .settings import LLAMA_MAX_SEQ
 from .verdict_search import PAD as _PAD
-from .verdict_search import beyond, or_fit_on, own_longest
+from .verdict_search import beyond, longest_context, or_fit_on
 
 __all__ = ["placement_verdict", "HOST_OPTION"]
 
@@ -147,7 +147,7 @@ def placement_verdict(s, found, searches: bool = True):
                    lambda: largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + more_seqs))
     past = alt_longest // _PAD + 1          # the fewest units past --fit on's longest context
     longest = max(beyond(alt_longest, lambda: alt is None or past <= units and with_flags(
-        min(past * _PAD, context_cap), batch), lambda: own_longest(
+        min(past * _PAD, context_cap), batch), lambda: longest_context(
             s.context, lambda u: with_flags(min(u * _PAD, context_cap), batch),
             lambda u: left.get((min(u * _PAD, context_cap), batch)), (units, cells + more_units, context_cap),
             left[s.context, batch])), s.context)

@@ -1,16 +1,16 @@
 """The verdict's searches (kvmem.engines.llamacpp.verdict): the longest context a placement's flags hold, by false
-position on the room left (longest, own_longest), what --fit on's flags hold (or_fit_on), and kvmem's own searches
+position on the room left (longest, longest_context), what --fit on's flags hold (or_fit_on), and kvmem's own searches
 past it (beyond)."""
 
 from __future__ import annotations
 
-__all__ = ["PAD", "beyond", "longest", "or_fit_on", "own_longest"]
+__all__ = ["PAD", "beyond", "longest", "longest_context", "or_fit_on"]
 
 PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
 
 
-def own_longest(context: int, fits, room, caps: tuple, room_asked: int) -> int:
-    """The longest context (tokens, at most the cap) kvmem's flags hold, searched in 256-cell units: ``fits(u)``,
+def longest_context(context: int, fits, room, caps: tuple, room_asked: int) -> int:
+    """The longest context (tokens, at most the cap) a placement's flags hold, searched in 256-cell units: ``fits(u)``,
     ``room(u)`` (the least room left where laid out), ``caps``: the units of the longest context, the first guess,
     the longest context; ``room_asked``: the room left at the context asked."""
     units, guess, context_cap = caps
@@ -67,13 +67,10 @@ def or_fit_on(s, placer, tensors, best, batch: int, caps: tuple) -> tuple:
     most = largest_fitting(lambda b: fits(s.context, b), seq_cap,
                            batch + min(slack * batch // kv for slack, kv in holding))
     guess = cells + min(slack * cells // kv for slack, kv in holding)
-    if s.context >= PAD:       # the flags hold s.context, so 256 tokens too: false position on the room left
-        top = longest(lambda u: fits(min(u * PAD, context_cap), batch),
-                      lambda u: rooms.get((min(u * PAD, context_cap), batch)), units, guess,
-                      (s.context / PAD, rooms[s.context, batch]))
-    else:
-        top = largest_fitting(lambda u: fits(min(u * PAD, context_cap), batch), units, guess)
-    return most, min(top * PAD, context_cap), alt
+    top = longest_context(s.context, lambda u: fits(min(u * PAD, context_cap), batch),
+                          lambda u: rooms.get((min(u * PAD, context_cap), batch)), (units, guess, context_cap),
+                          rooms[s.context, batch])
+    return most, top, alt
 
 
 def longest(fits, room, cap: int, guess: int, anchor: tuple) -> int:
