@@ -237,6 +237,21 @@ def held_layout(model, weight_format, held: Layout, options: tuple) -> tuple:
     return lay, tensors, source
 
 
+def _several(model, tensors, names: tuple, usable: dict, kw: dict) -> Layout | None:
+    """The placement best_layout starts from on several GPUs: --fit's own search (the one its report shows,
+    searched once), whose margin top_up then fills; fit.cpp checks each device when it fills it, and a later
+    device's split layer can change an earlier one's compute buffer (kvmem's estimate stands in for the scheduled
+    graph once a non-expert tensor moves), so a search can end over a card: then a wider margin; none fits: MoE,
+    _spread (None or a placement that fits), dense, None."""
+    free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
+    kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
+    for margin in _MARGINS if model.facts.moe is not None else _MARGINS_DENSE:
+        found, _ = fit_searched(model, tensors, names, free, kw["n_ctx"], kw_fit, margin)
+        if found.fits(usable):
+            return found
+    return _spread(model, tensors, names, usable, kw) if model.facts.moe is not None else None
+
+
 def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     """(kvmem's placement or None, the tensors, their source) for ``model``'s tensors in
     ``weight_format`` (kvmem.engines.llamacpp.tensors.tensors_for), ``budgets`` ((device, bytes), ...)
@@ -250,17 +265,7 @@ def best_layout(model, weight_format, budgets: tuple, options: tuple) -> tuple:
     tensors, source = _tensors(model, weight_format, kw.get("build"))
     kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
     if len(names) > 1:   # several GPUs: --fit's own search with no margin kept (module doc)
-        free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
-        for margin in _MARGINS if model.facts.moe is not None else _MARGINS_DENSE:
-            # --fit's own search (the one its report shows, searched once), then _top_up fills the margin it
-            # keeps; fit.cpp checks each device when it fills it, and a later device's split layer can change an
-            # earlier one's compute buffer (kvmem's estimate stands in for the scheduled graph once a non-expert
-            # tensor moves), so a search can end over a card: then a wider margin
-            best, _ = fit_searched(model, tensors, names, free, kw["n_ctx"], kw_fit, margin)
-            if best.fits(usable):
-                break
-        else:
-            best = _spread(model, tensors, names, usable, kw) if model.facts.moe is not None else None
+        best = _several(model, tensors, names, usable, kw)
     else:
         best = _best(model, tensors, names, None, usable, kw)
     best = top_up(model, tensors, first_layers(model, tensors, best, usable, kw_fit), usable, kw_fit)
@@ -285,12 +290,7 @@ def placement_holds(model, weight_format, budgets: tuple, options: tuple) -> boo
     names, usable, kw = tuple(d for d, _ in budgets), dict(budgets), dict(options)
     tensors, _ = _tensors(model, weight_format, kw.get("build"))
     if len(names) > 1:
-        free = {n: usable[n] - CUDA_CONTEXT_BYTES for n in names}
-        kw_fit = {k: v for k, v in kw.items() if k != "n_ctx"}
-        for margin in _MARGINS if model.facts.moe is not None else _MARGINS_DENSE:
-            if fit_searched(model, tensors, names, free, kw["n_ctx"], kw_fit, margin)[0].fits(usable):
-                return True
-        return model.facts.moe is not None and _spread(model, tensors, names, usable, kw) is not None
+        return _several(model, tensors, names, usable, kw) is not None
     n = model.num_layers
     top = n + 1 + _blocks(model, kw)
 
