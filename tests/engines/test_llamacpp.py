@@ -7,7 +7,7 @@ source collapsed the log's column padding, lines are compared with runs of space
 
 import pytest
 
-from kvmem import Layer, Model, RecurrentState, capacity, estimate, get_model
+from kvmem import Layer, Model, RecurrentState, capacity, estimate, fit, get_model
 from kvmem.engines.llamacpp import log_lines
 
 MiB = 2**20
@@ -571,6 +571,18 @@ def test_cache_type_names_must_be_ggml_cache_types():
         llama("llama-3.1-8b", kv_dtype="fp8")
     with pytest.raises(ValueError, match="type_v must be a llama.cpp cache type .* got 'q3_K'"):
         llama("llama-3.1-8b", type_v="q3_K")
+
+
+def test_a_context_past_what_minus_c_reads_is_refused():
+    # -c goes through std::stoi: an int (llama.cpp@0c1e57098 common/arg.cpp#L853-L857); the fuzz found a 2**40
+    # context searched for 33 s on CI before this refusal
+    assert llama("qwen3-4b", tokens=2**31 - 1).details.n_ctx == 2**31     # padded to 256 cells, in its uint32_t
+    with pytest.raises(ValueError, match="n_ctx=2,147,483,648 cells .* at most 2,147,483,647"):
+        llama("qwen3-4b", tokens=2**31)
+    with pytest.raises(ValueError, match="n_ctx=2,147,483,648 cells"):
+        llama("qwen3-4b", tokens=2**30, batch=2)
+    with pytest.raises(ValueError, match="n_ctx=1,099,511,627,776 cells"):
+        fit("glm-5.1", gpu="h100-sxm-80gb", engine="llama.cpp", context=2**40)
 
 
 def test_sequences_that_do_not_fit_the_streams():

@@ -35,6 +35,9 @@ DEFAULTS = {
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 MLA_MODES = ("latent", "latent+v", "none")
 LLAMA_MAX_SEQ = 256  # llama.cpp@0c1e57098 src/llama-cparams.h#L8
+# -c is read by std::stoi into an int (llama.cpp@0c1e57098 common/arg.cpp#L853-L857, #L1639-L1642): a larger
+# value stops the tool with "error while handling argument" (#L871-L875); the C API's n_ctx is a uint32_t (llama.h#L366)
+MAX_N_CTX = 2**31 - 1
 # ggml_blck_size of q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl: 32 values a block of q8_0 34 B, q5_1 24, q5_0 22, q4_1 20,
 # q4_0 and iq4_nl 18 (f32 4 B, f16/bf16 2 B a value): llama.cpp@0c1e57098 ggml/src/ggml-common.h#L194-L256, #L447-L452
 _QUANT_BLOCK = 32
@@ -296,6 +299,9 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
             n_ctx = parse_tokens(options["n_ctx"])
         except ValueError:
             raise ValueError(f"n_ctx must be a positive number of cells (-c), got {options['n_ctx']!r}") from None
+    if n_ctx > MAX_N_CTX:
+        raise ValueError(f"n_ctx={n_ctx:,} cells (-c, context x sequences): llama.cpp reads -c as an int (std::stoi), "
+                         f"at most {MAX_N_CTX:,}; a larger value stops it with \"error while handling argument\"")
     n_batch = min(n_ctx, count_option("n_batch", options["n_batch"]))
     n_ubatch = min(n_batch, count_option("n_ubatch", options["n_ubatch"]))
     n_rs_seq = options["n_rs_seq"]
