@@ -39,6 +39,13 @@ REFUSALS = {
     # tensorrt_llm/_torch/models/_arch_index.py: Glm4MoeForCausalLM, no Glm4ForCausalLM (kvmem/engines/trtllm/families.py)
     **{(name, "trtllm"): "TensorRT-LLM's PyTorch backend registers no Glm4ForCausalLM"
        for name in ("glm-4-32b-0414", "glm-z1-32b-0414", "glm-4-9b-0414")},
+    # likewise no GPT-2, GPT-NeoX, Falcon, Gemma 2, DeepSeek-V2, Gemma 3n or Jamba (tests/engines/test_trtllm_registry.py)
+    **{(name, "trtllm"): f"TensorRT-LLM's PyTorch backend registers no {arch}" for name, arch in (
+        ("gpt2", "GPT2LMHeadModel"), ("gpt-neox-20b", "GPTNeoXForCausalLM"), ("falcon-7b", "FalconForCausalLM"),
+        ("falcon-40b", "FalconForCausalLM"), ("gemma-2-2b", "Gemma2ForCausalLM"), ("gemma-2-9b", "Gemma2ForCausalLM"),
+        ("gemma-2-27b", "Gemma2ForCausalLM"), ("deepseek-v2", "DeepseekV2ForCausalLM"),
+        ("deepseek-v2-lite", "DeepseekV2ForCausalLM"), ("gemma-3n-e2b", "Gemma3nForConditionalGeneration"),
+        ("gemma-3n-e4b", "Gemma3nForConditionalGeneration"), ("jamba-1.5-mini", "JambaForCausalLM"))},
 }
 
 

@@ -72,6 +72,8 @@ READ_AT = {
     "00be09f7": "tensorrt_llm/_torch/pyexecutor/kv_cache_manager_v2.py",
     "28295084": "tensorrt_llm/_torch/pyexecutor/kv_cache/mamba_cache_manager/common.py",
     "00043967": "tensorrt_llm/llmapi/llm_args.py",
+    "02267d3d": "tensorrt_llm/models/__init__.py",
+    "04d175ac": "tensorrt_llm/_torch/models/modeling_gemma2.py",
 }
 QUERY_HEADS = "TensorRT-LLM asserts num_heads % tp_size == 0 (tensorrt_llm/_torch/modules/attention.py)"
 SPECS = (EngineSpec("trtllm", dict(DEFAULTS), estimate, capacity, SIZING, prefix_sharing, query_heads_rule=QUERY_HEADS,

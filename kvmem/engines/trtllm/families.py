@@ -8,7 +8,10 @@ registry is read off its static index, which a test of the project holds equal t
 trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118 MODEL_ARCH_TO_MODULE (81 architectures).
 
 REFUSALS: the families whose published architecture that index lacks (a family's architecture is
-the one its config.json names; transformers 5.24's class where the checkpoints use it).
+the one its config.json names; transformers 5.24's class where the checkpoints use it), base families
+included (GPT-2, GPT-NeoX, Falcon, Gemma 2, DeepSeek-V2, Gemma 3n, Jamba: kvmem's command is trtllm-serve
+--backend pytorch, whose loader is that registry, not the legacy TensorRT engine builder's MODEL_MAP).
+check_architecture: any config whose architectures[0] the index lacks, whatever its model_type.
 FAMILIES: the families it runs whose cache kvmem's trtllm rules lay out as the model file and the
 cache manager do, each with the file that shows it (docs/research/families_trtllm.md has the table).
 """
@@ -16,14 +19,42 @@ cache manager do, each with the file that shows it (docs/research/families_trtll
 from __future__ import annotations
 
 from ...configs.families import FAMILIES as READ_FAMILIES
+from ...errors import EngineRefusal
 from ..base import CheckedFamilies
 
-__all__ = ["REGISTRY", "REFUSALS", "FAMILIES"]
+__all__ = ["REGISTRY", "REGISTERED", "REFUSALS", "FAMILIES", "check_architecture"]
 
 # the registry as the refusals name it (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118)
 REGISTRY = "trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118"
 _NO_ARCH = ("TensorRT-LLM's PyTorch backend registers no {arch} ({registry} MODEL_ARCH_TO_MODULE; "
             "modeling_auto.py AutoModelForCausalLM raises 'Unknown architecture')")
+# MODEL_ARCH_TO_MODULE's 81 keys, one a line in its order
+# (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L37-L117: "AfmoeForCausalLM" is #L37, REGISTERED[i] #L37+i)
+REGISTERED = (
+    "AfmoeForCausalLM", "BartForConditionalGeneration", "BertForSequenceClassification", "CLIPVisionModel",
+    "Cohere2ForCausalLM", "Cosmos3ForConditionalGeneration", "DeciLMForCausalLM", "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "EAGLE3LlamaForCausalLM", "Eagle3DeepSeekV3ForCausalLM",
+    "Exaone4ForCausalLM", "Exaone4_5_ForConditionalGeneration", "ExaoneMoEForCausalLM", "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration", "Gemma4AssistantForCausalLM", "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration", "Glm4MoeForCausalLM",
+    "GlmMoeDsaForCausalLM", "GptOssForCausalLM", "HCXVisionForCausalLM", "HCXVisionModel",
+    "HunYuanDenseV1ForCausalLM", "HunYuanMoEV1ForCausalLM", "KimiK25ForConditionalGeneration",
+    "KimiK3ForConditionalGeneration", "KimiLinearForCausalLM", "LagunaForCausalLM", "Llama4ForConditionalGeneration",
+    "LlamaForCausalLM", "LlavaLlamaModel", "LlavaNextForConditionalGeneration", "MBartForConditionalGeneration",
+    "MTPDraftModelForCausalLM", "MiniCPMV4_6ForConditionalGeneration", "MiniMaxM2ForCausalLM",
+    "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration", "Mistral3ForConditionalGeneration",
+    "MistralForCausalLM", "MistralLarge3EagleForCausalLM", "MistralLarge3ForCausalLM", "MixtralForCausalLM",
+    "MllamaForConditionalGeneration", "NemotronForCausalLM", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM",
+    "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Nano_VL_V2", "Phi3ForCausalLM", "Phi4MMForCausalLM",
+    "PixtralForConditionalGeneration", "PixtralVisionModel", "Qwen2ForCausalLM", "Qwen2ForProcessRewardModel",
+    "Qwen2ForRewardModel", "Qwen2MoeForCausalLM", "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3ForTextEmbedding", "Qwen3MoeForCausalLM",
+    "Qwen3NextForCausalLM", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration", "QwenImageBenchForConditionalGeneration", "SeedOssForCausalLM",
+    "SiglipVisionModel", "Starcoder2ForCausalLM", "Step3p5ForCausalLM", "Step3p7ForConditionalGeneration",
+    "T5ForConditionalGeneration", "WhisperForConditionalGeneration",
+)
 
 # model_type -> the architecture its published config.json names
 _UNREGISTERED = {
@@ -69,6 +100,27 @@ _UNREGISTERED = {
     "youtu": "YoutuForCausalLM",
     "zaya": "ZayaForCausalLM",
 }
+# Base families (read by every mode) whose checkpoints name an architecture the registry lacks. kvmem's launch
+# command names --backend pytorch (launch.py), which builds the PyTorch LLM and so AutoModelForCausalLM over this
+# registry; a legacy TensorRT engine (trtllm-build, then --backend tensorrt) is another loader: its MODEL_MAP maps
+# GPT2LMHeadModel (trtllm@02267d3d tensorrt_llm/models/__init__.py#L144), FalconForCausalLM and RWForCausalLM
+# (#L155-L156), GPTNeoXForCausalLM (#L164), Gemma2ForCausalLM (GEMMA2_ARCHITECTURE, #L193) and DeepseekV2ForCausalLM
+# (#L214), none of which the command kvmem prints builds
+_LEGACY = ("; TensorRT-LLM's legacy TensorRT engine builder (trtllm-build, then trtllm-serve --backend tensorrt) "
+           "has a class for it, and the command kvmem prints runs --backend pytorch")
+_UNREGISTERED_BASE = {
+    "gpt2": ("GPT2LMHeadModel", _LEGACY),
+    "gpt_neox": ("GPTNeoXForCausalLM", _LEGACY),
+    "falcon": ("FalconForCausalLM (nor the older RWForCausalLM)", _LEGACY),
+    # modeling_gemma2.py registers Gemma2ForCausalLM at another main commit (trtllm@04d175ac
+    # tensorrt_llm/_torch/models/modeling_gemma2.py#L265-L266, an eagerly imported zoo without the index): at the pin
+    # the index, held equal to the decorators, has none, so this answer moves with the commit
+    "gemma2": ("Gemma2ForCausalLM (its Gemma classes are Gemma 3's and Gemma 4's)", _LEGACY),
+    "deepseek_v2": ("DeepseekV2ForCausalLM (it has DeepseekV3ForCausalLM and DeepseekV32ForCausalLM only)", _LEGACY),
+    "gemma3n_text": ("Gemma3nForConditionalGeneration / Gemma3nForCausalLM", ""),
+    "jamba": ("JambaForCausalLM", ""),
+}
+
 # BERT-style encoders run as decoders (is_decoder): the registry's only BERT is an encoder
 # (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L39 BertForSequenceClassification)
 _ENCODERS = ("bert", "bert-generation", "big_bird", "camembert", "data2vec-text", "electra", "ernie", "megatron-bert",
@@ -93,6 +145,8 @@ _NO_CONFIG = {
 
 # (only the families kvmem's reader knows: "mimo" is listed ahead of the reader's MiMo-7B family)
 _ALL = {**{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) for t, arch in _UNREGISTERED.items()},
+        **{t: _NO_ARCH.format(arch=arch, registry=REGISTRY) + legacy
+           for t, (arch, legacy) in _UNREGISTERED_BASE.items()},
         **{t: _ENCODER.format(registry=REGISTRY) for t in _ENCODERS},
         **{t: why.format(registry=REGISTRY) for t, why in _NO_CONFIG.items()}}
 REFUSALS = {t: why for t, why in _ALL.items() if t in READ_FAMILIES}
@@ -176,3 +230,27 @@ FAMILIES = CheckedFamilies(frozenset({
     # (minimax.check_m3), capacity refused (one V2 quota)
     "minimax_m3", "minimax_m3_text", "minimax_m3_vl_text",
 }))
+
+
+def check_architecture(model) -> None:
+    """Refuse a config whose architectures[0] the registry lacks, whatever its model_type: AutoModelForCausalLM
+    looks that name up with "Eagle3" dropped from it and, for a config with draft_vocab_size (an EAGLE3 draft),
+    "EAGLE3" put in front (trtllm@5d4a661c tensorrt_llm/_torch/models/modeling_auto.py#L30-L33), and raises "Unknown
+    architecture" for a name MODEL_CLASS_MAPPING lacks (#L37-L41). A config naming no architecture is left to the
+    family rules (kvmem cannot tell what the backend would build)."""
+    config = model.config if isinstance(model.config, dict) else {}
+    archs = config.get("architectures") or []
+    if not archs or not isinstance(archs[0], str):
+        return
+    arch = archs[0].replace("Eagle3", "")
+    if "draft_vocab_size" in config:
+        arch = "EAGLE3" + arch
+    if arch in REGISTERED:
+        return
+    from .. import _sizing  # the engine registry (complete once a model is sized)
+    from . import PINNED
+    why = _NO_ARCH.format(arch=arch, registry=REGISTRY)
+    way_out = "engines that size it: " + ", ".join(name for name in _sizing(model.model_type) if name != "trtllm")
+    raise EngineRefusal(f"engine 'trtllm' ({PINNED}) does not size architectures[0] {archs[0]!r} (model_type "
+                        f"{model.model_type!r}): {why}; {way_out}",
+                        engine="trtllm", release=PINNED, reason=why, way_out=way_out)

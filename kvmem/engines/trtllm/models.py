@@ -10,6 +10,7 @@ from ...parallel import state_share
 from ...units import cdiv
 from ..base import state_bytes
 from . import minimax
+from .families import check_architecture
 
 __all__ = ["V2_FAMILIES", "check_v2", "gemma4_layout", "v2_window_blocks",
            "DSA_QUANT_BLOCK", "FORCED_DTYPE", "indexer_elements", "check_model", "dsa_notes",
@@ -45,7 +46,8 @@ def indexer_elements(model: Model) -> int:
 
 
 def check_model(model: Model) -> None:
-    """Configs TRT-LLM refuses, or whose cache it lays out otherwise than kvmem's reading, refused by name."""
+    """Configs TRT-LLM refuses, or whose cache it lays out otherwise than kvmem's reading, refused by name (a
+    family's own check first, its message the more specific; then any architecture the registry lacks)."""
     if model.model_type == "kimi_linear":
         check_kimi(model)
     if model.model_type == "step3p5":
@@ -65,6 +67,7 @@ def check_model(model: Model) -> None:
                 raise ValueError(f"block_configs[{i}].attention: TensorRT-LLM's NemotronNASModel gives this block "
                                  "KV heads in its cache (n_heads_in_group is set) though it has no attention; "
                                  "kvmem's reading gives it none, so it does not size this config")
+    check_architecture(model)
 
 
 def check_kimi(model: Model) -> None:
