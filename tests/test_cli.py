@@ -6,6 +6,7 @@ import pytest
 
 import kvmem
 from kvmem.cli import main
+from tests.fixtures import ABRIDGED
 
 
 def run(capsys, *argv):
@@ -320,12 +321,12 @@ def test_estimate_all_devices_counts_the_recurrent_state_the_app_counts(capsys):
 
 def test_fit_takes_weights_for_a_model_without_a_parameter_count(capsys):
     # issue 33 item 6: the refusal named only the Python call; --weights is the flag it names now
-    assert main(["fit", "gemma-3n-e2b", "--gpu", "h100", "--context", "8k"]) == 2
+    assert main(["fit", ABRIDGED, "--gpu", "h100", "--context", "8k"]) == 2
     assert "kvmem fit --weights 62GB" in capsys.readouterr().err
-    assert main(["fit", "gemma-3n-e2b", "--gpu", "h100", "--context", "8k", "--weights", "4GB", "--json"]) == 0
+    assert main(["fit", ABRIDGED, "--gpu", "h100", "--context", "8k", "--weights", "4GB", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["breakdown"]["weights"] == 4_000_000_000 and data["weights_source"] == "given"
-    assert main(["fit", "gemma-3n-e2b", "--gpu", "h100", "--context", "8k", "--weights", "4GB",
+    assert main(["fit", ABRIDGED, "--gpu", "h100", "--context", "8k", "--weights", "4GB",
                  "-o", "weights_bytes=5GB"]) == 2
     assert "give the weights once" in capsys.readouterr().err
 

@@ -6,13 +6,15 @@ import sys
 
 import pytest
 
+from tests.fixtures import ABRIDGED
+
 
 def kvmem(*argv):
     return subprocess.run([sys.executable, "-m", "kvmem", *argv], capture_output=True, text=True, timeout=120)
 
 
 def test_sweep_json_has_the_numbers_and_the_refusals():
-    done = kvmem("sweep", "--models", "llama-3.1-8b,gemma-3n-e2b", "--gpus", "h100-sxm-80gb,rtx-4090-24gb",
+    done = kvmem("sweep", "--models", f"llama-3.1-8b,{ABRIDGED}", "--gpus", "h100-sxm-80gb,rtx-4090-24gb",
                  "--engines", "vllm,sglang", "--json")
     assert done.returncode == 0, done.stderr
     rows = {(r["model"], r["gpu"], r["engine"]): r for r in json.loads(done.stdout)}
@@ -21,7 +23,7 @@ def test_sweep_json_has_the_numbers_and_the_refusals():
     assert (h100["fits"], h100["max_batch"], h100["max_context"], h100["context"]) == (True, 54, 131072, 8192)
     # SGLang 0.5.23's 24 GB default: mem_fraction_static 0.720 -> 16,007 tokens, one 8k sequence (was 4 at 0.847)
     assert rows["llama-3.1-8b", "rtx-4090-24gb", "sglang"]["max_batch"] == 1
-    refused = rows["gemma-3n-e2b", "h100-sxm-80gb", "sglang"]
+    refused = rows["gemma-3n-e2b-abridged", "h100-sxm-80gb", "sglang"]
     assert refused["refused"] == "has no parameter count" and refused["max_batch"] is None and refused["fits"] is None
 
 

@@ -7,6 +7,7 @@ import pytest
 import kvmem
 from kvmem.catalog import preset
 from kvmem.weights import Weights, resolve_weight_dtype, weight_bytes, weight_formats, weights
+from tests.fixtures import ABRIDGED
 
 GIB = 2**30
 
@@ -184,7 +185,7 @@ def test_compressed_tensors_mxfp4_refuses_what_it_cannot_split(change, message):
 
 @pytest.mark.parametrize("call, message", [
     (lambda: weights("llama-3.1-8b", "q1_k"), "unknown weight_dtype 'q1_k'; formats: auto, fp32"),
-    (lambda: weights("gemma-3n-e2b"), "model 'gemma-3n-e2b' has no parameter count"),
+    (lambda: weights(kvmem.Model.from_hf_config(ABRIDGED, name="gemma-3n-e2b-abridged")), "model 'gemma-3n-e2b-abridged' has no parameter count"),
     (lambda: resolve_weight_dtype(kvmem.Model.from_hf_config(dict(
         preset("qwen3-0.6b")["config"], quantization_config={"quant_method": "bitsandbytes"}))),
      "quantization_config.quant_method 'bitsandbytes' is not a format kvmem sizes"),

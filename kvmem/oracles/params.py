@@ -117,6 +117,8 @@ def _family_lists(t: dict, n: int, rng) -> None:
         t["layer_types"] = ["full_attention" if i % 2 else "sliding_attention" for i in range(n)]
         t.update(num_kv_shared_layers=rng.choice((0, 2)), hidden_size_per_layer_input=rng.choice((4, 8)),
                  laurel_rank=rng.choice((2, 4)), altup_num_inputs=rng.choice((2, 4)))
+        if isinstance(t.get("activation_sparsity_pattern"), list):   # Gemma3nTextConfig wants one value a layer
+            t["activation_sparsity_pattern"] = _cut(t["activation_sparsity_pattern"], n)
     if t.get("model_type") == "mimo_v2_flash":
         # transformers builds sliding layers with 2 x num_key_value_heads and the full layers' dims, and its
         # default layer pattern (full at 0 and every 6th): the published swa_* fields and lists agree with it

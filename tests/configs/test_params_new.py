@@ -11,6 +11,7 @@ import pytest
 
 import kvmem
 from kvmem.catalog import get_model, list_models, preset
+from tests.fixtures import ABRIDGED
 
 # preset: (total, active) -- total from transformers 5.24 on the meta device
 TOTALS = {"glm-5": (743_911_199_232, 40_833_126_912), "glm-5.1": (743_911_199_232, 40_833_126_912),
@@ -19,9 +20,13 @@ TOTALS = {"glm-5": (743_911_199_232, 40_833_126_912), "glm-5.1": (743_911_199_23
           "deepseek-v4-pro": (1_572_997_179_491, 48_852_379_747),
           "gemma-4-26b-a4b": (25_233_141_760, 3_822_530_560),
           "kimi-linear-48b-a3b": (49_122_675_072, 3_106_965_888),
-          "minimax-m1": (456_089_655_296, 47_174_113_280)}
-# no count, for a stated reason: the Gemma-3n presets are abridged (no vocab_size, no intermediate_size)
-NO_COUNT = {"gemma-3n-e2b", "gemma-3n-e4b"}
+          "minimax-m1": (456_089_655_296, 47_174_113_280),
+          # the text model (Gemma3nForCausalLM's): the vision and audio towers are not counted, as for every
+          # multimodal preset (kvmem/configs/params.py); llama.cpp's GGUF holds the text model alone (the towers go
+          # to the mmproj file: convert_hf_to_gguf's Gemma3nVisionAudioModel)
+          "gemma-3n-e2b": (4_435_182_688, 2_421_916_768), "gemma-3n-e4b": (6_835_235_568, 4_486_425_328)}
+# no count, for a stated reason: none now (the abridged gemma-3n config is a fixture: tests/fixtures/configs)
+NO_COUNT: set = set()
 
 
 @pytest.mark.parametrize("name", sorted(TOTALS))
@@ -87,15 +92,26 @@ def test_fit_on_8_h200_needs_no_weight_bytes(name):
         assert "no parameter count" not in str(e)
 
 
-def test_gemma3n_abridged_preset_has_no_count_but_a_complete_config_has():
-    cfg = json.loads(json.dumps(preset("gemma-3n-e2b")["config"]))
-    assert kvmem.Model.from_hf_config(cfg).params_total is None     # class default intermediate_size is E4B's 16,384
-    cfg["text_config"].update(vocab_size=262_400, intermediate_size=8192)
-    m = kvmem.Model.from_hf_config(cfg)
+def test_gemma3n_abridged_config_has_no_count_but_the_preset_has():
+    assert kvmem.Model.from_hf_config(ABRIDGED, name="gemma-3n-e2b-abridged").params_total is None      # the class default intermediate_size is E4B's 16,384
+    m = get_model("gemma-3n-e2b")
     # transformers 5.24 on the meta device: 4,435,182,688; active leaves out the per-layer table
     # (262,144 x 30 layers x 256) and the input embedding (262,400 x 2,048; tied, so the head keeps it)
     assert m.params_total == 4_435_182_688
     assert m.params_total - m.params_active == 262_144 * 30 * 256
+
+
+@pytest.mark.parametrize("name, shared, published", [("gemma-3n-e2b", 10, 1.91e9), ("gemma-3n-e4b", 15, 3.98e9)])
+def test_gemma3n_effective_params_are_googles(name, shared, published):
+    # Google's gemma3n-slicing-configs dataset (https://huggingface.co/datasets/google/gemma3n-slicing-configs):
+    # "# Effective Params (B)" 3.98 for the main model (E4B), 1.91 for the official E2B config: the text model
+    # without either embedding table, with the K/V projections the checkpoint (and llama.cpp's GGUF) keeps on the
+    # KV-shared layers, which transformers 5.24 does not build (modeling_gemma3n.py Gemma3nTextAttention)
+    m = get_model(name)
+    kv_shared = shared * 2 * 2048 * 512                   # k_proj, v_proj: hidden 2,048 x 2 KV heads x 256
+    effective = m.params_active - m.params_embedding + kv_shared
+    assert m.params_embedding == 262_400 * 2048
+    assert round(effective / 1e7) == round(published / 1e7), effective     # E2B 1,905,493,088; E4B 3,980,487,408
 
 
 def test_kimi_k3_by_hand_from_sglang_layout():

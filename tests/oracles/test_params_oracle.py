@@ -41,10 +41,9 @@ def test_shrunk_variations(name):
 
 @pytest.mark.parametrize("name", ("gemma-3n-e2b", "gemma-3n-e4b"))
 def test_gemma3n_completed_config(name):
-    # the presets are abridged (no vocab_size, no intermediate_size: no count, test_params_new.py);
-    # with the two set, kvmem's count is transformers' (the class defaults for AltUp, LAuReL, per-layer inputs)
+    # the presets, completed (vocab_size, intermediate_size, AltUp, LAuReL, per-layer inputs: their sources), and
+    # seeded small variations: kvmem's count is transformers'
     cfg = json.loads(json.dumps(preset(name)["config"]))
-    cfg["text_config"].update(vocab_size=262_400, intermediate_size=8192)
     assert Model.from_hf_config(cfg).params_total == meta_count(cfg)
     for i in range(CASES):
         small = shrink(cfg, f"{name}/{i}")

@@ -8,6 +8,7 @@ import pytest
 import kvmem
 from kvmem import tables
 from kvmem.sizing.sweep import short_reason
+from tests.fixtures import ABRIDGED
 
 
 def _fit(cell):
@@ -44,9 +45,9 @@ def test_each_cell_is_what_kvmem_fit_answers(engine):
 
 def test_refusals_are_short_reasons_never_numbers():
     cells = {(c.model, c.engine, c.num_gpus): c for c in
-             kvmem.sweep(["gemma-3n-e2b", "llama-2-7b", "jamba-1.5-mini"], ["h100-sxm-80gb"], contexts=["8k"],
+             kvmem.sweep([ABRIDGED, "llama-2-7b", "jamba-1.5-mini"], ["h100-sxm-80gb"], contexts=["8k"],
                          engines=["vllm", "llama.cpp", "sglang"])}
-    no_params = cells["gemma-3n-e2b", "vllm", 1]
+    no_params = cells["gemma-3n-e2b-abridged", "vllm", 1]
     assert no_params.refused == "has no parameter count"
     assert "weights_bytes" in no_params.refusal
     past = cells["llama-2-7b", "vllm", 1]          # vLLM will not start past max_position_embeddings
@@ -89,11 +90,11 @@ def test_short_reason():
 
 
 def test_matrix_and_files_keep_refusals_apart_from_numbers():
-    cells = kvmem.sweep(["llama-3.1-8b", "gemma-3n-e2b"], ["h100-sxm-80gb", "rtx-4090-24gb"], contexts=["8k"])
+    cells = kvmem.sweep(["llama-3.1-8b", ABRIDGED], ["h100-sxm-80gb", "rtx-4090-24gb"], contexts=["8k"])
     matrix = tables.sweep_matrix(cells, show="max_batch")
     assert list(matrix.columns) == ["model", "h100-sxm-80gb", "rtx-4090-24gb"]
     assert matrix.iloc[0].tolist() == ["llama-3.1-8b", "54", "5"]
-    assert matrix.iloc[1].tolist() == ["gemma-3n-e2b"] + ["refused: has no parameter count"] * 2
+    assert matrix.iloc[1].tolist() == ["gemma-3n-e2b-abridged"] + ["refused: has no parameter count"] * 2
     assert tables.sweep_matrix(cells, show="max_concurrency").iloc[0, 2] == "5.64x"
     assert tables.sweep_matrix(cells, show="fits").iloc[0, 1] == "yes"
     out = io.StringIO()

@@ -24,8 +24,8 @@ def test_every_preset_by_every_gpu_with_fit_numbers_and_refusals(page):
     assert len(rows) == len(kvmem.list_models()) and len(page.table[0].value.columns) == 3 + len(kvmem.list_gpus())
     # the sidebar's default: llama-3.1-8b, 8k tokens, batch 1, vLLM, KV auto (bf16): 52 sequences on an H100
     assert rows["llama-3.1-8b"]["h100-sxm-80gb"] == "54" and rows["llama-3.1-8b"]["rtx-4090-24gb"] == "5"
-    assert rows["gemma-3n-e2b"]["h100-sxm-80gb"] == "refused"
-    assert rows["gemma-3n-e2b"]["why refused"] == "has no parameter count"
+    # gemma-3n-e2b was refused ("has no parameter count") until its preset was completed (test_params_new.py)
+    assert rows["gemma-3n-e2b"]["h100-sxm-80gb"] == "194" and rows["gemma-3n-e2b"]["why refused"] == ""
     assert rows["llama-2-7b"]["why refused"] == "past the model's 4,096 positions"
     assert rows["llama-3.1-8b"]["Group"] == "fits on some GPU" and rows["llama-2-7b"]["Group"] == "refused on every GPU"
     groups = list(page.table[0].value["Group"])
