@@ -12,6 +12,7 @@ import datetime
 from ...model import Model
 from .arch_fields import ARCHS
 from .settings import PR_DATES, PR_ROWS
+from .tensors_ssm import nemotron_arch
 
 # llama.cpp architecture -> (PR, the file and line of its LLM_ARCH_NAMES entry at the PR's squash-merge commit on
 # master, which the commit's parent lacks: `git log -S'{ LLM_ARCH_<X>,' master`; the commits and dates are
@@ -23,6 +24,8 @@ ADDED = {"deepseek2": (7519, "llama.cpp#L263"), "llama4": (12791, "src/llama-arc
          "gpt-oss": (15091, "src/llama-arch.cpp#L91"), "minimax-m2": (16831, "src/llama-arch.cpp#L108"),
          "qwen3next": (16095, "src/llama-arch.cpp#L35"), "qwen35": (19468, "src/llama-arch.cpp#L40"),
          "qwen35moe": (19468, "src/llama-arch.cpp#L41"), "gemma4": (21309, "src/llama-arch.cpp#L59")}
+ADDED.update(jamba=(7531, "src/llama-arch.cpp#L49"), nemotron_h=(15507, "src/llama-arch.cpp#L72"),
+             nemotron_h_moe=(18058, "src/llama-arch.cpp#L78"))     # tensors_ssm (nemotron_h_moe: nemotron_arch)
 
 # model types (the config's own, before kvmem's aliases) whose GGUF their architecture loads only from a later PR,
 # each for the pre-tokenizer its converter writes; before it llama_model_loader throws "unknown pre-tokenizer type":
@@ -39,6 +42,7 @@ def first_build(model: Model) -> tuple[datetime.date, int, str, str, str] | None
     """(the first build date that loads ``model``'s GGUF, its PR, what builds before it lack, the line the PR added
     at its commit, llama.cpp's error before it), or None where kvmem dates no such architecture."""
     arch, own = ARCHS.get(model.model_type), (model.config or {}).get("model_type") or model.model_type
+    arch = nemotron_arch(model) if arch == "nemotron_h" else arch     # Nemotron 3's MoE: its own architecture
     if arch is not None and own in TYPE_ADDED:
         pr, lack, where, error = TYPE_ADDED[own]
     elif arch in ADDED:

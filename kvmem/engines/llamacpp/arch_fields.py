@@ -13,7 +13,7 @@ ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2"
          "kimi_k2": "deepseek2", "qwen3_5": "qwen35", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe",
          "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
          "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4",
-         "glm4": "glm4", "llama4": "llama4", "llama4_text": "llama4"}
+         "glm4": "glm4", "llama4": "llama4", "llama4_text": "llama4", "jamba": "jamba", "nemotron_h": "nemotron_h"}
 
 
 def field(model: Model, name: str, default=None):

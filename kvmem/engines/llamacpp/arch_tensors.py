@@ -54,6 +54,7 @@ from ...model import Model
 from .arch_fields import ARCHS, field, need
 from .graphs_llama4 import llama4_tensors
 from .nextn import mtp_loaded
+from .tensors_ssm import nemotron_arch, ssm_tensors, ssm_vocab
 
 __all__ = ["arch_specs"]
 
@@ -274,7 +275,8 @@ def _qwen35(model: Model, h: int, fused_ba: bool = False) -> list:
 _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2": _deepseek2, "glm-dsa": _glm_dsa,
             "deepseek32": lambda model, h: _deepseek2(model, h, indexer=True), "minimax-m2": _minimax_m2,
             "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
-            "gemma4": _gemma4, "llama4": llama4_tensors}     # llama4: graphs_llama4 (its module doc)
+            "gemma4": _gemma4, "llama4": llama4_tensors,     # llama4: graphs_llama4 (its module doc)
+            "jamba": ssm_tensors, "nemotron_h": ssm_tensors, "nemotron_h_moe": ssm_tensors}     # tensors_ssm
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:
@@ -283,7 +285,8 @@ def arch_specs(model: Model) -> tuple[str, list] | None:
     arch = ARCHS.get(model.model_type)
     if arch is None:
         return None
-    h, vocab = model.hidden_size, model.facts.vocab_size
+    arch = nemotron_arch(model) if arch == "nemotron_h" else arch       # tensors_ssm: by num_experts_per_tok
+    h, vocab = model.hidden_size, ssm_vocab(model)
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")
     if arch in ("gpt-oss", "glm4moe", "qwen35moe", "qwen3next", "glm-dsa", "deepseek32", "minimax-m2") \

@@ -149,8 +149,10 @@ def synthesised_tensors(model: Model, weight_format: str, *, imatrix: bool = Fal
     assert fmt in FTYPES
     own = arch_specs(model)
     if own is not None:     # head_count_kv as convert_hf_to_gguf writes it: num_key_value_heads
-        return _typed(model, own[1], fmt, imatrix=imatrix, arch=own[0],
-                      n_head_kv=field(model, "num_key_value_heads", 0), build=build, tensor_types=tensor_types)
+        # jamba / nemotron_h write head_count_kv per layer (tensors_ssm): n_gqa() of a Mamba layer 0 is 0
+        kv0 = model.layers[0].kv_heads if own[0] in ("jamba", "nemotron_h", "nemotron_h_moe") else None
+        return _typed(model, own[1], fmt, imatrix=imatrix, arch=own[0], n_head_kv=field(
+            model, "num_key_value_heads", 0) if kv0 is None else kv0, build=build, tensor_types=tensor_types)
     if model.model_type in _NOT_LAID_OUT:
         raise ValueError(f"{model.name}: kvmem does not lay out llama.cpp's {model.model_type} tensors "
                          f"({_NOT_LAID_OUT[model.model_type]}): give the GGUF file itself")
