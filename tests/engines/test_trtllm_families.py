@@ -19,9 +19,14 @@ SPEC = engine_spec("trtllm")
 # Families TensorRT-LLM runs whose cache kvmem's trtllm mode does not lay out yet (docs/research/families_trtllm.md
 # says why for each): they keep kvmem's "not yet" refusal. None is left.
 NOT_YET: set[str] = set()
-# base families (kvmem.configs.FAMILIES, not opt-in) the pinned registry has no architecture for: GLM-4-0414, and the
-# families of the presets gpt2, gpt-neox-20b, falcon-7b/40b, gemma-2-*, deepseek-v2(-lite), gemma-3n-*, jamba-1.5-mini
-BASE_REFUSED = {"glm4", "gpt2", "gpt_neox", "falcon", "gemma2", "deepseek_v2", "gemma3n_text", "jamba"}
+# base families (kvmem.configs.FAMILIES, not opt-in) the pinned registry has no architecture for: GLM-4-0414, the
+# families of the presets gpt2, gpt-neox-20b, falcon-7b/40b, gemma-2-*, deepseek-v2(-lite), gemma-3n-*, jamba-1.5-mini,
+# and 33 more (each held to transformers' class name in tests/engines/test_trtllm_registry.py)
+BASE_REFUSED = {"glm4", "gpt2", "gpt_neox", "falcon", "gemma2", "deepseek_v2", "gemma3n_text", "jamba",
+                "arcee", "biogpt", "bitnet", "bloom", "codegen", "cohere", "cpmant", "ctrl", "diffllama", "ernie4_5",
+                "ernie4_5_moe", "flex_olmo", "gemma", "glm", "glm4_moe_lite", "gpt_neox_japanese", "gptj", "granite",
+                "granitemoe", "granitemoeshared", "helium", "jetmoe", "olmo", "olmo2", "olmo3", "olmoe", "openai-gpt",
+                "opt", "persimmon", "phi", "phimoe", "stablelm", "vaultgemma"}
 
 
 def _model(**cfg):

@@ -6,9 +6,14 @@ AutoModelForCausalLM, which looks the config's architectures[0] up in the regist
 "Unknown architecture" for any other (trtllm@5d4a661c tensorrt_llm/_torch/models/modeling_auto.py#L37-L41).
 """
 
+import ast
+import importlib.util
+import pathlib
+
 import pytest
 
 import kvmem
+from kvmem.configs.families import FAMILIES
 from kvmem.engines import trtllm
 from kvmem.engines.trtllm.families import REGISTERED, check_architecture
 from kvmem.errors import EngineRefusal
@@ -67,11 +72,37 @@ def test_a_preset_whose_architecture_the_registry_lacks_is_refused_with_the_engi
         kvmem.plan(name, gpu="h100-sxm-80gb", context="1k", engine="trtllm")
 
 
+def _transformers_causal_lm_classes() -> dict:
+    """transformers 5.24's MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (model_type -> the class save_pretrained writes into a
+    config's architectures), read from its source without importing transformers (or torch)."""
+    root = pathlib.Path(importlib.util.find_spec("transformers").origin).parent
+    for node in ast.parse((root / "models" / "auto" / "modeling_auto.py").read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
+            return dict(ast.literal_eval(node.value.args[0]))
+    raise AssertionError("no MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
+
+
+def test_every_base_family_refused_names_the_class_its_checkpoints_name_and_the_registry_lacks():
+    classes = _transformers_causal_lm_classes()
+    base = sorted(t for t in trtllm.SPECS[0].refusals if not FAMILIES[t].opt_in)
+    assert len(base) == 41
+    for t in base:
+        arch = classes[t]
+        assert arch not in REGISTERED and _NO_ARCH.format(arch="") in trtllm.SPECS[0].refusals[t], t
+        assert arch in trtllm.SPECS[0].refusals[t], (t, arch)
+    # families whose transformers class the registry has stay sized (a sample of the base families)
+    for t in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "phi3", "gemma3_text", "starcoder2",
+              "cohere2", "glm4_moe", "gpt_oss", "deepseek_v3", "nemotron", "seed_oss", "minimax_m2"):
+        assert classes[t] in REGISTERED and t not in trtllm.SPECS[0].refusals, t
+
+
 def test_the_legacy_builder_is_named_where_it_has_the_class_and_not_where_it_has_none():
     legacy = "legacy TensorRT engine builder (trtllm-build, then trtllm-serve --backend tensorrt) has a class for it"
-    for t in ("gpt2", "gpt_neox", "falcon", "gemma2", "deepseek_v2"):
+    # MODEL_MAP of tensorrt_llm/models/__init__.py (trtllm@02267d3d, families.py cites the lines)
+    for t in ("gpt2", "gpt_neox", "falcon", "gemma2", "deepseek_v2", "bloom", "opt", "phi", "phimoe", "gptj",
+              "granite", "granitemoe", "gemma", "cohere"):
         assert legacy in trtllm.SPECS[0].refusals[t], t
-    for t in ("gemma3n_text", "jamba"):
+    for t in ("gemma3n_text", "jamba", "olmo", "stablelm", "glm4_moe_lite"):
         assert legacy not in trtllm.SPECS[0].refusals[t], t
 
 
@@ -102,11 +133,13 @@ def _config(model_type, arch, **extra):
 
 
 def test_any_config_naming_an_unregistered_architecture_is_refused_whatever_its_family():
-    # granite is sized by model_type everywhere; TensorRT-LLM's PyTorch backend has no GraniteForCausalLM
-    model = kvmem.Model.from_hf_config(_config("granite", "GraniteForCausalLM"))
-    with pytest.raises(EngineRefusal, match=r"does not size architectures\[0\] 'GraniteForCausalLM' \(model_type "
-                                            r"'granite'\): TensorRT-LLM's PyTorch backend registers no "
-                                            r"GraniteForCausalLM \(trtllm@065ff9e9 "):
+    # internlm3 is sized by model_type (transformers reads it as Llama); InternLM3's checkpoints name
+    # InternLM3ForCausalLM, which TensorRT-LLM's PyTorch backend does not register
+    model = kvmem.Model.from_hf_config(_config("internlm3", "InternLM3ForCausalLM"))
+    assert "internlm3" not in trtllm.SPECS[0].refusals
+    with pytest.raises(EngineRefusal, match=r"does not size architectures\[0\] 'InternLM3ForCausalLM' \(model_type "
+                                            r"'internlm3'\): TensorRT-LLM's PyTorch backend registers no "
+                                            r"InternLM3ForCausalLM \(trtllm@065ff9e9 "):
         kvmem.estimate(model, engine="trtllm", tokens=64)
     with pytest.raises(EngineRefusal):               # the module's own functions check it too
         trtllm.bytes_per_token(model)

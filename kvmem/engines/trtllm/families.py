@@ -9,8 +9,9 @@ trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118 MODEL_ARCH_TO
 
 REFUSALS: the families whose published architecture that index lacks (a family's architecture is
 the one its config.json names; transformers 5.24's class where the checkpoints use it), base families
-included (GPT-2, GPT-NeoX, Falcon, Gemma 2, DeepSeek-V2, Gemma 3n, Jamba: kvmem's command is trtllm-serve
---backend pytorch, whose loader is that registry, not the legacy TensorRT engine builder's MODEL_MAP).
+included (41, among them GPT-2, GPT-NeoX, Falcon, Gemma and Gemma 2, DeepSeek-V2, OPT, Bloom, Phi-2, Granite:
+kvmem's command is trtllm-serve --backend pytorch, whose loader is that registry, not the legacy TensorRT engine
+builder's MODEL_MAP).
 check_architecture: any config whose architectures[0] the index lacks, whatever its model_type.
 FAMILIES: the families it runs whose cache kvmem's trtllm rules lay out as the model file and the
 cache manager do, each with the file that shows it (docs/research/families_trtllm.md has the table).
@@ -100,12 +101,15 @@ _UNREGISTERED = {
     "youtu": "YoutuForCausalLM",
     "zaya": "ZayaForCausalLM",
 }
-# Base families (read by every mode) whose checkpoints name an architecture the registry lacks. kvmem's launch
-# command names --backend pytorch (launch.py), which builds the PyTorch LLM and so AutoModelForCausalLM over this
-# registry; a legacy TensorRT engine (trtllm-build, then --backend tensorrt) is another loader: its MODEL_MAP maps
-# GPT2LMHeadModel (trtllm@02267d3d tensorrt_llm/models/__init__.py#L144), FalconForCausalLM and RWForCausalLM
-# (#L155-L156), GPTNeoXForCausalLM (#L164), Gemma2ForCausalLM (GEMMA2_ARCHITECTURE, #L193) and DeepseekV2ForCausalLM
-# (#L214), none of which the command kvmem prints builds
+# Base families (read by every mode) whose checkpoints name an architecture the registry lacks (transformers 5.24's
+# class for the model_type, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, which save_pretrained writes; a test holds each to it).
+# kvmem's launch command names --backend pytorch (launch.py), which builds the PyTorch LLM and so AutoModelForCausalLM
+# over this registry; a legacy TensorRT engine (trtllm-build, then --backend tensorrt) is another loader: its MODEL_MAP
+# maps GPT2LMHeadModel (trtllm@02267d3d tensorrt_llm/models/__init__.py#L144), OPTForCausalLM, BloomForCausalLM,
+# FalconForCausalLM and RWForCausalLM, PhiForCausalLM (#L153-L157), PhiMoEForCausalLM (#L161), GPTNeoXForCausalLM and
+# GPTJForCausalLM (#L164-L165), GraniteForCausalLM and GraniteMoeForCausalLM (#L183-L184), Gemma and Gemma 2
+# (GEMMA_ARCHITECTURE, GEMMA2_ARCHITECTURE: #L192-L193), DeepseekV2ForCausalLM (#L214) and CohereForCausalLM (#L216),
+# none of which the command kvmem prints builds
 _LEGACY = ("; TensorRT-LLM's legacy TensorRT engine builder (trtllm-build, then trtllm-serve --backend tensorrt) "
            "has a class for it, and the command kvmem prints runs --backend pytorch")
 _UNREGISTERED_BASE = {
@@ -119,6 +123,27 @@ _UNREGISTERED_BASE = {
     "deepseek_v2": ("DeepseekV2ForCausalLM (it has DeepseekV3ForCausalLM and DeepseekV32ForCausalLM only)", _LEGACY),
     "gemma3n_text": ("Gemma3nForConditionalGeneration / Gemma3nForCausalLM", ""),
     "jamba": ("JambaForCausalLM", ""),
+    "bloom": ("BloomForCausalLM", _LEGACY),
+    "opt": ("OPTForCausalLM", _LEGACY),
+    "phi": ("PhiForCausalLM (its Phi classes are Phi3ForCausalLM and Phi4MMForCausalLM)", _LEGACY),
+    "phimoe": ("PhiMoEForCausalLM / PhimoeForCausalLM", _LEGACY),
+    "gptj": ("GPTJForCausalLM", _LEGACY),
+    "granite": ("GraniteForCausalLM", _LEGACY),
+    "granitemoe": ("GraniteMoeForCausalLM", _LEGACY),
+    "gemma": ("GemmaForCausalLM (its Gemma classes are Gemma 3's and Gemma 4's)", _LEGACY),
+    "cohere": ("CohereForCausalLM (it has Cohere2ForCausalLM only)", _LEGACY),
+    **{t: (arch, "") for t, arch in (
+        ("arcee", "ArceeForCausalLM"), ("biogpt", "BioGptForCausalLM"), ("bitnet", "BitNetForCausalLM"),
+        ("codegen", "CodeGenForCausalLM"), ("cpmant", "CpmAntForCausalLM"), ("ctrl", "CTRLLMHeadModel"),
+        ("diffllama", "DiffLlamaForCausalLM"), ("ernie4_5", "Ernie4_5ForCausalLM"),
+        ("ernie4_5_moe", "Ernie4_5_MoeForCausalLM"), ("flex_olmo", "FlexOlmoForCausalLM"),
+        ("glm", "GlmForCausalLM (it has Glm4MoeForCausalLM and GlmMoeDsaForCausalLM only)"),
+        ("glm4_moe_lite", "Glm4MoeLiteForCausalLM (it has Glm4MoeForCausalLM only)"),
+        ("gpt_neox_japanese", "GPTNeoXJapaneseForCausalLM"), ("granitemoeshared", "GraniteMoeSharedForCausalLM"),
+        ("helium", "HeliumForCausalLM"), ("jetmoe", "JetMoeForCausalLM"), ("olmo", "OlmoForCausalLM"),
+        ("olmo2", "Olmo2ForCausalLM"), ("olmo3", "Olmo3ForCausalLM"), ("olmoe", "OlmoeForCausalLM"),
+        ("openai-gpt", "OpenAIGPTLMHeadModel"), ("persimmon", "PersimmonForCausalLM"),
+        ("stablelm", "StableLmForCausalLM"), ("vaultgemma", "VaultGemmaForCausalLM"))},
 }
 
 # BERT-style encoders run as decoders (is_decoder): the registry's only BERT is an encoder
