@@ -13,9 +13,11 @@ citations still without lines).
   models     what its model files build where they differ from the config's reading; Gemma 4's
              KVCacheManagerV2 layout (gemma4_layout: per-layer heads, windows by default, v2_window_blocks)
   minimax    MiniMax-M3's MiniMaxM3KVCacheManagerV2: K/V on every layer, a bf16 index key on layers 3..N-1
-  families   the opt-in families the PyTorch backend's registry lacks are refused with its reason
-             (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118); those it runs, each with its
-             file; docs/research/families_trtllm.md is the table
+  families   the families (opt-in and base: GPT-2, Falcon, Gemma 2, ...) the PyTorch backend's registry lacks are
+             refused with its reason (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118), and
+             any config whose architectures[0] it lacks (check_architecture: trtllm-serve --backend pytorch, the
+             command LAUNCHER prints, loads through it); those it runs, each with its file;
+             docs/research/families_trtllm.md is the table
   dsv4       DeepSeek-V4's DeepseekV4CacheManager (KVCacheManagerV2): SWA, compressed, compressor-state and
              indexer buffers per layer, each with its rows per block and window; capacity refused
   draft      a speculative draft's KV cache (MTP layers or a draft model) and the budget it shares
