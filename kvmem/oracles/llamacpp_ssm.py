@@ -118,7 +118,7 @@ def _nemotron(rng: random.Random, moe: bool) -> dict:
         mamba_head_dim=rng.choice((16, 32, 64)), n_groups=rng.choice((1, 2, 4)), ssm_state_size=rng.choice((16, 64)),
         conv_kernel=4, expand=2, use_conv_bias=True, mamba_proj_bias=False, attention_bias=False, mlp_bias=False,
         vocab_size=rng.choice((256, 1000, 2048)), max_position_embeddings=65536, rms_norm_eps=1e-5,
-        tie_word_embeddings=False)
+        layer_norm_epsilon=1e-5, tie_word_embeddings=False)
     if moe:
         cfg.update(n_routed_experts=rng.choice((4, 8, 16)), num_experts_per_tok=rng.choice((1, 2, 3)),
                    moe_intermediate_size=64 * rng.randint(1, 4), moe_shared_expert_intermediate_size=128,

@@ -109,6 +109,12 @@ def _variant(name: str, **changes) -> Model:
     ("nemotron-3-nano-30b-a3b", {"num_nextn_predict_layers": 1}, "MTP block"),
     ("nemotron-3-nano-30b-a3b", {"moe_intermediate_size": None}, "'moe_intermediate_size'"),
     ("nemotron-h-8b", {"use_conv_bias": False}, "use_conv_bias"),
+    # fields the converter reads with no default: named, never guessed
+    ("jamba-1.5-mini", {"expert_layer_period": None}, "'expert_layer_period'"),
+    ("jamba-1.5-mini", {"attn_layer_offset": None}, "'attn_layer_offset'"),
+    ("jamba-1.5-mini", {"num_experts_per_tok": 32}, "n_expert_used <= n_expert"),
+    # nemotron-h.cpp#L18 requires layer_norm_epsilon (rms_norm_eps does not stand in for it)
+    ("nemotron-h-8b", {"layer_norm_epsilon": None}, "'layer_norm_epsilon'"),
 ])
 def test_configs_llamacpp_does_not_load_are_refused_by_name(name, changes, message):
     model = _variant(name, **changes)
