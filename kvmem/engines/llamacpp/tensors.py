@@ -88,6 +88,8 @@ def source_type(name: str, ne: tuple, fmt: str) -> str:
     """The type convert_hf_to_gguf.py writes a tensor in: F32 for 1-D tensors, norms and the router
     (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
     --outtype (F16 for a file quantised from it)."""
+    if ".altup_correct_coef." in name or ".altup_predict_coef." in name:   # gemma3n (conversion/base.py#L1109-L1110)
+        return "F32"
     if (len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp" in name or ".ssm_conv1d." in name
             or ".indexer.proj." in name or not name.endswith(".weight")):   # conversion/base.py prepare_tensors
         return "F32"
