@@ -63,3 +63,12 @@ def check_arch_build(model: Model, build: datetime.date) -> None:
         date, pr, lack, where, error = first
         raise ValueError(f"{model.name}: llama.cpp builds before {date} (PR #{pr}) {lack} ({where}); build {build} "
                          f"cannot load its GGUF (\"{error}\")")
+# graphs_classic: falcon's name came with its loader; gpt2's and gptneox's names are older than their loaders (PR #4555,
+# PR #7461: the line is the loader's case, TYPE_ADDED says it)
+ADDED.update(falcon=(2717, "llama.cpp#L164"), gpt2=(4555, "llama.cpp#L3741"), gptneox=(7461, "llama.cpp#L6097"))
+# gpt2, gpt_neox: before PR #4555 / #7461 llm_load_tensors had no case for the architecture it names
+# (llama.cpp#L3714 at ea5497df5's parent, #L6037 at 9b82476ee's parent: throw "unknown architecture")
+TYPE_ADDED.update({t: (pr, f"have no {arch} architecture in llm_load_tensors, which names it", f"its case there, {at}",
+                       "unknown architecture")
+                   for t, arch, pr, at in (("gpt2", "gpt2", 4555, "llama.cpp#L3741"),
+                                           ("gpt_neox", "gptneox", 7461, "llama.cpp#L6097"))})

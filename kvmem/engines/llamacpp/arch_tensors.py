@@ -52,6 +52,7 @@ from __future__ import annotations
 from ...layer import FULL
 from ...model import Model
 from .arch_fields import ARCHS, field, need
+from .graphs_classic import CLASSIC, classic_tensors
 from .graphs_gemma3n import gemma3n_tensors
 from .graphs_llama4 import llama4_tensors
 from .nextn import mtp_loaded
@@ -278,6 +279,7 @@ _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2
             "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
             "gemma4": _gemma4, "llama4": llama4_tensors,     # llama4: graphs_llama4 (its module doc)
             "jamba": ssm_tensors, "nemotron_h": ssm_tensors, "nemotron_h_moe": ssm_tensors}     # tensors_ssm
+_LAYOUTS.update(dict.fromkeys(CLASSIC.values(), classic_tensors))     # falcon, gpt2, gptneox: graphs_classic
 _LAYOUTS["gemma3n"] = gemma3n_tensors     # graphs_gemma3n (its module doc)
 
 

@@ -99,6 +99,7 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
+from .graphs_classic import CLASSIC, classic_shape
 from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
 from .graphs_gemma3n import GEMMA3N, gemma3n_shape
@@ -125,6 +126,7 @@ NO_WINDOW = ("llama", "phi3")         # sliding_window ignored: the llama graph 
 # gemma4 (Gemma 4 26B-A4B / 31B): graphs_gemma4
 _OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4moe_shape),
                **dict.fromkeys(LLAMA4, llama4_shape), **dict.fromkeys(GEMMA4, gemma4_shape)}
+_OWN_SHAPES.update(dict.fromkeys(CLASSIC, classic_shape))     # falcon, gpt2, gptneox: graphs_classic
 _OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3n): graphs_gemma3n
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 

@@ -91,7 +91,19 @@ class Tensor:
         return self.size0
 
     def is_contiguous(self) -> bool:
-        return self.nb == contiguous_nb(self.type, self.ne)
+        """ggml_is_contiguous (ggml.c#L1474-L1500, ggml_is_contiguous_m_n(t, 0, GGML_MAX_DIMS)): a dimension of one
+        element may have any stride (a one-token view of a fused QKV product is contiguous)."""
+        if self.nb == contiguous_nb(self.type, self.ne):
+            return True
+        block, size = TYPES[self.type]
+        if self.ne[0] != block and self.nb[0] != size:
+            return False
+        nxt = size * (self.ne[0] // block)
+        for n, b in zip(self.ne[1:], self.nb[1:], strict=True):
+            if n != 1 and b != nxt:
+                return False
+            nxt *= n
+        return True
 
     def nelements(self) -> int:
         return self.ne[0] * self.ne[1] * self.ne[2] * self.ne[3]

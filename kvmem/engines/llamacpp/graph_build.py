@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, build
+from .graphs_classic import ClassicShape, build_classic
 from .graphs_delta import DeltaShape, build_delta
 from .graphs_dsa import build_dsa
 from .graphs_gemma3n import Gemma3nShape, build_gemma3n
@@ -28,6 +29,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_dsa(shape, p)
     if isinstance(shape, DeltaShape):
         return build_delta(shape, p)
+    if isinstance(shape, ClassicShape):     # falcon, gpt2, gptneox: graphs_classic
+        return build_classic(shape, p)
     if isinstance(shape, Llama4Shape):
         return build_llama4(shape, p)
     if isinstance(shape, Gemma3nShape):     # gemma3n: graphs_gemma3n
