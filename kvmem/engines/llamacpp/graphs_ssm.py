@@ -73,6 +73,7 @@ def _scan(g: Graph, states, x, dt, a, b, c, ids, k: int, d_state: int, head_dim:
 
 def _mamba1(g: Graph, s: SsmShape, cur, n_seqs: int, s_copy: tuple):
     """build_mamba_layer (module docstring)."""
+    # llama.cpp@0c1e57098 src/models/mamba-base.cpp#L9-L151
     nst = cur.ne[1] // n_seqs
     d_inner, d_state, d_conv, r = s.d_inner, s.d_state, s.d_conv, s.dt_rank
     conv_all = g.weight((d_conv - 1) * d_inner, n_seqs, kv=True, name="cache_r")
@@ -111,6 +112,7 @@ def _mamba1(g: Graph, s: SsmShape, cur, n_seqs: int, s_copy: tuple):
 
 def _mamba2(g: Graph, s: SsmShape, cur, n_seqs: int, s_copy: tuple):
     """build_mamba2_layer (module docstring)."""
+    # llama.cpp@0c1e57098 src/models/mamba-base.cpp#L153-L304
     nst = cur.ne[1] // n_seqs
     d_inner, d_state, d_conv, n_head, n_group = s.d_inner, s.d_state, s.d_conv, s.n_v_heads, s.n_k_heads
     head_dim, ch = d_inner // n_head, d_inner + 2 * n_group * d_state
@@ -161,6 +163,7 @@ def _relu_sqr_ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = "", bias:
 
 def _nemotron_moe(g: Graph, s: SsmShape, cur):
     """build_ffn_layer's MoE branch (nemotron-h.cpp#L291-L333) and build_moe_ffn over the router's logits."""
+    # llama.cpp@0c1e57098 src/llama-graph.cpp#L2007-L2380 build_moe_ffn: probs_in, no gate, LLM_FFN_RELU_SQR
     n_embd, n_tokens, n_exp, n_used = s.n_embd, cur.ne[1], s.n_expert, s.n_expert_used
     inp = g.mul_mat(g.weight(n_embd, s.latent, name="ffn_latent_down"), cur) if s.latent else cur
     width = s.latent or n_embd
@@ -208,6 +211,7 @@ def build_ssm(s: SsmShape, p: Pass, n_seqs: int | None = None) -> Graph:
     n_seqs = n_seqs or s.n_seqs or p.n_stream
     g = Graph()
     e, jamba = s.n_embd, s.arch == "jamba"
+    # llama.cpp@0c1e57098 src/models/jamba.cpp#L108-L198, src/models/nemotron-h.cpp#L188-L264
     tokens = g.input("i32", p.n_tokens)
     embd = g.input("f32", e, p.n_tokens) if p.inp_embd else None
     s_copy = g.input("i32", n_seqs)
