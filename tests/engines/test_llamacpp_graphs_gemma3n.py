@@ -123,3 +123,12 @@ def test_one_width_a_layer_as_a_list_is_the_same_layout():
     cfg["text_config"]["intermediate_size"] = [8192] * 30
     listed = synthesised_tensors(Model.from_hf_config(cfg, name="gemma-3n-listed"), "q4_k_m")
     assert listed == synthesised_tensors(kvmem.get_model("gemma-3n-e2b"), "q4_k_m")
+
+
+def test_an_abridged_config_is_refused_naming_the_field():
+    # tests/fixtures/configs/gemma-3n-e2b-abridged.json: the KV fields only (no AltUp, LAuReL, vocabulary, FFN)
+    from tests.fixtures import ABRIDGED
+    model = Model.from_hf_config(ABRIDGED, name="gemma-3n-e2b-abridged")
+    with pytest.raises(ValueError, match="config field 'altup_num_inputs' is absent"):
+        synthesised_tensors(model, "q4_k_m")
+    assert graph_shape(model) is None

@@ -68,6 +68,9 @@ N_SPARSE = 10               # src/models/models.h#L843: n_layer_sparsity, whatev
 
 def _fixed(model, name: str, value: int, why: str) -> None:
     got = field(model, name)
+    if got is None:     # an abridged config: the class default is E4B's, not this model's (never guessed)
+        raise ValueError(f"{model.name}: config field {name!r} is absent; llama.cpp's gemma3n tensors are laid out "
+                         "only from a config that gives it")
     if got != value:
         raise ValueError(f"{model.name}: config field {name!r} is {got!r}; {why}, so a GGUF of this config does not "
                          "load there (kvmem does not lay it out)")
