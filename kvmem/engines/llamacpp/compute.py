@@ -109,6 +109,7 @@ from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
+from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
@@ -128,6 +129,7 @@ _OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4m
                **dict.fromkeys(LLAMA4, llama4_shape), **dict.fromkeys(GEMMA4, gemma4_shape)}
 _OWN_SHAPES.update(dict.fromkeys(CLASSIC, classic_shape))     # falcon, gpt2, gptneox: graphs_classic
 _OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3n): graphs_gemma3n
+_OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba hybrids): graphs_ssm
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 

@@ -36,7 +36,7 @@ INPUT, OUTPUT = 1, 2
 VIEW_OPS = ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE")
 # ggml-alloc.c ggml_op_can_inplace (ggml/src/ggml-alloc.c#L22-L50; the ops these graphs build)
 CAN_INPLACE = frozenset(("ADD", "ADD_ID", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX",
-                         "FILL"))
+                         "FILL", "SQR"))     # SQR: ggml-alloc.c ggml_op_can_inplace (graphs_ssm's relu^2)
 CAN_INPLACE |= frozenset(("SUB", "SQRT"))     # graphs_gemma3n (the same ggml-alloc.c lines)
 
 

@@ -17,6 +17,7 @@ from .graphs_glm4 import build_glm4
 from .graphs_glm4moe import build_glm4moe
 from .graphs_llama4 import Llama4Shape, build_llama4
 from .graphs_mla_oss import build_mla_oss
+from .graphs_ssm import SsmShape, build_ssm
 
 __all__ = ["build_graph"]
 
@@ -27,6 +28,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_mla_oss(shape, p)
     if shape.arch in ("glm-dsa", "deepseek32"):
         return build_dsa(shape, p)
+    if isinstance(shape, SsmShape):     # jamba, nemotron_h: graphs_ssm (a DeltaShape too)
+        return build_ssm(shape, p)
     if isinstance(shape, DeltaShape):
         return build_delta(shape, p)
     if isinstance(shape, ClassicShape):     # falcon, gpt2, gptneox: graphs_classic
