@@ -117,6 +117,10 @@ MIXES = {2: ("rtx-4060-ti-16gb", "rtx-3060-12gb"),
 # experts (9.5 GiB each at Q4_K) on the last GPU (-ts 2,60: CUDA1 19.2 GiB of 12) under both margins; best._spread
 # now places it (every layer on the GPUs in whole counts, experts on the host, then top_up): see the test below
 UNPLACED: set = set()
+# --fit's emulation (fitting.fit_on) leaves the last card with the output layer alone for Kimi-K3 (-ngl 41 -ts 40,1 on
+# 16 + 12 GB: the last card 1.7 GiB; each layer's routed expert tensor is 4.9 GiB at MXFP4, the checkpoint's own: 896 x
+# 3,584 x 3,072 x 17 / 32 B); kvmem's own placement (best) uses every card
+FIT_UNSPREAD = {"kimi-k3"}
 
 
 def _moe_presets():
@@ -162,7 +166,7 @@ def test_no_gpu_keeps_room_while_experts_sit_on_the_host(n_gpus):
         # cards, -ts 4,0,58 with blk.3's FFN on CUDA1) over every card when the model spills
         if p.fit is not None and p.fit.placement.host.group_bytes["experts"]:
             assert all(p.fit.placement.device(g).layers or p.fit.placement.device(g).group_bytes["experts"]
-                       for g in p.fit.placement.gpus), (name, p.fit.flags())
+                       for g in p.fit.placement.gpus) != (name in FIT_UNSPREAD), (name, p.fit.flags())
     assert {"qwen3-235b-a22b", "qwen3-30b-a3b", "mixtral-8x7b"} <= set(placed)
     assert "qwen3-235b-a22b" in spilled
 

@@ -12,6 +12,7 @@ import datetime
 from ...model import Model
 from .arch_fields import ARCHS
 from .settings import PR_DATES, PR_ROWS
+from .tensors_kimi import kimi_arch
 from .tensors_ssm import nemotron_arch
 
 # llama.cpp architecture -> (PR, the file and line of its LLM_ARCH_NAMES entry at the PR's squash-merge commit on
@@ -24,9 +25,9 @@ ADDED = {"deepseek2": (7519, "llama.cpp#L263"), "llama4": (12791, "src/llama-arc
          "gpt-oss": (15091, "src/llama-arch.cpp#L91"), "minimax-m2": (16831, "src/llama-arch.cpp#L108"),
          "qwen3next": (16095, "src/llama-arch.cpp#L35"), "qwen35": (19468, "src/llama-arch.cpp#L40"),
          "qwen35moe": (19468, "src/llama-arch.cpp#L41"), "gemma4": (21309, "src/llama-arch.cpp#L59")}
-ADDED["gemma3n"] = (14400, "src/llama-arch.cpp#L45")     # graphs_gemma3n ("model : gemma3n text-only", 8846aace4)
 ADDED.update(jamba=(7531, "src/llama-arch.cpp#L49"), nemotron_h=(15507, "src/llama-arch.cpp#L72"),
              nemotron_h_moe=(18058, "src/llama-arch.cpp#L78"))     # tensors_ssm (nemotron_h_moe: nemotron_arch)
+ADDED.update({"kimi-linear": (18755, "src/llama-arch.cpp#L123"), "kimi-k3": (26185, "src/llama-arch.cpp#L147")})
 
 # model types (the config's own, before kvmem's aliases) whose GGUF their architecture loads only from a later PR,
 # each for the pre-tokenizer its converter writes; before it llama_model_loader throws "unknown pre-tokenizer type":
@@ -44,6 +45,7 @@ def first_build(model: Model) -> tuple[datetime.date, int, str, str, str] | None
     at its commit, llama.cpp's error before it), or None where kvmem dates no such architecture."""
     arch, own = ARCHS.get(model.model_type), (model.config or {}).get("model_type") or model.model_type
     arch = nemotron_arch(model) if arch == "nemotron_h" else arch     # Nemotron 3's MoE: its own architecture
+    arch = kimi_arch(model) if arch == "kimi-linear" else arch         # Kimi-K3: its own architecture
     if arch is not None and own in TYPE_ADDED:
         pr, lack, where, error = TYPE_ADDED[own]
     elif arch in ADDED:
@@ -63,12 +65,3 @@ def check_arch_build(model: Model, build: datetime.date) -> None:
         date, pr, lack, where, error = first
         raise ValueError(f"{model.name}: llama.cpp builds before {date} (PR #{pr}) {lack} ({where}); build {build} "
                          f"cannot load its GGUF (\"{error}\")")
-# graphs_classic: falcon's name came with its loader; gpt2's and gptneox's names are older than their loaders (PR #4555,
-# PR #7461: the line is the loader's case, TYPE_ADDED says it)
-ADDED.update(falcon=(2717, "llama.cpp#L164"), gpt2=(4555, "llama.cpp#L3741"), gptneox=(7461, "llama.cpp#L6097"))
-# gpt2, gpt_neox: before PR #4555 / #7461 llm_load_tensors had no case for the architecture it names
-# (llama.cpp#L3714 at ea5497df5's parent, #L6037 at 9b82476ee's parent: throw "unknown architecture")
-TYPE_ADDED.update({t: (pr, f"have no {arch} architecture in llm_load_tensors, which names it", f"its case there, {at}",
-                       "unknown architecture")
-                   for t, arch, pr, at in (("gpt2", "gpt2", 4555, "llama.cpp#L3741"),
-                                           ("gpt_neox", "gptneox", 7461, "llama.cpp#L6097"))})

@@ -52,10 +52,9 @@ from __future__ import annotations
 from ...layer import FULL
 from ...model import Model
 from .arch_fields import ARCHS, field, need
-from .graphs_classic import CLASSIC, classic_tensors
-from .graphs_gemma3n import gemma3n_tensors
 from .graphs_llama4 import llama4_tensors
 from .nextn import mtp_loaded
+from .tensors_kimi import kimi_arch, kimi_tensors
 from .tensors_ssm import nemotron_arch, ssm_tensors, ssm_vocab
 
 __all__ = ["arch_specs"]
@@ -279,8 +278,7 @@ _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2
             "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
             "gemma4": _gemma4, "llama4": llama4_tensors,     # llama4: graphs_llama4 (its module doc)
             "jamba": ssm_tensors, "nemotron_h": ssm_tensors, "nemotron_h_moe": ssm_tensors}     # tensors_ssm
-_LAYOUTS.update(dict.fromkeys(CLASSIC.values(), classic_tensors))     # falcon, gpt2, gptneox: graphs_classic
-_LAYOUTS["gemma3n"] = gemma3n_tensors     # graphs_gemma3n (its module doc)
+_LAYOUTS.update({"kimi-linear": kimi_tensors, "kimi-k3": kimi_tensors})     # tensors_kimi (its module doc)
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:
@@ -290,6 +288,7 @@ def arch_specs(model: Model) -> tuple[str, list] | None:
     if arch is None:
         return None
     arch = nemotron_arch(model) if arch == "nemotron_h" else arch       # tensors_ssm: by num_experts_per_tok
+    arch = kimi_arch(model) if arch == "kimi-linear" else arch          # tensors_kimi: kimi-k3 by its config
     h, vocab = model.hidden_size, ssm_vocab(model)
     if not vocab:
         raise ValueError(f"{model.name}: vocab_size is unknown; the embedding and output tensors cannot be sized")

@@ -99,18 +99,17 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
-from .graphs_classic import CLASSIC, classic_shape
 from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
-from .graphs_gemma3n import GEMMA3N, gemma3n_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_gemma_phi3 import phi3_dated
 from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
+from .graphs_kimi import kimi_shape, one_seq_prompt
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
-from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
+from .tensors_kimi import KIMI
 
 __all__ = ["ComputeBuffer", "GraphShape", "compute_buffer", "graph_shape", "graph_bytes", "estimate_bytes",
            "ggml_type_name",
@@ -127,9 +126,7 @@ NO_WINDOW = ("llama", "phi3")         # sliding_window ignored: the llama graph 
 # gemma4 (Gemma 4 26B-A4B / 31B): graphs_gemma4
 _OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4moe_shape),
                **dict.fromkeys(LLAMA4, llama4_shape), **dict.fromkeys(GEMMA4, gemma4_shape)}
-_OWN_SHAPES.update(dict.fromkeys(CLASSIC, classic_shape))     # falcon, gpt2, gptneox: graphs_classic
-_OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3n): graphs_gemma3n
-_OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba hybrids): graphs_ssm
+_OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shape))     # kimi-linear: graphs_kimi
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 
@@ -213,7 +210,8 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     dated = dict(mask_f32=mask_f32, kv_rot=kv_rot, qkv_order=qkv_order, set_rows=set_rows, inp_embd=inp_embd)
     pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, **dated))
     tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, **dated))
-    return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment))
+    once = one_seq_prompt(shape, Pass(n_ubatch, n_outputs, n_kv, 1, flash_attn, type_k, type_v, swa_cells, **dated))
+    return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment), gallocr_size(once, alignment) if once else 0)
 
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
