@@ -18,7 +18,7 @@ from typing import Any
 from ..engines.llamacpp.arch_fields import field
 from ..engines.llamacpp.quant_mix import FTYPES
 from ..engines.llamacpp.tensors import source_type, synthesised_tensors
-from ..engines.llamacpp.tensors_ssm import nemotron_arch, ssm_shape, ssm_vocab
+from ..engines.llamacpp.tensors_ssm import layer_kinds, nemotron_arch, ssm_shape, ssm_vocab
 from ..model import Model
 from .llamacpp_buffers import llama_lib, printed_buffers, write_sparse
 from .llamacpp_graphs_more import random_run
@@ -51,7 +51,8 @@ def write_ssm(model: Model, fmt: str, path: str, *, source: bool = False) -> lis
     w.add_embedding_length(model.hidden_size)
     w.add_block_count(model.num_layers)
     w.add_head_count(model.num_attention_heads)
-    w.add_head_count_kv([s.n_head_kv if k == "*" else 0 for k in s.kinds])
+    kinds = layer_kinds(s)
+    w.add_head_count_kv([s.n_head_kv if k == "*" else 0 for k in kinds])
     w.add_ssm_conv_kernel(s.d_conv)
     w.add_ssm_inner_size(s.d_inner)
     w.add_ssm_state_size(s.d_state)
@@ -66,7 +67,7 @@ def write_ssm(model: Model, fmt: str, path: str, *, source: bool = False) -> lis
         w.add_expert_used_count(s.n_expert_used)
     else:
         ff = s.n_ff_exp if arch == "nemotron_h_moe" else s.n_ff
-        w.add_feed_forward_length([ff if k in "-E" else 0 for k in s.kinds])
+        w.add_feed_forward_length([ff if k in "-E" else 0 for k in kinds])
         w.add_key_length(s.head_dim)
         w.add_value_length(s.head_dim)
         w.add_ssm_time_step_rank(s.n_v_heads)
@@ -91,8 +92,8 @@ def write_ssm(model: Model, fmt: str, path: str, *, source: bool = False) -> lis
 
 
 def _jamba(rng: random.Random) -> dict:
-    h = 128 * rng.randint(1, 4)
     n_head = rng.choice((2, 4, 8))
+    h = n_head * rng.choice((32, 64))       # the heads n_embd / n_head wide: whole blocks of a quantised cache
     return dict(architectures=["JambaForCausalLM"], model_type="jamba", num_hidden_layers=rng.randint(2, 10),
                 hidden_size=h, num_attention_heads=n_head,
                 num_key_value_heads=rng.choice([k for k in (1, 2, 4) if n_head % k == 0]),
@@ -117,7 +118,7 @@ def _nemotron(rng: random.Random, moe: bool) -> dict:
         mamba_head_dim=rng.choice((16, 32, 64)), n_groups=rng.choice((1, 2, 4)), ssm_state_size=rng.choice((16, 64)),
         conv_kernel=4, expand=2, use_conv_bias=True, mamba_proj_bias=False, attention_bias=False, mlp_bias=False,
         vocab_size=rng.choice((256, 1000, 2048)), max_position_embeddings=65536, rms_norm_eps=1e-5,
-        tie_word_embeddings=False)
+        layer_norm_epsilon=1e-5, tie_word_embeddings=False)
     if moe:
         cfg.update(n_routed_experts=rng.choice((4, 8, 16)), num_experts_per_tok=rng.choice((1, 2, 3)),
                    moe_intermediate_size=64 * rng.randint(1, 4), moe_shared_expert_intermediate_size=128,

@@ -178,6 +178,8 @@ def config_from_header(header) -> dict:
         _mamba_hybrid(cfg, key, arch, kv_raw, n_layers)
     if arch == "falcon":
         cfg.update(new_decoder_architecture=kv_heads != 1, multi_query=kv_heads == 1, num_kv_heads=kv_heads)
+    if arch == "gptneox":   # read as required (llama.cpp@0c1e57098 src/models/gptneox.cpp#L5): the graph's residuals
+        cfg["use_parallel_residual"] = bool(key("use_parallel_residual"))
     if nextn:
         cfg["num_nextn_predict_layers"] = nextn
     experts = key("expert_count", 0)

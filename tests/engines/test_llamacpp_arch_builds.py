@@ -25,6 +25,9 @@ PRESETS = {"deepseek-v2-lite": ("2024-05-28", 7519), "llama-4-scout-17b-16e": ("
            "gpt-oss-20b": ("2025-08-05", 15091), "minimax-m2.5": ("2025-10-31", 16831),
            "qwen3-next-80b-a3b": ("2025-11-28", 16095), "qwen3.5-9b": ("2026-02-10", 19468),
            "qwen3.5-35b-a3b": ("2026-02-10", 19468), "gemma-4-26b-a4b": ("2026-04-02", 21309)}
+PRESETS.update({"falcon-7b": ("2023-08-23", 2717), "gpt2": ("2023-12-28", 4555),
+                "gpt-neox-20b": ("2024-05-23", 7461)})     # graphs_classic (gpt2, gptneox: arch_builds.TYPE_ADDED)
+PRESETS.update({"gemma-3n-e2b": ("2025-06-26", 14400), "gemma-3n-e4b": ("2025-06-26", 14400)})     # graphs_gemma3n
 PRESETS.update({"jamba-1.5-mini": ("2025-07-09", 7531), "nemotron-h-8b": ("2025-08-28", 15507),
                 "nemotron-3-nano-30b-a3b": ("2025-12-16", 18058)})     # nemotron_h_moe: tensors_ssm.nemotron_arch
 PRESETS.update({"kimi-linear-48b-a3b": ("2026-02-06", 18755), "kimi-k3": ("2026-08-15", 26185)})     # tensors_kimi

@@ -232,7 +232,13 @@ def test_cuda_keeps_the_estimate_that_reproduces_the_published_logs():
 
 
 def test_families_not_transcribed_get_the_estimate_marked_as_such():
-    model = kvmem.get_model("jamba-1.5-mini")       # jamba (Mamba and attention layers): no graph transcribed
+    import json
+    import pathlib
+
+    from kvmem.model import Model
+    # lfm2 (short convolutions and attention): no graph transcribed (jamba's is now: graphs_ssm)
+    path = pathlib.Path(__file__).parents[1] / "fixtures/configs/corpus/FlameF0X--LFM2.5-1.2B-Distilled-Claude-4.6.json"
+    model = Model.from_hf_config(json.loads(path.read_text()), name="lfm2.5-1.2b")
     got = compute_buffer(model, n_kv=4096, n_ubatch=512, flash_attn=True)
     assert not got.exact and "estimate" in got.note
     assert got.bytes == estimate_bytes(model, n_kv=4096, n_ubatch=512, flash_attn=True)

@@ -2,7 +2,8 @@
 
 llama.cpp 0c1e57098 refuses the llama-style layout of each (tests/oracles/test_llamacpp_presets_oracle.py
 loads the presets' GGUFs): gptneox wants output_norm.bias. gpt-oss, glm4moe, gemma4 ... have their own layouts now
-(kvmem.engines.llamacpp.arch_tensors, tests/oracles/test_llamacpp_layout_families_oracle.py).
+(kvmem.engines.llamacpp.arch_tensors, tests/oracles/test_llamacpp_layout_families_oracle.py), gptneox too
+(graphs_classic, tests/oracles/test_llamacpp_classic_oracle.py).
 """
 
 import pytest
@@ -11,11 +12,11 @@ import kvmem
 from kvmem.engines.llamacpp.tensors import synthesised_tensors
 
 
-@pytest.mark.parametrize("preset", ["gpt-neox-20b"])
-def test_refused_by_name(preset):
-    model = kvmem.get_model(preset)
-    with pytest.raises(ValueError, match=f"does not lay out llama.cpp's {model.model_type} tensors"):
-        synthesised_tensors(model, "q4_k_m")
+def test_gptneox_is_laid_out_with_the_tensors_llamacpp_wants():
+    # not llama's layout: the output_norm.bias llama.cpp asked for, a fused attn_qkv with its bias
+    names = {t.name for t in synthesised_tensors(kvmem.get_model("gpt-neox-20b"), "q4_k_m")}
+    assert {"output_norm.bias", "blk.0.attn_qkv.weight", "blk.0.attn_qkv.bias"} <= names
+    assert "blk.0.attn_q.weight" not in names
 
 
 @pytest.mark.parametrize("model_type", ["olmo2", "granite", "starcoder2", "cohere", "exaone", "stablelm"])

@@ -25,6 +25,7 @@ ADDED = {"deepseek2": (7519, "llama.cpp#L263"), "llama4": (12791, "src/llama-arc
          "gpt-oss": (15091, "src/llama-arch.cpp#L91"), "minimax-m2": (16831, "src/llama-arch.cpp#L108"),
          "qwen3next": (16095, "src/llama-arch.cpp#L35"), "qwen35": (19468, "src/llama-arch.cpp#L40"),
          "qwen35moe": (19468, "src/llama-arch.cpp#L41"), "gemma4": (21309, "src/llama-arch.cpp#L59")}
+ADDED["gemma3n"] = (14400, "src/llama-arch.cpp#L45")     # graphs_gemma3n ("model : gemma3n text-only", 8846aace4)
 ADDED.update(jamba=(7531, "src/llama-arch.cpp#L49"), nemotron_h=(15507, "src/llama-arch.cpp#L72"),
              nemotron_h_moe=(18058, "src/llama-arch.cpp#L78"))     # tensors_ssm (nemotron_h_moe: nemotron_arch)
 ADDED.update({"kimi-linear": (18755, "src/llama-arch.cpp#L123"), "kimi-k3": (26185, "src/llama-arch.cpp#L147")})
@@ -65,3 +66,12 @@ def check_arch_build(model: Model, build: datetime.date) -> None:
         date, pr, lack, where, error = first
         raise ValueError(f"{model.name}: llama.cpp builds before {date} (PR #{pr}) {lack} ({where}); build {build} "
                          f"cannot load its GGUF (\"{error}\")")
+# graphs_classic: falcon's name came with its loader; gpt2's and gptneox's names are older than their loaders (PR #4555,
+# PR #7461: the line is the loader's case, TYPE_ADDED says it)
+ADDED.update(falcon=(2717, "llama.cpp#L164"), gpt2=(4555, "llama.cpp#L3741"), gptneox=(7461, "llama.cpp#L6097"))
+# gpt2, gpt_neox: before PR #4555 / #7461 llm_load_tensors had no case for the architecture it names
+# (llama.cpp#L3714 at ea5497df5's parent, #L6037 at 9b82476ee's parent: throw "unknown architecture")
+TYPE_ADDED.update({t: (pr, f"have no {arch} architecture in llm_load_tensors, which names it", f"its case there, {at}",
+                       "unknown architecture")
+                   for t, arch, pr, at in (("gpt2", "gpt2", 4555, "llama.cpp#L3741"),
+                                           ("gpt_neox", "gptneox", 7461, "llama.cpp#L6097"))})

@@ -52,6 +52,8 @@ from __future__ import annotations
 from ...layer import FULL
 from ...model import Model
 from .arch_fields import ARCHS, field, need
+from .graphs_classic import CLASSIC, classic_tensors
+from .graphs_gemma3n import gemma3n_tensors
 from .graphs_llama4 import llama4_tensors
 from .nextn import mtp_loaded
 from .tensors_kimi import kimi_arch, kimi_tensors
@@ -279,6 +281,8 @@ _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2
             "gemma4": _gemma4, "llama4": llama4_tensors,     # llama4: graphs_llama4 (its module doc)
             "jamba": ssm_tensors, "nemotron_h": ssm_tensors, "nemotron_h_moe": ssm_tensors}     # tensors_ssm
 _LAYOUTS.update({"kimi-linear": kimi_tensors, "kimi-k3": kimi_tensors})     # tensors_kimi (its module doc)
+_LAYOUTS.update(dict.fromkeys(CLASSIC.values(), classic_tensors))     # falcon, gpt2, gptneox: graphs_classic
+_LAYOUTS["gemma3n"] = gemma3n_tensors     # graphs_gemma3n (its module doc)
 
 
 def arch_specs(model: Model) -> tuple[str, list] | None:

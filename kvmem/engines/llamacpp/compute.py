@@ -99,8 +99,10 @@ from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
 from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
+from .graphs_classic import CLASSIC, classic_shape
 from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
+from .graphs_gemma3n import GEMMA3N, gemma3n_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_gemma_phi3 import phi3_dated
 from .graphs_glm4 import GLM4, glm4_shape
@@ -108,6 +110,7 @@ from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_kimi import kimi_shape, one_seq_prompt
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
+from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
 from .tensors_kimi import KIMI
 
@@ -126,6 +129,9 @@ NO_WINDOW = ("llama", "phi3")         # sliding_window ignored: the llama graph 
 # gemma4 (Gemma 4 26B-A4B / 31B): graphs_gemma4
 _OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4moe_shape),
                **dict.fromkeys(LLAMA4, llama4_shape), **dict.fromkeys(GEMMA4, gemma4_shape)}
+_OWN_SHAPES.update(dict.fromkeys(CLASSIC, classic_shape))     # falcon, gpt2, gptneox: graphs_classic
+_OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3n): graphs_gemma3n
+_OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba hybrids): graphs_ssm
 _OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shape))     # kimi-linear: graphs_kimi
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 

@@ -36,7 +36,8 @@ INPUT, OUTPUT = 1, 2
 VIEW_OPS = ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE")
 # ggml-alloc.c ggml_op_can_inplace (ggml/src/ggml-alloc.c#L22-L50; the ops these graphs build)
 CAN_INPLACE = frozenset(("ADD", "ADD_ID", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX",
-                         "FILL"))
+                         "FILL", "SQR"))     # SQR: ggml-alloc.c ggml_op_can_inplace (graphs_ssm's relu^2)
+CAN_INPLACE |= frozenset(("SUB", "SQRT"))     # graphs_gemma3n (the same ggml-alloc.c lines)
 
 
 class Tensor:
@@ -90,7 +91,19 @@ class Tensor:
         return self.size0
 
     def is_contiguous(self) -> bool:
-        return self.nb == contiguous_nb(self.type, self.ne)
+        """ggml_is_contiguous (ggml.c#L1474-L1500, ggml_is_contiguous_m_n(t, 0, GGML_MAX_DIMS)): a dimension of one
+        element may have any stride (a one-token view of a fused QKV product is contiguous)."""
+        if self.nb == contiguous_nb(self.type, self.ne):
+            return True
+        block, size = TYPES[self.type]
+        if self.ne[0] != block and self.nb[0] != size:
+            return False
+        nxt = size * (self.ne[0] // block)
+        for n, b in zip(self.ne[1:], self.nb[1:], strict=True):
+            if n != 1 and b != nxt:
+                return False
+            nxt *= n
+        return True
 
     def nelements(self) -> int:
         return self.ne[0] * self.ne[1] * self.ne[2] * self.ne[3]

@@ -19,6 +19,7 @@ OFFLOAD_MIN_BATCH = 32  # ggml-cuda.cu: op_offload_min_batch_size (GGML_OP_OFFLO
 _VIEWS = frozenset(VIEW_OPS)
 _SRC, _VIEW_SRC = attrgetter("src"), attrgetter("view_src")
 _NOT_WITH_WEIGHT = frozenset(("ROPE", "FLASH_ATTN_EXT"))    # ops that do not run where their weight is
+_NORMS = ("RMS_NORM", "NORM")   # build_norm's "norm" node: LLM_NORM_RMS's and LLM_NORM's (graphs_classic)
 
 
 def op_batch_size(t: Tensor) -> int:
@@ -61,7 +62,7 @@ class SchedPlan:
                     if w is not None and w.external and not w.kv:
                         self.weight_ops.append((t, w, op_batch_size(t) >= OFFLOAD_MIN_BATCH, blas_runs(t)))
                         break
-        self.norms = [t for t in self.everything if t.op == "RMS_NORM" and t.layer is not None and t.layer >= 0]
+        self.norms = [t for t in self.everything if t.op in _NORMS and t.layer is not None and t.layer >= 0]
         # pass 2's nodes in order (not views): each one pass 1 may place, and between them the runs it never places
         placeable = {id(t) for t in (*self.weight_views, *self.inputs, *self.norms)}
         placeable.update(id(t) for t, _, _, _ in self.weight_ops)

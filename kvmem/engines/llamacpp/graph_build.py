@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, build
+from .graphs_classic import ClassicShape, build_classic
 from .graphs_delta import DeltaShape, build_delta
 from .graphs_dsa import build_dsa
+from .graphs_gemma3n import Gemma3nShape, build_gemma3n
 from .graphs_gemma4 import Gemma4Shape, build_gemma4
 from .graphs_gemma_phi3 import build_gemma_phi3
 from .graphs_glm4 import build_glm4
@@ -16,6 +18,7 @@ from .graphs_glm4moe import build_glm4moe
 from .graphs_kimi import KimiShape, build_kimi
 from .graphs_llama4 import Llama4Shape, build_llama4
 from .graphs_mla_oss import build_mla_oss
+from .graphs_ssm import SsmShape, build_ssm
 
 __all__ = ["build_graph"]
 
@@ -26,12 +29,18 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_mla_oss(shape, p)
     if shape.arch in ("glm-dsa", "deepseek32"):
         return build_dsa(shape, p)
+    if isinstance(shape, SsmShape):     # jamba, nemotron_h: graphs_ssm (a DeltaShape too)
+        return build_ssm(shape, p)
     if isinstance(shape, KimiShape):        # kimi-linear (a DeltaShape): graphs_kimi
         return build_kimi(shape, p)
     if isinstance(shape, DeltaShape):
         return build_delta(shape, p)
+    if isinstance(shape, ClassicShape):     # falcon, gpt2, gptneox: graphs_classic
+        return build_classic(shape, p)
     if isinstance(shape, Llama4Shape):
         return build_llama4(shape, p)
+    if isinstance(shape, Gemma3nShape):     # gemma3n: graphs_gemma3n
+        return build_gemma3n(shape, p)
     if isinstance(shape, Gemma4Shape):
         return build_gemma4(shape, p)
     if shape.arch == "glm4":

@@ -126,9 +126,15 @@ def hashed_infos(tensors) -> TensorInfos:
 
 
 # the groups of placement's per-group table (placement's module doc)
-_INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd", "per_layer_model_proj",
-          "per_layer_proj_norm")
+_INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd")
+# LLM_TENSOR_POS_EMBD, an LLM_TENSOR_LAYER_INPUT (llama.cpp@0c1e57098 src/llama-arch.cpp#L484, #L729)
+_INPUT += ("position_embd",)
+# gemma3n: LLM_TENSOR_LAYER_REPEATING tensors created with layer number 0, on layer 0's device (llama.cpp@0c1e57098
+# src/models/gemma3n.cpp#L39-L40, src/llama-model.cpp#L1964); altup_proj / altup_unembd_proj LLM_TENSOR_LAYER_OUTPUT
+# (src/llama-arch.cpp#L921-L925)
+_LAYER_0 = ("per_layer_model_proj", "per_layer_proj_norm")
 _OUTPUT = ("output", "output_norm", "cls", "cls_out")
+_OUTPUT += ("altup_proj", "altup_unembd_proj")     # gemma3n (_LAYER_0's comment)
 _OUTPUT += ("output_res_score",)     # kimi-k3, LLM_TENSOR_LAYER_OUTPUT: llama.cpp@0c1e57098 src/llama-arch.cpp#L863
 _LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
 
@@ -146,6 +152,8 @@ def tensor_group(name: str) -> tuple[str, int | None]:
             return "output", None
         if base == "rope_freqs":
             return "other", -1      # one copy per layer (TENSOR_DUPLICATED)
+        if base in _LAYER_0:
+            return "other", 0
         raise ValueError(f"tensor {name!r}: kvmem does not know which llama.cpp layer loads it "
                          "(not token_embd*, output*, rope_freqs or blk.N.*); a multimodal projector "
                          "belongs in its own --mmproj file")

@@ -97,7 +97,7 @@ def _allows(name: str, ne: tuple, arch: str, quantize_output: bool) -> bool:
         return False
     if arch == "glm5-next" and any(part in name for part in _GLM5_NEXT_NEVER):
         return False
-    return not any(f"{part}.weight" in name for part in _RWKV) and name not in ("pos_embd.weight",
+    return not any(f"{part}.weight" in name for part in _RWKV) and name not in ("position_embd.weight",
                                                                               "token_types.weight")
 
 

@@ -61,6 +61,8 @@ def graph_weight_names(shape: GraphShape) -> tuple:
         n = max(n, recurrent.index(False) + 1 if False in recurrent else n)
     moe = getattr(shape, "moe_layers", ())             # graphs_llama4: through the first dense and MoE layers
     n = max(n, *(moe.index(x) + 1 for x in (True, False) if x in moe)) if moe else n
+    kinds = list(zip(recurrent, moe, strict=True)) if recurrent and moe else []   # graphs_ssm: Mamba / attention / FFN
+    n = max(n, *(kinds.index(x) + 1 for x in set(kinds))) if kinds else n
     few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n],
                   **({"recurrent": recurrent[:n]} if recurrent else {}), **({"moe_layers": moe[:n]} if moe else {}))
     graph = build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16"))

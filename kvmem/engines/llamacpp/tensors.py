@@ -28,9 +28,9 @@ glm4moe, deepseek2 (MLA), glm-dsa and deepseek32
 (MLA + indexer), minimax-m2, gemma4, qwen35, qwen35moe and qwen3next (Gated DeltaNet) from
 kvmem.engines.llamacpp.arch_tensors, llama4 (Llama 4 Scout / Maverick: graphs_llama4.llama4_tensors,
 test_llamacpp_llama4_oracle.py), each checked against llama.cpp loading a sparse
-GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py). Refused by name: gpt_neox (llama.cpp
-0c1e57098 refuses kvmem's llama-style layout of it: "check_tensor_dims: tensor 'output_norm.bias' not
-found", models/gptneox.cpp); other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
+GGUF of it (tests/oracles/test_llamacpp_layout_families_oracle.py); falcon, gpt2 and gptneox (fused QKV, LayerNorm
+biases: graphs_classic, tests/oracles/test_llamacpp_classic_oracle.py). Refused by name:
+other MLA, linear-attention and SSM layers (give the GGUF itself); a GGUF
 whose tensor list lacks layers or token_embd (one part of a split GGUF: placement needs every tensor).
 """
 
@@ -57,7 +57,7 @@ _QK_NORM = {"qwen3", "qwen3_moe", "gemma3", "gemma3_text"}
 _POST_NORMS = {"gemma2", "gemma3", "gemma3_text"}
 _FUSED = {"phi3"}                             # llama-arch.cpp LLM_ARCH_PHI3: attn_qkv, and ffn_up = gate|up
 # llama.cpp's own tensors for these (src/models/*.cpp load_arch_tensors), which kvmem does not write
-_NOT_LAID_OUT = {"gpt_neox": "fused attn_qkv, biases, LayerNorm biases, ungated FFN"}
+_NOT_LAID_OUT: dict[str, str] = {}      # gpt_neox: laid out by graphs_classic
 # the model types laid out llama's way, each judged by llama.cpp loading its GGUF
 # (tests/oracles/test_llamacpp_presets_oracle.py, test_llamacpp_layout_families_oracle.py for qwen2_moe)
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma2", "gemma3",
@@ -89,10 +89,13 @@ def source_type(name: str, ne: tuple, fmt: str) -> str:
     """The type convert_hf_to_gguf.py writes a tensor in: F32 for 1-D tensors, norms and the router
     (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
     --outtype (F16 for a file quantised from it)."""
+    if ".altup_correct_coef." in name or ".altup_predict_coef." in name:   # gemma3n (conversion/base.py#L1109-L1110)
+        return "F32"
     if ".ssm_conv1d_" in name:     # Kimi SSM_CONV1D_Q/K/V: F32 (llama.cpp@0c1e57098 conversion/base.py#L1111-L1114)
         return "F32"
     if (len(ne) == 1 or name.endswith("_norm.weight") or ".ffn_gate_inp" in name or ".ssm_conv1d." in name
-            or ".indexer.proj." in name or not name.endswith(".weight")):   # conversion/base.py prepare_tensors
+            or ".indexer.proj." in name or not name.endswith(".weight")   # conversion/base.py prepare_tensors
+            or name == "position_embd.weight"):     # POS_EMBD: llama.cpp@0c1e57098 conversion/base.py#L1088-L1095
         return "F32"
     return _SOURCE.get(fmt, "F16")
 

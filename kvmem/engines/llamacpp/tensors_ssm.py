@@ -35,8 +35,11 @@ from dataclasses import dataclass
 from .arch_fields import field
 from .graphs_delta import DeltaShape
 
-__all__ = ["SSM", "SsmShape", "nemotron_arch", "ssm_tensors", "ssm_shape", "ssm_vocab"]
+__all__ = ["SSM", "SsmShape", "layer_kinds", "nemotron_arch", "ssm_tensors", "ssm_shape", "ssm_vocab"]
 
+# TextModel.set_gguf_parameters' layer_norm_eps keys (conversion/base.py#L1514), with GraniteHybridModel's prefix
+_EPS = ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "mamba_layer_norm_eps", "mamba_layer_norm_epsilon",
+        "mamba_norm_epsilon")
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES); nemotron_h may be nemotron_h_moe
 SSM = {"jamba": "jamba", "nemotron_h": "nemotron_h"}
 
@@ -44,13 +47,21 @@ SSM = {"jamba": "jamba", "nemotron_h": "nemotron_h"}
 @dataclass(frozen=True)
 class SsmShape(DeltaShape):
     """DeltaShape's widths (recurrent: a Mamba layer; n_v_heads: the ssm heads, n_k_heads: the groups) and, per
-    layer, what it holds: "M" Mamba, "*" attention, "-" a dense FFN, "E" MoE (nemotron_h's letters); jamba's
-    layers are "M" or "*" followed by their FFN ("-" or "E" in ffns)."""
+    layer, moe_layers: jamba's routed FFNs; nemotron_h's FFN layers (MoE in nemotron_h_moe, relu^2 in nemotron_h),
+    its other non-Mamba layers attention (scheduled.reduced_layers keeps both with the layers it keeps)."""
 
-    kinds: str = ""
-    ffns: str = ""              # jamba: every layer's FFN
+    moe_layers: tuple = ()
     dt_rank: int = 0            # jamba's Mamba-1 dt rank
     latent: int = 0             # nemotron_h_moe's moe_latent_size (0: none)
+    mlp_bias: bool = False      # nemotron_h's ffn_up / ffn_down biases
+
+
+def layer_kinds(s: SsmShape) -> str:
+    """Each layer's letter: "M" Mamba, "*" attention, "-" a dense FFN layer, "E" a MoE one (nemotron_h's; jamba's
+    layers are "M" or "*")."""
+    ffn = "E" if s.n_expert else "-"
+    pairs = zip(s.recurrent, s.moe_layers, strict=True)
+    return "".join("M" if r else ffn if m and s.arch != "jamba" else "*" for r, m in pairs)
 
 
 def _int(model, name: str, default=None) -> int:
@@ -80,13 +91,21 @@ def ssm_vocab(model) -> int:
     return -(vocab // -8) * 8 if vocab and model.model_type == "nemotron_h" else vocab
 
 
+def _whole(model, name: str) -> int:
+    value = field(model, name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{model.name}: config field {name!r} is {value!r}; llama.cpp's converter reads it as a "
+                         "whole number (conversion/jamba.py#L36, #L64)")
+    return value
+
+
 def _jamba_kinds(model) -> tuple[str, str]:
+    # conversion/jamba.py#L36-L40 (attn_layer_offset / _period), #L64-L67 (expert_layer_offset / _period): read
+    # with hparams[...], no default
     n = model.num_layers
-    a_off, a_per = _int(model, "attn_layer_offset", 0) if field(model, "attn_layer_offset") else 0, \
-        _int(model, "attn_layer_period")
-    e_off = field(model, "expert_layer_offset", 0) or 0
-    e_per = _int(model, "expert_layer_period")
-    routed = (field(model, "num_experts", 1) or 1) > 1
+    a_off, a_per = _whole(model, "attn_layer_offset"), _int(model, "attn_layer_period")
+    e_off, e_per = _whole(model, "expert_layer_offset"), _int(model, "expert_layer_period")
+    routed = _first(model, ("num_local_experts", "num_experts")) > 1
     kinds = "".join("*" if il >= a_off and (il - a_off) % a_per == 0 else "M" for il in range(n))
     ffns = "".join("E" if routed and il >= e_off and (il - e_off) % e_per == 0 else "-" for il in range(n))
     return kinds, ffns
@@ -114,7 +133,21 @@ def _check(model, arch: str) -> None:
         raise ValueError(f"{model.name}: mamba_proj_bias / use_bias: the checkpoint's in/out projection biases are "
                          f"not tensors llama.cpp's {arch} loads (src/models/{arch.replace('_moe', '')}.cpp "
                          "load_arch_tensors: 'wrong number of tensors')")
+    if arch != "jamba" and field(model, "use_conv_bias", True) is False:
+        raise ValueError(f"{model.name}: use_conv_bias false: llama.cpp's {arch} graph adds ssm_conv1d.bias to every "
+                         "Mamba-2 convolution (src/models/mamba-base.cpp#L235), which such a checkpoint lacks")
+    if arch != "jamba" and all(field(model, k) is None for k in _EPS):
+        raise ValueError(f"{model.name}: config field 'layer_norm_epsilon' (or layer_norm_eps / norm_epsilon) is "
+                         f"missing: llama.cpp's {arch} requires attention.layer_norm_epsilon (src/models/nemotron-h.cpp"
+                         "#L18), which the converter writes from those fields alone (conversion/base.py#L1514-L1515)")
+    experts, used = field(model, "n_routed_experts" if arch != "jamba" else "num_experts"), \
+        field(model, "num_experts_per_tok")
+    if arch != "nemotron_h" and isinstance(experts, int) and isinstance(used, int) and used > experts:
+        raise ValueError(f"{model.name}: num_experts_per_tok {used} > {experts} experts: llama.cpp asserts "
+                         "n_expert_used <= n_expert at load (src/llama-model.cpp#L1362)")
     if arch == "jamba":
+        for name in ("mamba_expand", "num_key_value_heads", "intermediate_size", "num_experts_per_tok"):
+            _int(model, name)       # conversion/jamba.py#L28-L54: hparams[...] / find_hparam, no default
         if field(model, "mamba_expand", 2) != 2:
             raise ValueError(f"{model.name}: llama.cpp's jamba asserts d_inner = 2 x hidden_size (\"only an "
                              "expansion factor of 2 is supported for now\", src/models/jamba.cpp#L31-L32); "
@@ -178,11 +211,11 @@ def ssm_tensors(model, h: int) -> list:
     _check(model, arch)
     w = ssm_shape_fields(model, arch)
     hd, n_kv = _attn_dims(model, arch)
-    q, kv, n_e = model.num_attention_heads * hd, n_kv * hd, w.get("n_expert") or (field(model, "num_experts") or 0)
+    n_e = w.get("n_expert") or (_first(model, ("num_local_experts", "num_experts")) if arch == "jamba" else 0)
+    q, kv = model.num_attention_heads * hd, n_kv * hd
     d_in, d_st, d_cv, n_h, n_g = w["d_inner"], w["d_state"], w["d_conv"], w["n_v_heads"], w["n_k_heads"]
     attn_b = bool(field(model, "attention_bias", False)) and arch != "jamba"
     mlp_b = bool(field(model, "mlp_bias", False))
-    conv_b = bool(field(model, "use_conv_bias", True))
     out: list[tuple[str, tuple[int, ...]]] = []
     for il, kind in enumerate(w["kinds"]):
         b = f"blk.{il}."
@@ -196,9 +229,9 @@ def ssm_tensors(model, h: int) -> list:
                     (b + "ssm_a", (d_st, d_in)), (b + "ssm_d", (d_in,)), (b + "ssm_out.weight", (d_in, h))]
         elif kind == "M":
             ch = d_in + 2 * n_g * d_st
-            out += [(b + "ssm_in.weight", (h, 2 * d_in + 2 * n_g * d_st + n_h)), (b + "ssm_conv1d.weight", (d_cv, ch))]
-            out += [(b + "ssm_conv1d.bias", (ch,))] if conv_b else []
-            out += [(b + "ssm_dt.bias", (n_h,)), (b + "ssm_a", (1, n_h)), (b + "ssm_d", (1, n_h)),
+            out += [(b + "ssm_in.weight", (h, 2 * d_in + 2 * n_g * d_st + n_h)), (b + "ssm_conv1d.weight", (d_cv, ch)),
+                    (b + "ssm_conv1d.bias", (ch,)), (b + "ssm_dt.bias", (n_h,)), (b + "ssm_a", (1, n_h)),
+                    (b + "ssm_d", (1, n_h)),
                     (b + "ssm_norm.weight", (d_in // n_g, n_g)), (b + "ssm_out.weight", (d_in, h))]
         elif kind == "*":
             out += [(b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv)), (b + "attn_v.weight", (h, kv))]
@@ -240,8 +273,11 @@ def ssm_shape(model) -> SsmShape | None:
     except ValueError:
         return None
     if arch == "jamba":
-        w.update(n_expert=field(model, "num_experts", 0) or 0, n_ff_exp=w["n_ff"], gating="softmax",
+        w.update(n_expert=_first(model, ("num_local_experts", "num_experts")), n_ff_exp=w["n_ff"], gating="softmax",
                  n_expert_used=field(model, "num_experts_per_tok", 0) or 0)
+    kinds, ffns = w.pop("kinds"), w.pop("ffns")
+    moe_layers = tuple(f == "E" for f in ffns) if arch == "jamba" else tuple(k in "-E" for k in kinds)
     return SsmShape(arch=arch, n_layer=model.num_layers, n_embd=model.hidden_size, n_head=model.num_attention_heads,
-                    n_head_kv=n_kv, head_dim=hd, n_vocab=ssm_vocab(model),
-                    recurrent=tuple(k == "M" for k in w["kinds"]), **w)
+                    n_head_kv=n_kv, head_dim=hd, n_vocab=ssm_vocab(model), recurrent=tuple(k == "M" for k in kinds),
+                    moe_layers=moe_layers, qkv_bias=arch != "jamba" and bool(field(model, "attention_bias", False)),
+                    mlp_bias=bool(field(model, "mlp_bias", False)), **w)

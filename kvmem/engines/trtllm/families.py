@@ -272,10 +272,14 @@ def check_architecture(model) -> None:
         arch = "EAGLE3" + arch
     if arch in REGISTERED:
         return
-    from .. import _sizing  # the engine registry (complete once a model is sized)
+    from .. import ENGINES  # the engine registry (complete once a model is sized)
     from . import PINNED
     why = _NO_ARCH.format(arch=arch, registry=REGISTRY)
-    way_out = "engines that size it: " + ", ".join(name for name in _sizing(model.model_type) if name != "trtllm")
+    family = READ_FAMILIES.get(model.model_type)
+    opt_in = family is not None and family.opt_in
+    others = (name for name, spec in ENGINES.items() if name != "trtllm" and model.model_type not in spec.refusals
+              and (not opt_in or spec.families.sizes(model.model_type)))
+    way_out = "engines that size it: " + ", ".join(others)
     raise EngineRefusal(f"engine 'trtllm' ({PINNED}) does not size architectures[0] {archs[0]!r} (model_type "
                         f"{model.model_type!r}): {why}; {way_out}",
                         engine="trtllm", release=PINNED, reason=why, way_out=way_out)
