@@ -9,7 +9,7 @@ list with the metadata conversion/jamba.py and conversion/nemotron.py write (kvm
    flash attention or not, quantised caches), and 2 of each with recurrent rollback slots (n_rs_seq 1-6; jamba has
    none: llama.cpp clamps it to 0): the printed CPU KV and RS lines and the CPU compute buffer equal kvmem's (compute
    to the four decimals ~llama_context prints); the presets at full shape (no_alloc) at 4,096 / 32,768 / 131,072
-   cells: the compute buffer to the printed MiB.
+   cells: the compute buffer to the printed MiB; 2 with Nemotron 3 Super's latent MoE (moe_latent_size).
 When this was written: 12 + 6 random cases and 9 preset shapes, all equal; seeds 4-39 of the random cases, run once
 by a script, 108 of 108 equal too."""
 
@@ -80,6 +80,17 @@ def test_ssm_rollback_slots_equal_llamacpp(kind, seed, tmp_path):
     model, fmt, ctx = random_ssm_case(seed, kind)
     n_rs = random.Random(f"rs/{kind}/{seed}").randint(1, 6)
     _check(model, fmt, dict(ctx, n_ubatch=max(ctx["n_ubatch"], n_rs + 2)), str(tmp_path / "model.gguf"), n_rs)
+
+
+@pytest.mark.parametrize("seed", (1, 2))
+def test_nemotron_latent_moe_equals_llamacpp(seed, tmp_path):
+    # moe_latent_size (Nemotron 3 Super's): the experts run in the latent width between ffn_latent_down and
+    # ffn_latent_up (nemotron-h.cpp#L122-L126, #L295-L322)
+    from kvmem.model import Model
+    model, fmt, ctx = random_ssm_case(seed, "nemotron_h_moe")
+    model = Model.from_hf_config(dict(model.config, moe_latent_size=64 * seed), name=f"latent-{seed}")
+    assert any(t.name.endswith("ffn_latent_down.weight") for t in synthesised_tensors(model, fmt))
+    _check(model, fmt, ctx, str(tmp_path / "model.gguf"))
 
 
 @pytest.mark.parametrize("name", PRESETS)
