@@ -21,10 +21,55 @@ from ..units import pad
 from .llamacpp_lib import context_params, engine_in_child, load_library, load_model
 from .report import Check
 
-__all__ = ["write_dsv4_gguf", "run_case", "random_case", "directed_cases", "aborting_cases"]
+__all__ = ["write_dsv4_keys", "write_dsv4_gguf", "run_case", "random_case", "directed_cases", "aborting_cases"]
 
 _N_EMBD, _N_HEAD, _N_VOCAB, _N_FF, _Q_LORA, _O_GROUPS, _O_LORA, _HC = 64, 2, 32, 16, 16, 2, 16, 4
 _LINE = re.compile(r"^(llama_kv_cache(_iswa|_dsv4)?: (size =|creating)|llama_dsv4_comp_state: \w+ ratio)")
+
+
+def write_dsv4_keys(w, model: Model, d: dict, file_type) -> None:
+    """The keys src/models/deepseek4.cpp load_arch_hparams reads, ``model``'s cache shapes (head, window, ratios,
+    indexer key) with the trunk widths ``d`` (n_embd, n_ff, n_head, n_vocab, experts, used, q_lora, shared,
+    index_heads, top_k, o_groups, o_lora, hc, hash_layers)."""
+    arch, n = "deepseek4", model.num_layers
+    ratios = [layer.compressor.rate if layer.compressor else 0 for layer in model.layers]
+    head = model.layers[0].head_dim_k
+    w.add_context_length(model.max_position_embeddings or 4096)
+    w.add_embedding_length(d["n_embd"])
+    w.add_block_count(n)
+    w.add_feed_forward_length(d["n_ff"])
+    w.add_head_count(d["n_head"])
+    w.add_head_count_kv(1)
+    w.add_key_length(head)
+    w.add_value_length(head)
+    w.add_rope_dimension_count(64)          # qk_rope_head_dim of the published files; head_dim > 64 leaves a NoPE part
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_vocab_size(d["n_vocab"])
+    w.add_tokenizer_model("none")
+    w.add_file_type(file_type)
+    w.add_expert_count(d["experts"])
+    w.add_expert_used_count(d["used"])
+    w.add_uint32(f"{arch}.attention.q_lora_rank", d["q_lora"])
+    w.add_uint32(f"{arch}.attention.sliding_window", model.layers[0].window)
+    w.add_uint32(f"{arch}.expert_feed_forward_length", d["n_ff"])
+    w.add_uint32(f"{arch}.expert_shared_count", d["shared"])
+    w.add_float32(f"{arch}.expert_weights_scale", 1.5)
+    w.add_bool(f"{arch}.expert_weights_norm", True)
+    w.add_array(f"{arch}.swiglu_clamp_exp", [10.0] * n)
+    w.add_array(f"{arch}.swiglu_clamp_shexp", [10.0] * n)
+    w.add_uint32(f"{arch}.attention.indexer.head_count", d["index_heads"])
+    w.add_uint32(f"{arch}.attention.indexer.key_length", int(model.config["index_head_dim"]))
+    w.add_uint32(f"{arch}.attention.indexer.top_k", d["top_k"])
+    w.add_uint32(f"{arch}.attention.output_group_count", d["o_groups"])
+    w.add_uint32(f"{arch}.attention.output_lora_rank", d["o_lora"])
+    w.add_array(f"{arch}.attention.compress_ratios", [int(r) for r in ratios])
+    w.add_float32(f"{arch}.attention.compress_rope_freq_base", 160000.0)
+    w.add_uint32(f"{arch}.hyper_connection.count", d["hc"])
+    w.add_uint32(f"{arch}.hyper_connection.sinkhorn_iterations", 2)
+    w.add_float32(f"{arch}.hyper_connection.epsilon", 1e-6)
+    w.add_uint32(f"{arch}.hash_layer_count", d["hash_layers"])
+    w.add_uint32(f"{arch}.expert_gating_func", 4)      # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
+    w.add_uint32(f"{arch}.embedding_length_out", d["n_embd"] * d["hc"])
 
 
 def write_dsv4_gguf(model: Model, path: str) -> None:
@@ -32,47 +77,14 @@ def write_dsv4_gguf(model: Model, path: str) -> None:
     import gguf
     import numpy as np
 
-    arch, n = "deepseek4", model.num_layers
+    arch = "deepseek4"
     ratios = [layer.compressor.rate if layer.compressor else 0 for layer in model.layers]
     head = model.layers[0].head_dim_k
     index = int(model.config["index_head_dim"])
     w = gguf.GGUFWriter(path, arch)
-    w.add_context_length(model.max_position_embeddings or 4096)
-    w.add_embedding_length(_N_EMBD)
-    w.add_block_count(n)
-    w.add_feed_forward_length(_N_FF)
-    w.add_head_count(_N_HEAD)
-    w.add_head_count_kv(1)
-    w.add_key_length(head)
-    w.add_value_length(head)
-    w.add_rope_dimension_count(64)          # qk_rope_head_dim of the published files; head_dim > 64 leaves a NoPE part
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_vocab_size(_N_VOCAB)
-    w.add_tokenizer_model("none")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_expert_count(2)
-    w.add_expert_used_count(1)
-    w.add_uint32(f"{arch}.attention.q_lora_rank", _Q_LORA)
-    w.add_uint32(f"{arch}.attention.sliding_window", model.layers[0].window)
-    w.add_uint32(f"{arch}.expert_feed_forward_length", _N_FF)
-    w.add_uint32(f"{arch}.expert_shared_count", 1)
-    w.add_float32(f"{arch}.expert_weights_scale", 1.5)
-    w.add_bool(f"{arch}.expert_weights_norm", True)
-    w.add_array(f"{arch}.swiglu_clamp_exp", [10.0] * n)
-    w.add_array(f"{arch}.swiglu_clamp_shexp", [10.0] * n)
-    w.add_uint32(f"{arch}.attention.indexer.head_count", 2)
-    w.add_uint32(f"{arch}.attention.indexer.key_length", index)
-    w.add_uint32(f"{arch}.attention.indexer.top_k", 16)
-    w.add_uint32(f"{arch}.attention.output_group_count", _O_GROUPS)
-    w.add_uint32(f"{arch}.attention.output_lora_rank", _O_LORA)
-    w.add_array(f"{arch}.attention.compress_ratios", [int(r) for r in ratios])
-    w.add_float32(f"{arch}.attention.compress_rope_freq_base", 160000.0)
-    w.add_uint32(f"{arch}.hyper_connection.count", _HC)
-    w.add_uint32(f"{arch}.hyper_connection.sinkhorn_iterations", 2)
-    w.add_float32(f"{arch}.hyper_connection.epsilon", 1e-6)
-    w.add_uint32(f"{arch}.hash_layer_count", 1)
-    w.add_uint32(f"{arch}.expert_gating_func", 4)      # LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS
-    w.add_uint32(f"{arch}.embedding_length_out", _N_EMBD * _HC)
+    write_dsv4_keys(w, model, dict(n_embd=_N_EMBD, n_ff=_N_FF, n_head=_N_HEAD, n_vocab=_N_VOCAB, experts=2, used=1,
+                                   q_lora=_Q_LORA, shared=1, index_heads=2, top_k=16, o_groups=_O_GROUPS,
+                                   o_lora=_O_LORA, hc=_HC, hash_layers=1), gguf.LlamaFileType.MOSTLY_F16)
 
     tensors = []
 
@@ -233,3 +245,32 @@ def aborting_cases() -> list[tuple[str, Model, dict]]:
         cfg.update(num_hidden_layers=3, num_nextn_predict_layers=0, **change)
         out.append((f"dsv4-{name}", Model.from_hf_config(cfg, name=f"dsv4-{name}"), setting))
     return out
+
+
+def write_dsv4_layout(model: Model, fmt: str, path: str, *, source: bool = False) -> list:
+    """The sparse deepseek4 GGUF of ``model`` at full shape from kvmem's tensor list in ``fmt`` (``source``: the
+    types convert_hf_to_gguf --outtype f16 writes, MXFP4 experts and I32 tid2eid kept, for llama-quantize)."""
+    import gguf
+
+    from ..engines.llamacpp.arch_fields import field
+    from ..engines.llamacpp.quant_mix import FTYPES
+    from ..engines.llamacpp.tensors import GPT_OSS_EXPERTS, source_type, synthesised_tensors
+    from .llamacpp_buffers import write_sparse
+
+    tensors = synthesised_tensors(model, fmt)
+    moe = model.facts.moe
+
+    def converted(t):
+        if any(re.search(pattern, t.name) for pattern, _ in GPT_OSS_EXPERTS):
+            return "MXFP4"
+        return source_type(t.name, t.shape, "f16")
+
+    w = gguf.GGUFWriter(path, "deepseek4")
+    d = dict(n_embd=model.hidden_size, n_ff=field(model, "moe_intermediate_size"), n_head=model.num_attention_heads,
+             n_vocab=model.facts.vocab_size, experts=moe.experts, used=moe.top_k, q_lora=field(model, "q_lora_rank"),
+             shared=field(model, "n_shared_experts"), index_heads=field(model, "index_n_heads"),
+             top_k=field(model, "index_topk"), o_groups=field(model, "o_groups"), o_lora=field(model, "o_lora_rank"),
+             hc=field(model, "hc_mult"), hash_layers=field(model, "num_hash_layers"))
+    write_dsv4_keys(w, model, d, gguf.LlamaFileType.MOSTLY_F16 if source else FTYPES[fmt][0])
+    write_sparse(w, [(t.name, t.shape, converted(t) if source else t.dtype) for t in tensors])
+    return list(tensors)

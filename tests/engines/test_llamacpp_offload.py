@@ -15,6 +15,7 @@ from kvmem.engines.llamacpp.offload import (
     llamacpp_offload,
 )
 from kvmem.engines.llamacpp.tensors import tensors_for
+from kvmem.model import Model
 
 
 def test_qwen3_30b_a3b_32k_on_a_12gb_card():
@@ -93,8 +94,12 @@ def test_host_memory_presets_and_refusals():
     # weight_dtype "auto" without a GGUF: the config's own dtype, bf16
     assert llamacpp_offload("llama-3.1-8b", gpus="l4-24gb", context="8k").command_best == \
         "llama-server -m llama-3.1-8b-bf16.gguf -c 8192 -np 1 --fit off -ngl 33"
-    with pytest.raises(ValueError, match="only for full/sliding attention layers"):   # minimax (M1): not laid out
-        llamacpp_offload("minimax-m1", gpus="l4-24gb", context="8k", weight_dtype="q4_k_m")
+    # a MiniMax-M1 whose softmax layers are not llama.cpp's every 8th (the GGUF carries no layer list): refused
+    cfg = dict(kvmem.get_model("minimax-m1").config)
+    cfg["attn_type_list"] = [1] + list(cfg["attn_type_list"][1:])
+    with pytest.raises(ValueError, match="makes every 8th layer softmax attention"):
+        llamacpp_offload(Model.from_hf_config(cfg, name="m1-layer-0-softmax"), gpus="l4-24gb", context="8k",
+                         weight_dtype="q4_k_m")
 
 
 def test_cli_fit_mixed_gpus(capsys):

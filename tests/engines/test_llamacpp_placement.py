@@ -121,6 +121,9 @@ UNPLACED: set = set()
 # 16 + 12 GB: the last card 1.7 GiB; each layer's routed expert tensor is 4.9 GiB at MXFP4, the checkpoint's own: 896 x
 # 3,584 x 3,072 x 17 / 32 B); kvmem's own placement (best) uses every card
 FIT_UNSPREAD = {"kimi-k3"}
+# DeepSeek-V4-Pro likewise (-ngl 62 -ts 61,1 on 16 + 12 GB, every routed expert on the host: its 61 layers' non-expert
+# tensors fit on the first card, no expert tensor, 4.5 GB each at MXFP4, is moved to the others)
+FIT_UNSPREAD.add("deepseek-v4-pro")
 
 
 def _moe_presets():

@@ -55,3 +55,26 @@ def test_validate_draws_deepseek_v4():
     for case in mine:
         _agrees(*case)
         assert [c.quantity for c in llamacpp.run_case(*case)] == ["refuses", "cache lines"]
+
+
+# The layout (kvmem/engines/llamacpp/graphs_dsv4.py) at full shape: llama-quantize's dry run over the converter's
+# source (F16 weights, F32 norms / 1-D / routers, I32 tid2eid, MXFP4 experts kept by --tensor-type, as the
+# published files keep them) types every tensor as kvmem does, and llama.cpp loads exactly kvmem's tensor list
+# (no_alloc: every tensor deepseek4.cpp load_arch_tensors asks for, no other) with llama_model_size kvmem's sum.
+@pytest.mark.parametrize("preset", ["deepseek-v4-flash", "deepseek-v4-pro"])
+def test_dsv4_layout_types_and_size_equal_llamacpp(preset, tmp_path):
+    import kvmem
+    from kvmem.dtypes import GGML_TYPES
+    from kvmem.engines.llamacpp.tensors import GPT_OSS_EXPERTS
+    from kvmem.oracles.llamacpp_buffers import in_child
+    from tests.oracles.test_llamacpp_layout_families_oracle import _dry_runs, _load
+
+    model = kvmem.get_model(preset)
+    source, path = str(tmp_path / "source.gguf"), str(tmp_path / "model.gguf")
+    oracle.write_dsv4_layout(model, "q4_k_m", source, source=True)
+    keep = tuple((pattern, GGML_TYPES[ggml].id) for pattern, ggml in GPT_OSS_EXPERTS)
+    theirs = in_child(_dry_runs, source, ["q4_k_m", "q2_k"], keep)
+    for fmt in ("q4_k_m", "q2_k"):
+        tensors = oracle.write_dsv4_layout(model, fmt, path)
+        assert {t.name: t.dtype for t in tensors} == theirs[fmt], fmt
+        assert in_child(_load, path, True)["size"] == sum(t.nbytes for t in tensors), fmt

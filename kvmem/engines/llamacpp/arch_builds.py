@@ -25,6 +25,7 @@ ADDED = {"deepseek2": (7519, "llama.cpp#L263"), "llama4": (12791, "src/llama-arc
          "gpt-oss": (15091, "src/llama-arch.cpp#L91"), "minimax-m2": (16831, "src/llama-arch.cpp#L108"),
          "qwen3next": (16095, "src/llama-arch.cpp#L35"), "qwen35": (19468, "src/llama-arch.cpp#L40"),
          "qwen35moe": (19468, "src/llama-arch.cpp#L41"), "gemma4": (21309, "src/llama-arch.cpp#L59")}
+ADDED["minimax-01"] = (27018, "src/llama-arch.cpp#L131")     # graphs_minimax01
 ADDED["gemma3n"] = (14400, "src/llama-arch.cpp#L45")     # graphs_gemma3n ("model : gemma3n text-only", 8846aace4)
 ADDED.update(jamba=(7531, "src/llama-arch.cpp#L49"), nemotron_h=(15507, "src/llama-arch.cpp#L72"),
              nemotron_h_moe=(18058, "src/llama-arch.cpp#L78"))     # tensors_ssm (nemotron_h_moe: nemotron_arch)

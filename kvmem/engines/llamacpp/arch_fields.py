@@ -14,6 +14,8 @@ ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2"
          "qwen3_5_moe_text": "qwen35moe", "glm_moe_dsa": "glm-dsa", "minimax_m2": "minimax-m2",
          "deepseek_v32": "deepseek32", "qwen3_next": "qwen3next", "gemma4": "gemma4", "gemma4_text": "gemma4",
          "glm4": "glm4", "llama4": "llama4", "llama4_text": "llama4", "jamba": "jamba", "nemotron_h": "nemotron_h"}
+ARCHS.update({"deepseek_v4": "deepseek4", "minimax": "minimax-01"})     # graphs_dsv4, graphs_minimax01
+ARCHS.update(dict.fromkeys(("minimax_m3", "minimax_m3_text", "minimax_m3_vl_text"), "minimax-m3"))   # graphs_minimax01
 ARCHS["kimi_linear"] = "kimi-linear"     # tensors_kimi (kimi-k3 by its config: tensors_kimi.kimi_arch)
 ARCHS.update({"falcon": "falcon", "gpt2": "gpt2", "gpt_neox": "gptneox"})     # graphs_classic.CLASSIC
 ARCHS.update({"gemma3n": "gemma3n", "gemma3n_text": "gemma3n"})     # graphs_gemma3n.GEMMA3N

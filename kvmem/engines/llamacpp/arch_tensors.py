@@ -53,8 +53,10 @@ from ...layer import FULL
 from ...model import Model
 from .arch_fields import ARCHS, field, need
 from .graphs_classic import CLASSIC, classic_tensors
+from .graphs_dsv4 import dsv4_tensors
 from .graphs_gemma3n import gemma3n_tensors
 from .graphs_llama4 import llama4_tensors
+from .graphs_minimax01 import minimax01_tensors, minimax_m3_tensors
 from .nextn import mtp_loaded
 from .tensors_kimi import kimi_arch, kimi_tensors
 from .tensors_ssm import nemotron_arch, ssm_tensors, ssm_vocab
@@ -280,6 +282,9 @@ _LAYOUTS = {"gpt-oss": _gpt_oss, "glm4": _glm4, "glm4moe": _glm4_moe, "deepseek2
             "qwen35": _qwen35, "qwen35moe": _qwen35, "qwen3next": lambda model, h: _qwen35(model, h, fused_ba=True),
             "gemma4": _gemma4, "llama4": llama4_tensors,     # llama4: graphs_llama4 (its module doc)
             "jamba": ssm_tensors, "nemotron_h": ssm_tensors, "nemotron_h_moe": ssm_tensors}     # tensors_ssm
+_LAYOUTS["deepseek4"] = dsv4_tensors     # graphs_dsv4 (its module doc)
+_LAYOUTS["minimax-01"] = minimax01_tensors     # graphs_minimax01 (its module doc)
+_LAYOUTS["minimax-m3"] = minimax_m3_tensors     # graphs_minimax01
 _LAYOUTS.update({"kimi-linear": kimi_tensors, "kimi-k3": kimi_tensors})     # tensors_kimi (its module doc)
 _LAYOUTS.update(dict.fromkeys(CLASSIC.values(), classic_tensors))     # falcon, gpt2, gptneox: graphs_classic
 _LAYOUTS["gemma3n"] = gemma3n_tensors     # graphs_gemma3n (its module doc)

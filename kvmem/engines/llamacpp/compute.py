@@ -109,6 +109,7 @@ from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
 from .graphs_kimi import kimi_shape, one_seq_prompt
 from .graphs_llama4 import LLAMA4, llama4_shape
+from .graphs_minimax01 import MINIMAX01, minimax01_once, minimax01_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
@@ -133,6 +134,7 @@ _OWN_SHAPES.update(dict.fromkeys(CLASSIC, classic_shape))     # falcon, gpt2, gp
 _OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3n): graphs_gemma3n
 _OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba hybrids): graphs_ssm
 _OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shape))     # kimi-linear: graphs_kimi
+_OWN_SHAPES.update(dict.fromkeys(MINIMAX01, minimax01_shape))     # minimax-01 (MiniMax-M1): graphs_minimax01
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 
@@ -216,6 +218,9 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
     dated = dict(mask_f32=mask_f32, kv_rot=kv_rot, qkv_order=qkv_order, set_rows=set_rows, inp_embd=inp_embd)
     pp = build_graph(shape, Pass(pp_tokens, n_outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, **dated))
     tg = build_graph(shape, Pass(n_seq, n_seq, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, **dated))
+    mm = minimax01_once(shape, Pass(n_ubatch, n_outputs, n_kv, 1, flash_attn, type_k, type_v, swa_cells, **dated))
+    if mm is not None:      # minimax-01's third reserve, one sequence (graphs_minimax01.minimax01_once)
+        return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment), gallocr_size(mm, alignment))
     once = one_seq_prompt(shape, Pass(n_ubatch, n_outputs, n_kv, 1, flash_attn, type_k, type_v, swa_cells, **dated))
     return max(gallocr_size(pp, alignment), gallocr_size(tg, alignment), gallocr_size(once, alignment) if once else 0)
 

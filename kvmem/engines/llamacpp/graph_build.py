@@ -17,6 +17,7 @@ from .graphs_glm4 import build_glm4
 from .graphs_glm4moe import build_glm4moe
 from .graphs_kimi import KimiShape, build_kimi
 from .graphs_llama4 import Llama4Shape, build_llama4
+from .graphs_minimax01 import Minimax01Shape, build_minimax01
 from .graphs_mla_oss import build_mla_oss
 from .graphs_ssm import SsmShape, build_ssm
 
@@ -33,6 +34,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_ssm(shape, p)
     if isinstance(shape, KimiShape):        # kimi-linear (a DeltaShape): graphs_kimi
         return build_kimi(shape, p)
+    if isinstance(shape, Minimax01Shape):     # minimax-01 (a DeltaShape): graphs_minimax01
+        return build_minimax01(shape, p)
     if isinstance(shape, DeltaShape):
         return build_delta(shape, p)
     if isinstance(shape, ClassicShape):     # falcon, gpt2, gptneox: graphs_classic

@@ -134,6 +134,8 @@ _INPUT += ("position_embd",)
 # (src/llama-arch.cpp#L921-L925)
 _LAYER_0 = ("per_layer_model_proj", "per_layer_proj_norm")
 _OUTPUT = ("output", "output_norm", "cls", "cls_out")
+# DeepSeek-V4's head hyper-connection: LLM_TENSOR_LAYER_OUTPUT (llama.cpp@0c1e57098 src/llama-arch.cpp#L766-L768)
+_OUTPUT += ("output_hc_fn", "output_hc_base", "output_hc_scale")
 _OUTPUT += ("altup_proj", "altup_unembd_proj")     # gemma3n (_LAYER_0's comment)
 _OUTPUT += ("output_res_score",)     # kimi-k3, LLM_TENSOR_LAYER_OUTPUT: llama.cpp@0c1e57098 src/llama-arch.cpp#L863
 _LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")

@@ -115,7 +115,7 @@ SCHED_USED_INPUT_COPIES_TO = _D(2026, 8, 22)
 # before it loads only trunk-only Qwen3.5 files (arch_tensors.gguf_nextn_layers)
 PR_22673 = PR_DATES[22673]
 # PR #27382 873e5d8e3 2026-08-21 b10568 "model: use ggml_rope_set_offset()": deepseek2's Q roped whole (graphs_mla_oss)
-PR_27382 = PR_DATES[27382]
+PR_27382, PR_27018 = PR_DATES[27382], PR_DATES[27018]     # 27018: minimax-01 added (arch_builds.ADDED)
 # the PRs that added the architectures kvmem lays out (arch_builds.ADDED has their commits and lines)
 (PR_7519, PR_11049, PR_12791, PR_12867, PR_14654, PR_14939, PR_15091, PR_16095, PR_16831, PR_19468, PR_21309) = (
     PR_DATES[n] for n in (7519, 11049, 12791, 12867, 14654, 14939, 15091, 16095, 16831, 19468, 21309))

@@ -89,6 +89,10 @@ def source_type(name: str, ne: tuple, fmt: str) -> str:
     """The type convert_hf_to_gguf.py writes a tensor in: F32 for 1-D tensors, norms and the router
     (FFN_GATE_INP: TextModel.prepare_tensors "Some tensor types are always in float32"), else the
     --outtype (F16 for a file quantised from it)."""
+    if ".ffn_gate_tid2eid." in name:    # conversion/deepseek.py#L748-L763: DeepSeek-V4's hash routing table, int32
+        return "I32"
+    if ".indexer.q_proj." in name or ".indexer.k_proj." in name:   # conversion/minimax.py#L172-L175: MSA's, F32
+        return "F32"
     if ".altup_correct_coef." in name or ".altup_predict_coef." in name:   # gemma3n (conversion/base.py#L1109-L1110)
         return "F32"
     if ".ssm_conv1d_" in name:     # Kimi SSM_CONV1D_Q/K/V: F32 (llama.cpp@0c1e57098 conversion/base.py#L1111-L1114)
@@ -126,7 +130,7 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
                     n_head=model.num_attention_heads,
                     n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy,
                     unlisted_attn_v=nextn if arch in ("glm4moe", "qwen35", "qwen35moe", "qwen3next") else 0)
-    keep = GPT_OSS_EXPERTS if arch == "gpt-oss" else ()
+    keep = GPT_OSS_EXPERTS if arch in ("gpt-oss", "deepseek4") else ()     # deepseek4: graphs_dsv4's module doc
     keep = GPT_OSS_EXPERTS if arch == "kimi-k3" and kimi_mxfp4(model) else keep     # tensors_kimi's module doc
     types = quant_types([(name, ne, source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,
                         qkv_is_attn_v=qkv_is_attn_v, tensor_types=tuple(tensor_types) + keep)
