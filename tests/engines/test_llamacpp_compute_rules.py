@@ -21,7 +21,7 @@ def _both_graphs(seen: list):
 
     def recording(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq, kv_unified,
                   swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, copy_unused_inputs, mask_f32,
-                  kv_rot, blas, qkv_order, reduce):
+                  kv_rot, blas, qkv_order, kv_host, reduce):
         n_out = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
         sizes = []
         for tokens, outputs in ((pad(n_ubatch, n_seq), n_out), (n_seq, n_seq)):
@@ -30,11 +30,11 @@ def _both_graphs(seen: list):
             sizes.append(scheduled._graph_sizes(*args, n_gpus, tokens, outputs, n_kv, 1 if kv_unified else n_seq,
                                                 flash_attn, type_k, type_v, swa_cells, n_copies, set_rows, inp_embd,
                                                 full_offload or tokens < 32, fa_f16 and flash_attn,
-                                                copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order))
+                                                copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, kv_host))
         seen.append((one_token_graph_dominated(n_ubatch, n_seq, flash_attn), n_gpus, *sizes))
         return sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                      kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16,
-                     copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, reduce)
+                     copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, kv_host, reduce)
     return recording
 
 

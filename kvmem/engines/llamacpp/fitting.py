@@ -169,10 +169,10 @@ MiB = 1 << 20
 
 def _weights_floor(model: Model, tensors, gpus, flags: dict) -> list:
     """The weights each GPU holds under a probe's flags (fit_layout's ``flags``), at most what it takes there: the
-    flags laid out with the cache on the host (-nkvo: place moves only the cache; layouts schedules no graph)."""
+    flags laid out without their compute graphs (layouts.layout schedule=False: the weights' placement is the same)."""
     try:
         lay = fit_layout(model, tensors, gpus, flags["per_device"], flags["overflow"],
-                         {**flags["kw"], "kv_offload": False}, flags["n_ctx"], remember=False)
+                         {**flags["kw"], "schedule": False}, flags["n_ctx"], remember=False)
     except ValueError:      # refused: no floor
         return [0] * len(gpus)
     return [lay.placement.device(g).model_bytes for g in gpus]

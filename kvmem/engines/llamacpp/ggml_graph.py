@@ -34,6 +34,9 @@ TYPES = {name: (_GGML[name].block, _GGML[name].size)
 
 INPUT, OUTPUT = 1, 2
 VIEW_OPS = ("VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE")
+# the name of build_attn_mha's attention output without flash attention (a node's name; llama.cpp's cb names it
+# "kqv_out-<il>"), which llama.cpp pins to the CPU backend when the cache is on the host (ggml_sched.sched_sizes)
+KQV_OUT = "kqv_out"
 # ggml-alloc.c ggml_op_can_inplace (ggml/src/ggml-alloc.c#L22-L50; the ops these graphs build)
 CAN_INPLACE = frozenset(("ADD", "ADD_ID", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX",
                          "FILL", "SQR"))     # SQR: ggml-alloc.c ggml_op_can_inplace (graphs_ssm's relu^2)

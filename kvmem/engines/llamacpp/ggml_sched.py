@@ -60,7 +60,7 @@ _VIEWS = frozenset(VIEW_OPS)
 
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
                 weight_bytes=None, norm_backend=None, gpu_alloc_size=None, copy_unused_inputs: bool = True,
-                blas: bool = False) -> list:
+                blas: bool = False, kqv_host: bool = False) -> list:
     """The bytes ggml_gallocr_reserve_n reserves per backend (GPUs 0..n_gpus-1, then the host) for
     ``graph`` when ``weight_backend(tensor, expert)`` gives the backend of each weight and KV tensor
     (``expert``: src[0] of a MUL_MAT_ID). A weight copied to another backend (a host weight whose op
@@ -73,13 +73,20 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
     ``copy_unused_inputs`` False: pass 5 makes the n_copies copies of a graph input where a node reads it, so an input
     no node reads (the unused inp_embd) is allocated once (llama.cpp@76f46ad29 ggml/src/ggml-backend.cpp#L1330-L1350,
     settings.SCHED_USED_INPUT_COPIES_TO); True: pass 6 copies every input leaf (#L1407-L1444 at 0c1e57098).
-    ``blas``: a BLAS backend (the module's docstring), index n_gpus + 1: its buffer's bytes come last."""
+    ``blas``: a BLAS backend (the module's docstring), index n_gpus + 1: its buffer's bytes come last.
+    ``kqv_host``: the KV cache on the host (-nkvo, cparams.offload_kqv false; ``weight_backend`` puts the cache there):
+    each attention output without flash attention (graphs.KQV_OUT) is pinned to the CPU backend before pass 1
+    (llama.cpp@0c1e57098 src/llama-graph.cpp#L2746-L2749: "all nodes between the KV store and the attention output are
+    run on the CPU"; the same in build_attn_mha at llama.cpp@1d36b3670 src/llama-graph.cpp#L1281-L1284). Nothing else
+    is pinned: the stores and the views of the cache run where the cache is (pass 1, view_src), KQ, the softmax and KQV,
+    between the host's stores and the pinned output, are left to pass 2's "rest" sweeps (the host); flash attention
+    has no pin, so pass 2 takes it to the GPU of the output projection after it, copying the cache's views there."""
     # the graph is left as it came (a built graph is scheduled again for other placements: scheduled._built):
     # the sources pass 5 replaces by copies and the input leafs' OUTPUT flag are put back once it is allocated
     plan = plan_of(graph)
     saved: list = []        # (tensor, its sources, its flags) before pass 5 / 6 changed them
     try:
-        wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend, blas)
+        wb = _place(plan, weight_backend, n_gpus, op_offload, norm_backend, blas, kqv_host)
         return _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_alloc_size, saved,
                                    copy_unused_inputs, blas)
     finally:
@@ -88,7 +95,8 @@ def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1,
 
 
 def sched_bounds(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
-                 weight_bytes=None, norm_backend=None, gpu_alloc_size=None, blas: bool = False) -> list | None:
+                 weight_bytes=None, norm_backend=None, gpu_alloc_size=None, blas: bool = False,
+                 kqv_host: bool = False) -> list | None:
     """Bytes per backend that sched_sizes' answer (the same arguments) cannot exceed, from passes 1 and 2 alone: a
     buffer's size is its high-water mark, which ggml_dyn_tallocr_alloc raises by at most the aligned size of each
     allocation (a free block other than the last lies below the mark; the last starts at or below it), so it is at
@@ -101,7 +109,7 @@ def sched_bounds(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1
     if blas:
         return None
     plan = plan_of(graph)
-    _place(plan, weight_backend, n_gpus, op_offload, norm_backend)
+    _place(plan, weight_backend, n_gpus, op_offload, norm_backend, kqv_host=kqv_host)
     aligns = [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT]
     sizes = [NBYTES if gpu_alloc_size is None else gpu_alloc_size] * n_gpus + [NBYTES]
     bound, busy = [0] * (n_gpus + 1), set()
@@ -128,7 +136,7 @@ def sched_bounds(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1
     return bound
 
 
-def _place(plan: SchedPlan, weight_backend, n_gpus, op_offload, norm_backend, blas=False) -> dict:
+def _place(plan: SchedPlan, weight_backend, n_gpus, op_offload, norm_backend, blas=False, kqv_host=False) -> dict:
     """Passes 1 and 2: each leaf's and node's backend (Tensor.sched; -1 none yet), ggml-alloc's state reset;
     the weights' backends by id."""
     cpu, wb = n_gpus, {}
@@ -152,6 +160,9 @@ def _place(plan: SchedPlan, weight_backend, n_gpus, op_offload, norm_backend, bl
             pinned = pins[t.layer] if t.layer in pins else pins.setdefault(t.layer, norm_backend(t.layer))
             if pinned != -1:
                 t.sched = pinned
+    if kqv_host:                                    # -nkvo: the attention outputs on the CPU backend (sched_sizes)
+        for t in plan.kqv_outs:
+            t.sched = cpu
     pending: list = []           # pass 2 (expand GPUs down, up; then the rest down, up), run by run: a run
     before = -2                  # of unplaced nodes takes the backend of the placed node before it if a GPU,
     for t in plan.work:          # else of the one after it if a GPU, else the one before, else the one after

@@ -11,7 +11,7 @@ from itertools import chain, repeat
 from operator import attrgetter
 
 from .ggml_alloc import FREE, NEVER
-from .ggml_graph import INPUT, VIEW_OPS, Graph, Tensor
+from .ggml_graph import INPUT, KQV_OUT, VIEW_OPS, Graph, Tensor
 
 __all__ = ["OFFLOAD_MIN_BATCH", "SchedPlan", "blas_runs", "op_batch_size", "plan_of"]
 
@@ -42,8 +42,8 @@ class SchedPlan:
     and weights), each node's sources it may allocate or free (Tensor.alloc_src), and the copies pass 5 and 6 made
     (their fields but the allocator's state do not depend on the placement: made once, reused)."""
 
-    __slots__ = ("count", "everything", "experts", "weights", "weight_views", "inputs", "weight_ops", "norms", "work",
-                 "start", "free_leafs", "copies", "__weakref__")
+    __slots__ = ("count", "everything", "experts", "weights", "weight_views", "inputs", "weight_ops", "norms",
+                 "kqv_outs", "work", "start", "free_leafs", "copies", "__weakref__")
 
     def __init__(self, graph: Graph):
         self.count = (len(graph.leafs), len(graph.nodes))
@@ -63,8 +63,11 @@ class SchedPlan:
                         self.weight_ops.append((t, w, op_batch_size(t) >= OFFLOAD_MIN_BATCH, blas_runs(t)))
                         break
         self.norms = [t for t in self.everything if t.op in _NORMS and t.layer is not None and t.layer >= 0]
+        # build_attn_mha's attention output without flash attention, which llama.cpp pins to the CPU backend with the
+        # cache on the host (graphs.KQV_OUT; ggml_sched.sched_sizes kqv_host)
+        self.kqv_outs = [t for t in graph.nodes if t.name == KQV_OUT]
         # pass 2's nodes in order (not views): each one pass 1 may place, and between them the runs it never places
-        placeable = {id(t) for t in (*self.weight_views, *self.inputs, *self.norms)}
+        placeable = {id(t) for t in (*self.weight_views, *self.inputs, *self.norms, *self.kqv_outs)}
         placeable.update(id(t) for t, _, _, _ in self.weight_ops)
         work: list = []
         run: list = []

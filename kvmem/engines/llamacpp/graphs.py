@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ggml_graph import OUTPUT, TYPES, Graph
+from .ggml_graph import KQV_OUT, OUTPUT, TYPES, Graph
 from .settings import PR_16884, PR_21038, PR_23764
 
 __all__ = ["GraphShape", "Pass", "PR_16884", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn",
@@ -256,6 +256,7 @@ def attention(g, q, k, v, inputs, p: Pass, s: GraphShape, n_kv: int, iswa: bool 
         kqv = g.mul_mat(vp, kq)
         cur = g.permute(kqv, 0, 2, 1, 3)
         cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        cur.name = KQV_OUT      # -nkvo: pinned to the host (llama.cpp@0c1e57098 src/llama-graph.cpp#L2746-L2749)
     g.expand(cur)
     if v_rot is not None:
         cur = _hadamard(g, cur, v_rot)

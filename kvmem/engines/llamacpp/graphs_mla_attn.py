@@ -13,7 +13,7 @@ Each function's docstring cites its lines.
 
 from __future__ import annotations
 
-from .ggml_graph import TYPES, Graph
+from .ggml_graph import KQV_OUT, TYPES, Graph
 from .graphs import GraphShape, Pass, attention
 
 __all__ = ["absorbed_attention", "latent_v_attention", "mla_mha", "per_head_attention"]
@@ -132,5 +132,6 @@ def mla_mha(g: Graph, s: GraphShape, p: Pass, q_cur, k, v, mask, v_trans: bool =
         kqv = g.mul_mat(wv_b, g.mul_mat(vt, kq))
         cur = g.permute(kqv, 0, 2, 1, 3)
         cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        cur.name = KQV_OUT      # -nkvo: pinned to the host (llama.cpp@0c1e57098 src/llama-graph.cpp#L2746-L2749)
     g.expand(cur)
     return cur

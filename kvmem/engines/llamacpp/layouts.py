@@ -5,21 +5,21 @@ Memory of one set of flags (``layout``), per GPU and on the host:
     model     placement.place: the GGUF's tensors (or tensors.synthesised_tensors) on their devices
     KV        plan.rows per layer on the layer's device (host with kv_offload=False)
     compute   compute.llamacpp_compute_buffer. Host only (no GPU holds a layer): the CPU buffer, llama.cpp's own prompt
-              and one-token graphs allocated as ggml-alloc allocates them for every family compute.py transcribes
-              (its module doc lists them; each equals llama.cpp's printed CPU buffer in tests/oracles), at the build's
-              date (compute.compute_buffer's dated rules; MLA per-head / latent + V before PR #14959: the vendored
-              graph, not exact); other families the estimate, marked in ``compute_exact``. GPUs, any offload of a
-              transcribed family (partial, -ngl 0 beside a GPU, routed experts moved by -ot / --n-cpu-moe;
-              ``_scheduled``): the same graphs split across the devices as ggml_backend_sched splits them
-              (scheduled.gpu_graph_bytes, ggml_sched; host weights copied to the first GPU for the prompt; n_copies 4
-              where pipeline.py pipelines; builds before PR #14959 without set_rows index inputs, before PR #16884
-              Q, K, V expanded in that order, before PR #21038 no Hadamard inputs, before PR #23764 an f32 KQ mask
-              cast to f16; a GGML_BLAS build's BLAS backend with ``blas``; norms pinned to their layer's GPU at full
-              offload), checked against the published GPU lines (docs/research/llamacpp_offload_logs.md, the held-out
-              logs in docs/research/heldout/), so not marked exact. Other GPU layouts: the estimate
-              (compute.estimate_bytes) on every GPU that holds a layer. On the host beside GPUs: the scheduled run's
-              host buffer (the "CUDA_Host compute buffer": inputs and their copies, token_embd's GET_ROWS; builds
-              from PR #18898 the unused inp_embd input too), else n_ubatch x hidden x 4 B (the input embeddings).
+              and one-token graphs allocated as ggml-alloc allocates them for every family compute.py transcribes (its
+              module doc lists them; each equals llama.cpp's printed CPU buffer in tests/oracles), at the build's date
+              (compute.compute_buffer's dated rules; MLA per-head / latent + V before PR #14959: the vendored graph, not
+              exact); other families the estimate, marked in ``compute_exact``. GPUs, any offload of a transcribed
+              family (partial, -ngl 0 beside a GPU, routed experts moved by -ot / --n-cpu-moe, -nkvo with the attention
+              pinned to the host; ``_scheduled``): the same graphs split across the devices as ggml_backend_sched splits
+              them (scheduled.gpu_graph_bytes, ggml_sched; host weights copied to the first GPU for the prompt; n_copies
+              4 where pipeline.py pipelines; builds before PR #14959 without set_rows index inputs, before PR #16884 Q,
+              K, V expanded in that order, before PR #21038 no Hadamard inputs, before PR #23764 an f32 KQ mask cast to
+              f16; a GGML_BLAS build's BLAS backend with ``blas``; norms pinned to their layer's GPU at full offload),
+              checked against the published GPU lines (docs/research/llamacpp_offload_logs.md, the held-out logs in
+              docs/research/heldout/), so not marked exact. Other GPU layouts: the estimate (compute.estimate_bytes) on
+              every GPU that holds a layer. On the host beside GPUs: the scheduled run's host buffer (the "CUDA_Host
+              compute buffer": inputs and their copies, token_embd's GET_ROWS; builds from PR #18898 the unused inp_embd
+              input too), else n_ubatch x hidden x 4 B (the input embeddings).
     + CUDA_CONTEXT_BYTES per GPU that the CUDA runtime takes before llama.cpp allocates.
 
 Decode bound: one token reads every weight it uses once (routed experts: top_k of n_experts of each expert tensor) and
@@ -51,7 +51,7 @@ from .pipeline import pipeline_parallel
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import settled_plan
-from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names
+from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names, kqv_pinned
 from .settings import CURRENT, DEFAULTS, PR_13194, PR_14959, PR_18898, SCHED_USED_INPUT_COPIES_TO
 
 # PR #14959 (a4569c41f, 2025-08-02): K/V stored by ggml_set_rows with index inputs by default; PR #18898 (557515be1,
@@ -136,15 +136,15 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
            flash_attn=None, mmap: bool = True, kv_offload: bool = True, n_seq: int = 1, mmproj_bytes: int = 0,
            mmproj_offload: bool = True, build=None, kv_unified: bool = False, mmproj_compute=None,
            swa_full: bool = False, n_batch: int = 2048, mla=None, nextn: bool = False, n_rs_seq=None,
-           blas: bool = False) -> Layout:
-    """Memory per device for one set of llama.cpp flags (see the module doc); ``kv_unified``: -kvu (one
-    stream for the n_seq sequences, as llama-server's -np auto sets it). ``mmproj_bytes``: the projector's
-    weight buffer, on the first GPU (the clip backend) or the host (``mmproj_offload`` False);
-    ``mmproj_compute``: its compute buffers, (device, bytes) pairs (graphs_mmproj.clip_compute_buffers), None: not
-    computed (then recorded as such in Layout.mmproj, never counted as 0). ``swa_full``, ``n_batch``, ``mla``,
-    ``nextn``, ``n_rs_seq``: the cache's settings (settings.DEFAULTS), as kvmem.estimate takes them. ``blas``: a
-    GGML_BLAS build beside GPUs (ggml_sched.sched_sizes: host weights' matmuls on its BLAS backend, not offloaded),
-    its buffer counted in the host's compute and told apart in Layout.blas_compute_bytes."""
+           blas: bool = False, schedule: bool = True) -> Layout:
+    """Memory per device for one set of llama.cpp flags (see the module doc); ``kv_unified``: -kvu (one stream for the
+    n_seq sequences, as llama-server's -np auto sets it). ``mmproj_bytes``: the projector's weight buffer, on the
+    first GPU (the clip backend) or the host (``mmproj_offload`` False); ``mmproj_compute``: its compute buffers,
+    (device, bytes) pairs (graphs_mmproj.clip_compute_buffers), None: not computed (then recorded as such in
+    Layout.mmproj, never counted as 0). ``swa_full``, ``n_batch``, ``mla``, ``nextn``, ``n_rs_seq``: the cache's
+    settings (settings.DEFAULTS), as kvmem.estimate takes them. ``blas``: a GGML_BLAS build beside GPUs
+    (ggml_sched.sched_sizes: host weights' matmuls on its BLAS backend, not offloaded), its buffer counted in the
+    host's compute, told apart in Layout.blas_compute_bytes. ``schedule`` False: no graph scheduled (the estimate)."""
     options = {**DEFAULTS, "n_ctx": n_ctx, "n_seq": n_seq, "n_ubatch": n_ubatch, "type_k": type_k, "type_v": type_v,
                "flash_attn": flash_attn, "build": build, "kv_unified": kv_unified, "swa_full": swa_full,
                "n_batch": n_batch, "mla": mla, "nextn": nextn, "n_rs_seq": n_rs_seq}
@@ -158,7 +158,8 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas, bool(override_tensor) or n_cpu_moe > 0)
+    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas,
+                           bool(override_tensor) or n_cpu_moe > 0) if schedule else None
     blas_bytes = 0
     if gpu_exact and blas:          # the BLAS buffer last: host memory too, counted with the pinned host buffer
         *gpu_exact, blas_bytes = gpu_exact
@@ -258,13 +259,13 @@ def _types_known(s) -> bool:
 
 
 def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=False, overrides=False) -> list | None:
-    """The GPUs' compute buffers from llama.cpp's graphs as ggml_backend_sched splits them
-    (scheduled.gpu_graph_bytes), or None where that is not modelled: KV on the host, untranscribed
-    families, sliding-window caches without their cells, deepseek2 over another cache than the latent one,
-    overrides that move a tensor the graph does not name. Partial offload: the host's
-    layers run on the host, their weights copied to the first GPU for prompt-sized ops (offload_op).
-    Pipeline parallelism (pipeline.pipeline_parallel: -ot / --n-cpu-moe given, ``overrides``, or a backend without
-    async and events rules it out) gives n_copies = GGML_SCHED_MAX_COPIES; builds before PR #14959: no index inputs."""
+    """The GPUs' compute buffers of llama.cpp's graphs split as ggml_backend_sched does (scheduled.gpu_graph_bytes), or
+    None where not modelled: untranscribed families, SWA caches without cells, deepseek2 over another cache than the
+    latent one, overrides that move a tensor the graph does not name, -nkvo (``kv_on_host``) beside a recurrent state
+    or an indexer's cache, no tensors (check-log without a file type) with the output on the host. Partial offload:
+    the host's layers run on the host, their weights copied to the first GPU for prompt-sized ops (offload_op).
+    Pipeline parallelism (pipeline.pipeline_parallel: not with -ot / --n-cpu-moe, ``overrides``, -nkvo, a backend
+    without async and events) gives n_copies GGML_SCHED_MAX_COPIES; before PR #14959 no index inputs."""
     shape = _graph_shape(model, plan, s.build, s.n_rs_seq)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
@@ -272,11 +273,11 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
     # cache's n_kv cells, which both masks span (llama.cpp@33eff4024 src/llama-graph.cpp#L1366-L1390)
     swa_cells = plan.swa_cells or (plan.n_ctx_seq if s.build < PR_13194 else 0)
     swa = shape is not None and any(shape.swa) and not swa_cells
-    if shape is None or kv_on_host or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
+    if shape is None or swa or not p.gpus or type_k not in TYPES or type_v not in TYPES:
         return None
     if shape.arch in ("deepseek2", "gpt-oss") and not stores_transcribed(shape, s.build) or not _graph_matches_cache(
-            model, plan):
-        return None     # before PR #14959's ggml_set_rows: graphs_mla_oss.stores_transcribed
+            model, plan) or kv_on_host and not kqv_pinned(shape) or p.output_device == CPU and not p.tensors:
+        return None     # before PR #14959's ggml_set_rows: graphs_mla_oss.stores_transcribed; -nkvo: kqv_pinned
     if shape.indexer_full and not cuda_runs_indexer(shape, type_k):
         return None     # the host runs the lightning indexer there: its copies are not modelled
     host_gpu = len(p.gpus)
@@ -304,7 +305,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
     per_layer, output = graph_weight_names(shape)
     if any(name not in (output if layer == n_layer else per_layer) for (layer, name), _ in weights):
         return None                 # a weight the transcribed graph does not have: not modelled
-    pp = pipeline_parallel(p.gpus, full=full, overrides=overrides or moved, blas=blas, build=s.build)
+    pp = not kv_on_host and pipeline_parallel(p.gpus, full=full, overrides=overrides or moved, blas=blas, build=s.build)
     n_copies = SCHED_MAX_COPIES if pp else 1
     # llama-server's output rows (PR #23861), one per slot; the library's default before: n_batch
     n_outputs = min(s.n_batch, s.n_seq) if s.build >= PR_23861 else s.n_batch
@@ -315,7 +316,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
                            full_offload=full, fa_f16=s.build >= PR_23907,
                            # builds to 2026-08-22 copy only the inputs a node reads (SCHED_USED_INPUT_COPIES_TO)
                            copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO, mask_f32=s.build < PR_23764,
-                           kv_rot=s.build >= PR_21038, blas=blas, qkv_order=s.build < PR_16884)
+                           kv_rot=s.build >= PR_21038, blas=blas, qkv_order=s.build < PR_16884, kv_host=kv_on_host)
 
 
 def _weights(tensors, n_layer: int, layer_device, output_device, index) -> tuple:

@@ -590,9 +590,13 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                          "3f545becc)")
             continue
         if kind == "compute" and not ok and not lay.compute_exact.get(device):
+            # -nkvo beside GPUs is scheduled (layouts._scheduled) for attention caches, not where the host would hold
+            # a recurrent state or the lightning indexer's cache too
+            nkvo = "; -nkvo beside GPUs is scheduled for attention caches only, not beside a recurrent state or " \
+                "the lightning indexer's cache" if not args["kv_offload"] and gpus else ""
             notes.append(f"line {n}: {printed_as} compute buffer logged {shown}, kvmem estimates "
                          f"{buffer_mib(ours):.2f} MiB (an estimate for this layout, kvmem.engines.llamacpp.layouts: "
-                         "not checked)")
+                         f"not checked{nkvo})")
             continue
         cause = "" if ok else {
             "model": "other weights on this device: another file type or -ngl / -ts / -ot than the log states, or "

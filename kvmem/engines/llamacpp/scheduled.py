@@ -18,13 +18,15 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ...units import cdiv, pad
+from .ggml_graph import KQV_OUT
 from .ggml_sched import OFFLOAD_MIN_BATCH, sched_bounds, sched_sizes
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_delta import with_seqs
 from .settings import PR_23861, PR_23907
 
-__all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "reduced_layers", "expert_weights"]
+__all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "kqv_pinned", "reduced_layers",
+           "expert_weights"]
 
 # ggml-org/llama.cpp PR #23861 "llama: limit max outputs of llama_context" (squash-merged as de6f727aa on 2026-06-01,
 # build 9460; settings.PR_23861): llama-server
@@ -55,6 +57,27 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     """(a layer's weight names, the output layer's) in ``shape``'s graph, as g.weight names them: the
     weights gpu_graph_bytes can place (rope_freqs is not in the graph: ROPE's frequencies are read where
     ROPE runs)."""
+    graph, n = _few_layers(shape)
+    weights = [t for t in graph.leafs if t.external and not t.kv]
+    return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
+
+
+@lru_cache(maxsize=64)
+def kqv_pinned(shape: GraphShape) -> bool:
+    """Whether -nkvo is scheduled for ``shape`` (layouts._scheduled): its graph without flash attention marks one
+    attention output (ggml_graph.KQV_OUT) per layer that holds a cache, what gpu_graph_bytes' ``kv_host`` pins to the
+    host as llama.cpp pins build_attn_mha's (ggml_sched.sched_sizes kqv_host), and no lightning indexer's cache
+    (graphs_dsa). A recurrent layer's state (graphs_delta, on the host too: llama.cpp@0c1e57098
+    src/llama-memory-recurrent.cpp#L85) is a cache without an attention output: not scheduled so."""
+    graph, _ = _few_layers(shape)
+    cached = {t.layer for t in graph.leafs if t.kv}
+    return not shape.indexer_full and sum(t.name == KQV_OUT for t in graph.nodes) == len(cached)
+
+
+@lru_cache(maxsize=64)
+def _few_layers(shape: GraphShape) -> tuple:
+    """A one-token graph (no flash attention) of ``shape``'s first layers, enough to hold each kind of layer, and their
+    count."""
     n = min(shape.n_layer, shape.n_dense_lead + 1)     # a dense layer and a MoE one (deepseek2's leading dense)
     recurrent = getattr(shape, "recurrent", ())
     if recurrent:       # graphs_delta: through the first full-attention layer (its weights are not the linear ones')
@@ -65,9 +88,7 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     n = max(n, *(kinds.index(x) + 1 for x in set(kinds))) if kinds else n
     few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n],
                   **({"recurrent": recurrent[:n]} if recurrent else {}), **({"moe_layers": moe[:n]} if moe else {}))
-    graph = build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16"))
-    weights = [t for t in graph.leafs if t.external and not t.kv]
-    return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
+    return build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16")), n
 
 
 def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> tuple:
@@ -85,7 +106,7 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     not change: test_reduced_layers_keep_every_buffer and tests/engines/test_llamacpp_reduced_patterns.py
     check it against the whole graph."""
     n = shape.n_layer
-    if shape.indexer_full:
+    if shape.indexer_full or getattr(shape, "res_bs", 0):     # kimi-k3: its banked checkpoints grow (graphs_kimi_k3)
         # glm-dsa / deepseek32: each layer's zero rows for the top-k mask are a leaf of the compute buffer
         # (graphs_dsa._sparse_mask), and ggml-alloc allocates every leaf before the first node: the buffers
         # grow with the layers, so no run is cut (cut, 16 of 16 random GPU layouts of GLM-5 / DeepSeek-V3.2 differed).
@@ -139,7 +160,7 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
                     kv_unified: bool = False, swa_cells: int = 0, n_copies: int = 1, set_rows: bool = True,
                     weights: tuple = (), inp_embd: bool = True, full_offload: bool = True,
                     fa_f16: bool = False, copy_unused_inputs: bool = True, mask_f32: bool = False,
-                    kv_rot: bool = True, blas: bool = False, qkv_order: bool = False) -> tuple:
+                    kv_rot: bool = True, blas: bool = False, qkv_order: bool = False, kv_host: bool = False) -> tuple:
     """The compute buffers per GPU then the host ("CUDA_Host") of the same two graphs as graph_bytes,
     scheduled by kvmem.engines.llamacpp.ggml_sched (ggml_backend_sched: the graph inputs and
     token_embd's GET_ROWS on the host, every other node on the device of its weights, copies of what
@@ -158,22 +179,25 @@ def gpu_graph_bytes(shape: GraphShape, *, layer_gpu: tuple, n_gpus: int, n_kv: i
     ``kv_rot``: the build rotates a quantised cache's K / V by Hadamard matrices (PR #21038 on: graphs.attn_inputs).
     ``qkv_order``: the build expands Q, K, V in build_attn's KV path (before PR #16884: graphs.Pass).
     ``blas``: a GGML_BLAS build (ggml_sched.sched_sizes): its BLAS buffer ("CPU compute buffer") after the host's.
+    ``kv_host``: -nkvo, the KV cache on the host beside the GPUs (src/llama-kv-cache.cpp: ggml_backend_cpu_buffer_type
+    without offload): its stores and views there, each attention output without flash attention pinned to the host
+    (ggml_sched.sched_sizes kqv_host).
     Runs of equal layers are cut first (reduced_layers), so a search over splits schedules each
     reduced graph once (cached); below OFFLOAD_MIN_BATCH tokens the one-token graph copies no weight
     (no op is offloaded), so its weights' bytes are left out of its key."""
     return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                    kv_unified, swa_cells, n_copies, set_rows, tuple(sorted(weights)), inp_embd, full_offload, fa_f16,
-                   copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, reduce=True)
+                   copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, kv_host, reduce=True)
 
 
 def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                      kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload=True,
                      fa_f16=False, copy_unused_inputs=True, mask_f32=False, kv_rot=True, blas=False,
-                     qkv_order=False) -> tuple:
+                     qkv_order=False, kv_host=False) -> tuple:
     """gpu_graph_bytes on the whole graph, every layer built (what reduced_layers is checked against)."""
     return _graphs(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq,
                    kv_unified, swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16,
-                   copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, reduce=False)
+                   copy_unused_inputs, mask_f32, kv_rot, blas, qkv_order, kv_host, reduce=False)
 
 
 def _graphs(*args, reduce: bool) -> tuple:
@@ -203,14 +227,14 @@ def one_token_graph_dominated(n_ubatch: int, n_seq: int, flash_attn: bool) -> bo
 
 def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v, n_outputs, n_seq, kv_unified,
            swa_cells, n_copies, set_rows, weights, inp_embd, full_offload, fa_f16, copy_unused_inputs, mask_f32,
-           kv_rot, blas, qkv_order, reduce) -> tuple:
+           kv_rot, blas, qkv_order, kv_host, reduce) -> tuple:
     """The larger of the prompt graph's and the one-token graph's buffers, per device."""
     n_outputs = n_ubatch if n_outputs is None else min(n_outputs, n_ubatch)
     n_stream = 1 if kv_unified else n_seq
     shape = with_seqs(shape, n_seq)           # graphs_delta's recurrent part: n_seq sequences, whatever the streams
     sizes: list = []
     passes: tuple[tuple[int, int], ...] = ((pad(n_ubatch, n_seq), n_outputs), (n_seq, n_seq))
-    if one_token_graph_dominated(n_ubatch, n_seq, flash_attn):
+    if one_token_graph_dominated(n_ubatch, n_seq, flash_attn) and not kv_host:     # not checked with -nkvo
         passes = passes[:1]          # the prompt graph's buffers are the larger on every device (its docstring)
     for tokens, outputs in passes:
         placed = weights if tokens >= OFFLOAD_MIN_BATCH else tuple((key, (dev, 0)) for key, (dev, _) in weights)
@@ -219,7 +243,7 @@ def _sized(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_k, type_v,
             args = reduced_layers(*args)
         rest = (n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v, swa_cells, n_copies, set_rows,
                 inp_embd, full_offload or tokens < 32, fa_f16 and flash_attn, copy_unused_inputs, mask_f32, kv_rot,
-                blas, qkv_order)
+                blas, qkv_order, kv_host)
         if sizes and reduce and _graph_within(sizes[0], *args, *rest):
             continue            # the one-token graph needs no more on any device: the larger are the prompt's
         sizes.append((_graph_sizes if reduce else _graph_sizes.__wrapped__)(*args, *rest))
@@ -251,17 +275,17 @@ def _fa_alloc(t) -> int:
 @lru_cache(maxsize=1024)
 def _graph_sizes(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
                  swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16, copy_unused_inputs=True,
-                 mask_f32=False, kv_rot=True, blas=False, qkv_order=False) -> list:
+                 mask_f32=False, kv_rot=True, blas=False, qkv_order=False, kv_host=False) -> list:
     """One graph of ``tokens`` tokens built, scheduled and allocated: the bytes per device."""
     graph, where, options = _scheduling(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn,
                                         type_k, type_v, swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16,
-                                        mask_f32, kv_rot, blas, qkv_order)
+                                        mask_f32, kv_rot, blas, qkv_order, kv_host)
     return sched_sizes(graph, where, n_gpus, copy_unused_inputs=copy_unused_inputs, **options)
 
 
 def _graph_within(limit, shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
                   swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16, _copy_unused_inputs=True, mask_f32=False,
-                  kv_rot=True, blas=False, qkv_order=False) -> bool:
+                  kv_rot=True, blas=False, qkv_order=False, kv_host=False) -> bool:
     """Whether _graph_sizes of these arguments is at most ``limit`` on every device, known without allocating it
     (ggml_sched.sched_bounds: the bytes each device allocates, summed, bound its buffer, every input counted as
     copied); False where not known. A
@@ -269,7 +293,7 @@ def _graph_within(limit, shape, layer_gpu, weights, n_gpus, tokens, outputs, n_k
     scheduled (a fifth of a DSA model's fit on 4 GPUs: 34 of 106 graphs)."""
     graph, where, options = _scheduling(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn,
                                         type_k, type_v, swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16,
-                                        mask_f32, kv_rot, blas, qkv_order)
+                                        mask_f32, kv_rot, blas, qkv_order, kv_host)
     tried = _BOUNDS_TRIED.setdefault(graph, [0, 0])
     if tried[0] >= BOUND_TRIES and not tried[1]:
         return False            # this graph's bounds never held: not computed again (only the time differs)
@@ -288,13 +312,14 @@ _BOUNDS_TRIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _scheduling(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stream, flash_attn, type_k, type_v,
-                swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16, mask_f32, kv_rot, blas, qkv_order) -> tuple:
+                swa_cells, n_copies, set_rows, inp_embd, pin_norms, fa_f16, mask_f32, kv_rot, blas, qkv_order,
+                kv_host=False) -> tuple:
     """The graph _graph_sizes schedules (built once: _built), where its weights are, and sched_sizes' options."""
     placed = dict(weights)
 
     def where(t, _expert):
-        if t.layer < 0:
-            return n_gpus                 # token_embd stays on the host (dev_input)
+        if t.layer < 0 or kv_host and t.kv:
+            return n_gpus                 # token_embd stays on the host (dev_input); -nkvo: the cache too
         at = placed.get((t.layer, t.name))
         return layer_gpu[t.layer] if at is None else at[0]
 
@@ -311,4 +336,4 @@ def _scheduling(shape, layer_gpu, weights, n_gpus, tokens, outputs, n_kv, n_stre
     converts = fa_f16 and not type_k == type_v == "f16"
     return graph, where, {"n_copies": n_copies, "weight_bytes": nbytes if placed else None,
                           "norm_backend": pinned if pin_norms else None,
-                          "gpu_alloc_size": _fa_alloc if converts else None, "blas": blas}
+                          "gpu_alloc_size": _fa_alloc if converts else None, "blas": blas, "kqv_host": kv_host}
