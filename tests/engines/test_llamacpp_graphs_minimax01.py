@@ -111,3 +111,38 @@ def test_minimax_m1_compute_at_full_shape_is_llamacpps(n_ctx, n_ubatch, fa, mib)
     # llama.cpp's printed CPU compute buffer for MiniMax-M1 itself (no_alloc); the estimate said 402.75 / 272.00 MiB
     compute = _compute(kvmem.get_model("minimax-m1"), dict(n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=fa, n_seq=1))
     assert compute.exact and round(compute.bytes / 1048576.0, 2) == mib
+
+
+def _cut(n_layers):
+    from kvmem.oracles.llamacpp_minimax01 import random_minimax01_case
+    model, ctx = random_minimax01_case(12, dict(kvmem.get_model("minimax-m1").config))
+    cfg = dict(model.config, num_hidden_layers=n_layers, attn_type_list=[int((i + 1) % 8 == 0) for i in range(n_layers)])
+    return Model.from_hf_config(cfg, name=f"minimax01-{n_layers}"), ctx
+
+
+# (layers, sequences, -ub, --kv-unified) -> llama.cpp's CPU compute MiB to four decimals (n_ctx 1000): the third
+# reserve's one sequence of 32 or 33 tokens over a unified cache, or softmax attention in the last layer alone
+EDGES = {(8, 3, 32, False): "0.4283", (8, 3, 32, True): "0.4605", (8, 2, 33, True): "0.4417",
+         (9, 3, 32, True): "0.4605", (9, 2, 33, True): "0.4417"}
+
+
+@pytest.mark.parametrize("case", sorted(EDGES))
+def test_minimax01_one_sequence_reserve_is_llamacpps(case):
+    n_layers, n_seq, n_ubatch, unified = case
+    model, ctx = _cut(n_layers)
+    est = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=1000, n_seq=n_seq, flash_attn=bool(ctx["flash_attn"]),
+                         n_ubatch=n_ubatch, n_batch=1000, swa_full=False, kv_unified=unified)
+    d = est.details
+    from kvmem.engines.llamacpp.compute import llamacpp_compute_buffer
+    compute = llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=d.n_ubatch, cells_per_stream=d.cells,
+                                      flash_attn=bool(ctx["flash_attn"]), type_k="f16", type_v="f16",
+                                      n_outputs=d.n_batch, n_seq=n_seq, kv_unified=unified, swa_cells=d.swa_cells,
+                                      backend="cpu")
+    assert f"{compute.bytes / 1048576.0:.4f}" == EDGES[case]
+
+
+def test_where_llamacpp_aborts_minimax01_is_refused():
+    # 9 layers (softmax at layer 7), 3 sequences with a KV stream each, -ub 32: llama.cpp aborts creating the context
+    model, _ = _cut(9)
+    with pytest.raises(ValueError, match=r"n_ubatch 32 over 3 sequences .* give -ub a multiple of 3, or --kv-unified"):
+        kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=1000, n_seq=3, n_ubatch=32, n_batch=1000)

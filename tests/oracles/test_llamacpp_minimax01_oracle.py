@@ -9,6 +9,7 @@ conversion/minimax.py MiniMaxText01Model writes (kvmem.oracles.llamacpp_minimax0
    compute buffer kvmem's graph (graphs_minimax01.build_minimax01) to the printed MiB;
 4. the graph on 8 random minimax-01 configs with a context each (1-3 sequences: llama.cpp's third reserve of one
    sequence): the CPU compute buffer to the four decimals ~llama_context prints (seeds 0-99 equal, run once);
+5. where llama.cpp aborts creating the context (3 sequences, -ub 32, a softmax layer before the last), kvmem refuses;
 MiniMax-M3 (minimax-m3): 1-3 likewise (its compute graph is not transcribed: the estimate). About 20 s."""
 
 from tests.oracles.conftest import require
@@ -87,3 +88,17 @@ def test_minimax_m3_types_size_and_caches_equal_llamacpp(tmp_path):
         sizes = [(c["cells"], len(c["layers"]), float(c["size_mib"])) for c in out["caches"]]
         assert sizes == [(n_ctx, 60, n_ctx * 60 * 2 * 512 * 2 / 1048576), (n_ctx, 57, n_ctx * 57 * 2 * 128 * 2 / 1048576)]
         assert est.total_bytes == sum(int(mib * 1048576) for _, _, mib in sizes)
+
+
+def test_where_llamacpp_aborts_kvmem_refuses(tmp_path):
+    # 9 layers (a softmax layer at 7), 3 sequences with a KV stream each, -ub 32: llama.cpp aborts creating the
+    # context (GGML_ASSERT(ggml_can_repeat(b, a)), SIGABRT); kvmem refuses it (graphs_minimax01.check_minimax01_streams)
+    from kvmem.model import Model
+    model, ctx = random_minimax01_case(12, dict(kvmem.get_model("minimax-m1").config))
+    model = Model.from_hf_config(dict(model.config, num_hidden_layers=9, attn_type_list=[0] * 7 + [1, 0]), name="m9")
+    path = str(tmp_path / "model.gguf")
+    write_minimax01(model, "q4_k_m", path)
+    with pytest.raises(RuntimeError, match="exit code -6"):
+        in_child(printed_buffers, path, dict(ctx, n_ctx=1000, n_seq=3, n_ubatch=32))
+    with pytest.raises(ValueError, match="aborts creating this minimax-01 context"):
+        kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=1000, n_seq=3, n_ubatch=32, n_batch=1000)

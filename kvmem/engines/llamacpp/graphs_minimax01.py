@@ -38,8 +38,8 @@ from .graphs import Pass, attention, attn_inputs, embeddings, output_head, qkv_h
 from .graphs_delta import DeltaShape
 from .graphs_mla_oss import moe_ffn, rms_norm
 
-__all__ = ["MINIMAX01", "MINIMAX_M3", "Minimax01Shape", "build_minimax01", "minimax01_once", "minimax01_shape",
-           "minimax01_tensors", "minimax_m3_tensors"]
+__all__ = ["MINIMAX01", "MINIMAX_M3", "Minimax01Shape", "build_minimax01", "check_minimax01_streams", "minimax01_once",
+           "minimax01_shape", "minimax01_tensors", "minimax_m3_tensors"]
 
 # kvmem model_type (MiniMaxText01ForCausalLM / MiniMaxM1ForCausalLM) -> llama.cpp architecture "minimax-01"
 MINIMAX01 = {"minimax": "minimax-01"}
@@ -56,6 +56,22 @@ def recurrent(model) -> list:
                              f"{INTERVAL}th layer softmax attention and the others lightning attention (the converter "
                              "writes no layer list: llama.cpp@0c1e57098 src/models/minimax-01.cpp#L12-L17)")
     return out
+
+
+def check_minimax01_streams(model, n_seq: int, unified: bool, n_tokens: int) -> None:
+    """minimax-01's third reserve (one sequence of ``n_tokens`` = min(n_ctx, n_ubatch), not rounded: minimax01_once)
+    over n_seq KV streams aborts llama.cpp 0c1e57098 where n_tokens is not a multiple of the streams and a softmax
+    layer comes before the last: GGML_ASSERT(ggml_can_repeat(b, a)) (ggml/src/ggml.c#L2072) while the context is
+    created. Seen here, llama.cpp run on sparse GGUFs (kvmem.oracles.llamacpp_minimax01's configs): 16 layers, 3
+    sequences and -ub 32, 2 and 33, 3 and n_ctx 100, 4 and 34 abort; 3 and 30 or 33, 5 and 35 build; 9 layers (a softmax
+    layer at 7) with 3 and 32 aborts, with --kv-unified builds; 8 layers (softmax in the last alone) build."""
+    if MINIMAX01.get(model.model_type) is None or unified or n_seq <= 1 or n_tokens % n_seq == 0:
+        return
+    if all(recurrent(model)[:-1]):
+        return
+    raise ValueError(f"{model.name}: n_ubatch {n_tokens} over {n_seq} sequences with a KV stream each: llama.cpp "
+                     "aborts creating this minimax-01 context (GGML_ASSERT(ggml_can_repeat(b, a)) in its third "
+                     f"reserve, one sequence of {n_tokens} tokens); give -ub a multiple of {n_seq}, or --kv-unified")
 
 
 def minimax01_tensors(model, h: int) -> list:

@@ -17,6 +17,7 @@ from .arch_builds import check_arch_build
 from .arch_fields import ARCHS
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
+from .graphs_minimax01 import check_minimax01_streams
 from .indexers import MSA_FAMILIES, dsa_cached_nextn, indexer_widths, msa_indexer
 from .nextn import gguf_nextn_layers
 from .settings import (
@@ -333,6 +334,7 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
     notes += cell_notes
+    check_minimax01_streams(model, s.n_seq, unified, min(n_ctx, s.n_ubatch))     # llama.cpp's abort (graphs_minimax01)
     notes += _short_for_snapshots(s)
     swa_cells: int | None      # None without windowed layers
     if model.model_type in DSV4_TYPES:     # llama_kv_cache_dsv4 (kvmem.engines.llamacpp.dsv4)
