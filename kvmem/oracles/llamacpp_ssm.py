@@ -18,7 +18,7 @@ from typing import Any
 from ..engines.llamacpp.arch_fields import field
 from ..engines.llamacpp.quant_mix import FTYPES
 from ..engines.llamacpp.tensors import source_type, synthesised_tensors
-from ..engines.llamacpp.tensors_ssm import layer_kinds, nemotron_arch, ssm_shape, ssm_vocab
+from ..engines.llamacpp.tensors_ssm import layer_kinds, mtp_block, nemotron_arch, nemotron_mtp, ssm_shape, ssm_vocab
 from ..model import Model
 from .llamacpp_buffers import llama_lib, printed_buffers, write_sparse
 from .llamacpp_graphs_more import random_run
@@ -46,12 +46,18 @@ def write_ssm(model: Model, fmt: str, path: str, *, source: bool = False) -> lis
     assert s is not None
     tensors = synthesised_tensors(model, fmt)
     rows = [(t.name, t.shape, source_type(t.name, t.shape, "f16") if source else t.dtype) for t in tensors]
+    # the MTP block (nemotron_mtp): in the file, counted in block_count, skipped at load (its types: the source's)
+    n_mtp = nemotron_mtp(model)
+    rows += [(name, ne, source_type(name, ne, "f16")) for name, ne in mtp_block(model, model.hidden_size)] if n_mtp \
+        else []
     w = gguf.GGUFWriter(path, arch)
     w.add_context_length(model.max_position_embeddings or 4096)
     w.add_embedding_length(model.hidden_size)
-    w.add_block_count(model.num_layers)
+    w.add_block_count(model.num_layers + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     w.add_head_count(model.num_attention_heads)
-    kinds = layer_kinds(s)
+    kinds = layer_kinds(s) + "*" * n_mtp       # the MTP block: attention and MoE (conversion/nemotron.py#L264-L267)
     w.add_head_count_kv([s.n_head_kv if k == "*" else 0 for k in kinds])
     w.add_ssm_conv_kernel(s.d_conv)
     w.add_ssm_inner_size(s.d_inner)
@@ -67,7 +73,7 @@ def write_ssm(model: Model, fmt: str, path: str, *, source: bool = False) -> lis
         w.add_expert_used_count(s.n_expert_used)
     else:
         ff = s.n_ff_exp if arch == "nemotron_h_moe" else s.n_ff
-        w.add_feed_forward_length([ff if k in "-E" else 0 for k in kinds])
+        w.add_feed_forward_length([ff if k in "-E" or il >= model.num_layers else 0 for il, k in enumerate(kinds)])
         w.add_key_length(s.head_dim)
         w.add_value_length(s.head_dim)
         w.add_ssm_time_step_rank(s.n_v_heads)

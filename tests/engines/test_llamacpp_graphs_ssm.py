@@ -106,7 +106,7 @@ def _variant(name: str, **changes) -> Model:
 @pytest.mark.parametrize("name, changes, message", [
     ("jamba-1.5-mini", {"mamba_expand": 4}, "expansion factor of 2"),
     ("jamba-1.5-mini", {"mamba_proj_bias": True}, "mamba_proj_bias"),
-    ("nemotron-3-nano-30b-a3b", {"num_nextn_predict_layers": 1}, "MTP block"),
+    ("nemotron-3-nano-30b-a3b", {"num_nextn_predict_layers": 2}, "num_nextn_predict_layers == 1"),
     ("nemotron-3-nano-30b-a3b", {"moe_intermediate_size": None}, "'moe_intermediate_size'"),
     ("nemotron-h-8b", {"use_conv_bias": False}, "use_conv_bias"),
     # fields the converter reads with no default: named, never guessed
@@ -122,3 +122,24 @@ def test_configs_llamacpp_does_not_load_are_refused_by_name(name, changes, messa
         synthesised_tensors(model, "q4_k_m")
     assert graph_shape(model) is None
     assert not compute_buffer(model, n_kv=4096, n_ubatch=512, flash_attn=True).exact
+
+
+def test_nemotron_3_super_with_its_mtp_block():
+    # the published config (tests/fixtures/configs/corpus): 88 layers, latent MoE (1,024), one MTP block, which the
+    # default converter writes from PR #26725 (2026-08-10) and llama.cpp skips at load: counted, not listed
+    import json
+    import pathlib
+
+    from kvmem.engines.llamacpp.nextn import gguf_nextn_layers
+    path = pathlib.Path(__file__).parents[1] / "fixtures/configs/corpus/nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4.json"
+    model = Model.from_hf_config(json.loads(path.read_text()), name="nemotron-3-super")
+    assert (gguf_nextn_layers(model), gguf_nextn_layers(model, "2026-08-09")) == (1, 0)
+    tensors = synthesised_tensors(model, "q4_k_m")
+    assert not any(t.name.startswith("blk.88.") for t in tensors)
+    assert {t.name: t.shape for t in tensors}["blk.1.ffn_latent_down.weight"] == (4096, 1024)
+    # llama.cpp's printed CPU compute buffer (its sparse GGUF with the MTP block, no_alloc): 292.01 MiB at 4,096 cells
+    # (flash attention), 2,145.01 MiB at 32,768 (without)
+    for (n_ctx, fa), printed in (((4096, True), 292.01), ((32768, False), 2145.01)):
+        d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=fa, n_ubatch=512,
+                           n_batch=n_ctx).details
+        assert buffer_mib(graph_bytes(graph_shape(model), n_kv=d.cells, n_ubatch=512, flash_attn=fa)) == printed

@@ -9,7 +9,8 @@ list with the metadata conversion/jamba.py and conversion/nemotron.py write (kvm
    flash attention or not, quantised caches), and 2 of each with recurrent rollback slots (n_rs_seq 1-6; jamba has
    none: llama.cpp clamps it to 0): the printed CPU KV and RS lines and the CPU compute buffer equal kvmem's (compute
    to the four decimals ~llama_context prints); the presets at full shape (no_alloc) at 4,096 / 32,768 / 131,072
-   cells: the compute buffer to the printed MiB; 2 with Nemotron 3 Super's latent MoE (moe_latent_size).
+   cells: the compute buffer to the printed MiB; 2 with Nemotron 3 Super's latent MoE (moe_latent_size), 2 with its
+   MTP block (num_nextn_predict_layers: in the file, not loaded).
 When this was written: 12 + 6 random cases and 9 preset shapes, all equal; seeds 4-39 of the random cases, run once
 by a script, 108 of 108 equal too."""
 
@@ -91,6 +92,28 @@ def test_nemotron_latent_moe_equals_llamacpp(seed, tmp_path):
     model = Model.from_hf_config(dict(model.config, moe_latent_size=64 * seed), name=f"latent-{seed}")
     assert any(t.name.endswith("ffn_latent_down.weight") for t in synthesised_tensors(model, fmt))
     _check(model, fmt, ctx, str(tmp_path / "model.gguf"))
+
+
+@pytest.mark.parametrize("seed", (0, 1))
+def test_nemotron_mtp_block_is_counted_not_loaded(seed, tmp_path):
+    # num_nextn_predict_layers 1 (Nemotron 3 Super / Ultra / 3.5's configs): the default converter writes the MTP
+    # block after the trunk (block_count + 1, nextn_predict_layers); llama.cpp skips its tensors without load_mtp
+    # (nemotron-h.cpp#L142-L181), so the trunk's types (the quantiser counts the block: n_layer_all, its attn_v),
+    # the mapped model buffer (the file span of the loaded tensors), KV + RS and compute are the trunk's
+    from kvmem.model import Model
+    model, fmt, ctx = random_ssm_case(seed, "nemotron_h_moe")
+    model = Model.from_hf_config(dict(model.config, num_nextn_predict_layers=1), name=f"mtp-{seed}")
+    source = str(tmp_path / "source.gguf")
+    write_ssm(model, "f16", source, source=True)
+    theirs = in_child(_dry_runs, source, ["q4_k_m", "q2_k"])
+    block = f"blk.{model.num_layers}."
+    for q in ("q4_k_m", "q2_k"):
+        ours = {t.name: t.dtype for t in synthesised_tensors(model, q)}
+        assert ours == {k: v for k, v in theirs[q].items() if not k.startswith(block)}, q
+    path = str(tmp_path / "model.gguf")
+    tensors = write_ssm(model, fmt, path)
+    assert in_child(printed_with_rs, path, ctx)["CPU_Mapped model"] == buffer_mib(sum(t.nbytes for t in tensors))
+    _check(model, fmt, ctx, path)
 
 
 @pytest.mark.parametrize("name", PRESETS)

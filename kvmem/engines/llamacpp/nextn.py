@@ -9,6 +9,7 @@ import re
 from ...model import Model
 from .arch_fields import ARCHS, field
 from .settings import PR_22673, build_date
+from .tensors_ssm import nemotron_mtp
 
 __all__ = ["gguf_nextn_layers", "nextn_loaded", "mtp_loaded"]
 
@@ -36,6 +37,8 @@ def gguf_nextn_layers(model: Model, build=None) -> int:
     if getattr(checkpoint, "format", None) == "gguf":
         return model.mtp_layers
     arch = ARCHS.get(model.model_type, "")
+    if arch == "nemotron_h":        # the MoE converter's one MTP block, by build (tensors_ssm.nemotron_mtp)
+        return nemotron_mtp(model, build)
     name = _NEXTN_FIELD.get(arch)
     if name is None or (arch in ("qwen35", "qwen35moe") and build is not None and build_date(build) < PR_22673):
         return 0

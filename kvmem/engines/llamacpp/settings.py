@@ -120,7 +120,7 @@ PR_27382, PR_27018 = PR_DATES[27382], PR_DATES[27018]     # 27018: minimax-01 ad
 (PR_7519, PR_11049, PR_12791, PR_12867, PR_14654, PR_14939, PR_15091, PR_16095, PR_16831, PR_19468, PR_21309) = (
     PR_DATES[n] for n in (7519, 11049, 12791, 12867, 14654, 14939, 15091, 16095, 16831, 19468, 21309))
 PR_18755, PR_26185 = PR_DATES[18755], PR_DATES[26185]     # kimi-linear, kimi-k3 (arch_builds.ADDED)
-PR_7531, PR_15507, PR_18058 = (PR_DATES[n] for n in (7531, 15507, 18058))    # jamba, nemotron_h, nemotron_h_moe
+PR_7531, PR_15507, PR_18058, PR_26725 = (PR_DATES[n] for n in (7531, 15507, 18058, 26725))  # jamba, nemotron_h(_moe)
 PR_2717, PR_4555, PR_7461 = (PR_DATES[n] for n in (2717, 4555, 7461))    # falcon, gpt2, gptneox (graphs_classic)
 PR_14400 = PR_DATES[14400]     # gemma3n (arch_builds.ADDED)
 

@@ -129,7 +129,8 @@ def _typed(model: Model, specs: list, fmt: str, *, imatrix: bool, arch: str, n_h
     qm = QuantModel(arch=arch, n_layer=n + nextn, n_expert=moe.experts if moe else 0,
                     n_head=model.num_attention_heads,
                     n_head_kv=n_head_kv or first.kv_heads or model.num_attention_heads, llm_type_70b=seventy,
-                    unlisted_attn_v=nextn if arch in ("glm4moe", "qwen35", "qwen35moe", "qwen3next") else 0)
+                    unlisted_attn_v=nextn if arch in ("glm4moe", "qwen35", "qwen35moe", "qwen3next",
+                                                      "nemotron_h_moe") else 0)
     keep = GPT_OSS_EXPERTS if arch in ("gpt-oss", "deepseek4") else ()     # deepseek4: graphs_dsv4's module doc
     keep = GPT_OSS_EXPERTS if arch == "kimi-k3" and kimi_mxfp4(model) else keep     # tensors_kimi's module doc
     types = quant_types([(name, ne, source_type(name, ne, fmt)) for name, ne in specs], fmt, qm, imatrix=imatrix,

@@ -25,7 +25,7 @@ From the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098):
                 [1, n_head], ssm_norm [d_inner / n_group, n_group], ssm_out; or Q/K/V/output (biases optional); or
                 ffn_up/ffn_down (biases optional), or router, exp_probs_b, the optional latent projections,
                 down/up experts (no gate: relu^2) and the shared expert's up/down. The NextN block of a config with
-                num_nextn_predict_layers is refused (not laid out here).
+                num_nextn_predict_layers: its MTP block (nemotron_mtp) counted, not loaded.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from dataclasses import dataclass
 
 from .arch_fields import field
 from .graphs_delta import DeltaShape
+from .settings import PR_26725, build_date
 
-__all__ = ["SSM", "SsmShape", "layer_kinds", "nemotron_arch", "ssm_tensors", "ssm_shape", "ssm_vocab"]
+__all__ = ["SSM", "SsmShape", "layer_kinds", "mtp_block", "nemotron_arch", "nemotron_mtp", "ssm_tensors", "ssm_shape",
+           "ssm_vocab"]
 
 # TextModel.set_gguf_parameters' layer_norm_eps keys (conversion/base.py#L1514), with GraniteHybridModel's prefix
 _EPS = ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "mamba_layer_norm_eps", "mamba_layer_norm_epsilon",
@@ -54,6 +56,38 @@ class SsmShape(DeltaShape):
     dt_rank: int = 0            # jamba's Mamba-1 dt rank
     latent: int = 0             # nemotron_h_moe's moe_latent_size (0: none)
     mlp_bias: bool = False      # nemotron_h's ffn_up / ffn_down biases
+
+
+def nemotron_mtp(model, build=None) -> int:
+    """The MTP blocks the default converter writes after a Nemotron-H MoE trunk (counted in block_count, written as
+    nextn_predict_layers; conversion/nemotron.py#L254-L267, #L363-L365): num_nextn_predict_layers, from PR #26725
+    (2026-08-10); the converter before it skipped mtp.* (conversion/nemotron.py#L353-L360 at 7a20b417f's parent),
+    so a ``build`` (its date) before it reads a trunk-only file. llama.cpp creates the block's tensors with
+    TENSOR_SKIP without load_mtp (nemotron-h.cpp#L142-L181): none is loaded, the block is counted (-ts, quantiser)."""
+    # llama.cpp@0c1e57098 src/models/nemotron-h.cpp#L142-L181
+    if model.model_type != "nemotron_h" or nemotron_arch(model) != "nemotron_h_moe":
+        return 0
+    if build is not None and build_date(build) < PR_26725:
+        return 0
+    n = field(model, "num_nextn_predict_layers", 0) or 0
+    return n if n == 1 else 0
+
+
+def mtp_block(model, h: int) -> list:
+    """(name, ne) of the MTP block as the converter writes it (for a GGUF's full tensor list: the oracle's files),
+    from nemotron-h.cpp#L144-L181: the NextN input fusion, the attention sub-layer, the MoE one."""
+    s = ssm_shape(model)
+    b, q, kv = f"blk.{model.num_layers}.", s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    lat = s.latent or h
+    out = [(b + "nextn.enorm.weight", (h,)), (b + "nextn.hnorm.weight", (h,)), (b + "nextn.eh_proj.weight", (2 * h, h)),
+           (b + "nextn.shared_head_norm.weight", (h,)), (b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (h, q)),
+           (b + "attn_k.weight", (h, kv)), (b + "attn_v.weight", (h, kv)), (b + "attn_output.weight", (q, h)),
+           (b + "post_attention_norm.weight", (h,)), (b + "ffn_gate_inp.weight", (h, s.n_expert)),
+           (b + "exp_probs_b.bias", (s.n_expert,))]
+    out += [(b + "ffn_latent_down.weight", (h, lat)), (b + "ffn_latent_up.weight", (lat, h))] if s.latent else []
+    return out + [(b + "ffn_down_exps.weight", (s.n_ff_exp, lat, s.n_expert)),
+                  (b + "ffn_up_exps.weight", (lat, s.n_ff_exp, s.n_expert)),
+                  (b + "ffn_down_shexp.weight", (s.n_ff_shexp, h)), (b + "ffn_up_shexp.weight", (h, s.n_ff_shexp))]
 
 
 def layer_kinds(s: SsmShape) -> str:
@@ -125,10 +159,11 @@ def _nemotron_kinds(model, arch: str) -> str:
 
 
 def _check(model, arch: str) -> None:
-    if field(model, "num_nextn_predict_layers", 0) and arch == "nemotron_h_moe":
-        raise ValueError(f"{model.name}: the converter writes Nemotron-H's MTP block into block_count "
-                         "(conversion/nemotron.py#L254-L267); kvmem does not lay out that block: give the GGUF file "
-                         "itself (or one converted with --no-mtp)")
+    n_mtp = field(model, "num_nextn_predict_layers", 0) or 0
+    if arch == "nemotron_h_moe" and n_mtp not in (0, 1):
+        raise ValueError(f"{model.name}: num_nextn_predict_layers {n_mtp!r}: llama.cpp's converter asserts one MTP "
+                         "block (\"NemotronH MTP conversion currently supports num_nextn_predict_layers == 1\", "
+                         "conversion/nemotron.py#L256-L261)")
     if field(model, "mamba_proj_bias", False) or field(model, "use_bias", False):
         raise ValueError(f"{model.name}: mamba_proj_bias / use_bias: the checkpoint's in/out projection biases are "
                          f"not tensors llama.cpp's {arch} loads (src/models/{arch.replace('_moe', '')}.cpp "
