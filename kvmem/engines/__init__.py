@@ -17,7 +17,8 @@ from ..configs.families import FAMILIES
 from ..errors import EngineRefusal
 from ..parallel import check_parallel
 from ..units import MAX_COUNT, parse_tokens, require_positive_int, show_value
-from .base import EngineSpec, check_query_heads, past_positions
+from .base import EngineSpec, check_query_heads
+from .positions import past_positions
 from .results import Capacity, Estimate, with_note
 
 __all__ = ["engine_estimate", "capacity", "list_engines", "engine_spec", "with_defaults", "check_family",

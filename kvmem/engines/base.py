@@ -18,52 +18,14 @@ from ..model import Model
 from ..parallel import require_divides, state_share
 from ..units import parse_bytes
 from .declared import Option
-from .results import Estimate, Refusal
+from .positions import PastPositions
+from .results import Estimate
 from .serving import Launcher, LogReader
 
 __all__ = ["EngineSpec", "SizingRules", "Budget", "BudgetRequest",
-           "EngineDefaults", "PrefixSharing", "PastPositions", "StartupNumbers", "CheckedFamilies", "share_every_token",
+           "EngineDefaults", "PrefixSharing", "StartupNumbers", "CheckedFamilies", "share_every_token",
            "share_whole_blocks", "SERVING_WEIGHT_FORMATS",
-           "fraction_option", "byte_option", "resolve_dtypes", "past_positions", "check_query_heads", "state_bytes"]
-
-
-@dataclass(frozen=True)
-class PastPositions:
-    """What an engine does with a context past the model's max_position_embeddings (its module
-    gives the source): ``what`` it does, and the setting that makes it start anyway where it
-    refuses (None: it runs)."""
-
-    what: str
-    allow_with: str | None = None
-
-
-# model types whose positions are a learned embedding table of max_position_embeddings rows (transformers 5.24:
-# models/gpt2/modeling_gpt2.py#L492, gpt_bigcode/modeling_gpt_bigcode.py#L374, gpt_neo/modeling_gpt_neo.py#L384,
-# opt/modeling_opt.py#L46 OPTLearnedPositionalEmbedding; llama.cpp@0c1e57098 src/models/gpt2.cpp#L74 reads its
-# position_embd by get_rows, which asserts the row exists: ggml/src/ggml-cpu/ops.cpp#L5240)
-LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "gpt_neo", "opt"})
-
-
-def past_positions(model: Model, spec: "EngineSpec", tokens: int) -> tuple[str, Refusal | None] | None:
-    """(note, refusal) when ``tokens`` exceed the model's max_position_embeddings, else None.
-
-    ``refusal`` (None where the engine runs) holds the note as the reason the engine would not
-    start and the setting that makes it start anyway.
-    """
-    limit = model.max_position_embeddings
-    if not limit or tokens <= limit:
-        return None
-    rule = spec.positions or PastPositions(f"kvmem does not know what {spec.name} does")
-    note = (f"{tokens:,} tokens exceed the model's {limit:,} positions (max_position_embeddings): {rule.what}"
-            + (f" unless {rule.allow_with}" if rule.allow_with else ""))
-    if model.model_type in LEARNED_POSITIONS:
-        # a learned table of `limit` rows: no setting makes a later position run
-        note += (f"; but {model.model_type}'s positions are a learned table of {limit:,} rows: a token at position "
-                 f"{limit:,} or later has none (transformers: nn.Embedding's index out of range; llama.cpp: "
-                 "get_rows' GGML_ASSERT(i01 < ne01)), so no sequence runs past it")
-        return note, Refusal(note, None)
-    note += "; positions past the trained range may lose quality"
-    return note, Refusal(note, rule.allow_with) if rule.allow_with else None
+           "fraction_option", "byte_option", "resolve_dtypes", "check_query_heads", "state_bytes"]
 
 
 def check_query_heads(spec: "EngineSpec", model: Model, tp: int) -> None:

@@ -7,7 +7,8 @@ from ..catalog import as_model
 from ..parallel import check_parallel
 from ..units import parse_bytes, parse_tokens
 from . import ENGINES, check_family, engine_spec, with_defaults
-from .base import check_query_heads, past_positions
+from .base import check_query_heads
+from .positions import past_positions
 from .results import Capacity, Refusal, with_note
 
 __all__ = ["capacity"]

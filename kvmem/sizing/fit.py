@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ..defaults import ENGINE
 from ..engines import ENGINES, capacity
-from ..engines.base import past_positions
+from ..engines.positions import past_positions
 from ..gpus import list_gpus
 from ..host import host_memory
 from ..units import format_bytes

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..catalog import as_model
 from ..defaults import ENGINE
 from ..engines import ENGINES, capacity
-from ..engines.base import past_positions
+from ..engines.positions import past_positions
 from ..gpus import get_gpu, list_gpus
 from ..records import Record
 from ..units import parse_tokens

@@ -16,8 +16,9 @@ governs with its pin (DynamicCache: transformers@v5.24.0 src/transformers/cache_
   sizing     what kvmem.sizing asks: the budget of one device, prefix sharing
 """
 
-from ..base import CheckedFamilies, EngineSpec, PastPositions
+from ..base import CheckedFamilies, EngineSpec
 from ..declared import Option
+from ..positions import PastPositions
 from .entry import (
                     DEFAULTS,
                     HfDetails,

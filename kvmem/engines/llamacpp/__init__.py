@@ -22,8 +22,9 @@ Not modelled: the one-day f16 SWA cache of PR #21277 (2026-04-01, reverted by #2
 partial offload in the cache lines, backend buffer alignment.
 """
 
-from ..base import CheckedFamilies, EngineSpec, PastPositions
+from ..base import CheckedFamilies, EngineSpec
 from ..declared import Option
+from ..positions import PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
 from .entry import capacity, estimate
 from .launch import LAUNCHER

@@ -23,7 +23,8 @@ sglang@v0.5.23 python/sglang/srt/mem_cache/memory_pool.py#L2073-L2099):
   draft      a speculative (EAGLE / NEXTN / STANDALONE) draft's pool beside the target's
 """
 
-from ..base import EngineSpec, PastPositions
+from ..base import EngineSpec
+from ..positions import PastPositions
 from .budget import SIZING, prefix_sharing, sglang_mem_fraction_static
 from .draft import DECLARED as DRAFT_DECLARED
 from .draft import DRAFT_DEFAULTS

@@ -27,8 +27,9 @@ vllm@v0.33.0 vllm/config/cache.py#L185):
 REFUSALS below: families vLLM 0.33.0 cannot load, each with why. Unverified rules say so where used.
 """
 
-from ..base import CheckedFamilies, EngineSpec, PastPositions
+from ..base import CheckedFamilies, EngineSpec
 from ..declared import Option
+from ..positions import PastPositions
 from .budget import SIZING, batch_defaults, prefix_sharing, rope_cache_bytes, vllm_activation_bytes
 from .entry import capacity, estimate
 from .launch import LAUNCHER
