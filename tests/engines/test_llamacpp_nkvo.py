@@ -139,3 +139,16 @@ def test_nkvo_graphs_cut_to_their_runs_keep_every_buffer(name, n_gpus, ngl, fa, 
         "swa_cells", "n_copies", "set_rows")), tuple(sorted(kw.pop("weights"))), kw.pop("inp_embd"), **kw)
     assert kw["kv_host"] and list(whole) == [cut.compute_bytes[d] for d in ("CUDA0", "CUDA1")[:n_gpus]] + [
         cut.compute_bytes["CPU"]]
+
+
+def test_nkvo_read_from_the_command():
+    # check-log reads -nkvo / --no-kv-offload from the log's command (common/arg.cpp#L2413-L2420): at -ngl 0 the KV
+    # buffers alone cannot tell it. The published -ngl 0 BLAS run of Qwen3-235B (b5269, flash attention on) given
+    # -nkvo: the same three lines, as flash attention has no pin and the cache is on the host either way
+    from tests.engines.test_llamacpp_compute_builds import QWEN3_235B_Q6_K_NGL0_B5269 as LOG
+    command, rest = LOG.split("\n", 1)
+    for flag in ("-nkvo", "--no-kv-offload"):
+        result = check_log(f"{command} {flag}\n{rest}", "qwen3-235b-a22b")
+        computes = {c.quantity: (c.kvmem, c.matches) for c in result.checks if "compute" in c.quantity}
+        assert computes == {"CUDA0 compute buffer": ("742.00 MiB", True), "CPU (BLAS) compute buffer": (
+            "304.75 MiB", True), "CUDA_Host compute buffer": ("65.01 MiB", True)}

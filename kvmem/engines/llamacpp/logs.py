@@ -488,8 +488,9 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
                      type_k=settings.get("type_k", "f16"), type_v=settings.get("type_v", "f16"),
                      flash_attn=settings.get("flash_attn"), mmap=info.get("mmap", "CUDA_Host" not in hosts or
                                                                            "CPU_Mapped" in hosts),
-                     # -nkvo: every KV buffer on the host though a GPU holds layers (-ngl 0: the host's layers hold it)
-                     kv_offload=not (host_kv and not gpu_kv and gpus and n_gpu_layers),
+                     # -nkvo: the command's, else every KV buffer on the host though a GPU holds layers (-ngl 0: the
+                     # host's layers hold it; -nkvo there pins the attention to the host: layouts._scheduled)
+                     kv_offload=info.get("kv_offload", not (host_kv and not gpu_kv and gpus and n_gpu_layers)),
                      n_seq=settings.get("n_seq", 1), build=settings.get("build"), blas=blas,
                      # -kvu (the command's, or the log's "kv_unified = true"): one KV stream for every sequence, so
                      # the graph's KQ mask spans all n_ctx cells in one stream (kvmem.engines.llamacpp.compute:
@@ -755,7 +756,10 @@ COMMAND_FLAGS = {"-m": "model", "--model": "model", "-c": "n_ctx", "--ctx-size":
                  **_OVERRIDES}
 COMMAND_SWITCHES = {"-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True), "--no-mmap": ("mmap", False),
                     "-fa": ("flash_attn", True), "--flash-attn": ("flash_attn", True),
-                    "-lm": ("mmap", None), "--load-mode": ("mmap", None)}
+                    "-lm": ("mmap", None), "--load-mode": ("mmap", None),
+                    # common/arg.cpp#L2413-L2420 (llama.cpp@0c1e57098): -kvo / -nkvo, a bool pair
+                    "-nkvo": ("kv_offload", False), "--no-kv-offload": ("kv_offload", False),
+                    "-kvo": ("kv_offload", True), "--kv-offload": ("kv_offload", True)}
 SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None},   # -fa on|off|auto (auto: left to the build)
                  # -lm MODE (llama.cpp@0c1e57098 common/arg.cpp#L2690-L2708): mmap for auto, mmap and mmap+mlock
                  # (src/llama-model-loader.cpp#L559), not for none, mlock or dio
