@@ -28,7 +28,7 @@ def test_attention_over_a_host_cache_runs_on_the_host():
     # Llama-3.1-8B Q4_K_M, every layer on one GPU, -c 32768, -ub 512, no flash attention. With -nkvo the host buffer
     # is the attention of one layer: KQ 32768 x 512 x 32 heads x 4 B = 2048 MiB (the softmax in place) after the
     # inputs and copies it keeps: inp_tokens 2 KiB, inp_embd 512 x 4096 x 4 B = 8 MiB, inp_pos 2 KiB, the K / V row
-    # indices 4 KiB and 512 x 1024 x 8 B = 4 MiB, the f32 mask 32768 x 512 x 4 B = 64 MiB, 32 B (out_ids), the hole
+    # indices 4 KiB and 512 x 1024 x 8 B = 4 MiB, the f32 mask 32768 x 512 x 4 B = 64 MiB, out_ids' one row (PR #23861) 4 B in 32, the hole
     # of the K and V rows copied in for the stores (2 x 1024 x 512 x 4 B = 4 MiB, freed), Q copied in
     # 128 x 512 x 32 x 4 B = 8 MiB: 2136 MiB + 8 KiB + 32 B
     nkvo = _llama8b(flash_attn=False, kv_offload=False)
