@@ -65,3 +65,16 @@ def test_a_context_shorter_than_the_snapshots_is_laid_out_with_a_note():
     d = kvmem.estimate(model, engine="llama.cpp", **dict(kw, n_ctx=8, n_batch=2048))
     assert (d.details.n_ubatch, d.details.n_rs_seq) == (8, 10)
     assert any("n_ubatch = n_ctx = 8 <= n_rs_seq + 1" in note for note in d.notes)
+
+
+def test_kimi_k3_keeps_its_snapshots_kimi_linear_does_not():
+    # a KimiK3 config reads as its kimi_linear text_config; llama.cpp's architecture is kimi-k3, which keeps n_rs_seq
+    # (src/llama-arch.cpp#L1125): RS rows n_seq x (1 + n_rs_seq). One row: 69 KDA layers x (conv 3 x 3 x 96 x 128 x 4 B
+    # = 442,368 + state 96 x 128 x 128 x 4 B = 6,291,456) = 464,633,856 B; the MLA cache 24 layers x 4,096 x 576 x 2 B
+    # = 113,246,208 B. kvmem clamped it to 0 (577,880,064 B whatever n_rs_seq)
+    kw = dict(tokens=1, n_ctx=4096, n_ubatch=512, n_batch=4096)
+    for n_rs_seq in (0, 3):
+        est = kvmem.estimate("kimi-k3", engine="llama.cpp", n_rs_seq=n_rs_seq, **kw)
+        assert (est.details.n_rs_seq, est.total_bytes) == (n_rs_seq, 113_246_208 + (1 + n_rs_seq) * 464_633_856)
+    # kimi-linear is not in llm_arch_supports_rs_rollback: clamped to 0
+    assert kvmem.estimate("kimi-linear-48b-a3b", engine="llama.cpp", n_rs_seq=3, **kw).details.n_rs_seq == 0
