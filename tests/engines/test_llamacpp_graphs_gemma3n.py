@@ -132,3 +132,41 @@ def test_an_abridged_config_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="config field 'altup_num_inputs' is absent"):
         synthesised_tensors(model, "q4_k_m")
     assert graph_shape(model) is None
+
+
+def test_a_config_without_kv_heads_is_refused_naming_the_field():
+    # absent, the converter writes head_count_kv 4 (conversion/gemma.py#L158) where transformers' Gemma3nTextConfig
+    # builds 2 KV heads: llama.cpp finds attn_k the wrong shape. kvmem laid it out with n_head = 8 heads (attn_k
+    # 2048 x 2048) and its graph shape carried n_head_kv None into graph_bytes (a TypeError)
+    cfg = json.loads(json.dumps(preset("gemma-3n-e2b")["config"]))
+    del cfg["text_config"]["num_key_value_heads"]
+    model = Model.from_hf_config(cfg, name="gemma-3n-no-kv-heads")
+    with pytest.raises(ValueError, match="config field 'num_key_value_heads' is absent; convert_hf_to_gguf writes "
+                                         r"head_count_kv 4 .*gemma.py#L158"):
+        synthesised_tensors(model, "q4_k_m")
+    assert graph_shape(model) is None
+    compute = llamacpp_compute_buffer(model, n_ctx=4096, n_ubatch=512, n_outputs=4096, backend="cpu")
+    assert not compute.exact
+
+
+# seed -> llama.cpp's "sched_reserve: graph: nodes = N" for the GGUF written from the case's config without
+# final_logit_softcapping (no softcap key in the file; the same N with it): gemma3n.cpp#L306-L311 softcaps always
+SOFTCAP_NODES = {0: 1509, 3: 2537}
+
+
+@pytest.mark.parametrize("seed", sorted(SOFTCAP_NODES))
+def test_the_logit_softcap_is_built_whatever_the_config_says(seed):
+    from kvmem.engines.llamacpp.graphs import Pass
+    from kvmem.engines.llamacpp.graphs_gemma3n import build_gemma3n
+    model, _fmt, ctx = random_gemma3n_case(seed)
+    cfg = dict(model.config)
+    del cfg["final_logit_softcapping"]
+    model = Model.from_hf_config(cfg, name=f"random-gemma3n-{seed}-no-softcap")
+    d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=ctx["n_ctx"], swa_full=False, type_k=ctx["type_k"],
+                       type_v=ctx["type_v"], flash_attn=bool(ctx["flash_attn"]), n_ubatch=ctx["n_ubatch"],
+                       n_batch=ctx["n_ctx"]).details
+    g = build_gemma3n(graph_shape(model), Pass(d.n_ubatch, d.n_ubatch, d.cells, 1, bool(ctx["flash_attn"]),
+                                               ctx["type_k"], ctx["type_v"], d.swa_cells))
+    # kvmem built 3 nodes fewer (1,506 / 2,534): no scale, tanh, scale after the lm_head
+    assert len(g.nodes) == SOFTCAP_NODES[seed]
+    assert [n.op for n in g.nodes[-4:]] == ["MUL_MAT", "SCALE", "UNARY", "SCALE"]

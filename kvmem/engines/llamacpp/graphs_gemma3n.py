@@ -44,7 +44,8 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
         (the innovation repeated over the streams, x the coefficients + 1, + the predictions), the per-layer input
         (altup_correct_scale, inp_gate, GELU, x the layer's slice, proj, post_norm) added to the three other
         streams, concatenated. Then the streams merged (altup_unembd_proj, rescaled, averaged), out_ids' rows,
-        output_norm, the lm_head and the logit softcap. Views (slices) are offsets: no bytes of their own.
+        output_norm, the lm_head and the logit softcap (always: the config's final_logit_softcapping is not read).
+        Views (slices) are offsets: no bytes of their own.
 """
 
 from __future__ import annotations
@@ -74,6 +75,18 @@ def _fixed(model, name: str, value: int, why: str) -> None:
     if got != value:
         raise ValueError(f"{model.name}: config field {name!r} is {got!r}; {why}, so a GGUF of this config does not "
                          "load there (kvmem does not lay it out)")
+
+
+def _kv_heads(model) -> int:
+    """num_key_value_heads as the config gives it. Absent, convert_hf_to_gguf writes head_count_kv 4
+    (conversion/gemma.py#L158, Gemma3Model.set_gguf_parameters) while transformers built the checkpoint with
+    Gemma3nTextConfig's 2: the file's attn_k / attn_v are not the shape llama.cpp's loader asks for (never guessed)."""
+    if field(model, "num_key_value_heads") is None:
+        raise ValueError(f"{model.name}: config field 'num_key_value_heads' is absent; convert_hf_to_gguf writes "
+                         "head_count_kv 4 for it (conversion/gemma.py#L158) while transformers' Gemma3nTextConfig "
+                         "gives the checkpoint 2, so llama.cpp's gemma3n tensors are laid out only from a config "
+                         "that gives it")
+    return need(model, "num_key_value_heads")
 
 
 def _n_ff(model) -> int:
@@ -111,7 +124,7 @@ def gemma3n_tensors(model, h: int) -> list:
         ("per_layer_proj_norm.weight", (e,))]
     # one head_dim for every layer (key_length: Gemma3Model.set_gguf_parameters); kvmem's KV-shared layers hold none
     hd = need(model, "head_dim")
-    q, kv = n_head * hd, field(model, "num_key_value_heads", n_head) * hd
+    q, kv = n_head * hd, _kv_heads(model) * hd
     for il in range(n_layer):
         b = f"blk.{il}."
         out += [(b + "attn_norm.weight", (h,)), (b + "attn_q.weight", (h, q)), (b + "attn_k.weight", (h, kv)),
@@ -149,9 +162,9 @@ def gemma3n_shape(model) -> Gemma3nShape | None:
     if len(swa) != model.num_layers:        # load_swa_pattern(ml, 5) without the converter's pattern: every 5th full
         swa = tuple((il + 1) % 5 != 0 for il in range(model.num_layers))
     return Gemma3nShape(arch="gemma3n", n_layer=model.num_layers, n_embd=model.hidden_size,
-                        n_head=model.num_attention_heads, n_head_kv=field(model, "num_key_value_heads"),
+                        n_head=model.num_attention_heads, n_head_kv=_kv_heads(model),
                         head_dim=need(model, "head_dim"), n_ff=_n_ff(model), n_vocab=model.facts.vocab_size, swa=swa,
-                        final_softcap=bool(field(model, "final_logit_softcapping")))
+                        final_softcap=True)     # llama.cpp@0c1e57098 src/models/gemma3n.cpp#L306-L311: unconditional
 
 
 def _view2d(g: Graph, x):
@@ -326,8 +339,9 @@ def build_gemma3n(s: Gemma3nShape, p: Pass) -> Graph:
     norm = rms_norm(g, cur, e, "output_norm")
     norm.flags |= OUTPUT
     logits = g.mul_mat(g.weight(e, s.n_vocab, name="output"), norm)
-    if s.final_softcap:
-        logits = g.dup("SCALE", g.dup("UNARY", g.dup("SCALE", logits)))
+    # the final logit softcap, whatever the config says: llama.cpp@0c1e57098 src/models/gemma3n.cpp#L306-L311 builds
+    # it always (its load_arch_hparams, L3-L19, reads no softcap key: f_final_logit_softcapping keeps 30, hparams.h)
+    logits = g.dup("SCALE", g.dup("UNARY", g.dup("SCALE", logits)))
     logits.flags |= OUTPUT
     g.expand(logits)
     return g
