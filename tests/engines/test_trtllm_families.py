@@ -26,7 +26,18 @@ BASE_REFUSED = {"glm4", "gpt2", "gpt_neox", "falcon", "gemma2", "deepseek_v2", "
                 "arcee", "biogpt", "bitnet", "bloom", "codegen", "cohere", "cpmant", "ctrl", "diffllama", "ernie4_5",
                 "ernie4_5_moe", "flex_olmo", "gemma", "glm", "glm4_moe_lite", "gpt_neox_japanese", "gptj", "granite",
                 "granitemoe", "granitemoeshared", "helium", "jetmoe", "olmo", "olmo2", "olmo3", "olmoe", "openai-gpt",
-                "opt", "persimmon", "phi", "phimoe", "stablelm", "vaultgemma"}
+                "opt", "persimmon", "phi", "phimoe", "stablelm", "vaultgemma",
+                # by transformers 5.24's class for the model_type
+                "apertus", "apertus1p5_text", "aria_text", "beam", "cohere_compass_text", "cwm", "doge", "flint", "git",
+                "granite_swa", "granitemoe_swa", "hrm_text", "hy_v3", "hyperclovax", "jais2", "kolibri1", "mellum",
+                "ministral", "moshi", "nanochat", "phi4_multimodal", "solar_open",
+                # multimodal text configs, by the outer model's class
+                "blip_text_model", "chameleon", "cosmos3_edge_text", "deepseek_ocr2_text", "emu3_text_model", "evolla",
+                "glm4v_text", "glm_ocr_text", "granite4_vision_text", "granite_docling_text", "hunyuan_vl_text",
+                "idefics", "molmo2_text", "muse_glimmer_text", "muse_spark_text", "paddleocr_vl_text",
+                "pix2struct_text_model", "udop",
+                # by the class their checkpoints name (families.PUBLISHED)
+                "exaone", "internlm3", "iquestcoder", "sarvam_moe"}
 
 
 def _model(**cfg):

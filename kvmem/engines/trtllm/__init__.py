@@ -56,6 +56,7 @@ READ_AT = {
     "3c4acdc9": "tensorrt_llm/_torch/models/modeling_afmoe.py",
     "9289d069": "tensorrt_llm/_torch/models/modeling_laguna.py",
     "5d4a661c": "tensorrt_llm/_torch/models/modeling_auto.py",
+    "01bffee1": "tensorrt_llm/_torch/models/modeling_auto.py",
     "0050262c": "tensorrt_llm/_torch/models/modeling_exaone4_5.py",
     "1c0067ee": "tensorrt_llm/_torch/models/modeling_gemma4_unified.py",
     "001a6a01": "tensorrt_llm/_torch/models/modeling_gemma4mm.py",

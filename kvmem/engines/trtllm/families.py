@@ -8,8 +8,9 @@ registry is read off its static index, which a test of the project holds equal t
 trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118 MODEL_ARCH_TO_MODULE (81 architectures).
 
 REFUSALS: the families whose published architecture that index lacks (a family's architecture is
-the one its config.json names; transformers 5.24's class where the checkpoints use it), base families
-included (41, among them GPT-2, GPT-NeoX, Falcon, Gemma and Gemma 2, DeepSeek-V2, OPT, Bloom, Phi-2, Granite:
+the one its config.json names: transformers 5.24's class for the model_type, a multimodal text config's
+outer model class, or PUBLISHED's where the checkpoints name another), base families included (85 of 115,
+among them GPT-2, GPT-NeoX, Falcon, Gemma and Gemma 2, DeepSeek-V2, OPT, Bloom, Phi-2, Granite, EXAONE 3.5:
 kvmem's command is trtllm-serve --backend pytorch, whose loader is that registry, not the legacy TensorRT engine
 builder's MODEL_MAP).
 check_architecture: any config whose architectures[0] the index lacks, whatever its model_type.
@@ -23,7 +24,7 @@ from ...configs.families import FAMILIES as READ_FAMILIES
 from ...errors import EngineRefusal
 from ..base import CheckedFamilies
 
-__all__ = ["REGISTRY", "REGISTERED", "REFUSALS", "FAMILIES", "check_architecture"]
+__all__ = ["REGISTRY", "REGISTERED", "REFUSALS", "PUBLISHED", "FAMILIES", "check_architecture"]
 
 # the registry as the refusals name it (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118)
 REGISTRY = "trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L36-L118"
@@ -109,6 +110,7 @@ _UNREGISTERED = {
 # FalconForCausalLM and RWForCausalLM, PhiForCausalLM (#L153-L157), PhiMoEForCausalLM (#L161), GPTNeoXForCausalLM and
 # GPTJForCausalLM (#L164-L165), GraniteForCausalLM and GraniteMoeForCausalLM (#L183-L184), Gemma and Gemma 2
 # (GEMMA_ARCHITECTURE, GEMMA2_ARCHITECTURE: #L192-L193), DeepseekV2ForCausalLM (#L214) and CohereForCausalLM (#L216),
+# ExaoneForCausalLM (#L175),
 # none of which the command kvmem prints builds
 _LEGACY = ("; TensorRT-LLM's legacy TensorRT engine builder (trtllm-build, then trtllm-serve --backend tensorrt) "
            "has a class for it, and the command kvmem prints runs --backend pytorch")
@@ -143,7 +145,57 @@ _UNREGISTERED_BASE = {
         ("helium", "HeliumForCausalLM"), ("jetmoe", "JetMoeForCausalLM"), ("olmo", "OlmoForCausalLM"),
         ("olmo2", "Olmo2ForCausalLM"), ("olmo3", "Olmo3ForCausalLM"), ("olmoe", "OlmoeForCausalLM"),
         ("openai-gpt", "OpenAIGPTLMHeadModel"), ("persimmon", "PersimmonForCausalLM"),
-        ("stablelm", "StableLmForCausalLM"), ("vaultgemma", "VaultGemmaForCausalLM"))},
+        ("stablelm", "StableLmForCausalLM"), ("vaultgemma", "VaultGemmaForCausalLM"),
+        # transformers 5.24's class for the model_type (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+        ("apertus", "ApertusForCausalLM"), ("apertus1p5_text", "Apertus1p5TextForCausalLM"),
+        ("aria_text", "AriaTextForCausalLM"), ("beam", "BeamForCausalLM"),
+        ("cohere_compass_text", "CohereCompassForCausalLM"), ("cwm", "CwmForCausalLM"), ("doge", "DogeForCausalLM"),
+        ("flint", "FlintForCausalLM"), ("git", "GitForCausalLM"), ("granite_swa", "GraniteSWAForCausalLM"),
+        ("granitemoe_swa", "GraniteMoeSWAForCausalLM"), ("hrm_text", "HrmTextForCausalLM"),
+        ("hy_v3", "HYV3ForCausalLM (it has HunYuanDenseV1/HunYuanMoEV1 only)"),
+        ("hyperclovax", "HyperCLOVAXForCausalLM (its HyperCLOVAX classes are the HCXVision models)"),
+        ("jais2", "Jais2ForCausalLM"), ("kolibri1", "Kolibri1ForCausalLM"), ("mellum", "MellumForCausalLM"),
+        ("ministral", "MinistralForCausalLM"), ("moshi", "MoshiForCausalLM"), ("nanochat", "NanoChatForCausalLM"),
+        ("phi4_multimodal", "Phi4MultimodalForCausalLM (its Phi4MMForCausalLM reads Microsoft's own phi4mm files)"),
+        ("solar_open", "SolarOpenForCausalLM"),
+        # text configs of multimodal models: the checkpoints name the model's class, transformers 5.24's
+        # MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES entry for the outer model_type
+        ("blip_text_model", "BlipForConditionalGeneration"), ("chameleon", "ChameleonForConditionalGeneration"),
+        ("cosmos3_edge_text", "Cosmos3EdgeForConditionalGeneration (it has Cosmos3ForConditionalGeneration only)"),
+        ("deepseek_ocr2_text", "DeepseekOcr2ForConditionalGeneration"),
+        ("emu3_text_model", "Emu3ForConditionalGeneration"), ("evolla", "EvollaForProteinText2Text"),
+        ("glm4v_text", "Glm4vForConditionalGeneration"), ("glm_ocr_text", "GlmOcrForConditionalGeneration"),
+        ("granite4_vision_text", "Granite4VisionForConditionalGeneration"),
+        ("granite_docling_text", "GraniteDoclingForConditionalGeneration"),
+        ("hunyuan_vl_text", "HunYuanVLForConditionalGeneration"), ("idefics", "IdeficsForVisionText2Text"),
+        ("molmo2_text", "Molmo2ForConditionalGeneration"), ("muse_glimmer_text", "MuseGlimmerForConditionalGeneration"),
+        ("muse_spark_text", "MuseSparkForConditionalGeneration"),
+        ("paddleocr_vl_text", "PaddleOCRVLForConditionalGeneration"),
+        ("pix2struct_text_model", "Pix2StructForConditionalGeneration"), ("udop", "UdopForConditionalGeneration"),
+        # transformers reads these as LlamaForCausalLM / Glm4MoeForCausalLM, but the published checkpoints name
+        # their own class (PUBLISHED below)
+        ("internlm3", "InternLM3ForCausalLM"), ("iquestcoder", "IQuestCoderForCausalLM"),
+        ("sarvam_moe", "SarvamMoEForCausalLM"))},
+    # EXAONE 3.0 / 3.5's checkpoints name ExaoneForCausalLM (3.0's: tests/fixtures/hub/LGAI-EXAONE--EXAONE-3.0-7.8B-
+    # Instruct.json) where transformers reads the model_type as LlamaForCausalLM; the legacy MODEL_MAP has it
+    # (trtllm@02267d3d tensorrt_llm/models/__init__.py#L175)
+    "exaone": ("ExaoneForCausalLM", _LEGACY),
+}
+# Base families whose published checkpoints name another class than transformers 5.24's for the model_type: None where
+# that class is registered and the family is sized, else the class refused above. The SGLang EntryClass names are
+# the checkpoints' own (sglang@v0.5.23 python/sglang/srt/models/llama.py#L960-L965 InternLM3ForCausalLM,
+# IQuestCoderForCausalLM; sarvam_moe.py#L1407 SarvamMoEForCausalLM)
+PUBLISHED = {
+    "exaone": "ExaoneForCausalLM", "internlm3": "InternLM3ForCausalLM", "iquestcoder": "IQuestCoderForCausalLM",
+    "sarvam_moe": "SarvamMoEForCausalLM",
+    # Ministral 3 is published as Mistral3ForConditionalGeneration over a ministral3 text config
+    # (transformers 5.24 models/ministral3/configuration_ministral3.py#L26-L48, mistralai/Ministral-3-8B-Base-2512)
+    "ministral3": "Mistral3ForConditionalGeneration",
+    # Llama 4 is published as Llama4ForConditionalGeneration over a llama4_text text config
+    # (tests/fixtures/configs/corpus/meta-llama--Llama-4-Scout-17B-16E-Instruct.json)
+    "llama4_text": "Llama4ForConditionalGeneration",
+    # kvmem's own configs (kvmem.configs.custom_config) name no architecture: left to the family rules
+    "custom": None, "custom_mla": None,
 }
 
 # BERT-style encoders run as decoders (is_decoder): the registry's only BERT is an encoder
@@ -258,18 +310,21 @@ FAMILIES = CheckedFamilies(frozenset({
 
 
 def check_architecture(model) -> None:
-    """Refuse a config whose architectures[0] the registry lacks, whatever its model_type: AutoModelForCausalLM
-    looks that name up with "Eagle3" dropped from it and, for a config with draft_vocab_size (an EAGLE3 draft),
-    "EAGLE3" put in front (trtllm@5d4a661c tensorrt_llm/_torch/models/modeling_auto.py#L30-L33), and raises "Unknown
-    architecture" for a name MODEL_CLASS_MAPPING lacks (#L37-L41). A config naming no architecture is left to the
-    family rules (kvmem cannot tell what the backend would build)."""
+    """Refuse a config whose architectures[0] the registry lacks, whatever its model_type. The name looked up is
+    the one AutoModelForCausalLM._resolve_class makes of it, the rewrite the pinned index names
+    (trtllm@065ff9e9 tensorrt_llm/_torch/models/_arch_index.py#L34-L35): only for a config with draft_vocab_size
+    (an EAGLE3 draft) "Eagle3" is dropped and "EAGLE3" put in front; any other name is looked up as written, so
+    Eagle3DeepSeekV3ForCausalLM (_arch_index.py#L48) is reached by a config without draft_vocab_size
+    (trtllm@01bffee1 tensorrt_llm/_torch/models/modeling_auto.py#L31-L36, the stored copy that has _resolve_class;
+    the older 5d4a661c #L30-L33 dropped "Eagle3" from every name). from_config raises "Unknown architecture" where
+    the registry has no class (01bffee1 #L51-L55). A config naming no architecture is left to the family rules."""
     config = model.config if isinstance(model.config, dict) else {}
     archs = config.get("architectures") or []
     if not archs or not isinstance(archs[0], str):
         return
-    arch = archs[0].replace("Eagle3", "")
-    if "draft_vocab_size" in config:
-        arch = "EAGLE3" + arch
+    arch = archs[0]
+    if "draft_vocab_size" in config:   # trtllm@01bffee1 tensorrt_llm/_torch/models/modeling_auto.py#L31-L34
+        arch = "EAGLE3" + arch.replace("Eagle3", "")
     if arch in REGISTERED:
         return
     from .. import ENGINES  # the engine registry (complete once a model is sized)
