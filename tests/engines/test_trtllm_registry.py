@@ -140,7 +140,7 @@ def test_the_published_classes_differ_from_transformers_only_where_listed():
     # published under a multimodal wrapper the registry has (_arch_index.py#L79, #L69)
     assert (causal["ministral3"], causal["llama4_text"]) == ("Ministral3ForCausalLM", "Llama4ForCausalLM")
     assert "Ministral3ForCausalLM" not in REGISTERED and "Llama4ForCausalLM" not in REGISTERED
-    assert {t: PUBLISHED[t] in REGISTERED for t in PUBLISHED if PUBLISHED[t]} == {
+    assert {t: PUBLISHED[t] in REGISTERED for t in PUBLISHED if PUBLISHED[t] and not FAMILIES[t].opt_in} == {
         "exaone": False, "internlm3": False, "iquestcoder": False, "sarvam_moe": False, "ministral3": True,
         "llama4_text": True}
 
@@ -167,6 +167,12 @@ def test_every_base_family_left_sized_names_a_registered_class():
     assert unnamed == {"custom", "custom_mla"}              # kvmem's own configs (kvmem.configs.custom_config)
     for t in sorted(set(sized) - unnamed):
         assert classes.get(t) in REGISTERED, (t, classes.get(t))
+    # the opt-in families trtllm sizes too (FAMILIES), exaone_moe through K-EXAONE's ExaoneMoEForCausalLM (#L51),
+    # where transformers writes ExaoneMoeForCausalLM
+    opt_in = sorted(t for t, f in FAMILIES.items() if f.opt_in and trtllm.SPECS[0].families.sizes(t))
+    assert len(opt_in) == 17 and all(classes.get(t) in REGISTERED for t in opt_in), opt_in
+    assert _transformers_mapping("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")["exaone_moe"] == "ExaoneMoeForCausalLM"
+    assert classes["exaone_moe"] == "ExaoneMoEForCausalLM"
     # multimodal text configs sized through their model's registered class
     assert (classes["qwen3_vl_text"], classes["qwen3_vl_moe_text"]) == (
         "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")

@@ -181,8 +181,8 @@ _UNREGISTERED_BASE = {
     # (trtllm@02267d3d tensorrt_llm/models/__init__.py#L175)
     "exaone": ("ExaoneForCausalLM", _LEGACY),
 }
-# Base families whose published checkpoints name another class than transformers 5.24's for the model_type: None where
-# that class is registered and the family is sized, else the class refused above. The SGLang EntryClass names are
+# Families whose published checkpoints name another class than transformers 5.24's for the model_type (None: kvmem's
+# own, naming none); the base ones' class is refused above where the registry lacks it. The SGLang EntryClass names are
 # the checkpoints' own (sglang@v0.5.23 python/sglang/srt/models/llama.py#L960-L965 InternLM3ForCausalLM,
 # IQuestCoderForCausalLM; sarvam_moe.py#L1407 SarvamMoEForCausalLM)
 PUBLISHED = {
@@ -196,6 +196,12 @@ PUBLISHED = {
     "llama4_text": "Llama4ForConditionalGeneration",
     # kvmem's own configs (kvmem.configs.custom_config) name no architecture: left to the family rules
     "custom": None, "custom_mla": None,
+    # opt-in families FAMILIES sizes, published under a registered class other than transformers' (its line below):
+    # K-EXAONE names ExaoneMoEForCausalLM where transformers writes ExaoneMoeForCausalLM (vLLM maps both:
+    # vllm@v0.33.0 vllm/model_executor/models/registry.py#L106-L107)
+    "exaone_moe": "ExaoneMoEForCausalLM", "nemotron-nas": "DeciLMForCausalLM", "step3p5": "Step3p5ForCausalLM",
+    "gemma4_unified_text": "Gemma4UnifiedForConditionalGeneration", "minimax_m3": "MiniMaxM3SparseForCausalLM",
+    "minimax_m3_text": "MiniMaxM3SparseForCausalLM", "minimax_m3_vl_text": "MiniMaxM3SparseForConditionalGeneration",
 }
 
 # BERT-style encoders run as decoders (is_decoder): the registry's only BERT is an encoder
