@@ -26,7 +26,7 @@ from ..model import Model
 from .llamacpp_buffers import printed_buffers, write_sparse
 from .llamacpp_graphs_more import random_run
 
-__all__ = ["write_kimi", "random_kimi_case", "printed_kimi", "small_k3"]
+__all__ = ["write_kimi", "random_kimi_case", "random_k3_case", "printed_kimi", "small_k3"]
 
 _RS_LINE = re.compile(r"^\S+: +(\S+) RS buffer size = +([0-9.]+) MiB")
 
@@ -75,6 +75,8 @@ def write_kimi(model: Model, fmt: str, path: str, *, source: bool = False) -> li
     w.add_key_length(kv_lora + rope)
     if k3:      # conversion/kimi_k3.py#L165-L227: K3's own keys (written raw: the installed gguf-py predates them)
         w.add_value_length(kv_lora)
+        if lin.get("gate_lower_bound") is not None:
+            w.add_float32(f"{arch}.kda.gate_lower_bound", float(lin["gate_lower_bound"]))
         if field(model, "q_lora_rank"):
             w.add_q_lora_rank(field(model, "q_lora_rank"))
         w.add_bool(f"{arch}.expert_weights_norm", bool(field(model, "moe_renormalize")))
@@ -141,3 +143,38 @@ def small_k3() -> Model:
                                       kda_layers=[1, 2, 3, 5, 6, 7], head_dim=32, num_heads=4)
     cfg["text_config"] = text
     return Model.from_hf_config(cfg, name="kimi-k3-small")
+
+
+def random_k3_case(seed: int) -> tuple[Model, str, dict]:
+    """(model, file type, context) of kimi-k3 case ``seed``: Kimi-K3's config at 2-8 layers, MLA anywhere, banking
+    every 1-4 layers or never, with or without Q compression, latent, routed norm, output gate, gate bound, shared
+    experts and MXFP4 experts; a context with 0-3 rollback snapshots."""
+    from ..catalog import as_model
+    rng = random.Random(f"graphs/kimi-k3/{seed}")
+    cfg = dict(as_model("kimi-k3").config)
+    n = rng.randint(2, 8)
+    full = sorted(rng.sample(range(1, n + 1), rng.randint(1, max(1, n // 2))))
+    n_head = rng.choice((2, 4))
+    text = dict(cfg["text_config"], num_hidden_layers=n, hidden_size=256 * rng.randint(1, 2),
+                num_attention_heads=n_head, num_key_value_heads=n_head, intermediate_size=256 * rng.randint(1, 2),
+                moe_intermediate_size=64 * rng.randint(1, 2), num_experts=rng.choice((4, 8)),
+                num_experts_per_token=rng.choice((1, 2, 4)), num_shared_experts=rng.choice((0, 1, 2)),
+                first_k_dense_replace=rng.choice((0, 1, 2)), kv_lora_rank=rng.choice((128, 256)),
+                q_lora_rank=rng.choice((None, 128)), routed_expert_hidden_size=rng.choice((None, 128, 256)),
+                latent_moe_use_norm=rng.random() < 0.5, mla_use_output_gate=rng.random() < 0.5,
+                attn_res_block_size=rng.choice((0, 1, 2, 4)), routed_scaling_factor=rng.choice((1.0, 2.5)),
+                moe_renormalize=rng.random() < 0.5, vocab_size=rng.choice((256, 1000)))
+    lin = dict(text["linear_attn_config"], full_attn_layers=full, head_dim=rng.choice((32, 64)), num_heads=n_head,
+               kda_layers=[i for i in range(1, n + 1) if i not in full], short_conv_kernel_size=rng.choice((3, 4)))
+    if rng.random() < 0.3:
+        lin.pop("gate_lower_bound", None)
+    text["linear_attn_config"] = lin
+    if rng.random() < 0.3:
+        text.pop("quantization_config", None)
+    cfg["text_config"] = text
+    model = Model.from_hf_config(cfg, name=f"random-k3-{seed}")
+    fmt, ctx = random_run(rng, contexts=(256, 1000, 4096), seqs=(1, 1, 2, 3))
+    ctx = dict(ctx, type_v=ctx["type_k"], n_rs_seq=rng.choice((0, 0, 1, 3)))
+    if ctx["n_rs_seq"] and ctx["n_ubatch"] <= ctx["n_rs_seq"] + 1:
+        ctx["n_ubatch"] = 32
+    return model, fmt, ctx

@@ -107,7 +107,8 @@ from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_gemma_phi3 import phi3_dated
 from .graphs_glm4 import GLM4, glm4_shape
 from .graphs_glm4moe import GLM4MOE, glm4moe_shape
-from .graphs_kimi import kimi_shape, one_seq_prompt
+from .graphs_kimi import one_seq_prompt
+from .graphs_kimi_k3 import kimi_shapes
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_minimax01 import MINIMAX01, minimax01_once, minimax01_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
@@ -133,7 +134,7 @@ _OWN_SHAPES = {**dict.fromkeys(GLM4, glm4_shape), **dict.fromkeys(GLM4MOE, glm4m
 _OWN_SHAPES.update(dict.fromkeys(CLASSIC, classic_shape))     # falcon, gpt2, gptneox: graphs_classic
 _OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3n): graphs_gemma3n
 _OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba hybrids): graphs_ssm
-_OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shape))     # kimi-linear: graphs_kimi
+_OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shapes))     # kimi-linear, kimi-k3: graphs_kimi, graphs_kimi_k3
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX01, minimax01_shape))     # minimax-01 (MiniMax-M1): graphs_minimax01
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 

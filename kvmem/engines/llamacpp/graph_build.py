@@ -16,6 +16,7 @@ from .graphs_gemma_phi3 import build_gemma_phi3
 from .graphs_glm4 import build_glm4
 from .graphs_glm4moe import build_glm4moe
 from .graphs_kimi import KimiShape, build_kimi
+from .graphs_kimi_k3 import KimiK3Shape, build_kimi_k3
 from .graphs_llama4 import Llama4Shape, build_llama4
 from .graphs_minimax01 import Minimax01Shape, build_minimax01
 from .graphs_mla_oss import build_mla_oss
@@ -32,6 +33,8 @@ def build_graph(shape: GraphShape, p: Pass) -> Graph:
         return build_dsa(shape, p)
     if isinstance(shape, SsmShape):     # jamba, nemotron_h: graphs_ssm (a DeltaShape too)
         return build_ssm(shape, p)
+    if isinstance(shape, KimiK3Shape):      # kimi-k3 (a KimiShape): graphs_kimi_k3
+        return build_kimi_k3(shape, p)
     if isinstance(shape, KimiShape):        # kimi-linear (a DeltaShape): graphs_kimi
         return build_kimi(shape, p)
     if isinstance(shape, Minimax01Shape):     # minimax-01 (a DeltaShape): graphs_minimax01

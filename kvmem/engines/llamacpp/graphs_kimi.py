@@ -19,8 +19,7 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
                 routing with exp_probs_b, weights normalised and scaled, plus the shared experts), output_norm, the
                 lm_head. The prompt graph is reserved a second time with one sequence (src/llama-context.cpp#L711-
                 L726, TAG_RESERVE_DIAG_DECAY): kimi_graph_bytes takes the largest of the three.
-kimi-k3's graph (cross-layer residual attention, latent MoE, situ activation) is not transcribed: its compute buffer
-stays the labelled estimate.
+kimi-k3's graph (cross-layer residual attention, latent MoE, situ activation): graphs_kimi_k3, on these KDA pieces.
 """
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ from .graphs_mla_attn import absorbed_attention
 from .graphs_mla_oss import deepseek_ffn, rms_norm
 from .tensors_kimi import KIMI, dense_ff, kda_layers, kimi_arch, linear_config, need
 
-__all__ = ["KimiShape", "build_kimi", "kimi_shape", "one_seq_prompt"]
+__all__ = ["KimiShape", "build_kimi", "build_rs", "causal_conv", "cpy", "kimi_shape", "one_seq_prompt"]
 
 F32 = TYPES["f32"][1]
 
@@ -77,12 +76,12 @@ def kimi_shape(model) -> KimiShape | None:
                      d_inner=n_head * kda)
 
 
-def _cpy(a: Tensor, dst: Tensor) -> Tensor:
+def cpy(a: Tensor, dst: Tensor) -> Tensor:
     """ggml_cpy: a view of ``dst`` (op CPY)."""
     return Tensor(dst.type, dst.ne, "CPY", (a, dst), view_src=dst, nb=dst.nb)
 
 
-def _rs(g: Graph, s: Tensor, size: int, s_copy: tuple, n_seqs: int, n_rs: int) -> Tensor:
+def build_rs(g: Graph, s: Tensor, size: int, s_copy: tuple, n_seqs: int, n_rs: int) -> Tensor:
     """llm_graph_context::build_rs (src/llama-graph.cpp#L3512-L3546) over the whole memory (init_full: head 0, rs_z
     0): one state zeroed in place, the rows of s_copy_main, the other n_rs - n_seqs rows copied back."""
     main, extra = s_copy
@@ -92,20 +91,22 @@ def _rs(g: Graph, s: Tensor, size: int, s_copy: tuple, n_seqs: int, n_rs: int) -
     out = g.get_rows(states, main)
     g.expand(out)
     rest = g.get_rows(states, extra)
-    g.expand(_cpy(rest, g.view(s, (size, n_rs - n_seqs), (F32, s.nb[1]))))
+    g.expand(cpy(rest, g.view(s, (size, n_rs - n_seqs), (F32, s.nb[1]))))
     return out
 
 
-def _conv(g: Graph, s: KimiShape, x, name: str, conv_all, conv_state, qkv: int, n_seqs: int):
-    """causal_conv1d (kimi-linear.cpp#L175-L232) for Q (0), K (1) or V (2)."""
+def causal_conv(g: Graph, s: KimiShape, x, name: str, conv_all, conv_state, qkv: int, n_seqs: int, keep: int = 1):
+    """causal_conv1d (kimi-linear.cpp#L175-L232) for Q (0), K (1) or V (2); ``keep``: kimi-k3's rollback groups, the
+    last d_conv - 1 columns copied back once per group (kimi-k3.cpp#L358-L397)."""
     d_inner, dc, n_tokens = s.d_inner, s.d_conv - 1, x.ne[1]
     nst = n_tokens // n_seqs
     n_r = 3 * dc * d_inner
     state = g.view(conv_state, (dc, d_inner, n_seqs), (F32, F32 * dc, F32 * n_r))
     x = g.reshape(g.mul_mat(g.weight(s.n_embd, d_inner, name=name), x), d_inner, nst, n_seqs)
     conv_x = g.concat(state, g.transpose(x), 0)
-    last = g.view(conv_x, (dc, d_inner, n_seqs), conv_x.nb[:3])
-    g.expand(_cpy(last, g.view(conv_all, (dc, d_inner, n_seqs), (F32, F32 * dc, F32 * n_r))))
+    for _ in range(keep):
+        last = g.view(conv_x, (dc, d_inner, n_seqs), conv_x.nb[:3])
+        g.expand(cpy(last, g.view(conv_all, (dc, d_inner, n_seqs), (F32, F32 * dc, F32 * n_r))))
     w = g.reshape(g.weight(s.d_conv, 1, d_inner, 1, name=f"ssm_conv1d_{'qkv'[qkv]}"), s.d_conv, d_inner)
     out = g.op("SSM_CONV", "f32", (d_inner, nst, n_seqs), conv_x, w)
     out = g.dup("UNARY", g.reshape(out, d_inner, n_tokens))       # ggml_silu
@@ -119,8 +120,8 @@ def _kda(g: Graph, s: KimiShape, cur, s_copy: tuple, n_seqs: int, n_rs: int):
     n_r, n_s = 3 * (s.d_conv - 1) * d_inner, hd * hd * n_head
     conv_all = g.weight(n_r, n_rs, kv=True, name="cache_r")
     ssm_all = g.weight(n_s, n_rs, kv=True, name="cache_s")
-    conv_state = _rs(g, conv_all, n_r, s_copy, n_seqs, n_rs)
-    q, k, v = (_conv(g, s, cur, "attn_" + x, conv_all, conv_state, i, n_seqs) for i, x in enumerate("qkv"))
+    conv_state = build_rs(g, conv_all, n_r, s_copy, n_seqs, n_rs)
+    q, k, v = (causal_conv(g, s, cur, "attn_" + x, conv_all, conv_state, i, n_seqs) for i, x in enumerate("qkv"))
     g1 = g.mul_mat(g.weight(hd, d_inner, name="ssm_f_b"), g.mul_mat(g.weight(e, hd, name="ssm_f_a"), cur))
     g1 = g.dup("UNARY", g.dup("ADD", g1, g.weight(d_inner, name="ssm_dt.bias")))      # softplus
     g1 = g.dup("MUL", g.reshape(g1, hd, n_head, n_tokens), g.reshape(g.weight(1, n_head, 1, 1, name="ssm_a"), 1,
@@ -129,14 +130,14 @@ def _kda(g: Graph, s: KimiShape, cur, s_copy: tuple, n_seqs: int, n_rs: int):
     beta = g.mul_mat(g.weight(e, n_head, name="ssm_beta"), cur)
     beta = g.dup("UNARY", g.reshape(beta, 1, n_head, nst, n_seqs))                   # sigmoid
     cur = g.reshape(cur, e, nst, n_seqs)
-    state = g.reshape(_rs(g, ssm_all, n_s, s_copy, n_seqs, n_rs), hd, hd, n_head, n_seqs)
+    state = g.reshape(build_rs(g, ssm_all, n_s, s_copy, n_seqs, n_rs), hd, hd, n_head, n_seqs)
     q = g.dup("SCALE", g.dup("RMS_NORM", q))
     k = g.dup("SCALE", g.dup("RMS_NORM", k))
     # build_delta_net_fused (delta-net-base.cpp#L373-L423, K = 1): the output rows, then the state
     out = g.op("GATED_DELTA_NET", "f32", (hd * n_head, n_tokens + hd * n_seqs), q, k, v, g1, beta, state)
     o = g.cont(g.view(out, (hd, n_head, nst, n_seqs), (F32, F32 * hd, F32 * hd * n_head, F32 * hd * n_head * nst)))
     new_state = g.view(out, (hd, hd, n_head, n_seqs), (F32, F32 * hd, F32 * hd * hd, F32 * n_s))
-    g.expand(_cpy(new_state, g.view(ssm_all, (n_s * n_seqs,), (F32,))))
+    g.expand(cpy(new_state, g.view(ssm_all, (n_s * n_seqs,), (F32,))))
     cur2 = g.reshape(cur, e, n_tokens)
     g2 = g.mul_mat(g.weight(hd, d_inner, name="ssm_g_b"), g.mul_mat(g.weight(e, hd, name="ssm_g_a"), cur2))
     g2 = g.reshape(g2, hd, n_head, n_tokens)
@@ -189,6 +190,6 @@ def one_seq_prompt(shape, p: Pass) -> Graph | None:
     """kimi-linear's third reserve (src/llama-context.cpp#L711-L726: graph_reserve(n_tokens, 1, n_outputs_pp) for
     LLM_ARCH_KIMI_LINEAR): the prompt's ``p.n_tokens`` unrounded, one sequence, one KV stream, the recurrent memory
     still shape.n_seqs rows; None for any other shape or one sequence (the first prompt reserve's graph)."""
-    if not isinstance(shape, KimiShape) or shape.n_seqs <= 1:
+    if not isinstance(shape, KimiShape) or shape.arch != "kimi-linear" or shape.n_seqs <= 1:
         return None
     return build_kimi(replace(shape, ubatch_seqs=1), p)

@@ -43,6 +43,7 @@ from .settings import (
     printed_mib,
     resolve_settings,
 )
+from .tensors_kimi import check_kimi_cache, check_kimi_streams
 
 
 @dataclass(frozen=True)
@@ -329,10 +330,12 @@ def _short_for_snapshots(s: Settings) -> list[str]:
 
 def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     check_family(model)
+    check_kimi_cache(model, s.type_v, s.flash_attn)      # n_embd_head_v of every layer (tensors_kimi)
     check_arch_build(model, s.build)        # a build before the architecture's PR: refused (arch_builds)
     _check_mtp_build(model, s)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
+    check_kimi_streams(model, s.n_seq, unified, min(n_ctx, s.n_ubatch))     # llama.cpp's abort (tensors_kimi)
     notes += cell_notes
     check_minimax01_streams(model, s.n_seq, unified, min(n_ctx, s.n_ubatch))     # llama.cpp's abort (graphs_minimax01)
     notes += _short_for_snapshots(s)

@@ -12,7 +12,6 @@ from ...layer import MLA
 from ...model import Model
 from ...units import MAX_COUNT, parse_tokens, require_positive_int
 from .rs_seq import kept_rs_seq
-from .tensors_kimi import kimi_head_dims
 
 # Engine defaults, each as llama.cpp's CLI (common/common.h, common/arg.cpp) sets it.
 DEFAULTS = {
@@ -119,10 +118,9 @@ PR_27382, PR_27018 = PR_DATES[27382], PR_DATES[27018]     # 27018: minimax-01 ad
 # the PRs that added the architectures kvmem lays out (arch_builds.ADDED has their commits and lines)
 (PR_7519, PR_11049, PR_12791, PR_12867, PR_14654, PR_14939, PR_15091, PR_16095, PR_16831, PR_19468, PR_21309) = (
     PR_DATES[n] for n in (7519, 11049, 12791, 12867, 14654, 14939, 15091, 16095, 16831, 19468, 21309))
-PR_18755, PR_26185 = PR_DATES[18755], PR_DATES[26185]     # kimi-linear, kimi-k3 (arch_builds.ADDED)
 PR_7531, PR_15507, PR_18058, PR_26725 = (PR_DATES[n] for n in (7531, 15507, 18058, 26725))  # jamba, nemotron_h(_moe)
 PR_2717, PR_4555, PR_7461 = (PR_DATES[n] for n in (2717, 4555, 7461))    # falcon, gpt2, gptneox (graphs_classic)
-PR_14400 = PR_DATES[14400]     # gemma3n (arch_builds.ADDED)
+PR_14400, PR_18755, PR_26185 = (PR_DATES[n] for n in (14400, 18755, 26185))  # gemma3n, kimi-linear, kimi-k3 (ADDED)
 
 
 def glm_dsa_indexer_ignored(model_type: str | None, build) -> bool:
@@ -327,8 +325,8 @@ def resolve_settings(model: Model, *, tokens: int, batch: int, kv_dtype, tp: int
 
 def _head_dims(model: Model, layer, mla_mode: str | None) -> tuple[int, int]:
     """(n_embd_head_k, n_embd_head_v) of a layer as llama.cpp's hparams hold them."""
-    if layer.kind != MLA or model.model_type == "kimi_linear":   # kimi: every layer's, KDA too (tensors_kimi)
-        return kimi_head_dims(model) if model.model_type == "kimi_linear" else (layer.head_dim_k, layer.head_dim_v)
+    if layer.kind != MLA:
+        return layer.head_dim_k, layer.head_dim_v
     if model.model_type in PER_HEAD_MLA:
         return model.facts.qk_nope_head_dim + layer.qk_rope_head_dim, model.hidden_size // model.num_attention_heads
     if mla_mode == "none":

@@ -1,5 +1,5 @@
 """llama.cpp's kimi-linear (Kimi-Linear-48B-A3B) and kimi-k3 (Kimi-K3's text model) tensors from a config, as the
-converter writes them and load_arch_tensors creates them (kvmem.engines.llamacpp.graphs_kimi has kimi-linear's graph).
+converter writes them and load_arch_tensors creates them (graphs_kimi, graphs_kimi_k3 have their graphs).
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098):
 
@@ -34,8 +34,8 @@ from __future__ import annotations
 from ...layer import LINEAR
 from .arch_fields import field
 
-__all__ = ["KIMI", "kimi_arch", "kimi_head_dims", "kimi_kv0", "kimi_mxfp4", "kimi_tensors", "linear_config",
-           "kda_layers", "need", "dense_ff"]
+__all__ = ["KIMI", "check_kimi_cache", "check_kimi_streams", "kimi_arch", "kimi_head_dims", "kimi_kv0", "kimi_mxfp4",
+           "kimi_tensors", "linear_config", "kda_layers", "need", "dense_ff"]
 
 KIMI = {"kimi_linear": "kimi-linear"}       # kvmem model_type -> llama.cpp arch (kimi-k3: kimi_arch)
 _NO_FIELD = object()
@@ -196,3 +196,34 @@ def kimi_head_dims(model) -> tuple[int, int]:
     head = field(model, "head_dim")
     own = isinstance(head, int) and head > 0
     return kv_lora + rope, head if own else model.hidden_size // model.num_attention_heads
+
+
+def check_kimi_cache(model, type_v: str, flash_attn) -> None:
+    """llama_init_from_model's V cache check over every layer, with flash attention (on or auto) and a quantised V
+    type (every -ctv type is 32 values a block): kimi-linear's n_embd_head_v is value_length (kimi_head_dims), 72 on
+    Kimi-Linear-48B-A3B, KDA layers included, so no quantised V cache loads (settings._check_blocks_divide_heads
+    checks the MLA layers' own widths)."""
+    if model.model_type != "kimi_linear" or not flash_attn or type_v in ("f32", "f16", "bf16"):
+        return
+    head = kimi_head_dims(model)[1]
+    if head % 32:
+        raise ValueError(f"type_v={type_v}: llama_init_from_model: V cache type {type_v} with block size 32 does not "
+                         f"divide n_embd_head_v={head}")
+
+
+def check_kimi_streams(model, n_seq: int, unified: bool, n_tokens: int) -> None:
+    """kimi-linear's second prompt reserve (one sequence, ``n_tokens`` = min(n_ctx, n_ubatch) not rounded:
+    graphs_kimi.one_seq_prompt) over n_seq KV streams aborts llama.cpp 0c1e57098 where n_tokens is not a multiple of
+    the streams and an MLA layer comes before the last: GGML_ASSERT(ggml_can_repeat(b, a)) (ggml/src/ggml.c#L2072)
+    while the context is created. Seen here, llama.cpp run on sparse GGUFs: Kimi-Linear-48B-A3B with 3 sequences and
+    -ub 512 aborts, -ub 510 or --kv-unified builds; 7 of 7 random such configs abort, the others (divisible, unified,
+    or MLA in the last layer alone) build (tests/oracles/test_llamacpp_kimi_oracle.py)."""
+    if model.model_type != "kimi_linear" or kimi_arch(model) != "kimi-linear" or unified or n_seq <= 1 \
+            or n_tokens % n_seq == 0:
+        return
+    if all(kda_layers(model)[:-1]):
+        return
+    raise ValueError(f"{model.name}: n_ubatch {n_tokens} over {n_seq} sequences with a KV stream each: llama.cpp "
+                     "aborts creating this kimi-linear context (GGML_ASSERT(ggml_can_repeat(b, a)) in its second "
+                     f"prompt reserve, one sequence of {n_tokens} tokens); give -ub a multiple of {n_seq}, or "
+                     "--kv-unified")
