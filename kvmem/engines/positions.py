@@ -4,22 +4,25 @@ POSITIONS), and the models whose positions are a learned table that no setting r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..model import Model
 from .results import Refusal
 
-__all__ = ["PastPositions", "Positioned", "LEARNED_POSITIONS", "past_positions"]
+__all__ = ["PastPositions", "Positioned", "LEARNED_POSITIONS", "past_positions", "trained_positions"]
 
 
 @dataclass(frozen=True)
 class PastPositions:
     """What an engine does with a context past the model's max_position_embeddings (its module
     gives the source): ``what`` it does, and the setting that makes it start anyway where it
-    refuses (None: it runs)."""
+    refuses (None: it runs); ``trained``: where the engine reads the trained context from something else than
+    the config's max_position_embeddings (llama.cpp: the GGUF's n_ctx_train as its converter writes it), the model
+    -> (positions, what they are)."""
 
     what: str
     allow_with: str | None = None
+    trained: Callable[[Model], tuple[int | None, str]] | None = None
 
 
 # model types whose positions are a learned embedding table of max_position_embeddings rows (transformers 5.24:
@@ -39,17 +42,24 @@ class Positioned(Protocol):
     def positions(self) -> PastPositions | None: ...
 
 
+def trained_positions(model: Model, spec: Positioned) -> tuple[int | None, str]:
+    """(the positions ``spec``'s engine takes as the model's trained context, what they are): its own reader
+    (PastPositions.trained), else the config's max_position_embeddings."""
+    rule = spec.positions
+    return rule.trained(model) if rule and rule.trained else (model.max_position_embeddings, "max_position_embeddings")
+
+
 def past_positions(model: Model, spec: Positioned, tokens: int) -> tuple[str, Refusal | None] | None:
     """(note, refusal) when ``tokens`` exceed the model's max_position_embeddings, else None.
 
     ``refusal`` (None where the engine runs) holds the note as the reason the engine would not
     start and the setting that makes it start anyway.
     """
-    limit = model.max_position_embeddings
+    limit, named = trained_positions(model, spec)
     if not limit or tokens <= limit:
         return None
     rule = spec.positions or PastPositions(f"kvmem does not know what {spec.name} does")
-    note = (f"{tokens:,} tokens exceed the model's {limit:,} positions (max_position_embeddings): {rule.what}"
+    note = (f"{tokens:,} tokens exceed the model's {limit:,} positions ({named}): {rule.what}"
             + (f" unless {rule.allow_with}" if rule.allow_with else ""))
     if model.model_type in LEARNED_POSITIONS:
         # a learned table of `limit` rows: no setting makes a later position run

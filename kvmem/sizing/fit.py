@@ -8,14 +8,14 @@ from dataclasses import replace
 
 from ..defaults import ENGINE
 from ..engines import ENGINES, capacity
-from ..engines.positions import past_positions
+from ..engines.positions import past_positions, trained_positions
 from ..gpus import list_gpus
 from ..host import host_memory
 from ..units import format_bytes
 from .decode import active_weight_bytes, crossover_tokens, group_step_bytes, kv_read_bytes, replicas_weight_reads
 from .numbers import engine_numbers
 from .results import Fit, MemoryBreakdown
-from .search import answer, context_cap, pools_refuse, replica_batch
+from .search import answer, pools_refuse, replica_batch
 from .setup import Setup, SetupBudget, make_setup, need_bytes, setup_estimate
 from .suggest import levers as _levers
 from .suggest import min_gpus as _min_gpus
@@ -40,8 +40,9 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     fits, work_batch, budget = found.fits, found.work_batch, found.budget
     notes.extend(budget.notes)
     notes.extend(found.notes)          # the engine's placement verdict, where it gave one
-    if max_context == context_cap(s.model) and s.model.max_position_embeddings:
-        notes.append(f"max_context stops at the model's max_position_embeddings ({max_context:,})")
+    limit, named = trained_positions(s.model, ENGINES[s.engine])    # llama.cpp: n_ctx_train (llamacpp.ctx_train)
+    if limit and max_context == limit:
+        notes.append(f"max_context stops at the model's {named} ({max_context:,})")
     if per_replica_max == s.rules.max_sequences:
         notes.append(f"max_batch stops at {s.engine}'s limit of {per_replica_max} sequences per replica")
     min_gpus = _min_gpus(s, found if s.rules.placement_verdict is not None else None)

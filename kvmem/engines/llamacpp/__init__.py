@@ -26,6 +26,7 @@ from ..base import CheckedFamilies, EngineSpec
 from ..declared import Option
 from ..positions import PastPositions
 from .budget import SIZING, llamacpp_compute_bytes, prefix_sharing
+from .ctx_train import trained_context
 from .entry import capacity, estimate
 from .launch import LAUNCHER
 from .log_lines import LOG_STYLES, log_lines
@@ -55,7 +56,7 @@ __all__ = ["estimate", "capacity", "log_lines", "LOG_STYLES", "CACHE_TYPES", "ML
 # src/llama-context.cpp: "n_ctx_seq (N) > n_ctx_train (M) -- possible training context overflow";
 # tools/server caps each slot at n_ctx_train ("exceeds the training context ... - capping")
 POSITIONS = PastPositions("llama.cpp warns \"possible training context overflow\" and runs; llama-server caps "
-                          "each slot at the training context")
+                          "each slot at the training context", trained=trained_context)
 # Options with a fixed set of values (common/arg.cpp)
 DECLARED = (Option("type_k", choices=CACHE_TYPES, help="-ctk: the K cache type (common/arg.cpp kv_cache_types)"),
             Option("type_v", choices=CACHE_TYPES, help="-ctv: the V cache type (common/arg.cpp kv_cache_types)"),

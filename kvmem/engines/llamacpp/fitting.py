@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ...model import Model
 from . import layouts
+from .ctx_train import n_ctx_train
 from .fit_probes import Probe
 from .fit_probes import step as _step
 from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout
@@ -183,7 +184,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
     """fit_on's search."""
     n = model.num_layers
     nd = len(gpus)
-    ctx_train = model.max_position_embeddings or fit_ctx
+    ctx_train = n_ctx_train(model) or fit_ctx      # -c 0: the GGUF's context_length (ctx_train.py)
     n_streams = 1 if kw.get("kv_unified") else max(1, kw.get("n_seq", 1))
     ctx = n_ctx if n_ctx is not None else ctx_train * n_streams
     targets = [free[g] - margin for g in gpus]

@@ -71,6 +71,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     from .. import engine_spec
     from ..base import byte_option
     from .best import held_layout
+    from .ctx_train import n_ctx_train
     from .launch import cache_settings
     from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS
     from .offload import llamacpp_offload, mmproj_option, weight_format
@@ -180,7 +181,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
         return p.best is not None and host_shortfall(p, options) is None
 
     max_batch = largest_fitting(lambda b: runs(context, b), LLAMA_MAX_SEQ, sequences) if fits else 0
-    cap = max(model.max_position_embeddings or context, context)
+    cap = max(n_ctx_train(model) or context, context)
     units = (largest_fitting(lambda u: runs(min(u * 256, cap), sequences), -(-cap // 256), -(-context // 256))
              if fits else 0)
     notes += [f"compute buffers on {', '.join(d['device'] for d in devices if not d['compute_exact'])} are "
@@ -188,7 +189,7 @@ def own_flags(model, gpus, *, llama_args: str, context: int, batch: int | None =
     notes += [n for n in plan.notes if n.startswith("tensors:")]
     cache_lines = _cache_lines(model, kv_dtype, {**place_kw, **cache, "n_ctx": n_ctx, "n_seq": n_seq,
                                                  "kv_unified": kv_unified}, notes)
-    pool_sequences, slot_context = slots_held(n_ctx, n_seq, kv_unified, context, model.max_position_embeddings)
+    pool_sequences, slot_context = slots_held(n_ctx, n_seq, kv_unified, context, n_ctx_train(model))
     max_context = min(units * 256, cap)
     # the -c and -np runs() probed for each (a pool: at least the flags' slots)
     raised = {"max_batch": {"n_ctx": context * max_batch,

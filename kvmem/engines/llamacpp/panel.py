@@ -132,6 +132,7 @@ def mixed_cards(model, gpus, *, context: int, batch: int | None, weight_dtype, k
     engine and sizing options (host_memory_bytes bounds the host RAM). A layout it cannot place: ValueError."""
     from ...sizing.search import largest_fitting
     from .. import engine_spec
+    from .ctx_train import n_ctx_train
     from .settings import LLAMA_MAX_SEQ
     gpus = tuple(gpus)
 
@@ -158,7 +159,7 @@ def mixed_cards(model, gpus, *, context: int, batch: int | None, weight_dtype, k
                       and not plan.best.n_cpu_moe and not plan.best.override_tensor)
     holds = [plan.best] + ([plan.fit] if fits and not whole and plan.fit is not None
                            and plan.fit.flags() != plan.best.flags() and runs(context, batch or 1, plan.fit) else [])
-    cap = max(model.max_position_embeddings or context, context)
+    cap = max(n_ctx_train(model) or context, context)
     max_batch = max(largest_fitting(lambda b, h=h: runs(context, b, h), LLAMA_MAX_SEQ, batch or 1)
                     for h in holds) if fits else 0
     units = max(largest_fitting(lambda u, h=h: runs(min(u * 256, cap), batch or 1, h), -(-cap // 256),

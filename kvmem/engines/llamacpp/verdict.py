@@ -36,6 +36,7 @@ from dataclasses import replace
 
 from ...units import cdiv, format_bytes
 from ..base import byte_option
+from .ctx_train import n_ctx_train
 from .settings import LLAMA_MAX_SEQ
 from .verdict_search import PAD as _PAD
 from .verdict_search import beyond, longest_context, or_fit_on
@@ -133,7 +134,7 @@ def placement_verdict(s, found, searches: bool = True):
         # each sequence is a stream of the same cells (kv_unified off): one more adds kv / batch on every GPU
         # holding KV, more than one of them has left (its compute buffer does not shrink): it does not fit
         tried[s.context, batch + 1] = False
-    context_cap = max(s.model.max_position_embeddings or s.context, s.context)
+    context_cap = max(n_ctx_train(s.model) or s.context, s.context)
     units = cdiv(context_cap, _PAD)
     more_units = min(slack * cells // kv for slack, kv in holding)
     # --fit on's flags keep 1 GiB a card where kvmem's put the most on the GPUs: they can hold more sequences or a
