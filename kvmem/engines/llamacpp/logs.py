@@ -757,7 +757,7 @@ COMMAND_FLAGS = {"-m": "model", "--model": "model", "-c": "n_ctx", "--ctx-size":
 COMMAND_SWITCHES = {"-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True), "--no-mmap": ("mmap", False),
                     "-fa": ("flash_attn", True), "--flash-attn": ("flash_attn", True),
                     "-lm": ("mmap", None), "--load-mode": ("mmap", None),
-                    # common/arg.cpp#L2413-L2420 (llama.cpp@0c1e57098): -kvo / -nkvo, a bool pair
+                    # -kvo / -nkvo, a bool pair (llama.cpp@0c1e57098 common/arg.cpp#L2413-L2420)
                     "-nkvo": ("kv_offload", False), "--no-kv-offload": ("kv_offload", False),
                     "-kvo": ("kv_offload", True), "--kv-offload": ("kv_offload", True)}
 SWITCH_VALUES = {"flash_attn": {"on": True, "off": False, "auto": None},   # -fa on|off|auto (auto: left to the build)
