@@ -259,6 +259,8 @@ def write_dsv4_layout(model: Model, fmt: str, path: str, *, source: bool = False
 
     tensors = synthesised_tensors(model, fmt)
     moe = model.facts.moe
+    if moe is None:
+        raise ValueError(f"{model.name}: deepseek4's layers are MoE, and the config gives no experts")
 
     def converted(t):
         if any(re.search(pattern, t.name) for pattern, _ in GPT_OSS_EXPERTS):

@@ -27,7 +27,8 @@ __all__ = ["write_gemma3n", "random_gemma3n_case"]
 
 def _text(model: Model) -> dict:
     cfg = model.config or {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    nested = cfg.get("text_config")
+    text = nested if isinstance(nested, dict) else cfg
     return dict(text, model_type="gemma3n_text")
 
 

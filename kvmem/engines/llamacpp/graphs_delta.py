@@ -85,7 +85,8 @@ def with_seqs(shape: GraphShape, n_seq: int) -> GraphShape:
 
 # llama.cpp@0c1e57098 src/llama-arch.cpp#L1123-L1140 llm_arch_supports_rs_rollback: of these graphs only qwen35 and
 # qwen35moe; llama_context's constructor clamps n_rs_seq to 0 for any other (src/llama-context.cpp#L105-L110)
-RS_ROLLBACK = ("qwen35", "qwen35moe", "nemotron_h", "nemotron_h_moe")     # nemotron_h: graphs_ssm (Mamba-2's K)
+# nemotron_h: graphs_ssm (Mamba-2's K)
+RS_ROLLBACK: tuple[str, ...] = ("qwen35", "qwen35moe", "nemotron_h", "nemotron_h_moe")
 RS_ROLLBACK += ("kimi-k3",)     # graphs_kimi_k3
 
 

@@ -126,14 +126,14 @@ def hashed_infos(tensors) -> TensorInfos:
 
 
 # the groups of placement's per-group table (placement's module doc)
-_INPUT = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd")
-# LLM_TENSOR_POS_EMBD, an LLM_TENSOR_LAYER_INPUT (llama.cpp@0c1e57098 src/llama-arch.cpp#L484, #L729)
-_INPUT += ("position_embd",)
+_INPUT: tuple[str, ...] = ("token_embd", "token_embd_norm", "token_types", "pos_embd", "per_layer_token_embd")
 # gemma3n: LLM_TENSOR_LAYER_REPEATING tensors created with layer number 0, on layer 0's device (llama.cpp@0c1e57098
 # src/models/gemma3n.cpp#L39-L40, src/llama-model.cpp#L1964); altup_proj / altup_unembd_proj LLM_TENSOR_LAYER_OUTPUT
 # (src/llama-arch.cpp#L921-L925)
 _LAYER_0 = ("per_layer_model_proj", "per_layer_proj_norm")
-_OUTPUT = ("output", "output_norm", "cls", "cls_out")
+# LLM_TENSOR_POS_EMBD, an LLM_TENSOR_LAYER_INPUT (llama.cpp@0c1e57098 src/llama-arch.cpp#L484, #L729)
+_INPUT += ("position_embd",)
+_OUTPUT: tuple[str, ...] = ("output", "output_norm", "cls", "cls_out")
 # DeepSeek-V4's head hyper-connection: LLM_TENSOR_LAYER_OUTPUT (llama.cpp@0c1e57098 src/llama-arch.cpp#L766-L768)
 _OUTPUT += ("output_hc_fn", "output_hc_base", "output_hc_scale")
 _OUTPUT += ("altup_proj", "altup_unembd_proj")     # gemma3n (_LAYER_0's comment)

@@ -106,7 +106,7 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     not change: test_reduced_layers_keep_every_buffer and tests/engines/test_llamacpp_reduced_patterns.py
     check it against the whole graph."""
     n = shape.n_layer
-    if shape.indexer_full or getattr(shape, "res_bs", 0):     # kimi-k3: its banked checkpoints grow (graphs_kimi_k3)
+    if shape.indexer_full or getattr(shape, "res_bs", None):     # kimi-k3: its banked checkpoints grow (graphs_kimi_k3)
         # glm-dsa / deepseek32: each layer's zero rows for the top-k mask are a leaf of the compute buffer
         # (graphs_dsa._sparse_mask), and ggml-alloc allocates every leaf before the first node: the buffers
         # grow with the layers, so no run is cut (cut, 16 of 16 random GPU layouts of GLM-5 / DeepSeek-V3.2 differed).

@@ -162,7 +162,8 @@ def _ffn(model, b: str, h: int, dense: bool, k3: bool, dense_f: int) -> list:
     n_shared = need(model, "num_shared_experts", zero=True)
     latent = field(model, "routed_expert_hidden_size") if k3 else None
     lh = latent or h
-    out = [(b + "ffn_gate_inp.weight", (h, e))] + ([(b + "exp_probs_b.bias", (e,))] if k3 else [])
+    out: list[tuple[str, tuple[int, ...]]] = [(b + "ffn_gate_inp.weight", (h, e))]
+    out += [(b + "exp_probs_b.bias", (e,))] if k3 else []
     out += [(b + "ffn_gate_exps.weight", (lh, f, e)), (b + "ffn_down_exps.weight", (f, lh, e)),
             (b + "ffn_up_exps.weight", (lh, f, e))]
     if latent:

@@ -77,6 +77,8 @@ def mtp_block(model, h: int) -> list:
     """(name, ne) of the MTP block as the converter writes it (for a GGUF's full tensor list: the oracle's files),
     from nemotron-h.cpp#L144-L181: the NextN input fusion, the attention sub-layer, the MoE one."""
     s = ssm_shape(model)
+    if s is None:
+        raise ValueError(f"{model.name}: not a jamba / nemotron_h config llama.cpp loads (tensors_ssm)")
     b, q, kv = f"blk.{model.num_layers}.", s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     lat = s.latent or h
     out = [(b + "nextn.enorm.weight", (h,)), (b + "nextn.hnorm.weight", (h,)), (b + "nextn.eh_proj.weight", (2 * h, h)),
