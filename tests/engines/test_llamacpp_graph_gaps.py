@@ -41,12 +41,17 @@ def test_deepseek2_per_head_cache_with_ggml_cpy_stores():
     # the host: the f32 mask (8192 x 512 x 4 B), token_embd's GET_ROWS (2048 x 512 x 4 B), tokens, positions, out_ids
     assert april.compute_bytes["CPU"] == 8192 * 512 * 4 + 2048 * 512 * 4 + 3 * 512 * 4
     assert april.compute_exact == {"CUDA0": True, "CPU": True}
-    assert lay("2025-07-01", "none").compute_bytes == april.compute_bytes
+    assert lay("2025-06-28", "none").compute_bytes == april.compute_bytes
+    # PR #14158's day (2025-06-29): the experts' SwiGLU one GLU op with its own [1408, 6, 512] f32 output, not
+    # ggml_silu + ggml_mul in place (graphs.glu): the GPU's buffer 12,857,344 B (12.26 MiB) larger, the host's equal
+    july = lay("2025-07-01", "none")
+    assert july.compute_bytes["CPU"] == april.compute_bytes["CPU"]
+    assert july.compute_bytes["CUDA0"] - april.compute_bytes["CUDA0"] == 12_857_344
     # PR #14959's day: ggml_set_rows with i64 indices, K's one a token and the transposed V's one an element
     # (512 x 16 heads x 128), on the host and copied to the GPU
     aug = lay("2025-08-02", "none")
     for device in ("CPU", "CUDA0"):
-        assert aug.compute_bytes[device] - april.compute_bytes[device] == 512 * 8 + 512 * 16 * 128 * 8
+        assert aug.compute_bytes[device] - july.compute_bytes[device] == 512 * 8 + 512 * 16 * 128 * 8
     # before PR #12181 the graph was llm_build_context's, not transcribed: the estimate, marked
     assert not layout(model, tensors, gpus=["CUDA0"], n_gpu_layers=99, n_ctx=8192, build="2025-03-01",
                       flash_attn=False).compute_exact["CUDA0"]

@@ -98,7 +98,7 @@ from ...units import pad
 from .ggml_alloc import gallocr_size
 from .ggml_graph import TYPES
 from .graph_build import build_graph
-from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass
+from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass, glu_dated
 from .graphs_classic import CLASSIC, classic_shape
 from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
@@ -151,7 +151,11 @@ class ComputeBuffer:
 
 def graph_shape(model, build=CURRENT) -> GraphShape | None:
     """The graph widths of ``model`` at llama.cpp ``build`` (a date; the vendored build by default), or None when
-    its family's graph is not transcribed here."""
+    its family's graph is not transcribed here; before PR #14158 the FFNs' activation, ggml_mul: graphs.glu_dated."""
+    return glu_dated(_graph_shape(model, build), build)
+
+
+def _graph_shape(model, build=CURRENT) -> GraphShape | None:
     own = _OWN_SHAPES.get(model.model_type)
     if own is not None:
         return own(model)

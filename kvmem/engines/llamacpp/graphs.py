@@ -8,13 +8,13 @@ measured against llama.cpp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .ggml_graph import KQV_OUT, OUTPUT, TYPES, Graph
-from .settings import PR_16884, PR_21038, PR_23764
+from .settings import CURRENT, PR_14158, PR_16884, PR_21038, PR_23764
 
-__all__ = ["GraphShape", "Pass", "PR_16884", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn",
-           "kq_mask", "token_inputs", "embeddings", "linear", "rot_size"]
+__all__ = ["GraphShape", "Pass", "PR_16884", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn", "glu",
+           "glu_dated", "swiglu_fused", "kq_mask", "token_inputs", "embeddings", "linear", "rot_size"]
 
 # ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM", squash-merged as 031ddb2e0 on 2026-05-29
 # (master's history, ngxson/llama.cpp mirror): before it build_attn_inp_kq_mask made the KQ mask an f32 input and every
@@ -57,7 +57,7 @@ class GraphShape:
     final_softcap: bool = False     # tanh softcap of the logits (gemma2 always, gemma3 when set)
     fused_qkv: bool = False         # one attn_qkv weight (phi3): Q, K, V are views of its product
     qkv_cont: str = ""      # which of "q", "k", "v" an older phi3 graph copies out of that product (graphs_gemma_phi3)
-    glu_split: bool = False  # an older build_ffn SWIGLU: two ggml_cont halves, silu, mul (graphs_gemma_phi3)
+    glu_split: bool = False  # builds before PR #14158: the activation, then ggml_mul, not one GLU op (graphs.glu)
     # deepseek2 (MLA) and gpt-oss (kvmem.engines.llamacpp.graphs_mla_oss)
     q_lora: int = 0         # attention.q_lora_rank (0: one attn_q, the "lite" layers)
     kv_lora: int = 0        # attention.kv_lora_rank: the cached latent's width (K = kv_lora + rope_dim)
@@ -283,11 +283,39 @@ def _row(type_):
     return lambda n: size * n // block
 
 
+# ggml-org/llama.cpp PR #14158 "ggml : implement REGLU/GEGLU/SWIGLU ops", squash-merged as a0535ffa0 on 2025-06-29
+# (build 5776): from it build_ffn's parallel gate (LLM_FFN_SILU / LLM_FFN_GELU, LLM_FFN_PAR) is one
+# ggml_swiglu_split / ggml_geglu_split of gate and up, build_moe_ffn's the same over the experts (a0535ffa0
+# src/llama-graph.cpp#L562-L584, #L744-L758), a GLU op with its own output; before it ggml_silu / ggml_gelu of the gate
+# then ggml_mul by up (a0535ffa0~1 src/llama-graph.cpp#L562-L576 + #L619-L622, #L745-L762 "ffn_moe_gate_par"): a
+# UNARY and a MUL, each run in place over its one-consumer source (a0535ffa0~1 ggml/src/ggml-alloc.c#L41-L67
+# ggml_op_can_inplace), so no new tensor.
+def glu(g, s, gate, up):
+    """The gated activation of gate and up: ggml_swiglu_split / ggml_geglu_split (one GLU op: same shape as gate);
+    at builds before PR #14158 (``s.glu_split``) ggml_silu / ggml_gelu of gate, then ggml_mul by up."""
+    return g.dup("MUL", g.dup("UNARY", gate), up) if s.glu_split else g.dup("GLU", gate, up)
+
+
+def glu_dated(shape, build):
+    """``shape`` (any family's) at llama.cpp ``build`` (a date; None: the newest): glu_split before PR #14158."""
+    return replace(shape, glu_split=True) if shape is not None and (build or CURRENT) < PR_14158 else shape
+
+
+def swiglu_fused(g, s, up, n_ff: int):
+    """build_ffn's LLM_FFN_SWIGLU of one fused product ``up`` (2 x n_ff wide: phi3, glm4): ggml_swiglu, half as
+    wide; at builds before PR #14158 (``s.glu_split``) ggml_cont of each half (a view_2d), ggml_silu of the first,
+    ggml_mul (a0535ffa0~1 src/llama-graph.cpp#L589-L602)."""
+    if not s.glu_split:
+        return g.op("GLU", up.type, (n_ff,) + up.ne[1:], up)
+    x0, x1 = (g.cont(g.view(up, (n_ff, up.ne[1]), (up.nb[0], up.nb[1]))) for _ in range(2))
+    return g.dup("MUL", g.dup("UNARY", x0), x1)
+
+
 def ffn(g, cur, s):
     """build_ffn: SiLU with a parallel gate."""
     up = g.mul_mat(g.weight(s.n_embd, s.n_ff, name="ffn_up"), cur)
     gate = g.mul_mat(g.weight(s.n_embd, s.n_ff, name="ffn_gate"), cur)
-    return g.mul_mat(g.weight(s.n_ff, s.n_embd, name="ffn_down"), g.dup("GLU", gate, up))
+    return g.mul_mat(g.weight(s.n_ff, s.n_embd, name="ffn_down"), glu(g, s, gate, up))
 
 
 def _moe(g, cur, s):
@@ -304,7 +332,7 @@ def _moe(g, cur, s):
     cur = g.reshape(cur, n_embd, 1, n_tokens)
     up = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp, name="ffn_up_exps"), cur, selected)
     gate = g.mul_mat_id(g.weight(n_embd, s.n_ff_exp, n_exp, name="ffn_gate_exps"), cur, selected)
-    experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp, name="ffn_down_exps"), g.dup("GLU", gate, up), selected)
+    experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp, name="ffn_down_exps"), glu(g, s, gate, up), selected)
     experts = g.dup("MUL", experts, weights)
     g.expand(experts)
     views = [g.view(experts, (n_embd, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]

@@ -31,18 +31,19 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
 from __future__ import annotations
 
 from .ggml_graph import OUTPUT, Graph, Tensor
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, ffn, token_inputs
-from .settings import CURRENT, PR_14158, PR_14568, PR_15662
+from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, ffn, swiglu_fused, token_inputs
+from .settings import CURRENT, PR_14568, PR_15662
 
 __all__ = ["build_gemma_phi3", "phi3_dated"]
 
 
 def phi3_dated(arch: str, build) -> dict:
-    """GraphShape's qkv_cont and glu_split for ``arch`` at llama.cpp ``build`` (a date; None: the newest)."""
+    """GraphShape's qkv_cont for ``arch`` at llama.cpp ``build`` (a date; None: the newest); glu_split (before PR
+    #14158) is every family's: graphs.glu_dated."""
     build = build or CURRENT
     if arch != "phi3":
         return {}
-    return {"qkv_cont": "qkv" if build < PR_14568 else "v" if build < PR_15662 else "", "glu_split": build < PR_14158}
+    return {"qkv_cont": "qkv" if build < PR_14568 else "v" if build < PR_15662 else ""}
 
 
 def build_gemma_phi3(s: GraphShape, p: Pass) -> Graph:
@@ -137,12 +138,7 @@ def _phi3(s: GraphShape, p: Pass) -> Graph:
             residual = g.get_rows(residual, out_ids)
         residual = g.dup("ADD", cur, residual)
         up = g.mul_mat(g.weight(e, 2 * s.n_ff, name="ffn_up"), norm(residual, "ffn_norm"))
-        if s.glu_split:         # before PR #14158: ggml_cont of each half (view_2d), ggml_silu, ggml_mul
-            x0, x1 = (g.cont(g.view(up, (s.n_ff, up.ne[1]), (up.nb[0], up.nb[1]))) for _ in range(2))
-            swiglu = g.dup("MUL", g.dup("UNARY", x0), x1)
-        else:
-            swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)     # ggml_swiglu: half as wide
-        cur = g.mul_mat(g.weight(s.n_ff, e, name="ffn_down"), swiglu)
+        cur = g.mul_mat(g.weight(s.n_ff, e, name="ffn_down"), swiglu_fused(g, s, up, s.n_ff))
         inp_l = g.dup("ADD", residual, cur)
     g.layer = s.n_layer
     return _logits(g, s, norm(inp_l, "output_norm"))

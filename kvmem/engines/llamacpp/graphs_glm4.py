@@ -19,7 +19,17 @@ from __future__ import annotations
 
 from .arch_fields import field
 from .ggml_graph import Graph
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, output_head, qkv_heads, token_inputs
+from .graphs import (
+    GraphShape,
+    Pass,
+    attention,
+    attn_inputs,
+    embeddings,
+    output_head,
+    qkv_heads,
+    swiglu_fused,
+    token_inputs,
+)
 from .graphs_mla_oss import rms_norm
 
 __all__ = ["GLM4", "build_glm4", "glm4_shape"]
@@ -49,8 +59,7 @@ def build_glm4(s: GraphShape, p: Pass) -> Graph:
         cur = rms_norm(g, cur, e, "post_attention_norm")
         ffn_inp = g.dup("ADD", cur, inp_sa)
         up = g.mul_mat(g.weight(e, 2 * s.n_ff, name="ffn_up"), rms_norm(g, ffn_inp, e, "ffn_norm"))
-        swiglu = g.op("GLU", up.type, (s.n_ff,) + up.ne[1:], up)       # ggml_swiglu: half as wide
-        cur = g.mul_mat(g.weight(s.n_ff, e, name="ffn_down"), swiglu)
+        cur = g.mul_mat(g.weight(s.n_ff, e, name="ffn_down"), swiglu_fused(g, s, up, s.n_ff))    # ggml_swiglu
         cur = rms_norm(g, cur, e, "post_ffw_norm")
         inp_l = g.dup("ADD", cur, ffn_inp)
     return output_head(g, s, inp_l)

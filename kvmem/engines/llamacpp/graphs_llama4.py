@@ -45,6 +45,7 @@ from .graphs import (
     attention,
     attn_inputs,
     embeddings,
+    glu,
     output_head,
     qkv_heads,
     rot_size,
@@ -189,8 +190,8 @@ def _moe(g: Graph, cur, s: GraphShape):
     f = s.n_ff_exp
     up = g.mul_mat_id(g.weight(n_embd, f, n_exp, name="ffn_up_exps"), cur, selected)
     gate = g.mul_mat_id(g.weight(n_embd, f, n_exp, name="ffn_gate_exps"), cur, selected)
-    down = g.mul_mat_id(g.weight(f, n_embd, n_exp, name="ffn_down_exps"), g.op("GLU", gate.type, gate.ne, gate, up),
-                        selected)
+    act = glu(g, s, gate, up) if s.glu_split else g.op("GLU", gate.type, gate.ne, gate, up)     # graphs.glu
+    down = g.mul_mat_id(g.weight(f, n_embd, n_exp, name="ffn_down_exps"), act, selected)
     g.expand(down)
     views = [g.view(down, (n_embd, n_tokens), (down.nb[0], down.nb[2])) for _ in range(n_used)]
     for view in views:
@@ -202,11 +203,12 @@ def _moe(g: Graph, cur, s: GraphShape):
     return g.cont(out) if n_used == 1 else out
 
 
-def _ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = ""):
-    """build_ffn, LLM_FFN_SILU / LLM_FFN_PAR: up, gate, ggml_swiglu_split, down."""
+def _ffn(g: Graph, s: GraphShape, cur, n_embd: int, n_ff: int, suffix: str = ""):
+    """build_ffn, LLM_FFN_SILU / LLM_FFN_PAR: up, gate, ggml_swiglu_split (before PR #14158 silu, mul: graphs.glu),
+    down."""
     up = g.mul_mat(g.weight(n_embd, n_ff, name="ffn_up" + suffix), cur)
     gate = g.mul_mat(g.weight(n_embd, n_ff, name="ffn_gate" + suffix), cur)
-    return g.mul_mat(g.weight(n_ff, n_embd, name="ffn_down" + suffix), g.dup("GLU", gate, up))
+    return g.mul_mat(g.weight(n_ff, n_embd, name="ffn_down" + suffix), glu(g, s, gate, up))
 
 
 def build_llama4(s: Llama4Shape, p: Pass) -> Graph:
@@ -244,8 +246,8 @@ def build_llama4(s: Llama4Shape, p: Pass) -> Graph:
         ffn_inp = g.dup("ADD", cur, inp_sa)
         cur = norm(ffn_inp, "ffn_norm")
         if s.moe_layers[il]:
-            cur = g.dup("ADD", _moe(g, cur, s), _ffn(g, cur, e, s.n_ff_exp, "_shexp"))
+            cur = g.dup("ADD", _moe(g, cur, s), _ffn(g, s, cur, e, s.n_ff_exp, "_shexp"))
         else:
-            cur = _ffn(g, cur, e, s.n_ff)
+            cur = _ffn(g, s, cur, e, s.n_ff)
         inp_l = g.dup("ADD", cur, ffn_inp)
     return output_head(g, s, inp_l)

@@ -43,7 +43,19 @@ from dataclasses import replace
 
 from .arch_fields import field
 from .ggml_graph import OUTPUT, TYPES, Graph
-from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, kq_mask, linear, output_head, token_inputs
+from .graphs import (
+    GraphShape,
+    Pass,
+    attention,
+    attn_inputs,
+    embeddings,
+    glu,
+    glu_dated,
+    kq_mask,
+    linear,
+    output_head,
+    token_inputs,
+)
 from .graphs_mla_attn import absorbed_attention, latent_v_attention, mla_mha, per_head_attention
 from .settings import CURRENT, PR_12181, PR_14959, PR_27382
 
@@ -68,11 +80,13 @@ def rms_norm(g: Graph, x, width: int, name: str):
     return g.dup("MUL", g.dup("RMS_NORM", x), g.weight(width, name=name))
 
 
-def dense_ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = ""):
-    """build_ffn, LLM_FFN_SILU / LLM_FFN_PAR: up, gate, ggml_swiglu_split, down."""
+def dense_ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = "", s: GraphShape | None = None):
+    """build_ffn, LLM_FFN_SILU / LLM_FFN_PAR: up, gate, ggml_swiglu_split, down; ``s``: a shape whose glu_split
+    (builds before PR #14158) makes it silu, mul (graphs.glu)."""
     up = g.mul_mat(g.weight(n_embd, n_ff, name="ffn_up" + suffix), cur)
     gate = g.mul_mat(g.weight(n_embd, n_ff, name="ffn_gate" + suffix), cur)
-    return g.mul_mat(g.weight(n_ff, n_embd, name="ffn_down" + suffix), g.dup("GLU", gate, up))
+    act = glu(g, s, gate, up) if s is not None else g.dup("GLU", gate, up)
+    return g.mul_mat(g.weight(n_ff, n_embd, name="ffn_down" + suffix), act)
 
 
 def moe_ffn(g: Graph, cur, s: GraphShape, *, biases: bool = False):
@@ -117,7 +131,8 @@ def moe_ffn(g: Graph, cur, s: GraphShape, *, biases: bool = False):
         return out
     up = experts("ffn_up_exps", n_embd, f, cur)
     gate = experts("ffn_gate_exps", n_embd, f, cur)
-    down = experts("ffn_down_exps", f, n_embd, g.op("GLU", gate.type, gate.ne, gate, up))
+    act = glu(g, s, gate, up) if s.glu_split else g.op("GLU", gate.type, gate.ne, gate, up)     # graphs.glu
+    down = experts("ffn_down_exps", f, n_embd, act)
     down = g.dup("MUL", down, weights)
     g.expand(down)
     views = [g.view(down, (n_embd, n_tokens), (down.nb[0], down.nb[2])) for _ in range(n_used)]
@@ -187,8 +202,8 @@ def deepseek_ffn(g: Graph, s: GraphShape, il: int, cur, inp_sa, out_ids):
     ffn_inp, e = g.dup("ADD", cur, inp_sa), s.n_embd
     cur = rms_norm(g, ffn_inp, e, "ffn_norm")
     if il < s.n_dense_lead:
-        return g.dup("ADD", dense_ffn(g, cur, e, s.n_ff), ffn_inp)
-    return g.dup("ADD", g.dup("ADD", moe_ffn(g, cur, s), dense_ffn(g, cur, e, s.n_ff_shexp, "_shexp")), ffn_inp)
+        return g.dup("ADD", dense_ffn(g, cur, e, s.n_ff, s=s), ffn_inp)
+    return g.dup("ADD", g.dup("ADD", moe_ffn(g, cur, s), dense_ffn(g, cur, e, s.n_ff_shexp, "_shexp", s)), ffn_inp)
 
 
 def _gpt_oss(s: GraphShape, p: Pass) -> Graph:
@@ -260,7 +275,7 @@ def per_head_mla_shape(model, build=CURRENT) -> GraphShape | None:
     shape = mla_oss_shape(model, build)
     if shape is None or shape.arch != "deepseek2":
         return None
-    return replace(shape, per_head_mla=True, n_head_kv=shape.n_head, head_dim_v=shape.v_head_dim)
+    return glu_dated(replace(shape, per_head_mla=True, n_head_kv=shape.n_head, head_dim_v=shape.v_head_dim), build)
 
 
 def mla_fields(model) -> dict | None:
