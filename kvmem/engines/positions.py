@@ -3,13 +3,13 @@ POSITIONS), and the models whose positions are a learned table that no setting r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
 
 from ..model import Model
 from .results import Refusal
 
-__all__ = ["PastPositions", "Positioned", "LEARNED_POSITIONS", "past_positions", "trained_positions"]
+__all__ = ["PastPositions", "LEARNED_POSITIONS", "past_positions", "trained_positions"]
 
 
 @dataclass(frozen=True)
@@ -32,30 +32,20 @@ class PastPositions:
 LEARNED_POSITIONS = frozenset({"gpt2", "gpt_bigcode", "gpt_neo", "opt"})
 
 
-class Positioned(Protocol):
-    """What past_positions reads of an engine's spec (base.EngineSpec)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def positions(self) -> PastPositions | None: ...
-
-
-def trained_positions(model: Model, spec: Positioned) -> tuple[int | None, str]:
-    """(the positions ``spec``'s engine takes as the model's trained context, what they are): its own reader
-    (PastPositions.trained), else the config's max_position_embeddings."""
-    rule = spec.positions
+def trained_positions(model: Model, rule: PastPositions | None) -> tuple[int | None, str]:
+    """(the positions an engine whose rule is ``rule`` (its spec's positions) takes as the model's trained context,
+    what they are): its own reader (PastPositions.trained), else the config's max_position_embeddings."""
     return rule.trained(model) if rule and rule.trained else (model.max_position_embeddings, "max_position_embeddings")
 
 
-def past_positions(model: Model, spec: Positioned, tokens: int) -> tuple[str, Refusal | None] | None:
-    """(note, refusal) when ``tokens`` exceed the model's max_position_embeddings, else None.
+def past_positions(model: Model, spec, tokens: int) -> tuple[str, Refusal | None] | None:
+    """(note, refusal) when ``tokens`` exceed the model's max_position_embeddings, else None; ``spec``: the
+    engine's EngineSpec (its name and positions).
 
     ``refusal`` (None where the engine runs) holds the note as the reason the engine would not
     start and the setting that makes it start anyway.
     """
-    limit, named = trained_positions(model, spec)
+    limit, named = trained_positions(model, spec.positions)
     if not limit or tokens <= limit:
         return None
     rule = spec.positions or PastPositions(f"kvmem does not know what {spec.name} does")

@@ -40,7 +40,7 @@ def fit(model, *, gpu, num_gpus: int = 1, tp: int | None = None, pp: int = 1, co
     fits, work_batch, budget = found.fits, found.work_batch, found.budget
     notes.extend(budget.notes)
     notes.extend(found.notes)          # the engine's placement verdict, where it gave one
-    limit, named = trained_positions(s.model, ENGINES[s.engine])    # llama.cpp: n_ctx_train (llamacpp.ctx_train)
+    limit, named = trained_positions(s.model, ENGINES[s.engine].positions)   # llama.cpp: n_ctx_train (ctx_train)
     if limit and max_context == limit:
         notes.append(f"max_context stops at the model's {named} ({max_context:,})")
     if per_replica_max == s.rules.max_sequences:

@@ -160,6 +160,13 @@ def config_from_header(header) -> dict:
         cfg["vocab_size"] = vocab
     if isinstance(meta.get("general.file_type"), int) and meta["general.file_type"] in _FILE_TYPE_DTYPES:
         cfg["torch_dtype"] = _FILE_TYPE_DTYPES[meta["general.file_type"]]
+    # the norms' epsilons, as the config fields the converter wrote them from (llama.cpp@0c1e57098
+    # conversion/base.py#L1511-L1515): they shape no cache, but a family laid out from a config asks for them
+    for gguf_key, field_name in (("attention.layer_norm_epsilon", "layer_norm_epsilon"),
+                                 ("attention.layer_norm_rms_epsilon", "rms_norm_eps")):
+        eps = meta.get(f"{arch}.{gguf_key}")
+        if isinstance(eps, float) and eps > 0:
+            cfg[field_name] = eps
     key_length, value_length = key("attention.key_length", None), key("attention.value_length", None)
     if arch in _MLA:
         _deepseek(cfg, key, key_length, value_length, heads, arch)
