@@ -14,7 +14,7 @@ from .ggml_graph import KQV_OUT, OUTPUT, TYPES, Graph
 from .settings import CURRENT, PR_14158, PR_16884, PR_21038, PR_23764
 
 __all__ = ["GraphShape", "Pass", "PR_16884", "PR_21038", "PR_23764", "build", "attention", "attn_inputs", "ffn", "glu",
-           "glu_dated", "swiglu_fused", "kq_mask", "token_inputs", "embeddings", "linear", "rot_size"]
+           "glu_dated", "swiglu_fused", "experts_sum", "kq_mask", "token_inputs", "embeddings", "linear", "rot_size"]
 
 # ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM", squash-merged as 031ddb2e0 on 2026-05-29
 # (master's history, ngxson/llama.cpp mirror): before it build_attn_inp_kq_mask made the KQ mask an f32 input and every
@@ -335,7 +335,12 @@ def _moe(g, cur, s):
     experts = g.mul_mat_id(g.weight(s.n_ff_exp, n_embd, n_exp, name="ffn_down_exps"), glu(g, s, gate, up), selected)
     experts = g.dup("MUL", experts, weights)
     g.expand(experts)
-    views = [g.view(experts, (n_embd, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]
+    return experts_sum(g, experts, n_embd, n_tokens, n_used)
+
+
+def experts_sum(g, experts, width: int, n_tokens: int, n_used: int):
+    """build_moe_ffn's sum of the used experts' views (llama.cpp@0c1e57098 src/llama-graph.cpp#L2349-L2368)."""
+    views = [g.view(experts, (width, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]
     for view in views:
         g.expand(view)
     out = views[0]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from .arch_fields import field
 from .ggml_graph import OUTPUT, Graph
-from .graphs import QUANTISED, GraphShape, Pass, attention, embeddings, ffn, rot_size, token_inputs
+from .graphs import QUANTISED, GraphShape, Pass, attention, embeddings, experts_sum, ffn, rot_size, token_inputs
 from .graphs_mla_oss import rms_norm
 
 __all__ = ["GEMMA4", "Gemma4Shape", "build_gemma4", "gemma4_shape"]
@@ -87,14 +87,7 @@ def _moe(g: Graph, s: Gemma4Shape, attn_out):
     scale = g.get_rows(g.op("REPEAT", "f32", (1, n_exp, n_tokens, 1), scale), selected)
     experts = g.dup("MUL", g.dup("MUL", experts, scale), weights)
     g.expand(experts)
-    views = [g.view(experts, (e, n_tokens), (experts.nb[0], experts.nb[2])) for _ in range(n_used)]
-    for view in views:
-        g.expand(view)
-    out = views[0]
-    for view in views[1:]:
-        out = g.dup("ADD", out, view)
-        g.expand(out)
-    out = g.cont(out) if n_used == 1 else out
+    out = experts_sum(g, experts, e, n_tokens, n_used)
     return rms_norm(g, out, e, "post_ffw_norm_2")
 
 

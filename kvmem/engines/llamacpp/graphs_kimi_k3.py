@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .arch_fields import field
 from .ggml_graph import TYPES, Graph
-from .graphs import Pass, embeddings, kq_mask, output_head, token_inputs
+from .graphs import Pass, embeddings, experts_sum, kq_mask, output_head, token_inputs
 from .graphs_kimi import KimiShape, build_rs, causal_conv, cpy, kimi_shape
 from .graphs_mla_attn import absorbed_attention
 from .graphs_mla_oss import rms_norm
@@ -186,14 +186,7 @@ def _moe(g: Graph, s: KimiK3Shape, cur):
     down = g.mul_mat_id(g.weight(f, lh, n_exp, name="ffn_down_exps"), _situ(g, gate, up), selected)
     down = g.dup("MUL", down, weights)
     g.expand(down)
-    views = [g.view(down, (lh, n_tokens), (down.nb[0], down.nb[2])) for _ in range(n_used)]
-    for view in views:
-        g.expand(view)
-    out = views[0]
-    for view in views[1:]:
-        out = g.dup("ADD", out, view)
-        g.expand(out)
-    out = g.cont(out) if n_used == 1 else out
+    out = experts_sum(g, down, lh, n_tokens, n_used)
     if s.routed_norm:
         out = rms_norm(g, out, lh, "ffn_routed_norm")
     if s.latent:

@@ -45,6 +45,7 @@ from .graphs import (
     attention,
     attn_inputs,
     embeddings,
+    experts_sum,
     glu,
     output_head,
     qkv_heads,
@@ -193,14 +194,7 @@ def _moe(g: Graph, cur, s: GraphShape):
     act = glu(g, s, gate, up) if s.glu_split else g.op("GLU", gate.type, gate.ne, gate, up)     # graphs.glu
     down = g.mul_mat_id(g.weight(f, n_embd, n_exp, name="ffn_down_exps"), act, selected)
     g.expand(down)
-    views = [g.view(down, (n_embd, n_tokens), (down.nb[0], down.nb[2])) for _ in range(n_used)]
-    for view in views:
-        g.expand(view)
-    out = views[0]
-    for view in views[1:]:
-        out = g.dup("ADD", out, view)
-        g.expand(out)
-    return g.cont(out) if n_used == 1 else out
+    return experts_sum(g, down, n_embd, n_tokens, n_used)
 
 
 def _ffn(g: Graph, s: GraphShape, cur, n_embd: int, n_ff: int, suffix: str = ""):

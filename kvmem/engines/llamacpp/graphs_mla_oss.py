@@ -49,6 +49,7 @@ from .graphs import (
     attention,
     attn_inputs,
     embeddings,
+    experts_sum,
     glu,
     glu_dated,
     kq_mask,
@@ -135,14 +136,7 @@ def moe_ffn(g: Graph, cur, s: GraphShape, *, biases: bool = False):
     down = experts("ffn_down_exps", f, n_embd, act)
     down = g.dup("MUL", down, weights)
     g.expand(down)
-    views = [g.view(down, (n_embd, n_tokens), (down.nb[0], down.nb[2])) for _ in range(n_used)]
-    for view in views:
-        g.expand(view)
-    out = views[0]
-    for view in views[1:]:
-        out = g.dup("ADD", out, view)
-        g.expand(out)
-    return g.cont(out) if n_used == 1 else out
+    return experts_sum(g, down, n_embd, n_tokens, n_used)
 
 
 def _deepseek2(s: GraphShape, p: Pass) -> Graph:

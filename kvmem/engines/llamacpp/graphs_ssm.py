@@ -36,7 +36,7 @@ Judge: tests/oracles/test_llamacpp_ssm_oracle.py (llama.cpp's own CPU compute bu
 from __future__ import annotations
 
 from .ggml_graph import OUTPUT, TYPES, Graph, Tensor
-from .graphs import Pass, attention, attn_inputs, embeddings, output_head, qkv_heads
+from .graphs import Pass, attention, attn_inputs, embeddings, experts_sum, output_head, qkv_heads
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm
 from .tensors_ssm import SSM, SsmShape, ssm_shape
 
@@ -184,14 +184,7 @@ def _nemotron_moe(g: Graph, s: SsmShape, cur):
     down = g.dup("MUL", g.mul_mat_id(g.weight(s.n_ff_exp, width, n_exp, name="ffn_down_exps"), act, selected),
                  weights)
     g.expand(down)
-    views = [g.view(down, (width, n_tokens), (down.nb[0], down.nb[2])) for _ in range(n_used)]
-    for view in views:
-        g.expand(view)
-    out = views[0]
-    for view in views[1:]:
-        out = g.dup("ADD", out, view)
-        g.expand(out)
-    out = g.cont(out) if n_used == 1 else out
+    out = experts_sum(g, down, width, n_tokens, n_used)
     if s.latent:
         out = g.mul_mat(g.weight(s.latent, n_embd, name="ffn_latent_up"), out)
     return g.dup("ADD", out, _relu_sqr_ffn(g, cur, n_embd, s.n_ff_shexp, "_shexp"))
