@@ -34,7 +34,7 @@ from .ggml_graph import TYPES, Graph
 from .graphs import Pass, embeddings, experts_sum, kq_mask, output_head, token_inputs
 from .graphs_kimi import KimiShape, build_rs, causal_conv, cpy, kimi_shape
 from .graphs_mla_attn import absorbed_attention
-from .graphs_mla_oss import rms_norm
+from .graphs_mla_oss import rms_norm, routed_weights
 from .tensors_kimi import kda_layers, kimi_arch, linear_config, need
 
 __all__ = ["KimiK3Shape", "build_kimi_k3", "kimi_k3_shape", "kimi_shapes"]
@@ -174,12 +174,7 @@ def _moe(g: Graph, s: KimiK3Shape, cur):
     probs = g.dup("UNARY", logits)
     selected = g.argsort_top_k(g.dup("ADD", probs, g.weight(n_exp, name="exp_probs_b.bias")), n_used)
     weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
-    if s.norm_w:
-        weights = g.reshape(weights, n_used, n_tokens)
-        weights = g.reshape(g.dup("DIV", weights, g.dup("CLAMP", g.sum_rows(weights))), 1, n_used, n_tokens)
-    if s.scale_w:
-        weights = g.dup("SCALE", weights)
-    g.expand(weights)
+    weights = routed_weights(g, s, weights, n_used, n_tokens)
     x = g.reshape(routed, lh, 1, n_tokens)
     up = g.mul_mat_id(g.weight(lh, f, n_exp, name="ffn_up_exps"), x, selected)
     gate = g.mul_mat_id(g.weight(lh, f, n_exp, name="ffn_gate_exps"), x, selected)

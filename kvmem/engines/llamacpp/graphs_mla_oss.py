@@ -61,7 +61,7 @@ from .graphs_mla_attn import absorbed_attention, latent_v_attention, mla_mha, pe
 from .settings import CURRENT, PR_12181, PR_14959, PR_27382
 
 __all__ = ["MLA_OSS", "build_mla_oss", "stores_transcribed", "moe_ffn", "mla_mha", "mla_oss_shape",
-           "per_head_mla_shape", "mla_fields", "rms_norm", "dense_ffn"]
+           "per_head_mla_shape", "mla_fields", "rms_norm", "dense_ffn", "routed_weights"]
 
 # ggml-org/llama.cpp PR #27382 "model: use ggml_rope_set_offset()" (873e5d8e3, 2026-08-21): from it deepseek2 ropes
 # Q whole from the nope offset (per-head path) and q_pe inside the MLA branch; before it q_pe is roped first, before
@@ -90,6 +90,20 @@ def dense_ffn(g: Graph, cur, n_embd: int, n_ff: int, suffix: str = "", s: GraphS
     return g.mul_mat(g.weight(n_ff, n_embd, name="ffn_down" + suffix), act)
 
 
+
+def routed_weights(g: Graph, s, weights, n_used: int, n_tokens: int):
+    """build_moe_ffn's selected experts' weights normalised to sum 1 (expert_weights_norm: sum_rows, clamp, div)
+    and scaled (expert_weights_scale), then expanded (llama.cpp@0c1e57098 src/llama-graph.cpp#L2148-L2170)."""
+    if s.norm_w:
+        weights = g.reshape(weights, n_used, n_tokens)
+        total = g.dup("CLAMP", g.sum_rows(weights))
+        weights = g.reshape(g.dup("DIV", weights, total), 1, n_used, n_tokens)
+    if s.scale_w:
+        weights = g.dup("SCALE", weights)
+    g.expand(weights)
+    return weights
+
+
 def moe_ffn(g: Graph, cur, s: GraphShape, *, biases: bool = False):
     """build_moe_ffn (module docstring) with ``s``'s gating; ``biases``: the router's and the experts'
     biases (gpt-oss)."""
@@ -115,13 +129,7 @@ def moe_ffn(g: Graph, cur, s: GraphShape, *, biases: bool = False):
     weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
     if s.gating == "softmax_weight":
         weights = g.reshape(g.dup("SOFT_MAX", g.reshape(weights, n_used, n_tokens)), 1, n_used, n_tokens)
-    if s.norm_w:
-        weights = g.reshape(weights, n_used, n_tokens)
-        total = g.dup("CLAMP", g.sum_rows(weights))
-        weights = g.reshape(g.dup("DIV", weights, total), 1, n_used, n_tokens)
-    if s.scale_w:
-        weights = g.dup("SCALE", weights)
-    g.expand(weights)
+    weights = routed_weights(g, s, weights, n_used, n_tokens)
     cur = g.reshape(cur, n_embd, 1, n_tokens)
     f = s.n_ff_exp
 

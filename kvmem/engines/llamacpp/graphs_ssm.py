@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from .ggml_graph import OUTPUT, TYPES, Graph, Tensor
 from .graphs import Pass, attention, attn_inputs, embeddings, experts_sum, output_head, qkv_heads
-from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm
+from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm, routed_weights
 from .tensors_ssm import SSM, SsmShape, ssm_shape
 
 __all__ = ["SSM", "SsmShape", "build_ssm", "ssm_shape"]
@@ -171,13 +171,7 @@ def _nemotron_moe(g: Graph, s: SsmShape, cur):
     probs = g.dup("UNARY", logits)                                  # sigmoid
     selected = g.argsort_top_k(g.dup("ADD", probs, g.weight(n_exp, name="exp_probs_b.bias")), n_used)
     weights = g.get_rows(g.reshape(probs, 1, n_exp, n_tokens), selected)
-    if s.norm_w:
-        weights = g.reshape(weights, n_used, n_tokens)
-        total = g.dup("CLAMP", g.sum_rows(weights))
-        weights = g.reshape(g.dup("DIV", weights, total), 1, n_used, n_tokens)
-    if s.scale_w:
-        weights = g.dup("SCALE", weights)
-    g.expand(weights)
+    weights = routed_weights(g, s, weights, n_used, n_tokens)
     x = g.reshape(inp, width, 1, n_tokens)
     up = g.mul_mat_id(g.weight(width, s.n_ff_exp, n_exp, name="ffn_up_exps"), x, selected)
     act = g.dup("SQR", g.dup("UNARY", up))
