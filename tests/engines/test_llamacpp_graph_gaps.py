@@ -43,10 +43,12 @@ def test_deepseek2_per_head_cache_with_ggml_cpy_stores():
     assert april.compute_exact == {"CUDA0": True, "CPU": True}
     assert lay("2025-06-28", "none").compute_bytes == april.compute_bytes
     # PR #14158's day (2025-06-29): the experts' SwiGLU one GLU op with its own [1408, 6, 512] f32 output, not
-    # ggml_silu + ggml_mul in place (graphs.glu): the GPU's buffer 12,857,344 B (12.26 MiB) larger, the host's equal
+    # ggml_silu + ggml_mul in place (graphs.glu). No log of that day prints this model's buffers (kvmem's allocator
+    # gives 12,857,344 B more), so what is checked is what the change must do: the GPU's buffer grows, by less than
+    # the new output's own 17,301,504 B (the gate and up it frees are reused); the host runs no expert: equal
     july = lay("2025-07-01", "none")
     assert july.compute_bytes["CPU"] == april.compute_bytes["CPU"]
-    assert july.compute_bytes["CUDA0"] - april.compute_bytes["CUDA0"] == 12_857_344
+    assert 0 < july.compute_bytes["CUDA0"] - april.compute_bytes["CUDA0"] <= 1408 * 6 * 512 * 4
     # PR #14959's day: ggml_set_rows with i64 indices, K's one a token and the transposed V's one an element
     # (512 x 16 heads x 128), on the host and copied to the GPU
     aug = lay("2025-08-02", "none")
