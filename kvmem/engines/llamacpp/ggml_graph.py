@@ -61,32 +61,18 @@ class Tensor:
     alloc_src: tuple
 
     def __init__(self, type_, ne, op="NONE", src=(), view_src=None, nb=None, external=False):
-        self.type, self.op, self.src, self.flags, self.external = type_, op, tuple(src), 0, external
+        self.type, self.op, self.src, self.flags, self.external = type_, op, src, 0, external
         self.layer, self.kv = None, False     # an external tensor's layer (-1 token_embd, n_layer output), KV
         self.name = ""                        # a weight's GGUF name without blk.N. and .weight ("attn_q", "output")
-        if type(ne) is not tuple:
-            ne = tuple(ne)
-        if len(ne) < 4:
-            ne += (1,) * (4 - len(ne))
-        self.ne = n0, n1, n2, n3 = ne
-        if view_src is not None:
-            view_src = view_src.view_src or view_src
-        self.view_src = view_src
-        block, size = TYPES[type_]
-        if nb is None:          # contiguous_nb, written out (a graph makes tens of thousands of tensors)
-            b1 = size * (n0 // block)
-            b2 = b1 * n1
-            nb = (size, b1, b2, b2 * n2)
-        elif type(nb) is not tuple:
-            nb = tuple(nb)
-        self.nb = b0, b1, b2, b3 = nb
-        # ggml_nbytes, once: ne, nb and type do not change once a tensor is made (the allocator reads size0)
-        if n0 <= 0 or n1 <= 0 or n2 <= 0 or n3 <= 0:
-            self.size0 = 0
-        elif block == 1:
-            self.size0 = size + (n0 - 1) * b0 + (n1 - 1) * b1 + (n2 - 1) * b2 + (n3 - 1) * b3
-        else:
-            self.size0 = n0 * b0 // block + (n1 - 1) * b1 + (n2 - 1) * b2 + (n3 - 1) * b3
+        self.view_src = None if view_src is None else view_src.view_src or view_src
+        try:                    # ne (4 dims), nb and ggml_nbytes: ne, nb and type do not change once a tensor is made
+            self.ne, self.nb, self.size0 = _SHAPES[type_, ne, nb]
+        except KeyError:
+            if len(_SHAPES) >= _SHAPES_KEPT:
+                _SHAPES.clear()
+            self.ne, self.nb, self.size0 = _SHAPES[type_, ne, nb] = _shape(type_, ne, nb)
+        except TypeError:       # ne or nb given as a list
+            self.ne, self.nb, self.size0 = _shape(type_, ne, nb)
 
     def nbytes(self) -> int:
         """ggml_nbytes (ggml.c): 0 if any ne is 0; else the type size + sum (ne[i] - 1) x nb[i] (block 1), or
@@ -96,7 +82,7 @@ class Tensor:
     def is_contiguous(self) -> bool:
         """ggml_is_contiguous (ggml.c#L1474-L1500, ggml_is_contiguous_m_n(t, 0, GGML_MAX_DIMS)): a dimension of one
         element may have any stride (a one-token view of a fused QKV product is contiguous)."""
-        if self.nb == contiguous_nb(self.type, self.ne):
+        if self.nb == _shape(self.type, self.ne, None)[1]:
             return True
         block, size = TYPES[self.type]
         if self.ne[0] != block and self.nb[0] != size:
@@ -112,12 +98,33 @@ class Tensor:
         return self.ne[0] * self.ne[1] * self.ne[2] * self.ne[3]
 
 
-def contiguous_nb(type_, ne) -> tuple:
+# (type, ne, nb) as a Tensor is given them -> (ne, nb, ggml_nbytes): a graph makes thousands of tensors of a few
+# hundred shapes, each worked out once and its tuples shared (building the 106 graphs of six fits on 4 GPUs, glm-4.7 to
+# kimi-k3: 0.58 -> 0.48 s; Tensor.__init__ 1.14 -> 0.65 us)
+_SHAPES: dict = {}
+_SHAPES_KEPT = 1 << 15
+
+
+def _shape(type_, ne, nb) -> tuple:
+    """ne padded to 4 dims, nb (contiguous where None: ggml_new_tensor_impl) and ggml_nbytes (ggml.c): 0 if any ne is
+    0; else the type size + sum (ne[i] - 1) x nb[i] (block 1), or ne[0] x nb[0] / block + sum over i >= 1."""
+    ne = tuple(ne)
+    if len(ne) < 4:
+        ne += (1,) * (4 - len(ne))
+    n0, n1, n2, n3 = ne
     block, size = TYPES[type_]
-    nb = [size, size * (ne[0] // block)]
-    for i in (2, 3):
-        nb.append(nb[i - 1] * ne[i - 1])
-    return tuple(nb)
+    if nb is None:
+        nb = (size, size * (n0 // block), size * (n0 // block) * n1, size * (n0 // block) * n1 * n2)
+    else:       # ggml_view_2d/3d: the strides after those given contiguous after them
+        nb = tuple(nb)
+        while len(nb) < 4:
+            nb += (nb[-1] * ne[len(nb) - 1],)
+    b0, b1, b2, b3 = nb
+    if n0 <= 0 or n1 <= 0 or n2 <= 0 or n3 <= 0:
+        return ne, nb, 0
+    if block == 1:
+        return ne, nb, size + (n0 - 1) * b0 + (n1 - 1) * b1 + (n2 - 1) * b2 + (n3 - 1) * b3
+    return ne, nb, n0 * b0 // block + (n1 - 1) * b1 + (n2 - 1) * b2 + (n3 - 1) * b3
 
 
 class Graph:
@@ -156,10 +163,6 @@ class Graph:
     @staticmethod
     def view(a, ne, nb) -> Tensor:
         """ggml_view_2d/3d/4d: nb[0] the type size, nb[1..] as given, the rest contiguous after them."""
-        ne = tuple(ne) + (1,) * (4 - len(ne))
-        nb = list(nb)
-        while len(nb) < 4:
-            nb.append(nb[-1] * ne[len(nb) - 1])
         return Tensor(a.type, ne, "VIEW", (a,), view_src=a, nb=nb)
 
     @classmethod
@@ -171,7 +174,7 @@ class Graph:
         ne, nb = [0] * 4, [0] * 4
         for i, ax in enumerate(axes):
             ne[ax], nb[ax] = a.ne[i], a.nb[i]
-        return Tensor(a.type, ne, "PERMUTE", (a,), view_src=a, nb=nb)
+        return Tensor(a.type, tuple(ne), "PERMUTE", (a,), view_src=a, nb=tuple(nb))
 
     @classmethod
     def transpose(cls, a) -> Tensor:
@@ -226,7 +229,7 @@ class Graph:
         """ggml_concat (ggml.c#L2631-L2657): a's type, the dims added along ``dim``."""
         ne = list(a.ne)
         ne[dim] += b.ne[dim]
-        return Tensor(a.type, ne, "CONCAT", (a, b))
+        return Tensor(a.type, tuple(ne), "CONCAT", (a, b))
 
     # ---- order -------------------------------------------------------------------------------
 
@@ -237,15 +240,17 @@ class Graph:
             return
         seen.add(t)
         nodes, leafs = self.nodes, self.leafs
-        stack = [(t, iter(t.src))]
-        push, pop = stack.append, stack.pop
-        while stack:
-            node, rest = stack[-1]
-            for s in rest:      # the next source not seen yet (the iterator resumes after it)
+        stack, rests = [t], [iter(t.src)]
+        while rests:
+            for s in rests[-1]:     # the next source not seen yet (the iterator resumes after it)
                 if s is not None and s not in seen:
                     seen.add(s)
-                    push((s, iter(s.src)))
-                    break
+                    if s.src:
+                        stack.append(s)
+                        rests.append(iter(s.src))
+                        break
+                    (leafs if s.op == "NONE" else nodes).append(s)      # no source: ordered at once
             else:
-                pop()
+                rests.pop()
+                node = stack.pop()
                 (leafs if node.op == "NONE" else nodes).append(node)
