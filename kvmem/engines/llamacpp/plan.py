@@ -17,7 +17,6 @@ from .arch_builds import check_arch_build
 from .arch_fields import ARCHS
 from .dsv4 import DSV4_TYPES, dsv4_caches
 from .families import ZERO_WIDTH_LAYERS, check_family, config_window, window_ignored
-from .graphs_minimax01 import check_minimax01_streams
 from .indexers import MSA_FAMILIES, dsa_cached_nextn, indexer_widths, msa_indexer
 from .nextn import gguf_nextn_layers
 from .settings import (
@@ -43,7 +42,8 @@ from .settings import (
     printed_mib,
     resolve_settings,
 )
-from .tensors_kimi import check_kimi_cache, check_kimi_streams
+from .streams import check_streams
+from .tensors_kimi import check_kimi_cache
 
 
 @dataclass(frozen=True)
@@ -335,9 +335,8 @@ def _plan_of(model: Model, s: Settings, pp: int) -> Plan:
     _check_mtp_build(model, s)
     notes = []
     n_ctx, n_ctx_seq, n_stream, unified, cell_notes = cells_of(s)
-    check_kimi_streams(model, s.n_seq, unified, min(n_ctx, s.n_ubatch))     # llama.cpp's abort (tensors_kimi)
+    check_streams(model, s.n_seq, unified, min(n_ctx, s.n_ubatch))     # llama.cpp's abort (kimi-linear, minimax-01)
     notes += cell_notes
-    check_minimax01_streams(model, s.n_seq, unified, min(n_ctx, s.n_ubatch))     # llama.cpp's abort (graphs_minimax01)
     notes += _short_for_snapshots(s)
     swa_cells: int | None      # None without windowed layers
     if model.model_type in DSV4_TYPES:     # llama_kv_cache_dsv4 (kvmem.engines.llamacpp.dsv4)
