@@ -108,18 +108,23 @@ def buffer_mib(nbytes: int) -> float:
 
 def cuda_alloc_bytes(t: PlacedTensor) -> int:
     """ggml_backend_cuda_buffer_type_get_alloc_size, padded to CUDA's 128-byte alignment."""
-    size = t.nbytes
-    if t.type in _QUANTISED and t.ne[0] % MATRIX_ROW_PADDING:
-        block, block_bytes = GGML_TYPES[t.type]
-        size += (MATRIX_ROW_PADDING - t.ne[0] % MATRIX_ROW_PADDING) // block * block_bytes
-    return pad(size, CUDA_ALIGNMENT)
+    return _cuda_bytes(t.type, t.ne, t.nbytes)
+
+
+def _cuda_bytes(type_: str, ne: tuple, nbytes: int) -> int:
+    """cuda_alloc_bytes of a tensor of ggml type ``type_``, shape ``ne`` and ``nbytes`` bytes."""
+    if type_ in _QUANTISED and ne[0] % MATRIX_ROW_PADDING:
+        block, block_bytes = GGML_TYPES[type_]
+        nbytes += (MATRIX_ROW_PADDING - ne[0] % MATRIX_ROW_PADDING) // block * block_bytes
+    return pad(nbytes, CUDA_ALIGNMENT)
 
 
 @functools.lru_cache(maxsize=8)
 def _static(tensors: tuple, n_layer_all: int, alignment: int) -> tuple:
     """What placing ``tensors`` leaves alone from one set of flags to the next: (tensor, file offset (the previous
     one's end padded to ``alignment``), group, layer) of each; their names; the runs of one layer's tensors in
-    file order (start, end, layer, (names, RESTs of blk.L.REST)) where names are unique; what _placed made."""
+    file order (start, end, layer, (names, RESTs of blk.L.REST)) where names are unique; what _placed made; each
+    one's _cost."""
     rows: list[tuple] = []
     runs: list[list] = []
     offset = 0
@@ -138,7 +143,9 @@ def _static(tensors: tuple, n_layer_all: int, alignment: int) -> tuple:
     unique = len(names) == len(rows)
     spans = [(a, b, il, (tuple(t.name for t, *_ in rows[a:b]), tuple(layer_rest(t.name)[1] for t, *_ in rows[a:b]))
               if unique and il is not None and il >= 0 else None) for a, b, il in runs]
-    return rows, names, spans, {}
+    costs = [_cost(group, t.nbytes, offset, _cuda_bytes(t.dtype, tuple(t.shape), t.nbytes))
+             for t, offset, group, _ in rows]
+    return rows, names, spans, {}, costs
 
 
 @functools.lru_cache(maxsize=256)
@@ -152,7 +159,7 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
     gpu_of = layer_devices_cached(n_all, n_gpu_layers, tensor_split, build) if gpus else (None,) * (n_all + 1)
     dev = [CPU if g is None else gpus[g] for g in gpu_of]
     rules = override_rules(n_cpu_moe, cpu_moe, override_tensor)
-    rows, names, runs, made = _static(tensors, n_all, alignment)
+    rows, names, runs, made, costs = _static(tensors, n_all, alignment)
     tied_output = "output.weight" not in names if tied_output is None else tied_output
     placed, held = [], set()
 
@@ -172,15 +179,16 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
             for i in range(a, b):
                 if rows[i][0].name.endswith(nextn_loaded):
                     one(i, rows[i][2], layer, dev[layer])
-            parts.append(_sums(placed[first:]))
+            parts.append(_placed_sums(placed[first:]))
             pieces.append(tuple(placed[first:]))
             continue
         if names_rests is not None:     # unique names of one layer: none is a duplicate
             key = (a, dev[layer], rules.layer_targets(layer, *names_rests))
             hit = made.get(key)
             if hit is None:     # each tensor made once per device it is placed on (_on), whatever its run's others do
-                run = tuple(_on(made, rows, i, to or dev[layer]) for i, to in zip(range(a, b), key[2], strict=True))
-                hit = made[key] = (run, _sums(run))
+                devices = [to or dev[layer] for to in key[2]]
+                run = tuple(_on(made, rows, i, d) for i, d in zip(range(a, b), devices, strict=True))
+                hit = made[key] = (run, _sums(zip(devices, costs[a:b], strict=True)))
             placed += hit[0]
             parts.append(hit[1])
             pieces.append(hit[0])
@@ -195,7 +203,7 @@ def _placed(tensors: tuple, n_layer, n_nextn, nextn_loaded, n_gpu_layers, gpus, 
             one(i, group, layer, CPU if group == "embeddings" else dev[n_all if layer is None else layer])  # input
             if tied_output and t.name == "token_embd.weight":
                 one(i, "output", None, dev[n_all], name="output.weight(token_embd)")
-        parts.append(_sums(placed[first:]))
+        parts.append(_placed_sums(placed[first:]))
         pieces.append(tuple(placed[first:]))
     return tuple(placed), tuple(dev), _device_sums(parts, gpus), tuple(piece for piece in pieces if piece)
 
@@ -210,19 +218,32 @@ def _on(made: dict, rows: list, i: int, device: str) -> PlacedTensor:
     return hit
 
 
-def _sums(placed) -> dict:
-    """Per device holding some of ``placed``: (bytes of each of GROUPS, the CUDA buffer's bytes, the host buffer's,
-    the file span's first (None on a GPU) and end offsets), one flat tuple."""
+def _cost(group: str, nbytes: int, offset: int, cuda: int) -> tuple:
+    """What one tensor adds to _sums: (its group's index, its bytes, its host buffer bytes, its CUDA bytes, its file
+    span's first and end offsets)."""
+    return _GROUP_INDEX[group], nbytes, pad(nbytes, CPU_ALIGNMENT), cuda, offset, offset + nbytes
+
+
+def _placed_sums(placed) -> dict:
+    """_sums of PlacedTensors."""
+    return _sums((p.device, _cost(p.group, p.nbytes, p.offset, cuda_alloc_bytes(p))) for p in placed)
+
+
+def _sums(items) -> dict:
+    """Per device holding some of ``items`` ((device, _cost) each): (bytes of each of GROUPS, the CUDA buffer's
+    bytes, the host buffer's, the file span's first (None on a GPU) and end offsets), one flat tuple."""
     sums: dict = {}
-    for p in placed:
-        row = sums.setdefault(p.device, [0] * len(GROUPS) + [0, 0, None, 0])
-        row[_GROUP_INDEX[p.group]] += p.nbytes
-        if p.device == CPU:
-            row[-3] += pad(p.nbytes, CPU_ALIGNMENT)
-            row[-2] = p.offset if row[-2] is None else min(row[-2], p.offset)
-            row[-1] = max(row[-1], p.offset + p.nbytes)
+    for device, (group, nbytes, host, cuda, first, end) in items:
+        row = sums.get(device)
+        if row is None:
+            row = sums[device] = [0] * len(GROUPS) + [0, 0, None, 0]
+        row[group] += nbytes
+        if device == CPU:
+            row[-3] += host
+            row[-2] = first if row[-2] is None else min(row[-2], first)
+            row[-1] = max(row[-1], end)
         else:
-            row[-4] += cuda_alloc_bytes(p)
+            row[-4] += cuda
     return {device: tuple(row) for device, row in sums.items()}
 
 
