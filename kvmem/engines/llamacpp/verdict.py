@@ -39,7 +39,7 @@ from ..base import byte_option
 from .ctx_train import n_ctx_train
 from .settings import LLAMA_MAX_SEQ
 from .verdict_search import PAD as _PAD
-from .verdict_search import beyond, longest_context, or_fit_on
+from .verdict_search import beyond, longest_context, most_sequences, or_fit_on, refusal
 
 __all__ = ["placement_verdict", "HOST_OPTION"]
 
@@ -57,7 +57,6 @@ def placement_verdict(s, found, searches: bool = True):
     """The Answer from kvmem's best placement of ``s``'s workload (module doc), or None where the
     answer with every layer on the GPUs stands. ``searches`` False: the verdict alone (sizing.min_gpus asks
     only whether it fits), max batch and max context left the workload's own."""
-    from ...sizing.search import largest_fitting
     from .fitting import layout
     from .launch import cache_settings
     from .layouts import CUDA_CONTEXT_BYTES
@@ -145,7 +144,9 @@ def placement_verdict(s, found, searches: bool = True):
     known = max(alt_most, batch)
     most = beyond(known, lambda: alt is None or known < seq_cap and tried.get((s.context, batch + 1)) is not False
                    and with_flags(s.context, known + 1),
-                   lambda: largest_fitting(lambda b: with_flags(s.context, b), seq_cap, batch + more_seqs))
+                   lambda: most_sequences(lambda b: with_flags(s.context, b), lambda b: left.get((s.context, b)),
+                                          refusal(s.model, tensors, {**flags, **kw}, s.context),
+                                          (seq_cap, batch + more_seqs), (batch, left[s.context, batch])))
     past = alt_longest // _PAD + 1          # the fewest units past --fit on's longest context
     longest = max(beyond(alt_longest, lambda: alt is None or past <= units and with_flags(
         min(past * _PAD, context_cap), batch), lambda: longest_context(

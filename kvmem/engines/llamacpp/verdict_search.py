@@ -1,10 +1,10 @@
-"""The verdict's searches (kvmem.engines.llamacpp.verdict): the longest context a placement's flags hold, by false
-position on the room left (longest, longest_context), what --fit on's flags hold (or_fit_on), and kvmem's own searches
-past it (beyond)."""
+"""The verdict's searches (kvmem.engines.llamacpp.verdict): the longest context and the most sequences a placement's
+flags hold, by false position on the room left (longest, longest_context; most_sequences, with the stream counts
+llama.cpp refuses, refusal), what --fit on's flags hold (or_fit_on), and kvmem's own searches past it (beyond)."""
 
 from __future__ import annotations
 
-__all__ = ["PAD", "beyond", "longest", "longest_context", "or_fit_on"]
+__all__ = ["PAD", "beyond", "longest", "longest_context", "most_sequences", "or_fit_on", "refusal"]
 
 PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
 
@@ -36,7 +36,6 @@ def or_fit_on(s, placer, tensors, best, batch: int, caps: tuple) -> tuple:
     host RAM (a placement of every layer on the GPUs answers for itself, the same at every context asked:
     tests/engines/test_llamacpp_fit_one_model.py); (0, 0, None) elsewhere. ``caps``: the sequence cap, the 256-cell
     units of the longest context, those of the context asked, the longest context."""
-    from ...sizing.search import largest_fitting
     from .fitting import layout
     whole = (best.placement.offloaded_layers == best.placement.layers_total and not best.n_cpu_moe
              and not best.override_tensor)
@@ -64,13 +63,71 @@ def or_fit_on(s, placer, tensors, best, batch: int, caps: tuple) -> tuple:
     dict_budgets = dict(placer.budgets)
     holding = [(dict_budgets[n] - alt.total_bytes[n], alt.placement.device(n).kv_bytes) for n in dict_budgets]
     holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
-    most = largest_fitting(lambda b: fits(s.context, b), seq_cap,
-                           batch + min(slack * batch // kv for slack, kv in holding))
+    most = most_sequences(lambda b: fits(s.context, b), lambda b: rooms.get((s.context, b)),
+                          refusal(s.model, tensors, {**alt_flags, **placer.kw}, s.context),
+                          (seq_cap, batch + min(slack * batch // kv for slack, kv in holding)),
+                          (batch, rooms[s.context, batch]))
     guess = cells + min(slack * cells // kv for slack, kv in holding)
     top = longest_context(s.context, lambda u: fits(min(u * PAD, context_cap), batch),
                           lambda u: rooms.get((min(u * PAD, context_cap), batch)), (units, guess, context_cap),
                           rooms[s.context, batch])
     return most, top, alt
+
+
+def refusal(model, tensors, flags: dict, context: int):
+    """b -> whether llama.cpp refuses b sequences of ``context`` tokens with ``flags`` (layouts.layout's ValueError),
+    asked without scheduling a graph (schedule=False, ~0.2 ms): the refusals that depend on the sequences (the stream
+    counts, LLAMA_MAX_SEQ, -c past an int) are the settings' and the plan's, checked before any graph is built."""
+    from .layouts import layout
+
+    def refused(seqs: int) -> bool:
+        try:
+            layout(model, tensors, **flags, n_ctx=context * seqs, n_seq=seqs, schedule=False)
+        except ValueError:
+            return True
+        return False
+    return refused
+
+
+def most_sequences(fits, room, refused, caps: tuple, anchor: tuple) -> int:
+    """largest_fitting(fits, cap, guess)'s answer, ``caps`` (cap, guess), with the same probes answered, most without
+    laying them out: ``fits(b)`` is 'b sequences are not refused and leave room' (``refused(b)``: llama.cpp refuses b
+    sequences, asked without a graph; ``room(b)``: the least room left where b was laid out, else None), the room
+    falling with b. A probe refused is False (kimi-linear and minimax-01 refuse stream counts that do not divide
+    n_ubatch: 'fits' is then not monotone in b, and largest_fitting's own probes are what its answer rests on); one
+    inside the bracket of rooms laid out (the last b with room >= 0, ``anchor`` (b, room) to start, the first b
+    with room < 0) is settled by laying out the false position on the rooms instead (the room is near linear in b:
+    KV, the mask, the compute buffer), where largest_fitting's gallop from a linear guess off by 4x (gemma-3n-e4b on
+    4 GPUs: guess 162, answer 40) lays out 14 probes; two on the same side in a row halve the bracket instead."""
+    from ...sizing.search import largest_fitting
+    cap, guess = caps
+    below, above, points = anchor[0], cap + 1, [anchor]
+    sides: list[bool] = []
+
+    def settled(b: int) -> bool:
+        nonlocal below, above
+        if refused(b):
+            return False
+        while below < b < above:
+            if len(points) < 2:
+                u = b
+            elif len(sides) > 2 and sides[-1] == sides[-2]:
+                u = (below + above) // 2
+            else:
+                (u0, r0), (u1, r1) = points[-2:]
+                u = int(u1 + (u1 - u0) * r1 / (r0 - r1)) if r0 != r1 else above - 1
+            u = min(max(u, below + 1), above - 1)
+            if u != b and refused(u):
+                u = b
+            ok, left = fits(u), room(u)
+            if left is None:        # not laid out (known not to fit beforehand) or refused while laid out
+                return ok if u == b else fits(b)
+            points.append((u, left))
+            sides.append(ok)
+            below, above = (u, above) if ok else (below, u)
+        return b <= below
+
+    return largest_fitting(settled, cap, guess)
 
 
 def longest(fits, room, cap: int, guess: int, anchor: tuple) -> int:
