@@ -195,38 +195,41 @@ def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
     block_size = [[1 << 62] for _ in aligns]
     high = [0] * len(aligns)
     inplace = CAN_INPLACE
+    plain = all(f is NBYTES for f in size_of)       # every buffer asks ggml_nbytes: size0 read, no call
     for node in (*leafs, *nodes):
+        srcs = node.alloc_src
         if node.allocated == FREE:
             b = node.sched
             node.allocated = TAKEN
-            took = False
             if node.op in inplace:      # ggml_gallocr_allocate_node: the memory of a source it alone reads
-                for p in node.alloc_src:
-                    if p is node or p.allocated != TAKEN or p.flags & OUTPUT or p.n_children != 1 or \
-                            p.n_views or p.type != node.type or p.ne != node.ne or p.nb != node.nb:
+                for p in srcs:
+                    if p.n_children != 1 or p.allocated != TAKEN or p.n_views or p.flags & OUTPUT or p is node or \
+                            p.ne != node.ne or p.type != node.type or p.nb != node.nb:
                         continue
                     b = p.buffer
-                    node.offset, node.buffer, node.size = p.offset, b, size_of[b](node)
+                    node.offset, node.buffer = p.offset, b
+                    node.size = node.size0 if plain else size_of[b](node)
                     p.allocated = FREE
                     a = aligns[b]
                     kept = -(-node.size0 // a) * a
                     extra = -(-p.size0 // a) * a - kept
                     if extra > 0:
                         _free_bytes(block_off[b], block_size[b], p.offset + kept, extra)
-                    took = True
+                    b = -2
                     break
-            if not took:                # ggml_dyn_tallocr_alloc
+            if b != -2:                 # ggml_dyn_tallocr_alloc
                 node.buffer = b
-                node.size = size = size_of[b](node)
+                node.size = size = node.size0 if plain else size_of[b](node)
                 a = aligns[b]
                 size = -(-size // a) * a
                 offs, sizes = block_off[b], block_size[b]
-                last = best = len(sizes) - 1
-                best_size = 0
-                for i in range(last):
-                    s = sizes[i]
-                    if s >= size and (best == last or s <= best_size):
-                        best, best_size = i, s
+                best = len(sizes) - 1
+                if best:                # the best-fitting block before the last (the later one on ties)
+                    last, best_size = best, 0
+                    for i in range(last):
+                        s = sizes[i]
+                        if s >= size and (best == last or s <= best_size):
+                            best, best_size = i, s
                 node.offset = at = offs[best]
                 offs[best] = at + size
                 rest = sizes[best] - size
@@ -236,7 +239,7 @@ def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
                     del offs[best], sizes[best]
                 if at + size > high[b]:
                     high[b] = at + size
-        for p in node.alloc_src:
+        for p in srcs:
             left = p.n_children - 1
             p.n_children = left
             if left or p.n_views:
