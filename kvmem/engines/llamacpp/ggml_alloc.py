@@ -22,6 +22,7 @@ Allocation (ggml/src/ggml-alloc.c)
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from operator import attrgetter
 
 from .ggml_graph import CAN_INPLACE, INPUT, OUTPUT, Graph
@@ -196,6 +197,13 @@ def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
     high = [0] * len(aligns)
     inplace = CAN_INPLACE
     plain = all(f is NBYTES for f in size_of)       # every buffer asks ggml_nbytes: size0 read, no call
+    # the free blocks in address order stay apart (none ends where the next starts) and not empty while every buffer
+    # asks ggml_nbytes (a node in place of a source has the source's bytes, so no freed bytes are free already) and
+    # nothing freed is empty: ggml's scan for the block that ends where the freed bytes start (merged with the next if
+    # it then touches it), else the one that starts where they end, finds only the blocks either side of them, the one
+    # before first, which a bisection finds (the scan took 40 % of reserve_counted, glm-5 x4: 4,000 frees a call over
+    # 3.4 blocks; 5.6 -> 5.0 ms); an empty one turns it off
+    apart = plain
     for node in (*leafs, *nodes):
         srcs = node.alloc_src
         if node.allocated == FREE:
@@ -251,10 +259,29 @@ def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
                     continue
                 p = v
             if p.allocated == TAKEN and not p.flags & OUTPUT:     # ggml_gallocr_free_node
+                p.allocated = FREE
                 b = p.buffer
                 a = aligns[b]
-                _free_bytes(block_off[b], block_size[b], p.offset, -(-p.size // a) * a)
-                p.allocated = FREE
+                size = -(-p.size // a) * a
+                offs, sizes = block_off[b], block_size[b]
+                if not (apart and size):
+                    apart = False
+                    _free_bytes(offs, sizes, p.offset, size)
+                    continue
+                at = p.offset                   # ggml_dyn_tallocr_free_bytes, the blocks apart (above)
+                i = bisect_left(offs, at)
+                if i and offs[i - 1] + sizes[i - 1] == at:
+                    i -= 1
+                    sizes[i] += size
+                    if offs[i] + sizes[i] == offs[i + 1]:       # (the last block is after any bytes allocated)
+                        sizes[i] += sizes[i + 1]
+                        del offs[i + 1], sizes[i + 1]
+                elif at + size == offs[i]:
+                    offs[i] = at
+                    sizes[i] += size
+                else:
+                    offs.insert(i, at)
+                    sizes.insert(i, size)
     return high
 
 
