@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .fitting import FIT_MARGIN_BYTES, fit_on, largest, layout
+from .fitting import FIT_MARGIN_BYTES, fit_on, laid, layout
 from .layouts import CUDA_CONTEXT_BYTES, Layout
+from .layouts import layout as _sketch
 from .nextn import gguf_nextn_layers
 from .placement import CPU, cuda_alloc_bytes
 from .tensors import tensors_for
@@ -24,6 +25,29 @@ def _blocks(model, kw: dict) -> int:
     return gguf_nextn_layers(model, kw.get("build"))
 
 
+def _largest(lo: int, hi: int, ok) -> int | None:
+    """The largest n in lo..hi with ok(n), ok monotone (True up to some n); None when ok(lo) fails."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+    return lo
+
+
+def _over(model, tensors, budgets: dict, **flags) -> bool:
+    """Whether layout(model, tensors, **flags) is over a budget by what it takes besides its compute buffers alone
+    (layouts.layout schedule=False: the same weights, KV, CUDA context and projector; a compute buffer only adds), so
+    that it does not fit and no graph is scheduled to say so (-ngl 71 of Kimi-K3 on one 3090). False where refused."""
+    if laid(model, tensors, **flags) is not None:      # laid out already: its own word, no sketch
+        return False
+    try:
+        sketch = _sketch(model, tensors, **flags, schedule=False)
+    except ValueError:
+        return False
+    return any(sketch.total_bytes[d] - sketch.compute_bytes[d] > b for d, b in budgets.items())
+
+
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
     n = model.num_layers
     top = n + 1 + _blocks(model, kw)    # every layer: the file's MTP blocks count in -ngl (placement)
@@ -35,9 +59,13 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
                                        n_cpu_moe=ncm, **kw)
         return cache[(ngl, ncm)]
 
+    def fits(ngl, ncm):     # at(ngl, ncm).fits(budgets), laid out only where what it takes but compute is not over
+        flags = dict(gpus=gpus, n_gpu_layers=ngl, tensor_split=split, n_cpu_moe=ncm, **kw)
+        return ((ngl, ncm) in cache or not _over(model, tensors, budgets, **flags)) and at(ngl, ncm).fits(budgets)
+
     if model.facts.moe is not None and gpus:
         def keeps(k):       # k = the last layers keeping their experts on the GPU (--n-cpu-moe n - k)
-            return at(top, n - k).fits(budgets)
+            return fits(top, n - k)
 
         if keeps(0):
             # a guess from the bytes alone (each layer's experts as the GPU allocates them, in the room every
@@ -57,18 +85,18 @@ def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
             while k < n and keeps(k + 1):
                 k += 1
             return at(top, n - k)
-        ngl = largest(0, top, lambda g: at(g, n).fits(budgets))
+        ngl = _largest(0, top, lambda g: fits(g, n))
         return at(ngl, n) if ngl is not None else None
     if not gpus:
         return at(0, 0)
     # every layer first (kvmem fit asks the placement of every workload, most of which fit whole: one layout, not
     # the bisection's seven; the same answer, 'fits' being monotone in -ngl); then from one layer up: -ngl 0 lays
     # everything out on the host, whose compute graph costs the most to size
-    if at(top, 0).fits(budgets):
+    if fits(top, 0):
         return at(top, 0)
-    ngl = largest(1, top, lambda g: at(g, 0).fits(budgets))
+    ngl = _largest(1, top, lambda g: fits(g, 0))
     if ngl is None:
-        ngl = 0 if at(0, 0).fits(budgets) else None
+        ngl = 0 if fits(0, 0) else None
     return at(ngl, 0) if ngl is not None else None
 
 
@@ -295,8 +323,8 @@ def placement_holds(model, weight_format, budgets: tuple, options: tuple) -> boo
     top = n + 1 + _blocks(model, kw)
 
     def fits(ngl: int, ncm: int) -> bool:
-        return layout(model, tensors, gpus=names, n_gpu_layers=ngl, tensor_split=None, n_cpu_moe=ncm,
-                      **kw).fits(usable)
+        flags = dict(gpus=names, n_gpu_layers=ngl, tensor_split=None, n_cpu_moe=ncm, **kw)
+        return not _over(model, tensors, usable, **flags) and layout(model, tensors, **flags).fits(usable)
     if model.facts.moe is not None:     # _best: keeps(0), else largest(0, top, ...) is None only where -ngl 0 fails
         return fits(top, n) or fits(0, n)
     return fits(top, 0) or fits(1, 0) or fits(0, 0)     # _best: every layer, largest(1, top, ...)'s first ask, -ngl 0

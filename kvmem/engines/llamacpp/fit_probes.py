@@ -3,7 +3,7 @@ per device read only as far as fit's comparisons need it (Probe)."""
 
 from __future__ import annotations
 
-__all__ = ["Probe", "step"]
+__all__ = ["Probe", "sketched_floor", "step"]
 
 
 def _u32(x: int) -> int:
@@ -18,10 +18,22 @@ def step(delta: int, target: int, low: int, high: int) -> int:
     return min(max(_u32(q), 1), delta - 1)
 
 
+def sketched_floor(sketch, gpus) -> list:
+    """What each GPU takes under a probe's flags but its compute buffer and the CUDA context (weights, KV, a
+    projector), at most what fit reads there: ``sketch()``, the flags laid out without their compute graphs
+    (layouts.layout schedule=False: the same placement and cache); no floor (0) where refused."""
+    from .layouts import CUDA_CONTEXT_BYTES
+    try:
+        lay = sketch()
+    except ValueError:
+        return [0] * len(gpus)
+    return [lay.total_bytes[g] - lay.compute_bytes[g] - CUDA_CONTEXT_BYTES for g in gpus]
+
+
 class Probe:
     """One of fit.cpp's probes: the memory each device takes (layout's total less the CUDA context), laid out only
-    when a value is read that the probe's weights alone do not settle: a device whose weights exceed a target is
-    over it whatever its KV and compute buffer add (both >= 0), so fit's comparison needs no graph; the exact value
+    when a value is read that the probe's weights and KV alone do not settle: a device whose weights and KV exceed a
+    target is over it whatever its compute buffer adds (>= 0), so fit's comparison needs no graph; the exact value
     is laid out only where fit reads it (a false-position step, an accepted probe), the same numbers either way."""
 
     def __init__(self, exact_of, exact: list | None, floor_of=None):
@@ -35,7 +47,7 @@ class Probe:
         return self._exact[d]
 
     def floor(self, d: int) -> int:
-        """At most self[d]: the exact value where laid out, else the weights the probe puts on device d."""
+        """At most self[d]: the exact value where laid out, else the weights and KV the probe puts on device d."""
         if self._exact is not None:
             return self._exact[d]
         if self._floor is None:
@@ -51,3 +63,15 @@ class Probe:
         if any(self.floor(d) >= target for d, target in checks):
             return False
         return all(self[d] < target for d, target in checks)
+
+    def within(self, targets) -> bool:
+        """self[d] <= targets[d] on every device."""
+        if any(self.floor(d) > target for d, target in enumerate(targets)):
+            return False
+        return all(self[d] <= target for d, target in enumerate(targets))
+
+    def spare(self, targets, above: int) -> bool:
+        """sum(targets[d] - self[d]) >= ``above``: the room left over the targets, summed (the weights bound it)."""
+        if sum(target - self.floor(d) for d, target in enumerate(targets)) < above:
+            return False
+        return sum(target - self[d] for d, target in enumerate(targets)) >= above

@@ -27,13 +27,13 @@ from __future__ import annotations
 from ...model import Model
 from . import layouts
 from .ctx_train import n_ctx_train
-from .fit_probes import Probe
+from .fit_probes import Probe, sketched_floor
 from .fit_probes import step as _step
 from .layouts import CUDA_CONTEXT_BYTES, MAX_LAYERS, Layout
 from .layouts import layout as _layout
 from .placement import CPU, free_split
 
-__all__ = ["fit_on", "largest", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout", "layout"]
+__all__ = ["fit_on", "FIT_MARGIN_BYTES", "FIT_CTX", "Trial", "fit_layout", "laid", "layout"]
 
 FIT_MARGIN_BYTES = 1 << 30      # common/arg.cpp --fit-target: 1024 MiB per device
 FIT_CTX = 4096                  # common/arg.cpp --fit-ctx
@@ -65,18 +65,17 @@ def layout(model: Model, tensors, **flags) -> Layout:
     return lay
 
 
+def laid(model: Model, tensors, **flags) -> Layout | None:
+    """layout's, where it has these flags laid out already; None (nothing laid out) where not."""
+    try:
+        hit = _LAID.get((model, id(tensors), tuple(sorted((k, _frozen(v)) for k, v in flags.items()))))
+    except TypeError:
+        hit = None
+    return hit[1] if hit is not None and hit[0] is tensors else None
+
+
 def _frozen(value):
     return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def largest(lo: int, hi: int, ok) -> int | None:
-    """The largest n in lo..hi with ok(n), ok monotone (True up to some n); None when ok(lo) fails."""
-    if not ok(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
-    return lo
 
 
 # one device's share (fit.cpp struct ngl_t): layers, of which the last n_part are partial, the first
@@ -169,14 +168,9 @@ MiB = 1 << 20
 
 
 def _weights_floor(model: Model, tensors, gpus, flags: dict) -> list:
-    """The weights each GPU holds under a probe's flags (fit_layout's ``flags``), at most what it takes there: the
-    flags laid out without their compute graphs (layouts.layout schedule=False: the weights' placement is the same)."""
-    try:
-        lay = fit_layout(model, tensors, gpus, flags["per_device"], flags["overflow"],
-                         {**flags["kw"], "schedule": False}, flags["n_ctx"], remember=False)
-    except ValueError:      # refused: no floor
-        return [0] * len(gpus)
-    return [lay.placement.device(g).model_bytes for g in gpus]
+    """fit_probes.sketched_floor of a probe's flags (fit_layout's ``flags``), laid out afresh and not kept."""
+    return sketched_floor(lambda: fit_layout(model, tensors, gpus, flags["per_device"], flags["overflow"], {
+        **flags["kw"], "schedule": False}, flags["n_ctx"], remember=False), gpus)
 
 
 def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: dict,
@@ -194,17 +188,26 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
     def used(lay, g):
         return lay.total_bytes[g] - CUDA_CONTEXT_BYTES
 
-    full = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, **{**kw, "n_ctx": ctx})
-    if nd == 0:
-        return full, "no GPU: everything on the host"
-    if all(used(full, g) <= free[g] - margin for g in gpus):
-        return full, "it fits at full offload: --fit changes nothing" + (
-            f" (no -ts: llama.cpp splits the layers by free memory, {_layers_per_gpu(full)})" if nd > 1 else "")
+    def probe(**flags) -> Probe:
+        """One set of flags, laid out as far as fit's comparisons read it (Probe); one laid out already is read."""
+        kept = laid(model, tensors, **flags)
+        return Probe(lambda: [used(layout(model, tensors, **flags), g) for g in gpus],
+                     kept and [used(kept, g) for g in gpus],
+                     lambda: sketched_floor(lambda: layouts.layout(model, tensors, **flags, schedule=False), gpus))
+
+    at_full = dict(gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, **{**kw, "n_ctx": ctx})
+    m_full = probe(**at_full)       # full offload: a model whose weights alone are over a target schedules no graph
+    if nd == 0 or m_full.within(targets):
+        full = layout(model, tensors, **at_full)
+        return full, "no GPU: everything on the host" if nd == 0 else "it fits at full offload: --fit changes " \
+            "nothing" + (f" (no -ts: llama.cpp splits the layers by free memory, {_layers_per_gpu(full)})" if nd > 1
+                         else "")
     # step 2 (fit.cpp "try reducing memory use by reducing the context size")
-    sum_used = sum(used(full, g) for g in gpus)
     note_ctx = ""
     ctx_min = fit_ctx * n_streams
-    if n_ctx is None and sum(free[g] - margin for g in gpus) - sum_used < 0 and ctx > ctx_min:
+    if n_ctx is None and ctx > ctx_min and not m_full.spare(targets, 0):
+        full = layout(model, tensors, **at_full)
+        sum_used = sum(used(full, g) for g in gpus)
         target = sum(free[g] - margin for g in gpus)
         if nd > 1:   # fit.cpp: model_per_layer = sum_projected_model / min(n_gpu_layers, hp_ngl)
             per_layer = sum(full.placement.device(g).model_bytes for g in gpus) // n
@@ -237,11 +240,8 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
                                lambda: _weights_floor(model, tensors, gpus, flags))
         return memo[key]
 
-    surplus_cpu_moe = 0
-    if moe:      # every expert on the host, every layer offloaded, the default split
-        lay = layout(model, tensors, gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, n_cpu_moe=n,
-                     **{**kw, "n_ctx": ctx})
-        surplus_cpu_moe = sum(free[g] - used(lay, g) - margin for g in gpus)
+    # every expert on the host, every layer offloaded, the default split: room left over the targets, summed
+    surplus_cpu_moe = moe and probe(**{**at_full, "n_ctx": ctx, "n_cpu_moe": n}).spare(targets, 1)
     host = [CPU] * nd
     per = [(0, 0, "MOE")] * nd
     m = mem(per, host)
@@ -270,7 +270,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
                 delta = high[d][0] - per[d][0]
         else:
             per, m = high, m_high
-    if not moe or surplus_cpu_moe <= 0:
+    if not surplus_cpu_moe:
         lay = fit_layout(model, tensors, gpus, per, host, kw, ctx)
         return lay, note_ctx + "layers filled back to front" + (
             ", every expert of them on the host (the dense parts alone do not fit)" if moe else "")
