@@ -48,13 +48,14 @@ from __future__ import annotations
 
 from ...units import cdiv
 from .ggml_alloc import FREE, NBYTES, NEVER, reserve_counted
-from .ggml_graph import INPUT, OUTPUT, Graph, Tensor
+from .ggml_graph import INPUT, OUTPUT, VIEW_OPS, Graph, Tensor
 from .ggml_sched_plan import OFFLOAD_MIN_BATCH, SchedPlan, plan_of
 
 __all__ = ["sched_sizes", "sched_bounds", "CUDA_ALIGNMENT", "HOST_ALIGNMENT", "OFFLOAD_MIN_BATCH"]
 
 CUDA_ALIGNMENT = 128    # ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alignment
 HOST_ALIGNMENT = 32     # ggml-cuda.cu ggml_backend_cuda_host_buffer_type: the CPU buffer type's
+_VIEWS = frozenset(VIEW_OPS)
 
 
 def sched_sizes(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1, op_offload: bool = True,
@@ -110,9 +111,10 @@ def sched_bounds(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1
     plan = plan_of(graph)
     _place(plan, weight_backend, n_gpus, op_offload, norm_backend, kqv_host=kqv_host)
     aligns = [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT]
+    sizes = [NBYTES if gpu_alloc_size is None else gpu_alloc_size] * n_gpus + [NBYTES]
     bound, busy = [0] * (n_gpus + 1), set()
-    for n, srcs, _ in plan.steps:
-        if srcs is None:                        # a view: never allocated, never copying a source
+    for n in graph.nodes:
+        if n.op in _VIEWS:                      # never allocated, never copying a source
             continue
         b = n.sched
         if b == -1:
@@ -120,13 +122,12 @@ def sched_bounds(graph: Graph, weight_backend, n_gpus: int, *, n_copies: int = 1
         busy.add(b)
         a = aligns[b]
         if n.allocated != NEVER:
-            size = n.size0 if gpu_alloc_size is None or b == n_gpus else gpu_alloc_size(n)
-            bound[b] += -(-size // a) * a
-        for s in srcs:
-            if s.sched != b:
+            bound[b] += cdiv(sizes[b](n), a) * a
+        for s in n.src:
+            if s is not None and s.sched != b:
                 nbytes = weight_bytes(s, id(s) in plan.experts) if s.external and weight_bytes is not None else -1
                 size = s.size0 if nbytes < 0 else cdiv(nbytes, 4) * 4      # _copy's tensor
-                bound[b] += n_copies * -(-size // a) * a
+                bound[b] += n_copies * cdiv(size, a) * a
     for leaf in plan.free_leafs:
         extra = n_copies - 1 if n_copies > 1 and leaf.flags & INPUT else 0
         for b in (leaf.sched,) if leaf.sched != -1 else busy | {n_gpus}:
@@ -206,69 +207,65 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
     """Pass 4 (each node's in turn: only the node and its sources' are read after it), passes 5 and 6 and the
     copied graph (the module's docstring), its children and views as ggml-alloc counts them (SchedPlan's counts, moved
     by the copies), then allocated by ggml_alloc.reserve_counted."""
-    splits, cur, inputs, members = [], None, None, None
-    copies: dict = {}           # each backend's copies by source (pass 5: made once per backend)
+    splits, copies, cur, inputs, members = [], {}, None, None, None
     # the inputs a node reads, before pass 5 points its readers at copies (pass 6 of builds that copy only those)
     read = None if copy_unused_inputs or n_copies == 1 else {id(s) for n in graph.nodes for s in n.src}
     # a weight's backend is its Tensor.sched unless weight_backend gave -1 (then pass 4 placed it)
     unplaced = -1 in wb.values()
-    for n, srcs, keep in plan.steps:
-        b = first = n.sched                         # pass 4: the node's backend (its root's, else 0), then its sources'
-        if b == -1:
-            v = n.view_src
-            if v is not None:
-                b = first = v.sched                 # what a source without one takes (before the default 0)
-            n.sched = b = 0 if b == -1 else b
-        if srcs is None:                            # pass 5: a view joins the split (one before the first split is
-            if keep and members is not None:        # in none; one ggml-alloc has nothing to do for is left out); its
-                members.append(n)                   # source has a backend: its root's
+    for n in graph.nodes:
+        b, v = n.sched, n.view_src                  # pass 4: the node's backend, then its sources'
+        if b == -1 and v is not None:
+            b = v.sched
+        first = b                                   # what a source without one takes (before the default 0)
+        n.sched = b = 0 if b == -1 else b
+        if n.op in _VIEWS:                          # pass 5: a view joins the split (one before the first split is
+            if members is not None and (n.alloc_src or n.allocated != NEVER):  # in none; one ggml-alloc has nothing
+                members.append(n)                   # to do for is left out); its source has a backend: its root's
             continue
-        for s in srcs:
-            if s.sched != b:                        # a source on another backend, or none yet
-                crossing, weight_crossing = _crossing(n, b, first, blas, n_gpus)
-                break
-        else:
-            crossing = weight_crossing = False      # most nodes
+        crossing = weight_crossing = False          # a source on another backend; a weight (not the KV cache)
+        for s in n.src:
+            if s is not None:
+                sb = s.sched
+                if sb == -1:
+                    s.sched = sb = s.view_src.sched if s.view_src is not None else first
+                if sb != b and not (blas and sb >= n_gpus and b >= n_gpus):     # BLAS and the CPU: host memory
+                    crossing = True
+                    if s.external and not s.kv:
+                        weight_crossing = True
         if b != cur or inputs and (weight_crossing if not unplaced else any(
                 s is not None and s.external and not s.kv and wb[id(s)] != cur for s in n.src)):
             cur, inputs, members = b, [], []        # a new split (a weight of another backend after inputs)
             splits.append((b, inputs, members))
-            if b not in copies:
-                copies[b] = {}
         if not crossing:
-            if keep:
+            if n.alloc_src or n.allocated != NEVER:
                 members.append(n)
             continue
         members.append(n)
         src = list(n.src)
-        made_here = copies[cur]
         for j, s in enumerate(src):
             if s is None or s.sched == cur or blas and s.sched >= n_gpus and cur >= n_gpus:
                 continue
-            made = made_here.get(s)
-            if made is None:
-                made = made_here[s] = _copies(s, cur, n_copies, n_copies, weight_bytes, plan)
+            key = (id(s), cur)
+            if key not in copies:
+                copies[key] = _copies(s, cur, n_copies, n_copies, weight_bytes, plan)
                 inputs.append(s)
-            src[j] = c = made[0]
+            src[j] = c = copies[key][0]
             s.n_children -= 1
             c.n_children += 1
         saved.append((n, n.src, n.flags, n.alloc_src))
         n.src = tuple(src)
-        n.alloc_src = tuple([s for s in src if s is not None and not (s.view_src or s).external])
+        n.alloc_src = tuple(s for s in src if s is not None and not (s.view_src or s).external)
     nodes, leafs = [], []                        # the copied graph
     deps = plan.copies
     for b, inputs, members in splits:
-        made_here = copies[b]
         for s in inputs:
             dep = deps.get(id(s))
             if dep is None:                      # a view of the input that keeps it until its copy (made once)
                 dep = deps[id(s)] = Tensor(s.type, s.ne, "NONE", (s,), view_src=s, nb=s.nb)
                 dep.alloc_src = () if (s.view_src or s).external else (s,)
+            dep.sched, dep.n_children, dep.n_views, dep.allocated = s.sched, 0, 0, NEVER
             s.n_children += 1
-            if dep.alloc_src:                    # (a weight's has nothing for ggml-alloc to do: left out)
-                dep.sched, dep.n_children, dep.n_views, dep.allocated = s.sched, 0, 0, NEVER
-                nodes.append(dep)
-            nodes.append(made_here[s][0])
+            nodes += [dep, copies[(id(s), b)][0]]
         nodes += members
     if n_copies > 1:                             # pass 6
         for leaf in graph.leafs:
@@ -278,7 +275,7 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
                 leafs += _copies(leaf, leaf.sched, n_copies - 1, n_copies, None, plan)
         for b, inputs, _ in splits:
             for s in inputs:
-                leafs += copies[b][s]
+                leafs += copies[(id(s), b)]
     leafs += plan.free_leafs                     # the graph's leafs ggml-alloc allocates (not weights, not views)
     plain = NBYTES
     gpu = plain if gpu_alloc_size is None else gpu_alloc_size
@@ -286,22 +283,6 @@ def _split_and_allocate(graph, plan, wb, n_gpus, n_copies, weight_bytes, gpu_all
         return reserve_counted(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT] * 2,
                                [gpu] * n_gpus + [plain, plain, gpu])
     return reserve_counted(nodes, leafs, [CUDA_ALIGNMENT] * n_gpus + [HOST_ALIGNMENT], [gpu] * n_gpus + [plain, gpu])
-
-
-def _crossing(n: Tensor, b: int, first: int, blas: bool, n_gpus: int) -> tuple:
-    """Pass 4 on node ``n``'s sources (one without a backend takes its root's, else ``first``) and whether one is on
-    another backend than ``b`` (BLAS and the CPU share host memory), and a weight (not the KV cache) one."""
-    crossing = weight_crossing = False
-    for s in n.src:
-        if s is not None:
-            sb = s.sched
-            if sb == -1:
-                s.sched = sb = s.view_src.sched if s.view_src is not None else first
-            if sb != b and not (blas and sb >= n_gpus and b >= n_gpus):
-                crossing = True
-                if s.external and not s.kv:
-                    weight_crossing = True
-    return crossing, weight_crossing
 
 
 def _copies(s: Tensor, backend: int, count: int, n_copies: int, weight_bytes, plan: SchedPlan) -> list:

@@ -43,7 +43,7 @@ class SchedPlan:
     (their fields but the allocator's state do not depend on the placement: made once, reused)."""
 
     __slots__ = ("count", "everything", "experts", "weights", "weight_views", "inputs", "weight_ops", "norms",
-                 "kqv_outs", "work", "start", "free_leafs", "steps", "copies", "__weakref__")
+                 "kqv_outs", "work", "start", "free_leafs", "copies", "__weakref__")
 
     def __init__(self, graph: Graph):
         self.count = (len(graph.leafs), len(graph.nodes))
@@ -103,10 +103,6 @@ class SchedPlan:
             src = t.src
             t.alloc_src = src if idle.isdisjoint(map(id, src)) else tuple([x for x in src if id(x) not in idle])
         self.free_leafs = [t for t in graph.leafs if not t.external and t.view_src is None]
-        # pass 4 and 5 per node (ggml_sched._split_and_allocate): a view's sources None, another's not None, and
-        # whether ggml-alloc has something to do for it unless its sources are copied (allocated, or sources to free)
-        self.steps = [(n, None if n.op in _VIEWS else n.src if None not in n.src else tuple(filter(None, n.src)),
-                       bool(n.alloc_src) or not (n.external or n.view_src is not None)) for n in graph.nodes]
         self.copies: dict = {}      # (id(source), backend, bytes) -> its copies, reused across placements (ggml_sched)
 
 
