@@ -240,17 +240,19 @@ class Graph:
             return
         seen.add(t)
         nodes, leafs = self.nodes, self.leafs
-        stack, rests = [t], [iter(t.src)]
-        while rests:
-            for s in rests[-1]:     # the next source not seen yet (the iterator resumes after it)
+        above: list = []        # (tensor, its sources' iterator) of the tensors whose sources are being ordered
+        node, rest = t, iter(t.src)
+        while True:
+            for s in rest:      # the next source not seen yet (the iterator resumes after it)
                 if s is not None and s not in seen:
                     seen.add(s)
                     if s.src:
-                        stack.append(s)
-                        rests.append(iter(s.src))
+                        above.append((node, rest))
+                        node, rest = s, iter(s.src)
                         break
                     (leafs if s.op == "NONE" else nodes).append(s)      # no source: ordered at once
             else:
-                rests.pop()
-                node = stack.pop()
                 (leafs if node.op == "NONE" else nodes).append(node)
+                if not above:
+                    return
+                node, rest = above.pop()
