@@ -33,6 +33,7 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     from kvmem.engines.llamacpp import (
         best,
         fitting,
+        ggml_graph,
         layer_split,
         layouts,
         overrides,
@@ -46,6 +47,7 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
         kept.clear()
     placed._LAST_INFOS[:] = [None, None]        # and the tensor tuple place hashed last, what layout derived per run
     placed._RUN_DERIVED.clear()
+    ggml_graph._SHAPES.clear()          # each tensor shape's strides and bytes, worked out once
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
                    overrides._first_tail, overrides._tail_targets, overrides.layer_rest, overrides.slow_pattern,
                    placement._placed, placement._static, layer_split.layer_devices_cached, layouts._shape_of):
