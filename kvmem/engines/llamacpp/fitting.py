@@ -192,7 +192,7 @@ def _fit_on(model: Model, tensors, gpus, free: dict, *, n_ctx: int | None, kw: d
         """One set of flags, laid out as far as fit's comparisons read it (Probe); one laid out already is read."""
         kept = laid(model, tensors, **flags)
         return Probe(lambda: [used(layout(model, tensors, **flags), g) for g in gpus],
-                     kept and [used(kept, g) for g in gpus],
+                     None if kept is None else [used(kept, g) for g in gpus],
                      lambda: sketched_floor(lambda: layouts.layout(model, tensors, **flags, schedule=False), gpus))
 
     at_full = dict(gpus=gpus, n_gpu_layers=MAX_LAYERS, tensor_split=split, **{**kw, "n_ctx": ctx})
