@@ -28,3 +28,11 @@ def test_a_plan_with_such_a_count_is_refused():
     with pytest.raises(ValueError, match="aborts creating this kimi-linear context"):
         kvmem.estimate("kimi-linear-48b-a3b", tokens=8192, batch=3, engine="llama.cpp")
     assert kvmem.estimate("kimi-linear-48b-a3b", tokens=8192, batch=4, engine="llama.cpp").total_bytes > 0
+
+
+def test_the_max_batch_is_a_count_llama_cpp_creates_and_grows_with_the_cards():
+    # kimi-linear aborts on 3 sequences of -ub 512 (above): a search over every count stopped short of it (4 x 3090
+    # answered 2 where 3 x 3090 answered 16); over the counts it creates, more cards hold no fewer sequences
+    most = [kvmem.fit("kimi-linear-48b-a3b", gpu="rtx-3090-24gb", num_gpus=n, context=32768, engine="llama.cpp",
+                      weight_dtype="q4_k_m").max_batch for n in (2, 3, 4)]
+    assert all(512 % b == 0 for b in most) and most == sorted(most) and most[0] > 2, most

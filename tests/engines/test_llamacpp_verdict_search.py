@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from kvmem.engines.llamacpp.verdict_search import longest as _longest
-from kvmem.engines.llamacpp.verdict_search import most_sequences
+from kvmem.engines.llamacpp.verdict_search import most_creatable, most_sequences
 from kvmem.sizing.search import largest_fitting
 
 
@@ -88,3 +88,35 @@ def test_most_sequences_answers_as_largest_fitting_also_where_refusals_break_mon
         assert got == want, (cap, guess, kind)
         ours, theirs = ours + laid, theirs + len({b for b in probes if not refused(b)})
     assert ours < theirs / 2, (ours, theirs)     # 1,952 against 5,259
+
+
+def test_most_creatable_is_the_most_creatable_count_that_fits():
+    """Over the counts llama.cpp creates (kimi-linear's divisors of n_ubatch 512, or every count), most_creatable
+    answers the largest that leaves room, whatever counts between abort: 1,000 seeded rooms falling with the
+    sequences, the answer checked by trying every count."""
+    rng = random.Random(36)
+    for _ in range(1000):
+        cap = rng.choice([4, 16, 64, 256])
+        per_seq, start = rng.randint(1, 10**6), rng.randint(10**6, 10**8)
+        counts = rng.choice([tuple(range(1, cap + 1)), tuple(b for b in range(1, cap + 1) if 512 % b == 0)])
+        seen: dict = {}
+
+        def fits(b, seen=seen, per_seq=per_seq, start=start, counts=counts):
+            if b not in counts:
+                return False
+            seen[b] = start - per_seq * b
+            return seen[b] >= 0
+        if not fits(1):
+            continue
+        want = max(b for b in counts if start - per_seq * b >= 0)
+        guess = rng.randint(1, cap)
+        got = most_creatable(counts, fits, seen.get, lambda b, counts=counts: b not in counts, (cap, guess),
+                             (1, start - per_seq))
+        assert got == want, (cap, guess, counts[-1])
+        assert set(seen) <= set(counts)         # no count llama.cpp aborts on is laid out
+
+
+def test_most_creatable_over_every_count_is_most_sequences():
+    room = {b: 1000 - 70 * b for b in range(1, 17)}
+    args = (lambda b: room[b] >= 0, room.get, lambda b: False, (16, 3), (1, room[1]))
+    assert most_creatable(tuple(range(1, 17)), *args) == most_sequences(*args) == 14

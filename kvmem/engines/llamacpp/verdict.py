@@ -39,7 +39,7 @@ from ..base import byte_option
 from .ctx_train import n_ctx_train
 from .settings import LLAMA_MAX_SEQ
 from .verdict_search import PAD as _PAD
-from .verdict_search import beyond, longest_context, most_sequences, or_fit_on, refusal
+from .verdict_search import beyond, longest_context, most_creatable, or_fit_on, refusal, sequence_counts
 
 __all__ = ["placement_verdict", "HOST_OPTION"]
 
@@ -142,9 +142,12 @@ def placement_verdict(s, found, searches: bool = True):
     alt_most, alt_longest, alt = or_fit_on(s, placer, tensors, best, batch, (seq_cap, units, cells, context_cap))
     # (kvmem's flags hold ``batch``; where one more is known not to fit, nor do more than --fit on's)
     known = max(alt_most, batch)
-    most = beyond(known, lambda: alt is None or known < seq_cap and tried.get((s.context, batch + 1)) is not False
-                   and with_flags(s.context, known + 1),
-                   lambda: most_sequences(lambda b: with_flags(s.context, b), lambda b: left.get((s.context, b)),
+    counts = sequence_counts(s.model, s.context, kw, seq_cap)      # those llama.cpp creates a context for
+    after = next((b for b in counts if b > known), None)
+    most = beyond(known, lambda: alt is None or after is not None and tried.get((s.context, batch + 1)) is not False
+                   and with_flags(s.context, after),
+                   lambda: most_creatable(counts, lambda b: with_flags(s.context, b),
+                                          lambda b: left.get((s.context, b)),
                                           refusal(s.model, tensors, {**flags, **kw}, s.context),
                                           (seq_cap, batch + more_seqs), (batch, left[s.context, batch])))
     past = alt_longest // _PAD + 1          # the fewest units past --fit on's longest context

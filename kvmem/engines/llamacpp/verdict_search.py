@@ -1,10 +1,12 @@
 """The verdict's searches (kvmem.engines.llamacpp.verdict): the longest context and the most sequences a placement's
-flags hold, by false position on the room left (longest, longest_context; most_sequences, with the stream counts
-llama.cpp refuses, refusal), what --fit on's flags hold (or_fit_on), and kvmem's own searches past it (beyond)."""
+flags hold, by false position on the room left (longest, longest_context; most_sequences over the counts llama.cpp
+creates a context for, most_creatable, sequence_counts, with what else it refuses, refusal), what --fit on's flags
+hold (or_fit_on), and kvmem's own searches past it (beyond)."""
 
 from __future__ import annotations
 
-__all__ = ["PAD", "beyond", "longest", "longest_context", "most_sequences", "or_fit_on", "refusal"]
+__all__ = ["PAD", "beyond", "longest", "longest_context", "most_creatable", "most_sequences", "or_fit_on",
+           "refusal", "sequence_counts"]
 
 PAD = 256          # src/llama-kv-cache.cpp: cells per stream padded to 256
 
@@ -63,7 +65,8 @@ def or_fit_on(s, placer, tensors, best, batch: int, caps: tuple) -> tuple:
     dict_budgets = dict(placer.budgets)
     holding = [(dict_budgets[n] - alt.total_bytes[n], alt.placement.device(n).kv_bytes) for n in dict_budgets]
     holding = [(slack, kv) for slack, kv in holding if kv > 0] or [(0, 1)]
-    most = most_sequences(lambda b: fits(s.context, b), lambda b: rooms.get((s.context, b)),
+    most = most_creatable(sequence_counts(s.model, s.context, placer.kw, seq_cap), lambda b: fits(s.context, b),
+                          lambda b: rooms.get((s.context, b)),
                           refusal(s.model, tensors, {**alt_flags, **placer.kw}, s.context),
                           (seq_cap, batch + min(slack * batch // kv for slack, kv in holding)),
                           (batch, rooms[s.context, batch]))
@@ -133,6 +136,39 @@ def most_sequences(fits, room, refused, caps: tuple, anchor: tuple) -> int:
         return b <= below
 
     return largest_fitting(settled, cap, guess)
+
+
+def sequence_counts(model, context: int, kw: dict, cap: int) -> tuple:
+    """The sequence counts 1..cap of ``context`` tokens each whose context llama.cpp creates with the cache settings
+    ``kw`` (streams.creatable_streams; the reserve's tokens min(n_ctx, n_ubatch), n_ctx padded to 256 cells and
+    n_ubatch at most n_batch: src/llama-context.cpp). A candidate list: each count asked is still laid out."""
+    from ...units import pad
+    from .streams import creatable_streams
+    n_ubatch = min(kw.get("n_ubatch") or 512, kw.get("n_batch") or 2048)
+    return creatable_streams(model, cap, bool(kw.get("kv_unified")), lambda n_seq: min(pad(context * n_seq, 256),
+                                                                                          n_ubatch))
+
+
+def most_creatable(counts: tuple, fits, room, refused, caps: tuple, anchor: tuple) -> int:
+    """most_sequences over ``counts``, the sequence counts 1..cap llama.cpp creates a context for
+    (streams.creatable_streams): the most of them that fits. Where a count between is one llama.cpp aborts on
+    (kimi-linear and minimax-01 with a stream per sequence: the divisors of the reserve's tokens), 'fits' is not
+    monotone in b but is in the creatable counts (the room falls as they grow), so the search asks those alone: 128
+    sequences fit a Kimi-Linear-48B on 4 x rtx-3090-24gb at 32k where a search over every count stopped at 2 (3
+    aborts). With every count creatable, most_sequences itself (the same probes)."""
+    cap, guess = caps
+    if counts == tuple(range(1, cap + 1)):
+        return most_sequences(fits, room, refused, caps, anchor)
+
+    def of(i: int) -> int:
+        return counts[i - 1]
+
+    def upto(b: int) -> int:        # the position of the last count <= b
+        return sum(1 for c in counts if c <= b)
+    # the anchor (the sequences the placement holds: laid out, so creatable) and the guess, as positions
+    found = most_sequences(lambda i: fits(of(i)), lambda i: room(of(i)), refused and (lambda i: refused(of(i))),
+                           (len(counts), max(upto(guess), 1)), (upto(anchor[0]), anchor[1]))
+    return of(found) if found else 0
 
 
 def longest(fits, room, cap: int, guess: int, anchor: tuple) -> int:
