@@ -209,6 +209,7 @@ def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
         if node.allocated == FREE:
             b = node.sched
             node.allocated = TAKEN
+            took = False
             if node.op in inplace:      # ggml_gallocr_allocate_node: the memory of a source it alone reads
                 for p in srcs:
                     if p.n_children != 1 or p.allocated != TAKEN or p.n_views or p.flags & OUTPUT or p is node or \
@@ -223,9 +224,9 @@ def reserve_counted(nodes, leafs, alignments, size_of) -> list[int]:
                     extra = -(-p.size0 // a) * a - kept
                     if extra > 0:
                         _free_bytes(block_off[b], block_size[b], p.offset + kept, extra)
-                    b = -2
+                    took = True
                     break
-            if b != -2:                 # ggml_dyn_tallocr_alloc
+            if not took:                # ggml_dyn_tallocr_alloc
                 node.buffer = b
                 node.size = size = node.size0 if plain else size_of[b](node)
                 a = aligns[b]

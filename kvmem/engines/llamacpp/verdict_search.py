@@ -99,8 +99,9 @@ def most_sequences(fits, room, refused, caps: tuple, anchor: tuple) -> int:
     """largest_fitting(fits, cap, guess)'s answer, ``caps`` (cap, guess), with the same probes answered, most without
     laying them out: ``fits(b)`` is 'b sequences are not refused and leave room' (``refused(b)``: llama.cpp refuses b
     sequences, asked without a graph; ``room(b)``: the least room left where b was laid out, else None), the room
-    falling with b. A probe refused is False (kimi-linear and minimax-01 refuse stream counts that do not divide
-    n_ubatch: 'fits' is then not monotone in b, and largest_fitting's own probes are what its answer rests on); one
+    falling with b. A probe refused is False (a count the settings or the plan refuse; 'fits' need not be monotone
+    there, and largest_fitting's own probes are what its answer rests on: most_creatable leaves out beforehand the
+    stream counts kimi-linear and minimax-01 abort on); one
     inside the bracket of rooms laid out (the last b with room >= 0, ``anchor`` (b, room) to start, the first b
     with room < 0) is settled by laying out the false position on the rooms instead (the room is near linear in b:
     KV, the mask, the compute buffer), where largest_fitting's gallop from a linear guess off by 4x (gemma-3n-e4b on
