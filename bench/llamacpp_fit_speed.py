@@ -50,7 +50,8 @@ def cpu_seconds(argv: list[str]) -> tuple[float, int]:
     ggml_graph._SHAPES.clear()          # each tensor shape's strides and bytes, worked out once
     for cached in (scheduled._graph_sizes, scheduled._built, plan._plan_cached, overrides.compile_rules, overrides._rules,
                    overrides._first_tail, overrides._tail_targets, overrides.layer_rest, overrides.slow_pattern,
-                   placement._placed, placement._static, layer_split.layer_devices_cached, layouts._shape_of):
+                   placement._placed, placement._static, layer_split.layer_devices_cached, layouts._shape_of,
+                   scheduled.graph_expert_names):
         cached.cache_clear()
     sink = io.StringIO()
     start = time.process_time()

@@ -67,9 +67,10 @@ def test_the_graph_weights_from_runs_equal_those_from_the_tensors():
             p = lay.placement
             s, plan = settled_plan(model, tokens=1, batch=1, kv_dtype="fp16", tp=1, pp=1,
                                    options={**layouts.DEFAULTS, "n_ctx": lay.n_ctx})
-            got = layouts._scheduled(model, p, s, plan, model.num_layers, False)
-            assert got is not None
-            assert got == layouts._scheduled(model, replace(p, runs=()), s, plan, model.num_layers, False)
+            args = layouts._scheduled(model, p, s, plan, model.num_layers, False)
+            assert args is not None
+            assert args == layouts._scheduled(model, replace(p, runs=()), s, plan, model.num_layers, False)
+            got = layouts.gpu_graph_bytes(**args)
             assert list(got) == [lay.compute_bytes[g] for g in p.gpus] + [lay.compute_bytes[CPU]]
 
 

@@ -14,7 +14,7 @@ from kvmem.engines.llamacpp.best import _tensors, best_layout, placement_holds
 from kvmem.engines.llamacpp.fit_probes import Probe
 from kvmem.engines.llamacpp.fitting import _weights_floor, fit_layout, fit_on
 from kvmem.engines.llamacpp.layouts import CUDA_CONTEXT_BYTES
-from kvmem.engines.llamacpp.placement import CPU
+from kvmem.engines.llamacpp.placement import CPU, cuda_alloc_bytes
 
 GiB = 1 << 30
 KW = dict(n_ubatch=512, type_k="f16", type_v="f16", flash_attn=None, mmap=True, kv_offload=True, n_seq=1)
@@ -36,20 +36,28 @@ def _probe(rng: random.Random, n: int, gpus: tuple) -> tuple:
                                           ("gpt-oss-20b", 8192)])
 def test_a_probes_weights_are_its_layouts_and_at_most_what_it_takes(name, n_ctx):
     """12 seeded probes a model on 2-3 GPUs: the floor is exactly what the probe's own layout puts on each GPU but
-    its compute buffer (weights and KV: the layout without a graph places every tensor and cell alike) and at most
-    what fit reads there (total less the CUDA context: weights + KV + compute buffer)."""
+    its compute buffer (weights and KV: the layout without a graph places every tensor and cell alike), on the first
+    GPU plus the copy of its largest host expert before the last layer (host_weights.copy_floor: the prompt's MUL_MAT_ID
+    offloaded there), and at most what fit reads there (total less the CUDA context: weights + KV + compute buffer)."""
     model = kvmem.get_model(name)
     tensors = _tensors(model, "q4_k_m")[0]
     rng = random.Random(34)
+    copied = 0
     for i in range(12):
         gpus = ("CUDA0", "CUDA1", "CUDA2")[:2 + i % 2]
         per, over = _probe(rng, model.num_layers, gpus)
         floor = _weights_floor(model, tensors, gpus, dict(per_device=per, overflow=over, kw=KW, n_ctx=n_ctx))
         lay = fit_layout(model, tensors, gpus, per, over, KW, n_ctx)
+        host = [cuda_alloc_bytes(t) for t in lay.placement.tensors if t.device == CPU
+                and t.name.endswith("_exps.weight") and t.layer < model.num_layers - 1]
+        copy = -(-max(host, default=0) // 128) * 128
+        copied += copy > 0
         for d, g in enumerate(gpus):
-            assert floor[d] == lay.placement.device(g).model_bytes + lay.placement.device(g).kv_bytes, (per, over, g)
+            own = lay.placement.device(g).model_bytes + lay.placement.device(g).kv_bytes
+            assert floor[d] == own + (copy if d == 0 else 0), (per, over, g)
             assert floor[d] <= lay.total_bytes[g] - CUDA_CONTEXT_BYTES
         assert any(lay.placement.device(g).kv_bytes for g in gpus) or not any(p[0] for p in per)
+    assert copied
 
 
 def test_a_probe_settled_by_its_floor_is_not_laid_out():

@@ -36,9 +36,10 @@ def _largest(lo: int, hi: int, ok) -> int | None:
 
 
 def _over(model, tensors, budgets: dict, **flags) -> bool:
-    """Whether layout(model, tensors, **flags) is over a budget by what it takes besides its compute buffers alone
-    (layouts.layout schedule=False: the same weights, KV, CUDA context and projector; a compute buffer only adds), so
-    that it does not fit and no graph is scheduled to say so (-ngl 71 of Kimi-K3 on one 3090). False where refused."""
+    """Whether layout(model, tensors, **flags) is over a budget by what it takes besides its compute buffers, and of
+    those the least its sketch knows (layouts.layout schedule=False: the same weights, KV, CUDA context and projector;
+    Layout.compute_floor), so that it does not fit and no graph is scheduled to say so (-ngl 71 of Kimi-K3 on one
+    3090; a host expert copied to the first GPU beside the one top_up would move there). False where refused."""
     if laid(model, tensors, **flags) is not None or not flags["n_gpu_layers"]:
         return False    # laid out already: its own word; -ngl 0: its sketch sizes the host's whole graph (no GPU
         #                 schedules it), 0.16-0.29 s for Kimi-K3, and puts next to nothing on the GPU: no floor
@@ -46,7 +47,8 @@ def _over(model, tensors, budgets: dict, **flags) -> bool:
         sketch = _sketch(model, tensors, **flags, schedule=False)
     except ValueError:
         return False
-    return any(sketch.total_bytes[d] - sketch.compute_bytes[d] > b for d, b in budgets.items())
+    return any(sketch.total_bytes[d] - sketch.compute_bytes[d] + sketch.compute_floor.get(d, 0) > b
+               for d, b in budgets.items())
 
 
 def _best(model, tensors, gpus, split, budgets, kw) -> Layout | None:
@@ -143,10 +145,15 @@ def _host_experts(lay: Layout) -> list:
 
 def _moved(model, tensors, lay: Layout, t, device, kw) -> Layout:
     """``lay`` with expert tensor ``t`` on ``device`` (an -ot ahead of the layout's own)."""
-    rule = (re.escape(t.name), device)
-    return layout(model, tensors, gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers,
-                  tensor_split=lay.tensor_split if len(lay.placement.gpus) > 1 else None, n_cpu_moe=lay.n_cpu_moe,
-                  override_tensor=(rule,) + tuple(lay.override_tensor), **{**kw, "n_ctx": lay.n_ctx})
+    return layout(model, tensors, **_moved_flags(lay, t, device, kw))
+
+
+def _moved_flags(lay: Layout, t, device, kw) -> dict:
+    """_moved's flags."""
+    return dict(gpus=lay.placement.gpus, n_gpu_layers=lay.n_gpu_layers,
+                tensor_split=lay.tensor_split if len(lay.placement.gpus) > 1 else None, n_cpu_moe=lay.n_cpu_moe,
+                override_tensor=((re.escape(t.name), device),) + tuple(lay.override_tensor),
+                **{**kw, "n_ctx": lay.n_ctx})
 
 
 def first_layers(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layout | None:
@@ -197,7 +204,11 @@ def top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layou
                     size = cuda_alloc_bytes(t)
                     if size > room or size in failed:
                         continue
-                    trial = _moved(model, tensors, lay, t, device, kw)
+                    flags = _moved_flags(lay, t, device, kw)
+                    if _over(model, tensors, budgets, **flags):
+                        failed.add(size)        # over without its graph (_over): the trial would not fit
+                        continue
+                    trial = layout(model, tensors, **flags)
                     if trial.fits(budgets):
                         lay, moved = trial, True
                         break

@@ -19,15 +19,16 @@ def step(delta: int, target: int, low: int, high: int) -> int:
 
 
 def sketched_floor(sketch, gpus) -> list:
-    """What each GPU takes under a probe's flags but its compute buffer and the CUDA context (weights, KV, a
-    projector), at most what fit reads there: ``sketch()``, the flags laid out without their compute graphs
-    (layouts.layout schedule=False: the same placement and cache); no floor (0) where refused."""
+    """What each GPU takes under a probe's flags but the CUDA context, at most what fit reads there: its weights, KV and
+    projector, and of its compute buffer what the sketch knows without a graph (Layout.compute_floor: the first GPU's
+    copy of the largest host expert); ``sketch()``, the flags laid out without their compute graphs (layouts.layout
+    schedule=False: the same placement and cache); no floor (0) where refused."""
     from .layouts import CUDA_CONTEXT_BYTES
     try:
         lay = sketch()
     except ValueError:
         return [0] * len(gpus)
-    return [lay.total_bytes[g] - lay.compute_bytes[g] - CUDA_CONTEXT_BYTES for g in gpus]
+    return [lay.total_bytes[g] - lay.compute_bytes[g] + lay.compute_floor.get(g, 0) - CUDA_CONTEXT_BYTES for g in gpus]
 
 
 class Probe:

@@ -46,12 +46,13 @@ from .graphs import PR_16884, PR_21038, PR_23764
 from .graphs_delta import with_rs_seq
 from .graphs_dsa import cuda_runs_indexer
 from .graphs_mla_oss import per_head_mla_shape, stores_transcribed
+from .host_weights import copy_floor, graph_weights, run_graph_weights
 from .nextn import gguf_nextn_layers, nextn_loaded
 from .pipeline import pipeline_parallel
 from .placed import per_run, run_decode, runs_of
 from .placement import CPU, Placement, cuda_alloc_bytes, place
 from .plan import settled_plan
-from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_weight_names, kqv_pinned
+from .scheduled import PR_23861, PR_23907, gpu_graph_bytes, graph_expert_names, graph_weight_names, kqv_pinned
 from .settings import CURRENT, DEFAULTS, PR_13194, PR_14959, PR_18898, SCHED_USED_INPUT_COPIES_TO
 
 # PR #14959 (a4569c41f, 2025-08-02): K/V stored by ggml_set_rows with index inputs by default; PR #18898 (557515be1,
@@ -86,6 +87,9 @@ class Layout:
     # device -> of its placement kv_bytes, the recurrent state (llama_memory_recurrent's "RS buffer", printed on its
     # own line beside the "KV buffer" one); empty for a model without one
     state_bytes: dict = field(default_factory=dict)
+    # a sketch's (layout(schedule=False), compute_bytes the estimate): device -> the least the scheduled compute buffer
+    # takes there (host_weights.copy_floor); empty where the graph is scheduled or not modelled
+    compute_floor: dict = field(default_factory=dict)
 
     def fits(self, budgets: dict) -> bool:
         return all(self.total_bytes[d] <= b for d, b in budgets.items())
@@ -158,8 +162,10 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    gpu_exact = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas,
-                           bool(override_tensor) or n_cpu_moe > 0) if schedule else None
+    args = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas, bool(override_tensor) or n_cpu_moe > 0)
+    gpu_exact: list | None = list(gpu_graph_bytes(**args)) if schedule and args else None
+    floor = {} if schedule or not args else {p.gpus[0]: copy_floor(
+        args["weights"], graph_expert_names(args["shape"]), n_layer, len(p.gpus), args["n_ubatch"])}
     blas_bytes = 0
     if gpu_exact and blas:          # the BLAS buffer last: host memory too, counted with the pinned host buffer
         *gpu_exact, blas_bytes = gpu_exact
@@ -225,7 +231,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
                   total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj,
-                  blas_compute_bytes=blas_bytes, state_bytes=state)
+                  blas_compute_bytes=blas_bytes, state_bytes=state, compute_floor=floor)
 
 
 @functools.lru_cache(maxsize=64)
@@ -258,14 +264,15 @@ def _types_known(s) -> bool:
     return ggml_type_name(s.type_k) in TYPES and ggml_type_name(s.type_v) in TYPES
 
 
-def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=False, overrides=False) -> list | None:
-    """The GPUs' compute buffers of llama.cpp's graphs split as ggml_backend_sched does (scheduled.gpu_graph_bytes), or
-    None where not modelled: untranscribed families, SWA caches without cells, deepseek2 over another cache than the
-    latent one, overrides that move a tensor the graph does not name, -nkvo (``kv_on_host``) beside a recurrent state
-    or an indexer's cache, no tensors (check-log without a file type) with the output on the host. Partial offload:
-    the host's layers run on the host, their weights copied to the first GPU for prompt-sized ops (offload_op).
-    Pipeline parallelism (pipeline.pipeline_parallel: not with -ot / --n-cpu-moe, ``overrides``, -nkvo, a backend
-    without async and events) gives n_copies GGML_SCHED_MAX_COPIES; before PR #14959 no index inputs."""
+def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=False, overrides=False) -> dict | None:
+    """What the GPUs' compute buffers are scheduled with (llama.cpp's graphs split as ggml_backend_sched splits them):
+    scheduled.gpu_graph_bytes' arguments, or None where not modelled: untranscribed families, SWA caches without
+    cells, deepseek2 over another cache than the latent one, overrides that move a tensor the graph does not name,
+    -nkvo (``kv_on_host``) beside a recurrent state or an indexer's cache, no tensors (check-log without a file type)
+    with the output on the host. Partial offload: the host's layers run on the host, their weights copied to the first
+    GPU for prompt-sized ops (offload_op). Pipeline parallelism (pipeline.pipeline_parallel: not with -ot /
+    --n-cpu-moe, ``overrides``, -nkvo, a backend without async and events) gives n_copies GGML_SCHED_MAX_COPIES; before
+    PR #14959 no index inputs."""
     shape = _graph_shape(model, plan, s.build, s.n_rs_seq)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
@@ -286,15 +293,15 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
         return host_gpu if device == CPU else p.gpus.index(device)
     gpus = [index(d) for d in p.layer_device] + [index(p.output_device)]
     # ((layer, name), (device, CUDA bytes)) of every host weight but token_embd, and of a weight -ot moved; a run of
-    # one repeating layer's tensors derived once for its layer's device (_run_weights)
+    # one repeating layer's tensors derived once for its layer's device (host_weights.run_graph_weights)
     weights, moved = [], False
     for run in runs_of(p):
         layer = run[0].layer
         uniform = None
         if layer is not None and 0 <= layer < n_layer and run[0].group != "output":
-            uniform = per_run(run, ("weights", n_layer, p.layer_device[layer], p.gpus), _run_weights)
+            uniform = per_run(run, ("weights", n_layer, p.layer_device[layer], p.gpus), run_graph_weights)
         if uniform is None:
-            more, moved_here = _weights(run, n_layer, p.layer_device, p.output_device, index)
+            more, moved_here = graph_weights(run, n_layer, p.layer_device, p.output_device, index)
         else:
             more, moved_here = uniform
         weights += more
@@ -309,7 +316,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
     n_copies = SCHED_MAX_COPIES if pp else 1
     # llama-server's output rows (PR #23861), one per slot; the library's default before: n_batch
     n_outputs = min(s.n_batch, s.n_seq) if s.build >= PR_23861 else s.n_batch
-    return gpu_graph_bytes(shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
+    return dict(shape=shape, layer_gpu=tuple(gpus), n_gpus=len(p.gpus), n_kv=plan.n_ctx_seq, n_ubatch=s.n_ubatch,
                            flash_attn=s.flash_attn, type_k=type_k, type_v=type_v, n_outputs=n_outputs,
                            n_seq=s.n_seq, kv_unified=plan.unified, swa_cells=swa_cells, n_copies=n_copies,
                            set_rows=s.build >= PR_14959, weights=tuple(weights), inp_embd=s.build >= PR_18898,
@@ -318,33 +325,3 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
                            copy_unused_inputs=s.build > SCHED_USED_INPUT_COPIES_TO, mask_f32=s.build < PR_23764,
                            kv_rot=s.build >= PR_21038, blas=blas, qkv_order=s.build < PR_16884, kv_host=kv_on_host)
 
-
-def _weights(tensors, n_layer: int, layer_device, output_device, index) -> tuple:
-    """(((layer, name), (device index, CUDA bytes)) of each of ``tensors`` on the host but token_embd and of each a
-    rule moved off its layer's device, whether one was moved) for _scheduled."""
-    weights, moved = [], False
-    for t in tensors:
-        layer = n_layer if t.group == "output" else t.layer
-        if layer is None or t.name.startswith("rope_freqs") or (t.group != "output" and layer >= n_layer):
-            continue                # token_embd (the host's GET_ROWS), rope_freqs (read by ROPE where it runs), an
-            #                         MTP block's loaded tensor (placement nextn_loaded: in no main-context graph)
-        own = output_device if layer == n_layer else layer_device[layer]
-        if t.device != own:
-            moved = True
-        if t.device == CPU or t.device != own:
-            name = t.name.split("(")[0].removeprefix(f"blk.{layer}.").removesuffix(".weight")
-            weights.append(((layer, name), (index(t.device), cuda_alloc_bytes(t))))
-    return weights, moved
-
-
-def _run_weights(run: tuple, n_layer: int, own: str, gpus: tuple) -> tuple | None:
-    """_weights of a run whose tensors are all of one repeating layer on device ``own`` (its layer's), the GPUs
-    ``gpus``; None for any other run."""
-    layer = run[0].layer
-    if any(t.layer != layer or t.group == "output" for t in run):
-        return None
-
-    def index(device):
-        return len(gpus) if device == CPU else gpus.index(device)
-    weights, moved = _weights(run, n_layer, {layer: own}, None, index)
-    return tuple(weights), moved

@@ -25,8 +25,8 @@ from .graphs import GraphShape, Pass
 from .graphs_delta import with_seqs
 from .settings import PR_23861, PR_23907
 
-__all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_weight_names", "kqv_pinned", "reduced_layers",
-           "expert_weights"]
+__all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_expert_names", "graph_weight_names", "kqv_pinned",
+           "reduced_layers", "expert_weights"]
 
 # ggml-org/llama.cpp PR #23861 "llama: limit max outputs of llama_context" (squash-merged as de6f727aa on 2026-06-01,
 # build 9460; settings.PR_23861): llama-server
@@ -60,6 +60,13 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     graph, n = _few_layers(shape)
     weights = [t for t in graph.leafs if t.external and not t.kv]
     return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
+
+
+@lru_cache(maxsize=64)
+def graph_expert_names(shape: GraphShape) -> frozenset:
+    """The weights of ``shape``'s graph a MUL_MAT_ID reads as its experts (src[0]), as g.weight names them."""
+    graph, _ = _few_layers(shape)
+    return frozenset(n.src[0].name for n in graph.nodes if n.op == "MUL_MAT_ID" and n.src[0].external)
 
 
 @lru_cache(maxsize=64)
