@@ -1,6 +1,7 @@
 """Random cases for llama.cpp's own compute buffer as the judge of the glm4moe graph
 (kvmem.engines.llamacpp.graphs_glm4moe), the hybrid Gated DeltaNet graphs (graphs_delta: qwen3next, qwen35,
-qwen35moe) and gemma4 (graphs_gemma4): tests/oracles/test_llamacpp_graphs_more_oracle.py loads them in llama.cpp,
+qwen35moe), gemma4 (graphs_gemma4) and minimax-m2 (graphs_minimax_m2): tests/oracles/test_llamacpp_graphs_more_oracle.py
+loads them in llama.cpp,
 tests/engines/test_llamacpp_graphs_glm4moe.py and test_llamacpp_graphs_delta.py pin what llama.cpp printed for them.
 
 Each case draws a glm4_moe config from a seed (1-5 layers, 0-2 leading dense ones, 1-2 shared experts, Q/K/V
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..model import Model
 
-__all__ = ["random_glm4moe_case", "random_delta_case", "random_gemma4_case", "DELTA_KINDS"]
+__all__ = ["random_glm4moe_case", "random_delta_case", "random_gemma4_case", "random_minimax_m2_case", "DELTA_KINDS"]
 
 DELTA_KINDS = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
 
@@ -127,3 +128,25 @@ def random_gemma4_case(seed: int) -> tuple[Model, str, dict]:
                flash_attn=int(fa), type_k=type_k, type_v=rng.choice(_FA_TYPES) if fa else "f16", mmap=True,
                n_seq=rng.choice((1, 1, 2, 3, 4)), kv_unified=rng.random() < 0.3, swa_full=rng.random() < 0.3)
     return model, rng.choice(("f16", "q8_0")), ctx
+
+
+def _minimax_m2(rng: random.Random) -> dict:
+    """A MiniMax-M2 config: 1-5 layers, 2-8 heads of 64-128 (RoPE over half or all of a head), 4-16 experts of
+    128-384, sigmoid or softmax routing (conversion/base.py writes either), Q/K norms (minimax-m2.cpp makes them)."""
+    n_head = rng.choice((2, 4, 8))
+    head_dim = rng.choice((64, 128))
+    return dict(architectures=["MiniMaxM2ForCausalLM"], model_type="minimax_m2", num_hidden_layers=rng.randint(1, 5),
+                hidden_size=256 * rng.randint(1, 3), head_dim=head_dim, num_attention_heads=n_head,
+                num_key_value_heads=rng.choice([h for h in (1, 2, 4) if n_head % h == 0]),
+                intermediate_size=128 * rng.randint(1, 3), num_local_experts=rng.choice((4, 8, 16)),
+                num_experts_per_tok=rng.choice((1, 2, 4)), rotary_dim=rng.choice((head_dim // 2, head_dim)),
+                scoring_func=rng.choice(("sigmoid", "sigmoid", "softmax")), use_qk_norm=True, use_routing_bias=True,
+                vocab_size=rng.choice((256, 1000, 2048)), max_position_embeddings=8192, rms_norm_eps=1e-6,
+                rope_theta=5000000, tie_word_embeddings=False, shared_intermediate_size=0)
+
+
+def random_minimax_m2_case(seed: int) -> tuple[Model, str, dict]:
+    """(model, file type, context) of minimax-m2 case ``seed``."""
+    rng = random.Random(f"graphs-more/minimax-m2/{seed}")
+    model = Model.from_hf_config(_minimax_m2(rng), name=f"random-minimax-m2-{seed}")
+    return (model, *random_run(rng))

@@ -27,7 +27,7 @@ reserves:
     phi3 (phi3: fused attn_qkv and ffn_up)    src/models/phi3.cpp llama_model_phi3::graph<false>
 (gemma2, gemma3 and phi3 in kvmem.engines.llamacpp.graphs_gemma_phi3, whose docstring has their
 details; glm4, glm4moe, gemma4, llama4 (Llama 4's chunked iSWA, tests/oracles/test_llamacpp_llama4_oracle.py), the
-DeltaNet hybrids, deepseek2 / gpt-oss and the DSA models in their own graphs_* modules;
+DeltaNet hybrids, deepseek2 / gpt-oss, minimax-m2 and the DSA models in their own graphs_* modules;
 mistral's and phi3's sliding_window is ignored as llama.cpp ignores it: one full cache),
 with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
 unused inp_embd input, both kept by ggml_build_forward_select), build_inp_out_ids (always built,
@@ -111,6 +111,7 @@ from .graphs_kimi import one_seq_prompt
 from .graphs_kimi_k3 import kimi_shapes
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_minimax01 import MINIMAX01, minimax01_once, minimax01_shape
+from .graphs_minimax_m2 import MINIMAX_M2, minimax_m2_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
@@ -136,6 +137,7 @@ _OWN_SHAPES.update(dict.fromkeys(GEMMA3N, gemma3n_shape))     # gemma3n (Gemma 3
 _OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba hybrids): graphs_ssm
 _OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shapes))     # kimi-linear, kimi-k3: graphs_kimi, graphs_kimi_k3
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX01, minimax01_shape))     # minimax-01 (MiniMax-M1): graphs_minimax01
+_OWN_SHAPES.update(dict.fromkeys(MINIMAX_M2, minimax_m2_shape))     # minimax-m2 (MiniMax-M2 / M2.5): graphs_minimax_m2
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 

@@ -1,7 +1,8 @@
 """The graph llama.cpp builds for a GraphShape, by its architecture: the one entry compute.py and scheduled.py
 call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: graphs_gemma_phi3; deepseek2
 and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4: graphs_glm4; glm4moe: graphs_glm4moe;
-gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta; llama4: graphs_llama4)."""
+gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta; llama4: graphs_llama4; minimax-m2:
+graphs_minimax_m2)."""
 
 from __future__ import annotations
 
@@ -19,40 +20,27 @@ from .graphs_kimi import KimiShape, build_kimi
 from .graphs_kimi_k3 import KimiK3Shape, build_kimi_k3
 from .graphs_llama4 import Llama4Shape, build_llama4
 from .graphs_minimax01 import Minimax01Shape, build_minimax01
+from .graphs_minimax_m2 import build_minimax_m2
 from .graphs_mla_oss import build_mla_oss
 from .graphs_ssm import SsmShape, build_ssm
 
 __all__ = ["build_graph"]
 
 
+# the architectures built by name, and the shapes of their own class (a subclass before its base: a KimiK3Shape is a
+# KimiShape, a KimiShape, Minimax01Shape and SsmShape are DeltaShapes); anything else: graphs.build
+_BY_ARCH = {**dict.fromkeys(("deepseek2", "gpt-oss"), build_mla_oss),
+            **dict.fromkeys(("glm-dsa", "deepseek32"), build_dsa),
+            "glm4": build_glm4, "glm4moe": build_glm4moe, "minimax-m2": build_minimax_m2,
+            **dict.fromkeys(("gemma2", "gemma3", "phi3"), build_gemma_phi3)}
+_BY_SHAPE = ((SsmShape, build_ssm), (KimiK3Shape, build_kimi_k3), (KimiShape, build_kimi),
+             (Minimax01Shape, build_minimax01), (DeltaShape, build_delta), (ClassicShape, build_classic),
+             (Llama4Shape, build_llama4), (Gemma3nShape, build_gemma3n), (Gemma4Shape, build_gemma4))
+
+
 def build_graph(shape: GraphShape, p: Pass) -> Graph:
     """The graph of one reserve ``p`` of ``shape``'s architecture."""
-    if shape.arch in ("deepseek2", "gpt-oss"):
-        return build_mla_oss(shape, p)
-    if shape.arch in ("glm-dsa", "deepseek32"):
-        return build_dsa(shape, p)
-    if isinstance(shape, SsmShape):     # jamba, nemotron_h: graphs_ssm (a DeltaShape too)
-        return build_ssm(shape, p)
-    if isinstance(shape, KimiK3Shape):      # kimi-k3 (a KimiShape): graphs_kimi_k3
-        return build_kimi_k3(shape, p)
-    if isinstance(shape, KimiShape):        # kimi-linear (a DeltaShape): graphs_kimi
-        return build_kimi(shape, p)
-    if isinstance(shape, Minimax01Shape):     # minimax-01 (a DeltaShape): graphs_minimax01
-        return build_minimax01(shape, p)
-    if isinstance(shape, DeltaShape):
-        return build_delta(shape, p)
-    if isinstance(shape, ClassicShape):     # falcon, gpt2, gptneox: graphs_classic
-        return build_classic(shape, p)
-    if isinstance(shape, Llama4Shape):
-        return build_llama4(shape, p)
-    if isinstance(shape, Gemma3nShape):     # gemma3n: graphs_gemma3n
-        return build_gemma3n(shape, p)
-    if isinstance(shape, Gemma4Shape):
-        return build_gemma4(shape, p)
-    if shape.arch == "glm4":
-        return build_glm4(shape, p)
-    if shape.arch == "glm4moe":
-        return build_glm4moe(shape, p)
-    if shape.arch in ("gemma2", "gemma3", "phi3"):
-        return build_gemma_phi3(shape, p)
-    return build(shape, p)
+    builder = _BY_ARCH.get(shape.arch)
+    if builder is None:
+        builder = next((b for kind, b in _BY_SHAPE if isinstance(shape, kind)), build)
+    return builder(shape, p)
