@@ -6,6 +6,8 @@ graphs_minimax_m2)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, build
 from .graphs_classic import ClassicShape, build_classic
@@ -29,18 +31,18 @@ __all__ = ["build_graph"]
 
 # the architectures built by name, and the shapes of their own class (a subclass before its base: a KimiK3Shape is a
 # KimiShape, a KimiShape, Minimax01Shape and SsmShape are DeltaShapes); anything else: graphs.build
-_BY_ARCH = {**dict.fromkeys(("deepseek2", "gpt-oss"), build_mla_oss),
-            **dict.fromkeys(("glm-dsa", "deepseek32"), build_dsa),
-            "glm4": build_glm4, "glm4moe": build_glm4moe, "minimax-m2": build_minimax_m2,
-            **dict.fromkeys(("gemma2", "gemma3", "phi3"), build_gemma_phi3)}
-_BY_SHAPE = ((SsmShape, build_ssm), (KimiK3Shape, build_kimi_k3), (KimiShape, build_kimi),
-             (Minimax01Shape, build_minimax01), (DeltaShape, build_delta), (ClassicShape, build_classic),
-             (Llama4Shape, build_llama4), (Gemma3nShape, build_gemma3n), (Gemma4Shape, build_gemma4))
+_BY_ARCH: dict[str, Callable[..., Graph]] = {
+    **dict.fromkeys(("deepseek2", "gpt-oss"), build_mla_oss), **dict.fromkeys(("glm-dsa", "deepseek32"), build_dsa),
+    "glm4": build_glm4, "glm4moe": build_glm4moe, "minimax-m2": build_minimax_m2,
+    **dict.fromkeys(("gemma2", "gemma3", "phi3"), build_gemma_phi3)}
+_BY_SHAPE: tuple[tuple[type, Callable[..., Graph]], ...] = (
+    (SsmShape, build_ssm), (KimiK3Shape, build_kimi_k3), (KimiShape, build_kimi), (Minimax01Shape, build_minimax01),
+    (DeltaShape, build_delta), (ClassicShape, build_classic), (Llama4Shape, build_llama4),
+    (Gemma3nShape, build_gemma3n), (Gemma4Shape, build_gemma4))
 
 
 def build_graph(shape: GraphShape, p: Pass) -> Graph:
     """The graph of one reserve ``p`` of ``shape``'s architecture."""
-    builder = _BY_ARCH.get(shape.arch)
-    if builder is None:
-        builder = next((b for kind, b in _BY_SHAPE if isinstance(shape, kind)), build)
+    by_arch = _BY_ARCH.get(shape.arch)
+    builder = by_arch if by_arch is not None else next((b for kind, b in _BY_SHAPE if isinstance(shape, kind)), build)
     return builder(shape, p)
