@@ -10,7 +10,8 @@ conversion/minimax.py MiniMaxText01Model writes (kvmem.oracles.llamacpp_minimax0
 4. the graph on 8 random minimax-01 configs with a context each (1-3 sequences: llama.cpp's third reserve of one
    sequence): the CPU compute buffer to the four decimals ~llama_context prints (seeds 0-99 equal, run once);
 5. where llama.cpp aborts creating the context (3 sequences, -ub 32, a softmax layer before the last), kvmem refuses;
-MiniMax-M3 (minimax-m3): 1-3 likewise (its compute graph is not transcribed: the estimate). About 20 s."""
+MiniMax-M3 (minimax-m3): 1, 2 and 3's caches likewise (its compute graph, kvmem.engines.llamacpp.graphs_minimax_m3:
+tests/oracles/test_llamacpp_graphs_minimax_m3_oracle.py). About 20 s."""
 
 from tests.oracles.conftest import require
 

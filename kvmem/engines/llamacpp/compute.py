@@ -112,6 +112,7 @@ from .graphs_kimi_k3 import kimi_shapes
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_minimax01 import MINIMAX01, minimax01_once, minimax01_shape
 from .graphs_minimax_m2 import MINIMAX_M2, minimax_m2_shape
+from .graphs_minimax_m3 import MINIMAX_M3, minimax_m3_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
@@ -138,6 +139,7 @@ _OWN_SHAPES.update(dict.fromkeys(SSM, ssm_shape))     # jamba, nemotron_h (Mamba
 _OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shapes))     # kimi-linear, kimi-k3: graphs_kimi, graphs_kimi_k3
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX01, minimax01_shape))     # minimax-01 (MiniMax-M1): graphs_minimax01
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX_M2, minimax_m2_shape))     # minimax-m2 (MiniMax-M2 / M2.5): graphs_minimax_m2
+_OWN_SHAPES.update(dict.fromkeys(MINIMAX_M3, minimax_m3_shape))     # minimax-m3 (MiniMax-M3, MSA): graphs_minimax_m3
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 

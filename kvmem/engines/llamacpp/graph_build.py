@@ -23,6 +23,7 @@ from .graphs_kimi_k3 import KimiK3Shape, build_kimi_k3
 from .graphs_llama4 import Llama4Shape, build_llama4
 from .graphs_minimax01 import Minimax01Shape, build_minimax01
 from .graphs_minimax_m2 import build_minimax_m2
+from .graphs_minimax_m3 import build_minimax_m3
 from .graphs_mla_oss import build_mla_oss
 from .graphs_ssm import SsmShape, build_ssm
 
@@ -33,7 +34,7 @@ __all__ = ["build_graph"]
 # KimiShape, a KimiShape, Minimax01Shape and SsmShape are DeltaShapes); anything else: graphs.build
 _BY_ARCH: dict[str, Callable[..., Graph]] = {
     **dict.fromkeys(("deepseek2", "gpt-oss"), build_mla_oss), **dict.fromkeys(("glm-dsa", "deepseek32"), build_dsa),
-    "glm4": build_glm4, "glm4moe": build_glm4moe, "minimax-m2": build_minimax_m2,
+    "glm4": build_glm4, "glm4moe": build_glm4moe, "minimax-m2": build_minimax_m2, "minimax-m3": build_minimax_m3,
     **dict.fromkeys(("gemma2", "gemma3", "phi3"), build_gemma_phi3)}
 _BY_SHAPE: tuple[tuple[type, Callable[..., Graph]], ...] = (
     (SsmShape, build_ssm), (KimiK3Shape, build_kimi_k3), (KimiShape, build_kimi), (Minimax01Shape, build_minimax01),

@@ -59,6 +59,8 @@ def graph_weight_names(shape: GraphShape) -> tuple:
     ROPE runs)."""
     graph, n = _few_layers(shape)
     weights = [t for t in graph.leafs if t.external and not t.kv]
+    if getattr(shape, "msa_block", 0):      # graphs_minimax_m3: the MSA indexer's weights, read with flash attention
+        weights += [t for t in _few_layers(shape, True)[0].leafs if t.external and not t.kv]
     return frozenset(t.name for t in weights if t.layer < n), frozenset(t.name for t in weights if t.layer == n)
 
 
@@ -82,9 +84,9 @@ def kqv_pinned(shape: GraphShape) -> bool:
 
 
 @lru_cache(maxsize=64)
-def _few_layers(shape: GraphShape) -> tuple:
-    """A one-token graph (no flash attention) of ``shape``'s first layers, enough to hold each kind of layer, and their
-    count."""
+def _few_layers(shape: GraphShape, flash_attn: bool = False) -> tuple:
+    """A one-token graph (no flash attention unless ``flash_attn``) of ``shape``'s first layers, enough to hold each
+    kind of layer, and their count."""
     n = min(shape.n_layer, shape.n_dense_lead + 1)     # a dense layer and a MoE one (deepseek2's leading dense)
     recurrent = getattr(shape, "recurrent", ())
     if recurrent:       # graphs_delta: through the first full-attention layer (its weights are not the linear ones')
@@ -95,7 +97,7 @@ def _few_layers(shape: GraphShape) -> tuple:
     n = max(n, *(kinds.index(x) + 1 for x in set(kinds))) if kinds else n
     few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n],
                   **({"recurrent": recurrent[:n]} if recurrent else {}), **({"moe_layers": moe[:n]} if moe else {}))
-    return build_graph(few, Pass(1, 1, 256, 1, False, "f16", "f16")), n
+    return build_graph(few, Pass(1, 1, 256, 1, flash_attn, "f16", "f16")), n
 
 
 def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> tuple:
@@ -113,7 +115,8 @@ def reduced_layers(shape: GraphShape, layer_gpu: tuple, weights: tuple = ()) -> 
     not change: test_reduced_layers_keep_every_buffer and tests/engines/test_llamacpp_reduced_patterns.py
     check it against the whole graph."""
     n = shape.n_layer
-    if shape.indexer_full or getattr(shape, "res_bs", None):     # kimi-k3: its banked checkpoints grow (graphs_kimi_k3)
+    if shape.indexer_full or getattr(shape, "res_bs", None) or getattr(shape, "msa_block", 0):
+        # kimi-k3: its banked checkpoints grow (graphs_kimi_k3); minimax-m3: its MSA input copies (graphs_minimax_m3)
         # glm-dsa / deepseek32: each layer's zero rows for the top-k mask are a leaf of the compute buffer
         # (graphs_dsa._sparse_mask), and ggml-alloc allocates every leaf before the first node: the buffers
         # grow with the layers, so no run is cut (cut, 16 of 16 random GPU layouts of GLM-5 / DeepSeek-V3.2 differed).

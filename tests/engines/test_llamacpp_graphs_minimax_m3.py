@@ -1,0 +1,121 @@
+"""llama.cpp's minimax-m3 compute graph (kvmem/engines/llamacpp/graphs_minimax_m3.py: MiniMax-M3's text model, MSA): the
+CPU compute buffers llama.cpp 0c1e57098 printed (llama-cpp-python 0.3.36: tests/oracles/
+test_llamacpp_graphs_minimax_m3_oracle.py, and kvmem.oracles.llamacpp_presets.load with no_alloc on the preset's full
+shape), pinned here so they hold without llama.cpp; the shape read from the config, and where kvmem builds no such
+graph; the weight names a placement can move; the GPU schedule of reduced layers equal to the whole graph's."""
+
+import random
+
+import pytest
+
+import kvmem
+from kvmem.engines.llamacpp import scheduled
+from kvmem.engines.llamacpp.compute import graph_shape
+from kvmem.engines.llamacpp.layouts import layout
+from kvmem.engines.llamacpp.placement import buffer_mib
+from kvmem.engines.llamacpp.scheduled import expert_weights, graph_weight_names
+from kvmem.engines.llamacpp.tensors import tensors_for
+from kvmem.oracles.llamacpp_minimax_m3_cases import minimax_m3_cut, random_minimax_m3_case
+from tests.engines.test_llamacpp_graphs_glm4moe import cpu_compute
+
+# "CPU compute buffer size" llama.cpp printed for MiniMax-M3's full shape (a sparse Q4_K_M GGUF written by
+# kvmem.oracles.llamacpp_minimax01.write_minimax_m3, no_alloc: the prompt graph's reserve), f16 cache, one sequence;
+# with flash attention the MSA block mask over every cell: 2513.02 MiB at 131072 cells, -ub 512
+PRESET = [(4096, 512, True, 491.29), (32768, 512, False, 4258.76), (65536, 2048, True, 5186.34),
+          (131072, 512, True, 2513.02)]
+# the four decimals ~llama_context printed for MiniMax-M3 cut to 4 layers (minimax_m3_cut: 3 dense, 1 sparse):
+# (n_ctx, n_ubatch, flash attention, cache type, sequences, kv_unified)
+CUT = {(4096, 512, 1, "f16", 1, False): "426.7520", (4096, 512, 0, "f16", 1, False): "590.0098",
+       (4096, 512, 1, "f16", 2, False): "489.2891", (4096, 512, 1, "f16", 2, True): "426.7520",
+       (4096, 1, 1, "f16", 1, False): "1.1672", (1000, 7, 1, "f16", 1, False): "6.6805"}
+# and for kvmem.oracles.llamacpp_minimax_m3_cases.random_minimax_m3_case(seed): MSA on (2, 3, 4, 12, 16, 17, 18, 23, 30,
+# 38: prompts of 1-4 streams, one token per stream, quantised caches; 44, 61: blocks of 96), dense with flash attention
+# off (5, 9) and with 2 sequences in one unified stream (0)
+SEEDS = {0: "0.9060", 2: "0.2727", 3: "8.4600", 4: "5.1697", 5: "22.1348", 9: "5.4338", 12: "3.0598", 16: "0.1299",
+         17: "1.0658", 18: "5.5938", 23: "0.5511", 30: "0.2913", 38: "0.4328", 44: "10.9531", 61: "0.2038"}
+
+
+def _base() -> dict:
+    return dict(kvmem.get_model("minimax-m3").config)
+
+
+@pytest.mark.parametrize("n_ctx, n_ubatch, flash_attn, printed", PRESET)
+def test_preset_cpu_compute_buffer_is_llamacpps(n_ctx, n_ubatch, flash_attn, printed):
+    got = cpu_compute(kvmem.get_model("minimax-m3"), n_ctx, n_ubatch, flash_attn)
+    assert got.exact and buffer_mib(got.bytes) == printed
+
+
+@pytest.mark.parametrize("case", sorted(CUT))
+def test_preset_cut_to_four_layers_is_llamacpps(case):
+    n_ctx, n_ubatch, fa, type_k, n_seq, unified = case
+    got = cpu_compute(minimax_m3_cut(_base(), 4), n_ctx, n_ubatch, bool(fa), type_k, type_k, n_seq, unified)
+    assert got.exact and f"{got.bytes / 1048576.0:.4f}" == CUT[case]
+
+
+@pytest.mark.parametrize("seed", sorted(SEEDS))
+def test_random_minimax_m3_cases_are_llamacpps(seed):
+    model, ctx = random_minimax_m3_case(seed, _base())
+    got = cpu_compute(model, ctx["n_ctx"], ctx["n_ubatch"], bool(ctx["flash_attn"]), ctx["type_k"], ctx["type_v"],
+                      ctx["n_seq"], ctx["kv_unified"])
+    assert got.exact and f"{got.bytes / 1048576.0:.4f}" == SEEDS[seed]
+
+
+def test_shape_read_from_the_config():
+    # text_config: 60 layers (moe_layer_freq: 3 dense first), 64 heads of 128, 4 KV heads, 128 experts of 3072, 4 used,
+    # one shared, sigmoid routing scaled by 2; sparse_attention_config: 4 indexer heads of 128, blocks of 128, top 16
+    s = graph_shape(kvmem.get_model("minimax-m3"))
+    assert (s.arch, s.n_layer, s.n_head, s.n_head_kv, s.head_dim, s.n_expert, s.n_expert_used, s.n_ff_exp) == (
+        "minimax-m3", 60, 64, 4, 128, 128, 4, 3072)
+    assert (s.n_dense_lead, s.n_ff, s.n_ff_shexp, s.gating, s.probs_bias, s.norm_w, s.scale_w) == (
+        3, 12288, 3072, "sigmoid", True, True, True)
+    assert (s.n_indexer_head, s.indexer_head, s.msa_block, s.indexer_top_k) == (4, 128, 128, 16)
+
+
+@pytest.mark.parametrize("change", [dict(scoring_func="sqrtsoftplus"), dict(qk_norm_type="per_layer"),
+                                    dict(sparse={"sparse_num_index_heads": 2})])
+def test_graphs_kvmem_does_not_build_are_none(change):
+    # a gating function moe_ffn does not build; Q/K norms of another kind; indexer heads other than the KV heads
+    # (llama.cpp aborts reserving the MSA graph: GGML_ASSERT(HKV == Hd))
+    assert graph_shape(minimax_m3_cut(_base(), 4, name="changed", **change)) is None
+
+
+def test_weight_names_are_the_files():
+    per_layer, output = graph_weight_names(graph_shape(kvmem.get_model("minimax-m3")))
+    names = {t.name.split(".", 2)[2].removesuffix(".weight") for t in tensors_for(kvmem.get_model("minimax-m3"),
+                                                                                  "q4_k_m")[0]
+             if t.name.startswith("blk.")}
+    assert per_layer - {"token_embd"} == names
+    assert output == {"output_norm", "output"}
+
+
+def test_partial_offload_is_scheduled():
+    # -ngl 20 and --n-cpu-moe 40 on one 24 GB card: every buffer the scheduled graph's, marked exact (the estimate
+    # before this graph)
+    model = kvmem.get_model("minimax-m3")
+    tensors, _ = tensors_for(model, "q4_k_m")
+    for flags in (dict(n_gpu_layers=20), dict(n_cpu_moe=40)):
+        lay = layout(model, tensors, gpus=("rtx-3090-24gb",), n_ctx=32768, flash_attn=True, **flags)
+        assert lay.compute_exact == {"rtx-3090-24gb": True, "CPU": True}
+
+
+def test_reduced_layers_keep_every_buffer_of_minimax_m3():
+    # scheduled.reduced_layers cuts no layer of minimax-m3 (with MSA a GPU's buffer grows by each sparse layer's copies
+    # of the MSA inputs' views), so gpu_graph_bytes is the whole graph's, on 1-3 GPUs with some experts on the host,
+    # MSA on and off
+    rng = random.Random(47)
+    for i in range(6):
+        model, _ctx = random_minimax_m3_case(i, _base())
+        shape = graph_shape(model)
+        n = rng.randint(16, 30)
+        shape = type(shape)(**{**shape.__dict__, "n_layer": n})
+        n_gpus = rng.randint(1, 3)
+        cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
+        layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
+        experts = [((il, down), 50_000) for il in range(rng.randint(0, n)) for down in (True, False)]
+        fa = i % 3 != 0
+        kw = dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 1024]), n_ubatch=rng.choice([1, 64, 512]),
+                  flash_attn=fa, type_k="f16", type_v="f16", n_seq=1, weights=expert_weights(experts, n_gpus))
+        whole = scheduled._gpu_graph_bytes(shape, layer_gpu, n_gpus, kw["n_kv"], kw["n_ubatch"], fa, "f16", "f16",
+                                           None, 1, False, 0, 1, True, kw["weights"], True)
+        assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
+        assert scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer == n
