@@ -200,12 +200,17 @@ def top_up(model, tensors, lay: Layout | None, budgets: dict, kw: dict) -> Layou
                 # a tensor moved here can also shrink this card's compute buffer (the host experts it no longer
                 # copies in): up to the room plus that buffer
                 room = budgets[device] - lay.total_bytes[device] + lay.compute_bytes[device]
-                for t in _host_experts(lay):
+                host = _host_experts(lay)
+                # _over settles a trial on the first GPU alone (a host expert's copy, <= the largest's): asked near it
+                first = lay.placement.gpus[0]
+                edge = budgets[first] - lay.total_bytes[first] + lay.compute_bytes[first] - cuda_alloc_bytes(host[0]) \
+                    - 256 if host else 0
+                for t in host:
                     size = cuda_alloc_bytes(t)
                     if size > room or size in failed:
                         continue
                     flags = _moved_flags(lay, t, device, kw)
-                    if _over(model, tensors, budgets, **flags):
+                    if (size if device == first else 0) > edge and _over(model, tensors, budgets, **flags):
                         failed.add(size)        # over without its graph (_over): the trial would not fit
                         continue
                     trial = layout(model, tensors, **flags)

@@ -162,7 +162,10 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
               nextn_loaded=nextn_loaded(model))
     full = llamacpp_compute_bytes(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
                                   cells_per_stream=plan.n_ctx_seq)
-    args = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas, bool(override_tensor) or n_cpu_moe > 0)
+    # a sketch (schedule False) reads the arguments only for its floor, which needs routed experts on the host
+    host_experts = p.gpus and p.device(CPU).group_bytes.get("experts", 0)
+    args = _scheduled(model, p, s, plan, n_layer, not kv_offload, blas, bool(override_tensor) or n_cpu_moe > 0) \
+        if schedule or host_experts else None
     gpu_exact: list | None = list(gpu_graph_bytes(**args)) if schedule and args else None
     floor = {} if schedule or not args else {p.gpus[0]: copy_floor(
         args["weights"], graph_expert_names(args["shape"]), n_layer, len(p.gpus), args["n_ubatch"])}
