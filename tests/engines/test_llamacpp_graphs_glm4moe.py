@@ -24,7 +24,8 @@ def cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", 
                        n_batch=n_ctx).details
     return llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=d.n_ubatch, cells_per_stream=d.cells,
                                    flash_attn=flash_attn, type_k=type_k, type_v=type_v, n_outputs=d.n_batch,
-                                   n_seq=n_seq, kv_unified=kv_unified, swa_cells=d.swa_cells, backend="cpu")
+                                   n_seq=n_seq, kv_unified=kv_unified, swa_cells=d.swa_cells, backend="cpu",
+                                   printed=True)    # what llama.cpp prints at context creation
 
 
 # "CPU compute buffer size" llama.cpp printed for the presets' full shapes (sparse Q4_K_M GGUFs written by

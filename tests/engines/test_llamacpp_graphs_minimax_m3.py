@@ -10,7 +10,8 @@ import pytest
 
 import kvmem
 from kvmem.engines.llamacpp import scheduled
-from kvmem.engines.llamacpp.compute import graph_shape
+from kvmem.engines.llamacpp.compute import graph_shape, llamacpp_compute_buffer
+from kvmem.engines.llamacpp.graphs_minimax_m3 import filled
 from kvmem.engines.llamacpp.layouts import layout
 from kvmem.engines.llamacpp.placement import buffer_mib
 from kvmem.engines.llamacpp.scheduled import expert_weights, graph_weight_names
@@ -119,3 +120,27 @@ def test_reduced_layers_keep_every_buffer_of_minimax_m3():
                                            None, 1, False, 0, 1, True, kw["weights"], True)
         assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
         assert scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer == n
+
+
+@pytest.mark.parametrize("n_ctx, grown", [(4096, None), (32768, 752.77), (131072, 2771.02)])
+def test_a_layout_takes_the_buffer_a_full_cache_needs(n_ctx, grown):
+    # llama.cpp prints the reserve over 256 positions and grows the buffer as a prompt fills the cache: a layout's
+    # buffer is the larger of the two (graphs_minimax_m3.filled), the printed one named beside it; at 4k the full
+    # cache's graph packs into less and the printed reserve stands (-ub 512, flash attention, one sequence)
+    model = kvmem.get_model("minimax-m3")
+    printed = cpu_compute(model, n_ctx, 512, True)
+    d = kvmem.estimate(model, engine="llama.cpp", tokens=1, n_ctx=n_ctx, flash_attn=True, n_ubatch=512,
+                       n_batch=n_ctx).details
+    got = llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=512, cells_per_stream=d.cells, flash_attn=True,
+                                  n_outputs=d.n_batch, backend="cpu")
+    if grown is None:
+        assert got == printed
+    else:
+        assert got.exact and round(got.bytes / 2**20, 2) == grown > printed.bytes / 2**20
+        assert f"context creation prints {printed.bytes / 2**20:,.2f} MiB" in got.note
+    tensors, _ = tensors_for(model, "q4_k_m")       # the same on a GPU: n_cpu_moe 40 on one 24 GB card
+    lay = layout(model, tensors, gpus=("rtx-3090-24gb",), n_ctx=n_ctx, flash_attn=True, n_cpu_moe=40)
+    shape = graph_shape(model)
+    args = dict(layer_gpu=(0,) * (shape.n_layer + 1), n_gpus=1, n_kv=d.cells, n_ubatch=512, flash_attn=True)
+    assert scheduled.gpu_graph_bytes(filled(shape, d.cells), **args) <= scheduled.gpu_graph_bytes(shape, **args)
+    assert lay.compute_exact["rtx-3090-24gb"]

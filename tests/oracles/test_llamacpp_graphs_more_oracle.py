@@ -35,7 +35,7 @@ def _kvmem_compute(model, ctx):
     return llamacpp_compute_buffer(model, n_ctx=d.n_ctx, n_ubatch=d.n_ubatch, cells_per_stream=d.cells,
                                    flash_attn=bool(ctx["flash_attn"]), type_k=ctx["type_k"], type_v=ctx["type_v"],
                                    n_outputs=d.n_batch, n_seq=ctx["n_seq"], kv_unified=ctx["kv_unified"],
-                                   swa_cells=d.swa_cells, backend="cpu")
+                                   swa_cells=d.swa_cells, backend="cpu", printed=True)   # the printed reserve
 
 
 def _check(model, fmt, ctx, path):

@@ -112,7 +112,7 @@ from .graphs_kimi_k3 import kimi_shapes
 from .graphs_llama4 import LLAMA4, llama4_shape
 from .graphs_minimax01 import MINIMAX01, minimax01_once, minimax01_shape
 from .graphs_minimax_m2 import MINIMAX_M2, minimax_m2_shape
-from .graphs_minimax_m3 import MINIMAX_M3, minimax_m3_shape
+from .graphs_minimax_m3 import MINIMAX_M3, filled, minimax_m3_shape
 from .graphs_mla_oss import MLA_OSS, mla_oss_shape
 from .graphs_ssm import SSM, ssm_shape
 from .settings import CURRENT, PR_14959, PR_18898
@@ -236,9 +236,12 @@ def graph_bytes(shape: GraphShape, *, n_kv: int, n_ubatch: int, flash_attn: bool
 
 def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k: str = "f16", type_v: str = "f16",
                    n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False, swa_cells: int = 0,
-                   alignment: int = CPU_ALIGNMENT, build=CURRENT, n_rs_seq: int = 0) -> ComputeBuffer:
+                   alignment: int = CPU_ALIGNMENT, build=CURRENT, n_rs_seq: int = 0,
+                   printed: bool = False) -> ComputeBuffer:
     """llama.cpp's compute buffer for ``model``: exact for the transcribed families, else the estimate;
-    ``n_rs_seq``: the context's recurrent rollback snapshots (graphs_delta.with_rs_seq)."""
+    ``n_rs_seq``: the context's recurrent rollback snapshots (graphs_delta.with_rs_seq). MiniMax-M3: the larger of
+    the reserve context creation prints and the graphs over a full cache (graphs_minimax_m3.filled), what a long
+    prompt grows the buffer to; ``printed``: the reserve alone."""
     shape = graph_shape(model, build)
     shape = with_rs_seq(shape, n_rs_seq) if shape is not None else None
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
@@ -246,16 +249,19 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
         return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                              "an estimate: the sliding-window cache's cells (swa_cells) were not given")
     if shape is not None and type_k in TYPES and type_v in TYPES:
-        return ComputeBuffer(graph_bytes(shape, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k,
-                                         type_v=type_v, n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified,
-                                         swa_cells=swa_cells, alignment=alignment,
-                                         mask_f32=(build or CURRENT) < PR_23764,
-                                         kv_rot=(build or CURRENT) >= PR_21038,
-                                         qkv_order=(build or CURRENT) < PR_16884,
-                                         set_rows=(build or CURRENT) >= PR_14959,
-                                         inp_embd=(build or CURRENT) >= PR_18898),
-                             # deepseek2 / gpt-oss before PR #14959's set_rows stores: not transcribed (layouts)
-                             not (shape.arch in ("deepseek2", "gpt-oss") and (build or CURRENT) < PR_14959))
+        def sized(graph_shape_):
+            return graph_bytes(graph_shape_, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k,
+                               type_v=type_v, n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified,
+                               swa_cells=swa_cells, alignment=alignment, mask_f32=(build or CURRENT) < PR_23764,
+                               kv_rot=(build or CURRENT) >= PR_21038, qkv_order=(build or CURRENT) < PR_16884,
+                               set_rows=(build or CURRENT) >= PR_14959, inp_embd=(build or CURRENT) >= PR_18898)
+        reserve, full = sized(shape), filled(shape, n_kv)
+        grown = sized(full) if full is not None and not printed else 0
+        note = (f"MiniMax-M3: {grown / 2**20:,.2f} MiB once a prompt fills the cache (MSA over every position); "
+                f"context creation prints {reserve / 2**20:,.2f} MiB" if grown > reserve else "")
+        # deepseek2 / gpt-oss before PR #14959's set_rows stores: not transcribed (layouts)
+        return ComputeBuffer(max(reserve, grown), not (shape.arch in ("deepseek2", "gpt-oss") and
+                                                       (build or CURRENT) < PR_14959), note)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
                          "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
@@ -266,7 +272,7 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
                             cells_per_stream: int | None = None, type_k: str = "f16", type_v: str = "f16",
                             n_outputs: int | None = None, n_seq: int = 1, kv_unified: bool = False,
                             swa_cells: int | None = None, backend: str = "cuda", build=CURRENT,
-                            n_rs_seq: int = 0) -> ComputeBuffer:
+                            n_rs_seq: int = 0, printed: bool = False) -> ComputeBuffer:
     """llama.cpp's compute buffer on one device for a context of ``n_ctx`` cells (one stream of
     ``cells_per_stream``, n_ctx rounded up to 256 by default): ``backend="cpu"`` the CPU buffer,
     exact for the transcribed families (``compute_buffer``); ``backend="cuda"`` the estimate
@@ -283,7 +289,7 @@ def llamacpp_compute_buffer(model, *, n_ctx: int, n_ubatch: int = 512, flash_att
     if backend == "cpu":
         return compute_buffer(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
                               n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells or 0,
-                              build=build, n_rs_seq=n_rs_seq)
+                              build=build, n_rs_seq=n_rs_seq, printed=printed)
     if backend != "cuda":
         raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ub, flash_attn=flash_attn), False,

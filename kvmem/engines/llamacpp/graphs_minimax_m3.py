@@ -25,7 +25,12 @@ llama_kv_cache_msa_context::get_n_pos() = 256 positions (src/llama-kv-cache-msa.
 -1 + 1 padded to 256), GGML_PAD-ed to the block (L273: a bit mask, ``ggml_pad``); so the printed buffer holds
 nblk = GGML_PAD(256, block) / block blocks (2 of MiniMax-M3's 128), top-k min(top_k, nblk). A running context
 rebuilds these tensors as positions fill the cache (n_ps up to the longest sequence's positions), and ggml-alloc grows
-the buffer then: what context creation prints, and kvmem gives, is not the high-water mark of a long prompt.
+the buffer then (ggml_gallocr_alloc_graph reserves again): what context creation prints is not what a long prompt
+takes. graph_bytes gives the printed reserve (MinimaxM3Shape.msa_pos 0); a layout's buffers (compute.compute_buffer,
+scheduled.gpu_graph_bytes) are the larger of it and the graphs over a full cache (``filled``: msa_pos = n_kv):
+MiniMax-M3 at -ub 512 with flash attention, 688.6 -> 752.8 MiB at 32k, 2513.0 -> 2771.0 MiB at 128k (at 4k the full
+cache's graph packs into 3.7 MiB less: the printed reserve stands). Positions between are not sized: ggml-alloc's
+packing is not monotone in them (a few MiB, as at 4k).
 
 On GPUs (kvmem.engines.llamacpp.ggml_sched) each sparse layer's views of the MSA inputs (bias, pos_mask, pos_slot_i,
 cell_blk or pos_slot_f: host inputs) are copied to the GPU anew, at the start of the split that reads them, so a GPU's
@@ -35,7 +40,7 @@ no layer of this graph (cut, 14 of 40 random layouts differed). Not checked agai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .arch_fields import field
 from .ggml_graph import TYPES, Graph, Tensor
@@ -44,7 +49,7 @@ from .graphs_delta import DeltaShape
 from .graphs_minimax01 import MINIMAX_M3  # kvmem model_type -> "minimax-m3", the layout's (minimax_m3_tensors)
 from .graphs_mla_oss import deepseek_ffn, rms_norm
 
-__all__ = ["MINIMAX_M3", "MinimaxM3Shape", "build_minimax_m3", "minimax_m3_shape"]
+__all__ = ["MINIMAX_M3", "MinimaxM3Shape", "build_minimax_m3", "minimax_m3_shape", "filled"]
 
 # conversion/base.py#L1530-L1539: scoring_func -> expert_gating_func, of those graphs_mla_oss.moe_ffn builds
 _GATING = {"sigmoid": "sigmoid", "softmax": "softmax"}
@@ -64,6 +69,16 @@ class MinimaxM3Shape(DeltaShape):
     one unified stream turn MSA off), its recurrent widths unused."""
 
     msa_block: int = 0      # attention.indexer.block_size
+    msa_pos: int = 0        # positions in the cache (0: the empty cache of context creation's reserve)
+
+
+def filled(shape, n_kv: int):
+    """``shape`` over a cache whose ``n_kv`` cells per stream all hold positions (MSA's block selection over every
+    position: what a long prompt grows the buffer to, the module doc), or None: not a MiniMax-M3 shape, or one given
+    its positions already."""
+    if not isinstance(shape, MinimaxM3Shape) or shape.msa_pos:
+        return None
+    return replace(shape, msa_pos=n_kv)
 
 
 def _inplace(op: str, a: Tensor, *src) -> Tensor:
@@ -106,7 +121,7 @@ class _Msa:
 def _msa_inputs(g: Graph, s: MinimaxM3Shape, p: Pass, mask: Tensor) -> _Msa:
     n_tokens, ns, n_kv = p.n_tokens, p.n_stream, p.n_kv
     n_tps = n_tokens // ns
-    n_ps = ggml_pad(N_POS_PAD, s.msa_block)
+    n_ps = ggml_pad(max(N_POS_PAD, ggml_pad(s.msa_pos, N_POS_PAD)), s.msa_block)   # get_n_pos, then the block
     nblk = n_ps // s.msa_block
     decode = n_tps == 1
     idx_idxs = g.input("i64", n_tokens)      # build_attn_inp_kv_msa: the indexer cache's K indices

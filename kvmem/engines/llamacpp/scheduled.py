@@ -23,6 +23,7 @@ from .ggml_sched import OFFLOAD_MIN_BATCH, sched_bounds, sched_sizes
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_delta import with_seqs
+from .graphs_minimax_m3 import filled
 from .settings import PR_23861, PR_23907
 
 __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_expert_names", "graph_weight_names", "kqv_pinned",
@@ -211,13 +212,13 @@ def _gpu_graph_bytes(shape, layer_gpu, n_gpus, n_kv, n_ubatch, flash_attn, type_
 
 
 def _graphs(*args, reduce: bool) -> tuple:
-    """_sized with Python's cyclic garbage collector paused: a graph is thousands of small tensors that
-    form no cycle (each is freed by its count), and collections triggered by their allocation took a
-    fifth of a placement search's time (qwen3-235b-a22b on 4 x 3090: 0.95 -> 0.73 s CPU)."""
+    """_sized with Python's cyclic garbage collector paused: a graph's thousands of small tensors form no cycle, and
+    collections their allocation triggered took a fifth of a search (qwen3-235b-a22b, 4 x 3090: 0.95 -> 0.73 s CPU)."""
     paused = gc.isenabled()
     gc.disable()
-    try:
-        return _sized(*args, reduce=reduce)  # type: ignore[misc]  # args: _sized's positional parameters before reduce
+    try:    # args: _sized's positional parameters before reduce; MiniMax-M3 over a full cache too (graphs_minimax_m3)
+        sizes, full = _sized(*args, reduce=reduce), filled(args[0], args[3])  # type: ignore[misc]
+        return sizes if full is None else tuple(map(max, sizes, _sized(full, *args[1:], reduce=reduce)))  # type: ignore
     finally:
         if paused:
             gc.enable()
