@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...model import Model
 
-__all__ = ["ARCHS", "field", "need"]
+__all__ = ["ARCHS", "field", "need", "uniform_full"]
 
 # kvmem model_type -> llama.cpp architecture (llama-arch.cpp LLM_ARCH_NAMES)
 ARCHS = {"gpt_oss": "gpt-oss", "glm4_moe": "glm4moe", "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
@@ -35,3 +35,11 @@ def need(model: Model, name: str) -> int:
         raise ValueError(f"{model.name}: config field {name!r} is {value!r}; llama.cpp's "
                          f"{ARCHS[model.model_type]} tensors need it as a positive integer")
     return value
+
+
+def uniform_full(layers) -> bool:
+    """Every layer full attention without a window, with the first layer's KV heads and head size (K as wide as V): the
+    one cache and attention the graphs_* modules that ask this build for every layer."""
+    first = layers[0]
+    return not any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
+                   != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .arch_fields import field
+from .arch_fields import field, uniform_full
 from .ggml_graph import OUTPUT, Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, token_inputs
 
@@ -167,8 +167,7 @@ def classic_shape(model) -> ClassicShape | None:
     if arch is None or not layers or not model.facts.vocab_size:
         return None
     first = layers[0]
-    if any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
-           != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers):
+    if not uniform_full(layers):
         return None
     names = {t.name: tuple(t.shape) for t in getattr(model.checkpoint, "tensors", None) or ()}
     if names:       # a GGUF read back: its own tensors say what the config would

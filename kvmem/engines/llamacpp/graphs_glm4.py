@@ -17,7 +17,7 @@ src/models/glm4.cpp llama_model_glm4::graph::graph (L68-L186):
 
 from __future__ import annotations
 
-from .arch_fields import field
+from .arch_fields import field, uniform_full
 from .ggml_graph import Graph
 from .graphs import (
     GraphShape,
@@ -76,8 +76,7 @@ def glm4_shape(model) -> GraphShape | None:
     if model.facts.moe is not None or not layers or not model.facts.vocab_size:
         return None
     first = layers[0]
-    if any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
-           != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers):
+    if not uniform_full(layers):
         return None
     for key in ("rope_scaling", "rope_parameters"):
         rope = field(model, key)

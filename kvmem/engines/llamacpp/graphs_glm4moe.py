@@ -20,7 +20,7 @@ src/models/glm4-moe.cpp llama_model_glm4_moe::graph::graph (L291-L444):
 
 from __future__ import annotations
 
-from .arch_fields import field
+from .arch_fields import field, uniform_full
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, output_head, qkv_heads, token_inputs
 from .graphs_mla_oss import dense_ffn, moe_ffn, rms_norm
@@ -75,8 +75,7 @@ def glm4moe_shape(model) -> GraphShape | None:
     if moe is None or not layers or not model.facts.vocab_size or not moe.experts:
         return None
     first = layers[0]
-    if any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
-           != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers):
+    if not uniform_full(layers):
         return None
     if field(model, "norm_topk_prob") is None:
         # the config that conversion/glm.py reads expert_weights_norm from (L178-L180) does not say; a model read

@@ -17,7 +17,7 @@ src/models/minimax-m2.cpp llama_model_minimax_m2::graph::graph (L46-L168):
 
 from __future__ import annotations
 
-from .arch_fields import field
+from .arch_fields import field, uniform_full
 from .ggml_graph import Graph
 from .graphs import GraphShape, Pass, attention, attn_inputs, embeddings, linear, output_head, token_inputs
 from .graphs_mla_oss import moe_ffn, rms_norm
@@ -72,8 +72,7 @@ def minimax_m2_shape(model) -> GraphShape | None:
     if moe is None or not layers or not model.facts.vocab_size or not moe.experts:
         return None
     first = layers[0]
-    if any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
-           != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers):
+    if not uniform_full(layers):
         return None
     gating = _GATING.get(str(field(model, "scoring_func") or "").lower())
     if gating is None or field(model, "use_qk_norm", True) is False:

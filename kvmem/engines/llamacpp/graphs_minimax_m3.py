@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .arch_fields import field
+from .arch_fields import field, uniform_full
 from .ggml_graph import TYPES, Graph, Tensor
 from .graphs import Pass, attention, attn_inputs, embeddings, output_head, qkv_heads, token_inputs
 from .graphs_delta import DeltaShape
@@ -303,8 +303,7 @@ def minimax_m3_shape(model) -> MinimaxM3Shape | None:
     if moe is None or not layers or not model.facts.vocab_size or not moe.experts or not isinstance(sparse, dict):
         return None
     first = layers[0]
-    if any(str(layer.kind) != "full" or layer.window or (layer.kv_heads, layer.head_dim_k, layer.head_dim_v)
-           != (first.kv_heads, first.head_dim_k, first.head_dim_k) for layer in layers):
+    if not uniform_full(layers):
         return None
     gating = _GATING.get(str(field(model, "scoring_func") or "").lower())
     freq = field(model, "moe_layer_freq")
