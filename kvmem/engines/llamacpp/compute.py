@@ -249,19 +249,20 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
         return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                              "an estimate: the sliding-window cache's cells (swa_cells) were not given")
     if shape is not None and type_k in TYPES and type_v in TYPES:
-        def sized(graph_shape_):
-            return graph_bytes(graph_shape_, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k,
-                               type_v=type_v, n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified,
-                               swa_cells=swa_cells, alignment=alignment, mask_f32=(build or CURRENT) < PR_23764,
-                               kv_rot=(build or CURRENT) >= PR_21038, qkv_order=(build or CURRENT) < PR_16884,
-                               set_rows=(build or CURRENT) >= PR_14959, inp_embd=(build or CURRENT) >= PR_18898)
+        at = build or CURRENT
+
+        def sized(of):
+            return graph_bytes(of, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn, type_k=type_k, type_v=type_v,
+                               n_outputs=n_outputs, n_seq=n_seq, kv_unified=kv_unified, swa_cells=swa_cells,
+                               alignment=alignment, mask_f32=at < PR_23764, kv_rot=at >= PR_21038,
+                               qkv_order=at < PR_16884, set_rows=at >= PR_14959, inp_embd=at >= PR_18898)
         reserve, full = sized(shape), filled(shape, n_kv)
         grown = sized(full) if full is not None and not printed else 0
         note = (f"MiniMax-M3: {grown / 2**20:,.2f} MiB once a prompt fills the cache (MSA over every position); "
                 f"context creation prints {reserve / 2**20:,.2f} MiB" if grown > reserve else "")
         # deepseek2 / gpt-oss before PR #14959's set_rows stores: not transcribed (layouts)
-        return ComputeBuffer(max(reserve, grown), not (shape.arch in ("deepseek2", "gpt-oss") and
-                                                       (build or CURRENT) < PR_14959), note)
+        return ComputeBuffer(max(reserve, grown), not (shape.arch in ("deepseek2", "gpt-oss") and at < PR_14959),
+                             note)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
                          "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "

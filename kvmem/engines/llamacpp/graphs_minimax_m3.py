@@ -26,11 +26,13 @@ llama_kv_cache_msa_context::get_n_pos() = 256 positions (src/llama-kv-cache-msa.
 nblk = GGML_PAD(256, block) / block blocks (2 of MiniMax-M3's 128), top-k min(top_k, nblk). A running context
 rebuilds these tensors as positions fill the cache (n_ps up to the longest sequence's positions), and ggml-alloc grows
 the buffer then (ggml_gallocr_alloc_graph reserves again): what context creation prints is not what a long prompt
-takes. graph_bytes gives the printed reserve (MinimaxM3Shape.msa_pos 0); a layout's buffers (compute.compute_buffer,
-scheduled.gpu_graph_bytes) are the larger of it and the graphs over a full cache (``filled``: msa_pos = n_kv):
-MiniMax-M3 at -ub 512 with flash attention, 688.6 -> 752.8 MiB at 32k, 2513.0 -> 2771.0 MiB at 128k (at 4k the full
-cache's graph packs into 3.7 MiB less: the printed reserve stands). Positions between are not sized: ggml-alloc's
-packing is not monotone in them (a few MiB, as at 4k).
+takes. graph_bytes gives the printed reserve (MinimaxM3Shape.msa_pos 0); the host-only layout's buffer
+(compute.compute_buffer) is the larger of it and the graphs over a full cache (``filled``: msa_pos = n_kv): MiniMax-M3
+at -ub 512 with flash attention, 688.6 -> 752.8 MiB at 32k, 2513.0 -> 2771.0 MiB at 128k (at 4k the full cache's graph
+packs into 3.7 MiB less: the printed reserve stands). Positions between are not sized: ggml-alloc's packing is not
+monotone in them (a few MiB, as at 4k). GPU layouts (scheduled.gpu_graph_bytes) keep the printed reserve: over a full
+cache the per-layer copies below would hold each layer's MSA inputs (64 MiB a layer at 32k: 711 -> 4,290 MiB on one
+GPU), a mechanism not checked against a CUDA build, so that figure is not given.
 
 On GPUs (kvmem.engines.llamacpp.ggml_sched) each sparse layer's views of the MSA inputs (bias, pos_mask, pos_slot_i,
 cell_blk or pos_slot_f: host inputs) are copied to the GPU anew, at the start of the split that reads them, so a GPU's

@@ -23,7 +23,6 @@ from .ggml_sched import OFFLOAD_MIN_BATCH, sched_bounds, sched_sizes
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_delta import with_seqs
-from .graphs_minimax_m3 import filled
 from .settings import PR_23861, PR_23907
 
 __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_expert_names", "graph_weight_names", "kqv_pinned",
@@ -216,9 +215,8 @@ def _graphs(*args, reduce: bool) -> tuple:
     collections their allocation triggered took a fifth of a search (qwen3-235b-a22b, 4 x 3090: 0.95 -> 0.73 s CPU)."""
     paused = gc.isenabled()
     gc.disable()
-    try:    # args: _sized's positional parameters before reduce; MiniMax-M3 over a full cache too (graphs_minimax_m3)
-        sizes, full = _sized(*args, reduce=reduce), filled(args[0], args[3])  # type: ignore[misc]
-        return sizes if full is None else tuple(map(max, sizes, _sized(full, *args[1:], reduce=reduce)))  # type: ignore
+    try:
+        return _sized(*args, reduce=reduce)  # type: ignore[misc]  # args: _sized's positional parameters before reduce
     finally:
         if paused:
             gc.enable()
