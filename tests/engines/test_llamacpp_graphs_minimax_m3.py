@@ -145,3 +145,23 @@ def test_a_layout_takes_the_buffer_a_full_cache_needs(n_ctx, grown):
     args = dict(layer_gpu=(0,) * (shape.n_layer + 1), n_gpus=1, n_kv=d.cells, n_ubatch=512, flash_attn=True)
     assert scheduled.gpu_graph_bytes(shape, **args) == scheduled.gpu_graph_bytes(replace(shape, msa_pos=1), **args)
     assert filled(shape, d.cells).msa_pos == d.cells
+
+
+def test_a_host_layout_sizes_the_grown_buffer_and_predicts_the_printed_one():
+    # host only at 32k (-ub 512, flash attention): the layout holds the full cache's 752.77 MiB, while llama.cpp prints
+    # the reserve over 256 positions at context creation (688.65 MiB): the predicted start-up line gives that one, and
+    # check-log matches it against the layout
+    from kvmem.engines.llamacpp.own_flags_record import start_up_lines
+    from kvmem.logcheck import check_log
+    model = kvmem.get_model("minimax-m3")
+    lay = layout(model, tensors_for(model, "q4_k_m")[0], gpus=(), n_ctx=32768, flash_attn=True)
+    assert (buffer_mib(lay.compute_bytes["CPU"]), buffer_mib(lay.printed_compute_bytes("CPU"))) == (752.77, 688.65)
+    lines = start_up_lines(lay)
+    assert "sched_reserve:        CPU compute buffer size =   688.65 MiB" in lines
+    text = "\n".join(["llama-server -m MiniMax-M3-Q4_K_M.gguf -c 32768 -fa on -np 1",
+                      "print_info: file type   = Q4_K - Medium", *lines])
+    checks = {c.quantity: c for c in check_log(text, model="minimax-m3").checks}
+    assert checks["CPU compute buffer"].matches and checks["CPU compute buffer"].kvmem == "688.65 MiB"
+    # a buffer that does not grow prints what the layout holds (no printed figure kept apart): 4k
+    small = layout(model, tensors_for(model, "q4_k_m")[0], gpus=(), n_ctx=4096, flash_attn=True)
+    assert small.printed_compute == {} and small.printed_compute_bytes("CPU") == small.compute_bytes["CPU"]

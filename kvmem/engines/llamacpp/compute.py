@@ -151,6 +151,9 @@ class ComputeBuffer:
     bytes: int
     exact: bool
     note: str = ""
+    # what llama.cpp prints at context creation where it is less than ``bytes`` (MiniMax-M3: the reserve over 256
+    # positions, grown as a prompt fills the cache); None: it prints ``bytes``
+    printed: int | None = None
 
 
 def graph_shape(model, build=CURRENT) -> GraphShape | None:
@@ -262,7 +265,7 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
                 f"context creation prints {reserve / 2**20:,.2f} MiB" if grown > reserve else "")
         # deepseek2 / gpt-oss before PR #14959's set_rows stores: not transcribed (layouts)
         return ComputeBuffer(max(reserve, grown), not (shape.arch in ("deepseek2", "gpt-oss") and at < PR_14959),
-                             note)
+                             note, reserve if grown > reserve else None)
     return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,
                          f"an estimate: llama.cpp's {model.model_type or 'model'} graph is not transcribed "
                          "(kvmem.engines.llamacpp.compute covers llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "

@@ -90,6 +90,14 @@ class Layout:
     # a sketch's (layout(schedule=False), compute_bytes the estimate): device -> the least the scheduled compute buffer
     # takes there (host_weights.copy_floor); empty where the graph is scheduled or not modelled
     compute_floor: dict = field(default_factory=dict)
+    # device -> the compute buffer llama.cpp prints at context creation where it is less than compute_bytes, which
+    # holds what a long prompt grows it to (compute.ComputeBuffer.printed: MiniMax-M3 on the host); the start-up lines
+    # and check-log read this one
+    printed_compute: dict = field(default_factory=dict)
+
+    def printed_compute_bytes(self, device) -> int:
+        """The compute buffer llama.cpp prints for ``device`` at context creation."""
+        return self.printed_compute.get(device, self.compute_bytes.get(device, 0))
 
     def fits(self, budgets: dict) -> bool:
         return all(self.total_bytes[d] <= b for d, b in budgets.items())
@@ -173,7 +181,7 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     if gpu_exact and blas:          # the BLAS buffer last: host memory too, counted with the pinned host buffer
         *gpu_exact, blas_bytes = gpu_exact
         gpu_exact[-1] += blas_bytes
-    compute, total, exact = {}, {}, {}
+    compute, total, exact, printed = {}, {}, {}, {}
     moe = model.facts.moe
     share = (moe.top_k, moe.experts) if moe else (1, 1)
     any_gpu = p.offloaded_layers > 0
@@ -184,29 +192,11 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
                 decode[device] += nbytes
     for d in p.devices:
         if d.device == CPU:
-            if gpu_exact:   # the scheduled run's host buffer (GPUs present, whatever they hold)
-                compute[d.device], exact[d.device] = gpu_exact[-1], True
-            elif any_gpu:   # else the input embeddings' n_ubatch x hidden x 4 B
-                compute[d.device] = s.n_ubatch * model.hidden_size * 4
-            elif not _graph_matches_cache(model, plan):
-                compute[d.device] = estimate_bytes(model, n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
-                                                   flash_attn=s.flash_attn)
-                exact[d.device] = False
-            elif plan.mla in ("none", "latent+v") and _types_known(s):  # per-head or latent+V graph (graphs_mla_oss)
-                compute[d.device] = graph_bytes(   # the build's graph and stores (graphs_mla_oss.stores_transcribed)
-                    ms := _graph_shape(model, plan, s.build), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
-                    flash_attn=s.flash_attn, type_k=ggml_type_name(s.type_k), type_v=ggml_type_name(s.type_v),
-                    n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified, mask_f32=s.build < PR_23764,
-                    kv_rot=s.build >= PR_21038, qkv_order=s.build < PR_16884, set_rows=s.build >= PR_14959,
-                    inp_embd=s.build >= PR_18898)
-                exact[d.device] = s.build == CURRENT or plan.mla == "none" and stores_transcribed(ms, s.build)
-            else:
-                host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn,
-                                               build=s.build,
-                                               cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
-                                               n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
-                                               swa_cells=plan.swa_cells, backend="cpu", n_rs_seq=s.n_rs_seq or 0)
-                compute[d.device], exact[d.device] = host.bytes, host.exact     # the build's graph (compute_buffer)
+            compute[d.device], host_exact, host_printed = _host_compute(model, plan, s, gpu_exact, any_gpu)
+            if host_exact is not None:
+                exact[d.device] = host_exact
+            if host_printed is not None:
+                printed[d.device] = host_printed
             # resident host memory: the host tensors themselves (an mmap span also covers GPU tensors
             # between them, read once at load: the printed CPU_Mapped figure is placement's model_bytes)
             total[d.device] = sum(d.group_bytes.values()) + d.kv_bytes + compute[d.device]
@@ -234,7 +224,35 @@ def layout(model: Model, tensors, *, gpus=(), n_gpu_layers: int = MAX_LAYERS, te
     return Layout(n_gpu_layers=n_gpu_layers, tensor_split=p.tensor_split, n_cpu_moe=n_cpu_moe,
                   override_tensor=tuple(override_tensor), n_ctx=n_ctx, placement=p, compute_bytes=compute,
                   total_bytes=total, decode_bytes=decode, compute_exact=exact, mmproj=mmproj,
-                  blas_compute_bytes=blas_bytes, state_bytes=state, compute_floor=floor)
+                  blas_compute_bytes=blas_bytes, state_bytes=state, compute_floor=floor, printed_compute=printed)
+
+
+def _host_compute(model, plan, s, gpu_exact, any_gpu) -> tuple:
+    """(bytes, exact, printed) of the host's compute buffer in layout (exact None where not said; printed None where
+    llama.cpp prints the bytes, compute.ComputeBuffer.printed): the scheduled run's host buffer (GPUs
+    present, whatever they hold), else the input embeddings' n_ubatch x hidden x 4 B beside GPUs holding layers, else
+    the host's own graph: the estimate where kvmem's graph is not the one llama.cpp builds over this cache, deepseek2's
+    per-head or latent+V graph (graphs_mla_oss), else the build's graph (compute.compute_buffer)."""
+    if gpu_exact:
+        return gpu_exact[-1], True, None
+    if any_gpu:
+        return s.n_ubatch * model.hidden_size * 4, None, None
+    if not _graph_matches_cache(model, plan):
+        return estimate_bytes(model, n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
+                              flash_attn=s.flash_attn), False, None
+    if plan.mla in ("none", "latent+v") and _types_known(s):  # per-head or latent+V graph (graphs_mla_oss)
+        nbytes = graph_bytes(   # the build's graph and stores (graphs_mla_oss.stores_transcribed)
+            ms := _graph_shape(model, plan, s.build), n_kv=plan.n_ctx_seq, n_ubatch=min(s.n_ubatch, plan.n_ctx),
+            flash_attn=s.flash_attn, type_k=ggml_type_name(s.type_k), type_v=ggml_type_name(s.type_v),
+            n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified, mask_f32=s.build < PR_23764,
+            kv_rot=s.build >= PR_21038, qkv_order=s.build < PR_16884, set_rows=s.build >= PR_14959,
+            inp_embd=s.build >= PR_18898)
+        return nbytes, s.build == CURRENT or plan.mla == "none" and stores_transcribed(ms, s.build), None
+    host = llamacpp_compute_buffer(model, n_ctx=plan.n_ctx, n_ubatch=s.n_ubatch, flash_attn=s.flash_attn, build=s.build,
+                                   cells_per_stream=plan.n_ctx_seq, type_k=s.type_k, type_v=s.type_v,
+                                   n_outputs=s.n_batch, n_seq=s.n_seq, kv_unified=plan.unified,
+                                   swa_cells=plan.swa_cells, backend="cpu", n_rs_seq=s.n_rs_seq or 0)
+    return host.bytes, host.exact, host.printed
 
 
 @functools.lru_cache(maxsize=64)

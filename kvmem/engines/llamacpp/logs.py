@@ -566,7 +566,7 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
             notes.append(f"line {rows[0][0]}: {device} holds nothing in kvmem's placement for these settings")
             continue
         ours = {"model": held.model_bytes, "KV": held.kv_bytes - (lay.state_bytes.get(device, 0) if no_rs else 0),
-                "compute": lay.compute_bytes.get(device, 0) - (lay.blas_compute_bytes if device == CPU else 0)}[kind]
+                "compute": lay.printed_compute_bytes(device) - (lay.blas_compute_bytes if device == CPU else 0)}[kind]
         total = sum(row[2] for row in rows)
         ok = abs(total - buffer_mib(ours)) <= 0.005 * len(rows) + 1e-9    # each line rounded to 0.01 MiB
         n, text, _, printed_as = rows[0]

@@ -120,7 +120,9 @@ def start_up_lines(lay, cache_lines: tuple = ()) -> list[str]:
     "%10s KV buffer size" (src/llama-kv-cache.cpp#L291) then its ``cache_lines`` (the estimate's "size =" lines,
     log_lines), and sched_reserve's "%10s compute buffer size"
     (src/llama-context.cpp#L740, buffers over 1 B); MiB as placement.buffer_mib. The host's compute buffer is the
-    pinned CUDA_Host one where a GPU holds layers, else the CPU backend's (layouts.layout's one host figure)."""
+    pinned CUDA_Host one where a GPU holds layers, else the CPU backend's (layouts.layout's one host figure); each
+    compute buffer as context creation prints it (Layout.printed_compute_bytes: MiniMax-M3's host reserve, less than the
+    buffer a long prompt grows it to)."""
     from .placement import CPU, buffer_mib
     p = lay.placement
     out = []
@@ -138,7 +140,7 @@ def start_up_lines(lay, cache_lines: tuple = ()) -> list[str]:
                 out.append(f"llama_kv_cache: {d.device:>10} KV buffer size = {buffer_mib(d.kv_bytes):8.2f} MiB")
     out += cache_lines
     for d in (*gpus, host):
-        nbytes = lay.compute_bytes.get(d.device, 0)
+        nbytes = lay.printed_compute_bytes(d.device)
         name = ("CUDA_Host" if p.gpus and p.offloaded_layers else CPU) if d.device == CPU else d.device
         if nbytes > 1:
             out.append(f"sched_reserve: {name:>10} compute buffer size = {buffer_mib(nbytes):8.2f} MiB")
