@@ -607,9 +607,9 @@ def _check_buffers(model, found: dict, settings: dict, info: dict, checks: list,
         checks.append(LineCheck(n, text, f"{printed_as} {kind} buffer", shown, f"{buffer_mib(ours):.2f} MiB", ok,
                                 cause))
     for n, text, mib, _ in blas_rows:
-        ours = buffer_mib(lay.blas_compute_bytes)
-        ok = abs(mib - ours) <= 0.005 + 1e-9
-        checks.append(LineCheck(n, text, "CPU (BLAS) compute buffer", f"{mib:.2f} MiB", f"{ours:.2f} MiB", ok,
+        blas_mib = buffer_mib(lay.blas_compute_bytes)
+        ok = abs(mib - blas_mib) <= 0.005 + 1e-9
+        checks.append(LineCheck(n, text, "CPU (BLAS) compute buffer", f"{mib:.2f} MiB", f"{blas_mib:.2f} MiB", ok,
                                 "" if ok else "another -ub, -c, flash attention or build than the log states"))
 
 
