@@ -28,6 +28,24 @@ def cpu_compute(model, n_ctx, n_ubatch, flash_attn, type_k="f16", type_v="f16", 
                                    printed=True)    # what llama.cpp prints at context creation
 
 
+def random_offload(rng, shape, flash_attn=None) -> tuple:
+    """``shape`` cut to 16-30 layers on 1-3 GPUs, the routed experts of its first layers on the host, drawn from
+    ``rng`` (flash attention too, unless given): (that shape, gpu_graph_bytes' keywords, the whole graph's buffers,
+    scheduled._gpu_graph_bytes: what the schedule of reduced layers is checked against)."""
+    n = rng.randint(16, 30)
+    shape = type(shape)(**{**shape.__dict__, "n_layer": n})
+    n_gpus = rng.randint(1, 3)
+    cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
+    layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
+    experts = [((il, down), 50_000) for il in range(rng.randint(0, n)) for down in (True, False)]
+    fa = rng.random() < 0.5 if flash_attn is None else flash_attn
+    kw = dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 1024]), n_ubatch=rng.choice([1, 64, 512]),
+              flash_attn=fa, type_k="f16", type_v="f16", n_seq=1, weights=expert_weights(experts, n_gpus))
+    whole = scheduled._gpu_graph_bytes(shape, layer_gpu, n_gpus, kw["n_kv"], kw["n_ubatch"], fa, "f16", "f16",
+                                       None, 1, False, 0, 1, True, kw["weights"], True)
+    return shape, kw, whole
+
+
 # "CPU compute buffer size" llama.cpp printed for the presets' full shapes (sparse Q4_K_M GGUFs written by
 # kvmem.oracles.llamacpp_family_files, no_alloc: the prompt graph's reserve), f16 cache, one sequence
 PRESETS = [("glm-4.5-air", 4096, 512, True, 332.01), ("glm-4.5-air", 32768, 512, False, 6292.01),
@@ -117,18 +135,7 @@ def test_reduced_layers_keep_every_buffer_of_glm4moe():
     shorter = 0
     for i in range(6):
         model, _fmt, _ctx = random_glm4moe_case(5 + i)
-        shape = graph_shape(model)
-        n = rng.randint(16, 30)
-        shape = type(shape)(**{**shape.__dict__, "n_layer": n})
-        n_gpus = rng.randint(1, 3)
-        cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
-        layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
-        experts = [((il, down), 50_000) for il in range(rng.randint(0, n)) for down in (True, False)]
-        fa = rng.random() < 0.5
-        kw = dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 1024]), n_ubatch=rng.choice([1, 64, 512]),
-                  flash_attn=fa, type_k="f16", type_v="f16", n_seq=1, weights=expert_weights(experts, n_gpus))
-        whole = scheduled._gpu_graph_bytes(shape, layer_gpu, n_gpus, kw["n_kv"], kw["n_ubatch"], fa, "f16", "f16",
-                                           None, 1, False, 0, 1, True, kw["weights"], True)
+        shape, kw, whole = random_offload(rng, graph_shape(model))
         assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
-        shorter += scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer < n
+        shorter += scheduled.reduced_layers(shape, kw["layer_gpu"], kw["weights"])[0].n_layer < shape.n_layer
     assert shorter >= 3

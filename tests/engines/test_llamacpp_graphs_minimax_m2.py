@@ -13,10 +13,10 @@ from kvmem.engines.llamacpp import scheduled
 from kvmem.engines.llamacpp.compute import graph_shape
 from kvmem.engines.llamacpp.layouts import layout
 from kvmem.engines.llamacpp.placement import buffer_mib
-from kvmem.engines.llamacpp.scheduled import expert_weights, graph_weight_names
+from kvmem.engines.llamacpp.scheduled import graph_weight_names
 from kvmem.engines.llamacpp.tensors import tensors_for
 from kvmem.oracles.llamacpp_graphs_more import random_minimax_m2_case
-from tests.engines.test_llamacpp_graphs_glm4moe import cpu_compute
+from tests.engines.test_llamacpp_graphs_glm4moe import cpu_compute, random_offload
 
 # "CPU compute buffer size" llama.cpp printed for MiniMax-M2.5's full shape (a sparse Q4_K_M GGUF written by
 # kvmem.oracles.llamacpp_family_files, no_alloc: the prompt graph's reserve), f16 cache, one sequence
@@ -87,18 +87,7 @@ def test_reduced_layers_keep_every_buffer_of_minimax_m2():
     shorter = 0
     for i in range(6):
         model, _fmt, _ctx = random_minimax_m2_case(i)
-        shape = graph_shape(model)
-        n = rng.randint(16, 30)
-        shape = type(shape)(**{**shape.__dict__, "n_layer": n})
-        n_gpus = rng.randint(1, 3)
-        cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
-        layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
-        experts = [((il, down), 50_000) for il in range(rng.randint(0, n)) for down in (True, False)]
-        fa = rng.random() < 0.5
-        kw = dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 1024]), n_ubatch=rng.choice([1, 64, 512]),
-                  flash_attn=fa, type_k="f16", type_v="f16", n_seq=1, weights=expert_weights(experts, n_gpus))
-        whole = scheduled._gpu_graph_bytes(shape, layer_gpu, n_gpus, kw["n_kv"], kw["n_ubatch"], fa, "f16", "f16",
-                                           None, 1, False, 0, 1, True, kw["weights"], True)
+        shape, kw, whole = random_offload(rng, graph_shape(model))
         assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
-        shorter += scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer < n
+        shorter += scheduled.reduced_layers(shape, kw["layer_gpu"], kw["weights"])[0].n_layer < shape.n_layer
     assert shorter >= 3

@@ -15,10 +15,10 @@ from kvmem.engines.llamacpp.compute import graph_shape, llamacpp_compute_buffer
 from kvmem.engines.llamacpp.graphs_minimax_m3 import filled
 from kvmem.engines.llamacpp.layouts import layout
 from kvmem.engines.llamacpp.placement import buffer_mib
-from kvmem.engines.llamacpp.scheduled import expert_weights, graph_weight_names
+from kvmem.engines.llamacpp.scheduled import graph_weight_names
 from kvmem.engines.llamacpp.tensors import tensors_for
 from kvmem.oracles.llamacpp_minimax_m3_cases import minimax_m3_cut, random_minimax_m3_case
-from tests.engines.test_llamacpp_graphs_glm4moe import cpu_compute
+from tests.engines.test_llamacpp_graphs_glm4moe import cpu_compute, random_offload
 
 # "CPU compute buffer size" llama.cpp printed for MiniMax-M3's full shape (a sparse Q4_K_M GGUF written by
 # kvmem.oracles.llamacpp_minimax01.write_minimax_m3, no_alloc: the prompt graph's reserve), f16 cache, one sequence;
@@ -107,20 +107,9 @@ def test_reduced_layers_keep_every_buffer_of_minimax_m3():
     rng = random.Random(47)
     for i in range(6):
         model, _ctx = random_minimax_m3_case(i, _base())
-        shape = graph_shape(model)
-        n = rng.randint(16, 30)
-        shape = type(shape)(**{**shape.__dict__, "n_layer": n})
-        n_gpus = rng.randint(1, 3)
-        cuts = sorted(rng.randint(0, n) for _ in range(n_gpus - 1))
-        layer_gpu = tuple(sum(il >= c for c in cuts) for il in range(n)) + (n_gpus - 1,)
-        experts = [((il, down), 50_000) for il in range(rng.randint(0, n)) for down in (True, False)]
-        fa = i % 3 != 0
-        kw = dict(layer_gpu=layer_gpu, n_gpus=n_gpus, n_kv=rng.choice([256, 1024]), n_ubatch=rng.choice([1, 64, 512]),
-                  flash_attn=fa, type_k="f16", type_v="f16", n_seq=1, weights=expert_weights(experts, n_gpus))
-        whole = scheduled._gpu_graph_bytes(shape, layer_gpu, n_gpus, kw["n_kv"], kw["n_ubatch"], fa, "f16", "f16",
-                                           None, 1, False, 0, 1, True, kw["weights"], True)
+        shape, kw, whole = random_offload(rng, graph_shape(model), flash_attn=i % 3 != 0)
         assert scheduled.gpu_graph_bytes(shape, **kw) == whole, (i, shape, kw)
-        assert scheduled.reduced_layers(shape, layer_gpu, kw["weights"])[0].n_layer == n
+        assert scheduled.reduced_layers(shape, kw["layer_gpu"], kw["weights"])[0].n_layer == shape.n_layer
 
 
 @pytest.mark.parametrize("n_ctx, grown", [(4096, None), (32768, 752.77), (131072, 2771.02)])

@@ -2,7 +2,8 @@
 call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: graphs_gemma_phi3; deepseek2
 and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4: graphs_glm4; glm4moe: graphs_glm4moe;
 gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta; llama4: graphs_llama4; minimax-m2:
-graphs_minimax_m2)."""
+graphs_minimax_m2; minimax-m3: graphs_minimax_m3; and by their shapes' classes the Mamba hybrids, kimi-linear /
+kimi-k3, minimax-01, falcon / gpt2 / gptneox and gemma3n)."""
 
 from __future__ import annotations
 
