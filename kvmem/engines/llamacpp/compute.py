@@ -102,6 +102,8 @@ from .graphs import PR_16884, PR_21038, PR_23764, GraphShape, Pass, glu_dated
 from .graphs_classic import CLASSIC, classic_shape
 from .graphs_delta import DELTA, delta_shape, with_rs_seq, with_seqs
 from .graphs_dsa import DSA, dsa_build_shape
+from .graphs_dsv4 import DSV4
+from .graphs_dsv4_fwd import dsv4_context, dsv4_shape
 from .graphs_gemma3n import GEMMA3N, gemma3n_shape
 from .graphs_gemma4 import GEMMA4, gemma4_shape
 from .graphs_gemma_phi3 import phi3_dated
@@ -140,6 +142,7 @@ _OWN_SHAPES.update(dict.fromkeys(KIMI, kimi_shapes))     # kimi-linear, kimi-k3:
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX01, minimax01_shape))     # minimax-01 (MiniMax-M1): graphs_minimax01
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX_M2, minimax_m2_shape))     # minimax-m2 (MiniMax-M2 / M2.5): graphs_minimax_m2
 _OWN_SHAPES.update(dict.fromkeys(MINIMAX_M3, minimax_m3_shape))     # minimax-m3 (MiniMax-M3, MSA): graphs_minimax_m3
+_OWN_SHAPES.update(dict.fromkeys(DSV4, dsv4_shape))     # deepseek4 (DeepSeek-V4): graphs_dsv4_fwd, graphs_dsv4_comp
 QKV_BIASES = (".attn_q.bias", ".attn_k.bias", ".attn_v.bias")
 
 
@@ -247,6 +250,7 @@ def compute_buffer(model, *, n_kv: int, n_ubatch: int, flash_attn: bool, type_k:
     prompt grows the buffer to; ``printed``: the reserve alone."""
     shape = graph_shape(model, build)
     shape = with_rs_seq(shape, n_rs_seq) if shape is not None else None
+    shape = dsv4_context(shape, n_seq, n_rs_seq)        # deepseek4: a stream a sequence, its snapshots
     type_k, type_v = _ggml_type(type_k), _ggml_type(type_v)
     if shape is not None and any(shape.swa) and not swa_cells:
         return ComputeBuffer(estimate_bytes(model, n_kv=n_kv, n_ubatch=n_ubatch, flash_attn=flash_attn), False,

@@ -3,7 +3,7 @@ call (llama / qwen2 / qwen3 / qwen3moe: graphs.build; gemma2 / gemma3 / phi3: gr
 and gpt-oss: graphs_mla_oss; glm-dsa and deepseek32: graphs_dsa; glm4: graphs_glm4; glm4moe: graphs_glm4moe;
 gemma4: graphs_gemma4; qwen3next / qwen35 / qwen35moe: graphs_delta; llama4: graphs_llama4; minimax-m2:
 graphs_minimax_m2; minimax-m3: graphs_minimax_m3; and by their shapes' classes the Mamba hybrids, kimi-linear /
-kimi-k3, minimax-01, falcon / gpt2 / gptneox and gemma3n)."""
+kimi-k3, minimax-01, falcon / gpt2 / gptneox, gemma3n and deepseek4: graphs_dsv4_fwd)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .graphs import GraphShape, Pass, build
 from .graphs_classic import ClassicShape, build_classic
 from .graphs_delta import DeltaShape, build_delta
 from .graphs_dsa import build_dsa
+from .graphs_dsv4_fwd import DSV4Shape, build_dsv4
 from .graphs_gemma3n import Gemma3nShape, build_gemma3n
 from .graphs_gemma4 import Gemma4Shape, build_gemma4
 from .graphs_gemma_phi3 import build_gemma_phi3
@@ -40,7 +41,7 @@ _BY_ARCH: dict[str, Callable[..., Graph]] = {
 _BY_SHAPE: tuple[tuple[type, Callable[..., Graph]], ...] = (
     (SsmShape, build_ssm), (KimiK3Shape, build_kimi_k3), (KimiShape, build_kimi), (Minimax01Shape, build_minimax01),
     (DeltaShape, build_delta), (ClassicShape, build_classic), (Llama4Shape, build_llama4),
-    (Gemma3nShape, build_gemma3n), (Gemma4Shape, build_gemma4))
+    (Gemma3nShape, build_gemma3n), (Gemma4Shape, build_gemma4), (DSV4Shape, build_dsv4))
 
 
 def build_graph(shape: GraphShape, p: Pass) -> Graph:

@@ -45,6 +45,7 @@ from .ggml_graph import TYPES
 from .graphs import PR_16884, PR_21038, PR_23764
 from .graphs_delta import with_rs_seq
 from .graphs_dsa import cuda_runs_indexer
+from .graphs_dsv4_fwd import dsv4_context
 from .graphs_mla_oss import per_head_mla_shape, stores_transcribed
 from .host_weights import copy_floor, graph_weights, run_graph_weights
 from .nextn import gguf_nextn_layers, nextn_loaded
@@ -269,11 +270,12 @@ def _graph_matches_cache(model, plan) -> bool:
     return shape is None or shape.arch != "deepseek2" or plan.mla in ("latent", "none", "latent+v")
 
 
-def _graph_shape(model, plan, build=CURRENT, n_rs_seq=0):
+def _graph_shape(model, plan, build=CURRENT, n_rs_seq=0, n_seq=1):
     """The graph llama.cpp builds for ``model`` over ``plan``'s cache: deepseek2 over a per-head cache
     (mla='none') takes the per-head graph (graphs_mla_oss.per_head_mla_shape); glm-dsa at a ``build`` that runs it
-    without its indexer, deepseek2's (compute.graph_shape); a DeltaNet hybrid's with its ``n_rs_seq`` snapshots."""
-    shape = with_rs_seq(_shape_of(model, build), n_rs_seq)
+    without its indexer, deepseek2's (compute.graph_shape); a DeltaNet hybrid's with its ``n_rs_seq`` snapshots;
+    deepseek4's with its ``n_seq`` streams and snapshots (graphs_dsv4_fwd.dsv4_context)."""
+    shape = dsv4_context(with_rs_seq(_shape_of(model, build), n_rs_seq), n_seq, n_rs_seq)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "none":
         return per_head_mla_shape(model, build)
     if shape is not None and shape.arch == "deepseek2" and plan.mla == "latent+v":
@@ -294,7 +296,7 @@ def _scheduled(model, p: Placement, s, plan, n_layer: int, kv_on_host, blas=Fals
     GPU for prompt-sized ops (offload_op). Pipeline parallelism (pipeline.pipeline_parallel: not with -ot /
     --n-cpu-moe, ``overrides``, -nkvo, a backend without async and events) gives n_copies GGML_SCHED_MAX_COPIES; before
     PR #14959 no index inputs."""
-    shape = _graph_shape(model, plan, s.build, s.n_rs_seq)
+    shape = _graph_shape(model, plan, s.build, s.n_rs_seq, s.n_seq)
     type_k, type_v = ggml_type_name(s.type_k), ggml_type_name(s.type_v)
     full = p.offloaded_layers == p.layers_total     # -ngl > n_layer_all (src/llama-context.cpp#L430-L435)
     # sliding layers (gemma2, gemma3, gpt-oss) read the SWA cache's cells (plan.swa_cells); before PR #13194 the one

@@ -23,6 +23,7 @@ from .ggml_sched import OFFLOAD_MIN_BATCH, sched_bounds, sched_sizes
 from .graph_build import build_graph
 from .graphs import GraphShape, Pass
 from .graphs_delta import with_seqs
+from .graphs_dsv4_fwd import dsv4_few
 from .settings import PR_23861, PR_23907
 
 __all__ = ["PR_23861", "PR_23907", "gpu_graph_bytes", "graph_expert_names", "graph_weight_names", "kqv_pinned",
@@ -95,7 +96,8 @@ def _few_layers(shape: GraphShape, flash_attn: bool = False) -> tuple:
     n = max(n, *(moe.index(x) + 1 for x in (True, False) if x in moe)) if moe else n
     kinds = list(zip(recurrent, moe, strict=True)) if recurrent and moe else []   # graphs_ssm: Mamba / attention / FFN
     n = max(n, *(kinds.index(x) + 1 for x in set(kinds))) if kinds else n
-    few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n],
+    n, dsv4 = dsv4_few(shape, n)        # graphs_dsv4_fwd: a layer of each compress ratio, past the hash-routed ones
+    few = replace(shape, n_layer=n, swa=shape.swa[:n], indexer_full=shape.indexer_full[:n], **dsv4,
                   **({"recurrent": recurrent[:n]} if recurrent else {}), **({"moe_layers": moe[:n]} if moe else {}))
     return build_graph(few, Pass(1, 1, 256, 1, flash_attn, "f16", "f16")), n
 
