@@ -44,7 +44,7 @@ def random_compute_case(seed: int) -> tuple[str, Model, dict]:
     cfg.pop("layer_types", None)
     model = Model.from_hf_config(cfg, name=f"dsv4-compute-{seed}")
     fa = rng.random() < 0.7
-    kind = rng.choice(("f16", "f16", "q8_0", "f32") if fa else ("f16", "f32"))  # a quantised V needs flash attention
+    kind = rng.choice(("f16", "q4_0", "q8_0", "f32") if fa else ("f16", "f32"))  # a quantised V needs flash attention
     rs = rng.choice((0, 0, 1, 2))
     # with snapshots a sequence's last n_rs_seq + 1 tokens share a micro-batch: kvmem refuses -ub <= n_rs_seq + 1
     setting = dict(type_k=kind, type_v=kind, flash_attn=fa, n_ctx=rng.choice((256, 1000, 4096, 20000)),
@@ -57,7 +57,8 @@ def flash_compute_case(n_ctx: int, n_ubatch: int = 512, flash_attn: bool = True,
     """DeepSeek-V4-Flash's own config at one setting (the layout at full shape: about 30 s of sparse-file I/O)."""
     model = Model.from_hf_config(json.loads(FLASH.read_text()), name="deepseek-v4-flash")
     return (f"flash-{n_ctx}-{n_ubatch}-{int(flash_attn)}-{n_seq}", model,
-            dict(type_k="f16", type_v="f16", flash_attn=flash_attn, n_ctx=n_ctx, n_seq=n_seq, n_ubatch=n_ubatch))
+            dict(type_k="f16", type_v="f16", flash_attn=flash_attn, n_ctx=n_ctx, n_seq=n_seq, n_ubatch=n_ubatch,
+                 swa_full=False))
 
 
 def _ours(model: Model, fmt: str, s: dict) -> tuple:

@@ -62,3 +62,80 @@ def test_a_compress_ratio_llamacpp_does_not_load_is_refused():
     cfg = dict(kvmem.get_model("deepseek-v4-flash").config, num_hidden_layers=4, compress_ratios=[0, 4, 16, 128, 0])
     with pytest.raises(ValueError, match="ratio|ratios"):
         synthesised_tensors(Model.from_hf_config(cfg, name="ratio-16"), "q4_k_m")
+
+
+# The forward graph (kvmem/engines/llamacpp/graphs_dsv4_fwd.py, graphs_dsv4_comp.py): llama.cpp 0c1e57098's printed
+# "CPU compute buffer size" (~llama_context's four decimals) for DeepSeek-V4-Flash's config, a sparse q4_k_m GGUF at
+# full shape (kvmem.oracles.llamacpp_dsv4_compute.flash_compute_case), host only, f16 cache:
+# (n_ctx, n_ubatch, flash attention, sequences) -> MiB
+FLASH_CPU_COMPUTE = {(8192, 512, True, 1): "268.5098", (16384, 512, True, 1): "300.5098",
+                     (32768, 512, True, 1): "300.5098", (65536, 512, True, 1): "347.8427",
+                     (131072, 512, True, 1): "413.1317", (262144, 512, True, 1): "574.0927",
+                     (32768, 2048, True, 1): "1202.0391", (32768, 256, True, 1): "150.2549",
+                     (32768, 512, False, 1): "1407.1317", (4096, 512, True, 4): "268.5020",
+                     (32768, 512, True, 2): "300.5098"}
+
+
+def _host(model, n_ctx, n_ubatch, fa, n_seq, **kw):
+    from kvmem.engines.llamacpp.layouts import layout
+    tensors = synthesised_tensors(model, kw.pop("fmt", "q4_k_m"))
+    return layout(model, tensors, gpus=(), n_gpu_layers=0, n_ctx=n_ctx, n_ubatch=n_ubatch, flash_attn=fa, n_seq=n_seq,
+                  n_batch=n_ctx, **kw)
+
+
+@pytest.mark.parametrize("setting", sorted(FLASH_CPU_COMPUTE))
+def test_flash_host_compute_is_llamacpp_printed(setting):
+    lay = _host(kvmem.get_model("deepseek-v4-flash"), *setting)
+    assert f"{lay.compute_bytes['CPU'] / 2**20:.4f}" == FLASH_CPU_COMPUTE[setting]
+    assert lay.compute_exact["CPU"] is True
+
+
+# seeded small configs (kvmem.oracles.llamacpp_dsv4_compute.random_compute_case, a q8_0 GGUF): llama.cpp's printed MiB
+RANDOM_CPU_COMPUTE = {0: "21.0875", 1: "13.1337", 2: "7.8628", 3: "10.9582", 4: "9.2609", 5: "7.2722", 6: "35.6575",
+                      7: "10.7619", 8: "15.3711", 9: "3.2390", 10: "21.0029", 11: "10.3910"}
+
+
+@pytest.mark.parametrize("seed", sorted(RANDOM_CPU_COMPUTE))
+def test_random_configs_host_compute(seed):
+    from kvmem.oracles.llamacpp_dsv4_compute import random_compute_case
+    _, model, s = random_compute_case(seed)
+    lay = _host(model, s["n_ctx"], s["n_ubatch"], s["flash_attn"], s["n_seq"], type_k=s["type_k"], type_v=s["type_v"],
+                swa_full=s["swa_full"], kv_unified=s["kv_unified"], n_rs_seq=s["n_rs_seq"], fmt="q8_0")
+    assert f"{lay.compute_bytes['CPU'] / 2**20:.4f}" == RANDOM_CPU_COMPUTE[seed]
+
+
+def test_flash_graph_by_hand():
+    from kvmem.engines.llamacpp.compute import graph_shape
+    from kvmem.engines.llamacpp.scheduled import graph_weight_names, reduced_layers
+    shape = graph_shape(kvmem.get_model("deepseek-v4-flash"))
+    # 43 layers: 2 raw, then CSA (ratio 4: the lightning indexer) and HCA (ratio 128) alternating to a CSA layer
+    assert shape.ratios[:4] == (0, 0, 4, 128) and shape.ratios[-1] == 4 and sum(shape.indexer_full) == 21
+    # each CSA layer's top-k zeros are a leaf of the compute buffer, as DSA's: no run of layers is cut
+    assert reduced_layers(shape, (0,) * 44) == (shape, (0,) * 44, ())
+    # the weight names the GPU schedule reads cover each kind of layer (scheduled._few_layers: through layer 3)
+    per_layer, output = graph_weight_names(shape)
+    assert {"attn_compressor_ape", "indexer_compressor_kv", "indexer.proj", "ffn_gate_tid2eid",
+            "exp_probs_b.bias", "hc_attn_fn", "attn_sinks"} <= per_layer
+    assert {"output_hc_fn", "output_hc_scale", "output"} <= output
+
+
+def test_flash_gpu_layouts_schedule_the_graph():
+    # kvmem's scheduled figures (ggml_sched over this graph), not yet measured on a GPU: pinned against regressions
+    from kvmem.engines.llamacpp.layouts import layout
+    model = kvmem.get_model("deepseek-v4-flash")
+    tensors = synthesised_tensors(model, "q4_k_m")
+    lay = layout(model, tensors, gpus=("h100-sxm-80gb",), n_gpu_layers=99, n_cpu_moe=43, n_ctx=32768, n_ubatch=512,
+                 flash_attn=True, n_batch=2048)
+    assert lay.compute_exact == {"h100-sxm-80gb": True, "CPU": True}
+    assert lay.compute_bytes == {"h100-sxm-80gb": 1312038912, "CPU": 34698176}
+    # -nkvo: the lightning indexer's cache on the host is not scheduled (layouts._scheduled): the estimate
+    lay = layout(model, tensors, gpus=("h100-sxm-80gb",), n_gpu_layers=99, n_cpu_moe=43, n_ctx=32768, n_ubatch=512,
+                 flash_attn=True, n_batch=2048, kv_offload=False)
+    assert lay.compute_exact == {"h100-sxm-80gb": False}
+
+
+def test_flash_swa_full_reads_the_whole_raw_cache():
+    # --swa-full (the C API's default): the raw cache holds n_ctx cells, which every layer's attention reads; llama.cpp
+    # printed 370.8817 MiB at 32k (the same GGUF, the oracle's run), 300.5098 without it
+    lay = _host(kvmem.get_model("deepseek-v4-flash"), 32768, 512, True, 1, swa_full=True)
+    assert f"{lay.compute_bytes['CPU'] / 2**20:.4f}" == "370.8817"
