@@ -27,7 +27,10 @@ reserves:
     phi3 (phi3: fused attn_qkv and ffn_up)    src/models/phi3.cpp llama_model_phi3::graph<false>
 (gemma2, gemma3 and phi3 in kvmem.engines.llamacpp.graphs_gemma_phi3, whose docstring has their
 details; glm4, glm4moe, gemma4, llama4 (Llama 4's chunked iSWA, tests/oracles/test_llamacpp_llama4_oracle.py), the
-DeltaNet hybrids, deepseek2 / gpt-oss, minimax-m2, minimax-m3 and the DSA models in their own graphs_* modules;
+DeltaNet hybrids, deepseek2 / gpt-oss, minimax-m2, minimax-m3, the DSA models and deepseek4 (DeepSeek-V4:
+graphs_dsv4_fwd, graphs_dsv4_comp; Flash's printed CPU buffer at 8k-256k, -ub 256-2048, flash attention on and off,
+--swa-full, 1-4 sequences, and 200 seeded small configs: all equal, tests/oracles/test_llamacpp_graphs_dsv4_oracle.py)
+in their own graphs_* modules;
 mistral's and phi3's sliding_window is ignored as llama.cpp ignores it: one full cache),
 with, from src/llama-graph.cpp: build_inp_embd (get_rows of the token embeddings and the
 unused inp_embd input, both kept by ggml_build_forward_select), build_inp_out_ids (always built,

@@ -41,7 +41,7 @@ KQV_OUT = "kqv_out"
 CAN_INPLACE = frozenset(("ADD", "ADD_ID", "MUL", "DIV", "SCALE", "UNARY", "ROPE", "RMS_NORM", "CLAMP", "SOFT_MAX",
                          "FILL", "SQR"))     # SQR: ggml-alloc.c ggml_op_can_inplace (graphs_ssm's relu^2)
 CAN_INPLACE |= frozenset(("SUB", "SQRT"))     # graphs_gemma3n (the same ggml-alloc.c lines)
-CAN_INPLACE |= frozenset(("ROPE_BACK",))      # graphs_dsv4_fwd (llama.cpp@0c1e57098 ggml/src/ggml-alloc.c#L38)
+CAN_INPLACE |= frozenset(("ROPE_BACK",))      # graphs_dsv4_fwd (llama.cpp@0c1e57098 ggml/src/ggml-alloc.c#L39)
 
 
 class Tensor:

@@ -4,7 +4,7 @@ lightning-indexer attentions (kvmem.engines.llamacpp.graphs_dsv4_fwd builds the 
 
 Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e57098):
 
-    inputs      build_inp_dsv4 (src/llama-graph.cpp#L3485-L3507): the raw cache's K indices (i64, one per token), its
+    inputs      build_inp_dsv4 (src/llama-graph.cpp#L3485-L3510): the raw cache's K indices (i64, one per token), its
                 mask (f16 with flash attention, else f32; {SWA cells, tokens per stream, 1, streams}), its Hadamard
                 matrix; per compressor (csa, hca, lid) the plan's inputs, each made only where the plan has rows
                 (dsv4_build_comp_inputs #L942-L987): state_pos (a token each), persist src / dst (min(tokens, state
@@ -13,13 +13,13 @@ Transcribed from the vendored llama.cpp (llama-cpp-python 0.3.36, llama.cpp 0c1e
                 fused lightning indexer, cparams.fused_lid, is on; the others as the raw one); the caches' Hadamard
                 matrices. The reserve plan (src/llama-kv-cache-dsv4.cpp#L842-L881 dsv4_build_reserve_comp_plan):
                 blocks = tokens / ratio + sequences, read rows (2 with overlap) x ratio x blocks; every cache and
-                state keeps a stream per sequence (#L1241-L1243, #L1280), the graph as many (#L196-L204).
+                state keeps a stream per sequence (#L1243-L1244, #L1287), the graph as many (#L196-L204).
     Hadamard    a cache's attn_rot_k (src/llama-kv-cache.cpp#L321-L332): a quantised K with a head % 64 == 0, or
                 the head as wide as the indexer's (deepseek4); the indexer cache's always.
     compressor  build_overlap_compressed_kv_from_state (src/models/deepseek4.cpp#L517-L588) for CSA and the
                 indexer, build_hca_compressed_kv_from_state (#L470-L515) for HCA, from the state rows and this
                 ubatch's projected rows (concatenated), their softmax-weighted sum, RMS norm, RoPE; then set into the
-                compressed cache, the state's rows persisted (#L957-L1143 in build_attention_impl).
+                compressed cache, the state's rows persisted (build_attention_impl #L943-L1177).
     attention   build_raw_attention, build_hca_attention, build_csa_lid_attention (#L590-L858): the raw cache's K
                 concatenated with the compressed one's, the masks likewise (CSA's through the lightning indexer's
                 top-k: build_top_k_mask, #L678-L705), build_attn_mha with the attention sinks
@@ -54,7 +54,7 @@ class DSV4Inputs:
 
 def comp_cells(n_kv: int, ratio: int) -> int:
     """GGML_PAD(dsv4_comp_size(kv_size, ratio), 256) (llama.cpp@0c1e57098 src/llama-kv-cache-dsv4.cpp#L28-L30,
-    #L1294-L1311)."""
+    #L1294-L1310)."""
     return -(-max(1, -(-n_kv // ratio)) // 256) * 256
 
 
@@ -65,7 +65,8 @@ def _rot(g: Graph, on: bool, head: int):
 
 
 def dsv4_inputs(g: Graph, s, p: Pass) -> DSV4Inputs:
-    """build_inp_dsv4 (module docstring): ``s`` a graphs_dsv4_fwd.DSV4Shape."""
+    """build_inp_dsv4 (llama.cpp@0c1e57098 src/llama-graph.cpp#L3485-L3510; module docstring): ``s`` a
+    graphs_dsv4_fwd.DSV4Shape."""
     ns, nt, n_seq = s.n_seqs, p.n_tokens, s.n_seqs
     hd, ihd = s.head_dim, s.indexer_head
     k_idxs = g.input("i64", nt)
@@ -118,12 +119,13 @@ def store(g: Graph, dst, k, idxs):
 
 
 def _state_all(g: Graph, state):
-    """llama_dsv4_comp_state::get_kv_all / get_score_all: the layer's rows of every plane (#L1160-L1172)."""
+    """llama_dsv4_comp_state::get_kv_all / get_score_all: the layer's rows of every plane (llama.cpp@0c1e57098
+    src/llama-kv-cache-dsv4.cpp#L1160-L1172; the tensor {n_embd_state, state_size, planes}: #L964-L966)."""
     return g.view(state, (state.ne[0], state.ne[1] * state.ne[2]), state.nb[:2])
 
 
 def _restore(g: Graph, inp: dict, kv_state, score_state):
-    """dsv4_build_state_restore (src/models/deepseek4.cpp#L222-L243)."""
+    """dsv4_build_state_restore (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L222-L243)."""
     kv, score = _state_all(g, kv_state), _state_all(g, score_state)
     if inp["restore_src"] is None:
         return kv, score
@@ -133,13 +135,15 @@ def _restore(g: Graph, inp: dict, kv_state, score_state):
 
 
 def _zero_row(g: Graph, t):
-    """dsv4_append_zero_row (#L209-L215): a row scaled to 0 (or -inf) concatenated below ``t``."""
+    """dsv4_append_zero_row (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L209-L215): a row scaled to 0 (or -inf)
+    concatenated below ``t``."""
     row = g.dup("SCALE", g.view(t, (t.ne[0],), (t.nb[0],)))
     return g.concat(t, g.reshape(row, t.ne[0], 1), 1)
 
 
 def _pool(g: Graph, values, scores, norm: str, pos):
-    """The softmax over each block's rows, the weighted sum, RMS norm, RoPE (#L496-L514, #L563-L587)."""
+    """The softmax over each block's rows, the weighted sum, RMS norm, RoPE (llama.cpp@0c1e57098
+    src/models/deepseek4.cpp#L496-L514, #L563-L587)."""
     values, scores = g.cont(g.permute(values, 1, 0, 2, 3)), g.cont(g.permute(scores, 1, 0, 2, 3))
     comp = g.sum_rows(g.dup("MUL", values, g.dup("SOFT_MAX", scores)))
     comp = g.cont(g.permute(comp, 1, 0, 2, 3))
@@ -148,22 +152,20 @@ def _pool(g: Graph, values, scores, norm: str, pos):
 
 
 def _overlap(g: Graph, kv, score, inp: dict, width: int, norm: str):
-    """build_overlap_compressed_kv_from_state (src/models/deepseek4.cpp#L517-L588), ratio 4."""
+    """build_overlap_compressed_kv_from_state (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L517-L588), ratio 4."""
     kv, score = _zero_row(g, kv), _zero_row(g, score)
     blocks = inp["write_pos"].ne[0]
     n_read = CSA * blocks
     kv_rows, score_rows = g.get_rows(kv, inp["read"]), g.get_rows(score, inp["read"])
-    halves = []
-    for off in (0, n_read * kv_rows.nb[1] + F32 * width):
-        for rows in (kv_rows, score_rows):
-            half = g.cont(g.view(rows, (width, n_read), (rows.nb[0], rows.nb[1])))
-            halves.append((g.reshape(half, width, CSA, blocks), off))
-    (kv_prev, _), (score_prev, _), (kv_cur, _), (score_cur, _) = halves
+    # the previous rows (from 0) and the current ones (from n_read rows + width values), each made contiguous
+    kv_prev, score_prev, kv_cur, score_cur = (
+        g.reshape(g.cont(g.view(rows, (width, n_read), rows.nb[:2])), width, CSA, blocks)
+        for _ in range(2) for rows in (kv_rows, score_rows))
     return _pool(g, g.concat(kv_prev, kv_cur, 1), g.concat(score_prev, score_cur, 1), norm, inp["write_pos"])
 
 
 def _hca(g: Graph, kv, score, inp: dict, width: int, norm: str):
-    """build_hca_compressed_kv_from_state (src/models/deepseek4.cpp#L470-L515)."""
+    """build_hca_compressed_kv_from_state (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L470-L515)."""
     blocks = inp["write_pos"].ne[0]
     kv = g.reshape(g.get_rows(kv, inp["read"]), width, HCA, blocks)
     score = g.reshape(g.get_rows(score, inp["read"]), width, HCA, blocks)
@@ -171,9 +173,10 @@ def _hca(g: Graph, kv, score, inp: dict, width: int, norm: str):
 
 
 def compress(g: Graph, s, p: Pass, ins: DSV4Inputs, cur, kind: str, ratio: int, prefix: str, width: int):
-    """One compressor of a layer (src/models/deepseek4.cpp#L955-L1143): the state's rows projected from ``cur``
-    (``prefix`` attn_compressor / indexer_compressor) and their positional bias, the compressed rows built and set
-    into the ``kind`` cache, the rollback snapshot, the state's rows persisted; all expanded as llama.cpp does."""
+    """One compressor of a layer (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L943-L1177): the state's rows
+    projected from ``cur`` (``prefix`` attn_compressor / indexer_compressor) and their positional bias, the compressed
+    rows built and set into the ``kind`` cache, the rollback snapshot, the state's rows persisted; all expanded as
+    llama.cpp does."""
     inp = ins.comp[kind]
     wide = (2 if ratio == CSA else 1) * width
     state_kv = g.mul_mat(g.weight(s.n_embd, wide, name=prefix + "_kv"), cur)
@@ -194,7 +197,7 @@ def compress(g: Graph, s, p: Pass, ins: DSV4Inputs, cur, kind: str, ratio: int, 
         comp = hadamard(g, comp, inp["rot"])
     dst, _ = cache(g, width, ins.cells[kind], p, ins.n_stream, f"cache_k_{kind}")
     g.expand(store(g, dst, comp, inp["write"]))
-    if inp["snap_src"] is not None:       # dsv4_build_state_snapshot (#L245-L264)
+    if inp["snap_src"] is not None:       # dsv4_build_state_snapshot (src/models/deepseek4.cpp#L245-L264)
         snap_kv, snap_score = g.concat(kv_all, state_kv, 1), g.concat(score_all, state_score, 1)
         kv_set = g.set_rows(_state_all(g, kv_state), g.get_rows(snap_kv, inp["snap_src"]), inp["snap_dst"])
         score_set = g.set_rows(_state_all(g, score_state), g.get_rows(snap_score, inp["snap_src"]), inp["snap_dst"])
@@ -207,7 +210,8 @@ def compress(g: Graph, s, p: Pass, ins: DSV4Inputs, cur, kind: str, ratio: int, 
 
 
 def _lid_top_k(g: Graph, s, p: Pass, ins: DSV4Inputs, qr, cur, pos):
-    """build_lid_top_k (src/models/deepseek4.cpp#L590-L676), the fused lightning indexer: its top-k cells."""
+    """build_lid_top_k (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L590-L676), the fused lightning indexer
+    (ggml_lightning_indexer: ggml/src/ggml.c#L6432-L6464): its top-k cells (ggml_top_k, #L5468-L5480)."""
     inp, ns, ih, ihd, nt = ins.comp["lid"], ins.n_stream, s.n_indexer_head, s.indexer_head, cur.ne[1]
     q = g.mul_mat(g.weight(s.q_lora, ih * ihd, name="indexer.attn_q_b"), qr)
     q = hadamard(g, g.dup("ROPE", g.reshape(q, ihd, ih, nt), pos), inp["rot"])
@@ -222,8 +226,8 @@ def _lid_top_k(g: Graph, s, p: Pass, ins: DSV4Inputs, qr, cur, pos):
 
 
 def _top_k_mask(g: Graph, p: Pass, mask, top_k):
-    """build_top_k_mask (src/models/deepseek4.cpp#L678-L705): -inf but at the top-k cells (zeros: a leaf of the
-    compute buffer, f16 with flash attention), plus the mask."""
+    """build_top_k_mask (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L678-L705): -inf but at the top-k cells
+    (zeros: a leaf of the compute buffer, f16 with flash attention), plus the mask."""
     filled = g.dup("FILL", mask)
     rows = g.view(filled, (1, filled.ne[0], filled.ne[1], filled.ne[3]),
                   (filled.nb[0], filled.nb[0], filled.nb[1], filled.nb[2]))
@@ -237,7 +241,8 @@ def _top_k_mask(g: Graph, p: Pass, mask, top_k):
 
 
 def _mha(g: Graph, p: Pass, q, k, mask, sinks, ns: int):
-    """build_attn_mha (src/llama-graph.cpp#L2616-L2755) with K = V = ``k`` (not transposed) and the sinks."""
+    """build_attn_mha (llama.cpp@0c1e57098 src/llama-graph.cpp#L2616-L2755) with K = V = ``k`` (not transposed) and
+    the sinks."""
     per = q.ne[2] // ns
     qv = g.view(q, (q.ne[0], q.ne[1], per, ns), (q.nb[0], q.nb[1], q.nb[2], q.nb[2] * per))
     qp, kp, vp = g.permute(qv, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3)
@@ -256,7 +261,8 @@ def _mha(g: Graph, p: Pass, q, k, mask, sinks, ns: int):
 
 
 def attend(g: Graph, s, p: Pass, ins: DSV4Inputs, ratio: int, q, kv, qr, cur, pos):
-    """build_raw_attention / build_hca_attention / build_csa_lid_attention (src/models/deepseek4.cpp#L707-L858):
+    """build_raw_attention / build_hca_attention / build_csa_lid_attention (llama.cpp@0c1e57098
+    src/models/deepseek4.cpp#L707-L858, chosen at #L1180-L1200):
     the layer's K stored in the raw cache, read with the compressed cache of its ratio (if any)."""
     ns = ins.n_stream
     top_k = _lid_top_k(g, s, p, ins, qr, cur, pos) if ratio == CSA else None

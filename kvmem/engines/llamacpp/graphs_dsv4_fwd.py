@@ -54,7 +54,10 @@ class DSV4Shape(GraphShape):
 
 
 def dsv4_context(shape, n_seq: int, n_rs_seq) -> GraphShape | None:
-    """``shape`` with the context's sequences and rollback snapshots (a DSV4Shape; any other as it is)."""
+    """``shape`` with the context's sequences and rollback snapshots (a DSV4Shape; any other as it is): the reserve's
+    ubatch has n_seq_max sequences whatever -kvu says (llama.cpp@0c1e57098 src/llama-context.cpp#L628), each cache a
+    stream a sequence (src/llama-kv-cache-dsv4.cpp#L1243-L1244, #L1287), deepseek4 keeps its snapshots
+    (src/llama-arch.cpp#L1123-L1140)."""
     if not isinstance(shape, DSV4Shape):
         return shape
     return replace(shape, n_seqs=max(1, int(n_seq)), n_rs_seq=int(n_rs_seq or 0))
@@ -70,7 +73,8 @@ def dsv4_few(shape, n: int) -> tuple[int, dict]:
 
 
 def _hc_pre(g: Graph, s: DSV4Shape, x, part: str):
-    """build_hc_pre (module docstring): (the mixed input, post, comb)."""
+    """build_hc_pre (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L353-L409, the fused ops: ggml/src/ggml.c
+    #L6468-L6572): (the mixed input, post, comb)."""
     e, hc, nt = s.n_embd, s.hc, x.ne[2]
     mix = (2 + hc) * hc
     flat = g.dup("RMS_NORM", g.reshape(x, hc * e, nt))
@@ -86,7 +90,8 @@ def _hc_pre(g: Graph, s: DSV4Shape, x, part: str):
 
 
 def _hc_head(g: Graph, s: DSV4Shape, x):
-    """build_hc_head (src/models/deepseek4.cpp#L448-L468) and its unfused build_hc_pre (il -1: L298-L313)."""
+    """build_hc_head (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L448-L468) and its unfused build_hc_pre (il -1:
+    #L289-L314)."""
     e, hc, n = s.n_embd, s.hc, x.ne[2]
     flat = g.dup("RMS_NORM", g.reshape(x, hc * e, n))
     mixes = g.mul_mat(g.weight(hc * e, hc, name="output_hc_fn"), flat)
@@ -100,7 +105,7 @@ def _hc_head(g: Graph, s: DSV4Shape, x):
 
 
 def _attention(g: Graph, s: DSV4Shape, p: Pass, ins, il: int, cur, pos):
-    """build_attention_impl (module docstring)."""
+    """build_attention_impl (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L878-L1219; module docstring)."""
     e, hd, n_head, nt = s.n_embd, s.head_dim, s.n_head, cur.ne[1]
     qr = rms_norm(g, g.mul_mat(g.weight(e, s.q_lora, name="attn_q_a"), cur), s.q_lora, "attn_q_a_norm")
     q = g.mul_mat(g.weight(s.q_lora, n_head * hd, name="attn_q_b"), qr)
@@ -123,7 +128,8 @@ def _attention(g: Graph, s: DSV4Shape, p: Pass, ins, il: int, cur, pos):
 
 
 def _moe(g: Graph, s: DSV4Shape, il: int, cur, tokens):
-    """build_moe_ffn (src/llama-graph.cpp#L2007-L2372) as deepseek4 calls it (L1296-L1318)."""
+    """build_moe_ffn (llama.cpp@0c1e57098 src/llama-graph.cpp#L2007-L2372) as deepseek4 calls it
+    (src/models/deepseek4.cpp#L1278-L1320)."""
     e, nt, n_exp, n_used = s.n_embd, cur.ne[1], s.n_expert, s.n_expert_used
     logits = g.mul_mat(g.weight(e, n_exp, name="ffn_gate_inp"), cur)
     probs = g.dup("SQRT", g.dup("UNARY", logits))       # sqrt(softplus(logits))
@@ -142,7 +148,8 @@ def _moe(g: Graph, s: DSV4Shape, il: int, cur, tokens):
 
 
 def build_dsv4(s: DSV4Shape, p: Pass) -> Graph:
-    """The graph llama.cpp builds for one reserve of ``p`` (module docstring)."""
+    """The graph llama.cpp builds for one reserve of ``p`` (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L1222-L1359;
+    module docstring)."""
     g = Graph()
     e, hc, nt = s.n_embd, s.hc, p.n_tokens
     tokens, embd, pos = token_inputs(g, s, p)
@@ -171,7 +178,7 @@ def build_dsv4(s: DSV4Shape, p: Pass) -> Graph:
 def dsv4_shape(model) -> DSV4Shape | None:
     """The graph widths of a deepseek_v4 ``model`` as conversion/deepseek.py writes its GGUF, or None where llama.cpp
     would load none (kvmem.engines.llamacpp.dsv4 and graphs_dsv4 say why) or build another graph (hc_mult other than
-    4: build_hc_pre asserts it, L364)."""
+    4: build_hc_pre asserts it, llama.cpp@0c1e57098 src/models/deepseek4.cpp#L366)."""
     moe, layers = model.facts.moe, model.layers
     if model.model_type not in DSV4 or moe is None or not moe.experts or not layers or not model.facts.vocab_size:
         return None
