@@ -139,3 +139,12 @@ def test_flash_swa_full_reads_the_whole_raw_cache():
     # printed 370.8817 MiB at 32k (the same GGUF, the oracle's run), 300.5098 without it
     lay = _host(kvmem.get_model("deepseek-v4-flash"), 32768, 512, True, 1, swa_full=True)
     assert f"{lay.compute_bytes['CPU'] / 2**20:.4f}" == "370.8817"
+
+
+@pytest.mark.parametrize("setting,printed", [
+    (dict(n_ctx=32768, n_ubatch=512, fa=True, n_seq=1), "513.0927"),
+    (dict(n_ctx=65536, n_ubatch=1024, fa=True, n_seq=2, type_k="q8_0", type_v="q8_0", n_rs_seq=2), "1030.1293")])
+def test_pro_host_compute_is_llamacpp_printed(setting, printed):
+    # DeepSeek-V4-Pro (61 layers, 7,168 wide, 128 heads), a sparse q4_k_m GGUF at full shape: llama.cpp's printed MiB
+    lay = _host(kvmem.get_model("deepseek-v4-pro"), **setting)
+    assert f"{lay.compute_bytes['CPU'] / 2**20:.4f}" == printed
