@@ -28,8 +28,9 @@ def op_batch_size(t: Tensor) -> int:
         return 0
     if t.op == "MUL_MAT":
         return t.ne[1]
-    if t.op in ("MUL_MAT_ID", "ROPE", "ROPE_BACK"):     # ROPE_BACK: graphs_dsv4_fwd (llama.cpp@0c1e57098
-        return t.ne[2]                                  # ggml/src/ggml-cuda/ggml-cuda.cu#L5636-L5648)
+    # ROPE_BACK (graphs_dsv4_fwd's de-rope): llama.cpp@0c1e57098 ggml/src/ggml-cuda/ggml-cuda.cu#L5636-L5648
+    if t.op in ("MUL_MAT_ID", "ROPE", "ROPE_BACK"):
+        return t.ne[2]
     return t.ne[1] * t.ne[2] * t.ne[3]
 
 
