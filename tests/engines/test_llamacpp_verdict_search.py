@@ -120,3 +120,33 @@ def test_most_creatable_over_every_count_is_most_sequences():
     room = {b: 1000 - 70 * b for b in range(1, 17)}
     args = (lambda b: room[b] >= 0, room.get, lambda b: False, (16, 3), (1, room[1]))
     assert most_creatable(tuple(range(1, 17)), *args) == most_sequences(*args) == 14
+
+
+def _flat_case(rng: random.Random):
+    """A room that falls in steps every ``every`` units (DeepSeek-V4's compressed caches grow every 4 units of 256
+    cells, the window's cache not at all), with the cap a million tokens away (4,096 units): rooms a unit apart are
+    often equal."""
+    cap, every, per_step = 4096, rng.choice([2, 4, 8]), rng.randint(10**5, 10**7)
+    start = per_step * (rng.randint(16, 1000) // every) + rng.randrange(per_step)
+
+    def room(u):
+        return start - per_step * (u // every)
+    boundary = largest_fitting(lambda u: room(u) >= 0, cap)
+    guess = max(1, int(boundary * rng.uniform(0.7, 1.3)))
+    return cap, room, guess, boundary
+
+
+def test_flat_rooms_are_searched_near_the_boundary_not_across_the_cap():
+    """500 seeded stepped rooms: the same answer as largest_fitting, and no probe past twice the boundary (each one a
+    graph built at that context: the line through two equal rooms said 'the cap', and halving a bracket that reaches
+    the cap laid out contexts of 1,000+ units where the answer was 180: DeepSeek-V4-Flash on one 3090, 11 probes)."""
+    rng = random.Random(3434)
+    for _ in range(500):
+        cap, room, guess, boundary = _flat_case(rng)
+        seen: dict = {}
+
+        def fits(u, seen=seen, room=room):
+            seen[u] = room(u)
+            return seen[u] >= 0
+        assert _longest(fits, seen.get, cap, guess, (1, room(1))) == boundary
+        assert max(seen) <= 2 * boundary + 8, (guess, boundary, sorted(seen))
