@@ -71,3 +71,11 @@ def test_other_builds_and_nextn_are_refused():
         engine_estimate(model, engine="llama.cpp", tokens=1024, build="2026-03-01")
     with pytest.raises(ValueError, match="MTP context"):
         engine_estimate(model, engine="llama.cpp", tokens=1024, nextn=True)
+
+
+def test_a_hyper_connection_count_but_4_is_refused():
+    # build_hc_pre asserts hc == 4 (llama.cpp@0c1e57098 src/models/deepseek4.cpp#L366): the context is never created
+    cfg = json.loads((CORPUS / "deepseek-ai--DeepSeek-V4-Flash.json").read_text())
+    model = kvmem.Model.from_hf_config(dict(cfg, hc_mult=2), name="hc-2")
+    with pytest.raises(ValueError, match=r"hc_mult 2: llama.cpp 0c1e57098 aborts building deepseek4.s graph at context creation"):
+        engine_estimate(model, engine="llama.cpp", tokens=1024)

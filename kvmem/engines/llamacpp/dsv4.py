@@ -69,6 +69,10 @@ def _check(model: Model, s: Settings) -> list[int]:
     if HCA not in ours and int(cfg.get("index_head_dim", 0)) == model.layers[0].head_dim_k:
         raise ValueError(f"{model.name}: no layer of compress ratio 128 and index_head_dim equal to head_dim: "
                          "llama.cpp 0c1e57098 aborts (SIGFPE) creating the context of such a deepseek4 GGUF")
+    if int(cfg["hc_mult"]) != 4:
+        raise ValueError(f"{model.name}: hc_mult {cfg['hc_mult']}: llama.cpp 0c1e57098 aborts building deepseek4's "
+                         "graph at context creation with any hyper-connection count but 4 (GGML_ASSERT(hc == 4), "
+                         "src/models/deepseek4.cpp#L366)")
     if model.config.get("num_key_value_heads", 1) != 1:
         raise ValueError(f"{model.name}: DeepSeek-V4's attention is one K=V head; num_key_value_heads "
                          f"{model.config['num_key_value_heads']} is not what llama.cpp's deepseek4 loads")

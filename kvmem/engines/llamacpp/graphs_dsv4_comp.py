@@ -67,7 +67,7 @@ def _rot(g: Graph, on: bool, head: int):
 def dsv4_inputs(g: Graph, s, p: Pass) -> DSV4Inputs:
     """build_inp_dsv4 (llama.cpp@0c1e57098 src/llama-graph.cpp#L3485-L3510; module docstring): ``s`` a
     graphs_dsv4_fwd.DSV4Shape."""
-    ns, nt, n_seq = s.n_seqs, p.n_tokens, s.n_seqs
+    ns, nt = s.n_seqs, p.n_tokens        # a stream a sequence (module docstring)
     hd, ihd = s.head_dim, s.indexer_head
     k_idxs = g.input("i64", nt)
     raw_mask = g.input("f16" if p.fa else "f32", p.n_kv_swa, nt // ns, 1, ns)
@@ -78,8 +78,8 @@ def dsv4_inputs(g: Graph, s, p: Pass) -> DSV4Inputs:
     for name, ratio, overlap, state in (("csa", CSA, True, 2 * CSA), ("hca", HCA, False, HCA),
                                         ("lid", CSA, True, 2 * CSA)):
         # llama.cpp@0c1e57098 src/llama-kv-cache-dsv4.cpp#L842-L881 dsv4_build_reserve_comp_plan
-        blocks = nt // ratio + n_seq
-        rows = state * n_seq
+        blocks = nt // ratio + ns
+        rows = state * ns
         n_persist, n_restore = min(nt, rows), rows if s.n_rs_seq else 0
         n_snap = s.n_rs_seq * rows
 
@@ -206,7 +206,6 @@ def compress(g: Graph, s, p: Pass, ins: DSV4Inputs, cur, kind: str, ratio: int, 
     persist_kv, persist_score = g.get_rows(state_kv, inp["persist_src"]), g.get_rows(state_score, inp["persist_src"])
     g.expand(g.set_rows(_state_all(g, kv_state), persist_kv, inp["persist_dst"]))
     g.expand(g.set_rows(_state_all(g, score_state), persist_score, inp["persist_dst"]))
-
 
 
 def _lid_top_k(g: Graph, s, p: Pass, ins: DSV4Inputs, qr, cur, pos):
