@@ -37,9 +37,10 @@ def variants():
     return preload.lab().compare_variants()
 
 
-@st.cache_data(max_entries=32, show_spinner=False, hash_funcs=_KEYS)
+@st.cache_data(max_entries=1024, show_spinner=False, hash_funcs=_KEYS)
 def sweep(models, gpus, **kwargs):
-    """kvmem.sweep (the Overview page's matrix: every preset x every GPU is ~0.6 s under vLLM)."""
+    """kvmem.sweep (a row of the Overview page's matrix: a model on every GPU, under a hundredth of a second under
+    vLLM, up to tens of seconds under llama.cpp; a row's cells, not a page's, so that every view reuses them)."""
     import kvmem
 
     return kvmem.sweep(models, gpus, **kwargs)

@@ -1,5 +1,13 @@
 """Overview: models x GPUs at the sidebar's context — fits, max batch, max context or the engine's
-concurrency, one matrix per engine (kvmem.sweep; a refused cell shows the refusal's reason)."""
+concurrency, one matrix per engine (kvmem.sweep; a refused cell shows the refusal's reason).
+
+One view sizes new rows for at most VIEW_SECONDS of wall time (KVMEM_OVERVIEW_SECONDS): the sidebar's model
+under the sidebar's engine always, then row after row, engine after engine; a press sizes the next. Every
+preset x every GPU is under a second under vLLM, but 3-4 minutes of the server's one interpreter under
+llama.cpp (bench/README.md: each cell a placement over GPU and host, DeepSeek-V4-Pro's row alone 38 s at 32k)."""
+
+import os
+import time
 
 import streamlit as st
 
@@ -8,7 +16,8 @@ from kvmem import tables
 from kvmem.engines import ENGINES
 from ui import cache, common, inputs
 
-MAX_NEW_CELLS = 2_000      # cells one view sizes anew: about every preset x every GPU under one engine (1-3 s)
+VIEW_SECONDS = 6.0      # default of KVMEM_OVERVIEW_SECONDS
+CELL_ALONE = 0.05       # a row whose first cell took longer is sized a GPU at a time (_size)
 
 st.title("Overview: models × GPUs")
 st.caption("Each cell is kvmem.fit's answer for one model on one GPU type (× the sidebar's GPUs, tp = GPUs) at the "
@@ -45,6 +54,48 @@ def _matrix(cells, show: str) -> None:
                + ", ".join(f"{n:,} {name}" for name, n in counts.items() if n) + ".")
 
 
+def _view_seconds() -> float:
+    """KVMEM_OVERVIEW_SECONDS: the seconds one view sizes new rows for (VIEW_SECONDS when unset)."""
+    text = os.environ.get("KVMEM_OVERVIEW_SECONDS", "").strip()
+    try:
+        seconds = float(text) if text else VIEW_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        st.warning(f"KVMEM_OVERVIEW_SECONDS={text!r} is not a number of seconds (0 or more): "
+                   f"{VIEW_SECONDS:g} s per view.")
+        return VIEW_SECONDS
+    return seconds
+
+
+def _size(engine: str, sized: dict, options: dict, deadline: float, sized_now: int) -> int:
+    """Size ``engine``'s rows of the page's ``rows`` x ``gpus`` left (``sized``: row index -> its cells so far, in
+    ``gpus`` order) until the deadline:
+    the sidebar's model under the sidebar's engine whole, then at least one cell where this view has sized none yet.
+    A row's first cell alone, then the rest at once where it took at most CELL_ALONE seconds, else GPU by GPU (under
+    llama.cpp Kimi-K3's row takes 57 s at 8k, 1.8 s a cell), so that a view overruns its time by one cell at most.
+    The number of cells sized."""
+    left = [i for i in range(len(rows)) if len(sized.get(i, ())) < len(gpus)]
+    bar, count = st.progress(0.0), 0
+    for done, i in enumerate(left):
+        row, step = sized.setdefault(i, []), 1
+        while len(row) < len(gpus):
+            if (sized_now or count) and time.monotonic() >= deadline and (engine, i) != (engines[0], 0):
+                bar.empty()
+                return count
+            bar.progress(done / len(left), text=f"Sizing {getattr(rows[i], 'name', rows[i])} under {engine} "
+                                                f"({len(rows) - len(left) + done + 1:,} of {len(rows):,} models)…")
+            started = time.monotonic()
+            cells = common.guard(cache.sweep, [rows[i]], gpus[len(row):len(row) + step], engines=[engine], **base,
+                                 **options)
+            row += cells
+            count += len(cells)
+            if len(row) == 1 and time.monotonic() - started <= CELL_ALONE:
+                step = len(gpus)
+    bar.empty()
+    return count
+
+
 work = inputs.sidebar()
 SHOW = {label: key for key, label in tables.SWEEP_SHOWS.items()}
 c1, c2 = st.columns(2)
@@ -70,38 +121,41 @@ gpus = list(dict.fromkeys([work.gpu, *more_gpus]))
 rows = [work.model] + [name for name in models if name != work.model.name]
 base = dict(contexts=[work.tokens], num_gpus=work.num_gpus, batch=work.batch, kv_dtype=work.kv_dtype,
             weight_dtype=work.weight_dtype)
-per_engine = len(rows) * len(gpus)
-# One view sizes at most MAX_NEW_CELLS cells it has not sized before (every engine of every preset on
-# every GPU was 15-42 s of the server's one interpreter, and stalled other sessions' pages): the
-# sidebar's engine always, the others while the budget lasts, the rest on the next view. A session
-# keeps the matrices of its current view, so a rerun (the button below) sizes only what is left.
+# A session keeps the rows of its current view (row index -> cells, per engine), so a press sizes only what is left
 view = repr((work.model.fingerprint, rows[1:], gpus, sorted(base.items()), sorted(work.options.items())))
-kept = st.session_state.get("_ov_cells", {})
-kept = {key: cells for key, cells in kept.items() if key[1] == view}     # this view's only: bounded memory
-budget, pending, all_cells = MAX_NEW_CELLS, [], []
+kept = st.session_state.get("_ov_rows", {})
+kept = {key: sized for key, sized in kept.items() if key[1] == view}     # this view's only: bounded memory
+seconds = _view_seconds()
+deadline = time.monotonic() + seconds
+pending, all_cells, sized_now = {}, [], 0
 for engine in engines:
-    key = (engine, view)
-    if key not in kept:
-        if per_engine > budget and budget < MAX_NEW_CELLS:
-            pending.append(engine)
-            continue
-        options = work.options if engine == work.engine else {}
-        with st.spinner(f"Sizing {per_engine:,} cells under {engine}…"):
-            kept[key] = common.guard(cache.sweep, rows, gpus, engines=[engine], **base, **options)
-        budget -= per_engine
-    cells = kept[key]
+    sized = kept.setdefault((engine, view), {})
+    options = work.options if engine == work.engine else {}
+    if len([i for i in sized if len(sized[i]) == len(gpus)]) < len(rows) and (not sized_now
+                                                                                 or time.monotonic() < deadline):
+        sized_now += _size(engine, sized, options, deadline, sized_now)
+    done = sorted(i for i in sized if len(sized[i]) == len(gpus))
+    if len(done) < len(rows):
+        partial = [f"{getattr(rows[i], 'name', rows[i])} on {len(sized[i]):,} of {len(gpus):,} GPUs so far"
+                   for i in sized if 0 < len(sized[i]) < len(gpus)]
+        pending[engine] = f"{len(rows) - len(done):,} of {len(rows):,} models under {engine}" + (
+            f" ({', '.join(partial)})" if partial else "")
+    if not done:
+        continue
+    cells = [cell for i in done for cell in sized[i]]
     all_cells += cells
     refused = sum(1 for c in cells if c.refused)
     for_batch = "" if SHOW[shown] == "max_batch" else f", batch {work.batch:,}"
     st.subheader(f"{engine}: {shown} at {work.tokens:,} tokens{for_batch}")
-    st.caption(f"{len(cells):,} cells, {sum(1 for c in cells if c.fits):,} fit, {refused:,} refused.")
+    part = f" ({len(done):,} of {len(rows):,} models sized)" if len(done) < len(rows) else ""
+    st.caption(f"{len(cells):,} cells{part}, {sum(1 for c in cells if c.fits):,} fit, {refused:,} refused.")
     _matrix(cells, SHOW[shown])
-st.session_state["_ov_cells"] = kept
+st.session_state["_ov_rows"] = kept
 if pending:
-    st.info(f"Not sized yet: {', '.join(pending)}. The Overview sizes at most {MAX_NEW_CELLS:,} new cells per view "
-            f"({len(rows):,} models × {len(gpus):,} GPUs = {per_engine:,} per engine), so that one page never holds "
-            "the server for long; size the next, or choose fewer models or GPUs.", icon=":material/hourglass:")
-    st.button(f"Size {pending[0]}" + (f" (then {len(pending) - 1:,} more)" if len(pending) > 1 else ""),
-              key="ov_next", help="Sizes the next engine(s) within the same budget; the matrices above are kept.")
+    st.info(f"Not sized yet: {'; '.join(pending.values())}. One view sizes new rows for at most {seconds:g} s "
+            "(KVMEM_OVERVIEW_SECONDS), so that one page never holds the server for long; size the next, or choose "
+            "fewer models or GPUs.", icon=":material/hourglass:")
+    st.button("Size the next rows", key="ov_next", help="Sizes the next rows for as long again; the rows above are "
+                                                        "kept.")
 common.download(tables.sweep_frame(all_cells), "overview.csv", key="dl_overview",
                 label="Download every cell shown (CSV)" if pending else "Download every cell (CSV)")

@@ -8,7 +8,9 @@ from tests.ui.apptest import load, run
 
 @pytest.fixture(scope="module")
 def page():
-    return run("ui/overview.py")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KVMEM_OVERVIEW_SECONDS", "600")      # the whole matrix in one view, however slow the machine
+        return run("ui/overview.py")
 
 
 def matrix(at, index=0):
@@ -62,22 +64,56 @@ def test_the_app_lists_the_page():
     assert not at.exception and at.title[0].value == "Overview: models × GPUs"
 
 
-def test_every_engine_at_once_is_sized_one_budget_per_view():
-    """Issue 32 M7: one link with all 8 engines held the server 15-42 s (every preset x every GPU x 8);
-    a view now sizes at most MAX_NEW_CELLS new cells, the rest one press at a time."""
-    from ui.overview import MAX_NEW_CELLS
+def test_every_engine_at_once_is_sized_a_view_at_a_time(monkeypatch):
+    """Issue 32 M7: one link with all 8 engines held the server 15-42 s (every preset x every GPU x 8); a view
+    sizes new rows for at most KVMEM_OVERVIEW_SECONDS (0: the sidebar's model, then a cell a press)."""
+    monkeypatch.setenv("KVMEM_OVERVIEW_SECONDS", "0")
     at = load("ui/overview.py")
     at.query_params["ov_engines"] = ["sglang", "trtllm"]
+    at.query_params["ov_models"] = ["llama-3.1-8b", "qwen3-8b"]
+    at.query_params["ov_gpus"] = ["h100-sxm-80gb", "rtx-4090-24gb"]
     at.run()
-    per_engine = len(kvmem.list_models()) * len(kvmem.list_gpus())          # 64 x 32 = 2,048 when written
-    assert MAX_NEW_CELLS < 2 * per_engine                 # the sidebar's engine always; a second waits
-    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm"]
-    assert at.info[0].value.startswith(f"Not sized yet: sglang, trtllm. The Overview sizes at most "
-                                       f"{MAX_NEW_CELLS:,} new cells per view")
-    at.button(key="ov_next").click().run()
-    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm", "sglang"]
-    assert at.info[0].value.startswith("Not sized yet: trtllm.")
-    at.button(key="ov_next").click().run()
-    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm", "sglang", "trtllm"] and not at.info
-    fit = kvmem.fit("llama-3.1-8b", gpu="h100-sxm-80gb", context=8192, batch=1, engine="trtllm")
-    assert matrix(at, 2)["llama-3.1-8b"]["h100-sxm-80gb"] == f"{fit.max_batch:,}"
+    assert not at.exception
+    assert [s.value.split(":")[0] for s in at.subheader] == ["vllm"]      # the sidebar's model under its engine
+    assert list(matrix(at)) == ["llama-3.1-8b"] and any("(1 of 2 models sized)" in c.value for c in at.caption)
+    assert at.info[0].value.startswith("Not sized yet: 1 of 2 models under vllm; 2 of 2 models under sglang; "
+                                       "2 of 2 models under trtllm. One view sizes new rows for at most 0 s")
+    seen = []                                   # 0 s: then one cell a press (2 GPUs: 2 presses a row)
+    while at.info:
+        at.button(key="ov_next").click().run()
+        seen.append(([s.value.split(":")[0] for s in at.subheader], len(at.table)))
+        if len(seen) == 1:                      # a row under way is said, not shown
+            assert at.info[0].value.startswith("Not sized yet: 1 of 2 models under vllm (qwen3-8b on 1 of 2 GPUs "
+                                               "so far); 2 of 2 models under sglang;")
+    one, two, three = (["vllm"], 1), (["vllm", "sglang"], 2), (["vllm", "sglang", "trtllm"], 3)
+    assert seen == [one, one, one, two, two, two, two, three, three, three]    # a matrix once a row is whole
+    assert not at.info and all(list(matrix(at, i)) == ["llama-3.1-8b", "qwen3-8b"] for i in range(3))
+    fit = kvmem.fit("qwen3-8b", gpu="h100-sxm-80gb", context=8192, batch=1, engine="trtllm")
+    assert matrix(at, 2)["qwen3-8b"]["h100-sxm-80gb"] == f"{fit.max_batch:,}"
+
+
+def test_llama_cpp_sizes_a_view_at_a_time_not_every_preset_at_once(monkeypatch):
+    """Under llama.cpp every cell is a placement over GPU and host: every preset x every GPU took 217 s of CPU
+    (bench/README.md), one view of the page held the server that long. The first view sizes the sidebar's model."""
+    monkeypatch.setenv("KVMEM_OVERVIEW_SECONDS", "0")
+    at = load("ui/overview.py")
+    at.query_params["engine"] = "llama.cpp"
+    at.run()
+    assert not at.exception
+    rows, models = matrix(at), len(kvmem.list_models())
+    assert list(rows) == ["llama-3.1-8b"]
+    assert at.info[0].value.startswith(f"Not sized yet: {models - 1:,} of {models:,} models under llama.cpp.")
+    fit = kvmem.fit("llama-3.1-8b", gpu="rtx-3060-12gb", context=8192, batch=1, engine="llama.cpp")
+    assert rows["llama-3.1-8b"]["rtx-3060-12gb"] == f"{fit.max_batch:,}"
+
+
+def test_a_bad_view_budget_is_said_and_the_default_kept(monkeypatch):
+    from ui.overview import VIEW_SECONDS
+    monkeypatch.setenv("KVMEM_OVERVIEW_SECONDS", "soon")
+    at = load("ui/overview.py")
+    at.query_params["ov_models"] = ["llama-3.1-8b"]
+    at.query_params["ov_gpus"] = ["h100-sxm-80gb"]
+    at.run()
+    assert not at.exception and at.warning[0].value == ("KVMEM_OVERVIEW_SECONDS='soon' is not a number of seconds "
+                                                        f"(0 or more): {VIEW_SECONDS:g} s per view.")
+    assert list(matrix(at)) == ["llama-3.1-8b"]
