@@ -1,7 +1,7 @@
 """Pure library calls cached across sessions (st.cache_data, keyed by their inputs).
 
 Only calls whose result depends on nothing but their arguments are here, and only those that
-cost enough to matter: a fit grid is ~30 kvmem.fit calls (0.7 s for DeepSeek-V3 here), the
+cost enough to matter: a cell of the Fit page's grid is a kvmem.fit (up to ~2 s under llama.cpp), the
 Learn page's MHA/GQA/MQA comparison runs a torch decoder three ways (0.15 s on one torch thread,
 ui/preload.py).
 Results come back as copies, so no session can change another's. A Model is keyed by
@@ -20,7 +20,7 @@ from ui import preload
 _KEYS = {Model: lambda model: model.fingerprint}
 
 
-@st.cache_data(max_entries=128, show_spinner=False, hash_funcs=_KEYS)
+@st.cache_data(max_entries=1024, show_spinner=False, hash_funcs=_KEYS)
 def fit_grid(model, **kwargs):
     from kvmem import tables
 

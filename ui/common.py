@@ -1,10 +1,11 @@
-"""Small helpers every page uses: errors as messages, plain text, CSV downloads."""
+"""Small helpers every page uses: errors as messages, plain text, CSV downloads, a view's time for new work."""
 
 import csv
 import html
 import io
 import math
 import numbers
+import os
 import re
 
 import streamlit as st
@@ -19,6 +20,25 @@ def guard(fn, *args, **kwargs):
     except (ValueError, OverflowError) as exc:
         st.error(str(exc))
         st.stop()
+
+
+VIEW_SECONDS = 6.0      # default of KVMEM_VIEW_SECONDS
+
+
+def view_seconds() -> float:
+    """KVMEM_VIEW_SECONDS: how long one view of a page sizes new cells of a matrix or grid before it offers the
+    rest on a press (the Overview, Fit's GPU grid), so that no page holds the server's one interpreter for long;
+    VIEW_SECONDS when unset, said and kept when it is not a number of seconds."""
+    text = os.environ.get("KVMEM_VIEW_SECONDS", "").strip()
+    try:
+        seconds = float(text) if text else VIEW_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        st.warning(f"KVMEM_VIEW_SECONDS={text!r} is not a number of seconds (0 or more): {VIEW_SECONDS:g} s per "
+                   "view.")
+        return VIEW_SECONDS
+    return seconds
 
 
 def engine_refusal(result) -> None:

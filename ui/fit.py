@@ -1,5 +1,7 @@
 """Fit hardware: will this model, context and batch fit on these GPUs under this engine — and how fast?"""
 
+import time
+
 import streamlit as st
 
 import kvmem
@@ -31,6 +33,44 @@ def _engine_numbers(record, command) -> None:
                    f"sequence(s) × {record.context:,} tokens per replica):")
         st.code("\n".join(numbers.lines), language=None)
     st.caption(("Exact: it follows from " if numbers.exact else "Estimated: it depends on ") + numbers.depends_on + ".")
+
+
+def _grid(model, choices: list, contexts: list, grid_args: dict):
+    """The GPU x context grid (tables.fit_grid), sized a cell at a time for at most common.view_seconds() a view:
+    the first GPU's row whole, then cell after cell, at least one; a press sizes the next, another rerun of the same
+    grid none (under llama.cpp each cell is a placement over GPU and host: Kimi-K3's or DeepSeek-V4-Pro's 30 cells
+    took 19 s, holding the server). The rows of the GPUs sized whole (None: none), and a note of the rest."""
+    import pandas as pd
+
+    if not choices:
+        return None
+    key = repr((model.fingerprint, choices, contexts, sorted(grid_args.items())))
+    kept = st.session_state.get("_fit_grid")
+    sized = kept[1] if kept and kept[0] == key else {}     # (gpu, context) -> its row: this grid's only
+    cells = [(gpu, context) for gpu in choices for context in contexts]
+    left = [cell for cell in cells if cell not in sized]
+    if sized and not st.session_state.get("fit_grid_next"):
+        left = []                                           # a rerun for another input: no more cells unless asked
+    seconds = common.view_seconds()
+    deadline, count = time.monotonic() + seconds, 0
+    if left:
+        with st.spinner(f"Sizing {len(left)} GPU × context cells…"):
+            for gpu, context in left:
+                if gpu != choices[0] and count and time.monotonic() >= deadline:
+                    break
+                sized[gpu, context] = common.guard(cache.fit_grid, model, gpus=[gpu], contexts=[context], **grid_args)
+                count += 1
+    st.session_state["_fit_grid"] = (key, sized)
+    whole = [gpu for gpu in choices if all((gpu, c) in sized for c in contexts)]
+    if len(whole) < len(choices):
+        st.info(f"Sized {len(whole)} of {len(choices)} GPUs ({len(sized):,} of {len(cells):,} cells): one view "
+                f"sizes cells for at most {seconds:g} s (KVMEM_VIEW_SECONDS), so that one page never holds the server "
+                "for long.", icon=":material/hourglass:")
+        st.button("Size the next GPUs", key="fit_grid_next", help="Sizes the next cells for as long again; the GPUs "
+                                                                  "drawn are kept.")
+    if not whole:
+        return None
+    return pd.concat([sized[gpu, c] for gpu in whole for c in contexts], ignore_index=True)
 
 
 work = inputs.sidebar()
@@ -125,10 +165,8 @@ choices = inputs.multiselect(st, "GPUs to compare", kvmem.list_gpus(),
                                                         "rtx-4090-24gb"])),
                             key="fit_gpus", help="Each cell is one kvmem.fit().")
 contexts = tables.context_points(work.tokens, start=2048, at_least=32768)
-if choices:
-    with st.spinner(f"Sizing {len(choices) * len(contexts)} GPU × context cells…"):
-        grid = common.guard(cache.fit_grid, model, gpus=choices, contexts=contexts,
-                            **{k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
+grid = _grid(model, choices, contexts, {k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")})
+if grid is not None:
     common.chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                  key="fit_heatmap")
     for context, big, small, n_big, n_small in tables.fit_grid_inversions(grid):

@@ -1,12 +1,11 @@
 """Overview: models x GPUs at the sidebar's context — fits, max batch, max context or the engine's
 concurrency, one matrix per engine (kvmem.sweep; a refused cell shows the refusal's reason).
 
-One view sizes new rows for at most VIEW_SECONDS of wall time (KVMEM_OVERVIEW_SECONDS): the sidebar's model
-under the sidebar's engine always, then row after row, engine after engine; a press sizes the next. Every
+One view sizes new rows for at most common.view_seconds() of wall time (KVMEM_VIEW_SECONDS): the sidebar's
+model under the sidebar's engine always, then row after row, engine after engine; a press sizes the next. Every
 preset x every GPU is under a second under vLLM, but 3-4 minutes of the server's one interpreter under
 llama.cpp (bench/README.md: each cell a placement over GPU and host, DeepSeek-V4-Pro's row alone 38 s at 32k)."""
 
-import os
 import time
 
 import streamlit as st
@@ -16,7 +15,6 @@ from kvmem import tables
 from kvmem.engines import ENGINES
 from ui import cache, common, inputs
 
-VIEW_SECONDS = 6.0      # default of KVMEM_OVERVIEW_SECONDS
 CELL_ALONE = 0.05       # a row whose first cell took longer is sized a GPU at a time (_size)
 
 st.title("Overview: models × GPUs")
@@ -52,20 +50,6 @@ def _matrix(cells, show: str) -> None:
     counts = {name: sum(frame["group"] == name) for name in GROUPS}
     st.caption("Green: fits; red: does not fit; grey: refused (why, once per row, in the last column). Rows: "
                + ", ".join(f"{n:,} {name}" for name, n in counts.items() if n) + ".")
-
-
-def _view_seconds() -> float:
-    """KVMEM_OVERVIEW_SECONDS: the seconds one view sizes new rows for (VIEW_SECONDS when unset)."""
-    text = os.environ.get("KVMEM_OVERVIEW_SECONDS", "").strip()
-    try:
-        seconds = float(text) if text else VIEW_SECONDS
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        st.warning(f"KVMEM_OVERVIEW_SECONDS={text!r} is not a number of seconds (0 or more): "
-                   f"{VIEW_SECONDS:g} s per view.")
-        return VIEW_SECONDS
-    return seconds
 
 
 def _size(engine: str, sized: dict, options: dict, deadline: float, sized_now: int) -> int:
@@ -125,7 +109,7 @@ base = dict(contexts=[work.tokens], num_gpus=work.num_gpus, batch=work.batch, kv
 view = repr((work.model.fingerprint, rows[1:], gpus, sorted(base.items()), sorted(work.options.items())))
 kept = st.session_state.get("_ov_rows", {})
 kept = {key: sized for key, sized in kept.items() if key[1] == view}     # this view's only: bounded memory
-seconds = _view_seconds()
+seconds = common.view_seconds()
 deadline = time.monotonic() + seconds
 pending, all_cells, sized_now = {}, [], 0
 for engine in engines:
@@ -153,7 +137,7 @@ for engine in engines:
 st.session_state["_ov_rows"] = kept
 if pending:
     st.info(f"Not sized yet: {'; '.join(pending.values())}. One view sizes new rows for at most {seconds:g} s "
-            "(KVMEM_OVERVIEW_SECONDS), so that one page never holds the server for long; size the next, or choose "
+            "(KVMEM_VIEW_SECONDS), so that one page never holds the server for long; size the next, or choose "
             "fewer models or GPUs.", icon=":material/hourglass:")
     st.button("Size the next rows", key="ov_next", help="Sizes the next rows for as long again; the rows above are "
                                                         "kept.")

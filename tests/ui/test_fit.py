@@ -3,7 +3,7 @@
 import pytest
 
 import kvmem
-from tests.ui.apptest import run
+from tests.ui.apptest import load, run
 
 
 @pytest.fixture
@@ -93,3 +93,27 @@ def test_not_fitting_names_the_reserve_and_suggests_raising_the_budget():
         "No command: the workload does not fit (the shortfall and what would fit are above)."]
     legend = [trace["name"] for trace in __import__("json").loads(at.get("plotly_chart")[0].proto.spec)["data"]]
     assert "reserve outside vLLM's budget (1 − gpu_memory_utilization)" in legend and "free" not in legend
+
+
+def test_the_gpu_grid_is_sized_a_view_at_a_time(monkeypatch):
+    """Under llama.cpp each grid cell is a placement over GPU and host (Kimi-K3's 30 cells took 19 s, holding the
+    server): a view sizes the first GPU's row, then cells for KVMEM_VIEW_SECONDS (0: a cell a press)."""
+    monkeypatch.setenv("KVMEM_VIEW_SECONDS", "0")
+    at = load("ui/fit.py")
+    at.query_params.update({"model": "qwen3-8b", "gpu": "rtx-4090-24gb", "engine": "llama.cpp",
+                            "fit_gpus": ["rtx-4090-24gb", "rtx-3060-12gb"]})
+    at.run()
+    assert not at.exception
+    grid = at.table[-1].value
+    contexts = sorted(set(grid["Context (tokens)"]))
+    assert set(grid["GPU"]) == {"rtx-4090-24gb"} and len(contexts) >= 4
+    said = [i.value for i in at.info if i.value.startswith("Sized ")]
+    assert said == [f"Sized 1 of 2 GPUs ({len(contexts)} of {2 * len(contexts)} cells): one view sizes cells for at "
+                    "most 0 s (KVMEM_VIEW_SECONDS), so that one page never holds the server for long."]
+    for _ in contexts:
+        at.button(key="fit_grid_next").click().run()
+    assert not at.exception and not [i for i in at.info if i.value.startswith("Sized ")]
+    grid = at.table[-1].value
+    assert list(grid["GPU"]) == ["rtx-4090-24gb"] * len(contexts) + ["rtx-3060-12gb"] * len(contexts)
+    fit = kvmem.fit("qwen3-8b", gpu="rtx-3060-12gb", context=int(contexts[-1]), engine="llama.cpp")
+    assert grid.iloc[-1]["Max batch"] == fit.max_batch > 0

@@ -8,9 +8,7 @@ from tests.ui.apptest import load, run
 
 @pytest.fixture(scope="module")
 def page():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KVMEM_OVERVIEW_SECONDS", "600")      # the whole matrix in one view, however slow the machine
-        return run("ui/overview.py")
+    return run("ui/overview.py")        # the whole matrix in one view (tests/conftest.py: KVMEM_VIEW_SECONDS)
 
 
 def matrix(at, index=0):
@@ -66,8 +64,8 @@ def test_the_app_lists_the_page():
 
 def test_every_engine_at_once_is_sized_a_view_at_a_time(monkeypatch):
     """Issue 32 M7: one link with all 8 engines held the server 15-42 s (every preset x every GPU x 8); a view
-    sizes new rows for at most KVMEM_OVERVIEW_SECONDS (0: the sidebar's model, then a cell a press)."""
-    monkeypatch.setenv("KVMEM_OVERVIEW_SECONDS", "0")
+    sizes new rows for at most KVMEM_VIEW_SECONDS (0: the sidebar's model, then a cell a press)."""
+    monkeypatch.setenv("KVMEM_VIEW_SECONDS", "0")
     at = load("ui/overview.py")
     at.query_params["ov_engines"] = ["sglang", "trtllm"]
     at.query_params["ov_models"] = ["llama-3.1-8b", "qwen3-8b"]
@@ -95,7 +93,7 @@ def test_every_engine_at_once_is_sized_a_view_at_a_time(monkeypatch):
 def test_llama_cpp_sizes_a_view_at_a_time_not_every_preset_at_once(monkeypatch):
     """Under llama.cpp every cell is a placement over GPU and host: every preset x every GPU took 217 s of CPU
     (bench/README.md), one view of the page held the server that long. The first view sizes the sidebar's model."""
-    monkeypatch.setenv("KVMEM_OVERVIEW_SECONDS", "0")
+    monkeypatch.setenv("KVMEM_VIEW_SECONDS", "0")
     at = load("ui/overview.py")
     at.query_params["engine"] = "llama.cpp"
     at.run()
@@ -108,12 +106,12 @@ def test_llama_cpp_sizes_a_view_at_a_time_not_every_preset_at_once(monkeypatch):
 
 
 def test_a_bad_view_budget_is_said_and_the_default_kept(monkeypatch):
-    from ui.overview import VIEW_SECONDS
-    monkeypatch.setenv("KVMEM_OVERVIEW_SECONDS", "soon")
+    from ui.common import VIEW_SECONDS
+    monkeypatch.setenv("KVMEM_VIEW_SECONDS", "soon")
     at = load("ui/overview.py")
     at.query_params["ov_models"] = ["llama-3.1-8b"]
     at.query_params["ov_gpus"] = ["h100-sxm-80gb"]
     at.run()
-    assert not at.exception and at.warning[0].value == ("KVMEM_OVERVIEW_SECONDS='soon' is not a number of seconds "
+    assert not at.exception and at.warning[0].value == ("KVMEM_VIEW_SECONDS='soon' is not a number of seconds "
                                                         f"(0 or more): {VIEW_SECONDS:g} s per view.")
     assert list(matrix(at)) == ["llama-3.1-8b"]
