@@ -73,6 +73,28 @@ def _grid(model, choices: list, contexts: list, grid_args: dict):
     return pd.concat([sized[gpu, c] for gpu in whole for c in contexts], ignore_index=True)
 
 
+def _placement_inversion(model, grid_args: dict, context: int, big: tuple, small: tuple) -> None:
+    """Why a card with as much memory or more holds fewer sequences under llama.cpp (tables.fit_grid_inversions):
+    the max batch is what each card's placement of one sequence holds (kvmem.engines.llamacpp.verdict); where the
+    bigger card's keeps less in host RAM, more of the model is on its GPU and less room is left for more sequences'
+    KV (DeepSeek-R1 at 8k: an L4 24 GB's -ngl 30 holds 1, a T4 16 GB's -ngl 12 holds 5). From the two cells' fits."""
+    (gpu_big, n_big), (gpu_small, n_small) = big, small
+    placed = {gpu: common.guard(kvmem.fit, model, gpu=gpu, context=context, **grid_args).placement
+              for gpu in (gpu_big, gpu_small)}
+    if any(p is None for p in placed.values()):     # no placement on one of them (it does not fit there)
+        return
+    flags = {gpu: " ".join(p["flags"]) for gpu, p in placed.items()}
+    host = {gpu: p["host_bytes"] for gpu, p in placed.items()}
+    why = (f"{gpu_big}'s ({flags[gpu_big]}) keeps {kvmem.format_bytes(host[gpu_small] - host[gpu_big])} less in "
+           f"host RAM than {gpu_small}'s ({flags[gpu_small]}), so more of the model is on its GPU and less room is "
+           f"left for more sequences' KV. For more sequences on {gpu_big}, give it fewer layers (type such flags "
+           "under Your llama-server flags)"
+           if host[gpu_big] < host[gpu_small] else f"{gpu_big}'s is {flags[gpu_big]}, {gpu_small}'s {flags[gpu_small]}")
+    st.info(f"{gpu_big} has as much memory as {gpu_small} or more but holds fewer sequences at {context:,} tokens "
+            f"({n_big:,} vs {n_small:,}): under llama.cpp the max batch is what the placement of one sequence holds; "
+            f"{why}.", icon=":material/compare_arrows:")
+
+
 work = inputs.sidebar()
 model = work.model
 cards = offload.cards_input(work.engine)    # llama.cpp on mixed cards: kvmem fit --gpu A,B's record
@@ -170,6 +192,10 @@ if grid is not None:
     common.chart(plots.fit_heatmap(grid, title=f"{common.chart_text(model.name)}: max batch ({work.num_gpus} GPU(s) each)"),
                  key="fit_heatmap")
     for context, big, small, n_big, n_small in tables.fit_grid_inversions(grid):
+        if result.placement:        # llama.cpp: each card's max batch is what its one-sequence placement holds
+            _placement_inversion(model, {k: v for k, v in kwargs.items() if k not in ("context", "batch", "gpu")},
+                                 context, (big, n_big), (small, n_small))
+            break
         # as much memory, fewer sequences: said where the engine's own settings differ by GPU (vLLM's batch
         # defaults: 8,192 tokens on an H100 80 GB, 2,048 on an A100), not only in the CLI's notes
         why = {gpu: common.guard(engine_defaults, work.engine, gpu, context=context, tp=result.tp, pp=result.pp,

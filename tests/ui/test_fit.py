@@ -117,3 +117,26 @@ def test_the_gpu_grid_is_sized_a_view_at_a_time(monkeypatch):
     assert list(grid["GPU"]) == ["rtx-4090-24gb"] * len(contexts) + ["rtx-3060-12gb"] * len(contexts)
     fit = kvmem.fit("qwen3-8b", gpu="rtx-3060-12gb", context=int(contexts[-1]), engine="llama.cpp")
     assert grid.iloc[-1]["Max batch"] == fit.max_batch > 0
+
+
+def test_a_bigger_card_holding_fewer_sequences_under_llama_cpp_is_explained():
+    """DeepSeek-R1 at 8k under llama.cpp: an L4 24 GB holds 1 sequence, a T4 16 GB 5. Each card's max batch is what
+    its placement of one sequence holds, and the L4's keeps more layers on its GPU: the page says so, with both
+    placements' flags (the cells' own kvmem.fit), not a bare inversion."""
+    fits = {gpu: kvmem.fit("deepseek-r1", gpu=gpu, context=8192, engine="llama.cpp") for gpu in ("l4-24gb", "t4-16gb")}
+    assert fits["l4-24gb"].max_batch < fits["t4-16gb"].max_batch
+    assert fits["l4-24gb"].placement["host_bytes"] < fits["t4-16gb"].placement["host_bytes"]
+    at = load("ui/fit.py")
+    at.query_params.update({"model": "deepseek-r1", "gpu": "l4-24gb", "engine": "llama.cpp",
+                            "fit_gpus": ["l4-24gb", "t4-16gb"]})
+    at.run()
+    assert not at.exception
+    said = [i.value for i in at.info if "holds fewer sequences" in i.value]
+    flags = {gpu: " ".join(f.placement["flags"]) for gpu, f in fits.items()}
+    gap = fits["t4-16gb"].placement["host_bytes"] - fits["l4-24gb"].placement["host_bytes"]
+    assert said == [f"l4-24gb has as much memory as t4-16gb or more but holds fewer sequences at 8,192 tokens "
+                    f"({fits['l4-24gb'].max_batch:,} vs {fits['t4-16gb'].max_batch:,}): under llama.cpp the max batch "
+                    f"is what the placement of one sequence holds; l4-24gb's ({flags['l4-24gb']}) keeps "
+                    f"{kvmem.format_bytes(gap)} less in host RAM than t4-16gb's ({flags['t4-16gb']}), so more of the "
+                    "model is on its GPU and less room is left for more sequences' KV. For more sequences on l4-24gb, "
+                    "give it fewer layers (type such flags under Your llama-server flags)."]
