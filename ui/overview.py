@@ -132,7 +132,10 @@ for engine in engines:
     for_batch = "" if SHOW[shown] == "max_batch" else f", batch {work.batch:,}"
     st.subheader(f"{engine}: {shown} at {work.tokens:,} tokens{for_batch}")
     part = f" ({len(done):,} of {len(rows):,} models sized)" if len(done) < len(rows) else ""
-    st.caption(f"{len(cells):,} cells{part}, {sum(1 for c in cells if c.fits):,} fit, {refused:,} refused.")
+    st.caption(f"{len(cells):,} cells{part}, {sum(1 for c in cells if c.fits):,} fit, {refused:,} refused."
+               + (" A cell's max batch and max context are what that card's placement of one sequence (layers and "
+                  "experts over GPU and host) holds: a bigger card, keeping more on its GPU, can show fewer."
+                  if "offload" in ENGINES[engine].panels else ""))
     _matrix(cells, SHOW[shown])
 st.session_state["_ov_rows"] = kept
 if pending:

@@ -100,6 +100,8 @@ def test_llama_cpp_sizes_a_view_at_a_time_not_every_preset_at_once(monkeypatch):
     assert not at.exception
     rows, models = matrix(at), len(kvmem.list_models())
     assert list(rows) == ["llama-3.1-8b"]
+    assert any(c.value.endswith("what that card's placement of one sequence (layers and experts over GPU and host) "
+                                "holds: a bigger card, keeping more on its GPU, can show fewer.") for c in at.caption)
     assert at.info[0].value.startswith(f"Not sized yet: {models - 1:,} of {models:,} models under llama.cpp.")
     fit = kvmem.fit("llama-3.1-8b", gpu="rtx-3060-12gb", context=8192, batch=1, engine="llama.cpp")
     assert rows["llama-3.1-8b"]["rtx-3060-12gb"] == f"{fit.max_batch:,}"
