@@ -7,6 +7,7 @@ import math
 import numbers
 import os
 import re
+import time
 
 import streamlit as st
 
@@ -27,8 +28,8 @@ VIEW_SECONDS = 6.0      # default of KVMEM_VIEW_SECONDS
 
 def view_seconds() -> float:
     """KVMEM_VIEW_SECONDS: how long one view of a page sizes new cells of a matrix or grid before it offers the
-    rest on a press (the Overview, Fit's GPU grid), so that no page holds the server's one interpreter for long;
-    VIEW_SECONDS when unset, said and kept when it is not a number of seconds."""
+    rest on a press (ViewClock), so that no page holds the server's one interpreter for long; VIEW_SECONDS when
+    unset, said and kept when it is not a number of seconds."""
     text = os.environ.get("KVMEM_VIEW_SECONDS", "").strip()
     try:
         seconds = float(text) if text else VIEW_SECONDS
@@ -39,6 +40,23 @@ def view_seconds() -> float:
                    "view.")
         return VIEW_SECONDS
     return seconds
+
+
+class ViewClock:
+    """One view's time for new cells (the Overview's matrices, Fit's GPU grid): ``more()`` while view_seconds()
+    have not passed since it was made, and until the view has sized a cell (each press makes progress)."""
+
+    def __init__(self):
+        self.seconds = view_seconds()
+        self.deadline, self.sized = time.monotonic() + self.seconds, 0
+
+    def more(self) -> bool:
+        return not self.sized or time.monotonic() < self.deadline
+
+    def why(self) -> str:
+        """What the page says where cells are left."""
+        return (f"One view sizes new cells for at most {self.seconds:g} s (KVMEM_VIEW_SECONDS), so that one page "
+                "never holds the server for long")
 
 
 def engine_refusal(result) -> None:

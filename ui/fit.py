@@ -1,7 +1,5 @@
 """Fit hardware: will this model, context and batch fit on these GPUs under this engine — and how fast?"""
 
-import time
-
 import streamlit as st
 
 import kvmem
@@ -36,7 +34,7 @@ def _engine_numbers(record, command) -> None:
 
 
 def _grid(model, choices: list, contexts: list, grid_args: dict):
-    """The GPU x context grid (tables.fit_grid), sized a cell at a time for at most common.view_seconds() a view:
+    """The GPU x context grid (tables.fit_grid), sized a cell at a time while the view has time (common.ViewClock):
     the first GPU's row whole, then cell after cell, at least one; a press sizes the next, another rerun of the same
     grid none (under llama.cpp each cell is a placement over GPU and host: Kimi-K3's or DeepSeek-V4-Pro's 30 cells
     took 19 s, holding the server). The rows of the GPUs sized whole (None: none), and a note of the rest."""
@@ -51,21 +49,19 @@ def _grid(model, choices: list, contexts: list, grid_args: dict):
     left = [cell for cell in cells if cell not in sized]
     if sized and not st.session_state.get("fit_grid_next"):
         left = []                                           # a rerun for another input: no more cells unless asked
-    seconds = common.view_seconds()
-    deadline, count = time.monotonic() + seconds, 0
+    clock = common.ViewClock()
     if left:
         with st.spinner(f"Sizing {len(left)} GPU × context cells…"):
             for gpu, context in left:
-                if gpu != choices[0] and count and time.monotonic() >= deadline:
+                if gpu != choices[0] and not clock.more():
                     break
                 sized[gpu, context] = common.guard(cache.fit_grid, model, gpus=[gpu], contexts=[context], **grid_args)
-                count += 1
+                clock.sized += 1
     st.session_state["_fit_grid"] = (key, sized)
     whole = [gpu for gpu in choices if all((gpu, c) in sized for c in contexts)]
     if len(whole) < len(choices):
-        st.info(f"Sized {len(whole)} of {len(choices)} GPUs ({len(sized):,} of {len(cells):,} cells): one view "
-                f"sizes cells for at most {seconds:g} s (KVMEM_VIEW_SECONDS), so that one page never holds the server "
-                "for long.", icon=":material/hourglass:")
+        st.info(f"Sized {len(whole)} of {len(choices)} GPUs ({len(sized):,} of {len(cells):,} cells). {clock.why()}.",
+                icon=":material/hourglass:")
         st.button("Size the next GPUs", key="fit_grid_next", help="Sizes the next cells for as long again; the GPUs "
                                                                   "drawn are kept.")
     if not whole:

@@ -1,8 +1,8 @@
 """Overview: models x GPUs at the sidebar's context — fits, max batch, max context or the engine's
 concurrency, one matrix per engine (kvmem.sweep; a refused cell shows the refusal's reason).
 
-One view sizes new rows for at most common.view_seconds() of wall time (KVMEM_VIEW_SECONDS): the sidebar's
-model under the sidebar's engine always, then row after row, engine after engine; a press sizes the next. Every
+One view sizes new cells for common.ViewClock's time (KVMEM_VIEW_SECONDS, 6 s): the sidebar's model under the
+sidebar's engine always, then row after row, engine after engine; a press sizes the next. Every
 preset x every GPU is under a second under vLLM, but 3-4 minutes of the server's one interpreter under
 llama.cpp (bench/README.md: each cell a placement over GPU and host, DeepSeek-V4-Pro's row alone 38 s at 32k)."""
 
@@ -52,32 +52,30 @@ def _matrix(cells, show: str) -> None:
                + ", ".join(f"{n:,} {name}" for name, n in counts.items() if n) + ".")
 
 
-def _size(engine: str, sized: dict, options: dict, deadline: float, sized_now: int) -> int:
+def _size(engine: str, sized: dict, options: dict, clock) -> None:
     """Size ``engine``'s rows of the page's ``rows`` x ``gpus`` left (``sized``: row index -> its cells so far, in
-    ``gpus`` order) until the deadline:
-    the sidebar's model under the sidebar's engine whole, then at least one cell where this view has sized none yet.
+    ``gpus`` order) while ``clock`` (common.ViewClock) has time, the sidebar's model under the sidebar's engine whole.
     A row's first cell alone, then the rest at once where it took at most CELL_ALONE seconds, else GPU by GPU (under
-    llama.cpp Kimi-K3's row takes 57 s at 8k, 1.8 s a cell), so that a view overruns its time by one cell at most.
-    The number of cells sized."""
+    llama.cpp Kimi-K3's row takes 57 s at 8k, 1.8 s a cell), so that a view overruns its time by one cell at most."""
     left = [i for i in range(len(rows)) if len(sized.get(i, ())) < len(gpus)]
-    bar, count = st.progress(0.0), 0
+    if not left:
+        return
+    bar = st.progress(0.0)
     for done, i in enumerate(left):
         row, step = sized.setdefault(i, []), 1
-        while len(row) < len(gpus):
-            if (sized_now or count) and time.monotonic() >= deadline and (engine, i) != (engines[0], 0):
-                bar.empty()
-                return count
+        while len(row) < len(gpus) and (clock.more() or (engine, i) == (engines[0], 0)):
             bar.progress(done / len(left), text=f"Sizing {getattr(rows[i], 'name', rows[i])} under {engine} "
                                                 f"({len(rows) - len(left) + done + 1:,} of {len(rows):,} models)…")
             started = time.monotonic()
             cells = common.guard(cache.sweep, [rows[i]], gpus[len(row):len(row) + step], engines=[engine], **base,
                                  **options)
             row += cells
-            count += len(cells)
+            clock.sized += len(cells)
             if len(row) == 1 and time.monotonic() - started <= CELL_ALONE:
                 step = len(gpus)
+        if len(row) < len(gpus):
+            break
     bar.empty()
-    return count
 
 
 work = inputs.sidebar()
@@ -109,15 +107,11 @@ base = dict(contexts=[work.tokens], num_gpus=work.num_gpus, batch=work.batch, kv
 view = repr((work.model.fingerprint, rows[1:], gpus, sorted(base.items()), sorted(work.options.items())))
 kept = st.session_state.get("_ov_rows", {})
 kept = {key: sized for key, sized in kept.items() if key[1] == view}     # this view's only: bounded memory
-seconds = common.view_seconds()
-deadline = time.monotonic() + seconds
-pending, all_cells, sized_now = {}, [], 0
+clock = common.ViewClock()
+pending, all_cells = {}, []
 for engine in engines:
     sized = kept.setdefault((engine, view), {})
-    options = work.options if engine == work.engine else {}
-    if len([i for i in sized if len(sized[i]) == len(gpus)]) < len(rows) and (not sized_now
-                                                                                 or time.monotonic() < deadline):
-        sized_now += _size(engine, sized, options, deadline, sized_now)
+    _size(engine, sized, work.options if engine == work.engine else {}, clock)
     done = sorted(i for i in sized if len(sized[i]) == len(gpus))
     if len(done) < len(rows):
         partial = [f"{getattr(rows[i], 'name', rows[i])} on {len(sized[i]):,} of {len(gpus):,} GPUs so far"
@@ -139,9 +133,8 @@ for engine in engines:
     _matrix(cells, SHOW[shown])
 st.session_state["_ov_rows"] = kept
 if pending:
-    st.info(f"Not sized yet: {'; '.join(pending.values())}. One view sizes new rows for at most {seconds:g} s "
-            "(KVMEM_VIEW_SECONDS), so that one page never holds the server for long; size the next, or choose "
-            "fewer models or GPUs.", icon=":material/hourglass:")
+    st.info(f"Not sized yet: {'; '.join(pending.values())}. {clock.why()}: size the next, or choose fewer models "
+            "or GPUs.", icon=":material/hourglass:")
     st.button("Size the next rows", key="ov_next", help="Sizes the next rows for as long again; the rows above are "
                                                         "kept.")
 common.download(tables.sweep_frame(all_cells), "overview.csv", key="dl_overview",

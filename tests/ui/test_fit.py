@@ -108,8 +108,8 @@ def test_the_gpu_grid_is_sized_a_view_at_a_time(monkeypatch):
     contexts = sorted(set(grid["Context (tokens)"]))
     assert set(grid["GPU"]) == {"rtx-4090-24gb"} and len(contexts) >= 4
     said = [i.value for i in at.info if i.value.startswith("Sized ")]
-    assert said == [f"Sized 1 of 2 GPUs ({len(contexts)} of {2 * len(contexts)} cells): one view sizes cells for at "
-                    "most 0 s (KVMEM_VIEW_SECONDS), so that one page never holds the server for long."]
+    assert said == [f"Sized 1 of 2 GPUs ({len(contexts)} of {2 * len(contexts)} cells). One view sizes new cells for "
+                    "at most 0 s (KVMEM_VIEW_SECONDS), so that one page never holds the server for long."]
     for _ in contexts:
         at.button(key="fit_grid_next").click().run()
     assert not at.exception and not [i for i in at.info if i.value.startswith("Sized ")]

@@ -75,7 +75,9 @@ def test_every_engine_at_once_is_sized_a_view_at_a_time(monkeypatch):
     assert [s.value.split(":")[0] for s in at.subheader] == ["vllm"]      # the sidebar's model under its engine
     assert list(matrix(at)) == ["llama-3.1-8b"] and any("(1 of 2 models sized)" in c.value for c in at.caption)
     assert at.info[0].value.startswith("Not sized yet: 1 of 2 models under vllm; 2 of 2 models under sglang; "
-                                       "2 of 2 models under trtllm. One view sizes new rows for at most 0 s")
+                                       "2 of 2 models under trtllm. One view sizes new cells for at most 0 s "
+                                       "(KVMEM_VIEW_SECONDS), so that one page never holds the server for long: size "
+                                       "the next, or choose fewer models or GPUs.")
     seen = []                                   # 0 s: then one cell a press (2 GPUs: 2 presses a row)
     while at.info:
         at.button(key="ov_next").click().run()
